@@ -1,0 +1,68 @@
+# vescale - build, test, run. Nothing here is needed to *use* the headers:
+# copy them into your tree and define VESCALE_IMPLEMENTATION in one file.
+CC      ?= cc
+CXX     ?= c++
+MPICC   ?= mpicc
+NVCC    ?= nvcc
+CUDA    ?= /usr/local/cuda
+OPT     ?= -O2 -g
+WARN    := -Wall -Wextra -Werror
+CFLAGS  := -std=c99 $(OPT) $(WARN) -D_POSIX_C_SOURCE=200809L -I.
+LDLIBS  := -lpthread -lm
+B       ?= build
+SAN     ?=
+HEADERS := $(wildcard vescale*.h)
+
+# Open MPI refuses root without these; harmless otherwise.
+MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
+export OMPI_MCA_rmaps_base_oversubscribe = 1
+HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
+
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c,$(wildcard tests/test_*.c)))
+MPI_TESTS := $(if $(HAVE_MPI),$(B)/test_collectives_mpi $(B)/test_mesh_mpi)
+
+.PHONY: all run test test-asan test-tsan test-gpu bench compile-check clean
+all: $(TESTS) $(MPI_TESTS) $(B)/demo
+
+$(B):
+	@mkdir -p $(B)
+
+$(B)/%: tests/%.c $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+
+$(B)/%_mpi: tests/%.c $(HEADERS) tests/vs_test.h | $(B)
+	$(MPICC) $(CFLAGS) $(SAN) -DVESCALE_MPI -o $@ $< $(LDLIBS)
+
+$(B)/demo: examples/demo.c $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+# The main job: until the trainer exists, a 2x2x2 mesh on 8 thread ranks.
+run: $(B)/demo
+	./$(B)/demo
+
+# The README's test command (and .ci/run's).
+test: $(TESTS) $(MPI_TESTS)
+	B=$(B) MPIRUN="$(MPIRUN)" bash tests/run.sh
+
+test-asan:
+	$(MAKE) test B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+
+test-tsan:
+	$(MAKE) test B=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" MPI_TESTS=
+
+# NCCL on a real GPU, 1 rank (needs a CUDA device).
+test-gpu: | $(B)
+	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -o $(B)/test_nccl tests/test_nccl.c -lnccl -lpthread
+	./$(B)/test_nccl
+
+compile-check:
+	bash tests/compile_check.sh
+
+$(B)/bench_collectives: bench/collectives.c $(HEADERS) | $(B)
+	$(MPICC) -std=c99 -O2 $(WARN) -D_POSIX_C_SOURCE=200809L -I. -DVESCALE_MPI -o $@ $< $(LDLIBS)
+
+bench: $(B)/bench_collectives
+	B=$(B) MPIRUN="$(MPIRUN)" bash bench/run_collectives.sh
+
+clean:
+	rm -rf build build-asan build-tsan

@@ -1,0 +1,80 @@
+/* vs_test.h - the tiny harness shared by vescale's tests.
+
+   A test binary runs named cases. A case passes when no VT_CHECK failed while it
+   ran (checks may run on any rank thread). Each case prints one line:
+       ok <name> | not ok <name> | skip <name>: <why>
+   and main ends with vt_summary(), which prints "N passed, N failed, N skipped".
+   tests/run.sh adds up those lines over all binaries. */
+#ifndef VS_TEST_H
+#define VS_TEST_H
+#include <stdio.h>
+#include <stdarg.h>
+#include <string.h>
+
+static int vt_failures; /* touched with __atomic builtins: checks run on rank threads */
+static int vt_npass, vt_nfail, vt_nskip;
+static int vt_case_start;
+
+static void vt_fail_msg(const char* file, int line, const char* cond, const char* fmt, ...)
+{
+    int n = __atomic_add_fetch(&vt_failures, 1, __ATOMIC_SEQ_CST);
+    if (n > 40) return; /* enough to diagnose; keep logs readable */
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "    check failed %s:%d: %s: %s\n", file, line, cond, buf);
+}
+
+#define VT_CHECK(cond, ...)                                                   \
+    do {                                                                      \
+        if (!(cond)) vt_fail_msg(__FILE__, __LINE__, #cond, __VA_ARGS__);     \
+    } while (0)
+
+/* Checks a vs_result is VS_OK, printing vs_last_error() otherwise. */
+#define VT_OK(expr)                                                           \
+    do {                                                                      \
+        vs_result vt_r_ = (expr);                                             \
+        if (vt_r_ != VS_OK)                                                   \
+            vt_fail_msg(__FILE__, __LINE__, #expr, "%s: %s",                  \
+                        vs_result_string(vt_r_), vs_last_error());            \
+    } while (0)
+
+static void vt_begin(const char* name)
+{
+    (void)name;
+    vt_case_start = __atomic_load_n(&vt_failures, __ATOMIC_SEQ_CST);
+}
+
+static int vt_end(const char* name)
+{
+    int failed = __atomic_load_n(&vt_failures, __ATOMIC_SEQ_CST) != vt_case_start;
+    if (failed) vt_nfail++; else vt_npass++;
+    printf("%s %s\n", failed ? "not ok" : "ok", name);
+    fflush(stdout);
+    return !failed;
+}
+
+static void vt_skip(const char* name, const char* why)
+{
+    vt_nskip++;
+    printf("skip %s: %s\n", name, why);
+    fflush(stdout);
+}
+
+/* Runs one case: VT_CASE("name", fn(args)); */
+#define VT_CASE(name, call)                                                   \
+    do {                                                                      \
+        vt_begin(name);                                                       \
+        call;                                                                 \
+        vt_end(name);                                                         \
+    } while (0)
+
+static int vt_summary(void)
+{
+    printf("%d passed, %d failed, %d skipped\n", vt_npass, vt_nfail, vt_nskip);
+    fflush(stdout);
+    return vt_nfail ? 1 : 0;
+}
+#endif

@@ -1,0 +1,3548 @@
+/* vescale_mesh.h - the base of vescale: results, hooks, dtypes, transports
+   (threads, MPI, NCCL), bootstrap and the device mesh ("one mesh fits all").
+
+   Do this:
+       #define VESCALE_IMPLEMENTATION      (or VESCALE_MESH_IMPLEMENTATION)
+   before you include this file in *one* C or C++ file to create the
+   implementation. Every other file just includes it.
+
+       #define VESCALE_MESH_IMPLEMENTATION
+       #include "vescale_mesh.h"
+
+   Macros read (all optional):
+       VESCALE_STATIC       every function `static inline`, nothing exported: for
+                            single-translation-unit builds. Each TU then has its
+                            own implementation; never pass a handle between TUs.
+       VESCALE_MPI          compile the MPI transport (link -lmpi, or use mpicc)
+       VESCALE_NCCL         compile the NCCL transport (CUDA device buffers;
+                            link -lcudart -lnccl)
+       VS_ASSERT(c)         internal-invariant check (default: assert(c))
+       VS_API               linkage of public functions (default: extern, or
+                            static inline under VESCALE_STATIC)
+
+   Link: -lpthread always; -lmpi with VESCALE_MPI; -lcudart -lnccl with VESCALE_NCCL.
+
+   Environment read (only when the corresponding desc field is left zero):
+       VESCALE_LOG=error|warn|info|debug   log level when no logger is set (default: off)
+       VESCALE_TIMEOUT=<seconds>           default communication timeout (default 300)
+       VESCALE_TRANSPORT=threads|mpi|nccl  transport for vs_world_init (default: mpi
+                                           when compiled in, else nccl)
+       RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT   (torchrun style)
+       SLURM_PROCID SLURM_NTASKS SLURM_LOCALID              (srun)
+       OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK (mpirun)
+
+   Step by step (threads transport: 8 ranks as threads of this process):
+
+       static int train(vs_world* w, void* arg) {
+           vs_mesh* mesh;
+           vs_mesh_init(w, &(vs_mesh_desc){ .shape = {2, 2, 2} }, &mesh); // PP,DP,TP
+           vs_mesh* dp;
+           vs_mesh_submesh(mesh, "DP", &dp);          // collective the first time
+           float g[1024] = {0};
+           vs_all_reduce(vs_mesh_comm(dp), g, g, 1024, VS_F32, VS_OP_AVG, NULL);
+           vs_mesh_free(mesh);
+           return 0;
+       }
+       int main(void) { return vs_launch(8, train, NULL) == VS_OK ? 0 : 1; }
+
+   Topics (grep the markers):
+       // >>base       results, per-thread error message, version
+       // >>hooks      allocator, logger, assert
+       // >>dtype      dtypes and reduction ops
+       // >>comm       the communicator interface: collectives, p2p, groups, async work
+       // >>threads    the threads transport (vs_launch)
+       // >>mpi        the MPI transport
+       // >>nccl       the NCCL transport
+       // >>bootstrap  world init from launcher environment, TCP rendezvous
+       // >>mesh       the device mesh
+
+   Semantics shared by every transport
+   -----------------------------------
+   - A communicator (vs_comm) is a per-rank handle. Collectives must be called by
+     every rank of the communicator in the same order with matching arguments.
+     Operations on one communicator complete in the order they were issued
+     (stream order), whether blocking or asynchronous.
+   - Blocking calls (work == NULL) return when the operation is complete on this
+     rank. Passing a vs_work** makes the call asynchronous: it returns at once and
+     the operation progresses in the background (a progress thread on the threads
+     and MPI transports, the CUDA stream on NCCL); vs_wait() completes it. Buffers
+     must stay valid and untouched until then.
+   - In-place: all-reduce and broadcast accept send == recv; all-gather accepts
+     send == recv + rank*count; reduce-scatter accepts recv == send + rank*count
+     (the NCCL rules). All-to-all is never in place.
+   - Point-to-point: a send completes only once the matching recv is posted (no
+     buffering, as NCCL). Wrap exchanges in vs_group_start/vs_group_end.
+   - A peer that does not arrive within the timeout gives VS_ERR_TIMEOUT; the
+     communicator is then aborted and later calls give VS_ERR_ABORTED.
+   - A handle (world, comm, mesh) is used by one thread at a time.
+*/
+#ifndef VESCALE_MESH_INCLUDED
+#define VESCALE_MESH_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_MESH_IMPLEMENTATION)
+#define VESCALE_MESH_IMPLEMENTATION
+#endif
+
+#ifndef VS_API
+#ifdef VESCALE_STATIC
+#define VS_API static inline
+#else
+#define VS_API extern
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// >>base ---------------------------------------------------------------------
+
+#define VESCALE_VERSION_MAJOR 0
+#define VESCALE_VERSION_MINOR 1
+#define VESCALE_VERSION_PATCH 0
+#define VESCALE_VERSION_STRING "0.1.0"
+#define VESCALE_VERSION_NUMBER \
+    (VESCALE_VERSION_MAJOR * 10000 + VESCALE_VERSION_MINOR * 100 + VESCALE_VERSION_PATCH)
+
+/* 0 is success; errors are negative and grouped by kind:
+   -1..-19 the caller's input, -20..-39 resources and availability,
+   -40..-59 communication and backends. */
+typedef int vs_result;
+enum {
+    VS_OK = 0,
+    VS_ERR_INVALID = -1,      // an argument has a bad value
+    VS_ERR_NULL = -2,         // a required pointer is NULL
+    VS_ERR_MISMATCH = -3,     // ranks disagree (count, dtype, op, root) or sizes differ
+    VS_ERR_STATE = -4,        // call not allowed now (e.g. async inside a group)
+    VS_ERR_NOMEM = -20,       // allocation failed
+    VS_ERR_UNAVAILABLE = -21, // transport or feature not compiled in / not usable
+    VS_ERR_UNSUPPORTED = -22, // valid request this transport cannot do
+    VS_ERR_TIMEOUT = -40,     // a peer did not arrive in time
+    VS_ERR_ABORTED = -41,     // the communicator was aborted earlier
+    VS_ERR_BACKEND = -42,     // CUDA/NCCL/MPI/OS error; see vs_last_backend_code()
+    VS_ERR_IO = -43           // socket or file error
+};
+
+/* Short constant name of a result code ("VS_ERR_TIMEOUT"). Any thread. */
+VS_API const char* vs_result_string(vs_result r);
+/* Detail of the last error set on the calling thread, naming the bad input.
+   Valid until the next vescale call on this thread. Empty string if none. */
+VS_API const char* vs_last_error(void);
+/* Raw CUDA/NCCL/MPI/errno code behind the last VS_ERR_BACKEND/VS_ERR_IO on this thread. */
+VS_API int vs_last_backend_code(void);
+/* Clears the calling thread's error message. */
+VS_API void vs_clear_error(void);
+
+/* The implementation's VESCALE_VERSION_NUMBER; compare with the header's to catch
+   a header/implementation mismatch. */
+VS_API int vs_version(void);
+VS_API const char* vs_version_string(void);
+
+// >>hooks --------------------------------------------------------------------
+
+typedef enum vs_log_level {
+    VS_LOG_DEFAULT = 0, // take VESCALE_LOG from the environment (off when unset)
+    VS_LOG_OFF,
+    VS_LOG_ERROR,
+    VS_LOG_WARN,
+    VS_LOG_INFO,
+    VS_LOG_DEBUG
+} vs_log_level;
+
+/* Loggers may be called from any thread (progress threads included); they must be
+   re-entrant. `msg` has no trailing newline. */
+typedef void (*vs_log_fn)(vs_log_level level, const char* msg, void* user);
+typedef struct vs_logger {
+    vs_log_fn fn; // NULL: print to stderr when the level asks
+    void* user;
+} vs_logger;
+
+/* Allocation hooks. NULL members take malloc/free and cudaMalloc/cudaFree. */
+typedef struct vs_allocator {
+    void* (*alloc)(size_t size, void* user);
+    void (*free)(void* ptr, void* user);
+    void* (*device_alloc)(size_t size, void* user);
+    void (*device_free)(void* ptr, void* user);
+    void* user;
+} vs_allocator;
+
+#ifndef VS_ASSERT
+#include <assert.h>
+#define VS_ASSERT(c) assert(c)
+#endif
+
+// >>dtype --------------------------------------------------------------------
+
+typedef enum vs_dtype {
+    VS_DTYPE_INVALID = 0,
+    VS_F32,
+    VS_F16,
+    VS_BF16,
+    VS_F64,
+    VS_I32,
+    VS_I64,
+    VS_U8,
+    VS_DTYPE_COUNT
+} vs_dtype;
+
+typedef enum vs_op {
+    VS_OP_DEFAULT = 0, // sum
+    VS_OP_SUM,
+    VS_OP_AVG, // sum / nranks; integers truncate toward zero
+    VS_OP_MAX,
+    VS_OP_MIN,
+    VS_OP_COUNT
+} vs_op;
+
+/* Bytes per element; 0 for an invalid dtype. */
+VS_API size_t vs_dtype_size(vs_dtype dt);
+/* "f32", "bf16", ...; "invalid" for anything else. */
+VS_API const char* vs_dtype_name(vs_dtype dt);
+VS_API const char* vs_op_name(vs_op op);
+/* IEEE half / bfloat16 conversions (round to nearest even), used by reductions. */
+VS_API float vs_f16_to_f32(uint16_t h);
+VS_API uint16_t vs_f32_to_f16(float f);
+VS_API float vs_bf16_to_f32(uint16_t h);
+VS_API uint16_t vs_f32_to_bf16(float f);
+
+// >>comm ---------------------------------------------------------------------
+
+typedef enum vs_transport {
+    VS_TRANSPORT_DEFAULT = 0,
+    VS_TRANSPORT_THREADS,
+    VS_TRANSPORT_MPI,
+    VS_TRANSPORT_NCCL
+} vs_transport;
+
+typedef struct vs_world vs_world; // one per rank: transport, hooks, world communicator
+typedef struct vs_comm vs_comm;   // a communicator, per-rank handle
+typedef struct vs_work vs_work;   // an asynchronous operation in flight
+
+#define VS_COLOR_NONE (-1) // vs_comm_split: this rank joins no communicator
+
+VS_API const char* vs_transport_name(vs_transport t);
+/* 1 when the transport is compiled into this build. */
+VS_API int vs_transport_available(vs_transport t);
+
+VS_API int vs_comm_rank(const vs_comm* c);
+VS_API int vs_comm_size(const vs_comm* c);
+VS_API vs_transport vs_comm_transport(const vs_comm* c);
+/* Timeout in seconds for peers to arrive (inherited from the world). */
+VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds);
+/* NCCL: the cudaStream_t the comm's operations are enqueued on (NULL: its own). */
+VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream);
+VS_API void* vs_comm_stream(const vs_comm* c);
+
+/* Collective over `c`: ranks with the same color form a new communicator, ordered by
+   (key, old rank). VS_COLOR_NONE gives *out = NULL. Free with vs_comm_free. */
+VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out);
+/* Frees a communicator made by vs_comm_split (not the world's or a mesh's). */
+VS_API vs_result vs_comm_free(vs_comm* c);
+/* Marks the communicator failed on every rank: peers blocked in it return
+   VS_ERR_ABORTED. Any thread. */
+VS_API vs_result vs_comm_abort(vs_comm* c);
+
+/* Collectives. `count`s are elements. work == NULL: blocking. */
+VS_API vs_result vs_all_reduce(vs_comm* c, const void* send, void* recv, size_t count,
+                               vs_dtype dt, vs_op op, vs_work** work);
+VS_API vs_result vs_reduce(vs_comm* c, const void* send, void* recv, size_t count,
+                           vs_dtype dt, vs_op op, int root, vs_work** work);
+VS_API vs_result vs_broadcast(vs_comm* c, const void* send, void* recv, size_t count,
+                              vs_dtype dt, int root, vs_work** work);
+/* recv holds size*count elements, rank i's block at i*count. */
+VS_API vs_result vs_all_gather(vs_comm* c, const void* send, void* recv, size_t count,
+                               vs_dtype dt, vs_work** work);
+/* Uneven: rank i contributes counts[i] elements, placed at recv + displs[i]
+   (displs NULL: packed in rank order). counts/displs equal on every rank. */
+VS_API vs_result vs_all_gatherv(vs_comm* c, const void* send, void* recv,
+                                const size_t* counts, const size_t* displs, vs_dtype dt,
+                                vs_work** work);
+/* send holds size*count elements; rank i receives the reduction of block i. */
+VS_API vs_result vs_reduce_scatter(vs_comm* c, const void* send, void* recv, size_t count,
+                                   vs_dtype dt, vs_op op, vs_work** work);
+/* Uneven: block i has counts[i] elements, packed in rank order in send. */
+VS_API vs_result vs_reduce_scatterv(vs_comm* c, const void* send, void* recv,
+                                    const size_t* counts, vs_dtype dt, vs_op op,
+                                    vs_work** work);
+/* send block j (count elements) goes to rank j; recv block i comes from rank i. */
+VS_API vs_result vs_all_to_all(vs_comm* c, const void* send, void* recv, size_t count,
+                               vs_dtype dt, vs_work** work);
+/* Uneven all-to-all: send_counts[j] elements at send + send_displs[j] go to rank j,
+   recv_counts[i] elements from rank i land at recv + recv_displs[i]. */
+VS_API vs_result vs_all_to_allv(vs_comm* c, const void* send, const size_t* send_counts,
+                                const size_t* send_displs, void* recv,
+                                const size_t* recv_counts, const size_t* recv_displs,
+                                vs_dtype dt, vs_work** work);
+VS_API vs_result vs_barrier(vs_comm* c, vs_work** work);
+
+/* Point-to-point. Between vs_group_start/vs_group_end they are posted together and
+   complete at vs_group_end, so exchanges in any order do not deadlock. */
+VS_API vs_result vs_send(vs_comm* c, const void* buf, size_t count, vs_dtype dt, int peer,
+                         vs_work** work);
+VS_API vs_result vs_recv(vs_comm* c, void* buf, size_t count, vs_dtype dt, int peer,
+                         vs_work** work);
+/* Groups nest; operations issued inside one (p2p and collectives, work == NULL) are
+   launched at the outermost vs_group_end, which blocks, or with work != NULL returns
+   a handle for all of them. Groups are per communicator. */
+VS_API vs_result vs_group_start(vs_comm* c);
+VS_API vs_result vs_group_end(vs_comm* c, vs_work** work);
+
+/* Completes an asynchronous operation and frees its handle; returns its result.
+   Times out like a blocking call. Only the thread that issued it. */
+VS_API vs_result vs_wait(vs_work* w);
+/* *done = 1 when the operation has completed (vs_wait then returns at once). */
+VS_API vs_result vs_test(vs_work* w, int* done);
+
+// >>threads ------------------------------------------------------------------
+
+/* A rank's entry point under vs_launch; a non-zero return is reported by vs_launch. */
+typedef int (*vs_rank_fn)(vs_world* world, void* arg);
+
+typedef struct vs_launch_desc {
+    int nranks;             // required, >= 1
+    vs_transport transport; // DEFAULT/THREADS: shared memory; NCCL: one GPU per thread
+    double timeout_s;       // 0: VESCALE_TIMEOUT or 300
+    int ranks_per_node;     // local rank = rank % ranks_per_node (0: all on one node)
+    vs_logger logger;
+    vs_log_level log_level;
+    vs_allocator allocator;
+} vs_launch_desc;
+
+/* Runs fn on nranks ranks, each a thread of this process, and joins them. Returns
+   VS_OK, a launch error, or the first non-zero value a rank returned. The world
+   each rank gets is freed when fn returns. Jobs are independent: several may run
+   at once in one process. */
+VS_API vs_result vs_launch(int nranks, vs_rank_fn fn, void* arg);
+VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* arg);
+
+// >>bootstrap ----------------------------------------------------------------
+
+/* Where this process sits in the job, as launchers describe it. */
+typedef struct vs_bootstrap_info {
+    int rank, world_size, local_rank;
+    char master_addr[256];
+    int master_port;
+    const char* source; // "explicit", "torchrun", "slurm", "openmpi", "none"
+} vs_bootstrap_info;
+
+/* Reads the launcher environment: torchrun, then SLURM, then Open MPI variables.
+   Returns VS_ERR_INVALID naming the variable when one is malformed or out of range;
+   *out->source == "none" (world_size 1) when nothing is set. */
+VS_API vs_result vs_bootstrap_from_env(vs_bootstrap_info* out);
+
+typedef enum vs_device_select {
+    VS_DEVICE_BY_LOCAL_RANK = 0, // cudaSetDevice(local_rank % device count)
+    VS_DEVICE_EXPLICIT,          // cudaSetDevice(cuda_device)
+    VS_DEVICE_KEEP               // leave the current device
+} vs_device_select;
+
+typedef struct vs_world_desc {
+    vs_transport transport; // DEFAULT: VESCALE_TRANSPORT, else MPI if built, else NCCL
+    int world_size;         // 0: from the environment; else rank/local_rank explicit
+    int rank;
+    int local_rank;
+    const char* master_addr; // NCCL rendezvous without MPI (NULL: MASTER_ADDR)
+    int master_port;         // 0: MASTER_PORT
+    double timeout_s;        // 0: VESCALE_TIMEOUT or 300
+    vs_device_select device_select;
+    int cuda_device;
+    void* mpi_comm; // optional MPI_Comm* to build on instead of MPI_COMM_WORLD
+    vs_logger logger;
+    vs_log_level log_level;
+    vs_allocator allocator;
+} vs_world_desc;
+
+/* Starts this process's rank of a multi-process job (MPI or NCCL transport). For the
+   threads transport use vs_launch. MPI is initialised (MPI_THREAD_MULTIPLE) unless
+   the program already did. */
+VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out);
+/* Frees the world (and finalizes MPI if vs_world_init initialised it). */
+VS_API vs_result vs_world_free(vs_world* w);
+VS_API int vs_world_rank(const vs_world* w);
+VS_API int vs_world_size(const vs_world* w);
+VS_API int vs_world_local_rank(const vs_world* w);
+VS_API vs_transport vs_world_transport(const vs_world* w);
+VS_API vs_comm* vs_world_comm(vs_world* w);
+VS_API double vs_world_timeout(const vs_world* w);
+
+/* Logs through the world's logger at `level` (printf-style). */
+VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Host and device allocation through the world's hooks. */
+VS_API void* vs_alloc(const vs_world* w, size_t size);
+VS_API void vs_free(const vs_world* w, void* ptr);
+VS_API void* vs_device_alloc(const vs_world* w, size_t size);
+VS_API void vs_device_free(const vs_world* w, void* ptr);
+
+// >>mesh ---------------------------------------------------------------------
+
+#define VS_MESH_MAX_DIMS 8
+#define VS_MESH_NAME_MAX 32
+
+typedef struct vs_mesh vs_mesh;
+
+typedef struct vs_mesh_desc {
+    int shape[VS_MESH_MAX_DIMS]; // sizes, outermost first; ndims = leading non-zero entries
+    int ndims;                   // 0: count the leading non-zero shape entries
+    /* NULL entries: defaults for 1-3 dims: (DP), (DP,TP), (PP,DP,TP); TP innermost. */
+    const char* dim_names[VS_MESH_MAX_DIMS];
+    vs_comm* comm; // ranks of the mesh (NULL: the world's communicator)
+} vs_mesh_desc;
+
+/* A mesh over the ranks of desc->comm (product of shape == its size), rank r at the
+   row-major coordinate of r. Local; the communicator is shared, not copied. */
+VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** out);
+/* Frees the mesh, every submesh it made and their communicators. */
+VS_API vs_result vs_mesh_free(vs_mesh* m);
+
+VS_API int vs_mesh_ndims(const vs_mesh* m);
+/* Index of a dim by name, or VS_ERR_INVALID naming it. */
+VS_API int vs_mesh_dim_index(const vs_mesh* m, const char* dim);
+VS_API const char* vs_mesh_dim_name(const vs_mesh* m, int dim_index);
+/* Size along a dim (veScale's get_strategy_size), or a negative error. */
+VS_API int vs_mesh_size(const vs_mesh* m, const char* dim);
+/* Number of ranks in the mesh. */
+VS_API int vs_mesh_nranks(const vs_mesh* m);
+/* This rank's index in the mesh (== rank in vs_mesh_comm). */
+VS_API int vs_mesh_rank(const vs_mesh* m);
+/* This rank's coordinate along a dim, or a negative error. */
+VS_API int vs_mesh_coord_along(const vs_mesh* m, const char* dim);
+VS_API vs_result vs_mesh_coord(const vs_mesh* m, int coord[VS_MESH_MAX_DIMS]);
+/* Coordinate of any mesh rank, and the mesh rank at a coordinate. */
+VS_API vs_result vs_mesh_coord_of(const vs_mesh* m, int mesh_rank, int coord[VS_MESH_MAX_DIMS]);
+VS_API vs_result vs_mesh_rank_of(const vs_mesh* m, const int* coord, int* mesh_rank);
+/* Global (world) rank of a mesh rank. */
+VS_API int vs_mesh_global_rank(const vs_mesh* m, int mesh_rank);
+VS_API int vs_mesh_local_rank(const vs_mesh* m);
+VS_API vs_comm* vs_mesh_comm(vs_mesh* m);
+VS_API vs_world* vs_mesh_world(vs_mesh* m);
+
+/* The submesh over `dims` ("DP", "DP,TP"; order given = order of its dims) that
+   contains this rank, with its communicator. The first call for a set of dims is
+   collective over the whole mesh; later calls return the cached submesh, owned by
+   `m`. */
+VS_API vs_result vs_mesh_submesh(vs_mesh* m, const char* dims, vs_mesh** out);
+/* Global ranks of the submesh over `dims` containing mesh rank `mesh_rank`, in its
+   order. *n gets the count; cap too small gives VS_ERR_INVALID. No communication. */
+VS_API vs_result vs_mesh_group_of(const vs_mesh* m, const char* dims, int mesh_rank,
+                                  int* ranks, int cap, int* n);
+/* All sibling submeshes over `dims`: *ngroups rows of *group_size global ranks each,
+   row g = the g-th group in row-major order of the remaining dims. */
+VS_API vs_result vs_mesh_groups(const vs_mesh* m, const char* dims, int* ranks, int cap,
+                                int* ngroups, int* group_size);
+/* The rank `offset` steps along `dim` from this one (e.g. -1/+1: previous/next
+   pipeline stage). Without wrap, stepping off the end gives *global_rank = -1 and
+   VS_OK. *mesh_rank (may be NULL) gets its mesh rank or -1. */
+VS_API vs_result vs_mesh_neighbor(const vs_mesh* m, const char* dim, int offset, int wrap,
+                                  int* global_rank, int* mesh_rank);
+/* 1 when this rank is first/last along `dim`, 0 if not, negative on a bad dim. */
+VS_API int vs_mesh_is_first(const vs_mesh* m, const char* dim);
+VS_API int vs_mesh_is_last(const vs_mesh* m, const char* dim);
+/* Writes "(PP=2, DP=2, TP=2)" into buf. Returns the length it needs. */
+VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // VESCALE_MESH_INCLUDED
+
+/* ========================================================================== */
+/*                              IMPLEMENTATION                                */
+/* ========================================================================== */
+#if defined(VESCALE_MESH_IMPLEMENTATION) && !defined(VESCALE_MESH_IMPLEMENTED)
+#define VESCALE_MESH_IMPLEMENTED
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#ifdef VESCALE_MPI
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1 /* the C API only: the C++ bindings do not build warning-free */
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+#endif
+#ifdef VESCALE_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define _VS_UNUSED __attribute__((unused))
+#define _VS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define _VS_UNUSED
+#define _VS_PRINTF(a, b)
+#endif
+#define _VS_PRIVATE static _VS_UNUSED
+
+/* Thread-local storage for the per-thread error message (the one piece of state
+   that is not in a handle: errors must be reportable before any handle exists). */
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define _VS_TLS thread_local
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_THREADS__)
+#define _VS_TLS _Thread_local
+#else
+#define _VS_TLS __thread
+#endif
+
+/* Casting malloc'd memory: C++ needs it, C tolerates it. */
+#define _VS_NEW(T, n) ((T*)calloc((size_t)(n), sizeof(T)))
+
+// >>base ----------------------------------------------------------------------
+
+typedef struct _vs_errstate {
+    char msg[512];
+    int backend_code;
+} _vs_errstate;
+
+_VS_PRIVATE _vs_errstate* _vs_err_tls(void)
+{
+    static _VS_TLS _vs_errstate s;
+    return &s;
+}
+
+_VS_PRIVATE _VS_PRINTF(2, 3) vs_result _vs_err(vs_result code, const char* fmt, ...)
+{
+    _vs_errstate* s = _vs_err_tls();
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+_VS_PRIVATE vs_result _vs_err_backend(vs_result code, int raw, const char* fmt, ...)
+{
+    _vs_errstate* s = _vs_err_tls();
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+    va_end(ap);
+    s->backend_code = raw;
+    return code;
+}
+
+VS_API const char* vs_result_string(vs_result r)
+{
+    switch (r) {
+    case VS_OK: return "VS_OK";
+    case VS_ERR_INVALID: return "VS_ERR_INVALID";
+    case VS_ERR_NULL: return "VS_ERR_NULL";
+    case VS_ERR_MISMATCH: return "VS_ERR_MISMATCH";
+    case VS_ERR_STATE: return "VS_ERR_STATE";
+    case VS_ERR_NOMEM: return "VS_ERR_NOMEM";
+    case VS_ERR_UNAVAILABLE: return "VS_ERR_UNAVAILABLE";
+    case VS_ERR_UNSUPPORTED: return "VS_ERR_UNSUPPORTED";
+    case VS_ERR_TIMEOUT: return "VS_ERR_TIMEOUT";
+    case VS_ERR_ABORTED: return "VS_ERR_ABORTED";
+    case VS_ERR_BACKEND: return "VS_ERR_BACKEND";
+    case VS_ERR_IO: return "VS_ERR_IO";
+    default: return "VS_ERR_UNKNOWN";
+    }
+}
+
+VS_API const char* vs_last_error(void) { return _vs_err_tls()->msg; }
+VS_API int vs_last_backend_code(void) { return _vs_err_tls()->backend_code; }
+VS_API void vs_clear_error(void)
+{
+    _vs_errstate* s = _vs_err_tls();
+    s->msg[0] = 0;
+    s->backend_code = 0;
+}
+VS_API int vs_version(void) { return VESCALE_VERSION_NUMBER; }
+VS_API const char* vs_version_string(void) { return VESCALE_VERSION_STRING; }
+
+#define _VS_CHECK_NULL(p, what)                                                      \
+    do {                                                                             \
+        if (!(p)) return _vs_err(VS_ERR_NULL, "%s: %s is NULL", __func__, what);     \
+    } while (0)
+
+// >>time ----------------------------------------------------------------------
+
+_VS_PRIVATE double _vs_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Absolute CLOCK_REALTIME deadline for pthread_cond_timedwait. */
+_VS_PRIVATE struct timespec _vs_abs_deadline(double seconds_from_now)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + seconds_from_now;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+    return ts;
+}
+
+_VS_PRIVATE void _vs_sleep_us(long us)
+{
+    struct timespec ts;
+    ts.tv_sec = us / 1000000L;
+    ts.tv_nsec = (us % 1000000L) * 1000L;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+_VS_PRIVATE void _vs_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+// >>hooks ---------------------------------------------------------------------
+
+typedef struct _vs_hooks {
+    vs_logger logger;
+    vs_log_level level;
+    vs_allocator alloc;
+} _vs_hooks;
+
+_VS_PRIVATE vs_log_level _vs_level_from_env(void)
+{
+    const char* e = getenv("VESCALE_LOG");
+    if (!e || !*e) return VS_LOG_OFF;
+    if (!strcmp(e, "error")) return VS_LOG_ERROR;
+    if (!strcmp(e, "warn")) return VS_LOG_WARN;
+    if (!strcmp(e, "info")) return VS_LOG_INFO;
+    if (!strcmp(e, "debug")) return VS_LOG_DEBUG;
+    return VS_LOG_OFF;
+}
+
+_VS_PRIVATE void _vs_hooks_init(_vs_hooks* h, const vs_logger* lg, vs_log_level lv,
+                                const vs_allocator* al)
+{
+    memset(h, 0, sizeof *h);
+    if (lg) h->logger = *lg;
+    if (al) h->alloc = *al;
+    h->level = lv == VS_LOG_DEFAULT ? _vs_level_from_env() : lv;
+}
+
+_VS_PRIVATE void _vs_vlog(const _vs_hooks* h, int rank, vs_log_level level, const char* fmt,
+                          va_list ap)
+{
+    static const char* names[] = {"", "off", "error", "warn", "info", "debug"};
+    if (!h || level > h->level || level <= VS_LOG_OFF) return;
+    char msg[1024];
+    int off = rank >= 0 ? snprintf(msg, sizeof msg, "[rank %d] ", rank) : 0;
+    vsnprintf(msg + off, sizeof msg - (size_t)off, fmt, ap);
+    if (h->logger.fn)
+        h->logger.fn(level, msg, h->logger.user);
+    else
+        fprintf(stderr, "vescale %s: %s\n", names[level], msg);
+}
+
+_VS_PRIVATE void* _vs_halloc(const _vs_hooks* h, size_t n)
+{
+    if (h && h->alloc.alloc) return h->alloc.alloc(n, h->alloc.user);
+    return malloc(n ? n : 1);
+}
+
+_VS_PRIVATE void _vs_hfree(const _vs_hooks* h, void* p)
+{
+    if (!p) return;
+    if (h && h->alloc.free)
+        h->alloc.free(p, h->alloc.user);
+    else
+        free(p);
+}
+
+// >>dtype ---------------------------------------------------------------------
+
+VS_API size_t vs_dtype_size(vs_dtype dt)
+{
+    switch (dt) {
+    case VS_F32: case VS_I32: return 4;
+    case VS_F16: case VS_BF16: return 2;
+    case VS_F64: case VS_I64: return 8;
+    case VS_U8: return 1;
+    default: return 0;
+    }
+}
+
+VS_API const char* vs_dtype_name(vs_dtype dt)
+{
+    switch (dt) {
+    case VS_F32: return "f32";
+    case VS_F16: return "f16";
+    case VS_BF16: return "bf16";
+    case VS_F64: return "f64";
+    case VS_I32: return "i32";
+    case VS_I64: return "i64";
+    case VS_U8: return "u8";
+    default: return "invalid";
+    }
+}
+
+VS_API const char* vs_op_name(vs_op op)
+{
+    switch (op) {
+    case VS_OP_DEFAULT: case VS_OP_SUM: return "sum";
+    case VS_OP_AVG: return "avg";
+    case VS_OP_MAX: return "max";
+    case VS_OP_MIN: return "min";
+    default: return "invalid";
+    }
+}
+
+_VS_PRIVATE uint32_t _vs_f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+_VS_PRIVATE float _vs_u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+VS_API float vs_bf16_to_f32(uint16_t h) { return _vs_u2f((uint32_t)h << 16); }
+
+VS_API uint16_t vs_f32_to_bf16(float f)
+{
+    uint32_t u = _vs_f2u(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+VS_API float vs_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (exp == 0x1f) return _vs_u2f(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        if (man == 0) return _vs_u2f(sign);
+        float f = (float)man * (1.0f / 16777216.0f); // subnormal: man * 2^-24
+        return sign ? -f : f;
+    }
+    return _vs_u2f(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+VS_API uint16_t vs_f32_to_f16(float f)
+{
+    uint32_t u = _vs_f2u(f);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); // rounds to inf
+    if (a < 0x38800000u) {                                   // subnormal or zero
+        if (a < 0x33000000u) return (uint16_t)sign;          // below half of min subnormal
+        uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e; // 14..24 bits dropped for 2^-24 units
+        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (r & 1u))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = a - 0x38000000u; // rebias exponent 127 -> 15
+    uint32_t out = r >> 13, rem = r & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (out & 1u))) out++;
+    return (uint16_t)(sign | out);
+}
+
+/* Reduces `len` elements at element offset `off` of srcs[0..nsrc) in fixed order
+   (src 0 first) into out. Half types accumulate in float and round once. Integer
+   sums wrap (done in unsigned arithmetic). `navg` divides for VS_OP_AVG. */
+#define _VS_RED_NATIVE(T, UT)                                                        \
+    do {                                                                             \
+        T* o = (T*)out;                                                              \
+        const T* s0 = (const T*)srcs[0] + off;                                       \
+        for (size_t i = 0; i < len; i++) o[i] = s0[i];                               \
+        for (int k = 1; k < nsrc; k++) {                                             \
+            const T* s = (const T*)srcs[k] + off;                                    \
+            if (op == VS_OP_MAX)                                                     \
+                for (size_t i = 0; i < len; i++) o[i] = s[i] > o[i] ? s[i] : o[i];   \
+            else if (op == VS_OP_MIN)                                                \
+                for (size_t i = 0; i < len; i++) o[i] = s[i] < o[i] ? s[i] : o[i];   \
+            else                                                                     \
+                for (size_t i = 0; i < len; i++) o[i] = (T)((UT)o[i] + (UT)s[i]);    \
+        }                                                                            \
+        if (op == VS_OP_AVG)                                                         \
+            for (size_t i = 0; i < len; i++) o[i] = (T)(o[i] / (T)navg);             \
+    } while (0)
+
+#define _VS_RED_HALF(TOF, FROMF)                                                     \
+    do {                                                                             \
+        float acc[_VS_RED_BLOCK];                                                    \
+        uint16_t* o = (uint16_t*)out;                                                \
+        const uint16_t* s0 = (const uint16_t*)srcs[0] + off;                         \
+        for (size_t i = 0; i < len; i++) acc[i] = TOF(s0[i]);                        \
+        for (int k = 1; k < nsrc; k++) {                                             \
+            const uint16_t* s = (const uint16_t*)srcs[k] + off;                      \
+            for (size_t i = 0; i < len; i++) {                                       \
+                float v = TOF(s[i]);                                                 \
+                if (op == VS_OP_MAX) acc[i] = v > acc[i] ? v : acc[i];               \
+                else if (op == VS_OP_MIN) acc[i] = v < acc[i] ? v : acc[i];          \
+                else acc[i] += v;                                                    \
+            }                                                                        \
+        }                                                                            \
+        if (op == VS_OP_AVG)                                                         \
+            for (size_t i = 0; i < len; i++) acc[i] /= (float)navg;                  \
+        for (size_t i = 0; i < len; i++) o[i] = FROMF(acc[i]);                       \
+    } while (0)
+
+#define _VS_RED_BLOCK 2048 /* elements per reduction block: in L1 with the inputs */
+
+_VS_PRIVATE void _vs_reduce_block(vs_dtype dt, vs_op op, int navg, const void* const* srcs,
+                                  int nsrc, size_t off, size_t len, void* out)
+{
+    VS_ASSERT(len <= _VS_RED_BLOCK && nsrc >= 1);
+    switch (dt) {
+    case VS_F32: _VS_RED_NATIVE(float, float); break;
+    case VS_F64: _VS_RED_NATIVE(double, double); break;
+    case VS_I32: _VS_RED_NATIVE(int32_t, uint32_t); break;
+    case VS_I64: _VS_RED_NATIVE(int64_t, uint64_t); break;
+    case VS_U8: _VS_RED_NATIVE(uint8_t, uint8_t); break;
+    case VS_F16: _VS_RED_HALF(vs_f16_to_f32, vs_f32_to_f16); break;
+    case VS_BF16: _VS_RED_HALF(vs_bf16_to_f32, vs_f32_to_bf16); break;
+    default: VS_ASSERT(0);
+    }
+}
+
+/* In-place average of a finished sum (transports without a native average). */
+_VS_PRIVATE void _vs_divide(vs_dtype dt, void* buf, size_t count, int n)
+{
+    size_t i;
+    switch (dt) {
+    case VS_F32: for (i = 0; i < count; i++) ((float*)buf)[i] /= (float)n; break;
+    case VS_F64: for (i = 0; i < count; i++) ((double*)buf)[i] /= (double)n; break;
+    case VS_I32: for (i = 0; i < count; i++) ((int32_t*)buf)[i] /= n; break;
+    case VS_I64: for (i = 0; i < count; i++) ((int64_t*)buf)[i] /= n; break;
+    case VS_U8: for (i = 0; i < count; i++) ((uint8_t*)buf)[i] = (uint8_t)(((uint8_t*)buf)[i] / n); break;
+    case VS_F16:
+        for (i = 0; i < count; i++) {
+            uint16_t* p = (uint16_t*)buf + i;
+            *p = vs_f32_to_f16(vs_f16_to_f32(*p) / (float)n);
+        }
+        break;
+    case VS_BF16:
+        for (i = 0; i < count; i++) {
+            uint16_t* p = (uint16_t*)buf + i;
+            *p = vs_f32_to_bf16(vs_bf16_to_f32(*p) / (float)n);
+        }
+        break;
+    default: break;
+    }
+}
+
+// >>comm ----------------------------------------------------------------------
+
+enum {
+    _VS_K_ALLREDUCE = 1,
+    _VS_K_REDUCE,
+    _VS_K_BCAST,
+    _VS_K_ALLGATHER,  // counts/displs always filled (uniform ones too)
+    _VS_K_REDSCAT,    // counts/displs always filled
+    _VS_K_ALLTOALL,   // counts/displs = send side, rcounts/rdispls = recv side
+    _VS_K_BARRIER,
+    _VS_K_SEND,
+    _VS_K_RECV,
+    _VS_K_SPLIT
+};
+
+static const char* const _vs_kind_names[] = {"?", "all_reduce", "reduce", "broadcast",
+    "all_gather", "reduce_scatter", "all_to_all", "barrier", "send", "recv", "split"};
+
+/* One operation as issued by one rank. Arrays are owned (`own`) so the op can be
+   queued or grouped after the caller's arrays are gone. */
+typedef struct _vs_opdesc {
+    int kind;
+    vs_dtype dt;
+    vs_op op;
+    int root; // root, or peer for send/recv
+    const void* send;
+    void* recv;
+    size_t count;   // uniform count (all_reduce, reduce, bcast, p2p)
+    int uniform;    // 1: all_gather/reduce_scatter/all_to_all called with one count
+    size_t* counts; // per-rank counts (send side for all_to_all)
+    size_t* displs;
+    size_t* rcounts; // all_to_all recv side
+    size_t* rdispls;
+    size_t* own;
+    int color, key;     // split
+    vs_comm** split_out;
+} _vs_opdesc;
+
+struct vs_work {
+    vs_comm* comm;
+    _vs_opdesc* ops;
+    int nops;
+    int state; // 0 pending, 1 done (atomic)
+    vs_result res;
+    char err[256];
+    vs_work* next;
+#ifdef VESCALE_NCCL
+    cudaEvent_t ev;
+#endif
+};
+
+typedef struct _vs_tshared _vs_tshared;
+
+struct vs_comm {
+    vs_world* world;
+    vs_transport tr;
+    int rank, size;
+    double timeout;
+    int aborted; // sticky, this handle (atomic)
+    int kind;    // 0 user (split), 1 world, 2 mesh-owned
+    // groups
+    int group_depth;
+    _vs_opdesc* gops;
+    int gn, gcap;
+    // progress queue (threads and MPI transports)
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    vs_work* qhead;
+    vs_work* qtail;
+    int qbusy, qstop, qthread_on;
+    pthread_t qthread;
+    // threads transport
+    _vs_tshared* sh;
+    const void** srcs; // per-rank scratch pointer tables, size `size`
+    void** dsts;
+#ifdef VESCALE_MPI
+    MPI_Comm mc;
+#endif
+#ifdef VESCALE_NCCL
+    ncclComm_t nc;
+    cudaStream_t stream;
+    int own_stream;
+    void* scratch; // device: one float for barriers
+#endif
+};
+
+struct _vs_tjob;
+
+struct vs_world {
+    vs_transport tr;
+    int rank, size, local_rank;
+    double timeout;
+    _vs_hooks hooks;
+    vs_comm* comm;
+    struct _vs_tjob* job;
+    int mpi_finalize;
+#ifdef VESCALE_MPI
+    MPI_Op half_ops[2][3]; // [f16,bf16][sum,max,min]
+    int half_ops_made;
+#endif
+};
+
+VS_API const char* vs_transport_name(vs_transport t)
+{
+    switch (t) {
+    case VS_TRANSPORT_DEFAULT: return "default";
+    case VS_TRANSPORT_THREADS: return "threads";
+    case VS_TRANSPORT_MPI: return "mpi";
+    case VS_TRANSPORT_NCCL: return "nccl";
+    default: return "invalid";
+    }
+}
+
+VS_API int vs_transport_available(vs_transport t)
+{
+    switch (t) {
+    case VS_TRANSPORT_THREADS: return 1;
+#ifdef VESCALE_MPI
+    case VS_TRANSPORT_MPI: return 1;
+#endif
+#ifdef VESCALE_NCCL
+    case VS_TRANSPORT_NCCL: return 1;
+#endif
+    default: return 0;
+    }
+}
+
+_VS_PRIVATE double _vs_timeout_default(double t)
+{
+    if (t > 0) return t;
+    const char* e = getenv("VESCALE_TIMEOUT");
+    if (e && *e) {
+        double v = atof(e);
+        if (v > 0) return v;
+    }
+    return 300.0;
+}
+
+_VS_PRIVATE vs_comm* _vs_comm_new(vs_world* w, vs_transport tr, int rank, int size)
+{
+    vs_comm* c = _VS_NEW(vs_comm, 1);
+    if (!c) return NULL;
+    c->srcs = _VS_NEW(const void*, size);
+    c->dsts = _VS_NEW(void*, size);
+    if (!c->srcs || !c->dsts) {
+        free((void*)c->srcs);
+        free(c->dsts);
+        free(c);
+        return NULL;
+    }
+    c->world = w;
+    c->tr = tr;
+    c->rank = rank;
+    c->size = size;
+    c->timeout = w ? w->timeout : 300.0;
+    pthread_mutex_init(&c->qmu, NULL);
+    pthread_cond_init(&c->qcv, NULL);
+    return c;
+}
+
+VS_API int vs_comm_rank(const vs_comm* c) { return c ? c->rank : -1; }
+VS_API int vs_comm_size(const vs_comm* c) { return c ? c->size : -1; }
+VS_API vs_transport vs_comm_transport(const vs_comm* c) { return c ? c->tr : VS_TRANSPORT_DEFAULT; }
+
+VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds)
+{
+    _VS_CHECK_NULL(c, "comm");
+    if (!(seconds > 0))
+        return _vs_err(VS_ERR_INVALID, "vs_comm_set_timeout: timeout %g s must be > 0", seconds);
+    c->timeout = seconds;
+    return VS_OK;
+}
+
+VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream)
+{
+    _VS_CHECK_NULL(c, "comm");
+    if (c->tr != VS_TRANSPORT_NCCL)
+        return _vs_err(VS_ERR_UNSUPPORTED, "vs_comm_set_stream: transport '%s' has no streams",
+                       vs_transport_name(c->tr));
+#ifdef VESCALE_NCCL
+    c->stream = (cudaStream_t)cuda_stream;
+#else
+    (void)cuda_stream;
+#endif
+    return VS_OK;
+}
+
+VS_API void* vs_comm_stream(const vs_comm* c)
+{
+#ifdef VESCALE_NCCL
+    if (c && c->tr == VS_TRANSPORT_NCCL) return (void*)c->stream;
+#else
+    (void)c;
+#endif
+    return NULL;
+}
+
+_VS_PRIVATE void _vs_op_release(_vs_opdesc* op)
+{
+    free(op->own);
+    op->own = NULL;
+}
+
+/* Fills counts/displs for the v-ops from either one count or the caller's arrays
+   (displs NULL: packed). Allocates op->own. */
+_VS_PRIVATE vs_result _vs_op_arrays(_vs_opdesc* op, int n, size_t count, const size_t* counts,
+                                    const size_t* displs, const size_t* rcounts,
+                                    const size_t* rdispls)
+{
+    int sides = op->kind == _VS_K_ALLTOALL ? 2 : 1;
+    op->own = _VS_NEW(size_t, (size_t)n * 2 * (size_t)sides);
+    if (!op->own) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %d ranks", _vs_kind_names[op->kind], n);
+    op->counts = op->own;
+    op->displs = op->own + n;
+    size_t run = 0;
+    for (int i = 0; i < n; i++) {
+        op->counts[i] = counts ? counts[i] : count;
+        op->displs[i] = displs ? displs[i] : run;
+        run += op->counts[i];
+    }
+    if (sides == 2) {
+        op->rcounts = op->own + 2 * n;
+        op->rdispls = op->own + 3 * n;
+        run = 0;
+        for (int i = 0; i < n; i++) {
+            op->rcounts[i] = rcounts ? rcounts[i] : count;
+            op->rdispls[i] = rdispls ? rdispls[i] : run;
+            run += op->rcounts[i];
+        }
+    }
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_check_dtype(const char* fn, vs_dtype dt)
+{
+    if (vs_dtype_size(dt) == 0) return _vs_err(VS_ERR_INVALID, "%s: invalid dtype %d", fn, (int)dt);
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_check_op(const char* fn, vs_op op)
+{
+    if ((int)op < 0 || op >= VS_OP_COUNT)
+        return _vs_err(VS_ERR_INVALID, "%s: invalid reduction op %d", fn, (int)op);
+    return VS_OK;
+}
+
+// >>threads -------------------------------------------------------------------
+
+/* How long a waiting rank spins before it blocks: short, because ranks often
+   outnumber cores and a spinning rank would steal the core a peer needs. */
+#define _VS_SPIN_PAUSES 64
+#define _VS_SPIN_YIELDS 32
+
+enum { _VS_P2P_POSTED = 0, _VS_P2P_MATCHED, _VS_P2P_DONE };
+
+typedef struct _vs_tp2p {
+    int is_send, src, dst;
+    const void* sbuf;
+    void* rbuf;
+    size_t bytes;
+    int state; // atomic
+    vs_result res;
+    struct _vs_tp2p* next;
+} _vs_tp2p;
+
+typedef struct _vs_tslot {
+    const _vs_opdesc* op;
+    _vs_tshared* split_out;
+} _vs_tslot;
+
+/* State shared by the ranks of one threads-transport communicator. */
+struct _vs_tshared {
+    int n;
+    int refs; // handles alive, under mu
+    pthread_mutex_t mu;
+    pthread_cond_t cv;     // barrier
+    pthread_cond_t p2p_cv; // point-to-point completion
+    unsigned gen;          // barrier generation (atomic)
+    int arrived, sleepers;
+    int aborted;           // atomic
+    vs_result abort_res;
+    _vs_tslot* slots;
+    _vs_tp2p** sendq; // [src*n+dst] FIFO of unmatched sends
+    _vs_tp2p** recvq;
+};
+
+_VS_PRIVATE _vs_tshared* _vs_tshared_new(int n)
+{
+    _vs_tshared* s = _VS_NEW(_vs_tshared, 1);
+    if (!s) return NULL;
+    s->n = n;
+    s->refs = n;
+    s->slots = _VS_NEW(_vs_tslot, n);
+    s->sendq = _VS_NEW(_vs_tp2p*, (size_t)n * (size_t)n);
+    s->recvq = _VS_NEW(_vs_tp2p*, (size_t)n * (size_t)n);
+    if (!s->slots || !s->sendq || !s->recvq) {
+        free(s->slots);
+        free(s->sendq);
+        free(s->recvq);
+        free(s);
+        return NULL;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->p2p_cv, NULL);
+    return s;
+}
+
+_VS_PRIVATE void _vs_tshared_unref(_vs_tshared* s)
+{
+    pthread_mutex_lock(&s->mu);
+    int left = --s->refs;
+    pthread_mutex_unlock(&s->mu);
+    if (left > 0) return;
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->p2p_cv);
+    free(s->slots);
+    free(s->sendq);
+    free(s->recvq);
+    free(s);
+}
+
+_VS_PRIVATE void _vs_tshared_abort(_vs_tshared* s, vs_result why)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->aborted) s->abort_res = why;
+    __atomic_store_n(&s->aborted, 1, __ATOMIC_SEQ_CST);
+    pthread_cond_broadcast(&s->cv);
+    pthread_cond_broadcast(&s->p2p_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+_VS_PRIVATE vs_result _vs_tshared_abort_result(_vs_tshared* s, const char* what)
+{
+    if (s->abort_res == VS_ERR_TIMEOUT)
+        return _vs_err(VS_ERR_TIMEOUT, "%s: a peer did not arrive before the timeout", what);
+    return _vs_err(VS_ERR_ABORTED, "%s: communicator was aborted", what);
+}
+
+/* Barrier over the ranks of `s`. An entry barrier (timeout > 0) is where a peer
+   may fail to arrive: it times out (aborting the communicator) and honours
+   aborts. Barriers after an entry barrier (timeout <= 0) only wait for ranks that
+   are already inside the same operation doing memory work, so they cannot hang
+   and must not return early (peers may be writing into this rank's buffers). */
+_VS_PRIVATE vs_result _vs_t_barrier(_vs_tshared* s, double timeout, const char* what)
+{
+    pthread_mutex_lock(&s->mu);
+    if (timeout > 0 && s->aborted) {
+        pthread_mutex_unlock(&s->mu);
+        return _vs_tshared_abort_result(s, what);
+    }
+    unsigned g = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
+    if (++s->arrived == s->n) {
+        s->arrived = 0;
+        __atomic_store_n(&s->gen, g + 1, __ATOMIC_SEQ_CST);
+        if (s->sleepers) pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        return VS_OK;
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < _VS_SPIN_PAUSES + _VS_SPIN_YIELDS; i++) {
+        if (__atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) != g) return VS_OK;
+        if (i < _VS_SPIN_PAUSES)
+            _vs_cpu_relax();
+        else
+            sched_yield();
+    }
+    struct timespec dl = _vs_abs_deadline(timeout > 0 ? timeout : 0);
+    vs_result r = VS_OK;
+    pthread_mutex_lock(&s->mu);
+    s->sleepers++;
+    while (__atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) == g) {
+        if (timeout <= 0) {
+            pthread_cond_wait(&s->cv, &s->mu);
+            continue;
+        }
+        if (s->aborted) {
+            r = _vs_tshared_abort_result(s, what);
+            break;
+        }
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) == ETIMEDOUT &&
+            __atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) == g) {
+            s->abort_res = VS_ERR_TIMEOUT;
+            __atomic_store_n(&s->aborted, 1, __ATOMIC_SEQ_CST);
+            pthread_cond_broadcast(&s->cv);
+            pthread_cond_broadcast(&s->p2p_cv);
+            r = _vs_err(VS_ERR_TIMEOUT, "%s: %d of %d ranks arrived within %g s", what,
+                        s->arrived, s->n, timeout);
+            break;
+        }
+    }
+    s->sleepers--;
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+/* Every rank checks every rank's arguments, so all agree on a mismatch. */
+_VS_PRIVATE vs_result _vs_t_match(vs_comm* c)
+{
+    _vs_tshared* s = c->sh;
+    int n = s->n;
+    const _vs_opdesc* a = s->slots[0].op;
+    const char* what = _vs_kind_names[a->kind];
+    for (int k = 1; k < n; k++) {
+        const _vs_opdesc* b = s->slots[k].op;
+        if (b->kind != a->kind)
+            return _vs_err(VS_ERR_MISMATCH, "collective mismatch: rank 0 called %s, rank %d called %s",
+                           what, k, _vs_kind_names[b->kind]);
+        if (b->dt != a->dt)
+            return _vs_err(VS_ERR_MISMATCH, "%s: dtype mismatch: rank 0 %s, rank %d %s", what,
+                           vs_dtype_name(a->dt), k, vs_dtype_name(b->dt));
+        if (b->op != a->op)
+            return _vs_err(VS_ERR_MISMATCH, "%s: op mismatch: rank 0 %s, rank %d %s", what,
+                           vs_op_name(a->op), k, vs_op_name(b->op));
+        if (b->root != a->root)
+            return _vs_err(VS_ERR_MISMATCH, "%s: root mismatch: rank 0 %d, rank %d %d", what,
+                           a->root, k, b->root);
+        if (b->count != a->count)
+            return _vs_err(VS_ERR_MISMATCH, "%s: count mismatch: rank 0 %zu, rank %d %zu", what,
+                           a->count, k, b->count);
+        if (a->kind == _VS_K_ALLGATHER || a->kind == _VS_K_REDSCAT) {
+            for (int i = 0; i < n; i++)
+                if (a->counts[i] != b->counts[i])
+                    return _vs_err(VS_ERR_MISMATCH, "%s: counts[%d] mismatch: rank 0 %zu, rank %d %zu",
+                                   what, i, a->counts[i], k, b->counts[i]);
+        }
+    }
+    if (a->kind == _VS_K_ALLTOALL) {
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++) {
+                size_t sc = s->slots[i].op->counts[j], rc = s->slots[j].op->rcounts[i];
+                if (sc != rc)
+                    return _vs_err(VS_ERR_MISMATCH,
+                                   "all_to_all: rank %d sends %zu elements to rank %d, which expects %zu",
+                                   i, sc, j, rc);
+            }
+    }
+    return VS_OK;
+}
+
+/* Elements per rank-chunk of an all-reduce: whole cache lines, so chunks of two
+   ranks never share a line. */
+_VS_PRIVATE size_t _vs_chunk(size_t count, int n, size_t esz)
+{
+    size_t per = (count + (size_t)n - 1) / (size_t)n;
+    size_t line = 64 / esz;
+    return (per + line - 1) / line * line;
+}
+
+/* Reduces elements [off, off+len) of every rank's send buffer (c->srcs) and writes
+   them at element offset dst_off of each of dsts[0..ndst), block by block so the
+   inputs of a block are all read before any output of it is written (in place). */
+_VS_PRIVATE void _vs_t_reduce_range(vs_comm* c, vs_dtype dt, vs_op op, size_t off, size_t len,
+                                    void* const* dsts, int ndst, size_t dst_off)
+{
+    unsigned char tmp[_VS_RED_BLOCK * 8];
+    size_t esz = vs_dtype_size(dt);
+    int n = c->size;
+    for (size_t b = 0; b < len; b += _VS_RED_BLOCK) {
+        size_t m = len - b < _VS_RED_BLOCK ? len - b : _VS_RED_BLOCK;
+        _vs_reduce_block(dt, op, n, c->srcs, n, off + b, m, tmp);
+        for (int k = 0; k < ndst; k++)
+            memcpy((char*)dsts[k] + (dst_off + b) * esz, tmp, m * esz);
+    }
+}
+
+_VS_PRIVATE void _vs_copy(void* dst, const void* src, size_t bytes)
+{
+    if (dst != src && bytes) memcpy(dst, src, bytes);
+}
+
+_VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
+{
+    _vs_tshared* s = c->sh;
+    int n = s->n, me = c->rank;
+    const char* what = _vs_kind_names[op->kind];
+    s->slots[me].op = op;
+    vs_result r = _vs_t_barrier(s, c->timeout, what);
+    if (r) return r;
+    r = _vs_t_match(c);
+    size_t esz = vs_dtype_size(op->dt);
+    if (r == VS_OK) {
+        for (int k = 0; k < n; k++) {
+            c->srcs[k] = s->slots[k].op->send;
+            c->dsts[k] = s->slots[k].op->recv;
+        }
+        switch (op->kind) {
+        case _VS_K_ALLREDUCE:
+        case _VS_K_REDUCE: {
+            // rank `me` reduces chunk `me` and writes it to every destination
+            size_t per = _vs_chunk(op->count, n, esz);
+            size_t lo = per * (size_t)me;
+            if (lo >= op->count) break;
+            size_t len = op->count - lo < per ? op->count - lo : per;
+            if (op->kind == _VS_K_REDUCE)
+                _vs_t_reduce_range(c, op->dt, op->op, lo, len, &c->dsts[op->root], 1, lo);
+            else
+                _vs_t_reduce_range(c, op->dt, op->op, lo, len, c->dsts, n, lo);
+            break;
+        }
+        case _VS_K_BCAST:
+            _vs_copy(op->recv, s->slots[op->root].op->send, op->count * esz);
+            break;
+        case _VS_K_ALLGATHER:
+            for (int k = 0; k < n; k++)
+                _vs_copy((char*)c->dsts[k] + op->displs[me] * esz, op->send, op->counts[me] * esz);
+            break;
+        case _VS_K_REDSCAT: {
+            void* dst = op->recv;
+            _vs_t_reduce_range(c, op->dt, op->op, op->displs[me], op->counts[me], &dst, 1, 0);
+            break;
+        }
+        case _VS_K_ALLTOALL:
+            for (int j = 0; j < n; j++)
+                _vs_copy((char*)c->dsts[j] + s->slots[j].op->rdispls[me] * esz,
+                         (const char*)op->send + op->displs[j] * esz, op->counts[j] * esz);
+            break;
+        default: break;
+        }
+    }
+    // exit: peers may still read or write this rank's buffers until all are here
+    vs_result r2 = _vs_t_barrier(s, 0, what);
+    return r ? r : r2;
+}
+
+/* Point-to-point on threads: the rank that arrives second copies; both complete. */
+_VS_PRIVATE void _vs_t_p2p_post(vs_comm* c, _vs_tp2p* p)
+{
+    _vs_tshared* s = c->sh;
+    size_t q = (size_t)p->src * (size_t)s->n + (size_t)p->dst;
+    _vs_tp2p** other = p->is_send ? &s->recvq[q] : &s->sendq[q];
+    _vs_tp2p** mine = p->is_send ? &s->sendq[q] : &s->recvq[q];
+    pthread_mutex_lock(&s->mu);
+    _vs_tp2p* m = *other;
+    if (!m) {
+        p->next = NULL;
+        while (*mine) mine = &(*mine)->next;
+        *mine = p;
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    *other = m->next;
+    __atomic_store_n(&m->state, _VS_P2P_MATCHED, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->state, _VS_P2P_MATCHED, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&s->mu);
+    _vs_tp2p* snd = p->is_send ? p : m;
+    _vs_tp2p* rcv = p->is_send ? m : p;
+    vs_result r = VS_OK;
+    if (snd->bytes != rcv->bytes)
+        r = _vs_err(VS_ERR_MISMATCH, "send/recv: rank %d sends %zu bytes, rank %d receives %zu",
+                    snd->src, snd->bytes, rcv->dst, rcv->bytes);
+    else
+        _vs_copy(rcv->rbuf, snd->sbuf, snd->bytes);
+    pthread_mutex_lock(&s->mu);
+    snd->res = rcv->res = r;
+    __atomic_store_n(&m->state, _VS_P2P_DONE, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->state, _VS_P2P_DONE, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&s->p2p_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+_VS_PRIVATE vs_result _vs_t_p2p_wait(vs_comm* c, _vs_tp2p* p, double deadline)
+{
+    _vs_tshared* s = c->sh;
+    for (int i = 0; i < _VS_SPIN_PAUSES + _VS_SPIN_YIELDS; i++) {
+        if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == _VS_P2P_DONE) goto done;
+        if (i < _VS_SPIN_PAUSES)
+            _vs_cpu_relax();
+        else
+            sched_yield();
+    }
+    pthread_mutex_lock(&s->mu);
+    while (p->state != _VS_P2P_DONE) {
+        int timed_out = _vs_now() >= deadline;
+        if (p->state == _VS_P2P_POSTED && (timed_out || s->aborted)) {
+            size_t q = (size_t)p->src * (size_t)s->n + (size_t)p->dst;
+            _vs_tp2p** l = p->is_send ? &s->sendq[q] : &s->recvq[q];
+            while (*l && *l != p) l = &(*l)->next;
+            if (*l) *l = p->next;
+            int aborted = s->aborted;
+            pthread_mutex_unlock(&s->mu);
+            if (aborted && !timed_out) return _vs_tshared_abort_result(s, p->is_send ? "send" : "recv");
+            return _vs_err(VS_ERR_TIMEOUT, "%s: rank %d got no matching %s from rank %d within %g s",
+                           p->is_send ? "send" : "recv", p->is_send ? p->src : p->dst,
+                           p->is_send ? "recv" : "send", p->is_send ? p->dst : p->src, c->timeout);
+        }
+        struct timespec dl = _vs_abs_deadline(timed_out ? 0.01 : deadline - _vs_now());
+        pthread_cond_timedwait(&s->p2p_cv, &s->mu, &dl);
+    }
+    pthread_mutex_unlock(&s->mu);
+done:
+    if (p->res) {
+        // the message was written on the thread that copied; repeat it here
+        if (p->res == VS_ERR_MISMATCH)
+            return _vs_err(VS_ERR_MISMATCH, "%s: size mismatch between rank %d and rank %d",
+                           p->is_send ? "send" : "recv", p->src, p->dst);
+        return p->res;
+    }
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op);
+
+/* Runs a batch on threads: post every p2p op, run the collectives in order, then
+   wait for the p2p ops. */
+_VS_PRIVATE vs_result _vs_t_exec(vs_comm* c, const _vs_opdesc* ops, int nops)
+{
+    vs_result r = VS_OK;
+    int np = 0;
+    for (int i = 0; i < nops; i++) np += ops[i].kind == _VS_K_SEND || ops[i].kind == _VS_K_RECV;
+    _vs_tp2p* ps = np ? _VS_NEW(_vs_tp2p, np) : NULL;
+    if (np && !ps) return _vs_err(VS_ERR_NOMEM, "group of %d point-to-point ops: out of memory", np);
+    if (np && __atomic_load_n(&c->sh->aborted, __ATOMIC_ACQUIRE)) {
+        free(ps);
+        return _vs_tshared_abort_result(c->sh, "send/recv");
+    }
+    double deadline = _vs_now() + c->timeout;
+    int k = 0;
+    for (int i = 0; i < nops; i++) {
+        const _vs_opdesc* o = &ops[i];
+        if (o->kind != _VS_K_SEND && o->kind != _VS_K_RECV) continue;
+        _vs_tp2p* p = &ps[k++];
+        p->is_send = o->kind == _VS_K_SEND;
+        p->src = p->is_send ? c->rank : o->root;
+        p->dst = p->is_send ? o->root : c->rank;
+        p->sbuf = o->send;
+        p->rbuf = o->recv;
+        p->bytes = o->count * vs_dtype_size(o->dt);
+        _vs_t_p2p_post(c, p);
+    }
+    for (int i = 0; i < nops; i++) {
+        vs_result ri = VS_OK;
+        if (ops[i].kind == _VS_K_SPLIT)
+            ri = _vs_t_split(c, &ops[i]);
+        else if (ops[i].kind != _VS_K_SEND && ops[i].kind != _VS_K_RECV)
+            ri = _vs_t_collective(c, &ops[i]);
+        if (ri && !r) r = ri;
+    }
+    char keep[512] = "";
+    if (r) snprintf(keep, sizeof keep, "%s", vs_last_error());
+    vs_result rp = VS_OK;
+    for (int i = 0; i < np; i++) {
+        vs_result ri = _vs_t_p2p_wait(c, &ps[i], deadline);
+        if (ri && !rp) {
+            rp = ri;
+            if (!r) snprintf(keep, sizeof keep, "%s", vs_last_error());
+        }
+    }
+    free(ps);
+    if (!r) r = rp;
+    if (r) _vs_err(r, "%s", keep);
+    return r;
+}
+
+_VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
+{
+    _vs_tshared* s = c->sh;
+    int n = s->n, me = c->rank;
+    s->slots[me].op = op;
+    s->slots[me].split_out = NULL;
+    vs_result r = _vs_t_barrier(s, c->timeout, "split");
+    if (r) return r;
+    // members of my color ordered by (key, rank); the first one creates the state
+    int* mem = _VS_NEW(int, n);
+    int m = 0, my_index = -1;
+    if (mem && op->color != VS_COLOR_NONE) {
+        for (int k = 0; k < n; k++)
+            if (s->slots[k].op->color == op->color) mem[m++] = k;
+        for (int i = 1; i < m; i++) // insertion sort: stable, by key
+            for (int j = i; j > 0 && s->slots[mem[j]].op->key < s->slots[mem[j - 1]].op->key; j--) {
+                int t = mem[j];
+                mem[j] = mem[j - 1];
+                mem[j - 1] = t;
+            }
+        for (int i = 0; i < m; i++)
+            if (mem[i] == me) my_index = i;
+        if (my_index == 0) s->slots[me].split_out = _vs_tshared_new(m);
+    }
+    r = _vs_t_barrier(s, 0, "split");
+    vs_comm* nc = NULL;
+    if (!mem) {
+        r = _vs_err(VS_ERR_NOMEM, "split: out of memory");
+    } else if (op->color != VS_COLOR_NONE) {
+        _vs_tshared* ns = s->slots[mem[0]].split_out;
+        if (!ns)
+            r = _vs_err(VS_ERR_NOMEM, "split: out of memory for a %d-rank communicator", m);
+        else if (!(nc = _vs_comm_new(c->world, VS_TRANSPORT_THREADS, my_index, m))) {
+            _vs_tshared_unref(ns);
+            r = _vs_err(VS_ERR_NOMEM, "split: out of memory");
+        } else {
+            nc->sh = ns;
+            nc->timeout = c->timeout;
+        }
+    }
+    vs_result r2 = _vs_t_barrier(s, 0, "split");
+    free(mem);
+    *op->split_out = nc;
+    return r ? r : r2;
+}
+
+// >>queue ---------------------------------------------------------------------
+/* Threads and MPI transports give async operations a progress thread per
+   communicator handle; it runs queued batches in issue order (a "stream").
+   Blocking calls run on the caller's thread when the queue is idle. */
+
+_VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops);
+
+_VS_PRIVATE vs_result _vs_exec(vs_comm* c, _vs_opdesc* ops, int nops)
+{
+    if (c->tr == VS_TRANSPORT_MPI) return _vs_mpi_exec(c, ops, nops);
+    return _vs_t_exec(c, ops, nops);
+}
+
+_VS_PRIVATE void _vs_work_free(vs_work* w)
+{
+    for (int i = 0; i < w->nops; i++) _vs_op_release(&w->ops[i]);
+    free(w->ops);
+#ifdef VESCALE_NCCL
+    if (w->ev) cudaEventDestroy(w->ev);
+#endif
+    free(w);
+}
+
+_VS_PRIVATE void* _vs_progress_main(void* arg)
+{
+    vs_comm* c = (vs_comm*)arg;
+    pthread_mutex_lock(&c->qmu);
+    for (;;) {
+        while (!c->qhead && !c->qstop) pthread_cond_wait(&c->qcv, &c->qmu);
+        if (!c->qhead) break;
+        vs_work* w = c->qhead;
+        c->qhead = w->next;
+        if (!c->qhead) c->qtail = NULL;
+        c->qbusy = 1;
+        pthread_mutex_unlock(&c->qmu);
+        vs_result r = _vs_exec(c, w->ops, w->nops);
+        if (r) snprintf(w->err, sizeof w->err, "%s", vs_last_error());
+        pthread_mutex_lock(&c->qmu);
+        w->res = r;
+        __atomic_store_n(&w->state, 1, __ATOMIC_RELEASE);
+        c->qbusy = 0;
+        pthread_cond_broadcast(&c->qcv);
+    }
+    pthread_mutex_unlock(&c->qmu);
+    return NULL;
+}
+
+_VS_PRIVATE vs_result _vs_work_wait_host(vs_work* w)
+{
+    vs_comm* c = w->comm;
+    for (int i = 0; i < _VS_SPIN_PAUSES; i++) {
+        if (__atomic_load_n(&w->state, __ATOMIC_ACQUIRE)) break;
+        _vs_cpu_relax();
+    }
+    pthread_mutex_lock(&c->qmu);
+    while (!__atomic_load_n(&w->state, __ATOMIC_ACQUIRE)) pthread_cond_wait(&c->qcv, &c->qmu);
+    pthread_mutex_unlock(&c->qmu);
+    vs_result r = w->res;
+    if (r) _vs_err(r, "%s", w->err);
+    return r;
+}
+
+/* Takes ownership of ops[0..nops) (their arrays; the ops array itself is copied). */
+_VS_PRIVATE vs_result _vs_submit_host(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
+{
+    pthread_mutex_lock(&c->qmu);
+    int idle = !c->qhead && !c->qbusy;
+    pthread_mutex_unlock(&c->qmu);
+    if (idle && !out) {
+        vs_result r = _vs_exec(c, ops, nops);
+        for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
+        return r;
+    }
+    vs_work* w = _VS_NEW(vs_work, 1);
+    _vs_opdesc* copy = _VS_NEW(_vs_opdesc, nops);
+    if (!w || !copy) {
+        free(w);
+        free(copy);
+        for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
+        return _vs_err(VS_ERR_NOMEM, "async operation: out of memory");
+    }
+    memcpy(copy, ops, sizeof *copy * (size_t)nops);
+    w->comm = c;
+    w->ops = copy;
+    w->nops = nops;
+    pthread_mutex_lock(&c->qmu);
+    if (!c->qthread_on) {
+        if (pthread_create(&c->qthread, NULL, _vs_progress_main, c) != 0) {
+            pthread_mutex_unlock(&c->qmu);
+            _vs_work_free(w);
+            return _vs_err_backend(VS_ERR_BACKEND, errno, "async operation: cannot start progress thread");
+        }
+        c->qthread_on = 1;
+    }
+    if (c->qtail)
+        c->qtail->next = w;
+    else
+        c->qhead = w;
+    c->qtail = w;
+    pthread_cond_broadcast(&c->qcv);
+    pthread_mutex_unlock(&c->qmu);
+    if (out) {
+        *out = w;
+        return VS_OK;
+    }
+    vs_result r = _vs_work_wait_host(w);
+    _vs_work_free(w);
+    return r;
+}
+
+_VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out);
+
+_VS_PRIVATE vs_result _vs_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
+{
+    if (c->tr == VS_TRANSPORT_NCCL) return _vs_nccl_submit(c, ops, nops, out);
+    return _vs_submit_host(c, ops, nops, out);
+}
+
+/* Entry of every operation: checks the comm, then groups, queues or runs it.
+   Takes ownership of op's arrays. */
+_VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
+{
+    const char* what = _vs_kind_names[op->kind];
+    if (work) *work = NULL;
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) ||
+        (c->sh && __atomic_load_n(&c->sh->aborted, __ATOMIC_ACQUIRE))) {
+        _vs_op_release(op);
+        return _vs_err(VS_ERR_ABORTED, "%s: communicator was aborted (an earlier error or timeout)", what);
+    }
+    if (c->group_depth > 0) {
+        if (work) {
+            _vs_op_release(op);
+            return _vs_err(VS_ERR_STATE, "%s: no work handle inside a group; vs_group_end gives one", what);
+        }
+        if (c->gn == c->gcap) {
+            int cap = c->gcap ? c->gcap * 2 : 8;
+            _vs_opdesc* g = (_vs_opdesc*)realloc(c->gops, sizeof *g * (size_t)cap);
+            if (!g) {
+                _vs_op_release(op);
+                return _vs_err(VS_ERR_NOMEM, "%s: out of memory growing a group", what);
+            }
+            c->gops = g;
+            c->gcap = cap;
+        }
+        c->gops[c->gn++] = *op;
+        return VS_OK;
+    }
+    return _vs_submit(c, op, 1, work);
+}
+
+VS_API vs_result vs_group_start(vs_comm* c)
+{
+    _VS_CHECK_NULL(c, "comm");
+    c->group_depth++;
+    return VS_OK;
+}
+
+VS_API vs_result vs_group_end(vs_comm* c, vs_work** work)
+{
+    _VS_CHECK_NULL(c, "comm");
+    if (work) *work = NULL;
+    if (c->group_depth <= 0) return _vs_err(VS_ERR_STATE, "vs_group_end: no group was started");
+    if (--c->group_depth > 0) return VS_OK;
+    int n = c->gn;
+    c->gn = 0;
+    if (n == 0) return VS_OK;
+    vs_result r = _vs_submit(c, c->gops, n, work);
+    return r;
+}
+
+VS_API vs_result vs_test(vs_work* w, int* done)
+{
+    _VS_CHECK_NULL(w, "work");
+    _VS_CHECK_NULL(done, "done");
+#ifdef VESCALE_NCCL
+    if (w->comm->tr == VS_TRANSPORT_NCCL) {
+        cudaError_t e = cudaEventQuery(w->ev);
+        *done = e == cudaSuccess;
+        if (e != cudaSuccess && e != cudaErrorNotReady)
+            return _vs_err_backend(VS_ERR_BACKEND, (int)e, "vs_test: %s", cudaGetErrorString(e));
+        return VS_OK;
+    }
+#endif
+    *done = __atomic_load_n(&w->state, __ATOMIC_ACQUIRE) != 0;
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_nccl_wait(vs_work* w);
+
+VS_API vs_result vs_wait(vs_work* w)
+{
+    _VS_CHECK_NULL(w, "work");
+    vs_result r = w->comm->tr == VS_TRANSPORT_NCCL ? _vs_nccl_wait(w) : _vs_work_wait_host(w);
+    _vs_work_free(w);
+    return r;
+}
+
+// >>collectives ---------------------------------------------------------------
+
+_VS_PRIVATE vs_result _vs_check_comm(const char* fn, vs_comm* c, vs_dtype dt)
+{
+    if (!c) return _vs_err(VS_ERR_NULL, "%s: comm is NULL", fn);
+    return _vs_check_dtype(fn, dt);
+}
+
+_VS_PRIVATE vs_result _vs_check_bufs(const char* fn, const void* send, const void* recv,
+                                     size_t send_elems, size_t recv_elems)
+{
+    if (send_elems && !send) return _vs_err(VS_ERR_NULL, "%s: send buffer is NULL for %zu elements", fn, send_elems);
+    if (recv_elems && !recv) return _vs_err(VS_ERR_NULL, "%s: recv buffer is NULL for %zu elements", fn, recv_elems);
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_check_root(const char* fn, const vs_comm* c, int root, const char* what)
+{
+    if (root < 0 || root >= c->size)
+        return _vs_err(VS_ERR_INVALID, "%s: %s %d out of range [0, %d)", fn, what, root, c->size);
+    return VS_OK;
+}
+
+#define _VS_TRY(x)                                                                   \
+    do {                                                                             \
+        vs_result _vs_r = (x);                                                       \
+        if (_vs_r) return _vs_r;                                                     \
+    } while (0)
+
+VS_API vs_result vs_all_reduce(vs_comm* c, const void* send, void* recv, size_t count,
+                               vs_dtype dt, vs_op op, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm("vs_all_reduce", c, dt));
+    _VS_TRY(_vs_check_op("vs_all_reduce", op));
+    _VS_TRY(_vs_check_bufs("vs_all_reduce", send, recv, count, count));
+    _vs_opdesc o;
+    memset(&o, 0, sizeof o);
+    o.kind = _VS_K_ALLREDUCE;
+    o.dt = dt;
+    o.op = op == VS_OP_DEFAULT ? VS_OP_SUM : op;
+    o.send = send;
+    o.recv = recv;
+    o.count = count;
+    return _vs_issue(c, &o, work);
+}
+
+VS_API vs_result vs_reduce(vs_comm* c, const void* send, void* recv, size_t count, vs_dtype dt,
+                           vs_op op, int root, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm("vs_reduce", c, dt));
+    _VS_TRY(_vs_check_op("vs_reduce", op));
+    _VS_TRY(_vs_check_root("vs_reduce", c, root, "root"));
+    _VS_TRY(_vs_check_bufs("vs_reduce", send, recv, count, c->rank == root ? count : 0));
+    _vs_opdesc o;
+    memset(&o, 0, sizeof o);
+    o.kind = _VS_K_REDUCE;
+    o.dt = dt;
+    o.op = op == VS_OP_DEFAULT ? VS_OP_SUM : op;
+    o.root = root;
+    o.send = send;
+    o.recv = recv;
+    o.count = count;
+    return _vs_issue(c, &o, work);
+}
+
+VS_API vs_result vs_broadcast(vs_comm* c, const void* send, void* recv, size_t count,
+                              vs_dtype dt, int root, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm("vs_broadcast", c, dt));
+    _VS_TRY(_vs_check_root("vs_broadcast", c, root, "root"));
+    _VS_TRY(_vs_check_bufs("vs_broadcast", send, recv, c->rank == root ? count : 0, count));
+    _vs_opdesc o;
+    memset(&o, 0, sizeof o);
+    o.kind = _VS_K_BCAST;
+    o.dt = dt;
+    o.root = root;
+    o.send = c->rank == root ? send : NULL;
+    o.recv = recv;
+    o.count = count;
+    return _vs_issue(c, &o, work);
+}
+
+_VS_PRIVATE vs_result _vs_gather_like(const char* fn, int kind, vs_comm* c, const void* send,
+                                      void* recv, size_t count, const size_t* counts,
+                                      const size_t* displs, vs_dtype dt, vs_op op, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm(fn, c, dt));
+    if (kind == _VS_K_REDSCAT) _VS_TRY(_vs_check_op(fn, op));
+    _vs_opdesc o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.dt = dt;
+    o.op = op == VS_OP_DEFAULT ? VS_OP_SUM : op;
+    o.send = send;
+    o.recv = recv;
+    o.uniform = counts == NULL;
+    o.count = counts ? 0 : count;
+    _VS_TRY(_vs_op_arrays(&o, c->size, count, counts, displs, NULL, NULL));
+    size_t total = 0, mine = o.counts[c->rank];
+    for (int i = 0; i < c->size; i++) {
+        size_t end = o.displs[i] + o.counts[i];
+        total = end > total ? end : total;
+    }
+    vs_result r = kind == _VS_K_ALLGATHER ? _vs_check_bufs(fn, send, recv, mine, total)
+                                          : _vs_check_bufs(fn, send, recv, total, mine);
+    if (r) {
+        _vs_op_release(&o);
+        return r;
+    }
+    return _vs_issue(c, &o, work);
+}
+
+VS_API vs_result vs_all_gather(vs_comm* c, const void* send, void* recv, size_t count,
+                               vs_dtype dt, vs_work** work)
+{
+    return _vs_gather_like("vs_all_gather", _VS_K_ALLGATHER, c, send, recv, count, NULL, NULL,
+                           dt, VS_OP_SUM, work);
+}
+
+VS_API vs_result vs_all_gatherv(vs_comm* c, const void* send, void* recv, const size_t* counts,
+                                const size_t* displs, vs_dtype dt, vs_work** work)
+{
+    if (c && !counts) return _vs_err(VS_ERR_NULL, "vs_all_gatherv: counts is NULL");
+    return _vs_gather_like("vs_all_gatherv", _VS_K_ALLGATHER, c, send, recv, 0, counts, displs,
+                           dt, VS_OP_SUM, work);
+}
+
+VS_API vs_result vs_reduce_scatter(vs_comm* c, const void* send, void* recv, size_t count,
+                                   vs_dtype dt, vs_op op, vs_work** work)
+{
+    return _vs_gather_like("vs_reduce_scatter", _VS_K_REDSCAT, c, send, recv, count, NULL, NULL,
+                           dt, op, work);
+}
+
+VS_API vs_result vs_reduce_scatterv(vs_comm* c, const void* send, void* recv,
+                                    const size_t* counts, vs_dtype dt, vs_op op, vs_work** work)
+{
+    if (c && !counts) return _vs_err(VS_ERR_NULL, "vs_reduce_scatterv: counts is NULL");
+    return _vs_gather_like("vs_reduce_scatterv", _VS_K_REDSCAT, c, send, recv, 0, counts, NULL,
+                           dt, op, work);
+}
+
+_VS_PRIVATE vs_result _vs_all_to_all(const char* fn, vs_comm* c, const void* send,
+                                     const size_t* scounts, const size_t* sdispls, void* recv,
+                                     const size_t* rcounts, const size_t* rdispls, size_t count,
+                                     vs_dtype dt, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm(fn, c, dt));
+    _vs_opdesc o;
+    memset(&o, 0, sizeof o);
+    o.kind = _VS_K_ALLTOALL;
+    o.dt = dt;
+    o.op = VS_OP_SUM;
+    o.send = send;
+    o.recv = recv;
+    o.uniform = scounts == NULL;
+    o.count = scounts ? 0 : count;
+    _VS_TRY(_vs_op_arrays(&o, c->size, count, scounts, sdispls, rcounts, rdispls));
+    size_t stot = 0, rtot = 0;
+    for (int i = 0; i < c->size; i++) {
+        size_t se = o.displs[i] + o.counts[i], re = o.rdispls[i] + o.rcounts[i];
+        stot = se > stot ? se : stot;
+        rtot = re > rtot ? re : rtot;
+    }
+    vs_result r = _vs_check_bufs(fn, send, recv, stot, rtot);
+    if (!r && send && send == recv && (stot || rtot))
+        r = _vs_err(VS_ERR_INVALID, "%s: send and recv are the same buffer; all-to-all is never in place", fn);
+    if (r) {
+        _vs_op_release(&o);
+        return r;
+    }
+    return _vs_issue(c, &o, work);
+}
+
+VS_API vs_result vs_all_to_all(vs_comm* c, const void* send, void* recv, size_t count,
+                               vs_dtype dt, vs_work** work)
+{
+    return _vs_all_to_all("vs_all_to_all", c, send, NULL, NULL, recv, NULL, NULL, count, dt, work);
+}
+
+VS_API vs_result vs_all_to_allv(vs_comm* c, const void* send, const size_t* send_counts,
+                                const size_t* send_displs, void* recv, const size_t* recv_counts,
+                                const size_t* recv_displs, vs_dtype dt, vs_work** work)
+{
+    if (c && (!send_counts || !recv_counts))
+        return _vs_err(VS_ERR_NULL, "vs_all_to_allv: %s is NULL", send_counts ? "recv_counts" : "send_counts");
+    return _vs_all_to_all("vs_all_to_allv", c, send, send_counts, send_displs, recv, recv_counts,
+                          recv_displs, 0, dt, work);
+}
+
+VS_API vs_result vs_barrier(vs_comm* c, vs_work** work)
+{
+    _VS_CHECK_NULL(c, "comm");
+    _vs_opdesc o;
+    memset(&o, 0, sizeof o);
+    o.kind = _VS_K_BARRIER;
+    o.dt = VS_F32;
+    o.op = VS_OP_SUM;
+    return _vs_issue(c, &o, work);
+}
+
+_VS_PRIVATE vs_result _vs_p2p(const char* fn, int kind, vs_comm* c, const void* sbuf, void* rbuf,
+                              size_t count, vs_dtype dt, int peer, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm(fn, c, dt));
+    _VS_TRY(_vs_check_root(fn, c, peer, "peer"));
+    if (count && !sbuf && !rbuf) return _vs_err(VS_ERR_NULL, "%s: buffer is NULL for %zu elements", fn, count);
+    _vs_opdesc o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.dt = dt;
+    o.root = peer;
+    o.send = sbuf;
+    o.recv = rbuf;
+    o.count = count;
+    return _vs_issue(c, &o, work);
+}
+
+VS_API vs_result vs_send(vs_comm* c, const void* buf, size_t count, vs_dtype dt, int peer,
+                         vs_work** work)
+{
+    return _vs_p2p("vs_send", _VS_K_SEND, c, buf, NULL, count, dt, peer, work);
+}
+
+VS_API vs_result vs_recv(vs_comm* c, void* buf, size_t count, vs_dtype dt, int peer, vs_work** work)
+{
+    return _vs_p2p("vs_recv", _VS_K_RECV, c, NULL, buf, count, dt, peer, work);
+}
+
+_VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** out);
+
+VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
+{
+    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_NULL(out, "out");
+    *out = NULL;
+    if (color < 0 && color != VS_COLOR_NONE)
+        return _vs_err(VS_ERR_INVALID, "vs_comm_split: color %d must be >= 0 or VS_COLOR_NONE", color);
+    if (c->group_depth > 0) return _vs_err(VS_ERR_STATE, "vs_comm_split: not allowed inside a group");
+    if (c->tr == VS_TRANSPORT_NCCL) return _vs_nccl_split(c, color, key, out);
+    _vs_opdesc o;
+    memset(&o, 0, sizeof o);
+    o.kind = _VS_K_SPLIT;
+    o.dt = VS_F32;
+    o.op = VS_OP_SUM;
+    o.color = color;
+    o.key = key;
+    o.split_out = out;
+    return _vs_issue(c, &o, NULL);
+}
+
+// >>lifetime ------------------------------------------------------------------
+
+_VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c);
+
+/* Drains the queue, stops the progress thread and frees the handle. */
+_VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
+{
+    if (!c) return;
+    pthread_mutex_lock(&c->qmu);
+    while (c->qhead || c->qbusy) pthread_cond_wait(&c->qcv, &c->qmu);
+    c->qstop = 1;
+    pthread_cond_broadcast(&c->qcv);
+    int on = c->qthread_on;
+    pthread_mutex_unlock(&c->qmu);
+    if (on) pthread_join(c->qthread, NULL);
+    for (int i = 0; i < c->gn; i++) _vs_op_release(&c->gops[i]);
+    free(c->gops);
+    if (c->sh) _vs_tshared_unref(c->sh);
+#ifdef VESCALE_MPI
+    if (c->tr == VS_TRANSPORT_MPI && c->mc != MPI_COMM_NULL) MPI_Comm_free(&c->mc);
+#endif
+    if (c->tr == VS_TRANSPORT_NCCL) _vs_nccl_comm_destroy(c);
+    pthread_mutex_destroy(&c->qmu);
+    pthread_cond_destroy(&c->qcv);
+    free((void*)c->srcs);
+    free(c->dsts);
+    free(c);
+}
+
+VS_API vs_result vs_comm_free(vs_comm* c)
+{
+    if (!c) return VS_OK;
+    if (c->kind != 0)
+        return _vs_err(VS_ERR_INVALID, "vs_comm_free: this communicator belongs to its %s",
+                       c->kind == 1 ? "world" : "mesh");
+    _vs_comm_destroy(c);
+    return VS_OK;
+}
+
+VS_API vs_result vs_comm_abort(vs_comm* c)
+{
+    _VS_CHECK_NULL(c, "comm");
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+    if (c->sh) _vs_tshared_abort(c->sh, VS_ERR_ABORTED);
+#ifdef VESCALE_NCCL
+    if (c->tr == VS_TRANSPORT_NCCL && c->nc) ncclCommAbort(c->nc), c->nc = NULL;
+#endif
+    return VS_OK;
+}
+
+VS_API int vs_world_rank(const vs_world* w) { return w ? w->rank : -1; }
+VS_API int vs_world_size(const vs_world* w) { return w ? w->size : -1; }
+VS_API int vs_world_local_rank(const vs_world* w) { return w ? w->local_rank : -1; }
+VS_API vs_transport vs_world_transport(const vs_world* w) { return w ? w->tr : VS_TRANSPORT_DEFAULT; }
+VS_API vs_comm* vs_world_comm(vs_world* w) { return w ? w->comm : NULL; }
+VS_API double vs_world_timeout(const vs_world* w) { return w ? w->timeout : 0; }
+
+VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
+{
+    if (!w || !fmt) return;
+    va_list ap;
+    va_start(ap, fmt);
+    _vs_vlog(&w->hooks, w->rank, level, fmt, ap);
+    va_end(ap);
+}
+
+VS_API void* vs_alloc(const vs_world* w, size_t size) { return _vs_halloc(w ? &w->hooks : NULL, size); }
+VS_API void vs_free(const vs_world* w, void* ptr) { _vs_hfree(w ? &w->hooks : NULL, ptr); }
+
+VS_API void* vs_device_alloc(const vs_world* w, size_t size)
+{
+    if (w && w->hooks.alloc.device_alloc) return w->hooks.alloc.device_alloc(size, w->hooks.alloc.user);
+#ifdef VESCALE_NCCL
+    void* p = NULL;
+    if (cudaMalloc(&p, size ? size : 1) != cudaSuccess) return NULL;
+    return p;
+#else
+    (void)size;
+    _vs_err(VS_ERR_UNAVAILABLE, "vs_device_alloc: built without VESCALE_NCCL (no CUDA)");
+    return NULL;
+#endif
+}
+
+VS_API void vs_device_free(const vs_world* w, void* ptr)
+{
+    if (!ptr) return;
+    if (w && w->hooks.alloc.device_free) {
+        w->hooks.alloc.device_free(ptr, w->hooks.alloc.user);
+        return;
+    }
+#ifdef VESCALE_NCCL
+    cudaFree(ptr);
+#endif
+}
+
+_VS_PRIVATE vs_world* _vs_world_new(vs_transport tr, int rank, int size, int local_rank,
+                                    double timeout, const vs_logger* lg, vs_log_level lv,
+                                    const vs_allocator* al)
+{
+    vs_world* w = _VS_NEW(vs_world, 1);
+    if (!w) return NULL;
+    w->tr = tr;
+    w->rank = rank;
+    w->size = size;
+    w->local_rank = local_rank;
+    w->timeout = _vs_timeout_default(timeout);
+    _vs_hooks_init(&w->hooks, lg, lv, al);
+    return w;
+}
+
+_VS_PRIVATE void _vs_mpi_world_fini(vs_world* w);
+
+VS_API vs_result vs_world_free(vs_world* w)
+{
+    if (!w) return VS_OK;
+    if (w->comm) {
+        w->comm->kind = 0;
+        _vs_comm_destroy(w->comm);
+    }
+    if (w->tr == VS_TRANSPORT_MPI || w->mpi_finalize) _vs_mpi_world_fini(w);
+    free(w);
+    return VS_OK;
+}
+
+// >>launch --------------------------------------------------------------------
+
+typedef struct _vs_tjob {
+    vs_launch_desc desc;
+    vs_rank_fn fn;
+    void* arg;
+    _vs_tshared* sh;
+    vs_world** worlds;
+    vs_result* results;
+#ifdef VESCALE_NCCL
+    ncclUniqueId id;
+#endif
+} _vs_tjob;
+
+typedef struct _vs_trank {
+    _vs_tjob* job;
+    int rank;
+} _vs_trank;
+
+_VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int device_select, int cuda_device);
+
+_VS_PRIVATE void* _vs_rank_main(void* arg)
+{
+    _vs_trank* tr = (_vs_trank*)arg;
+    _vs_tjob* job = tr->job;
+    vs_world* w = job->worlds[tr->rank];
+    vs_result r = VS_OK;
+#ifdef VESCALE_NCCL
+    if (job->desc.transport == VS_TRANSPORT_NCCL)
+        r = _vs_nccl_world_comm(w, &job->id, VS_DEVICE_BY_LOCAL_RANK, 0);
+#endif
+    if (r == VS_OK) r = job->fn(w, job->arg);
+    job->results[tr->rank] = r;
+    vs_world_free(w);
+    job->worlds[tr->rank] = NULL;
+    return NULL;
+}
+
+VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
+{
+    _VS_CHECK_NULL(d, "desc");
+    _VS_CHECK_NULL(fn, "fn");
+    int n = d->nranks;
+    if (n < 1) return _vs_err(VS_ERR_INVALID, "vs_launch: nranks %d must be >= 1", n);
+    vs_transport tr = d->transport == VS_TRANSPORT_DEFAULT ? VS_TRANSPORT_THREADS : d->transport;
+    if (tr != VS_TRANSPORT_THREADS && tr != VS_TRANSPORT_NCCL)
+        return _vs_err(VS_ERR_INVALID, "vs_launch: transport '%s' cannot run ranks as threads",
+                       vs_transport_name(tr));
+    if (!vs_transport_available(tr))
+        return _vs_err(VS_ERR_UNAVAILABLE, "vs_launch: transport '%s' not compiled in (build with -DVESCALE_NCCL)",
+                       vs_transport_name(tr));
+    if (d->ranks_per_node < 0)
+        return _vs_err(VS_ERR_INVALID, "vs_launch: ranks_per_node %d must be >= 0", d->ranks_per_node);
+    _vs_tjob job;
+    memset(&job, 0, sizeof job);
+    job.desc = *d;
+    job.desc.transport = tr;
+    job.fn = fn;
+    job.arg = arg;
+    job.worlds = _VS_NEW(vs_world*, n);
+    job.results = _VS_NEW(vs_result, n);
+    _vs_trank* ranks = _VS_NEW(_vs_trank, n);
+    pthread_t* th = _VS_NEW(pthread_t, n);
+    vs_result r = VS_OK;
+    int started = 0;
+    if (!job.worlds || !job.results || !ranks || !th) {
+        r = _vs_err(VS_ERR_NOMEM, "vs_launch: out of memory for %d ranks", n);
+        goto done;
+    }
+#ifdef VESCALE_NCCL
+    if (tr == VS_TRANSPORT_NCCL) {
+        ncclResult_t nr = ncclGetUniqueId(&job.id);
+        if (nr != ncclSuccess) {
+            r = _vs_err_backend(VS_ERR_BACKEND, (int)nr, "vs_launch: ncclGetUniqueId: %s", ncclGetErrorString(nr));
+            goto done;
+        }
+    }
+#endif
+    if (tr == VS_TRANSPORT_THREADS && !(job.sh = _vs_tshared_new(n))) {
+        r = _vs_err(VS_ERR_NOMEM, "vs_launch: out of memory for %d ranks", n);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        int local = d->ranks_per_node ? i % d->ranks_per_node : i;
+        vs_world* w = _vs_world_new(tr, i, n, local, d->timeout_s, &d->logger, d->log_level, &d->allocator);
+        if (w && tr == VS_TRANSPORT_THREADS) {
+            w->comm = _vs_comm_new(w, tr, i, n);
+            if (w->comm) {
+                w->comm->sh = job.sh;
+                w->comm->kind = 1;
+            }
+        }
+        if (!w || (tr == VS_TRANSPORT_THREADS && !w->comm)) {
+            if (w) free(w);
+            for (int k = 0; k < i; k++) vs_world_free(job.worlds[k]);
+            // ranks never created still hold references to the shared state
+            for (int k = i; k < n; k++) _vs_tshared_unref(job.sh);
+            job.sh = NULL;
+            r = _vs_err(VS_ERR_NOMEM, "vs_launch: out of memory creating rank %d", i);
+            goto done;
+        }
+        w->job = &job;
+        job.worlds[i] = w;
+    }
+    for (int i = 0; i < n; i++) {
+        ranks[i].job = &job;
+        ranks[i].rank = i;
+        if (pthread_create(&th[i], NULL, _vs_rank_main, &ranks[i]) != 0) {
+            r = _vs_err_backend(VS_ERR_BACKEND, errno, "vs_launch: cannot start thread for rank %d", i);
+            if (job.sh) _vs_tshared_abort(job.sh, VS_ERR_ABORTED);
+            for (int k = i; k < n; k++) vs_world_free(job.worlds[k]);
+            break;
+        }
+        started++;
+    }
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    if (r == VS_OK)
+        for (int i = 0; i < n; i++)
+            if (job.results[i]) {
+                r = job.results[i];
+                _vs_err(r, "vs_launch: rank %d returned %d (%s)", i, r, vs_result_string(r));
+                break;
+            }
+done:
+    free(job.worlds);
+    free(job.results);
+    free(ranks);
+    free(th);
+    return r;
+}
+
+VS_API vs_result vs_launch(int nranks, vs_rank_fn fn, void* arg)
+{
+    vs_launch_desc d;
+    memset(&d, 0, sizeof d);
+    d.nranks = nranks;
+    return vs_launch_ex(&d, fn, arg);
+}
+
+// >>mpi -----------------------------------------------------------------------
+#ifdef VESCALE_MPI
+
+#define _VS_MPI_HALF_OP(name, TOF, FROMF, EXPR)                                      \
+    static void name(void* in, void* inout, int* len, MPI_Datatype* dt)              \
+    {                                                                                \
+        (void)dt;                                                                    \
+        const uint16_t* a = (const uint16_t*)in;                                     \
+        uint16_t* b = (uint16_t*)inout;                                              \
+        for (int i = 0; i < *len; i++) {                                             \
+            float x = TOF(a[i]), y = TOF(b[i]);                                      \
+            b[i] = FROMF(EXPR);                                                      \
+        }                                                                            \
+    }
+_VS_MPI_HALF_OP(_vs_mpi_f16_sum, vs_f16_to_f32, vs_f32_to_f16, x + y)
+_VS_MPI_HALF_OP(_vs_mpi_f16_max, vs_f16_to_f32, vs_f32_to_f16, x > y ? x : y)
+_VS_MPI_HALF_OP(_vs_mpi_f16_min, vs_f16_to_f32, vs_f32_to_f16, x < y ? x : y)
+_VS_MPI_HALF_OP(_vs_mpi_bf16_sum, vs_bf16_to_f32, vs_f32_to_bf16, x + y)
+_VS_MPI_HALF_OP(_vs_mpi_bf16_max, vs_bf16_to_f32, vs_f32_to_bf16, x > y ? x : y)
+_VS_MPI_HALF_OP(_vs_mpi_bf16_min, vs_bf16_to_f32, vs_f32_to_bf16, x < y ? x : y)
+
+_VS_PRIVATE MPI_Datatype _vs_mpi_type(vs_dtype dt)
+{
+    switch (dt) {
+    case VS_F32: return MPI_FLOAT;
+    case VS_F64: return MPI_DOUBLE;
+    case VS_I32: return MPI_INT32_T;
+    case VS_I64: return MPI_INT64_T;
+    case VS_U8: return MPI_UINT8_T;
+    default: return MPI_UINT16_T; // f16, bf16 with our own ops
+    }
+}
+
+_VS_PRIVATE MPI_Op _vs_mpi_op(vs_comm* c, vs_dtype dt, vs_op op)
+{
+    int k = op == VS_OP_MAX ? 1 : op == VS_OP_MIN ? 2 : 0; // avg: sum, divided after
+    if (dt == VS_F16 || dt == VS_BF16) return c->world->half_ops[dt == VS_BF16][k];
+    return k == 1 ? MPI_MAX : k == 2 ? MPI_MIN : MPI_SUM;
+}
+
+_VS_PRIVATE vs_result _vs_mpi_fail(int code, const char* what)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(code, s, &len);
+    return _vs_err_backend(VS_ERR_BACKEND, code, "%s: MPI error %d: %s", what, code, s);
+}
+
+/* Per-op scratch the requests need until they complete. */
+typedef struct _vs_mpi_tmp {
+    int* ints;   // count/displ arrays as int
+    void* buf;   // temporary receive buffer (in-place reduce-scatter)
+} _vs_mpi_tmp;
+
+_VS_PRIVATE int _vs_mpi_ints(const size_t* a, int n, int* out)
+{
+    for (int i = 0; i < n; i++) {
+        if (a[i] > (size_t)INT_MAX) return 0;
+        out[i] = (int)a[i];
+    }
+    return 1;
+}
+
+/* Starts one op's MPI request(s); returns how many it started in *nreq. */
+_VS_PRIVATE vs_result _vs_mpi_start(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t, MPI_Request* req,
+                                    int* nreq)
+{
+    const char* what = _vs_kind_names[o->kind];
+    int n = c->size, me = c->rank;
+    size_t esz = vs_dtype_size(o->dt);
+    MPI_Datatype ty = _vs_mpi_type(o->dt);
+    MPI_Op mop = _vs_mpi_op(c, o->dt, o->op);
+    if (o->count > (size_t)INT_MAX)
+        return _vs_err(VS_ERR_UNSUPPORTED, "%s: count %zu exceeds MPI's int range", what, o->count);
+    int cnt = (int)o->count, e = MPI_SUCCESS;
+    *nreq = 1;
+    if (o->kind == _VS_K_ALLGATHER || o->kind == _VS_K_REDSCAT || o->kind == _VS_K_ALLTOALL) {
+        t->ints = _VS_NEW(int, 4 * (size_t)n);
+        if (!t->ints) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", what);
+        int ok = _vs_mpi_ints(o->counts, n, t->ints) && _vs_mpi_ints(o->displs, n, t->ints + n);
+        if (o->kind == _VS_K_ALLTOALL)
+            ok = ok && _vs_mpi_ints(o->rcounts, n, t->ints + 2 * n) &&
+                 _vs_mpi_ints(o->rdispls, n, t->ints + 3 * n);
+        if (!ok) return _vs_err(VS_ERR_UNSUPPORTED, "%s: a count or offset exceeds MPI's int range", what);
+    }
+    switch (o->kind) {
+    case _VS_K_ALLREDUCE:
+        e = MPI_Iallreduce(o->send == o->recv ? MPI_IN_PLACE : o->send, o->recv, cnt, ty, mop, c->mc, req);
+        break;
+    case _VS_K_REDUCE: {
+        const void* sb = (me == o->root && o->send == o->recv) ? MPI_IN_PLACE : o->send;
+        e = MPI_Ireduce(sb, o->recv, cnt, ty, mop, o->root, c->mc, req);
+        break;
+    }
+    case _VS_K_BCAST:
+        if (me == o->root) _vs_copy(o->recv, o->send, o->count * esz);
+        e = MPI_Ibcast(o->recv, cnt, ty, o->root, c->mc, req);
+        break;
+    case _VS_K_ALLGATHER: {
+        const void* sb = o->send == (const char*)o->recv + o->displs[me] * esz ? MPI_IN_PLACE : o->send;
+        e = MPI_Iallgatherv(sb, t->ints[me], ty, o->recv, t->ints, t->ints + n, ty, c->mc, req);
+        break;
+    }
+    case _VS_K_REDSCAT: {
+        // NCCL's in-place form (recv inside send) is not MPI's: receive into scratch
+        size_t bytes = o->counts[me] * esz;
+        void* rb = o->recv;
+        const char* lo = (const char*)o->send;
+        const char* hi = lo + (o->displs[n - 1] + o->counts[n - 1]) * esz;
+        if (bytes && (const char*)o->recv < hi && (const char*)o->recv + bytes > lo) {
+            if (!(t->buf = malloc(bytes))) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", what);
+            rb = t->buf;
+        }
+        e = MPI_Ireduce_scatter(o->send, rb, t->ints, ty, mop, c->mc, req);
+        break;
+    }
+    case _VS_K_ALLTOALL:
+        e = MPI_Ialltoallv(o->send, t->ints, t->ints + n, ty, o->recv, t->ints + 2 * n, t->ints + 3 * n,
+                           ty, c->mc, req);
+        break;
+    case _VS_K_BARRIER: e = MPI_Ibarrier(c->mc, req); break;
+    // synchronous send: completes only when the recv is matched, as with NCCL
+    case _VS_K_SEND: e = MPI_Issend(o->send, cnt, ty, o->root, 0, c->mc, req); break;
+    case _VS_K_RECV: e = MPI_Irecv(o->recv, cnt, ty, o->root, 0, c->mc, req); break;
+    default: *nreq = 0; break;
+    }
+    if (e != MPI_SUCCESS) return _vs_mpi_fail(e, what);
+    return VS_OK;
+}
+
+_VS_PRIVATE void _vs_mpi_finish(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t)
+{
+    int me = c->rank;
+    size_t esz = vs_dtype_size(o->dt);
+    if (o->kind == _VS_K_REDSCAT && t->buf) memcpy(o->recv, t->buf, o->counts[me] * esz);
+    if (o->op != VS_OP_AVG) return;
+    if (o->kind == _VS_K_ALLREDUCE) _vs_divide(o->dt, o->recv, o->count, c->size);
+    if (o->kind == _VS_K_REDUCE && me == o->root) _vs_divide(o->dt, o->recv, o->count, c->size);
+    if (o->kind == _VS_K_REDSCAT) _vs_divide(o->dt, o->recv, o->counts[me], c->size);
+}
+
+_VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o)
+{
+    MPI_Comm nc = MPI_COMM_NULL;
+    int e = MPI_Comm_split(c->mc, o->color == VS_COLOR_NONE ? MPI_UNDEFINED : o->color, o->key, &nc);
+    if (e != MPI_SUCCESS) return _vs_mpi_fail(e, "split");
+    *o->split_out = NULL;
+    if (nc == MPI_COMM_NULL) return VS_OK;
+    int r, n;
+    MPI_Comm_rank(nc, &r);
+    MPI_Comm_size(nc, &n);
+    vs_comm* out = _vs_comm_new(c->world, VS_TRANSPORT_MPI, r, n);
+    if (!out) {
+        MPI_Comm_free(&nc);
+        return _vs_err(VS_ERR_NOMEM, "split: out of memory");
+    }
+    out->mc = nc;
+    out->timeout = c->timeout;
+    *o->split_out = out;
+    return VS_OK;
+}
+
+/* Starts every op of the batch as a non-blocking MPI request and polls them to
+   completion or the deadline (MPI collectives cannot be cancelled: after a
+   timeout the communicator is aborted). */
+_VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
+{
+    if (nops == 1 && ops[0].kind == _VS_K_SPLIT) return _vs_mpi_split(c, &ops[0]);
+    MPI_Request* req = _VS_NEW(MPI_Request, nops);
+    _vs_mpi_tmp* tmp = _VS_NEW(_vs_mpi_tmp, nops);
+    vs_result r = VS_OK;
+    int nreq = 0;
+    if (!req || !tmp) {
+        r = _vs_err(VS_ERR_NOMEM, "MPI batch of %d ops: out of memory", nops);
+        goto out;
+    }
+    for (int i = 0; i < nops && !r; i++) {
+        if (ops[i].kind == _VS_K_SPLIT) {
+            r = _vs_err(VS_ERR_STATE, "split cannot be batched with other operations");
+            break;
+        }
+        int k = 0;
+        r = _vs_mpi_start(c, &ops[i], &tmp[i], &req[nreq], &k);
+        nreq += k;
+    }
+    if (!r) {
+        double deadline = _vs_now() + c->timeout;
+        for (long it = 0;; it++) {
+            int flag = 0, e = MPI_Testall(nreq, req, &flag, MPI_STATUSES_IGNORE);
+            if (e != MPI_SUCCESS) {
+                r = _vs_mpi_fail(e, _vs_kind_names[ops[0].kind]);
+                break;
+            }
+            if (flag) break;
+            if (_vs_now() > deadline) {
+                __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+                r = _vs_err(VS_ERR_TIMEOUT, "%s: a peer did not arrive within %g s (MPI)",
+                            _vs_kind_names[ops[0].kind], c->timeout);
+                // the requests can never be waited for now: leak their scratch
+                for (int i = 0; i < nops; i++) tmp[i].ints = NULL, tmp[i].buf = NULL;
+                break;
+            }
+            // MPI progresses only inside its calls: poll fast at first, then back off
+            if (it > 2000) _vs_sleep_us(it > 20000 ? 200 : 20);
+            else if (it > 200) sched_yield();
+        }
+    }
+    if (!r)
+        for (int i = 0; i < nops; i++) _vs_mpi_finish(c, &ops[i], &tmp[i]);
+out:
+    if (tmp)
+        for (int i = 0; i < nops; i++) {
+            free(tmp[i].ints);
+            free(tmp[i].buf);
+        }
+    free(tmp);
+    free(req);
+    return r;
+}
+
+_VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
+{
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) {
+        int provided = 0;
+        int e = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+        if (e != MPI_SUCCESS) return _vs_mpi_fail(e, "vs_world_init: MPI_Init_thread");
+        w->mpi_finalize = 1;
+        if (provided < MPI_THREAD_MULTIPLE)
+            vs_log(w, VS_LOG_WARN, "MPI gives thread level %d < MPI_THREAD_MULTIPLE: "
+                   "use async operations on one communicator at a time", provided);
+    }
+    MPI_Comm base = d->mpi_comm ? *(MPI_Comm*)d->mpi_comm : MPI_COMM_WORLD;
+    MPI_Comm mc;
+    int e = MPI_Comm_dup(base, &mc);
+    if (e != MPI_SUCCESS) return _vs_mpi_fail(e, "vs_world_init: MPI_Comm_dup");
+    MPI_Comm_rank(mc, &w->rank);
+    MPI_Comm_size(mc, &w->size);
+    MPI_Comm node;
+    MPI_Comm_split_type(mc, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &w->local_rank);
+    MPI_Comm_free(&node);
+    MPI_User_function* fns[2][3] = {{_vs_mpi_f16_sum, _vs_mpi_f16_max, _vs_mpi_f16_min},
+                                    {_vs_mpi_bf16_sum, _vs_mpi_bf16_max, _vs_mpi_bf16_min}};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 3; k++) MPI_Op_create(fns[i][k], 1, &w->half_ops[i][k]);
+    w->half_ops_made = 1;
+    w->comm = _vs_comm_new(w, VS_TRANSPORT_MPI, w->rank, w->size);
+    if (!w->comm) {
+        MPI_Comm_free(&mc);
+        return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
+    }
+    w->comm->mc = mc;
+    w->comm->kind = 1;
+    return VS_OK;
+}
+
+_VS_PRIVATE void _vs_mpi_world_fini(vs_world* w)
+{
+    if (w->half_ops_made)
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 3; k++) MPI_Op_free(&w->half_ops[i][k]);
+    w->half_ops_made = 0;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (w->mpi_finalize && !fin) MPI_Finalize();
+}
+
+#else // !VESCALE_MPI
+
+_VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
+{
+    (void)c, (void)ops, (void)nops;
+    return _vs_err(VS_ERR_UNAVAILABLE, "MPI transport not compiled in (build with -DVESCALE_MPI)");
+}
+_VS_PRIVATE void _vs_mpi_world_fini(vs_world* w) { (void)w; }
+
+#endif // VESCALE_MPI
+
+// >>nccl ----------------------------------------------------------------------
+#ifdef VESCALE_NCCL
+
+_VS_PRIVATE ncclDataType_t _vs_nccl_type(vs_dtype dt)
+{
+    switch (dt) {
+    case VS_F32: return ncclFloat32;
+    case VS_F16: return ncclFloat16;
+    case VS_BF16: return ncclBfloat16;
+    case VS_F64: return ncclFloat64;
+    case VS_I32: return ncclInt32;
+    case VS_I64: return ncclInt64;
+    default: return ncclUint8;
+    }
+}
+
+_VS_PRIVATE ncclRedOp_t _vs_nccl_op(vs_op op)
+{
+    switch (op) {
+    case VS_OP_AVG: return ncclAvg;
+    case VS_OP_MAX: return ncclMax;
+    case VS_OP_MIN: return ncclMin;
+    default: return ncclSum;
+    }
+}
+
+_VS_PRIVATE vs_result _vs_nccl_abort(vs_comm* c, vs_result code, int raw, const char* what,
+                                     const char* why)
+{
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+    if (c->nc) {
+        ncclCommAbort(c->nc);
+        c->nc = NULL;
+    }
+    return _vs_err_backend(code, raw, "%s: %s (NCCL communicator aborted)", what, why);
+}
+
+/* Non-blocking communicators answer ncclInProgress; poll until settled or the
+   deadline, then abort: a dead peer ends in an error, never a hang. */
+_VS_PRIVATE vs_result _vs_nccl_settle(vs_comm* c, ncclComm_t nc, ncclResult_t r, const char* what,
+                                      double deadline)
+{
+    while (r == ncclInProgress) {
+        if (_vs_now() > deadline) return _vs_nccl_abort(c, VS_ERR_TIMEOUT, 0, what, "timed out");
+        _vs_sleep_us(50);
+        ncclCommGetAsyncError(nc, &r);
+    }
+    if (r != ncclSuccess) return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)r, what, ncclGetErrorString(r));
+    return VS_OK;
+}
+
+/* Waits for an event (or the whole stream when ev is NULL) while watching NCCL's
+   asynchronous errors and the deadline. */
+_VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what)
+{
+    double deadline = _vs_now() + c->timeout;
+    for (long it = 0;; it++) {
+        cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(c->stream);
+        if (e == cudaSuccess) return VS_OK;
+        if (e != cudaErrorNotReady)
+            return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)e, what, cudaGetErrorString(e));
+        ncclResult_t ar = ncclSuccess;
+        if (c->nc) ncclCommGetAsyncError(c->nc, &ar);
+        if (ar != ncclSuccess && ar != ncclInProgress)
+            return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)ar, what, ncclGetErrorString(ar));
+        if (_vs_now() > deadline) return _vs_nccl_abort(c, VS_ERR_TIMEOUT, 0, what, "timed out");
+        if (it > 1000) _vs_sleep_us(20);
+    }
+}
+
+_VS_PRIVATE ncclResult_t _vs_nccl_launch(vs_comm* c, const _vs_opdesc* o)
+{
+    ncclDataType_t ty = _vs_nccl_type(o->dt);
+    ncclRedOp_t op = _vs_nccl_op(o->op);
+    size_t esz = vs_dtype_size(o->dt);
+    ncclComm_t nc = c->nc;
+    cudaStream_t st = c->stream;
+    const char* sb = (const char*)o->send;
+    char* rb = (char*)o->recv;
+    ncclResult_t r = ncclSuccess;
+    int n = c->size, me = c->rank;
+    switch (o->kind) {
+    case _VS_K_ALLREDUCE: return ncclAllReduce(sb, rb, o->count, ty, op, nc, st);
+    case _VS_K_REDUCE: return ncclReduce(sb, rb, o->count, ty, op, o->root, nc, st);
+    case _VS_K_BCAST: return ncclBroadcast(sb, rb, o->count, ty, o->root, nc, st);
+    case _VS_K_ALLGATHER:
+        if (o->uniform) return ncclAllGather(sb, rb, o->counts[0], ty, nc, st);
+        for (int i = 0; i < n && r == ncclSuccess; i++) // v-form: one broadcast per rank
+            r = ncclBroadcast(i == me ? sb : rb + o->displs[i] * esz, rb + o->displs[i] * esz,
+                              o->counts[i], ty, i, nc, st);
+        return r;
+    case _VS_K_REDSCAT:
+        if (o->uniform) return ncclReduceScatter(sb, rb, o->counts[0], ty, op, nc, st);
+        for (int i = 0; i < n && r == ncclSuccess; i++) // v-form: one reduce per rank
+            r = ncclReduce(sb + o->displs[i] * esz, rb, o->counts[i], ty, op, i, nc, st);
+        return r;
+    case _VS_K_ALLTOALL:
+        for (int j = 0; j < n && r == ncclSuccess; j++) {
+            if (o->counts[j]) r = ncclSend(sb + o->displs[j] * esz, o->counts[j], ty, j, nc, st);
+            if (r == ncclSuccess && o->rcounts[j])
+                r = ncclRecv(rb + o->rdispls[j] * esz, o->rcounts[j], ty, j, nc, st);
+        }
+        return r;
+    case _VS_K_BARRIER: return ncclAllReduce(c->scratch, c->scratch, 1, ncclFloat32, ncclSum, nc, st);
+    case _VS_K_SEND: return ncclSend(sb, o->count, ty, o->root, nc, st);
+    case _VS_K_RECV: return ncclRecv(rb, o->count, ty, o->root, nc, st);
+    default: return ncclInvalidArgument;
+    }
+}
+
+_VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
+{
+    const char* what = _vs_kind_names[ops[0].kind];
+    double deadline = _vs_now() + c->timeout;
+    vs_result res = VS_OK;
+    if (!c->nc) {
+        res = _vs_err(VS_ERR_ABORTED, "%s: NCCL communicator was aborted", what);
+        goto done;
+    }
+    {
+        ncclResult_t r = ncclGroupStart();
+        for (int i = 0; i < nops && (r == ncclSuccess || r == ncclInProgress); i++)
+            r = _vs_nccl_launch(c, &ops[i]);
+        ncclResult_t r2 = ncclGroupEnd();
+        if (r == ncclSuccess || r == ncclInProgress) r = r2;
+        res = _vs_nccl_settle(c, c->nc, r, what, deadline);
+    }
+    if (res) goto done;
+    if (out) {
+        vs_work* w = _VS_NEW(vs_work, 1);
+        if (!w) {
+            res = _vs_err(VS_ERR_NOMEM, "%s: out of memory", what);
+            goto done;
+        }
+        w->comm = c;
+        cudaError_t e = cudaEventCreateWithFlags(&w->ev, cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventRecord(w->ev, c->stream);
+        if (e != cudaSuccess) {
+            _vs_work_free(w);
+            res = _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
+            goto done;
+        }
+        *out = w;
+    } else {
+        res = _vs_nccl_sync(c, NULL, what);
+    }
+done:
+    for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
+    return res;
+}
+
+_VS_PRIVATE vs_result _vs_nccl_wait(vs_work* w) { return _vs_nccl_sync(w->comm, w->ev, "vs_wait"); }
+
+_VS_PRIVATE vs_result _vs_nccl_comm_setup(vs_comm* c, ncclComm_t nc)
+{
+    c->nc = nc;
+    cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) c->own_stream = 1, e = cudaMalloc(&c->scratch, sizeof(float));
+    if (e != cudaSuccess)
+        return _vs_err_backend(VS_ERR_BACKEND, (int)e, "NCCL communicator setup: %s", cudaGetErrorString(e));
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** out)
+{
+    if (!c->nc) return _vs_err(VS_ERR_ABORTED, "vs_comm_split: NCCL communicator was aborted");
+    vs_result r = _vs_nccl_sync(c, NULL, "vs_comm_split"); // earlier work first (stream order)
+    if (r) return r;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t nc = NULL;
+    double deadline = _vs_now() + c->timeout;
+    ncclResult_t nr = ncclCommSplit(c->nc, color == VS_COLOR_NONE ? NCCL_SPLIT_NOCOLOR : color, key, &nc, &cfg);
+    r = _vs_nccl_settle(c, c->nc, nr, "vs_comm_split", deadline);
+    if (r) return r;
+    if (nc) {
+        ncclResult_t ar = ncclInProgress;
+        while (ar == ncclInProgress) {
+            ncclCommGetAsyncError(nc, &ar);
+            if (ar == ncclInProgress && _vs_now() > deadline) {
+                ncclCommAbort(nc);
+                return _vs_err(VS_ERR_TIMEOUT, "vs_comm_split: new communicator timed out");
+            }
+            if (ar == ncclInProgress) _vs_sleep_us(50);
+        }
+        if (ar != ncclSuccess) {
+            ncclCommAbort(nc);
+            return _vs_err_backend(VS_ERR_BACKEND, (int)ar, "vs_comm_split: %s", ncclGetErrorString(ar));
+        }
+    }
+    if (!nc) return VS_OK;
+    int rank = 0, size = 0;
+    ncclCommUserRank(nc, &rank);
+    ncclCommCount(nc, &size);
+    vs_comm* o = _vs_comm_new(c->world, VS_TRANSPORT_NCCL, rank, size);
+    if (!o) {
+        ncclCommAbort(nc);
+        return _vs_err(VS_ERR_NOMEM, "vs_comm_split: out of memory");
+    }
+    o->timeout = c->timeout;
+    r = _vs_nccl_comm_setup(o, nc);
+    if (r) {
+        _vs_comm_destroy(o);
+        return r;
+    }
+    *out = o;
+    return VS_OK;
+}
+
+_VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
+{
+    if (c->nc) {
+        ncclResult_t r = ncclCommFinalize(c->nc);
+        double deadline = _vs_now() + c->timeout;
+        while (r == ncclInProgress && _vs_now() < deadline) {
+            _vs_sleep_us(50);
+            ncclCommGetAsyncError(c->nc, &r);
+        }
+        if (r == ncclSuccess)
+            ncclCommDestroy(c->nc);
+        else
+            ncclCommAbort(c->nc);
+        c->nc = NULL;
+    }
+    if (c->own_stream) cudaStreamDestroy(c->stream);
+    if (c->scratch) cudaFree(c->scratch);
+}
+
+_VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int device_select, int cuda_device)
+{
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0)
+        return _vs_err_backend(VS_ERR_UNAVAILABLE, (int)e, "NCCL transport: no CUDA device (%s)",
+                               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    if (device_select == VS_DEVICE_EXPLICIT && (cuda_device < 0 || cuda_device >= ndev))
+        return _vs_err(VS_ERR_INVALID, "NCCL transport: cuda_device %d out of range [0, %d)", cuda_device, ndev);
+    if (device_select != VS_DEVICE_KEEP) {
+        int dev = device_select == VS_DEVICE_EXPLICIT ? cuda_device : w->local_rank % ndev;
+        e = cudaSetDevice(dev);
+        if (e != cudaSuccess)
+            return _vs_err_backend(VS_ERR_BACKEND, (int)e, "cudaSetDevice(%d): %s", dev, cudaGetErrorString(e));
+    }
+    vs_comm* c = _vs_comm_new(w, VS_TRANSPORT_NCCL, w->rank, w->size);
+    if (!c) return _vs_err(VS_ERR_NOMEM, "NCCL transport: out of memory");
+    c->kind = 1;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t nc = NULL;
+    ncclUniqueId uid;
+    memcpy(&uid, id, sizeof uid);
+    ncclResult_t r = ncclCommInitRankConfig(&nc, w->size, uid, w->rank, &cfg);
+    c->nc = nc;
+    vs_result res = nc ? _vs_nccl_settle(c, nc, r, "ncclCommInitRankConfig", _vs_now() + w->timeout)
+                       : _vs_err_backend(VS_ERR_BACKEND, (int)r, "ncclCommInitRankConfig: %s", ncclGetErrorString(r));
+    if (!res) res = _vs_nccl_comm_setup(c, c->nc);
+    if (res) {
+        c->kind = 0;
+        _vs_comm_destroy(c);
+        return res;
+    }
+    w->comm = c;
+    return VS_OK;
+}
+
+#else // !VESCALE_NCCL
+
+_VS_PRIVATE vs_result _vs_nccl_unavailable(void)
+{
+    return _vs_err(VS_ERR_UNAVAILABLE, "NCCL transport not compiled in (build with -DVESCALE_NCCL)");
+}
+_VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
+{
+    (void)c, (void)out;
+    for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
+    return _vs_nccl_unavailable();
+}
+_VS_PRIVATE vs_result _vs_nccl_wait(vs_work* w) { (void)w; return _vs_nccl_unavailable(); }
+_VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** out)
+{
+    (void)c, (void)color, (void)key, (void)out;
+    return _vs_nccl_unavailable();
+}
+_VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c) { (void)c; }
+_VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int device_select, int cuda_device)
+{
+    (void)w, (void)id, (void)device_select, (void)cuda_device;
+    return _vs_nccl_unavailable();
+}
+
+#endif // VESCALE_NCCL
+
+// >>bootstrap -----------------------------------------------------------------
+
+/* Parses a whole decimal int from the environment; *found = 0 when unset. */
+_VS_PRIVATE vs_result _vs_env_int(const char* name, int* out, int* found)
+{
+    const char* e = getenv(name);
+    *found = 0;
+    if (!e || !*e) return VS_OK;
+    char* end = NULL;
+    errno = 0;
+    long v = strtol(e, &end, 10);
+    if (errno || *end || v < INT_MIN || v > INT_MAX)
+        return _vs_err(VS_ERR_INVALID, "environment: %s='%s' is not an integer", name, e);
+    *out = (int)v;
+    *found = 1;
+    return VS_OK;
+}
+
+VS_API vs_result vs_bootstrap_from_env(vs_bootstrap_info* out)
+{
+    _VS_CHECK_NULL(out, "out");
+    static const char* const sets[3][4] = {
+        {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+        {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+        {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}};
+    memset(out, 0, sizeof *out);
+    out->world_size = 1;
+    out->source = "none";
+    for (int s = 0; s < 3; s++) {
+        int rank = 0, size = 0, local = 0, fr, fs, fl;
+        _VS_TRY(_vs_env_int(sets[s][1], &rank, &fr));
+        _VS_TRY(_vs_env_int(sets[s][2], &size, &fs));
+        _VS_TRY(_vs_env_int(sets[s][3], &local, &fl));
+        if (!fr && !fs) continue;
+        if (!fr || !fs)
+            return _vs_err(VS_ERR_INVALID, "environment: %s is set but %s is not", fr ? sets[s][1] : sets[s][2],
+                           fr ? sets[s][2] : sets[s][1]);
+        if (size < 1) return _vs_err(VS_ERR_INVALID, "environment: %s=%d must be >= 1", sets[s][2], size);
+        if (rank < 0 || rank >= size)
+            return _vs_err(VS_ERR_INVALID, "environment: %s=%d out of range [0, %d)", sets[s][1], rank, size);
+        if (fl && local < 0)
+            return _vs_err(VS_ERR_INVALID, "environment: %s=%d must be >= 0", sets[s][3], local);
+        out->rank = rank;
+        out->world_size = size;
+        out->local_rank = fl ? local : 0;
+        out->source = sets[s][0];
+        break;
+    }
+    const char* addr = getenv("MASTER_ADDR");
+    if (addr && strlen(addr) >= sizeof out->master_addr)
+        return _vs_err(VS_ERR_INVALID, "environment: MASTER_ADDR is longer than %zu bytes", sizeof out->master_addr - 1);
+    snprintf(out->master_addr, sizeof out->master_addr, "%s", addr ? addr : "127.0.0.1");
+    int port = 0, fp;
+    _VS_TRY(_vs_env_int("MASTER_PORT", &port, &fp));
+    if (fp && (port < 1 || port > 65535))
+        return _vs_err(VS_ERR_INVALID, "environment: MASTER_PORT=%d out of range [1, 65535]", port);
+    out->master_port = fp ? port : 29500;
+    return VS_OK;
+}
+
+/* TCP rendezvous: rank 0 listens on addr:port, every other rank connects (retrying
+   until the deadline) and receives `len` bytes. Used to hand out the NCCL unique
+   id when there is no MPI. */
+_VS_PRIVATE vs_result _vs_io_full(int fd, void* buf, size_t len, int sending, double deadline)
+{
+    char* p = (char*)buf;
+    while (len) {
+        struct pollfd pf;
+        pf.fd = fd;
+        pf.events = sending ? POLLOUT : POLLIN;
+        pf.revents = 0;
+        double left = deadline - _vs_now();
+        if (left <= 0) return _vs_err(VS_ERR_TIMEOUT, "rendezvous: peer did not answer in time");
+        int pr = poll(&pf, 1, (int)(left * 1000) + 1);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) continue;
+        ssize_t k = sending ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+        if (k == 0) return _vs_err(VS_ERR_IO, "rendezvous: connection closed by peer");
+        if (k < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            return _vs_err_backend(VS_ERR_IO, errno, "rendezvous: %s", strerror(errno));
+        }
+        p += k;
+        len -= (size_t)k;
+    }
+    return VS_OK;
+}
+
+#define _VS_RDV_MAGIC 0x76736331u /* "vsc1" */
+
+_VS_PRIVATE vs_result _vs_tcp_bcast(const char* addr, int port, int rank, int size, void* data,
+                                    size_t len, double timeout)
+{
+    if (!addr || !*addr) return _vs_err(VS_ERR_INVALID, "rendezvous: no master address");
+    if (port < 1 || port > 65535) return _vs_err(VS_ERR_INVALID, "rendezvous: port %d out of range", port);
+    double deadline = _vs_now() + timeout;
+    char ports[16];
+    snprintf(ports, sizeof ports, "%d", port);
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (rank == 0) hints.ai_flags = AI_PASSIVE;
+    int gr = getaddrinfo(addr, ports, &hints, &ai);
+    if (gr != 0 || !ai)
+        return _vs_err_backend(VS_ERR_IO, gr, "rendezvous: cannot resolve '%s': %s", addr, gai_strerror(gr));
+    vs_result r = VS_OK;
+    int fd = -1;
+    if (rank == 0) {
+        fd = socket(ai->ai_family, SOCK_STREAM, 0);
+        int one = 1;
+        if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, size) != 0) {
+            r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: cannot listen on %s:%d: %s", addr, port, strerror(errno));
+            goto out;
+        }
+        for (int got = 1; got < size && !r;) {
+            struct pollfd pf;
+            pf.fd = fd;
+            pf.events = POLLIN;
+            pf.revents = 0;
+            double left = deadline - _vs_now();
+            if (left <= 0) {
+                r = _vs_err(VS_ERR_TIMEOUT, "rendezvous: %d of %d ranks connected to %s:%d within %g s",
+                            got, size, addr, port, timeout);
+                break;
+            }
+            if (poll(&pf, 1, (int)(left * 1000) + 1) <= 0) continue;
+            int cfd = accept(fd, NULL, NULL);
+            if (cfd < 0) continue;
+            uint32_t hello[2];
+            r = _vs_io_full(cfd, hello, sizeof hello, 0, deadline);
+            if (!r && hello[0] != _VS_RDV_MAGIC) {
+                close(cfd); // a stranger on the port: ignore it
+                continue;
+            }
+            if (!r) r = _vs_io_full(cfd, data, len, 1, deadline);
+            close(cfd);
+            got++;
+        }
+    } else {
+        for (;;) {
+            fd = socket(ai->ai_family, SOCK_STREAM, 0);
+            if (fd < 0) {
+                r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: socket: %s", strerror(errno));
+                break;
+            }
+            if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+            close(fd);
+            fd = -1;
+            if (_vs_now() > deadline) {
+                r = _vs_err(VS_ERR_TIMEOUT, "rendezvous: rank %d could not reach %s:%d within %g s", rank,
+                            addr, port, timeout);
+                break;
+            }
+            _vs_sleep_us(20000);
+        }
+        if (!r) {
+            uint32_t hello[2] = {_VS_RDV_MAGIC, (uint32_t)rank};
+            r = _vs_io_full(fd, hello, sizeof hello, 1, deadline);
+            if (!r) r = _vs_io_full(fd, data, len, 0, deadline);
+        }
+    }
+out:
+    if (fd >= 0) close(fd);
+    freeaddrinfo(ai);
+    return r;
+}
+
+_VS_PRIVATE vs_transport _vs_transport_from_env(void)
+{
+    const char* e = getenv("VESCALE_TRANSPORT");
+    if (e && !strcmp(e, "threads")) return VS_TRANSPORT_THREADS;
+    if (e && !strcmp(e, "mpi")) return VS_TRANSPORT_MPI;
+    if (e && !strcmp(e, "nccl")) return VS_TRANSPORT_NCCL;
+#ifdef VESCALE_MPI
+    return VS_TRANSPORT_MPI;
+#else
+    return VS_TRANSPORT_NCCL;
+#endif
+}
+
+VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
+{
+    _VS_CHECK_NULL(d, "desc");
+    _VS_CHECK_NULL(out, "out");
+    *out = NULL;
+    vs_transport tr = d->transport == VS_TRANSPORT_DEFAULT ? _vs_transport_from_env() : d->transport;
+    if (tr == VS_TRANSPORT_THREADS)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: the threads transport runs ranks with vs_launch");
+    if (tr != VS_TRANSPORT_MPI && tr != VS_TRANSPORT_NCCL)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: invalid transport %d", (int)tr);
+    if (!vs_transport_available(tr))
+        return _vs_err(VS_ERR_UNAVAILABLE, "vs_world_init: transport '%s' not compiled in (build with -DVESCALE_%s)",
+                       vs_transport_name(tr), tr == VS_TRANSPORT_MPI ? "MPI" : "NCCL");
+    vs_bootstrap_info bi;
+    if (d->world_size > 0) {
+        memset(&bi, 0, sizeof bi);
+        if (d->rank < 0 || d->rank >= d->world_size)
+            return _vs_err(VS_ERR_INVALID, "vs_world_init: rank %d out of range [0, %d)", d->rank, d->world_size);
+        if (d->local_rank < 0) return _vs_err(VS_ERR_INVALID, "vs_world_init: local_rank %d < 0", d->local_rank);
+        bi.rank = d->rank;
+        bi.world_size = d->world_size;
+        bi.local_rank = d->local_rank;
+        bi.source = "explicit";
+        const char* a = getenv("MASTER_ADDR");
+        snprintf(bi.master_addr, sizeof bi.master_addr, "%s", a ? a : "127.0.0.1");
+        int port = 29500, fp;
+        _VS_TRY(_vs_env_int("MASTER_PORT", &port, &fp));
+        bi.master_port = fp ? port : 29500;
+    } else if (d->world_size < 0) {
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: world_size %d < 0", d->world_size);
+    } else {
+        _VS_TRY(vs_bootstrap_from_env(&bi));
+    }
+    if (d->master_addr) snprintf(bi.master_addr, sizeof bi.master_addr, "%s", d->master_addr);
+    if (d->master_port) bi.master_port = d->master_port;
+    vs_world* w = _vs_world_new(tr, bi.rank, bi.world_size, bi.local_rank, d->timeout_s, &d->logger,
+                                d->log_level, &d->allocator);
+    if (!w) return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
+    vs_result r = VS_OK;
+#ifdef VESCALE_MPI
+    if (tr == VS_TRANSPORT_MPI) r = _vs_mpi_world(w, d);
+#endif
+#ifdef VESCALE_NCCL
+    if (tr == VS_TRANSPORT_NCCL) {
+        ncclUniqueId id;
+        memset(&id, 0, sizeof id);
+        if (w->rank == 0) {
+            ncclResult_t nr = ncclGetUniqueId(&id);
+            if (nr != ncclSuccess)
+                r = _vs_err_backend(VS_ERR_BACKEND, (int)nr, "ncclGetUniqueId: %s", ncclGetErrorString(nr));
+        }
+#ifdef VESCALE_MPI
+        // the id travels over MPI when the job was started by an MPI launcher
+        int mpi_up = 0;
+        MPI_Initialized(&mpi_up);
+        if (!r && (mpi_up || !strcmp(bi.source, "openmpi"))) {
+            vs_world* mw = _vs_world_new(VS_TRANSPORT_MPI, 0, 1, 0, w->timeout, NULL, VS_LOG_OFF, NULL);
+            r = mw ? _vs_mpi_world(mw, d) : _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
+            if (!r) {
+                r = vs_broadcast(mw->comm, &id, &id, sizeof id, VS_U8, 0, NULL);
+                w->mpi_finalize = mw->mpi_finalize;
+                mw->mpi_finalize = 0;
+                w->rank = mw->rank; // MPI's numbering wins over the environment's
+                w->size = mw->size;
+                w->local_rank = mw->local_rank;
+            }
+            if (mw) {
+                if (mw->comm) mw->comm->kind = 0;
+                vs_world_free(mw);
+            }
+        } else
+#endif
+        if (!r && w->size > 1)
+            r = _vs_tcp_bcast(bi.master_addr, bi.master_port, w->rank, w->size, &id, sizeof id, w->timeout);
+        if (!r) r = _vs_nccl_world_comm(w, &id, d->device_select, d->cuda_device);
+    }
+#endif
+    if (r) {
+        char keep[512];
+        snprintf(keep, sizeof keep, "%s", vs_last_error());
+        vs_world_free(w);
+        return _vs_err(r, "%s", keep);
+    }
+    vs_log(w, VS_LOG_INFO, "world up: transport %s, rank %d of %d (local %d, from %s)", vs_transport_name(tr),
+           w->rank, w->size, w->local_rank, bi.source);
+    *out = w;
+    return VS_OK;
+}
+
+// >>mesh ----------------------------------------------------------------------
+
+typedef struct _vs_subentry {
+    int dims[VS_MESH_MAX_DIMS];
+    int ndims;
+    vs_mesh* mesh;
+} _vs_subentry;
+
+struct vs_mesh {
+    vs_world* world;
+    vs_comm* comm;
+    int owns_comm;
+    int ndims;
+    int shape[VS_MESH_MAX_DIMS];
+    char names[VS_MESH_MAX_DIMS][VS_MESH_NAME_MAX];
+    int nranks;
+    int* granks; // world rank of each mesh rank
+    int mrank;
+    int coord[VS_MESH_MAX_DIMS];
+    _vs_subentry* subs;
+    int nsubs;
+};
+
+static const char* const _vs_default_names[3][3] = {{"DP"}, {"DP", "TP"}, {"PP", "DP", "TP"}};
+
+_VS_PRIVATE void _vs_mesh_coord_calc(const vs_mesh* m, int r, int* coord)
+{
+    for (int d = m->ndims - 1; d >= 0; d--) {
+        coord[d] = r % m->shape[d];
+        r /= m->shape[d];
+    }
+}
+
+_VS_PRIVATE int _vs_mesh_rank_calc(const vs_mesh* m, const int* coord)
+{
+    int r = 0;
+    for (int d = 0; d < m->ndims; d++) r = r * m->shape[d] + coord[d];
+    return r;
+}
+
+VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
+{
+    _VS_CHECK_NULL(w, "world");
+    _VS_CHECK_NULL(d, "desc");
+    _VS_CHECK_NULL(out, "out");
+    *out = NULL;
+    vs_comm* c = d->comm ? d->comm : w->comm;
+    if (!c) return _vs_err(VS_ERR_STATE, "vs_mesh_init: the world has no communicator");
+    int nd = d->ndims;
+    if (nd < 0 || nd > VS_MESH_MAX_DIMS)
+        return _vs_err(VS_ERR_INVALID, "vs_mesh_init: ndims %d out of range [1, %d]", nd, VS_MESH_MAX_DIMS);
+    if (nd == 0)
+        while (nd < VS_MESH_MAX_DIMS && d->shape[nd] != 0) nd++;
+    if (nd == 0) return _vs_err(VS_ERR_INVALID, "vs_mesh_init: shape is empty (shape[0] is 0)");
+    long prod = 1;
+    char desc_txt[128] = "";
+    for (int i = 0; i < nd; i++) {
+        size_t l = strlen(desc_txt);
+        snprintf(desc_txt + l, sizeof desc_txt - l, "%s%d", i ? "x" : "", d->shape[i]);
+    }
+    for (int i = 0; i < nd; i++) {
+        if (d->shape[i] <= 0)
+            return _vs_err(VS_ERR_INVALID, "vs_mesh_init: shape[%d] = %d must be >= 1 (shape %s)", i, d->shape[i],
+                           desc_txt);
+        prod *= d->shape[i];
+        if (prod > INT_MAX) return _vs_err(VS_ERR_INVALID, "vs_mesh_init: shape %s is too large", desc_txt);
+    }
+    if (prod != c->size)
+        return _vs_err(VS_ERR_MISMATCH, "vs_mesh_init: shape %s has %ld ranks but the communicator has %d",
+                       desc_txt, prod, c->size);
+    vs_mesh* m = _VS_NEW(vs_mesh, 1);
+    if (!m) return _vs_err(VS_ERR_NOMEM, "vs_mesh_init: out of memory");
+    m->world = w;
+    m->comm = c;
+    m->ndims = nd;
+    for (int i = 0; i < nd; i++) {
+        const char* nm = d->dim_names[i];
+        if (!nm) {
+            if (nd > 3) {
+                free(m);
+                return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim %d has no name (defaults exist for 1-3 dims, "
+                               "this mesh has %d)", i, nd);
+            }
+            nm = _vs_default_names[nd - 1][i];
+        }
+        size_t len = strlen(nm);
+        if (len == 0 || len >= VS_MESH_NAME_MAX || strchr(nm, ',') || strchr(nm, ' ')) {
+            free(m);
+            return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim name '%s' must be 1-%d characters without ',' or ' '",
+                           nm, VS_MESH_NAME_MAX - 1);
+        }
+        for (int k = 0; k < i; k++)
+            if (!strcmp(m->names[k], nm)) {
+                free(m);
+                return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim name '%s' used twice (dims %d and %d)", nm, k, i);
+            }
+        memcpy(m->names[i], nm, len + 1);
+        m->shape[i] = d->shape[i];
+    }
+    m->nranks = (int)prod;
+    m->mrank = c->rank;
+    _vs_mesh_coord_calc(m, m->mrank, m->coord);
+    m->granks = _VS_NEW(int, m->nranks);
+    if (!m->granks) {
+        free(m);
+        return _vs_err(VS_ERR_NOMEM, "vs_mesh_init: out of memory");
+    }
+    if (c == w->comm) {
+        for (int i = 0; i < m->nranks; i++) m->granks[i] = i;
+    } else { // ranks of a sub-communicator: learn their world ranks
+        int32_t mine = (int32_t)w->rank;
+        int32_t* all = _VS_NEW(int32_t, m->nranks);
+        vs_result r = all ? vs_all_gather(c, &mine, all, 1, VS_I32, NULL) : VS_ERR_NOMEM;
+        if (r) {
+            free(all);
+            free(m->granks);
+            free(m);
+            return r == VS_ERR_NOMEM ? _vs_err(r, "vs_mesh_init: out of memory") : r;
+        }
+        for (int i = 0; i < m->nranks; i++) m->granks[i] = all[i];
+        free(all);
+    }
+    *out = m;
+    return VS_OK;
+}
+
+VS_API vs_result vs_mesh_free(vs_mesh* m)
+{
+    if (!m) return VS_OK;
+    for (int i = 0; i < m->nsubs; i++) vs_mesh_free(m->subs[i].mesh);
+    free(m->subs);
+    if (m->owns_comm && m->comm) _vs_comm_destroy(m->comm);
+    free(m->granks);
+    free(m);
+    return VS_OK;
+}
+
+VS_API int vs_mesh_ndims(const vs_mesh* m) { return m ? m->ndims : _vs_err(VS_ERR_NULL, "vs_mesh_ndims: mesh is NULL"); }
+
+VS_API int vs_mesh_dim_index(const vs_mesh* m, const char* dim)
+{
+    if (!m) return _vs_err(VS_ERR_NULL, "vs_mesh_dim_index: mesh is NULL");
+    if (!dim) return _vs_err(VS_ERR_NULL, "vs_mesh_dim_index: dim name is NULL");
+    for (int i = 0; i < m->ndims; i++)
+        if (!strcmp(m->names[i], dim)) return i;
+    char have[VS_MESH_MAX_DIMS * (VS_MESH_NAME_MAX + 2)] = "";
+    for (int i = 0; i < m->ndims; i++) {
+        size_t l = strlen(have);
+        snprintf(have + l, sizeof have - l, "%s%s", i ? ", " : "", m->names[i]);
+    }
+    return _vs_err(VS_ERR_INVALID, "mesh has no dim named '%s' (dims: %s)", dim, have);
+}
+
+VS_API const char* vs_mesh_dim_name(const vs_mesh* m, int i)
+{
+    if (!m || i < 0 || i >= m->ndims) return NULL;
+    return m->names[i];
+}
+
+VS_API int vs_mesh_size(const vs_mesh* m, const char* dim)
+{
+    int i = vs_mesh_dim_index(m, dim);
+    return i < 0 ? i : m->shape[i];
+}
+
+VS_API int vs_mesh_nranks(const vs_mesh* m) { return m ? m->nranks : _vs_err(VS_ERR_NULL, "vs_mesh_nranks: mesh is NULL"); }
+VS_API int vs_mesh_rank(const vs_mesh* m) { return m ? m->mrank : _vs_err(VS_ERR_NULL, "vs_mesh_rank: mesh is NULL"); }
+
+VS_API int vs_mesh_coord_along(const vs_mesh* m, const char* dim)
+{
+    int i = vs_mesh_dim_index(m, dim);
+    return i < 0 ? i : m->coord[i];
+}
+
+VS_API vs_result vs_mesh_coord(const vs_mesh* m, int coord[VS_MESH_MAX_DIMS])
+{
+    _VS_CHECK_NULL(m, "mesh");
+    _VS_CHECK_NULL(coord, "coord");
+    memcpy(coord, m->coord, sizeof(int) * (size_t)m->ndims);
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_mesh_check_rank(const char* fn, const vs_mesh* m, int r)
+{
+    if (r < 0 || r >= m->nranks)
+        return _vs_err(VS_ERR_INVALID, "%s: mesh rank %d out of range [0, %d)", fn, r, m->nranks);
+    return VS_OK;
+}
+
+VS_API vs_result vs_mesh_coord_of(const vs_mesh* m, int r, int coord[VS_MESH_MAX_DIMS])
+{
+    _VS_CHECK_NULL(m, "mesh");
+    _VS_CHECK_NULL(coord, "coord");
+    _VS_TRY(_vs_mesh_check_rank("vs_mesh_coord_of", m, r));
+    _vs_mesh_coord_calc(m, r, coord);
+    return VS_OK;
+}
+
+VS_API vs_result vs_mesh_rank_of(const vs_mesh* m, const int* coord, int* r)
+{
+    _VS_CHECK_NULL(m, "mesh");
+    _VS_CHECK_NULL(coord, "coord");
+    _VS_CHECK_NULL(r, "mesh_rank");
+    for (int d = 0; d < m->ndims; d++)
+        if (coord[d] < 0 || coord[d] >= m->shape[d])
+            return _vs_err(VS_ERR_INVALID, "vs_mesh_rank_of: coordinate %d along %s out of range [0, %d)", coord[d],
+                           m->names[d], m->shape[d]);
+    *r = _vs_mesh_rank_calc(m, coord);
+    return VS_OK;
+}
+
+VS_API int vs_mesh_global_rank(const vs_mesh* m, int r)
+{
+    if (!m) return _vs_err(VS_ERR_NULL, "vs_mesh_global_rank: mesh is NULL");
+    vs_result e = _vs_mesh_check_rank("vs_mesh_global_rank", m, r);
+    return e ? e : m->granks[r];
+}
+
+VS_API int vs_mesh_local_rank(const vs_mesh* m) { return m ? m->world->local_rank : _vs_err(VS_ERR_NULL, "vs_mesh_local_rank: mesh is NULL"); }
+VS_API vs_comm* vs_mesh_comm(vs_mesh* m) { return m ? m->comm : NULL; }
+VS_API vs_world* vs_mesh_world(vs_mesh* m) { return m ? m->world : NULL; }
+
+/* "DP,TP" -> dim indices, in the order given. */
+_VS_PRIVATE vs_result _vs_mesh_parse_dims(const char* fn, const vs_mesh* m, const char* dims, int* idx, int* n)
+{
+    if (!m) return _vs_err(VS_ERR_NULL, "%s: mesh is NULL", fn);
+    if (!dims) return _vs_err(VS_ERR_NULL, "%s: dims is NULL", fn);
+    *n = 0;
+    const char* p = dims;
+    for (;;) {
+        const char* e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char name[VS_MESH_NAME_MAX];
+        if (len == 0 || len >= sizeof name)
+            return _vs_err(VS_ERR_INVALID, "%s: bad dims list '%s'", fn, dims);
+        memcpy(name, p, len);
+        name[len] = 0;
+        int i = vs_mesh_dim_index(m, name);
+        if (i < 0) return _vs_err(VS_ERR_INVALID, "%s: no dim named '%s' in '%s'", fn, name, dims);
+        for (int k = 0; k < *n; k++)
+            if (idx[k] == i) return _vs_err(VS_ERR_INVALID, "%s: dim '%s' named twice in '%s'", fn, name, dims);
+        if (*n == VS_MESH_MAX_DIMS) return _vs_err(VS_ERR_INVALID, "%s: too many dims in '%s'", fn, dims);
+        idx[(*n)++] = i;
+        if (!e) break;
+        p = e + 1;
+    }
+    return VS_OK;
+}
+
+/* Mesh ranks of the group over dims idx[0..k) through the point `coord`, in
+   row-major order of the dims as given. */
+_VS_PRIVATE void _vs_mesh_members(const vs_mesh* m, const int* idx, int k, const int* coord, int* out)
+{
+    int c[VS_MESH_MAX_DIMS];
+    memcpy(c, coord, sizeof c);
+    int total = 1;
+    for (int i = 0; i < k; i++) total *= m->shape[idx[i]];
+    for (int j = 0; j < total; j++) {
+        int r = j;
+        for (int i = k - 1; i >= 0; i--) {
+            c[idx[i]] = r % m->shape[idx[i]];
+            r /= m->shape[idx[i]];
+        }
+        out[j] = _vs_mesh_rank_calc(m, c);
+    }
+}
+
+VS_API vs_result vs_mesh_group_of(const vs_mesh* m, const char* dims, int mesh_rank, int* ranks, int cap, int* n)
+{
+    int idx[VS_MESH_MAX_DIMS], k;
+    _VS_TRY(_vs_mesh_parse_dims("vs_mesh_group_of", m, dims, idx, &k));
+    _VS_CHECK_NULL(ranks, "ranks");
+    _VS_CHECK_NULL(n, "n");
+    _VS_TRY(_vs_mesh_check_rank("vs_mesh_group_of", m, mesh_rank));
+    int total = 1;
+    for (int i = 0; i < k; i++) total *= m->shape[idx[i]];
+    *n = total;
+    if (cap < total) return _vs_err(VS_ERR_INVALID, "vs_mesh_group_of: cap %d < group size %d", cap, total);
+    int coord[VS_MESH_MAX_DIMS] = {0};
+    _vs_mesh_coord_calc(m, mesh_rank, coord);
+    _vs_mesh_members(m, idx, k, coord, ranks);
+    for (int j = 0; j < total; j++) ranks[j] = m->granks[ranks[j]];
+    return VS_OK;
+}
+
+VS_API vs_result vs_mesh_groups(const vs_mesh* m, const char* dims, int* ranks, int cap, int* ngroups, int* group_size)
+{
+    int idx[VS_MESH_MAX_DIMS], k;
+    _VS_TRY(_vs_mesh_parse_dims("vs_mesh_groups", m, dims, idx, &k));
+    _VS_CHECK_NULL(ranks, "ranks");
+    _VS_CHECK_NULL(ngroups, "ngroups");
+    _VS_CHECK_NULL(group_size, "group_size");
+    int in[VS_MESH_MAX_DIMS] = {0}, rest[VS_MESH_MAX_DIMS], nrest = 0;
+    for (int i = 0; i < k; i++) in[idx[i]] = 1;
+    for (int d = 0; d < m->ndims; d++)
+        if (!in[d]) rest[nrest++] = d;
+    int gs = 1, ng = 1;
+    for (int i = 0; i < k; i++) gs *= m->shape[idx[i]];
+    for (int i = 0; i < nrest; i++) ng *= m->shape[rest[i]];
+    *ngroups = ng;
+    *group_size = gs;
+    if (cap < ng * gs)
+        return _vs_err(VS_ERR_INVALID, "vs_mesh_groups: cap %d < %d groups x %d ranks", cap, ng, gs);
+    for (int g = 0; g < ng; g++) {
+        int coord[VS_MESH_MAX_DIMS] = {0}, r = g;
+        for (int i = nrest - 1; i >= 0; i--) {
+            coord[rest[i]] = r % m->shape[rest[i]];
+            r /= m->shape[rest[i]];
+        }
+        _vs_mesh_members(m, idx, k, coord, ranks + (size_t)g * (size_t)gs);
+        for (int j = 0; j < gs; j++) ranks[g * gs + j] = m->granks[ranks[g * gs + j]];
+    }
+    return VS_OK;
+}
+
+VS_API vs_result vs_mesh_submesh(vs_mesh* m, const char* dims, vs_mesh** out)
+{
+    int idx[VS_MESH_MAX_DIMS], k;
+    _VS_TRY(_vs_mesh_parse_dims("vs_mesh_submesh", m, dims, idx, &k));
+    _VS_CHECK_NULL(out, "out");
+    *out = NULL;
+    for (int i = 0; i < m->nsubs; i++)
+        if (m->subs[i].ndims == k && !memcmp(m->subs[i].dims, idx, sizeof(int) * (size_t)k)) {
+            *out = m->subs[i].mesh;
+            return VS_OK;
+        }
+    _vs_subentry* grown = (_vs_subentry*)realloc(m->subs, sizeof *grown * (size_t)(m->nsubs + 1));
+    if (!grown) return _vs_err(VS_ERR_NOMEM, "vs_mesh_submesh: out of memory");
+    m->subs = grown;
+    // color: my position over the other dims; key: my position over `dims`
+    int in[VS_MESH_MAX_DIMS] = {0}, color = 0, key = 0;
+    for (int i = 0; i < k; i++) in[idx[i]] = 1;
+    for (int d = 0; d < m->ndims; d++)
+        if (!in[d]) color = color * m->shape[d] + m->coord[d];
+    for (int i = 0; i < k; i++) key = key * m->shape[idx[i]] + m->coord[idx[i]];
+    vs_mesh* s = _VS_NEW(vs_mesh, 1);
+    int gs = 1;
+    for (int i = 0; i < k; i++) gs *= m->shape[idx[i]];
+    int* members = s ? _VS_NEW(int, gs) : NULL;
+    vs_comm* sc = NULL;
+    // the split is collective: every rank takes part even if its allocation failed
+    vs_result r = vs_comm_split(m->comm, color, key, &sc);
+    if (!r && (!s || !members)) r = _vs_err(VS_ERR_NOMEM, "vs_mesh_submesh: out of memory");
+    if (r) {
+        if (sc) _vs_comm_destroy(sc);
+        free(members);
+        free(s);
+        return r;
+    }
+    sc->kind = 2;
+    s->world = m->world;
+    s->comm = sc;
+    s->owns_comm = 1;
+    s->ndims = k;
+    for (int i = 0; i < k; i++) {
+        s->shape[i] = m->shape[idx[i]];
+        memcpy(s->names[i], m->names[idx[i]], VS_MESH_NAME_MAX);
+        s->coord[i] = m->coord[idx[i]];
+    }
+    s->nranks = gs;
+    s->mrank = key;
+    _vs_mesh_members(m, idx, k, m->coord, members);
+    for (int j = 0; j < gs; j++) members[j] = m->granks[members[j]];
+    s->granks = members;
+    VS_ASSERT(sc->rank == key && sc->size == gs);
+    _vs_subentry* e = &m->subs[m->nsubs++];
+    memset(e, 0, sizeof *e);
+    memcpy(e->dims, idx, sizeof(int) * (size_t)k);
+    e->ndims = k;
+    e->mesh = s;
+    *out = s;
+    return VS_OK;
+}
+
+VS_API vs_result vs_mesh_neighbor(const vs_mesh* m, const char* dim, int offset, int wrap, int* global_rank,
+                                  int* mesh_rank)
+{
+    int d = vs_mesh_dim_index(m, dim);
+    if (d < 0) return d;
+    _VS_CHECK_NULL(global_rank, "global_rank");
+    int c[VS_MESH_MAX_DIMS];
+    memcpy(c, m->coord, sizeof c);
+    long v = (long)c[d] + offset, n = m->shape[d];
+    if (wrap)
+        v = ((v % n) + n) % n;
+    else if (v < 0 || v >= n) {
+        *global_rank = -1;
+        if (mesh_rank) *mesh_rank = -1;
+        return VS_OK;
+    }
+    c[d] = (int)v;
+    int r = _vs_mesh_rank_calc(m, c);
+    *global_rank = m->granks[r];
+    if (mesh_rank) *mesh_rank = r;
+    return VS_OK;
+}
+
+VS_API int vs_mesh_is_first(const vs_mesh* m, const char* dim)
+{
+    int d = vs_mesh_dim_index(m, dim);
+    return d < 0 ? d : m->coord[d] == 0;
+}
+
+VS_API int vs_mesh_is_last(const vs_mesh* m, const char* dim)
+{
+    int d = vs_mesh_dim_index(m, dim);
+    return d < 0 ? d : m->coord[d] == m->shape[d] - 1;
+}
+
+VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
+{
+    if (!m) return _vs_err(VS_ERR_NULL, "vs_mesh_describe: mesh is NULL");
+    char tmp[VS_MESH_MAX_DIMS * (VS_MESH_NAME_MAX + 16) + 4];
+    size_t l = 0;
+    tmp[l++] = '(';
+    for (int i = 0; i < m->ndims; i++)
+        l += (size_t)snprintf(tmp + l, sizeof tmp - l, "%s%s=%d", i ? ", " : "", m->names[i], m->shape[i]);
+    l += (size_t)snprintf(tmp + l, sizeof tmp - l, ")");
+    if (buf && cap) snprintf(buf, cap, "%s", tmp);
+    return (int)l;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+// >>end-of-implementation
+#endif // VESCALE_MESH_IMPLEMENTATION
