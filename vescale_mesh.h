@@ -76,15 +76,16 @@
      communicator is then aborted and later calls give VS_ERR_ABORTED.
    - A handle (world, comm, mesh) is used by one thread at a time.
 */
+/* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
+#if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_MESH_IMPLEMENTATION)
+#define VESCALE_MESH_IMPLEMENTATION
+#endif
+
 #ifndef VESCALE_MESH_INCLUDED
 #define VESCALE_MESH_INCLUDED
 
 #include <stddef.h>
 #include <stdint.h>
-
-#if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_MESH_IMPLEMENTATION)
-#define VESCALE_MESH_IMPLEMENTATION
-#endif
 
 #ifndef VS_API
 #ifdef VESCALE_STATIC

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Every header alone as C99, C11 and C++17 with -Wall -Wextra -Werror (declarations
+# only and with its implementation), all implementations in one TU, the static
+# mode in two TUs linked together, the MPI and NCCL transports (compile + link),
+# and nvcc. Prints one "ok/not ok/skip" line per check.
+set -u
+cd "$(dirname "$0")/.."
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+W="-Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -I."
+CUDA=${CUDA:-/usr/local/cuda}
+n=0
+
+check() { # name, command...
+    local name=$1; shift
+    if "$@" >"$T/out" 2>&1; then echo "ok compile/$name"; else echo "not ok compile/$name"; sed 's/^/    /' "$T/out" | head -20; fi
+}
+
+for h in vescale.h vescale_mesh.h vescale_ddp.h vescale_pipe.h vescale_ckpt.h; do
+    b=${h%.h}
+    printf '#include "%s"\nint vs_check_decl(void);\nint vs_check_decl(void) { return 0; }\n' "$h" >"$T/$b.decl.c"
+    printf '#define VESCALE_IMPLEMENTATION\n#include "%s"\n#include "%s"\nint main(void) { return vs_version() != VESCALE_VERSION_NUMBER; }\n' "$h" "$h" >"$T/$b.impl.c"
+    for std in c99 c11; do
+        check "$h/decl/$std" gcc -std=$std $W -c "$T/$b.decl.c" -o "$T/o.o"
+        check "$h/impl/$std" gcc -std=$std $W -pedantic-errors -Wno-long-long "$T/$b.impl.c" -o "$T/a.out" -lpthread -lm
+    done
+    check "$h/decl/c++17" g++ -std=c++17 $W -x c++ -c "$T/$b.decl.c" -o "$T/o.o"
+    check "$h/impl/c++17" g++ -std=c++17 $W -x c++ "$T/$b.impl.c" -o "$T/a.out" -lpthread
+done
+
+# all parts in one TU, implementations switched on one by one
+cat >"$T/all.c" <<'C'
+#define VESCALE_MESH_IMPLEMENTATION
+#define VESCALE_DDP_IMPLEMENTATION
+#define VESCALE_PIPE_IMPLEMENTATION
+#define VESCALE_CKPT_IMPLEMENTATION
+#include "vescale.h"
+int main(void) { return vs_ddp_version() + vs_pipe_version() + vs_ckpt_version() != 3 * vs_version(); }
+C
+check "all-parts-one-tu/c99" bash -c "gcc -std=c99 $W $T/all.c -o $T/a.out -lpthread && $T/a.out"
+
+# VESCALE_STATIC: the implementation in two TUs of one program, nothing exported
+for i in 1 2; do
+    printf '#define VESCALE_STATIC\n#define VESCALE_IMPLEMENTATION\n#include "vescale.h"\nint tu%s(void);\nint tu%s(void) { return vs_version(); }\n' $i $i >"$T/s$i.c"
+done
+printf 'int tu1(void); int tu2(void);\nint main(void) { return tu1() != tu2(); }\n' >"$T/smain.c"
+check "static/two-tus" bash -c "gcc -std=c99 $W $T/s1.c $T/s2.c $T/smain.c -o $T/a.out -lpthread && $T/a.out && ! nm $T/a.out | grep -q ' T vs_'"
+
+# MPI transport
+if command -v mpicc >/dev/null 2>&1; then
+    check "mpi/c99" mpicc -std=c99 $W -DVESCALE_MPI "$T/vescale.impl.c" -o "$T/a.out" -lpthread
+    check "mpi/c++17" mpicxx -std=c++17 $W -DVESCALE_MPI -x c++ "$T/vescale.impl.c" -o "$T/a.out" -lpthread
+else
+    echo "skip compile/mpi: mpicc not installed"
+fi
+
+# NCCL transport: compile and link with a plain C compiler, and with nvcc
+if [ -f "$CUDA/include/nccl.h" ] || [ -f /usr/include/nccl.h ]; then
+    NC="-I$CUDA/include -L$CUDA/lib64 -L$CUDA/lib -Wl,-rpath,$CUDA/lib64"
+    check "nccl/gcc-c99-link" gcc -std=c99 $W -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lpthread
+    check "nccl/g++-c++17-link" g++ -std=c++17 $W -DVESCALE_NCCL -x c++ $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lpthread
+    if command -v nvcc >/dev/null 2>&1; then
+        check "nccl/nvcc-link" nvcc -x cu -DVESCALE_NCCL -I. -Xcompiler -Wall,-Wextra,-Werror "$T/vescale.impl.c" -o "$T/a.out" -lnccl
+        check "nvcc/no-nccl" nvcc -x cu -I. -Xcompiler -Wall,-Wextra,-Werror -c "$T/vescale.impl.c" -o "$T/o.o"
+    else
+        echo "skip compile/nvcc: nvcc not installed"
+    fi
+else
+    echo "skip compile/nccl: nccl.h not found"
+fi

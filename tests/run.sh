@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs every test binary in $B (threads transport), the MPI builds under mpirun,
+# and the compile checks; adds up their "ok / not ok / skip" lines and ends with
+# "N passed, N failed, N skipped". A binary that dies without reporting counts
+# as one failure.
+set -u
+B=${B:-build}
+MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
+COMPILE_CHECK=${COMPILE_CHECK:-1}
+LIMIT=${TEST_TIMEOUT:-300}
+pass=0 fail=0 skip=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+run_one() { # label, command...
+    local label=$1; shift
+    echo "== $label"
+    timeout "$LIMIT" "$@" >"$log" 2>&1
+    local rc=$?
+    cat "$log"
+    local p f s
+    p=$(grep -c '^ok ' "$log"); f=$(grep -c '^not ok ' "$log"); s=$(grep -c '^skip ' "$log")
+    pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "not ok $label: exited with status $rc"
+        fail=$((fail + 1))
+    fi
+}
+
+for t in "$B"/test_*; do
+    [ -x "$t" ] || continue
+    case "$t" in *_mpi) continue ;; esac
+    run_one "$(basename "$t")" "$t"
+done
+
+# MPI builds: one run per process count (ranks are processes here).
+mpi_np() {
+    case "$1" in
+        test_collectives_mpi) echo "1 2 3 4" ;;
+        test_mesh_mpi) echo "1 2 4 8" ;;
+        *) echo "2" ;;
+    esac
+}
+for t in "$B"/test_*_mpi; do
+    [ -x "$t" ] || continue
+    if ! command -v mpirun >/dev/null 2>&1; then
+        echo "skip $(basename "$t"): mpirun not installed"; skip=$((skip + 1)); continue
+    fi
+    for np in $(mpi_np "$(basename "$t")"); do
+        run_one "$(basename "$t") np=$np" $MPIRUN -np "$np" "$t"
+    done
+done
+
+if [ "$COMPILE_CHECK" = 1 ]; then
+    run_one "compile_check" bash tests/compile_check.sh
+fi
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

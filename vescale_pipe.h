@@ -1,0 +1,46 @@
+/* vescale_pipe.h - pipeline stages, schedules as instruction lists (GPipe, 1F1B, interleaved, zero bubble) and the engine that runs them.
+
+   Status: skeleton. This header compiles and links so trainers can include it;
+   its API arrives with its own issue. Everything it builds on is in
+   vescale_mesh.h, which it includes.
+
+   Do this in *one* C or C++ file:
+       #define VESCALE_IMPLEMENTATION        (every part), or
+       #define VESCALE_PIPE_IMPLEMENTATION   (this part only; the mesh
+                                              implementation must then be
+                                              enabled somewhere as well)
+       #include "vescale_pipe.h"
+*/
+/* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
+#if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_PIPE_IMPLEMENTATION)
+#define VESCALE_PIPE_IMPLEMENTATION
+#endif
+
+#ifndef VESCALE_PIPE_INCLUDED
+#define VESCALE_PIPE_INCLUDED
+
+#include "vescale_mesh.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The VESCALE_VERSION_NUMBER this part was built with (catches a part compiled
+   from a different release than vescale_mesh.h). */
+VS_API int vs_pipe_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif // VESCALE_PIPE_INCLUDED
+
+#if defined(VESCALE_PIPE_IMPLEMENTATION) && !defined(VESCALE_PIPE_IMPLEMENTED)
+#define VESCALE_PIPE_IMPLEMENTED
+#ifdef __cplusplus
+extern "C" {
+#endif
+VS_API int vs_pipe_version(void) { return VESCALE_VERSION_NUMBER; }
+#ifdef __cplusplus
+}
+#endif
+#endif // VESCALE_PIPE_IMPLEMENTATION
