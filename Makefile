@@ -19,7 +19,7 @@ export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
 TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c,$(wildcard tests/test_*.c)))
-MPI_TESTS := $(if $(HAVE_MPI),$(B)/test_collectives_mpi $(B)/test_mesh_mpi)
+MPI_TESTS := $(if $(HAVE_MPI),$(B)/test_collectives_mpi $(B)/test_mesh_mpi $(B)/test_errors_mpi)
 
 .PHONY: all run test test-asan test-tsan test-gpu bench compile-check clean
 all: $(TESTS) $(MPI_TESTS) $(B)/demo

@@ -11,11 +11,17 @@
 #include <stdarg.h>
 #include <string.h>
 
+#if defined(__GNUC__) || defined(__clang__)
+#define VT_UNUSED __attribute__((unused))
+#else
+#define VT_UNUSED
+#endif
+
 static int vt_failures; /* touched with __atomic builtins: checks run on rank threads */
 static int vt_npass, vt_nfail, vt_nskip;
 static int vt_case_start;
 
-static void vt_fail_msg(const char* file, int line, const char* cond, const char* fmt, ...)
+VT_UNUSED static void vt_fail_msg(const char* file, int line, const char* cond, const char* fmt, ...)
 {
     int n = __atomic_add_fetch(&vt_failures, 1, __ATOMIC_SEQ_CST);
     if (n > 40) return; /* enough to diagnose; keep logs readable */
@@ -41,13 +47,13 @@ static void vt_fail_msg(const char* file, int line, const char* cond, const char
                         vs_result_string(vt_r_), vs_last_error());            \
     } while (0)
 
-static void vt_begin(const char* name)
+VT_UNUSED static void vt_begin(const char* name)
 {
     (void)name;
     vt_case_start = __atomic_load_n(&vt_failures, __ATOMIC_SEQ_CST);
 }
 
-static int vt_end(const char* name)
+VT_UNUSED static int vt_end(const char* name)
 {
     int failed = __atomic_load_n(&vt_failures, __ATOMIC_SEQ_CST) != vt_case_start;
     if (failed) vt_nfail++; else vt_npass++;
@@ -56,7 +62,7 @@ static int vt_end(const char* name)
     return !failed;
 }
 
-static void vt_skip(const char* name, const char* why)
+VT_UNUSED static void vt_skip(const char* name, const char* why)
 {
     vt_nskip++;
     printf("skip %s: %s\n", name, why);
@@ -71,7 +77,7 @@ static void vt_skip(const char* name, const char* why)
         vt_end(name);                                                         \
     } while (0)
 
-static int vt_summary(void)
+VT_UNUSED static int vt_summary(void)
 {
     printf("%d passed, %d failed, %d skipped\n", vt_npass, vt_nfail, vt_nskip);
     fflush(stdout);
