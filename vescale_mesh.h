@@ -397,7 +397,9 @@ typedef struct vs_mesh_desc {
 } vs_mesh_desc;
 
 /* A mesh over the ranks of desc->comm (product of shape == its size), rank r at the
-   row-major coordinate of r. Local; the communicator is shared, not copied. */
+   row-major coordinate of r. Local over the world's communicator; collective over
+   desc->comm otherwise (it learns the world rank of each member). The
+   communicator is shared, not copied, and must outlive the mesh. */
 VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** out);
 /* Frees the mesh, every submesh it made and their communicators. */
 VS_API vs_result vs_mesh_free(vs_mesh* m);
@@ -572,6 +574,17 @@ VS_API const char* vs_result_string(vs_result r)
 }
 
 VS_API const char* vs_last_error(void) { return _vs_err_tls()->msg; }
+
+/* Copies this thread's error message into buf (truncated), to carry it across a
+   call that may overwrite it or to another thread. */
+_VS_PRIVATE void _vs_save_error(char* buf, size_t cap)
+{
+    const char* m = _vs_err_tls()->msg;
+    size_t n = strlen(m);
+    if (n >= cap) n = cap - 1;
+    memcpy(buf, m, n);
+    buf[n] = 0;
+}
 VS_API int vs_last_backend_code(void) { return _vs_err_tls()->backend_code; }
 VS_API void vs_clear_error(void)
 {
@@ -961,8 +974,8 @@ struct vs_world {
     struct _vs_tjob* job;
     int mpi_finalize;
 #ifdef VESCALE_MPI
-    MPI_Op half_ops[2][3]; // [f16,bf16][sum,max,min]
-    int half_ops_made;
+    MPI_Op u8_sum; // wrapping 8-bit sum
+    int u8_sum_made;
 #endif
 };
 
@@ -1504,13 +1517,13 @@ _VS_PRIVATE vs_result _vs_t_exec(vs_comm* c, const _vs_opdesc* ops, int nops)
         if (ri && !r) r = ri;
     }
     char keep[512] = "";
-    if (r) snprintf(keep, sizeof keep, "%s", vs_last_error());
+    if (r) _vs_save_error(keep, sizeof keep);
     vs_result rp = VS_OK;
     for (int i = 0; i < np; i++) {
         vs_result ri = _vs_t_p2p_wait(c, &ps[i], deadline);
         if (ri && !rp) {
             rp = ri;
-            if (!r) snprintf(keep, sizeof keep, "%s", vs_last_error());
+            if (!r) _vs_save_error(keep, sizeof keep);
         }
     }
     free(ps);
@@ -1601,7 +1614,7 @@ _VS_PRIVATE void* _vs_progress_main(void* arg)
         c->qbusy = 1;
         pthread_mutex_unlock(&c->qmu);
         vs_result r = _vs_exec(c, w->ops, w->nops);
-        if (r) snprintf(w->err, sizeof w->err, "%s", vs_last_error());
+        if (r) _vs_save_error(w->err, sizeof w->err);
         pthread_mutex_lock(&c->qmu);
         w->res = r;
         __atomic_store_n(&w->state, 1, __ATOMIC_RELEASE);
@@ -2279,23 +2292,14 @@ VS_API vs_result vs_launch(int nranks, vs_rank_fn fn, void* arg)
 // >>mpi -----------------------------------------------------------------------
 #ifdef VESCALE_MPI
 
-#define _VS_MPI_HALF_OP(name, TOF, FROMF, EXPR)                                      \
-    static void name(void* in, void* inout, int* len, MPI_Datatype* dt)              \
-    {                                                                                \
-        (void)dt;                                                                    \
-        const uint16_t* a = (const uint16_t*)in;                                     \
-        uint16_t* b = (uint16_t*)inout;                                              \
-        for (int i = 0; i < *len; i++) {                                             \
-            float x = TOF(a[i]), y = TOF(b[i]);                                      \
-            b[i] = FROMF(EXPR);                                                      \
-        }                                                                            \
-    }
-_VS_MPI_HALF_OP(_vs_mpi_f16_sum, vs_f16_to_f32, vs_f32_to_f16, x + y)
-_VS_MPI_HALF_OP(_vs_mpi_f16_max, vs_f16_to_f32, vs_f32_to_f16, x > y ? x : y)
-_VS_MPI_HALF_OP(_vs_mpi_f16_min, vs_f16_to_f32, vs_f32_to_f16, x < y ? x : y)
-_VS_MPI_HALF_OP(_vs_mpi_bf16_sum, vs_bf16_to_f32, vs_f32_to_bf16, x + y)
-_VS_MPI_HALF_OP(_vs_mpi_bf16_max, vs_bf16_to_f32, vs_f32_to_bf16, x > y ? x : y)
-_VS_MPI_HALF_OP(_vs_mpi_bf16_min, vs_bf16_to_f32, vs_f32_to_bf16, x < y ? x : y)
+/* Open MPI's vectorised 8-bit sum saturates; NCCL and the threads transport wrap. */
+static void _vs_mpi_u8_sum(void* in, void* inout, int* len, MPI_Datatype* dt)
+{
+    (void)dt;
+    const uint8_t* a = (const uint8_t*)in;
+    uint8_t* b = (uint8_t*)inout;
+    for (int i = 0; i < *len; i++) b[i] = (uint8_t)(a[i] + b[i]);
+}
 
 _VS_PRIVATE MPI_Datatype _vs_mpi_type(vs_dtype dt)
 {
@@ -2305,15 +2309,15 @@ _VS_PRIVATE MPI_Datatype _vs_mpi_type(vs_dtype dt)
     case VS_I32: return MPI_INT32_T;
     case VS_I64: return MPI_INT64_T;
     case VS_U8: return MPI_UINT8_T;
-    default: return MPI_UINT16_T; // f16, bf16 with our own ops
+    default: return MPI_UINT16_T; // f16, bf16: moved as bits, reduced as f32
     }
 }
 
 _VS_PRIVATE MPI_Op _vs_mpi_op(vs_comm* c, vs_dtype dt, vs_op op)
 {
-    int k = op == VS_OP_MAX ? 1 : op == VS_OP_MIN ? 2 : 0; // avg: sum, divided after
-    if (dt == VS_F16 || dt == VS_BF16) return c->world->half_ops[dt == VS_BF16][k];
-    return k == 1 ? MPI_MAX : k == 2 ? MPI_MIN : MPI_SUM;
+    if (op == VS_OP_MAX) return MPI_MAX;
+    if (op == VS_OP_MIN) return MPI_MIN;
+    return dt == VS_U8 ? c->world->u8_sum : MPI_SUM; // avg: sum, divided after
 }
 
 _VS_PRIVATE vs_result _vs_mpi_fail(int code, const char* what)
@@ -2327,8 +2331,16 @@ _VS_PRIVATE vs_result _vs_mpi_fail(int code, const char* what)
 /* Per-op scratch the requests need until they complete. */
 typedef struct _vs_mpi_tmp {
     int* ints;   // count/displ arrays as int
-    void* buf;   // temporary receive buffer (in-place reduce-scatter)
+    void* buf;   // temporary receive buffer (in-place reduce-scatter, half types)
+    float* fsend; // half types: the input widened to f32
+    int half;     // reduce f16/bf16 in f32 and round once, as the threads transport
 } _vs_mpi_tmp;
+
+_VS_PRIVATE void _vs_widen(vs_dtype dt, const void* in, float* out, size_t n)
+{
+    const uint16_t* h = (const uint16_t*)in;
+    for (size_t i = 0; i < n; i++) out[i] = dt == VS_F16 ? vs_f16_to_f32(h[i]) : vs_bf16_to_f32(h[i]);
+}
 
 _VS_PRIVATE int _vs_mpi_ints(const size_t* a, int n, int* out)
 {
@@ -2361,13 +2373,30 @@ _VS_PRIVATE vs_result _vs_mpi_start(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t, M
                  _vs_mpi_ints(o->rdispls, n, t->ints + 3 * n);
         if (!ok) return _vs_err(VS_ERR_UNSUPPORTED, "%s: a count or offset exceeds MPI's int range", what);
     }
+    t->half = (o->dt == VS_F16 || o->dt == VS_BF16) &&
+              (o->kind == _VS_K_ALLREDUCE || o->kind == _VS_K_REDUCE || o->kind == _VS_K_REDSCAT);
+    if (t->half) {
+        size_t ns = o->kind == _VS_K_REDSCAT ? o->displs[n - 1] + o->counts[n - 1] : o->count;
+        size_t nr = o->kind == _VS_K_REDSCAT ? o->counts[me] : o->count;
+        t->fsend = (float*)malloc(ns * sizeof(float) + 1);
+        t->buf = malloc(nr * sizeof(float) + 1);
+        if (!t->fsend || !t->buf) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", what);
+        _vs_widen(o->dt, o->send, t->fsend, ns);
+        ty = MPI_FLOAT;
+    }
     switch (o->kind) {
     case _VS_K_ALLREDUCE:
-        e = MPI_Iallreduce(o->send == o->recv ? MPI_IN_PLACE : o->send, o->recv, cnt, ty, mop, c->mc, req);
+        if (t->half)
+            e = MPI_Iallreduce(t->fsend, t->buf, cnt, ty, mop, c->mc, req);
+        else
+            e = MPI_Iallreduce(o->send == o->recv ? MPI_IN_PLACE : o->send, o->recv, cnt, ty, mop, c->mc, req);
         break;
     case _VS_K_REDUCE: {
         const void* sb = (me == o->root && o->send == o->recv) ? MPI_IN_PLACE : o->send;
-        e = MPI_Ireduce(sb, o->recv, cnt, ty, mop, o->root, c->mc, req);
+        if (t->half)
+            e = MPI_Ireduce(t->fsend, t->buf, cnt, ty, mop, o->root, c->mc, req);
+        else
+            e = MPI_Ireduce(sb, o->recv, cnt, ty, mop, o->root, c->mc, req);
         break;
     }
     case _VS_K_BCAST:
@@ -2385,6 +2414,10 @@ _VS_PRIVATE vs_result _vs_mpi_start(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t, M
         void* rb = o->recv;
         const char* lo = (const char*)o->send;
         const char* hi = lo + (o->displs[n - 1] + o->counts[n - 1]) * esz;
+        if (t->half) {
+            e = MPI_Ireduce_scatter(t->fsend, t->buf, t->ints, ty, mop, c->mc, req);
+            break;
+        }
         if (bytes && (const char*)o->recv < hi && (const char*)o->recv + bytes > lo) {
             if (!(t->buf = malloc(bytes))) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", what);
             rb = t->buf;
@@ -2410,6 +2443,17 @@ _VS_PRIVATE void _vs_mpi_finish(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t)
 {
     int me = c->rank;
     size_t esz = vs_dtype_size(o->dt);
+    if (t->half) { // narrow the f32 result once, averaging first
+        if (o->kind == _VS_K_REDUCE && me != o->root) return;
+        size_t nr = o->kind == _VS_K_REDSCAT ? o->counts[me] : o->count;
+        float* f = (float*)t->buf;
+        uint16_t* h = (uint16_t*)o->recv;
+        for (size_t i = 0; i < nr; i++) {
+            float v = o->op == VS_OP_AVG ? f[i] / (float)c->size : f[i];
+            h[i] = o->dt == VS_F16 ? vs_f32_to_f16(v) : vs_f32_to_bf16(v);
+        }
+        return;
+    }
     if (o->kind == _VS_K_REDSCAT && t->buf) memcpy(o->recv, t->buf, o->counts[me] * esz);
     if (o->op != VS_OP_AVG) return;
     if (o->kind == _VS_K_ALLREDUCE) _vs_divide(o->dt, o->recv, o->count, c->size);
@@ -2475,7 +2519,7 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
                 r = _vs_err(VS_ERR_TIMEOUT, "%s: a peer did not arrive within %g s (MPI)",
                             _vs_kind_names[ops[0].kind], c->timeout);
                 // the requests can never be waited for now: leak their scratch
-                for (int i = 0; i < nops; i++) tmp[i].ints = NULL, tmp[i].buf = NULL;
+                for (int i = 0; i < nops; i++) tmp[i].ints = NULL, tmp[i].buf = NULL, tmp[i].fsend = NULL;
                 break;
             }
             // MPI progresses only inside its calls: poll fast at first, then back off
@@ -2490,6 +2534,7 @@ out:
         for (int i = 0; i < nops; i++) {
             free(tmp[i].ints);
             free(tmp[i].buf);
+            free(tmp[i].fsend);
         }
     free(tmp);
     free(req);
@@ -2519,11 +2564,8 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
     MPI_Comm_split_type(mc, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &w->local_rank);
     MPI_Comm_free(&node);
-    MPI_User_function* fns[2][3] = {{_vs_mpi_f16_sum, _vs_mpi_f16_max, _vs_mpi_f16_min},
-                                    {_vs_mpi_bf16_sum, _vs_mpi_bf16_max, _vs_mpi_bf16_min}};
-    for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 3; k++) MPI_Op_create(fns[i][k], 1, &w->half_ops[i][k]);
-    w->half_ops_made = 1;
+    MPI_Op_create(_vs_mpi_u8_sum, 1, &w->u8_sum);
+    w->u8_sum_made = 1;
     w->comm = _vs_comm_new(w, VS_TRANSPORT_MPI, w->rank, w->size);
     if (!w->comm) {
         MPI_Comm_free(&mc);
@@ -2536,10 +2578,8 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
 
 _VS_PRIVATE void _vs_mpi_world_fini(vs_world* w)
 {
-    if (w->half_ops_made)
-        for (int i = 0; i < 2; i++)
-            for (int k = 0; k < 3; k++) MPI_Op_free(&w->half_ops[i][k]);
-    w->half_ops_made = 0;
+    if (w->u8_sum_made) MPI_Op_free(&w->u8_sum);
+    w->u8_sum_made = 0;
     int fin = 0;
     MPI_Finalized(&fin);
     if (w->mpi_finalize && !fin) MPI_Finalize();
@@ -3109,7 +3149,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
 #endif
     if (r) {
         char keep[512];
-        snprintf(keep, sizeof keep, "%s", vs_last_error());
+        _vs_save_error(keep, sizeof keep);
         vs_world_free(w);
         return _vs_err(r, "%s", keep);
     }

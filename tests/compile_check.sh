@@ -61,6 +61,7 @@ if [ -f "$CUDA/include/nccl.h" ] || [ -f /usr/include/nccl.h ]; then
     check "nccl/g++-c++17-link" g++ -std=c++17 $W -DVESCALE_NCCL -x c++ $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lpthread
     if command -v nvcc >/dev/null 2>&1; then
         check "nccl/nvcc-link" nvcc -x cu -DVESCALE_NCCL -I. -Xcompiler -Wall,-Wextra,-Werror "$T/vescale.impl.c" -o "$T/a.out" -lnccl
+        check "nccl/test_nccl-nvcc-link" nvcc -x cu -DVESCALE_NCCL -I. -Itests -Xcompiler -Wall,-Wextra,-Werror tests/test_nccl.c -o "$T/a.out" -lnccl -lpthread
         check "nvcc/no-nccl" nvcc -x cu -I. -Xcompiler -Wall,-Wextra,-Werror -c "$T/vescale.impl.c" -o "$T/o.o"
     else
         echo "skip compile/nvcc: nvcc not installed"
