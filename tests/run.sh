@@ -47,7 +47,10 @@ for t in "$B"/test_*_mpi; do
         echo "skip $(basename "$t"): mpirun not installed"; skip=$((skip + 1)); continue
     fi
     for np in $(mpi_np "$(basename "$t")"); do
-        run_one "$(basename "$t") np=$np" $MPIRUN -np "$np" "$t"
+        # Open MPI leaks from components it dlopens and unloads (their frames show
+        # as "<unknown module>", which no suppression can name): leak checks of
+        # our code are done by the threads runs of the same tests.
+        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" run_one "$(basename "$t") np=$np" $MPIRUN -np "$np" "$t"
     done
 done
 
