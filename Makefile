@@ -20,6 +20,8 @@ export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
 TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c,$(wildcard tests/test_*.c)))
+# the collectives again with every copy streamed (non-temporal path)
+TESTS   += $(B)/test_collectives_nt
 MPI_TESTS := $(if $(HAVE_MPI),$(B)/test_collectives_mpi $(B)/test_mesh_mpi $(B)/test_errors_mpi)
 
 .PHONY: all run test test-asan test-tsan test-gpu bench compile-check clean
@@ -30,6 +32,9 @@ $(B):
 
 $(B)/%: tests/%.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+
+$(B)/test_collectives_nt: tests/test_collectives.c $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -DVESCALE_NT_MIN=0 -o $@ $< $(LDLIBS)
 
 $(B)/%_mpi: tests/%.c $(HEADERS) tests/vs_test.h | $(B)
 	$(MPICC) $(CFLAGS) $(SAN) -DVESCALE_MPI -o $@ $< $(LDLIBS)

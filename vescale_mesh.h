@@ -17,6 +17,9 @@
        VESCALE_NCCL         compile the NCCL transport (CUDA device buffers;
                             link -lcudart -lnccl)
        VS_ASSERT(c)         internal-invariant check (default: assert(c))
+       VESCALE_NT_MIN       threads transport: buffers of at least this many bytes
+                            are written with non-temporal stores (default 4 MiB)
+       VESCALE_NO_SIMD      no SSE2 intrinsics (plain memcpy everywhere)
        VS_API               linkage of public functions (default: extern, or
                             static inline under VESCALE_STATIC)
 
@@ -480,6 +483,11 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#if defined(__SSE2__) && !defined(VESCALE_NO_SIMD)
+#include <emmintrin.h>
+#define _VS_HAVE_NT 1
+#endif
+
 #ifdef VESCALE_MPI
 #ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1 /* the C API only: the C++ bindings do not build warning-free */
@@ -792,63 +800,61 @@ VS_API uint16_t vs_f32_to_f16(float f)
     return (uint16_t)(sign | out);
 }
 
-/* Reduces `len` elements at element offset `off` of srcs[0..nsrc) in fixed order
-   (src 0 first) into out. Half types accumulate in float and round once. Integer
-   sums wrap (done in unsigned arithmetic). `navg` divides for VS_OP_AVG. */
-#define _VS_RED_NATIVE(T, UT)                                                        \
+#if defined(__GNUC__) || defined(__clang__) || defined(_MSC_VER)
+#define _VS_RESTRICT __restrict
+#else
+#define _VS_RESTRICT
+#endif
+
+/* Loops in groups of 16 with a fixed trip count: compilers vectorize those even at
+   -O2 (GCC's cheap cost model refuses loops of unknown length). */
+#define _VS_FOR16(i, n, BODY)                                                        \
     do {                                                                             \
-        T* o = (T*)out;                                                              \
-        const T* s0 = (const T*)srcs[0] + off;                                       \
-        for (size_t i = 0; i < len; i++) o[i] = s0[i];                               \
-        for (int k = 1; k < nsrc; k++) {                                             \
-            const T* s = (const T*)srcs[k] + off;                                    \
-            if (op == VS_OP_MAX)                                                     \
-                for (size_t i = 0; i < len; i++) o[i] = s[i] > o[i] ? s[i] : o[i];   \
-            else if (op == VS_OP_MIN)                                                \
-                for (size_t i = 0; i < len; i++) o[i] = s[i] < o[i] ? s[i] : o[i];   \
-            else                                                                     \
-                for (size_t i = 0; i < len; i++) o[i] = (T)((UT)o[i] + (UT)s[i]);    \
-        }                                                                            \
-        if (op == VS_OP_AVG)                                                         \
-            for (size_t i = 0; i < len; i++) o[i] = (T)(o[i] / (T)navg);             \
+        size_t _vs_b = 0;                                                            \
+        for (; _vs_b + 16 <= (n); _vs_b += 16)                                       \
+            for (size_t i = _vs_b; i < _vs_b + 16; i++) BODY;                        \
+        for (size_t i = _vs_b; i < (n); i++) BODY;                                   \
     } while (0)
 
-#define _VS_RED_HALF(TOF, FROMF)                                                     \
-    do {                                                                             \
-        float acc[_VS_RED_BLOCK];                                                    \
-        uint16_t* o = (uint16_t*)out;                                                \
-        const uint16_t* s0 = (const uint16_t*)srcs[0] + off;                         \
-        for (size_t i = 0; i < len; i++) acc[i] = TOF(s0[i]);                        \
-        for (int k = 1; k < nsrc; k++) {                                             \
-            const uint16_t* s = (const uint16_t*)srcs[k] + off;                      \
-            for (size_t i = 0; i < len; i++) {                                       \
-                float v = TOF(s[i]);                                                 \
-                if (op == VS_OP_MAX) acc[i] = v > acc[i] ? v : acc[i];               \
-                else if (op == VS_OP_MIN) acc[i] = v < acc[i] ? v : acc[i];          \
-                else acc[i] += v;                                                    \
-            }                                                                        \
-        }                                                                            \
-        if (op == VS_OP_AVG)                                                         \
-            for (size_t i = 0; i < len; i++) acc[i] /= (float)navg;                  \
-        for (size_t i = 0; i < len; i++) o[i] = FROMF(acc[i]);                       \
-    } while (0)
-
-#define _VS_RED_BLOCK 2048 /* elements per reduction block: in L1 with the inputs */
-
-_VS_PRIVATE void _vs_reduce_block(vs_dtype dt, vs_op op, int navg, const void* const* srcs,
-                                  int nsrc, size_t off, size_t len, void* out)
-{
-    VS_ASSERT(len <= _VS_RED_BLOCK && nsrc >= 1);
-    switch (dt) {
-    case VS_F32: _VS_RED_NATIVE(float, float); break;
-    case VS_F64: _VS_RED_NATIVE(double, double); break;
-    case VS_I32: _VS_RED_NATIVE(int32_t, uint32_t); break;
-    case VS_I64: _VS_RED_NATIVE(int64_t, uint64_t); break;
-    case VS_U8: _VS_RED_NATIVE(uint8_t, uint8_t); break;
-    case VS_F16: _VS_RED_HALF(vs_f16_to_f32, vs_f32_to_f16); break;
-    case VS_BF16: _VS_RED_HALF(vs_bf16_to_f32, vs_f32_to_bf16); break;
-    default: VS_ASSERT(0);
+/* o op= s, elementwise. Integer sums wrap (computed unsigned). */
+#define _VS_DEF_ACC(SUF, T, UT)                                                      \
+    _VS_PRIVATE void _vs_acc_##SUF(int op, T* _VS_RESTRICT o, const T* _VS_RESTRICT s, size_t n) \
+    {                                                                                \
+        if (op == VS_OP_MAX)                                                         \
+            _VS_FOR16(i, n, o[i] = s[i] > o[i] ? s[i] : o[i]);                       \
+        else if (op == VS_OP_MIN)                                                    \
+            _VS_FOR16(i, n, o[i] = s[i] < o[i] ? s[i] : o[i]);                       \
+        else                                                                         \
+            _VS_FOR16(i, n, o[i] = (T)((UT)o[i] + (UT)s[i]));                        \
     }
+_VS_DEF_ACC(f32, float, float)
+_VS_DEF_ACC(f64, double, double)
+_VS_DEF_ACC(i32, int32_t, uint32_t)
+_VS_DEF_ACC(i64, int64_t, uint64_t)
+_VS_DEF_ACC(u8, uint8_t, uint8_t)
+
+_VS_PRIVATE void _vs_widen_half(vs_dtype dt, float* _VS_RESTRICT o, const uint16_t* _VS_RESTRICT s, size_t n)
+{
+    if (dt == VS_BF16)
+        _VS_FOR16(i, n, {
+            uint32_t u = (uint32_t)s[i] << 16;
+            memcpy(&o[i], &u, 4);
+        });
+    else
+        for (size_t i = 0; i < n; i++) o[i] = vs_f16_to_f32(s[i]);
+}
+
+_VS_PRIVATE void _vs_narrow_half(vs_dtype dt, uint16_t* _VS_RESTRICT o, const float* _VS_RESTRICT f, size_t n)
+{
+    if (dt == VS_BF16) // vs_f32_to_bf16, written out so the loop vectorizes
+        _VS_FOR16(i, n, {
+            uint32_t u;
+            memcpy(&u, &f[i], 4);
+            u = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x400000u) : u + 0x7fffu + ((u >> 16) & 1u);
+            o[i] = (uint16_t)(u >> 16);
+        });
+    else
+        for (size_t i = 0; i < n; i++) o[i] = vs_f32_to_f16(f[i]);
 }
 
 /* In-place average of a finished sum (transports without a native average). */
@@ -876,6 +882,42 @@ _VS_PRIVATE void _vs_divide(vs_dtype dt, void* buf, size_t count, int n)
     default: break;
     }
 }
+
+#define _VS_RED_BLOCK 2048 /* elements per reduction block: in L1 with the inputs */
+
+/* Reduces `len` elements at element offset `off` of srcs[0..nsrc) in fixed order
+   (src 0 first) into out. Half types accumulate in float and round once. Integer
+   sums wrap. VS_OP_AVG divides by `navg` at the end (integers truncate). */
+_VS_PRIVATE void _vs_reduce_block(vs_dtype dt, vs_op op, int navg, const void* const* srcs,
+                                  int nsrc, size_t off, size_t len, void* out)
+{
+    VS_ASSERT(len <= _VS_RED_BLOCK && nsrc >= 1);
+    size_t esz = vs_dtype_size(dt);
+    if (dt == VS_F16 || dt == VS_BF16) {
+        float acc[_VS_RED_BLOCK], tmp[_VS_RED_BLOCK];
+        _vs_widen_half(dt, acc, (const uint16_t*)srcs[0] + off, len);
+        for (int k = 1; k < nsrc; k++) {
+            _vs_widen_half(dt, tmp, (const uint16_t*)srcs[k] + off, len);
+            _vs_acc_f32(op, acc, tmp, len);
+        }
+        if (op == VS_OP_AVG) _VS_FOR16(i, len, acc[i] /= (float)navg);
+        _vs_narrow_half(dt, (uint16_t*)out, acc, len);
+        return;
+    }
+    memcpy(out, (const char*)srcs[0] + off * esz, len * esz);
+    for (int k = 1; k < nsrc; k++) {
+        const void* s = (const char*)srcs[k] + off * esz;
+        switch (dt) {
+        case VS_F32: _vs_acc_f32(op, (float*)out, (const float*)s, len); break;
+        case VS_F64: _vs_acc_f64(op, (double*)out, (const double*)s, len); break;
+        case VS_I32: _vs_acc_i32(op, (int32_t*)out, (const int32_t*)s, len); break;
+        case VS_I64: _vs_acc_i64(op, (int64_t*)out, (const int64_t*)s, len); break;
+        default: _vs_acc_u8(op, (uint8_t*)out, (const uint8_t*)s, len); break;
+        }
+    }
+    if (op == VS_OP_AVG) _vs_divide(dt, out, len, navg);
+}
+
 
 // >>comm ----------------------------------------------------------------------
 
@@ -1327,11 +1369,69 @@ _VS_PRIVATE size_t _vs_chunk(size_t count, int n, size_t esz)
     return (per + line - 1) / line * line;
 }
 
+/* Buffers at least this large are written with non-temporal stores: they will not
+   be read again soon, and streaming skips the read-for-ownership of every line. */
+#ifndef VESCALE_NT_MIN
+#define VESCALE_NT_MIN ((size_t)4 << 20)
+#endif
+#define _VS_NT_MIN ((size_t)(VESCALE_NT_MIN))
+#define _VS_FAN_BLOCK ((size_t)64 << 10) /* source block kept in cache while fanned out */
+
+_VS_PRIVATE void _vs_copy(void* dst, const void* src, size_t bytes)
+{
+    if (dst != src && bytes) memcpy(dst, src, bytes);
+}
+
+_VS_PRIVATE void _vs_copy_nt(void* dst, const void* src, size_t bytes, int nt)
+{
+    if (dst == src || !bytes) return;
+#ifdef _VS_HAVE_NT
+    if (nt && bytes >= 256) {
+        char* d = (char*)dst;
+        const char* p = (const char*)src;
+        size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+        memcpy(d, p, head);
+        d += head, p += head, bytes -= head;
+        for (; bytes >= 64; bytes -= 64, d += 64, p += 64) {
+            __m128i a = _mm_loadu_si128((const __m128i*)p), b = _mm_loadu_si128((const __m128i*)(p + 16));
+            __m128i e = _mm_loadu_si128((const __m128i*)(p + 32)), f = _mm_loadu_si128((const __m128i*)(p + 48));
+            _mm_stream_si128((__m128i*)d, a);
+            _mm_stream_si128((__m128i*)(d + 16), b);
+            _mm_stream_si128((__m128i*)(d + 32), e);
+            _mm_stream_si128((__m128i*)(d + 48), f);
+        }
+        memcpy(d, p, bytes);
+        return;
+    }
+#else
+    (void)nt;
+#endif
+    memcpy(dst, src, bytes);
+}
+
+/* Makes streamed stores visible before the barrier that publishes them. */
+_VS_PRIVATE void _vs_store_fence(void)
+{
+#ifdef _VS_HAVE_NT
+    _mm_sfence();
+#endif
+}
+
+/* Copies src to dsts[k] + off for every k, a cache-sized block at a time, so the
+   source is read from memory once however many destinations there are. */
+_VS_PRIVATE void _vs_copy_fan(void* const* dsts, int ndst, size_t off, const void* src, size_t bytes, int nt)
+{
+    for (size_t b = 0; b < bytes; b += _VS_FAN_BLOCK) {
+        size_t m = bytes - b < _VS_FAN_BLOCK ? bytes - b : _VS_FAN_BLOCK;
+        for (int k = 0; k < ndst; k++) _vs_copy_nt((char*)dsts[k] + off + b, (const char*)src + b, m, nt);
+    }
+}
+
 /* Reduces elements [off, off+len) of every rank's send buffer (c->srcs) and writes
    them at element offset dst_off of each of dsts[0..ndst), block by block so the
    inputs of a block are all read before any output of it is written (in place). */
 _VS_PRIVATE void _vs_t_reduce_range(vs_comm* c, vs_dtype dt, vs_op op, size_t off, size_t len,
-                                    void* const* dsts, int ndst, size_t dst_off)
+                                    void* const* dsts, int ndst, size_t dst_off, int nt)
 {
     unsigned char tmp[_VS_RED_BLOCK * 8];
     size_t esz = vs_dtype_size(dt);
@@ -1339,14 +1439,8 @@ _VS_PRIVATE void _vs_t_reduce_range(vs_comm* c, vs_dtype dt, vs_op op, size_t of
     for (size_t b = 0; b < len; b += _VS_RED_BLOCK) {
         size_t m = len - b < _VS_RED_BLOCK ? len - b : _VS_RED_BLOCK;
         _vs_reduce_block(dt, op, n, c->srcs, n, off + b, m, tmp);
-        for (int k = 0; k < ndst; k++)
-            memcpy((char*)dsts[k] + (dst_off + b) * esz, tmp, m * esz);
+        for (int k = 0; k < ndst; k++) _vs_copy_nt((char*)dsts[k] + (dst_off + b) * esz, tmp, m * esz, nt);
     }
-}
-
-_VS_PRIVATE void _vs_copy(void* dst, const void* src, size_t bytes)
-{
-    if (dst != src && bytes) memcpy(dst, src, bytes);
 }
 
 _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
@@ -1372,31 +1466,37 @@ _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
             size_t lo = per * (size_t)me;
             if (lo >= op->count) break;
             size_t len = op->count - lo < per ? op->count - lo : per;
+            int nt = op->count * esz >= _VS_NT_MIN;
             if (op->kind == _VS_K_REDUCE)
-                _vs_t_reduce_range(c, op->dt, op->op, lo, len, &c->dsts[op->root], 1, lo);
+                _vs_t_reduce_range(c, op->dt, op->op, lo, len, &c->dsts[op->root], 1, lo, nt);
             else
-                _vs_t_reduce_range(c, op->dt, op->op, lo, len, c->dsts, n, lo);
+                _vs_t_reduce_range(c, op->dt, op->op, lo, len, c->dsts, n, lo, nt);
             break;
         }
         case _VS_K_BCAST:
-            _vs_copy(op->recv, s->slots[op->root].op->send, op->count * esz);
+            _vs_copy_nt(op->recv, s->slots[op->root].op->send, op->count * esz, op->count * esz >= _VS_NT_MIN);
             break;
-        case _VS_K_ALLGATHER:
-            for (int k = 0; k < n; k++)
-                _vs_copy((char*)c->dsts[k] + op->displs[me] * esz, op->send, op->counts[me] * esz);
+        case _VS_K_ALLGATHER: {
+            size_t total = op->displs[n - 1] + op->counts[n - 1];
+            _vs_copy_fan(c->dsts, n, op->displs[me] * esz, op->send, op->counts[me] * esz, total * esz >= _VS_NT_MIN);
             break;
+        }
         case _VS_K_REDSCAT: {
             void* dst = op->recv;
-            _vs_t_reduce_range(c, op->dt, op->op, op->displs[me], op->counts[me], &dst, 1, 0);
+            size_t total = op->displs[n - 1] + op->counts[n - 1];
+            _vs_t_reduce_range(c, op->dt, op->op, op->displs[me], op->counts[me], &dst, 1, 0,
+                               total * esz >= _VS_NT_MIN);
             break;
         }
         case _VS_K_ALLTOALL:
             for (int j = 0; j < n; j++)
-                _vs_copy((char*)c->dsts[j] + s->slots[j].op->rdispls[me] * esz,
-                         (const char*)op->send + op->displs[j] * esz, op->counts[j] * esz);
+                _vs_copy_nt((char*)c->dsts[j] + s->slots[j].op->rdispls[me] * esz,
+                            (const char*)op->send + op->displs[j] * esz, op->counts[j] * esz,
+                            op->counts[j] * esz >= _VS_NT_MIN);
             break;
         default: break;
         }
+        _vs_store_fence();
     }
     // exit: peers may still read or write this rank's buffers until all are here
     vs_result r2 = _vs_t_barrier(s, 0, what);
@@ -1540,6 +1640,14 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
     s->slots[me].split_out = NULL;
     vs_result r = _vs_t_barrier(s, c->timeout, "split");
     if (r) return r;
+    for (int k = 0; k < n; k++)
+        if (s->slots[k].op->kind != _VS_K_SPLIT) {
+            // the others run a collective: two barriers in all, as they do
+            r = _vs_err(VS_ERR_MISMATCH, "collective mismatch: rank %d called split, rank %d called %s", me, k,
+                        _vs_kind_names[s->slots[k].op->kind]);
+            vs_result r2 = _vs_t_barrier(s, 0, "split");
+            return r ? r : r2;
+        }
     // members of my color ordered by (key, rank); the first one creates the state
     int* mem = _VS_NEW(int, n);
     int m = 0, my_index = -1;

@@ -171,6 +171,13 @@ static int mismatch_rank(vs_world* w, void* arg)
         VT_ERR(vs_all_reduce(c, a, b, 4, VS_F32, VS_OP_SUM, NULL), VS_ERR_MISMATCH, "collective mismatch");
     else
         VT_ERR(vs_all_gather(c, a, b, 4, VS_F32, NULL), VS_ERR_MISMATCH, "collective mismatch");
+    // split on one rank, a collective on the others
+    vs_comm* sc = NULL;
+    if (me == 3)
+        VT_ERR(vs_comm_split(c, 0, 0, &sc), VS_ERR_MISMATCH, "collective mismatch");
+    else
+        VT_ERR(vs_barrier(c, NULL), VS_ERR_MISMATCH, "collective mismatch");
+    VT_CHECK(sc == NULL, "split gave a communicator on mismatch");
     // send 4 floats, receive 8: both sides see the mismatch, nothing written
     float r8[8];
     for (int i = 0; i < 8; i++) r8[i] = -1;
