@@ -70,7 +70,9 @@
      the operation progresses in the background (a progress thread on the threads
      and MPI transports, the CUDA stream on NCCL); vs_wait() completes it. Buffers
      must stay valid and untouched until then.
-   - In-place: all-reduce and broadcast accept send == recv; all-gather accepts
+   - Root-only buffers: broadcast reads `send` on the root only and reduce writes
+     `recv` on the root only; other ranks may pass NULL there.
+   - In-place: all-reduce, reduce (on the root) and broadcast accept send == recv; all-gather accepts
      send == recv + rank*count; reduce-scatter accepts recv == send + rank*count
      (the NCCL rules). All-to-all is never in place.
    - Point-to-point: a send completes only once the matching recv is posted (no
@@ -295,6 +297,7 @@ VS_API vs_result vs_group_start(vs_comm* c);
 VS_API vs_result vs_group_end(vs_comm* c, vs_work** work);
 
 /* Completes an asynchronous operation and frees its handle; returns its result.
+   (vs_group_end of an empty group gives *work = NULL: nothing to wait for.)
    Times out like a blocking call. Only the thread that issued it. */
 VS_API vs_result vs_wait(vs_work* w);
 /* *done = 1 when the operation has completed (vs_wait then returns at once). */
@@ -452,6 +455,67 @@ VS_API int vs_mesh_is_first(const vs_mesh* m, const char* dim);
 VS_API int vs_mesh_is_last(const vs_mesh* m, const char* dim);
 /* Writes "(PP=2, DP=2, TP=2)" into buf. Returns the length it needs. */
 VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
+
+// >>layout -------------------------------------------------------------------
+
+#define VS_TENSOR_MAX_DIMS 8
+
+/* Where a tensor lives along one mesh dim. Zero is Replicate. */
+typedef enum vs_placement_kind {
+    VS_PLACE_REPLICATE = 0, // every coordinate holds the whole (current) tensor
+    VS_PLACE_SHARD,         // chunked along tensor dim `dim` like torch.chunk
+    VS_PLACE_PARTIAL        // every coordinate holds a partial value; `op` combines them
+} vs_placement_kind;
+
+typedef struct vs_placement {
+    vs_placement_kind kind;
+    int dim;  // Shard: tensor dim
+    vs_op op; // Partial: reduction (VS_OP_DEFAULT = sum)
+} vs_placement;
+
+VS_API vs_placement vs_replicate(void);
+VS_API vs_placement vs_shard(int dim);
+VS_API vs_placement vs_partial(vs_op op);
+
+/* A layout: a mesh and one placement per mesh dim (entries past the mesh's dims
+   are ignored). Several mesh dims may shard one tensor dim: outer mesh dim first,
+   each chunking the chunk of the one before (as DTensor does). */
+typedef struct vs_layout {
+    vs_mesh* mesh;
+    vs_placement p[VS_MESH_MAX_DIMS];
+} vs_layout;
+
+/* A distributed tensor as one rank sees it: its global shape, layout and this
+   rank's local shard (row-major, contiguous, host memory). */
+typedef struct vs_dtensor {
+    vs_layout layout;
+    vs_dtype dtype;
+    int ndim;
+    int64_t shape[VS_TENSOR_MAX_DIMS];
+    void* data;
+} vs_dtensor;
+
+/* Checks the layout against a tensor of `ndim` dims (shard dims, ops). */
+VS_API vs_result vs_layout_check(const vs_layout* L, int ndim);
+/* Shape and global offset of the shard that mesh rank `mesh_rank` holds of a tensor
+   of global `shape`. Shards past the end of a dim are empty (size 0). */
+VS_API vs_result vs_layout_local(const vs_layout* L, int ndim, const int64_t* shape, int mesh_rank,
+                                 int64_t* local_shape, int64_t* offset);
+/* Elements of this rank's shard of t. */
+VS_API vs_result vs_dtensor_local_numel(const vs_dtensor* t, int64_t* numel);
+/* "[Shard(0), Replicate, Partial(sum)]". Returns the length it needs. */
+VS_API int vs_layout_format(const vs_layout* L, char* buf, size_t cap);
+/* Parses what vs_layout_format writes (also the short forms S(0), R, P(sum)); one
+   placement per mesh dim. */
+VS_API vs_result vs_layout_parse(vs_mesh* mesh, const char* text, vs_layout* out);
+
+/* Moves a tensor from src's layout to dst's (same mesh, dtype and global shape),
+   reading src->data and writing dst->data (sized by vs_dtensor_local_numel).
+   Collective over the mesh: every rank calls it with the same layouts. Uses, per
+   mesh dim: all-gather (S->R), all-reduce (P->R), reduce-scatter (P->S), local
+   slices (R->S), all-to-all (S(i)->S(j)), zero fill (R->P, S->P). On error nothing
+   is written to dst->data. Host buffers (threads and MPI transports). */
+VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
 #ifdef __cplusplus
 }
@@ -3687,6 +3751,583 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
     l += (size_t)snprintf(tmp + l, sizeof tmp - l, ")");
     if (buf && cap) snprintf(buf, cap, "%s", tmp);
     return (int)l;
+}
+
+
+// >>layout --------------------------------------------------------------------
+
+VS_API vs_placement vs_replicate(void)
+{
+    vs_placement p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+VS_API vs_placement vs_shard(int dim)
+{
+    vs_placement p = vs_replicate();
+    p.kind = VS_PLACE_SHARD;
+    p.dim = dim;
+    return p;
+}
+
+VS_API vs_placement vs_partial(vs_op op)
+{
+    vs_placement p = vs_replicate();
+    p.kind = VS_PLACE_PARTIAL;
+    p.op = op == VS_OP_DEFAULT ? VS_OP_SUM : op;
+    return p;
+}
+
+/* Canonical form: unused fields zero, Partial's default op made explicit. */
+_VS_PRIVATE vs_placement _vs_place_norm(vs_placement p)
+{
+    if (p.kind == VS_PLACE_SHARD) return vs_shard(p.dim);
+    if (p.kind == VS_PLACE_PARTIAL) return vs_partial(p.op);
+    return vs_replicate();
+}
+
+_VS_PRIVATE int _vs_place_eq(vs_placement a, vs_placement b)
+{
+    a = _vs_place_norm(a);
+    b = _vs_place_norm(b);
+    return a.kind == b.kind && a.dim == b.dim && a.op == b.op;
+}
+
+_VS_PRIVATE int _vs_place_text(vs_placement p, char* buf, size_t cap)
+{
+    if (p.kind == VS_PLACE_SHARD) return snprintf(buf, cap, "Shard(%d)", p.dim);
+    if (p.kind == VS_PLACE_PARTIAL) return snprintf(buf, cap, "Partial(%s)", vs_op_name(p.op));
+    if (p.kind == VS_PLACE_REPLICATE) return snprintf(buf, cap, "Replicate");
+    return snprintf(buf, cap, "Invalid(%d)", (int)p.kind);
+}
+
+_VS_PRIVATE vs_result _vs_layout_check(const char* fn, const vs_layout* L, int ndim)
+{
+    if (!L) return _vs_err(VS_ERR_NULL, "%s: layout is NULL", fn);
+    if (!L->mesh) return _vs_err(VS_ERR_NULL, "%s: layout has no mesh", fn);
+    if (ndim < 0 || ndim > VS_TENSOR_MAX_DIMS)
+        return _vs_err(VS_ERR_INVALID, "%s: tensor of %d dims (at most %d)", fn, ndim, VS_TENSOR_MAX_DIMS);
+    for (int k = 0; k < L->mesh->ndims; k++) {
+        vs_placement p = L->p[k];
+        char t[48];
+        _vs_place_text(p, t, sizeof t);
+        if (p.kind == VS_PLACE_SHARD && (p.dim < 0 || p.dim >= ndim))
+            return _vs_err(VS_ERR_INVALID, "%s: %s on mesh dim %s: tensor has %d dims", fn, t, L->mesh->names[k], ndim);
+        if (p.kind == VS_PLACE_PARTIAL && ((int)p.op < 0 || p.op >= VS_OP_COUNT))
+            return _vs_err(VS_ERR_INVALID, "%s: Partial with invalid op %d on mesh dim %s", fn, (int)p.op,
+                           L->mesh->names[k]);
+        if (p.kind != VS_PLACE_SHARD && p.kind != VS_PLACE_PARTIAL && p.kind != VS_PLACE_REPLICATE)
+            return _vs_err(VS_ERR_INVALID, "%s: invalid placement kind %d on mesh dim %s", fn, (int)p.kind,
+                           L->mesh->names[k]);
+    }
+    return VS_OK;
+}
+
+VS_API vs_result vs_layout_check(const vs_layout* L, int ndim) { return _vs_layout_check("vs_layout_check", L, ndim); }
+
+/* torch.chunk: chunks of ceil(n/m); trailing ones short or empty. */
+_VS_PRIVATE void _vs_chunk_range(int64_t n, int m, int i, int64_t* start, int64_t* len)
+{
+    int64_t c = (n + m - 1) / m, s = c * i, e;
+    if (s > n) s = n;
+    e = s + c > n ? n : s + c;
+    *start = s;
+    *len = e - s;
+}
+
+/* The box (shape, global offset) a mesh coordinate holds under placements p. */
+_VS_PRIVATE void _vs_box_of(const vs_mesh* m, const vs_placement* p, int ndim, const int64_t* shape, const int* coord,
+                            int64_t* ls, int64_t* off)
+{
+    for (int d = 0; d < ndim; d++) ls[d] = shape[d], off[d] = 0;
+    for (int k = 0; k < m->ndims; k++) {
+        if (p[k].kind != VS_PLACE_SHARD) continue;
+        int d = p[k].dim;
+        int64_t s, l;
+        _vs_chunk_range(ls[d], m->shape[k], coord[k], &s, &l);
+        off[d] += s;
+        ls[d] = l;
+    }
+}
+
+_VS_PRIVATE int64_t _vs_numel(const int64_t* s, int ndim)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= s[d];
+    return n;
+}
+
+_VS_PRIVATE vs_result _vs_check_shape(const char* fn, int ndim, const int64_t* shape)
+{
+    if (!shape && ndim) return _vs_err(VS_ERR_NULL, "%s: shape is NULL", fn);
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] < 0) return _vs_err(VS_ERR_INVALID, "%s: shape[%d] = %lld < 0", fn, d, (long long)shape[d]);
+    return VS_OK;
+}
+
+VS_API vs_result vs_layout_local(const vs_layout* L, int ndim, const int64_t* shape, int mesh_rank, int64_t* local_shape,
+                                 int64_t* offset)
+{
+    _VS_TRY(_vs_layout_check("vs_layout_local", L, ndim));
+    _VS_TRY(_vs_check_shape("vs_layout_local", ndim, shape));
+    _VS_TRY(_vs_mesh_check_rank("vs_layout_local", L->mesh, mesh_rank));
+    int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
+    int coord[VS_MESH_MAX_DIMS];
+    _vs_mesh_coord_calc(L->mesh, mesh_rank, coord);
+    _vs_box_of(L->mesh, L->p, ndim, shape, coord, ls, off);
+    for (int d = 0; d < ndim; d++) {
+        if (local_shape) local_shape[d] = ls[d];
+        if (offset) offset[d] = off[d];
+    }
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_dtensor_check(const char* fn, const vs_dtensor* t, const char* which)
+{
+    if (!t) return _vs_err(VS_ERR_NULL, "%s: %s tensor is NULL", fn, which);
+    _VS_TRY(_vs_layout_check(fn, &t->layout, t->ndim));
+    _VS_TRY(_vs_check_dtype(fn, t->dtype));
+    return _vs_check_shape(fn, t->ndim, t->shape);
+}
+
+VS_API vs_result vs_dtensor_local_numel(const vs_dtensor* t, int64_t* numel)
+{
+    _VS_TRY(_vs_dtensor_check("vs_dtensor_local_numel", t, "the"));
+    _VS_CHECK_NULL(numel, "numel");
+    int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
+    _vs_box_of(t->layout.mesh, t->layout.p, t->ndim, t->shape, t->layout.mesh->coord, ls, off);
+    *numel = _vs_numel(ls, t->ndim);
+    return VS_OK;
+}
+
+VS_API int vs_layout_format(const vs_layout* L, char* buf, size_t cap)
+{
+    if (!L || !L->mesh) return _vs_err(VS_ERR_NULL, "vs_layout_format: layout or its mesh is NULL");
+    char tmp[VS_MESH_MAX_DIMS * 24 + 4];
+    size_t l = 0;
+    tmp[l++] = '[';
+    for (int k = 0; k < L->mesh->ndims; k++) {
+        if (k) tmp[l++] = ',', tmp[l++] = ' ';
+        l += (size_t)_vs_place_text(L->p[k], tmp + l, sizeof tmp - l);
+    }
+    tmp[l++] = ']';
+    tmp[l] = 0;
+    if (buf && cap) snprintf(buf, cap, "%s", tmp);
+    return (int)l;
+}
+
+_VS_PRIVATE const char* _vs_skip_ws(const char* s)
+{
+    while (*s == ' ' || *s == '\t' || *s == '\n') s++;
+    return s;
+}
+
+/* One placement at *s: Shard(0) S(0) Replicate Replicate() R Partial(sum) P(sum) Partial P. */
+_VS_PRIVATE int _vs_parse_place(const char** ps, vs_placement* out)
+{
+    const char* s = _vs_skip_ws(*ps);
+    static const char* const names[3][2] = {{"Replicate", "R"}, {"Shard", "S"}, {"Partial", "P"}};
+    int kind = -1;
+    size_t len = 0;
+    for (int k = 0; k < 3 && kind < 0; k++)
+        for (int v = 0; v < 2; v++) {
+            size_t n = strlen(names[k][v]);
+            if (!strncmp(s, names[k][v], n) && (s[n] == '(' || s[n] == ',' || s[n] == ']' || s[n] == ' ')) {
+                kind = k;
+                len = n;
+                break;
+            }
+        }
+    if (kind < 0) return 0;
+    s += len;
+    char arg[16] = "";
+    if (*s == '(') {
+        const char* e = strchr(s, ')');
+        if (!e || (size_t)(e - s - 1) >= sizeof arg) return 0;
+        memcpy(arg, s + 1, (size_t)(e - s - 1));
+        arg[e - s - 1] = 0;
+        s = e + 1;
+    }
+    if (kind == 0) {
+        if (arg[0]) return 0;
+        *out = vs_replicate();
+    } else if (kind == 1) {
+        char* end = NULL;
+        long d = strtol(arg, &end, 10);
+        if (!arg[0] || *end || d < 0 || d >= VS_TENSOR_MAX_DIMS) return 0;
+        *out = vs_shard((int)d);
+    } else {
+        vs_op op = VS_OP_SUM;
+        if (arg[0]) {
+            op = VS_OP_COUNT;
+            for (int o = VS_OP_SUM; o < VS_OP_COUNT; o++)
+                if (!strcmp(arg, vs_op_name((vs_op)o))) op = (vs_op)o;
+            if (op == VS_OP_COUNT) return 0;
+        }
+        *out = vs_partial(op);
+    }
+    *ps = s;
+    return 1;
+}
+
+VS_API vs_result vs_layout_parse(vs_mesh* mesh, const char* text, vs_layout* out)
+{
+    _VS_CHECK_NULL(mesh, "mesh");
+    _VS_CHECK_NULL(text, "text");
+    _VS_CHECK_NULL(out, "out");
+    vs_layout L;
+    memset(&L, 0, sizeof L);
+    L.mesh = mesh;
+    const char* s = _vs_skip_ws(text);
+    if (*s != '[') return _vs_err(VS_ERR_INVALID, "vs_layout_parse: '%s' does not start with '['", text);
+    s++;
+    int k = 0;
+    for (;;) {
+        s = _vs_skip_ws(s);
+        if (*s == ']' && k == 0) break;
+        if (k == mesh->ndims)
+            return _vs_err(VS_ERR_INVALID, "vs_layout_parse: '%s' has more placements than the mesh's %d dims", text,
+                           mesh->ndims);
+        if (!_vs_parse_place(&s, &L.p[k]))
+            return _vs_err(VS_ERR_INVALID, "vs_layout_parse: bad placement at '%.20s' in '%s'", s, text);
+        k++;
+        s = _vs_skip_ws(s);
+        if (*s == ',') {
+            s++;
+            continue;
+        }
+        if (*s == ']') break;
+        return _vs_err(VS_ERR_INVALID, "vs_layout_parse: expected ',' or ']' at '%.20s' in '%s'", s, text);
+    }
+    s = _vs_skip_ws(s + 1);
+    if (*s) return _vs_err(VS_ERR_INVALID, "vs_layout_parse: trailing text '%.20s' in '%s'", s, text);
+    if (k != mesh->ndims)
+        return _vs_err(VS_ERR_INVALID, "vs_layout_parse: '%s' has %d placements, the mesh has %d dims", text, k,
+                       mesh->ndims);
+    *out = L;
+    return VS_OK;
+}
+
+/* Copies the box `box` at offset soff of a row-major src (shape sshape) to offset
+   doff of dst (shape dshape). Trailing dims that are whole on both sides merge
+   into one memcpy. */
+_VS_PRIVATE void _vs_box_copy(char* dst, const int64_t* dshape, const int64_t* doff, const char* src,
+                              const int64_t* sshape, const int64_t* soff, const int64_t* box, int ndim, size_t esz)
+{
+    if (ndim == 0) {
+        memcpy(dst, src, esz);
+        return;
+    }
+    if (_vs_numel(box, ndim) == 0) return;
+    int p = ndim - 1; // rows are dims p.. merged
+    size_t row = (size_t)box[p] * esz;
+    while (p > 0 && box[p] == dshape[p] && box[p] == sshape[p] && doff[p] == 0 && soff[p] == 0) {
+        p--;
+        row *= (size_t)box[p];
+    }
+    // strides in elements
+    int64_t ds[VS_TENSOR_MAX_DIMS], ss[VS_TENSOR_MAX_DIMS];
+    ds[ndim - 1] = ss[ndim - 1] = 1;
+    for (int d = ndim - 2; d >= 0; d--) ds[d] = ds[d + 1] * dshape[d + 1], ss[d] = ss[d + 1] * sshape[d + 1];
+    int64_t idx[VS_TENSOR_MAX_DIMS] = {0};
+    for (;;) {
+        int64_t so = 0, dof = 0;
+        for (int d = 0; d < p; d++) so += (soff[d] + idx[d]) * ss[d], dof += (doff[d] + idx[d]) * ds[d];
+        so += soff[p] * ss[p];
+        dof += doff[p] * ds[p];
+        memcpy(dst + (size_t)dof * esz, src + (size_t)so * esz, row);
+        int d = p - 1;
+        while (d >= 0 && ++idx[d] == box[d]) idx[d--] = 0;
+        if (d < 0) break;
+    }
+}
+
+enum { _VS_R_GATHER = 1, _VS_R_ALLREDUCE, _VS_R_REDSCAT, _VS_R_SLICE, _VS_R_A2A, _VS_R_TOPARTIAL };
+
+typedef struct _vs_rstep {
+    int type, k;
+    vs_placement before[VS_MESH_MAX_DIMS], after[VS_MESH_MAX_DIMS];
+} _vs_rstep;
+
+/* Plans the steps from src to dst placements, one mesh dim at a time:
+   1. innermost to outermost, take apart the shards that change (all-to-all when
+      the shard moves to another tensor dim and nothing else shards either, else
+      all-gather);
+   2. finish partial sums that become replicated (all-reduce);
+   3. outermost to innermost, make the new shards (slice, or reduce-scatter from a
+      partial) and the new partials (zero fill).
+   A mesh dim sharding a tensor dim that an outer changing mesh dim shards too is
+   taken apart and remade, since its chunk boundaries move. */
+_VS_PRIVATE int _vs_plan_redistribute(const vs_mesh* m, const vs_placement* src, const vs_placement* dst,
+                                      _vs_rstep* steps)
+{
+    int nd = m->ndims, ns = 0, change[VS_MESH_MAX_DIMS] = {0}, done[VS_MESH_MAX_DIMS] = {0};
+    vs_placement cur[VS_MESH_MAX_DIMS], tgt[VS_MESH_MAX_DIMS];
+    for (int k = 0; k < nd; k++) cur[k] = _vs_place_norm(src[k]), tgt[k] = _vs_place_norm(dst[k]);
+    for (int k = 0; k < nd; k++) {
+        change[k] = !_vs_place_eq(cur[k], tgt[k]);
+        for (int j = 0; j < k && !change[k]; j++) {
+            if (!change[j]) continue;
+            for (int a = 0; a < 2; a++) {
+                vs_placement pj = a ? tgt[j] : cur[j];
+                if (pj.kind != VS_PLACE_SHARD) continue;
+                if ((cur[k].kind == VS_PLACE_SHARD && cur[k].dim == pj.dim) ||
+                    (tgt[k].kind == VS_PLACE_SHARD && tgt[k].dim == pj.dim))
+                    change[k] = 1;
+            }
+        }
+    }
+#define _VS_STEP(T, K, NEW)                                                          \
+    do {                                                                             \
+        steps[ns].type = (T); /* before cur changes: T may read it */                \
+        steps[ns].k = (K);                                                           \
+        memcpy(steps[ns].before, cur, sizeof cur);                                   \
+        cur[K] = (NEW);                                                              \
+        memcpy(steps[ns].after, cur, sizeof cur);                                    \
+        ns++;                                                                        \
+    } while (0)
+    for (int k = nd - 1; k >= 0; k--) {
+        if (!change[k] || cur[k].kind != VS_PLACE_SHARD) continue;
+        int d = cur[k].dim, direct = tgt[k].kind == VS_PLACE_SHARD && tgt[k].dim != d;
+        for (int j = 0; j < nd && direct; j++) {
+            if (j != k && cur[j].kind == VS_PLACE_SHARD && (cur[j].dim == d || cur[j].dim == tgt[k].dim)) direct = 0;
+            if (j < k && tgt[j].kind == VS_PLACE_SHARD && tgt[j].dim == tgt[k].dim) direct = 0;
+        }
+        if (direct) {
+            _VS_STEP(_VS_R_A2A, k, tgt[k]);
+            done[k] = 1;
+        } else {
+            _VS_STEP(_VS_R_GATHER, k, vs_replicate());
+        }
+    }
+    for (int k = 0; k < nd; k++)
+        if (change[k] && cur[k].kind == VS_PLACE_PARTIAL && tgt[k].kind != VS_PLACE_SHARD)
+            _VS_STEP(_VS_R_ALLREDUCE, k, vs_replicate());
+    for (int k = 0; k < nd; k++) {
+        if (!change[k] || done[k]) continue;
+        if (tgt[k].kind == VS_PLACE_SHARD)
+            _VS_STEP(cur[k].kind == VS_PLACE_PARTIAL ? _VS_R_REDSCAT : _VS_R_SLICE, k, tgt[k]);
+        else if (tgt[k].kind == VS_PLACE_PARTIAL)
+            _VS_STEP(_VS_R_TOPARTIAL, k, tgt[k]);
+    }
+#undef _VS_STEP
+    return ns;
+}
+
+/* Per-member chunk of tensor dim d along mesh dim k, relative to the parent box. */
+_VS_PRIVATE void _vs_members_chunks(const vs_mesh* m, const vs_placement* shardp, int ndim, const int64_t* shape, int k,
+                                    int d, int64_t parent_off, int64_t* start, int64_t* len)
+{
+    int coord[VS_MESH_MAX_DIMS];
+    int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
+    memcpy(coord, m->coord, sizeof coord);
+    for (int i = 0; i < m->shape[k]; i++) {
+        coord[k] = i;
+        _vs_box_of(m, shardp, ndim, shape, coord, ls, off);
+        start[i] = off[d] - parent_off;
+        len[i] = ls[d];
+    }
+}
+
+typedef struct _vs_rctx {
+    vs_mesh* mesh;
+    vs_dtype dt;
+    size_t esz;
+    int ndim;
+    const int64_t* shape;
+    void* tmp; // scratch for packed blocks
+    void* tmp2;
+    size_t* counts; // 4 arrays of mesh-dim size
+} _vs_rctx;
+
+_VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void* in, void* out)
+{
+    vs_mesh* m = x->mesh;
+    int k = st->k, nm = m->shape[k], me = m->coord[k], nd = x->ndim;
+    size_t esz = x->esz;
+    int64_t lb[VS_TENSOR_MAX_DIMS], ob[VS_TENSOR_MAX_DIMS], la[VS_TENSOR_MAX_DIMS], oa[VS_TENSOR_MAX_DIMS];
+    _vs_box_of(m, st->before, nd, x->shape, m->coord, lb, ob);
+    _vs_box_of(m, st->after, nd, x->shape, m->coord, la, oa);
+    vs_mesh* sub = NULL;
+    _VS_TRY(vs_mesh_submesh(m, m->names[k], &sub));
+    vs_comm* c = vs_mesh_comm(sub);
+    size_t *cnt = x->counts, *dsp = x->counts + nm, *cnt2 = x->counts + 2 * nm, *dsp2 = x->counts + 3 * nm;
+    int64_t start[256], len[256], start2[256], len2[256];
+    if (nm > 256) return _vs_err(VS_ERR_UNSUPPORTED, "redistribute: mesh dim %s of size %d > 256", m->names[k], nm);
+    int64_t zero[VS_TENSOR_MAX_DIMS] = {0};
+    switch (st->type) {
+    case _VS_R_ALLREDUCE:
+        return vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, NULL);
+    case _VS_R_TOPARTIAL: {
+        size_t bytes = (size_t)_vs_numel(la, nd) * esz;
+        if (st->after[k].op == VS_OP_SUM && me != 0)
+            memset(out, 0, bytes);
+        else
+            _vs_copy(out, in, bytes);
+        return VS_OK;
+    }
+    case _VS_R_SLICE: {
+        int d = st->after[k].dim;
+        int64_t so[VS_TENSOR_MAX_DIMS];
+        for (int i = 0; i < nd; i++) so[i] = oa[i] - ob[i];
+        (void)d;
+        _vs_box_copy((char*)out, la, zero, (const char*)in, lb, so, la, nd, esz);
+        return VS_OK;
+    }
+    case _VS_R_GATHER: {
+        int d = st->before[k].dim;
+        _vs_members_chunks(m, st->before, nd, x->shape, k, d, oa[d], start, len);
+        int64_t outer = _vs_numel(la, d), inner = _vs_numel(la + d + 1, nd - d - 1);
+        size_t run = 0;
+        for (int i = 0; i < nm; i++) {
+            cnt[i] = (size_t)(outer * len[i] * inner);
+            dsp[i] = outer == 1 ? (size_t)(start[i] * inner) : run;
+            run += cnt[i];
+        }
+        if (outer == 1) return vs_all_gatherv(c, in, out, cnt, dsp, x->dt, NULL);
+        _VS_TRY(vs_all_gatherv(c, in, x->tmp, cnt, dsp, x->dt, NULL));
+        for (int i = 0; i < nm; i++) { // block i: shape la with dim d = len[i], lands at start[i]
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
+            bs[d] = len[i];
+            bo[d] = start[i];
+            _vs_box_copy((char*)out, la, bo, (const char*)x->tmp + dsp[i] * esz, bs, zero, bs, nd, esz);
+        }
+        return VS_OK;
+    }
+    case _VS_R_REDSCAT: {
+        int e = st->after[k].dim;
+        _vs_members_chunks(m, st->after, nd, x->shape, k, e, ob[e], start, len);
+        int64_t outer = _vs_numel(lb, e), inner = _vs_numel(lb + e + 1, nd - e - 1);
+        for (int i = 0; i < nm; i++) cnt[i] = (size_t)(outer * len[i] * inner);
+        if (outer == 1) return vs_reduce_scatterv(c, in, out, cnt, x->dt, st->before[k].op, NULL);
+        size_t run = 0;
+        for (int i = 0; i < nm; i++) { // pack block i (dim e = chunk i) contiguously
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, lb, sizeof(int64_t) * (size_t)nd);
+            bs[e] = len[i];
+            bo[e] = start[i];
+            _vs_box_copy((char*)x->tmp + run * esz, bs, zero, (const char*)in, lb, bo, bs, nd, esz);
+            run += cnt[i];
+        }
+        return vs_reduce_scatterv(c, x->tmp, out, cnt, x->dt, st->before[k].op, NULL);
+    }
+    case _VS_R_A2A: {
+        int d = st->before[k].dim, e = st->after[k].dim;
+        _vs_members_chunks(m, st->after, nd, x->shape, k, e, ob[e], start, len);   // e chunks, in `in`
+        _vs_members_chunks(m, st->before, nd, x->shape, k, d, oa[d], start2, len2); // d chunks, in `out`
+        size_t srun = 0, rrun = 0;
+        for (int j = 0; j < nm; j++) {
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, lb, sizeof(int64_t) * (size_t)nd);
+            bs[e] = len[j];
+            bo[e] = start[j];
+            cnt[j] = (size_t)_vs_numel(bs, nd);
+            dsp[j] = srun;
+            _vs_box_copy((char*)x->tmp + srun * esz, bs, zero, (const char*)in, lb, bo, bs, nd, esz);
+            srun += cnt[j];
+            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
+            bs[d] = len2[j];
+            cnt2[j] = (size_t)_vs_numel(bs, nd);
+            dsp2[j] = rrun;
+            rrun += cnt2[j];
+        }
+        _VS_TRY(vs_all_to_allv(c, x->tmp, cnt, dsp, x->tmp2, cnt2, dsp2, x->dt, NULL));
+        for (int i = 0; i < nm; i++) {
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
+            bs[d] = len2[i];
+            bo[d] = start2[i];
+            _vs_box_copy((char*)out, la, bo, (const char*)x->tmp2 + dsp2[i] * esz, bs, zero, bs, nd, esz);
+        }
+        return VS_OK;
+    }
+    default: return _vs_err(VS_ERR_STATE, "redistribute: bad step %d", st->type);
+    }
+}
+
+VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
+{
+    const char* fn = "vs_redistribute";
+    _VS_TRY(_vs_dtensor_check(fn, src, "source"));
+    _VS_TRY(_vs_dtensor_check(fn, dst, "destination"));
+    if (src->layout.mesh != dst->layout.mesh)
+        return _vs_err(VS_ERR_MISMATCH, "%s: source and destination layouts are on different meshes", fn);
+    if (src->dtype != dst->dtype)
+        return _vs_err(VS_ERR_MISMATCH, "%s: dtype %s -> %s (redistribute does not convert)", fn,
+                       vs_dtype_name(src->dtype), vs_dtype_name(dst->dtype));
+    if (src->ndim != dst->ndim)
+        return _vs_err(VS_ERR_MISMATCH, "%s: %d-dim source, %d-dim destination", fn, src->ndim, dst->ndim);
+    for (int d = 0; d < src->ndim; d++)
+        if (src->shape[d] != dst->shape[d])
+            return _vs_err(VS_ERR_MISMATCH, "%s: shape[%d] is %lld in the source, %lld in the destination", fn, d,
+                           (long long)src->shape[d], (long long)dst->shape[d]);
+    vs_mesh* m = src->layout.mesh;
+    int isint = src->dtype == VS_I32 || src->dtype == VS_I64 || src->dtype == VS_U8;
+    for (int k = 0; k < m->ndims; k++) {
+        const vs_placement* ps[2] = {&src->layout.p[k], &dst->layout.p[k]};
+        for (int a = 0; a < 2; a++)
+            if (ps[a]->kind == VS_PLACE_PARTIAL && ps[a]->op == VS_OP_AVG && isint)
+                return _vs_err(VS_ERR_INVALID, "%s: Partial(avg) on mesh dim %s: %s cannot be averaged exactly", fn,
+                               m->names[k], vs_dtype_name(src->dtype));
+    }
+    int64_t n_in, n_out;
+    vs_dtensor_local_numel(src, &n_in);
+    vs_dtensor_local_numel(dst, &n_out);
+    if ((n_in && !src->data) || (n_out && !dst->data))
+        return _vs_err(VS_ERR_NULL, "%s: %s data is NULL for %lld elements", fn, n_in && !src->data ? "source" : "destination",
+                       (long long)(n_in && !src->data ? n_in : n_out));
+    _vs_rstep steps[3 * VS_MESH_MAX_DIMS];
+    int ns = _vs_plan_redistribute(m, src->layout.p, dst->layout.p, steps);
+    size_t esz = vs_dtype_size(src->dtype);
+    if (ns == 0) {
+        _vs_copy(dst->data, src->data, (size_t)n_out * esz);
+        return VS_OK;
+    }
+    // scratch: two step buffers (ping-pong) and packing space, sized by the largest box
+    int64_t big = n_in > n_out ? n_in : n_out;
+    for (int i = 0; i < ns; i++) {
+        int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
+        _vs_box_of(m, steps[i].after, src->ndim, src->shape, m->coord, ls, off);
+        int64_t v = _vs_numel(ls, src->ndim);
+        big = v > big ? v : big;
+    }
+    _vs_rctx x;
+    memset(&x, 0, sizeof x);
+    x.mesh = m;
+    x.dt = src->dtype;
+    x.esz = esz;
+    x.ndim = src->ndim;
+    x.shape = src->shape;
+    size_t bytes = (size_t)big * esz + 1;
+    char* buf[2] = {NULL, NULL};
+    int nbuf = ns > 1 ? (ns > 2 ? 2 : 1) : 0;
+    vs_result r = VS_OK;
+    x.tmp = malloc(bytes);
+    x.tmp2 = malloc(bytes);
+    x.counts = _VS_NEW(size_t, 4 * 256);
+    for (int i = 0; i < nbuf; i++) buf[i] = (char*)malloc(bytes);
+    if (!x.tmp || !x.tmp2 || !x.counts || (nbuf > 0 && !buf[0]) || (nbuf > 1 && !buf[1])) {
+        r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for %zu-byte scratch buffers", fn, bytes);
+        goto out;
+    }
+    {
+        // the last step writes dst->data; earlier ones alternate between scratch buffers
+        const void* in = src->data;
+        for (int i = 0; i < ns && !r; i++) {
+            void* out = i == ns - 1 ? dst->data : buf[i % 2];
+            r = _vs_run_step(&x, &steps[i], in, out);
+            in = out;
+        }
+    }
+out:
+    free(x.tmp);
+    free(x.tmp2);
+    free(x.counts);
+    free(buf[0]);
+    free(buf[1]);
+    return r;
 }
 
 #ifdef __cplusplus
