@@ -517,6 +517,82 @@ VS_API vs_result vs_layout_parse(vs_mesh* mesh, const char* text, vs_layout* out
    is written to dst->data. Host buffers (threads and MPI transports). */
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
+// >>tp -----------------------------------------------------------------------
+/* Megatron's tensor- and sequence-parallel regions as named uses of redistribute,
+   over a 1-D TP mesh (vs_mesh_submesh(mesh, "TP", &tp)). `shape` is the global
+   (unsharded) shape, `seq_dim` the dim that sequence parallelism shards. Backward
+   counterparts carry gradients. All collective over tp; host buffers. */
+
+/* Column-parallel input [copy_to_tensor_model_parallel_region]: forward is the
+   identity; backward all-reduces (sums) the input gradient in place. */
+VS_API vs_result vs_tp_copy_backward(vs_mesh* tp, void* grad, size_t count, vs_dtype dt);
+/* Row-parallel output [reduce_from_tensor_model_parallel_region]: forward
+   all-reduces the partial outputs in place; backward is the identity. */
+VS_API vs_result vs_tp_reduce_forward(vs_mesh* tp, void* x, size_t count, vs_dtype dt);
+/* Sequence-parallel gather [gather_from_sequence_parallel_region]: forward
+   all-gathers along seq_dim (Shard -> Replicate); backward reduce-scatters the
+   gradient (Partial -> Shard). `in` is local, `out` full, or the reverse. */
+VS_API vs_result vs_sp_gather_forward(vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape, int seq_dim,
+                                      const void* in, void* out);
+VS_API vs_result vs_sp_gather_backward(vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape, int seq_dim,
+                                       const void* grad_full, void* grad_local);
+/* Sequence-parallel scatter [reduce_scatter_to_sequence_parallel_region]: forward
+   reduce-scatters partial sums along seq_dim; backward all-gathers. */
+VS_API vs_result vs_sp_scatter_forward(vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape, int seq_dim,
+                                       const void* partial_full, void* out_local);
+VS_API vs_result vs_sp_scatter_backward(vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape, int seq_dim,
+                                        const void* grad_local, void* grad_full);
+
+/* Rows of a `vocab`-row table this TP rank holds under Shard(0) (torch.chunk). */
+VS_API vs_result vs_vocab_range(vs_mesh* tp, int64_t vocab, int64_t* start, int64_t* rows);
+/* Vocab-parallel embedding: table_shard holds this rank's rows (vs_vocab_range) of a
+   vocab x dim f32 table; out (n x dim) gets the embedding of each id, summed over
+   TP so every rank has all rows. Ids outside [0, vocab) are an error. */
+VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shard, int64_t vocab, int64_t dim,
+                                            const int32_t* ids, int64_t n, float* out);
+/* Adds grad_out (n x dim, the same on every rank) into the rows of grad_table_shard
+   this rank owns. No communication. */
+VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
+                                             int64_t vocab, int64_t dim, float* grad_table_shard);
+/* Vocab-parallel cross-entropy over logits sharded along the vocab (n x vocab,
+   this rank holding n x rows of vs_vocab_range): the max and the sum of exps are
+   all-reduced over TP, the full logits are never gathered. loss[i] (every rank)
+   = logsumexp(logits[i]) - logits[i][targets[i]]. grad_shard (may be NULL) gets
+   d loss[i] / d logits: softmax - one_hot, this rank's columns. */
+VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
+                                        const int32_t* targets, float* loss, float* grad_shard);
+
+// >>init ---------------------------------------------------------------------
+/* Sharding-invariant initialization: an element's value depends only on (seed,
+   tensor name, its global row-major index), drawn from a counter-based generator
+   (Philox4x32-10), so any sharding of a tensor equals the same tensor initialized
+   whole on one rank, bit for bit. */
+
+typedef enum vs_init_kind {
+    VS_INIT_ZEROS = 0,
+    VS_INIT_ONES,
+    VS_INIT_CONSTANT,     // a
+    VS_INIT_UNIFORM,      // [a, b)
+    VS_INIT_NORMAL,       // mean a, std b
+    VS_INIT_SCALED_NORMAL // mean a, std b / sqrt(2 * num_layers) (GPT output projections)
+} vs_init_kind;
+
+typedef struct vs_init_desc {
+    vs_init_kind kind;
+    uint64_t seed;
+    const char* name; // the tensor's name: part of the key (NULL = "")
+    double a, b;
+    int num_layers;
+} vs_init_desc;
+
+/* Fills t->data (this rank's shard) from the global element indices of its box.
+   Random kinds need a floating dtype; a Partial layout is an error. Local. */
+VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d);
+/* The value (before rounding to the dtype) of global element `index`. */
+VS_API double vs_init_value(const vs_init_desc* d, uint64_t index);
+/* Philox4x32-10 of a 128-bit counter under a 64-bit key. */
+VS_API void vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_hi, uint32_t out[4]);
+
 #ifdef __cplusplus
 }
 #endif
@@ -531,6 +607,7 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -4328,6 +4405,281 @@ out:
     free(buf[0]);
     free(buf[1]);
     return r;
+}
+
+
+// >>tp ------------------------------------------------------------------------
+
+_VS_PRIVATE vs_result _vs_tp_check(const char* fn, const vs_mesh* tp)
+{
+    if (!tp) return _vs_err(VS_ERR_NULL, "%s: tp mesh is NULL", fn);
+    if (tp->ndims != 1)
+        return _vs_err(VS_ERR_INVALID, "%s: the TP mesh must have 1 dim, this one has %d (use vs_mesh_submesh)", fn,
+                       tp->ndims);
+    return VS_OK;
+}
+
+VS_API vs_result vs_tp_copy_backward(vs_mesh* tp, void* grad, size_t count, vs_dtype dt)
+{
+    _VS_TRY(_vs_tp_check("vs_tp_copy_backward", tp));
+    return vs_all_reduce(tp->comm, grad, grad, count, dt, VS_OP_SUM, NULL);
+}
+
+VS_API vs_result vs_tp_reduce_forward(vs_mesh* tp, void* x, size_t count, vs_dtype dt)
+{
+    _VS_TRY(_vs_tp_check("vs_tp_reduce_forward", tp));
+    return vs_all_reduce(tp->comm, x, x, count, dt, VS_OP_SUM, NULL);
+}
+
+_VS_PRIVATE vs_result _vs_sp_move(const char* fn, vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape,
+                                  int seq_dim, vs_placement from, vs_placement to, const void* in, void* out)
+{
+    _VS_TRY(_vs_tp_check(fn, tp));
+    if (ndim < 1 || ndim > VS_TENSOR_MAX_DIMS)
+        return _vs_err(VS_ERR_INVALID, "%s: ndim %d out of range [1, %d]", fn, ndim, VS_TENSOR_MAX_DIMS);
+    if (seq_dim < 0 || seq_dim >= ndim)
+        return _vs_err(VS_ERR_INVALID, "%s: seq_dim %d out of range for %d dims", fn, seq_dim, ndim);
+    _VS_TRY(_vs_check_shape(fn, ndim, shape));
+    vs_dtensor s, d;
+    memset(&s, 0, sizeof s);
+    s.layout.mesh = tp;
+    s.dtype = dt;
+    s.ndim = ndim;
+    memcpy(s.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    d = s;
+    s.layout.p[0] = from.kind == VS_PLACE_SHARD ? vs_shard(seq_dim) : from;
+    d.layout.p[0] = to.kind == VS_PLACE_SHARD ? vs_shard(seq_dim) : to;
+    s.data = (void*)in;
+    d.data = out;
+    return vs_redistribute(&s, &d);
+}
+
+VS_API vs_result vs_sp_gather_forward(vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape, int seq_dim,
+                                      const void* in, void* out)
+{
+    return _vs_sp_move("vs_sp_gather_forward", tp, dt, ndim, shape, seq_dim, vs_shard(0), vs_replicate(), in, out);
+}
+
+VS_API vs_result vs_sp_gather_backward(vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape, int seq_dim,
+                                       const void* grad_full, void* grad_local)
+{
+    return _vs_sp_move("vs_sp_gather_backward", tp, dt, ndim, shape, seq_dim, vs_partial(VS_OP_SUM), vs_shard(0),
+                       grad_full, grad_local);
+}
+
+VS_API vs_result vs_sp_scatter_forward(vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape, int seq_dim,
+                                       const void* partial_full, void* out_local)
+{
+    return _vs_sp_move("vs_sp_scatter_forward", tp, dt, ndim, shape, seq_dim, vs_partial(VS_OP_SUM), vs_shard(0),
+                       partial_full, out_local);
+}
+
+VS_API vs_result vs_sp_scatter_backward(vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape, int seq_dim,
+                                        const void* grad_local, void* grad_full)
+{
+    return _vs_sp_move("vs_sp_scatter_backward", tp, dt, ndim, shape, seq_dim, vs_shard(0), vs_replicate(),
+                       grad_local, grad_full);
+}
+
+VS_API vs_result vs_vocab_range(vs_mesh* tp, int64_t vocab, int64_t* start, int64_t* rows)
+{
+    _VS_TRY(_vs_tp_check("vs_vocab_range", tp));
+    _VS_CHECK_NULL(start, "start");
+    _VS_CHECK_NULL(rows, "rows");
+    if (vocab < 0) return _vs_err(VS_ERR_INVALID, "vs_vocab_range: vocab %lld < 0", (long long)vocab);
+    _vs_chunk_range(vocab, tp->shape[0], tp->coord[0], start, rows);
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_check_ids(const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
+{
+    if (n && !ids) return _vs_err(VS_ERR_NULL, "%s: ids are NULL for %lld tokens", fn, (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return _vs_err(VS_ERR_INVALID, "%s: id %d at position %lld out of range [0, %lld)", fn, ids[i],
+                           (long long)i, (long long)vocab);
+    return VS_OK;
+}
+
+VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shard, int64_t vocab, int64_t dim,
+                                            const int32_t* ids, int64_t n, float* out)
+{
+    const char* fn = "vs_vocab_embedding_forward";
+    int64_t start, rows;
+    _VS_TRY(vs_vocab_range(tp, vocab, &start, &rows));
+    _VS_TRY(_vs_check_ids(fn, ids, n, vocab));
+    if (dim < 0 || n < 0) return _vs_err(VS_ERR_INVALID, "%s: dim %lld or n %lld < 0", fn, (long long)dim, (long long)n);
+    if (n > 0 && dim > 0 && !out) return _vs_err(VS_ERR_NULL, "%s: out is NULL", fn);
+    if (rows > 0 && dim > 0 && !table_shard) return _vs_err(VS_ERR_NULL, "%s: table_shard is NULL", fn);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = ids[i] - start;
+        if (r >= 0 && r < rows)
+            memcpy(out + i * dim, table_shard + r * dim, sizeof(float) * (size_t)dim);
+        else
+            memset(out + i * dim, 0, sizeof(float) * (size_t)dim);
+    }
+    return vs_all_reduce(tp->comm, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, NULL);
+}
+
+VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
+                                             int64_t vocab, int64_t dim, float* grad_table_shard)
+{
+    const char* fn = "vs_vocab_embedding_backward";
+    int64_t start, rows;
+    _VS_TRY(vs_vocab_range(tp, vocab, &start, &rows));
+    _VS_TRY(_vs_check_ids(fn, ids, n, vocab));
+    if (n > 0 && dim > 0 && !grad_out) return _vs_err(VS_ERR_NULL, "%s: grad_out is NULL", fn);
+    if (rows > 0 && dim > 0 && !grad_table_shard) return _vs_err(VS_ERR_NULL, "%s: grad_table_shard is NULL", fn);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = ids[i] - start;
+        if (r < 0 || r >= rows) continue;
+        for (int64_t j = 0; j < dim; j++) grad_table_shard[r * dim + j] += grad_out[i * dim + j];
+    }
+    return VS_OK;
+}
+
+VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
+                                        const int32_t* targets, float* loss, float* grad_shard)
+{
+    const char* fn = "vs_vocab_cross_entropy";
+    int64_t start, rows;
+    _VS_TRY(vs_vocab_range(tp, vocab, &start, &rows));
+    _VS_TRY(_vs_check_ids(fn, targets, n, vocab));
+    if (n && !loss) return _vs_err(VS_ERR_NULL, "%s: loss is NULL", fn);
+    if (n > 0 && rows > 0 && !logits_shard) return _vs_err(VS_ERR_NULL, "%s: logits_shard is NULL", fn);
+    float* mx = (float*)malloc(sizeof(float) * (size_t)(3 * n) + 1);
+    if (!mx) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %lld tokens", fn, (long long)n);
+    float* se = mx + n; // followed by the target logits: one all-reduce for both
+    float* tl = mx + 2 * n;
+    for (int64_t i = 0; i < n; i++) {
+        float m = -INFINITY;
+        for (int64_t j = 0; j < rows; j++) m = logits_shard[i * rows + j] > m ? logits_shard[i * rows + j] : m;
+        mx[i] = m;
+    }
+    vs_result r = vs_all_reduce(tp->comm, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, NULL);
+    if (!r) {
+        for (int64_t i = 0; i < n; i++) {
+            float s = 0;
+            for (int64_t j = 0; j < rows; j++) s += expf(logits_shard[i * rows + j] - mx[i]);
+            se[i] = s;
+            int64_t t = targets[i] - start;
+            tl[i] = t >= 0 && t < rows ? logits_shard[i * rows + t] : 0.0f;
+        }
+        r = vs_all_reduce(tp->comm, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, NULL);
+    }
+    if (!r) {
+        for (int64_t i = 0; i < n; i++) loss[i] = logf(se[i]) + mx[i] - tl[i];
+        if (grad_shard)
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < rows; j++)
+                    grad_shard[i * rows + j] = expf(logits_shard[i * rows + j] - mx[i]) / se[i] -
+                                               (start + j == targets[i] ? 1.0f : 0.0f);
+    }
+    free(mx);
+    return r;
+}
+
+// >>init ----------------------------------------------------------------------
+
+VS_API void vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_hi, uint32_t out[4])
+{
+    uint32_t c0 = (uint32_t)counter_lo, c1 = (uint32_t)(counter_lo >> 32);
+    uint32_t c2 = (uint32_t)counter_hi, c3 = (uint32_t)(counter_hi >> 32);
+    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c0 = n0;
+        c1 = (uint32_t)p1;
+        c2 = n2;
+        c3 = (uint32_t)p0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+/* Key of a tensor: the seed mixed with a 64-bit FNV-1a hash of its name. */
+_VS_PRIVATE uint64_t _vs_init_key(const vs_init_desc* d)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char* p = d->name ? d->name : ""; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    uint64_t k = d->seed ^ (h + 0x9E3779B97F4A7C15ull + (d->seed << 6) + (d->seed >> 2));
+    return k;
+}
+
+_VS_PRIVATE double _vs_init_draw(const vs_init_desc* d, uint64_t key, uint64_t index)
+{
+    const double two_pi = 6.283185307179586476925286766559;
+    switch (d->kind) {
+    case VS_INIT_ZEROS: return 0.0;
+    case VS_INIT_ONES: return 1.0;
+    case VS_INIT_CONSTANT: return d->a;
+    default: break;
+    }
+    uint32_t x[4];
+    vs_philox(key, index, 0, x);
+    double u = (double)(((uint64_t)x[0] << 21) ^ (x[1] >> 11)) * (1.0 / 9007199254740992.0); // [0, 1)
+    if (d->kind == VS_INIT_UNIFORM) return d->a + (d->b - d->a) * u;
+    double v = (double)(((uint64_t)x[2] << 21) ^ (x[3] >> 11)) * (1.0 / 9007199254740992.0);
+    double z = sqrt(-2.0 * log(1.0 - u)) * cos(two_pi * v); // 1 - u in (0, 1]
+    double std = d->b;
+    if (d->kind == VS_INIT_SCALED_NORMAL) std = d->b / sqrt(2.0 * (double)d->num_layers);
+    return d->a + std * z;
+}
+
+VS_API double vs_init_value(const vs_init_desc* d, uint64_t index)
+{
+    if (!d) return 0.0;
+    return _vs_init_draw(d, _vs_init_key(d), index);
+}
+
+_VS_PRIVATE void _vs_store_value(vs_dtype dt, void* base, int64_t i, double v)
+{
+    switch (dt) {
+    case VS_F32: ((float*)base)[i] = (float)v; break;
+    case VS_F64: ((double*)base)[i] = v; break;
+    case VS_F16: ((uint16_t*)base)[i] = vs_f32_to_f16((float)v); break;
+    case VS_BF16: ((uint16_t*)base)[i] = vs_f32_to_bf16((float)v); break;
+    case VS_I32: ((int32_t*)base)[i] = (int32_t)v; break;
+    case VS_I64: ((int64_t*)base)[i] = (int64_t)v; break;
+    default: ((uint8_t*)base)[i] = (uint8_t)v; break;
+    }
+}
+
+VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
+{
+    const char* fn = "vs_init_fill";
+    _VS_TRY(_vs_dtensor_check(fn, t, "the"));
+    _VS_CHECK_NULL(d, "desc");
+    if ((int)d->kind < 0 || d->kind > VS_INIT_SCALED_NORMAL)
+        return _vs_err(VS_ERR_INVALID, "%s: invalid init kind %d for '%s'", fn, (int)d->kind, d->name ? d->name : "");
+    int isfloat = t->dtype == VS_F32 || t->dtype == VS_F64 || t->dtype == VS_F16 || t->dtype == VS_BF16;
+    if (d->kind >= VS_INIT_UNIFORM && !isfloat)
+        return _vs_err(VS_ERR_INVALID, "%s: random init of '%s' needs a floating dtype, not %s", fn,
+                       d->name ? d->name : "", vs_dtype_name(t->dtype));
+    if (d->kind == VS_INIT_SCALED_NORMAL && d->num_layers < 1)
+        return _vs_err(VS_ERR_INVALID, "%s: scaled normal init of '%s' needs num_layers >= 1, got %d", fn,
+                       d->name ? d->name : "", d->num_layers);
+    const vs_mesh* m = t->layout.mesh;
+    for (int k = 0; k < m->ndims; k++)
+        if (t->layout.p[k].kind == VS_PLACE_PARTIAL)
+            return _vs_err(VS_ERR_INVALID, "%s: '%s' is Partial on mesh dim %s: initialize it Replicate or Shard", fn,
+                           d->name ? d->name : "", m->names[k]);
+    int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS], idx[VS_TENSOR_MAX_DIMS] = {0};
+    _vs_box_of(m, t->layout.p, t->ndim, t->shape, m->coord, ls, off);
+    int64_t n = _vs_numel(ls, t->ndim);
+    if (n == 0) return VS_OK;
+    if (!t->data) return _vs_err(VS_ERR_NULL, "%s: data is NULL for %lld elements", fn, (long long)n);
+    uint64_t key = _vs_init_key(d);
+    int nd = t->ndim;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t g = 0;
+        for (int k = 0; k < nd; k++) g = g * (uint64_t)t->shape[k] + (uint64_t)(off[k] + idx[k]);
+        _vs_store_value(t->dtype, t->data, i, _vs_init_draw(d, key, g));
+        for (int k = nd - 1; k >= 0 && ++idx[k] == ls[k]; k--) idx[k] = 0;
+    }
+    return VS_OK;
 }
 
 #ifdef __cplusplus
