@@ -22,9 +22,9 @@ HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c,$(wildcard tests/test_*.c)))
 # the collectives again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt
-MPI_TESTS := $(if $(HAVE_MPI),$(B)/test_collectives_mpi $(B)/test_mesh_mpi $(B)/test_errors_mpi)
+MPI_TESTS := $(if $(HAVE_MPI),$(B)/test_collectives_mpi $(B)/test_mesh_mpi $(B)/test_errors_mpi $(B)/test_layout_mpi)
 
-.PHONY: all run test test-asan test-tsan test-gpu bench compile-check clean
+.PHONY: all run test test-asan test-tsan test-gpu bench bench-redistribute compile-check clean
 all: $(TESTS) $(MPI_TESTS) $(B)/demo
 
 $(B):
@@ -69,6 +69,9 @@ $(B)/bench_collectives: bench/collectives.c $(HEADERS) | $(B)
 
 bench: $(B)/bench_collectives
 	B=$(B) MPIRUN="$(MPIRUN)" bash bench/run_collectives.sh
+
+bench-redistribute:
+	B=$(B) bash bench/run_redistribute.sh
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -14,7 +14,7 @@
    everywhere instead, every function is static inline (single-TU builds).
 
    Macros: see vescale_mesh.h (VESCALE_STATIC, VESCALE_MPI, VESCALE_NCCL, VS_ASSERT).
-   Link: -lpthread; -lmpi with VESCALE_MPI; -lcudart -lnccl with VESCALE_NCCL.
+   Link: -lpthread -lm; -lmpi with VESCALE_MPI; -lcudart -lnccl with VESCALE_NCCL.
    The high-level API (model description, sharding plans, parallelize, training
    state save/load) arrives here with its issue.
 */

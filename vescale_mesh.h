@@ -23,7 +23,7 @@
        VS_API               linkage of public functions (default: extern, or
                             static inline under VESCALE_STATIC)
 
-   Link: -lpthread always; -lmpi with VESCALE_MPI; -lcudart -lnccl with VESCALE_NCCL.
+   Link: -lpthread -lm always; -lmpi with VESCALE_MPI; -lcudart -lnccl with VESCALE_NCCL.
 
    Environment read (only when the corresponding desc field is left zero):
        VESCALE_LOG=error|warn|info|debug   log level when no logger is set (default: off)
@@ -1308,10 +1308,40 @@ _VS_PRIVATE vs_result _vs_check_op(const char* fn, vs_op op)
 
 // >>threads -------------------------------------------------------------------
 
-/* How long a waiting rank spins before it blocks: short, because ranks often
-   outnumber cores and a spinning rank would steal the core a peer needs. */
+/* How long a waiting rank spins before it blocks. When ranks outnumber cores a
+   spinning rank steals the core a peer needs, so it spins briefly and sleeps; when
+   every rank has a core it spins for a while (a sleep and wake-up costs tens of
+   microseconds, and the scheduler may then put two ranks on one core). */
 #define _VS_SPIN_PAUSES 64
 #define _VS_SPIN_YIELDS 32
+#define _VS_SPIN_LONG_S 50e-6
+
+/* Spins until *p != v (returns 1) or the spin budget is spent (returns 0). */
+_VS_PRIVATE int _vs_spin_while_eq(const int* p, int v, int long_spin)
+{
+    for (int i = 0; i < _VS_SPIN_PAUSES + _VS_SPIN_YIELDS; i++) {
+        if (__atomic_load_n(p, __ATOMIC_ACQUIRE) != v) return 1;
+        if (i < _VS_SPIN_PAUSES)
+            _vs_cpu_relax();
+        else
+            sched_yield();
+    }
+    if (!long_spin) return 0;
+    double t0 = _vs_now();
+    do {
+        for (int i = 0; i < 64; i++) {
+            if (__atomic_load_n(p, __ATOMIC_ACQUIRE) != v) return 1;
+            _vs_cpu_relax();
+        }
+    } while (_vs_now() - t0 < _VS_SPIN_LONG_S);
+    return 0;
+}
+
+_VS_PRIVATE int _vs_online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
 
 enum { _VS_P2P_POSTED = 0, _VS_P2P_MATCHED, _VS_P2P_DONE };
 
@@ -1337,7 +1367,8 @@ struct _vs_tshared {
     pthread_mutex_t mu;
     pthread_cond_t cv;     // barrier
     pthread_cond_t p2p_cv; // point-to-point completion
-    unsigned gen;          // barrier generation (atomic)
+    int gen;               // barrier generation (atomic; wraps)
+    int long_spin;         // every rank can have a core: spin longer before sleeping
     int arrived, sleepers;
     int aborted;           // atomic
     vs_result abort_res;
@@ -1352,6 +1383,7 @@ _VS_PRIVATE _vs_tshared* _vs_tshared_new(int n)
     if (!s) return NULL;
     s->n = n;
     s->refs = n;
+    s->long_spin = n <= _vs_online_cpus();
     s->slots = _VS_NEW(_vs_tslot, n);
     s->sendq = _VS_NEW(_vs_tp2p*, (size_t)n * (size_t)n);
     s->recvq = _VS_NEW(_vs_tp2p*, (size_t)n * (size_t)n);
@@ -1412,22 +1444,16 @@ _VS_PRIVATE vs_result _vs_t_barrier(_vs_tshared* s, double timeout, const char* 
         pthread_mutex_unlock(&s->mu);
         return _vs_tshared_abort_result(s, what);
     }
-    unsigned g = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
+    int g = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
     if (++s->arrived == s->n) {
         s->arrived = 0;
-        __atomic_store_n(&s->gen, g + 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&s->gen, (int)((unsigned)g + 1u), __ATOMIC_SEQ_CST);
         if (s->sleepers) pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
         return VS_OK;
     }
     pthread_mutex_unlock(&s->mu);
-    for (int i = 0; i < _VS_SPIN_PAUSES + _VS_SPIN_YIELDS; i++) {
-        if (__atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) != g) return VS_OK;
-        if (i < _VS_SPIN_PAUSES)
-            _vs_cpu_relax();
-        else
-            sched_yield();
-    }
+    if (_vs_spin_while_eq(&s->gen, g, s->long_spin)) return VS_OK;
     struct timespec dl = _vs_abs_deadline(timeout > 0 ? timeout : 0);
     vs_result r = VS_OK;
     pthread_mutex_lock(&s->mu);
@@ -1683,13 +1709,10 @@ _VS_PRIVATE void _vs_t_p2p_post(vs_comm* c, _vs_tp2p* p)
 _VS_PRIVATE vs_result _vs_t_p2p_wait(vs_comm* c, _vs_tp2p* p, double deadline)
 {
     _vs_tshared* s = c->sh;
-    for (int i = 0; i < _VS_SPIN_PAUSES + _VS_SPIN_YIELDS; i++) {
-        if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == _VS_P2P_DONE) goto done;
-        if (i < _VS_SPIN_PAUSES)
-            _vs_cpu_relax();
-        else
-            sched_yield();
-    }
+    // posted -> matched -> done: spin through each state once, then sleep
+    if (_vs_spin_while_eq(&p->state, _VS_P2P_POSTED, s->long_spin))
+        _vs_spin_while_eq(&p->state, _VS_P2P_MATCHED, s->long_spin);
+    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == _VS_P2P_DONE) goto done;
     pthread_mutex_lock(&s->mu);
     while (p->state != _VS_P2P_DONE) {
         int timed_out = _vs_now() >= deadline;

@@ -37,7 +37,7 @@ done
 mpi_np() {
     case "$1" in
         test_collectives_mpi) echo "1 2 3 4" ;;
-        test_mesh_mpi) echo "1 2 4 8" ;;
+        test_mesh_mpi | test_layout_mpi) echo "1 2 4 8" ;;
         *) echo "2" ;;
     esac
 }
