@@ -22,7 +22,9 @@ HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c,$(wildcard tests/test_*.c)))
 # the collectives again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt
-MPI_TESTS := $(if $(HAVE_MPI),$(B)/test_collectives_mpi $(B)/test_mesh_mpi $(B)/test_errors_mpi $(B)/test_layout_mpi)
+# tests that also run with ranks as MPI processes
+MPI_NAMES := collectives mesh errors layout
+MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
 
 .PHONY: all run test test-asan test-tsan test-gpu bench bench-redistribute compile-check clean
 all: $(TESTS) $(MPI_TESTS) $(B)/demo

@@ -1541,7 +1541,8 @@ _VS_PRIVATE size_t _vs_chunk(size_t count, int n, size_t esz)
 #ifndef VESCALE_NT_MIN
 #define VESCALE_NT_MIN ((size_t)4 << 20)
 #endif
-#define _VS_NT_MIN ((size_t)(VESCALE_NT_MIN))
+/* `bytes + 1 >`: the same test, without a warning when VESCALE_NT_MIN is 0 */
+#define _VS_USE_NT(bytes) ((size_t)(bytes) + 1 > (size_t)(VESCALE_NT_MIN))
 #define _VS_FAN_BLOCK ((size_t)64 << 10) /* source block kept in cache while fanned out */
 
 _VS_PRIVATE void _vs_copy(void* dst, const void* src, size_t bytes)
@@ -1633,7 +1634,7 @@ _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
             size_t lo = per * (size_t)me;
             if (lo >= op->count) break;
             size_t len = op->count - lo < per ? op->count - lo : per;
-            int nt = op->count * esz >= _VS_NT_MIN;
+            int nt = _VS_USE_NT(op->count * esz);
             if (op->kind == _VS_K_REDUCE)
                 _vs_t_reduce_range(c, op->dt, op->op, lo, len, &c->dsts[op->root], 1, lo, nt);
             else
@@ -1641,25 +1642,25 @@ _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
             break;
         }
         case _VS_K_BCAST:
-            _vs_copy_nt(op->recv, s->slots[op->root].op->send, op->count * esz, op->count * esz >= _VS_NT_MIN);
+            _vs_copy_nt(op->recv, s->slots[op->root].op->send, op->count * esz, _VS_USE_NT(op->count * esz));
             break;
         case _VS_K_ALLGATHER: {
             size_t total = op->displs[n - 1] + op->counts[n - 1];
-            _vs_copy_fan(c->dsts, n, op->displs[me] * esz, op->send, op->counts[me] * esz, total * esz >= _VS_NT_MIN);
+            _vs_copy_fan(c->dsts, n, op->displs[me] * esz, op->send, op->counts[me] * esz, _VS_USE_NT(total * esz));
             break;
         }
         case _VS_K_REDSCAT: {
             void* dst = op->recv;
             size_t total = op->displs[n - 1] + op->counts[n - 1];
             _vs_t_reduce_range(c, op->dt, op->op, op->displs[me], op->counts[me], &dst, 1, 0,
-                               total * esz >= _VS_NT_MIN);
+                               _VS_USE_NT(total * esz));
             break;
         }
         case _VS_K_ALLTOALL:
             for (int j = 0; j < n; j++)
                 _vs_copy_nt((char*)c->dsts[j] + s->slots[j].op->rdispls[me] * esz,
                             (const char*)op->send + op->displs[j] * esz, op->counts[j] * esz,
-                            op->counts[j] * esz >= _VS_NT_MIN);
+                            _VS_USE_NT(op->counts[j] * esz));
             break;
         default: break;
         }

@@ -25,7 +25,7 @@ for h in vescale.h vescale_mesh.h vescale_ddp.h vescale_pipe.h vescale_ckpt.h; d
         check "$h/impl/$std" gcc -std=$std $W -pedantic-errors -Wno-long-long "$T/$b.impl.c" -o "$T/a.out" -lpthread -lm
     done
     check "$h/decl/c++17" g++ -std=c++17 $W -x c++ -c "$T/$b.decl.c" -o "$T/o.o"
-    check "$h/impl/c++17" g++ -std=c++17 $W -x c++ "$T/$b.impl.c" -o "$T/a.out" -lpthread
+    check "$h/impl/c++17" g++ -std=c++17 $W -x c++ "$T/$b.impl.c" -o "$T/a.out" -lpthread -lm
 done
 
 # all parts in one TU, implementations switched on one by one
@@ -37,19 +37,19 @@ cat >"$T/all.c" <<'C'
 #include "vescale.h"
 int main(void) { return vs_ddp_version() + vs_pipe_version() + vs_ckpt_version() != 3 * vs_version(); }
 C
-check "all-parts-one-tu/c99" bash -c "gcc -std=c99 $W $T/all.c -o $T/a.out -lpthread && $T/a.out"
+check "all-parts-one-tu/c99" bash -c "gcc -std=c99 $W $T/all.c -o $T/a.out -lpthread -lm && $T/a.out"
 
 # VESCALE_STATIC: the implementation in two TUs of one program, nothing exported
 for i in 1 2; do
     printf '#define VESCALE_STATIC\n#define VESCALE_IMPLEMENTATION\n#include "vescale.h"\nint tu%s(void);\nint tu%s(void) { return vs_version(); }\n' $i $i >"$T/s$i.c"
 done
 printf 'int tu1(void); int tu2(void);\nint main(void) { return tu1() != tu2(); }\n' >"$T/smain.c"
-check "static/two-tus" bash -c "gcc -std=c99 $W $T/s1.c $T/s2.c $T/smain.c -o $T/a.out -lpthread && $T/a.out && ! nm $T/a.out | grep -q ' T vs_'"
+check "static/two-tus" bash -c "gcc -std=c99 $W $T/s1.c $T/s2.c $T/smain.c -o $T/a.out -lpthread -lm && $T/a.out && ! nm $T/a.out | grep -q ' T vs_'"
 
 # MPI transport
 if command -v mpicc >/dev/null 2>&1; then
-    check "mpi/c99" mpicc -std=c99 $W -DVESCALE_MPI "$T/vescale.impl.c" -o "$T/a.out" -lpthread
-    check "mpi/c++17" mpicxx -std=c++17 $W -DVESCALE_MPI -x c++ "$T/vescale.impl.c" -o "$T/a.out" -lpthread
+    check "mpi/c99" mpicc -std=c99 $W -DVESCALE_MPI "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
+    check "mpi/c++17" mpicxx -std=c++17 $W -DVESCALE_MPI -x c++ "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
 else
     echo "skip compile/mpi: mpicc not installed"
 fi
@@ -57,8 +57,8 @@ fi
 # NCCL transport: compile and link with a plain C compiler, and with nvcc
 if [ -f "$CUDA/include/nccl.h" ] || [ -f /usr/include/nccl.h ]; then
     NC="-I$CUDA/include -L$CUDA/lib64 -L$CUDA/lib -Wl,-rpath,$CUDA/lib64"
-    check "nccl/gcc-c99-link" gcc -std=c99 $W -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lpthread
-    check "nccl/g++-c++17-link" g++ -std=c++17 $W -DVESCALE_NCCL -x c++ $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lpthread
+    check "nccl/gcc-c99-link" gcc -std=c99 $W -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lpthread -lm
+    check "nccl/g++-c++17-link" g++ -std=c++17 $W -DVESCALE_NCCL -x c++ $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lpthread -lm
     if command -v nvcc >/dev/null 2>&1; then
         check "nccl/nvcc-link" nvcc -x cu -DVESCALE_NCCL -I. -Xcompiler -Wall,-Wextra,-Werror "$T/vescale.impl.c" -o "$T/a.out" -lnccl
         check "nccl/test_nccl-nvcc-link" nvcc -x cu -DVESCALE_NCCL -I. -Itests -Xcompiler -Wall,-Wextra,-Werror tests/test_nccl.c -o "$T/a.out" -lnccl -lpthread
