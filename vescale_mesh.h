@@ -141,6 +141,13 @@ VS_API const char* vs_last_error(void);
 VS_API int vs_last_backend_code(void);
 /* Clears the calling thread's error message. */
 VS_API void vs_clear_error(void);
+/* Sets the calling thread's error message (printf-style) and returns `code`: for
+   the parts built on this header (vescale_ddp.h, ...) and for callers' wrappers. */
+VS_API vs_result vs_set_error(vs_result code, const char* fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* The implementation's VESCALE_VERSION_NUMBER; compare with the header's to catch
    a header/implementation mismatch. */
@@ -735,6 +742,16 @@ _VS_PRIVATE void _vs_save_error(char* buf, size_t cap)
     buf[n] = 0;
 }
 VS_API int vs_last_backend_code(void) { return _vs_err_tls()->backend_code; }
+VS_API vs_result vs_set_error(vs_result code, const char* fmt, ...)
+{
+    _vs_errstate* s = _vs_err_tls();
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->msg, sizeof s->msg, fmt ? fmt : "", ap);
+    va_end(ap);
+    return code;
+}
+
 VS_API void vs_clear_error(void)
 {
     _vs_errstate* s = _vs_err_tls();
