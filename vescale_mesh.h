@@ -4390,7 +4390,7 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
                 return _vs_err(VS_ERR_INVALID, "%s: Partial(avg) on mesh dim %s: %s cannot be averaged exactly", fn,
                                m->names[k], vs_dtype_name(src->dtype));
     }
-    int64_t n_in, n_out;
+    int64_t n_in = 0, n_out = 0;
     vs_dtensor_local_numel(src, &n_in);
     vs_dtensor_local_numel(dst, &n_out);
     if ((n_in && !src->data) || (n_out && !dst->data))
@@ -4546,7 +4546,7 @@ VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shar
                                             const int32_t* ids, int64_t n, float* out)
 {
     const char* fn = "vs_vocab_embedding_forward";
-    int64_t start, rows;
+    int64_t start = 0, rows = 0;
     _VS_TRY(vs_vocab_range(tp, vocab, &start, &rows));
     _VS_TRY(_vs_check_ids(fn, ids, n, vocab));
     if (dim < 0 || n < 0) return _vs_err(VS_ERR_INVALID, "%s: dim %lld or n %lld < 0", fn, (long long)dim, (long long)n);
@@ -4566,7 +4566,7 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
                                              int64_t vocab, int64_t dim, float* grad_table_shard)
 {
     const char* fn = "vs_vocab_embedding_backward";
-    int64_t start, rows;
+    int64_t start = 0, rows = 0;
     _VS_TRY(vs_vocab_range(tp, vocab, &start, &rows));
     _VS_TRY(_vs_check_ids(fn, ids, n, vocab));
     if (n > 0 && dim > 0 && !grad_out) return _vs_err(VS_ERR_NULL, "%s: grad_out is NULL", fn);
@@ -4583,7 +4583,7 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
                                         const int32_t* targets, float* loss, float* grad_shard)
 {
     const char* fn = "vs_vocab_cross_entropy";
-    int64_t start, rows;
+    int64_t start = 0, rows = 0;
     _VS_TRY(vs_vocab_range(tp, vocab, &start, &rows));
     _VS_TRY(_vs_check_ids(fn, targets, n, vocab));
     if (n && !loss) return _vs_err(VS_ERR_NULL, "%s: loss is NULL", fn);
