@@ -28,6 +28,11 @@ for h in vescale.h vescale_mesh.h vescale_ddp.h vescale_pipe.h vescale_ckpt.h; d
     check "$h/impl/c++17" g++ -std=c++17 $W -x c++ "$T/$b.impl.c" -o "$T/a.out" -lpthread -lm
 done
 
+# optimisation levels change what gcc can prove (uninitialized, truncation)
+for o in -O1 -O3; do
+    check "vescale.h/impl/c99$o" gcc -std=c99 $o $W "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
+done
+
 # all parts in one TU, implementations switched on one by one
 cat >"$T/all.c" <<'C'
 #define VESCALE_MESH_IMPLEMENTATION
