@@ -26,7 +26,7 @@ TESTS   += $(B)/test_collectives_nt
 MPI_NAMES := collectives mesh errors layout
 MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
 
-.PHONY: all run test test-asan test-tsan test-gpu bench bench-redistribute compile-check clean
+.PHONY: all run test test-asan test-tsan test-gpu bench bench-redistribute bench-ddp compile-check clean
 all: $(TESTS) $(MPI_TESTS) $(B)/demo
 
 $(B):
@@ -74,6 +74,9 @@ bench: $(B)/bench_collectives
 
 bench-redistribute:
 	B=$(B) bash bench/run_redistribute.sh
+
+bench-ddp:
+	B=$(B) bash bench/run_ddp.sh
 
 clean:
 	rm -rf build build-asan build-tsan

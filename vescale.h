@@ -2,8 +2,9 @@
    tensor/sequence, pipeline parallel and ZeRO, over threads, MPI or NCCL.
 
    This header includes every part:
-       vescale_mesh.h   results, hooks, dtypes, transports, bootstrap, device mesh
-       vescale_ddp.h    DDP and the distributed optimizer        (skeleton)
+       vescale_mesh.h   results, hooks, dtypes, transports, bootstrap, device mesh,
+                        layouts and redistribute, TP/SP regions, sharded init
+       vescale_ddp.h    DDP and the distributed optimizer (ZeRO-1/2)
        vescale_pipe.h   pipeline schedules and engine            (skeleton)
        vescale_ckpt.h   distributed, resharding checkpoints      (skeleton)
 

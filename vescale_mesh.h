@@ -58,6 +58,9 @@
        // >>nccl       the NCCL transport
        // >>bootstrap  world init from launcher environment, TCP rendezvous
        // >>mesh       the device mesh
+       // >>layout     placements, local shards, redistribute
+       // >>tp         Megatron TP/SP regions, vocab-parallel embedding and loss
+       // >>init       sharding-invariant initialization (Philox4x32-10)
 
    Semantics shared by every transport
    -----------------------------------
