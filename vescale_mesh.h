@@ -524,7 +524,8 @@ VS_API vs_result vs_layout_parse(vs_mesh* mesh, const char* text, vs_layout* out
    Collective over the mesh: every rank calls it with the same layouts. Uses, per
    mesh dim: all-gather (S->R), all-reduce (P->R), reduce-scatter (P->S), local
    slices (R->S), all-to-all (S(i)->S(j)), zero fill (R->P, S->P). On error nothing
-   is written to dst->data. Host buffers (threads and MPI transports). */
+   is written to dst->data. Host buffers (threads and MPI transports). Scratch
+   buffers are kept in the mesh for the next call (vs_mesh_free releases them). */
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
 // >>tp -----------------------------------------------------------------------
@@ -3473,7 +3474,19 @@ struct vs_mesh {
     int coord[VS_MESH_MAX_DIMS];
     _vs_subentry* subs;
     int nsubs;
+    void* scratch[4]; // redistribute's buffers, kept (grow-only) for the next call
+    size_t scratch_cap[4];
 };
+
+/* Scratch slot `i` of at least `bytes`, reused across calls; NULL when out of memory. */
+_VS_PRIVATE void* _vs_mesh_scratch(vs_mesh* m, int i, size_t bytes)
+{
+    if (m->scratch_cap[i] >= bytes) return m->scratch[i];
+    free(m->scratch[i]);
+    m->scratch[i] = malloc(bytes);
+    m->scratch_cap[i] = m->scratch[i] ? bytes : 0;
+    return m->scratch[i];
+}
 
 static const char* const _vs_default_names[3][3] = {{"DP"}, {"DP", "TP"}, {"PP", "DP", "TP"}};
 
@@ -3583,6 +3596,7 @@ VS_API vs_result vs_mesh_free(vs_mesh* m)
     if (!m) return VS_OK;
     for (int i = 0; i < m->nsubs; i++) vs_mesh_free(m->subs[i].mesh);
     free(m->subs);
+    for (int i = 0; i < 4; i++) free(m->scratch[i]);
     if (m->owns_comm && m->comm) _vs_comm_destroy(m->comm);
     free(m->granks);
     free(m);
@@ -4338,6 +4352,8 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
         int d = st->before[k].dim, e = st->after[k].dim;
         _vs_members_chunks(m, st->after, nd, x->shape, k, e, ob[e], start, len);   // e chunks, in `in`
         _vs_members_chunks(m, st->before, nd, x->shape, k, d, oa[d], start2, len2); // d chunks, in `out`
+        // blocks are contiguous (no packing) when every dim before the split one has size 1
+        int send_direct = _vs_numel(lb, e) == 1, recv_direct = _vs_numel(la, d) == 1;
         size_t srun = 0, rrun = 0;
         for (int j = 0; j < nm; j++) {
             int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
@@ -4345,16 +4361,18 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
             bs[e] = len[j];
             bo[e] = start[j];
             cnt[j] = (size_t)_vs_numel(bs, nd);
-            dsp[j] = srun;
-            _vs_box_copy((char*)x->tmp + srun * esz, bs, zero, (const char*)in, lb, bo, bs, nd, esz);
+            dsp[j] = send_direct ? (size_t)(start[j] * _vs_numel(lb + e + 1, nd - e - 1)) : srun;
+            if (!send_direct) _vs_box_copy((char*)x->tmp + srun * esz, bs, zero, (const char*)in, lb, bo, bs, nd, esz);
             srun += cnt[j];
             memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
             bs[d] = len2[j];
             cnt2[j] = (size_t)_vs_numel(bs, nd);
-            dsp2[j] = rrun;
+            dsp2[j] = recv_direct ? (size_t)(start2[j] * _vs_numel(la + d + 1, nd - d - 1)) : rrun;
             rrun += cnt2[j];
         }
-        _VS_TRY(vs_all_to_allv(c, x->tmp, cnt, dsp, x->tmp2, cnt2, dsp2, x->dt, NULL));
+        _VS_TRY(vs_all_to_allv(c, send_direct ? in : x->tmp, cnt, dsp, recv_direct ? out : x->tmp2, cnt2, dsp2,
+                               x->dt, NULL));
+        if (recv_direct) return VS_OK;
         for (int i = 0; i < nm; i++) {
             int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
             memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
@@ -4422,32 +4440,22 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
     x.ndim = src->ndim;
     x.shape = src->shape;
     size_t bytes = (size_t)big * esz + 1;
+    size_t counts[4 * 256];
     char* buf[2] = {NULL, NULL};
-    int nbuf = ns > 1 ? (ns > 2 ? 2 : 1) : 0;
     vs_result r = VS_OK;
-    x.tmp = malloc(bytes);
-    x.tmp2 = malloc(bytes);
-    x.counts = _VS_NEW(size_t, 4 * 256);
-    for (int i = 0; i < nbuf; i++) buf[i] = (char*)malloc(bytes);
-    if (!x.tmp || !x.tmp2 || !x.counts || (nbuf > 0 && !buf[0]) || (nbuf > 1 && !buf[1])) {
-        r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for %zu-byte scratch buffers", fn, bytes);
-        goto out;
+    x.counts = counts;
+    x.tmp = _vs_mesh_scratch(m, 0, bytes);
+    x.tmp2 = _vs_mesh_scratch(m, 1, bytes);
+    for (int i = 0; i < 2 && i < ns - 1; i++) buf[i] = (char*)_vs_mesh_scratch(m, 2 + i, bytes);
+    if (!x.tmp || !x.tmp2 || (ns > 1 && !buf[0]) || (ns > 2 && !buf[1]))
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %zu-byte scratch buffers", fn, bytes);
+    // the last step writes dst->data; earlier ones alternate between scratch buffers
+    const void* in = src->data;
+    for (int i = 0; i < ns && !r; i++) {
+        void* out = i == ns - 1 ? dst->data : buf[i % 2];
+        r = _vs_run_step(&x, &steps[i], in, out);
+        in = out;
     }
-    {
-        // the last step writes dst->data; earlier ones alternate between scratch buffers
-        const void* in = src->data;
-        for (int i = 0; i < ns && !r; i++) {
-            void* out = i == ns - 1 ? dst->data : buf[i % 2];
-            r = _vs_run_step(&x, &steps[i], in, out);
-            in = out;
-        }
-    }
-out:
-    free(x.tmp);
-    free(x.tmp2);
-    free(x.counts);
-    free(buf[0]);
-    free(buf[1]);
     return r;
 }
 
