@@ -599,7 +599,8 @@ typedef struct vs_init_desc {
 /* Fills t->data (this rank's shard) from the global element indices of its box.
    Random kinds need a floating dtype; a Partial layout is an error. Local. */
 VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d);
-/* The value (before rounding to the dtype) of global element `index`. */
+/* The value (before rounding to the dtype) of global element `index`. A uniform
+   draw that rounds up to b in the dtype is stored as a instead. */
 VS_API double vs_init_value(const vs_init_desc* d, uint64_t index);
 /* Philox4x32-10 of a 128-bit counter under a 64-bit key. */
 VS_API void vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_hi, uint32_t out[4]);
@@ -749,9 +750,11 @@ VS_API int vs_last_backend_code(void) { return _vs_err_tls()->backend_code; }
 VS_API vs_result vs_set_error(vs_result code, const char* fmt, ...)
 {
     _vs_errstate* s = _vs_err_tls();
+    s->msg[0] = 0;
+    if (!fmt) return code;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->msg, sizeof s->msg, fmt ? fmt : "", ap);
+    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -4533,14 +4536,18 @@ VS_API vs_result vs_sp_scatter_backward(vs_mesh* tp, vs_dtype dt, int ndim, cons
                        grad_local, grad_full);
 }
 
-VS_API vs_result vs_vocab_range(vs_mesh* tp, int64_t vocab, int64_t* start, int64_t* rows)
+_VS_PRIVATE vs_result _vs_vocab_range(const char* fn, vs_mesh* tp, int64_t vocab, int64_t* start, int64_t* rows)
 {
-    _VS_TRY(_vs_tp_check("vs_vocab_range", tp));
-    _VS_CHECK_NULL(start, "start");
-    _VS_CHECK_NULL(rows, "rows");
-    if (vocab < 0) return _vs_err(VS_ERR_INVALID, "vs_vocab_range: vocab %lld < 0", (long long)vocab);
+    _VS_TRY(_vs_tp_check(fn, tp));
+    if (!start || !rows) return _vs_err(VS_ERR_NULL, "%s: %s is NULL", fn, start ? "rows" : "start");
+    if (vocab < 0) return _vs_err(VS_ERR_INVALID, "%s: vocab %lld < 0", fn, (long long)vocab);
     _vs_chunk_range(vocab, tp->shape[0], tp->coord[0], start, rows);
     return VS_OK;
+}
+
+VS_API vs_result vs_vocab_range(vs_mesh* tp, int64_t vocab, int64_t* start, int64_t* rows)
+{
+    return _vs_vocab_range("vs_vocab_range", tp, vocab, start, rows);
 }
 
 _VS_PRIVATE vs_result _vs_check_ids(const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
@@ -4558,7 +4565,7 @@ VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shar
 {
     const char* fn = "vs_vocab_embedding_forward";
     int64_t start = 0, rows = 0;
-    _VS_TRY(vs_vocab_range(tp, vocab, &start, &rows));
+    _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
     _VS_TRY(_vs_check_ids(fn, ids, n, vocab));
     if (dim < 0 || n < 0) return _vs_err(VS_ERR_INVALID, "%s: dim %lld or n %lld < 0", fn, (long long)dim, (long long)n);
     if (n > 0 && dim > 0 && !out) return _vs_err(VS_ERR_NULL, "%s: out is NULL", fn);
@@ -4578,7 +4585,7 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
 {
     const char* fn = "vs_vocab_embedding_backward";
     int64_t start = 0, rows = 0;
-    _VS_TRY(vs_vocab_range(tp, vocab, &start, &rows));
+    _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
     _VS_TRY(_vs_check_ids(fn, ids, n, vocab));
     if (n > 0 && dim > 0 && !grad_out) return _vs_err(VS_ERR_NULL, "%s: grad_out is NULL", fn);
     if (rows > 0 && dim > 0 && !grad_table_shard) return _vs_err(VS_ERR_NULL, "%s: grad_table_shard is NULL", fn);
@@ -4595,7 +4602,7 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
 {
     const char* fn = "vs_vocab_cross_entropy";
     int64_t start = 0, rows = 0;
-    _VS_TRY(vs_vocab_range(tp, vocab, &start, &rows));
+    _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
     _VS_TRY(_vs_check_ids(fn, targets, n, vocab));
     if (n && !loss) return _vs_err(VS_ERR_NULL, "%s: loss is NULL", fn);
     if (n > 0 && rows > 0 && !logits_shard) return _vs_err(VS_ERR_NULL, "%s: logits_shard is NULL", fn);
@@ -4699,6 +4706,17 @@ _VS_PRIVATE void _vs_store_value(vs_dtype dt, void* base, int64_t i, double v)
     }
 }
 
+_VS_PRIVATE double _vs_load_value(vs_dtype dt, const void* base, int64_t i)
+{
+    switch (dt) {
+    case VS_F32: return ((const float*)base)[i];
+    case VS_F64: return ((const double*)base)[i];
+    case VS_F16: return vs_f16_to_f32(((const uint16_t*)base)[i]);
+    case VS_BF16: return vs_bf16_to_f32(((const uint16_t*)base)[i]);
+    default: return 0.0; // random kinds are floating only
+    }
+}
+
 VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
 {
     const char* fn = "vs_init_fill";
@@ -4728,7 +4746,11 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
     for (int64_t i = 0; i < n; i++) {
         uint64_t g = 0;
         for (int k = 0; k < nd; k++) g = g * (uint64_t)t->shape[k] + (uint64_t)(off[k] + idx[k]);
-        _vs_store_value(t->dtype, t->data, i, _vs_init_draw(d, key, g));
+        double v = _vs_init_draw(d, key, g);
+        _vs_store_value(t->dtype, t->data, i, v);
+        // rounding to the dtype may reach b: keep uniform draws in [a, b) (as torch does)
+        if (d->kind == VS_INIT_UNIFORM && _vs_load_value(t->dtype, t->data, i) >= d->b)
+            _vs_store_value(t->dtype, t->data, i, d->a);
         for (int k = nd - 1; k >= 0 && ++idx[k] == ls[k]; k--) idx[k] = 0;
     }
     return VS_OK;

@@ -33,6 +33,11 @@ for o in -O1 -O3; do
     check "vescale.h/impl/c99$o" gcc -std=c99 $o $W "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
 done
 
+if command -v clang >/dev/null 2>&1; then
+    check "vescale.h/impl/clang-c99" clang -std=c99 $W "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
+    check "vescale.h/impl/clang++-c++17" clang++ -std=c++17 $W -x c++ "$T/vescale.impl.c" -o "$T/a.out" -lpthread
+fi
+
 # all parts in one TU, implementations switched on one by one
 cat >"$T/all.c" <<'C'
 #define VESCALE_MESH_IMPLEMENTATION
