@@ -14,9 +14,12 @@ trap 'rm -f "$log"' EXIT
 
 run_one() { # label, command...
     local label=$1; shift
-    echo "== $label"
+    local t0 t1
+    t0=$(date +%s.%N)
     timeout "$LIMIT" "$@" >"$log" 2>&1
     local rc=$?
+    t1=$(date +%s.%N)
+    printf '== %s (%s s)\n' "$label" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')"
     cat "$log"
     local p f s
     p=$(grep -c '^ok ' "$log"); f=$(grep -c '^not ok ' "$log"); s=$(grep -c '^skip ' "$log")
