@@ -4071,7 +4071,8 @@ _VS_PRIVATE int _vs_parse_place(const char** ps, vs_placement* out)
     for (int k = 0; k < 3 && kind < 0; k++)
         for (int v = 0; v < 2; v++) {
             size_t n = strlen(names[k][v]);
-            if (!strncmp(s, names[k][v], n) && (s[n] == '(' || s[n] == ',' || s[n] == ']' || s[n] == ' ')) {
+            if (!strncmp(s, names[k][v], n) && (s[n] == '(' || s[n] == ',' || s[n] == ']' || s[n] == ' ' ||
+                                                   s[n] == '\t' || s[n] == '\n')) {
                 kind = k;
                 len = n;
                 break;
