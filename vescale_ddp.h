@@ -43,7 +43,10 @@
      owned range (gradient accumulation reduces every micro-batch).
    - Gradient accumulation (ZeRO-0/1): vs_ddp_set_sync(ddp, 0) before the backward
      of a micro-batch that must not reduce; gradients add up in the buckets until
-     a backward with sync on. vs_ddp_finish_grad_sync ends every backward pass.
+     a backward with sync on. Several synced passes before a step also add up
+     (ZeRO-1 and TP-partial buckets keep an f32 accumulator of their reduced owned
+     range for this). vs_ddp_finish_grad_sync ends every backward pass. ZeRO-2
+     with no_overlap still reduces early when it runs out of staging buffers.
    - Buckets are reduced in bucket order on every rank, whatever order the
      gradients become ready in, so ranks never disagree on the collective order.
    - Host buffers (threads and MPI transports). Names every skipped part: a CUDA
@@ -260,10 +263,11 @@ typedef struct _vs_dbucket {
     int64_t shard;         // numel / dp
     void* param;           // numel, param dtype
     void* grad;            // numel (ZeRO-0/1), or the staging buffer in use (ZeRO-2)
-    float* grad_shard;     // ZeRO-2: the owned range, f32 accumulation of every pass
+    float* grad_shard;     // acc: the reduced owned range, f32, summed over synced passes
     float* master;         // f32 master weights of the owned range (half params)
     float* state[2];       // optimizer state of the owned range (f32)
-    int nready, launched, staged;
+    int acc;               // reduced gradients are added into grad_shard after each pass
+    int nready, launched, staged, done;
     vs_work* work;
 } _vs_dbucket;
 
@@ -274,6 +278,7 @@ struct vs_ddp {
     int dp_size, dp_rank, dp_index, pp_index;
     int nparams, cap;
     _vs_dparam* params;
+    vs_world* world; // allocator hooks
     int* order; // bucket order (reverse registration)
     int nbuckets;
     _vs_dbucket* buckets;
@@ -288,6 +293,10 @@ struct vs_ddp {
 };
 
 _VS_DDP_PRIVATE size_t _vs_dsz(vs_dtype t) { return vs_dtype_size(t); }
+
+/* Zeroed buffers through the world's allocator hooks. */
+_VS_DDP_PRIVATE void* _vs_ddp_zalloc(const vs_ddp* d, size_t bytes);
+_VS_DDP_PRIVATE void _vs_ddp_hfree(const vs_ddp* d, void* p);
 
 _VS_DDP_PRIVATE float _vs_ld(vs_dtype t, const void* p, int64_t i)
 {
@@ -305,6 +314,15 @@ _VS_DDP_PRIVATE void _vs_st(vs_dtype t, void* p, int64_t i, float v)
     else
         ((uint16_t*)p)[i] = vs_f32_to_f16(v);
 }
+
+_VS_DDP_PRIVATE void* _vs_ddp_zalloc(const vs_ddp* d, size_t bytes)
+{
+    void* p = vs_alloc(d->world, bytes + 1);
+    if (p) memset(p, 0, bytes + 1);
+    return p;
+}
+
+_VS_DDP_PRIVATE void _vs_ddp_hfree(const vs_ddp* d, void* p) { vs_free(d->world, p); }
 
 VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
 {
@@ -351,6 +369,7 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     if (o->beta2 == 0) o->beta2 = 0.999;
     if (o->eps == 0) o->eps = 1e-8;
     d->mesh = m;
+    d->world = vs_mesh_world(m);
     d->dp_index = dpi;
     d->pp_index = ppi;
     d->sync = 1;
@@ -453,19 +472,25 @@ _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
         if (k->work) vs_wait(k->work);
-        free(k->param);
-        if (d->desc.zero != VS_ZERO_2) free(k->grad);
-        free(k->grad_shard);
-        free(k->master);
-        free(k->state[0]);
-        free(k->state[1]);
+        _vs_ddp_hfree(d, k->param);
+        if (d->desc.zero != VS_ZERO_2) _vs_ddp_hfree(d, k->grad);
+        _vs_ddp_hfree(d, k->grad_shard);
+        _vs_ddp_hfree(d, k->master);
+        _vs_ddp_hfree(d, k->state[0]);
+        _vs_ddp_hfree(d, k->state[1]);
     }
-    for (int i = 0; i < d->npool; i++) free(d->pool[i]);
+    for (int i = 0; i < d->npool && d->pool; i++) _vs_ddp_hfree(d, d->pool[i]);
     free(d->pool);
     free(d->pool_owner);
     free(d->buckets);
     free(d->order);
-    free(d->scratch);
+    _vs_ddp_hfree(d, d->scratch);
+    // NULL everything: vs_ddp_free may run this again after a failed finalize
+    d->pool = NULL;
+    d->pool_owner = NULL;
+    d->npool = 0;
+    d->order = NULL;
+    d->scratch = NULL;
     d->buckets = NULL;
     d->nbuckets = 0;
 }
@@ -517,24 +542,23 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         if (k->numel > d->max_bucket) d->max_bucket = k->numel;
         d->nbuckets++;
     }
-    d->scratch = (float*)malloc(sizeof(float) * (size_t)d->max_bucket + 1);
+    d->scratch = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)d->max_bucket);
     if (!d->scratch) goto nomem;
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
         size_t pz = _vs_dsz(k->pdtype), gz = _vs_dsz(k->gdtype);
         int64_t own = d->desc.zero == VS_ZERO_0 ? k->numel : k->shard;
-        k->param = calloc((size_t)k->numel, pz);
+        k->param = _vs_ddp_zalloc(d, (size_t)k->numel * pz);
         if (!k->param) goto nomem;
-        if (d->desc.zero == VS_ZERO_2) {
-            k->grad_shard = (float*)calloc((size_t)k->shard + 1, sizeof(float));
-            if (!k->grad_shard) goto nomem;
-        } else if (!(k->grad = calloc((size_t)k->numel, gz))) {
-            goto nomem;
-        }
-        if (k->pdtype != VS_F32 && !(k->master = (float*)calloc((size_t)own + 1, sizeof(float)))) goto nomem;
+        // an accumulator for the reduced owned range: ZeRO-1/2, and ZeRO-0 buckets
+        // that are also summed over TP (their buffer cannot take a second pass)
+        k->acc = d->desc.zero != VS_ZERO_0 || k->partial_mask != 0;
+        if (k->acc && !(k->grad_shard = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
+        if (d->desc.zero != VS_ZERO_2 && !(k->grad = _vs_ddp_zalloc(d, (size_t)k->numel * gz))) goto nomem;
+        if (k->pdtype != VS_F32 && !(k->master = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
         int nstate = d->desc.optim.kind == VS_OPTIM_SGD ? (d->desc.optim.momentum != 0) : 2;
         for (int s = 0; s < nstate; s++)
-            if (!(k->state[s] = (float*)calloc((size_t)own + 1, sizeof(float)))) goto nomem;
+            if (!(k->state[s] = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
         for (int j = k->first; j < k->last; j++) {
             _vs_dparam* q = &d->params[d->order[j]];
             memcpy((char*)k->param + (size_t)q->offset * pz, q->init, (size_t)q->numel * pz);
@@ -553,7 +577,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         if (!d->pool || !d->pool_owner) goto nomem;
         for (int i = 0; i < d->npool; i++) {
             d->pool_owner[i] = -1;
-            if (!(d->pool[i] = malloc((size_t)d->max_bucket * sizeof(float) + 1))) goto nomem;
+            if (!(d->pool[i] = _vs_ddp_zalloc(d, (size_t)d->max_bucket * sizeof(float)))) goto nomem;
         }
     }
     d->finalized = 1;
@@ -599,6 +623,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
 {
     _vs_dbucket* k = &d->buckets[b];
     vs_result r = VS_OK;
+    if (k->done) return VS_OK;
     if (k->work) {
         r = vs_wait(k->work);
         k->work = NULL;
@@ -614,18 +639,24 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         r = vs_mesh_submesh(d->mesh, vs_mesh_dim_name(d->mesh, dim), &sub);
         if (!r) r = vs_all_reduce(vs_mesh_comm(sub), base, base, (size_t)cnt, k->gdtype, VS_OP_SUM, NULL);
     }
-    if (!r && d->desc.zero == VS_ZERO_2 && k->staged) {
-        if (k->launched)
-            for (int64_t e = 0; e < k->shard; e++) k->grad_shard[e] += _vs_ld(k->gdtype, base, e);
+    if (r || !k->launched) return r;
+    if (k->acc && k->grad) { // move the reduced owned range into the accumulator
+        for (int64_t e = 0; e < cnt; e++) k->grad_shard[e] += _vs_ld(k->gdtype, base, e);
+        if (d->desc.zero != VS_ZERO_2) memset(k->grad, 0, (size_t)k->numel * _vs_dsz(k->gdtype));
+    }
+    if (d->desc.zero == VS_ZERO_2 && k->staged) {
         for (int i = 0; i < d->npool; i++)
             if (d->pool_owner[i] == b) d->pool_owner[i] = -1;
         k->grad = NULL;
         k->staged = 0;
     }
-    return r;
+    k->done = 1;
+    return VS_OK;
 }
 
 _VS_DDP_PRIVATE vs_result _vs_ddp_stage(vs_ddp* d, int b);
+_VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all);
+_VS_DDP_PRIVATE void _vs_ddp_owned(const vs_ddp* d, const _vs_dbucket* k, int64_t* lo, int64_t* n);
 
 _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
 {
@@ -674,9 +705,16 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_stage(vs_ddp* d, int b)
                 return VS_OK;
             }
         int oldest = -1;
-        for (int i = 0; i < d->npool; i++) {
-            int o = d->pool_owner[i];
-            if (o >= 0 && d->buckets[o].launched && (oldest < 0 || o < oldest)) oldest = o;
+        for (int pass = 0; pass < 2 && oldest < 0; pass++) {
+            // without overlap nothing was launched yet: reduce the ready buckets now
+            if (pass == 1) {
+                vs_result r = _vs_ddp_launch_ready(d, 0);
+                if (r) return r;
+            }
+            for (int i = 0; i < d->npool; i++) {
+                int o = d->pool_owner[i];
+                if (o >= 0 && d->buckets[o].launched && !d->buckets[o].done && (oldest < 0 || o < oldest)) oldest = o;
+            }
         }
         if (oldest < 0)
             return vs_set_error(VS_ERR_STATE,
@@ -705,8 +743,10 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
         return vs_set_error(VS_ERR_STATE, "vs_ddp_zero_grad: a backward pass is in progress (call vs_ddp_finish_grad_sync)");
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
+        int64_t lo, own;
+        _vs_ddp_owned(d, k, &lo, &own);
         if (k->grad && d->desc.zero != VS_ZERO_2) memset(k->grad, 0, (size_t)k->numel * _vs_dsz(k->gdtype));
-        if (k->grad_shard) memset(k->grad_shard, 0, sizeof(float) * (size_t)k->shard);
+        if (k->grad_shard) memset(k->grad_shard, 0, sizeof(float) * (size_t)own);
     }
     d->grads_pending = 0;
     return VS_OK;
@@ -756,7 +796,7 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
         d->grads_pending = r == VS_OK;
     }
     for (int i = 0; i < d->nparams; i++) d->params[i].ready = 0;
-    for (int b = 0; b < d->nbuckets; b++) d->buckets[b].nready = 0, d->buckets[b].launched = 0;
+    for (int b = 0; b < d->nbuckets; b++) d->buckets[b].nready = 0, d->buckets[b].launched = 0, d->buckets[b].done = 0;
     d->next_launch = 0;
     d->in_pass = 0;
     return r;
@@ -766,7 +806,7 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
    (or the buffer itself when it is f32 already). */
 _VS_DDP_PRIVATE float* _vs_ddp_owned_grad(vs_ddp* d, _vs_dbucket* k, int64_t lo, int64_t n)
 {
-    if (d->desc.zero == VS_ZERO_2) return k->grad_shard;
+    if (k->acc) return k->grad_shard;
     if (k->gdtype == VS_F32) return (float*)k->grad + lo;
     for (int64_t e = 0; e < n; e++) d->scratch[e] = _vs_ld(k->gdtype, k->grad, lo + e);
     return d->scratch;
@@ -811,7 +851,7 @@ VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm)
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo, n;
         _vs_ddp_owned(d, k, &lo, &n);
-        if (d->desc.zero == VS_ZERO_2) {
+        if (k->acc) {
             for (int64_t e = 0; e < n; e++) k->grad_shard[e] *= scale;
         } else {
             for (int64_t e = 0; e < n; e++) _vs_st(k->gdtype, k->grad, lo + e, _vs_ld(k->gdtype, k->grad, lo + e) * scale);
@@ -860,11 +900,13 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
             float* m1 = k->state[0] ? k->state[0] + s0 : NULL;
             float* m2 = k->state[1] ? k->state[1] + s0 : NULL;
             if (o->kind == VS_OPTIM_ADAMW) {
+                // (1 - beta) in double, then rounded: the same betas as the bias correction
                 float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
+                float omb1 = (float)(1.0 - o->beta1), omb2 = (float)(1.0 - o->beta2);
                 float step = (float)(glr / bc1), c2 = (float)(1.0 / sqrt(bc2)), decay = (float)(1.0 - glr * gwd);
                 for (int64_t x = 0; x < m; x++) {
-                    m1[x] = b1 * m1[x] + (1 - b1) * gr[x];
-                    m2[x] = b2 * m2[x] + (1 - b2) * gr[x] * gr[x];
+                    m1[x] = b1 * m1[x] + omb1 * gr[x];
+                    m2[x] = b2 * m2[x] + omb2 * gr[x] * gr[x];
                     p[x] = p[x] * decay - step * m1[x] / (sqrtf(m2[x]) * c2 + eps);
                 }
             } else if (o->kind == VS_OPTIM_SGD) {
@@ -924,10 +966,8 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
         for (int j = k->first; j < k->last; j++) used += d->params[d->order[j]].numel;
         out->padding += (size_t)(k->numel - used);
         out->params += (size_t)k->numel * _vs_dsz(k->pdtype);
-        if (d->desc.zero == VS_ZERO_2)
-            out->grads += (size_t)k->shard * sizeof(float);
-        else
-            out->grads += (size_t)k->numel * _vs_dsz(k->gdtype);
+        if (d->desc.zero != VS_ZERO_2) out->grads += (size_t)k->numel * _vs_dsz(k->gdtype);
+        if (k->acc) out->grads += (size_t)own * sizeof(float);
         if (k->master) out->master += (size_t)own * sizeof(float);
         for (int s = 0; s < 2; s++)
             if (k->state[s]) out->optim_state += (size_t)own * sizeof(float);
