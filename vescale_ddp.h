@@ -36,7 +36,8 @@
      that dim too.
    - ZeRO-0: all-reduce; every rank steps every element. ZeRO-1: reduce-scatter;
      optimizer state and fp32 master weights only for the owned 1/DP range; the
-     updated parameters are all-gathered. ZeRO-2: as ZeRO-1, and a rank keeps only
+     updated parameters are all-gathered bucket by bucket in the background
+     (vs_ddp_param waits for its bucket: the gathers overlap the next forward). ZeRO-2: as ZeRO-1, and a rank keeps only
      its range of each bucket's gradient: full-size gradients live in a small pool
      of staging buffers reused bucket after bucket (so vs_ddp_grad must be asked
      again each backward pass), and each pass's reduced shard is added to the
@@ -170,7 +171,8 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
 /* Builds buckets, parameter buffers and optimizer state. Collective over the mesh. */
 VS_API vs_result vs_ddp_finalize(vs_ddp* d);
 VS_API int vs_ddp_num_params(const vs_ddp* d);
-/* The parameter's local shard (its dtype), owned by DDP after finalize. */
+/* The parameter's local shard (its dtype), owned by DDP after finalize. After a
+   ZeRO step it waits for that bucket's all-gather: ask again after each step. */
 VS_API void* vs_ddp_param(vs_ddp* d, int index);
 /* The gradient view to add into (vs_ddp_grad_dtype). ZeRO-2: valid for the
    current backward pass only. NULL with vs_last_error() on error. */
@@ -269,6 +271,7 @@ typedef struct _vs_dbucket {
     int acc;               // reduced gradients are added into grad_shard after each pass
     int nready, launched, staged, done;
     vs_work* work;
+    vs_work* pwork; // ZeRO: the all-gather of updated parameters, in flight
 } _vs_dbucket;
 
 struct vs_ddp {
@@ -472,6 +475,7 @@ _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
         if (k->work) vs_wait(k->work);
+        if (k->pwork) vs_wait(k->pwork);
         _vs_ddp_hfree(d, k->param);
         if (d->desc.zero != VS_ZERO_2) _vs_ddp_hfree(d, k->grad);
         _vs_ddp_hfree(d, k->grad_shard);
@@ -598,10 +602,21 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_check_index(const char* fn, const vs_ddp* d, i
     return VS_OK;
 }
 
+/* Waits for bucket b's parameter all-gather, if one is in flight. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_params_ready(vs_ddp* d, int b)
+{
+    _vs_dbucket* k = &d->buckets[b];
+    if (!k->pwork) return VS_OK;
+    vs_result r = vs_wait(k->pwork);
+    k->pwork = NULL;
+    return r;
+}
+
 VS_API void* vs_ddp_param(vs_ddp* d, int i)
 {
     if (_vs_ddp_check_index("vs_ddp_param", d, i)) return NULL;
     _vs_dparam* q = &d->params[i];
+    if (_vs_ddp_params_ready(d, q->bucket)) return NULL;
     return (char*)d->buckets[q->bucket].param + (size_t)q->offset * _vs_dsz(q->dtype);
 }
 
@@ -879,6 +894,10 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
     if (!d->finalized) return vs_set_error(VS_ERR_STATE, "%s: call vs_ddp_finalize first", fn);
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "%s: gradient sync not finished (call vs_ddp_finish_grad_sync)", fn);
     if (!d->grads_pending) return vs_set_error(VS_ERR_STATE, "%s: no synchronized gradients since the last step", fn);
+    for (int b = 0; b < d->nbuckets; b++) {
+        vs_result rw = _vs_ddp_params_ready(d, b);
+        if (rw) return rw;
+    }
     const vs_optim_desc* o = &d->desc.optim;
     int64_t t = ++d->steps;
     double bc1 = 1.0 - pow(o->beta1, (double)t), bc2 = 1.0 - pow(o->beta2, (double)t);
@@ -941,13 +960,16 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
             for (int64_t x = 0; x < n; x++) _vs_st(k->pdtype, k->param, lo + x, k->master[x]);
     }
     if (r) return r;
-    // ZeRO: every rank gets the updated ranges of the others (in place)
+    // ZeRO: every rank gets the updated ranges of the others (in place), the
+    // first layers' buckets first; vs_ddp_param waits for its bucket, so the
+    // gathers overlap with the next forward
     if (d->desc.zero != VS_ZERO_0)
-        for (int b = 0; b < d->nbuckets && !r; b++) {
+        for (int b = d->nbuckets - 1; b >= 0 && !r; b--) {
             _vs_dbucket* k = &d->buckets[b];
             size_t pz = _vs_dsz(k->pdtype);
             void* mine = (char*)k->param + (size_t)(k->shard * d->dp_rank) * pz;
-            r = vs_all_gather(vs_mesh_comm(d->dp), mine, k->param, (size_t)k->shard, k->pdtype, NULL);
+            r = vs_all_gather(vs_mesh_comm(d->dp), mine, k->param, (size_t)k->shard, k->pdtype,
+                              d->desc.no_overlap ? NULL : &k->pwork);
         }
     d->grads_pending = 0;
     return r;
