@@ -20,8 +20,8 @@ export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
 TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c,$(wildcard tests/test_*.c)))
-# the collectives again with every copy streamed (non-temporal path)
-TESTS   += $(B)/test_collectives_nt
+# collectives and layouts again with every copy streamed (non-temporal path)
+TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
 MPI_NAMES := collectives mesh errors layout
 MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
@@ -35,7 +35,7 @@ $(B):
 $(B)/%: tests/%.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
 
-$(B)/test_collectives_nt: tests/test_collectives.c $(HEADERS) tests/vs_test.h | $(B)
+$(B)/%_nt: tests/%.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -DVESCALE_NT_MIN=0 -o $@ $< $(LDLIBS)
 
 $(B)/%_mpi: tests/%.c $(HEADERS) tests/vs_test.h | $(B)

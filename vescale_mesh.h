@@ -1096,11 +1096,12 @@ enum {
     _VS_K_BARRIER,
     _VS_K_SEND,
     _VS_K_RECV,
-    _VS_K_SPLIT
+    _VS_K_SPLIT,
+    _VS_K_BOX // threads transport only: one step of vs_redistribute, done in place
 };
 
 static const char* const _vs_kind_names[] = {"?", "all_reduce", "reduce", "broadcast",
-    "all_gather", "reduce_scatter", "all_to_all", "barrier", "send", "recv", "split"};
+    "all_gather", "reduce_scatter", "all_to_all", "barrier", "send", "recv", "split", "redistribute"};
 
 /* One operation as issued by one rank. Arrays are owned (`own`) so the op can be
    queued or grouped after the caller's arrays are gone. */
@@ -1120,6 +1121,7 @@ typedef struct _vs_opdesc {
     size_t* own;
     int color, key;     // split
     vs_comm** split_out;
+    const void* ctx;    // box steps: the geometry
 } _vs_opdesc;
 
 struct vs_work {
@@ -1769,6 +1771,7 @@ done:
 }
 
 _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op);
+_VS_PRIVATE vs_result _vs_t_box(vs_comm* c, const _vs_opdesc* op);
 
 /* Runs a batch on threads: post every p2p op, run the collectives in order, then
    wait for the p2p ops. */
@@ -1801,6 +1804,8 @@ _VS_PRIVATE vs_result _vs_t_exec(vs_comm* c, const _vs_opdesc* ops, int nops)
         vs_result ri = VS_OK;
         if (ops[i].kind == _VS_K_SPLIT)
             ri = _vs_t_split(c, &ops[i]);
+        else if (ops[i].kind == _VS_K_BOX)
+            ri = _vs_t_box(c, &ops[i]);
         else if (ops[i].kind != _VS_K_SEND && ops[i].kind != _VS_K_RECV)
             ri = _vs_t_collective(c, &ops[i]);
         if (ri && !r) r = ri;
@@ -3486,7 +3491,8 @@ _VS_PRIVATE void* _vs_mesh_scratch(vs_mesh* m, int i, size_t bytes)
 {
     if (m->scratch_cap[i] >= bytes) return m->scratch[i];
     free(m->scratch[i]);
-    m->scratch[i] = malloc(bytes);
+    // page-aligned: memcpy between buffers of different alignment is slow
+    if (posix_memalign(&m->scratch[i], 4096, bytes) != 0) m->scratch[i] = NULL;
     m->scratch_cap[i] = m->scratch[i] ? bytes : 0;
     return m->scratch[i];
 }
@@ -4151,8 +4157,9 @@ VS_API vs_result vs_layout_parse(vs_mesh* mesh, const char* text, vs_layout* out
 /* Copies the box `box` at offset soff of a row-major src (shape sshape) to offset
    doff of dst (shape dshape). Trailing dims that are whole on both sides merge
    into one memcpy. */
-_VS_PRIVATE void _vs_box_copy(char* dst, const int64_t* dshape, const int64_t* doff, const char* src,
-                              const int64_t* sshape, const int64_t* soff, const int64_t* box, int ndim, size_t esz)
+_VS_PRIVATE void _vs_box_copy_nt(char* dst, const int64_t* dshape, const int64_t* doff, const char* src,
+                                 const int64_t* sshape, const int64_t* soff, const int64_t* box, int ndim, size_t esz,
+                                 int nt)
 {
     if (ndim == 0) {
         memcpy(dst, src, esz);
@@ -4175,11 +4182,17 @@ _VS_PRIVATE void _vs_box_copy(char* dst, const int64_t* dshape, const int64_t* d
         for (int d = 0; d < p; d++) so += (soff[d] + idx[d]) * ss[d], dof += (doff[d] + idx[d]) * ds[d];
         so += soff[p] * ss[p];
         dof += doff[p] * ds[p];
-        memcpy(dst + (size_t)dof * esz, src + (size_t)so * esz, row);
+        _vs_copy_nt(dst + (size_t)dof * esz, src + (size_t)so * esz, row, nt);
         int d = p - 1;
         while (d >= 0 && ++idx[d] == box[d]) idx[d--] = 0;
         if (d < 0) break;
     }
+}
+
+_VS_PRIVATE void _vs_box_copy(char* dst, const int64_t* dshape, const int64_t* doff, const char* src,
+                              const int64_t* sshape, const int64_t* soff, const int64_t* box, int ndim, size_t esz)
+{
+    _vs_box_copy_nt(dst, dshape, doff, src, sshape, soff, box, ndim, esz, 0);
 }
 
 enum { _VS_R_GATHER = 1, _VS_R_ALLREDUCE, _VS_R_REDSCAT, _VS_R_SLICE, _VS_R_A2A, _VS_R_TOPARTIAL };
@@ -4280,6 +4293,97 @@ typedef struct _vs_rctx {
     size_t* counts; // 4 arrays of mesh-dim size
 } _vs_rctx;
 
+/* Geometry of one redistribute step, for the threads transport's in-place path. */
+typedef struct _vs_boxctx {
+    const vs_mesh* m;
+    const _vs_rstep* st;
+    int ndim;
+    const int64_t* shape;
+} _vs_boxctx;
+
+/* The data movement of a step on threads: every rank reads its peers' buffers
+   directly (they share the address space), so gathers and all-to-alls copy each
+   block once from its source into its final place, strided or not, and
+   reduce-scatters reduce strided rows in place: no packing, no scratch. */
+_VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
+{
+    const _vs_boxctx* x = (const _vs_boxctx*)op->ctx;
+    const vs_mesh* m = x->m;
+    const _vs_rstep* st = x->st;
+    _vs_tshared* s = c->sh;
+    int n = s->n, nd = x->ndim, k = st->k;
+    size_t esz = vs_dtype_size(op->dt);
+    int64_t la[VS_TENSOR_MAX_DIMS], oa[VS_TENSOR_MAX_DIMS], lb[VS_TENSOR_MAX_DIMS], ob[VS_TENSOR_MAX_DIMS];
+    _vs_box_of(m, st->after, nd, x->shape, m->coord, la, oa);
+    int nt = _VS_USE_NT((size_t)_vs_numel(la, nd) * esz);
+    if (st->type != _VS_R_REDSCAT) {
+        int coord[VS_MESH_MAX_DIMS];
+        memcpy(coord, m->coord, sizeof coord);
+        for (int i = 0; i < n; i++) { // peer i's block of my box
+            coord[k] = i;
+            _vs_box_of(m, st->before, nd, x->shape, coord, lb, ob);
+            int64_t sz[VS_TENSOR_MAX_DIMS], dof[VS_TENSOR_MAX_DIMS], sof[VS_TENSOR_MAX_DIMS];
+            int empty = 0;
+            for (int d = 0; d < nd; d++) {
+                int64_t a = ob[d] > oa[d] ? ob[d] : oa[d];
+                int64_t e = ob[d] + lb[d] < oa[d] + la[d] ? ob[d] + lb[d] : oa[d] + la[d];
+                sz[d] = e > a ? e - a : 0;
+                empty |= sz[d] == 0;
+                dof[d] = a - oa[d];
+                sof[d] = a - ob[d];
+            }
+            if (empty) continue;
+            _vs_box_copy_nt((char*)op->recv, la, dof, (const char*)s->slots[i].op->send, lb, sof, sz, nd, esz, nt);
+        }
+        return;
+    }
+    // reduce-scatter: every peer holds the same box (Partial along k); reduce my
+    // chunk of it row by row
+    _vs_box_of(m, st->before, nd, x->shape, m->coord, lb, ob);
+    for (int i = 0; i < n; i++) c->srcs[i] = s->slots[i].op->send;
+    int64_t sb[VS_TENSOR_MAX_DIMS], sa[VS_TENSOR_MAX_DIMS], idx[VS_TENSOR_MAX_DIMS] = {0};
+    if (_vs_numel(la, nd) == 0) return;
+    if (nd == 0) {
+        unsigned char one[16];
+        _vs_reduce_block(op->dt, op->op, n, c->srcs, n, 0, 1, one);
+        memcpy(op->recv, one, esz);
+        return;
+    }
+    sb[nd - 1] = sa[nd - 1] = 1;
+    for (int d = nd - 2; d >= 0; d--) sb[d] = sb[d + 1] * lb[d + 1], sa[d] = sa[d + 1] * la[d + 1];
+    int p = nd - 1;
+    int64_t row = la[p];
+    while (p > 0 && la[p] == lb[p]) row *= la[--p];
+    unsigned char tmp[_VS_RED_BLOCK * 8];
+    for (;;) {
+        int64_t so = (oa[p] - ob[p]) * sb[p], dof = 0;
+        for (int d = 0; d < p; d++) so += (oa[d] - ob[d] + idx[d]) * sb[d], dof += idx[d] * sa[d];
+        for (int64_t b = 0; b < row; b += _VS_RED_BLOCK) {
+            size_t mlen = (size_t)(row - b < _VS_RED_BLOCK ? row - b : _VS_RED_BLOCK);
+            _vs_reduce_block(op->dt, op->op, n, c->srcs, n, (size_t)(so + b), mlen, tmp);
+            _vs_copy_nt((char*)op->recv + (size_t)(dof + b) * esz, tmp, mlen * esz, nt);
+        }
+        int d = p - 1;
+        while (d >= 0 && ++idx[d] == la[d]) idx[d--] = 0;
+        if (d < 0) break;
+    }
+}
+
+_VS_PRIVATE vs_result _vs_t_box(vs_comm* c, const _vs_opdesc* op)
+{
+    _vs_tshared* s = c->sh;
+    s->slots[c->rank].op = op;
+    vs_result r = _vs_t_barrier(s, c->timeout, "redistribute");
+    if (r) return r;
+    r = _vs_t_match(c);
+    if (!r) {
+        _vs_t_box_work(c, op);
+        _vs_store_fence();
+    }
+    vs_result r2 = _vs_t_barrier(s, 0, "redistribute"); // peers may still read this rank's input
+    return r ? r : r2;
+}
+
 _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void* in, void* out)
 {
     vs_mesh* m = x->mesh;
@@ -4291,6 +4395,24 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     vs_mesh* sub = NULL;
     _VS_TRY(vs_mesh_submesh(m, m->names[k], &sub));
     vs_comm* c = vs_mesh_comm(sub);
+    if (c->tr == VS_TRANSPORT_THREADS &&
+        (st->type == _VS_R_GATHER || st->type == _VS_R_A2A || st->type == _VS_R_REDSCAT)) {
+        _vs_boxctx bx;
+        bx.m = m;
+        bx.st = st;
+        bx.ndim = nd;
+        bx.shape = x->shape;
+        _vs_opdesc o;
+        memset(&o, 0, sizeof o);
+        o.kind = _VS_K_BOX;
+        o.dt = x->dt;
+        o.op = st->type == _VS_R_REDSCAT ? st->before[k].op : VS_OP_SUM;
+        o.count = (size_t)st->type; // ranks must agree on the step
+        o.send = in;
+        o.recv = out;
+        o.ctx = &bx;
+        return _vs_issue(c, &o, NULL);
+    }
     size_t *cnt = x->counts, *dsp = x->counts + nm, *cnt2 = x->counts + 2 * nm, *dsp2 = x->counts + 3 * nm;
     int64_t start[256], len[256], start2[256], len2[256];
     if (nm > 256) return _vs_err(VS_ERR_UNSUPPORTED, "redistribute: mesh dim %s of size %d > 256", m->names[k], nm);
