@@ -4301,71 +4301,104 @@ typedef struct _vs_boxctx {
     const int64_t* shape;
 } _vs_boxctx;
 
-/* The data movement of a step on threads: every rank reads its peers' buffers
-   directly (they share the address space), so gathers and all-to-alls copy each
-   block once from its source into its final place, strided or not, and
-   reduce-scatters reduce strided rows in place: no packing, no scratch. */
+/* The data movement of a step on threads. Ranks share the address space, so every
+   block moves once, from its source straight into its final place, strided or
+   not: no packing and no scratch. Gathers pull (each rank reads its peers'
+   blocks and writes its own buffer sequentially); all-to-alls push (each rank
+   reads its own buffer sequentially and writes its part of every peer's);
+   reduce-scatters split the rows among the ranks, reduce whole rows of every
+   peer's buffer and write each piece to the rank that owns it. */
 _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
 {
     const _vs_boxctx* x = (const _vs_boxctx*)op->ctx;
     const vs_mesh* m = x->m;
     const _vs_rstep* st = x->st;
     _vs_tshared* s = c->sh;
-    int n = s->n, nd = x->ndim, k = st->k;
+    int n = s->n, nd = x->ndim, k = st->k, me = c->rank;
     size_t esz = vs_dtype_size(op->dt);
     int64_t la[VS_TENSOR_MAX_DIMS], oa[VS_TENSOR_MAX_DIMS], lb[VS_TENSOR_MAX_DIMS], ob[VS_TENSOR_MAX_DIMS];
+    int coord[VS_MESH_MAX_DIMS];
+    memcpy(coord, m->coord, sizeof coord);
     _vs_box_of(m, st->after, nd, x->shape, m->coord, la, oa);
+    _vs_box_of(m, st->before, nd, x->shape, m->coord, lb, ob);
     int nt = _VS_USE_NT((size_t)_vs_numel(la, nd) * esz);
     if (st->type != _VS_R_REDSCAT) {
-        int coord[VS_MESH_MAX_DIMS];
-        memcpy(coord, m->coord, sizeof coord);
-        for (int i = 0; i < n; i++) { // peer i's block of my box
+        int push = st->type == _VS_R_A2A;
+        for (int i = 0; i < n; i++) { // the block shared by my buffer and peer i's
+            int64_t pl[VS_TENSOR_MAX_DIMS], po[VS_TENSOR_MAX_DIMS];
             coord[k] = i;
-            _vs_box_of(m, st->before, nd, x->shape, coord, lb, ob);
+            _vs_box_of(m, push ? st->after : st->before, nd, x->shape, coord, pl, po);
+            const int64_t *sl = push ? lb : pl, *so = push ? ob : po; // source box
+            const int64_t *dl = push ? pl : la, *dO = push ? po : oa; // destination box
             int64_t sz[VS_TENSOR_MAX_DIMS], dof[VS_TENSOR_MAX_DIMS], sof[VS_TENSOR_MAX_DIMS];
             int empty = 0;
             for (int d = 0; d < nd; d++) {
-                int64_t a = ob[d] > oa[d] ? ob[d] : oa[d];
-                int64_t e = ob[d] + lb[d] < oa[d] + la[d] ? ob[d] + lb[d] : oa[d] + la[d];
-                sz[d] = e > a ? e - a : 0;
+                int64_t a0 = so[d] > dO[d] ? so[d] : dO[d];
+                int64_t e0 = so[d] + sl[d] < dO[d] + dl[d] ? so[d] + sl[d] : dO[d] + dl[d];
+                sz[d] = e0 > a0 ? e0 - a0 : 0;
                 empty |= sz[d] == 0;
-                dof[d] = a - oa[d];
-                sof[d] = a - ob[d];
+                dof[d] = a0 - dO[d];
+                sof[d] = a0 - so[d];
             }
             if (empty) continue;
-            _vs_box_copy_nt((char*)op->recv, la, dof, (const char*)s->slots[i].op->send, lb, sof, sz, nd, esz, nt);
+            const char* src = push ? (const char*)op->send : (const char*)s->slots[i].op->send;
+            char* dst = push ? (char*)s->slots[i].op->recv : (char*)op->recv;
+            _vs_box_copy_nt(dst, dl, dof, src, sl, sof, sz, nd, esz, nt);
         }
         return;
     }
-    // reduce-scatter: every peer holds the same box (Partial along k); reduce my
-    // chunk of it row by row
-    _vs_box_of(m, st->before, nd, x->shape, m->coord, lb, ob);
+    // reduce-scatter along tensor dim e: every peer holds the same box lb (Partial
+    // along k); rank `me` reduces rows [r0, r1) of it
+    int e = st->after[k].dim;
     for (int i = 0; i < n; i++) c->srcs[i] = s->slots[i].op->send;
-    int64_t sb[VS_TENSOR_MAX_DIMS], sa[VS_TENSOR_MAX_DIMS], idx[VS_TENSOR_MAX_DIMS] = {0};
-    if (_vs_numel(la, nd) == 0) return;
+    if (_vs_numel(lb, nd) == 0) return;
     if (nd == 0) {
         unsigned char one[16];
+        if (me != 0) return;
         _vs_reduce_block(op->dt, op->op, n, c->srcs, n, 0, 1, one);
-        memcpy(op->recv, one, esz);
+        memcpy(s->slots[0].op->recv, one, esz);
         return;
     }
-    sb[nd - 1] = sa[nd - 1] = 1;
-    for (int d = nd - 2; d >= 0; d--) sb[d] = sb[d + 1] * lb[d + 1], sa[d] = sa[d + 1] * la[d + 1];
-    int p = nd - 1;
-    int64_t row = la[p];
-    while (p > 0 && la[p] == lb[p]) row *= la[--p];
+    int64_t ol[256][VS_TENSOR_MAX_DIMS], oo[256][VS_TENSOR_MAX_DIMS], os[256][VS_TENSOR_MAX_DIMS];
+    for (int j = 0; j < n; j++) { // each owner's box and strides
+        coord[k] = j;
+        _vs_box_of(m, st->after, nd, x->shape, coord, ol[j], oo[j]);
+        os[j][nd - 1] = 1;
+        for (int d = nd - 2; d >= 0; d--) os[j][d] = os[j][d + 1] * ol[j][d + 1];
+    }
+    int64_t rowlen = lb[nd - 1], rows = _vs_numel(lb, nd - 1);
+    int64_t r0 = rows * me / n, r1 = rows * (me + 1) / n, t = r0;
+    int64_t idx[VS_TENSOR_MAX_DIMS] = {0};
+    for (int d = nd - 2; d >= 0; d--) { // multi-index of row r0
+        idx[d] = t % lb[d];
+        t /= lb[d];
+    }
     unsigned char tmp[_VS_RED_BLOCK * 8];
-    for (;;) {
-        int64_t so = (oa[p] - ob[p]) * sb[p], dof = 0;
-        for (int d = 0; d < p; d++) so += (oa[d] - ob[d] + idx[d]) * sb[d], dof += idx[d] * sa[d];
-        for (int64_t b = 0; b < row; b += _VS_RED_BLOCK) {
-            size_t mlen = (size_t)(row - b < _VS_RED_BLOCK ? row - b : _VS_RED_BLOCK);
-            _vs_reduce_block(op->dt, op->op, n, c->srcs, n, (size_t)(so + b), mlen, tmp);
-            _vs_copy_nt((char*)op->recv + (size_t)(dof + b) * esz, tmp, mlen * esz, nt);
+    for (int64_t r = r0; r < r1; r++) {
+        int owner = -1; // e not the last dim: the whole row has one owner
+        if (e != nd - 1)
+            for (int j = 0; j < n; j++)
+                if (ol[j][e] > 0 && ob[e] + idx[e] >= oo[j][e] && ob[e] + idx[e] < oo[j][e] + ol[j][e]) owner = j;
+        for (int64_t b0 = 0; b0 < rowlen; b0 += _VS_RED_BLOCK) {
+            int64_t mlen = rowlen - b0 < _VS_RED_BLOCK ? rowlen - b0 : _VS_RED_BLOCK;
+            _vs_reduce_block(op->dt, op->op, n, c->srcs, n, (size_t)(r * rowlen + b0), (size_t)mlen, tmp);
+            for (int j = 0; j < n; j++) {
+                if (e != nd - 1 && j != owner) continue;
+                int64_t c0 = b0, c1 = b0 + mlen; // the columns of this block j owns
+                if (e == nd - 1) {
+                    int64_t lo = oo[j][e] - ob[e], hi = lo + ol[j][e];
+                    c0 = c0 > lo ? c0 : lo;
+                    c1 = c1 < hi ? c1 : hi;
+                    if (c1 <= c0) continue;
+                }
+                int64_t off = 0;
+                for (int d = 0; d < nd - 1; d++) off += (ob[d] + idx[d] - oo[j][d]) * os[j][d];
+                off += ob[nd - 1] + c0 - oo[j][nd - 1];
+                _vs_copy_nt((char*)s->slots[j].op->recv + (size_t)off * esz, tmp + (size_t)(c0 - b0) * esz,
+                            (size_t)(c1 - c0) * esz, nt);
+            }
         }
-        int d = p - 1;
-        while (d >= 0 && ++idx[d] == la[d]) idx[d--] = 0;
-        if (d < 0) break;
+        for (int d = nd - 2; d >= 0 && ++idx[d] == lb[d]; d--) idx[d] = 0;
     }
 }
 
