@@ -4428,8 +4428,13 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     vs_mesh* sub = NULL;
     _VS_TRY(vs_mesh_submesh(m, m->names[k], &sub));
     vs_comm* c = vs_mesh_comm(sub);
-    if (c->tr == VS_TRANSPORT_THREADS &&
-        (st->type == _VS_R_GATHER || st->type == _VS_R_A2A || st->type == _VS_R_REDSCAT)) {
+    // contiguous blocks (only size-1 dims before the split one) go to the plain
+    // collectives; on threads the others move in place, without packing
+    int strided = 0;
+    if (st->type == _VS_R_GATHER) strided = _vs_numel(la, st->before[k].dim) != 1;
+    if (st->type == _VS_R_REDSCAT) strided = _vs_numel(lb, st->after[k].dim) != 1;
+    if (st->type == _VS_R_A2A) strided = 1;
+    if (c->tr == VS_TRANSPORT_THREADS && strided) {
         _vs_boxctx bx;
         bx.m = m;
         bx.st = st;
