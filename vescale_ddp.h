@@ -46,7 +46,7 @@
      of a micro-batch that must not reduce; gradients add up in the buckets until
      a backward with sync on. Several synced passes before a step also add up
      (ZeRO-1 and TP-partial buckets keep an f32 accumulator of their reduced owned
-     range for this). vs_ddp_finish_grad_sync ends every backward pass. ZeRO-2
+     range for this, used only from the second pass on). vs_ddp_finish_grad_sync ends every backward pass. ZeRO-2
      with no_overlap still reduces early when it runs out of staging buffers.
    - Buckets are reduced in bucket order on every rank, whatever order the
      gradients become ready in, so ranks never disagree on the collective order.
@@ -268,7 +268,8 @@ typedef struct _vs_dbucket {
     float* grad_shard;     // acc: the reduced owned range, f32, summed over synced passes
     float* master;         // f32 master weights of the owned range (half params)
     float* state[2];       // optimizer state of the owned range (f32)
-    int acc;               // reduced gradients are added into grad_shard after each pass
+    int acc;               // has grad_shard, to add up reduced gradients over several passes
+    int acc_used;          // grad_shard holds them (ZeRO-2 always; others from a second pass)
     int nready, launched, staged, done;
     vs_work* work;
     vs_work* pwork; // ZeRO: the all-gather of updated parameters, in flight
@@ -292,6 +293,7 @@ struct vs_ddp {
     int* pool_owner;
     int npool;
     int64_t max_bucket;
+    size_t max_grad_bytes; // largest bucket's gradient buffer (ZeRO-2 staging size)
     float* scratch; // f32 conversion space, max bucket shard
 };
 
@@ -544,6 +546,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         k->numel = (elems + align - 1) / align * align;
         k->shard = k->numel / d->dp_size;
         if (k->numel > d->max_bucket) d->max_bucket = k->numel;
+        if ((size_t)k->numel * gsz > d->max_grad_bytes) d->max_grad_bytes = (size_t)k->numel * gsz;
         d->nbuckets++;
     }
     d->scratch = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)d->max_bucket);
@@ -557,6 +560,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         // an accumulator for the reduced owned range: ZeRO-1/2, and ZeRO-0 buckets
         // that are also summed over TP (their buffer cannot take a second pass)
         k->acc = d->desc.zero != VS_ZERO_0 || k->partial_mask != 0;
+        k->acc_used = d->desc.zero == VS_ZERO_2;
         if (k->acc && !(k->grad_shard = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
         if (d->desc.zero != VS_ZERO_2 && !(k->grad = _vs_ddp_zalloc(d, (size_t)k->numel * gz))) goto nomem;
         if (k->pdtype != VS_F32 && !(k->master = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
@@ -581,7 +585,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         if (!d->pool || !d->pool_owner) goto nomem;
         for (int i = 0; i < d->npool; i++) {
             d->pool_owner[i] = -1;
-            if (!(d->pool[i] = _vs_ddp_zalloc(d, (size_t)d->max_bucket * sizeof(float)))) goto nomem;
+            if (!(d->pool[i] = _vs_ddp_zalloc(d, d->max_grad_bytes))) goto nomem;
         }
     }
     d->finalized = 1;
@@ -632,6 +636,39 @@ VS_API int64_t vs_ddp_local_numel(const vs_ddp* d, int i)
     return d->params[i].numel;
 }
 
+/* grad_shard += the reduced owned range at `base`. */
+_VS_DDP_PRIVATE void _vs_ddp_add_owned(_vs_dbucket* k, const void* base, int64_t cnt)
+{
+    float* a = k->grad_shard;
+    if (k->gdtype == VS_F32) {
+        const float* g = (const float*)base;
+        for (int64_t e = 0; e < cnt; e++) a[e] += g[e];
+    } else {
+        for (int64_t e = 0; e < cnt; e++) a[e] += _vs_ld(k->gdtype, base, e);
+    }
+}
+
+/* A pass starts while reduced gradients of an earlier synced pass wait for a
+   step: their owned ranges move into the accumulators and the buffers are
+   cleared, so the new pass's local gradients reduce on their own. The usual
+   single pass per step never pays for this. */
+_VS_DDP_PRIVATE void _vs_ddp_begin_pass(vs_ddp* d)
+{
+    if (d->in_pass) return;
+    d->in_pass = 1;
+    if (!d->grads_pending || d->desc.zero == VS_ZERO_2) return;
+    for (int b = 0; b < d->nbuckets; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (!k->acc) continue;
+        int64_t lo = d->desc.zero == VS_ZERO_0 ? 0 : k->shard * d->dp_rank;
+        int64_t cnt = d->desc.zero == VS_ZERO_0 ? k->numel : k->shard;
+        if (!k->acc_used) memset(k->grad_shard, 0, sizeof(float) * (size_t)cnt);
+        if (!k->acc_used) _vs_ddp_add_owned(k, (char*)k->grad + (size_t)lo * _vs_dsz(k->gdtype), cnt);
+        k->acc_used = 1;
+        memset(k->grad, 0, (size_t)k->numel * _vs_dsz(k->gdtype));
+    }
+}
+
 /* Waits for bucket b's reduction; ZeRO-2 then adds the owned range into the
    shard accumulator and gives the staging buffer back. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
@@ -655,10 +692,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         if (!r) r = vs_all_reduce(vs_mesh_comm(sub), base, base, (size_t)cnt, k->gdtype, VS_OP_SUM, NULL);
     }
     if (r || !k->launched) return r;
-    if (k->acc && k->grad) { // move the reduced owned range into the accumulator
-        for (int64_t e = 0; e < cnt; e++) k->grad_shard[e] += _vs_ld(k->gdtype, base, e);
-        if (d->desc.zero != VS_ZERO_2) memset(k->grad, 0, (size_t)k->numel * _vs_dsz(k->gdtype));
-    }
+    if (k->acc_used && k->grad) _vs_ddp_add_owned(k, base, cnt); // a later pass adds up in the accumulator
     if (d->desc.zero == VS_ZERO_2 && k->staged) {
         for (int i = 0; i < d->npool; i++)
             if (d->pool_owner[i] == b) d->pool_owner[i] = -1;
@@ -745,8 +779,8 @@ VS_API void* vs_ddp_grad(vs_ddp* d, int i)
     if (_vs_ddp_check_index("vs_ddp_grad", d, i)) return NULL;
     _vs_dparam* q = &d->params[i];
     _vs_dbucket* k = &d->buckets[q->bucket];
+    _vs_ddp_begin_pass(d);
     if (d->desc.zero == VS_ZERO_2 && _vs_ddp_stage(d, q->bucket)) return NULL;
-    d->in_pass = 1;
     return (char*)k->grad + (size_t)q->offset * _vs_dsz(q->gdtype);
 }
 
@@ -762,6 +796,7 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
         _vs_ddp_owned(d, k, &lo, &own);
         if (k->grad && d->desc.zero != VS_ZERO_2) memset(k->grad, 0, (size_t)k->numel * _vs_dsz(k->gdtype));
         if (k->grad_shard) memset(k->grad_shard, 0, sizeof(float) * (size_t)own);
+        k->acc_used = d->desc.zero == VS_ZERO_2;
     }
     d->grads_pending = 0;
     return VS_OK;
@@ -790,9 +825,9 @@ VS_API vs_result vs_ddp_grad_ready(vs_ddp* d, int i)
     if (d->desc.zero == VS_ZERO_2 && !k->staged)
         return vs_set_error(VS_ERR_STATE, "vs_ddp_grad_ready: '%s': ask vs_ddp_grad for its gradient first (ZeRO-2)",
                             q->name);
+    _vs_ddp_begin_pass(d);
     q->ready = 1;
     k->nready++;
-    d->in_pass = 1;
     if (!d->sync || d->desc.no_overlap) return VS_OK;
     return _vs_ddp_launch_ready(d, 0);
 }
@@ -821,7 +856,7 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
    (or the buffer itself when it is f32 already). */
 _VS_DDP_PRIVATE float* _vs_ddp_owned_grad(vs_ddp* d, _vs_dbucket* k, int64_t lo, int64_t n)
 {
-    if (k->acc) return k->grad_shard;
+    if (k->acc_used) return k->grad_shard;
     if (k->gdtype == VS_F32) return (float*)k->grad + lo;
     for (int64_t e = 0; e < n; e++) d->scratch[e] = _vs_ld(k->gdtype, k->grad, lo + e);
     return d->scratch;
@@ -866,7 +901,7 @@ VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm)
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo, n;
         _vs_ddp_owned(d, k, &lo, &n);
-        if (k->acc) {
+        if (k->acc_used) {
             for (int64_t e = 0; e < n; e++) k->grad_shard[e] *= scale;
         } else {
             for (int64_t e = 0; e < n; e++) _vs_st(k->gdtype, k->grad, lo + e, _vs_ld(k->gdtype, k->grad, lo + e) * scale);
@@ -994,7 +1029,7 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
         for (int s = 0; s < 2; s++)
             if (k->state[s]) out->optim_state += (size_t)own * sizeof(float);
     }
-    if (d->desc.zero == VS_ZERO_2) out->grads += (size_t)d->npool * (size_t)d->max_bucket * sizeof(float);
+    if (d->desc.zero == VS_ZERO_2) out->grads += (size_t)d->npool * d->max_grad_bytes;
     return VS_OK;
 }
 

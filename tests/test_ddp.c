@@ -872,9 +872,9 @@ static int rank_memory(vs_world* w, void* arg)
             } else if (z == 1) { /* full buffers + the f32 accumulator of the owned ranges */
                 size_t want = (size_t)tot * gsz + (size_t)(tot / dp) * 4;
                 VT_CHECK(M->grads == want, "%s DP=%d ZeRO-1: grads %zu bytes, want %zu", V->label, dp, M->grads, want);
-            } else { /* owned f32 ranges + 2 staging buffers of the largest (padded) bucket */
-                int64_t pool = (int64_t)M->grads - (tot / dp) * 4, per = pool / 8;
-                VT_CHECK(pool % 8 == 0 && per >= maxb && per < maxb + 16 * dp,
+            } else { /* owned f32 ranges + 2 staging buffers (gradient dtype) of the largest (padded) bucket */
+                int64_t pool = (int64_t)M->grads - (tot / dp) * 4, per = pool / (2 * (int64_t)gsz);
+                VT_CHECK(pool % (2 * (int64_t)gsz) == 0 && per >= maxb && per < maxb + 16 * dp,
                          "%s DP=%d ZeRO-2: grads %zu bytes: %lld beyond the owned ranges for 2 buffers of a %lld-element "
                          "bucket",
                          V->label, dp, M->grads, (long long)pool, (long long)maxb);
