@@ -174,9 +174,14 @@ VS_API int vs_ddp_num_params(const vs_ddp* d);
 /* The parameter's local shard (its dtype), owned by DDP after finalize. After a
    ZeRO step it waits for that bucket's all-gather: ask again after each step. */
 VS_API void* vs_ddp_param(vs_ddp* d, int index);
-/* The gradient view to add into (vs_ddp_grad_dtype). ZeRO-2: valid for the
-   current backward pass only. NULL with vs_last_error() on error. */
+/* The gradient view to add into (vs_ddp_grad_dtype); asking for it starts a
+   backward pass. ZeRO-2: valid for the current backward pass only. NULL with
+   vs_last_error() on error. */
 VS_API void* vs_ddp_grad(vs_ddp* d, int index);
+/* The synchronized gradient after vs_ddp_finish_grad_sync, to read (the averaged
+   values: every element with ZeRO-0, the owned range with ZeRO-1). NULL where the
+   reduced values live only in the f32 accumulator (ZeRO-2, several passes). */
+VS_API const void* vs_ddp_grad_synced(vs_ddp* d, int index);
 VS_API vs_dtype vs_ddp_grad_dtype(const vs_ddp* d, int index);
 VS_API int64_t vs_ddp_local_numel(const vs_ddp* d, int index);
 VS_API vs_result vs_ddp_zero_grad(vs_ddp* d);
@@ -782,6 +787,23 @@ VS_API void* vs_ddp_grad(vs_ddp* d, int i)
     _vs_ddp_begin_pass(d);
     if (d->desc.zero == VS_ZERO_2 && _vs_ddp_stage(d, q->bucket)) return NULL;
     return (char*)k->grad + (size_t)q->offset * _vs_dsz(q->gdtype);
+}
+
+VS_API const void* vs_ddp_grad_synced(vs_ddp* d, int i)
+{
+    if (_vs_ddp_check_index("vs_ddp_grad_synced", d, i)) return NULL;
+    _vs_dparam* q = &d->params[i];
+    _vs_dbucket* k = &d->buckets[q->bucket];
+    if (d->in_pass) {
+        vs_set_error(VS_ERR_STATE, "vs_ddp_grad_synced: '%s': a backward pass is in progress", q->name);
+        return NULL;
+    }
+    if (k->acc_used || !k->grad) {
+        vs_set_error(VS_ERR_UNSUPPORTED, "vs_ddp_grad_synced: '%s': its reduced gradient lives only in the owned f32 "
+                     "range (ZeRO-2, or several synced passes)", q->name);
+        return NULL;
+    }
+    return (const char*)k->grad + (size_t)q->offset * _vs_dsz(q->gdtype);
 }
 
 VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)

@@ -19,6 +19,7 @@
            sleep until t0 + (L-l) * t_layer    (the layer's compute)
            vs_ddp_grad_ready(ddp, l)           (a full bucket starts reducing now)
        vs_ddp_finish_grad_sync(ddp)
+   (each step starts with vs_ddp_zero_grad, outside the timed region)
 
    The compute is modelled device time: the thread sleeps (clock_nanosleep to an
    absolute deadline), holding no core, as a host thread waiting for a GPU kernel
@@ -358,7 +359,8 @@ static vs_result check_ddp(vs_ddp* d, int zero, int rank, int L, long* bad, doub
             want += v * v;
         }
         if (zero == VS_ZERO_0) {
-            const float* g = (const float*)vs_ddp_grad(d, l);
+            const float* g = (const float*)vs_ddp_grad_synced(d, l);
+            if (!g) return vs_set_error(VS_ERR_STATE, "vs_ddp_grad_synced gave NULL");
             for (j = 0; j < n; j++)
                 if (g[j] != (float)(2.5 * (double)(j % 7 + 1))) {
                     if (!*bad)
@@ -409,6 +411,7 @@ static int rank_fn(vs_world* w, void* arg)
         for (k = 0; k < T->ncfg; k++) {
             ci = (k + round) % T->ncfg;
             vi = find_v(T, V_COMM, ci, 0);
+            THR_CHK(T, c, r, vs_ddp_zero_grad(ddp[ci][0]), "vs_ddp_zero_grad");
             THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
             ts = now();
             THR_CHK(T, c, r, run_step(ddp[ci][0], L, 0), "comm step");
@@ -440,6 +443,9 @@ static int rank_fn(vs_world* w, void* arg)
             case V_OVL: d = ddp[v->cfg][0], tl = v->t_layer_ns; break;
             default: d = ddp[v->cfg][1], tl = v->t_layer_ns; break;
             }
+            // a training step zeroes its gradients first (outside the timed
+            // backward): without it every step would be a further accumulation pass
+            if (d) THR_CHK(T, c, r, vs_ddp_zero_grad(d), "vs_ddp_zero_grad");
             THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
             ts = now();
             THR_CHK(T, c, r, run_step(d, L, tl), kind_name[v->kind]);

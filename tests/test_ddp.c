@@ -1370,6 +1370,60 @@ static void case_custom(run_cfg* c)
     check_custom_coverage(c);
 }
 
+/* vs_ddp_grad_synced: the averaged gradient after the sync (rank r adds r + 1:
+   the DP=2 average is 1.5), refused during a pass and where only the f32
+   accumulator holds it (ZeRO-2). */
+static int rank_synced(vs_world* w, void* arg)
+{
+    (void)arg;
+    int me = vs_world_rank(w);
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    for (int z = 0; z < 3; z++) {
+        vs_ddp_desc dd;
+        memset(&dd, 0, sizeof dd);
+        dd.mesh = mesh;
+        dd.zero = (vs_zero_stage)z;
+        dd.optim.kind = VS_OPTIM_SGD;
+        vs_ddp* d = NULL;
+        VT_OK(vs_ddp_init(&dd, &d));
+        vs_ddp_param_desc pd;
+        memset(&pd, 0, sizeof pd);
+        pd.name = "w";
+        pd.dtype = VS_F32;
+        pd.ndim = 1;
+        pd.shape[0] = 40;
+        int idx = -1;
+        VT_OK(vs_ddp_add_param(d, &pd, &idx));
+        VT_OK(vs_ddp_finalize(d));
+        VT_OK(vs_ddp_zero_grad(d));
+        float* g = (float*)vs_ddp_grad(d, idx);
+        VT_CHECK(g != NULL, "vs_ddp_grad: %s", vs_last_error());
+        for (int i = 0; g && i < 40; i++) g[i] += (float)(me + 1);
+        VT_CHECK(vs_ddp_grad_synced(d, idx) == NULL, "grad_synced during a pass");
+        VT_OK(vs_ddp_grad_ready(d, idx));
+        VT_OK(vs_ddp_finish_grad_sync(d));
+        const float* sg = (const float*)vs_ddp_grad_synced(d, idx);
+        if (z == 2) {
+            VT_CHECK(sg == NULL && strstr(vs_last_error(), "'w'"), "ZeRO-2 grad_synced: %s", vs_last_error());
+        } else {
+            VT_CHECK(sg != NULL, "ZeRO-%d grad_synced: %s", z, vs_last_error());
+            // ZeRO-1: the owned range; buckets pad to 16 elements per rank (64-byte ranges)
+            int n = vs_world_size(w), shard = (40 + 16 * n - 1) / (16 * n) * 16;
+            int lo = z == 0 ? 0 : shard * me, hi = z == 0 ? 40 : shard * me + shard;
+            for (int i = lo; sg && i < hi && i < 40; i++)
+                VT_CHECK(sg[i] == 1.5f, "ZeRO-%d synced grad[%d] = %g, want 1.5", z, i, (double)sg[i]);
+        }
+        VT_OK(vs_ddp_step(d, 0.1));
+        VT_OK(vs_ddp_free(d));
+    }
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+
 int main(void)
 {
     setenv("VESCALE_TIMEOUT", "60", 0);
@@ -1419,6 +1473,7 @@ int main(void)
     VT_CASE("optimizer groups: lr_scale, per-group and no_decay", RUN(&c_g1, &c_g0, &c_gtp));
 
     VT_CASE("vs_lr_at: constant, warmup+cosine, linear, step", case_lr());
+    VT_CASE("vs_ddp_grad_synced: averaged values after the sync, ZeRO-0/1/2", VT_OK(vs_launch(2, rank_synced, NULL)));
 
     VT_CASE("bad input: codes, messages, nothing changed", case_errors());
 
