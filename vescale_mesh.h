@@ -4322,6 +4322,10 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
     _vs_box_of(m, st->after, nd, x->shape, m->coord, la, oa);
     _vs_box_of(m, st->before, nd, x->shape, m->coord, lb, ob);
     int nt = _VS_USE_NT((size_t)_vs_numel(la, nd) * esz);
+    int e = st->after[k].dim; // the dim split across ranks after the step (A2A, reduce-scatter)
+    if (st->type != _VS_R_GATHER && nd > 0 && _vs_numel(lb, nd) > 0 &&
+        (st->type == _VS_R_REDSCAT || e == nd - 1))
+        goto rows;
     if (st->type != _VS_R_REDSCAT) {
         int push = st->type == _VS_R_A2A;
         for (int i = 0; i < n; i++) { // the block shared by my buffer and peer i's
@@ -4347,18 +4351,21 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
         }
         return;
     }
-    // reduce-scatter along tensor dim e: every peer holds the same box lb (Partial
-    // along k); rank `me` reduces rows [r0, r1) of it
-    int e = st->after[k].dim;
-    for (int i = 0; i < n; i++) c->srcs[i] = s->slots[i].op->send;
-    if (_vs_numel(lb, nd) == 0) return;
-    if (nd == 0) {
+    // scalars and empty boxes: rank 0 reduces the one element, if any
+    if (_vs_numel(lb, nd) == 0 || me != 0) return;
+    {
         unsigned char one[16];
-        if (me != 0) return;
+        for (int i = 0; i < n; i++) c->srcs[i] = s->slots[i].op->send;
         _vs_reduce_block(op->dt, op->op, n, c->srcs, n, 0, 1, one);
         memcpy(s->slots[0].op->recv, one, esz);
         return;
     }
+rows:;
+    // Row by row (the last dim): a reduce-scatter reduces rows [r0, r1) of the box
+    // every peer holds (Partial along k); an all-to-all splitting the last dim
+    // reads its own rows. Each row's pieces go to the ranks that own them.
+    int reduce = st->type == _VS_R_REDSCAT;
+    for (int i = 0; i < n; i++) c->srcs[i] = s->slots[i].op->send;
     int64_t ol[256][VS_TENSOR_MAX_DIMS], oo[256][VS_TENSOR_MAX_DIMS], os[256][VS_TENSOR_MAX_DIMS];
     for (int j = 0; j < n; j++) { // each owner's box and strides
         coord[k] = j;
@@ -4367,7 +4374,7 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
         for (int d = nd - 2; d >= 0; d--) os[j][d] = os[j][d + 1] * ol[j][d + 1];
     }
     int64_t rowlen = lb[nd - 1], rows = _vs_numel(lb, nd - 1);
-    int64_t r0 = rows * me / n, r1 = rows * (me + 1) / n, t = r0;
+    int64_t r0 = reduce ? rows * me / n : 0, r1 = reduce ? rows * (me + 1) / n : rows, t = r0;
     int64_t idx[VS_TENSOR_MAX_DIMS] = {0};
     for (int d = nd - 2; d >= 0; d--) { // multi-index of row r0
         idx[d] = t % lb[d];
@@ -4381,7 +4388,11 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
                 if (ol[j][e] > 0 && ob[e] + idx[e] >= oo[j][e] && ob[e] + idx[e] < oo[j][e] + ol[j][e]) owner = j;
         for (int64_t b0 = 0; b0 < rowlen; b0 += _VS_RED_BLOCK) {
             int64_t mlen = rowlen - b0 < _VS_RED_BLOCK ? rowlen - b0 : _VS_RED_BLOCK;
-            _vs_reduce_block(op->dt, op->op, n, c->srcs, n, (size_t)(r * rowlen + b0), (size_t)mlen, tmp);
+            const unsigned char* row = (const unsigned char*)op->send + (size_t)(r * rowlen + b0) * esz;
+            if (reduce) {
+                _vs_reduce_block(op->dt, op->op, n, c->srcs, n, (size_t)(r * rowlen + b0), (size_t)mlen, tmp);
+                row = tmp;
+            }
             for (int j = 0; j < n; j++) {
                 if (e != nd - 1 && j != owner) continue;
                 int64_t c0 = b0, c1 = b0 + mlen; // the columns of this block j owns
@@ -4394,7 +4405,7 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
                 int64_t off = 0;
                 for (int d = 0; d < nd - 1; d++) off += (ob[d] + idx[d] - oo[j][d]) * os[j][d];
                 off += ob[nd - 1] + c0 - oo[j][nd - 1];
-                _vs_copy_nt((char*)s->slots[j].op->recv + (size_t)off * esz, tmp + (size_t)(c0 - b0) * esz,
+                _vs_copy_nt((char*)s->slots[j].op->recv + (size_t)off * esz, row + (size_t)(c0 - b0) * esz,
                             (size_t)(c1 - c0) * esz, nt);
             }
         }
