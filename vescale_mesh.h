@@ -4326,6 +4326,25 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
     if (st->type != _VS_R_GATHER && nd > 0 && _vs_numel(lb, nd) > 0 &&
         (st->type == _VS_R_REDSCAT || e == nd - 1))
         goto rows;
+    if (st->type == _VS_R_GATHER && nd > 1 && st->before[k].dim == nd - 1 && _vs_numel(la, nd) > 0) {
+        // gathering the last dim: fill my rows in order, a piece from every peer
+        // (peers' blocks differ from my box in the last dim only)
+        int64_t plen[256], coff[256], rows = _vs_numel(la, nd - 1);
+        for (int i = 0; i < n; i++) {
+            int64_t pl[VS_TENSOR_MAX_DIMS], po[VS_TENSOR_MAX_DIMS];
+            coord[k] = i;
+            _vs_box_of(m, st->before, nd, x->shape, coord, pl, po);
+            plen[i] = pl[nd - 1];
+            coff[i] = po[nd - 1] - oa[nd - 1];
+        }
+        for (int64_t r = 0; r < rows; r++)
+            for (int i = 0; i < n; i++)
+                if (plen[i])
+                    _vs_copy_nt((char*)op->recv + (size_t)(r * la[nd - 1] + coff[i]) * esz,
+                                (const char*)s->slots[i].op->send + (size_t)(r * plen[i]) * esz,
+                                (size_t)plen[i] * esz, nt);
+        return;
+    }
     if (st->type != _VS_R_REDSCAT) {
         int push = st->type == _VS_R_A2A;
         for (int i = 0; i < n; i++) { // the block shared by my buffer and peer i's

@@ -74,6 +74,7 @@
    result was wrong or a call failed; a missed target only prints FAIL. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_ddp.h"
+#include "bench/bench_util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -143,27 +144,6 @@ typedef struct tctx { /* shared by the thread ranks */
     int nmem;
     double t_calib, t_main, t_mem;
 } tctx;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void* a, const void* b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of v[0..n) (sorts v). */
-static double median(double* v, int n)
-{
-    if (n <= 0) return -1;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* "1.23 0.98 0.50" from /proc/loadavg: the machine is shared; say how busy it was. */
 static const char* loadavg(char* buf, size_t cap)

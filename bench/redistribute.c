@@ -38,6 +38,7 @@
    when a result was wrong or a call failed; a missed target only prints FAIL. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
+#include "bench/bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,27 +107,6 @@ typedef struct tctx { /* shared by the thread ranks of one launch */
     long* chk;   /* n */
     int* err;    /* n: vescale error per rank */
 } tctx;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void* a, const void* b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of v[0..n) (sorts v). */
-static double median(double* v, int n)
-{
-    if (n <= 0) return -1;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Page-aligned, every page written with nonzero data now: no calloc'd zero pages
    (gcc -O2 turns malloc+memset(0) into calloc), no first-touch faults when timed. */
