@@ -4337,12 +4337,26 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
             plen[i] = pl[nd - 1];
             coff[i] = po[nd - 1] - oa[nd - 1];
         }
-        for (int64_t r = 0; r < rows; r++)
-            for (int i = 0; i < n; i++)
-                if (plen[i])
-                    _vs_copy_nt((char*)op->recv + (size_t)(r * la[nd - 1] + coff[i]) * esz,
-                                (const char*)s->slots[i].op->send + (size_t)(r * plen[i]) * esz,
-                                (size_t)plen[i] * esz, nt);
+        // pieces under 1 KiB are assembled into rows in a cache-resident block that
+        // is streamed out whole: one streamed copy per small piece costs more than
+        // its data
+        size_t rowb = (size_t)la[nd - 1] * esz, minpiece = rowb;
+        for (int i = 0; i < n; i++)
+            if (plen[i] && (size_t)plen[i] * esz < minpiece) minpiece = (size_t)plen[i] * esz;
+        int64_t per = minpiece < 1024 && rowb <= _VS_FAN_BLOCK ? (int64_t)(_VS_FAN_BLOCK / rowb) : 1;
+        unsigned char* blk = per > 1 ? (unsigned char*)malloc((size_t)per * rowb) : NULL;
+        for (int64_t r0 = 0; r0 < rows; r0 += per) {
+            int64_t nr = rows - r0 < per ? rows - r0 : per;
+            char* dst = blk ? (char*)blk : (char*)op->recv + (size_t)r0 * rowb;
+            for (int64_t r = 0; r < nr; r++)
+                for (int i = 0; i < n; i++)
+                    if (plen[i])
+                        _vs_copy_nt(dst + (size_t)r * rowb + (size_t)coff[i] * esz,
+                                    (const char*)s->slots[i].op->send + (size_t)((r0 + r) * plen[i]) * esz,
+                                    (size_t)plen[i] * esz, blk ? 0 : nt);
+            if (blk) _vs_copy_nt((char*)op->recv + (size_t)r0 * rowb, blk, (size_t)nr * rowb, nt);
+        }
+        free(blk);
         return;
     }
     if (st->type != _VS_R_REDSCAT) {
