@@ -1592,6 +1592,58 @@ static int mesh_n(const local_case* c)
     return n;
 }
 
+#ifndef VESCALE_MPI
+/* Gathers and all-to-alls of the last dim with rows of large pieces (>= 1 KiB per
+   rank: copied straight, not assembled) and of small ones, on 2 and 4 ranks,
+   against the formula. */
+static int wide_rows_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    int n = vs_world_size(w);
+    vs_mesh* m = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = n;
+    VT_OK(vs_mesh_init(w, &md, &m));
+    const int64_t shapes[3][2] = {{3, 1200}, {5, 37}, {2, 4100}};
+    const char* pairs[3][2] = {{"[S(1)]", "[R]"}, {"[S(0)]", "[S(1)]"}, {"[S(1)]", "[S(0)]"}};
+    for (int si = 0; si < 3; si++)
+        for (int pi = 0; pi < 3; pi++) {
+            vs_dtensor a, b;
+            memset(&a, 0, sizeof a);
+            a.dtype = VS_F32;
+            a.ndim = 2;
+            a.shape[0] = shapes[si][0];
+            a.shape[1] = shapes[si][1];
+            b = a;
+            VT_OK(vs_layout_parse(m, pairs[pi][0], &a.layout));
+            VT_OK(vs_layout_parse(m, pairs[pi][1], &b.layout));
+            int64_t na = 0, nb = 0, ls[2], off[2];
+            VT_OK(vs_dtensor_local_numel(&a, &na));
+            VT_OK(vs_dtensor_local_numel(&b, &nb));
+            float* x = (float*)malloc(sizeof(float) * (size_t)na + 4);
+            float* y = (float*)malloc(sizeof(float) * (size_t)nb + 4);
+            VT_OK(vs_layout_local(&a.layout, 2, a.shape, vs_mesh_rank(m), ls, off));
+            for (int64_t i = 0; i < ls[0]; i++)
+                for (int64_t j = 0; j < ls[1]; j++) x[i * ls[1] + j] = (float)((off[0] + i) * a.shape[1] + off[1] + j);
+            a.data = x;
+            b.data = y;
+            VT_OK(vs_redistribute(&a, &b));
+            VT_OK(vs_layout_local(&b.layout, 2, b.shape, vs_mesh_rank(m), ls, off));
+            long bad = 0;
+            for (int64_t i = 0; i < ls[0]; i++)
+                for (int64_t j = 0; j < ls[1]; j++)
+                    bad += y[i * ls[1] + j] != (float)((off[0] + i) * a.shape[1] + off[1] + j);
+            VT_CHECK(bad == 0, "%s -> %s shape (%lld,%lld) n=%d: %ld wrong", pairs[pi][0], pairs[pi][1],
+                     (long long)a.shape[0], (long long)a.shape[1], n, bad);
+            free(x);
+            free(y);
+        }
+    VT_OK(vs_mesh_free(m));
+    return 0;
+}
+#endif
+
 int main(void)
 {
     setenv("VESCALE_TIMEOUT", "60", 0); /* a hang fails in a minute, not five */
@@ -1640,6 +1692,12 @@ int main(void)
     vs_world_free(g_world);
     return rc;
 #else
+#ifndef VESCALE_MPI
+    VT_CASE("redistribute rows of the last dim: large and small pieces, n=2 and 4", {
+        VT_OK(vs_launch(2, wide_rows_rank, NULL));
+        VT_OK(vs_launch(4, wide_rows_rank, NULL));
+    });
+#endif
     return vt_summary();
 #endif
 }
