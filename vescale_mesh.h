@@ -4327,8 +4327,10 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
         (st->type == _VS_R_REDSCAT || e == nd - 1))
         goto rows;
     if (st->type == _VS_R_GATHER && nd > 1 && st->before[k].dim == nd - 1 && _vs_numel(la, nd) > 0) {
-        // gathering the last dim: fill my rows in order, a piece from every peer
-        // (peers' blocks differ from my box in the last dim only)
+        // gathering the last dim: every rank ends with the same rows, so rank `me`
+        // assembles rows [r0, r1) once, a cache-sized block at a time, from every
+        // peer's piece, and streams each block to all ranks (peers' blocks differ
+        // from the gathered box in the last dim only). Each element is read once.
         int64_t plen[256], coff[256], rows = _vs_numel(la, nd - 1);
         for (int i = 0; i < n; i++) {
             int64_t pl[VS_TENSOR_MAX_DIMS], po[VS_TENSOR_MAX_DIMS];
@@ -4337,24 +4339,20 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
             plen[i] = pl[nd - 1];
             coff[i] = po[nd - 1] - oa[nd - 1];
         }
-        // pieces under 1 KiB are assembled into rows in a cache-resident block that
-        // is streamed out whole: one streamed copy per small piece costs more than
-        // its data
-        size_t rowb = (size_t)la[nd - 1] * esz, minpiece = rowb;
-        for (int i = 0; i < n; i++)
-            if (plen[i] && (size_t)plen[i] * esz < minpiece) minpiece = (size_t)plen[i] * esz;
-        int64_t per = minpiece < 1024 && rowb <= _VS_FAN_BLOCK ? (int64_t)(_VS_FAN_BLOCK / rowb) : 1;
-        unsigned char* blk = per > 1 ? (unsigned char*)malloc((size_t)per * rowb) : NULL;
-        for (int64_t r0 = 0; r0 < rows; r0 += per) {
-            int64_t nr = rows - r0 < per ? rows - r0 : per;
-            char* dst = blk ? (char*)blk : (char*)op->recv + (size_t)r0 * rowb;
+        size_t rowb = (size_t)la[nd - 1] * esz;
+        int64_t per = rowb <= _VS_FAN_BLOCK ? (int64_t)(_VS_FAN_BLOCK / rowb) : 1;
+        unsigned char* blk = (unsigned char*)malloc((size_t)per * rowb + 1);
+        int64_t r0 = rows * me / n, r1 = rows * (me + 1) / n;
+        for (int64_t q = r0; q < r1; q += per) {
+            int64_t nr = r1 - q < per ? r1 - q : per;
+            char* dst = blk ? (char*)blk : (char*)op->recv + (size_t)q * rowb; // no memory: build in my own buffer
             for (int64_t r = 0; r < nr; r++)
                 for (int i = 0; i < n; i++)
                     if (plen[i])
-                        _vs_copy_nt(dst + (size_t)r * rowb + (size_t)coff[i] * esz,
-                                    (const char*)s->slots[i].op->send + (size_t)((r0 + r) * plen[i]) * esz,
-                                    (size_t)plen[i] * esz, blk ? 0 : nt);
-            if (blk) _vs_copy_nt((char*)op->recv + (size_t)r0 * rowb, blk, (size_t)nr * rowb, nt);
+                        memcpy(dst + (size_t)r * rowb + (size_t)coff[i] * esz,
+                               (const char*)s->slots[i].op->send + (size_t)((q + r) * plen[i]) * esz, (size_t)plen[i] * esz);
+            for (int j = 0; j < n; j++)
+                _vs_copy_nt((char*)s->slots[j].op->recv + (size_t)q * rowb, dst, (size_t)nr * rowb, nt);
         }
         free(blk);
         return;
@@ -4611,6 +4609,8 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
             return _vs_err(VS_ERR_MISMATCH, "%s: shape[%d] is %lld in the source, %lld in the destination", fn, d,
                            (long long)src->shape[d], (long long)dst->shape[d]);
     vs_mesh* m = src->layout.mesh;
+    if (m->comm && m->comm->tr == VS_TRANSPORT_NCCL)
+        return _vs_err(VS_ERR_UNSUPPORTED, "%s: device buffers (NCCL transport) are not supported yet: host only", fn);
     int isint = src->dtype == VS_I32 || src->dtype == VS_I64 || src->dtype == VS_U8;
     for (int k = 0; k < m->ndims; k++) {
         const vs_placement* ps[2] = {&src->layout.p[k], &dst->layout.p[k]};
