@@ -81,14 +81,6 @@ typedef struct tctx { /* shared by the thread ranks */
     int* err;      /* n: vescale error per rank */
 } tctx;
 
-static void* balloc(size_t bytes)
-{
-    void* p = NULL;
-    if (posix_memalign(&p, 4096, bytes ? bytes : 1)) return NULL;
-    memset(p, 0, bytes); /* fault the pages in now, not in the first timed run */
-    return p;
-}
-
 /* Elements per rank of collective `coll` for a full buffer of `size` bytes. */
 static size_t rank_count(int coll, size_t size, int n)
 {
@@ -253,17 +245,6 @@ static vs_result thr_op(int coll, vs_comm* c, const float* s, float* r, size_t c
     }
 }
 
-#define THR_CHK(T, r, expr, what)                                                     \
-    do {                                                                              \
-        vs_result chk_ = (expr);                                                      \
-        if (chk_ != VS_OK) {                                                          \
-            fprintf(stderr, "bench: thread rank %d: %s: %s: %s\n", (r), (what),       \
-                    vs_result_string(chk_), vs_last_error());                         \
-            (T)->err[(r)] = chk_;                                                     \
-            goto out;                                                                 \
-        }                                                                             \
-    } while (0)
-
 static int rank_fn(vs_world* w, void* arg)
 {
     tctx* T = arg;
@@ -294,31 +275,31 @@ static int rank_fn(vs_world* w, void* arg)
             if (cr == 0 || cr > 0x7fffffff) continue;
             fill_send(coll, s, r, send_count(coll, cr, n));
             memset(rb, 0xff, recv_count(coll, cr, n) * sizeof(float));
-            THR_CHK(T, r, vs_barrier(c, NULL), "vs_barrier");
+            THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
             t0 = now();
-            THR_CHK(T, r, thr_op(coll, c, s, rb, cr), coll_name[coll]);
+            THR_CHK(T, c, r, thr_op(coll, c, s, rb, cr), coll_name[coll]);
             tc = now() - t0;
             T->bad[r] = check_recv(coll, rb, r, n, cr, "vescale threads");
             nw = warm_iters(size);
             for (k = 0; k < nw; k++) {
-                THR_CHK(T, r, vs_barrier(c, NULL), "vs_barrier");
+                THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
                 t0 = now();
-                THR_CHK(T, r, thr_op(coll, c, s, rb, cr), coll_name[coll]);
+                THR_CHK(T, c, r, thr_op(coll, c, s, rb, cr), coll_name[coll]);
                 tw += now() - t0;
             }
             T->warm[r] = nw ? tw / nw : tc;
-            THR_CHK(T, r, vs_barrier(c, NULL), "vs_barrier");
+            THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
             for (k = 0; k < n; k++)
                 if (T->warm[k] > est) est = T->warm[k];
             iters = choose_iters(o, size, est);
             for (k = 0; k < iters; k++) {
-                THR_CHK(T, r, vs_barrier(c, NULL), "vs_barrier");
+                THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
                 t0 = now();
-                THR_CHK(T, r, thr_op(coll, c, s, rb, cr), coll_name[coll]);
+                THR_CHK(T, c, r, thr_op(coll, c, s, rb, cr), coll_name[coll]);
                 T->times[(size_t)r * (size_t)o->max_iters + (size_t)k] = now() - t0;
             }
             /* Everyone's times and bad counts are written; warm[] is read by all. */
-            THR_CHK(T, r, vs_barrier(c, NULL), "vs_barrier");
+            THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
             if (r == 0) {
                 point* p = &T->pts[coll][si];
                 double* m = malloc((size_t)iters * sizeof *m);
@@ -340,7 +321,7 @@ static int rank_fn(vs_world* w, void* arg)
                 p->thr_bad = (int)(bad > 0x7fffffff ? 0x7fffffff : bad);
             }
             /* Nobody may overwrite times/bad/warm before rank 0 has read them. */
-            THR_CHK(T, r, vs_barrier(c, NULL), "vs_barrier");
+            THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
         }
     }
 out:
@@ -373,29 +354,6 @@ static const char* loadavg(char* buf, size_t cap)
     else
         snprintf(buf, cap, "n/a");
     return buf;
-}
-
-static double memcpy_bw(void)
-{
-    char* a = balloc(MEMCPY_BYTES);
-    char* b = balloc(MEMCPY_BYTES);
-    double t[7], bw;
-    int k;
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return -1;
-    }
-    memcpy(b, a, MEMCPY_BYTES); /* warm */
-    for (k = 0; k < 7; k++) {
-        double t0 = now();
-        memcpy(k % 2 ? a : b, k % 2 ? b : a, MEMCPY_BYTES);
-        t[k] = now() - t0;
-    }
-    bw = (double)MEMCPY_BYTES / median(t, 7) / 1e9;
-    free(a);
-    free(b);
-    return bw;
 }
 
 /* ------------------------------------------------------------------ output */
@@ -638,7 +596,7 @@ int main(int argc, char** argv)
         char la[64];
         double t0 = now();
         ncpu = widen_affinity();
-        mcpy = memcpy_bw();
+        mcpy = memcpy_bw(MEMCPY_BYTES);
         if (!o.no_threads) {
             tctx T;
             vs_result r;

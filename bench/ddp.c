@@ -257,21 +257,6 @@ static void set_t_layer(tctx* T, int warm)
             v->t_layer_ns = (long)(T->o->factors[v->fi] * comm / T->o->layers * 1e9 + 0.5);
     }
 }
-
-/* On error: say so, abort the communicator and leave (rank_fn only). */
-#define THR_CHK(T, c, r, expr, what)                                                  \
-    do {                                                                              \
-        vs_result chk_ = (expr);                                                      \
-        if (chk_ != VS_OK) {                                                          \
-            if (chk_ != VS_ERR_ABORTED)                                               \
-                fprintf(stderr, "bench: thread rank %d: %s: %s: %s\n", (r), (what),   \
-                        vs_result_string(chk_), vs_last_error());                     \
-            (T)->err[(r)] = chk_;                                                     \
-            vs_comm_abort((c) ? (c) : vs_world_comm(w));                              \
-            goto out;                                                                 \
-        }                                                                             \
-    } while (0)
-
 /* A DDP over `mesh` with the bench model (L weights of numel; memory model: plus a
    norm per layer), not yet checked. */
 static vs_result make_ddp(vs_mesh* mesh, const tctx* T, int zero, int no_overlap, int64_t bucket_bytes,

@@ -107,20 +107,6 @@ typedef struct tctx { /* shared by the thread ranks of one launch */
     long* chk;   /* n */
     int* err;    /* n: vescale error per rank */
 } tctx;
-
-/* Page-aligned, every page written with nonzero data now: no calloc'd zero pages
-   (gcc -O2 turns malloc+memset(0) into calloc), no first-touch faults when timed. */
-static float* balloc(size_t bytes)
-{
-    void* p = NULL;
-    size_t i, n = bytes / sizeof(float);
-    float* f;
-    if (posix_memalign(&p, 4096, bytes ? bytes : 1)) return NULL;
-    f = p;
-    for (i = 0; i < n; i++) f[i] = (float)(i & 1023) + 1.0f;
-    return f;
-}
-
 /* Writes the box [r0, r0+nr) x [c0, c0+nc) of the full tensor (cols columns) into p
    (row-major, nc per row): mul * v(i*cols + j). */
 static void fill_box(float* p, int64_t r0, int64_t nr, int64_t c0, int64_t nc, int64_t cols,
@@ -201,23 +187,6 @@ static vs_result base_op(int base, vs_comm* c, const float* s, float* d, int64_t
     default: return vs_all_to_all(c, s, d, cnt / (size_t)n / (size_t)n, VS_F32, NULL);
     }
 }
-
-/* On error: say so, abort the communicator (the world's before the submesh
-   exists; peers blocked in it return at once instead of waiting for the timeout)
-   and leave. Used in rank_fn only (reads its `w`). */
-#define THR_CHK(T, c, r, expr, what)                                                  \
-    do {                                                                              \
-        vs_result chk_ = (expr);                                                      \
-        if (chk_ != VS_OK) {                                                          \
-            if (chk_ != VS_ERR_ABORTED)                                               \
-                fprintf(stderr, "bench: thread rank %d: %s: %s: %s\n", (r), (what),   \
-                        vs_result_string(chk_), vs_last_error());                     \
-            (T)->err[(r)] = chk_;                                                     \
-            vs_comm_abort((c) ? (c) : vs_world_comm(w));                              \
-            goto out;                                                                 \
-        }                                                                             \
-    } while (0)
-
 /* Times one call (after a barrier); *t gets this rank's seconds. */
 #define TIMED(T, c, r, expr, what, t)                                                 \
     do {                                                                              \
@@ -373,29 +342,6 @@ static const char* loadavg(char* buf, size_t cap)
     else
         snprintf(buf, cap, "n/a");
     return buf;
-}
-
-static double memcpy_bw(void)
-{
-    char* a = (char*)balloc(MEMCPY_BYTES);
-    char* b = (char*)balloc(MEMCPY_BYTES);
-    double t[7], bw;
-    int k;
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return -1;
-    }
-    memcpy(b, a, MEMCPY_BYTES); /* warm */
-    for (k = 0; k < 7; k++) {
-        double t0 = now();
-        memcpy(k % 2 ? a : b, k % 2 ? b : a, MEMCPY_BYTES);
-        t[k] = now() - t0;
-    }
-    bw = (double)MEMCPY_BYTES / median(t, 7) / 1e9;
-    free(a);
-    free(b);
-    return bw;
 }
 
 static const char* size_label(size_t b, char* buf, size_t cap)
@@ -666,7 +612,7 @@ int main(int argc, char** argv)
         usage();
         return 2;
     }
-    mcpy = memcpy_bw();
+    mcpy = memcpy_bw(MEMCPY_BYTES);
     printf("# memcpy bandwidth (1 thread, 256 MiB, median of 7): %.2f GB/s\n", mcpy);
     for (i = 0; i < o.nranks; i++)
         if (run_n(&o, o.ranks[i], mcpy)) rc = 1;
