@@ -993,6 +993,19 @@ VS_API uint16_t vs_f32_to_f16(float f)
             _VS_FOR16(i, n, o[i] = (T)((UT)o[i] + (UT)s[i]));                        \
     }
 _VS_DEF_ACC(f32, float, float)
+
+/* f32 sums fused two sources a pass: o = a + b, then o = (o + a) + b, so the
+   running sum is read and written half as often; the order stays rank order. */
+_VS_PRIVATE void _vs_sum2_f32(float* _VS_RESTRICT o, const float* _VS_RESTRICT a, const float* _VS_RESTRICT b, size_t n)
+{
+    _VS_FOR16(i, n, o[i] = a[i] + b[i]);
+}
+
+_VS_PRIVATE void _vs_sum2acc_f32(float* _VS_RESTRICT o, const float* _VS_RESTRICT a, const float* _VS_RESTRICT b,
+                                 size_t n)
+{
+    _VS_FOR16(i, n, o[i] = (o[i] + a[i]) + b[i]);
+}
 _VS_DEF_ACC(f64, double, double)
 _VS_DEF_ACC(i32, int32_t, uint32_t)
 _VS_DEF_ACC(i64, int64_t, uint64_t)
@@ -1067,6 +1080,16 @@ _VS_PRIVATE void _vs_reduce_block(vs_dtype dt, vs_op op, int navg, const void* c
         }
         if (op == VS_OP_AVG) _VS_FOR16(i, len, acc[i] /= (float)navg);
         _vs_narrow_half(dt, (uint16_t*)out, acc, len);
+        return;
+    }
+    if (dt == VS_F32 && (op == VS_OP_SUM || op == VS_OP_AVG) && nsrc >= 2) {
+        float* o = (float*)out;
+        _vs_sum2_f32(o, (const float*)srcs[0] + off, (const float*)srcs[1] + off, len);
+        int k = 2;
+        for (; k + 1 < nsrc; k += 2)
+            _vs_sum2acc_f32(o, (const float*)srcs[k] + off, (const float*)srcs[k + 1] + off, len);
+        if (k < nsrc) _vs_acc_f32(VS_OP_SUM, o, (const float*)srcs[k] + off, len);
+        if (op == VS_OP_AVG) _vs_divide(dt, out, len, navg);
         return;
     }
     memcpy(out, (const char*)srcs[0] + off * esz, len * esz);
