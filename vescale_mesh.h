@@ -4491,6 +4491,8 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     _vs_box_of(m, st->before, nd, x->shape, m->coord, lb, ob);
     _vs_box_of(m, st->after, nd, x->shape, m->coord, la, oa);
     vs_mesh* sub = NULL;
+    // per-member tables below are sized for 256
+    if (nm > 256) return _vs_err(VS_ERR_UNSUPPORTED, "redistribute: mesh dim %s of size %d > 256", m->names[k], nm);
     _VS_TRY(vs_mesh_submesh(m, m->names[k], &sub));
     vs_comm* c = vs_mesh_comm(sub);
     // contiguous blocks (only size-1 dims before the split one) go to the plain
@@ -4518,7 +4520,6 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     }
     size_t *cnt = x->counts, *dsp = x->counts + nm, *cnt2 = x->counts + 2 * nm, *dsp2 = x->counts + 3 * nm;
     int64_t start[256], len[256], start2[256], len2[256];
-    if (nm > 256) return _vs_err(VS_ERR_UNSUPPORTED, "redistribute: mesh dim %s of size %d > 256", m->names[k], nm);
     int64_t zero[VS_TENSOR_MAX_DIMS] = {0};
     switch (st->type) {
     case _VS_R_ALLREDUCE:
