@@ -41,6 +41,7 @@ mpi_np() {
     case "$1" in
         test_collectives_mpi) echo "1 2 3 4" ;;
         test_mesh_mpi | test_layout_mpi) echo "1 2 4 8" ;;
+        test_ddp_procs_mpi) echo "2 3 4" ;;
         *) echo "2" ;;
     esac
 }
