@@ -1,4 +1,5 @@
-/* bench_util.h - what the benchmarks share: a monotonic clock and medians. */
+/* bench_util.h - what the benchmarks share: a monotonic clock, medians, filled
+   page-aligned buffers, the memcpy bound and the rank-function error check. */
 #ifndef VS_BENCH_UTIL_H
 #define VS_BENCH_UTIL_H
 #include <stdlib.h>
@@ -9,60 +10,6 @@
 #define VS_BENCH_UNUSED __attribute__((unused))
 #else
 #define VS_BENCH_UNUSED
-
-/* Page-aligned, every page written with nonzero data now: no calloc'd zero pages
-   (gcc -O2 turns malloc+memset(0) into calloc), no first-touch faults when timed. */
-VS_BENCH_UNUSED static void* balloc(size_t bytes)
-{
-    void* p = NULL;
-    size_t i, n = bytes / sizeof(float);
-    float* f;
-    if (posix_memalign(&p, 4096, bytes ? bytes : 1)) return NULL;
-    f = (float*)p;
-    for (i = 0; i < n; i++) f[i] = (float)(i & 1023) + 1.0f;
-    return p;
-}
-
-/* Single-thread memcpy bandwidth on `bytes`-byte buffers (median of 7), GB/s;
-   the physical bound the benches quote. -1 when out of memory. */
-VS_BENCH_UNUSED static double memcpy_bw(size_t bytes)
-{
-    char* a = (char*)balloc(bytes);
-    char* b = (char*)balloc(bytes);
-    double t[7], bw;
-    int k;
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return -1;
-    }
-    memcpy(b, a, bytes); /* warm */
-    for (k = 0; k < 7; k++) {
-        double t0 = now();
-        memcpy(k % 2 ? a : b, k % 2 ? b : a, bytes);
-        t[k] = now() - t0;
-    }
-    bw = (double)bytes / median(t, 7) / 1e9;
-    free(a);
-    free(b);
-    return bw;
-}
-
-/* In a rank function (reads its `w`, jumps to its `out:`): on error say so, abort
-   the communicator (the world's before a submesh exists; peers blocked in it
-   return at once instead of waiting for the timeout) and leave. */
-#define THR_CHK(T, c, r, expr, what)                                                  \
-    do {                                                                              \
-        vs_result chk_ = (expr);                                                      \
-        if (chk_ != VS_OK) {                                                          \
-            if (chk_ != VS_ERR_ABORTED)                                               \
-                fprintf(stderr, "bench: thread rank %d: %s: %s: %s\n", (r), (what),   \
-                        vs_result_string(chk_), vs_last_error());                     \
-            (T)->err[(r)] = chk_;                                                     \
-            vs_comm_abort((c) ? (c) : vs_world_comm(w));                              \
-            goto out;                                                                 \
-        }                                                                             \
-    } while (0)
 #endif
 
 VS_BENCH_UNUSED static double now(void)
