@@ -2,6 +2,7 @@
    page-aligned buffers, the memcpy bound and the rank-function error check. */
 #ifndef VS_BENCH_UTIL_H
 #define VS_BENCH_UTIL_H
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +32,20 @@ VS_BENCH_UNUSED static double median(double* v, int n)
     if (n <= 0) return -1;
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* "1.23 0.98 0.50" from /proc/loadavg: the machine is shared; say how busy it was. */
+VS_BENCH_UNUSED static const char* loadavg(char* buf, size_t cap)
+{
+    FILE* f = fopen("/proc/loadavg", "r");
+    double a = 0, b = 0, c = 0;
+    int ok = f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3;
+    if (f) fclose(f);
+    if (ok)
+        snprintf(buf, cap, "%.2f %.2f %.2f", a, b, c);
+    else
+        snprintf(buf, cap, "n/a");
+    return buf;
 }
 
 /* Page-aligned, every page written with nonzero data now: no calloc'd zero pages

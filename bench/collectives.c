@@ -342,19 +342,6 @@ static int widen_affinity(void)
     return CPU_COUNT(&set);
 }
 
-/* "1.23 0.98 0.50" from /proc/loadavg: the machine is shared; say how busy it was. */
-static const char* loadavg(char* buf, size_t cap)
-{
-    FILE* f = fopen("/proc/loadavg", "r");
-    double a = 0, b = 0, c = 0;
-    int ok = f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3;
-    if (f) fclose(f);
-    if (ok)
-        snprintf(buf, cap, "%.2f %.2f %.2f", a, b, c);
-    else
-        snprintf(buf, cap, "n/a");
-    return buf;
-}
 
 /* ------------------------------------------------------------------ output */
 

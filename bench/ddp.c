@@ -145,19 +145,6 @@ typedef struct tctx { /* shared by the thread ranks */
     double t_calib, t_main, t_mem;
 } tctx;
 
-/* "1.23 0.98 0.50" from /proc/loadavg: the machine is shared; say how busy it was. */
-static const char* loadavg(char* buf, size_t cap)
-{
-    FILE* f = fopen("/proc/loadavg", "r");
-    double a = 0, b = 0, c = 0;
-    int ok = f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3;
-    if (f) fclose(f);
-    if (ok)
-        snprintf(buf, cap, "%.2f %.2f %.2f", a, b, c);
-    else
-        snprintf(buf, cap, "n/a");
-    return buf;
-}
 
 /* Sleeps until CLOCK_MONOTONIC time `t0 + ns` (no core held; returns at once when
    the deadline has passed). */

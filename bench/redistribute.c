@@ -331,18 +331,6 @@ out:
 
 /* ------------------------------------------------------------------ output */
 
-static const char* loadavg(char* buf, size_t cap)
-{
-    FILE* f = fopen("/proc/loadavg", "r");
-    double a = 0, b = 0, c = 0;
-    int ok = f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3;
-    if (f) fclose(f);
-    if (ok)
-        snprintf(buf, cap, "%.2f %.2f %.2f", a, b, c);
-    else
-        snprintf(buf, cap, "n/a");
-    return buf;
-}
 
 static const char* size_label(size_t b, char* buf, size_t cap)
 {
