@@ -506,6 +506,13 @@ _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
     d->nbuckets = 0;
 }
 
+/* The range of bucket k this rank steps: all of it (ZeRO-0) or its 1/DP shard. */
+_VS_DDP_PRIVATE void _vs_ddp_owned(const vs_ddp* d, const _vs_dbucket* k, int64_t* lo, int64_t* n)
+{
+    *lo = d->desc.zero == VS_ZERO_0 ? 0 : k->shard * d->dp_rank;
+    *n = d->desc.zero == VS_ZERO_0 ? k->numel : k->shard;
+}
+
 VS_API vs_result vs_ddp_finalize(vs_ddp* d)
 {
     const char* fn = "vs_ddp_finalize";
@@ -559,7 +566,8 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
         size_t pz = _vs_dsz(k->pdtype), gz = _vs_dsz(k->gdtype);
-        int64_t own = d->desc.zero == VS_ZERO_0 ? k->numel : k->shard;
+        int64_t first, own;
+        _vs_ddp_owned(d, k, &first, &own);
         k->param = _vs_ddp_zalloc(d, (size_t)k->numel * pz);
         if (!k->param) goto nomem;
         // an accumulator for the reduced owned range: ZeRO-1/2, and ZeRO-0 buckets
@@ -578,10 +586,8 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
             free(q->init);
             q->init = NULL;
         }
-        if (k->master) {
-            int64_t lo = d->desc.zero == VS_ZERO_0 ? 0 : k->shard * d->dp_rank;
-            for (int64_t e = 0; e < own; e++) k->master[e] = _vs_ld(k->pdtype, k->param, lo + e);
-        }
+        if (k->master)
+            for (int64_t e = 0; e < own; e++) k->master[e] = _vs_ld(k->pdtype, k->param, first + e);
     }
     if (d->desc.zero == VS_ZERO_2) {
         d->npool = d->desc.zero2_buffers;
@@ -665,8 +671,8 @@ _VS_DDP_PRIVATE void _vs_ddp_begin_pass(vs_ddp* d)
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
         if (!k->acc) continue;
-        int64_t lo = d->desc.zero == VS_ZERO_0 ? 0 : k->shard * d->dp_rank;
-        int64_t cnt = d->desc.zero == VS_ZERO_0 ? k->numel : k->shard;
+        int64_t lo, cnt;
+        _vs_ddp_owned(d, k, &lo, &cnt);
         if (!k->acc_used) memset(k->grad_shard, 0, sizeof(float) * (size_t)cnt);
         if (!k->acc_used) _vs_ddp_add_owned(k, (char*)k->grad + (size_t)lo * _vs_dsz(k->gdtype), cnt);
         k->acc_used = 1;
@@ -687,9 +693,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     }
     if (r) return r;
     // gradients that are also partial over other dims (sequence-parallel norms)
-    int own_only = d->desc.zero != VS_ZERO_0;
-    void* base = (char*)k->grad + (own_only ? (size_t)(k->shard * d->dp_rank) * _vs_dsz(k->gdtype) : 0);
-    int64_t cnt = own_only ? k->shard : k->numel;
+    int64_t lo, cnt;
+    _vs_ddp_owned(d, k, &lo, &cnt);
+    void* base = k->grad ? (char*)k->grad + (size_t)lo * _vs_dsz(k->gdtype) : NULL;
     for (int dim = 0; dim < vs_mesh_ndims(d->mesh) && k->launched && !r; dim++) {
         if (!(k->partial_mask & (1u << dim))) continue;
         vs_mesh* sub;
@@ -710,7 +716,6 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
 
 _VS_DDP_PRIVATE vs_result _vs_ddp_stage(vs_ddp* d, int b);
 _VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all);
-_VS_DDP_PRIVATE void _vs_ddp_owned(const vs_ddp* d, const _vs_dbucket* k, int64_t* lo, int64_t* n);
 
 _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
 {
@@ -884,12 +889,6 @@ _VS_DDP_PRIVATE float* _vs_ddp_owned_grad(vs_ddp* d, _vs_dbucket* k, int64_t lo,
     return d->scratch;
 }
 
-_VS_DDP_PRIVATE void _vs_ddp_owned(const vs_ddp* d, const _vs_dbucket* k, int64_t* lo, int64_t* n)
-{
-    *lo = d->desc.zero == VS_ZERO_0 ? 0 : k->shard * d->dp_rank;
-    *n = d->desc.zero == VS_ZERO_0 ? k->numel : k->shard;
-}
-
 VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm)
 {
     const char* fn = "vs_ddp_clip_grad_norm";
@@ -1040,7 +1039,8 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
     memset(out, 0, sizeof *out);
     for (int b = 0; b < d->nbuckets; b++) {
         const _vs_dbucket* k = &d->buckets[b];
-        int64_t own = d->desc.zero == VS_ZERO_0 ? k->numel : k->shard;
+        int64_t first, own;
+        _vs_ddp_owned(d, k, &first, &own);
         int64_t used = 0;
         for (int j = k->first; j < k->last; j++) used += d->params[d->order[j]].numel;
         out->padding += (size_t)(k->numel - used);

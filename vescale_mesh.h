@@ -1594,11 +1594,6 @@ _VS_PRIVATE size_t _vs_chunk(size_t count, int n, size_t esz)
 #define _VS_USE_NT(bytes) ((size_t)(bytes) + 1 > (size_t)(VESCALE_NT_MIN))
 #define _VS_FAN_BLOCK ((size_t)64 << 10) /* source block kept in cache while fanned out */
 
-_VS_PRIVATE void _vs_copy(void* dst, const void* src, size_t bytes)
-{
-    if (dst != src && bytes) memcpy(dst, src, bytes);
-}
-
 _VS_PRIVATE void _vs_copy_nt(void* dst, const void* src, size_t bytes, int nt)
 {
     if (dst == src || !bytes) return;
@@ -1625,6 +1620,8 @@ _VS_PRIVATE void _vs_copy_nt(void* dst, const void* src, size_t bytes, int nt)
 #endif
     memcpy(dst, src, bytes);
 }
+
+_VS_PRIVATE void _vs_copy(void* dst, const void* src, size_t bytes) { _vs_copy_nt(dst, src, bytes, 0); }
 
 /* Makes streamed stores visible before the barrier that publishes them. */
 _VS_PRIVATE void _vs_store_fence(void)
@@ -2661,12 +2658,6 @@ typedef struct _vs_mpi_tmp {
     int half;     // reduce f16/bf16 in f32 and round once, as the threads transport
 } _vs_mpi_tmp;
 
-_VS_PRIVATE void _vs_widen(vs_dtype dt, const void* in, float* out, size_t n)
-{
-    const uint16_t* h = (const uint16_t*)in;
-    for (size_t i = 0; i < n; i++) out[i] = dt == VS_F16 ? vs_f16_to_f32(h[i]) : vs_bf16_to_f32(h[i]);
-}
-
 _VS_PRIVATE int _vs_mpi_ints(const size_t* a, int n, int* out)
 {
     for (int i = 0; i < n; i++) {
@@ -2706,7 +2697,7 @@ _VS_PRIVATE vs_result _vs_mpi_start(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t, M
         t->fsend = (float*)malloc(ns * sizeof(float) + 1);
         t->buf = malloc(nr * sizeof(float) + 1);
         if (!t->fsend || !t->buf) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", what);
-        _vs_widen(o->dt, o->send, t->fsend, ns);
+        _vs_widen_half(o->dt, t->fsend, (const uint16_t*)o->send, ns);
         ty = MPI_FLOAT;
     }
     switch (o->kind) {
@@ -2772,11 +2763,9 @@ _VS_PRIVATE void _vs_mpi_finish(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t)
         if (o->kind == _VS_K_REDUCE && me != o->root) return;
         size_t nr = o->kind == _VS_K_REDSCAT ? o->counts[me] : o->count;
         float* f = (float*)t->buf;
-        uint16_t* h = (uint16_t*)o->recv;
-        for (size_t i = 0; i < nr; i++) {
-            float v = o->op == VS_OP_AVG ? f[i] / (float)c->size : f[i];
-            h[i] = o->dt == VS_F16 ? vs_f32_to_f16(v) : vs_f32_to_bf16(v);
-        }
+        if (o->op == VS_OP_AVG)
+            for (size_t i = 0; i < nr; i++) f[i] /= (float)c->size;
+        _vs_narrow_half(o->dt, (uint16_t*)o->recv, f, nr);
         return;
     }
     if (o->kind == _VS_K_REDSCAT && t->buf) memcpy(o->recv, t->buf, o->counts[me] * esz);
