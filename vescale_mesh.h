@@ -4300,10 +4300,23 @@ typedef struct _vs_rctx {
     size_t esz;
     int ndim;
     const int64_t* shape;
-    void* tmp; // scratch for packed blocks
+    void* tmp; // scratch for packed blocks, taken when a step first packs
     void* tmp2;
+    size_t tmp_bytes;
     size_t* counts; // 4 arrays of mesh-dim size
 } _vs_rctx;
+
+/* The packing buffers, for the steps that pack (transports without in-place
+   strided copies); the threads transport never asks for them. */
+_VS_PRIVATE vs_result _vs_rctx_packing(_vs_rctx* x)
+{
+    if (x->tmp) return VS_OK;
+    x->tmp = _vs_mesh_scratch(x->mesh, 0, x->tmp_bytes);
+    x->tmp2 = _vs_mesh_scratch(x->mesh, 1, x->tmp_bytes);
+    if (!x->tmp || !x->tmp2)
+        return _vs_err(VS_ERR_NOMEM, "vs_redistribute: out of memory for %zu-byte packing buffers", x->tmp_bytes);
+    return VS_OK;
+}
 
 /* Geometry of one redistribute step, for the threads transport's in-place path. */
 typedef struct _vs_boxctx {
@@ -4540,6 +4553,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
             run += cnt[i];
         }
         if (outer == 1) return vs_all_gatherv(c, in, out, cnt, dsp, x->dt, NULL);
+        _VS_TRY(_vs_rctx_packing(x));
         _VS_TRY(vs_all_gatherv(c, in, x->tmp, cnt, dsp, x->dt, NULL));
         for (int i = 0; i < nm; i++) { // block i: shape la with dim d = len[i], lands at start[i]
             int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
@@ -4556,6 +4570,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
         int64_t outer = _vs_numel(lb, e), inner = _vs_numel(lb + e + 1, nd - e - 1);
         for (int i = 0; i < nm; i++) cnt[i] = (size_t)(outer * len[i] * inner);
         if (outer == 1) return vs_reduce_scatterv(c, in, out, cnt, x->dt, st->before[k].op, NULL);
+        _VS_TRY(_vs_rctx_packing(x));
         size_t run = 0;
         for (int i = 0; i < nm; i++) { // pack block i (dim e = chunk i) contiguously
             int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
@@ -4573,6 +4588,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
         _vs_members_chunks(m, st->before, nd, x->shape, k, d, oa[d], start2, len2); // d chunks, in `out`
         // blocks are contiguous (no packing) when every dim before the split one has size 1
         int send_direct = _vs_numel(lb, e) == 1, recv_direct = _vs_numel(la, d) == 1;
+        if (!send_direct || !recv_direct) _VS_TRY(_vs_rctx_packing(x));
         size_t srun = 0, rrun = 0;
         for (int j = 0; j < nm; j++) {
             int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
@@ -4665,10 +4681,9 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
     char* buf[2] = {NULL, NULL};
     vs_result r = VS_OK;
     x.counts = counts;
-    x.tmp = _vs_mesh_scratch(m, 0, bytes);
-    x.tmp2 = _vs_mesh_scratch(m, 1, bytes);
+    x.tmp_bytes = bytes;
     for (int i = 0; i < 2 && i < ns - 1; i++) buf[i] = (char*)_vs_mesh_scratch(m, 2 + i, bytes);
-    if (!x.tmp || !x.tmp2 || (ns > 1 && !buf[0]) || (ns > 2 && !buf[1]))
+    if ((ns > 1 && !buf[0]) || (ns > 2 && !buf[1]))
         return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %zu-byte scratch buffers", fn, bytes);
     // the last step writes dst->data; earlier ones alternate between scratch buffers
     const void* in = src->data;
