@@ -4707,16 +4707,22 @@ _VS_PRIVATE vs_result _vs_tp_check(const char* fn, const vs_mesh* tp)
     return VS_OK;
 }
 
+/* The sum over TP that both the column input's backward and the row output's
+   forward are. */
+_VS_PRIVATE vs_result _vs_tp_sum(const char* fn, vs_mesh* tp, void* x, size_t count, vs_dtype dt)
+{
+    _VS_TRY(_vs_tp_check(fn, tp));
+    return vs_all_reduce(tp->comm, x, x, count, dt, VS_OP_SUM, NULL);
+}
+
 VS_API vs_result vs_tp_copy_backward(vs_mesh* tp, void* grad, size_t count, vs_dtype dt)
 {
-    _VS_TRY(_vs_tp_check("vs_tp_copy_backward", tp));
-    return vs_all_reduce(tp->comm, grad, grad, count, dt, VS_OP_SUM, NULL);
+    return _vs_tp_sum("vs_tp_copy_backward", tp, grad, count, dt);
 }
 
 VS_API vs_result vs_tp_reduce_forward(vs_mesh* tp, void* x, size_t count, vs_dtype dt)
 {
-    _VS_TRY(_vs_tp_check("vs_tp_reduce_forward", tp));
-    return vs_all_reduce(tp->comm, x, x, count, dt, VS_OP_SUM, NULL);
+    return _vs_tp_sum("vs_tp_reduce_forward", tp, x, count, dt);
 }
 
 _VS_PRIVATE vs_result _vs_sp_move(const char* fn, vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape,
