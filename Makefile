@@ -60,7 +60,7 @@ test-tsan:
 
 # NCCL on a real GPU, 1 rank (needs a CUDA device).
 test-gpu: | $(B)
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -o $(B)/test_nccl tests/test_nccl.c -lnccl -lpthread
+	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -o $(B)/test_nccl tests/test_nccl.c -lnccl -lnvrtc -lpthread
 	./$(B)/test_nccl
 
 compile-check:

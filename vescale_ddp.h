@@ -112,6 +112,7 @@ typedef struct vs_step_args {
     double lr, weight_decay;
     int64_t step;       // 1 at the first step
     void* user;
+    void* stream;       // device buffers: the cudaStream_t to enqueue on (else NULL)
 } vs_step_args;
 typedef vs_result (*vs_step_fn)(const vs_step_args* a);
 
@@ -136,12 +137,13 @@ typedef struct vs_ddp_desc {
     vs_mesh* mesh;
     const char* dp_dim;   // NULL: "DP" (or the only dim of a 1-D mesh)
     const char* pp_dim;   // NULL: "PP" when the mesh has it (stages hold distinct parameters)
-    int64_t bucket_bytes; // 0: 32 MiB (default); negative is an error
+    int64_t bucket_bytes; // 0: 32 MiB (the default; vs_ddp_set_bucket_bytes rejects 0); negative is an error
     vs_zero_stage zero;
     int no_overlap;      // 1: reduce only in vs_ddp_finish_grad_sync
     int grad_fp32;       // f16/bf16 parameters accumulate gradients in f32
     int zero2_buffers;   // ZeRO-2 staging buffers (0: 2)
     vs_optim_desc optim;
+    void* stream;        // device buffers: the cudaStream_t backward and forward run on (NULL: default stream)
 } vs_ddp_desc;
 
 typedef struct vs_ddp_param_desc {
@@ -166,6 +168,9 @@ typedef struct vs_ddp_memory {
 typedef struct vs_ddp vs_ddp;
 
 VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out);
+/* Bucket size in bytes, before vs_ddp_finalize: bytes must be > 0 (this is how to
+   ask for an explicit size; a zero in vs_ddp_desc means the default). */
+VS_API vs_result vs_ddp_set_bucket_bytes(vs_ddp* d, int64_t bytes);
 /* Registers a parameter; *index (may be NULL) gets its index. Before finalize. */
 VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* index);
 /* Builds buckets, parameter buffers and optimizer state. Collective over the mesh. */
@@ -211,8 +216,25 @@ VS_API vs_result vs_ddp_free(vs_ddp* d);
 #define VESCALE_DDP_IMPLEMENTED
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Device buffers come with the NCCL transport: the optimizer and the gradient
+   arithmetic then run as kernels compiled at run time by NVRTC (link -lnvrtc).
+   VESCALE_NVRTC alone builds only the compiler half (tests, offline checks). */
+#if defined(VESCALE_NCCL) && !defined(_VS_DDP_CUDA)
+#define _VS_DDP_CUDA 1
+#endif
+#if (defined(_VS_DDP_CUDA) || defined(VESCALE_NVRTC)) && !defined(_VS_DDP_NVRTC)
+#define _VS_DDP_NVRTC 1
+#endif
+#ifdef _VS_DDP_CUDA
+#include <cuda_runtime.h>
+#endif
+#ifdef _VS_DDP_NVRTC
+#include <nvrtc.h>
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -246,6 +268,8 @@ VS_API double vs_lr_at(const vs_lr_schedule* s, int64_t step)
 }
 
 // >>ddp ------------------------------------------------------------------------
+
+typedef struct _vs_dcuda _vs_dcuda; // the device path (>>cuda)
 
 typedef struct _vs_dparam {
     char* name;
@@ -300,39 +324,422 @@ struct vs_ddp {
     int64_t max_bucket;
     size_t max_grad_bytes; // largest bucket's gradient buffer (ZeRO-2 staging size)
     float* scratch; // f32 conversion space, max bucket shard
+    int dev;         // buffers on the CUDA device (NCCL transport)
+    _vs_dcuda* cu;   // its kernels and stream (after finalize)
 };
 
 _VS_DDP_PRIVATE size_t _vs_dsz(vs_dtype t) { return vs_dtype_size(t); }
 
+// >>kernels --------------------------------------------------------------------
+
+/* The optimizer's elementwise kernels, written once. The host path compiles this
+   text as C (each kernel a plain loop); the CUDA path hands the very same text, as
+   a string, to NVRTC at run time, so a trainer built by gcc gets device kernels
+   without nvcc, and every test of the host path checks the device arithmetic too
+   (NVRTC runs with --fmad=false and IEEE division and square root, so both give
+   the same bits). Dtype codes: 0 f32, 1 bf16, 2 f16. Block comments only in here:
+   the text becomes one line. */
+#define _VS_DDP_KERNELS \
+    _VS_KDEV float _VS_KNAME(ld)(const void* p, int t, long long i) \
+    { \
+        unsigned int h, sign, ex, man; \
+        if (t == 0) return ((const float*)p)[i]; \
+        h = ((const unsigned short*)p)[i]; \
+        if (t == 1) return _VS_KU2F(h << 16); \
+        sign = (h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu; \
+        if (ex == 0x1fu) return _VS_KU2F(sign | 0x7f800000u | (man << 13)); \
+        if (ex == 0) { /* subnormal: man * 2^-24 */ \
+            float f = (float)man * (1.0f / 16777216.0f); \
+            return sign ? -f : f; \
+        } \
+        return _VS_KU2F(sign | ((ex + 112u) << 23) | (man << 13)); \
+    } \
+    _VS_KDEV void _VS_KNAME(st)(void* p, int t, long long i, float v) \
+    { \
+        unsigned int u = _VS_KF2U(v), r, sign, a, sh, m, q, rem, half; \
+        if (t == 0) { \
+            ((float*)p)[i] = v; \
+            return; \
+        } \
+        if (t == 1) { /* round to nearest even; NaN stays quiet */ \
+            r = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; \
+        } else { \
+            sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu; \
+            if (a > 0x7f800000u) \
+                r = sign | 0x7e00u; \
+            else if (a >= 0x477ff000u) /* rounds to inf */ \
+                r = sign | 0x7c00u; \
+            else if (a < 0x33000000u) /* below half the smallest subnormal */ \
+                r = sign; \
+            else if (a < 0x38800000u) { /* subnormal */ \
+                sh = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u; \
+                q = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u); \
+                r = sign | (q + (rem > half || (rem == half && (q & 1u)))); \
+            } else { /* rebias the exponent 127 -> 15 */ \
+                m = a - 0x38000000u, q = m >> 13, rem = m & 0x1fffu; \
+                r = sign | (q + (rem > 0x1000u || (rem == 0x1000u && (q & 1u)))); \
+            } \
+        } \
+        ((unsigned short*)p)[i] = (unsigned short)r; \
+    } \
+    _VS_KGLOBAL _VS_KNAME(adamw)(float* p, const float* g, float* m1, float* m2, long long n, float b1, float b2, \
+                                 float omb1, float omb2, float step, float c2, float eps, float decay) \
+    { \
+        _VS_KLOOP(x, n) { \
+            m1[x] = b1 * m1[x] + omb1 * g[x]; \
+            m2[x] = b2 * m2[x] + omb2 * g[x] * g[x]; \
+            p[x] = p[x] * decay - step * m1[x] / (sqrtf(m2[x]) * c2 + eps); \
+        } \
+    } \
+    _VS_KGLOBAL _VS_KNAME(sgd)(float* p, const float* g, float* m1, long long n, float mu, float lr, float wd, \
+                               int nesterov) \
+    { \
+        _VS_KLOOP(x, n) { \
+            float gx = g[x] + wd * p[x]; \
+            if (m1) { \
+                m1[x] = mu * m1[x] + gx; \
+                gx = nesterov ? gx + mu * m1[x] : m1[x]; \
+            } \
+            p[x] -= lr * gx; \
+        } \
+    } \
+    _VS_KGLOBAL _VS_KNAME(to_f32)(float* dst, const void* src, int t, long long n) \
+    { \
+        _VS_KLOOP(x, n) dst[x] = _VS_KNAME(ld)(src, t, x); \
+    } \
+    _VS_KGLOBAL _VS_KNAME(from_f32)(void* dst, int t, const float* src, long long n) \
+    { \
+        _VS_KLOOP(x, n) _VS_KNAME(st)(dst, t, x, src[x]); \
+    } \
+    _VS_KGLOBAL _VS_KNAME(add_f32)(float* acc, const void* src, int t, long long n) \
+    { \
+        _VS_KLOOP(x, n) acc[x] += _VS_KNAME(ld)(src, t, x); \
+    } \
+    _VS_KGLOBAL _VS_KNAME(scale)(void* a, int t, long long n, float s) \
+    { \
+        _VS_KLOOP(x, n) _VS_KNAME(st)(a, t, x, _VS_KNAME(ld)(a, t, x) * s); \
+    }
+
+/* Blocks of the device sum of squares: a fixed number, each adding into its own
+   slot launch after launch, so the norm is the same bits every run. */
+#define _VS_KPARTS 64
+#define _VS_KTHREADS 256
+
+/* The kernels above as NVRTC source, plus the device-only reduction. */
+#define _VS_KDEV __device__ static
+#define _VS_KGLOBAL extern "C" __global__ void
+#define _VS_KNAME(x) vs_k_##x
+#define _VS_KLOOP(x, n) for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < (n); x += (long long)gridDim.x * blockDim.x)
+#define _VS_KU2F(u) __uint_as_float(u)
+#define _VS_KF2U(f) __float_as_uint(f)
+#define _VS_KSTR_(...) #__VA_ARGS__
+#define _VS_KSTR(...) _VS_KSTR_(__VA_ARGS__)
+_VS_DDP_PRIVATE const char* _vs_ddp_cuda_source(void)
+{
+    static const char src[] = _VS_KSTR(_VS_DDP_KERNELS) "\n"
+        "extern \"C\" __global__ void vs_k_sumsq(const float* g, long long n, double* part)\n"
+        "{\n"
+        "    __shared__ double s[" _VS_KSTR(_VS_KTHREADS) "];\n"
+        "    double v = 0;\n"
+        "    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n;\n"
+        "         x += (long long)gridDim.x * blockDim.x)\n"
+        "        v += (double)g[x] * (double)g[x];\n"
+        "    s[threadIdx.x] = v;\n"
+        "    __syncthreads();\n"
+        "    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {\n"
+        "        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];\n"
+        "        __syncthreads();\n"
+        "    }\n"
+        "    if (threadIdx.x == 0) part[blockIdx.x] += s[0];\n"
+        "}\n";
+    return src;
+}
+#undef _VS_KDEV
+#undef _VS_KGLOBAL
+#undef _VS_KNAME
+#undef _VS_KLOOP
+#undef _VS_KU2F
+#undef _VS_KF2U
+
+/* ... and as host C. */
+_VS_DDP_PRIVATE float _vs_hk_u2f(unsigned int u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+_VS_DDP_PRIVATE unsigned int _vs_hk_f2u(float f)
+{
+    unsigned int u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+#define _VS_KDEV _VS_DDP_PRIVATE
+#define _VS_KGLOBAL _VS_DDP_PRIVATE void
+#define _VS_KNAME(x) _vs_hk_##x
+#define _VS_KLOOP(x, n) for (long long x = 0; x < (n); x++)
+#define _VS_KU2F(u) _vs_hk_u2f(u)
+#define _VS_KF2U(f) _vs_hk_f2u(f)
+_VS_DDP_KERNELS
+#undef _VS_KDEV
+#undef _VS_KGLOBAL
+#undef _VS_KNAME
+#undef _VS_KLOOP
+#undef _VS_KU2F
+#undef _VS_KF2U
+
+_VS_DDP_PRIVATE int _vs_kdt(vs_dtype t) { return t == VS_F32 ? 0 : t == VS_BF16 ? 1 : 2; }
+
+// >>nvrtc ----------------------------------------------------------------------
+#ifdef _VS_DDP_NVRTC
+
+/* Compiles the kernels for `arch` ("sm_90": a cubin; "compute_90": PTX) into a
+   buffer from malloc. No device needed. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_nvrtc(const char* arch, char** image, size_t* size)
+{
+    *image = NULL;
+    *size = 0;
+    char opt_arch[64];
+    snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s", arch);
+    const char* opts[] = {opt_arch, "--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false"};
+    nvrtcProgram prog;
+    nvrtcResult e = nvrtcCreateProgram(&prog, _vs_ddp_cuda_source(), "vescale_ddp_kernels.cu", 0, NULL, NULL);
+    if (e != NVRTC_SUCCESS) return vs_set_error(VS_ERR_BACKEND, "vs_ddp: NVRTC: %s", nvrtcGetErrorString(e));
+    e = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
+    if (e != NVRTC_SUCCESS) {
+        char log[512] = "";
+        size_t n = 0;
+        if (nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && n > 1) {
+            char* full = (char*)malloc(n);
+            if (full && nvrtcGetProgramLog(prog, full) == NVRTC_SUCCESS) snprintf(log, sizeof log, "%s", full);
+            free(full);
+        }
+        nvrtcDestroyProgram(&prog);
+        return vs_set_error(VS_ERR_BACKEND, "vs_ddp: NVRTC cannot compile the kernels for %s: %s: %s", arch,
+                            nvrtcGetErrorString(e), log);
+    }
+    int cubin = !strncmp(arch, "sm_", 3);
+    e = cubin ? nvrtcGetCUBINSize(prog, size) : nvrtcGetPTXSize(prog, size);
+    if (e == NVRTC_SUCCESS && !(*image = (char*)malloc(*size + 1))) {
+        nvrtcDestroyProgram(&prog);
+        return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory for a %zu-byte kernel image", *size);
+    }
+    if (e == NVRTC_SUCCESS) e = cubin ? nvrtcGetCUBIN(prog, *image) : nvrtcGetPTX(prog, *image);
+    nvrtcDestroyProgram(&prog);
+    if (e != NVRTC_SUCCESS) {
+        free(*image);
+        *image = NULL;
+        return vs_set_error(VS_ERR_BACKEND, "vs_ddp: NVRTC: %s", nvrtcGetErrorString(e));
+    }
+    return VS_OK;
+}
+#endif // _VS_DDP_NVRTC
+
+// >>cuda -----------------------------------------------------------------------
+
+enum { _VS_KI_ADAMW, _VS_KI_SGD, _VS_KI_TO_F32, _VS_KI_FROM_F32, _VS_KI_ADD_F32, _VS_KI_SCALE, _VS_KI_SUMSQ, _VS_KI_N };
+
+#ifdef _VS_DDP_CUDA
+
+struct _vs_dcuda {
+    cudaStream_t stream; // the trainer's (vs_ddp_desc.stream)
+    cudaLibrary_t lib;
+    cudaKernel_t k[_VS_KI_N];
+    cudaEvent_t ev; // orders the stream's work before a collective on a comm's stream
+    double* part;   // _VS_KPARTS partial sums of squares (device)
+    double* norm;   // the norm's all-reduce buffer (device)
+};
+
+_VS_DDP_PRIVATE vs_result _vs_ddp_cuerr(cudaError_t e, const char* what)
+{
+    return vs_set_error(VS_ERR_BACKEND, "vs_ddp: %s: %s", what, cudaGetErrorString(e));
+}
+
+_VS_DDP_PRIVATE void _vs_ddp_cuda_free(vs_ddp* d)
+{
+    _vs_dcuda* cu = d->cu;
+    if (!cu) return;
+    if (cu->part) vs_device_free(d->world, cu->part);
+    if (cu->norm) vs_device_free(d->world, cu->norm);
+    if (cu->ev) cudaEventDestroy(cu->ev);
+    if (cu->lib) cudaLibraryUnload(cu->lib);
+    free(cu);
+    d->cu = NULL;
+}
+
+/* Compiles the kernels for this rank's device (once per vs_ddp) and loads them. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_cuda_init(vs_ddp* d)
+{
+    static const char* const names[_VS_KI_N] = {"vs_k_adamw", "vs_k_sgd", "vs_k_to_f32", "vs_k_from_f32",
+                                                 "vs_k_add_f32", "vs_k_scale", "vs_k_sumsq"};
+    int dev = 0, maj = 0, mnr = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&mnr, cudaDevAttrComputeCapabilityMinor, dev);
+    if (e != cudaSuccess) return _vs_ddp_cuerr(e, "the current CUDA device");
+    _vs_dcuda* cu = (_vs_dcuda*)calloc(1, sizeof *cu);
+    if (!cu) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory");
+    d->cu = cu;
+    cu->stream = (cudaStream_t)d->desc.stream;
+    char arch[32];
+    snprintf(arch, sizeof arch, "sm_%d%d", maj, mnr);
+    char* image;
+    size_t size;
+    vs_result r = _vs_ddp_nvrtc(arch, &image, &size);
+    if (r) return r;
+    e = cudaLibraryLoadData(&cu->lib, image, NULL, NULL, 0, NULL, NULL, 0);
+    free(image);
+    if (e != cudaSuccess) return _vs_ddp_cuerr(e, "loading the optimizer kernels");
+    for (int i = 0; i < _VS_KI_N; i++)
+        if ((e = cudaLibraryGetKernel(&cu->k[i], cu->lib, names[i])) != cudaSuccess) return _vs_ddp_cuerr(e, names[i]);
+    if ((e = cudaEventCreateWithFlags(&cu->ev, cudaEventDisableTiming)) != cudaSuccess)
+        return _vs_ddp_cuerr(e, "cudaEventCreate");
+    cu->part = (double*)vs_device_alloc(d->world, sizeof(double) * _VS_KPARTS);
+    cu->norm = (double*)vs_device_alloc(d->world, sizeof(double));
+    if (!cu->part || !cu->norm) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of device memory");
+    return VS_OK;
+}
+
+/* Runs kernel ki over n elements on the trainer's stream (d->cu is set). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_kernel(const vs_ddp* d, int ki, int64_t n, void** args)
+{
+    if (n <= 0) return VS_OK;
+    int64_t blocks = ki == _VS_KI_SUMSQ ? _VS_KPARTS : (n + _VS_KTHREADS - 1) / _VS_KTHREADS;
+    if (blocks > 8192) blocks = 8192; // grid-stride loops do the rest
+    dim3 grid, block;
+    grid.x = (unsigned)blocks, grid.y = grid.z = 1;
+    block.x = _VS_KTHREADS, block.y = block.z = 1;
+    cudaError_t e = cudaLaunchKernel((const void*)d->cu->k[ki], grid, block, args, 0, d->cu->stream);
+    return e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "kernel launch");
+}
+
+/* The trainer's stream so far happens before what is next enqueued on c's stream. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_fence(const vs_ddp* d, vs_comm* c)
+{
+    if (!d->cu) return VS_OK;
+    cudaError_t e = cudaEventRecord(d->cu->ev, d->cu->stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)vs_comm_stream(c), d->cu->ev, 0);
+    return e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "ordering the stream before a collective");
+}
+
+_VS_DDP_PRIVATE vs_result _vs_ddp_sync(const vs_ddp* d)
+{
+    cudaError_t e = d->cu ? cudaStreamSynchronize(d->cu->stream) : cudaSuccess;
+    return e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "cudaStreamSynchronize");
+}
+#else
+_VS_DDP_PRIVATE vs_result _vs_ddp_kernel(const vs_ddp* d, int ki, int64_t n, void** args)
+{
+    (void)d, (void)n, (void)args;
+    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_ddp: kernel %d needs the CUDA build (VESCALE_NCCL)", ki);
+}
+_VS_DDP_PRIVATE vs_result _vs_ddp_fence(const vs_ddp* d, vs_comm* c)
+{
+    (void)d, (void)c;
+    return VS_OK;
+}
+_VS_DDP_PRIVATE vs_result _vs_ddp_sync(const vs_ddp* d)
+{
+    (void)d;
+    return VS_OK;
+}
+#endif // _VS_DDP_CUDA
+
+/* Buffers and kernels on the host or, with device buffers, on the trainer's stream. */
+#ifdef _VS_DDP_CUDA
+#define _VS_DDP_ON_DEVICE(d) ((d)->dev)
+#define _VS_DDP_DEV(d, call) \
+    do { \
+        if ((d)->dev) { \
+            cudaError_t e_ = (call); \
+            return e_ == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e_, #call); \
+        } \
+    } while (0)
+#else
+#define _VS_DDP_ON_DEVICE(d) 0
+#define _VS_DDP_DEV(d, call) (void)(d)
+#endif
+
 /* Zeroed buffers through the world's allocator hooks. */
-_VS_DDP_PRIVATE void* _vs_ddp_zalloc(const vs_ddp* d, size_t bytes);
-_VS_DDP_PRIVATE void _vs_ddp_hfree(const vs_ddp* d, void* p);
-
-_VS_DDP_PRIVATE float _vs_ld(vs_dtype t, const void* p, int64_t i)
-{
-    if (t == VS_F32) return ((const float*)p)[i];
-    if (t == VS_BF16) return vs_bf16_to_f32(((const uint16_t*)p)[i]);
-    return vs_f16_to_f32(((const uint16_t*)p)[i]);
-}
-
-_VS_DDP_PRIVATE void _vs_st(vs_dtype t, void* p, int64_t i, float v)
-{
-    if (t == VS_F32)
-        ((float*)p)[i] = v;
-    else if (t == VS_BF16)
-        ((uint16_t*)p)[i] = vs_f32_to_bf16(v);
-    else
-        ((uint16_t*)p)[i] = vs_f32_to_f16(v);
-}
-
 _VS_DDP_PRIVATE void* _vs_ddp_zalloc(const vs_ddp* d, size_t bytes)
 {
+#ifdef _VS_DDP_CUDA
+    if (d->dev) {
+        void* p = vs_device_alloc(d->world, bytes + 1);
+        if (p && cudaMemset(p, 0, bytes + 1) != cudaSuccess) {
+            vs_device_free(d->world, p);
+            p = NULL;
+        }
+        return p;
+    }
+#endif
     void* p = vs_alloc(d->world, bytes + 1);
     if (p) memset(p, 0, bytes + 1);
     return p;
 }
 
-_VS_DDP_PRIVATE void _vs_ddp_hfree(const vs_ddp* d, void* p) { vs_free(d->world, p); }
+_VS_DDP_PRIVATE void _vs_ddp_hfree(const vs_ddp* d, void* p)
+{
+    if (_VS_DDP_ON_DEVICE(d))
+        vs_device_free(d->world, p);
+    else
+        vs_free(d->world, p);
+}
+
+_VS_DDP_PRIVATE vs_result _vs_ddp_zero(const vs_ddp* d, void* p, size_t bytes)
+{
+    _VS_DDP_DEV(d, cudaMemsetAsync(p, 0, bytes, d->cu->stream));
+    memset(p, 0, bytes);
+    return VS_OK;
+}
+
+/* dst <- src; either may be host or device memory on the device path. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_copy(const vs_ddp* d, void* dst, const void* src, size_t bytes)
+{
+    _VS_DDP_DEV(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, d->cu->stream));
+    memcpy(dst, src, bytes);
+    return VS_OK;
+}
+
+_VS_DDP_PRIVATE vs_result _vs_ddp_to_f32(const vs_ddp* d, float* dst, const void* src, vs_dtype t, int64_t n)
+{
+    int kt = _vs_kdt(t);
+    long long nn = n;
+    void* args[] = {&dst, &src, &kt, &nn};
+    if (d->cu) return _vs_ddp_kernel(d, _VS_KI_TO_F32, n, args);
+    _vs_hk_to_f32(dst, src, kt, nn);
+    return VS_OK;
+}
+
+_VS_DDP_PRIVATE vs_result _vs_ddp_from_f32(const vs_ddp* d, void* dst, vs_dtype t, const float* src, int64_t n)
+{
+    int kt = _vs_kdt(t);
+    long long nn = n;
+    void* args[] = {&dst, &kt, &src, &nn};
+    if (d->cu) return _vs_ddp_kernel(d, _VS_KI_FROM_F32, n, args);
+    _vs_hk_from_f32(dst, kt, src, nn);
+    return VS_OK;
+}
+
+_VS_DDP_PRIVATE vs_result _vs_ddp_add_f32(const vs_ddp* d, float* acc, const void* src, vs_dtype t, int64_t n)
+{
+    int kt = _vs_kdt(t);
+    long long nn = n;
+    void* args[] = {&acc, &src, &kt, &nn};
+    if (d->cu) return _vs_ddp_kernel(d, _VS_KI_ADD_F32, n, args);
+    _vs_hk_add_f32(acc, src, kt, nn);
+    return VS_OK;
+}
+
+_VS_DDP_PRIVATE vs_result _vs_ddp_scale(const vs_ddp* d, void* a, vs_dtype t, int64_t n, float s)
+{
+    int kt = _vs_kdt(t);
+    long long nn = n;
+    void* args[] = {&a, &kt, &nn, &s};
+    if (d->cu) return _vs_ddp_kernel(d, _VS_KI_SCALE, n, args);
+    _vs_hk_scale(a, kt, nn, s);
+    return VS_OK;
+}
 
 VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
 {
@@ -383,7 +790,19 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     d->dp_index = dpi;
     d->pp_index = ppi;
     d->sync = 1;
+    d->dev = vs_comm_transport(vs_mesh_comm(m)) == VS_TRANSPORT_NCCL;
     *out = d;
+    return VS_OK;
+}
+
+VS_API vs_result vs_ddp_set_bucket_bytes(vs_ddp* d, int64_t bytes)
+{
+    if (!d) return vs_set_error(VS_ERR_NULL, "vs_ddp_set_bucket_bytes: ddp is NULL");
+    if (d->finalized) return vs_set_error(VS_ERR_STATE, "vs_ddp_set_bucket_bytes: the buckets exist already (finalized)");
+    if (bytes <= 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_set_bucket_bytes: bucket size %lld bytes; it must be > 0",
+                            (long long)bytes);
+    d->desc.bucket_bytes = bytes;
     return VS_OK;
 }
 
@@ -438,7 +857,16 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
         return vs_set_error(VS_ERR_NOMEM, "%s: out of memory for '%s'", fn, p->name);
     }
     memcpy(q->name, p->name, nlen + 1);
-    if (p->data)
+    if (p->data && _VS_DDP_ON_DEVICE(d)) { // host or device memory
+#ifdef _VS_DDP_CUDA
+        cudaError_t e = cudaMemcpy(q->init, p->data, (size_t)q->numel * _vs_dsz(p->dtype), cudaMemcpyDefault);
+        if (e != cudaSuccess) {
+            free(q->name);
+            free(q->init);
+            return vs_set_error(VS_ERR_BACKEND, "%s: reading the data of '%s': %s", fn, p->name, cudaGetErrorString(e));
+        }
+#endif
+    } else if (p->data)
         memcpy(q->init, p->data, (size_t)q->numel * _vs_dsz(p->dtype));
     else
         memset(q->init, 0, (size_t)q->numel * _vs_dsz(p->dtype));
@@ -496,6 +924,9 @@ _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
     free(d->buckets);
     free(d->order);
     _vs_ddp_hfree(d, d->scratch);
+#ifdef _VS_DDP_CUDA
+    _vs_ddp_cuda_free(d);
+#endif
     // NULL everything: vs_ddp_free may run this again after a failed finalize
     d->pool = NULL;
     d->pool_owner = NULL;
@@ -561,6 +992,9 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         if ((size_t)k->numel * gsz > d->max_grad_bytes) d->max_grad_bytes = (size_t)k->numel * gsz;
         d->nbuckets++;
     }
+#ifdef _VS_DDP_CUDA
+    if (d->dev && (r = _vs_ddp_cuda_init(d))) goto fail;
+#endif
     d->scratch = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)d->max_bucket);
     if (!d->scratch) goto nomem;
     for (int b = 0; b < d->nbuckets; b++) {
@@ -580,14 +1014,12 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         int nstate = d->desc.optim.kind == VS_OPTIM_SGD ? (d->desc.optim.momentum != 0) : 2;
         for (int s = 0; s < nstate; s++)
             if (!(k->state[s] = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
-        for (int j = k->first; j < k->last; j++) {
+        for (int j = k->first; j < k->last && !r; j++) {
             _vs_dparam* q = &d->params[d->order[j]];
-            memcpy((char*)k->param + (size_t)q->offset * pz, q->init, (size_t)q->numel * pz);
-            free(q->init);
-            q->init = NULL;
+            r = _vs_ddp_copy(d, (char*)k->param + (size_t)q->offset * pz, q->init, (size_t)q->numel * pz);
         }
-        if (k->master)
-            for (int64_t e = 0; e < own; e++) k->master[e] = _vs_ld(k->pdtype, k->param, first + e);
+        if (k->master && !r) r = _vs_ddp_to_f32(d, k->master, (char*)k->param + (size_t)first * pz, k->pdtype, own);
+        if (r) goto fail;
     }
     if (d->desc.zero == VS_ZERO_2) {
         d->npool = d->desc.zero2_buffers;
@@ -599,11 +1031,19 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
             if (!(d->pool[i] = _vs_ddp_zalloc(d, d->max_grad_bytes))) goto nomem;
         }
     }
+    if ((r = _vs_ddp_sync(d))) goto fail; // the initial values are in place: drop the copies
+    for (int i = 0; i < n; i++) {
+        free(d->params[i].init);
+        d->params[i].init = NULL;
+    }
     d->finalized = 1;
     return VS_OK;
 nomem:
+    vs_set_error(VS_ERR_NOMEM, "%s: out of memory for %d parameters", fn, n);
+    r = VS_ERR_NOMEM;
+fail:
     _vs_ddp_release(d);
-    return vs_set_error(VS_ERR_NOMEM, "%s: out of memory for %d parameters", fn, n);
+    return r;
 }
 
 VS_API int vs_ddp_num_params(const vs_ddp* d) { return d ? d->nparams : 0; }
@@ -647,37 +1087,26 @@ VS_API int64_t vs_ddp_local_numel(const vs_ddp* d, int i)
     return d->params[i].numel;
 }
 
-/* grad_shard += the reduced owned range at `base`. */
-_VS_DDP_PRIVATE void _vs_ddp_add_owned(_vs_dbucket* k, const void* base, int64_t cnt)
-{
-    float* a = k->grad_shard;
-    if (k->gdtype == VS_F32) {
-        const float* g = (const float*)base;
-        for (int64_t e = 0; e < cnt; e++) a[e] += g[e];
-    } else {
-        for (int64_t e = 0; e < cnt; e++) a[e] += _vs_ld(k->gdtype, base, e);
-    }
-}
-
 /* A pass starts while reduced gradients of an earlier synced pass wait for a
    step: their owned ranges move into the accumulators and the buffers are
    cleared, so the new pass's local gradients reduce on their own. The usual
    single pass per step never pays for this. */
-_VS_DDP_PRIVATE void _vs_ddp_begin_pass(vs_ddp* d)
+_VS_DDP_PRIVATE vs_result _vs_ddp_begin_pass(vs_ddp* d)
 {
-    if (d->in_pass) return;
+    if (d->in_pass) return VS_OK;
     d->in_pass = 1;
-    if (!d->grads_pending || d->desc.zero == VS_ZERO_2) return;
-    for (int b = 0; b < d->nbuckets; b++) {
+    if (!d->grads_pending || d->desc.zero == VS_ZERO_2) return VS_OK;
+    vs_result r = VS_OK;
+    for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         if (!k->acc) continue;
         int64_t lo, cnt;
         _vs_ddp_owned(d, k, &lo, &cnt);
-        if (!k->acc_used) memset(k->grad_shard, 0, sizeof(float) * (size_t)cnt);
-        if (!k->acc_used) _vs_ddp_add_owned(k, (char*)k->grad + (size_t)lo * _vs_dsz(k->gdtype), cnt);
+        if (!k->acc_used) r = _vs_ddp_to_f32(d, k->grad_shard, (char*)k->grad + (size_t)lo * _vs_dsz(k->gdtype), k->gdtype, cnt);
         k->acc_used = 1;
-        memset(k->grad, 0, (size_t)k->numel * _vs_dsz(k->gdtype));
+        if (!r) r = _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
     }
+    return r;
 }
 
 /* Waits for bucket b's reduction; ZeRO-2 then adds the owned range into the
@@ -700,10 +1129,12 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         if (!(k->partial_mask & (1u << dim))) continue;
         vs_mesh* sub;
         r = vs_mesh_submesh(d->mesh, vs_mesh_dim_name(d->mesh, dim), &sub);
+        if (!r) r = _vs_ddp_fence(d, vs_mesh_comm(sub));
         if (!r) r = vs_all_reduce(vs_mesh_comm(sub), base, base, (size_t)cnt, k->gdtype, VS_OP_SUM, NULL);
     }
     if (r || !k->launched) return r;
-    if (k->acc_used && k->grad) _vs_ddp_add_owned(k, base, cnt); // a later pass adds up in the accumulator
+    if (k->acc_used && k->grad && (r = _vs_ddp_add_f32(d, k->grad_shard, base, k->gdtype, cnt))) // a later pass adds up in the accumulator
+        return r;
     if (d->desc.zero == VS_ZERO_2 && k->staged) {
         for (int i = 0; i < d->npool; i++)
             if (d->pool_owner[i] == b) d->pool_owner[i] = -1;
@@ -727,6 +1158,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
         if (r) return r;
     }
     k->launched = 1;
+    vs_result r = _vs_ddp_fence(d, c); // backward's writes to the bucket come first
+    if (r) return r;
     if (d->desc.zero == VS_ZERO_0)
         return vs_all_reduce(c, k->grad, k->grad, (size_t)k->numel, k->gdtype, VS_OP_AVG, wp);
     void* mine = (char*)k->grad + (size_t)(k->shard * d->dp_rank) * _vs_dsz(k->gdtype);
@@ -760,8 +1193,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_stage(vs_ddp* d, int b)
                 d->pool_owner[i] = b;
                 k->grad = d->pool[i];
                 k->staged = 1;
-                memset(k->grad, 0, (size_t)k->numel * _vs_dsz(k->gdtype));
-                return VS_OK;
+                return _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
             }
         int oldest = -1;
         for (int pass = 0; pass < 2 && oldest < 0; pass++) {
@@ -789,7 +1221,7 @@ VS_API void* vs_ddp_grad(vs_ddp* d, int i)
     if (_vs_ddp_check_index("vs_ddp_grad", d, i)) return NULL;
     _vs_dparam* q = &d->params[i];
     _vs_dbucket* k = &d->buckets[q->bucket];
-    _vs_ddp_begin_pass(d);
+    if (_vs_ddp_begin_pass(d)) return NULL;
     if (d->desc.zero == VS_ZERO_2 && _vs_ddp_stage(d, q->bucket)) return NULL;
     return (char*)k->grad + (size_t)q->offset * _vs_dsz(q->gdtype);
 }
@@ -817,16 +1249,17 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
     if (!d->finalized) return vs_set_error(VS_ERR_STATE, "vs_ddp_zero_grad: call vs_ddp_finalize first");
     if (d->in_pass)
         return vs_set_error(VS_ERR_STATE, "vs_ddp_zero_grad: a backward pass is in progress (call vs_ddp_finish_grad_sync)");
-    for (int b = 0; b < d->nbuckets; b++) {
+    vs_result r = VS_OK;
+    for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo, own;
         _vs_ddp_owned(d, k, &lo, &own);
-        if (k->grad && d->desc.zero != VS_ZERO_2) memset(k->grad, 0, (size_t)k->numel * _vs_dsz(k->gdtype));
-        if (k->grad_shard) memset(k->grad_shard, 0, sizeof(float) * (size_t)own);
+        if (k->grad && d->desc.zero != VS_ZERO_2) r = _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
+        if (k->grad_shard && !r) r = _vs_ddp_zero(d, k->grad_shard, sizeof(float) * (size_t)own);
         k->acc_used = d->desc.zero == VS_ZERO_2;
     }
     d->grads_pending = 0;
-    return VS_OK;
+    return r;
 }
 
 VS_API vs_result vs_ddp_set_sync(vs_ddp* d, int sync)
@@ -852,7 +1285,7 @@ VS_API vs_result vs_ddp_grad_ready(vs_ddp* d, int i)
     if (d->desc.zero == VS_ZERO_2 && !k->staged)
         return vs_set_error(VS_ERR_STATE, "vs_ddp_grad_ready: '%s': ask vs_ddp_grad for its gradient first (ZeRO-2)",
                             q->name);
-    _vs_ddp_begin_pass(d);
+    if ((r = _vs_ddp_begin_pass(d))) return r;
     q->ready = 1;
     k->nready++;
     if (!d->sync || d->desc.no_overlap) return VS_OK;
@@ -881,12 +1314,49 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
 
 /* The averaged gradient of the owned range of bucket k, as f32 in d->scratch
    (or the buffer itself when it is f32 already). */
-_VS_DDP_PRIVATE float* _vs_ddp_owned_grad(vs_ddp* d, _vs_dbucket* k, int64_t lo, int64_t n)
+_VS_DDP_PRIVATE vs_result _vs_ddp_owned_grad(vs_ddp* d, _vs_dbucket* k, int64_t lo, int64_t n, float** g)
 {
-    if (k->acc_used) return k->grad_shard;
-    if (k->gdtype == VS_F32) return (float*)k->grad + lo;
-    for (int64_t e = 0; e < n; e++) d->scratch[e] = _vs_ld(k->gdtype, k->grad, lo + e);
-    return d->scratch;
+    *g = k->acc_used ? k->grad_shard : k->gdtype == VS_F32 ? (float*)k->grad + lo : d->scratch;
+    if (*g != d->scratch) return VS_OK;
+    return _vs_ddp_to_f32(d, d->scratch, (char*)k->grad + (size_t)lo * _vs_dsz(k->gdtype), k->gdtype, n);
+}
+
+/* *ss += the sum of squares of g[0..n) (device: into the partial sums, read by
+   _vs_ddp_sumsq_total). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_sumsq(const vs_ddp* d, const float* g, int64_t n, double* ss)
+{
+    long long nn = n;
+#ifdef _VS_DDP_CUDA
+    double* part = d->cu ? d->cu->part : NULL;
+#else
+    double* part = NULL;
+#endif
+    void* args[] = {&g, &nn, &part};
+    if (d->cu) return _vs_ddp_kernel(d, _VS_KI_SUMSQ, n, args);
+    for (long long x = 0; x < nn; x++) *ss += (double)g[x] * (double)g[x];
+    return VS_OK;
+}
+
+/* The global sum of squares: this rank's (the device's partial sums added in
+   order), all-reduced over the whole mesh. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss)
+{
+    vs_comm* c = vs_mesh_comm(d->mesh);
+#ifdef _VS_DDP_CUDA
+    if (d->cu) {
+        double part[_VS_KPARTS];
+        vs_result r = _vs_ddp_copy(d, part, d->cu->part, sizeof part);
+        if (!r) r = _vs_ddp_sync(d);
+        for (int i = 0; i < _VS_KPARTS && !r; i++) *ss += part[i];
+        if (!r) r = _vs_ddp_copy(d, d->cu->norm, ss, sizeof *ss);
+        if (!r) r = _vs_ddp_fence(d, c);
+        if (!r) r = vs_all_reduce(c, d->cu->norm, d->cu->norm, 1, VS_F64, VS_OP_SUM, NULL);
+        if (!r) r = _vs_ddp_copy(d, ss, d->cu->norm, sizeof *ss);
+        if (!r) r = _vs_ddp_sync(d);
+        return r;
+    }
+#endif
+    return vs_all_reduce(c, ss, ss, 1, VS_F64, VS_OP_SUM, NULL);
 }
 
 VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm)
@@ -895,40 +1365,41 @@ VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm)
     if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
     if (!d->grads_pending) return vs_set_error(VS_ERR_STATE, "%s: no synchronized gradients (finish_grad_sync first)", fn);
     double ss = 0;
+    vs_result r = VS_OK;
+#ifdef _VS_DDP_CUDA
+    if (d->cu) r = _vs_ddp_zero(d, d->cu->part, sizeof(double) * _VS_KPARTS);
+#endif
     // each element once: DP ranks count disjoint ranges, other dims per _vs_ddp_counted
-    for (int b = 0; b < d->nbuckets; b++) {
+    for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo = k->shard * d->dp_rank, n = k->shard; // disjoint ranges, whatever the stage
         int64_t own_lo, own_n;
         _vs_ddp_owned(d, k, &own_lo, &own_n);
-        float* g = _vs_ddp_owned_grad(d, k, own_lo, own_n);
-        for (int j = k->first; j < k->last; j++) {
+        float* g;
+        r = _vs_ddp_owned_grad(d, k, own_lo, own_n, &g);
+        for (int j = k->first; j < k->last && !r; j++) {
             _vs_dparam* q = &d->params[d->order[j]];
             if (!q->counted) continue;
             int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + n ? q->offset + q->numel : lo + n;
-            for (int64_t x = a; x < e; x++) {
-                double v = g[x - own_lo];
-                ss += v * v;
-            }
+            if (a < e) r = _vs_ddp_sumsq(d, g + (a - own_lo), e - a, &ss);
         }
     }
-    vs_result r = vs_all_reduce(vs_mesh_comm(d->mesh), &ss, &ss, 1, VS_F64, VS_OP_SUM, NULL);
+    if (!r) r = _vs_ddp_sumsq_total(d, &ss);
     if (r) return r;
     double total = sqrt(ss);
     if (norm) *norm = total;
     if (max_norm <= 0 || total <= max_norm) return VS_OK;
     float scale = (float)(max_norm / (total + 1e-6));
-    for (int b = 0; b < d->nbuckets; b++) {
+    for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo, n;
         _vs_ddp_owned(d, k, &lo, &n);
-        if (k->acc_used) {
-            for (int64_t e = 0; e < n; e++) k->grad_shard[e] *= scale;
-        } else {
-            for (int64_t e = 0; e < n; e++) _vs_st(k->gdtype, k->grad, lo + e, _vs_ld(k->gdtype, k->grad, lo + e) * scale);
-        }
+        if (k->acc_used)
+            r = _vs_ddp_scale(d, k->grad_shard, VS_F32, n, scale);
+        else
+            r = _vs_ddp_scale(d, (char*)k->grad + (size_t)lo * _vs_dsz(k->gdtype), k->gdtype, n, scale);
     }
-    return VS_OK;
+    return r;
 }
 
 _VS_DDP_PRIVATE void _vs_ddp_group(const vs_ddp* d, const _vs_dparam* q, double lr, double* glr, double* gwd)
@@ -962,7 +1433,8 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo, n;
         _vs_ddp_owned(d, k, &lo, &n);
-        float* g = _vs_ddp_owned_grad(d, k, lo, n);
+        float* g;
+        r = _vs_ddp_owned_grad(d, k, lo, n, &g);
         for (int j = k->first; j < k->last && !r; j++) {
             _vs_dparam* q = &d->params[d->order[j]];
             int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + n ? q->offset + q->numel : lo + n;
@@ -979,21 +1451,21 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
                 float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
                 float omb1 = (float)(1.0 - o->beta1), omb2 = (float)(1.0 - o->beta2);
                 float step = (float)(glr / bc1), c2 = (float)(1.0 / sqrt(bc2)), decay = (float)(1.0 - glr * gwd);
-                for (int64_t x = 0; x < m; x++) {
-                    m1[x] = b1 * m1[x] + omb1 * gr[x];
-                    m2[x] = b2 * m2[x] + omb2 * gr[x] * gr[x];
-                    p[x] = p[x] * decay - step * m1[x] / (sqrtf(m2[x]) * c2 + eps);
-                }
+                long long mm = m;
+                void* args[] = {&p, &gr, &m1, &m2, &mm, &b1, &b2, &omb1, &omb2, &step, &c2, &eps, &decay};
+                if (d->cu)
+                    r = _vs_ddp_kernel(d, _VS_KI_ADAMW, m, args);
+                else
+                    _vs_hk_adamw(p, gr, m1, m2, mm, b1, b2, omb1, omb2, step, c2, eps, decay);
             } else if (o->kind == VS_OPTIM_SGD) {
                 float mu = (float)o->momentum, lrf = (float)glr, wdf = (float)gwd;
-                for (int64_t x = 0; x < m; x++) {
-                    float gx = gr[x] + wdf * p[x];
-                    if (m1) {
-                        m1[x] = mu * m1[x] + gx;
-                        gx = o->nesterov ? gx + mu * m1[x] : m1[x];
-                    }
-                    p[x] -= lrf * gx;
-                }
+                long long mm = m;
+                int nest = o->nesterov != 0;
+                void* args[] = {&p, &gr, &m1, &mm, &mu, &lrf, &wdf, &nest};
+                if (d->cu)
+                    r = _vs_ddp_kernel(d, _VS_KI_SGD, m, args);
+                else
+                    _vs_hk_sgd(p, gr, m1, mm, mu, lrf, wdf, nest);
             } else {
                 vs_step_args sa;
                 memset(&sa, 0, sizeof sa);
@@ -1009,12 +1481,16 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
                 sa.weight_decay = gwd;
                 sa.step = t;
                 sa.user = o->user;
+#ifdef _VS_DDP_CUDA
+                if (d->cu) sa.stream = (void*)d->cu->stream;
+#endif
                 r = o->step(&sa);
             }
         }
-        if (k->master) // write the rounded master weights into the owned parameters
-            for (int64_t x = 0; x < n; x++) _vs_st(k->pdtype, k->param, lo + x, k->master[x]);
+        if (k->master && !r) // write the rounded master weights into the owned parameters
+            r = _vs_ddp_from_f32(d, (char*)k->param + (size_t)lo * _vs_dsz(k->pdtype), k->pdtype, k->master, n);
     }
+    if (!r && d->desc.zero != VS_ZERO_0) r = _vs_ddp_fence(d, vs_mesh_comm(d->dp)); // the update before the gathers
     if (r) return r;
     // ZeRO: every rank gets the updated ranges of the others (in place), the
     // first layers' buckets first; vs_ddp_param waits for its bucket, so the

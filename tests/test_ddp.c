@@ -824,13 +824,14 @@ static int rank_memory(vs_world* w, void* arg)
             memset(&dd, 0, sizeof dd);
             dd.mesh = mesh;
             dd.zero = (vs_zero_stage)z;
-            dd.bucket_bytes = bb;
+            dd.bucket_bytes = z == 1 ? 0 : bb; /* ZeRO-1 asks through vs_ddp_set_bucket_bytes */
             dd.grad_fp32 = V->grad_fp32;
             dd.optim.kind = V->kind;
             dd.optim.momentum = V->momentum;
             vs_ddp* d = NULL;
             VT_OK(vs_ddp_init(&dd, &d));
             if (!d) continue;
+            if (z == 1) VT_OK(vs_ddp_set_bucket_bytes(d, bb));
             for (int p = 0; p < np; p++) {
                 char nm[32];
                 snprintf(nm, sizeof nm, "p%d", p);
@@ -925,6 +926,11 @@ static int rank_errors(vs_world* w, void* arg)
                                      .optim = {.kind = c->kind, .weight_decay = c->wd, .momentum = c->momentum}},
                       &d));
     if (!d) return 1;
+    /* an explicit bucket size of 0 (or less): the desc's 0 means "default", the
+       setter is how a size is asked for */
+    EXPECT_ERR(vs_ddp_set_bucket_bytes(d, 0), VS_ERR_INVALID, "bucket size", "0 bytes");
+    EXPECT_ERR(vs_ddp_set_bucket_bytes(d, -4096), VS_ERR_INVALID, "bucket size", "-4096");
+    EXPECT_ERR(vs_ddp_set_bucket_bytes(NULL, 4096), VS_ERR_NULL, "ddp", NULL);
     float init[NP][MAXN], junk[MAXN];
     make_init(0, init);
     for (int e = 0; e < MAXN; e++) junk[e] = 7.0f;
@@ -984,6 +990,7 @@ static int rank_errors(vs_world* w, void* arg)
     EXPECT_ERR(vs_ddp_step(d, 0.1), VS_ERR_STATE, "finalize", NULL);
     VT_OK(vs_ddp_finalize(d));
     EXPECT_ERR(vs_ddp_finalize(d), VS_ERR_STATE, "twice", NULL);
+    EXPECT_ERR(vs_ddp_set_bucket_bytes(d, 4096), VS_ERR_STATE, "vs_ddp_set_bucket_bytes", "finalized");
 
     /* add_param after finalize */
     pd = pdesc("late.bias", VS_F32, 4, junk);
