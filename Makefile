@@ -13,6 +13,7 @@ B       ?= build
 SAN     ?=
 COMPILE_CHECK ?= 1
 HEADERS := $(wildcard vescale*.h)
+comma   := ,
 
 # Open MPI refuses root without these; harmless otherwise.
 MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
@@ -40,6 +41,12 @@ $(B)/%_nt: tests/%.c $(HEADERS) tests/vs_test.h | $(B)
 
 $(B)/%_mpi: tests/%.c $(HEADERS) tests/vs_test.h | $(B)
 	$(MPICC) $(CFLAGS) $(SAN) -DVESCALE_MPI -o $@ $< $(LDLIBS)
+
+# The DDP kernels: NVRTC compiles their device source here when it is installed
+# (no GPU needed for that).
+HAVE_NVRTC := $(if $(wildcard $(CUDA)/include/nvrtc.h),1)
+$(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
 $(B)/demo: examples/demo.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
