@@ -50,8 +50,18 @@
      with no_overlap still reduces early when it runs out of staging buffers.
    - Buckets are reduced in bucket order on every rank, whatever order the
      gradients become ready in, so ranks never disagree on the collective order.
-   - Host buffers (threads and MPI transports). Names every skipped part: a CUDA
-     optimizer kernel is not built yet (use the step callback).
+   - Buffers: host memory on the threads and MPI transports. On NCCL (built with
+     VESCALE_NCCL; link -lcudart -lnccl -lnvrtc) every DDP buffer is device
+     memory: vs_ddp_param / vs_ddp_grad / vs_ddp_grad_synced return device
+     pointers, vs_ddp_param_desc.data may be host or device memory, and the
+     optimizer (AdamW, SGD), the f32 casts, accumulation and clipping run as CUDA
+     kernels on desc.stream (the stream backward and forward use). The kernels are
+     written once (>>kernels): the host path runs the same text compiled as C, and
+     NVRTC compiles it for the rank's GPU in vs_ddp_finalize, so a trainer built by
+     gcc needs no nvcc. A bucket's collective waits (cudaStreamWaitEvent) for the
+     work already on desc.stream; vs_ddp_finish_grad_sync and vs_ddp_param block
+     the host until the collectives they wait for are done. A custom step gets
+     device pointers and vs_step_args.stream.
    One thread uses a vs_ddp at a time.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
