@@ -657,6 +657,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sync(const vs_ddp* d)
 
 /* Buffers and kernels on the host or, with device buffers, on the trainer's stream. */
 #ifdef _VS_DDP_CUDA
+_VS_DDP_PRIVATE cudaStream_t _vs_ddp_stream(const vs_ddp* d) { return d->cu ? d->cu->stream : (cudaStream_t)d->desc.stream; }
 #define _VS_DDP_ON_DEVICE(d) ((d)->dev)
 #define _VS_DDP_DEV(d, call) \
     do { \
@@ -698,7 +699,7 @@ _VS_DDP_PRIVATE void _vs_ddp_hfree(const vs_ddp* d, void* p)
 
 _VS_DDP_PRIVATE vs_result _vs_ddp_zero(const vs_ddp* d, void* p, size_t bytes)
 {
-    _VS_DDP_DEV(d, cudaMemsetAsync(p, 0, bytes, d->cu->stream));
+    _VS_DDP_DEV(d, cudaMemsetAsync(p, 0, bytes, _vs_ddp_stream(d)));
     memset(p, 0, bytes);
     return VS_OK;
 }
@@ -706,7 +707,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_zero(const vs_ddp* d, void* p, size_t bytes)
 /* dst <- src; either may be host or device memory on the device path. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_copy(const vs_ddp* d, void* dst, const void* src, size_t bytes)
 {
-    _VS_DDP_DEV(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, d->cu->stream));
+    _VS_DDP_DEV(d, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, _vs_ddp_stream(d)));
     memcpy(dst, src, bytes);
     return VS_OK;
 }
