@@ -1,11 +1,14 @@
 /* bench_util.h - what the benchmarks share: a monotonic clock, medians, filled
-   page-aligned buffers, the memcpy bound and the rank-function error check. */
+   page-aligned buffers, the memcpy bound, the machine's load from other programs and
+   the rank-function error check. */
 #ifndef VS_BENCH_UTIL_H
 #define VS_BENCH_UTIL_H
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define VS_BENCH_UNUSED __attribute__((unused))
@@ -46,6 +49,48 @@ VS_BENCH_UNUSED static const char* loadavg(char* buf, size_t cap)
     else
         snprintf(buf, cap, "n/a");
     return buf;
+}
+
+/* How busy the machine was outside this program: the VM is shared, and another
+   program on one of its two cores halves what the thread ranks get (they then take
+   turns on the other core). snap_now() takes the machine's busy CPU time (/proc/stat:
+   user, nice, system, irq, softirq and steal, the host's time on our vCPUs) and this
+   process's own (getrusage); other_cores() is the CPU the rest took between two
+   snapshots, in cores, given the CPU seconds the benchmark's processes used meanwhile.
+   Jiffy resolution (10 ms): meaningful over parts of a second or more. */
+typedef struct cpu_snap {
+    double wall, busy, self; /* seconds; busy < 0: /proc/stat unreadable */
+} cpu_snap;
+
+VS_BENCH_UNUSED static cpu_snap snap_now(void)
+{
+    cpu_snap s;
+    struct rusage ru;
+    unsigned long long v[8] = {0};
+    long hz = sysconf(_SC_CLK_TCK);
+    FILE* f = fopen("/proc/stat", "r");
+    int got = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                         &v[3], &v[4], &v[5], &v[6], &v[7])
+                : 0;
+    if (f) fclose(f);
+    s.wall = now();
+    /* v: user nice system idle iowait irq softirq steal */
+    s.busy = got == 8 && hz > 0 ? (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)hz : -1;
+    s.self = 0;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        s.self = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    return s;
+}
+
+/* Cores' worth of CPU used by other programs between a and b; `ours` = CPU seconds
+   our processes used meanwhile (b.self - a.self for one process). -1 if unknown. */
+VS_BENCH_UNUSED static double other_cores(cpu_snap a, cpu_snap b, double ours)
+{
+    double o, dt = b.wall - a.wall;
+    if (a.busy < 0 || b.busy < 0 || dt <= 0) return -1;
+    o = (b.busy - a.busy - ours) / dt;
+    return o < 0 ? 0 : o;
 }
 
 /* Page-aligned, every page written with nonzero data now: no calloc'd zero pages

@@ -27,6 +27,16 @@
    Summary lines start with "summary N=" (grep them). Exit status: non-zero when a
    result was wrong or a call failed; missed performance targets only print FAIL.
 
+   The machine is shared: "summary N= other_load" gives the CPU (in cores) that
+   other programs used during each part (the sleeping MPI ranks of the threads part
+   count as other, a few hundredths of a core). With 2 CPUs and another program on
+   one, the thread ranks take turns on the other core and the big all-gathers run
+   ~1.5-2x slower; compare ratios only between runs where this is near 0. Even then
+   the VM's memory bandwidth with both cores streaming flips between phases of
+   seconds to minutes (2-thread streaming writes 1.2x or 1.9x one thread's; compute
+   scales 2x in both): the N=2 all-gather of 256 MiB takes ~15 or ~24 ms, while
+   MPI_Allgather stays ~40 ms. That is invisible from inside the guest; repeat runs.
+
    Rank 0 widens its CPU affinity to every online CPU before launching the thread
    ranks: mpirun binds each process to one core when it does not oversubscribe
    (N=2 on 2 cores), which would put all thread ranks on one core. */
@@ -529,7 +539,7 @@ int main(int argc, char** argv)
     opts o;
     int rank, n, nsizes = 0, coll, si, rc = 0, ncpu = -1;
     size_t sizes[MAXSIZES], sz;
-    double mcpy = -1, t_start, t_mpi = 0, t_thr = 0;
+    double mcpy = -1, t_start, t_mpi = 0, t_thr = 0, load_mpi = -1, load_thr = -1;
 
     MPI_Init(&argc, &argv);
     t_start = now();
@@ -569,9 +579,14 @@ int main(int argc, char** argv)
 
     /* 1. Open MPI, N processes. */
     if (!o.no_mpi) {
-        double t0 = now();
+        double t0 = now(), mine, ours = 0;
+        cpu_snap a = snap_now(), b;
         if (run_mpi(&o, rank, n, sizes, nsizes, pts)) rc = 1;
+        b = snap_now();
         t_mpi = now() - t0;
+        mine = b.self - a.self;
+        MPI_Reduce(&mine, &ours, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        if (rank == 0) load_mpi = other_cores(a, b, ours);
     }
     MPI_Barrier(MPI_COMM_WORLD); /* MPI buffers are freed everywhere */
 
@@ -582,6 +597,7 @@ int main(int argc, char** argv)
         MPI_Request req;
         char la[64];
         double t0 = now();
+        cpu_snap a = snap_now(), b;
         ncpu = widen_affinity();
         mcpy = memcpy_bw(MEMCPY_BYTES);
         if (!o.no_threads) {
@@ -613,6 +629,8 @@ int main(int argc, char** argv)
             free(T.bad);
             free(T.err);
         }
+        b = snap_now();
+        load_thr = other_cores(a, b, b.self - a.self);
         t_thr = now() - t0;
 
         printf("# memcpy bandwidth (1 thread, 256 MiB, median of 7): %.2f GB/s; rank 0 affinity "
@@ -620,6 +638,9 @@ int main(int argc, char** argv)
                mcpy, ncpu);
         print_tables(n, nsizes, pts);
         if (!print_summary(n, nsizes, pts, mcpy) && !o.no_threads) rc = 1;
+        printf("summary N=%d other_load cores used by other programs: MPI part %.2f, threads "
+               "part %.2f (of %ld CPUs; -1: unknown)\n",
+               n, load_mpi, load_thr, sysconf(_SC_NPROCESSORS_ONLN));
         for (coll = 0; coll < NCOLL; coll++)
             for (si = 0; si < nsizes; si++)
                 if (pts[coll][si].mpi_bad) rc = 1;
