@@ -4535,10 +4535,8 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
         return VS_OK;
     }
     case _VS_R_SLICE: {
-        int d = st->after[k].dim;
         int64_t so[VS_TENSOR_MAX_DIMS];
         for (int i = 0; i < nd; i++) so[i] = oa[i] - ob[i];
-        (void)d;
         _vs_box_copy((char*)out, la, zero, (const char*)in, lb, so, la, nd, esz);
         return VS_OK;
     }
