@@ -242,6 +242,11 @@ VS_API vs_result vs_ddp_free(vs_ddp* d);
 #ifdef _VS_DDP_CUDA
 #include <cuda_runtime.h>
 #endif
+/* Tests only (tests/test_ddp_device.c): the device path over a host transport,
+   with a stand-in CUDA runtime. */
+#ifndef _VS_DDP_FORCE_DEVICE
+#define _VS_DDP_FORCE_DEVICE 0
+#endif
 #ifdef _VS_DDP_NVRTC
 #include <nvrtc.h>
 #endif
@@ -801,7 +806,9 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     d->dp_index = dpi;
     d->pp_index = ppi;
     d->sync = 1;
-    d->dev = vs_comm_transport(vs_mesh_comm(m)) == VS_TRANSPORT_NCCL;
+#ifdef _VS_DDP_CUDA
+    d->dev = _VS_DDP_FORCE_DEVICE || vs_comm_transport(vs_mesh_comm(m)) == VS_TRANSPORT_NCCL;
+#endif
     *out = d;
     return VS_OK;
 }

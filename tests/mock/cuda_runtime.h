@@ -1,0 +1,47 @@
+/* tests/mock/cuda_runtime.h - a stand-in for the part of the CUDA runtime that
+   vescale_ddp.h's device path calls, for tests/test_ddp_device.c: "device" memory
+   is host memory the test tracks, kernels run as the host build of the same
+   kernel text. Declarations only; the test defines the functions. Never used to
+   build the library for real. */
+#ifndef VS_MOCK_CUDA_RUNTIME_H
+#define VS_MOCK_CUDA_RUNTIME_H
+#include <stddef.h>
+
+typedef enum cudaError { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorNotReady = 600 } cudaError_t;
+typedef struct mock_stream* cudaStream_t;
+typedef struct mock_event* cudaEvent_t;
+typedef struct mock_library* cudaLibrary_t;
+typedef struct mock_kernel* cudaKernel_t;
+typedef struct dim3 {
+    unsigned x, y, z;
+} dim3;
+enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76 };
+enum cudaMemcpyKind { cudaMemcpyDefault = 4 };
+enum cudaJitOption { cudaJitMaxRegisters = 0 };
+enum cudaLibraryOption { cudaLibraryHostUniversalFunctionAndDataTable = 0 };
+#define cudaEventDisableTiming 0x02
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+const char* cudaGetErrorString(cudaError_t e);
+cudaError_t cudaGetDevice(int* dev);
+cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev);
+cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum cudaJitOption* jo, void** jv, unsigned njo,
+                                enum cudaLibraryOption* lo, void** lv, unsigned nlo);
+cudaError_t cudaLibraryGetKernel(cudaKernel_t* k, cudaLibrary_t lib, const char* name);
+cudaError_t cudaLibraryUnload(cudaLibrary_t lib);
+cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t st);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned flags);
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st);
+cudaError_t cudaEventDestroy(cudaEvent_t ev);
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags);
+cudaError_t cudaStreamSynchronize(cudaStream_t st);
+cudaError_t cudaMemset(void* p, int v, size_t n);
+cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t st);
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, enum cudaMemcpyKind k);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcpyKind k, cudaStream_t st);
+#ifdef __cplusplus
+}
+#endif
+#endif
