@@ -417,7 +417,9 @@ typedef struct vs_mesh_desc {
    desc->comm otherwise (it learns the world rank of each member). The
    communicator is shared, not copied, and must outlive the mesh. */
 VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** out);
-/* Frees the mesh, every submesh it made and their communicators. */
+/* Frees the mesh, every submesh it made and their communicators. A submesh is
+   owned by its parent: freeing it alone is VS_ERR_STATE. While a handle built on
+   the mesh or one of its submeshes (a vs_ddp) is alive, VS_ERR_STATE: free it first. */
 VS_API vs_result vs_mesh_free(vs_mesh* m);
 
 VS_API int vs_mesh_ndims(const vs_mesh* m);
@@ -3601,7 +3603,20 @@ struct vs_mesh {
     int nsubs;
     void* scratch[4]; // redistribute's buffers, kept (grow-only) for the next call
     size_t scratch_cap[4];
+    vs_mesh* parent; // submeshes: the mesh that made (and frees) this one
+    int users;       // handles built on this mesh or its submeshes (DDP, ...) still alive
 };
+
+/* The root of a submesh chain: dependents count there, so freeing the root sees them. */
+_VS_PRIVATE vs_mesh* _vs_mesh_root(vs_mesh* m)
+{
+    while (m->parent) m = m->parent;
+    return m;
+}
+
+/* A handle built on `m` (a DDP, ...) registers with delta +1 at creation and -1 at its
+   free; vs_mesh_free refuses while any is alive, instead of leaving it dangling. */
+_VS_PRIVATE void _vs_mesh_use(vs_mesh* m, int delta) { _vs_mesh_root(m)->users += delta; }
 
 /* Scratch slot `i` of at least `bytes`, reused across calls; NULL when out of memory. */
 _VS_PRIVATE void* _vs_mesh_scratch(vs_mesh* m, int i, size_t bytes)
@@ -3717,15 +3732,26 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
     return VS_OK;
 }
 
-VS_API vs_result vs_mesh_free(vs_mesh* m)
+_VS_PRIVATE void _vs_mesh_destroy(vs_mesh* m)
 {
-    if (!m) return VS_OK;
-    for (int i = 0; i < m->nsubs; i++) vs_mesh_free(m->subs[i].mesh);
+    for (int i = 0; i < m->nsubs; i++) _vs_mesh_destroy(m->subs[i].mesh);
     free(m->subs);
     for (int i = 0; i < 4; i++) free(m->scratch[i]);
     if (m->owns_comm && m->comm) _vs_comm_destroy(m->comm);
     free(m->granks);
     free(m);
+}
+
+VS_API vs_result vs_mesh_free(vs_mesh* m)
+{
+    if (!m) return VS_OK;
+    if (m->parent)
+        return _vs_err(VS_ERR_STATE, "vs_mesh_free: this is a submesh, owned and freed by its parent mesh; "
+                                     "free the mesh vs_mesh_init returned");
+    if (m->users > 0)
+        return _vs_err(VS_ERR_STATE, "vs_mesh_free: %d handle(s) built on this mesh (DDP, ...) are still alive; "
+                                     "free them first", m->users);
+    _vs_mesh_destroy(m);
     return VS_OK;
 }
 
@@ -3942,6 +3968,7 @@ VS_API vs_result vs_mesh_submesh(vs_mesh* m, const char* dims, vs_mesh** out)
         return r;
     }
     sc->kind = 2;
+    s->parent = m;
     s->world = m->world;
     s->comm = sc;
     s->owns_comm = 1;
