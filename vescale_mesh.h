@@ -1423,34 +1423,65 @@ _VS_PRIVATE void _vs_op_release(_vs_opdesc* op)
     op->own = NULL;
 }
 
+/* Checks rank blocks [displs[i], displs[i] + counts[i]): no end past what a buffer
+   of `dt` can hold and, where they are written (`disjoint`), no two that overlap. */
+_VS_PRIVATE vs_result _vs_check_ranges(const char* fn, const char* side, const size_t* counts, const size_t* displs,
+                                       int n, vs_dtype dt, int disjoint)
+{
+    size_t lim = (size_t)PTRDIFF_MAX / (vs_dtype_size(dt) ? vs_dtype_size(dt) : 1);
+    int sorted = 1;
+    for (int i = 0; i < n; i++) {
+        if (counts[i] > lim || displs[i] > lim - counts[i])
+            return _vs_err(VS_ERR_INVALID, "%s: %s block %d (displacement %zu + count %zu) overflows the address space",
+                           fn, side, i, displs[i], counts[i]);
+        if (i && displs[i] < displs[i - 1] + counts[i - 1]) sorted = 0;
+    }
+    if (!disjoint || sorted) return VS_OK;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n && counts[i]; j++)
+            if (counts[j] && displs[i] < displs[j] + counts[j] && displs[j] < displs[i] + counts[i])
+                return _vs_err(VS_ERR_INVALID, "%s: %s blocks %d [%zu, %zu) and %d [%zu, %zu) overlap", fn, side, i,
+                               displs[i], displs[i] + counts[i], j, displs[j], displs[j] + counts[j]);
+    return VS_OK;
+}
+
 /* Fills counts/displs for the v-ops from either one count or the caller's arrays
-   (displs NULL: packed). Allocates op->own. */
-_VS_PRIVATE vs_result _vs_op_arrays(_vs_opdesc* op, int n, size_t count, const size_t* counts,
-                                    const size_t* displs, const size_t* rcounts,
-                                    const size_t* rdispls)
+   (displs NULL: packed), and checks them (op->dt set). Allocates op->own. */
+_VS_PRIVATE vs_result _vs_op_arrays(const char* fn, _vs_opdesc* op, int n, size_t count, const size_t* counts,
+                                    const size_t* displs, const size_t* rcounts, const size_t* rdispls)
 {
     int sides = op->kind == _VS_K_ALLTOALL ? 2 : 1;
     op->own = _VS_NEW(size_t, (size_t)n * 2 * (size_t)sides);
-    if (!op->own) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %d ranks", _vs_kind_names[op->kind], n);
+    if (!op->own) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %d ranks", fn, n);
     op->counts = op->own;
     op->displs = op->own + n;
-    size_t run = 0;
-    for (int i = 0; i < n; i++) {
-        op->counts[i] = counts ? counts[i] : count;
-        op->displs[i] = displs ? displs[i] : run;
-        run += op->counts[i];
+    size_t lim = (size_t)PTRDIFF_MAX / vs_dtype_size(op->dt);
+    vs_result r = VS_OK;
+    for (int side = 0; side < sides && !r; side++) {
+        size_t* oc = side ? op->own + 2 * n : op->counts;
+        size_t* od = side ? op->own + 3 * n : op->displs;
+        const size_t* ic = side ? rcounts : counts;
+        const size_t* id = side ? rdispls : displs;
+        size_t run = 0;
+        for (int i = 0; i < n && !r; i++) {
+            oc[i] = ic ? ic[i] : count;
+            if (!id && oc[i] > lim - run)
+                r = _vs_err(VS_ERR_INVALID, "%s: %zu elements per rank x %d ranks overflows the address space", fn,
+                            oc[i], n);
+            od[i] = id ? id[i] : run;
+            run += oc[i];
+        }
+        // written blocks must not overlap: all-gather's and all-to-all's receive side
+        int written = (op->kind == _VS_K_ALLGATHER) || side == 1;
+        if (!r) r = _vs_check_ranges(fn, side ? "recv" : op->kind == _VS_K_ALLTOALL ? "send" : "rank", oc, od, n,
+                                     op->dt, written);
     }
     if (sides == 2) {
         op->rcounts = op->own + 2 * n;
         op->rdispls = op->own + 3 * n;
-        run = 0;
-        for (int i = 0; i < n; i++) {
-            op->rcounts[i] = rcounts ? rcounts[i] : count;
-            op->rdispls[i] = rdispls ? rdispls[i] : run;
-            run += op->rcounts[i];
-        }
     }
-    return VS_OK;
+    if (r) _vs_op_release(op);
+    return r;
 }
 
 _VS_PRIVATE vs_result _vs_check_dtype(const char* fn, vs_dtype dt)
@@ -2569,6 +2600,16 @@ _VS_PRIVATE vs_result _vs_check_comm(const char* fn, vs_comm* c, vs_dtype dt)
     return _vs_check_dtype(fn, dt);
 }
 
+/* Elements of `dt` a buffer may hold: its bytes must fit ptrdiff_t. */
+_VS_PRIVATE vs_result _vs_check_elems(const char* fn, size_t elems, vs_dtype dt, const char* what)
+{
+    size_t esz = vs_dtype_size(dt);
+    if (esz && elems > (size_t)PTRDIFF_MAX / esz)
+        return _vs_err(VS_ERR_INVALID, "%s: %s of %zu %s elements overflows the address space", fn, what, elems,
+                       vs_dtype_name(dt));
+    return VS_OK;
+}
+
 _VS_PRIVATE vs_result _vs_check_bufs(const char* fn, const void* send, const void* recv,
                                      size_t send_elems, size_t recv_elems)
 {
@@ -2595,6 +2636,7 @@ VS_API vs_result vs_all_reduce(vs_comm* c, const void* send, void* recv, size_t 
 {
     _VS_TRY(_vs_check_comm("vs_all_reduce", c, dt));
     _VS_TRY(_vs_check_op("vs_all_reduce", op));
+    _VS_TRY(_vs_check_elems("vs_all_reduce", count, dt, "count"));
     _VS_TRY(_vs_check_bufs("vs_all_reduce", send, recv, count, count));
     _vs_opdesc o;
     memset(&o, 0, sizeof o);
@@ -2613,6 +2655,7 @@ VS_API vs_result vs_reduce(vs_comm* c, const void* send, void* recv, size_t coun
     _VS_TRY(_vs_check_comm("vs_reduce", c, dt));
     _VS_TRY(_vs_check_op("vs_reduce", op));
     _VS_TRY(_vs_check_root("vs_reduce", c, root, "root"));
+    _VS_TRY(_vs_check_elems("vs_reduce", count, dt, "count"));
     _VS_TRY(_vs_check_bufs("vs_reduce", send, recv, count, c->rank == root ? count : 0));
     _vs_opdesc o;
     memset(&o, 0, sizeof o);
@@ -2631,6 +2674,7 @@ VS_API vs_result vs_broadcast(vs_comm* c, const void* send, void* recv, size_t c
 {
     _VS_TRY(_vs_check_comm("vs_broadcast", c, dt));
     _VS_TRY(_vs_check_root("vs_broadcast", c, root, "root"));
+    _VS_TRY(_vs_check_elems("vs_broadcast", count, dt, "count"));
     _VS_TRY(_vs_check_bufs("vs_broadcast", send, recv, c->rank == root ? count : 0, count));
     _vs_opdesc o;
     memset(&o, 0, sizeof o);
@@ -2658,7 +2702,7 @@ _VS_PRIVATE vs_result _vs_gather_like(const char* fn, int kind, vs_comm* c, cons
     o.recv = recv;
     o.uniform = counts == NULL;
     o.count = counts ? 0 : count;
-    _VS_TRY(_vs_op_arrays(&o, c->size, count, counts, displs, NULL, NULL));
+    _VS_TRY(_vs_op_arrays(fn, &o, c->size, count, counts, displs, NULL, NULL));
     size_t total = 0, mine = o.counts[c->rank];
     for (int i = 0; i < c->size; i++) {
         size_t end = o.displs[i] + o.counts[i];
@@ -2718,7 +2762,7 @@ _VS_PRIVATE vs_result _vs_all_to_all(const char* fn, vs_comm* c, const void* sen
     o.recv = recv;
     o.uniform = scounts == NULL;
     o.count = scounts ? 0 : count;
-    _VS_TRY(_vs_op_arrays(&o, c->size, count, scounts, sdispls, rcounts, rdispls));
+    _VS_TRY(_vs_op_arrays(fn, &o, c->size, count, scounts, sdispls, rcounts, rdispls));
     size_t stot = 0, rtot = 0;
     for (int i = 0; i < c->size; i++) {
         size_t se = o.displs[i] + o.counts[i], re = o.rdispls[i] + o.rcounts[i];
@@ -2767,6 +2811,7 @@ _VS_PRIVATE vs_result _vs_p2p(const char* fn, int kind, vs_comm* c, const void* 
 {
     _VS_TRY(_vs_check_comm(fn, c, dt));
     _VS_TRY(_vs_check_root(fn, c, peer, "peer"));
+    _VS_TRY(_vs_check_elems(fn, count, dt, "count"));
     if (count && !sbuf && !rbuf) return _vs_err(VS_ERR_NULL, "%s: buffer is NULL for %zu elements", fn, count);
     _vs_opdesc o;
     memset(&o, 0, sizeof o);
@@ -4525,13 +4570,14 @@ _VS_PRIVATE vs_result _vs_layout_check(const char* fn, const vs_layout* L, int n
 VS_API vs_result vs_layout_check(const vs_layout* L, int ndim) { return _vs_layout_check("vs_layout_check", L, ndim); }
 
 /* torch.chunk: chunks of ceil(n/m); trailing ones short or empty. */
+/* Chunk i of m of a dim of n (torch.chunk), without overflow for any n >= 0. */
 _VS_PRIVATE void _vs_chunk_range(int64_t n, int m, int i, int64_t* start, int64_t* len)
 {
-    int64_t c = (n + m - 1) / m, s = c * i, e;
+    int64_t c = n / m + (n % m != 0);
+    int64_t s = i > 0 && c > n / i ? n : c * i;
     if (s > n) s = n;
-    e = s + c > n ? n : s + c;
     *start = s;
-    *len = e - s;
+    *len = c > n - s ? n - s : c;
 }
 
 /* The box (shape, global offset) a mesh coordinate holds under placements p. */
@@ -4556,11 +4602,19 @@ _VS_PRIVATE int64_t _vs_numel(const int64_t* s, int ndim)
     return n;
 }
 
+/* Dims >= 0 and an element count that fits int64 (so _vs_numel of any box of it
+   cannot overflow). */
 _VS_PRIVATE vs_result _vs_check_shape(const char* fn, int ndim, const int64_t* shape)
 {
     if (!shape && ndim) return _vs_err(VS_ERR_NULL, "%s: shape is NULL", fn);
-    for (int d = 0; d < ndim; d++)
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0) return _vs_err(VS_ERR_INVALID, "%s: shape[%d] = %lld < 0", fn, d, (long long)shape[d]);
+        if (shape[d] && n > INT64_MAX / shape[d])
+            return _vs_err(VS_ERR_INVALID, "%s: shape[%d] = %lld: the tensor has more than 2^63 elements", fn, d,
+                           (long long)shape[d]);
+        n *= shape[d];
+    }
     return VS_OK;
 }
 
@@ -4586,7 +4640,12 @@ _VS_PRIVATE vs_result _vs_dtensor_check(const char* fn, const vs_dtensor* t, con
     if (!t) return _vs_err(VS_ERR_NULL, "%s: %s tensor is NULL", fn, which);
     _VS_TRY(_vs_layout_check(fn, &t->layout, t->ndim));
     _VS_TRY(_vs_check_dtype(fn, t->dtype));
-    return _vs_check_shape(fn, t->ndim, t->shape);
+    _VS_TRY(_vs_check_shape(fn, t->ndim, t->shape));
+    int64_t n = _vs_numel(t->shape, t->ndim);
+    if ((uint64_t)n > (uint64_t)PTRDIFF_MAX / vs_dtype_size(t->dtype))
+        return _vs_err(VS_ERR_INVALID, "%s: %s tensor of %lld %s elements is larger than memory can address", fn,
+                       which, (long long)n, vs_dtype_name(t->dtype));
+    return VS_OK;
 }
 
 VS_API vs_result vs_dtensor_local_numel(const vs_dtensor* t, int64_t* numel)
