@@ -804,6 +804,17 @@ VS_API const char* vs_version_string(void) { return VESCALE_VERSION_STRING; }
         if (!(p)) return _vs_err(VS_ERR_NULL, "%s: %s is NULL", __func__, what);     \
     } while (0)
 
+/* A communicator or work handle: NULL, freed (caught while it is quarantined) or
+   not a handle at all each give their own error. */
+#define _VS_CHECK_HANDLE(p, what)                                                    \
+    do {                                                                             \
+        _VS_CHECK_NULL(p, what);                                                     \
+        if ((p)->magic == _VS_MAGIC_DEAD)                                            \
+            return _vs_err(VS_ERR_STATE, "%s: this %s was already freed", __func__, what); \
+        if ((p)->magic != _VS_MAGIC_LIVE)                                            \
+            return _vs_err(VS_ERR_INVALID, "%s: %p is not a live %s handle", __func__, (const void*)(p), what); \
+    } while (0)
+
 // >>time ----------------------------------------------------------------------
 
 _VS_PRIVATE double _vs_now(void)
@@ -1250,8 +1261,14 @@ typedef struct _vs_opdesc {
     uint64_t seq;       // collectives: 1 + the communicator's earlier collectives (its fingerprint's order)
 } _vs_opdesc;
 
+#define _VS_MAGIC_LIVE 0x76734c56u /* "vsLV": a handle in use */
+#define _VS_MAGIC_DEAD 0x76734444u /* "vsDD": freed, kept a while to catch a second use */
+#define _VS_QUARANTINE 16          /* freed handles kept per owner before memory is released */
+
 struct vs_work {
-    vs_comm* comm;
+    uint32_t magic;
+    vs_comm* comm; // NULL once its communicator was freed (the result is kept here)
+    vs_work* wnext; // the communicator's outstanding handles
     _vs_opdesc* ops;
     int nops;
     int state; // 0 pending, 1 done (atomic)
@@ -1266,12 +1283,16 @@ struct vs_work {
 typedef struct _vs_tshared _vs_tshared;
 
 struct vs_comm {
+    uint32_t magic;
     vs_world* world;
     vs_transport tr;
     int rank, size;
     double timeout;
     int aborted; // sticky, this handle (atomic)
     int kind;    // 0 user (split), 1 world, 2 mesh-owned
+    vs_work* works;                       // async handles returned and not yet waited (under qmu)
+    vs_work* waited[_VS_QUARANTINE];      // waited handles, released when pushed out
+    int nwaited;
     uint64_t seq;    // collectives issued on this handle
     char label[128]; // names it in errors: "world", "DP group [0,2] of mesh (PP=2, DP=2, TP=2)"
     // groups
@@ -1309,6 +1330,8 @@ struct vs_world {
     _vs_hooks hooks;
     vs_comm* comm;
     _vs_tjob* job; // threads transport: the vs_launch job this rank belongs to
+    vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
+    int ndead;
     int mpi_finalize;
 #ifdef VESCALE_MPI
     MPI_Op u8_sum; // wrapping 8-bit sum
@@ -1353,6 +1376,7 @@ _VS_PRIVATE vs_comm* _vs_comm_new(vs_world* w, vs_transport tr, int rank, int si
         free(c);
         return NULL;
     }
+    c->magic = _VS_MAGIC_LIVE;
     c->world = w;
     c->tr = tr;
     c->rank = rank;
@@ -1385,7 +1409,7 @@ VS_API vs_transport vs_comm_transport(const vs_comm* c) { return c ? c->tr : VS_
 
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     if (seconds != seconds || seconds < 0)
         return _vs_err(VS_ERR_INVALID, "vs_comm_set_timeout: timeout %g s must be > 0, or 0 / INFINITY for none",
                        seconds);
@@ -1395,7 +1419,7 @@ VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds)
 
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     if (c->tr != VS_TRANSPORT_NCCL)
         return _vs_err(VS_ERR_UNSUPPORTED, "vs_comm_set_stream: transport '%s' has no streams",
                        vs_transport_name(c->tr));
@@ -2407,14 +2431,41 @@ _VS_PRIVATE vs_result _vs_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     return _vs_t_exec(c, ops, nops);
 }
 
-_VS_PRIVATE void _vs_work_free(vs_work* w)
+/* Releases what a work handle holds (its ops, its CUDA event), not the handle. */
+_VS_PRIVATE void _vs_work_release(vs_work* w)
 {
     for (int i = 0; i < w->nops; i++) _vs_op_release(&w->ops[i]);
     free(w->ops);
+    w->ops = NULL;
+    w->nops = 0;
 #ifdef VESCALE_NCCL
     if (w->ev) cudaEventDestroy(w->ev);
+    w->ev = NULL;
 #endif
+}
+
+_VS_PRIVATE void _vs_work_free(vs_work* w)
+{
+    _vs_work_release(w);
     free(w);
+}
+
+/* A waited handle: off the comm's list, marked freed and kept among the comm's
+   last _VS_QUARANTINE waited handles, so a second vs_wait on it is an error (not a
+   use after free); the oldest is released. */
+_VS_PRIVATE void _vs_work_retire(vs_comm* c, vs_work* w)
+{
+    _vs_work_release(w);
+    pthread_mutex_lock(&c->qmu);
+    vs_work** l = &c->works;
+    while (*l && *l != w) l = &(*l)->wnext;
+    if (*l) *l = w->wnext;
+    w->magic = _VS_MAGIC_DEAD;
+    int slot = c->nwaited++ % _VS_QUARANTINE;
+    vs_work* old = c->waited[slot];
+    c->waited[slot] = w;
+    pthread_mutex_unlock(&c->qmu);
+    free(old);
 }
 
 _VS_PRIVATE void* _vs_progress_main(void* arg)
@@ -2493,6 +2544,11 @@ _VS_PRIVATE vs_result _vs_submit_host(vs_comm* c, _vs_opdesc* ops, int nops, vs_
     else
         c->qhead = w;
     c->qtail = w;
+    if (out) { // the caller's handle: tracked until vs_wait, detached if the comm goes first
+        w->magic = _VS_MAGIC_LIVE;
+        w->wnext = c->works;
+        c->works = w;
+    }
     pthread_cond_broadcast(&c->qcv);
     pthread_mutex_unlock(&c->qmu);
     if (out) {
@@ -2547,14 +2603,14 @@ _VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
 
 VS_API vs_result vs_group_start(vs_comm* c)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     c->group_depth++;
     return VS_OK;
 }
 
 VS_API vs_result vs_group_end(vs_comm* c, vs_work** work)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     if (work) *work = NULL;
     if (c->group_depth <= 0) return _vs_err(VS_ERR_STATE, "vs_group_end: no group was started");
     if (--c->group_depth > 0) return VS_OK;
@@ -2567,10 +2623,10 @@ VS_API vs_result vs_group_end(vs_comm* c, vs_work** work)
 
 VS_API vs_result vs_test(vs_work* w, int* done)
 {
-    _VS_CHECK_NULL(w, "work");
+    _VS_CHECK_HANDLE(w, "work");
     _VS_CHECK_NULL(done, "done");
 #ifdef VESCALE_NCCL
-    if (w->comm->tr == VS_TRANSPORT_NCCL) {
+    if (w->comm && w->comm->tr == VS_TRANSPORT_NCCL) {
         cudaError_t e = cudaEventQuery(w->ev);
         *done = e == cudaSuccess;
         if (e != cudaSuccess && e != cudaErrorNotReady)
@@ -2586,9 +2642,16 @@ _VS_PRIVATE vs_result _vs_nccl_wait(vs_work* w);
 
 VS_API vs_result vs_wait(vs_work* w)
 {
-    _VS_CHECK_NULL(w, "work");
-    vs_result r = w->comm->tr == VS_TRANSPORT_NCCL ? _vs_nccl_wait(w) : _vs_work_wait_host(w);
-    _vs_work_free(w);
+    _VS_CHECK_HANDLE(w, "work");
+    vs_comm* c = w->comm;
+    if (!c) { // its communicator was freed, which completed it: the result is here
+        vs_result r = w->res;
+        if (r) _vs_err(r, "%s", w->err);
+        _vs_work_free(w);
+        return r;
+    }
+    vs_result r = c->tr == VS_TRANSPORT_NCCL ? _vs_nccl_wait(w) : _vs_work_wait_host(w);
+    _vs_work_retire(c, w);
     return r;
 }
 
@@ -2597,6 +2660,8 @@ VS_API vs_result vs_wait(vs_work* w)
 _VS_PRIVATE vs_result _vs_check_comm(const char* fn, vs_comm* c, vs_dtype dt)
 {
     if (!c) return _vs_err(VS_ERR_NULL, "%s: comm is NULL", fn);
+    if (c->magic == _VS_MAGIC_DEAD) return _vs_err(VS_ERR_STATE, "%s: the communicator was already freed", fn);
+    if (c->magic != _VS_MAGIC_LIVE) return _vs_err(VS_ERR_INVALID, "%s: %p is not a live vs_comm", fn, (void*)c);
     return _vs_check_dtype(fn, dt);
 }
 
@@ -2797,7 +2862,7 @@ VS_API vs_result vs_all_to_allv(vs_comm* c, const void* send, const size_t* send
 
 VS_API vs_result vs_barrier(vs_comm* c, vs_work** work)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     _vs_opdesc o;
     memset(&o, 0, sizeof o);
     o.kind = _VS_K_BARRIER;
@@ -2839,7 +2904,7 @@ _VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** o
 
 VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     _VS_CHECK_NULL(out, "out");
     *out = NULL;
     if (color < 0 && color != VS_COLOR_NONE)
@@ -2862,16 +2927,32 @@ VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
 _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c);
 
 /* Drains the queue, stops the progress thread and frees the handle. */
-_VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
+/* Drains the queue, stops the progress thread and frees what the handle holds,
+   not the handle itself. Handles not yet waited are completed and detached: their
+   vs_wait then returns the result without the communicator. */
+_VS_PRIVATE void _vs_comm_teardown(vs_comm* c)
 {
-    if (!c) return;
     pthread_mutex_lock(&c->qmu);
     while (c->qhead || c->qbusy) pthread_cond_wait(&c->qcv, &c->qmu);
     c->qstop = 1;
     pthread_cond_broadcast(&c->qcv);
     int on = c->qthread_on;
+    vs_work* pending = c->works;
+    c->works = NULL;
     pthread_mutex_unlock(&c->qmu);
     if (on) pthread_join(c->qthread, NULL);
+    for (vs_work* w = pending; w; w = w->wnext) {
+#ifdef VESCALE_NCCL
+        if (c->tr == VS_TRANSPORT_NCCL) {
+            cudaError_t e = w->ev ? cudaEventSynchronize(w->ev) : cudaSuccess;
+            w->res = e == cudaSuccess ? VS_OK : VS_ERR_BACKEND;
+            if (e != cudaSuccess) _vs_fmt(w->err, sizeof w->err, "vs_wait: %s", cudaGetErrorString(e));
+        }
+#endif
+        _vs_work_release(w);
+        w->comm = NULL;
+    }
+    for (int i = 0; i < _VS_QUARANTINE; i++) free(c->waited[i]);
     for (int i = 0; i < c->gn; i++) _vs_op_release(&c->gops[i]);
     free(c->gops);
     if (c->sh) _vs_tshared_unref(c->sh);
@@ -2883,22 +2964,40 @@ _VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
     pthread_cond_destroy(&c->qcv);
     free((void*)c->srcs);
     free(c->dsts);
+}
+
+_VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
+{
+    if (!c) return;
+    _vs_comm_teardown(c);
     free(c);
 }
 
 VS_API vs_result vs_comm_free(vs_comm* c)
 {
     if (!c) return VS_OK;
+    _VS_CHECK_HANDLE(c, "comm");
     if (c->kind != 0)
         return _vs_err(VS_ERR_INVALID, "vs_comm_free: this communicator belongs to its %s",
                        c->kind == 1 ? "world" : "mesh");
-    _vs_comm_destroy(c);
+    if (c->group_depth > 0) return _vs_err(VS_ERR_STATE, "vs_comm_free: a group is open on this communicator");
+    _vs_comm_teardown(c);
+    c->magic = _VS_MAGIC_DEAD;
+    vs_world* w = c->world;
+    if (!w) {
+        free(c);
+        return VS_OK;
+    }
+    // kept among the world's last freed communicators: a second free is an error
+    int slot = w->ndead++ % _VS_QUARANTINE;
+    free(w->dead[slot]);
+    w->dead[slot] = c;
     return VS_OK;
 }
 
 VS_API vs_result vs_comm_abort(vs_comm* c)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
     if (c->sh) {
         char msg[300];
@@ -2978,6 +3077,7 @@ _VS_PRIVATE void _vs_mpi_world_fini(vs_world* w);
 VS_API vs_result vs_world_free(vs_world* w)
 {
     if (!w) return VS_OK;
+    for (int i = 0; i < _VS_QUARANTINE; i++) free(w->dead[i]);
     if (w->comm) {
         w->comm->kind = 0;
         _vs_comm_destroy(w->comm);
@@ -3579,6 +3679,11 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
             res = _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
             goto done;
         }
+        pthread_mutex_lock(&c->qmu);
+        w->magic = _VS_MAGIC_LIVE;
+        w->wnext = c->works;
+        c->works = w;
+        pthread_mutex_unlock(&c->qmu);
         *out = w;
     } else {
         res = _vs_nccl_sync(c, NULL, what);
