@@ -882,17 +882,14 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_scale(const vs_ddp* d, void* a, vs_dtype t, in
     return VS_OK;
 }
 
-/* The mesh counts the DDPs on it, so vs_mesh_free refuses while one is alive.
-   The counter is private to the mesh implementation: a program whose DDP
-   implementation sits in another translation unit than the mesh's cannot reach
-   it, and gets no such protection (the documented order rule still holds). */
+/* The mesh counts the DDPs on it (vs_mesh_retain), so vs_mesh_free refuses while
+   one is alive. */
 _VS_DDP_PRIVATE void _vs_ddp_mesh_use(vs_mesh* m, int delta)
 {
-#ifdef VESCALE_MESH_IMPLEMENTED
-    _vs_mesh_use(m, delta);
-#else
-    (void)m, (void)delta;
-#endif
+    if (delta > 0)
+        vs_mesh_retain(m);
+    else
+        vs_mesh_release(m);
 }
 
 /* Resolves the zero defaults of `o` (see vs_optim_desc) and checks every number

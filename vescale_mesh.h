@@ -439,6 +439,12 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
    owned by its parent: freeing it alone is VS_ERR_STATE. While a handle built on
    the mesh or one of its submeshes (a vs_ddp) is alive, VS_ERR_STATE: free it first. */
 VS_API vs_result vs_mesh_free(vs_mesh* m);
+/* A handle built on a mesh or one of its submeshes (a vs_ddp does this itself)
+   retains it at creation and releases it when freed; vs_mesh_free refuses while
+   any retain is outstanding, instead of leaving the handle dangling. Same thread
+   as the mesh's other calls. */
+VS_API vs_result vs_mesh_retain(vs_mesh* m);
+VS_API vs_result vs_mesh_release(vs_mesh* m);
 
 VS_API int vs_mesh_ndims(const vs_mesh* m);
 /* Index of a dim by name, or VS_ERR_INVALID naming it. */
@@ -4157,9 +4163,6 @@ _VS_PRIVATE vs_mesh* _vs_mesh_root(vs_mesh* m)
     return m;
 }
 
-/* A handle built on `m` (a DDP, ...) registers with delta +1 at creation and -1 at its
-   free; vs_mesh_free refuses while any is alive, instead of leaving it dangling. */
-_VS_PRIVATE void _vs_mesh_use(vs_mesh* m, int delta) { _vs_mesh_root(m)->users += delta; }
 
 /* Scratch slot `i` of at least `bytes`, reused across calls; NULL when out of memory. */
 _VS_PRIVATE void* _vs_mesh_scratch(vs_mesh* m, int i, size_t bytes)
@@ -4283,6 +4286,22 @@ _VS_PRIVATE void _vs_mesh_destroy(vs_mesh* m)
     if (m->owns_comm && m->comm) _vs_comm_destroy(m->comm);
     free(m->granks);
     free(m);
+}
+
+VS_API vs_result vs_mesh_retain(vs_mesh* m)
+{
+    _VS_CHECK_NULL(m, "mesh");
+    _vs_mesh_root(m)->users++;
+    return VS_OK;
+}
+
+VS_API vs_result vs_mesh_release(vs_mesh* m)
+{
+    _VS_CHECK_NULL(m, "mesh");
+    vs_mesh* r = _vs_mesh_root(m);
+    if (r->users <= 0) return _vs_err(VS_ERR_STATE, "vs_mesh_release: no vs_mesh_retain to release");
+    r->users--;
+    return VS_OK;
 }
 
 VS_API vs_result vs_mesh_free(vs_mesh* m)
