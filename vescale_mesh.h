@@ -40,6 +40,7 @@
    Step by step (threads transport: 8 ranks as threads of this process):
 
        static int train(vs_world* w, void* arg) {
+           (void)arg;
            vs_mesh* mesh;
            vs_mesh_init(w, &(vs_mesh_desc){ .shape = {2, 2, 2} }, &mesh); // PP,DP,TP
            vs_mesh* dp;
@@ -266,7 +267,9 @@ VS_API vs_transport vs_comm_transport(const vs_comm* c);
    no timeout (wait forever); values over 1e9 s count as none; negative or NaN is
    VS_ERR_INVALID. */
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds);
-/* NCCL: the cudaStream_t the comm's operations are enqueued on (NULL: its own). */
+/* NCCL: the cudaStream_t the comm's operations are enqueued on; NULL gives back
+   the communicator's own stream. The caller's stream stays the caller's (it is
+   never destroyed by the library); it must outlive its use here. */
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream);
 VS_API void* vs_comm_stream(const vs_comm* c);
 
@@ -1323,6 +1326,7 @@ struct vs_comm {
     ncclComm_t nc;
     cudaStream_t stream;
     int own_stream;
+    cudaStream_t own; // the stream the communicator created (stream is it, or the caller's)
     void* scratch; // device: one float for barriers
 #endif
 };
@@ -1430,7 +1434,8 @@ VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream)
         return _vs_err(VS_ERR_UNSUPPORTED, "vs_comm_set_stream: transport '%s' has no streams",
                        vs_transport_name(c->tr));
 #ifdef VESCALE_NCCL
-    c->stream = (cudaStream_t)cuda_stream;
+    // NULL gives back the communicator's own stream; the caller's is never destroyed here
+    c->stream = cuda_stream ? (cudaStream_t)cuda_stream : c->own;
 #else
     (void)cuda_stream;
 #endif
@@ -2259,9 +2264,9 @@ _VS_PRIVATE vs_result _vs_t_p2p_wait(vs_comm* c, _vs_tp2p* p, double deadline)
     // posted -> matched -> done: spin through each state once, then sleep
     if (_vs_spin_while_eq(&p->state, _VS_P2P_POSTED, s->long_spin))
         _vs_spin_while_eq(&p->state, _VS_P2P_MATCHED, s->long_spin);
+    int peer = p->is_send ? p->dst : p->src;
     if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == _VS_P2P_DONE) goto done;
     pthread_mutex_lock(&s->mu);
-    int peer = p->is_send ? p->dst : p->src;
     while (p->state != _VS_P2P_DONE) {
         int timed_out = _vs_now() >= deadline;
         if (p->state == _VS_P2P_POSTED && !s->aborted && s->job &&
@@ -3705,7 +3710,7 @@ _VS_PRIVATE vs_result _vs_nccl_comm_setup(vs_comm* c, ncclComm_t nc)
 {
     c->nc = nc;
     cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) c->own_stream = 1, e = cudaMalloc(&c->scratch, sizeof(float));
+    if (e == cudaSuccess) c->own_stream = 1, c->own = c->stream, e = cudaMalloc(&c->scratch, sizeof(float));
     if (e != cudaSuccess)
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "NCCL communicator setup: %s", cudaGetErrorString(e));
     return VS_OK;
@@ -3772,7 +3777,7 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
             ncclCommAbort(c->nc);
         c->nc = NULL;
     }
-    if (c->own_stream) cudaStreamDestroy(c->stream);
+    if (c->own_stream) cudaStreamDestroy(c->own);
     if (c->scratch) cudaFree(c->scratch);
 }
 

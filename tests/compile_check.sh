@@ -28,6 +28,21 @@ for h in vescale.h vescale_mesh.h vescale_ddp.h vescale_pipe.h vescale_ckpt.h; d
     check "$h/impl/c++17" g++ -std=c++17 $W -x c++ "$T/$b.impl.c" -o "$T/a.out" -lpthread -lm
 done
 
+# plain builds, as the README says: no feature macro on the command line (the
+# header defines _POSIX_C_SOURCE when it comes first)
+P="-Wall -Wextra -Werror -I."
+for std in c99 c11; do
+    check "plain/$std" gcc -std=$std $P "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
+done
+check "plain/c++17" g++ -std=c++17 $P -x c++ "$T/vescale.impl.c" -o "$T/a.out" -lpthread
+check "plain/readme-example" bash -c "sed -n '/^static int train/,/^int main/p' README.md > $T/readme_body.c &&
+    { printf '#define VESCALE_IMPLEMENTATION\n#include \"vescale.h\"\n'; cat $T/readme_body.c; } > $T/readme.c &&
+    gcc -std=c99 $P $T/readme.c -o $T/a.out -lpthread -lm && $T/a.out"
+# a system header first, without the macro: a clear message, not a wall of errors
+printf '#include <stdio.h>\n#define VESCALE_IMPLEMENTATION\n#include "vescale.h"\nint main(void) { return 0; }\n' >"$T/late.c"
+check "plain/late-include-says-why" bash -c "! gcc -std=c99 $P $T/late.c -o $T/a.out -lpthread -lm 2>$T/late.err &&
+    grep -q 'include the implementation before any system header' $T/late.err"
+
 # optimisation levels change what gcc can prove (uninitialized, truncation)
 for o in -O1 -O3; do
     check "vescale.h/impl/c99$o" gcc -std=c99 $o $W "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm

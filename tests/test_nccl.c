@@ -133,7 +133,20 @@ static int nccl_rank(vs_world* w, void* arg)
     VT_OK(vs_comm_split(c, me % 2, me, &sub));
     VT_CHECK(sub && vs_comm_size(sub) == (n + 1 - me % 2) / 2, "split size");
     VT_OK(vs_barrier(sub, NULL));
+    // a caller's stream: used, then NULL gives the comm's own back; freeing the comm
+    // leaves the caller's stream alive (issue 8, point 9)
+    void* own = vs_comm_stream(sub);
+    cudaStream_t mine;
+    VT_CHECK(cudaStreamCreate(&mine) == cudaSuccess, "cudaStreamCreate");
+    VT_OK(vs_comm_set_stream(sub, (void*)mine));
+    VT_CHECK(vs_comm_stream(sub) == (void*)mine, "set_stream");
+    VT_OK(vs_barrier(sub, NULL));
+    VT_OK(vs_comm_set_stream(sub, NULL));
+    VT_CHECK(vs_comm_stream(sub) == own, "NULL gives the communicator's own stream back");
+    VT_OK(vs_comm_set_stream(sub, (void*)mine));
     vs_comm_free(sub);
+    VT_CHECK(cudaStreamSynchronize(mine) == cudaSuccess, "the caller's stream survives vs_comm_free");
+    VT_CHECK(cudaStreamDestroy(mine) == cudaSuccess, "the caller destroys its own stream");
     VT_OK(vs_barrier(c, NULL));
     vs_device_free(w, ds);
     vs_device_free(w, dr);
