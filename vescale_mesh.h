@@ -630,9 +630,11 @@ typedef struct vs_init_desc {
 VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d);
 /* The value (before rounding to the dtype) of global element `index`. A uniform
    draw that rounds up to b in the dtype is stored as a instead. */
+/* A NULL desc, an unknown kind or a scaled normal with num_layers < 1 gives NaN,
+   with the reason in vs_last_error(). */
 VS_API double vs_init_value(const vs_init_desc* d, uint64_t index);
-/* Philox4x32-10 of a 128-bit counter under a 64-bit key. */
-VS_API void vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_hi, uint32_t out[4]);
+/* Philox4x32-10 of a 128-bit counter under a 64-bit key. out NULL: VS_ERR_NULL. */
+VS_API vs_result vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_hi, uint32_t out[4]);
 
 #ifdef __cplusplus
 }
@@ -4210,6 +4212,11 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
         return _vs_err(VS_ERR_INVALID, "vs_mesh_init: ndims %d out of range [1, %d]", nd, VS_MESH_MAX_DIMS);
     if (nd == 0)
         while (nd < VS_MESH_MAX_DIMS && d->shape[nd] != 0) nd++;
+    // a 0 inside the shape ({2, 0, 2}) is a mistake, not the end of it
+    for (int i = d->ndims ? VS_MESH_MAX_DIMS : nd; i < VS_MESH_MAX_DIMS; i++)
+        if (d->shape[i] != 0)
+            return _vs_err(VS_ERR_INVALID, "vs_mesh_init: shape[%d] = 0 but shape[%d] = %d: a dim of size 0 (sizes "
+                                           "end at the first 0; set ndims to say how many)", nd, i, d->shape[i]);
     if (nd == 0) return _vs_err(VS_ERR_INVALID, "vs_mesh_init: shape is empty (shape[0] is 0)");
     long prod = 1;
     char desc_txt[128] = "";
@@ -4417,13 +4424,19 @@ _VS_PRIVATE vs_result _vs_mesh_parse_dims(const char* fn, const vs_mesh* m, cons
     for (;;) {
         const char* e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len && (*p == ' ' || *p == '\t')) p++, len--; // "DP, TP" reads as "DP,TP"
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
         char name[VS_MESH_NAME_MAX];
         if (len == 0 || len >= sizeof name)
-            return _vs_err(VS_ERR_INVALID, "%s: bad dims list '%s'", fn, dims);
+            return _vs_err(VS_ERR_INVALID, "%s: bad dims list '%.64s' (names separated by commas)", fn, dims);
         memcpy(name, p, len);
         name[len] = 0;
         int i = vs_mesh_dim_index(m, name);
-        if (i < 0) return _vs_err(VS_ERR_INVALID, "%s: no dim named '%s' in '%s'", fn, name, dims);
+        if (i < 0) {
+            char why[256];
+            _vs_save_error(why, sizeof why);
+            return _vs_err(VS_ERR_INVALID, "%s: in dims '%.64s': %s", fn, dims, why);
+        }
         for (int k = 0; k < *n; k++)
             if (idx[k] == i) return _vs_err(VS_ERR_INVALID, "%s: dim '%s' named twice in '%s'", fn, name, dims);
         if (*n == VS_MESH_MAX_DIMS) return _vs_err(VS_ERR_INVALID, "%s: too many dims in '%s'", fn, dims);
@@ -5517,8 +5530,20 @@ VS_API vs_result vs_vocab_range(vs_mesh* tp, int64_t vocab, int64_t* start, int6
     return _vs_vocab_range("vs_vocab_range", tp, vocab, start, rows);
 }
 
+/* n tokens of dim floats each: both >= 0 and n x dim addressable. */
+_VS_PRIVATE vs_result _vs_check_tokens(const char* fn, int64_t n, int64_t dim)
+{
+    if (n < 0) return _vs_err(VS_ERR_INVALID, "%s: n %lld < 0", fn, (long long)n);
+    if (dim < 0) return _vs_err(VS_ERR_INVALID, "%s: dim %lld < 0", fn, (long long)dim);
+    if (dim && n > (int64_t)(PTRDIFF_MAX / (ptrdiff_t)sizeof(float)) / dim)
+        return _vs_err(VS_ERR_INVALID, "%s: n %lld x dim %lld floats overflows the address space", fn, (long long)n,
+                       (long long)dim);
+    return VS_OK;
+}
+
 _VS_PRIVATE vs_result _vs_check_ids(const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
 {
+    if (n < 0) return _vs_err(VS_ERR_INVALID, "%s: n %lld < 0", fn, (long long)n);
     if (n && !ids) return _vs_err(VS_ERR_NULL, "%s: ids are NULL for %lld tokens", fn, (long long)n);
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
@@ -5533,8 +5558,8 @@ VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shar
     const char* fn = "vs_vocab_embedding_forward";
     int64_t start = 0, rows = 0;
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
+    _VS_TRY(_vs_check_tokens(fn, n, dim));
     _VS_TRY(_vs_check_ids(fn, ids, n, vocab));
-    if (dim < 0 || n < 0) return _vs_err(VS_ERR_INVALID, "%s: dim %lld or n %lld < 0", fn, (long long)dim, (long long)n);
     if (n > 0 && dim > 0 && !out) return _vs_err(VS_ERR_NULL, "%s: out is NULL", fn);
     if (rows > 0 && dim > 0 && !table_shard) return _vs_err(VS_ERR_NULL, "%s: table_shard is NULL", fn);
     for (int64_t i = 0; i < n; i++) {
@@ -5553,6 +5578,7 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
     const char* fn = "vs_vocab_embedding_backward";
     int64_t start = 0, rows = 0;
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
+    _VS_TRY(_vs_check_tokens(fn, n, dim));
     _VS_TRY(_vs_check_ids(fn, ids, n, vocab));
     if (n > 0 && dim > 0 && !grad_out) return _vs_err(VS_ERR_NULL, "%s: grad_out is NULL", fn);
     if (rows > 0 && dim > 0 && !grad_table_shard) return _vs_err(VS_ERR_NULL, "%s: grad_table_shard is NULL", fn);
@@ -5570,6 +5596,8 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     const char* fn = "vs_vocab_cross_entropy";
     int64_t start = 0, rows = 0;
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
+    _VS_TRY(_vs_check_tokens(fn, n, 3));
+    _VS_TRY(_vs_check_tokens(fn, n, vocab));
     _VS_TRY(_vs_check_ids(fn, targets, n, vocab));
     if (n && !loss) return _vs_err(VS_ERR_NULL, "%s: loss is NULL", fn);
     if (n > 0 && rows > 0 && !logits_shard) return _vs_err(VS_ERR_NULL, "%s: logits_shard is NULL", fn);
@@ -5607,8 +5635,9 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
 
 // >>init ----------------------------------------------------------------------
 
-VS_API void vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_hi, uint32_t out[4])
+VS_API vs_result vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_hi, uint32_t out[4])
 {
+    _VS_CHECK_NULL(out, "out");
     uint32_t c0 = (uint32_t)counter_lo, c1 = (uint32_t)(counter_lo >> 32);
     uint32_t c2 = (uint32_t)counter_hi, c3 = (uint32_t)(counter_hi >> 32);
     uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
@@ -5623,6 +5652,7 @@ VS_API void vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_hi, ui
         k1 += 0xBB67AE85u;
     }
     out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+    return VS_OK;
 }
 
 /* Key of a tensor: the seed mixed with a 64-bit FNV-1a hash of its name. */
@@ -5656,7 +5686,12 @@ _VS_PRIVATE double _vs_init_draw(const vs_init_desc* d, uint64_t key, uint64_t i
 
 VS_API double vs_init_value(const vs_init_desc* d, uint64_t index)
 {
-    if (!d) return 0.0;
+    if (!d) return _vs_err(VS_ERR_NULL, "vs_init_value: desc is NULL"), (double)NAN;
+    if ((int)d->kind < 0 || d->kind > VS_INIT_SCALED_NORMAL)
+        return _vs_err(VS_ERR_INVALID, "vs_init_value: invalid init kind %d", (int)d->kind), (double)NAN;
+    if (d->kind == VS_INIT_SCALED_NORMAL && d->num_layers < 1)
+        return _vs_err(VS_ERR_INVALID, "vs_init_value: num_layers %d < 1 for a scaled normal", d->num_layers),
+               (double)NAN;
     return _vs_init_draw(d, _vs_init_key(d), index);
 }
 

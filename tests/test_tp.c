@@ -1281,7 +1281,18 @@ static void case_init_keys(void)
     VT_CHECK(pairs == 0, "%d pairs of seeds 0..15 give the same value at index 5", pairs);
     /* uniform and normal of one key are different draws of the same stream: both finite */
     VT_CHECK(isfinite(vs_init_value(&g, 0)) && isfinite(vs_init_value(&a, 0)), "non-finite init values");
-    VT_CHECK(vs_init_value(NULL, 3) == 0.0, "vs_init_value(NULL) = %g, want 0", vs_init_value(NULL, 3));
+    /* bad descs are errors, not values: NaN with the reason */
+    VT_CHECK(isnan(vs_init_value(NULL, 3)) && strstr(vs_last_error(), "desc is NULL"), "vs_init_value(NULL): %s",
+             vs_last_error());
+    vs_init_desc bad = g;
+    bad.kind = (vs_init_kind)42;
+    VT_CHECK(isnan(vs_init_value(&bad, 3)) && strstr(vs_last_error(), "invalid init kind 42"),
+             "vs_init_value(kind 42): %s", vs_last_error());
+    bad.kind = VS_INIT_SCALED_NORMAL;
+    bad.num_layers = 0;
+    VT_CHECK(isnan(vs_init_value(&bad, 3)) && strstr(vs_last_error(), "num_layers 0"), "scaled normal, 0 layers: %s",
+             vs_last_error());
+    VT_CHECK(vs_philox(1, 2, 3, NULL) == VS_ERR_NULL, "vs_philox(NULL out)");
 }
 
 static void case_philox(void)
