@@ -717,6 +717,8 @@ extern "C" {
 typedef struct _vs_errstate {
     char msg[512];
     int backend_code;
+    const vs_world* world; // this thread's rank, for logging errors (a rank or progress thread)
+    uint64_t logged;       // hash of the last message logged, so a re-raised one logs once
 } _vs_errstate;
 
 _VS_PRIVATE _vs_errstate* _vs_err_tls(void)
@@ -725,24 +727,42 @@ _VS_PRIVATE _vs_errstate* _vs_err_tls(void)
     return &s;
 }
 
-_VS_PRIVATE _VS_PRINTF(2, 3) vs_result _vs_err(vs_result code, const char* fmt, ...)
+_VS_PRIVATE void _vs_log_error(const vs_world* w, vs_result code, const char* msg);
+
+/* Every error the library returns passes here: the message is kept for
+   vs_last_error() and logged at warn (once, with the rank) when the level asks. */
+_VS_PRIVATE vs_result _vs_verr(vs_result code, int raw, int set_raw, const char* fmt, va_list ap)
 {
     _vs_errstate* s = _vs_err_tls();
+    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+    if (set_raw) s->backend_code = raw;
+    if (code != VS_OK) {
+        uint64_t h = 1469598103934665603ull;
+        for (const char* p = s->msg; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        h ^= (uint64_t)(unsigned)code;
+        if (h != s->logged) {
+            s->logged = h;
+            _vs_log_error(s->world, code, s->msg);
+        }
+    }
+    return code;
+}
+
+_VS_PRIVATE _VS_PRINTF(2, 3) vs_result _vs_err(vs_result code, const char* fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+    _vs_verr(code, 0, 0, fmt, ap);
     va_end(ap);
     return code;
 }
 
 _VS_PRIVATE vs_result _vs_err_backend(vs_result code, int raw, const char* fmt, ...)
 {
-    _vs_errstate* s = _vs_err_tls();
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+    _vs_verr(code, raw, 1, fmt, ap);
     va_end(ap);
-    s->backend_code = raw;
     return code;
 }
 
@@ -796,7 +816,7 @@ VS_API vs_result vs_set_error(vs_result code, const char* fmt, ...)
     if (!fmt) return code;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+    _vs_verr(code, 0, 0, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -1728,6 +1748,8 @@ _VS_PRIVATE void _vs_job_fail(_vs_tjob* job, vs_result res, const char* cause)
         job->cause_res = res;
         _vs_fmt(job->cause, sizeof job->cause, "%s", cause);
         __atomic_store_n(&job->failed, 1, __ATOMIC_RELEASE);
+        const vs_world* lw = _vs_err_tls()->world; // the cause, once for the job
+        if (lw) vs_log(lw, VS_LOG_ERROR, "job aborted: %s", job->cause);
     }
     char msg[440];
     _vs_fmt(msg, sizeof msg, "job aborted: %s", job->cause);
@@ -2481,9 +2503,12 @@ _VS_PRIVATE void _vs_work_retire(vs_comm* c, vs_work* w)
     free(old);
 }
 
+_VS_PRIVATE void _vs_err_world(const vs_world* w);
+
 _VS_PRIVATE void* _vs_progress_main(void* arg)
 {
     vs_comm* c = (vs_comm*)arg;
+    _vs_err_world(c->world);
     pthread_mutex_lock(&c->qmu);
     for (;;) {
         while (!c->qhead && !c->qstop) pthread_cond_wait(&c->qcv, &c->qmu);
@@ -3041,6 +3066,23 @@ VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
     va_end(ap);
 }
 
+/* An error returned to the caller: logged at warn through this thread's world, or,
+   on a thread without one (before a world exists), to stderr when VESCALE_LOG asks. */
+_VS_PRIVATE void _vs_log_error(const vs_world* w, vs_result code, const char* msg)
+{
+    if (w) {
+        if (w->hooks.level >= VS_LOG_WARN) vs_log(w, VS_LOG_WARN, "%s: %s", vs_result_string(code), msg);
+        return;
+    }
+    const char* e = getenv("VESCALE_LOG");
+    if (e && (!strcmp(e, "warn") || !strcmp(e, "info") || !strcmp(e, "debug") || !strcmp(e, "3") ||
+              !strcmp(e, "4") || !strcmp(e, "5")))
+        fprintf(stderr, "vescale warn: %s: %s\n", vs_result_string(code), msg);
+}
+
+/* Errors raised on this thread are logged through w (NULL: none). */
+_VS_PRIVATE void _vs_err_world(const vs_world* w) { _vs_err_tls()->world = w; }
+
 VS_API void* vs_alloc(const vs_world* w, size_t size) { return _vs_halloc(w ? &w->hooks : NULL, size); }
 VS_API void vs_free(const vs_world* w, void* ptr) { _vs_hfree(w ? &w->hooks : NULL, ptr); }
 
@@ -3090,6 +3132,7 @@ _VS_PRIVATE void _vs_mpi_world_fini(vs_world* w);
 VS_API vs_result vs_world_free(vs_world* w)
 {
     if (!w) return VS_OK;
+    if (_vs_err_tls()->world == w) _vs_err_world(NULL);
     for (int i = 0; i < _VS_QUARANTINE; i++) free(w->dead[i]);
     if (w->comm) {
         w->comm->kind = 0;
@@ -3116,6 +3159,7 @@ _VS_PRIVATE void* _vs_rank_main(void* arg)
     _vs_tjob* job = tr->job;
     vs_world* w = job->worlds[tr->rank];
     vs_result r = VS_OK;
+    _vs_err_world(w);
 #ifdef VESCALE_NCCL
     if (job->desc.transport == VS_TRANSPORT_NCCL)
         r = _vs_nccl_world_comm(w, &job->id, VS_DEVICE_BY_LOCAL_RANK, 0);
@@ -3131,6 +3175,7 @@ _VS_PRIVATE void* _vs_rank_main(void* arg)
         _vs_job_fail(job, r, cause);
     }
     vs_world_free(w);
+    _vs_err_world(NULL);
     job->worlds[tr->rank] = NULL;
     if (job->exited) _vs_job_exit(job, tr->rank);
     return NULL;
@@ -4130,6 +4175,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
         return _vs_err(r, "%s", keep);
     }
     if (w->comm) snprintf(w->comm->label, sizeof w->comm->label, "world");
+    _vs_err_world(w); // errors on this thread log through the world's logger
     vs_log(w, VS_LOG_INFO, "world up: transport %s, rank %d of %d (local %d, from %s)", vs_transport_name(tr),
            w->rank, w->size, w->local_rank, bi.source);
     *out = w;

@@ -385,6 +385,62 @@ static void t_jobs_independent(void)
     VT_CHECK(c.res == VS_OK, "the other job got %s", vs_result_string(c.res));
 }
 
+/* ---- every error returned is logged once, with its rank, at warn ---- */
+typedef struct {
+    int warn_lines, error_lines, other;
+    char first[512];
+} log_cap;
+
+static void cap_log(vs_log_level lv, const char* msg, void* user)
+{
+    log_cap* c = (log_cap*)user;
+    if (lv == VS_LOG_WARN && strstr(msg, "VS_ERR_NULL: vs_all_reduce: send buffer is NULL")) {
+        if (__atomic_add_fetch(&c->warn_lines, 1, __ATOMIC_SEQ_CST) == 1) snprintf(c->first, sizeof c->first, "%s", msg);
+    } else if (lv == VS_LOG_ERROR && strstr(msg, "job aborted: rank 1 returned")) {
+        __atomic_add_fetch(&c->error_lines, 1, __ATOMIC_SEQ_CST);
+    } else if (lv <= VS_LOG_WARN) {
+        __atomic_add_fetch(&c->other, 1, __ATOMIC_SEQ_CST);
+    }
+}
+
+static int log_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    float x[4] = {0};
+    if (vs_world_rank(w) == 1) {
+        vs_result r = vs_all_reduce(vs_world_comm(w), NULL, x, 4, VS_F32, VS_OP_SUM, NULL);
+        VT_CHECK(r == VS_ERR_NULL, "bad all-reduce gave %s", vs_result_string(r));
+        return r; // fails the job: logged once at error level
+    }
+    vs_barrier(vs_world_comm(w), NULL); // aborted by rank 1's failure
+    return 0;
+}
+
+static void t_errors_logged(void)
+{
+    for (int level = VS_LOG_ERROR; level <= VS_LOG_DEBUG; level++) {
+        log_cap c;
+        memset(&c, 0, sizeof c);
+        vs_launch_desc d;
+        memset(&d, 0, sizeof d);
+        d.nranks = 3;
+        d.timeout_s = LONG_TIMEOUT;
+        d.logger.fn = cap_log;
+        d.logger.user = &c;
+        d.log_level = (vs_log_level)level;
+        vs_result r = vs_launch_ex(&d, log_rank, NULL);
+        VT_CHECK(r == VS_ERR_NULL, "level %d: launch gave %s", level, vs_result_string(r));
+        VT_CHECK(c.error_lines == 1, "level %d: the job's cause logged %d times", level, c.error_lines);
+        if (level >= VS_LOG_WARN) {
+            VT_CHECK(c.warn_lines == 1, "level %d: the error was logged %d times", level, c.warn_lines);
+            VT_CHECK(strstr(c.first, "[rank 1] VS_ERR_NULL: vs_all_reduce: send buffer is NULL") != NULL,
+                     "log line '%s'", c.first);
+        } else {
+            VT_CHECK(c.warn_lines == 0, "level error: %d warn lines", c.warn_lines);
+        }
+    }
+}
+
 int main(void)
 {
     VT_CASE("faults/threads/rank_returns_early", t_early_return());
@@ -395,5 +451,6 @@ int main(void)
     VT_CASE("faults/threads/no_timeout", t_infinite());
     VT_CASE("faults/threads/environment_values", t_env());
     VT_CASE("faults/threads/jobs_independent", t_jobs_independent());
+    VT_CASE("faults/threads/errors_logged_once", t_errors_logged());
     return vt_summary();
 }
