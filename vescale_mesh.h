@@ -85,8 +85,47 @@
    - Point-to-point: a send completes only once the matching recv is posted (no
      buffering, as NCCL). Wrap exchanges in vs_group_start/vs_group_end.
    - A peer that does not arrive within the timeout gives VS_ERR_TIMEOUT; the
-     communicator is then aborted and later calls give VS_ERR_ABORTED.
+     communicator is then aborted and later calls give VS_ERR_ABORTED. Timeouts
+     are seconds on a steady clock (CLOCK_MONOTONIC); 0 or INFINITY in
+     vs_comm_set_timeout, and inf or 0 in VESCALE_TIMEOUT, mean no timeout.
    - A handle (world, comm, mesh) is used by one thread at a time.
+
+   Faults: fail-fast, and errors that say who and where
+   -----------------------------------------------------
+   - Every collective carries a per-communicator sequence number and a
+     fingerprint (kind, count, dtype, op, root). Ranks whose calls differ all get
+     VS_ERR_MISMATCH naming each distinct call with its ranks, group and world:
+       "collective mismatch on DP group [0,2] of mesh (DP=2, TP=2): ranks 0, 1, 3
+        (world 0, 1, 3) called all_reduce #10 (f32 x 4, sum); rank 2 (world 2)
+        called barrier #10"
+     Calls are paired by order, as in NCCL: a rank that skips one of several
+     identical calls is seen at its first call that differs, or when it returns.
+   - Threads transport (vs_launch): the first fault ends the job. A rank that
+     returns an error, returns while peers wait on it, calls vs_comm_abort, or
+     times out aborts every communicator of the job, so every rank blocked
+     anywhere gets VS_ERR_ABORTED at once (well under 100 ms), with a message
+     naming the cause; vs_launch returns the cause's own result and message.
+     Jobs are independent: one job's failure never touches another's.
+   - A timeout names the missing ranks (group and world), the communicator and
+     the operation with its sequence number.
+   - MPI and NCCL: see the >>mpi and >>nccl notes on what vs_comm_abort reaches.
+   - Every error a function returns is logged once at warn, with the rank, when
+     the log level (VESCALE_LOG or the desc's) is warn or more verbose; a job's
+     cause is logged once at error.
+
+   Lifetimes
+   ---------
+   - world: freed last (vs_launch frees each rank's). comm from vs_comm_split:
+     vs_comm_free before the world; a second free, or any call on a freed one,
+     is VS_ERR_STATE while it is among the world's last 16 freed. The world's and
+     a mesh's communicators are theirs to free (VS_ERR_INVALID).
+   - work: vs_wait once (a second vs_wait is VS_ERR_STATE while the handle is
+     among its communicator's last 16 waited). Freeing the communicator first
+     completes the work and detaches it: vs_wait then returns its result.
+   - mesh: free the mesh vs_mesh_init returned; its submeshes go with it
+     (vs_mesh_free on a submesh is VS_ERR_STATE). Handles built on a mesh (a
+     vs_ddp) retain it: vs_mesh_free is VS_ERR_STATE until they are freed.
+   - Past those windows a freed handle is freed memory: do not use it.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 #if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_MESH_IMPLEMENTATION)
