@@ -245,24 +245,6 @@ static double rel_err(const float* a, const float* b, int64_t n)
     return d / m;
 }
 
-static int contains(const char* hay, const char* needle) { return hay && needle && strstr(hay, needle) != NULL; }
-
-static void expect_err_(int line, const char* what, vs_result got, vs_result want, const char* n1, const char* n2)
-{
-    const char* msg = vs_last_error();
-    if (got != want)
-        vt_fail_msg(__FILE__, line, what, "gave %s (%s), want %s", vs_result_string(got), msg,
-                    vs_result_string(want));
-    else if ((n1 && !contains(msg, n1)) || (n2 && !contains(msg, n2)))
-        vt_fail_msg(__FILE__, line, what, "message \"%s\" does not name '%s'%s%s", msg, n1 ? n1 : "",
-                    n2 ? " and " : "", n2 ? n2 : "");
-}
-#define EXPECT_ERR(expr, want, n1, n2)                                                  \
-    do {                                                                                \
-        vs_clear_error();                                                               \
-        vs_result e_ = (expr);                                                          \
-        expect_err_(__LINE__, #expr, e_, (want), (n1), (n2));                           \
-    } while (0)
 
 /* ------------------------------------------------------------------------- */
 /* One training configuration: ranks and reference                           */

@@ -55,23 +55,6 @@ static double launch(int n, vs_rank_fn fn, void* arg)
     return now_s() - t0;
 }
 
-static int contains(const char* hay, const char* needle) { return hay && needle && strstr(hay, needle) != NULL; }
-
-static void expect_err_(int line, const char* what, vs_result got, vs_result want, const char* n1, const char* n2)
-{
-    const char* msg = vs_last_error();
-    if (got != want)
-        vt_fail_msg(__FILE__, line, what, "gave %s (%s), want %s", vs_result_string(got), msg,
-                    vs_result_string(want));
-    else if ((n1 && !contains(msg, n1)) || (n2 && !contains(msg, n2)))
-        vt_fail_msg(__FILE__, line, what, "message \"%s\" does not name '%s'%s%s", msg, n1 ? n1 : "",
-                    n2 ? " and " : "", n2 ? n2 : "");
-}
-#define EXPECT_ERR(expr, want, n1, n2)                                                  \
-    do {                                                                                \
-        vs_clear_error();                                                               \
-        expect_err_(__LINE__, #expr, (expr), (want), (n1), (n2));                       \
-    } while (0)
 
 static vs_ddp_param_desc pdesc(const char* name, vs_dtype dt, int64_t n)
 {
@@ -185,7 +168,7 @@ static int rank_sizes(vs_world* w, void* arg)
 static void expect_nan(int line, const char* what, double v, const char* n1)
 {
     if (!isnan(v)) vt_fail_msg(__FILE__, line, what, "gave %.17g, want NaN", v);
-    else if (n1 && !contains(vs_last_error(), n1))
+    else if (n1 && !vt_contains(vs_last_error(), n1))
         vt_fail_msg(__FILE__, line, what, "message \"%s\" does not name '%s'", vs_last_error(), n1);
 }
 #define EXPECT_NAN(expr, n1)                                                            \
@@ -376,7 +359,7 @@ static void case_agree(int kind)
         VT_CHECK(c.res[r] == VS_ERR_MISMATCH, "%s: rank %d got %s (%s), want VS_ERR_MISMATCH", ag_label[kind], r,
                  vs_result_string(c.res[r]), c.msg[r]);
         for (int k = 0; k < 3; k++)
-            VT_CHECK(contains(c.msg[r], want[kind][k]), "%s: rank %d: message \"%s\" does not say \"%s\"",
+            VT_CHECK(vt_contains(c.msg[r], want[kind][k]), "%s: rank %d: message \"%s\" does not say \"%s\"",
                      ag_label[kind], r, c.msg[r], want[kind][k]);
         VT_CHECK(!strcmp(c.msg[r], c.msg[0]), "%s: ranks 0 and %d say different things:\n  %s\n  %s", ag_label[kind], r,
                  c.msg[0], c.msg[r]);
@@ -492,7 +475,7 @@ static int rank_clip(vs_world* w, void* arg)
     else
         VT_OK(vs_ddp_clip_grad_norm_ex(d, &cd, &norm));
     VT_CHECK(!isfinite(norm), "rank %d: norm %g with a %g gradient", r, norm, (double)c->poison);
-    c->named[r] = contains(vs_last_error(), "'p0'");
+    c->named[r] = vt_contains(vs_last_error(), "'p0'");
     read_params(d, 2, p1);
     VT_CHECK(!memcmp(p0, p1, sizeof p0), "rank %d: the clip changed the parameters", r);
     VT_OK(vs_ddp_step(d, 0.01)); /* skipped, on every rank */
@@ -723,7 +706,7 @@ static int rank_states(vs_world* w, void* arg)
     EXPECT_ERR(vs_ddp_clip_grad_norm(d, 1.0, NULL), VS_ERR_STATE, "finalize", NULL);
     EXPECT_ERR(vs_ddp_finish_grad_sync(d), VS_ERR_STATE, "finalize", NULL);
     EXPECT_ERR(vs_ddp_grad_ready(d, 0), VS_ERR_STATE, "finalize", NULL);
-    VT_CHECK(vs_ddp_param(d, 0) == NULL && contains(vs_last_error(), "finalize"), "vs_ddp_param before finalize");
+    VT_CHECK(vs_ddp_param(d, 0) == NULL && vt_contains(vs_last_error(), "finalize"), "vs_ddp_param before finalize");
     VT_OK(vs_ddp_finalize(d));
     /* after it */
     pd = pdesc("late", VS_F32, N);

@@ -10,15 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#define VT_ERR(expr, code, needle)                                                        \
-    do {                                                                                  \
-        vs_clear_error();                                                                 \
-        vs_result r_ = (expr);                                                            \
-        VT_CHECK(r_ == (code), "%s gave %s, want %s (%s)", #expr, vs_result_string(r_),   \
-                 vs_result_string(code), vs_last_error());                                \
-        VT_CHECK(strstr(vs_last_error(), (needle)) != NULL, "message '%s' lacks '%s'",    \
-                 vs_last_error(), (needle));                                              \
-    } while (0)
 
 static double now_s(void)
 {

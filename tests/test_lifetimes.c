@@ -9,15 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define VT_ERR(expr, code, needle)                                                        \
-    do {                                                                                  \
-        vs_clear_error();                                                                 \
-        vs_result r_ = (expr);                                                            \
-        VT_CHECK(r_ == (code), "%s gave %s, want %s (%s)", #expr, vs_result_string(r_),   \
-                 vs_result_string(code), vs_last_error());                                \
-        VT_CHECK(strstr(vs_last_error(), (needle)) != NULL, "message '%s' lacks '%s'",    \
-                 vs_last_error(), (needle));                                              \
-    } while (0)
 
 static int submesh_rank(vs_world* w, void* arg)
 {
