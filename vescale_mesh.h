@@ -3376,7 +3376,7 @@ VS_API vs_result vs_bootstrap_from_env(vs_bootstrap_info* out)
    Wire format, integers big-endian:
      hello   rank r -> rank 0, 24 bytes: magic "vsc2", r, world size, payload length,
              8-byte job key
-     answer  rank 0 -> rank r, 8 bytes:  magic "vsc2", status (0: accepted and the
+     answer  rank 0 -> rank r, 8 bytes:  magic "vsa2", status (0: accepted and the
              payload follows; else a _VS_RDV_* reason and the connection closes)
    Rank 0 reads the hellos of all connected peers at once (poll), so a peer that
    connects and says nothing holds only its own slot, for at most _VS_RDV_HELLO_S
@@ -3402,7 +3402,8 @@ VS_API vs_result vs_bootstrap_from_env(vs_bootstrap_info* out)
    differently (hostname, IP), and two jobs cannot listen on one port anyway. */
 #include <fcntl.h> /* O_NONBLOCK: a connect that the deadline bounds */
 
-#define _VS_RDV_MAGIC 0x76736332u /* "vsc2": the hello carries a job key */
+#define _VS_RDV_MAGIC 0x76736332u  /* "vsc2": the hello carries a job key */
+#define _VS_RDV_ANSWER 0x76736132u /* "vsa2": not the hello's, so a reflected hello is no answer */
 #define _VS_RDV_HELLO 24
 #define _VS_RDV_HELLO_S 5.0 /* how long rank 0 waits for a connected peer's hello */
 #define _VS_RDV_SLOTS 32    /* peers rank 0 waits on at once; the oldest gives way */
@@ -3590,7 +3591,7 @@ _VS_PRIVATE void _vs_rdv_admit(_vs_rdv_server* s, int i)
     else if (s->joined[rank])
         status = _VS_RDV_DUP_RANK;
     unsigned char ans[8];
-    _vs_be_put32(ans, _VS_RDV_MAGIC);
+    _vs_be_put32(ans, _VS_RDV_ANSWER);
     _vs_be_put32(ans + 4, status);
     if (status != _VS_RDV_ACCEPTED) {
         (void)!send(p->fd, ans, sizeof ans, MSG_NOSIGNAL); // best effort: 8 bytes fit an empty socket buffer
@@ -3740,6 +3741,19 @@ _VS_PRIVATE int _vs_rdv_connect(const struct addrinfo* ai, double deadline, int*
         close(fd);
         return -1;
     }
+    /* With rank 0 not up yet and its port in the ephemeral range, a connect to the
+       local host can pick that very port and connect to itself (TCP simultaneous
+       open); it would then hold the port rank 0 needs. */
+    struct sockaddr_storage me, peer;
+    socklen_t ml = sizeof me, pl = sizeof peer;
+    memset(&me, 0, sizeof me);
+    memset(&peer, 0, sizeof peer);
+    if (getsockname(fd, (struct sockaddr*)&me, &ml) == 0 && getpeername(fd, (struct sockaddr*)&peer, &pl) == 0 &&
+        ml == pl && !memcmp(&me, &peer, ml)) {
+        *err = ECONNREFUSED;
+        close(fd);
+        return -1;
+    }
     return fd;
 }
 
@@ -3768,7 +3782,7 @@ _VS_PRIVATE vs_result _vs_rdv_join(const struct addrinfo* ai, const char* addr, 
         unsigned char ans[8];
         vs_result r = _vs_io_full(fd, hello, sizeof hello, 1, deadline);
         if (!r) r = _vs_io_full(fd, ans, sizeof ans, 0, deadline);
-        if (!r && _vs_be_get32(ans) != _VS_RDV_MAGIC) {
+        if (!r && _vs_be_get32(ans) != _VS_RDV_ANSWER) {
             r = _vs_err(VS_ERR_IO, "the listener answered 0x%08x: not a vescale rank 0", _vs_be_get32(ans));
         } else if (!r && _vs_be_get32(ans + 4) != _VS_RDV_ACCEPTED) {
             close(fd);
