@@ -26,10 +26,13 @@
    Link: -lpthread -lm always; -lmpi with VESCALE_MPI; -lcudart -lnccl with VESCALE_NCCL.
 
    Environment read (only when the corresponding desc field is left zero):
-       VESCALE_LOG=error|warn|info|debug   log level when no logger is set (default: off)
-       VESCALE_TIMEOUT=<seconds>           default communication timeout (default 300)
+       VESCALE_LOG=off|error|warn|info|debug  log level when no logger is set (default: off)
+       VESCALE_TIMEOUT=<seconds>|inf|0     default communication timeout (default 300);
+                                           inf or 0: no timeout (wait forever)
        VESCALE_TRANSPORT=threads|mpi|nccl  transport for vs_world_init (default: mpi
                                            when compiled in, else nccl)
+   A malformed value ("abc", "5s", a level of 99) is an error naming the variable,
+   returned by vs_launch / vs_world_init; it is never silently taken as the default.
        RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT   (torchrun style)
        SLURM_PROCID SLURM_NTASKS SLURM_LOCALID              (srun)
        OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK (mpirun)
@@ -87,6 +90,19 @@
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 #if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_MESH_IMPLEMENTATION)
 #define VESCALE_MESH_IMPLEMENTATION
+#endif
+
+/* The implementation needs POSIX (clock_gettime(CLOCK_MONOTONIC), getaddrinfo), which
+   a strict `cc -std=c99` hides. Feature macros work only before the first system
+   header: when this file comes first we define one; when a system header came
+   before it without one, we stop with a message saying what to do. */
+#if defined(VESCALE_MESH_IMPLEMENTATION) && !defined(VESCALE_MESH_IMPLEMENTED) && \
+    !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE) && !defined(_GNU_SOURCE) && \
+    !defined(_DEFAULT_SOURCE) && !defined(_BSD_SOURCE) && !defined(__APPLE__)
+#if defined(_FEATURES_H) || defined(__GLIBC__) || defined(_STDIO_H) || defined(_STDLIB_H)
+#error "vescale: include the implementation before any system header, or build with -D_POSIX_C_SOURCE=200809L (it needs POSIX clocks and sockets)"
+#endif
+#define _POSIX_C_SOURCE 200809L
 #endif
 
 #ifndef VESCALE_MESH_INCLUDED
@@ -246,7 +262,9 @@ VS_API int vs_transport_available(vs_transport t);
 VS_API int vs_comm_rank(const vs_comm* c);
 VS_API int vs_comm_size(const vs_comm* c);
 VS_API vs_transport vs_comm_transport(const vs_comm* c);
-/* Timeout in seconds for peers to arrive (inherited from the world). */
+/* Timeout in seconds for peers to arrive (inherited from the world). 0 or INFINITY:
+   no timeout (wait forever); values over 1e9 s count as none; negative or NaN is
+   VS_ERR_INVALID. */
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds);
 /* NCCL: the cudaStream_t the comm's operations are enqueued on (NULL: its own). */
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream);
@@ -717,6 +735,17 @@ _VS_PRIVATE vs_result _vs_err_backend(vs_result code, int raw, const char* fmt, 
     return code;
 }
 
+/* snprintf for messages that may be cut short on purpose (names, lists): a cut is
+   fine there, so it goes through vsnprintf, which -Wformat-truncation leaves alone. */
+_VS_PRIVATE _VS_PRINTF(3, 4) int _vs_fmt(char* buf, size_t cap, const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    return n < 0 ? 0 : n;
+}
+
 VS_API const char* vs_result_string(vs_result r)
 {
     switch (r) {
@@ -784,11 +813,30 @@ _VS_PRIVATE double _vs_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Absolute CLOCK_REALTIME deadline for pthread_cond_timedwait. */
+/* Longest single condition wait: an infinite or huge timeout waits in slices of this
+   (and re-checks), so the deadline never overflows time_t (pthread_cond_timedwait
+   would return EINVAL at once and the waiter would spin holding the mutex). */
+#define _VS_WAIT_SLICE_S 3600.0
+
+/* Condition variables that time out run on CLOCK_MONOTONIC, so a step of the wall
+   clock (NTP, an operator) neither fires nor stretches a timeout. */
+_VS_PRIVATE void _vs_cond_init(pthread_cond_t* cv)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+/* Absolute CLOCK_MONOTONIC deadline for pthread_cond_timedwait on a _vs_cond_init
+   condition, at most _VS_WAIT_SLICE_S ahead (negative or NaN: now). */
 _VS_PRIVATE struct timespec _vs_abs_deadline(double seconds_from_now)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (!(seconds_from_now > 0)) seconds_from_now = 0;
+    if (seconds_from_now > _VS_WAIT_SLICE_S) seconds_from_now = _VS_WAIT_SLICE_S;
     double s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + seconds_from_now;
     ts.tv_sec = (time_t)s;
     ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
@@ -822,15 +870,67 @@ typedef struct _vs_hooks {
     vs_allocator alloc;
 } _vs_hooks;
 
-_VS_PRIVATE vs_log_level _vs_level_from_env(void)
+static const char* const _vs_level_names[] = {"default", "off", "error", "warn", "info", "debug"};
+
+/* VESCALE_LOG's text: a level name, or a digit 1-5 for the same levels. */
+_VS_PRIVATE vs_result _vs_parse_log_level(const char* text, vs_log_level* out)
 {
+    if (!text) return _vs_err(VS_ERR_NULL, "log level text is NULL");
+    for (int l = VS_LOG_OFF; l <= VS_LOG_DEBUG; l++)
+        if (!strcmp(text, _vs_level_names[l]) || (text[0] == '0' + l && !text[1])) {
+            *out = (vs_log_level)l;
+            return VS_OK;
+        }
+    return _vs_err(VS_ERR_INVALID, "VESCALE_LOG='%.64s' is not one of off, error, warn, info, debug", text);
+}
+
+/* The level a desc asks for: its own, else VESCALE_LOG, else off. */
+_VS_PRIVATE vs_result _vs_resolve_level(vs_log_level lv, vs_log_level* out)
+{
+    if ((int)lv < VS_LOG_DEFAULT || lv > VS_LOG_DEBUG)
+        return _vs_err(VS_ERR_INVALID, "log_level %d out of range [VS_LOG_DEFAULT, VS_LOG_DEBUG]", (int)lv);
+    *out = lv;
+    if (lv != VS_LOG_DEFAULT) return VS_OK;
+    *out = VS_LOG_OFF;
     const char* e = getenv("VESCALE_LOG");
-    if (!e || !*e) return VS_LOG_OFF;
-    if (!strcmp(e, "error")) return VS_LOG_ERROR;
-    if (!strcmp(e, "warn")) return VS_LOG_WARN;
-    if (!strcmp(e, "info")) return VS_LOG_INFO;
-    if (!strcmp(e, "debug")) return VS_LOG_DEBUG;
-    return VS_LOG_OFF;
+    return e && *e ? _vs_parse_log_level(e, out) : VS_OK;
+}
+
+/* Timeouts above this many seconds (~31 years) mean "no timeout". */
+#define _VS_TIMEOUT_FOREVER_S 1e9
+
+/* VESCALE_TIMEOUT's text: seconds > 0, or inf/infinity/forever/0 for no timeout.
+   The whole text must be the number ("5s" is an error). */
+_VS_PRIVATE vs_result _vs_parse_timeout(const char* text, double* out)
+{
+    if (!text) return _vs_err(VS_ERR_NULL, "timeout text is NULL");
+    if (!strcmp(text, "inf") || !strcmp(text, "infinity") || !strcmp(text, "forever")) {
+        *out = INFINITY;
+        return VS_OK;
+    }
+    char* end = NULL;
+    double v = strtod(text, &end);
+    int number = end != text && !*end && (text[0] == '.' || (text[0] >= '0' && text[0] <= '9'));
+    if (!number || !(v >= 0) || v == HUGE_VAL)
+        return _vs_err(VS_ERR_INVALID,
+                       "VESCALE_TIMEOUT='%.64s' is not a number of seconds >= 0 (or inf; 0 and inf: no timeout)", text);
+    *out = v == 0 || v > _VS_TIMEOUT_FOREVER_S ? INFINITY : v;
+    return VS_OK;
+}
+
+/* A timeout a desc asks for: > 0 that many seconds (huge: none), INFINITY none,
+   0 VESCALE_TIMEOUT or 300; negative or NaN an error. */
+_VS_PRIVATE vs_result _vs_resolve_timeout(const char* fn, double t, double* out)
+{
+    if (t != t || t < 0)
+        return _vs_err(VS_ERR_INVALID, "%s: timeout_s %g must be > 0, 0 (default) or INFINITY (none)", fn, t);
+    if (t > 0) {
+        *out = t > _VS_TIMEOUT_FOREVER_S ? INFINITY : t;
+        return VS_OK;
+    }
+    *out = 300.0;
+    const char* e = getenv("VESCALE_TIMEOUT");
+    return e && *e ? _vs_parse_timeout(e, out) : VS_OK;
 }
 
 _VS_PRIVATE void _vs_hooks_init(_vs_hooks* h, const vs_logger* lg, vs_log_level lv,
@@ -839,14 +939,14 @@ _VS_PRIVATE void _vs_hooks_init(_vs_hooks* h, const vs_logger* lg, vs_log_level 
     memset(h, 0, sizeof *h);
     if (lg) h->logger = *lg;
     if (al) h->alloc = *al;
-    h->level = lv == VS_LOG_DEFAULT ? _vs_level_from_env() : lv;
+    h->level = lv; // resolved by _vs_resolve_level
 }
 
 _VS_PRIVATE void _vs_vlog(const _vs_hooks* h, int rank, vs_log_level level, const char* fmt,
                           va_list ap)
 {
-    static const char* names[] = {"", "off", "error", "warn", "info", "debug"};
-    if (!h || level > h->level || level <= VS_LOG_OFF) return;
+    const char* const* names = _vs_level_names;
+    if (!h || level > h->level || level <= VS_LOG_OFF || level > VS_LOG_DEBUG) return;
     char msg[1024];
     int off = rank >= 0 ? snprintf(msg, sizeof msg, "[rank %d] ", rank) : 0;
     vsnprintf(msg + off, sizeof msg - (size_t)off, fmt, ap);
@@ -1147,6 +1247,7 @@ typedef struct _vs_opdesc {
     int color, key;     // split
     vs_comm** split_out;
     const void* ctx;    // box steps: the geometry
+    uint64_t seq;       // collectives: 1 + the communicator's earlier collectives (its fingerprint's order)
 } _vs_opdesc;
 
 struct vs_work {
@@ -1171,6 +1272,8 @@ struct vs_comm {
     double timeout;
     int aborted; // sticky, this handle (atomic)
     int kind;    // 0 user (split), 1 world, 2 mesh-owned
+    uint64_t seq;    // collectives issued on this handle
+    char label[128]; // names it in errors: "world", "DP group [0,2] of mesh (PP=2, DP=2, TP=2)"
     // groups
     int group_depth;
     _vs_opdesc* gops;
@@ -1197,7 +1300,7 @@ struct vs_comm {
 #endif
 };
 
-struct _vs_tjob;
+typedef struct _vs_tjob _vs_tjob;
 
 struct vs_world {
     vs_transport tr;
@@ -1205,7 +1308,7 @@ struct vs_world {
     double timeout;
     _vs_hooks hooks;
     vs_comm* comm;
-    struct _vs_tjob* job;
+    _vs_tjob* job; // threads transport: the vs_launch job this rank belongs to
     int mpi_finalize;
 #ifdef VESCALE_MPI
     MPI_Op u8_sum; // wrapping 8-bit sum
@@ -1238,17 +1341,6 @@ VS_API int vs_transport_available(vs_transport t)
     }
 }
 
-_VS_PRIVATE double _vs_timeout_default(double t)
-{
-    if (t > 0) return t;
-    const char* e = getenv("VESCALE_TIMEOUT");
-    if (e && *e) {
-        double v = atof(e);
-        if (v > 0) return v;
-    }
-    return 300.0;
-}
-
 _VS_PRIVATE vs_comm* _vs_comm_new(vs_world* w, vs_transport tr, int rank, int size)
 {
     vs_comm* c = _VS_NEW(vs_comm, 1);
@@ -1266,9 +1358,25 @@ _VS_PRIVATE vs_comm* _vs_comm_new(vs_world* w, vs_transport tr, int rank, int si
     c->rank = rank;
     c->size = size;
     c->timeout = w ? w->timeout : 300.0;
+    snprintf(c->label, sizeof c->label, "a %d-rank %s communicator", size, vs_transport_name(tr));
     pthread_mutex_init(&c->qmu, NULL);
-    pthread_cond_init(&c->qcv, NULL);
+    _vs_cond_init(&c->qcv);
     return c;
+}
+
+/* c->label = "<what> [w0,w1,...] split from <from>": the members' world ranks. */
+_VS_PRIVATE void _vs_comm_label_members(vs_comm* c, const char* what, const int* granks, int n, const char* from)
+{
+    size_t len = (size_t)_vs_fmt(c->label, sizeof c->label, "%s [", what);
+    for (int i = 0; i < n && len < sizeof c->label; i++) {
+        if (i == 8 && n > 9) {
+            len += (size_t)_vs_fmt(c->label + len, sizeof c->label - len, ",...,%d", granks[n - 1]);
+            break;
+        }
+        len += (size_t)_vs_fmt(c->label + len, sizeof c->label - len, "%s%d", i ? "," : "", granks[i]);
+    }
+    if (len < sizeof c->label)
+        _vs_fmt(c->label + len, sizeof c->label - len, "]%s%s", from ? " split from " : "", from ? from : "");
 }
 
 VS_API int vs_comm_rank(const vs_comm* c) { return c ? c->rank : -1; }
@@ -1278,9 +1386,10 @@ VS_API vs_transport vs_comm_transport(const vs_comm* c) { return c ? c->tr : VS_
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds)
 {
     _VS_CHECK_NULL(c, "comm");
-    if (!(seconds > 0))
-        return _vs_err(VS_ERR_INVALID, "vs_comm_set_timeout: timeout %g s must be > 0", seconds);
-    c->timeout = seconds;
+    if (seconds != seconds || seconds < 0)
+        return _vs_err(VS_ERR_INVALID, "vs_comm_set_timeout: timeout %g s must be > 0, or 0 / INFINITY for none",
+                       seconds);
+    c->timeout = seconds == 0 || seconds > _VS_TIMEOUT_FOREVER_S ? INFINITY : seconds;
     return VS_OK;
 }
 
@@ -1422,13 +1531,52 @@ struct _vs_tshared {
     int long_spin;         // every rank can have a core: spin longer before sleeping
     int arrived, sleepers;
     int aborted;           // atomic
-    vs_result abort_res;
+    vs_result abort_res;   // why, with abort_msg (both set once, under mu, before aborted)
+    char abort_msg[400];
     _vs_tslot* slots;
     _vs_tp2p** sendq; // [src*n+dst] FIFO of unmatched sends
     _vs_tp2p** recvq;
+    int* granks;      // world rank of each member
+    int* at;          // barrier generation each member last arrived at (under mu)
+    _vs_tjob* job;    // the job, for fail-fast (NULL outside vs_launch)
+    _vs_tshared* jnext; // the job's list of live shared states
 };
 
-_VS_PRIVATE _vs_tshared* _vs_tshared_new(int n)
+/* One vs_launch job: its ranks, and the fail-fast state every communicator of the
+   job shares. A rank that fails, aborts or returns while peers wait on it makes
+   the first "cause"; every communicator of the job is then aborted, so no rank
+   waits for the timeout, and vs_launch reports the cause. */
+struct _vs_tjob {
+    vs_launch_desc desc;
+    vs_rank_fn fn;
+    void* arg;
+    _vs_tshared* sh;
+    vs_world** worlds;
+    vs_result* results;
+    pthread_mutex_t mu; // guards comms and the cause; taken before any s->mu, never after
+    _vs_tshared* comms; // live shared states (jnext)
+    int* exited;        // [n] 1 once a rank's function returned and its world was freed (atomic)
+    int failed;         // atomic; cause_* are written before it is set
+    vs_result cause_res;
+    char cause[400];
+#ifdef VESCALE_NCCL
+    ncclUniqueId id;
+#endif
+};
+
+_VS_PRIVATE void _vs_tshared_free(_vs_tshared* s)
+{
+    free(s->slots);
+    free(s->sendq);
+    free(s->recvq);
+    free(s->granks);
+    free(s->at);
+    free(s);
+}
+
+/* Shared state of an n-member communicator whose member i is world rank granks[i]
+   (NULL: i), registered with `job` (may be NULL). */
+_VS_PRIVATE _vs_tshared* _vs_tshared_new(int n, const int* granks, _vs_tjob* job)
 {
     _vs_tshared* s = _VS_NEW(_vs_tshared, 1);
     if (!s) return NULL;
@@ -1438,16 +1586,26 @@ _VS_PRIVATE _vs_tshared* _vs_tshared_new(int n)
     s->slots = _VS_NEW(_vs_tslot, n);
     s->sendq = _VS_NEW(_vs_tp2p*, (size_t)n * (size_t)n);
     s->recvq = _VS_NEW(_vs_tp2p*, (size_t)n * (size_t)n);
-    if (!s->slots || !s->sendq || !s->recvq) {
-        free(s->slots);
-        free(s->sendq);
-        free(s->recvq);
-        free(s);
+    s->granks = _VS_NEW(int, n);
+    s->at = _VS_NEW(int, n);
+    if (!s->slots || !s->sendq || !s->recvq || !s->granks || !s->at) {
+        _vs_tshared_free(s);
         return NULL;
     }
+    for (int i = 0; i < n; i++) {
+        s->granks[i] = granks ? granks[i] : i;
+        s->at[i] = -1;
+    }
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    pthread_cond_init(&s->p2p_cv, NULL);
+    _vs_cond_init(&s->cv);
+    _vs_cond_init(&s->p2p_cv);
+    s->job = job;
+    if (job) {
+        pthread_mutex_lock(&job->mu);
+        s->jnext = job->comms;
+        job->comms = s;
+        pthread_mutex_unlock(&job->mu);
+    }
     return s;
 }
 
@@ -1457,45 +1615,167 @@ _VS_PRIVATE void _vs_tshared_unref(_vs_tshared* s)
     int left = --s->refs;
     pthread_mutex_unlock(&s->mu);
     if (left > 0) return;
+    if (s->job) {
+        pthread_mutex_lock(&s->job->mu);
+        _vs_tshared** l = &s->job->comms;
+        while (*l && *l != s) l = &(*l)->jnext;
+        if (*l) *l = s->jnext;
+        pthread_mutex_unlock(&s->job->mu);
+    }
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->p2p_cv);
-    free(s->slots);
-    free(s->sendq);
-    free(s->recvq);
-    free(s);
+    _vs_tshared_free(s);
 }
 
-_VS_PRIVATE void _vs_tshared_abort(_vs_tshared* s, vs_result why)
+/* Marks s failed with `why` and its message (the first reason stays) and wakes
+   every waiter. */
+_VS_PRIVATE void _vs_tshared_abort(_vs_tshared* s, vs_result why, const char* msg)
 {
     pthread_mutex_lock(&s->mu);
-    if (!s->aborted) s->abort_res = why;
+    if (!s->aborted) {
+        s->abort_res = why;
+        _vs_fmt(s->abort_msg, sizeof s->abort_msg, "%s", msg ? msg : "the communicator was aborted");
+    }
     __atomic_store_n(&s->aborted, 1, __ATOMIC_SEQ_CST);
     pthread_cond_broadcast(&s->cv);
     pthread_cond_broadcast(&s->p2p_cv);
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The error a rank gets from an aborted communicator (s->aborted read as set). */
 _VS_PRIVATE vs_result _vs_tshared_abort_result(_vs_tshared* s, const char* what)
 {
-    if (s->abort_res == VS_ERR_TIMEOUT)
-        return _vs_err(VS_ERR_TIMEOUT, "%s: a peer did not arrive before the timeout", what);
-    return _vs_err(VS_ERR_ABORTED, "%s: communicator was aborted", what);
+    return _vs_err(s->abort_res == VS_ERR_TIMEOUT ? VS_ERR_TIMEOUT : VS_ERR_ABORTED, "%s: %s", what, s->abort_msg);
 }
 
-/* Barrier over the ranks of `s`. An entry barrier (timeout > 0) is where a peer
-   may fail to arrive: it times out (aborting the communicator) and honours
-   aborts. Barriers after an entry barrier (timeout <= 0) only wait for ranks that
-   are already inside the same operation doing memory work, so they cannot hang
-   and must not return early (peers may be writing into this rank's buffers). */
-_VS_PRIVATE vs_result _vs_t_barrier(_vs_tshared* s, double timeout, const char* what)
+/* Ends the job: records the cause (the first one wins) and aborts every
+   communicator of the job, so peers blocked anywhere return VS_ERR_ABORTED at once
+   with a message naming the cause. Never called with an s->mu held. */
+_VS_PRIVATE void _vs_job_fail(_vs_tjob* job, vs_result res, const char* cause)
 {
+    if (!job) return;
+    pthread_mutex_lock(&job->mu);
+    if (!__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) {
+        job->cause_res = res;
+        _vs_fmt(job->cause, sizeof job->cause, "%s", cause);
+        __atomic_store_n(&job->failed, 1, __ATOMIC_RELEASE);
+    }
+    char msg[440];
+    _vs_fmt(msg, sizeof msg, "job aborted: %s", job->cause);
+    for (_vs_tshared* t = job->comms; t; t = t->jnext) _vs_tshared_abort(t, VS_ERR_ABORTED, msg);
+    pthread_mutex_unlock(&job->mu);
+}
+
+/* World rank `rank` has returned from its function: wake every communicator it
+   belongs to, so waiters see it is gone (_vs_t_gone) instead of timing out. */
+_VS_PRIVATE void _vs_job_exit(_vs_tjob* job, int rank)
+{
+    __atomic_store_n(&job->exited[rank], 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&job->mu);
+    for (_vs_tshared* t = job->comms; t; t = t->jnext) {
+        int member = 0;
+        for (int i = 0; i < t->n && !member; i++) member = t->granks[i] == rank;
+        if (!member) continue;
+        pthread_mutex_lock(&t->mu);
+        pthread_cond_broadcast(&t->cv);
+        pthread_cond_broadcast(&t->p2p_cv);
+        pthread_mutex_unlock(&t->mu);
+    }
+    pthread_mutex_unlock(&job->mu);
+}
+
+/* Member index of a rank of s that has returned from its function without
+   arriving at barrier generation g (g < 0: any that has returned), or -1. */
+_VS_PRIVATE int _vs_t_gone(const _vs_tshared* s, int g)
+{
+    if (!s->job) return -1;
+    for (int i = 0; i < s->n; i++)
+        if (__atomic_load_n(&s->job->exited[s->granks[i]], __ATOMIC_ACQUIRE) && (g < 0 || s->at[i] != g)) return i;
+    return -1;
+}
+
+/* "all_reduce #7 (f32 x 1024, sum)": an operation's fingerprint for messages. */
+_VS_PRIVATE void _vs_op_text(const _vs_opdesc* o, char* buf, size_t cap)
+{
+    const char* k = _vs_kind_names[o->kind];
+    switch (o->kind) {
+    case _VS_K_ALLREDUCE:
+        _vs_fmt(buf, cap, "%s #%llu (%s x %zu, %s)", k, (unsigned long long)o->seq, vs_dtype_name(o->dt), o->count,
+                 vs_op_name(o->op));
+        break;
+    case _VS_K_REDUCE:
+        _vs_fmt(buf, cap, "%s #%llu (%s x %zu, %s, root %d)", k, (unsigned long long)o->seq, vs_dtype_name(o->dt),
+                 o->count, vs_op_name(o->op), o->root);
+        break;
+    case _VS_K_BCAST:
+        _vs_fmt(buf, cap, "%s #%llu (%s x %zu, root %d)", k, (unsigned long long)o->seq, vs_dtype_name(o->dt),
+                 o->count, o->root);
+        break;
+    case _VS_K_ALLGATHER:
+    case _VS_K_REDSCAT:
+    case _VS_K_ALLTOALL:
+        if (o->uniform)
+            _vs_fmt(buf, cap, "%s #%llu (%s x %zu per rank)", k, (unsigned long long)o->seq, vs_dtype_name(o->dt),
+                     o->count);
+        else
+            _vs_fmt(buf, cap, "%s #%llu (%s, uneven)", k, (unsigned long long)o->seq, vs_dtype_name(o->dt));
+        break;
+    case _VS_K_SEND:
+    case _VS_K_RECV:
+        _vs_fmt(buf, cap, "%s (%s x %zu, peer %d)", k, vs_dtype_name(o->dt), o->count, o->root);
+        break;
+    default: _vs_fmt(buf, cap, "%s #%llu", k, (unsigned long long)o->seq); break;
+    }
+}
+
+/* "all_reduce #7 (f32 x 1024, sum) on DP group [0,2] of mesh (...)" */
+_VS_PRIVATE void _vs_op_where(const vs_comm* c, const _vs_opdesc* o, char* buf, size_t cap)
+{
+    char t[128];
+    _vs_op_text(o, t, sizeof t);
+    _vs_fmt(buf, cap, "%s on %s", t, c->label[0] ? c->label : "a communicator");
+}
+
+/* "ranks 1, 3 (world 5, 7)": the members i with pick(s, i, arg), the first 16. */
+_VS_PRIVATE void _vs_t_rank_list(const _vs_tshared* s, int (*pick)(const _vs_tshared*, int, int), int arg,
+                                 char* buf, size_t cap)
+{
+    char a[160] = "", b[160] = "";
+    int cnt = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (!pick(s, i, arg)) continue;
+        size_t la = strlen(a), lb = strlen(b);
+        if (++cnt > 16) {
+            if (cnt == 17) _vs_fmt(a + la, sizeof a - la, ", ..."), _vs_fmt(b + lb, sizeof b - lb, ", ...");
+            continue;
+        }
+        _vs_fmt(a + la, sizeof a - la, "%s%d", cnt > 1 ? ", " : "", i);
+        _vs_fmt(b + lb, sizeof b - lb, "%s%d", cnt > 1 ? ", " : "", s->granks[i]);
+    }
+    _vs_fmt(buf, cap, "%s %s (world %s)", cnt == 1 ? "rank" : "ranks", a, b);
+}
+
+_VS_PRIVATE int _vs_pick_absent(const _vs_tshared* s, int i, int g) { return s->at[i] != g; }
+
+/* Barrier over the ranks of c's shared state, inside operation `op`. An entry
+   barrier (timeout > 0) is where a peer may fail to arrive: it times out, sees a
+   member that returned from its function, and honours aborts; the first two end
+   the job (_vs_job_fail). Barriers after an entry barrier (timeout <= 0) only wait
+   for ranks that are already inside the same operation doing memory work, so they
+   cannot hang and must not return early (peers may be writing into this rank's
+   buffers). */
+_VS_PRIVATE vs_result _vs_t_barrier(vs_comm* c, double timeout, const _vs_opdesc* op)
+{
+    _vs_tshared* s = c->sh;
+    const char* what = _vs_kind_names[op->kind];
     pthread_mutex_lock(&s->mu);
     if (timeout > 0 && s->aborted) {
         pthread_mutex_unlock(&s->mu);
         return _vs_tshared_abort_result(s, what);
     }
     int g = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
+    s->at[c->rank] = g;
     if (++s->arrived == s->n) {
         s->arrived = 0;
         __atomic_store_n(&s->gen, (int)((unsigned)g + 1u), __ATOMIC_SEQ_CST);
@@ -1505,8 +1785,9 @@ _VS_PRIVATE vs_result _vs_t_barrier(_vs_tshared* s, double timeout, const char* 
     }
     pthread_mutex_unlock(&s->mu);
     if (_vs_spin_while_eq(&s->gen, g, s->long_spin)) return VS_OK;
-    struct timespec dl = _vs_abs_deadline(timeout > 0 ? timeout : 0);
+    double end = _vs_now() + timeout;
     vs_result r = VS_OK;
+    char msg[400] = "";
     pthread_mutex_lock(&s->mu);
     s->sleepers++;
     while (__atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) == g) {
@@ -1518,61 +1799,113 @@ _VS_PRIVATE vs_result _vs_t_barrier(_vs_tshared* s, double timeout, const char* 
             r = _vs_tshared_abort_result(s, what);
             break;
         }
-        if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) == ETIMEDOUT &&
-            __atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) == g) {
-            s->abort_res = VS_ERR_TIMEOUT;
-            __atomic_store_n(&s->aborted, 1, __ATOMIC_SEQ_CST);
-            pthread_cond_broadcast(&s->cv);
-            pthread_cond_broadcast(&s->p2p_cv);
-            r = _vs_err(VS_ERR_TIMEOUT, "%s: %d of %d ranks arrived within %g s", what,
-                        s->arrived, s->n, timeout);
-            break;
+        int gone = _vs_t_gone(s, g);
+        int late = !(gone >= 0) && _vs_now() >= end;
+        if (gone >= 0 || late) {
+            // the cause: named here, recorded for the job, seen by every peer
+            char where[256], who[200];
+            _vs_op_where(c, op, where, sizeof where);
+            if (gone >= 0) {
+                r = VS_ERR_ABORTED;
+                _vs_fmt(msg, sizeof msg, "%s: rank %d (world %d) returned from its function while %d rank(s) wait for it",
+                         where, gone, s->granks[gone], s->arrived);
+            } else {
+                r = VS_ERR_TIMEOUT;
+                _vs_t_rank_list(s, _vs_pick_absent, g, who, sizeof who);
+                _vs_fmt(msg, sizeof msg, "%s: %s did not arrive within %g s (%d of %d ranks arrived)", where, who,
+                         timeout, s->arrived, s->n);
+            }
+            s->sleepers--;
+            pthread_mutex_unlock(&s->mu);
+            _vs_tshared_abort(s, r, msg);
+            _vs_job_fail(s->job, r, msg);
+            return _vs_err(r, "%s", msg);
         }
+        struct timespec dl = _vs_abs_deadline(end - _vs_now());
+        pthread_cond_timedwait(&s->cv, &s->mu, &dl);
     }
     s->sleepers--;
     pthread_mutex_unlock(&s->mu);
     return r;
 }
 
-/* Every rank checks every rank's arguments, so all agree on a mismatch. */
+/* 1 when members i and k issued the same call: kind, dtype, op, root, counts and
+   sequence number (the fingerprint). */
+_VS_PRIVATE int _vs_t_same_call(const _vs_tshared* s, int i, int k)
+{
+    const _vs_opdesc* a = s->slots[k].op;
+    const _vs_opdesc* b = s->slots[i].op;
+    if (a->kind != b->kind || a->dt != b->dt || a->op != b->op || a->root != b->root || a->count != b->count ||
+        a->seq != b->seq || a->uniform != b->uniform)
+        return 0;
+    if (a->kind == _VS_K_ALLGATHER || a->kind == _VS_K_REDSCAT)
+        for (int j = 0; j < s->n; j++)
+            if (a->counts[j] != b->counts[j]) return 0;
+    return 1;
+}
+
+/* Every rank checks every rank's call, so all agree on a mismatch, and each names
+   every distinct call with the ranks (group and world) that made it. */
 _VS_PRIVATE vs_result _vs_t_match(vs_comm* c)
 {
     _vs_tshared* s = c->sh;
     int n = s->n;
-    const _vs_opdesc* a = s->slots[0].op;
-    const char* what = _vs_kind_names[a->kind];
-    for (int k = 1; k < n; k++) {
-        const _vs_opdesc* b = s->slots[k].op;
-        if (b->kind != a->kind)
-            return _vs_err(VS_ERR_MISMATCH, "collective mismatch: rank 0 called %s, rank %d called %s",
-                           what, k, _vs_kind_names[b->kind]);
-        if (b->dt != a->dt)
-            return _vs_err(VS_ERR_MISMATCH, "%s: dtype mismatch: rank 0 %s, rank %d %s", what,
-                           vs_dtype_name(a->dt), k, vs_dtype_name(b->dt));
-        if (b->op != a->op)
-            return _vs_err(VS_ERR_MISMATCH, "%s: op mismatch: rank 0 %s, rank %d %s", what,
-                           vs_op_name(a->op), k, vs_op_name(b->op));
-        if (b->root != a->root)
-            return _vs_err(VS_ERR_MISMATCH, "%s: root mismatch: rank 0 %d, rank %d %d", what,
-                           a->root, k, b->root);
-        if (b->count != a->count)
-            return _vs_err(VS_ERR_MISMATCH, "%s: count mismatch: rank 0 %zu, rank %d %zu", what,
-                           a->count, k, b->count);
-        if (a->kind == _VS_K_ALLGATHER || a->kind == _VS_K_REDSCAT) {
-            for (int i = 0; i < n; i++)
-                if (a->counts[i] != b->counts[i])
-                    return _vs_err(VS_ERR_MISMATCH, "%s: counts[%d] mismatch: rank 0 %zu, rank %d %zu",
-                                   what, i, a->counts[i], k, b->counts[i]);
+    int k = 1;
+    while (k < n && _vs_t_same_call(s, k, 0)) k++;
+    if (k < n) {
+        char msg[512], who[200], call[128];
+        size_t len = (size_t)_vs_fmt(msg, sizeof msg, "collective mismatch on %s: ", c->label);
+        int groups = 0;
+        for (int i = 0; i < n && len < sizeof msg; i++) {
+            int seen = 0;
+            for (int j = 0; j < i && !seen; j++) seen = _vs_t_same_call(s, i, j);
+            if (seen) continue;
+            if (groups++ == 4) {
+                _vs_fmt(msg + len, sizeof msg - len, "; ...");
+                break;
+            }
+            _vs_t_rank_list(s, _vs_t_same_call, i, who, sizeof who);
+            _vs_op_text(s->slots[i].op, call, sizeof call);
+            len += (size_t)_vs_fmt(msg + len, sizeof msg - len, "%s%s called %s", groups > 1 ? "; " : "", who, call);
         }
+        // the first field that differs, named as the caller knows it
+        const _vs_opdesc* a = s->slots[0].op;
+        const _vs_opdesc* b = s->slots[k].op;
+        if (len >= sizeof msg || a->kind != b->kind)
+            ;
+        else if (a->dt != b->dt)
+            _vs_fmt(msg + len, sizeof msg - len, " (dtype differs: %s on rank 0, %s on rank %d)", vs_dtype_name(a->dt),
+                    vs_dtype_name(b->dt), k);
+        else if (a->op != b->op)
+            _vs_fmt(msg + len, sizeof msg - len, " (op differs: %s on rank 0, %s on rank %d)", vs_op_name(a->op),
+                    vs_op_name(b->op), k);
+        else if (a->root != b->root)
+            _vs_fmt(msg + len, sizeof msg - len, " (root differs: %d on rank 0, %d on rank %d)", a->root, b->root, k);
+        else if (a->count != b->count || a->uniform != b->uniform)
+            _vs_fmt(msg + len, sizeof msg - len, " (count differs: %zu on rank 0, %zu on rank %d)", a->count, b->count,
+                    k);
+        else if (a->seq != b->seq)
+            _vs_fmt(msg + len, sizeof msg - len, " (sequence number differs: #%llu on rank 0, #%llu on rank %d)",
+                    (unsigned long long)a->seq, (unsigned long long)b->seq, k);
+        else
+            for (int j = 0; j < n; j++)
+                if (a->counts[j] != b->counts[j]) {
+                    _vs_fmt(msg + len, sizeof msg - len, " (counts[%d] differs: %zu on rank 0, %zu on rank %d)", j,
+                            a->counts[j], b->counts[j], k);
+                    break;
+                }
+        return _vs_err(VS_ERR_MISMATCH, "%s", msg);
     }
-    if (a->kind == _VS_K_ALLTOALL) {
+    if (s->slots[0].op->kind == _VS_K_ALLTOALL) {
         for (int i = 0; i < n; i++)
             for (int j = 0; j < n; j++) {
                 size_t sc = s->slots[i].op->counts[j], rc = s->slots[j].op->rcounts[i];
                 if (sc != rc)
                     return _vs_err(VS_ERR_MISMATCH,
-                                   "all_to_all: rank %d sends %zu elements to rank %d, which expects %zu",
-                                   i, sc, j, rc);
+                                   "all_to_all #%llu on %s: rank %d (world %d) sends %zu elements to rank %d "
+                                   "(world %d), which expects %zu",
+                                   (unsigned long long)s->slots[i].op->seq, c->label, i, s->granks[i], sc, j,
+                                   s->granks[j], rc);
             }
     }
     return VS_OK;
@@ -1768,9 +2101,8 @@ _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
 {
     _vs_tshared* s = c->sh;
     int n = s->n, me = c->rank;
-    const char* what = _vs_kind_names[op->kind];
     s->slots[me].op = op;
-    vs_result r = _vs_t_barrier(s, c->timeout, what);
+    vs_result r = _vs_t_barrier(c, c->timeout, op);
     if (r) return r;
     r = _vs_t_match(c);
     size_t esz = vs_dtype_size(op->dt);
@@ -1820,7 +2152,7 @@ _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
         _vs_store_fence();
     }
     // exit: peers may still read or write this rank's buffers until all are here
-    vs_result r2 = _vs_t_barrier(s, 0, what);
+    vs_result r2 = _vs_t_barrier(c, 0, op);
     return r ? r : r2;
 }
 
@@ -1868,8 +2200,23 @@ _VS_PRIVATE vs_result _vs_t_p2p_wait(vs_comm* c, _vs_tp2p* p, double deadline)
         _vs_spin_while_eq(&p->state, _VS_P2P_MATCHED, s->long_spin);
     if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == _VS_P2P_DONE) goto done;
     pthread_mutex_lock(&s->mu);
+    int peer = p->is_send ? p->dst : p->src;
     while (p->state != _VS_P2P_DONE) {
         int timed_out = _vs_now() >= deadline;
+        if (p->state == _VS_P2P_POSTED && !s->aborted && s->job &&
+            __atomic_load_n(&s->job->exited[s->granks[peer]], __ATOMIC_ACQUIRE)) {
+            size_t q = (size_t)p->src * (size_t)s->n + (size_t)p->dst;
+            _vs_tp2p** l = p->is_send ? &s->sendq[q] : &s->recvq[q];
+            while (*l && *l != p) l = &(*l)->next;
+            if (*l) *l = p->next;
+            pthread_mutex_unlock(&s->mu);
+            char msg[400];
+            _vs_fmt(msg, sizeof msg, "%s on %s: rank %d (world %d) returned from its function before the matching %s",
+                     p->is_send ? "send" : "recv", c->label, peer, s->granks[peer], p->is_send ? "recv" : "send");
+            _vs_tshared_abort(s, VS_ERR_ABORTED, msg);
+            _vs_job_fail(s->job, VS_ERR_ABORTED, msg);
+            return _vs_err(VS_ERR_ABORTED, "%s", msg);
+        }
         if (p->state == _VS_P2P_POSTED && (timed_out || s->aborted)) {
             size_t q = (size_t)p->src * (size_t)s->n + (size_t)p->dst;
             _vs_tp2p** l = p->is_send ? &s->sendq[q] : &s->recvq[q];
@@ -1878,9 +2225,13 @@ _VS_PRIVATE vs_result _vs_t_p2p_wait(vs_comm* c, _vs_tp2p* p, double deadline)
             int aborted = s->aborted;
             pthread_mutex_unlock(&s->mu);
             if (aborted && !timed_out) return _vs_tshared_abort_result(s, p->is_send ? "send" : "recv");
-            return _vs_err(VS_ERR_TIMEOUT, "%s: rank %d got no matching %s from rank %d within %g s",
-                           p->is_send ? "send" : "recv", p->is_send ? p->src : p->dst,
-                           p->is_send ? "recv" : "send", p->is_send ? p->dst : p->src, c->timeout);
+            char msg[400];
+            _vs_fmt(msg, sizeof msg, "%s on %s: rank %d (world %d) got no matching %s from rank %d (world %d) within %g s",
+                     p->is_send ? "send" : "recv", c->label, c->rank, s->granks[c->rank], p->is_send ? "recv" : "send",
+                     peer, s->granks[peer], c->timeout);
+            _vs_tshared_abort(s, VS_ERR_TIMEOUT, msg);
+            _vs_job_fail(s->job, VS_ERR_TIMEOUT, msg);
+            return _vs_err(VS_ERR_TIMEOUT, "%s", msg);
         }
         struct timespec dl = _vs_abs_deadline(timed_out ? 0.01 : deadline - _vs_now());
         pthread_cond_timedwait(&s->p2p_cv, &s->mu, &dl);
@@ -1959,16 +2310,13 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
     int n = s->n, me = c->rank;
     s->slots[me].op = op;
     s->slots[me].split_out = NULL;
-    vs_result r = _vs_t_barrier(s, c->timeout, "split");
+    vs_result r = _vs_t_barrier(c, c->timeout, op);
     if (r) return r;
-    for (int k = 0; k < n; k++)
-        if (s->slots[k].op->kind != _VS_K_SPLIT) {
-            // the others run a collective: two barriers in all, as they do
-            r = _vs_err(VS_ERR_MISMATCH, "collective mismatch: rank %d called split, rank %d called %s", me, k,
-                        _vs_kind_names[s->slots[k].op->kind]);
-            vs_result r2 = _vs_t_barrier(s, 0, "split");
-            return r ? r : r2;
-        }
+    if ((r = _vs_t_match(c)) != VS_OK) {
+        // the others may run a collective: two barriers in all, as they do
+        vs_result r2 = _vs_t_barrier(c, 0, op);
+        return r ? r : r2;
+    }
     // members of my color ordered by (key, rank); the first one creates the state
     int* mem = _VS_NEW(int, n);
     int m = 0, my_index = -1;
@@ -1983,9 +2331,16 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
             }
         for (int i = 0; i < m; i++)
             if (mem[i] == me) my_index = i;
-        if (my_index == 0) s->slots[me].split_out = _vs_tshared_new(m);
+        if (my_index == 0) {
+            int* g = _VS_NEW(int, m ? m : 1);
+            if (g) {
+                for (int i = 0; i < m; i++) g[i] = s->granks[mem[i]];
+                s->slots[me].split_out = _vs_tshared_new(m, g, s->job);
+                free(g);
+            }
+        }
     }
-    r = _vs_t_barrier(s, 0, "split");
+    r = _vs_t_barrier(c, 0, op);
     vs_comm* nc = NULL;
     if (!mem) {
         r = _vs_err(VS_ERR_NOMEM, "split: out of memory");
@@ -1999,9 +2354,10 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
         } else {
             nc->sh = ns;
             nc->timeout = c->timeout;
+            _vs_comm_label_members(nc, "communicator", ns->granks, m, c->label);
         }
     }
-    vs_result r2 = _vs_t_barrier(s, 0, "split");
+    vs_result r2 = _vs_t_barrier(c, 0, op);
     free(mem);
     *op->split_out = nc;
     return r ? r : r2;
@@ -2131,6 +2487,7 @@ _VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
 {
     const char* what = _vs_kind_names[op->kind];
     if (work) *work = NULL;
+    if (op->kind != _VS_K_SEND && op->kind != _VS_K_RECV) op->seq = ++c->seq;
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) ||
         (c->sh && __atomic_load_n(&c->sh->aborted, __ATOMIC_ACQUIRE))) {
         _vs_op_release(op);
@@ -2498,7 +2855,13 @@ VS_API vs_result vs_comm_abort(vs_comm* c)
 {
     _VS_CHECK_NULL(c, "comm");
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
-    if (c->sh) _vs_tshared_abort(c->sh, VS_ERR_ABORTED);
+    if (c->sh) {
+        char msg[300];
+        _vs_fmt(msg, sizeof msg, "rank %d (world %d) called vs_comm_abort on %s", c->rank,
+                 c->world ? c->world->rank : c->sh->granks[c->rank], c->label);
+        _vs_tshared_abort(c->sh, VS_ERR_ABORTED, msg);
+        _vs_job_fail(c->sh->job, VS_ERR_ABORTED, msg);
+    }
 #ifdef VESCALE_NCCL
     if (c->tr == VS_TRANSPORT_NCCL && c->nc) ncclCommAbort(c->nc), c->nc = NULL;
 #endif
@@ -2560,7 +2923,7 @@ _VS_PRIVATE vs_world* _vs_world_new(vs_transport tr, int rank, int size, int loc
     w->rank = rank;
     w->size = size;
     w->local_rank = local_rank;
-    w->timeout = _vs_timeout_default(timeout);
+    w->timeout = timeout; // resolved by _vs_resolve_timeout
     _vs_hooks_init(&w->hooks, lg, lv, al);
     return w;
 }
@@ -2581,17 +2944,6 @@ VS_API vs_result vs_world_free(vs_world* w)
 
 // >>launch --------------------------------------------------------------------
 
-typedef struct _vs_tjob {
-    vs_launch_desc desc;
-    vs_rank_fn fn;
-    void* arg;
-    _vs_tshared* sh;
-    vs_world** worlds;
-    vs_result* results;
-#ifdef VESCALE_NCCL
-    ncclUniqueId id;
-#endif
-} _vs_tjob;
 
 typedef struct _vs_trank {
     _vs_tjob* job;
@@ -2612,8 +2964,17 @@ _VS_PRIVATE void* _vs_rank_main(void* arg)
 #endif
     if (r == VS_OK) r = job->fn(w, job->arg);
     job->results[tr->rank] = r;
+    if (r) {
+        // fail first: the world's queue then drains at once instead of waiting on peers
+        char cause[400];
+        const char* m = vs_last_error();
+        _vs_fmt(cause, sizeof cause, "rank %d returned %d (%s)%s%.300s", tr->rank, r, vs_result_string(r),
+                 m[0] ? ": " : "", m);
+        _vs_job_fail(job, r, cause);
+    }
     vs_world_free(w);
     job->worlds[tr->rank] = NULL;
+    if (job->exited) _vs_job_exit(job, tr->rank);
     return NULL;
 }
 
@@ -2632,6 +2993,10 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
                        vs_transport_name(tr));
     if (d->ranks_per_node < 0)
         return _vs_err(VS_ERR_INVALID, "vs_launch: ranks_per_node %d must be >= 0", d->ranks_per_node);
+    double timeout;
+    vs_log_level level;
+    _VS_TRY(_vs_resolve_timeout("vs_launch", d->timeout_s, &timeout));
+    _VS_TRY(_vs_resolve_level(d->log_level, &level));
     _vs_tjob job;
     memset(&job, 0, sizeof job);
     job.desc = *d;
@@ -2640,11 +3005,13 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
     job.arg = arg;
     job.worlds = _VS_NEW(vs_world*, n);
     job.results = _VS_NEW(vs_result, n);
+    job.exited = _VS_NEW(int, n);
+    pthread_mutex_init(&job.mu, NULL);
     _vs_trank* ranks = _VS_NEW(_vs_trank, n);
     pthread_t* th = _VS_NEW(pthread_t, n);
     vs_result r = VS_OK;
     int started = 0;
-    if (!job.worlds || !job.results || !ranks || !th) {
+    if (!job.worlds || !job.results || !job.exited || !ranks || !th) {
         r = _vs_err(VS_ERR_NOMEM, "vs_launch: out of memory for %d ranks", n);
         goto done;
     }
@@ -2657,18 +3024,19 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
         }
     }
 #endif
-    if (tr == VS_TRANSPORT_THREADS && !(job.sh = _vs_tshared_new(n))) {
+    if (tr == VS_TRANSPORT_THREADS && !(job.sh = _vs_tshared_new(n, NULL, &job))) {
         r = _vs_err(VS_ERR_NOMEM, "vs_launch: out of memory for %d ranks", n);
         goto done;
     }
     for (int i = 0; i < n; i++) {
         int local = d->ranks_per_node ? i % d->ranks_per_node : i;
-        vs_world* w = _vs_world_new(tr, i, n, local, d->timeout_s, &d->logger, d->log_level, &d->allocator);
+        vs_world* w = _vs_world_new(tr, i, n, local, timeout, &d->logger, level, &d->allocator);
         if (w && tr == VS_TRANSPORT_THREADS) {
             w->comm = _vs_comm_new(w, tr, i, n);
             if (w->comm) {
                 w->comm->sh = job.sh;
                 w->comm->kind = 1;
+                snprintf(w->comm->label, sizeof w->comm->label, "world");
             }
         }
         if (!w || (tr == VS_TRANSPORT_THREADS && !w->comm)) {
@@ -2688,13 +3056,18 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
         ranks[i].rank = i;
         if (pthread_create(&th[i], NULL, _vs_rank_main, &ranks[i]) != 0) {
             r = _vs_err_backend(VS_ERR_BACKEND, errno, "vs_launch: cannot start thread for rank %d", i);
-            if (job.sh) _vs_tshared_abort(job.sh, VS_ERR_ABORTED);
+            _vs_job_fail(&job, r, "vs_launch could not start every rank's thread");
             for (int k = i; k < n; k++) vs_world_free(job.worlds[k]);
             break;
         }
         started++;
     }
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    // the cause: the first rank that failed, aborted, timed out or left peers waiting
+    if (r == VS_OK && __atomic_load_n(&job.failed, __ATOMIC_ACQUIRE)) {
+        r = job.cause_res ? job.cause_res : VS_ERR_ABORTED;
+        _vs_err(r, "vs_launch: %s", job.cause);
+    }
     if (r == VS_OK)
         for (int i = 0; i < n; i++)
             if (job.results[i]) {
@@ -2703,8 +3076,10 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
                 break;
             }
 done:
+    pthread_mutex_destroy(&job.mu);
     free(job.worlds);
     free(job.results);
+    free(job.exited);
     free(ranks);
     free(th);
     return r;
@@ -3860,17 +4235,29 @@ _VS_PRIVATE vs_result _vs_tcp_bcast(const char* addr, int port, int rank, int si
     return _vs_tcp_bcast_log(NULL, addr, port, rank, size, data, len, timeout);
 }
 
-_VS_PRIVATE vs_transport _vs_transport_from_env(void)
+/* VESCALE_TRANSPORT's text: threads, mpi or nccl. */
+_VS_PRIVATE vs_result _vs_parse_transport(const char* text, vs_transport* out)
+{
+    if (!text) return _vs_err(VS_ERR_NULL, "transport text is NULL");
+    for (int t = VS_TRANSPORT_THREADS; t <= VS_TRANSPORT_NCCL; t++)
+        if (!strcmp(text, vs_transport_name((vs_transport)t))) {
+            *out = (vs_transport)t;
+            return VS_OK;
+        }
+    return _vs_err(VS_ERR_INVALID, "VESCALE_TRANSPORT='%.64s' is not one of threads, mpi, nccl", text);
+}
+
+/* VESCALE_TRANSPORT, else MPI when built in, else NCCL. */
+_VS_PRIVATE vs_result _vs_transport_from_env(vs_transport* out)
 {
     const char* e = getenv("VESCALE_TRANSPORT");
-    if (e && !strcmp(e, "threads")) return VS_TRANSPORT_THREADS;
-    if (e && !strcmp(e, "mpi")) return VS_TRANSPORT_MPI;
-    if (e && !strcmp(e, "nccl")) return VS_TRANSPORT_NCCL;
+    if (e && *e) return _vs_parse_transport(e, out);
 #ifdef VESCALE_MPI
-    return VS_TRANSPORT_MPI;
+    *out = VS_TRANSPORT_MPI;
 #else
-    return VS_TRANSPORT_NCCL;
+    *out = VS_TRANSPORT_NCCL;
 #endif
+    return VS_OK;
 }
 
 VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
@@ -3878,7 +4265,12 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
     _VS_CHECK_NULL(d, "desc");
     _VS_CHECK_NULL(out, "out");
     *out = NULL;
-    vs_transport tr = d->transport == VS_TRANSPORT_DEFAULT ? _vs_transport_from_env() : d->transport;
+    vs_transport tr = d->transport;
+    if (tr == VS_TRANSPORT_DEFAULT) _VS_TRY(_vs_transport_from_env(&tr));
+    double timeout;
+    vs_log_level level;
+    _VS_TRY(_vs_resolve_timeout("vs_world_init", d->timeout_s, &timeout));
+    _VS_TRY(_vs_resolve_level(d->log_level, &level));
     if (tr == VS_TRANSPORT_THREADS)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: the threads transport runs ranks with vs_launch");
     if (tr != VS_TRANSPORT_MPI && tr != VS_TRANSPORT_NCCL)
@@ -3908,8 +4300,8 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
     }
     if (d->master_addr) snprintf(bi.master_addr, sizeof bi.master_addr, "%s", d->master_addr);
     if (d->master_port) bi.master_port = d->master_port;
-    vs_world* w = _vs_world_new(tr, bi.rank, bi.world_size, bi.local_rank, d->timeout_s, &d->logger,
-                                d->log_level, &d->allocator);
+    vs_world* w = _vs_world_new(tr, bi.rank, bi.world_size, bi.local_rank, timeout, &d->logger, level,
+                                &d->allocator);
     if (!w) return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
     vs_result r = VS_OK;
 #ifdef VESCALE_MPI
@@ -3957,6 +4349,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
         vs_world_free(w);
         return _vs_err(r, "%s", keep);
     }
+    if (w->comm) snprintf(w->comm->label, sizeof w->comm->label, "world");
     vs_log(w, VS_LOG_INFO, "world up: transport %s, rank %d of %d (local %d, from %s)", vs_transport_name(tr),
            w->rank, w->size, w->local_rank, bi.source);
     *out = w;
@@ -4351,6 +4744,23 @@ VS_API vs_result vs_mesh_submesh(vs_mesh* m, const char* dims, vs_mesh** out)
         return r;
     }
     sc->kind = 2;
+    {
+        char names[VS_MESH_MAX_DIMS * (VS_MESH_NAME_MAX + 1)] = "", shape[160];
+        for (int i = 0; i < k; i++)
+            _vs_fmt(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "," : "", m->names[idx[i]]);
+        vs_mesh_describe(m, shape, sizeof shape);
+        int* g = _VS_NEW(int, gs);
+        if (g) {
+            _vs_mesh_members(m, idx, k, m->coord, g);
+            for (int j = 0; j < gs; j++) g[j] = m->granks[g[j]];
+            char what[VS_MESH_MAX_DIMS * (VS_MESH_NAME_MAX + 1) + 8];
+            _vs_fmt(what, sizeof what, "%s group", names);
+            _vs_comm_label_members(sc, what, g, gs, NULL);
+            size_t len = strlen(sc->label);
+            _vs_fmt(sc->label + len, sizeof sc->label - len, " of mesh %s", shape);
+            free(g);
+        }
+    }
     s->parent = m;
     s->world = m->world;
     s->comm = sc;
@@ -4988,14 +5398,14 @@ _VS_PRIVATE vs_result _vs_t_box(vs_comm* c, const _vs_opdesc* op)
 {
     _vs_tshared* s = c->sh;
     s->slots[c->rank].op = op;
-    vs_result r = _vs_t_barrier(s, c->timeout, "redistribute");
+    vs_result r = _vs_t_barrier(c, c->timeout, op);
     if (r) return r;
     r = _vs_t_match(c);
     if (!r) {
         _vs_t_box_work(c, op);
         _vs_store_fence();
     }
-    vs_result r2 = _vs_t_barrier(s, 0, "redistribute"); // peers may still read this rank's input
+    vs_result r2 = _vs_t_barrier(c, 0, op); // peers may still read this rank's input
     return r ? r : r2;
 }
 

@@ -111,7 +111,13 @@ static int bad_args_rank(vs_world* w, void* arg)
     VT_ERR(vs_comm_split(c, -5, 0, NULL), VS_ERR_NULL, "out");
     vs_comm* sc = NULL;
     VT_ERR(vs_comm_split(c, -5, 0, &sc), VS_ERR_INVALID, "color -5");
-    VT_ERR(vs_comm_set_timeout(c, 0), VS_ERR_INVALID, "timeout 0");
+    VT_ERR(vs_comm_set_timeout(c, -1), VS_ERR_INVALID, "timeout -1");
+    VT_ERR(vs_comm_set_timeout(c, NAN), VS_ERR_INVALID, "timeout nan");
+    VT_OK(vs_comm_set_timeout(c, 0)); // 0 and INFINITY: no timeout
+    VT_CHECK(isinf(c->timeout), "timeout 0 means none, got %g", c->timeout);
+    VT_OK(vs_comm_set_timeout(c, 1e19));
+    VT_CHECK(isinf(c->timeout), "timeout 1e19 means none, got %g", c->timeout);
+    VT_OK(vs_comm_set_timeout(c, vs_world_timeout(w)));
     VT_ERR(vs_comm_set_stream(c, NULL), VS_ERR_UNSUPPORTED, "threads");
     VT_ERR(vs_comm_free(c), VS_ERR_INVALID, "world");
     VT_ERR(vs_wait(NULL), VS_ERR_NULL, "work");
@@ -202,7 +208,11 @@ static int timeout_rank(vs_world* w, void* arg)
     vs_comm* c = vs_world_comm(w);
     int me = vs_world_rank(w), n = vs_world_size(w);
     float x[4] = {1, 2, 3, 4};
-    if (me == n - 1) return 0; // never arrives
+    if (me == n - 1) { // arrives only after the others timed out (returning at once ends the job sooner)
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+        return 0;
+    }
     double t0 = now_s();
     ta->res[me] = vs_all_reduce(c, x, x, 4, VS_F32, VS_OP_SUM, NULL);
     ta->elapsed[me] = now_s() - t0;
@@ -263,6 +273,10 @@ static int p2p_lonely_rank(vs_world* w, void* arg)
 {
     vs_result* res = (vs_result*)arg;
     float x[4] = {0};
+    if (vs_world_rank(w) == 1) { // stays, but never receives
+        struct timespec ts = {0, 600 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     if (vs_world_rank(w) == 0) {
         double t0 = now_s();
         res[0] = vs_send(vs_world_comm(w), x, 4, VS_F32, 1, NULL);
