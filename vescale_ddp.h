@@ -63,6 +63,34 @@
      the host until the collectives they wait for are done. A custom step gets
      device pointers and vs_step_args.stream.
    One thread uses a vs_ddp at a time.
+
+   Rules (each broken one is an error with a message naming the value, never a
+   crash or a silent change)
+   - Order of calls: init, add_param..., finalize, then per step zero_grad,
+     backward (vs_ddp_grad / vs_ddp_grad_ready), finish_grad_sync, clip (optional),
+     step. Out of order is VS_ERR_STATE: add_param or set_bucket_bytes after
+     finalize, finalize twice, anything that needs buffers before finalize, a
+     gradient marked ready twice in one pass, zero_grad/set_sync/clip/step during
+     a backward pass, finish_grad_sync twice with no backward pass between, step
+     without newly synchronized gradients.
+   - Ranks must agree: vs_ddp_finalize compares the DDP settings and every
+     parameter (name, dtype, global shape, placements, group, no_decay) over all
+     mesh dims but the pipeline dim; a difference is VS_ERR_MISMATCH on every
+     rank, naming the parameter, the field and the world ranks.
+   - Sizes: a parameter whose element count or f32 byte size overflows 64 bits is
+     refused by vs_ddp_add_param (VS_ERR_INVALID naming it and its shape).
+   - Numbers: optimizer hyper-parameters are checked by vs_ddp_init (ranges at
+     vs_optim_desc), lr by vs_ddp_step (finite, >= 0), max_norm by the clip (finite;
+     <= 0 only measures), schedules by vs_lr_check (vs_lr_at gives NaN for a bad
+     one, which vs_ddp_step then refuses). Zero in a desc means "default" unless
+     its `_set` flag says the zero is meant (beta1_set, beta2_set, eps_set,
+     lr_scale_set): so beta1 = 0 and frozen groups (lr_scale = 0) are possible.
+   - Non-finite gradients: when the clip's global norm is NaN or inf, the next
+     vs_ddp_step is skipped on every rank and counted by vs_ddp_skipped_steps
+     (with error_if_nonfinite the clip also fails); parameters stay as they were.
+   - Lifetimes: a vs_ddp holds its mesh. Free the DDP, then the mesh: vs_mesh_free
+     on a mesh (or the parent of a submesh) that a DDP still uses is VS_ERR_STATE.
+     vs_ddp_free waits for the collectives it has in flight.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 #if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_DDP_IMPLEMENTATION)
@@ -90,7 +118,11 @@ typedef enum vs_lr_kind {
     VS_LR_STEP    // warmup, then lr * gamma^(floor((step - warmup) / step_size))
 } vs_lr_kind;
 
-/* A learning-rate schedule: a few numbers, saved as they are by checkpoints. */
+/* A learning-rate schedule: a few numbers, saved as they are by checkpoints.
+   Valid (vs_lr_check): a known kind; lr and min_lr finite and >= 0; warmup_steps,
+   total_steps and step_size >= 0; cosine/linear: total_steps > 0 and >= warmup_steps
+   (total_steps counts the warmup); step decay: gamma finite and >= 0 (step_size 0:
+   no decay). */
 typedef struct vs_lr_schedule {
     vs_lr_kind kind;
     double lr, min_lr;
@@ -100,7 +132,13 @@ typedef struct vs_lr_schedule {
     double gamma;         // step decay factor
 } vs_lr_schedule;
 
-/* The learning rate of step `step` (0-based). */
+/* VS_OK, or VS_ERR_INVALID (VS_ERR_NULL) naming the first bad field. Call it once
+   when the schedule is built (or loaded): vs_lr_at cannot return a vs_result. */
+VS_API vs_result vs_lr_check(const vs_lr_schedule* s);
+/* The learning rate of step `step` (0-based, any step up to INT64_MAX). A schedule
+   vs_lr_check rejects, a NULL schedule or a negative step give NaN, with
+   vs_last_error() saying why; NaN is never silently a usable rate: vs_ddp_step
+   refuses it. */
 VS_API double vs_lr_at(const vs_lr_schedule* s, int64_t step);
 
 // >>ddp ----------------------------------------------------------------------
@@ -126,14 +164,27 @@ typedef struct vs_step_args {
 } vs_step_args;
 typedef vs_result (*vs_step_fn)(const vs_step_args* a);
 
+/* Zero means "default" in these descs, as everywhere in vescale, so that
+   `.optim = {.kind = VS_OPTIM_ADAMW}` works; but beta1 = 0, eps = 0 or a frozen
+   group (lr_scale = 0) are real choices. A field with a default therefore has a
+   `_set` flag: with the flag 1 the value is taken as given, zero included; with
+   the flag 0 a zero takes the default (and any other value is taken as given).
+   Why flags, not a sentinel: a NaN default would break zero-initialized descs,
+   and -0.0 does not survive -ffast-math (-fno-signed-zeros). */
 typedef struct vs_optim_group {
-    double lr_scale;     // 0: 1
-    double weight_decay; // this group's decay
+    double lr_scale;     // lr multiplier, finite, >= 0 (0 and !lr_scale_set: 1)
+    double weight_decay; // this group's decay, finite, >= 0
+    int lr_scale_set;    // 1: lr_scale as given; lr_scale = 0 freezes the group
 } vs_optim_group;
 
+/* Checked by vs_ddp_init (VS_ERR_INVALID naming the field): AdamW beta1 and beta2
+   in [0, 1), eps finite and >= 0; weight decays and lr_scales finite and >= 0; SGD
+   momentum finite and >= 0, nesterov only with momentum > 0. Fields of the other
+   optimizer are not looked at. */
 typedef struct vs_optim_desc {
     vs_optim_kind kind;
-    double beta1, beta2, eps; // AdamW (0: 0.9, 0.999, 1e-8)
+    double beta1, beta2, eps; // AdamW (zero and not _set: 0.9, 0.999, 1e-8)
+    int beta1_set, beta2_set, eps_set; // 1: the value above as given, zero included
     double weight_decay;      // group 0 (AdamW decoupled; SGD adds wd * p to the gradient)
     double momentum;          // SGD
     int nesterov;             // SGD
@@ -177,13 +228,25 @@ typedef struct vs_ddp_memory {
 
 typedef struct vs_ddp vs_ddp;
 
+/* Checks the desc (optimizer numbers: see vs_optim_desc) and registers the DDP
+   with the mesh: vs_mesh_free refuses (VS_ERR_STATE) until vs_ddp_free. */
 VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out);
 /* Bucket size in bytes, before vs_ddp_finalize: bytes must be > 0 (this is how to
    ask for an explicit size; a zero in vs_ddp_desc means the default). */
 VS_API vs_result vs_ddp_set_bucket_bytes(vs_ddp* d, int64_t bytes);
-/* Registers a parameter; *index (may be NULL) gets its index. Before finalize. */
+/* Registers a parameter; *index (may be NULL) gets its index. Before finalize
+   (after it: VS_ERR_STATE). A shape whose element count, or byte size as f32
+   (optimizer state and master weights are f32), does not fit in 64 bits is
+   VS_ERR_INVALID naming the parameter and its shape. */
 VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* index);
-/* Builds buckets, parameter buffers and optimizer state. Collective over the mesh. */
+/* Builds buckets, parameter buffers and optimizer state. Collective over the mesh.
+   First it checks that the ranks agree, over every mesh dim but the pipeline dim
+   (DP, and TP where parameters are sharded, replicated or partial alike): the
+   DDP settings (zero stage, bucket_bytes, grad_fp32, optimizer kind) and, in
+   registration order, each parameter's name, dtype, global shape, placements,
+   group and no_decay. A disagreement is VS_ERR_MISMATCH on every rank, naming
+   the first differing parameter (index and name), the field, and two world ranks
+   with their values. */
 VS_API vs_result vs_ddp_finalize(vs_ddp* d);
 VS_API int vs_ddp_num_params(const vs_ddp* d);
 /* The parameter's local shard (its dtype), owned by DDP after finalize. After a
@@ -202,18 +265,46 @@ VS_API int64_t vs_ddp_local_numel(const vs_ddp* d, int index);
 VS_API vs_result vs_ddp_zero_grad(vs_ddp* d);
 /* 0: the next backward accumulates without reducing (ZeRO-0/1). */
 VS_API vs_result vs_ddp_set_sync(vs_ddp* d, int sync);
-/* The parameter's gradient is complete for this backward pass. */
+/* The parameter's gradient is complete for this backward pass (a second time in
+   one pass: VS_ERR_STATE). */
 VS_API vs_result vs_ddp_grad_ready(vs_ddp* d, int index);
-/* Reduces what is left and waits for every bucket; ends the backward pass. */
+/* Reduces what is left and waits for every bucket; ends the backward pass.
+   Called again with nothing new since (no vs_ddp_grad / vs_ddp_grad_ready): the
+   gradients are reduced already, VS_ERR_STATE. */
 VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d);
-/* Global L2 norm of the gradients over DP x TP x PP (each element once); scales
-   them by max_norm / norm when norm > max_norm (max_norm <= 0: only measure). */
+typedef struct vs_clip_desc {
+    double max_norm;        // > 0: clip to it; <= 0: only measure (*norm); NaN, inf: VS_ERR_INVALID
+    int error_if_nonfinite; // see vs_ddp_clip_grad_norm_ex
+} vs_clip_desc;
+/* Global L2 norm of the gradients over DP x TP x PP (each element once), into
+   *norm (may be NULL); scales them by max_norm / norm when norm > max_norm.
+   Collective over the mesh. A NaN or infinite max_norm is VS_ERR_INVALID.
+   A non-finite norm (a NaN or inf gradient on any rank) scales nothing, and the
+   next vs_ddp_step is skipped on every rank: it returns VS_OK without touching
+   parameters, optimizer state or the step count, and vs_ddp_skipped_steps counts
+   it (a new backward pass or vs_ddp_zero_grad cancels the skip). With
+   error_if_nonfinite (as torch.nn.utils.clip_grad_norm_) the call also fails with
+   VS_ERR_INVALID naming the norm; gradients and parameters are left untouched. */
+VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm);
+/* vs_ddp_clip_grad_norm_ex without error_if_nonfinite. */
 VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm);
-/* Optimizer step with learning rate `lr` on the owned ranges, then (ZeRO) the
-   all-gather of the updated parameters. Collective over DP. */
+/* Optimizer step with learning rate `lr` (finite, >= 0: else VS_ERR_INVALID) on
+   the owned ranges, then (ZeRO) the all-gather of the updated parameters.
+   Collective over DP. The built-in optimizers leave a group whose lr is 0 (lr 0,
+   or lr_scale 0) as it is: parameters and optimizer state; a custom step is
+   called with lr 0. Needs gradients from vs_ddp_finish_grad_sync since the last
+   step (else VS_ERR_STATE). Skipped after a non-finite clip norm (see above). */
 VS_API vs_result vs_ddp_step(vs_ddp* d, double lr);
+/* Steps taken (skipped ones not counted), and steps skipped for a non-finite
+   gradient norm. */
 VS_API int64_t vs_ddp_step_count(const vs_ddp* d);
+VS_API int64_t vs_ddp_skipped_steps(const vs_ddp* d);
 VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out);
+/* Waits for the DDP's collectives still in flight (a ZeRO all-gather after a
+   step, reductions of an unfinished backward pass), then frees it and releases
+   the mesh. Free the DDP, then the mesh: vs_mesh_free refuses while a DDP on it
+   (or on one of its submeshes) is alive. Freeing the same DDP twice is undefined
+   (it cannot be detected). NULL: VS_OK. */
 VS_API vs_result vs_ddp_free(vs_ddp* d);
 
 #ifdef __cplusplus
@@ -265,21 +356,54 @@ VS_API int vs_ddp_version(void) { return VESCALE_VERSION_NUMBER; }
 
 // >>lr -------------------------------------------------------------------------
 
+_VS_DDP_PRIVATE int _vs_ddp_finite(double x) { return isfinite(x) != 0; }
+
+/* vs_lr_check with the caller's name in the message. */
+_VS_DDP_PRIVATE vs_result _vs_lr_check(const char* fn, const vs_lr_schedule* s)
+{
+    if (!s) return vs_set_error(VS_ERR_NULL, "%s: schedule is NULL", fn);
+    if ((int)s->kind < VS_LR_CONSTANT || (int)s->kind > VS_LR_STEP)
+        return vs_set_error(VS_ERR_INVALID, "%s: unknown schedule kind %d (VS_LR_CONSTANT..VS_LR_STEP)", fn, (int)s->kind);
+    if (!_vs_ddp_finite(s->lr) || s->lr < 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: lr %g must be finite and >= 0", fn, s->lr);
+    if (!_vs_ddp_finite(s->min_lr) || s->min_lr < 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: min_lr %g must be finite and >= 0", fn, s->min_lr);
+    if (s->warmup_steps < 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: warmup_steps %lld < 0", fn, (long long)s->warmup_steps);
+    if (s->total_steps < 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: total_steps %lld < 0", fn, (long long)s->total_steps);
+    if (s->step_size < 0) return vs_set_error(VS_ERR_INVALID, "%s: step_size %lld < 0", fn, (long long)s->step_size);
+    if ((s->kind == VS_LR_COSINE || s->kind == VS_LR_LINEAR) && (s->total_steps <= 0 || s->total_steps < s->warmup_steps))
+        return vs_set_error(VS_ERR_INVALID, "%s: %s schedule: total_steps %lld must be > 0 and >= warmup_steps %lld", fn,
+                            s->kind == VS_LR_COSINE ? "cosine" : "linear", (long long)s->total_steps,
+                            (long long)s->warmup_steps);
+    if (s->kind == VS_LR_STEP && (!_vs_ddp_finite(s->gamma) || s->gamma < 0))
+        return vs_set_error(VS_ERR_INVALID, "%s: step schedule: gamma %g must be finite and >= 0", fn, s->gamma);
+    return VS_OK;
+}
+
+VS_API vs_result vs_lr_check(const vs_lr_schedule* s) { return _vs_lr_check("vs_lr_check", s); }
+
 VS_API double vs_lr_at(const vs_lr_schedule* s, int64_t step)
 {
-    if (!s) return 0.0;
-    if (step < 0) step = 0;
-    if (s->warmup_steps > 0 && step < s->warmup_steps) return s->lr * (double)(step + 1) / (double)s->warmup_steps;
-    int64_t t = step - (s->warmup_steps > 0 ? s->warmup_steps : 0);
-    int64_t span = s->total_steps - (s->warmup_steps > 0 ? s->warmup_steps : 0);
+    if (_vs_lr_check("vs_lr_at", s)) return NAN;
+    if (step < 0) {
+        vs_set_error(VS_ERR_INVALID, "vs_lr_at: step %lld < 0", (long long)step);
+        return NAN;
+    }
+    // every count is >= 0 now, so no difference below can overflow
+    if (step < s->warmup_steps) return s->lr * ((double)step + 1.0) / (double)s->warmup_steps;
+    int64_t t = step - s->warmup_steps;
+    int64_t span = s->total_steps - s->warmup_steps;
     double frac = span > 0 ? (double)t / (double)span : 1.0;
     if (frac > 1.0) frac = 1.0;
     switch (s->kind) {
     case VS_LR_COSINE: return s->min_lr + 0.5 * (s->lr - s->min_lr) * (1.0 + cos(3.14159265358979323846 * frac));
     case VS_LR_LINEAR: return s->lr + (s->min_lr - s->lr) * frac;
     case VS_LR_STEP: return s->step_size > 0 ? s->lr * pow(s->gamma, (double)(t / s->step_size)) : s->lr;
-    default: return s->lr;
+    case VS_LR_CONSTANT: return s->lr;
     }
+    return NAN; // not reached: _vs_lr_check knows the kinds
 }
 
 // >>ddp ------------------------------------------------------------------------
@@ -332,7 +456,8 @@ struct vs_ddp {
     _vs_dbucket* buckets;
     int next_launch; // buckets launch in order
     int sync, in_pass, finalized, grads_pending;
-    int64_t steps;
+    int skip_next;   // the clip norm was not finite: the next step is skipped
+    int64_t steps, skipped;
     void** pool; // ZeRO-2 staging buffers
     int* pool_owner;
     int npool;
@@ -757,6 +882,57 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_scale(const vs_ddp* d, void* a, vs_dtype t, in
     return VS_OK;
 }
 
+/* The mesh counts the DDPs on it, so vs_mesh_free refuses while one is alive.
+   The counter is private to the mesh implementation: a program whose DDP
+   implementation sits in another translation unit than the mesh's cannot reach
+   it, and gets no such protection (the documented order rule still holds). */
+_VS_DDP_PRIVATE void _vs_ddp_mesh_use(vs_mesh* m, int delta)
+{
+#ifdef VESCALE_MESH_IMPLEMENTED
+    _vs_mesh_use(m, delta);
+#else
+    (void)m, (void)delta;
+#endif
+}
+
+/* Resolves the zero defaults of `o` (see vs_optim_desc) and checks every number
+   the chosen optimizer uses. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_optim_resolve(vs_optim_desc* o)
+{
+    const char* fn = "vs_ddp_init";
+    if (o->beta1 == 0 && !o->beta1_set) o->beta1 = 0.9;
+    if (o->beta2 == 0 && !o->beta2_set) o->beta2 = 0.999;
+    if (o->eps == 0 && !o->eps_set) o->eps = 1e-8;
+    for (int g = 1; g < o->ngroups; g++)
+        if (o->groups[g].lr_scale == 0 && !o->groups[g].lr_scale_set) o->groups[g].lr_scale = 1.0;
+    if (o->kind == VS_OPTIM_ADAMW) {
+        if (!(o->beta1 >= 0 && o->beta1 < 1))
+            return vs_set_error(VS_ERR_INVALID, "%s: optim.beta1 %g out of range [0, 1)", fn, o->beta1);
+        if (!(o->beta2 >= 0 && o->beta2 < 1))
+            return vs_set_error(VS_ERR_INVALID, "%s: optim.beta2 %g out of range [0, 1)", fn, o->beta2);
+        if (!_vs_ddp_finite(o->eps) || o->eps < 0)
+            return vs_set_error(VS_ERR_INVALID, "%s: optim.eps %g must be finite and >= 0", fn, o->eps);
+    }
+    if (o->kind == VS_OPTIM_SGD) {
+        if (!_vs_ddp_finite(o->momentum) || o->momentum < 0)
+            return vs_set_error(VS_ERR_INVALID, "%s: optim.momentum %g must be finite and >= 0", fn, o->momentum);
+        if (o->nesterov && !(o->momentum > 0))
+            return vs_set_error(VS_ERR_INVALID, "%s: optim.nesterov needs momentum > 0 (momentum is %g)", fn,
+                                o->momentum);
+    }
+    if (!_vs_ddp_finite(o->weight_decay) || o->weight_decay < 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: optim.weight_decay %g must be finite and >= 0", fn, o->weight_decay);
+    for (int g = 1; g < o->ngroups; g++) {
+        if (!_vs_ddp_finite(o->groups[g].lr_scale) || o->groups[g].lr_scale < 0)
+            return vs_set_error(VS_ERR_INVALID, "%s: optim.groups[%d].lr_scale %g must be finite and >= 0", fn, g,
+                                o->groups[g].lr_scale);
+        if (!_vs_ddp_finite(o->groups[g].weight_decay) || o->groups[g].weight_decay < 0)
+            return vs_set_error(VS_ERR_INVALID, "%s: optim.groups[%d].weight_decay %g must be finite and >= 0", fn, g,
+                                o->groups[g].weight_decay);
+    }
+    return VS_OK;
+}
+
 VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
 {
     if (!desc || !out) return vs_set_error(VS_ERR_NULL, "vs_ddp_init: %s is NULL", desc ? "out" : "desc");
@@ -776,6 +952,9 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
                             VS_DDP_MAX_GROUPS);
     if (desc->zero2_buffers < 0)
         return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: zero2_buffers %d < 0", desc->zero2_buffers);
+    vs_optim_desc od = desc->optim; // with the defaults resolved, kept below
+    vs_result rv = _vs_ddp_optim_resolve(&od);
+    if (rv) return rv;
     vs_mesh* m = desc->mesh;
     const char* dpn = desc->dp_dim;
     if (!dpn) dpn = vs_mesh_ndims(m) == 1 ? vs_mesh_dim_name(m, 0) : "DP";
@@ -797,10 +976,7 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     d->desc.pp_dim = NULL;
     if (!d->desc.bucket_bytes) d->desc.bucket_bytes = (int64_t)32 << 20;
     if (!d->desc.zero2_buffers) d->desc.zero2_buffers = 2;
-    vs_optim_desc* o = &d->desc.optim;
-    if (o->beta1 == 0) o->beta1 = 0.9;
-    if (o->beta2 == 0) o->beta2 = 0.999;
-    if (o->eps == 0) o->eps = 1e-8;
+    d->desc.optim = od;
     d->mesh = m;
     d->world = vs_mesh_world(m);
     d->dp_index = dpi;
@@ -809,6 +985,7 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
 #ifdef _VS_DDP_CUDA
     d->dev = _VS_DDP_FORCE_DEVICE || vs_comm_transport(vs_mesh_comm(m)) == VS_TRANSPORT_NCCL;
 #endif
+    _vs_ddp_mesh_use(m, +1);
     *out = d;
     return VS_OK;
 }
@@ -821,6 +998,48 @@ VS_API vs_result vs_ddp_set_bucket_bytes(vs_ddp* d, int64_t bytes)
         return vs_set_error(VS_ERR_INVALID, "vs_ddp_set_bucket_bytes: bucket size %lld bytes; it must be > 0",
                             (long long)bytes);
     d->desc.bucket_bytes = bytes;
+    return VS_OK;
+}
+
+/* "[2, 3]" into buf. */
+_VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, const int64_t* shape)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int k = 0; k < ndim && n + 1 < cap; k++) {
+        int w = snprintf(buf + n, cap - n, "%s%lld", k ? ", " : "[", (long long)shape[k]);
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+    if (n + 1 < cap) snprintf(buf + n, cap - n, "%s", ndim > 0 ? "]" : "[]");
+    return buf;
+}
+
+/* Largest element count of one parameter: its bytes as f32 (the optimizer state,
+   master weights and conversion space are f32) fit in int64 and size_t, with room
+   for a bucket's padding. */
+#define _VS_DDP_MAX_NUMEL ((int64_t)(((uint64_t)INT64_MAX < (uint64_t)SIZE_MAX ? (uint64_t)INT64_MAX : (uint64_t)SIZE_MAX) / 8))
+
+/* VS_OK when the global element count of `shape` and its bytes fit (see above). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_check_size(const char* fn, const vs_ddp_param_desc* p)
+{
+    if (p->ndim < 0 || p->ndim > VS_TENSOR_MAX_DIMS) return VS_OK; // vs_layout_local names it
+    int64_t n = 1;
+    for (int k = 0; k < p->ndim; k++) {
+        if (p->shape[k] < 0) return VS_OK; // likewise
+        if (p->shape[k] == 0) return VS_OK;
+    }
+    for (int k = 0; k < p->ndim; k++) {
+        if (n > _VS_DDP_MAX_NUMEL / p->shape[k]) {
+            char sh[200];
+            return vs_set_error(VS_ERR_INVALID,
+                                "%s: '%s': shape %s of %s is too large: its element count or f32 byte size "
+                                "overflows 64 bits (at most %lld elements)",
+                                fn, p->name, _vs_ddp_shape_str(sh, sizeof sh, p->ndim, p->shape),
+                                vs_dtype_name(p->dtype), (long long)_VS_DDP_MAX_NUMEL);
+        }
+        n *= p->shape[k];
+    }
     return VS_OK;
 }
 
@@ -848,8 +1067,10 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
     if (L.p[d->dp_index].kind != VS_PLACE_REPLICATE)
         return vs_set_error(VS_ERR_INVALID, "%s: '%s' must be Replicate along the DP dim %s", fn, p->name,
                             vs_mesh_dim_name(d->mesh, d->dp_index));
+    vs_result r = _vs_ddp_check_size(fn, p);
+    if (r) return r;
     int64_t ls[VS_TENSOR_MAX_DIMS];
-    vs_result r = vs_layout_local(&L, p->ndim, p->shape, vs_mesh_rank(d->mesh), ls, NULL);
+    r = vs_layout_local(&L, p->ndim, p->shape, vs_mesh_rank(d->mesh), ls, NULL);
     if (r) {
         char why[256];
         snprintf(why, sizeof why, "%.200s", vs_last_error());
@@ -865,7 +1086,7 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
     _vs_dparam* q = &d->params[d->nparams];
     memset(q, 0, sizeof *q);
     q->numel = 1;
-    for (int k = 0; k < p->ndim; k++) q->numel *= ls[k];
+    for (int k = 0; k < p->ndim; k++) q->numel *= ls[k]; // <= the global count, checked above
     size_t nlen = strlen(p->name);
     q->name = (char*)malloc(nlen + 1);
     q->init = malloc((size_t)q->numel * _vs_dsz(p->dtype) + 1);
@@ -925,6 +1146,7 @@ _VS_DDP_PRIVATE int _vs_ddp_counted(const vs_ddp* d, const _vs_dparam* q)
 
 _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
 {
+    (void)_vs_ddp_sync(d); // kernels still reading or writing the buffers
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
         if (k->work) vs_wait(k->work);
@@ -962,18 +1184,232 @@ _VS_DDP_PRIVATE void _vs_ddp_owned(const vs_ddp* d, const _vs_dbucket* k, int64_
     *n = d->desc.zero == VS_ZERO_0 ? k->numel : k->shard;
 }
 
+// >>agree ----------------------------------------------------------------------
+
+/* What ranks must agree on about one parameter, laid out without padding so
+   that its bytes can be hashed and gathered as they are. */
+typedef struct _vs_dprint {
+    int64_t present, dtype, ndim, group, no_decay;
+    uint64_t name_hash;
+    int64_t shape[VS_TENSOR_MAX_DIMS];
+    int64_t pl[VS_MESH_MAX_DIMS][2]; // kind, then the shard dim or the partial op
+    char name[96];                   // for messages (the hash covers the whole name)
+} _vs_dprint;
+
+_VS_DDP_PRIVATE uint64_t _vs_ddp_fnv(uint64_t h, const void* p, size_t n)
+{
+    const unsigned char* b = (const unsigned char*)p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+#define _VS_DDP_FNV0 0xcbf29ce484222325ull
+
+_VS_DDP_PRIVATE void _vs_ddp_print(const vs_ddp* d, int i, _vs_dprint* f)
+{
+    memset(f, 0, sizeof *f);
+    if (i >= d->nparams) return;
+    const _vs_dparam* q = &d->params[i];
+    f->present = 1;
+    f->dtype = q->dtype;
+    f->ndim = q->ndim;
+    f->group = q->group;
+    f->no_decay = q->no_decay != 0;
+    f->name_hash = _vs_ddp_fnv(_VS_DDP_FNV0, q->name, strlen(q->name));
+    for (int k = 0; k < q->ndim; k++) f->shape[k] = q->shape[k];
+    for (int k = 0; k < vs_mesh_ndims(d->mesh); k++) {
+        f->pl[k][0] = q->pl[k].kind;
+        if (q->pl[k].kind == VS_PLACE_SHARD) f->pl[k][1] = q->pl[k].dim;
+        if (q->pl[k].kind == VS_PLACE_PARTIAL) f->pl[k][1] = q->pl[k].op == VS_OP_DEFAULT ? VS_OP_SUM : q->pl[k].op;
+    }
+    snprintf(f->name, sizeof f->name, "%s", q->name);
+}
+
+/* The settings that shape the buckets and the collectives. */
+typedef struct _vs_dsummary {
+    int64_t nparams;
+    uint64_t digest; // of every parameter's print, in order
+    int64_t zero, bucket_bytes, grad_fp32, kind;
+} _vs_dsummary;
+
+/* All-gather of `bytes` per rank of host memory (device buffers in between on
+   the device path, where the communicator wants them). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_gather_host(vs_ddp* d, vs_comm* c, const void* send, void* recv, size_t bytes)
+{
+#ifdef _VS_DDP_CUDA
+    if (d->dev) {
+        size_t total = bytes * (size_t)vs_comm_size(c);
+        char* buf = (char*)vs_device_alloc(d->world, total + bytes);
+        if (!buf) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of device memory");
+        cudaError_t e = cudaMemcpy(buf + total, send, bytes, cudaMemcpyDefault);
+        vs_result r = e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "cudaMemcpy");
+        if (!r) r = vs_all_gather(c, buf + total, buf, bytes, VS_U8, NULL); // blocking: complete on return
+        if (!r && (e = cudaMemcpy(recv, buf, total, cudaMemcpyDefault)) != cudaSuccess) r = _vs_ddp_cuerr(e, "cudaMemcpy");
+        vs_device_free(d->world, buf);
+        return r;
+    }
+#endif
+    (void)d;
+    return vs_all_gather(c, send, recv, bytes, VS_U8, NULL);
+}
+
+/* "'fc1.weight' f32 [16, 8] [Replicate, Shard(0)] group 0" */
+_VS_DDP_PRIVATE void _vs_ddp_print_str(const vs_ddp* d, const _vs_dprint* f, char* buf, size_t cap)
+{
+    if (!f->present) {
+        snprintf(buf, cap, "no such parameter");
+        return;
+    }
+    vs_layout L;
+    memset(&L, 0, sizeof L);
+    L.mesh = d->mesh;
+    for (int k = 0; k < vs_mesh_ndims(d->mesh); k++) {
+        L.p[k].kind = (vs_placement_kind)f->pl[k][0];
+        if (L.p[k].kind == VS_PLACE_SHARD) L.p[k].dim = (int)f->pl[k][1];
+        if (L.p[k].kind == VS_PLACE_PARTIAL) L.p[k].op = (vs_op)f->pl[k][1];
+    }
+    char sh[200], pl[VS_MESH_MAX_DIMS * 24 + 8];
+    int64_t shape[VS_TENSOR_MAX_DIMS];
+    memcpy(shape, f->shape, sizeof shape);
+    vs_layout_format(&L, pl, sizeof pl);
+    snprintf(buf, cap, "'%s' %s %s %s group %lld%s", f->name, vs_dtype_name((vs_dtype)f->dtype),
+             _vs_ddp_shape_str(sh, sizeof sh, (int)(f->ndim < VS_TENSOR_MAX_DIMS ? f->ndim : VS_TENSOR_MAX_DIMS), shape),
+             pl, (long long)f->group, f->no_decay ? " no_decay" : "");
+}
+
+_VS_DDP_PRIVATE const char* _vs_ddp_print_diff(const _vs_dprint* a, const _vs_dprint* b)
+{
+    if (a->present != b->present) return "parameter count";
+    if (a->name_hash != b->name_hash || strcmp(a->name, b->name)) return "name";
+    if (a->dtype != b->dtype) return "dtype";
+    if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof a->shape)) return "global shape";
+    if (memcmp(a->pl, b->pl, sizeof a->pl)) return "placements";
+    if (a->group != b->group) return "optimizer group";
+    return "no_decay";
+}
+
+/* After the summaries differ in their parameters: finds the first parameter
+   where some rank differs from rank 0 and names it (every rank the same). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_disagree(vs_ddp* d, vs_mesh* chk, const char* dims, const _vs_dsummary* all,
+                                           uint64_t* fps, _vs_dprint* prints)
+{
+    vs_comm* c = vs_mesh_comm(chk);
+    int G = vs_mesh_nranks(chk);
+    int64_t maxn = 0;
+    for (int g = 0; g < G; g++)
+        if (all[g].nparams > maxn) maxn = all[g].nparams;
+    // every rank's prints' hashes, padded to the longest list
+    uint64_t* row = (uint64_t*)calloc((size_t)maxn + 1, sizeof *row);
+    if (!row) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
+    for (int i = 0; i < d->nparams; i++) {
+        _vs_dprint f;
+        _vs_ddp_print(d, i, &f);
+        row[i] = _vs_ddp_fnv(_VS_DDP_FNV0, &f, sizeof f);
+    }
+    vs_result r = _vs_ddp_gather_host(d, c, row, fps, (size_t)maxn * sizeof *row);
+    free(row);
+    if (r) return r;
+    int64_t first = maxn;
+    for (int g = 1; g < G; g++)
+        for (int64_t i = 0; i < first; i++)
+            if (fps[(size_t)g * (size_t)maxn + (size_t)i] != fps[i]) {
+                first = i;
+                break;
+            }
+    if (first == maxn) first = 0; // not reached: the digests differ, so some print does
+    _vs_dprint f;
+    _vs_ddp_print(d, (int)first, &f);
+    if ((r = _vs_ddp_gather_host(d, c, &f, prints, sizeof f))) return r;
+    int odd = G > 1 ? 1 : 0;
+    while (odd < G - 1 && !memcmp(&prints[odd], &prints[0], sizeof f)) odd++;
+    char a[512], b[512];
+    const _vs_dprint* named = prints[0].present ? &prints[0] : &prints[odd];
+    _vs_ddp_print_str(d, &prints[0], a, sizeof a);
+    _vs_ddp_print_str(d, &prints[odd], b, sizeof b);
+    return vs_set_error(VS_ERR_MISMATCH,
+                        "vs_ddp_finalize: ranks disagree on parameter %lld ('%s') (over mesh dims %s): %s differs: "
+                        "world rank %d has %s; world rank %d has %s (%lld against %lld parameters)",
+                        (long long)first, named->name, dims, _vs_ddp_print_diff(&prints[0], &prints[odd]),
+                        vs_mesh_global_rank(chk, 0), a, vs_mesh_global_rank(chk, odd), b, (long long)all[0].nparams,
+                        (long long)all[odd].nparams);
+}
+
+/* The ranks of `chk` (every mesh dim but PP) agree on the DDP settings and on
+   every parameter, or VS_ERR_MISMATCH on every rank naming the first difference.
+   One all-gather of a summary when they agree. Every rank takes the same
+   branches: they all decide on the same gathered data. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dims)
+{
+    int G = vs_mesh_nranks(chk);
+    _vs_dsummary mine;
+    memset(&mine, 0, sizeof mine);
+    mine.nparams = d->nparams;
+    mine.digest = _VS_DDP_FNV0;
+    for (int i = 0; i < d->nparams; i++) {
+        _vs_dprint f;
+        _vs_ddp_print(d, i, &f);
+        mine.digest = _vs_ddp_fnv(mine.digest, &f, sizeof f);
+    }
+    mine.zero = d->desc.zero;
+    mine.bucket_bytes = d->desc.bucket_bytes;
+    mine.grad_fp32 = d->desc.grad_fp32 != 0;
+    mine.kind = d->desc.optim.kind;
+    _vs_dsummary* all = (_vs_dsummary*)calloc((size_t)G, sizeof *all);
+    if (!all) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
+    vs_result r = _vs_ddp_gather_host(d, vs_mesh_comm(chk), &mine, all, sizeof mine);
+    int odd = -1, same = 1;
+    int64_t maxn = 0;
+    for (int g = 0; g < G && !r; g++) {
+        if (odd < 0 && (all[g].zero != all[0].zero || all[g].bucket_bytes != all[0].bucket_bytes ||
+                        all[g].grad_fp32 != all[0].grad_fp32 || all[g].kind != all[0].kind))
+            odd = g;
+        if (all[g].nparams != all[0].nparams || all[g].digest != all[0].digest) same = 0;
+        if (all[g].nparams > maxn) maxn = all[g].nparams;
+    }
+    if (!r && odd >= 0)
+        r = vs_set_error(VS_ERR_MISMATCH,
+                         "vs_ddp_finalize: ranks disagree on the DDP settings (over mesh dims %s): world rank %d has "
+                         "zero stage %lld, bucket_bytes %lld, grad_fp32 %lld, optimizer kind %lld; world rank %d has "
+                         "%lld, %lld, %lld, %lld",
+                         dims, vs_mesh_global_rank(chk, 0), (long long)all[0].zero, (long long)all[0].bucket_bytes,
+                         (long long)all[0].grad_fp32, (long long)all[0].kind, vs_mesh_global_rank(chk, odd),
+                         (long long)all[odd].zero, (long long)all[odd].bucket_bytes, (long long)all[odd].grad_fp32,
+                         (long long)all[odd].kind);
+    if (!r && !same) {
+        uint64_t* fps = (uint64_t*)calloc((size_t)G * (size_t)maxn + 1, sizeof *fps);
+        _vs_dprint* prints = (_vs_dprint*)calloc((size_t)G, sizeof *prints);
+        if (fps && prints)
+            r = _vs_ddp_disagree(d, chk, dims, all, fps, prints);
+        else
+            r = vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
+        free(fps);
+        free(prints);
+    }
+    free(all);
+    return r;
+}
+
 VS_API vs_result vs_ddp_finalize(vs_ddp* d)
 {
     const char* fn = "vs_ddp_finalize";
     if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
     if (d->finalized) return vs_set_error(VS_ERR_STATE, "%s: called twice", fn);
-    if (d->nparams == 0) return vs_set_error(VS_ERR_STATE, "%s: no parameters registered", fn);
     vs_result r = vs_mesh_submesh(d->mesh, vs_mesh_dim_name(d->mesh, d->dp_index), &d->dp);
     if (r) return r;
     for (int k = 0; k < vs_mesh_ndims(d->mesh); k++) { // the other dims' groups, made collectively now
         vs_mesh* sub;
         if (k != d->dp_index && (r = vs_mesh_submesh(d->mesh, vs_mesh_dim_name(d->mesh, k), &sub))) return r;
     }
+    // the ranks that must hold the same parameters: every dim but the pipeline's
+    // (a rank with none registered takes part too, so its peers learn it)
+    char dims[VS_MESH_MAX_DIMS * 64] = "";
+    vs_mesh* chk = d->mesh;
+    for (int k = 0; k < vs_mesh_ndims(d->mesh); k++)
+        if (k != d->pp_index)
+            snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%s", dims[0] ? "," : "",
+                     vs_mesh_dim_name(d->mesh, k));
+    if (d->pp_index >= 0 && (r = vs_mesh_submesh(d->mesh, dims, &chk))) return r;
+    if ((r = _vs_ddp_agree(d, chk, dims))) return r;
+    if (d->nparams == 0) return vs_set_error(VS_ERR_STATE, "%s: no parameters registered", fn);
     d->dp_size = vs_mesh_nranks(d->dp);
     d->dp_rank = vs_mesh_rank(d->dp);
     int n = d->nparams;
@@ -995,7 +1431,11 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         while (i < n) {
             _vs_dparam* q = &d->params[d->order[i]];
             if (q->dtype != k->pdtype || q->gdtype != k->gdtype || _vs_ddp_partial_mask(d, q) != k->partial_mask) break;
-            if (elems > 0 && (elems + q->numel) * (int64_t)gsz > d->desc.bucket_bytes) break;
+            // (elems + numel) * gsz > bucket_bytes, without overflow; and a bucket
+            // never holds more than one parameter may (its sizes fit in 64 bits)
+            if (elems > 0 && (q->numel > d->desc.bucket_bytes / (int64_t)gsz - elems ||
+                              q->numel > _VS_DDP_MAX_NUMEL - elems))
+                break;
             q->bucket = d->nbuckets;
             q->offset = elems;
             q->counted = _vs_ddp_counted(d, q);
@@ -1277,6 +1717,7 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
         k->acc_used = d->desc.zero == VS_ZERO_2;
     }
     d->grads_pending = 0;
+    d->skip_next = 0;
     return r;
 }
 
@@ -1314,7 +1755,11 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
 {
     if (!d) return vs_set_error(VS_ERR_NULL, "vs_ddp_finish_grad_sync: ddp is NULL");
     if (!d->finalized) return vs_set_error(VS_ERR_STATE, "vs_ddp_finish_grad_sync: call vs_ddp_finalize first");
+    if (!d->in_pass && d->grads_pending && d->sync) // reducing again would mix reduced and local values
+        return vs_set_error(VS_ERR_STATE, "vs_ddp_finish_grad_sync: called twice: the gradients are synchronized "
+                                          "already and no backward pass started since (vs_ddp_grad / vs_ddp_grad_ready)");
     vs_result r = VS_OK;
+    d->skip_next = 0; // new gradients: an earlier non-finite norm no longer applies
     if (d->sync) {
         r = _vs_ddp_launch_ready(d, 1);
         for (int b = 0; b < d->nbuckets; b++) {
@@ -1377,12 +1822,19 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss)
     return vs_all_reduce(c, ss, ss, 1, VS_F64, VS_OP_SUM, NULL);
 }
 
-VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm)
+VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm)
 {
     const char* fn = "vs_ddp_clip_grad_norm";
-    if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
+    if (!d || !clip) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, d ? "clip desc" : "ddp");
+    double max_norm = clip->max_norm;
+    if (!_vs_ddp_finite(max_norm))
+        return vs_set_error(VS_ERR_INVALID, "%s: max_norm %g must be finite (> 0 clips, <= 0 only measures)", fn,
+                            max_norm);
+    if (!d->finalized) return vs_set_error(VS_ERR_STATE, "%s: call vs_ddp_finalize first", fn);
+    if (d->in_pass) return vs_set_error(VS_ERR_STATE, "%s: a backward pass is in progress (call vs_ddp_finish_grad_sync)", fn);
     if (!d->grads_pending) return vs_set_error(VS_ERR_STATE, "%s: no synchronized gradients (finish_grad_sync first)", fn);
     double ss = 0;
+    int bad = -1; // this rank's first parameter with a non-finite sum of squares (host path)
     vs_result r = VS_OK;
 #ifdef _VS_DDP_CUDA
     if (d->cu) r = _vs_ddp_zero(d, d->cu->part, sizeof(double) * _VS_KPARTS);
@@ -1399,13 +1851,25 @@ VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm)
             _vs_dparam* q = &d->params[d->order[j]];
             if (!q->counted) continue;
             int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + n ? q->offset + q->numel : lo + n;
-            if (a < e) r = _vs_ddp_sumsq(d, g + (a - own_lo), e - a, &ss);
+            if (a >= e) continue;
+            double before = ss;
+            r = _vs_ddp_sumsq(d, g + (a - own_lo), e - a, &ss);
+            if (bad < 0 && _vs_ddp_finite(before) && !_vs_ddp_finite(ss)) bad = d->order[j];
         }
     }
     if (!r) r = _vs_ddp_sumsq_total(d, &ss);
     if (r) return r;
     double total = sqrt(ss);
     if (norm) *norm = total;
+    if (!_vs_ddp_finite(total)) { // the same total on every rank: they all skip
+        d->skip_next = 1;
+        if (!clip->error_if_nonfinite) return VS_OK;
+        char where[200] = "";
+        if (bad >= 0) snprintf(where, sizeof where, " (on this rank first in '%.150s')", d->params[bad].name);
+        return vs_set_error(VS_ERR_INVALID,
+                            "%s: the total gradient norm is %g, not finite%s (error_if_nonfinite): gradients and "
+                            "parameters left untouched, the next vs_ddp_step is skipped", fn, total, where);
+    }
     if (max_norm <= 0 || total <= max_norm) return VS_OK;
     float scale = (float)(max_norm / (total + 1e-6));
     for (int b = 0; b < d->nbuckets && !r; b++) {
@@ -1420,12 +1884,20 @@ VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm)
     return r;
 }
 
+VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm)
+{
+    vs_clip_desc c;
+    memset(&c, 0, sizeof c);
+    c.max_norm = max_norm;
+    return vs_ddp_clip_grad_norm_ex(d, &c, norm);
+}
+
 _VS_DDP_PRIVATE void _vs_ddp_group(const vs_ddp* d, const _vs_dparam* q, double lr, double* glr, double* gwd)
 {
     const vs_optim_desc* o = &d->desc.optim;
     double scale = 1.0, wd = o->weight_decay;
     if (q->group > 0) {
-        scale = o->groups[q->group].lr_scale != 0 ? o->groups[q->group].lr_scale : 1.0;
+        scale = o->groups[q->group].lr_scale; // resolved by vs_ddp_init
         wd = o->groups[q->group].weight_decay;
     }
     *glr = lr * scale;
@@ -1439,9 +1911,18 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
     if (!d->finalized) return vs_set_error(VS_ERR_STATE, "%s: call vs_ddp_finalize first", fn);
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "%s: gradient sync not finished (call vs_ddp_finish_grad_sync)", fn);
     if (!d->grads_pending) return vs_set_error(VS_ERR_STATE, "%s: no synchronized gradients since the last step", fn);
+    if (!_vs_ddp_finite(lr) || lr < 0) return vs_set_error(VS_ERR_INVALID, "%s: lr %g must be finite and >= 0", fn, lr);
     for (int b = 0; b < d->nbuckets; b++) {
         vs_result rw = _vs_ddp_params_ready(d, b);
         if (rw) return rw;
+    }
+    if (d->skip_next) { // a non-finite gradient norm: every rank skips (nothing to gather)
+        d->skip_next = 0;
+        d->grads_pending = 0;
+        d->skipped++;
+        vs_log(d->world, VS_LOG_WARN, "vs_ddp_step: step skipped: the gradient norm was not finite (%lld skipped)",
+               (long long)d->skipped);
+        return VS_OK;
     }
     const vs_optim_desc* o = &d->desc.optim;
     int64_t t = ++d->steps;
@@ -1459,6 +1940,7 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
             if (a >= e) continue;
             double glr, gwd;
             _vs_ddp_group(d, q, lr, &glr, &gwd);
+            if (glr == 0 && o->kind != VS_OPTIM_CUSTOM) continue; // frozen: parameters and state stay
             int64_t m = e - a, s0 = a - lo; // s0: index into the owned range
             float* p = k->master ? k->master + s0 : (float*)k->param + a;
             const float* gr = g + s0;
@@ -1526,6 +2008,7 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
 }
 
 VS_API int64_t vs_ddp_step_count(const vs_ddp* d) { return d ? d->steps : 0; }
+VS_API int64_t vs_ddp_skipped_steps(const vs_ddp* d) { return d ? d->skipped : 0; }
 
 VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
 {
@@ -1552,7 +2035,8 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
 VS_API vs_result vs_ddp_free(vs_ddp* d)
 {
     if (!d) return VS_OK;
-    _vs_ddp_release(d);
+    _vs_ddp_release(d); // waits for the collectives in flight first
+    _vs_ddp_mesh_use(d->mesh, -1);
     for (int i = 0; i < d->nparams; i++) {
         free(d->params[i].name);
         free(d->params[i].init);

@@ -804,6 +804,17 @@ VS_API const char* vs_version_string(void) { return VESCALE_VERSION_STRING; }
         if (!(p)) return _vs_err(VS_ERR_NULL, "%s: %s is NULL", __func__, what);     \
     } while (0)
 
+/* A communicator or work handle: NULL, freed (caught while it is quarantined) or
+   not a handle at all each give their own error. */
+#define _VS_CHECK_HANDLE(p, what)                                                    \
+    do {                                                                             \
+        _VS_CHECK_NULL(p, what);                                                     \
+        if ((p)->magic == _VS_MAGIC_DEAD)                                            \
+            return _vs_err(VS_ERR_STATE, "%s: this %s was already freed", __func__, what); \
+        if ((p)->magic != _VS_MAGIC_LIVE)                                            \
+            return _vs_err(VS_ERR_INVALID, "%s: %p is not a live %s handle", __func__, (const void*)(p), what); \
+    } while (0)
+
 // >>time ----------------------------------------------------------------------
 
 _VS_PRIVATE double _vs_now(void)
@@ -1250,8 +1261,14 @@ typedef struct _vs_opdesc {
     uint64_t seq;       // collectives: 1 + the communicator's earlier collectives (its fingerprint's order)
 } _vs_opdesc;
 
+#define _VS_MAGIC_LIVE 0x76734c56u /* "vsLV": a handle in use */
+#define _VS_MAGIC_DEAD 0x76734444u /* "vsDD": freed, kept a while to catch a second use */
+#define _VS_QUARANTINE 16          /* freed handles kept per owner before memory is released */
+
 struct vs_work {
-    vs_comm* comm;
+    uint32_t magic;
+    vs_comm* comm; // NULL once its communicator was freed (the result is kept here)
+    vs_work* wnext; // the communicator's outstanding handles
     _vs_opdesc* ops;
     int nops;
     int state; // 0 pending, 1 done (atomic)
@@ -1266,12 +1283,16 @@ struct vs_work {
 typedef struct _vs_tshared _vs_tshared;
 
 struct vs_comm {
+    uint32_t magic;
     vs_world* world;
     vs_transport tr;
     int rank, size;
     double timeout;
     int aborted; // sticky, this handle (atomic)
     int kind;    // 0 user (split), 1 world, 2 mesh-owned
+    vs_work* works;                       // async handles returned and not yet waited (under qmu)
+    vs_work* waited[_VS_QUARANTINE];      // waited handles, released when pushed out
+    int nwaited;
     uint64_t seq;    // collectives issued on this handle
     char label[128]; // names it in errors: "world", "DP group [0,2] of mesh (PP=2, DP=2, TP=2)"
     // groups
@@ -1309,6 +1330,8 @@ struct vs_world {
     _vs_hooks hooks;
     vs_comm* comm;
     _vs_tjob* job; // threads transport: the vs_launch job this rank belongs to
+    vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
+    int ndead;
     int mpi_finalize;
 #ifdef VESCALE_MPI
     MPI_Op u8_sum; // wrapping 8-bit sum
@@ -1353,6 +1376,7 @@ _VS_PRIVATE vs_comm* _vs_comm_new(vs_world* w, vs_transport tr, int rank, int si
         free(c);
         return NULL;
     }
+    c->magic = _VS_MAGIC_LIVE;
     c->world = w;
     c->tr = tr;
     c->rank = rank;
@@ -1385,7 +1409,7 @@ VS_API vs_transport vs_comm_transport(const vs_comm* c) { return c ? c->tr : VS_
 
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     if (seconds != seconds || seconds < 0)
         return _vs_err(VS_ERR_INVALID, "vs_comm_set_timeout: timeout %g s must be > 0, or 0 / INFINITY for none",
                        seconds);
@@ -1395,7 +1419,7 @@ VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds)
 
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     if (c->tr != VS_TRANSPORT_NCCL)
         return _vs_err(VS_ERR_UNSUPPORTED, "vs_comm_set_stream: transport '%s' has no streams",
                        vs_transport_name(c->tr));
@@ -1423,34 +1447,65 @@ _VS_PRIVATE void _vs_op_release(_vs_opdesc* op)
     op->own = NULL;
 }
 
+/* Checks rank blocks [displs[i], displs[i] + counts[i]): no end past what a buffer
+   of `dt` can hold and, where they are written (`disjoint`), no two that overlap. */
+_VS_PRIVATE vs_result _vs_check_ranges(const char* fn, const char* side, const size_t* counts, const size_t* displs,
+                                       int n, vs_dtype dt, int disjoint)
+{
+    size_t lim = (size_t)PTRDIFF_MAX / (vs_dtype_size(dt) ? vs_dtype_size(dt) : 1);
+    int sorted = 1;
+    for (int i = 0; i < n; i++) {
+        if (counts[i] > lim || displs[i] > lim - counts[i])
+            return _vs_err(VS_ERR_INVALID, "%s: %s block %d (displacement %zu + count %zu) overflows the address space",
+                           fn, side, i, displs[i], counts[i]);
+        if (i && displs[i] < displs[i - 1] + counts[i - 1]) sorted = 0;
+    }
+    if (!disjoint || sorted) return VS_OK;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n && counts[i]; j++)
+            if (counts[j] && displs[i] < displs[j] + counts[j] && displs[j] < displs[i] + counts[i])
+                return _vs_err(VS_ERR_INVALID, "%s: %s blocks %d [%zu, %zu) and %d [%zu, %zu) overlap", fn, side, i,
+                               displs[i], displs[i] + counts[i], j, displs[j], displs[j] + counts[j]);
+    return VS_OK;
+}
+
 /* Fills counts/displs for the v-ops from either one count or the caller's arrays
-   (displs NULL: packed). Allocates op->own. */
-_VS_PRIVATE vs_result _vs_op_arrays(_vs_opdesc* op, int n, size_t count, const size_t* counts,
-                                    const size_t* displs, const size_t* rcounts,
-                                    const size_t* rdispls)
+   (displs NULL: packed), and checks them (op->dt set). Allocates op->own. */
+_VS_PRIVATE vs_result _vs_op_arrays(const char* fn, _vs_opdesc* op, int n, size_t count, const size_t* counts,
+                                    const size_t* displs, const size_t* rcounts, const size_t* rdispls)
 {
     int sides = op->kind == _VS_K_ALLTOALL ? 2 : 1;
     op->own = _VS_NEW(size_t, (size_t)n * 2 * (size_t)sides);
-    if (!op->own) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %d ranks", _vs_kind_names[op->kind], n);
+    if (!op->own) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %d ranks", fn, n);
     op->counts = op->own;
     op->displs = op->own + n;
-    size_t run = 0;
-    for (int i = 0; i < n; i++) {
-        op->counts[i] = counts ? counts[i] : count;
-        op->displs[i] = displs ? displs[i] : run;
-        run += op->counts[i];
+    size_t lim = (size_t)PTRDIFF_MAX / vs_dtype_size(op->dt);
+    vs_result r = VS_OK;
+    for (int side = 0; side < sides && !r; side++) {
+        size_t* oc = side ? op->own + 2 * n : op->counts;
+        size_t* od = side ? op->own + 3 * n : op->displs;
+        const size_t* ic = side ? rcounts : counts;
+        const size_t* id = side ? rdispls : displs;
+        size_t run = 0;
+        for (int i = 0; i < n && !r; i++) {
+            oc[i] = ic ? ic[i] : count;
+            if (!id && oc[i] > lim - run)
+                r = _vs_err(VS_ERR_INVALID, "%s: %zu elements per rank x %d ranks overflows the address space", fn,
+                            oc[i], n);
+            od[i] = id ? id[i] : run;
+            run += oc[i];
+        }
+        // written blocks must not overlap: all-gather's and all-to-all's receive side
+        int written = (op->kind == _VS_K_ALLGATHER) || side == 1;
+        if (!r) r = _vs_check_ranges(fn, side ? "recv" : op->kind == _VS_K_ALLTOALL ? "send" : "rank", oc, od, n,
+                                     op->dt, written);
     }
     if (sides == 2) {
         op->rcounts = op->own + 2 * n;
         op->rdispls = op->own + 3 * n;
-        run = 0;
-        for (int i = 0; i < n; i++) {
-            op->rcounts[i] = rcounts ? rcounts[i] : count;
-            op->rdispls[i] = rdispls ? rdispls[i] : run;
-            run += op->rcounts[i];
-        }
     }
-    return VS_OK;
+    if (r) _vs_op_release(op);
+    return r;
 }
 
 _VS_PRIVATE vs_result _vs_check_dtype(const char* fn, vs_dtype dt)
@@ -2376,14 +2431,41 @@ _VS_PRIVATE vs_result _vs_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     return _vs_t_exec(c, ops, nops);
 }
 
-_VS_PRIVATE void _vs_work_free(vs_work* w)
+/* Releases what a work handle holds (its ops, its CUDA event), not the handle. */
+_VS_PRIVATE void _vs_work_release(vs_work* w)
 {
     for (int i = 0; i < w->nops; i++) _vs_op_release(&w->ops[i]);
     free(w->ops);
+    w->ops = NULL;
+    w->nops = 0;
 #ifdef VESCALE_NCCL
     if (w->ev) cudaEventDestroy(w->ev);
+    w->ev = NULL;
 #endif
+}
+
+_VS_PRIVATE void _vs_work_free(vs_work* w)
+{
+    _vs_work_release(w);
     free(w);
+}
+
+/* A waited handle: off the comm's list, marked freed and kept among the comm's
+   last _VS_QUARANTINE waited handles, so a second vs_wait on it is an error (not a
+   use after free); the oldest is released. */
+_VS_PRIVATE void _vs_work_retire(vs_comm* c, vs_work* w)
+{
+    _vs_work_release(w);
+    pthread_mutex_lock(&c->qmu);
+    vs_work** l = &c->works;
+    while (*l && *l != w) l = &(*l)->wnext;
+    if (*l) *l = w->wnext;
+    w->magic = _VS_MAGIC_DEAD;
+    int slot = c->nwaited++ % _VS_QUARANTINE;
+    vs_work* old = c->waited[slot];
+    c->waited[slot] = w;
+    pthread_mutex_unlock(&c->qmu);
+    free(old);
 }
 
 _VS_PRIVATE void* _vs_progress_main(void* arg)
@@ -2462,6 +2544,11 @@ _VS_PRIVATE vs_result _vs_submit_host(vs_comm* c, _vs_opdesc* ops, int nops, vs_
     else
         c->qhead = w;
     c->qtail = w;
+    if (out) { // the caller's handle: tracked until vs_wait, detached if the comm goes first
+        w->magic = _VS_MAGIC_LIVE;
+        w->wnext = c->works;
+        c->works = w;
+    }
     pthread_cond_broadcast(&c->qcv);
     pthread_mutex_unlock(&c->qmu);
     if (out) {
@@ -2516,14 +2603,14 @@ _VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
 
 VS_API vs_result vs_group_start(vs_comm* c)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     c->group_depth++;
     return VS_OK;
 }
 
 VS_API vs_result vs_group_end(vs_comm* c, vs_work** work)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     if (work) *work = NULL;
     if (c->group_depth <= 0) return _vs_err(VS_ERR_STATE, "vs_group_end: no group was started");
     if (--c->group_depth > 0) return VS_OK;
@@ -2536,10 +2623,10 @@ VS_API vs_result vs_group_end(vs_comm* c, vs_work** work)
 
 VS_API vs_result vs_test(vs_work* w, int* done)
 {
-    _VS_CHECK_NULL(w, "work");
+    _VS_CHECK_HANDLE(w, "work");
     _VS_CHECK_NULL(done, "done");
 #ifdef VESCALE_NCCL
-    if (w->comm->tr == VS_TRANSPORT_NCCL) {
+    if (w->comm && w->comm->tr == VS_TRANSPORT_NCCL) {
         cudaError_t e = cudaEventQuery(w->ev);
         *done = e == cudaSuccess;
         if (e != cudaSuccess && e != cudaErrorNotReady)
@@ -2555,9 +2642,16 @@ _VS_PRIVATE vs_result _vs_nccl_wait(vs_work* w);
 
 VS_API vs_result vs_wait(vs_work* w)
 {
-    _VS_CHECK_NULL(w, "work");
-    vs_result r = w->comm->tr == VS_TRANSPORT_NCCL ? _vs_nccl_wait(w) : _vs_work_wait_host(w);
-    _vs_work_free(w);
+    _VS_CHECK_HANDLE(w, "work");
+    vs_comm* c = w->comm;
+    if (!c) { // its communicator was freed, which completed it: the result is here
+        vs_result r = w->res;
+        if (r) _vs_err(r, "%s", w->err);
+        _vs_work_free(w);
+        return r;
+    }
+    vs_result r = c->tr == VS_TRANSPORT_NCCL ? _vs_nccl_wait(w) : _vs_work_wait_host(w);
+    _vs_work_retire(c, w);
     return r;
 }
 
@@ -2566,7 +2660,19 @@ VS_API vs_result vs_wait(vs_work* w)
 _VS_PRIVATE vs_result _vs_check_comm(const char* fn, vs_comm* c, vs_dtype dt)
 {
     if (!c) return _vs_err(VS_ERR_NULL, "%s: comm is NULL", fn);
+    if (c->magic == _VS_MAGIC_DEAD) return _vs_err(VS_ERR_STATE, "%s: the communicator was already freed", fn);
+    if (c->magic != _VS_MAGIC_LIVE) return _vs_err(VS_ERR_INVALID, "%s: %p is not a live vs_comm", fn, (void*)c);
     return _vs_check_dtype(fn, dt);
+}
+
+/* Elements of `dt` a buffer may hold: its bytes must fit ptrdiff_t. */
+_VS_PRIVATE vs_result _vs_check_elems(const char* fn, size_t elems, vs_dtype dt, const char* what)
+{
+    size_t esz = vs_dtype_size(dt);
+    if (esz && elems > (size_t)PTRDIFF_MAX / esz)
+        return _vs_err(VS_ERR_INVALID, "%s: %s of %zu %s elements overflows the address space", fn, what, elems,
+                       vs_dtype_name(dt));
+    return VS_OK;
 }
 
 _VS_PRIVATE vs_result _vs_check_bufs(const char* fn, const void* send, const void* recv,
@@ -2595,6 +2701,7 @@ VS_API vs_result vs_all_reduce(vs_comm* c, const void* send, void* recv, size_t 
 {
     _VS_TRY(_vs_check_comm("vs_all_reduce", c, dt));
     _VS_TRY(_vs_check_op("vs_all_reduce", op));
+    _VS_TRY(_vs_check_elems("vs_all_reduce", count, dt, "count"));
     _VS_TRY(_vs_check_bufs("vs_all_reduce", send, recv, count, count));
     _vs_opdesc o;
     memset(&o, 0, sizeof o);
@@ -2613,6 +2720,7 @@ VS_API vs_result vs_reduce(vs_comm* c, const void* send, void* recv, size_t coun
     _VS_TRY(_vs_check_comm("vs_reduce", c, dt));
     _VS_TRY(_vs_check_op("vs_reduce", op));
     _VS_TRY(_vs_check_root("vs_reduce", c, root, "root"));
+    _VS_TRY(_vs_check_elems("vs_reduce", count, dt, "count"));
     _VS_TRY(_vs_check_bufs("vs_reduce", send, recv, count, c->rank == root ? count : 0));
     _vs_opdesc o;
     memset(&o, 0, sizeof o);
@@ -2631,6 +2739,7 @@ VS_API vs_result vs_broadcast(vs_comm* c, const void* send, void* recv, size_t c
 {
     _VS_TRY(_vs_check_comm("vs_broadcast", c, dt));
     _VS_TRY(_vs_check_root("vs_broadcast", c, root, "root"));
+    _VS_TRY(_vs_check_elems("vs_broadcast", count, dt, "count"));
     _VS_TRY(_vs_check_bufs("vs_broadcast", send, recv, c->rank == root ? count : 0, count));
     _vs_opdesc o;
     memset(&o, 0, sizeof o);
@@ -2658,7 +2767,7 @@ _VS_PRIVATE vs_result _vs_gather_like(const char* fn, int kind, vs_comm* c, cons
     o.recv = recv;
     o.uniform = counts == NULL;
     o.count = counts ? 0 : count;
-    _VS_TRY(_vs_op_arrays(&o, c->size, count, counts, displs, NULL, NULL));
+    _VS_TRY(_vs_op_arrays(fn, &o, c->size, count, counts, displs, NULL, NULL));
     size_t total = 0, mine = o.counts[c->rank];
     for (int i = 0; i < c->size; i++) {
         size_t end = o.displs[i] + o.counts[i];
@@ -2718,7 +2827,7 @@ _VS_PRIVATE vs_result _vs_all_to_all(const char* fn, vs_comm* c, const void* sen
     o.recv = recv;
     o.uniform = scounts == NULL;
     o.count = scounts ? 0 : count;
-    _VS_TRY(_vs_op_arrays(&o, c->size, count, scounts, sdispls, rcounts, rdispls));
+    _VS_TRY(_vs_op_arrays(fn, &o, c->size, count, scounts, sdispls, rcounts, rdispls));
     size_t stot = 0, rtot = 0;
     for (int i = 0; i < c->size; i++) {
         size_t se = o.displs[i] + o.counts[i], re = o.rdispls[i] + o.rcounts[i];
@@ -2753,7 +2862,7 @@ VS_API vs_result vs_all_to_allv(vs_comm* c, const void* send, const size_t* send
 
 VS_API vs_result vs_barrier(vs_comm* c, vs_work** work)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     _vs_opdesc o;
     memset(&o, 0, sizeof o);
     o.kind = _VS_K_BARRIER;
@@ -2767,6 +2876,7 @@ _VS_PRIVATE vs_result _vs_p2p(const char* fn, int kind, vs_comm* c, const void* 
 {
     _VS_TRY(_vs_check_comm(fn, c, dt));
     _VS_TRY(_vs_check_root(fn, c, peer, "peer"));
+    _VS_TRY(_vs_check_elems(fn, count, dt, "count"));
     if (count && !sbuf && !rbuf) return _vs_err(VS_ERR_NULL, "%s: buffer is NULL for %zu elements", fn, count);
     _vs_opdesc o;
     memset(&o, 0, sizeof o);
@@ -2794,7 +2904,7 @@ _VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** o
 
 VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     _VS_CHECK_NULL(out, "out");
     *out = NULL;
     if (color < 0 && color != VS_COLOR_NONE)
@@ -2817,16 +2927,32 @@ VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
 _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c);
 
 /* Drains the queue, stops the progress thread and frees the handle. */
-_VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
+/* Drains the queue, stops the progress thread and frees what the handle holds,
+   not the handle itself. Handles not yet waited are completed and detached: their
+   vs_wait then returns the result without the communicator. */
+_VS_PRIVATE void _vs_comm_teardown(vs_comm* c)
 {
-    if (!c) return;
     pthread_mutex_lock(&c->qmu);
     while (c->qhead || c->qbusy) pthread_cond_wait(&c->qcv, &c->qmu);
     c->qstop = 1;
     pthread_cond_broadcast(&c->qcv);
     int on = c->qthread_on;
+    vs_work* pending = c->works;
+    c->works = NULL;
     pthread_mutex_unlock(&c->qmu);
     if (on) pthread_join(c->qthread, NULL);
+    for (vs_work* w = pending; w; w = w->wnext) {
+#ifdef VESCALE_NCCL
+        if (c->tr == VS_TRANSPORT_NCCL) {
+            cudaError_t e = w->ev ? cudaEventSynchronize(w->ev) : cudaSuccess;
+            w->res = e == cudaSuccess ? VS_OK : VS_ERR_BACKEND;
+            if (e != cudaSuccess) _vs_fmt(w->err, sizeof w->err, "vs_wait: %s", cudaGetErrorString(e));
+        }
+#endif
+        _vs_work_release(w);
+        w->comm = NULL;
+    }
+    for (int i = 0; i < _VS_QUARANTINE; i++) free(c->waited[i]);
     for (int i = 0; i < c->gn; i++) _vs_op_release(&c->gops[i]);
     free(c->gops);
     if (c->sh) _vs_tshared_unref(c->sh);
@@ -2838,22 +2964,40 @@ _VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
     pthread_cond_destroy(&c->qcv);
     free((void*)c->srcs);
     free(c->dsts);
+}
+
+_VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
+{
+    if (!c) return;
+    _vs_comm_teardown(c);
     free(c);
 }
 
 VS_API vs_result vs_comm_free(vs_comm* c)
 {
     if (!c) return VS_OK;
+    _VS_CHECK_HANDLE(c, "comm");
     if (c->kind != 0)
         return _vs_err(VS_ERR_INVALID, "vs_comm_free: this communicator belongs to its %s",
                        c->kind == 1 ? "world" : "mesh");
-    _vs_comm_destroy(c);
+    if (c->group_depth > 0) return _vs_err(VS_ERR_STATE, "vs_comm_free: a group is open on this communicator");
+    _vs_comm_teardown(c);
+    c->magic = _VS_MAGIC_DEAD;
+    vs_world* w = c->world;
+    if (!w) {
+        free(c);
+        return VS_OK;
+    }
+    // kept among the world's last freed communicators: a second free is an error
+    int slot = w->ndead++ % _VS_QUARANTINE;
+    free(w->dead[slot]);
+    w->dead[slot] = c;
     return VS_OK;
 }
 
 VS_API vs_result vs_comm_abort(vs_comm* c)
 {
-    _VS_CHECK_NULL(c, "comm");
+    _VS_CHECK_HANDLE(c, "comm");
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
     if (c->sh) {
         char msg[300];
@@ -2933,6 +3077,7 @@ _VS_PRIVATE void _vs_mpi_world_fini(vs_world* w);
 VS_API vs_result vs_world_free(vs_world* w)
 {
     if (!w) return VS_OK;
+    for (int i = 0; i < _VS_QUARANTINE; i++) free(w->dead[i]);
     if (w->comm) {
         w->comm->kind = 0;
         _vs_comm_destroy(w->comm);
@@ -3534,6 +3679,11 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
             res = _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
             goto done;
         }
+        pthread_mutex_lock(&c->qmu);
+        w->magic = _VS_MAGIC_LIVE;
+        w->wnext = c->works;
+        c->works = w;
+        pthread_mutex_unlock(&c->qmu);
         *out = w;
     } else {
         res = _vs_nccl_sync(c, NULL, what);
@@ -4908,13 +5058,14 @@ _VS_PRIVATE vs_result _vs_layout_check(const char* fn, const vs_layout* L, int n
 VS_API vs_result vs_layout_check(const vs_layout* L, int ndim) { return _vs_layout_check("vs_layout_check", L, ndim); }
 
 /* torch.chunk: chunks of ceil(n/m); trailing ones short or empty. */
+/* Chunk i of m of a dim of n (torch.chunk), without overflow for any n >= 0. */
 _VS_PRIVATE void _vs_chunk_range(int64_t n, int m, int i, int64_t* start, int64_t* len)
 {
-    int64_t c = (n + m - 1) / m, s = c * i, e;
+    int64_t c = n / m + (n % m != 0);
+    int64_t s = i > 0 && c > n / i ? n : c * i;
     if (s > n) s = n;
-    e = s + c > n ? n : s + c;
     *start = s;
-    *len = e - s;
+    *len = c > n - s ? n - s : c;
 }
 
 /* The box (shape, global offset) a mesh coordinate holds under placements p. */
@@ -4939,11 +5090,19 @@ _VS_PRIVATE int64_t _vs_numel(const int64_t* s, int ndim)
     return n;
 }
 
+/* Dims >= 0 and an element count that fits int64 (so _vs_numel of any box of it
+   cannot overflow). */
 _VS_PRIVATE vs_result _vs_check_shape(const char* fn, int ndim, const int64_t* shape)
 {
     if (!shape && ndim) return _vs_err(VS_ERR_NULL, "%s: shape is NULL", fn);
-    for (int d = 0; d < ndim; d++)
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0) return _vs_err(VS_ERR_INVALID, "%s: shape[%d] = %lld < 0", fn, d, (long long)shape[d]);
+        if (shape[d] && n > INT64_MAX / shape[d])
+            return _vs_err(VS_ERR_INVALID, "%s: shape[%d] = %lld: the tensor has more than 2^63 elements", fn, d,
+                           (long long)shape[d]);
+        n *= shape[d];
+    }
     return VS_OK;
 }
 
@@ -4969,7 +5128,12 @@ _VS_PRIVATE vs_result _vs_dtensor_check(const char* fn, const vs_dtensor* t, con
     if (!t) return _vs_err(VS_ERR_NULL, "%s: %s tensor is NULL", fn, which);
     _VS_TRY(_vs_layout_check(fn, &t->layout, t->ndim));
     _VS_TRY(_vs_check_dtype(fn, t->dtype));
-    return _vs_check_shape(fn, t->ndim, t->shape);
+    _VS_TRY(_vs_check_shape(fn, t->ndim, t->shape));
+    int64_t n = _vs_numel(t->shape, t->ndim);
+    if ((uint64_t)n > (uint64_t)PTRDIFF_MAX / vs_dtype_size(t->dtype))
+        return _vs_err(VS_ERR_INVALID, "%s: %s tensor of %lld %s elements is larger than memory can address", fn,
+                       which, (long long)n, vs_dtype_name(t->dtype));
+    return VS_OK;
 }
 
 VS_API vs_result vs_dtensor_local_numel(const vs_dtensor* t, int64_t* numel)
