@@ -4062,7 +4062,7 @@ typedef struct _vs_rdv_peer {
     double until; // its hello must be complete by then
     size_t got;
     unsigned char hello[_VS_RDV_HELLO];
-    char name[80]; // address:port, for the log
+    char name[96]; // address:port, for the log
 } _vs_rdv_peer;
 
 typedef struct _vs_rdv_server {
@@ -4075,7 +4075,7 @@ typedef struct _vs_rdv_server {
     unsigned char* joined;
     int njoined;
     int nrejected;
-    char last[200]; // the last rejection, for the timeout message
+    char last[320]; // the last rejection, for the timeout message
     _vs_rdv_peer peer[_VS_RDV_SLOTS];
     int npeer;
 } _vs_rdv_server;
