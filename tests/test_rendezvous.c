@@ -216,6 +216,10 @@ static void t_hostile(void)
     int port = free_port();
     VT_CHECK(port > 0, "no free port");
     uint64_t key = _vs_rdv_key(port, N, NULL);
+    // another job's key, computed the real way (before any thread reads the environment)
+    setenv("VESCALE_RUN_ID", "test-rendezvous-job-2", 1);
+    uint64_t other_key = _vs_rdv_key(port, N, NULL);
+    setenv("VESCALE_RUN_ID", "test-rendezvous-job-1", 1);
     double t0 = _vs_now();
     rank_arg a[N];
     pthread_t th[N];
@@ -255,9 +259,7 @@ static void t_hostile(void)
     hello(&bad[3], N, N, key);
     hello(&bad[4], 0, N, key);
     hello(&bad[5], 0xffffffffu, N, key);
-    setenv("VESCALE_RUN_ID", "test-rendezvous-job-2", 1); // another job's key, computed the real way
-    hello(&bad[6], 2, N, _vs_rdv_key(port, N, NULL));
-    setenv("VESCALE_RUN_ID", "test-rendezvous-job-1", 1);
+    hello(&bad[6], 2, N, other_key);
     pthread_t tb[NS];
     for (int i = 0; i < NS; i++) pthread_create(&tb[i], NULL, stranger_thread, &bad[i]);
     for (int i = 1; i <= 2; i++) pthread_create(&th[i], NULL, rank_thread, &a[i]);
@@ -396,11 +398,11 @@ static void t_missing_rank(void)
 }
 
 /* A listener that is not rank 0: the rank retries until its deadline, then says so. */
-static volatile int fake_stop;
+static int fake_stop; // atomic
 static void* fake_listener(void* p)
 {
     int lfd = *(int*)p;
-    while (!fake_stop) {
+    while (!__atomic_load_n(&fake_stop, __ATOMIC_SEQ_CST)) {
         struct pollfd pf;
         pf.fd = lfd;
         pf.events = POLLIN;
@@ -427,13 +429,13 @@ static void t_impostor_rank0(void)
     VT_CHECK(lfd >= 0 && bind(lfd, (struct sockaddr*)&sa, sizeof sa) == 0 && listen(lfd, 8) == 0 &&
                  getsockname(lfd, (struct sockaddr*)&sa, &sl) == 0,
              "fake listener");
-    fake_stop = 0;
+    __atomic_store_n(&fake_stop, 0, __ATOMIC_SEQ_CST);
     pthread_t tf;
     pthread_create(&tf, NULL, fake_listener, &lfd);
     rank_arg c;
     rank_init(&c, ntohs(sa.sin_port), 1, 2, 0.5);
     rank_thread(&c);
-    fake_stop = 1;
+    __atomic_store_n(&fake_stop, 1, __ATOMIC_SEQ_CST);
     pthread_join(tf, NULL);
     close(lfd);
     VT_CHECK(c.res == VS_ERR_TIMEOUT && strstr(c.msg, "not a vescale rank 0") && c.took < 1.5, "%s: %s (%.2f s)",
