@@ -91,3 +91,8 @@ bench-ddp:
 
 clean:
 	rm -rf build build-asan build-tsan
+
+# libFuzzer harnesses (tests/fuzz/), built with clang: each runs FUZZ_SECONDS (60).
+.PHONY: fuzz
+fuzz:
+	B=$(B) FUZZ_SECONDS=$${FUZZ_SECONDS:-60} bash tests/fuzz/run.sh

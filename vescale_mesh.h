@@ -3991,26 +3991,136 @@ VS_API vs_result vs_bootstrap_from_env(vs_bootstrap_info* out)
     return VS_OK;
 }
 
-/* TCP rendezvous: rank 0 listens on addr:port, every other rank connects (retrying
-   until the deadline) and receives `len` bytes. Used to hand out the NCCL unique
-   id when there is no MPI. */
+/* TCP rendezvous: rank 0 listens on addr:port; every other rank connects (retrying
+   until the deadline), presents itself and receives `len` bytes. It hands out the
+   NCCL unique id when there is no MPI, so it must not hand it to anyone else.
+
+   Wire format, integers big-endian:
+     hello   rank r -> rank 0, 24 bytes: magic "vsc2", r, world size, payload length,
+             8-byte job key
+     answer  rank 0 -> rank r, 8 bytes:  magic "vsa2", status (0: accepted and the
+             payload follows; else a _VS_RDV_* reason and the connection closes)
+   Rank 0 reads the hellos of all connected peers at once (poll), so a peer that
+   connects and says nothing holds only its own slot, for at most _VS_RDV_HELLO_S
+   seconds, and never delays real ranks. Rank 0 rejects a peer, logs it through the
+   world's logger (when there is one) and keeps serving when the peer sends a wrong
+   magic or garbage (closed without an answer: it is not one of ours), closes early,
+   stays silent, or presents a wrong key, world size or payload length, a rank
+   outside [1, size), or a rank that already joined. The first valid claim of a rank
+   wins; later claims of it are rejected as duplicates. Rejected ranks get the reason
+   in the answer, so a misconfigured rank fails at once instead of timing out. The
+   deadline bounds everything; rank 0's timeout names the ranks that never joined.
+   timeout_s <= 0 or infinite: no deadline.
+
+   The job key is FNV-1a 64 over the run id, VESCALE_RUN_ID, else TORCHELASTIC_RUN_ID
+   (torchrun's --rdzv-id, ignored when it is torchrun's default "none"), plus the world
+   size. It is an equality token, not cryptography: it travels in clear, so it keeps
+   out stray connections, ranks of other jobs and strangers who do not know the run
+   id, not an attacker who can read the traffic or the job's environment. Without a
+   run id the key derives from MASTER_PORT and WORLD_SIZE, which are public: that
+   guards against accidents (a rank of another job or of an earlier run of different
+   size), not against attackers. Set VESCALE_RUN_ID to a fresh random value per job
+   for more. The address is left out of the key: ranks may spell rank 0's address
+   differently (hostname, IP), and two jobs cannot listen on one port anyway. */
+#include <fcntl.h> /* O_NONBLOCK: a connect that the deadline bounds */
+
+#define _VS_RDV_MAGIC 0x76736332u  /* "vsc2": the hello carries a job key */
+#define _VS_RDV_ANSWER 0x76736132u /* "vsa2": not the hello's, so a reflected hello is no answer */
+#define _VS_RDV_HELLO 24
+#define _VS_RDV_HELLO_S 5.0 /* how long rank 0 waits for a connected peer's hello */
+#define _VS_RDV_SLOTS 32    /* peers rank 0 waits on at once; the oldest gives way */
+
+enum { _VS_RDV_ACCEPTED = 0, _VS_RDV_BAD_KEY, _VS_RDV_BAD_SIZE, _VS_RDV_BAD_LEN, _VS_RDV_BAD_RANK, _VS_RDV_DUP_RANK };
+
+_VS_PRIVATE const char* _vs_rdv_reason(uint32_t status)
+{
+    switch (status) {
+    case _VS_RDV_BAD_KEY: return "job key differs (another job, or another VESCALE_RUN_ID/TORCHELASTIC_RUN_ID)";
+    case _VS_RDV_BAD_SIZE: return "world size differs";
+    case _VS_RDV_BAD_LEN: return "payload length differs";
+    case _VS_RDV_BAD_RANK: return "rank out of range";
+    case _VS_RDV_DUP_RANK: return "rank already joined (first claim wins)";
+    default: return "unknown reason";
+    }
+}
+
+#define _VS_FNV64_BASIS 14695981039346656037ull
+_VS_PRIVATE uint64_t _vs_fnv1a64(uint64_t h, const void* p, size_t n)
+{
+    const unsigned char* b = (const unsigned char*)p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* The job key both sides present (see above); *from names where it came from. */
+_VS_PRIVATE uint64_t _vs_rdv_key(int port, int size, const char** from)
+{
+    const char* id = getenv("VESCALE_RUN_ID");
+    const char* src = "VESCALE_RUN_ID";
+    if (!id || !*id) {
+        id = getenv("TORCHELASTIC_RUN_ID");
+        src = "TORCHELASTIC_RUN_ID";
+        if (id && !strcmp(id, "none")) id = NULL;
+    }
+    char num[48];
+    uint64_t h = _vs_fnv1a64(_VS_FNV64_BASIS, "vescale rendezvous 2", 21);
+    if (id && *id) {
+        h = _vs_fnv1a64(h, "run id", 7);
+        h = _vs_fnv1a64(h, id, strlen(id) + 1);
+    } else {
+        src = "MASTER_PORT and WORLD_SIZE only (no run id: guards against accidents, not attackers)";
+        snprintf(num, sizeof num, "port %d", port);
+        h = _vs_fnv1a64(h, num, strlen(num) + 1);
+    }
+    snprintf(num, sizeof num, "size %d", size);
+    h = _vs_fnv1a64(h, num, strlen(num) + 1);
+    if (from) *from = src;
+    return h;
+}
+
+_VS_PRIVATE void _vs_be_put32(unsigned char* p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+_VS_PRIVATE uint32_t _vs_be_get32(const unsigned char* p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* Milliseconds for poll until `deadline` (which may be infinite), at most one second
+   so callers re-check their deadlines; 0 once it has passed. */
+_VS_PRIVATE int _vs_poll_ms(double deadline)
+{
+    double left = deadline - _vs_now();
+    if (!(left > 0)) return 0;
+    return left >= 1.0 ? 1000 : (int)(left * 1000) + 1;
+}
+
+/* Sends or receives exactly len bytes before the deadline. */
 _VS_PRIVATE vs_result _vs_io_full(int fd, void* buf, size_t len, int sending, double deadline)
 {
     char* p = (char*)buf;
     while (len) {
+        if (_vs_now() >= deadline)
+            return _vs_err(VS_ERR_TIMEOUT, "rendezvous: peer did not %s in time", sending ? "take the data" : "answer");
         struct pollfd pf;
         pf.fd = fd;
         pf.events = sending ? POLLOUT : POLLIN;
         pf.revents = 0;
-        double left = deadline - _vs_now();
-        if (left <= 0) return _vs_err(VS_ERR_TIMEOUT, "rendezvous: peer did not answer in time");
-        int pr = poll(&pf, 1, (int)(left * 1000) + 1);
-        if (pr < 0 && errno == EINTR) continue;
+        int pr = poll(&pf, 1, _vs_poll_ms(deadline));
+        if (pr < 0 && errno != EINTR) return _vs_err_backend(VS_ERR_IO, errno, "rendezvous: poll: %s", strerror(errno));
         if (pr <= 0) continue;
         ssize_t k = sending ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
         if (k == 0) return _vs_err(VS_ERR_IO, "rendezvous: connection closed by peer");
         if (k < 0) {
-            if (errno == EINTR || errno == EAGAIN) continue;
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
             return _vs_err_backend(VS_ERR_IO, errno, "rendezvous: %s", strerror(errno));
         }
         p += k;
@@ -4019,14 +4129,312 @@ _VS_PRIVATE vs_result _vs_io_full(int fd, void* buf, size_t len, int sending, do
     return VS_OK;
 }
 
-#define _VS_RDV_MAGIC 0x76736331u /* "vsc1" */
+/* "3,5-7" for the ranks in [1, size) that have not joined, cut with "..." to fit. */
+_VS_PRIVATE void _vs_rdv_missing(const unsigned char* joined, int size, char* buf, size_t cap)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (int i = 1; i < size; i++) {
+        if (joined[i]) continue;
+        int j = i;
+        while (j + 1 < size && !joined[j + 1]) j++;
+        char item[32];
+        if (j == i)
+            snprintf(item, sizeof item, "%s%d", off ? "," : "", i);
+        else
+            snprintf(item, sizeof item, "%s%d-%d", off ? "," : "", i, j);
+        size_t n = strlen(item);
+        if (off + n + 5 > cap) {
+            if (off + 4 < cap) memcpy(buf + off, ",...", 5);
+            return;
+        }
+        memcpy(buf + off, item, n + 1);
+        off += n;
+        i = j;
+    }
+}
 
-_VS_PRIVATE vs_result _vs_tcp_bcast(const char* addr, int port, int rank, int size, void* data,
-                                    size_t len, double timeout)
+typedef struct _vs_rdv_peer {
+    int fd;
+    double until; // its hello must be complete by then
+    size_t got;
+    unsigned char hello[_VS_RDV_HELLO];
+    char name[96]; // address:port, for the log
+} _vs_rdv_peer;
+
+typedef struct _vs_rdv_server {
+    const vs_world* log;
+    int size;
+    const void* data;
+    size_t len;
+    uint64_t key;
+    double deadline;
+    unsigned char* joined;
+    int njoined;
+    int nrejected;
+    char last[320]; // the last rejection, for the timeout message
+    _vs_rdv_peer peer[_VS_RDV_SLOTS];
+    int npeer;
+} _vs_rdv_server;
+
+_VS_PRIVATE _VS_PRINTF(3, 4) void _vs_rdv_reject(_vs_rdv_server* s, int i, const char* fmt, ...)
+{
+    char why[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(s->last, sizeof s->last, "%s: %s", s->peer[i].name, why);
+    s->nrejected++;
+    vs_log(s->log, VS_LOG_WARN, "rendezvous: rejected peer %s", s->last);
+}
+
+_VS_PRIVATE void _vs_rdv_drop(_vs_rdv_server* s, int i)
+{
+    close(s->peer[i].fd);
+    s->peer[i] = s->peer[--s->npeer];
+}
+
+/* Judges peer i's complete hello: answers, sends the payload to a valid new rank. */
+_VS_PRIVATE void _vs_rdv_admit(_vs_rdv_server* s, int i)
+{
+    _vs_rdv_peer* p = &s->peer[i];
+    uint32_t rank = _vs_be_get32(p->hello + 4), size = _vs_be_get32(p->hello + 8), len = _vs_be_get32(p->hello + 12);
+    uint64_t key = (uint64_t)_vs_be_get32(p->hello + 16) << 32 | _vs_be_get32(p->hello + 20);
+    uint32_t status = _VS_RDV_ACCEPTED;
+    if (key != s->key)
+        status = _VS_RDV_BAD_KEY;
+    else if (size != (uint32_t)s->size)
+        status = _VS_RDV_BAD_SIZE;
+    else if (len != (uint32_t)s->len)
+        status = _VS_RDV_BAD_LEN;
+    else if (rank == 0 || rank >= (uint32_t)s->size)
+        status = _VS_RDV_BAD_RANK;
+    else if (s->joined[rank])
+        status = _VS_RDV_DUP_RANK;
+    unsigned char ans[8];
+    _vs_be_put32(ans, _VS_RDV_ANSWER);
+    _vs_be_put32(ans + 4, status);
+    if (status != _VS_RDV_ACCEPTED) {
+        (void)!send(p->fd, ans, sizeof ans, MSG_NOSIGNAL); // best effort: 8 bytes fit an empty socket buffer
+        _vs_rdv_reject(s, i, "claims rank %u of %u: %s", rank, size, _vs_rdv_reason(status));
+        return;
+    }
+    double until = _vs_now() + _VS_RDV_HELLO_S;
+    if (until > s->deadline) until = s->deadline;
+    vs_result r = _vs_io_full(p->fd, ans, sizeof ans, 1, until);
+    if (!r) r = _vs_io_full(p->fd, (void*)(uintptr_t)s->data, s->len, 1, until);
+    if (r) {
+        _vs_rdv_reject(s, i, "rank %u did not take the payload: %s", rank, vs_last_error());
+        return;
+    }
+    s->joined[rank] = 1;
+    s->njoined++;
+    vs_log(s->log, VS_LOG_DEBUG, "rendezvous: rank %u joined from %s", rank, p->name);
+}
+
+/* Reads what peer i sent; drops it once judged, on garbage, or when it closed. */
+_VS_PRIVATE void _vs_rdv_read(_vs_rdv_server* s, int i)
+{
+    _vs_rdv_peer* p = &s->peer[i];
+    ssize_t k = recv(p->fd, p->hello + p->got, _VS_RDV_HELLO - p->got, 0);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (k <= 0) {
+        _vs_rdv_reject(s, i, "closed after %zu of %d hello bytes", p->got, _VS_RDV_HELLO);
+    } else {
+        size_t had = p->got;
+        p->got += (size_t)k;
+        if (had < 4 && p->got >= 4 && _vs_be_get32(p->hello) != _VS_RDV_MAGIC)
+            _vs_rdv_reject(s, i, "wrong magic 0x%08x (not a vescale rank)", _vs_be_get32(p->hello));
+        else if (p->got < _VS_RDV_HELLO)
+            return;
+        else
+            _vs_rdv_admit(s, i);
+    }
+    _vs_rdv_drop(s, i);
+}
+
+_VS_PRIVATE void _vs_rdv_accept(_vs_rdv_server* s, int lfd)
+{
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    int cfd = accept(lfd, (struct sockaddr*)&sa, &sl);
+    if (cfd < 0) {
+        if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED)
+            _vs_sleep_us(1000); // out of descriptors, say: do not spin
+        return;
+    }
+    if (s->npeer == _VS_RDV_SLOTS) { // full of silent peers: the oldest gives way
+        int old = 0;
+        for (int i = 1; i < s->npeer; i++)
+            if (s->peer[i].until < s->peer[old].until) old = i;
+        _vs_rdv_reject(s, old, "dropped unjudged: %d peers waiting at once", _VS_RDV_SLOTS);
+        _vs_rdv_drop(s, old);
+    }
+    _vs_rdv_peer* p = &s->peer[s->npeer++];
+    memset(p, 0, sizeof *p);
+    p->fd = cfd;
+    p->until = _vs_now() + _VS_RDV_HELLO_S;
+    char host[64] = "?", serv[16] = "?";
+    if (getnameinfo((struct sockaddr*)&sa, sl, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV))
+        snprintf(host, sizeof host, "?");
+    snprintf(p->name, sizeof p->name, "%s:%s", host, serv);
+}
+
+/* Rank 0's side: serves until every rank in [1, size) has the payload. */
+_VS_PRIVATE vs_result _vs_rdv_serve(_vs_rdv_server* s, int lfd, const char* addr, int port, double timeout)
+{
+    vs_result r = VS_OK;
+    while (s->njoined < s->size - 1) {
+        double now = _vs_now();
+        if (now >= s->deadline) {
+            char miss[256];
+            _vs_rdv_missing(s->joined, s->size, miss, sizeof miss);
+            r = _vs_err(VS_ERR_TIMEOUT,
+                        "rendezvous: rank(s) %s never joined rank 0 at %s:%d within %g s (%d of %d ranks in; %d "
+                        "peers rejected%s%s)",
+                        miss, addr, port, timeout, s->njoined + 1, s->size, s->nrejected,
+                        s->nrejected ? ", last " : "", s->last);
+            break;
+        }
+        for (int i = s->npeer - 1; i >= 0; i--)
+            if (now >= s->peer[i].until) {
+                _vs_rdv_reject(s, i, "sent %zu of %d hello bytes within %g s", s->peer[i].got, _VS_RDV_HELLO,
+                               _VS_RDV_HELLO_S);
+                _vs_rdv_drop(s, i);
+            }
+        struct pollfd pf[_VS_RDV_SLOTS + 1];
+        double wake = s->deadline;
+        pf[0].fd = lfd;
+        pf[0].events = POLLIN;
+        pf[0].revents = 0;
+        for (int i = 0; i < s->npeer; i++) {
+            pf[i + 1].fd = s->peer[i].fd;
+            pf[i + 1].events = POLLIN;
+            pf[i + 1].revents = 0;
+            if (s->peer[i].until < wake) wake = s->peer[i].until;
+        }
+        int pr = poll(pf, (nfds_t)(s->npeer + 1), _vs_poll_ms(wake));
+        if (pr < 0 && errno != EINTR) {
+            r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: poll: %s", strerror(errno));
+            break;
+        }
+        if (pr <= 0) continue;
+        // downwards: a dropped peer's slot takes the last one, which was already seen
+        for (int i = s->npeer - 1; i >= 0 && s->njoined < s->size - 1; i--)
+            if (pf[i + 1].revents) _vs_rdv_read(s, i);
+        if (pf[0].revents & POLLIN) _vs_rdv_accept(s, lfd);
+    }
+    while (s->npeer) _vs_rdv_drop(s, s->npeer - 1);
+    return r;
+}
+
+/* A connect that gives up at the deadline. Returns the socket, or -1 with *err set. */
+_VS_PRIVATE int _vs_rdv_connect(const struct addrinfo* ai, double deadline, int* err)
+{
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL, 0);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS)) {
+        *err = errno;
+        close(fd);
+        return -1;
+    }
+    for (;;) { // until connected, refused or the deadline; a finished connect is writable
+        struct pollfd pf;
+        pf.fd = fd;
+        pf.events = POLLOUT;
+        pf.revents = 0;
+        int pr = poll(&pf, 1, _vs_poll_ms(deadline));
+        if (pr > 0) break;
+        if ((pr < 0 && errno != EINTR) || _vs_now() >= deadline) {
+            *err = pr < 0 ? errno : ETIMEDOUT;
+            close(fd);
+            return -1;
+        }
+    }
+    int so = 0;
+    socklen_t sl = sizeof so;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) != 0 || so != 0) {
+        *err = so ? so : errno;
+        close(fd);
+        return -1;
+    }
+    /* With rank 0 not up yet and its port in the ephemeral range, a connect to the
+       local host can pick that very port and connect to itself (TCP simultaneous
+       open); it would then hold the port rank 0 needs. */
+    struct sockaddr_storage me, peer;
+    socklen_t ml = sizeof me, pl = sizeof peer;
+    memset(&me, 0, sizeof me);
+    memset(&peer, 0, sizeof peer);
+    if (getsockname(fd, (struct sockaddr*)&me, &ml) == 0 && getpeername(fd, (struct sockaddr*)&peer, &pl) == 0 &&
+        ml == pl && !memcmp(&me, &peer, ml)) {
+        *err = ECONNREFUSED;
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Rank r's side: joins (retrying until the deadline) and receives the payload. */
+_VS_PRIVATE vs_result _vs_rdv_join(const struct addrinfo* ai, const char* addr, int port, int rank, int size,
+                                   void* data, size_t len, uint64_t key, double timeout, double deadline)
+{
+    unsigned char hello[_VS_RDV_HELLO];
+    _vs_be_put32(hello, _VS_RDV_MAGIC);
+    _vs_be_put32(hello + 4, (uint32_t)rank);
+    _vs_be_put32(hello + 8, (uint32_t)size);
+    _vs_be_put32(hello + 12, (uint32_t)len);
+    _vs_be_put32(hello + 16, (uint32_t)(key >> 32));
+    _vs_be_put32(hello + 20, (uint32_t)key);
+    char last[256] = "";
+    for (int attempt = 0;; attempt++) {
+        if (attempt) _vs_sleep_us(20000);
+        if (_vs_now() >= deadline)
+            return _vs_err(VS_ERR_TIMEOUT, "rendezvous: rank %d could not join rank 0 at %s:%d within %g s%s%s", rank,
+                           addr, port, timeout, last[0] ? ": " : "", last);
+        int err = 0, fd = _vs_rdv_connect(ai, deadline, &err);
+        if (fd < 0) {
+            snprintf(last, sizeof last, "connect: %s", strerror(err));
+            continue;
+        }
+        unsigned char ans[8];
+        vs_result r = _vs_io_full(fd, hello, sizeof hello, 1, deadline);
+        if (!r) r = _vs_io_full(fd, ans, sizeof ans, 0, deadline);
+        if (!r && _vs_be_get32(ans) != _VS_RDV_ANSWER) {
+            r = _vs_err(VS_ERR_IO, "the listener answered 0x%08x: not a vescale rank 0", _vs_be_get32(ans));
+        } else if (!r && _vs_be_get32(ans + 4) != _VS_RDV_ACCEPTED) {
+            close(fd);
+            return _vs_err(VS_ERR_MISMATCH, "rendezvous: rank 0 at %s:%d rejected rank %d of %d: %s", addr, port,
+                           rank, size, _vs_rdv_reason(_vs_be_get32(ans + 4)));
+        }
+        if (!r) r = _vs_io_full(fd, data, len, 0, deadline);
+        close(fd);
+        if (!r) return VS_OK;
+        _vs_save_error(last, sizeof last); // retry: rank 0 may have dropped us, or was not up yet
+    }
+}
+
+/* Rank 0 sends data[0, len) to every other rank of `size`; the others receive it
+   into data. `log` (may be NULL) gets a line per rejected peer. See above. */
+_VS_PRIVATE vs_result _vs_tcp_bcast_log(const vs_world* log, const char* addr, int port, int rank, int size,
+                                        void* data, size_t len, double timeout)
 {
     if (!addr || !*addr) return _vs_err(VS_ERR_INVALID, "rendezvous: no master address");
     if (port < 1 || port > 65535) return _vs_err(VS_ERR_INVALID, "rendezvous: port %d out of range", port);
-    double deadline = _vs_now() + timeout;
+    if (size < 1 || rank < 0 || rank >= size)
+        return _vs_err(VS_ERR_INVALID, "rendezvous: rank %d of %d out of range", rank, size);
+    if ((!data && len) || len > UINT32_MAX)
+        return _vs_err(VS_ERR_INVALID, "rendezvous: payload of %zu bytes at %p", len, data);
+    if (timeout != timeout) return _vs_err(VS_ERR_INVALID, "rendezvous: timeout is NaN");
+    if (size == 1) return VS_OK;
+    double deadline = timeout > 0 ? _vs_now() + timeout : (double)INFINITY;
+    const char* from = NULL;
+    uint64_t key = _vs_rdv_key(port, size, &from);
+    vs_log(log, VS_LOG_DEBUG, "rendezvous: rank %d of %d via %s:%d, job key from %s", rank, size, addr, port, from);
     char ports[16];
     snprintf(ports, sizeof ports, "%d", port);
     struct addrinfo hints, *ai = NULL;
@@ -4038,66 +4446,40 @@ _VS_PRIVATE vs_result _vs_tcp_bcast(const char* addr, int port, int rank, int si
     if (gr != 0 || !ai)
         return _vs_err_backend(VS_ERR_IO, gr, "rendezvous: cannot resolve '%s': %s", addr, gai_strerror(gr));
     vs_result r = VS_OK;
-    int fd = -1;
-    if (rank == 0) {
-        fd = socket(ai->ai_family, SOCK_STREAM, 0);
-        int one = 1;
-        if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, size) != 0) {
-            r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: cannot listen on %s:%d: %s", addr, port, strerror(errno));
-            goto out;
-        }
-        for (int got = 1; got < size && !r;) {
-            struct pollfd pf;
-            pf.fd = fd;
-            pf.events = POLLIN;
-            pf.revents = 0;
-            double left = deadline - _vs_now();
-            if (left <= 0) {
-                r = _vs_err(VS_ERR_TIMEOUT, "rendezvous: %d of %d ranks connected to %s:%d within %g s",
-                            got, size, addr, port, timeout);
-                break;
-            }
-            if (poll(&pf, 1, (int)(left * 1000) + 1) <= 0) continue;
-            int cfd = accept(fd, NULL, NULL);
-            if (cfd < 0) continue;
-            uint32_t hello[2];
-            r = _vs_io_full(cfd, hello, sizeof hello, 0, deadline);
-            if (!r && hello[0] != _VS_RDV_MAGIC) {
-                close(cfd); // a stranger on the port: ignore it
-                continue;
-            }
-            if (!r) r = _vs_io_full(cfd, data, len, 1, deadline);
-            close(cfd);
-            got++;
-        }
-    } else {
-        for (;;) {
-            fd = socket(ai->ai_family, SOCK_STREAM, 0);
-            if (fd < 0) {
-                r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: socket: %s", strerror(errno));
-                break;
-            }
-            if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
-            close(fd);
-            fd = -1;
-            if (_vs_now() > deadline) {
-                r = _vs_err(VS_ERR_TIMEOUT, "rendezvous: rank %d could not reach %s:%d within %g s", rank,
-                            addr, port, timeout);
-                break;
-            }
-            _vs_sleep_us(20000);
-        }
-        if (!r) {
-            uint32_t hello[2] = {_VS_RDV_MAGIC, (uint32_t)rank};
-            r = _vs_io_full(fd, hello, sizeof hello, 1, deadline);
-            if (!r) r = _vs_io_full(fd, data, len, 0, deadline);
-        }
+    if (rank != 0) {
+        r = _vs_rdv_join(ai, addr, port, rank, size, data, len, key, timeout, deadline);
+        freeaddrinfo(ai);
+        return r;
     }
-out:
+    _vs_rdv_server* s = _VS_NEW(_vs_rdv_server, 1);
+    unsigned char* joined = _VS_NEW(unsigned char, size);
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0), one = 1;
+    if (!s || !joined) {
+        r = _vs_err(VS_ERR_NOMEM, "rendezvous: out of memory for %d ranks", size);
+    } else if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+               bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+        r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: cannot listen on %s:%d: %s", addr, port, strerror(errno));
+    } else {
+        s->log = log;
+        s->size = size;
+        s->data = data;
+        s->len = len;
+        s->key = key;
+        s->deadline = deadline;
+        s->joined = joined;
+        r = _vs_rdv_serve(s, fd, addr, port, timeout);
+    }
     if (fd >= 0) close(fd);
+    free(joined);
+    free(s);
     freeaddrinfo(ai);
     return r;
+}
+
+_VS_PRIVATE vs_result _vs_tcp_bcast(const char* addr, int port, int rank, int size, void* data, size_t len,
+                                    double timeout)
+{
+    return _vs_tcp_bcast_log(NULL, addr, port, rank, size, data, len, timeout);
 }
 
 /* VESCALE_TRANSPORT's text: threads, mpi or nccl. */
@@ -4203,7 +4585,8 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
         } else
 #endif
         if (!r && w->size > 1)
-            r = _vs_tcp_bcast(bi.master_addr, bi.master_port, w->rank, w->size, &id, sizeof id, w->timeout);
+            r = _vs_tcp_bcast_log(w, bi.master_addr, bi.master_port, w->rank, w->size, &id, sizeof id,
+                                  w->timeout);
         if (!r) r = _vs_nccl_world_comm(w, &id, d->device_select, d->cuda_device);
     }
 #endif
