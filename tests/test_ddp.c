@@ -899,7 +899,7 @@ static int rank_errors(vs_world* w, void* arg)
 
     /* bucket_bytes < 0 */
     vs_ddp* d = (vs_ddp*)&rank; /* any non-NULL value: must come back NULL */
-    EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .bucket_bytes = -256}, &d), VS_ERR_INVALID, "bucket_bytes",
+    VT_EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .bucket_bytes = -256}, &d), VS_ERR_INVALID, "bucket_bytes",
                "-256");
     VT_CHECK(d == NULL, "vs_ddp_init failed but left *out non-NULL");
 
@@ -910,9 +910,9 @@ static int rank_errors(vs_world* w, void* arg)
     if (!d) return 1;
     /* an explicit bucket size of 0 (or less): the desc's 0 means "default", the
        setter is how a size is asked for */
-    EXPECT_ERR(vs_ddp_set_bucket_bytes(d, 0), VS_ERR_INVALID, "bucket size", "0 bytes");
-    EXPECT_ERR(vs_ddp_set_bucket_bytes(d, -4096), VS_ERR_INVALID, "bucket size", "-4096");
-    EXPECT_ERR(vs_ddp_set_bucket_bytes(NULL, 4096), VS_ERR_NULL, "ddp", NULL);
+    VT_EXPECT_ERR(vs_ddp_set_bucket_bytes(d, 0), VS_ERR_INVALID, "bucket size", "0 bytes");
+    VT_EXPECT_ERR(vs_ddp_set_bucket_bytes(d, -4096), VS_ERR_INVALID, "bucket size", "-4096");
+    VT_EXPECT_ERR(vs_ddp_set_bucket_bytes(NULL, 4096), VS_ERR_NULL, "ddp", NULL);
     float init[NP][MAXN], junk[MAXN];
     make_init(0, init);
     for (int e = 0; e < MAXN; e++) junk[e] = 7.0f;
@@ -927,9 +927,9 @@ static int rank_errors(vs_world* w, void* arg)
     memset(dbuf, 0, sizeof dbuf);
     pd = pdesc(pname[P_W1], VS_I32, H_ * I_, ibuf);
     idx = -5;
-    EXPECT_ERR(vs_ddp_add_param(d, &pd, &idx), VS_ERR_INVALID, pname[P_W1], "i32");
+    VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, &idx), VS_ERR_INVALID, pname[P_W1], "i32");
     pd = pdesc(pname[P_W1], VS_F64, H_ * I_, dbuf);
-    EXPECT_ERR(vs_ddp_add_param(d, &pd, &idx), VS_ERR_INVALID, pname[P_W1], "f64");
+    VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, &idx), VS_ERR_INVALID, pname[P_W1], "f64");
     VT_CHECK(idx == -5, "failed add_param wrote the index (%d)", idx);
     VT_CHECK(vs_ddp_num_params(d) == 1, "after bad dtypes: %d parameters", vs_ddp_num_params(d));
 
@@ -939,9 +939,9 @@ static int rank_errors(vs_world* w, void* arg)
     pd.shape[0] = H_;
     pd.shape[1] = I_;
     pd.placements[0] = vs_shard(0);
-    EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, pname[P_W1], "DP");
+    VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, pname[P_W1], "DP");
     pd.placements[0] = vs_partial(VS_OP_SUM);
-    EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, pname[P_W1], "DP");
+    VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, pname[P_W1], "DP");
     VT_CHECK(vs_ddp_num_params(d) == 1, "after a DP-sharded parameter: %d parameters", vs_ddp_num_params(d));
     pd.placements[0] = vs_replicate();
     VT_OK(vs_ddp_add_param(d, &pd, &idx));
@@ -952,9 +952,9 @@ static int rank_errors(vs_world* w, void* arg)
     pd.ndim = 2;
     pd.shape[0] = H_;
     pd.shape[1] = I_;
-    EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, pname[P_W1], NULL);
+    VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, pname[P_W1], NULL);
     pd = pdesc(pname[P_W1], VS_F32, 4, junk); /* same name, other shape */
-    EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, pname[P_W1], NULL);
+    VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, pname[P_W1], NULL);
     VT_CHECK(vs_ddp_num_params(d) == 2, "after a duplicate: %d parameters", vs_ddp_num_params(d));
 
     pd = pdesc(pname[P_B1], VS_F32, H_, init[P_B1]);
@@ -968,15 +968,15 @@ static int rank_errors(vs_world* w, void* arg)
     VT_OK(vs_ddp_add_param(d, &pd, NULL));
 
     /* not yet finalized */
-    EXPECT_ERR(vs_ddp_zero_grad(d), VS_ERR_STATE, "finalize", NULL);
-    EXPECT_ERR(vs_ddp_step(d, 0.1), VS_ERR_STATE, "finalize", NULL);
+    VT_EXPECT_ERR(vs_ddp_zero_grad(d), VS_ERR_STATE, "finalize", NULL);
+    VT_EXPECT_ERR(vs_ddp_step(d, 0.1), VS_ERR_STATE, "finalize", NULL);
     VT_OK(vs_ddp_finalize(d));
-    EXPECT_ERR(vs_ddp_finalize(d), VS_ERR_STATE, "twice", NULL);
-    EXPECT_ERR(vs_ddp_set_bucket_bytes(d, 4096), VS_ERR_STATE, "vs_ddp_set_bucket_bytes", "finalized");
+    VT_EXPECT_ERR(vs_ddp_finalize(d), VS_ERR_STATE, "twice", NULL);
+    VT_EXPECT_ERR(vs_ddp_set_bucket_bytes(d, 4096), VS_ERR_STATE, "vs_ddp_set_bucket_bytes", "finalized");
 
     /* add_param after finalize */
     pd = pdesc("late.bias", VS_F32, 4, junk);
-    EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_STATE, "late.bias", "finalize");
+    VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_STATE, "late.bias", "finalize");
     VT_CHECK(vs_ddp_num_params(d) == NP, "after a late add: %d parameters", vs_ddp_num_params(d));
     float cur[NP][MAXN];
     read_params(d, c, cur, NULL);
@@ -985,9 +985,9 @@ static int rank_errors(vs_world* w, void* arg)
                  "%s changed by the bad registrations", pname[p]);
 
     /* nothing synchronized yet */
-    EXPECT_ERR(vs_ddp_step(d, 0.1), VS_ERR_STATE, "vs_ddp_step", NULL);
-    EXPECT_ERR(vs_ddp_clip_grad_norm(d, 1.0, NULL), VS_ERR_STATE, "vs_ddp_clip_grad_norm", NULL);
-    EXPECT_ERR(vs_ddp_grad_ready(d, NP), VS_ERR_INVALID, "5", NULL);
+    VT_EXPECT_ERR(vs_ddp_step(d, 0.1), VS_ERR_STATE, "vs_ddp_step", NULL);
+    VT_EXPECT_ERR(vs_ddp_clip_grad_norm(d, 1.0, NULL), VS_ERR_STATE, "vs_ddp_clip_grad_norm", NULL);
+    VT_EXPECT_ERR(vs_ddp_grad_ready(d, NP), VS_ERR_INVALID, "5", NULL);
     VT_CHECK(vs_ddp_grad(d, -1) == NULL, "vs_ddp_grad(-1) gave a pointer");
 
     /* step 0: the errors inside a backward pass, then the pass completes normally */
@@ -1004,24 +1004,24 @@ static int rank_errors(vs_world* w, void* arg)
             int p = NP - 1 - k;
             add_grad(d, p, pname[p], g[p], gnumel(p));
             VT_OK(vs_ddp_grad_ready(d, p));
-            if (p == P_W2) EXPECT_ERR(vs_ddp_grad_ready(d, P_W2), VS_ERR_STATE, pname[P_W2], "twice");
-            if (p == P_B2) EXPECT_ERR(vs_ddp_grad_ready(d, P_B2), VS_ERR_STATE, pname[P_B2], "twice");
+            if (p == P_W2) VT_EXPECT_ERR(vs_ddp_grad_ready(d, P_W2), VS_ERR_STATE, pname[P_W2], "twice");
+            if (p == P_B2) VT_EXPECT_ERR(vs_ddp_grad_ready(d, P_B2), VS_ERR_STATE, pname[P_B2], "twice");
             if (p == P_B1) {
-                EXPECT_ERR(vs_ddp_zero_grad(d), VS_ERR_STATE, "finish_grad_sync", NULL);
-                EXPECT_ERR(vs_ddp_set_sync(d, 0), VS_ERR_STATE, "backward", NULL);
+                VT_EXPECT_ERR(vs_ddp_zero_grad(d), VS_ERR_STATE, "finish_grad_sync", NULL);
+                VT_EXPECT_ERR(vs_ddp_set_sync(d, 0), VS_ERR_STATE, "backward", NULL);
             }
         }
         float before[NP][MAXN], after[NP][MAXN];
         memset(before, 0, sizeof before);
         memset(after, 0, sizeof after);
         read_params(d, c, before, NULL);
-        EXPECT_ERR(vs_ddp_step(d, lr_of(c, 0)), VS_ERR_STATE, "finish_grad_sync", NULL);
+        VT_EXPECT_ERR(vs_ddp_step(d, lr_of(c, 0)), VS_ERR_STATE, "finish_grad_sync", NULL);
         read_params(d, c, after, NULL);
         VT_CHECK(!memcmp(before, after, sizeof before), "a refused vs_ddp_step changed the parameters");
         VT_CHECK(vs_ddp_step_count(d) == 0, "a refused vs_ddp_step counted a step");
         VT_OK(vs_ddp_finish_grad_sync(d));
         VT_OK(vs_ddp_step(d, lr_of(c, 0)));
-        EXPECT_ERR(vs_ddp_step(d, lr_of(c, 0)), VS_ERR_STATE, "vs_ddp_step", NULL); /* no new gradients */
+        VT_EXPECT_ERR(vs_ddp_step(d, lr_of(c, 0)), VS_ERR_STATE, "vs_ddp_step", NULL); /* no new gradients */
     }
     /* step 1: normal */
     VT_OK(vs_ddp_zero_grad(d));
@@ -1038,21 +1038,21 @@ static int rank_errors(vs_world* w, void* arg)
         pd = pdesc("w", VS_F32, 64, NULL);
         VT_OK(vs_ddp_add_param(d, &pd, NULL));
         VT_OK(vs_ddp_finalize(d));
-        EXPECT_ERR(vs_ddp_set_sync(d, 0), VS_ERR_UNSUPPORTED, "ZeRO-2", NULL);
+        VT_EXPECT_ERR(vs_ddp_set_sync(d, 0), VS_ERR_UNSUPPORTED, "ZeRO-2", NULL);
         VT_OK(vs_ddp_set_sync(d, 1));
         VT_OK(vs_ddp_free(d));
     }
     /* other bad descriptors */
     d = (vs_ddp*)&rank;
-    EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .zero = (vs_zero_stage)3}, &d), VS_ERR_INVALID, "zero", "3");
+    VT_EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .zero = (vs_zero_stage)3}, &d), VS_ERR_INVALID, "zero", "3");
     VT_CHECK(d == NULL, "vs_ddp_init failed but left *out non-NULL");
-    EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .optim = {.kind = VS_OPTIM_CUSTOM}}, &d), VS_ERR_NULL,
+    VT_EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .optim = {.kind = VS_OPTIM_CUSTOM}}, &d), VS_ERR_NULL,
                "optim.step", NULL);
-    EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .dp_dim = "XX"}, &d), VS_ERR_INVALID, "XX", NULL);
-    EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = NULL}, &d), VS_ERR_NULL, "mesh", NULL);
-    EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .zero = VS_ZERO_2, .zero2_buffers = -1}, &d), VS_ERR_INVALID,
+    VT_EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .dp_dim = "XX"}, &d), VS_ERR_INVALID, "XX", NULL);
+    VT_EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = NULL}, &d), VS_ERR_NULL, "mesh", NULL);
+    VT_EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .zero = VS_ZERO_2, .zero2_buffers = -1}, &d), VS_ERR_INVALID,
                "zero2_buffers", NULL);
-    EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .optim = {.ngroups = VS_DDP_MAX_GROUPS + 1}}, &d),
+    VT_EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .optim = {.ngroups = VS_DDP_MAX_GROUPS + 1}}, &d),
                VS_ERR_INVALID, "ngroups", NULL);
     VT_CHECK(d == NULL, "vs_ddp_init failed but left *out non-NULL");
     /* a group that does not exist */
@@ -1061,9 +1061,9 @@ static int rank_errors(vs_world* w, void* arg)
     if (d) {
         pd = pdesc("g.w", VS_F32, 8, NULL);
         pd.group = 2;
-        EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, "g.w", "group 2");
+        VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, "g.w", "group 2");
         pd.group = -1;
-        EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, "g.w", "group -1");
+        VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, "g.w", "group -1");
         pd.group = 1;
         VT_OK(vs_ddp_add_param(d, &pd, NULL));
         VT_OK(vs_ddp_free(d)); /* never finalized: freeing is fine */

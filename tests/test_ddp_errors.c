@@ -144,14 +144,14 @@ static int rank_sizes(vs_world* w, void* arg)
     if (!d) return 1;
     /* 2^62 + 16 f32: (2^62+16) * 4 wraps to 64 bytes */
     vs_ddp_param_desc pd = pdesc("huge.weight", VS_F32, ((int64_t)1 << 62) + 16);
-    EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, "huge.weight", "[4611686018427387920]");
+    VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, "huge.weight", "[4611686018427387920]");
     /* the product of the dims overflows, each dim alone is fine */
     pd = pdesc("wide.weight", VS_BF16, (int64_t)1 << 32);
     pd.ndim = 2;
     pd.shape[1] = (int64_t)1 << 32;
-    EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, "wide.weight", "[4294967296, 4294967296]");
+    VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, "wide.weight", "[4294967296, 4294967296]");
     pd = pdesc("max.weight", VS_F32, INT64_MAX);
-    EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, "max.weight", "overflows");
+    VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_INVALID, "max.weight", "overflows");
     VT_CHECK(vs_ddp_num_params(d) == 0, "refused parameters were registered (%d)", vs_ddp_num_params(d));
     /* a normal one after them, and a run that works */
     pd = pdesc("ok.weight", VS_F32, N);
@@ -222,45 +222,45 @@ static void case_lr(void)
     s.warmup_steps = 1;
     s.total_steps = INT64_MIN; /* total - warmup overflowed */
     EXPECT_NAN(vs_lr_at(&s, 5), "total_steps");
-    EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "total_steps", "-9223372036854775808");
+    VT_EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "total_steps", "-9223372036854775808");
     s.total_steps = 5;
     s.warmup_steps = 10; /* total counts the warmup */
-    EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "total_steps 5", "warmup_steps 10");
+    VT_EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "total_steps 5", "warmup_steps 10");
     s.warmup_steps = INT64_MIN;
     s.total_steps = INT64_MAX;
     EXPECT_NAN(vs_lr_at(&s, INT64_MAX), "warmup_steps");
     s.warmup_steps = 0;
     s.total_steps = 0; /* a cosine with no length */
-    EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "total_steps 0", NULL);
+    VT_EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "total_steps 0", NULL);
     s.total_steps = 100;
     VT_OK(vs_lr_check(&s));
     EXPECT_NAN(vs_lr_at(&s, -1), "step -1");
     s.kind = (vs_lr_kind)42;
     EXPECT_NAN(vs_lr_at(&s, 3), "kind 42");
-    EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "unknown schedule kind 42", NULL);
+    VT_EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "unknown schedule kind 42", NULL);
     s.kind = (vs_lr_kind)-1;
-    EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "kind -1", NULL);
+    VT_EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "kind -1", NULL);
     s.kind = VS_LR_CONSTANT;
     s.lr = NAN;
     EXPECT_NAN(vs_lr_at(&s, 0), "lr");
     s.lr = INFINITY;
-    EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "lr inf", NULL);
+    VT_EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "lr inf", NULL);
     s.lr = -1e-3;
-    EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "lr -0.001", NULL);
+    VT_EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "lr -0.001", NULL);
     s.lr = 1e-3;
     s.min_lr = NAN;
-    EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "min_lr", NULL);
+    VT_EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "min_lr", NULL);
     memset(&s, 0, sizeof s);
     s.kind = VS_LR_STEP;
     s.lr = 1;
     s.step_size = -3;
-    EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "step_size -3", NULL);
+    VT_EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "step_size -3", NULL);
     s.step_size = 3;
     s.gamma = NAN;
-    EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "gamma", NULL);
+    VT_EXPECT_ERR(vs_lr_check(&s), VS_ERR_INVALID, "gamma", NULL);
     s.gamma = -0.5;
     EXPECT_NAN(vs_lr_at(&s, 7), "gamma -0.5");
-    EXPECT_ERR(vs_lr_check(NULL), VS_ERR_NULL, "NULL", NULL);
+    VT_EXPECT_ERR(vs_lr_check(NULL), VS_ERR_NULL, "NULL", NULL);
     EXPECT_NAN(vs_lr_at(NULL, 0), "NULL");
 }
 
@@ -381,7 +381,7 @@ static int rank_numbers(vs_world* w, void* arg)
 #define BAD_INIT(optim_init, n1, n2)                                                                         \
     do {                                                                                                     \
         d = (vs_ddp*)&mesh;                                                                                  \
-        EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .optim = optim_init}, &d), VS_ERR_INVALID, n1, n2); \
+        VT_EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .optim = optim_init}, &d), VS_ERR_INVALID, n1, n2); \
         VT_CHECK(d == NULL, "a refused vs_ddp_init left *out set");                                          \
     } while (0)
     BAD_INIT(((vs_optim_desc){.beta1 = 1.0}), "beta1", "[0, 1)");
@@ -418,14 +418,14 @@ static int rank_numbers(vs_world* w, void* arg)
     float before[2][N], after[2][N];
     read_params(d, 2, before);
     backward(d, 2, r, 0, 0, 0);
-    EXPECT_ERR(vs_ddp_clip_grad_norm(d, NAN, NULL), VS_ERR_INVALID, "max_norm nan", NULL);
-    EXPECT_ERR(vs_ddp_clip_grad_norm(d, INFINITY, NULL), VS_ERR_INVALID, "max_norm inf", NULL);
-    EXPECT_ERR(vs_ddp_clip_grad_norm_ex(d, NULL, NULL), VS_ERR_NULL, "clip", NULL);
-    EXPECT_ERR(vs_ddp_step(d, NAN), VS_ERR_INVALID, "lr nan", NULL);
-    EXPECT_ERR(vs_ddp_step(d, INFINITY), VS_ERR_INVALID, "lr inf", NULL);
-    EXPECT_ERR(vs_ddp_step(d, -0.5), VS_ERR_INVALID, "lr -0.5", NULL);
+    VT_EXPECT_ERR(vs_ddp_clip_grad_norm(d, NAN, NULL), VS_ERR_INVALID, "max_norm nan", NULL);
+    VT_EXPECT_ERR(vs_ddp_clip_grad_norm(d, INFINITY, NULL), VS_ERR_INVALID, "max_norm inf", NULL);
+    VT_EXPECT_ERR(vs_ddp_clip_grad_norm_ex(d, NULL, NULL), VS_ERR_NULL, "clip", NULL);
+    VT_EXPECT_ERR(vs_ddp_step(d, NAN), VS_ERR_INVALID, "lr nan", NULL);
+    VT_EXPECT_ERR(vs_ddp_step(d, INFINITY), VS_ERR_INVALID, "lr inf", NULL);
+    VT_EXPECT_ERR(vs_ddp_step(d, -0.5), VS_ERR_INVALID, "lr -0.5", NULL);
     vs_lr_schedule bad = {.kind = (vs_lr_kind)9, .lr = 0.1};
-    EXPECT_ERR(vs_ddp_step(d, vs_lr_at(&bad, 0)), VS_ERR_INVALID, "lr nan", NULL);
+    VT_EXPECT_ERR(vs_ddp_step(d, vs_lr_at(&bad, 0)), VS_ERR_INVALID, "lr nan", NULL);
     read_params(d, 2, after);
     VT_CHECK(!memcmp(before, after, sizeof before), "a refused step changed the parameters");
     VT_CHECK(vs_ddp_step_count(d) == 0, "a refused step counted");
@@ -471,7 +471,7 @@ static int rank_clip(vs_world* w, void* arg)
     double norm = 0;
     vs_clip_desc cd = {.max_norm = 1.0, .error_if_nonfinite = c->error_if_nonfinite};
     if (c->error_if_nonfinite)
-        EXPECT_ERR(vs_ddp_clip_grad_norm_ex(d, &cd, &norm), VS_ERR_INVALID, "not finite", "error_if_nonfinite");
+        VT_EXPECT_ERR(vs_ddp_clip_grad_norm_ex(d, &cd, &norm), VS_ERR_INVALID, "not finite", "error_if_nonfinite");
     else
         VT_OK(vs_ddp_clip_grad_norm_ex(d, &cd, &norm));
     VT_CHECK(!isfinite(norm), "rank %d: norm %g with a %g gradient", r, norm, (double)c->poison);
@@ -484,7 +484,7 @@ static int rank_clip(vs_world* w, void* arg)
     VT_CHECK(vs_ddp_skipped_steps(d) == 1, "rank %d: skipped steps %lld", r, (long long)vs_ddp_skipped_steps(d));
     VT_CHECK(vs_ddp_step_count(d) == 1, "rank %d: step count %lld after a skipped step", r,
              (long long)vs_ddp_step_count(d));
-    EXPECT_ERR(vs_ddp_step(d, 0.01), VS_ERR_STATE, "no synchronized gradients", NULL);
+    VT_EXPECT_ERR(vs_ddp_step(d, 0.01), VS_ERR_STATE, "no synchronized gradients", NULL);
     /* the next good pass steps again, from the same optimizer state */
     backward(d, 2, r, 2, 0, 0);
     VT_OK(vs_ddp_clip_grad_norm_ex(d, &cd, &norm));
@@ -654,12 +654,12 @@ static int rank_lifetime(vs_world* w, void* arg)
     if (!d) return 1;
     backward(d, 3, r, 0, 0, 0);
     VT_OK(vs_ddp_step(d, 0.01));
-    EXPECT_ERR(vs_mesh_free(mesh), VS_ERR_STATE, "still alive", "free them first");
+    VT_EXPECT_ERR(vs_mesh_free(mesh), VS_ERR_STATE, "still alive", "free them first");
     /* a second DDP, never finalized, also holds the mesh */
     vs_ddp* d2 = NULL;
     VT_OK(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh}, &d2));
     VT_OK(vs_ddp_free(d)); /* waits for the all-gathers */
-    EXPECT_ERR(vs_mesh_free(mesh), VS_ERR_STATE, "1 handle", NULL);
+    VT_EXPECT_ERR(vs_mesh_free(mesh), VS_ERR_STATE, "1 handle", NULL);
     VT_OK(vs_ddp_free(d2));
     VT_OK(vs_ddp_free(NULL));
     VT_OK(vs_mesh_free(mesh)); /* the right order */
@@ -670,7 +670,7 @@ static int rank_lifetime(vs_world* w, void* arg)
     VT_OK(vs_mesh_submesh(mesh, "DP", &dp));
     d = NULL;
     if (dp) VT_OK(vs_ddp_init(&(vs_ddp_desc){.mesh = dp}, &d));
-    EXPECT_ERR(vs_mesh_free(mesh), VS_ERR_STATE, "still alive", NULL);
+    VT_EXPECT_ERR(vs_mesh_free(mesh), VS_ERR_STATE, "still alive", NULL);
     VT_OK(vs_ddp_free(d));
     VT_OK(vs_mesh_free(mesh));
 
@@ -702,35 +702,35 @@ static int rank_states(vs_world* w, void* arg)
     vs_ddp_param_desc pd = pdesc("w", VS_F32, N);
     VT_OK(vs_ddp_add_param(d, &pd, NULL));
     /* before finalize */
-    EXPECT_ERR(vs_ddp_step(d, 0.1), VS_ERR_STATE, "finalize", NULL);
-    EXPECT_ERR(vs_ddp_clip_grad_norm(d, 1.0, NULL), VS_ERR_STATE, "finalize", NULL);
-    EXPECT_ERR(vs_ddp_finish_grad_sync(d), VS_ERR_STATE, "finalize", NULL);
-    EXPECT_ERR(vs_ddp_grad_ready(d, 0), VS_ERR_STATE, "finalize", NULL);
+    VT_EXPECT_ERR(vs_ddp_step(d, 0.1), VS_ERR_STATE, "finalize", NULL);
+    VT_EXPECT_ERR(vs_ddp_clip_grad_norm(d, 1.0, NULL), VS_ERR_STATE, "finalize", NULL);
+    VT_EXPECT_ERR(vs_ddp_finish_grad_sync(d), VS_ERR_STATE, "finalize", NULL);
+    VT_EXPECT_ERR(vs_ddp_grad_ready(d, 0), VS_ERR_STATE, "finalize", NULL);
     VT_CHECK(vs_ddp_param(d, 0) == NULL && vt_contains(vs_last_error(), "finalize"), "vs_ddp_param before finalize");
     VT_OK(vs_ddp_finalize(d));
     /* after it */
     pd = pdesc("late", VS_F32, N);
-    EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_STATE, "'late'", "after vs_ddp_finalize");
-    EXPECT_ERR(vs_ddp_finalize(d), VS_ERR_STATE, "twice", NULL);
+    VT_EXPECT_ERR(vs_ddp_add_param(d, &pd, NULL), VS_ERR_STATE, "'late'", "after vs_ddp_finalize");
+    VT_EXPECT_ERR(vs_ddp_finalize(d), VS_ERR_STATE, "twice", NULL);
     /* inside a pass */
     VT_OK(vs_ddp_zero_grad(d));
     float* g = (float*)vs_ddp_grad(d, 0);
     VT_CHECK(g != NULL, "grad: %s", vs_last_error());
     if (g) g[1] = (float)(r + 1);
-    EXPECT_ERR(vs_ddp_clip_grad_norm(d, 1.0, NULL), VS_ERR_STATE, "backward pass", NULL);
-    EXPECT_ERR(vs_ddp_step(d, 0.1), VS_ERR_STATE, "finish_grad_sync", NULL);
+    VT_EXPECT_ERR(vs_ddp_clip_grad_norm(d, 1.0, NULL), VS_ERR_STATE, "backward pass", NULL);
+    VT_EXPECT_ERR(vs_ddp_step(d, 0.1), VS_ERR_STATE, "finish_grad_sync", NULL);
     VT_OK(vs_ddp_grad_ready(d, 0));
-    EXPECT_ERR(vs_ddp_grad_ready(d, 0), VS_ERR_STATE, "'w'", "twice");
+    VT_EXPECT_ERR(vs_ddp_grad_ready(d, 0), VS_ERR_STATE, "'w'", "twice");
     VT_OK(vs_ddp_finish_grad_sync(d));
     /* a second finish would reduce the reduced values again */
     const float* gs = (const float*)vs_ddp_grad_synced(d, 0);
     float synced = gs ? gs[1] : -1;
-    EXPECT_ERR(vs_ddp_finish_grad_sync(d), VS_ERR_STATE, "called twice", NULL);
+    VT_EXPECT_ERR(vs_ddp_finish_grad_sync(d), VS_ERR_STATE, "called twice", NULL);
     gs = (const float*)vs_ddp_grad_synced(d, 0);
     VT_CHECK(gs && gs[1] == synced, "the refused finish changed the gradient");
     VT_CHECK(synced == 1.5f || r == 1, "rank 0 owns element 1: averaged %g, want 1.5", (double)synced);
     VT_OK(vs_ddp_step(d, 0.1));
-    EXPECT_ERR(vs_ddp_step(d, 0.1), VS_ERR_STATE, "since the last step", NULL);
+    VT_EXPECT_ERR(vs_ddp_step(d, 0.1), VS_ERR_STATE, "since the last step", NULL);
     VT_OK(vs_ddp_free(d));
     VT_OK(vs_mesh_free(mesh));
     return 0;

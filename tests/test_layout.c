@@ -978,26 +978,6 @@ static int case_examples22(vs_world* w, void* arg)
 /* ------------------------------------------------------------------------- */
 /* Bad input                                                                  */
 
-static void expect_err_(int got, int want, const char* n1, const char* n2, const char* what, int line)
-{
-    char msg[600];
-    const char* e = vs_last_error();
-    if (!e) e = "(null)";
-    snprintf(msg, sizeof msg, "%s", e);
-    if (got != want)
-        vt_fail_msg(__FILE__, line, what, "returned %d (%s), want %s; last error \"%s\"", got, vs_result_string(got),
-                    vs_result_string(want), msg);
-    if (got < 0 && msg[0] == 0) vt_fail_msg(__FILE__, line, what, "vs_last_error() is empty after an error");
-    if (n1 && !strstr(msg, n1)) vt_fail_msg(__FILE__, line, what, "last error \"%s\" does not mention \"%s\"", msg, n1);
-    if (n2 && !strstr(msg, n2)) vt_fail_msg(__FILE__, line, what, "last error \"%s\" does not mention \"%s\"", msg, n2);
-}
-
-#define EXPECT_ERR(expr, want, n1, n2)                                     \
-    do {                                                                   \
-        vs_clear_error();                                                  \
-        int e_got_ = (int)(expr);                                          \
-        expect_err_(e_got_, (want), (n1), (n2), #expr, __LINE__);          \
-    } while (0)
 
 /* The layout text parses to an error quoting it; *out is left alone. */
 static void expect_parse_bad(rk* x, const char* text, int line)
@@ -1009,7 +989,7 @@ static void expect_parse_bad(rk* x, const char* text, int line)
     vs_result r = vs_layout_parse(x->m, text, &out);
     char what[200];
     snprintf(what, sizeof what, "vs_layout_parse(mesh %s, \"%s\")", x->mtext, text);
-    expect_err_(r, VS_ERR_INVALID, text[0] ? text : NULL, NULL, what, line);
+    vt_expect_err(__FILE__, line, what, r, VS_ERR_INVALID, text[0] ? text : NULL, NULL);
     if (memcmp(&out, &before, sizeof out) != 0) vt_fail_msg(__FILE__, line, what, "wrote *out on error");
 }
 
@@ -1248,9 +1228,9 @@ static int case_format_parse(vs_world* w, void* arg)
         memset(&R, 0, sizeof R);
         R.nd = nd;
         vs_layout vl = tl_vs(x.m, &R);
-        EXPECT_ERR(vs_layout_parse(NULL, "[R]", &out), VS_ERR_NULL, "mesh", NULL);
-        EXPECT_ERR(vs_layout_parse(x.m, NULL, &out), VS_ERR_NULL, "text", NULL);
-        EXPECT_ERR(vs_layout_parse(x.m, "[R]", NULL), VS_ERR_NULL, "out", NULL);
+        VT_EXPECT_ERR(vs_layout_parse(NULL, "[R]", &out), VS_ERR_NULL, "mesh", NULL);
+        VT_EXPECT_ERR(vs_layout_parse(x.m, NULL, &out), VS_ERR_NULL, "text", NULL);
+        VT_EXPECT_ERR(vs_layout_parse(x.m, "[R]", NULL), VS_ERR_NULL, "out", NULL);
         vs_clear_error();
         VT_CHECK(vs_layout_format(NULL, buf, sizeof buf) < 0, "vs_layout_format(NULL) should fail");
         vl.mesh = NULL;
@@ -1307,17 +1287,17 @@ static int case_errors(vs_world* w, void* arg)
 #define EXPECT_RD(S, D, want, n1, n2)                                                                      \
     do {                                                                                                   \
         memset(dbuf, SENT, dcap);                                                                          \
-        EXPECT_ERR(vs_redistribute((S), (D)), (want), (n1), (n2));                                         \
+        VT_EXPECT_ERR(vs_redistribute((S), (D)), (want), (n1), (n2));                                         \
         VT_CHECK(check_bytes(dbuf, dcap, SENT), "line %d: dst->data written by a failing call", __LINE__); \
     } while (0)
 
     /* shard dim out of range */
     s2 = src, s2.layout.p[0].dim = 3;
     EXPECT_RD(&s2, &dst, VS_ERR_INVALID, "Shard(3)", NULL);
-    EXPECT_ERR(vs_layout_check(&s2.layout, 3), VS_ERR_INVALID, "Shard(3)", NULL);
+    VT_EXPECT_ERR(vs_layout_check(&s2.layout, 3), VS_ERR_INVALID, "Shard(3)", NULL);
     VT_OK(vs_layout_check(&s2.layout, 4));
-    EXPECT_ERR(vs_layout_local(&s2.layout, 3, shape, 0, ls, off), VS_ERR_INVALID, "Shard(3)", NULL);
-    EXPECT_ERR(vs_dtensor_local_numel(&s2, &n), VS_ERR_INVALID, "Shard(3)", NULL);
+    VT_EXPECT_ERR(vs_layout_local(&s2.layout, 3, shape, 0, ls, off), VS_ERR_INVALID, "Shard(3)", NULL);
+    VT_EXPECT_ERR(vs_dtensor_local_numel(&s2, &n), VS_ERR_INVALID, "Shard(3)", NULL);
     d2 = dst, d2.layout.p[last].dim = 3;
     EXPECT_RD(&src, &d2, VS_ERR_INVALID, "Shard(3)", NULL);
     s2 = src, s2.layout.p[0].dim = -1;
@@ -1391,7 +1371,7 @@ static int case_errors(vs_world* w, void* arg)
     EXPECT_RD(&s2, &dst, VS_ERR_NULL, "source", NULL);
     d2 = dst, d2.data = NULL; /* replicated: every rank has elements, so every rank refuses */
     memset(&d2.layout.p, 0, sizeof d2.layout.p);
-    EXPECT_ERR(vs_redistribute(&src, &d2), VS_ERR_NULL, "destination", NULL);
+    VT_EXPECT_ERR(vs_redistribute(&src, &d2), VS_ERR_NULL, "destination", NULL);
     s2 = src, s2.layout.mesh = NULL;
     EXPECT_RD(&s2, &dst, VS_ERR_NULL, "mesh", NULL);
     d2 = dst, d2.layout.mesh = NULL;
@@ -1417,20 +1397,20 @@ static int case_errors(vs_world* w, void* arg)
     {
         vs_layout vl = tl_vs(x.m, &A), nomesh = vl;
         nomesh.mesh = NULL;
-        EXPECT_ERR(vs_layout_local(&vl, 3, shape, -1, ls, off), VS_ERR_INVALID, "-1", NULL);
+        VT_EXPECT_ERR(vs_layout_local(&vl, 3, shape, -1, ls, off), VS_ERR_INVALID, "-1", NULL);
         snprintf(num, sizeof num, "%d", x.M.n);
-        EXPECT_ERR(vs_layout_local(&vl, 3, shape, x.M.n, ls, off), VS_ERR_INVALID, num, NULL);
-        EXPECT_ERR(vs_layout_local(&vl, 3, shape, 1000, ls, off), VS_ERR_INVALID, "1000", NULL);
-        EXPECT_ERR(vs_layout_local(NULL, 3, shape, 0, ls, off), VS_ERR_NULL, NULL, NULL);
-        EXPECT_ERR(vs_layout_local(&nomesh, 3, shape, 0, ls, off), VS_ERR_NULL, "mesh", NULL);
-        EXPECT_ERR(vs_layout_local(&vl, 3, NULL, 0, ls, off), VS_ERR_NULL, "shape", NULL);
+        VT_EXPECT_ERR(vs_layout_local(&vl, 3, shape, x.M.n, ls, off), VS_ERR_INVALID, num, NULL);
+        VT_EXPECT_ERR(vs_layout_local(&vl, 3, shape, 1000, ls, off), VS_ERR_INVALID, "1000", NULL);
+        VT_EXPECT_ERR(vs_layout_local(NULL, 3, shape, 0, ls, off), VS_ERR_NULL, NULL, NULL);
+        VT_EXPECT_ERR(vs_layout_local(&nomesh, 3, shape, 0, ls, off), VS_ERR_NULL, "mesh", NULL);
+        VT_EXPECT_ERR(vs_layout_local(&vl, 3, NULL, 0, ls, off), VS_ERR_NULL, "shape", NULL);
         int64_t neg[3] = {4, -2, 5};
-        EXPECT_ERR(vs_layout_local(&vl, 3, neg, 0, ls, off), VS_ERR_INVALID, "-2", NULL);
-        EXPECT_ERR(vs_layout_local(&vl, 9, shape, 0, ls, off), VS_ERR_INVALID, "9", NULL);
-        EXPECT_ERR(vs_layout_check(NULL, 3), VS_ERR_NULL, NULL, NULL);
-        EXPECT_ERR(vs_layout_check(&nomesh, 3), VS_ERR_NULL, "mesh", NULL);
-        EXPECT_ERR(vs_dtensor_local_numel(NULL, &n), VS_ERR_NULL, NULL, NULL);
-        EXPECT_ERR(vs_dtensor_local_numel(&src, NULL), VS_ERR_NULL, "numel", NULL);
+        VT_EXPECT_ERR(vs_layout_local(&vl, 3, neg, 0, ls, off), VS_ERR_INVALID, "-2", NULL);
+        VT_EXPECT_ERR(vs_layout_local(&vl, 9, shape, 0, ls, off), VS_ERR_INVALID, "9", NULL);
+        VT_EXPECT_ERR(vs_layout_check(NULL, 3), VS_ERR_NULL, NULL, NULL);
+        VT_EXPECT_ERR(vs_layout_check(&nomesh, 3), VS_ERR_NULL, "mesh", NULL);
+        VT_EXPECT_ERR(vs_dtensor_local_numel(NULL, &n), VS_ERR_NULL, NULL, NULL);
+        VT_EXPECT_ERR(vs_dtensor_local_numel(&src, NULL), VS_ERR_NULL, "numel", NULL);
         /* NULL outputs are allowed */
         VT_OK(vs_layout_local(&vl, 3, shape, 0, NULL, NULL));
     }

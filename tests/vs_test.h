@@ -77,32 +77,36 @@ VT_UNUSED static void vt_skip(const char* name, const char* why)
         vt_end(name);                                                         \
     } while (0)
 
-/* Error-path checks (tests that include vescale_mesh.h first): the call gives
-   `want`, and vs_last_error() holds each non-NULL needle. */
+/* Error-path checks (tests that include vescale_mesh.h first): the call (a
+   vs_result or an int) gives `want`, an error leaves a message, and vs_last_error()
+   holds each non-NULL needle. */
 #ifdef VESCALE_MESH_INCLUDED
 VT_UNUSED static int vt_contains(const char* hay, const char* needle)
 {
     return hay && needle && strstr(hay, needle) != NULL;
 }
 
-VT_UNUSED static void vt_expect_err(const char* file, int line, const char* what, vs_result got, vs_result want,
+VT_UNUSED static void vt_expect_err(const char* file, int line, const char* what, int got, int want,
                                     const char* n1, const char* n2)
 {
     const char* msg = vs_last_error();
     if (got != want)
-        vt_fail_msg(file, line, what, "gave %s (%s), want %s", vs_result_string(got), msg, vs_result_string(want));
+        vt_fail_msg(file, line, what, "gave %d %s (%s), want %s", got, vs_result_string(got), msg,
+                    vs_result_string(want));
+    else if (got < 0 && !msg[0])
+        vt_fail_msg(file, line, what, "vs_last_error() is empty after an error");
     else if ((n1 && !vt_contains(msg, n1)) || (n2 && !vt_contains(msg, n2)))
         vt_fail_msg(file, line, what, "message \"%s\" does not name '%s'%s%s", msg, n1 ? n1 : "", n2 ? " and " : "",
                     n2 ? n2 : "");
 }
 
-#define EXPECT_ERR(expr, want, n1, n2)                                                  \
+#define VT_EXPECT_ERR(expr, want, n1, n2)                                               \
     do {                                                                                \
         vs_clear_error();                                                               \
-        vs_result vt_e_ = (expr);                                                       \
+        int vt_e_ = (int)(expr);                                                        \
         vt_expect_err(__FILE__, __LINE__, #expr, vt_e_, (want), (n1), (n2));            \
     } while (0)
-#define VT_ERR(expr, want, needle) EXPECT_ERR(expr, want, needle, NULL)
+#define VT_ERR(expr, want, needle) VT_EXPECT_ERR(expr, want, needle, NULL)
 #endif
 
 VT_UNUSED static int vt_summary(void)
