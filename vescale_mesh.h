@@ -1256,7 +1256,8 @@ struct vs_world {
     int mpi_desync;            // VESCALE_DEBUG=desync: fingerprints before each collective
     MPI_Comm mab;              // abort channel: a duplicate of the world communicator
     MPI_Request abreq;         // posted receive for a peer's abort notice
-    int64_t abin[5], abmsg[5]; // the notice received / sent: magic, world rank, why, kind, seq
+    int64_t abin[13], abmsg[13]; // notice in / out: magic, world rank, why, kind, seq, n, missing[7]
+    int64_t abmiss[8];           // the cause's missing world ranks: n, ranks
     int ab_state;              // 1 once the world is aborted (atomic; ab_* set before)
     int ab_rank, ab_why, ab_kind, ab_sent;
     int64_t ab_seq;
@@ -2954,6 +2955,8 @@ _VS_PRIVATE void _vs_mpi_finish(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t)
 #define _VS_MPI_MAGIC ((int64_t)0x7673616274LL)
 #define _VS_FP_N 10 /* fingerprint: seq, kind, count, dtype, op, root, nops, hash | world rank, rank */
 #define _VS_FP_CMP 8
+#define _VS_AB_N 13  /* abort notice: magic, world rank, why, kind, seq, nmissing, missing world ranks */
+#define _VS_AB_MISS 7
 
 typedef struct _vs_mpi_leak {
     MPI_Request* req;
@@ -3031,9 +3034,11 @@ _VS_PRIVATE int _vs_mpi_aborted(vs_world* w)
         int flag = 0;
         MPI_Status st;
         if (MPI_Test(&w->abreq, &flag, &st) == MPI_SUCCESS && flag) {
-            if (w->abin[0] == _VS_MPI_MAGIC)
+            if (w->abin[0] == _VS_MPI_MAGIC) {
+                memcpy(w->abmiss, w->abin + 5, sizeof w->abmiss); // the ranks it found missing
+                if (w->abmiss[0] < 0 || w->abmiss[0] > _VS_AB_MISS) w->abmiss[0] = 0;
                 _vs_mpi_mark_locked(w, (int)w->abin[1], (int)w->abin[2], (int)w->abin[3], w->abin[4]);
-            else
+            } else
                 _vs_mpi_mark_locked(w, st.MPI_SOURCE, VS_ERR_ABORTED, 0, -1);
         }
     }
@@ -3041,9 +3046,10 @@ _VS_PRIVATE int _vs_mpi_aborted(vs_world* w)
     return __atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE);
 }
 
-/* Marks c and the world aborted on this rank and sends the abort notice to every
-   other rank of the world (once). Any thread. */
-_VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int kind, int64_t seq)
+/* Marks c and the world aborted on this rank and sends the abort notice (with the
+   world ranks found missing, if any) to every other rank of the world (once).
+   Any thread. */
+_VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int kind, int64_t seq, const int* missing, int nmissing)
 {
     vs_world* w = c->world;
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
@@ -3051,26 +3057,32 @@ _VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int kind, int64_t seq)
     int fin = 0;
     MPI_Finalized(&fin);
     if (fin) return;
+    if (nmissing > _VS_AB_MISS) nmissing = _VS_AB_MISS;
+    if (nmissing < 0 || !missing) nmissing = 0;
     pthread_mutex_lock(&w->mmu);
+    if (!__atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE)) {
+        w->abmiss[0] = nmissing;
+        for (int i = 0; i < nmissing; i++) w->abmiss[1 + i] = missing[i];
+    }
     _vs_mpi_mark_locked(w, w->rank, why, kind, seq);
     int send = !w->ab_sent && w->mab != MPI_COMM_NULL;
     w->ab_sent = 1;
+    if (send) {
+        int64_t* m = w->abmsg;
+        m[0] = _VS_MPI_MAGIC, m[1] = w->rank, m[2] = why, m[3] = kind, m[4] = seq, m[5] = nmissing;
+        for (int i = 0; i < nmissing; i++) m[6 + i] = missing[i];
+    }
     pthread_mutex_unlock(&w->mmu);
     if (!send) return;
-    w->abmsg[0] = _VS_MPI_MAGIC;
-    w->abmsg[1] = w->rank;
-    w->abmsg[2] = why;
-    w->abmsg[3] = kind;
-    w->abmsg[4] = seq;
     MPI_Request* rq = _VS_NEW(MPI_Request, w->size);
     if (!rq) return;
     int k = 0;
     for (int r = 0; r < w->size; r++)
-        if (r != w->rank && MPI_Isend(w->abmsg, 5, MPI_INT64_T, r, _VS_MPI_TAG_ABORT, w->mab, &rq[k]) == MPI_SUCCESS) k++;
+        if (r != w->rank && MPI_Isend(w->abmsg, _VS_AB_N, MPI_INT64_T, r, _VS_MPI_TAG_ABORT, w->mab, &rq[k]) == MPI_SUCCESS) k++;
     _vs_mpi_leak_add(w, rq, k, NULL, 0, NULL); // small: they complete at once, but may not
 }
 
-_VS_PRIVATE void _vs_mpi_comm_abort(vs_comm* c) { _vs_mpi_fault(c, VS_ERR_ABORTED, 0, -1); }
+_VS_PRIVATE void _vs_mpi_comm_abort(vs_comm* c) { _vs_mpi_fault(c, VS_ERR_ABORTED, 0, -1, NULL, 0); }
 
 /* The normalised call of one op, as the desync check compares it:
    kind, count (-1: uneven all-to-all), dtype, op, root/peer (-1: none). */
@@ -3128,8 +3140,11 @@ _VS_PRIVATE vs_result _vs_mpi_aborted_err(vs_comm* c, const char* desc)
         snprintf(cause, sizeof cause, "called vs_comm_abort");
     } else {
         const char* how = w->ab_why == VS_ERR_TIMEOUT ? "timed out in" : w->ab_why == VS_ERR_BACKEND ? "hit an MPI error in" : "failed in";
-        snprintf(cause, sizeof cause, "%s %s #%lld (%s)", how, _vs_kind_names[k], (long long)w->ab_seq,
-                 vs_result_string(w->ab_why));
+        int len = snprintf(cause, sizeof cause, "%s %s #%lld (%s)", how, _vs_kind_names[k], (long long)w->ab_seq,
+                           vs_result_string(w->ab_why));
+        for (int i = 0; i < (int)w->abmiss[0] && len > 0 && (size_t)len < sizeof cause; i++)
+            len += snprintf(cause + len, sizeof cause - (size_t)len, "%s%lld", i ? ", " : ": missing world rank ",
+                            (long long)w->abmiss[1 + i]);
     }
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
     return _vs_err(VS_ERR_ABORTED, "%s: the MPI world was aborted: %sworld rank %d %s (this is rank %d of %d, world rank %d)",
@@ -3204,7 +3219,6 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
         }
         char who[200] = "";
         if (nm) _vs_mpi_ranklist(c, miss, nm, who, sizeof who);
-        free(miss);
         if (coll)
             r = _vs_err(VS_ERR_TIMEOUT, "%s: not every rank of this MPI communicator of %d ranks arrived within %g s "
                         "(this is rank %d, world rank %d); MPI cannot tell which is missing: VESCALE_DEBUG=desync names it%s%s",
@@ -3212,9 +3226,11 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
         else
             r = _vs_err(VS_ERR_TIMEOUT, "%s: no match from rank %s within %g s (this is rank %d of %d, world rank %d; MPI)",
                         desc, nm ? who : "?", c->timeout, c->rank, c->size, c->world->rank);
-        _vs_mpi_fault(c, VS_ERR_TIMEOUT, kind, seq);
+        for (int i = 0; i < nm; i++) miss[i] = _vs_mpi_wrank(c, miss[i]);
+        _vs_mpi_fault(c, VS_ERR_TIMEOUT, kind, seq, miss, nm);
+        free(miss);
     } else {
-        _vs_mpi_fault(c, r == VS_ERR_BACKEND ? VS_ERR_BACKEND : r, kind, seq);
+        _vs_mpi_fault(c, r == VS_ERR_BACKEND ? VS_ERR_BACKEND : r, kind, seq, NULL, 0);
     }
     free(reqop);
     _vs_mpi_leak_add(c->world, req, nreq, tmp, ntmp, extra);
@@ -3308,11 +3324,12 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
         r = _vs_err(VS_ERR_TIMEOUT, "%s: rank%s %s of this MPI communicator of %d ranks did not arrive within %g s "
                     "(this is rank %d, world rank %d; desync check)",
                     desc, nm == 1 ? "" : "s", nm ? list : "?", n, c->timeout, me, c->world->rank);
-        _vs_mpi_fault(c, VS_ERR_TIMEOUT, ops[0].kind, seq);
+        for (int i = 0; i < nm; i++) who[i] = _vs_mpi_wrank(c, who[i]);
+        _vs_mpi_fault(c, VS_ERR_TIMEOUT, ops[0].kind, seq, who, nm);
     } else if (r == VS_ERR_ABORTED) {
         r = _vs_mpi_aborted_err(c, desc);
     } else if (r) {
-        _vs_mpi_fault(c, VS_ERR_BACKEND, ops[0].kind, seq);
+        _vs_mpi_fault(c, VS_ERR_BACKEND, ops[0].kind, seq, NULL, 0);
     }
     if (r) {
         free(st);
@@ -3341,8 +3358,12 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
             len += snprintf(msg + len, sizeof msg - (size_t)len, "%s; ", one);
         }
         _vs_mpi_fpstr(rf, NULL, one, sizeof one);
-        if (len > 0 && (size_t)len < sizeof msg)
-            snprintf(msg + len, sizeof msg - (size_t)len, "while %d rank%s, e.g. %s", best, best == 1 ? "" : "s", one);
+        if (len > 0 && (size_t)len < sizeof msg) {
+            if (best > 1)
+                snprintf(msg + len, sizeof msg - (size_t)len, "while %d ranks, e.g. %s", best, one);
+            else
+                snprintf(msg + len, sizeof msg - (size_t)len, "while %s", one);
+        }
         r = _vs_err(VS_ERR_MISMATCH, "%s", msg);
     }
     free(fp), free(req), free(st), free(who);
@@ -3366,7 +3387,7 @@ _VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o, int64_t seq, doub
     int e = MPI_Comm_split(c->mc, o->color == VS_COLOR_NONE ? MPI_UNDEFINED : o->color, o->key, &nc);
     if (e != MPI_SUCCESS) {
         vs_result r = _vs_mpi_fail(e, desc);
-        _vs_mpi_fault(c, VS_ERR_BACKEND, o->kind, seq);
+        _vs_mpi_fault(c, VS_ERR_BACKEND, o->kind, seq, NULL, 0);
         return r;
     }
     if (nc == MPI_COMM_NULL) return VS_OK;
@@ -3506,7 +3527,7 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
         MPI_Comm_free(&node);
     }
     if (e == MPI_SUCCESS) e = MPI_Comm_dup(mc, &w->mab);
-    if (e == MPI_SUCCESS) e = MPI_Irecv(w->abin, 5, MPI_INT64_T, MPI_ANY_SOURCE, _VS_MPI_TAG_ABORT, w->mab, &w->abreq);
+    if (e == MPI_SUCCESS) e = MPI_Irecv(w->abin, _VS_AB_N, MPI_INT64_T, MPI_ANY_SOURCE, _VS_MPI_TAG_ABORT, w->mab, &w->abreq);
     if (e != MPI_SUCCESS) {
         MPI_Comm_free(&mc);
         return _vs_mpi_fail(e, "vs_world_init: setting up the MPI communicators");
@@ -3539,16 +3560,24 @@ _VS_PRIVATE vs_result _vs_mpi_check_launcher(const vs_world* w, const vs_bootstr
 
 _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
 {
-    int fin = 0, pending = 0;
+    int fin = 0, pending = 0, late = 0;
     MPI_Finalized(&fin);
-    if (w->mmu_made) {
-        if (!fin && w->abreq != MPI_REQUEST_NULL) {
+    if (w->mmu_made && !fin) {
+        if (w->abreq != MPI_REQUEST_NULL) {
+            MPI_Status st;
+            int cancelled = 0;
             MPI_Cancel(&w->abreq);
-            MPI_Wait(&w->abreq, MPI_STATUS_IGNORE);
+            MPI_Wait(&w->abreq, &st);
+            MPI_Test_cancelled(&st, &cancelled);
+            if (!cancelled) { // a peer's notice came in: this world was aborted too
+                pthread_mutex_lock(&w->mmu);
+                _vs_mpi_mark_locked(w, (int)w->abin[1], (int)w->abin[2], (int)w->abin[3], w->abin[4]);
+                pthread_mutex_unlock(&w->mmu);
+            }
         }
         // requests a fault left in flight may still complete (a late peer): a moment for them
         double until = _vs_now() + 0.2;
-        for (_vs_mpi_leak* l = w->leaks; l && !fin; l = l->next) {
+        for (_vs_mpi_leak* l = w->leaks; l; l = l->next) {
             int flag = 0;
             for (;;) {
                 if (MPI_Testall(l->nreq, l->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) flag = 0;
@@ -3557,27 +3586,46 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
             }
             if (!flag) pending += l->nreq;
         }
+        // after an abort MPI_Finalize waits for every process, dead or stopped ones too:
+        // finalize only when every rank reaches this point soon
+        if (!pending && w->mpi_finalize && w->size > 1 && __atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE)) {
+            MPI_Request* b = _VS_NEW(MPI_Request, 1);
+            double wait = w->timeout < 2.0 ? w->timeout : 2.0;
+            int flag = 0;
+            if (b && MPI_Ibarrier(w->mab, b) == MPI_SUCCESS) {
+                for (double end = _vs_now() + wait;;) {
+                    if (MPI_Test(b, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag || _vs_now() > end) break;
+                    _vs_sleep_us(1000);
+                }
+                if (!flag) _vs_mpi_leak_add(w, b, 1, NULL, 0, NULL), b = NULL;
+            }
+            free(b);
+            late = !flag;
+        }
         while (w->leaks) {
             _vs_mpi_leak* l = w->leaks;
             w->leaks = l->next;
-            if (!pending) { // else MPI may still write into them: they stay
+            if (!pending && !late) { // else MPI may still write into them: they stay
                 free(l->req);
                 _vs_mpi_tmp_free(l->tmp, l->ntmp);
                 free(l->extra);
             }
             free(l);
         }
-        if (!fin && !pending && w->mab != MPI_COMM_NULL) MPI_Comm_free(&w->mab);
-        pthread_mutex_destroy(&w->mmu);
-        w->mmu_made = 0;
+        if (!pending && !late && w->mab != MPI_COMM_NULL) MPI_Comm_free(&w->mab);
     }
+    if (w->mmu_made) pthread_mutex_destroy(&w->mmu);
+    w->mmu_made = 0;
     if (w->u8_sum_made && !fin) MPI_Op_free(&w->u8_sum);
     w->u8_sum_made = 0;
     if (pending)
         return _vs_err(VS_ERR_ABORTED, "vs_world_free: world rank %d: %d MPI requests are still in flight after a "
-                       "timeout or abort, so MPI was %sfinalized (MPI_Finalize would wait for them forever): "
-                       "end the process, or end the job with vs_world_abort", w->rank, pending,
-                       w->mpi_finalize ? "not " : "not and cannot be ");
+                       "timeout or abort, so MPI was not finalized (MPI_Finalize would wait for them forever): "
+                       "end the process, or end the job with vs_world_abort", w->rank, pending);
+    if (late)
+        return _vs_err(VS_ERR_ABORTED, "vs_world_free: world rank %d: the world was aborted and not every rank reached "
+                       "vs_world_free within %g s, so MPI was not finalized (MPI_Finalize would wait for them): "
+                       "end the process, or end the job with vs_world_abort", w->rank, w->timeout < 2.0 ? w->timeout : 2.0);
     if (w->mpi_finalize && !fin) MPI_Finalize();
     return VS_OK;
 }
