@@ -3516,8 +3516,11 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
     MPI_Comm mc;
     int e = MPI_Comm_dup(base, &mc);
     if (e != MPI_SUCCESS) return _vs_mpi_fail(e, "vs_world_init: MPI_Comm_dup");
-    // MPI errors come back as results on every communicator made from this one
+    // MPI errors come back as results on every communicator made from this one. Open MPI
+    // reports errors of non-blocking collectives (in MPI_Testall) on MPI_COMM_WORLD, not
+    // on the request's communicator: when vescale started MPI, it sets that one too
     MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
+    if (w->mpi_finalize) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(mc, &w->rank);
     MPI_Comm_size(mc, &w->size);
     MPI_Comm node;

@@ -113,6 +113,10 @@ fi
 # (d) rank 3 dies (SIGKILL) under --enable-recovery (this Open MPI accepts the flag):
 #     the 3 others time out naming it, then vs_world_free returns and they exit
 run_case kill 3 "--enable-recovery" VESCALE_DEBUG=desync VESCALE_TIMEOUT=2
+# (e) world setup checks: bad VESCALE_DEBUG, explicit/torchrun ranks that are not MPI's,
+#     a split that world rank 3 never joins (the 3 others time out after 1 s), init after finalize
+run_case init 3 ""
+if [ "${LAST_RC:-1}" -eq 0 ]; then ok "init/clean_exit"; else notok "init/clean_exit: mpirun status ${LAST_RC:-?}"; fi
 # (d') the same without --enable-recovery: the launcher ends the job by itself
 run_case kill_norecovery 0 "" VESCALE_DEBUG=desync VESCALE_TIMEOUT=2
 if [ "${LAST_RC:-0}" -ne 0 ] && [ "${LAST_HUNG:-1}" = 0 ]; then

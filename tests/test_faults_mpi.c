@@ -9,6 +9,9 @@
                                   the survivors time out, rank 0 ends the job (vs_world_abort)
        test_faults_mpi kill       world rank 3 kills itself (SIGKILL) before an all-reduce
                                   (mpirun --enable-recovery: the survivors time out)
+       test_faults_mpi init       bad VESCALE_DEBUG, explicit/torchrun ranks that are not
+                                  MPI's, a split one rank never joins (timeout), and
+                                  vs_world_init after MPI_Finalize
    The fault happens at a time rank 0 plans and broadcasts (CLOCK_MONOTONIC: the
    ranks share one host). Every rank prints one line per check,
        ok|not ok faults_mpi/<case> rank R: <result> <s> s after the fault: <message>
@@ -234,6 +237,87 @@ static int case_kill(vs_world* w)
     return fails;
 }
 
+/* (e) world setup: bad VESCALE_DEBUG, an explicit or torchrun rank that is not
+   MPI's, vs_comm_split when one rank never arrives (MPI_Comm_split alone blocks
+   forever), and vs_world_init after MPI_Finalize. The test starts MPI itself, so
+   failed inits leave it running. */
+static int case_init(void)
+{
+    int provided = 0, me = 0, n = 0, fails = 0;
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    g_rank = me;
+    vs_world* w = NULL;
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_MPI;
+    char want[128];
+
+    setenv("VESCALE_DEBUG", "desync, bogus", 1);
+    vs_result r = vs_world_init(&wd, &w);
+    unsetenv("VESCALE_DEBUG");
+    fails += !report(r == VS_ERR_INVALID && strstr(vs_last_error(), "VESCALE_DEBUG") && strstr(vs_last_error(), "'bogus'"),
+                     r, 0, "debug_env_unknown", vs_last_error());
+    if (!r) vs_world_free(w);
+
+    wd.world_size = n;
+    wd.rank = (me + 1) % n;
+    r = vs_world_init(&wd, &w);
+    snprintf(want, sizeof want, "desc.rank %d, desc.world_size %d disagree with MPI's rank %d of %d", (me + 1) % n, n, me, n);
+    fails += !report(r == VS_ERR_MISMATCH && strstr(vs_last_error(), want), r, 0, "explicit_rank_not_mpis", vs_last_error());
+    if (!r) vs_world_free(w);
+    wd.rank = me;
+    r = vs_world_init(&wd, &w);
+    fails += !report(r == VS_OK, r, 0, "explicit_rank_mpis", r ? vs_last_error() : "accepted");
+    if (!r) vs_world_free(w);
+
+    wd.world_size = 0;
+    wd.rank = 0;
+    char rk[16], ws[16];
+    snprintf(rk, sizeof rk, "%d", (me + 1) % n);
+    snprintf(ws, sizeof ws, "%d", n);
+    setenv("RANK", rk, 1);
+    setenv("WORLD_SIZE", ws, 1);
+    r = vs_world_init(&wd, &w);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    snprintf(want, sizeof want, "RANK=%d, WORLD_SIZE=%d (torchrun) disagree with MPI's rank %d of %d", (me + 1) % n, n, me, n);
+    fails += !report(r == VS_ERR_MISMATCH && strstr(vs_last_error(), want), r, 0, "torchrun_rank_not_mpis", vs_last_error());
+    if (!r) vs_world_free(w);
+
+    // vs_comm_split honours the timeout: world rank 3 never calls it
+    wd.timeout_s = 1.0;
+    r = vs_world_init(&wd, &w);
+    if (r) return fails + !report(0, r, 0, "init", vs_last_error());
+    vs_comm* c = vs_world_comm(w);
+    double t = plan(c, 0.2);
+    sleep_until(t);
+    if (me != 3) {
+        vs_comm* sc = NULL;
+        r = vs_comm_split(c, me % 2, me, &sc);
+        double dt = now_s() - t;
+        const char* m = vs_last_error();
+        int timed = (r == VS_ERR_TIMEOUT && strstr(m, "split #2") && strstr(m, "within 1 s")) ||
+                    (r == VS_ERR_ABORTED && strstr(m, "timed out in split #2"));
+        fails += !report(timed && !sc && dt > 0.95 && dt < 2.0, r, dt, "", m);
+    } else {
+        // arrive after the others gave up: complete their barrier so MPI can finalize
+        sleep_until(t + 1.5);
+        MPI_Request rq;
+        MPI_Ibarrier(vs_world_comm(w)->mc, &rq);
+        MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    r = vs_world_free(w);
+    fails += !report(r == VS_OK, r, 0, "world_free_after_late_rank", r ? vs_last_error() : "every request completed");
+    MPI_Finalize();
+    r = vs_world_init(&wd, &w);
+    fails += !report(r == VS_ERR_STATE && strstr(vs_last_error(), "finalized"), r, 0, "init_after_finalize", vs_last_error());
+    if (!r) vs_world_free(w);
+    return fails;
+}
+
 int main(int argc, char** argv)
 {
     g_case = argc > 1 ? argv[1] : "";
@@ -241,6 +325,7 @@ int main(int argc, char** argv)
         vt_skip("faults_mpi", "one fault per mpirun: run it through tests/faults_mpi.sh");
         return vt_summary();
     }
+    if (!strcmp(g_case, "init")) return case_init() ? 1 : 0;
     vs_world* w = NULL;
     vs_world_desc wd;
     memset(&wd, 0, sizeof wd);
@@ -267,7 +352,7 @@ int main(int argc, char** argv)
     } else if (!strcmp(g_case, "kill")) {
         fails = case_kill(w);
     } else {
-        printf("not ok faults_mpi/%s: unknown case (mismatch, abort, sigstop, kill)\n", g_case);
+        printf("not ok faults_mpi/%s: unknown case (mismatch, abort, sigstop, kill, init)\n", g_case);
         return 1;
     }
     return fails ? 1 : 0;
