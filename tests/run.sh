@@ -42,6 +42,7 @@ mpi_np() {
         test_collectives_mpi) echo "1 2 3 4" ;;
         test_mesh_mpi | test_layout_mpi) echo "1 2 4 8" ;;
         test_ddp_procs_mpi) echo "2 3 4" ;;
+        test_faults_mpi) echo "" ;; # one mpirun per fault: tests/faults_mpi.sh, below
         *) echo "2" ;;
     esac
 }
@@ -57,6 +58,13 @@ for t in "$B"/test_*_mpi; do
         ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" run_one "$(basename "$t") np=$np" $MPIRUN -np "$np" "$t"
     done
 done
+
+# --- MPI fault suite (issue 8): 4 processes, one bounded mpirun per fault ---------
+if [ -x "$B/test_faults_mpi" ]; then
+    MPIRUN="$MPIRUN" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+        run_one "faults_mpi.sh" bash tests/faults_mpi.sh "$B/test_faults_mpi"
+fi
+# -----------------------------------------------------------------------------------
 
 if [ "$COMPILE_CHECK" = 1 ]; then
     run_one "compile_check" bash tests/compile_check.sh
