@@ -399,7 +399,10 @@ VS_API vs_result vs_world_free(vs_world* w);
      later calling, any operation on any communicator of that world returns
      VS_ERR_ABORTED naming the rank and its cause, within about a millisecond
      of the notice. Every MPI communicator the library makes has
-     MPI_ERRORS_RETURN: MPI errors are VS_ERR_BACKEND, not the end of the job.
+     MPI_ERRORS_RETURN, and so has MPI_COMM_WORLD when vs_world_init started MPI
+     (Open MPI reports errors of non-blocking collectives there; a program that
+     starts MPI itself sets it): MPI errors are VS_ERR_BACKEND, not the end of
+     the job.
      The buffers of an operation that failed this way may still be written by
      MPI until the job ends (MPI cannot cancel collectives): keep them.
      A timeout names this rank, the communicator's size and the operation with its
@@ -3130,8 +3133,22 @@ _VS_PRIVATE void _vs_mpi_opdesc_str(const vs_comm* c, const _vs_opdesc* o, int64
     _vs_mpi_opstr(v, seq, buf, cap);
 }
 
+/* The call an error message names: formatted only when one is written. */
+typedef struct _vs_mpi_what {
+    const vs_comm* c;
+    const _vs_opdesc* o;
+    int64_t seq;
+    char s[160];
+} _vs_mpi_what;
+
+_VS_PRIVATE const char* _vs_mpi_wstr(_vs_mpi_what* wh)
+{
+    if (!wh->s[0]) _vs_mpi_opdesc_str(wh->c, wh->o, wh->seq, wh->s, sizeof wh->s);
+    return wh->s;
+}
+
 /* The error of an operation that found the world aborted. */
-_VS_PRIVATE vs_result _vs_mpi_aborted_err(vs_comm* c, const char* desc)
+_VS_PRIVATE vs_result _vs_mpi_aborted_err(vs_comm* c, _vs_mpi_what* wh)
 {
     vs_world* w = c->world;
     char cause[200];
@@ -3148,14 +3165,14 @@ _VS_PRIVATE vs_result _vs_mpi_aborted_err(vs_comm* c, const char* desc)
     }
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
     return _vs_err(VS_ERR_ABORTED, "%s: the MPI world was aborted: %sworld rank %d %s (this is rank %d of %d, world rank %d)",
-                   desc, w->ab_rank == w->rank ? "this rank, " : "", w->ab_rank, cause, c->rank, c->size, w->rank);
+                   _vs_mpi_wstr(wh), w->ab_rank == w->rank ? "this rank, " : "", w->ab_rank, cause, c->rank, c->size, w->rank);
 }
 
 /* Polls requests to completion, the deadline or an abort of the world. Returns
    VS_OK, VS_ERR_TIMEOUT or VS_ERR_ABORTED (message not set), or VS_ERR_BACKEND
    (message set). `st` has n entries or is NULL. */
 _VS_PRIVATE vs_result _vs_mpi_poll(vs_comm* c, int n, MPI_Request* req, MPI_Status* st, double deadline,
-                                   const char* desc)
+                                   _vs_mpi_what* wh)
 {
     for (long it = 0;; it++) {
         int flag = 0, e = MPI_Testall(n, req, &flag, st ? st : MPI_STATUSES_IGNORE);
@@ -3166,7 +3183,7 @@ _VS_PRIVATE vs_result _vs_mpi_poll(vs_comm* c, int n, MPI_Request* req, MPI_Stat
                         e = st[i].MPI_ERROR;
                         break;
                     }
-            return _vs_mpi_fail(e, desc);
+            return _vs_mpi_fail(e, _vs_mpi_wstr(wh));
         }
         if (flag) return VS_OK;
         if (((it & 15) == 0 || it > 2000) &&
@@ -3196,12 +3213,12 @@ _VS_PRIVATE void _vs_mpi_ranklist(const vs_comm* c, const int* ranks, int n, cha
 /* After a failed wait: sets the message (timeout, abort), aborts the world (or
    notes a peer's abort) and hands the requests in flight to the world. reqop[i] is
    the op of req[i] (NULL: all ops[0]). Takes ownership of req, reqop, tmp, extra. */
-_VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* ops, int64_t seq, const char* desc,
+_VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* ops, int64_t seq, _vs_mpi_what* wh,
                                      MPI_Request* req, int* reqop, int nreq, _vs_mpi_tmp* tmp, int ntmp, void* extra)
 {
     int kind = ops[0].kind;
     if (r == VS_ERR_ABORTED) {
-        r = _vs_mpi_aborted_err(c, desc);
+        r = _vs_mpi_aborted_err(c, wh);
     } else if (r == VS_ERR_TIMEOUT) {
         // a p2p request that is still open names its peer; a collective cannot say who is missing
         int* miss = _VS_NEW(int, nreq + 1);
@@ -3222,10 +3239,10 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
         if (coll)
             r = _vs_err(VS_ERR_TIMEOUT, "%s: not every rank of this MPI communicator of %d ranks arrived within %g s "
                         "(this is rank %d, world rank %d); MPI cannot tell which is missing: VESCALE_DEBUG=desync names it%s%s",
-                        desc, c->size, c->timeout, c->rank, c->world->rank, nm ? "; no p2p match from rank " : "", who);
+                        _vs_mpi_wstr(wh), c->size, c->timeout, c->rank, c->world->rank, nm ? "; no p2p match from rank " : "", who);
         else
             r = _vs_err(VS_ERR_TIMEOUT, "%s: no match from rank %s within %g s (this is rank %d of %d, world rank %d; MPI)",
-                        desc, nm ? who : "?", c->timeout, c->rank, c->size, c->world->rank);
+                        _vs_mpi_wstr(wh), nm ? who : "?", c->timeout, c->rank, c->size, c->world->rank);
         for (int i = 0; i < nm; i++) miss[i] = _vs_mpi_wrank(c, miss[i]);
         _vs_mpi_fault(c, VS_ERR_TIMEOUT, kind, seq, miss, nm);
         free(miss);
@@ -3285,7 +3302,7 @@ _VS_PRIVATE void _vs_mpi_fpstr(const int64_t* fp, const int64_t* ref, char* buf,
    rank and checks them all, so every rank reaches the same verdict; on a timeout
    the ranks whose fingerprint never came are the missing ones. */
 _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops, int64_t seq, double deadline,
-                                     const char* desc)
+                                     _vs_mpi_what* wh)
 {
     int n = c->size, me = c->rank, k = 0, e = MPI_SUCCESS;
     int64_t* fp = _VS_NEW(int64_t, (size_t)n * _VS_FP_N);
@@ -3295,7 +3312,7 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
     vs_result r = VS_OK;
     if (!fp || !req || !st || !who) {
         free(fp), free(req), free(st), free(who);
-        return _vs_err(VS_ERR_NOMEM, "%s: out of memory for the desync check over %d ranks", desc, n);
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory for the desync check over %d ranks", _vs_mpi_wstr(wh), n);
     }
     _vs_mpi_fingerprint(c, ops, nops, seq, fp + (size_t)me * _VS_FP_N);
     for (int q = 0; q < n && e == MPI_SUCCESS; q++)
@@ -3307,9 +3324,9 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
                                       &req[k])) == MPI_SUCCESS)
             k++;
     if (e != MPI_SUCCESS) {
-        r = _vs_mpi_fail(e, desc);
+        r = _vs_mpi_fail(e, _vs_mpi_wstr(wh));
     } else {
-        r = _vs_mpi_poll(c, k, req, st, deadline, desc);
+        r = _vs_mpi_poll(c, k, req, st, deadline, wh);
     }
     if (r == VS_ERR_TIMEOUT) { // the fingerprints that never came name the missing ranks
         int nm = 0;
@@ -3323,11 +3340,11 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
         _vs_mpi_ranklist(c, who, nm, list, sizeof list);
         r = _vs_err(VS_ERR_TIMEOUT, "%s: rank%s %s of this MPI communicator of %d ranks did not arrive within %g s "
                     "(this is rank %d, world rank %d; desync check)",
-                    desc, nm == 1 ? "" : "s", nm ? list : "?", n, c->timeout, me, c->world->rank);
+                    _vs_mpi_wstr(wh), nm == 1 ? "" : "s", nm ? list : "?", n, c->timeout, me, c->world->rank);
         for (int i = 0; i < nm; i++) who[i] = _vs_mpi_wrank(c, who[i]);
         _vs_mpi_fault(c, VS_ERR_TIMEOUT, ops[0].kind, seq, who, nm);
     } else if (r == VS_ERR_ABORTED) {
-        r = _vs_mpi_aborted_err(c, desc);
+        r = _vs_mpi_aborted_err(c, wh);
     } else if (r) {
         _vs_mpi_fault(c, VS_ERR_BACKEND, ops[0].kind, seq, NULL, 0);
     }
@@ -3350,7 +3367,7 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
         }
         const int64_t* rf = fp + (size_t)ref * _VS_FP_N;
         char msg[480], one[200];
-        int len = snprintf(msg, sizeof msg, "%s: ranks disagree (VESCALE_DEBUG=desync, MPI communicator of %d ranks): ", desc, n);
+        int len = snprintf(msg, sizeof msg, "%s: ranks disagree (VESCALE_DEBUG=desync, MPI communicator of %d ranks): ", _vs_mpi_wstr(wh), n);
         for (int q = 0; q < n && len > 0 && (size_t)len < sizeof msg; q++) {
             const int64_t* f = fp + (size_t)q * _VS_FP_N;
             if (!memcmp(f, rf, _VS_FP_CMP * sizeof *fp)) continue;
@@ -3371,22 +3388,22 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
 }
 
 _VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o, int64_t seq, double deadline, int arrived,
-                                    const char* desc)
+                                    _vs_mpi_what* wh)
 {
     *o->split_out = NULL;
     if (!arrived && c->size > 1) {
         // MPI_Comm_split blocks with no deadline: first every rank arrives (a barrier that can be polled)
         MPI_Request* rq = _VS_NEW(MPI_Request, 1);
-        if (!rq) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", desc);
+        if (!rq) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", _vs_mpi_wstr(wh));
         int e = MPI_Ibarrier(c->mc, rq);
-        vs_result r = e != MPI_SUCCESS ? _vs_mpi_fail(e, desc) : _vs_mpi_poll(c, 1, rq, NULL, deadline, desc);
-        if (r) return _vs_mpi_failed(c, r, o, seq, desc, rq, NULL, e == MPI_SUCCESS, NULL, 0, NULL);
+        vs_result r = e != MPI_SUCCESS ? _vs_mpi_fail(e, _vs_mpi_wstr(wh)) : _vs_mpi_poll(c, 1, rq, NULL, deadline, wh);
+        if (r) return _vs_mpi_failed(c, r, o, seq, wh, rq, NULL, e == MPI_SUCCESS, NULL, 0, NULL);
         free(rq);
     }
     MPI_Comm nc = MPI_COMM_NULL;
     int e = MPI_Comm_split(c->mc, o->color == VS_COLOR_NONE ? MPI_UNDEFINED : o->color, o->key, &nc);
     if (e != MPI_SUCCESS) {
-        vs_result r = _vs_mpi_fail(e, desc);
+        vs_result r = _vs_mpi_fail(e, _vs_mpi_wstr(wh));
         _vs_mpi_fault(c, VS_ERR_BACKEND, o->kind, seq, NULL, 0);
         return r;
     }
@@ -3398,7 +3415,7 @@ _VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o, int64_t seq, doub
     vs_comm* out = _vs_comm_new(c->world, VS_TRANSPORT_MPI, r, n);
     if (!out) {
         MPI_Comm_free(&nc);
-        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", desc);
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", _vs_mpi_wstr(wh));
     }
     out->mc = nc;
     out->timeout = c->timeout;
@@ -3420,19 +3437,20 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
             coll = 1;
     }
     int64_t seq = coll ? ++c->mseq : -1; // p2p-only batches involve some ranks only: no number
-    char desc[160];
-    _vs_mpi_opdesc_str(c, &ops[0], seq, desc, sizeof desc);
-    if (_vs_mpi_aborted(w)) return _vs_mpi_aborted_err(c, desc);
+    _vs_mpi_what what; // the call, as messages name it (made only for one)
+    what.c = c, what.o = &ops[0], what.seq = seq, what.s[0] = 0;
+    _vs_mpi_what* wh = &what;
+    if (_vs_mpi_aborted(w)) return _vs_mpi_aborted_err(c, wh);
     for (int i = 0; i < nops; i++)
         if (ops[i].kind == _VS_K_SPLIT && nops > 1)
             return _vs_err(VS_ERR_STATE, "split cannot be batched with other operations");
     double deadline = _vs_now() + c->timeout;
     int checked = 0;
     if (w->mpi_desync && coll && !p2p && c->size > 1) {
-        _VS_TRY(_vs_mpi_desync(c, ops, nops, seq, deadline, desc));
+        _VS_TRY(_vs_mpi_desync(c, ops, nops, seq, deadline, wh));
         checked = 1;
     }
-    if (ops[0].kind == _VS_K_SPLIT) return _vs_mpi_split(c, &ops[0], seq, deadline, checked, desc);
+    if (ops[0].kind == _VS_K_SPLIT) return _vs_mpi_split(c, &ops[0], seq, deadline, checked, wh);
     MPI_Request* req = _VS_NEW(MPI_Request, nops);
     MPI_Status* st = _VS_NEW(MPI_Status, nops);
     int* reqop = _VS_NEW(int, nops);
@@ -3441,7 +3459,7 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     int nreq = 0;
     if (!req || !st || !reqop || !tmp) {
         free(req), free(st), free(reqop), free(tmp);
-        return _vs_err(VS_ERR_NOMEM, "%s: out of memory for a batch of %d ops", desc, nops);
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory for a batch of %d ops", _vs_mpi_wstr(wh), nops);
     }
     for (int i = 0; i < nops && !r; i++) {
         int k = 0;
@@ -3453,14 +3471,14 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
         char keep[400];
         _vs_save_error(keep, sizeof keep);
         free(st);
-        _vs_mpi_failed(c, VS_ERR_BACKEND, ops, seq, desc, req, reqop, nreq, tmp, nops, NULL);
+        _vs_mpi_failed(c, VS_ERR_BACKEND, ops, seq, wh, req, reqop, nreq, tmp, nops, NULL);
         return _vs_err(r, "%s", keep);
     }
     if (!r) {
-        r = _vs_mpi_poll(c, nreq, req, st, deadline, desc);
+        r = _vs_mpi_poll(c, nreq, req, st, deadline, wh);
         if (r) {
             free(st);
-            return _vs_mpi_failed(c, r, ops, seq, desc, req, reqop, nreq, tmp, nops, NULL);
+            return _vs_mpi_failed(c, r, ops, seq, wh, req, reqop, nreq, tmp, nops, NULL);
         }
         for (int i = 0; i < nops; i++) _vs_mpi_finish(c, &ops[i], &tmp[i]);
     }
