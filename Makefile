@@ -52,6 +52,11 @@ $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B
 $(B)/test_ddp_device: tests/test_ddp_device.c tests/mock/cuda_runtime.h tests/ddp_model.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -Itests/mock -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
+# the MPI fault suite (tests/faults_mpi.sh launches it, one mpirun per fault): an MPI
+# build whenever the MPI tests are built (MPI_TESTS= as in test-tsan gives the skip build)
+$(B)/test_faults_mpi: tests/test_faults_mpi.c $(HEADERS) tests/vs_test.h | $(B)
+	$(if $(MPI_TESTS),$(MPICC) -DVESCALE_MPI,$(CC)) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+
 $(B)/demo: examples/demo.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
 
@@ -60,14 +65,16 @@ run: $(B)/demo
 	./$(B)/demo
 
 # The README's test command (and .ci/run's).
+# The fuzz harnesses run FUZZ_SECONDS each inside `make test` (0: not at all).
+FUZZ_SECONDS ?= 30
 test: $(TESTS) $(MPI_TESTS)
-	B=$(B) MPIRUN="$(MPIRUN)" COMPILE_CHECK=$(COMPILE_CHECK) bash tests/run.sh
+	B=$(B) MPIRUN="$(MPIRUN)" COMPILE_CHECK=$(COMPILE_CHECK) FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/run.sh
 
 test-asan:
-	$(MAKE) test B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" COMPILE_CHECK=0
+	$(MAKE) test B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" COMPILE_CHECK=0 FUZZ_SECONDS=0
 
 test-tsan:
-	$(MAKE) test B=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" MPI_TESTS= COMPILE_CHECK=0
+	$(MAKE) test B=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" MPI_TESTS= COMPILE_CHECK=0 FUZZ_SECONDS=0
 
 # NCCL on a real GPU, 1 rank (needs a CUDA device).
 test-gpu: | $(B)

@@ -31,11 +31,15 @@
                                            inf or 0: no timeout (wait forever)
        VESCALE_TRANSPORT=threads|mpi|nccl  transport for vs_world_init (default: mpi
                                            when compiled in, else nccl)
-   A malformed value ("abc", "5s", a level of 99) is an error naming the variable,
-   returned by vs_launch / vs_world_init; it is never silently taken as the default.
+       VESCALE_DEBUG=desync                MPI: check every collective's arguments
+                                           across ranks (see vs_world_abort)
+       VESCALE_RUN_ID (or TORCHELASTIC_RUN_ID)  a per-job secret for the NCCL TCP
+                                           rendezvous (see _vs_tcp_bcast)
        RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT   (torchrun style)
        SLURM_PROCID SLURM_NTASKS SLURM_LOCALID              (srun)
        OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK (mpirun)
+   A malformed value ("abc", "5s", a level of 99) is an error naming the variable,
+   returned by vs_launch / vs_world_init; it is never silently taken as the default.
 
    Step by step (threads transport: 8 ranks as threads of this process):
 
@@ -318,7 +322,7 @@ VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out);
 /* Frees a communicator made by vs_comm_split (not the world's or a mesh's). */
 VS_API vs_result vs_comm_free(vs_comm* c);
 /* Marks the communicator failed on every rank: peers blocked in it return
-   VS_ERR_ABORTED. Any thread. */
+   VS_ERR_ABORTED. Any thread. (MPI: aborts the whole world; see vs_world_abort.) */
 VS_API vs_result vs_comm_abort(vs_comm* c);
 
 /* Collectives. `count`s are elements. work == NULL: blocking. */
@@ -436,8 +440,51 @@ typedef struct vs_world_desc {
    threads transport use vs_launch. MPI is initialised (MPI_THREAD_MULTIPLE) unless
    the program already did. */
 VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out);
-/* Frees the world (and finalizes MPI if vs_world_init initialised it). */
+/* Frees the world (and finalizes MPI if vs_world_init initialised it). On MPI,
+   after a timeout or abort left operations in flight that do not complete within
+   0.2 s, MPI is not finalized (MPI_Finalize would wait for them forever): the
+   world is freed all the same and this returns VS_ERR_ABORTED; end the process.
+   MPI cannot start twice: vs_world_init after MPI was finalized is VS_ERR_STATE. */
 VS_API vs_result vs_world_free(vs_world* w);
+/* Ends the job after a fault. MPI: MPI_Abort on the world, which ends every
+   process of the job with exit status -why (1 when that is not in 1..255), after
+   printing this rank, `why` and the last error to stderr; does not return.
+   Threads and NCCL: aborts the world's communicator (vs_comm_abort) and returns
+   VS_OK.
+
+   What each transport does on a fault:
+   - threads: vs_comm_abort and timeouts wake every rank blocked in the
+     communicator with VS_ERR_ABORTED.
+   - MPI: vs_comm_abort, a timeout or an MPI error on any communicator aborts the
+     whole world on this rank and sends an abort notice to every other rank of the
+     world (over a duplicate of the world communicator). A rank blocked in, or
+     later calling, any operation on any communicator of that world returns
+     VS_ERR_ABORTED naming the rank and its cause, within about a millisecond
+     of the notice. Every MPI communicator the library makes has
+     MPI_ERRORS_RETURN, and so has MPI_COMM_WORLD when vs_world_init started MPI
+     (Open MPI reports errors of non-blocking collectives there; a program that
+     starts MPI itself sets it): MPI errors are VS_ERR_BACKEND, not the end of
+     the job.
+     The buffers of an operation that failed this way may still be written by
+     MPI until the job ends (MPI cannot cancel collectives): keep them.
+     A timeout names this rank, the communicator's size and the operation with its
+     sequence number; it names the missing ranks for p2p, and for collectives
+     with VESCALE_DEBUG=desync. vs_comm_split honours the timeout.
+   - NCCL: vs_comm_abort calls ncclCommAbort on this rank only.
+
+   VESCALE_DEBUG (MPI; comma-separated, read at vs_world_init; an unknown value is
+   VS_ERR_INVALID): "desync" checks before every collective (and every group
+   holding one, but no p2p) that all ranks make the same call: each rank sends an
+   80-byte fingerprint (per-communicator sequence number, kind, count, dtype, op,
+   root, and a hash of the group and of the counts ranks must agree on) to every
+   other rank and compares all of them. A difference is VS_ERR_MISMATCH on every
+   rank, naming each differing rank's call and sequence number (group and world
+   ranks); no data moves and the communicator stays usable. Cost: 2(n-1) small
+   messages per rank and one message latency per collective: a debugging aid.
+   Without it a mismatched call on MPI may give garbage or an MPI error on some
+   ranks only (the erring rank then aborts the world, so the others fail their
+   next call). */
+VS_API vs_result vs_world_abort(vs_world* w, vs_result why);
 VS_API int vs_world_rank(const vs_world* w);
 VS_API int vs_world_size(const vs_world* w);
 VS_API int vs_world_local_rank(const vs_world* w);
@@ -1381,7 +1428,8 @@ struct vs_comm {
     const void** srcs; // per-rank scratch pointer tables, size `size`
     void** dsts;
 #ifdef VESCALE_MPI
-    MPI_Comm mc;
+    MPI_Comm mc;   // errors return (MPI_ERRORS_RETURN)
+    int64_t mseq;  // collective batches issued on this handle (desync check, messages)
 #endif
 #ifdef VESCALE_NCCL
     ncclComm_t nc;
@@ -1407,6 +1455,17 @@ struct vs_world {
 #ifdef VESCALE_MPI
     MPI_Op u8_sum; // wrapping 8-bit sum
     int u8_sum_made;
+    int mpi_desync;            // VESCALE_DEBUG=desync: fingerprints before each collective
+    MPI_Comm mab;              // abort channel: a duplicate of the world communicator
+    MPI_Request abreq;         // posted receive for a peer's abort notice
+    int64_t abin[13], abmsg[13]; // notice in / out: magic, world rank, why, kind, seq, n, missing[7]
+    int64_t abmiss[8];           // the cause's missing world ranks: n, ranks
+    int ab_state;              // 1 once the world is aborted (atomic; ab_* set before)
+    int ab_rank, ab_why, ab_kind, ab_sent;
+    int64_t ab_seq;
+    pthread_mutex_t mmu; // guards abreq and the leak list
+    int mmu_made;
+    struct _vs_mpi_leak* leaks; // requests a fault left in flight
 #endif
 };
 
@@ -3002,6 +3061,7 @@ VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
 // >>lifetime ------------------------------------------------------------------
 
 _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c);
+_VS_PRIVATE void _vs_mpi_comm_abort(vs_comm* c);
 
 /* Drains the queue, stops the progress thread and frees the handle. */
 /* Drains the queue, stops the progress thread and frees what the handle holds,
@@ -3086,6 +3146,7 @@ VS_API vs_result vs_comm_abort(vs_comm* c)
 #ifdef VESCALE_NCCL
     if (c->tr == VS_TRANSPORT_NCCL && c->nc) ncclCommAbort(c->nc), c->nc = NULL;
 #endif
+    if (c->tr == VS_TRANSPORT_MPI) _vs_mpi_comm_abort(c); // notifies every rank of the world
     return VS_OK;
 }
 
@@ -3166,7 +3227,7 @@ _VS_PRIVATE vs_world* _vs_world_new(vs_transport tr, int rank, int size, int loc
     return w;
 }
 
-_VS_PRIVATE void _vs_mpi_world_fini(vs_world* w);
+_VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w);
 
 VS_API vs_result vs_world_free(vs_world* w)
 {
@@ -3177,9 +3238,10 @@ VS_API vs_result vs_world_free(vs_world* w)
         w->comm->kind = 0;
         _vs_comm_destroy(w->comm);
     }
-    if (w->tr == VS_TRANSPORT_MPI || w->mpi_finalize) _vs_mpi_world_fini(w);
+    vs_result r = VS_OK;
+    if (w->tr == VS_TRANSPORT_MPI || w->mpi_finalize) r = _vs_mpi_world_fini(w); // MPI: see vs_world_abort
     free(w);
-    return VS_OK;
+    return r;
 }
 
 // >>launch --------------------------------------------------------------------
@@ -3499,20 +3561,480 @@ _VS_PRIVATE void _vs_mpi_finish(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t)
     if (o->kind == _VS_K_REDSCAT) _vs_divide(o->dt, o->recv, o->counts[me], c->size);
 }
 
-_VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o)
+/* Faults on MPI. Every communicator the library makes returns MPI errors
+   (MPI_ERRORS_RETURN): they become VS_ERR_BACKEND. Waits poll MPI_Testall until
+   the deadline, and with it the world's abort channel (a duplicate of the world
+   communicator with a receive posted for a peer's notice). A timeout, an MPI
+   error or vs_comm_abort aborts the world on this rank and sends a notice to every
+   other rank: whatever they wait for, on any communicator of the world, returns
+   VS_ERR_ABORTED naming the rank and its cause. MPI collectives cannot be
+   cancelled: the requests a fault leaves in flight (and the memory they may still
+   write) go to the world's leak list, and vs_world_free finalizes MPI only once
+   they have completed. */
+
+#define _VS_MPI_TAG_FP 0x7673    /* desync fingerprints: p2p on the comm itself (vs_send uses tag 0) */
+#define _VS_MPI_TAG_ABORT 0x7674 /* abort notices, on the world's abort channel */
+#define _VS_MPI_MAGIC ((int64_t)0x7673616274LL)
+#define _VS_FP_N 10 /* fingerprint: seq, kind, count, dtype, op, root, nops, hash | world rank, rank */
+#define _VS_FP_CMP 8
+#define _VS_AB_N 13  /* abort notice: magic, world rank, why, kind, seq, nmissing, missing world ranks */
+#define _VS_AB_MISS 7
+
+typedef struct _vs_mpi_leak {
+    MPI_Request* req;
+    int nreq;
+    _vs_mpi_tmp* tmp;
+    int ntmp;
+    void* extra;
+    struct _vs_mpi_leak* next;
+} _vs_mpi_leak;
+
+_VS_PRIVATE void _vs_mpi_tmp_free(_vs_mpi_tmp* t, int n)
 {
+    if (!t) return;
+    for (int i = 0; i < n; i++) {
+        free(t[i].ints);
+        free(t[i].buf);
+        free(t[i].fsend);
+    }
+    free(t);
+}
+
+/* Hands requests a fault left in flight, and the memory they may still write, to
+   the world (takes ownership of every pointer). */
+_VS_PRIVATE void _vs_mpi_leak_add(vs_world* w, MPI_Request* req, int nreq, _vs_mpi_tmp* tmp, int ntmp,
+                                  void* extra)
+{
+    _vs_mpi_leak* l = _VS_NEW(_vs_mpi_leak, 1);
+    if (!l || !w || !w->mmu_made) {
+        free(l); // out of memory: these stay leaked for good
+        return;
+    }
+    l->req = req;
+    l->nreq = nreq;
+    l->tmp = tmp;
+    l->ntmp = ntmp;
+    l->extra = extra;
+    pthread_mutex_lock(&w->mmu);
+    l->next = w->leaks;
+    w->leaks = l;
+    pthread_mutex_unlock(&w->mmu);
+}
+
+/* The world rank of rank r of c (-1 when MPI cannot say). */
+_VS_PRIVATE int _vs_mpi_wrank(const vs_comm* c, int r)
+{
+    const vs_world* w = c->world;
+    if (!w || !w->comm || c == w->comm) return r;
+    MPI_Group g, wg;
+    int out = MPI_UNDEFINED;
+    if (MPI_Comm_group(c->mc, &g) != MPI_SUCCESS) return -1;
+    if (MPI_Comm_group(w->comm->mc, &wg) == MPI_SUCCESS) {
+        MPI_Group_translate_ranks(g, 1, &r, wg, &out);
+        MPI_Group_free(&wg);
+    }
+    MPI_Group_free(&g);
+    return out == MPI_UNDEFINED ? -1 : out;
+}
+
+_VS_PRIVATE void _vs_mpi_mark_locked(vs_world* w, int rank, int why, int kind, int64_t seq)
+{
+    if (__atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE)) return;
+    w->ab_rank = rank;
+    w->ab_why = why;
+    w->ab_kind = kind;
+    w->ab_seq = seq;
+    __atomic_store_n(&w->ab_state, 1, __ATOMIC_RELEASE);
+}
+
+/* 1 when the world is aborted: by this rank, or a peer's notice has arrived. */
+_VS_PRIVATE int _vs_mpi_aborted(vs_world* w)
+{
+    if (__atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE)) return 1;
+    if (!w->mmu_made || pthread_mutex_trylock(&w->mmu) != 0) return 0; // another thread polls it
+    if (w->abreq != MPI_REQUEST_NULL) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Test(&w->abreq, &flag, &st) == MPI_SUCCESS && flag) {
+            if (w->abin[0] == _VS_MPI_MAGIC) {
+                memcpy(w->abmiss, w->abin + 5, sizeof w->abmiss); // the ranks it found missing
+                if (w->abmiss[0] < 0 || w->abmiss[0] > _VS_AB_MISS) w->abmiss[0] = 0;
+                _vs_mpi_mark_locked(w, (int)w->abin[1], (int)w->abin[2], (int)w->abin[3], w->abin[4]);
+            } else
+                _vs_mpi_mark_locked(w, st.MPI_SOURCE, VS_ERR_ABORTED, 0, -1);
+        }
+    }
+    pthread_mutex_unlock(&w->mmu);
+    return __atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE);
+}
+
+/* Marks c and the world aborted on this rank and sends the abort notice (with the
+   world ranks found missing, if any) to every other rank of the world (once).
+   Any thread. */
+_VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int kind, int64_t seq, const int* missing, int nmissing)
+{
+    vs_world* w = c->world;
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+    if (!w || !w->mmu_made) return;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (fin) return;
+    if (nmissing > _VS_AB_MISS) nmissing = _VS_AB_MISS;
+    if (nmissing < 0 || !missing) nmissing = 0;
+    pthread_mutex_lock(&w->mmu);
+    if (!__atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE)) {
+        w->abmiss[0] = nmissing;
+        for (int i = 0; i < nmissing; i++) w->abmiss[1 + i] = missing[i];
+    }
+    _vs_mpi_mark_locked(w, w->rank, why, kind, seq);
+    int send = !w->ab_sent && w->mab != MPI_COMM_NULL;
+    w->ab_sent = 1;
+    if (send) {
+        int64_t* m = w->abmsg;
+        m[0] = _VS_MPI_MAGIC, m[1] = w->rank, m[2] = why, m[3] = kind, m[4] = seq, m[5] = nmissing;
+        for (int i = 0; i < nmissing; i++) m[6 + i] = missing[i];
+    }
+    pthread_mutex_unlock(&w->mmu);
+    if (!send) return;
+    MPI_Request* rq = _VS_NEW(MPI_Request, w->size);
+    if (!rq) return;
+    int k = 0;
+    for (int r = 0; r < w->size; r++)
+        if (r != w->rank && MPI_Isend(w->abmsg, _VS_AB_N, MPI_INT64_T, r, _VS_MPI_TAG_ABORT, w->mab, &rq[k]) == MPI_SUCCESS) k++;
+    _vs_mpi_leak_add(w, rq, k, NULL, 0, NULL); // small: they complete at once, but may not
+}
+
+_VS_PRIVATE void _vs_mpi_comm_abort(vs_comm* c) { _vs_mpi_fault(c, VS_ERR_ABORTED, 0, -1, NULL, 0); }
+
+/* The normalised call of one op, as the desync check compares it:
+   kind, count (-1: uneven all-to-all), dtype, op, root/peer (-1: none). */
+_VS_PRIVATE void _vs_mpi_opnorm(const _vs_opdesc* o, int n, int64_t v[5])
+{
+    int k = o->kind;
+    int64_t cnt = (int64_t)o->count;
+    if ((k == _VS_K_ALLGATHER || k == _VS_K_REDSCAT) && !o->uniform) {
+        cnt = 0;
+        for (int i = 0; i < n; i++) cnt += (int64_t)o->counts[i];
+    }
+    if (k == _VS_K_ALLTOALL && !o->uniform) cnt = -1;
+    int bare = k == _VS_K_BARRIER || k == _VS_K_SPLIT;
+    v[0] = k;
+    v[1] = bare ? 0 : cnt;
+    v[2] = bare ? 0 : (int64_t)o->dt;
+    v[3] = (k == _VS_K_ALLREDUCE || k == _VS_K_REDUCE || k == _VS_K_REDSCAT) ? (int64_t)o->op : 0;
+    v[4] = (k == _VS_K_REDUCE || k == _VS_K_BCAST || k == _VS_K_SEND || k == _VS_K_RECV) ? o->root : -1;
+}
+
+/* "all_reduce #7 (count 4, f32, sum)"; seq < 0: no number. */
+_VS_PRIVATE void _vs_mpi_opstr(const int64_t v[5], int64_t seq, char* buf, size_t cap)
+{
+    int k = (int)v[0];
+    const char* name = k >= 1 && k <= _VS_K_BOX ? _vs_kind_names[k] : "unknown operation";
+    int len = seq >= 0 ? snprintf(buf, cap, "%s #%lld", name, (long long)seq) : snprintf(buf, cap, "%s", name);
+    if (k == _VS_K_BARRIER || k == _VS_K_SPLIT || len < 0 || (size_t)len >= cap) return;
+    char cnt[40];
+    if (v[1] < 0)
+        snprintf(cnt, sizeof cnt, "uneven counts");
+    else
+        snprintf(cnt, sizeof cnt, "count %lld", (long long)v[1]);
+    len += snprintf(buf + len, cap - (size_t)len, " (%s, %s", cnt, vs_dtype_name((vs_dtype)v[2]));
+    if (v[3] && (size_t)len < cap) len += snprintf(buf + len, cap - (size_t)len, ", %s", vs_op_name((vs_op)v[3]));
+    if (v[4] >= 0 && (size_t)len < cap)
+        len += snprintf(buf + len, cap - (size_t)len, ", %s %lld", k == _VS_K_SEND || k == _VS_K_RECV ? "peer" : "root",
+                        (long long)v[4]);
+    if ((size_t)len < cap) snprintf(buf + len, cap - (size_t)len, ")");
+}
+
+_VS_PRIVATE void _vs_mpi_opdesc_str(const vs_comm* c, const _vs_opdesc* o, int64_t seq, char* buf, size_t cap)
+{
+    int64_t v[5];
+    _vs_mpi_opnorm(o, c->size, v);
+    _vs_mpi_opstr(v, seq, buf, cap);
+}
+
+/* The call an error message names: formatted only when one is written. */
+typedef struct _vs_mpi_what {
+    const vs_comm* c;
+    const _vs_opdesc* o;
+    int64_t seq;
+    char s[160];
+} _vs_mpi_what;
+
+_VS_PRIVATE const char* _vs_mpi_wstr(_vs_mpi_what* wh)
+{
+    if (!wh->s[0]) _vs_mpi_opdesc_str(wh->c, wh->o, wh->seq, wh->s, sizeof wh->s);
+    return wh->s;
+}
+
+/* The error of an operation that found the world aborted. */
+_VS_PRIVATE vs_result _vs_mpi_aborted_err(vs_comm* c, _vs_mpi_what* wh)
+{
+    vs_world* w = c->world;
+    char cause[200];
+    int k = w->ab_kind;
+    if (w->ab_why == VS_ERR_ABORTED || k < 1 || k > _VS_K_BOX) {
+        snprintf(cause, sizeof cause, "called vs_comm_abort");
+    } else {
+        const char* how = w->ab_why == VS_ERR_TIMEOUT ? "timed out in" : w->ab_why == VS_ERR_BACKEND ? "hit an MPI error in" : "failed in";
+        int len = snprintf(cause, sizeof cause, "%s %s #%lld (%s)", how, _vs_kind_names[k], (long long)w->ab_seq,
+                           vs_result_string(w->ab_why));
+        for (int i = 0; i < (int)w->abmiss[0] && len > 0 && (size_t)len < sizeof cause; i++)
+            len += snprintf(cause + len, sizeof cause - (size_t)len, "%s%lld", i ? ", " : ": missing world rank ",
+                            (long long)w->abmiss[1 + i]);
+    }
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+    return _vs_err(VS_ERR_ABORTED, "%s: the MPI world was aborted: %sworld rank %d %s (this is rank %d of %d, world rank %d)",
+                   _vs_mpi_wstr(wh), w->ab_rank == w->rank ? "this rank, " : "", w->ab_rank, cause, c->rank, c->size, w->rank);
+}
+
+/* Polls requests to completion, the deadline or an abort of the world. Returns
+   VS_OK, VS_ERR_TIMEOUT or VS_ERR_ABORTED (message not set), or VS_ERR_BACKEND
+   (message set). `st` has n entries or is NULL. */
+_VS_PRIVATE vs_result _vs_mpi_poll(vs_comm* c, int n, MPI_Request* req, MPI_Status* st, double deadline,
+                                   _vs_mpi_what* wh)
+{
+    for (long it = 0;; it++) {
+        int flag = 0, e = MPI_Testall(n, req, &flag, st ? st : MPI_STATUSES_IGNORE);
+        if (e != MPI_SUCCESS) {
+            if (e == MPI_ERR_IN_STATUS && st)
+                for (int i = 0; i < n; i++)
+                    if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING) {
+                        e = st[i].MPI_ERROR;
+                        break;
+                    }
+            return _vs_mpi_fail(e, _vs_mpi_wstr(wh));
+        }
+        if (flag) return VS_OK;
+        if (((it & 15) == 0 || it > 2000) &&
+            (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) || _vs_mpi_aborted(c->world)))
+            return VS_ERR_ABORTED;
+        if (_vs_now() > deadline) return VS_ERR_TIMEOUT;
+        // MPI progresses only inside its calls: poll fast at first, then back off
+        if (it > 2000) _vs_sleep_us(it > 20000 ? 200 : 20);
+        else if (it > 200) sched_yield();
+    }
+}
+
+/* Appends "rank r (world w)" for each listed rank of c. */
+_VS_PRIVATE void _vs_mpi_ranklist(const vs_comm* c, const int* ranks, int n, char* buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && len + 1 < cap; i++) {
+        int wr = _vs_mpi_wrank(c, ranks[i]);
+        int k = wr >= 0 ? snprintf(buf + len, cap - len, "%s%d (world %d)", i ? ", " : "", ranks[i], wr)
+                        : snprintf(buf + len, cap - len, "%s%d", i ? ", " : "", ranks[i]);
+        if (k < 0) break;
+        len += (size_t)k;
+    }
+}
+
+/* After a failed wait: sets the message (timeout, abort), aborts the world (or
+   notes a peer's abort) and hands the requests in flight to the world. reqop[i] is
+   the op of req[i] (NULL: all ops[0]). Takes ownership of req, reqop, tmp, extra. */
+_VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* ops, int64_t seq, _vs_mpi_what* wh,
+                                     MPI_Request* req, int* reqop, int nreq, _vs_mpi_tmp* tmp, int ntmp, void* extra)
+{
+    int kind = ops[0].kind;
+    if (r == VS_ERR_ABORTED) {
+        r = _vs_mpi_aborted_err(c, wh);
+    } else if (r == VS_ERR_TIMEOUT) {
+        // a p2p request that is still open names its peer; a collective cannot say who is missing
+        int* miss = _VS_NEW(int, nreq + 1);
+        int nm = 0, coll = 0;
+        for (int i = 0; i < nreq; i++) {
+            const _vs_opdesc* o = &ops[reqop ? reqop[i] : 0];
+            int flag = 0;
+            MPI_Test(&req[i], &flag, MPI_STATUS_IGNORE);
+            if (flag) continue;
+            if (o->kind == _VS_K_SEND || o->kind == _VS_K_RECV) {
+                if (miss) miss[nm++] = o->root;
+            } else {
+                coll = 1;
+            }
+        }
+        char who[200] = "";
+        if (nm) _vs_mpi_ranklist(c, miss, nm, who, sizeof who);
+        if (coll)
+            r = _vs_err(VS_ERR_TIMEOUT, "%s: not every rank of this MPI communicator of %d ranks arrived within %g s "
+                        "(this is rank %d, world rank %d); MPI cannot tell which is missing: VESCALE_DEBUG=desync names it%s%s",
+                        _vs_mpi_wstr(wh), c->size, c->timeout, c->rank, c->world->rank, nm ? "; no p2p match from rank " : "", who);
+        else
+            r = _vs_err(VS_ERR_TIMEOUT, "%s: no match from rank %s within %g s (this is rank %d of %d, world rank %d; MPI)",
+                        _vs_mpi_wstr(wh), nm ? who : "?", c->timeout, c->rank, c->size, c->world->rank);
+        for (int i = 0; i < nm; i++) miss[i] = _vs_mpi_wrank(c, miss[i]);
+        _vs_mpi_fault(c, VS_ERR_TIMEOUT, kind, seq, miss, nm);
+        free(miss);
+    } else {
+        _vs_mpi_fault(c, r == VS_ERR_BACKEND ? VS_ERR_BACKEND : r, kind, seq, NULL, 0);
+    }
+    free(reqop);
+    _vs_mpi_leak_add(c->world, req, nreq, tmp, ntmp, extra);
+    return r;
+}
+
+_VS_PRIVATE uint64_t _vs_mpi_mix(uint64_t h, int64_t x)
+{
+    for (int i = 0; i < 8; i++) {
+        h ^= (uint64_t)((x >> (8 * i)) & 0xff);
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* The batch's fingerprint: its first op in the clear, every op (and the count
+   arrays ranks must agree on) in a hash. */
+_VS_PRIVATE void _vs_mpi_fingerprint(const vs_comm* c, const _vs_opdesc* ops, int nops, int64_t seq, int64_t* fp)
+{
+    int n = c->size;
+    uint64_t h = 1469598103934665603ULL;
+    fp[0] = seq;
+    _vs_mpi_opnorm(&ops[0], n, fp + 1);
+    fp[6] = nops;
+    for (int i = 0; i < nops; i++) {
+        int64_t v[5];
+        _vs_mpi_opnorm(&ops[i], n, v);
+        for (int j = 0; j < 5; j++) h = _vs_mpi_mix(h, v[j]);
+        if (ops[i].kind == _VS_K_ALLGATHER || ops[i].kind == _VS_K_REDSCAT)
+            for (int j = 0; j < n; j++) {
+                h = _vs_mpi_mix(h, (int64_t)ops[i].counts[j]);
+                h = _vs_mpi_mix(h, (int64_t)ops[i].displs[j]);
+            }
+    }
+    fp[7] = (int64_t)(h >> 1);
+    fp[8] = c->world ? c->world->rank : c->rank;
+    fp[9] = c->rank;
+}
+
+_VS_PRIVATE void _vs_mpi_fpstr(const int64_t* fp, const int64_t* ref, char* buf, size_t cap)
+{
+    int len = snprintf(buf, cap, "rank %lld (world %lld) called ", (long long)fp[9], (long long)fp[8]);
+    if (len < 0 || (size_t)len >= cap) return;
+    _vs_mpi_opstr(fp + 1, fp[0], buf + len, cap - (size_t)len);
+    len = (int)strlen(buf);
+    if (fp[6] > 1 && (size_t)len < cap) len += snprintf(buf + len, cap - (size_t)len, " first of a group of %lld", (long long)fp[6]);
+    if (ref && !memcmp(fp, ref, 7 * sizeof *fp) && fp[7] != ref[7] && (size_t)len < cap)
+        snprintf(buf + len, cap - (size_t)len, " (another op of the group, or the counts, differ)");
+}
+
+/* VESCALE_DEBUG=desync: every rank sends the batch's fingerprint to every other
+   rank and checks them all, so every rank reaches the same verdict; on a timeout
+   the ranks whose fingerprint never came are the missing ones. */
+_VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops, int64_t seq, double deadline,
+                                     _vs_mpi_what* wh)
+{
+    int n = c->size, me = c->rank, k = 0, e = MPI_SUCCESS;
+    int64_t* fp = _VS_NEW(int64_t, (size_t)n * _VS_FP_N);
+    MPI_Request* req = _VS_NEW(MPI_Request, 2 * (size_t)n);
+    MPI_Status* st = _VS_NEW(MPI_Status, 2 * (size_t)n);
+    int* who = _VS_NEW(int, n);
+    vs_result r = VS_OK;
+    if (!fp || !req || !st || !who) {
+        free(fp), free(req), free(st), free(who);
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory for the desync check over %d ranks", _vs_mpi_wstr(wh), n);
+    }
+    _vs_mpi_fingerprint(c, ops, nops, seq, fp + (size_t)me * _VS_FP_N);
+    for (int q = 0; q < n && e == MPI_SUCCESS; q++)
+        if (q != me && (e = MPI_Irecv(fp + (size_t)q * _VS_FP_N, _VS_FP_N, MPI_INT64_T, q, _VS_MPI_TAG_FP, c->mc,
+                                      &req[k])) == MPI_SUCCESS)
+            k++;
+    for (int q = 0; q < n && e == MPI_SUCCESS; q++)
+        if (q != me && (e = MPI_Isend(fp + (size_t)me * _VS_FP_N, _VS_FP_N, MPI_INT64_T, q, _VS_MPI_TAG_FP, c->mc,
+                                      &req[k])) == MPI_SUCCESS)
+            k++;
+    if (e != MPI_SUCCESS) {
+        r = _vs_mpi_fail(e, _vs_mpi_wstr(wh));
+    } else {
+        r = _vs_mpi_poll(c, k, req, st, deadline, wh);
+    }
+    if (r == VS_ERR_TIMEOUT) { // the fingerprints that never came name the missing ranks
+        int nm = 0;
+        for (int q = 0, i = 0; q < n; q++) {
+            if (q == me) continue;
+            int flag = 0;
+            MPI_Test(&req[i++], &flag, MPI_STATUS_IGNORE);
+            if (!flag) who[nm++] = q;
+        }
+        char list[300];
+        _vs_mpi_ranklist(c, who, nm, list, sizeof list);
+        r = _vs_err(VS_ERR_TIMEOUT, "%s: rank%s %s of this MPI communicator of %d ranks did not arrive within %g s "
+                    "(this is rank %d, world rank %d; desync check)",
+                    _vs_mpi_wstr(wh), nm == 1 ? "" : "s", nm ? list : "?", n, c->timeout, me, c->world->rank);
+        for (int i = 0; i < nm; i++) who[i] = _vs_mpi_wrank(c, who[i]);
+        _vs_mpi_fault(c, VS_ERR_TIMEOUT, ops[0].kind, seq, who, nm);
+    } else if (r == VS_ERR_ABORTED) {
+        r = _vs_mpi_aborted_err(c, wh);
+    } else if (r) {
+        _vs_mpi_fault(c, VS_ERR_BACKEND, ops[0].kind, seq, NULL, 0);
+    }
+    if (r) {
+        free(st);
+        free(who);
+        _vs_mpi_leak_add(c->world, req, k, NULL, 0, fp);
+        return r;
+    }
+    // the verdict: the call most ranks made is the reference (ties: the lowest rank)
+    int diff = 0;
+    for (int q = 1; q < n && !diff; q++) diff = memcmp(fp, fp + (size_t)q * _VS_FP_N, _VS_FP_CMP * sizeof *fp) != 0;
+    if (diff) {
+        int ref = 0, best = 0;
+        for (int q = 0; q < n; q++) {
+            int same = 0;
+            for (int p = 0; p < n; p++)
+                same += !memcmp(fp + (size_t)q * _VS_FP_N, fp + (size_t)p * _VS_FP_N, _VS_FP_CMP * sizeof *fp);
+            if (same > best) best = same, ref = q;
+        }
+        const int64_t* rf = fp + (size_t)ref * _VS_FP_N;
+        char msg[480], one[200];
+        int len = snprintf(msg, sizeof msg, "%s: ranks disagree (VESCALE_DEBUG=desync, MPI communicator of %d ranks): ", _vs_mpi_wstr(wh), n);
+        for (int q = 0; q < n && len > 0 && (size_t)len < sizeof msg; q++) {
+            const int64_t* f = fp + (size_t)q * _VS_FP_N;
+            if (!memcmp(f, rf, _VS_FP_CMP * sizeof *fp)) continue;
+            _vs_mpi_fpstr(f, rf, one, sizeof one);
+            len += snprintf(msg + len, sizeof msg - (size_t)len, "%s; ", one);
+        }
+        _vs_mpi_fpstr(rf, NULL, one, sizeof one);
+        if (len > 0 && (size_t)len < sizeof msg) {
+            if (best > 1)
+                snprintf(msg + len, sizeof msg - (size_t)len, "while %d ranks, e.g. %s", best, one);
+            else
+                snprintf(msg + len, sizeof msg - (size_t)len, "while %s", one);
+        }
+        r = _vs_err(VS_ERR_MISMATCH, "%s", msg);
+    }
+    free(fp), free(req), free(st), free(who);
+    return r;
+}
+
+_VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o, int64_t seq, double deadline, int arrived,
+                                    _vs_mpi_what* wh)
+{
+    *o->split_out = NULL;
+    if (!arrived && c->size > 1) {
+        // MPI_Comm_split blocks with no deadline: first every rank arrives (a barrier that can be polled)
+        MPI_Request* rq = _VS_NEW(MPI_Request, 1);
+        if (!rq) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", _vs_mpi_wstr(wh));
+        int e = MPI_Ibarrier(c->mc, rq);
+        vs_result r = e != MPI_SUCCESS ? _vs_mpi_fail(e, _vs_mpi_wstr(wh)) : _vs_mpi_poll(c, 1, rq, NULL, deadline, wh);
+        if (r) return _vs_mpi_failed(c, r, o, seq, wh, rq, NULL, e == MPI_SUCCESS, NULL, 0, NULL);
+        free(rq);
+    }
     MPI_Comm nc = MPI_COMM_NULL;
     int e = MPI_Comm_split(c->mc, o->color == VS_COLOR_NONE ? MPI_UNDEFINED : o->color, o->key, &nc);
-    if (e != MPI_SUCCESS) return _vs_mpi_fail(e, "split");
-    *o->split_out = NULL;
+    if (e != MPI_SUCCESS) {
+        vs_result r = _vs_mpi_fail(e, _vs_mpi_wstr(wh));
+        _vs_mpi_fault(c, VS_ERR_BACKEND, o->kind, seq, NULL, 0);
+        return r;
+    }
     if (nc == MPI_COMM_NULL) return VS_OK;
+    MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
     int r, n;
     MPI_Comm_rank(nc, &r);
     MPI_Comm_size(nc, &n);
     vs_comm* out = _vs_comm_new(c->world, VS_TRANSPORT_MPI, r, n);
     if (!out) {
         MPI_Comm_free(&nc);
-        return _vs_err(VS_ERR_NOMEM, "split: out of memory");
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", _vs_mpi_wstr(wh));
     }
     out->mc = nc;
     out->timeout = c->timeout;
@@ -3520,68 +4042,103 @@ _VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o)
     return VS_OK;
 }
 
-/* Starts every op of the batch as a non-blocking MPI request and polls them to
-   completion or the deadline (MPI collectives cannot be cancelled: after a
-   timeout the communicator is aborted). */
+/* Runs one batch: checks the world is not aborted, with VESCALE_DEBUG=desync
+   checks every rank makes the same call, starts every op as a non-blocking MPI
+   request and polls them to completion, the deadline or an abort. */
 _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
 {
-    if (nops == 1 && ops[0].kind == _VS_K_SPLIT) return _vs_mpi_split(c, &ops[0]);
+    vs_world* w = c->world;
+    int coll = 0, p2p = 0;
+    for (int i = 0; i < nops; i++) {
+        if (ops[i].kind == _VS_K_SEND || ops[i].kind == _VS_K_RECV)
+            p2p = 1;
+        else
+            coll = 1;
+    }
+    int64_t seq = coll ? ++c->mseq : -1; // p2p-only batches involve some ranks only: no number
+    _vs_mpi_what what; // the call, as messages name it (made only for one)
+    what.c = c, what.o = &ops[0], what.seq = seq, what.s[0] = 0;
+    _vs_mpi_what* wh = &what;
+    if (_vs_mpi_aborted(w)) return _vs_mpi_aborted_err(c, wh);
+    for (int i = 0; i < nops; i++)
+        if (ops[i].kind == _VS_K_SPLIT && nops > 1)
+            return _vs_err(VS_ERR_STATE, "split cannot be batched with other operations");
+    double deadline = _vs_now() + c->timeout;
+    int checked = 0;
+    if (w->mpi_desync && coll && !p2p && c->size > 1) {
+        _VS_TRY(_vs_mpi_desync(c, ops, nops, seq, deadline, wh));
+        checked = 1;
+    }
+    if (ops[0].kind == _VS_K_SPLIT) return _vs_mpi_split(c, &ops[0], seq, deadline, checked, wh);
     MPI_Request* req = _VS_NEW(MPI_Request, nops);
+    MPI_Status* st = _VS_NEW(MPI_Status, nops);
+    int* reqop = _VS_NEW(int, nops);
     _vs_mpi_tmp* tmp = _VS_NEW(_vs_mpi_tmp, nops);
     vs_result r = VS_OK;
     int nreq = 0;
-    if (!req || !tmp) {
-        r = _vs_err(VS_ERR_NOMEM, "MPI batch of %d ops: out of memory", nops);
-        goto out;
+    if (!req || !st || !reqop || !tmp) {
+        free(req), free(st), free(reqop), free(tmp);
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory for a batch of %d ops", _vs_mpi_wstr(wh), nops);
     }
     for (int i = 0; i < nops && !r; i++) {
-        if (ops[i].kind == _VS_K_SPLIT) {
-            r = _vs_err(VS_ERR_STATE, "split cannot be batched with other operations");
-            break;
-        }
         int k = 0;
         r = _vs_mpi_start(c, &ops[i], &tmp[i], &req[nreq], &k);
-        nreq += k;
+        for (int j = 0; j < k; j++) reqop[nreq + j] = i;
+        if (!r) nreq += k;
+    }
+    if (r && nreq > 0) { // some ops are in flight, the batch cannot complete on the peers
+        char keep[400];
+        _vs_save_error(keep, sizeof keep);
+        free(st);
+        _vs_mpi_failed(c, VS_ERR_BACKEND, ops, seq, wh, req, reqop, nreq, tmp, nops, NULL);
+        return _vs_err(r, "%s", keep);
     }
     if (!r) {
-        double deadline = _vs_now() + c->timeout;
-        for (long it = 0;; it++) {
-            int flag = 0, e = MPI_Testall(nreq, req, &flag, MPI_STATUSES_IGNORE);
-            if (e != MPI_SUCCESS) {
-                r = _vs_mpi_fail(e, _vs_kind_names[ops[0].kind]);
-                break;
-            }
-            if (flag) break;
-            if (_vs_now() > deadline) {
-                __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
-                r = _vs_err(VS_ERR_TIMEOUT, "%s: a peer did not arrive within %g s (MPI)",
-                            _vs_kind_names[ops[0].kind], c->timeout);
-                // the requests can never be waited for now: leak their scratch
-                for (int i = 0; i < nops; i++) tmp[i].ints = NULL, tmp[i].buf = NULL, tmp[i].fsend = NULL;
-                break;
-            }
-            // MPI progresses only inside its calls: poll fast at first, then back off
-            if (it > 2000) _vs_sleep_us(it > 20000 ? 200 : 20);
-            else if (it > 200) sched_yield();
+        r = _vs_mpi_poll(c, nreq, req, st, deadline, wh);
+        if (r) {
+            free(st);
+            return _vs_mpi_failed(c, r, ops, seq, wh, req, reqop, nreq, tmp, nops, NULL);
         }
-    }
-    if (!r)
         for (int i = 0; i < nops; i++) _vs_mpi_finish(c, &ops[i], &tmp[i]);
-out:
-    if (tmp)
-        for (int i = 0; i < nops; i++) {
-            free(tmp[i].ints);
-            free(tmp[i].buf);
-            free(tmp[i].fsend);
-        }
-    free(tmp);
-    free(req);
+    }
+    _vs_mpi_tmp_free(tmp, nops);
+    free(req), free(st), free(reqop);
     return r;
+}
+
+/* VESCALE_DEBUG: a comma-separated list; "desync" is the one value known. */
+_VS_PRIVATE vs_result _vs_mpi_debug_from_env(int* desync)
+{
+    const char* e = getenv("VESCALE_DEBUG");
+    *desync = 0;
+    for (const char* p = e ? e : ""; *p;) {
+        while (*p == ',' || *p == ' ') p++;
+        const char* q = p;
+        while (*q && *q != ',') q++;
+        int len = (int)(q - p);
+        while (len > 0 && p[len - 1] == ' ') len--;
+        if (len == 6 && !strncmp(p, "desync", 6))
+            *desync = 1;
+        else if (len > 0)
+            return _vs_err(VS_ERR_INVALID, "environment: VESCALE_DEBUG='%s': unknown value '%.*s' (known: desync)", e,
+                           len, p);
+        p = q;
+    }
+    return VS_OK;
 }
 
 _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
 {
-    int init = 0;
+    w->mab = MPI_COMM_NULL;
+    w->abreq = MPI_REQUEST_NULL;
+    if (!w->mmu_made) pthread_mutex_init(&w->mmu, NULL);
+    w->mmu_made = 1;
+    int init = 0, fin = 0;
+    MPI_Finalized(&fin);
+    if (fin)
+        return _vs_err(VS_ERR_STATE, "vs_world_init: MPI was already finalized in this process (by an earlier "
+                       "vs_world_free or the program); MPI cannot be started twice");
+    _VS_TRY(_vs_mpi_debug_from_env(&w->mpi_desync));
     MPI_Initialized(&init);
     if (!init) {
         int provided = 0;
@@ -3596,12 +4153,25 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
     MPI_Comm mc;
     int e = MPI_Comm_dup(base, &mc);
     if (e != MPI_SUCCESS) return _vs_mpi_fail(e, "vs_world_init: MPI_Comm_dup");
+    // MPI errors come back as results on every communicator made from this one. Open MPI
+    // reports errors of non-blocking collectives (in MPI_Testall) on MPI_COMM_WORLD, not
+    // on the request's communicator: when vescale started MPI, it sets that one too
+    MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
+    if (w->mpi_finalize) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(mc, &w->rank);
     MPI_Comm_size(mc, &w->size);
     MPI_Comm node;
-    MPI_Comm_split_type(mc, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &w->local_rank);
-    MPI_Comm_free(&node);
+    e = MPI_Comm_split_type(mc, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL, &node);
+    if (e == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &w->local_rank);
+        MPI_Comm_free(&node);
+    }
+    if (e == MPI_SUCCESS) e = MPI_Comm_dup(mc, &w->mab);
+    if (e == MPI_SUCCESS) e = MPI_Irecv(w->abin, _VS_AB_N, MPI_INT64_T, MPI_ANY_SOURCE, _VS_MPI_TAG_ABORT, w->mab, &w->abreq);
+    if (e != MPI_SUCCESS) {
+        MPI_Comm_free(&mc);
+        return _vs_mpi_fail(e, "vs_world_init: setting up the MPI communicators");
+    }
     MPI_Op_create(_vs_mpi_u8_sum, 1, &w->u8_sum);
     w->u8_sum_made = 1;
     w->comm = _vs_comm_new(w, VS_TRANSPORT_MPI, w->rank, w->size);
@@ -3614,13 +4184,90 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
     return VS_OK;
 }
 
-_VS_PRIVATE void _vs_mpi_world_fini(vs_world* w)
+/* An explicit rank/size, or torchrun's, must be MPI's: MPI numbers the job. */
+_VS_PRIVATE vs_result _vs_mpi_check_launcher(const vs_world* w, const vs_bootstrap_info* bi, const vs_world_desc* d)
 {
-    if (w->u8_sum_made) MPI_Op_free(&w->u8_sum);
-    w->u8_sum_made = 0;
-    int fin = 0;
+    int expl = !strcmp(bi->source, "explicit");
+    if (!expl && (strcmp(bi->source, "torchrun") != 0 || d->mpi_comm)) return VS_OK;
+    if (bi->rank == w->rank && bi->world_size == w->size) return VS_OK;
+    const char* in = d->mpi_comm ? "desc.mpi_comm" : "MPI_COMM_WORLD";
+    if (expl)
+        return _vs_err(VS_ERR_MISMATCH, "vs_world_init: desc.rank %d, desc.world_size %d disagree with MPI's rank %d of %d "
+                       "(%s); leave world_size 0 to take MPI's", bi->rank, bi->world_size, w->rank, w->size, in);
+    return _vs_err(VS_ERR_MISMATCH, "vs_world_init: environment RANK=%d, WORLD_SIZE=%d (torchrun) disagree with MPI's "
+                   "rank %d of %d (%s)", bi->rank, bi->world_size, w->rank, w->size, in);
+}
+
+_VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
+{
+    int fin = 0, pending = 0, late = 0;
     MPI_Finalized(&fin);
+    if (w->mmu_made && !fin) {
+        if (w->abreq != MPI_REQUEST_NULL) {
+            MPI_Status st;
+            int cancelled = 0;
+            MPI_Cancel(&w->abreq);
+            MPI_Wait(&w->abreq, &st);
+            MPI_Test_cancelled(&st, &cancelled);
+            if (!cancelled) { // a peer's notice came in: this world was aborted too
+                pthread_mutex_lock(&w->mmu);
+                _vs_mpi_mark_locked(w, (int)w->abin[1], (int)w->abin[2], (int)w->abin[3], w->abin[4]);
+                pthread_mutex_unlock(&w->mmu);
+            }
+        }
+        // requests a fault left in flight may still complete (a late peer): a moment for them
+        double until = _vs_now() + 0.2;
+        for (_vs_mpi_leak* l = w->leaks; l; l = l->next) {
+            int flag = 0;
+            for (;;) {
+                if (MPI_Testall(l->nreq, l->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) flag = 0;
+                if (flag || _vs_now() > until) break;
+                _vs_sleep_us(1000);
+            }
+            if (!flag) pending += l->nreq;
+        }
+        // after an abort MPI_Finalize waits for every process, dead or stopped ones too:
+        // finalize only when every rank reaches this point soon
+        if (!pending && w->mpi_finalize && w->size > 1 && __atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE)) {
+            MPI_Request* b = _VS_NEW(MPI_Request, 1);
+            double wait = w->timeout < 2.0 ? w->timeout : 2.0;
+            int flag = 0;
+            if (b && MPI_Ibarrier(w->mab, b) == MPI_SUCCESS) {
+                for (double end = _vs_now() + wait;;) {
+                    if (MPI_Test(b, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag || _vs_now() > end) break;
+                    _vs_sleep_us(1000);
+                }
+                if (!flag) _vs_mpi_leak_add(w, b, 1, NULL, 0, NULL), b = NULL;
+            }
+            free(b);
+            late = !flag;
+        }
+        while (w->leaks) {
+            _vs_mpi_leak* l = w->leaks;
+            w->leaks = l->next;
+            if (!pending && !late) { // else MPI may still write into them: they stay
+                free(l->req);
+                _vs_mpi_tmp_free(l->tmp, l->ntmp);
+                free(l->extra);
+            }
+            free(l);
+        }
+        if (!pending && !late && w->mab != MPI_COMM_NULL) MPI_Comm_free(&w->mab);
+    }
+    if (w->mmu_made) pthread_mutex_destroy(&w->mmu);
+    w->mmu_made = 0;
+    if (w->u8_sum_made && !fin) MPI_Op_free(&w->u8_sum);
+    w->u8_sum_made = 0;
+    if (pending)
+        return _vs_err(VS_ERR_ABORTED, "vs_world_free: world rank %d: %d MPI requests are still in flight after a "
+                       "timeout or abort, so MPI was not finalized (MPI_Finalize would wait for them forever): "
+                       "end the process, or end the job with vs_world_abort", w->rank, pending);
+    if (late)
+        return _vs_err(VS_ERR_ABORTED, "vs_world_free: world rank %d: the world was aborted and not every rank reached "
+                       "vs_world_free within %g s, so MPI was not finalized (MPI_Finalize would wait for them): "
+                       "end the process, or end the job with vs_world_abort", w->rank, w->timeout < 2.0 ? w->timeout : 2.0);
     if (w->mpi_finalize && !fin) MPI_Finalize();
+    return VS_OK;
 }
 
 #else // !VESCALE_MPI
@@ -3630,9 +4277,40 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     (void)c, (void)ops, (void)nops;
     return _vs_err(VS_ERR_UNAVAILABLE, "MPI transport not compiled in (build with -DVESCALE_MPI)");
 }
-_VS_PRIVATE void _vs_mpi_world_fini(vs_world* w) { (void)w; }
+_VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
+{
+    (void)w;
+    return VS_OK;
+}
+_VS_PRIVATE void _vs_mpi_comm_abort(vs_comm* c) { (void)c; }
 
 #endif // VESCALE_MPI
+
+VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
+{
+    _VS_CHECK_NULL(w, "world");
+#ifdef VESCALE_MPI
+    if (w->tr == VS_TRANSPORT_MPI) {
+        int init = 0, fin = 0;
+        MPI_Initialized(&init);
+        MPI_Finalized(&fin);
+        if (!init || fin) return _vs_err(VS_ERR_STATE, "vs_world_abort: MPI is not running (finalized, or never started)");
+        int code = why < 0 ? -why : why;
+        if (code < 1 || code > 255) code = 1;
+        char last[512];
+        _vs_save_error(last, sizeof last);
+        fprintf(stderr, "vescale: world rank %d of %d aborts the MPI job with exit status %d: %s%s%s\n", w->rank,
+                w->size, code, vs_result_string(why), last[0] ? "; last error: " : "", last);
+        fflush(stderr);
+        MPI_Abort(w->comm ? w->comm->mc : MPI_COMM_WORLD, code);
+        return _vs_err(VS_ERR_ABORTED, "vs_world_abort: MPI_Abort returned"); // not reached
+    }
+#endif
+    (void)why;
+    if (w->comm) vs_comm_abort(w->comm);
+    return VS_OK;
+}
+
 
 // >>nccl ----------------------------------------------------------------------
 #ifdef VESCALE_NCCL
@@ -4553,6 +5231,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
     vs_result r = VS_OK;
 #ifdef VESCALE_MPI
     if (tr == VS_TRANSPORT_MPI) r = _vs_mpi_world(w, d);
+    if (tr == VS_TRANSPORT_MPI && !r) r = _vs_mpi_check_launcher(w, &bi, d);
 #endif
 #ifdef VESCALE_NCCL
     if (tr == VS_TRANSPORT_NCCL) {

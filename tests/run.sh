@@ -8,6 +8,7 @@ B=${B:-build}
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 COMPILE_CHECK=${COMPILE_CHECK:-1}
 LIMIT=${TEST_TIMEOUT:-300}
+FUZZ_SECONDS=${FUZZ_SECONDS:-0}
 pass=0 fail=0 skip=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -42,6 +43,7 @@ mpi_np() {
         test_collectives_mpi) echo "1 2 3 4" ;;
         test_mesh_mpi | test_layout_mpi) echo "1 2 4 8" ;;
         test_ddp_procs_mpi) echo "2 3 4" ;;
+        test_faults_mpi) echo "" ;; # one mpirun per fault: tests/faults_mpi.sh, below
         *) echo "2" ;;
     esac
 }
@@ -57,6 +59,18 @@ for t in "$B"/test_*_mpi; do
         ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" run_one "$(basename "$t") np=$np" $MPIRUN -np "$np" "$t"
     done
 done
+
+# --- MPI fault suite (issue 8): 4 processes, one bounded mpirun per fault ---------
+if [ -x "$B/test_faults_mpi" ]; then
+    MPIRUN="$MPIRUN" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+        run_one "faults_mpi.sh" bash tests/faults_mpi.sh "$B/test_faults_mpi"
+fi
+# -----------------------------------------------------------------------------------
+
+# libFuzzer harnesses (tests/fuzz/), FUZZ_SECONDS each; 0 skips them
+if [ "${FUZZ_SECONDS:-0}" != 0 ]; then
+    run_one "fuzz" env B="$B" FUZZ_SECONDS="$FUZZ_SECONDS" bash tests/fuzz/run.sh
+fi
 
 if [ "$COMPILE_CHECK" = 1 ]; then
     run_one "compile_check" bash tests/compile_check.sh

@@ -1,0 +1,360 @@
+/* test_faults_mpi.c - faults between MPI processes (issue 8: points 2, 3, 5).
+   One fault per mpirun, so tests/faults_mpi.sh launches each case:
+       test_faults_mpi mismatch   rank 2 (and, on a split communicator, world rank 3)
+                                  calls all_reduce with another count; VESCALE_DEBUG=desync
+       test_faults_mpi abort      world rank 1 calls vs_comm_abort while the others wait
+                                  in all-reduces (world rank 0 on the world communicator,
+                                  ranks 2 and 3 on split ones)
+       test_faults_mpi sigstop    world rank 3 stops itself (SIGSTOP) before an all-reduce;
+                                  the survivors time out, rank 0 ends the job (vs_world_abort)
+       test_faults_mpi kill       world rank 3 kills itself (SIGKILL) before an all-reduce
+                                  (mpirun --enable-recovery: the survivors time out)
+       test_faults_mpi init       bad VESCALE_DEBUG, explicit/torchrun ranks that are not
+                                  MPI's, a split one rank never joins (timeout), and
+                                  vs_world_init after MPI_Finalize
+   The fault happens at a time rank 0 plans and broadcasts (CLOCK_MONOTONIC: the
+   ranks share one host). Every rank prints one line per check,
+       ok|not ok faults_mpi/<case> rank R: <result> <s> s after the fault: <message>
+   with the time from the fault to its error. Without a case (as tests/run.sh would
+   run it) or without VESCALE_MPI it prints a skip line. */
+#define VESCALE_IMPLEMENTATION
+#include "vescale_mesh.h"
+#include "vs_test.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef VESCALE_MPI
+int main(void)
+{
+    vt_skip("faults_mpi", "built without VESCALE_MPI");
+    return vt_summary();
+}
+#else
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_until(double t)
+{
+    for (double d; (d = t - now_s()) > 0;) {
+        struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int g_rank;
+static const char* g_case;
+
+/* One line per rank and check; fails the check unless cond. */
+static int report(int cond, vs_result r, double dt, const char* what, const char* msg)
+{
+    printf("%s faults_mpi/%s%s%s rank %d: %s %.4f s %s: %s\n", cond ? "ok" : "not ok", g_case, what[0] ? "/" : "",
+           what, g_rank, vs_result_string(r), dt, strncmp(what, "world_free", 10) ? "after the fault" : "in vs_world_free",
+           msg);
+    fflush(stdout);
+    return cond;
+}
+
+/* Rank 0 plans the fault `lead` seconds ahead; every rank learns when. */
+static double plan(vs_comm* c, double lead)
+{
+    double t = now_s() + lead;
+    if (vs_broadcast(c, &t, &t, 1, VS_F64, 0, NULL)) return -1;
+    return t;
+}
+
+/* A warm-up all-reduce with its sum checked: the job works before the fault. */
+static int warm_up(vs_comm* c)
+{
+    float x[4];
+    int n = vs_comm_size(c), me = vs_comm_rank(c);
+    for (int i = 0; i < 4; i++) x[i] = (float)(me + i);
+    vs_result r = vs_all_reduce(c, x, x, 4, VS_F32, VS_OP_SUM, NULL);
+    int ok = r == VS_OK;
+    for (int i = 0; i < 4 && ok; i++) ok = x[i] == (float)(n * (n - 1) / 2 + n * i);
+    if (!ok) report(0, r, 0, "warm_up", vs_last_error());
+    return ok;
+}
+
+/* (a) count mismatch: every rank gets VS_ERR_MISMATCH naming the odd rank, the
+   same message everywhere; the communicator stays usable. Then the same on a split
+   communicator, where the message names group and world ranks. */
+static int case_mismatch(vs_world* w)
+{
+    vs_comm* c = vs_world_comm(w);
+    int me = vs_world_rank(w), n = vs_world_size(w), fails = 0;
+    if (!warm_up(c)) return 1;
+    double t = plan(c, 0.2);
+    sleep_until(t);
+    float x[5] = {1, 1, 1, 1, 1};
+    vs_result r = vs_all_reduce(c, x, x, me == 2 ? 5 : 4, VS_F32, VS_OP_SUM, NULL);
+    double dt = now_s() - t;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%.500s", vs_last_error());
+    fails += !report(r == VS_ERR_MISMATCH && strstr(msg, "rank 2 (world 2) called all_reduce #3 (count 5") &&
+                         strstr(msg, "count 4") && dt < 1.0,
+                     r, dt, "", msg);
+    // every rank reached the same verdict: compare the messages
+    char* all = (char*)calloc((size_t)n, sizeof msg);
+    vs_result r2 = all ? vs_all_gather(c, msg, all, sizeof msg, VS_U8, NULL) : VS_ERR_NOMEM;
+    // (each message starts with the rank's own call; the verdict after it is the same)
+    const char* verdict = strstr(msg, "ranks disagree");
+    int same = r2 == VS_OK && verdict;
+    for (int q = 0; q < n && same; q++) {
+        const char* v = strstr(all + (size_t)q * sizeof msg, "ranks disagree");
+        same = v && !strcmp(v, verdict);
+    }
+    free(all);
+    fails += !report(same && warm_up(c), r2, 0, "same_message_then_usable", same ? "every rank has this verdict" : "the verdicts differ");
+
+    // on a split communicator: odd world ranks {1, 3}; world rank 3 (group rank 1) is off
+    vs_comm* odd = NULL;
+    r = vs_comm_split(c, me % 2, me, &odd);
+    if (r || !odd) return fails + !report(0, r, 0, "split", vs_last_error());
+    if (!warm_up(odd)) return fails + 1;
+    t = plan(c, 0.2);
+    sleep_until(t);
+    r = vs_all_reduce(odd, x, x, me == 3 ? 5 : 4, VS_F32, VS_OP_SUM, NULL);
+    dt = now_s() - t;
+    if (me % 2) {
+        const char* m = vs_last_error();
+        fails += !report(r == VS_ERR_MISMATCH && strstr(m, "rank 1 (world 3) called all_reduce #2 (count 5") &&
+                             strstr(m, "rank 0 (world 1) called all_reduce #2 (count 4") && dt < 1.0,
+                         r, dt, "split_names_world_ranks", m);
+    } else {
+        fails += !report(r == VS_OK, r, dt, "split_names_world_ranks", r ? vs_last_error() : "(even ranks agree)");
+    }
+    vs_comm_free(odd);
+    return fails;
+}
+
+/* (b) vs_comm_abort on world rank 1 wakes every other rank promptly, blocked on
+   the world communicator or on a split one, with VS_ERR_ABORTED naming rank 1. */
+static int case_abort(vs_world* w)
+{
+    vs_comm* c = vs_world_comm(w);
+    int me = vs_world_rank(w), fails = 0;
+    if (!warm_up(c)) return 1;
+    vs_comm* half = NULL; // {0, 2} and {1, 3}
+    vs_result r = vs_comm_split(c, me % 2, me, &half);
+    if (r || !half) return !report(0, r, 0, "split", vs_last_error());
+    double t = plan(c, 0.3);
+    float x[4] = {0};
+    if (me == 1) {
+        sleep_until(t);
+        r = vs_comm_abort(c);
+        double dt = now_s() - t;
+        fails += !report(r == VS_OK, r, dt, "aborter", r ? vs_last_error() : "called vs_comm_abort");
+        r = vs_all_reduce(half, x, x, 4, VS_F32, VS_OP_SUM, NULL);
+        fails += !report(r == VS_ERR_ABORTED, r, now_s() - t, "aborter_later_call", vs_last_error());
+    } else {
+        // rank 0 waits for 1, 2, 3 on the world; 2 waits for 0 on {0,2}; 3 for 1 on {1,3}
+        r = vs_all_reduce(me == 0 ? c : half, x, x, 4, VS_F32, VS_OP_SUM, NULL);
+        double dt = now_s() - t;
+        const char* m = vs_last_error();
+        fails += !report(r == VS_ERR_ABORTED && strstr(m, "world rank 1 called vs_comm_abort") && dt < 1.0, r, dt, "", m);
+    }
+    // half's requests are in flight on ranks 0, 2, 3: free the world, not half
+    double t0 = now_s();
+    r = vs_world_free(w);
+    double dt = now_s() - t0;
+    // the aborter waits up to 2 s for the others in vs_world_free, who cannot finalize
+    fails += !report((r == VS_OK || r == VS_ERR_ABORTED) && dt < 2.5, r, dt, "world_free_returns", r ? vs_last_error() : "finalized");
+    if (me != 1) sleep_until(t + 3.0); // so the aborter reports before the launcher ends the job
+    return fails;
+}
+
+/* (c) world rank 3 stops; the others time out within timeout + 1 s, naming it. */
+static int case_sigstop(vs_world* w)
+{
+    vs_comm* c = vs_world_comm(w);
+    int me = vs_world_rank(w), fails = 0;
+    double tmo = vs_world_timeout(w);
+    if (!warm_up(c)) return 1;
+    double t = plan(c, 0.2);
+    sleep_until(t);
+    if (me == 3) {
+        printf("# faults_mpi/sigstop: world rank 3 (pid %ld) stops itself\n", (long)getpid());
+        fflush(stdout);
+        raise(SIGSTOP);
+        // continued by the script (it kills us first, normally)
+        printf("# faults_mpi/sigstop: world rank 3 continued\n");
+        fflush(stdout);
+        return 0;
+    }
+    float x[4] = {0};
+    vs_result r = vs_all_reduce(c, x, x, 4, VS_F32, VS_OP_SUM, NULL);
+    double dt = now_s() - t;
+    const char* m = vs_last_error();
+    // its own timeout names rank 3; an earlier peer's timeout notice names it too
+    int named = strstr(m, "3 (world 3)") || strstr(m, "missing world rank 3");
+    fails += !report((r == VS_ERR_TIMEOUT || r == VS_ERR_ABORTED) && named && dt > tmo - 0.05 && dt < tmo + 1.0, r, dt,
+                     "", m);
+    if (me == 0) {
+        sleep_until(t + tmo + 0.5); // the others report first
+        vs_world_abort(w, VS_ERR_TIMEOUT); // ends the job, the stopped rank too: does not return
+        report(0, r, now_s() - t, "world_abort", "vs_world_abort returned");
+        return 1;
+    }
+    sleep_until(t + tmo + 30); // until vs_world_abort ends the job
+    return fails;
+}
+
+/* (d) world rank 3 dies (SIGKILL). Under mpirun --enable-recovery the job goes on:
+   the survivors time out naming it, vs_world_free returns, and they exit (there
+   MPI_Abort ends the caller only). Without it, mpirun ends the job at once. */
+static int case_kill(vs_world* w)
+{
+    vs_comm* c = vs_world_comm(w);
+    int me = vs_world_rank(w), fails = 0;
+    double tmo = vs_world_timeout(w);
+    if (!warm_up(c)) return 1;
+    double t = plan(c, 0.2);
+    sleep_until(t);
+    if (me == 3) {
+        printf("# faults_mpi/kill: world rank 3 (pid %ld) kills itself\n", (long)getpid());
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+    float x[4] = {0};
+    vs_result r = vs_all_reduce(c, x, x, 4, VS_F32, VS_OP_SUM, NULL);
+    double dt = now_s() - t;
+    const char* m = vs_last_error();
+    int named = strstr(m, "3 (world 3)") || strstr(m, "missing world rank 3");
+    fails += !report((r == VS_ERR_TIMEOUT || r == VS_ERR_ABORTED) && named && dt < tmo + 1.0, r, dt, "", m);
+    double t0 = now_s();
+    r = vs_world_free(w);
+    dt = now_s() - t0;
+    fails += !report(r == VS_ERR_ABORTED && dt < 2.5, r, dt, "world_free_returns", vs_last_error());
+    return fails;
+}
+
+/* (e) world setup: bad VESCALE_DEBUG, an explicit or torchrun rank that is not
+   MPI's, vs_comm_split when one rank never arrives (MPI_Comm_split alone blocks
+   forever), and vs_world_init after MPI_Finalize. The test starts MPI itself, so
+   failed inits leave it running. */
+static int case_init(void)
+{
+    int provided = 0, me = 0, n = 0, fails = 0;
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    g_rank = me;
+    vs_world* w = NULL;
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_MPI;
+    char want[128];
+
+    setenv("VESCALE_DEBUG", "desync, bogus", 1);
+    vs_result r = vs_world_init(&wd, &w);
+    unsetenv("VESCALE_DEBUG");
+    fails += !report(r == VS_ERR_INVALID && strstr(vs_last_error(), "VESCALE_DEBUG") && strstr(vs_last_error(), "'bogus'"),
+                     r, 0, "debug_env_unknown", vs_last_error());
+    if (!r) vs_world_free(w);
+
+    wd.world_size = n;
+    wd.rank = (me + 1) % n;
+    r = vs_world_init(&wd, &w);
+    snprintf(want, sizeof want, "desc.rank %d, desc.world_size %d disagree with MPI's rank %d of %d", (me + 1) % n, n, me, n);
+    fails += !report(r == VS_ERR_MISMATCH && strstr(vs_last_error(), want), r, 0, "explicit_rank_not_mpis", vs_last_error());
+    if (!r) vs_world_free(w);
+    wd.rank = me;
+    r = vs_world_init(&wd, &w);
+    fails += !report(r == VS_OK, r, 0, "explicit_rank_mpis", r ? vs_last_error() : "accepted");
+    if (!r) vs_world_free(w);
+
+    wd.world_size = 0;
+    wd.rank = 0;
+    char rk[16], ws[16];
+    snprintf(rk, sizeof rk, "%d", (me + 1) % n);
+    snprintf(ws, sizeof ws, "%d", n);
+    setenv("RANK", rk, 1);
+    setenv("WORLD_SIZE", ws, 1);
+    r = vs_world_init(&wd, &w);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    snprintf(want, sizeof want, "RANK=%d, WORLD_SIZE=%d (torchrun) disagree with MPI's rank %d of %d", (me + 1) % n, n, me, n);
+    fails += !report(r == VS_ERR_MISMATCH && strstr(vs_last_error(), want), r, 0, "torchrun_rank_not_mpis", vs_last_error());
+    if (!r) vs_world_free(w);
+
+    // vs_comm_split honours the timeout: world rank 3 never calls it
+    wd.timeout_s = 1.0;
+    r = vs_world_init(&wd, &w);
+    if (r) return fails + !report(0, r, 0, "init", vs_last_error());
+    vs_comm* c = vs_world_comm(w);
+    double t = plan(c, 0.2);
+    sleep_until(t);
+    if (me != 3) {
+        vs_comm* sc = NULL;
+        r = vs_comm_split(c, me % 2, me, &sc);
+        double dt = now_s() - t;
+        const char* m = vs_last_error();
+        int timed = (r == VS_ERR_TIMEOUT && strstr(m, "split #2") && strstr(m, "within 1 s")) ||
+                    (r == VS_ERR_ABORTED && strstr(m, "timed out in split #2"));
+        fails += !report(timed && !sc && dt > 0.95 && dt < 2.0, r, dt, "", m);
+    } else {
+        // arrive after the others gave up: complete their barrier so MPI can finalize
+        sleep_until(t + 1.5);
+        MPI_Request rq;
+        MPI_Ibarrier(vs_world_comm(w)->mc, &rq);
+        MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    r = vs_world_free(w);
+    fails += !report(r == VS_OK, r, 0, "world_free_after_late_rank", r ? vs_last_error() : "every request completed");
+    MPI_Finalize();
+    r = vs_world_init(&wd, &w);
+    fails += !report(r == VS_ERR_STATE && strstr(vs_last_error(), "finalized"), r, 0, "init_after_finalize", vs_last_error());
+    if (!r) vs_world_free(w);
+    return fails;
+}
+
+int main(int argc, char** argv)
+{
+    g_case = argc > 1 ? argv[1] : "";
+    if (!*g_case) {
+        vt_skip("faults_mpi", "one fault per mpirun: run it through tests/faults_mpi.sh");
+        return vt_summary();
+    }
+    if (!strcmp(g_case, "init")) return case_init() ? 1 : 0;
+    vs_world* w = NULL;
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_MPI;
+    if (vs_world_init(&wd, &w)) {
+        printf("not ok faults_mpi/%s/init: %s\n", g_case, vs_last_error());
+        return 1;
+    }
+    g_rank = vs_world_rank(w);
+    if (vs_world_size(w) != 4) {
+        printf("not ok faults_mpi/%s: needs 4 processes, got %d\n", g_case, vs_world_size(w));
+        vs_world_free(w);
+        return 1;
+    }
+    int fails;
+    if (!strcmp(g_case, "mismatch")) {
+        fails = case_mismatch(w);
+        vs_result r = vs_world_free(w);
+        fails += !report(r == VS_OK, r, 0, "world_free", r ? vs_last_error() : "finalized");
+    } else if (!strcmp(g_case, "abort")) {
+        fails = case_abort(w);
+    } else if (!strcmp(g_case, "sigstop")) {
+        fails = case_sigstop(w);
+    } else if (!strcmp(g_case, "kill")) {
+        fails = case_kill(w);
+    } else {
+        printf("not ok faults_mpi/%s: unknown case (mismatch, abort, sigstop, kill, init)\n", g_case);
+        return 1;
+    }
+    return fails ? 1 : 0;
+}
+#endif
