@@ -1429,7 +1429,6 @@ struct vs_comm {
     void** dsts;
 #ifdef VESCALE_MPI
     MPI_Comm mc;   // errors return (MPI_ERRORS_RETURN)
-    int64_t mseq;  // collective batches issued on this handle (desync check, messages)
 #endif
 #ifdef VESCALE_NCCL
     ncclComm_t nc;
@@ -3856,9 +3855,10 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
         char who[200] = "";
         if (nm) _vs_mpi_ranklist(c, miss, nm, who, sizeof who);
         if (coll)
-            r = _vs_err(VS_ERR_TIMEOUT, "%s: not every rank of this MPI communicator of %d ranks arrived within %g s "
+            r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: not every one of its %d ranks arrived within %g s "
                         "(this is rank %d, world rank %d); MPI cannot tell which is missing: VESCALE_DEBUG=desync names it%s%s",
-                        _vs_mpi_wstr(wh), c->size, c->timeout, c->rank, c->world->rank, nm ? "; no p2p match from rank " : "", who);
+                        _vs_mpi_wstr(wh), c->label, c->size, c->timeout, c->rank, c->world->rank,
+                        nm ? "; no p2p match from rank " : "", who);
         else
             r = _vs_err(VS_ERR_TIMEOUT, "%s: no match from rank %s within %g s (this is rank %d of %d, world rank %d; MPI)",
                         _vs_mpi_wstr(wh), nm ? who : "?", c->timeout, c->rank, c->size, c->world->rank);
@@ -3957,9 +3957,9 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
         }
         char list[300];
         _vs_mpi_ranklist(c, who, nm, list, sizeof list);
-        r = _vs_err(VS_ERR_TIMEOUT, "%s: rank%s %s of this MPI communicator of %d ranks did not arrive within %g s "
+        r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: rank%s %s of its %d ranks did not arrive within %g s "
                     "(this is rank %d, world rank %d; desync check)",
-                    _vs_mpi_wstr(wh), nm == 1 ? "" : "s", nm ? list : "?", n, c->timeout, me, c->world->rank);
+                    _vs_mpi_wstr(wh), c->label, nm == 1 ? "" : "s", nm ? list : "?", n, c->timeout, me, c->world->rank);
         for (int i = 0; i < nm; i++) who[i] = _vs_mpi_wrank(c, who[i]);
         _vs_mpi_fault(c, VS_ERR_TIMEOUT, ops[0].kind, seq, who, nm);
     } else if (r == VS_ERR_ABORTED) {
@@ -3986,7 +3986,8 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
         }
         const int64_t* rf = fp + (size_t)ref * _VS_FP_N;
         char msg[480], one[200];
-        int len = snprintf(msg, sizeof msg, "%s: ranks disagree (VESCALE_DEBUG=desync, MPI communicator of %d ranks): ", _vs_mpi_wstr(wh), n);
+        int len = _vs_fmt(msg, sizeof msg, "%s: ranks disagree on %s (VESCALE_DEBUG=desync, %d ranks): ", _vs_mpi_wstr(wh),
+                          c->label, n);
         for (int q = 0; q < n && len > 0 && (size_t)len < sizeof msg; q++) {
             const int64_t* f = fp + (size_t)q * _VS_FP_N;
             if (!memcmp(f, rf, _VS_FP_CMP * sizeof *fp)) continue;
@@ -4055,7 +4056,11 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
         else
             coll = 1;
     }
-    int64_t seq = coll ? ++c->mseq : -1; // p2p-only batches involve some ranks only: no number
+    // the batch's number: its first collective's (_vs_issue numbers them); p2p-only
+    // batches involve some ranks only and have none
+    int64_t seq = -1;
+    for (int i = 0; i < nops && seq < 0; i++)
+        if (ops[i].kind != _VS_K_SEND && ops[i].kind != _VS_K_RECV) seq = (int64_t)ops[i].seq;
     _vs_mpi_what what; // the call, as messages name it (made only for one)
     what.c = c, what.o = &ops[0], what.seq = seq, what.s[0] = 0;
     _vs_mpi_what* wh = &what;
