@@ -4205,6 +4205,10 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
     _VS_CHECK_NULL(d, "desc");
     _VS_CHECK_NULL(out, "out");
     *out = NULL;
+    if (d->comm && d->comm->magic == _VS_MAGIC_DEAD)
+        return _vs_err(VS_ERR_STATE, "vs_mesh_init: desc.comm was already freed");
+    if (d->comm && d->comm->magic != _VS_MAGIC_LIVE)
+        return _vs_err(VS_ERR_INVALID, "vs_mesh_init: desc.comm %p is not a live vs_comm", (void*)d->comm);
     vs_comm* c = d->comm ? d->comm : w->comm;
     if (!c) return _vs_err(VS_ERR_STATE, "vs_mesh_init: the world has no communicator");
     int nd = d->ndims;
