@@ -340,7 +340,7 @@ VS_API vs_result vs_test(vs_work* w, int* done);
 typedef int (*vs_rank_fn)(vs_world* world, void* arg);
 
 typedef struct vs_launch_desc {
-    int nranks;             // required, >= 1
+    int nranks;             // required, 1..4096 (each rank is a thread)
     vs_transport transport; // DEFAULT/THREADS: shared memory; NCCL: one GPU per thread
     double timeout_s;       // 0: VESCALE_TIMEOUT or 300
     int ranks_per_node;     // local rank = rank % ranks_per_node (0: all on one node)
@@ -3136,12 +3136,17 @@ _VS_PRIVATE void* _vs_rank_main(void* arg)
     return NULL;
 }
 
+#define _VS_LAUNCH_MAX_RANKS 4096
+
 VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
 {
     _VS_CHECK_NULL(d, "desc");
     _VS_CHECK_NULL(fn, "fn");
     int n = d->nranks;
-    if (n < 1) return _vs_err(VS_ERR_INVALID, "vs_launch: nranks %d must be >= 1", n);
+    // each rank is a thread with an n-entry table per communicator: far more would
+    // only run the process out of threads and memory after a long time
+    if (n < 1 || n > _VS_LAUNCH_MAX_RANKS)
+        return _vs_err(VS_ERR_INVALID, "vs_launch: nranks %d out of range [1, %d]", n, _VS_LAUNCH_MAX_RANKS);
     vs_transport tr = d->transport == VS_TRANSPORT_DEFAULT ? VS_TRANSPORT_THREADS : d->transport;
     if (tr != VS_TRANSPORT_THREADS && tr != VS_TRANSPORT_NCCL)
         return _vs_err(VS_ERR_INVALID, "vs_launch: transport '%s' cannot run ranks as threads",
