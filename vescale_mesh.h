@@ -412,7 +412,8 @@ VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* Host and device allocation through the world's hooks. */
+/* Host and device allocation through the world's hooks. NULL when out of memory,
+   with vs_last_error() saying so. */
 VS_API void* vs_alloc(const vs_world* w, size_t size);
 VS_API void vs_free(const vs_world* w, void* ptr);
 VS_API void* vs_device_alloc(const vs_world* w, size_t size);
@@ -3041,7 +3042,12 @@ VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
     va_end(ap);
 }
 
-VS_API void* vs_alloc(const vs_world* w, size_t size) { return _vs_halloc(w ? &w->hooks : NULL, size); }
+VS_API void* vs_alloc(const vs_world* w, size_t size)
+{
+    void* p = _vs_halloc(w ? &w->hooks : NULL, size);
+    if (!p) _vs_err(VS_ERR_NOMEM, "vs_alloc: out of memory for %zu bytes", size);
+    return p;
+}
 VS_API void vs_free(const vs_world* w, void* ptr) { _vs_hfree(w ? &w->hooks : NULL, ptr); }
 
 VS_API void* vs_device_alloc(const vs_world* w, size_t size)
