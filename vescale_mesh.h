@@ -4057,6 +4057,22 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
     _VS_CHECK_NULL(d, "desc");
     _VS_CHECK_NULL(out, "out");
     *out = NULL;
+    // the desc's own numbers first, whichever transports this build has
+    if (d->world_size < 0) return _vs_err(VS_ERR_INVALID, "vs_world_init: world_size %d < 0", d->world_size);
+    if (d->world_size > 0 && (d->rank < 0 || d->rank >= d->world_size))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: rank %d out of range [0, %d)", d->rank, d->world_size);
+    if (d->world_size > 0 && d->local_rank < 0)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: local_rank %d < 0", d->local_rank);
+    if (d->master_port < 0 || d->master_port > 65535)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: master_port %d out of range [1, 65535] (0: MASTER_PORT)",
+                       d->master_port);
+    if (d->master_addr && strlen(d->master_addr) >= sizeof ((vs_bootstrap_info*)0)->master_addr)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: master_addr is longer than %zu bytes",
+                       sizeof ((vs_bootstrap_info*)0)->master_addr - 1);
+    if ((int)d->device_select < VS_DEVICE_BY_LOCAL_RANK || d->device_select > VS_DEVICE_KEEP)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: device_select %d is not a vs_device_select", (int)d->device_select);
+    if (d->device_select == VS_DEVICE_EXPLICIT && d->cuda_device < 0)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: cuda_device %d < 0", d->cuda_device);
     vs_transport tr = d->transport;
     if (tr == VS_TRANSPORT_DEFAULT) _VS_TRY(_vs_transport_from_env(&tr));
     double timeout;
@@ -4071,11 +4087,8 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
         return _vs_err(VS_ERR_UNAVAILABLE, "vs_world_init: transport '%s' not compiled in (build with -DVESCALE_%s)",
                        vs_transport_name(tr), tr == VS_TRANSPORT_MPI ? "MPI" : "NCCL");
     vs_bootstrap_info bi;
-    if (d->world_size > 0) {
+    if (d->world_size > 0) { // rank and local_rank checked above
         memset(&bi, 0, sizeof bi);
-        if (d->rank < 0 || d->rank >= d->world_size)
-            return _vs_err(VS_ERR_INVALID, "vs_world_init: rank %d out of range [0, %d)", d->rank, d->world_size);
-        if (d->local_rank < 0) return _vs_err(VS_ERR_INVALID, "vs_world_init: local_rank %d < 0", d->local_rank);
         bi.rank = d->rank;
         bi.world_size = d->world_size;
         bi.local_rank = d->local_rank;
@@ -4085,8 +4098,6 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
         int port = 29500, fp;
         _VS_TRY(_vs_env_int("MASTER_PORT", &port, &fp));
         bi.master_port = fp ? port : 29500;
-    } else if (d->world_size < 0) {
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: world_size %d < 0", d->world_size);
     } else {
         _VS_TRY(vs_bootstrap_from_env(&bi));
     }
