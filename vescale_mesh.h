@@ -627,12 +627,16 @@ typedef struct vs_init_desc {
 } vs_init_desc;
 
 /* Fills t->data (this rank's shard) from the global element indices of its box.
-   Random kinds need a floating dtype; a Partial layout is an error. Local. */
+   Random kinds need a floating dtype; a Partial layout is an error. A constant
+   must fit the dtype (integers: finite and in range; f16/bf16/f32: inf and NaN,
+   or finite within the type's finite range). Local. */
 VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d);
 /* The value (before rounding to the dtype) of global element `index`. A uniform
    draw that rounds up to b in the dtype is stored as a instead. */
-/* A NULL desc, an unknown kind or a scaled normal with num_layers < 1 gives NaN,
-   with the reason in vs_last_error(). */
+/* A NULL desc, an unknown kind, a scaled normal with num_layers < 1, a uniform
+   range [a, b) that is not finite with a <= b, or a normal whose mean a is not
+   finite or whose std b is not finite and >= 0 gives NaN (vs_init_fill: an
+   error), with the reason in vs_last_error(). */
 VS_API double vs_init_value(const vs_init_desc* d, uint64_t index);
 /* Philox4x32-10 of a 128-bit counter under a 64-bit key. out NULL: VS_ERR_NULL. */
 VS_API vs_result vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_hi, uint32_t out[4]);
@@ -5710,6 +5714,21 @@ _VS_PRIVATE double _vs_init_draw(const vs_init_desc* d, uint64_t key, uint64_t i
     return d->a + std * z;
 }
 
+/* The random kinds' numbers: a finite uniform range with a <= b (as torch's
+   uniform_), a finite mean and a finite std >= 0 (as torch's normal_). */
+_VS_PRIVATE vs_result _vs_init_check_numbers(const char* fn, const vs_init_desc* d)
+{
+    const char* nm = d->name ? d->name : "";
+    if (d->kind == VS_INIT_UNIFORM && !(isfinite(d->a) && isfinite(d->b) && d->a <= d->b))
+        return _vs_err(VS_ERR_INVALID, "%s: uniform init of '%s': range [a %g, b %g) must be finite with a <= b", fn,
+                       nm, d->a, d->b);
+    if ((d->kind == VS_INIT_NORMAL || d->kind == VS_INIT_SCALED_NORMAL) && !isfinite(d->a))
+        return _vs_err(VS_ERR_INVALID, "%s: normal init of '%s': mean a %g must be finite", fn, nm, d->a);
+    if ((d->kind == VS_INIT_NORMAL || d->kind == VS_INIT_SCALED_NORMAL) && !(isfinite(d->b) && d->b >= 0))
+        return _vs_err(VS_ERR_INVALID, "%s: normal init of '%s': std b %g must be finite and >= 0", fn, nm, d->b);
+    return VS_OK;
+}
+
 VS_API double vs_init_value(const vs_init_desc* d, uint64_t index)
 {
     if (!d) return _vs_err(VS_ERR_NULL, "vs_init_value: desc is NULL"), (double)NAN;
@@ -5718,7 +5737,24 @@ VS_API double vs_init_value(const vs_init_desc* d, uint64_t index)
     if (d->kind == VS_INIT_SCALED_NORMAL && d->num_layers < 1)
         return _vs_err(VS_ERR_INVALID, "vs_init_value: num_layers %d < 1 for a scaled normal", d->num_layers),
                (double)NAN;
+    if (_vs_init_check_numbers("vs_init_value", d)) return (double)NAN;
     return _vs_init_draw(d, _vs_init_key(d), index);
+}
+
+/* A constant `v` stored as `dt` without overflow (integer conversions of values
+   out of range are undefined behaviour; float ones turn finite into inf). */
+_VS_PRIVATE int _vs_fits_dtype(double v, vs_dtype dt)
+{
+    switch (dt) {
+    case VS_F64: return 1;
+    case VS_F32: return !isfinite(v) || fabs(v) <= 3.4028234663852886e38;
+    case VS_BF16: return !isfinite(v) || fabs(v) <= 3.3895313892515355e38;
+    case VS_F16: return !isfinite(v) || fabs(v) <= 65504.0;
+    case VS_I32: return v > -2147483649.0 && v < 2147483648.0;
+    case VS_I64: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    case VS_U8: return v > -1.0 && v < 256.0;
+    default: return 0;
+    }
 }
 
 _VS_PRIVATE void _vs_store_value(vs_dtype dt, void* base, int64_t i, double v)
@@ -5759,6 +5795,10 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
     if (d->kind == VS_INIT_SCALED_NORMAL && d->num_layers < 1)
         return _vs_err(VS_ERR_INVALID, "%s: scaled normal init of '%s' needs num_layers >= 1, got %d", fn,
                        d->name ? d->name : "", d->num_layers);
+    _VS_TRY(_vs_init_check_numbers(fn, d));
+    if (d->kind == VS_INIT_CONSTANT && !_vs_fits_dtype(d->a, t->dtype))
+        return _vs_err(VS_ERR_INVALID, "%s: constant %g for '%s' does not fit %s", fn, d->a, d->name ? d->name : "",
+                       vs_dtype_name(t->dtype));
     const vs_mesh* m = t->layout.mesh;
     for (int k = 0; k < m->ndims; k++)
         if (t->layout.p[k].kind == VS_PLACE_PARTIAL)
