@@ -381,6 +381,7 @@ static void sweep_comm(sw_ctx* x)
         R(vs_comm_split(x->comm, 0, 0, &o), "group");
         vs_group_end(x->comm, NULL);
     }
+    if (E(A, "vs_comm_free", "comm NULL", FX_NONE)) TOL("returned %d", vs_comm_free(NULL));
     if (E(A, "vs_comm_free", "world comm", FX_W2)) R(vs_comm_free(x->comm), "world");
     if (E(A, "vs_comm_free", "mesh comm", FX_M4)) R(vs_comm_free(vs_mesh_comm(x->dp)), "mesh");
     if (E(A, "vs_comm_free", "freed twice", FX_W2)) R(vs_comm_free(x->freed), "freed");
@@ -574,7 +575,14 @@ static void sweep_mesh(sw_ctx* x)
     if (E(A, "vs_mesh_init", "desc.comm freed", FX_W2)) R(vs_mesh_init(x->w, &(vs_mesh_desc){.shape = {1}, .comm = x->freed}, &o), "freed");
     if (E(A, "vs_mesh_free", "submesh", FX_M4)) R(vs_mesh_free(x->dp), "submesh");
     if (E(A, "vs_mesh_free", "mesh with a live DDP", FX_DDP)) R(vs_mesh_free(x->mesh), "alive");
-    if (E(A, "vs_mesh_free", "mesh NULL", FX_NONE)) DOC(vs_mesh_free(NULL) == VS_OK, "VS_OK");
+    if (E(A, "vs_mesh_free", "mesh NULL", FX_NONE)) TOL("returned %d", vs_mesh_free(NULL));
+    if (E(A, "vs_mesh_init", "desc.comm not a handle", FX_W2)) {
+        static union {
+            char bytes[sizeof(vs_comm)];
+            double align;
+        } junk;
+        R(vs_mesh_init(x->w, &(vs_mesh_desc){.shape = {1}, .comm = (vs_comm*)(void*)junk.bytes}, &o), "not a live");
+    }
     if (E(A, "vs_mesh_retain", "mesh NULL", FX_NONE)) R(vs_mesh_retain(NULL), "mesh");
     if (E(A, "vs_mesh_release", "mesh NULL", FX_NONE)) R(vs_mesh_release(NULL), "mesh");
     if (E(A, "vs_mesh_release", "without vs_mesh_retain", FX_M4)) R(vs_mesh_release(x->mesh), "vs_mesh_retain");
@@ -1326,6 +1334,22 @@ static void sweep_ddp(sw_ctx* x)
         R(vs_ddp_grad_ready(x->ddp, 0), "twice");
         for (int i = 1; i < vs_ddp_num_params(x->ddp); i++) vs_ddp_grad_ready(x->ddp, i);
         vs_ddp_finish_grad_sync(x->ddp);
+    }
+    if (E(A, "vs_ddp_set_sync", "0 under ZeRO-2", FX_M4)) {
+        vs_ddp* z = NULL;
+        vs_ddp_init(&(vs_ddp_desc){.mesh = x->mesh, .zero = VS_ZERO_2}, &z);
+        vs_ddp_add_param(z, &(vs_ddp_param_desc){.name = "w", .dtype = VS_F32, .ndim = 1, .shape = {8}}, NULL);
+        vs_ddp_finalize(z);
+        R(vs_ddp_set_sync(z, 0), "ZeRO-2");
+        vs_ddp_free(z);
+    }
+    if (E(A, "vs_ddp_grad_ready", "before vs_ddp_grad under ZeRO-2", FX_M4)) {
+        vs_ddp* z = NULL;
+        vs_ddp_init(&(vs_ddp_desc){.mesh = x->mesh, .zero = VS_ZERO_2}, &z);
+        vs_ddp_add_param(z, &(vs_ddp_param_desc){.name = "w", .dtype = VS_F32, .ndim = 1, .shape = {8}}, NULL);
+        vs_ddp_finalize(z);
+        R(vs_ddp_grad_ready(z, 0), "vs_ddp_grad");
+        vs_ddp_free(z);
     }
     if (E(A, "vs_ddp_finish_grad_sync", "ddp NULL", FX_NONE)) R(vs_ddp_finish_grad_sync(NULL), "ddp");
     if (E(A, "vs_ddp_finish_grad_sync", "before finalize", FX_DDP)) R(vs_ddp_finish_grad_sync(x->ddp), "vs_ddp_finalize");
