@@ -383,7 +383,7 @@ VS_API vs_result vs_test(vs_work* w, int* done);
 typedef int (*vs_rank_fn)(vs_world* world, void* arg);
 
 typedef struct vs_launch_desc {
-    int nranks;             // required, >= 1
+    int nranks;             // required, 1..4096 (each rank is a thread)
     vs_transport transport; // DEFAULT/THREADS: shared memory; NCCL: one GPU per thread
     double timeout_s;       // 0: VESCALE_TIMEOUT or 300
     int ranks_per_node;     // local rank = rank % ranks_per_node (0: all on one node)
@@ -498,7 +498,8 @@ VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* Host and device allocation through the world's hooks. */
+/* Host and device allocation through the world's hooks. NULL when out of memory,
+   with vs_last_error() saying so. */
 VS_API void* vs_alloc(const vs_world* w, size_t size);
 VS_API void vs_free(const vs_world* w, void* ptr);
 VS_API void* vs_device_alloc(const vs_world* w, size_t size);
@@ -712,12 +713,16 @@ typedef struct vs_init_desc {
 } vs_init_desc;
 
 /* Fills t->data (this rank's shard) from the global element indices of its box.
-   Random kinds need a floating dtype; a Partial layout is an error. Local. */
+   Random kinds need a floating dtype; a Partial layout is an error. A constant
+   must fit the dtype (integers: finite and in range; f16/bf16/f32: inf and NaN,
+   or finite within the type's finite range). Local. */
 VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d);
 /* The value (before rounding to the dtype) of global element `index`. A uniform
    draw that rounds up to b in the dtype is stored as a instead. */
-/* A NULL desc, an unknown kind or a scaled normal with num_layers < 1 gives NaN,
-   with the reason in vs_last_error(). */
+/* A NULL desc, an unknown kind, a scaled normal with num_layers < 1, a uniform
+   range [a, b) that is not finite with a <= b, or a normal whose mean a is not
+   finite or whose std b is not finite and >= 0 gives NaN (vs_init_fill: an
+   error), with the reason in vs_last_error(). */
 VS_API double vs_init_value(const vs_init_desc* d, uint64_t index);
 /* Philox4x32-10 of a 128-bit counter under a 64-bit key. out NULL: VS_ERR_NULL. */
 VS_API vs_result vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_hi, uint32_t out[4]);
@@ -3182,7 +3187,12 @@ _VS_PRIVATE void _vs_log_error(const vs_world* w, vs_result code, const char* ms
 /* Errors raised on this thread are logged through w (NULL: none). */
 _VS_PRIVATE void _vs_err_world(const vs_world* w) { _vs_err_tls()->world = w; }
 
-VS_API void* vs_alloc(const vs_world* w, size_t size) { return _vs_halloc(w ? &w->hooks : NULL, size); }
+VS_API void* vs_alloc(const vs_world* w, size_t size)
+{
+    void* p = _vs_halloc(w ? &w->hooks : NULL, size);
+    if (!p) _vs_err(VS_ERR_NOMEM, "vs_alloc: out of memory for %zu bytes", size);
+    return p;
+}
 VS_API void vs_free(const vs_world* w, void* ptr) { _vs_hfree(w ? &w->hooks : NULL, ptr); }
 
 VS_API void* vs_device_alloc(const vs_world* w, size_t size)
@@ -3281,12 +3291,17 @@ _VS_PRIVATE void* _vs_rank_main(void* arg)
     return NULL;
 }
 
+#define _VS_LAUNCH_MAX_RANKS 4096
+
 VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
 {
     _VS_CHECK_NULL(d, "desc");
     _VS_CHECK_NULL(fn, "fn");
     int n = d->nranks;
-    if (n < 1) return _vs_err(VS_ERR_INVALID, "vs_launch: nranks %d must be >= 1", n);
+    // each rank is a thread with an n-entry table per communicator: far more would
+    // only run the process out of threads and memory after a long time
+    if (n < 1 || n > _VS_LAUNCH_MAX_RANKS)
+        return _vs_err(VS_ERR_INVALID, "vs_launch: nranks %d out of range [1, %d]", n, _VS_LAUNCH_MAX_RANKS);
     vs_transport tr = d->transport == VS_TRANSPORT_DEFAULT ? VS_TRANSPORT_THREADS : d->transport;
     if (tr != VS_TRANSPORT_THREADS && tr != VS_TRANSPORT_NCCL)
         return _vs_err(VS_ERR_INVALID, "vs_launch: transport '%s' cannot run ranks as threads",
@@ -5195,6 +5210,22 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
     _VS_CHECK_NULL(d, "desc");
     _VS_CHECK_NULL(out, "out");
     *out = NULL;
+    // the desc's own numbers first, whichever transports this build has
+    if (d->world_size < 0) return _vs_err(VS_ERR_INVALID, "vs_world_init: world_size %d < 0", d->world_size);
+    if (d->world_size > 0 && (d->rank < 0 || d->rank >= d->world_size))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: rank %d out of range [0, %d)", d->rank, d->world_size);
+    if (d->world_size > 0 && d->local_rank < 0)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: local_rank %d < 0", d->local_rank);
+    if (d->master_port < 0 || d->master_port > 65535)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: master_port %d out of range [1, 65535] (0: MASTER_PORT)",
+                       d->master_port);
+    if (d->master_addr && strlen(d->master_addr) >= sizeof ((vs_bootstrap_info*)0)->master_addr)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: master_addr is longer than %zu bytes",
+                       sizeof ((vs_bootstrap_info*)0)->master_addr - 1);
+    if ((int)d->device_select < VS_DEVICE_BY_LOCAL_RANK || d->device_select > VS_DEVICE_KEEP)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: device_select %d is not a vs_device_select", (int)d->device_select);
+    if (d->device_select == VS_DEVICE_EXPLICIT && d->cuda_device < 0)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: cuda_device %d < 0", d->cuda_device);
     vs_transport tr = d->transport;
     if (tr == VS_TRANSPORT_DEFAULT) _VS_TRY(_vs_transport_from_env(&tr));
     double timeout;
@@ -5209,11 +5240,8 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
         return _vs_err(VS_ERR_UNAVAILABLE, "vs_world_init: transport '%s' not compiled in (build with -DVESCALE_%s)",
                        vs_transport_name(tr), tr == VS_TRANSPORT_MPI ? "MPI" : "NCCL");
     vs_bootstrap_info bi;
-    if (d->world_size > 0) {
+    if (d->world_size > 0) { // rank and local_rank checked above
         memset(&bi, 0, sizeof bi);
-        if (d->rank < 0 || d->rank >= d->world_size)
-            return _vs_err(VS_ERR_INVALID, "vs_world_init: rank %d out of range [0, %d)", d->rank, d->world_size);
-        if (d->local_rank < 0) return _vs_err(VS_ERR_INVALID, "vs_world_init: local_rank %d < 0", d->local_rank);
         bi.rank = d->rank;
         bi.world_size = d->world_size;
         bi.local_rank = d->local_rank;
@@ -5223,8 +5251,6 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
         int port = 29500, fp;
         _VS_TRY(_vs_env_int("MASTER_PORT", &port, &fp));
         bi.master_port = fp ? port : 29500;
-    } else if (d->world_size < 0) {
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: world_size %d < 0", d->world_size);
     } else {
         _VS_TRY(vs_bootstrap_from_env(&bi));
     }
@@ -5357,6 +5383,10 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
     _VS_CHECK_NULL(d, "desc");
     _VS_CHECK_NULL(out, "out");
     *out = NULL;
+    if (d->comm && d->comm->magic == _VS_MAGIC_DEAD)
+        return _vs_err(VS_ERR_STATE, "vs_mesh_init: desc.comm was already freed");
+    if (d->comm && d->comm->magic != _VS_MAGIC_LIVE)
+        return _vs_err(VS_ERR_INVALID, "vs_mesh_init: desc.comm %p is not a live vs_comm", (void*)d->comm);
     vs_comm* c = d->comm ? d->comm : w->comm;
     if (!c) return _vs_err(VS_ERR_STATE, "vs_mesh_init: the world has no communicator");
     int nd = d->ndims;
@@ -6836,6 +6866,21 @@ _VS_PRIVATE double _vs_init_draw(const vs_init_desc* d, uint64_t key, uint64_t i
     return d->a + std * z;
 }
 
+/* The random kinds' numbers: a finite uniform range with a <= b (as torch's
+   uniform_), a finite mean and a finite std >= 0 (as torch's normal_). */
+_VS_PRIVATE vs_result _vs_init_check_numbers(const char* fn, const vs_init_desc* d)
+{
+    const char* nm = d->name ? d->name : "";
+    if (d->kind == VS_INIT_UNIFORM && !(isfinite(d->a) && isfinite(d->b) && d->a <= d->b))
+        return _vs_err(VS_ERR_INVALID, "%s: uniform init of '%s': range [a %g, b %g) must be finite with a <= b", fn,
+                       nm, d->a, d->b);
+    if ((d->kind == VS_INIT_NORMAL || d->kind == VS_INIT_SCALED_NORMAL) && !isfinite(d->a))
+        return _vs_err(VS_ERR_INVALID, "%s: normal init of '%s': mean a %g must be finite", fn, nm, d->a);
+    if ((d->kind == VS_INIT_NORMAL || d->kind == VS_INIT_SCALED_NORMAL) && !(isfinite(d->b) && d->b >= 0))
+        return _vs_err(VS_ERR_INVALID, "%s: normal init of '%s': std b %g must be finite and >= 0", fn, nm, d->b);
+    return VS_OK;
+}
+
 VS_API double vs_init_value(const vs_init_desc* d, uint64_t index)
 {
     if (!d) return _vs_err(VS_ERR_NULL, "vs_init_value: desc is NULL"), (double)NAN;
@@ -6844,7 +6889,24 @@ VS_API double vs_init_value(const vs_init_desc* d, uint64_t index)
     if (d->kind == VS_INIT_SCALED_NORMAL && d->num_layers < 1)
         return _vs_err(VS_ERR_INVALID, "vs_init_value: num_layers %d < 1 for a scaled normal", d->num_layers),
                (double)NAN;
+    if (_vs_init_check_numbers("vs_init_value", d)) return (double)NAN;
     return _vs_init_draw(d, _vs_init_key(d), index);
+}
+
+/* A constant `v` stored as `dt` without overflow (integer conversions of values
+   out of range are undefined behaviour; float ones turn finite into inf). */
+_VS_PRIVATE int _vs_fits_dtype(double v, vs_dtype dt)
+{
+    switch (dt) {
+    case VS_F64: return 1;
+    case VS_F32: return !isfinite(v) || fabs(v) <= 3.4028234663852886e38;
+    case VS_BF16: return !isfinite(v) || fabs(v) <= 3.3895313892515355e38;
+    case VS_F16: return !isfinite(v) || fabs(v) <= 65504.0;
+    case VS_I32: return v > -2147483649.0 && v < 2147483648.0;
+    case VS_I64: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    case VS_U8: return v > -1.0 && v < 256.0;
+    default: return 0;
+    }
 }
 
 _VS_PRIVATE void _vs_store_value(vs_dtype dt, void* base, int64_t i, double v)
@@ -6885,6 +6947,10 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
     if (d->kind == VS_INIT_SCALED_NORMAL && d->num_layers < 1)
         return _vs_err(VS_ERR_INVALID, "%s: scaled normal init of '%s' needs num_layers >= 1, got %d", fn,
                        d->name ? d->name : "", d->num_layers);
+    _VS_TRY(_vs_init_check_numbers(fn, d));
+    if (d->kind == VS_INIT_CONSTANT && !_vs_fits_dtype(d->a, t->dtype))
+        return _vs_err(VS_ERR_INVALID, "%s: constant %g for '%s' does not fit %s", fn, d->a, d->name ? d->name : "",
+                       vs_dtype_name(t->dtype));
     const vs_mesh* m = t->layout.mesh;
     for (int k = 0; k < m->ndims; k++)
         if (t->layout.p[k].kind == VS_PLACE_PARTIAL)
