@@ -1839,6 +1839,18 @@ _VS_PRIVATE vs_result _vs_tshared_abort_result(_vs_tshared* s, const char* what)
     return _vs_err(s->abort_res == VS_ERR_TIMEOUT ? VS_ERR_TIMEOUT : VS_ERR_ABORTED, "%s: %s", what, s->abort_msg);
 }
 
+_VS_PRIVATE void _vs_op_where(const vs_comm* c, const _vs_opdesc* o, char* buf, size_t cap);
+
+/* The same, naming this rank's call: "all_reduce #3 (f32 x 4, sum) on world: ...".
+   A call issued after the abort (later) is VS_ERR_ABORTED whatever the cause. */
+_VS_PRIVATE vs_result _vs_t_abort_result_op(vs_comm* c, const _vs_opdesc* op, int later)
+{
+    char where[256];
+    _vs_op_where(c, op, where, sizeof where);
+    if (later) return _vs_err(VS_ERR_ABORTED, "%s: the communicator was aborted: %s", where, c->sh->abort_msg);
+    return _vs_tshared_abort_result(c->sh, where);
+}
+
 /* Ends the job: records the cause (the first one wins) and aborts every
    communicator of the job, so peers blocked anywhere return VS_ERR_ABORTED at once
    with a message naming the cause. Never called with an s->mu held. */
@@ -1960,11 +1972,10 @@ _VS_PRIVATE int _vs_pick_absent(const _vs_tshared* s, int i, int g) { return s->
 _VS_PRIVATE vs_result _vs_t_barrier(vs_comm* c, double timeout, const _vs_opdesc* op)
 {
     _vs_tshared* s = c->sh;
-    const char* what = _vs_kind_names[op->kind];
     pthread_mutex_lock(&s->mu);
     if (timeout > 0 && s->aborted) {
         pthread_mutex_unlock(&s->mu);
-        return _vs_tshared_abort_result(s, what);
+        return _vs_t_abort_result_op(c, op, 0);
     }
     int g = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
     s->at[c->rank] = g;
@@ -1988,7 +1999,7 @@ _VS_PRIVATE vs_result _vs_t_barrier(vs_comm* c, double timeout, const _vs_opdesc
             continue;
         }
         if (s->aborted) {
-            r = _vs_tshared_abort_result(s, what);
+            r = _vs_t_abort_result_op(c, op, 0);
             break;
         }
         int gone = _vs_t_gone(s, g);
@@ -2715,8 +2726,11 @@ _VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
     const char* what = _vs_kind_names[op->kind];
     if (work) *work = NULL;
     if (op->kind != _VS_K_SEND && op->kind != _VS_K_RECV) op->seq = ++c->seq;
-    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) ||
-        (c->sh && __atomic_load_n(&c->sh->aborted, __ATOMIC_ACQUIRE))) {
+    if (c->sh && __atomic_load_n(&c->sh->aborted, __ATOMIC_ACQUIRE)) { // with its cause
+        _vs_op_release(op);
+        return _vs_t_abort_result_op(c, op, 1);
+    }
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
         _vs_op_release(op);
         return _vs_err(VS_ERR_ABORTED, "%s: communicator was aborted (an earlier error or timeout)", what);
     }
