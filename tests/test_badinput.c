@@ -44,13 +44,16 @@
    the parent sees it as a crash. */
 const char* __asan_default_options(void);
 const char* __asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char* __tsan_default_options(void);
+const char* __tsan_default_options(void) { return "allocator_may_return_null=1"; }
 const char* __ubsan_default_options(void);
 const char* __ubsan_default_options(void) { return "halt_on_error=1:print_stacktrace=1"; }
 
-#if defined(__SANITIZE_ADDRESS__)
+/* ASan and TSan reserve terabytes of address space: no RLIMIT_AS under them. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SW_ASAN 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define SW_ASAN 1
 #endif
 #endif
