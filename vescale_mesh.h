@@ -1344,27 +1344,32 @@ _VS_PRIVATE void _vs_reduce_block(vs_dtype dt, vs_op op, int navg, const void* c
 
 // >>comm ----------------------------------------------------------------------
 
-enum {
-    _VS_K_ALLREDUCE = 1,
-    _VS_K_REDUCE,
-    _VS_K_BCAST,
-    _VS_K_ALLGATHER,  // counts/displs always filled (uniform ones too)
-    _VS_K_REDSCAT,    // counts/displs always filled
-    _VS_K_ALLTOALL,   // counts/displs = send side, rcounts/rdispls = recv side
-    _VS_K_BARRIER,
-    _VS_K_SEND,
-    _VS_K_RECV,
-    _VS_K_SPLIT,
-    _VS_K_BOX // threads transport only: one step of vs_redistribute, done in place
-};
+/* The operation kinds, one list: the enum and the names messages use come from it.
+   X(enum suffix, name in messages) */
+#define _VS_OP_KINDS(X)                                                                           \
+    X(ALLREDUCE, "all_reduce")                                                                    \
+    X(REDUCE, "reduce")                                                                           \
+    X(BCAST, "broadcast")                                                                         \
+    X(ALLGATHER, "all_gather")         /* counts/displs always filled (uniform ones too) */      \
+    X(REDSCAT, "reduce_scatter")       /* counts/displs always filled */                          \
+    X(ALLTOALL, "all_to_all")          /* counts/displs send side, rcounts/rdispls recv side */   \
+    X(BARRIER, "barrier")                                                                         \
+    X(SEND, "send")                                                                               \
+    X(RECV, "recv")                                                                               \
+    X(SPLIT, "split")                                                                             \
+    X(SHM, "shared_memory_step")       /* a callback every rank runs on the others' buffers */
 
-static const char* const _vs_kind_names[] = {"?", "all_reduce", "reduce", "broadcast",
-    "all_gather", "reduce_scatter", "all_to_all", "barrier", "send", "recv", "split", "redistribute"};
+#define _VS_K_ENUM(e, name) _VS_K_##e,
+#define _VS_K_NAME(e, name) name,
+enum { _VS_K_NONE = 0, _VS_OP_KINDS(_VS_K_ENUM) _VS_K_COUNT };
+static const char* const _vs_kind_names[] = {"?", _VS_OP_KINDS(_VS_K_NAME)};
+#undef _VS_K_ENUM
+#undef _VS_K_NAME
 
 /* One operation as issued by one rank. Arrays are owned (`own`) so the op can be
    queued or grouped after the caller's arrays are gone. */
 typedef struct _vs_opdesc {
-    int kind;
+    int kind; // _VS_K_*
     vs_dtype dt;
     vs_op op;
     int root; // root, or peer for send/recv
@@ -1379,7 +1384,8 @@ typedef struct _vs_opdesc {
     size_t* own;
     int color, key;     // split
     vs_comm** split_out;
-    const void* ctx;    // box steps: the geometry
+    void (*shm)(vs_comm* c, const struct _vs_opdesc* const* all); // _VS_K_SHM: the step
+    const void* ctx;    // _VS_K_SHM: the step's own data (redistribute: the geometry)
     uint64_t seq;       // collectives: 1 + the communicator's earlier collectives (its fingerprint's order)
 } _vs_opdesc;
 
@@ -1404,14 +1410,24 @@ struct vs_work {
 
 typedef struct _vs_tshared _vs_tshared;
 
+typedef struct _vs_transport_ops _vs_transport_ops;
+
+/* What a communicator handle is to its owner. */
+typedef enum _vs_comm_kind {
+    _VS_COMM_USER = 0, // from vs_comm_split: the caller frees it
+    _VS_COMM_WORLD,    // the world's: vs_world_free frees it
+    _VS_COMM_MESH      // a submesh's: vs_mesh_free frees it
+} _vs_comm_kind;
+
 struct vs_comm {
     uint32_t magic;
     vs_world* world;
     vs_transport tr;
+    const _vs_transport_ops* tp; // the transport's table: every transport-specific call goes through it
     int rank, size;
     double timeout;
     int aborted; // sticky, this handle (atomic)
-    int kind;    // 0 user (split), 1 world, 2 mesh-owned
+    _vs_comm_kind kind;
     vs_work* works;                       // async handles returned and not yet waited (under qmu)
     vs_work* waited[_VS_QUARANTINE];      // waited handles, released when pushed out
     int nwaited;
@@ -1432,6 +1448,7 @@ struct vs_comm {
     _vs_tshared* sh;
     const void** srcs; // per-rank scratch pointer tables, size `size`
     void** dsts;
+    const _vs_opdesc** peer_ops; // _VS_K_SHM: every rank's op
 #ifdef VESCALE_MPI
     MPI_Comm mc;   // errors return (MPI_ERRORS_RETURN)
 #endif
@@ -1473,6 +1490,42 @@ struct vs_world {
 #endif
 };
 
+/* The transport interface: one table per transport (the threads transport is the
+   reference); code above it never asks which transport it runs on.
+   - submit   runs or queues a batch of ops, taking their arrays; out != NULL:
+              returns an async handle, registered on c->works.
+   - exec     host transports: runs a batch on the calling thread (the progress
+              queue's worker; _vs_submit_host is their submit).
+   - wait     completes an async handle (the handle is retired by the caller).
+   - test     *done = 1 when complete.
+   - detach   completes a handle whose communicator is being freed (result in w->res).
+   - split    NULL: split is a _VS_K_SPLIT op through submit.
+   - abort    makes peers blocked on c return VS_ERR_ABORTED (reach: see top comment).
+   - destroy  frees the transport's part of a handle.
+   - set_stream, stream   NULL: the transport has no streams.
+   - world_free  the transport's part of vs_world_free (MPI_Finalize), may be NULL.
+   - shm      1: ranks share memory and run _VS_K_SHM steps (vs_redistribute's
+              in-place moves); 0: those steps use the plain collectives.
+   - device   1: buffers are CUDA device memory (host loops must refuse them). */
+struct _vs_transport_ops {
+    vs_transport id;
+    vs_result (*submit)(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out);
+    vs_result (*exec)(vs_comm* c, _vs_opdesc* ops, int nops);
+    vs_result (*wait)(vs_work* w);
+    vs_result (*test)(vs_work* w, int* done);
+    void (*detach)(vs_work* w);
+    vs_result (*split)(vs_comm* c, int color, int key, vs_comm** out);
+    void (*abort)(vs_comm* c);
+    void (*destroy)(vs_comm* c);
+    vs_result (*set_stream)(vs_comm* c, void* stream);
+    void* (*stream)(const vs_comm* c);
+    vs_result (*world_free)(vs_world* w);
+    int shm, device;
+};
+
+/* The table of a transport compiled into this build, NULL otherwise (>>transports). */
+_VS_PRIVATE const _vs_transport_ops* _vs_transport_of(vs_transport tr);
+
 VS_API const char* vs_transport_name(vs_transport t)
 {
     switch (t) {
@@ -1504,9 +1557,12 @@ _VS_PRIVATE vs_comm* _vs_comm_new(vs_world* w, vs_transport tr, int rank, int si
     if (!c) return NULL;
     c->srcs = _VS_NEW(const void*, size);
     c->dsts = _VS_NEW(void*, size);
-    if (!c->srcs || !c->dsts) {
+    c->peer_ops = _VS_NEW(const _vs_opdesc*, size);
+    c->tp = _vs_transport_of(tr);
+    if (!c->srcs || !c->dsts || !c->peer_ops || !c->tp) {
         free((void*)c->srcs);
         free(c->dsts);
+        free((void*)c->peer_ops);
         free(c);
         return NULL;
     }
@@ -1554,26 +1610,15 @@ VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds)
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream)
 {
     _VS_CHECK_HANDLE(c, "comm");
-    if (c->tr != VS_TRANSPORT_NCCL)
+    if (!c->tp->set_stream)
         return _vs_err(VS_ERR_UNSUPPORTED, "vs_comm_set_stream: transport '%s' has no streams",
                        vs_transport_name(c->tr));
-#ifdef VESCALE_NCCL
-    // NULL gives back the communicator's own stream; the caller's is never destroyed here
-    c->stream = cuda_stream ? (cudaStream_t)cuda_stream : c->own;
-#else
-    (void)cuda_stream;
-#endif
-    return VS_OK;
+    return c->tp->set_stream(c, cuda_stream);
 }
 
 VS_API void* vs_comm_stream(const vs_comm* c)
 {
-#ifdef VESCALE_NCCL
-    if (c && c->tr == VS_TRANSPORT_NCCL) return (void*)c->stream;
-#else
-    (void)c;
-#endif
-    return NULL;
+    return c && c->magic == _VS_MAGIC_LIVE && c->tp->stream ? c->tp->stream(c) : NULL;
 }
 
 _VS_PRIVATE void _vs_op_release(_vs_opdesc* op)
@@ -2452,11 +2497,29 @@ done:
 }
 
 _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op);
-_VS_PRIVATE vs_result _vs_t_box(vs_comm* c, const _vs_opdesc* op);
+
+/* A shared-memory step: between the entry and exit barriers every rank runs
+   op->shm with every rank's op (their buffers, their ctx). The transport knows
+   nothing of what the step does. */
+_VS_PRIVATE vs_result _vs_t_shm(vs_comm* c, const _vs_opdesc* op)
+{
+    _vs_tshared* s = c->sh;
+    s->slots[c->rank].op = op;
+    vs_result r = _vs_t_barrier(c, c->timeout, op);
+    if (r) return r;
+    r = _vs_t_match(c);
+    if (!r) {
+        for (int k = 0; k < s->n; k++) c->peer_ops[k] = s->slots[k].op;
+        op->shm(c, c->peer_ops);
+        _vs_store_fence();
+    }
+    vs_result r2 = _vs_t_barrier(c, 0, op); // peers may still read this rank's buffers
+    return r ? r : r2;
+}
 
 /* Runs a batch on threads: post every p2p op, run the collectives in order, then
    wait for the p2p ops. */
-_VS_PRIVATE vs_result _vs_t_exec(vs_comm* c, const _vs_opdesc* ops, int nops)
+_VS_PRIVATE vs_result _vs_t_exec(vs_comm* c, _vs_opdesc* ops, int nops)
 {
     vs_result r = VS_OK;
     int np = 0;
@@ -2485,8 +2548,8 @@ _VS_PRIVATE vs_result _vs_t_exec(vs_comm* c, const _vs_opdesc* ops, int nops)
         vs_result ri = VS_OK;
         if (ops[i].kind == _VS_K_SPLIT)
             ri = _vs_t_split(c, &ops[i]);
-        else if (ops[i].kind == _VS_K_BOX)
-            ri = _vs_t_box(c, &ops[i]);
+        else if (ops[i].kind == _VS_K_SHM)
+            ri = _vs_t_shm(c, &ops[i]);
         else if (ops[i].kind != _VS_K_SEND && ops[i].kind != _VS_K_RECV)
             ri = _vs_t_collective(c, &ops[i]);
         if (ri && !r) r = ri;
@@ -2571,13 +2634,7 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
    communicator handle; it runs queued batches in issue order (a "stream").
    Blocking calls run on the caller's thread when the queue is idle. */
 
-_VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops);
-
-_VS_PRIVATE vs_result _vs_exec(vs_comm* c, _vs_opdesc* ops, int nops)
-{
-    if (c->tr == VS_TRANSPORT_MPI) return _vs_mpi_exec(c, ops, nops);
-    return _vs_t_exec(c, ops, nops);
-}
+_VS_PRIVATE vs_result _vs_exec(vs_comm* c, _vs_opdesc* ops, int nops) { return c->tp->exec(c, ops, nops); }
 
 /* Releases what a work handle holds (its ops, its CUDA event), not the handle. */
 _VS_PRIVATE void _vs_work_release(vs_work* w)
@@ -2711,12 +2768,9 @@ _VS_PRIVATE vs_result _vs_submit_host(vs_comm* c, _vs_opdesc* ops, int nops, vs_
     return r;
 }
 
-_VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out);
-
 _VS_PRIVATE vs_result _vs_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
 {
-    if (c->tr == VS_TRANSPORT_NCCL) return _vs_nccl_submit(c, ops, nops, out);
-    return _vs_submit_host(c, ops, nops, out);
+    return c->tp->submit(c, ops, nops, out);
 }
 
 /* Entry of every operation: checks the comm, then groups, queues or runs it.
@@ -2779,20 +2833,19 @@ VS_API vs_result vs_test(vs_work* w, int* done)
 {
     _VS_CHECK_HANDLE(w, "work");
     _VS_CHECK_NULL(done, "done");
-#ifdef VESCALE_NCCL
-    if (w->comm && w->comm->tr == VS_TRANSPORT_NCCL) {
-        cudaError_t e = cudaEventQuery(w->ev);
-        *done = e == cudaSuccess;
-        if (e != cudaSuccess && e != cudaErrorNotReady)
-            return _vs_err_backend(VS_ERR_BACKEND, (int)e, "vs_test: %s", cudaGetErrorString(e));
+    if (!w->comm) { // detached: completed when its communicator was freed
+        *done = 1;
         return VS_OK;
     }
-#endif
+    return w->comm->tp->test(w, done);
+}
+
+/* Host transports: the progress thread marks a handle done. */
+_VS_PRIVATE vs_result _vs_work_test_host(vs_work* w, int* done)
+{
     *done = __atomic_load_n(&w->state, __ATOMIC_ACQUIRE) != 0;
     return VS_OK;
 }
-
-_VS_PRIVATE vs_result _vs_nccl_wait(vs_work* w);
 
 VS_API vs_result vs_wait(vs_work* w)
 {
@@ -2804,7 +2857,7 @@ VS_API vs_result vs_wait(vs_work* w)
         _vs_work_free(w);
         return r;
     }
-    vs_result r = c->tr == VS_TRANSPORT_NCCL ? _vs_nccl_wait(w) : _vs_work_wait_host(w);
+    vs_result r = c->tp->wait(w);
     _vs_work_retire(c, w);
     return r;
 }
@@ -3054,8 +3107,6 @@ VS_API vs_result vs_recv(vs_comm* c, void* buf, size_t count, vs_dtype dt, int p
     return _vs_p2p("vs_recv", _VS_K_RECV, c, NULL, buf, count, dt, peer, work);
 }
 
-_VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** out);
-
 VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
 {
     _VS_CHECK_HANDLE(c, "comm");
@@ -3064,7 +3115,7 @@ VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
     if (color < 0 && color != VS_COLOR_NONE)
         return _vs_err(VS_ERR_INVALID, "vs_comm_split: color %d must be >= 0 or VS_COLOR_NONE", color);
     if (c->group_depth > 0) return _vs_err(VS_ERR_STATE, "vs_comm_split: not allowed inside a group");
-    if (c->tr == VS_TRANSPORT_NCCL) return _vs_nccl_split(c, color, key, out);
+    if (c->tp->split) return c->tp->split(c, color, key, out);
     _vs_opdesc o;
     memset(&o, 0, sizeof o);
     o.kind = _VS_K_SPLIT;
@@ -3078,8 +3129,6 @@ VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
 
 // >>lifetime ------------------------------------------------------------------
 
-_VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c);
-_VS_PRIVATE void _vs_mpi_comm_abort(vs_comm* c);
 
 /* Drains the queue, stops the progress thread and frees the handle. */
 /* Drains the queue, stops the progress thread and frees what the handle holds,
@@ -3097,28 +3146,19 @@ _VS_PRIVATE void _vs_comm_teardown(vs_comm* c)
     pthread_mutex_unlock(&c->qmu);
     if (on) pthread_join(c->qthread, NULL);
     for (vs_work* w = pending; w; w = w->wnext) {
-#ifdef VESCALE_NCCL
-        if (c->tr == VS_TRANSPORT_NCCL) {
-            cudaError_t e = w->ev ? cudaEventSynchronize(w->ev) : cudaSuccess;
-            w->res = e == cudaSuccess ? VS_OK : VS_ERR_BACKEND;
-            if (e != cudaSuccess) _vs_fmt(w->err, sizeof w->err, "vs_wait: %s", cudaGetErrorString(e));
-        }
-#endif
+        if (c->tp->detach) c->tp->detach(w);
         _vs_work_release(w);
         w->comm = NULL;
     }
     for (int i = 0; i < _VS_QUARANTINE; i++) free(c->waited[i]);
     for (int i = 0; i < c->gn; i++) _vs_op_release(&c->gops[i]);
     free(c->gops);
-    if (c->sh) _vs_tshared_unref(c->sh);
-#ifdef VESCALE_MPI
-    if (c->tr == VS_TRANSPORT_MPI && c->mc != MPI_COMM_NULL) MPI_Comm_free(&c->mc);
-#endif
-    if (c->tr == VS_TRANSPORT_NCCL) _vs_nccl_comm_destroy(c);
+    c->tp->destroy(c);
     pthread_mutex_destroy(&c->qmu);
     pthread_cond_destroy(&c->qcv);
     free((void*)c->srcs);
     free(c->dsts);
+    free((void*)c->peer_ops);
 }
 
 _VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
@@ -3132,9 +3172,9 @@ VS_API vs_result vs_comm_free(vs_comm* c)
 {
     if (!c) return VS_OK;
     _VS_CHECK_HANDLE(c, "comm");
-    if (c->kind != 0)
+    if (c->kind != _VS_COMM_USER)
         return _vs_err(VS_ERR_INVALID, "vs_comm_free: this communicator belongs to its %s",
-                       c->kind == 1 ? "world" : "mesh");
+                       c->kind == _VS_COMM_WORLD ? "world" : "mesh");
     if (c->group_depth > 0) return _vs_err(VS_ERR_STATE, "vs_comm_free: a group is open on this communicator");
     _vs_comm_teardown(c);
     c->magic = _VS_MAGIC_DEAD;
@@ -3154,17 +3194,7 @@ VS_API vs_result vs_comm_abort(vs_comm* c)
 {
     _VS_CHECK_HANDLE(c, "comm");
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
-    if (c->sh) {
-        char msg[300];
-        _vs_fmt(msg, sizeof msg, "rank %d (world %d) called vs_comm_abort on %s", c->rank,
-                 c->world ? c->world->rank : c->sh->granks[c->rank], c->label);
-        _vs_tshared_abort(c->sh, VS_ERR_ABORTED, msg);
-        _vs_job_fail(c->sh->job, VS_ERR_ABORTED, msg);
-    }
-#ifdef VESCALE_NCCL
-    if (c->tr == VS_TRANSPORT_NCCL && c->nc) ncclCommAbort(c->nc), c->nc = NULL;
-#endif
-    if (c->tr == VS_TRANSPORT_MPI) _vs_mpi_comm_abort(c); // notifies every rank of the world
+    c->tp->abort(c);
     return VS_OK;
 }
 
@@ -3250,7 +3280,6 @@ _VS_PRIVATE vs_world* _vs_world_new(vs_transport tr, int rank, int size, int loc
     return w;
 }
 
-_VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w);
 
 VS_API vs_result vs_world_free(vs_world* w)
 {
@@ -3258,11 +3287,12 @@ VS_API vs_result vs_world_free(vs_world* w)
     if (_vs_err_tls()->world == w) _vs_err_world(NULL);
     for (int i = 0; i < _VS_QUARANTINE; i++) free(w->dead[i]);
     if (w->comm) {
-        w->comm->kind = 0;
+        w->comm->kind = _VS_COMM_USER;
         _vs_comm_destroy(w->comm);
     }
     vs_result r = VS_OK;
-    if (w->tr == VS_TRANSPORT_MPI || w->mpi_finalize) r = _vs_mpi_world_fini(w); // MPI: see vs_world_abort
+    const _vs_transport_ops* t = _vs_transport_of(w->tr);
+    if (t && t->world_free) r = t->world_free(w); // MPI: see vs_world_abort
     free(w);
     return r;
 }
@@ -3275,7 +3305,9 @@ typedef struct _vs_trank {
     int rank;
 } _vs_trank;
 
+#ifdef VESCALE_NCCL
 _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int device_select, int cuda_device);
+#endif
 
 _VS_PRIVATE void* _vs_rank_main(void* arg)
 {
@@ -3367,7 +3399,7 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
             w->comm = _vs_comm_new(w, tr, i, n);
             if (w->comm) {
                 w->comm->sh = job.sh;
-                w->comm->kind = 1;
+                w->comm->kind = _VS_COMM_WORLD;
                 snprintf(w->comm->label, sizeof w->comm->label, "world");
             }
         }
@@ -3757,7 +3789,7 @@ _VS_PRIVATE void _vs_mpi_opnorm(const _vs_opdesc* o, int n, int64_t v[5])
 _VS_PRIVATE void _vs_mpi_opstr(const int64_t v[5], int64_t seq, char* buf, size_t cap)
 {
     int k = (int)v[0];
-    const char* name = k >= 1 && k <= _VS_K_BOX ? _vs_kind_names[k] : "unknown operation";
+    const char* name = k >= 1 && k < _VS_K_COUNT ? _vs_kind_names[k] : "unknown operation";
     int len = seq >= 0 ? snprintf(buf, cap, "%s #%lld", name, (long long)seq) : snprintf(buf, cap, "%s", name);
     if (k == _VS_K_BARRIER || k == _VS_K_SPLIT || len < 0 || (size_t)len >= cap) return;
     char cnt[40];
@@ -3800,7 +3832,7 @@ _VS_PRIVATE vs_result _vs_mpi_aborted_err(vs_comm* c, _vs_mpi_what* wh)
     vs_world* w = c->world;
     char cause[200];
     int k = w->ab_kind;
-    if (w->ab_why == VS_ERR_ABORTED || k < 1 || k > _VS_K_BOX) {
+    if (w->ab_why == VS_ERR_ABORTED || k < 1 || k >= _VS_K_COUNT) {
         snprintf(cause, sizeof cause, "called vs_comm_abort");
     } else {
         const char* how = w->ab_why == VS_ERR_TIMEOUT ? "timed out in" : w->ab_why == VS_ERR_BACKEND ? "hit an MPI error in" : "failed in";
@@ -4214,7 +4246,7 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
         return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
     }
     w->comm->mc = mc;
-    w->comm->kind = 1;
+    w->comm->kind = _VS_COMM_WORLD;
     return VS_OK;
 }
 
@@ -4303,20 +4335,6 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
     if (w->mpi_finalize && !fin) MPI_Finalize();
     return VS_OK;
 }
-
-#else // !VESCALE_MPI
-
-_VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
-{
-    (void)c, (void)ops, (void)nops;
-    return _vs_err(VS_ERR_UNAVAILABLE, "MPI transport not compiled in (build with -DVESCALE_MPI)");
-}
-_VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
-{
-    (void)w;
-    return VS_OK;
-}
-_VS_PRIVATE void _vs_mpi_comm_abort(vs_comm* c) { (void)c; }
 
 #endif // VESCALE_MPI
 
@@ -4596,7 +4614,7 @@ _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int devic
     }
     vs_comm* c = _vs_comm_new(w, VS_TRANSPORT_NCCL, w->rank, w->size);
     if (!c) return _vs_err(VS_ERR_NOMEM, "NCCL transport: out of memory");
-    c->kind = 1;
+    c->kind = _VS_COMM_WORLD;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclComm_t nc = NULL;
@@ -4608,7 +4626,7 @@ _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int devic
                        : _vs_err_backend(VS_ERR_BACKEND, (int)r, "ncclCommInitRankConfig: %s", ncclGetErrorString(r));
     if (!res) res = _vs_nccl_comm_setup(c, c->nc);
     if (res) {
-        c->kind = 0;
+        c->kind = _VS_COMM_USER;
         _vs_comm_destroy(c);
         return res;
     }
@@ -4616,32 +4634,103 @@ _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int devic
     return VS_OK;
 }
 
-#else // !VESCALE_NCCL
-
-_VS_PRIVATE vs_result _vs_nccl_unavailable(void)
-{
-    return _vs_err(VS_ERR_UNAVAILABLE, "NCCL transport not compiled in (build with -DVESCALE_NCCL)");
-}
-_VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
-{
-    (void)c, (void)out;
-    for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
-    return _vs_nccl_unavailable();
-}
-_VS_PRIVATE vs_result _vs_nccl_wait(vs_work* w) { (void)w; return _vs_nccl_unavailable(); }
-_VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** out)
-{
-    (void)c, (void)color, (void)key, (void)out;
-    return _vs_nccl_unavailable();
-}
-_VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c) { (void)c; }
-_VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int device_select, int cuda_device)
-{
-    (void)w, (void)id, (void)device_select, (void)cuda_device;
-    return _vs_nccl_unavailable();
-}
-
 #endif // VESCALE_NCCL
+
+// >>transports ----------------------------------------------------------------
+/* One table per transport (see struct _vs_transport_ops). The threads transport is
+   the reference: the others match what a caller can observe of it. */
+
+_VS_PRIVATE void _vs_t_abort(vs_comm* c)
+{
+    char msg[300];
+    _vs_fmt(msg, sizeof msg, "rank %d (world %d) called vs_comm_abort on %s", c->rank,
+            c->world ? c->world->rank : c->sh->granks[c->rank], c->label);
+    _vs_tshared_abort(c->sh, VS_ERR_ABORTED, msg);
+    _vs_job_fail(c->sh->job, VS_ERR_ABORTED, msg);
+}
+
+_VS_PRIVATE void _vs_t_destroy(vs_comm* c)
+{
+    if (c->sh) _vs_tshared_unref(c->sh);
+}
+
+static const _vs_transport_ops _vs_threads_ops = {
+    VS_TRANSPORT_THREADS, _vs_submit_host, _vs_t_exec, _vs_work_wait_host, _vs_work_test_host,
+    NULL /* detach: the queue drained */, NULL /* split: an op */, _vs_t_abort, _vs_t_destroy,
+    NULL, NULL /* no streams */, NULL, 1 /* shm */, 0};
+
+#ifdef VESCALE_MPI
+_VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
+{
+    if (c->mc != MPI_COMM_NULL) MPI_Comm_free(&c->mc);
+}
+
+static const _vs_transport_ops _vs_mpi_ops = {
+    VS_TRANSPORT_MPI, _vs_submit_host, _vs_mpi_exec, _vs_work_wait_host, _vs_work_test_host,
+    NULL, NULL, _vs_mpi_comm_abort /* notifies every rank of the world */, _vs_mpi_destroy,
+    NULL, NULL, _vs_mpi_world_fini, 0, 0};
+#endif
+
+#ifdef VESCALE_NCCL
+_VS_PRIVATE vs_result _vs_nccl_test(vs_work* w, int* done)
+{
+    cudaError_t e = cudaEventQuery(w->ev);
+    *done = e == cudaSuccess;
+    if (e != cudaSuccess && e != cudaErrorNotReady)
+        return _vs_err_backend(VS_ERR_BACKEND, (int)e, "vs_test: %s", cudaGetErrorString(e));
+    return VS_OK;
+}
+
+_VS_PRIVATE void _vs_nccl_detach(vs_work* w)
+{
+    cudaError_t e = w->ev ? cudaEventSynchronize(w->ev) : cudaSuccess;
+    w->res = e == cudaSuccess ? VS_OK : VS_ERR_BACKEND;
+    if (e != cudaSuccess) _vs_fmt(w->err, sizeof w->err, "vs_wait: %s", cudaGetErrorString(e));
+}
+
+_VS_PRIVATE void _vs_nccl_abort_comm(vs_comm* c)
+{
+    if (c->nc) ncclCommAbort(c->nc), c->nc = NULL;
+}
+
+/* NULL gives back the communicator's own stream; the caller's is never destroyed here. */
+_VS_PRIVATE vs_result _vs_nccl_set_stream(vs_comm* c, void* stream)
+{
+    c->stream = stream ? (cudaStream_t)stream : c->own;
+    return VS_OK;
+}
+
+_VS_PRIVATE void* _vs_nccl_stream(const vs_comm* c) { return (void*)c->stream; }
+
+/* A world whose NCCL id came over MPI finalizes the MPI it started. */
+_VS_PRIVATE vs_result _vs_nccl_world_free(vs_world* w)
+{
+#ifdef VESCALE_MPI
+    if (w->mpi_finalize) return _vs_mpi_world_fini(w);
+#else
+    (void)w;
+#endif
+    return VS_OK;
+}
+
+static const _vs_transport_ops _vs_nccl_ops = {
+    VS_TRANSPORT_NCCL, _vs_nccl_submit, NULL, _vs_nccl_wait, _vs_nccl_test, _vs_nccl_detach, _vs_nccl_split,
+    _vs_nccl_abort_comm, _vs_nccl_comm_destroy, _vs_nccl_set_stream, _vs_nccl_stream, _vs_nccl_world_free, 0, 1};
+#endif
+
+_VS_PRIVATE const _vs_transport_ops* _vs_transport_of(vs_transport tr)
+{
+    switch (tr) {
+    case VS_TRANSPORT_THREADS: return &_vs_threads_ops;
+#ifdef VESCALE_MPI
+    case VS_TRANSPORT_MPI: return &_vs_mpi_ops;
+#endif
+#ifdef VESCALE_NCCL
+    case VS_TRANSPORT_NCCL: return &_vs_nccl_ops;
+#endif
+    default: return NULL;
+    }
+}
 
 // >>bootstrap -----------------------------------------------------------------
 
@@ -5303,7 +5392,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
                 w->local_rank = mw->local_rank;
             }
             if (mw) {
-                if (mw->comm) mw->comm->kind = 0;
+                if (mw->comm) mw->comm->kind = _VS_COMM_USER;
                 vs_world_free(mw);
             }
         } else
@@ -5743,7 +5832,7 @@ VS_API vs_result vs_mesh_submesh(vs_mesh* m, const char* dims, vs_mesh** out)
         free(s);
         return r;
     }
-    sc->kind = 2;
+    sc->kind = _VS_COMM_MESH;
     {
         char names[VS_MESH_MAX_DIMS * (VS_MESH_NAME_MAX + 1)] = "", shape[160];
         for (int i = 0; i < k; i++)
@@ -6272,13 +6361,13 @@ typedef struct _vs_boxctx {
    reads its own buffer sequentially and writes its part of every peer's);
    reduce-scatters split the rows among the ranks, reduce whole rows of every
    peer's buffer and write each piece to the rank that owns it. */
-_VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
+_VS_PRIVATE void _vs_box_step(vs_comm* c, const _vs_opdesc* const* all)
 {
+    const _vs_opdesc* op = all[c->rank];
     const _vs_boxctx* x = (const _vs_boxctx*)op->ctx;
     const vs_mesh* m = x->m;
     const _vs_rstep* st = x->st;
-    _vs_tshared* s = c->sh;
-    int n = s->n, nd = x->ndim, k = st->k, me = c->rank;
+    int n = c->size, nd = x->ndim, k = st->k, me = c->rank;
     size_t esz = vs_dtype_size(op->dt);
     int64_t la[VS_TENSOR_MAX_DIMS], oa[VS_TENSOR_MAX_DIMS], lb[VS_TENSOR_MAX_DIMS], ob[VS_TENSOR_MAX_DIMS];
     int coord[VS_MESH_MAX_DIMS];
@@ -6314,9 +6403,9 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
                 for (int i = 0; i < n; i++)
                     if (plen[i])
                         memcpy(dst + (size_t)r * rowb + (size_t)coff[i] * esz,
-                               (const char*)s->slots[i].op->send + (size_t)((q + r) * plen[i]) * esz, (size_t)plen[i] * esz);
+                               (const char*)all[i]->send + (size_t)((q + r) * plen[i]) * esz, (size_t)plen[i] * esz);
             for (int j = 0; j < n; j++)
-                _vs_copy_nt((char*)s->slots[j].op->recv + (size_t)q * rowb, dst, (size_t)nr * rowb, nt);
+                _vs_copy_nt((char*)all[j]->recv + (size_t)q * rowb, dst, (size_t)nr * rowb, nt);
         }
         free(blk);
         return;
@@ -6340,8 +6429,8 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
                 sof[d] = a0 - so[d];
             }
             if (empty) continue;
-            const char* src = push ? (const char*)op->send : (const char*)s->slots[i].op->send;
-            char* dst = push ? (char*)s->slots[i].op->recv : (char*)op->recv;
+            const char* src = push ? (const char*)op->send : (const char*)all[i]->send;
+            char* dst = push ? (char*)all[i]->recv : (char*)op->recv;
             _vs_box_copy_nt(dst, dl, dof, src, sl, sof, sz, nd, esz, nt);
         }
         return;
@@ -6350,9 +6439,9 @@ _VS_PRIVATE void _vs_t_box_work(vs_comm* c, const _vs_opdesc* op)
     if (_vs_numel(lb, nd) == 0 || me != 0) return;
     {
         unsigned char one[16];
-        for (int i = 0; i < n; i++) c->srcs[i] = s->slots[i].op->send;
+        for (int i = 0; i < n; i++) c->srcs[i] = all[i]->send;
         _vs_reduce_block(op->dt, op->op, n, c->srcs, n, 0, 1, one);
-        memcpy(s->slots[0].op->recv, one, esz);
+        memcpy(all[0]->recv, one, esz);
         return;
     }
 rows:;
@@ -6360,7 +6449,7 @@ rows:;
     // every peer holds (Partial along k); an all-to-all splitting the last dim
     // reads its own rows. Each row's pieces go to the ranks that own them.
     int reduce = st->type == _VS_R_REDSCAT;
-    for (int i = 0; i < n; i++) c->srcs[i] = s->slots[i].op->send;
+    for (int i = 0; i < n; i++) c->srcs[i] = all[i]->send;
     int64_t ol[256][VS_TENSOR_MAX_DIMS], oo[256][VS_TENSOR_MAX_DIMS], os[256][VS_TENSOR_MAX_DIMS];
     for (int j = 0; j < n; j++) { // each owner's box and strides
         coord[k] = j;
@@ -6400,27 +6489,12 @@ rows:;
                 int64_t off = 0;
                 for (int d = 0; d < nd - 1; d++) off += (ob[d] + idx[d] - oo[j][d]) * os[j][d];
                 off += ob[nd - 1] + c0 - oo[j][nd - 1];
-                _vs_copy_nt((char*)s->slots[j].op->recv + (size_t)off * esz, row + (size_t)(c0 - b0) * esz,
+                _vs_copy_nt((char*)all[j]->recv + (size_t)off * esz, row + (size_t)(c0 - b0) * esz,
                             (size_t)(c1 - c0) * esz, nt);
             }
         }
         for (int d = nd - 2; d >= 0 && ++idx[d] == lb[d]; d--) idx[d] = 0;
     }
-}
-
-_VS_PRIVATE vs_result _vs_t_box(vs_comm* c, const _vs_opdesc* op)
-{
-    _vs_tshared* s = c->sh;
-    s->slots[c->rank].op = op;
-    vs_result r = _vs_t_barrier(c, c->timeout, op);
-    if (r) return r;
-    r = _vs_t_match(c);
-    if (!r) {
-        _vs_t_box_work(c, op);
-        _vs_store_fence();
-    }
-    vs_result r2 = _vs_t_barrier(c, 0, op); // peers may still read this rank's input
-    return r ? r : r2;
 }
 
 _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void* in, void* out)
@@ -6442,7 +6516,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     if (st->type == _VS_R_GATHER) strided = _vs_numel(la, st->before[k].dim) != 1;
     if (st->type == _VS_R_REDSCAT) strided = _vs_numel(lb, st->after[k].dim) != 1;
     if (st->type == _VS_R_A2A) strided = 1;
-    if (c->tr == VS_TRANSPORT_THREADS && strided) {
+    if (c->tp->shm && strided) {
         _vs_boxctx bx;
         bx.m = m;
         bx.st = st;
@@ -6450,7 +6524,8 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
         bx.shape = x->shape;
         _vs_opdesc o;
         memset(&o, 0, sizeof o);
-        o.kind = _VS_K_BOX;
+        o.kind = _VS_K_SHM;
+        o.shm = _vs_box_step;
         o.dt = x->dt;
         o.op = st->type == _VS_R_REDSCAT ? st->before[k].op : VS_OP_SUM;
         o.count = (size_t)st->type; // ranks must agree on the step
@@ -6575,7 +6650,7 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
             return _vs_err(VS_ERR_MISMATCH, "%s: shape[%d] is %lld in the source, %lld in the destination", fn, d,
                            (long long)src->shape[d], (long long)dst->shape[d]);
     vs_mesh* m = src->layout.mesh;
-    if (m->comm && m->comm->tr == VS_TRANSPORT_NCCL)
+    if (m->comm && m->comm->tp->device)
         return _vs_err(VS_ERR_UNSUPPORTED, "%s: device buffers (NCCL transport) are not supported yet: host only", fn);
     int isint = src->dtype == VS_I32 || src->dtype == VS_I64 || src->dtype == VS_U8;
     for (int k = 0; k < m->ndims; k++) {
