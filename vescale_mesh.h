@@ -2903,6 +2903,23 @@ _VS_PRIVATE vs_result _vs_check_root(const char* fn, const vs_comm* c, int root,
         if (_vs_r) return _vs_r;                                                     \
     } while (0)
 
+/* An operation descriptor with the fields every kind has; the rest stay zero.
+   VS_OP_DEFAULT becomes VS_OP_SUM. */
+_VS_PRIVATE _vs_opdesc _vs_op_make(int kind, vs_dtype dt, vs_op op, int root, const void* send, void* recv,
+                                   size_t count)
+{
+    _vs_opdesc o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.dt = dt;
+    o.op = op == VS_OP_DEFAULT ? VS_OP_SUM : op;
+    o.root = root;
+    o.send = send;
+    o.recv = recv;
+    o.count = count;
+    return o;
+}
+
 VS_API vs_result vs_all_reduce(vs_comm* c, const void* send, void* recv, size_t count,
                                vs_dtype dt, vs_op op, vs_work** work)
 {
@@ -2910,14 +2927,7 @@ VS_API vs_result vs_all_reduce(vs_comm* c, const void* send, void* recv, size_t 
     _VS_TRY(_vs_check_op("vs_all_reduce", op));
     _VS_TRY(_vs_check_elems("vs_all_reduce", count, dt, "count"));
     _VS_TRY(_vs_check_bufs("vs_all_reduce", send, recv, count, count));
-    _vs_opdesc o;
-    memset(&o, 0, sizeof o);
-    o.kind = _VS_K_ALLREDUCE;
-    o.dt = dt;
-    o.op = op == VS_OP_DEFAULT ? VS_OP_SUM : op;
-    o.send = send;
-    o.recv = recv;
-    o.count = count;
+    _vs_opdesc o = _vs_op_make(_VS_K_ALLREDUCE, dt, op, 0, send, recv, count);
     return _vs_issue(c, &o, work);
 }
 
@@ -2929,15 +2939,7 @@ VS_API vs_result vs_reduce(vs_comm* c, const void* send, void* recv, size_t coun
     _VS_TRY(_vs_check_root("vs_reduce", c, root, "root"));
     _VS_TRY(_vs_check_elems("vs_reduce", count, dt, "count"));
     _VS_TRY(_vs_check_bufs("vs_reduce", send, recv, count, c->rank == root ? count : 0));
-    _vs_opdesc o;
-    memset(&o, 0, sizeof o);
-    o.kind = _VS_K_REDUCE;
-    o.dt = dt;
-    o.op = op == VS_OP_DEFAULT ? VS_OP_SUM : op;
-    o.root = root;
-    o.send = send;
-    o.recv = recv;
-    o.count = count;
+    _vs_opdesc o = _vs_op_make(_VS_K_REDUCE, dt, op, root, send, recv, count);
     return _vs_issue(c, &o, work);
 }
 
@@ -2948,14 +2950,7 @@ VS_API vs_result vs_broadcast(vs_comm* c, const void* send, void* recv, size_t c
     _VS_TRY(_vs_check_root("vs_broadcast", c, root, "root"));
     _VS_TRY(_vs_check_elems("vs_broadcast", count, dt, "count"));
     _VS_TRY(_vs_check_bufs("vs_broadcast", send, recv, c->rank == root ? count : 0, count));
-    _vs_opdesc o;
-    memset(&o, 0, sizeof o);
-    o.kind = _VS_K_BCAST;
-    o.dt = dt;
-    o.root = root;
-    o.send = c->rank == root ? send : NULL;
-    o.recv = recv;
-    o.count = count;
+    _vs_opdesc o = _vs_op_make(_VS_K_BCAST, dt, VS_OP_SUM, root, c->rank == root ? send : NULL, recv, count);
     return _vs_issue(c, &o, work);
 }
 
@@ -2965,15 +2960,8 @@ _VS_PRIVATE vs_result _vs_gather_like(const char* fn, int kind, vs_comm* c, cons
 {
     _VS_TRY(_vs_check_comm(fn, c, dt));
     if (kind == _VS_K_REDSCAT) _VS_TRY(_vs_check_op(fn, op));
-    _vs_opdesc o;
-    memset(&o, 0, sizeof o);
-    o.kind = kind;
-    o.dt = dt;
-    o.op = op == VS_OP_DEFAULT ? VS_OP_SUM : op;
-    o.send = send;
-    o.recv = recv;
+    _vs_opdesc o = _vs_op_make(kind, dt, op, 0, send, recv, counts ? 0 : count);
     o.uniform = counts == NULL;
-    o.count = counts ? 0 : count;
     _VS_TRY(_vs_op_arrays(fn, &o, c->size, count, counts, displs, NULL, NULL));
     size_t total = 0, mine = o.counts[c->rank];
     for (int i = 0; i < c->size; i++) {
@@ -3025,15 +3013,8 @@ _VS_PRIVATE vs_result _vs_all_to_all(const char* fn, vs_comm* c, const void* sen
                                      vs_dtype dt, vs_work** work)
 {
     _VS_TRY(_vs_check_comm(fn, c, dt));
-    _vs_opdesc o;
-    memset(&o, 0, sizeof o);
-    o.kind = _VS_K_ALLTOALL;
-    o.dt = dt;
-    o.op = VS_OP_SUM;
-    o.send = send;
-    o.recv = recv;
+    _vs_opdesc o = _vs_op_make(_VS_K_ALLTOALL, dt, VS_OP_SUM, 0, send, recv, scounts ? 0 : count);
     o.uniform = scounts == NULL;
-    o.count = scounts ? 0 : count;
     _VS_TRY(_vs_op_arrays(fn, &o, c->size, count, scounts, sdispls, rcounts, rdispls));
     size_t stot = 0, rtot = 0;
     for (int i = 0; i < c->size; i++) {
@@ -3070,11 +3051,7 @@ VS_API vs_result vs_all_to_allv(vs_comm* c, const void* send, const size_t* send
 VS_API vs_result vs_barrier(vs_comm* c, vs_work** work)
 {
     _VS_CHECK_HANDLE(c, "comm");
-    _vs_opdesc o;
-    memset(&o, 0, sizeof o);
-    o.kind = _VS_K_BARRIER;
-    o.dt = VS_F32;
-    o.op = VS_OP_SUM;
+    _vs_opdesc o = _vs_op_make(_VS_K_BARRIER, VS_F32, VS_OP_SUM, 0, NULL, NULL, 0);
     return _vs_issue(c, &o, work);
 }
 
@@ -3085,14 +3062,7 @@ _VS_PRIVATE vs_result _vs_p2p(const char* fn, int kind, vs_comm* c, const void* 
     _VS_TRY(_vs_check_root(fn, c, peer, "peer"));
     _VS_TRY(_vs_check_elems(fn, count, dt, "count"));
     if (count && !sbuf && !rbuf) return _vs_err(VS_ERR_NULL, "%s: buffer is NULL for %zu elements", fn, count);
-    _vs_opdesc o;
-    memset(&o, 0, sizeof o);
-    o.kind = kind;
-    o.dt = dt;
-    o.root = peer;
-    o.send = sbuf;
-    o.recv = rbuf;
-    o.count = count;
+    _vs_opdesc o = _vs_op_make(kind, dt, VS_OP_DEFAULT, peer, sbuf, rbuf, count);
     return _vs_issue(c, &o, work);
 }
 
@@ -3116,11 +3086,7 @@ VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
         return _vs_err(VS_ERR_INVALID, "vs_comm_split: color %d must be >= 0 or VS_COLOR_NONE", color);
     if (c->group_depth > 0) return _vs_err(VS_ERR_STATE, "vs_comm_split: not allowed inside a group");
     if (c->tp->split) return c->tp->split(c, color, key, out);
-    _vs_opdesc o;
-    memset(&o, 0, sizeof o);
-    o.kind = _VS_K_SPLIT;
-    o.dt = VS_F32;
-    o.op = VS_OP_SUM;
+    _vs_opdesc o = _vs_op_make(_VS_K_SPLIT, VS_F32, VS_OP_SUM, 0, NULL, NULL, 0);
     o.color = color;
     o.key = key;
     o.split_out = out;
@@ -3130,7 +3096,6 @@ VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
 // >>lifetime ------------------------------------------------------------------
 
 
-/* Drains the queue, stops the progress thread and frees the handle. */
 /* Drains the queue, stops the progress thread and frees what the handle holds,
    not the handle itself. Handles not yet waited are completed and detached: their
    vs_wait then returns the result without the communicator. */
@@ -6522,15 +6487,10 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
         bx.st = st;
         bx.ndim = nd;
         bx.shape = x->shape;
-        _vs_opdesc o;
-        memset(&o, 0, sizeof o);
-        o.kind = _VS_K_SHM;
+        // count: the step type, which ranks must agree on
+        _vs_opdesc o = _vs_op_make(_VS_K_SHM, x->dt, st->type == _VS_R_REDSCAT ? st->before[k].op : VS_OP_SUM, 0,
+                                   in, out, (size_t)st->type);
         o.shm = _vs_box_step;
-        o.dt = x->dt;
-        o.op = st->type == _VS_R_REDSCAT ? st->before[k].op : VS_OP_SUM;
-        o.count = (size_t)st->type; // ranks must agree on the step
-        o.send = in;
-        o.recv = out;
         o.ctx = &bx;
         return _vs_issue(c, &o, NULL);
     }
