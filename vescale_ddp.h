@@ -262,9 +262,9 @@ typedef struct vs_ddp_param_info {
     int group;           // optimizer group, as registered
     int no_decay;        // no weight decay, as registered
     int has_master;      // 1: fp32 master weights are kept (bf16/f16 parameters): VS_DDP_STATE_MASTER
-    int primary;         // 1 on exactly one rank per element: the rank whose copy of the owned range a
-                         // checkpoint saves. Over the ranks with primary 1 (of one pipeline stage) the
-                         // owned ranges, mapped to global indices, cover the parameter once. It is the
+    int primary;         // 1: this rank's copy of its owned range is the one a checkpoint saves. Over
+                         // the ranks with primary 1 (of one pipeline stage) the owned ranges, mapped to
+                         // global indices, cover each element of the parameter exactly once. It is the
                          // rank at coordinate 0 along every mesh dim but PP where the parameter is not
                          // sharded: replicated or partial dims, and the DP dim under ZeRO-0 (every DP
                          // rank owns everything there; under ZeRO-1/2 the DP ranks own disjoint ranges)
