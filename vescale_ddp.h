@@ -48,6 +48,12 @@
      (ZeRO-1 and TP-partial buckets keep an f32 accumulator of their reduced owned
      range for this, used only from the second pass on). vs_ddp_finish_grad_sync ends every backward pass. ZeRO-2
      with no_overlap still reduces early when it runs out of staging buffers.
+   - Introspection (checkpoints, planners): vs_ddp_query_desc gives the desc with
+     its defaults resolved; vs_ddp_query_param_info a parameter's global shape,
+     placements, local shape and global offset, and the flat range of its local
+     shard this rank owns under ZeRO; vs_ddp_grad_synced_owned the averaged
+     gradient of that range, vs_ddp_optim_state its optimizer state and master
+     weights (f32), to save in global form or restore.
    - Buckets are reduced in bucket order on every rank, whatever order the
      gradients become ready in, so ranks never disagree on the collective order.
    - Buffers: host memory on the threads and MPI transports. On NCCL (built with
@@ -194,15 +200,19 @@ typedef struct vs_optim_desc {
     void* user;
 } vs_optim_desc;
 
+/* The defaults of vs_ddp_desc (vs_ddp_query_desc returns them resolved). */
+#define VS_DDP_DEFAULT_BUCKET_BYTES ((int64_t)32 << 20) // 32 MiB
+#define VS_DDP_DEFAULT_ZERO2_BUFFERS 2
+
 typedef struct vs_ddp_desc {
     vs_mesh* mesh;
     const char* dp_dim;   // NULL: "DP" (or the only dim of a 1-D mesh)
     const char* pp_dim;   // NULL: "PP" when the mesh has it (stages hold distinct parameters)
-    int64_t bucket_bytes; // 0: 32 MiB (the default; vs_ddp_set_bucket_bytes rejects 0); negative is an error
+    int64_t bucket_bytes; // 0: VS_DDP_DEFAULT_BUCKET_BYTES (vs_ddp_set_bucket_bytes rejects 0); negative is an error
     vs_zero_stage zero;
     int no_overlap;      // 1: reduce only in vs_ddp_finish_grad_sync
     int grad_fp32;       // f16/bf16 parameters accumulate gradients in f32
-    int zero2_buffers;   // ZeRO-2 staging buffers (0: 2)
+    int zero2_buffers;   // ZeRO-2 staging buffers (0: VS_DDP_DEFAULT_ZERO2_BUFFERS)
     vs_optim_desc optim;
     void* stream;        // device buffers: the cudaStream_t backward and forward run on (NULL: default stream)
 } vs_ddp_desc;
@@ -227,6 +237,70 @@ typedef struct vs_ddp_memory {
 } vs_ddp_memory;
 
 typedef struct vs_ddp vs_ddp;
+
+/* One parameter as DDP holds it (vs_ddp_query_param_info): its place in the
+   global tensor, and the part of it this rank steps and keeps optimizer state
+   for. "Flat index" i counts the elements of this rank's local shard in row-major
+   order: i = sum over dims of l[k] * stride[k], strides from local_shape; the
+   element is the global tensor's element at (offset[k] + l[k]) per dim. So a
+   flat range [owned_begin, owned_end) of a state (vs_ddp_optim_state) maps to
+   local coordinates, and through `offset` to global ones: that is how a
+   checkpoint writes optimizer state in its global, unflattened form. */
+typedef struct vs_ddp_param_info {
+    const char* name;    // as registered (DDP's copy: valid until vs_ddp_free)
+    int index;           // the parameter index
+    vs_dtype dtype;      // the parameter's dtype: f32, bf16 or f16
+    vs_dtype grad_dtype; // the gradient's dtype in the buckets (vs_ddp_grad_dtype)
+    int ndim;
+    int64_t shape[VS_TENSOR_MAX_DIMS];         // global shape (entries past ndim: 0)
+    vs_placement placements[VS_MESH_MAX_DIMS]; // per mesh dim as registered; past the mesh's dims: Replicate
+    int64_t local_shape[VS_TENSOR_MAX_DIMS];   // this rank's shard (vs_layout_local of the mesh layout)
+    int64_t offset[VS_TENSOR_MAX_DIMS];        // global index of the shard's first element per dim (an
+                                               // empty shard: the dim's size, as vs_layout_local)
+    int64_t numel;       // elements of the global tensor
+    int64_t local_numel; // elements of the local shard (vs_ddp_local_numel): the product of local_shape
+    int group;           // optimizer group, as registered
+    int no_decay;        // no weight decay, as registered
+    int has_master;      // 1: fp32 master weights are kept (bf16/f16 parameters): VS_DDP_STATE_MASTER
+    int primary;         // 1: this rank's copy of its owned range is the one a checkpoint saves. Over
+                         // the ranks with primary 1 (of one pipeline stage) the owned ranges, mapped to
+                         // global indices, cover each element of the parameter exactly once. It is the
+                         // rank at coordinate 0 along every mesh dim but PP where the parameter is not
+                         // sharded: replicated or partial dims, and the DP dim under ZeRO-0 (every DP
+                         // rank owns everything there; under ZeRO-1/2 the DP ranks own disjoint ranges)
+    /* Set by vs_ddp_finalize; -1 before it. */
+    int bucket;            // the gradient bucket holding it (buckets go in reverse registration order)
+    int64_t bucket_offset; // element offset of the local shard in that bucket
+    int64_t owned_begin;   // [owned_begin, owned_end): the flat range of the local shard this rank
+    int64_t owned_end;     // steps and keeps optimizer state and master weights for. ZeRO-0: all of it,
+                           // [0, local_numel). ZeRO-1/2: its part of this rank's 1/DP range of the
+                           // bucket, often empty (owned_begin == owned_end); the DP ranks' ranges
+                           // partition [0, local_numel) in DP rank order, with no gap or overlap
+    int64_t owned_offset;  // where element owned_begin lives in this rank's owned range of the bucket
+                           // (the index into the bucket's f32 state arrays); 0 for an empty range
+} vs_ddp_param_info;
+
+/* A range of one parameter's flattened local shard in DDP's memory (what
+   vs_ddp_grad_synced_owned and vs_ddp_optim_state give). */
+typedef struct vs_ddp_span {
+    void* data;         // the element at flat index `begin` (NULL when the range is empty); device memory with
+                        // device buffers (NCCL)
+    vs_dtype dtype;     // of the elements at data
+    int64_t begin, end; // flat indices into the local shard (vs_ddp_param_info): [begin, end)
+} vs_ddp_span;
+
+/* The optimizer state of a parameter, for vs_ddp_optim_state. Every state is f32,
+   one value per element of the parameter, zero before the first step. */
+typedef enum vs_ddp_state {
+    VS_DDP_STATE_NONE = 0,   // not a state (an error)
+    VS_DDP_STATE_MASTER,     // fp32 master weights of bf16/f16 parameters (f32 parameters have none: they
+                             // are stepped in place, read them with vs_ddp_param)
+    VS_DDP_STATE_EXP_AVG,    // AdamW first moment m (torch's exp_avg)
+    VS_DDP_STATE_EXP_AVG_SQ, // AdamW second moment v (torch's exp_avg_sq)
+    VS_DDP_STATE_MOMENTUM,   // SGD momentum buffer (only with momentum > 0; torch's momentum_buffer)
+    VS_DDP_STATE_CUSTOM0,    // VS_OPTIM_CUSTOM: vs_step_args.state[0]
+    VS_DDP_STATE_CUSTOM1     // VS_OPTIM_CUSTOM: vs_step_args.state[1]
+} vs_ddp_state;
 
 /* Checks the desc (optimizer numbers: see vs_optim_desc) and registers the DDP
    with the mesh: vs_mesh_free refuses (VS_ERR_STATE) until vs_ddp_free. */
@@ -256,10 +330,28 @@ VS_API void* vs_ddp_param(vs_ddp* d, int index);
    backward pass. ZeRO-2: valid for the current backward pass only. NULL with
    vs_last_error() on error. */
 VS_API void* vs_ddp_grad(vs_ddp* d, int index);
-/* The synchronized gradient after vs_ddp_finish_grad_sync, to read (the averaged
-   values: every element with ZeRO-0, the owned range with ZeRO-1). NULL where the
-   reduced values live only in the f32 accumulator (ZeRO-2, several passes). */
+/* The synchronized gradient after vs_ddp_finish_grad_sync, to read, as the
+   whole local shard (vs_ddp_grad_dtype). Which part holds the averaged values:
+   ZeRO-0 every element; ZeRO-1 only the owned range [owned_begin, owned_end) of
+   vs_ddp_param_info: the rest is this rank's own, unreduced gradient (the
+   reduce-scatter gives each rank its range only). NULL (VS_ERR_UNSUPPORTED) where
+   the reduced values live only in the f32 accumulator: ZeRO-2, several synced
+   passes, or a ZeRO-0 bucket partial over TP after several passes. For the
+   averaged values under every stage use vs_ddp_grad_synced_owned. */
 VS_API const void* vs_ddp_grad_synced(vs_ddp* d, int index);
+/* The averaged (and, after vs_ddp_clip_grad_norm, clipped) gradient of exactly
+   the owned range of parameter `index`, under every ZeRO stage: out->begin and
+   out->end are vs_ddp_param_info's owned_begin and owned_end, out->data points at
+   the gradient of element begin, out->dtype is vs_ddp_grad_dtype or f32 where
+   the reduced values are summed in an f32 accumulator (ZeRO-2 always; ZeRO-1, and
+   ZeRO-0 buckets partial over TP, from a second synced pass before a step).
+   To read, until the next backward pass or vs_ddp_zero_grad; vs_ddp_step leaves
+   it as the gradient it used. Errors: VS_ERR_STATE before finalize, during a
+   backward pass, or with no synchronized gradients (nothing since zero_grad, or
+   the last pass ran with vs_ddp_set_sync(d, 0)); VS_ERR_INVALID for a bad index.
+   Device buffers: a device pointer; work on desc.stream may still write it, so
+   synchronize that stream before reading it from another. */
+VS_API vs_result vs_ddp_grad_synced_owned(vs_ddp* d, int index, vs_ddp_span* out);
 VS_API vs_dtype vs_ddp_grad_dtype(const vs_ddp* d, int index);
 VS_API int64_t vs_ddp_local_numel(const vs_ddp* d, int index);
 VS_API vs_result vs_ddp_zero_grad(vs_ddp* d);
@@ -300,6 +392,30 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr);
 VS_API int64_t vs_ddp_step_count(const vs_ddp* d);
 VS_API int64_t vs_ddp_skipped_steps(const vs_ddp* d);
 VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out);
+/* The desc as the DDP uses it, every zero-is-default value resolved (as sokol's
+   sg_query_desc): bucket_bytes (also after vs_ddp_set_bucket_bytes),
+   zero2_buffers, optim.beta1/beta2/eps with their _set flags 1, optim.ngroups
+   at least 1, each group's lr_scale with lr_scale_set 1, and dp_dim / pp_dim
+   naming the mesh's dims (strings owned by the mesh; pp_dim NULL when there is no
+   pipeline dim). stream stays as given (NULL is the default stream). Passing the
+   result to vs_ddp_init gives the same DDP settings. Any time after vs_ddp_init. */
+VS_API vs_result vs_ddp_query_desc(const vs_ddp* d, vs_ddp_desc* out);
+/* Parameter `index`'s layout, dtypes and owned range (see vs_ddp_param_info).
+   After vs_ddp_add_param; the bucket and owned fields are -1 until
+   vs_ddp_finalize. VS_ERR_NULL, or VS_ERR_INVALID for an index out of range. */
+VS_API vs_result vs_ddp_query_param_info(const vs_ddp* d, int index, vs_ddp_param_info* out);
+/* Optimizer state `which` of the owned range of parameter `index`: out->data
+   points at the f32 state of flat element out->begin, out->end as owned_end
+   (vs_ddp_param_info); the state of element i is data[i - begin]. Map the range
+   to global indices with vs_ddp_param_info to save it in its global form; write
+   through data to restore it (between steps: vs_ddp_step reads and writes it;
+   a restored master is not copied into the parameter: restore that too, with
+   vs_ddp_param). After vs_ddp_finalize. Which states exist: MASTER for bf16/f16
+   parameters, EXP_AVG and EXP_AVG_SQ with AdamW, MOMENTUM with SGD and momentum
+   > 0, CUSTOM0 and CUSTOM1 with VS_OPTIM_CUSTOM; asking for another is
+   VS_ERR_INVALID naming it and the reason. Device buffers: a device pointer, as
+   vs_ddp_grad_synced_owned. */
+VS_API vs_result vs_ddp_optim_state(vs_ddp* d, int index, vs_ddp_state which, vs_ddp_span* out);
 /* Waits for the DDP's collectives still in flight (a ZeRO all-gather after a
    step, reductions of an unfinished backward pass), then frees it and releases
    the mesh. Free the DDP, then the mesh: vs_mesh_free refuses while a DDP on it
@@ -417,6 +533,7 @@ typedef struct _vs_dparam {
     int64_t shape[VS_TENSOR_MAX_DIMS];
     vs_placement pl[VS_MESH_MAX_DIMS];
     int group, no_decay;
+    int64_t lshape[VS_TENSOR_MAX_DIMS], loff[VS_TENSOR_MAX_DIMS]; // local shard: shape, global offset
     int64_t numel;    // local shard
     int bucket;
     int64_t offset;   // element offset in the bucket
@@ -456,6 +573,7 @@ struct vs_ddp {
     _vs_dbucket* buckets;
     int next_launch; // buckets launch in order
     int sync, in_pass, finalized, grads_pending;
+    int synced;      // the gradients hold a synchronized pass's reduced values (vs_ddp_grad_synced_owned)
     int skip_next;   // the clip norm was not finite: the next step is skipped
     int64_t steps, skipped;
     void** pool; // ZeRO-2 staging buffers
@@ -892,16 +1010,40 @@ _VS_DDP_PRIVATE void _vs_ddp_mesh_use(vs_mesh* m, int delta)
         vs_mesh_release(m);
 }
 
-/* Resolves the zero defaults of `o` (see vs_optim_desc) and checks every number
-   the chosen optimizer uses. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_optim_resolve(vs_optim_desc* o)
+/* Every zero-is-default value of a desc, resolved in this one place (sokol's
+   _sg_desc_defaults): vs_ddp_init keeps the result, vs_ddp_query_desc returns it.
+   It checks nothing (vs_ddp_init checks the result; ngroups must be in range);
+   a resolved value is marked as meant (_set 1), so resolving again changes
+   nothing. The dims need the mesh: dp_dim and pp_dim become names, pp_dim NULL
+   when the mesh has no "PP" dim. */
+_VS_DDP_PRIVATE void _vs_ddp_desc_defaults(vs_ddp_desc* d)
 {
-    const char* fn = "vs_ddp_init";
+    vs_optim_desc* o = &d->optim;
+    if (d->bucket_bytes == 0) d->bucket_bytes = VS_DDP_DEFAULT_BUCKET_BYTES;
+    if (d->zero2_buffers == 0) d->zero2_buffers = VS_DDP_DEFAULT_ZERO2_BUFFERS;
     if (o->beta1 == 0 && !o->beta1_set) o->beta1 = 0.9;
     if (o->beta2 == 0 && !o->beta2_set) o->beta2 = 0.999;
     if (o->eps == 0 && !o->eps_set) o->eps = 1e-8;
-    for (int g = 1; g < o->ngroups; g++)
+    o->beta1_set = o->beta2_set = o->eps_set = 1;
+    if (o->ngroups == 0) o->ngroups = 1; // group 0 only: the fields above
+    for (int g = 1; g < o->ngroups && g < VS_DDP_MAX_GROUPS; g++) {
         if (o->groups[g].lr_scale == 0 && !o->groups[g].lr_scale_set) o->groups[g].lr_scale = 1.0;
+        o->groups[g].lr_scale_set = 1;
+    }
+    vs_mesh* m = d->mesh;
+    if (!m) return;
+    if (!d->dp_dim) d->dp_dim = vs_mesh_ndims(m) == 1 ? vs_mesh_dim_name(m, 0) : "DP";
+    if (!d->pp_dim) {
+        for (int k = 0; k < vs_mesh_ndims(m); k++)
+            if (!strcmp(vs_mesh_dim_name(m, k), "PP")) d->pp_dim = vs_mesh_dim_name(m, k);
+        vs_clear_error();
+    }
+}
+
+/* Checks every number the chosen optimizer uses (defaults resolved). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_optim_check(const vs_optim_desc* o)
+{
+    const char* fn = "vs_ddp_init";
     if (o->kind == VS_OPTIM_ADAMW) {
         if (!(o->beta1 >= 0 && o->beta1 < 1))
             return vs_set_error(VS_ERR_INVALID, "%s: optim.beta1 %g out of range [0, 1)", fn, o->beta1);
@@ -949,31 +1091,22 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
                             VS_DDP_MAX_GROUPS);
     if (desc->zero2_buffers < 0)
         return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: zero2_buffers %d < 0", desc->zero2_buffers);
-    vs_optim_desc od = desc->optim; // with the defaults resolved, kept below
-    vs_result rv = _vs_ddp_optim_resolve(&od);
+    vs_ddp_desc rd = *desc; // with the defaults resolved, kept below
+    _vs_ddp_desc_defaults(&rd);
+    vs_result rv = _vs_ddp_optim_check(&rd.optim);
     if (rv) return rv;
     vs_mesh* m = desc->mesh;
-    const char* dpn = desc->dp_dim;
-    if (!dpn) dpn = vs_mesh_ndims(m) == 1 ? vs_mesh_dim_name(m, 0) : "DP";
-    int dpi = vs_mesh_dim_index(m, dpn);
-    if (dpi < 0) return vs_set_error(dpi, "vs_ddp_init: dp_dim '%s' is not a dim of the mesh", dpn);
-    int ppi = -1;
-    if (desc->pp_dim) {
-        ppi = vs_mesh_dim_index(m, desc->pp_dim);
-        if (ppi < 0) return vs_set_error(ppi, "vs_ddp_init: pp_dim '%s' is not a dim of the mesh", desc->pp_dim);
-    } else {
-        for (int k = 0; k < vs_mesh_ndims(m); k++)
-            if (!strcmp(vs_mesh_dim_name(m, k), "PP")) ppi = k;
-        vs_clear_error();
-    }
+    int dpi = vs_mesh_dim_index(m, rd.dp_dim);
+    if (dpi < 0) return vs_set_error(dpi, "vs_ddp_init: dp_dim '%s' is not a dim of the mesh", rd.dp_dim);
+    int ppi = rd.pp_dim ? vs_mesh_dim_index(m, rd.pp_dim) : -1;
+    if (rd.pp_dim && ppi < 0)
+        return vs_set_error(ppi, "vs_ddp_init: pp_dim '%s' is not a dim of the mesh", rd.pp_dim);
     vs_ddp* d = (vs_ddp*)calloc(1, sizeof *d);
     if (!d) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_init: out of memory");
-    d->desc = *desc;
-    d->desc.dp_dim = NULL; // not kept: the caller's string
-    d->desc.pp_dim = NULL;
-    if (!d->desc.bucket_bytes) d->desc.bucket_bytes = (int64_t)32 << 20;
-    if (!d->desc.zero2_buffers) d->desc.zero2_buffers = 2;
-    d->desc.optim = od;
+    d->desc = rd;
+    // the dims by the mesh's names: the caller's strings are not kept
+    d->desc.dp_dim = vs_mesh_dim_name(m, dpi);
+    d->desc.pp_dim = ppi >= 0 ? vs_mesh_dim_name(m, ppi) : NULL;
     d->mesh = m;
     d->world = vs_mesh_world(m);
     d->dp_index = dpi;
@@ -1049,9 +1182,9 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
     if (p->dtype != VS_F32 && p->dtype != VS_BF16 && p->dtype != VS_F16)
         return vs_set_error(VS_ERR_INVALID, "%s: '%s' has dtype %s; the optimizers take f32, bf16 or f16", fn, p->name,
                             vs_dtype_name(p->dtype));
-    if (p->group < 0 || p->group >= (d->desc.optim.ngroups > 0 ? d->desc.optim.ngroups : 1))
+    if (p->group < 0 || p->group >= d->desc.optim.ngroups) // resolved: at least 1
         return vs_set_error(VS_ERR_INVALID, "%s: '%s' is in group %d, there are %d", fn, p->name, p->group,
-                            d->desc.optim.ngroups > 0 ? d->desc.optim.ngroups : 1);
+                            d->desc.optim.ngroups);
     for (int i = 0; i < d->nparams; i++)
         if (!strcmp(d->params[i].name, p->name))
             return vs_set_error(VS_ERR_INVALID, "%s: '%s' registered twice", fn, p->name);
@@ -1066,8 +1199,8 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
                             vs_mesh_dim_name(d->mesh, d->dp_index));
     vs_result r = _vs_ddp_check_size(fn, p);
     if (r) return r;
-    int64_t ls[VS_TENSOR_MAX_DIMS];
-    r = vs_layout_local(&L, p->ndim, p->shape, vs_mesh_rank(d->mesh), ls, NULL);
+    int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
+    r = vs_layout_local(&L, p->ndim, p->shape, vs_mesh_rank(d->mesh), ls, off);
     if (r) {
         char why[256];
         snprintf(why, sizeof why, "%.200s", vs_last_error());
@@ -1110,6 +1243,7 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
     q->gdtype = (d->desc.grad_fp32 && p->dtype != VS_F32) ? VS_F32 : p->dtype;
     q->ndim = p->ndim;
     memcpy(q->shape, p->shape, sizeof q->shape);
+    for (int k = 0; k < p->ndim; k++) q->lshape[k] = ls[k], q->loff[k] = off[k];
     memcpy(q->pl, L.p, sizeof q->pl);
     q->group = p->group;
     q->no_decay = p->no_decay;
@@ -1550,6 +1684,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_begin_pass(vs_ddp* d)
 {
     if (d->in_pass) return VS_OK;
     d->in_pass = 1;
+    d->synced = 0; // local gradients are added from now on
     if (!d->grads_pending || d->desc.zero == VS_ZERO_2) return VS_OK;
     vs_result r = VS_OK;
     for (int b = 0; b < d->nbuckets && !r; b++) {
@@ -1692,7 +1827,8 @@ VS_API const void* vs_ddp_grad_synced(vs_ddp* d, int i)
     }
     if (k->acc_used || !k->grad) {
         vs_set_error(VS_ERR_UNSUPPORTED, "vs_ddp_grad_synced: '%s': its reduced gradient lives only in the owned f32 "
-                     "range (ZeRO-2, or several synced passes)", q->name);
+                     "range (ZeRO-%d%s): read it with vs_ddp_grad_synced_owned", q->name, (int)d->desc.zero,
+                     d->desc.zero == VS_ZERO_2 ? "" : ", several synced passes");
         return NULL;
     }
     return (const char*)k->grad + (size_t)q->offset * _vs_dsz(q->gdtype);
@@ -1714,6 +1850,7 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
         k->acc_used = d->desc.zero == VS_ZERO_2;
     }
     d->grads_pending = 0;
+    d->synced = 0;
     d->skip_next = 0;
     return r;
 }
@@ -1765,6 +1902,7 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
         }
         d->grads_pending = r == VS_OK;
     }
+    d->synced = d->sync && r == VS_OK;
     for (int i = 0; i < d->nparams; i++) d->params[i].ready = 0;
     for (int b = 0; b < d->nbuckets; b++) d->buckets[b].nready = 0, d->buckets[b].launched = 0, d->buckets[b].done = 0;
     d->next_launch = 0;
@@ -2026,6 +2164,159 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
             if (k->state[s]) out->optim_state += (size_t)own * sizeof(float);
     }
     if (d->desc.zero == VS_ZERO_2) out->grads += (size_t)d->npool * d->max_grad_bytes;
+    return VS_OK;
+}
+
+/* Introspection: the resolved desc, each parameter's layout and owned range,
+   the owned synchronized gradient and the optimizer state (checkpoints). */
+
+VS_API vs_result vs_ddp_query_desc(const vs_ddp* d, vs_ddp_desc* out)
+{
+    if (!d || !out) return vs_set_error(VS_ERR_NULL, "vs_ddp_query_desc: %s is NULL", d ? "out" : "ddp");
+    *out = d->desc; // resolved by vs_ddp_init (_vs_ddp_desc_defaults)
+    return VS_OK;
+}
+
+/* q's owned flat range [*begin, *end) (the owned range of its bucket clamped to
+   q: empty ranges sit at 0 or numel), and *at, the index of *begin in the
+   bucket's owned range (0 when empty). After finalize. */
+_VS_DDP_PRIVATE void _vs_ddp_param_owned(const vs_ddp* d, const _vs_dparam* q, int64_t* begin, int64_t* end, int64_t* at)
+{
+    int64_t lo, n;
+    _vs_ddp_owned(d, &d->buckets[q->bucket], &lo, &n);
+    int64_t b = lo - q->offset, e = lo + n - q->offset;
+    b = b < 0 ? 0 : b > q->numel ? q->numel : b;
+    e = e < b ? b : e > q->numel ? q->numel : e;
+    *begin = b;
+    *end = e;
+    *at = b < e ? q->offset + b - lo : 0;
+}
+
+VS_API vs_result vs_ddp_query_param_info(const vs_ddp* d, int i, vs_ddp_param_info* out)
+{
+    const char* fn = "vs_ddp_query_param_info";
+    if (!d || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, d ? "out" : "ddp");
+    memset(out, 0, sizeof *out);
+    if (i < 0 || i >= d->nparams)
+        return vs_set_error(VS_ERR_INVALID, "%s: parameter index %d out of range [0, %d)", fn, i, d->nparams);
+    const _vs_dparam* q = &d->params[i];
+    out->name = q->name;
+    out->index = i;
+    out->dtype = q->dtype;
+    out->grad_dtype = q->gdtype;
+    out->ndim = q->ndim;
+    for (int k = 0; k < q->ndim; k++) {
+        out->shape[k] = q->shape[k];
+        out->local_shape[k] = q->lshape[k];
+        out->offset[k] = q->loff[k];
+    }
+    memcpy(out->placements, q->pl, sizeof out->placements);
+    out->numel = 1;
+    for (int k = 0; k < q->ndim; k++) out->numel *= q->shape[k]; // fits: vs_ddp_add_param checked it
+    out->local_numel = q->numel;
+    out->group = q->group;
+    out->no_decay = q->no_decay;
+    out->has_master = q->dtype != VS_F32;
+    // one copy per element: the DP dim counts only under ZeRO-0, where every DP rank owns everything
+    out->primary = _vs_ddp_counted(d, q) && (d->desc.zero != VS_ZERO_0 || vs_mesh_coord_along(d->mesh, vs_mesh_dim_name(d->mesh, d->dp_index)) == 0);
+    if (!d->finalized) {
+        out->bucket = -1;
+        out->bucket_offset = out->owned_begin = out->owned_end = out->owned_offset = -1;
+        return VS_OK;
+    }
+    out->bucket = q->bucket;
+    out->bucket_offset = q->offset;
+    _vs_ddp_param_owned(d, q, &out->owned_begin, &out->owned_end, &out->owned_offset);
+    return VS_OK;
+}
+
+VS_API vs_result vs_ddp_grad_synced_owned(vs_ddp* d, int i, vs_ddp_span* out)
+{
+    const char* fn = "vs_ddp_grad_synced_owned";
+    if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
+    memset(out, 0, sizeof *out);
+    vs_result r = _vs_ddp_check_index(fn, d, i);
+    if (r) return r;
+    const _vs_dparam* q = &d->params[i];
+    const _vs_dbucket* k = &d->buckets[q->bucket];
+    if (d->in_pass)
+        return vs_set_error(VS_ERR_STATE, "%s: '%s': a backward pass is in progress (call vs_ddp_finish_grad_sync)", fn,
+                            q->name);
+    if (!d->synced)
+        return vs_set_error(VS_ERR_STATE,
+                            "%s: '%s': no synchronized gradients (none since vs_ddp_zero_grad, or the last backward "
+                            "pass ran with vs_ddp_set_sync(d, 0))", fn, q->name);
+    int64_t at;
+    _vs_ddp_param_owned(d, q, &out->begin, &out->end, &at);
+    if (k->acc_used) { // ZeRO-2, or several synced passes: the f32 accumulator of the owned range
+        out->dtype = VS_F32;
+        out->data = out->begin < out->end ? (void*)(k->grad_shard + at) : NULL;
+    } else {
+        out->dtype = k->gdtype;
+        out->data = out->begin < out->end ? (char*)k->grad + (size_t)(q->offset + out->begin) * _vs_dsz(k->gdtype) : NULL;
+    }
+    return VS_OK;
+}
+
+_VS_DDP_PRIVATE const char* _vs_ddp_state_name(vs_ddp_state s)
+{
+    switch (s) {
+    case VS_DDP_STATE_MASTER: return "MASTER";
+    case VS_DDP_STATE_EXP_AVG: return "EXP_AVG";
+    case VS_DDP_STATE_EXP_AVG_SQ: return "EXP_AVG_SQ";
+    case VS_DDP_STATE_MOMENTUM: return "MOMENTUM";
+    case VS_DDP_STATE_CUSTOM0: return "CUSTOM0";
+    case VS_DDP_STATE_CUSTOM1: return "CUSTOM1";
+    case VS_DDP_STATE_NONE: break;
+    }
+    return "NONE";
+}
+
+VS_API vs_result vs_ddp_optim_state(vs_ddp* d, int i, vs_ddp_state which, vs_ddp_span* out)
+{
+    const char* fn = "vs_ddp_optim_state";
+    if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
+    memset(out, 0, sizeof *out);
+    vs_result r = _vs_ddp_check_index(fn, d, i);
+    if (r) return r;
+    const _vs_dparam* q = &d->params[i];
+    const _vs_dbucket* k = &d->buckets[q->bucket];
+    vs_optim_kind kind = d->desc.optim.kind;
+    const char* kname = kind == VS_OPTIM_ADAMW ? "AdamW" : kind == VS_OPTIM_SGD ? "SGD" : "a custom optimizer";
+    float* base = NULL;
+    const char* need = NULL; // why the state does not exist
+    switch (which) {
+    case VS_DDP_STATE_MASTER:
+        base = k->master;
+        need = "bf16/f16 parameters (f32 parameters are stepped in place: read them with vs_ddp_param)";
+        break;
+    case VS_DDP_STATE_EXP_AVG:
+    case VS_DDP_STATE_EXP_AVG_SQ:
+        base = kind == VS_OPTIM_ADAMW ? k->state[which == VS_DDP_STATE_EXP_AVG_SQ] : NULL;
+        need = "AdamW";
+        break;
+    case VS_DDP_STATE_MOMENTUM:
+        base = kind == VS_OPTIM_SGD ? k->state[0] : NULL;
+        need = "SGD with momentum > 0";
+        break;
+    case VS_DDP_STATE_CUSTOM0:
+    case VS_DDP_STATE_CUSTOM1:
+        base = kind == VS_OPTIM_CUSTOM ? k->state[which == VS_DDP_STATE_CUSTOM1] : NULL;
+        need = "VS_OPTIM_CUSTOM";
+        break;
+    case VS_DDP_STATE_NONE:
+        break;
+    }
+    if (!need)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s': unknown state %d (VS_DDP_STATE_MASTER..VS_DDP_STATE_CUSTOM1)", fn,
+                            q->name, (int)which);
+    if (!base)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s' (%s) has no %s state with %s: it is kept only for %s", fn, q->name,
+                            vs_dtype_name(q->dtype), _vs_ddp_state_name(which), kname, need);
+    int64_t at;
+    _vs_ddp_param_owned(d, q, &out->begin, &out->end, &at);
+    out->dtype = VS_F32;
+    out->data = out->begin < out->end ? (void*)(base + at) : NULL;
     return VS_OK;
 }
 
