@@ -19,6 +19,10 @@
    The high-level API (model description, sharding plans, parallelize, training
    state save/load) arrives here with its issue.
 */
+/* VESCALE_STATIC: every part included is implemented here, static inline. */
+#if defined(VESCALE_STATIC) && !defined(VESCALE_IMPLEMENTATION)
+#define VESCALE_IMPLEMENTATION
+#endif
 #ifndef VESCALE_INCLUDED
 #define VESCALE_INCLUDED
 #include "vescale_mesh.h"

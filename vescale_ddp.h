@@ -93,6 +93,10 @@
      vs_ddp_free waits for the collectives it has in flight.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
+/* VESCALE_STATIC: every part included is implemented here, static inline. */
+#if defined(VESCALE_STATIC) && !defined(VESCALE_IMPLEMENTATION)
+#define VESCALE_IMPLEMENTATION
+#endif
 #if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_DDP_IMPLEMENTATION)
 #define VESCALE_DDP_IMPLEMENTATION
 #endif

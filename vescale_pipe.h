@@ -12,6 +12,10 @@
        #include "vescale_pipe.h"
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
+/* VESCALE_STATIC: every part included is implemented here, static inline. */
+#if defined(VESCALE_STATIC) && !defined(VESCALE_IMPLEMENTATION)
+#define VESCALE_IMPLEMENTATION
+#endif
 #if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_PIPE_IMPLEMENTATION)
 #define VESCALE_PIPE_IMPLEMENTATION
 #endif
