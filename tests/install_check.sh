@@ -12,6 +12,9 @@ trap 'rm -rf "$T"' EXIT
 P=$T/prefix
 CUDA=${CUDA:-/usr/local/cuda}
 MAKE=${MAKE:-make}
+# run from `make test`: the outer make's command-line variables (B=, SAN=, ...)
+# and a DESTDIR in the environment must not reach the install under test
+unset MAKEFLAGS MFLAGS MAKELEVEL DESTDIR
 
 check() { # name, command...
     local name=$1; shift
