@@ -56,8 +56,14 @@ typedef struct run {
    number of ranks (a counter-based generator, keyed by the global index). */
 static float sample_x(int64_t g, int d)
 {
-    static const vs_init_desc data = {VS_INIT_UNIFORM, 7, "data", -1.0, 1.0, 0};
-    return (float)vs_init_value(&data, (uint64_t)g * D + (uint64_t)d);
+    vs_init_desc u;
+    memset(&u, 0, sizeof u); /* zero is "default" in every vescale desc */
+    u.kind = VS_INIT_UNIFORM;
+    u.seed = 7;
+    u.name = "data";
+    u.a = -1.0;
+    u.b = 1.0;
+    return (float)vs_init_value(&u, (uint64_t)g * D + (uint64_t)d);
 }
 /* The function the MLP learns. */
 static float target(const float* x, int d) { return 0.5f * sinf(2.0f * x[d]) + 0.25f * x[(d + 1) % D]; }
@@ -235,7 +241,9 @@ static int train(vs_world* w, void* arg)
 
         TRY(vs_ddp_finish_grad_sync(ddp)); /* waits for every bucket's reduction */
         double norm;
-        TRY(vs_ddp_clip_grad_norm(ddp, 0.5, &norm)); /* global norm over DP x TP */
+        /* the global norm over DP x TP (each element once); above 0.5 (the first
+           steps here) the gradients are scaled down to it */
+        TRY(vs_ddp_clip_grad_norm(ddp, 0.5, &norm));
         TRY(vs_ddp_step(ddp, vs_lr_at(&sched, step)));
 
         /* The global loss: the mean of the DP ranks' means (equal batch slices). */
