@@ -60,6 +60,17 @@ $(B)/test_faults_mpi: tests/test_faults_mpi.c $(HEADERS) tests/vs_test.h | $(B)
 $(B)/demo: examples/demo.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
 
+# --- examples/mlp_dp_tp.c: the first trainer (DP2 x TP2 beside one rank) ---------
+# built by `make`, run briefly by `make test`; the MPI build runs under mpirun -np 4
+EXAMPLES := $(B)/mlp_dp_tp $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi)
+all: $(EXAMPLES)
+test: $(EXAMPLES)
+$(B)/mlp_dp_tp: examples/mlp_dp_tp.c $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+$(B)/mlp_dp_tp_mpi: examples/mlp_dp_tp.c $(HEADERS) | $(B)
+	$(MPICC) $(CFLAGS) $(SAN) -DVESCALE_MPI -o $@ $< $(LDLIBS)
+# ---------------------------------------------------------------------------------
+
 # The main job: until the trainer exists, a 2x2x2 mesh on 8 thread ranks.
 run: $(B)/demo
 	./$(B)/demo
@@ -103,3 +114,45 @@ clean:
 .PHONY: fuzz
 fuzz:
 	B=$(B) FUZZ_SECONDS=$${FUZZ_SECONDS:-60} bash tests/fuzz/run.sh
+
+# --- install (issue 9): headers, pkg-config files, CMake package -----------------
+# make install [PREFIX=/usr/local] [DESTDIR=stage] [CUDA=...] [NCCL_INCLUDE=...] [NCCL_LIB=...]
+#   $(INCLUDEDIR)/vescale*.h
+#   $(LIBDIR)/pkgconfig/vescale.pc vescale-mpi.pc vescale-nccl.pc
+#   $(LIBDIR)/cmake/vescale/vescale-config.cmake vescale-config-version.cmake
+# Nothing is built: the library is the headers.
+PREFIX      ?= /usr/local
+INCLUDEDIR  ?= $(PREFIX)/include
+LIBDIR      ?= $(PREFIX)/lib
+NCCL_INCLUDE ?= $(CUDA)/include
+NCCL_LIB    ?= $(CUDA)/lib64
+VERSION      = $(shell sed -n 's/^\#define VESCALE_VERSION_STRING "\(.*\)"/\1/p' vescale_mesh.h)
+# vescale-mpi.pc: Requires the MPI's own pkg-config module when there is one
+# (Open MPI: mpi-c, MPICH: mpich), else carries the flags mpicc reports.
+MPI_PC      ?= $(shell for m in mpi-c ompi-c mpich; do pkg-config --exists $$m 2>/dev/null && { echo $$m; break; }; done)
+MPI_CFLAGS  ?= $(if $(MPI_PC),,$(shell $(MPICC) --showme:compile 2>/dev/null))
+MPI_LIBS    ?= $(if $(MPI_PC),,$(or $(shell $(MPICC) --showme:link 2>/dev/null),-lmpi))
+_VS_SUBST    = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+               -e 's|@VERSION@|$(VERSION)|g' -e 's|@CUDA@|$(CUDA)|g' \
+               -e 's|@NCCL_INCLUDE@|$(NCCL_INCLUDE)|g' -e 's|@NCCL_LIB@|$(NCCL_LIB)|g' \
+               -e 's|@MPI_PC@|$(MPI_PC)|g' -e 's|@MPI_CFLAGS@|$(MPI_CFLAGS)|g' -e 's|@MPI_LIBS@|$(MPI_LIBS)|g'
+_VS_PC       = vescale vescale-mpi vescale-nccl
+
+.PHONY: install uninstall install-check
+install:
+	@test -n "$(VERSION)" || { echo "install: no VESCALE_VERSION_STRING in vescale_mesh.h"; exit 1; }
+	install -d "$(DESTDIR)$(INCLUDEDIR)" "$(DESTDIR)$(LIBDIR)/pkgconfig" "$(DESTDIR)$(LIBDIR)/cmake/vescale"
+	install -m 644 $(HEADERS) "$(DESTDIR)$(INCLUDEDIR)/"
+	for f in $(_VS_PC); do $(_VS_SUBST) pkg/$$f.pc.in > "$(DESTDIR)$(LIBDIR)/pkgconfig/$$f.pc" || exit 1; done
+	$(_VS_SUBST) cmake/vescale-config.cmake.in > "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config.cmake"
+	$(_VS_SUBST) cmake/vescale-config-version.cmake.in > "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config-version.cmake"
+
+uninstall:
+	rm -f $(addprefix "$(DESTDIR)$(INCLUDEDIR)"/,$(HEADERS))
+	rm -f $(foreach f,$(_VS_PC),"$(DESTDIR)$(LIBDIR)/pkgconfig/$(f).pc")
+	rm -f "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config.cmake" "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config-version.cmake"
+	-rmdir "$(DESTDIR)$(LIBDIR)/cmake/vescale" 2>/dev/null
+
+# installs into a temporary prefix and builds consumers through pkg-config and CMake
+install-check:
+	bash tests/install_check.sh

@@ -1,4 +1,4 @@
-/* vescale_ckpt.h - distributed checkpoint: sharded, atomic save and resharding load.
+/* vescale_ckpt.h - v0.1.0 (2026-11-23) - distributed checkpoint: sharded, atomic save and resharding load.
 
    Status: skeleton. This header compiles and links so trainers can include it;
    its API arrives with its own issue. Everything it builds on is in
@@ -10,8 +10,16 @@
                                               implementation must then be
                                               enabled somewhere as well)
        #include "vescale_ckpt.h"
+   (VESCALE_STATIC, see vescale_mesh.h, implies the implementation.)
+
+   Platforms and link lines: as vescale_mesh.h (POSIX.1-2008 + pthreads;
+   -lpthread -lm). MIT license (end of file).
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
+/* VESCALE_STATIC: every part included is implemented here, static inline. */
+#if defined(VESCALE_STATIC) && !defined(VESCALE_IMPLEMENTATION)
+#define VESCALE_IMPLEMENTATION
+#endif
 #if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_CKPT_IMPLEMENTATION)
 #define VESCALE_CKPT_IMPLEMENTATION
 #endif
@@ -44,3 +52,26 @@ VS_API int vs_ckpt_version(void) { return VESCALE_VERSION_NUMBER; }
 }
 #endif
 #endif // VESCALE_CKPT_IMPLEMENTATION
+
+/* vescale_ckpt.h - MIT License
+
+   Copyright (c) 2026 the vescale authors
+
+   Permission is hereby granted, free of charge, to any person obtaining a copy
+   of this software and associated documentation files (the "Software"), to deal
+   in the Software without restriction, including without limitation the rights
+   to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+   copies of the Software, and to permit persons to whom the Software is
+   furnished to do so, subject to the following conditions:
+
+   The above copyright notice and this permission notice shall be included in all
+   copies or substantial portions of the Software.
+
+   THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+   IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+   FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+   AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+   LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+   OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+   SOFTWARE.
+*/

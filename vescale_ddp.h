@@ -1,5 +1,6 @@
-/* vescale_ddp.h - DDP (bucketed gradient sync overlapped with backward) and the
-   DistributedOptimizer (ZeRO-1/2), on the device mesh of vescale_mesh.h.
+/* vescale_ddp.h - v0.1.0 (2026-11-23) - DDP (bucketed gradient sync overlapped
+   with backward) and the DistributedOptimizer (ZeRO-1/2), on the device mesh of
+   vescale_mesh.h. MIT license (end of file).
 
    Do this in *one* C or C++ file:
        #define VESCALE_IMPLEMENTATION        (every part), or
@@ -7,7 +8,19 @@
                                               implementation must then be in
                                               the same program)
        #include "vescale_ddp.h"
-   Vendoring vescale_mesh.h + vescale_ddp.h is enough. Link: -lpthread -lm.
+   Vendoring vescale_mesh.h + vescale_ddp.h is enough. VESCALE_STATIC (see
+   vescale_mesh.h) implies the implementation here too.
+
+   Platforms: POSIX.1-2008 with pthreads (tested on Linux/glibc); VESCALE_MPI:
+   MPI-3; VESCALE_NCCL: CUDA 11+, NCCL 2.18+ and NVRTC (no nvcc needed).
+   Link: -lpthread -lm; with VESCALE_MPI the MPI library (mpicc, or -lmpi); with
+   VESCALE_NCCL -lcudart -lnccl -lnvrtc (NVRTC compiles the optimizer kernels at
+   run time; -I/-L the CUDA directories). Installed: pkg-config vescale (or
+   vescale-mpi, vescale-nccl); CMake find_package(vescale) and vescale::vescale.
+
+   From C++ (no compound literals): `vs_ddp_desc dd = {}; dd.mesh = mesh;
+   dd.zero = VS_ZERO_1; vs_ddp_init(&dd, &ddp);`, or C++20 designated
+   initializers in declaration order. examples/mlp_dp_tp.c is a whole trainer.
 
    Step by step (a trainer with its own forward/backward):
 
@@ -99,6 +112,10 @@
      vs_ddp_free waits for the collectives it has in flight.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
+/* VESCALE_STATIC: every part included is implemented here, static inline. */
+#if defined(VESCALE_STATIC) && !defined(VESCALE_IMPLEMENTATION)
+#define VESCALE_IMPLEMENTATION
+#endif
 #if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_DDP_IMPLEMENTATION)
 #define VESCALE_DDP_IMPLEMENTATION
 #endif
@@ -2338,3 +2355,26 @@ VS_API vs_result vs_ddp_free(vs_ddp* d)
 }
 #endif
 #endif // VESCALE_DDP_IMPLEMENTATION
+
+/* vescale_ddp.h - MIT License
+
+   Copyright (c) 2026 the vescale authors
+
+   Permission is hereby granted, free of charge, to any person obtaining a copy
+   of this software and associated documentation files (the "Software"), to deal
+   in the Software without restriction, including without limitation the rights
+   to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+   copies of the Software, and to permit persons to whom the Software is
+   furnished to do so, subject to the following conditions:
+
+   The above copyright notice and this permission notice shall be included in all
+   copies or substantial portions of the Software.
+
+   THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+   IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+   FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+   AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+   LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+   OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+   SOFTWARE.
+*/

@@ -7031,3 +7031,4 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
 
 // >>end-of-implementation
 #endif // VESCALE_MESH_IMPLEMENTATION
+/* vescale_mesh.h - MIT License, Copyright (c) 2026 the vescale authors: the full text is in LICENSE and at the end of vescale.h. */

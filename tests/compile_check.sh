@@ -71,6 +71,48 @@ done
 printf 'int tu1(void); int tu2(void);\nint main(void) { return tu1() != tu2(); }\n' >"$T/smain.c"
 check "static/two-tus" bash -c "gcc -std=c99 $W $T/s1.c $T/s2.c $T/smain.c -o $T/a.out -lpthread -lm && $T/a.out && ! nm $T/a.out | grep -q ' T vs_'"
 
+# --- VESCALE_STATIC alone, as the top comments say (issue 9): it implies the
+# implementation; two TUs of one program, nothing exported, no warning. Each
+# header alone (vescale_mesh.h needs its 3 lines from the lead's branch).
+for h in vescale.h vescale_mesh.h vescale_ddp.h vescale_pipe.h vescale_ckpt.h; do
+    b=${h%.h}
+    for i in 1 2; do
+        printf '#define VESCALE_STATIC\n#include "%s"\nint tu%s(void);\nint tu%s(void) { return vs_version(); }\n' "$h" $i $i >"$T/so$i.c"
+    done
+    check "static-only/$h" bash -c "gcc -std=c99 $W $T/so1.c $T/so2.c $T/smain.c -o $T/a.out -lpthread -lm && $T/a.out && ! nm $T/a.out | grep -q ' T vs_'"
+done
+check "static-only/c++17" bash -c "g++ -std=c++17 $W -x c++ $T/so1.c $T/so2.c $T/smain.c -o $T/a.out -lpthread && $T/a.out"
+# ---------------------------------------------------------------------------------
+
+# --- descs from C++, as vescale.h's top comment shows (issue 9): `= {}` then fields
+# (C++17), designated initializers (C++20; g++ warns about the fields left out)
+cat >"$T/desc.cpp" <<'CPP'
+#define VESCALE_IMPLEMENTATION
+#include "vescale.h"
+static int train(vs_world* w, void*) {
+    vs_mesh* mesh;
+#if __cplusplus >= 202002L
+    vs_mesh_desc md{ .shape = {2, 2} };
+#else
+    vs_mesh_desc md = {};
+    md.shape[0] = 2; md.shape[1] = 2;
+#endif
+    if (vs_mesh_init(w, &md, &mesh)) return 1;
+    vs_ddp_desc dd = {};
+    dd.mesh = mesh; dd.zero = VS_ZERO_1;
+    vs_ddp* ddp;
+    if (vs_ddp_init(&dd, &ddp)) return 1;
+    if (vs_ddp_free(ddp)) return 1;
+    return vs_mesh_free(mesh);
+}
+int main() { return vs_launch(4, train, nullptr) == VS_OK ? 0 : 1; }
+CPP
+check "c++-desc/c++17" bash -c "g++ -std=c++17 $W $T/desc.cpp -o $T/a.out -lpthread && $T/a.out"
+if g++ -std=c++20 -x c++ -fsyntax-only /dev/null 2>/dev/null; then
+    check "c++-desc/c++20" bash -c "g++ -std=c++20 $W -Wno-missing-field-initializers $T/desc.cpp -o $T/a.out -lpthread && $T/a.out"
+fi
+# ---------------------------------------------------------------------------------
+
 # MPI transport
 if command -v mpicc >/dev/null 2>&1; then
     check "mpi/c99" mpicc -std=c99 $W -DVESCALE_MPI "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm

@@ -34,6 +34,8 @@ run_one() { # label, command...
 for t in "$B"/test_*; do
     [ -x "$t" ] || continue
     case "$t" in *_mpi) continue ;; esac
+    # `make test-gpu` builds test_nccl (nvcc, a real GPU) into $B: not part of this suite
+    case "$(basename "$t")" in test_nccl) continue ;; esac
     run_one "$(basename "$t")" "$t"
 done
 
@@ -60,6 +62,21 @@ for t in "$B"/test_*_mpi; do
     done
 done
 
+# --- examples/mlp_dp_tp.c (issue 9): DP2 x TP2 against one rank, losses within 1e-6 ---
+# (its exit status is its verdict: run_one reports a non-zero one as "not ok")
+if [ -x "$B/mlp_dp_tp" ]; then
+    run_one "mlp_dp_tp" bash -c '"$@" && echo "ok example/mlp_dp_tp"' _ "$B/mlp_dp_tp"
+fi
+if [ -x "$B/mlp_dp_tp_mpi" ]; then
+    if command -v mpirun >/dev/null 2>&1; then
+        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" run_one "mlp_dp_tp_mpi np=4" \
+            bash -c '"$@" && echo "ok example/mlp_dp_tp_mpi np=4"' _ $MPIRUN -np 4 "$B/mlp_dp_tp_mpi"
+    else
+        echo "skip example/mlp_dp_tp_mpi: mpirun not installed"; skip=$((skip + 1))
+    fi
+fi
+# -----------------------------------------------------------------------------------
+
 # --- MPI fault suite (issue 8): 4 processes, one bounded mpirun per fault ---------
 if [ -x "$B/test_faults_mpi" ]; then
     MPIRUN="$MPIRUN" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
@@ -74,6 +91,8 @@ fi
 
 if [ "$COMPILE_CHECK" = 1 ]; then
     run_one "compile_check" bash tests/compile_check.sh
+    # --- install + pkg-config / CMake consumers (issue 9) ---
+    run_one "install_check" bash tests/install_check.sh
 fi
 
 echo "$pass passed, $fail failed, $skip skipped"
