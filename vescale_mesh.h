@@ -1,5 +1,5 @@
-/* vescale_mesh.h - the base of vescale: results, hooks, dtypes, transports
-   (threads, MPI, NCCL), bootstrap and the device mesh ("one mesh fits all").
+/* vescale_mesh.h - v0.1.0 (2026-11-23) - the base of vescale: results, hooks, dtypes,
+   transports (threads, MPI, NCCL), bootstrap and the device mesh ("one mesh fits all").
 
    Do this:
        #define VESCALE_IMPLEMENTATION      (or VESCALE_MESH_IMPLEMENTATION)
@@ -10,12 +10,15 @@
        #include "vescale_mesh.h"
 
    Macros read (all optional):
-       VESCALE_STATIC       every function `static inline`, nothing exported: for
-                            single-translation-unit builds. Each TU then has its
-                            own implementation; never pass a handle between TUs.
+       VESCALE_STATIC       every function `static inline`, nothing exported; implies
+                            VESCALE_IMPLEMENTATION (define it alone, before the
+                            include, in each file): for single-translation-unit
+                            builds. Each TU then has its own implementation; never
+                            pass a handle between TUs.
        VESCALE_MPI          compile the MPI transport (link -lmpi, or use mpicc)
        VESCALE_NCCL         compile the NCCL transport (CUDA device buffers;
-                            link -lcudart -lnccl)
+                            link -lcudart -lnccl, and -lnvrtc with vescale_ddp.h
+                            or vescale.h)
        VS_ASSERT(c)         internal-invariant check (default: assert(c))
        VESCALE_NT_MIN       threads transport: buffers of at least this many bytes
                             are written with non-temporal stores (default 4 MiB)
@@ -23,7 +26,20 @@
        VS_API               linkage of public functions (default: extern, or
                             static inline under VESCALE_STATIC)
 
-   Link: -lpthread -lm always; -lmpi with VESCALE_MPI; -lcudart -lnccl with VESCALE_NCCL.
+   Link: -lpthread -lm always; the MPI library with VESCALE_MPI (mpicc, or -lmpi);
+   -lcudart -lnccl with VESCALE_NCCL (-lnvrtc too with vescale_ddp.h / vescale.h).
+   Installed (make install): pkg-config --cflags --libs vescale | vescale-mpi |
+   vescale-nccl; CMake find_package(vescale [COMPONENTS MPI NCCL]) gives
+   vescale::vescale / vescale::mpi / vescale::nccl.
+
+   Platforms: POSIX.1-2008 with pthreads (tested on Linux/glibc), a C99 or C++11
+   compiler; VESCALE_MPI: MPI-3 with MPI_THREAD_MULTIPLE; VESCALE_NCCL: CUDA 11+
+   and NCCL 2.18+ (ncclCommSplit).
+
+   From C++ (g++ has no compound literals): vs_mesh_desc md = {}; md.shape[0] = 2;
+   md.shape[1] = 2; vs_mesh_init(w, &md, &mesh); or C++20 vs_mesh_desc md{ .shape =
+   {2, 2} }; (g++ -Wextra then needs -Wno-missing-field-initializers). Memory,
+   errors and logging, threads and streams, and layouts/TP: vescale.h's top comment.
 
    Environment read (only when the corresponding desc field is left zero):
        VESCALE_LOG=off|error|warn|info|debug  log level when no logger is set (default: off)
@@ -132,6 +148,9 @@
    - Past those windows a freed handle is freed memory: do not use it.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
+#if defined(VESCALE_STATIC) && !defined(VESCALE_IMPLEMENTATION)
+#define VESCALE_IMPLEMENTATION
+#endif
 #if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_MESH_IMPLEMENTATION)
 #define VESCALE_MESH_IMPLEMENTATION
 #endif
@@ -7031,4 +7050,25 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
 
 // >>end-of-implementation
 #endif // VESCALE_MESH_IMPLEMENTATION
-/* vescale_mesh.h - MIT License, Copyright (c) 2026 the vescale authors: the full text is in LICENSE and at the end of vescale.h. */
+/* vescale_mesh.h - MIT License
+
+   Copyright (c) 2026 the vescale authors
+
+   Permission is hereby granted, free of charge, to any person obtaining a copy
+   of this software and associated documentation files (the "Software"), to deal
+   in the Software without restriction, including without limitation the rights
+   to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+   copies of the Software, and to permit persons to whom the Software is
+   furnished to do so, subject to the following conditions:
+
+   The above copyright notice and this permission notice shall be included in all
+   copies or substantial portions of the Software.
+
+   THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+   IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+   FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+   AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+   LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+   OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+   SOFTWARE.
+*/
