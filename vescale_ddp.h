@@ -1652,7 +1652,10 @@ fail:
     return r;
 }
 
-VS_API int vs_ddp_num_params(const vs_ddp* d) { return d ? d->nparams : 0; }
+VS_API int vs_ddp_num_params(const vs_ddp* d)
+{
+    return d ? d->nparams : vs_set_error(VS_ERR_NULL, "vs_ddp_num_params: ddp is NULL");
+}
 
 _VS_DDP_PRIVATE vs_result _vs_ddp_check_index(const char* fn, const vs_ddp* d, int i)
 {
@@ -1681,16 +1684,24 @@ VS_API void* vs_ddp_param(vs_ddp* d, int i)
     return (char*)d->buckets[q->bucket].param + (size_t)q->offset * _vs_dsz(q->dtype);
 }
 
+/* The getters' check (vescale_mesh.h's "Getters" rule): d and a parameter index. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_get(const char* fn, const vs_ddp* d, int i)
+{
+    if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
+    if (i < 0 || i >= d->nparams)
+        return vs_set_error(VS_ERR_INVALID, "%s: parameter index %d out of range [0, %d)", fn, i, d->nparams);
+    return VS_OK;
+}
+
 VS_API vs_dtype vs_ddp_grad_dtype(const vs_ddp* d, int i)
 {
-    if (!d || i < 0 || i >= d->nparams) return VS_DTYPE_INVALID;
-    return d->params[i].gdtype;
+    return _vs_ddp_get("vs_ddp_grad_dtype", d, i) ? VS_DTYPE_INVALID : d->params[i].gdtype;
 }
 
 VS_API int64_t vs_ddp_local_numel(const vs_ddp* d, int i)
 {
-    if (!d || i < 0 || i >= d->nparams) return -1;
-    return d->params[i].numel;
+    vs_result r = _vs_ddp_get("vs_ddp_local_numel", d, i);
+    return r ? r : d->params[i].numel;
 }
 
 /* A pass starts while reduced gradients of an earlier synced pass wait for a
@@ -2159,8 +2170,14 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
     return r;
 }
 
-VS_API int64_t vs_ddp_step_count(const vs_ddp* d) { return d ? d->steps : 0; }
-VS_API int64_t vs_ddp_skipped_steps(const vs_ddp* d) { return d ? d->skipped : 0; }
+VS_API int64_t vs_ddp_step_count(const vs_ddp* d)
+{
+    return d ? d->steps : vs_set_error(VS_ERR_NULL, "vs_ddp_step_count: ddp is NULL");
+}
+VS_API int64_t vs_ddp_skipped_steps(const vs_ddp* d)
+{
+    return d ? d->skipped : vs_set_error(VS_ERR_NULL, "vs_ddp_skipped_steps: ddp is NULL");
+}
 
 VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
 {

@@ -133,6 +133,15 @@
      the log level (VESCALE_LOG or the desc's) is warn or more verbose; a job's
      cause is logged once at error.
 
+   Getters
+   -------
+   Functions that return a value instead of a vs_result (vs_comm_rank,
+   vs_world_timeout, vs_mesh_comm, vs_ddp_num_params, ...) share one rule: on a
+   NULL, freed or otherwise bad handle they set vs_last_error() and return their
+   type's error value: a negative vs_result for ints (VS_ERR_NULL, VS_ERR_STATE for
+   a freed communicator), NULL for pointers, NaN for doubles, 0 (DEFAULT/INVALID)
+   for enums. Freeing NULL is VS_OK everywhere.
+
    Lifetimes
    ---------
    - world: freed last (vs_launch frees each rank's). comm from vs_comm_split:
@@ -1612,9 +1621,30 @@ _VS_PRIVATE void _vs_comm_label_members(vs_comm* c, const char* what, const int*
         _vs_fmt(c->label + len, sizeof c->label - len, "]%s%s", from ? " split from " : "", from ? from : "");
 }
 
-VS_API int vs_comm_rank(const vs_comm* c) { return c ? c->rank : -1; }
-VS_API int vs_comm_size(const vs_comm* c) { return c ? c->size : -1; }
-VS_API vs_transport vs_comm_transport(const vs_comm* c) { return c ? c->tr : VS_TRANSPORT_DEFAULT; }
+/* Getters share one rule (top comment, "Getters"): a NULL or freed handle gives the
+   type's error value with a message. This is their check: 0 when c is usable. */
+_VS_PRIVATE vs_result _vs_comm_get(const char* fn, const vs_comm* c)
+{
+    if (!c) return _vs_err(VS_ERR_NULL, "%s: comm is NULL", fn);
+    if (c->magic == _VS_MAGIC_DEAD) return _vs_err(VS_ERR_STATE, "%s: the communicator was already freed", fn);
+    if (c->magic != _VS_MAGIC_LIVE) return _vs_err(VS_ERR_INVALID, "%s: %p is not a live comm handle", fn, (const void*)c);
+    return VS_OK;
+}
+
+VS_API int vs_comm_rank(const vs_comm* c)
+{
+    vs_result r = _vs_comm_get("vs_comm_rank", c);
+    return r ? r : c->rank;
+}
+VS_API int vs_comm_size(const vs_comm* c)
+{
+    vs_result r = _vs_comm_get("vs_comm_size", c);
+    return r ? r : c->size;
+}
+VS_API vs_transport vs_comm_transport(const vs_comm* c)
+{
+    return _vs_comm_get("vs_comm_transport", c) ? VS_TRANSPORT_DEFAULT : c->tr;
+}
 
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds)
 {
@@ -1637,7 +1667,8 @@ VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream)
 
 VS_API void* vs_comm_stream(const vs_comm* c)
 {
-    return c && c->magic == _VS_MAGIC_LIVE && c->tp->stream ? c->tp->stream(c) : NULL;
+    if (_vs_comm_get("vs_comm_stream", c)) return NULL;
+    return c->tp->stream ? c->tp->stream(c) : NULL;
 }
 
 _VS_PRIVATE void _vs_op_release(_vs_opdesc* op)
@@ -3182,12 +3213,39 @@ VS_API vs_result vs_comm_abort(vs_comm* c)
     return VS_OK;
 }
 
-VS_API int vs_world_rank(const vs_world* w) { return w ? w->rank : -1; }
-VS_API int vs_world_size(const vs_world* w) { return w ? w->size : -1; }
-VS_API int vs_world_local_rank(const vs_world* w) { return w ? w->local_rank : -1; }
-VS_API vs_transport vs_world_transport(const vs_world* w) { return w ? w->tr : VS_TRANSPORT_DEFAULT; }
-VS_API vs_comm* vs_world_comm(vs_world* w) { return w ? w->comm : NULL; }
-VS_API double vs_world_timeout(const vs_world* w) { return w ? w->timeout : 0; }
+#define _VS_WORLD_GET(fn, w, bad) \
+    if (!(w)) return _vs_err(VS_ERR_NULL, fn ": world is NULL"), (bad)
+VS_API int vs_world_rank(const vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_rank", w, VS_ERR_NULL);
+    return w->rank;
+}
+VS_API int vs_world_size(const vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_size", w, VS_ERR_NULL);
+    return w->size;
+}
+VS_API int vs_world_local_rank(const vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_local_rank", w, VS_ERR_NULL);
+    return w->local_rank;
+}
+VS_API vs_transport vs_world_transport(const vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_transport", w, VS_TRANSPORT_DEFAULT);
+    return w->tr;
+}
+VS_API vs_comm* vs_world_comm(vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_comm", w, (vs_comm*)NULL);
+    return w->comm;
+}
+VS_API double vs_world_timeout(const vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_timeout", w, (double)NAN);
+    return w->timeout;
+}
+#undef _VS_WORLD_GET
 
 VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
 {
@@ -5616,7 +5674,10 @@ VS_API int vs_mesh_dim_index(const vs_mesh* m, const char* dim)
 
 VS_API const char* vs_mesh_dim_name(const vs_mesh* m, int i)
 {
-    if (!m || i < 0 || i >= m->ndims) return NULL;
+    if (!m) return _vs_err(VS_ERR_NULL, "vs_mesh_dim_name: mesh is NULL"), (const char*)NULL;
+    if (i < 0 || i >= m->ndims)
+        return _vs_err(VS_ERR_INVALID, "vs_mesh_dim_name: dim index %d out of range [0, %d)", i, m->ndims),
+               (const char*)NULL;
     return m->names[i];
 }
 
@@ -5680,8 +5741,16 @@ VS_API int vs_mesh_global_rank(const vs_mesh* m, int r)
 }
 
 VS_API int vs_mesh_local_rank(const vs_mesh* m) { return m ? m->world->local_rank : _vs_err(VS_ERR_NULL, "vs_mesh_local_rank: mesh is NULL"); }
-VS_API vs_comm* vs_mesh_comm(vs_mesh* m) { return m ? m->comm : NULL; }
-VS_API vs_world* vs_mesh_world(vs_mesh* m) { return m ? m->world : NULL; }
+VS_API vs_comm* vs_mesh_comm(vs_mesh* m)
+{
+    if (!m) return _vs_err(VS_ERR_NULL, "vs_mesh_comm: mesh is NULL"), (vs_comm*)NULL;
+    return m->comm;
+}
+VS_API vs_world* vs_mesh_world(vs_mesh* m)
+{
+    if (!m) return _vs_err(VS_ERR_NULL, "vs_mesh_world: mesh is NULL"), (vs_world*)NULL;
+    return m->world;
+}
 
 /* "DP,TP" -> dim indices, in the order given. */
 _VS_PRIVATE vs_result _vs_mesh_parse_dims(const char* fn, const vs_mesh* m, const char* dims, int* idx, int* n)
