@@ -207,6 +207,20 @@ static void sw_nan(sw_ctx* x, double v, const char* needle)
         double sw_v_ = (call);                                                         \
         sw_nan(x, sw_v_, needle);                                                      \
     } while (0)
+/* enums: 0 (DEFAULT/INVALID) with a message is the error (the getters' rule) */
+static void sw_zero(sw_ctx* x, int v, const char* needle)
+{
+    if (v != 0) {
+        sw_set(x, SW_SILENT, "returned %d", v);
+        return;
+    }
+    sw_err_outcome(x, "0", needle);
+}
+#define RZ(call, needle)                                                               \
+    do {                                                                               \
+        vs_clear_error();                                                              \
+        sw_zero(x, (int)(call), needle);                                               \
+    } while (0)
 /* A function that cannot fail gave its documented value (else: silent). */
 #define DOC(cond, ...) sw_set(x, (cond) ? SW_CLEAR : SW_SILENT, __VA_ARGS__)
 /* A function that cannot fail and documents no error value: it did not crash. */
@@ -348,12 +362,12 @@ static void sweep_comm(sw_ctx* x)
     vs_comm* jc = (vs_comm*)(void*)junk.bytes;
     vs_work* jw = (vs_work*)(void*)junk.bytes;
 
-    if (E(A, "vs_comm_rank", "comm NULL", FX_NONE)) TOL("returned %d", vs_comm_rank(NULL));
-    if (E(A, "vs_comm_size", "comm NULL", FX_NONE)) TOL("returned %d", vs_comm_size(NULL));
-    if (E(A, "vs_comm_transport", "comm NULL", FX_NONE)) TOL("returned %d", (int)vs_comm_transport(NULL));
-    if (E(A, "vs_comm_stream", "comm NULL", FX_NONE)) TOL("returned %p", vs_comm_stream(NULL));
-    if (E(A, "vs_comm_rank", "freed comm", FX_W2)) TOL("returned %d", vs_comm_rank(x->freed));
-    if (E(A, "vs_comm_size", "freed comm", FX_W2)) TOL("returned %d", vs_comm_size(x->freed));
+    if (E(A, "vs_comm_rank", "comm NULL", FX_NONE)) R(vs_comm_rank(NULL), "comm is NULL");
+    if (E(A, "vs_comm_size", "comm NULL", FX_NONE)) R(vs_comm_size(NULL), "comm is NULL");
+    if (E(A, "vs_comm_transport", "comm NULL", FX_NONE)) RZ(vs_comm_transport(NULL), "comm is NULL");
+    if (E(A, "vs_comm_stream", "comm NULL", FX_NONE)) RP(vs_comm_stream(NULL), "comm is NULL");
+    if (E(A, "vs_comm_rank", "freed comm", FX_W2)) R(vs_comm_rank(x->freed), "already freed");
+    if (E(A, "vs_comm_size", "freed comm", FX_W2)) R(vs_comm_size(x->freed), "already freed");
     if (E(A, "vs_comm_set_timeout", "comm NULL", FX_NONE)) R(vs_comm_set_timeout(NULL, 1), "comm");
     if (E(A, "vs_comm_set_timeout", "-1 s", FX_W2)) R(vs_comm_set_timeout(x->comm, -1), "timeout");
     if (E(A, "vs_comm_set_timeout", "NaN s", FX_W2)) R(vs_comm_set_timeout(x->comm, NAN), "timeout");
@@ -384,7 +398,7 @@ static void sweep_comm(sw_ctx* x)
         R(vs_comm_split(x->comm, 0, 0, &o), "group");
         vs_group_end(x->comm, NULL);
     }
-    if (E(A, "vs_comm_free", "comm NULL", FX_NONE)) TOL("returned %d", vs_comm_free(NULL));
+    if (E(A, "vs_comm_free", "comm NULL", FX_NONE)) DOC(vs_comm_free(NULL) == VS_OK, "returned VS_OK (documented)");
     if (E(A, "vs_comm_free", "world comm", FX_W2)) R(vs_comm_free(x->comm), "world");
     if (E(A, "vs_comm_free", "mesh comm", FX_M4)) R(vs_comm_free(vs_mesh_comm(x->dp)), "mesh");
     if (E(A, "vs_comm_free", "freed twice", FX_W2)) R(vs_comm_free(x->freed), "freed");
@@ -578,7 +592,7 @@ static void sweep_mesh(sw_ctx* x)
     if (E(A, "vs_mesh_init", "desc.comm freed", FX_W2)) R(vs_mesh_init(x->w, &(vs_mesh_desc){.shape = {1}, .comm = x->freed}, &o), "freed");
     if (E(A, "vs_mesh_free", "submesh", FX_M4)) R(vs_mesh_free(x->dp), "submesh");
     if (E(A, "vs_mesh_free", "mesh with a live DDP", FX_DDP)) R(vs_mesh_free(x->mesh), "alive");
-    if (E(A, "vs_mesh_free", "mesh NULL", FX_NONE)) TOL("returned %d", vs_mesh_free(NULL));
+    if (E(A, "vs_mesh_free", "mesh NULL", FX_NONE)) DOC(vs_mesh_free(NULL) == VS_OK, "returned VS_OK (documented)");
     if (E(A, "vs_mesh_init", "desc.comm not a handle", FX_W2)) {
         static union {
             char bytes[sizeof(vs_comm)];
@@ -595,19 +609,15 @@ static void sweep_mesh(sw_ctx* x)
     if (E(A, "vs_mesh_dim_index", "dim 'XX'", FX_M4)) R(vs_mesh_dim_index(x->mesh, "XX"), "dims: DP, TP");
     if (E(A, "vs_mesh_dim_index", "dim ''", FX_M4)) R(vs_mesh_dim_index(x->mesh, ""), "dims: DP, TP");
     if (E(A, "vs_mesh_dim_name", "mesh NULL", FX_NONE)) {
-        const char* s = vs_mesh_dim_name(NULL, 0);
-        TOL("returned %s, message '%s'", s ? s : "NULL", vs_last_error());
+        RP(vs_mesh_dim_name(NULL, 0), "mesh is NULL");
     }
     if (E(A, "vs_mesh_dim_name", "index 99", FX_M4)) {
         vs_clear_error();
         volatile int i99 = 99; // volatile: not folded into a compile-time bounds warning
-        const char* s = vs_mesh_dim_name(x->mesh, i99);
-        TOL("returned %s, message '%s'", s ? s : "NULL", vs_last_error());
+        RP(vs_mesh_dim_name(x->mesh, i99), "index 99");
     }
     if (E(A, "vs_mesh_dim_name", "index -1", FX_M4)) {
-        vs_clear_error();
-        const char* s = vs_mesh_dim_name(x->mesh, -1);
-        TOL("returned %s, message '%s'", s ? s : "NULL", vs_last_error());
+        RP(vs_mesh_dim_name(x->mesh, -1), "index -1");
     }
     if (E(A, "vs_mesh_size", "mesh NULL", FX_NONE)) R(vs_mesh_size(NULL, "DP"), "mesh");
     if (E(A, "vs_mesh_size", "dim NULL", FX_M4)) R(vs_mesh_size(x->mesh, NULL), "dim");
@@ -637,8 +647,8 @@ static void sweep_mesh(sw_ctx* x)
     if (E(A, "vs_mesh_global_rank", "rank 4 of 4", FX_M4)) R(vs_mesh_global_rank(x->mesh, 4), "rank 4");
     if (E(A, "vs_mesh_global_rank", "rank INT_MIN", FX_M4)) R(vs_mesh_global_rank(x->mesh, INT_MIN), "rank");
     if (E(A, "vs_mesh_local_rank", "mesh NULL", FX_NONE)) R(vs_mesh_local_rank(NULL), "mesh");
-    if (E(A, "vs_mesh_comm", "mesh NULL", FX_NONE)) TOL("returned %p", (void*)vs_mesh_comm(NULL));
-    if (E(A, "vs_mesh_world", "mesh NULL", FX_NONE)) TOL("returned %p", (void*)vs_mesh_world(NULL));
+    if (E(A, "vs_mesh_comm", "mesh NULL", FX_NONE)) RP(vs_mesh_comm(NULL), "mesh is NULL");
+    if (E(A, "vs_mesh_world", "mesh NULL", FX_NONE)) RP(vs_mesh_world(NULL), "mesh is NULL");
     if (E(A, "vs_mesh_submesh", "mesh NULL", FX_NONE)) R(vs_mesh_submesh(NULL, "DP", &o), "mesh");
     if (E(A, "vs_mesh_submesh", "dims NULL", FX_M4)) R(vs_mesh_submesh(x->mesh, NULL, &o), "dims");
     if (E(A, "vs_mesh_submesh", "out NULL", FX_M4)) R(vs_mesh_submesh(x->mesh, "DP", NULL), "out");
@@ -1166,13 +1176,13 @@ static void sweep_bootstrap(sw_ctx* x)
     if (E(A, "vs_world_init", "master_addr of 399 chars", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .master_addr = longaddr), "master_addr");
     if (E(A, "vs_world_init", "device_select 99", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .device_select = (vs_device_select)99), "device_select 99");
     if (E(A, "vs_world_init", "cuda_device -1 (explicit)", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .device_select = VS_DEVICE_EXPLICIT, .cuda_device = -1), "cuda_device -1");
-    if (E(A, "vs_world_free", "world NULL", FX_NONE)) TOL("returned %d", vs_world_free(NULL));
-    if (E(A, "vs_world_rank", "world NULL", FX_NONE)) TOL("returned %d", vs_world_rank(NULL));
-    if (E(A, "vs_world_size", "world NULL", FX_NONE)) TOL("returned %d", vs_world_size(NULL));
-    if (E(A, "vs_world_local_rank", "world NULL", FX_NONE)) TOL("returned %d", vs_world_local_rank(NULL));
-    if (E(A, "vs_world_transport", "world NULL", FX_NONE)) TOL("returned %d", (int)vs_world_transport(NULL));
-    if (E(A, "vs_world_comm", "world NULL", FX_NONE)) TOL("returned %p", (void*)vs_world_comm(NULL));
-    if (E(A, "vs_world_timeout", "world NULL", FX_NONE)) TOL("returned %g", vs_world_timeout(NULL));
+    if (E(A, "vs_world_free", "world NULL", FX_NONE)) DOC(vs_world_free(NULL) == VS_OK, "returned VS_OK (documented)");
+    if (E(A, "vs_world_rank", "world NULL", FX_NONE)) R(vs_world_rank(NULL), "world is NULL");
+    if (E(A, "vs_world_size", "world NULL", FX_NONE)) R(vs_world_size(NULL), "world is NULL");
+    if (E(A, "vs_world_local_rank", "world NULL", FX_NONE)) R(vs_world_local_rank(NULL), "world is NULL");
+    if (E(A, "vs_world_transport", "world NULL", FX_NONE)) RZ(vs_world_transport(NULL), "world is NULL");
+    if (E(A, "vs_world_comm", "world NULL", FX_NONE)) RP(vs_world_comm(NULL), "world is NULL");
+    if (E(A, "vs_world_timeout", "world NULL", FX_NONE)) RN(vs_world_timeout(NULL), "world is NULL");
     // vs_log is void: the pass is no crash and nothing logged
     if (E(A, "vs_log", "world NULL", FX_NONE)) {
         vs_log(NULL, VS_LOG_ERROR, "sw-mark %d", 1);
@@ -1289,7 +1299,7 @@ static void sweep_ddp(sw_ctx* x)
     if (E(A, "vs_ddp_add_param", "after finalize", FX_DDPF)) R(PADD(.name = "p", .ndim = 1, .shape = {4}), "after vs_ddp_finalize");
     if (E(A, "vs_ddp_finalize", "ddp NULL", FX_NONE)) R(vs_ddp_finalize(NULL), "ddp");
     if (E(A, "vs_ddp_finalize", "twice", FX_DDPF)) R(vs_ddp_finalize(x->ddp), "twice");
-    if (E(A, "vs_ddp_num_params", "ddp NULL", FX_NONE)) TOL("returned %d", vs_ddp_num_params(NULL));
+    if (E(A, "vs_ddp_num_params", "ddp NULL", FX_NONE)) R(vs_ddp_num_params(NULL), "ddp is NULL");
     if (E(A, "vs_ddp_param", "ddp NULL", FX_NONE)) RP(vs_ddp_param(NULL, 0), "ddp");
     if (E(A, "vs_ddp_param", "before finalize", FX_DDP)) RP(vs_ddp_param(x->ddp, 0), "vs_ddp_finalize");
     if (E(A, "vs_ddp_param", "index -1", FX_DDPF)) RP(vs_ddp_param(x->ddp, -1), "index -1");
@@ -1307,10 +1317,10 @@ static void sweep_ddp(sw_ctx* x)
         for (int i = 0; i < vs_ddp_num_params(x->ddp); i++) vs_ddp_grad_ready(x->ddp, i);
         vs_ddp_finish_grad_sync(x->ddp);
     }
-    if (E(A, "vs_ddp_grad_dtype", "ddp NULL", FX_NONE)) TOL("returned %d", (int)vs_ddp_grad_dtype(NULL, 0));
-    if (E(A, "vs_ddp_grad_dtype", "index 99", FX_DDPF)) TOL("returned %d", (int)vs_ddp_grad_dtype(x->ddp, 99));
-    if (E(A, "vs_ddp_local_numel", "ddp NULL", FX_NONE)) TOL("returned %lld", (long long)vs_ddp_local_numel(NULL, 0));
-    if (E(A, "vs_ddp_local_numel", "index -1", FX_DDPF)) TOL("returned %lld", (long long)vs_ddp_local_numel(x->ddp, -1));
+    if (E(A, "vs_ddp_grad_dtype", "ddp NULL", FX_NONE)) RZ(vs_ddp_grad_dtype(NULL, 0), "ddp is NULL");
+    if (E(A, "vs_ddp_grad_dtype", "index 99", FX_DDPF)) RZ(vs_ddp_grad_dtype(x->ddp, 99), "index 99");
+    if (E(A, "vs_ddp_local_numel", "ddp NULL", FX_NONE)) R((int)vs_ddp_local_numel(NULL, 0), "ddp is NULL");
+    if (E(A, "vs_ddp_local_numel", "index -1", FX_DDPF)) R((int)vs_ddp_local_numel(x->ddp, -1), "index -1");
     if (E(A, "vs_ddp_zero_grad", "ddp NULL", FX_NONE)) R(vs_ddp_zero_grad(NULL), "ddp");
     if (E(A, "vs_ddp_zero_grad", "before finalize", FX_DDP)) R(vs_ddp_zero_grad(x->ddp), "vs_ddp_finalize");
     if (E(A, "vs_ddp_zero_grad", "during a backward pass", FX_DDPF)) {
@@ -1421,8 +1431,8 @@ static void sweep_ddp(sw_ctx* x)
         sw_backward(x);
         R(vs_ddp_step(x->ddp, INFINITY), "lr inf");
     }
-    if (E(A, "vs_ddp_step_count", "ddp NULL", FX_NONE)) TOL("returned %lld", (long long)vs_ddp_step_count(NULL));
-    if (E(A, "vs_ddp_skipped_steps", "ddp NULL", FX_NONE)) TOL("returned %lld", (long long)vs_ddp_skipped_steps(NULL));
+    if (E(A, "vs_ddp_step_count", "ddp NULL", FX_NONE)) R((int)vs_ddp_step_count(NULL), "ddp is NULL");
+    if (E(A, "vs_ddp_skipped_steps", "ddp NULL", FX_NONE)) R((int)vs_ddp_skipped_steps(NULL), "ddp is NULL");
     if (E(A, "vs_ddp_memory_usage", "ddp NULL", FX_NONE)) R(vs_ddp_memory_usage(NULL, &mem), "ddp");
     if (E(A, "vs_ddp_memory_usage", "out NULL", FX_DDPF)) R(vs_ddp_memory_usage(x->ddp, NULL), "out");
     if (E(A, "vs_ddp_free", "ddp NULL", FX_NONE)) DOC(vs_ddp_free(NULL) == VS_OK, "VS_OK (documented)");
