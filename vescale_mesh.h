@@ -652,9 +652,40 @@ typedef struct vs_dtensor {
 /* Checks the layout against a tensor of `ndim` dims (shard dims, ops). */
 VS_API vs_result vs_layout_check(const vs_layout* L, int ndim);
 /* Shape and global offset of the shard that mesh rank `mesh_rank` holds of a tensor
-   of global `shape`. Shards past the end of a dim are empty (size 0). */
+   of global `shape` (ndim entries each; local_shape and offset may be NULL). The
+   numbers are vs_layout_box's for the mesh's shape and mesh_rank's coordinate.
+   Empty shard: a coordinate past the last chunk of a dim holds size 0 there, at the
+   offset where the chunk it cuts ends; with one mesh dim sharding that tensor dim,
+   that is the dim's size (DTensor's convention: Shard(0) of 3 rows over 4 ranks
+   gives rank 3 size 0 at offset 3). Several mesh dims sharding one tensor dim:
+   the end of the enclosing chunk (Shard(0), Shard(0) of 4 rows on a 2x3 mesh:
+   coordinate (0, 2) holds size 0 at offset 2). */
 VS_API vs_result vs_layout_local(const vs_layout* L, int ndim, const int64_t* shape, int mesh_rank,
                                  int64_t* local_shape, int64_t* offset);
+/* Layout arithmetic without a mesh, for meshes that do not exist in this job
+   (planners, checkpoint tools): the local shape and global offset that coordinate
+   `coord` holds of a tensor of global `shape` (ndim dims) under `placements`
+   (mesh_ndims entries) on a mesh of mesh_ndims dims of sizes mesh_shape, outermost
+   first. The same numbers vs_layout_local gives on a live mesh of that shape.
+   Checks: mesh_ndims in [1, VS_MESH_MAX_DIMS], sizes >= 1 and at most INT_MAX
+   ranks (as vs_mesh_init); placements as vs_layout_check (Shard dim in [0, ndim),
+   Partial with a valid op, no other kinds); shape dims >= 0 and fewer than 2^63
+   elements; 0 <= coord[k] < mesh_shape[k]. Replicate and Partial dims do not cut
+   the tensor (every coordinate along them holds the same box). Writes ndim entries
+   of local_shape and offset (either may be NULL), nothing on error.
+   Empty shard: a coordinate past the last chunk of a dim holds size 0 there, at the
+   offset where the chunk it cuts ends; with one mesh dim sharding that tensor dim,
+   that is the dim's size (DTensor's convention: Shard(0) of 3 rows over 4 ranks
+   gives coordinate 3 size 0 at offset 3). Several mesh dims sharding one tensor dim:
+   the end of the enclosing chunk (Shard(0), Shard(0) of 4 rows on a 2x3 mesh:
+   coordinate (0, 2) holds size 0 at offset 2). A dim of size 0: size 0 at 0.
+   No communication; any thread. */
+VS_API vs_result vs_layout_box(int mesh_ndims, const int* mesh_shape, const vs_placement* placements, int ndim,
+                               const int64_t* shape, const int* coord, int64_t* local_shape, int64_t* offset);
+/* The coordinate (mesh_ndims entries) of mesh rank `mesh_rank` in a mesh of this
+   shape: row-major, as vs_mesh_init places ranks (vs_mesh_coord_of without a mesh).
+   Checks the shape as vs_layout_box and 0 <= mesh_rank < the rank count. */
+VS_API vs_result vs_layout_rank_coord(int mesh_ndims, const int* mesh_shape, int mesh_rank, int* coord);
 /* Elements of this rank's shard of t. */
 VS_API vs_result vs_dtensor_local_numel(const vs_dtensor* t, int64_t* numel);
 /* "[Shard(0), Replicate, Partial(sum)]". Returns the length it needs. */
@@ -662,6 +693,10 @@ VS_API int vs_layout_format(const vs_layout* L, char* buf, size_t cap);
 /* Parses what vs_layout_format writes (also the short forms S(0), R, P(sum)); one
    placement per mesh dim. */
 VS_API vs_result vs_layout_parse(vs_mesh* mesh, const char* text, vs_layout* out);
+/* The same text without a mesh: exactly mesh_ndims placements (1..VS_MESH_MAX_DIMS)
+   into out[0..mesh_ndims), written only on success. Shard dims are checked against
+   a tensor later (vs_layout_box, vs_layout_check). */
+VS_API vs_result vs_layout_parse_placements(int mesh_ndims, const char* text, vs_placement* out);
 
 /* Moves a tensor from src's layout to dst's (same mesh, dtype and global shape),
    reading src->data and writing dst->data (sized by vs_dtensor_local_numel).
@@ -6025,29 +6060,61 @@ _VS_PRIVATE int _vs_place_text(vs_placement p, char* buf, size_t cap)
     return snprintf(buf, cap, "Invalid(%d)", (int)p.kind);
 }
 
-_VS_PRIVATE vs_result _vs_layout_check(const char* fn, const vs_layout* L, int ndim)
+/* The label of mesh dim k in messages: its name on a mesh, its index without one. */
+_VS_PRIVATE void _vs_mdim_label(const vs_mesh* m, int k, char* buf, size_t cap)
 {
-    if (!L) return _vs_err(VS_ERR_NULL, "%s: layout is NULL", fn);
-    if (!L->mesh) return _vs_err(VS_ERR_NULL, "%s: layout has no mesh", fn);
+    if (m) snprintf(buf, cap, "%s", m->names[k]);
+    else snprintf(buf, cap, "%d", k);
+}
+
+/* Placements p[0..mesh_ndims) against a tensor of ndim dims: kinds, Shard dims,
+   Partial ops. m (may be NULL) only names the mesh dims in messages. */
+_VS_PRIVATE vs_result _vs_placements_check(const char* fn, const vs_mesh* m, int mesh_ndims, const vs_placement* p,
+                                           int ndim)
+{
     if (ndim < 0 || ndim > VS_TENSOR_MAX_DIMS)
         return _vs_err(VS_ERR_INVALID, "%s: tensor of %d dims (at most %d)", fn, ndim, VS_TENSOR_MAX_DIMS);
-    for (int k = 0; k < L->mesh->ndims; k++) {
-        vs_placement p = L->p[k];
-        char t[48];
-        _vs_place_text(p, t, sizeof t);
-        if (p.kind == VS_PLACE_SHARD && (p.dim < 0 || p.dim >= ndim))
-            return _vs_err(VS_ERR_INVALID, "%s: %s on mesh dim %s: tensor has %d dims", fn, t, L->mesh->names[k], ndim);
-        if (p.kind == VS_PLACE_PARTIAL && ((int)p.op < 0 || p.op >= VS_OP_COUNT))
-            return _vs_err(VS_ERR_INVALID, "%s: Partial with invalid op %d on mesh dim %s", fn, (int)p.op,
-                           L->mesh->names[k]);
-        if (p.kind != VS_PLACE_SHARD && p.kind != VS_PLACE_PARTIAL && p.kind != VS_PLACE_REPLICATE)
-            return _vs_err(VS_ERR_INVALID, "%s: invalid placement kind %d on mesh dim %s", fn, (int)p.kind,
-                           L->mesh->names[k]);
+    for (int k = 0; k < mesh_ndims; k++) {
+        char t[48], dn[VS_MESH_NAME_MAX];
+        _vs_place_text(p[k], t, sizeof t);
+        _vs_mdim_label(m, k, dn, sizeof dn);
+        if (p[k].kind == VS_PLACE_SHARD && (p[k].dim < 0 || p[k].dim >= ndim))
+            return _vs_err(VS_ERR_INVALID, "%s: %s on mesh dim %s: tensor has %d dims", fn, t, dn, ndim);
+        if (p[k].kind == VS_PLACE_PARTIAL && ((int)p[k].op < 0 || p[k].op >= VS_OP_COUNT))
+            return _vs_err(VS_ERR_INVALID, "%s: Partial with invalid op %d on mesh dim %s", fn, (int)p[k].op, dn);
+        if (p[k].kind != VS_PLACE_SHARD && p[k].kind != VS_PLACE_PARTIAL && p[k].kind != VS_PLACE_REPLICATE)
+            return _vs_err(VS_ERR_INVALID, "%s: invalid placement kind %d on mesh dim %s", fn, (int)p[k].kind, dn);
     }
     return VS_OK;
 }
 
+_VS_PRIVATE vs_result _vs_layout_check(const char* fn, const vs_layout* L, int ndim)
+{
+    if (!L) return _vs_err(VS_ERR_NULL, "%s: layout is NULL", fn);
+    if (!L->mesh) return _vs_err(VS_ERR_NULL, "%s: layout has no mesh", fn);
+    return _vs_placements_check(fn, L->mesh, L->mesh->ndims, L->p, ndim);
+}
+
 VS_API vs_result vs_layout_check(const vs_layout* L, int ndim) { return _vs_layout_check("vs_layout_check", L, ndim); }
+
+/* A mesh shape as vs_mesh_init accepts it: 1..VS_MESH_MAX_DIMS sizes >= 1, at most
+   INT_MAX ranks. */
+_VS_PRIVATE vs_result _vs_check_mesh_shape(const char* fn, int mesh_ndims, const int* mesh_shape)
+{
+    if (mesh_ndims < 1 || mesh_ndims > VS_MESH_MAX_DIMS)
+        return _vs_err(VS_ERR_INVALID, "%s: mesh_ndims %d out of range [1, %d]", fn, mesh_ndims, VS_MESH_MAX_DIMS);
+    if (!mesh_shape) return _vs_err(VS_ERR_NULL, "%s: mesh_shape is NULL", fn);
+    long long prod = 1;
+    for (int k = 0; k < mesh_ndims; k++) {
+        if (mesh_shape[k] < 1)
+            return _vs_err(VS_ERR_INVALID, "%s: mesh_shape[%d] = %d must be >= 1", fn, k, mesh_shape[k]);
+        prod *= mesh_shape[k];
+        if (prod > INT_MAX)
+            return _vs_err(VS_ERR_INVALID, "%s: mesh_shape has more than INT_MAX ranks (at mesh_shape[%d] = %d)", fn,
+                           k, mesh_shape[k]);
+    }
+    return VS_OK;
+}
 
 /* torch.chunk: chunks of ceil(n/m); trailing ones short or empty. */
 /* Chunk i of m of a dim of n (torch.chunk), without overflow for any n >= 0. */
@@ -6060,18 +6127,39 @@ _VS_PRIVATE void _vs_chunk_range(int64_t n, int m, int i, int64_t* start, int64_
     *len = c > n - s ? n - s : c;
 }
 
-/* The box (shape, global offset) a mesh coordinate holds under placements p. */
-_VS_PRIVATE void _vs_box_of(const vs_mesh* m, const vs_placement* p, int ndim, const int64_t* shape, const int* coord,
-                            int64_t* ls, int64_t* off)
+/* The box (shape, global offset) mesh coordinate `coord` holds under placements p,
+   on a mesh of mesh_ndims dims of sizes mesh_shape: the one implementation of the
+   layout arithmetic (vs_layout_box, vs_layout_local and redistribute all use it). */
+_VS_PRIVATE void _vs_box_calc(int mesh_ndims, const int* mesh_shape, const vs_placement* p, int ndim,
+                              const int64_t* shape, const int* coord, int64_t* ls, int64_t* off)
 {
     for (int d = 0; d < ndim; d++) ls[d] = shape[d], off[d] = 0;
-    for (int k = 0; k < m->ndims; k++) {
+    for (int k = 0; k < mesh_ndims; k++) {
         if (p[k].kind != VS_PLACE_SHARD) continue;
         int d = p[k].dim;
         int64_t s, l;
-        _vs_chunk_range(ls[d], m->shape[k], coord[k], &s, &l);
+        _vs_chunk_range(ls[d], mesh_shape[k], coord[k], &s, &l);
         off[d] += s;
         ls[d] = l;
+    }
+}
+
+/* The box a coordinate of mesh m holds. */
+_VS_PRIVATE void _vs_box_of(const vs_mesh* m, const vs_placement* p, int ndim, const int64_t* shape, const int* coord,
+                            int64_t* ls, int64_t* off)
+{
+    _vs_box_calc(m->ndims, m->shape, p, ndim, shape, coord, ls, off);
+}
+
+/* _vs_box_calc into the caller's (optional) arrays. */
+_VS_PRIVATE void _vs_box_write(int mesh_ndims, const int* mesh_shape, const vs_placement* p, int ndim,
+                               const int64_t* shape, const int* coord, int64_t* local_shape, int64_t* offset)
+{
+    int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
+    _vs_box_calc(mesh_ndims, mesh_shape, p, ndim, shape, coord, ls, off);
+    for (int d = 0; d < ndim; d++) {
+        if (local_shape) local_shape[d] = ls[d];
+        if (offset) offset[d] = off[d];
     }
 }
 
@@ -6104,14 +6192,39 @@ VS_API vs_result vs_layout_local(const vs_layout* L, int ndim, const int64_t* sh
     _VS_TRY(_vs_layout_check("vs_layout_local", L, ndim));
     _VS_TRY(_vs_check_shape("vs_layout_local", ndim, shape));
     _VS_TRY(_vs_mesh_check_rank("vs_layout_local", L->mesh, mesh_rank));
-    int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
     int coord[VS_MESH_MAX_DIMS];
     _vs_mesh_coord_calc(L->mesh, mesh_rank, coord);
-    _vs_box_of(L->mesh, L->p, ndim, shape, coord, ls, off);
-    for (int d = 0; d < ndim; d++) {
-        if (local_shape) local_shape[d] = ls[d];
-        if (offset) offset[d] = off[d];
-    }
+    _vs_box_write(L->mesh->ndims, L->mesh->shape, L->p, ndim, shape, coord, local_shape, offset);
+    return VS_OK;
+}
+
+VS_API vs_result vs_layout_box(int mesh_ndims, const int* mesh_shape, const vs_placement* placements, int ndim,
+                               const int64_t* shape, const int* coord, int64_t* local_shape, int64_t* offset)
+{
+    _VS_TRY(_vs_check_mesh_shape("vs_layout_box", mesh_ndims, mesh_shape));
+    _VS_CHECK_NULL(placements, "placements");
+    _VS_TRY(_vs_placements_check("vs_layout_box", NULL, mesh_ndims, placements, ndim));
+    _VS_TRY(_vs_check_shape("vs_layout_box", ndim, shape));
+    _VS_CHECK_NULL(coord, "coord");
+    for (int k = 0; k < mesh_ndims; k++)
+        if (coord[k] < 0 || coord[k] >= mesh_shape[k])
+            return _vs_err(VS_ERR_INVALID, "vs_layout_box: coord[%d] = %d out of range [0, %d) (mesh_shape[%d])", k,
+                           coord[k], mesh_shape[k], k);
+    _vs_box_write(mesh_ndims, mesh_shape, placements, ndim, shape, coord, local_shape, offset);
+    return VS_OK;
+}
+
+VS_API vs_result vs_layout_rank_coord(int mesh_ndims, const int* mesh_shape, int mesh_rank, int* coord)
+{
+    _VS_TRY(_vs_check_mesh_shape("vs_layout_rank_coord", mesh_ndims, mesh_shape));
+    _VS_CHECK_NULL(coord, "coord");
+    vs_mesh m; // only ndims and shape: the mesh's own rank-to-coordinate rule
+    memset(&m, 0, sizeof m);
+    m.ndims = mesh_ndims;
+    m.nranks = 1;
+    for (int k = 0; k < mesh_ndims; k++) m.shape[k] = mesh_shape[k], m.nranks *= mesh_shape[k];
+    _VS_TRY(_vs_mesh_check_rank("vs_layout_rank_coord", &m, mesh_rank));
+    _vs_mesh_coord_calc(&m, mesh_rank, coord);
     return VS_OK;
 }
 
@@ -6209,6 +6322,38 @@ _VS_PRIVATE int _vs_parse_place(const char** ps, vs_placement* out)
     return 1;
 }
 
+/* The placements of a layout's text, one per mesh dim (mesh_ndims of them), into
+   p[0..mesh_ndims); p is written even on error. */
+_VS_PRIVATE vs_result _vs_parse_placements(const char* fn, int mesh_ndims, const char* text, vs_placement* p)
+{
+    const char* s = _vs_skip_ws(text);
+    if (*s != '[') return _vs_err(VS_ERR_INVALID, "%s: '%s' does not start with '['", fn, text);
+    s++;
+    int k = 0;
+    for (;;) {
+        s = _vs_skip_ws(s);
+        if (*s == ']' && k == 0) break;
+        if (k == mesh_ndims)
+            return _vs_err(VS_ERR_INVALID, "%s: '%s' has more placements than the mesh's %d dims", fn, text,
+                           mesh_ndims);
+        if (!_vs_parse_place(&s, &p[k]))
+            return _vs_err(VS_ERR_INVALID, "%s: bad placement at '%.20s' in '%s'", fn, s, text);
+        k++;
+        s = _vs_skip_ws(s);
+        if (*s == ',') {
+            s++;
+            continue;
+        }
+        if (*s == ']') break;
+        return _vs_err(VS_ERR_INVALID, "%s: expected ',' or ']' at '%.20s' in '%s'", fn, s, text);
+    }
+    s = _vs_skip_ws(s + 1);
+    if (*s) return _vs_err(VS_ERR_INVALID, "%s: trailing text '%.20s' in '%s'", fn, s, text);
+    if (k != mesh_ndims)
+        return _vs_err(VS_ERR_INVALID, "%s: '%s' has %d placements, the mesh has %d dims", fn, text, k, mesh_ndims);
+    return VS_OK;
+}
+
 VS_API vs_result vs_layout_parse(vs_mesh* mesh, const char* text, vs_layout* out)
 {
     _VS_CHECK_NULL(mesh, "mesh");
@@ -6217,33 +6362,22 @@ VS_API vs_result vs_layout_parse(vs_mesh* mesh, const char* text, vs_layout* out
     vs_layout L;
     memset(&L, 0, sizeof L);
     L.mesh = mesh;
-    const char* s = _vs_skip_ws(text);
-    if (*s != '[') return _vs_err(VS_ERR_INVALID, "vs_layout_parse: '%s' does not start with '['", text);
-    s++;
-    int k = 0;
-    for (;;) {
-        s = _vs_skip_ws(s);
-        if (*s == ']' && k == 0) break;
-        if (k == mesh->ndims)
-            return _vs_err(VS_ERR_INVALID, "vs_layout_parse: '%s' has more placements than the mesh's %d dims", text,
-                           mesh->ndims);
-        if (!_vs_parse_place(&s, &L.p[k]))
-            return _vs_err(VS_ERR_INVALID, "vs_layout_parse: bad placement at '%.20s' in '%s'", s, text);
-        k++;
-        s = _vs_skip_ws(s);
-        if (*s == ',') {
-            s++;
-            continue;
-        }
-        if (*s == ']') break;
-        return _vs_err(VS_ERR_INVALID, "vs_layout_parse: expected ',' or ']' at '%.20s' in '%s'", s, text);
-    }
-    s = _vs_skip_ws(s + 1);
-    if (*s) return _vs_err(VS_ERR_INVALID, "vs_layout_parse: trailing text '%.20s' in '%s'", s, text);
-    if (k != mesh->ndims)
-        return _vs_err(VS_ERR_INVALID, "vs_layout_parse: '%s' has %d placements, the mesh has %d dims", text, k,
-                       mesh->ndims);
+    _VS_TRY(_vs_parse_placements("vs_layout_parse", mesh->ndims, text, L.p));
     *out = L;
+    return VS_OK;
+}
+
+VS_API vs_result vs_layout_parse_placements(int mesh_ndims, const char* text, vs_placement* out)
+{
+    if (mesh_ndims < 1 || mesh_ndims > VS_MESH_MAX_DIMS)
+        return _vs_err(VS_ERR_INVALID, "vs_layout_parse_placements: mesh_ndims %d out of range [1, %d]", mesh_ndims,
+                       VS_MESH_MAX_DIMS);
+    _VS_CHECK_NULL(text, "text");
+    _VS_CHECK_NULL(out, "out");
+    vs_placement p[VS_MESH_MAX_DIMS];
+    memset(p, 0, sizeof p);
+    _VS_TRY(_vs_parse_placements("vs_layout_parse_placements", mesh_ndims, text, p));
+    memcpy(out, p, (size_t)mesh_ndims * sizeof *p);
     return VS_OK;
 }
 

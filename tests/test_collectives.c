@@ -770,6 +770,114 @@ static void case_all_to_allv(tctx* t)
             for (int l = 0; l < 3; l++) a2av_one(t, DTS[d], p, l, salt++);
 }
 
+/* ---- all-to-allv, packed (NULL displacements) ----------------------------- */
+
+/* Receive counts differ from send counts here, so a receive side laid out with the
+   send counts (or any other wrong packed offset) shows. Every element carries its
+   (source, destination, index) in its bits, for the sizes of dtype used. */
+#define NPACKPAT 5
+static size_t packed_count(int pat, int src, int dst, int n)
+{
+    switch (pat) {
+    case 0: return ((src * 3 + dst * 5) % 4 == 0) ? 0 : (size_t)((src + 2 * dst) % 7 + 1);
+    case 1: return dst == 0 ? 0 : (size_t)(1 + 3 * src + dst);  /* rank 0 receives nothing */
+    case 2: return src == n - 1 ? (size_t)(40 + dst) : 0;       /* only the last rank sends */
+    case 3: return (size_t)(5 * src + 1);                       /* the count depends on the source */
+    default: return src == dst ? (size_t)(300 + src) : src > dst ? 2 : 0;
+    }
+}
+
+static uint64_t packed_tag(size_t es, int src, int dst, size_t i)
+{
+    if (es == 8) return ((uint64_t)(src + 1) << 48) | ((uint64_t)(dst + 1) << 32) | (uint64_t)i;
+    if (es == 4) return ((uint64_t)(src + 1) << 24) | ((uint64_t)(dst + 1) << 16) | (uint64_t)i;
+    return ((uint64_t)src << 13) | ((uint64_t)dst << 10) | (uint64_t)i; /* 2 bytes: n <= 8, i < 1024 */
+}
+
+static void packed_put(vs_dtype dt, void* buf, size_t k, int src, int dst, size_t i)
+{
+    uint64_t tag = packed_tag(esz(dt), src, dst, i);
+    memcpy(at(buf, dt, k), &tag, esz(dt)); /* little-endian: the low bytes */
+}
+
+/* mode 0: both sides packed (NULL displacements); 1: send packed, recv gapped and
+   reversed; 2: send gapped, recv packed. */
+static void a2av_packed_one(const tctx* t, vs_dtype dt, int pat, int mode, int async)
+{
+    char what[200];
+    int n = t->n, r = t->rank;
+    size_t sc[MAXR] = {0}, sd[MAXR] = {0}, rc[MAXR] = {0}, rd[MAXR] = {0};
+    for (int j = 0; j < n; j++) {
+        sc[j] = packed_count(pat, r, j, n);
+        rc[j] = packed_count(pat, j, r, n);
+    }
+    size_t sext = make_displs(sc, n, mode == 2, sd);
+    size_t rext = make_displs(rc, n, mode == 1, rd);
+    snprintf(what, sizeof what, "all_to_allv packed dt=%s counts-pattern=%d mode=%d%s rank=%d/%d", dtn(dt), pat,
+             mode, async ? " async" : "", r, n);
+    void* send = ebuf(t, dt, sext);
+    for (int j = 0; j < n; j++)
+        for (size_t i = 0; i < sc[j]; i++) packed_put(dt, send, sd[j] + i, r, j, i);
+    /* sentinel slack after the result, as long as everything sent: a block put at a
+       wrong offset past the end lands there and is reported, not a heap overrun */
+    size_t slack = 0;
+    for (int s = 0; s < n; s++)
+        for (int j = 0; j < n; j++) slack += packed_count(pat, s, j, n);
+    void* recv = ebuf(t, dt, rext + slack);
+    void* exp = ebuf(t, dt, rext + slack);
+    for (int s = 0; s < n; s++)
+        for (size_t i = 0; i < rc[s]; i++) packed_put(dt, exp, rd[s] + i, s, r, i);
+    vs_work* wk = NULL;
+    T_OK(what, vs_all_to_allv(t->c, send, sc, mode == 2 ? sd : NULL, recv, rc, mode == 1 ? rd : NULL, dt,
+                              async ? &wk : NULL));
+    if (wk) T_OK(what, vs_wait(wk));
+    /* element by element, naming the tag found and the one expected */
+    size_t es = esz(dt), bad = 0, first = 0;
+    for (size_t k = 0; k < rext + slack + GUARD; k++)
+        if (memcmp(at(recv, dt, k), at(exp, dt, k), es) != 0 && !bad++) first = k;
+    if (bad) {
+        uint64_t g = 0, e = 0;
+        memcpy(&g, at(recv, dt, first), es);
+        memcpy(&e, at(exp, dt, first), es);
+        vt_fail_msg(__FILE__, __LINE__, "received == tagged reference",
+                    "%s: %zu of %zu elements wrong; first recv[%zu] = 0x%llx, expected 0x%llx (tags: source+1, "
+                    "destination+1, index; 0x%02x.. is the sentinel)", what, bad, rext + slack + GUARD, first,
+                    (unsigned long long)g, (unsigned long long)e, SENT);
+    }
+
+    {
+        void* s2 = ebuf(t, dt, sext);
+        for (int j = 0; j < n; j++)
+            for (size_t i = 0; i < sc[j]; i++) packed_put(dt, s2, sd[j] + i, r, j, i);
+        char w2[256];
+        snprintf(w2, sizeof w2, "%s [send buffer modified]", what);
+        check_eq(w2, dt, send, s2, sext + GUARD);
+        xfree(t, s2);
+    }
+    xfree(t, exp);
+    xfree(t, recv);
+    xfree(t, send);
+}
+
+static void case_all_to_allv_packed(tctx* t)
+{
+    static const vs_dtype pdt[] = { VS_I64, VS_I32, VS_BF16 };
+    for (int d = 0; d < 3; d++) {
+        if (esz(pdt[d]) == 2 && t->n > 8) continue; /* the 2-byte tag holds 8 ranks */
+        for (int p = 0; p < NPACKPAT; p++)
+            for (int m = 0; m < 3; m++) a2av_packed_one(t, pdt[d], p, m, 0);
+        a2av_packed_one(t, pdt[d], 0, 0, 1);
+    }
+    /* the patterns make receive counts differ from send counts somewhere */
+    if (t->n > 1) {
+        int differ = 0;
+        for (int p = 0; p < NPACKPAT; p++)
+            for (int j = 0; j < t->n; j++)
+                differ += packed_count(p, t->rank, j, t->n) != packed_count(p, j, t->rank, t->n);
+        VT_CHECK(differ > 0, "all_to_allv packed: receive counts equal send counts on rank %d/%d", t->rank, t->n);
+    }
+}
+
 /* ---- barrier -------------------------------------------------------------- */
 
 static void case_barrier(tctx* t)
@@ -1508,6 +1616,123 @@ static void case_split(tctx* t)
     }
 }
 
+/* ---- average over a split communicator ------------------------------------ */
+
+/* VS_OP_AVG divides by the size of the communicator it runs on, not the world's.
+   Two splits (parity; the first n-1 ranks and the last alone) give groups of sizes
+   other than n. Floats: values whose sum is a multiple of the group size, so the
+   average is an exact integer in every float dtype. Integers: sums that are not,
+   negative ones included, truncating toward zero. All-reduce (out of place and in
+   place), reduce to the last member, reduce-scatter. */
+static int64_t savg_base(int w, size_t i, int salt) { return (int64_t)((w * 7 + (int)i * 3 + salt) % 41) - 20; }
+
+/* Input of the member with world rank members[k] at index i, for dtype dt. */
+static int64_t savg_in(vs_dtype dt, const int* members, int m, int k, size_t i, int salt)
+{
+    int64_t v = savg_base(members[k], i, salt);
+    if (is_float(dt)) {
+        if (k == m - 1) { /* the last member makes the sum a multiple of m */
+            int64_t s = 0;
+            for (int q = 0; q < m; q++) s += savg_base(members[q], i, salt);
+            v -= ((s % m) + m) % m;
+        }
+        return v;
+    }
+    if (dt == VS_U8) return (v + 20) % 31;     /* [0, 30]: sums of 8 members stay below 256 */
+    if (dt == VS_I32) return v * 10000019;     /* |sum| < 2^31 for up to 10 members */
+    return v * (int64_t)100000000000007LL;     /* i64 */
+}
+
+static int64_t savg_ref(vs_dtype dt, const int* members, int m, size_t i, int salt)
+{
+    int64_t s = 0;
+    for (int k = 0; k < m; k++) s += savg_in(dt, members, m, k, i, salt);
+    return s / m; /* C division truncates toward zero; exact for the floats */
+}
+
+static void savg_fill(vs_dtype dt, void* buf, const int* members, int m, int k, size_t gofs, size_t count, int salt)
+{
+    for (size_t j = 0; j < count; j++) put_val(dt, buf, j, savg_in(dt, members, m, k, gofs + j, salt));
+}
+
+static void savg_one(const tctx* t, vs_comm* sub, const int* members, int m, const char* split, vs_dtype dt,
+                     int salt)
+{
+    int k = vs_comm_rank(sub), r = t->rank;
+    char what[200];
+    /* all-reduce, out of place and in place */
+    for (int ip = 0; ip < 2; ip++) {
+        const size_t count = 1031;
+        snprintf(what, sizeof what, "avg on split %s (size %d) all_reduce dt=%s %s rank=%d/%d", split, m, dtn(dt),
+                 ip ? "in-place" : "out-of-place", r, t->n);
+        void* send = ebuf(t, dt, count);
+        void* recv = ip ? send : ebuf(t, dt, count);
+        void* exp = ebuf(t, dt, count);
+        savg_fill(dt, send, members, m, k, 0, count, salt);
+        for (size_t i = 0; i < count; i++) put_val(dt, exp, i, savg_ref(dt, members, m, i, salt));
+        T_OK(what, vs_all_reduce(sub, send, recv, count, dt, VS_OP_AVG, NULL));
+        check_eq(what, dt, recv, exp, count + GUARD);
+        xfree(t, exp);
+        if (!ip) xfree(t, recv);
+        xfree(t, send);
+    }
+    /* reduce to the last member */
+    {
+        const size_t count = 77;
+        snprintf(what, sizeof what, "avg on split %s (size %d) reduce dt=%s rank=%d/%d", split, m, dtn(dt), r, t->n);
+        void* send = ebuf(t, dt, count);
+        void* recv = ebuf(t, dt, count);
+        void* exp = ebuf(t, dt, count);
+        savg_fill(dt, send, members, m, k, 0, count, salt);
+        for (size_t i = 0; i < count; i++) put_val(dt, exp, i, savg_ref(dt, members, m, i, salt));
+        T_OK(what, vs_reduce(sub, send, recv, count, dt, VS_OP_AVG, m - 1, NULL));
+        if (k == m - 1) check_eq(what, dt, recv, exp, count + GUARD);
+        xfree(t, exp);
+        xfree(t, recv);
+        xfree(t, send);
+    }
+    /* reduce-scatter: block q of the send buffer is global indices q*c.. */
+    {
+        const size_t c = 37, total = c * (size_t)m;
+        snprintf(what, sizeof what, "avg on split %s (size %d) reduce_scatter dt=%s rank=%d/%d", split, m, dtn(dt),
+                 r, t->n);
+        void* send = ebuf(t, dt, total);
+        void* recv = ebuf(t, dt, c);
+        void* exp = ebuf(t, dt, c);
+        savg_fill(dt, send, members, m, k, 0, total, salt);
+        for (size_t i = 0; i < c; i++) put_val(dt, exp, i, savg_ref(dt, members, m, (size_t)k * c + i, salt));
+        T_OK(what, vs_reduce_scatter(sub, send, recv, c, dt, VS_OP_AVG, NULL));
+        check_eq(what, dt, recv, exp, c + GUARD);
+        xfree(t, exp);
+        xfree(t, recv);
+        xfree(t, send);
+    }
+}
+
+static void case_split_avg(tctx* t)
+{
+    int n = t->n, r = t->rank, salt = 9100;
+    for (int s = 0; s < 2; s++) {
+        /* s 0: color parity, key -rank (descending world rank); s 1: the first n-1
+           ranks (rank order) and the last alone */
+        int color = s == 0 ? r % 2 : r < n - 1 ? 0 : 1, key = s == 0 ? -r : r;
+        int members[MAXR], m = 0;
+        for (int q0 = 0; q0 < n; q0++) {
+            int q = s == 0 ? n - 1 - q0 : q0;
+            int cq = s == 0 ? q % 2 : q < n - 1 ? 0 : 1;
+            if (cq == color) members[m++] = q;
+        }
+        const char* split = s == 0 ? "parity" : "first n-1";
+        vs_comm* sub = NULL;
+        T_OK(split, vs_comm_split(t->c, color, key, &sub));
+        VT_CHECK(sub && vs_comm_size(sub) == m && members[vs_comm_rank(sub)] == r,
+                 "split %s: rank %d/%d: size %d, expected %d", split, r, n, sub ? vs_comm_size(sub) : -1, m);
+        if (!sub) continue; /* the split failed everywhere: nothing collective follows */
+        for (int d = 0; d < NDTS; d++) savg_one(t, sub, members, m, split, DTS[d], salt++);
+        T_OK("free split", vs_comm_free(sub));
+    }
+}
+
 /* ---- determinism ---------------------------------------------------------- */
 
 static float rnd_float(int rank, size_t i)
@@ -1518,62 +1743,92 @@ static float rnd_float(int rank, size_t i)
     return ldexpf(m, e);
 }
 
-static void case_determinism(tctx* t)
+/* The threads transport reduces f32 sums in one of two ways (_vs_t_reduce_range):
+   the block loop (_vs_reduce_block), and, for all-reduces of at least
+   VESCALE_NT_MIN bytes over 4 or more ranks whose destinations are 16-byte aligned
+   (x86 with SSE2), streamed segments (_vs_reduce_stream_f32). Both must give the
+   rank-order float sum (and that sum / n for VS_OP_AVG). Each build runs both: a
+   receive buffer one float off 16-byte alignment keeps any size on the block loop;
+   an aligned one of VESCALE_NT_MIN bytes or more takes the segments (in the _nt
+   build, VESCALE_NT_MIN=0, that is every size). */
+static void det_one(tctx* t, size_t count, int misalign, int full)
 {
     int n = t->n, r = t->rank;
-    size_t count = 4099;
-    float* send = (float*)xalloc(t, count * sizeof(float));
-    float* r1 = (float*)xalloc(t, count * sizeof(float));
-    float* r2 = (float*)xalloc(t, count * sizeof(float));
+    char what[160];
+    snprintf(what, sizeof what, "determinism count=%zu recv %s rank=%d/%d", count,
+             misalign ? "misaligned (block loop)" : "aligned", r, n);
+    char* sb = (char*)xalloc(t, count * sizeof(float) + 64);
+    char* b1 = (char*)xalloc(t, (count + 1) * sizeof(float) + 64);
+    char* b2 = (char*)xalloc(t, full ? (count + 1) * sizeof(float) + 64 : 64);
+    char* ba = (char*)xalloc(t, (count + 1) * sizeof(float) + 64);
+#define DET_AL(p) ((float*)(void*)((p) + (64 - (uintptr_t)(p) % 64) % 64))
+    float* send = DET_AL(sb);
+    float* r1 = DET_AL(b1) + misalign;
+    float* r2 = full ? DET_AL(b2) + misalign : NULL;
+    float* ra = DET_AL(ba) + misalign;
+#undef DET_AL
     for (size_t i = 0; i < count; i++) send[i] = rnd_float(r, i);
-    T_OK("determinism rep 1", vs_all_reduce(t->c, send, r1, count, VS_F32, VS_OP_SUM, NULL));
-    T_OK("determinism rep 2", vs_all_reduce(t->c, send, r2, count, VS_F32, VS_OP_SUM, NULL));
+    T_OK(what, vs_all_reduce(t->c, send, r1, count, VS_F32, VS_OP_SUM, NULL));
+    if (full) T_OK(what, vs_all_reduce(t->c, send, r2, count, VS_F32, VS_OP_SUM, NULL));
+    T_OK(what, vs_all_reduce(t->c, send, ra, count, VS_F32, VS_OP_AVG, NULL));
 
-    /* Close to the exact sum (not garbage). */
-    size_t bad = 0, first = 0;
+    size_t bad = 0, first = 0, nbad = 0, fb = 0, abad = 0, fa = 0;
+    float fe = 0, fae = 0;
     for (size_t i = 0; i < count; i++) {
         double s = 0, a = 0;
+        float acc = 0;
         for (int q = 0; q < n; q++) {
-            double v = (double)rnd_float(q, i);
-            s += v;
-            a += fabs(v);
+            float v = rnd_float(q, i);
+            s += (double)v;
+            a += fabs((double)v);
+            acc = q ? acc + v : v;
         }
-        if (!(fabs((double)r1[i] - s) <= a * (double)n * 1.2e-7 + 1e-30)) {
+        /* close to the exact sum (not garbage), on every transport */
+        if (!(fabs((double)r1[i] - s) <= a * (double)n * 1.2e-7 + 1e-30) ||
+            !(fabs((double)ra[i] - s / n) <= a * 1.2e-7 + 1e-30)) {
             if (!bad) first = i;
             bad++;
         }
+        if (!t->threads) continue;
+        /* threads: bitwise the float sum in rank order 0..n-1, and that / n */
+        float av = acc / (float)n;
+        if (memcmp(&acc, &r1[i], sizeof acc) != 0 && !nbad++) fb = i, fe = acc;
+        if (memcmp(&av, &ra[i], sizeof av) != 0 && !abad++) fa = i, fae = av;
     }
-    VT_CHECK(bad == 0, "determinism: %zu sums off, first [%zu] = %.9g (rank %d/%d)", bad, first,
-             (double)r1[first], r, n);
-
-    if (t->threads) {
-        /* The threads transport reduces in rank order 0..n-1: bitwise equal to a
-           float sum taken in that order. */
-        size_t nbad = 0, fb = 0;
-        float fe = 0;
-        for (size_t i = 0; i < count; i++) {
-            float acc = rnd_float(0, i);
-            for (int q = 1; q < n; q++) acc += rnd_float(q, i);
-            if (memcmp(&acc, &r1[i], sizeof acc) != 0) {
-                if (!nbad) { fb = i; fe = acc; }
-                nbad++;
-            }
-        }
-        VT_CHECK(nbad == 0, "f32 sum not in rank order: %zu of %zu differ, first [%zu] %.9g vs %.9g (rank %d/%d)",
-                 nbad, count, fb, (double)r1[fb], (double)fe, r, n);
-        VT_CHECK(memcmp(r1, r2, count * sizeof(float)) == 0,
-                 "determinism: two identical all-reduces differ on rank %d/%d", r, n);
+    VT_CHECK(bad == 0, "%s: %zu sums or averages off, first [%zu] = %.9g, avg %.9g", what, bad, first,
+             (double)r1[first], (double)ra[first]);
+    VT_CHECK(nbad == 0, "%s: f32 sum not in rank order: %zu of %zu differ, first [%zu] %.9g vs %.9g", what, nbad,
+             count, fb, (double)r1[fb], (double)fe);
+    VT_CHECK(abad == 0, "%s: f32 average not the rank-order sum / n: %zu of %zu differ, first [%zu] %.9g vs %.9g",
+             what, abad, count, fa, (double)ra[fa], (double)fae);
+    if (t->threads && full) {
+        VT_CHECK(memcmp(r1, r2, count * sizeof(float)) == 0, "%s: two identical all-reduces differ", what);
         /* Bit-identical on every rank. */
         unsigned char* all = (unsigned char*)xalloc(t, count * sizeof(float) * (size_t)n);
         T_OK("determinism gather", vs_all_gather(t->c, r1, all, count * sizeof(float), VS_U8, NULL));
         for (int q = 0; q < n; q++)
             VT_CHECK(memcmp(all + (size_t)q * count * sizeof(float), r1, count * sizeof(float)) == 0,
-                     "determinism: rank %d's sum differs bitwise from rank %d's (n=%d)", q, r, n);
+                     "%s: rank %d's sum differs bitwise from rank %d's", what, q, r);
         xfree(t, all);
     }
-    xfree(t, send);
-    xfree(t, r1);
-    xfree(t, r2);
+    xfree(t, sb);
+    xfree(t, b1);
+    xfree(t, b2);
+    xfree(t, ba);
+}
+
+static void case_determinism(tctx* t)
+{
+    /* the block loop, in every build */
+    det_one(t, 4099, 1, 1);
+    /* the streamed segments: all-reduces of VESCALE_NT_MIN bytes or more over 4 or
+       more ranks (the block loop again below 4 ranks, or without SSE2) */
+    size_t big = (size_t)VESCALE_NT_MIN / sizeof(float) + 4099;
+    if (t->threads && t->n >= 4) {
+        VT_CHECK(_VS_USE_NT(big * sizeof(float)), "determinism: %zu floats would not stream (VESCALE_NT_MIN %zu)",
+                 big, (size_t)VESCALE_NT_MIN);
+        det_one(t, big, 0, 0);
+    }
 }
 
 /* ---- half types accumulate in float and round once ----------------------- */
@@ -1766,11 +2021,13 @@ static const struct {
     { "reduce_scatterv", case_reduce_scatterv },
     { "all_to_all", case_all_to_all },
     { "all_to_allv", case_all_to_allv },
+    { "all_to_allv_packed", case_all_to_allv_packed },
     { "barrier", case_barrier },
     { "send_recv", case_send_recv },
     { "group", case_group },
     { "async", case_async },
     { "split", case_split },
+    { "split_avg", case_split_avg },
     { "determinism", case_determinism },
     { "half_round_once", case_half_round_once },
     { "errors", case_errors },
