@@ -765,6 +765,17 @@ _VS_DDP_KERNELS
 
 _VS_DDP_PRIVATE int _vs_kdt(vs_dtype t) { return t == VS_F32 ? 0 : t == VS_BF16 ? 1 : 2; }
 
+/* Host bookkeeping goes through the world's allocator hooks too (as every
+   allocation of the library): n zeroed T, NULL on overflow or out of memory. */
+_VS_DDP_PRIVATE void* _vs_ddp_new(const vs_world* w, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size) return NULL;
+    void* p = vs_alloc(w, n * size);
+    if (p && (n * size) != 0) memset(p, 0, n * size);
+    return p;
+}
+#define _VS_DDP_NEW(w, T, n) ((T*)_vs_ddp_new((w), (size_t)(n), sizeof(T)))
+
 // >>nvrtc ----------------------------------------------------------------------
 #ifdef _VS_DDP_NVRTC
 
@@ -838,7 +849,7 @@ _VS_DDP_PRIVATE void _vs_ddp_cuda_free(vs_ddp* d)
     if (cu->norm) vs_device_free(d->world, cu->norm);
     if (cu->ev) cudaEventDestroy(cu->ev);
     if (cu->lib) cudaLibraryUnload(cu->lib);
-    free(cu);
+    vs_free(d->world, cu);
     d->cu = NULL;
 }
 
@@ -852,7 +863,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_cuda_init(vs_ddp* d)
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&mnr, cudaDevAttrComputeCapabilityMinor, dev);
     if (e != cudaSuccess) return _vs_ddp_cuerr(e, "the current CUDA device");
-    _vs_dcuda* cu = (_vs_dcuda*)calloc(1, sizeof *cu);
+    _vs_dcuda* cu = _VS_DDP_NEW(d->world, _vs_dcuda, 1);
     if (!cu) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory");
     d->cu = cu;
     cu->stream = (cudaStream_t)d->desc.stream;
@@ -1118,7 +1129,7 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     int ppi = rd.pp_dim ? vs_mesh_dim_index(m, rd.pp_dim) : -1;
     if (rd.pp_dim && ppi < 0)
         return vs_set_error(ppi, "vs_ddp_init: pp_dim '%s' is not a dim of the mesh", rd.pp_dim);
-    vs_ddp* d = (vs_ddp*)calloc(1, sizeof *d);
+    vs_ddp* d = _VS_DDP_NEW(vs_mesh_world(m), vs_ddp, 1);
     if (!d) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_init: out of memory");
     d->desc = rd;
     // the dims by the mesh's names: the caller's strings are not kept
@@ -1225,8 +1236,10 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
     }
     if (d->nparams == d->cap) {
         int cap = d->cap ? 2 * d->cap : 16;
-        _vs_dparam* np = (_vs_dparam*)realloc(d->params, sizeof *np * (size_t)cap);
+        _vs_dparam* np = _VS_DDP_NEW(d->world, _vs_dparam, cap);
         if (!np) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+        if (d->nparams) memcpy(np, d->params, sizeof *np * (size_t)d->nparams);
+        vs_free(d->world, d->params);
         d->params = np;
         d->cap = cap;
     }
@@ -1235,11 +1248,11 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
     q->numel = 1;
     for (int k = 0; k < p->ndim; k++) q->numel *= ls[k]; // <= the global count, checked above
     size_t nlen = strlen(p->name);
-    q->name = (char*)malloc(nlen + 1);
-    q->init = malloc((size_t)q->numel * _vs_dsz(p->dtype) + 1);
+    q->name = (char*)vs_alloc(d->world, nlen + 1);
+    q->init = vs_alloc(d->world, (size_t)q->numel * _vs_dsz(p->dtype) + 1);
     if (!q->name || !q->init) {
-        free(q->name);
-        free(q->init);
+        vs_free(d->world, q->name);
+        vs_free(d->world, q->init);
         return vs_set_error(VS_ERR_NOMEM, "%s: out of memory for '%s'", fn, p->name);
     }
     memcpy(q->name, p->name, nlen + 1);
@@ -1247,8 +1260,8 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
 #ifdef _VS_DDP_CUDA
         cudaError_t e = cudaMemcpy(q->init, p->data, (size_t)q->numel * _vs_dsz(p->dtype), cudaMemcpyDefault);
         if (e != cudaSuccess) {
-            free(q->name);
-            free(q->init);
+            vs_free(d->world, q->name);
+            vs_free(d->world, q->init);
             return vs_set_error(VS_ERR_BACKEND, "%s: reading the data of '%s': %s", fn, p->name, cudaGetErrorString(e));
         }
 #endif
@@ -1307,10 +1320,10 @@ _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
         _vs_ddp_hfree(d, k->state[1]);
     }
     for (int i = 0; i < d->npool && d->pool; i++) _vs_ddp_hfree(d, d->pool[i]);
-    free(d->pool);
-    free(d->pool_owner);
-    free(d->buckets);
-    free(d->order);
+    vs_free(d->world, d->pool);
+    vs_free(d->world, d->pool_owner);
+    vs_free(d->world, d->buckets);
+    vs_free(d->world, d->order);
     _vs_ddp_hfree(d, d->scratch);
 #ifdef _VS_DDP_CUDA
     _vs_ddp_cuda_free(d);
@@ -1446,7 +1459,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_disagree(vs_ddp* d, vs_mesh* chk, const char* 
     for (int g = 0; g < G; g++)
         if (all[g].nparams > maxn) maxn = all[g].nparams;
     // every rank's prints' hashes, padded to the longest list
-    uint64_t* row = (uint64_t*)calloc((size_t)maxn + 1, sizeof *row);
+    uint64_t* row = _VS_DDP_NEW(d->world, uint64_t, (size_t)maxn + 1);
     if (!row) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
     for (int i = 0; i < d->nparams; i++) {
         _vs_dprint f;
@@ -1454,7 +1467,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_disagree(vs_ddp* d, vs_mesh* chk, const char* 
         row[i] = _vs_ddp_fnv(_VS_DDP_FNV0, &f, sizeof f);
     }
     vs_result r = _vs_ddp_gather_host(d, c, row, fps, (size_t)maxn * sizeof *row);
-    free(row);
+    vs_free(d->world, row);
     if (r) return r;
     int64_t first = maxn;
     for (int g = 1; g < G; g++)
@@ -1501,7 +1514,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
     mine.bucket_bytes = d->desc.bucket_bytes;
     mine.grad_fp32 = d->desc.grad_fp32 != 0;
     mine.kind = d->desc.optim.kind;
-    _vs_dsummary* all = (_vs_dsummary*)calloc((size_t)G, sizeof *all);
+    _vs_dsummary* all = _VS_DDP_NEW(d->world, _vs_dsummary, G);
     if (!all) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
     vs_result r = _vs_ddp_gather_host(d, vs_mesh_comm(chk), &mine, all, sizeof mine);
     int odd = -1, same = 1;
@@ -1523,16 +1536,16 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
                          (long long)all[odd].zero, (long long)all[odd].bucket_bytes, (long long)all[odd].grad_fp32,
                          (long long)all[odd].kind);
     if (!r && !same) {
-        uint64_t* fps = (uint64_t*)calloc((size_t)G * (size_t)maxn + 1, sizeof *fps);
-        _vs_dprint* prints = (_vs_dprint*)calloc((size_t)G, sizeof *prints);
+        uint64_t* fps = _VS_DDP_NEW(d->world, uint64_t, (size_t)G * (size_t)maxn + 1);
+        _vs_dprint* prints = _VS_DDP_NEW(d->world, _vs_dprint, G);
         if (fps && prints)
             r = _vs_ddp_disagree(d, chk, dims, all, fps, prints);
         else
             r = vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
-        free(fps);
-        free(prints);
+        vs_free(d->world, fps);
+        vs_free(d->world, prints);
     }
-    free(all);
+    vs_free(d->world, all);
     return r;
 }
 
@@ -1561,8 +1574,8 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
     d->dp_size = vs_mesh_nranks(d->dp);
     d->dp_rank = vs_mesh_rank(d->dp);
     int n = d->nparams;
-    d->order = (int*)malloc(sizeof(int) * (size_t)n);
-    d->buckets = (_vs_dbucket*)calloc((size_t)n, sizeof(_vs_dbucket));
+    d->order = _VS_DDP_NEW(d->world, int, n);
+    d->buckets = _VS_DDP_NEW(d->world, _vs_dbucket, n);
     if (!d->order || !d->buckets) goto nomem;
     for (int i = 0; i < n; i++) d->order[i] = n - 1 - i; // backward produces the last ones first
     // buckets: consecutive parameters in bucket order with the same dtypes and
@@ -1629,8 +1642,8 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
     }
     if (d->desc.zero == VS_ZERO_2) {
         d->npool = d->desc.zero2_buffers;
-        d->pool = (void**)calloc((size_t)d->npool, sizeof(void*));
-        d->pool_owner = (int*)malloc(sizeof(int) * (size_t)d->npool);
+        d->pool = _VS_DDP_NEW(d->world, void*, d->npool);
+        d->pool_owner = _VS_DDP_NEW(d->world, int, d->npool);
         if (!d->pool || !d->pool_owner) goto nomem;
         for (int i = 0; i < d->npool; i++) {
             d->pool_owner[i] = -1;
@@ -1639,7 +1652,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
     }
     if ((r = _vs_ddp_sync(d))) goto fail; // the initial values are in place: drop the copies
     for (int i = 0; i < n; i++) {
-        free(d->params[i].init);
+        vs_free(d->world, d->params[i].init);
         d->params[i].init = NULL;
     }
     d->finalized = 1;
@@ -2360,11 +2373,12 @@ VS_API vs_result vs_ddp_free(vs_ddp* d)
     _vs_ddp_release(d); // waits for the collectives in flight first
     _vs_ddp_mesh_use(d->mesh, -1);
     for (int i = 0; i < d->nparams; i++) {
-        free(d->params[i].name);
-        free(d->params[i].init);
+        vs_free(d->world, d->params[i].name);
+        vs_free(d->world, d->params[i].init);
     }
-    free(d->params);
-    free(d);
+    vs_world* w = d->world;
+    vs_free(w, d->params);
+    vs_free(w, d);
     return VS_OK;
 }
 

@@ -863,8 +863,10 @@ extern "C" {
 #define _VS_TLS __thread
 #endif
 
-/* Casting malloc'd memory: C++ needs it, C tolerates it. */
-#define _VS_NEW(T, n) ((T*)calloc((size_t)(n), sizeof(T)))
+/* Every allocation of the library goes through the allocator hooks (>>hooks):
+   n zeroed T from hooks h (h NULL, or a NULL member: the C allocator). The cast:
+   C++ needs it, C tolerates it. */
+#define _VS_HNEW(h, T, n) ((T*)_vs_hcalloc((h), (size_t)(n), sizeof(T)))
 
 // >>base ----------------------------------------------------------------------
 
@@ -1167,6 +1169,46 @@ _VS_PRIVATE void _vs_hfree(const _vs_hooks* h, void* p)
         free(p);
 }
 
+/* n x size zeroed bytes; NULL on overflow or when out of memory. */
+_VS_PRIVATE void* _vs_hcalloc(const _vs_hooks* h, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size) return NULL;
+    void* p = _vs_halloc(h, n * size);
+    if (p && (n * size) != 0) memset(p, 0, n * size);
+    return p;
+}
+
+/* realloc through the hooks (they have no realloc): a new block, the old bytes
+   copied, the old block freed. NULL (old block kept) when out of memory. */
+_VS_PRIVATE void* _vs_hrealloc(const _vs_hooks* h, void* p, size_t old_bytes, size_t bytes)
+{
+    void* q = _vs_halloc(h, bytes);
+    if (!q) return NULL;
+    if (p) memcpy(q, p, old_bytes < bytes ? old_bytes : bytes);
+    _vs_hfree(h, p);
+    return q;
+}
+
+/* `bytes` aligned to `align` (a power of two) from the hooks: the block from the
+   hook starts up to align-1 bytes earlier; its address sits just below the result. */
+_VS_PRIVATE void* _vs_halloc_aligned(const _vs_hooks* h, size_t bytes, size_t align)
+{
+    if (bytes > SIZE_MAX - align - sizeof(void*)) return NULL;
+    char* raw = (char*)_vs_halloc(h, bytes + align + sizeof(void*));
+    if (!raw) return NULL;
+    uintptr_t a = ((uintptr_t)(raw + sizeof(void*)) + align - 1) & ~(uintptr_t)(align - 1);
+    memcpy((char*)a - sizeof(void*), &raw, sizeof raw);
+    return (void*)a;
+}
+
+_VS_PRIVATE void _vs_hfree_aligned(const _vs_hooks* h, void* p)
+{
+    if (!p) return;
+    void* raw;
+    memcpy(&raw, (char*)p - sizeof(void*), sizeof raw);
+    _vs_hfree(h, raw);
+}
+
 // >>dtype ---------------------------------------------------------------------
 
 VS_API size_t vs_dtype_size(vs_dtype dt)
@@ -1445,6 +1487,7 @@ typedef struct _vs_opdesc {
     size_t* rcounts; // all_to_all recv side
     size_t* rdispls;
     size_t* own;
+    const _vs_hooks* h; // own's allocator
     int color, key;     // split
     vs_comm** split_out;
     void (*shm)(vs_comm* c, const struct _vs_opdesc* const* all); // _VS_K_SHM: the step
@@ -1458,6 +1501,7 @@ typedef struct _vs_opdesc {
 
 struct vs_work {
     uint32_t magic;
+    const _vs_hooks* h; // its allocator (the world's, which outlives it)
     vs_comm* comm; // NULL once its communicator was freed (the result is kept here)
     vs_work* wnext; // the communicator's outstanding handles
     _vs_opdesc* ops;
@@ -1474,6 +1518,9 @@ struct vs_work {
 typedef struct _vs_tshared _vs_tshared;
 
 typedef struct _vs_transport_ops _vs_transport_ops;
+
+/* The hooks of a world (NULL world: the C allocator). */
+#define _VS_WH(w) ((w) ? &(w)->hooks : (const _vs_hooks*)NULL)
 
 /* What a communicator handle is to its owner. */
 typedef enum _vs_comm_kind {
@@ -1616,17 +1663,18 @@ VS_API int vs_transport_available(vs_transport t)
 
 _VS_PRIVATE vs_comm* _vs_comm_new(vs_world* w, vs_transport tr, int rank, int size)
 {
-    vs_comm* c = _VS_NEW(vs_comm, 1);
+    const _vs_hooks* h = _VS_WH(w);
+    vs_comm* c = _VS_HNEW(h, vs_comm, 1);
     if (!c) return NULL;
-    c->srcs = _VS_NEW(const void*, size);
-    c->dsts = _VS_NEW(void*, size);
-    c->peer_ops = _VS_NEW(const _vs_opdesc*, size);
+    c->srcs = _VS_HNEW(h, const void*, size);
+    c->dsts = _VS_HNEW(h, void*, size);
+    c->peer_ops = _VS_HNEW(h, const _vs_opdesc*, size);
     c->tp = _vs_transport_of(tr);
     if (!c->srcs || !c->dsts || !c->peer_ops || !c->tp) {
-        free((void*)c->srcs);
-        free(c->dsts);
-        free((void*)c->peer_ops);
-        free(c);
+        _vs_hfree(h, (void*)c->srcs);
+        _vs_hfree(h, c->dsts);
+        _vs_hfree(h, (void*)c->peer_ops);
+        _vs_hfree(h, c);
         return NULL;
     }
     c->magic = _VS_MAGIC_LIVE;
@@ -1708,7 +1756,7 @@ VS_API void* vs_comm_stream(const vs_comm* c)
 
 _VS_PRIVATE void _vs_op_release(_vs_opdesc* op)
 {
-    free(op->own);
+    _vs_hfree(op->h, op->own);
     op->own = NULL;
 }
 
@@ -1736,11 +1784,13 @@ _VS_PRIVATE vs_result _vs_check_ranges(const char* fn, const char* side, const s
 
 /* Fills counts/displs for the v-ops from either one count or the caller's arrays
    (displs NULL: packed), and checks them (op->dt set). Allocates op->own. */
-_VS_PRIVATE vs_result _vs_op_arrays(const char* fn, _vs_opdesc* op, int n, size_t count, const size_t* counts,
-                                    const size_t* displs, const size_t* rcounts, const size_t* rdispls)
+_VS_PRIVATE vs_result _vs_op_arrays(const char* fn, const _vs_hooks* h, _vs_opdesc* op, int n, size_t count,
+                                    const size_t* counts, const size_t* displs, const size_t* rcounts,
+                                    const size_t* rdispls)
 {
     int sides = op->kind == _VS_K_ALLTOALL ? 2 : 1;
-    op->own = _VS_NEW(size_t, (size_t)n * 2 * (size_t)sides);
+    op->own = _VS_HNEW(h, size_t, (size_t)n * 2 * (size_t)sides);
+    op->h = h;
     if (!op->own) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %d ranks", fn, n);
     op->counts = op->own;
     op->displs = op->own + n;
@@ -1859,6 +1909,7 @@ struct _vs_tshared {
     int* granks;      // world rank of each member
     int* at;          // barrier generation each member last arrived at (under mu)
     _vs_tjob* job;    // the job, for fail-fast (NULL outside vs_launch)
+    const _vs_hooks* h; // its allocator: the job's (every rank's world has the same)
     _vs_tshared* jnext; // the job's list of live shared states
 };
 
@@ -1873,6 +1924,7 @@ struct _vs_tjob {
     _vs_tshared* sh;
     vs_world** worlds;
     vs_result* results;
+    _vs_hooks hooks;    // from the launch desc: the job's own allocations and logging
     pthread_mutex_t mu; // guards comms and the cause; taken before any s->mu, never after
     _vs_tshared* comms; // live shared states (jnext)
     int* exited;        // [n] 1 once a rank's function returned and its world was freed (atomic)
@@ -1886,28 +1938,30 @@ struct _vs_tjob {
 
 _VS_PRIVATE void _vs_tshared_free(_vs_tshared* s)
 {
-    free(s->slots);
-    free(s->sendq);
-    free(s->recvq);
-    free(s->granks);
-    free(s->at);
-    free(s);
+    const _vs_hooks* h = s->h;
+    _vs_hfree(h, s->slots);
+    _vs_hfree(h, s->sendq);
+    _vs_hfree(h, s->recvq);
+    _vs_hfree(h, s->granks);
+    _vs_hfree(h, s->at);
+    _vs_hfree(h, s);
 }
 
 /* Shared state of an n-member communicator whose member i is world rank granks[i]
-   (NULL: i), registered with `job` (may be NULL). */
-_VS_PRIVATE _vs_tshared* _vs_tshared_new(int n, const int* granks, _vs_tjob* job)
+   (NULL: i), registered with `job` (may be NULL), allocated from h. */
+_VS_PRIVATE _vs_tshared* _vs_tshared_new(int n, const int* granks, _vs_tjob* job, const _vs_hooks* h)
 {
-    _vs_tshared* s = _VS_NEW(_vs_tshared, 1);
+    _vs_tshared* s = _VS_HNEW(h, _vs_tshared, 1);
     if (!s) return NULL;
+    s->h = h;
     s->n = n;
     s->refs = n;
     s->long_spin = n <= _vs_online_cpus();
-    s->slots = _VS_NEW(_vs_tslot, n);
-    s->sendq = _VS_NEW(_vs_tp2p*, (size_t)n * (size_t)n);
-    s->recvq = _VS_NEW(_vs_tp2p*, (size_t)n * (size_t)n);
-    s->granks = _VS_NEW(int, n);
-    s->at = _VS_NEW(int, n);
+    s->slots = _VS_HNEW(h, _vs_tslot, n);
+    s->sendq = _VS_HNEW(h, _vs_tp2p*, (size_t)n * (size_t)n);
+    s->recvq = _VS_HNEW(h, _vs_tp2p*, (size_t)n * (size_t)n);
+    s->granks = _VS_HNEW(h, int, n);
+    s->at = _VS_HNEW(h, int, n);
     if (!s->slots || !s->sendq || !s->recvq || !s->granks || !s->at) {
         _vs_tshared_free(s);
         return NULL;
@@ -2609,10 +2663,11 @@ _VS_PRIVATE vs_result _vs_t_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     vs_result r = VS_OK;
     int np = 0;
     for (int i = 0; i < nops; i++) np += ops[i].kind == _VS_K_SEND || ops[i].kind == _VS_K_RECV;
-    _vs_tp2p* ps = np ? _VS_NEW(_vs_tp2p, np) : NULL;
+    const _vs_hooks* h = _VS_WH(c->world);
+    _vs_tp2p* ps = np ? _VS_HNEW(h, _vs_tp2p, np) : NULL;
     if (np && !ps) return _vs_err(VS_ERR_NOMEM, "group of %d point-to-point ops: out of memory", np);
     if (np && __atomic_load_n(&c->sh->aborted, __ATOMIC_ACQUIRE)) {
-        free(ps);
+        _vs_hfree(h, ps);
         return _vs_tshared_abort_result(c->sh, "send/recv");
     }
     double deadline = _vs_now() + c->timeout;
@@ -2649,7 +2704,7 @@ _VS_PRIVATE vs_result _vs_t_exec(vs_comm* c, _vs_opdesc* ops, int nops)
             if (!r) _vs_save_error(keep, sizeof keep);
         }
     }
-    free(ps);
+    _vs_hfree(h, ps);
     if (!r) r = rp;
     if (r) _vs_err(r, "%s", keep);
     return r;
@@ -2669,7 +2724,8 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
         return r ? r : r2;
     }
     // members of my color ordered by (key, rank); the first one creates the state
-    int* mem = _VS_NEW(int, n);
+    const _vs_hooks* h = _VS_WH(c->world);
+    int* mem = _VS_HNEW(h, int, n);
     int m = 0, my_index = -1;
     if (mem && op->color != VS_COLOR_NONE) {
         for (int k = 0; k < n; k++)
@@ -2683,11 +2739,11 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
         for (int i = 0; i < m; i++)
             if (mem[i] == me) my_index = i;
         if (my_index == 0) {
-            int* g = _VS_NEW(int, m ? m : 1);
+            int* g = _VS_HNEW(h, int, m ? m : 1);
             if (g) {
                 for (int i = 0; i < m; i++) g[i] = s->granks[mem[i]];
-                s->slots[me].split_out = _vs_tshared_new(m, g, s->job);
-                free(g);
+                s->slots[me].split_out = _vs_tshared_new(m, g, s->job, s->h);
+                _vs_hfree(h, g);
             }
         }
     }
@@ -2709,7 +2765,7 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
         }
     }
     vs_result r2 = _vs_t_barrier(c, 0, op);
-    free(mem);
+    _vs_hfree(h, mem);
     *op->split_out = nc;
     return r ? r : r2;
 }
@@ -2725,7 +2781,7 @@ _VS_PRIVATE vs_result _vs_exec(vs_comm* c, _vs_opdesc* ops, int nops) { return c
 _VS_PRIVATE void _vs_work_release(vs_work* w)
 {
     for (int i = 0; i < w->nops; i++) _vs_op_release(&w->ops[i]);
-    free(w->ops);
+    _vs_hfree(w->h, w->ops);
     w->ops = NULL;
     w->nops = 0;
 #ifdef VESCALE_NCCL
@@ -2737,7 +2793,7 @@ _VS_PRIVATE void _vs_work_release(vs_work* w)
 _VS_PRIVATE void _vs_work_free(vs_work* w)
 {
     _vs_work_release(w);
-    free(w);
+    _vs_hfree(w->h, w);
 }
 
 /* A waited handle: off the comm's list, marked freed and kept among the comm's
@@ -2755,7 +2811,7 @@ _VS_PRIVATE void _vs_work_retire(vs_comm* c, vs_work* w)
     vs_work* old = c->waited[slot];
     c->waited[slot] = w;
     pthread_mutex_unlock(&c->qmu);
-    free(old);
+    if (old) _vs_hfree(old->h, old);
 }
 
 _VS_PRIVATE void _vs_err_world(const vs_world* w);
@@ -2811,16 +2867,18 @@ _VS_PRIVATE vs_result _vs_submit_host(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
         return r;
     }
-    vs_work* w = _VS_NEW(vs_work, 1);
-    _vs_opdesc* copy = _VS_NEW(_vs_opdesc, nops);
+    const _vs_hooks* h = _VS_WH(c->world);
+    vs_work* w = _VS_HNEW(h, vs_work, 1);
+    _vs_opdesc* copy = _VS_HNEW(h, _vs_opdesc, nops);
     if (!w || !copy) {
-        free(w);
-        free(copy);
+        _vs_hfree(h, w);
+        _vs_hfree(h, copy);
         for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
         return _vs_err(VS_ERR_NOMEM, "async operation: out of memory");
     }
     memcpy(copy, ops, sizeof *copy * (size_t)nops);
     w->comm = c;
+    w->h = h;
     w->ops = copy;
     w->nops = nops;
     pthread_mutex_lock(&c->qmu);
@@ -2880,7 +2938,8 @@ _VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
         }
         if (c->gn == c->gcap) {
             int cap = c->gcap ? c->gcap * 2 : 8;
-            _vs_opdesc* g = (_vs_opdesc*)realloc(c->gops, sizeof *g * (size_t)cap);
+            _vs_opdesc* g = (_vs_opdesc*)_vs_hrealloc(_VS_WH(c->world), c->gops, sizeof *g * (size_t)c->gcap,
+                                                       sizeof *g * (size_t)cap);
             if (!g) {
                 _vs_op_release(op);
                 return _vs_err(VS_ERR_NOMEM, "%s: out of memory growing a group", what);
@@ -3047,7 +3106,7 @@ _VS_PRIVATE vs_result _vs_gather_like(const char* fn, int kind, vs_comm* c, cons
     if (kind == _VS_K_REDSCAT) _VS_TRY(_vs_check_op(fn, op));
     _vs_opdesc o = _vs_op_make(kind, dt, op, 0, send, recv, counts ? 0 : count);
     o.uniform = counts == NULL;
-    _VS_TRY(_vs_op_arrays(fn, &o, c->size, count, counts, displs, NULL, NULL));
+    _VS_TRY(_vs_op_arrays(fn, _VS_WH(c->world), &o, c->size, count, counts, displs, NULL, NULL));
     size_t total = 0, mine = o.counts[c->rank];
     for (int i = 0; i < c->size; i++) {
         size_t end = o.displs[i] + o.counts[i];
@@ -3100,7 +3159,7 @@ _VS_PRIVATE vs_result _vs_all_to_all(const char* fn, vs_comm* c, const void* sen
     _VS_TRY(_vs_check_comm(fn, c, dt));
     _vs_opdesc o = _vs_op_make(_VS_K_ALLTOALL, dt, VS_OP_SUM, 0, send, recv, scounts ? 0 : count);
     o.uniform = scounts == NULL;
-    _VS_TRY(_vs_op_arrays(fn, &o, c->size, count, scounts, sdispls, rcounts, rdispls));
+    _VS_TRY(_vs_op_arrays(fn, _VS_WH(c->world), &o, c->size, count, scounts, sdispls, rcounts, rdispls));
     size_t stot = 0, rtot = 0;
     for (int i = 0; i < c->size; i++) {
         size_t se = o.displs[i] + o.counts[i], re = o.rdispls[i] + o.rcounts[i];
@@ -3200,22 +3259,23 @@ _VS_PRIVATE void _vs_comm_teardown(vs_comm* c)
         _vs_work_release(w);
         w->comm = NULL;
     }
-    for (int i = 0; i < _VS_QUARANTINE; i++) free(c->waited[i]);
+    const _vs_hooks* h = _VS_WH(c->world);
+    for (int i = 0; i < _VS_QUARANTINE; i++) _vs_hfree(h, c->waited[i]);
     for (int i = 0; i < c->gn; i++) _vs_op_release(&c->gops[i]);
-    free(c->gops);
+    _vs_hfree(h, c->gops);
     c->tp->destroy(c);
     pthread_mutex_destroy(&c->qmu);
     pthread_cond_destroy(&c->qcv);
-    free((void*)c->srcs);
-    free(c->dsts);
-    free((void*)c->peer_ops);
+    _vs_hfree(h, (void*)c->srcs);
+    _vs_hfree(h, c->dsts);
+    _vs_hfree(h, (void*)c->peer_ops);
 }
 
 _VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
 {
     if (!c) return;
     _vs_comm_teardown(c);
-    free(c);
+    _vs_hfree(_VS_WH(c->world), c);
 }
 
 VS_API vs_result vs_comm_free(vs_comm* c)
@@ -3230,12 +3290,12 @@ VS_API vs_result vs_comm_free(vs_comm* c)
     c->magic = _VS_MAGIC_DEAD;
     vs_world* w = c->world;
     if (!w) {
-        free(c);
+        _vs_hfree(NULL, c);
         return VS_OK;
     }
     // kept among the world's last freed communicators: a second free is an error
     int slot = w->ndead++ % _VS_QUARANTINE;
-    free(w->dead[slot]);
+    _vs_hfree(&w->hooks, w->dead[slot]);
     w->dead[slot] = c;
     return VS_OK;
 }
@@ -3346,14 +3406,16 @@ _VS_PRIVATE vs_world* _vs_world_new(vs_transport tr, int rank, int size, int loc
                                     double timeout, const vs_logger* lg, vs_log_level lv,
                                     const vs_allocator* al)
 {
-    vs_world* w = _VS_NEW(vs_world, 1);
+    _vs_hooks h;
+    _vs_hooks_init(&h, lg, lv, al);
+    vs_world* w = _VS_HNEW(&h, vs_world, 1);
     if (!w) return NULL;
     w->tr = tr;
     w->rank = rank;
     w->size = size;
     w->local_rank = local_rank;
     w->timeout = timeout; // resolved by _vs_resolve_timeout
-    _vs_hooks_init(&w->hooks, lg, lv, al);
+    w->hooks = h;
     return w;
 }
 
@@ -3362,7 +3424,7 @@ VS_API vs_result vs_world_free(vs_world* w)
 {
     if (!w) return VS_OK;
     if (_vs_err_tls()->world == w) _vs_err_world(NULL);
-    for (int i = 0; i < _VS_QUARANTINE; i++) free(w->dead[i]);
+    for (int i = 0; i < _VS_QUARANTINE; i++) _vs_hfree(&w->hooks, w->dead[i]);
     if (w->comm) {
         w->comm->kind = _VS_COMM_USER;
         _vs_comm_destroy(w->comm);
@@ -3370,7 +3432,8 @@ VS_API vs_result vs_world_free(vs_world* w)
     vs_result r = VS_OK;
     const _vs_transport_ops* t = _vs_transport_of(w->tr);
     if (t && t->world_free) r = t->world_free(w); // MPI: see vs_world_abort
-    free(w);
+    _vs_hooks h = w->hooks; // the world goes, its allocator stays
+    _vs_hfree(&h, w);
     return r;
 }
 
@@ -3440,16 +3503,18 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
     _VS_TRY(_vs_resolve_level(d->log_level, &level));
     _vs_tjob job;
     memset(&job, 0, sizeof job);
+    _vs_hooks_init(&job.hooks, &d->logger, level, &d->allocator);
+    const _vs_hooks* h = &job.hooks;
     job.desc = *d;
     job.desc.transport = tr;
     job.fn = fn;
     job.arg = arg;
-    job.worlds = _VS_NEW(vs_world*, n);
-    job.results = _VS_NEW(vs_result, n);
-    job.exited = _VS_NEW(int, n);
+    job.worlds = _VS_HNEW(h, vs_world*, n);
+    job.results = _VS_HNEW(h, vs_result, n);
+    job.exited = _VS_HNEW(h, int, n);
     pthread_mutex_init(&job.mu, NULL);
-    _vs_trank* ranks = _VS_NEW(_vs_trank, n);
-    pthread_t* th = _VS_NEW(pthread_t, n);
+    _vs_trank* ranks = _VS_HNEW(h, _vs_trank, n);
+    pthread_t* th = _VS_HNEW(h, pthread_t, n);
     vs_result r = VS_OK;
     int started = 0;
     if (!job.worlds || !job.results || !job.exited || !ranks || !th) {
@@ -3465,7 +3530,7 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
         }
     }
 #endif
-    if (tr == VS_TRANSPORT_THREADS && !(job.sh = _vs_tshared_new(n, NULL, &job))) {
+    if (tr == VS_TRANSPORT_THREADS && !(job.sh = _vs_tshared_new(n, NULL, &job, &job.hooks))) {
         r = _vs_err(VS_ERR_NOMEM, "vs_launch: out of memory for %d ranks", n);
         goto done;
     }
@@ -3481,7 +3546,7 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
             }
         }
         if (!w || (tr == VS_TRANSPORT_THREADS && !w->comm)) {
-            if (w) free(w);
+            if (w) _vs_hfree(h, w);
             for (int k = 0; k < i; k++) vs_world_free(job.worlds[k]);
             // ranks never created still hold references to the shared state
             for (int k = i; k < n; k++) _vs_tshared_unref(job.sh);
@@ -3518,11 +3583,11 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
             }
 done:
     pthread_mutex_destroy(&job.mu);
-    free(job.worlds);
-    free(job.results);
-    free(job.exited);
-    free(ranks);
-    free(th);
+    _vs_hfree(h, job.worlds);
+    _vs_hfree(h, job.results);
+    _vs_hfree(h, job.exited);
+    _vs_hfree(h, ranks);
+    _vs_hfree(h, th);
     return r;
 }
 
@@ -3594,6 +3659,7 @@ _VS_PRIVATE int _vs_mpi_ints(const size_t* a, int n, int* out)
 _VS_PRIVATE vs_result _vs_mpi_start(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t, MPI_Request* req,
                                     int* nreq)
 {
+    const _vs_hooks* h = _VS_WH(c->world);
     const char* what = _vs_kind_names[o->kind];
     int n = c->size, me = c->rank;
     size_t esz = vs_dtype_size(o->dt);
@@ -3604,7 +3670,7 @@ _VS_PRIVATE vs_result _vs_mpi_start(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t, M
     int cnt = (int)o->count, e = MPI_SUCCESS;
     *nreq = 1;
     if (o->kind == _VS_K_ALLGATHER || o->kind == _VS_K_REDSCAT || o->kind == _VS_K_ALLTOALL) {
-        t->ints = _VS_NEW(int, 4 * (size_t)n);
+        t->ints = _VS_HNEW(h, int, 4 * (size_t)n);
         if (!t->ints) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", what);
         int ok = _vs_mpi_ints(o->counts, n, t->ints) && _vs_mpi_ints(o->displs, n, t->ints + n);
         if (o->kind == _VS_K_ALLTOALL)
@@ -3617,8 +3683,8 @@ _VS_PRIVATE vs_result _vs_mpi_start(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t, M
     if (t->half) {
         size_t ns = o->kind == _VS_K_REDSCAT ? o->displs[n - 1] + o->counts[n - 1] : o->count;
         size_t nr = o->kind == _VS_K_REDSCAT ? o->counts[me] : o->count;
-        t->fsend = (float*)malloc(ns * sizeof(float) + 1);
-        t->buf = malloc(nr * sizeof(float) + 1);
+        t->fsend = (float*)_vs_halloc(h, ns * sizeof(float) + 1);
+        t->buf = _vs_halloc(h, nr * sizeof(float) + 1);
         if (!t->fsend || !t->buf) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", what);
         _vs_widen_half(o->dt, t->fsend, (const uint16_t*)o->send, ns);
         ty = MPI_FLOAT;
@@ -3658,7 +3724,7 @@ _VS_PRIVATE vs_result _vs_mpi_start(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t, M
             break;
         }
         if (bytes && (const char*)o->recv < hi && (const char*)o->recv + bytes > lo) {
-            if (!(t->buf = malloc(bytes))) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", what);
+            if (!(t->buf = _vs_halloc(h, bytes))) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", what);
             rb = t->buf;
         }
         e = MPI_Ireduce_scatter(o->send, rb, t->ints, ty, mop, c->mc, req);
@@ -3726,15 +3792,15 @@ typedef struct _vs_mpi_leak {
     struct _vs_mpi_leak* next;
 } _vs_mpi_leak;
 
-_VS_PRIVATE void _vs_mpi_tmp_free(_vs_mpi_tmp* t, int n)
+_VS_PRIVATE void _vs_mpi_tmp_free(const _vs_hooks* h, _vs_mpi_tmp* t, int n)
 {
     if (!t) return;
     for (int i = 0; i < n; i++) {
-        free(t[i].ints);
-        free(t[i].buf);
-        free(t[i].fsend);
+        _vs_hfree(h, t[i].ints);
+        _vs_hfree(h, t[i].buf);
+        _vs_hfree(h, t[i].fsend);
     }
-    free(t);
+    _vs_hfree(h, t);
 }
 
 /* Hands requests a fault left in flight, and the memory they may still write, to
@@ -3742,9 +3808,10 @@ _VS_PRIVATE void _vs_mpi_tmp_free(_vs_mpi_tmp* t, int n)
 _VS_PRIVATE void _vs_mpi_leak_add(vs_world* w, MPI_Request* req, int nreq, _vs_mpi_tmp* tmp, int ntmp,
                                   void* extra)
 {
-    _vs_mpi_leak* l = _VS_NEW(_vs_mpi_leak, 1);
+    const _vs_hooks* h = _VS_WH(w);
+    _vs_mpi_leak* l = _VS_HNEW(h, _vs_mpi_leak, 1);
     if (!l || !w || !w->mmu_made) {
-        free(l); // out of memory: these stay leaked for good
+        _vs_hfree(h, l); // out of memory: these stay leaked for good
         return;
     }
     l->req = req;
@@ -3810,6 +3877,7 @@ _VS_PRIVATE int _vs_mpi_aborted(vs_world* w)
    Any thread. */
 _VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int kind, int64_t seq, const int* missing, int nmissing)
 {
+    const _vs_hooks* h = _VS_WH(c->world);
     vs_world* w = c->world;
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
     if (!w || !w->mmu_made) return;
@@ -3833,7 +3901,7 @@ _VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int kind, int64_t seq, const
     }
     pthread_mutex_unlock(&w->mmu);
     if (!send) return;
-    MPI_Request* rq = _VS_NEW(MPI_Request, w->size);
+    MPI_Request* rq = _VS_HNEW(h, MPI_Request, w->size);
     if (!rq) return;
     int k = 0;
     for (int r = 0; r < w->size; r++)
@@ -3972,12 +4040,13 @@ _VS_PRIVATE void _vs_mpi_ranklist(const vs_comm* c, const int* ranks, int n, cha
 _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* ops, int64_t seq, _vs_mpi_what* wh,
                                      MPI_Request* req, int* reqop, int nreq, _vs_mpi_tmp* tmp, int ntmp, void* extra)
 {
+    const _vs_hooks* h = _VS_WH(c->world);
     int kind = ops[0].kind;
     if (r == VS_ERR_ABORTED) {
         r = _vs_mpi_aborted_err(c, wh);
     } else if (r == VS_ERR_TIMEOUT) {
         // a p2p request that is still open names its peer; a collective cannot say who is missing
-        int* miss = _VS_NEW(int, nreq + 1);
+        int* miss = _VS_HNEW(h, int, nreq + 1);
         int nm = 0, coll = 0;
         for (int i = 0; i < nreq; i++) {
             const _vs_opdesc* o = &ops[reqop ? reqop[i] : 0];
@@ -4002,11 +4071,11 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
                         _vs_mpi_wstr(wh), nm ? who : "?", c->timeout, c->rank, c->size, c->world->rank);
         for (int i = 0; i < nm; i++) miss[i] = _vs_mpi_wrank(c, miss[i]);
         _vs_mpi_fault(c, VS_ERR_TIMEOUT, kind, seq, miss, nm);
-        free(miss);
+        _vs_hfree(h, miss);
     } else {
         _vs_mpi_fault(c, r == VS_ERR_BACKEND ? VS_ERR_BACKEND : r, kind, seq, NULL, 0);
     }
-    free(reqop);
+    _vs_hfree(h, reqop);
     _vs_mpi_leak_add(c->world, req, nreq, tmp, ntmp, extra);
     return r;
 }
@@ -4061,14 +4130,15 @@ _VS_PRIVATE void _vs_mpi_fpstr(const int64_t* fp, const int64_t* ref, char* buf,
 _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops, int64_t seq, double deadline,
                                      _vs_mpi_what* wh)
 {
+    const _vs_hooks* h = _VS_WH(c->world);
     int n = c->size, me = c->rank, k = 0, e = MPI_SUCCESS;
-    int64_t* fp = _VS_NEW(int64_t, (size_t)n * _VS_FP_N);
-    MPI_Request* req = _VS_NEW(MPI_Request, 2 * (size_t)n);
-    MPI_Status* st = _VS_NEW(MPI_Status, 2 * (size_t)n);
-    int* who = _VS_NEW(int, n);
+    int64_t* fp = _VS_HNEW(h, int64_t, (size_t)n * _VS_FP_N);
+    MPI_Request* req = _VS_HNEW(h, MPI_Request, 2 * (size_t)n);
+    MPI_Status* st = _VS_HNEW(h, MPI_Status, 2 * (size_t)n);
+    int* who = _VS_HNEW(h, int, n);
     vs_result r = VS_OK;
     if (!fp || !req || !st || !who) {
-        free(fp), free(req), free(st), free(who);
+        _vs_hfree(h, fp), _vs_hfree(h, req), _vs_hfree(h, st), _vs_hfree(h, who);
         return _vs_err(VS_ERR_NOMEM, "%s: out of memory for the desync check over %d ranks", _vs_mpi_wstr(wh), n);
     }
     _vs_mpi_fingerprint(c, ops, nops, seq, fp + (size_t)me * _VS_FP_N);
@@ -4106,8 +4176,8 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
         _vs_mpi_fault(c, VS_ERR_BACKEND, ops[0].kind, seq, NULL, 0);
     }
     if (r) {
-        free(st);
-        free(who);
+        _vs_hfree(h, st);
+        _vs_hfree(h, who);
         _vs_mpi_leak_add(c->world, req, k, NULL, 0, fp);
         return r;
     }
@@ -4141,22 +4211,23 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
         }
         r = _vs_err(VS_ERR_MISMATCH, "%s", msg);
     }
-    free(fp), free(req), free(st), free(who);
+    _vs_hfree(h, fp), _vs_hfree(h, req), _vs_hfree(h, st), _vs_hfree(h, who);
     return r;
 }
 
 _VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o, int64_t seq, double deadline, int arrived,
                                     _vs_mpi_what* wh)
 {
+    const _vs_hooks* h = _VS_WH(c->world);
     *o->split_out = NULL;
     if (!arrived && c->size > 1) {
         // MPI_Comm_split blocks with no deadline: first every rank arrives (a barrier that can be polled)
-        MPI_Request* rq = _VS_NEW(MPI_Request, 1);
+        MPI_Request* rq = _VS_HNEW(h, MPI_Request, 1);
         if (!rq) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", _vs_mpi_wstr(wh));
         int e = MPI_Ibarrier(c->mc, rq);
         vs_result r = e != MPI_SUCCESS ? _vs_mpi_fail(e, _vs_mpi_wstr(wh)) : _vs_mpi_poll(c, 1, rq, NULL, deadline, wh);
         if (r) return _vs_mpi_failed(c, r, o, seq, wh, rq, NULL, e == MPI_SUCCESS, NULL, 0, NULL);
-        free(rq);
+        _vs_hfree(h, rq);
     }
     MPI_Comm nc = MPI_COMM_NULL;
     int e = MPI_Comm_split(c->mc, o->color == VS_COLOR_NONE ? MPI_UNDEFINED : o->color, o->key, &nc);
@@ -4186,6 +4257,7 @@ _VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o, int64_t seq, doub
    request and polls them to completion, the deadline or an abort. */
 _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
 {
+    const _vs_hooks* h = _VS_WH(c->world);
     vs_world* w = c->world;
     int coll = 0, p2p = 0;
     for (int i = 0; i < nops; i++) {
@@ -4213,14 +4285,14 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
         checked = 1;
     }
     if (ops[0].kind == _VS_K_SPLIT) return _vs_mpi_split(c, &ops[0], seq, deadline, checked, wh);
-    MPI_Request* req = _VS_NEW(MPI_Request, nops);
-    MPI_Status* st = _VS_NEW(MPI_Status, nops);
-    int* reqop = _VS_NEW(int, nops);
-    _vs_mpi_tmp* tmp = _VS_NEW(_vs_mpi_tmp, nops);
+    MPI_Request* req = _VS_HNEW(h, MPI_Request, nops);
+    MPI_Status* st = _VS_HNEW(h, MPI_Status, nops);
+    int* reqop = _VS_HNEW(h, int, nops);
+    _vs_mpi_tmp* tmp = _VS_HNEW(h, _vs_mpi_tmp, nops);
     vs_result r = VS_OK;
     int nreq = 0;
     if (!req || !st || !reqop || !tmp) {
-        free(req), free(st), free(reqop), free(tmp);
+        _vs_hfree(h, req), _vs_hfree(h, st), _vs_hfree(h, reqop), _vs_hfree(h, tmp);
         return _vs_err(VS_ERR_NOMEM, "%s: out of memory for a batch of %d ops", _vs_mpi_wstr(wh), nops);
     }
     for (int i = 0; i < nops && !r; i++) {
@@ -4232,20 +4304,20 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     if (r && nreq > 0) { // some ops are in flight, the batch cannot complete on the peers
         char keep[400];
         _vs_save_error(keep, sizeof keep);
-        free(st);
+        _vs_hfree(h, st);
         _vs_mpi_failed(c, VS_ERR_BACKEND, ops, seq, wh, req, reqop, nreq, tmp, nops, NULL);
         return _vs_err(r, "%s", keep);
     }
     if (!r) {
         r = _vs_mpi_poll(c, nreq, req, st, deadline, wh);
         if (r) {
-            free(st);
+            _vs_hfree(h, st);
             return _vs_mpi_failed(c, r, ops, seq, wh, req, reqop, nreq, tmp, nops, NULL);
         }
         for (int i = 0; i < nops; i++) _vs_mpi_finish(c, &ops[i], &tmp[i]);
     }
-    _vs_mpi_tmp_free(tmp, nops);
-    free(req), free(st), free(reqop);
+    _vs_mpi_tmp_free(h, tmp, nops);
+    _vs_hfree(h, req), _vs_hfree(h, st), _vs_hfree(h, reqop);
     return r;
 }
 
@@ -4343,6 +4415,7 @@ _VS_PRIVATE vs_result _vs_mpi_check_launcher(const vs_world* w, const vs_bootstr
 
 _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
 {
+    const _vs_hooks* h = &w->hooks;
     int fin = 0, pending = 0, late = 0;
     MPI_Finalized(&fin);
     if (w->mmu_made && !fin) {
@@ -4372,7 +4445,7 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
         // after an abort MPI_Finalize waits for every process, dead or stopped ones too:
         // finalize only when every rank reaches this point soon
         if (!pending && w->mpi_finalize && w->size > 1 && __atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE)) {
-            MPI_Request* b = _VS_NEW(MPI_Request, 1);
+            MPI_Request* b = _VS_HNEW(h, MPI_Request, 1);
             double wait = w->timeout < 2.0 ? w->timeout : 2.0;
             int flag = 0;
             if (b && MPI_Ibarrier(w->mab, b) == MPI_SUCCESS) {
@@ -4382,18 +4455,18 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
                 }
                 if (!flag) _vs_mpi_leak_add(w, b, 1, NULL, 0, NULL), b = NULL;
             }
-            free(b);
+            _vs_hfree(h, b);
             late = !flag;
         }
         while (w->leaks) {
             _vs_mpi_leak* l = w->leaks;
             w->leaks = l->next;
             if (!pending && !late) { // else MPI may still write into them: they stay
-                free(l->req);
-                _vs_mpi_tmp_free(l->tmp, l->ntmp);
-                free(l->extra);
+                _vs_hfree(h, l->req);
+                _vs_mpi_tmp_free(h, l->tmp, l->ntmp);
+                _vs_hfree(h, l->extra);
             }
-            free(l);
+            _vs_hfree(h, l);
         }
         if (!pending && !late && w->mab != MPI_COMM_NULL) MPI_Comm_free(&w->mab);
     }
@@ -4570,11 +4643,12 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
     }
     if (res) goto done;
     if (out) {
-        vs_work* w = _VS_NEW(vs_work, 1);
+        vs_work* w = _VS_HNEW(_VS_WH(c->world), vs_work, 1);
         if (!w) {
             res = _vs_err(VS_ERR_NOMEM, "%s: out of memory", what);
             goto done;
         }
+        w->h = _VS_WH(c->world);
         w->comm = c;
         cudaError_t e = cudaEventCreateWithFlags(&w->ev, cudaEventDisableTiming);
         if (e == cudaSuccess) e = cudaEventRecord(w->ev, c->stream);
@@ -5329,8 +5403,9 @@ _VS_PRIVATE vs_result _vs_tcp_bcast_log(const vs_world* log, const char* addr, i
         freeaddrinfo(ai);
         return r;
     }
-    _vs_rdv_server* s = _VS_NEW(_vs_rdv_server, 1);
-    unsigned char* joined = _VS_NEW(unsigned char, size);
+    const _vs_hooks* h = _VS_WH(log);
+    _vs_rdv_server* s = _VS_HNEW(h, _vs_rdv_server, 1);
+    unsigned char* joined = _VS_HNEW(h, unsigned char, size);
     int fd = socket(ai->ai_family, SOCK_STREAM, 0), one = 1;
     if (!s || !joined) {
         r = _vs_err(VS_ERR_NOMEM, "rendezvous: out of memory for %d ranks", size);
@@ -5348,8 +5423,8 @@ _VS_PRIVATE vs_result _vs_tcp_bcast_log(const vs_world* log, const char* addr, i
         r = _vs_rdv_serve(s, fd, addr, port, timeout);
     }
     if (fd >= 0) close(fd);
-    free(joined);
-    free(s);
+    _vs_hfree(h, joined);
+    _vs_hfree(h, s);
     freeaddrinfo(ai);
     return r;
 }
@@ -5533,9 +5608,9 @@ _VS_PRIVATE vs_mesh* _vs_mesh_root(vs_mesh* m)
 _VS_PRIVATE void* _vs_mesh_scratch(vs_mesh* m, int i, size_t bytes)
 {
     if (m->scratch_cap[i] >= bytes) return m->scratch[i];
-    free(m->scratch[i]);
+    _vs_hfree_aligned(_VS_WH(m->world), m->scratch[i]);
     // page-aligned: memcpy between buffers of different alignment is slow
-    if (posix_memalign(&m->scratch[i], 4096, bytes) != 0) m->scratch[i] = NULL;
+    m->scratch[i] = _vs_halloc_aligned(_VS_WH(m->world), bytes, 4096);
     m->scratch_cap[i] = m->scratch[i] ? bytes : 0;
     return m->scratch[i];
 }
@@ -5596,7 +5671,8 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
     if (prod != c->size)
         return _vs_err(VS_ERR_MISMATCH, "vs_mesh_init: shape %s has %ld ranks but the communicator has %d",
                        desc_txt, prod, c->size);
-    vs_mesh* m = _VS_NEW(vs_mesh, 1);
+    const _vs_hooks* h = &w->hooks;
+    vs_mesh* m = _VS_HNEW(h, vs_mesh, 1);
     if (!m) return _vs_err(VS_ERR_NOMEM, "vs_mesh_init: out of memory");
     m->world = w;
     m->comm = c;
@@ -5605,7 +5681,7 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
         const char* nm = d->dim_names[i];
         if (!nm) {
             if (nd > 3) {
-                free(m);
+                _vs_hfree(h, m);
                 return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim %d has no name (defaults exist for 1-3 dims, "
                                "this mesh has %d)", i, nd);
             }
@@ -5613,13 +5689,13 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
         }
         size_t len = strlen(nm);
         if (len == 0 || len >= VS_MESH_NAME_MAX || strchr(nm, ',') || strchr(nm, ' ')) {
-            free(m);
+            _vs_hfree(h, m);
             return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim name '%s' must be 1-%d characters without ',' or ' '",
                            nm, VS_MESH_NAME_MAX - 1);
         }
         for (int k = 0; k < i; k++)
             if (!strcmp(m->names[k], nm)) {
-                free(m);
+                _vs_hfree(h, m);
                 return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim name '%s' used twice (dims %d and %d)", nm, k, i);
             }
         memcpy(m->names[i], nm, len + 1);
@@ -5628,25 +5704,25 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
     m->nranks = (int)prod;
     m->mrank = c->rank;
     _vs_mesh_coord_calc(m, m->mrank, m->coord);
-    m->granks = _VS_NEW(int, m->nranks);
+    m->granks = _VS_HNEW(h, int, m->nranks);
     if (!m->granks) {
-        free(m);
+        _vs_hfree(h, m);
         return _vs_err(VS_ERR_NOMEM, "vs_mesh_init: out of memory");
     }
     if (c == w->comm) {
         for (int i = 0; i < m->nranks; i++) m->granks[i] = i;
     } else { // ranks of a sub-communicator: learn their world ranks
         int32_t mine = (int32_t)w->rank;
-        int32_t* all = _VS_NEW(int32_t, m->nranks);
+        int32_t* all = _VS_HNEW(h, int32_t, m->nranks);
         vs_result r = all ? vs_all_gather(c, &mine, all, 1, VS_I32, NULL) : VS_ERR_NOMEM;
         if (r) {
-            free(all);
-            free(m->granks);
-            free(m);
+            _vs_hfree(h, all);
+            _vs_hfree(h, m->granks);
+            _vs_hfree(h, m);
             return r == VS_ERR_NOMEM ? _vs_err(r, "vs_mesh_init: out of memory") : r;
         }
         for (int i = 0; i < m->nranks; i++) m->granks[i] = all[i];
-        free(all);
+        _vs_hfree(h, all);
     }
     *out = m;
     return VS_OK;
@@ -5655,11 +5731,12 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
 _VS_PRIVATE void _vs_mesh_destroy(vs_mesh* m)
 {
     for (int i = 0; i < m->nsubs; i++) _vs_mesh_destroy(m->subs[i].mesh);
-    free(m->subs);
-    for (int i = 0; i < 4; i++) free(m->scratch[i]);
+    const _vs_hooks* h = _VS_WH(m->world);
+    _vs_hfree(h, m->subs);
+    for (int i = 0; i < 4; i++) _vs_hfree_aligned(h, m->scratch[i]);
     if (m->owns_comm && m->comm) _vs_comm_destroy(m->comm);
-    free(m->granks);
-    free(m);
+    _vs_hfree(h, m->granks);
+    _vs_hfree(h, m);
 }
 
 VS_API vs_result vs_mesh_retain(vs_mesh* m)
@@ -5897,7 +5974,9 @@ VS_API vs_result vs_mesh_submesh(vs_mesh* m, const char* dims, vs_mesh** out)
             *out = m->subs[i].mesh;
             return VS_OK;
         }
-    _vs_subentry* grown = (_vs_subentry*)realloc(m->subs, sizeof *grown * (size_t)(m->nsubs + 1));
+    const _vs_hooks* h = _VS_WH(m->world);
+    _vs_subentry* grown = (_vs_subentry*)_vs_hrealloc(h, m->subs, sizeof *grown * (size_t)m->nsubs,
+                                                      sizeof *grown * (size_t)(m->nsubs + 1));
     if (!grown) return _vs_err(VS_ERR_NOMEM, "vs_mesh_submesh: out of memory");
     m->subs = grown;
     // color: my position over the other dims; key: my position over `dims`
@@ -5906,18 +5985,18 @@ VS_API vs_result vs_mesh_submesh(vs_mesh* m, const char* dims, vs_mesh** out)
     for (int d = 0; d < m->ndims; d++)
         if (!in[d]) color = color * m->shape[d] + m->coord[d];
     for (int i = 0; i < k; i++) key = key * m->shape[idx[i]] + m->coord[idx[i]];
-    vs_mesh* s = _VS_NEW(vs_mesh, 1);
+    vs_mesh* s = _VS_HNEW(h, vs_mesh, 1);
     int gs = 1;
     for (int i = 0; i < k; i++) gs *= m->shape[idx[i]];
-    int* members = s ? _VS_NEW(int, gs) : NULL;
+    int* members = s ? _VS_HNEW(h, int, gs) : NULL;
     vs_comm* sc = NULL;
     // the split is collective: every rank takes part even if its allocation failed
     vs_result r = vs_comm_split(m->comm, color, key, &sc);
     if (!r && (!s || !members)) r = _vs_err(VS_ERR_NOMEM, "vs_mesh_submesh: out of memory");
     if (r) {
         if (sc) _vs_comm_destroy(sc);
-        free(members);
-        free(s);
+        _vs_hfree(h, members);
+        _vs_hfree(h, s);
         return r;
     }
     sc->kind = _VS_COMM_MESH;
@@ -5926,7 +6005,7 @@ VS_API vs_result vs_mesh_submesh(vs_mesh* m, const char* dims, vs_mesh** out)
         for (int i = 0; i < k; i++)
             _vs_fmt(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "," : "", m->names[idx[i]]);
         vs_mesh_describe(m, shape, sizeof shape);
-        int* g = _VS_NEW(int, gs);
+        int* g = _VS_HNEW(h, int, gs);
         if (g) {
             _vs_mesh_members(m, idx, k, m->coord, g);
             for (int j = 0; j < gs; j++) g[j] = m->granks[g[j]];
@@ -5935,7 +6014,7 @@ VS_API vs_result vs_mesh_submesh(vs_mesh* m, const char* dims, vs_mesh** out)
             _vs_comm_label_members(sc, what, g, gs, NULL);
             size_t len = strlen(sc->label);
             _vs_fmt(sc->label + len, sizeof sc->label - len, " of mesh %s", shape);
-            free(g);
+            _vs_hfree(h, g);
         }
     }
     s->parent = m;
@@ -6581,7 +6660,7 @@ _VS_PRIVATE void _vs_box_step(vs_comm* c, const _vs_opdesc* const* all)
         }
         size_t rowb = (size_t)la[nd - 1] * esz;
         int64_t per = rowb <= _VS_FAN_BLOCK ? (int64_t)(_VS_FAN_BLOCK / rowb) : 1;
-        unsigned char* blk = (unsigned char*)malloc((size_t)per * rowb + 1);
+        unsigned char* blk = (unsigned char*)_vs_halloc(_VS_WH(c->world), (size_t)per * rowb + 1);
         int64_t r0 = rows * me / n, r1 = rows * (me + 1) / n;
         for (int64_t q = r0; q < r1; q += per) {
             int64_t nr = r1 - q < per ? r1 - q : per;
@@ -6594,7 +6673,7 @@ _VS_PRIVATE void _vs_box_step(vs_comm* c, const _vs_opdesc* const* all)
             for (int j = 0; j < n; j++)
                 _vs_copy_nt((char*)all[j]->recv + (size_t)q * rowb, dst, (size_t)nr * rowb, nt);
         }
-        free(blk);
+        _vs_hfree(_VS_WH(c->world), blk);
         return;
     }
     if (st->type != _VS_R_REDSCAT) {
@@ -7054,7 +7133,7 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     _VS_TRY(_vs_check_ids(fn, targets, n, vocab));
     if (n && !loss) return _vs_err(VS_ERR_NULL, "%s: loss is NULL", fn);
     if (n > 0 && rows > 0 && !logits_shard) return _vs_err(VS_ERR_NULL, "%s: logits_shard is NULL", fn);
-    float* mx = (float*)malloc(sizeof(float) * (size_t)(3 * n) + 1);
+    float* mx = (float*)_vs_halloc(_VS_WH(tp->world), sizeof(float) * (size_t)(3 * n) + 1);
     if (!mx) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %lld tokens", fn, (long long)n);
     float* se = mx + n; // followed by the target logits: one all-reduce for both
     float* tl = mx + 2 * n;
@@ -7082,7 +7161,7 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
                     grad_shard[i * rows + j] = expf(logits_shard[i * rows + j] - mx[i]) / se[i] -
                                                (start + j == targets[i] ? 1.0f : 0.0f);
     }
-    free(mx);
+    _vs_hfree(_VS_WH(tp->world), mx);
     return r;
 }
 

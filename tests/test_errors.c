@@ -369,7 +369,9 @@ static void t_hooks(void)
     VT_OK(vs_launch_ex(&d, hooks_rank, NULL));
     VT_CHECK(h.calls == 2, "logger called %d times", h.calls);
     VT_CHECK(strstr(h.last, "hello 42") != NULL, "log line '%s'", h.last);
-    VT_CHECK(h.allocs == 2 && h.frees == 2, "allocator %d/%d", h.allocs, h.frees);
+    // the 2 vs_alloc calls and every allocation of the library itself (test_alloc
+    // checks that none bypasses the hooks), each freed
+    VT_CHECK(h.allocs > 2 && h.allocs == h.frees, "allocator %d/%d", h.allocs, h.frees);
 }
 
 static int ret7_rank(vs_world* w, void* arg)
