@@ -264,7 +264,11 @@ typedef struct vs_logger {
     void* user;
 } vs_logger;
 
-/* Allocation hooks. NULL members take malloc/free and cudaMalloc/cudaFree. */
+/* Allocation hooks. NULL members take malloc/free and cudaMalloc/cudaFree. Every
+   allocation of the library goes through the hooks given in vs_launch_desc or
+   vs_world_desc (host bookkeeping, communicators, meshes, DDP buffers, scratch),
+   from rank, progress and caller threads: they must be thread-safe. What was
+   allocated through them is freed through them (test_alloc checks both). */
 typedef struct vs_allocator {
     void* (*alloc)(size_t size, void* user);
     void (*free)(void* ptr, void* user);
