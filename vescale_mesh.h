@@ -4905,6 +4905,22 @@ _VS_PRIVATE vs_result _vs_env_int(const char* name, int* out, int* found)
     return VS_OK;
 }
 
+/* MASTER_ADDR and MASTER_PORT (defaults 127.0.0.1:29500), checked: the one reader
+   of both, for the environment's ranks and for explicit ones alike. */
+_VS_PRIVATE vs_result _vs_env_master(vs_bootstrap_info* out)
+{
+    const char* addr = getenv("MASTER_ADDR");
+    if (addr && strlen(addr) >= sizeof out->master_addr)
+        return _vs_err(VS_ERR_INVALID, "environment: MASTER_ADDR is longer than %zu bytes", sizeof out->master_addr - 1);
+    snprintf(out->master_addr, sizeof out->master_addr, "%s", addr ? addr : "127.0.0.1");
+    int port = 0, fp;
+    _VS_TRY(_vs_env_int("MASTER_PORT", &port, &fp));
+    if (fp && (port < 1 || port > 65535))
+        return _vs_err(VS_ERR_INVALID, "environment: MASTER_PORT=%d out of range [1, 65535]", port);
+    out->master_port = fp ? port : 29500;
+    return VS_OK;
+}
+
 VS_API vs_result vs_bootstrap_from_env(vs_bootstrap_info* out)
 {
     _VS_CHECK_NULL(out, "out");
@@ -4935,16 +4951,7 @@ VS_API vs_result vs_bootstrap_from_env(vs_bootstrap_info* out)
         out->source = sets[s][0];
         break;
     }
-    const char* addr = getenv("MASTER_ADDR");
-    if (addr && strlen(addr) >= sizeof out->master_addr)
-        return _vs_err(VS_ERR_INVALID, "environment: MASTER_ADDR is longer than %zu bytes", sizeof out->master_addr - 1);
-    snprintf(out->master_addr, sizeof out->master_addr, "%s", addr ? addr : "127.0.0.1");
-    int port = 0, fp;
-    _VS_TRY(_vs_env_int("MASTER_PORT", &port, &fp));
-    if (fp && (port < 1 || port > 65535))
-        return _vs_err(VS_ERR_INVALID, "environment: MASTER_PORT=%d out of range [1, 65535]", port);
-    out->master_port = fp ? port : 29500;
-    return VS_OK;
+    return _vs_env_master(out);
 }
 
 /* TCP rendezvous: rank 0 listens on addr:port; every other rank connects (retrying
@@ -5505,11 +5512,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
         bi.world_size = d->world_size;
         bi.local_rank = d->local_rank;
         bi.source = "explicit";
-        const char* a = getenv("MASTER_ADDR");
-        snprintf(bi.master_addr, sizeof bi.master_addr, "%s", a ? a : "127.0.0.1");
-        int port = 29500, fp;
-        _VS_TRY(_vs_env_int("MASTER_PORT", &port, &fp));
-        bi.master_port = fp ? port : 29500;
+        _VS_TRY(_vs_env_master(&bi));
     } else {
         _VS_TRY(vs_bootstrap_from_env(&bi));
     }
@@ -6097,6 +6100,10 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
 
 // >>layout --------------------------------------------------------------------
 
+/* Ranks along one mesh dim that redistribute's per-member tables (stack arrays)
+   are sized for; a larger dim is VS_ERR_UNSUPPORTED. */
+#define _VS_MAX_DIM_RANKS 256
+
 VS_API vs_placement vs_replicate(void)
 {
     vs_placement p;
@@ -6654,7 +6661,7 @@ _VS_PRIVATE void _vs_box_step(vs_comm* c, const _vs_opdesc* const* all)
         // assembles rows [r0, r1) once, a cache-sized block at a time, from every
         // peer's piece, and streams each block to all ranks (peers' blocks differ
         // from the gathered box in the last dim only). Each element is read once.
-        int64_t plen[256], coff[256], rows = _vs_numel(la, nd - 1);
+        int64_t plen[_VS_MAX_DIM_RANKS], coff[_VS_MAX_DIM_RANKS], rows = _vs_numel(la, nd - 1);
         for (int i = 0; i < n; i++) {
             int64_t pl[VS_TENSOR_MAX_DIMS], po[VS_TENSOR_MAX_DIMS];
             coord[k] = i;
@@ -6720,7 +6727,8 @@ rows:;
     // reads its own rows. Each row's pieces go to the ranks that own them.
     int reduce = st->type == _VS_R_REDSCAT;
     for (int i = 0; i < n; i++) c->srcs[i] = all[i]->send;
-    int64_t ol[256][VS_TENSOR_MAX_DIMS], oo[256][VS_TENSOR_MAX_DIMS], os[256][VS_TENSOR_MAX_DIMS];
+    int64_t ol[_VS_MAX_DIM_RANKS][VS_TENSOR_MAX_DIMS], oo[_VS_MAX_DIM_RANKS][VS_TENSOR_MAX_DIMS],
+        os[_VS_MAX_DIM_RANKS][VS_TENSOR_MAX_DIMS];
     for (int j = 0; j < n; j++) { // each owner's box and strides
         coord[k] = j;
         _vs_box_of(m, st->after, nd, x->shape, coord, ol[j], oo[j]);
@@ -6776,8 +6784,10 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     _vs_box_of(m, st->before, nd, x->shape, m->coord, lb, ob);
     _vs_box_of(m, st->after, nd, x->shape, m->coord, la, oa);
     vs_mesh* sub = NULL;
-    // per-member tables below are sized for 256
-    if (nm > 256) return _vs_err(VS_ERR_UNSUPPORTED, "redistribute: mesh dim %s of size %d > 256", m->names[k], nm);
+    // per-member tables below are sized for _VS_MAX_DIM_RANKS
+    if (nm > _VS_MAX_DIM_RANKS)
+        return _vs_err(VS_ERR_UNSUPPORTED, "redistribute: mesh dim %s of size %d > %d", m->names[k], nm,
+                       _VS_MAX_DIM_RANKS);
     _VS_TRY(vs_mesh_submesh(m, m->names[k], &sub));
     vs_comm* c = vs_mesh_comm(sub);
     // contiguous blocks (only size-1 dims before the split one) go to the plain
@@ -6800,7 +6810,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
         return _vs_issue(c, &o, NULL);
     }
     size_t *cnt = x->counts, *dsp = x->counts + nm, *cnt2 = x->counts + 2 * nm, *dsp2 = x->counts + 3 * nm;
-    int64_t start[256], len[256], start2[256], len2[256];
+    int64_t start[_VS_MAX_DIM_RANKS], len[_VS_MAX_DIM_RANKS], start2[_VS_MAX_DIM_RANKS], len2[_VS_MAX_DIM_RANKS];
     int64_t zero[VS_TENSOR_MAX_DIMS] = {0};
     switch (st->type) {
     case _VS_R_ALLREDUCE:
@@ -6954,7 +6964,7 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
     x.ndim = src->ndim;
     x.shape = src->shape;
     size_t bytes = (size_t)big * esz + 1;
-    size_t counts[4 * 256];
+    size_t counts[4 * _VS_MAX_DIM_RANKS];
     char* buf[2] = {NULL, NULL};
     vs_result r = VS_OK;
     x.counts = counts;
