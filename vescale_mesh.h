@@ -5471,6 +5471,15 @@ _VS_PRIVATE vs_result _vs_transport_from_env(vs_transport* out)
     return VS_OK;
 }
 
+#ifdef VESCALE_NCCL
+_VS_PRIVATE vs_result _vs_nccl_unique_id(ncclUniqueId* id)
+{
+    ncclResult_t nr = ncclGetUniqueId(id);
+    if (nr != ncclSuccess) return _vs_err_backend(VS_ERR_BACKEND, (int)nr, "ncclGetUniqueId: %s", ncclGetErrorString(nr));
+    return VS_OK;
+}
+#endif
+
 VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
 {
     _VS_CHECK_NULL(d, "desc");
@@ -5530,35 +5539,41 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
     if (tr == VS_TRANSPORT_NCCL) {
         ncclUniqueId id;
         memset(&id, 0, sizeof id);
-        if (w->rank == 0) {
-            ncclResult_t nr = ncclGetUniqueId(&id);
-            if (nr != ncclSuccess)
-                r = _vs_err_backend(VS_ERR_BACKEND, (int)nr, "ncclGetUniqueId: %s", ncclGetErrorString(nr));
-        }
+        int over_mpi = 0;
 #ifdef VESCALE_MPI
-        // the id travels over MPI when the job was started by an MPI launcher
+        // the id travels over MPI when the job was started by an MPI launcher: MPI's
+        // numbering is taken first (checked against explicit or torchrun values), so
+        // the rank that makes the id is the rank that broadcasts it
         int mpi_up = 0;
         MPI_Initialized(&mpi_up);
-        if (!r && (mpi_up || !strcmp(bi.source, "openmpi"))) {
-            vs_world* mw = _vs_world_new(VS_TRANSPORT_MPI, 0, 1, 0, w->timeout, NULL, VS_LOG_OFF, NULL);
+        if (mpi_up || !strcmp(bi.source, "openmpi")) {
+            over_mpi = 1;
+            vs_world* mw = _vs_world_new(VS_TRANSPORT_MPI, 0, 1, 0, w->timeout, NULL, VS_LOG_OFF, &d->allocator);
             r = mw ? _vs_mpi_world(mw, d) : _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
+            if (!r) r = _vs_mpi_check_launcher(mw, &bi, d);
             if (!r) {
-                r = vs_broadcast(mw->comm, &id, &id, sizeof id, VS_U8, 0, NULL);
                 w->mpi_finalize = mw->mpi_finalize;
                 mw->mpi_finalize = 0;
-                w->rank = mw->rank; // MPI's numbering wins over the environment's
+                w->rank = mw->rank;
                 w->size = mw->size;
                 w->local_rank = mw->local_rank;
+                if (w->rank == 0) r = _vs_nccl_unique_id(&id);
+                // every rank takes part, so rank 0's failure is every rank's error
+                vs_result rb = vs_broadcast(mw->comm, &id, &id, sizeof id, VS_U8, 0, NULL);
+                if (!r) r = rb;
             }
             if (mw) {
                 if (mw->comm) mw->comm->kind = _VS_COMM_USER;
                 vs_world_free(mw);
             }
-        } else
+        }
 #endif
-        if (!r && w->size > 1)
-            r = _vs_tcp_bcast_log(w, bi.master_addr, bi.master_port, w->rank, w->size, &id, sizeof id,
-                                  w->timeout);
+        if (!over_mpi) {
+            if (w->rank == 0) r = _vs_nccl_unique_id(&id);
+            if (!r && w->size > 1)
+                r = _vs_tcp_bcast_log(w, bi.master_addr, bi.master_port, w->rank, w->size, &id, sizeof id,
+                                      w->timeout);
+        }
         if (!r) r = _vs_nccl_world_comm(w, &id, d->device_select, d->cuda_device);
     }
 #endif

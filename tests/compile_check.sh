@@ -126,6 +126,9 @@ fi
 if [ -f "$CUDA/include/nccl.h" ] || [ -f /usr/include/nccl.h ]; then
     NC="-I$CUDA/include -L$CUDA/lib64 -L$CUDA/lib -Wl,-rpath,$CUDA/lib64"
     check "nccl/gcc-c99-link" gcc -std=c99 $W -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
+    if command -v mpicc >/dev/null 2>&1; then # the NCCL id over MPI
+        check "nccl+mpi/c99-link" mpicc -std=c99 $W -DVESCALE_MPI -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
+    fi
     check "nccl/g++-c++17-link" g++ -std=c++17 $W -DVESCALE_NCCL -x c++ $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
     if command -v nvcc >/dev/null 2>&1; then
         check "nccl/nvcc-link" nvcc -x cu -DVESCALE_NCCL -I. -Xcompiler -Wall,-Wextra,-Werror "$T/vescale.impl.c" -o "$T/a.out" -lnccl -lnvrtc
