@@ -22,6 +22,17 @@
    dd.zero = VS_ZERO_1; vs_ddp_init(&dd, &ddp);`, or C++20 designated
    initializers in declaration order. examples/mlp_dp_tp.c is a whole trainer.
 
+   Topics (grep the markers; a public function is declared and defined under the
+   same one):
+       // >>version   vs_ddp_version
+       // >>lr        learning-rate schedules
+       // >>ddp       DDP and the distributed optimizer: the API
+   Implementation only:
+       // >>kernels   the optimizer's elementwise kernels, one text for C and NVRTC
+       // >>nvrtc     compiling that text for the device
+       // >>cuda      loading and launching it on the trainer's stream
+       // >>agree     ranks checking they hold the same parameters (vs_ddp_finalize)
+
    Step by step (a trainer with its own forward/backward):
 
        vs_ddp* ddp;
@@ -129,6 +140,7 @@
 extern "C" {
 #endif
 
+// >>version ------------------------------------------------------------------
 /* The VESCALE_VERSION_NUMBER this part was built with. */
 VS_API int vs_ddp_version(void);
 
@@ -484,6 +496,8 @@ extern "C" {
 #else
 #define _VS_DDP_PRIVATE static
 #endif
+
+// >>version --------------------------------------------------------------------
 
 VS_API int vs_ddp_version(void) { return VESCALE_VERSION_NUMBER; }
 
@@ -930,6 +944,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sync(const vs_ddp* d)
     return VS_OK;
 }
 #endif // _VS_DDP_CUDA
+
+// >>ddp ------------------------------------------------------------------------
+// (buffers, bucket layout, init, parameters)
 
 /* Buffers and kernels on the host or, with device buffers, on the trainer's stream. */
 #ifdef _VS_DDP_CUDA
@@ -1548,6 +1565,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
     vs_free(d->world, all);
     return r;
 }
+
+// >>ddp ------------------------------------------------------------------------
+// (finalize, the backward pass, clipping, the optimizer step, queries, free)
 
 VS_API vs_result vs_ddp_finalize(vs_ddp* d)
 {

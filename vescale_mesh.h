@@ -85,6 +85,21 @@
        // >>layout     placements, local shards, redistribute
        // >>tp         Megatron TP/SP regions, vocab-parallel embedding and loss
        // >>init       sharding-invariant initialization (Philox4x32-10)
+   Implementation only:
+       // >>time       clocks, deadlines, condition variables on CLOCK_MONOTONIC
+       // >>transports one table of operations per transport (see the checklists)
+   A public function is declared and defined under the same marker
+   (tests/check_markers.sh checks it).
+
+   Adding a transport: one section with its operations and one table entry in
+   >>transports (struct _vs_transport_ops says what each member does; the threads
+   transport is the reference), its case in _vs_transport_of, and its constructor
+   in vs_world_init (or vs_launch for in-process ranks): nothing else above the
+   transport asks which transport it runs on.
+   Adding a collective: an X(...) line in _VS_OP_KINDS, its public entry point
+   (>>comm, filled by _vs_op_make), its match rules in _vs_t_match (threads) and
+   the MPI fingerprint, and its data movement in each transport's exec/submit
+   (_vs_t_collective, _vs_mpi_start, _vs_nccl_launch); a test in test_collectives.
 
    Semantics shared by every transport
    -----------------------------------
@@ -2774,7 +2789,8 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
     return r ? r : r2;
 }
 
-// >>queue ---------------------------------------------------------------------
+// >>comm ----------------------------------------------------------------------
+// (the progress queue, groups and async work)
 /* Threads and MPI transports give async operations a progress thread per
    communicator handle; it runs queued batches in issue order (a "stream").
    Blocking calls run on the caller's thread when the queue is idle. */
@@ -3010,7 +3026,8 @@ VS_API vs_result vs_wait(vs_work* w)
     return r;
 }
 
-// >>collectives ---------------------------------------------------------------
+// >>comm ----------------------------------------------------------------------
+// (the collectives' entry points)
 
 _VS_PRIVATE vs_result _vs_check_comm(const char* fn, vs_comm* c, vs_dtype dt)
 {
@@ -3241,7 +3258,8 @@ VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
     return _vs_issue(c, &o, NULL);
 }
 
-// >>lifetime ------------------------------------------------------------------
+// >>comm ----------------------------------------------------------------------
+// (lifetimes: free, abort)
 
 
 /* Drains the queue, stops the progress thread and frees what the handle holds,
@@ -3311,6 +3329,9 @@ VS_API vs_result vs_comm_abort(vs_comm* c)
     c->tp->abort(c);
     return VS_OK;
 }
+
+// >>bootstrap -----------------------------------------------------------------
+// (the world's getters, logging, allocation, free)
 
 #define _VS_WORLD_GET(fn, w, bad) \
     if (!(w)) return _vs_err(VS_ERR_NULL, fn ": world is NULL"), (bad)
@@ -3441,7 +3462,8 @@ VS_API vs_result vs_world_free(vs_world* w)
     return r;
 }
 
-// >>launch --------------------------------------------------------------------
+// >>threads -------------------------------------------------------------------
+// (vs_launch)
 
 
 typedef struct _vs_trank {
@@ -4491,6 +4513,9 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
 }
 
 #endif // VESCALE_MPI
+
+// >>bootstrap -----------------------------------------------------------------
+// (vs_world_abort: its MPI part above)
 
 VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
 {

@@ -28,6 +28,9 @@ for h in vescale.h vescale_mesh.h vescale_ddp.h vescale_pipe.h vescale_ckpt.h; d
     check "$h/impl/c++17" g++ -std=c++17 $W -x c++ "$T/$b.impl.c" -o "$T/a.out" -lpthread -lm
 done
 
+# every public function declared and defined under one marker, every marker listed
+bash tests/check_markers.sh
+
 # plain builds, as the README says: no feature macro on the command line (the
 # header defines _POSIX_C_SOURCE when it comes first)
 P="-Wall -Wextra -Werror -I."
