@@ -52,6 +52,10 @@ $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B
 $(B)/test_ddp_device: tests/test_ddp_device.c tests/mock/cuda_runtime.h tests/ddp_model.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -Itests/mock -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
+# Layouts, TP and init on device buffers over the same stand-in runtime, NVRTC for real.
+$(B)/test_device_layout: tests/test_device_layout.c tests/mock/cuda_runtime.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -Itests/mock -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
+
 # the MPI fault suite (tests/faults_mpi.sh launches it, one mpirun per fault): an MPI
 # build whenever the MPI tests are built (MPI_TESTS= as in test-tsan gives the skip build)
 $(B)/test_faults_mpi: tests/test_faults_mpi.c $(HEADERS) tests/vs_test.h | $(B)

@@ -6629,6 +6629,10 @@ _VS_PRIVATE vs_result _vs_mk_module(const _vs_hooks* h, const char* fn, const _v
 #define _VS_ON_DEVICE(c) ((void)(c), 0)
 #endif
 
+/* vs_redistribute on device buffers (>>layout-device). */
+_VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dtensor* dst, int64_t n_in,
+                                              int64_t n_out);
+
 /* Kernel ki over `work` elements (row kernels: rows) with device buffers on c's
    stream, else its host build now. */
 _VS_PRIVATE vs_result _vs_mk_run(vs_comm* c, const char* fn, int ki, long long work, void** args)
@@ -7563,8 +7567,6 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
             return _vs_err(VS_ERR_MISMATCH, "%s: shape[%d] is %lld in the source, %lld in the destination", fn, d,
                            (long long)src->shape[d], (long long)dst->shape[d]);
     vs_mesh* m = src->layout.mesh;
-    if (m->comm && m->comm->tp->device)
-        return _vs_err(VS_ERR_UNSUPPORTED, "%s: device buffers (NCCL transport) are not supported yet: host only", fn);
     int isint = src->dtype == VS_I32 || src->dtype == VS_I64 || src->dtype == VS_U8;
     for (int k = 0; k < m->ndims; k++) {
         const vs_placement* ps[2] = {&src->layout.p[k], &dst->layout.p[k]};
@@ -7579,6 +7581,7 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
     if ((n_in && !src->data) || (n_out && !dst->data))
         return _vs_err(VS_ERR_NULL, "%s: %s data is NULL for %lld elements", fn, n_in && !src->data ? "source" : "destination",
                        (long long)(n_in && !src->data ? n_in : n_out));
+    if (m->comm && _VS_ON_DEVICE(m->comm)) return _vs_redistribute_device(src, dst, n_in, n_out); // >>layout-device
     _vs_rstep steps[3 * VS_MESH_MAX_DIMS];
     int ns = _vs_plan_redistribute(m, src->layout.p, dst->layout.p, steps);
     size_t esz = vs_dtype_size(src->dtype);
@@ -7943,6 +7946,196 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
     void* args[] = {&data, &dt, &nn, &g, &key, &kind, &a, &b, &sd};
     _VS_TRY(_vs_mk_run(m->comm, fn, _VS_MK_INIT, nn, args));
     return _vs_mem_sync(m->comm, fn);
+}
+
+// >>layout-device ----------------------------------------------------------------
+/* vs_redistribute on device buffers (NCCL): the steps of the host path without
+   the threads transport's in-place moves. Contiguous blocks go straight to the
+   collectives; strided ones are packed, sent and unpacked by >>kernels' box copy
+   on the step's communicator's stream (each mesh dim's submesh). Every step
+   returns with its stream drained, as the blocking collectives do, so the next
+   step (another communicator, another stream) and the caller see its result.
+   Scratch is device memory from the world's hooks, taken and released per call. */
+
+/* dst's box at doff (shape dshape) <- src's box at soff (shape sshape), on c's side. */
+_VS_PRIVATE vs_result _vs_dbox(vs_comm* c, const char* fn, char* dst, const int64_t* dshape, const int64_t* doff,
+                               const char* src, const int64_t* sshape, const int64_t* soff, const int64_t* box, int nd,
+                               size_t esz)
+{
+    long long n = _vs_numel(box, nd);
+    if (n == 0) return VS_OK;
+    _vs_mk_geo g = _vs_mk_geometry(dshape, doff, sshape, soff, box, nd, esz);
+    void* args[] = {&dst, &src, &n, &g};
+    return _vs_mk_run(c, fn, _VS_MK_BOX, n, args);
+}
+
+_VS_PRIVATE vs_result _vs_run_step_device(_vs_rctx* x, const _vs_rstep* st, const void* in, void* out)
+{
+    const char* fn = "vs_redistribute";
+    vs_mesh* m = x->mesh;
+    int k = st->k, nm = m->shape[k], me = m->coord[k], nd = x->ndim;
+    size_t esz = x->esz;
+    int64_t lb[VS_TENSOR_MAX_DIMS], ob[VS_TENSOR_MAX_DIMS], la[VS_TENSOR_MAX_DIMS], oa[VS_TENSOR_MAX_DIMS];
+    _vs_box_of(m, st->before, nd, x->shape, m->coord, lb, ob);
+    _vs_box_of(m, st->after, nd, x->shape, m->coord, la, oa);
+    if (nm > 256) return _vs_err(VS_ERR_UNSUPPORTED, "redistribute: mesh dim %s of size %d > 256", m->names[k], nm);
+    vs_mesh* sub = NULL;
+    _VS_TRY(vs_mesh_submesh(m, m->names[k], &sub));
+    vs_comm* c = vs_mesh_comm(sub);
+    size_t *cnt = x->counts, *dsp = x->counts + nm, *cnt2 = x->counts + 2 * nm, *dsp2 = x->counts + 3 * nm;
+    int64_t start[256], len[256], start2[256], len2[256];
+    int64_t zero[VS_TENSOR_MAX_DIMS] = {0};
+    const char* ic = (const char*)in;
+    char *oc = (char*)out, *t1 = (char*)x->tmp, *t2 = (char*)x->tmp2;
+    vs_result r = VS_OK;
+    switch (st->type) {
+    case _VS_R_ALLREDUCE:
+        r = vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, NULL);
+        break;
+    case _VS_R_TOPARTIAL: {
+        size_t bytes = (size_t)_vs_numel(la, nd) * esz;
+        r = st->after[k].op == VS_OP_SUM && me != 0 ? _vs_mem_zero(c, fn, out, bytes) : _vs_mem_copy(c, fn, out, in, bytes);
+        break;
+    }
+    case _VS_R_SLICE: {
+        int64_t so[VS_TENSOR_MAX_DIMS];
+        for (int i = 0; i < nd; i++) so[i] = oa[i] - ob[i];
+        r = _vs_dbox(c, fn, oc, la, zero, ic, lb, so, la, nd, esz);
+        break;
+    }
+    case _VS_R_GATHER: {
+        int d = st->before[k].dim;
+        _vs_members_chunks(m, st->before, nd, x->shape, k, d, oa[d], start, len);
+        int64_t outer = _vs_numel(la, d), inner = _vs_numel(la + d + 1, nd - d - 1);
+        size_t run = 0;
+        for (int i = 0; i < nm; i++) {
+            cnt[i] = (size_t)(outer * len[i] * inner);
+            dsp[i] = outer == 1 ? (size_t)(start[i] * inner) : run;
+            run += cnt[i];
+        }
+        if (outer == 1) {
+            r = vs_all_gatherv(c, in, out, cnt, dsp, x->dt, NULL);
+            break;
+        }
+        r = vs_all_gatherv(c, in, t1, cnt, dsp, x->dt, NULL);
+        for (int i = 0; i < nm && !r; i++) { // unpack block i: shape la with dim d = len[i], at start[i]
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
+            bs[d] = len[i];
+            bo[d] = start[i];
+            r = _vs_dbox(c, fn, oc, la, bo, t1 + dsp[i] * esz, bs, zero, bs, nd, esz);
+        }
+        break;
+    }
+    case _VS_R_REDSCAT: {
+        int e = st->after[k].dim;
+        _vs_members_chunks(m, st->after, nd, x->shape, k, e, ob[e], start, len);
+        int64_t outer = _vs_numel(lb, e), inner = _vs_numel(lb + e + 1, nd - e - 1);
+        for (int i = 0; i < nm; i++) cnt[i] = (size_t)(outer * len[i] * inner);
+        if (outer == 1) {
+            r = vs_reduce_scatterv(c, in, out, cnt, x->dt, st->before[k].op, NULL);
+            break;
+        }
+        size_t run = 0;
+        for (int i = 0; i < nm && !r; i++) { // pack block i (dim e = chunk i)
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, lb, sizeof(int64_t) * (size_t)nd);
+            bs[e] = len[i];
+            bo[e] = start[i];
+            r = _vs_dbox(c, fn, t1 + run * esz, bs, zero, ic, lb, bo, bs, nd, esz);
+            run += cnt[i];
+        }
+        if (!r) r = vs_reduce_scatterv(c, t1, out, cnt, x->dt, st->before[k].op, NULL);
+        break;
+    }
+    case _VS_R_A2A: {
+        int d = st->before[k].dim, e = st->after[k].dim;
+        _vs_members_chunks(m, st->after, nd, x->shape, k, e, ob[e], start, len);   // e chunks, in `in`
+        _vs_members_chunks(m, st->before, nd, x->shape, k, d, oa[d], start2, len2); // d chunks, in `out`
+        int send_direct = _vs_numel(lb, e) == 1, recv_direct = _vs_numel(la, d) == 1;
+        size_t srun = 0, rrun = 0;
+        for (int j = 0; j < nm && !r; j++) {
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, lb, sizeof(int64_t) * (size_t)nd);
+            bs[e] = len[j];
+            bo[e] = start[j];
+            cnt[j] = (size_t)_vs_numel(bs, nd);
+            dsp[j] = send_direct ? (size_t)(start[j] * _vs_numel(lb + e + 1, nd - e - 1)) : srun;
+            if (!send_direct) r = _vs_dbox(c, fn, t1 + srun * esz, bs, zero, ic, lb, bo, bs, nd, esz);
+            srun += cnt[j];
+            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
+            bs[d] = len2[j];
+            cnt2[j] = (size_t)_vs_numel(bs, nd);
+            dsp2[j] = recv_direct ? (size_t)(start2[j] * _vs_numel(la + d + 1, nd - d - 1)) : rrun;
+            rrun += cnt2[j];
+        }
+        if (!r)
+            r = vs_all_to_allv(c, send_direct ? in : t1, cnt, dsp, recv_direct ? out : t2, cnt2, dsp2, x->dt, NULL);
+        for (int i = 0; i < nm && !r && !recv_direct; i++) {
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
+            bs[d] = len2[i];
+            bo[d] = start2[i];
+            r = _vs_dbox(c, fn, oc, la, bo, t2 + dsp2[i] * esz, bs, zero, bs, nd, esz);
+        }
+        break;
+    }
+    default: return _vs_err(VS_ERR_STATE, "redistribute: bad step %d", st->type);
+    }
+    vs_result r2 = _vs_mem_sync(c, fn); // the step is done when it returns
+    return r ? r : r2;
+}
+
+_VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dtensor* dst, int64_t n_in,
+                                              int64_t n_out)
+{
+    const char* fn = "vs_redistribute";
+    vs_mesh* m = src->layout.mesh;
+    vs_comm* mc = m->comm;
+    _vs_rstep steps[3 * VS_MESH_MAX_DIMS];
+    int ns = _vs_plan_redistribute(m, src->layout.p, dst->layout.p, steps);
+    size_t esz = vs_dtype_size(src->dtype);
+    if (ns == 0) {
+        _VS_TRY(_vs_mem_copy(mc, fn, dst->data, src->data, (size_t)n_out * esz));
+        return _vs_mem_sync(mc, fn);
+    }
+    int64_t big = n_in > n_out ? n_in : n_out;
+    int packs = 0;
+    for (int i = 0; i < ns; i++) {
+        int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
+        _vs_box_of(m, steps[i].after, src->ndim, src->shape, m->coord, ls, off);
+        int64_t v = _vs_numel(ls, src->ndim);
+        big = v > big ? v : big;
+        packs |= steps[i].type == _VS_R_GATHER || steps[i].type == _VS_R_REDSCAT || steps[i].type == _VS_R_A2A;
+    }
+    _vs_rctx x;
+    memset(&x, 0, sizeof x);
+    x.mesh = m;
+    x.dt = src->dtype;
+    x.esz = esz;
+    x.ndim = src->ndim;
+    x.shape = src->shape;
+    size_t bytes = (size_t)big * esz + 1, counts[4 * 256];
+    x.counts = counts;
+    x.tmp_bytes = bytes;
+    // [0], [1]: the steps' ping-pong buffers; [2], [3]: packing (x.tmp, x.tmp2)
+    void* buf[4] = {NULL, NULL, NULL, NULL};
+    int need[4] = {ns > 1, ns > 2, packs, packs}, fail = 0;
+    for (int i = 0; i < 4; i++)
+        if (need[i] && !(buf[i] = _vs_mem_alloc(mc, bytes))) fail = 1;
+    x.tmp = buf[2];
+    x.tmp2 = buf[3];
+    vs_result r = fail ? _vs_err(VS_ERR_NOMEM, "%s: out of device memory for %zu-byte scratch buffers", fn, bytes)
+                       : VS_OK;
+    const void* in = src->data;
+    for (int i = 0; i < ns && !r; i++) {
+        void* out = i == ns - 1 ? dst->data : buf[i % 2];
+        r = _vs_run_step_device(&x, &steps[i], in, out);
+        in = out;
+    }
+    for (int i = 0; i < 4; i++)
+        if (buf[i]) _vs_mem_free(mc, buf[i]);
+    return r;
 }
 
 #ifdef __cplusplus
