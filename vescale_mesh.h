@@ -17,8 +17,8 @@
                             pass a handle between TUs.
        VESCALE_MPI          compile the MPI transport (link -lmpi, or use mpicc)
        VESCALE_NCCL         compile the NCCL transport (CUDA device buffers;
-                            link -lcudart -lnccl, and -lnvrtc with vescale_ddp.h
-                            or vescale.h)
+                            link -lcudart -lnccl -lnvrtc: NVRTC compiles the
+                            layout/TP/init kernels at run time, see >>kernels)
        VS_ASSERT(c)         internal-invariant check (default: assert(c))
        VESCALE_NT_MIN       threads transport: buffers of at least this many bytes
                             are written with non-temporal stores (default 4 MiB)
@@ -27,7 +27,7 @@
                             static inline under VESCALE_STATIC)
 
    Link: -lpthread -lm always; the MPI library with VESCALE_MPI (mpicc, or -lmpi);
-   -lcudart -lnccl with VESCALE_NCCL (-lnvrtc too with vescale_ddp.h / vescale.h).
+   -lcudart -lnccl -lnvrtc with VESCALE_NCCL.
    Installed (make install): pkg-config --cflags --libs vescale | vescale-mpi |
    vescale-nccl; CMake find_package(vescale [COMPONENTS MPI NCCL]) gives
    vescale::vescale / vescale::mpi / vescale::nccl.
@@ -85,6 +85,8 @@
        // >>layout     placements, local shards, redistribute
        // >>tp         Megatron TP/SP regions, vocab-parallel embedding and loss
        // >>init       sharding-invariant initialization (Philox4x32-10)
+       // >>kernels    (implementation) the layout/TP/init kernels, host C and NVRTC
+                       from one text; >>layout-device: redistribute on device buffers
 
    Semantics shared by every transport
    -----------------------------------
@@ -640,7 +642,7 @@ typedef struct vs_layout {
 } vs_layout;
 
 /* A distributed tensor as one rank sees it: its global shape, layout and this
-   rank's local shard (row-major, contiguous, host memory). */
+   rank's local shard (row-major, contiguous; host memory, CUDA device memory on NCCL). */
 typedef struct vs_dtensor {
     vs_layout layout;
     vs_dtype dtype;
@@ -703,15 +705,21 @@ VS_API vs_result vs_layout_parse_placements(int mesh_ndims, const char* text, vs
    Collective over the mesh: every rank calls it with the same layouts. Uses, per
    mesh dim: all-gather (S->R), all-reduce (P->R), reduce-scatter (P->S), local
    slices (R->S), all-to-all (S(i)->S(j)), zero fill (R->P, S->P). On error nothing
-   is written to dst->data. Host buffers (threads and MPI transports). Scratch
-   buffers are kept in the mesh for the next call (vs_mesh_free releases them). */
+   is written to dst->data. Host buffers on the threads and MPI transports (scratch
+   kept in the mesh for the next call; vs_mesh_free releases it); CUDA device
+   buffers on NCCL: strided blocks are packed and unpacked by kernels on each step's
+   communicator's stream, device scratch comes from the world's hooks for the call,
+   and the call returns when the result is in dst->data. */
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
 // >>tp -----------------------------------------------------------------------
 /* Megatron's tensor- and sequence-parallel regions as named uses of redistribute,
    over a 1-D TP mesh (vs_mesh_submesh(mesh, "TP", &tp)). `shape` is the global
    (unsharded) shape, `seq_dim` the dim that sequence parallelism shards. Backward
-   counterparts carry gradients. All collective over tp; host buffers. */
+   counterparts carry gradients. All collective over tp. Buffers (ids and targets
+   too) are host memory, or CUDA device memory on NCCL: the gathers, scatter-adds
+   and the cross-entropy then run as kernels on tp's communicator's stream and
+   return when done (ids are copied to the host to be checked). */
 
 /* Column-parallel input [copy_to_tensor_model_parallel_region]: forward is the
    identity; backward all-reduces (sums) the input gradient in place. */
@@ -775,7 +783,8 @@ typedef struct vs_init_desc {
     int num_layers;
 } vs_init_desc;
 
-/* Fills t->data (this rank's shard) from the global element indices of its box.
+/* Fills t->data (this rank's shard) from the global element indices of its box
+   (device memory on NCCL: a kernel on the mesh's stream, the same bits).
    Random kinds need a floating dtype; a Partial layout is an error. A constant
    must fit the dtype (integers: finite and in range; f16/bf16/f32: inf and NaN,
    or finite within the type's finite range). Local. */

@@ -300,253 +300,19 @@ cudaError_t cudaMemset(void* p, int v, size_t n)
 
 /* ---- the runs --------------------------------------------------------------- */
 
-/* Each rank logs every output (copied to the host) into its own log; the host run
-   and the device run must log the same bytes. */
-#define MAXR 8
-typedef struct {
-    unsigned char* p;
-    size_t n, cap;
-} tlog;
-static tlog logs[2][MAXR];
+#define DL_CHECK_DEVICE(p, bytes) \
+    VT_CHECK(mock_where((p), (bytes)) == 1, "vs_device_alloc did not give device memory")
+#include "tests/device_layout_cases.h"
 
-static void log_put(int dev, int rank, const void* data, size_t bytes)
-{
-    tlog* l = &logs[dev][rank];
-    if (l->n + bytes + 8 > l->cap) {
-        l->cap = (l->n + bytes + 8) * 2;
-        l->p = (unsigned char*)realloc(l->p, l->cap);
-    }
-    uint64_t len = bytes;
-    memcpy(l->p + l->n, &len, 8); /* the length too: a missing output shifts nothing */
-    l->n += 8;
-    if (bytes) {
-        if (dev)
-            VT_CHECK(cudaMemcpy(l->p + l->n, data, bytes, cudaMemcpyDefault) == cudaSuccess, "log copy");
-        else
-            memcpy(l->p + l->n, data, bytes);
-    }
-    l->n += bytes;
-}
-
-/* A buffer of the run's kind: device memory (through the world's hook) or host. */
-static void* buf_new(vs_world* w, int dev, size_t bytes)
-{
-    void* p = dev ? vs_device_alloc(w, bytes ? bytes : 1) : malloc(bytes ? bytes : 1);
-    VT_CHECK(p != NULL, "alloc");
-    if (dev) VT_CHECK(mock_where(p, bytes) == 1, "vs_device_alloc did not give device memory");
-    return p;
-}
-static void buf_free(vs_world* w, int dev, void* p)
-{
-    if (dev)
-        vs_device_free(w, p);
-    else
-        free(p);
-}
-static void buf_put(int dev, void* dst, const void* src, size_t bytes)
-{
-    if (!bytes) return;
-    if (dev)
-        VT_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault) == cudaSuccess, "upload");
-    else
-        memcpy(dst, src, bytes);
-}
-
-/* small integers: exact in every dtype, sums of a few too */
-static double val(uint64_t g, int salt) { return (double)((int64_t)((g * 7 + (uint64_t)salt * 13) % 23) - 11); }
-
-static void put_val(vs_dtype dt, void* p, int64_t i, double v)
-{
-    switch (dt) {
-    case VS_F32: ((float*)p)[i] = (float)v; break;
-    case VS_BF16: ((uint16_t*)p)[i] = vs_f32_to_bf16((float)v); break;
-    default: ((int32_t*)p)[i] = (int32_t)v; break;
-    }
-}
-
-typedef struct {
-    const char* mesh; /* "2x2" or "1x3" etc: dims */
-    int shape[2], ndims;
-} meshspec;
-
-static const char* const pairs2d[][2] = {
-    {"[S(0), R]", "[R, R]"},          {"[R, S(1)]", "[S(1), R]"},       {"[S(0), S(1)]", "[S(1), S(0)]"},
-    {"[P, S(2)]", "[S(1), R]"},       {"[P, P]", "[S(0), S(0)]"},       {"[S(2), R]", "[S(0), S(2)]"},
-    {"[R, R]", "[P, S(1)]"},          {"[S(1), S(1)]", "[R, S(0)]"},    {"[S(0), R]", "[S(0), R]"},
-    {"[P(max), R]", "[R, S(2)]"},     {"[S(2), S(2)]", "[S(1), S(0)]"}, {"[P, S(1)]", "[S(2), S(1)]"},
-};
-static const char* const pairs1d[][2] = {
-    {"[S(0)]", "[S(1)]"}, {"[P]", "[S(1)]"}, {"[S(1)]", "[R]"}, {"[R]", "[S(2)]"},
-    {"[P]", "[R]"},       {"[S(2)]", "[S(0)]"}, {"[P]", "[S(2)]"}, {"[S(1)]", "[S(2)]"},
-};
-
-static int run_redistribute(vs_world* w, int dev, const int* mshape, int mnd, const char* const (*pairs)[2], int np)
-{
-    int me = vs_world_rank(w);
-    vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    for (int k = 0; k < mnd; k++) md.shape[k] = mshape[k];
-    VT_OK(vs_mesh_init(w, &md, &mesh));
-    if (!mesh) return 1;
-    const vs_dtype dts[] = {VS_F32, VS_BF16, VS_I32};
-    const int64_t shapes[][3] = {{5, 6, 3}, {4, 4, 2}, {7, 1, 5}};
-    for (int s = 0; s < 3; s++)
-        for (int di = 0; di < 3; di++)
-            for (int p = 0; p < np; p++) {
-                vs_dtype dt = dts[di];
-                vs_dtensor a, b;
-                memset(&a, 0, sizeof a);
-                a.dtype = dt;
-                a.ndim = 3;
-                memcpy(a.shape, shapes[s], sizeof a.shape[0] * 3);
-                b = a;
-                VT_OK(vs_layout_parse(mesh, pairs[p][0], &a.layout));
-                VT_OK(vs_layout_parse(mesh, pairs[p][1], &b.layout));
-                int64_t na = 0, nb = 0, ls[3], off[3];
-                VT_OK(vs_dtensor_local_numel(&a, &na));
-                VT_OK(vs_dtensor_local_numel(&b, &nb));
-                VT_OK(vs_layout_local(&a.layout, 3, a.shape, vs_mesh_rank(mesh), ls, off));
-                size_t esz = vs_dtype_size(dt);
-                unsigned char* h = (unsigned char*)malloc((size_t)na * esz + 1);
-                int64_t i = 0;
-                for (int64_t x = 0; x < ls[0]; x++)
-                    for (int64_t y = 0; y < ls[1]; y++)
-                        for (int64_t z = 0; z < ls[2]; z++, i++) {
-                            uint64_t g = (uint64_t)(((off[0] + x) * a.shape[1] + off[1] + y) * a.shape[2] + off[2] + z);
-                            put_val(dt, h, i, val(g, me)); /* Partial: rank-dependent parts */
-                        }
-                a.data = buf_new(w, dev, (size_t)na * esz);
-                b.data = buf_new(w, dev, (size_t)nb * esz);
-                buf_put(dev, a.data, h, (size_t)na * esz);
-                vs_result r = vs_redistribute(&a, &b);
-                VT_CHECK(r == VS_OK, "redistribute %s -> %s %s: %s", pairs[p][0], pairs[p][1], vs_dtype_name(dt),
-                         vs_last_error());
-                log_put(dev, me, b.data, (size_t)nb * esz);
-                /* the source is left as it was */
-                log_put(dev, me, a.data, (size_t)na * esz);
-                buf_free(w, dev, a.data);
-                buf_free(w, dev, b.data);
-                free(h);
-            }
-    VT_OK(vs_mesh_free(mesh));
-    return 0;
-}
-
-static int rank_redist2d(vs_world* w, void* arg)
+static int dl_rank_redist2d(vs_world* w, void* arg)
 {
     static const int s[2] = {2, 2};
-    return run_redistribute(w, *(int*)arg, s, 2, pairs2d, (int)(sizeof pairs2d / sizeof pairs2d[0]));
+    return dl_run_redistribute(w, *(int*)arg, s, 2, pairs2d, (int)(sizeof pairs2d / sizeof pairs2d[0]));
 }
-static int rank_redist1d(vs_world* w, void* arg)
+static int dl_rank_redist1d(vs_world* w, void* arg)
 {
     static const int s[1] = {3};
-    return run_redistribute(w, *(int*)arg, s, 1, pairs1d, (int)(sizeof pairs1d / sizeof pairs1d[0]));
-}
-
-/* embedding forward and backward, cross-entropy with and without the gradient */
-static int rank_vocab(vs_world* w, void* arg)
-{
-    int dev = *(int*)arg, me = vs_world_rank(w);
-    vs_mesh* tp = NULL;
-    VT_OK(vs_mesh_init(w, &(vs_mesh_desc){.shape = {vs_world_size(w)}, .dim_names = {"TP"}}, &tp));
-    if (!tp) return 1;
-    const int64_t vocabs[] = {37, 3, 300}; /* uneven; ranks without rows; > 256 columns a rank */
-    for (int vi = 0; vi < 3; vi++) {
-        int64_t V = vocabs[vi], D = 5, n = 13, start = 0, rows = 0;
-        VT_OK(vs_vocab_range(tp, V, &start, &rows));
-        int32_t ids[13];
-        for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 11 + 3) % V);
-        ids[n - 1] = ids[1]; /* a repeat */
-        float* table = (float*)malloc(sizeof(float) * (size_t)(rows * D) + 4);
-        for (int64_t i = 0; i < rows * D; i++) table[i] = (float)(0.25 * val((uint64_t)(start * D + i), 1));
-        float* go = (float*)malloc(sizeof(float) * (size_t)(n * D));
-        for (int64_t i = 0; i < n * D; i++) go[i] = (float)(0.1 * val((uint64_t)i, 2)) + 0.01f * (float)i;
-        float* lg = (float*)malloc(sizeof(float) * (size_t)(n * rows) + 4);
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t j = 0; j < rows; j++)
-                lg[t * rows + j] = (float)(0.37 * val((uint64_t)(t * V + start + j), 3) + 0.001 * (double)(start + j));
-
-        void* dids = buf_new(w, dev, sizeof ids);
-        void* dtab = buf_new(w, dev, sizeof(float) * (size_t)(rows * D));
-        void* dout = buf_new(w, dev, sizeof(float) * (size_t)(n * D));
-        void* dgo = buf_new(w, dev, sizeof(float) * (size_t)(n * D));
-        void* dlg = buf_new(w, dev, sizeof(float) * (size_t)(n * rows));
-        void* dloss = buf_new(w, dev, sizeof(float) * (size_t)n);
-        void* dgrad = buf_new(w, dev, sizeof(float) * (size_t)(n * rows));
-        buf_put(dev, dids, ids, sizeof ids);
-        buf_put(dev, dtab, table, sizeof(float) * (size_t)(rows * D));
-        buf_put(dev, dgo, go, sizeof(float) * (size_t)(n * D));
-        buf_put(dev, dlg, lg, sizeof(float) * (size_t)(n * rows));
-
-        VT_OK(vs_vocab_embedding_forward(tp, rows ? (const float*)dtab : NULL, V, D, (const int32_t*)dids, n,
-                                         (float*)dout));
-        log_put(dev, me, dout, sizeof(float) * (size_t)(n * D));
-        VT_OK(vs_vocab_embedding_backward(tp, (const float*)dgo, (const int32_t*)dids, n, V, D,
-                                          rows ? (float*)dtab : NULL));
-        log_put(dev, me, dtab, sizeof(float) * (size_t)(rows * D));
-        VT_OK(vs_vocab_cross_entropy(tp, rows ? (const float*)dlg : NULL, n, V, (const int32_t*)dids, (float*)dloss,
-                                     rows ? (float*)dgrad : NULL));
-        log_put(dev, me, dloss, sizeof(float) * (size_t)n);
-        log_put(dev, me, dgrad, sizeof(float) * (size_t)(n * rows));
-        VT_OK(vs_vocab_cross_entropy(tp, rows ? (const float*)dlg : NULL, n, V, (const int32_t*)dids, (float*)dloss,
-                                     NULL));
-        log_put(dev, me, dloss, sizeof(float) * (size_t)n);
-        /* a bad id is caught on the device path too, naming it, nothing written */
-        int32_t bad[13];
-        memcpy(bad, ids, sizeof bad);
-        bad[5] = (int32_t)V;
-        buf_put(dev, dids, bad, sizeof bad);
-        vs_result r = vs_vocab_embedding_forward(tp, rows ? (const float*)dtab : NULL, V, D, (const int32_t*)dids, n,
-                                                 (float*)dout);
-        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "position 5"), "bad id: %d %s", r, vs_last_error());
-        void* bufs[] = {dids, dtab, dout, dgo, dlg, dloss, dgrad};
-        for (int i = 0; i < 7; i++) buf_free(w, dev, bufs[i]);
-        free(table), free(go), free(lg);
-    }
-    VT_OK(vs_mesh_free(tp));
-    return 0;
-}
-
-/* vs_init_fill: every kind, on shards of a 2x2 mesh, every dtype it takes */
-static int rank_init(vs_world* w, void* arg)
-{
-    int dev = *(int*)arg, me = vs_world_rank(w);
-    vs_mesh* mesh = NULL;
-    VT_OK(vs_mesh_init(w, &(vs_mesh_desc){.shape = {2, 2}}, &mesh));
-    if (!mesh) return 1;
-    const vs_dtype fl[] = {VS_F32, VS_F16, VS_BF16, VS_F64}, in[] = {VS_I32, VS_I64, VS_U8};
-    const char* lays[] = {"[S(0), S(1)]", "[R, S(0)]", "[S(1), R]"};
-    for (int kind = VS_INIT_ZEROS; kind <= VS_INIT_SCALED_NORMAL; kind++)
-        for (int di = 0; di < 7; di++) {
-            vs_dtype dt = di < 4 ? fl[di] : in[di - 4];
-            if (kind >= VS_INIT_UNIFORM && di >= 4) continue;
-            for (int li = 0; li < 3; li++) {
-                vs_dtensor t;
-                memset(&t, 0, sizeof t);
-                t.dtype = dt;
-                t.ndim = 2;
-                t.shape[0] = 67, t.shape[1] = 45;
-                VT_OK(vs_layout_parse(mesh, lays[li], &t.layout));
-                int64_t n = 0;
-                VT_OK(vs_dtensor_local_numel(&t, &n));
-                size_t bytes = (size_t)n * vs_dtype_size(dt);
-                t.data = buf_new(w, dev, bytes);
-                vs_init_desc d;
-                memset(&d, 0, sizeof d);
-                d.kind = (vs_init_kind)kind;
-                d.seed = 1234 + (uint64_t)kind;
-                d.name = "layers.0.w";
-                d.a = kind == VS_INIT_UNIFORM ? -0.5 : kind == VS_INIT_CONSTANT ? 3.0 : 0.1;
-                d.b = kind == VS_INIT_UNIFORM ? 0.5 : 0.02;
-                d.num_layers = 12;
-                VT_OK(vs_init_fill(&t, &d));
-                log_put(dev, me, t.data, bytes);
-                buf_free(w, dev, t.data);
-            }
-        }
-    VT_OK(vs_mesh_free(mesh));
-    return 0;
+    return dl_run_redistribute(w, *(int*)arg, s, 1, pairs1d, (int)(sizeof pairs1d / sizeof pairs1d[0]));
 }
 
 static vs_result launch(int n, int (*fn)(vs_world*, void*), int* dev)
@@ -564,7 +330,7 @@ static vs_result launch(int n, int (*fn)(vs_world*, void*), int* dev)
 static void case_same(int nranks, int (*fn)(vs_world*, void*), int want_kernel)
 {
     static int modes[2] = {0, 1};
-    for (int r = 0; r < MAXR; r++) logs[0][r].n = logs[1][r].n = 0;
+    dl_reset();
     long before[_VS_MK_N], copies0 = mock_copies;
     memcpy(before, mock_launches, sizeof before);
     mock_force_device = 0;
@@ -578,26 +344,20 @@ static void case_same(int nranks, int (*fn)(vs_world*, void*), int want_kernel)
     VT_CHECK(mock_live == 0, "%d device allocations leaked", mock_live);
     VT_CHECK(mock_launches[want_kernel] > before[want_kernel], "the device path never launched %s",
              _vs_mk_names[want_kernel]);
-    for (int r = 0; r < nranks; r++) {
-        tlog *h = &logs[0][r], *d = &logs[1][r];
-        size_t at = 0;
-        while (at < h->n && at < d->n && h->p[at] == d->p[at]) at++;
-        VT_CHECK(h->n == d->n && at == h->n, "rank %d: the device run's outputs differ from the host run's at byte %zu "
-                 "of %zu (device %zu)", r, at, h->n, d->n);
-        VT_CHECK(h->n > 0, "rank %d logged nothing", r);
-    }
+    dl_all_exact = 1;
+    dl_compare(nranks); /* exact: the threads transport sums the same way in both runs */
 }
 
 int main(void)
 {
     VT_CASE("device = host: vs_redistribute, 12 layout pairs x 3 shapes x f32/bf16/i32 on a 2x2 mesh",
-            case_same(4, rank_redist2d, _VS_MK_BOX));
+            case_same(4, dl_rank_redist2d, _VS_MK_BOX));
     VT_CASE("device = host: vs_redistribute, 8 layout pairs x 3 shapes x f32/bf16/i32 on a 1-D mesh of 3",
-            case_same(3, rank_redist1d, _VS_MK_BOX));
+            case_same(3, dl_rank_redist1d, _VS_MK_BOX));
     VT_CASE("device = host: vocab embedding forward/backward, cross-entropy loss and grad (TP=4, 3 vocabs)",
-            case_same(4, rank_vocab, _VS_MK_CE_GRAD));
+            case_same(4, dl_rank_vocab, _VS_MK_CE_GRAD));
     VT_CASE("device = host: vs_init_fill, every kind and dtype, 3 layouts on a 2x2 mesh",
-            case_same(4, rank_init, _VS_MK_INIT));
+            case_same(4, dl_rank_init, _VS_MK_INIT));
     VT_CASE("device path: NVRTC compiled the kernels once (an sm_90 cubin loaded)",
             VT_CHECK(mock_loads == 1, "%ld loads", mock_loads));
     long total = 0;
@@ -606,8 +366,7 @@ int main(void)
         total += mock_launches[k];
     }
     printf("# %ld kernel launches, %ld device copies\n", total, mock_copies);
-    for (int m = 0; m < 2; m++)
-        for (int r = 0; r < MAXR; r++) free(logs[m][r].p);
+    dl_release();
     return vt_summary();
 }
 
