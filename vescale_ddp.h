@@ -794,44 +794,15 @@ _VS_DDP_PRIVATE void* _vs_ddp_new(const vs_world* w, size_t n, size_t size)
 #ifdef _VS_DDP_NVRTC
 
 /* Compiles the kernels for `arch` ("sm_90": a cubin; "compute_90": PTX) into a
-   buffer from malloc. No device needed. */
+   buffer from malloc. No device needed. NVRTC's driving (options, log, image) is
+   vescale_mesh.h's, shared with the layout kernels (>>kernels there). */
 _VS_DDP_PRIVATE vs_result _vs_ddp_nvrtc(const char* arch, char** image, size_t* size)
 {
-    *image = NULL;
-    *size = 0;
-    char opt_arch[64];
-    snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s", arch);
-    const char* opts[] = {opt_arch, "--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false"};
-    nvrtcProgram prog;
-    nvrtcResult e = nvrtcCreateProgram(&prog, _vs_ddp_cuda_source(), "vescale_ddp_kernels.cu", 0, NULL, NULL);
-    if (e != NVRTC_SUCCESS) return vs_set_error(VS_ERR_BACKEND, "vs_ddp: NVRTC: %s", nvrtcGetErrorString(e));
-    e = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
-    if (e != NVRTC_SUCCESS) {
-        char log[512] = "";
-        size_t n = 0;
-        if (nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && n > 1) {
-            char* full = (char*)malloc(n);
-            if (full && nvrtcGetProgramLog(prog, full) == NVRTC_SUCCESS) snprintf(log, sizeof log, "%s", full);
-            free(full);
-        }
-        nvrtcDestroyProgram(&prog);
-        return vs_set_error(VS_ERR_BACKEND, "vs_ddp: NVRTC cannot compile the kernels for %s: %s: %s", arch,
-                            nvrtcGetErrorString(e), log);
-    }
-    int cubin = !strncmp(arch, "sm_", 3);
-    e = cubin ? nvrtcGetCUBINSize(prog, size) : nvrtcGetPTXSize(prog, size);
-    if (e == NVRTC_SUCCESS && !(*image = (char*)malloc(*size + 1))) {
-        nvrtcDestroyProgram(&prog);
-        return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory for a %zu-byte kernel image", *size);
-    }
-    if (e == NVRTC_SUCCESS) e = cubin ? nvrtcGetCUBIN(prog, *image) : nvrtcGetPTX(prog, *image);
-    nvrtcDestroyProgram(&prog);
-    if (e != NVRTC_SUCCESS) {
-        free(*image);
-        *image = NULL;
-        return vs_set_error(VS_ERR_BACKEND, "vs_ddp: NVRTC: %s", nvrtcGetErrorString(e));
-    }
-    return VS_OK;
+    vs_result r = _vs_nvrtc_compile(NULL, _vs_ddp_cuda_source(), "vescale_ddp_kernels.cu", arch, image, size);
+    if (!r) return VS_OK;
+    char why[768]; // the message buffer is about to be rewritten
+    snprintf(why, sizeof why, "%s", vs_last_error());
+    return vs_set_error(r, "vs_ddp: %s", why);
 }
 #endif // _VS_DDP_NVRTC
 

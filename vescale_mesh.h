@@ -17,8 +17,8 @@
                             pass a handle between TUs.
        VESCALE_MPI          compile the MPI transport (link -lmpi, or use mpicc)
        VESCALE_NCCL         compile the NCCL transport (CUDA device buffers;
-                            link -lcudart -lnccl, and -lnvrtc with vescale_ddp.h
-                            or vescale.h)
+                            link -lcudart -lnccl -lnvrtc: NVRTC compiles the
+                            layout/TP/init kernels at run time, see >>kernels)
        VS_ASSERT(c)         internal-invariant check (default: assert(c))
        VESCALE_NT_MIN       threads transport: buffers of at least this many bytes
                             are written with non-temporal stores (default 4 MiB)
@@ -27,7 +27,7 @@
                             static inline under VESCALE_STATIC)
 
    Link: -lpthread -lm always; the MPI library with VESCALE_MPI (mpicc, or -lmpi);
-   -lcudart -lnccl with VESCALE_NCCL (-lnvrtc too with vescale_ddp.h / vescale.h).
+   -lcudart -lnccl -lnvrtc with VESCALE_NCCL.
    Installed (make install): pkg-config --cflags --libs vescale | vescale-mpi |
    vescale-nccl; CMake find_package(vescale [COMPONENTS MPI NCCL]) gives
    vescale::vescale / vescale::mpi / vescale::nccl.
@@ -88,6 +88,8 @@
    Implementation only:
        // >>time       clocks, deadlines, condition variables on CLOCK_MONOTONIC
        // >>transports one table of operations per transport (see the checklists)
+       // >>kernels    the layout/TP/init kernels: host C and NVRTC from one text
+       // >>layout-device  redistribute on device buffers
    A public function is declared and defined under the same marker
    (tests/check_markers.sh checks it).
 
@@ -659,7 +661,7 @@ typedef struct vs_layout {
 } vs_layout;
 
 /* A distributed tensor as one rank sees it: its global shape, layout and this
-   rank's local shard (row-major, contiguous, host memory). */
+   rank's local shard (row-major, contiguous; host memory, CUDA device memory on NCCL). */
 typedef struct vs_dtensor {
     vs_layout layout;
     vs_dtype dtype;
@@ -722,15 +724,21 @@ VS_API vs_result vs_layout_parse_placements(int mesh_ndims, const char* text, vs
    Collective over the mesh: every rank calls it with the same layouts. Uses, per
    mesh dim: all-gather (S->R), all-reduce (P->R), reduce-scatter (P->S), local
    slices (R->S), all-to-all (S(i)->S(j)), zero fill (R->P, S->P). On error nothing
-   is written to dst->data. Host buffers (threads and MPI transports). Scratch
-   buffers are kept in the mesh for the next call (vs_mesh_free releases them). */
+   is written to dst->data. Host buffers on the threads and MPI transports (scratch
+   kept in the mesh for the next call; vs_mesh_free releases it); CUDA device
+   buffers on NCCL: strided blocks are packed and unpacked by kernels on each step's
+   communicator's stream, device scratch comes from the world's hooks for the call,
+   and the call returns when the result is in dst->data. */
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
 // >>tp -----------------------------------------------------------------------
 /* Megatron's tensor- and sequence-parallel regions as named uses of redistribute,
    over a 1-D TP mesh (vs_mesh_submesh(mesh, "TP", &tp)). `shape` is the global
    (unsharded) shape, `seq_dim` the dim that sequence parallelism shards. Backward
-   counterparts carry gradients. All collective over tp; host buffers. */
+   counterparts carry gradients. All collective over tp. Buffers (ids and targets
+   too) are host memory, or CUDA device memory on NCCL: the gathers, scatter-adds
+   and the cross-entropy then run as kernels on tp's communicator's stream and
+   return when done (ids are copied to the host to be checked). */
 
 /* Column-parallel input [copy_to_tensor_model_parallel_region]: forward is the
    identity; backward all-reduces (sums) the input gradient in place. */
@@ -794,7 +802,8 @@ typedef struct vs_init_desc {
     int num_layers;
 } vs_init_desc;
 
-/* Fills t->data (this rank's shard) from the global element indices of its box.
+/* Fills t->data (this rank's shard) from the global element indices of its box
+   (device memory on NCCL: a kernel on the mesh's stream, the same bits).
    Random kinds need a floating dtype; a Partial layout is an error. A constant
    must fit the dtype (integers: finite and in range; f16/bf16/f32: inf and NaN,
    or finite within the type's finite range). Local. */
@@ -6138,6 +6147,735 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
 }
 
 
+// >>kernels --------------------------------------------------------------------
+#if defined(VESCALE_NCCL) && !defined(_VS_MESH_CUDA)
+#define _VS_MESH_CUDA 1 /* device buffers: kernels through NVRTC (link -lnvrtc) */
+#endif
+#if (defined(_VS_MESH_CUDA) || defined(VESCALE_NVRTC)) && !defined(_VS_MESH_NVRTC)
+#define _VS_MESH_NVRTC 1 /* VESCALE_NVRTC alone: only the compiler half (tests) */
+#endif
+#ifndef _VS_MESH_FORCE_DEVICE
+#define _VS_MESH_FORCE_DEVICE 0 /* tests only: the device path over a host transport */
+#endif
+#ifdef __cplusplus
+}
+#endif
+#if defined(_VS_MESH_CUDA) && !defined(VESCALE_NCCL)
+#include <cuda_runtime.h>
+#endif
+#ifdef _VS_MESH_NVRTC
+#include <nvrtc.h>
+#endif
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The device kernels of layouts, TP and init, written once. The host path
+   compiles this text as C (each kernel a plain loop, each "thread block" a loop
+   over its threads); with device buffers (the NCCL transport) the very same text
+   is handed, as a string, to NVRTC at run time and launched on the
+   communicator's stream, so a trainer built by gcc needs no nvcc. NVRTC runs with
+   --fmad=false and IEEE division and square root, and the text brings its own
+   exp, log and cos (double, from + - * / only), so host and device give the same
+   bits. Row reductions (cross-entropy's max and sum of exps) use one fixed order
+   on both: _VS_MKT strided partial sums, then a tree. Dtype and init-kind codes
+   are vs_dtype's and vs_init_kind's values. Block comments only in here: the
+   text becomes one line. */
+#define _VS_MKT 256
+#define _VS_MK_MAXD 8
+#define _VS_MESH_KERNELS \
+    typedef struct _VS_MKN(geo_s) { /* a strided box copy: element x of the box */ \
+        long long dim[_VS_MK_MAXD], dstr[_VS_MK_MAXD], sstr[_VS_MK_MAXD]; \
+        long long doff, soff; \
+        int nd, esz; \
+    } _VS_MKN(geo); \
+    typedef struct _VS_MKN(ibox_s) { /* a shard's box in its tensor, for init */ \
+        long long ls[_VS_MK_MAXD], off[_VS_MK_MAXD], shape[_VS_MK_MAXD]; \
+        int nd; \
+    } _VS_MKN(ibox); \
+    _VS_MKDEV double _VS_MKN(pow2)(long long k) /* 2^k for k in [-1022, 1023] */ \
+    { \
+        return _VS_MKU2D((unsigned long long)(k + 1023) << 52); \
+    } \
+    _VS_MKDEV double _VS_MKN(exp)(double x) \
+    { \
+        double k, r, p; \
+        long long ki; \
+        if (x != x) return x; \
+        if (x > 709.8) return _VS_MKU2D(0x7ff0000000000000ull); \
+        if (x < -745.2) return 0.0; \
+        ki = (long long)(x * 1.4426950408889634 + (x < 0 ? -0.5 : 0.5)); \
+        k = (double)ki; \
+        r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10; /* Cody-Waite */ \
+        /* Taylor to r^13 (|r| < 0.35: below 1e-17), Horner */ \
+        p = 1.6059043836821613e-10; p = p * r + 2.08767569878681e-09; p = p * r + 2.505210838544172e-08; p = p * r + 2.755731922398589e-07; p = p * r + 2.7557319223985893e-06; p = p * r + 2.48015873015873e-05; p = p * r + 0.0001984126984126984; p = p * r + 0.001388888888888889; p = p * r + 0.008333333333333333; p = p * r + 0.041666666666666664; p = p * r + 0.16666666666666666; p = p * r + 0.5; p = p * r + 1.0; p = p * r + 1.0; \
+        if (ki > 1023) return p * _VS_MKN(pow2)(ki - 1) * 2.0; \
+        if (ki < -1021) return p * _VS_MKN(pow2)(ki + 60) * _VS_MKN(pow2)(-60); \
+        return p * _VS_MKN(pow2)(ki); \
+    } \
+    _VS_MKDEV double _VS_MKN(log)(double x) \
+    { \
+        unsigned long long u; \
+        long long e = 0; \
+        double m, s, s2, p; \
+        if (x != x) return x; \
+        if (x < 0) return _VS_MKU2D(0x7ff8000000000000ull); \
+        if (x == 0) return _VS_MKU2D(0xfff0000000000000ull); \
+        if (x > 1.7976931348623157e308) return x; \
+        u = _VS_MKD2U(x); \
+        if (u < 0x0010000000000000ull) { /* subnormal */ \
+            x *= 18014398509481984.0; \
+            u = _VS_MKD2U(x); \
+            e = -54; \
+        } \
+        e += (long long)(u >> 52) - 1023; \
+        m = _VS_MKU2D((u & 0x000fffffffffffffull) | 0x3ff0000000000000ull); \
+        if (m > 1.4142135623730951) { \
+            m *= 0.5; \
+            e += 1; \
+        } \
+        s = (m - 1.0) / (m + 1.0); /* log m = 2 atanh s, |s| < 0.172 */ \
+        s2 = s * s; \
+        p = 0.043478260869565216; p = p * s2 + 0.047619047619047616; p = p * s2 + 0.05263157894736842; p = p * s2 + 0.058823529411764705; p = p * s2 + 0.06666666666666667; p = p * s2 + 0.07692307692307693; p = p * s2 + 0.09090909090909091; p = p * s2 + 0.1111111111111111; p = p * s2 + 0.14285714285714285; p = p * s2 + 0.2; p = p * s2 + 0.3333333333333333; p = p * s2 + 1.0; /* sum of s2^j / (2j + 1) */ \
+        return (double)e * 6.93147180369123816490e-01 + (2.0 * s * p + (double)e * 1.90821492927058770002e-10); \
+    } \
+    _VS_MKDEV double _VS_MKN(cos2pi)(double v) /* cos(2 pi v), v in [0, 1) */ \
+    { \
+        double w = v * 4.0, f, t, t2, c, sn; \
+        long long q = (long long)w; \
+        f = w - (double)q; \
+        if (f > 0.5) { \
+            f -= 1.0; \
+            q += 1; \
+        } \
+        t = f * 1.5707963267948966; \
+        t2 = t * t; \
+        c = -1.5619206968586225e-16; c = c * t2 + 4.779477332387385e-14; c = c * t2 + -1.1470745597729725e-11; c = c * t2 + 2.08767569878681e-09; c = c * t2 + -2.755731922398589e-07; c = c * t2 + 2.48015873015873e-05; c = c * t2 + -0.001388888888888889; c = c * t2 + 0.041666666666666664; c = c * t2 + -0.5; c = c * t2 + 1.0; \
+        sn = -8.22063524662433e-18; sn = sn * t2 + 2.8114572543455206e-15; sn = sn * t2 + -7.647163731819816e-13; sn = sn * t2 + 1.6059043836821613e-10; sn = sn * t2 + -2.505210838544172e-08; sn = sn * t2 + 2.7557319223985893e-06; sn = sn * t2 + -0.0001984126984126984; sn = sn * t2 + 0.008333333333333333; sn = sn * t2 + -0.16666666666666666; sn = sn * t2 + 1.0; \
+        sn *= t; \
+        switch (q & 3) { \
+        case 0: return c; \
+        case 1: return -sn; \
+        case 2: return -c; \
+        default: return sn; \
+        } \
+    } \
+    _VS_MKDEV void _VS_MKN(philox)(unsigned long long key, unsigned long long lo, unsigned long long hi, \
+                                   unsigned int* out) \
+    { \
+        unsigned int c0 = (unsigned int)lo, c1 = (unsigned int)(lo >> 32), c2 = (unsigned int)hi, \
+                     c3 = (unsigned int)(hi >> 32), k0 = (unsigned int)key, k1 = (unsigned int)(key >> 32), n0, n2; \
+        unsigned long long p0, p1; \
+        int r; \
+        for (r = 0; r < 10; r++) { \
+            p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2; \
+            n0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0, n2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1; \
+            c0 = n0, c1 = (unsigned int)p1, c2 = n2, c3 = (unsigned int)p0; \
+            k0 += 0x9E3779B9u, k1 += 0xBB67AE85u; \
+        } \
+        out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3; \
+    } \
+    /* element `index`'s value before rounding: kinds 0 zeros 1 ones 2 constant 3 \
+       uniform 4 normal 5 scaled normal (std: b or its scaled value) */ \
+    _VS_MKDEV double _VS_MKN(draw)(int kind, unsigned long long key, unsigned long long index, double a, double b, \
+                                   double std) \
+    { \
+        unsigned int x[4]; \
+        double u, v; \
+        if (kind == 0) return 0.0; \
+        if (kind == 1) return 1.0; \
+        if (kind == 2) return a; \
+        _VS_MKN(philox)(key, index, 0, x); \
+        u = (double)(((unsigned long long)x[0] << 21) ^ (x[1] >> 11)) * (1.0 / 9007199254740992.0); \
+        if (kind == 3) return a + (b - a) * u; \
+        v = (double)(((unsigned long long)x[2] << 21) ^ (x[3] >> 11)) * (1.0 / 9007199254740992.0); \
+        return a + std * (_VS_MKSQRT(-2.0 * _VS_MKN(log)(1.0 - u)) * _VS_MKN(cos2pi)(v)); \
+    } \
+    _VS_MKDEV unsigned short _VS_MKN(bf16)(float f) \
+    { \
+        unsigned int u = _VS_MKF2U(f); \
+        if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); \
+        return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); \
+    } \
+    _VS_MKDEV unsigned short _VS_MKN(f16)(float f) \
+    { \
+        unsigned int u = _VS_MKF2U(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu, sh, m, q, rem, half; \
+        if (a > 0x7f800000u) return (unsigned short)(sign | 0x7e00u); \
+        if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); \
+        if (a < 0x33000000u) return (unsigned short)sign; \
+        if (a < 0x38800000u) { \
+            sh = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u; \
+            q = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u); \
+            return (unsigned short)(sign | (q + (rem > half || (rem == half && (q & 1u))))); \
+        } \
+        m = a - 0x38000000u, q = m >> 13, rem = m & 0x1fffu; \
+        return (unsigned short)(sign | (q + (rem > 0x1000u || (rem == 0x1000u && (q & 1u))))); \
+    } \
+    _VS_MKDEV float _VS_MKN(from_f16)(unsigned int h) \
+    { \
+        unsigned int sign = (h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu; \
+        float f; \
+        if (ex == 0x1fu) return _VS_MKU2F(sign | 0x7f800000u | (man << 13)); \
+        if (ex == 0) { \
+            f = (float)man * (1.0f / 16777216.0f); \
+            return sign ? -f : f; \
+        } \
+        return _VS_MKU2F(sign | ((ex + 112u) << 23) | (man << 13)); \
+    } \
+    /* stores v as dtype dt at element i; uniform draws that round up to b store a */ \
+    _VS_MKDEV void _VS_MKN(store)(void* p, int dt, long long i, double v, int kind, double a, double b) \
+    { \
+        float f; \
+        unsigned short h; \
+        switch (dt) { \
+        case 1: /* f32 */ \
+            f = (float)v; \
+            if (kind == 3 && (double)f >= b) f = (float)a; \
+            ((float*)p)[i] = f; \
+            break; \
+        case 2: /* f16 */ \
+            h = _VS_MKN(f16)((float)v); \
+            if (kind == 3 && (double)_VS_MKN(from_f16)(h) >= b) h = _VS_MKN(f16)((float)a); \
+            ((unsigned short*)p)[i] = h; \
+            break; \
+        case 3: /* bf16 */ \
+            h = _VS_MKN(bf16)((float)v); \
+            if (kind == 3 && (double)_VS_MKU2F((unsigned int)h << 16) >= b) h = _VS_MKN(bf16)((float)a); \
+            ((unsigned short*)p)[i] = h; \
+            break; \
+        case 4: /* f64 */ \
+            ((double*)p)[i] = kind == 3 && v >= b ? a : v; \
+            break; \
+        case 5: ((int*)p)[i] = (int)v; break; \
+        case 6: ((long long*)p)[i] = (long long)v; break; \
+        default: ((unsigned char*)p)[i] = (unsigned char)v; break; \
+        } \
+    } \
+    _VS_MKGLOBAL _VS_MKN(init)(void* out, int dt, long long n, _VS_MKN(ibox) g, unsigned long long key, int kind, \
+                               double a, double b, double std) \
+    { \
+        _VS_MKLOOP(x, n) { \
+            long long rem = x, q; \
+            unsigned long long gi = 0, mul = 1; \
+            int d; \
+            for (d = g.nd - 1; d >= 0; d--) { /* row-major: global index of local element x */ \
+                q = rem % g.ls[d]; \
+                rem /= g.ls[d]; \
+                gi += (unsigned long long)(g.off[d] + q) * mul; \
+                mul *= (unsigned long long)g.shape[d]; \
+            } \
+            _VS_MKN(store)(out, dt, x, _VS_MKN(draw)(kind, key, gi, a, b, std), kind, a, b); \
+        } \
+    } \
+    _VS_MKGLOBAL _VS_MKN(box)(char* dst, const char* src, long long n, _VS_MKN(geo) g) \
+    { \
+        _VS_MKLOOP(x, n) { \
+            long long rem = x, q, so = g.soff, dof = g.doff; \
+            int d; \
+            for (d = g.nd - 1; d >= 0; d--) { \
+                q = rem % g.dim[d]; \
+                rem /= g.dim[d]; \
+                so += q * g.sstr[d]; \
+                dof += q * g.dstr[d]; \
+            } \
+            switch (g.esz) { \
+            case 1: ((unsigned char*)dst)[dof] = ((const unsigned char*)src)[so]; break; \
+            case 2: ((unsigned short*)dst)[dof] = ((const unsigned short*)src)[so]; break; \
+            case 4: ((unsigned int*)dst)[dof] = ((const unsigned int*)src)[so]; break; \
+            default: ((unsigned long long*)dst)[dof] = ((const unsigned long long*)src)[so]; break; \
+            } \
+        } \
+    } \
+    _VS_MKGLOBAL _VS_MKN(embed_fwd)(float* out, const float* table, const int* ids, long long n, long long dim, \
+                                    long long start, long long rows) \
+    { \
+        _VS_MKLOOP(x, n * dim) { \
+            long long i = x / dim, r = ids[i] - start; \
+            out[x] = r >= 0 && r < rows ? table[r * dim + (x - i * dim)] : 0.0f; \
+        } \
+    } \
+    /* element (r, j) of the table gradient is owned by one thread (j, r % nb), \
+       which adds the tokens in order: the host loop's order, for any nb */ \
+    _VS_MKGLOBAL _VS_MKN(embed_bwd)(float* gt, const float* gout, const int* ids, long long n, long long dim, \
+                                    long long start, long long rows, long long nb) \
+    { \
+        _VS_MKLOOP(x, dim * nb) { \
+            long long j = x % dim, b = x / dim, i, r; \
+            for (i = 0; i < n; i++) { \
+                r = ids[i] - start; \
+                if (r >= 0 && r < rows && r % nb == b) gt[r * dim + j] += gout[i * dim + j]; \
+            } \
+        } \
+    } \
+    _VS_MKGLOBAL _VS_MKN(ce_max)(float* mx, const float* lg, long long n, long long rows) \
+    { \
+        _VS_MKSHARED float s[_VS_MKT]; \
+        _VS_MKROWS(i, n) { \
+            int w; \
+            _VS_MKTHREADS(t) { \
+                float m = _VS_MKU2F(0xff800000u), v; \
+                long long j; \
+                for (j = t; j < rows; j += _VS_MKT) { \
+                    v = lg[i * rows + j]; \
+                    m = v > m ? v : m; \
+                } \
+                s[t] = m; \
+            } \
+            _VS_MKSYNC; \
+            for (w = _VS_MKT / 2; w > 0; w /= 2) { \
+                _VS_MKTHREADS(t) if (t < w && s[t + w] > s[t]) s[t] = s[t + w]; \
+                _VS_MKSYNC; \
+            } \
+            _VS_MKTHREADS(t) if (t == 0) mx[i] = s[0]; \
+            _VS_MKSYNC; \
+        } \
+    } \
+    _VS_MKGLOBAL _VS_MKN(ce_sum)(float* se, float* tl, const float* lg, const float* mx, const int* tg, long long n, \
+                                 long long rows, long long start) \
+    { \
+        _VS_MKSHARED float s[_VS_MKT]; \
+        _VS_MKROWS(i, n) { \
+            int w; \
+            _VS_MKTHREADS(t) { \
+                float acc = 0.0f; \
+                long long j; \
+                for (j = t; j < rows; j += _VS_MKT) acc += (float)_VS_MKN(exp)((double)(lg[i * rows + j] - mx[i])); \
+                s[t] = acc; \
+            } \
+            _VS_MKSYNC; \
+            for (w = _VS_MKT / 2; w > 0; w /= 2) { \
+                _VS_MKTHREADS(t) if (t < w) s[t] = s[t] + s[t + w]; \
+                _VS_MKSYNC; \
+            } \
+            _VS_MKTHREADS(t) if (t == 0) { \
+                long long q = tg[i] - start; \
+                se[i] = s[0]; \
+                tl[i] = q >= 0 && q < rows ? lg[i * rows + q] : 0.0f; \
+            } \
+            _VS_MKSYNC; \
+        } \
+    } \
+    _VS_MKGLOBAL _VS_MKN(ce_loss)(float* loss, const float* mx, const float* se, const float* tl, long long n) \
+    { \
+        _VS_MKLOOP(x, n) loss[x] = (float)_VS_MKN(log)((double)se[x]) + mx[x] - tl[x]; \
+    } \
+    _VS_MKGLOBAL _VS_MKN(ce_grad)(float* g, const float* lg, const float* mx, const float* se, const int* tg, \
+                                  long long n, long long rows, long long start) \
+    { \
+        _VS_MKLOOP(x, n * rows) { \
+            long long i = x / rows, j = x - i * rows; \
+            g[x] = (float)_VS_MKN(exp)((double)(lg[x] - mx[i])) / se[i] - (start + j == tg[i] ? 1.0f : 0.0f); \
+        } \
+    }
+
+/* Kernel indices (names: "vs_mk_" + the name); the row kernels run one block per
+   row. */
+enum {
+    _VS_MK_INIT,
+    _VS_MK_BOX,
+    _VS_MK_EMBED_FWD,
+    _VS_MK_EMBED_BWD,
+    _VS_MK_CE_MAX,
+    _VS_MK_CE_SUM,
+    _VS_MK_CE_LOSS,
+    _VS_MK_CE_GRAD,
+    _VS_MK_N
+};
+static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "vs_mk_box",    "vs_mk_embed_fwd",
+                                                   "vs_mk_embed_bwd", "vs_mk_ce_max", "vs_mk_ce_sum",
+                                                   "vs_mk_ce_loss",   "vs_mk_ce_grad"};
+#define _VS_MK_ROWKERNEL(ki) ((ki) == _VS_MK_CE_MAX || (ki) == _VS_MK_CE_SUM)
+
+/* The text as NVRTC source. */
+#define _VS_MKDEV __device__ static
+#define _VS_MKGLOBAL extern "C" __global__ void
+#define _VS_MKN(x) vs_mk_##x
+#define _VS_MKLOOP(x, n) \
+    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < (n); x += (long long)gridDim.x * blockDim.x)
+#define _VS_MKROWS(i, n) for (long long i = blockIdx.x; i < (n); i += gridDim.x)
+#define _VS_MKTHREADS(t) for (int t = (int)threadIdx.x, t##_once = 1; t##_once; t##_once = 0)
+#define _VS_MKSYNC __syncthreads()
+#define _VS_MKSHARED __shared__
+#define _VS_MKU2F(u) __uint_as_float(u)
+#define _VS_MKF2U(f) __float_as_uint(f)
+#define _VS_MKU2D(u) __longlong_as_double((long long)(u))
+#define _VS_MKD2U(d) ((unsigned long long)__double_as_longlong(d))
+#define _VS_MKSQRT(x) sqrt(x)
+#define _VS_MKSTR_(...) #__VA_ARGS__
+#define _VS_MKSTR(...) _VS_MKSTR_(__VA_ARGS__)
+static _VS_UNUSED const char _vs_mk_source[] = _VS_MKSTR(_VS_MESH_KERNELS) "\n";
+#undef _VS_MKDEV
+#undef _VS_MKGLOBAL
+#undef _VS_MKN
+#undef _VS_MKLOOP
+#undef _VS_MKROWS
+#undef _VS_MKTHREADS
+#undef _VS_MKSYNC
+#undef _VS_MKSHARED
+#undef _VS_MKU2F
+#undef _VS_MKF2U
+#undef _VS_MKU2D
+#undef _VS_MKD2U
+#undef _VS_MKSQRT
+
+/* ... and as host C. */
+_VS_PRIVATE float _vs_mk_u2f(unsigned int u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+_VS_PRIVATE unsigned int _vs_mk_f2u(float f)
+{
+    unsigned int u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+_VS_PRIVATE double _vs_mk_u2d(unsigned long long u)
+{
+    double d;
+    memcpy(&d, &u, 8);
+    return d;
+}
+_VS_PRIVATE unsigned long long _vs_mk_d2u(double d)
+{
+    unsigned long long u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+#define _VS_MKDEV _VS_PRIVATE
+#define _VS_MKGLOBAL _VS_PRIVATE void
+#define _VS_MKN(x) _vs_mk_##x
+#define _VS_MKLOOP(x, n) for (long long x = 0; x < (n); x++)
+#define _VS_MKROWS(i, n) for (long long i = 0; i < (n); i++)
+#define _VS_MKTHREADS(t) for (int t = 0; t < _VS_MKT; t++)
+#define _VS_MKSYNC ((void)0)
+#define _VS_MKSHARED
+#define _VS_MKU2F(u) _vs_mk_u2f(u)
+#define _VS_MKF2U(f) _vs_mk_f2u(f)
+#define _VS_MKU2D(u) _vs_mk_u2d(u)
+#define _VS_MKD2U(d) _vs_mk_d2u(d)
+#define _VS_MKSQRT(x) sqrt(x)
+_VS_MESH_KERNELS
+#undef _VS_MKDEV
+#undef _VS_MKGLOBAL
+#undef _VS_MKN
+#undef _VS_MKLOOP
+#undef _VS_MKROWS
+#undef _VS_MKTHREADS
+#undef _VS_MKSYNC
+#undef _VS_MKSHARED
+#undef _VS_MKU2F
+#undef _VS_MKF2U
+#undef _VS_MKU2D
+#undef _VS_MKD2U
+#undef _VS_MKSQRT
+
+/* The codes the text uses are these enums' values. */
+typedef char _vs_mk_codes_check[(VS_F32 == 1 && VS_F16 == 2 && VS_BF16 == 3 && VS_F64 == 4 && VS_I32 == 5 &&
+                                  VS_I64 == 6 && VS_INIT_UNIFORM == 3 && VS_INIT_SCALED_NORMAL == 5 &&
+                                  VS_TENSOR_MAX_DIMS == _VS_MK_MAXD)
+                                     ? 1
+                                     : -1];
+
+/* Runs kernel ki's host build with the arguments as a launch passes them (each
+   args[i] points at the i-th parameter). The host path runs every kernel through
+   this; tests/test_device_layout.c's stand-in runtime does too. */
+_VS_PRIVATE void _vs_mk_host(int ki, void** a)
+{
+#define _VS_A(T, i) (*(T*)a[i])
+    switch (ki) {
+    case _VS_MK_INIT:
+        _vs_mk_init(_VS_A(void*, 0), _VS_A(int, 1), _VS_A(long long, 2), _VS_A(_vs_mk_ibox, 3),
+                    _VS_A(unsigned long long, 4), _VS_A(int, 5), _VS_A(double, 6), _VS_A(double, 7), _VS_A(double, 8));
+        break;
+    case _VS_MK_BOX: _vs_mk_box(_VS_A(char*, 0), _VS_A(const char*, 1), _VS_A(long long, 2), _VS_A(_vs_mk_geo, 3)); break;
+    case _VS_MK_EMBED_FWD:
+        _vs_mk_embed_fwd(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(const int*, 2), _VS_A(long long, 3),
+                         _VS_A(long long, 4), _VS_A(long long, 5), _VS_A(long long, 6));
+        break;
+    case _VS_MK_EMBED_BWD:
+        _vs_mk_embed_bwd(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(const int*, 2), _VS_A(long long, 3),
+                         _VS_A(long long, 4), _VS_A(long long, 5), _VS_A(long long, 6), _VS_A(long long, 7));
+        break;
+    case _VS_MK_CE_MAX:
+        _vs_mk_ce_max(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(long long, 2), _VS_A(long long, 3));
+        break;
+    case _VS_MK_CE_SUM:
+        _vs_mk_ce_sum(_VS_A(float*, 0), _VS_A(float*, 1), _VS_A(const float*, 2), _VS_A(const float*, 3),
+                      _VS_A(const int*, 4), _VS_A(long long, 5), _VS_A(long long, 6), _VS_A(long long, 7));
+        break;
+    case _VS_MK_CE_LOSS:
+        _vs_mk_ce_loss(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(const float*, 2), _VS_A(const float*, 3),
+                       _VS_A(long long, 4));
+        break;
+    default:
+        _vs_mk_ce_grad(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(const float*, 2), _VS_A(const float*, 3),
+                       _VS_A(const int*, 4), _VS_A(long long, 5), _VS_A(long long, 6), _VS_A(long long, 7));
+        break;
+    }
+#undef _VS_A
+}
+
+/* The box copy's geometry: element strides of both sides, dims that are
+   contiguous on both merged. */
+_VS_PRIVATE _vs_mk_geo _vs_mk_geometry(const int64_t* dshape, const int64_t* doff, const int64_t* sshape,
+                                       const int64_t* soff, const int64_t* box, int ndim, size_t esz)
+{
+    _vs_mk_geo g;
+    memset(&g, 0, sizeof g);
+    g.esz = (int)esz;
+    int64_t ds = 1, ss = 1;
+    long long dst[_VS_MK_MAXD], sst[_VS_MK_MAXD];
+    for (int d = ndim - 1; d >= 0; d--) {
+        dst[d] = ds, sst[d] = ss;
+        g.doff += doff[d] * ds, g.soff += soff[d] * ss;
+        ds *= dshape[d], ss *= sshape[d];
+    }
+    int nd = 0; // merged dims, outermost first
+    for (int d = 0; d < ndim; d++) {
+        if (nd > 0 && g.dstr[nd - 1] == box[d] * dst[d] && g.sstr[nd - 1] == box[d] * sst[d]) {
+            g.dim[nd - 1] *= box[d], g.dstr[nd - 1] = dst[d], g.sstr[nd - 1] = sst[d];
+            continue;
+        }
+        g.dim[nd] = box[d], g.dstr[nd] = dst[d], g.sstr[nd] = sst[d];
+        nd++;
+    }
+    g.nd = nd;
+    return g;
+}
+
+/* Compiles `src` for `arch` ("sm_90": a cubin; "compute_90": PTX) into a buffer
+   from the hooks' allocator (h may be NULL: malloc), exactly as the device path
+   does (--fmad=false, IEEE division and square root). No device needed. */
+#ifdef _VS_MESH_NVRTC
+_VS_PRIVATE vs_result _vs_nvrtc_compile(const _vs_hooks* h, const char* src, const char* prog_name, const char* arch,
+                                        char** image, size_t* size)
+{
+    *image = NULL;
+    *size = 0;
+    char opt_arch[64];
+    snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s", arch);
+    const char* opts[] = {opt_arch, "--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false"};
+    nvrtcProgram prog;
+    nvrtcResult e = nvrtcCreateProgram(&prog, src, prog_name, 0, NULL, NULL);
+    if (e != NVRTC_SUCCESS) return _vs_err(VS_ERR_BACKEND, "NVRTC: %s: %s", prog_name, nvrtcGetErrorString(e));
+    e = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
+    if (e != NVRTC_SUCCESS) {
+        char log[512] = "";
+        size_t n = 0;
+        if (nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && n > 1) {
+            char* full = (char*)_vs_halloc(h, n);
+            if (full && nvrtcGetProgramLog(prog, full) == NVRTC_SUCCESS) snprintf(log, sizeof log, "%s", full);
+            _vs_hfree(h, full);
+        }
+        nvrtcDestroyProgram(&prog);
+        return _vs_err(VS_ERR_BACKEND, "NVRTC cannot compile %s for %s: %s: %s", prog_name, arch,
+                       nvrtcGetErrorString(e), log);
+    }
+    int cubin = !strncmp(arch, "sm_", 3);
+    e = cubin ? nvrtcGetCUBINSize(prog, size) : nvrtcGetPTXSize(prog, size);
+    if (e == NVRTC_SUCCESS && !(*image = (char*)_vs_halloc(h, *size + 1))) {
+        nvrtcDestroyProgram(&prog);
+        return _vs_err(VS_ERR_NOMEM, "NVRTC: out of memory for a %zu-byte kernel image", *size);
+    }
+    if (e == NVRTC_SUCCESS) e = cubin ? nvrtcGetCUBIN(prog, *image) : nvrtcGetPTX(prog, *image);
+    nvrtcDestroyProgram(&prog);
+    if (e != NVRTC_SUCCESS) {
+        _vs_hfree(h, *image);
+        *image = NULL;
+        return _vs_err(VS_ERR_BACKEND, "NVRTC: %s: %s", prog_name, nvrtcGetErrorString(e));
+    }
+    return VS_OK;
+}
+#endif // _VS_MESH_NVRTC
+
+#ifdef _VS_MESH_CUDA
+/* The kernels are compiled once per device and process, on first use, and kept
+   until exit (a module is a few tens of KiB). */
+typedef struct _vs_mkmod {
+    int dev;
+    cudaLibrary_t lib;
+    cudaKernel_t k[_VS_MK_N];
+} _vs_mkmod;
+static _VS_UNUSED _vs_mkmod _vs_mk_mods[64];
+static _VS_UNUSED int _vs_mk_nmods;
+static pthread_mutex_t _vs_mk_mu = PTHREAD_MUTEX_INITIALIZER;
+
+_VS_PRIVATE vs_result _vs_cuda_err(cudaError_t e, const char* fn, const char* what)
+{
+    return _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s: %s", fn, what, cudaGetErrorString(e));
+}
+
+/* This device's module (compiled and loaded the first time). */
+_VS_PRIVATE vs_result _vs_mk_module(const _vs_hooks* h, const char* fn, const _vs_mkmod** out)
+{
+    int dev = 0, maj = 0, mnr = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return _vs_cuda_err(e, fn, "cudaGetDevice");
+    vs_result r = VS_OK;
+    pthread_mutex_lock(&_vs_mk_mu);
+    for (int i = 0; i < _vs_mk_nmods; i++)
+        if (_vs_mk_mods[i].dev == dev) {
+            *out = &_vs_mk_mods[i];
+            pthread_mutex_unlock(&_vs_mk_mu);
+            return VS_OK;
+        }
+    _vs_mkmod md;
+    memset(&md, 0, sizeof md);
+    md.dev = dev;
+    e = cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&mnr, cudaDevAttrComputeCapabilityMinor, dev);
+    char arch[32], *image = NULL;
+    size_t size = 0;
+    snprintf(arch, sizeof arch, "sm_%d%d", maj, mnr);
+    if (e != cudaSuccess) r = _vs_cuda_err(e, fn, "the device's compute capability");
+    if (!r && _vs_mk_nmods == (int)(sizeof _vs_mk_mods / sizeof _vs_mk_mods[0]))
+        r = _vs_err(VS_ERR_UNSUPPORTED, "%s: more than %d CUDA devices in one process", fn, _vs_mk_nmods);
+    if (!r) r = _vs_nvrtc_compile(h, _vs_mk_source, "vescale_mesh_kernels.cu", arch, &image, &size);
+    if (!r && (e = cudaLibraryLoadData(&md.lib, image, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)
+        r = _vs_cuda_err(e, fn, "loading the layout kernels");
+    _vs_hfree(h, image);
+    for (int i = 0; i < _VS_MK_N && !r; i++)
+        if ((e = cudaLibraryGetKernel(&md.k[i], md.lib, _vs_mk_names[i])) != cudaSuccess)
+            r = _vs_cuda_err(e, fn, _vs_mk_names[i]);
+    if (!r) {
+        _vs_mk_mods[_vs_mk_nmods] = md;
+        *out = &_vs_mk_mods[_vs_mk_nmods++];
+    } else if (md.lib) {
+        cudaLibraryUnload(md.lib);
+    }
+    pthread_mutex_unlock(&_vs_mk_mu);
+    return r;
+}
+#endif // _VS_MESH_CUDA
+
+/* Device buffers on c: the NCCL transport's (tests may force the device path
+   over the threads transport, with a stand-in runtime: _VS_MESH_FORCE_DEVICE). */
+#ifdef _VS_MESH_CUDA
+#define _VS_ON_DEVICE(c) ((c)->tp->device || (_VS_MESH_FORCE_DEVICE))
+#else
+#define _VS_ON_DEVICE(c) ((void)(c), 0)
+#endif
+
+/* vs_redistribute on device buffers (>>layout-device). */
+_VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dtensor* dst, int64_t n_in,
+                                              int64_t n_out);
+
+/* Kernel ki over `work` elements (row kernels: rows) with device buffers on c's
+   stream, else its host build now. */
+_VS_PRIVATE vs_result _vs_mk_run(vs_comm* c, const char* fn, int ki, long long work, void** args)
+{
+    if (work <= 0) return VS_OK;
+#ifdef _VS_MESH_CUDA
+    if (_VS_ON_DEVICE(c)) {
+        const _vs_mkmod* md = NULL;
+        _VS_TRY(_vs_mk_module(c->world ? &c->world->hooks : NULL, fn, &md));
+        long long blocks = _VS_MK_ROWKERNEL(ki) ? work : (work + _VS_MKT - 1) / _VS_MKT;
+        if (blocks > 65535) blocks = 65535; // grid-stride loops do the rest
+        dim3 grid, block;
+        grid.x = (unsigned)blocks, grid.y = grid.z = 1;
+        block.x = _VS_MKT, block.y = block.z = 1;
+        cudaError_t e = cudaLaunchKernel((const void*)md->k[ki], grid, block, args, 0, (cudaStream_t)vs_comm_stream(c));
+        return e == cudaSuccess ? VS_OK : _vs_cuda_err(e, fn, _vs_mk_names[ki]);
+    }
+#else
+    (void)c, (void)fn;
+#endif
+    _vs_mk_host(ki, args);
+    return VS_OK;
+}
+
+/* Memory on c's side: device memory on c's stream, or host memory. */
+_VS_PRIVATE vs_result _vs_mem_zero(vs_comm* c, const char* fn, void* p, size_t bytes)
+{
+    if (!bytes) return VS_OK;
+#ifdef _VS_MESH_CUDA
+    if (_VS_ON_DEVICE(c)) {
+        cudaError_t e = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)vs_comm_stream(c));
+        return e == cudaSuccess ? VS_OK : _vs_cuda_err(e, fn, "cudaMemsetAsync");
+    }
+#else
+    (void)c, (void)fn;
+#endif
+    memset(p, 0, bytes);
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_mem_copy(vs_comm* c, const char* fn, void* dst, const void* src, size_t bytes)
+{
+    if (!bytes || dst == src) return VS_OK;
+#ifdef _VS_MESH_CUDA
+    if (_VS_ON_DEVICE(c)) {
+        cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)vs_comm_stream(c));
+        return e == cudaSuccess ? VS_OK : _vs_cuda_err(e, fn, "cudaMemcpyAsync");
+    }
+#else
+    (void)c, (void)fn;
+#endif
+    _vs_copy(dst, src, bytes);
+    return VS_OK;
+}
+
+/* Waits for c's stream (device buffers); the host path is done already. */
+_VS_PRIVATE vs_result _vs_mem_sync(vs_comm* c, const char* fn)
+{
+#ifdef _VS_MESH_CUDA
+    if (_VS_ON_DEVICE(c)) {
+        cudaError_t e = cudaStreamSynchronize((cudaStream_t)vs_comm_stream(c));
+        return e == cudaSuccess ? VS_OK : _vs_cuda_err(e, fn, "cudaStreamSynchronize");
+    }
+#else
+    (void)c, (void)fn;
+#endif
+    return VS_OK;
+}
+
+/* A buffer on c's side through the world's hooks (device: vs_device_alloc). */
+_VS_PRIVATE void* _vs_mem_alloc(vs_comm* c, size_t bytes)
+{
+    const vs_world* w = c->world;
+    if (_VS_ON_DEVICE(c)) return vs_device_alloc(w, bytes ? bytes : 1);
+    return _vs_halloc(w ? &w->hooks : NULL, bytes ? bytes : 1);
+}
+
+_VS_PRIVATE void _vs_mem_free(vs_comm* c, void* p)
+{
+    const vs_world* w = c->world;
+    if (_VS_ON_DEVICE(c))
+        vs_device_free(w, p);
+    else
+        _vs_hfree(w ? &w->hooks : NULL, p);
+}
+
+/* A host view of n ids at p (c's side): p itself on the host path, else a copy
+   through the hooks (*own set: free it with _vs_hfree). */
+_VS_PRIVATE vs_result _vs_mem_ids(vs_comm* c, const char* fn, const int32_t* p, int64_t n, const int32_t** out,
+                                  void** own)
+{
+    *out = p;
+    *own = NULL;
+#ifdef _VS_MESH_CUDA
+    if (_VS_ON_DEVICE(c) && n > 0 && p) {
+        const _vs_hooks* h = c->world ? &c->world->hooks : NULL;
+        int32_t* q = (int32_t*)_vs_halloc(h, sizeof(int32_t) * (size_t)n);
+        if (!q) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %lld ids", fn, (long long)n);
+        cudaStream_t st = (cudaStream_t)vs_comm_stream(c);
+        cudaError_t e = cudaMemcpyAsync(q, p, sizeof(int32_t) * (size_t)n, cudaMemcpyDefault, st);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+        if (e != cudaSuccess) {
+            _vs_hfree(h, q);
+            return _vs_cuda_err(e, fn, "copying the ids to the host");
+        }
+        *out = q;
+        *own = q;
+    }
+#else
+    (void)c, (void)fn, (void)n;
+#endif
+    return VS_OK;
+}
+
 // >>layout --------------------------------------------------------------------
 
 /* Ranks along one mesh dim that redistribute's per-member tables (stack arrays)
@@ -6965,8 +7703,6 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
             return _vs_err(VS_ERR_MISMATCH, "%s: shape[%d] is %lld in the source, %lld in the destination", fn, d,
                            (long long)src->shape[d], (long long)dst->shape[d]);
     vs_mesh* m = src->layout.mesh;
-    if (m->comm && m->comm->tp->device)
-        return _vs_err(VS_ERR_UNSUPPORTED, "%s: device buffers (NCCL transport) are not supported yet: host only", fn);
     int isint = src->dtype == VS_I32 || src->dtype == VS_I64 || src->dtype == VS_U8;
     for (int k = 0; k < m->ndims; k++) {
         const vs_placement* ps[2] = {&src->layout.p[k], &dst->layout.p[k]};
@@ -6981,6 +7717,7 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
     if ((n_in && !src->data) || (n_out && !dst->data))
         return _vs_err(VS_ERR_NULL, "%s: %s data is NULL for %lld elements", fn, n_in && !src->data ? "source" : "destination",
                        (long long)(n_in && !src->data ? n_in : n_out));
+    if (m->comm && _VS_ON_DEVICE(m->comm)) return _vs_redistribute_device(src, dst, n_in, n_out); // >>layout-device
     _vs_rstep steps[3 * VS_MESH_MAX_DIMS];
     int ns = _vs_plan_redistribute(m, src->layout.p, dst->layout.p, steps);
     size_t esz = vs_dtype_size(src->dtype);
@@ -7138,6 +7875,19 @@ _VS_PRIVATE vs_result _vs_check_ids(const char* fn, const int32_t* ids, int64_t 
     return VS_OK;
 }
 
+/* The ids' check on their host view (a copy when they are device memory). */
+_VS_PRIVATE vs_result _vs_check_ids_on(vs_comm* c, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
+{
+    const int32_t* h = NULL;
+    void* own = NULL;
+    _VS_TRY(_vs_mem_ids(c, fn, ids, n, &h, &own));
+    vs_result r = _vs_check_ids(fn, h, n, vocab);
+    _vs_hfree(c->world ? &c->world->hooks : NULL, own);
+    return r;
+}
+
+/* The gather, scatter-add and cross-entropy below run >>kernels' text: host
+   loops, or kernels on the TP communicator's stream with device buffers (NCCL). */
 VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shard, int64_t vocab, int64_t dim,
                                             const int32_t* ids, int64_t n, float* out)
 {
@@ -7145,17 +7895,17 @@ VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shar
     int64_t start = 0, rows = 0;
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
     _VS_TRY(_vs_check_tokens(fn, n, dim));
-    _VS_TRY(_vs_check_ids(fn, ids, n, vocab));
+    vs_comm* c = tp->comm;
+    _VS_TRY(_vs_check_ids_on(c, fn, ids, n, vocab));
     if (n > 0 && dim > 0 && !out) return _vs_err(VS_ERR_NULL, "%s: out is NULL", fn);
     if (rows > 0 && dim > 0 && !table_shard) return _vs_err(VS_ERR_NULL, "%s: table_shard is NULL", fn);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t r = ids[i] - start;
-        if (r >= 0 && r < rows)
-            memcpy(out + i * dim, table_shard + r * dim, sizeof(float) * (size_t)dim);
-        else
-            memset(out + i * dim, 0, sizeof(float) * (size_t)dim);
-    }
-    return vs_all_reduce(tp->comm, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, NULL);
+    float* o = out;
+    const float* tb = table_shard;
+    const int32_t* id = ids;
+    long long nn = n, dd = dim, st = start, rr = rows;
+    void* args[] = {&o, &tb, &id, &nn, &dd, &st, &rr};
+    _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_FWD, nn * dd, args));
+    return vs_all_reduce(c, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, NULL);
 }
 
 VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
@@ -7165,15 +7915,19 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
     int64_t start = 0, rows = 0;
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
     _VS_TRY(_vs_check_tokens(fn, n, dim));
-    _VS_TRY(_vs_check_ids(fn, ids, n, vocab));
+    vs_comm* c = tp->comm;
+    _VS_TRY(_vs_check_ids_on(c, fn, ids, n, vocab));
     if (n > 0 && dim > 0 && !grad_out) return _vs_err(VS_ERR_NULL, "%s: grad_out is NULL", fn);
     if (rows > 0 && dim > 0 && !grad_table_shard) return _vs_err(VS_ERR_NULL, "%s: grad_table_shard is NULL", fn);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t r = ids[i] - start;
-        if (r < 0 || r >= rows) continue;
-        for (int64_t j = 0; j < dim; j++) grad_table_shard[r * dim + j] += grad_out[i * dim + j];
-    }
-    return VS_OK;
+    if (rows == 0 || n == 0) return VS_OK;
+    float* g = grad_table_shard;
+    const float* go = grad_out;
+    const int32_t* id = ids;
+    // nb: threads per column on the device (rows r % nb); any nb adds in token order
+    long long nn = n, dd = dim, st = start, rr = rows, nb = _VS_ON_DEVICE(c) ? 16 : 1;
+    void* args[] = {&g, &go, &id, &nn, &dd, &st, &rr, &nb};
+    _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_BWD, dd * nb, args));
+    return _vs_mem_sync(c, fn);
 }
 
 VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
@@ -7184,39 +7938,32 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
     _VS_TRY(_vs_check_tokens(fn, n, 3));
     _VS_TRY(_vs_check_tokens(fn, n, vocab));
-    _VS_TRY(_vs_check_ids(fn, targets, n, vocab));
+    vs_comm* c = tp->comm;
+    _VS_TRY(_vs_check_ids_on(c, fn, targets, n, vocab));
     if (n && !loss) return _vs_err(VS_ERR_NULL, "%s: loss is NULL", fn);
     if (n > 0 && rows > 0 && !logits_shard) return _vs_err(VS_ERR_NULL, "%s: logits_shard is NULL", fn);
-    float* mx = (float*)_vs_halloc(_VS_WH(tp->world), sizeof(float) * (size_t)(3 * n) + 1);
+    if (n == 0) return VS_OK;
+    float* mx = (float*)_vs_mem_alloc(c, sizeof(float) * (size_t)(3 * n));
     if (!mx) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %lld tokens", fn, (long long)n);
     float* se = mx + n; // followed by the target logits: one all-reduce for both
     float* tl = mx + 2 * n;
-    for (int64_t i = 0; i < n; i++) {
-        float m = -INFINITY;
-        for (int64_t j = 0; j < rows; j++) m = logits_shard[i * rows + j] > m ? logits_shard[i * rows + j] : m;
-        mx[i] = m;
-    }
-    vs_result r = vs_all_reduce(tp->comm, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, NULL);
-    if (!r) {
-        for (int64_t i = 0; i < n; i++) {
-            float s = 0;
-            for (int64_t j = 0; j < rows; j++) s += expf(logits_shard[i * rows + j] - mx[i]);
-            se[i] = s;
-            int64_t t = targets[i] - start;
-            tl[i] = t >= 0 && t < rows ? logits_shard[i * rows + t] : 0.0f;
-        }
-        r = vs_all_reduce(tp->comm, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, NULL);
-    }
-    if (!r) {
-        for (int64_t i = 0; i < n; i++) loss[i] = logf(se[i]) + mx[i] - tl[i];
-        if (grad_shard)
-            for (int64_t i = 0; i < n; i++)
-                for (int64_t j = 0; j < rows; j++)
-                    grad_shard[i * rows + j] = expf(logits_shard[i * rows + j] - mx[i]) / se[i] -
-                                               (start + j == targets[i] ? 1.0f : 0.0f);
-    }
-    _vs_hfree(_VS_WH(tp->world), mx);
-    return r;
+    const float* lg = logits_shard;
+    const int32_t* tg = targets;
+    float* g = grad_shard;
+    long long nn = n, rr = rows, st = start;
+    void* a_max[] = {&mx, &lg, &nn, &rr};
+    void* a_sum[] = {&se, &tl, &lg, &mx, &tg, &nn, &rr, &st};
+    void* a_loss[] = {&loss, &mx, &se, &tl, &nn};
+    void* a_grad[] = {&g, &lg, &mx, &se, &tg, &nn, &rr, &st};
+    vs_result r = _vs_mk_run(c, fn, _VS_MK_CE_MAX, nn, a_max);
+    if (!r) r = vs_all_reduce(c, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, NULL);
+    if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_SUM, nn, a_sum);
+    if (!r) r = vs_all_reduce(c, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, NULL);
+    if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_LOSS, nn, a_loss);
+    if (!r && grad_shard) r = _vs_mk_run(c, fn, _VS_MK_CE_GRAD, nn * rr, a_grad);
+    vs_result r2 = _vs_mem_sync(c, fn); // before the scratch goes
+    _vs_mem_free(c, mx);
+    return r ? r : r2;
 }
 
 // >>init ----------------------------------------------------------------------
@@ -7224,20 +7971,9 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
 VS_API vs_result vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_hi, uint32_t out[4])
 {
     _VS_CHECK_NULL(out, "out");
-    uint32_t c0 = (uint32_t)counter_lo, c1 = (uint32_t)(counter_lo >> 32);
-    uint32_t c2 = (uint32_t)counter_hi, c3 = (uint32_t)(counter_hi >> 32);
-    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-    for (int r = 0; r < 10; r++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        c0 = n0;
-        c1 = (uint32_t)p1;
-        c2 = n2;
-        c3 = (uint32_t)p0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+    unsigned int x[4];
+    _vs_mk_philox(key, counter_lo, counter_hi, x); // >>kernels' text: the device's too
+    for (int i = 0; i < 4; i++) out[i] = x[i];
     return VS_OK;
 }
 
@@ -7250,24 +7986,16 @@ _VS_PRIVATE uint64_t _vs_init_key(const vs_init_desc* d)
     return k;
 }
 
+/* The std a normal kind draws with. */
+_VS_PRIVATE double _vs_init_std(const vs_init_desc* d)
+{
+    return d->kind == VS_INIT_SCALED_NORMAL ? d->b / sqrt(2.0 * (double)d->num_layers) : d->b;
+}
+
+/* >>kernels' text (host build): the numbers vs_init_fill's kernel draws. */
 _VS_PRIVATE double _vs_init_draw(const vs_init_desc* d, uint64_t key, uint64_t index)
 {
-    const double two_pi = 6.283185307179586476925286766559;
-    switch (d->kind) {
-    case VS_INIT_ZEROS: return 0.0;
-    case VS_INIT_ONES: return 1.0;
-    case VS_INIT_CONSTANT: return d->a;
-    default: break;
-    }
-    uint32_t x[4];
-    vs_philox(key, index, 0, x);
-    double u = (double)(((uint64_t)x[0] << 21) ^ (x[1] >> 11)) * (1.0 / 9007199254740992.0); // [0, 1)
-    if (d->kind == VS_INIT_UNIFORM) return d->a + (d->b - d->a) * u;
-    double v = (double)(((uint64_t)x[2] << 21) ^ (x[3] >> 11)) * (1.0 / 9007199254740992.0);
-    double z = sqrt(-2.0 * log(1.0 - u)) * cos(two_pi * v); // 1 - u in (0, 1]
-    double std = d->b;
-    if (d->kind == VS_INIT_SCALED_NORMAL) std = d->b / sqrt(2.0 * (double)d->num_layers);
-    return d->a + std * z;
+    return _vs_mk_draw((int)d->kind, key, index, d->a, d->b, _vs_init_std(d));
 }
 
 /* The random kinds' numbers: a finite uniform range with a <= b (as torch's
@@ -7313,30 +8041,6 @@ _VS_PRIVATE int _vs_fits_dtype(double v, vs_dtype dt)
     }
 }
 
-_VS_PRIVATE void _vs_store_value(vs_dtype dt, void* base, int64_t i, double v)
-{
-    switch (dt) {
-    case VS_F32: ((float*)base)[i] = (float)v; break;
-    case VS_F64: ((double*)base)[i] = v; break;
-    case VS_F16: ((uint16_t*)base)[i] = vs_f32_to_f16((float)v); break;
-    case VS_BF16: ((uint16_t*)base)[i] = vs_f32_to_bf16((float)v); break;
-    case VS_I32: ((int32_t*)base)[i] = (int32_t)v; break;
-    case VS_I64: ((int64_t*)base)[i] = (int64_t)v; break;
-    default: ((uint8_t*)base)[i] = (uint8_t)v; break;
-    }
-}
-
-_VS_PRIVATE double _vs_load_value(vs_dtype dt, const void* base, int64_t i)
-{
-    switch (dt) {
-    case VS_F32: return ((const float*)base)[i];
-    case VS_F64: return ((const double*)base)[i];
-    case VS_F16: return vs_f16_to_f32(((const uint16_t*)base)[i]);
-    case VS_BF16: return vs_bf16_to_f32(((const uint16_t*)base)[i]);
-    default: return 0.0; // random kinds are floating only
-    }
-}
-
 VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
 {
     const char* fn = "vs_init_fill";
@@ -7360,24 +8064,214 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
         if (t->layout.p[k].kind == VS_PLACE_PARTIAL)
             return _vs_err(VS_ERR_INVALID, "%s: '%s' is Partial on mesh dim %s: initialize it Replicate or Shard", fn,
                            d->name ? d->name : "", m->names[k]);
-    int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS], idx[VS_TENSOR_MAX_DIMS] = {0};
+    int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
     _vs_box_of(m, t->layout.p, t->ndim, t->shape, m->coord, ls, off);
     int64_t n = _vs_numel(ls, t->ndim);
     if (n == 0) return VS_OK;
     if (!t->data) return _vs_err(VS_ERR_NULL, "%s: data is NULL for %lld elements", fn, (long long)n);
-    uint64_t key = _vs_init_key(d);
-    int nd = t->ndim;
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t g = 0;
-        for (int k = 0; k < nd; k++) g = g * (uint64_t)t->shape[k] + (uint64_t)(off[k] + idx[k]);
-        double v = _vs_init_draw(d, key, g);
-        _vs_store_value(t->dtype, t->data, i, v);
-        // rounding to the dtype may reach b: keep uniform draws in [a, b) (as torch does)
-        if (d->kind == VS_INIT_UNIFORM && _vs_load_value(t->dtype, t->data, i) >= d->b)
-            _vs_store_value(t->dtype, t->data, i, d->a);
-        for (int k = nd - 1; k >= 0 && ++idx[k] == ls[k]; k--) idx[k] = 0;
+    // one kernel (>>kernels): a host loop, or on device memory on the mesh's stream
+    _vs_mk_ibox g;
+    memset(&g, 0, sizeof g);
+    g.nd = t->ndim;
+    for (int k = 0; k < t->ndim; k++) g.ls[k] = ls[k], g.off[k] = off[k], g.shape[k] = t->shape[k];
+    void* data = t->data;
+    int dt = (int)t->dtype, kind = (int)d->kind;
+    long long nn = n;
+    unsigned long long key = _vs_init_key(d);
+    double a = d->a, b = d->b, sd = _vs_init_std(d);
+    void* args[] = {&data, &dt, &nn, &g, &key, &kind, &a, &b, &sd};
+    _VS_TRY(_vs_mk_run(m->comm, fn, _VS_MK_INIT, nn, args));
+    return _vs_mem_sync(m->comm, fn);
+}
+
+// >>layout-device ----------------------------------------------------------------
+/* vs_redistribute on device buffers (NCCL): the steps of the host path without
+   the threads transport's in-place moves. Contiguous blocks go straight to the
+   collectives; strided ones are packed, sent and unpacked by >>kernels' box copy
+   on the step's communicator's stream (each mesh dim's submesh). Every step
+   returns with its stream drained, as the blocking collectives do, so the next
+   step (another communicator, another stream) and the caller see its result.
+   Scratch is device memory from the world's hooks, taken and released per call. */
+
+/* dst's box at doff (shape dshape) <- src's box at soff (shape sshape), on c's side. */
+_VS_PRIVATE vs_result _vs_dbox(vs_comm* c, const char* fn, char* dst, const int64_t* dshape, const int64_t* doff,
+                               const char* src, const int64_t* sshape, const int64_t* soff, const int64_t* box, int nd,
+                               size_t esz)
+{
+    long long n = _vs_numel(box, nd);
+    if (n == 0) return VS_OK;
+    _vs_mk_geo g = _vs_mk_geometry(dshape, doff, sshape, soff, box, nd, esz);
+    void* args[] = {&dst, &src, &n, &g};
+    return _vs_mk_run(c, fn, _VS_MK_BOX, n, args);
+}
+
+_VS_PRIVATE vs_result _vs_run_step_device(_vs_rctx* x, const _vs_rstep* st, const void* in, void* out)
+{
+    const char* fn = "vs_redistribute";
+    vs_mesh* m = x->mesh;
+    int k = st->k, nm = m->shape[k], me = m->coord[k], nd = x->ndim;
+    size_t esz = x->esz;
+    int64_t lb[VS_TENSOR_MAX_DIMS], ob[VS_TENSOR_MAX_DIMS], la[VS_TENSOR_MAX_DIMS], oa[VS_TENSOR_MAX_DIMS];
+    _vs_box_of(m, st->before, nd, x->shape, m->coord, lb, ob);
+    _vs_box_of(m, st->after, nd, x->shape, m->coord, la, oa);
+    if (nm > 256) return _vs_err(VS_ERR_UNSUPPORTED, "redistribute: mesh dim %s of size %d > 256", m->names[k], nm);
+    vs_mesh* sub = NULL;
+    _VS_TRY(vs_mesh_submesh(m, m->names[k], &sub));
+    vs_comm* c = vs_mesh_comm(sub);
+    size_t *cnt = x->counts, *dsp = x->counts + nm, *cnt2 = x->counts + 2 * nm, *dsp2 = x->counts + 3 * nm;
+    int64_t start[256], len[256], start2[256], len2[256];
+    int64_t zero[VS_TENSOR_MAX_DIMS] = {0};
+    const char* ic = (const char*)in;
+    char *oc = (char*)out, *t1 = (char*)x->tmp, *t2 = (char*)x->tmp2;
+    vs_result r = VS_OK;
+    switch (st->type) {
+    case _VS_R_ALLREDUCE:
+        r = vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, NULL);
+        break;
+    case _VS_R_TOPARTIAL: {
+        size_t bytes = (size_t)_vs_numel(la, nd) * esz;
+        r = st->after[k].op == VS_OP_SUM && me != 0 ? _vs_mem_zero(c, fn, out, bytes) : _vs_mem_copy(c, fn, out, in, bytes);
+        break;
     }
-    return VS_OK;
+    case _VS_R_SLICE: {
+        int64_t so[VS_TENSOR_MAX_DIMS];
+        for (int i = 0; i < nd; i++) so[i] = oa[i] - ob[i];
+        r = _vs_dbox(c, fn, oc, la, zero, ic, lb, so, la, nd, esz);
+        break;
+    }
+    case _VS_R_GATHER: {
+        int d = st->before[k].dim;
+        _vs_members_chunks(m, st->before, nd, x->shape, k, d, oa[d], start, len);
+        int64_t outer = _vs_numel(la, d), inner = _vs_numel(la + d + 1, nd - d - 1);
+        size_t run = 0;
+        for (int i = 0; i < nm; i++) {
+            cnt[i] = (size_t)(outer * len[i] * inner);
+            dsp[i] = outer == 1 ? (size_t)(start[i] * inner) : run;
+            run += cnt[i];
+        }
+        if (outer == 1) {
+            r = vs_all_gatherv(c, in, out, cnt, dsp, x->dt, NULL);
+            break;
+        }
+        r = vs_all_gatherv(c, in, t1, cnt, dsp, x->dt, NULL);
+        for (int i = 0; i < nm && !r; i++) { // unpack block i: shape la with dim d = len[i], at start[i]
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
+            bs[d] = len[i];
+            bo[d] = start[i];
+            r = _vs_dbox(c, fn, oc, la, bo, t1 + dsp[i] * esz, bs, zero, bs, nd, esz);
+        }
+        break;
+    }
+    case _VS_R_REDSCAT: {
+        int e = st->after[k].dim;
+        _vs_members_chunks(m, st->after, nd, x->shape, k, e, ob[e], start, len);
+        int64_t outer = _vs_numel(lb, e), inner = _vs_numel(lb + e + 1, nd - e - 1);
+        for (int i = 0; i < nm; i++) cnt[i] = (size_t)(outer * len[i] * inner);
+        if (outer == 1) {
+            r = vs_reduce_scatterv(c, in, out, cnt, x->dt, st->before[k].op, NULL);
+            break;
+        }
+        size_t run = 0;
+        for (int i = 0; i < nm && !r; i++) { // pack block i (dim e = chunk i)
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, lb, sizeof(int64_t) * (size_t)nd);
+            bs[e] = len[i];
+            bo[e] = start[i];
+            r = _vs_dbox(c, fn, t1 + run * esz, bs, zero, ic, lb, bo, bs, nd, esz);
+            run += cnt[i];
+        }
+        if (!r) r = vs_reduce_scatterv(c, t1, out, cnt, x->dt, st->before[k].op, NULL);
+        break;
+    }
+    case _VS_R_A2A: {
+        int d = st->before[k].dim, e = st->after[k].dim;
+        _vs_members_chunks(m, st->after, nd, x->shape, k, e, ob[e], start, len);   // e chunks, in `in`
+        _vs_members_chunks(m, st->before, nd, x->shape, k, d, oa[d], start2, len2); // d chunks, in `out`
+        int send_direct = _vs_numel(lb, e) == 1, recv_direct = _vs_numel(la, d) == 1;
+        size_t srun = 0, rrun = 0;
+        for (int j = 0; j < nm && !r; j++) {
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, lb, sizeof(int64_t) * (size_t)nd);
+            bs[e] = len[j];
+            bo[e] = start[j];
+            cnt[j] = (size_t)_vs_numel(bs, nd);
+            dsp[j] = send_direct ? (size_t)(start[j] * _vs_numel(lb + e + 1, nd - e - 1)) : srun;
+            if (!send_direct) r = _vs_dbox(c, fn, t1 + srun * esz, bs, zero, ic, lb, bo, bs, nd, esz);
+            srun += cnt[j];
+            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
+            bs[d] = len2[j];
+            cnt2[j] = (size_t)_vs_numel(bs, nd);
+            dsp2[j] = recv_direct ? (size_t)(start2[j] * _vs_numel(la + d + 1, nd - d - 1)) : rrun;
+            rrun += cnt2[j];
+        }
+        if (!r)
+            r = vs_all_to_allv(c, send_direct ? in : t1, cnt, dsp, recv_direct ? out : t2, cnt2, dsp2, x->dt, NULL);
+        for (int i = 0; i < nm && !r && !recv_direct; i++) {
+            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
+            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
+            bs[d] = len2[i];
+            bo[d] = start2[i];
+            r = _vs_dbox(c, fn, oc, la, bo, t2 + dsp2[i] * esz, bs, zero, bs, nd, esz);
+        }
+        break;
+    }
+    default: return _vs_err(VS_ERR_STATE, "redistribute: bad step %d", st->type);
+    }
+    vs_result r2 = _vs_mem_sync(c, fn); // the step is done when it returns
+    return r ? r : r2;
+}
+
+_VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dtensor* dst, int64_t n_in,
+                                              int64_t n_out)
+{
+    const char* fn = "vs_redistribute";
+    vs_mesh* m = src->layout.mesh;
+    vs_comm* mc = m->comm;
+    _vs_rstep steps[3 * VS_MESH_MAX_DIMS];
+    int ns = _vs_plan_redistribute(m, src->layout.p, dst->layout.p, steps);
+    size_t esz = vs_dtype_size(src->dtype);
+    if (ns == 0) {
+        _VS_TRY(_vs_mem_copy(mc, fn, dst->data, src->data, (size_t)n_out * esz));
+        return _vs_mem_sync(mc, fn);
+    }
+    int64_t big = n_in > n_out ? n_in : n_out;
+    int packs = 0;
+    for (int i = 0; i < ns; i++) {
+        int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
+        _vs_box_of(m, steps[i].after, src->ndim, src->shape, m->coord, ls, off);
+        int64_t v = _vs_numel(ls, src->ndim);
+        big = v > big ? v : big;
+        packs |= steps[i].type == _VS_R_GATHER || steps[i].type == _VS_R_REDSCAT || steps[i].type == _VS_R_A2A;
+    }
+    _vs_rctx x;
+    memset(&x, 0, sizeof x);
+    x.mesh = m;
+    x.dt = src->dtype;
+    x.esz = esz;
+    x.ndim = src->ndim;
+    x.shape = src->shape;
+    size_t bytes = (size_t)big * esz + 1, counts[4 * 256];
+    x.counts = counts;
+    x.tmp_bytes = bytes;
+    // [0], [1]: the steps' ping-pong buffers; [2], [3]: packing (x.tmp, x.tmp2)
+    void* buf[4] = {NULL, NULL, NULL, NULL};
+    int need[4] = {ns > 1, ns > 2, packs, packs}, fail = 0;
+    for (int i = 0; i < 4; i++)
+        if (need[i] && !(buf[i] = _vs_mem_alloc(mc, bytes))) fail = 1;
+    x.tmp = buf[2];
+    x.tmp2 = buf[3];
+    vs_result r = fail ? _vs_err(VS_ERR_NOMEM, "%s: out of device memory for %zu-byte scratch buffers", fn, bytes)
+                       : VS_OK;
+    const void* in = src->data;
+    for (int i = 0; i < ns && !r; i++) {
+        void* out = i == ns - 1 ? dst->data : buf[i % 2];
+        r = _vs_run_step_device(&x, &steps[i], in, out);
+        in = out;
+    }
+    for (int i = 0; i < 4; i++)
+        if (buf[i]) _vs_mem_free(mc, buf[i]);
+    return r;
 }
 
 #ifdef __cplusplus

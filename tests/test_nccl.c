@@ -2,7 +2,11 @@
    present, up to 8). Device buffers, every collective and dtype against host
    references, async work, groups, split, and the explicit-world bootstrap; then
    DDP / ZeRO on device buffers (the kernels NVRTC compiles at run time) against
-   the same training run on host buffers and thread ranks.
+   the same training run on host buffers and thread ranks; then vs_redistribute,
+   the vocab-parallel embedding and cross-entropy and vs_init_fill on device
+   buffers (vescale_mesh.h's NVRTC kernels) against host buffers and thread ranks
+   (tests/device_layout_cases.h: bit for bit up to 2 ranks; with more, the
+   cross-entropy within 1e-6, as NCCL's sums may round apart).
    Written in the common subset of C and C++ (nvcc compiles it as CUDA C++). */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
@@ -185,6 +189,38 @@ static void case_ddp_device(int n, dm_run* cfg)
     if (st) cudaStreamDestroy(st);
 }
 
+/* ---- layouts, TP and init on device buffers vs host buffers -------------- */
+
+#define DL_CHECK_DEVICE(p, bytes) ((void)(p), (void)(bytes))
+#include "device_layout_cases.h"
+
+static int dl_gpu_redist(vs_world* w, void* arg)
+{
+    int dev = *(int*)arg, n = vs_world_size(w);
+    int s2[2], s1[1];
+    s2[0] = n >= 4 && n % 2 == 0 ? 2 : 1;
+    s2[1] = n / s2[0];
+    s1[0] = n;
+    if (dl_run_redistribute(w, dev, s2, 2, pairs2d, (int)(sizeof pairs2d / sizeof pairs2d[0]))) return 1;
+    return dl_run_redistribute(w, dev, s1, 1, pairs1d, (int)(sizeof pairs1d / sizeof pairs1d[0]));
+}
+
+/* The host run (threads, host buffers), then the device run (NCCL, device buffers). */
+static void case_dl(int n, int (*fn)(vs_world*, void*))
+{
+    static int modes[2] = {0, 1};
+    dl_reset();
+    VT_OK(vs_launch(n, fn, &modes[0]));
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = n;
+    ld.transport = VS_TRANSPORT_NCCL;
+    ld.timeout_s = 60;
+    VT_OK(vs_launch_ex(&ld, fn, &modes[1]));
+    dl_all_exact = n <= 2;
+    dl_compare(n);
+}
+
 int main(void)
 {
     int ndev = 0;
@@ -228,5 +264,12 @@ int main(void)
         snprintf(name, sizeof name, "ddp/device = host, n=%d: %s", n, cfgs[i].label);
         VT_CASE(name, case_ddp_device(n, &cfgs[i]));
     }
+    snprintf(name, sizeof name, "layout/device = host, n=%d: vs_redistribute", n);
+    VT_CASE(name, case_dl(n, dl_gpu_redist));
+    snprintf(name, sizeof name, "tp/device = host, n=%d: embedding, cross-entropy", n);
+    VT_CASE(name, case_dl(n, dl_rank_vocab));
+    snprintf(name, sizeof name, "init/device = host, n=%d: vs_init_fill", n);
+    VT_CASE(name, case_dl(n, dl_rank_init));
+    dl_release();
     return vt_summary();
 }

@@ -1,0 +1,379 @@
+/* test_device_layout.c - the device path of vescale_mesh.h's layouts, TP and init
+   (what an NCCL build runs on a GPU), run here without one.
+
+   The test builds vescale_mesh.h's CUDA path against a stand-in CUDA runtime
+   (tests/mock/cuda_runtime.h, defined below) over the threads transport:
+   "device" memory is host memory from the world's device allocator hook, tracked
+   by the mock, and cudaLaunchKernel runs the host build of the kernel
+   (_vs_mk_host) by the handle the mesh got from cudaLibraryGetKernel. NVRTC is
+   the real one: the first device call compiles >>kernels' text for sm_90 as it
+   would on an H100. The collectives are the threads transport's, on the same
+   device pointers (NCCL would run them on the GPU).
+
+   Each case runs twice, once on host buffers (the host path) and once on device
+   buffers (_VS_MESH_FORCE_DEVICE), and every rank's outputs must be the same bits:
+   vs_redistribute for layout pairs on a 2x2 and a 1-D mesh in f32, bf16 and i32
+   (gathers, all-to-alls and reduce-scatters of strided blocks, so packing and
+   unpacking, and contiguous ones), vs_vocab_embedding_forward/backward,
+   vs_vocab_cross_entropy (loss and gradient, and loss alone) and vs_init_fill
+   (every kind, every dtype it accepts). What it checks that the host tests cannot:
+   every kernel argument of the device path (device pointers in bounds of their
+   allocations, host pointers never handed to a kernel, the argument list as the
+   kernels declare it), every copy with a device side, the kernels launched on
+   the communicator's stream, the text compiling under NVRTC, the host path
+   launching nothing, and no device memory leaked. What it cannot check: the GPU's
+   own arithmetic and real asynchrony (tests/test_nccl.c compares device with host
+   runs on a GPU).
+
+   Built with -DVESCALE_NVRTC -Itests/mock (Makefile); without NVRTC it skips. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+#ifdef VESCALE_NVRTC
+static int mock_force_device; /* the run's mode: 1 device path, 0 host path */
+#define _VS_MESH_CUDA 1
+#define _VS_MESH_FORCE_DEVICE mock_force_device
+#endif
+#define VESCALE_IMPLEMENTATION
+#include "vescale_mesh.h"
+#include "tests/vs_test.h"
+
+#ifdef VESCALE_NVRTC
+
+/* ---- the stand-in runtime --------------------------------------------------- */
+
+#define MOCK_MAXA 4096
+static pthread_mutex_t mock_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char* p;
+    size_t n;
+} mock_alloc[MOCK_MAXA];
+static int mock_nalloc, mock_live;
+static long mock_launches[_VS_MK_N], mock_loads, mock_copies;
+
+static void* mock_dalloc(size_t n, void* user)
+{
+    (void)user;
+    char* p = (char*)malloc(n ? n : 1);
+    memset(p, 0xA5, n ? n : 1); /* cudaMalloc gives garbage */
+    pthread_mutex_lock(&mock_mu);
+    int i = 0;
+    while (i < mock_nalloc && mock_alloc[i].p) i++;
+    VT_CHECK(i < MOCK_MAXA, "mock: too many device allocations");
+    if (i < MOCK_MAXA) {
+        mock_alloc[i].p = p, mock_alloc[i].n = n;
+        if (i == mock_nalloc) mock_nalloc++;
+        mock_live++;
+    }
+    pthread_mutex_unlock(&mock_mu);
+    return p;
+}
+
+static void mock_dfree(void* p, void* user)
+{
+    (void)user;
+    int found = 0;
+    pthread_mutex_lock(&mock_mu);
+    for (int i = 0; i < mock_nalloc; i++)
+        if (mock_alloc[i].p == (char*)p) {
+            mock_alloc[i].p = NULL;
+            mock_live--;
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&mock_mu);
+    VT_CHECK(found, "mock: device_free of %p, not a device allocation", p);
+    free(p);
+}
+
+/* 1: [p, p+n) lies in one device allocation; 0: p is host memory; -1: p is in a
+   device allocation but the range runs past its end. */
+static int mock_where(const void* p, size_t n)
+{
+    const char* c = (const char*)p;
+    int r = 0;
+    pthread_mutex_lock(&mock_mu);
+    for (int i = 0; i < mock_nalloc; i++) {
+        const char* a = mock_alloc[i].p;
+        if (a && c >= a && c < a + mock_alloc[i].n + (mock_alloc[i].n == 0)) {
+            r = c + n <= a + mock_alloc[i].n ? 1 : -1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mock_mu);
+    return r;
+}
+
+#define MOCK_DEV(p, n, what)                                                                                     \
+    do {                                                                                                         \
+        int w_ = mock_where((p), (n));                                                                           \
+        VT_CHECK(w_ == 1, "mock: %s: %p + %zu bytes is %s", (what), (const void*)(p), (size_t)(n),              \
+                 w_ < 0 ? "past the end of its device allocation" : "host memory, not device memory");          \
+        if (w_ != 1) return cudaErrorInvalidValue;                                                               \
+    } while (0)
+
+/* The threads transport has no streams: vs_comm_stream is NULL, the default stream. */
+#define MOCK_STREAM_IS(st, what) VT_CHECK((st) == NULL, "mock: %s on stream %p, not the comm's", (what), (void*)(st))
+
+const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "mock error"; }
+cudaError_t cudaGetDevice(int* dev)
+{
+    *dev = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev)
+{
+    (void)dev;
+    *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0; /* an H100: sm_90 */
+    return cudaSuccess;
+}
+
+static char mock_lib_token;
+cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum cudaJitOption* jo, void** jv, unsigned njo,
+                                enum cudaLibraryOption* lo, void** lv, unsigned nlo)
+{
+    (void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo;
+    VT_CHECK(code && memcmp(code, "\177ELF", 4) == 0, "mock: cudaLibraryLoadData got no cubin");
+    __atomic_add_fetch(&mock_loads, 1, __ATOMIC_SEQ_CST);
+    *lib = (cudaLibrary_t)(void*)&mock_lib_token;
+    return cudaSuccess;
+}
+cudaError_t cudaLibraryGetKernel(cudaKernel_t* k, cudaLibrary_t lib, const char* name)
+{
+    VT_CHECK(lib == (cudaLibrary_t)(void*)&mock_lib_token, "mock: unknown library");
+    for (int i = 0; i < _VS_MK_N; i++)
+        if (!strcmp(name, _vs_mk_names[i])) {
+            *k = (cudaKernel_t)(uintptr_t)(0x1000 + i);
+            return cudaSuccess;
+        }
+    VT_CHECK(0, "mock: no kernel named %s", name);
+    return cudaErrorInvalidValue;
+}
+cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
+{
+    (void)lib;
+    return cudaSuccess;
+}
+
+static size_t mock_esz(int dt) { return vs_dtype_size((vs_dtype)dt); }
+
+/* The extent of one side of a box copy: its last element's offset + 1, in bytes. */
+static size_t mock_box_bytes(const _vs_mk_geo* g, int src)
+{
+    long long hi = src ? g->soff : g->doff;
+    for (int d = 0; d < g->nd; d++) hi += (g->dim[d] - 1) * (src ? g->sstr[d] : g->dstr[d]);
+    return (size_t)(hi + 1) * (size_t)g->esz;
+}
+
+#define A(T, i) (*(T*)a[i])
+/* Checks kernel ki's pointers against its sizes, then runs its host build. */
+cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** a, size_t shmem, cudaStream_t st)
+{
+    int ki = (int)((uintptr_t)func - 0x1000);
+    VT_CHECK(ki >= 0 && ki < _VS_MK_N, "mock: launch of an unknown kernel %p", func);
+    if (ki < 0 || ki >= _VS_MK_N) return cudaErrorInvalidValue;
+    MOCK_STREAM_IS(st, _vs_mk_names[ki]);
+    VT_CHECK(shmem == 0 && block.x == _VS_MKT && block.y == 1 && block.z == 1 && grid.y == 1 && grid.z == 1 &&
+                 grid.x >= 1 && grid.x <= 65535,
+             "mock: %s launched with grid %u block %u shmem %zu", _vs_mk_names[ki], grid.x, block.x, shmem);
+    __atomic_add_fetch(&mock_launches[ki], 1, __ATOMIC_SEQ_CST);
+    switch (ki) {
+    case _VS_MK_INIT: MOCK_DEV(A(void*, 0), A(long long, 2) * mock_esz(A(int, 1)), "init out"); break;
+    case _VS_MK_BOX: {
+        const _vs_mk_geo* g = &A(_vs_mk_geo, 3);
+        long long n = 1;
+        for (int d = 0; d < g->nd; d++) n *= g->dim[d];
+        VT_CHECK(n == A(long long, 2), "mock: box of %lld elements launched for %lld", n, A(long long, 2));
+        MOCK_DEV(A(char*, 0), mock_box_bytes(g, 0), "box dst");
+        MOCK_DEV(A(const char*, 1), mock_box_bytes(g, 1), "box src");
+        break;
+    }
+    case _VS_MK_EMBED_FWD: {
+        long long n = A(long long, 3), dim = A(long long, 4), rows = A(long long, 6);
+        MOCK_DEV(A(float*, 0), (size_t)(n * dim) * 4, "embed out");
+        if (rows) MOCK_DEV(A(const float*, 1), (size_t)(rows * dim) * 4, "embed table");
+        MOCK_DEV(A(const int*, 2), (size_t)n * 4, "embed ids");
+        break;
+    }
+    case _VS_MK_EMBED_BWD: {
+        long long n = A(long long, 3), dim = A(long long, 4), rows = A(long long, 6);
+        MOCK_DEV(A(float*, 0), (size_t)(rows * dim) * 4, "embed grad table");
+        MOCK_DEV(A(const float*, 1), (size_t)(n * dim) * 4, "embed grad out");
+        MOCK_DEV(A(const int*, 2), (size_t)n * 4, "embed ids");
+        break;
+    }
+    case _VS_MK_CE_MAX: {
+        long long n = A(long long, 2), rows = A(long long, 3);
+        MOCK_DEV(A(float*, 0), (size_t)n * 4, "ce max");
+        if (rows) MOCK_DEV(A(const float*, 1), (size_t)(n * rows) * 4, "ce logits");
+        break;
+    }
+    case _VS_MK_CE_SUM: {
+        long long n = A(long long, 5), rows = A(long long, 6);
+        MOCK_DEV(A(float*, 0), (size_t)n * 4, "ce sum");
+        MOCK_DEV(A(float*, 1), (size_t)n * 4, "ce target logit");
+        if (rows) MOCK_DEV(A(const float*, 2), (size_t)(n * rows) * 4, "ce logits");
+        MOCK_DEV(A(const float*, 3), (size_t)n * 4, "ce max");
+        MOCK_DEV(A(const int*, 4), (size_t)n * 4, "ce targets");
+        break;
+    }
+    case _VS_MK_CE_LOSS: {
+        long long n = A(long long, 4);
+        for (int i = 0; i < 4; i++) MOCK_DEV(A(const float*, i), (size_t)n * 4, "ce loss arrays");
+        break;
+    }
+    default: {
+        long long n = A(long long, 5), rows = A(long long, 6);
+        MOCK_DEV(A(float*, 0), (size_t)(n * rows) * 4, "ce grad");
+        MOCK_DEV(A(const float*, 1), (size_t)(n * rows) * 4, "ce logits");
+        MOCK_DEV(A(const float*, 2), (size_t)n * 4, "ce max");
+        MOCK_DEV(A(const float*, 3), (size_t)n * 4, "ce sum");
+        MOCK_DEV(A(const int*, 4), (size_t)n * 4, "ce targets");
+        break;
+    }
+    }
+    _vs_mk_host(ki, a);
+    return cudaSuccess;
+}
+#undef A
+
+cudaError_t cudaStreamSynchronize(cudaStream_t st)
+{
+    MOCK_STREAM_IS(st, "cudaStreamSynchronize");
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t st)
+{
+    MOCK_STREAM_IS(st, "cudaMemsetAsync");
+    MOCK_DEV(p, n, "cudaMemsetAsync");
+    memset(p, v, n);
+    return cudaSuccess;
+}
+/* cudaMemcpyDefault, at least one side device memory (the test's own copies too). */
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, enum cudaMemcpyKind k)
+{
+    int wd = mock_where(dst, n), ws = mock_where(src, n);
+    VT_CHECK(k == cudaMemcpyDefault && wd >= 0 && ws >= 0 && (wd || ws),
+             "mock: copy %p <- %p, %zu bytes: dst %d src %d (1 device, 0 host, -1 out of bounds)", dst, src, n, wd,
+             ws);
+    if (wd < 0 || ws < 0) return cudaErrorInvalidValue;
+    memcpy(dst, src, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcpyKind k, cudaStream_t st)
+{
+    MOCK_STREAM_IS(st, "cudaMemcpyAsync");
+    __atomic_add_fetch(&mock_copies, 1, __ATOMIC_SEQ_CST);
+    return cudaMemcpy(dst, src, n, k);
+}
+/* declared by the mock header; the mesh makes no events */
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned flags)
+{
+    (void)ev, (void)flags;
+    VT_CHECK(0, "mock: the mesh created an event");
+    return cudaErrorInvalidValue;
+}
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st)
+{
+    (void)ev, (void)st;
+    return cudaErrorInvalidValue;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t ev)
+{
+    (void)ev;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags)
+{
+    (void)st, (void)ev, (void)flags;
+    return cudaErrorInvalidValue;
+}
+cudaError_t cudaMemset(void* p, int v, size_t n)
+{
+    MOCK_DEV(p, n, "cudaMemset");
+    memset(p, v, n);
+    return cudaSuccess;
+}
+
+/* ---- the runs --------------------------------------------------------------- */
+
+#define DL_CHECK_DEVICE(p, bytes) \
+    VT_CHECK(mock_where((p), (bytes)) == 1, "vs_device_alloc did not give device memory")
+#include "tests/device_layout_cases.h"
+
+static int dl_rank_redist2d(vs_world* w, void* arg)
+{
+    static const int s[2] = {2, 2};
+    return dl_run_redistribute(w, *(int*)arg, s, 2, pairs2d, (int)(sizeof pairs2d / sizeof pairs2d[0]));
+}
+static int dl_rank_redist1d(vs_world* w, void* arg)
+{
+    static const int s[1] = {3};
+    return dl_run_redistribute(w, *(int*)arg, s, 1, pairs1d, (int)(sizeof pairs1d / sizeof pairs1d[0]));
+}
+
+static vs_result launch(int n, int (*fn)(vs_world*, void*), int* dev)
+{
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = n;
+    ld.timeout_s = 60;
+    ld.allocator.device_alloc = mock_dalloc;
+    ld.allocator.device_free = mock_dfree;
+    return vs_launch_ex(&ld, fn, dev);
+}
+
+/* host run, device run, the same bits from every rank */
+static void case_same(int nranks, int (*fn)(vs_world*, void*), int want_kernel)
+{
+    static int modes[2] = {0, 1};
+    dl_reset();
+    long before[_VS_MK_N], copies0 = mock_copies;
+    memcpy(before, mock_launches, sizeof before);
+    mock_force_device = 0;
+    VT_OK(launch(nranks, fn, &modes[0]));
+    for (int k = 0; k < _VS_MK_N; k++)
+        VT_CHECK(mock_launches[k] == before[k], "the host path launched %s", _vs_mk_names[k]);
+    VT_CHECK(mock_copies == copies0, "the host path made a device copy");
+    mock_force_device = 1;
+    VT_OK(launch(nranks, fn, &modes[1]));
+    mock_force_device = 0;
+    VT_CHECK(mock_live == 0, "%d device allocations leaked", mock_live);
+    VT_CHECK(mock_launches[want_kernel] > before[want_kernel], "the device path never launched %s",
+             _vs_mk_names[want_kernel]);
+    dl_all_exact = 1;
+    dl_compare(nranks); /* exact: the threads transport sums the same way in both runs */
+}
+
+int main(void)
+{
+    VT_CASE("device = host: vs_redistribute, 12 layout pairs x 3 shapes x f32/bf16/i32 on a 2x2 mesh",
+            case_same(4, dl_rank_redist2d, _VS_MK_BOX));
+    VT_CASE("device = host: vs_redistribute, 8 layout pairs x 3 shapes x f32/bf16/i32 on a 1-D mesh of 3",
+            case_same(3, dl_rank_redist1d, _VS_MK_BOX));
+    VT_CASE("device = host: vocab embedding forward/backward, cross-entropy loss and grad (TP=4, 3 vocabs)",
+            case_same(4, dl_rank_vocab, _VS_MK_CE_GRAD));
+    VT_CASE("device = host: vs_init_fill, every kind and dtype, 3 layouts on a 2x2 mesh",
+            case_same(4, dl_rank_init, _VS_MK_INIT));
+    VT_CASE("device path: NVRTC compiled the kernels once (an sm_90 cubin loaded)",
+            VT_CHECK(mock_loads == 1, "%ld loads", mock_loads));
+    long total = 0;
+    for (int k = 0; k < _VS_MK_N; k++) {
+        VT_CHECK(mock_launches[k] > 0, "kernel %s never ran", _vs_mk_names[k]);
+        total += mock_launches[k];
+    }
+    printf("# %ld kernel launches, %ld device copies\n", total, mock_copies);
+    dl_release();
+    return vt_summary();
+}
+
+#else
+int main(void)
+{
+    vt_skip("layouts/TP/init device path (stand-in CUDA runtime)", "built without VESCALE_NVRTC (no nvrtc.h)");
+    return vt_summary();
+}
+#endif
