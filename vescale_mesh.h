@@ -1610,6 +1610,8 @@ struct vs_world {
     _vs_tjob* job; // threads transport: the vs_launch job this rank belongs to
     vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
     int ndead;
+    void* kcache;                      // >>kernels: this rank's compiled device kernels
+    void (*kcache_free)(vs_world* w);  // set with it
     int mpi_finalize;
 #ifdef VESCALE_MPI
     MPI_Op u8_sum; // wrapping 8-bit sum
@@ -3458,6 +3460,7 @@ VS_API vs_result vs_world_free(vs_world* w)
 {
     if (!w) return VS_OK;
     if (_vs_err_tls()->world == w) _vs_err_world(NULL);
+    if (w->kcache_free) w->kcache_free(w);
     for (int i = 0; i < _VS_QUARANTINE; i++) _vs_hfree(&w->hooks, w->dead[i]);
     if (w->comm) {
         w->comm->kind = _VS_COMM_USER;
@@ -6503,7 +6506,9 @@ static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "v
 #define _VS_MKSQRT(x) sqrt(x)
 #define _VS_MKSTR_(...) #__VA_ARGS__
 #define _VS_MKSTR(...) _VS_MKSTR_(__VA_ARGS__)
+#ifdef _VS_MESH_NVRTC /* (a C99 compiler need not take a string this long: only NVRTC builds have it) */
 static _VS_UNUSED const char _vs_mk_source[] = _VS_MKSTR(_VS_MESH_KERNELS) "\n";
+#endif
 #undef _VS_MKDEV
 #undef _VS_MKGLOBAL
 #undef _VS_MKN
@@ -6691,61 +6696,60 @@ _VS_PRIVATE vs_result _vs_nvrtc_compile(const _vs_hooks* h, const char* src, con
 #endif // _VS_MESH_NVRTC
 
 #ifdef _VS_MESH_CUDA
-/* The kernels are compiled once per device and process, on first use, and kept
-   until exit (a module is a few tens of KiB). */
+/* The kernels are compiled once per world (rank) and device, on first use, and
+   kept in the world until vs_world_free: no state outside the handles. */
 typedef struct _vs_mkmod {
     int dev;
     cudaLibrary_t lib;
     cudaKernel_t k[_VS_MK_N];
 } _vs_mkmod;
-static _VS_UNUSED _vs_mkmod _vs_mk_mods[64];
-static _VS_UNUSED int _vs_mk_nmods;
-static pthread_mutex_t _vs_mk_mu = PTHREAD_MUTEX_INITIALIZER;
+
+_VS_PRIVATE void _vs_mk_cache_free(vs_world* w)
+{
+    _vs_mkmod* md = (_vs_mkmod*)w->kcache;
+    if (md && md->lib) cudaLibraryUnload(md->lib);
+    _vs_hfree(&w->hooks, md);
+    w->kcache = NULL;
+}
 
 _VS_PRIVATE vs_result _vs_cuda_err(cudaError_t e, const char* fn, const char* what)
 {
     return _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s: %s", fn, what, cudaGetErrorString(e));
 }
 
-/* This device's module (compiled and loaded the first time). */
-_VS_PRIVATE vs_result _vs_mk_module(const _vs_hooks* h, const char* fn, const _vs_mkmod** out)
+/* This world's module for the current device (compiled and loaded the first
+   time; a world is used by one thread at a time, so no lock). */
+_VS_PRIVATE vs_result _vs_mk_module(vs_world* w, const char* fn, const _vs_mkmod** out)
 {
     int dev = 0, maj = 0, mnr = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return _vs_cuda_err(e, fn, "cudaGetDevice");
-    vs_result r = VS_OK;
-    pthread_mutex_lock(&_vs_mk_mu);
-    for (int i = 0; i < _vs_mk_nmods; i++)
-        if (_vs_mk_mods[i].dev == dev) {
-            *out = &_vs_mk_mods[i];
-            pthread_mutex_unlock(&_vs_mk_mu);
-            return VS_OK;
-        }
-    _vs_mkmod md;
-    memset(&md, 0, sizeof md);
-    md.dev = dev;
+    _vs_mkmod* md = (_vs_mkmod*)w->kcache;
+    if (md && md->dev == dev) {
+        *out = md;
+        return VS_OK;
+    }
+    _vs_mk_cache_free(w); // the device changed: the old module goes
+    if (!(md = _VS_HNEW(&w->hooks, _vs_mkmod, 1))) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    md->dev = dev;
+    w->kcache = md;
+    w->kcache_free = _vs_mk_cache_free;
     e = cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&mnr, cudaDevAttrComputeCapabilityMinor, dev);
     char arch[32], *image = NULL;
     size_t size = 0;
     snprintf(arch, sizeof arch, "sm_%d%d", maj, mnr);
+    vs_result r = VS_OK;
     if (e != cudaSuccess) r = _vs_cuda_err(e, fn, "the device's compute capability");
-    if (!r && _vs_mk_nmods == (int)(sizeof _vs_mk_mods / sizeof _vs_mk_mods[0]))
-        r = _vs_err(VS_ERR_UNSUPPORTED, "%s: more than %d CUDA devices in one process", fn, _vs_mk_nmods);
-    if (!r) r = _vs_nvrtc_compile(h, _vs_mk_source, "vescale_mesh_kernels.cu", arch, &image, &size);
-    if (!r && (e = cudaLibraryLoadData(&md.lib, image, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)
+    if (!r) r = _vs_nvrtc_compile(&w->hooks, _vs_mk_source, "vescale_mesh_kernels.cu", arch, &image, &size);
+    if (!r && (e = cudaLibraryLoadData(&md->lib, image, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)
         r = _vs_cuda_err(e, fn, "loading the layout kernels");
-    _vs_hfree(h, image);
+    _vs_hfree(&w->hooks, image);
     for (int i = 0; i < _VS_MK_N && !r; i++)
-        if ((e = cudaLibraryGetKernel(&md.k[i], md.lib, _vs_mk_names[i])) != cudaSuccess)
+        if ((e = cudaLibraryGetKernel(&md->k[i], md->lib, _vs_mk_names[i])) != cudaSuccess)
             r = _vs_cuda_err(e, fn, _vs_mk_names[i]);
-    if (!r) {
-        _vs_mk_mods[_vs_mk_nmods] = md;
-        *out = &_vs_mk_mods[_vs_mk_nmods++];
-    } else if (md.lib) {
-        cudaLibraryUnload(md.lib);
-    }
-    pthread_mutex_unlock(&_vs_mk_mu);
+    if (r) _vs_mk_cache_free(w);
+    else *out = md;
     return r;
 }
 #endif // _VS_MESH_CUDA
@@ -6770,7 +6774,7 @@ _VS_PRIVATE vs_result _vs_mk_run(vs_comm* c, const char* fn, int ki, long long w
 #ifdef _VS_MESH_CUDA
     if (_VS_ON_DEVICE(c)) {
         const _vs_mkmod* md = NULL;
-        _VS_TRY(_vs_mk_module(c->world ? &c->world->hooks : NULL, fn, &md));
+        _VS_TRY(_vs_mk_module(c->world, fn, &md));
         long long blocks = _VS_MK_ROWKERNEL(ki) ? work : (work + _VS_MKT - 1) / _VS_MKT;
         if (blocks > 65535) blocks = 65535; // grid-stride loops do the rest
         dim3 grid, block;

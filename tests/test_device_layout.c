@@ -52,7 +52,7 @@ static struct {
     size_t n;
 } mock_alloc[MOCK_MAXA];
 static int mock_nalloc, mock_live;
-static long mock_launches[_VS_MK_N], mock_loads, mock_copies;
+static long mock_launches[_VS_MK_N], mock_loads, mock_unloads, mock_copies;
 
 static void* mock_dalloc(size_t n, void* user)
 {
@@ -154,6 +154,7 @@ cudaError_t cudaLibraryGetKernel(cudaKernel_t* k, cudaLibrary_t lib, const char*
 }
 cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
 {
+    __atomic_add_fetch(&mock_unloads, 1, __ATOMIC_SEQ_CST);
     (void)lib;
     return cudaSuccess;
 }
@@ -358,8 +359,11 @@ int main(void)
             case_same(4, dl_rank_vocab, _VS_MK_CE_GRAD));
     VT_CASE("device = host: vs_init_fill, every kind and dtype, 3 layouts on a 2x2 mesh",
             case_same(4, dl_rank_init, _VS_MK_INIT));
-    VT_CASE("device path: NVRTC compiled the kernels once (an sm_90 cubin loaded)",
-            VT_CHECK(mock_loads == 1, "%ld loads", mock_loads));
+    /* the device runs: 4 + 3 + 4 + 4 rank worlds, each compiling once and keeping
+       its module until vs_world_free */
+    VT_CASE("device path: NVRTC compiled the kernels once per world (an sm_90 cubin), unloaded with it",
+            VT_CHECK(mock_loads == 15 && mock_unloads == mock_loads, "%ld loads, %ld unloads", mock_loads,
+                     mock_unloads));
     long total = 0;
     for (int k = 0; k < _VS_MK_N; k++) {
         VT_CHECK(mock_launches[k] > 0, "kernel %s never ran", _vs_mk_names[k]);
