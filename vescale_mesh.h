@@ -7557,8 +7557,36 @@ rows:;
     }
 }
 
+/* The sub-box of `box` that is rank chunk [start, start + len) along `dim`: its
+   shape bs and its offset bo inside box. */
+_VS_PRIVATE void _vs_sub_box(const int64_t* box, int nd, int dim, int64_t start, int64_t len, int64_t* bs, int64_t* bo)
+{
+    for (int i = 0; i < nd; i++) bs[i] = box[i], bo[i] = 0;
+    bs[dim] = len;
+    bo[dim] = start;
+}
+
+_VS_PRIVATE vs_result _vs_dbox(vs_comm* c, const char* fn, char* dst, const int64_t* dshape, const int64_t* doff,
+                               const char* src, const int64_t* sshape, const int64_t* soff, const int64_t* box, int nd,
+                               size_t esz);
+
+/* dst's box at doff <- src's box at soff, on c's side (a host copy, or the box
+   kernel on c's stream for device buffers). */
+_VS_PRIVATE vs_result _vs_step_box(vs_comm* c, char* dst, const int64_t* dshape, const int64_t* doff, const char* src,
+                                   const int64_t* sshape, const int64_t* soff, const int64_t* box, int nd, size_t esz)
+{
+    if (_VS_ON_DEVICE(c)) return _vs_dbox(c, "vs_redistribute", dst, dshape, doff, src, sshape, soff, box, nd, esz);
+    _vs_box_copy(dst, dshape, doff, src, sshape, soff, box, nd, esz);
+    return VS_OK;
+}
+
+/* One step of a redistribute, for host and device buffers alike: contiguous blocks
+   go to the plain collectives, strided ones are packed and unpacked around them
+   (on threads, with host buffers, they move in place instead: _vs_box_step). On
+   device buffers the step is complete when it returns (its stream is drained). */
 _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void* in, void* out)
 {
+    const char* fn = "vs_redistribute";
     vs_mesh* m = x->mesh;
     int k = st->k, nm = m->shape[k], me = m->coord[k], nd = x->ndim;
     size_t esz = x->esz;
@@ -7572,13 +7600,12 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
                        _VS_MAX_DIM_RANKS);
     _VS_TRY(vs_mesh_submesh(m, m->names[k], &sub));
     vs_comm* c = vs_mesh_comm(sub);
-    // contiguous blocks (only size-1 dims before the split one) go to the plain
-    // collectives; on threads the others move in place, without packing
+    int dev = _VS_ON_DEVICE(c);
     int strided = 0;
     if (st->type == _VS_R_GATHER) strided = _vs_numel(la, st->before[k].dim) != 1;
     if (st->type == _VS_R_REDSCAT) strided = _vs_numel(lb, st->after[k].dim) != 1;
     if (st->type == _VS_R_A2A) strided = 1;
-    if (c->tp->shm && strided) {
+    if (c->tp->shm && strided && !dev) {
         _vs_boxctx bx;
         bx.m = m;
         bx.st = st;
@@ -7594,22 +7621,29 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     size_t *cnt = x->counts, *dsp = x->counts + nm, *cnt2 = x->counts + 2 * nm, *dsp2 = x->counts + 3 * nm;
     int64_t start[_VS_MAX_DIM_RANKS], len[_VS_MAX_DIM_RANKS], start2[_VS_MAX_DIM_RANKS], len2[_VS_MAX_DIM_RANKS];
     int64_t zero[VS_TENSOR_MAX_DIMS] = {0};
+    int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS];
+    const char* ic = (const char*)in;
+    char* oc = (char*)out;
+    vs_result r = VS_OK;
+    // host scratch is taken only when the step packs; device scratch came with the call
+    int packs = st->type != _VS_R_A2A ? strided
+                                      : _vs_numel(lb, st->after[k].dim) != 1 || _vs_numel(la, st->before[k].dim) != 1;
+    if (packs && !dev && (r = _vs_rctx_packing(x)) != VS_OK) return r;
+    char *t1 = (char*)x->tmp, *t2 = (char*)x->tmp2;
     switch (st->type) {
     case _VS_R_ALLREDUCE:
-        return vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, NULL);
+        r = vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, NULL);
+        break;
     case _VS_R_TOPARTIAL: {
         size_t bytes = (size_t)_vs_numel(la, nd) * esz;
-        if (st->after[k].op == VS_OP_SUM && me != 0)
-            memset(out, 0, bytes);
-        else
-            _vs_copy(out, in, bytes);
-        return VS_OK;
+        r = st->after[k].op == VS_OP_SUM && me != 0 ? _vs_mem_zero(c, fn, out, bytes) : _vs_mem_copy(c, fn, out, in, bytes);
+        break;
     }
     case _VS_R_SLICE: {
         int64_t so[VS_TENSOR_MAX_DIMS];
         for (int i = 0; i < nd; i++) so[i] = oa[i] - ob[i];
-        _vs_box_copy((char*)out, la, zero, (const char*)in, lb, so, la, nd, esz);
-        return VS_OK;
+        r = _vs_step_box(c, oc, la, zero, ic, lb, so, la, nd, esz);
+        break;
     }
     case _VS_R_GATHER: {
         int d = st->before[k].dim;
@@ -7621,35 +7655,34 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
             dsp[i] = outer == 1 ? (size_t)(start[i] * inner) : run;
             run += cnt[i];
         }
-        if (outer == 1) return vs_all_gatherv(c, in, out, cnt, dsp, x->dt, NULL);
-        _VS_TRY(_vs_rctx_packing(x));
-        _VS_TRY(vs_all_gatherv(c, in, x->tmp, cnt, dsp, x->dt, NULL));
-        for (int i = 0; i < nm; i++) { // block i: shape la with dim d = len[i], lands at start[i]
-            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
-            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
-            bs[d] = len[i];
-            bo[d] = start[i];
-            _vs_box_copy((char*)out, la, bo, (const char*)x->tmp + dsp[i] * esz, bs, zero, bs, nd, esz);
+        if (outer == 1) {
+            r = vs_all_gatherv(c, in, out, cnt, dsp, x->dt, NULL);
+            break;
         }
-        return VS_OK;
+        r = vs_all_gatherv(c, in, t1, cnt, dsp, x->dt, NULL);
+        for (int i = 0; i < nm && !r; i++) { // unpack block i: shape la with dim d = len[i], at start[i]
+            _vs_sub_box(la, nd, d, start[i], len[i], bs, bo);
+            r = _vs_step_box(c, oc, la, bo, t1 + dsp[i] * esz, bs, zero, bs, nd, esz);
+        }
+        break;
     }
     case _VS_R_REDSCAT: {
         int e = st->after[k].dim;
         _vs_members_chunks(m, st->after, nd, x->shape, k, e, ob[e], start, len);
         int64_t outer = _vs_numel(lb, e), inner = _vs_numel(lb + e + 1, nd - e - 1);
         for (int i = 0; i < nm; i++) cnt[i] = (size_t)(outer * len[i] * inner);
-        if (outer == 1) return vs_reduce_scatterv(c, in, out, cnt, x->dt, st->before[k].op, NULL);
-        _VS_TRY(_vs_rctx_packing(x));
+        if (outer == 1) {
+            r = vs_reduce_scatterv(c, in, out, cnt, x->dt, st->before[k].op, NULL);
+            break;
+        }
         size_t run = 0;
-        for (int i = 0; i < nm; i++) { // pack block i (dim e = chunk i) contiguously
-            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
-            memcpy(bs, lb, sizeof(int64_t) * (size_t)nd);
-            bs[e] = len[i];
-            bo[e] = start[i];
-            _vs_box_copy((char*)x->tmp + run * esz, bs, zero, (const char*)in, lb, bo, bs, nd, esz);
+        for (int i = 0; i < nm && !r; i++) { // pack block i (dim e = chunk i) contiguously
+            _vs_sub_box(lb, nd, e, start[i], len[i], bs, bo);
+            r = _vs_step_box(c, t1 + run * esz, bs, zero, ic, lb, bo, bs, nd, esz);
             run += cnt[i];
         }
-        return vs_reduce_scatterv(c, x->tmp, out, cnt, x->dt, st->before[k].op, NULL);
+        if (!r) r = vs_reduce_scatterv(c, t1, out, cnt, x->dt, st->before[k].op, NULL);
+        break;
     }
     case _VS_R_A2A: {
         int d = st->before[k].dim, e = st->after[k].dim;
@@ -7657,37 +7690,30 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
         _vs_members_chunks(m, st->before, nd, x->shape, k, d, oa[d], start2, len2); // d chunks, in `out`
         // blocks are contiguous (no packing) when every dim before the split one has size 1
         int send_direct = _vs_numel(lb, e) == 1, recv_direct = _vs_numel(la, d) == 1;
-        if (!send_direct || !recv_direct) _VS_TRY(_vs_rctx_packing(x));
         size_t srun = 0, rrun = 0;
-        for (int j = 0; j < nm; j++) {
-            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
-            memcpy(bs, lb, sizeof(int64_t) * (size_t)nd);
-            bs[e] = len[j];
-            bo[e] = start[j];
+        for (int j = 0; j < nm && !r; j++) {
+            _vs_sub_box(lb, nd, e, start[j], len[j], bs, bo);
             cnt[j] = (size_t)_vs_numel(bs, nd);
             dsp[j] = send_direct ? (size_t)(start[j] * _vs_numel(lb + e + 1, nd - e - 1)) : srun;
-            if (!send_direct) _vs_box_copy((char*)x->tmp + srun * esz, bs, zero, (const char*)in, lb, bo, bs, nd, esz);
+            if (!send_direct) r = _vs_step_box(c, t1 + srun * esz, bs, zero, ic, lb, bo, bs, nd, esz);
             srun += cnt[j];
-            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
-            bs[d] = len2[j];
+            _vs_sub_box(la, nd, d, start2[j], len2[j], bs, bo);
             cnt2[j] = (size_t)_vs_numel(bs, nd);
             dsp2[j] = recv_direct ? (size_t)(start2[j] * _vs_numel(la + d + 1, nd - d - 1)) : rrun;
             rrun += cnt2[j];
         }
-        _VS_TRY(vs_all_to_allv(c, send_direct ? in : x->tmp, cnt, dsp, recv_direct ? out : x->tmp2, cnt2, dsp2,
-                               x->dt, NULL));
-        if (recv_direct) return VS_OK;
-        for (int i = 0; i < nm; i++) {
-            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
-            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
-            bs[d] = len2[i];
-            bo[d] = start2[i];
-            _vs_box_copy((char*)out, la, bo, (const char*)x->tmp2 + dsp2[i] * esz, bs, zero, bs, nd, esz);
+        if (!r)
+            r = vs_all_to_allv(c, send_direct ? in : t1, cnt, dsp, recv_direct ? out : t2, cnt2, dsp2, x->dt, NULL);
+        for (int i = 0; i < nm && !r && !recv_direct; i++) {
+            _vs_sub_box(la, nd, d, start2[i], len2[i], bs, bo);
+            r = _vs_step_box(c, oc, la, bo, t2 + dsp2[i] * esz, bs, zero, bs, nd, esz);
         }
-        return VS_OK;
+        break;
     }
     default: return _vs_err(VS_ERR_STATE, "redistribute: bad step %d", st->type);
     }
+    vs_result r2 = _vs_mem_sync(c, fn); // device buffers: the step is done when it returns
+    return r ? r : r2;
 }
 
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
@@ -8109,123 +8135,6 @@ _VS_PRIVATE vs_result _vs_dbox(vs_comm* c, const char* fn, char* dst, const int6
     return _vs_mk_run(c, fn, _VS_MK_BOX, n, args);
 }
 
-_VS_PRIVATE vs_result _vs_run_step_device(_vs_rctx* x, const _vs_rstep* st, const void* in, void* out)
-{
-    const char* fn = "vs_redistribute";
-    vs_mesh* m = x->mesh;
-    int k = st->k, nm = m->shape[k], me = m->coord[k], nd = x->ndim;
-    size_t esz = x->esz;
-    int64_t lb[VS_TENSOR_MAX_DIMS], ob[VS_TENSOR_MAX_DIMS], la[VS_TENSOR_MAX_DIMS], oa[VS_TENSOR_MAX_DIMS];
-    _vs_box_of(m, st->before, nd, x->shape, m->coord, lb, ob);
-    _vs_box_of(m, st->after, nd, x->shape, m->coord, la, oa);
-    if (nm > 256) return _vs_err(VS_ERR_UNSUPPORTED, "redistribute: mesh dim %s of size %d > 256", m->names[k], nm);
-    vs_mesh* sub = NULL;
-    _VS_TRY(vs_mesh_submesh(m, m->names[k], &sub));
-    vs_comm* c = vs_mesh_comm(sub);
-    size_t *cnt = x->counts, *dsp = x->counts + nm, *cnt2 = x->counts + 2 * nm, *dsp2 = x->counts + 3 * nm;
-    int64_t start[256], len[256], start2[256], len2[256];
-    int64_t zero[VS_TENSOR_MAX_DIMS] = {0};
-    const char* ic = (const char*)in;
-    char *oc = (char*)out, *t1 = (char*)x->tmp, *t2 = (char*)x->tmp2;
-    vs_result r = VS_OK;
-    switch (st->type) {
-    case _VS_R_ALLREDUCE:
-        r = vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, NULL);
-        break;
-    case _VS_R_TOPARTIAL: {
-        size_t bytes = (size_t)_vs_numel(la, nd) * esz;
-        r = st->after[k].op == VS_OP_SUM && me != 0 ? _vs_mem_zero(c, fn, out, bytes) : _vs_mem_copy(c, fn, out, in, bytes);
-        break;
-    }
-    case _VS_R_SLICE: {
-        int64_t so[VS_TENSOR_MAX_DIMS];
-        for (int i = 0; i < nd; i++) so[i] = oa[i] - ob[i];
-        r = _vs_dbox(c, fn, oc, la, zero, ic, lb, so, la, nd, esz);
-        break;
-    }
-    case _VS_R_GATHER: {
-        int d = st->before[k].dim;
-        _vs_members_chunks(m, st->before, nd, x->shape, k, d, oa[d], start, len);
-        int64_t outer = _vs_numel(la, d), inner = _vs_numel(la + d + 1, nd - d - 1);
-        size_t run = 0;
-        for (int i = 0; i < nm; i++) {
-            cnt[i] = (size_t)(outer * len[i] * inner);
-            dsp[i] = outer == 1 ? (size_t)(start[i] * inner) : run;
-            run += cnt[i];
-        }
-        if (outer == 1) {
-            r = vs_all_gatherv(c, in, out, cnt, dsp, x->dt, NULL);
-            break;
-        }
-        r = vs_all_gatherv(c, in, t1, cnt, dsp, x->dt, NULL);
-        for (int i = 0; i < nm && !r; i++) { // unpack block i: shape la with dim d = len[i], at start[i]
-            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
-            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
-            bs[d] = len[i];
-            bo[d] = start[i];
-            r = _vs_dbox(c, fn, oc, la, bo, t1 + dsp[i] * esz, bs, zero, bs, nd, esz);
-        }
-        break;
-    }
-    case _VS_R_REDSCAT: {
-        int e = st->after[k].dim;
-        _vs_members_chunks(m, st->after, nd, x->shape, k, e, ob[e], start, len);
-        int64_t outer = _vs_numel(lb, e), inner = _vs_numel(lb + e + 1, nd - e - 1);
-        for (int i = 0; i < nm; i++) cnt[i] = (size_t)(outer * len[i] * inner);
-        if (outer == 1) {
-            r = vs_reduce_scatterv(c, in, out, cnt, x->dt, st->before[k].op, NULL);
-            break;
-        }
-        size_t run = 0;
-        for (int i = 0; i < nm && !r; i++) { // pack block i (dim e = chunk i)
-            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
-            memcpy(bs, lb, sizeof(int64_t) * (size_t)nd);
-            bs[e] = len[i];
-            bo[e] = start[i];
-            r = _vs_dbox(c, fn, t1 + run * esz, bs, zero, ic, lb, bo, bs, nd, esz);
-            run += cnt[i];
-        }
-        if (!r) r = vs_reduce_scatterv(c, t1, out, cnt, x->dt, st->before[k].op, NULL);
-        break;
-    }
-    case _VS_R_A2A: {
-        int d = st->before[k].dim, e = st->after[k].dim;
-        _vs_members_chunks(m, st->after, nd, x->shape, k, e, ob[e], start, len);   // e chunks, in `in`
-        _vs_members_chunks(m, st->before, nd, x->shape, k, d, oa[d], start2, len2); // d chunks, in `out`
-        int send_direct = _vs_numel(lb, e) == 1, recv_direct = _vs_numel(la, d) == 1;
-        size_t srun = 0, rrun = 0;
-        for (int j = 0; j < nm && !r; j++) {
-            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
-            memcpy(bs, lb, sizeof(int64_t) * (size_t)nd);
-            bs[e] = len[j];
-            bo[e] = start[j];
-            cnt[j] = (size_t)_vs_numel(bs, nd);
-            dsp[j] = send_direct ? (size_t)(start[j] * _vs_numel(lb + e + 1, nd - e - 1)) : srun;
-            if (!send_direct) r = _vs_dbox(c, fn, t1 + srun * esz, bs, zero, ic, lb, bo, bs, nd, esz);
-            srun += cnt[j];
-            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
-            bs[d] = len2[j];
-            cnt2[j] = (size_t)_vs_numel(bs, nd);
-            dsp2[j] = recv_direct ? (size_t)(start2[j] * _vs_numel(la + d + 1, nd - d - 1)) : rrun;
-            rrun += cnt2[j];
-        }
-        if (!r)
-            r = vs_all_to_allv(c, send_direct ? in : t1, cnt, dsp, recv_direct ? out : t2, cnt2, dsp2, x->dt, NULL);
-        for (int i = 0; i < nm && !r && !recv_direct; i++) {
-            int64_t bs[VS_TENSOR_MAX_DIMS], bo[VS_TENSOR_MAX_DIMS] = {0};
-            memcpy(bs, la, sizeof(int64_t) * (size_t)nd);
-            bs[d] = len2[i];
-            bo[d] = start2[i];
-            r = _vs_dbox(c, fn, oc, la, bo, t2 + dsp2[i] * esz, bs, zero, bs, nd, esz);
-        }
-        break;
-    }
-    default: return _vs_err(VS_ERR_STATE, "redistribute: bad step %d", st->type);
-    }
-    vs_result r2 = _vs_mem_sync(c, fn); // the step is done when it returns
-    return r ? r : r2;
-}
-
 _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dtensor* dst, int64_t n_in,
                                               int64_t n_out)
 {
@@ -8270,7 +8179,7 @@ _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dt
     const void* in = src->data;
     for (int i = 0; i < ns && !r; i++) {
         void* out = i == ns - 1 ? dst->data : buf[i % 2];
-        r = _vs_run_step_device(&x, &steps[i], in, out);
+        r = _vs_run_step(&x, &steps[i], in, out);
         in = out;
     }
     for (int i = 0; i < 4; i++)
