@@ -7413,109 +7413,109 @@ typedef struct _vs_boxctx {
     const int64_t* shape;
 } _vs_boxctx;
 
-/* The data movement of a step on threads. Ranks share the address space, so every
-   block moves once, from its source straight into its final place, strided or
-   not: no packing and no scratch. Gathers pull (each rank reads its peers'
-   blocks and writes its own buffer sequentially); all-to-alls push (each rank
-   reads its own buffer sequentially and writes its part of every peer's);
-   reduce-scatters split the rows among the ranks, reduce whole rows of every
-   peer's buffer and write each piece to the rank that owns it. */
-_VS_PRIVATE void _vs_box_step(vs_comm* c, const _vs_opdesc* const* all)
-{
-    const _vs_opdesc* op = all[c->rank];
-    const _vs_boxctx* x = (const _vs_boxctx*)op->ctx;
-    const vs_mesh* m = x->m;
-    const _vs_rstep* st = x->st;
-    int n = c->size, nd = x->ndim, k = st->k, me = c->rank;
-    size_t esz = vs_dtype_size(op->dt);
+/* One shared-memory step as every rank sees it: its op, its boxes before (lb, ob)
+   and after (la, oa) the step, and every rank's op in all[]. */
+typedef struct _vs_bstep {
+    vs_comm* c;
+    const _vs_opdesc* const* all;
+    const _vs_opdesc* op;
+    const _vs_boxctx* x;
+    int n, nd, k, me, e, nt; // e: the dim split across ranks after the step
+    size_t esz;
     int64_t la[VS_TENSOR_MAX_DIMS], oa[VS_TENSOR_MAX_DIMS], lb[VS_TENSOR_MAX_DIMS], ob[VS_TENSOR_MAX_DIMS];
+} _vs_bstep;
+
+/* The box mesh rank `i` along the step's dim holds under placements p. */
+_VS_PRIVATE void _vs_bstep_box(const _vs_bstep* b, const vs_placement* p, int i, int64_t* ls, int64_t* off)
+{
     int coord[VS_MESH_MAX_DIMS];
-    memcpy(coord, m->coord, sizeof coord);
-    _vs_box_of(m, st->after, nd, x->shape, m->coord, la, oa);
-    _vs_box_of(m, st->before, nd, x->shape, m->coord, lb, ob);
-    int nt = _VS_USE_NT((size_t)_vs_numel(la, nd) * esz);
-    int e = st->after[k].dim; // the dim split across ranks after the step (A2A, reduce-scatter)
-    if (st->type != _VS_R_GATHER && nd > 0 && _vs_numel(lb, nd) > 0 &&
-        (st->type == _VS_R_REDSCAT || e == nd - 1))
-        goto rows;
-    if (st->type == _VS_R_GATHER && nd > 1 && st->before[k].dim == nd - 1 && _vs_numel(la, nd) > 0) {
-        // gathering the last dim: every rank ends with the same rows, so rank `me`
-        // assembles rows [r0, r1) once, a cache-sized block at a time, from every
-        // peer's piece, and streams each block to all ranks (peers' blocks differ
-        // from the gathered box in the last dim only). Each element is read once.
-        int64_t plen[_VS_MAX_DIM_RANKS], coff[_VS_MAX_DIM_RANKS], rows = _vs_numel(la, nd - 1);
-        for (int i = 0; i < n; i++) {
-            int64_t pl[VS_TENSOR_MAX_DIMS], po[VS_TENSOR_MAX_DIMS];
-            coord[k] = i;
-            _vs_box_of(m, st->before, nd, x->shape, coord, pl, po);
-            plen[i] = pl[nd - 1];
-            coff[i] = po[nd - 1] - oa[nd - 1];
-        }
-        size_t rowb = (size_t)la[nd - 1] * esz;
-        int64_t per = rowb <= _VS_FAN_BLOCK ? (int64_t)(_VS_FAN_BLOCK / rowb) : 1;
-        unsigned char* blk = (unsigned char*)_vs_halloc(_VS_WH(c->world), (size_t)per * rowb + 1);
-        int64_t r0 = rows * me / n, r1 = rows * (me + 1) / n;
-        for (int64_t q = r0; q < r1; q += per) {
-            int64_t nr = r1 - q < per ? r1 - q : per;
-            char* dst = blk ? (char*)blk : (char*)op->recv + (size_t)q * rowb; // no memory: build in my own buffer
-            for (int64_t r = 0; r < nr; r++)
-                for (int i = 0; i < n; i++)
-                    if (plen[i])
-                        memcpy(dst + (size_t)r * rowb + (size_t)coff[i] * esz,
-                               (const char*)all[i]->send + (size_t)((q + r) * plen[i]) * esz, (size_t)plen[i] * esz);
-            for (int j = 0; j < n; j++)
-                _vs_copy_nt((char*)all[j]->recv + (size_t)q * rowb, dst, (size_t)nr * rowb, nt);
-        }
-        _vs_hfree(_VS_WH(c->world), blk);
-        return;
+    memcpy(coord, b->x->m->coord, sizeof coord);
+    coord[b->k] = i;
+    _vs_box_of(b->x->m, p, b->nd, b->x->shape, coord, ls, off);
+}
+
+/* Gathering the last dim: every rank ends with the same rows, so rank `me`
+   assembles rows [r0, r1) once, a cache-sized block at a time, from every peer's
+   piece, and streams each block to all ranks (peers' blocks differ from the
+   gathered box in the last dim only). Each element is read once. */
+_VS_PRIVATE void _vs_bstep_gather_last(const _vs_bstep* b)
+{
+    int n = b->n, nd = b->nd;
+    int64_t plen[_VS_MAX_DIM_RANKS], coff[_VS_MAX_DIM_RANKS], rows = _vs_numel(b->la, nd - 1);
+    for (int i = 0; i < n; i++) {
+        int64_t pl[VS_TENSOR_MAX_DIMS], po[VS_TENSOR_MAX_DIMS];
+        _vs_bstep_box(b, b->x->st->before, i, pl, po);
+        plen[i] = pl[nd - 1];
+        coff[i] = po[nd - 1] - b->oa[nd - 1];
     }
-    if (st->type != _VS_R_REDSCAT) {
-        int push = st->type == _VS_R_A2A;
-        for (int i = 0; i < n; i++) { // the block shared by my buffer and peer i's
-            int64_t pl[VS_TENSOR_MAX_DIMS], po[VS_TENSOR_MAX_DIMS];
-            coord[k] = i;
-            _vs_box_of(m, push ? st->after : st->before, nd, x->shape, coord, pl, po);
-            const int64_t *sl = push ? lb : pl, *so = push ? ob : po; // source box
-            const int64_t *dl = push ? pl : la, *dO = push ? po : oa; // destination box
-            int64_t sz[VS_TENSOR_MAX_DIMS], dof[VS_TENSOR_MAX_DIMS], sof[VS_TENSOR_MAX_DIMS];
-            int empty = 0;
-            for (int d = 0; d < nd; d++) {
-                int64_t a0 = so[d] > dO[d] ? so[d] : dO[d];
-                int64_t e0 = so[d] + sl[d] < dO[d] + dl[d] ? so[d] + sl[d] : dO[d] + dl[d];
-                sz[d] = e0 > a0 ? e0 - a0 : 0;
-                empty |= sz[d] == 0;
-                dof[d] = a0 - dO[d];
-                sof[d] = a0 - so[d];
-            }
-            if (empty) continue;
-            const char* src = push ? (const char*)op->send : (const char*)all[i]->send;
-            char* dst = push ? (char*)all[i]->recv : (char*)op->recv;
-            _vs_box_copy_nt(dst, dl, dof, src, sl, sof, sz, nd, esz, nt);
+    size_t esz = b->esz, rowb = (size_t)b->la[nd - 1] * esz;
+    int64_t per = rowb <= _VS_FAN_BLOCK ? (int64_t)(_VS_FAN_BLOCK / rowb) : 1;
+    unsigned char* blk = (unsigned char*)_vs_halloc(_VS_WH(b->c->world), (size_t)per * rowb + 1);
+    int64_t r0 = rows * b->me / n, r1 = rows * (b->me + 1) / n;
+    for (int64_t q = r0; q < r1; q += per) {
+        int64_t nr = r1 - q < per ? r1 - q : per;
+        char* dst = blk ? (char*)blk : (char*)b->op->recv + (size_t)q * rowb; // no memory: build in my own buffer
+        for (int64_t r = 0; r < nr; r++)
+            for (int i = 0; i < n; i++)
+                if (plen[i])
+                    memcpy(dst + (size_t)r * rowb + (size_t)coff[i] * esz,
+                           (const char*)b->all[i]->send + (size_t)((q + r) * plen[i]) * esz, (size_t)plen[i] * esz);
+        for (int j = 0; j < n; j++) _vs_copy_nt((char*)b->all[j]->recv + (size_t)q * rowb, dst, (size_t)nr * rowb, b->nt);
+    }
+    _vs_hfree(_VS_WH(b->c->world), blk);
+}
+
+/* Gathers pull (each rank copies the block it shares with every peer into its own
+   buffer); all-to-alls push (each rank copies its part into every peer's). */
+_VS_PRIVATE void _vs_bstep_blocks(const _vs_bstep* b)
+{
+    int push = b->x->st->type == _VS_R_A2A, nd = b->nd;
+    for (int i = 0; i < b->n; i++) { // the block shared by my buffer and peer i's
+        int64_t pl[VS_TENSOR_MAX_DIMS], po[VS_TENSOR_MAX_DIMS];
+        _vs_bstep_box(b, push ? b->x->st->after : b->x->st->before, i, pl, po);
+        const int64_t *sl = push ? b->lb : pl, *so = push ? b->ob : po; // source box
+        const int64_t *dl = push ? pl : b->la, *dO = push ? po : b->oa; // destination box
+        int64_t sz[VS_TENSOR_MAX_DIMS], dof[VS_TENSOR_MAX_DIMS], sof[VS_TENSOR_MAX_DIMS];
+        int empty = 0;
+        for (int d = 0; d < nd; d++) {
+            int64_t a0 = so[d] > dO[d] ? so[d] : dO[d];
+            int64_t e0 = so[d] + sl[d] < dO[d] + dl[d] ? so[d] + sl[d] : dO[d] + dl[d];
+            sz[d] = e0 > a0 ? e0 - a0 : 0;
+            empty |= sz[d] == 0;
+            dof[d] = a0 - dO[d];
+            sof[d] = a0 - so[d];
         }
-        return;
+        if (empty) continue;
+        const char* src = push ? (const char*)b->op->send : (const char*)b->all[i]->send;
+        char* dst = push ? (char*)b->all[i]->recv : (char*)b->op->recv;
+        _vs_box_copy_nt(dst, dl, dof, src, sl, sof, sz, nd, b->esz, b->nt);
     }
-    // scalars and empty boxes: rank 0 reduces the one element, if any
-    if (_vs_numel(lb, nd) == 0 || me != 0) return;
-    {
-        unsigned char one[16];
-        for (int i = 0; i < n; i++) c->srcs[i] = all[i]->send;
-        _vs_reduce_block(op->dt, op->op, n, c->srcs, n, 0, 1, one);
-        memcpy(all[0]->recv, one, esz);
-        return;
-    }
-rows:;
-    // Row by row (the last dim): a reduce-scatter reduces rows [r0, r1) of the box
-    // every peer holds (Partial along k); an all-to-all splitting the last dim
-    // reads its own rows. Each row's pieces go to the ranks that own them.
-    int reduce = st->type == _VS_R_REDSCAT;
-    for (int i = 0; i < n; i++) c->srcs[i] = all[i]->send;
-    int64_t ol[_VS_MAX_DIM_RANKS][VS_TENSOR_MAX_DIMS], oo[_VS_MAX_DIM_RANKS][VS_TENSOR_MAX_DIMS],
-        os[_VS_MAX_DIM_RANKS][VS_TENSOR_MAX_DIMS];
-    for (int j = 0; j < n; j++) { // each owner's box and strides
-        coord[k] = j;
-        _vs_box_of(m, st->after, nd, x->shape, coord, ol[j], oo[j]);
-        os[j][nd - 1] = 1;
-        for (int d = nd - 2; d >= 0; d--) os[j][d] = os[j][d + 1] * ol[j][d + 1];
+}
+
+/* Row by row (the last dim): a reduce-scatter reduces rows [r0, r1) of the box
+   every peer holds (Partial along k); an all-to-all splitting the last dim reads
+   its own rows. Each row's pieces go to the ranks that own them. The owners' boxes
+   and strides are a table of n rows (from the hooks; on the stack it was 48 KiB). */
+_VS_PRIVATE void _vs_bstep_rows(const _vs_bstep* b)
+{
+    int n = b->n, nd = b->nd, e = b->e, me = b->me;
+    const _vs_opdesc* op = b->op;
+    const int64_t *lb = b->lb, *ob = b->ob;
+    size_t esz = b->esz;
+    int reduce = b->x->st->type == _VS_R_REDSCAT;
+    vs_comm* c = b->c;
+    for (int i = 0; i < n; i++) c->srcs[i] = b->all[i]->send;
+    const _vs_hooks* h = _VS_WH(c->world);
+    int64_t* tab = _VS_HNEW(h, int64_t, (size_t)n * 3 * VS_TENSOR_MAX_DIMS);
+    int own = tab != NULL;
+    int64_t small[3 * VS_TENSOR_MAX_DIMS]; // out of memory: recompute one owner at a time
+#define _VS_OWNER(j) (own ? tab + (size_t)(j) * 3 * VS_TENSOR_MAX_DIMS : small)
+    for (int j = 0; own && j < n; j++) { // each owner's box and strides
+        int64_t* t = _VS_OWNER(j);
+        _vs_bstep_box(b, b->x->st->after, j, t, t + VS_TENSOR_MAX_DIMS);
+        int64_t* os = t + 2 * VS_TENSOR_MAX_DIMS;
+        os[nd - 1] = 1;
+        for (int d = nd - 2; d >= 0; d--) os[d] = os[d + 1] * t[d + 1];
     }
     int64_t rowlen = lb[nd - 1], rows = _vs_numel(lb, nd - 1);
     int64_t r0 = reduce ? rows * me / n : 0, r1 = reduce ? rows * (me + 1) / n : rows, t = r0;
@@ -7526,10 +7526,6 @@ rows:;
     }
     unsigned char tmp[_VS_RED_BLOCK * 8];
     for (int64_t r = r0; r < r1; r++) {
-        int owner = -1; // e not the last dim: the whole row has one owner
-        if (e != nd - 1)
-            for (int j = 0; j < n; j++)
-                if (ol[j][e] > 0 && ob[e] + idx[e] >= oo[j][e] && ob[e] + idx[e] < oo[j][e] + ol[j][e]) owner = j;
         for (int64_t b0 = 0; b0 < rowlen; b0 += _VS_RED_BLOCK) {
             int64_t mlen = rowlen - b0 < _VS_RED_BLOCK ? rowlen - b0 : _VS_RED_BLOCK;
             const unsigned char* row = (const unsigned char*)op->send + (size_t)(r * rowlen + b0) * esz;
@@ -7538,22 +7534,64 @@ rows:;
                 row = tmp;
             }
             for (int j = 0; j < n; j++) {
-                if (e != nd - 1 && j != owner) continue;
+                int64_t* ol = _VS_OWNER(j);
+                if (!own) {
+                    _vs_bstep_box(b, b->x->st->after, j, ol, ol + VS_TENSOR_MAX_DIMS);
+                    int64_t* os = ol + 2 * VS_TENSOR_MAX_DIMS;
+                    os[nd - 1] = 1;
+                    for (int d = nd - 2; d >= 0; d--) os[d] = os[d + 1] * ol[d + 1];
+                }
+                const int64_t *oo = ol + VS_TENSOR_MAX_DIMS, *os = ol + 2 * VS_TENSOR_MAX_DIMS;
                 int64_t c0 = b0, c1 = b0 + mlen; // the columns of this block j owns
                 if (e == nd - 1) {
-                    int64_t lo = oo[j][e] - ob[e], hi = lo + ol[j][e];
+                    int64_t lo = oo[e] - ob[e], hi = lo + ol[e];
                     c0 = c0 > lo ? c0 : lo;
                     c1 = c1 < hi ? c1 : hi;
                     if (c1 <= c0) continue;
+                } else if (!(ol[e] > 0 && ob[e] + idx[e] >= oo[e] && ob[e] + idx[e] < oo[e] + ol[e])) {
+                    continue; // e not the last dim: the whole row has one owner
                 }
                 int64_t off = 0;
-                for (int d = 0; d < nd - 1; d++) off += (ob[d] + idx[d] - oo[j][d]) * os[j][d];
-                off += ob[nd - 1] + c0 - oo[j][nd - 1];
-                _vs_copy_nt((char*)all[j]->recv + (size_t)off * esz, row + (size_t)(c0 - b0) * esz,
-                            (size_t)(c1 - c0) * esz, nt);
+                for (int d = 0; d < nd - 1; d++) off += (ob[d] + idx[d] - oo[d]) * os[d];
+                off += ob[nd - 1] + c0 - oo[nd - 1];
+                _vs_copy_nt((char*)b->all[j]->recv + (size_t)off * esz, row + (size_t)(c0 - b0) * esz,
+                            (size_t)(c1 - c0) * esz, b->nt);
             }
         }
         for (int d = nd - 2; d >= 0 && ++idx[d] == lb[d]; d--) idx[d] = 0;
+    }
+#undef _VS_OWNER
+    _vs_hfree(h, tab);
+}
+
+/* The data movement of a step on threads (the _VS_K_SHM callback). Ranks share the
+   address space, so every block moves once, from its source straight into its
+   final place, strided or not: no packing and no scratch. */
+_VS_PRIVATE void _vs_box_step(vs_comm* c, const _vs_opdesc* const* all)
+{
+    _vs_bstep b;
+    b.c = c;
+    b.all = all;
+    b.op = all[c->rank];
+    b.x = (const _vs_boxctx*)b.op->ctx;
+    const _vs_rstep* st = b.x->st;
+    b.n = c->size, b.nd = b.x->ndim, b.k = st->k, b.me = c->rank, b.e = st->after[st->k].dim;
+    b.esz = vs_dtype_size(b.op->dt);
+    _vs_box_of(b.x->m, st->after, b.nd, b.x->shape, b.x->m->coord, b.la, b.oa);
+    _vs_box_of(b.x->m, st->before, b.nd, b.x->shape, b.x->m->coord, b.lb, b.ob);
+    b.nt = _VS_USE_NT((size_t)_vs_numel(b.la, b.nd) * b.esz);
+    int nd = b.nd;
+    if (st->type != _VS_R_GATHER && nd > 0 && _vs_numel(b.lb, nd) > 0 && (st->type == _VS_R_REDSCAT || b.e == nd - 1))
+        _vs_bstep_rows(&b);
+    else if (st->type == _VS_R_GATHER && nd > 1 && st->before[b.k].dim == nd - 1 && _vs_numel(b.la, nd) > 0)
+        _vs_bstep_gather_last(&b);
+    else if (st->type != _VS_R_REDSCAT)
+        _vs_bstep_blocks(&b);
+    else if (_vs_numel(b.lb, nd) > 0 && b.me == 0) { // scalars: rank 0 reduces the one element
+        unsigned char one[16];
+        for (int i = 0; i < b.n; i++) c->srcs[i] = all[i]->send;
+        _vs_reduce_block(b.op->dt, b.op->op, b.n, c->srcs, b.n, 0, 1, one);
+        memcpy(all[0]->recv, one, b.esz);
     }
 }
 
