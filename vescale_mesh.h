@@ -2414,9 +2414,8 @@ _VS_PRIVATE void _vs_copy_fan(void* const* dsts, int ndst, size_t off, const voi
 /* Bytes of each source per block when the result is streamed (nt). A core reads a
    block's sources, then stores its results; reads and stores overlap only if the
    next block's sources are prefetched during the stores, a line per line stored,
-   and blocks are small enough for those to stay in L1. f32 all-reduce, 2 cores,
-   busbw/memcpy: 2 ranks 0.45-0.53 with 8 KiB blocks and no prefetch, 0.59-0.68 this
-   way (0.8-0.9 when the VM's memory is fast); 8 ranks 0.18-0.20 and 0.23-0.28. */
+   and blocks are small enough for those to stay in L1 (the figures that chose
+   2 KiB: bench/RESULTS.md, "reduction block"). */
 #define _VS_RED_STREAM_BYTES 2048
 
 #ifdef _VS_HAVE_NT
@@ -2437,10 +2436,9 @@ _VS_PRIVATE void _vs_stream_line_f32(float* d, const float* p)
    source k of segment s is added into acc, segment s-1, complete in prev, is
    streamed to dsts[k], so one source's reads run alongside one destination's
    stores, as in a copy, instead of the block loop's 2n streams switched every
-   2 KiB. f32 all-reduce, 2 cores, busbw/memcpy against the block loop: 8 ranks
-   0.28-0.36 vs 0.23-0.28, 4 ranks 0.46-0.58 vs 0.41-0.57; with 2 ranks it loses
-   (0.70 vs 0.82 when memory is fast), and as reduce-scatter (one destination) it
-   loses at 4. The sum is in rank order ((s0 + s1) + s2) ..., as in
+   2 KiB; it wins from 4 ranks up and loses at 2, and as reduce-scatter (one
+   destination) at 4 (bench/RESULTS.md, "streamed segments"). The sum is in rank
+   order ((s0 + s1) + s2) ..., as in
    _vs_reduce_block: the same bits. A segment is stored only after all its inputs
    were read, so in place is safe. */
 _VS_PRIVATE void _vs_reduce_stream_f32(const void* const* srcs, int n, int avg, size_t off, size_t len,
