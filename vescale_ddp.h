@@ -796,9 +796,9 @@ _VS_DDP_PRIVATE void* _vs_ddp_new(const vs_world* w, size_t n, size_t size)
 /* Compiles the kernels for `arch` ("sm_90": a cubin; "compute_90": PTX) into a
    buffer from malloc. No device needed. NVRTC's driving (options, log, image) is
    vescale_mesh.h's, shared with the layout kernels (>>kernels there). */
-_VS_DDP_PRIVATE vs_result _vs_ddp_nvrtc(const char* arch, char** image, size_t* size)
+_VS_DDP_PRIVATE vs_result _vs_ddp_nvrtc(const vs_world* w, const char* arch, char** image, size_t* size)
 {
-    vs_result r = _vs_nvrtc_compile(NULL, _vs_ddp_cuda_source(), "vescale_ddp_kernels.cu", arch, image, size);
+    vs_result r = vs_nvrtc_compile(w, _vs_ddp_cuda_source(), "vescale_ddp_kernels.cu", arch, image, size);
     if (!r) return VS_OK;
     char why[768]; // the message buffer is about to be rewritten
     snprintf(why, sizeof why, "%s", vs_last_error());
@@ -856,10 +856,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_cuda_init(vs_ddp* d)
     snprintf(arch, sizeof arch, "sm_%d%d", maj, mnr);
     char* image;
     size_t size;
-    vs_result r = _vs_ddp_nvrtc(arch, &image, &size);
+    vs_result r = _vs_ddp_nvrtc(d->world, arch, &image, &size);
     if (r) return r;
     e = cudaLibraryLoadData(&cu->lib, image, NULL, NULL, 0, NULL, NULL, 0);
-    free(image);
+    vs_free(d->world, image);
     if (e != cudaSuccess) return _vs_ddp_cuerr(e, "loading the optimizer kernels");
     for (int i = 0; i < _VS_KI_N; i++)
         if ((e = cudaLibraryGetKernel(&cu->k[i], cu->lib, names[i])) != cudaSuccess) return _vs_ddp_cuerr(e, names[i]);

@@ -85,10 +85,11 @@
        // >>layout     placements, local shards, redistribute
        // >>tp         Megatron TP/SP regions, vocab-parallel embedding and loss
        // >>init       sharding-invariant initialization (Philox4x32-10)
+       // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
+                       vs_nvrtc_compile
    Implementation only:
        // >>time       clocks, deadlines, condition variables on CLOCK_MONOTONIC
        // >>transports one table of operations per transport (see the checklists)
-       // >>kernels    the layout/TP/init kernels: host C and NVRTC from one text
        // >>layout-device  redistribute on device buffers
    A public function is declared and defined under the same marker
    (tests/check_markers.sh checks it).
@@ -778,6 +779,16 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
    d loss[i] / d logits: softmax - one_hot, this rank's columns. */
 VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
                                         const int32_t* targets, float* loss, float* grad_shard);
+
+// >>kernels ------------------------------------------------------------------
+/* Compiles CUDA C++ `src` at run time with NVRTC for `arch` ("sm_90": a cubin,
+   "compute_90": PTX) the way vescale's own kernels are built (--fmad=false, IEEE
+   division and square root) into *image, *size bytes from w's allocator hooks
+   (free it with vs_free(w, *image); w may be NULL: malloc). No device needed.
+   VS_ERR_UNAVAILABLE in a build without NVRTC (VESCALE_NCCL or VESCALE_NVRTC);
+   VS_ERR_BACKEND with NVRTC's log when the source does not compile. */
+VS_API vs_result vs_nvrtc_compile(const vs_world* w, const char* src, const char* name, const char* arch,
+                                  char** image, size_t* size);
 
 // >>init ---------------------------------------------------------------------
 /* Sharding-invariant initialization: an element's value depends only on (seed,
@@ -6692,6 +6703,24 @@ _VS_PRIVATE vs_result _vs_nvrtc_compile(const _vs_hooks* h, const char* src, con
     return VS_OK;
 }
 #endif // _VS_MESH_NVRTC
+
+VS_API vs_result vs_nvrtc_compile(const vs_world* w, const char* src, const char* name, const char* arch,
+                                  char** image, size_t* size)
+{
+    _VS_CHECK_NULL(src, "src");
+    _VS_CHECK_NULL(name, "name");
+    _VS_CHECK_NULL(arch, "arch");
+    _VS_CHECK_NULL(image, "image");
+    _VS_CHECK_NULL(size, "size");
+#ifdef _VS_MESH_NVRTC
+    return _vs_nvrtc_compile(_VS_WH(w), src, name, arch, image, size);
+#else
+    (void)w;
+    *image = NULL;
+    *size = 0;
+    return _vs_err(VS_ERR_UNAVAILABLE, "vs_nvrtc_compile: built without NVRTC (define VESCALE_NCCL or VESCALE_NVRTC)");
+#endif
+}
 
 #ifdef _VS_MESH_CUDA
 /* The kernels are compiled once per world (rank) and device, on first use, and

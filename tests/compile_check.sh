@@ -129,6 +129,10 @@ fi
 if [ -f "$CUDA/include/nccl.h" ] || [ -f /usr/include/nccl.h ]; then
     NC="-I$CUDA/include -L$CUDA/lib64 -L$CUDA/lib -Wl,-rpath,$CUDA/lib64"
     check "nccl/gcc-c99-link" gcc -std=c99 $W -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
+    # DDP's implementation in another TU than the mesh's (it uses only the public API)
+    printf '#define VESCALE_MESH_IMPLEMENTATION\n#include "vescale_mesh.h"\n' >"$T/tu1.c"
+    printf '#define VESCALE_DDP_IMPLEMENTATION\n#include "vescale_ddp.h"\nint main(void) { return vs_ddp_version() != vs_version(); }\n' >"$T/tu2.c"
+    check "nccl/mesh-and-ddp-in-two-tus" gcc -std=c99 $W -DVESCALE_NCCL $NC "$T/tu1.c" "$T/tu2.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
     if command -v mpicc >/dev/null 2>&1; then # the NCCL id over MPI
         check "nccl+mpi/c99-link" mpicc -std=c99 $W -DVESCALE_MPI -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
     fi

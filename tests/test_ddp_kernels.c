@@ -190,7 +190,7 @@ static void case_nvrtc(void)
     for (int a = 0; a < 3; a++) {
         char* image = NULL;
         size_t size = 0;
-        VT_OK(_vs_ddp_nvrtc(archs[a], &image, &size));
+        VT_OK(_vs_ddp_nvrtc(NULL, archs[a], &image, &size));
         VT_CHECK(image && size > 1000, "%s: image of %zu bytes", archs[a], size);
         if (image && a == 2) { /* PTX: every kernel DDP launches is an entry */
             for (size_t i = 0; i < sizeof knames / sizeof knames[0]; i++) {
@@ -205,7 +205,7 @@ static void case_nvrtc(void)
     /* a bad target ends in an error naming it, not a crash */
     char* image = (char*)&image;
     size_t size = 0;
-    vs_result r = _vs_ddp_nvrtc("sm_1", &image, &size);
+    vs_result r = _vs_ddp_nvrtc(NULL, "sm_1", &image, &size);
     VT_CHECK(r == VS_ERR_BACKEND && strstr(vs_last_error(), "sm_1") && image == NULL, "bad arch: %d %s image %p", r,
              vs_last_error(), (void*)image);
 }
