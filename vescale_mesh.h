@@ -541,6 +541,12 @@ VS_API int vs_world_local_rank(const vs_world* w);
 VS_API vs_transport vs_world_transport(const vs_world* w);
 VS_API vs_comm* vs_world_comm(vs_world* w);
 VS_API double vs_world_timeout(const vs_world* w);
+/* The desc as this world uses it, every zero-is-default resolved (as sokol's
+   sg_query_desc): transport, world_size/rank/local_rank (the final ones: MPI's
+   when it numbered the ranks), master_addr/port, timeout_s (INFINITY: none),
+   log_level, logger, allocator. Worlds of vs_launch report the launch desc's
+   values the same way. master_addr points into the world. */
+VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out);
 
 /* Logs through the world's logger at `level` (printf-style). */
 VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
@@ -586,6 +592,8 @@ VS_API vs_result vs_mesh_free(vs_mesh* m);
 VS_API vs_result vs_mesh_retain(vs_mesh* m);
 VS_API vs_result vs_mesh_release(vs_mesh* m);
 
+/* The desc as the mesh uses it (ndims, shape, dim_names owned by the mesh, comm). */
+VS_API vs_result vs_mesh_query_desc(const vs_mesh* m, vs_mesh_desc* out);
 VS_API int vs_mesh_ndims(const vs_mesh* m);
 /* Index of a dim by name, or VS_ERR_INVALID naming it. */
 VS_API int vs_mesh_dim_index(const vs_mesh* m, const char* dim);
@@ -1621,6 +1629,8 @@ struct vs_world {
     _vs_tjob* job; // threads transport: the vs_launch job this rank belongs to
     vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
     int ndead;
+    vs_world_desc desc;                // as resolved (vs_world_query_desc); master_addr -> master
+    char master[256];
     void* kcache;                      // >>kernels: this rank's compiled device kernels
     void (*kcache_free)(vs_world* w);  // set with it
     int mpi_finalize;
@@ -3465,6 +3475,28 @@ _VS_PRIVATE vs_world* _vs_world_new(vs_transport tr, int rank, int size, int loc
 }
 
 
+/* Keeps the resolved desc, with this rank's final numbers (MPI's may win). */
+_VS_PRIVATE void _vs_world_keep_desc(vs_world* w, const vs_world_desc* d)
+{
+    w->desc = *d;
+    w->desc.transport = w->tr;
+    w->desc.world_size = w->size;
+    w->desc.rank = w->rank;
+    w->desc.local_rank = w->local_rank;
+    w->desc.timeout_s = w->timeout;
+    w->desc.log_level = w->hooks.level;
+    snprintf(w->master, sizeof w->master, "%s", d->master_addr ? d->master_addr : "");
+    w->desc.master_addr = w->master;
+}
+
+VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
+{
+    _VS_CHECK_NULL(w, "world");
+    _VS_CHECK_NULL(out, "out");
+    *out = w->desc;
+    return VS_OK;
+}
+
 VS_API vs_result vs_world_free(vs_world* w)
 {
     if (!w) return VS_OK;
@@ -3526,16 +3558,19 @@ _VS_PRIVATE void* _vs_rank_main(void* arg)
 
 #define _VS_LAUNCH_MAX_RANKS 4096
 
-VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
+/* A vs_launch_desc with every zero-is-default resolved and checked (the one place
+   its defaults live): transport (threads), timeout_s, log_level, ranks_per_node
+   (0: all on one node, i.e. nranks). */
+_VS_PRIVATE vs_result _vs_launch_desc_defaults(const vs_launch_desc* d, vs_launch_desc* out)
 {
-    _VS_CHECK_NULL(d, "desc");
-    _VS_CHECK_NULL(fn, "fn");
     int n = d->nranks;
     // each rank is a thread with an n-entry table per communicator: far more would
     // only run the process out of threads and memory after a long time
     if (n < 1 || n > _VS_LAUNCH_MAX_RANKS)
         return _vs_err(VS_ERR_INVALID, "vs_launch: nranks %d out of range [1, %d]", n, _VS_LAUNCH_MAX_RANKS);
-    vs_transport tr = d->transport == VS_TRANSPORT_DEFAULT ? VS_TRANSPORT_THREADS : d->transport;
+    *out = *d;
+    if (out->transport == VS_TRANSPORT_DEFAULT) out->transport = VS_TRANSPORT_THREADS;
+    vs_transport tr = out->transport;
     if (tr != VS_TRANSPORT_THREADS && tr != VS_TRANSPORT_NCCL)
         return _vs_err(VS_ERR_INVALID, "vs_launch: transport '%s' cannot run ranks as threads",
                        vs_transport_name(tr));
@@ -3544,10 +3579,24 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
                        vs_transport_name(tr));
     if (d->ranks_per_node < 0)
         return _vs_err(VS_ERR_INVALID, "vs_launch: ranks_per_node %d must be >= 0", d->ranks_per_node);
-    double timeout;
-    vs_log_level level;
-    _VS_TRY(_vs_resolve_timeout("vs_launch", d->timeout_s, &timeout));
-    _VS_TRY(_vs_resolve_level(d->log_level, &level));
+    if (out->ranks_per_node == 0) out->ranks_per_node = n;
+    _VS_TRY(_vs_resolve_timeout("vs_launch", d->timeout_s, &out->timeout_s));
+    _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
+    return VS_OK;
+}
+
+VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* arg)
+{
+    _VS_CHECK_NULL(desc, "desc");
+    _VS_CHECK_NULL(fn, "fn");
+    vs_launch_desc rd;
+    memset(&rd, 0, sizeof rd);
+    _VS_TRY(_vs_launch_desc_defaults(desc, &rd));
+    const vs_launch_desc* d = &rd;
+    int n = rd.nranks;
+    vs_transport tr = rd.transport;
+    double timeout = rd.timeout_s;
+    vs_log_level level = rd.log_level;
     _vs_tjob job;
     memset(&job, 0, sizeof job);
     _vs_hooks_init(&job.hooks, &d->logger, level, &d->allocator);
@@ -3584,6 +3633,13 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* d, vs_rank_fn fn, void* arg)
     for (int i = 0; i < n; i++) {
         int local = d->ranks_per_node ? i % d->ranks_per_node : i;
         vs_world* w = _vs_world_new(tr, i, n, local, timeout, &d->logger, level, &d->allocator);
+        if (w) { // what vs_world_query_desc reports for a rank of vs_launch
+            vs_world_desc wd;
+            memset(&wd, 0, sizeof wd);
+            wd.logger = d->logger;
+            wd.allocator = d->allocator;
+            _vs_world_keep_desc(w, &wd);
+        }
         if (w && tr == VS_TRANSPORT_THREADS) {
             w->comm = _vs_comm_new(w, tr, i, n);
             if (w->comm) {
@@ -5526,11 +5582,13 @@ _VS_PRIVATE vs_result _vs_nccl_unique_id(ncclUniqueId* id)
 }
 #endif
 
-VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
+/* A vs_world_desc with every zero-is-default resolved and checked (the one place
+   its defaults live; vs_world_query_desc gives it back): transport (VESCALE_TRANSPORT,
+   else MPI if built, else NCCL), timeout_s, log_level, world_size/rank/local_rank
+   (explicit, else the launcher's environment), master_addr/port. *bi gets where
+   the numbers came from; out->master_addr points into it. */
+_VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_desc* out, vs_bootstrap_info* bi)
 {
-    _VS_CHECK_NULL(d, "desc");
-    _VS_CHECK_NULL(out, "out");
-    *out = NULL;
     // the desc's own numbers first, whichever transports this build has
     if (d->world_size < 0) return _vs_err(VS_ERR_INVALID, "vs_world_init: world_size %d < 0", d->world_size);
     if (d->world_size > 0 && (d->rank < 0 || d->rank >= d->world_size))
@@ -5540,19 +5598,17 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
     if (d->master_port < 0 || d->master_port > 65535)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: master_port %d out of range [1, 65535] (0: MASTER_PORT)",
                        d->master_port);
-    if (d->master_addr && strlen(d->master_addr) >= sizeof ((vs_bootstrap_info*)0)->master_addr)
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: master_addr is longer than %zu bytes",
-                       sizeof ((vs_bootstrap_info*)0)->master_addr - 1);
+    if (d->master_addr && strlen(d->master_addr) >= sizeof bi->master_addr)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: master_addr is longer than %zu bytes", sizeof bi->master_addr - 1);
     if ((int)d->device_select < VS_DEVICE_BY_LOCAL_RANK || d->device_select > VS_DEVICE_KEEP)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: device_select %d is not a vs_device_select", (int)d->device_select);
     if (d->device_select == VS_DEVICE_EXPLICIT && d->cuda_device < 0)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: cuda_device %d < 0", d->cuda_device);
-    vs_transport tr = d->transport;
-    if (tr == VS_TRANSPORT_DEFAULT) _VS_TRY(_vs_transport_from_env(&tr));
-    double timeout;
-    vs_log_level level;
-    _VS_TRY(_vs_resolve_timeout("vs_world_init", d->timeout_s, &timeout));
-    _VS_TRY(_vs_resolve_level(d->log_level, &level));
+    *out = *d;
+    if (out->transport == VS_TRANSPORT_DEFAULT) _VS_TRY(_vs_transport_from_env(&out->transport));
+    _VS_TRY(_vs_resolve_timeout("vs_world_init", d->timeout_s, &out->timeout_s));
+    _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
+    vs_transport tr = out->transport;
     if (tr == VS_TRANSPORT_THREADS)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: the threads transport runs ranks with vs_launch");
     if (tr != VS_TRANSPORT_MPI && tr != VS_TRANSPORT_NCCL)
@@ -5560,19 +5616,40 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
     if (!vs_transport_available(tr))
         return _vs_err(VS_ERR_UNAVAILABLE, "vs_world_init: transport '%s' not compiled in (build with -DVESCALE_%s)",
                        vs_transport_name(tr), tr == VS_TRANSPORT_MPI ? "MPI" : "NCCL");
-    vs_bootstrap_info bi;
     if (d->world_size > 0) { // rank and local_rank checked above
-        memset(&bi, 0, sizeof bi);
-        bi.rank = d->rank;
-        bi.world_size = d->world_size;
-        bi.local_rank = d->local_rank;
-        bi.source = "explicit";
-        _VS_TRY(_vs_env_master(&bi));
+        memset(bi, 0, sizeof *bi);
+        bi->rank = d->rank;
+        bi->world_size = d->world_size;
+        bi->local_rank = d->local_rank;
+        bi->source = "explicit";
+        _VS_TRY(_vs_env_master(bi));
     } else {
-        _VS_TRY(vs_bootstrap_from_env(&bi));
+        _VS_TRY(vs_bootstrap_from_env(bi));
     }
-    if (d->master_addr) snprintf(bi.master_addr, sizeof bi.master_addr, "%s", d->master_addr);
-    if (d->master_port) bi.master_port = d->master_port;
+    if (d->master_addr) snprintf(bi->master_addr, sizeof bi->master_addr, "%s", d->master_addr);
+    if (d->master_port) bi->master_port = d->master_port;
+    out->world_size = bi->world_size;
+    out->rank = bi->rank;
+    out->local_rank = bi->local_rank;
+    out->master_addr = bi->master_addr;
+    out->master_port = bi->master_port;
+    return VS_OK;
+}
+
+VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
+{
+    _VS_CHECK_NULL(desc, "desc");
+    _VS_CHECK_NULL(out, "out");
+    *out = NULL;
+    vs_world_desc rd;
+    vs_bootstrap_info bi;
+    memset(&rd, 0, sizeof rd);
+    memset(&bi, 0, sizeof bi);
+    _VS_TRY(_vs_world_desc_defaults(desc, &rd, &bi));
+    const vs_world_desc* d = &rd;
+    vs_transport tr = rd.transport;
+    double timeout = rd.timeout_s;
+    vs_log_level level = rd.log_level;
     vs_world* w = _vs_world_new(tr, bi.rank, bi.world_size, bi.local_rank, timeout, &d->logger, level,
                                 &d->allocator);
     if (!w) return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
@@ -5631,8 +5708,9 @@ VS_API vs_result vs_world_init(const vs_world_desc* d, vs_world** out)
     }
     if (w->comm) snprintf(w->comm->label, sizeof w->comm->label, "world");
     _vs_err_world(w); // errors on this thread log through the world's logger
+    _vs_world_keep_desc(w, &rd);
     vs_log(w, VS_LOG_INFO, "world up: transport %s, rank %d of %d (local %d, from %s)", vs_transport_name(tr),
-           w->rank, w->size, w->local_rank, bi.source);
+           w->rank, w->size, w->local_rank, bi.source ? bi.source : "?");
     *out = w;
     return VS_OK;
 }
@@ -5700,17 +5778,18 @@ _VS_PRIVATE int _vs_mesh_rank_calc(const vs_mesh* m, const int* coord)
     return r;
 }
 
-VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
+/* A vs_mesh_desc with every zero-is-default resolved and checked (the one place
+   its defaults live; vs_mesh_query_desc gives it back): comm (the world's), ndims
+   (the leading non-zero sizes), dim_names ((DP), (DP,TP), (PP,DP,TP)). */
+_VS_PRIVATE vs_result _vs_mesh_desc_defaults(vs_world* w, const vs_mesh_desc* d, vs_mesh_desc* out)
 {
-    _VS_CHECK_NULL(w, "world");
-    _VS_CHECK_NULL(d, "desc");
-    _VS_CHECK_NULL(out, "out");
-    *out = NULL;
     if (d->comm && d->comm->magic == _VS_MAGIC_DEAD)
         return _vs_err(VS_ERR_STATE, "vs_mesh_init: desc.comm was already freed");
     if (d->comm && d->comm->magic != _VS_MAGIC_LIVE)
         return _vs_err(VS_ERR_INVALID, "vs_mesh_init: desc.comm %p is not a live vs_comm", (void*)d->comm);
-    vs_comm* c = d->comm ? d->comm : w->comm;
+    *out = *d;
+    if (!out->comm) out->comm = w->comm;
+    vs_comm* c = out->comm;
     if (!c) return _vs_err(VS_ERR_STATE, "vs_mesh_init: the world has no communicator");
     int nd = d->ndims;
     if (nd < 0 || nd > VS_MESH_MAX_DIMS)
@@ -5723,6 +5802,7 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
             return _vs_err(VS_ERR_INVALID, "vs_mesh_init: shape[%d] = 0 but shape[%d] = %d: a dim of size 0 (sizes "
                                            "end at the first 0; set ndims to say how many)", nd, i, d->shape[i]);
     if (nd == 0) return _vs_err(VS_ERR_INVALID, "vs_mesh_init: shape is empty (shape[0] is 0)");
+    out->ndims = nd;
     long prod = 1;
     char desc_txt[128] = "";
     for (int i = 0; i < nd; i++) {
@@ -5739,6 +5819,38 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
     if (prod != c->size)
         return _vs_err(VS_ERR_MISMATCH, "vs_mesh_init: shape %s has %ld ranks but the communicator has %d",
                        desc_txt, prod, c->size);
+    for (int i = 0; i < nd; i++) {
+        const char* nm = d->dim_names[i];
+        if (!nm) {
+            if (nd > 3)
+                return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim %d has no name (defaults exist for 1-3 dims, "
+                               "this mesh has %d)", i, nd);
+            nm = _vs_default_names[nd - 1][i];
+        }
+        size_t len = strlen(nm);
+        if (len == 0 || len >= VS_MESH_NAME_MAX || strchr(nm, ',') || strchr(nm, ' '))
+            return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim name '%s' must be 1-%d characters without ',' or ' '",
+                           nm, VS_MESH_NAME_MAX - 1);
+        for (int k = 0; k < i; k++)
+            if (!strcmp(out->dim_names[k], nm))
+                return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim name '%s' used twice (dims %d and %d)", nm, k, i);
+        out->dim_names[i] = nm;
+    }
+    return VS_OK;
+}
+
+VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** out)
+{
+    _VS_CHECK_NULL(w, "world");
+    _VS_CHECK_NULL(desc, "desc");
+    _VS_CHECK_NULL(out, "out");
+    *out = NULL;
+    vs_mesh_desc rd;
+    memset(&rd, 0, sizeof rd);
+    _VS_TRY(_vs_mesh_desc_defaults(w, desc, &rd));
+    vs_comm* c = rd.comm;
+    int nd = rd.ndims;
+    long prod = c->size;
     const _vs_hooks* h = &w->hooks;
     vs_mesh* m = _VS_HNEW(h, vs_mesh, 1);
     if (!m) return _vs_err(VS_ERR_NOMEM, "vs_mesh_init: out of memory");
@@ -5746,28 +5858,8 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* d, vs_mesh** out)
     m->comm = c;
     m->ndims = nd;
     for (int i = 0; i < nd; i++) {
-        const char* nm = d->dim_names[i];
-        if (!nm) {
-            if (nd > 3) {
-                _vs_hfree(h, m);
-                return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim %d has no name (defaults exist for 1-3 dims, "
-                               "this mesh has %d)", i, nd);
-            }
-            nm = _vs_default_names[nd - 1][i];
-        }
-        size_t len = strlen(nm);
-        if (len == 0 || len >= VS_MESH_NAME_MAX || strchr(nm, ',') || strchr(nm, ' ')) {
-            _vs_hfree(h, m);
-            return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim name '%s' must be 1-%d characters without ',' or ' '",
-                           nm, VS_MESH_NAME_MAX - 1);
-        }
-        for (int k = 0; k < i; k++)
-            if (!strcmp(m->names[k], nm)) {
-                _vs_hfree(h, m);
-                return _vs_err(VS_ERR_INVALID, "vs_mesh_init: dim name '%s' used twice (dims %d and %d)", nm, k, i);
-            }
-        memcpy(m->names[i], nm, len + 1);
-        m->shape[i] = d->shape[i];
+        memcpy(m->names[i], rd.dim_names[i], strlen(rd.dim_names[i]) + 1);
+        m->shape[i] = rd.shape[i];
     }
     m->nranks = (int)prod;
     m->mrank = c->rank;
@@ -5820,6 +5912,20 @@ VS_API vs_result vs_mesh_release(vs_mesh* m)
     vs_mesh* r = _vs_mesh_root(m);
     if (r->users <= 0) return _vs_err(VS_ERR_STATE, "vs_mesh_release: no vs_mesh_retain to release");
     r->users--;
+    return VS_OK;
+}
+
+VS_API vs_result vs_mesh_query_desc(const vs_mesh* m, vs_mesh_desc* out)
+{
+    _VS_CHECK_NULL(m, "mesh");
+    _VS_CHECK_NULL(out, "out");
+    memset(out, 0, sizeof *out);
+    out->ndims = m->ndims;
+    for (int i = 0; i < m->ndims; i++) {
+        out->shape[i] = m->shape[i];
+        out->dim_names[i] = m->names[i];
+    }
+    out->comm = m->comm;
     return VS_OK;
 }
 

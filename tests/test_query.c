@@ -1,0 +1,102 @@
+/* test_query.c - descs with their defaults resolved in one place and read back
+   (issue 9, point 3): vs_world_query_desc for ranks of vs_launch, vs_mesh_query_desc,
+   and a queried desc fed back in gives the same object. */
+#define VESCALE_IMPLEMENTATION
+#include "vescale_mesh.h"
+#include "vs_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void quiet(vs_log_level lv, const char* msg, void* user)
+{
+    (void)lv, (void)msg, (void)user;
+}
+static void* my_alloc(size_t n, void* user)
+{
+    (void)user;
+    return malloc(n ? n : 1);
+}
+static void my_free(void* p, void* user)
+{
+    (void)user;
+    free(p);
+}
+
+typedef struct {
+    double want_timeout;
+    vs_log_level want_level;
+} expect;
+
+static int world_rank(vs_world* w, void* arg)
+{
+    const expect* e = (const expect*)arg;
+    vs_world_desc d;
+    memset(&d, 0x5a, sizeof d); // every field must be written
+    VT_OK(vs_world_query_desc(w, &d));
+    VT_CHECK(d.transport == VS_TRANSPORT_THREADS, "transport %d", (int)d.transport);
+    VT_CHECK(d.world_size == 4 && d.rank == vs_world_rank(w) && d.local_rank == vs_world_rank(w) % 2,
+             "numbers %d %d %d", d.world_size, d.rank, d.local_rank);
+    VT_CHECK(d.timeout_s == e->want_timeout || (isinf(e->want_timeout) && isinf(d.timeout_s)), "timeout %g, want %g",
+             d.timeout_s, e->want_timeout);
+    VT_CHECK(d.log_level == e->want_level, "log level %d, want %d", (int)d.log_level, (int)e->want_level);
+    VT_CHECK(d.logger.fn == quiet && d.allocator.alloc == my_alloc && d.allocator.free == my_free,
+             "hooks not reported");
+    VT_CHECK(d.master_addr != NULL, "master_addr NULL");
+    // the mesh: defaults resolved, and the queried desc builds the same mesh
+    vs_mesh* m = NULL;
+    VT_OK(vs_mesh_init(w, &(vs_mesh_desc){.shape = {2, 2}}, &m));
+    vs_mesh_desc md;
+    memset(&md, 0x5a, sizeof md);
+    VT_OK(vs_mesh_query_desc(m, &md));
+    VT_CHECK(md.ndims == 2 && md.shape[0] == 2 && md.shape[1] == 2 && md.shape[2] == 0, "shape");
+    VT_CHECK(md.dim_names[0] && !strcmp(md.dim_names[0], "DP") && md.dim_names[1] && !strcmp(md.dim_names[1], "TP") &&
+                 md.dim_names[2] == NULL,
+             "dim names");
+    VT_CHECK(md.comm == vs_world_comm(w), "comm");
+    vs_mesh* m2 = NULL;
+    VT_OK(vs_mesh_init(w, &md, &m2));
+    VT_CHECK(m2 && vs_mesh_ndims(m2) == 2 && vs_mesh_size(m2, "TP") == 2 && vs_mesh_rank(m2) == vs_mesh_rank(m),
+             "the queried desc builds the same mesh");
+    // submeshes report themselves too
+    vs_mesh* tp = NULL;
+    VT_OK(vs_mesh_submesh(m, "TP", &tp));
+    VT_OK(vs_mesh_query_desc(tp, &md));
+    VT_CHECK(md.ndims == 1 && md.shape[0] == 2 && !strcmp(md.dim_names[0], "TP") && md.comm == vs_mesh_comm(tp),
+             "submesh desc");
+    VT_CHECK(vs_mesh_query_desc(NULL, &md) == VS_ERR_NULL && vs_world_query_desc(w, NULL) == VS_ERR_NULL, "NULLs");
+    VT_OK(vs_mesh_free(m2));
+    VT_OK(vs_mesh_free(m));
+    return 0;
+}
+
+static void run(double timeout_s, const char* env_timeout, const char* env_log, vs_log_level level, double want_timeout,
+                vs_log_level want_level)
+{
+    if (env_timeout) setenv("VESCALE_TIMEOUT", env_timeout, 1);
+    if (env_log) setenv("VESCALE_LOG", env_log, 1);
+    vs_launch_desc d;
+    memset(&d, 0, sizeof d);
+    d.nranks = 4;
+    d.ranks_per_node = 2;
+    d.timeout_s = timeout_s;
+    d.log_level = level;
+    d.logger.fn = quiet;
+    d.allocator.alloc = my_alloc;
+    d.allocator.free = my_free;
+    expect e = {want_timeout, want_level};
+    VT_OK(vs_launch_ex(&d, world_rank, &e));
+    unsetenv("VESCALE_TIMEOUT");
+    unsetenv("VESCALE_LOG");
+}
+
+int main(void)
+{
+    unsetenv("VESCALE_TIMEOUT");
+    unsetenv("VESCALE_LOG");
+    VT_CASE("query/defaults", run(0, NULL, NULL, VS_LOG_DEFAULT, 300.0, VS_LOG_OFF));
+    VT_CASE("query/from_the_environment", run(0, "inf", "warn", VS_LOG_DEFAULT, INFINITY, VS_LOG_WARN));
+    VT_CASE("query/desc_wins", run(7.5, "inf", "warn", VS_LOG_ERROR, 7.5, VS_LOG_ERROR));
+    return vt_summary();
+}
