@@ -1665,6 +1665,9 @@ struct vs_world {
    - destroy  frees the transport's part of a handle.
    - set_stream, stream   NULL: the transport has no streams.
    - world_free  the transport's part of vs_world_free (MPI_Finalize), may be NULL.
+   - world_abort the transport's vs_world_abort (MPI_Abort); NULL: abort the
+              world's communicator.
+   - work_release  frees the transport's part of a work handle (a CUDA event).
    - shm      1: ranks share memory and run _VS_K_SHM steps (vs_redistribute's
               in-place moves); 0: those steps use the plain collectives.
    - device   1: buffers are CUDA device memory (host loops must refuse them). */
@@ -1681,6 +1684,8 @@ struct _vs_transport_ops {
     vs_result (*set_stream)(vs_comm* c, void* stream);
     void* (*stream)(const vs_comm* c);
     vs_result (*world_free)(vs_world* w);
+    vs_result (*world_abort)(vs_world* w, vs_result why);
+    void (*work_release)(vs_work* w);
     int shm, device;
 };
 
@@ -2827,22 +2832,20 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
 
 _VS_PRIVATE vs_result _vs_exec(vs_comm* c, _vs_opdesc* ops, int nops) { return c->tp->exec(c, ops, nops); }
 
-/* Releases what a work handle holds (its ops, its CUDA event), not the handle. */
-_VS_PRIVATE void _vs_work_release(vs_work* w)
+/* Releases what a work handle holds (its ops; c's transport: its own part, e.g. a
+   CUDA event), not the handle. */
+_VS_PRIVATE void _vs_work_release(vs_comm* c, vs_work* w)
 {
     for (int i = 0; i < w->nops; i++) _vs_op_release(&w->ops[i]);
     _vs_hfree(w->h, w->ops);
     w->ops = NULL;
     w->nops = 0;
-#ifdef VESCALE_NCCL
-    if (w->ev) cudaEventDestroy(w->ev);
-    w->ev = NULL;
-#endif
+    if (c && c->tp->work_release) c->tp->work_release(w);
 }
 
 _VS_PRIVATE void _vs_work_free(vs_work* w)
 {
-    _vs_work_release(w);
+    _vs_work_release(w->comm, w);
     _vs_hfree(w->h, w);
 }
 
@@ -2851,7 +2854,7 @@ _VS_PRIVATE void _vs_work_free(vs_work* w)
    use after free); the oldest is released. */
 _VS_PRIVATE void _vs_work_retire(vs_comm* c, vs_work* w)
 {
-    _vs_work_release(w);
+    _vs_work_release(c, w);
     pthread_mutex_lock(&c->qmu);
     vs_work** l = &c->works;
     while (*l && *l != w) l = &(*l)->wnext;
@@ -3308,7 +3311,7 @@ _VS_PRIVATE void _vs_comm_teardown(vs_comm* c)
     if (on) pthread_join(c->qthread, NULL);
     for (vs_work* w = pending; w; w = w->wnext) {
         if (c->tp->detach) c->tp->detach(w);
-        _vs_work_release(w);
+        _vs_work_release(c, w);
         w->comm = NULL;
     }
     const _vs_hooks* h = _VS_WH(c->world);
@@ -4591,14 +4594,11 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
 
 #endif // VESCALE_MPI
 
-// >>bootstrap -----------------------------------------------------------------
-// (vs_world_abort: its MPI part above)
-
-VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
-{
-    _VS_CHECK_NULL(w, "world");
 #ifdef VESCALE_MPI
-    if (w->tr == VS_TRANSPORT_MPI) {
+/* vs_world_abort on MPI: ends the job with MPI_Abort and a message. */
+_VS_PRIVATE vs_result _vs_mpi_world_abort(vs_world* w, vs_result why)
+{
+    {
         int init = 0, fin = 0;
         MPI_Initialized(&init);
         MPI_Finalized(&fin);
@@ -4613,8 +4613,18 @@ VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
         MPI_Abort(w->comm ? w->comm->mc : MPI_COMM_WORLD, code);
         return _vs_err(VS_ERR_ABORTED, "vs_world_abort: MPI_Abort returned"); // not reached
     }
+}
 #endif
-    (void)why;
+
+// >>bootstrap -----------------------------------------------------------------
+// (vs_world_abort: its MPI part above)
+
+
+VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
+{
+    _VS_CHECK_NULL(w, "world");
+    const _vs_transport_ops* t = _vs_transport_of(w->tr);
+    if (t && t->world_abort) return t->world_abort(w, why);
     if (w->comm) vs_comm_abort(w->comm);
     return VS_OK;
 }
@@ -4914,7 +4924,7 @@ _VS_PRIVATE void _vs_t_destroy(vs_comm* c)
 static const _vs_transport_ops _vs_threads_ops = {
     VS_TRANSPORT_THREADS, _vs_submit_host, _vs_t_exec, _vs_work_wait_host, _vs_work_test_host,
     NULL /* detach: the queue drained */, NULL /* split: an op */, _vs_t_abort, _vs_t_destroy,
-    NULL, NULL /* no streams */, NULL, 1 /* shm */, 0};
+    NULL, NULL /* no streams */, NULL, NULL, NULL, 1 /* shm */, 0};
 
 #ifdef VESCALE_MPI
 _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
@@ -4925,7 +4935,7 @@ _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
 static const _vs_transport_ops _vs_mpi_ops = {
     VS_TRANSPORT_MPI, _vs_submit_host, _vs_mpi_exec, _vs_work_wait_host, _vs_work_test_host,
     NULL, NULL, _vs_mpi_comm_abort /* notifies every rank of the world */, _vs_mpi_destroy,
-    NULL, NULL, _vs_mpi_world_fini, 0, 0};
+    NULL, NULL, _vs_mpi_world_fini, _vs_mpi_world_abort, NULL, 0, 0};
 #endif
 
 #ifdef VESCALE_NCCL
@@ -4959,6 +4969,12 @@ _VS_PRIVATE vs_result _vs_nccl_set_stream(vs_comm* c, void* stream)
 
 _VS_PRIVATE void* _vs_nccl_stream(const vs_comm* c) { return (void*)c->stream; }
 
+_VS_PRIVATE void _vs_nccl_work_release(vs_work* w)
+{
+    if (w->ev) cudaEventDestroy(w->ev);
+    w->ev = NULL;
+}
+
 /* A world whose NCCL id came over MPI finalizes the MPI it started. */
 _VS_PRIVATE vs_result _vs_nccl_world_free(vs_world* w)
 {
@@ -4972,7 +4988,8 @@ _VS_PRIVATE vs_result _vs_nccl_world_free(vs_world* w)
 
 static const _vs_transport_ops _vs_nccl_ops = {
     VS_TRANSPORT_NCCL, _vs_nccl_submit, NULL, _vs_nccl_wait, _vs_nccl_test, _vs_nccl_detach, _vs_nccl_split,
-    _vs_nccl_abort_comm, _vs_nccl_comm_destroy, _vs_nccl_set_stream, _vs_nccl_stream, _vs_nccl_world_free, 0, 1};
+    _vs_nccl_abort_comm, _vs_nccl_comm_destroy, _vs_nccl_set_stream, _vs_nccl_stream, _vs_nccl_world_free, NULL,
+    _vs_nccl_work_release, 0, 1};
 #endif
 
 _VS_PRIVATE const _vs_transport_ops* _vs_transport_of(vs_transport tr)
