@@ -49,7 +49,7 @@ $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
 # DDP's device path over a stand-in CUDA runtime (tests/mock), NVRTC for real.
-$(B)/test_ddp_device: tests/test_ddp_device.c tests/mock/cuda_runtime.h tests/ddp_model.h $(HEADERS) tests/vs_test.h | $(B)
+$(B)/test_ddp_device: tests/test_ddp_device.c tests/mock/cuda_runtime.h tests/mock/mock_device.h tests/ddp_model.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -Itests/mock -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
 # every allocation through the hooks: the C allocator's entry points are wrapped,
@@ -58,7 +58,7 @@ WRAP_ALLOC := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=
 $(B)/test_alloc: tests/test_alloc.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(WRAP_ALLOC) $(LDLIBS)
 # Layouts, TP and init on device buffers over the same stand-in runtime, NVRTC for real.
-$(B)/test_device_layout: tests/test_device_layout.c tests/device_layout_cases.h tests/mock/cuda_runtime.h $(HEADERS) tests/vs_test.h | $(B)
+$(B)/test_device_layout: tests/test_device_layout.c tests/device_layout_cases.h tests/mock/cuda_runtime.h tests/mock/mock_device.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -Itests/mock -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
 # the MPI fault suite (tests/faults_mpi.sh launches it, one mpirun per fault): an MPI

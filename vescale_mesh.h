@@ -6655,19 +6655,7 @@ static _VS_UNUSED const char _vs_mk_source[] = _VS_MKSTR(_VS_MESH_KERNELS) "\n";
 #undef _VS_MKD2U
 #undef _VS_MKSQRT
 
-/* ... and as host C. */
-_VS_PRIVATE float _vs_mk_u2f(unsigned int u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-_VS_PRIVATE unsigned int _vs_mk_f2u(float f)
-{
-    unsigned int u;
-    memcpy(&u, &f, 4);
-    return u;
-}
+/* ... and as host C (float bits through >>dtype's _vs_u2f/_vs_f2u). */
 _VS_PRIVATE double _vs_mk_u2d(unsigned long long u)
 {
     double d;
@@ -6688,8 +6676,8 @@ _VS_PRIVATE unsigned long long _vs_mk_d2u(double d)
 #define _VS_MKTHREADS(t) for (int t = 0; t < _VS_MKT; t++)
 #define _VS_MKSYNC ((void)0)
 #define _VS_MKSHARED
-#define _VS_MKU2F(u) _vs_mk_u2f(u)
-#define _VS_MKF2U(f) _vs_mk_f2u(f)
+#define _VS_MKU2F(u) _vs_u2f(u)
+#define _VS_MKF2U(f) _vs_f2u(f)
 #define _VS_MKU2D(u) _vs_mk_u2d(u)
 #define _VS_MKD2U(d) _vs_mk_d2u(d)
 #define _VS_MKSQRT(x) sqrt(x)

@@ -38,75 +38,10 @@ static int mock_force_device; /* the run's mode: 1 device path, 0 host path */
 /* ---- the stand-in runtime --------------------------------------------------- */
 
 #define MOCK_STREAM ((cudaStream_t)(uintptr_t)0x5151)
-#define MOCK_MAXA 4096
-static pthread_mutex_t mock_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    char* p;
-    size_t n;
-} mock_alloc[MOCK_MAXA];
-static int mock_nalloc, mock_live;
+#include "mock/mock_device.h"
+
 static long mock_launches[_VS_KI_N], mock_recorded, mock_waited, mock_loads;
 static int mock_fail_launch;
-
-static void* mock_dalloc(size_t n, void* user)
-{
-    (void)user;
-    char* p = (char*)malloc(n ? n : 1);
-    pthread_mutex_lock(&mock_mu);
-    int i = 0;
-    while (i < mock_nalloc && mock_alloc[i].p) i++;
-    VT_CHECK(i < MOCK_MAXA, "mock: too many device allocations");
-    if (i < MOCK_MAXA) {
-        mock_alloc[i].p = p, mock_alloc[i].n = n;
-        if (i == mock_nalloc) mock_nalloc++;
-        mock_live++;
-    }
-    pthread_mutex_unlock(&mock_mu);
-    return p;
-}
-
-static void mock_dfree(void* p, void* user)
-{
-    (void)user;
-    int found = 0;
-    pthread_mutex_lock(&mock_mu);
-    for (int i = 0; i < mock_nalloc; i++)
-        if (mock_alloc[i].p == (char*)p) {
-            mock_alloc[i].p = NULL;
-            mock_live--;
-            found = 1;
-            break;
-        }
-    pthread_mutex_unlock(&mock_mu);
-    VT_CHECK(found, "mock: device_free of %p, not a device allocation", p);
-    free(p);
-}
-
-/* 1: [p, p+n) lies in one device allocation; 0: p is host memory; -1: p is in a
-   device allocation but the range runs past its end. */
-static int mock_where(const void* p, size_t n)
-{
-    const char* c = (const char*)p;
-    int r = 0;
-    pthread_mutex_lock(&mock_mu);
-    for (int i = 0; i < mock_nalloc; i++) {
-        const char* a = mock_alloc[i].p;
-        if (a && c >= a && c < a + mock_alloc[i].n + (mock_alloc[i].n == 0)) {
-            r = c + n <= a + mock_alloc[i].n ? 1 : -1;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&mock_mu);
-    return r;
-}
-
-#define MOCK_DEV(p, n, what)                                                                                     \
-    do {                                                                                                         \
-        int w_ = mock_where((p), (n));                                                                           \
-        VT_CHECK(w_ == 1, "mock: %s: %p + %zu bytes is %s", (what), (const void*)(p), (size_t)(n),              \
-                 w_ < 0 ? "past the end of its device allocation" : "host memory, not device memory");          \
-        if (w_ != 1) return cudaErrorInvalidValue;                                                               \
-    } while (0)
 
 #define MOCK_STREAM_IS(st, what) VT_CHECK((st) == MOCK_STREAM, "mock: %s on stream %p, not the trainer's", (what), (void*)(st))
 
