@@ -143,7 +143,9 @@
      times out aborts every communicator of the job, so every rank blocked
      anywhere gets VS_ERR_ABORTED at once (well under 100 ms), with a message
      naming the cause; vs_launch returns the cause's own result and message.
-     Jobs are independent: one job's failure never touches another's.
+     Jobs are independent: one job's failure never touches another's. A rank's
+     function must complete (vs_wait) its asynchronous work before it returns:
+     once it has returned, peers waiting on it treat it as gone.
    - A timeout names the missing ranks (group and world), the communicator and
      the operation with its sequence number.
    - MPI and NCCL: see the >>mpi and >>nccl notes on what vs_comm_abort reaches.
