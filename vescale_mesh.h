@@ -2230,9 +2230,11 @@ _VS_PRIVATE vs_result _vs_t_barrier(vs_comm* c, double timeout, const _vs_opdesc
     }
     pthread_mutex_unlock(&s->mu);
     if (_vs_spin_while_eq(&s->gen, g, s->long_spin)) return VS_OK;
-    double end = _vs_now() + timeout;
+    // the clock is read outside the lock: a rank preempted inside it (ranks may
+    // outnumber cores) stalls every peer that needs the lock to arrive
+    double end = timeout > 0 ? _vs_now() + timeout : 0;
+    struct timespec dl = _vs_abs_deadline(timeout); // the first wait slice
     vs_result r = VS_OK;
-    char msg[400] = "";
     pthread_mutex_lock(&s->mu);
     s->sleepers++;
     while (__atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) == g) {
@@ -2244,11 +2246,16 @@ _VS_PRIVATE vs_result _vs_t_barrier(vs_comm* c, double timeout, const _vs_opdesc
             r = _vs_t_abort_result_op(c, op, 0);
             break;
         }
-        int gone = _vs_t_gone(s, g);
-        int late = !(gone >= 0) && _vs_now() >= end;
+        int gone = _vs_t_gone(s, g), late = 0;
+        if (gone < 0 && pthread_cond_timedwait(&s->cv, &s->mu, &dl) == ETIMEDOUT &&
+            __atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) == g && !s->aborted) {
+            double now = _vs_now();
+            late = now >= end;
+            if (!late) dl = _vs_abs_deadline(end - now); // a long timeout's next slice
+        }
         if (gone >= 0 || late) {
             // the cause: named here, recorded for the job, seen by every peer
-            char where[256], who[200];
+            char where[256], who[200], msg[400];
             _vs_op_where(c, op, where, sizeof where);
             if (gone >= 0) {
                 r = VS_ERR_ABORTED;
@@ -2266,8 +2273,6 @@ _VS_PRIVATE vs_result _vs_t_barrier(vs_comm* c, double timeout, const _vs_opdesc
             _vs_job_fail(s->job, r, msg);
             return _vs_err(r, "%s", msg);
         }
-        struct timespec dl = _vs_abs_deadline(end - _vs_now());
-        pthread_cond_timedwait(&s->cv, &s->mu, &dl);
     }
     s->sleepers--;
     pthread_mutex_unlock(&s->mu);
