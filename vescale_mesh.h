@@ -901,14 +901,6 @@ extern "C" {
 #define _VS_PRINTF(a, b)
 #endif
 #define _VS_PRIVATE static _VS_UNUSED
-/* The threads transport's data-moving functions start on a cache line, so edits
-   elsewhere in the file do not move their loops across fetch boundaries (a 10%
-   swing in bench/collectives' 4-rank all-reduce was such a move, not more work). */
-#if defined(__GNUC__) || defined(__clang__)
-#define _VS_HOT __attribute__((aligned(64)))
-#else
-#define _VS_HOT
-#endif
 
 /* Thread-local storage for the per-thread error message (the one piece of state
    that is not in a handle: errors must be reportable before any handle exists). */
@@ -1463,7 +1455,7 @@ _VS_PRIVATE void _vs_divide(vs_dtype dt, void* buf, size_t count, int n)
 /* Reduces `len` elements at element offset `off` of srcs[0..nsrc) in fixed order
    (src 0 first) into out. Half types accumulate in float and round once. Integer
    sums wrap. VS_OP_AVG divides by `navg` at the end (integers truncate). */
-_VS_PRIVATE _VS_HOT void _vs_reduce_block(vs_dtype dt, vs_op op, int navg, const void* const* srcs,
+_VS_PRIVATE void _vs_reduce_block(vs_dtype dt, vs_op op, int navg, const void* const* srcs,
                                   int nsrc, size_t off, size_t len, void* out)
 {
     VS_ASSERT(len <= _VS_RED_BLOCK && nsrc >= 1);
@@ -2482,7 +2474,7 @@ _VS_PRIVATE void _vs_stream_line_f32(float* d, const float* p)
    order ((s0 + s1) + s2) ..., as in
    _vs_reduce_block: the same bits. A segment is stored only after all its inputs
    were read, so in place is safe. */
-_VS_PRIVATE _VS_HOT void _vs_reduce_stream_f32(const void* const* srcs, int n, int avg, size_t off, size_t len,
+_VS_PRIVATE void _vs_reduce_stream_f32(const void* const* srcs, int n, int avg, size_t off, size_t len,
                                        void* const* dsts, size_t dst_off)
 {
     __m128 seg[2][_VS_STREAM_SEG / 4]; // __m128: 16-byte aligned
@@ -2525,7 +2517,7 @@ _VS_PRIVATE _VS_HOT void _vs_reduce_stream_f32(const void* const* srcs, int n, i
 /* Reduces elements [off, off+len) of every rank's send buffer (c->srcs) and writes
    them at element offset dst_off of each of dsts[0..ndst), block by block so the
    inputs of a block are all read before any output of it is written (in place). */
-_VS_PRIVATE _VS_HOT void _vs_t_reduce_range(vs_comm* c, vs_dtype dt, vs_op op, size_t off, size_t len,
+_VS_PRIVATE void _vs_t_reduce_range(vs_comm* c, vs_dtype dt, vs_op op, size_t off, size_t len,
                                     void* const* dsts, int ndst, size_t dst_off, int nt)
 {
     unsigned char tmp[_VS_RED_BLOCK * 8];
@@ -2553,7 +2545,7 @@ _VS_PRIVATE _VS_HOT void _vs_t_reduce_range(vs_comm* c, vs_dtype dt, vs_op op, s
     }
 }
 
-_VS_PRIVATE _VS_HOT vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
+_VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
 {
     _vs_tshared* s = c->sh;
     int n = s->n, me = c->rank;
