@@ -38,58 +38,16 @@ static int mock_force_device; /* the run's mode: 1 device path, 0 host path */
 /* ---- the stand-in runtime --------------------------------------------------- */
 
 #define MOCK_STREAM ((cudaStream_t)(uintptr_t)0x5151)
+static const char* const mock_knames[_VS_KI_N] = {"vs_k_adamw", "vs_k_sgd", "vs_k_to_f32", "vs_k_from_f32",
+                                                  "vs_k_add_f32", "vs_k_scale", "vs_k_sumsq"};
+#define MOCK_KERNEL_NAMES mock_knames
+#define MOCK_NKERNELS _VS_KI_N
 #include "mock/mock_device.h"
 
-static long mock_launches[_VS_KI_N], mock_recorded, mock_waited, mock_loads;
+static long mock_launches[_VS_KI_N], mock_recorded, mock_waited;
 static int mock_fail_launch;
 
 #define MOCK_STREAM_IS(st, what) VT_CHECK((st) == MOCK_STREAM, "mock: %s on stream %p, not the trainer's", (what), (void*)(st))
-
-const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "mock error"; }
-cudaError_t cudaGetDevice(int* dev)
-{
-    *dev = 0;
-    return cudaSuccess;
-}
-cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev)
-{
-    (void)dev;
-    *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0; /* an H100: sm_90 */
-    return cudaSuccess;
-}
-
-static const char* const mock_knames[_VS_KI_N] = {"vs_k_adamw", "vs_k_sgd", "vs_k_to_f32", "vs_k_from_f32",
-                                                  "vs_k_add_f32", "vs_k_scale", "vs_k_sumsq"};
-static char mock_lib_token;
-
-cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum cudaJitOption* jo, void** jv, unsigned njo,
-                                enum cudaLibraryOption* lo, void** lv, unsigned nlo)
-{
-    (void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo;
-    /* NVRTC's cubin: an ELF image */
-    VT_CHECK(code && memcmp(code, "\177ELF", 4) == 0, "mock: cudaLibraryLoadData got no cubin");
-    __atomic_add_fetch(&mock_loads, 1, __ATOMIC_SEQ_CST);
-    *lib = (cudaLibrary_t)(void*)&mock_lib_token;
-    return cudaSuccess;
-}
-
-cudaError_t cudaLibraryGetKernel(cudaKernel_t* k, cudaLibrary_t lib, const char* name)
-{
-    VT_CHECK(lib == (cudaLibrary_t)(void*)&mock_lib_token, "mock: unknown library");
-    for (int i = 0; i < _VS_KI_N; i++)
-        if (!strcmp(name, mock_knames[i])) {
-            *k = (cudaKernel_t)(uintptr_t)(0x1000 + i);
-            return cudaSuccess;
-        }
-    VT_CHECK(0, "mock: no kernel named %s", name);
-    return cudaErrorInvalidValue;
-}
-
-cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
-{
-    VT_CHECK(lib == (cudaLibrary_t)(void*)&mock_lib_token, "mock: unload of an unknown library");
-    return cudaSuccess;
-}
 
 static size_t mock_dsz(int t) { return t == 0 ? 4 : 2; }
 

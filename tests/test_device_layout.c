@@ -45,52 +45,13 @@ static int mock_force_device; /* the run's mode: 1 device path, 0 host path */
 
 /* ---- the stand-in runtime --------------------------------------------------- */
 
+#define MOCK_KERNEL_NAMES _vs_mk_names
+#define MOCK_NKERNELS _VS_MK_N
 #include "mock/mock_device.h"
 
-static long mock_launches[_VS_MK_N], mock_loads, mock_unloads, mock_copies;
+static long mock_launches[_VS_MK_N], mock_copies;
 
 #define MOCK_STREAM_IS(st, what) VT_CHECK((st) == NULL, "mock: %s on stream %p, not the comm's", (what), (void*)(st))
-
-const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "mock error"; }
-cudaError_t cudaGetDevice(int* dev)
-{
-    *dev = 0;
-    return cudaSuccess;
-}
-cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev)
-{
-    (void)dev;
-    *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0; /* an H100: sm_90 */
-    return cudaSuccess;
-}
-
-static char mock_lib_token;
-cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum cudaJitOption* jo, void** jv, unsigned njo,
-                                enum cudaLibraryOption* lo, void** lv, unsigned nlo)
-{
-    (void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo;
-    VT_CHECK(code && memcmp(code, "\177ELF", 4) == 0, "mock: cudaLibraryLoadData got no cubin");
-    __atomic_add_fetch(&mock_loads, 1, __ATOMIC_SEQ_CST);
-    *lib = (cudaLibrary_t)(void*)&mock_lib_token;
-    return cudaSuccess;
-}
-cudaError_t cudaLibraryGetKernel(cudaKernel_t* k, cudaLibrary_t lib, const char* name)
-{
-    VT_CHECK(lib == (cudaLibrary_t)(void*)&mock_lib_token, "mock: unknown library");
-    for (int i = 0; i < _VS_MK_N; i++)
-        if (!strcmp(name, _vs_mk_names[i])) {
-            *k = (cudaKernel_t)(uintptr_t)(0x1000 + i);
-            return cudaSuccess;
-        }
-    VT_CHECK(0, "mock: no kernel named %s", name);
-    return cudaErrorInvalidValue;
-}
-cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
-{
-    __atomic_add_fetch(&mock_unloads, 1, __ATOMIC_SEQ_CST);
-    (void)lib;
-    return cudaSuccess;
-}
 
 static size_t mock_esz(int dt) { return vs_dtype_size((vs_dtype)dt); }
 

@@ -1,9 +1,9 @@
 /* tests/mock/mock_device.h - the device-memory half of the stand-in CUDA runtime
    that test_ddp_device and test_device_layout share: allocations from the
    allocator hooks tracked (garbage-filled, as cudaMalloc's), and MOCK_DEV, which
-   checks a kernel's pointer range lies inside one device allocation. The tests
-   define the runtime's other entry points (launches, streams) themselves. Include
-   after vs_test.h. */
+   checks a kernel's pointer range lies inside one device allocation; the device
+   and loading the kernels' library. The tests define the runtime's other entry
+   points (launches, streams, copies) themselves. Include after vs_test.h. */
 #ifndef VS_MOCK_DEVICE_H
 #define VS_MOCK_DEVICE_H
 #include <pthread.h>
@@ -78,5 +78,54 @@ static int mock_where(const void* p, size_t n)
                  w_ < 0 ? "past the end of its device allocation" : "host memory, not device memory");          \
         if (w_ != 1) return cudaErrorInvalidValue;                                                               \
     } while (0)
+
+/* The device, and kernels loaded from NVRTC's cubin. The includer defines
+   MOCK_KERNEL_NAMES (an array of kernel names) and MOCK_NKERNELS before the
+   include; a kernel handle is 0x1000 + its index there. */
+static long mock_loads, mock_unloads;
+static char mock_lib_token;
+
+const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "mock error"; }
+cudaError_t cudaGetDevice(int* dev)
+{
+    *dev = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev)
+{
+    (void)dev;
+    *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0; /* an H100: sm_90 */
+    return cudaSuccess;
+}
+
+cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum cudaJitOption* jo, void** jv, unsigned njo,
+                                enum cudaLibraryOption* lo, void** lv, unsigned nlo)
+{
+    (void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo;
+    /* NVRTC's cubin: an ELF image */
+    VT_CHECK(code && memcmp(code, "\177ELF", 4) == 0, "mock: cudaLibraryLoadData got no cubin");
+    __atomic_add_fetch(&mock_loads, 1, __ATOMIC_SEQ_CST);
+    *lib = (cudaLibrary_t)(void*)&mock_lib_token;
+    return cudaSuccess;
+}
+
+cudaError_t cudaLibraryGetKernel(cudaKernel_t* k, cudaLibrary_t lib, const char* name)
+{
+    VT_CHECK(lib == (cudaLibrary_t)(void*)&mock_lib_token, "mock: unknown library");
+    for (int i = 0; i < (MOCK_NKERNELS); i++)
+        if (!strcmp(name, (MOCK_KERNEL_NAMES)[i])) {
+            *k = (cudaKernel_t)(uintptr_t)(0x1000 + i);
+            return cudaSuccess;
+        }
+    VT_CHECK(0, "mock: no kernel named %s", name);
+    return cudaErrorInvalidValue;
+}
+
+cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
+{
+    VT_CHECK(lib == (cudaLibrary_t)(void*)&mock_lib_token, "mock: unload of an unknown library");
+    __atomic_add_fetch(&mock_unloads, 1, __ATOMIC_SEQ_CST);
+    return cudaSuccess;
+}
 
 #endif
