@@ -3071,10 +3071,8 @@ VS_API vs_result vs_wait(vs_work* w)
 
 _VS_PRIVATE vs_result _vs_check_comm(const char* fn, vs_comm* c, vs_dtype dt)
 {
-    if (!c) return _vs_err(VS_ERR_NULL, "%s: comm is NULL", fn);
-    if (c->magic == _VS_MAGIC_DEAD) return _vs_err(VS_ERR_STATE, "%s: the communicator was already freed", fn);
-    if (c->magic != _VS_MAGIC_LIVE) return _vs_err(VS_ERR_INVALID, "%s: %p is not a live vs_comm", fn, (void*)c);
-    return _vs_check_dtype(fn, dt);
+    vs_result r = _vs_comm_get(fn, c);
+    return r ? r : _vs_check_dtype(fn, dt);
 }
 
 /* Elements of `dt` a buffer may hold: its bytes must fit ptrdiff_t. */
@@ -5807,10 +5805,7 @@ _VS_PRIVATE int _vs_mesh_rank_calc(const vs_mesh* m, const int* coord)
    (the leading non-zero sizes), dim_names ((DP), (DP,TP), (PP,DP,TP)). */
 _VS_PRIVATE vs_result _vs_mesh_desc_defaults(vs_world* w, const vs_mesh_desc* d, vs_mesh_desc* out)
 {
-    if (d->comm && d->comm->magic == _VS_MAGIC_DEAD)
-        return _vs_err(VS_ERR_STATE, "vs_mesh_init: desc.comm was already freed");
-    if (d->comm && d->comm->magic != _VS_MAGIC_LIVE)
-        return _vs_err(VS_ERR_INVALID, "vs_mesh_init: desc.comm %p is not a live vs_comm", (void*)d->comm);
+    if (d->comm) _VS_TRY(_vs_comm_get("vs_mesh_init: desc.comm", d->comm));
     *out = *d;
     if (!out->comm) out->comm = w->comm;
     vs_comm* c = out->comm;
