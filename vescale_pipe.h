@@ -37,6 +37,317 @@ extern "C" {
    from a different release than vescale_mesh.h). */
 VS_API int vs_pipe_version(void);
 
+// >>pipe-model -----------------------------------------------------------------
+
+#define VS_PIPE_MAX_DIMS 8     // dims of a tensor that crosses a unit boundary
+#define VS_PIPE_MAX_IO 16      // named tensors a unit takes, and that it returns
+#define VS_PIPE_MAX_CHUNKS 256 // stages x virtual chunks
+#define VS_PIPE_NAME_MAX 64    // bytes of a unit or tensor name, with the NUL
+
+/* A named tensor as a unit sees it. Activations are the engine's memory (host on
+   threads and MPI, device on NCCL); parameters stay the trainer's own. */
+typedef struct vs_pipe_tensor {
+    const char* name;
+    vs_dtype dtype;
+    int ndim;
+    int64_t shape[VS_PIPE_MAX_DIMS];
+    void* data; // the values
+    void* grad; // backward only: the gradient, same shape and dtype, zeroed by the engine
+} vs_pipe_tensor;
+
+struct _vs_pipe_rt;
+
+/* What a callback gets. in[i] follows the unit's `inputs` list, out[i] its
+   `outputs` list.
+   forward:  reads in[].data, makes each output with vs_pipe_output (which sets its
+             shape) and writes it; may keep scratch for backward with vs_pipe_save.
+   backward: in[].data and out[].data are as forward left them; out[].grad holds the
+             gradient of the loss with respect to each output; the callback ADDS
+             (+=) the input gradients into in[].grad (zeroed by the engine, so a
+             tensor used by several units sums their parts, latest unit first, as
+             one device's reverse pass does) and adds parameter gradients into its
+             own buffers. backward_input does only the first part, backward_weight
+             only the second. */
+typedef struct vs_pipe_call {
+    void* user;  // the unit's (or the data callback's) user pointer
+    int unit;    // unit index; -1 for the data callback
+    int mb;      // microbatch, 0..M-1
+    int chunk;   // the chunk the unit runs in
+    vs_pipe_tensor* in;
+    int n_in;
+    vs_pipe_tensor* out;
+    int n_out;
+    void* saved; // what forward kept with vs_pipe_save (backward: the same pointer)
+    size_t saved_bytes;
+    struct _vs_pipe_rt* _rt; // the engine's, do not touch
+} vs_pipe_call;
+
+typedef vs_result (*vs_pipe_fn)(vs_pipe_call* call);
+
+/* In forward (or the data callback): allocates output i with this dtype and shape
+   (ndim 0: a scalar) and returns its memory in *data (also in call->out[i].data). */
+VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim,
+                                const int64_t* shape, void** data);
+/* In forward: scratch of `bytes` kept for this unit and microbatch until its last
+   backward part (W, or the full backward) has run. */
+VS_API vs_result vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data);
+
+/* One unit (layer) of the model, in model order.
+   inputs/outputs: comma-separated tensor names, each optionally with a spec
+   "name:dtype[d0,d1,...]" where a dim of * is free ("h:f32[*,64]", "loss:f32[]").
+   An input names an output of any earlier unit (skip connections across stages
+   are fine) or, when no earlier unit makes it, a data input that the data callback
+   gives on whichever stage needs it. The last unit's first output is the loss
+   (an f32 scalar). */
+typedef struct vs_pipe_unit {
+    const char* name;
+    const char* inputs;
+    const char* outputs;
+    vs_pipe_fn forward;         // required
+    vs_pipe_fn backward;        // full backward; or give both of the split ones:
+    vs_pipe_fn backward_input;  //   B: input gradients only
+    vs_pipe_fn backward_weight; //   W: parameter gradients only
+    void* user;
+    int64_t params; // parameter count (split by parameters)
+    double flops;   // forward flops (split by flops; the simulator's default cost)
+    double time_f, time_b, time_w; // measured seconds (split by time; simulator)
+    const char* group; // units with the same group name are never split apart
+} vs_pipe_unit;
+
+// >>pipe-split -----------------------------------------------------------------
+
+typedef enum vs_pipe_split_kind {
+    VS_PIPE_SPLIT_DEFAULT = 0, // manual when points are given, else flops
+    VS_PIPE_SPLIT_MANUAL,      // at the named units
+    VS_PIPE_SPLIT_UNIFORM,     // the same number of units per chunk (a unit costs 1)
+    VS_PIPE_SPLIT_PARAMS,      // balance parameter counts
+    VS_PIPE_SPLIT_FLOPS,       // balance flops
+    VS_PIPE_SPLIT_TIME         // balance measured time_f + time_b + time_w
+} vs_pipe_split_kind;
+
+typedef enum vs_pipe_placement {
+    VS_PIPE_PLACE_DEFAULT = 0, // LOOP
+    VS_PIPE_PLACE_LOOP,        // chunk k on stage k % P (interleaved 1F1B)
+    VS_PIPE_PLACE_V            // zigzag: 0..P-1, then P-1..0, ... (ZB-V, DualPipeV)
+} vs_pipe_placement;
+
+typedef struct vs_pipe_split_desc {
+    int stages;                  // P, required
+    int chunks;                  // V chunks per stage, 0: 1
+    vs_pipe_split_kind kind;
+    const char* points;          // manual: the P*V-1 units that start a chunk, "l4,l8,l12"
+    vs_pipe_placement placement;
+} vs_pipe_split_desc;
+
+/* Where the model is cut: chunk k (pipeline order) holds units
+   [first_unit[k], first_unit[k+1]) and runs on stage chunk_stage[k]. */
+typedef struct vs_pipe_plan {
+    int stages, chunks, nchunks, nunits; // nchunks = stages * chunks
+    vs_pipe_split_kind kind;
+    vs_pipe_placement placement;
+    int first_unit[VS_PIPE_MAX_CHUNKS + 1];
+    int chunk_stage[VS_PIPE_MAX_CHUNKS];
+    double cost[VS_PIPE_MAX_CHUNKS]; // each chunk's cost under the split's measure
+} vs_pipe_plan;
+
+/* Splits the units into stages x chunks. Balanced kinds minimise the largest
+   chunk cost (every unit counts, embedding and loss included) and never cut
+   inside a group. Bad input (more chunks than units, unknown or out-of-order split
+   points, ...) is VS_ERR_INVALID naming it. */
+VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits,
+                               const vs_pipe_split_desc* desc, vs_pipe_plan* out);
+/* A readable plan: one line per stage and chunk with its units and costs. Returns
+   the length it needs (snprintf-like); buf may be NULL when cap is 0. */
+VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, char* buf,
+                              size_t cap);
+
+// >>pipe-sched -----------------------------------------------------------------
+
+typedef enum vs_pipe_op {
+    VS_PIPE_NOP = 0,
+    VS_PIPE_F,      // forward of (chunk, mb)                       text: F<c>.<m>
+    VS_PIPE_B,      // backward for the input (needs a W later)     B<c>.<m>
+    VS_PIPE_W,      // backward for the weights                     W<c>.<m>
+    VS_PIPE_BW,     // full backward (B and W together)             BW<c>.<m>
+    VS_PIPE_SEND_F, // send chunk c's outputs to chunk c+1's stage  SF<c>.<m>
+    VS_PIPE_RECV_F, // receive chunk c's inputs from chunk c-1's    RF<c>.<m>
+    VS_PIPE_SEND_B, // send chunk c's input gradients to c-1's      SB<c>.<m>
+    VS_PIPE_RECV_B, // receive chunk c's output gradients from c+1  RB<c>.<m>
+    VS_PIPE_SYNC,   // chunk c's gradients are final: sync hook     SYNC<c>
+    VS_PIPE_STEP,   // the optimizer hook                           STEP
+    VS_PIPE_OP_COUNT
+} vs_pipe_op;
+
+typedef struct vs_pipe_instr {
+    int op; // vs_pipe_op
+    int chunk;
+    int mb;
+} vs_pipe_instr;
+
+/* A schedule: per stage, a list of instructions. */
+typedef struct vs_pipe_sched vs_pipe_sched;
+
+/* An empty schedule for `stages` stages, nchunks chunks (chunk k on stage
+   chunk_stage[k]; NULL: k % stages) and M microbatches. Allocation through
+   vs_alloc(world) (world may be NULL: the C allocator). */
+VS_API vs_result vs_pipe_sched_new(const vs_world* world, int stages, int nchunks,
+                                   const int* chunk_stage, int mbs, vs_pipe_sched** out);
+VS_API vs_result vs_pipe_sched_push(vs_pipe_sched* s, int stage, vs_pipe_op op, int chunk, int mb);
+VS_API int vs_pipe_sched_stages(const vs_pipe_sched* s);
+VS_API int vs_pipe_sched_nchunks(const vs_pipe_sched* s);
+VS_API int vs_pipe_sched_mbs(const vs_pipe_sched* s);
+VS_API int vs_pipe_sched_chunk_stage(const vs_pipe_sched* s, int chunk);
+VS_API int vs_pipe_sched_len(const vs_pipe_sched* s, int stage);
+VS_API vs_result vs_pipe_sched_at(const vs_pipe_sched* s, int stage, int i, vs_pipe_instr* out);
+VS_API vs_result vs_pipe_sched_free(vs_pipe_sched* s);
+
+/* The text form: a header line, then one line per stage:
+       pipe stages=2 chunks=2 mbs=2 place=0,1
+       0: F0.0 SF0.0 F0.1 SF0.1 RB0.0 BW0.0 RB0.1 BW0.1 SYNC0 STEP
+       1: RF1.0 F1.0 BW1.0 SB1.0 RF1.1 F1.1 BW1.1 SB1.1 SYNC1 STEP
+   Lines starting with # are comments. Print returns the length it needs
+   (snprintf-like); parse errors name the line and the token. */
+VS_API int vs_pipe_sched_print(const vs_pipe_sched* s, char* buf, size_t cap);
+VS_API vs_result vs_pipe_sched_parse(const vs_world* world, const char* text, vs_pipe_sched** out);
+
+/* Inserts the sends and receives that a schedule of compute instructions (F, B,
+   W, BW, SYNC, STEP) needs: each send right after its producer, each receive
+   before its consumer and in the order the peer sends (so it never deadlocks
+   when the compute order is feasible). A schedule that already has sends and
+   receives is left as it is. */
+VS_API vs_result vs_pipe_sched_add_comm(vs_pipe_sched* s);
+
+typedef struct vs_pipe_check_desc {
+    int64_t max_live_activations; // per stage: (chunk, mb) forwards held at once; 0: no bound
+} vs_pipe_check_desc;
+
+/* Validates a schedule (desc may be NULL):
+   - every (chunk, mb) runs F, then B then W (or BW) once each, on its stage;
+   - dependencies: F(c,m) after F(c-1,m); B(c,m) after B(c+1,m) (last chunk:
+     after its own F); W after B; the data crosses stages by a send and a receive;
+   - each chunk's parameter gradients accumulate in microbatch order (B/BW and W
+     in increasing mb per chunk), so results equal one device bit for bit;
+   - sends match receives in order between every pair of stages;
+   - no cycle of waits (the lists are simulated; sends never block);
+   - SYNC<c> after chunk c's last backward; STEP last;
+   - the activation bound, when given.
+   A broken rule is VS_ERR_INVALID naming the stage, the position, the rule and
+   the instructions around it. */
+VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check_desc* desc);
+
+// >>pipe-gen -------------------------------------------------------------------
+
+typedef enum vs_pipe_kind {
+    VS_PIPE_GPIPE = 1,       // all forwards, then all backwards
+    VS_PIPE_1F1B,            // one forward one backward (PipeDream-flush)
+    VS_PIPE_INTERLEAVED,     // 1F1B over V chunks per stage, placed round-robin
+    VS_PIPE_ZBH1,            // zero bubble H1: B and W split, W fills the bubbles
+    VS_PIPE_ZBV,             // zero bubble V: 2 chunks per stage, V placement
+    VS_PIPE_DUALPIPEV,       // DualPipe's V-shaped half: 2 chunks per stage, overlapped F&B
+    VS_PIPE_KIND_COUNT
+} vs_pipe_kind;
+
+/* "gpipe", "1f1b", "interleaved", "zbh1", "zbv", "dualpipev"; "invalid" else. */
+VS_API const char* vs_pipe_kind_name(vs_pipe_kind k);
+VS_API vs_result vs_pipe_kind_parse(const char* name, vs_pipe_kind* out);
+
+/* Builds a schedule of `kind` for `stages` stages, `chunks` chunks per stage
+   (0: the kind's own: 1, or 2 for ZB-V and DualPipeV) and any M >= 1, with its
+   sends and receives, SYNC hooks and STEP; it passes vs_pipe_sched_check. Where
+   the ideal pattern needs more microbatches it degrades to a correct one. */
+VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int stages,
+                                  int chunks, int mbs, vs_pipe_sched** out);
+
+// >>pipe-sim -------------------------------------------------------------------
+
+/* Costs for the simulator: per chunk when the arrays are given, else the scalars
+   for every chunk. p2p: seconds from a send to its receive. */
+typedef struct vs_pipe_costs {
+    double f, b, w;         // of one chunk and microbatch; all three 0: 1, 1, 1
+    double p2p;             // per message
+    const double* chunk_f;  // optional, nchunks entries each
+    const double* chunk_b;
+    const double* chunk_w;
+} vs_pipe_costs;
+
+typedef struct vs_pipe_sim {
+    double makespan;     // from the first instruction to the last stage's end
+    double bubble;       // idle fraction: 1 - (sum of busy time) / (stages * makespan)
+    double ideal;        // total work / stages
+    double busy[VS_PIPE_MAX_CHUNKS];     // per stage
+    int peak_live[VS_PIPE_MAX_CHUNKS];   // per stage: most (chunk, mb) activations held
+                                         // (from F until its W, or BW)
+} vs_pipe_sim;
+
+/* Runs the lists against the costs without running anything: each instruction
+   starts when its stage is free and its inputs have arrived. */
+VS_API vs_result vs_pipe_simulate(const vs_pipe_sched* s, const vs_pipe_costs* costs,
+                                  vs_pipe_sim* out);
+/* A text timeline, one row per stage, one column per time slot of `slot` seconds
+   (0: the smallest cost). Returns the length it needs (snprintf-like). */
+VS_API int vs_pipe_draw(const vs_pipe_sched* s, const vs_pipe_costs* costs, double slot,
+                        char* buf, size_t cap);
+/* Chrome-trace JSON (Perfetto, chrome://tracing) of the simulated run, written to
+   `path`. Each stage is a thread row; each instruction an event named like its text. */
+VS_API vs_result vs_pipe_trace_simulated(const vs_pipe_sched* s, const vs_pipe_costs* costs,
+                                         const char* path);
+/* The same JSON from measured times: for stage p, t0[p][i] and t1[p][i] (seconds)
+   are the start and end of instruction i of its list (vs_pipe_last_timeline). */
+VS_API vs_result vs_pipe_trace_write(const vs_pipe_sched* s, const double* const* t0,
+                                     const double* const* t1, const char* path);
+
+// >>pipe-engine ----------------------------------------------------------------
+
+typedef enum vs_pipe_reduce {
+    VS_PIPE_LOSS_DEFAULT = 0, // MEAN
+    VS_PIPE_LOSS_MEAN,        // minibatch loss = sum of microbatch losses / M; each
+                              // microbatch's loss gradient seeded with 1/M
+    VS_PIPE_LOSS_SUM          // sum; seeded with 1
+} vs_pipe_reduce;
+
+typedef struct vs_pipe vs_pipe;
+
+typedef struct vs_pipe_desc {
+    vs_mesh* mesh;                 // required; its PP dim holds the stages
+    const char* pp_dim;            // NULL: "PP" (a mesh without it: a 1-stage pipeline)
+    const vs_pipe_unit* units;     // required, kept by pointer until vs_pipe_free
+    int nunits;
+    const vs_pipe_plan* plan;      // required (vs_pipe_split); copied
+    vs_pipe_fn data;               // gives data inputs: out[0] named, make it with vs_pipe_output
+    void* data_user;
+    vs_pipe_reduce loss;
+    /* Hooks, on the stage that holds the chunk. on_sync runs at SYNC<c> (start the
+       chunk's gradient sync, e.g. vs_ddp_grad_ready for its parameters); on_step at
+       STEP. */
+    vs_result (*on_sync)(void* user, int chunk);
+    vs_result (*on_step)(void* user);
+    void* hook_user;
+} vs_pipe_desc;
+
+/* Collective over the mesh. Checks the plan against the units and the mesh (its
+   stage count must equal the PP dim), and the tensor specs between producer and
+   consumer (dtype and fixed dims must agree). */
+VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out);
+/* Runs one minibatch through the schedule (validated first, once per schedule
+   handle). *loss (may be NULL) gets the minibatch loss on every stage. */
+VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss);
+/* Microbatch mb's loss and output tensor i of the last unit, from the last run;
+   on the stage that holds the last chunk (VS_ERR_STATE elsewhere). */
+VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss);
+VS_API vs_result vs_pipe_mb_output(const vs_pipe* p, int mb, int i, vs_pipe_tensor* out);
+/* The stage (PP coordinate) of this rank. */
+VS_API int vs_pipe_stage(const vs_pipe* p);
+/* The last run's timeline on this stage: *n instructions, start and end seconds
+   (from the run's start) in t0/t1 (valid until the next run). */
+VS_API vs_result vs_pipe_last_timeline(const vs_pipe* p, const double** t0, const double** t1,
+                                       int* n);
+/* Sums a buffer of a tied parameter's gradient (e.g. the embedding and the LM
+   head) between the stages of chunks a and b, in chunk order so both get the
+   same bits. Collective between the two stages. */
+VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* grad,
+                                   size_t count, vs_dtype dt);
+VS_API vs_result vs_pipe_free(vs_pipe* p);
+
 #ifdef __cplusplus
 }
 #endif
@@ -44,10 +355,229 @@ VS_API int vs_pipe_version(void);
 
 #if defined(VESCALE_PIPE_IMPLEMENTATION) && !defined(VESCALE_PIPE_IMPLEMENTED)
 #define VESCALE_PIPE_IMPLEMENTED
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define _VS_PIPE_PRIVATE static _VS_UNUSED
+
 VS_API int vs_pipe_version(void) { return VESCALE_VERSION_NUMBER; }
+
+// >>pipe-model -----------------------------------------------------------------
+
+/* n zeroed T through the world's allocator hooks (world NULL: the C allocator
+   behind vs_alloc); NULL on overflow or out of memory. */
+_VS_PIPE_PRIVATE void* _vs_pipe_new(const vs_world* w, size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size) return NULL;
+    size_t bytes = n * size > 0 ? n * size : 1;
+    void* p = vs_alloc(w, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+#define _VS_PIPE_NEW(w, T, n) ((T*)_vs_pipe_new((w), (size_t)(n), sizeof(T)))
+
+/* snprintf-like appending: keeps the length it would need in *len. */
+_VS_PIPE_PRIVATE _VS_PRINTF(4, 5) void _vs_pipe_cat(char* buf, size_t cap, size_t* len, const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t at = *len < cap ? *len : cap;
+    int n = vsnprintf(buf ? buf + at : NULL, buf && cap > at ? cap - at : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) *len += (size_t)n;
+}
+
+// >>pipe-split -----------------------------------------------------------------
+/* (split: filled in by its own change) */
+VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits, const vs_pipe_split_desc* desc,
+                               vs_pipe_plan* out)
+{
+    (void)units, (void)nunits, (void)desc, (void)out;
+    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_pipe_split: not yet");
+}
+
+VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, char* buf, size_t cap)
+{
+    (void)p, (void)units, (void)buf, (void)cap;
+    return 0;
+}
+// >>pipe-split end
+
+// >>pipe-sched -----------------------------------------------------------------
+
+struct vs_pipe_sched {
+    const vs_world* world;
+    int stages, nchunks, mbs;
+    int chunk_stage[VS_PIPE_MAX_CHUNKS];
+    int len[VS_PIPE_MAX_CHUNKS], cap[VS_PIPE_MAX_CHUNKS];
+    vs_pipe_instr* ins[VS_PIPE_MAX_CHUNKS];
+};
+
+VS_API vs_result vs_pipe_sched_new(const vs_world* world, int stages, int nchunks, const int* chunk_stage,
+                                   int mbs, vs_pipe_sched** out)
+{
+    if (!out) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_new: out is NULL");
+    *out = NULL;
+    if (stages < 1 || stages > VS_PIPE_MAX_CHUNKS)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_new: stages = %d (1..%d)", stages, VS_PIPE_MAX_CHUNKS);
+    if (nchunks < stages || nchunks > VS_PIPE_MAX_CHUNKS)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_new: nchunks = %d (%d stages .. %d)", nchunks, stages,
+                            VS_PIPE_MAX_CHUNKS);
+    if (mbs < 1) return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_new: microbatch count %d (at least 1)", mbs);
+    int used[VS_PIPE_MAX_CHUNKS] = {0};
+    for (int k = 0; k < nchunks; k++) {
+        int st = chunk_stage ? chunk_stage[k] : k % stages;
+        if (st < 0 || st >= stages)
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_new: chunk_stage[%d] = %d (0..%d)", k, st, stages - 1);
+        used[st] = 1;
+    }
+    for (int st = 0; st < stages; st++)
+        if (!used[st]) return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_new: stage %d holds no chunk", st);
+    vs_pipe_sched* s = _VS_PIPE_NEW(world, vs_pipe_sched, 1);
+    if (!s) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_sched_new: out of memory");
+    s->world = world;
+    s->stages = stages;
+    s->nchunks = nchunks;
+    s->mbs = mbs;
+    for (int k = 0; k < nchunks; k++) s->chunk_stage[k] = chunk_stage ? chunk_stage[k] : k % stages;
+    *out = s;
+    return VS_OK;
+}
+
+_VS_PIPE_PRIVATE const char* _vs_pipe_op_text(int op)
+{
+    static const char* const t[VS_PIPE_OP_COUNT] = {"NOP", "F", "B", "W", "BW", "SF", "RF", "SB", "RB", "SYNC", "STEP"};
+    return op >= 0 && op < VS_PIPE_OP_COUNT ? t[op] : "?";
+}
+
+VS_API vs_result vs_pipe_sched_push(vs_pipe_sched* s, int stage, vs_pipe_op op, int chunk, int mb)
+{
+    if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_push: schedule is NULL");
+    if (stage < 0 || stage >= s->stages)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_push: stage %d (0..%d)", stage, s->stages - 1);
+    if ((int)op <= VS_PIPE_NOP || (int)op >= VS_PIPE_OP_COUNT)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_push: op %d is not a vs_pipe_op", (int)op);
+    if (op == VS_PIPE_STEP) chunk = 0, mb = 0;
+    if (op == VS_PIPE_SYNC) mb = 0;
+    if (chunk < 0 || chunk >= s->nchunks)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_push: %s chunk %d (0..%d)", _vs_pipe_op_text(op), chunk,
+                            s->nchunks - 1);
+    if (mb < 0 || mb >= s->mbs)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_push: %s microbatch %d (0..%d)", _vs_pipe_op_text(op), mb,
+                            s->mbs - 1);
+    if (s->len[stage] == s->cap[stage]) {
+        int nc = s->cap[stage] ? 2 * s->cap[stage] : 64;
+        vs_pipe_instr* n = _VS_PIPE_NEW(s->world, vs_pipe_instr, nc);
+        if (!n) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_sched_push: out of memory");
+        if (s->len[stage]) memcpy(n, s->ins[stage], (size_t)s->len[stage] * sizeof *n);
+        vs_free(s->world, s->ins[stage]);
+        s->ins[stage] = n;
+        s->cap[stage] = nc;
+    }
+    vs_pipe_instr* i = &s->ins[stage][s->len[stage]++];
+    i->op = (int)op;
+    i->chunk = chunk;
+    i->mb = mb;
+    return VS_OK;
+}
+
+VS_API int vs_pipe_sched_stages(const vs_pipe_sched* s) { return s ? s->stages : 0; }
+VS_API int vs_pipe_sched_nchunks(const vs_pipe_sched* s) { return s ? s->nchunks : 0; }
+VS_API int vs_pipe_sched_mbs(const vs_pipe_sched* s) { return s ? s->mbs : 0; }
+VS_API int vs_pipe_sched_chunk_stage(const vs_pipe_sched* s, int chunk)
+{
+    return s && chunk >= 0 && chunk < s->nchunks ? s->chunk_stage[chunk] : -1;
+}
+VS_API int vs_pipe_sched_len(const vs_pipe_sched* s, int stage)
+{
+    return s && stage >= 0 && stage < s->stages ? s->len[stage] : 0;
+}
+
+VS_API vs_result vs_pipe_sched_at(const vs_pipe_sched* s, int stage, int i, vs_pipe_instr* out)
+{
+    if (!s || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_at: %s is NULL", s ? "out" : "schedule");
+    if (stage < 0 || stage >= s->stages)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_at: stage %d (0..%d)", stage, s->stages - 1);
+    if (i < 0 || i >= s->len[stage])
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_at: position %d on stage %d (0..%d)", i, stage,
+                            s->len[stage] - 1);
+    *out = s->ins[stage][i];
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_sched_free(vs_pipe_sched* s)
+{
+    if (!s) return VS_OK;
+    for (int st = 0; st < s->stages; st++) vs_free(s->world, s->ins[st]);
+    vs_free(s->world, s);
+    return VS_OK;
+}
+
+// >>pipe-sched end
+
+// >>pipe-gen -------------------------------------------------------------------
+/* (generators: filled in by their own change) */
+VS_API const char* vs_pipe_kind_name(vs_pipe_kind k)
+{
+    static const char* const n[VS_PIPE_KIND_COUNT] = {"invalid", "gpipe", "1f1b", "interleaved", "zbh1", "zbv",
+                                                      "dualpipev"};
+    return (int)k > 0 && (int)k < VS_PIPE_KIND_COUNT ? n[k] : "invalid";
+}
+
+VS_API vs_result vs_pipe_kind_parse(const char* name, vs_pipe_kind* out)
+{
+    if (!name || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_kind_parse: %s is NULL", name ? "out" : "name");
+    for (int k = 1; k < VS_PIPE_KIND_COUNT; k++)
+        if (!strcmp(name, vs_pipe_kind_name((vs_pipe_kind)k))) {
+            *out = (vs_pipe_kind)k;
+            return VS_OK;
+        }
+    return vs_set_error(VS_ERR_INVALID,
+                        "vs_pipe_kind_parse: \"%s\" is not a schedule (gpipe, 1f1b, interleaved, zbh1, zbv, dualpipev)",
+                        name);
+}
+
+VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int stages, int chunks, int mbs,
+                                  vs_pipe_sched** out)
+{
+    (void)world, (void)kind, (void)stages, (void)chunks, (void)mbs, (void)out;
+    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_pipe_generate: not yet");
+}
+// >>pipe-gen end
+
+// >>pipe-sim -------------------------------------------------------------------
+/* (simulator: filled in by its own change) */
+VS_API vs_result vs_pipe_simulate(const vs_pipe_sched* s, const vs_pipe_costs* costs, vs_pipe_sim* out)
+{
+    (void)s, (void)costs, (void)out;
+    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_pipe_simulate: not yet");
+}
+VS_API int vs_pipe_draw(const vs_pipe_sched* s, const vs_pipe_costs* costs, double slot, char* buf, size_t cap)
+{
+    (void)s, (void)costs, (void)slot, (void)buf, (void)cap;
+    return 0;
+}
+VS_API vs_result vs_pipe_trace_simulated(const vs_pipe_sched* s, const vs_pipe_costs* costs, const char* path)
+{
+    (void)s, (void)costs, (void)path;
+    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_pipe_trace_simulated: not yet");
+}
+VS_API vs_result vs_pipe_trace_write(const vs_pipe_sched* s, const double* const* t0, const double* const* t1,
+                                     const char* path)
+{
+    (void)s, (void)t0, (void)t1, (void)path;
+    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_pipe_trace_write: not yet");
+}
+// >>pipe-sim end
+
+// >>pipe-engine ----------------------------------------------------------------
+// >>pipe-engine end
+
 #ifdef __cplusplus
 }
 #endif
