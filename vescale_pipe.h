@@ -416,6 +416,7 @@ struct vs_pipe_sched {
     int chunk_stage[VS_PIPE_MAX_CHUNKS];
     int len[VS_PIPE_MAX_CHUNKS], cap[VS_PIPE_MAX_CHUNKS];
     vs_pipe_instr* ins[VS_PIPE_MAX_CHUNKS];
+    uint64_t version; // bumped by every push, so an engine re-validates a changed schedule
 };
 
 VS_API vs_result vs_pipe_sched_new(const vs_world* world, int stages, int nchunks, const int* chunk_stage,
@@ -479,6 +480,7 @@ VS_API vs_result vs_pipe_sched_push(vs_pipe_sched* s, int stage, vs_pipe_op op, 
         s->ins[stage] = n;
         s->cap[stage] = nc;
     }
+    s->version++;
     vs_pipe_instr* i = &s->ins[stage][s->len[stage]++];
     i->op = (int)op;
     i->chunk = chunk;
@@ -1086,6 +1088,1057 @@ VS_API vs_result vs_pipe_trace_write(const vs_pipe_sched* s, const double* const
 // >>pipe-sim end
 
 // >>pipe-engine ----------------------------------------------------------------
+
+/* A tensor's declared spec ("h:f32[*,64]"): dtype and dims, each optional. */
+typedef struct _vs_pipe_spec {
+    vs_dtype dt; // INVALID: any
+    int ndim;    // -1: any
+    int64_t dim[VS_PIPE_MAX_DIMS]; // -1: any
+} _vs_pipe_spec;
+
+typedef struct _vs_pipe_tinfo {
+    char name[VS_PIPE_NAME_MAX];
+    int producer;       // unit, or -1 for a data input
+    int out_index;      // its index among the producer's outputs
+    _vs_pipe_spec spec; // the producer's
+    int refs_here;      // chunks on this stage that hold it (per microbatch)
+} _vs_pipe_tinfo;
+
+typedef struct _vs_pipe_uinfo {
+    int nin, nout, chunk;
+    int in[VS_PIPE_MAX_IO], out[VS_PIPE_MAX_IO]; // tensor ids
+    _vs_pipe_spec in_spec[VS_PIPE_MAX_IO], out_spec[VS_PIPE_MAX_IO];
+} _vs_pipe_uinfo;
+
+/* One tensor of one microbatch on this stage. */
+typedef struct _vs_pipe_slot {
+    vs_dtype dt;
+    int ndim;
+    int64_t shape[VS_PIPE_MAX_DIMS];
+    size_t bytes;
+    void* data;
+    void* grad;
+    int released; // chunks that let go of it
+} _vs_pipe_slot;
+
+typedef struct _vs_pipe_link { // the 2-rank communicator that carries src -> dst
+    int src, dst;
+    vs_comm* c;
+} _vs_pipe_link;
+
+typedef struct _vs_pipe_inflight { // a message in flight
+    vs_work* w[2];
+    void* buf;
+} _vs_pipe_inflight;
+
+struct _vs_pipe_rt { // what vs_pipe_output and vs_pipe_save need
+    vs_pipe* p;
+    int mb, unit;
+    const int* out_ids;
+    const _vs_pipe_spec* out_spec;
+};
+
+struct vs_pipe {
+    vs_mesh* mesh;
+    vs_world* w;
+    vs_comm* pp; // NULL for one stage
+    int stage, P;
+    vs_pipe_desc desc;
+    vs_pipe_plan plan;
+    _vs_pipe_uinfo* u;
+    _vs_pipe_tinfo* t;
+    int ntensors, loss_id;
+    int* bset; // boundary k (the inputs of chunk k that come from earlier chunks): bset[boff[k]..boff[k+1])
+    int* boff;
+    _vs_pipe_link* links;
+    int nlinks;
+    // the current or last run
+    int M;
+    _vs_pipe_slot* slots;   // [mb * ntensors + t]
+    void** saved;           // [unit * M + mb]
+    size_t* saved_bytes;
+    float* mb_loss;
+    int* pending;           // [chunk * M + mb]: parts left before its memory goes
+    double* t0;
+    double* t1;
+    int tcap, tn;
+    _vs_pipe_inflight* sends;
+    int nsends, scap;
+    const vs_pipe_sched* checked;
+    uint64_t checked_ver;
+    int ran;
+};
+
+_VS_PIPE_PRIVATE vs_result _vs_pipe_parse_spec(const char* fn, const char* tok, size_t n, char* name,
+                                               _vs_pipe_spec* sp)
+{
+    sp->dt = VS_DTYPE_INVALID;
+    sp->ndim = -1;
+    const char* colon = (const char*)memchr(tok, ':', n);
+    size_t nl = colon ? (size_t)(colon - tok) : n;
+    if (nl == 0 || nl >= VS_PIPE_NAME_MAX)
+        return vs_set_error(VS_ERR_INVALID, "%s: tensor name \"%.*s\" is empty or longer than %d bytes", fn, (int)n,
+                            tok, VS_PIPE_NAME_MAX - 1);
+    memcpy(name, tok, nl);
+    name[nl] = 0;
+    if (!colon) return VS_OK;
+    const char* p = colon + 1;
+    const char* end = tok + n;
+    const char* br = (const char*)memchr(p, '[', (size_t)(end - p));
+    size_t dl = br ? (size_t)(br - p) : (size_t)(end - p);
+    if (dl) {
+        int found = 0;
+        for (int d = 1; d < VS_DTYPE_COUNT; d++)
+            if (strlen(vs_dtype_name((vs_dtype)d)) == dl && !strncmp(vs_dtype_name((vs_dtype)d), p, dl)) {
+                sp->dt = (vs_dtype)d;
+                found = 1;
+            }
+        if (!found)
+            return vs_set_error(VS_ERR_INVALID, "%s: tensor \"%s\": unknown dtype \"%.*s\"", fn, name, (int)dl, p);
+    }
+    if (!br) return VS_OK;
+    p = br + 1;
+    sp->ndim = 0;
+    if (end[-1] != ']') return vs_set_error(VS_ERR_INVALID, "%s: tensor \"%s\": shape must end with ]", fn, name);
+    end--;
+    while (p < end) {
+        if (sp->ndim == VS_PIPE_MAX_DIMS)
+            return vs_set_error(VS_ERR_INVALID, "%s: tensor \"%s\": more than %d dims", fn, name, VS_PIPE_MAX_DIMS);
+        const char* q = p;
+        while (q < end && *q != ',') q++;
+        if (q - p == 1 && *p == '*') sp->dim[sp->ndim++] = -1;
+        else {
+            int64_t v = 0;
+            if (q == p) return vs_set_error(VS_ERR_INVALID, "%s: tensor \"%s\": an empty dim", fn, name);
+            for (const char* c = p; c < q; c++) {
+                if (*c < '0' || *c > '9' || v > ((int64_t)1 << 50))
+                    return vs_set_error(VS_ERR_INVALID, "%s: tensor \"%s\": dim \"%.*s\" is not a count or *", fn,
+                                        name, (int)(q - p), p);
+                v = v * 10 + (*c - '0');
+            }
+            sp->dim[sp->ndim++] = v;
+        }
+        p = q < end ? q + 1 : q;
+    }
+    return VS_OK;
+}
+
+/* "h:f32[*,8]" */
+_VS_PIPE_PRIVATE const char* _vs_pipe_spec_text(const char* name, const _vs_pipe_spec* sp, char* buf, size_t cap)
+{
+    size_t len = 0;
+    _vs_pipe_cat(buf, cap, &len, "%s", name);
+    if (sp->dt != VS_DTYPE_INVALID || sp->ndim >= 0) _vs_pipe_cat(buf, cap, &len, ":");
+    if (sp->dt != VS_DTYPE_INVALID) _vs_pipe_cat(buf, cap, &len, "%s", vs_dtype_name(sp->dt));
+    if (sp->ndim >= 0) {
+        _vs_pipe_cat(buf, cap, &len, "[");
+        for (int d = 0; d < sp->ndim; d++)
+            if (sp->dim[d] < 0) _vs_pipe_cat(buf, cap, &len, "%s*", d ? "," : "");
+            else _vs_pipe_cat(buf, cap, &len, "%s%lld", d ? "," : "", (long long)sp->dim[d]);
+        _vs_pipe_cat(buf, cap, &len, "]");
+    }
+    return buf;
+}
+
+/* Do two specs admit a common tensor? */
+_VS_PIPE_PRIVATE int _vs_pipe_spec_agree(const _vs_pipe_spec* a, const _vs_pipe_spec* b)
+{
+    if (a->dt && b->dt && a->dt != b->dt) return 0;
+    if (a->ndim < 0 || b->ndim < 0) return 1;
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->dim[d] >= 0 && b->dim[d] >= 0 && a->dim[d] != b->dim[d]) return 0;
+    return 1;
+}
+
+_VS_PIPE_PRIVATE int _vs_pipe_spec_fits(const _vs_pipe_spec* sp, vs_dtype dt, int ndim, const int64_t* shape)
+{
+    _vs_pipe_spec got;
+    got.dt = dt;
+    got.ndim = ndim;
+    for (int d = 0; d < ndim; d++) got.dim[d] = shape[d];
+    return _vs_pipe_spec_agree(sp, &got);
+}
+
+_VS_PIPE_PRIVATE int _vs_pipe_find(const vs_pipe* p, const char* name)
+{
+    for (int i = 0; i < p->ntensors; i++)
+        if (!strcmp(p->t[i].name, name)) return i;
+    return -1;
+}
+
+/* Reads a unit's inputs or outputs list into tensor ids (new names appended). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_io(vs_pipe* p, int u, int out, const char* list, int* ids, _vs_pipe_spec* specs,
+                                       int* n)
+{
+    const char* un = p->desc.units[u].name;
+    *n = 0;
+    if (!list) return VS_OK;
+    const char* q = list;
+    while (*q) {
+        while (*q == ' ' || *q == ',') q++;
+        if (!*q) break;
+        const char* e = q;
+        int depth = 0;
+        while (*e && (depth || (*e != ',' && *e != ' '))) {
+            depth += *e == '[' ? 1 : *e == ']' ? -1 : 0;
+            e++;
+        }
+        if (*n == VS_PIPE_MAX_IO)
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: unit \"%s\" has more than %d %s", un, VS_PIPE_MAX_IO,
+                                out ? "outputs" : "inputs");
+        char name[VS_PIPE_NAME_MAX];
+        _VS_TRY(_vs_pipe_parse_spec("vs_pipe_init", q, (size_t)(e - q), name, &specs[*n]));
+        int id = _vs_pipe_find(p, name);
+        if (out) {
+            if (id >= 0 && p->t[id].producer >= 0)
+                return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: tensor \"%s\" is made by unit \"%s\" and again by \"%s\"",
+                                    name, p->desc.units[p->t[id].producer].name, un);
+            if (id >= 0)
+                return vs_set_error(VS_ERR_INVALID,
+                                    "vs_pipe_init: unit \"%s\" makes \"%s\", which an earlier unit takes as an input "
+                                    "(a unit's inputs must come from earlier units or the data callback)",
+                                    un, name);
+        }
+        if (id < 0) {
+            id = p->ntensors++;
+            memcpy(p->t[id].name, name, sizeof name);
+            p->t[id].producer = out ? u : -1;
+            p->t[id].out_index = out ? *n : -1;
+            p->t[id].spec = specs[*n];
+        }
+        ids[(*n)++] = id;
+        q = e;
+    }
+    return VS_OK;
+}
+
+/* Fills the tensor tables, the chunk of each unit and the boundary sets. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_analyse(vs_pipe* p)
+{
+    const vs_pipe_desc* d = &p->desc;
+    const int U = d->nunits, K = p->plan.nchunks;
+    size_t maxt = (size_t)U * 2 * VS_PIPE_MAX_IO;
+    p->u = _VS_PIPE_NEW(p->w, _vs_pipe_uinfo, U);
+    p->t = _VS_PIPE_NEW(p->w, _vs_pipe_tinfo, maxt);
+    if (!p->u || !p->t) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
+    for (int k = 0; k < K; k++)
+        for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1]; u++) p->u[u].chunk = k;
+    for (int u = 0; u < U; u++) {
+        const vs_pipe_unit* un = &d->units[u];
+        _VS_TRY(_vs_pipe_io(p, u, 0, un->inputs, p->u[u].in, p->u[u].in_spec, &p->u[u].nin));
+        _VS_TRY(_vs_pipe_io(p, u, 1, un->outputs, p->u[u].out, p->u[u].out_spec, &p->u[u].nout));
+    }
+    char a[160], b[160];
+    for (int u = 0; u < U; u++) // consumers agree with producers
+        for (int i = 0; i < p->u[u].nin; i++) {
+            const _vs_pipe_tinfo* t = &p->t[p->u[u].in[i]];
+            if (t->producer < 0 && !d->data)
+                return vs_set_error(VS_ERR_INVALID,
+                                    "vs_pipe_init: unit \"%s\" takes \"%s\", which no earlier unit makes, and there is "
+                                    "no data callback",
+                                    d->units[u].name, t->name);
+            if (t->producer >= 0 && !_vs_pipe_spec_agree(&t->spec, &p->u[u].in_spec[i]))
+                return vs_set_error(VS_ERR_MISMATCH,
+                                    "vs_pipe_init: tensor \"%s\": unit \"%s\" makes %s but unit \"%s\" takes %s",
+                                    t->name, d->units[t->producer].name, _vs_pipe_spec_text(t->name, &t->spec, a, sizeof a),
+                                    d->units[u].name, _vs_pipe_spec_text(t->name, &p->u[u].in_spec[i], b, sizeof b));
+        }
+    const _vs_pipe_uinfo* last = &p->u[U - 1];
+    if (last->nout < 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the last unit \"%s\" has no outputs; its first is the loss",
+                            d->units[U - 1].name);
+    p->loss_id = last->out[0];
+    const _vs_pipe_spec* ls = &last->out_spec[0];
+    if ((ls->dt && ls->dt != VS_F32) || ls->ndim > 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the loss \"%s\" (the last unit's first output) must be an f32 scalar, not %s",
+                            p->t[p->loss_id].name, _vs_pipe_spec_text(p->t[p->loss_id].name, ls, a, sizeof a));
+    /* Boundary k: tensors made before chunk k and taken by a unit of chunk k or later. */
+    p->boff = _VS_PIPE_NEW(p->w, int, K + 1);
+    p->bset = _VS_PIPE_NEW(p->w, int, (size_t)K * (size_t)p->ntensors + 1);
+    if (!p->boff || !p->bset) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
+    int n = 0;
+    for (int k = 0; k < K; k++) {
+        p->boff[k] = n;
+        int first = p->plan.first_unit[k];
+        for (int t = 0; t < p->ntensors; t++) {
+            if (p->t[t].producer < 0 || p->t[t].producer >= first) continue;
+            int used = 0;
+            for (int u = first; u < U && !used; u++)
+                for (int i = 0; i < p->u[u].nin; i++) used |= p->u[u].in[i] == t;
+            if (used) p->bset[n++] = t;
+        }
+    }
+    p->boff[K] = n;
+    /* How many chunks of this stage hold each tensor (per microbatch). */
+    for (int k = 0; k < K; k++) {
+        if (p->plan.chunk_stage[k] != p->stage) continue;
+        for (int t = 0; t < p->ntensors; t++) {
+            int holds = 0;
+            for (int i = p->boff[k]; i < p->boff[k + 1]; i++) holds |= p->bset[i] == t;
+            for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1]; u++) {
+                for (int i = 0; i < p->u[u].nin; i++) holds |= p->u[u].in[i] == t;
+                for (int i = 0; i < p->u[u].nout; i++) holds |= p->u[u].out[i] == t;
+            }
+            p->t[t].refs_here += holds;
+        }
+    }
+    return VS_OK;
+}
+
+_VS_PIPE_PRIVATE vs_result _vs_pipe_check_plan(const vs_pipe_desc* d, const vs_pipe_plan* pl, int P)
+{
+    if (pl->nunits != d->nunits)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan has %d units, the desc %d", pl->nunits, d->nunits);
+    if (pl->stages != P)
+        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_init: the plan has %d stages but the mesh's PP dim is %d",
+                            pl->stages, P);
+    if (pl->nchunks < P || pl->nchunks > VS_PIPE_MAX_CHUNKS || pl->nchunks > d->nunits)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan has %d chunks (%d stages .. %d units)", pl->nchunks,
+                            P, d->nunits);
+    if (pl->first_unit[0] != 0 || pl->first_unit[pl->nchunks] != d->nunits)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan's chunks cover units %d..%d, not 0..%d",
+                            pl->first_unit[0], pl->first_unit[pl->nchunks] - 1, d->nunits - 1);
+    for (int k = 0; k < pl->nchunks; k++) {
+        if (pl->first_unit[k + 1] <= pl->first_unit[k])
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan's chunk %d is empty or out of order", k);
+        if (pl->chunk_stage[k] < 0 || pl->chunk_stage[k] >= P)
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan puts chunk %d on stage %d (0..%d)", k,
+                                pl->chunk_stage[k], P - 1);
+    }
+    for (int i = 0; i < d->nunits; i++) {
+        const vs_pipe_unit* u = &d->units[i];
+        if (!u->name || !u->name[0]) return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: unit %d has no name", i);
+        if (!u->forward) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: unit \"%s\" has no forward", u->name);
+        if (!u->backward && !(u->backward_input && u->backward_weight))
+            return vs_set_error(VS_ERR_NULL,
+                                "vs_pipe_init: unit \"%s\" needs backward, or both backward_input and backward_weight",
+                                u->name);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(d->units[j].name, u->name))
+                return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: units %d and %d are both named \"%s\"", j, i, u->name);
+    }
+    return VS_OK;
+}
+
+/* The communicators: one 2-rank communicator per direction between stages that
+   pass data, so a send waiting for its receiver never holds up a receive (as
+   one communicator's queue would: p2p is ordered per communicator, on threads as
+   on NCCL). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_links(vs_pipe* p)
+{
+    const int K = p->plan.nchunks;
+    p->links = _VS_PIPE_NEW(p->w, _vs_pipe_link, 2 * K);
+    if (!p->links) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
+    for (int k = 0; k + 1 < K; k++) {
+        int a = p->plan.chunk_stage[k], b = p->plan.chunk_stage[k + 1];
+        if (a == b) continue;
+        for (int dir = 0; dir < 2; dir++) {
+            int src = dir ? b : a, dst = dir ? a : b, have = 0;
+            for (int i = 0; i < p->nlinks; i++) have |= p->links[i].src == src && p->links[i].dst == dst;
+            if (have) continue;
+            _vs_pipe_link* l = &p->links[p->nlinks++];
+            l->src = src;
+            l->dst = dst;
+            int member = p->stage == src || p->stage == dst;
+            vs_result r = vs_comm_split(p->pp, member ? 0 : VS_COLOR_NONE, p->stage == src ? 0 : 1, &l->c);
+            if (r) return vs_set_error(r, "vs_pipe_init: communicator for stage %d -> %d: %s", src, dst, vs_last_error());
+        }
+    }
+    return VS_OK;
+}
+
+_VS_PIPE_PRIVATE vs_comm* _vs_pipe_link_to(const vs_pipe* p, int src, int dst)
+{
+    for (int i = 0; i < p->nlinks; i++)
+        if (p->links[i].src == src && p->links[i].dst == dst) return p->links[i].c;
+    return NULL;
+}
+
+VS_API vs_result vs_pipe_free(vs_pipe* p);
+
+VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out)
+{
+    if (!out) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: out is NULL");
+    *out = NULL;
+    if (!desc) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: desc is NULL");
+    if (!desc->mesh) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: desc.mesh is NULL");
+    if (!desc->units || desc->nunits < 1)
+        return vs_set_error(desc->units ? VS_ERR_INVALID : VS_ERR_NULL, "vs_pipe_init: desc.units %s (nunits %d)",
+                            desc->units ? "is empty" : "is NULL", desc->nunits);
+    if (!desc->plan) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: desc.plan is NULL (see vs_pipe_split)");
+    if ((int)desc->loss < 0 || (int)desc->loss > VS_PIPE_LOSS_SUM)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: desc.loss = %d is not a vs_pipe_reduce", (int)desc->loss);
+    const char* dim = desc->pp_dim ? desc->pp_dim : "PP";
+    int P = 1;
+    vs_mesh* ppm = NULL;
+    if (desc->pp_dim || vs_mesh_dim_index(desc->mesh, dim) >= 0) {
+        P = vs_mesh_size(desc->mesh, dim);
+        if (P < 1) return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the mesh has no dim \"%s\"", dim);
+    }
+    _VS_TRY(_vs_pipe_check_plan(desc, desc->plan, P));
+    vs_world* w = vs_mesh_world(desc->mesh);
+    vs_pipe* p = _VS_PIPE_NEW(w, vs_pipe, 1);
+    if (!p) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
+    p->mesh = desc->mesh;
+    p->w = w;
+    p->desc = *desc;
+    p->plan = *desc->plan;
+    p->P = P;
+    vs_result r = VS_OK;
+    if (P > 1) {
+        r = vs_mesh_submesh(desc->mesh, dim, &ppm);
+        if (r) goto fail;
+        p->pp = vs_mesh_comm(ppm);
+        p->stage = vs_comm_rank(p->pp);
+    }
+    if ((r = _vs_pipe_analyse(p)) != VS_OK) goto fail;
+    if (P > 1 && (r = _vs_pipe_links(p)) != VS_OK) goto fail;
+    if ((r = vs_mesh_retain(desc->mesh)) != VS_OK) goto fail;
+    *out = p;
+    return VS_OK;
+fail:
+    p->mesh = NULL; // not retained yet
+    vs_pipe_free(p);
+    return r;
+}
+
+VS_API int vs_pipe_stage(const vs_pipe* p) { return p ? p->stage : -1; }
+
+/* Frees what the last run kept. */
+_VS_PIPE_PRIVATE void _vs_pipe_clear(vs_pipe* p)
+{
+    for (int i = 0; p->slots && i < p->M * p->ntensors; i++) {
+        vs_free(p->w, p->slots[i].data);
+        vs_free(p->w, p->slots[i].grad);
+    }
+    for (int i = 0; p->saved && i < p->desc.nunits * p->M; i++) vs_free(p->w, p->saved[i]);
+    vs_free(p->w, p->slots);
+    vs_free(p->w, p->saved);
+    vs_free(p->w, p->saved_bytes);
+    vs_free(p->w, p->mb_loss);
+    vs_free(p->w, p->pending);
+    p->pending = NULL;
+    p->slots = NULL;
+    p->saved = NULL;
+    p->saved_bytes = NULL;
+    p->mb_loss = NULL;
+    p->ran = 0;
+}
+
+VS_API vs_result vs_pipe_free(vs_pipe* p)
+{
+    if (!p) return VS_OK;
+    _vs_pipe_clear(p);
+    for (int i = 0; i < p->nsends; i++) {
+        for (int j = 0; j < 2; j++)
+            if (p->sends[i].w[j]) vs_wait(p->sends[i].w[j]);
+        vs_free(p->w, p->sends[i].buf);
+    }
+    for (int i = 0; p->links && i < p->nlinks; i++)
+        if (p->links[i].c) vs_comm_free(p->links[i].c);
+    vs_free(p->w, p->links);
+    vs_free(p->w, p->sends);
+    vs_free(p->w, p->t0);
+    vs_free(p->w, p->t1);
+    vs_free(p->w, p->u);
+    vs_free(p->w, p->t);
+    vs_free(p->w, p->bset);
+    vs_free(p->w, p->boff);
+    vs_mesh* m = p->mesh;
+    vs_free(p->w, p);
+    if (m) vs_mesh_release(m);
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim, const int64_t* shape, void** data)
+{
+    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_output: %s is NULL", call ? "data" : "call");
+    *data = NULL;
+    struct _vs_pipe_rt* rt = call->_rt;
+    if (!rt) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: not inside an engine callback");
+    vs_pipe* p = rt->p;
+    const char* who = rt->unit >= 0 ? p->desc.units[rt->unit].name : "data callback";
+    if (i < 0 || i >= call->n_out)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: output %d (0..%d)", who, i, call->n_out - 1);
+    if (vs_dtype_size(dt) == 0) return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: dtype %d", who, (int)dt);
+    if (ndim < 0 || ndim > VS_PIPE_MAX_DIMS || (ndim && !shape))
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: ndim %d (0..%d, shape given)", who, ndim,
+                            VS_PIPE_MAX_DIMS);
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || (shape[d] && n > SIZE_MAX / 16 / (size_t)shape[d]))
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: shape[%d] = %lld", who, d, (long long)shape[d]);
+        n *= (size_t)shape[d];
+    }
+    int id = rt->out_ids[i];
+    if (!_vs_pipe_spec_fits(&rt->out_spec[i], dt, ndim, shape)) {
+        char a[160];
+        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s makes \"%s\" as %s %dD, its spec says %s", who,
+                            p->t[id].name, vs_dtype_name(dt), ndim,
+                            _vs_pipe_spec_text(p->t[id].name, &rt->out_spec[i], a, sizeof a));
+    }
+    _vs_pipe_slot* s = &p->slots[(size_t)rt->mb * (size_t)p->ntensors + (size_t)id];
+    if (s->data) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: %s made \"%s\" twice", who, p->t[id].name);
+    s->dt = dt;
+    s->ndim = ndim;
+    for (int d = 0; d < ndim; d++) s->shape[d] = shape[d];
+    s->bytes = n * vs_dtype_size(dt);
+    s->data = _vs_pipe_new(p->w, 1, s->bytes);
+    if (!s->data) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_output: %zu bytes for \"%s\"", s->bytes, p->t[id].name);
+    call->out[i].dtype = dt;
+    call->out[i].ndim = ndim;
+    for (int d = 0; d < ndim; d++) call->out[i].shape[d] = shape[d];
+    call->out[i].data = s->data;
+    *data = s->data;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data)
+{
+    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_save: %s is NULL", call ? "data" : "call");
+    *data = NULL;
+    struct _vs_pipe_rt* rt = call->_rt;
+    if (!rt || rt->unit < 0) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: only inside a unit's forward");
+    vs_pipe* p = rt->p;
+    size_t at = (size_t)rt->unit * (size_t)p->M + (size_t)rt->mb;
+    if (p->saved[at]) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: unit \"%s\" saved twice", p->desc.units[rt->unit].name);
+    p->saved[at] = _vs_pipe_new(p->w, 1, bytes);
+    if (!p->saved[at]) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_save: %zu bytes", bytes);
+    p->saved_bytes[at] = bytes;
+    call->saved = *data = p->saved[at];
+    call->saved_bytes = bytes;
+    return VS_OK;
+}
+
+_VS_PIPE_PRIVATE void _vs_pipe_view(const vs_pipe* p, int id, const _vs_pipe_slot* s, vs_pipe_tensor* t)
+{
+    memset(t, 0, sizeof *t);
+    t->name = p->t[id].name;
+    t->dtype = s->dt;
+    t->ndim = s->ndim;
+    for (int d = 0; d < s->ndim; d++) t->shape[d] = s->shape[d];
+    t->data = s->data;
+    t->grad = s->grad;
+}
+
+/* Makes data input `id` of microbatch mb with the data callback, once. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_data(vs_pipe* p, int mb, int id)
+{
+    _vs_pipe_slot* s = &p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)id];
+    if (s->data) return VS_OK;
+    vs_pipe_tensor o;
+    memset(&o, 0, sizeof o);
+    o.name = p->t[id].name;
+    _vs_pipe_spec any;
+    any.dt = VS_DTYPE_INVALID;
+    any.ndim = -1;
+    struct _vs_pipe_rt rt = {p, mb, -1, &id, &any};
+    vs_pipe_call c;
+    memset(&c, 0, sizeof c);
+    c.user = p->desc.data_user;
+    c.unit = -1;
+    c.mb = mb;
+    c.out = &o;
+    c.n_out = 1;
+    c._rt = &rt;
+    vs_result r = p->desc.data(&c);
+    if (r) return vs_set_error(r, "data callback for \"%s\", microbatch %d: %s", o.name, mb, vs_last_error());
+    if (!s->data)
+        return vs_set_error(VS_ERR_STATE, "data callback for \"%s\", microbatch %d made nothing (vs_pipe_output)", o.name,
+                            mb);
+    return VS_OK;
+}
+
+enum { _VS_PIPE_CALL_F, _VS_PIPE_CALL_B, _VS_PIPE_CALL_W, _VS_PIPE_CALL_BW };
+
+/* Runs one callback of unit u for microbatch mb. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int what)
+{
+    const _vs_pipe_uinfo* ui = &p->u[u];
+    const vs_pipe_unit* un = &p->desc.units[u];
+    vs_pipe_tensor in[VS_PIPE_MAX_IO], out[VS_PIPE_MAX_IO];
+    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    char a[160];
+    for (int i = 0; i < ui->nin; i++) {
+        int id = ui->in[i];
+        if (p->t[id].producer < 0) _VS_TRY(_vs_pipe_data(p, mb, id));
+        _vs_pipe_view(p, id, &row[id], &in[i]);
+        if (p->t[id].producer < 0) in[i].grad = NULL;
+        if (what == _VS_PIPE_CALL_F && !_vs_pipe_spec_fits(&ui->in_spec[i], row[id].dt, row[id].ndim, row[id].shape))
+            return vs_set_error(VS_ERR_MISMATCH, "unit \"%s\" takes %s but got %s %dD (microbatch %d)", un->name,
+                                _vs_pipe_spec_text(p->t[id].name, &ui->in_spec[i], a, sizeof a),
+                                vs_dtype_name(row[id].dt), row[id].ndim, mb);
+    }
+    for (int i = 0; i < ui->nout; i++) _vs_pipe_view(p, ui->out[i], &row[ui->out[i]], &out[i]);
+    struct _vs_pipe_rt rt = {p, mb, u, ui->out, ui->out_spec};
+    size_t at = (size_t)u * (size_t)p->M + (size_t)mb;
+    vs_pipe_call c;
+    memset(&c, 0, sizeof c);
+    c.user = un->user;
+    c.unit = u;
+    c.mb = mb;
+    c.chunk = ui->chunk;
+    c.in = in;
+    c.n_in = ui->nin;
+    c.out = out;
+    c.n_out = ui->nout;
+    c.saved = p->saved[at];
+    c.saved_bytes = p->saved_bytes[at];
+    c._rt = &rt;
+    vs_result r = VS_OK;
+    const char* part = "forward";
+    switch (what) {
+    case _VS_PIPE_CALL_F: r = un->forward(&c); break;
+    case _VS_PIPE_CALL_B:
+        part = "backward_input";
+        r = un->backward_input ? un->backward_input(&c) : un->backward(&c);
+        break;
+    case _VS_PIPE_CALL_W:
+        part = "backward_weight";
+        if (un->backward_input) r = un->backward_weight(&c); // else the full backward ran at B
+        break;
+    default:
+        part = "backward";
+        if (un->backward) r = un->backward(&c);
+        else if (!(r = un->backward_input(&c))) r = un->backward_weight(&c);
+    }
+    if (r) return vs_set_error(r, "unit \"%s\" %s, microbatch %d: %s", un->name, part, mb, vs_last_error());
+    if (what == _VS_PIPE_CALL_F)
+        for (int i = 0; i < ui->nout; i++)
+            if (!row[ui->out[i]].data)
+                return vs_set_error(VS_ERR_STATE, "unit \"%s\" forward, microbatch %d, did not make \"%s\" (vs_pipe_output)",
+                                    un->name, mb, p->t[ui->out[i]].name);
+    return VS_OK;
+}
+
+/* Gradient buffers of what chunk k makes or takes, zeroed, where missing. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_grads(vs_pipe* p, int k, int mb)
+{
+    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1]; u++)
+        for (int io = 0; io < 2; io++)
+            for (int i = 0; i < (io ? p->u[u].nout : p->u[u].nin); i++) {
+                int id = io ? p->u[u].out[i] : p->u[u].in[i];
+                _vs_pipe_slot* s = &row[id];
+                if (p->t[id].producer < 0 || s->grad) continue;
+                if (!s->data)
+                    return vs_set_error(VS_ERR_STATE, "backward of chunk %d, microbatch %d: \"%s\" has no value", k, mb,
+                                        p->t[id].name);
+                s->grad = _vs_pipe_new(p->w, 1, s->bytes);
+                if (!s->grad) return vs_set_error(VS_ERR_NOMEM, "gradient of \"%s\": %zu bytes", p->t[id].name, s->bytes);
+            }
+    return VS_OK;
+}
+
+/* Chunk k of microbatch mb is done on this stage: let go of what it held. The
+   last unit's outputs stay for vs_pipe_mb_output until the next run. */
+_VS_PIPE_PRIVATE void _vs_pipe_release(vs_pipe* p, int k, int mb)
+{
+    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    const _vs_pipe_uinfo* last = &p->u[p->desc.nunits - 1];
+    for (int t = 0; t < p->ntensors; t++) {
+        int holds = 0;
+        for (int i = p->boff[k]; i < p->boff[k + 1]; i++) holds |= p->bset[i] == t;
+        for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1] && !holds; u++) {
+            for (int i = 0; i < p->u[u].nin; i++) holds |= p->u[u].in[i] == t;
+            for (int i = 0; i < p->u[u].nout; i++) holds |= p->u[u].out[i] == t;
+        }
+        if (!holds || ++row[t].released < p->t[t].refs_here) continue;
+        int keep = 0;
+        for (int i = 0; i < last->nout; i++) keep |= last->out[i] == t;
+        vs_free(p->w, row[t].grad);
+        row[t].grad = NULL;
+        if (!keep) {
+            vs_free(p->w, row[t].data);
+            row[t].data = NULL;
+        }
+    }
+    for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1]; u++) {
+        size_t at = (size_t)u * (size_t)p->M + (size_t)mb;
+        vs_free(p->w, p->saved[at]);
+        p->saved[at] = NULL;
+    }
+}
+
+#define _VS_PIPE_MAGIC 0x7673707069706531ll
+#define _VS_PIPE_HDR(nt) (6 + (size_t)(nt) * (3 + VS_PIPE_MAX_DIMS))
+
+/* Sends boundary `b`'s tensors (grads when grad) of microbatch mb to stage dst:
+   a header (ids, dtypes, shapes) then the bytes, both asynchronous. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_send(vs_pipe* p, int b, int mb, int grad, int chunk, int dst)
+{
+    int nt = p->boff[b + 1] - p->boff[b];
+    size_t hdr = _VS_PIPE_HDR(nt) * sizeof(int64_t), bytes = 0;
+    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    for (int i = 0; i < nt; i++) bytes += row[p->bset[p->boff[b] + i]].bytes;
+    if (p->nsends == p->scap) {
+        int nc = p->scap ? 2 * p->scap : 16;
+        _vs_pipe_inflight* n = _VS_PIPE_NEW(p->w, _vs_pipe_inflight, nc);
+        if (!n) return vs_set_error(VS_ERR_NOMEM, "send: out of memory");
+        if (p->nsends) memcpy(n, p->sends, sizeof *n * (size_t)p->nsends);
+        vs_free(p->w, p->sends);
+        p->sends = n;
+        p->scap = nc;
+    }
+    char* buf = (char*)_vs_pipe_new(p->w, 1, hdr + bytes);
+    if (!buf) return vs_set_error(VS_ERR_NOMEM, "send: %zu bytes", hdr + bytes);
+    int64_t* h = (int64_t*)buf;
+    h[0] = _VS_PIPE_MAGIC;
+    h[1] = grad;
+    h[2] = chunk;
+    h[3] = mb;
+    h[4] = nt;
+    h[5] = (int64_t)bytes;
+    char* at = buf + hdr;
+    for (int i = 0; i < nt; i++) {
+        int id = p->bset[p->boff[b] + i];
+        const _vs_pipe_slot* s = &row[id];
+        int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+        e[0] = id;
+        e[1] = s->dt;
+        e[2] = s->ndim;
+        for (int d = 0; d < s->ndim; d++) e[3 + d] = s->shape[d];
+        const void* src = grad ? s->grad : s->data;
+        if (!src) {
+            vs_free(p->w, buf);
+            return vs_set_error(VS_ERR_STATE, "send: \"%s\" of microbatch %d has no %s", p->t[id].name, mb,
+                                grad ? "gradient" : "value");
+        }
+        memcpy(at, src, s->bytes);
+        at += s->bytes;
+    }
+    vs_comm* c = _vs_pipe_link_to(p, p->stage, dst);
+    _vs_pipe_inflight* sd = &p->sends[p->nsends++];
+    memset(sd, 0, sizeof *sd);
+    sd->buf = buf;
+    vs_result r = vs_send(c, buf, _VS_PIPE_HDR(nt), VS_I64, 1, &sd->w[0]);
+    if (!r && bytes) r = vs_send(c, buf + hdr, bytes, VS_U8, 1, &sd->w[1]);
+    return r;
+}
+
+/* Receives boundary b's tensors (or their grads) of microbatch mb from stage src. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, int chunk, int src)
+{
+    int nt = p->boff[b + 1] - p->boff[b];
+    int64_t hbuf[_VS_PIPE_HDR(4)];
+    size_t hn = _VS_PIPE_HDR(nt);
+    int64_t* h = hn <= sizeof hbuf / sizeof hbuf[0] ? hbuf : (int64_t*)_vs_pipe_new(p->w, hn, sizeof(int64_t));
+    if (!h) return vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
+    vs_comm* c = _vs_pipe_link_to(p, src, p->stage);
+    char* buf = NULL;
+    const char* at = NULL;
+    size_t bytes = 0;
+    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    vs_result r = vs_recv(c, h, hn, VS_I64, 0, NULL);
+    if (r) goto done;
+    if (h[0] != _VS_PIPE_MAGIC || h[1] != grad || h[2] != chunk || h[3] != mb || h[4] != nt) {
+        r = vs_set_error(VS_ERR_MISMATCH,
+                         "got the %s of chunk %lld, microbatch %lld (%lld tensors) where the schedule expects the %s "
+                         "of chunk %d, microbatch %d (%d tensors): the stages run different schedules",
+                         h[1] ? "gradients" : "activations", (long long)h[2], (long long)h[3], (long long)h[4],
+                         grad ? "gradients" : "activations", chunk, mb, nt);
+        goto done;
+    }
+    bytes = (size_t)h[5];
+    size_t sum = 0;
+    for (int i = 0; i < nt; i++) { // the header must describe exactly the bytes that follow
+        const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+        size_t n = vs_dtype_size((vs_dtype)(e[1] > 0 && e[1] < VS_DTYPE_COUNT ? e[1] : 0));
+        if (!n || e[2] < 0 || e[2] > VS_PIPE_MAX_DIMS) n = SIZE_MAX;
+        for (int d = 0; n != SIZE_MAX && d < (int)e[2]; d++)
+            n = e[3 + d] < 0 || (e[3 + d] && n > SIZE_MAX / 2 / (size_t)e[3 + d]) ? SIZE_MAX : n * (size_t)e[3 + d];
+        if (n == SIZE_MAX || sum > SIZE_MAX / 2 - n) {
+            r = vs_set_error(VS_ERR_MISMATCH, "a received header describes tensor %d with a bad dtype or shape", i);
+            goto done;
+        }
+        sum += n;
+    }
+    if (sum != bytes) {
+        r = vs_set_error(VS_ERR_MISMATCH, "a received header says %zu bytes, its tensors %zu", bytes, sum);
+        goto done;
+    }
+    if (bytes) {
+        buf = (char*)_vs_pipe_new(p->w, 1, bytes);
+        if (!buf) {
+            r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
+            goto done;
+        }
+        if ((r = vs_recv(c, buf, bytes, VS_U8, 0, NULL)) != VS_OK) goto done;
+    }
+    at = buf;
+    for (int i = 0; i < nt; i++) {
+        const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+        int id = p->bset[p->boff[b] + i];
+        _vs_pipe_slot* s = &row[id];
+        size_t n = vs_dtype_size((vs_dtype)e[1]);
+        for (int d = 0; d < (int)e[2]; d++) n *= (size_t)e[3 + d];
+        if (e[0] != id || (grad && (e[1] != s->dt || e[2] != s->ndim || n != s->bytes))) {
+            r = vs_set_error(VS_ERR_MISMATCH, "received tensor %d of the message is not \"%s\" as this stage has it", i,
+                             p->t[id].name);
+            goto done;
+        }
+        if (grad) {
+            if (!s->grad && !(s->grad = _vs_pipe_new(p->w, 1, n))) {
+                r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", n);
+                goto done;
+            }
+            memcpy(s->grad, at, n);
+        } else if (!s->data) { // (a stage that made it itself keeps its own: the same bits)
+            s->dt = (vs_dtype)e[1];
+            s->ndim = (int)e[2];
+            for (int d = 0; d < s->ndim; d++) s->shape[d] = e[3 + d];
+            s->bytes = n;
+            if (!(s->data = _vs_pipe_new(p->w, 1, n))) {
+                r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", n);
+                goto done;
+            }
+            memcpy(s->data, at, n);
+        }
+        at += n;
+    }
+done:
+    vs_free(p->w, buf);
+    if (h != hbuf) vs_free(p->w, h);
+    return r;
+}
+
+/* Completes the sends that are done (all of them when all). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_reap(vs_pipe* p, int all)
+{
+    vs_result r = VS_OK;
+    int k = 0;
+    for (int i = 0; i < p->nsends; i++) {
+        _vs_pipe_inflight* sd = &p->sends[i];
+        int done = 1;
+        for (int j = 0; j < 2 && !all; j++) {
+            int dj = 1;
+            if (sd->w[j] && vs_test(sd->w[j], &dj) == VS_OK && !dj) done = 0;
+        }
+        if (!done) {
+            p->sends[k++] = *sd;
+            continue;
+        }
+        for (int j = 0; j < 2; j++) {
+            vs_result rj = sd->w[j] ? vs_wait(sd->w[j]) : VS_OK;
+            if (rj && !r) r = rj;
+        }
+        vs_free(p->w, sd->buf);
+    }
+    p->nsends = k;
+    return r;
+}
+
+_VS_PIPE_PRIVATE double _vs_pipe_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A chunk's microbatch is let go after its last backward part and, when it
+   sends input gradients, after that send (which copies them). */
+_VS_PIPE_PRIVATE void _vs_pipe_part_done(vs_pipe* p, int k, int mb)
+{
+    if (--p->pending[(size_t)k * (size_t)p->M + (size_t)mb] == 0) _vs_pipe_release(p, k, mb);
+}
+
+/* Runs instruction in of this stage. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, const vs_pipe_instr* in)
+{
+    const int k = in->chunk, mb = in->mb, K = p->plan.nchunks;
+    const int lo = p->plan.first_unit[k], hi = p->plan.first_unit[k + 1];
+    (void)s;
+    switch (in->op) {
+    case VS_PIPE_F:
+        for (int u = lo; u < hi; u++) _VS_TRY(_vs_pipe_call_unit(p, u, mb, _VS_PIPE_CALL_F));
+        if (k == K - 1) {
+            const _vs_pipe_slot* ls = &p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)p->loss_id];
+            if (ls->dt != VS_F32 || ls->ndim != 0)
+                return vs_set_error(VS_ERR_MISMATCH, "the loss \"%s\" is %s %dD, not an f32 scalar", p->t[p->loss_id].name,
+                                    vs_dtype_name(ls->dt), ls->ndim);
+            memcpy(&p->mb_loss[mb], ls->data, sizeof(float));
+        }
+        return VS_OK;
+    case VS_PIPE_B:
+    case VS_PIPE_BW:
+        _VS_TRY(_vs_pipe_grads(p, k, mb));
+        if (k == K - 1) { // seed d(loss)/d(loss_mb): 1 or 1/M, as one device's loop
+            float seed = p->desc.loss == VS_PIPE_LOSS_SUM ? 1.0f : 1.0f / (float)p->M;
+            memcpy(p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)p->loss_id].grad, &seed, sizeof seed);
+        }
+        for (int u = hi - 1; u >= lo; u--)
+            _VS_TRY(_vs_pipe_call_unit(p, u, mb, in->op == VS_PIPE_B ? _VS_PIPE_CALL_B : _VS_PIPE_CALL_BW));
+        if (in->op == VS_PIPE_BW) _vs_pipe_part_done(p, k, mb);
+        return VS_OK;
+    case VS_PIPE_W:
+        for (int u = hi - 1; u >= lo; u--) _VS_TRY(_vs_pipe_call_unit(p, u, mb, _VS_PIPE_CALL_W));
+        _vs_pipe_part_done(p, k, mb);
+        return VS_OK;
+    case VS_PIPE_SEND_F: return _vs_pipe_send(p, k + 1, mb, 0, k, p->plan.chunk_stage[k + 1]);
+    case VS_PIPE_RECV_F: return _vs_pipe_recv(p, k, mb, 0, k - 1, p->plan.chunk_stage[k - 1]);
+    case VS_PIPE_SEND_B:
+        _VS_TRY(_vs_pipe_send(p, k, mb, 1, k, p->plan.chunk_stage[k - 1]));
+        _vs_pipe_part_done(p, k, mb); // the message holds its own copy
+        return VS_OK;
+    case VS_PIPE_RECV_B: return _vs_pipe_recv(p, k + 1, mb, 1, k + 1, p->plan.chunk_stage[k + 1]);
+    case VS_PIPE_SYNC: return p->desc.on_sync ? p->desc.on_sync(p->desc.hook_user, k) : VS_OK;
+    case VS_PIPE_STEP: return p->desc.on_step ? p->desc.on_step(p->desc.hook_user) : VS_OK;
+    default: return vs_set_error(VS_ERR_INVALID, "unknown instruction %d", in->op);
+    }
+}
+
+VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
+{
+    if (!p || !s) return vs_set_error(VS_ERR_NULL, "vs_pipe_run: %s is NULL", p ? "schedule" : "pipe");
+    const int K = p->plan.nchunks;
+    if (s->stages != p->P || s->nchunks != K)
+        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_run: the schedule has %d stages and %d chunks, the plan %d and %d",
+                            s->stages, s->nchunks, p->P, K);
+    for (int k = 0; k < K; k++)
+        if (s->chunk_stage[k] != p->plan.chunk_stage[k])
+            return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_run: the schedule puts chunk %d on stage %d, the plan on %d", k,
+                                s->chunk_stage[k], p->plan.chunk_stage[k]);
+    if (p->checked != s || p->checked_ver != s->version) {
+        vs_result r = vs_pipe_sched_check(s, NULL);
+        if (r) return vs_set_error(r, "vs_pipe_run: %s", vs_last_error());
+        p->checked = s;
+        p->checked_ver = s->version;
+    }
+    _vs_pipe_clear(p);
+    const int M = s->mbs, st = p->stage, n = s->len[st];
+    p->M = M;
+    p->slots = _VS_PIPE_NEW(p->w, _vs_pipe_slot, (size_t)M * (size_t)p->ntensors);
+    p->saved = _VS_PIPE_NEW(p->w, void*, (size_t)p->desc.nunits * (size_t)M);
+    p->saved_bytes = _VS_PIPE_NEW(p->w, size_t, (size_t)p->desc.nunits * (size_t)M);
+    p->mb_loss = _VS_PIPE_NEW(p->w, float, M);
+    p->pending = _VS_PIPE_NEW(p->w, int, (size_t)K * (size_t)M);
+    if (n > p->tcap) {
+        vs_free(p->w, p->t0);
+        vs_free(p->w, p->t1);
+        p->t0 = _VS_PIPE_NEW(p->w, double, n);
+        p->t1 = _VS_PIPE_NEW(p->w, double, n);
+        p->tcap = p->t0 && p->t1 ? n : 0;
+    }
+    if (!p->slots || !p->saved || !p->saved_bytes || !p->mb_loss || !p->pending || (n && !p->tcap)) {
+        _vs_pipe_clear(p);
+        return vs_set_error(VS_ERR_NOMEM, "vs_pipe_run: out of memory for %d microbatches", M);
+    }
+    for (int k = 0; k < K; k++)
+        for (int m = 0; m < M; m++) p->pending[k * M + m] = 1 + (k > 0 && p->plan.chunk_stage[k - 1] != st);
+    vs_result r = VS_OK;
+    double t_start = _vs_pipe_now();
+    p->tn = 0;
+    for (int i = 0; i < n && !r; i++) {
+        const vs_pipe_instr* in = &s->ins[st][i];
+        p->t0[i] = _vs_pipe_now() - t_start;
+        r = _vs_pipe_exec(p, s, in);
+        p->t1[i] = _vs_pipe_now() - t_start;
+        p->tn = i + 1;
+        if (r) {
+            char t[24], waits[48] = "";
+            if (in->op == VS_PIPE_RECV_F || in->op == VS_PIPE_RECV_B)
+                snprintf(waits, sizeof waits, " waiting for stage %d",
+                         s->chunk_stage[in->op == VS_PIPE_RECV_F ? in->chunk - 1 : in->chunk + 1]);
+            r = vs_set_error(r, "vs_pipe_run: stage %d at instruction %d (%s)%s: %s", st, i, _vs_pipe_itext(in, t),
+                             waits, vs_last_error());
+        } else if (p->nsends > 8)
+            r = _vs_pipe_reap(p, 0);
+    }
+    vs_result r2 = _vs_pipe_reap(p, 1);
+    if (r) return r;
+    if (r2) return vs_set_error(r2, "vs_pipe_run: stage %d, a send: %s", st, vs_last_error());
+    double total = 0;
+    if (p->plan.chunk_stage[K - 1] == st)
+        for (int m = 0; m < M; m++) total += (double)p->mb_loss[m];
+    if (p->desc.loss != VS_PIPE_LOSS_SUM) total /= (double)M;
+    if (p->pp) {
+        r = vs_broadcast(p->pp, &total, &total, 1, VS_F64, p->plan.chunk_stage[K - 1], NULL);
+        if (r) return vs_set_error(r, "vs_pipe_run: sharing the loss: %s", vs_last_error());
+    }
+    if (loss) *loss = total;
+    p->ran = 1;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss)
+{
+    if (!p || !loss) return vs_set_error(VS_ERR_NULL, "vs_pipe_mb_loss: %s is NULL", p ? "loss" : "pipe");
+    if (!p->ran) return vs_set_error(VS_ERR_STATE, "vs_pipe_mb_loss: no completed run");
+    if (p->plan.chunk_stage[p->plan.nchunks - 1] != p->stage)
+        return vs_set_error(VS_ERR_STATE, "vs_pipe_mb_loss: stage %d does not hold the last chunk (stage %d does)",
+                            p->stage, p->plan.chunk_stage[p->plan.nchunks - 1]);
+    if (mb < 0 || mb >= p->M) return vs_set_error(VS_ERR_INVALID, "vs_pipe_mb_loss: microbatch %d (0..%d)", mb, p->M - 1);
+    *loss = (double)p->mb_loss[mb];
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_mb_output(const vs_pipe* p, int mb, int i, vs_pipe_tensor* out)
+{
+    if (!p || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_mb_output: %s is NULL", p ? "out" : "pipe");
+    double l;
+    _VS_TRY(vs_pipe_mb_loss(p, mb, &l));
+    const _vs_pipe_uinfo* last = &p->u[p->desc.nunits - 1];
+    if (i < 0 || i >= last->nout)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_mb_output: output %d (the last unit has %d)", i, last->nout);
+    int id = last->out[i];
+    _vs_pipe_view(p, id, &p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)id], out);
+    out->grad = NULL;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_last_timeline(const vs_pipe* p, const double** t0, const double** t1, int* n)
+{
+    if (!p || !t0 || !t1 || !n) return vs_set_error(VS_ERR_NULL, "vs_pipe_last_timeline: an argument is NULL");
+    *t0 = p->t0;
+    *t1 = p->t1;
+    *n = p->tn;
+    return VS_OK;
+}
+
+_VS_PIPE_PRIVATE void _vs_pipe_add(void* acc, const void* other, size_t count, vs_dtype dt, int other_first)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (dt == VS_F32) {
+            float a = ((float*)acc)[i], b = ((const float*)other)[i];
+            ((float*)acc)[i] = other_first ? b + a : a + b;
+        } else if (dt == VS_F64) {
+            double a = ((double*)acc)[i], b = ((const double*)other)[i];
+            ((double*)acc)[i] = other_first ? b + a : a + b;
+        } else {
+            float a = vs_bf16_to_f32(((uint16_t*)acc)[i]), b = vs_bf16_to_f32(((const uint16_t*)other)[i]);
+            ((uint16_t*)acc)[i] = vs_f32_to_bf16(other_first ? b + a : a + b);
+        }
+    }
+}
+
+VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* grad, size_t count, vs_dtype dt)
+{
+    if (!p) return vs_set_error(VS_ERR_NULL, "vs_pipe_tie_grads: pipe is NULL");
+    const int K = p->plan.nchunks;
+    if (chunk_a < 0 || chunk_a >= K || chunk_b < 0 || chunk_b >= K || chunk_a == chunk_b)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_tie_grads: chunks %d and %d (two of 0..%d)", chunk_a, chunk_b, K - 1);
+    if (dt != VS_F32 && dt != VS_F64 && dt != VS_BF16)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_tie_grads: dtype %s (f32, f64 or bf16)", vs_dtype_name(dt));
+    int sa = p->plan.chunk_stage[chunk_a], sb = p->plan.chunk_stage[chunk_b];
+    if (sa == sb || (p->stage != sa && p->stage != sb)) return VS_OK; // one stage: its units share the buffer
+    if (count && !grad) return vs_set_error(VS_ERR_NULL, "vs_pipe_tie_grads: grad is NULL for %zu elements", count);
+    size_t bytes = count * vs_dtype_size(dt);
+    void* other = _vs_pipe_new(p->w, 1, bytes);
+    if (!other) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_tie_grads: %zu bytes", bytes);
+    int peer = p->stage == sa ? sb : sa;
+    vs_result r = vs_group_start(p->pp);
+    if (!r) r = vs_send(p->pp, grad, count, dt, peer, NULL);
+    if (!r) r = vs_recv(p->pp, other, count, dt, peer, NULL);
+    vs_result r2 = vs_group_end(p->pp, NULL);
+    if (!r) r = r2;
+    // the lower chunk's part first on both stages, so both get the same bits
+    int mine_first = (p->stage == sa) == (chunk_a < chunk_b);
+    if (!r) _vs_pipe_add(grad, other, count, dt, !mine_first);
+    vs_free(p->w, other);
+    return r ? vs_set_error(r, "vs_pipe_tie_grads: %s", vs_last_error()) : VS_OK;
+}
+
 // >>pipe-engine end
 
 #ifdef __cplusplus
