@@ -135,12 +135,16 @@ typedef struct vs_pipe_split_desc {
     int stages;                  // P, required
     int chunks;                  // V chunks per stage, 0: 1
     vs_pipe_split_kind kind;
-    const char* points;          // manual: the P*V-1 units that start a chunk, "l4,l8,l12"
+    const char* points;          // manual: the P*V-1 unit names that start a chunk, in
+                                 // model order, "l4,l8,l12" (spaces around names ignored)
     vs_pipe_placement placement;
 } vs_pipe_split_desc;
 
 /* Where the model is cut: chunk k (pipeline order) holds units
-   [first_unit[k], first_unit[k+1]) and runs on stage chunk_stage[k]. */
+   [first_unit[k], first_unit[k+1]) and runs on stage chunk_stage[k]. kind and
+   placement are resolved (never DEFAULT); chunks is V (>= 1). cost[k] is in the
+   kind's measure (a unit counts 1 for uniform); a manual plan's is flops when any
+   unit has flops, else the unit count. */
 typedef struct vs_pipe_plan {
     int stages, chunks, nchunks, nunits; // nchunks = stages * chunks
     vs_pipe_split_kind kind;
@@ -150,14 +154,27 @@ typedef struct vs_pipe_plan {
     double cost[VS_PIPE_MAX_CHUNKS]; // each chunk's cost under the split's measure
 } vs_pipe_plan;
 
-/* Splits the units into stages x chunks. Balanced kinds minimise the largest
-   chunk cost (every unit counts, embedding and loss included) and never cut
-   inside a group. Bad input (more chunks than units, unknown or out-of-order split
-   points, ...) is VS_ERR_INVALID naming it. */
+/* Splits the units into stages x chunks (P*V contiguous, non-empty chunks in model
+   order). Cuts fall only between groups: consecutive units with the same non-NULL
+   group name are one unsplittable block (a group name coming back after other
+   units is an error). Balanced kinds minimise the largest chunk cost exactly
+   (every unit counts, embedding and loss included); among the splits that reach it
+   they take the one with the least sum of squared chunk costs, then the earliest
+   cut positions (9 equal units in 4 chunks: 2, 2, 2, 3). Splitting by flops (the
+   default without points) when every unit's flops is 0 is an error, not a guess.
+   Bad input is VS_ERR_INVALID (VS_ERR_NULL for NULL pointers and unit names) with
+   the bad value named: more chunks than units or groups, unknown, repeated,
+   out-of-order or group-cutting split points, a wrong number of them, a negative
+   or non-finite cost, duplicate unit names. On error *out is zeroed. Any thread;
+   time O(P*V*units^2) at worst, near O(units^2) on ordinary models; memory
+   O(P*V*units). */
 VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits,
                                const vs_pipe_split_desc* desc, vs_pipe_plan* out);
-/* A readable plan: one line per stage and chunk with its units and costs. Returns
-   the length it needs (snprintf-like); buf may be NULL when cap is 0. */
+/* A readable plan: a header (kind, measure, P x V, placement, largest and smallest
+   chunk cost, max/mean imbalance) and one line per chunk with its stage, its units
+   (names when 3 or fewer, else the first..last range) and its cost. units may be
+   NULL (indices are printed). Returns the length it needs (snprintf-like, the text
+   is cut to cap-1 bytes and NUL-terminated); buf may be NULL when cap is 0. */
 VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, char* buf,
                               size_t cap);
 
@@ -555,7 +572,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_split_balance(const double* cost, const int*
             int at = -1;
             for (int p = i + 1; p <= A - (k - 1); p++) {
                 _VS_PIPE_SPLIT_ADD(s, cost, as, p - 1);
-                if (s > m) break;
+                if (s > m || s * s >= best) break; // only grows from here
                 if (g0[p] == HUGE_VAL) continue;
                 double v = s * s + g0[p];
                 if (v < best) best = v, at = p;
