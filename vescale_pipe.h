@@ -135,12 +135,16 @@ typedef struct vs_pipe_split_desc {
     int stages;                  // P, required
     int chunks;                  // V chunks per stage, 0: 1
     vs_pipe_split_kind kind;
-    const char* points;          // manual: the P*V-1 units that start a chunk, "l4,l8,l12"
+    const char* points;          // manual: the P*V-1 unit names that start a chunk, in
+                                 // model order, "l4,l8,l12" (spaces around names ignored)
     vs_pipe_placement placement;
 } vs_pipe_split_desc;
 
 /* Where the model is cut: chunk k (pipeline order) holds units
-   [first_unit[k], first_unit[k+1]) and runs on stage chunk_stage[k]. */
+   [first_unit[k], first_unit[k+1]) and runs on stage chunk_stage[k]. kind and
+   placement are resolved (never DEFAULT); chunks is V (>= 1). cost[k] is in the
+   kind's measure (a unit counts 1 for uniform); a manual plan's is flops when any
+   unit has flops, else the unit count. */
 typedef struct vs_pipe_plan {
     int stages, chunks, nchunks, nunits; // nchunks = stages * chunks
     vs_pipe_split_kind kind;
@@ -150,14 +154,27 @@ typedef struct vs_pipe_plan {
     double cost[VS_PIPE_MAX_CHUNKS]; // each chunk's cost under the split's measure
 } vs_pipe_plan;
 
-/* Splits the units into stages x chunks. Balanced kinds minimise the largest
-   chunk cost (every unit counts, embedding and loss included) and never cut
-   inside a group. Bad input (more chunks than units, unknown or out-of-order split
-   points, ...) is VS_ERR_INVALID naming it. */
+/* Splits the units into stages x chunks (P*V contiguous, non-empty chunks in model
+   order). Cuts fall only between groups: consecutive units with the same non-NULL
+   group name are one unsplittable block (a group name coming back after other
+   units is an error). Balanced kinds minimise the largest chunk cost exactly
+   (every unit counts, embedding and loss included); among the splits that reach it
+   they take the one with the least sum of squared chunk costs, then the earliest
+   cut positions (9 equal units in 4 chunks: 2, 2, 2, 3). Splitting by flops (the
+   default without points) when every unit's flops is 0 is an error, not a guess.
+   Bad input is VS_ERR_INVALID (VS_ERR_NULL for NULL pointers and unit names) with
+   the bad value named: more chunks than units or groups, unknown, repeated,
+   out-of-order or group-cutting split points, a wrong number of them, a negative
+   or non-finite cost, duplicate unit names. On error *out is zeroed. Any thread;
+   time O(P*V*units^2) at worst, near O(units^2) on ordinary models; memory
+   O(P*V*units). */
 VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits,
                                const vs_pipe_split_desc* desc, vs_pipe_plan* out);
-/* A readable plan: one line per stage and chunk with its units and costs. Returns
-   the length it needs (snprintf-like); buf may be NULL when cap is 0. */
+/* A readable plan: a header (kind, measure, P x V, placement, largest and smallest
+   chunk cost, max/mean imbalance) and one line per chunk with its stage, its units
+   (names when 3 or fewer, else the first..last range) and its cost. units may be
+   NULL (indices are printed). Returns the length it needs (snprintf-like, the text
+   is cut to cap-1 bytes and NUL-terminated); buf may be NULL when cap is 0. */
 VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, char* buf,
                               size_t cap);
 
@@ -393,18 +410,423 @@ _VS_PIPE_PRIVATE _VS_PRINTF(4, 5) void _vs_pipe_cat(char* buf, size_t cap, size_
 }
 
 // >>pipe-split -----------------------------------------------------------------
-/* (split: filled in by its own change) */
+/* How vs_pipe_split cuts.
+   Atoms: a unit, or a run of consecutive units with the same non-NULL group name;
+   cuts fall only between atoms. A chunk's cost is the sum of its units' costs,
+   added in model order from 0 (so the plan's cost[] is exactly what was compared).
+   Balanced kinds, two exact dynamic programmes over cut positions:
+     1. m = the smallest possible largest chunk cost: g[k][i] = the best largest
+        cost of atoms [i, A) in k chunks = min over the first cut p of
+        max(cost(i, p), g[k-1][p]);
+     2. among the splits whose every chunk costs <= m, the one with the smallest
+        sum of squared chunk costs (the most even), and among those the earliest
+        cut positions (lexicographically smallest first_unit[]).
+   So 9 equal units in 4 chunks give 2, 2, 2, 3. Both passes stop a chunk as soon
+   as it outgrows a bound (an even split by atom count, then m), which keeps them
+   near O(units^2) instead of O(chunks x units^2) on ordinary models. */
+
+typedef struct _vs_pipe_split_key {
+    const char* name;
+    int index;
+} _vs_pipe_split_key;
+
+_VS_PIPE_PRIVATE int _vs_pipe_split_key_cmp(const void* a, const void* b)
+{
+    const _vs_pipe_split_key* x = (const _vs_pipe_split_key*)a;
+    const _vs_pipe_split_key* y = (const _vs_pipe_split_key*)b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+_VS_PIPE_PRIVATE const char* _vs_pipe_split_kind_name(vs_pipe_split_kind k)
+{
+    switch (k) {
+    case VS_PIPE_SPLIT_DEFAULT: return "default";
+    case VS_PIPE_SPLIT_MANUAL: return "manual";
+    case VS_PIPE_SPLIT_UNIFORM: return "uniform";
+    case VS_PIPE_SPLIT_PARAMS: return "params";
+    case VS_PIPE_SPLIT_FLOPS: return "flops";
+    case VS_PIPE_SPLIT_TIME: return "time";
+    }
+    return "unknown";
+}
+
+/* The measure a plan's costs are in: the balanced kind's own; for manual splits
+   flops when any unit has flops, else the unit count (UNIFORM). */
+_VS_PIPE_PRIVATE vs_pipe_split_kind _vs_pipe_split_measure(vs_pipe_split_kind kind, const vs_pipe_unit* u, int n)
+{
+    if (kind != VS_PIPE_SPLIT_MANUAL) return kind;
+    for (int i = 0; u && i < n; i++)
+        if (u[i].flops != 0) return VS_PIPE_SPLIT_FLOPS;
+    return VS_PIPE_SPLIT_UNIFORM;
+}
+
+_VS_PIPE_PRIVATE const char* _vs_pipe_split_measure_name(vs_pipe_split_kind m)
+{
+    switch (m) {
+    case VS_PIPE_SPLIT_UNIFORM: return "units";
+    case VS_PIPE_SPLIT_PARAMS: return "params";
+    case VS_PIPE_SPLIT_FLOPS: return "flops";
+    case VS_PIPE_SPLIT_TIME: return "seconds (f+b+w)";
+    default: return "?";
+    }
+}
+
+/* A cost as a person reads it: 123.0, 0.00125, 1.5e+12. */
+_VS_PIPE_PRIVATE void _vs_pipe_split_fmt(char* s, size_t cap, double c)
+{
+    double a = c < 0 ? -c : c;
+    if (a != 0 && (a >= 1e7 || a < 0.1))
+        snprintf(s, cap, "%.4g", c);
+    else
+        snprintf(s, cap, "%.1f", c);
+}
+
+/* Unit u's cost under measure m, or an error naming the unit and the bad value. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_split_cost(const vs_pipe_unit* units, int u, vs_pipe_split_kind m, double* c)
+{
+    const vs_pipe_unit* x = &units[u];
+    switch (m) {
+    case VS_PIPE_SPLIT_PARAMS:
+        if (x->params < 0)
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: unit '%s' (%d) has params = %lld (want >= 0)",
+                                x->name, u, (long long)x->params);
+        *c = (double)x->params;
+        return VS_OK;
+    case VS_PIPE_SPLIT_FLOPS:
+        if (!(x->flops >= 0 && x->flops < HUGE_VAL))
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: unit '%s' (%d) has flops = %g (want finite, >= 0)",
+                                x->name, u, x->flops);
+        *c = x->flops;
+        return VS_OK;
+    case VS_PIPE_SPLIT_TIME: {
+        const double t[3] = {x->time_f, x->time_b, x->time_w};
+        const char* tn[3] = {"time_f", "time_b", "time_w"};
+        for (int j = 0; j < 3; j++)
+            if (!(t[j] >= 0 && t[j] < HUGE_VAL))
+                return vs_set_error(VS_ERR_INVALID,
+                                    "vs_pipe_split: unit '%s' (%d) has %s = %g (want finite seconds, >= 0)", x->name,
+                                    u, tn[j], t[j]);
+        *c = t[0] + t[1] + t[2];
+        return VS_OK;
+    }
+    default: *c = 1; return VS_OK;
+    }
+}
+
+/* Atoms [i, p) cost: their units' costs added in model order. */
+#define _VS_PIPE_SPLIT_ADD(s, cost, as, a)                                                                           \
+    for (int _u = (as)[a]; _u < (as)[(a) + 1]; _u++) (s) += (cost)[_u]
+
+/* The balanced split of A atoms (unit ranges as[a]..as[a+1]) into K chunks:
+   writes the K-1 cut atoms to cut[1..K-1] (cut[0] = 0, cut[K] = A). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_split_balance(const double* cost, const int* as, int A, int K, int* cut)
+{
+    size_t row = (size_t)A + 1;
+    double* g0 = _VS_PIPE_NEW(NULL, double, row);
+    double* g1 = _VS_PIPE_NEW(NULL, double, row);
+    int* next = _VS_PIPE_NEW(NULL, int, (size_t)K * row);
+    if (!g0 || !g1 || !next) {
+        vs_free(NULL, g0), vs_free(NULL, g1), vs_free(NULL, next);
+        return vs_set_error(VS_ERR_NOMEM, "vs_pipe_split: no memory for %d chunks x %d groups", K, A);
+    }
+    // bound: the largest chunk of an even split by atom count (>= the optimum)
+    double ub = 0;
+    for (int k = 0; k < K; k++) {
+        double s = 0;
+        for (int a = (int)((long long)k * A / K); a < (int)((long long)(k + 1) * A / K); a++) _VS_PIPE_SPLIT_ADD(s, cost, as, a);
+        if (s > ub) ub = s;
+    }
+    // pass 1: g[k][i] over k = 1..K, two rows (g0 = k-1, g1 = k)
+    for (int i = 0; i < A; i++) {
+        double s = 0;
+        for (int a = i; a < A; a++) _VS_PIPE_SPLIT_ADD(s, cost, as, a);
+        g0[i] = s;
+    }
+    for (int k = 2; k <= K; k++) {
+        for (int i = 0; i <= A - k; i++) {
+            double best = HUGE_VAL, s = 0;
+            for (int p = i + 1; p <= A - (k - 1); p++) {
+                _VS_PIPE_SPLIT_ADD(s, cost, as, p - 1);
+                if (s > ub || s >= best) break; // only grows from here
+                double v = s > g0[p] ? s : g0[p];
+                if (v < best) best = v;
+            }
+            g1[i] = best;
+        }
+        double* t = g0;
+        g0 = g1, g1 = t;
+    }
+    const double m = g0[0];
+    // pass 2: h[k][i] = least sum of squares of atoms [i, A) in k chunks each <= m;
+    // next[k-1][i] = its first cut, the earliest on ties
+    for (int i = 0; i < A; i++) {
+        double s = 0;
+        for (int a = i; a < A; a++) _VS_PIPE_SPLIT_ADD(s, cost, as, a);
+        g0[i] = s <= m ? s * s : HUGE_VAL;
+        next[i] = A;
+    }
+    for (int k = 2; k <= K; k++) {
+        for (int i = 0; i <= A - k; i++) {
+            double best = HUGE_VAL, s = 0;
+            int at = -1;
+            for (int p = i + 1; p <= A - (k - 1); p++) {
+                _VS_PIPE_SPLIT_ADD(s, cost, as, p - 1);
+                if (s > m || s * s >= best) break; // only grows from here
+                if (g0[p] == HUGE_VAL) continue;
+                double v = s * s + g0[p];
+                if (v < best) best = v, at = p;
+            }
+            g1[i] = best;
+            next[(size_t)(k - 1) * row + (size_t)i] = at;
+        }
+        double* t = g0;
+        g0 = g1, g1 = t;
+    }
+    int i = 0;
+    cut[0] = 0;
+    for (int k = K; k >= 2; k--) {
+        i = next[(size_t)(k - 1) * row + (size_t)i];
+        if (i < 0) break; // cannot happen: the optimum m is reachable
+        cut[K - k + 1] = i;
+    }
+    cut[K] = A;
+    vs_free(NULL, g0), vs_free(NULL, g1), vs_free(NULL, next);
+    if (i < 0) return vs_set_error(VS_ERR_STATE, "vs_pipe_split: internal error, no split reaches cost %g", m);
+    return VS_OK;
+}
+#undef _VS_PIPE_SPLIT_ADD
+
+/* Manual points: "l4, l8" -> cut[1..K-1] as unit indices; each must start an atom
+   (atom_start[u] == u). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_split_points(const vs_pipe_unit* units, int n, const char* points, int K,
+                                                 const int* atom_of_start, int* cut)
+{
+    int count = 0;
+    if (points) {
+        const char* q = points;
+        while (*q == ' ' || *q == '\t') q++;
+        if (*q) {
+            count = 1;
+            for (q = points; *q; q++) count += *q == ',';
+        }
+    }
+    if (count != K - 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: %d split points \"%s\" for %d chunks, want %d (each starts a chunk)",
+                            count, points ? points : "(null)", K, K - 1);
+    const char* q = points;
+    cut[0] = 0;
+    for (int j = 1; j < K; j++) {
+        while (*q == ' ' || *q == '\t') q++;
+        const char* e = q;
+        while (*e && *e != ',') e++;
+        const char* t = e;
+        while (t > q && (t[-1] == ' ' || t[-1] == '\t')) t--;
+        int len = (int)(t - q);
+        if (len == 0)
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: split point %d in \"%s\" is empty", j, points);
+        int u = -1;
+        for (int x = 0; x < n && u < 0; x++)
+            if (strncmp(units[x].name, q, (size_t)len) == 0 && units[x].name[len] == 0) u = x;
+        if (u < 0)
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: split point '%.*s' is not the name of a unit", len, q);
+        if (u == 0)
+            return vs_set_error(VS_ERR_INVALID,
+                                "vs_pipe_split: split point '%.*s' is the first unit (chunk 0 starts there already)",
+                                len, q);
+        if (u == cut[j - 1])
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: split point '%.*s' is given twice", len, q);
+        if (u < cut[j - 1])
+            return vs_set_error(VS_ERR_INVALID,
+                                "vs_pipe_split: split points out of model order: '%.*s' (unit %d) comes after '%s' (unit %d)",
+                                len, q, u, units[cut[j - 1]].name, cut[j - 1]);
+        if (atom_of_start[u] != u) {
+            int a = atom_of_start[u], b = u;
+            while (b + 1 < n && units[b + 1].group && strcmp(units[b + 1].group, units[u].group) == 0) b++;
+            return vs_set_error(VS_ERR_INVALID,
+                                "vs_pipe_split: split point '%.*s' cuts inside group '%s' (units %s..%s)", len, q,
+                                units[u].group, units[a].name, units[b].name);
+        }
+        cut[j] = u;
+        q = *e ? e + 1 : e;
+    }
+    cut[K] = n;
+    return VS_OK;
+}
+
 VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits, const vs_pipe_split_desc* desc,
                                vs_pipe_plan* out)
 {
-    (void)units, (void)nunits, (void)desc, (void)out;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_pipe_split: not yet");
+    if (!out) return vs_set_error(VS_ERR_NULL, "vs_pipe_split: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!units) return vs_set_error(VS_ERR_NULL, "vs_pipe_split: units is NULL");
+    if (!desc) return vs_set_error(VS_ERR_NULL, "vs_pipe_split: desc is NULL");
+    if (nunits < 1) return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: nunits = %d (at least 1)", nunits);
+    if (desc->stages < 1 || desc->stages > VS_PIPE_MAX_CHUNKS)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: stages = %d (1..%d)", desc->stages, VS_PIPE_MAX_CHUNKS);
+    if (desc->chunks < 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: chunks = %d (chunks per stage; 0 means 1)", desc->chunks);
+    const int P = desc->stages, V = desc->chunks ? desc->chunks : 1;
+    if ((long long)P * V > VS_PIPE_MAX_CHUNKS)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: %d stages x %d chunks = %lld chunks, more than VS_PIPE_MAX_CHUNKS (%d)",
+                            P, V, (long long)P * V, VS_PIPE_MAX_CHUNKS);
+    const int K = P * V;
+    vs_pipe_split_kind kind = desc->kind;
+    if (kind == VS_PIPE_SPLIT_DEFAULT) kind = desc->points ? VS_PIPE_SPLIT_MANUAL : VS_PIPE_SPLIT_FLOPS;
+    if ((int)kind < (int)VS_PIPE_SPLIT_MANUAL || (int)kind > (int)VS_PIPE_SPLIT_TIME)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: kind = %d is not a vs_pipe_split_kind", (int)desc->kind);
+    if (kind != VS_PIPE_SPLIT_MANUAL && desc->points)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: split points \"%s\" given with kind %s (points need kind manual or default)",
+                            desc->points, _vs_pipe_split_kind_name(kind));
+    vs_pipe_placement place = desc->placement == VS_PIPE_PLACE_DEFAULT ? VS_PIPE_PLACE_LOOP : desc->placement;
+    if (place != VS_PIPE_PLACE_LOOP && place != VS_PIPE_PLACE_V)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: placement = %d is not a vs_pipe_placement", (int)desc->placement);
+    if (K > nunits)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: %d chunks (%d stages x %d) but only %d units", K, P, V, nunits);
+
+    vs_result r = VS_OK;
+    _vs_pipe_split_key* keys = _VS_PIPE_NEW(NULL, _vs_pipe_split_key, nunits);
+    int* astart = _VS_PIPE_NEW(NULL, int, (size_t)nunits + 1); // atom a: units astart[a]..astart[a+1]
+    int* atom_of = _VS_PIPE_NEW(NULL, int, nunits);            // unit -> the first unit of its atom
+    double* cost = _VS_PIPE_NEW(NULL, double, nunits);
+    int cut[VS_PIPE_MAX_CHUNKS + 1];
+    int A = 0, ng = 0; // atoms, grouped atoms
+    vs_pipe_split_kind m = _vs_pipe_split_measure(kind, units, nunits);
+    double total = 0;
+    if (!keys || !astart || !atom_of || !cost) {
+        r = vs_set_error(VS_ERR_NOMEM, "vs_pipe_split: no memory for %d units", nunits);
+        goto done;
+    }
+    // names: present, short enough, unique
+    for (int u = 0; u < nunits; u++) {
+        if (!units[u].name) {
+            r = vs_set_error(VS_ERR_NULL, "vs_pipe_split: unit %d has no name (NULL)", u);
+            goto done;
+        }
+        if (strlen(units[u].name) >= VS_PIPE_NAME_MAX) {
+            r = vs_set_error(VS_ERR_INVALID, "vs_pipe_split: unit %d's name '%.40s...' is longer than %d bytes", u,
+                             units[u].name, VS_PIPE_NAME_MAX - 1);
+            goto done;
+        }
+        keys[u].name = units[u].name, keys[u].index = u;
+    }
+    qsort(keys, (size_t)nunits, sizeof *keys, _vs_pipe_split_key_cmp);
+    for (int j = 1; j < nunits; j++)
+        if (strcmp(keys[j - 1].name, keys[j].name) == 0) {
+            r = vs_set_error(VS_ERR_INVALID, "vs_pipe_split: units %d and %d are both named '%s'", keys[j - 1].index,
+                             keys[j].index, keys[j].name);
+            goto done;
+        }
+    // atoms; a group name must not come back after other units
+    for (int u = 0; u < nunits; u++) {
+        const char* g = units[u].group;
+        if (u > 0 && g && units[u - 1].group && strcmp(g, units[u - 1].group) == 0) {
+            atom_of[u] = atom_of[u - 1];
+            continue;
+        }
+        astart[A++] = u;
+        atom_of[u] = u;
+        if (g) keys[ng].name = g, keys[ng++].index = u;
+    }
+    astart[A] = nunits;
+    qsort(keys, (size_t)ng, sizeof *keys, _vs_pipe_split_key_cmp);
+    for (int j = 1; j < ng; j++)
+        if (strcmp(keys[j - 1].name, keys[j].name) == 0) {
+            int a = keys[j - 1].index, b = keys[j].index;
+            r = vs_set_error(VS_ERR_INVALID,
+                             "vs_pipe_split: group '%s' is not contiguous: it holds unit '%s' (%d) and again '%s' (%d) after other units",
+                             keys[j].name, units[a].name, a, units[b].name, b);
+            goto done;
+        }
+    if (K > A) {
+        r = vs_set_error(VS_ERR_INVALID, "vs_pipe_split: %d chunks (%d stages x %d) but only %d unsplittable groups (%d units)",
+                         K, P, V, A, nunits);
+        goto done;
+    }
+    // costs under the measure
+    for (int u = 0; u < nunits; u++) {
+        if ((r = _vs_pipe_split_cost(units, u, m, &cost[u])) != VS_OK) goto done;
+        total += cost[u];
+    }
+    if (!(total < HUGE_VAL)) {
+        r = vs_set_error(VS_ERR_INVALID, "vs_pipe_split: the units' %s add up to infinity", _vs_pipe_split_measure_name(m));
+        goto done;
+    }
+    if (kind != VS_PIPE_SPLIT_MANUAL && total == 0) {
+        r = vs_set_error(VS_ERR_INVALID, "vs_pipe_split: split by %s%s, but every unit's %s is 0 (set them, or pick another kind)",
+                         _vs_pipe_split_kind_name(kind), desc->kind == VS_PIPE_SPLIT_DEFAULT ? " (the default)" : "",
+                         kind == VS_PIPE_SPLIT_TIME ? "time_f + time_b + time_w" : _vs_pipe_split_kind_name(kind));
+        goto done;
+    }
+    // cuts
+    if (kind == VS_PIPE_SPLIT_MANUAL) {
+        if ((r = _vs_pipe_split_points(units, nunits, desc->points, K, atom_of, cut)) != VS_OK) goto done;
+    } else {
+        if ((r = _vs_pipe_split_balance(cost, astart, A, K, cut)) != VS_OK) goto done;
+        for (int k = 0; k <= K; k++) cut[k] = astart[cut[k]];
+    }
+    out->stages = P, out->chunks = V, out->nchunks = K, out->nunits = nunits;
+    out->kind = kind, out->placement = place;
+    for (int k = 0; k <= K; k++) out->first_unit[k] = cut[k];
+    for (int k = 0; k < K; k++) {
+        double s = 0;
+        for (int u = cut[k]; u < cut[k + 1]; u++) s += cost[u];
+        out->cost[k] = s;
+        int round = k / P, pos = k % P;
+        out->chunk_stage[k] = place == VS_PIPE_PLACE_V && round % 2 ? P - 1 - pos : pos;
+    }
+done:
+    vs_free(NULL, keys), vs_free(NULL, astart), vs_free(NULL, atom_of), vs_free(NULL, cost);
+    if (r != VS_OK) memset(out, 0, sizeof *out);
+    return r;
 }
 
 VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, char* buf, size_t cap)
 {
-    (void)p, (void)units, (void)buf, (void)cap;
-    return 0;
+    size_t len = 0;
+    if (buf && cap) buf[0] = 0;
+    if (!p) return 0;
+    int K = p->nchunks, ok = K >= 1 && K <= VS_PIPE_MAX_CHUNKS && p->stages >= 1 && p->first_unit[0] == 0 &&
+                             p->first_unit[K] == p->nunits;
+    for (int k = 0; ok && k < K; k++)
+        ok = p->first_unit[k] < p->first_unit[k + 1] && p->chunk_stage[k] >= 0 && p->chunk_stage[k] < p->stages;
+    if (!ok) {
+        _vs_pipe_cat(buf, cap, &len, "pipeline plan: invalid (%d chunks, %d stages, %d units)\n", K, p->stages,
+                     p->nunits);
+        return (int)len;
+    }
+    double mx = p->cost[0], mn = p->cost[0], sum = 0;
+    for (int k = 0; k < K; k++) {
+        if (p->cost[k] > mx) mx = p->cost[k];
+        if (p->cost[k] < mn) mn = p->cost[k];
+        sum += p->cost[k];
+    }
+    char a[32], b[32], c[32];
+    _vs_pipe_split_fmt(a, sizeof a, mx);
+    _vs_pipe_split_fmt(b, sizeof b, mn);
+    vs_pipe_split_kind m = _vs_pipe_split_measure(p->kind, units, p->nunits);
+    _vs_pipe_cat(buf, cap, &len, "pipeline plan: split %s, cost in %s; %d stages x %d chunks, placement %s; chunk cost max %s min %s",
+                 _vs_pipe_split_kind_name(p->kind), units || p->kind != VS_PIPE_SPLIT_MANUAL ? _vs_pipe_split_measure_name(m) : "flops or units",
+                 p->stages, p->chunks, p->placement == VS_PIPE_PLACE_V ? "V" : "loop", a, b);
+    if (sum > 0)
+        _vs_pipe_cat(buf, cap, &len, ", imbalance %.3f (max/mean)\n", mx * K / sum);
+    else
+        _vs_pipe_cat(buf, cap, &len, "\n");
+    for (int k = 0; k < K; k++) {
+        int u0 = p->first_unit[k], u1 = p->first_unit[k + 1], nu = u1 - u0;
+        _vs_pipe_cat(buf, cap, &len, "  stage %d chunk %d: ", p->chunk_stage[k], k);
+        if (!units)
+            _vs_pipe_cat(buf, cap, &len, "units %d..%d", u0, u1 - 1);
+        else if (nu <= 3)
+            for (int u = u0; u < u1; u++)
+                _vs_pipe_cat(buf, cap, &len, "%s%s", u > u0 ? ", " : "", units[u].name ? units[u].name : "?");
+        else
+            _vs_pipe_cat(buf, cap, &len, "units %s..%s", units[u0].name ? units[u0].name : "?",
+                         units[u1 - 1].name ? units[u1 - 1].name : "?");
+        _vs_pipe_split_fmt(c, sizeof c, p->cost[k]);
+        _vs_pipe_cat(buf, cap, &len, " (%d unit%s) cost %s\n", nu, nu == 1 ? "" : "s", c);
+    }
+    return (int)len;
 }
 // >>pipe-split end
 
