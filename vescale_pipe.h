@@ -135,12 +135,16 @@ typedef struct vs_pipe_split_desc {
     int stages;                  // P, required
     int chunks;                  // V chunks per stage, 0: 1
     vs_pipe_split_kind kind;
-    const char* points;          // manual: the P*V-1 units that start a chunk, "l4,l8,l12"
+    const char* points;          // manual: the P*V-1 unit names that start a chunk, in
+                                 // model order, "l4,l8,l12" (spaces around names ignored)
     vs_pipe_placement placement;
 } vs_pipe_split_desc;
 
 /* Where the model is cut: chunk k (pipeline order) holds units
-   [first_unit[k], first_unit[k+1]) and runs on stage chunk_stage[k]. */
+   [first_unit[k], first_unit[k+1]) and runs on stage chunk_stage[k]. kind and
+   placement are resolved (never DEFAULT); chunks is V (>= 1). cost[k] is in the
+   kind's measure (a unit counts 1 for uniform); a manual plan's is flops when any
+   unit has flops, else the unit count. */
 typedef struct vs_pipe_plan {
     int stages, chunks, nchunks, nunits; // nchunks = stages * chunks
     vs_pipe_split_kind kind;
@@ -150,14 +154,27 @@ typedef struct vs_pipe_plan {
     double cost[VS_PIPE_MAX_CHUNKS]; // each chunk's cost under the split's measure
 } vs_pipe_plan;
 
-/* Splits the units into stages x chunks. Balanced kinds minimise the largest
-   chunk cost (every unit counts, embedding and loss included) and never cut
-   inside a group. Bad input (more chunks than units, unknown or out-of-order split
-   points, ...) is VS_ERR_INVALID naming it. */
+/* Splits the units into stages x chunks (P*V contiguous, non-empty chunks in model
+   order). Cuts fall only between groups: consecutive units with the same non-NULL
+   group name are one unsplittable block (a group name coming back after other
+   units is an error). Balanced kinds minimise the largest chunk cost exactly
+   (every unit counts, embedding and loss included); among the splits that reach it
+   they take the one with the least sum of squared chunk costs, then the earliest
+   cut positions (9 equal units in 4 chunks: 2, 2, 2, 3). Splitting by flops (the
+   default without points) when every unit's flops is 0 is an error, not a guess.
+   Bad input is VS_ERR_INVALID (VS_ERR_NULL for NULL pointers and unit names) with
+   the bad value named: more chunks than units or groups, unknown, repeated,
+   out-of-order or group-cutting split points, a wrong number of them, a negative
+   or non-finite cost, duplicate unit names. On error *out is zeroed. Any thread;
+   time O(P*V*units^2) at worst, near O(units^2) on ordinary models; memory
+   O(P*V*units). */
 VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits,
                                const vs_pipe_split_desc* desc, vs_pipe_plan* out);
-/* A readable plan: one line per stage and chunk with its units and costs. Returns
-   the length it needs (snprintf-like); buf may be NULL when cap is 0. */
+/* A readable plan: a header (kind, measure, P x V, placement, largest and smallest
+   chunk cost, max/mean imbalance) and one line per chunk with its stage, its units
+   (names when 3 or fewer, else the first..last range) and its cost. units may be
+   NULL (indices are printed). Returns the length it needs (snprintf-like, the text
+   is cut to cap-1 bytes and NUL-terminated); buf may be NULL when cap is 0. */
 VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, char* buf,
                               size_t cap);
 
@@ -393,18 +410,423 @@ _VS_PIPE_PRIVATE _VS_PRINTF(4, 5) void _vs_pipe_cat(char* buf, size_t cap, size_
 }
 
 // >>pipe-split -----------------------------------------------------------------
-/* (split: filled in by its own change) */
+/* How vs_pipe_split cuts.
+   Atoms: a unit, or a run of consecutive units with the same non-NULL group name;
+   cuts fall only between atoms. A chunk's cost is the sum of its units' costs,
+   added in model order from 0 (so the plan's cost[] is exactly what was compared).
+   Balanced kinds, two exact dynamic programmes over cut positions:
+     1. m = the smallest possible largest chunk cost: g[k][i] = the best largest
+        cost of atoms [i, A) in k chunks = min over the first cut p of
+        max(cost(i, p), g[k-1][p]);
+     2. among the splits whose every chunk costs <= m, the one with the smallest
+        sum of squared chunk costs (the most even), and among those the earliest
+        cut positions (lexicographically smallest first_unit[]).
+   So 9 equal units in 4 chunks give 2, 2, 2, 3. Both passes stop a chunk as soon
+   as it outgrows a bound (an even split by atom count, then m), which keeps them
+   near O(units^2) instead of O(chunks x units^2) on ordinary models. */
+
+typedef struct _vs_pipe_split_key {
+    const char* name;
+    int index;
+} _vs_pipe_split_key;
+
+_VS_PIPE_PRIVATE int _vs_pipe_split_key_cmp(const void* a, const void* b)
+{
+    const _vs_pipe_split_key* x = (const _vs_pipe_split_key*)a;
+    const _vs_pipe_split_key* y = (const _vs_pipe_split_key*)b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+_VS_PIPE_PRIVATE const char* _vs_pipe_split_kind_name(vs_pipe_split_kind k)
+{
+    switch (k) {
+    case VS_PIPE_SPLIT_DEFAULT: return "default";
+    case VS_PIPE_SPLIT_MANUAL: return "manual";
+    case VS_PIPE_SPLIT_UNIFORM: return "uniform";
+    case VS_PIPE_SPLIT_PARAMS: return "params";
+    case VS_PIPE_SPLIT_FLOPS: return "flops";
+    case VS_PIPE_SPLIT_TIME: return "time";
+    }
+    return "unknown";
+}
+
+/* The measure a plan's costs are in: the balanced kind's own; for manual splits
+   flops when any unit has flops, else the unit count (UNIFORM). */
+_VS_PIPE_PRIVATE vs_pipe_split_kind _vs_pipe_split_measure(vs_pipe_split_kind kind, const vs_pipe_unit* u, int n)
+{
+    if (kind != VS_PIPE_SPLIT_MANUAL) return kind;
+    for (int i = 0; u && i < n; i++)
+        if (u[i].flops != 0) return VS_PIPE_SPLIT_FLOPS;
+    return VS_PIPE_SPLIT_UNIFORM;
+}
+
+_VS_PIPE_PRIVATE const char* _vs_pipe_split_measure_name(vs_pipe_split_kind m)
+{
+    switch (m) {
+    case VS_PIPE_SPLIT_UNIFORM: return "units";
+    case VS_PIPE_SPLIT_PARAMS: return "params";
+    case VS_PIPE_SPLIT_FLOPS: return "flops";
+    case VS_PIPE_SPLIT_TIME: return "seconds (f+b+w)";
+    default: return "?";
+    }
+}
+
+/* A cost as a person reads it: 123.0, 0.00125, 1.5e+12. */
+_VS_PIPE_PRIVATE void _vs_pipe_split_fmt(char* s, size_t cap, double c)
+{
+    double a = c < 0 ? -c : c;
+    if (a != 0 && (a >= 1e7 || a < 0.1))
+        snprintf(s, cap, "%.4g", c);
+    else
+        snprintf(s, cap, "%.1f", c);
+}
+
+/* Unit u's cost under measure m, or an error naming the unit and the bad value. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_split_cost(const vs_pipe_unit* units, int u, vs_pipe_split_kind m, double* c)
+{
+    const vs_pipe_unit* x = &units[u];
+    switch (m) {
+    case VS_PIPE_SPLIT_PARAMS:
+        if (x->params < 0)
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: unit '%s' (%d) has params = %lld (want >= 0)",
+                                x->name, u, (long long)x->params);
+        *c = (double)x->params;
+        return VS_OK;
+    case VS_PIPE_SPLIT_FLOPS:
+        if (!(x->flops >= 0 && x->flops < HUGE_VAL))
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: unit '%s' (%d) has flops = %g (want finite, >= 0)",
+                                x->name, u, x->flops);
+        *c = x->flops;
+        return VS_OK;
+    case VS_PIPE_SPLIT_TIME: {
+        const double t[3] = {x->time_f, x->time_b, x->time_w};
+        const char* tn[3] = {"time_f", "time_b", "time_w"};
+        for (int j = 0; j < 3; j++)
+            if (!(t[j] >= 0 && t[j] < HUGE_VAL))
+                return vs_set_error(VS_ERR_INVALID,
+                                    "vs_pipe_split: unit '%s' (%d) has %s = %g (want finite seconds, >= 0)", x->name,
+                                    u, tn[j], t[j]);
+        *c = t[0] + t[1] + t[2];
+        return VS_OK;
+    }
+    default: *c = 1; return VS_OK;
+    }
+}
+
+/* Atoms [i, p) cost: their units' costs added in model order. */
+#define _VS_PIPE_SPLIT_ADD(s, cost, as, a)                                                                           \
+    for (int _u = (as)[a]; _u < (as)[(a) + 1]; _u++) (s) += (cost)[_u]
+
+/* The balanced split of A atoms (unit ranges as[a]..as[a+1]) into K chunks:
+   writes the K-1 cut atoms to cut[1..K-1] (cut[0] = 0, cut[K] = A). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_split_balance(const double* cost, const int* as, int A, int K, int* cut)
+{
+    size_t row = (size_t)A + 1;
+    double* g0 = _VS_PIPE_NEW(NULL, double, row);
+    double* g1 = _VS_PIPE_NEW(NULL, double, row);
+    int* next = _VS_PIPE_NEW(NULL, int, (size_t)K * row);
+    if (!g0 || !g1 || !next) {
+        vs_free(NULL, g0), vs_free(NULL, g1), vs_free(NULL, next);
+        return vs_set_error(VS_ERR_NOMEM, "vs_pipe_split: no memory for %d chunks x %d groups", K, A);
+    }
+    // bound: the largest chunk of an even split by atom count (>= the optimum)
+    double ub = 0;
+    for (int k = 0; k < K; k++) {
+        double s = 0;
+        for (int a = (int)((long long)k * A / K); a < (int)((long long)(k + 1) * A / K); a++) _VS_PIPE_SPLIT_ADD(s, cost, as, a);
+        if (s > ub) ub = s;
+    }
+    // pass 1: g[k][i] over k = 1..K, two rows (g0 = k-1, g1 = k)
+    for (int i = 0; i < A; i++) {
+        double s = 0;
+        for (int a = i; a < A; a++) _VS_PIPE_SPLIT_ADD(s, cost, as, a);
+        g0[i] = s;
+    }
+    for (int k = 2; k <= K; k++) {
+        for (int i = 0; i <= A - k; i++) {
+            double best = HUGE_VAL, s = 0;
+            for (int p = i + 1; p <= A - (k - 1); p++) {
+                _VS_PIPE_SPLIT_ADD(s, cost, as, p - 1);
+                if (s > ub || s >= best) break; // only grows from here
+                double v = s > g0[p] ? s : g0[p];
+                if (v < best) best = v;
+            }
+            g1[i] = best;
+        }
+        double* t = g0;
+        g0 = g1, g1 = t;
+    }
+    const double m = g0[0];
+    // pass 2: h[k][i] = least sum of squares of atoms [i, A) in k chunks each <= m;
+    // next[k-1][i] = its first cut, the earliest on ties
+    for (int i = 0; i < A; i++) {
+        double s = 0;
+        for (int a = i; a < A; a++) _VS_PIPE_SPLIT_ADD(s, cost, as, a);
+        g0[i] = s <= m ? s * s : HUGE_VAL;
+        next[i] = A;
+    }
+    for (int k = 2; k <= K; k++) {
+        for (int i = 0; i <= A - k; i++) {
+            double best = HUGE_VAL, s = 0;
+            int at = -1;
+            for (int p = i + 1; p <= A - (k - 1); p++) {
+                _VS_PIPE_SPLIT_ADD(s, cost, as, p - 1);
+                if (s > m || s * s >= best) break; // only grows from here
+                if (g0[p] == HUGE_VAL) continue;
+                double v = s * s + g0[p];
+                if (v < best) best = v, at = p;
+            }
+            g1[i] = best;
+            next[(size_t)(k - 1) * row + (size_t)i] = at;
+        }
+        double* t = g0;
+        g0 = g1, g1 = t;
+    }
+    int i = 0;
+    cut[0] = 0;
+    for (int k = K; k >= 2; k--) {
+        i = next[(size_t)(k - 1) * row + (size_t)i];
+        if (i < 0) break; // cannot happen: the optimum m is reachable
+        cut[K - k + 1] = i;
+    }
+    cut[K] = A;
+    vs_free(NULL, g0), vs_free(NULL, g1), vs_free(NULL, next);
+    if (i < 0) return vs_set_error(VS_ERR_STATE, "vs_pipe_split: internal error, no split reaches cost %g", m);
+    return VS_OK;
+}
+#undef _VS_PIPE_SPLIT_ADD
+
+/* Manual points: "l4, l8" -> cut[1..K-1] as unit indices; each must start an atom
+   (atom_start[u] == u). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_split_points(const vs_pipe_unit* units, int n, const char* points, int K,
+                                                 const int* atom_of_start, int* cut)
+{
+    int count = 0;
+    if (points) {
+        const char* q = points;
+        while (*q == ' ' || *q == '\t') q++;
+        if (*q) {
+            count = 1;
+            for (q = points; *q; q++) count += *q == ',';
+        }
+    }
+    if (count != K - 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: %d split points \"%s\" for %d chunks, want %d (each starts a chunk)",
+                            count, points ? points : "(null)", K, K - 1);
+    const char* q = points;
+    cut[0] = 0;
+    for (int j = 1; j < K; j++) {
+        while (*q == ' ' || *q == '\t') q++;
+        const char* e = q;
+        while (*e && *e != ',') e++;
+        const char* t = e;
+        while (t > q && (t[-1] == ' ' || t[-1] == '\t')) t--;
+        int len = (int)(t - q);
+        if (len == 0)
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: split point %d in \"%s\" is empty", j, points);
+        int u = -1;
+        for (int x = 0; x < n && u < 0; x++)
+            if (strncmp(units[x].name, q, (size_t)len) == 0 && units[x].name[len] == 0) u = x;
+        if (u < 0)
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: split point '%.*s' is not the name of a unit", len, q);
+        if (u == 0)
+            return vs_set_error(VS_ERR_INVALID,
+                                "vs_pipe_split: split point '%.*s' is the first unit (chunk 0 starts there already)",
+                                len, q);
+        if (u == cut[j - 1])
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: split point '%.*s' is given twice", len, q);
+        if (u < cut[j - 1])
+            return vs_set_error(VS_ERR_INVALID,
+                                "vs_pipe_split: split points out of model order: '%.*s' (unit %d) comes after '%s' (unit %d)",
+                                len, q, u, units[cut[j - 1]].name, cut[j - 1]);
+        if (atom_of_start[u] != u) {
+            int a = atom_of_start[u], b = u;
+            while (b + 1 < n && units[b + 1].group && strcmp(units[b + 1].group, units[u].group) == 0) b++;
+            return vs_set_error(VS_ERR_INVALID,
+                                "vs_pipe_split: split point '%.*s' cuts inside group '%s' (units %s..%s)", len, q,
+                                units[u].group, units[a].name, units[b].name);
+        }
+        cut[j] = u;
+        q = *e ? e + 1 : e;
+    }
+    cut[K] = n;
+    return VS_OK;
+}
+
 VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits, const vs_pipe_split_desc* desc,
                                vs_pipe_plan* out)
 {
-    (void)units, (void)nunits, (void)desc, (void)out;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_pipe_split: not yet");
+    if (!out) return vs_set_error(VS_ERR_NULL, "vs_pipe_split: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!units) return vs_set_error(VS_ERR_NULL, "vs_pipe_split: units is NULL");
+    if (!desc) return vs_set_error(VS_ERR_NULL, "vs_pipe_split: desc is NULL");
+    if (nunits < 1) return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: nunits = %d (at least 1)", nunits);
+    if (desc->stages < 1 || desc->stages > VS_PIPE_MAX_CHUNKS)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: stages = %d (1..%d)", desc->stages, VS_PIPE_MAX_CHUNKS);
+    if (desc->chunks < 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: chunks = %d (chunks per stage; 0 means 1)", desc->chunks);
+    const int P = desc->stages, V = desc->chunks ? desc->chunks : 1;
+    if ((long long)P * V > VS_PIPE_MAX_CHUNKS)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: %d stages x %d chunks = %lld chunks, more than VS_PIPE_MAX_CHUNKS (%d)",
+                            P, V, (long long)P * V, VS_PIPE_MAX_CHUNKS);
+    const int K = P * V;
+    vs_pipe_split_kind kind = desc->kind;
+    if (kind == VS_PIPE_SPLIT_DEFAULT) kind = desc->points ? VS_PIPE_SPLIT_MANUAL : VS_PIPE_SPLIT_FLOPS;
+    if ((int)kind < (int)VS_PIPE_SPLIT_MANUAL || (int)kind > (int)VS_PIPE_SPLIT_TIME)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: kind = %d is not a vs_pipe_split_kind", (int)desc->kind);
+    if (kind != VS_PIPE_SPLIT_MANUAL && desc->points)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: split points \"%s\" given with kind %s (points need kind manual or default)",
+                            desc->points, _vs_pipe_split_kind_name(kind));
+    vs_pipe_placement place = desc->placement == VS_PIPE_PLACE_DEFAULT ? VS_PIPE_PLACE_LOOP : desc->placement;
+    if (place != VS_PIPE_PLACE_LOOP && place != VS_PIPE_PLACE_V)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: placement = %d is not a vs_pipe_placement", (int)desc->placement);
+    if (K > nunits)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: %d chunks (%d stages x %d) but only %d units", K, P, V, nunits);
+
+    vs_result r = VS_OK;
+    _vs_pipe_split_key* keys = _VS_PIPE_NEW(NULL, _vs_pipe_split_key, nunits);
+    int* astart = _VS_PIPE_NEW(NULL, int, (size_t)nunits + 1); // atom a: units astart[a]..astart[a+1]
+    int* atom_of = _VS_PIPE_NEW(NULL, int, nunits);            // unit -> the first unit of its atom
+    double* cost = _VS_PIPE_NEW(NULL, double, nunits);
+    int cut[VS_PIPE_MAX_CHUNKS + 1];
+    int A = 0, ng = 0; // atoms, grouped atoms
+    vs_pipe_split_kind m = _vs_pipe_split_measure(kind, units, nunits);
+    double total = 0;
+    if (!keys || !astart || !atom_of || !cost) {
+        r = vs_set_error(VS_ERR_NOMEM, "vs_pipe_split: no memory for %d units", nunits);
+        goto done;
+    }
+    // names: present, short enough, unique
+    for (int u = 0; u < nunits; u++) {
+        if (!units[u].name) {
+            r = vs_set_error(VS_ERR_NULL, "vs_pipe_split: unit %d has no name (NULL)", u);
+            goto done;
+        }
+        if (strlen(units[u].name) >= VS_PIPE_NAME_MAX) {
+            r = vs_set_error(VS_ERR_INVALID, "vs_pipe_split: unit %d's name '%.40s...' is longer than %d bytes", u,
+                             units[u].name, VS_PIPE_NAME_MAX - 1);
+            goto done;
+        }
+        keys[u].name = units[u].name, keys[u].index = u;
+    }
+    qsort(keys, (size_t)nunits, sizeof *keys, _vs_pipe_split_key_cmp);
+    for (int j = 1; j < nunits; j++)
+        if (strcmp(keys[j - 1].name, keys[j].name) == 0) {
+            r = vs_set_error(VS_ERR_INVALID, "vs_pipe_split: units %d and %d are both named '%s'", keys[j - 1].index,
+                             keys[j].index, keys[j].name);
+            goto done;
+        }
+    // atoms; a group name must not come back after other units
+    for (int u = 0; u < nunits; u++) {
+        const char* g = units[u].group;
+        if (u > 0 && g && units[u - 1].group && strcmp(g, units[u - 1].group) == 0) {
+            atom_of[u] = atom_of[u - 1];
+            continue;
+        }
+        astart[A++] = u;
+        atom_of[u] = u;
+        if (g) keys[ng].name = g, keys[ng++].index = u;
+    }
+    astart[A] = nunits;
+    qsort(keys, (size_t)ng, sizeof *keys, _vs_pipe_split_key_cmp);
+    for (int j = 1; j < ng; j++)
+        if (strcmp(keys[j - 1].name, keys[j].name) == 0) {
+            int a = keys[j - 1].index, b = keys[j].index;
+            r = vs_set_error(VS_ERR_INVALID,
+                             "vs_pipe_split: group '%s' is not contiguous: it holds unit '%s' (%d) and again '%s' (%d) after other units",
+                             keys[j].name, units[a].name, a, units[b].name, b);
+            goto done;
+        }
+    if (K > A) {
+        r = vs_set_error(VS_ERR_INVALID, "vs_pipe_split: %d chunks (%d stages x %d) but only %d unsplittable groups (%d units)",
+                         K, P, V, A, nunits);
+        goto done;
+    }
+    // costs under the measure
+    for (int u = 0; u < nunits; u++) {
+        if ((r = _vs_pipe_split_cost(units, u, m, &cost[u])) != VS_OK) goto done;
+        total += cost[u];
+    }
+    if (!(total < HUGE_VAL)) {
+        r = vs_set_error(VS_ERR_INVALID, "vs_pipe_split: the units' %s add up to infinity", _vs_pipe_split_measure_name(m));
+        goto done;
+    }
+    if (kind != VS_PIPE_SPLIT_MANUAL && total == 0) {
+        r = vs_set_error(VS_ERR_INVALID, "vs_pipe_split: split by %s%s, but every unit's %s is 0 (set them, or pick another kind)",
+                         _vs_pipe_split_kind_name(kind), desc->kind == VS_PIPE_SPLIT_DEFAULT ? " (the default)" : "",
+                         kind == VS_PIPE_SPLIT_TIME ? "time_f + time_b + time_w" : _vs_pipe_split_kind_name(kind));
+        goto done;
+    }
+    // cuts
+    if (kind == VS_PIPE_SPLIT_MANUAL) {
+        if ((r = _vs_pipe_split_points(units, nunits, desc->points, K, atom_of, cut)) != VS_OK) goto done;
+    } else {
+        if ((r = _vs_pipe_split_balance(cost, astart, A, K, cut)) != VS_OK) goto done;
+        for (int k = 0; k <= K; k++) cut[k] = astart[cut[k]];
+    }
+    out->stages = P, out->chunks = V, out->nchunks = K, out->nunits = nunits;
+    out->kind = kind, out->placement = place;
+    for (int k = 0; k <= K; k++) out->first_unit[k] = cut[k];
+    for (int k = 0; k < K; k++) {
+        double s = 0;
+        for (int u = cut[k]; u < cut[k + 1]; u++) s += cost[u];
+        out->cost[k] = s;
+        int round = k / P, pos = k % P;
+        out->chunk_stage[k] = place == VS_PIPE_PLACE_V && round % 2 ? P - 1 - pos : pos;
+    }
+done:
+    vs_free(NULL, keys), vs_free(NULL, astart), vs_free(NULL, atom_of), vs_free(NULL, cost);
+    if (r != VS_OK) memset(out, 0, sizeof *out);
+    return r;
 }
 
 VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, char* buf, size_t cap)
 {
-    (void)p, (void)units, (void)buf, (void)cap;
-    return 0;
+    size_t len = 0;
+    if (buf && cap) buf[0] = 0;
+    if (!p) return 0;
+    int K = p->nchunks, ok = K >= 1 && K <= VS_PIPE_MAX_CHUNKS && p->stages >= 1 && p->first_unit[0] == 0 &&
+                             p->first_unit[K] == p->nunits;
+    for (int k = 0; ok && k < K; k++)
+        ok = p->first_unit[k] < p->first_unit[k + 1] && p->chunk_stage[k] >= 0 && p->chunk_stage[k] < p->stages;
+    if (!ok) {
+        _vs_pipe_cat(buf, cap, &len, "pipeline plan: invalid (%d chunks, %d stages, %d units)\n", K, p->stages,
+                     p->nunits);
+        return (int)len;
+    }
+    double mx = p->cost[0], mn = p->cost[0], sum = 0;
+    for (int k = 0; k < K; k++) {
+        if (p->cost[k] > mx) mx = p->cost[k];
+        if (p->cost[k] < mn) mn = p->cost[k];
+        sum += p->cost[k];
+    }
+    char a[32], b[32], c[32];
+    _vs_pipe_split_fmt(a, sizeof a, mx);
+    _vs_pipe_split_fmt(b, sizeof b, mn);
+    vs_pipe_split_kind m = _vs_pipe_split_measure(p->kind, units, p->nunits);
+    _vs_pipe_cat(buf, cap, &len, "pipeline plan: split %s, cost in %s; %d stages x %d chunks, placement %s; chunk cost max %s min %s",
+                 _vs_pipe_split_kind_name(p->kind), units || p->kind != VS_PIPE_SPLIT_MANUAL ? _vs_pipe_split_measure_name(m) : "flops or units",
+                 p->stages, p->chunks, p->placement == VS_PIPE_PLACE_V ? "V" : "loop", a, b);
+    if (sum > 0)
+        _vs_pipe_cat(buf, cap, &len, ", imbalance %.3f (max/mean)\n", mx * K / sum);
+    else
+        _vs_pipe_cat(buf, cap, &len, "\n");
+    for (int k = 0; k < K; k++) {
+        int u0 = p->first_unit[k], u1 = p->first_unit[k + 1], nu = u1 - u0;
+        _vs_pipe_cat(buf, cap, &len, "  stage %d chunk %d: ", p->chunk_stage[k], k);
+        if (!units)
+            _vs_pipe_cat(buf, cap, &len, "units %d..%d", u0, u1 - 1);
+        else if (nu <= 3)
+            for (int u = u0; u < u1; u++)
+                _vs_pipe_cat(buf, cap, &len, "%s%s", u > u0 ? ", " : "", units[u].name ? units[u].name : "?");
+        else
+            _vs_pipe_cat(buf, cap, &len, "units %s..%s", units[u0].name ? units[u0].name : "?",
+                         units[u1 - 1].name ? units[u1 - 1].name : "?");
+        _vs_pipe_split_fmt(c, sizeof c, p->cost[k]);
+        _vs_pipe_cat(buf, cap, &len, " (%d unit%s) cost %s\n", nu, nu == 1 ? "" : "s", c);
+    }
+    return (int)len;
 }
 // >>pipe-split end
 
@@ -416,6 +838,7 @@ struct vs_pipe_sched {
     int chunk_stage[VS_PIPE_MAX_CHUNKS];
     int len[VS_PIPE_MAX_CHUNKS], cap[VS_PIPE_MAX_CHUNKS];
     vs_pipe_instr* ins[VS_PIPE_MAX_CHUNKS];
+    uint64_t version; // bumped by every push, so an engine re-validates a changed schedule
 };
 
 VS_API vs_result vs_pipe_sched_new(const vs_world* world, int stages, int nchunks, const int* chunk_stage,
@@ -479,6 +902,7 @@ VS_API vs_result vs_pipe_sched_push(vs_pipe_sched* s, int stage, vs_pipe_op op, 
         s->ins[stage] = n;
         s->cap[stage] = nc;
     }
+    s->version++;
     vs_pipe_instr* i = &s->ins[stage][s->len[stage]++];
     i->op = (int)op;
     i->chunk = chunk;
@@ -516,6 +940,516 @@ VS_API vs_result vs_pipe_sched_free(vs_pipe_sched* s)
     for (int st = 0; st < s->stages; st++) vs_free(s->world, s->ins[st]);
     vs_free(s->world, s);
     return VS_OK;
+}
+
+/* The text of one instruction ("F3.1", "SYNC2", "STEP") into buf[24]. */
+_VS_PIPE_PRIVATE const char* _vs_pipe_itext(const vs_pipe_instr* i, char* buf)
+{
+    if (i->op == VS_PIPE_STEP) snprintf(buf, 24, "STEP");
+    else if (i->op == VS_PIPE_SYNC) snprintf(buf, 24, "SYNC%d", i->chunk);
+    else snprintf(buf, 24, "%s%d.%d", _vs_pipe_op_text(i->op), i->chunk, i->mb);
+    return buf;
+}
+
+VS_API int vs_pipe_sched_print(const vs_pipe_sched* s, char* buf, size_t cap)
+{
+    size_t len = 0;
+    if (buf && cap) buf[0] = 0;
+    if (!s) return 0;
+    _vs_pipe_cat(buf, cap, &len, "pipe stages=%d chunks=%d mbs=%d place=", s->stages, s->nchunks, s->mbs);
+    for (int k = 0; k < s->nchunks; k++) _vs_pipe_cat(buf, cap, &len, "%s%d", k ? "," : "", s->chunk_stage[k]);
+    _vs_pipe_cat(buf, cap, &len, "\n");
+    for (int st = 0; st < s->stages; st++) {
+        _vs_pipe_cat(buf, cap, &len, "%d:", st);
+        char t[24];
+        for (int i = 0; i < s->len[st]; i++) _vs_pipe_cat(buf, cap, &len, " %s", _vs_pipe_itext(&s->ins[st][i], t));
+        _vs_pipe_cat(buf, cap, &len, "\n");
+    }
+    return len > (size_t)INT_MAX ? INT_MAX : (int)len;
+}
+
+/* One token of the text form: op letters, then chunk[.mb]. */
+_VS_PIPE_PRIVATE int _vs_pipe_parse_instr(const char* tok, size_t n, vs_pipe_instr* out)
+{
+    static const char* const ops[] = {"STEP", "SYNC", "BW", "SF", "RF", "SB", "RB", "F", "B", "W"};
+    static const int codes[] = {VS_PIPE_STEP, VS_PIPE_SYNC, VS_PIPE_BW, VS_PIPE_SEND_F, VS_PIPE_RECV_F,
+                                VS_PIPE_SEND_B, VS_PIPE_RECV_B, VS_PIPE_F, VS_PIPE_B, VS_PIPE_W};
+    for (int k = 0; k < 10; k++) {
+        size_t l = strlen(ops[k]);
+        if (n < l || strncmp(tok, ops[k], l)) continue;
+        const char* p = tok + l;
+        const char* end = tok + n;
+        out->op = codes[k];
+        out->chunk = out->mb = 0;
+        if (codes[k] == VS_PIPE_STEP) return p == end;
+        long v[2] = {0, 0};
+        int want = codes[k] == VS_PIPE_SYNC ? 1 : 2;
+        for (int f = 0; f < want; f++) {
+            if (f && (p >= end || *p++ != '.')) return 0;
+            if (p >= end || *p < '0' || *p > '9') return 0;
+            while (p < end && *p >= '0' && *p <= '9') {
+                v[f] = v[f] * 10 + (*p++ - '0');
+                if (v[f] > 1000000000L) return 0;
+            }
+        }
+        if (p != end) return 0;
+        out->chunk = (int)v[0];
+        out->mb = (int)v[1];
+        return 1;
+    }
+    return 0;
+}
+
+VS_API vs_result vs_pipe_sched_parse(const vs_world* world, const char* text, vs_pipe_sched** out)
+{
+    if (!text || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_parse: %s is NULL", text ? "out" : "text");
+    *out = NULL;
+    vs_pipe_sched* s = NULL;
+    int line = 0, stages = 0, nchunks = 0, mbs = 0, place[VS_PIPE_MAX_CHUNKS];
+    int seen[VS_PIPE_MAX_CHUNKS] = {0};
+    const char* p = text;
+    vs_result r = VS_OK;
+    while (*p) {
+        const char* e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        line++;
+        const char* q = p;
+        const char* end = p + n;
+        p = e ? e + 1 : p + n;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
+        if (q == end || *q == '#') continue;
+        if (!s) { // the header line
+            int used = 0;
+            if (sscanf(q, "pipe stages=%d chunks=%d mbs=%d place=%n", &stages, &nchunks, &mbs, &used) != 3 || !used) {
+                r = vs_set_error(VS_ERR_INVALID,
+                                 "vs_pipe_sched_parse: line %d: expected \"pipe stages=P chunks=K mbs=M place=s0,s1,...\"",
+                                 line);
+                goto fail;
+            }
+            if (nchunks < 1 || nchunks > VS_PIPE_MAX_CHUNKS) {
+                r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: chunks=%d (1..%d)", line, nchunks,
+                                 VS_PIPE_MAX_CHUNKS);
+                goto fail;
+            }
+            const char* c = q + used;
+            for (int k = 0; k < nchunks; k++) {
+                char* ce;
+                long v = strtol(c, &ce, 10);
+                if (ce == c || ce > end || (k + 1 < nchunks && *ce != ',') || v < 0 || v > VS_PIPE_MAX_CHUNKS) {
+                    r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: place= needs %d stage numbers",
+                                     line, nchunks);
+                    goto fail;
+                }
+                place[k] = (int)v;
+                c = ce + (k + 1 < nchunks);
+            }
+            r = vs_pipe_sched_new(world, stages, nchunks, place, mbs, &s);
+            if (r) {
+                r = vs_set_error(r, "vs_pipe_sched_parse: line %d: %s", line, vs_last_error());
+                goto fail;
+            }
+            continue;
+        }
+        char* ce;
+        long st = strtol(q, &ce, 10);
+        if (ce == q || *ce != ':' || st < 0 || st >= stages) {
+            r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: expected \"<stage 0..%d>: ...\"", line,
+                             stages - 1);
+            goto fail;
+        }
+        if (seen[st]++) {
+            r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: stage %ld listed twice", line, st);
+            goto fail;
+        }
+        q = ce + 1;
+        for (;;) {
+            while (q < end && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
+            if (q >= end) break;
+            const char* t = q;
+            while (q < end && *q != ' ' && *q != '\t' && *q != '\r') q++;
+            vs_pipe_instr in;
+            if (!_vs_pipe_parse_instr(t, (size_t)(q - t), &in)) {
+                r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: bad instruction \"%.*s\"", line,
+                                 (int)(q - t), t);
+                goto fail;
+            }
+            r = vs_pipe_sched_push(s, (int)st, (vs_pipe_op)in.op, in.chunk, in.mb);
+            if (r) {
+                r = vs_set_error(r, "vs_pipe_sched_parse: line %d: \"%.*s\": %s", line, (int)(q - t), t,
+                                 vs_last_error());
+                goto fail;
+            }
+        }
+    }
+    if (!s) return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: no \"pipe stages=...\" header line");
+    *out = s;
+    return VS_OK;
+fail:
+    vs_pipe_sched_free(s);
+    return r;
+}
+
+/* The message that instruction (op, c, m) sends or receives, as the sender names
+   it: kind 0 activations of chunk x, kind 1 input gradients of chunk x. */
+typedef struct _vs_pipe_msg {
+    int kind, chunk, mb;
+} _vs_pipe_msg;
+
+VS_API vs_result vs_pipe_sched_add_comm(vs_pipe_sched* s)
+{
+    if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_add_comm: schedule is NULL");
+    for (int st = 0; st < s->stages; st++)
+        for (int i = 0; i < s->len[st]; i++)
+            if (s->ins[st][i].op >= VS_PIPE_SEND_F && s->ins[st][i].op <= VS_PIPE_RECV_B) return VS_OK;
+    const int P = s->stages, K = s->nchunks;
+    /* Per stage: what it sends, in list order, to whom. */
+    _vs_pipe_msg** sent = _VS_PIPE_NEW(s->world, _vs_pipe_msg*, P);
+    int** to = _VS_PIPE_NEW(s->world, int*, P);
+    int* nsent = _VS_PIPE_NEW(s->world, int, P);
+    int* taken = _VS_PIPE_NEW(s->world, int, (size_t)P * (size_t)P); // [dst*P+src]: how far dst has received
+    vs_pipe_instr** old = _VS_PIPE_NEW(s->world, vs_pipe_instr*, P);
+    int* oldlen = _VS_PIPE_NEW(s->world, int, P);
+    vs_result r = VS_OK;
+    if (!sent || !to || !nsent || !taken || !old || !oldlen) goto nomem;
+    for (int st = 0; st < P; st++) {
+        sent[st] = _VS_PIPE_NEW(s->world, _vs_pipe_msg, 2 * s->len[st] + 1);
+        to[st] = _VS_PIPE_NEW(s->world, int, 2 * s->len[st] + 1);
+        if (!sent[st] || !to[st]) goto nomem;
+        for (int i = 0; i < s->len[st]; i++) {
+            const vs_pipe_instr* in = &s->ins[st][i];
+            if (in->op == VS_PIPE_F && in->chunk + 1 < K && s->chunk_stage[in->chunk + 1] != st) {
+                _vs_pipe_msg m = {0, in->chunk, in->mb};
+                to[st][nsent[st]] = s->chunk_stage[in->chunk + 1];
+                sent[st][nsent[st]++] = m;
+            }
+            if ((in->op == VS_PIPE_B || in->op == VS_PIPE_BW) && in->chunk > 0 &&
+                s->chunk_stage[in->chunk - 1] != st) {
+                _vs_pipe_msg m = {1, in->chunk, in->mb};
+                to[st][nsent[st]] = s->chunk_stage[in->chunk - 1];
+                sent[st][nsent[st]++] = m;
+            }
+        }
+    }
+    for (int st = 0; st < P; st++) { // rebuild each list
+        old[st] = s->ins[st];
+        oldlen[st] = s->len[st];
+        s->ins[st] = NULL;
+        s->len[st] = s->cap[st] = 0;
+    }
+    for (int st = 0; st < P && !r; st++) {
+        for (int i = 0; i < oldlen[st] && !r; i++) {
+            const vs_pipe_instr* in = &old[st][i];
+            int c = in->chunk, need_src = -1;
+            _vs_pipe_msg need = {0, 0, 0};
+            if (in->op == VS_PIPE_F && c > 0 && s->chunk_stage[c - 1] != st) {
+                need_src = s->chunk_stage[c - 1];
+                need.kind = 0, need.chunk = c - 1, need.mb = in->mb;
+            }
+            if ((in->op == VS_PIPE_B || in->op == VS_PIPE_BW) && c + 1 < K && s->chunk_stage[c + 1] != st) {
+                need_src = s->chunk_stage[c + 1];
+                need.kind = 1, need.chunk = c + 1, need.mb = in->mb;
+            }
+            if (need_src >= 0) { // receive, in the sender's order, everything up to the one needed
+                int* t = &taken[st * P + need_src];
+                int found = -1;
+                for (int j = *t; j < nsent[need_src]; j++)
+                    if (to[need_src][j] == st && sent[need_src][j].kind == need.kind &&
+                        sent[need_src][j].chunk == need.chunk && sent[need_src][j].mb == need.mb) {
+                        found = j;
+                        break;
+                    }
+                for (int j = *t; found >= 0 && j <= found && !r; j++) {
+                    if (to[need_src][j] != st) continue;
+                    const _vs_pipe_msg* m = &sent[need_src][j];
+                    r = m->kind == 0 ? vs_pipe_sched_push(s, st, VS_PIPE_RECV_F, m->chunk + 1, m->mb)
+                                     : vs_pipe_sched_push(s, st, VS_PIPE_RECV_B, m->chunk - 1, m->mb);
+                }
+                if (found >= 0) *t = found + 1;
+            }
+            if (!r) r = vs_pipe_sched_push(s, st, (vs_pipe_op)in->op, in->chunk, in->mb);
+            if (!r && in->op == VS_PIPE_F && c + 1 < K && s->chunk_stage[c + 1] != st)
+                r = vs_pipe_sched_push(s, st, VS_PIPE_SEND_F, c, in->mb);
+            if (!r && (in->op == VS_PIPE_B || in->op == VS_PIPE_BW) && c > 0 && s->chunk_stage[c - 1] != st)
+                r = vs_pipe_sched_push(s, st, VS_PIPE_SEND_B, c, in->mb);
+        }
+    }
+    for (int st = 0; st < P; st++) vs_free(s->world, old[st]);
+    goto done;
+nomem:
+    r = vs_set_error(VS_ERR_NOMEM, "vs_pipe_sched_add_comm: out of memory");
+done:
+    for (int st = 0; st < P && sent && to; st++) {
+        vs_free(s->world, sent[st]);
+        vs_free(s->world, to[st]);
+    }
+    vs_free(s->world, sent);
+    vs_free(s->world, to);
+    vs_free(s->world, nsent);
+    vs_free(s->world, taken);
+    vs_free(s->world, old);
+    vs_free(s->world, oldlen);
+    return r;
+}
+
+/* The validator's state: which parts of each (chunk, mb) have run, and the
+   messages in flight between each pair of stages (FIFO, as p2p is). */
+typedef struct _vs_pipe_vstate {
+    const vs_pipe_sched* s;
+    unsigned char* done;  // [(c*M+m)]: bit 0 F, 1 B, 2 W, 3 RF, 4 RB, 5 SF, 6 SB
+    int* next_b;          // per chunk: the next microbatch its B/BW must be
+    int* next_w;          // per chunk: the next microbatch its W must be
+    int* synced;          // per chunk
+    _vs_pipe_msg* q;      // pair (src*P+dst)'s messages from q[qoff[pair]]
+    int* qoff;            // per pair
+    int* qhead;
+    int* qtail;
+    int* pc;              // per stage
+    int* live;            // per stage
+} _vs_pipe_vstate;
+
+enum { _VS_VF = 1, _VS_VB = 2, _VS_VW = 4, _VS_VRF = 8, _VS_VRB = 16, _VS_VSF = 32, _VS_VSB = 64 };
+
+/* "stage 1, position 7 (W0.3): <rule>; around: F0.2 SF0.2 [W0.3] B0.3" */
+_VS_PIPE_PRIVATE _VS_PRINTF(4, 5) vs_result _vs_pipe_vfail(const vs_pipe_sched* s, int st, int pos, const char* fmt, ...)
+{
+    char rule[256], around[256], t[24];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rule, sizeof rule, fmt, ap);
+    va_end(ap);
+    size_t len = 0;
+    around[0] = 0;
+    int lo = pos - 4 < 0 ? 0 : pos - 4, hi = pos + 4 >= s->len[st] ? s->len[st] - 1 : pos + 4;
+    for (int i = lo; i <= hi; i++)
+        _vs_pipe_cat(around, sizeof around, &len, "%s%s%s%s", i > lo ? " " : "", i == pos ? "[" : "",
+                     _vs_pipe_itext(&s->ins[st][i], t), i == pos ? "]" : "");
+    return vs_set_error(VS_ERR_INVALID, "schedule: stage %d, position %d (%s): %s; around: %s", st, pos,
+                        _vs_pipe_itext(&s->ins[st][pos], t), rule, around);
+}
+
+/* Runs instruction pc of stage st if it can: 1 ran, 0 blocked (a receive whose
+   message has not been sent yet), <0 a broken rule (message set). */
+_VS_PIPE_PRIVATE int _vs_pipe_vstep(_vs_pipe_vstate* v, int st, const vs_pipe_check_desc* d)
+{
+    const vs_pipe_sched* s = v->s;
+    const int P = s->stages, K = s->nchunks, M = s->mbs;
+    const int pos = v->pc[st];
+    const vs_pipe_instr* in = &s->ins[st][pos];
+    const int c = in->chunk, m = in->mb;
+    unsigned char* dn = &v->done[c * M + m];
+    char t[24];
+    if (in->op != VS_PIPE_STEP && s->chunk_stage[c] != st)
+        return _vs_pipe_vfail(s, st, pos, "chunk %d runs on stage %d, not here", c, s->chunk_stage[c]), -1;
+    int prev_remote = c > 0 && s->chunk_stage[c - 1] != st;
+    int next_remote = c + 1 < K && s->chunk_stage[c + 1] != st;
+    switch (in->op) {
+    case VS_PIPE_F:
+        if (*dn & _VS_VF) return _vs_pipe_vfail(s, st, pos, "a second forward of chunk %d, microbatch %d", c, m), -1;
+        if (c > 0 && !prev_remote && !(v->done[(c - 1) * M + m] & _VS_VF))
+            return _vs_pipe_vfail(s, st, pos, "needs F%d.%d first (same stage, earlier in the list)", c - 1, m), -1;
+        if (prev_remote && !(*dn & _VS_VRF))
+            return _vs_pipe_vfail(s, st, pos, "its input was not received (RF%d.%d before it)", c, m), -1;
+        *dn |= _VS_VF;
+        if (++v->live[st] > 0 && d && d->max_live_activations > 0 && v->live[st] > d->max_live_activations)
+            return _vs_pipe_vfail(s, st, pos, "%d activations held, the bound is %lld", v->live[st],
+                                  (long long)d->max_live_activations),
+                   -1;
+        return 1;
+    case VS_PIPE_B:
+    case VS_PIPE_BW:
+        if (!(*dn & _VS_VF)) return _vs_pipe_vfail(s, st, pos, "backward before the forward F%d.%d", c, m), -1;
+        if (*dn & _VS_VB) return _vs_pipe_vfail(s, st, pos, "a second backward of chunk %d, microbatch %d", c, m), -1;
+        if (c + 1 < K && !next_remote && !(v->done[(c + 1) * M + m] & _VS_VB))
+            return _vs_pipe_vfail(s, st, pos, "needs the backward of chunk %d, microbatch %d first", c + 1, m), -1;
+        if (next_remote && !(*dn & _VS_VRB))
+            return _vs_pipe_vfail(s, st, pos, "its output gradient was not received (RB%d.%d before it)", c, m), -1;
+        if (m != v->next_b[c])
+            return _vs_pipe_vfail(s, st, pos,
+                                  "backwards of chunk %d must run in microbatch order (next is %d), so gradients "
+                                  "accumulate as on one device",
+                                  c, v->next_b[c]),
+                   -1;
+        v->next_b[c]++;
+        *dn |= _VS_VB;
+        if (in->op == VS_PIPE_BW) {
+            if (v->next_w[c] != m)
+                return _vs_pipe_vfail(s, st, pos, "weight gradients of chunk %d out of microbatch order (next is %d)",
+                                      c, v->next_w[c]),
+                       -1;
+            v->next_w[c]++;
+            *dn |= _VS_VW;
+            v->live[st]--;
+        }
+        return 1;
+    case VS_PIPE_W:
+        if (!(*dn & _VS_VB)) return _vs_pipe_vfail(s, st, pos, "W before its B%d.%d", c, m), -1;
+        if (*dn & _VS_VW) return _vs_pipe_vfail(s, st, pos, "a second weight gradient of chunk %d, microbatch %d", c, m), -1;
+        if (m != v->next_w[c])
+            return _vs_pipe_vfail(s, st, pos, "weight gradients of chunk %d must run in microbatch order (next is %d)",
+                                  c, v->next_w[c]),
+                   -1;
+        v->next_w[c]++;
+        *dn |= _VS_VW;
+        v->live[st]--;
+        return 1;
+    case VS_PIPE_SEND_F:
+    case VS_PIPE_SEND_B: {
+        int fwd = in->op == VS_PIPE_SEND_F;
+        if (fwd ? !next_remote : !prev_remote)
+            return _vs_pipe_vfail(s, st, pos, "chunk %d has no %s chunk on another stage to send to", c,
+                                  fwd ? "next" : "previous"),
+                   -1;
+        if (!(*dn & (fwd ? _VS_VF : _VS_VB)))
+            return _vs_pipe_vfail(s, st, pos, "sends before its %s%d.%d ran", fwd ? "F" : "B", c, m), -1;
+        if (*dn & (fwd ? _VS_VSF : _VS_VSB)) return _vs_pipe_vfail(s, st, pos, "sent twice"), -1;
+        *dn |= fwd ? _VS_VSF : _VS_VSB;
+        int dst = s->chunk_stage[fwd ? c + 1 : c - 1];
+        int pair = st * P + dst;
+        _vs_pipe_msg msg = {fwd ? 0 : 1, c, m};
+        v->q[v->qoff[pair] + v->qtail[pair]++] = msg;
+        return 1;
+    }
+    case VS_PIPE_RECV_F:
+    case VS_PIPE_RECV_B: {
+        int fwd = in->op == VS_PIPE_RECV_F;
+        if (fwd ? !prev_remote : !next_remote)
+            return _vs_pipe_vfail(s, st, pos, "chunk %d has no %s chunk on another stage to receive from", c,
+                                  fwd ? "previous" : "next"),
+                   -1;
+        if (*dn & (fwd ? _VS_VRF : _VS_VRB)) return _vs_pipe_vfail(s, st, pos, "received twice"), -1;
+        int src = s->chunk_stage[fwd ? c - 1 : c + 1];
+        int pair = src * P + st;
+        if (v->qhead[pair] == v->qtail[pair]) return 0; // not sent yet: wait
+        _vs_pipe_msg* h = &v->q[v->qoff[pair] + v->qhead[pair]];
+        int want_chunk = fwd ? c - 1 : c + 1;
+        if (h->kind != (fwd ? 0 : 1) || h->chunk != want_chunk || h->mb != m) {
+            vs_pipe_instr sent_as = {h->kind ? VS_PIPE_SEND_B : VS_PIPE_SEND_F, h->chunk, h->mb};
+            return _vs_pipe_vfail(s, st, pos,
+                                  "sends and receives cross: stage %d sends %s to this stage before what this "
+                                  "receive expects (%s%d.%d)",
+                                  src, _vs_pipe_itext(&sent_as, t), fwd ? "SF" : "SB", want_chunk, m),
+                   -1;
+        }
+        v->qhead[pair]++;
+        *dn |= fwd ? _VS_VRF : _VS_VRB;
+        return 1;
+    }
+    case VS_PIPE_SYNC:
+        if (v->synced[c]) return _vs_pipe_vfail(s, st, pos, "chunk %d synced twice", c), -1;
+        if (v->next_w[c] != M)
+            return _vs_pipe_vfail(s, st, pos, "chunk %d still has backwards to run (microbatch %d)", c, v->next_w[c]),
+                   -1;
+        v->synced[c] = 1;
+        return 1;
+    case VS_PIPE_STEP:
+        if (pos != s->len[st] - 1) return _vs_pipe_vfail(s, st, pos, "STEP must be the stage's last instruction"), -1;
+        for (int k = 0; k < K; k++)
+            if (s->chunk_stage[k] == st && v->next_w[k] != M)
+                return _vs_pipe_vfail(s, st, pos, "chunk %d still has backwards to run (microbatch %d)", k,
+                                      v->next_w[k]),
+                       -1;
+        return 1;
+    default:
+        return _vs_pipe_vfail(s, st, pos, "unknown op %d", in->op), -1;
+    }
+}
+
+VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check_desc* d)
+{
+    if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_check: schedule is NULL");
+    const int P = s->stages, K = s->nchunks, M = s->mbs;
+    _vs_pipe_vstate v;
+    memset(&v, 0, sizeof v);
+    v.s = s;
+    v.qoff = _VS_PIPE_NEW(s->world, int, P * P + 1);
+    int total = 0;
+    for (int st = 0; st < P && v.qoff; st++) // room for every send a pair may carry
+        for (int i = 0; i < s->len[st]; i++) {
+            const vs_pipe_instr* in = &s->ins[st][i];
+            int to = in->op == VS_PIPE_SEND_F && in->chunk + 1 < K   ? s->chunk_stage[in->chunk + 1]
+                     : in->op == VS_PIPE_SEND_B && in->chunk > 0 ? s->chunk_stage[in->chunk - 1]
+                                                                 : -1;
+            if (to >= 0) v.qoff[st * P + to + 1]++, total++;
+        }
+    for (int pair = 0; pair < P * P && v.qoff; pair++) v.qoff[pair + 1] += v.qoff[pair];
+    v.done = _VS_PIPE_NEW(s->world, unsigned char, (size_t)K * (size_t)M);
+    v.next_b = _VS_PIPE_NEW(s->world, int, K);
+    v.next_w = _VS_PIPE_NEW(s->world, int, K);
+    v.synced = _VS_PIPE_NEW(s->world, int, K);
+    v.q = _VS_PIPE_NEW(s->world, _vs_pipe_msg, total);
+    v.qhead = _VS_PIPE_NEW(s->world, int, P * P);
+    v.qtail = _VS_PIPE_NEW(s->world, int, P * P);
+    v.pc = _VS_PIPE_NEW(s->world, int, P);
+    v.live = _VS_PIPE_NEW(s->world, int, P);
+    vs_result r = VS_OK;
+    if (!v.qoff || !v.done || !v.next_b || !v.next_w || !v.synced || !v.q || !v.qhead || !v.qtail || !v.pc || !v.live) {
+        r = vs_set_error(VS_ERR_NOMEM, "vs_pipe_sched_check: out of memory");
+        goto done;
+    }
+    for (;;) { // run every stage as far as it goes until none can move
+        int moved = 0, left = 0;
+        for (int st = 0; st < P; st++) {
+            while (v.pc[st] < s->len[st]) {
+                int k = _vs_pipe_vstep(&v, st, d);
+                if (k < 0) {
+                    r = VS_ERR_INVALID;
+                    goto done;
+                }
+                if (!k) break;
+                v.pc[st]++;
+                moved = 1;
+            }
+            left += v.pc[st] < s->len[st];
+        }
+        if (!left) break;
+        if (!moved) { // every stage left waits on a receive: a cycle of waits
+            char who[512], t[24];
+            size_t len = 0;
+            who[0] = 0;
+            int first = -1;
+            for (int st = 0; st < P; st++) {
+                if (v.pc[st] >= s->len[st]) continue;
+                if (first < 0) first = st;
+                const vs_pipe_instr* in = &s->ins[st][v.pc[st]];
+                int src = s->chunk_stage[in->op == VS_PIPE_RECV_F ? in->chunk - 1 : in->chunk + 1];
+                _vs_pipe_cat(who, sizeof who, &len, "%sstage %d waits at %s for stage %d", len ? "; " : "", st,
+                             _vs_pipe_itext(in, t), src);
+            }
+            r = _vs_pipe_vfail(s, first, v.pc[first], "deadlock (a cycle of waits): %s", who);
+            goto done;
+        }
+    }
+    for (int k = 0; k < K; k++) // completeness
+        for (int m = 0; m < M; m++) {
+            unsigned char dn = v.done[k * M + m];
+            const char* miss = !(dn & _VS_VF) ? "F" : !(dn & _VS_VB) ? "B (or BW)" : !(dn & _VS_VW) ? "W" : NULL;
+            if (!miss && k + 1 < K && s->chunk_stage[k + 1] != s->chunk_stage[k] && !(dn & _VS_VSF)) miss = "SF";
+            if (!miss && k > 0 && s->chunk_stage[k - 1] != s->chunk_stage[k] && !(dn & _VS_VSB)) miss = "SB";
+            if (miss) {
+                r = vs_set_error(VS_ERR_INVALID, "schedule: stage %d never runs %s for chunk %d, microbatch %d",
+                                 s->chunk_stage[k], miss, k, m);
+                goto done;
+            }
+        }
+    for (int pair = 0; pair < P * P; pair++)
+        if (v.qhead[pair] != v.qtail[pair]) {
+            _vs_pipe_msg* h = &v.q[v.qoff[pair] + v.qhead[pair]];
+            r = vs_set_error(VS_ERR_INVALID, "schedule: stage %d sends %s%d.%d but stage %d never receives it",
+                             pair / P, h->kind ? "SB" : "SF", h->chunk, h->mb, pair % P);
+            goto done;
+        }
+done:
+    vs_free(s->world, v.done);
+    vs_free(s->world, v.next_b);
+    vs_free(s->world, v.next_w);
+    vs_free(s->world, v.synced);
+    vs_free(s->world, v.q);
+    vs_free(s->world, v.qoff);
+    vs_free(s->world, v.qhead);
+    vs_free(s->world, v.qtail);
+    vs_free(s->world, v.pc);
+    vs_free(s->world, v.live);
+    return r;
 }
 
 // >>pipe-sched end
@@ -576,6 +1510,1057 @@ VS_API vs_result vs_pipe_trace_write(const vs_pipe_sched* s, const double* const
 // >>pipe-sim end
 
 // >>pipe-engine ----------------------------------------------------------------
+
+/* A tensor's declared spec ("h:f32[*,64]"): dtype and dims, each optional. */
+typedef struct _vs_pipe_spec {
+    vs_dtype dt; // INVALID: any
+    int ndim;    // -1: any
+    int64_t dim[VS_PIPE_MAX_DIMS]; // -1: any
+} _vs_pipe_spec;
+
+typedef struct _vs_pipe_tinfo {
+    char name[VS_PIPE_NAME_MAX];
+    int producer;       // unit, or -1 for a data input
+    int out_index;      // its index among the producer's outputs
+    _vs_pipe_spec spec; // the producer's
+    int refs_here;      // chunks on this stage that hold it (per microbatch)
+} _vs_pipe_tinfo;
+
+typedef struct _vs_pipe_uinfo {
+    int nin, nout, chunk;
+    int in[VS_PIPE_MAX_IO], out[VS_PIPE_MAX_IO]; // tensor ids
+    _vs_pipe_spec in_spec[VS_PIPE_MAX_IO], out_spec[VS_PIPE_MAX_IO];
+} _vs_pipe_uinfo;
+
+/* One tensor of one microbatch on this stage. */
+typedef struct _vs_pipe_slot {
+    vs_dtype dt;
+    int ndim;
+    int64_t shape[VS_PIPE_MAX_DIMS];
+    size_t bytes;
+    void* data;
+    void* grad;
+    int released; // chunks that let go of it
+} _vs_pipe_slot;
+
+typedef struct _vs_pipe_link { // the 2-rank communicator that carries src -> dst
+    int src, dst;
+    vs_comm* c;
+} _vs_pipe_link;
+
+typedef struct _vs_pipe_inflight { // a message in flight
+    vs_work* w[2];
+    void* buf;
+} _vs_pipe_inflight;
+
+struct _vs_pipe_rt { // what vs_pipe_output and vs_pipe_save need
+    vs_pipe* p;
+    int mb, unit;
+    const int* out_ids;
+    const _vs_pipe_spec* out_spec;
+};
+
+struct vs_pipe {
+    vs_mesh* mesh;
+    vs_world* w;
+    vs_comm* pp; // NULL for one stage
+    int stage, P;
+    vs_pipe_desc desc;
+    vs_pipe_plan plan;
+    _vs_pipe_uinfo* u;
+    _vs_pipe_tinfo* t;
+    int ntensors, loss_id;
+    int* bset; // boundary k (the inputs of chunk k that come from earlier chunks): bset[boff[k]..boff[k+1])
+    int* boff;
+    _vs_pipe_link* links;
+    int nlinks;
+    // the current or last run
+    int M;
+    _vs_pipe_slot* slots;   // [mb * ntensors + t]
+    void** saved;           // [unit * M + mb]
+    size_t* saved_bytes;
+    float* mb_loss;
+    int* pending;           // [chunk * M + mb]: parts left before its memory goes
+    double* t0;
+    double* t1;
+    int tcap, tn;
+    _vs_pipe_inflight* sends;
+    int nsends, scap;
+    const vs_pipe_sched* checked;
+    uint64_t checked_ver;
+    int ran;
+};
+
+_VS_PIPE_PRIVATE vs_result _vs_pipe_parse_spec(const char* fn, const char* tok, size_t n, char* name,
+                                               _vs_pipe_spec* sp)
+{
+    sp->dt = VS_DTYPE_INVALID;
+    sp->ndim = -1;
+    const char* colon = (const char*)memchr(tok, ':', n);
+    size_t nl = colon ? (size_t)(colon - tok) : n;
+    if (nl == 0 || nl >= VS_PIPE_NAME_MAX)
+        return vs_set_error(VS_ERR_INVALID, "%s: tensor name \"%.*s\" is empty or longer than %d bytes", fn, (int)n,
+                            tok, VS_PIPE_NAME_MAX - 1);
+    memcpy(name, tok, nl);
+    name[nl] = 0;
+    if (!colon) return VS_OK;
+    const char* p = colon + 1;
+    const char* end = tok + n;
+    const char* br = (const char*)memchr(p, '[', (size_t)(end - p));
+    size_t dl = br ? (size_t)(br - p) : (size_t)(end - p);
+    if (dl) {
+        int found = 0;
+        for (int d = 1; d < VS_DTYPE_COUNT; d++)
+            if (strlen(vs_dtype_name((vs_dtype)d)) == dl && !strncmp(vs_dtype_name((vs_dtype)d), p, dl)) {
+                sp->dt = (vs_dtype)d;
+                found = 1;
+            }
+        if (!found)
+            return vs_set_error(VS_ERR_INVALID, "%s: tensor \"%s\": unknown dtype \"%.*s\"", fn, name, (int)dl, p);
+    }
+    if (!br) return VS_OK;
+    p = br + 1;
+    sp->ndim = 0;
+    if (end[-1] != ']') return vs_set_error(VS_ERR_INVALID, "%s: tensor \"%s\": shape must end with ]", fn, name);
+    end--;
+    while (p < end) {
+        if (sp->ndim == VS_PIPE_MAX_DIMS)
+            return vs_set_error(VS_ERR_INVALID, "%s: tensor \"%s\": more than %d dims", fn, name, VS_PIPE_MAX_DIMS);
+        const char* q = p;
+        while (q < end && *q != ',') q++;
+        if (q - p == 1 && *p == '*') sp->dim[sp->ndim++] = -1;
+        else {
+            int64_t v = 0;
+            if (q == p) return vs_set_error(VS_ERR_INVALID, "%s: tensor \"%s\": an empty dim", fn, name);
+            for (const char* c = p; c < q; c++) {
+                if (*c < '0' || *c > '9' || v > ((int64_t)1 << 50))
+                    return vs_set_error(VS_ERR_INVALID, "%s: tensor \"%s\": dim \"%.*s\" is not a count or *", fn,
+                                        name, (int)(q - p), p);
+                v = v * 10 + (*c - '0');
+            }
+            sp->dim[sp->ndim++] = v;
+        }
+        p = q < end ? q + 1 : q;
+    }
+    return VS_OK;
+}
+
+/* "h:f32[*,8]" */
+_VS_PIPE_PRIVATE const char* _vs_pipe_spec_text(const char* name, const _vs_pipe_spec* sp, char* buf, size_t cap)
+{
+    size_t len = 0;
+    _vs_pipe_cat(buf, cap, &len, "%s", name);
+    if (sp->dt != VS_DTYPE_INVALID || sp->ndim >= 0) _vs_pipe_cat(buf, cap, &len, ":");
+    if (sp->dt != VS_DTYPE_INVALID) _vs_pipe_cat(buf, cap, &len, "%s", vs_dtype_name(sp->dt));
+    if (sp->ndim >= 0) {
+        _vs_pipe_cat(buf, cap, &len, "[");
+        for (int d = 0; d < sp->ndim; d++)
+            if (sp->dim[d] < 0) _vs_pipe_cat(buf, cap, &len, "%s*", d ? "," : "");
+            else _vs_pipe_cat(buf, cap, &len, "%s%lld", d ? "," : "", (long long)sp->dim[d]);
+        _vs_pipe_cat(buf, cap, &len, "]");
+    }
+    return buf;
+}
+
+/* Do two specs admit a common tensor? */
+_VS_PIPE_PRIVATE int _vs_pipe_spec_agree(const _vs_pipe_spec* a, const _vs_pipe_spec* b)
+{
+    if (a->dt && b->dt && a->dt != b->dt) return 0;
+    if (a->ndim < 0 || b->ndim < 0) return 1;
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->dim[d] >= 0 && b->dim[d] >= 0 && a->dim[d] != b->dim[d]) return 0;
+    return 1;
+}
+
+_VS_PIPE_PRIVATE int _vs_pipe_spec_fits(const _vs_pipe_spec* sp, vs_dtype dt, int ndim, const int64_t* shape)
+{
+    _vs_pipe_spec got;
+    got.dt = dt;
+    got.ndim = ndim;
+    for (int d = 0; d < ndim; d++) got.dim[d] = shape[d];
+    return _vs_pipe_spec_agree(sp, &got);
+}
+
+_VS_PIPE_PRIVATE int _vs_pipe_find(const vs_pipe* p, const char* name)
+{
+    for (int i = 0; i < p->ntensors; i++)
+        if (!strcmp(p->t[i].name, name)) return i;
+    return -1;
+}
+
+/* Reads a unit's inputs or outputs list into tensor ids (new names appended). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_io(vs_pipe* p, int u, int out, const char* list, int* ids, _vs_pipe_spec* specs,
+                                       int* n)
+{
+    const char* un = p->desc.units[u].name;
+    *n = 0;
+    if (!list) return VS_OK;
+    const char* q = list;
+    while (*q) {
+        while (*q == ' ' || *q == ',') q++;
+        if (!*q) break;
+        const char* e = q;
+        int depth = 0;
+        while (*e && (depth || (*e != ',' && *e != ' '))) {
+            depth += *e == '[' ? 1 : *e == ']' ? -1 : 0;
+            e++;
+        }
+        if (*n == VS_PIPE_MAX_IO)
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: unit \"%s\" has more than %d %s", un, VS_PIPE_MAX_IO,
+                                out ? "outputs" : "inputs");
+        char name[VS_PIPE_NAME_MAX];
+        _VS_TRY(_vs_pipe_parse_spec("vs_pipe_init", q, (size_t)(e - q), name, &specs[*n]));
+        int id = _vs_pipe_find(p, name);
+        if (out) {
+            if (id >= 0 && p->t[id].producer >= 0)
+                return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: tensor \"%s\" is made by unit \"%s\" and again by \"%s\"",
+                                    name, p->desc.units[p->t[id].producer].name, un);
+            if (id >= 0)
+                return vs_set_error(VS_ERR_INVALID,
+                                    "vs_pipe_init: unit \"%s\" makes \"%s\", which an earlier unit takes as an input "
+                                    "(a unit's inputs must come from earlier units or the data callback)",
+                                    un, name);
+        }
+        if (id < 0) {
+            id = p->ntensors++;
+            memcpy(p->t[id].name, name, sizeof name);
+            p->t[id].producer = out ? u : -1;
+            p->t[id].out_index = out ? *n : -1;
+            p->t[id].spec = specs[*n];
+        }
+        ids[(*n)++] = id;
+        q = e;
+    }
+    return VS_OK;
+}
+
+/* Fills the tensor tables, the chunk of each unit and the boundary sets. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_analyse(vs_pipe* p)
+{
+    const vs_pipe_desc* d = &p->desc;
+    const int U = d->nunits, K = p->plan.nchunks;
+    size_t maxt = (size_t)U * 2 * VS_PIPE_MAX_IO;
+    p->u = _VS_PIPE_NEW(p->w, _vs_pipe_uinfo, U);
+    p->t = _VS_PIPE_NEW(p->w, _vs_pipe_tinfo, maxt);
+    if (!p->u || !p->t) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
+    for (int k = 0; k < K; k++)
+        for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1]; u++) p->u[u].chunk = k;
+    for (int u = 0; u < U; u++) {
+        const vs_pipe_unit* un = &d->units[u];
+        _VS_TRY(_vs_pipe_io(p, u, 0, un->inputs, p->u[u].in, p->u[u].in_spec, &p->u[u].nin));
+        _VS_TRY(_vs_pipe_io(p, u, 1, un->outputs, p->u[u].out, p->u[u].out_spec, &p->u[u].nout));
+    }
+    char a[160], b[160];
+    for (int u = 0; u < U; u++) // consumers agree with producers
+        for (int i = 0; i < p->u[u].nin; i++) {
+            const _vs_pipe_tinfo* t = &p->t[p->u[u].in[i]];
+            if (t->producer < 0 && !d->data)
+                return vs_set_error(VS_ERR_INVALID,
+                                    "vs_pipe_init: unit \"%s\" takes \"%s\", which no earlier unit makes, and there is "
+                                    "no data callback",
+                                    d->units[u].name, t->name);
+            if (t->producer >= 0 && !_vs_pipe_spec_agree(&t->spec, &p->u[u].in_spec[i]))
+                return vs_set_error(VS_ERR_MISMATCH,
+                                    "vs_pipe_init: tensor \"%s\": unit \"%s\" makes %s but unit \"%s\" takes %s",
+                                    t->name, d->units[t->producer].name, _vs_pipe_spec_text(t->name, &t->spec, a, sizeof a),
+                                    d->units[u].name, _vs_pipe_spec_text(t->name, &p->u[u].in_spec[i], b, sizeof b));
+        }
+    const _vs_pipe_uinfo* last = &p->u[U - 1];
+    if (last->nout < 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the last unit \"%s\" has no outputs; its first is the loss",
+                            d->units[U - 1].name);
+    p->loss_id = last->out[0];
+    const _vs_pipe_spec* ls = &last->out_spec[0];
+    if ((ls->dt && ls->dt != VS_F32) || ls->ndim > 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the loss \"%s\" (the last unit's first output) must be an f32 scalar, not %s",
+                            p->t[p->loss_id].name, _vs_pipe_spec_text(p->t[p->loss_id].name, ls, a, sizeof a));
+    /* Boundary k: tensors made before chunk k and taken by a unit of chunk k or later. */
+    p->boff = _VS_PIPE_NEW(p->w, int, K + 1);
+    p->bset = _VS_PIPE_NEW(p->w, int, (size_t)K * (size_t)p->ntensors + 1);
+    if (!p->boff || !p->bset) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
+    int n = 0;
+    for (int k = 0; k < K; k++) {
+        p->boff[k] = n;
+        int first = p->plan.first_unit[k];
+        for (int t = 0; t < p->ntensors; t++) {
+            if (p->t[t].producer < 0 || p->t[t].producer >= first) continue;
+            int used = 0;
+            for (int u = first; u < U && !used; u++)
+                for (int i = 0; i < p->u[u].nin; i++) used |= p->u[u].in[i] == t;
+            if (used) p->bset[n++] = t;
+        }
+    }
+    p->boff[K] = n;
+    /* How many chunks of this stage hold each tensor (per microbatch). */
+    for (int k = 0; k < K; k++) {
+        if (p->plan.chunk_stage[k] != p->stage) continue;
+        for (int t = 0; t < p->ntensors; t++) {
+            int holds = 0;
+            for (int i = p->boff[k]; i < p->boff[k + 1]; i++) holds |= p->bset[i] == t;
+            for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1]; u++) {
+                for (int i = 0; i < p->u[u].nin; i++) holds |= p->u[u].in[i] == t;
+                for (int i = 0; i < p->u[u].nout; i++) holds |= p->u[u].out[i] == t;
+            }
+            p->t[t].refs_here += holds;
+        }
+    }
+    return VS_OK;
+}
+
+_VS_PIPE_PRIVATE vs_result _vs_pipe_check_plan(const vs_pipe_desc* d, const vs_pipe_plan* pl, int P)
+{
+    if (pl->nunits != d->nunits)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan has %d units, the desc %d", pl->nunits, d->nunits);
+    if (pl->stages != P)
+        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_init: the plan has %d stages but the mesh's PP dim is %d",
+                            pl->stages, P);
+    if (pl->nchunks < P || pl->nchunks > VS_PIPE_MAX_CHUNKS || pl->nchunks > d->nunits)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan has %d chunks (%d stages .. %d units)", pl->nchunks,
+                            P, d->nunits);
+    if (pl->first_unit[0] != 0 || pl->first_unit[pl->nchunks] != d->nunits)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan's chunks cover units %d..%d, not 0..%d",
+                            pl->first_unit[0], pl->first_unit[pl->nchunks] - 1, d->nunits - 1);
+    for (int k = 0; k < pl->nchunks; k++) {
+        if (pl->first_unit[k + 1] <= pl->first_unit[k])
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan's chunk %d is empty or out of order", k);
+        if (pl->chunk_stage[k] < 0 || pl->chunk_stage[k] >= P)
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan puts chunk %d on stage %d (0..%d)", k,
+                                pl->chunk_stage[k], P - 1);
+    }
+    for (int i = 0; i < d->nunits; i++) {
+        const vs_pipe_unit* u = &d->units[i];
+        if (!u->name || !u->name[0]) return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: unit %d has no name", i);
+        if (!u->forward) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: unit \"%s\" has no forward", u->name);
+        if (!u->backward && !(u->backward_input && u->backward_weight))
+            return vs_set_error(VS_ERR_NULL,
+                                "vs_pipe_init: unit \"%s\" needs backward, or both backward_input and backward_weight",
+                                u->name);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(d->units[j].name, u->name))
+                return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: units %d and %d are both named \"%s\"", j, i, u->name);
+    }
+    return VS_OK;
+}
+
+/* The communicators: one 2-rank communicator per direction between stages that
+   pass data, so a send waiting for its receiver never holds up a receive (as
+   one communicator's queue would: p2p is ordered per communicator, on threads as
+   on NCCL). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_links(vs_pipe* p)
+{
+    const int K = p->plan.nchunks;
+    p->links = _VS_PIPE_NEW(p->w, _vs_pipe_link, 2 * K);
+    if (!p->links) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
+    for (int k = 0; k + 1 < K; k++) {
+        int a = p->plan.chunk_stage[k], b = p->plan.chunk_stage[k + 1];
+        if (a == b) continue;
+        for (int dir = 0; dir < 2; dir++) {
+            int src = dir ? b : a, dst = dir ? a : b, have = 0;
+            for (int i = 0; i < p->nlinks; i++) have |= p->links[i].src == src && p->links[i].dst == dst;
+            if (have) continue;
+            _vs_pipe_link* l = &p->links[p->nlinks++];
+            l->src = src;
+            l->dst = dst;
+            int member = p->stage == src || p->stage == dst;
+            vs_result r = vs_comm_split(p->pp, member ? 0 : VS_COLOR_NONE, p->stage == src ? 0 : 1, &l->c);
+            if (r) return vs_set_error(r, "vs_pipe_init: communicator for stage %d -> %d: %s", src, dst, vs_last_error());
+        }
+    }
+    return VS_OK;
+}
+
+_VS_PIPE_PRIVATE vs_comm* _vs_pipe_link_to(const vs_pipe* p, int src, int dst)
+{
+    for (int i = 0; i < p->nlinks; i++)
+        if (p->links[i].src == src && p->links[i].dst == dst) return p->links[i].c;
+    return NULL;
+}
+
+VS_API vs_result vs_pipe_free(vs_pipe* p);
+
+VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out)
+{
+    if (!out) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: out is NULL");
+    *out = NULL;
+    if (!desc) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: desc is NULL");
+    if (!desc->mesh) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: desc.mesh is NULL");
+    if (!desc->units || desc->nunits < 1)
+        return vs_set_error(desc->units ? VS_ERR_INVALID : VS_ERR_NULL, "vs_pipe_init: desc.units %s (nunits %d)",
+                            desc->units ? "is empty" : "is NULL", desc->nunits);
+    if (!desc->plan) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: desc.plan is NULL (see vs_pipe_split)");
+    if ((int)desc->loss < 0 || (int)desc->loss > VS_PIPE_LOSS_SUM)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: desc.loss = %d is not a vs_pipe_reduce", (int)desc->loss);
+    const char* dim = desc->pp_dim ? desc->pp_dim : "PP";
+    int P = 1;
+    vs_mesh* ppm = NULL;
+    if (desc->pp_dim || vs_mesh_dim_index(desc->mesh, dim) >= 0) {
+        P = vs_mesh_size(desc->mesh, dim);
+        if (P < 1) return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the mesh has no dim \"%s\"", dim);
+    }
+    _VS_TRY(_vs_pipe_check_plan(desc, desc->plan, P));
+    vs_world* w = vs_mesh_world(desc->mesh);
+    vs_pipe* p = _VS_PIPE_NEW(w, vs_pipe, 1);
+    if (!p) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
+    p->mesh = desc->mesh;
+    p->w = w;
+    p->desc = *desc;
+    p->plan = *desc->plan;
+    p->P = P;
+    vs_result r = VS_OK;
+    if (P > 1) {
+        r = vs_mesh_submesh(desc->mesh, dim, &ppm);
+        if (r) goto fail;
+        p->pp = vs_mesh_comm(ppm);
+        p->stage = vs_comm_rank(p->pp);
+    }
+    if ((r = _vs_pipe_analyse(p)) != VS_OK) goto fail;
+    if (P > 1 && (r = _vs_pipe_links(p)) != VS_OK) goto fail;
+    if ((r = vs_mesh_retain(desc->mesh)) != VS_OK) goto fail;
+    *out = p;
+    return VS_OK;
+fail:
+    p->mesh = NULL; // not retained yet
+    vs_pipe_free(p);
+    return r;
+}
+
+VS_API int vs_pipe_stage(const vs_pipe* p) { return p ? p->stage : -1; }
+
+/* Frees what the last run kept. */
+_VS_PIPE_PRIVATE void _vs_pipe_clear(vs_pipe* p)
+{
+    for (int i = 0; p->slots && i < p->M * p->ntensors; i++) {
+        vs_free(p->w, p->slots[i].data);
+        vs_free(p->w, p->slots[i].grad);
+    }
+    for (int i = 0; p->saved && i < p->desc.nunits * p->M; i++) vs_free(p->w, p->saved[i]);
+    vs_free(p->w, p->slots);
+    vs_free(p->w, p->saved);
+    vs_free(p->w, p->saved_bytes);
+    vs_free(p->w, p->mb_loss);
+    vs_free(p->w, p->pending);
+    p->pending = NULL;
+    p->slots = NULL;
+    p->saved = NULL;
+    p->saved_bytes = NULL;
+    p->mb_loss = NULL;
+    p->ran = 0;
+}
+
+VS_API vs_result vs_pipe_free(vs_pipe* p)
+{
+    if (!p) return VS_OK;
+    _vs_pipe_clear(p);
+    for (int i = 0; i < p->nsends; i++) {
+        for (int j = 0; j < 2; j++)
+            if (p->sends[i].w[j]) vs_wait(p->sends[i].w[j]);
+        vs_free(p->w, p->sends[i].buf);
+    }
+    for (int i = 0; p->links && i < p->nlinks; i++)
+        if (p->links[i].c) vs_comm_free(p->links[i].c);
+    vs_free(p->w, p->links);
+    vs_free(p->w, p->sends);
+    vs_free(p->w, p->t0);
+    vs_free(p->w, p->t1);
+    vs_free(p->w, p->u);
+    vs_free(p->w, p->t);
+    vs_free(p->w, p->bset);
+    vs_free(p->w, p->boff);
+    vs_mesh* m = p->mesh;
+    vs_free(p->w, p);
+    if (m) vs_mesh_release(m);
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim, const int64_t* shape, void** data)
+{
+    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_output: %s is NULL", call ? "data" : "call");
+    *data = NULL;
+    struct _vs_pipe_rt* rt = call->_rt;
+    if (!rt) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: not inside an engine callback");
+    vs_pipe* p = rt->p;
+    const char* who = rt->unit >= 0 ? p->desc.units[rt->unit].name : "data callback";
+    if (i < 0 || i >= call->n_out)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: output %d (0..%d)", who, i, call->n_out - 1);
+    if (vs_dtype_size(dt) == 0) return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: dtype %d", who, (int)dt);
+    if (ndim < 0 || ndim > VS_PIPE_MAX_DIMS || (ndim && !shape))
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: ndim %d (0..%d, shape given)", who, ndim,
+                            VS_PIPE_MAX_DIMS);
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || (shape[d] && n > SIZE_MAX / 16 / (size_t)shape[d]))
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: shape[%d] = %lld", who, d, (long long)shape[d]);
+        n *= (size_t)shape[d];
+    }
+    int id = rt->out_ids[i];
+    if (!_vs_pipe_spec_fits(&rt->out_spec[i], dt, ndim, shape)) {
+        char a[160];
+        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s makes \"%s\" as %s %dD, its spec says %s", who,
+                            p->t[id].name, vs_dtype_name(dt), ndim,
+                            _vs_pipe_spec_text(p->t[id].name, &rt->out_spec[i], a, sizeof a));
+    }
+    _vs_pipe_slot* s = &p->slots[(size_t)rt->mb * (size_t)p->ntensors + (size_t)id];
+    if (s->data) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: %s made \"%s\" twice", who, p->t[id].name);
+    s->dt = dt;
+    s->ndim = ndim;
+    for (int d = 0; d < ndim; d++) s->shape[d] = shape[d];
+    s->bytes = n * vs_dtype_size(dt);
+    s->data = _vs_pipe_new(p->w, 1, s->bytes);
+    if (!s->data) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_output: %zu bytes for \"%s\"", s->bytes, p->t[id].name);
+    call->out[i].dtype = dt;
+    call->out[i].ndim = ndim;
+    for (int d = 0; d < ndim; d++) call->out[i].shape[d] = shape[d];
+    call->out[i].data = s->data;
+    *data = s->data;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data)
+{
+    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_save: %s is NULL", call ? "data" : "call");
+    *data = NULL;
+    struct _vs_pipe_rt* rt = call->_rt;
+    if (!rt || rt->unit < 0) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: only inside a unit's forward");
+    vs_pipe* p = rt->p;
+    size_t at = (size_t)rt->unit * (size_t)p->M + (size_t)rt->mb;
+    if (p->saved[at]) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: unit \"%s\" saved twice", p->desc.units[rt->unit].name);
+    p->saved[at] = _vs_pipe_new(p->w, 1, bytes);
+    if (!p->saved[at]) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_save: %zu bytes", bytes);
+    p->saved_bytes[at] = bytes;
+    call->saved = *data = p->saved[at];
+    call->saved_bytes = bytes;
+    return VS_OK;
+}
+
+_VS_PIPE_PRIVATE void _vs_pipe_view(const vs_pipe* p, int id, const _vs_pipe_slot* s, vs_pipe_tensor* t)
+{
+    memset(t, 0, sizeof *t);
+    t->name = p->t[id].name;
+    t->dtype = s->dt;
+    t->ndim = s->ndim;
+    for (int d = 0; d < s->ndim; d++) t->shape[d] = s->shape[d];
+    t->data = s->data;
+    t->grad = s->grad;
+}
+
+/* Makes data input `id` of microbatch mb with the data callback, once. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_data(vs_pipe* p, int mb, int id)
+{
+    _vs_pipe_slot* s = &p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)id];
+    if (s->data) return VS_OK;
+    vs_pipe_tensor o;
+    memset(&o, 0, sizeof o);
+    o.name = p->t[id].name;
+    _vs_pipe_spec any;
+    any.dt = VS_DTYPE_INVALID;
+    any.ndim = -1;
+    struct _vs_pipe_rt rt = {p, mb, -1, &id, &any};
+    vs_pipe_call c;
+    memset(&c, 0, sizeof c);
+    c.user = p->desc.data_user;
+    c.unit = -1;
+    c.mb = mb;
+    c.out = &o;
+    c.n_out = 1;
+    c._rt = &rt;
+    vs_result r = p->desc.data(&c);
+    if (r) return vs_set_error(r, "data callback for \"%s\", microbatch %d: %s", o.name, mb, vs_last_error());
+    if (!s->data)
+        return vs_set_error(VS_ERR_STATE, "data callback for \"%s\", microbatch %d made nothing (vs_pipe_output)", o.name,
+                            mb);
+    return VS_OK;
+}
+
+enum { _VS_PIPE_CALL_F, _VS_PIPE_CALL_B, _VS_PIPE_CALL_W, _VS_PIPE_CALL_BW };
+
+/* Runs one callback of unit u for microbatch mb. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int what)
+{
+    const _vs_pipe_uinfo* ui = &p->u[u];
+    const vs_pipe_unit* un = &p->desc.units[u];
+    vs_pipe_tensor in[VS_PIPE_MAX_IO], out[VS_PIPE_MAX_IO];
+    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    char a[160];
+    for (int i = 0; i < ui->nin; i++) {
+        int id = ui->in[i];
+        if (p->t[id].producer < 0) _VS_TRY(_vs_pipe_data(p, mb, id));
+        _vs_pipe_view(p, id, &row[id], &in[i]);
+        if (p->t[id].producer < 0) in[i].grad = NULL;
+        if (what == _VS_PIPE_CALL_F && !_vs_pipe_spec_fits(&ui->in_spec[i], row[id].dt, row[id].ndim, row[id].shape))
+            return vs_set_error(VS_ERR_MISMATCH, "unit \"%s\" takes %s but got %s %dD (microbatch %d)", un->name,
+                                _vs_pipe_spec_text(p->t[id].name, &ui->in_spec[i], a, sizeof a),
+                                vs_dtype_name(row[id].dt), row[id].ndim, mb);
+    }
+    for (int i = 0; i < ui->nout; i++) _vs_pipe_view(p, ui->out[i], &row[ui->out[i]], &out[i]);
+    struct _vs_pipe_rt rt = {p, mb, u, ui->out, ui->out_spec};
+    size_t at = (size_t)u * (size_t)p->M + (size_t)mb;
+    vs_pipe_call c;
+    memset(&c, 0, sizeof c);
+    c.user = un->user;
+    c.unit = u;
+    c.mb = mb;
+    c.chunk = ui->chunk;
+    c.in = in;
+    c.n_in = ui->nin;
+    c.out = out;
+    c.n_out = ui->nout;
+    c.saved = p->saved[at];
+    c.saved_bytes = p->saved_bytes[at];
+    c._rt = &rt;
+    vs_result r = VS_OK;
+    const char* part = "forward";
+    switch (what) {
+    case _VS_PIPE_CALL_F: r = un->forward(&c); break;
+    case _VS_PIPE_CALL_B:
+        part = "backward_input";
+        r = un->backward_input ? un->backward_input(&c) : un->backward(&c);
+        break;
+    case _VS_PIPE_CALL_W:
+        part = "backward_weight";
+        if (un->backward_input) r = un->backward_weight(&c); // else the full backward ran at B
+        break;
+    default:
+        part = "backward";
+        if (un->backward) r = un->backward(&c);
+        else if (!(r = un->backward_input(&c))) r = un->backward_weight(&c);
+    }
+    if (r) return vs_set_error(r, "unit \"%s\" %s, microbatch %d: %s", un->name, part, mb, vs_last_error());
+    if (what == _VS_PIPE_CALL_F)
+        for (int i = 0; i < ui->nout; i++)
+            if (!row[ui->out[i]].data)
+                return vs_set_error(VS_ERR_STATE, "unit \"%s\" forward, microbatch %d, did not make \"%s\" (vs_pipe_output)",
+                                    un->name, mb, p->t[ui->out[i]].name);
+    return VS_OK;
+}
+
+/* Gradient buffers of what chunk k makes or takes, zeroed, where missing. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_grads(vs_pipe* p, int k, int mb)
+{
+    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1]; u++)
+        for (int io = 0; io < 2; io++)
+            for (int i = 0; i < (io ? p->u[u].nout : p->u[u].nin); i++) {
+                int id = io ? p->u[u].out[i] : p->u[u].in[i];
+                _vs_pipe_slot* s = &row[id];
+                if (p->t[id].producer < 0 || s->grad) continue;
+                if (!s->data)
+                    return vs_set_error(VS_ERR_STATE, "backward of chunk %d, microbatch %d: \"%s\" has no value", k, mb,
+                                        p->t[id].name);
+                s->grad = _vs_pipe_new(p->w, 1, s->bytes);
+                if (!s->grad) return vs_set_error(VS_ERR_NOMEM, "gradient of \"%s\": %zu bytes", p->t[id].name, s->bytes);
+            }
+    return VS_OK;
+}
+
+/* Chunk k of microbatch mb is done on this stage: let go of what it held. The
+   last unit's outputs stay for vs_pipe_mb_output until the next run. */
+_VS_PIPE_PRIVATE void _vs_pipe_release(vs_pipe* p, int k, int mb)
+{
+    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    const _vs_pipe_uinfo* last = &p->u[p->desc.nunits - 1];
+    for (int t = 0; t < p->ntensors; t++) {
+        int holds = 0;
+        for (int i = p->boff[k]; i < p->boff[k + 1]; i++) holds |= p->bset[i] == t;
+        for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1] && !holds; u++) {
+            for (int i = 0; i < p->u[u].nin; i++) holds |= p->u[u].in[i] == t;
+            for (int i = 0; i < p->u[u].nout; i++) holds |= p->u[u].out[i] == t;
+        }
+        if (!holds || ++row[t].released < p->t[t].refs_here) continue;
+        int keep = 0;
+        for (int i = 0; i < last->nout; i++) keep |= last->out[i] == t;
+        vs_free(p->w, row[t].grad);
+        row[t].grad = NULL;
+        if (!keep) {
+            vs_free(p->w, row[t].data);
+            row[t].data = NULL;
+        }
+    }
+    for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1]; u++) {
+        size_t at = (size_t)u * (size_t)p->M + (size_t)mb;
+        vs_free(p->w, p->saved[at]);
+        p->saved[at] = NULL;
+    }
+}
+
+#define _VS_PIPE_MAGIC 0x7673707069706531ll
+#define _VS_PIPE_HDR(nt) (6 + (size_t)(nt) * (3 + VS_PIPE_MAX_DIMS))
+
+/* Sends boundary `b`'s tensors (grads when grad) of microbatch mb to stage dst:
+   a header (ids, dtypes, shapes) then the bytes, both asynchronous. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_send(vs_pipe* p, int b, int mb, int grad, int chunk, int dst)
+{
+    int nt = p->boff[b + 1] - p->boff[b];
+    size_t hdr = _VS_PIPE_HDR(nt) * sizeof(int64_t), bytes = 0;
+    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    for (int i = 0; i < nt; i++) bytes += row[p->bset[p->boff[b] + i]].bytes;
+    if (p->nsends == p->scap) {
+        int nc = p->scap ? 2 * p->scap : 16;
+        _vs_pipe_inflight* n = _VS_PIPE_NEW(p->w, _vs_pipe_inflight, nc);
+        if (!n) return vs_set_error(VS_ERR_NOMEM, "send: out of memory");
+        if (p->nsends) memcpy(n, p->sends, sizeof *n * (size_t)p->nsends);
+        vs_free(p->w, p->sends);
+        p->sends = n;
+        p->scap = nc;
+    }
+    char* buf = (char*)_vs_pipe_new(p->w, 1, hdr + bytes);
+    if (!buf) return vs_set_error(VS_ERR_NOMEM, "send: %zu bytes", hdr + bytes);
+    int64_t* h = (int64_t*)buf;
+    h[0] = _VS_PIPE_MAGIC;
+    h[1] = grad;
+    h[2] = chunk;
+    h[3] = mb;
+    h[4] = nt;
+    h[5] = (int64_t)bytes;
+    char* at = buf + hdr;
+    for (int i = 0; i < nt; i++) {
+        int id = p->bset[p->boff[b] + i];
+        const _vs_pipe_slot* s = &row[id];
+        int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+        e[0] = id;
+        e[1] = s->dt;
+        e[2] = s->ndim;
+        for (int d = 0; d < s->ndim; d++) e[3 + d] = s->shape[d];
+        const void* src = grad ? s->grad : s->data;
+        if (!src) {
+            vs_free(p->w, buf);
+            return vs_set_error(VS_ERR_STATE, "send: \"%s\" of microbatch %d has no %s", p->t[id].name, mb,
+                                grad ? "gradient" : "value");
+        }
+        memcpy(at, src, s->bytes);
+        at += s->bytes;
+    }
+    vs_comm* c = _vs_pipe_link_to(p, p->stage, dst);
+    _vs_pipe_inflight* sd = &p->sends[p->nsends++];
+    memset(sd, 0, sizeof *sd);
+    sd->buf = buf;
+    vs_result r = vs_send(c, buf, _VS_PIPE_HDR(nt), VS_I64, 1, &sd->w[0]);
+    if (!r && bytes) r = vs_send(c, buf + hdr, bytes, VS_U8, 1, &sd->w[1]);
+    return r;
+}
+
+/* Receives boundary b's tensors (or their grads) of microbatch mb from stage src. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, int chunk, int src)
+{
+    int nt = p->boff[b + 1] - p->boff[b];
+    int64_t hbuf[_VS_PIPE_HDR(4)];
+    size_t hn = _VS_PIPE_HDR(nt);
+    int64_t* h = hn <= sizeof hbuf / sizeof hbuf[0] ? hbuf : (int64_t*)_vs_pipe_new(p->w, hn, sizeof(int64_t));
+    if (!h) return vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
+    vs_comm* c = _vs_pipe_link_to(p, src, p->stage);
+    char* buf = NULL;
+    const char* at = NULL;
+    size_t bytes = 0;
+    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    vs_result r = vs_recv(c, h, hn, VS_I64, 0, NULL);
+    if (r) goto done;
+    if (h[0] != _VS_PIPE_MAGIC || h[1] != grad || h[2] != chunk || h[3] != mb || h[4] != nt) {
+        r = vs_set_error(VS_ERR_MISMATCH,
+                         "got the %s of chunk %lld, microbatch %lld (%lld tensors) where the schedule expects the %s "
+                         "of chunk %d, microbatch %d (%d tensors): the stages run different schedules",
+                         h[1] ? "gradients" : "activations", (long long)h[2], (long long)h[3], (long long)h[4],
+                         grad ? "gradients" : "activations", chunk, mb, nt);
+        goto done;
+    }
+    bytes = (size_t)h[5];
+    size_t sum = 0;
+    for (int i = 0; i < nt; i++) { // the header must describe exactly the bytes that follow
+        const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+        size_t n = vs_dtype_size((vs_dtype)(e[1] > 0 && e[1] < VS_DTYPE_COUNT ? e[1] : 0));
+        if (!n || e[2] < 0 || e[2] > VS_PIPE_MAX_DIMS) n = SIZE_MAX;
+        for (int d = 0; n != SIZE_MAX && d < (int)e[2]; d++)
+            n = e[3 + d] < 0 || (e[3 + d] && n > SIZE_MAX / 2 / (size_t)e[3 + d]) ? SIZE_MAX : n * (size_t)e[3 + d];
+        if (n == SIZE_MAX || sum > SIZE_MAX / 2 - n) {
+            r = vs_set_error(VS_ERR_MISMATCH, "a received header describes tensor %d with a bad dtype or shape", i);
+            goto done;
+        }
+        sum += n;
+    }
+    if (sum != bytes) {
+        r = vs_set_error(VS_ERR_MISMATCH, "a received header says %zu bytes, its tensors %zu", bytes, sum);
+        goto done;
+    }
+    if (bytes) {
+        buf = (char*)_vs_pipe_new(p->w, 1, bytes);
+        if (!buf) {
+            r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
+            goto done;
+        }
+        if ((r = vs_recv(c, buf, bytes, VS_U8, 0, NULL)) != VS_OK) goto done;
+    }
+    at = buf;
+    for (int i = 0; i < nt; i++) {
+        const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+        int id = p->bset[p->boff[b] + i];
+        _vs_pipe_slot* s = &row[id];
+        size_t n = vs_dtype_size((vs_dtype)e[1]);
+        for (int d = 0; d < (int)e[2]; d++) n *= (size_t)e[3 + d];
+        if (e[0] != id || (grad && (e[1] != s->dt || e[2] != s->ndim || n != s->bytes))) {
+            r = vs_set_error(VS_ERR_MISMATCH, "received tensor %d of the message is not \"%s\" as this stage has it", i,
+                             p->t[id].name);
+            goto done;
+        }
+        if (grad) {
+            if (!s->grad && !(s->grad = _vs_pipe_new(p->w, 1, n))) {
+                r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", n);
+                goto done;
+            }
+            memcpy(s->grad, at, n);
+        } else if (!s->data) { // (a stage that made it itself keeps its own: the same bits)
+            s->dt = (vs_dtype)e[1];
+            s->ndim = (int)e[2];
+            for (int d = 0; d < s->ndim; d++) s->shape[d] = e[3 + d];
+            s->bytes = n;
+            if (!(s->data = _vs_pipe_new(p->w, 1, n))) {
+                r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", n);
+                goto done;
+            }
+            memcpy(s->data, at, n);
+        }
+        at += n;
+    }
+done:
+    vs_free(p->w, buf);
+    if (h != hbuf) vs_free(p->w, h);
+    return r;
+}
+
+/* Completes the sends that are done (all of them when all). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_reap(vs_pipe* p, int all)
+{
+    vs_result r = VS_OK;
+    int k = 0;
+    for (int i = 0; i < p->nsends; i++) {
+        _vs_pipe_inflight* sd = &p->sends[i];
+        int done = 1;
+        for (int j = 0; j < 2 && !all; j++) {
+            int dj = 1;
+            if (sd->w[j] && vs_test(sd->w[j], &dj) == VS_OK && !dj) done = 0;
+        }
+        if (!done) {
+            p->sends[k++] = *sd;
+            continue;
+        }
+        for (int j = 0; j < 2; j++) {
+            vs_result rj = sd->w[j] ? vs_wait(sd->w[j]) : VS_OK;
+            if (rj && !r) r = rj;
+        }
+        vs_free(p->w, sd->buf);
+    }
+    p->nsends = k;
+    return r;
+}
+
+_VS_PIPE_PRIVATE double _vs_pipe_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A chunk's microbatch is let go after its last backward part and, when it
+   sends input gradients, after that send (which copies them). */
+_VS_PIPE_PRIVATE void _vs_pipe_part_done(vs_pipe* p, int k, int mb)
+{
+    if (--p->pending[(size_t)k * (size_t)p->M + (size_t)mb] == 0) _vs_pipe_release(p, k, mb);
+}
+
+/* Runs instruction in of this stage. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, const vs_pipe_instr* in)
+{
+    const int k = in->chunk, mb = in->mb, K = p->plan.nchunks;
+    const int lo = p->plan.first_unit[k], hi = p->plan.first_unit[k + 1];
+    (void)s;
+    switch (in->op) {
+    case VS_PIPE_F:
+        for (int u = lo; u < hi; u++) _VS_TRY(_vs_pipe_call_unit(p, u, mb, _VS_PIPE_CALL_F));
+        if (k == K - 1) {
+            const _vs_pipe_slot* ls = &p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)p->loss_id];
+            if (ls->dt != VS_F32 || ls->ndim != 0)
+                return vs_set_error(VS_ERR_MISMATCH, "the loss \"%s\" is %s %dD, not an f32 scalar", p->t[p->loss_id].name,
+                                    vs_dtype_name(ls->dt), ls->ndim);
+            memcpy(&p->mb_loss[mb], ls->data, sizeof(float));
+        }
+        return VS_OK;
+    case VS_PIPE_B:
+    case VS_PIPE_BW:
+        _VS_TRY(_vs_pipe_grads(p, k, mb));
+        if (k == K - 1) { // seed d(loss)/d(loss_mb): 1 or 1/M, as one device's loop
+            float seed = p->desc.loss == VS_PIPE_LOSS_SUM ? 1.0f : 1.0f / (float)p->M;
+            memcpy(p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)p->loss_id].grad, &seed, sizeof seed);
+        }
+        for (int u = hi - 1; u >= lo; u--)
+            _VS_TRY(_vs_pipe_call_unit(p, u, mb, in->op == VS_PIPE_B ? _VS_PIPE_CALL_B : _VS_PIPE_CALL_BW));
+        if (in->op == VS_PIPE_BW) _vs_pipe_part_done(p, k, mb);
+        return VS_OK;
+    case VS_PIPE_W:
+        for (int u = hi - 1; u >= lo; u--) _VS_TRY(_vs_pipe_call_unit(p, u, mb, _VS_PIPE_CALL_W));
+        _vs_pipe_part_done(p, k, mb);
+        return VS_OK;
+    case VS_PIPE_SEND_F: return _vs_pipe_send(p, k + 1, mb, 0, k, p->plan.chunk_stage[k + 1]);
+    case VS_PIPE_RECV_F: return _vs_pipe_recv(p, k, mb, 0, k - 1, p->plan.chunk_stage[k - 1]);
+    case VS_PIPE_SEND_B:
+        _VS_TRY(_vs_pipe_send(p, k, mb, 1, k, p->plan.chunk_stage[k - 1]));
+        _vs_pipe_part_done(p, k, mb); // the message holds its own copy
+        return VS_OK;
+    case VS_PIPE_RECV_B: return _vs_pipe_recv(p, k + 1, mb, 1, k + 1, p->plan.chunk_stage[k + 1]);
+    case VS_PIPE_SYNC: return p->desc.on_sync ? p->desc.on_sync(p->desc.hook_user, k) : VS_OK;
+    case VS_PIPE_STEP: return p->desc.on_step ? p->desc.on_step(p->desc.hook_user) : VS_OK;
+    default: return vs_set_error(VS_ERR_INVALID, "unknown instruction %d", in->op);
+    }
+}
+
+VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
+{
+    if (!p || !s) return vs_set_error(VS_ERR_NULL, "vs_pipe_run: %s is NULL", p ? "schedule" : "pipe");
+    const int K = p->plan.nchunks;
+    if (s->stages != p->P || s->nchunks != K)
+        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_run: the schedule has %d stages and %d chunks, the plan %d and %d",
+                            s->stages, s->nchunks, p->P, K);
+    for (int k = 0; k < K; k++)
+        if (s->chunk_stage[k] != p->plan.chunk_stage[k])
+            return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_run: the schedule puts chunk %d on stage %d, the plan on %d", k,
+                                s->chunk_stage[k], p->plan.chunk_stage[k]);
+    if (p->checked != s || p->checked_ver != s->version) {
+        vs_result r = vs_pipe_sched_check(s, NULL);
+        if (r) return vs_set_error(r, "vs_pipe_run: %s", vs_last_error());
+        p->checked = s;
+        p->checked_ver = s->version;
+    }
+    _vs_pipe_clear(p);
+    const int M = s->mbs, st = p->stage, n = s->len[st];
+    p->M = M;
+    p->slots = _VS_PIPE_NEW(p->w, _vs_pipe_slot, (size_t)M * (size_t)p->ntensors);
+    p->saved = _VS_PIPE_NEW(p->w, void*, (size_t)p->desc.nunits * (size_t)M);
+    p->saved_bytes = _VS_PIPE_NEW(p->w, size_t, (size_t)p->desc.nunits * (size_t)M);
+    p->mb_loss = _VS_PIPE_NEW(p->w, float, M);
+    p->pending = _VS_PIPE_NEW(p->w, int, (size_t)K * (size_t)M);
+    if (n > p->tcap) {
+        vs_free(p->w, p->t0);
+        vs_free(p->w, p->t1);
+        p->t0 = _VS_PIPE_NEW(p->w, double, n);
+        p->t1 = _VS_PIPE_NEW(p->w, double, n);
+        p->tcap = p->t0 && p->t1 ? n : 0;
+    }
+    if (!p->slots || !p->saved || !p->saved_bytes || !p->mb_loss || !p->pending || (n && !p->tcap)) {
+        _vs_pipe_clear(p);
+        return vs_set_error(VS_ERR_NOMEM, "vs_pipe_run: out of memory for %d microbatches", M);
+    }
+    for (int k = 0; k < K; k++)
+        for (int m = 0; m < M; m++) p->pending[k * M + m] = 1 + (k > 0 && p->plan.chunk_stage[k - 1] != st);
+    vs_result r = VS_OK;
+    double t_start = _vs_pipe_now();
+    p->tn = 0;
+    for (int i = 0; i < n && !r; i++) {
+        const vs_pipe_instr* in = &s->ins[st][i];
+        p->t0[i] = _vs_pipe_now() - t_start;
+        r = _vs_pipe_exec(p, s, in);
+        p->t1[i] = _vs_pipe_now() - t_start;
+        p->tn = i + 1;
+        if (r) {
+            char t[24], waits[48] = "";
+            if (in->op == VS_PIPE_RECV_F || in->op == VS_PIPE_RECV_B)
+                snprintf(waits, sizeof waits, " waiting for stage %d",
+                         s->chunk_stage[in->op == VS_PIPE_RECV_F ? in->chunk - 1 : in->chunk + 1]);
+            r = vs_set_error(r, "vs_pipe_run: stage %d at instruction %d (%s)%s: %s", st, i, _vs_pipe_itext(in, t),
+                             waits, vs_last_error());
+        } else if (p->nsends > 8)
+            r = _vs_pipe_reap(p, 0);
+    }
+    vs_result r2 = _vs_pipe_reap(p, 1);
+    if (r) return r;
+    if (r2) return vs_set_error(r2, "vs_pipe_run: stage %d, a send: %s", st, vs_last_error());
+    double total = 0;
+    if (p->plan.chunk_stage[K - 1] == st)
+        for (int m = 0; m < M; m++) total += (double)p->mb_loss[m];
+    if (p->desc.loss != VS_PIPE_LOSS_SUM) total /= (double)M;
+    if (p->pp) {
+        r = vs_broadcast(p->pp, &total, &total, 1, VS_F64, p->plan.chunk_stage[K - 1], NULL);
+        if (r) return vs_set_error(r, "vs_pipe_run: sharing the loss: %s", vs_last_error());
+    }
+    if (loss) *loss = total;
+    p->ran = 1;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss)
+{
+    if (!p || !loss) return vs_set_error(VS_ERR_NULL, "vs_pipe_mb_loss: %s is NULL", p ? "loss" : "pipe");
+    if (!p->ran) return vs_set_error(VS_ERR_STATE, "vs_pipe_mb_loss: no completed run");
+    if (p->plan.chunk_stage[p->plan.nchunks - 1] != p->stage)
+        return vs_set_error(VS_ERR_STATE, "vs_pipe_mb_loss: stage %d does not hold the last chunk (stage %d does)",
+                            p->stage, p->plan.chunk_stage[p->plan.nchunks - 1]);
+    if (mb < 0 || mb >= p->M) return vs_set_error(VS_ERR_INVALID, "vs_pipe_mb_loss: microbatch %d (0..%d)", mb, p->M - 1);
+    *loss = (double)p->mb_loss[mb];
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_mb_output(const vs_pipe* p, int mb, int i, vs_pipe_tensor* out)
+{
+    if (!p || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_mb_output: %s is NULL", p ? "out" : "pipe");
+    double l;
+    _VS_TRY(vs_pipe_mb_loss(p, mb, &l));
+    const _vs_pipe_uinfo* last = &p->u[p->desc.nunits - 1];
+    if (i < 0 || i >= last->nout)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_mb_output: output %d (the last unit has %d)", i, last->nout);
+    int id = last->out[i];
+    _vs_pipe_view(p, id, &p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)id], out);
+    out->grad = NULL;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_last_timeline(const vs_pipe* p, const double** t0, const double** t1, int* n)
+{
+    if (!p || !t0 || !t1 || !n) return vs_set_error(VS_ERR_NULL, "vs_pipe_last_timeline: an argument is NULL");
+    *t0 = p->t0;
+    *t1 = p->t1;
+    *n = p->tn;
+    return VS_OK;
+}
+
+_VS_PIPE_PRIVATE void _vs_pipe_add(void* acc, const void* other, size_t count, vs_dtype dt, int other_first)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (dt == VS_F32) {
+            float a = ((float*)acc)[i], b = ((const float*)other)[i];
+            ((float*)acc)[i] = other_first ? b + a : a + b;
+        } else if (dt == VS_F64) {
+            double a = ((double*)acc)[i], b = ((const double*)other)[i];
+            ((double*)acc)[i] = other_first ? b + a : a + b;
+        } else {
+            float a = vs_bf16_to_f32(((uint16_t*)acc)[i]), b = vs_bf16_to_f32(((const uint16_t*)other)[i]);
+            ((uint16_t*)acc)[i] = vs_f32_to_bf16(other_first ? b + a : a + b);
+        }
+    }
+}
+
+VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* grad, size_t count, vs_dtype dt)
+{
+    if (!p) return vs_set_error(VS_ERR_NULL, "vs_pipe_tie_grads: pipe is NULL");
+    const int K = p->plan.nchunks;
+    if (chunk_a < 0 || chunk_a >= K || chunk_b < 0 || chunk_b >= K || chunk_a == chunk_b)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_tie_grads: chunks %d and %d (two of 0..%d)", chunk_a, chunk_b, K - 1);
+    if (dt != VS_F32 && dt != VS_F64 && dt != VS_BF16)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_tie_grads: dtype %s (f32, f64 or bf16)", vs_dtype_name(dt));
+    int sa = p->plan.chunk_stage[chunk_a], sb = p->plan.chunk_stage[chunk_b];
+    if (sa == sb || (p->stage != sa && p->stage != sb)) return VS_OK; // one stage: its units share the buffer
+    if (count && !grad) return vs_set_error(VS_ERR_NULL, "vs_pipe_tie_grads: grad is NULL for %zu elements", count);
+    size_t bytes = count * vs_dtype_size(dt);
+    void* other = _vs_pipe_new(p->w, 1, bytes);
+    if (!other) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_tie_grads: %zu bytes", bytes);
+    int peer = p->stage == sa ? sb : sa;
+    vs_result r = vs_group_start(p->pp);
+    if (!r) r = vs_send(p->pp, grad, count, dt, peer, NULL);
+    if (!r) r = vs_recv(p->pp, other, count, dt, peer, NULL);
+    vs_result r2 = vs_group_end(p->pp, NULL);
+    if (!r) r = r2;
+    // the lower chunk's part first on both stages, so both get the same bits
+    int mine_first = (p->stage == sa) == (chunk_a < chunk_b);
+    if (!r) _vs_pipe_add(grad, other, count, dt, !mine_first);
+    vs_free(p->w, other);
+    return r ? vs_set_error(r, "vs_pipe_tie_grads: %s", vs_last_error()) : VS_OK;
+}
+
 // >>pipe-engine end
 
 #ifdef __cplusplus
