@@ -181,6 +181,8 @@ typedef struct ejob {
     int nM, Ms[8];
     unsigned sums; // bit i: also run Ms[i] with the SUM reduction
     int check_timeline;
+    int repeat;           // run each schedule twice (validated once per handle; nothing left over)
+    const char* dim_name; // the mesh's one dim (NULL: "PP")
 } ejob;
 
 typedef struct hctx {
@@ -327,8 +329,8 @@ static int eq_rank(vs_world* w, void* arg)
     vs_mesh* mesh = NULL;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
-    md.shape[0] = P;
-    md.dim_names[0] = "PP";
+    md.shape[0] = J->dim_name ? vs_world_size(w) : P;
+    md.dim_names[0] = J->dim_name ? J->dim_name : "PP";
     VT_OK(vs_mesh_init(w, &md, &mesh));
     if (!mesh) return 1;
     int V = J->V, vshape = J->vshape;
@@ -368,7 +370,8 @@ static int eq_rank(vs_world* w, void* arg)
             break;
         }
         h.stage = vs_pipe_stage(pipe);
-        VT_CHECK(h.stage == vs_world_rank(w), "%s: vs_pipe_stage %d on rank %d", J->name, h.stage, vs_world_rank(w));
+        int want_stage = J->dim_name ? 0 : vs_world_rank(w);
+        VT_CHECK(h.stage == want_stage, "%s: vs_pipe_stage %d on rank %d", J->name, h.stage, vs_world_rank(w));
         for (int i = 0; i < J->nM && !fail; i++) {
             if (sum && !(J->sums & (1u << i))) continue;
             int M = J->Ms[i];
@@ -395,6 +398,7 @@ static int eq_rank(vs_world* w, void* arg)
                          "%s: the schedule places chunk %d on stage %d, the plan on %d", J->name, k,
                          vs_pipe_sched_chunk_stage(s, k), plan.chunk_stage[k]);
             fail = eq_one(w, J, pipe, &plan, E, R, &dd, &h, s, M, sum);
+            if (!fail && J->repeat) fail = eq_one(w, J, pipe, &plan, E, R, &dd, &h, s, M, sum);
             vs_pipe_sched_free(s);
         }
         if (!fail) VT_OK(vs_pipe_free(pipe));
@@ -511,6 +515,7 @@ static void case_own(void)
                 J.nM = 3, J.Ms[0] = 1, J.Ms[1] = 3, J.Ms[2] = 2 * v[i].P + 1;
                 J.sums = 2;
                 J.check_timeline = 1;
+                J.repeat = i == 4 || i == 7;
                 run_job(&J);
             }
 }
@@ -531,6 +536,69 @@ static void case_own_callbacks(void)
             J.nM = 2, J.Ms[0] = 1, J.Ms[1] = 4;
             run_job(&J);
         }
+}
+
+/* A mesh without a PP dim: every rank is a whole 1-stage pipeline. */
+static void case_no_pp_dim(void)
+{
+    for (int model = 0; model < PM_NMODELS; model++) {
+        char name[96];
+        snprintf(name, sizeof name, "no PP dim %s", pm_model_name[model]);
+        ejob J;
+        memset(&J, 0, sizeof J);
+        J.name = name;
+        J.P = 1, J.V = 2, J.model = model, J.bf16 = 1, J.src = SRC_HAND, J.split = model & 1, J.comm = 1;
+        J.dim_name = "DP";
+        J.nM = 2, J.Ms[0] = 1, J.Ms[1] = 3;
+        J.repeat = 1;
+        launch(2, eq_rank, &J);
+    }
+}
+
+/* vs_pipe_tie_grads: the two stages of chunks 0 and 3 both end with a + b;
+   the others keep their buffers. */
+static int tie_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    const int P = 4, n = 37;
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = P;
+    md.dim_names[0] = "PP";
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    if (!mesh) return 1;
+    pm_inst* E = pm_new(PM_A, VS_F32, PM_BK_BOTH);
+    pm_data dd = {PM_A, VS_F32, 0};
+    vs_pipe_plan plan;
+    hand_plan(&plan, E->nu, P, 1, 0);
+    vs_pipe_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.mesh = mesh, pd.units = E->U, pd.nunits = E->nu, pd.plan = &plan, pd.data = pm_data_fn, pd.data_user = &dd;
+    vs_pipe* pipe = NULL;
+    VT_OK(vs_pipe_init(&pd, &pipe));
+    if (!pipe) return 1;
+    const int st = vs_pipe_stage(pipe);
+    float f[64], want[64];
+    uint16_t b[64], wantb[64];
+    for (int i = 0; i < n; i++) {
+        float x = pm_hash(11, (uint32_t)st, (uint32_t)i), x0 = pm_hash(11, 0, (uint32_t)i),
+              x3 = pm_hash(11, 3, (uint32_t)i);
+        f[i] = x;
+        b[i] = pm_bf16_of(x);
+        want[i] = st == 0 || st == 3 ? x0 + x3 : x;
+        wantb[i] = st == 0 || st == 3 ? pm_bf16_of(pm_bf16_val(pm_bf16_of(x0)) + pm_bf16_val(pm_bf16_of(x3))) : b[i];
+    }
+    VT_OK(vs_pipe_tie_grads(pipe, 0, 3, f, (size_t)n, VS_F32));
+    VT_OK(vs_pipe_tie_grads(pipe, 3, 0, b, (size_t)n, VS_BF16));
+    VT_CHECK(!memcmp(f, want, (size_t)n * sizeof(float)), "stage %d: f32 tied gradient is not a + b", st);
+    VT_CHECK(!memcmp(b, wantb, (size_t)n * sizeof(uint16_t)), "stage %d: bf16 tied gradient is not a + b", st);
+    VT_EXPECT_ERR(vs_pipe_tie_grads(pipe, 0, 0, f, (size_t)n, VS_F32), VS_ERR_INVALID, NULL, NULL);
+    VT_EXPECT_ERR(vs_pipe_tie_grads(pipe, 0, 4, f, (size_t)n, VS_F32), VS_ERR_INVALID, NULL, NULL);
+    VT_OK(vs_pipe_free(pipe));
+    VT_OK(vs_mesh_free(mesh));
+    pm_free(E);
+    return 0;
 }
 
 /* Compute-only schedules completed by vs_pipe_sched_add_comm. */
@@ -1026,6 +1094,8 @@ static void case_watchdog(int P)
     double total = now_s() - t0;
     VT_CHECK(r != VS_OK, "the job reported no error");
     VT_CHECK(total < 8, "the job took %.1f s", total);
+    if (getenv("PT_VERBOSE"))
+        for (int st = 0; st < P; st++) printf("    stage %d: %.2f s: %s\n", st, J.dt[st], J.msg[st]);
     for (int st = 0; st < P; st++) {
         VT_CHECK(J.rc[st] != VS_OK, "stage %d: vs_pipe_run returned VS_OK", st);
         VT_CHECK(J.dt[st] < 5.5, "stage %d: vs_pipe_run returned after %.1f s", st, J.dt[st]);
@@ -1036,6 +1106,9 @@ static void case_watchdog(int P)
         snprintf(peer, sizeof peer, "stage %d|rank %d", st - 1, st - 1);
         VT_CHECK(strstr(J.msg[st], instr) != NULL, "stage %d: \"%s\" does not name %s", st, J.msg[st], instr);
         VT_CHECK(has_any(J.msg[st], peer), "stage %d: \"%s\" does not name the peer (%s)", st, J.msg[st], peer);
+        const char* second = strstr(J.msg[st], instr);
+        second = second ? strstr(second + 1, instr) : NULL;
+        VT_CHECK(second == NULL, "stage %d: \"%s\" says its context twice", st, J.msg[st]);
     }
 }
 
@@ -1063,6 +1136,8 @@ int main(void)
     VT_CASE("own", case_own());
     VT_CASE("own_callbacks", case_own_callbacks());
     VT_CASE("add_comm", case_add_comm());
+    VT_CASE("no_pp_dim", case_no_pp_dim());
+    VT_CASE("tie_grads", launch(4, tie_rank, NULL));
     VT_CASE("file", case_file());
     if (gen_ready) {
         VT_CASE("builtin_check", case_builtin_check());
