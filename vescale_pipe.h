@@ -2250,7 +2250,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, in
     vs_comm* c = _vs_pipe_link_to(p, src, p->stage);
     char* buf = NULL;
     const char* at = NULL;
-    size_t bytes = 0;
+    size_t bytes = 0, sum = 0;
     _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
     vs_result r = vs_recv(c, h, hn, VS_I64, 0, NULL);
     if (r) goto done;
@@ -2263,7 +2263,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, in
         goto done;
     }
     bytes = (size_t)h[5];
-    size_t sum = 0;
+    sum = 0;
     for (int i = 0; i < nt; i++) { // the header must describe exactly the bytes that follow
         const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
         size_t n = vs_dtype_size((vs_dtype)(e[1] > 0 && e[1] < VS_DTYPE_COUNT ? e[1] : 0));
