@@ -518,6 +518,516 @@ VS_API vs_result vs_pipe_sched_free(vs_pipe_sched* s)
     return VS_OK;
 }
 
+/* The text of one instruction ("F3.1", "SYNC2", "STEP") into buf[24]. */
+_VS_PIPE_PRIVATE const char* _vs_pipe_itext(const vs_pipe_instr* i, char* buf)
+{
+    if (i->op == VS_PIPE_STEP) snprintf(buf, 24, "STEP");
+    else if (i->op == VS_PIPE_SYNC) snprintf(buf, 24, "SYNC%d", i->chunk);
+    else snprintf(buf, 24, "%s%d.%d", _vs_pipe_op_text(i->op), i->chunk, i->mb);
+    return buf;
+}
+
+VS_API int vs_pipe_sched_print(const vs_pipe_sched* s, char* buf, size_t cap)
+{
+    size_t len = 0;
+    if (buf && cap) buf[0] = 0;
+    if (!s) return 0;
+    _vs_pipe_cat(buf, cap, &len, "pipe stages=%d chunks=%d mbs=%d place=", s->stages, s->nchunks, s->mbs);
+    for (int k = 0; k < s->nchunks; k++) _vs_pipe_cat(buf, cap, &len, "%s%d", k ? "," : "", s->chunk_stage[k]);
+    _vs_pipe_cat(buf, cap, &len, "\n");
+    for (int st = 0; st < s->stages; st++) {
+        _vs_pipe_cat(buf, cap, &len, "%d:", st);
+        char t[24];
+        for (int i = 0; i < s->len[st]; i++) _vs_pipe_cat(buf, cap, &len, " %s", _vs_pipe_itext(&s->ins[st][i], t));
+        _vs_pipe_cat(buf, cap, &len, "\n");
+    }
+    return len > (size_t)INT_MAX ? INT_MAX : (int)len;
+}
+
+/* One token of the text form: op letters, then chunk[.mb]. */
+_VS_PIPE_PRIVATE int _vs_pipe_parse_instr(const char* tok, size_t n, vs_pipe_instr* out)
+{
+    static const char* const ops[] = {"STEP", "SYNC", "BW", "SF", "RF", "SB", "RB", "F", "B", "W"};
+    static const int codes[] = {VS_PIPE_STEP, VS_PIPE_SYNC, VS_PIPE_BW, VS_PIPE_SEND_F, VS_PIPE_RECV_F,
+                                VS_PIPE_SEND_B, VS_PIPE_RECV_B, VS_PIPE_F, VS_PIPE_B, VS_PIPE_W};
+    for (int k = 0; k < 10; k++) {
+        size_t l = strlen(ops[k]);
+        if (n < l || strncmp(tok, ops[k], l)) continue;
+        const char* p = tok + l;
+        const char* end = tok + n;
+        out->op = codes[k];
+        out->chunk = out->mb = 0;
+        if (codes[k] == VS_PIPE_STEP) return p == end;
+        long v[2] = {0, 0};
+        int want = codes[k] == VS_PIPE_SYNC ? 1 : 2;
+        for (int f = 0; f < want; f++) {
+            if (f && (p >= end || *p++ != '.')) return 0;
+            if (p >= end || *p < '0' || *p > '9') return 0;
+            while (p < end && *p >= '0' && *p <= '9') {
+                v[f] = v[f] * 10 + (*p++ - '0');
+                if (v[f] > 1000000000L) return 0;
+            }
+        }
+        if (p != end) return 0;
+        out->chunk = (int)v[0];
+        out->mb = (int)v[1];
+        return 1;
+    }
+    return 0;
+}
+
+VS_API vs_result vs_pipe_sched_parse(const vs_world* world, const char* text, vs_pipe_sched** out)
+{
+    if (!text || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_parse: %s is NULL", text ? "out" : "text");
+    *out = NULL;
+    vs_pipe_sched* s = NULL;
+    int line = 0, stages = 0, nchunks = 0, mbs = 0, place[VS_PIPE_MAX_CHUNKS];
+    int seen[VS_PIPE_MAX_CHUNKS] = {0};
+    const char* p = text;
+    vs_result r = VS_OK;
+    while (*p) {
+        const char* e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        line++;
+        const char* q = p;
+        const char* end = p + n;
+        p = e ? e + 1 : p + n;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
+        if (q == end || *q == '#') continue;
+        if (!s) { // the header line
+            int used = 0;
+            if (sscanf(q, "pipe stages=%d chunks=%d mbs=%d place=%n", &stages, &nchunks, &mbs, &used) != 3 || !used) {
+                r = vs_set_error(VS_ERR_INVALID,
+                                 "vs_pipe_sched_parse: line %d: expected \"pipe stages=P chunks=K mbs=M place=s0,s1,...\"",
+                                 line);
+                goto fail;
+            }
+            if (nchunks < 1 || nchunks > VS_PIPE_MAX_CHUNKS) {
+                r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: chunks=%d (1..%d)", line, nchunks,
+                                 VS_PIPE_MAX_CHUNKS);
+                goto fail;
+            }
+            const char* c = q + used;
+            for (int k = 0; k < nchunks; k++) {
+                char* ce;
+                long v = strtol(c, &ce, 10);
+                if (ce == c || ce > end || (k + 1 < nchunks && *ce != ',') || v < 0 || v > VS_PIPE_MAX_CHUNKS) {
+                    r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: place= needs %d stage numbers",
+                                     line, nchunks);
+                    goto fail;
+                }
+                place[k] = (int)v;
+                c = ce + (k + 1 < nchunks);
+            }
+            r = vs_pipe_sched_new(world, stages, nchunks, place, mbs, &s);
+            if (r) {
+                r = vs_set_error(r, "vs_pipe_sched_parse: line %d: %s", line, vs_last_error());
+                goto fail;
+            }
+            continue;
+        }
+        char* ce;
+        long st = strtol(q, &ce, 10);
+        if (ce == q || *ce != ':' || st < 0 || st >= stages) {
+            r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: expected \"<stage 0..%d>: ...\"", line,
+                             stages - 1);
+            goto fail;
+        }
+        if (seen[st]++) {
+            r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: stage %ld listed twice", line, st);
+            goto fail;
+        }
+        q = ce + 1;
+        for (;;) {
+            while (q < end && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
+            if (q >= end) break;
+            const char* t = q;
+            while (q < end && *q != ' ' && *q != '\t' && *q != '\r') q++;
+            vs_pipe_instr in;
+            if (!_vs_pipe_parse_instr(t, (size_t)(q - t), &in)) {
+                r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: bad instruction \"%.*s\"", line,
+                                 (int)(q - t), t);
+                goto fail;
+            }
+            r = vs_pipe_sched_push(s, (int)st, (vs_pipe_op)in.op, in.chunk, in.mb);
+            if (r) {
+                r = vs_set_error(r, "vs_pipe_sched_parse: line %d: \"%.*s\": %s", line, (int)(q - t), t,
+                                 vs_last_error());
+                goto fail;
+            }
+        }
+    }
+    if (!s) return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: no \"pipe stages=...\" header line");
+    *out = s;
+    return VS_OK;
+fail:
+    vs_pipe_sched_free(s);
+    return r;
+}
+
+/* The message that instruction (op, c, m) sends or receives, as the sender names
+   it: kind 0 activations of chunk x, kind 1 input gradients of chunk x. */
+typedef struct _vs_pipe_msg {
+    int kind, chunk, mb;
+} _vs_pipe_msg;
+
+VS_API vs_result vs_pipe_sched_add_comm(vs_pipe_sched* s)
+{
+    if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_add_comm: schedule is NULL");
+    for (int st = 0; st < s->stages; st++)
+        for (int i = 0; i < s->len[st]; i++)
+            if (s->ins[st][i].op >= VS_PIPE_SEND_F && s->ins[st][i].op <= VS_PIPE_RECV_B) return VS_OK;
+    const int P = s->stages, K = s->nchunks;
+    /* Per stage: what it sends, in list order, to whom. */
+    _vs_pipe_msg** sent = _VS_PIPE_NEW(s->world, _vs_pipe_msg*, P);
+    int** to = _VS_PIPE_NEW(s->world, int*, P);
+    int* nsent = _VS_PIPE_NEW(s->world, int, P);
+    int* taken = _VS_PIPE_NEW(s->world, int, (size_t)P * (size_t)P); // [dst*P+src]: how far dst has received
+    vs_pipe_instr** old = _VS_PIPE_NEW(s->world, vs_pipe_instr*, P);
+    int* oldlen = _VS_PIPE_NEW(s->world, int, P);
+    vs_result r = VS_OK;
+    if (!sent || !to || !nsent || !taken || !old || !oldlen) goto nomem;
+    for (int st = 0; st < P; st++) {
+        sent[st] = _VS_PIPE_NEW(s->world, _vs_pipe_msg, 2 * s->len[st] + 1);
+        to[st] = _VS_PIPE_NEW(s->world, int, 2 * s->len[st] + 1);
+        if (!sent[st] || !to[st]) goto nomem;
+        for (int i = 0; i < s->len[st]; i++) {
+            const vs_pipe_instr* in = &s->ins[st][i];
+            if (in->op == VS_PIPE_F && in->chunk + 1 < K && s->chunk_stage[in->chunk + 1] != st) {
+                _vs_pipe_msg m = {0, in->chunk, in->mb};
+                to[st][nsent[st]] = s->chunk_stage[in->chunk + 1];
+                sent[st][nsent[st]++] = m;
+            }
+            if ((in->op == VS_PIPE_B || in->op == VS_PIPE_BW) && in->chunk > 0 &&
+                s->chunk_stage[in->chunk - 1] != st) {
+                _vs_pipe_msg m = {1, in->chunk, in->mb};
+                to[st][nsent[st]] = s->chunk_stage[in->chunk - 1];
+                sent[st][nsent[st]++] = m;
+            }
+        }
+    }
+    for (int st = 0; st < P; st++) { // rebuild each list
+        old[st] = s->ins[st];
+        oldlen[st] = s->len[st];
+        s->ins[st] = NULL;
+        s->len[st] = s->cap[st] = 0;
+    }
+    for (int st = 0; st < P && !r; st++) {
+        for (int i = 0; i < oldlen[st] && !r; i++) {
+            const vs_pipe_instr* in = &old[st][i];
+            int c = in->chunk, need_src = -1;
+            _vs_pipe_msg need = {0, 0, 0};
+            if (in->op == VS_PIPE_F && c > 0 && s->chunk_stage[c - 1] != st) {
+                need_src = s->chunk_stage[c - 1];
+                need.kind = 0, need.chunk = c - 1, need.mb = in->mb;
+            }
+            if ((in->op == VS_PIPE_B || in->op == VS_PIPE_BW) && c + 1 < K && s->chunk_stage[c + 1] != st) {
+                need_src = s->chunk_stage[c + 1];
+                need.kind = 1, need.chunk = c + 1, need.mb = in->mb;
+            }
+            if (need_src >= 0) { // receive, in the sender's order, everything up to the one needed
+                int* t = &taken[st * P + need_src];
+                int found = -1;
+                for (int j = *t; j < nsent[need_src]; j++)
+                    if (to[need_src][j] == st && sent[need_src][j].kind == need.kind &&
+                        sent[need_src][j].chunk == need.chunk && sent[need_src][j].mb == need.mb) {
+                        found = j;
+                        break;
+                    }
+                for (int j = *t; found >= 0 && j <= found && !r; j++) {
+                    if (to[need_src][j] != st) continue;
+                    const _vs_pipe_msg* m = &sent[need_src][j];
+                    r = m->kind == 0 ? vs_pipe_sched_push(s, st, VS_PIPE_RECV_F, m->chunk + 1, m->mb)
+                                     : vs_pipe_sched_push(s, st, VS_PIPE_RECV_B, m->chunk - 1, m->mb);
+                }
+                if (found >= 0) *t = found + 1;
+            }
+            if (!r) r = vs_pipe_sched_push(s, st, (vs_pipe_op)in->op, in->chunk, in->mb);
+            if (!r && in->op == VS_PIPE_F && c + 1 < K && s->chunk_stage[c + 1] != st)
+                r = vs_pipe_sched_push(s, st, VS_PIPE_SEND_F, c, in->mb);
+            if (!r && (in->op == VS_PIPE_B || in->op == VS_PIPE_BW) && c > 0 && s->chunk_stage[c - 1] != st)
+                r = vs_pipe_sched_push(s, st, VS_PIPE_SEND_B, c, in->mb);
+        }
+    }
+    for (int st = 0; st < P; st++) vs_free(s->world, old[st]);
+    goto done;
+nomem:
+    r = vs_set_error(VS_ERR_NOMEM, "vs_pipe_sched_add_comm: out of memory");
+done:
+    for (int st = 0; st < P && sent && to; st++) {
+        vs_free(s->world, sent[st]);
+        vs_free(s->world, to[st]);
+    }
+    vs_free(s->world, sent);
+    vs_free(s->world, to);
+    vs_free(s->world, nsent);
+    vs_free(s->world, taken);
+    vs_free(s->world, old);
+    vs_free(s->world, oldlen);
+    return r;
+}
+
+/* The validator's state: which parts of each (chunk, mb) have run, and the
+   messages in flight between each pair of stages (FIFO, as p2p is). */
+typedef struct _vs_pipe_vstate {
+    const vs_pipe_sched* s;
+    unsigned char* done;  // [(c*M+m)]: bit 0 F, 1 B, 2 W, 3 RF, 4 RB, 5 SF, 6 SB
+    int* next_b;          // per chunk: the next microbatch its B/BW must be
+    int* next_w;          // per chunk: the next microbatch its W must be
+    int* synced;          // per chunk
+    _vs_pipe_msg* q;      // pair (src*P+dst)'s messages from q[qoff[pair]]
+    int* qoff;            // per pair
+    int* qhead;
+    int* qtail;
+    int* pc;              // per stage
+    int* live;            // per stage
+} _vs_pipe_vstate;
+
+enum { _VS_VF = 1, _VS_VB = 2, _VS_VW = 4, _VS_VRF = 8, _VS_VRB = 16, _VS_VSF = 32, _VS_VSB = 64 };
+
+/* "stage 1, position 7 (W0.3): <rule>; around: F0.2 SF0.2 [W0.3] B0.3" */
+_VS_PIPE_PRIVATE _VS_PRINTF(4, 5) vs_result _vs_pipe_vfail(const vs_pipe_sched* s, int st, int pos, const char* fmt, ...)
+{
+    char rule[256], around[256], t[24];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rule, sizeof rule, fmt, ap);
+    va_end(ap);
+    size_t len = 0;
+    around[0] = 0;
+    int lo = pos - 4 < 0 ? 0 : pos - 4, hi = pos + 4 >= s->len[st] ? s->len[st] - 1 : pos + 4;
+    for (int i = lo; i <= hi; i++)
+        _vs_pipe_cat(around, sizeof around, &len, "%s%s%s%s", i > lo ? " " : "", i == pos ? "[" : "",
+                     _vs_pipe_itext(&s->ins[st][i], t), i == pos ? "]" : "");
+    return vs_set_error(VS_ERR_INVALID, "schedule: stage %d, position %d (%s): %s; around: %s", st, pos,
+                        _vs_pipe_itext(&s->ins[st][pos], t), rule, around);
+}
+
+/* Runs instruction pc of stage st if it can: 1 ran, 0 blocked (a receive whose
+   message has not been sent yet), <0 a broken rule (message set). */
+_VS_PIPE_PRIVATE int _vs_pipe_vstep(_vs_pipe_vstate* v, int st, const vs_pipe_check_desc* d)
+{
+    const vs_pipe_sched* s = v->s;
+    const int P = s->stages, K = s->nchunks, M = s->mbs;
+    const int pos = v->pc[st];
+    const vs_pipe_instr* in = &s->ins[st][pos];
+    const int c = in->chunk, m = in->mb;
+    unsigned char* dn = &v->done[c * M + m];
+    char t[24];
+    if (in->op != VS_PIPE_STEP && s->chunk_stage[c] != st)
+        return _vs_pipe_vfail(s, st, pos, "chunk %d runs on stage %d, not here", c, s->chunk_stage[c]), -1;
+    int prev_remote = c > 0 && s->chunk_stage[c - 1] != st;
+    int next_remote = c + 1 < K && s->chunk_stage[c + 1] != st;
+    switch (in->op) {
+    case VS_PIPE_F:
+        if (*dn & _VS_VF) return _vs_pipe_vfail(s, st, pos, "a second forward of chunk %d, microbatch %d", c, m), -1;
+        if (c > 0 && !prev_remote && !(v->done[(c - 1) * M + m] & _VS_VF))
+            return _vs_pipe_vfail(s, st, pos, "needs F%d.%d first (same stage, earlier in the list)", c - 1, m), -1;
+        if (prev_remote && !(*dn & _VS_VRF))
+            return _vs_pipe_vfail(s, st, pos, "its input was not received (RF%d.%d before it)", c, m), -1;
+        *dn |= _VS_VF;
+        if (++v->live[st] > 0 && d && d->max_live_activations > 0 && v->live[st] > d->max_live_activations)
+            return _vs_pipe_vfail(s, st, pos, "%d activations held, the bound is %lld", v->live[st],
+                                  (long long)d->max_live_activations),
+                   -1;
+        return 1;
+    case VS_PIPE_B:
+    case VS_PIPE_BW:
+        if (!(*dn & _VS_VF)) return _vs_pipe_vfail(s, st, pos, "backward before the forward F%d.%d", c, m), -1;
+        if (*dn & _VS_VB) return _vs_pipe_vfail(s, st, pos, "a second backward of chunk %d, microbatch %d", c, m), -1;
+        if (c + 1 < K && !next_remote && !(v->done[(c + 1) * M + m] & _VS_VB))
+            return _vs_pipe_vfail(s, st, pos, "needs the backward of chunk %d, microbatch %d first", c + 1, m), -1;
+        if (next_remote && !(*dn & _VS_VRB))
+            return _vs_pipe_vfail(s, st, pos, "its output gradient was not received (RB%d.%d before it)", c, m), -1;
+        if (m != v->next_b[c])
+            return _vs_pipe_vfail(s, st, pos,
+                                  "backwards of chunk %d must run in microbatch order (next is %d), so gradients "
+                                  "accumulate as on one device",
+                                  c, v->next_b[c]),
+                   -1;
+        v->next_b[c]++;
+        *dn |= _VS_VB;
+        if (in->op == VS_PIPE_BW) {
+            if (v->next_w[c] != m)
+                return _vs_pipe_vfail(s, st, pos, "weight gradients of chunk %d out of microbatch order (next is %d)",
+                                      c, v->next_w[c]),
+                       -1;
+            v->next_w[c]++;
+            *dn |= _VS_VW;
+            v->live[st]--;
+        }
+        return 1;
+    case VS_PIPE_W:
+        if (!(*dn & _VS_VB)) return _vs_pipe_vfail(s, st, pos, "W before its B%d.%d", c, m), -1;
+        if (*dn & _VS_VW) return _vs_pipe_vfail(s, st, pos, "a second weight gradient of chunk %d, microbatch %d", c, m), -1;
+        if (m != v->next_w[c])
+            return _vs_pipe_vfail(s, st, pos, "weight gradients of chunk %d must run in microbatch order (next is %d)",
+                                  c, v->next_w[c]),
+                   -1;
+        v->next_w[c]++;
+        *dn |= _VS_VW;
+        v->live[st]--;
+        return 1;
+    case VS_PIPE_SEND_F:
+    case VS_PIPE_SEND_B: {
+        int fwd = in->op == VS_PIPE_SEND_F;
+        if (fwd ? !next_remote : !prev_remote)
+            return _vs_pipe_vfail(s, st, pos, "chunk %d has no %s chunk on another stage to send to", c,
+                                  fwd ? "next" : "previous"),
+                   -1;
+        if (!(*dn & (fwd ? _VS_VF : _VS_VB)))
+            return _vs_pipe_vfail(s, st, pos, "sends before its %s%d.%d ran", fwd ? "F" : "B", c, m), -1;
+        if (*dn & (fwd ? _VS_VSF : _VS_VSB)) return _vs_pipe_vfail(s, st, pos, "sent twice"), -1;
+        *dn |= fwd ? _VS_VSF : _VS_VSB;
+        int dst = s->chunk_stage[fwd ? c + 1 : c - 1];
+        int pair = st * P + dst;
+        _vs_pipe_msg msg = {fwd ? 0 : 1, c, m};
+        v->q[v->qoff[pair] + v->qtail[pair]++] = msg;
+        return 1;
+    }
+    case VS_PIPE_RECV_F:
+    case VS_PIPE_RECV_B: {
+        int fwd = in->op == VS_PIPE_RECV_F;
+        if (fwd ? !prev_remote : !next_remote)
+            return _vs_pipe_vfail(s, st, pos, "chunk %d has no %s chunk on another stage to receive from", c,
+                                  fwd ? "previous" : "next"),
+                   -1;
+        if (*dn & (fwd ? _VS_VRF : _VS_VRB)) return _vs_pipe_vfail(s, st, pos, "received twice"), -1;
+        int src = s->chunk_stage[fwd ? c - 1 : c + 1];
+        int pair = src * P + st;
+        if (v->qhead[pair] == v->qtail[pair]) return 0; // not sent yet: wait
+        _vs_pipe_msg* h = &v->q[v->qoff[pair] + v->qhead[pair]];
+        int want_chunk = fwd ? c - 1 : c + 1;
+        if (h->kind != (fwd ? 0 : 1) || h->chunk != want_chunk || h->mb != m) {
+            vs_pipe_instr sent_as = {h->kind ? VS_PIPE_SEND_B : VS_PIPE_SEND_F, h->chunk, h->mb};
+            return _vs_pipe_vfail(s, st, pos,
+                                  "sends and receives cross: stage %d sends %s to this stage before what this "
+                                  "receive expects (%s%d.%d)",
+                                  src, _vs_pipe_itext(&sent_as, t), fwd ? "SF" : "SB", want_chunk, m),
+                   -1;
+        }
+        v->qhead[pair]++;
+        *dn |= fwd ? _VS_VRF : _VS_VRB;
+        return 1;
+    }
+    case VS_PIPE_SYNC:
+        if (v->synced[c]) return _vs_pipe_vfail(s, st, pos, "chunk %d synced twice", c), -1;
+        if (v->next_w[c] != M)
+            return _vs_pipe_vfail(s, st, pos, "chunk %d still has backwards to run (microbatch %d)", c, v->next_w[c]),
+                   -1;
+        v->synced[c] = 1;
+        return 1;
+    case VS_PIPE_STEP:
+        if (pos != s->len[st] - 1) return _vs_pipe_vfail(s, st, pos, "STEP must be the stage's last instruction"), -1;
+        for (int k = 0; k < K; k++)
+            if (s->chunk_stage[k] == st && v->next_w[k] != M)
+                return _vs_pipe_vfail(s, st, pos, "chunk %d still has backwards to run (microbatch %d)", k,
+                                      v->next_w[k]),
+                       -1;
+        return 1;
+    default:
+        return _vs_pipe_vfail(s, st, pos, "unknown op %d", in->op), -1;
+    }
+}
+
+VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check_desc* d)
+{
+    if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_check: schedule is NULL");
+    const int P = s->stages, K = s->nchunks, M = s->mbs;
+    _vs_pipe_vstate v;
+    memset(&v, 0, sizeof v);
+    v.s = s;
+    v.qoff = _VS_PIPE_NEW(s->world, int, P * P + 1);
+    int total = 0;
+    for (int st = 0; st < P && v.qoff; st++) // room for every send a pair may carry
+        for (int i = 0; i < s->len[st]; i++) {
+            const vs_pipe_instr* in = &s->ins[st][i];
+            int to = in->op == VS_PIPE_SEND_F && in->chunk + 1 < K   ? s->chunk_stage[in->chunk + 1]
+                     : in->op == VS_PIPE_SEND_B && in->chunk > 0 ? s->chunk_stage[in->chunk - 1]
+                                                                 : -1;
+            if (to >= 0) v.qoff[st * P + to + 1]++, total++;
+        }
+    for (int pair = 0; pair < P * P && v.qoff; pair++) v.qoff[pair + 1] += v.qoff[pair];
+    v.done = _VS_PIPE_NEW(s->world, unsigned char, (size_t)K * (size_t)M);
+    v.next_b = _VS_PIPE_NEW(s->world, int, K);
+    v.next_w = _VS_PIPE_NEW(s->world, int, K);
+    v.synced = _VS_PIPE_NEW(s->world, int, K);
+    v.q = _VS_PIPE_NEW(s->world, _vs_pipe_msg, total);
+    v.qhead = _VS_PIPE_NEW(s->world, int, P * P);
+    v.qtail = _VS_PIPE_NEW(s->world, int, P * P);
+    v.pc = _VS_PIPE_NEW(s->world, int, P);
+    v.live = _VS_PIPE_NEW(s->world, int, P);
+    vs_result r = VS_OK;
+    if (!v.qoff || !v.done || !v.next_b || !v.next_w || !v.synced || !v.q || !v.qhead || !v.qtail || !v.pc || !v.live) {
+        r = vs_set_error(VS_ERR_NOMEM, "vs_pipe_sched_check: out of memory");
+        goto done;
+    }
+    for (;;) { // run every stage as far as it goes until none can move
+        int moved = 0, left = 0;
+        for (int st = 0; st < P; st++) {
+            while (v.pc[st] < s->len[st]) {
+                int k = _vs_pipe_vstep(&v, st, d);
+                if (k < 0) {
+                    r = VS_ERR_INVALID;
+                    goto done;
+                }
+                if (!k) break;
+                v.pc[st]++;
+                moved = 1;
+            }
+            left += v.pc[st] < s->len[st];
+        }
+        if (!left) break;
+        if (!moved) { // every stage left waits on a receive: a cycle of waits
+            char who[512], t[24];
+            size_t len = 0;
+            who[0] = 0;
+            int first = -1;
+            for (int st = 0; st < P; st++) {
+                if (v.pc[st] >= s->len[st]) continue;
+                if (first < 0) first = st;
+                const vs_pipe_instr* in = &s->ins[st][v.pc[st]];
+                int src = s->chunk_stage[in->op == VS_PIPE_RECV_F ? in->chunk - 1 : in->chunk + 1];
+                _vs_pipe_cat(who, sizeof who, &len, "%sstage %d waits at %s for stage %d", len ? "; " : "", st,
+                             _vs_pipe_itext(in, t), src);
+            }
+            r = _vs_pipe_vfail(s, first, v.pc[first], "deadlock (a cycle of waits): %s", who);
+            goto done;
+        }
+    }
+    for (int k = 0; k < K; k++) // completeness
+        for (int m = 0; m < M; m++) {
+            unsigned char dn = v.done[k * M + m];
+            const char* miss = !(dn & _VS_VF) ? "F" : !(dn & _VS_VB) ? "B (or BW)" : !(dn & _VS_VW) ? "W" : NULL;
+            if (!miss && k + 1 < K && s->chunk_stage[k + 1] != s->chunk_stage[k] && !(dn & _VS_VSF)) miss = "SF";
+            if (!miss && k > 0 && s->chunk_stage[k - 1] != s->chunk_stage[k] && !(dn & _VS_VSB)) miss = "SB";
+            if (miss) {
+                r = vs_set_error(VS_ERR_INVALID, "schedule: stage %d never runs %s for chunk %d, microbatch %d",
+                                 s->chunk_stage[k], miss, k, m);
+                goto done;
+            }
+        }
+    for (int pair = 0; pair < P * P; pair++)
+        if (v.qhead[pair] != v.qtail[pair]) {
+            _vs_pipe_msg* h = &v.q[v.qoff[pair] + v.qhead[pair]];
+            r = vs_set_error(VS_ERR_INVALID, "schedule: stage %d sends %s%d.%d but stage %d never receives it",
+                             pair / P, h->kind ? "SB" : "SF", h->chunk, h->mb, pair % P);
+            goto done;
+        }
+done:
+    vs_free(s->world, v.done);
+    vs_free(s->world, v.next_b);
+    vs_free(s->world, v.next_w);
+    vs_free(s->world, v.synced);
+    vs_free(s->world, v.q);
+    vs_free(s->world, v.qoff);
+    vs_free(s->world, v.qhead);
+    vs_free(s->world, v.qtail);
+    vs_free(s->world, v.pc);
+    vs_free(s->world, v.live);
+    return r;
+}
+
 // >>pipe-sched end
 
 // >>pipe-gen -------------------------------------------------------------------
