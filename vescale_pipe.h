@@ -1281,6 +1281,31 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_gen_dualpipev(vs_pipe_sched* s, int r, int* 
     return e;
 }
 
+/* 1F1B and interleaved as Megatron writes them: stage p runs w forwards of its
+   forward order (1F1B: P-p-1; interleaved: 2(P-p-1) + (V-1)P), then one forward
+   and one backward in turn, then the remaining backwards. The orders are the
+   greedy's fseq/bseq. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_gen_megatron(vs_pipe_sched* s, const _vs_pipe_greedy* g)
+{
+    int P = g->P, V = g->V, M = g->M, VM = V * M;
+    vs_result r = VS_OK;
+    for (int p = 0; p < P && r == VS_OK; p++) {
+        const int *fs = g->fseq + (size_t)p * VM, *bs = g->bseq + (size_t)p * VM;
+        int w = V > 1 ? 2 * (P - p - 1) + (V - 1) * P : P - p - 1, nb = 0;
+        if (w > VM) w = VM;
+        for (int i = 0; i < w && r == VS_OK; i++) r = _vs_pipe_gen_push(s, p, VS_PIPE_F, fs[i] / M, fs[i] % M);
+        for (int i = w; i < VM && r == VS_OK; i++, nb++) {
+            r = _vs_pipe_gen_push(s, p, VS_PIPE_F, fs[i] / M, fs[i] % M);
+            if (r == VS_OK) r = _vs_pipe_gen_push(s, p, VS_PIPE_BW, bs[nb] / M, bs[nb] % M);
+        }
+        for (; nb < VM && r == VS_OK; nb++) r = _vs_pipe_gen_push(s, p, VS_PIPE_BW, bs[nb] / M, bs[nb] % M);
+    }
+    return r;
+}
+
+_VS_PIPE_PRIVATE vs_result _vs_pipe_sim_run(const vs_pipe_sched* s, const vs_pipe_costs* costs, vs_pipe_sim* out,
+                                            double* t0, double* t1);
+
 VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int stages, int chunks, int mbs,
                                   vs_pipe_sched** out)
 {
@@ -1336,7 +1361,21 @@ VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int 
             }
         }
     }
-    if (kind == VS_PIPE_DUALPIPEV && M >= 2 * P) {
+    if (kind == VS_PIPE_1F1B || kind == VS_PIPE_INTERLEAVED) {
+        /* Megatron's lists; where a partial last group makes them deadlock
+           (the play says so), the greedy rule below takes over. */
+        vs_pipe_sim* sim = _VS_PIPE_NEW(world, vs_pipe_sim, 1);
+        r = sim ? vs_pipe_sched_new(world, P, K, cs, M, &best) : vs_set_error(VS_ERR_NOMEM, "vs_pipe_generate: out of memory");
+        if (r == VS_OK) r = _vs_pipe_gen_megatron(best, g);
+        if (r == VS_OK && _vs_pipe_sim_run(best, NULL, sim, NULL, NULL) != VS_OK) {
+            vs_clear_error();
+            vs_pipe_sched_free(best);
+            best = NULL;
+        }
+        vs_free(world, sim);
+    }
+    if (r != VS_OK || best) {
+    } else if (kind == VS_PIPE_DUALPIPEV && M >= 2 * P) {
         r = vs_pipe_sched_new(world, P, K, cs, M, &best);
         for (int p = 0; p < P && r == VS_OK; p++) r = _vs_pipe_gen_dualpipev(best, p, buf);
     } else {
