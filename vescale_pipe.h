@@ -284,7 +284,8 @@ typedef struct vs_pipe_sim {
 VS_API vs_result vs_pipe_simulate(const vs_pipe_sched* s, const vs_pipe_costs* costs,
                                   vs_pipe_sim* out);
 /* A text timeline, one row per stage, one column per time slot of `slot` seconds
-   (0: the smallest cost). Returns the length it needs (snprintf-like). */
+   (0: the shortest instruction), with a legend. Returns the length it needs
+   (snprintf-like; buf may be NULL when cap is 0), -1 on error (vs_last_error). */
 VS_API int vs_pipe_draw(const vs_pipe_sched* s, const vs_pipe_costs* costs, double slot,
                         char* buf, size_t cap);
 /* Chrome-trace JSON (Perfetto, chrome://tracing) of the simulated run, written to
