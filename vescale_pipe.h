@@ -1636,7 +1636,10 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_g_run(_vs_pipe_greedy* g, vs_pipe_sched* s, 
             left--;
         }
         if (!took && !busy) { // every stage stuck under its rule: loosen the bound
-            for (int p = 0; p < P; p++) g->limit[p]++, g->hlimit[p]++;
+            for (int p = 0; p < P; p++) { // (INT_MAX: no bound)
+                if (g->limit[p] < INT_MAX) g->limit[p]++;
+                if (g->hlimit[p] < INT_MAX) g->hlimit[p]++;
+            }
             continue;
         }
         t++;
