@@ -1,8 +1,4 @@
-/* vescale_pipe.h - v0.1.0 (2026-11-23) - pipeline stages, schedules as instruction lists (GPipe, 1F1B, interleaved, zero bubble) and the engine that runs them.
-
-   Status: skeleton. This header compiles and links so trainers can include it;
-   its API arrives with its own issue. Everything it builds on is in
-   vescale_mesh.h, which it includes.
+/* vescale_pipe.h - v0.1.0 (2026-11-23) - pipeline parallelism: the model as units, stage splits, schedules as data (GPipe, 1F1B, interleaved, ZB-H1, ZB-V, DualPipeV, your own), a validator, a simulator, and the engine that runs a schedule bit for bit equal to one device.
 
    Do this in *one* C or C++ file:
        #define VESCALE_IMPLEMENTATION        (every part), or
@@ -13,7 +9,99 @@
    (VESCALE_STATIC, see vescale_mesh.h, implies the implementation.)
 
    Platforms and link lines: as vescale_mesh.h (POSIX.1-2008 + pthreads;
-   -lpthread -lm). MIT license (end of file).
+   -lpthread -lm; -lmpi with VESCALE_MPI). MIT license (end of file).
+
+   Step by step (4 thread ranks, one stage each; the whole program is
+   examples/pipe_mlp.c, which also checks the result against one rank):
+
+       // 1. The model as units: named tensors in and out, a forward, a backward
+       //    (or backward_input + backward_weight for zero-bubble schedules).
+       vs_pipe_unit units[9] = {
+           { .name = "l0", .inputs = "x", .outputs = "h0:f32[*,64]", .forward = lin_fwd,
+             .backward_input = lin_bwd_in, .backward_weight = lin_bwd_w, .user = &layer[0], .flops = 1 },
+           ...
+           { .name = "loss", .inputs = "h7,target", .outputs = "loss:f32[]", .forward = mse_fwd,
+             .backward = mse_bwd, .flops = 1 },
+       };
+       static int train(vs_world* w, void* arg) {
+           vs_mesh* mesh;                              // PP x DP x TP works the same
+           vs_mesh_init(w, &(vs_mesh_desc){ .shape = {4}, .dim_names = {"PP"} }, &mesh);
+           vs_pipe_plan plan;                          // 2. where to cut: 4 stages x 2 chunks, V-shaped
+           vs_pipe_split(units, 9, &(vs_pipe_split_desc){ .stages = 4, .chunks = 2,
+                         .kind = VS_PIPE_SPLIT_FLOPS, .placement = VS_PIPE_PLACE_V }, &plan);
+           vs_pipe* pipe;                              // 3. the engine (collective)
+           vs_pipe_init(&(vs_pipe_desc){ .mesh = mesh, .units = units, .nunits = 9, .plan = &plan,
+                        .data = load_batch, .on_step = adamw_step, .hook_user = arg }, &pipe);
+           vs_pipe_sched* sched;                       // 4. a schedule: built in, or parsed from text
+           vs_pipe_generate(w, VS_PIPE_ZBV, 4, 2, 8, &sched);      // 8 microbatches
+           for (int step = 0; step < 100; step++) {
+               double loss;
+               vs_pipe_run(pipe, sched, &loss);        // one minibatch; the loss on every stage
+           }
+           vs_pipe_sched_free(sched); vs_pipe_free(pipe); vs_mesh_free(mesh);
+           return 0;
+       }
+       int main(void) { return vs_launch(4, train, NULL) == VS_OK ? 0 : 1; }
+
+   Topics (grep the markers):
+       // >>pipe-model   units, named tensors and their specs, the callbacks' contract
+       // >>pipe-split   stage construction: manual points or balanced by cost, groups, placement
+       // >>pipe-sched   schedules as instruction lists, their text form, add_comm, the validator
+       // >>pipe-gen     the built-in schedule generators (any M >= 1)
+       // >>pipe-sim     the simulator (makespan, bubble, memory), text timelines, Chrome traces
+       // >>pipe-engine  the engine: vs_pipe_init, vs_pipe_run, hooks, tied gradients
+
+   Bit for bit equal to one device. The engine reproduces, byte for byte, this
+   loop on one rank: for each microbatch m in order, every unit's forward in
+   model order, then (gradients zeroed, the loss's gradient seeded with 1/M for
+   a mean loss, 1 for a sum) every unit's backward in reverse order, each ADDING
+   into its inputs' gradients and its own parameter gradients; the minibatch
+   loss is the sum of the microbatch losses in order (as doubles), divided by M
+   for a mean. The validator enforces what this needs of a schedule: each
+   chunk's backwards and weight gradients run in increasing microbatch order, so
+   a parameter's gradient sums microbatches in the same order. Activations cross
+   stages as exact copies; nothing is reduced in another order.
+
+   Tensors. A unit's inputs and outputs are comma-separated names with optional
+   specs ("h:f32[*,64]", "loss:f32[]"). An input names any earlier unit's output
+   (a skip connection may cross several stages: the engine carries it through
+   the stages between) or a data input, which the data callback makes on
+   whichever stage needs it (each stage loads only what its units take). Shapes
+   may change from one microbatch to the next: the receiving stage learns them
+   from the message. Specs that disagree between producer and consumer are an
+   error at vs_pipe_init; a tensor that breaks its spec at run time is an error
+   naming the unit and tensor.
+
+   Communication. Between two stages each direction has its own 2-rank
+   communicator (split from the PP communicator at vs_pipe_init), so a send
+   waiting for its receiver never holds up a receive: point-to-point is ordered
+   per communicator, on threads as on NCCL. Sends are asynchronous (a copy of
+   the tensors goes out, so the stage's memory can be let go at once); receives
+   wait. Each message carries a header (the chunk, microbatch, tensor ids,
+   dtypes and shapes) that the receiver checks against its schedule, so stages
+   running different schedules get VS_ERR_MISMATCH, never wrong data.
+
+   Memory. A chunk's activations, gradients and saved scratch for a microbatch
+   are let go after its last backward part (W, or BW) and its gradient send. The
+   last unit's outputs are kept until the next run (vs_pipe_mb_output). All of it
+   through the world's allocator hooks. The simulator's peak_live is what a
+   schedule holds, in (chunk, microbatch) activations; vs_pipe_check_desc bounds it.
+
+   Faults. A peer that does not come within the communicator's timeout gives
+   every rank an error naming the instruction it waited at and the stage it
+   waited for ("stage 2 at instruction 7 (RF2.1) waiting for stage 1: ...");
+   on threads the job's fail-fast ends the waits of all ranks at once.
+
+   With vescale_ddp.h: build one vs_ddp per rank over the DP (x TP) dims for
+   the parameters of this stage's units; on_sync(chunk) runs right after a
+   chunk's last backward (call vs_ddp_grad_ready for its parameters, so their
+   reduction overlaps the rest of the pipeline); on_step runs last (finish the
+   sync, clip, step). Tied parameters (an embedding on the first stage and the
+   LM head on the last) sum their gradients with vs_pipe_tie_grads before the step.
+
+   Not yet: activations in CUDA device memory on NCCL (the engine moves host
+   buffers; on NCCL use host staging), a cost-aware ZB-V generator (plans are made
+   at unit costs), and overlap of DualPipe's paired F&B in the simulator.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 /* VESCALE_STATIC: every part included is implemented here, static inline. */
@@ -33,11 +121,11 @@
 extern "C" {
 #endif
 
+// >>pipe-model -----------------------------------------------------------------
+
 /* The VESCALE_VERSION_NUMBER this part was built with (catches a part compiled
    from a different release than vescale_mesh.h). */
 VS_API int vs_pipe_version(void);
-
-// >>pipe-model -----------------------------------------------------------------
 
 #define VS_PIPE_MAX_DIMS 8     // dims of a tensor that crosses a unit boundary
 #define VS_PIPE_MAX_IO 16      // named tensors a unit takes, and that it returns
@@ -383,9 +471,9 @@ extern "C" {
 
 #define _VS_PIPE_PRIVATE static _VS_UNUSED
 
-VS_API int vs_pipe_version(void) { return VESCALE_VERSION_NUMBER; }
-
 // >>pipe-model -----------------------------------------------------------------
+
+VS_API int vs_pipe_version(void) { return VESCALE_VERSION_NUMBER; }
 
 /* n zeroed T through the world's allocator hooks (world NULL: the C allocator
    behind vs_alloc); NULL on overflow or out of memory. */
@@ -829,7 +917,6 @@ VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, 
     }
     return (int)len;
 }
-// >>pipe-split end
 
 // >>pipe-sched -----------------------------------------------------------------
 
@@ -1453,7 +1540,6 @@ done:
     return r;
 }
 
-// >>pipe-sched end
 
 // >>pipe-gen -------------------------------------------------------------------
 
@@ -1844,7 +1930,6 @@ done:
     *out = best;
     return VS_OK;
 }
-// >>pipe-gen end
 
 // >>pipe-sim -------------------------------------------------------------------
 
@@ -2131,7 +2216,6 @@ VS_API vs_result vs_pipe_trace_simulated(const vs_pipe_sched* s, const vs_pipe_c
     vs_free(s->world, t0);
     return r;
 }
-// >>pipe-sim end
 
 // >>pipe-engine ----------------------------------------------------------------
 
@@ -2594,66 +2678,6 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     vs_mesh* m = p->mesh;
     vs_free(p->w, p);
     if (m) vs_mesh_release(m);
-    return VS_OK;
-}
-
-VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim, const int64_t* shape, void** data)
-{
-    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_output: %s is NULL", call ? "data" : "call");
-    *data = NULL;
-    struct _vs_pipe_rt* rt = call->_rt;
-    if (!rt) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: not inside an engine callback");
-    vs_pipe* p = rt->p;
-    const char* who = rt->unit >= 0 ? p->desc.units[rt->unit].name : "data callback";
-    if (i < 0 || i >= call->n_out)
-        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: output %d (0..%d)", who, i, call->n_out - 1);
-    if (vs_dtype_size(dt) == 0) return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: dtype %d", who, (int)dt);
-    if (ndim < 0 || ndim > VS_PIPE_MAX_DIMS || (ndim && !shape))
-        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: ndim %d (0..%d, shape given)", who, ndim,
-                            VS_PIPE_MAX_DIMS);
-    size_t n = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0 || (shape[d] && n > SIZE_MAX / 16 / (size_t)shape[d]))
-            return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: shape[%d] = %lld", who, d, (long long)shape[d]);
-        n *= (size_t)shape[d];
-    }
-    int id = rt->out_ids[i];
-    if (!_vs_pipe_spec_fits(&rt->out_spec[i], dt, ndim, shape)) {
-        char a[160];
-        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s makes \"%s\" as %s %dD, its spec says %s", who,
-                            p->t[id].name, vs_dtype_name(dt), ndim,
-                            _vs_pipe_spec_text(p->t[id].name, &rt->out_spec[i], a, sizeof a));
-    }
-    _vs_pipe_slot* s = &p->slots[(size_t)rt->mb * (size_t)p->ntensors + (size_t)id];
-    if (s->data) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: %s made \"%s\" twice", who, p->t[id].name);
-    s->dt = dt;
-    s->ndim = ndim;
-    for (int d = 0; d < ndim; d++) s->shape[d] = shape[d];
-    s->bytes = n * vs_dtype_size(dt);
-    s->data = _vs_pipe_new(p->w, 1, s->bytes);
-    if (!s->data) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_output: %zu bytes for \"%s\"", s->bytes, p->t[id].name);
-    call->out[i].dtype = dt;
-    call->out[i].ndim = ndim;
-    for (int d = 0; d < ndim; d++) call->out[i].shape[d] = shape[d];
-    call->out[i].data = s->data;
-    *data = s->data;
-    return VS_OK;
-}
-
-VS_API vs_result vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data)
-{
-    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_save: %s is NULL", call ? "data" : "call");
-    *data = NULL;
-    struct _vs_pipe_rt* rt = call->_rt;
-    if (!rt || rt->unit < 0) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: only inside a unit's forward");
-    vs_pipe* p = rt->p;
-    size_t at = (size_t)rt->unit * (size_t)p->M + (size_t)rt->mb;
-    if (p->saved[at]) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: unit \"%s\" saved twice", p->desc.units[rt->unit].name);
-    p->saved[at] = _vs_pipe_new(p->w, 1, bytes);
-    if (!p->saved[at]) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_save: %zu bytes", bytes);
-    p->saved_bytes[at] = bytes;
-    call->saved = *data = p->saved[at];
-    call->saved_bytes = bytes;
     return VS_OK;
 }
 
@@ -3185,7 +3209,69 @@ VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* g
     return r ? vs_set_error(r, "vs_pipe_tie_grads: %s", vs_last_error()) : VS_OK;
 }
 
-// >>pipe-engine end
+// >>pipe-model ----------------------------------------------------------------
+/* (the callbacks' helpers: here, after the engine's state they fill in) */
+
+VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim, const int64_t* shape, void** data)
+{
+    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_output: %s is NULL", call ? "data" : "call");
+    *data = NULL;
+    struct _vs_pipe_rt* rt = call->_rt;
+    if (!rt) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: not inside an engine callback");
+    vs_pipe* p = rt->p;
+    const char* who = rt->unit >= 0 ? p->desc.units[rt->unit].name : "data callback";
+    if (i < 0 || i >= call->n_out)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: output %d (0..%d)", who, i, call->n_out - 1);
+    if (vs_dtype_size(dt) == 0) return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: dtype %d", who, (int)dt);
+    if (ndim < 0 || ndim > VS_PIPE_MAX_DIMS || (ndim && !shape))
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: ndim %d (0..%d, shape given)", who, ndim,
+                            VS_PIPE_MAX_DIMS);
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || (shape[d] && n > SIZE_MAX / 16 / (size_t)shape[d]))
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: shape[%d] = %lld", who, d, (long long)shape[d]);
+        n *= (size_t)shape[d];
+    }
+    int id = rt->out_ids[i];
+    if (!_vs_pipe_spec_fits(&rt->out_spec[i], dt, ndim, shape)) {
+        char a[160];
+        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s makes \"%s\" as %s %dD, its spec says %s", who,
+                            p->t[id].name, vs_dtype_name(dt), ndim,
+                            _vs_pipe_spec_text(p->t[id].name, &rt->out_spec[i], a, sizeof a));
+    }
+    _vs_pipe_slot* s = &p->slots[(size_t)rt->mb * (size_t)p->ntensors + (size_t)id];
+    if (s->data) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: %s made \"%s\" twice", who, p->t[id].name);
+    s->dt = dt;
+    s->ndim = ndim;
+    for (int d = 0; d < ndim; d++) s->shape[d] = shape[d];
+    s->bytes = n * vs_dtype_size(dt);
+    s->data = _vs_pipe_new(p->w, 1, s->bytes);
+    if (!s->data) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_output: %zu bytes for \"%s\"", s->bytes, p->t[id].name);
+    call->out[i].dtype = dt;
+    call->out[i].ndim = ndim;
+    for (int d = 0; d < ndim; d++) call->out[i].shape[d] = shape[d];
+    call->out[i].data = s->data;
+    *data = s->data;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data)
+{
+    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_save: %s is NULL", call ? "data" : "call");
+    *data = NULL;
+    struct _vs_pipe_rt* rt = call->_rt;
+    if (!rt || rt->unit < 0) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: only inside a unit's forward");
+    vs_pipe* p = rt->p;
+    size_t at = (size_t)rt->unit * (size_t)p->M + (size_t)rt->mb;
+    if (p->saved[at]) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: unit \"%s\" saved twice", p->desc.units[rt->unit].name);
+    p->saved[at] = _vs_pipe_new(p->w, 1, bytes);
+    if (!p->saved[at]) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_save: %zu bytes", bytes);
+    p->saved_bytes[at] = bytes;
+    call->saved = *data = p->saved[at];
+    call->saved_bytes = bytes;
+    return VS_OK;
+}
+
 
 #ifdef __cplusplus
 }
