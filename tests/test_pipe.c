@@ -232,6 +232,8 @@ static char* read_file(const char* path)
     return t;
 }
 
+static int nruns; // engine runs compared with the reference (atomics)
+
 /* One run: reference, engine, comparisons. Returns 0 when the run itself worked. */
 static int eq_one(vs_world* w, const ejob* J, vs_pipe* pipe, const vs_pipe_plan* plan, pm_inst* E, pm_inst* R,
                   pm_data* dd, hctx* h, const vs_pipe_sched* s, int M, int sum)
@@ -256,6 +258,7 @@ static int eq_one(vs_world* w, const ejob* J, vs_pipe* pipe, const vs_pipe_plan*
         VT_CHECK(0, "%s: stage %d: vs_pipe_run: %s: %s", nm, stage, vs_result_string(r), vs_last_error());
         return 1;
     }
+    __atomic_add_fetch(&nruns, 1, __ATOMIC_SEQ_CST);
     VT_CHECK(memcmp(&loss, &rl, sizeof loss) == 0, "%s: stage %d: loss %.17g, reference %.17g", nm, stage, loss, rl);
     int nunits_here = 0, ndata_here = 0;
     for (int u = 0; u < E->nu; u++) {
@@ -1046,7 +1049,7 @@ typedef struct wjob {
     int P;
     double dt[8];
     int rc[8];
-    char msg[8][512];
+    char msg[8][1024];
 } wjob;
 
 static int wd_rank(vs_world* w, void* arg)
@@ -1153,5 +1156,6 @@ int main(void)
         vt_skip("equal", "vs_pipe_generate not implemented yet");
     }
     VT_CASE("watchdog P=4", case_watchdog(4));
+    printf("# %d stage-runs compared bit for bit with the single-device reference\n", nruns);
     return vt_summary();
 }
