@@ -183,6 +183,8 @@ typedef struct ejob {
     int check_timeline;
     int repeat;           // run each schedule twice (validated once per handle; nothing left over)
     const char* dim_name; // the mesh's one dim (NULL: "PP")
+    int use_split;        // the plan from vs_pipe_split (uniform) instead of by hand
+    int no_hooks;         // no on_sync / on_step
 } ejob;
 
 typedef struct hctx {
@@ -287,8 +289,8 @@ static int eq_one(vs_world* w, const ejob* J, vs_pipe* pipe, const vs_pipe_plan*
              M * nunits_here);
     VT_CHECK(dd->ncalls == M * ndata_here, "%s: stage %d: %d data callbacks, want %d", nm, stage, dd->ncalls,
              M * ndata_here);
-    VT_CHECK(h->steps == 1, "%s: stage %d: on_step ran %d times", nm, stage, h->steps);
-    for (int k = 0; k < plan->nchunks; k++)
+    VT_CHECK(h->steps == !J->no_hooks, "%s: stage %d: on_step ran %d times", nm, stage, h->steps);
+    for (int k = 0; k < plan->nchunks && !J->no_hooks; k++)
         if (plan->chunk_stage[k] == stage)
             VT_CHECK(h->synced[k] == 1, "%s: stage %d: on_sync(%d) ran %d times", nm, stage, k, h->synced[k]);
     const int last = plan->chunk_stage[plan->nchunks - 1];
@@ -346,6 +348,16 @@ static int eq_rank(vs_world* w, void* arg)
     pm_inst* E = pm_new(J->model, dt, J->bk ? J->bk : PM_BK_BOTH);
     pm_inst* R = pm_new(J->model, dt, PM_BK_FULL);
     hand_plan(&plan, E->nu, P, V, vshape);
+    if (J->use_split) {
+        vs_pipe_split_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.stages = P, sd.chunks = V, sd.kind = VS_PIPE_SPLIT_UNIFORM;
+        sd.placement = vshape ? VS_PIPE_PLACE_V : VS_PIPE_PLACE_LOOP;
+        VT_OK(vs_pipe_split(E->U, E->nu, &sd, &plan));
+        for (int k = 0; k < plan.nchunks; k++)
+            VT_CHECK(plan.chunk_stage[k] == (vshape ? zigzag(k, P) : k % P), "split placed chunk %d on stage %d", k,
+                     plan.chunk_stage[k]);
+    }
     E->plan = &plan;
     pm_data dd = {J->model, dt, 0};
     hctx h;
@@ -363,8 +375,8 @@ static int eq_rank(vs_world* w, void* arg)
         pd.data = pm_data_fn;
         pd.data_user = &dd;
         pd.loss = sum ? VS_PIPE_LOSS_SUM : VS_PIPE_LOSS_MEAN;
-        pd.on_sync = h_sync;
-        pd.on_step = h_step;
+        pd.on_sync = J->no_hooks ? NULL : h_sync;
+        pd.on_step = J->no_hooks ? NULL : h_step;
         pd.hook_user = &h;
         vs_pipe* pipe = NULL;
         VT_OK(vs_pipe_init(&pd, &pipe));
@@ -657,11 +669,29 @@ static void case_file(void)
             J.name = name;
             J.P = v[i].P, J.V = v[i].V, J.vshape = v[i].vshape, J.model = model, J.bf16 = model & 1;
             J.src = SRC_FILE, J.path = path, J.nM = 1, J.Ms[0] = 5;
+            J.no_hooks = model == PM_C;
             run_job(&J);
         }
         remove(path);
         free(text);
     }
+}
+
+/* Plans from vs_pipe_split (uniform) under the built-in schedules. */
+static void case_split_plans(void)
+{
+    for (int ki = 0; ki < NKINDS; ki++)
+        for (int P = 2; P <= 4; P += 2) {
+            char name[96];
+            snprintf(name, sizeof name, "split plan P=%d %s", P, vs_pipe_kind_name(kinds[ki]));
+            ejob J;
+            memset(&J, 0, sizeof J);
+            J.name = name;
+            J.P = P, J.model = (ki + P) % PM_NMODELS, J.bf16 = ki & 1, J.src = SRC_GEN, J.kind = kinds[ki];
+            J.use_split = 1;
+            J.nM = 2, J.Ms[0] = 3, J.Ms[1] = 2 * P + 1;
+            run_job(&J);
+        }
 }
 
 static void case_equal(int P, vs_pipe_kind kind, int model, int bf16)
@@ -1144,6 +1174,7 @@ int main(void)
     VT_CASE("file", case_file());
     if (gen_ready) {
         VT_CASE("builtin_check", case_builtin_check());
+        VT_CASE("split_plans", case_split_plans());
         for (int P = 2; P <= 4; P += 2)
             for (int ki = 0; ki < NKINDS; ki++) {
                 char name[64];
