@@ -71,10 +71,12 @@ $(B)/demo: examples/demo.c $(HEADERS) | $(B)
 
 # --- examples/mlp_dp_tp.c: the first trainer (DP2 x TP2 beside one rank) ---------
 # built by `make`, run briefly by `make test`; the MPI build runs under mpirun -np 4
-EXAMPLES := $(B)/mlp_dp_tp $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi)
+EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi)
 all: $(EXAMPLES)
 test: $(EXAMPLES)
 $(B)/mlp_dp_tp: examples/mlp_dp_tp.c $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+$(B)/pipe_mlp: examples/pipe_mlp.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
 $(B)/mlp_dp_tp_mpi: examples/mlp_dp_tp.c $(HEADERS) | $(B)
 	$(MPICC) $(CFLAGS) $(SAN) -DVESCALE_MPI -o $@ $< $(LDLIBS)

@@ -1,8 +1,4 @@
-/* vescale_pipe.h - v0.1.0 (2026-11-23) - pipeline stages, schedules as instruction lists (GPipe, 1F1B, interleaved, zero bubble) and the engine that runs them.
-
-   Status: skeleton. This header compiles and links so trainers can include it;
-   its API arrives with its own issue. Everything it builds on is in
-   vescale_mesh.h, which it includes.
+/* vescale_pipe.h - v0.1.0 (2026-11-23) - pipeline parallelism: the model as units, stage splits, schedules as data (GPipe, 1F1B, interleaved, ZB-H1, ZB-V, DualPipeV, your own), a validator, a simulator, and the engine that runs a schedule bit for bit equal to one device.
 
    Do this in *one* C or C++ file:
        #define VESCALE_IMPLEMENTATION        (every part), or
@@ -13,7 +9,99 @@
    (VESCALE_STATIC, see vescale_mesh.h, implies the implementation.)
 
    Platforms and link lines: as vescale_mesh.h (POSIX.1-2008 + pthreads;
-   -lpthread -lm). MIT license (end of file).
+   -lpthread -lm; -lmpi with VESCALE_MPI). MIT license (end of file).
+
+   Step by step (4 thread ranks, one stage each; the whole program is
+   examples/pipe_mlp.c, which also checks the result against one rank):
+
+       // 1. The model as units: named tensors in and out, a forward, a backward
+       //    (or backward_input + backward_weight for zero-bubble schedules).
+       vs_pipe_unit units[9] = {
+           { .name = "l0", .inputs = "x", .outputs = "h0:f32[*,64]", .forward = lin_fwd,
+             .backward_input = lin_bwd_in, .backward_weight = lin_bwd_w, .user = &layer[0], .flops = 1 },
+           ...
+           { .name = "loss", .inputs = "h7,target", .outputs = "loss:f32[]", .forward = mse_fwd,
+             .backward = mse_bwd, .flops = 1 },
+       };
+       static int train(vs_world* w, void* arg) {
+           vs_mesh* mesh;                              // PP x DP x TP works the same
+           vs_mesh_init(w, &(vs_mesh_desc){ .shape = {4}, .dim_names = {"PP"} }, &mesh);
+           vs_pipe_plan plan;                          // 2. where to cut: 4 stages x 2 chunks, V-shaped
+           vs_pipe_split(units, 9, &(vs_pipe_split_desc){ .stages = 4, .chunks = 2,
+                         .kind = VS_PIPE_SPLIT_FLOPS, .placement = VS_PIPE_PLACE_V }, &plan);
+           vs_pipe* pipe;                              // 3. the engine (collective)
+           vs_pipe_init(&(vs_pipe_desc){ .mesh = mesh, .units = units, .nunits = 9, .plan = &plan,
+                        .data = load_batch, .on_step = adamw_step, .hook_user = arg }, &pipe);
+           vs_pipe_sched* sched;                       // 4. a schedule: built in, or parsed from text
+           vs_pipe_generate(w, VS_PIPE_ZBV, 4, 2, 8, &sched);      // 8 microbatches
+           for (int step = 0; step < 100; step++) {
+               double loss;
+               vs_pipe_run(pipe, sched, &loss);        // one minibatch; the loss on every stage
+           }
+           vs_pipe_sched_free(sched); vs_pipe_free(pipe); vs_mesh_free(mesh);
+           return 0;
+       }
+       int main(void) { return vs_launch(4, train, NULL) == VS_OK ? 0 : 1; }
+
+   Topics (grep the markers):
+       // >>pipe-model   units, named tensors and their specs, the callbacks' contract
+       // >>pipe-split   stage construction: manual points or balanced by cost, groups, placement
+       // >>pipe-sched   schedules as instruction lists, their text form, add_comm, the validator
+       // >>pipe-gen     the built-in schedule generators (any M >= 1)
+       // >>pipe-sim     the simulator (makespan, bubble, memory), text timelines, Chrome traces
+       // >>pipe-engine  the engine: vs_pipe_init, vs_pipe_run, hooks, tied gradients
+
+   Bit for bit equal to one device. The engine reproduces, byte for byte, this
+   loop on one rank: for each microbatch m in order, every unit's forward in
+   model order, then (gradients zeroed, the loss's gradient seeded with 1/M for
+   a mean loss, 1 for a sum) every unit's backward in reverse order, each ADDING
+   into its inputs' gradients and its own parameter gradients; the minibatch
+   loss is the sum of the microbatch losses in order (as doubles), divided by M
+   for a mean. The validator enforces what this needs of a schedule: each
+   chunk's backwards and weight gradients run in increasing microbatch order, so
+   a parameter's gradient sums microbatches in the same order. Activations cross
+   stages as exact copies; nothing is reduced in another order.
+
+   Tensors. A unit's inputs and outputs are comma-separated names with optional
+   specs ("h:f32[*,64]", "loss:f32[]"). An input names any earlier unit's output
+   (a skip connection may cross several stages: the engine carries it through
+   the stages between) or a data input, which the data callback makes on
+   whichever stage needs it (each stage loads only what its units take). Shapes
+   may change from one microbatch to the next: the receiving stage learns them
+   from the message. Specs that disagree between producer and consumer are an
+   error at vs_pipe_init; a tensor that breaks its spec at run time is an error
+   naming the unit and tensor.
+
+   Communication. Between two stages each direction has its own 2-rank
+   communicator (split from the PP communicator at vs_pipe_init), so a send
+   waiting for its receiver never holds up a receive: point-to-point is ordered
+   per communicator, on threads as on NCCL. Sends are asynchronous (a copy of
+   the tensors goes out, so the stage's memory can be let go at once); receives
+   wait. Each message carries a header (the chunk, microbatch, tensor ids,
+   dtypes and shapes) that the receiver checks against its schedule, so stages
+   running different schedules get VS_ERR_MISMATCH, never wrong data.
+
+   Memory. A chunk's activations, gradients and saved scratch for a microbatch
+   are let go after its last backward part (W, or BW) and its gradient send. The
+   last unit's outputs are kept until the next run (vs_pipe_mb_output). All of it
+   through the world's allocator hooks. The simulator's peak_live is what a
+   schedule holds, in (chunk, microbatch) activations; vs_pipe_check_desc bounds it.
+
+   Faults. A peer that does not come within the communicator's timeout gives
+   every rank an error naming the instruction it waited at and the stage it
+   waited for ("stage 2 at instruction 7 (RF2.1) waiting for stage 1: ...");
+   on threads the job's fail-fast ends the waits of all ranks at once.
+
+   With vescale_ddp.h: build one vs_ddp per rank over the DP (x TP) dims for
+   the parameters of this stage's units; on_sync(chunk) runs right after a
+   chunk's last backward (call vs_ddp_grad_ready for its parameters, so their
+   reduction overlaps the rest of the pipeline); on_step runs last (finish the
+   sync, clip, step). Tied parameters (an embedding on the first stage and the
+   LM head on the last) sum their gradients with vs_pipe_tie_grads before the step.
+
+   Not yet: activations in CUDA device memory on NCCL (the engine moves host
+   buffers; on NCCL use host staging), a cost-aware ZB-V generator (plans are made
+   at unit costs), and overlap of DualPipe's paired F&B in the simulator.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 /* VESCALE_STATIC: every part included is implemented here, static inline. */
@@ -33,11 +121,11 @@
 extern "C" {
 #endif
 
+// >>pipe-model -----------------------------------------------------------------
+
 /* The VESCALE_VERSION_NUMBER this part was built with (catches a part compiled
    from a different release than vescale_mesh.h). */
 VS_API int vs_pipe_version(void);
-
-// >>pipe-model -----------------------------------------------------------------
 
 #define VS_PIPE_MAX_DIMS 8     // dims of a tensor that crosses a unit boundary
 #define VS_PIPE_MAX_IO 16      // named tensors a unit takes, and that it returns
@@ -301,7 +389,8 @@ typedef struct vs_pipe_sim {
 VS_API vs_result vs_pipe_simulate(const vs_pipe_sched* s, const vs_pipe_costs* costs,
                                   vs_pipe_sim* out);
 /* A text timeline, one row per stage, one column per time slot of `slot` seconds
-   (0: the smallest cost). Returns the length it needs (snprintf-like). */
+   (0: the shortest instruction), with a legend. Returns the length it needs
+   (snprintf-like; buf may be NULL when cap is 0), -1 on error (vs_last_error). */
 VS_API int vs_pipe_draw(const vs_pipe_sched* s, const vs_pipe_costs* costs, double slot,
                         char* buf, size_t cap);
 /* Chrome-trace JSON (Perfetto, chrome://tracing) of the simulated run, written to
@@ -382,9 +471,9 @@ extern "C" {
 
 #define _VS_PIPE_PRIVATE static _VS_UNUSED
 
-VS_API int vs_pipe_version(void) { return VESCALE_VERSION_NUMBER; }
-
 // >>pipe-model -----------------------------------------------------------------
+
+VS_API int vs_pipe_version(void) { return VESCALE_VERSION_NUMBER; }
 
 /* n zeroed T through the world's allocator hooks (world NULL: the C allocator
    behind vs_alloc); NULL on overflow or out of memory. */
@@ -828,7 +917,6 @@ VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, 
     }
     return (int)len;
 }
-// >>pipe-split end
 
 // >>pipe-sched -----------------------------------------------------------------
 
@@ -1452,10 +1540,9 @@ done:
     return r;
 }
 
-// >>pipe-sched end
 
 // >>pipe-gen -------------------------------------------------------------------
-/* (generators: filled in by their own change) */
+
 VS_API const char* vs_pipe_kind_name(vs_pipe_kind k)
 {
     static const char* const n[VS_PIPE_KIND_COUNT] = {"invalid", "gpipe", "1f1b", "interleaved", "zbh1", "zbv",
@@ -1476,38 +1563,659 @@ VS_API vs_result vs_pipe_kind_parse(const char* name, vs_pipe_kind* out)
                         name);
 }
 
+/* Pushes a compute instruction, and SYNC<k> right after chunk k's last backward
+   part (backwards run in microbatch order, so that is microbatch M-1's). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_gen_push(vs_pipe_sched* s, int stage, vs_pipe_op op, int k, int m)
+{
+    vs_result r = vs_pipe_sched_push(s, stage, op, k, m);
+    if (r == VS_OK && (op == VS_PIPE_W || op == VS_PIPE_BW) && m == s->mbs - 1)
+        r = vs_pipe_sched_push(s, stage, VS_PIPE_SYNC, k, 0);
+    return r;
+}
+
+/* The greedy list scheduler behind every generator but DualPipeV's steady
+   pattern. It plays the pipeline in unit time (F = B = W = 1, a full backward 2,
+   no transfer time); whenever a stage is free it takes the first ready
+   instruction its kind's rule allows:
+     GPipe        every forward, then the backwards;
+     1F1B, interleaved  the next backward of the stage's backward order when it
+                  is ready, else the next forward of its forward order while
+                  fewer than `limit` activations are held (1F1B: P - p; the
+                  interleaved order is Megatron's: microbatches in groups of
+                  P, chunk after chunk within a group, the last group smaller;
+                  limit 2(P-p-1) + (V-1)P + 1);
+     ZB-H1        B first, else F under 1F1B's limit (an activation is held
+                  until its W), else a deferred W: the W fill the bubbles;
+     ZB-V         the same on two chunks per stage (V placement), F of the
+                  later chunk first, with a limit of 2P chunk activations (1F1B's
+                  peak on stage 0), a few priority variants tried, the best
+                  makespan kept.
+   Because the lists are an execution the play found, they are free of
+   deadlock under any costs (sends never block). When a rule leaves every stage
+   stuck (possible only with partial groups), the limits are raised by one:
+   the order stays correct, only the memory bound loosens. */
+typedef struct _vs_pipe_greedy {
+    int P, K, M, kind, split;
+    int bprefer_low; // ZB-V: the earlier chunk's B first
+    int wfirst;      // ZB-V: a ready W before any forward (else W only fills gaps)
+    int hold_to_b;   // the limit counts an activation from F to B (else to W/BW)
+    const int* cs;
+    int *fdone, *bdone;           // K*M finish times, INT_MAX: not yet
+    int *fseq, *bseq;             // interleaved/1F1B: per stage V*M chunk*M+mb, stage p at p*V*M
+    int nf[VS_PIPE_MAX_CHUNKS], nb[VS_PIPE_MAX_CHUNKS], nw[VS_PIPE_MAX_CHUNKS];
+    int fpos[VS_PIPE_MAX_CHUNKS], bpos[VS_PIPE_MAX_CHUNKS];
+    int live[VS_PIPE_MAX_CHUNKS], limit[VS_PIPE_MAX_CHUNKS], free_at[VS_PIPE_MAX_CHUNKS];
+    int held[VS_PIPE_MAX_CHUNKS], hlimit[VS_PIPE_MAX_CHUNKS]; // with hold_to_b: F to W, and its bound
+    int lc[VS_PIPE_MAX_CHUNKS][2]; // ZB-V: the stage's chunks (earlier, later)
+    int V;
+} _vs_pipe_greedy;
+
+_VS_PIPE_PRIVATE int _vs_pipe_g_canf(const _vs_pipe_greedy* g, int k, int t)
+{
+    int m = g->nf[k];
+    return m < g->M && (k == 0 || g->fdone[(k - 1) * g->M + m] <= t);
+}
+_VS_PIPE_PRIVATE int _vs_pipe_g_canb(const _vs_pipe_greedy* g, int k, int t)
+{
+    int m = g->nb[k];
+    return m < g->nf[k] && g->fdone[k * g->M + m] <= t && (k == g->K - 1 || g->bdone[(k + 1) * g->M + m] <= t);
+}
+_VS_PIPE_PRIVATE int _vs_pipe_g_canw(const _vs_pipe_greedy* g, int k, int t)
+{
+    return g->nw[k] < g->nb[k] && g->bdone[k * g->M + g->nw[k]] <= t;
+}
+
+/* The op stage p takes at time t under the kind's rule: 0 none, else the op with
+   its chunk in *k. */
+_VS_PIPE_PRIVATE int _vs_pipe_g_pick(const _vs_pipe_greedy* g, int p, int t, int* k)
+{
+    int VM = g->V * g->M;
+    switch (g->kind) {
+    case VS_PIPE_GPIPE:
+        *k = p;
+        if (_vs_pipe_g_canf(g, p, t)) return VS_PIPE_F;
+        if (g->nf[p] == g->M && _vs_pipe_g_canb(g, p, t)) return VS_PIPE_BW;
+        return 0;
+    case VS_PIPE_1F1B:
+    case VS_PIPE_INTERLEAVED:
+        if (g->bpos[p] < VM) {
+            *k = g->bseq[p * VM + g->bpos[p]] / g->M;
+            if (_vs_pipe_g_canb(g, *k, t)) return VS_PIPE_BW;
+        }
+        if (g->fpos[p] < VM && g->live[p] < g->limit[p]) {
+            *k = g->fseq[p * VM + g->fpos[p]] / g->M;
+            if (_vs_pipe_g_canf(g, *k, t)) return VS_PIPE_F;
+        }
+        return 0;
+    case VS_PIPE_ZBH1:
+        *k = p;
+        if (_vs_pipe_g_canb(g, p, t)) return VS_PIPE_B;
+        if (g->live[p] < g->limit[p] && g->held[p] < g->hlimit[p] && _vs_pipe_g_canf(g, p, t)) return VS_PIPE_F;
+        if (_vs_pipe_g_canw(g, p, t)) return VS_PIPE_W;
+        return 0;
+    default: { // ZB-V (and DualPipeV's fallback)
+        int lo = g->lc[p][0], hi = g->lc[p][1];
+        int b1 = g->bprefer_low ? lo : hi, b2 = g->bprefer_low ? hi : lo;
+        if (_vs_pipe_g_canb(g, b1, t)) return *k = b1, VS_PIPE_B;
+        if (_vs_pipe_g_canb(g, b2, t)) return *k = b2, VS_PIPE_B;
+        if (g->wfirst) {
+            if (_vs_pipe_g_canw(g, lo, t)) return *k = lo, VS_PIPE_W;
+            if (_vs_pipe_g_canw(g, hi, t)) return *k = hi, VS_PIPE_W;
+        }
+        if (g->live[p] < g->limit[p]) {
+            if (_vs_pipe_g_canf(g, hi, t)) return *k = hi, VS_PIPE_F;
+            if (_vs_pipe_g_canf(g, lo, t)) return *k = lo, VS_PIPE_F;
+        }
+        /* W of the chunk whose B ran earliest: chunk order per W stays mb order */
+        int wl = _vs_pipe_g_canw(g, lo, t), wh = _vs_pipe_g_canw(g, hi, t);
+        if (wl && wh) {
+            int tl = g->bdone[lo * g->M + g->nw[lo]], th = g->bdone[hi * g->M + g->nw[hi]];
+            return *k = tl <= th ? lo : hi, VS_PIPE_W;
+        }
+        if (wl) return *k = lo, VS_PIPE_W;
+        if (wh) return *k = hi, VS_PIPE_W;
+        return 0;
+    }
+    }
+}
+
+/* Plays the rule and pushes the compute instructions (and SYNC) into s; the
+   unit-time makespan in *span. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_g_run(_vs_pipe_greedy* g, vs_pipe_sched* s, int* span)
+{
+    int P = g->P, K = g->K, M = g->M;
+    int64_t left = (int64_t)K * M * (g->split ? 3 : 2);
+    for (int i = 0; i < K * M; i++) g->fdone[i] = g->bdone[i] = INT_MAX;
+    for (int k = 0; k < K; k++) g->nf[k] = g->nb[k] = g->nw[k] = 0;
+    for (int p = 0; p < P; p++) g->fpos[p] = g->bpos[p] = g->live[p] = g->held[p] = g->free_at[p] = 0;
+    int t = 0, end = 0;
+    while (left > 0) {
+        int took = 0, busy = 0;
+        for (int p = 0; p < P; p++) {
+            if (g->free_at[p] > t) {
+                busy = 1;
+                continue;
+            }
+            int k = 0, op = _vs_pipe_g_pick(g, p, t, &k);
+            if (!op) continue;
+            int m, cost = op == VS_PIPE_BW ? 2 : 1;
+            if (op == VS_PIPE_F) {
+                m = g->nf[k]++;
+                g->fdone[k * M + m] = t + 1;
+                g->live[p]++, g->held[p]++;
+                if (g->fseq) g->fpos[p]++;
+            } else if (op == VS_PIPE_W) {
+                m = g->nw[k]++;
+                g->held[p]--;
+                if (!g->hold_to_b) g->live[p]--;
+            } else {
+                m = g->nb[k]++;
+                g->bdone[k * M + m] = t + cost;
+                if (op == VS_PIPE_BW || g->hold_to_b) g->live[p]--;
+                if (g->bseq) g->bpos[p]++;
+            }
+            vs_result r = _vs_pipe_gen_push(s, p, (vs_pipe_op)op, k, m);
+            if (r != VS_OK) return r;
+            g->free_at[p] = t + cost;
+            if (t + cost > end) end = t + cost;
+            took = 1;
+            left--;
+        }
+        if (!took && !busy) { // every stage stuck under its rule: loosen the bound
+            for (int p = 0; p < P; p++) { // (INT_MAX: no bound)
+                if (g->limit[p] < INT_MAX) g->limit[p]++;
+                if (g->hlimit[p] < INT_MAX) g->hlimit[p]++;
+            }
+            continue;
+        }
+        t++;
+    }
+    *span = end;
+    return VS_OK;
+}
+
+/* DualPipeV's pattern on rank r (chunks c0 = r and c1 = 2P-1-r), for M >= 2P,
+   after the DualPipe reference's eight phases:
+     1  2(P-r-1) x F0
+     2  r+1 x (F0 F1)
+     3  P-r-1 x (B1 W1 F1)                  zero bubble: W right after its B
+     4  M-2P+r+1 x (F0&B1  F1&B0)          the overlapped pairs, B with its W
+     5  P-r-1 x (B1  F1&B0)
+     6  r+1 x (B1 B0)                       of these 2(r+1) backwards the first
+                                            r+1 take their W at once, the rest
+                                            defer it
+     7  P-r-1 x (W  B0 deferring its W)
+     8  the deferred W, oldest first.
+   An overlapped pair is F then B in the list (the engine runs them in turn). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_gen_dualpipev(vs_pipe_sched* s, int r, int* wq)
+{
+    int P = s->stages, M = s->mbs, c[2] = {r, 2 * P - 1 - r}, f[2] = {0, 0}, b[2] = {0, 0};
+    int qh = 0, qt = 0; // deferred W: (chunk side, mb) as side*M+mb
+    vs_result e = VS_OK;
+#define _VS_DPV_F(x) (e = e ? e : _vs_pipe_gen_push(s, r, VS_PIPE_F, c[x], f[x]++))
+#define _VS_DPV_B(x, zb)                                                                  \
+    do {                                                                                  \
+        if (e) break;                                                                     \
+        int m_ = b[x]++;                                                                  \
+        e = _vs_pipe_gen_push(s, r, VS_PIPE_B, c[x], m_);                                 \
+        if (zb) wq[qt++] = (x) * M + m_;                                                  \
+        else if (!e) e = _vs_pipe_gen_push(s, r, VS_PIPE_W, c[x], m_);                    \
+    } while (0)
+#define _VS_DPV_W()                                                                       \
+    do {                                                                                  \
+        if (!e && qh < qt) e = _vs_pipe_gen_push(s, r, VS_PIPE_W, c[wq[qh] / M], wq[qh] % M), qh++; \
+    } while (0)
+    for (int i = 0; i < 2 * (P - r - 1); i++) _VS_DPV_F(0);
+    for (int i = 0; i < r + 1; i++) _VS_DPV_F(0), _VS_DPV_F(1);
+    for (int i = 0; i < P - r - 1; i++) {
+        _VS_DPV_B(1, 1);
+        _VS_DPV_W();
+        _VS_DPV_F(1);
+    }
+    for (int i = 0; i < M - 2 * P + r + 1; i++) {
+        _VS_DPV_F(0);
+        _VS_DPV_B(1, 0);
+        _VS_DPV_F(1);
+        _VS_DPV_B(0, 0);
+    }
+    for (int i = 0; i < P - r - 1; i++) {
+        _VS_DPV_B(1, 0);
+        _VS_DPV_F(1);
+        _VS_DPV_B(0, 0);
+    }
+    for (int j = 0; j < 2 * (r + 1); j++) _VS_DPV_B(j % 2 ? 0 : 1, j >= r + 1);
+    for (int i = 0; i < P - r - 1; i++) {
+        _VS_DPV_W();
+        _VS_DPV_B(0, 1);
+    }
+    while (!e && qh < qt) _VS_DPV_W();
+#undef _VS_DPV_F
+#undef _VS_DPV_B
+#undef _VS_DPV_W
+    return e;
+}
+
+/* 1F1B and interleaved as Megatron writes them: stage p runs w forwards of its
+   forward order (1F1B: P-p-1; interleaved: 2(P-p-1) + (V-1)P), then one forward
+   and one backward in turn, then the remaining backwards. The orders are the
+   greedy's fseq/bseq. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_gen_megatron(vs_pipe_sched* s, const _vs_pipe_greedy* g)
+{
+    int P = g->P, V = g->V, M = g->M, VM = V * M;
+    vs_result r = VS_OK;
+    for (int p = 0; p < P && r == VS_OK; p++) {
+        const int *fs = g->fseq + (size_t)p * VM, *bs = g->bseq + (size_t)p * VM;
+        int w = V > 1 ? 2 * (P - p - 1) + (V - 1) * P : P - p - 1, nb = 0;
+        if (w > VM) w = VM;
+        for (int i = 0; i < w && r == VS_OK; i++) r = _vs_pipe_gen_push(s, p, VS_PIPE_F, fs[i] / M, fs[i] % M);
+        for (int i = w; i < VM && r == VS_OK; i++, nb++) {
+            r = _vs_pipe_gen_push(s, p, VS_PIPE_F, fs[i] / M, fs[i] % M);
+            if (r == VS_OK) r = _vs_pipe_gen_push(s, p, VS_PIPE_BW, bs[nb] / M, bs[nb] % M);
+        }
+        for (; nb < VM && r == VS_OK; nb++) r = _vs_pipe_gen_push(s, p, VS_PIPE_BW, bs[nb] / M, bs[nb] % M);
+    }
+    return r;
+}
+
+_VS_PIPE_PRIVATE vs_result _vs_pipe_sim_run(const vs_pipe_sched* s, const vs_pipe_costs* costs, vs_pipe_sim* out,
+                                            double* t0, double* t1);
+
 VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int stages, int chunks, int mbs,
                                   vs_pipe_sched** out)
 {
-    (void)world, (void)kind, (void)stages, (void)chunks, (void)mbs, (void)out;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_pipe_generate: not yet");
+    if (!out) return vs_set_error(VS_ERR_NULL, "vs_pipe_generate: out is NULL");
+    *out = NULL;
+    if ((int)kind <= 0 || (int)kind >= VS_PIPE_KIND_COUNT)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: kind %d is not a vs_pipe_kind", (int)kind);
+    const char* kn = vs_pipe_kind_name(kind);
+    if (stages < 1 || stages > VS_PIPE_MAX_CHUNKS)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: stages = %d (1..%d)", kn, stages,
+                            VS_PIPE_MAX_CHUNKS);
+    if (mbs < 1) return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: microbatch count %d (at least 1)", kn, mbs);
+    int vshape = kind == VS_PIPE_ZBV || kind == VS_PIPE_DUALPIPEV;
+    int V = chunks ? chunks : vshape ? 2 : 1;
+    if (vshape && V != 2)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: chunks = %d per stage (it places 2, in a V)", kn,
+                            chunks);
+    if (kind != VS_PIPE_INTERLEAVED && !vshape && V != 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: chunks = %d per stage (it runs 1; interleaved runs several)",
+                            kn, chunks);
+    if (V < 1 || (int64_t)V * stages > VS_PIPE_MAX_CHUNKS)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: chunks = %d per stage (1..%d with %d stages)", kn,
+                            chunks, VS_PIPE_MAX_CHUNKS / stages, stages);
+    int P = stages, K = P * V, M = mbs;
+    if ((int64_t)K * M > (1 << 24))
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: %d chunks x %d microbatches is too many (at most %d)",
+                            kn, K, M, 1 << 24);
+    int cs[VS_PIPE_MAX_CHUNKS];
+    for (int k = 0; k < K; k++) cs[k] = vshape ? (k < P ? k : 2 * P - 1 - k) : k % P;
+
+    _vs_pipe_greedy* g = _VS_PIPE_NEW(world, _vs_pipe_greedy, 1);
+    int* buf = _VS_PIPE_NEW(world, int, (size_t)K * M * 4);
+    vs_pipe_sched *s = NULL, *best = NULL;
+    vs_result r = VS_OK;
+    if (!g || !buf) {
+        r = vs_set_error(VS_ERR_NOMEM, "vs_pipe_generate: out of memory");
+        goto done;
+    }
+    g->P = P, g->K = K, g->M = M, g->V = V, g->kind = (int)kind, g->cs = cs;
+    g->split = kind == VS_PIPE_ZBH1 || vshape;
+    g->fdone = buf, g->bdone = buf + (size_t)K * M;
+    if (kind == VS_PIPE_1F1B || kind == VS_PIPE_INTERLEAVED) {
+        g->fseq = buf + (size_t)2 * K * M, g->bseq = buf + (size_t)3 * K * M;
+        for (int p = 0; p < P; p++) {
+            int n = 0;
+            for (int m0 = 0; m0 < M; m0 += P) {
+                int gs = M - m0 < P ? M - m0 : P;
+                for (int v = 0; v < V; v++)
+                    for (int j = 0; j < gs; j++, n++) {
+                        g->fseq[p * V * M + n] = (v * P + p) * M + m0 + j;
+                        g->bseq[p * V * M + n] = ((V - 1 - v) * P + p) * M + m0 + j;
+                    }
+            }
+        }
+    }
+    if (kind == VS_PIPE_1F1B || kind == VS_PIPE_INTERLEAVED) {
+        /* Megatron's lists; where a partial last group makes them deadlock
+           (the play says so), the greedy rule below takes over. */
+        vs_pipe_sim* sim = _VS_PIPE_NEW(world, vs_pipe_sim, 1);
+        r = sim ? vs_pipe_sched_new(world, P, K, cs, M, &best) : vs_set_error(VS_ERR_NOMEM, "vs_pipe_generate: out of memory");
+        if (r == VS_OK) r = _vs_pipe_gen_megatron(best, g);
+        if (r == VS_OK && _vs_pipe_sim_run(best, NULL, sim, NULL, NULL) != VS_OK) {
+            vs_clear_error();
+            vs_pipe_sched_free(best);
+            best = NULL;
+        }
+        vs_free(world, sim);
+    }
+    if (r != VS_OK || best) {
+    } else if (kind == VS_PIPE_DUALPIPEV && M >= 2 * P) {
+        r = vs_pipe_sched_new(world, P, K, cs, M, &best);
+        for (int p = 0; p < P && r == VS_OK; p++) r = _vs_pipe_gen_dualpipev(best, p, buf);
+    } else {
+        /* ZB-V tries its variants (DualPipeV with M < 2P falls back to ZB-V's
+           rule); the others have one. */
+        int best_span = INT_MAX, nvar = vshape ? 8 : 1;
+        for (int v = 0; v < nvar && r == VS_OK; v++) {
+            g->bprefer_low = v & 1, g->wfirst = (v >> 1) & 1;
+            g->hold_to_b = kind == VS_PIPE_ZBH1;
+            for (int p = 0; p < P; p++) {
+                g->lc[p][0] = p, g->lc[p][1] = 2 * P - 1 - p;
+                g->hlimit[p] = kind == VS_PIPE_ZBH1 ? 2 * P - 1 - p : INT_MAX;
+                g->limit[p] = vshape                               ? 2 * P - (v >> 2)
+                              : kind == VS_PIPE_GPIPE              ? M
+                              : kind == VS_PIPE_INTERLEAVED && V > 1 ? 2 * (P - p - 1) + (V - 1) * P + 1
+                                                                   : P - p;
+            }
+            int span = 0;
+            r = vs_pipe_sched_new(world, P, K, cs, M, &s);
+            if (r == VS_OK) r = _vs_pipe_g_run(g, s, &span);
+            if (r == VS_OK && span < best_span) {
+                vs_pipe_sched_free(best);
+                best = s, best_span = span, s = NULL;
+            }
+            vs_pipe_sched_free(s);
+            s = NULL;
+        }
+    }
+done:
+    for (int p = 0; best && r == VS_OK && p < P; p++) r = vs_pipe_sched_push(best, p, VS_PIPE_STEP, 0, 0);
+    if (r == VS_OK) r = vs_pipe_sched_add_comm(best);
+    vs_free(world, buf);
+    vs_free(world, g);
+    if (r != VS_OK) {
+        vs_pipe_sched_free(best);
+        return r;
+    }
+    *out = best;
+    return VS_OK;
 }
-// >>pipe-gen end
 
 // >>pipe-sim -------------------------------------------------------------------
-/* (simulator: filled in by its own change) */
+
+/* Per-chunk costs with the defaults resolved; negative or non-finite is bad. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_costs_get(const vs_pipe_costs* c, int K, double* f, double* b, double* w,
+                                              double* p2p)
+{
+    vs_pipe_costs d = {0, 0, 0, 0, NULL, NULL, NULL};
+    if (!c) c = &d;
+    double sf = c->f, sb = c->b, sw = c->w;
+    if (sf == 0 && sb == 0 && sw == 0) sf = sb = sw = 1;
+    *p2p = c->p2p;
+    if (!(c->p2p >= 0 && c->p2p < HUGE_VAL))
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_costs: p2p = %g (a finite time >= 0)", c->p2p);
+    for (int k = 0; k < K; k++) {
+        f[k] = c->chunk_f ? c->chunk_f[k] : sf;
+        b[k] = c->chunk_b ? c->chunk_b[k] : sb;
+        w[k] = c->chunk_w ? c->chunk_w[k] : sw;
+        const double v[3] = {f[k], b[k], w[k]};
+        for (int i = 0; i < 3; i++)
+            if (!(v[i] >= 0 && v[i] < HUGE_VAL))
+                return vs_set_error(VS_ERR_INVALID, "vs_pipe_costs: %s of chunk %d = %g (a finite time >= 0)",
+                                    i == 0 ? "f" : i == 1 ? "b" : "w", k, v[i]);
+    }
+    return VS_OK;
+}
+
+/* Plays the lists against the costs. t0/t1 (may be NULL): start and end of
+   instruction i of stage p at off[p] + i, off[p] = sum of the earlier lengths. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_sim_run(const vs_pipe_sched* s, const vs_pipe_costs* costs, vs_pipe_sim* out,
+                                            double* t0, double* t1)
+{
+    int P = s->stages, K = s->nchunks, M = s->mbs;
+    size_t KM = (size_t)K * M;
+    double* mem = _VS_PIPE_NEW(s->world, double, 4 * KM + 3 * (size_t)K);
+    if (!mem) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_simulate: out of memory");
+    double *fend = mem, *bend = mem + KM, *sendf = mem + 2 * KM, *sendb = mem + 3 * KM;
+    double *cf = mem + 4 * KM, *cb = cf + K, *cw = cb + K, p2p = 0;
+    int pos[VS_PIPE_MAX_CHUNKS] = {0}, off[VS_PIPE_MAX_CHUNKS];
+    double free_at[VS_PIPE_MAX_CHUNKS] = {0}, total = 0;
+    vs_result r = _vs_pipe_costs_get(costs, K, cf, cb, cw, &p2p);
+    if (r != VS_OK) goto done;
+    for (size_t i = 0; i < 4 * KM; i++) mem[i] = -1; // -1: has not run yet
+    memset(out, 0, sizeof *out);
+    for (int p = 0, o = 0; p < P; o += s->len[p], p++) off[p] = o;
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (int p = 0; p < P; p++) {
+            while (pos[p] < s->len[p]) {
+                const vs_pipe_instr* in = &s->ins[p][pos[p]];
+                int k = in->chunk, m = in->mb, op = in->op;
+                double ready = free_at[p], cost = 0, dep = 0;
+                int wait = 0; // an input that has not come yet
+#define _VS_SIM_NEED(t, hop)                                                     \
+    do {                                                                         \
+        double t_ = (t);                                                         \
+        if (t_ < 0) wait = 1;                                                    \
+        else if (t_ + (hop) > dep) dep = t_ + (hop);                             \
+    } while (0)
+                switch (op) {
+                case VS_PIPE_F:
+                    cost = cf[k];
+                    if (k > 0) _VS_SIM_NEED(fend[(size_t)(k - 1) * M + m], s->chunk_stage[k - 1] != p ? p2p : 0);
+                    break;
+                case VS_PIPE_B:
+                case VS_PIPE_BW:
+                    cost = op == VS_PIPE_B ? cb[k] : cb[k] + cw[k];
+                    _VS_SIM_NEED(fend[(size_t)k * M + m], 0);
+                    if (k < K - 1) _VS_SIM_NEED(bend[(size_t)(k + 1) * M + m], s->chunk_stage[k + 1] != p ? p2p : 0);
+                    break;
+                case VS_PIPE_W:
+                    cost = cw[k];
+                    _VS_SIM_NEED(bend[(size_t)k * M + m], 0);
+                    break;
+                case VS_PIPE_SEND_F: _VS_SIM_NEED(fend[(size_t)k * M + m], 0); break;
+                case VS_PIPE_SEND_B: _VS_SIM_NEED(bend[(size_t)k * M + m], 0); break;
+                case VS_PIPE_RECV_F:
+                case VS_PIPE_RECV_B:
+                    if ((op == VS_PIPE_RECV_F && k == 0) || (op == VS_PIPE_RECV_B && k == K - 1)) {
+                        r = vs_set_error(VS_ERR_INVALID, "vs_pipe_simulate: stage %d position %d: %s%d.%d has no sender",
+                                         p, pos[p], _vs_pipe_op_text(op), k, m);
+                        goto done;
+                    }
+                    if (op == VS_PIPE_RECV_F) _VS_SIM_NEED(sendf[(size_t)(k - 1) * M + m], p2p);
+                    else _VS_SIM_NEED(sendb[(size_t)(k + 1) * M + m], p2p);
+                    break;
+                default: break; // SYNC, STEP: hooks, no time
+                }
+#undef _VS_SIM_NEED
+                if (wait) break;
+                double start = dep > ready ? dep : ready, end = start + cost;
+                if (op == VS_PIPE_F) fend[(size_t)k * M + m] = end;
+                if (op == VS_PIPE_B || op == VS_PIPE_BW) bend[(size_t)k * M + m] = end;
+                if (op == VS_PIPE_SEND_F) sendf[(size_t)k * M + m] = start;
+                if (op == VS_PIPE_SEND_B) sendb[(size_t)k * M + m] = start;
+                if (t0) t0[off[p] + pos[p]] = start, t1[off[p] + pos[p]] = end;
+                out->busy[p] += cost;
+                if (end > out->makespan) out->makespan = end;
+                free_at[p] = end;
+                pos[p]++;
+                progress = 1;
+            }
+        }
+    }
+    {
+        char msg[512];
+        size_t len = 0;
+        int stuck = 0;
+        for (int p = 0; p < P; p++) {
+            if (pos[p] == s->len[p]) continue;
+            const vs_pipe_instr* in = &s->ins[p][pos[p]];
+            if (stuck++ < 8)
+                _vs_pipe_cat(msg, sizeof msg, &len, "%s stage %d at %d (%s%d.%d)", stuck > 1 ? "," : "", p, pos[p],
+                             _vs_pipe_op_text(in->op), in->chunk, in->mb);
+        }
+        if (stuck) {
+            r = vs_set_error(VS_ERR_INVALID, "vs_pipe_simulate: deadlock, %d stage%s cannot go on:%s%s", stuck,
+                             stuck > 1 ? "s" : "", msg, stuck > 8 ? ", ..." : "");
+            goto done;
+        }
+    }
+    for (int p = 0; p < P; p++) {
+        total += out->busy[p];
+        int live = 0;
+        for (int i = 0; i < s->len[p]; i++) {
+            int op = s->ins[p][i].op;
+            if (op == VS_PIPE_F && ++live > out->peak_live[p]) out->peak_live[p] = live;
+            if (op == VS_PIPE_W || op == VS_PIPE_BW) live--;
+        }
+    }
+    out->ideal = total / P;
+    out->bubble = out->makespan > 0 ? 1 - total / (P * out->makespan) : 0;
+done:
+    vs_free(s->world, mem);
+    return r;
+}
+
 VS_API vs_result vs_pipe_simulate(const vs_pipe_sched* s, const vs_pipe_costs* costs, vs_pipe_sim* out)
 {
-    (void)s, (void)costs, (void)out;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_pipe_simulate: not yet");
+    if (!s || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_simulate: %s is NULL", s ? "out" : "schedule");
+    return _vs_pipe_sim_run(s, costs, out, NULL, NULL);
 }
+
+/* The simulated start and end of every instruction, in one block (t1 = t0 + n). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_sim_times(const vs_pipe_sched* s, const vs_pipe_costs* costs, vs_pipe_sim* sim,
+                                              double** t0)
+{
+    size_t n = 0;
+    for (int p = 0; p < s->stages; p++) n += (size_t)s->len[p];
+    *t0 = _VS_PIPE_NEW(s->world, double, 2 * n);
+    if (!*t0) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_simulate: out of memory");
+    vs_result r = _vs_pipe_sim_run(s, costs, sim, *t0, *t0 + n);
+    if (r != VS_OK) vs_free(s->world, *t0), *t0 = NULL;
+    return r;
+}
+
+_VS_PIPE_PRIVATE int _vs_pipe_compute_op(int op)
+{
+    return op == VS_PIPE_F || op == VS_PIPE_B || op == VS_PIPE_W || op == VS_PIPE_BW;
+}
+
 VS_API int vs_pipe_draw(const vs_pipe_sched* s, const vs_pipe_costs* costs, double slot, char* buf, size_t cap)
 {
-    (void)s, (void)costs, (void)slot, (void)buf, (void)cap;
-    return 0;
+    if (buf && cap) buf[0] = 0;
+    if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_draw: schedule is NULL"), -1;
+    if (!(slot >= 0 && slot < HUGE_VAL)) return vs_set_error(VS_ERR_INVALID, "vs_pipe_draw: slot = %g", slot), -1;
+    vs_pipe_sim sim;
+    double* t0 = NULL;
+    if (_vs_pipe_sim_times(s, costs, &sim, &t0) != VS_OK) return -1;
+    size_t n = 0;
+    for (int p = 0; p < s->stages; p++) n += (size_t)s->len[p];
+    double* t1 = t0 + n;
+    int one = s->nchunks == s->stages, cw = 1; // one chunk per stage: labels without the chunk
+    if (slot == 0) {
+        slot = HUGE_VAL;
+        for (size_t i = 0; i < n; i++)
+            if (t1[i] - t0[i] > 0 && t1[i] - t0[i] < slot) slot = t1[i] - t0[i];
+        if (slot == HUGE_VAL) slot = 1;
+    }
+    char lab[48];
+    for (int p = 0; p < s->stages; p++)
+        for (int i = 0; i < s->len[p]; i++) {
+            const vs_pipe_instr* in = &s->ins[p][i];
+            if (!_vs_pipe_compute_op(in->op)) continue;
+            int l = one ? snprintf(lab, sizeof lab, "%s%d", _vs_pipe_op_text(in->op), in->mb)
+                        : snprintf(lab, sizeof lab, "%s%d.%d", _vs_pipe_op_text(in->op), in->chunk, in->mb);
+            if (l > cw) cw = l;
+        }
+    const int max_cols = 4096;
+    double fc = ceil(sim.makespan / slot - 1e-9);
+    int cols = fc > max_cols ? max_cols : (int)fc;
+    size_t len = 0;
+    _vs_pipe_cat(buf, cap, &len,
+                 "# %d stages, %d chunks, %d microbatches; one column = %g time units; makespan %g, bubble %.1f%%\n"
+                 "# F forward, B backward for the input, W backward for the weights, BW full backward;\n"
+                 "# %s; '-' goes on, '.' idle\n",
+                 s->stages, s->nchunks, s->mbs, slot, sim.makespan, 100 * sim.bubble,
+                 one ? "F3 = microbatch 3" : "F2.3 = chunk 2, microbatch 3");
+    char* row = _VS_PIPE_NEW(s->world, char, (size_t)cols * (size_t)(cw + 1) + 1);
+    if (!row) {
+        vs_free(s->world, t0);
+        return vs_set_error(VS_ERR_NOMEM, "vs_pipe_draw: out of memory"), -1;
+    }
+    for (int p = 0, o = 0; p < s->stages; o += s->len[p], p++) {
+        for (int c = 0; c < cols; c++) {
+            memset(row + (size_t)c * (cw + 1), ' ', (size_t)cw + 1);
+            row[(size_t)c * (cw + 1)] = '.';
+        }
+        for (int i = 0; i < s->len[p]; i++) {
+            const vs_pipe_instr* in = &s->ins[p][i];
+            if (!_vs_pipe_compute_op(in->op) || t1[o + i] <= t0[o + i]) continue;
+            int a = (int)floor(t0[o + i] / slot + 1e-9), b = (int)ceil(t1[o + i] / slot - 1e-9);
+            if (b <= a) b = a + 1;
+            int l = one ? snprintf(lab, sizeof lab, "%s%d", _vs_pipe_op_text(in->op), in->mb)
+                        : snprintf(lab, sizeof lab, "%s%d.%d", _vs_pipe_op_text(in->op), in->chunk, in->mb);
+            for (int c = a; c < b && c < cols; c++) {
+                char* cell = row + (size_t)c * (cw + 1);
+                memset(cell, ' ', (size_t)cw + 1);
+                if (c == a) memcpy(cell, lab, (size_t)l);
+                else cell[0] = '-';
+            }
+        }
+        size_t rl = (size_t)cols * (cw + 1);
+        while (rl > 0 && row[rl - 1] == ' ') rl--;
+        row[rl] = 0;
+        _vs_pipe_cat(buf, cap, &len, "%2d | %s\n", p, row);
+    }
+    if (cols < fc) _vs_pipe_cat(buf, cap, &len, "# (cut at %d columns)\n", cols);
+    vs_free(s->world, row);
+    vs_free(s->world, t0);
+    return (int)len;
 }
-VS_API vs_result vs_pipe_trace_simulated(const vs_pipe_sched* s, const vs_pipe_costs* costs, const char* path)
-{
-    (void)s, (void)costs, (void)path;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_pipe_trace_simulated: not yet");
-}
+
 VS_API vs_result vs_pipe_trace_write(const vs_pipe_sched* s, const double* const* t0, const double* const* t1,
                                      const char* path)
 {
-    (void)s, (void)t0, (void)t1, (void)path;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_pipe_trace_write: not yet");
+    if (!s || !t0 || !t1 || !path)
+        return vs_set_error(VS_ERR_NULL, "vs_pipe_trace_write: %s is NULL",
+                            !s ? "schedule" : !t0 ? "t0" : !t1 ? "t1" : "path");
+    for (int p = 0; p < s->stages; p++) {
+        if (s->len[p] && (!t0[p] || !t1[p]))
+            return vs_set_error(VS_ERR_NULL, "vs_pipe_trace_write: %s[%d] is NULL", t0[p] ? "t1" : "t0", p);
+        for (int i = 0; i < s->len[p]; i++)
+            if (!(t0[p][i] >= 0 && t1[p][i] >= t0[p][i] && t1[p][i] < HUGE_VAL))
+                return vs_set_error(VS_ERR_INVALID, "vs_pipe_trace_write: stage %d instruction %d: start %g, end %g", p,
+                                    i, t0[p][i], t1[p][i]);
+    }
+    FILE* fp = fopen(path, "w");
+    if (!fp) return vs_set_error(VS_ERR_IO, "vs_pipe_trace_write: cannot open \"%s\" for writing", path);
+    fprintf(fp, "{\"traceEvents\":[\n");
+    for (int p = 0; p < s->stages; p++)
+        fprintf(fp, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"stage %d\"}},\n", p,
+                p);
+    int first = 1;
+    for (int p = 0; p < s->stages; p++)
+        for (int i = 0; i < s->len[p]; i++) {
+            const vs_pipe_instr* in = &s->ins[p][i];
+            char name[48];
+            if (in->op == VS_PIPE_STEP) snprintf(name, sizeof name, "STEP");
+            else if (in->op == VS_PIPE_SYNC) snprintf(name, sizeof name, "SYNC%d", in->chunk);
+            else snprintf(name, sizeof name, "%s%d.%d", _vs_pipe_op_text(in->op), in->chunk, in->mb);
+            fprintf(fp, "%s{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":0,\"tid\":%d}", first ? "" : ",\n",
+                    name, t0[p][i] * 1e6, (t1[p][i] - t0[p][i]) * 1e6, p);
+            first = 0;
+        }
+    fprintf(fp, "\n],\"displayTimeUnit\":\"ms\"}\n");
+    if (ferror(fp) | fclose(fp)) return vs_set_error(VS_ERR_IO, "vs_pipe_trace_write: writing \"%s\" failed", path);
+    return VS_OK;
 }
-// >>pipe-sim end
+
+VS_API vs_result vs_pipe_trace_simulated(const vs_pipe_sched* s, const vs_pipe_costs* costs, const char* path)
+{
+    if (!s || !path) return vs_set_error(VS_ERR_NULL, "vs_pipe_trace_simulated: %s is NULL", s ? "path" : "schedule");
+    vs_pipe_sim sim;
+    double* t0 = NULL;
+    vs_result r = _vs_pipe_sim_times(s, costs, &sim, &t0);
+    if (r != VS_OK) return r;
+    size_t n = 0;
+    const double* a[VS_PIPE_MAX_CHUNKS];
+    const double* b[VS_PIPE_MAX_CHUNKS];
+    for (int p = 0; p < s->stages; p++) n += (size_t)s->len[p];
+    for (int p = 0, o = 0; p < s->stages; o += s->len[p], p++) a[p] = t0 + o, b[p] = t0 + n + o;
+    r = vs_pipe_trace_write(s, a, b, path);
+    vs_free(s->world, t0);
+    return r;
+}
 
 // >>pipe-engine ----------------------------------------------------------------
 
@@ -1973,66 +2681,6 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     return VS_OK;
 }
 
-VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim, const int64_t* shape, void** data)
-{
-    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_output: %s is NULL", call ? "data" : "call");
-    *data = NULL;
-    struct _vs_pipe_rt* rt = call->_rt;
-    if (!rt) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: not inside an engine callback");
-    vs_pipe* p = rt->p;
-    const char* who = rt->unit >= 0 ? p->desc.units[rt->unit].name : "data callback";
-    if (i < 0 || i >= call->n_out)
-        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: output %d (0..%d)", who, i, call->n_out - 1);
-    if (vs_dtype_size(dt) == 0) return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: dtype %d", who, (int)dt);
-    if (ndim < 0 || ndim > VS_PIPE_MAX_DIMS || (ndim && !shape))
-        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: ndim %d (0..%d, shape given)", who, ndim,
-                            VS_PIPE_MAX_DIMS);
-    size_t n = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0 || (shape[d] && n > SIZE_MAX / 16 / (size_t)shape[d]))
-            return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: shape[%d] = %lld", who, d, (long long)shape[d]);
-        n *= (size_t)shape[d];
-    }
-    int id = rt->out_ids[i];
-    if (!_vs_pipe_spec_fits(&rt->out_spec[i], dt, ndim, shape)) {
-        char a[160];
-        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s makes \"%s\" as %s %dD, its spec says %s", who,
-                            p->t[id].name, vs_dtype_name(dt), ndim,
-                            _vs_pipe_spec_text(p->t[id].name, &rt->out_spec[i], a, sizeof a));
-    }
-    _vs_pipe_slot* s = &p->slots[(size_t)rt->mb * (size_t)p->ntensors + (size_t)id];
-    if (s->data) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: %s made \"%s\" twice", who, p->t[id].name);
-    s->dt = dt;
-    s->ndim = ndim;
-    for (int d = 0; d < ndim; d++) s->shape[d] = shape[d];
-    s->bytes = n * vs_dtype_size(dt);
-    s->data = _vs_pipe_new(p->w, 1, s->bytes);
-    if (!s->data) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_output: %zu bytes for \"%s\"", s->bytes, p->t[id].name);
-    call->out[i].dtype = dt;
-    call->out[i].ndim = ndim;
-    for (int d = 0; d < ndim; d++) call->out[i].shape[d] = shape[d];
-    call->out[i].data = s->data;
-    *data = s->data;
-    return VS_OK;
-}
-
-VS_API vs_result vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data)
-{
-    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_save: %s is NULL", call ? "data" : "call");
-    *data = NULL;
-    struct _vs_pipe_rt* rt = call->_rt;
-    if (!rt || rt->unit < 0) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: only inside a unit's forward");
-    vs_pipe* p = rt->p;
-    size_t at = (size_t)rt->unit * (size_t)p->M + (size_t)rt->mb;
-    if (p->saved[at]) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: unit \"%s\" saved twice", p->desc.units[rt->unit].name);
-    p->saved[at] = _vs_pipe_new(p->w, 1, bytes);
-    if (!p->saved[at]) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_save: %zu bytes", bytes);
-    p->saved_bytes[at] = bytes;
-    call->saved = *data = p->saved[at];
-    call->saved_bytes = bytes;
-    return VS_OK;
-}
-
 _VS_PIPE_PRIVATE void _vs_pipe_view(const vs_pipe* p, int id, const _vs_pipe_slot* s, vs_pipe_tensor* t)
 {
     memset(t, 0, sizeof *t);
@@ -2250,7 +2898,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, in
     vs_comm* c = _vs_pipe_link_to(p, src, p->stage);
     char* buf = NULL;
     const char* at = NULL;
-    size_t bytes = 0;
+    size_t bytes = 0, sum = 0;
     _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
     vs_result r = vs_recv(c, h, hn, VS_I64, 0, NULL);
     if (r) goto done;
@@ -2263,7 +2911,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, in
         goto done;
     }
     bytes = (size_t)h[5];
-    size_t sum = 0;
+    sum = 0;
     for (int i = 0; i < nt; i++) { // the header must describe exactly the bytes that follow
         const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
         size_t n = vs_dtype_size((vs_dtype)(e[1] > 0 && e[1] < VS_DTYPE_COUNT ? e[1] : 0));
@@ -2561,7 +3209,69 @@ VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* g
     return r ? vs_set_error(r, "vs_pipe_tie_grads: %s", vs_last_error()) : VS_OK;
 }
 
-// >>pipe-engine end
+// >>pipe-model ----------------------------------------------------------------
+/* (the callbacks' helpers: here, after the engine's state they fill in) */
+
+VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim, const int64_t* shape, void** data)
+{
+    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_output: %s is NULL", call ? "data" : "call");
+    *data = NULL;
+    struct _vs_pipe_rt* rt = call->_rt;
+    if (!rt) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: not inside an engine callback");
+    vs_pipe* p = rt->p;
+    const char* who = rt->unit >= 0 ? p->desc.units[rt->unit].name : "data callback";
+    if (i < 0 || i >= call->n_out)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: output %d (0..%d)", who, i, call->n_out - 1);
+    if (vs_dtype_size(dt) == 0) return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: dtype %d", who, (int)dt);
+    if (ndim < 0 || ndim > VS_PIPE_MAX_DIMS || (ndim && !shape))
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: ndim %d (0..%d, shape given)", who, ndim,
+                            VS_PIPE_MAX_DIMS);
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || (shape[d] && n > SIZE_MAX / 16 / (size_t)shape[d]))
+            return vs_set_error(VS_ERR_INVALID, "vs_pipe_output: %s: shape[%d] = %lld", who, d, (long long)shape[d]);
+        n *= (size_t)shape[d];
+    }
+    int id = rt->out_ids[i];
+    if (!_vs_pipe_spec_fits(&rt->out_spec[i], dt, ndim, shape)) {
+        char a[160];
+        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s makes \"%s\" as %s %dD, its spec says %s", who,
+                            p->t[id].name, vs_dtype_name(dt), ndim,
+                            _vs_pipe_spec_text(p->t[id].name, &rt->out_spec[i], a, sizeof a));
+    }
+    _vs_pipe_slot* s = &p->slots[(size_t)rt->mb * (size_t)p->ntensors + (size_t)id];
+    if (s->data) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: %s made \"%s\" twice", who, p->t[id].name);
+    s->dt = dt;
+    s->ndim = ndim;
+    for (int d = 0; d < ndim; d++) s->shape[d] = shape[d];
+    s->bytes = n * vs_dtype_size(dt);
+    s->data = _vs_pipe_new(p->w, 1, s->bytes);
+    if (!s->data) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_output: %zu bytes for \"%s\"", s->bytes, p->t[id].name);
+    call->out[i].dtype = dt;
+    call->out[i].ndim = ndim;
+    for (int d = 0; d < ndim; d++) call->out[i].shape[d] = shape[d];
+    call->out[i].data = s->data;
+    *data = s->data;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data)
+{
+    if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_save: %s is NULL", call ? "data" : "call");
+    *data = NULL;
+    struct _vs_pipe_rt* rt = call->_rt;
+    if (!rt || rt->unit < 0) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: only inside a unit's forward");
+    vs_pipe* p = rt->p;
+    size_t at = (size_t)rt->unit * (size_t)p->M + (size_t)rt->mb;
+    if (p->saved[at]) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: unit \"%s\" saved twice", p->desc.units[rt->unit].name);
+    p->saved[at] = _vs_pipe_new(p->w, 1, bytes);
+    if (!p->saved[at]) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_save: %zu bytes", bytes);
+    p->saved_bytes[at] = bytes;
+    call->saved = *data = p->saved[at];
+    call->saved_bytes = bytes;
+    return VS_OK;
+}
+
 
 #ifdef __cplusplus
 }

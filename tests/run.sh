@@ -67,6 +67,10 @@ done
 if [ -x "$B/mlp_dp_tp" ]; then
     run_one "mlp_dp_tp" bash -c '"$@" && echo "ok example/mlp_dp_tp"' _ "$B/mlp_dp_tp"
 fi
+# --- examples/pipe_mlp.c (issue 10): every schedule on 4 stages equals one rank bit for bit ---
+if [ -x "$B/pipe_mlp" ]; then
+    run_one "pipe_mlp" bash -c '"$@" && echo "ok example/pipe_mlp"' _ "$B/pipe_mlp"
+fi
 if [ -x "$B/mlp_dp_tp_mpi" ]; then
     if command -v mpirun >/dev/null 2>&1; then
         ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" run_one "mlp_dp_tp_mpi np=4" \
