@@ -683,10 +683,14 @@ static vs_result report_m(tctx* T, int mi)
     }
     add_line(T,
              "summary pipe correctness M=%d loss %.9g (0x%016llx) in %d runs x %d ranks and %d layers' gradients of "
-             "%d kinds memcmp-equal to one device: %s\n",
+             "%d kinds compared bit for bit (memcmp) with one device: %s\n",
              M, T->ref_loss[mi], bits, R + 1, NR, U, o->nkinds,
              bad_loss || bad_grad ? "correctness FAIL" : "correctness PASS");
 
+    for (ki = 0; ki < o->nkinds; ki++) { /* first: --draw prints here, before the table */
+        e = analyse(T, ki, &T->res[mi][ki], mi == 0);
+        if (e) return e;
+    }
     printf("#\n# M=%d: median of %d runs (round-robin over the kinds); other programs used %.2f cores meanwhile\n", M,
            R, T->other[mi]);
     printf("# %-11s %1s | %8s %17s %6s | %8s %7s | %8s %6s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s %6s\n", "kind",
@@ -695,8 +699,6 @@ static vs_result report_m(tctx* T, int mi)
     for (ki = 0; ki < o->nkinds; ki++) {
         kres* k = &T->res[mi][ki];
         char rng[40];
-        e = analyse(T, ki, k, mi == 0);
-        if (e) return e;
         char f[12][16];
         snprintf(rng, sizeof rng, "(%.1f..%.1f)", k->tmin * 1e3, k->tmax * 1e3);
         printf("  %-11s %1d | %8.2f %17s %6.3f | %8.2f %7.3f | %8.2f %6.3f | %s %s %s %s %6.1f | "
