@@ -118,6 +118,10 @@ bench-redistribute:
 bench-ddp:
 	B=$(B) bash bench/run_ddp.sh
 
+.PHONY: bench-pipe
+bench-pipe:
+	B=$(B) bash bench/run_pipe.sh
+
 clean:
 	rm -rf build build-asan build-tsan
 
