@@ -1072,6 +1072,31 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
     return r;
 }
 
+/* Device memory: copies through the CUDA runtime (NCCL builds; tests force it
+   over a stand-in runtime with _VS_CKPT_FORCE_CUDA). */
+#if defined(VESCALE_NCCL) || defined(_VS_CKPT_FORCE_CUDA)
+#define _VS_CKPT_CUDA 1
+#include <cuda_runtime.h>
+#endif
+
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_copy_mem(void* dst, const void* src, size_t n, int to_device, int from_device)
+{
+    if (!n) return VS_OK;
+#ifdef _VS_CKPT_CUDA
+    if (to_device || from_device) {
+        cudaError_t e = cudaMemcpy(dst, src, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+        return e == cudaSuccess ? VS_OK
+                                : vs_set_error(VS_ERR_BACKEND, "checkpoint: cudaMemcpy of %zu bytes: %s", n,
+                                               cudaGetErrorString(e));
+    }
+#else
+    if (to_device || from_device)
+        return vs_set_error(VS_ERR_UNAVAILABLE, "checkpoint: device memory needs a VESCALE_NCCL build");
+#endif
+    memcpy(dst, src, n);
+    return VS_OK;
+}
+
 /* Load: the elements this rank needs of one entry (its box, a range of it) and
    those one stored piece holds meet in runs: contiguous in both. */
 typedef struct _vs_ckpt_need {
@@ -1350,7 +1375,14 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
             for (int d = 0; d < rc.ndim; d++) nd.off[d] = rc.off[d], nd.box[d] = rc.box[d];
             nd.rb = rc.rb;
             nd.re = rc.re;
-            r = _vs_ckpt_load_entry(ck, &f, e, &nd, (char*)q->t.data, vs_dtype_size(e->dtype));
+            size_t es = vs_dtype_size(e->dtype), bytes = (size_t)(nd.re - nd.rb) * es;
+            if (!q->device) r = _vs_ckpt_load_entry(ck, &f, e, &nd, (char*)q->t.data, es);
+            else { // device buffers: through host memory
+                char* h = (char*)vs_alloc(ck->w, bytes ? bytes : 1);
+                r = h ? _vs_ckpt_load_entry(ck, &f, e, &nd, h, es) : vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+                if (!r) r = _vs_ckpt_copy_mem(q->t.data, h, bytes, 1, 0);
+                vs_free(ck->w, h);
+            }
         }
         if (!r && loaded) loaded[i] = 1;
     }
@@ -1361,6 +1393,99 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
     return r;
 }
 
+/* Bytes of this rank's data of entry e (what save writes from it). */
+_VS_CKPT_PRIVATE size_t _vs_ckpt_local_bytes(const vs_ckpt_entry* e)
+{
+    if (e->kind == VS_CKPT_BLOB) return e->blob_bytes;
+    if (e->kind == VS_CKPT_RANGE)
+        return e->range_end > e->range_begin ? (size_t)(e->range_end - e->range_begin) * vs_dtype_size(e->t.dtype) : 0;
+    int64_t n = 0;
+    if (!e->t.layout.mesh || vs_dtensor_local_numel(&e->t, &n) || n < 0) return 0;
+    return (size_t)n * vs_dtype_size(e->t.dtype);
+}
+
+/* Host copies of the entries (names too): what an async save writes, and what a
+   save of device buffers writes from. One block from the world's hooks. */
+typedef struct _vs_ckpt_job {
+    vs_ckpt* ck;
+    char path[4096];
+    int overwrite, n;
+    vs_ckpt_entry* e;
+    void* block;
+    size_t bytes;
+} _vs_ckpt_job;
+
+_VS_CKPT_PRIVATE void _vs_ckpt_job_free(vs_ckpt* ck, _vs_ckpt_job* j)
+{
+    if (!j) return;
+    vs_free(ck->w, j->block);
+    vs_free(ck->w, j);
+}
+
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, const vs_ckpt_entry* entries, int n,
+                                             int overwrite, size_t bound, _vs_ckpt_job** out)
+{
+    *out = NULL;
+    size_t data = 0, names = 0;
+    for (int i = 0; i < n; i++) {
+        if (entries[i].skip) continue;
+        data += (_vs_ckpt_local_bytes(&entries[i]) + 63) / 64 * 64;
+        names += entries[i].name ? strlen(entries[i].name) + 1 : 0;
+    }
+    if (bound && data > bound) return VS_ERR_UNSUPPORTED; // (the caller saves synchronously)
+    _vs_ckpt_job* j = (_vs_ckpt_job*)vs_alloc(ck->w, sizeof *j);
+    size_t head = (sizeof(vs_ckpt_entry) * (size_t)(n ? n : 1) + names + 63) / 64 * 64;
+    void* block = j ? vs_alloc(ck->w, head + data) : NULL;
+    if (!j || !block) {
+        vs_free(ck->w, j);
+        return vs_set_error(VS_ERR_NOMEM, "vs_ckpt_save: %zu bytes for the copies", head + data);
+    }
+    memset(j, 0, sizeof *j);
+    j->ck = ck;
+    snprintf(j->path, sizeof j->path, "%s", path);
+    j->overwrite = overwrite;
+    j->n = n;
+    j->block = block;
+    j->bytes = data;
+    j->e = (vs_ckpt_entry*)block;
+    char* nm = (char*)block + sizeof(vs_ckpt_entry) * (size_t)(n ? n : 1);
+    char* at = (char*)block + head;
+    for (int i = 0; i < n; i++) {
+        j->e[i] = entries[i];
+        j->e[i].device = 0;
+        if (entries[i].skip) continue;
+        if (entries[i].name) {
+            size_t l = strlen(entries[i].name) + 1;
+            memcpy(nm, entries[i].name, l);
+            j->e[i].name = nm;
+            nm += l;
+        }
+        size_t b = _vs_ckpt_local_bytes(&entries[i]);
+        const void* src = entries[i].kind == VS_CKPT_BLOB ? entries[i].blob : entries[i].t.data;
+        if (b && src) {
+            vs_result r = _vs_ckpt_copy_mem(at, src, b, 0, entries[i].device);
+            if (r) {
+                _vs_ckpt_job_free(ck, j);
+                return vs_set_error(r, "vs_ckpt_save: entry \"%s\": %s", entries[i].name, vs_last_error());
+            }
+            if (entries[i].kind == VS_CKPT_BLOB) j->e[i].blob = at;
+            else j->e[i].t.data = at;
+        }
+        at += (b + 63) / 64 * 64;
+    }
+    *out = j;
+    return VS_OK;
+}
+
+static void* _vs_ckpt_async_main(void* arg)
+{
+    _vs_ckpt_job* j = (_vs_ckpt_job*)arg;
+    vs_ckpt* ck = j->ck;
+    ck->async_result = _vs_ckpt_save_now(ck, j->path, j->e, j->n, j->overwrite);
+    if (ck->async_result) snprintf(ck->async_msg, sizeof ck->async_msg, "%s", vs_last_error());
+    return NULL;
+}
+
 VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry* entries, int n,
                               const vs_ckpt_save_opts* opts)
 {
@@ -1369,12 +1494,44 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     if (n < 0 || (n && !entries)) return vs_set_error(VS_ERR_INVALID, "%s: %d entries at %p", fn, n, (void*)entries);
     vs_result r = vs_ckpt_wait(ck);
     if (r) return vs_set_error(r, "%s: the async save before it failed: %s", fn, vs_last_error());
-    return _vs_ckpt_save_now(ck, path, entries, n, opts ? opts->overwrite : 0);
+    int overwrite = opts ? opts->overwrite : 0, dev = 0;
+    for (int i = 0; i < n; i++) dev |= entries[i].device && !entries[i].skip;
+    _vs_ckpt_job* j = NULL;
+    if (opts && opts->async) {
+        r = _vs_ckpt_job_make(ck, path, entries, n, overwrite, ck->desc.async_max_bytes, &j);
+        if (r == VS_ERR_UNSUPPORTED) j = NULL, r = VS_OK; // over the bound: save now instead
+        if (r) return r;
+        if (j) {
+            ck->async_used = j->bytes;
+            ck->job = j;
+            ck->async_result = VS_OK;
+            if (pthread_create(&ck->thread, NULL, _vs_ckpt_async_main, j)) {
+                ck->job = NULL;
+                _vs_ckpt_job_free(ck, j);
+                return vs_set_error(VS_ERR_BACKEND, "%s: cannot start the writer thread", fn);
+            }
+            ck->running = 1;
+            return VS_OK;
+        }
+    }
+    if (dev) { // device buffers: written from host copies
+        _VS_TRY(_vs_ckpt_job_make(ck, path, entries, n, overwrite, 0, &j));
+        r = _vs_ckpt_save_now(ck, path, j->e, n, overwrite);
+        _vs_ckpt_job_free(ck, j);
+        return r;
+    }
+    return _vs_ckpt_save_now(ck, path, entries, n, overwrite);
 }
 
 VS_API vs_result vs_ckpt_wait(vs_ckpt* ck)
 {
     if (!ck) return vs_set_error(VS_ERR_NULL, "vs_ckpt_wait: ck is NULL");
+    if (!ck->running) return VS_OK;
+    pthread_join(ck->thread, NULL);
+    ck->running = 0;
+    _vs_ckpt_job_free(ck, ck->job);
+    ck->job = NULL;
+    if (ck->async_result) return vs_set_error(ck->async_result, "%s", ck->async_msg);
     return VS_OK;
 }
 
@@ -1395,205 +1552,6 @@ VS_API vs_result vs_ckpt_free(vs_ckpt* ck)
     vs_free(ck->w, ck);
     return r;
 }
-
-// >>ckpt-ddp -------------------------------------------------------------------
-
-struct vs_ddp;
-/* The whole state of a vs_ddp (parameters, fp32 masters, optimizer moments, the
-   step count) as entries "<prefix><param>", "<prefix><param>.master",
-   ".exp_avg", ".exp_avg_sq", ".momentum", "<prefix>__step", in global,
-   unflattened form: any DP size, ZeRO stage, TP layout or PP split loads it.
-   Collective (as vs_ckpt_save / vs_ckpt_load). Needs vescale_ddp.h included
-   before this header's implementation. */
-VS_API vs_result vs_ckpt_save_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* ddp, const char* prefix,
-                                  const vs_ckpt_entry* extra, int nextra, const vs_ckpt_save_opts* opts);
-VS_API vs_result vs_ckpt_load_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* ddp, const char* prefix,
-                                  vs_ckpt_entry* extra, int nextra);
-
-#ifdef __cplusplus
-}
-#endif
-#endif // VESCALE_CKPT_INCLUDED
-
-#if defined(VESCALE_CKPT_IMPLEMENTATION) && !defined(VESCALE_CKPT_IMPLEMENTED)
-#define VESCALE_CKPT_IMPLEMENTED
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <unistd.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-#define _VS_CKPT_PRIVATE static _VS_UNUSED
-
-// >>ckpt-format ----------------------------------------------------------------
-/* The on-disk format (the format helper's section; the rest of the file uses
-   only what is declared here).
-
-   A checkpoint is a directory:
-       index.json                  the index (below), written last
-       shard-00003.safetensors     what mesh rank 3 wrote (only ranks that wrote something)
-   Each shard file is a valid safetensors file: 8-byte little-endian header
-   length N, N bytes of JSON (padded with spaces to a multiple of 8, at most
-   100 MB), then the data. Its tensors are the pieces the rank wrote, keyed
-   "<entry name>#<piece number>", dtype one of F32 F16 BF16 F64 I32 I64 U8, shape
-   the piece's box shape (a range piece or a blob: [count]), data_offsets
-   contiguous from 0 in file order with no holes; "__metadata__" holds
-   {"format": "vescale", "rank": "<r>"}.
-
-   index.json:
-   {"format": "vescale-ckpt", "version": 1,
-    "mesh": {"shape": [2, 2, 2], "dims": ["PP", "DP", "TP"]},
-    "checksum": {"kind": "crc32c", "block": 1048576},     (or "checksum": null)
-    "files": [{"name": "shard-00000.safetensors", "bytes": 123456}, ...],
-    "entries": [
-      {"name": "w1", "kind": "tensor", "dtype": "f32", "shape": [64, 32],
-       "layout": "[Shard(0), Replicate]",                 (as saved; for ls)
-       "pieces": [{"file": 0, "key": "w1#0", "offset": [0, 0], "box": [32, 32],
-                   "data": [256, 4352], "crc32c": ["e3069283", ...]}, ...]},
-      {"name": "adam.m.w1", "kind": "range", ...
-       "pieces": [{..., "offset": [0, 0], "box": [32, 32], "range": [0, 512], ...}]},
-      {"name": "step", "kind": "blob", "bytes": 8,
-       "pieces": [{"file": 0, "key": "step#0", "data": [0, 8], "crc32c": [...]}]}]}
-   "data" is [begin, end) in bytes from the start of the file (absolute, so a
-   reader preads it without parsing the shard's header); "crc32c" has one
-   lower-case hex CRC32C per block of the piece (the last one short). A box is
-   given by its global offset and shape; a range piece holds elements
-   [range[0], range[1]) of its box, flattened row-major. Entry kinds "tensor",
-   "range" and "blob"; dtypes are vs_dtype_name's. */
-
-#define _VS_CKPT_MAXD VS_TENSOR_MAX_DIMS
-
-/* CRC32C (Castagnoli, reflected 0x82F63B78), continuing from crc (0 to start):
-   _vs_crc32c(0, "123456789", 9) == 0xE3069283. */
-_VS_CKPT_PRIVATE uint32_t _vs_crc32c(uint32_t crc, const void* p, size_t n);
-
-/* A growing text buffer through the world's hooks; oom set on failure. */
-typedef struct _vs_sbuf {
-    const vs_world* w;
-    char* p;
-    size_t len, cap;
-    int oom;
-} _vs_sbuf;
-_VS_CKPT_PRIVATE _VS_PRINTF(2, 3) void _vs_sb_printf(_vs_sbuf* b, const char* fmt, ...);
-_VS_CKPT_PRIVATE void _vs_sb_json_str(_vs_sbuf* b, const char* s); // a quoted, escaped JSON string
-_VS_CKPT_PRIVATE void _vs_sb_free(_vs_sbuf* b);
-
-/* safetensors */
-typedef struct _vs_st_tensor {
-    const char* key;
-    vs_dtype dtype;
-    int ndim;
-    int64_t shape[_VS_CKPT_MAXD];
-    uint64_t begin, end; // data_offsets, relative to the data section
-} _vs_st_tensor;
-_VS_CKPT_PRIVATE const char* _vs_st_dtype_name(vs_dtype dt); // "F32", ...; NULL for none
-/* The whole header (8-byte length + padded JSON) for tensors t[0..n) whose
-   offsets are contiguous from 0 in order (checked), with metadata given as a
-   JSON object text (may be NULL). *out through the world's hooks. */
-_VS_CKPT_PRIVATE vs_result _vs_st_header(const vs_world* w, const _vs_st_tensor* t, int n, const char* metadata,
-                                         char** out, size_t* len);
-/* Parses and checks a safetensors file's header (json, json_len bytes; the file
-   has file_size bytes): the format's rules (dtype names, shapes, offsets
-   contiguous from 0 with no holes or overlaps, matching dtype x shape, inside
-   the file, header <= 100 MB). *out: n tensors (keys point into *arena), free
-   both with vs_free(w, ...). Errors name `label` (the file) and the key. */
-_VS_CKPT_PRIVATE vs_result _vs_st_parse(const vs_world* w, const char* label, const char* json, size_t json_len,
-                                        uint64_t file_size, _vs_st_tensor** out, int* n, char** arena);
-
-/* The index, parsed. */
-typedef struct _vs_ckpt_piece {
-    int file;
-    char* key;
-    int64_t off[_VS_CKPT_MAXD], box[_VS_CKPT_MAXD]; // tensor/range pieces
-    int64_t range_begin, range_end;                 // range pieces; else 0, 0
-    uint64_t data_begin, data_end;                  // absolute bytes in the file
-    uint32_t* crc;                                  // ceil(bytes / block) CRCs, or NULL
-    int ncrc;
-} _vs_ckpt_piece;
-
-typedef struct _vs_ckpt_ientry {
-    char* name;
-    vs_ckpt_kind kind;
-    vs_dtype dtype; // blob: VS_U8
-    int ndim;
-    int64_t shape[_VS_CKPT_MAXD];
-    char* layout;      // may be NULL
-    uint64_t blob_bytes;
-    _vs_ckpt_piece* pieces;
-    int npieces;
-} _vs_ckpt_ientry;
-
-typedef struct _vs_ckpt_index {
-    int mesh_ndims;
-    int mesh_shape[VS_MESH_MAX_DIMS];
-    char mesh_dims[VS_MESH_MAX_DIMS][VS_MESH_NAME_MAX];
-    uint64_t block; // checksum block bytes; 0: no checksums
-    int nfiles;
-    char** files;
-    uint64_t* file_bytes;
-    _vs_ckpt_ientry* e;
-    int ne;
-} _vs_ckpt_index;
-
-/* Parses and checks index.json (len bytes): the schema above; names unique;
-   every piece inside its file (file_bytes), its box inside the entry's shape,
-   its bytes == box numel (or range length) x dtype size, ranges inside their
-   box, the CRC count matching the block size; pieces of one tensor entry do not
-   overlap (boxes; ranges of one box) -- coverage of the whole tensor is the
-   loader's check. Errors name `label` and the entry. Free with _vs_ckpt_index_free. */
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_index_parse(const vs_world* w, const char* label, const char* text, size_t len,
-                                                _vs_ckpt_index* out);
-/* index -> JSON text (parses back to the same index). */
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_index_write(const _vs_ckpt_index* ix, _vs_sbuf* out);
-_VS_CKPT_PRIVATE void _vs_ckpt_index_free(const vs_world* w, _vs_ckpt_index* ix);
-
-/* (the format's implementation) */
-_VS_CKPT_PRIVATE uint32_t _vs_crc32c(uint32_t crc, const void* p, size_t n)
-{
-    (void)p, (void)n;
-    return crc;
-}
-_VS_CKPT_PRIVATE void _vs_sb_printf(_vs_sbuf* b, const char* fmt, ...) { (void)b, (void)fmt; }
-_VS_CKPT_PRIVATE void _vs_sb_json_str(_vs_sbuf* b, const char* s) { (void)b, (void)s; }
-_VS_CKPT_PRIVATE void _vs_sb_free(_vs_sbuf* b) { (void)b; }
-_VS_CKPT_PRIVATE const char* _vs_st_dtype_name(vs_dtype dt) { (void)dt; return NULL; }
-_VS_CKPT_PRIVATE vs_result _vs_st_header(const vs_world* w, const _vs_st_tensor* t, int n, const char* metadata,
-                                         char** out, size_t* len)
-{
-    (void)w, (void)t, (void)n, (void)metadata, (void)out, (void)len;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "not yet");
-}
-_VS_CKPT_PRIVATE vs_result _vs_st_parse(const vs_world* w, const char* label, const char* json, size_t json_len,
-                                        uint64_t file_size, _vs_st_tensor** out, int* n, char** arena)
-{
-    (void)w, (void)label, (void)json, (void)json_len, (void)file_size, (void)out, (void)n, (void)arena;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "not yet");
-}
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_index_parse(const vs_world* w, const char* label, const char* text, size_t len,
-                                                _vs_ckpt_index* out)
-{
-    (void)w, (void)label, (void)text, (void)len, (void)out;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "not yet");
-}
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_index_write(const _vs_ckpt_index* ix, _vs_sbuf* out)
-{
-    (void)ix, (void)out;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "not yet");
-}
-_VS_CKPT_PRIVATE void _vs_ckpt_index_free(const vs_world* w, _vs_ckpt_index* ix) { (void)w, (void)ix; }
-
-// >>ckpt-commit ----------------------------------------------------------------
-
-// >>ckpt-api -------------------------------------------------------------------
-
-VS_API int vs_ckpt_version(void) { return VESCALE_VERSION_NUMBER; }
 
 // >>ckpt-ddp -------------------------------------------------------------------
 
