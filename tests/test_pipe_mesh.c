@@ -34,7 +34,9 @@
    Two separate buffers on one stage too (not one shared buffer): the sum is then
    the same single addition whatever the placement, so runs differing only in PP
    stay bit for bit equal. (vs_pipe_tie_grads itself does nothing when both chunks
-   are on one stage: the trainer adds the two parts there.)
+   are on one stage: the trainer adds the two parts there. With one buffer shared
+   by both units on a stage, the parts interleave microbatch by microbatch there,
+   and 1F1B, with E on two stages, no longer equals the one-stage run bit for bit.)
    on_step: the tie, vs_ddp_finish_grad_sync, the clip, vs_ddp_step.
 
    The clip and the tied copies. The DDP's norm counts every registered element
@@ -42,7 +44,13 @@
    no way to say "this is a tied copy, leave it out of the norm". The test
    corrects it by hand: measure (max_norm 0), subtract E's sum of squares once
    (the last stage's owned ranges), and clip again with the max_norm that makes
-   the DDP's scale the intended one (a float: exactly reproduced).
+   the DDP's scale the intended one (a float: exactly reproduced). A DDP over the
+   (DP, TP) submesh of each stage instead clips each stage by its own norm: the
+   result is off by ~1e-2 and the two copies of E drift apart.
+   The norm itself is a double summed in a different order with and without PP
+   (last bits differ, printed as notes); the clip's scale is a float,
+   (float)(max_norm / (norm + 1e-6)), which comes out the same at every step
+   here, so the bitwise check holds with the clip active.
 
    Runs (4 steps, M = 4, GB = 16 rows):
      B  1 rank (PP1 x DP1 x TP1), the reference;
@@ -571,11 +579,11 @@ static vs_result train_rank(vs_world* w, rk* r)
     if (r->has_emb || r->has_head) TRY(add_param(r, 0, "E", V, D, vs_replicate()));
     for (int b = 0; b < NB; b++) {
         if (!held[1 + b]) continue;
-        char nm[4][16];
-        snprintf(nm[0], 16, "blk%d.w1", b);
-        snprintf(nm[1], 16, "blk%d.b1", b);
-        snprintf(nm[2], 16, "blk%d.w2", b);
-        snprintf(nm[3], 16, "blk%d.b2", b);
+        char nm[4][24];
+        snprintf(nm[0], sizeof nm[0], "blk%d.w1", b);
+        snprintf(nm[1], sizeof nm[1], "blk%d.b1", b);
+        snprintf(nm[2], sizeof nm[2], "blk%d.w2", b);
+        snprintf(nm[3], sizeof nm[3], "blk%d.b2", b);
         TRY(add_param(r, 1 + 4 * b, nm[0], D, H, vs_shard(1)));
         TRY(add_param(r, 2 + 4 * b, nm[1], H, 0, vs_shard(0)));
         TRY(add_param(r, 3 + 4 * b, nm[2], H, D, vs_shard(0)));
