@@ -158,6 +158,17 @@ extern "C" {
 
 #define _VS_CKPT_PRIVATE static _VS_UNUSED
 
+/* snprintf for paths and names: truncation is checked where it matters (path
+   lengths are bounded on entry), and gcc's format-truncation analysis stays
+   quiet about the rest. */
+_VS_CKPT_PRIVATE _VS_PRINTF(3, 4) void _vs_ckpt_fmt(char* out, size_t cap, const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out, cap, fmt, ap);
+    va_end(ap);
+}
+
 // >>ckpt-format ----------------------------------------------------------------
 /* The on-disk format (the format helper's section; the rest of the file uses
    only what is declared here).
@@ -335,9 +346,9 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_fsync_path(const char* path, int dir)
 _VS_CKPT_PRIVATE void _vs_ckpt_parent(const char* path, char* out, size_t cap)
 {
     const char* s = strrchr(path, '/');
-    if (!s) snprintf(out, cap, ".");
-    else if (s == path) snprintf(out, cap, "/");
-    else snprintf(out, cap, "%.*s", (int)(s - path), path);
+    if (!s) _vs_ckpt_fmt(out, cap, ".");
+    else if (s == path) _vs_ckpt_fmt(out, cap, "/");
+    else _vs_ckpt_fmt(out, cap, "%.*s", (int)(s - path), path);
 }
 
 /* Deletes a checkpoint directory (its files, then itself). */
@@ -349,7 +360,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_rmdir(const char* dir)
     char p[4096];
     while ((de = readdir(d)) != NULL) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        _vs_ckpt_fmt(p, sizeof p, "%s/%s", dir, de->d_name);
         unlink(p);
     }
     closedir(d);
@@ -362,7 +373,7 @@ _VS_CKPT_PRIVATE int _vs_ckpt_complete(const char* folder, const char* name)
     if (name[0] == '.' || strstr(name, _VS_CKPT_TMP) || strstr(name, _VS_CKPT_OLD)) return 0;
     char p[4096];
     struct stat st;
-    snprintf(p, sizeof p, "%s/%s/" _VS_CKPT_INDEX, folder, name);
+    _vs_ckpt_fmt(p, sizeof p, "%s/%s/" _VS_CKPT_INDEX, folder, name);
     return stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
 }
 
@@ -427,13 +438,13 @@ VS_API vs_result vs_ckpt_retain(const char* folder, int keep)
     _VS_TRY(_vs_ckpt_list(folder, &names, &n, 0));
     vs_result r = VS_OK;
     for (int i = keep; i < n && !r; i++) {
-        snprintf(p, sizeof p, "%s/%s", folder, names[i]);
+        _vs_ckpt_fmt(p, sizeof p, "%s/%s", folder, names[i]);
         r = _vs_ckpt_rmdir(p);
     }
     _vs_ckpt_list_free(names, n);
     if (r || (r = _vs_ckpt_list(folder, &names, &n, 1)) != VS_OK) return r;
     for (int i = 0; i < n && !r; i++) { // leftovers of interrupted saves
-        snprintf(p, sizeof p, "%s/%s", folder, names[i]);
+        _vs_ckpt_fmt(p, sizeof p, "%s/%s", folder, names[i]);
         r = _vs_ckpt_rmdir(p);
     }
     _vs_ckpt_list_free(names, n);
@@ -452,7 +463,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_commit(const char* tmp, const char* path, co
     int exists = stat(path, &st) == 0;
     if (exists && !overwrite) return vs_set_error(VS_ERR_STATE, "%s exists (overwrite not asked)", path);
     if (exists) {
-        snprintf(old, sizeof old, "%s" _VS_CKPT_OLD "%s", path, nonce);
+        _vs_ckpt_fmt(old, sizeof old, "%s" _VS_CKPT_OLD "%s", path, nonce);
         if (rename(path, old)) return vs_set_error(VS_ERR_IO, "rename %s -> %s: %s", path, old, strerror(errno));
     }
     if (rename(tmp, path)) {
@@ -550,7 +561,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_entry_rec(const char* fn, const vs_ckpt_entr
         if ((unsigned char)*c < 32 || *c == '#' || *c == '"' || *c == '\\')
             return vs_set_error(VS_ERR_INVALID, "%s: entry \"%s\": names may not hold control characters, #, \" or \\",
                                 fn, e->name);
-    snprintf(rc->name, sizeof rc->name, "%s", e->name);
+    _vs_ckpt_fmt(rc->name, sizeof rc->name, "%s", e->name);
     rc->rank = rank;
     rc->kind = (int)e->kind;
     rc->entry = i;
@@ -756,7 +767,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_shard(vs_ckpt* ck, const char* dir, co
                                                 _vs_ckpt_rec** mine, int nm, uint32_t** crcs, int* ncrc)
 {
     char file[4096], key[VS_CKPT_NAME_MAX + 16], meta[64];
-    snprintf(file, sizeof file, "%s/shard-%05d.safetensors", dir, ck->rank);
+    _vs_ckpt_fmt(file, sizeof file, "%s/shard-%05d.safetensors", dir, ck->rank);
     _vs_st_tensor* ts = (_vs_st_tensor*)vs_alloc(ck->w, sizeof(_vs_st_tensor) * (size_t)(nm ? nm : 1));
     char* keys = (char*)vs_alloc(ck->w, (size_t)(nm ? nm : 1) * sizeof key);
     if (!ts || !keys) {
@@ -768,7 +779,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_shard(vs_ckpt* ck, const char* dir, co
     for (int i = 0; i < nm; i++) {
         const _vs_ckpt_rec* rc = mine[i];
         char* k = keys + (size_t)i * sizeof key;
-        snprintf(k, sizeof key, "%s#%d", rc->name, rc->key);
+        _vs_ckpt_fmt(k, sizeof key, "%s#%d", rc->name, rc->key);
         memset(&ts[i], 0, sizeof ts[i]);
         ts[i].key = k;
         ts[i].dtype = (vs_dtype)rc->dtype;
@@ -782,7 +793,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_shard(vs_ckpt* ck, const char* dir, co
         ts[i].begin = at;
         ts[i].end = at += rc->bytes;
     }
-    snprintf(meta, sizeof meta, "{\"format\": \"vescale\", \"rank\": \"%d\"}", ck->rank);
+    _vs_ckpt_fmt(meta, sizeof meta, "{\"format\": \"vescale\", \"rank\": \"%d\"}", ck->rank);
     char* hdr = NULL;
     size_t hl = 0;
     vs_result r = _vs_st_header(ck->w, ts, nm, meta, &hdr, &hl);
@@ -823,7 +834,7 @@ _VS_CKPT_PRIVATE void _vs_ckpt_nonce(vs_ckpt* ck, char* out, size_t cap)
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t h = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32) ^
                  (uint64_t)(uintptr_t)ck;
-    snprintf(out, cap, "%016llx", (unsigned long long)h);
+    _vs_ckpt_fmt(out, cap, "%016llx", (unsigned long long)h);
 }
 
 /* Rank 0: the index of the pieces every rank wrote. */
@@ -839,7 +850,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_index(vs_ckpt* ck, const char* dir, _v
     ix.mesh_ndims = vs_mesh_ndims(ck->mesh);
     for (int d = 0; d < ix.mesh_ndims; d++) {
         ix.mesh_shape[d] = vs_mesh_size(ck->mesh, vs_mesh_dim_name(ck->mesh, d));
-        snprintf(ix.mesh_dims[d], sizeof ix.mesh_dims[d], "%s", vs_mesh_dim_name(ck->mesh, d));
+        _vs_ckpt_fmt(ix.mesh_dims[d], sizeof ix.mesh_dims[d], "%s", vs_mesh_dim_name(ck->mesh, d));
     }
     ix.block = ck->desc.no_checksum ? 0 : _VS_CKPT_BLOCK;
     ix.nfiles = ck->size;
@@ -858,7 +869,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_index(vs_ckpt* ck, const char* dir, _v
     }
     for (int f = 0; f < ck->size; f++) {
         ix.files[f] = fnames + (size_t)f * sizeof fname;
-        snprintf(ix.files[f], sizeof fname, "shard-%05d.safetensors", f);
+        _vs_ckpt_fmt(ix.files[f], sizeof fname, "shard-%05d.safetensors", f);
         ix.file_bytes[f] = file_bytes[f];
     }
     np = 0;
@@ -882,7 +893,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_index(vs_ckpt* ck, const char* dir, _v
         memset(p, 0, sizeof *p);
         p->file = rc[i].rank;
         p->key = keys + (size_t)i * (VS_CKPT_NAME_MAX + 16);
-        snprintf(p->key, VS_CKPT_NAME_MAX + 16, "%s#%d", rc[i].name, rc[i].key);
+        _vs_ckpt_fmt(p->key, VS_CKPT_NAME_MAX + 16, "%s#%d", rc[i].name, rc[i].key);
         for (int d = 0; d < rc[i].ndim; d++) p->off[d] = rc[i].off[d], p->box[d] = rc[i].box[d];
         if (rc[i].kind == VS_CKPT_RANGE) p->range_begin = rc[i].rb, p->range_end = rc[i].re;
         p->data_begin = rc[i].data_begin;
@@ -894,7 +905,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_index(vs_ckpt* ck, const char* dir, _v
     if (!r && sb.oom) r = vs_set_error(VS_ERR_NOMEM, "checkpoint index: out of memory");
     if (!r) {
         char file[4096];
-        snprintf(file, sizeof file, "%s/" _VS_CKPT_INDEX, dir);
+        _vs_ckpt_fmt(file, sizeof file, "%s/" _VS_CKPT_INDEX, dir);
         int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd < 0) r = vs_set_error(VS_ERR_IO, "cannot create %s: %s", file, strerror(errno));
         if (!r) r = _vs_ckpt_pwrite(fd, file, sb.p, sb.len, 0);
@@ -951,12 +962,12 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
             _vs_ckpt_nonce(ck, nonce, sizeof nonce);
             if (!overwrite && stat(path, &st) == 0)
                 r0 = vs_set_error(VS_ERR_STATE, "%s: %s exists (pass overwrite to replace it)", fn, path);
-            snprintf(tmp, sizeof tmp, "%s" _VS_CKPT_TMP "%s", path, nonce);
+            _vs_ckpt_fmt(tmp, sizeof tmp, "%s" _VS_CKPT_TMP "%s", path, nonce);
             if (!r0 && mkdir(tmp, 0755)) r0 = vs_set_error(VS_ERR_IO, "%s: cannot create %s: %s", fn, tmp, strerror(errno));
             made_tmp = !r0;
         }
         r = vs_broadcast(ck->comm, nonce, nonce, sizeof nonce, VS_U8, 0, NULL);
-        snprintf(tmp, sizeof tmp, "%s" _VS_CKPT_TMP "%s", path, nonce);
+        _vs_ckpt_fmt(tmp, sizeof tmp, "%s" _VS_CKPT_TMP "%s", path, nonce);
         ra = _vs_ckpt_agree(ck, r ? r : r0, &who);
         if (!r) r = r0 ? r0 : ra ? vs_set_error(ra, "%s: rank 0 could not start the save (its error says why)", fn) : VS_OK;
     }
@@ -1187,7 +1198,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_fd(_vs_ckpt_files* f, int i, int* fd)
 {
     if (f->fd[i] < 0) {
         char p[4096];
-        snprintf(p, sizeof p, "%s/%s", f->dir, f->ix->files[i]);
+        _vs_ckpt_fmt(p, sizeof p, "%s/%s", f->dir, f->ix->files[i]);
         f->fd[i] = open(p, O_RDONLY);
         if (f->fd[i] < 0) return vs_set_error(VS_ERR_IO, "cannot open %s: %s", p, strerror(errno));
         struct stat st;
@@ -1268,7 +1279,7 @@ _VS_CKPT_PRIVATE const _vs_ckpt_ientry* _vs_ckpt_find(const _vs_ckpt_index* ix, 
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _vs_ckpt_index* ix)
 {
     char file[4096];
-    snprintf(file, sizeof file, "%s/" _VS_CKPT_INDEX, path);
+    _vs_ckpt_fmt(file, sizeof file, "%s/" _VS_CKPT_INDEX, path);
     int64_t len = -1;
     char* text = NULL;
     vs_result r0 = VS_OK;
@@ -1442,7 +1453,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, cons
     }
     memset(j, 0, sizeof *j);
     j->ck = ck;
-    snprintf(j->path, sizeof j->path, "%s", path);
+    _vs_ckpt_fmt(j->path, sizeof j->path, "%s", path);
     j->overwrite = overwrite;
     j->n = n;
     j->block = block;
@@ -1482,7 +1493,7 @@ static void* _vs_ckpt_async_main(void* arg)
     _vs_ckpt_job* j = (_vs_ckpt_job*)arg;
     vs_ckpt* ck = j->ck;
     ck->async_result = _vs_ckpt_save_now(ck, j->path, j->e, j->n, j->overwrite);
-    if (ck->async_result) snprintf(ck->async_msg, sizeof ck->async_msg, "%s", vs_last_error());
+    if (ck->async_result) _vs_ckpt_fmt(ck->async_msg, sizeof ck->async_msg, "%s", vs_last_error());
     return NULL;
 }
 
@@ -1554,6 +1565,148 @@ VS_API vs_result vs_ckpt_free(vs_ckpt* ck)
 }
 
 // >>ckpt-ddp -------------------------------------------------------------------
+
+#ifdef VESCALE_DDP_INCLUDED
+static const vs_ddp_state _vs_ckpt_states[] = {VS_DDP_STATE_MASTER,   VS_DDP_STATE_EXP_AVG, VS_DDP_STATE_EXP_AVG_SQ,
+                                               VS_DDP_STATE_MOMENTUM, VS_DDP_STATE_CUSTOM0, VS_DDP_STATE_CUSTOM1};
+static const char* const _vs_ckpt_state_names[] = {"master", "exp_avg", "exp_avg_sq", "momentum", "custom0", "custom1"};
+
+/* The DDP's entries (then the extra ones): for save (primary ranks give the
+   optimizer ranges) or load (every rank takes its own). */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_ddp_entries(vs_ckpt* ck, vs_ddp* d, const char* prefix, const vs_ckpt_entry* extra,
+                                                int nextra, int save, int64_t* step, vs_ckpt_entry** out, int* n,
+                                                char** names)
+{
+    const char* fn = save ? "vs_ckpt_save_ddp" : "vs_ckpt_load_ddp";
+    *out = NULL;
+    *names = NULL;
+    if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
+    if (!prefix) prefix = "";
+    if (nextra < 0 || (nextra && !extra)) return vs_set_error(VS_ERR_INVALID, "%s: %d extra entries", fn, nextra);
+    vs_ddp_desc dd;
+    _VS_TRY(vs_ddp_query_desc(d, &dd));
+    int np = vs_ddp_num_params(d);
+    if (np < 0) return vs_set_error(VS_ERR_STATE, "%s: %s", fn, vs_last_error());
+    const int K = (int)(sizeof _vs_ckpt_states / sizeof _vs_ckpt_states[0]);
+    size_t cap = (size_t)np * (size_t)(K + 1) + 1 + (size_t)nextra;
+    vs_ckpt_entry* e = (vs_ckpt_entry*)vs_alloc(ck->w, sizeof *e * cap);
+    char* nm = (char*)vs_alloc(ck->w, (size_t)VS_CKPT_NAME_MAX * cap);
+    if (!e || !nm) {
+        vs_free(ck->w, e);
+        vs_free(ck->w, nm);
+        return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    memset(e, 0, sizeof *e * cap);
+    int dev = vs_comm_transport(vs_mesh_comm(dd.mesh)) == VS_TRANSPORT_NCCL;
+    int k = 0;
+    vs_result r = VS_OK;
+    for (int i = 0; i < np && !r; i++) {
+        vs_ddp_param_info pi;
+        if ((r = vs_ddp_query_param_info(d, i, &pi)) != VS_OK) break;
+        vs_layout L;
+        memset(&L, 0, sizeof L);
+        L.mesh = dd.mesh;
+        for (int m = 0; m < VS_MESH_MAX_DIMS; m++) L.p[m] = pi.placements[m];
+        for (int s = -1; s < K && !r; s++) {
+            vs_ckpt_entry* x = &e[k];
+            char* name = nm + (size_t)k * VS_CKPT_NAME_MAX;
+            x->t.layout = L;
+            x->t.ndim = pi.ndim;
+            for (int q = 0; q < pi.ndim; q++) x->t.shape[q] = pi.shape[q];
+            x->device = dev;
+            if (s < 0) { // the parameter itself
+                _vs_ckpt_fmt(name, VS_CKPT_NAME_MAX, "%s%s", prefix, pi.name);
+                x->t.dtype = pi.dtype;
+                x->t.data = vs_ddp_param(d, i);
+            } else {
+                vs_ddp_span sp;
+                vs_result rs = vs_ddp_optim_state(d, i, _vs_ckpt_states[s], &sp);
+                if (rs == VS_ERR_INVALID) continue; // the optimizer keeps no such state
+                if (rs) {
+                    r = rs;
+                    break;
+                }
+                _vs_ckpt_fmt(name, VS_CKPT_NAME_MAX, "%s%s.%s", prefix, pi.name, _vs_ckpt_state_names[s]);
+                x->kind = VS_CKPT_RANGE;
+                x->t.dtype = VS_F32;
+                x->t.data = sp.data;
+                x->range_begin = sp.begin;
+                x->range_end = sp.end;
+                x->skip = save && !pi.primary; // each element saved once, by its primary owner
+            }
+            x->name = name;
+            k++;
+        }
+    }
+    if (!r) {
+        vs_ckpt_entry* x = &e[k];
+        char* name = nm + (size_t)k * VS_CKPT_NAME_MAX;
+        _vs_ckpt_fmt(name, VS_CKPT_NAME_MAX, "%s__step", prefix);
+        x->name = name;
+        x->kind = VS_CKPT_BLOB;
+        x->blob = step;
+        x->blob_bytes = sizeof *step;
+        k++;
+        for (int i = 0; i < nextra; i++) e[k++] = extra[i];
+    }
+    vs_clear_error();
+    if (r) {
+        vs_free(ck->w, e);
+        vs_free(ck->w, nm);
+        return vs_set_error(r, "%s: %s", fn, vs_last_error());
+    }
+    *out = e;
+    *n = k;
+    *names = nm;
+    return VS_OK;
+}
+
+VS_API vs_result vs_ckpt_save_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* ddp, const char* prefix,
+                                  const vs_ckpt_entry* extra, int nextra, const vs_ckpt_save_opts* opts)
+{
+    if (!ck) return vs_set_error(VS_ERR_NULL, "vs_ckpt_save_ddp: ck is NULL");
+    int64_t step = vs_ddp_step_count(ddp);
+    vs_ckpt_entry* e;
+    char* names;
+    int n;
+    _VS_TRY(_vs_ckpt_ddp_entries(ck, ddp, prefix, extra, nextra, 1, &step, &e, &n, &names));
+    // (an async save copies the step with the rest)
+    vs_result r = vs_ckpt_save(ck, path, e, n, opts);
+    vs_free(ck->w, e);
+    vs_free(ck->w, names);
+    return r;
+}
+
+VS_API vs_result vs_ckpt_load_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* ddp, const char* prefix,
+                                  vs_ckpt_entry* extra, int nextra)
+{
+    if (!ck) return vs_set_error(VS_ERR_NULL, "vs_ckpt_load_ddp: ck is NULL");
+    int64_t step = 0;
+    vs_ckpt_entry* e;
+    char* names;
+    int n;
+    _VS_TRY(_vs_ckpt_ddp_entries(ck, ddp, prefix, extra, nextra, 0, &step, &e, &n, &names));
+    vs_result r = vs_ckpt_load(ck, path, e, n, NULL);
+    if (!r) r = vs_ddp_set_step_count(ddp, step);
+    for (int i = 0; !r && i < nextra; i++) extra[i].blob_bytes = e[n - nextra + i].blob_bytes; // blobs' stored sizes
+    vs_free(ck->w, e);
+    vs_free(ck->w, names);
+    return r;
+}
+#else
+VS_API vs_result vs_ckpt_save_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* ddp, const char* prefix,
+                                  const vs_ckpt_entry* extra, int nextra, const vs_ckpt_save_opts* opts)
+{
+    (void)ck, (void)path, (void)ddp, (void)prefix, (void)extra, (void)nextra, (void)opts;
+    return vs_set_error(VS_ERR_UNAVAILABLE, "vs_ckpt_save_ddp: include vescale_ddp.h before vescale_ckpt.h's implementation");
+}
+VS_API vs_result vs_ckpt_load_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* ddp, const char* prefix,
+                                  vs_ckpt_entry* extra, int nextra)
+{
+    (void)ck, (void)path, (void)ddp, (void)prefix, (void)extra, (void)nextra;
+    return vs_set_error(VS_ERR_UNAVAILABLE, "vs_ckpt_load_ddp: include vescale_ddp.h before vescale_ckpt.h's implementation");
+}
+#endif
 
 #ifdef __cplusplus
 }

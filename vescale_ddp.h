@@ -420,6 +420,9 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr);
    gradient norm. */
 VS_API int64_t vs_ddp_step_count(const vs_ddp* d);
 VS_API int64_t vs_ddp_skipped_steps(const vs_ddp* d);
+/* Sets the step count (restoring a checkpoint: AdamW's bias correction uses it).
+   Between steps; n >= 0. */
+VS_API vs_result vs_ddp_set_step_count(vs_ddp* d, int64_t n);
 VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out);
 /* The desc as the DDP uses it, every zero-is-default value resolved (as sokol's
    sg_query_desc): bucket_bytes (also after vs_ddp_set_bucket_bytes),
@@ -2177,6 +2180,13 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
 VS_API int64_t vs_ddp_step_count(const vs_ddp* d)
 {
     return d ? d->steps : vs_set_error(VS_ERR_NULL, "vs_ddp_step_count: ddp is NULL");
+}
+VS_API vs_result vs_ddp_set_step_count(vs_ddp* d, int64_t n)
+{
+    if (!d) return vs_set_error(VS_ERR_NULL, "vs_ddp_set_step_count: ddp is NULL");
+    if (n < 0) return vs_set_error(VS_ERR_INVALID, "vs_ddp_set_step_count: n = %lld (>= 0)", (long long)n);
+    d->steps = n;
+    return VS_OK;
 }
 VS_API int64_t vs_ddp_skipped_steps(const vs_ddp* d)
 {
