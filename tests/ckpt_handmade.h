@@ -230,7 +230,7 @@ static hm_piece hm_box2(int file, int64_t o0, int64_t o1, int64_t b0, int64_t b1
     return p;
 }
 
-#define HM_NSAMPLE 9
+#define HM_NSAMPLE 10
 /* The sample checkpoint (see the top); its entries into e[HM_NSAMPLE] (free the
    `full` buffers with hm_free). */
 static int hm_sample_entries(hm_entry* e, int variant)
