@@ -235,6 +235,8 @@ static void t_st_roundtrip(void)
     }
     vs_free(NULL, out);
     vs_free(NULL, arena);
+    vs_free(NULL, h);
+    h = NULL;
     // refused when built: holes, bad sizes, duplicate keys, metadata not string -> string
     t[1].begin = t[1].end = 50;
     VT_ERR(_vs_st_header(NULL, t, 2, NULL, &h, &hl), VS_ERR_INVALID, "contiguous");
