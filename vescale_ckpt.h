@@ -2849,13 +2849,13 @@ _VS_CKPT_PRIVATE int64_t _vs_ckpt_runs(const _vs_ckpt_need* nd, const int64_t* p
     return total;
 }
 
-typedef struct _vs_ckpt_span { // the byte span of a piece the runs read
+typedef struct _vs_ckpt_rspan { // the byte span of a piece the runs read
     int64_t lo, hi;
-} _vs_ckpt_span;
+} _vs_ckpt_rspan;
 
 static void _vs_ckpt_span_fn(void* ctx, int64_t dst, int64_t src, int64_t n)
 {
-    _vs_ckpt_span* s = (_vs_ckpt_span*)ctx;
+    _vs_ckpt_rspan* s = (_vs_ckpt_rspan*)ctx;
     (void)dst;
     if (s->lo < 0 || src < s->lo) s->lo = src;
     if (src + n > s->hi) s->hi = src + n;
@@ -2932,18 +2932,23 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_load_entry(vs_ckpt* ck, _vs_ckpt_files* f, c
     int64_t need = nd->re - nd->rb, got = 0;
     for (int k = 0; k < e->npieces; k++) {
         const _vs_ckpt_piece* p = &e->pieces[k];
-        int64_t prb = 0, pre = _vs_ckpt_numel(e->ndim, p->box);
+        const int64_t* poff = p->off;
+        const int64_t* pbox = p->box;
+        int64_t bb[1] = {(int64_t)e->blob_bytes}, bo[1] = {0};
+        if (e->kind == VS_CKPT_BLOB) poff = bo, pbox = bb; // (a blob's piece is all of it)
+        int64_t prb = 0, pre = e->kind == VS_CKPT_BLOB ? bb[0] : _vs_ckpt_numel(e->ndim, pbox);
         if (e->kind == VS_CKPT_RANGE) prb = p->range_begin, pre = p->range_end;
-        _vs_ckpt_span sp = {-1, 0};
-        if (!_vs_ckpt_runs(nd, p->off, p->box, prb, pre, _vs_ckpt_span_fn, &sp)) continue;
-        uint64_t lo = (uint64_t)(sp.lo - prb) * es, hi = (uint64_t)(sp.hi - prb) * es, blo = 0;
+        _vs_ckpt_rspan sp = {-1, 0};
+        if (!_vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_span_fn, &sp)) continue;
+        // (runs give elements counted from the piece's first stored one)
+        uint64_t lo = (uint64_t)sp.lo * es, hi = (uint64_t)sp.hi * es, blo = 0;
         uint64_t B = f->ix->block, cap = hi - lo + 2 * B;
         char* buf = (char*)vs_alloc(ck->w, (size_t)cap);
         if (!buf) return vs_set_error(VS_ERR_NOMEM, "loading \"%s\": %llu bytes", e->name, (unsigned long long)cap);
         vs_result r = _vs_ckpt_read_piece(f, e, p, lo, hi, buf, &blo);
         if (!r) {
-            _vs_ckpt_copy cp = {dst, buf, prb + (int64_t)(blo / es), es};
-            got += _vs_ckpt_runs(nd, p->off, p->box, prb, pre, _vs_ckpt_copy_fn, &cp);
+            _vs_ckpt_copy cp = {dst, buf, (int64_t)(blo / es), es};
+            got += _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_copy_fn, &cp);
         }
         vs_free(ck->w, buf);
         _VS_TRY(r);
