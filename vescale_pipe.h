@@ -2711,11 +2711,11 @@ _VS_PIPE_PRIVATE vs_comm* _vs_pipe_link_to(const vs_pipe* p, int src, int dst)
    compute stream and sends on a stream of the engine's own. */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_streams(vs_pipe* p)
 {
-    vs_comm* c = p->pp ? p->pp : vs_mesh_comm(p->mesh);
-    p->stream = p->desc.stream ? p->desc.stream : c ? vs_comm_stream(c) : NULL;
 #ifdef _VS_PIPE_CUDA
+    vs_comm* c = p->pp ? p->pp : vs_mesh_comm(p->mesh);
     p->dev = (_VS_PIPE_FORCE_DEVICE) || (c && vs_comm_transport(c) == VS_TRANSPORT_NCCL);
-    if (!p->dev) return VS_OK;
+    if (!p->dev) return VS_OK; // (host buffers: no stream)
+    p->stream = p->desc.stream ? p->desc.stream : c ? vs_comm_stream(c) : NULL;
     cudaStream_t st;
     cudaEvent_t ev;
     cudaError_t e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
@@ -2732,6 +2732,8 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_streams(vs_pipe* p)
         vs_result r = vs_comm_set_stream(l->c, l->src == p->stage ? p->send_stream : p->stream);
         if (r) return vs_set_error(r, "vs_pipe_init: the stream of stage %d -> %d: %s", l->src, l->dst, vs_last_error());
     }
+#else
+    (void)p;
 #endif
     return VS_OK;
 }
