@@ -485,6 +485,10 @@ VS_API vs_result vs_pipe_free(vs_pipe* p);
 #if defined(VESCALE_PIPE_IMPLEMENTATION) && !defined(VESCALE_PIPE_IMPLEMENTED)
 #define VESCALE_PIPE_IMPLEMENTED
 #include <math.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,6 +509,24 @@ VS_API vs_result vs_pipe_free(vs_pipe* p);
 extern "C" {
 #endif
 
+/* The mesh's private macros, for a TU that has this implementation without the
+   mesh's (VESCALE_PIPE_IMPLEMENTATION alone). */
+#ifndef _VS_UNUSED
+#if defined(__GNUC__) || defined(__clang__)
+#define _VS_UNUSED __attribute__((unused))
+#define _VS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define _VS_UNUSED
+#define _VS_PRINTF(a, b)
+#endif
+#endif
+#ifndef _VS_TRY
+#define _VS_TRY(x)                                                                   \
+    do {                                                                             \
+        vs_result _vs_r = (x);                                                       \
+        if (_vs_r) return _vs_r;                                                     \
+    } while (0)
+#endif
 #define _VS_PIPE_PRIVATE static _VS_UNUSED
 
 // >>pipe-model -----------------------------------------------------------------
