@@ -458,10 +458,14 @@ typedef struct vs_pipe_desc {
    consumer (dtype and fixed dims must agree). */
 VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out);
 /* Runs one minibatch through the schedule (validated first, once per schedule
-   handle). *loss (may be NULL) gets the minibatch loss on every stage. */
+   handle). *loss (may be NULL) gets the minibatch loss on every stage. On NCCL
+   it returns with the compute stream synchronised (the losses are read on the
+   host) and every send completed; hooks run on the host thread between
+   instructions, with the units' work possibly still queued on the stream. */
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss);
 /* Microbatch mb's loss and output tensor i of the last unit, from the last run;
-   on the stage that holds the last chunk (VS_ERR_STATE elsewhere). */
+   on the stage that holds the last chunk (VS_ERR_STATE elsewhere). The output's
+   data is engine memory (device memory on NCCL). */
 VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss);
 VS_API vs_result vs_pipe_mb_output(const vs_pipe* p, int mb, int i, vs_pipe_tensor* out);
 /* The stage (PP coordinate) of this rank. */
