@@ -62,7 +62,7 @@ $(B)/test_device_layout: tests/test_device_layout.c tests/device_layout_cases.h 
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -Itests/mock -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
 # The pipeline engine's device path over the same stand-in runtime (no kernels, no NVRTC).
-$(B)/test_pipe_device: tests/test_pipe_device.c tests/mock/cuda_runtime.h tests/mock/mock_device.h $(HEADERS) tests/vs_test.h | $(B)
+$(B)/test_pipe_device: tests/test_pipe_device.c tests/pipe_models.h tests/mock/cuda_runtime.h tests/mock/mock_device.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -Itests/mock -o $@ $< $(LDLIBS)
 
 # the MPI fault suite (tests/faults_mpi.sh launches it, one mpirun per fault): an MPI
@@ -121,6 +121,10 @@ bench-redistribute:
 
 bench-ddp:
 	B=$(B) bash bench/run_ddp.sh
+
+.PHONY: bench-pipe
+bench-pipe:
+	B=$(B) bash bench/run_pipe.sh
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -939,7 +939,9 @@ _VS_PRIVATE void _vs_log_error(const vs_world* w, vs_result code, const char* ms
 _VS_PRIVATE vs_result _vs_verr(vs_result code, int raw, int set_raw, const char* fmt, va_list ap)
 {
     _vs_errstate* s = _vs_err_tls();
-    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+    char msg[sizeof s->msg]; // formatted apart: an argument may be vs_last_error() itself
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(s->msg, msg, sizeof msg);
     if (set_raw) s->backend_code = raw;
     if (code != VS_OK) {
         uint64_t h = 1469598103934665603ull;
@@ -1016,12 +1018,13 @@ _VS_PRIVATE void _vs_save_error(char* buf, size_t cap)
 VS_API int vs_last_backend_code(void) { return _vs_err_tls()->backend_code; }
 VS_API vs_result vs_set_error(vs_result code, const char* fmt, ...)
 {
-    _vs_errstate* s = _vs_err_tls();
-    s->msg[0] = 0;
-    if (!fmt) return code;
+    if (!fmt) {
+        _vs_err_tls()->msg[0] = 0;
+        return code;
+    }
     va_list ap;
     va_start(ap, fmt);
-    _vs_verr(code, 0, 0, fmt, ap);
+    _vs_verr(code, 0, 0, fmt, ap); // (vs_last_error() may be among the arguments)
     va_end(ap);
     return code;
 }

@@ -165,7 +165,11 @@ struct _vs_pipe_rt;
              tensor used by several units sums their parts, latest unit first, as
              one device's reverse pass does) and adds parameter gradients into its
              own buffers. backward_input does only the first part, backward_weight
-             only the second. */
+             only the second; W gets the same in, out (out[].grad still valid)
+             and saved as its B did. A unit with only a full backward runs it at B
+             (W then does nothing for it); one with only the split parts runs
+             both at BW.
+   vs_pipe_save in forward also sets call->saved. */
 typedef struct vs_pipe_call {
     void* user;  // the unit's (or the data callback's) user pointer
     int unit;    // unit index; -1 for the data callback
@@ -351,7 +355,7 @@ typedef struct vs_pipe_check_desc {
      in increasing mb per chunk), so results equal one device bit for bit;
    - sends match receives in order between every pair of stages;
    - no cycle of waits (the lists are simulated; sends never block);
-   - SYNC<c> after chunk c's last backward; STEP last;
+   - SYNC<c> after chunk c's last backward; STEP last (both optional);
    - the activation bound, when given.
    A broken rule is VS_ERR_INVALID naming the stage, the position, the rule and
    the instructions around it. */
@@ -454,14 +458,20 @@ typedef struct vs_pipe_desc {
 } vs_pipe_desc;
 
 /* Collective over the mesh. Checks the plan against the units and the mesh (its
-   stage count must equal the PP dim), and the tensor specs between producer and
-   consumer (dtype and fixed dims must agree). */
+   stage count must equal the PP dim: VS_ERR_MISMATCH; every stage holds a
+   chunk), the units (names, a forward, a backward or both split parts:
+   VS_ERR_NULL), and the tensor specs between producer and consumer (dtype and
+   fixed dims must agree: VS_ERR_MISMATCH naming the tensor and both units). */
 VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out);
 /* Runs one minibatch through the schedule (validated first, once per schedule
-   handle). *loss (may be NULL) gets the minibatch loss on every stage. On NCCL
-   it returns with the compute stream synchronised (the losses are read on the
-   host) and every send completed; hooks run on the host thread between
-   instructions, with the units' work possibly still queued on the stream. */
+   handle and again after it changes: VS_ERR_INVALID before anything runs; a
+   schedule for another plan: VS_ERR_MISMATCH). *loss (may be NULL) gets the
+   minibatch loss on every stage. A callback's error, a tensor that breaks its
+   spec (VS_ERR_MISMATCH) or a peer that times out ends the run with an error
+   naming the stage, the instruction and the unit. On NCCL it returns with the
+   compute stream synchronised (the losses are read on the host) and every send
+   completed; hooks run on the host thread between instructions, with the units'
+   work possibly still queued on the stream. */
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss);
 /* Microbatch mb's loss and output tensor i of the last unit, from the last run;
    on the stage that holds the last chunk (VS_ERR_STATE elsewhere). The output's
@@ -1203,8 +1213,10 @@ VS_API vs_result vs_pipe_sched_parse(const vs_world* world, const char* text, vs
         char* ce;
         long st = strtol(q, &ce, 10);
         if (ce == q || *ce != ':' || st < 0 || st >= stages) {
-            r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: expected \"<stage 0..%d>: ...\"", line,
-                             stages - 1);
+            const char* te = q;
+            while (te < end && *te != ' ' && *te != '\t') te++;
+            r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: \"%.*s\": expected \"<stage 0..%d>:\"", line,
+                             (int)(te - q), q, stages - 1);
             goto fail;
         }
         if (seen[st]++) {
@@ -2676,6 +2688,11 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_check_plan(const vs_pipe_desc* d, const vs_p
     if (pl->first_unit[0] != 0 || pl->first_unit[pl->nchunks] != d->nunits)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan's chunks cover units %d..%d, not 0..%d",
                             pl->first_unit[0], pl->first_unit[pl->nchunks] - 1, d->nunits - 1);
+    for (int st = 0; st < P; st++) {
+        int holds = 0;
+        for (int k = 0; k < pl->nchunks; k++) holds |= pl->chunk_stage[k] == st;
+        if (!holds) return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan puts no chunk on stage %d", st);
+    }
     for (int k = 0; k < pl->nchunks; k++) {
         if (pl->first_unit[k + 1] <= pl->first_unit[k])
             return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the plan's chunk %d is empty or out of order", k);

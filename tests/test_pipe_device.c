@@ -12,6 +12,10 @@
    device buffers, for 2 and 4 stages, 1F1B and ZB-V, M = 1 and 5, two minibatches
    each: the losses (minibatch and per microbatch), every parameter gradient and a
    tied gradient (vs_pipe_tie_grads on a device buffer) must be the same bits.
+   Then test_pipe.c's four models (tests/pipe_models.h: a plain stack, skip
+   connections, two inputs and two outputs, variable rows with cross-entropy), in
+   f32 and with bf16 activations, on 4 stages with ZB-V and M = 5: host run,
+   device run and the single-device reference, the same bits.
    What the mock checks that the host tests cannot:
    - every tensor a callback gets (in[].data/grad, out[].data/grad, the saved
      scratch, the data callback's output) lies in one device allocation on the
@@ -40,6 +44,7 @@ static int mock_force_device; /* the run's mode: 1 device path, 0 host path */
 #include "vescale_pipe.h"
 #include "tests/vs_test.h"
 #include "mock/mock_device.h"
+#include "pipe_models.h"
 
 /* ---- the stand-in runtime --------------------------------------------------- */
 
@@ -480,6 +485,119 @@ static void case_same(vs_pipe_kind kind, int P, int M)
     VT_CHECK(nz > NL, "the gradients are (nearly) all zero: the comparison proves little");
 }
 
+/* ---- the models of test_pipe.c (pipe_models.h) ------------------------------ */
+
+typedef struct mjob {
+    int model, bf16, P, M;
+    vs_pipe_kind kind;
+    double loss;
+    float mb_loss[PM_MAXM];
+    float* g[PM_MAXU]; /* each unit's parameter gradient, from its stage */
+    int npar[PM_MAXU];
+    int bad;
+} mjob;
+
+static int model_rank(vs_world* w, void* arg)
+{
+    mjob* J = (mjob*)arg;
+    const vs_dtype dt = J->bf16 ? VS_BF16 : VS_F32;
+    pm_inst* E = pm_new(J->model, dt, PM_BK_BOTH);
+    int V = J->kind == VS_PIPE_ZBV ? 2 : 1;
+    vs_mesh* mesh = NULL;
+    vs_pipe* pipe = NULL;
+    vs_pipe_sched* sched = NULL;
+    vs_pipe_plan plan;
+    pm_data dd = {J->model, dt, 0};
+    vs_result r = vs_mesh_init(w, &(vs_mesh_desc){.shape = {J->P}, .dim_names = {"PP"}}, &mesh);
+    if (!r)
+        r = vs_pipe_split(E->U, E->nu,
+                          &(vs_pipe_split_desc){.stages = J->P, .chunks = V, .kind = VS_PIPE_SPLIT_UNIFORM,
+                                                .placement = V == 2 ? VS_PIPE_PLACE_V : VS_PIPE_PLACE_LOOP},
+                          &plan);
+    E->plan = &plan;
+    if (!r)
+        r = vs_pipe_init(&(vs_pipe_desc){.mesh = mesh, .units = E->U, .nunits = E->nu, .plan = &plan,
+                                         .data = pm_data_fn, .data_user = &dd, .stream = (void*)MOCK_COMPUTE},
+                         &pipe);
+    if (!r) r = vs_pipe_generate(w, J->kind, J->P, V, J->M, &sched);
+    mock_want_seed = 1.0f / (float)J->M;
+    double loss = 0;
+    if (!r) r = vs_pipe_run(pipe, sched, &loss);
+    int stage = pipe ? vs_pipe_stage(pipe) : 0;
+    pthread_mutex_lock(&job_mu);
+    J->loss = loss;
+    J->bad += E->bad;
+    for (int m = 0; m < J->M && !r && stage == plan.chunk_stage[plan.nchunks - 1]; m++) {
+        double l;
+        r = vs_pipe_mb_loss(pipe, m, &l);
+        J->mb_loss[m] = (float)l;
+    }
+    for (int k = 0; k < plan.nchunks && !r; k++)
+        for (int u = plan.first_unit[k]; u < plan.first_unit[k + 1]; u++)
+            if (plan.chunk_stage[k] == stage) {
+                J->npar[u] = E->L[u].npar;
+                J->g[u] = (float*)malloc(sizeof(float) * (size_t)E->L[u].npar + 1);
+                memcpy(J->g[u], E->L[u].g, sizeof(float) * (size_t)E->L[u].npar);
+            }
+    pthread_mutex_unlock(&job_mu);
+    if (r) fprintf(stderr, "rank %d: %s\n", vs_world_rank(w), vs_last_error());
+    vs_pipe_sched_free(sched);
+    vs_pipe_free(pipe);
+    vs_mesh_free(mesh);
+    pm_free(E);
+    return r;
+}
+
+static vs_result mlaunch(mjob* J)
+{
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = J->P;
+    ld.timeout_s = 60;
+    ld.allocator.device_alloc = mock_dalloc;
+    ld.allocator.device_free = mock_dfree;
+    return vs_launch_ex(&ld, model_rank, J);
+}
+
+/* A model of test_pipe.c (skip connections, two inputs and outputs, variable
+   rows, bf16 activations): host run, device run, the same bits. */
+static void case_model(int model, int bf16, int P, vs_pipe_kind kind, int M)
+{
+    mjob h, d;
+    memset(&h, 0, sizeof h);
+    h.model = model, h.bf16 = bf16, h.P = P, h.kind = kind, h.M = M;
+    d = h;
+    long calls0 = mock_calls;
+    mock_force_device = 0;
+    VT_OK(mlaunch(&h));
+    VT_CHECK(mock_calls == calls0, "the host path called the CUDA runtime");
+    mock_force_device = 1;
+    VT_OK(mlaunch(&d));
+    mock_force_device = 0;
+    VT_CHECK(mock_live == 0 && mock_streams_live == 0 && mock_events_live == 0, "device memory, streams or events left");
+    VT_CHECK(h.bad == 0 && d.bad == 0, "contract violations in the callbacks: host %d, device %d", h.bad, d.bad);
+    VT_CHECK(!memcmp(&h.loss, &d.loss, sizeof h.loss) && !memcmp(h.mb_loss, d.mb_loss, sizeof h.mb_loss),
+             "losses differ: host %.9g device %.9g", h.loss, d.loss);
+    /* and both are the single-device loop's bits */
+    pm_inst* R = pm_new(model, bf16 ? VS_BF16 : VS_F32, PM_BK_FULL);
+    double rl = 0;
+    float mbl[PM_MAXM];
+    pm_zero_grads(R);
+    VT_CHECK(pm_ref_run(R, M, 0, 0, &rl, mbl) == 0, "the reference failed");
+    VT_CHECK(!memcmp(&rl, &d.loss, sizeof rl) && !memcmp(mbl, d.mb_loss, sizeof(float) * (size_t)M),
+             "the device run's loss %.9g, one device's %.9g", d.loss, rl);
+    for (int u = 0; u < R->nu; u++)
+        VT_CHECK(d.g[u] && !memcmp(d.g[u], R->L[u].g, sizeof(float) * (size_t)R->L[u].npar),
+                 "unit %d: the device run's gradient differs from one device's", u);
+    pm_free(R);
+    for (int u = 0; u < PM_MAXU; u++) {
+        VT_CHECK(h.npar[u] == d.npar[u] && (!h.npar[u] || (h.g[u] && d.g[u] && !memcmp(h.g[u], d.g[u], sizeof(float) * (size_t)h.npar[u]))),
+                 "unit %d: parameter gradients differ", u);
+        free(h.g[u]);
+        free(d.g[u]);
+    }
+}
+
 int main(void)
 {
     static const vs_pipe_kind kinds[2] = {VS_PIPE_1F1B, VS_PIPE_ZBV};
@@ -492,5 +610,12 @@ int main(void)
                          Ps[p], Ms[i]);
                 VT_CASE(name, case_same(kinds[k], Ps[p], Ms[i]));
             }
+    for (int model = 0; model < PM_NMODELS; model++)
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            char name[96];
+            snprintf(name, sizeof name, "device path == host path: model %s%s, zbv, 4 stages, M = 5",
+                     pm_model_name[model], bf16 ? " (bf16)" : "");
+            VT_CASE(name, case_model(model, bf16, 4, VS_PIPE_ZBV, 5));
+        }
     return vt_summary();
 }
