@@ -61,6 +61,10 @@ $(B)/test_alloc: tests/test_alloc.c $(HEADERS) tests/vs_test.h | $(B)
 $(B)/test_device_layout: tests/test_device_layout.c tests/device_layout_cases.h tests/mock/cuda_runtime.h tests/mock/mock_device.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -Itests/mock -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
+# The pipeline engine's device path over the same stand-in runtime (no kernels, no NVRTC).
+$(B)/test_pipe_device: tests/test_pipe_device.c tests/pipe_models.h tests/mock/cuda_runtime.h tests/mock/mock_device.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -Itests/mock -o $@ $< $(LDLIBS)
+
 # the MPI fault suite (tests/faults_mpi.sh launches it, one mpirun per fault): an MPI
 # build whenever the MPI tests are built (MPI_TESTS= as in test-tsan gives the skip build)
 $(B)/test_faults_mpi: tests/test_faults_mpi.c $(HEADERS) tests/vs_test.h | $(B)

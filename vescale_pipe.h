@@ -99,8 +99,16 @@
    sync, clip, step). Tied parameters (an embedding on the first stage and the
    LM head on the last) sum their gradients with vs_pipe_tie_grads before the step.
 
-   Not yet: activations in CUDA device memory on NCCL (the engine moves host
-   buffers; on NCCL use host staging), a cost-aware ZB-V generator (plans are made
+   Buffers. On threads and MPI the engine's buffers are host memory. On NCCL
+   every activation, gradient, saved scratch and message is device memory from
+   the world's device hooks (vs_device_alloc), zeroed and copied on the compute
+   stream (vs_pipe_desc.stream); each microbatch's loss is copied back to the host
+   and read after a stream sync. The device hooks must be stream-ordered for the
+   compute stream (cudaFree is; so is a caching allocator keyed on the stream):
+   memory is let go with the compute stream's work on it still queued. Send
+   buffers go back only when their send completed.
+
+   Not yet: a cost-aware ZB-V generator (plans are made
    at unit costs), and overlap of DualPipe's paired F&B in the simulator.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
@@ -133,7 +141,9 @@ VS_API int vs_pipe_version(void);
 #define VS_PIPE_NAME_MAX 64    // bytes of a unit or tensor name, with the NUL
 
 /* A named tensor as a unit sees it. Activations are the engine's memory (host on
-   threads and MPI, device on NCCL); parameters stay the trainer's own. */
+   threads and MPI; on NCCL device memory from vs_device_alloc, which the
+   callbacks work on with kernels or copies on call->stream); parameters stay the
+   trainer's own. */
 typedef struct vs_pipe_tensor {
     const char* name;
     vs_dtype dtype;
@@ -172,6 +182,12 @@ typedef struct vs_pipe_call {
     void* saved; // what forward kept with vs_pipe_save (backward: the same pointer)
     size_t saved_bytes;
     struct _vs_pipe_rt* _rt; // the engine's, do not touch
+    /* The engine's compute stream (a cudaStream_t; vs_pipe_desc.stream): on NCCL,
+       enqueue the callback's work here. The engine's own copies into and out of
+       these buffers are on it too, so stream order is all a callback needs; the
+       engine waits for the stream where the host must see a result (the loss).
+       NULL on threads and MPI. */
+    void* stream;
 } vs_pipe_call;
 
 typedef vs_result (*vs_pipe_fn)(vs_pipe_call* call);
@@ -181,7 +197,8 @@ typedef vs_result (*vs_pipe_fn)(vs_pipe_call* call);
 VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim,
                                 const int64_t* shape, void** data);
 /* In forward: scratch of `bytes` kept for this unit and microbatch until its last
-   backward part (W, or the full backward) has run. */
+   backward part (W, or the full backward) has run. Both give engine memory:
+   device memory on NCCL (vs_pipe_output's zeroed on the compute stream). */
 VS_API vs_result vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data);
 
 /* One unit (layer) of the model, in model order.
@@ -432,6 +449,12 @@ typedef struct vs_pipe_desc {
     vs_result (*on_sync)(void* user, int chunk);
     vs_result (*on_step)(void* user);
     void* hook_user;
+    /* NCCL: the compute stream (a cudaStream_t) the units run on and the engine's
+       copies, zeroing and receives are enqueued on; NULL: the PP communicator's
+       (vs_comm_stream; the mesh's for one stage). Sends go on a stream of the
+       engine's own, after the packing (an event), so a send waiting for its peer
+       never holds up a receive. Ignored on threads and MPI. */
+    void* stream;
 } vs_pipe_desc;
 
 /* Collective over the mesh. Checks the plan against the units and the mesh (its
@@ -445,10 +468,14 @@ VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out);
    schedule for another plan: VS_ERR_MISMATCH). *loss (may be NULL) gets the
    minibatch loss on every stage. A callback's error, a tensor that breaks its
    spec (VS_ERR_MISMATCH) or a peer that times out ends the run with an error
-   naming the stage, the instruction and the unit. */
+   naming the stage, the instruction and the unit. On NCCL it returns with the
+   compute stream synchronised (the losses are read on the host) and every send
+   completed; hooks run on the host thread between instructions, with the units'
+   work possibly still queued on the stream. */
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss);
 /* Microbatch mb's loss and output tensor i of the last unit, from the last run;
-   on the stage that holds the last chunk (VS_ERR_STATE elsewhere). */
+   on the stage that holds the last chunk (VS_ERR_STATE elsewhere). The output's
+   data is engine memory (device memory on NCCL). */
 VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss);
 VS_API vs_result vs_pipe_mb_output(const vs_pipe* p, int mb, int i, vs_pipe_tensor* out);
 /* The stage (PP coordinate) of this rank. */
@@ -472,13 +499,48 @@ VS_API vs_result vs_pipe_free(vs_pipe* p);
 #if defined(VESCALE_PIPE_IMPLEMENTATION) && !defined(VESCALE_PIPE_IMPLEMENTED)
 #define VESCALE_PIPE_IMPLEMENTED
 #include <math.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+/* Device buffers come with the NCCL transport (>>pipe-engine): activations,
+   gradients, saved scratch and messages in device memory, copies on the streams. */
+#if defined(VESCALE_NCCL) && !defined(_VS_PIPE_CUDA)
+#define _VS_PIPE_CUDA 1
+#endif
+#ifdef _VS_PIPE_CUDA
+#include <cuda_runtime.h>
+#endif
+/* Tests only (tests/test_pipe_device.c): the device path over the threads
+   transport, with a stand-in CUDA runtime. */
+#ifndef _VS_PIPE_FORCE_DEVICE
+#define _VS_PIPE_FORCE_DEVICE 0
+#endif
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* The mesh's private macros, for a TU that has this implementation without the
+   mesh's (VESCALE_PIPE_IMPLEMENTATION alone). */
+#ifndef _VS_UNUSED
+#if defined(__GNUC__) || defined(__clang__)
+#define _VS_UNUSED __attribute__((unused))
+#define _VS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define _VS_UNUSED
+#define _VS_PRINTF(a, b)
+#endif
+#endif
+#ifndef _VS_TRY
+#define _VS_TRY(x)                                                                   \
+    do {                                                                             \
+        vs_result _vs_r = (x);                                                       \
+        if (_vs_r) return _vs_r;                                                     \
+    } while (0)
+#endif
 #define _VS_PIPE_PRIVATE static _VS_UNUSED
 
 // >>pipe-model -----------------------------------------------------------------
@@ -2270,7 +2332,8 @@ typedef struct _vs_pipe_link { // the 2-rank communicator that carries src -> ds
 
 typedef struct _vs_pipe_inflight { // a message in flight
     vs_work* w[2];
-    void* buf;
+    void* buf;      // engine memory (device on the device path)
+    int64_t* hdr;   // device path: the header's host copy, read by the copy to buf
 } _vs_pipe_inflight;
 
 struct _vs_pipe_rt { // what vs_pipe_output and vs_pipe_save need
@@ -2309,7 +2372,91 @@ struct vs_pipe {
     const vs_pipe_sched* checked;
     uint64_t checked_ver;
     int ran;
+    // buffers in device memory (the NCCL transport), and the streams
+    int dev;
+    void* stream;      // compute (cudaStream_t): units, copies, zeroing, receives
+    void* send_stream; // device path: the engine's own, for sends
+    void* send_ev;     // device path: packing on the compute stream -> the send
+    float seed;        // the loss gradient's seed, the source of its copy
+    double* dloss;     // device path: the minibatch loss's broadcast buffer
 };
+
+/* Engine memory: host buffers, or on the device path device memory with its
+   work on the compute stream. The host path is these helpers' last lines. */
+#ifdef _VS_PIPE_CUDA
+_VS_PIPE_PRIVATE vs_result _vs_pipe_cuerr(cudaError_t e, const char* what)
+{
+    return vs_set_error(VS_ERR_BACKEND, "%s: %s", what, cudaGetErrorString(e));
+}
+#endif
+
+/* `bytes` of engine memory, zeroed when zero (always on the host path). */
+_VS_PIPE_PRIVATE void* _vs_pipe_buf(const vs_pipe* p, size_t bytes, int zero)
+{
+#ifdef _VS_PIPE_CUDA
+    if (p->dev) {
+        size_t n = bytes ? bytes : 1;
+        void* d = vs_device_alloc(p->w, n);
+        if (d && zero && cudaMemsetAsync(d, 0, n, (cudaStream_t)p->stream) != cudaSuccess) {
+            vs_device_free(p->w, d);
+            d = NULL;
+        }
+        return d;
+    }
+#endif
+    (void)zero;
+    return _vs_pipe_new(p->w, 1, bytes);
+}
+
+_VS_PIPE_PRIVATE void _vs_pipe_buf_free(const vs_pipe* p, void* b)
+{
+    if (p->dev) vs_device_free(p->w, b);
+    else vs_free(p->w, b);
+}
+
+/* dst <- src on the compute stream; on the device path either side may be host
+   memory, which must stay valid until the stream gets there. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_copy(const vs_pipe* p, void* dst, const void* src, size_t bytes)
+{
+    if (!bytes || dst == src) return VS_OK;
+#ifdef _VS_PIPE_CUDA
+    if (p->dev) {
+        cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)p->stream);
+        return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "cudaMemcpyAsync");
+    }
+#endif
+    (void)p;
+    memcpy(dst, src, bytes);
+    return VS_OK;
+}
+
+/* The host waits for the compute stream (device path). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_sync(const vs_pipe* p)
+{
+#ifdef _VS_PIPE_CUDA
+    if (p->dev) {
+        cudaError_t e = cudaStreamSynchronize((cudaStream_t)p->stream);
+        return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "cudaStreamSynchronize");
+    }
+#endif
+    (void)p;
+    return VS_OK;
+}
+
+/* What the compute stream has so far happens before what comes next on the
+   send stream (device path). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_fence(const vs_pipe* p)
+{
+#ifdef _VS_PIPE_CUDA
+    if (p->dev) {
+        cudaError_t e = cudaEventRecord((cudaEvent_t)p->send_ev, (cudaStream_t)p->stream);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)p->send_stream, (cudaEvent_t)p->send_ev, 0);
+        return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "ordering a send after its packing");
+    }
+#endif
+    (void)p;
+    return VS_OK;
+}
 
 _VS_PIPE_PRIVATE vs_result _vs_pipe_parse_spec(const char* fn, const char* tok, size_t n, char* name,
                                                _vs_pipe_spec* sp)
@@ -2602,6 +2749,38 @@ _VS_PIPE_PRIVATE vs_comm* _vs_pipe_link_to(const vs_pipe* p, int src, int dst)
     return NULL;
 }
 
+/* Where the buffers live and the streams: device memory when the PP
+   communicator (the mesh's for one stage) is on NCCL; receives then run on the
+   compute stream and sends on a stream of the engine's own. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_streams(vs_pipe* p)
+{
+#ifdef _VS_PIPE_CUDA
+    vs_comm* c = p->pp ? p->pp : vs_mesh_comm(p->mesh);
+    p->dev = (_VS_PIPE_FORCE_DEVICE) || (c && vs_comm_transport(c) == VS_TRANSPORT_NCCL);
+    if (!p->dev) return VS_OK; // (host buffers: no stream)
+    p->stream = p->desc.stream ? p->desc.stream : c ? vs_comm_stream(c) : NULL;
+    cudaStream_t st;
+    cudaEvent_t ev;
+    cudaError_t e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return _vs_pipe_cuerr(e, "vs_pipe_init: creating the send stream");
+    p->send_stream = (void*)st;
+    if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess)
+        return _vs_pipe_cuerr(e, "vs_pipe_init: creating the send event");
+    p->send_ev = (void*)ev;
+    if (!(p->dloss = (double*)vs_device_alloc(p->w, sizeof(double))))
+        return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of device memory");
+    for (int i = 0; i < p->nlinks; i++) {
+        _vs_pipe_link* l = &p->links[i];
+        if (!l->c || vs_comm_transport(l->c) != VS_TRANSPORT_NCCL) continue; // (forced over threads: no streams)
+        vs_result r = vs_comm_set_stream(l->c, l->src == p->stage ? p->send_stream : p->stream);
+        if (r) return vs_set_error(r, "vs_pipe_init: the stream of stage %d -> %d: %s", l->src, l->dst, vs_last_error());
+    }
+#else
+    (void)p;
+#endif
+    return VS_OK;
+}
+
 VS_API vs_result vs_pipe_free(vs_pipe* p);
 
 VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out)
@@ -2641,6 +2820,7 @@ VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out)
     }
     if ((r = _vs_pipe_analyse(p)) != VS_OK) goto fail;
     if (P > 1 && (r = _vs_pipe_links(p)) != VS_OK) goto fail;
+    if ((r = _vs_pipe_streams(p)) != VS_OK) goto fail;
     if ((r = vs_mesh_retain(desc->mesh)) != VS_OK) goto fail;
     *out = p;
     return VS_OK;
@@ -2656,10 +2836,10 @@ VS_API int vs_pipe_stage(const vs_pipe* p) { return p ? p->stage : -1; }
 _VS_PIPE_PRIVATE void _vs_pipe_clear(vs_pipe* p)
 {
     for (int i = 0; p->slots && i < p->M * p->ntensors; i++) {
-        vs_free(p->w, p->slots[i].data);
-        vs_free(p->w, p->slots[i].grad);
+        _vs_pipe_buf_free(p, p->slots[i].data);
+        _vs_pipe_buf_free(p, p->slots[i].grad);
     }
-    for (int i = 0; p->saved && i < p->desc.nunits * p->M; i++) vs_free(p->w, p->saved[i]);
+    for (int i = 0; p->saved && i < p->desc.nunits * p->M; i++) _vs_pipe_buf_free(p, p->saved[i]);
     vs_free(p->w, p->slots);
     vs_free(p->w, p->saved);
     vs_free(p->w, p->saved_bytes);
@@ -2673,17 +2853,21 @@ _VS_PIPE_PRIVATE void _vs_pipe_clear(vs_pipe* p)
     p->ran = 0;
 }
 
+_VS_PIPE_PRIVATE vs_result _vs_pipe_reap(vs_pipe* p, int all);
+
 VS_API vs_result vs_pipe_free(vs_pipe* p)
 {
     if (!p) return VS_OK;
+    _vs_pipe_sync(p); // (the units' work on what is let go here)
     _vs_pipe_clear(p);
-    for (int i = 0; i < p->nsends; i++) {
-        for (int j = 0; j < 2; j++)
-            if (p->sends[i].w[j]) vs_wait(p->sends[i].w[j]);
-        vs_free(p->w, p->sends[i].buf);
-    }
+    _vs_pipe_reap(p, 1);
     for (int i = 0; p->links && i < p->nlinks; i++)
         if (p->links[i].c) vs_comm_free(p->links[i].c);
+#ifdef _VS_PIPE_CUDA
+    if (p->send_stream) cudaStreamDestroy((cudaStream_t)p->send_stream);
+    if (p->send_ev) cudaEventDestroy((cudaEvent_t)p->send_ev);
+#endif
+    if (p->dloss) vs_device_free(p->w, p->dloss);
     vs_free(p->w, p->links);
     vs_free(p->w, p->sends);
     vs_free(p->w, p->t0);
@@ -2729,6 +2913,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_data(vs_pipe* p, int mb, int id)
     c.out = &o;
     c.n_out = 1;
     c._rt = &rt;
+    c.stream = p->stream;
     vs_result r = p->desc.data(&c);
     if (r) return vs_set_error(r, "data callback for \"%s\", microbatch %d: %s", o.name, mb, vs_last_error());
     if (!s->data)
@@ -2773,6 +2958,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
     c.saved = p->saved[at];
     c.saved_bytes = p->saved_bytes[at];
     c._rt = &rt;
+    c.stream = p->stream;
     vs_result r = VS_OK;
     const char* part = "forward";
     switch (what) {
@@ -2812,7 +2998,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_grads(vs_pipe* p, int k, int mb)
                 if (!s->data)
                     return vs_set_error(VS_ERR_STATE, "backward of chunk %d, microbatch %d: \"%s\" has no value", k, mb,
                                         p->t[id].name);
-                s->grad = _vs_pipe_new(p->w, 1, s->bytes);
+                s->grad = _vs_pipe_buf(p, s->bytes, 1);
                 if (!s->grad) return vs_set_error(VS_ERR_NOMEM, "gradient of \"%s\": %zu bytes", p->t[id].name, s->bytes);
             }
     return VS_OK;
@@ -2834,16 +3020,16 @@ _VS_PIPE_PRIVATE void _vs_pipe_release(vs_pipe* p, int k, int mb)
         if (!holds || ++row[t].released < p->t[t].refs_here) continue;
         int keep = 0;
         for (int i = 0; i < last->nout; i++) keep |= last->out[i] == t;
-        vs_free(p->w, row[t].grad);
+        _vs_pipe_buf_free(p, row[t].grad);
         row[t].grad = NULL;
         if (!keep) {
-            vs_free(p->w, row[t].data);
+            _vs_pipe_buf_free(p, row[t].data);
             row[t].data = NULL;
         }
     }
     for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1]; u++) {
         size_t at = (size_t)u * (size_t)p->M + (size_t)mb;
-        vs_free(p->w, p->saved[at]);
+        _vs_pipe_buf_free(p, p->saved[at]);
         p->saved[at] = NULL;
     }
 }
@@ -2852,7 +3038,9 @@ _VS_PIPE_PRIVATE void _vs_pipe_release(vs_pipe* p, int k, int mb)
 #define _VS_PIPE_HDR(nt) (6 + (size_t)(nt) * (3 + VS_PIPE_MAX_DIMS))
 
 /* Sends boundary `b`'s tensors (grads when grad) of microbatch mb to stage dst:
-   a header (ids, dtypes, shapes) then the bytes, both asynchronous. */
+   a header (ids, dtypes, shapes) then the bytes, both asynchronous, from one
+   buffer of engine memory that goes back when the send completed (_vs_pipe_reap).
+   Device path: packed on the compute stream, sent on the send stream after it. */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_send(vs_pipe* p, int b, int mb, int grad, int chunk, int dst)
 {
     int nt = p->boff[b + 1] - p->boff[b];
@@ -2868,9 +3056,12 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_send(vs_pipe* p, int b, int mb, int grad, in
         p->sends = n;
         p->scap = nc;
     }
-    char* buf = (char*)_vs_pipe_new(p->w, 1, hdr + bytes);
-    if (!buf) return vs_set_error(VS_ERR_NOMEM, "send: %zu bytes", hdr + bytes);
-    int64_t* h = (int64_t*)buf;
+    // in the list at once, so a failure below lets go of its buffers with the rest
+    _vs_pipe_inflight* sd = &p->sends[p->nsends++];
+    memset(sd, 0, sizeof *sd);
+    char* buf = (char*)(sd->buf = _vs_pipe_buf(p, hdr + bytes, 0));
+    int64_t* h = p->dev ? (sd->hdr = (int64_t*)_vs_pipe_new(p->w, 1, hdr)) : (int64_t*)buf;
+    if (!buf || !h) return vs_set_error(VS_ERR_NOMEM, "send: %zu bytes", hdr + bytes);
     h[0] = _VS_PIPE_MAGIC;
     h[1] = grad;
     h[2] = chunk;
@@ -2887,38 +3078,42 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_send(vs_pipe* p, int b, int mb, int grad, in
         e[2] = s->ndim;
         for (int d = 0; d < s->ndim; d++) e[3 + d] = s->shape[d];
         const void* src = grad ? s->grad : s->data;
-        if (!src) {
-            vs_free(p->w, buf);
+        if (!src)
             return vs_set_error(VS_ERR_STATE, "send: \"%s\" of microbatch %d has no %s", p->t[id].name, mb,
                                 grad ? "gradient" : "value");
-        }
-        memcpy(at, src, s->bytes);
+        _VS_TRY(_vs_pipe_copy(p, at, src, s->bytes));
         at += s->bytes;
     }
+    _VS_TRY(_vs_pipe_copy(p, buf, h, hdr)); // (device path: sd->hdr lives until the send completed)
+    _VS_TRY(_vs_pipe_fence(p));
     vs_comm* c = _vs_pipe_link_to(p, p->stage, dst);
-    _vs_pipe_inflight* sd = &p->sends[p->nsends++];
-    memset(sd, 0, sizeof *sd);
-    sd->buf = buf;
     vs_result r = vs_send(c, buf, _VS_PIPE_HDR(nt), VS_I64, 1, &sd->w[0]);
     if (!r && bytes) r = vs_send(c, buf + hdr, bytes, VS_U8, 1, &sd->w[1]);
     return r;
 }
 
-/* Receives boundary b's tensors (or their grads) of microbatch mb from stage src. */
+/* Receives boundary b's tensors (or their grads) of microbatch mb from stage src.
+   Device path: on the compute stream; the header comes to the host after a sync
+   (it says how much follows). */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, int chunk, int src)
 {
     int nt = p->boff[b + 1] - p->boff[b];
     int64_t hbuf[_VS_PIPE_HDR(4)];
     size_t hn = _VS_PIPE_HDR(nt);
     int64_t* h = hn <= sizeof hbuf / sizeof hbuf[0] ? hbuf : (int64_t*)_vs_pipe_new(p->w, hn, sizeof(int64_t));
-    if (!h) return vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
+    int64_t* hd = p->dev ? (int64_t*)_vs_pipe_buf(p, hn * sizeof(int64_t), 0) : h; // what the message lands in
     vs_comm* c = _vs_pipe_link_to(p, src, p->stage);
     char* buf = NULL;
     const char* at = NULL;
     size_t bytes = 0, sum = 0;
     _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
-    vs_result r = vs_recv(c, h, hn, VS_I64, 0, NULL);
-    if (r) goto done;
+    vs_result r = VS_OK;
+    if (!h || !hd) {
+        r = vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
+        goto done;
+    }
+    if ((r = vs_recv(c, hd, hn, VS_I64, 0, NULL)) != VS_OK) goto done;
+    if ((r = _vs_pipe_copy(p, h, hd, hn * sizeof(int64_t))) != VS_OK || (r = _vs_pipe_sync(p)) != VS_OK) goto done;
     if (h[0] != _VS_PIPE_MAGIC || h[1] != grad || h[2] != chunk || h[3] != mb || h[4] != nt) {
         r = vs_set_error(VS_ERR_MISMATCH,
                          "got the %s of chunk %lld, microbatch %lld (%lld tensors) where the schedule expects the %s "
@@ -2946,7 +3141,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, in
         goto done;
     }
     if (bytes) {
-        buf = (char*)_vs_pipe_new(p->w, 1, bytes);
+        buf = (char*)_vs_pipe_buf(p, bytes, 0);
         if (!buf) {
             r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
             goto done;
@@ -2966,27 +3161,28 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, in
             goto done;
         }
         if (grad) {
-            if (!s->grad && !(s->grad = _vs_pipe_new(p->w, 1, n))) {
+            if (!s->grad && !(s->grad = _vs_pipe_buf(p, n, 0))) {
                 r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", n);
                 goto done;
             }
-            memcpy(s->grad, at, n);
+            if ((r = _vs_pipe_copy(p, s->grad, at, n)) != VS_OK) goto done;
         } else if (!s->data) { // (a stage that made it itself keeps its own: the same bits)
             s->dt = (vs_dtype)e[1];
             s->ndim = (int)e[2];
             for (int d = 0; d < s->ndim; d++) s->shape[d] = e[3 + d];
             s->bytes = n;
-            if (!(s->data = _vs_pipe_new(p->w, 1, n))) {
+            if (!(s->data = _vs_pipe_buf(p, n, 0))) {
                 r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", n);
                 goto done;
             }
-            memcpy(s->data, at, n);
+            if ((r = _vs_pipe_copy(p, s->data, at, n)) != VS_OK) goto done;
         }
         at += n;
     }
 done:
-    vs_free(p->w, buf);
-    if (h != hbuf) vs_free(p->w, h);
+    if (buf) _vs_pipe_buf_free(p, buf);
+    if (hd && hd != h) _vs_pipe_buf_free(p, hd);
+    if (h && h != hbuf) vs_free(p->w, h);
     return r;
 }
 
@@ -3010,7 +3206,8 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_reap(vs_pipe* p, int all)
             vs_result rj = sd->w[j] ? vs_wait(sd->w[j]) : VS_OK;
             if (rj && !r) r = rj;
         }
-        vs_free(p->w, sd->buf);
+        _vs_pipe_buf_free(p, sd->buf);
+        vs_free(p->w, sd->hdr);
     }
     p->nsends = k;
     return r;
@@ -3044,16 +3241,15 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, con
             if (ls->dt != VS_F32 || ls->ndim != 0)
                 return vs_set_error(VS_ERR_MISMATCH, "the loss \"%s\" is %s %dD, not an f32 scalar", p->t[p->loss_id].name,
                                     vs_dtype_name(ls->dt), ls->ndim);
-            memcpy(&p->mb_loss[mb], ls->data, sizeof(float));
+            return _vs_pipe_copy(p, &p->mb_loss[mb], ls->data, sizeof(float)); // (read after a sync)
         }
         return VS_OK;
     case VS_PIPE_B:
     case VS_PIPE_BW:
         _VS_TRY(_vs_pipe_grads(p, k, mb));
-        if (k == K - 1) { // seed d(loss)/d(loss_mb): 1 or 1/M, as one device's loop
-            float seed = p->desc.loss == VS_PIPE_LOSS_SUM ? 1.0f : 1.0f / (float)p->M;
-            memcpy(p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)p->loss_id].grad, &seed, sizeof seed);
-        }
+        if (k == K - 1) // seed d(loss)/d(loss_mb): 1 or 1/M (p->seed), as one device's loop
+            _VS_TRY(_vs_pipe_copy(p, p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)p->loss_id].grad, &p->seed,
+                                  sizeof p->seed));
         for (int u = hi - 1; u >= lo; u--)
             _VS_TRY(_vs_pipe_call_unit(p, u, mb, in->op == VS_PIPE_B ? _VS_PIPE_CALL_B : _VS_PIPE_CALL_BW));
         if (in->op == VS_PIPE_BW) _vs_pipe_part_done(p, k, mb);
@@ -3113,6 +3309,7 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     }
     for (int k = 0; k < K; k++)
         for (int m = 0; m < M; m++) p->pending[k * M + m] = 1 + (k > 0 && p->plan.chunk_stage[k - 1] != st);
+    p->seed = p->desc.loss == VS_PIPE_LOSS_SUM ? 1.0f : 1.0f / (float)M;
     vs_result r = VS_OK;
     double t_start = _vs_pipe_now();
     p->tn = 0;
@@ -3135,12 +3332,19 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     vs_result r2 = _vs_pipe_reap(p, 1);
     if (r) return r;
     if (r2) return vs_set_error(r2, "vs_pipe_run: stage %d, a send: %s", st, vs_last_error());
+    if ((r = _vs_pipe_sync(p)) != VS_OK) // the losses' copies to the host
+        return vs_set_error(r, "vs_pipe_run: stage %d: %s", st, vs_last_error());
     double total = 0;
     if (p->plan.chunk_stage[K - 1] == st)
         for (int m = 0; m < M; m++) total += (double)p->mb_loss[m];
     if (p->desc.loss != VS_PIPE_LOSS_SUM) total /= (double)M;
-    if (p->pp) {
-        r = vs_broadcast(p->pp, &total, &total, 1, VS_F64, p->plan.chunk_stage[K - 1], NULL);
+    if (p->pp) { // (device path: through device memory, as NCCL needs)
+        double* b = p->dev ? p->dloss : &total;
+        r = _vs_pipe_copy(p, b, &total, sizeof total);
+        if (!r) r = _vs_pipe_sync(p);
+        if (!r) r = vs_broadcast(p->pp, b, b, 1, VS_F64, p->plan.chunk_stage[K - 1], NULL);
+        if (!r) r = _vs_pipe_copy(p, &total, b, sizeof total);
+        if (!r) r = _vs_pipe_sync(p);
         if (r) return vs_set_error(r, "vs_pipe_run: sharing the loss: %s", vs_last_error());
     }
     if (loss) *loss = total;
@@ -3211,18 +3415,32 @@ VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* g
     if (sa == sb || (p->stage != sa && p->stage != sb)) return VS_OK; // one stage: its units share the buffer
     if (count && !grad) return vs_set_error(VS_ERR_NULL, "vs_pipe_tie_grads: grad is NULL for %zu elements", count);
     size_t bytes = count * vs_dtype_size(dt);
-    void* other = _vs_pipe_new(p->w, 1, bytes);
-    if (!other) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_tie_grads: %zu bytes", bytes);
+    /* The peer's part lands in engine memory. The sum is made on the host: on the
+       device path (grad is then device memory) in host copies of both parts. */
+    void* other = _vs_pipe_buf(p, bytes, 0);
+    char* host = p->dev ? (char*)_vs_pipe_new(p->w, 2, bytes) : NULL;
+    void* acc = host ? (void*)host : grad;
+    void* oth = host ? (void*)(host + bytes) : other;
     int peer = p->stage == sa ? sb : sa;
-    vs_result r = vs_group_start(p->pp);
-    if (!r) r = vs_send(p->pp, grad, count, dt, peer, NULL);
-    if (!r) r = vs_recv(p->pp, other, count, dt, peer, NULL);
-    vs_result r2 = vs_group_end(p->pp, NULL);
-    if (!r) r = r2;
+    vs_result r = !other || (p->dev && !host) ? vs_set_error(VS_ERR_NOMEM, "%zu bytes", bytes) : VS_OK;
+    if (!r) r = _vs_pipe_sync(p); // the trainer's gradient, final on the compute stream
+    if (!r) r = vs_group_start(p->pp);
+    if (!r) {
+        r = vs_send(p->pp, grad, count, dt, peer, NULL);
+        if (!r) r = vs_recv(p->pp, other, count, dt, peer, NULL);
+        vs_result r2 = vs_group_end(p->pp, NULL);
+        if (!r) r = r2;
+    }
+    if (!r) r = _vs_pipe_copy(p, acc, grad, bytes);
+    if (!r) r = _vs_pipe_copy(p, oth, other, bytes);
+    if (!r) r = _vs_pipe_sync(p);
     // the lower chunk's part first on both stages, so both get the same bits
     int mine_first = (p->stage == sa) == (chunk_a < chunk_b);
-    if (!r) _vs_pipe_add(grad, other, count, dt, !mine_first);
-    vs_free(p->w, other);
+    if (!r) _vs_pipe_add(acc, oth, count, dt, !mine_first);
+    if (!r) r = _vs_pipe_copy(p, grad, acc, bytes);
+    if (!r) r = _vs_pipe_sync(p); // (before `host` goes)
+    if (other) _vs_pipe_buf_free(p, other);
+    vs_free(p->w, host);
     return r ? vs_set_error(r, "vs_pipe_tie_grads: %s", vs_last_error()) : VS_OK;
 }
 
@@ -3262,7 +3480,7 @@ VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim
     s->ndim = ndim;
     for (int d = 0; d < ndim; d++) s->shape[d] = shape[d];
     s->bytes = n * vs_dtype_size(dt);
-    s->data = _vs_pipe_new(p->w, 1, s->bytes);
+    s->data = _vs_pipe_buf(p, s->bytes, 1);
     if (!s->data) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_output: %zu bytes for \"%s\"", s->bytes, p->t[id].name);
     call->out[i].dtype = dt;
     call->out[i].ndim = ndim;
@@ -3281,7 +3499,7 @@ VS_API vs_result vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data)
     vs_pipe* p = rt->p;
     size_t at = (size_t)rt->unit * (size_t)p->M + (size_t)rt->mb;
     if (p->saved[at]) return vs_set_error(VS_ERR_STATE, "vs_pipe_save: unit \"%s\" saved twice", p->desc.units[rt->unit].name);
-    p->saved[at] = _vs_pipe_new(p->w, 1, bytes);
+    p->saved[at] = _vs_pipe_buf(p, bytes, 1);
     if (!p->saved[at]) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_save: %zu bytes", bytes);
     p->saved_bytes[at] = bytes;
     call->saved = *data = p->saved[at];

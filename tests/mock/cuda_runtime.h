@@ -1,5 +1,6 @@
 /* tests/mock/cuda_runtime.h - a stand-in for the part of the CUDA runtime that
-   vescale_ddp.h's device path calls, for tests/test_ddp_device.c: "device" memory
+   the device paths call (vescale_mesh.h's, vescale_ddp.h's, vescale_pipe.h's),
+   for tests/test_device_layout.c, test_ddp_device.c, test_pipe_device.c: "device" memory
    is host memory the test tracks, kernels run as the host build of the same
    kernel text. Declarations only; the test defines the functions. Never used to
    build the library for real. */
@@ -20,6 +21,7 @@ enum cudaMemcpyKind { cudaMemcpyDefault = 4 };
 enum cudaJitOption { cudaJitMaxRegisters = 0 };
 enum cudaLibraryOption { cudaLibraryHostUniversalFunctionAndDataTable = 0 };
 #define cudaEventDisableTiming 0x02
+#define cudaStreamNonBlocking 0x01
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,7 +38,10 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned flags);
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st);
 cudaError_t cudaEventDestroy(cudaEvent_t ev);
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags);
+cudaError_t cudaEventQuery(cudaEvent_t ev);
 cudaError_t cudaStreamSynchronize(cudaStream_t st);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* st, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t st);
 cudaError_t cudaMemset(void* p, int v, size_t n);
 cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t st);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, enum cudaMemcpyKind k);

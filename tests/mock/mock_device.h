@@ -81,10 +81,9 @@ static int mock_where(const void* p, size_t n)
 
 /* The device, and kernels loaded from NVRTC's cubin. The includer defines
    MOCK_KERNEL_NAMES (an array of kernel names) and MOCK_NKERNELS before the
-   include; a kernel handle is 0x1000 + its index there. */
-static long mock_loads, mock_unloads;
-static char mock_lib_token;
-
+   include; a kernel handle is 0x1000 + its index there. Without
+   MOCK_KERNEL_NAMES (a test of code that launches no kernels) the library
+   entry points are left out. */
 const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "mock error"; }
 cudaError_t cudaGetDevice(int* dev)
 {
@@ -97,6 +96,10 @@ cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev)
     *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0; /* an H100: sm_90 */
     return cudaSuccess;
 }
+
+#ifdef MOCK_KERNEL_NAMES
+static long mock_loads, mock_unloads;
+static char mock_lib_token;
 
 cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum cudaJitOption* jo, void** jv, unsigned njo,
                                 enum cudaLibraryOption* lo, void** lv, unsigned nlo)
@@ -127,5 +130,6 @@ cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
     __atomic_add_fetch(&mock_unloads, 1, __ATOMIC_SEQ_CST);
     return cudaSuccess;
 }
+#endif /* MOCK_KERNEL_NAMES */
 
 #endif
