@@ -2652,10 +2652,13 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
             if (!r0 && mkdir(tmp, 0755)) r0 = vs_set_error(VS_ERR_IO, "%s: cannot create %s: %s", fn, tmp, strerror(errno));
             made_tmp = !r0;
         }
+        char why[512] = ""; // rank 0's reason, for every rank's message
+        if (r0) _vs_ckpt_fmt(why, sizeof why, "%s", vs_last_error());
         r = vs_broadcast(ck->comm, nonce, nonce, sizeof nonce, VS_U8, 0, NULL);
+        if (!r) r = vs_broadcast(ck->comm, why, why, sizeof why, VS_U8, 0, NULL);
         _vs_ckpt_fmt(tmp, sizeof tmp, "%s" _VS_CKPT_TMP "%s", path, nonce);
         ra = _vs_ckpt_agree(ck, r ? r : r0, &who);
-        if (!r) r = r0 ? r0 : ra ? vs_set_error(ra, "%s: rank 0 could not start the save (its error says why)", fn) : VS_OK;
+        if (!r) r = r0 ? r0 : ra ? vs_set_error(ra, "%s (on rank 0)", why) : VS_OK;
     }
     // each rank writes its pieces
     uint64_t fbytes = 0;
