@@ -1,8 +1,4 @@
-/* vescale_ckpt.h - v0.1.0 (2026-11-23) - distributed checkpoint: sharded, atomic save and resharding load.
-
-   Status: skeleton. This header compiles and links so trainers can include it;
-   its API arrives with its own issue. Everything it builds on is in
-   vescale_mesh.h, which it includes.
+/* vescale_ckpt.h - v0.1.0 (2026-11-23) - distributed checkpoints of the whole training state: sharded safetensors files plus a JSON index with CRC32C, crash-safe commit, async save, and loads that reshard across DP, TP, PP and ZeRO.
 
    Do this in *one* C or C++ file:
        #define VESCALE_IMPLEMENTATION        (every part), or
@@ -10,10 +6,80 @@
                                               implementation must then be
                                               enabled somewhere as well)
        #include "vescale_ckpt.h"
-   (VESCALE_STATIC, see vescale_mesh.h, implies the implementation.)
+   (VESCALE_STATIC, see vescale_mesh.h, implies the implementation.) For
+   vs_ckpt_save_ddp / vs_ckpt_load_ddp include vescale_ddp.h first (vescale.h
+   does).
 
    Platforms and link lines: as vescale_mesh.h (POSIX.1-2008 + pthreads;
-   -lpthread -lm). MIT license (end of file).
+   -lpthread -lm); a file system shared by the ranks that save together (one
+   node, or NFS/Lustre/GPFS for several). MIT license (end of file).
+
+   Step by step:
+
+       vs_ckpt* ck;
+       vs_ckpt_init(&(vs_ckpt_desc){ .mesh = mesh, .keep_last = 3 }, &ck);   // collective
+       int64_t data_pos = 1234;
+       vs_ckpt_entry extra[] = {
+           { .name = "data_pos", .kind = VS_CKPT_BLOB, .blob = &data_pos, .blob_bytes = 8 },
+           { .name = "emb", .t = emb_dtensor },          // any vs_dtensor: layout, shape, local data
+       };
+       vs_ckpt_save_ddp(ck, "ckpt/step-000100", ddp, "model.", extra, 2,
+                        &(vs_ckpt_save_opts){ .async = 1 });   // returns once copied
+       ...                                                     // train on
+       vs_ckpt_wait(ck);                                       // the write's result
+       // later, on any mesh shape (DP, TP, PP sizes or ZeRO stage may differ):
+       char path[512];
+       vs_ckpt_latest("ckpt", path, sizeof path);
+       vs_ckpt_load_ddp(ck, path, ddp, "model.", extra, 2);
+       vs_ckpt_free(ck);
+
+   Topics (grep the markers):
+       // >>ckpt-api      entries, save, load, async save
+       // >>ckpt-format   the files: safetensors shards, index.json, CRC32C (written out there)
+       // >>ckpt-commit   crash-safe commit, latest, retention
+       // >>ckpt-ddp      a vs_ddp's whole state as entries
+
+   What is saved. Every rank gives its entries: tensors (a vs_dtensor: global
+   shape, dtype, layout, this rank's shard), flat ranges of a shard (ZeRO
+   optimizer state), or byte blobs. Entries may differ between ranks (each PP
+   stage has its own parameters); ranks that hold the same piece (replicated
+   dims) write it once, the writer chosen by a hash so the work spreads. The
+   pieces of an entry must cover it exactly (checked: a ZeRO range skipped on
+   every rank, or two overlapping, is an error naming the entry). Tensors are
+   stored in their global, unflattened form: a checkpoint does not know the
+   mesh it came from, so any mesh loads it.
+
+   Files. index.json (plain JSON) says for every entry its global shape, dtype,
+   layout at save time, and which file holds which box or range at which bytes,
+   with a CRC32C per 1 MiB block. Each shard-<rank>.safetensors is a valid
+   safetensors file (Python's safetensors and numpy open it); tools/vescale-ckpt
+   lists, verifies, exports one consolidated safetensors file, and diffs.
+
+   Load. Each rank intersects what it needs (its boxes and ranges on the
+   loading mesh) with what the files hold, preads only those bytes (whole
+   checksum blocks around them) and verifies each block. Every entry's dtype and
+   global shape must match the checkpoint's. `loaded` flags say exactly which
+   entries arrived; an entry whose flag is 0 after an error may be partly
+   written (its buffer is the destination of the reads).
+
+   Commit. A save writes into <path>.tmp-<nonce>, fsyncs every file and the
+   directory, renames it to <path> and fsyncs the parent. An existing <path>
+   (overwrite) is renamed to <path>.old-<nonce> first and deleted only after
+   the new one is durable. A crash leaves earlier checkpoints intact and at most
+   a .tmp-/.old- leftover, which vs_ckpt_latest never returns and
+   vs_ckpt_retain deletes.
+
+   Async. opts.async copies every buffer (device memory through host memory)
+   into one block from the allocator hooks, at most desc.async_max_bytes
+   (default 4 GiB; a bigger save runs synchronously), and returns; a writer
+   thread on the checkpointer's own communicator does the rest. The next save,
+   load, vs_ckpt_wait or vs_ckpt_free joins it; its error surfaces there.
+
+   Errors name the file and the entry: a missing, truncated or corrupt file
+   (checksum mismatch with the block and byte range), an index that does not
+   parse or points past a file's end, an unknown name, a dtype or shape
+   mismatch, a full disk (VS_ERR_IO from the write, with the file). A failed save
+   removes its temporary directory.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 /* VESCALE_STATIC: every part included is implemented here, static inline. */

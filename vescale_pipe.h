@@ -92,12 +92,22 @@
    waited for ("stage 2 at instruction 7 (RF2.1) waiting for stage 1: ...");
    on threads the job's fail-fast ends the waits of all ranks at once.
 
-   With vescale_ddp.h: build one vs_ddp per rank over the DP (x TP) dims for
-   the parameters of this stage's units; on_sync(chunk) runs right after a
-   chunk's last backward (call vs_ddp_grad_ready for its parameters, so their
-   reduction overlaps the rest of the pipeline); on_step runs last (finish the
-   sync, clip, step). Tied parameters (an embedding on the first stage and the
-   LM head on the last) sum their gradients with vs_pipe_tie_grads before the step.
+   With vescale_ddp.h: build one vs_ddp over the whole mesh, registering on
+   each rank the parameters of its stage's units (the DDP's pp_dim, "PP" by
+   default, knows stages hold different parameters, and its clipping sums the
+   norm over DP x TP x PP: a DDP per stage would clip each stage by its own
+   norm). on_sync(chunk) runs right after a chunk's last backward: call
+   vs_ddp_grad_ready for its parameters, so their reduction overlaps the rest of
+   the pipeline (buckets reduce in order: register a parameter that waits for
+   on_step, like a tied one, first, so its bucket is the last). on_step runs
+   last: finish the sync, clip, step. Tied parameters (an embedding on the
+   first stage, the LM head on the last): sum the two gradients with
+   vs_pipe_tie_grads before their DP reduction (in on_step, before
+   vs_ddp_grad_ready for them). On one stage vs_pipe_tie_grads does nothing:
+   keep one gradient buffer per user there too and add them once, so the bits
+   do not depend on where the model is cut. A tied parameter registered on two
+   stages counts twice in the clip norm; tests/test_pipe_mesh.c shows the
+   correction. The whole recipe, against one rank: tests/test_pipe_mesh.c.
 
    Buffers. On threads and MPI the engine's buffers are host memory. On NCCL
    every activation, gradient, saved scratch and message is device memory from
@@ -108,8 +118,10 @@
    memory is let go with the compute stream's work on it still queued. Send
    buffers go back only when their send completed.
 
-   Not yet: a cost-aware ZB-V generator (plans are made
-   at unit costs), and overlap of DualPipe's paired F&B in the simulator.
+   Not yet: a cost-aware ZB-V generator (plans are made at unit costs), overlap
+   of DualPipe's paired F&B (in the engine and the simulator), and a run on real
+   GPUs: the NCCL path is tested over a stand-in CUDA runtime only
+   (tests/test_pipe_device.c).
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 /* VESCALE_STATIC: every part included is implemented here, static inline. */

@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 rc=0
-for h in vescale_mesh.h vescale_ddp.h vescale_pipe.h; do
+for h in vescale_mesh.h vescale_ddp.h vescale_pipe.h vescale_ckpt.h; do
     out=$(awk -v H="$h" '
         /IMPLEMENTATION[ \t]*\*\// && !impl_seen { }
         /^#define VESCALE_[A-Z]*_IMPLEMENTED$/ { impl = 1 }
