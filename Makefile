@@ -86,6 +86,15 @@ $(B)/mlp_dp_tp_mpi: examples/mlp_dp_tp.c $(HEADERS) | $(B)
 	$(MPICC) $(CFLAGS) $(SAN) -DVESCALE_MPI -o $@ $< $(LDLIBS)
 # ---------------------------------------------------------------------------------
 
+# --- tools/vescale-ckpt (issue 11): ls / verify / export / diff of checkpoints ----
+# built by `make`; `make test` runs tests/ckpt_tool.sh on hand-made checkpoints
+all: $(B)/vescale-ckpt
+test: $(B)/vescale-ckpt
+$(B)/test_ckpt_format: tests/ckpt_handmade.h
+$(B)/vescale-ckpt: tools/vescale-ckpt.c $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+# ---------------------------------------------------------------------------------
+
 # The main job: until the trainer exists, a 2x2x2 mesh on 8 thread ranks.
 run: $(B)/demo
 	./$(B)/demo

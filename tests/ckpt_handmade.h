@@ -6,7 +6,8 @@
    (uneven boxes, several files, a 0-dim and an empty tensor, 64-byte CRC blocks)
    and, beside it in dir/expect/, each entry's full tensor as raw bytes
    (<name>.bin). Variant 1 differs from 0 in one element of "w1", a missing
-   "plan", a different shape of "ids" and a different dtype of "bias".
+   "plan", a different shape of "ids" and a different dtype of "bias"; variant 2
+   lacks one box of "w1" (the pieces do not cover it).
    Include after vescale_ckpt.h with the implementation. */
 #ifndef CKPT_HANDMADE_H
 #define CKPT_HANDMADE_H
@@ -243,7 +244,7 @@ static int hm_sample_entries(hm_entry* e, int variant)
     x->layout = "[Shard(0), Shard(1)]";
     x->full = hm_full(x->dt, 2, x->shape, 1);
     if (variant == 1) ((float*)x->full)[13] += 1.0f; // element (2, 3)
-    x->np = 4;
+    x->np = variant == 2 ? 3 : 4; // variant 2: the last box is missing
     x->p[0] = hm_box2(0, 0, 0, 3, 3), x->p[1] = hm_box2(1, 0, 3, 3, 2);
     x->p[2] = hm_box2(1, 3, 0, 3, 3), x->p[3] = hm_box2(0, 3, 3, 3, 2);
     // emb: bf16 [4, 40] sharded on dim 1 (pieces over several CRC blocks)

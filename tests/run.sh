@@ -81,6 +81,12 @@ if [ -x "$B/mlp_dp_tp_mpi" ]; then
 fi
 # -----------------------------------------------------------------------------------
 
+# --- tools/vescale-ckpt (issue 11) on hand-made checkpoints ---
+if [ -x "$B/vescale-ckpt" ] && [ -x "$B/test_ckpt_format" ]; then
+    run_one "ckpt_tool.sh" env B="$B" bash tests/ckpt_tool.sh
+fi
+# -----------------------------------------------------------------------------------
+
 # --- MPI fault suite (issue 8): 4 processes, one bounded mpirun per fault ---------
 if [ -x "$B/test_faults_mpi" ]; then
     MPIRUN="$MPIRUN" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
