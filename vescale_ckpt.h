@@ -3204,7 +3204,7 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     _vs_ckpt_job* j = NULL;
     if (opts && opts->async) {
         r = _vs_ckpt_job_make(ck, path, entries, n, overwrite, ck->desc.async_max_bytes, &j);
-        if (r == VS_ERR_UNSUPPORTED) j = NULL, r = VS_OK; // over the bound: save now instead
+        if (r == VS_ERR_UNSUPPORTED) j = NULL, r = VS_OK, ck->async_used = 0; // over the bound: save now instead
         if (r) return r;
         if (j) {
             ck->async_used = j->bytes;

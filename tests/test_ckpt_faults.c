@@ -465,8 +465,8 @@ static int load_rank(vs_world* w, void* arg)
             x.alpha[j->flip_elem] = alpha_v(j->flip_elem);
             s = state_of(m, &x, e);
         }
-        if (j->want_loaded[i] < 0) continue;
-        VT_CHECK(loaded[i] == j->want_loaded[i], "load %s: loaded[%d] (%s) = %d, want %d", j->path, i, ENAME[e],
+        if (j->want_loaded[i] >= 0)
+            VT_CHECK(loaded[i] == j->want_loaded[i], "load %s: loaded[%d] (%s) = %d, want %d", j->path, i, ENAME[e],
                  loaded[i], j->want_loaded[i]);
         VT_CHECK(s == (loaded[i] ? 1 : 0), "load %s: entry %s is %s with loaded[%d] = %d", j->path, ENAME[e],
                  s == 1 ? "loaded" : s == 0 ? "untouched" : "partly written", i, loaded[i]);
@@ -577,11 +577,11 @@ static void case_corrupt(void)
     copy_base(base, d, sizeof d, "hdr-len");
     snprintf(f, sizeof f, "%s/shard-00000.safetensors", d);
     flip_at(f, 1, 4); // the 8-byte header length
-    load_case(d, VS_ERR_IO, "shard-00000.safetensors", NULL, NULL, none);
+    load_case(d, VS_ERR_IO, "shard-00000.safetensors", "header", NULL, NULL);
     copy_base(base, d, sizeof d, "hdr-json");
     snprintf(f, sizeof f, "%s/shard-00000.safetensors", d);
     flip_text(f, "\"data_offsets\":[", 0, 0); // the first tensor's begin: 0 -> 1
-    load_case(d, VS_ERR_IO, "shard-00000.safetensors", NULL, NULL, none);
+    load_case(d, VS_ERR_IO, "shard-00000.safetensors", "header", NULL, NULL);
     vt_end("ckpt_faults/corrupt_shard_header");
 
     vt_begin("ckpt_faults/corrupt_shard_data");
