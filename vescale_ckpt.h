@@ -2928,38 +2928,54 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_piece(_vs_ckpt_files* f, const _vs_ckpt
     return VS_OK;
 }
 
-/* One entry: everything this rank needs, verified, into dst (host). */
+/* One entry: everything this rank needs, verified, into dst (host). Every piece
+   is read and verified before the first byte reaches dst, so an entry that
+   fails leaves the caller's buffer untouched (it holds the entry's needed bytes
+   in memory at once, as the device path's host copy does). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_load_entry(vs_ckpt* ck, _vs_ckpt_files* f, const _vs_ckpt_ientry* e,
                                                const _vs_ckpt_need* nd, char* dst, size_t es)
 {
     int64_t need = nd->re - nd->rb, got = 0;
-    for (int k = 0; k < e->npieces; k++) {
+    int np = e->npieces;
+    char** bufs = (char**)vs_alloc(ck->w, sizeof(char*) * (size_t)(np ? np : 1));
+    uint64_t* blos = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * (size_t)(np ? np : 1));
+    vs_result r = bufs && blos ? VS_OK : vs_set_error(VS_ERR_NOMEM, "loading \"%s\": out of memory", e->name);
+    for (int k = 0; bufs && k < np; k++) bufs[k] = NULL;
+    int64_t bb[1] = {(int64_t)e->blob_bytes}, bo[1] = {0};
+    for (int k = 0; k < np && !r; k++) { // read and verify
         const _vs_ckpt_piece* p = &e->pieces[k];
-        const int64_t* poff = p->off;
-        const int64_t* pbox = p->box;
-        int64_t bb[1] = {(int64_t)e->blob_bytes}, bo[1] = {0};
-        if (e->kind == VS_CKPT_BLOB) poff = bo, pbox = bb; // (a blob's piece is all of it)
+        const int64_t* poff = e->kind == VS_CKPT_BLOB ? bo : p->off; // (a blob's piece is all of it)
+        const int64_t* pbox = e->kind == VS_CKPT_BLOB ? bb : p->box;
         int64_t prb = 0, pre = e->kind == VS_CKPT_BLOB ? bb[0] : _vs_ckpt_numel(e->ndim, pbox);
         if (e->kind == VS_CKPT_RANGE) prb = p->range_begin, pre = p->range_end;
         _vs_ckpt_rspan sp = {-1, 0};
-        if (!_vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_span_fn, &sp)) continue;
+        int64_t cnt = _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_span_fn, &sp);
+        if (!cnt) continue;
+        got += cnt;
         // (runs give elements counted from the piece's first stored one)
-        uint64_t lo = (uint64_t)sp.lo * es, hi = (uint64_t)sp.hi * es, blo = 0;
+        uint64_t lo = (uint64_t)sp.lo * es, hi = (uint64_t)sp.hi * es;
         uint64_t B = f->ix->block, cap = hi - lo + 2 * B;
-        char* buf = (char*)vs_alloc(ck->w, (size_t)cap);
-        if (!buf) return vs_set_error(VS_ERR_NOMEM, "loading \"%s\": %llu bytes", e->name, (unsigned long long)cap);
-        vs_result r = _vs_ckpt_read_piece(f, e, p, lo, hi, buf, &blo);
-        if (!r) {
-            _vs_ckpt_copy cp = {dst, buf, (int64_t)(blo / es), es};
-            got += _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_copy_fn, &cp);
-        }
-        vs_free(ck->w, buf);
-        _VS_TRY(r);
+        if (!(bufs[k] = (char*)vs_alloc(ck->w, (size_t)cap)))
+            r = vs_set_error(VS_ERR_NOMEM, "loading \"%s\": %llu bytes", e->name, (unsigned long long)cap);
+        else r = _vs_ckpt_read_piece(f, e, p, lo, hi, bufs[k], &blos[k]);
     }
-    if (got != need)
-        return vs_set_error(VS_ERR_INVALID, "entry \"%s\": the checkpoint holds %lld of the %lld elements this rank needs",
-                            e->name, (long long)got, (long long)need);
-    return VS_OK;
+    if (!r && got != need)
+        r = vs_set_error(VS_ERR_INVALID, "entry \"%s\": the checkpoint holds %lld of the %lld elements this rank needs",
+                         e->name, (long long)got, (long long)need);
+    for (int k = 0; k < np && !r; k++) { // all verified: into dst
+        if (!bufs[k]) continue;
+        const _vs_ckpt_piece* p = &e->pieces[k];
+        const int64_t* poff = e->kind == VS_CKPT_BLOB ? bo : p->off;
+        const int64_t* pbox = e->kind == VS_CKPT_BLOB ? bb : p->box;
+        int64_t prb = 0, pre = e->kind == VS_CKPT_BLOB ? bb[0] : _vs_ckpt_numel(e->ndim, pbox);
+        if (e->kind == VS_CKPT_RANGE) prb = p->range_begin, pre = p->range_end;
+        _vs_ckpt_copy cp = {dst, bufs[k], (int64_t)(blos[k] / es), es};
+        _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_copy_fn, &cp);
+    }
+    for (int k = 0; bufs && k < np; k++) vs_free(ck->w, bufs[k]);
+    vs_free(ck->w, bufs);
+    vs_free(ck->w, blos);
+    return r;
 }
 
 _VS_CKPT_PRIVATE const _vs_ckpt_ientry* _vs_ckpt_find(const _vs_ckpt_index* ix, const char* name)
