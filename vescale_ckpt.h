@@ -2877,25 +2877,84 @@ static void _vs_ckpt_copy_fn(void* ctx, int64_t dst, int64_t src, int64_t n)
     memcpy(c->dst + (size_t)dst * c->es, c->src + (size_t)(src - c->base) * c->es, (size_t)n * c->es);
 }
 
+/* A shard's safetensors header, parsed when the file is opened: its tensors
+   sorted by offset, and where its data section starts. */
+typedef struct _vs_ckpt_hdr {
+    _vs_st_tensor* t;
+    int n;
+    char* arena;
+    uint64_t data0;
+} _vs_ckpt_hdr;
+
 typedef struct _vs_ckpt_files {
     const char* dir;
     const _vs_ckpt_index* ix;
     int* fd;
+    const vs_world* w;
+    _vs_ckpt_hdr* hdr; // per file
 } _vs_ckpt_files;
 
+/* Opens file i (once): its size must be the index's and its safetensors header
+   must parse (a corrupt header is an error even though the data offsets come
+   from the index: the file is damaged, and other tools read that header). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_fd(_vs_ckpt_files* f, int i, int* fd)
 {
     if (f->fd[i] < 0) {
         char p[4096];
         _vs_ckpt_fmt(p, sizeof p, "%s/%s", f->dir, f->ix->files[i]);
-        f->fd[i] = open(p, O_RDONLY);
-        if (f->fd[i] < 0) return vs_set_error(VS_ERR_IO, "cannot open %s: %s", p, strerror(errno));
+        int h = open(p, O_RDONLY);
+        if (h < 0) return vs_set_error(VS_ERR_IO, "cannot open %s: %s", p, strerror(errno));
         struct stat st;
-        if (fstat(f->fd[i], &st) == 0 && (uint64_t)st.st_size != f->ix->file_bytes[i])
-            return vs_set_error(VS_ERR_IO, "%s has %lld bytes, the index says %llu (truncated or replaced)", p,
-                                (long long)st.st_size, (unsigned long long)f->ix->file_bytes[i]);
+        uint64_t size = f->ix->file_bytes[i];
+        unsigned char len8[8];
+        char* json = NULL;
+        uint64_t hl = 0;
+        vs_result r = VS_OK;
+        if (fstat(h, &st) == 0 && (uint64_t)st.st_size != size)
+            r = vs_set_error(VS_ERR_IO, "%s has %lld bytes, the index says %llu (truncated or replaced)", p,
+                             (long long)st.st_size, (unsigned long long)size);
+        if (!r) r = _vs_ckpt_pread(h, p, len8, 8, 0);
+        for (int k = 7; !r && k >= 0; k--) hl = hl << 8 | len8[k];
+        if (!r && (hl > size - 8 || hl > ((uint64_t)100 << 20)))
+            r = vs_set_error(VS_ERR_IO, "%s: corrupt safetensors header: its length %llu does not fit the file's %llu bytes",
+                             p, (unsigned long long)hl, (unsigned long long)size);
+        if (!r && !(json = (char*)vs_alloc(f->w, (size_t)hl + 1))) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", p);
+        if (!r) r = _vs_ckpt_pread(h, p, json, (size_t)hl, 8);
+        _vs_ckpt_hdr* H = &f->hdr[i];
+        if (!r && (r = _vs_st_parse(f->w, p, json, (size_t)hl, size, &H->t, &H->n, &H->arena)) != VS_OK)
+            r = vs_set_error(VS_ERR_IO, "corrupt safetensors header: %s", vs_last_error());
+        H->data0 = 8 + hl;
+        vs_free(f->w, json);
+        if (r) {
+            close(h);
+            return r;
+        }
+        f->fd[i] = h;
     }
     *fd = f->fd[i];
+    return VS_OK;
+}
+
+/* The shard's header holds piece p where the index says (key, bytes, dtype). */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_hdr_check(_vs_ckpt_files* f, const _vs_ckpt_ientry* e, const _vs_ckpt_piece* p)
+{
+    const _vs_ckpt_hdr* H = &f->hdr[p->file];
+    int lo = 0, hi = H->n - 1, at = -1;
+    while (lo <= hi && at < 0) { // sorted by offset
+        int mid = lo + (hi - lo) / 2;
+        uint64_t b = H->data0 + H->t[mid].begin;
+        if (b == p->data_begin) at = mid;
+        else if (b < p->data_begin) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    const _vs_st_tensor* t = at >= 0 ? &H->t[at] : NULL;
+    if (!t || strcmp(t->key, p->key) || H->data0 + t->end != p->data_end ||
+        t->dtype != (e->kind == VS_CKPT_BLOB ? VS_U8 : e->dtype))
+        return vs_set_error(VS_ERR_IO,
+                            "%s/%s: corrupt safetensors header: it does not hold piece %s (entry \"%s\") at bytes "
+                            "%llu..%llu as the index says",
+                            f->dir, f->ix->files[p->file], p->key, e->name, (unsigned long long)p->data_begin,
+                            (unsigned long long)p->data_end);
     return VS_OK;
 }
 
@@ -2913,8 +2972,9 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_piece(_vs_ckpt_files* f, const _vs_ckpt
     }
     *blo = lo;
     int fd;
-    _VS_TRY(_vs_ckpt_fd(f, p->file, &fd));
-    vs_result r = _vs_ckpt_pread(fd, f->ix->files[p->file], buf, (size_t)(hi - lo), p->data_begin + lo);
+    vs_result r = _vs_ckpt_fd(f, p->file, &fd);
+    if (!r) r = _vs_ckpt_hdr_check(f, e, p);
+    if (!r) r = _vs_ckpt_pread(fd, f->ix->files[p->file], buf, (size_t)(hi - lo), p->data_begin + lo);
     if (r) return vs_set_error(r, "%s (entry \"%s\", piece %s)", vs_last_error(), e->name, p->key);
     for (uint64_t b = lo; B && b < hi; b += B) {
         uint64_t n = hi - b < B ? hi - b : B;
@@ -3035,9 +3095,11 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
     _vs_ckpt_index ix;
     memset(&ix, 0, sizeof ix);
     _VS_TRY(_vs_ckpt_read_index(ck, path, &ix));
-    _vs_ckpt_files f = {path, &ix, (int*)vs_alloc(ck->w, sizeof(int) * (size_t)(ix.nfiles ? ix.nfiles : 1))};
-    if (!f.fd) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    _vs_ckpt_files f = {path, &ix, (int*)vs_alloc(ck->w, sizeof(int) * (size_t)(ix.nfiles ? ix.nfiles : 1)), ck->w,
+                        (_vs_ckpt_hdr*)vs_alloc(ck->w, sizeof(_vs_ckpt_hdr) * (size_t)(ix.nfiles ? ix.nfiles : 1))};
+    if (!f.fd || !f.hdr) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     for (int i = 0; f.fd && i < ix.nfiles; i++) f.fd[i] = -1;
+    if (f.hdr) memset(f.hdr, 0, sizeof(_vs_ckpt_hdr) * (size_t)(ix.nfiles ? ix.nfiles : 1));
     for (int i = 0; i < n && !r; i++) {
         vs_ckpt_entry* q = &entries[i];
         if (q->skip) continue;
@@ -3109,7 +3171,9 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
     }
     for (int i = 0; f.fd && i < ix.nfiles; i++)
         if (f.fd[i] >= 0) close(f.fd[i]);
+    for (int i = 0; f.hdr && i < ix.nfiles; i++) vs_free(ck->w, f.hdr[i].t), vs_free(ck->w, f.hdr[i].arena);
     vs_free(ck->w, f.fd);
+    vs_free(ck->w, f.hdr);
     _vs_ckpt_index_free(ck->w, &ix);
     return r;
 }
