@@ -2412,6 +2412,23 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_agree(vs_ckpt* ck, vs_result mine, int* who)
     return all[0] ? (vs_result)(-all[1]) : VS_OK;
 }
 
+/* After _vs_ckpt_agree found rank `who` failing: every rank's error says what
+   that rank saw (its message, broadcast), so the entry or file it names is in
+   each rank's error; the failing rank keeps its own message. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_why(vs_ckpt* ck, vs_result mine, vs_result ra, int who, const char* fn,
+                                        const char* what)
+{
+    char own[512] = "", why[512] = "";
+    if (mine) _vs_ckpt_fmt(own, sizeof own, "%s", vs_last_error());
+    if (who < 0 || who >= ck->size) // (the agreement itself failed)
+        return mine ? vs_set_error(mine, "%s", own) : vs_set_error(ra, "%s: %s", fn, vs_last_error());
+    if (ck->rank == who) _vs_ckpt_fmt(why, sizeof why, "%s", own);
+    vs_result rb = vs_broadcast(ck->comm, why, why, sizeof why, VS_U8, who, NULL);
+    if (mine) return vs_set_error(mine, "%s", own);
+    if (rb) return vs_set_error(ra, "%s: rank %d %s (its error says why)", fn, who, what);
+    return vs_set_error(ra, "%s: rank %d %s: %s", fn, who, what, why);
+}
+
 /* pwrite all of it, or an error naming the file (ENOSPC: the disk is full). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_pwrite(int fd, const char* file, const void* p, size_t n, uint64_t at)
 {
@@ -2636,7 +2653,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
         nm++;
     }
     vs_result ra = _vs_ckpt_agree(ck, r, &who);
-    if (ra && !r) r = vs_set_error(ra, "%s: rank %d's entries are invalid (its error says why)", fn, who);
+    if (ra) r = _vs_ckpt_why(ck, r, ra, who, fn, "gave invalid entries");
     if (!r) r = _vs_ckpt_gather(ck, mine, sizeof(_vs_ckpt_rec) * (size_t)nm, (void**)&all, &counts, &displs, &total);
     int na = (int)(total / sizeof(_vs_ckpt_rec));
     if (!r) r = _vs_ckpt_plan(fn, all, na); // (every rank alike: no agreement needed)
@@ -2678,7 +2695,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
         for (int i = 0; i < nw; i++)
             if (wr[i]->data_end > fbytes) fbytes = wr[i]->data_end;
         ra = _vs_ckpt_agree(ck, r, &who);
-        if (ra && !r) r = vs_set_error(ra, "%s: rank %d could not write its shard (its error says why)", fn, who);
+        if (ra) r = _vs_ckpt_why(ck, r, ra, who, fn, "could not write its shard");
     }
     // rank 0 learns where every piece went and writes the index, then commits
     if (!r) {

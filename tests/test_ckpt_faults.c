@@ -9,7 +9,8 @@
      the bytes copied and the bound; a save over async_max_bytes is made
      synchronously (committed when the call returns) and copies nothing.
    - disk full: a forked child with RLIMIT_FSIZE (SIGXFSZ ignored) saves, sync
-     and async: VS_ERR_IO on every rank naming the shard file; the checkpoint
+     and async, one rank's shard over the limit: VS_ERR_IO on every rank naming
+     that shard file and the entry being written; the checkpoint
      saved before in the same folder still loads and is still the latest; no
      partial directory is left.
    - corruption of each kind of file (index.json truncated, bit-flipped in a
@@ -334,17 +335,32 @@ static int full_rank(vs_world* w, void* arg)
     vs_mesh* m = mesh1d(w);
     vs_ckpt* ck = ckpt(m, 0, 0);
     ents x;
-    make(m, &x, 2048, 1); // 32 KiB of alpha per rank, over the 16 KiB limit
+    make(m, &x, 64, 1);
+    // rank 1 alone also saves a 32 KiB blob: its shard goes over the 16 KiB limit, rank 0's does not
+    vs_ckpt_entry e[NE + 1];
+    memcpy(e, x.e, sizeof x.e);
+    static unsigned char big[32768];
+    memset(&e[NE], 0, sizeof e[NE]);
+    e[NE].name = "big";
+    e[NE].kind = VS_CKPT_BLOB;
+    e[NE].blob = big;
+    e[NE].blob_bytes = sizeof big;
+    int n = vs_mesh_rank(m) == 1 ? NE + 1 : NE;
     char path[256];
     snprintf(path, sizeof path, "%s/full/step-2", root);
-    vs_result r = vs_ckpt_save(ck, path, x.e, NE, NULL);
-    VT_CHECK(r == VS_ERR_IO && strstr(vs_last_error(), ".safetensors") && strstr(vs_last_error(), "too large"),
-             "rank %d: save on a full disk: %s: %s", vs_mesh_rank(m), vs_result_string(r), vs_last_error());
-    vs_ckpt_save_opts o = {1, 0};
-    VT_OK(vs_ckpt_save(ck, path, x.e, NE, &o));
-    r = vs_ckpt_wait(ck);
-    VT_CHECK(r == VS_ERR_IO && strstr(vs_last_error(), ".safetensors") && strstr(vs_last_error(), "too large"),
-             "rank %d: async save on a full disk: %s: %s", vs_mesh_rank(m), vs_result_string(r), vs_last_error());
+    for (int async = 0; async < 2; async++) {
+        vs_ckpt_save_opts o = {async, 0};
+        vs_result r = vs_ckpt_save(ck, path, e, n, &o);
+        if (async) {
+            VT_OK(r); // (copies only)
+            r = vs_ckpt_wait(ck);
+        }
+        const char* msg = vs_last_error();
+        VT_CHECK(r == VS_ERR_IO && strstr(msg, "shard-00001.safetensors") && strstr(msg, "too large") &&
+                     strstr(msg, "\"big\""),
+                 "rank %d: %s save on a full disk: %s: %s", vs_mesh_rank(m), async ? "async" : "sync",
+                 vs_result_string(r), msg);
+    }
     free(x.alpha);
     VT_OK(vs_ckpt_free(ck));
     VT_OK(vs_mesh_free(m));
