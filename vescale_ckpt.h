@@ -2727,7 +2727,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
             if (!fb || !ac || !an) r0 = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
             for (int k = 0; !r0 && k < ck->size; k++) {
                 const char* at = got + d2[k];
-                const uint64_t* h = (const uint64_t*)at;
+                uint64_t h[2]; // (a rank's message starts wherever the last one's CRC list ended: unaligned)
+                memcpy(h, at, sizeof h);
                 fb[k] = h[0];
                 int cnt = (int)h[1];
                 at += sizeof(uint64_t) * 2;
