@@ -470,6 +470,7 @@ static int load_rank(vs_world* w, void* arg)
     vs_clear_error();
     vs_result r = vs_ckpt_load(ck, j->path, req, NE, loaded);
     const char* msg = vs_last_error();
+    if (getenv("VS_TEST_VERBOSE")) printf("# %s: %s: %s\n", strrchr(j->path, '/') + 1, vs_result_string(r), msg);
     VT_CHECK(r == j->want, "load %s: %s (want %s): %s", j->path, vs_result_string(r), vs_result_string(j->want), msg);
     const char* n[3] = {j->n1, j->n2, j->n3};
     for (int k = 0; k < 3 && r; k++)
