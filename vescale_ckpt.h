@@ -2802,7 +2802,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_copy_mem(void* dst, const void* src, size_t 
     if (!n) return VS_OK;
 #ifdef _VS_CKPT_CUDA
     if (to_device || from_device) {
-        cudaError_t e = cudaMemcpy(dst, src, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+        cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyDefault); // (unified addressing, as the other parts)
         return e == cudaSuccess ? VS_OK
                                 : vs_set_error(VS_ERR_BACKEND, "checkpoint: cudaMemcpy of %zu bytes: %s", n,
                                                cudaGetErrorString(e));
