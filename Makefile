@@ -65,6 +65,10 @@ $(B)/test_device_layout: tests/test_device_layout.c tests/device_layout_cases.h 
 $(B)/test_pipe_device: tests/test_pipe_device.c tests/pipe_models.h tests/mock/cuda_runtime.h tests/mock/mock_device.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -Itests/mock -o $@ $< $(LDLIBS)
 
+# vescale_ckpt.h's device buffers over the same stand-in runtime (its CUDA copies forced on).
+$(B)/test_ckpt_device: tests/test_ckpt_device.c tests/mock/cuda_runtime.h tests/mock/mock_device.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -Itests/mock -o $@ $< $(LDLIBS)
+
 # the MPI fault suite (tests/faults_mpi.sh launches it, one mpirun per fault): an MPI
 # build whenever the MPI tests are built (MPI_TESTS= as in test-tsan gives the skip build)
 $(B)/test_faults_mpi: tests/test_faults_mpi.c $(HEADERS) tests/vs_test.h | $(B)

@@ -2478,6 +2478,23 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_agree(vs_ckpt* ck, vs_result mine, int* who)
     return all[0] ? (vs_result)(-all[1]) : VS_OK;
 }
 
+/* After _vs_ckpt_agree found rank `who` failing: every rank's error says what
+   that rank saw (its message, broadcast), so the entry or file it names is in
+   each rank's error; the failing rank keeps its own message. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_why(vs_ckpt* ck, vs_result mine, vs_result ra, int who, const char* fn,
+                                        const char* what)
+{
+    char own[512] = "", why[512] = "";
+    if (mine) _vs_ckpt_fmt(own, sizeof own, "%s", vs_last_error());
+    if (who < 0 || who >= ck->size) // (the agreement itself failed)
+        return mine ? vs_set_error(mine, "%s", own) : vs_set_error(ra, "%s: %s", fn, vs_last_error());
+    if (ck->rank == who) _vs_ckpt_fmt(why, sizeof why, "%s", own);
+    vs_result rb = vs_broadcast(ck->comm, why, why, sizeof why, VS_U8, who, NULL);
+    if (mine) return vs_set_error(mine, "%s", own);
+    if (rb) return vs_set_error(ra, "%s: rank %d %s (its error says why)", fn, who, what);
+    return vs_set_error(ra, "%s: rank %d %s: %s", fn, who, what, why);
+}
+
 /* pwrite all of it, or an error naming the file (ENOSPC: the disk is full). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_pwrite(int fd, const char* file, const void* p, size_t n, uint64_t at)
 {
@@ -2702,7 +2719,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
         nm++;
     }
     vs_result ra = _vs_ckpt_agree(ck, r, &who);
-    if (ra && !r) r = vs_set_error(ra, "%s: rank %d's entries are invalid (its error says why)", fn, who);
+    if (ra) r = _vs_ckpt_why(ck, r, ra, who, fn, "gave invalid entries");
     if (!r) r = _vs_ckpt_gather(ck, mine, sizeof(_vs_ckpt_rec) * (size_t)nm, (void**)&all, &counts, &displs, &total);
     int na = (int)(total / sizeof(_vs_ckpt_rec));
     if (!r) r = _vs_ckpt_plan(fn, all, na); // (every rank alike: no agreement needed)
@@ -2744,7 +2761,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
         for (int i = 0; i < nw; i++)
             if (wr[i]->data_end > fbytes) fbytes = wr[i]->data_end;
         ra = _vs_ckpt_agree(ck, r, &who);
-        if (ra && !r) r = vs_set_error(ra, "%s: rank %d could not write its shard (its error says why)", fn, who);
+        if (ra) r = _vs_ckpt_why(ck, r, ra, who, fn, "could not write its shard");
     }
     // rank 0 learns where every piece went and writes the index, then commits
     if (!r) {
@@ -2776,7 +2793,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
             if (!fb || !ac || !an) r0 = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
             for (int k = 0; !r0 && k < ck->size; k++) {
                 const char* at = got + d2[k];
-                const uint64_t* h = (const uint64_t*)at;
+                uint64_t h[2]; // (a rank's message starts wherever the last one's CRC list ended: unaligned)
+                memcpy(h, at, sizeof h);
                 fb[k] = h[0];
                 int cnt = (int)h[1];
                 at += sizeof(uint64_t) * 2;
@@ -2850,7 +2868,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_copy_mem(void* dst, const void* src, size_t 
     if (!n) return VS_OK;
 #ifdef _VS_CKPT_CUDA
     if (to_device || from_device) {
-        cudaError_t e = cudaMemcpy(dst, src, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+        cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyDefault); // (unified addressing, as the other parts)
         return e == cudaSuccess ? VS_OK
                                 : vs_set_error(VS_ERR_BACKEND, "checkpoint: cudaMemcpy of %zu bytes: %s", n,
                                                cudaGetErrorString(e));
@@ -2943,25 +2961,84 @@ static void _vs_ckpt_copy_fn(void* ctx, int64_t dst, int64_t src, int64_t n)
     memcpy(c->dst + (size_t)dst * c->es, c->src + (size_t)(src - c->base) * c->es, (size_t)n * c->es);
 }
 
+/* A shard's safetensors header, parsed when the file is opened: its tensors
+   sorted by offset, and where its data section starts. */
+typedef struct _vs_ckpt_hdr {
+    _vs_st_tensor* t;
+    int n;
+    char* arena;
+    uint64_t data0;
+} _vs_ckpt_hdr;
+
 typedef struct _vs_ckpt_files {
     const char* dir;
     const _vs_ckpt_index* ix;
     int* fd;
+    const vs_world* w;
+    _vs_ckpt_hdr* hdr; // per file
 } _vs_ckpt_files;
 
+/* Opens file i (once): its size must be the index's and its safetensors header
+   must parse (a corrupt header is an error even though the data offsets come
+   from the index: the file is damaged, and other tools read that header). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_fd(_vs_ckpt_files* f, int i, int* fd)
 {
     if (f->fd[i] < 0) {
         char p[4096];
         _vs_ckpt_fmt(p, sizeof p, "%s/%s", f->dir, f->ix->files[i]);
-        f->fd[i] = open(p, O_RDONLY);
-        if (f->fd[i] < 0) return vs_set_error(VS_ERR_IO, "cannot open %s: %s", p, strerror(errno));
+        int h = open(p, O_RDONLY);
+        if (h < 0) return vs_set_error(VS_ERR_IO, "cannot open %s: %s", p, strerror(errno));
         struct stat st;
-        if (fstat(f->fd[i], &st) == 0 && (uint64_t)st.st_size != f->ix->file_bytes[i])
-            return vs_set_error(VS_ERR_IO, "%s has %lld bytes, the index says %llu (truncated or replaced)", p,
-                                (long long)st.st_size, (unsigned long long)f->ix->file_bytes[i]);
+        uint64_t size = f->ix->file_bytes[i];
+        unsigned char len8[8];
+        char* json = NULL;
+        uint64_t hl = 0;
+        vs_result r = VS_OK;
+        if (fstat(h, &st) == 0 && (uint64_t)st.st_size != size)
+            r = vs_set_error(VS_ERR_IO, "%s has %lld bytes, the index says %llu (truncated or replaced)", p,
+                             (long long)st.st_size, (unsigned long long)size);
+        if (!r) r = _vs_ckpt_pread(h, p, len8, 8, 0);
+        for (int k = 7; !r && k >= 0; k--) hl = hl << 8 | len8[k];
+        if (!r && (hl > size - 8 || hl > ((uint64_t)100 << 20)))
+            r = vs_set_error(VS_ERR_IO, "%s: corrupt safetensors header: its length %llu does not fit the file's %llu bytes",
+                             p, (unsigned long long)hl, (unsigned long long)size);
+        if (!r && !(json = (char*)vs_alloc(f->w, (size_t)hl + 1))) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", p);
+        if (!r) r = _vs_ckpt_pread(h, p, json, (size_t)hl, 8);
+        _vs_ckpt_hdr* H = &f->hdr[i];
+        if (!r && (r = _vs_st_parse(f->w, p, json, (size_t)hl, size, &H->t, &H->n, &H->arena)) != VS_OK)
+            r = vs_set_error(VS_ERR_IO, "corrupt safetensors header: %s", vs_last_error());
+        H->data0 = 8 + hl;
+        vs_free(f->w, json);
+        if (r) {
+            close(h);
+            return r;
+        }
+        f->fd[i] = h;
     }
     *fd = f->fd[i];
+    return VS_OK;
+}
+
+/* The shard's header holds piece p where the index says (key, bytes, dtype). */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_hdr_check(_vs_ckpt_files* f, const _vs_ckpt_ientry* e, const _vs_ckpt_piece* p)
+{
+    const _vs_ckpt_hdr* H = &f->hdr[p->file];
+    int lo = 0, hi = H->n - 1, at = -1;
+    while (lo <= hi && at < 0) { // sorted by offset
+        int mid = lo + (hi - lo) / 2;
+        uint64_t b = H->data0 + H->t[mid].begin;
+        if (b == p->data_begin) at = mid;
+        else if (b < p->data_begin) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    const _vs_st_tensor* t = at >= 0 ? &H->t[at] : NULL;
+    if (!t || strcmp(t->key, p->key) || H->data0 + t->end != p->data_end ||
+        t->dtype != (e->kind == VS_CKPT_BLOB ? VS_U8 : e->dtype))
+        return vs_set_error(VS_ERR_IO,
+                            "%s/%s: corrupt safetensors header: it does not hold piece %s (entry \"%s\") at bytes "
+                            "%llu..%llu as the index says",
+                            f->dir, f->ix->files[p->file], p->key, e->name, (unsigned long long)p->data_begin,
+                            (unsigned long long)p->data_end);
     return VS_OK;
 }
 
@@ -2979,8 +3056,9 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_piece(_vs_ckpt_files* f, const _vs_ckpt
     }
     *blo = lo;
     int fd;
-    _VS_TRY(_vs_ckpt_fd(f, p->file, &fd));
-    vs_result r = _vs_ckpt_pread(fd, f->ix->files[p->file], buf, (size_t)(hi - lo), p->data_begin + lo);
+    vs_result r = _vs_ckpt_fd(f, p->file, &fd);
+    if (!r) r = _vs_ckpt_hdr_check(f, e, p);
+    if (!r) r = _vs_ckpt_pread(fd, f->ix->files[p->file], buf, (size_t)(hi - lo), p->data_begin + lo);
     if (r) return vs_set_error(r, "%s (entry \"%s\", piece %s)", vs_last_error(), e->name, p->key);
     for (uint64_t b = lo; B && b < hi; b += B) {
         uint64_t n = hi - b < B ? hi - b : B;
@@ -2994,38 +3072,54 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_piece(_vs_ckpt_files* f, const _vs_ckpt
     return VS_OK;
 }
 
-/* One entry: everything this rank needs, verified, into dst (host). */
+/* One entry: everything this rank needs, verified, into dst (host). Every piece
+   is read and verified before the first byte reaches dst, so an entry that
+   fails leaves the caller's buffer untouched (it holds the entry's needed bytes
+   in memory at once, as the device path's host copy does). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_load_entry(vs_ckpt* ck, _vs_ckpt_files* f, const _vs_ckpt_ientry* e,
                                                const _vs_ckpt_need* nd, char* dst, size_t es)
 {
     int64_t need = nd->re - nd->rb, got = 0;
-    for (int k = 0; k < e->npieces; k++) {
+    int np = e->npieces;
+    char** bufs = (char**)vs_alloc(ck->w, sizeof(char*) * (size_t)(np ? np : 1));
+    uint64_t* blos = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * (size_t)(np ? np : 1));
+    vs_result r = bufs && blos ? VS_OK : vs_set_error(VS_ERR_NOMEM, "loading \"%s\": out of memory", e->name);
+    for (int k = 0; bufs && k < np; k++) bufs[k] = NULL;
+    int64_t bb[1] = {(int64_t)e->blob_bytes}, bo[1] = {0};
+    for (int k = 0; k < np && !r; k++) { // read and verify
         const _vs_ckpt_piece* p = &e->pieces[k];
-        const int64_t* poff = p->off;
-        const int64_t* pbox = p->box;
-        int64_t bb[1] = {(int64_t)e->blob_bytes}, bo[1] = {0};
-        if (e->kind == VS_CKPT_BLOB) poff = bo, pbox = bb; // (a blob's piece is all of it)
+        const int64_t* poff = e->kind == VS_CKPT_BLOB ? bo : p->off; // (a blob's piece is all of it)
+        const int64_t* pbox = e->kind == VS_CKPT_BLOB ? bb : p->box;
         int64_t prb = 0, pre = e->kind == VS_CKPT_BLOB ? bb[0] : _vs_ckpt_numel(e->ndim, pbox);
         if (e->kind == VS_CKPT_RANGE) prb = p->range_begin, pre = p->range_end;
         _vs_ckpt_rspan sp = {-1, 0};
-        if (!_vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_span_fn, &sp)) continue;
+        int64_t cnt = _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_span_fn, &sp);
+        if (!cnt) continue;
+        got += cnt;
         // (runs give elements counted from the piece's first stored one)
-        uint64_t lo = (uint64_t)sp.lo * es, hi = (uint64_t)sp.hi * es, blo = 0;
+        uint64_t lo = (uint64_t)sp.lo * es, hi = (uint64_t)sp.hi * es;
         uint64_t B = f->ix->block, cap = hi - lo + 2 * B;
-        char* buf = (char*)vs_alloc(ck->w, (size_t)cap);
-        if (!buf) return vs_set_error(VS_ERR_NOMEM, "loading \"%s\": %llu bytes", e->name, (unsigned long long)cap);
-        vs_result r = _vs_ckpt_read_piece(f, e, p, lo, hi, buf, &blo);
-        if (!r) {
-            _vs_ckpt_copy cp = {dst, buf, (int64_t)(blo / es), es};
-            got += _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_copy_fn, &cp);
-        }
-        vs_free(ck->w, buf);
-        _VS_TRY(r);
+        if (!(bufs[k] = (char*)vs_alloc(ck->w, (size_t)cap)))
+            r = vs_set_error(VS_ERR_NOMEM, "loading \"%s\": %llu bytes", e->name, (unsigned long long)cap);
+        else r = _vs_ckpt_read_piece(f, e, p, lo, hi, bufs[k], &blos[k]);
     }
-    if (got != need)
-        return vs_set_error(VS_ERR_INVALID, "entry \"%s\": the checkpoint holds %lld of the %lld elements this rank needs",
-                            e->name, (long long)got, (long long)need);
-    return VS_OK;
+    if (!r && got != need)
+        r = vs_set_error(VS_ERR_INVALID, "entry \"%s\": the checkpoint holds %lld of the %lld elements this rank needs",
+                         e->name, (long long)got, (long long)need);
+    for (int k = 0; k < np && !r; k++) { // all verified: into dst
+        if (!bufs[k]) continue;
+        const _vs_ckpt_piece* p = &e->pieces[k];
+        const int64_t* poff = e->kind == VS_CKPT_BLOB ? bo : p->off;
+        const int64_t* pbox = e->kind == VS_CKPT_BLOB ? bb : p->box;
+        int64_t prb = 0, pre = e->kind == VS_CKPT_BLOB ? bb[0] : _vs_ckpt_numel(e->ndim, pbox);
+        if (e->kind == VS_CKPT_RANGE) prb = p->range_begin, pre = p->range_end;
+        _vs_ckpt_copy cp = {dst, bufs[k], (int64_t)(blos[k] / es), es};
+        _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_copy_fn, &cp);
+    }
+    for (int k = 0; bufs && k < np; k++) vs_free(ck->w, bufs[k]);
+    vs_free(ck->w, bufs);
+    vs_free(ck->w, blos);
+    return r;
 }
 
 _VS_CKPT_PRIVATE const _vs_ckpt_ientry* _vs_ckpt_find(const _vs_ckpt_index* ix, const char* name)
@@ -3085,9 +3179,11 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
     _vs_ckpt_index ix;
     memset(&ix, 0, sizeof ix);
     _VS_TRY(_vs_ckpt_read_index(ck, path, &ix));
-    _vs_ckpt_files f = {path, &ix, (int*)vs_alloc(ck->w, sizeof(int) * (size_t)(ix.nfiles ? ix.nfiles : 1))};
-    if (!f.fd) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    _vs_ckpt_files f = {path, &ix, (int*)vs_alloc(ck->w, sizeof(int) * (size_t)(ix.nfiles ? ix.nfiles : 1)), ck->w,
+                        (_vs_ckpt_hdr*)vs_alloc(ck->w, sizeof(_vs_ckpt_hdr) * (size_t)(ix.nfiles ? ix.nfiles : 1))};
+    if (!f.fd || !f.hdr) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     for (int i = 0; f.fd && i < ix.nfiles; i++) f.fd[i] = -1;
+    if (f.hdr) memset(f.hdr, 0, sizeof(_vs_ckpt_hdr) * (size_t)(ix.nfiles ? ix.nfiles : 1));
     for (int i = 0; i < n && !r; i++) {
         vs_ckpt_entry* q = &entries[i];
         if (q->skip) continue;
@@ -3159,7 +3255,9 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
     }
     for (int i = 0; f.fd && i < ix.nfiles; i++)
         if (f.fd[i] >= 0) close(f.fd[i]);
+    for (int i = 0; f.hdr && i < ix.nfiles; i++) vs_free(ck->w, f.hdr[i].t), vs_free(ck->w, f.hdr[i].arena);
     vs_free(ck->w, f.fd);
+    vs_free(ck->w, f.hdr);
     _vs_ckpt_index_free(ck->w, &ix);
     return r;
 }
@@ -3270,7 +3368,7 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     _vs_ckpt_job* j = NULL;
     if (opts && opts->async) {
         r = _vs_ckpt_job_make(ck, path, entries, n, overwrite, ck->desc.async_max_bytes, &j);
-        if (r == VS_ERR_UNSUPPORTED) j = NULL, r = VS_OK; // over the bound: save now instead
+        if (r == VS_ERR_UNSUPPORTED) j = NULL, r = VS_OK, ck->async_used = 0; // over the bound: save now instead
         if (r) return r;
         if (j) {
             ck->async_used = j->bytes;
