@@ -16,7 +16,8 @@
    - some of the time vs_ckpt_retain, after which no leftovers remain and the
      newest `keep` complete checkpoints are the same as before.
    The child reports each save it began and each one that returned through a
-   file both processes map. VS_CRASH_KILLS sets the number of kills (1000).
+   file both processes map. Three rounds from fixed seeds (VS_CRASH_SEED: the first),
+   VS_CRASH_KILLS kills in all (1050).
    Also: a crash between the two renames of an overwrite (made by hand), and a
    crash in the middle of retention's deletes (made by hand). */
 #define VESCALE_IMPLEMENTATION
@@ -75,6 +76,7 @@ typedef struct prog {
     int in_step, in_ver, in_over, in_keep, in_async;
     int ndone;     // saves that returned OK, in log[]
     int log_step[LOGMAX], log_ver[LOGMAX], log_keep[LOGMAX];
+    int ready;     // the child's ranks are set up (the kill delay counts from here, mostly)
     int failed;    // a save returned an error
     char err[512];
 } prog;
@@ -84,6 +86,7 @@ typedef struct child_ctx {
     prog* P;
     uint64_t seed;
     int next_step, ver0, newest, second; // newest/second: existing names to overwrite (0: none)
+    int ops, plain; // ops > 0: stop after that many saves; plain: only new names, sync, no retention
 } child_ctx;
 
 static void path_of(char* out, size_t cap, const char* folder, int step)
@@ -135,10 +138,12 @@ static int child_rank(vs_world* w, void* arg)
     en[3].kind = VS_CKPT_BLOB;
     en[3].blob = &mt;
     en[3].blob_bytes = sizeof mt;
+    if (R == 0) __atomic_store_n(&P->ready, 1, __ATOMIC_SEQ_CST);
     uint64_t rs = c->seed; // the same decisions on every rank
     int next = c->next_step, newest = c->newest, second = c->second;
-    for (int op = 0; op < LOGMAX; op++) {
+    for (int op = 0; op < (c->ops ? c->ops : LOGMAX); op++) {
         uint64_t a = rng_next(&rs), b = rng_next(&rs);
+        if (c->plain) a = 1;
         int over = newest && a % 4 == 0, keep = (a >> 8) % 2, async = (a >> 16) % 4 == 0;
         int step = over ? ((b % 4 == 0 && second) ? second : newest) : next++;
         int ver = c->ver0 + op;
@@ -174,20 +179,38 @@ static int child_rank(vs_world* w, void* arg)
         }
         if (!over) second = newest, newest = step;
     }
-    return 0; // (the parent kills it long before)
+    free(buf[0]), free(buf[1]), free(buf[2]);
+    vs_ckpt_free(ckk), vs_ckpt_free(ck0), vs_mesh_free(m);
+    return 0; // (the kill test's parent kills it long before)
 }
 
 /* ---- the parent's view ---- */
 
 #define MAXSTEP 200000
 static int* model; // model[step]: the version committed there (0: none, or deleted)
-static int kills, in_save, left_tmp, left_old, completed_unreported, early_exits, retains, loads;
+static int kills, in_save, left_tmp, left_old, left_del, orphans, completed_unreported, early_exits, retains, loads;
 static int bad; // broken invariants (each also a failed check)
 
 typedef struct names {
-    int n, step[4096];
+    int n, step[512];
+    char nm[512][64]; // the directory's name (an orphan's is step-N.old-X)
     int leftovers;
 } names;
+
+/* "step-N.old-X" with an index while step-N has none: the old checkpoint of an
+   overwrite that a crash stopped between its two renames; it still counts as step-N. */
+static int is_orphan(const char* folder, const char* name, int* step)
+{
+    char tail, p[1024];
+    struct stat st;
+    const char* o = strstr(name, ".old-");
+    if (!o || strstr(name, ".del-") || strstr(name, ".tmp-") || sscanf(name, "step-%d%c", step, &tail) != 2 || tail != '.')
+        return 0;
+    snprintf(p, sizeof p, "%s/%s/index.json", folder, name);
+    if (stat(p, &st) != 0) return 0;
+    snprintf(p, sizeof p, "%s/%.*s/index.json", folder, (int)(o - name), name);
+    return stat(p, &st) != 0;
+}
 
 /* The folder as a reader sees it: checkpoint names with an index, and leftovers. */
 static void list_folder(const char* folder, names* out)
@@ -200,23 +223,32 @@ static void list_folder(const char* folder, names* out)
         if (de->d_name[0] == '.') continue;
         int s;
         char tail;
-        if (sscanf(de->d_name, "step-%d%c", &s, &tail) == 1) {
+        if (sscanf(de->d_name, "step-%d%c", &s, &tail) == 1 || is_orphan(folder, de->d_name, &s)) {
             char p[1024];
             struct stat st;
             snprintf(p, sizeof p, "%s/%s/index.json", folder, de->d_name);
-            if (stat(p, &st) == 0 && st.st_size > 0 && out->n < 4096) out->step[out->n++] = s;
+            if (strstr(de->d_name, ".old-")) orphans++;
+            if (stat(p, &st) == 0 && st.st_size > 0 && out->n < 512) {
+                snprintf(out->nm[out->n], sizeof out->nm[0], "%.60s", de->d_name);
+                out->step[out->n++] = s;
+            }
             else out->leftovers++; // (a checkpoint name without an index: counted, then failed below)
         } else {
             out->leftovers++;
             if (strstr(de->d_name, ".tmp-")) left_tmp++;
             if (strstr(de->d_name, ".old-")) left_old++;
+            if (strstr(de->d_name, ".del-")) left_del++;
         }
     }
     closedir(d);
     for (int i = 1; i < out->n; i++) // newest first
         for (int j = i; j > 0 && out->step[j] > out->step[j - 1]; j--) {
             int t = out->step[j];
+            char tn[64];
             out->step[j] = out->step[j - 1], out->step[j - 1] = t;
+            memcpy(tn, out->nm[j], sizeof tn);
+            memcpy(out->nm[j], out->nm[j - 1], sizeof tn);
+            memcpy(out->nm[j - 1], tn, sizeof tn);
         }
 }
 
@@ -320,7 +352,7 @@ static void check_after(const char* folder, const prog* P, int ever_committed, u
     for (int i = 0; i < F.n; i++) {
         int s = F.step[i];
         char dir[600];
-        path_of(dir, sizeof dir, folder, s);
+        snprintf(dir, sizeof dir, "%s/%s", folder, F.nm[i]);
         load_job L;
         if (!load_check(dir, &L)) {
             FAIL("kill %d: %s looks complete but does not load: %s", kills, dir, L.why);
@@ -342,7 +374,7 @@ static void check_after(const char* folder, const prog* P, int ever_committed, u
     vs_result r = vs_ckpt_latest(folder, latest, sizeof latest);
     if (F.n) {
         char want[600];
-        path_of(want, sizeof want, folder, F.step[0]);
+        snprintf(want, sizeof want, "%s/%s", folder, F.nm[0]);
         if (r) FAIL("kill %d: vs_ckpt_latest: %s (%d complete there)", kills, vs_last_error(), F.n);
         else if (strcmp(latest, want)) FAIL("kill %d: latest is %s, the newest complete is %s", kills, latest, want);
     } else if (ever_committed) {
@@ -364,7 +396,7 @@ static void check_after(const char* folder, const prog* P, int ever_committed, u
     for (int i = 0; i < F.n; i++) {
         load_job L;
         char dir[600];
-        path_of(dir, sizeof dir, folder, F.step[i]);
+        snprintf(dir, sizeof dir, "%s/%s", folder, F.nm[i]);
         if (load_check(dir, &L)) model[F.step[i]] = (int)L.got.ver;
     }
     // some of the time (or when the folder grows): retention, then nothing left over
@@ -385,12 +417,10 @@ static void check_after(const char* folder, const prog* P, int ever_committed, u
 
 static char root[256], folder[300];
 
-static void case_kills(void)
+static void case_kills(uint64_t seed, int want_kills)
 {
-    const char* e = getenv("VS_CRASH_SEED");
-    uint64_t seed = e ? strtoull(e, NULL, 0) : 20261123ull;
-    e = getenv("VS_CRASH_KILLS");
-    int want_kills = e ? atoi(e) : 1000;
+    kills = in_save = left_tmp = left_old = left_del = orphans = completed_unreported = early_exits = retains = loads = 0;
+    bad = 0;
     if (!seed) seed = 1;
     uint64_t rs = seed;
     char pf[320];
@@ -423,10 +453,12 @@ static void case_kills(void)
                 }
             }
         int ranks = 2 + (int)(rng_next(&rs) % 3);
-        // kill delay: mostly 0-3 ms (a save takes a few), some longer (several saves), some very short (setup)
+        // kill delay after the child's setup: mostly 0-3 ms (a save takes 1-3), some
+        // longer (several saves); 1 in 10 counts from the fork (kills during setup)
         uint64_t u = rng_next(&rs);
+        int from_fork = u % 10 == 9;
         long ns = u % 10 < 7 ? (long)(u >> 8) % 3000000 : u % 10 < 9 ? 3000000 + (long)(u >> 8) % 9000000
-                                                                        : (long)(u >> 8) % 300000;
+                                                                        : (long)(u >> 8) % 1000000;
         fflush(stdout);
         fflush(stderr);
         pid_t pid = fork();
@@ -436,7 +468,9 @@ static void case_kills(void)
         }
         VT_CHECK(pid > 0, "fork");
         if (pid < 0) break;
-        struct timespec d = {0, ns};
+        struct timespec d = {0, ns}, poll = {0, 20000};
+        for (int t = 0; !from_fork && t < 100000 && !__atomic_load_n(&P->ready, __ATOMIC_SEQ_CST); t++)
+            nanosleep(&poll, NULL);
         nanosleep(&d, NULL);
         kill(pid, SIGKILL);
         int st = 0;
@@ -468,22 +502,98 @@ static void case_kills(void)
            "%d retains, %d loads, %d broken invariants, %.1f s\n",
            (unsigned long long)seed, kills, in_save, completed_unreported, early_exits, saves_done,
            left_tmp + left_old, left_tmp, left_old, retains, loads, bad, secs);
+    printf("    crash: %d half-deleted checkpoints seen (.del-), %d orphans of an overwrite between its renames\n",
+           left_del, orphans);
     VT_CHECK(kills >= want_kills, "%d kills, wanted %d", kills, want_kills);
     VT_CHECK(in_save * 3 >= kills, "only %d of %d kills landed during a save", in_save, kills);
     munmap(P, sizeof *P);
     free(model);
 }
 
+/* Saves plain new checkpoints step-<first>.. on 1 rank (version = step). */
+static void save_plain(const char* dir, int first, int count)
+{
+    prog P;
+    memset(&P, 0, sizeof P);
+    child_ctx c;
+    memset(&c, 0, sizeof c);
+    c.folder = dir, c.P = &P, c.seed = 7, c.next_step = first, c.ver0 = first, c.ops = count, c.plain = 1;
+    VT_CHECK(vs_launch(1, child_rank, &c) == VS_OK && !P.failed, "save: %s", P.err);
+}
+
+static int ver_at(const char* dir)
+{
+    load_job L;
+    return load_check(dir, &L) ? (int)L.got.ver : -1;
+}
+
+/* Crashes made by hand where the random kills seldom land. */
+static void case_by_hand(void)
+{
+    char f[320], a[700], b[700], latest[700];
+    struct stat st;
+    snprintf(f, sizeof f, "%s/hand", root);
+    VT_CHECK(mkdir(f, 0755) == 0, "mkdir %s", f);
+    save_plain(f, 1, 2);
+    // an overwrite of step-000002 stopped between its renames: the old one is
+    // renamed away, the new one not yet in place
+    snprintf(a, sizeof a, "%s/step-000002", f);
+    snprintf(b, sizeof b, "%s/step-000002.old-00000000000000aa", f);
+    VT_CHECK(rename(a, b) == 0, "rename");
+    snprintf(a, sizeof a, "%s/step-000002.tmp-00000000000000aa", f);
+    VT_CHECK(mkdir(a, 0755) == 0, "mkdir");
+    VT_OK(vs_ckpt_latest(f, latest, sizeof latest));
+    VT_CHECK(!strcmp(latest, b), "latest is %s, not the old step-000002 (%s)", latest, b);
+    VT_CHECK(ver_at(latest) == 2, "latest holds %d", ver_at(latest));
+    VT_OK(vs_ckpt_retain(f, 2));
+    snprintf(a, sizeof a, "%s/step-000002", f);
+    VT_CHECK(ver_at(a) == 2, "step-000002 after retain holds %d (retain deleted the old one?)", ver_at(a));
+    names G;
+    list_folder(f, &G);
+    VT_CHECK(G.n == 2 && !G.leftovers, "%d complete, %d leftovers", G.n, G.leftovers);
+    // a replaced checkpoint whose delete was stopped (its successor in place):
+    // never taken for the name, deleted by retain, even when the name goes too
+    save_plain(f, 3, 1);
+    snprintf(a, sizeof a, "%s/step-000003", f);
+    snprintf(b, sizeof b, "%s/step-000001.old-00000000000000bb", f);
+    VT_CHECK(rename(a, b) == 0, "rename");
+    save_plain(f, 4, 1);
+    VT_OK(vs_ckpt_latest(f, latest, sizeof latest));
+    VT_CHECK(strstr(latest, "/step-000004") != NULL, "latest %s", latest);
+    VT_OK(vs_ckpt_retain(f, 1));
+    list_folder(f, &G);
+    VT_CHECK(G.n == 1 && G.step[0] == 4 && !G.leftovers, "%d complete (first %d), %d leftovers", G.n, G.step[0],
+             G.leftovers);
+    VT_CHECK(stat(b, &st) != 0, "%s kept", b);
+    // a delete stopped midway: hidden under .del- and removed by retain
+    snprintf(a, sizeof a, "%s/step-000009.del-", f);
+    VT_CHECK(mkdir(a, 0755) == 0, "mkdir");
+    VT_OK(vs_ckpt_latest(f, latest, sizeof latest));
+    VT_CHECK(strstr(latest, "/step-000004") != NULL, "latest %s", latest);
+    VT_OK(vs_ckpt_retain(f, 1));
+    VT_CHECK(stat(a, &st) != 0, "%s kept", a);
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/vs_ckcrash_XXXXXX");
     if (!mkdtemp(root)) return 1;
-    snprintf(folder, sizeof folder, "%s/ck", root);
-    if (mkdir(folder, 0755)) return 1;
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* Three rounds, each from its own fixed seed (VS_CRASH_SEED: the first). */
+    const char* e = getenv("VS_CRASH_SEED");
+    uint64_t seed = e ? strtoull(e, NULL, 0) : 20261123ull;
+    e = getenv("VS_CRASH_KILLS");
+    int total = e ? atoi(e) : 1050;
     vt_begin("ckpt_crash/kills");
-    case_kills();
+    for (int round = 0; round < 3; round++) {
+        snprintf(folder, sizeof folder, "%s/ck%d", root, round);
+        if (mkdir(folder, 0755)) return 1;
+        case_kills(seed + (uint64_t)round * 1000003ull, (total + 2) / 3);
+    }
     vt_end("ckpt_crash/kills");
+    vt_begin("ckpt_crash/by_hand");
+    case_by_hand();
+    vt_end("ckpt_crash/by_hand");
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd)) return 1;
