@@ -2237,6 +2237,8 @@ struct vs_ckpt {
     char async_msg[512];
     struct _vs_ckpt_job* job;
     size_t async_used;
+    void* spare; // the last async save's copy block, reused by the next (no fresh pages to fault in)
+    size_t spare_bytes;
 };
 
 VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out)
@@ -3175,13 +3177,19 @@ typedef struct _vs_ckpt_job {
     int overwrite, n;
     vs_ckpt_entry* e;
     void* block;
-    size_t bytes;
+    size_t bytes, block_bytes;
+    int keep; // an async save's block: kept in ck->spare for the next one
 } _vs_ckpt_job;
 
 _VS_CKPT_PRIVATE void _vs_ckpt_job_free(vs_ckpt* ck, _vs_ckpt_job* j)
 {
     if (!j) return;
-    vs_free(ck->w, j->block);
+    if (j->keep) {
+        vs_free(ck->w, ck->spare);
+        ck->spare = j->block, ck->spare_bytes = j->block_bytes;
+    } else {
+        vs_free(ck->w, j->block);
+    }
     vs_free(ck->w, j);
 }
 
@@ -3198,7 +3206,16 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, cons
     if (bound && data > bound) return VS_ERR_UNSUPPORTED; // (the caller saves synchronously)
     _vs_ckpt_job* j = (_vs_ckpt_job*)vs_alloc(ck->w, sizeof *j);
     size_t head = (sizeof(vs_ckpt_entry) * (size_t)(n ? n : 1) + names + 63) / 64 * 64;
-    void* block = j ? vs_alloc(ck->w, head + data) : NULL;
+    void* block = NULL;
+    size_t bsize = head + data;
+    if (j && bound && ck->spare && ck->spare_bytes >= head + data) { // (async: the last one's block)
+        block = ck->spare, bsize = ck->spare_bytes;
+        ck->spare = NULL;
+    } else if (j) {
+        vs_free(ck->w, ck->spare);
+        ck->spare = NULL;
+        block = vs_alloc(ck->w, head + data);
+    }
     if (!j || !block) {
         vs_free(ck->w, j);
         return vs_set_error(VS_ERR_NOMEM, "vs_ckpt_save: %zu bytes for the copies", head + data);
@@ -3209,6 +3226,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, cons
     j->overwrite = overwrite;
     j->n = n;
     j->block = block;
+    j->block_bytes = bsize;
+    j->keep = bound != 0;
     j->bytes = data;
     j->e = (vs_ckpt_entry*)block;
     char* nm = (char*)block + sizeof(vs_ckpt_entry) * (size_t)(n ? n : 1);
@@ -3310,6 +3329,7 @@ VS_API vs_result vs_ckpt_free(vs_ckpt* ck)
 {
     if (!ck) return VS_OK;
     vs_result r = vs_ckpt_wait(ck);
+    vs_free(ck->w, ck->spare);
     vs_comm_free(ck->comm);
     vs_mesh_release(ck->mesh);
     vs_free(ck->w, ck);
