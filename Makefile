@@ -139,6 +139,10 @@ bench-ddp:
 bench-pipe:
 	B=$(B) bash bench/run_pipe.sh
 
+.PHONY: bench-ckpt
+bench-ckpt:
+	B=$(B) bash bench/run_ckpt.sh
+
 clean:
 	rm -rf build build-asan build-tsan
 

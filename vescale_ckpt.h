@@ -2083,6 +2083,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_index_write(const _vs_ckpt_index* ix, _vs_sb
 #define _VS_CKPT_INDEX "index.json"
 #define _VS_CKPT_TMP ".tmp-"  // an unfinished save: <path>.tmp-<nonce>
 #define _VS_CKPT_OLD ".old-"  // a replaced checkpoint, until the new one is durable
+#define _VS_CKPT_DEL ".del-"  // a checkpoint being deleted: renamed first, so no reader sees half of one
 
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_fsync_path(const char* path, int dir)
 {
@@ -2103,7 +2104,7 @@ _VS_CKPT_PRIVATE void _vs_ckpt_parent(const char* path, char* out, size_t cap)
     else _vs_ckpt_fmt(out, cap, "%.*s", (int)(s - path), path);
 }
 
-/* Deletes a checkpoint directory (its files, then itself). */
+/* Deletes a directory's files, then itself. */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_rmdir(const char* dir)
 {
     DIR* d = opendir(dir);
@@ -2120,13 +2121,51 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_rmdir(const char* dir)
     return VS_OK;
 }
 
-_VS_CKPT_PRIVATE int _vs_ckpt_complete(const char* folder, const char* name)
+/* Deletes a checkpoint directory so that a crash midway never leaves a
+   complete-looking half of it (an index without its shards): it is renamed to
+   "<dir>.del-" first, the rename made durable, then its files deleted. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_remove(const char* dir)
 {
-    if (name[0] == '.' || strstr(name, _VS_CKPT_TMP) || strstr(name, _VS_CKPT_OLD)) return 0;
+    const char* base = strrchr(dir, '/');
+    if (strstr(base ? base : dir, _VS_CKPT_DEL)) return _vs_ckpt_rmdir(dir);
+    char del[4096], parent[4096];
+    _vs_ckpt_fmt(del, sizeof del, "%s" _VS_CKPT_DEL, dir);
+    _VS_TRY(_vs_ckpt_rmdir(del)); // (left by a crash in an earlier delete)
+    if (rename(dir, del)) return vs_set_error(VS_ERR_IO, "rename %s -> %s: %s", dir, del, strerror(errno));
+    _vs_ckpt_parent(dir, parent, sizeof parent);
+    _VS_TRY(_vs_ckpt_fsync_path(parent, 1));
+    return _vs_ckpt_rmdir(del);
+}
+
+_VS_CKPT_PRIVATE int _vs_ckpt_leftover_name(const char* name)
+{
+    return strstr(name, _VS_CKPT_TMP) || strstr(name, _VS_CKPT_OLD) || strstr(name, _VS_CKPT_DEL);
+}
+
+_VS_CKPT_PRIVATE int _vs_ckpt_has_index(const char* folder, const char* name)
+{
     char p[4096];
     struct stat st;
     _vs_ckpt_fmt(p, sizeof p, "%s/%s/" _VS_CKPT_INDEX, folder, name);
     return stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+}
+
+_VS_CKPT_PRIVATE int _vs_ckpt_complete(const char* folder, const char* name)
+{
+    if (name[0] == '.' || _vs_ckpt_leftover_name(name)) return 0;
+    return _vs_ckpt_has_index(folder, name);
+}
+
+/* "X.old-N" with an index while X is not complete: a crash came between the two
+   renames of an overwrite (X -> X.old-N, X.tmp-N -> X), so this is still X's
+   durable state. Lists and latest count it as X; retain renames it back to X.
+   base (cap bytes) gets X. */
+_VS_CKPT_PRIVATE int _vs_ckpt_orphan(const char* folder, const char* name, char* base, size_t cap)
+{
+    const char* o = strstr(name, _VS_CKPT_OLD);
+    if (!o || o == name || name[0] == '.' || strstr(name, _VS_CKPT_TMP) || strstr(name, _VS_CKPT_DEL)) return 0;
+    _vs_ckpt_fmt(base, cap, "%.*s", (int)(o - name), name);
+    return _vs_ckpt_has_index(folder, name) && !_vs_ckpt_complete(folder, base);
 }
 
 static int _vs_ckpt_strcmp_desc(const void* a, const void* b)
@@ -2134,7 +2173,9 @@ static int _vs_ckpt_strcmp_desc(const void* a, const void* b)
     return strcmp(*(const char* const*)b, *(const char* const*)a);
 }
 
-/* The complete checkpoints of folder, newest (greatest name) first. */
+/* The complete checkpoints of folder (orphans of an interrupted overwrite among
+   them), newest (greatest name) first; leftovers = 1: the leftovers of
+   interrupted saves and deletes instead; 2: the orphans alone. */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_list(const char* folder, char*** names, int* n, int leftovers)
 {
     *names = NULL;
@@ -2143,10 +2184,14 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_list(const char* folder, char*** names, int*
     if (!d) return vs_set_error(VS_ERR_IO, "cannot open the folder %s: %s", folder, strerror(errno));
     int cap = 0;
     struct dirent* de;
+    char base[1024];
     vs_result r = VS_OK;
     while ((de = readdir(d)) != NULL && !r) {
-        int left = strstr(de->d_name, _VS_CKPT_TMP) || strstr(de->d_name, _VS_CKPT_OLD);
-        if (leftovers ? !left : !_vs_ckpt_complete(folder, de->d_name)) continue;
+        int orphan = _vs_ckpt_orphan(folder, de->d_name, base, sizeof base);
+        int take = leftovers == 1 ? _vs_ckpt_leftover_name(de->d_name) && !orphan
+                 : leftovers == 2 ? orphan
+                                  : orphan || _vs_ckpt_complete(folder, de->d_name);
+        if (!take) continue;
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
             char** nn = (char**)realloc(*names, sizeof(char*) * (size_t)cap); // (freed by the caller with free)
@@ -2186,18 +2231,30 @@ VS_API vs_result vs_ckpt_retain(const char* folder, int keep)
     if (keep < 1) return vs_set_error(VS_ERR_INVALID, "vs_ckpt_retain: keep = %d (at least 1)", keep);
     char** names;
     int n;
-    char p[4096];
-    _VS_TRY(_vs_ckpt_list(folder, &names, &n, 0));
+    char p[4096], q[4096], base[1024];
+    _VS_TRY(_vs_ckpt_list(folder, &names, &n, 2));
     vs_result r = VS_OK;
-    for (int i = keep; i < n && !r; i++) {
+    for (int i = 0; i < n && !r; i++) { // orphans of an interrupted overwrite get their name back
+        if (!_vs_ckpt_orphan(folder, names[i], base, sizeof base)) continue;
         _vs_ckpt_fmt(p, sizeof p, "%s/%s", folder, names[i]);
-        r = _vs_ckpt_rmdir(p);
+        _vs_ckpt_fmt(q, sizeof q, "%s/%s", folder, base);
+        if (rename(p, q)) r = vs_set_error(VS_ERR_IO, "vs_ckpt_retain: rename %s -> %s: %s", p, q, strerror(errno));
     }
     _vs_ckpt_list_free(names, n);
+    if (!r && n) r = _vs_ckpt_fsync_path(folder, 1);
+    // leftovers of interrupted saves and deletes first: a replaced checkpoint whose
+    // delete a crash stopped must be gone before its successor can be deleted,
+    // or it would look like an orphan of that name
     if (r || (r = _vs_ckpt_list(folder, &names, &n, 1)) != VS_OK) return r;
-    for (int i = 0; i < n && !r; i++) { // leftovers of interrupted saves
+    for (int i = 0; i < n && !r; i++) {
         _vs_ckpt_fmt(p, sizeof p, "%s/%s", folder, names[i]);
-        r = _vs_ckpt_rmdir(p);
+        r = strstr(names[i], _VS_CKPT_OLD) ? _vs_ckpt_remove(p) : _vs_ckpt_rmdir(p);
+    }
+    _vs_ckpt_list_free(names, n);
+    if (r || (r = _vs_ckpt_list(folder, &names, &n, 0)) != VS_OK) return r;
+    for (int i = keep; i < n && !r; i++) {
+        _vs_ckpt_fmt(p, sizeof p, "%s/%s", folder, names[i]);
+        r = _vs_ckpt_remove(p);
     }
     _vs_ckpt_list_free(names, n);
     return r ? r : _vs_ckpt_fsync_path(folder, 1);
@@ -2205,7 +2262,8 @@ VS_API vs_result vs_ckpt_retain(const char* folder, int keep)
 
 /* Puts the finished temporary directory in place (rank 0): everything in it is
    durable already; an old checkpoint at path is renamed away, not deleted,
-   until the new one's rename is durable. */
+   until the new one's rename is durable (a crash between the two renames
+   leaves it as an orphan that lists, latest and retain treat as path). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_commit(const char* tmp, const char* path, const char* nonce, int overwrite)
 {
     char parent[4096], old[4096];
@@ -2224,7 +2282,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_commit(const char* tmp, const char* path, co
         return r;
     }
     _VS_TRY(_vs_ckpt_fsync_path(parent, 1));
-    if (exists) _vs_ckpt_rmdir(old);
+    if (exists) _vs_ckpt_remove(old);
     return VS_OK;
 }
 
@@ -2245,6 +2303,8 @@ struct vs_ckpt {
     char async_msg[512];
     struct _vs_ckpt_job* job;
     size_t async_used;
+    void* spare; // the last async save's copy block, reused by the next (no fresh pages to fault in)
+    size_t spare_bytes;
 };
 
 VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out)
@@ -3281,13 +3341,19 @@ typedef struct _vs_ckpt_job {
     int overwrite, n;
     vs_ckpt_entry* e;
     void* block;
-    size_t bytes;
+    size_t bytes, block_bytes;
+    int keep; // an async save's block: kept in ck->spare for the next one
 } _vs_ckpt_job;
 
 _VS_CKPT_PRIVATE void _vs_ckpt_job_free(vs_ckpt* ck, _vs_ckpt_job* j)
 {
     if (!j) return;
-    vs_free(ck->w, j->block);
+    if (j->keep) {
+        vs_free(ck->w, ck->spare);
+        ck->spare = j->block, ck->spare_bytes = j->block_bytes;
+    } else {
+        vs_free(ck->w, j->block);
+    }
     vs_free(ck->w, j);
 }
 
@@ -3304,7 +3370,16 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, cons
     if (bound && data > bound) return VS_ERR_UNSUPPORTED; // (the caller saves synchronously)
     _vs_ckpt_job* j = (_vs_ckpt_job*)vs_alloc(ck->w, sizeof *j);
     size_t head = (sizeof(vs_ckpt_entry) * (size_t)(n ? n : 1) + names + 63) / 64 * 64;
-    void* block = j ? vs_alloc(ck->w, head + data) : NULL;
+    void* block = NULL;
+    size_t bsize = head + data;
+    if (j && bound && ck->spare && ck->spare_bytes >= head + data) { // (async: the last one's block)
+        block = ck->spare, bsize = ck->spare_bytes;
+        ck->spare = NULL;
+    } else if (j) {
+        vs_free(ck->w, ck->spare);
+        ck->spare = NULL;
+        block = vs_alloc(ck->w, head + data);
+    }
     if (!j || !block) {
         vs_free(ck->w, j);
         return vs_set_error(VS_ERR_NOMEM, "vs_ckpt_save: %zu bytes for the copies", head + data);
@@ -3315,6 +3390,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, cons
     j->overwrite = overwrite;
     j->n = n;
     j->block = block;
+    j->block_bytes = bsize;
+    j->keep = bound != 0;
     j->bytes = data;
     j->e = (vs_ckpt_entry*)block;
     char* nm = (char*)block + sizeof(vs_ckpt_entry) * (size_t)(n ? n : 1);
@@ -3416,6 +3493,7 @@ VS_API vs_result vs_ckpt_free(vs_ckpt* ck)
 {
     if (!ck) return VS_OK;
     vs_result r = vs_ckpt_wait(ck);
+    vs_free(ck->w, ck->spare);
     vs_comm_free(ck->comm);
     vs_mesh_release(ck->mesh);
     vs_free(ck->w, ck);
