@@ -213,6 +213,7 @@ VS_API vs_result vs_ckpt_load_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -3102,12 +3103,31 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_hdr_check(_vs_ckpt_files* f, const _vs_ckpt_
     return VS_OK;
 }
 
-/* Reads bytes [lo, hi) of a piece into buf (which gets the block-aligned span
-   [*blo, ...) when checksums are on, so every block read is verified). */
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_read_piece(_vs_ckpt_files* f, const _vs_ckpt_ientry* e, const _vs_ckpt_piece* p,
-                                               uint64_t lo, uint64_t hi, char* buf, uint64_t* blo)
+/* Bytes [lo, hi) of a piece (widened to whole checksum blocks, from *blo),
+   verified. They are mapped from the file (one copy in all: the page cache's
+   into the caller's buffer, after every block of the entry is verified; the
+   kernel reads ahead while earlier blocks are checksummed), or, where mmap
+   fails, read into memory from the hooks. Free with _vs_ckpt_unmap. */
+typedef struct _vs_ckpt_view {
+    const char* data; // byte *blo of the piece
+    void* map;        // the mapping (page-aligned), or NULL
+    size_t map_len;
+    char* heap;       // the fallback buffer, or NULL
+} _vs_ckpt_view;
+
+_VS_CKPT_PRIVATE void _vs_ckpt_unmap(vs_ckpt* ck, _vs_ckpt_view* v)
+{
+    if (v->map) munmap(v->map, v->map_len);
+    vs_free(ck->w, v->heap);
+    memset(v, 0, sizeof *v);
+}
+
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_read_piece(vs_ckpt* ck, _vs_ckpt_files* f, const _vs_ckpt_ientry* e,
+                                               const _vs_ckpt_piece* p, uint64_t lo, uint64_t hi, _vs_ckpt_view* v,
+                                               uint64_t* blo)
 {
     const uint64_t B = f->ix->block;
+    memset(v, 0, sizeof *v);
     if (B) {
         lo = lo / B * B;
         uint64_t len = p->data_end - p->data_begin;
@@ -3118,33 +3138,54 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_piece(_vs_ckpt_files* f, const _vs_ckpt
     int fd;
     vs_result r = _vs_ckpt_fd(f, p->file, &fd);
     if (!r) r = _vs_ckpt_hdr_check(f, e, p);
-    if (!r) r = _vs_ckpt_pread(fd, f->ix->files[p->file], buf, (size_t)(hi - lo), p->data_begin + lo);
     if (r) return vs_set_error(r, "%s (entry \"%s\", piece %s)", vs_last_error(), e->name, p->key);
+    if (hi == lo) return VS_OK;
+    uint64_t at = p->data_begin + lo, page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t start = at / page * page;
+    size_t mlen = (size_t)(p->data_begin + hi - start);
+    void* m = mmap(NULL, mlen, PROT_READ, MAP_SHARED, fd, (off_t)start);
+    if (m != MAP_FAILED) { // (the file's size was checked against the index when it was opened)
+        posix_madvise(m, mlen, POSIX_MADV_SEQUENTIAL);
+        posix_madvise(m, mlen, POSIX_MADV_WILLNEED);
+        v->map = m;
+        v->map_len = mlen;
+        v->data = (const char*)m + (at - start);
+    } else {
+        if (!(v->heap = (char*)vs_alloc(ck->w, (size_t)(hi - lo))))
+            return vs_set_error(VS_ERR_NOMEM, "loading \"%s\": %llu bytes", e->name, (unsigned long long)(hi - lo));
+        r = _vs_ckpt_pread(fd, f->ix->files[p->file], v->heap, (size_t)(hi - lo), at);
+        if (r) {
+            _vs_ckpt_unmap(ck, v);
+            return vs_set_error(r, "%s (entry \"%s\", piece %s)", vs_last_error(), e->name, p->key);
+        }
+        v->data = v->heap;
+    }
     for (uint64_t b = lo; B && b < hi; b += B) {
         uint64_t n = hi - b < B ? hi - b : B;
-        uint32_t c = _vs_crc32c(0, buf + (b - lo), (size_t)n);
+        uint32_t c = _vs_crc32c(0, v->data + (b - lo), (size_t)n);
         uint64_t k = b / B;
-        if ((int)k >= p->ncrc || c != p->crc[k])
+        if ((int)k >= p->ncrc || c != p->crc[k]) {
+            _vs_ckpt_unmap(ck, v);
             return vs_set_error(VS_ERR_IO, "checksum mismatch in %s/%s, entry \"%s\", piece %s, block %llu (bytes %llu..%llu): the file is corrupt",
                                 f->dir, f->ix->files[p->file], e->name, p->key, (unsigned long long)k,
                                 (unsigned long long)(p->data_begin + b), (unsigned long long)(p->data_begin + b + n));
+        }
     }
     return VS_OK;
 }
 
 /* One entry: everything this rank needs, verified, into dst (host). Every piece
    is read and verified before the first byte reaches dst, so an entry that
-   fails leaves the caller's buffer untouched (it holds the entry's needed bytes
-   in memory at once, as the device path's host copy does). */
+   fails leaves the caller's buffer untouched (its pieces stay mapped until then). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_load_entry(vs_ckpt* ck, _vs_ckpt_files* f, const _vs_ckpt_ientry* e,
                                                const _vs_ckpt_need* nd, char* dst, size_t es)
 {
     int64_t need = nd->re - nd->rb, got = 0;
     int np = e->npieces;
-    char** bufs = (char**)vs_alloc(ck->w, sizeof(char*) * (size_t)(np ? np : 1));
+    _vs_ckpt_view* views = (_vs_ckpt_view*)vs_alloc(ck->w, sizeof(_vs_ckpt_view) * (size_t)(np ? np : 1));
     uint64_t* blos = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * (size_t)(np ? np : 1));
-    vs_result r = bufs && blos ? VS_OK : vs_set_error(VS_ERR_NOMEM, "loading \"%s\": out of memory", e->name);
-    for (int k = 0; bufs && k < np; k++) bufs[k] = NULL;
+    vs_result r = views && blos ? VS_OK : vs_set_error(VS_ERR_NOMEM, "loading \"%s\": out of memory", e->name);
+    if (views) memset(views, 0, sizeof(_vs_ckpt_view) * (size_t)(np ? np : 1));
     int64_t bb[1] = {(int64_t)e->blob_bytes}, bo[1] = {0};
     for (int k = 0; k < np && !r; k++) { // read and verify
         const _vs_ckpt_piece* p = &e->pieces[k];
@@ -3157,27 +3198,23 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_load_entry(vs_ckpt* ck, _vs_ckpt_files* f, c
         if (!cnt) continue;
         got += cnt;
         // (runs give elements counted from the piece's first stored one)
-        uint64_t lo = (uint64_t)sp.lo * es, hi = (uint64_t)sp.hi * es;
-        uint64_t B = f->ix->block, cap = hi - lo + 2 * B;
-        if (!(bufs[k] = (char*)vs_alloc(ck->w, (size_t)cap)))
-            r = vs_set_error(VS_ERR_NOMEM, "loading \"%s\": %llu bytes", e->name, (unsigned long long)cap);
-        else r = _vs_ckpt_read_piece(f, e, p, lo, hi, bufs[k], &blos[k]);
+        r = _vs_ckpt_read_piece(ck, f, e, p, (uint64_t)sp.lo * es, (uint64_t)sp.hi * es, &views[k], &blos[k]);
     }
     if (!r && got != need)
         r = vs_set_error(VS_ERR_INVALID, "entry \"%s\": the checkpoint holds %lld of the %lld elements this rank needs",
                          e->name, (long long)got, (long long)need);
     for (int k = 0; k < np && !r; k++) { // all verified: into dst
-        if (!bufs[k]) continue;
+        if (!views[k].data) continue;
         const _vs_ckpt_piece* p = &e->pieces[k];
         const int64_t* poff = e->kind == VS_CKPT_BLOB ? bo : p->off;
         const int64_t* pbox = e->kind == VS_CKPT_BLOB ? bb : p->box;
         int64_t prb = 0, pre = e->kind == VS_CKPT_BLOB ? bb[0] : _vs_ckpt_numel(e->ndim, pbox);
         if (e->kind == VS_CKPT_RANGE) prb = p->range_begin, pre = p->range_end;
-        _vs_ckpt_copy cp = {dst, bufs[k], (int64_t)(blos[k] / es), es};
+        _vs_ckpt_copy cp = {dst, views[k].data, (int64_t)(blos[k] / es), es};
         _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_copy_fn, &cp);
     }
-    for (int k = 0; bufs && k < np; k++) vs_free(ck->w, bufs[k]);
-    vs_free(ck->w, bufs);
+    for (int k = 0; views && k < np; k++) _vs_ckpt_unmap(ck, &views[k]);
+    vs_free(ck->w, views);
     vs_free(ck->w, blos);
     return r;
 }
