@@ -46,6 +46,23 @@ static void t_crc_known(void)
     VT_CHECK(~_vs_crc32c_sw(~0u, (const unsigned char*)"123456789", 9) == 0xE3069283u, "table path");
 }
 
+/* Long inputs take the three-stream path (12 KiB and up): it must equal the
+   bit-by-bit reference at every alignment and at lengths around the split. */
+static void t_crc_long(void)
+{
+    enum { N = (1 << 20) + 4099 };
+    unsigned char* buf = (unsigned char*)malloc(N + 16);
+    for (int i = 0; i < N + 16; i++) buf[i] = (unsigned char)((unsigned)i * 2654435761u >> 13);
+    static const size_t lens[] = {12287, 12288, 12289, 12296, 24583, 65536, 1 << 20, N};
+    for (int a = 0; a < 8; a++)
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+            uint32_t want = ref_crc(7, buf + a, lens[k]);
+            uint32_t got = _vs_crc32c(7, buf + a, lens[k]);
+            VT_CHECK(got == want, "align %d len %zu: %08x, want %08x", a, lens[k], got, want);
+        }
+    free(buf);
+}
+
 static void t_crc_split(void)
 {
     enum { N = 1031 };
@@ -605,6 +622,7 @@ int main(int argc, char** argv)
     }
     VT_CASE("crc_known", t_crc_known());
     VT_CASE("crc_split", t_crc_split());
+    VT_CASE("crc_long", t_crc_long());
     VT_CASE("crc_speed", t_crc_speed());
     VT_CASE("json", t_json());
     VT_CASE("sbuf", t_sbuf());
