@@ -2340,6 +2340,16 @@ typedef struct _vs_pipe_slot {
 typedef struct _vs_pipe_link { // the 2-rank communicator that carries src -> dst
     int src, dst;
     vs_comm* c;
+    /* Host path, this stage the destination: the next message's header is
+       received ahead (posted when the previous message is taken), and its bytes
+       are posted as soon as the header is in (_vs_pipe_progress), so the copy
+       runs while this stage computes. */
+    int64_t* pre_hdr;   // the header being received (sized for the largest boundary)
+    vs_work* pre_hw;    // its receive, or NULL
+    int pre_hdone;      // the header is in
+    char* pre_buf;      // the bytes being received, or NULL
+    vs_work* pre_bw;
+    size_t pre_hn;      // the posted header's length (int64 words)
 } _vs_pipe_link;
 
 typedef struct _vs_pipe_inflight { // a message in flight
@@ -2369,6 +2379,9 @@ struct vs_pipe {
     int* boff;
     _vs_pipe_link* links;
     int nlinks;
+    int maxnt;                 // the most tensors a boundary carries
+    const vs_pipe_sched* cur_s; // the run in progress: its schedule and position
+    int cur_pos;
     // the current or last run
     int M;
     _vs_pipe_slot* slots;   // [mb * ntensors + t]
@@ -2671,6 +2684,8 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_analyse(vs_pipe* p)
         }
     }
     p->boff[K] = n;
+    for (int k = 0; k < K; k++)
+        if (p->boff[k + 1] - p->boff[k] > p->maxnt) p->maxnt = p->boff[k + 1] - p->boff[k];
     /* How many chunks of this stage hold each tensor (per microbatch). */
     for (int k = 0; k < K; k++) {
         if (p->plan.chunk_stage[k] != p->stage) continue;
@@ -2752,6 +2767,17 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_links(vs_pipe* p)
         }
     }
     return VS_OK;
+}
+
+struct vs_pipe_sched;
+_VS_PIPE_PRIVATE vs_result _vs_pipe_prepost(vs_pipe* p, const vs_pipe_sched* s, _vs_pipe_link* l, int from);
+_VS_PIPE_PRIVATE void _vs_pipe_drain(vs_pipe* p);
+
+_VS_PIPE_PRIVATE _vs_pipe_link* _vs_pipe_link_of(vs_pipe* p, int src, int dst)
+{
+    for (int i = 0; i < p->nlinks; i++)
+        if (p->links[i].src == src && p->links[i].dst == dst) return &p->links[i];
+    return NULL;
 }
 
 _VS_PIPE_PRIVATE vs_comm* _vs_pipe_link_to(const vs_pipe* p, int src, int dst)
@@ -2873,8 +2899,11 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     _vs_pipe_sync(p); // (the units' work on what is let go here)
     _vs_pipe_clear(p);
     _vs_pipe_reap(p, 1);
-    for (int i = 0; p->links && i < p->nlinks; i++)
+    if (p->links) _vs_pipe_drain(p);
+    for (int i = 0; p->links && i < p->nlinks; i++) {
         if (p->links[i].c) vs_comm_free(p->links[i].c);
+        vs_free(p->w, p->links[i].pre_hdr);
+    }
 #ifdef _VS_PIPE_CUDA
     if (p->send_stream) cudaStreamDestroy((cudaStream_t)p->send_stream);
     if (p->send_ev) cudaEventDestroy((cudaEvent_t)p->send_ev);
@@ -3107,6 +3136,41 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_send(vs_pipe* p, int b, int mb, int grad, in
 /* Receives boundary b's tensors (or their grads) of microbatch mb from stage src.
    Device path: on the compute stream; the header comes to the host after a sync
    (it says how much follows). */
+/* Checks a received header against what the schedule expects next and
+   against itself (it must describe exactly the bytes that follow); *bytes gets
+   their count. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_hdr_check(const int64_t* h, int mb, int grad, int chunk, int nt, size_t* bytes)
+{
+    vs_result r = VS_OK;
+    size_t sum = 0;
+    if (h[0] != _VS_PIPE_MAGIC || h[1] != grad || h[2] != chunk || h[3] != mb || h[4] != nt) {
+        r = vs_set_error(VS_ERR_MISMATCH,
+                         "got the %s of chunk %lld, microbatch %lld (%lld tensors) where the schedule expects the %s "
+                         "of chunk %d, microbatch %d (%d tensors): the stages run different schedules",
+                         h[1] ? "gradients" : "activations", (long long)h[2], (long long)h[3], (long long)h[4],
+                         grad ? "gradients" : "activations", chunk, mb, nt);
+        return r;
+    }
+    *bytes = (size_t)h[5];
+    for (int i = 0; i < nt; i++) { // the header must describe exactly the bytes that follow
+        const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+        size_t n = vs_dtype_size((vs_dtype)(e[1] > 0 && e[1] < VS_DTYPE_COUNT ? e[1] : 0));
+        if (!n || e[2] < 0 || e[2] > VS_PIPE_MAX_DIMS) n = SIZE_MAX;
+        for (int d = 0; n != SIZE_MAX && d < (int)e[2]; d++)
+            n = e[3 + d] < 0 || (e[3 + d] && n > SIZE_MAX / 2 / (size_t)e[3 + d]) ? SIZE_MAX : n * (size_t)e[3 + d];
+        if (n == SIZE_MAX || sum > SIZE_MAX / 2 - n) {
+            r = vs_set_error(VS_ERR_MISMATCH, "a received header describes tensor %d with a bad dtype or shape", i);
+            return r;
+        }
+        sum += n;
+    }
+    if (sum != *bytes) {
+        r = vs_set_error(VS_ERR_MISMATCH, "a received header says %zu bytes, its tensors %zu", *bytes, sum);
+        return r;
+    }
+    return VS_OK;
+}
+
 _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, int chunk, int src)
 {
     int nt = p->boff[b + 1] - p->boff[b];
@@ -3117,41 +3181,43 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, in
     vs_comm* c = _vs_pipe_link_to(p, src, p->stage);
     char* buf = NULL;
     const char* at = NULL;
-    size_t bytes = 0, sum = 0;
+    size_t bytes = 0;
     _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
     vs_result r = VS_OK;
+    _vs_pipe_link* lk = _vs_pipe_link_of(p, src, p->stage);
+    if (lk && (lk->pre_hw || lk->pre_hdone)) { // received ahead (host path)
+        if (lk->pre_hn != hn) { // (cannot be: the same schedule chose both)
+            r = vs_set_error(VS_ERR_STATE, "receive: the header received ahead has %zu words, this one %zu", lk->pre_hn, hn);
+            goto done;
+        }
+        if (!lk->pre_hdone) {
+            r = vs_wait(lk->pre_hw);
+            lk->pre_hw = NULL;
+            lk->pre_hdone = 1;
+            if (r) goto done;
+        }
+        memcpy(h, lk->pre_hdr, hn * sizeof(int64_t));
+        if ((r = _vs_pipe_hdr_check(h, mb, grad, chunk, nt, &bytes)) != VS_OK) goto done;
+        if (lk->pre_bw) {
+            r = vs_wait(lk->pre_bw);
+            lk->pre_bw = NULL;
+        } else if (bytes) {
+            if (!(lk->pre_buf = (char*)_vs_pipe_buf(p, bytes, 0))) r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
+            else r = vs_recv(c, lk->pre_buf, bytes, VS_U8, 0, NULL);
+        }
+        buf = lk->pre_buf; // (freed below, as a buffer of this call)
+        lk->pre_buf = NULL;
+        lk->pre_hdone = 0;
+        if (r) goto done;
+        goto unpack;
+    }
     if (!h || !hd) {
         r = vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
         goto done;
     }
     if ((r = vs_recv(c, hd, hn, VS_I64, 0, NULL)) != VS_OK) goto done;
     if ((r = _vs_pipe_copy(p, h, hd, hn * sizeof(int64_t))) != VS_OK || (r = _vs_pipe_sync(p)) != VS_OK) goto done;
-    if (h[0] != _VS_PIPE_MAGIC || h[1] != grad || h[2] != chunk || h[3] != mb || h[4] != nt) {
-        r = vs_set_error(VS_ERR_MISMATCH,
-                         "got the %s of chunk %lld, microbatch %lld (%lld tensors) where the schedule expects the %s "
-                         "of chunk %d, microbatch %d (%d tensors): the stages run different schedules",
-                         h[1] ? "gradients" : "activations", (long long)h[2], (long long)h[3], (long long)h[4],
-                         grad ? "gradients" : "activations", chunk, mb, nt);
-        goto done;
-    }
-    bytes = (size_t)h[5];
-    sum = 0;
-    for (int i = 0; i < nt; i++) { // the header must describe exactly the bytes that follow
-        const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
-        size_t n = vs_dtype_size((vs_dtype)(e[1] > 0 && e[1] < VS_DTYPE_COUNT ? e[1] : 0));
-        if (!n || e[2] < 0 || e[2] > VS_PIPE_MAX_DIMS) n = SIZE_MAX;
-        for (int d = 0; n != SIZE_MAX && d < (int)e[2]; d++)
-            n = e[3 + d] < 0 || (e[3 + d] && n > SIZE_MAX / 2 / (size_t)e[3 + d]) ? SIZE_MAX : n * (size_t)e[3 + d];
-        if (n == SIZE_MAX || sum > SIZE_MAX / 2 - n) {
-            r = vs_set_error(VS_ERR_MISMATCH, "a received header describes tensor %d with a bad dtype or shape", i);
-            goto done;
-        }
-        sum += n;
-    }
-    if (sum != bytes) {
-        r = vs_set_error(VS_ERR_MISMATCH, "a received header says %zu bytes, its tensors %zu", bytes, sum);
-        goto done;
-    }
+    if ((r = _vs_pipe_hdr_check(h, mb, grad, chunk, nt, &bytes)) != VS_OK) goto done;
     if (bytes) {
         buf = (char*)_vs_pipe_buf(p, bytes, 0);
         if (!buf) {
@@ -3160,6 +3226,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, in
         }
         if ((r = vs_recv(c, buf, bytes, VS_U8, 0, NULL)) != VS_OK) goto done;
     }
+unpack:
     at = buf;
     for (int i = 0; i < nt; i++) {
         const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
@@ -3191,6 +3258,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, in
         }
         at += n;
     }
+    if (lk && p->cur_s) r = _vs_pipe_prepost(p, p->cur_s, lk, p->cur_pos + 1); // the next one, ahead
 done:
     if (buf) _vs_pipe_buf_free(p, buf);
     if (hd && hd != h) _vs_pipe_buf_free(p, hd);
@@ -3283,6 +3351,73 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, con
     }
 }
 
+/* Host path: posts the header receive of the next message this stage expects
+   on link l, the first receive from l->src at or after position `from`. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_prepost(vs_pipe* p, const vs_pipe_sched* s, _vs_pipe_link* l, int from)
+{
+    if (p->dev || l->dst != p->stage || l->pre_hw || l->pre_hdone) return VS_OK;
+    const int st = p->stage;
+    for (int i = from; i < s->len[st]; i++) {
+        const vs_pipe_instr* in = &s->ins[st][i];
+        if (in->op != VS_PIPE_RECV_F && in->op != VS_PIPE_RECV_B) continue;
+        int src = s->chunk_stage[in->op == VS_PIPE_RECV_F ? in->chunk - 1 : in->chunk + 1];
+        if (src != l->src) continue;
+        int b = in->op == VS_PIPE_RECV_F ? in->chunk : in->chunk + 1;
+        size_t hn = _VS_PIPE_HDR(p->boff[b + 1] - p->boff[b]);
+        if (!l->pre_hdr && !(l->pre_hdr = _VS_PIPE_NEW(p->w, int64_t, _VS_PIPE_HDR(p->maxnt))))
+            return vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
+        l->pre_hn = hn;
+        return vs_recv(l->c, l->pre_hdr, hn, VS_I64, 0, &l->pre_hw);
+    }
+    return VS_OK;
+}
+
+/* Host path, between instructions: a header that came in gets its bytes'
+   receive posted now, so they are copied while this stage computes. */
+_VS_PIPE_PRIVATE void _vs_pipe_progress(vs_pipe* p)
+{
+    for (int i = 0; i < p->nlinks; i++) {
+        _vs_pipe_link* l = &p->links[i];
+        int done = 0;
+        if (!l->pre_hw || vs_test(l->pre_hw, &done) != VS_OK || !done) continue;
+        vs_result r = vs_wait(l->pre_hw);
+        l->pre_hw = NULL;
+        l->pre_hdone = 1;
+        size_t bytes = (size_t)l->pre_hdr[5];
+        if (r || l->pre_hdr[0] != _VS_PIPE_MAGIC || !bytes) continue; // (the receive reports it)
+        size_t sum = 0;
+        int64_t nt = l->pre_hdr[4];
+        if (nt < 0 || nt > p->maxnt || _VS_PIPE_HDR(nt) != l->pre_hn ||
+            _vs_pipe_hdr_check(l->pre_hdr, (int)l->pre_hdr[3], (int)l->pre_hdr[1], (int)l->pre_hdr[2], (int)nt, &sum) !=
+                VS_OK) {
+            vs_clear_error();
+            continue;
+        }
+        if (!(l->pre_buf = (char*)_vs_pipe_buf(p, bytes, 0))) continue;
+        if (vs_recv(l->c, l->pre_buf, bytes, VS_U8, 0, &l->pre_bw) != VS_OK) {
+            _vs_pipe_buf_free(p, l->pre_buf);
+            l->pre_buf = NULL;
+            l->pre_bw = NULL;
+            vs_clear_error();
+        }
+    }
+}
+
+/* After a failed run: receives posted ahead are abandoned with their
+   communicators (aborted: the pipe cannot run again; free it). */
+_VS_PIPE_PRIVATE void _vs_pipe_drain(vs_pipe* p)
+{
+    for (int i = 0; i < p->nlinks; i++) {
+        _vs_pipe_link* l = &p->links[i];
+        if (l->pre_hw) vs_wait(l->pre_hw);
+        if (l->pre_bw) vs_wait(l->pre_bw);
+        if (l->pre_buf) _vs_pipe_buf_free(p, l->pre_buf);
+        l->pre_hw = l->pre_bw = NULL;
+        l->pre_buf = NULL;
+        l->pre_hdone = 0;
+    }
+}
+
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
 {
     if (!p || !s) return vs_set_error(VS_ERR_NULL, "vs_pipe_run: %s is NULL", p ? "schedule" : "pipe");
@@ -3325,10 +3460,14 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     vs_result r = VS_OK;
     double t_start = _vs_pipe_now();
     p->tn = 0;
+    p->cur_s = s;
+    for (int i = 0; i < p->nlinks && !r; i++) r = _vs_pipe_prepost(p, s, &p->links[i], 0);
     for (int i = 0; i < n && !r; i++) {
         const vs_pipe_instr* in = &s->ins[st][i];
+        p->cur_pos = i;
         p->t0[i] = _vs_pipe_now() - t_start;
         r = _vs_pipe_exec(p, s, in);
+        if (!r) _vs_pipe_progress(p);
         p->t1[i] = _vs_pipe_now() - t_start;
         p->tn = i + 1;
         if (r) {
@@ -3341,8 +3480,19 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         } else if (p->nsends > 8)
             r = _vs_pipe_reap(p, 0);
     }
+    p->cur_s = NULL;
+    if (r) { // end the other stages' waits too, and what this one posted
+        char msg[600]; // (the aborts below may set their own)
+        size_t ml = strlen(vs_last_error());
+        if (ml >= sizeof msg) ml = sizeof msg - 1;
+        memcpy(msg, vs_last_error(), ml);
+        msg[ml] = 0;
+        for (int i = 0; i < p->nlinks; i++) vs_comm_abort(p->links[i].c);
+        _vs_pipe_drain(p);
+        _vs_pipe_reap(p, 1);
+        return vs_set_error(r, "%s", msg);
+    }
     vs_result r2 = _vs_pipe_reap(p, 1);
-    if (r) return r;
     if (r2) return vs_set_error(r2, "vs_pipe_run: stage %d, a send: %s", st, vs_last_error());
     if ((r = _vs_pipe_sync(p)) != VS_OK) // the losses' copies to the host
         return vs_set_error(r, "vs_pipe_run: stage %d: %s", st, vs_last_error());
