@@ -152,6 +152,227 @@
 #include "vescale_ckpt.h"
 #endif // VESCALE_INCLUDED
 
+#ifndef VESCALE_HL_INCLUDED
+#define VESCALE_HL_INCLUDED
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// >>model ----------------------------------------------------------------------
+
+/* What a parameter is, for the TP policy (megatron) and the planner. Weights
+   are stored [in, out] (y = x W). */
+typedef enum vs_role {
+    VS_ROLE_OTHER = 0,  // replicated
+    VS_ROLE_EMBEDDING,  // [vocab, dim]: vocab-parallel, Shard(0) over TP
+    VS_ROLE_COLUMN,     // column-parallel linear: weight Shard(1), its bias Shard(0)
+    VS_ROLE_ROW,        // row-parallel linear: weight Shard(0), its bias replicated
+    VS_ROLE_NORM,       // replicated (norm gains and biases)
+    VS_ROLE_HEAD        // an output projection [dim, vocab]: Shard(1) (vocab-parallel)
+} vs_role;
+
+#define VS_LAYER_MAX_PARAMS 16
+
+typedef struct vs_param_decl {
+    const char* name; // full name, e.g. "h.3.attn.wq"; the same name in two layers is one tied parameter
+    vs_dtype dtype;   // f32 (0: f32)
+    int ndim;
+    int64_t shape[VS_TENSOR_MAX_DIMS]; // global shape
+    vs_role role;
+    vs_init_desc init; // how it starts (vs_init_fill; seed and name are vescale's: the model seed and this name)
+    int no_decay;      // no weight decay (norms, biases)
+} vs_param_decl;
+
+/* One layer: a pipeline unit (vescale_pipe.h: its named inputs and outputs,
+   callbacks and cost; its user pointer is vescale's, see vs_layer_user) and the
+   parameters it owns. */
+typedef struct vs_layer_decl {
+    vs_pipe_unit unit;
+    vs_param_decl params[VS_LAYER_MAX_PARAMS];
+    int nparams;
+    void* user; // the layer's own pointer (vs_layer_user)
+} vs_layer_decl;
+
+typedef struct vs_model_desc {
+    const vs_layer_decl* layers;
+    int nlayers;
+    uint64_t seed; // parameter init: vs_init_fill with this seed and each parameter's name
+} vs_model_desc;
+
+/* What a layer's callbacks see: call->user of vescale_pipe.h's vs_pipe_call
+   points at this (vs_layer(call)). param[i] is this rank's shard of parameter i
+   under the plan's layout (local_shape, offset: its box in the global tensor);
+   the callbacks ADD their parameter gradients into grad[i]. tp is the TP
+   submesh for vs_tp_* and vs_vocab_* calls (NULL without TP). A test can fill
+   one by hand to run a layer on one device. */
+typedef struct vs_layer_ctx {
+    void* user; // the layer's own pointer (vs_layer_decl.user)
+    void* param[VS_LAYER_MAX_PARAMS];
+    void* grad[VS_LAYER_MAX_PARAMS];
+    int64_t local_shape[VS_LAYER_MAX_PARAMS][VS_TENSOR_MAX_DIMS];
+    int64_t offset[VS_LAYER_MAX_PARAMS][VS_TENSOR_MAX_DIMS];
+    vs_mesh* tp;
+    int tp_size, tp_rank; // 1, 0 without TP
+} vs_layer_ctx;
+
+static inline vs_layer_ctx* vs_layer(const vs_pipe_call* call) { return (vs_layer_ctx*)call->user; }
+
+/* Checks a model (names, shapes, roles, tied parameters agree) without a mesh. */
+VS_API vs_result vs_model_check(const vs_model_desc* m);
+
+// >>plan -----------------------------------------------------------------------
+
+#define VS_PLAN_MAX_RULES 32
+
+/* A sharding rule: parameters whose full name matches `pattern` (glob: * any run,
+   ? one character, [abc] a set) get `placement` along the TP dim ("Replicate",
+   "Shard(0)", "Shard(1)"). The first matching rule wins; parameters no rule
+   matches follow the plan's policy (megatron: by role; none: replicated). */
+typedef struct vs_shard_rule {
+    char pattern[128];
+    char placement[32];
+} vs_shard_rule;
+
+typedef enum vs_tp_policy { VS_TP_MEGATRON = 0, VS_TP_NONE } vs_tp_policy;
+
+/* Everything that says how a model runs on a mesh. Prints as text and JSON and
+   parses back (vs_plan_print / vs_plan_parse). */
+typedef struct vs_plan {
+    int pp, dp, tp;               // mesh sizes (0: 1); the mesh is (PP, DP, TP), TP innermost
+    vs_tp_policy policy;
+    int strict;                   // a rule that matches no parameter is an error
+    vs_shard_rule rules[VS_PLAN_MAX_RULES];
+    int nrules;
+    vs_pipe_split_kind split;     // how layers are cut into stages (0: flops)
+    char split_points[256];       // manual: layer names that start a chunk
+    int chunks;                   // virtual chunks per stage (0: the schedule's: 1, or 2 for zbv/dualpipev)
+    vs_pipe_kind schedule;        // 0: 1f1b
+    int microbatches;             // per DP rank and step (0: pp, at least 1)
+    vs_zero_stage zero;
+} vs_plan;
+
+/* Text (one "key: value" per line, rules as "shard <pattern> <placement>") or
+   JSON; returns the length needed (snprintf-like). */
+VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap);
+VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap);
+/* Either form; errors name the line and the key. */
+VS_API vs_result vs_plan_parse(const char* text, vs_plan* out);
+/* The layout of each parameter under a plan: its placement along TP, and why
+   (the rule or the role). Checks the plan against the model: a strict rule that
+   matches nothing, a TP size that does not divide a sharded dim (the first
+   such parameter), more stages x chunks than layers. */
+VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m);
+VS_API vs_result vs_plan_placement(const vs_plan* p, const vs_param_decl* d, vs_placement* out, const char** why);
+
+// >>generate-plan ---------------------------------------------------------------
+
+/* What the machine does, measured (vs_profile_measure) or given: seconds per flop
+   of unit compute and the transports' bandwidth and latency. */
+typedef struct vs_profile {
+    double flop_s;        // seconds per flop of the model's compute (0: 1e-10)
+    double bw_bytes_s;    // collective bandwidth, bytes/s (0: 1e9)
+    double latency_s;     // per collective call (0: 2e-5)
+    double p2p_bw_bytes_s;   // point-to-point (0: bw)
+} vs_profile;
+
+/* Measures a profile: the model's layers' forward and backward times on this
+   rank (one microbatch of `rows` rows from the data callback `data`) and the
+   world's all-reduce and p2p bandwidth. Collective over the world. Prints and
+   parses as one line of text (saved with a checkpoint, reused by later runs). */
+VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe_fn data, void* data_user,
+                                    vs_profile* out);
+VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap);
+VS_API vs_result vs_profile_parse(const char* text, vs_profile* out);
+
+typedef struct vs_constraints {
+    int world;                 // required: ranks
+    int pp, dp, tp;            // fixed sizes (0: free)
+    vs_pipe_split_kind split;  // 0: flops
+    vs_tp_policy policy;
+    double mem_limit_bytes;    // per rank (0: none)
+    int microbatches;          // per DP rank (0: free)
+    int64_t global_batch;      // rows per step (required)
+    int64_t act_bytes_per_row; // activation bytes a layer keeps per row per microbatch (0: 4 * largest param dim)
+} vs_constraints;
+
+/* One configuration as the planner saw it. */
+typedef struct vs_plan_estimate {
+    vs_plan plan;
+    double step_s, compute_s, comm_s, bubble_s; // estimated step time and its parts (exposed)
+    double mem_bytes;                           // per rank: params, grads, optimizer state, activations
+    int feasible;
+    char why[160];                              // why it lost or is infeasible
+} vs_plan_estimate;
+
+/* Enumerates every (pp, dp, tp, schedule, microbatches, zero) meeting the
+   constraints, estimates each with the cost model (compute, exposed
+   communication, the pipe simulator's bubble, memory), and returns the best in
+   *out; est[0..cap) gets the best and the runners-up, then the rejected (with
+   their reasons), *n how many. No configuration: VS_ERR_INVALID saying which
+   resource is short and by how much. */
+VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* c, const vs_profile* prof,
+                                  vs_plan* out, vs_plan_estimate* est, int cap, int* n);
+/* The explanation: chosen plan, the two runners-up, why others lost. */
+VS_API int vs_plan_explain(const vs_plan_estimate* est, int n, char* buf, size_t cap);
+
+// >>train ----------------------------------------------------------------------
+
+/* A global batch: named data inputs of the model (e.g. "tokens", "targets"),
+   each with the batch rows as its first dim. Every rank passes the same batch
+   (or at least the same values for its rows); vescale gives each DP rank its
+   slice and each microbatch its rows, in the order one device would take them. */
+#define VS_BATCH_MAX 8
+typedef struct vs_batch {
+    int n;
+    const char* name[VS_BATCH_MAX];
+    vs_dtype dtype[VS_BATCH_MAX];
+    int ndim[VS_BATCH_MAX];
+    int64_t shape[VS_BATCH_MAX][VS_PIPE_MAX_DIMS];
+    const void* data[VS_BATCH_MAX]; // host memory
+} vs_batch;
+
+typedef struct vs_train_desc {
+    const vs_model_desc* model; // kept by pointer
+    const vs_plan* plan;        // copied
+    vs_optim_desc optim;        // AdamW by default
+    vs_lr_schedule lr;          // lr 0: 1e-3 constant
+    double clip;                // global grad-norm clip (0: none)
+} vs_train_desc;
+
+typedef struct vs_train vs_train;
+
+/* Collective over the world: makes the (PP, DP, TP) mesh, allocates and
+   initializes only this rank's shards (sharding-invariant init: the same values
+   as one device), and wires DDP / ZeRO, the pipeline engine and TP. */
+VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out);
+/* One training step on a global batch: forward, backward, gradient sync,
+   clipping, optimizer and LR-schedule step. *loss: the global mean loss. */
+VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss);
+VS_API int64_t vs_train_steps(const vs_train* t);
+VS_API vs_mesh* vs_train_mesh(vs_train* t);
+VS_API vs_pipe* vs_train_pipe(vs_train* t);
+VS_API vs_ddp* vs_train_ddp(vs_train* t);
+/* Host bytes this rank allocated for parameters during vs_parallelize, at the
+   peak, and the full model's bytes. */
+VS_API vs_result vs_train_memory(const vs_train* t, int64_t* init_peak, int64_t* model_bytes);
+/* The global value of a parameter (gathered; every rank gets it). */
+VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, size_t bytes);
+
+/* The whole training state (parameters, optimizer, step, LR schedule, plan text,
+   and extra blobs such as RNG and data position) into a checkpoint directory,
+   and back, on any plan or mesh. Collective. */
+VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async);
+VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra);
+/* The plan stored in a checkpoint (to resume with the same one, or to see what
+   the job ran). Not collective. */
+VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out);
+VS_API vs_result vs_train_free(vs_train* t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif // VESCALE_HL_INCLUDED
+
 /* The parts' implementations are switched on by their own headers when
    VESCALE_IMPLEMENTATION is defined; a second include is harmless. */
 #ifdef VESCALE_IMPLEMENTATION
@@ -160,6 +381,60 @@
 #include "vescale_pipe.h"
 #include "vescale_ckpt.h"
 #endif
+
+#if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_HL_IMPLEMENTED)
+#define VESCALE_HL_IMPLEMENTED
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+#define _VS_HL_PRIVATE static _VS_UNUSED
+
+// >>model ----------------------------------------------------------------------
+
+// >>plan -----------------------------------------------------------------------
+
+// >>generate-plan ---------------------------------------------------------------
+/* (the planner: its own change) */
+VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* c, const vs_profile* prof,
+                                  vs_plan* out, vs_plan_estimate* est, int cap, int* n)
+{
+    (void)m, (void)c, (void)prof, (void)out, (void)est, (void)cap, (void)n;
+    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_generate_plan: not yet");
+}
+VS_API int vs_plan_explain(const vs_plan_estimate* est, int n, char* buf, size_t cap)
+{
+    (void)est, (void)n, (void)buf, (void)cap;
+    return 0;
+}
+VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe_fn data, void* data_user,
+                                    vs_profile* out)
+{
+    (void)w, (void)m, (void)data, (void)data_user, (void)out;
+    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_profile_measure: not yet");
+}
+VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap)
+{
+    (void)p, (void)buf, (void)cap;
+    return 0;
+}
+VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
+{
+    (void)text, (void)out;
+    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_profile_parse: not yet");
+}
+// >>generate-plan end
+
+// >>train ----------------------------------------------------------------------
+
+#ifdef __cplusplus
+}
+#endif
+#endif // VESCALE_HL_IMPLEMENTATION
+
 
 /* vescale.h - MIT License
 
