@@ -395,7 +395,376 @@ extern "C" {
 
 // >>model ----------------------------------------------------------------------
 
+VS_API void* vs_layer_user(const vs_pipe_call* call) { return call && call->user ? vs_layer(call)->user : NULL; }
+VS_API void* vs_layer_param(const vs_pipe_call* call, int i)
+{
+    return call && call->user && i >= 0 && i < VS_LAYER_MAX_PARAMS ? vs_layer(call)->param[i] : NULL;
+}
+VS_API void* vs_layer_grad(const vs_pipe_call* call, int i)
+{
+    return call && call->user && i >= 0 && i < VS_LAYER_MAX_PARAMS ? vs_layer(call)->grad[i] : NULL;
+}
+VS_API vs_result vs_layer_param_box(const vs_pipe_call* call, int i, int64_t* local_shape, int64_t* offset)
+{
+    if (!call || !call->user) return vs_set_error(VS_ERR_NULL, "vs_layer_param_box: not a layer's call");
+    if (i < 0 || i >= VS_LAYER_MAX_PARAMS) return vs_set_error(VS_ERR_INVALID, "vs_layer_param_box: parameter %d", i);
+    const vs_layer_ctx* c = vs_layer(call);
+    for (int d = 0; d < VS_TENSOR_MAX_DIMS; d++) {
+        if (local_shape) local_shape[d] = c->local_shape[i][d];
+        if (offset) offset[d] = c->offset[i][d];
+    }
+    return VS_OK;
+}
+VS_API vs_mesh* vs_layer_tp(const vs_pipe_call* call) { return call && call->user ? vs_layer(call)->tp : NULL; }
+
+_VS_HL_PRIVATE vs_dtype _vs_hl_dt(const vs_param_decl* d) { return d->dtype ? d->dtype : VS_F32; }
+
+VS_API vs_result vs_model_check(const vs_model_desc* m)
+{
+    const char* fn = "vs_model_check";
+    if (!m || !m->layers) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, m ? "layers" : "model");
+    if (m->nlayers < 1) return vs_set_error(VS_ERR_INVALID, "%s: %d layers", fn, m->nlayers);
+    for (int l = 0; l < m->nlayers; l++) {
+        const vs_layer_decl* L = &m->layers[l];
+        const char* ln = L->unit.name ? L->unit.name : "(no name)";
+        if (!L->unit.name || !L->unit.name[0]) return vs_set_error(VS_ERR_INVALID, "%s: layer %d has no name", fn, l);
+        if (L->nparams < 0 || L->nparams > VS_LAYER_MAX_PARAMS)
+            return vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\": %d parameters (0..%d)", fn, ln, L->nparams,
+                                VS_LAYER_MAX_PARAMS);
+        for (int i = 0; i < L->nparams; i++) {
+            const vs_param_decl* p = &L->params[i];
+            if (!p->name || !p->name[0] || strlen(p->name) >= VS_CKPT_NAME_MAX - 32)
+                return vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\": parameter %d has no name or one too long", fn,
+                                    ln, i);
+            if (_vs_hl_dt(p) != VS_F32)
+                return vs_set_error(VS_ERR_UNSUPPORTED, "%s: parameter \"%s\": dtype %s (f32 only here)", fn, p->name,
+                                    vs_dtype_name(p->dtype));
+            if (p->ndim < 1 || p->ndim > VS_TENSOR_MAX_DIMS)
+                return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": ndim %d", fn, p->name, p->ndim);
+            for (int d = 0; d < p->ndim; d++)
+                if (p->shape[d] < 1)
+                    return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": shape[%d] = %lld", fn, p->name, d,
+                                        (long long)p->shape[d]);
+            if ((int)p->role < 0 || p->role > VS_ROLE_HEAD)
+                return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": role %d", fn, p->name, (int)p->role);
+            for (int l2 = 0; l2 <= l; l2++) // the same name again: a tied parameter, so the same tensor
+                for (int j = 0; j < (l2 == l ? i : m->layers[l2].nparams); j++) {
+                    const vs_param_decl* q = &m->layers[l2].params[j];
+                    if (strcmp(q->name, p->name)) continue;
+                    int same = q->ndim == p->ndim && _vs_hl_dt(q) == _vs_hl_dt(p);
+                    for (int d = 0; same && d < p->ndim; d++) same = q->shape[d] == p->shape[d];
+                    if (!same || l2 == l)
+                        return vs_set_error(VS_ERR_INVALID,
+                                            "%s: parameter \"%s\" is declared by layers \"%s\" and \"%s\" %s", fn,
+                                            p->name, m->layers[l2].unit.name, ln,
+                                            l2 == l ? "twice" : "with different shapes or dtypes");
+                }
+        }
+    }
+    return VS_OK;
+}
+
 // >>plan -----------------------------------------------------------------------
+
+/* Glob: * any run, ? one character, [abc] / [a-z] a set. */
+_VS_HL_PRIVATE int _vs_glob(const char* p, const char* s)
+{
+    for (; *p; p++, s++) {
+        if (*p == '*') {
+            while (p[1] == '*') p++;
+            for (const char* t = s;; t++) {
+                if (_vs_glob(p + 1, t)) return 1;
+                if (!*t) return 0;
+            }
+        }
+        if (!*s) return 0;
+        if (*p == '?') continue;
+        if (*p == '[') {
+            const char* q = p + 1;
+            int hit = 0;
+            while (*q && *q != ']') {
+                if (q[1] == '-' && q[2] && q[2] != ']') {
+                    hit |= *s >= q[0] && *s <= q[2];
+                    q += 3;
+                } else hit |= *q++ == *s;
+            }
+            if (!*q) return *p == *s; // no closing bracket: a literal [
+            if (!hit) return 0;
+            p = q;
+            continue;
+        }
+        if (*p != *s) return 0;
+    }
+    return !*s;
+}
+
+_VS_HL_PRIVATE vs_result _vs_hl_placement_text(const char* t, vs_placement* out)
+{
+    if (!strcmp(t, "Replicate") || !strcmp(t, "R")) {
+        *out = vs_replicate();
+        return VS_OK;
+    }
+    int d = -1;
+    char c1 = 0, c2 = 0;
+    if (sscanf(t, "Shard(%d%c%c", &d, &c1, &c2) != 2 || c1 != ')' || d < 0 || d >= VS_TENSOR_MAX_DIMS)
+        return vs_set_error(VS_ERR_INVALID, "placement \"%s\" (Replicate or Shard(d))", t);
+    *out = vs_shard(d);
+    return VS_OK;
+}
+
+VS_API vs_result vs_plan_placement(const vs_plan* p, const vs_param_decl* d, vs_placement* out, const char** why)
+{
+    if (!p || !d || !out) return vs_set_error(VS_ERR_NULL, "vs_plan_placement: an argument is NULL");
+    static const char* const roles[] = {"other: replicated", "embedding: vocab-parallel", "column-parallel",
+                                        "row-parallel", "norm: replicated", "head: vocab-parallel"};
+    for (int i = 0; i < p->nrules; i++)
+        if (_vs_glob(p->rules[i].pattern, d->name)) {
+            if (why) *why = p->rules[i].pattern;
+            vs_result r = _vs_hl_placement_text(p->rules[i].placement, out);
+            if (r) return vs_set_error(r, "vs_plan_placement: rule \"%s\": %s", p->rules[i].pattern, vs_last_error());
+            if (out->kind == VS_PLACE_SHARD && out->dim >= d->ndim)
+                return vs_set_error(VS_ERR_INVALID, "vs_plan_placement: rule \"%s\" shards dim %d of \"%s\" (%d dims)",
+                                    p->rules[i].pattern, out->dim, d->name, d->ndim);
+            return VS_OK;
+        }
+    *out = vs_replicate();
+    if (why) *why = p->policy == VS_TP_NONE ? "policy none: replicated" : roles[d->role];
+    if (p->policy == VS_TP_NONE) return VS_OK;
+    switch (d->role) {
+    case VS_ROLE_EMBEDDING: *out = vs_shard(0); break;
+    case VS_ROLE_COLUMN: *out = vs_shard(d->ndim >= 2 ? 1 : 0); break;
+    case VS_ROLE_ROW:
+        if (d->ndim >= 2) *out = vs_shard(0);
+        break;
+    case VS_ROLE_HEAD: *out = vs_shard(d->ndim >= 2 ? 1 : 0); break;
+    default: break;
+    }
+    return VS_OK;
+}
+
+_VS_HL_PRIVATE int _vs_hl_sz(int v) { return v > 0 ? v : 1; }
+_VS_HL_PRIVATE vs_pipe_kind _vs_hl_sched(const vs_plan* p) { return p->schedule ? p->schedule : VS_PIPE_1F1B; }
+_VS_HL_PRIVATE int _vs_hl_chunks(const vs_plan* p)
+{
+    if (p->chunks > 0) return p->chunks;
+    vs_pipe_kind k = _vs_hl_sched(p);
+    return k == VS_PIPE_ZBV || k == VS_PIPE_DUALPIPEV ? 2 : 1;
+}
+_VS_HL_PRIVATE int _vs_hl_mbs(const vs_plan* p) { return p->microbatches > 0 ? p->microbatches : _vs_hl_sz(p->pp); }
+
+VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m)
+{
+    const char* fn = "vs_plan_check";
+    if (!p) return vs_set_error(VS_ERR_NULL, "%s: plan is NULL", fn);
+    _VS_TRY(vs_model_check(m));
+    if (p->pp < 0 || p->dp < 0 || p->tp < 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: mesh PP=%d DP=%d TP=%d", fn, p->pp, p->dp, p->tp);
+    if (p->nrules < 0 || p->nrules > VS_PLAN_MAX_RULES)
+        return vs_set_error(VS_ERR_INVALID, "%s: %d rules (0..%d)", fn, p->nrules, VS_PLAN_MAX_RULES);
+    if ((int)p->zero < 0 || p->zero > VS_ZERO_2) return vs_set_error(VS_ERR_INVALID, "%s: zero %d (0..2)", fn, (int)p->zero);
+    if ((int)p->schedule < 0 || (int)p->schedule >= VS_PIPE_KIND_COUNT)
+        return vs_set_error(VS_ERR_INVALID, "%s: schedule %d", fn, (int)p->schedule);
+    const int pp = _vs_hl_sz(p->pp), tp = _vs_hl_sz(p->tp), V = _vs_hl_chunks(p);
+    if (pp * V > m->nlayers)
+        return vs_set_error(VS_ERR_INVALID, "%s: %d stages x %d chunks but the model has %d layers", fn, pp, V,
+                            m->nlayers);
+    for (int i = 0; i < p->nrules; i++) {
+        vs_placement pl;
+        vs_result r = _vs_hl_placement_text(p->rules[i].placement, &pl);
+        if (r) return vs_set_error(r, "%s: rule \"%s\": %s", fn, p->rules[i].pattern, vs_last_error());
+        if (!p->strict) continue;
+        int hits = 0;
+        for (int l = 0; l < m->nlayers && !hits; l++)
+            for (int j = 0; j < m->layers[l].nparams && !hits; j++) hits = _vs_glob(p->rules[i].pattern, m->layers[l].params[j].name);
+        if (!hits)
+            return vs_set_error(VS_ERR_INVALID, "%s: strict: rule \"%s\" matches no parameter", fn, p->rules[i].pattern);
+    }
+    for (int l = 0; l < m->nlayers; l++)
+        for (int j = 0; j < m->layers[l].nparams; j++) {
+            const vs_param_decl* d = &m->layers[l].params[j];
+            vs_placement pl;
+            const char* why;
+            _VS_TRY(vs_plan_placement(p, d, &pl, &why));
+            if (pl.kind == VS_PLACE_SHARD && d->shape[pl.dim] % tp)
+                return vs_set_error(VS_ERR_INVALID,
+                                    "%s: TP=%d does not divide dim %d of \"%s\" (%lld; %s): the heads or the hidden "
+                                    "units would split unevenly",
+                                    fn, tp, pl.dim, d->name, (long long)d->shape[pl.dim], why);
+        }
+    return VS_OK;
+}
+
+static const char* const _vs_hl_split_names[] = {"default", "manual", "uniform", "parameters", "flops", "time"};
+
+VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap)
+{
+    size_t len = 0;
+    if (buf && cap) buf[0] = 0;
+    if (!p) return 0;
+    _vs_pipe_cat(buf, cap, &len, "mesh: PP=%d DP=%d TP=%d\n", _vs_hl_sz(p->pp), _vs_hl_sz(p->dp), _vs_hl_sz(p->tp));
+    _vs_pipe_cat(buf, cap, &len, "policy: %s\nstrict: %d\n", p->policy == VS_TP_NONE ? "none" : "megatron", p->strict);
+    for (int i = 0; i < p->nrules && i < VS_PLAN_MAX_RULES; i++)
+        _vs_pipe_cat(buf, cap, &len, "shard: %s %s\n", p->rules[i].pattern, p->rules[i].placement);
+    _vs_pipe_cat(buf, cap, &len, "split: %s\n", _vs_hl_split_names[(int)p->split >= 0 && p->split <= VS_PIPE_SPLIT_TIME ? p->split : 0]);
+    if (p->split_points[0]) _vs_pipe_cat(buf, cap, &len, "split_points: %s\n", p->split_points);
+    _vs_pipe_cat(buf, cap, &len, "chunks: %d\nschedule: %s\nmicrobatches: %d\nzero: %d\n", _vs_hl_chunks(p),
+                 vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero);
+    return len > (size_t)INT_MAX ? INT_MAX : (int)len;
+}
+
+/* A JSON string's contents (the plan's names hold no quotes or backslashes:
+   checked on parse). */
+VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap)
+{
+    size_t len = 0;
+    if (buf && cap) buf[0] = 0;
+    if (!p) return 0;
+    _vs_pipe_cat(buf, cap, &len, "{\"mesh\": {\"pp\": %d, \"dp\": %d, \"tp\": %d}, \"policy\": \"%s\", \"strict\": %d, \"rules\": [",
+                 _vs_hl_sz(p->pp), _vs_hl_sz(p->dp), _vs_hl_sz(p->tp), p->policy == VS_TP_NONE ? "none" : "megatron",
+                 p->strict);
+    for (int i = 0; i < p->nrules && i < VS_PLAN_MAX_RULES; i++)
+        _vs_pipe_cat(buf, cap, &len, "%s{\"pattern\": \"%s\", \"placement\": \"%s\"}", i ? ", " : "", p->rules[i].pattern,
+                     p->rules[i].placement);
+    _vs_pipe_cat(buf, cap, &len,
+                 "], \"split\": \"%s\", \"split_points\": \"%s\", \"chunks\": %d, \"schedule\": \"%s\", "
+                 "\"microbatches\": %d, \"zero\": %d}\n",
+                 _vs_hl_split_names[(int)p->split >= 0 && p->split <= VS_PIPE_SPLIT_TIME ? p->split : 0], p->split_points,
+                 _vs_hl_chunks(p), vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero);
+    return len > (size_t)INT_MAX ? INT_MAX : (int)len;
+}
+
+/* One "key: value" of the plan (both forms end up here). */
+_VS_HL_PRIVATE vs_result _vs_plan_set(vs_plan* p, const char* key, const char* v, const char* where)
+{
+    const char* fn = "vs_plan_parse";
+    if (strlen(v) > 200) return vs_set_error(VS_ERR_INVALID, "%s: %s: value of %s too long", fn, where, key);
+    for (const char* c = v; *c; c++)
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 32)
+            return vs_set_error(VS_ERR_INVALID, "%s: %s: %s holds a quote, backslash or control character", fn, where, key);
+    char* end;
+    if (!strcmp(key, "mesh")) {
+        if (sscanf(v, "PP=%d DP=%d TP=%d", &p->pp, &p->dp, &p->tp) != 3 || p->pp < 1 || p->dp < 1 || p->tp < 1)
+            return vs_set_error(VS_ERR_INVALID, "%s: %s: mesh \"%s\" (PP=a DP=b TP=c, each >= 1)", fn, where, v);
+    } else if (!strcmp(key, "policy")) {
+        if (!strcmp(v, "megatron")) p->policy = VS_TP_MEGATRON;
+        else if (!strcmp(v, "none")) p->policy = VS_TP_NONE;
+        else return vs_set_error(VS_ERR_INVALID, "%s: %s: policy \"%s\" (megatron or none)", fn, where, v);
+    } else if (!strcmp(key, "shard")) {
+        if (p->nrules == VS_PLAN_MAX_RULES) return vs_set_error(VS_ERR_INVALID, "%s: %s: more than %d rules", fn, where, VS_PLAN_MAX_RULES);
+        const char* sp = strchr(v, ' ');
+        vs_shard_rule* r = &p->rules[p->nrules];
+        vs_placement pl;
+        if (!sp || (size_t)(sp - v) >= sizeof r->pattern || strlen(sp + 1) >= sizeof r->placement ||
+            _vs_hl_placement_text(sp + 1, &pl))
+            return vs_set_error(VS_ERR_INVALID, "%s: %s: rule \"%s\" (a pattern, a space, Replicate or Shard(d))", fn, where, v);
+        memcpy(r->pattern, v, (size_t)(sp - v));
+        r->pattern[sp - v] = 0;
+        snprintf(r->placement, sizeof r->placement, "%s", sp + 1);
+        p->nrules++;
+    } else if (!strcmp(key, "split")) {
+        int k = -1;
+        for (int i = 0; i <= VS_PIPE_SPLIT_TIME; i++)
+            if (!strcmp(v, _vs_hl_split_names[i])) k = i;
+        if (k < 0) return vs_set_error(VS_ERR_INVALID, "%s: %s: split \"%s\" (manual, uniform, parameters, flops, time)", fn, where, v);
+        p->split = (vs_pipe_split_kind)k;
+    } else if (!strcmp(key, "split_points")) {
+        if (strlen(v) >= sizeof p->split_points) return vs_set_error(VS_ERR_INVALID, "%s: %s: split_points too long", fn, where);
+        snprintf(p->split_points, sizeof p->split_points, "%s", v);
+    } else if (!strcmp(key, "schedule")) {
+        vs_pipe_kind k = VS_PIPE_1F1B;
+        if (vs_pipe_kind_parse(v, &k)) return vs_set_error(VS_ERR_INVALID, "%s: %s: %s", fn, where, vs_last_error());
+        p->schedule = k;
+    } else if (!strcmp(key, "strict") || !strcmp(key, "chunks") || !strcmp(key, "microbatches") || !strcmp(key, "zero")) {
+        long x = strtol(v, &end, 10);
+        if (end == v || *end || x < 0 || x > 1000000 || (!strcmp(key, "zero") && x > 2))
+            return vs_set_error(VS_ERR_INVALID, "%s: %s: %s = \"%s\"", fn, where, key, v);
+        if (!strcmp(key, "strict")) p->strict = (int)x;
+        if (!strcmp(key, "chunks")) p->chunks = (int)x;
+        if (!strcmp(key, "microbatches")) p->microbatches = (int)x;
+        if (!strcmp(key, "zero")) p->zero = (vs_zero_stage)x;
+    } else
+        return vs_set_error(VS_ERR_INVALID, "%s: %s: unknown key \"%s\"", fn, where, key);
+    return VS_OK;
+}
+
+_VS_HL_PRIVATE vs_result _vs_plan_parse_json(const char* text, vs_plan* p)
+{
+    _vs_json J;
+    _VS_TRY(_vs_json_parse(&J, NULL, "plan JSON", text, strlen(text)));
+    vs_result r = VS_OK;
+    char v[256], where[64];
+    if (J.nd[0].type != _VS_J_OBJ) r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: JSON: not an object");
+    for (int c = J.nd[0].first; c >= 0 && !r; c = J.nd[c].next) {
+        const _vs_jnode* x = &J.nd[c];
+        snprintf(where, sizeof where, "JSON key \"%.40s\"", x->key);
+        if (!strcmp(x->key, "mesh")) {
+            int pp = _vs_json_get(&J, c, "pp"), dp = _vs_json_get(&J, c, "dp"), tp = _vs_json_get(&J, c, "tp");
+            if (pp < 0 || dp < 0 || tp < 0 || J.nd[pp].type != _VS_J_NUM || J.nd[dp].type != _VS_J_NUM || J.nd[tp].type != _VS_J_NUM)
+                r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: needs numbers pp, dp, tp", where);
+            else {
+                snprintf(v, sizeof v, "PP=%lld DP=%lld TP=%lld", (long long)J.nd[pp].i, (long long)J.nd[dp].i, (long long)J.nd[tp].i);
+                r = _vs_plan_set(p, "mesh", v, where);
+            }
+        } else if (!strcmp(x->key, "rules")) {
+            if (x->type != _VS_J_ARR) r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: not an array", where);
+            for (int e = x->first; e >= 0 && !r; e = J.nd[e].next) {
+                int pa = _vs_json_get(&J, e, "pattern"), pl = _vs_json_get(&J, e, "placement");
+                if (pa < 0 || pl < 0 || J.nd[pa].type != _VS_J_STR || J.nd[pl].type != _VS_J_STR)
+                    r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: a rule needs strings pattern and placement", where);
+                else {
+                    snprintf(v, sizeof v, "%s %s", J.nd[pa].s, J.nd[pl].s);
+                    r = _vs_plan_set(p, "shard", v, where);
+                }
+            }
+        } else if (x->type == _VS_J_STR) r = _vs_plan_set(p, x->key, x->s, where);
+        else if (x->type == _VS_J_NUM || x->type == _VS_J_BOOL) {
+            snprintf(v, sizeof v, "%lld", (long long)x->i);
+            r = _vs_plan_set(p, x->key, v, where);
+        } else r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: unexpected %s", where, _vs_json_what(&J, c));
+    }
+    _vs_json_free(&J);
+    return r;
+}
+
+VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
+{
+    if (!text || !out) return vs_set_error(VS_ERR_NULL, "vs_plan_parse: %s is NULL", text ? "out" : "text");
+    vs_plan p;
+    memset(&p, 0, sizeof p);
+    const char* q = text;
+    while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
+    vs_result r = VS_OK;
+    if (*q == '{') r = _vs_plan_parse_json(q, &p);
+    else {
+        int line = 0;
+        while (*q && !r) {
+            const char* e = strchr(q, '\n');
+            size_t n = e ? (size_t)(e - q) : strlen(q);
+            line++;
+            char buf[512], where[32];
+            if (n >= sizeof buf) return vs_set_error(VS_ERR_INVALID, "vs_plan_parse: line %d is too long", line);
+            memcpy(buf, q, n);
+            buf[n] = 0;
+            q = e ? e + 1 : q + n;
+            while (n && (buf[n - 1] == '\r' || buf[n - 1] == ' ')) buf[--n] = 0;
+            char* s = buf;
+            while (*s == ' ' || *s == '\t') s++;
+            if (!*s || *s == '#') continue;
+            char* colon = strchr(s, ':');
+            snprintf(where, sizeof where, "line %d", line);
+            if (!colon) {
+                r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: line %d: expected \"key: value\"", line);
+                break;
+            }
+            *colon = 0;
+            char* v = colon + 1;
+            while (*v == ' ') v++;
+            r = _vs_plan_set(&p, s, v, where);
+        }
+    }
+    if (!r) *out = p;
+    return r;
+}
 
 // >>generate-plan ---------------------------------------------------------------
 /* (the planner: its own change) */
@@ -429,6 +798,560 @@ VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
 // >>generate-plan end
 
 // >>train ----------------------------------------------------------------------
+
+/* A parameter of the model (unique by name) as this rank holds it. */
+typedef struct _vs_hl_param {
+    const vs_param_decl* d;
+    vs_placement tp;            // along TP
+    int ddp;                    // its index in this rank's DDP, or -1 (not on this stage)
+    int tied_remote;            // used by layers on two stages: its gradients are summed between them
+    int chunk_lo, chunk_hi;     // the chunks of this stage that use it (lowest, highest); -1: none
+    int chunk_a, chunk_b;       // tied: a chunk on each of the two stages (the lowest overall, the highest)
+    int users;                  // layers that use it (2+: tied)
+    int first_here;             // the first layer on this stage that uses it, or -1
+    float* scratch;             // a later user on this stage adds here, summed once in on_step, so the
+                                // bits equal the two stages' sum when PP puts the users apart
+    int64_t lshape[VS_TENSOR_MAX_DIMS], loff[VS_TENSOR_MAX_DIMS];
+    int64_t lnumel;
+} _vs_hl_param;
+
+/* A layer's context and its training state (call->user points at ctx, the
+   first member). */
+typedef struct _vs_hl_layer {
+    vs_layer_ctx ctx;
+    struct vs_train* t;
+} _vs_hl_layer;
+
+struct vs_train {
+    vs_world* w;
+    const vs_model_desc* model;
+    vs_train_desc desc;
+    vs_plan plan;
+    vs_mesh* mesh;
+    vs_mesh* tpm;  // TP submesh (NULL: TP = 1)
+    vs_mesh* dpm;  // DP submesh (NULL: DP = 1)
+    int pp, dp, tp, stage, dp_rank, M;
+    vs_pipe_unit* units;
+    _vs_hl_layer* lay;
+    vs_pipe_plan pplan;
+    vs_pipe* pipe;
+    vs_pipe_sched* sched;
+    vs_ddp* ddp;
+    vs_ckpt* ck;
+    _vs_hl_param* prm;
+    int np;
+    int* layer_prm; // [layer * VS_LAYER_MAX_PARAMS + i]: index into prm
+    const vs_batch* batch; // during a step
+    int64_t rows_dp, rows_mb, steps;
+    int64_t init_peak, model_bytes;
+    vs_result hook_err;
+};
+
+_VS_HL_PRIVATE int _vs_hl_find(const vs_train* t, const char* name)
+{
+    for (int i = 0; i < t->np; i++)
+        if (!strcmp(t->prm[i].d->name, name)) return i;
+    return -1;
+}
+
+/* The data callback: rows of the global batch for this DP rank's microbatch. */
+_VS_HL_PRIVATE vs_result _vs_hl_data(vs_pipe_call* c)
+{
+    vs_train* t = (vs_train*)c->user;
+    const vs_batch* b = t->batch;
+    const char* name = c->out[0].name;
+    for (int i = 0; b && i < b->n; i++) {
+        if (strcmp(b->name[i], name)) continue;
+        int64_t shape[VS_PIPE_MAX_DIMS];
+        size_t row = vs_dtype_size(b->dtype[i]);
+        for (int d = 1; d < b->ndim[i]; d++) row *= (size_t)b->shape[i][d];
+        for (int d = 0; d < b->ndim[i]; d++) shape[d] = b->shape[i][d];
+        shape[0] = t->rows_mb;
+        void* out;
+        _VS_TRY(vs_pipe_output(c, 0, b->dtype[i], b->ndim[i], shape, &out));
+        int64_t first = (int64_t)t->dp_rank * t->rows_dp + (int64_t)c->mb * t->rows_mb;
+        memcpy(out, (const char*)b->data[i] + (size_t)first * row, (size_t)t->rows_mb * row);
+        return VS_OK;
+    }
+    return vs_set_error(VS_ERR_INVALID, "vs_train_step: the batch has no \"%s\", which the model takes", name);
+}
+
+/* Before a layer's backward part: its gradient views for this pass (asking DDP
+   for one starts the pass; under ZeRO-2 it stages the bucket), or the scratch of
+   a later user of a tied parameter. */
+_VS_HL_PRIVATE vs_result _vs_hl_grads(vs_pipe_call* c, const vs_pipe_unit** u)
+{
+    _vs_hl_layer* hl = (_vs_hl_layer*)c->user;
+    vs_train* t = hl->t;
+    int l = c->unit;
+    *u = &t->model->layers[l].unit;
+    for (int i = 0; i < t->model->layers[l].nparams; i++) {
+        const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
+        if (hl->ctx.grad[i] || q->ddp < 0) continue;
+        hl->ctx.grad[i] = q->first_here != l ? (void*)q->scratch : vs_ddp_grad(t->ddp, q->ddp);
+        if (!hl->ctx.grad[i]) return vs_set_error(VS_ERR_STATE, "gradient of \"%s\": %s", q->d->name, vs_last_error());
+    }
+    return VS_OK;
+}
+_VS_HL_PRIVATE vs_result _vs_hl_bwd(vs_pipe_call* c)
+{
+    const vs_pipe_unit* u;
+    _VS_TRY(_vs_hl_grads(c, &u));
+    return u->backward(c);
+}
+_VS_HL_PRIVATE vs_result _vs_hl_bwd_input(vs_pipe_call* c)
+{
+    const vs_pipe_unit* u;
+    _VS_TRY(_vs_hl_grads(c, &u));
+    return u->backward_input(c);
+}
+_VS_HL_PRIVATE vs_result _vs_hl_bwd_weight(vs_pipe_call* c)
+{
+    const vs_pipe_unit* u;
+    _VS_TRY(_vs_hl_grads(c, &u));
+    return u->backward_weight(c);
+}
+
+/* SYNC of a chunk: its parameters whose last use on this stage it was start
+   their reduction (tied ones wait for on_step). */
+_VS_HL_PRIVATE vs_result _vs_hl_on_sync(void* user, int chunk)
+{
+    vs_train* t = (vs_train*)user;
+    for (int i = 0; i < t->np; i++) {
+        const _vs_hl_param* q = &t->prm[i];
+        if (q->ddp < 0 || q->users > 1 || q->chunk_lo != chunk) continue;
+        _VS_TRY(vs_ddp_grad_ready(t->ddp, q->ddp));
+    }
+    return VS_OK;
+}
+
+_VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
+{
+    vs_train* t = (vs_train*)user;
+    for (int i = 0; i < t->np; i++) { // tied: the users' parts summed, then reduced
+        _vs_hl_param* q = &t->prm[i];
+        if (q->ddp < 0 || q->users < 2) continue;
+        float* g = (float*)vs_ddp_grad(t->ddp, q->ddp);
+        if (q->scratch) { // both users here: first user's part + the later one's
+            for (int64_t e = 0; e < q->lnumel; e++) g[e] = g[e] + q->scratch[e];
+            memset(q->scratch, 0, (size_t)q->lnumel * 4);
+        }
+        if (q->tied_remote) _VS_TRY(vs_pipe_tie_grads(t->pipe, q->chunk_a, q->chunk_b, g, (size_t)q->lnumel, VS_F32));
+        _VS_TRY(vs_ddp_grad_ready(t->ddp, q->ddp));
+    }
+    return VS_OK;
+}
+
+VS_API vs_result vs_train_free(vs_train* t)
+{
+    if (!t) return VS_OK;
+    vs_result r = VS_OK;
+    if (t->ck) vs_ckpt_free(t->ck);
+    if (t->sched) vs_pipe_sched_free(t->sched);
+    if (t->pipe) vs_pipe_free(t->pipe);
+    if (t->ddp) vs_ddp_free(t->ddp);
+    if (t->mesh) r = vs_mesh_free(t->mesh);
+    vs_free(t->w, t->units);
+    vs_free(t->w, t->lay);
+    for (int i = 0; t->prm && i < t->np; i++) vs_free(t->w, t->prm[i].scratch);
+    vs_free(t->w, t->prm);
+    vs_free(t->w, t->layer_prm);
+    vs_free(t->w, t);
+    return r;
+}
+
+VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out)
+{
+    const char* fn = "vs_parallelize";
+    if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!w || !d || !d->plan) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !w ? "world" : !d ? "desc" : "desc.plan");
+    _VS_TRY(vs_plan_check(d->plan, d->model));
+    const vs_plan* pl = d->plan;
+    const vs_model_desc* m = d->model;
+    int pp = _vs_hl_sz(pl->pp), dp = _vs_hl_sz(pl->dp), tp = _vs_hl_sz(pl->tp);
+    if (pp * dp * tp != vs_world_size(w))
+        return vs_set_error(VS_ERR_MISMATCH, "%s: the plan's mesh PP=%d x DP=%d x TP=%d is %d ranks, the world has %d", fn,
+                            pp, dp, tp, pp * dp * tp, vs_world_size(w));
+    vs_train* t = (vs_train*)vs_alloc(w, sizeof *t);
+    if (!t) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    memset(t, 0, sizeof *t);
+    t->w = w;
+    t->model = m;
+    t->desc = *d;
+    t->plan = *pl;
+    t->pp = pp, t->dp = dp, t->tp = tp;
+    t->M = _vs_hl_mbs(pl);
+    if (t->desc.lr.lr == 0 && t->desc.lr.kind == 0) t->desc.lr.lr = 1e-3;
+    vs_result r = vs_lr_check(&t->desc.lr);
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = pp, md.shape[1] = dp, md.shape[2] = tp;
+    md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
+    if (!r) r = vs_mesh_init(w, &md, &t->mesh);
+    if (!r && tp > 1) r = vs_mesh_submesh(t->mesh, "TP", &t->tpm);
+    if (!r && dp > 1) r = vs_mesh_submesh(t->mesh, "DP", &t->dpm);
+    if (!r) {
+        t->stage = vs_mesh_coord_along(t->mesh, "PP");
+        t->dp_rank = vs_mesh_coord_along(t->mesh, "DP");
+    }
+    // the pipeline units (vescale's user pointers) and the split
+    const int L = m->nlayers;
+    t->units = r ? NULL : (vs_pipe_unit*)vs_alloc(w, sizeof(vs_pipe_unit) * (size_t)L);
+    t->lay = r ? NULL : (_vs_hl_layer*)vs_alloc(w, sizeof(_vs_hl_layer) * (size_t)L);
+    t->prm = r ? NULL : (_vs_hl_param*)vs_alloc(w, sizeof(_vs_hl_param) * (size_t)L * VS_LAYER_MAX_PARAMS);
+    t->layer_prm = r ? NULL : (int*)vs_alloc(w, sizeof(int) * (size_t)L * VS_LAYER_MAX_PARAMS);
+    if (!r && (!t->units || !t->lay || !t->prm || !t->layer_prm)) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    if (!r) {
+        memset(t->lay, 0, sizeof(_vs_hl_layer) * (size_t)L);
+        for (int l = 0; l < L; l++) {
+            const vs_pipe_unit* u = &m->layers[l].unit;
+            t->units[l] = *u;
+            t->units[l].user = &t->lay[l].ctx;
+            // backward parts go through vescale first: it hands them the gradient views of this pass
+            t->units[l].backward = u->backward ? _vs_hl_bwd : NULL;
+            t->units[l].backward_input = u->backward_input ? _vs_hl_bwd_input : NULL;
+            t->units[l].backward_weight = u->backward_weight ? _vs_hl_bwd_weight : NULL;
+            t->lay[l].t = t;
+            t->lay[l].ctx.user = m->layers[l].user;
+            t->lay[l].ctx.tp = t->tpm;
+            t->lay[l].ctx.tp_size = tp;
+            t->lay[l].ctx.tp_rank = t->tpm ? vs_mesh_rank(t->tpm) : 0;
+        }
+        vs_pipe_split_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.stages = pp;
+        sd.chunks = _vs_hl_chunks(pl);
+        sd.kind = pl->split ? pl->split : (pl->split_points[0] ? VS_PIPE_SPLIT_MANUAL : VS_PIPE_SPLIT_FLOPS);
+        if (sd.kind == VS_PIPE_SPLIT_FLOPS) { // a model without flops splits uniformly
+            int any = 0;
+            for (int l = 0; l < L; l++) any |= m->layers[l].unit.flops > 0;
+            if (!any) sd.kind = VS_PIPE_SPLIT_UNIFORM;
+        }
+        sd.points = pl->split_points[0] ? pl->split_points : NULL;
+        vs_pipe_kind k = _vs_hl_sched(pl);
+        sd.placement = k == VS_PIPE_ZBV || k == VS_PIPE_DUALPIPEV ? VS_PIPE_PLACE_V : VS_PIPE_PLACE_LOOP;
+        r = vs_pipe_split(t->units, L, &sd, &t->pplan);
+    }
+    // parameters: unique by name; where they are used
+    for (int l = 0; !r && l < L; l++) {
+        int k = 0;
+        while (k + 1 < t->pplan.nchunks && t->pplan.first_unit[k + 1] <= l) k++;
+        int st = t->pplan.chunk_stage[k];
+        for (int i = 0; i < m->layers[l].nparams; i++) {
+            const vs_param_decl* pd = &m->layers[l].params[i];
+            int x = _vs_hl_find(t, pd->name);
+            if (x < 0) {
+                x = t->np++;
+                _vs_hl_param* q = &t->prm[x];
+                memset(q, 0, sizeof *q);
+                q->d = pd;
+                q->ddp = -1;
+                q->chunk_lo = q->chunk_hi = -1;
+                q->chunk_a = q->chunk_b = k;
+                q->first_here = -1;
+                r = vs_plan_placement(pl, pd, &q->tp, NULL);
+                int64_t n = 1;
+                for (int e = 0; e < pd->ndim; e++) n *= pd->shape[e];
+                t->model_bytes += n * 4;
+            }
+            _vs_hl_param* q = &t->prm[x];
+            if (t->pplan.chunk_stage[q->chunk_a] != st) q->tied_remote = 1;
+            if (k < q->chunk_a) q->chunk_a = k;
+            if (k > q->chunk_b) q->chunk_b = k;
+            q->users++;
+            if (st == t->stage) {
+                if (q->first_here < 0) q->first_here = l;
+                if (q->chunk_lo < 0 || k < q->chunk_lo) q->chunk_lo = k;
+                if (k > q->chunk_hi) q->chunk_hi = k;
+            }
+            t->layer_prm[l * VS_LAYER_MAX_PARAMS + i] = x;
+        }
+    }
+    // DDP over the whole mesh: this stage's parameters, each initialized as its shard only
+    if (!r) {
+        vs_ddp_desc dd;
+        memset(&dd, 0, sizeof dd);
+        dd.mesh = t->mesh;
+        dd.zero = pl->zero;
+        dd.optim = d->optim;
+        /* ZeRO-2 stages a bucket's gradient from its first backward until its
+           chunk's SYNC; a pipeline keeps every bucket of a chunk (and, V-shaped,
+           of two) open across microbatches, so room for all of them. */
+        dd.zero2_buffers = L * VS_LAYER_MAX_PARAMS;
+        r = vs_ddp_init(&dd, &t->ddp);
+    }
+    int64_t live = 0;
+    for (int pass = 0; pass < 2 && !r; pass++) // tied ones first: their bucket reduces last
+        for (int x = 0; x < t->np && !r; x++) {
+            _vs_hl_param* q = &t->prm[x];
+            if (q->chunk_lo < 0 || q->tied_remote != (pass == 0)) continue;
+            vs_ddp_param_desc pdsc;
+            memset(&pdsc, 0, sizeof pdsc);
+            pdsc.name = q->d->name;
+            pdsc.dtype = VS_F32;
+            pdsc.ndim = q->d->ndim;
+            for (int e = 0; e < q->d->ndim; e++) pdsc.shape[e] = q->d->shape[e];
+            pdsc.placements[2] = q->tp;
+            pdsc.no_decay = q->d->no_decay;
+            // the copy on the later stage is left out of the clip norm (counted once)
+            pdsc.tied_copy = q->tied_remote && t->pplan.chunk_stage[q->chunk_b] == t->stage &&
+                             t->pplan.chunk_stage[q->chunk_a] != t->stage;
+            vs_dtensor dt;
+            memset(&dt, 0, sizeof dt);
+            dt.layout.mesh = t->mesh;
+            dt.layout.p[2] = q->tp;
+            dt.dtype = VS_F32;
+            dt.ndim = q->d->ndim;
+            for (int e = 0; e < q->d->ndim; e++) dt.shape[e] = q->d->shape[e];
+            r = vs_layout_local(&dt.layout, dt.ndim, dt.shape, vs_mesh_rank(t->mesh), q->lshape, q->loff);
+            q->lnumel = 1;
+            for (int e = 0; e < q->d->ndim; e++) q->lnumel *= q->lshape[e];
+            float* init = r ? NULL : (float*)vs_alloc(w, (size_t)(q->lnumel ? q->lnumel : 1) * sizeof(float));
+            if (!r && !init) r = vs_set_error(VS_ERR_NOMEM, "%s: %lld floats for \"%s\"", fn, (long long)q->lnumel, q->d->name);
+            if (!r) {
+                live += q->lnumel * 4; // (the shard, never the whole tensor)
+                if (live > t->init_peak) t->init_peak = live;
+                dt.data = init;
+                vs_init_desc id = q->d->init;
+                id.seed = m->seed;
+                id.name = q->d->name;
+                r = vs_init_fill(&dt, &id);
+                if (r) r = vs_set_error(r, "%s: init of \"%s\": %s", fn, q->d->name, vs_last_error());
+            }
+            pdsc.data = init;
+            if (!r) r = vs_ddp_add_param(t->ddp, &pdsc, &q->ddp);
+            vs_free(w, init);
+            live -= q->lnumel * 4;
+        }
+    if (!r) r = vs_ddp_finalize(t->ddp);
+    for (int l = 0; !r && l < L; l++) // the layers' views of their shards
+        for (int i = 0; i < m->layers[l].nparams; i++) {
+            _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
+            if (q->ddp < 0) continue;
+            if (q->first_here != l) { // a later user on this stage
+                if (!q->scratch && !(q->scratch = (float*)vs_alloc(w, (size_t)(q->lnumel ? q->lnumel : 1) * 4))) {
+                    r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+                    break;
+                }
+                memset(q->scratch, 0, (size_t)q->lnumel * 4);
+            }
+            for (int e = 0; e < VS_TENSOR_MAX_DIMS; e++)
+                t->lay[l].ctx.local_shape[i][e] = q->lshape[e], t->lay[l].ctx.offset[i][e] = q->loff[e];
+        }
+    if (!r) {
+        vs_pipe_desc pd;
+        memset(&pd, 0, sizeof pd);
+        pd.mesh = t->mesh;
+        pd.units = t->units;
+        pd.nunits = L;
+        pd.plan = &t->pplan;
+        pd.data = _vs_hl_data;
+        pd.data_user = t;
+        pd.loss = VS_PIPE_LOSS_MEAN;
+        pd.on_sync = _vs_hl_on_sync;
+        pd.on_step = _vs_hl_on_step;
+        pd.hook_user = t;
+        r = vs_pipe_init(&pd, &t->pipe);
+    }
+    if (!r) r = vs_pipe_generate(w, _vs_hl_sched(pl), pp, t->pplan.chunks, t->M, &t->sched);
+    if (r) {
+        char msg[600];
+        size_t ml = strlen(vs_last_error());
+        if (ml >= sizeof msg) ml = sizeof msg - 1;
+        memcpy(msg, vs_last_error(), ml);
+        msg[ml] = 0;
+        vs_train_free(t);
+        return vs_set_error(r, "%s%s", strncmp(msg, fn, strlen(fn)) ? "vs_parallelize: " : "", msg);
+    }
+    *out = t;
+    return VS_OK;
+}
+
+VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
+{
+    const char* fn = "vs_train_step";
+    if (!t || !batch) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, t ? "batch" : "train");
+    if (batch->n < 1 || batch->n > VS_BATCH_MAX) return vs_set_error(VS_ERR_INVALID, "%s: batch.n = %d", fn, batch->n);
+    int64_t rows = batch->shape[0][0];
+    for (int i = 0; i < batch->n; i++) {
+        if (!batch->name[i] || !batch->data[i] || batch->ndim[i] < 1 || batch->ndim[i] > VS_PIPE_MAX_DIMS)
+            return vs_set_error(VS_ERR_INVALID, "%s: batch input %d is incomplete (name, data, ndim)", fn, i);
+        if (batch->shape[i][0] != rows)
+            return vs_set_error(VS_ERR_MISMATCH, "%s: batch inputs \"%s\" and \"%s\" have %lld and %lld rows", fn,
+                                batch->name[0], batch->name[i], (long long)rows, (long long)batch->shape[i][0]);
+    }
+    if (rows % ((int64_t)t->dp * t->M))
+        return vs_set_error(VS_ERR_INVALID, "%s: %lld rows do not split into DP=%d x %d microbatches", fn, (long long)rows,
+                            t->dp, t->M);
+    t->rows_dp = rows / t->dp;
+    t->rows_mb = t->rows_dp / t->M;
+    t->batch = batch;
+    vs_result r = vs_ddp_zero_grad(t->ddp);
+    for (int l = 0; !r && l < t->model->nlayers; l++) // (after a ZeRO step: waits for the all-gather)
+        for (int i = 0; i < t->model->layers[l].nparams && !r; i++) {
+            const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
+            t->lay[l].ctx.param[i] = q->ddp < 0 ? NULL : vs_ddp_param(t->ddp, q->ddp);
+            t->lay[l].ctx.grad[i] = NULL;
+            if (q->ddp >= 0 && !t->lay[l].ctx.param[i]) r = VS_ERR_STATE;
+        }
+    double l = 0;
+    if (!r) r = vs_pipe_run(t->pipe, t->sched, &l); // (hooks: gradient sync as chunks finish)
+    t->batch = NULL;
+    if (!r) r = vs_ddp_finish_grad_sync(t->ddp);
+    if (!r && t->desc.clip > 0) r = vs_ddp_clip_grad_norm(t->ddp, t->desc.clip, NULL);
+    if (!r) r = vs_ddp_step(t->ddp, vs_lr_at(&t->desc.lr, t->steps));
+    if (!r && t->dpm) r = vs_all_reduce(vs_mesh_comm(t->dpm), &l, &l, 1, VS_F64, VS_OP_AVG, NULL);
+    if (r) return vs_set_error(r, "%s (step %lld): %s", fn, (long long)t->steps, vs_last_error());
+    t->steps++;
+    if (loss) *loss = l;
+    return VS_OK;
+}
+
+VS_API int64_t vs_train_steps(const vs_train* t) { return t ? t->steps : -1; }
+VS_API vs_mesh* vs_train_mesh(vs_train* t) { return t ? t->mesh : NULL; }
+VS_API vs_pipe* vs_train_pipe(vs_train* t) { return t ? t->pipe : NULL; }
+VS_API vs_ddp* vs_train_ddp(vs_train* t) { return t ? t->ddp : NULL; }
+
+VS_API vs_result vs_train_memory(const vs_train* t, int64_t* init_peak, int64_t* model_bytes)
+{
+    if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_memory: train is NULL");
+    if (init_peak) *init_peak = t->init_peak;
+    if (model_bytes) *model_bytes = t->model_bytes;
+    return VS_OK;
+}
+
+/* The global value of a parameter: a stage that holds it all-gathers its TP
+   shards, then the stage of its first use broadcasts it along PP. */
+VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, size_t bytes)
+{
+    const char* fn = "vs_train_get_param";
+    if (!t || !name || !out) return vs_set_error(VS_ERR_NULL, "%s: an argument is NULL", fn);
+    int x = _vs_hl_find(t, name);
+    if (x < 0) return vs_set_error(VS_ERR_INVALID, "%s: the model has no parameter \"%s\"", fn, name);
+    const _vs_hl_param* q = &t->prm[x];
+    int64_t n = 1;
+    for (int e = 0; e < q->d->ndim; e++) n *= q->d->shape[e];
+    if (bytes < (size_t)n * 4) return vs_set_error(VS_ERR_INVALID, "%s: \"%s\" needs %lld bytes, got %zu", fn, name, (long long)n * 4, bytes);
+    int owner = t->pplan.chunk_stage[q->chunk_a];
+    vs_result r = VS_OK;
+    if (q->ddp >= 0 && t->stage == owner) {
+        vs_dtensor src, dst;
+        memset(&src, 0, sizeof src);
+        src.layout.mesh = t->mesh;
+        src.layout.p[2] = q->tp;
+        src.dtype = VS_F32;
+        src.ndim = q->d->ndim;
+        for (int e = 0; e < q->d->ndim; e++) src.shape[e] = q->d->shape[e];
+        dst = src;
+        dst.layout.p[2] = vs_replicate();
+        src.data = vs_ddp_param(t->ddp, q->ddp);
+        dst.data = out;
+        if (t->tpm) { // gather along TP only: the other stages are not in this call
+            src.layout.mesh = dst.layout.mesh = t->tpm;
+            src.layout.p[0] = q->tp;
+            dst.layout.p[0] = vs_replicate();
+            src.layout.p[2] = dst.layout.p[2] = vs_replicate();
+            r = vs_redistribute(&src, &dst);
+        } else memcpy(out, src.data, (size_t)n * 4);
+    }
+    if (!r && t->pp > 1) {
+        vs_mesh* ppm;
+        r = vs_mesh_submesh(t->mesh, "PP", &ppm);
+        if (!r) r = vs_broadcast(vs_mesh_comm(ppm), out, out, (size_t)n, VS_F32, owner, NULL);
+    }
+    return r ? vs_set_error(r, "%s: \"%s\": %s", fn, name, vs_last_error()) : VS_OK;
+}
+
+/* Save and load: DDP's whole state (parameters, optimizer, step) through
+   vescale_ckpt.h, plus the plan text and the caller's extra entries. */
+_VS_HL_PRIVATE vs_result _vs_hl_ck(vs_train* t)
+{
+    if (t->ck) return VS_OK;
+    vs_ckpt_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.mesh = t->mesh;
+    return vs_ckpt_init(&cd, &t->ck);
+}
+
+#define _VS_HL_PLAN_ENTRY "__plan"
+
+VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async)
+{
+    if (!t || !path) return vs_set_error(VS_ERR_NULL, "vs_train_save: %s is NULL", t ? "path" : "train");
+    if (nextra < 0 || nextra > 60 || (nextra && !extra)) return vs_set_error(VS_ERR_INVALID, "vs_train_save: %d extra entries", nextra);
+    _VS_TRY(_vs_hl_ck(t));
+    char text[4096];
+    int n = vs_plan_print(&t->plan, text, sizeof text);
+    vs_ckpt_entry e[64];
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < nextra; i++) e[i] = extra[i];
+    e[nextra].name = _VS_HL_PLAN_ENTRY;
+    e[nextra].kind = VS_CKPT_BLOB;
+    e[nextra].blob = text;
+    e[nextra].blob_bytes = (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1);
+    vs_ckpt_save_opts o;
+    memset(&o, 0, sizeof o);
+    o.async = async; // (text is copied by an async save)
+    return vs_ckpt_save_ddp(t->ck, path, t->ddp, "", e, nextra + 1, &o);
+}
+
+VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra)
+{
+    if (!t || !path) return vs_set_error(VS_ERR_NULL, "vs_train_load: %s is NULL", t ? "path" : "train");
+    if (nextra < 0 || (nextra && !extra)) return vs_set_error(VS_ERR_INVALID, "vs_train_load: %d extra entries", nextra);
+    _VS_TRY(_vs_hl_ck(t));
+    vs_result r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", extra, nextra);
+    if (r) {
+        // a parameter the checkpoint lacks or holds with another shape: the model does not match
+        return vs_set_error(r, "vs_train_load: %s (does the checkpoint hold this model?)", vs_last_error());
+    }
+    t->steps = vs_ddp_step_count(t->ddp);
+    return VS_OK;
+}
+
+VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out)
+{
+    const char* fn = "vs_train_saved_plan";
+    if (!path || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, path ? "out" : "path");
+    char file[4200];
+    snprintf(file, sizeof file, "%s/" _VS_CKPT_INDEX, path);
+    FILE* f = fopen(file, "rb");
+    if (!f) return vs_set_error(VS_ERR_IO, "%s: cannot open %s", fn, file);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char* text = len > 0 && len < (1L << 30) ? (char*)malloc((size_t)len + 1) : NULL;
+    size_t got = text ? fread(text, 1, (size_t)len, f) : 0;
+    fclose(f);
+    if (!text || got != (size_t)len) {
+        free(text);
+        return vs_set_error(VS_ERR_IO, "%s: cannot read %s", fn, file);
+    }
+    _vs_ckpt_index ix;
+    vs_result r = _vs_ckpt_index_parse(NULL, file, text, (size_t)len, &ix);
+    free(text);
+    if (r) return r;
+    const _vs_ckpt_ientry* e = NULL;
+    for (int i = 0; i < ix.ne; i++)
+        if (!strcmp(ix.e[i].name, _VS_HL_PLAN_ENTRY)) e = &ix.e[i];
+    char plan[4096];
+    if (!e || e->npieces < 1 || e->blob_bytes >= sizeof plan)
+        r = vs_set_error(VS_ERR_INVALID, "%s: %s holds no plan", fn, path);
+    if (!r) {
+        snprintf(file, sizeof file, "%s/%s", path, ix.files[e->pieces[0].file]);
+        FILE* g = fopen(file, "rb");
+        if (!g || fseek(g, (long)e->pieces[0].data_begin, SEEK_SET) ||
+            fread(plan, 1, (size_t)e->blob_bytes, g) != (size_t)e->blob_bytes)
+            r = vs_set_error(VS_ERR_IO, "%s: cannot read the plan from %s", fn, file);
+        if (g) fclose(g);
+        if (!r && ix.block && e->pieces[0].ncrc && _vs_crc32c(0, plan, (size_t)e->blob_bytes) != e->pieces[0].crc[0])
+            r = vs_set_error(VS_ERR_IO, "%s: the plan in %s fails its checksum", fn, file);
+        plan[r ? 0 : e->blob_bytes] = 0;
+    }
+    _vs_ckpt_index_free(NULL, &ix);
+    return r ? r : vs_plan_parse(plan, out);
+}
 
 #ifdef __cplusplus
 }

@@ -255,6 +255,9 @@ typedef struct vs_ddp_param_desc {
     vs_placement placements[VS_MESH_MAX_DIMS]; // per mesh dim (zero: Replicate)
     int group;    // optimizer group
     int no_decay; // no weight decay (norms, biases)
+    int tied_copy; // another PP stage registers the same (tied) parameter and its gradients are
+                   // summed between the stages (vs_pipe_tie_grads): left out of the clip norm here,
+                   // so the norm counts it once
 } vs_ddp_param_desc;
 
 typedef struct vs_ddp_memory {
@@ -566,7 +569,7 @@ typedef struct _vs_dparam {
     int ndim;
     int64_t shape[VS_TENSOR_MAX_DIMS];
     vs_placement pl[VS_MESH_MAX_DIMS];
-    int group, no_decay;
+    int group, no_decay, tied_copy;
     int64_t lshape[VS_TENSOR_MAX_DIMS], loff[VS_TENSOR_MAX_DIMS]; // local shard: shape, global offset
     int64_t numel;    // local shard
     int bucket;
@@ -1268,6 +1271,7 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
     memcpy(q->pl, L.p, sizeof q->pl);
     q->group = p->group;
     q->no_decay = p->no_decay;
+    q->tied_copy = p->tied_copy != 0;
     q->bucket = -1;
     if (index) *index = d->nparams;
     d->nparams++;
@@ -1287,6 +1291,7 @@ _VS_DDP_PRIVATE unsigned _vs_ddp_partial_mask(const vs_ddp* d, const _vs_dparam*
    pipeline dim, whose stages hold distinct parameters) coordinate 0 only. */
 _VS_DDP_PRIVATE int _vs_ddp_counted(const vs_ddp* d, const _vs_dparam* q)
 {
+    if (q->tied_copy) return 0; // counted on the stage that holds the other copy
     int coord[VS_MESH_MAX_DIMS];
     vs_mesh_coord(d->mesh, coord);
     for (int k = 0; k < vs_mesh_ndims(d->mesh); k++) {

@@ -1,0 +1,510 @@
+/* test_train.c - vescale.h's high-level API: a model declared once (an MLP of
+   two column- then row-parallel blocks with a tied input/output projection),
+   trained by vs_parallelize + vs_train_step on every mesh of up to 8 thread ranks
+   and every schedule, against the same model on one rank:
+   - losses and final parameters within 1e-5 relative of one rank, and bit for
+     bit where only PP differs (PP2 x DP2 x TP2 against DP2 x TP2);
+   - save on one mesh, load on another, and the next steps equal the
+     uninterrupted run;
+   - plans print and parse back (text and JSON); bad plans and batches get
+     clear errors; deferred init allocates only the rank's shards. */
+#define VESCALE_IMPLEMENTATION
+#include "../vescale.h"
+#include "vs_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+enum { D = 8, H = 16, ROWS = 16, STEPS = 6 };
+
+/* --- the model ------------------------------------------------------------ */
+
+static vs_result out2(vs_pipe_call* c, int64_t rows, int64_t cols, float** y)
+{
+    int64_t sh[2] = {rows, cols};
+    return vs_pipe_output(c, 0, VS_F32, 2, sh, (void**)y);
+}
+
+/* y = x W + b, W [D, H] column-parallel: this rank's H/tp columns. */
+static vs_result fc1_fwd(vs_pipe_call* c)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    const float* x = (const float*)c->in[0].data;
+    const float *W = (const float*)L->param[0], *b = (const float*)L->param[1];
+    int64_t R = c->in[0].shape[0], h = L->local_shape[0][1];
+    float* y;
+    vs_result r = out2(c, R, h, &y);
+    for (int64_t i = 0; !r && i < R; i++)
+        for (int64_t j = 0; j < h; j++) {
+            float a = b[j];
+            for (int k = 0; k < D; k++) a += x[i * D + k] * W[k * h + j];
+            y[i * h + j] = a;
+        }
+    return r;
+}
+
+static vs_result fc1_bwd(vs_pipe_call* c)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    const float* x = (const float*)c->in[0].data;
+    const float* gy = (const float*)c->out[0].grad;
+    const float* W = (const float*)L->param[0];
+    float *gW = (float*)L->grad[0], *gb = (float*)L->grad[1];
+    int64_t R = c->in[0].shape[0], h = L->local_shape[0][1];
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < h; j++) {
+            gb[j] += gy[i * h + j];
+            for (int k = 0; k < D; k++) gW[k * h + j] += x[i * D + k] * gy[i * h + j];
+        }
+    float* gx = (float*)c->in[0].grad;
+    if (!gx) return VS_OK;
+    float* part = (float*)calloc((size_t)(R > 0 ? R : 1) * D, sizeof(float)); // this rank's columns' share
+    for (int64_t i = 0; i < R; i++)
+        for (int k = 0; k < D; k++) {
+            float a = 0;
+            for (int64_t j = 0; j < h; j++) a += gy[i * h + j] * W[k * h + j];
+            part[i * D + k] = a;
+        }
+    vs_result r = L->tp ? vs_tp_copy_backward(L->tp, part, (size_t)(R * D), VS_F32) : VS_OK; // sum over TP
+    for (int64_t e = 0; !r && e < R * D; e++) gx[e] += part[e];
+    free(part);
+    return r;
+}
+
+static vs_result act_fwd(vs_pipe_call* c)
+{
+    const float* a = (const float*)c->in[0].data;
+    int64_t R = c->in[0].shape[0], h = c->in[0].shape[1];
+    float* z;
+    vs_result r = out2(c, R, h, &z);
+    for (int64_t e = 0; !r && e < R * h; e++) z[e] = tanhf(a[e]);
+    return r;
+}
+
+static vs_result act_bwd(vs_pipe_call* c)
+{
+    const float* z = (const float*)c->out[0].data;
+    const float* gz = (const float*)c->out[0].grad;
+    float* ga = (float*)c->in[0].grad;
+    for (int64_t e = 0; e < c->in[0].shape[0] * c->in[0].shape[1]; e++) ga[e] += gz[e] * (1 - z[e] * z[e]);
+    return VS_OK;
+}
+
+/* y = z W + b, W [H, D] row-parallel: this rank's H/tp rows; partial sums
+   added over TP, then b once. */
+static vs_result fc2_fwd(vs_pipe_call* c)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    const float* z = (const float*)c->in[0].data;
+    const float *W = (const float*)L->param[0], *b = (const float*)L->param[1];
+    int64_t R = c->in[0].shape[0], h = L->local_shape[0][0];
+    float* y;
+    vs_result r = out2(c, R, D, &y);
+    for (int64_t i = 0; !r && i < R; i++)
+        for (int k = 0; k < D; k++) {
+            float a = 0;
+            for (int64_t j = 0; j < h; j++) a += z[i * h + j] * W[j * D + k];
+            y[i * D + k] = a;
+        }
+    if (!r && L->tp) r = vs_tp_reduce_forward(L->tp, y, (size_t)(R * D), VS_F32);
+    for (int64_t i = 0; !r && i < R; i++)
+        for (int k = 0; k < D; k++) y[i * D + k] += b[k];
+    return r;
+}
+
+static vs_result fc2_bwd(vs_pipe_call* c)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    const float* z = (const float*)c->in[0].data;
+    const float* gy = (const float*)c->out[0].grad;
+    const float* W = (const float*)L->param[0];
+    float *gW = (float*)L->grad[0], *gb = (float*)L->grad[1], *gz = (float*)c->in[0].grad;
+    int64_t R = c->in[0].shape[0], h = L->local_shape[0][0];
+    for (int64_t i = 0; i < R; i++)
+        for (int k = 0; k < D; k++) {
+            gb[k] += gy[i * D + k];
+            for (int64_t j = 0; j < h; j++) {
+                gW[j * D + k] += z[i * h + j] * gy[i * D + k];
+                gz[i * h + j] += gy[i * D + k] * W[j * D + k];
+            }
+        }
+    return VS_OK;
+}
+
+/* The input projection P [D, D] (replicated), tied: the loss layer uses it again. */
+static vs_result in_fwd(vs_pipe_call* c)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    const float* x = (const float*)c->in[0].data;
+    const float* P = (const float*)L->param[0];
+    int64_t R = c->in[0].shape[0];
+    float* y;
+    vs_result r = out2(c, R, D, &y);
+    for (int64_t i = 0; !r && i < R; i++)
+        for (int k = 0; k < D; k++) {
+            float a = 0;
+            for (int j = 0; j < D; j++) a += x[i * D + j] * P[j * D + k];
+            y[i * D + k] = a;
+        }
+    return r;
+}
+
+static vs_result in_bwd(vs_pipe_call* c)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    const float* x = (const float*)c->in[0].data;
+    const float* gy = (const float*)c->out[0].grad;
+    float* gP = (float*)L->grad[0];
+    int64_t R = c->in[0].shape[0];
+    for (int64_t i = 0; i < R; i++)
+        for (int j = 0; j < D; j++)
+            for (int k = 0; k < D; k++) gP[j * D + k] += x[i * D + j] * gy[i * D + k];
+    return VS_OK;
+}
+
+/* loss = mean((y P - t)^2): P is the tied input projection. */
+static vs_result loss_fwd(vs_pipe_call* c)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    const float *y = (const float*)c->in[0].data, *t = (const float*)c->in[1].data;
+    const float* P = (const float*)L->param[0];
+    int64_t R = c->in[0].shape[0];
+    float* loss;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 0, NULL, (void**)&loss);
+    float s = 0;
+    for (int64_t i = 0; !r && i < R; i++)
+        for (int k = 0; k < D; k++) {
+            float a = 0;
+            for (int j = 0; j < D; j++) a += y[i * D + j] * P[j * D + k];
+            s += (a - t[i * D + k]) * (a - t[i * D + k]);
+        }
+    if (!r) *loss = s / (float)(R * D);
+    return r;
+}
+
+static vs_result loss_bwd(vs_pipe_call* c)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    const float *y = (const float*)c->in[0].data, *t = (const float*)c->in[1].data;
+    const float* P = (const float*)L->param[0];
+    float* gP = (float*)L->grad[0];
+    float* gy = (float*)c->in[0].grad;
+    float g0 = *(const float*)c->out[0].grad;
+    int64_t R = c->in[0].shape[0];
+    for (int64_t i = 0; i < R; i++)
+        for (int k = 0; k < D; k++) {
+            float a = 0;
+            for (int j = 0; j < D; j++) a += y[i * D + j] * P[j * D + k];
+            float g = g0 * 2 * (a - t[i * D + k]) / (float)(R * D);
+            for (int j = 0; j < D; j++) {
+                gy[i * D + j] += g * P[j * D + k];
+                gP[j * D + k] += g * y[i * D + j];
+            }
+        }
+    return VS_OK;
+}
+
+enum { NL = 8 };
+static vs_layer_decl LAYERS[NL];
+static vs_model_desc MODEL;
+
+static void param(vs_layer_decl* l, const char* name, int ndim, int64_t a, int64_t b, vs_role role, double std)
+{
+    vs_param_decl* p = &l->params[l->nparams++];
+    p->name = name;
+    p->ndim = ndim;
+    p->shape[0] = a;
+    p->shape[1] = b;
+    p->role = role;
+    p->init.kind = std > 0 ? VS_INIT_NORMAL : VS_INIT_ZEROS;
+    p->init.b = std;
+}
+
+static void unit(vs_layer_decl* l, const char* name, const char* in, const char* out, vs_pipe_fn f, vs_pipe_fn b)
+{
+    memset(l, 0, sizeof *l);
+    l->unit.name = name;
+    l->unit.inputs = in;
+    l->unit.outputs = out;
+    l->unit.forward = f;
+    l->unit.backward = b;
+    l->unit.flops = 1;
+}
+
+static void build_model(void)
+{
+    unit(&LAYERS[0], "in", "x", "h0", in_fwd, in_bwd);
+    param(&LAYERS[0], "proj", 2, D, D, VS_ROLE_OTHER, 0.3);
+    static const char* names[2][6] = {{"b0.fc1", "b0.fc1.w", "b0.fc1.b", "b0.fc2", "b0.fc2.w", "b0.fc2.b"},
+                                      {"b1.fc1", "b1.fc1.w", "b1.fc1.b", "b1.fc2", "b1.fc2.w", "b1.fc2.b"}};
+    static const char* io[2][4] = {{"h0", "a0", "z0", "h1"}, {"h1", "a1", "z1", "h2"}};
+    static const char* act[2] = {"b0.act", "b1.act"};
+    for (int b = 0; b < 2; b++) {
+        vs_layer_decl* l = &LAYERS[1 + 3 * b];
+        unit(l, names[b][0], io[b][0], io[b][1], fc1_fwd, fc1_bwd);
+        param(l, names[b][1], 2, D, H, VS_ROLE_COLUMN, 0.4);
+        param(l, names[b][2], 1, H, 0, VS_ROLE_COLUMN, 0.1);
+        unit(l + 1, act[b], io[b][1], io[b][2], act_fwd, act_bwd);
+        unit(l + 2, names[b][3], io[b][2], io[b][3], fc2_fwd, fc2_bwd);
+        param(l + 2, names[b][4], 2, H, D, VS_ROLE_ROW, 0.4);
+        param(l + 2, names[b][5], 1, D, 0, VS_ROLE_ROW, 0.1);
+    }
+    unit(&LAYERS[7], "loss", "h2,t", "loss:f32[]", loss_fwd, loss_bwd);
+    param(&LAYERS[7], "proj", 2, D, D, VS_ROLE_OTHER, 0.3); // tied with "in"
+    MODEL.layers = LAYERS;
+    MODEL.nlayers = NL;
+    MODEL.seed = 7;
+}
+
+/* The global batch of a step: every rank makes the same. */
+static float X[ROWS * D], T[ROWS * D];
+static vs_batch batch_of(int step)
+{
+    for (int i = 0; i < ROWS * D; i++) {
+        X[i] = sinf(0.3f * (float)(step * 131 + i));
+        T[i] = 0.5f * cosf(0.7f * (float)(step * 17 + i));
+    }
+    vs_batch b;
+    memset(&b, 0, sizeof b);
+    b.n = 2;
+    b.name[0] = "x", b.name[1] = "t";
+    b.dtype[0] = b.dtype[1] = VS_F32;
+    b.ndim[0] = b.ndim[1] = 2;
+    b.shape[0][0] = b.shape[1][0] = ROWS;
+    b.shape[0][1] = b.shape[1][1] = D;
+    b.data[0] = X, b.data[1] = T;
+    return b;
+}
+
+/* --- runs ----------------------------------------------------------------- */
+
+#define NPARAM 9
+static const char* PNAMES[NPARAM] = {"proj", "b0.fc1.w", "b0.fc1.b", "b0.fc2.w", "b0.fc2.b",
+                                     "b1.fc1.w", "b1.fc1.b", "b1.fc2.w", "b1.fc2.b"};
+static const int PSIZE[NPARAM] = {D * D, D * H, H, H * D, D, D * H, H, H * D, D};
+
+typedef struct run {
+    vs_plan plan;
+    int steps;
+    const char* save;  // save after `steps` steps
+    const char* load;  // load before training
+    double loss[STEPS];
+    float params[NPARAM][D * H];
+    int64_t init_peak, model_bytes;
+} run;
+
+static int rank_fn(vs_world* w, void* arg)
+{
+    run* R = (run*)arg;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL;
+    d.plan = &R->plan;
+    d.optim.kind = VS_OPTIM_ADAMW;
+    d.optim.weight_decay = 0.01;
+    d.lr.lr = 0.02;
+    d.clip = 1.0;
+    vs_train* t;
+    vs_result r = vs_parallelize(w, &d, &t);
+    VT_CHECK(r == VS_OK, "parallelize: %s", vs_last_error());
+    if (r) return 1;
+    if (R->load) VT_OK(vs_train_load(t, R->load, NULL, 0));
+    int64_t s0 = vs_train_steps(t);
+    for (int s = 0; s < R->steps; s++) {
+        vs_batch b = batch_of((int)s0 + s);
+        double l;
+        VT_OK(vs_train_step(t, &b, &l));
+        if (vs_world_rank(w) == 0) R->loss[s] = l;
+    }
+    if (R->save) VT_OK(vs_train_save(t, R->save, NULL, 0, 0));
+    float buf[D * H];
+    for (int p = 0; p < NPARAM; p++) {
+        VT_OK(vs_train_get_param(t, PNAMES[p], buf, sizeof buf));
+        if (vs_world_rank(w) == 0) memcpy(R->params[p], buf, sizeof(float) * (size_t)PSIZE[p]);
+    }
+    if (vs_world_rank(w) == 0) vs_train_memory(t, &R->init_peak, &R->model_bytes);
+    VT_OK(vs_train_free(t));
+    return 0;
+}
+
+static void go(run* R)
+{
+    int n = (R->plan.pp ? R->plan.pp : 1) * (R->plan.dp ? R->plan.dp : 1) * (R->plan.tp ? R->plan.tp : 1);
+    VT_CHECK(vs_launch(n, rank_fn, R) == VS_OK, "launch: %s", vs_last_error());
+}
+
+static double rel(double a, double b) { return fabs(a - b) / (fabs(b) > 1e-12 ? fabs(b) : 1e-12); }
+
+static void compare(const run* a, const run* ref, int bitwise, const char* what)
+{
+    for (int s = 0; s < a->steps; s++) {
+        if (bitwise) VT_CHECK(!memcmp(&a->loss[s], &ref->loss[s], sizeof(double)), "%s: step %d loss %.17g vs %.17g", what, s, a->loss[s], ref->loss[s]);
+        else VT_CHECK(rel(a->loss[s], ref->loss[s]) < 1e-5, "%s: step %d loss %.9g vs %.9g", what, s, a->loss[s], ref->loss[s]);
+    }
+    for (int p = 0; p < NPARAM; p++) { // relative to the tensor's largest element (elementwise is ill-posed near 0)
+        double scale = 0, worst = 0;
+        int at = 0;
+        for (int e = 0; e < PSIZE[p]; e++) scale = fmax(scale, fabs(ref->params[p][e]));
+        for (int e = 0; e < PSIZE[p]; e++) {
+            float x = a->params[p][e], y = ref->params[p][e];
+            if (bitwise && memcmp(&x, &y, 4)) {
+                VT_CHECK(0, "%s: %s[%d] %.9g vs %.9g", what, PNAMES[p], e, x, y);
+                break;
+            }
+            if (fabs(x - y) > worst) worst = fabs(x - y), at = e;
+        }
+        if (!bitwise)
+            VT_CHECK(worst <= 1e-5 * scale, "%s: %s[%d] %.9g vs %.9g (max |diff| %.3g, max |value| %.3g)", what, PNAMES[p], at,
+                     a->params[p][at], ref->params[p][at], worst, scale);
+    }
+}
+
+static run* mk(int pp, int dp, int tp, vs_pipe_kind k, int mbs, vs_zero_stage z)
+{
+    run* R = (run*)calloc(1, sizeof *R);
+    R->plan.pp = pp, R->plan.dp = dp, R->plan.tp = tp;
+    R->plan.schedule = k;
+    R->plan.microbatches = mbs;
+    R->plan.zero = z;
+    R->plan.split = VS_PIPE_SPLIT_UNIFORM;
+    R->steps = STEPS;
+    return R;
+}
+
+int main(void)
+{
+    build_model();
+    /* The reference: one rank, the same 4 microbatches per step (the mean over
+       microbatches then equals the DP runs' average of averages up to rounding). */
+    run* ref = mk(1, 1, 1, VS_PIPE_GPIPE, 4, VS_ZERO_0);
+    vt_begin("train/one_rank");
+    go(ref);
+    VT_CHECK(ref->loss[STEPS - 1] < ref->loss[0], "the loss falls: %g -> %g", ref->loss[0], ref->loss[STEPS - 1]);
+    vt_end("train/one_rank");
+
+    static const int meshes[][3] = {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 2, 1}, {1, 2, 2}, {2, 1, 2}, {2, 2, 2}};
+    static const vs_pipe_kind kinds[] = {VS_PIPE_1F1B, VS_PIPE_GPIPE, VS_PIPE_INTERLEAVED, VS_PIPE_ZBH1, VS_PIPE_ZBV, VS_PIPE_DUALPIPEV};
+    char name[128];
+    for (size_t m = 0; m < sizeof meshes / sizeof meshes[0]; m++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            if (meshes[m][0] == 1 && k > 0) continue; // (schedules matter only with PP)
+            for (int z = 0; z <= 2; z++) {
+                if (z && (meshes[m][1] == 1 || k > 1)) continue; // ZeRO only with DP
+                run* R = mk(meshes[m][0], meshes[m][1], meshes[m][2], kinds[k], 4 / meshes[m][1], (vs_zero_stage)z);
+                snprintf(name, sizeof name, "train/PP%d_DP%d_TP%d_%s_zero%d", meshes[m][0], meshes[m][1], meshes[m][2],
+                         vs_pipe_kind_name(kinds[k]), z);
+                vt_begin(name);
+                go(R);
+                compare(R, ref, 0, name);
+                vt_end(name);
+                free(R);
+            }
+        }
+
+    /* Only PP differs: PP2 x DP2 x TP2 against DP2 x TP2, bit for bit. */
+    vt_begin("train/only_pp_differs_bitwise");
+    run* a = mk(1, 2, 2, VS_PIPE_1F1B, 2, VS_ZERO_1);
+    go(a);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        run* b = mk(2, 2, 2, kinds[k], 2, VS_ZERO_1);
+        go(b);
+        snprintf(name, sizeof name, "PP2xDP2xTP2 %s vs DP2xTP2", vs_pipe_kind_name(kinds[k]));
+        compare(b, a, 1, name);
+        free(b);
+    }
+    free(a);
+    vt_end("train/only_pp_differs_bitwise");
+
+    /* Resume on another mesh: save after 3 steps on PP2 x DP2 x TP2, load on
+       DP4, TP4 (no: H=16 splits 4 ways too), PP4 x DP2 and 1 rank; 3 more steps
+       equal the uninterrupted run. */
+    vt_begin("train/resume_on_other_meshes");
+    char dir[] = "/tmp/vs_train_XXXXXX", path[64];
+    VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/step3", dir);
+    run* s = mk(2, 2, 2, VS_PIPE_1F1B, 2, VS_ZERO_1);
+    s->steps = 3;
+    s->save = path;
+    go(s);
+    static const int rmesh[][3] = {{1, 4, 1}, {1, 1, 4}, {4, 2, 1}, {1, 1, 1}};
+    for (int i = 0; i < 4; i++) {
+        run* c = mk(rmesh[i][0], rmesh[i][1], rmesh[i][2], VS_PIPE_1F1B, 4 / rmesh[i][1], VS_ZERO_1);
+        c->steps = STEPS - 3;
+        c->load = path;
+        go(c);
+        run cmp = *ref; // the uninterrupted run's last steps
+        memmove(cmp.loss, ref->loss + 3, sizeof(double) * (STEPS - 3));
+        cmp.steps = STEPS - 3;
+        c->steps = STEPS - 3;
+        snprintf(name, sizeof name, "resume on PP%d_DP%d_TP%d", rmesh[i][0], rmesh[i][1], rmesh[i][2]);
+        compare(c, &cmp, 0, name);
+        free(c);
+    }
+    vs_plan saved;
+    VT_OK(vs_train_saved_plan(path, &saved));
+    VT_CHECK(saved.pp == 2 && saved.dp == 2 && saved.tp == 2 && saved.zero == VS_ZERO_1, "saved plan %d %d %d", saved.pp, saved.dp, saved.tp);
+    free(s);
+    snprintf(name, sizeof name, "rm -rf %s", dir);
+    VT_CHECK(system(name) == 0, "rm");
+    vt_end("train/resume_on_other_meshes");
+
+    /* Plans round-trip through text and JSON. */
+    vt_begin("train/plan_roundtrip");
+    vs_plan p;
+    memset(&p, 0, sizeof p);
+    p.pp = 2, p.dp = 4, p.tp = 2;
+    p.strict = 1;
+    p.nrules = 2;
+    snprintf(p.rules[0].pattern, sizeof p.rules[0].pattern, "b?.fc1.*");
+    snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Shard(1)");
+    snprintf(p.rules[1].pattern, sizeof p.rules[1].pattern, "proj");
+    snprintf(p.rules[1].placement, sizeof p.rules[1].placement, "Replicate");
+    p.split = VS_PIPE_SPLIT_MANUAL;
+    snprintf(p.split_points, sizeof p.split_points, "b0.fc2,b1.fc1,b1.fc2");
+    p.chunks = 2;
+    p.schedule = VS_PIPE_ZBV;
+    p.microbatches = 8;
+    p.zero = VS_ZERO_2;
+    char t1[2048], t2[2048];
+    for (int form = 0; form < 2; form++) {
+        vs_plan q;
+        if (form) vs_plan_print_json(&p, t1, sizeof t1);
+        else vs_plan_print(&p, t1, sizeof t1);
+        VT_OK(vs_plan_parse(t1, &q));
+        if (form) vs_plan_print_json(&q, t2, sizeof t2);
+        else vs_plan_print(&q, t2, sizeof t2);
+        VT_CHECK(!strcmp(t1, t2), "round trip %d:\n%s\n%s", form, t1, t2);
+    }
+    vt_end("train/plan_roundtrip");
+
+    vt_begin("train/bad_input");
+    vs_plan bad = p;
+    snprintf(bad.rules[0].pattern, sizeof bad.rules[0].pattern, "nothing.*");
+    vs_result r = vs_plan_check(&bad, &MODEL);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "nothing.*"), "strict rule: %s", vs_last_error());
+    bad = p;
+    bad.tp = 3;
+    r = vs_plan_check(&bad, &MODEL);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "TP=3"), "tp 3: %s", vs_last_error());
+    bad = p;
+    bad.pp = 8;
+    r = vs_plan_check(&bad, &MODEL);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "layers"), "pp 8 x 2: %s", vs_last_error());
+    r = vs_plan_parse("mesh: PP=2 DP=x TP=1\n", &bad);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "line 1"), "parse: %s", vs_last_error());
+    r = vs_plan_parse("schedule: zzz\n", &bad);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "zzz"), "parse: %s", vs_last_error());
+    vt_end("train/bad_input");
+
+    vt_begin("train/deferred_init_peak");
+    run* big = mk(1, 1, 2, VS_PIPE_1F1B, 4, VS_ZERO_0);
+    go(big);
+    // the largest shard is 8x16/2 floats: the peak holds one shard at a time, never the model
+    VT_CHECK(big->init_peak > 0 && big->init_peak <= (int64_t)(D * H / 2 * 4), "init peak %lld bytes (model %lld)",
+             (long long)big->init_peak, (long long)big->model_bytes);
+    free(big);
+    vt_end("train/deferred_init_peak");
+    free(ref);
+    return vt_summary();
+}
