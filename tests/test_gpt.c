@@ -112,6 +112,7 @@ typedef struct trank {
     float* lg[MAXP]; // local grads
     int64_t lshape[MAXP][2], loff[MAXP][2];
     vs_layer_ctx ctx[GPT_MAX_UNITS];
+    float* apart[GPT_MAX_UNITS][VS_LAYER_MAX_PARAMS]; // per-layer gradients (tr_grads_apart)
     // activations
     int rows, T;
     int64_t n, D;
@@ -173,9 +174,23 @@ static void tr_init(trank* R, tmodel* t, int tp_size, int tp_rank, vs_mesh* tp, 
     R->targets = (int32_t*)calloc((size_t)R->n, sizeof(int32_t));
 }
 
+/* One gradient buffer per (layer, parameter): a tied parameter's uses apart, as on
+   separate pipeline stages. */
+static void tr_grads_apart(trank* R)
+{
+    for (int l = 0; l < R->t->m.nlayers; l++)
+        for (int i = 0; i < R->t->m.layers[l].nparams; i++) {
+            int64_t ln = R->lshape[R->t->idx[l][i]][0] * (R->lshape[R->t->idx[l][i]][1] ? R->lshape[R->t->idx[l][i]][1] : 1);
+            R->apart[l][i] = (float*)calloc((size_t)ln, sizeof(float));
+            R->ctx[l].grad[i] = R->apart[l][i];
+        }
+}
+
 static void tr_free(trank* R)
 {
     const gpt_config* cfg = &R->t->st->cfg;
+    for (int l = 0; l < R->t->m.nlayers; l++)
+        for (int i = 0; i < R->t->m.layers[l].nparams; i++) free(R->apart[l][i]);
     for (int k = 0; k < R->t->np; k++) free(R->lp[k]), free(R->lg[k]);
     for (int k = 0; k <= 2 * cfg->layers; k++) free(R->x[k]), free(R->gx[k]);
     for (int l = 0; l < R->t->m.nlayers; l++) free(R->call[l].saved);
@@ -225,11 +240,11 @@ static vs_result tr_forward(trank* R, int from)
 
 /* Backward of every unit (gradients of activations zeroed, the loss seeded 1);
    split: B then W for the block units. Parameter gradients add up. */
-static vs_result tr_backward(trank* R, int split)
+static vs_result tr_backward_seed(trank* R, int split, float seed)
 {
     int L = R->t->st->cfg.layers, nl = R->t->m.nlayers;
     for (int k = 0; k <= 2 * L; k++) memset(R->gx[k], 0, sizeof(float) * (size_t)(R->n * R->D));
-    R->gloss = 1.0f;
+    R->gloss = seed;
     for (int u = nl - 1; u >= 0; u--) {
         const vs_pipe_unit* un = &R->t->m.layers[u].unit;
         vs_result r;
@@ -243,6 +258,8 @@ static vs_result tr_backward(trank* R, int split)
     }
     return VS_OK;
 }
+
+static vs_result tr_backward(trank* R, int split) { return tr_backward_seed(R, split, 1.0f); }
 
 static void tr_zero_grads(trank* R)
 {
@@ -422,6 +439,127 @@ static void test_tp(int tp, int split)
     tm_free(&t);
 }
 
+// ---- (4) through vescale_pipe.h's engine: PP2 (bit for bit) and PP2 x TP2 -----------
+
+enum { EROWS = 2, EMB = 4 };
+
+typedef struct eng_job {
+    tmodel* t;
+    trank* ref; // the hand-driven loop, per-layer gradients
+    double ref_loss;
+    int pp, tp;
+    vs_pipe_kind kind;
+    int chunks;
+    int step;
+} eng_job;
+
+static vs_result eng_data(vs_pipe_call* c)
+{
+    const eng_job* j = (const eng_job*)c->user;
+    const gpt_config* cfg = &j->t->st->cfg;
+    int64_t T = cfg->seq, shape[2] = {EROWS, T};
+    int32_t tok[EROWS * EMB * 64], tg[EROWS * EMB * 64];
+    gpt_batch(cfg, j->step, EROWS * EMB, tok, tg);
+    int32_t* v;
+    vs_result r = vs_pipe_output(c, 0, VS_I32, 2, shape, (void**)&v);
+    if (r) return r;
+    memcpy(v, (strcmp(c->out[0].name, "targets") ? tok : tg) + c->mb * EROWS * T, sizeof(int32_t) * EROWS * (size_t)T);
+    return VS_OK;
+}
+
+static int eng_rank_fn(vs_world* w, void* arg)
+{
+    eng_job* j = (eng_job*)arg;
+    tmodel* t = j->t;
+    vs_mesh *mesh = NULL, *tp = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = j->pp, md.dim_names[0] = "PP";
+    if (j->tp > 1) md.shape[1] = j->tp, md.dim_names[1] = "TP";
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    int tr = 0;
+    if (j->tp > 1) {
+        VT_OK(vs_mesh_submesh(mesh, "TP", &tp));
+        tr = vs_mesh_coord_along(mesh, "TP");
+    }
+    int stage = vs_mesh_coord_along(mesh, "PP");
+    trank R;
+    tr_init(&R, t, j->tp, tr, tp, EROWS);
+    tr_grads_apart(&R);
+    vs_pipe_unit units[GPT_MAX_UNITS];
+    for (int u = 0; u < t->m.nlayers; u++) units[u] = t->m.layers[u].unit, units[u].user = &R.ctx[u];
+    vs_pipe_plan plan;
+    vs_pipe_split_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.stages = j->pp, sd.chunks = j->chunks, sd.kind = VS_PIPE_SPLIT_UNIFORM;
+    sd.placement = j->chunks > 1 ? VS_PIPE_PLACE_V : VS_PIPE_PLACE_LOOP;
+    VT_OK(vs_pipe_split(units, t->m.nlayers, &sd, &plan));
+    vs_pipe_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.mesh = mesh, pd.units = units, pd.nunits = t->m.nlayers, pd.plan = &plan, pd.data = eng_data, pd.data_user = j;
+    vs_pipe* pipe = NULL;
+    vs_pipe_sched* sched = NULL;
+    VT_OK(vs_pipe_init(&pd, &pipe));
+    VT_OK(vs_pipe_generate(w, j->kind, j->pp, j->chunks, EMB, &sched));
+    double loss = 0;
+    VT_OK(vs_pipe_run(pipe, sched, &loss));
+    double tol = j->tp > 1 ? 1e-5 : 0; // PP alone: bit for bit
+    VT_CHECK(fabs(loss - j->ref_loss) <= tol * fabs(j->ref_loss), "PP%d TP%d %s: loss %.9g vs %.9g", j->pp, j->tp,
+             vs_pipe_kind_name(j->kind), loss, j->ref_loss);
+    int checked = 0;
+    float* want = NULL;
+    for (int k = 0; k < plan.nchunks; k++) {
+        if (plan.chunk_stage[k] != stage) continue;
+        for (int u = plan.first_unit[k]; u < plan.first_unit[k + 1]; u++)
+            for (int i = 0; i < t->m.layers[u].nparams; i++) {
+                const tparam* p = &t->p[t->idx[u][i]];
+                int64_t ls[2], lo[2];
+                int64_t ln = p->numel / (shard_dim(p->d) >= 0 ? j->tp : 1);
+                want = (float*)realloc(want, sizeof(float) * (size_t)ln);
+                slice(p, shard_dim(p->d), j->tp, tr, j->ref->apart[u][i], want, ls, lo, 0);
+                double e = tensor_err(R.apart[u][i], want, ln);
+                if (strstr(p->d->name, "attn.bk")) e *= 1e-6; // exactly 0: round-off only
+                if (j->tp == 1) e = memcmp(R.apart[u][i], want, sizeof(float) * (size_t)ln) ? 1 : 0;
+                VT_CHECK(e <= tol, "PP%d TP%d %s: unit %s grad %s differs (%.3g)", j->pp, j->tp,
+                         vs_pipe_kind_name(j->kind), t->m.layers[u].unit.name, p->d->name, e);
+                checked++;
+            }
+    }
+    VT_CHECK(checked > 0, "stage %d checked no gradient", stage);
+    free(want);
+    VT_OK(vs_pipe_sched_free(sched));
+    VT_OK(vs_pipe_free(pipe));
+    tr_free(&R);
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+
+static void test_engine(int pp, int tp, vs_pipe_kind kind, int chunks)
+{
+    tmodel t;
+    tm_init(&t, &tpcfg);
+    rng_state = 5;
+    tm_fill_random(&t, 0.3);
+    trank R;
+    tr_init(&R, &t, 1, 0, NULL, EROWS);
+    tr_grads_apart(&R);
+    eng_job j = {&t, &R, 0, pp, tp, kind, chunks, 3};
+    int32_t tok[EROWS * EMB * 64], tg[EROWS * EMB * 64];
+    gpt_batch(&tpcfg, j.step, EROWS * EMB, tok, tg);
+    double sum = 0;
+    for (int mb = 0; mb < EMB; mb++) {
+        memcpy(R.tokens, tok + mb * EROWS * tpcfg.seq, sizeof(int32_t) * EROWS * (size_t)tpcfg.seq);
+        memcpy(R.targets, tg + mb * EROWS * tpcfg.seq, sizeof(int32_t) * EROWS * (size_t)tpcfg.seq);
+        VT_OK(tr_forward(&R, 0));
+        sum += (double)R.loss;
+        VT_OK(tr_backward_seed(&R, 0, 1.0f / EMB)); // the engine's mean: each microbatch seeded 1/M
+    }
+    j.ref_loss = sum / EMB;
+    VT_OK(vs_launch(pp * tp, eng_rank_fn, &j));
+    tr_free(&R);
+    tm_free(&t);
+}
+
 // ---- (3) the loss falls ---------------------------------------------------------------
 
 static void test_learns(void)
@@ -494,6 +632,9 @@ int main(void)
     VT_CASE("gpt_gradcheck_split_backward", test_gradcheck(1));
     VT_CASE("gpt_tp2_equals_one_rank", test_tp(2, 0));
     VT_CASE("gpt_tp4_equals_one_rank_split", test_tp(4, 1));
+    VT_CASE("gpt_engine_pp2_zbv_bit_for_bit", test_engine(2, 1, VS_PIPE_ZBV, 2));
+    VT_CASE("gpt_engine_pp2_1f1b_bit_for_bit", test_engine(2, 1, VS_PIPE_1F1B, 1));
+    VT_CASE("gpt_engine_pp2_tp2_zbh1", test_engine(2, 2, VS_PIPE_ZBH1, 1));
     VT_CASE("gpt_loss_falls", test_learns());
     return vt_summary();
 }
