@@ -65,6 +65,10 @@ $(B)/test_device_layout: tests/test_device_layout.c tests/device_layout_cases.h 
 $(B)/test_pipe_device: tests/test_pipe_device.c tests/pipe_models.h tests/mock/cuda_runtime.h tests/mock/mock_device.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -Itests/mock -o $@ $< $(LDLIBS)
 
+# The example GPT (examples/gpt.h) unit by unit: one rank, TP thread ranks.
+$(B)/test_gpt: tests/test_gpt.c examples/gpt.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+
 # vescale_ckpt.h's device buffers over the same stand-in runtime (its CUDA copies forced on).
 $(B)/test_ckpt_device: tests/test_ckpt_device.c tests/mock/cuda_runtime.h tests/mock/mock_device.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -Itests/mock -o $@ $< $(LDLIBS)
