@@ -83,11 +83,15 @@ $(B)/demo: examples/demo.c $(HEADERS) | $(B)
 
 # --- examples/mlp_dp_tp.c: the first trainer (DP2 x TP2 beside one rank) ---------
 # built by `make`, run briefly by `make test`; the MPI build runs under mpirun -np 4
-EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi)
+EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi $(B)/train_gpt_mpi)
 all: $(EXAMPLES)
 test: $(EXAMPLES)
 $(B)/mlp_dp_tp: examples/mlp_dp_tp.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+$(B)/train_gpt: examples/train_gpt.c examples/gpt.h $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+$(B)/train_gpt_mpi: examples/train_gpt.c examples/gpt.h $(HEADERS) | $(B)
+	$(MPICC) $(CFLAGS) $(SAN) -DVESCALE_MPI -o $@ $< $(LDLIBS)
 $(B)/pipe_mlp: examples/pipe_mlp.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
 $(B)/mlp_dp_tp_mpi: examples/mlp_dp_tp.c $(HEADERS) | $(B)
@@ -103,9 +107,12 @@ $(B)/vescale-ckpt: tools/vescale-ckpt.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
 # ---------------------------------------------------------------------------------
 
-# The main job: until the trainer exists, a 2x2x2 mesh on 8 thread ranks.
-run: $(B)/demo
-	./$(B)/demo
+# The main job: the GPT example (examples/train_gpt.c) trained on 8 thread ranks as
+# PP2 x DP2 x TP2 beside one rank, saved, then resumed on DP4 x TP2 beside one rank.
+run: $(B)/train_gpt
+	rm -rf $(B)/run_ckpt
+	./$(B)/train_gpt --mesh 2x2x2 --steps 20 --save $(B)/run_ckpt/step-000020
+	./$(B)/train_gpt --mesh 1x4x2 --steps 10 --resume auto --ckpt-dir $(B)/run_ckpt
 
 # The README's test command (and .ci/run's).
 # The fuzz harnesses run FUZZ_SECONDS each inside `make test` (0: not at all).

@@ -67,6 +67,12 @@ done
 if [ -x "$B/mlp_dp_tp" ]; then
     run_one "mlp_dp_tp" bash -c '"$@" && echo "ok example/mlp_dp_tp"' _ "$B/mlp_dp_tp"
 fi
+# --- examples/train_gpt.c (issue 12): PP2 x DP2 x TP2 beside one rank, save, resume on DP4 x TP2 ---
+if [ -x "$B/train_gpt" ]; then
+    ck=$(mktemp -d)
+    run_one "train_gpt" bash -c '"$1" --mesh 2x2x2 --steps 4 --save "$2/step-000004" && "$1" --mesh 1x4x2 --steps 2 --resume auto --ckpt-dir "$2" && echo "ok example/train_gpt"' _ "$B/train_gpt" "$ck"
+    rm -rf "$ck"
+fi
 # --- examples/pipe_mlp.c (issue 10): every schedule on 4 stages equals one rank bit for bit ---
 if [ -x "$B/pipe_mlp" ]; then
     run_one "pipe_mlp" bash -c '"$@" && echo "ok example/pipe_mlp"' _ "$B/pipe_mlp"

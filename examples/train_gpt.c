@@ -1,0 +1,272 @@
+/* train_gpt.c - a small GPT (examples/gpt.h) trained on any PP x DP x TP mesh
+   with vescale.h's high-level API, next to the same model on one rank.
+
+   The training loop is the one a single-device trainer has; what makes it nD
+   is the plan given to vs_parallelize (README: "One loop, any mesh").
+
+   Usage:
+       train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K]
+                 [--zero Z] [--microbatches M] [--save DIR/NAME] [--resume DIR/NAME|auto]
+                 [--ckpt-dir DIR] [--no-reference] [--explain]
+     --mesh 2x2x2       the plan's mesh (default 2x2x2: PP2 x DP2 x TP2)
+     --world N --auto   let vs_generate_plan choose the mesh for N ranks
+     --schedule K       gpipe 1f1b interleaved zbh1 zbv dualpipev (default 1f1b)
+     --save P           save the whole training state at the end into P
+     --resume P|auto    start from P (auto: the latest complete checkpoint in
+                        --ckpt-dir), on whatever mesh this run has
+     --no-reference     skip the one-rank run beside it
+   Thread ranks by default; built with -DVESCALE_MPI and started by mpirun, one
+   process per rank (each also runs the one-rank reference by itself).
+
+   Exit status 1 when a step's loss differs from one rank's by more than 1e-5
+   (relative), or on any error. */
+#define VESCALE_IMPLEMENTATION
+#include "../vescale.h"
+#include "gpt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+enum { ROWS = 16, MAXSTEPS = 1000 };
+
+static gpt_config CFG = {64, 16, 64, 4, 2, 1234};
+static gpt_model_storage STORE;
+static vs_model_desc MODEL;
+
+typedef struct job {
+    vs_plan plan;
+    int steps;              // steps this run takes (after the checkpoint's, when resuming)
+    const char* save;
+    const char* resume;
+    double loss[MAXSTEPS];  // by step
+    double secs[MAXSTEPS];
+    int have[MAXSTEPS];
+    const struct job* ref;  // print beside this run's losses
+    int quiet;
+    int failed;
+} job;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define CHECK(x)                                                                                                      \
+    do {                                                                                                              \
+        vs_result r_ = (x);                                                                                           \
+        if (r_) {                                                                                                     \
+            fprintf(stderr, "rank %d: %s: %s\n", vs_world_rank(w), #x, vs_last_error());                             \
+            return 1;                                                                                                 \
+        }                                                                                                             \
+    } while (0)
+
+/* The trainer: the same on one rank and on a mesh. */
+static int train(vs_world* w, void* arg)
+{
+    job* J = (job*)arg;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL;
+    d.plan = &J->plan;
+    d.optim.kind = VS_OPTIM_ADAMW;
+    d.optim.weight_decay = 0.01;
+    d.lr = (vs_lr_schedule){VS_LR_COSINE, 3e-3, 3e-4, 5, 200, 0, 0};
+    d.clip = 1.0;
+    vs_train* t;
+    CHECK(vs_parallelize(w, &d, &t));
+    if (J->resume) CHECK(vs_train_load(t, J->resume, NULL, 0));
+    int32_t tokens[ROWS * 64], targets[ROWS * 64];
+    vs_batch b;
+    memset(&b, 0, sizeof b);
+    b.n = 2;
+    b.name[0] = "tokens", b.name[1] = "targets";
+    b.dtype[0] = b.dtype[1] = VS_I32;
+    b.ndim[0] = b.ndim[1] = 2;
+    b.shape[0][0] = b.shape[1][0] = ROWS;
+    b.shape[0][1] = b.shape[1][1] = CFG.seq;
+    b.data[0] = tokens, b.data[1] = targets;
+    int rank0 = vs_world_rank(w) == 0;
+    int s0 = (int)vs_train_steps(t); // 0, or where the checkpoint stopped
+    for (int s = s0; s < s0 + J->steps && s < MAXSTEPS; s++) {
+        gpt_batch(&CFG, s, ROWS, tokens, targets); // the global batch of step s
+        double loss, t0 = now();
+        CHECK(vs_train_step(t, &b, &loss));
+        if (!rank0) continue;
+        J->loss[s] = loss, J->secs[s] = now() - t0, J->have[s] = 1;
+        if (J->quiet) continue;
+        double tps = ROWS * CFG.seq / J->secs[s];
+        if (J->ref && J->ref->have[s]) {
+            double rel = fabs(loss - J->ref->loss[s]) / fabs(J->ref->loss[s]);
+            printf("  %4d   %10.6f   %10.6f   %9.2e   %9.0f\n", s, loss, J->ref->loss[s], rel, tps);
+            if (!(rel <= 1e-5)) J->failed = 1;
+        } else
+            printf("  %4d   %10.6f   %10s   %9s   %9.0f\n", s, loss, "-", "-", tps);
+        fflush(stdout);
+    }
+    if (J->save) {
+        CHECK(vs_train_save(t, J->save, NULL, 0, 0));
+        if (rank0 && !J->quiet) printf("saved step %lld to %s\n", (long long)vs_train_steps(t), J->save);
+    }
+    CHECK(vs_train_free(t));
+    return 0;
+}
+
+static int parse_mesh(const char* s, vs_plan* p)
+{
+    return sscanf(s, "%dx%dx%d", &p->pp, &p->dp, &p->tp) == 3 && p->pp > 0 && p->dp > 0 && p->tp > 0 ? 0 : -1;
+}
+
+int main(int argc, char** argv)
+{
+    static job par, ref;
+    vs_plan* p = &par.plan;
+    p->pp = p->dp = p->tp = 2;
+    p->schedule = VS_PIPE_1F1B;
+    int steps = 20, world = 0, autoplan = 0, reference = 1, explain = 0, zero = 1, mbs = 0;
+    const char *save = NULL, *resume = NULL, *ckdir = "build/ckpt";
+    for (int i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        const char* v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--mesh") && v && !parse_mesh(v, p)) i++;
+        else if (!strcmp(a, "--world") && v) world = atoi(argv[++i]);
+        else if (!strcmp(a, "--auto")) autoplan = 1;
+        else if (!strcmp(a, "--steps") && v) steps = atoi(argv[++i]);
+        else if (!strcmp(a, "--schedule") && v && vs_pipe_kind_parse(v, &p->schedule) == VS_OK) i++;
+        else if (!strcmp(a, "--zero") && v) zero = atoi(argv[++i]);
+        else if (!strcmp(a, "--microbatches") && v) mbs = atoi(argv[++i]);
+        else if (!strcmp(a, "--save") && v) save = argv[++i];
+        else if (!strcmp(a, "--resume") && v) resume = argv[++i];
+        else if (!strcmp(a, "--ckpt-dir") && v) ckdir = argv[++i];
+        else if (!strcmp(a, "--no-reference")) reference = 0;
+        else if (!strcmp(a, "--explain")) explain = 1;
+        else {
+            fprintf(stderr, "usage: train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K] "
+                            "[--zero Z] [--microbatches M] [--save P] [--resume P|auto] [--ckpt-dir D] "
+                            "[--no-reference] [--explain]\n");
+            return 2;
+        }
+    }
+    if (steps < 1 || steps > MAXSTEPS - 1) return fprintf(stderr, "--steps %d (1..%d)\n", steps, MAXSTEPS - 1), 2;
+    if (save && strchr(save, '/')) { // the folder the checkpoint goes in (one level)
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(save, '/') - save), save);
+        mkdir(dir, 0755);
+    }
+    if (gpt_model(&CFG, &STORE, &MODEL) != VS_OK) return fprintf(stderr, "gpt_model: %s\n", vs_last_error()), 1;
+    p->zero = (vs_zero_stage)zero;
+    char latest[1024];
+    if (resume && !strcmp(resume, "auto")) { // the newest complete checkpoint, whatever mesh saved it
+        if (vs_ckpt_latest(ckdir, latest, sizeof latest) != VS_OK) {
+            printf("--resume auto: %s: starting from scratch\n", vs_last_error());
+            resume = NULL;
+        } else resume = latest;
+    }
+    if (resume) { // where it stopped (the step count is in the checkpoint; the plan too)
+        vs_plan saved;
+        if (vs_train_saved_plan(resume, &saved) != VS_OK) return fprintf(stderr, "%s\n", vs_last_error()), 1;
+        printf("resuming %s (saved on PP%d x DP%d x TP%d)\n", resume, saved.pp, saved.dp, saved.tp);
+    }
+    if (autoplan) { // the planner chooses the mesh for the world size
+        vs_constraints c;
+        memset(&c, 0, sizeof c);
+        c.world = world ? world : 8;
+        c.global_batch = ROWS;
+        c.microbatches = mbs;
+        vs_plan_estimate est[256];
+        int n = 0;
+        vs_profile prof;
+        memset(&prof, 0, sizeof prof);
+        if (vs_generate_plan(&MODEL, &c, &prof, p, est, 256, &n) != VS_OK)
+            return fprintf(stderr, "vs_generate_plan: %s\n", vs_last_error()), 1;
+        if (explain) {
+            static char text[16384];
+            vs_plan_explain(est, n, text, sizeof text);
+            printf("%s\n", text);
+        }
+    }
+    if (mbs) p->microbatches = mbs;
+    if (!p->microbatches) p->microbatches = 8 / p->dp > 0 ? 8 / p->dp : 1;
+    if (p->microbatches * p->dp != 8)
+        return fprintf(stderr, "DP x microbatches must be 8 (one-rank reference: 8 microbatches of 2 rows)\n"), 2;
+    int nranks = p->pp * p->dp * p->tp;
+
+    char text[4096];
+    vs_plan_print(p, text, sizeof text);
+    printf("GPT: vocab %d, seq %d, dim %d, heads %d, layers %d (%lld parameters); %d rows x %d tokens per step\n",
+           CFG.vocab, CFG.seq, CFG.dim, CFG.heads, CFG.layers, (long long)gpt_param_count(&CFG), ROWS, CFG.seq);
+    printf("plan (vs_plan_print):\n%s", text);
+    { // the pipeline schedule this plan runs, drawn
+        vs_pipe_sched* s;
+        int V = p->chunks ? p->chunks : (p->schedule == VS_PIPE_ZBV || p->schedule == VS_PIPE_DUALPIPEV ? 2 : 1);
+        if (p->pp > 1 && vs_pipe_generate(NULL, p->schedule, p->pp, V, p->microbatches, &s) == VS_OK) {
+            static char pic[16384];
+            vs_pipe_costs costs;
+            memset(&costs, 0, sizeof costs);
+            vs_pipe_draw(s, &costs, 0, pic, sizeof pic);
+            vs_pipe_sim sim;
+            vs_pipe_simulate(s, &costs, &sim);
+            printf("schedule %s (vs_pipe_draw, unit costs; bubble %.1f%%):\n%s", vs_pipe_kind_name(p->schedule),
+                   100 * sim.bubble, pic);
+            vs_pipe_sched_free(s);
+        }
+    }
+
+    par.steps = steps;
+    par.save = save;
+    par.resume = resume;
+    ref.plan.pp = ref.plan.dp = ref.plan.tp = 1;
+    ref.plan.microbatches = 8;
+    ref.plan.schedule = VS_PIPE_GPIPE;
+    ref.quiet = 1;
+#ifdef VESCALE_MPI
+    vs_world* w;
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_MPI;
+    if (vs_world_init(&wd, &w) != VS_OK) return fprintf(stderr, "vs_world_init: %s\n", vs_last_error()), 1;
+    if (vs_world_size(w) != nranks) {
+        fprintf(stderr, "the plan's mesh has %d ranks; run with mpirun -np %d\n", nranks, nranks);
+        vs_world_abort(w, VS_ERR_INVALID);
+    }
+#endif
+    if (reference && !resume) { // one rank first, from scratch: its losses print beside the mesh's
+        ref.steps = steps;
+        if (vs_launch(1, train, &ref) != VS_OK) return fprintf(stderr, "one rank: %s\n", vs_last_error()), 1;
+        par.ref = &ref;
+    }
+    printf("\n  step   loss (mesh)  loss 1 rank   rel. diff   tokens/s\n");
+    par.quiet = reference && resume; // (a resumed run is compared after it: the one-rank run starts at 0)
+#ifdef VESCALE_MPI
+    if (train(w, &par) != 0) vs_world_abort(w, VS_ERR_ABORTED);
+    int me = vs_world_rank(w);
+    vs_world_free(w);
+    if (me != 0) return 0;
+#else
+    if (vs_launch(nranks, train, &par) != VS_OK) return fprintf(stderr, "%s\n", vs_last_error()), 1;
+#endif
+    if (reference && resume) { // the one-rank run from scratch to the same step, then the table
+        int lo = MAXSTEPS, hi = 0;
+        for (int s = 0; s < MAXSTEPS; s++)
+            if (par.have[s]) lo = s < lo ? s : lo, hi = s + 1;
+        ref.steps = hi;
+        if (vs_launch(1, train, &ref) != VS_OK) return fprintf(stderr, "one rank: %s\n", vs_last_error()), 1;
+        printf("  (resumed at step %d: the one-rank run went from step 0 to %d)\n", lo, hi - 1);
+        for (int s = lo; s < hi; s++) {
+            double rel = fabs(par.loss[s] - ref.loss[s]) / fabs(ref.loss[s]);
+            printf("  %4d   %10.6f   %10.6f   %9.2e   %9.0f\n", s, par.loss[s], ref.loss[s], rel,
+                   ROWS * CFG.seq / par.secs[s]);
+            if (!(rel <= 1e-5)) par.failed = 1;
+        }
+    }
+    int lo = -1, hi = -1;
+    for (int s = 0; s < MAXSTEPS; s++)
+        if (par.have[s]) hi = s, lo = lo < 0 ? s : lo;
+    if (lo >= 0) printf("loss %.4f -> %.4f over steps %d..%d on PP%d x DP%d x TP%d%s\n", par.loss[lo], par.loss[hi], lo, hi,
+                        p->pp, p->dp, p->tp, reference ? (par.failed ? ": DIFFERS from one rank" : ": equals one rank within 1e-5") : "");
+    return par.failed;
+}
