@@ -6,8 +6,12 @@
        vescale_mesh.h   results, hooks, dtypes, transports, bootstrap, device mesh,
                         layouts and redistribute, TP/SP regions, sharded init
        vescale_ddp.h    DDP and the distributed optimizer (ZeRO-1/2)
-       vescale_pipe.h   pipeline schedules and engine            (skeleton)
-       vescale_ckpt.h   distributed, resharding checkpoints      (skeleton)
+       vescale_pipe.h   pipeline stages, schedules as data, validator, simulator, engine
+       vescale_ckpt.h   checkpoints of the whole training state, resharding on load
+   and, here, the high-level API (// >>model, >>plan, >>generate-plan, >>train):
+   a model declared once as layers, plans, vs_generate_plan, vs_parallelize,
+   vs_train_step, save and resume on any mesh. examples/train_gpt.c is the whole
+   of it in use (make run).
 
    Do this in *one* C or C++ file:
        #define VESCALE_IMPLEMENTATION
@@ -45,9 +49,28 @@
    Every desc is a plain struct whose zero value means "defaults", so `= {}` is
    always a valid start. The headers have extern "C" linkage.
 
-   The high-level API (model description, sharding plans, parallelize, training
-   state save/load) arrives here with its issue. Start from examples/mlp_dp_tp.c:
-   a trainer on DP2 x TP2 built from the parts described below.
+   High-level API, step by step (examples/train_gpt.c does exactly this):
+       vs_layer_decl layers[] = { { .unit = { .name = "h.0.mlp", .inputs = "x0", .outputs = "x1",
+                                              .forward = mlp_fwd, .backward = mlp_bwd, .flops = 1e6 },
+                                    .params = { { .name = "h.0.mlp.fc", .ndim = 2, .shape = {64, 256},
+                                                  .role = VS_ROLE_COLUMN,
+                                                  .init = { .kind = VS_INIT_NORMAL, .b = 0.02 } } },
+                                    .nparams = 1 }, ... };
+       vs_model_desc model = { layers, n, 1234 };      // the seed of every parameter's init
+       vs_plan plan = { .pp = 2, .dp = 2, .tp = 2, .schedule = VS_PIPE_1F1B, .zero = VS_ZERO_1 };
+       vs_train* t;                                     // collective, on every rank:
+       vs_parallelize(world, &(vs_train_desc){ .model = &model, .plan = &plan }, &t);
+       for (...) vs_train_step(t, &global_batch, &loss);
+   In a layer's callbacks vs_layer(call) gives its shards (param[i]), the gradient
+   views to add into (grad[i]) and the TP submesh (tp). Roles give the Megatron
+   layout (COLUMN: weight [in, out] Shard(1), bias Shard(0); ROW: weight Shard(0),
+   bias replicated; EMBEDDING: Shard(0); HEAD: Shard(1)); plan rules (glob
+   patterns) override them. A name declared by two layers is one tied parameter
+   (an embedding and an LM head): its two gradients are summed in the same order
+   whether the layers share a stage or not. The global batch holds the model's
+   data inputs with the rows first; each DP rank takes its rows, each microbatch
+   its part. Limits: f32 parameters; ZeRO-2 keeps a staging buffer per bucket
+   (a pipeline holds every bucket of a chunk open across microbatches).
 
    Memory
    ------
