@@ -23,7 +23,10 @@
    Parameters (weights [in, out], y = x W) and their roles:
        wte [V, D] EMBEDDING (Shard(0) over TP; also the head's, tied)   wpe [T, D] OTHER
        h.i.ln1.g/.b, h.i.ln2.g/.b, lnf.g/.b [D] NORM
-       h.i.attn.wq/wk/wv [D, D] COLUMN, bq/bk/bv [D] COLUMN (bias: Shard(0))
+       h.i.attn.wq/wk/wv [D, D] COLUMN, bq/bv [D] COLUMN (bias: Shard(0)); no key bias:
+         softmax ignores what it adds to a query's scores, so its gradient is
+         round-off only, which AdamW would blow up into lr-sized steps that differ
+         from mesh to mesh
        h.i.attn.proj [D, D] ROW, bproj [D] ROW (bias: replicated)
        h.i.mlp.fc [D, 4D] COLUMN, bfc [4D] COLUMN, fc2 [4D, D] ROW, bfc2 [D] ROW
    Under TP size t a rank holds heads [r H/t, (r+1) H/t) (the COLUMN shards are
@@ -425,7 +428,7 @@ GPT__FN vs_result gpt_embed_backward(vs_pipe_call* c)
     return VS_OK;
 }
 
-/* attention block: params 0 ln1.g 1 ln1.b 2 wq 3 bq 4 wk 5 bk 6 wv 7 bv 8 proj 9 bproj.
+/* attention block: params 0 ln1.g 1 ln1.b 2 wq 3 wk 4 wv 5 bq 6 bv 7 proj 8 bproj.
    Saved: ln [n,D] mean [n] rstd [n] q k v [n,W] P [B,Hl,T,T] y [n,W], then what B
    leaves for W: dq dk dv [n,W], dln [n,D] (whole: after the TP sum). */
 typedef struct gpt_attn_buf {
@@ -480,15 +483,15 @@ GPT__FN vs_result gpt_attn_forward(vs_pipe_call* c)
     float* qkv[3] = {s.q, s.k, s.v};
     for (int j = 0; j < 3; j++) {
         memset(qkv[j], 0, sizeof(float) * (size_t)(n * W));
-        gpt_mm_nn(n, D, W, s.ln, P[2 + 2 * j], qkv[j]);
-        gpt_add_bias(n, W, P[3 + 2 * j], qkv[j]);
+        gpt_mm_nn(n, D, W, s.ln, P[2 + j], qkv[j]);
+        if (j != 1) gpt_add_bias(n, W, P[j ? 6 : 5], qkv[j]);
     }
     gpt_attention_forward(d.B, d.T, d.Hl, d.hd, s.q, s.k, s.v, s.P, s.y);
     if ((r = gpt_output(c, 0, VS_F32, 3, sh, (void**)&out))) return r;
     memset(out, 0, sizeof(float) * (size_t)(n * D));
-    gpt_mm_nn(n, W, D, s.y, P[8], out); // partial over TP
+    gpt_mm_nn(n, W, D, s.y, P[7], out); // partial over TP
     if (L->tp && (r = vs_tp_reduce_forward(L->tp, out, (size_t)(n * D), VS_F32))) return r;
-    gpt_add_bias(n, D, P[9], out); // once, after the sum
+    gpt_add_bias(n, D, P[8], out); // once, after the sum
     for (int64_t i = 0; i < n * D; i++) out[i] += x[i];
     return VS_OK;
 }
@@ -508,13 +511,13 @@ GPT__FN vs_result gpt_attn_backward_input(vs_pipe_call* c)
     float* dx = (float*)c->in[0].grad;
     float* dy = (float*)calloc((size_t)(n * W + d.T), sizeof(float));
     if (!dy) return vs_set_error(VS_ERR_NOMEM, "gpt attn: backward scratch");
-    gpt_mm_nt(n, D, W, dout, P[8], dy); // dy = dout proj^T
+    gpt_mm_nt(n, D, W, dout, P[7], dy); // dy = dout proj^T
     memset(s.dq, 0, sizeof(float) * (size_t)(3 * n * W));
     gpt_attention_backward(d.B, d.T, d.Hl, d.hd, s.q, s.k, s.v, s.P, dy, s.dq, s.dk, s.dv, dy + n * W);
     free(dy);
     memset(s.dln, 0, sizeof(float) * (size_t)(n * D));
     const float* g3[3] = {s.dq, s.dk, s.dv};
-    for (int j = 0; j < 3; j++) gpt_mm_nt(n, W, D, g3[j], P[2 + 2 * j], s.dln);
+    for (int j = 0; j < 3; j++) gpt_mm_nt(n, W, D, g3[j], P[2 + j], s.dln);
     if (L->tp && (r = vs_tp_copy_backward(L->tp, s.dln, (size_t)(n * D), VS_F32))) return r;
     for (int64_t i = 0; i < n * D; i++) dx[i] += dout[i]; // the residual
     gpt_ln_backward_input(n, D, x, P[0], s.mean, s.rstd, s.dln, dx);
@@ -536,11 +539,11 @@ GPT__FN vs_result gpt_attn_backward_weight(vs_pipe_call* c)
     gpt_ln_backward_weight(n, D, x, s.mean, s.rstd, s.dln, G[0], G[1]);
     const float* g3[3] = {s.dq, s.dk, s.dv};
     for (int j = 0; j < 3; j++) {
-        gpt_mm_tn(D, n, W, s.ln, g3[j], G[2 + 2 * j]);
-        gpt_bias_grad(n, W, g3[j], G[3 + 2 * j]);
+        gpt_mm_tn(D, n, W, s.ln, g3[j], G[2 + j]);
+        if (j != 1) gpt_bias_grad(n, W, g3[j], G[j ? 6 : 5]);
     }
-    gpt_mm_tn(W, n, D, s.y, dout, G[8]);
-    gpt_bias_grad(n, D, dout, G[9]);
+    gpt_mm_tn(W, n, D, s.y, dout, G[7]);
+    gpt_bias_grad(n, D, dout, G[8]);
     return VS_OK;
 }
 
@@ -827,10 +830,9 @@ GPT__FN vs_result gpt_model(const gpt_config* cfg, gpt_model_storage* st, vs_mod
                 GPT__P("ln1.g", 1, D, 0, VS_ROLE_NORM, VS_INIT_ONES, 0, 0, 1);
                 GPT__P("ln1.b", 1, D, 0, VS_ROLE_NORM, VS_INIT_ZEROS, 0, 0, 1);
                 GPT__P("attn.wq", 2, D, D, VS_ROLE_COLUMN, VS_INIT_NORMAL, sd, 0, 0);
-                GPT__P("attn.bq", 1, D, 0, VS_ROLE_COLUMN, VS_INIT_ZEROS, 0, 0, 1);
                 GPT__P("attn.wk", 2, D, D, VS_ROLE_COLUMN, VS_INIT_NORMAL, sd, 0, 0);
-                GPT__P("attn.bk", 1, D, 0, VS_ROLE_COLUMN, VS_INIT_ZEROS, 0, 0, 1);
                 GPT__P("attn.wv", 2, D, D, VS_ROLE_COLUMN, VS_INIT_NORMAL, sd, 0, 0);
+                GPT__P("attn.bq", 1, D, 0, VS_ROLE_COLUMN, VS_INIT_ZEROS, 0, 0, 1);
                 GPT__P("attn.bv", 1, D, 0, VS_ROLE_COLUMN, VS_INIT_ZEROS, 0, 0, 1);
                 GPT__P("attn.proj", 2, D, D, VS_ROLE_ROW, VS_INIT_SCALED_NORMAL, sd, (int)Lz, 0);
                 GPT__P("attn.bproj", 1, D, 0, VS_ROLE_ROW, VS_INIT_ZEROS, 0, 0, 1);
@@ -870,7 +872,7 @@ GPT__FN vs_result gpt_model(const gpt_config* cfg, gpt_model_storage* st, vs_mod
 GPT__FN int64_t gpt_param_count(const gpt_config* c)
 {
     int64_t V = c->vocab, T = c->seq, D = c->dim;
-    return V * D + T * D + 2 * D + c->layers * (4 * D + 4 * D * D + 4 * D + 8 * D * D + 5 * D);
+    return V * D + T * D + 2 * D + c->layers * (12 * D * D + 12 * D);
 }
 
 // >>data -----------------------------------------------------------------------
