@@ -151,8 +151,8 @@ GPT__FN void gpt_mm_nn(int64_t M, int64_t K, int64_t N, const float* GPT__RESTRI
 GPT__FN void gpt_mm_nt(int64_t M, int64_t K, int64_t N, const float* GPT__RESTRICT A, const float* GPT__RESTRICT B,
                        float* GPT__RESTRICT C)
 {
-    enum { NB = 256, KB = 128 };
-    float bt[KB * NB]; // B^T block: [kb, nb]
+    enum { NB = 128, KB = 64 };
+    float bt[KB * NB]; // B^T block: [kb, nb], 32 KiB of stack
     for (int64_t j0 = 0; j0 < N; j0 += NB)
         for (int64_t k0 = 0; k0 < K; k0 += KB) {
             int64_t j1 = j0 + NB < N ? j0 + NB : N, k1 = k0 + KB < K ? k0 + KB : K, nb = j1 - j0;
