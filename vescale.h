@@ -1056,7 +1056,7 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
     vs_result r = _vs_gp_setup(&g);
     if (r == VS_OK) r = _vs_gp_enumerate(&g, &ntriples);
     if (r == VS_OK) {
-        qsort(g.est, (size_t)g.nest, sizeof *g.est, _vs_gp_cmp);
+        if (g.nest > 1) qsort(g.est, (size_t)g.nest, sizeof *g.est, _vs_gp_cmp);
         int nfeas = 0;
         while (nfeas < g.nest && g.est[nfeas].kind == 0) nfeas++;
         if (nfeas) {
