@@ -790,33 +790,1054 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
 }
 
 // >>generate-plan ---------------------------------------------------------------
-/* (the planner: its own change) */
+/* The planner's cost model. Every figure is per optimizer step and per rank.
+
+   What a layer declares. unit.flops is the layer's FORWARD flops per row of a
+   microbatch (a row: one sample of the global batch, e.g. one sequence of T
+   tokens). Its backward costs twice its forward: a layer with split backward
+   parts (backward_input and backward_weight) has B = W = forward, one with a
+   full backward B = 2 x forward and W = 0 (the engine runs it whole at B). A
+   time is flops x rows x profile.flop_s.
+
+   What is enumerated. Every (pp, dp, tp) with pp x dp x tp = world that keeps the
+   fixed sizes. A mesh is rejected whole (one entry) when pp > layers, when tp > 1
+   under the policy none, when tp does not divide a TP-sharded dim (megatron
+   roles, as vs_plan_placement: column weights dim 1 and their biases dim 0, row
+   weights dim 0, embeddings dim 0, heads dim 1 (a head bias dim 0), norms and
+   others replicated), or when dp does not divide the global batch. For the
+   others: microbatches M in {pp, 2pp, 4pp} (or the fixed count); an M that does
+   not divide the rows per DP rank is one rejected entry. Schedules: 1f1b only
+   on one stage (one stage runs every schedule alike, and 1f1b holds the least);
+   on more, 1f1b, interleaved (2 chunks, when layers >= 2 pp), zbh1, zbv (2
+   chunks in a V, when layers >= 2 pp) and gpipe. ZeRO 0, 1, 2 (only 0 when
+   dp = 1: the stages are the same there).
+
+   The cost of one configuration, r = global_batch / dp / M rows a microbatch:
+   - Compute. A layer with a TP-sharded parameter runs 1/tp of its flops on each
+     TP rank; one without (a loss, a norm layer) runs all of them on every rank.
+   - TP communication (megatron, tp > 1), fully exposed, inside the layer's F
+     and B costs: in the forward one all-reduce per row-parallel weight and per
+     vocab-parallel embedding (partial sums), in the backward one per
+     row-parallel weight (the column-parallel input's gradient) and per head
+     weight. A forward one moves the layer's output, a backward one its input
+     (the previous layer's output): bytes per row from the first output's spec
+     ("h:f32[*,16,64]": 4096) when every dim after the first is fixed, else
+     act_bytes_per_row; times r. Ring all-reduce over n ranks:
+     2 (n-1)/n x bytes / bw + latency.
+   - The pipeline. The layers are cut into pp x V chunks by the constraints'
+     split (vs_pipe_split, V placement for zbv), the schedule comes from
+     vs_pipe_generate and is played by vs_pipe_simulate with each chunk's F, B
+     and W (compute + TP communication) and p2p = the largest tensor crossing a
+     cut x r / p2p_bw + latency. The makespan covers compute, TP communication,
+     p2p waits and idle time.
+   - DP. Each stage reduces its local parameter bytes over dp: ZeRO-0 an
+     all-reduce, ZeRO-1/2 a reduce-scatter then an all-gather, each
+     (n-1)/n x bytes / bw + latency. A chunk's reduction starts at its SYNC,
+     after its last backward, so the stage's chunks that finish early are
+     reduced under the rest of its pipeline: only the share of the chunk that
+     finishes last (the stage's lowest chunk; all of it with one chunk per
+     stage) is exposed, and ZeRO's all-gather, which follows the optimizer
+     step, is exposed whole. The step: makespan + the largest exposed DP time
+     of any stage.
+   - The parts, on the busiest stage (most busy time in the simulation):
+     compute_s its compute, comm_s its TP communication + the exposed DP time,
+     bubble_s = makespan - its busy time (idle and p2p waits). They add up to
+     step_s.
+   - Memory per rank, on the stage that needs most: parameters (local shards,
+     a tied parameter once per stage), gradients (the same; ZeRO-2: /dp), AdamW
+     state 2 x f32 per element (ZeRO-1/2: /dp), activations act_bytes_per_row
+     x r x (layers of the stage's largest chunk) x the schedule's peak live
+     (chunk, microbatch) activations on the stage (vs_pipe_simulate's
+     peak_live); activations are not divided by tp (a bound that holds
+     without sequence parallelism).
+   Not counted: the optimizer step's time, the engine's message copies, DDP's
+   buckets, tied gradients' sums between stages, the vocab-parallel loss's
+   small reductions.
+
+   The choice: the least step_s among the configurations within the memory
+   limit; equal times go to the one that needs less memory, then to the first
+   enumerated (pp, then tp ascending). */
+
+typedef struct _vs_gp_unit {
+    double flops;    // forward, per row
+    int sharded;     // holds a TP-sharded parameter
+    int ar_f, ar_b;  // TP all-reduces per microbatch, forward and backward
+    int split_bw;    // B and W separate
+    double row_bytes; // its first output per row
+} _vs_gp_unit;
+
+typedef struct _vs_gp_param {
+    const vs_param_decl* decl;
+    int unit, twin; // twin: an earlier unit holding the same (tied) parameter, or -1
+    int shard_dim;  // -1: replicated under TP
+    double numel, bytes;
+} _vs_gp_param;
+
+typedef struct _vs_gp_est {
+    vs_plan_estimate e;
+    double m_params, m_grads, m_optim, m_act; // the memory's parts on the largest stage
+    int idx;   // enumeration order
+    int kind;  // 0 feasible, 1 over the memory limit, 2 rejected mesh or microbatch count
+} _vs_gp_est;
+
+typedef struct _vs_gp {
+    const vs_model_desc* m;
+    const vs_constraints* c;
+    vs_profile prof;
+    vs_pipe_split_kind split;
+    int nu, np;
+    vs_pipe_unit* units;
+    _vs_gp_unit* gu;
+    _vs_gp_param* par;
+    double act_row; // activation bytes a layer keeps per row
+    _vs_gp_est* est;
+    int nest, capest;
+} _vs_gp;
+
+/* snprintf through a va_list: the text may be cut, and is meant to be. */
+_VS_HL_PRIVATE void _vs_gp_fmt(char* buf, size_t n, const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+}
+
+/* A dim as megatron shards it along TP, -1: replicated. */
+_VS_HL_PRIVATE int _vs_gp_shard_dim(const vs_param_decl* d)
+{
+    if (d->ndim < 1) return -1;
+    switch (d->role) {
+    case VS_ROLE_COLUMN: return d->ndim >= 2 ? 1 : 0;
+    case VS_ROLE_ROW: return d->ndim >= 2 ? 0 : -1;
+    case VS_ROLE_EMBEDDING: return 0;
+    case VS_ROLE_HEAD: return d->ndim >= 2 ? 1 : 0;
+    default: return -1;
+    }
+}
+
+/* Bytes per row of a unit's first output from its spec ("h:f32[*,16,64]": 4096);
+   0 when there is no spec or a dim after the first is free. */
+_VS_HL_PRIVATE double _vs_gp_spec_row_bytes(const char* outs)
+{
+    const char* p = outs;
+    if (!p) return 0;
+    while (*p && *p != ',' && *p != ':') p++;
+    if (*p != ':') return 0;
+    p++;
+    char dt[16];
+    size_t n = 0;
+    while (*p == ' ') p++;
+    while (*p && *p != '[' && *p != ',' && *p != ' ' && n + 1 < sizeof dt) dt[n++] = *p++;
+    dt[n] = 0;
+    while (*p == ' ') p++;
+    if (*p != '[') return 0;
+    double bytes = 0;
+    for (int t = 1; t < VS_DTYPE_COUNT; t++)
+        if (!strcmp(dt, vs_dtype_name((vs_dtype)t))) bytes = (double)vs_dtype_size((vs_dtype)t);
+    if (bytes == 0) return 0;
+    p++;
+    int dim = 0;
+    for (;;) {
+        while (*p == ' ') p++;
+        if (*p == ']') break;
+        if (*p == '*') {
+            if (dim > 0) return 0;
+            p++;
+        } else {
+            char* e;
+            long long v = strtoll(p, &e, 10);
+            if (e == p || v < 0) return 0;
+            if (dim > 0) bytes *= (double)v;
+            p = e;
+        }
+        dim++;
+        while (*p == ' ') p++;
+        if (*p == ',') p++;
+        else if (*p != ']') return 0;
+    }
+    return dim > 1 ? bytes : 0;
+}
+
+_VS_HL_PRIVATE const char* _vs_gp_fmt_time(double s, char* b, size_t n)
+{
+    if (s >= 1 || s == 0) snprintf(b, n, "%.4g s", s);
+    else if (s >= 1e-3) snprintf(b, n, "%.4g ms", s * 1e3);
+    else if (s >= 1e-6) snprintf(b, n, "%.4g us", s * 1e6);
+    else snprintf(b, n, "%.4g ns", s * 1e9);
+    return b;
+}
+
+_VS_HL_PRIVATE const char* _vs_gp_fmt_bytes(double x, char* b, size_t n)
+{
+    if (x >= 1e9) snprintf(b, n, "%.4g GB", x / 1e9);
+    else if (x >= 1e6) snprintf(b, n, "%.4g MB", x / 1e6);
+    else if (x >= 1e3) snprintf(b, n, "%.4g KB", x / 1e3);
+    else snprintf(b, n, "%.4g B", x);
+    return b;
+}
+
+/* "PP2 x DP2 x TP2, zbv, 8 microbatches, ZeRO-1" */
+_VS_HL_PRIVATE const char* _vs_gp_fmt_plan(const vs_plan* p, char* b, size_t n)
+{
+    _vs_gp_fmt(b, n, "PP%d x DP%d x TP%d, %s, %d microbatch%s, ZeRO-%d", p->pp, p->dp, p->tp,
+             vs_pipe_kind_name(p->schedule), p->microbatches, p->microbatches == 1 ? "" : "es", (int)p->zero);
+    return b;
+}
+
+_VS_HL_PRIVATE double _vs_gp_ring(double bytes, int n, double steps, const vs_profile* pf)
+{
+    if (n <= 1) return 0;
+    return steps * (n - 1) / n * bytes / pf->bw_bytes_s + pf->latency_s;
+}
+
+/* A new entry for (pp, dp, tp, kind, V, M, zero); NULL when out of memory. */
+_VS_HL_PRIVATE _vs_gp_est* _vs_gp_push(_vs_gp* g, int pp, int dp, int tp, vs_pipe_kind kind, int V, int M, int zero)
+{
+    if (g->nest == g->capest) {
+        int cap = g->capest ? 2 * g->capest : 64;
+        _vs_gp_est* e = (_vs_gp_est*)vs_alloc(NULL, (size_t)cap * sizeof *e);
+        if (!e) return NULL;
+        if (g->nest) memcpy(e, g->est, (size_t)g->nest * sizeof *e);
+        vs_free(NULL, g->est);
+        g->est = e, g->capest = cap;
+    }
+    _vs_gp_est* e = &g->est[g->nest];
+    memset(e, 0, sizeof *e);
+    e->idx = g->nest++;
+    vs_plan* p = &e->e.plan;
+    p->pp = pp, p->dp = dp, p->tp = tp;
+    p->policy = g->c->policy;
+    p->split = g->split;
+    p->chunks = V;
+    p->schedule = kind;
+    p->microbatches = M;
+    p->zero = (vs_zero_stage)zero;
+    return e;
+}
+
+_VS_HL_PRIVATE vs_result _vs_gp_reject(_vs_gp* g, int pp, int dp, int tp, int M, const char* fmt, ...)
+{
+    _vs_gp_est* e = _vs_gp_push(g, pp, dp, tp, VS_PIPE_1F1B, 1, M, 0);
+    if (!e) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
+    e->kind = 2;
+    e->e.step_s = e->e.mem_bytes = HUGE_VAL;
+    char cfg[64];
+    snprintf(cfg, sizeof cfg, "PP%d x DP%d x TP%d: ", pp, dp, tp);
+    size_t l = strlen(cfg);
+    memcpy(e->e.why, cfg, l + 1);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->e.why + l, sizeof e->e.why - l, fmt, ap);
+    va_end(ap);
+    return VS_OK;
+}
+
+/* A whole mesh that cannot work: why, or NULL. */
+_VS_HL_PRIVATE int _vs_gp_mesh_check(_vs_gp* g, int pp, int dp, int tp, char* why, size_t n)
+{
+    const vs_constraints* c = g->c;
+    if (pp > g->nu) {
+        _vs_gp_fmt(why, n, "pp=%d: more stages than the model's %d layers", pp, g->nu);
+        return 0;
+    }
+    if (tp > 1 && c->policy == VS_TP_NONE) {
+        _vs_gp_fmt(why, n, "tp=%d: the TP policy is none, nothing is sharded", tp);
+        return 0;
+    }
+    for (int i = 0; tp > 1 && i < g->np; i++) {
+        const _vs_gp_param* q = &g->par[i];
+        if (q->shard_dim < 0) continue;
+        const vs_param_decl* d = q->decl;
+        int64_t s = d->shape[q->shard_dim];
+        if (s % tp) {
+            _vs_gp_fmt(why, n, "tp=%d does not divide %s's %lld %s", tp, d->name ? d->name : "?", (long long)s,
+                     d->ndim == 1 ? "entries" : q->shard_dim == 1 ? "columns" : "rows");
+            return 0;
+        }
+    }
+    if (c->global_batch % dp) {
+        _vs_gp_fmt(why, n, "dp=%d does not divide the global batch of %lld rows", dp, (long long)c->global_batch);
+        return 0;
+    }
+    return 1;
+}
+
+/* The pipeline part of a configuration: makespan and the busiest stage's parts,
+   and what memory and DP need per stage. */
+typedef struct _vs_gp_pipe {
+    double makespan, comp, comm, busy; // comp, comm, busy: the busiest stage's
+    double pbytes[VS_PIPE_MAX_CHUNKS], pnumel[VS_PIPE_MAX_CHUNKS], last_share[VS_PIPE_MAX_CHUNKS];
+    double act[VS_PIPE_MAX_CHUNKS]; // activation bytes per stage
+} _vs_gp_pipe;
+
+_VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int tp, vs_pipe_kind kind, int M,
+                                         double rows, _vs_gp_pipe* out)
+{
+    const vs_profile* pf = &g->prof;
+    int K = pl->nchunks, P = pl->stages;
+    double cf[VS_PIPE_MAX_CHUNKS], cb[VS_PIPE_MAX_CHUNKS], cw[VS_PIPE_MAX_CHUNKS];
+    double comp[VS_PIPE_MAX_CHUNKS], comm[VS_PIPE_MAX_CHUNKS];
+    double p2p = 0;
+    for (int k = 0; k < K; k++) {
+        cf[k] = cb[k] = cw[k] = comp[k] = comm[k] = 0;
+        for (int u = pl->first_unit[k]; u < pl->first_unit[k + 1]; u++) {
+            const _vs_gp_unit* x = &g->gu[u];
+            double f = x->flops * rows * pf->flop_s / (x->sharded ? tp : 1);
+            double ob = (x->row_bytes > 0 ? x->row_bytes : g->act_row) * rows;
+            double ib = (u > 0 && g->gu[u - 1].row_bytes > 0 ? g->gu[u - 1].row_bytes : g->act_row) * rows;
+            double tf = tp > 1 ? x->ar_f * _vs_gp_ring(ob, tp, 2, pf) : 0;
+            double tb = tp > 1 ? x->ar_b * _vs_gp_ring(ib, tp, 2, pf) : 0;
+            cf[k] += f + tf;
+            cb[k] += (x->split_bw ? f : 2 * f) + tb;
+            cw[k] += x->split_bw ? f : 0;
+            comp[k] += 3 * f, comm[k] += tf + tb;
+        }
+        if (k + 1 < K && P > 1) {
+            const _vs_gp_unit* x = &g->gu[pl->first_unit[k + 1] - 1];
+            double t = (x->row_bytes > 0 ? x->row_bytes : g->act_row) * rows / pf->p2p_bw_bytes_s + pf->latency_s;
+            if (t > p2p) p2p = t;
+        }
+    }
+    vs_pipe_sched* s = NULL;
+    vs_pipe_sim sim;
+    vs_pipe_costs costs;
+    memset(&costs, 0, sizeof costs);
+    costs.p2p = p2p, costs.chunk_f = cf, costs.chunk_b = cb, costs.chunk_w = cw;
+    vs_result r = vs_pipe_generate(NULL, kind, P, pl->chunks, M, &s);
+    if (r == VS_OK) r = vs_pipe_simulate(s, &costs, &sim);
+    vs_pipe_sched_free(s);
+    if (r != VS_OK) return r;
+    memset(out, 0, sizeof *out);
+    out->makespan = sim.makespan;
+    int best = -1;
+    for (int p = 0; p < P; p++) {
+        double c0 = 0, c1 = 0;
+        for (int k = 0; k < K; k++)
+            if (pl->chunk_stage[k] == p) c0 += comp[k] * M, c1 += comm[k] * M;
+        if (best < 0 || sim.busy[p] > out->busy) out->busy = sim.busy[p], out->comp = c0, out->comm = c1, best = p;
+    }
+    // memory and DP per stage
+    double low[VS_PIPE_MAX_CHUNKS];
+    int lowest[VS_PIPE_MAX_CHUNKS], maxl[VS_PIPE_MAX_CHUNKS];
+    for (int p = 0; p < P; p++) lowest[p] = -1, maxl[p] = 0, low[p] = 0;
+    for (int k = 0; k < K; k++) {
+        int p = pl->chunk_stage[k], nl = pl->first_unit[k + 1] - pl->first_unit[k];
+        if (lowest[p] < 0) lowest[p] = k;
+        if (nl > maxl[p]) maxl[p] = nl;
+    }
+    for (int i = 0; i < g->np; i++) {
+        const _vs_gp_param* q = &g->par[i];
+        int k = 0, kt = 0;
+        while (pl->first_unit[k + 1] <= q->unit) k++;
+        int p = pl->chunk_stage[k];
+        if (q->twin >= 0) {
+            while (pl->first_unit[kt + 1] <= q->twin) kt++;
+            if (pl->chunk_stage[kt] == p) continue; // the same parameter, already on this stage
+        }
+        double div = q->shard_dim >= 0 ? tp : 1;
+        out->pbytes[p] += q->bytes / div;
+        out->pnumel[p] += q->numel / div;
+        if (k == lowest[p]) low[p] += q->bytes / div;
+    }
+    for (int p = 0; p < P; p++) {
+        out->last_share[p] = out->pbytes[p] > 0 ? low[p] / out->pbytes[p] : 0;
+        out->act[p] = g->act_row * rows * maxl[p] * sim.peak_live[p];
+    }
+    return VS_OK;
+}
+
+/* Estimates every ZeRO stage of (pp, dp, tp, kind, V, M). */
+_VS_HL_PRIVATE vs_result _vs_gp_config(_vs_gp* g, const vs_pipe_plan* pl, int dp, int tp, vs_pipe_kind kind, int M)
+{
+    const vs_constraints* c = g->c;
+    const vs_profile* pf = &g->prof;
+    int P = pl->stages;
+    double rows = (double)(c->global_batch / dp / M);
+    _vs_gp_pipe* pi = (_vs_gp_pipe*)vs_alloc(NULL, sizeof *pi);
+    if (!pi) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
+    vs_result r = _vs_gp_pipeline(g, pl, tp, kind, M, rows, pi);
+    if (r != VS_OK) {
+        char msg[120];
+        _vs_gp_fmt(msg, sizeof msg, "%s", vs_last_error());
+        vs_clear_error();
+        r = _vs_gp_reject(g, P, dp, tp, M, "%s: %s", vs_pipe_kind_name(kind), msg);
+        vs_free(NULL, pi);
+        return r;
+    }
+    for (int zero = 0; zero <= (dp > 1 ? 2 : 0); zero++) {
+        _vs_gp_est* e = _vs_gp_push(g, P, dp, tp, kind, pl->chunks, M, zero);
+        if (!e) {
+            vs_free(NULL, pi);
+            return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
+        }
+        double dpx = 0, mem = -1;
+        for (int p = 0; p < P; p++) {
+            double b = pi->pbytes[p], x;
+            if (zero == 0) x = _vs_gp_ring(b, dp, 2, pf) * pi->last_share[p];
+            else x = _vs_gp_ring(b, dp, 1, pf) * (pi->last_share[p] + 1);
+            if (x > dpx) dpx = x;
+            double mp = b, mg = zero == 2 ? b / dp : b, mo = 8 * pi->pnumel[p] / (zero ? dp : 1), ma = pi->act[p];
+            if (mp + mg + mo + ma > mem) {
+                mem = mp + mg + mo + ma;
+                e->m_params = mp, e->m_grads = mg, e->m_optim = mo, e->m_act = ma;
+            }
+        }
+        vs_plan_estimate* x = &e->e;
+        x->compute_s = pi->comp;
+        x->comm_s = pi->comm + dpx;
+        x->bubble_s = pi->makespan > pi->busy ? pi->makespan - pi->busy : 0;
+        x->step_s = x->compute_s + x->comm_s + x->bubble_s;
+        x->mem_bytes = mem;
+        x->feasible = !(c->mem_limit_bytes > 0 && mem > c->mem_limit_bytes);
+        if (!x->feasible) {
+            char a[32], b[32], d[32], cfg[96];
+            e->kind = 1;
+            _vs_gp_fmt(x->why, sizeof x->why, "%s: exceeds memory by %s (needs %s, limit %s)",
+                     _vs_gp_fmt_plan(&x->plan, cfg, sizeof cfg), _vs_gp_fmt_bytes(mem - c->mem_limit_bytes, a, sizeof a),
+                     _vs_gp_fmt_bytes(mem, b, sizeof b), _vs_gp_fmt_bytes(c->mem_limit_bytes, d, sizeof d));
+        }
+    }
+    vs_free(NULL, pi);
+    return VS_OK;
+}
+
+_VS_HL_PRIVATE int _vs_gp_cmp(const void* a, const void* b)
+{
+    const _vs_gp_est *x = (const _vs_gp_est*)a, *y = (const _vs_gp_est*)b;
+    int fx = x->kind != 0, fy = y->kind != 0;
+    if (fx != fy) return fx - fy;
+    if (!fx) {
+        if (x->e.step_s != y->e.step_s) return x->e.step_s < y->e.step_s ? -1 : 1;
+        if (x->e.mem_bytes != y->e.mem_bytes) return x->e.mem_bytes < y->e.mem_bytes ? -1 : 1;
+    } else if (x->kind != y->kind) {
+        return x->kind - y->kind;
+    } else if (x->kind == 1 && x->e.mem_bytes != y->e.mem_bytes) {
+        return x->e.mem_bytes < y->e.mem_bytes ? -1 : 1;
+    }
+    return x->idx - y->idx;
+}
+
+/* Why a feasible configuration lost to the best: its largest excess part. */
+_VS_HL_PRIVATE void _vs_gp_why_lost(_vs_gp_est* e, const _vs_gp_est* best)
+{
+    vs_plan_estimate *x = &e->e;
+    const vs_plan_estimate* b = &best->e;
+    char cfg[96], t0[32], t1[32];
+    double dc = x->compute_s - b->compute_s, dm = x->comm_s - b->comm_s, db = x->bubble_s - b->bubble_s;
+    _vs_gp_fmt_plan(&x->plan, cfg, sizeof cfg);
+    _vs_gp_fmt_time(x->step_s - b->step_s, t1, sizeof t1);
+    if (x->step_s == b->step_s)
+        _vs_gp_fmt(x->why, sizeof x->why, "%s: as fast as the best, needs more memory (%s)", cfg,
+                 _vs_gp_fmt_bytes(x->mem_bytes, t0, sizeof t0));
+    else if (db >= dc && db >= dm)
+        _vs_gp_fmt(x->why, sizeof x->why, "%s: bubble %.0f%% (%d microbatches), +%s over the best", cfg,
+                 x->step_s > 0 ? 100 * x->bubble_s / x->step_s : 0.0, x->plan.microbatches, t1);
+    else if (dm >= dc)
+        _vs_gp_fmt(x->why, sizeof x->why, "%s: exposed communication %s, +%s over the best", cfg,
+                 _vs_gp_fmt_time(x->comm_s, t0, sizeof t0), t1);
+    else
+        _vs_gp_fmt(x->why, sizeof x->why, "%s: compute %s per rank, +%s over the best", cfg,
+                 _vs_gp_fmt_time(x->compute_s, t0, sizeof t0), t1);
+}
+
+_VS_HL_PRIVATE vs_result _vs_gp_setup(_vs_gp* g)
+{
+    const vs_model_desc* m = g->m;
+    const vs_constraints* c = g->c;
+    g->nu = m->nlayers;
+    g->np = 0;
+    for (int u = 0; u < m->nlayers; u++) {
+        if (m->layers[u].nparams < 0 || m->layers[u].nparams > VS_LAYER_MAX_PARAMS)
+            return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: layer %d (%s) has nparams = %d (0..%d)", u,
+                                m->layers[u].unit.name ? m->layers[u].unit.name : "?", m->layers[u].nparams,
+                                VS_LAYER_MAX_PARAMS);
+        g->np += m->layers[u].nparams;
+    }
+    g->units = (vs_pipe_unit*)vs_alloc(NULL, (size_t)g->nu * sizeof *g->units);
+    g->gu = (_vs_gp_unit*)vs_alloc(NULL, (size_t)g->nu * sizeof *g->gu);
+    g->par = (_vs_gp_param*)vs_alloc(NULL, (size_t)(g->np ? g->np : 1) * sizeof *g->par);
+    if (!g->units || !g->gu || !g->par) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
+    double maxdim = 0, total_flops = 0;
+    for (int u = 0, i = 0; u < g->nu; u++) {
+        const vs_layer_decl* L = &m->layers[u];
+        _vs_gp_unit* x = &g->gu[u];
+        memset(x, 0, sizeof *x);
+        g->units[u] = L->unit;
+        if (!(L->unit.flops >= 0 && L->unit.flops < HUGE_VAL))
+            return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: layer %s: flops = %g (a finite count >= 0)",
+                                L->unit.name ? L->unit.name : "?", L->unit.flops);
+        x->flops = L->unit.flops;
+        total_flops += x->flops;
+        x->split_bw = L->unit.backward_input && L->unit.backward_weight;
+        x->row_bytes = _vs_gp_spec_row_bytes(L->unit.outputs);
+        for (int j = 0; j < L->nparams; j++, i++) {
+            const vs_param_decl* d = &L->params[j];
+            _vs_gp_param* q = &g->par[i];
+            vs_dtype dt = d->dtype ? d->dtype : VS_F32;
+            if (d->ndim < 0 || d->ndim > VS_TENSOR_MAX_DIMS || !vs_dtype_size(dt))
+                return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: parameter %s: ndim %d, dtype %d",
+                                    d->name ? d->name : "?", d->ndim, (int)d->dtype);
+            q->decl = d, q->unit = u, q->twin = -1;
+            q->shard_dim = c->policy == VS_TP_MEGATRON ? _vs_gp_shard_dim(d) : -1;
+            q->numel = 1;
+            for (int k = 0; k < d->ndim; k++) {
+                if (d->shape[k] < 1)
+                    return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: parameter %s: dim %d is %lld",
+                                        d->name ? d->name : "?", k, (long long)d->shape[k]);
+                q->numel *= (double)d->shape[k];
+                if ((double)d->shape[k] > maxdim) maxdim = (double)d->shape[k];
+            }
+            q->bytes = q->numel * (double)vs_dtype_size(dt);
+            if (q->shard_dim >= 0) x->sharded = 1;
+            if (c->policy == VS_TP_MEGATRON && d->ndim >= 2 && d->role == VS_ROLE_ROW) x->ar_f++, x->ar_b++;
+            if (c->policy == VS_TP_MEGATRON && d->role == VS_ROLE_EMBEDDING) x->ar_f++;
+            if (c->policy == VS_TP_MEGATRON && d->ndim >= 2 && d->role == VS_ROLE_HEAD) x->ar_b++;
+            for (int t = 0, k = 0; d->name && t < u && q->twin < 0; t++)
+                for (int s = 0; s < m->layers[t].nparams; s++, k++)
+                    if (m->layers[t].params[s].name && !strcmp(m->layers[t].params[s].name, d->name)) q->twin = t;
+        }
+    }
+    if (total_flops <= 0)
+        return vs_set_error(VS_ERR_INVALID,
+                            "vs_generate_plan: every layer's unit.flops is 0; give each its forward flops per row");
+    g->act_row = c->act_bytes_per_row > 0 ? (double)c->act_bytes_per_row : 4 * maxdim;
+    return VS_OK;
+}
+
+_VS_HL_PRIVATE vs_result _vs_gp_enumerate(_vs_gp* g, int* ntriples)
+{
+    const vs_constraints* c = g->c;
+    int W = c->world;
+    vs_result r = VS_OK;
+    vs_pipe_plan* pl = (vs_pipe_plan*)vs_alloc(NULL, 2 * sizeof *pl);
+    if (!pl) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
+    *ntriples = 0;
+    for (int pp = 1; pp <= W && r == VS_OK; pp++) {
+        if (W % pp || (c->pp && pp != c->pp)) continue;
+        int have[2] = {0, 0}; // splits for V = 1, 2 at this pp (-1: failed)
+        char split_err[2][120];
+        for (int tp = 1; tp <= W / pp && r == VS_OK; tp++) {
+            if ((W / pp) % tp || (c->tp && tp != c->tp)) continue;
+            int dp = W / pp / tp;
+            if (c->dp && dp != c->dp) continue;
+            ++*ntriples;
+            char why[160];
+            if (!_vs_gp_mesh_check(g, pp, dp, tp, why, sizeof why)) {
+                r = _vs_gp_reject(g, pp, dp, tp, c->microbatches ? c->microbatches : pp, "%s", why);
+                continue;
+            }
+            int64_t rows = c->global_batch / dp;
+            int Ms[3] = {pp, 2 * pp, 4 * pp}, nM = 3;
+            if (c->microbatches) Ms[0] = c->microbatches, nM = 1;
+            for (int i = 0; i < nM && r == VS_OK; i++) {
+                int M = Ms[i];
+                if (rows % M) {
+                    r = _vs_gp_reject(g, pp, dp, tp, M, "%d microbatches do not divide the %lld rows per DP rank", M,
+                                      (long long)rows);
+                    continue;
+                }
+                static const vs_pipe_kind kinds[5] = {VS_PIPE_1F1B, VS_PIPE_INTERLEAVED, VS_PIPE_ZBH1, VS_PIPE_ZBV,
+                                                      VS_PIPE_GPIPE};
+                for (int s = 0; s < (pp == 1 ? 1 : 5) && r == VS_OK; s++) {
+                    vs_pipe_kind kind = kinds[s];
+                    int V = kind == VS_PIPE_INTERLEAVED || kind == VS_PIPE_ZBV ? 2 : 1;
+                    if (V == 2 && g->nu < 2 * pp) continue;
+                    if (!have[V - 1]) {
+                        vs_pipe_split_desc sd;
+                        memset(&sd, 0, sizeof sd);
+                        sd.stages = pp, sd.chunks = V, sd.kind = g->split;
+                        sd.placement = VS_PIPE_PLACE_LOOP;
+                        have[V - 1] = 1;
+                        if (vs_pipe_split(g->units, g->nu, &sd, &pl[V - 1]) != VS_OK) {
+                            _vs_gp_fmt(split_err[V - 1], sizeof split_err[V - 1], "%s", vs_last_error());
+                            vs_clear_error();
+                            have[V - 1] = -1;
+                        }
+                    }
+                    if (have[V - 1] < 0) {
+                        r = _vs_gp_reject(g, pp, dp, tp, M, "%s", split_err[V - 1]);
+                        continue;
+                    }
+                    /* zbv places its 2 chunks in a V: the same cuts, the chunks' stages
+                       zigzag (the split's costs do not depend on placement). */
+                    vs_pipe_plan* use = &pl[V - 1];
+                    vs_pipe_plan vplan;
+                    if (kind == VS_PIPE_ZBV) {
+                        vplan = *use;
+                        vplan.placement = VS_PIPE_PLACE_V;
+                        for (int k = 0; k < vplan.nchunks; k++) vplan.chunk_stage[k] = k < pp ? k : 2 * pp - 1 - k;
+                        use = &vplan;
+                    }
+                    r = _vs_gp_config(g, use, dp, tp, kind, M);
+                }
+            }
+        }
+    }
+    vs_free(NULL, pl);
+    return r;
+}
+
+/* No feasible configuration: the resource that is short, and by how much. */
+_VS_HL_PRIVATE vs_result _vs_gp_none(const _vs_gp* g, int ntriples)
+{
+    const vs_constraints* c = g->c;
+    char a[32], b[32], d[32], cfg[96];
+    if (!ntriples) {
+        int f = (c->pp ? c->pp : 1) * (c->dp ? c->dp : 1) * (c->tp ? c->tp : 1);
+        if (c->pp && c->dp && c->tp)
+            return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: world: the fixed sizes pp=%d x dp=%d x tp=%d make %d ranks, the world has %d",
+                                c->pp, c->dp, c->tp, f, c->world);
+        return vs_set_error(VS_ERR_INVALID,
+                            "vs_generate_plan: world: %d ranks are not PP x DP x TP with the fixed sizes (pp=%d dp=%d tp=%d, 0: free): %d is not a multiple of %d",
+                            c->world, c->pp, c->dp, c->tp, c->world, f);
+    }
+    const _vs_gp_est* small = NULL;
+    for (int i = 0; i < g->nest; i++)
+        if (g->est[i].kind == 1 && (!small || g->est[i].e.mem_bytes < small->e.mem_bytes)) small = &g->est[i];
+    if (small)
+        return vs_set_error(VS_ERR_INVALID,
+                            "vs_generate_plan: memory: the smallest configuration (%s) needs %s per rank, the limit is %s (%s short)",
+                            _vs_gp_fmt_plan(&small->e.plan, cfg, sizeof cfg), _vs_gp_fmt_bytes(small->e.mem_bytes, a, sizeof a),
+                            _vs_gp_fmt_bytes(c->mem_limit_bytes, b, sizeof b),
+                            _vs_gp_fmt_bytes(small->e.mem_bytes - c->mem_limit_bytes, d, sizeof d));
+    return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: no configuration of %d ranks fits the model: %s%s", c->world,
+                        g->nest ? g->est[0].e.why : "none enumerated", g->nest > 1 ? " (and the others likewise)" : "");
+}
+
 VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* c, const vs_profile* prof,
                                   vs_plan* out, vs_plan_estimate* est, int cap, int* n)
 {
-    (void)m, (void)c, (void)prof, (void)out, (void)est, (void)cap, (void)n;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_generate_plan: not yet");
+    if (!m || !c || !out) return vs_set_error(VS_ERR_NULL, "vs_generate_plan: %s is NULL", !m ? "model" : !c ? "constraints" : "out");
+    if (cap > 0 && !est) return vs_set_error(VS_ERR_NULL, "vs_generate_plan: est is NULL with cap %d", cap);
+    memset(out, 0, sizeof *out);
+    if (n) *n = 0;
+    if (!m->layers || m->nlayers < 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: the model has %d layers", m->layers ? m->nlayers : 0);
+    if (c->world < 1) return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: world = %d (required, >= 1)", c->world);
+    if (c->pp < 0 || c->dp < 0 || c->tp < 0 || c->microbatches < 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: fixed sizes pp=%d dp=%d tp=%d microbatches=%d (>= 0; 0: free)",
+                            c->pp, c->dp, c->tp, c->microbatches);
+    if (c->global_batch < 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: global_batch = %lld rows (required, >= 1)",
+                            (long long)c->global_batch);
+    if (!(c->mem_limit_bytes >= 0 && c->mem_limit_bytes < HUGE_VAL) || c->act_bytes_per_row < 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: mem_limit_bytes = %g, act_bytes_per_row = %lld (>= 0)",
+                            c->mem_limit_bytes, (long long)c->act_bytes_per_row);
+    if ((int)c->policy < 0 || c->policy > VS_TP_NONE)
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: policy %d is not a vs_tp_policy", (int)c->policy);
+    vs_pipe_split_kind split = c->split ? c->split : VS_PIPE_SPLIT_FLOPS;
+    if (split == VS_PIPE_SPLIT_MANUAL || (int)split < 0 || split > VS_PIPE_SPLIT_TIME)
+        return vs_set_error(VS_ERR_INVALID,
+                            "vs_generate_plan: split %d: the planner cuts by uniform, parameters, flops or time (a manual split is a plan's, vs_plan_parse)",
+                            (int)split);
+    _vs_gp g;
+    memset(&g, 0, sizeof g);
+    g.m = m, g.c = c, g.split = split;
+    if (prof) g.prof = *prof;
+    const double pv[4] = {g.prof.flop_s, g.prof.bw_bytes_s, g.prof.latency_s, g.prof.p2p_bw_bytes_s};
+    for (int i = 0; i < 4; i++)
+        if (!(pv[i] >= 0 && pv[i] < HUGE_VAL))
+            return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: profile %s = %g (finite, >= 0; 0: default)",
+                                i == 0 ? "flop_s" : i == 1 ? "bw" : i == 2 ? "latency" : "p2p_bw", pv[i]);
+    if (g.prof.flop_s == 0) g.prof.flop_s = 1e-10;
+    if (g.prof.bw_bytes_s == 0) g.prof.bw_bytes_s = 1e9;
+    if (g.prof.latency_s == 0) g.prof.latency_s = 2e-5;
+    if (g.prof.p2p_bw_bytes_s == 0) g.prof.p2p_bw_bytes_s = g.prof.bw_bytes_s;
+    int ntriples = 0;
+    vs_result r = _vs_gp_setup(&g);
+    if (r == VS_OK) r = _vs_gp_enumerate(&g, &ntriples);
+    if (r == VS_OK) {
+        if (g.nest > 1) qsort(g.est, (size_t)g.nest, sizeof *g.est, _vs_gp_cmp);
+        int nfeas = 0;
+        while (nfeas < g.nest && g.est[nfeas].kind == 0) nfeas++;
+        if (nfeas) {
+            char a[32], b[32], d[32], e[32];
+            _vs_gp_est* best = &g.est[0];
+            _vs_gp_fmt(best->e.why, sizeof best->e.why, "chosen; memory: params %s, grads %s, optimizer %s, activations %s",
+                     _vs_gp_fmt_bytes(best->m_params, a, sizeof a), _vs_gp_fmt_bytes(best->m_grads, b, sizeof b),
+                     _vs_gp_fmt_bytes(best->m_optim, d, sizeof d), _vs_gp_fmt_bytes(best->m_act, e, sizeof e));
+            for (int i = 1; i < nfeas; i++) _vs_gp_why_lost(&g.est[i], best);
+            *out = best->e.plan;
+        } else {
+            r = _vs_gp_none(&g, ntriples);
+        }
+        /* est: the best and the runners-up, then the rejected; when cap is short,
+           a quarter of it (at most) is kept for the rejected so the explanation
+           can still say why they lost. */
+        int ninf = g.nest - nfeas, keep_f = nfeas, keep_i = ninf;
+        if (cap < 0) cap = 0;
+        if (keep_f + keep_i > cap) {
+            keep_i = ninf < cap / 4 ? ninf : cap / 4;
+            keep_f = nfeas < cap - keep_i ? nfeas : cap - keep_i;
+            keep_i = ninf < cap - keep_f ? ninf : cap - keep_f;
+        }
+        for (int i = 0; i < keep_f; i++) est[i] = g.est[i].e;
+        for (int i = 0; i < keep_i; i++) est[keep_f + i] = g.est[nfeas + i].e;
+        if (n) *n = keep_f + keep_i;
+    }
+    vs_free(NULL, g.units), vs_free(NULL, g.gu), vs_free(NULL, g.par), vs_free(NULL, g.est);
+    return r;
 }
+
+/* snprintf-like append */
+_VS_HL_PRIVATE void _vs_gp_cat(char* buf, size_t cap, size_t* len, const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0, fmt, ap);
+    va_end(ap);
+    if (k > 0) *len += (size_t)k;
+}
+
+_VS_HL_PRIVATE void _vs_gp_explain_one(const vs_plan_estimate* x, const vs_plan_estimate* best, char* buf, size_t cap,
+                                       size_t* len)
+{
+    char t[4][32];
+    _vs_gp_cat(buf, cap, len, "  step %s", _vs_gp_fmt_time(x->step_s, t[0], sizeof t[0]));
+    if (best && best->step_s > 0) _vs_gp_cat(buf, cap, len, " (%+.1f%%)", 100 * (x->step_s / best->step_s - 1));
+    _vs_gp_cat(buf, cap, len, " = compute %s + exposed communication %s + bubble %s (%.0f%%); memory %s per rank\n",
+               _vs_gp_fmt_time(x->compute_s, t[1], sizeof t[1]), _vs_gp_fmt_time(x->comm_s, t[2], sizeof t[2]),
+               _vs_gp_fmt_time(x->bubble_s, t[3], sizeof t[3]), x->step_s > 0 ? 100 * x->bubble_s / x->step_s : 0.0,
+               _vs_gp_fmt_bytes(x->mem_bytes, t[0], sizeof t[0]));
+}
+
 VS_API int vs_plan_explain(const vs_plan_estimate* est, int n, char* buf, size_t cap)
 {
-    (void)est, (void)n, (void)buf, (void)cap;
-    return 0;
+    size_t len = 0;
+    char cfg[96];
+    if (buf && cap) buf[0] = 0;
+    if (!est || n <= 0) {
+        _vs_gp_cat(buf, cap, &len, "no configurations\n");
+        return (int)len;
+    }
+    int nfeas = 0;
+    while (nfeas < n && est[nfeas].feasible) nfeas++;
+    const vs_plan_estimate* best = nfeas ? &est[0] : NULL;
+    if (best) {
+        const vs_plan* p = &best->plan;
+        _vs_gp_cat(buf, cap, &len, "chosen: %s, split %s\n", _vs_gp_fmt_plan(p, cfg, sizeof cfg),
+                   p->split == VS_PIPE_SPLIT_UNIFORM ? "uniform" : p->split == VS_PIPE_SPLIT_PARAMS ? "parameters"
+                   : p->split == VS_PIPE_SPLIT_TIME ? "time" : "flops");
+        _vs_gp_explain_one(best, NULL, buf, cap, &len);
+        const char* mem = strstr(best->why, "memory:");
+        if (mem) _vs_gp_cat(buf, cap, &len, "  %s\n", mem);
+    } else {
+        _vs_gp_cat(buf, cap, &len, "no configuration is feasible\n");
+    }
+    for (int i = 1; i < nfeas && i <= 2; i++) {
+        _vs_gp_cat(buf, cap, &len, "runner-up %d: %s\n", i, _vs_gp_fmt_plan(&est[i].plan, cfg, sizeof cfg));
+        _vs_gp_explain_one(&est[i], best, buf, cap, &len);
+        const char* why = strstr(est[i].why, ": ");
+        _vs_gp_cat(buf, cap, &len, "  lost on %s\n", why ? why + 2 : est[i].why);
+    }
+    /* The others, grouped by reason (the phrase each why is made with). */
+    static const char* const key[] = {"bubble", "exposed communication", "compute", "as fast as",
+                                      "exceeds memory", "does not divide", "more stages", "policy is none",
+                                      "microbatches do not divide", NULL};
+    static const char* const label[] = {"slower: larger bubble", "slower: more exposed communication",
+                                        "slower: more compute per rank", "as fast, more memory", "over the memory limit",
+                                        "TP or DP size does not divide the model or batch", "more stages than layers",
+                                        "TP without a TP policy", "microbatch count does not divide the batch",
+                                        "other"};
+    int first = nfeas < 3 ? nfeas : 3;
+    if (first >= n) return (int)len;
+    _vs_gp_cat(buf, cap, &len, "rejected: %d configuration%s\n", n - first, n - first == 1 ? "" : "s");
+    for (int g = 0; g < 10; g++) {
+        int cnt = 0, ex = -1;
+        for (int i = first; i < n; i++) {
+            int k = 0;
+            while (key[k] && !strstr(est[i].why, key[k])) k++;
+            if (k == g) {
+                if (ex < 0) ex = i;
+                cnt++;
+            }
+        }
+        if (cnt) _vs_gp_cat(buf, cap, &len, "  %s (%d), e.g. %s\n", label[g], cnt, est[ex].why);
+    }
+    return (int)len;
 }
+
+/* The profile. Layer times: on rank 0 alone, the model runs one microbatch
+   through the pipe engine on a 1-rank mesh (the layers' callbacks wrapped to
+   time each call), after one run to warm up; flop_s = the best of 3 runs'
+   summed forward and backward time / (3 x forward flops x rows), matching the
+   cost model's backward = 2 x forward. Rows: the data callback's first dim.
+   Bandwidth: a 4 MiB f32 all-reduce over the world (median of 5), as bus
+   bandwidth 2 (n-1)/n x bytes / time; latency: a 1-element all-reduce (median
+   of 5); p2p: a 4 MiB ping-pong between ranks 0 and 1 (half the round trip).
+   Rank 0's figures are broadcast, so every rank plans alike. */
+typedef struct _vs_gp_prof_unit {
+    vs_pipe_fn f, b, bi, bw;
+    vs_layer_ctx ctx;
+    double t;
+} _vs_gp_prof_unit;
+
+typedef struct _vs_gp_prof_data {
+    vs_pipe_fn fn;
+    void* user;
+    int64_t rows;
+} _vs_gp_prof_data;
+
+#define _VS_GP_WRAP(name, field)                                          \
+    _VS_HL_PRIVATE vs_result name(vs_pipe_call* c)                        \
+    {                                                                     \
+        _vs_gp_prof_unit* u = (_vs_gp_prof_unit*)c->user;                 \
+        c->user = &u->ctx;                                                \
+        double t0 = _vs_now();                                            \
+        vs_result r = u->field(c);                                        \
+        u->t += _vs_now() - t0;                                           \
+        c->user = u;                                                      \
+        return r;                                                         \
+    }
+_VS_GP_WRAP(_vs_gp_prof_f, f)
+_VS_GP_WRAP(_vs_gp_prof_b, b)
+_VS_GP_WRAP(_vs_gp_prof_bi, bi)
+_VS_GP_WRAP(_vs_gp_prof_bw, bw)
+#undef _VS_GP_WRAP
+
+_VS_HL_PRIVATE vs_result _vs_gp_prof_data_fn(vs_pipe_call* c)
+{
+    _vs_gp_prof_data* d = (_vs_gp_prof_data*)c->user;
+    c->user = d->user;
+    vs_result r = d->fn(c);
+    c->user = d;
+    for (int i = 0; r == VS_OK && i < c->n_out; i++)
+        if (c->out[i].ndim > 0 && c->out[i].shape[0] > d->rows) d->rows = c->out[i].shape[0];
+    return r;
+}
+
+_VS_HL_PRIVATE int _vs_gp_dcmp(const void* a, const void* b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Rank 0: the layers' time per forward flop of one row. */
+_VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* solo, const vs_model_desc* m, vs_pipe_fn data,
+                                            void* data_user, double* flop_s)
+{
+    int nu = m->nlayers;
+    vs_result r = VS_OK;
+    vs_mesh* mesh = NULL;
+    vs_pipe* pipe = NULL;
+    vs_pipe_sched* sched = NULL;
+    vs_pipe_plan plan;
+    vs_pipe_desc pd;
+    vs_mesh_desc md;
+    _vs_gp_prof_data dd;
+    double flops = 0, best = HUGE_VAL;
+    _vs_gp_prof_unit* pu = (_vs_gp_prof_unit*)vs_alloc(w, (size_t)nu * sizeof *pu);
+    vs_pipe_unit* units = (vs_pipe_unit*)vs_alloc(w, (size_t)nu * sizeof *units);
+    if (!pu || !units) {
+        r = vs_set_error(VS_ERR_NOMEM, "vs_profile_measure: out of memory");
+        goto done;
+    }
+    memset(pu, 0, (size_t)nu * sizeof *pu);
+    for (int u = 0; u < nu && r == VS_OK; u++) {
+        const vs_layer_decl* L = &m->layers[u];
+        _vs_gp_prof_unit* x = &pu[u];
+        flops += L->unit.flops;
+        units[u] = L->unit;
+        units[u].user = x;
+        x->f = L->unit.forward, x->b = L->unit.backward, x->bi = L->unit.backward_input, x->bw = L->unit.backward_weight;
+        units[u].forward = x->f ? _vs_gp_prof_f : NULL;
+        units[u].backward = x->b ? _vs_gp_prof_b : NULL;
+        units[u].backward_input = x->bi ? _vs_gp_prof_bi : NULL;
+        units[u].backward_weight = x->bw ? _vs_gp_prof_bw : NULL;
+        x->ctx.user = L->user;
+        x->ctx.tp_size = 1;
+        for (int j = 0; j < L->nparams; j++) {
+            const vs_param_decl* d = &L->params[j];
+            vs_dtype dt = d->dtype ? d->dtype : VS_F32;
+            size_t numel = 1;
+            for (int k = 0; k < d->ndim; k++) numel *= (size_t)(d->shape[k] > 0 ? d->shape[k] : 1), x->ctx.local_shape[j][k] = d->shape[k];
+            for (int t = 0; t < u && !x->ctx.param[j]; t++) // a tied parameter: one buffer
+                for (int s = 0; s < m->layers[t].nparams; s++)
+                    if (d->name && m->layers[t].params[s].name && !strcmp(d->name, m->layers[t].params[s].name)) {
+                        x->ctx.param[j] = pu[t].ctx.param[s], x->ctx.grad[j] = pu[t].ctx.grad[s];
+                        break;
+                    }
+            if (x->ctx.param[j]) continue;
+            size_t bytes = numel * vs_dtype_size(dt);
+            x->ctx.param[j] = vs_alloc(w, bytes ? bytes : 1);
+            x->ctx.grad[j] = vs_alloc(w, bytes ? bytes : 1);
+            if (!x->ctx.param[j] || !x->ctx.grad[j]) {
+                r = vs_set_error(VS_ERR_NOMEM, "vs_profile_measure: out of memory for %s", d->name ? d->name : "?");
+                break;
+            }
+            memset(x->ctx.grad[j], 0, bytes);
+            memset(x->ctx.param[j], 0, bytes);
+            /* Timing needs finite values, not the model's: small ones (ones for a
+               ONES or CONSTANT init, so norm gains stay sane). */
+            for (size_t e = 0; e < numel && (dt == VS_F32 || dt == VS_F64); e++) {
+                double v = d->init.kind == VS_INIT_ONES ? 1 : d->init.kind == VS_INIT_CONSTANT ? d->init.a
+                           : d->init.kind == VS_INIT_ZEROS ? 0 : 0.02 * sin(0.7 * (double)e + (double)j);
+                if (dt == VS_F32) ((float*)x->ctx.param[j])[e] = (float)v;
+                else ((double*)x->ctx.param[j])[e] = v;
+            }
+        }
+    }
+    if (r != VS_OK) goto done;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = 1, md.dim_names[0] = "PP", md.comm = solo;
+    memset(&pd, 0, sizeof pd);
+    dd.fn = data, dd.user = data_user, dd.rows = 0;
+    if ((r = vs_mesh_init(w, &md, &mesh)) != VS_OK) goto done;
+    {
+        vs_pipe_split_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.stages = 1, sd.kind = VS_PIPE_SPLIT_UNIFORM;
+        if ((r = vs_pipe_split(units, nu, &sd, &plan)) != VS_OK) goto done;
+    }
+    pd.mesh = mesh, pd.units = units, pd.nunits = nu, pd.plan = &plan, pd.data = _vs_gp_prof_data_fn, pd.data_user = &dd;
+    if ((r = vs_pipe_init(&pd, &pipe)) != VS_OK) goto done;
+    if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 1, &sched)) != VS_OK) goto done;
+    for (int it = 0; it < 4 && r == VS_OK; it++) {
+        for (int u = 0; u < nu; u++) pu[u].t = 0;
+        r = vs_pipe_run(pipe, sched, NULL);
+        double t = 0;
+        for (int u = 0; u < nu; u++) t += pu[u].t;
+        if (it > 0 && t < best) best = t;
+    }
+    if (r == VS_OK) {
+        double fr = flops * (double)(dd.rows > 0 ? dd.rows : 1);
+        if (!(fr > 0)) r = vs_set_error(VS_ERR_INVALID, "vs_profile_measure: the model's layers have no flops (unit.flops: forward flops per row)");
+        else *flop_s = best / (3 * fr);
+    }
+done:
+    vs_pipe_sched_free(sched);
+    if (pipe) vs_pipe_free(pipe);
+    if (mesh) vs_mesh_free(mesh);
+    for (int u = 0; pu && units && u < nu; u++)
+        for (int j = 0; j < m->layers[u].nparams; j++) {
+            int tied = 0;
+            for (int t = 0; t < u && !tied; t++)
+                for (int s = 0; s < m->layers[t].nparams; s++)
+                    if (pu[u].ctx.param[j] && pu[t].ctx.param[s] == pu[u].ctx.param[j]) tied = 1;
+            if (!tied) vs_free(w, pu[u].ctx.param[j]), vs_free(w, pu[u].ctx.grad[j]);
+        }
+    vs_free(w, pu);
+    vs_free(w, units);
+    return r;
+}
+
 VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe_fn data, void* data_user,
                                     vs_profile* out)
 {
-    (void)w, (void)m, (void)data, (void)data_user, (void)out;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_profile_measure: not yet");
+    if (!w || !m || !out) return vs_set_error(VS_ERR_NULL, "vs_profile_measure: %s is NULL", !w ? "world" : !m ? "model" : "out");
+    if (!m->layers || m->nlayers < 1) return vs_set_error(VS_ERR_INVALID, "vs_profile_measure: the model has no layers");
+    memset(out, 0, sizeof *out);
+    vs_comm* wc = vs_world_comm(w);
+    int rank = vs_world_rank(w), size = vs_world_size(w);
+    vs_comm* solo = NULL;
+    vs_result r = vs_comm_split(wc, rank == 0 ? 0 : VS_COLOR_NONE, 0, &solo), r0;
+    double v[5] = {0, 0, 0, 0, 0}; // flop_s, bw, latency, p2p, rank 0's result
+    char msg0[256] = "";
+    if (r != VS_OK) return r;
+    if (rank == 0) {
+        r0 = _vs_gp_prof_layers(w, solo, m, data, data_user, &v[0]);
+        v[4] = (double)r0;
+        if (r0 != VS_OK) _vs_gp_fmt(msg0, sizeof msg0, "%s", vs_last_error());
+    }
+    if (solo) vs_comm_free(solo);
+    const size_t N = (size_t)1 << 20; // 4 MiB of f32
+    float* buf = (float*)vs_alloc(w, N * sizeof(float));
+    int ok = buf != NULL, all = 0;
+    if ((r = vs_all_reduce(wc, &ok, &all, 1, VS_I32, VS_OP_MIN, NULL)) != VS_OK) goto done;
+    if (!all) {
+        r = vs_set_error(VS_ERR_NOMEM, "vs_profile_measure: out of memory for the 4 MiB bandwidth buffer");
+        goto done;
+    }
+    memset(buf, 0, N * sizeof(float));
+    if (size > 1) {
+        double tb[6], tl[6], tq[6], bytes = (double)(N * sizeof(float));
+        for (int i = 0; i < 6 && r == VS_OK; i++) {
+            double t0 = _vs_now();
+            r = vs_all_reduce(wc, buf, buf, N, VS_F32, VS_OP_SUM, NULL);
+            tb[i] = _vs_now() - t0;
+            float one = 0, got = 0;
+            t0 = _vs_now();
+            if (r == VS_OK) r = vs_all_reduce(wc, &one, &got, 1, VS_F32, VS_OP_SUM, NULL);
+            tl[i] = _vs_now() - t0;
+            t0 = _vs_now();
+            if (r == VS_OK && rank == 0) {
+                r = vs_send(wc, buf, N, VS_F32, 1, NULL);
+                if (r == VS_OK) r = vs_recv(wc, buf, N, VS_F32, 1, NULL);
+            } else if (r == VS_OK && rank == 1) {
+                r = vs_recv(wc, buf, N, VS_F32, 0, NULL);
+                if (r == VS_OK) r = vs_send(wc, buf, N, VS_F32, 0, NULL);
+            }
+            tq[i] = (_vs_now() - t0) / 2;
+        }
+        if (r != VS_OK) goto done;
+        // the first of 6 warms up; the median of the other 5
+        qsort(tb + 1, 5, sizeof(double), _vs_gp_dcmp);
+        qsort(tl + 1, 5, sizeof(double), _vs_gp_dcmp);
+        qsort(tq + 1, 5, sizeof(double), _vs_gp_dcmp);
+        if (rank == 0) {
+            v[2] = tl[3];
+            double t = tb[3] > v[2] ? tb[3] - v[2] : tb[3];
+            v[1] = 2.0 * (size - 1) / size * bytes / t;
+            t = tq[3] > v[2] ? tq[3] - v[2] : tq[3];
+            v[3] = bytes / t;
+        }
+    }
+    r = vs_broadcast(wc, v, v, 5, VS_F64, 0, NULL);
+    if (r == VS_OK && v[4] != 0)
+        r = vs_set_error((vs_result)(int)v[4], "vs_profile_measure: timing the layers on rank 0 failed: %s",
+                         rank == 0 ? msg0 : "see rank 0");
+    if (r == VS_OK) {
+        out->flop_s = v[0], out->bw_bytes_s = v[1], out->latency_s = v[2], out->p2p_bw_bytes_s = v[3];
+        if (size == 1) out->bw_bytes_s = out->latency_s = out->p2p_bw_bytes_s = 0; // nothing to measure: defaults
+    }
+done:
+    vs_free(w, buf);
+    return r;
 }
+
 VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap)
 {
-    (void)p, (void)buf, (void)cap;
-    return 0;
+    if (!p) {
+        vs_set_error(VS_ERR_NULL, "vs_profile_print: profile is NULL");
+        return -1;
+    }
+    return snprintf(buf, buf ? cap : 0, "flop_s=%.17g bw=%.17g latency=%.17g p2p_bw=%.17g", p->flop_s, p->bw_bytes_s,
+                    p->latency_s, p->p2p_bw_bytes_s);
 }
+
 VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
 {
-    (void)text, (void)out;
-    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_profile_parse: not yet");
+    if (!text || !out) return vs_set_error(VS_ERR_NULL, "vs_profile_parse: %s is NULL", text ? "out" : "text");
+    vs_profile p;
+    memset(&p, 0, sizeof p);
+    const char* s = text;
+    for (;;) {
+        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+        if (!*s) break;
+        const char* eq = s;
+        while (*eq && *eq != '=' && *eq != ' ' && *eq != '\t' && *eq != '\n') eq++;
+        size_t kl = (size_t)(eq - s);
+        if (*eq != '=')
+            return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s' is not key=value", (int)(kl < 40 ? kl : 40), s);
+        double* dst = kl == 6 && !strncmp(s, "flop_s", 6)    ? &p.flop_s
+                      : kl == 2 && !strncmp(s, "bw", 2)      ? &p.bw_bytes_s
+                      : kl == 7 && !strncmp(s, "latency", 7) ? &p.latency_s
+                      : kl == 6 && !strncmp(s, "p2p_bw", 6)  ? &p.p2p_bw_bytes_s
+                                                             : NULL;
+        if (!dst)
+            return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: unknown key '%.*s' (flop_s, bw, latency, p2p_bw)",
+                                (int)(kl < 40 ? kl : 40), s);
+        char* e;
+        double v = strtod(eq + 1, &e);
+        if (e == eq + 1 || (*e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r') || !(v >= 0 && v < HUGE_VAL))
+            return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: %.*s = '%.*s' (a finite number >= 0)", (int)kl, s,
+                                (int)strcspn(eq + 1, " \t\n"), eq + 1);
+        *dst = v;
+        s = e;
+    }
+    *out = p;
+    return VS_OK;
 }
 // >>generate-plan end
 

@@ -1,0 +1,634 @@
+/* vs_generate_plan, vs_plan_explain and the profile: the chosen plan is the
+   fastest feasible one of every configuration enumerated, hand-computed costs on
+   small meshes, fixed sizes, memory limits, and the errors for constraints no
+   configuration meets. The model is synthetic (nothing runs), except for
+   vs_profile_measure's, which runs on 2 thread ranks. */
+#define VESCALE_IMPLEMENTATION
+#include "vescale.h"
+#include "tests/vs_test.h"
+#include <math.h>
+#include <stdlib.h>
+
+#define MAXL 64
+
+/* A GPT-shaped model: embed, nblocks blocks (norm, attention wq/wo, MLP w1/b1/w2),
+   head, loss. Flops per row: the matmuls' 2 x in x out. */
+typedef struct tmodel {
+    vs_layer_decl L[MAXL];
+    char name[MAXL][32], in[MAXL][64], out[MAXL][64];
+    char pname[MAXL][VS_LAYER_MAX_PARAMS][48];
+    int n;
+    int64_t D, V;
+    double flops_sharded, flops_loss; // per row: layers holding a TP-sharded parameter, and the rest
+    double params;                    // elements
+    vs_model_desc m;
+} tmodel;
+
+static vs_result dummy(vs_pipe_call* c)
+{
+    (void)c;
+    return VS_OK;
+}
+
+static void add_param(tmodel* t, vs_layer_decl* L, int u, const char* name, vs_role role, int ndim, int64_t a, int64_t b)
+{
+    int j = L->nparams++;
+    snprintf(t->pname[u][j], sizeof t->pname[u][j], "%s", name);
+    L->params[j].name = t->pname[u][j];
+    L->params[j].dtype = VS_F32;
+    L->params[j].ndim = ndim;
+    L->params[j].shape[0] = a;
+    L->params[j].shape[1] = b;
+    L->params[j].role = role;
+    t->params += (double)a * (ndim > 1 ? (double)b : 1);
+}
+
+static vs_layer_decl* add_layer(tmodel* t, const char* name, const char* in, const char* out, double flops, int split_bw)
+{
+    int u = t->n++;
+    vs_layer_decl* L = &t->L[u];
+    memset(L, 0, sizeof *L);
+    snprintf(t->name[u], sizeof t->name[u], "%s", name);
+    snprintf(t->in[u], sizeof t->in[u], "%s", in);
+    snprintf(t->out[u], sizeof t->out[u], "%s", out);
+    L->unit.name = t->name[u];
+    L->unit.inputs = t->in[u];
+    L->unit.outputs = t->out[u];
+    L->unit.forward = dummy;
+    if (split_bw) L->unit.backward_input = L->unit.backward_weight = dummy;
+    else L->unit.backward = dummy;
+    L->unit.flops = flops;
+    return L;
+}
+
+static void build(tmodel* t, int nblocks, int64_t D, int64_t V, int split_bw)
+{
+    memset(t, 0, sizeof *t);
+    t->D = D, t->V = V;
+    char o[64], i[64], nm[48];
+    snprintf(o, sizeof o, "x0:f32[*,%lld]", (long long)D);
+    vs_layer_decl* L = add_layer(t, "embed", "tokens", o, 2.0 * (double)D, split_bw);
+    add_param(t, L, t->n - 1, "wte", VS_ROLE_EMBEDDING, 2, V, D);
+    t->flops_sharded += 2.0 * (double)D;
+    for (int b = 0; b < nblocks; b++) {
+        char ln[16];
+        snprintf(ln, sizeof ln, "h%d", b);
+        snprintf(i, sizeof i, "x%d", b);
+        snprintf(o, sizeof o, "x%d:f32[*,%lld]", b + 1, (long long)D);
+        double f = 20.0 * (double)D * (double)D;
+        L = add_layer(t, ln, i, o, f, split_bw);
+        int u = t->n - 1;
+        snprintf(nm, sizeof nm, "h.%d.ln", b), add_param(t, L, u, nm, VS_ROLE_NORM, 1, D, 0);
+        snprintf(nm, sizeof nm, "h.%d.attn.wq", b), add_param(t, L, u, nm, VS_ROLE_COLUMN, 2, D, D);
+        snprintf(nm, sizeof nm, "h.%d.attn.wo", b), add_param(t, L, u, nm, VS_ROLE_ROW, 2, D, D);
+        snprintf(nm, sizeof nm, "h.%d.mlp.w1", b), add_param(t, L, u, nm, VS_ROLE_COLUMN, 2, D, 4 * D);
+        snprintf(nm, sizeof nm, "h.%d.mlp.b1", b), add_param(t, L, u, nm, VS_ROLE_COLUMN, 1, 4 * D, 0);
+        snprintf(nm, sizeof nm, "h.%d.mlp.w2", b), add_param(t, L, u, nm, VS_ROLE_ROW, 2, 4 * D, D);
+        t->flops_sharded += f;
+    }
+    snprintf(i, sizeof i, "x%d", nblocks);
+    snprintf(o, sizeof o, "logits:f32[*,%lld]", (long long)V);
+    L = add_layer(t, "head", i, o, 2.0 * (double)D * (double)V, split_bw);
+    add_param(t, L, t->n - 1, "lm_head", VS_ROLE_HEAD, 2, D, V);
+    t->flops_sharded += 2.0 * (double)D * (double)V;
+    L = add_layer(t, "loss", "logits,targets", "loss:f32[]", 3.0 * (double)V, split_bw);
+    t->flops_loss = 3.0 * (double)V;
+    t->m.layers = t->L;
+    t->m.nlayers = t->n;
+}
+
+static int divides_model(const tmodel* t, int tp) { return t->D % tp == 0 && (4 * t->D) % tp == 0 && t->V % tp == 0; }
+
+/* How many entries the planner enumerates (its rules, counted here): a mesh that
+   cannot work is one entry, a microbatch count that does not divide the rows
+   one entry, else one per schedule and ZeRO stage. */
+static int expected_count(const tmodel* t, const vs_constraints* c)
+{
+    int W = c->world, n = 0;
+    for (int pp = 1; pp <= W; pp++) {
+        if (W % pp || (c->pp && c->pp != pp)) continue;
+        for (int tp = 1; tp <= W / pp; tp++) {
+            if ((W / pp) % tp || (c->tp && c->tp != tp)) continue;
+            int dp = W / pp / tp;
+            if (c->dp && c->dp != dp) continue;
+            if (pp > t->n || !divides_model(t, tp) || c->global_batch % dp) {
+                n++;
+                continue;
+            }
+            int Ms[3] = {pp, 2 * pp, 4 * pp}, nM = c->microbatches ? 1 : 3;
+            if (c->microbatches) Ms[0] = c->microbatches;
+            for (int i = 0; i < nM; i++) {
+                if ((c->global_batch / dp) % Ms[i]) {
+                    n++;
+                    continue;
+                }
+                int nsched = pp == 1 ? 1 : 3 + (t->n >= 2 * pp ? 2 : 0);
+                n += nsched * (dp > 1 ? 3 : 1);
+            }
+        }
+    }
+    return n;
+}
+
+#define CAP 4096
+static vs_plan_estimate est[CAP];
+static char text[1 << 16];
+
+static int near(double a, double b, double rel) { return fabs(a - b) <= rel * fabs(b) + 1e-300; }
+
+/* The properties every successful call must have. */
+static void check_choice(const tmodel* t, const vs_constraints* c, const vs_plan* out, int n, const char* what)
+{
+    VT_CHECK(n == expected_count(t, c), "%s: %d estimates, expected %d", what, n, expected_count(t, c));
+    VT_CHECK(n > 0 && est[0].feasible, "%s: est[0] is not feasible", what);
+    if (n <= 0) return;
+    VT_CHECK(!memcmp(out, &est[0].plan, sizeof *out), "%s: *out is not est[0]'s plan", what);
+    double best = HUGE_VAL;
+    int nfeas = 0, sorted = 1, grouped = 1;
+    for (int i = 0; i < n; i++) {
+        const vs_plan_estimate* e = &est[i];
+        if (e->feasible) {
+            nfeas++;
+            if (e->step_s < best) best = e->step_s;
+            if (i > 0 && e->step_s < est[i - 1].step_s) sorted = 0;
+            if (i > 0 && !est[i - 1].feasible) grouped = 0;
+            VT_CHECK(near(e->step_s, e->compute_s + e->comm_s + e->bubble_s, 1e-12), "%s: parts do not add up", what);
+            VT_CHECK(e->compute_s > 0 && e->comm_s >= 0 && e->bubble_s >= 0, "%s: negative part", what);
+            VT_CHECK(!(c->mem_limit_bytes > 0) || e->mem_bytes <= c->mem_limit_bytes, "%s: feasible over the limit", what);
+            VT_CHECK(i == 0 || strstr(e->why, "over the best") || strstr(e->why, "as fast"), "%s: runner-up %d why '%s'",
+                     what, i, e->why);
+        } else {
+            VT_CHECK(e->why[0], "%s: rejected entry %d has no reason", what, i);
+        }
+        const vs_plan* p = &e->plan;
+        VT_CHECK(p->pp * p->dp * p->tp == c->world, "%s: %dx%dx%d is not the world %d", what, p->pp, p->dp, p->tp, c->world);
+        VT_CHECK(!c->pp || p->pp == c->pp, "%s: pp %d, fixed %d", what, p->pp, c->pp);
+        VT_CHECK(!c->dp || p->dp == c->dp, "%s: dp %d, fixed %d", what, p->dp, c->dp);
+        VT_CHECK(!c->tp || p->tp == c->tp, "%s: tp %d, fixed %d", what, p->tp, c->tp);
+        VT_CHECK(!c->microbatches || p->microbatches == c->microbatches, "%s: M %d, fixed %d", what, p->microbatches,
+                 c->microbatches);
+    }
+    VT_CHECK(sorted && grouped, "%s: est[] is not the feasible ones by time, then the rejected", what);
+    VT_CHECK(est[0].step_s == best, "%s: chosen %g s, the fastest feasible %g s", what, est[0].step_s, best);
+    (void)nfeas;
+}
+
+static vs_profile prof(void)
+{
+    vs_profile p;
+    memset(&p, 0, sizeof p);
+    p.flop_s = 1e-9, p.bw_bytes_s = 1e9, p.latency_s = 1e-5, p.p2p_bw_bytes_s = 2e9;
+    return p;
+}
+
+static tmodel tm;
+
+/* One rank: every configuration is the same compute, 3 x forward flops. */
+static void test_one_rank(void)
+{
+    build(&tm, 4, 64, 256, 0);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 1, c.global_batch = 32, c.act_bytes_per_row = 1000;
+    vs_profile pf = prof();
+    vs_plan out;
+    int n = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "one rank");
+    double want = 3 * (tm.flops_sharded + tm.flops_loss) * 32 * 1e-9;
+    for (int i = 0; i < n; i++) {
+        VT_CHECK(near(est[i].step_s, want, 1e-12), "M=%d: step %.17g, want %.17g", est[i].plan.microbatches, est[i].step_s, want);
+        VT_CHECK(est[i].comm_s == 0 && est[i].bubble_s < 1e-15, "one rank has no communication or bubble");
+    }
+    // equal times: the least memory wins (4 microbatches of 8 rows, one live)
+    VT_CHECK(out.microbatches == 4 && out.pp == 1 && out.dp == 1 && out.tp == 1, "chose M=%d", out.microbatches);
+    double P = tm.params, mem = 4 * P + 4 * P + 8 * P + 1000.0 * 8 * tm.n;
+    VT_CHECK(near(est[0].mem_bytes, mem, 1e-12), "memory %.17g, want %.17g", est[0].mem_bytes, mem);
+}
+
+/* DP2: compute halves, the gradient all-reduce of every parameter is exposed
+   (one chunk per stage finishes last), ZeRO shards the optimizer state. */
+static void test_dp_by_hand(void)
+{
+    build(&tm, 4, 64, 256, 0);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 2, c.pp = 1, c.tp = 1, c.global_batch = 32, c.act_bytes_per_row = 1000;
+    vs_profile pf = prof();
+    vs_plan out;
+    int n = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "dp2");
+    double P = tm.params, bytes = 4 * P, comp = 3 * (tm.flops_sharded + tm.flops_loss) * 16 * 1e-9;
+    double ar = 2 * 0.5 * bytes / 1e9 + 1e-5, half = 0.5 * bytes / 1e9 + 1e-5;
+    VT_CHECK(out.dp == 2 && out.zero == VS_ZERO_0 && out.microbatches == 4, "chose dp %d zero %d M %d", out.dp,
+             (int)out.zero, out.microbatches);
+    VT_CHECK(near(est[0].step_s, comp + ar, 1e-12), "step %.17g, want %.17g", est[0].step_s, comp + ar);
+    int seen = 0;
+    for (int i = 0; i < n; i++) {
+        const vs_plan_estimate* e = &est[i];
+        if (e->plan.microbatches != 4) continue;
+        double act = 1000.0 * 4 * tm.n; // 4 rows a microbatch
+        if (e->plan.zero == VS_ZERO_2) {
+            seen++;
+            VT_CHECK(near(e->mem_bytes, 4 * P + 2 * P + 4 * P + act, 1e-12), "zero2 memory %.17g", e->mem_bytes);
+            VT_CHECK(near(e->comm_s, 2 * half, 1e-12), "zero2 comm %.17g, want %.17g", e->comm_s, 2 * half);
+        } else if (e->plan.zero == VS_ZERO_1) {
+            seen++;
+            VT_CHECK(near(e->mem_bytes, 4 * P + 4 * P + 4 * P + act, 1e-12), "zero1 memory %.17g", e->mem_bytes);
+        }
+    }
+    VT_CHECK(seen == 2, "zero 1 and 2 at M=4: %d seen", seen);
+}
+
+/* TP2: sharded layers halve, the loss does not; forward: 1 all-reduce in the
+   embedding, 2 per block (their outputs); backward: 2 per block and 1 in the
+   head (their inputs' gradients): all [rows, D] here, fully exposed. */
+static void test_tp_by_hand(void)
+{
+    build(&tm, 4, 64, 256, 0);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 2, c.tp = 2, c.global_batch = 32, c.act_bytes_per_row = 1000;
+    vs_profile pf = prof();
+    vs_plan out;
+    int n = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "tp2");
+    for (int i = 0; i < n; i++) {
+        const vs_plan_estimate* e = &est[i];
+        int M = e->plan.microbatches;
+        double rows = 32.0 / M;
+        double comp = 3 * (tm.flops_sharded / 2 + tm.flops_loss) * 32 * 1e-9;
+        double hid = 4.0 * (double)tm.D * rows, arh = 2 * 0.5 * hid / 1e9 + 1e-5;
+        double comm = M * (arh /* embed */ + 4 * 4 * arh /* blocks */ + arh /* head: its input's gradient */);
+        VT_CHECK(near(e->compute_s, comp, 1e-12), "M=%d compute %.17g, want %.17g", M, e->compute_s, comp);
+        VT_CHECK(near(e->comm_s, comm, 1e-12), "M=%d comm %.17g, want %.17g", M, e->comm_s, comm);
+    }
+    VT_CHECK(out.microbatches == 1, "fewest all-reduces: M=1, chose %d", out.microbatches);
+    // sharded memory: every parameter but the norms halves
+    double norms = 4.0 * (double)tm.D, sharded = tm.params - norms, P = sharded / 2 + norms;
+    VT_CHECK(near(est[0].mem_bytes, 16 * P + 1000.0 * 32 * tm.n, 1e-12), "tp2 memory %.17g", est[0].mem_bytes);
+}
+
+/* The pipeline on 2 stages by hand: M microbatches of 1f1b/gpipe with even
+   stages take (M + 1) x (f + b) per stage pair; the bubble is one microbatch's. */
+static void test_pp_choice(void)
+{
+    build(&tm, 6, 64, 256, 1);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 2, c.pp = 2, c.global_batch = 64, c.act_bytes_per_row = 1000;
+    vs_profile pf = prof();
+    vs_plan out;
+    int n = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "pp2");
+    // more microbatches, less bubble: the best has 8 (4 pp) and every runner-up
+    // with fewer microbatches and the same schedule is slower
+    VT_CHECK(out.microbatches == 8, "pp2 chose M=%d", out.microbatches);
+    for (int i = 1; i < n; i++)
+        if (est[i].feasible && est[i].plan.schedule == VS_PIPE_1F1B && est[i].plan.microbatches == 2)
+            VT_CHECK(strstr(est[i].why, "bubble"), "M=2 lost on '%s', not the bubble", est[i].why);
+}
+
+/* World 8: the chosen plan is the fastest of all enumerated; with a memory
+   limit, the fastest of those within it (the same set, filtered here). */
+static void test_world8_and_memory(void)
+{
+    build(&tm, 8, 128, 512, 1);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.global_batch = 64, c.act_bytes_per_row = 64 * 1024;
+    vs_profile pf = prof();
+    vs_plan out;
+    int n = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "world 8");
+    int nall = n;
+    static vs_plan_estimate all[CAP];
+    memcpy(all, est, sizeof(vs_plan_estimate) * (size_t)n);
+    double lo = HUGE_VAL;
+    for (int i = 0; i < n; i++)
+        if (all[i].feasible && all[i].mem_bytes < lo) lo = all[i].mem_bytes;
+    VT_CHECK(lo < all[0].mem_bytes, "the fastest is not the smallest (%g, %g): no test of the limit", lo, all[0].mem_bytes);
+    c.mem_limit_bytes = (lo + all[0].mem_bytes) / 2;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "world 8, memory limit");
+    VT_CHECK(n == nall, "%d estimates with the limit, %d without", n, nall);
+    double want = HUGE_VAL;
+    for (int i = 0; i < nall; i++)
+        if (all[i].feasible && all[i].mem_bytes <= c.mem_limit_bytes && all[i].step_s < want) want = all[i].step_s;
+    VT_CHECK(est[0].step_s == want && est[0].mem_bytes <= c.mem_limit_bytes, "chose %g s, %g B; want %g s within %g B",
+             est[0].step_s, est[0].mem_bytes, want, c.mem_limit_bytes);
+    int over = 0;
+    for (int i = 0; i < n; i++)
+        if (!est[i].feasible && strstr(est[i].why, "exceeds memory by")) over++;
+    VT_CHECK(over > 0, "no configuration over the limit");
+
+    int len = vs_plan_explain(est, n, text, sizeof text);
+    VT_CHECK(len > 0 && len < (int)sizeof text, "explain length %d", len);
+    char mesh[64];
+    snprintf(mesh, sizeof mesh, "chosen: PP%d x DP%d x TP%d", out.pp, out.dp, out.tp);
+    VT_CHECK(strstr(text, mesh), "explanation lacks '%s':\n%s", mesh, text);
+    VT_CHECK(strstr(text, "runner-up 1: PP") && strstr(text, "runner-up 2: PP"), "no two runners-up:\n%s", text);
+    VT_CHECK(strstr(text, "compute") && strstr(text, "exposed communication") && strstr(text, "bubble") &&
+                 strstr(text, "per rank"), "no breakdown:\n%s", text);
+    VT_CHECK(strstr(text, "over the memory limit (") && strstr(text, "exceeds memory by"), "no memory group:\n%s", text);
+    VT_CHECK(strstr(text, "lost on "), "runners-up without a reason:\n%s", text);
+    // every rejected entry falls in a group that the text names with an example
+    int nrej = 0;
+    for (int i = 3; i < n; i++) nrej++;
+    char hdr[64];
+    snprintf(hdr, sizeof hdr, "rejected: %d configurations", nrej);
+    VT_CHECK(strstr(text, hdr), "'%s' missing:\n%s", hdr, text);
+    VT_CHECK(!strstr(text, "  other ("), "a reason outside every group:\n%s", text);
+    if (getenv("VT_VERBOSE")) printf("%s", text);
+    // snprintf-like: a short buffer gets the same length back
+    char small[16];
+    VT_CHECK(vs_plan_explain(est, n, small, sizeof small) == len && strlen(small) == 15, "short buffer");
+    // a short cap keeps a quarter for the rejected
+    int n2 = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, 8, &n2));
+    VT_CHECK(n2 == 8 && est[0].feasible && !est[7].feasible && est[5].feasible && !est[6].feasible, "cap 8: n=%d", n2);
+}
+
+/* Fixed sizes are honoured; a TP size that does not divide is a reason. */
+static void test_fixed_and_divide(void)
+{
+    build(&tm, 4, 64, 256, 1);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.pp = 2, c.global_batch = 64;
+    vs_profile pf = prof();
+    vs_plan out;
+    int n = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "pp=2 fixed");
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.tp = 2, c.microbatches = 4, c.global_batch = 64;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "tp=2, M=4 fixed");
+    memset(&c, 0, sizeof c);
+    c.world = 4, c.dp = 4, c.global_batch = 64, c.microbatches = 3;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "3 microbatches do not divide the 16 rows");
+    VT_CHECK(n == 1 && !est[0].feasible, "the one rejected entry is reported (n=%d)", n);
+
+    memset(&c, 0, sizeof c);
+    c.world = 6, c.global_batch = 60;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "world 6");
+    int div = 0;
+    for (int i = 0; i < n; i++)
+        if (strstr(est[i].why, "tp=3 does not divide wte's 256 rows") ||
+            strstr(est[i].why, "tp=6 does not divide wte's 256 rows"))
+            div++;
+    VT_CHECK(div == 3, "tp=3 (pp 1, 2) and tp=6 (pp 1): %d divide reasons", div);
+    VT_CHECK(out.tp == 1 || out.tp == 2, "chose tp %d", out.tp);
+    vs_plan_explain(est, n, text, sizeof text);
+    VT_CHECK(strstr(text, "does not divide the model or batch (") && strstr(text, "wte's 256 rows"), "no divide group:\n%s", text);
+}
+
+static void test_errors(void)
+{
+    build(&tm, 4, 64, 256, 1);
+    vs_constraints c;
+    vs_profile pf = prof();
+    vs_plan out;
+    int n = 0;
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.global_batch = 64, c.mem_limit_bytes = 1000;
+    VT_EXPECT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "memory: the smallest configuration",
+                  "the limit is 1 KB");
+    // the shortfall it names is the smallest estimate's, against the limit
+    double lo = HUGE_VAL;
+    for (int i = 0; i < n; i++)
+        if (strstr(est[i].why, "exceeds memory") && est[i].mem_bytes < lo) lo = est[i].mem_bytes;
+    char need[64];
+    snprintf(need, sizeof need, "needs %.4g KB per rank", lo / 1e3);
+    if (lo >= 1e6) snprintf(need, sizeof need, "needs %.4g MB per rank", lo / 1e6);
+    VT_CHECK(strstr(vs_last_error(), need), "'%s' not in '%s'", need, vs_last_error());
+    VT_CHECK(strstr(vs_last_error(), "short"), "no shortfall in '%s'", vs_last_error());
+
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.pp = 3, c.global_batch = 64;
+    VT_EXPECT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "world: 8 ranks", "multiple of 3");
+    c.pp = 2, c.dp = 2, c.tp = 1;
+    VT_EXPECT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "make 4 ranks", "world has 8");
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.dp = 8, c.global_batch = 4;
+    VT_EXPECT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "dp=8 does not divide",
+                  "global batch of 4 rows");
+    memset(&c, 0, sizeof c);
+    c.world = 16, c.pp = 16, c.global_batch = 64;
+    VT_EXPECT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "pp=16",
+                  "more stages than the model's 7 layers");
+    memset(&c, 0, sizeof c);
+    c.world = 2, c.tp = 2, c.policy = VS_TP_NONE, c.global_batch = 64;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "policy is none");
+    memset(&c, 0, sizeof c);
+    c.global_batch = 64;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "world = 0");
+    c.world = 2, c.global_batch = 0;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "global_batch = 0");
+    c.global_batch = 64, c.split = VS_PIPE_SPLIT_MANUAL;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "manual");
+    c.split = VS_PIPE_SPLIT_DEFAULT;
+    VT_ERR(vs_generate_plan(NULL, &c, &pf, &out, est, CAP, &n), VS_ERR_NULL, "model");
+    pf.bw_bytes_s = -1;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "bw = -1");
+    pf = prof();
+    for (int u = 0; u < tm.n; u++) tm.L[u].unit.flops = 0;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "flops");
+    // no est wanted: the plan alone
+    build(&tm, 4, 64, 256, 1);
+    VT_OK(vs_generate_plan(&tm.m, &c, NULL, &out, NULL, 0, NULL));
+    VT_CHECK(out.pp * out.dp * out.tp == 2, "plan without est");
+}
+
+/* A large model on 64 ranks stays quick. */
+static void test_large(void)
+{
+    build(&tm, 24, 2048, 50304 - 50304 % 64, 1);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 64, c.global_batch = 512, c.mem_limit_bytes = 16e9, c.act_bytes_per_row = (int64_t)34 * 1024 * 2048;
+    vs_profile pf = prof();
+    pf.flop_s = 1e-14, pf.bw_bytes_s = 50e9, pf.p2p_bw_bytes_s = 25e9;
+    vs_plan out;
+    int n = 0;
+    double t0 = _vs_now();
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    double t = _vs_now() - t0;
+    check_choice(&tm, &c, &out, n, "64 ranks");
+    VT_CHECK(t < 3, "planning took %.2f s", t);
+    if (getenv("VT_VERBOSE")) {
+        vs_plan_explain(est, n, text, sizeof text);
+        printf("%d configurations in %.3f s\n%s", n, t, text);
+    }
+}
+
+static void test_profile_text(void)
+{
+    vs_profile p = {1.2345678901234567e-11, 3.3e9, 1.7e-5, 2.25e10}, q;
+    char buf[256];
+    int len = vs_profile_print(&p, buf, sizeof buf);
+    VT_CHECK(len > 0 && len == (int)strlen(buf) && !strchr(buf, '\n'), "one line: '%s'", buf);
+    VT_CHECK(strstr(buf, "flop_s=") && strstr(buf, " bw=") && strstr(buf, " latency=") && strstr(buf, " p2p_bw="), "%s", buf);
+    VT_OK(vs_profile_parse(buf, &q));
+    VT_CHECK(!memcmp(&p, &q, sizeof p), "round trip: '%s'", buf);
+    char small[8];
+    VT_CHECK(vs_profile_print(&p, small, sizeof small) == len, "snprintf-like");
+    VT_OK(vs_profile_parse("  latency=1e-6\n", &q));
+    VT_CHECK(q.latency_s == 1e-6 && q.flop_s == 0 && q.bw_bytes_s == 0, "missing keys are 0 (defaults)");
+    VT_ERR(vs_profile_parse("flop_s=1 speed=3", &q), VS_ERR_INVALID, "unknown key 'speed'");
+    VT_ERR(vs_profile_parse("bw=fast", &q), VS_ERR_INVALID, "bw = 'fast'");
+    VT_ERR(vs_profile_parse("bw=-2", &q), VS_ERR_INVALID, "bw = '-2'");
+    VT_ERR(vs_profile_parse("bw", &q), VS_ERR_INVALID, "not key=value");
+    VT_ERR(vs_profile_parse(NULL, &q), VS_ERR_NULL, "text");
+}
+
+/* vs_profile_measure on 2 thread ranks with a real two-layer model. */
+#define PD 32
+#define PR 16
+typedef struct pdata {
+    int dummy;
+} pdata;
+
+static vs_result p_data(vs_pipe_call* c)
+{
+    int64_t shape[2] = {PR, PD};
+    float* v;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 2, shape, (void**)&v);
+    for (int i = 0; r == VS_OK && i < PR * PD; i++) v[i] = (float)sin(0.1 * i);
+    return r;
+}
+
+static vs_result p_fwd(vs_pipe_call* c)
+{
+    const vs_layer_ctx* L = vs_layer(c);
+    const float *x = (const float*)c->in[0].data, *w = (const float*)L->param[0];
+    int64_t shape[2] = {PR, PD};
+    float* y;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 2, shape, (void**)&y);
+    if (r) return r;
+    VT_CHECK(L->local_shape[0][0] == PD && L->local_shape[0][1] == PD && L->tp_size == 1, "layer ctx");
+    for (int i = 0; i < PR; i++)
+        for (int j = 0; j < PD; j++) {
+            float a = 0;
+            for (int k = 0; k < PD; k++) a += x[i * PD + k] * w[k * PD + j];
+            y[i * PD + j] = a;
+        }
+    return VS_OK;
+}
+
+static vs_result p_bwd(vs_pipe_call* c)
+{
+    const vs_layer_ctx* L = vs_layer(c);
+    const float *x = (const float*)c->in[0].data, *w = (const float*)L->param[0], *gy = (const float*)c->out[0].grad;
+    float *gx = (float*)c->in[0].grad, *gw = (float*)L->grad[0];
+    for (int i = 0; i < PR; i++)
+        for (int j = 0; j < PD; j++)
+            for (int k = 0; k < PD; k++) {
+                if (gx) gx[i * PD + k] += gy[i * PD + j] * w[k * PD + j];
+                gw[k * PD + j] += gy[i * PD + j] * x[i * PD + k];
+            }
+    return VS_OK;
+}
+
+static vs_result p_loss(vs_pipe_call* c)
+{
+    const float* y = (const float*)c->in[0].data;
+    float* l;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 0, NULL, (void**)&l);
+    if (r) return r;
+    *l = 0;
+    for (int i = 0; i < PR * PD; i++) *l += y[i] * y[i];
+    return VS_OK;
+}
+
+static vs_result p_loss_bwd(vs_pipe_call* c)
+{
+    const float* y = (const float*)c->in[0].data;
+    float g = *(const float*)c->out[0].grad;
+    for (int i = 0; i < PR * PD; i++) ((float*)c->in[0].grad)[i] += 2 * g * y[i];
+    return VS_OK;
+}
+
+static vs_layer_decl plm[3];
+static vs_profile got[2];
+
+static int measure_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_model_desc m;
+    memset(&m, 0, sizeof m);
+    m.layers = plm, m.nlayers = 3;
+    VT_OK(vs_profile_measure(w, &m, p_data, NULL, &got[vs_world_rank(w)]));
+    return 0;
+}
+
+static int measure_rank_err(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_model_desc m;
+    vs_profile p;
+    memset(&m, 0, sizeof m);
+    m.layers = plm, m.nlayers = 3;
+    vs_result r = vs_profile_measure(w, &m, p_data, NULL, &p);
+    const char* want = vs_world_rank(w) == 0 ? "no flops" : "see rank 0";
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), want), "rank %d: %d '%s'", vs_world_rank(w), (int)r,
+             vs_last_error());
+    return 0;
+}
+
+static void test_profile_measure(void)
+{
+    memset(plm, 0, sizeof plm);
+    const char* names[3] = {"l0", "l1", "loss"};
+    const char* ins[3] = {"x", "h0", "h1"};
+    const char* outs[3] = {"h0:f32[*,32]", "h1:f32[*,32]", "loss:f32[]"};
+    static const char* pn[2] = {"l0.w", "l1.w"};
+    for (int u = 0; u < 3; u++) {
+        plm[u].unit.name = names[u], plm[u].unit.inputs = ins[u], plm[u].unit.outputs = outs[u];
+        plm[u].unit.forward = u < 2 ? p_fwd : p_loss;
+        plm[u].unit.backward = u < 2 ? p_bwd : p_loss_bwd;
+        plm[u].unit.flops = u < 2 ? 2.0 * PD * PD : 2.0 * PD;
+        if (u < 2) {
+            plm[u].nparams = 1;
+            plm[u].params[0].name = pn[u], plm[u].params[0].ndim = 2;
+            plm[u].params[0].shape[0] = plm[u].params[0].shape[1] = PD;
+            plm[u].params[0].role = VS_ROLE_COLUMN;
+            plm[u].params[0].init.kind = VS_INIT_NORMAL, plm[u].params[0].init.b = 0.02;
+        }
+    }
+    memset(got, 0, sizeof got);
+    VT_OK(vs_launch(2, measure_rank, NULL));
+    const vs_profile* p = &got[0];
+    VT_CHECK(p->flop_s > 0 && p->flop_s < 1e-6 && p->bw_bytes_s > 0 && p->latency_s > 0 && p->p2p_bw_bytes_s > 0,
+             "flop_s %g bw %g latency %g p2p %g", p->flop_s, p->bw_bytes_s, p->latency_s, p->p2p_bw_bytes_s);
+    VT_CHECK(!memcmp(&got[0], &got[1], sizeof got[0]), "ranks disagree");
+    if (getenv("VT_VERBOSE")) {
+        char buf[256];
+        vs_profile_print(p, buf, sizeof buf);
+        printf("measured: %s\n", buf);
+    }
+    // rank 0's error reaches every rank
+    plm[0].unit.flops = plm[1].unit.flops = plm[2].unit.flops = 0;
+    VT_OK(vs_launch(2, measure_rank_err, NULL));
+}
+
+int main(void)
+{
+    VT_CASE("generate_plan_one_rank_by_hand", test_one_rank());
+    VT_CASE("generate_plan_dp_by_hand", test_dp_by_hand());
+    VT_CASE("generate_plan_tp_by_hand", test_tp_by_hand());
+    VT_CASE("generate_plan_pp_bubble", test_pp_choice());
+    VT_CASE("generate_plan_world8_memory_explain", test_world8_and_memory());
+    VT_CASE("generate_plan_fixed_sizes_divide", test_fixed_and_divide());
+    VT_CASE("generate_plan_errors", test_errors());
+    VT_CASE("generate_plan_large_quick", test_large());
+    VT_CASE("profile_print_parse", test_profile_text());
+    VT_CASE("profile_measure_2_ranks", test_profile_measure());
+    return vt_summary();
+}
