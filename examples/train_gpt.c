@@ -14,6 +14,7 @@
      --save P           save the whole training state at the end into P
      --resume P|auto    start from P (auto: the latest complete checkpoint in
                         --ckpt-dir), on whatever mesh this run has
+     --save-every N     save into --ckpt-dir (default build/ckpt) every N steps, keeping 3
      --no-reference     skip the one-rank run beside it
    Thread ranks by default; built with -DVESCALE_MPI and started by mpirun, one
    process per rank (each also runs the one-rank reference by itself).
@@ -41,6 +42,8 @@ typedef struct job {
     int steps;              // steps this run takes (after the checkpoint's, when resuming)
     const char* save;
     const char* resume;
+    int save_every;         // also save every N steps into ckdir (keeping the newest 3)
+    const char* ckdir;
     double loss[MAXSTEPS];  // by step
     double secs[MAXSTEPS];
     int have[MAXSTEPS];
@@ -96,6 +99,12 @@ static int train(vs_world* w, void* arg)
         gpt_batch(&CFG, s, ROWS, tokens, targets); // the global batch of step s
         double loss, t0 = now();
         CHECK(vs_train_step(t, &b, &loss));
+        if (J->save_every && (s + 1) % J->save_every == 0) { // a checkpoint that a killed job resumes from
+            char path[1100];
+            snprintf(path, sizeof path, "%s/step-%06d", J->ckdir, s + 1);
+            CHECK(vs_train_save(t, path, NULL, 0, 0));
+            if (rank0) CHECK(vs_ckpt_retain(J->ckdir, 3));
+        }
         if (!rank0) continue;
         J->loss[s] = loss, J->secs[s] = now() - t0, J->have[s] = 1;
         if (J->quiet) continue;
@@ -127,7 +136,7 @@ int main(int argc, char** argv)
     vs_plan* p = &par.plan;
     p->pp = p->dp = p->tp = 2;
     p->schedule = VS_PIPE_1F1B;
-    int steps = 20, world = 0, autoplan = 0, reference = 1, explain = 0, zero = 1, mbs = 0;
+    int steps = 20, world = 0, autoplan = 0, reference = 1, explain = 0, zero = 1, mbs = 0, every = 0;
     const char *save = NULL, *resume = NULL, *ckdir = "build/ckpt";
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
@@ -142,11 +151,12 @@ int main(int argc, char** argv)
         else if (!strcmp(a, "--save") && v) save = argv[++i];
         else if (!strcmp(a, "--resume") && v) resume = argv[++i];
         else if (!strcmp(a, "--ckpt-dir") && v) ckdir = argv[++i];
+        else if (!strcmp(a, "--save-every") && v) every = atoi(argv[++i]);
         else if (!strcmp(a, "--no-reference")) reference = 0;
         else if (!strcmp(a, "--explain")) explain = 1;
         else {
             fprintf(stderr, "usage: train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K] "
-                            "[--zero Z] [--microbatches M] [--save P] [--resume P|auto] [--ckpt-dir D] "
+                            "[--zero Z] [--microbatches M] [--save P] [--resume P|auto] [--ckpt-dir D] [--save-every N] "
                             "[--no-reference] [--explain]\n");
             return 2;
         }
@@ -191,8 +201,8 @@ int main(int argc, char** argv)
     }
     if (mbs) p->microbatches = mbs;
     if (!p->microbatches) p->microbatches = 8 / p->dp > 0 ? 8 / p->dp : 1;
-    if (p->microbatches * p->dp != 8)
-        return fprintf(stderr, "DP x microbatches must be 8 (one-rank reference: 8 microbatches of 2 rows)\n"), 2;
+    if (ROWS % (p->dp * p->microbatches))
+        return fprintf(stderr, "DP %d x %d microbatches do not divide the %d rows of a step\n", p->dp, p->microbatches, ROWS), 2;
     int nranks = p->pp * p->dp * p->tp;
 
     char text[4096];
@@ -218,9 +228,12 @@ int main(int argc, char** argv)
 
     par.steps = steps;
     par.save = save;
+    par.save_every = every;
+    par.ckdir = ckdir;
+    if (every) mkdir(ckdir, 0755);
     par.resume = resume;
     ref.plan.pp = ref.plan.dp = ref.plan.tp = 1;
-    ref.plan.microbatches = 8;
+    ref.plan.microbatches = p->dp * p->microbatches; // the same microbatches, all on one rank
     ref.plan.schedule = VS_PIPE_GPIPE;
     ref.quiet = 1;
 #ifdef VESCALE_MPI
