@@ -69,8 +69,9 @@
    a .tmp-/.old- leftover, which vs_ckpt_latest never returns and
    vs_ckpt_retain deletes.
 
-   Async. opts.async copies every buffer (device memory through host memory)
-   into one block from the allocator hooks, at most desc.async_max_bytes
+   Async. opts.async copies every buffer into one block from the allocator
+   hooks (page-locked with cudaHostRegister when device memory is copied into
+   it, and kept for the next async save), at most desc.async_max_bytes
    (default 4 GiB; a bigger save runs synchronously), and returns; a writer
    thread on the checkpointer's own communicator does the rest. The next save,
    load, vs_ckpt_wait or vs_ckpt_free joins it; its error surfaces there.
@@ -2366,6 +2367,7 @@ struct vs_ckpt {
     size_t async_used;
     void* spare; // the last async save's copy block, reused by the next (no fresh pages to fault in)
     size_t spare_bytes;
+    int spare_pinned; // page-locked for the device's copies (cudaHostRegister)
 };
 
 VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out)
@@ -3440,15 +3442,39 @@ typedef struct _vs_ckpt_job {
     void* block;
     size_t bytes, block_bytes;
     int keep; // an async save's block: kept in ck->spare for the next one
+    int pinned; // page-locked (cudaHostRegister): device memory is copied into it at full speed
 } _vs_ckpt_job;
+
+/* Page-locks a host block that device memory is copied into (it stays memory
+   from the allocator hooks); 1 when it is. */
+_VS_CKPT_PRIVATE int _vs_ckpt_pin(void* p, size_t n)
+{
+#ifdef _VS_CKPT_CUDA
+    return cudaHostRegister(p, n, 0) == cudaSuccess;
+#else
+    (void)p, (void)n;
+    return 0;
+#endif
+}
+
+_VS_CKPT_PRIVATE void _vs_ckpt_unpin(void* p, int pinned)
+{
+#ifdef _VS_CKPT_CUDA
+    if (p && pinned) cudaHostUnregister(p);
+#else
+    (void)p, (void)pinned;
+#endif
+}
 
 _VS_CKPT_PRIVATE void _vs_ckpt_job_free(vs_ckpt* ck, _vs_ckpt_job* j)
 {
     if (!j) return;
     if (j->keep) {
+        _vs_ckpt_unpin(ck->spare, ck->spare_pinned);
         vs_free(ck->w, ck->spare);
-        ck->spare = j->block, ck->spare_bytes = j->block_bytes;
+        ck->spare = j->block, ck->spare_bytes = j->block_bytes, ck->spare_pinned = j->pinned;
     } else {
+        _vs_ckpt_unpin(j->block, j->pinned);
         vs_free(ck->w, j->block);
     }
     vs_free(ck->w, j);
@@ -3469,14 +3495,18 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, cons
     size_t head = (sizeof(vs_ckpt_entry) * (size_t)(n ? n : 1) + names + 63) / 64 * 64;
     void* block = NULL;
     size_t bsize = head + data;
+    int pinned = 0, dev = 0;
+    for (int i = 0; i < n; i++) dev |= entries[i].device && !entries[i].skip;
     if (j && bound && ck->spare && ck->spare_bytes >= head + data) { // (async: the last one's block)
-        block = ck->spare, bsize = ck->spare_bytes;
+        block = ck->spare, bsize = ck->spare_bytes, pinned = ck->spare_pinned;
         ck->spare = NULL;
     } else if (j) {
+        _vs_ckpt_unpin(ck->spare, ck->spare_pinned);
         vs_free(ck->w, ck->spare);
         ck->spare = NULL;
         block = vs_alloc(ck->w, head + data);
     }
+    if (block && dev && !pinned) pinned = _vs_ckpt_pin(block, bsize); // (unpinned still works, slower)
     if (!j || !block) {
         vs_free(ck->w, j);
         return vs_set_error(VS_ERR_NOMEM, "vs_ckpt_save: %zu bytes for the copies", head + data);
@@ -3488,6 +3518,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, cons
     j->n = n;
     j->block = block;
     j->block_bytes = bsize;
+    j->pinned = pinned;
     j->keep = bound != 0;
     j->bytes = data;
     j->e = (vs_ckpt_entry*)block;
@@ -3590,6 +3621,7 @@ VS_API vs_result vs_ckpt_free(vs_ckpt* ck)
 {
     if (!ck) return VS_OK;
     vs_result r = vs_ckpt_wait(ck);
+    _vs_ckpt_unpin(ck->spare, ck->spare_pinned);
     vs_free(ck->w, ck->spare);
     vs_comm_free(ck->comm);
     vs_mesh_release(ck->mesh);

@@ -26,11 +26,50 @@
 #include "tests/vs_test.h"
 #include "mock/mock_device.h"
 
-static long mock_h2d, mock_d2h;
+static long mock_h2d, mock_d2h, mock_d2h_pinned;
+
+/* Page-locked host ranges (cudaHostRegister): an async save's copy block. */
+static struct { char* p; size_t n; } mock_pins[16];
+static pthread_mutex_t mock_pin_mu = PTHREAD_MUTEX_INITIALIZER;
+static int mock_npins_live;
+
+cudaError_t cudaHostRegister(void* p, size_t n, unsigned flags)
+{
+    (void)flags;
+    pthread_mutex_lock(&mock_pin_mu);
+    int at = -1;
+    for (int i = 0; i < 16; i++)
+        if (!mock_pins[i].p && at < 0) at = i;
+    if (at >= 0) mock_pins[at].p = (char*)p, mock_pins[at].n = n, mock_npins_live++;
+    pthread_mutex_unlock(&mock_pin_mu);
+    return at >= 0 ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+cudaError_t cudaHostUnregister(void* p)
+{
+    pthread_mutex_lock(&mock_pin_mu);
+    int found = 0;
+    for (int i = 0; i < 16; i++)
+        if (mock_pins[i].p == (char*)p) mock_pins[i].p = NULL, found = 1, mock_npins_live--;
+    pthread_mutex_unlock(&mock_pin_mu);
+    VT_CHECK(found, "mock: cudaHostUnregister of %p, which is not registered", p);
+    return found ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+static int mock_pinned(const void* p, size_t n)
+{
+    pthread_mutex_lock(&mock_pin_mu);
+    int in = 0;
+    for (int i = 0; i < 16; i++)
+        if (mock_pins[i].p && (const char*)p >= mock_pins[i].p && (const char*)p + n <= mock_pins[i].p + mock_pins[i].n) in = 1;
+    pthread_mutex_unlock(&mock_pin_mu);
+    return in;
+}
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, enum cudaMemcpyKind k)
 {
     int wd = mock_where(dst, n), ws = mock_where(src, n);
+    if (ws == 1 && mock_pinned(dst, n)) __atomic_add_fetch(&mock_d2h_pinned, 1, __ATOMIC_SEQ_CST);
     VT_CHECK(k == cudaMemcpyDefault && wd >= 0 && ws >= 0 && wd != ws,
              "mock: copy %p <- %p, %zu bytes: dst %d src %d (1 device, 0 host, -1 out of bounds)", dst, src, n, wd, ws);
     if (wd < 0 || ws < 0 || wd == ws) return cudaErrorInvalidValue;
@@ -215,7 +254,12 @@ int main(void)
     vt_end("ckpt_device/round_trip");
 
     vt_begin("ckpt_device/async");
+    long d2h0 = mock_d2h, pinned0 = mock_d2h_pinned;
     run(2, (job){1, 1, 0, s});
+    // the copies an async save makes of device memory go into page-locked host memory
+    VT_CHECK(mock_d2h > d2h0 && mock_d2h_pinned - pinned0 == mock_d2h - d2h0,
+             "async save: %ld device-to-host copies, %ld into pinned memory", mock_d2h - d2h0, mock_d2h_pinned - pinned0);
+    VT_CHECK(mock_npins_live == 0, "%d host ranges still registered after vs_ckpt_free", mock_npins_live);
     run(2, (job){0, 0, 0, s});
     run(1, (job){0, 0, 0, s});
     vt_end("ckpt_device/async");
