@@ -116,7 +116,7 @@ run: $(B)/train_gpt
 
 # The README's test command (and .ci/run's).
 # The fuzz harnesses run FUZZ_SECONDS each inside `make test` (0: not at all; 15 keeps the
-# whole run of 9 harnesses near 2 minutes on the 2-core CI machine; `make fuzz` runs 60 each).
+# fuzz part near 2 minutes on the 2-core CI machine; `make fuzz` runs 60 each).
 FUZZ_SECONDS ?= 15
 test: $(TESTS) $(MPI_TESTS)
 	B=$(B) MPIRUN="$(MPIRUN)" COMPILE_CHECK=$(COMPILE_CHECK) FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/run.sh
