@@ -10,8 +10,8 @@
      ZeRO stage and M without PP (PP2 against one rank, PP2xDP2xTP2 against
      DP2xTP2, ...);
    - resume on another mesh: saved on PP2xDP2xTP2 after 5 steps, loaded on
-     DP4, TP4, PP4xDP2 and one rank; the next 5 steps equal the uninterrupted
-     one-rank run's within 1e-5. */
+     DP4, TP4, PP4xDP2, one rank and PP2xTP2 (zbv); the next 5 steps equal
+     the uninterrupted one-rank run's within 1e-5, and so do the parameters. */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale.h"
 #include "../examples/gpt.h"
@@ -239,9 +239,10 @@ int main(void)
     vt_end("train_gpt/save_PP2_DP2_TP2");
     drop(s);
     drop(ref5);
-    static const int rmesh[][3] = {{1, 4, 1}, {1, 1, 4}, {4, 2, 1}, {1, 1, 1}};
-    for (int i = 0; i < 4; i++) {
-        run* c = mk(rmesh[i][0], rmesh[i][1], rmesh[i][2], VS_PIPE_1F1B, VS_ZERO_1);
+    // (and PP2 x TP2 on zbv with ZeRO 2: a V places embed and the tied head on one stage)
+    static const int rmesh[][3] = {{1, 4, 1}, {1, 1, 4}, {4, 2, 1}, {1, 1, 1}, {2, 1, 2}};
+    for (int i = 0; i < 5; i++) {
+        run* c = mk(rmesh[i][0], rmesh[i][1], rmesh[i][2], i == 4 ? VS_PIPE_ZBV : VS_PIPE_1F1B, i == 4 ? VS_ZERO_2 : VS_ZERO_1);
         c->steps = STEPS - SAVE_AT;
         c->load = path;
         snprintf(name, sizeof name, "train_gpt/resume_on_PP%d_DP%d_TP%d", rmesh[i][0], rmesh[i][1], rmesh[i][2]);
