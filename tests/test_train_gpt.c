@@ -1,0 +1,262 @@
+/* test_train_gpt.c - "Every mode matches one rank" on the example GPT
+   (examples/gpt.h: vocab 32, seq 8, dim 32, 4 heads, 2 blocks = 6 units),
+   trained by vs_parallelize + vs_train_step with examples/train_gpt.c's recipe
+   (AdamW, cosine LR with warmup, clip 1.0) on 16 rows a step:
+   - meshes 1, PP2, DP2, TP2, PP2xDP2, DP2xTP2, PP2xTP2, PP2xDP2xTP2; ZeRO 0/1/2
+     where DP > 1; every built-in schedule where PP > 1. Each step's loss and the
+     final parameters (vs_train_get_param) equal the one-rank run's within 1e-5
+     relative (the one-rank run takes the same 8 microbatches: dp x M);
+   - bit for bit where only PP differs: each PP2 run against the same mesh,
+     ZeRO stage and M without PP (PP2 against one rank, PP2xDP2xTP2 against
+     DP2xTP2, ...);
+   - resume on another mesh: saved on PP2xDP2xTP2 after 5 steps, loaded on
+     DP4, TP4, PP4xDP2, one rank and PP2xTP2 (zbv); the next 5 steps equal
+     the uninterrupted one-rank run's within 1e-5, and so do the parameters. */
+#define VESCALE_IMPLEMENTATION
+#include "../vescale.h"
+#include "../examples/gpt.h"
+#include "vs_test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+enum { ROWS = 16, STEPS = 10, SAVE_AT = 5, MB = 8, MAXP = 64 };
+
+static gpt_config CFG = {32, 8, 32, 4, 2, 99};
+static gpt_model_storage STORE;
+static vs_model_desc MODEL;
+
+/* The model's parameters, unique by name (the tied wte once). */
+static const char* PNAME[MAXP];
+static int64_t PSIZE[MAXP], POFF[MAXP], PTOTAL;
+static int NP;
+
+static void list_params(void)
+{
+    for (int l = 0; l < MODEL.nlayers; l++)
+        for (int i = 0; i < MODEL.layers[l].nparams; i++) {
+            const vs_param_decl* d = &MODEL.layers[l].params[i];
+            int seen = 0;
+            for (int p = 0; p < NP && !seen; p++) seen = !strcmp(PNAME[p], d->name);
+            if (seen || NP == MAXP) continue;
+            PNAME[NP] = d->name;
+            PSIZE[NP] = d->shape[0] * (d->ndim > 1 ? d->shape[1] : 1);
+            POFF[NP] = PTOTAL;
+            PTOTAL += PSIZE[NP++];
+        }
+}
+
+typedef struct run {
+    vs_plan plan;
+    int steps;
+    const char* save; // save after `steps` steps
+    const char* load; // load before training
+    int first;        // the first step's number (after a load)
+    double loss[STEPS];
+    float* params;    // PTOTAL floats, in PNAME order
+} run;
+
+static int rank_fn(vs_world* w, void* arg)
+{
+    run* R = (run*)arg;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL;
+    d.plan = &R->plan;
+    d.optim.kind = VS_OPTIM_ADAMW;
+    d.optim.weight_decay = 0.01;
+    d.lr = (vs_lr_schedule){VS_LR_COSINE, 3e-3, 3e-4, 3, 20, 0, 0};
+    d.clip = 1.0;
+    vs_train* t;
+    vs_result r = vs_parallelize(w, &d, &t);
+    VT_CHECK(r == VS_OK, "parallelize: %s", vs_last_error());
+    if (r) return 1;
+    if (R->load) VT_OK(vs_train_load(t, R->load, NULL, 0));
+    int s0 = (int)vs_train_steps(t);
+    int32_t tokens[ROWS * 8], targets[ROWS * 8];
+    vs_batch b;
+    memset(&b, 0, sizeof b);
+    b.n = 2;
+    b.name[0] = "tokens", b.name[1] = "targets";
+    b.dtype[0] = b.dtype[1] = VS_I32;
+    b.ndim[0] = b.ndim[1] = 2;
+    b.shape[0][0] = b.shape[1][0] = ROWS;
+    b.shape[0][1] = b.shape[1][1] = CFG.seq;
+    b.data[0] = tokens, b.data[1] = targets;
+    for (int s = 0; s < R->steps; s++) {
+        gpt_batch(&CFG, s0 + s, ROWS, tokens, targets);
+        double l = NAN;
+        VT_OK(vs_train_step(t, &b, &l));
+        if (vs_world_rank(w) == 0) R->loss[s] = l;
+    }
+    if (vs_world_rank(w) == 0) R->first = s0;
+    if (R->save) VT_OK(vs_train_save(t, R->save, NULL, 0, 0));
+    float* buf = (float*)malloc(sizeof(float) * 4096);
+    for (int p = 0; p < NP; p++) {
+        VT_OK(vs_train_get_param(t, PNAME[p], buf, sizeof(float) * 4096));
+        if (vs_world_rank(w) == 0) memcpy(R->params + POFF[p], buf, sizeof(float) * (size_t)PSIZE[p]);
+    }
+    free(buf);
+    VT_OK(vs_train_free(t));
+    return 0;
+}
+
+static run* mk(int pp, int dp, int tp, vs_pipe_kind k, vs_zero_stage z)
+{
+    run* R = (run*)calloc(1, sizeof *R);
+    R->params = (float*)calloc((size_t)PTOTAL, sizeof(float));
+    R->plan.pp = pp, R->plan.dp = dp, R->plan.tp = tp;
+    R->plan.schedule = k;
+    R->plan.microbatches = MB / dp; // the same 8 microbatches of 2 rows whatever the mesh
+    R->plan.zero = z;
+    R->steps = STEPS;
+    return R;
+}
+
+static void drop(run* R)
+{
+    if (R) free(R->params);
+    free(R);
+}
+
+static void go(run* R)
+{
+    int n = R->plan.pp * R->plan.dp * R->plan.tp;
+    VT_CHECK(vs_launch(n, rank_fn, R) == VS_OK, "launch: %s", vs_last_error());
+}
+
+static double rel(double a, double b) { return fabs(a - b) / (fabs(b) > 1e-12 ? fabs(b) : 1e-12); }
+static double WORST_LOSS, WORST_PARAM; // the largest differences the 1e-5 checks saw (printed at the end)
+
+/* a's steps against ref's steps [off, off + a->steps); parameters relative to
+   each tensor's largest element (elementwise is ill-posed near 0). */
+static void compare(const run* a, const run* ref, int off, int bitwise, const char* what)
+{
+    for (int s = 0; s < a->steps; s++) {
+        double x = a->loss[s], y = ref->loss[off + s];
+        if (bitwise) {
+            VT_CHECK(!memcmp(&x, &y, sizeof x), "%s: step %d loss %.17g vs %.17g", what, off + s, x, y);
+            continue;
+        }
+        WORST_LOSS = fmax(WORST_LOSS, rel(x, y));
+        VT_CHECK(rel(x, y) < 1e-5, "%s: step %d loss %.9g vs %.9g (rel %.2g)", what, off + s, x, y, rel(x, y));
+    }
+    for (int p = 0; p < NP; p++) {
+        const float *pa = a->params + POFF[p], *pr = ref->params + POFF[p];
+        double scale = 0, worst = 0;
+        int64_t at = 0;
+        for (int64_t e = 0; e < PSIZE[p]; e++) scale = fmax(scale, fabs(pr[e]));
+        for (int64_t e = 0; e < PSIZE[p]; e++) {
+            if (bitwise && memcmp(&pa[e], &pr[e], 4)) {
+                VT_CHECK(0, "%s: %s[%lld] %.9g vs %.9g", what, PNAME[p], (long long)e, pa[e], pr[e]);
+                break;
+            }
+            if (fabs(pa[e] - pr[e]) > worst) worst = fabs(pa[e] - pr[e]), at = e;
+        }
+        if (bitwise) continue;
+        WORST_PARAM = fmax(WORST_PARAM, worst / scale);
+        VT_CHECK(worst <= 1e-5 * scale, "%s: %s[%lld] %.9g vs %.9g (max |diff| %.3g, max |value| %.3g)", what, PNAME[p],
+                 (long long)at, pa[at], pr[at], worst, scale);
+    }
+}
+
+int main(void)
+{
+    if (gpt_model(&CFG, &STORE, &MODEL) != VS_OK) return fprintf(stderr, "gpt_model: %s\n", vs_last_error()), 1;
+    list_params();
+    char name[160];
+
+    /* The reference: one rank, 8 microbatches a step. */
+    run* ref = mk(1, 1, 1, VS_PIPE_GPIPE, VS_ZERO_0);
+    vt_begin("train_gpt/one_rank");
+    VT_CHECK(NP == 2 + 15 * CFG.layers + 2, "%d parameters", NP);
+    go(ref);
+    VT_CHECK(ref->loss[STEPS - 1] < ref->loss[0] - 0.1, "the loss falls: %g -> %g", ref->loss[0], ref->loss[STEPS - 1]);
+    vt_end("train_gpt/one_rank");
+
+    /* Meshes without PP (the bitwise references of the PP runs below), each
+       ZeRO stage where DP > 1. */
+    static const int flat[][2] = {{1, 1}, {2, 1}, {1, 2}, {2, 2}}; // DP, TP
+    run* nopp[4][3] = {{NULL}};
+    for (int m = 0; m < 4; m++)
+        for (int z = 0; z <= 2; z++) {
+            int dp = flat[m][0], tp = flat[m][1];
+            if (z && dp == 1) continue;
+            if (dp == 1 && tp == 1) { // one rank: the reference itself
+                nopp[m][0] = ref;
+                continue;
+            }
+            run* R = mk(1, dp, tp, VS_PIPE_1F1B, (vs_zero_stage)z);
+            snprintf(name, sizeof name, "train_gpt/DP%d_TP%d_zero%d", dp, tp, z);
+            vt_begin(name);
+            go(R);
+            compare(R, ref, 0, 0, name);
+            vt_end(name);
+            nopp[m][z] = R;
+        }
+
+    /* PP2 on each of those, every schedule and ZeRO stage: within 1e-5 of one rank, and bit for bit equal to
+       the same mesh without PP. */
+    static const vs_pipe_kind kinds[] = {VS_PIPE_1F1B, VS_PIPE_GPIPE, VS_PIPE_INTERLEAVED, VS_PIPE_ZBH1, VS_PIPE_ZBV, VS_PIPE_DUALPIPEV};
+    for (int m = 0; m < 4; m++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            for (int z = 0; z <= 2; z++) {
+                int dp = flat[m][0], tp = flat[m][1];
+                if (dp == 1 && z) continue;
+                run* R = mk(2, dp, tp, kinds[k], (vs_zero_stage)z);
+                snprintf(name, sizeof name, "train_gpt/PP2_DP%d_TP%d_%s_zero%d", dp, tp, vs_pipe_kind_name(kinds[k]), z);
+                vt_begin(name);
+                go(R);
+                compare(R, ref, 0, 0, name);
+                char what[200];
+                snprintf(what, sizeof what, "%s vs DP%d_TP%d (bitwise)", name, dp, tp);
+                compare(R, nopp[m][z], 0, 1, what);
+                vt_end(name);
+                drop(R);
+            }
+    for (int m = 1; m < 4; m++)
+        for (int z = 0; z <= 2; z++) drop(nopp[m][z]);
+
+    /* Resume on another mesh: saved on PP2 x DP2 x TP2 after SAVE_AT steps (its
+       parameters then equal one rank's after SAVE_AT steps). */
+    run* ref5 = mk(1, 1, 1, VS_PIPE_GPIPE, VS_ZERO_0);
+    ref5->steps = SAVE_AT;
+    char dir[] = "/tmp/vs_train_gpt_XXXXXX", path[64];
+    VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/step-%06d", dir, SAVE_AT);
+    run* s = mk(2, 2, 2, VS_PIPE_1F1B, VS_ZERO_1);
+    s->steps = SAVE_AT;
+    s->save = path;
+    vt_begin("train_gpt/save_PP2_DP2_TP2");
+    go(s);
+    go(ref5);
+    compare(s, ref5, 0, 0, "PP2_DP2_TP2 before the save");
+    vs_plan saved;
+    VT_OK(vs_train_saved_plan(path, &saved));
+    VT_CHECK(saved.pp == 2 && saved.dp == 2 && saved.tp == 2 && saved.zero == VS_ZERO_1 && saved.microbatches == MB / 2,
+             "saved plan PP%d DP%d TP%d zero %d M %d", saved.pp, saved.dp, saved.tp, (int)saved.zero, saved.microbatches);
+    vt_end("train_gpt/save_PP2_DP2_TP2");
+    drop(s);
+    drop(ref5);
+    // (and PP2 x TP2 on zbv with ZeRO 2: a V places embed and the tied head on one stage)
+    static const int rmesh[][3] = {{1, 4, 1}, {1, 1, 4}, {4, 2, 1}, {1, 1, 1}, {2, 1, 2}};
+    for (int i = 0; i < 5; i++) {
+        run* c = mk(rmesh[i][0], rmesh[i][1], rmesh[i][2], i == 4 ? VS_PIPE_ZBV : VS_PIPE_1F1B, i == 4 ? VS_ZERO_2 : VS_ZERO_1);
+        c->steps = STEPS - SAVE_AT;
+        c->load = path;
+        snprintf(name, sizeof name, "train_gpt/resume_on_PP%d_DP%d_TP%d", rmesh[i][0], rmesh[i][1], rmesh[i][2]);
+        vt_begin(name);
+        go(c);
+        VT_CHECK(c->first == SAVE_AT, "resumed at step %d", c->first);
+        compare(c, ref, SAVE_AT, 0, name);
+        vt_end(name);
+        drop(c);
+    }
+    snprintf(name, sizeof name, "rm -rf %s", dir);
+    VT_CHECK(system(name) == 0, "rm");
+    drop(ref);
+    printf("# largest differences from one rank: loss %.2g relative, parameters %.2g of the tensor's largest element\n",
+           WORST_LOSS, WORST_PARAM);
+    return vt_summary();
+}
