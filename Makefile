@@ -68,6 +68,8 @@ $(B)/test_pipe_device: tests/test_pipe_device.c tests/pipe_models.h tests/mock/c
 # The example GPT (examples/gpt.h) unit by unit: one rank, TP thread ranks.
 $(B)/test_gpt: tests/test_gpt.c examples/gpt.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+$(B)/test_train_gpt: tests/test_train_gpt.c examples/gpt.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
 
 # vescale_ckpt.h's device buffers over the same stand-in runtime (its CUDA copies forced on).
 $(B)/test_ckpt_device: tests/test_ckpt_device.c tests/mock/cuda_runtime.h tests/mock/mock_device.h $(HEADERS) tests/vs_test.h | $(B)

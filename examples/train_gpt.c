@@ -136,7 +136,7 @@ int main(int argc, char** argv)
     vs_plan* p = &par.plan;
     p->pp = p->dp = p->tp = 2;
     p->schedule = VS_PIPE_1F1B;
-    int steps = 20, world = 0, autoplan = 0, reference = 1, explain = 0, zero = 1, mbs = 0, every = 0;
+    int steps = 20, world = 0, autoplan = 0, reference = 1, explain = 0, zero = 1, mbs = 0, every = 0, zero_given = 0;
     const char *save = NULL, *resume = NULL, *ckdir = "build/ckpt";
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
@@ -146,7 +146,7 @@ int main(int argc, char** argv)
         else if (!strcmp(a, "--auto")) autoplan = 1;
         else if (!strcmp(a, "--steps") && v) steps = atoi(argv[++i]);
         else if (!strcmp(a, "--schedule") && v && vs_pipe_kind_parse(v, &p->schedule) == VS_OK) i++;
-        else if (!strcmp(a, "--zero") && v) zero = atoi(argv[++i]);
+        else if (!strcmp(a, "--zero") && v) zero = atoi(argv[++i]), zero_given = 1;
         else if (!strcmp(a, "--microbatches") && v) mbs = atoi(argv[++i]);
         else if (!strcmp(a, "--save") && v) save = argv[++i];
         else if (!strcmp(a, "--resume") && v) resume = argv[++i];
@@ -193,6 +193,7 @@ int main(int argc, char** argv)
         memset(&prof, 0, sizeof prof);
         if (vs_generate_plan(&MODEL, &c, &prof, p, est, 256, &n) != VS_OK)
             return fprintf(stderr, "vs_generate_plan: %s\n", vs_last_error()), 1;
+        if (zero_given) p->zero = (vs_zero_stage)zero; // what the user fixed stays fixed
         if (explain) {
             static char text[16384];
             vs_plan_explain(est, n, text, sizeof text);
