@@ -6,7 +6,7 @@
        build/bench_train [--reps 7] [--steps-model-ms 400] [--skip-real] [--skip-plan] [--strict]
    (bench/run_train.sh builds and runs it; make bench-train.)
 
-   Model: vocab 64, seq 32, dim 128, 8 heads, 4 blocks (10 units: embed, 4 x
+   Model: vocab 64, seq 32, dim 64, 8 heads, 4 blocks (10 units: embed, 4 x
    attention + MLP, head), 16 rows (512 tokens) per global batch, AdamW, no clip.
 
    (a) tokens/s: the real model (f32 math on the CPU) through vs_train_step on 1,
@@ -321,14 +321,6 @@ static int bt_rank(vs_world* w, void* arg)
             if (start < 0 && in.op == VS_PIPE_F) start = s0[k];
             if (s1[k] > end) end = s1[k];
         }
-        if (getenv("BT_DEBUG") && vs_world_rank(w) == 0 && i == R->steps) {
-            for (int k = 0; k < n; k++) {
-                vs_pipe_instr in;
-                vs_pipe_sched_at(s, stage, k, &in);
-                fprintf(stderr, "op %d c%d m%d %.3f..%.3f ms\n", in.op, in.chunk, in.mb, 1e3 * s0[k], 1e3 * s1[k]);
-            }
-            fprintf(stderr, "cb %.3f ms step %.3f first_cb-t0 %.3f\n", 1e3 * TL.cb, 1e3 * (t1 - t0), 1e3 * (TL.first_cb - t0));
-        }
         double run0 = TL.first_cb - (start > 0 ? start : 0); // the run's start, absolute
         double step = t1 - t0, post = t1 - (run0 + end);
         if (post < 0) post = 0;
@@ -497,8 +489,9 @@ static void plan_part(int* miss)
             j->est = est[0];
             nj++;
         }
-    printf("%-14s %-11s %3s %4s %10s %10s %8s  %9s %9s %9s\n", "mesh", "schedule", "M", "zero", "predicted", "measured",
-           "error", "compute", "comm", "bubble");
+    printf("%-14s %-11s %3s %4s %10s %10s %8s  %9s %9s %9s  | measured shares: %5s %5s %5s %5s %5s\n", "mesh",
+           "schedule", "M", "zero", "predicted", "measured", "error", "compute", "comm", "bubble", "comp", "tp", "p2p",
+           "post", "over");
     for (int i = 0; i < nj; i++) {
         pjob* j = &jobs[i];
         run R;
@@ -512,10 +505,13 @@ static void plan_part(int* miss)
         j->measured = R.step_med;
         char mesh[32];
         snprintf(mesh, sizeof mesh, "PP%dxDP%dxTP%d", j->pp, j->dp, j->tp);
-        printf("%-14s %-11s %3d %4d %8.2fms %8.2fms %+7.1f%%  %7.2fms %7.2fms %7.2fms\n", mesh,
-               vs_pipe_kind_name(R.plan.schedule), R.plan.microbatches, (int)R.plan.zero, 1e3 * j->est.step_s,
+        double S = R.s_step;
+        printf("%-14s %-11s %3d %4d %8.2fms %8.2fms %+7.1f%%  %7.2fms %7.2fms %7.2fms  | %16s %4.0f%% %4.0f%% %4.0f%% %4.0f%% "
+               "%4.1f%%\n",
+               mesh, vs_pipe_kind_name(R.plan.schedule), R.plan.microbatches, (int)R.plan.zero, 1e3 * j->est.step_s,
                1e3 * j->measured, 100 * (j->est.step_s / j->measured - 1), 1e3 * j->est.compute_s, 1e3 * j->est.comm_s,
-               1e3 * j->est.bubble_s);
+               1e3 * j->est.bubble_s, "", 100 * R.s_comp / S, 100 * R.s_tp / S, 100 * R.s_p2p / S, 100 * R.s_post / S,
+               100 * R.s_over / S);
         fflush(stdout);
     }
     double ae[16];
