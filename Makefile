@@ -157,6 +157,10 @@ bench-pipe:
 bench-ckpt:
 	B=$(B) bash bench/run_ckpt.sh
 
+.PHONY: bench-train
+bench-train:
+	B=$(B) bash bench/run_train.sh
+
 clean:
 	rm -rf build build-asan build-tsan
 

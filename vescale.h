@@ -296,6 +296,12 @@ typedef struct vs_profile {
     double bw_bytes_s;    // collective bandwidth, bytes/s (0: 1e9)
     double latency_s;     // per collective call (0: 2e-5)
     double p2p_bw_bytes_s;   // point-to-point (0: bw)
+    /* Host time that does not scale with flops (0: none): call_s per layer
+       callback call (the call and what a device's kernel launch or a sleep's
+       wake-up adds), instr_s per compute instruction of the pipe engine (F, B,
+       W: its dispatch, buffers, the data callback). */
+    double call_s;
+    double instr_s;
 } vs_profile;
 
 /* Measures a profile: the model's layers' forward and backward times on this
@@ -815,6 +821,12 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
    The cost of one configuration, r = global_batch / dp / M rows a microbatch:
    - Compute. A layer with a TP-sharded parameter runs 1/tp of its flops on each
      TP rank; one without (a loss, a norm layer) runs all of them on every rank.
+   - Host overheads (profile call_s, instr_s; 0: none). Each layer callback call
+     adds call_s (F, B, and W for a split layer under zbh1/zbv), each compute
+     instruction of the engine instr_s (per chunk and microbatch: F, B, and W
+     under zbh1/zbv when the chunk has a split layer). They count as compute.
+     Without them many small microbatches look free (the bench/train figures:
+     ~20-30% under on PP8 x 32 microbatches).
    - TP communication (megatron, tp > 1), fully exposed, inside the layer's F
      and B costs: in the forward one all-reduce per row-parallel weight and per
      vocab-parallel embedding (partial sums), in the backward one per
@@ -1079,7 +1091,9 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
     double cf[VS_PIPE_MAX_CHUNKS], cb[VS_PIPE_MAX_CHUNKS], cw[VS_PIPE_MAX_CHUNKS];
     double comp[VS_PIPE_MAX_CHUNKS], comm[VS_PIPE_MAX_CHUNKS];
     double p2p = 0;
+    const int zb = kind == VS_PIPE_ZBH1 || kind == VS_PIPE_ZBV; // B and W run apart
     for (int k = 0; k < K; k++) {
+        int nsplit = 0;
         cf[k] = cb[k] = cw[k] = comp[k] = comm[k] = 0;
         for (int u = pl->first_unit[k]; u < pl->first_unit[k + 1]; u++) {
             const _vs_gp_unit* x = &g->gu[u];
@@ -1088,11 +1102,17 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
             double ib = (u > 0 && g->gu[u - 1].row_bytes > 0 ? g->gu[u - 1].row_bytes : g->act_row) * rows;
             double tf = tp > 1 ? x->ar_f * _vs_gp_ring(ob, tp, 2, pf) : 0;
             double tb = tp > 1 ? x->ar_b * _vs_gp_ring(ib, tp, 2, pf) : 0;
-            cf[k] += f + tf;
-            cb[k] += (x->split_bw ? f : 2 * f) + tb;
-            cw[k] += x->split_bw ? f : 0;
-            comp[k] += 3 * f, comm[k] += tf + tb;
+            cf[k] += f + tf + pf->call_s;
+            cb[k] += (x->split_bw ? f : 2 * f) + tb + pf->call_s;
+            cw[k] += x->split_bw ? f + (zb ? pf->call_s : 0) : 0;
+            nsplit += x->split_bw;
+            comp[k] += 3 * f + (2 + (zb && x->split_bw)) * pf->call_s, comm[k] += tf + tb;
         }
+        /* the engine's time per instruction: F, B and (zero-bubble kinds, with a
+           split unit) W; a BW is charged once, as cb + cw */
+        cf[k] += pf->instr_s, cb[k] += pf->instr_s;
+        comp[k] += 2 * pf->instr_s;
+        if (zb && nsplit) cw[k] += pf->instr_s, comp[k] += pf->instr_s;
         if (k + 1 < K && P > 1) {
             const _vs_gp_unit* x = &g->gu[pl->first_unit[k + 1] - 1];
             double t = (x->row_bytes > 0 ? x->row_bytes : g->act_row) * rows / pf->p2p_bw_bytes_s + pf->latency_s;
@@ -1435,11 +1455,13 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
     memset(&g, 0, sizeof g);
     g.m = m, g.c = c, g.split = split;
     if (prof) g.prof = *prof;
-    const double pv[4] = {g.prof.flop_s, g.prof.bw_bytes_s, g.prof.latency_s, g.prof.p2p_bw_bytes_s};
-    for (int i = 0; i < 4; i++)
+    const double pv[6] = {g.prof.flop_s, g.prof.bw_bytes_s, g.prof.latency_s, g.prof.p2p_bw_bytes_s, g.prof.call_s,
+                          g.prof.instr_s};
+    static const char* const pname[6] = {"flop_s", "bw", "latency", "p2p_bw", "call", "instr"};
+    for (int i = 0; i < 6; i++)
         if (!(pv[i] >= 0 && pv[i] < HUGE_VAL))
-            return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: profile %s = %g (finite, >= 0; 0: default)",
-                                i == 0 ? "flop_s" : i == 1 ? "bw" : i == 2 ? "latency" : "p2p_bw", pv[i]);
+            return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: profile %s = %g (finite, >= 0; 0: default)", pname[i],
+                                pv[i]);
     if (g.prof.flop_s == 0) g.prof.flop_s = 1e-10;
     if (g.prof.bw_bytes_s == 0) g.prof.bw_bytes_s = 1e9;
     if (g.prof.latency_s == 0) g.prof.latency_s = 2e-5;
@@ -1560,17 +1582,21 @@ VS_API int vs_plan_explain(const vs_plan_estimate* est, int n, char* buf, size_t
 
 /* The profile. Layer times: on rank 0 alone, the model runs one microbatch
    through the pipe engine on a 1-rank mesh (the layers' callbacks wrapped to
-   time each call), after one run to warm up; flop_s = the best of 3 runs'
-   summed forward and backward time / (3 x forward flops x rows), matching the
-   cost model's backward = 2 x forward. Rows: the data callback's first dim.
+   time each call), after one run to warm up; flop_s matches the cost model's
+   backward = 2 x forward (see the fit below). Rows: the data callback's first dim.
    Bandwidth: a 4 MiB f32 all-reduce over the world (median of 5), as bus
    bandwidth 2 (n-1)/n x bytes / time; latency: a 1-element all-reduce (median
    of 5); p2p: a 4 MiB ping-pong between ranks 0 and 1 (half the round trip).
+   The fixed costs: over 4 runs after the warm-up, each layer's callback time is
+   fitted as call_s x calls + flop_s x 3 x flops x rows (weighted by 1/time, so
+   that small layers tell the constant); instr_s = the runs' wall time less the
+   callbacks', per compute instruction (F and BW: 2 a run).
    Rank 0's figures are broadcast, so every rank plans alike. */
 typedef struct _vs_gp_prof_unit {
     vs_pipe_fn f, b, bi, bw;
     vs_layer_ctx ctx;
-    double t;
+    double t;   // seconds in its callbacks, this run
+    int calls;  // callback calls, this run
 } _vs_gp_prof_unit;
 
 typedef struct _vs_gp_prof_data {
@@ -1587,6 +1613,7 @@ typedef struct _vs_gp_prof_data {
         double t0 = _vs_now();                                            \
         vs_result r = u->field(c);                                        \
         u->t += _vs_now() - t0;                                           \
+        u->calls++;                                                       \
         c->user = u;                                                      \
         return r;                                                         \
     }
@@ -1613,9 +1640,31 @@ _VS_HL_PRIVATE int _vs_gp_dcmp(const void* a, const void* b)
     return x < y ? -1 : x > y;
 }
 
-/* Rank 0: the layers' time per forward flop of one row. */
+/* Fits t_u = a calls_u + b x_u over the units (x_u: flop-seconds' worth of
+   work), each weighted by 1/t_u (relative errors, so the small units that tell
+   the constant count); a <= 0 or b <= 0: a = 0, b = sum t / sum x. */
+_VS_HL_PRIVATE void _vs_gp_fit(const double* t, const double* c, const double* x, int n, double* a, double* b)
+{
+    double scc = 0, scx = 0, sxx = 0, sct = 0, sxt = 0, st = 0, sx = 0;
+    for (int i = 0; i < n; i++) {
+        st += t[i], sx += x[i];
+        if (!(t[i] > 0)) continue;
+        double w = 1 / (t[i] * t[i]);
+        scc += w * c[i] * c[i], scx += w * c[i] * x[i], sxx += w * x[i] * x[i];
+        sct += w * c[i] * t[i], sxt += w * x[i] * t[i];
+    }
+    double det = scc * sxx - scx * scx;
+    *a = 0, *b = sx > 0 ? st / sx : 0;
+    if (det > 1e-12 * scc * sxx && det > 0) {
+        double aa = (sct * sxx - scx * sxt) / det, bb = (scc * sxt - scx * sct) / det;
+        if (aa > 0 && bb > 0) *a = aa, *b = bb;
+    }
+}
+
+/* Rank 0: the layers' time per forward flop of one row (out[0]), per callback
+   call (out[1]) and the engine's per compute instruction (out[2]). */
 _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* solo, const vs_model_desc* m, vs_pipe_fn data,
-                                            void* data_user, double* flop_s)
+                                            void* data_user, double* out)
 {
     int nu = m->nlayers;
     vs_result r = VS_OK;
@@ -1626,10 +1675,12 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* solo, const vs
     vs_pipe_desc pd;
     vs_mesh_desc md;
     _vs_gp_prof_data dd;
-    double flops = 0, best = HUGE_VAL;
+    double flops = 0, wall = 0;
     _vs_gp_prof_unit* pu = (_vs_gp_prof_unit*)vs_alloc(w, (size_t)nu * sizeof *pu);
     vs_pipe_unit* units = (vs_pipe_unit*)vs_alloc(w, (size_t)nu * sizeof *units);
-    if (!pu || !units) {
+    double* fit = (double*)vs_alloc(w, (size_t)nu * 3 * sizeof *fit);
+    double *ft, *fc, *fx; // fit's parts, per unit: time, calls, flop-seconds' work
+    if (!pu || !units || !fit) {
         r = vs_set_error(VS_ERR_NOMEM, "vs_profile_measure: out of memory");
         goto done;
     }
@@ -1693,17 +1744,30 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* solo, const vs
     pd.mesh = mesh, pd.units = units, pd.nunits = nu, pd.plan = &plan, pd.data = _vs_gp_prof_data_fn, pd.data_user = &dd;
     if ((r = vs_pipe_init(&pd, &pipe)) != VS_OK) goto done;
     if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 1, &sched)) != VS_OK) goto done;
-    for (int it = 0; it < 4 && r == VS_OK; it++) {
-        for (int u = 0; u < nu; u++) pu[u].t = 0;
+    /* One run to warm up, then 4 (the sums). The engine's time: the run's wall
+       time less its callbacks', per compute instruction (F, BW on one stage). */
+    memset(fit, 0, (size_t)nu * 3 * sizeof *fit);
+    ft = fit;
+    fc = fit + nu;
+    fx = fit + 2 * nu;
+    for (int it = 0; it < 5 && r == VS_OK; it++) {
+        for (int u = 0; u < nu; u++) pu[u].t = 0, pu[u].calls = 0;
+        double t0 = _vs_now();
         r = vs_pipe_run(pipe, sched, NULL);
-        double t = 0;
-        for (int u = 0; u < nu; u++) t += pu[u].t;
-        if (it > 0 && t < best) best = t;
+        double t1 = _vs_now() - t0;
+        for (int u = 0; it > 0 && u < nu; u++) {
+            ft[u] += pu[u].t;
+            fc[u] += pu[u].calls;
+            t1 -= pu[u].t;
+        }
+        if (it > 0) wall += t1;
     }
     if (r == VS_OK) {
-        double fr = flops * (double)(dd.rows > 0 ? dd.rows : 1);
-        if (!(fr > 0)) r = vs_set_error(VS_ERR_INVALID, "vs_profile_measure: the model's layers have no flops (unit.flops: forward flops per row)");
-        else *flop_s = best / (3 * fr);
+        double rows = (double)(dd.rows > 0 ? dd.rows : 1);
+        if (!(flops * rows > 0)) r = vs_set_error(VS_ERR_INVALID, "vs_profile_measure: the model's layers have no flops (unit.flops: forward flops per row)");
+        for (int u = 0; u < nu; u++) fx[u] = 4 * 3 * m->layers[u].unit.flops * rows; // 4 runs of F + 2F
+        if (r == VS_OK) _vs_gp_fit(ft, fc, fx, nu, &out[1], &out[0]);
+        out[2] = wall > 0 ? wall / (4.0 * 2) : 0;
     }
 done:
     vs_pipe_sched_free(sched);
@@ -1719,6 +1783,7 @@ done:
         }
     vs_free(w, pu);
     vs_free(w, units);
+    vs_free(w, fit);
     return r;
 }
 
@@ -1730,13 +1795,15 @@ VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe
     memset(out, 0, sizeof *out);
     vs_comm* wc = vs_world_comm(w);
     int rank = vs_world_rank(w), size = vs_world_size(w);
-    vs_comm* solo = NULL;
+    vs_comm *solo = NULL, *sub = NULL;
     vs_result r = vs_comm_split(wc, rank == 0 ? 0 : VS_COLOR_NONE, 0, &solo), r0;
-    double v[5] = {0, 0, 0, 0, 0}; // flop_s, bw, latency, p2p, rank 0's result
+    double v[7] = {0, 0, 0, 0, 0, 0, 0}; // flop_s, bw, latency, p2p, rank 0's result, call_s, instr_s
     char msg0[256] = "";
     if (r != VS_OK) return r;
     if (rank == 0) {
-        r0 = _vs_gp_prof_layers(w, solo, m, data, data_user, &v[0]);
+        double l3[3] = {0, 0, 0};
+        r0 = _vs_gp_prof_layers(w, solo, m, data, data_user, l3);
+        v[0] = l3[0], v[5] = l3[1], v[6] = l3[2];
         v[4] = (double)r0;
         if (r0 != VS_OK) _vs_gp_fmt(msg0, sizeof msg0, "%s", vs_last_error());
     }
@@ -1750,15 +1817,20 @@ VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe
         goto done;
     }
     memset(buf, 0, N * sizeof(float));
+    /* The collectives on a communicator split from the world, as the mesh's TP
+       and DP dims are: on the threads transport a split one is several times
+       slower than the world's own (bench/train: 512 KiB over 8 ranks 1.8 ms
+       against 0.25 ms), and the plans run on split ones. */
+    if (size > 1 && (r = vs_comm_split(wc, 0, rank, &sub)) != VS_OK) goto done;
     if (size > 1) {
         double tb[6], tl[6], tq[6], bytes = (double)(N * sizeof(float));
         for (int i = 0; i < 6 && r == VS_OK; i++) {
             double t0 = _vs_now();
-            r = vs_all_reduce(wc, buf, buf, N, VS_F32, VS_OP_SUM, NULL);
+            r = vs_all_reduce(sub, buf, buf, N, VS_F32, VS_OP_SUM, NULL);
             tb[i] = _vs_now() - t0;
             float one = 0, got = 0;
             t0 = _vs_now();
-            if (r == VS_OK) r = vs_all_reduce(wc, &one, &got, 1, VS_F32, VS_OP_SUM, NULL);
+            if (r == VS_OK) r = vs_all_reduce(sub, &one, &got, 1, VS_F32, VS_OP_SUM, NULL);
             tl[i] = _vs_now() - t0;
             t0 = _vs_now();
             if (r == VS_OK && rank == 0) {
@@ -1783,15 +1855,17 @@ VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe
             v[3] = bytes / t;
         }
     }
-    r = vs_broadcast(wc, v, v, 5, VS_F64, 0, NULL);
+    r = vs_broadcast(wc, v, v, 7, VS_F64, 0, NULL);
     if (r == VS_OK && v[4] != 0)
         r = vs_set_error((vs_result)(int)v[4], "vs_profile_measure: timing the layers on rank 0 failed: %s",
                          rank == 0 ? msg0 : "see rank 0");
     if (r == VS_OK) {
         out->flop_s = v[0], out->bw_bytes_s = v[1], out->latency_s = v[2], out->p2p_bw_bytes_s = v[3];
+        out->call_s = v[5], out->instr_s = v[6];
         if (size == 1) out->bw_bytes_s = out->latency_s = out->p2p_bw_bytes_s = 0; // nothing to measure: defaults
     }
 done:
+    if (sub) vs_comm_free(sub);
     vs_free(w, buf);
     return r;
 }
@@ -1802,8 +1876,8 @@ VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap)
         vs_set_error(VS_ERR_NULL, "vs_profile_print: profile is NULL");
         return -1;
     }
-    return snprintf(buf, buf ? cap : 0, "flop_s=%.17g bw=%.17g latency=%.17g p2p_bw=%.17g", p->flop_s, p->bw_bytes_s,
-                    p->latency_s, p->p2p_bw_bytes_s);
+    return snprintf(buf, buf ? cap : 0, "flop_s=%.17g bw=%.17g latency=%.17g p2p_bw=%.17g call=%.17g instr=%.17g",
+                    p->flop_s, p->bw_bytes_s, p->latency_s, p->p2p_bw_bytes_s, p->call_s, p->instr_s);
 }
 
 VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
@@ -1824,9 +1898,11 @@ VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
                       : kl == 2 && !strncmp(s, "bw", 2)      ? &p.bw_bytes_s
                       : kl == 7 && !strncmp(s, "latency", 7) ? &p.latency_s
                       : kl == 6 && !strncmp(s, "p2p_bw", 6)  ? &p.p2p_bw_bytes_s
+                      : kl == 4 && !strncmp(s, "call", 4)    ? &p.call_s
+                      : kl == 5 && !strncmp(s, "instr", 5)   ? &p.instr_s
                                                              : NULL;
         if (!dst)
-            return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: unknown key '%.*s' (flop_s, bw, latency, p2p_bw)",
+            return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: unknown key '%.*s' (flop_s, bw, latency, p2p_bw, call, instr)",
                                 (int)(kl < 40 ? kl : 40), s);
         char* e;
         double v = strtod(eq + 1, &e);

@@ -204,6 +204,16 @@ static void test_one_rank(void)
     VT_CHECK(out.microbatches == 4 && out.pp == 1 && out.dp == 1 && out.tp == 1, "chose M=%d", out.microbatches);
     double P = tm.params, mem = 4 * P + 4 * P + 8 * P + 1000.0 * 8 * tm.n;
     VT_CHECK(near(est[0].mem_bytes, mem, 1e-12), "memory %.17g, want %.17g", est[0].mem_bytes, mem);
+    /* Host overheads: per microbatch an F and a BW instruction (instr_s each)
+       and 2 callback calls per layer (call_s each); so now 1 microbatch wins. */
+    pf.call_s = 1e-4, pf.instr_s = 3e-4;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    for (int i = 0; i < n; i++) {
+        int M = est[i].plan.microbatches;
+        double w = want + M * (2 * 3e-4 + 2 * tm.n * 1e-4);
+        VT_CHECK(near(est[i].step_s, w, 1e-12), "M=%d with overheads: step %.17g, want %.17g", M, est[i].step_s, w);
+    }
+    VT_CHECK(out.microbatches == 1, "with overheads chose M=%d", out.microbatches);
 }
 
 /* DP2: compute halves, the gradient all-reduce of every parameter is exposed
@@ -470,17 +480,23 @@ static void test_large(void)
 
 static void test_profile_text(void)
 {
-    vs_profile p = {1.2345678901234567e-11, 3.3e9, 1.7e-5, 2.25e10}, q;
+    vs_profile p = {1.2345678901234567e-11, 3.3e9, 1.7e-5, 2.25e10, 6.1e-5, 1.0000000000000002e-4}, q;
     char buf[256];
     int len = vs_profile_print(&p, buf, sizeof buf);
     VT_CHECK(len > 0 && len == (int)strlen(buf) && !strchr(buf, '\n'), "one line: '%s'", buf);
-    VT_CHECK(strstr(buf, "flop_s=") && strstr(buf, " bw=") && strstr(buf, " latency=") && strstr(buf, " p2p_bw="), "%s", buf);
+    VT_CHECK(strstr(buf, "flop_s=") && strstr(buf, " bw=") && strstr(buf, " latency=") && strstr(buf, " p2p_bw=") &&
+                 strstr(buf, " call=") && strstr(buf, " instr="),
+             "%s", buf);
     VT_OK(vs_profile_parse(buf, &q));
     VT_CHECK(!memcmp(&p, &q, sizeof p), "round trip: '%s'", buf);
     char small[8];
     VT_CHECK(vs_profile_print(&p, small, sizeof small) == len, "snprintf-like");
     VT_OK(vs_profile_parse("  latency=1e-6\n", &q));
-    VT_CHECK(q.latency_s == 1e-6 && q.flop_s == 0 && q.bw_bytes_s == 0, "missing keys are 0 (defaults)");
+    VT_CHECK(q.latency_s == 1e-6 && q.flop_s == 0 && q.bw_bytes_s == 0 && q.call_s == 0 && q.instr_s == 0,
+             "missing keys are 0 (defaults)");
+    VT_OK(vs_profile_parse("instr=2.5e-5 call=1e-6", &q));
+    VT_CHECK(q.instr_s == 2.5e-5 && q.call_s == 1e-6, "instr %g call %g", q.instr_s, q.call_s);
+    VT_ERR(vs_profile_parse("instr=-1", &q), VS_ERR_INVALID, "instr = '-1'");
     VT_ERR(vs_profile_parse("flop_s=1 speed=3", &q), VS_ERR_INVALID, "unknown key 'speed'");
     VT_ERR(vs_profile_parse("bw=fast", &q), VS_ERR_INVALID, "bw = 'fast'");
     VT_ERR(vs_profile_parse("bw=-2", &q), VS_ERR_INVALID, "bw = '-2'");
@@ -607,6 +623,8 @@ static void test_profile_measure(void)
     const vs_profile* p = &got[0];
     VT_CHECK(p->flop_s > 0 && p->flop_s < 1e-6 && p->bw_bytes_s > 0 && p->latency_s > 0 && p->p2p_bw_bytes_s > 0,
              "flop_s %g bw %g latency %g p2p %g", p->flop_s, p->bw_bytes_s, p->latency_s, p->p2p_bw_bytes_s);
+    VT_CHECK(p->call_s >= 0 && p->call_s < 1e-2 && p->instr_s >= 0 && p->instr_s < 1e-2, "call %g instr %g", p->call_s,
+             p->instr_s);
     VT_CHECK(!memcmp(&got[0], &got[1], sizeof got[0]), "ranks disagree");
     if (getenv("VT_VERBOSE")) {
         char buf[256];
