@@ -2017,7 +2017,11 @@ _VS_PRIVATE _vs_tshared* _vs_tshared_new(int n, const int* granks, _vs_tjob* job
     s->h = h;
     s->n = n;
     s->refs = n;
-    s->long_spin = n <= _vs_online_cpus();
+    /* Spin long only when every thread rank of the job has a CPU: a split's
+       members are few, but the job's other ranks share the same cores, and a
+       pair that spins starves them (a TP pair's all-reduce on 8 ranks and 2
+       cores took 2-7x the world's). */
+    s->long_spin = (job && job->desc.nranks > n ? job->desc.nranks : n) <= _vs_online_cpus();
     s->slots = _VS_HNEW(h, _vs_tslot, n);
     s->sendq = _VS_HNEW(h, _vs_tp2p*, (size_t)n * (size_t)n);
     s->recvq = _VS_HNEW(h, _vs_tp2p*, (size_t)n * (size_t)n);
