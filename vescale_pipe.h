@@ -2380,6 +2380,9 @@ struct vs_pipe {
     _vs_pipe_link* links;
     int nlinks;
     int maxnt;                 // the most tensors a boundary carries
+    void* cache;               // host blocks freed, for the next request of their size (_vs_pipe_buf)
+    size_t cache_bytes;
+    size_t live_bytes, peak_bytes; // host blocks in use now, and the most this run
     const vs_pipe_sched* cur_s; // the run in progress: its schedule and position
     int cur_pos;
     // the current or last run
@@ -2416,6 +2419,18 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_cuerr(cudaError_t e, const char* what)
 #endif
 
 /* `bytes` of engine memory, zeroed when zero (always on the host path). */
+/* Host blocks carry their size and, once freed, sit in the pipe's cache for
+   the next request of the same size: a run's activations, gradients and
+   messages have the same sizes step after step, so steady state allocates
+   nothing (fresh blocks of these sizes come from mmap and fault in every
+   step: 4% of a step in bench/train). The cache holds at most what one run had
+   live at once, and vs_pipe_free releases it. */
+typedef struct _vs_pipe_blk {
+    size_t bytes;
+    struct _vs_pipe_blk* next;
+} _vs_pipe_blk;
+#define _VS_PIPE_BLK 16 // header bytes before the block (keeps 16-byte alignment)
+
 _VS_PIPE_PRIVATE void* _vs_pipe_buf(const vs_pipe* p, size_t bytes, int zero)
 {
 #ifdef _VS_PIPE_CUDA
@@ -2429,14 +2444,65 @@ _VS_PIPE_PRIVATE void* _vs_pipe_buf(const vs_pipe* p, size_t bytes, int zero)
         return d;
     }
 #endif
-    (void)zero;
-    return _vs_pipe_new(p->w, 1, bytes);
+    (void)zero; // (host blocks are always zeroed, as before the cache)
+    vs_pipe* q = (vs_pipe*)p; // (the cache is the engine's bookkeeping, not the caller's state)
+    _vs_pipe_blk** at = (_vs_pipe_blk**)&q->cache;
+    while (*at && (*at)->bytes != bytes) at = &(*at)->next;
+    _vs_pipe_blk* b = *at;
+    if (b) {
+        *at = b->next;
+        q->cache_bytes -= bytes;
+    } else {
+        if (bytes > SIZE_MAX - _VS_PIPE_BLK) return NULL;
+        b = (_vs_pipe_blk*)vs_alloc(p->w, _VS_PIPE_BLK + bytes);
+        if (!b) return NULL;
+        b->bytes = bytes;
+    }
+    memset((char*)b + _VS_PIPE_BLK, 0, bytes);
+    q->live_bytes += bytes;
+    if (q->live_bytes > q->peak_bytes) q->peak_bytes = q->live_bytes;
+    return (char*)b + _VS_PIPE_BLK;
 }
 
-_VS_PIPE_PRIVATE void _vs_pipe_buf_free(const vs_pipe* p, void* b)
+_VS_PIPE_PRIVATE void _vs_pipe_buf_free(const vs_pipe* p, void* ptr)
 {
-    if (p->dev) vs_device_free(p->w, b);
-    else vs_free(p->w, b);
+    if (!ptr) return;
+    if (p->dev) {
+        vs_device_free(p->w, ptr);
+        return;
+    }
+    vs_pipe* q = (vs_pipe*)p;
+    _vs_pipe_blk* b = (_vs_pipe_blk*)((char*)ptr - _VS_PIPE_BLK);
+    b->next = (_vs_pipe_blk*)q->cache;
+    q->cache = b;
+    q->cache_bytes += b->bytes;
+    q->live_bytes -= b->bytes;
+}
+
+/* After a run: the cache keeps at most what the run had live at its peak (so
+   shapes that change from step to step cannot make it grow without bound). */
+_VS_PIPE_PRIVATE void _vs_pipe_cache_trim(vs_pipe* p)
+{
+    while (p->cache && p->cache_bytes > p->peak_bytes) {
+        _vs_pipe_blk* b = (_vs_pipe_blk*)p->cache;
+        p->cache = b->next;
+        p->cache_bytes -= b->bytes;
+        vs_free(p->w, b);
+    }
+    p->peak_bytes = p->live_bytes;
+}
+
+/* Gives the cached blocks back (at vs_pipe_free). */
+_VS_PIPE_PRIVATE void _vs_pipe_cache_drop(vs_pipe* p)
+{
+    _vs_pipe_blk* b = (_vs_pipe_blk*)p->cache;
+    while (b) {
+        _vs_pipe_blk* n = b->next;
+        vs_free(p->w, b);
+        b = n;
+    }
+    p->cache = NULL;
+    p->cache_bytes = 0;
 }
 
 /* dst <- src on the compute stream; on the device path either side may be host
@@ -2909,6 +2975,7 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     if (p->send_ev) cudaEventDestroy((cudaEvent_t)p->send_ev);
 #endif
     if (p->dloss) vs_device_free(p->w, p->dloss);
+    _vs_pipe_cache_drop(p);
     vs_free(p->w, p->links);
     vs_free(p->w, p->sends);
     vs_free(p->w, p->t0);
@@ -3511,6 +3578,7 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     }
     if (loss) *loss = total;
     p->ran = 1;
+    _vs_pipe_cache_trim(p);
     return VS_OK;
 }
 
