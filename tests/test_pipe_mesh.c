@@ -434,7 +434,7 @@ static vs_result on_step(void* user)
             TRY(vs_ddp_clip_grad_norm(r->ddp, (double)scale * (dup + 1e-6), NULL));
         }
     }
-    r->c->res->norm[r->step] = norm;
+    if (vs_world_rank(vs_mesh_world(r->mesh)) == 0) r->c->res->norm[r->step] = norm; // (the same on every rank)
     return vs_ddp_step(r->ddp, LR);
 }
 
@@ -633,7 +633,7 @@ static vs_result train_rank(vs_world* w, rk* r)
             if ((in.op == VS_PIPE_B || in.op == VS_PIPE_W || in.op == VS_PIPE_BW) && isync >= 0) ilast = i;
         }
         if (r->dpr == 0 && r->tpr == 0) {
-            c->res->two_chunks = nm == 2;
+            if (r->stage == 0) c->res->two_chunks = nm == 2;
             c->res->sync_early[r->stage] = early;
             c->res->sync_early_tl[r->stage] = !e && isync >= 0 && ilast > isync && t1[isync] <= t0[ilast];
         }

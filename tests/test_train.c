@@ -257,9 +257,8 @@ static void build_model(void)
     MODEL.seed = 7;
 }
 
-/* The global batch of a step: every rank makes the same. */
-static float X[ROWS * D], T[ROWS * D];
-static vs_batch batch_of(int step)
+/* The global batch of a step: every rank makes the same, in its own buffers. */
+static vs_batch batch_of(int step, float* X, float* T)
 {
     for (int i = 0; i < ROWS * D; i++) {
         X[i] = sinf(0.3f * (float)(step * 131 + i));
@@ -312,7 +311,8 @@ static int rank_fn(vs_world* w, void* arg)
     if (R->load) VT_OK(vs_train_load(t, R->load, NULL, 0));
     int64_t s0 = vs_train_steps(t);
     for (int s = 0; s < R->steps; s++) {
-        vs_batch b = batch_of((int)s0 + s);
+        float X[ROWS * D], T[ROWS * D];
+        vs_batch b = batch_of((int)s0 + s, X, T);
         double l;
         VT_OK(vs_train_step(t, &b, &l));
         if (vs_world_rank(w) == 0) R->loss[s] = l;
