@@ -408,7 +408,9 @@ static int train(vs_world* w, void* arg)
     int stage = pipe ? vs_pipe_stage(pipe) : 0, last = plan.chunk_stage[plan.nchunks - 1];
     for (int s = 0; s < STEPS && !r; s++) {
         m->step = s;
-        r = vs_pipe_run(pipe, sched, &jb->loss[s]); /* (each stage writes the same value) */
+        double l = 0;
+        r = vs_pipe_run(pipe, sched, &l); /* (every stage gets the same value; the last stage keeps it) */
+        if (!r && stage == last) jb->loss[s] = l;
         for (int mb = 0; mb < jb->M && !r && stage == last; mb++) r = vs_pipe_mb_loss(pipe, mb, &jb->mb_loss[s][mb]);
     }
     /* a tied gradient between the first and the last chunk, in engine-side memory */
