@@ -698,23 +698,34 @@ _VS_CKPT_PRIVATE uint32_t _vs_crc32c_gf2_times(const uint32_t* mat, uint32_t vec
     return sum;
 }
 
-_VS_CKPT_PRIVATE uint32_t _vs_crc32c_shift(uint32_t reg, uint64_t len)
+/* The operator (a 32x32 matrix over GF(2), op[i] = the image of bit i) that
+   moves a CRC register past `len` zero bytes. */
+_VS_CKPT_PRIVATE void _vs_crc32c_shift_op(uint64_t len, uint32_t* op)
 {
     uint32_t odd[32], even[32];
     odd[0] = 0x82F63B78u; // one zero bit
     for (int i = 1; i < 32; i++) odd[i] = 1u << (i - 1);
     for (int i = 0; i < 32; i++) even[i] = _vs_crc32c_gf2_times(odd, odd[i]); // two
     for (int i = 0; i < 32; i++) odd[i] = _vs_crc32c_gf2_times(even, even[i]); // four
+    for (int i = 0; i < 32; i++) op[i] = 1u << i; // the identity, then times each power of two in len
     while (len) { // odd: 4 zero bits; each round doubles (one zero byte first)
         for (int i = 0; i < 32; i++) even[i] = _vs_crc32c_gf2_times(odd, odd[i]);
-        if (len & 1) reg = _vs_crc32c_gf2_times(even, reg);
+        if (len & 1)
+            for (int i = 0; i < 32; i++) op[i] = _vs_crc32c_gf2_times(even, op[i]);
         len >>= 1;
         if (!len) break;
         for (int i = 0; i < 32; i++) odd[i] = _vs_crc32c_gf2_times(even, even[i]);
-        if (len & 1) reg = _vs_crc32c_gf2_times(odd, reg);
+        if (len & 1)
+            for (int i = 0; i < 32; i++) op[i] = _vs_crc32c_gf2_times(odd, op[i]);
         len >>= 1;
     }
-    return reg;
+}
+
+_VS_CKPT_PRIVATE uint32_t _vs_crc32c_shift(uint32_t reg, uint64_t len)
+{
+    uint32_t op[32];
+    _vs_crc32c_shift_op(len, op);
+    return _vs_crc32c_gf2_times(op, reg);
 }
 
 #ifdef _VS_CRC32C_HW
@@ -741,8 +752,10 @@ __attribute__((target("sse4.2"))) static _VS_UNUSED uint32_t _vs_crc32c_hw3(uint
         cb = __builtin_ia32_crc32di(cb, b);
         cc = __builtin_ia32_crc32di(cc, d);
     }
-    uint32_t reg = _vs_crc32c_shift((uint32_t)ca, L) ^ (uint32_t)cb;
-    reg = _vs_crc32c_shift(reg, L) ^ (uint32_t)cc;
+    uint32_t op[32]; // (one operator for both joins: the streams are the same length)
+    _vs_crc32c_shift_op(L, op);
+    uint32_t reg = _vs_crc32c_gf2_times(op, (uint32_t)ca) ^ (uint32_t)cb;
+    reg = _vs_crc32c_gf2_times(op, reg) ^ (uint32_t)cc;
     return _vs_crc32c_hw(reg, p + 3 * L, n - 3 * L);
 }
 #endif
