@@ -87,6 +87,15 @@ if [ -x "$B/mlp_dp_tp_mpi" ]; then
         echo "skip example/mlp_dp_tp_mpi: mpirun not installed"; skip=$((skip + 1))
     fi
 fi
+# examples/train_gpt.c built with MPI: 8 processes as PP2 x DP2 x TP2, each beside its own one-rank run
+if [ -x "$B/train_gpt_mpi" ]; then
+    if command -v mpirun >/dev/null 2>&1; then
+        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" run_one "train_gpt_mpi np=8" \
+            bash -c '"$@" && echo "ok example/train_gpt_mpi np=8"' _ $MPIRUN -np 8 "$B/train_gpt_mpi" --mesh 2x2x2 --steps 3
+    else
+        echo "skip example/train_gpt_mpi: mpirun not installed"; skip=$((skip + 1))
+    fi
+fi
 # -----------------------------------------------------------------------------------
 
 # --- tools/vescale-ckpt (issue 11) on hand-made checkpoints ---
