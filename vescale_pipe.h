@@ -2318,6 +2318,7 @@ typedef struct _vs_pipe_tinfo {
     int out_index;      // its index among the producer's outputs
     _vs_pipe_spec spec; // the producer's
     int refs_here;      // chunks on this stage that hold it (per microbatch)
+    int last_out;       // an output of the last unit: kept after the run (vs_pipe_mb_output)
 } _vs_pipe_tinfo;
 
 typedef struct _vs_pipe_uinfo {
@@ -2377,6 +2378,8 @@ struct vs_pipe {
     int ntensors, loss_id;
     int* bset; // boundary k (the inputs of chunk k that come from earlier chunks): bset[boff[k]..boff[k+1])
     int* boff;
+    int* hset; // what chunk k holds on this stage: hset[hoff[k]..hoff[k+1])
+    int* hoff;
     _vs_pipe_link* links;
     int nlinks;
     int maxnt;                 // the most tensors a boundary carries
@@ -2752,8 +2755,15 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_analyse(vs_pipe* p)
     p->boff[K] = n;
     for (int k = 0; k < K; k++)
         if (p->boff[k + 1] - p->boff[k] > p->maxnt) p->maxnt = p->boff[k + 1] - p->boff[k];
-    /* How many chunks of this stage hold each tensor (per microbatch). */
+    /* What each chunk of this stage holds per microbatch (its boundary inputs and
+       its units' tensors), worked out once for _vs_pipe_release, and how many of
+       this stage's chunks hold each tensor. */
+    p->hoff = _VS_PIPE_NEW(p->w, int, K + 1);
+    p->hset = _VS_PIPE_NEW(p->w, int, (size_t)K * (size_t)p->ntensors + 1);
+    if (!p->hoff || !p->hset) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
+    n = 0;
     for (int k = 0; k < K; k++) {
+        p->hoff[k] = n;
         if (p->plan.chunk_stage[k] != p->stage) continue;
         for (int t = 0; t < p->ntensors; t++) {
             int holds = 0;
@@ -2762,9 +2772,12 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_analyse(vs_pipe* p)
                 for (int i = 0; i < p->u[u].nin; i++) holds |= p->u[u].in[i] == t;
                 for (int i = 0; i < p->u[u].nout; i++) holds |= p->u[u].out[i] == t;
             }
+            if (holds) p->hset[n++] = t;
             p->t[t].refs_here += holds;
         }
     }
+    p->hoff[K] = n;
+    for (int i = 0; i < last->nout; i++) p->t[last->out[i]].last_out = 1;
     return VS_OK;
 }
 
@@ -2846,11 +2859,10 @@ _VS_PIPE_PRIVATE _vs_pipe_link* _vs_pipe_link_of(vs_pipe* p, int src, int dst)
     return NULL;
 }
 
-_VS_PIPE_PRIVATE vs_comm* _vs_pipe_link_to(const vs_pipe* p, int src, int dst)
+_VS_PIPE_PRIVATE vs_comm* _vs_pipe_link_to(vs_pipe* p, int src, int dst)
 {
-    for (int i = 0; i < p->nlinks; i++)
-        if (p->links[i].src == src && p->links[i].dst == dst) return p->links[i].c;
-    return NULL;
+    _vs_pipe_link* l = _vs_pipe_link_of(p, src, dst);
+    return l ? l->c : NULL;
 }
 
 /* Where the buffers live and the streams: device memory when the PP
@@ -2984,6 +2996,8 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     vs_free(p->w, p->t);
     vs_free(p->w, p->bset);
     vs_free(p->w, p->boff);
+    vs_free(p->w, p->hset);
+    vs_free(p->w, p->hoff);
     vs_mesh* m = p->mesh;
     vs_free(p->w, p);
     if (m) vs_mesh_release(m);
@@ -3117,20 +3131,12 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_grads(vs_pipe* p, int k, int mb)
 _VS_PIPE_PRIVATE void _vs_pipe_release(vs_pipe* p, int k, int mb)
 {
     _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
-    const _vs_pipe_uinfo* last = &p->u[p->desc.nunits - 1];
-    for (int t = 0; t < p->ntensors; t++) {
-        int holds = 0;
-        for (int i = p->boff[k]; i < p->boff[k + 1]; i++) holds |= p->bset[i] == t;
-        for (int u = p->plan.first_unit[k]; u < p->plan.first_unit[k + 1] && !holds; u++) {
-            for (int i = 0; i < p->u[u].nin; i++) holds |= p->u[u].in[i] == t;
-            for (int i = 0; i < p->u[u].nout; i++) holds |= p->u[u].out[i] == t;
-        }
-        if (!holds || ++row[t].released < p->t[t].refs_here) continue;
-        int keep = 0;
-        for (int i = 0; i < last->nout; i++) keep |= last->out[i] == t;
+    for (int h = p->hoff[k]; h < p->hoff[k + 1]; h++) {
+        int t = p->hset[h];
+        if (++row[t].released < p->t[t].refs_here) continue;
         _vs_pipe_buf_free(p, row[t].grad);
         row[t].grad = NULL;
-        if (!keep) {
+        if (!p->t[t].last_out) {
             _vs_pipe_buf_free(p, row[t].data);
             row[t].data = NULL;
         }
