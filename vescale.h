@@ -2441,16 +2441,16 @@ VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out)
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char* text = len > 0 && len < (1L << 30) ? (char*)malloc((size_t)len + 1) : NULL;
+    char* text = len > 0 && len < (1L << 30) ? (char*)vs_alloc(NULL, (size_t)len + 1) : NULL;
     size_t got = text ? fread(text, 1, (size_t)len, f) : 0;
     fclose(f);
     if (!text || got != (size_t)len) {
-        free(text);
+        vs_free(NULL, text);
         return vs_set_error(VS_ERR_IO, "%s: cannot read %s", fn, file);
     }
     _vs_ckpt_index ix;
     vs_result r = _vs_ckpt_index_parse(NULL, file, text, (size_t)len, &ix);
-    free(text);
+    vs_free(NULL, text);
     if (r) return r;
     const _vs_ckpt_ientry* e = NULL;
     for (int i = 0; i < ix.ne; i++)

@@ -721,17 +721,10 @@ _VS_CKPT_PRIVATE void _vs_crc32c_shift_op(uint64_t len, uint32_t* op)
     }
 }
 
-_VS_CKPT_PRIVATE uint32_t _vs_crc32c_shift(uint32_t reg, uint64_t len)
-{
-    uint32_t op[32];
-    _vs_crc32c_shift_op(len, op);
-    return _vs_crc32c_gf2_times(op, reg);
-}
-
 #ifdef _VS_CRC32C_HW
 /* Three streams at once: the crc32 instruction's latency is 3 cycles and its
    throughput 1, so one stream leaves two thirds of it idle. The three
-   registers are joined with _vs_crc32c_shift. */
+   registers are joined with _vs_crc32c_shift_op. */
 __attribute__((target("sse4.2"))) static _VS_UNUSED uint32_t _vs_crc32c_hw3(uint32_t c, const unsigned char* p,
                                                                             size_t n)
 {
@@ -2267,13 +2260,18 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_list(const char* folder, char*** names, int*
                  : leftovers == 2 ? orphan
                                   : orphan || _vs_ckpt_complete(folder, de->d_name);
         if (!take) continue;
-        if (*n == cap) {
+        if (*n == cap) { // (no world here: the hooks' defaults, as before a world exists)
             cap = cap ? 2 * cap : 16;
-            char** nn = (char**)realloc(*names, sizeof(char*) * (size_t)cap); // (freed by the caller with free)
+            char** nn = (char**)vs_alloc(NULL, sizeof(char*) * (size_t)cap);
             if (!nn) r = vs_set_error(VS_ERR_NOMEM, "out of memory listing %s", folder);
-            else *names = nn;
+            else {
+                if (*n) memcpy(nn, *names, sizeof(char*) * (size_t)*n);
+                vs_free(NULL, *names);
+                *names = nn;
+            }
         }
-        if (!r && !((*names)[*n] = strdup(de->d_name))) r = vs_set_error(VS_ERR_NOMEM, "out of memory listing %s", folder);
+        if (!r && !((*names)[*n] = _vs_ckpt_strdup(NULL, de->d_name)))
+            r = vs_set_error(VS_ERR_NOMEM, "out of memory listing %s", folder);
         if (!r) (*n)++;
     }
     closedir(d);
@@ -2283,8 +2281,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_list(const char* folder, char*** names, int*
 
 _VS_CKPT_PRIVATE void _vs_ckpt_list_free(char** names, int n)
 {
-    for (int i = 0; i < n; i++) free(names[i]);
-    free(names);
+    for (int i = 0; i < n; i++) vs_free(NULL, names[i]);
+    vs_free(NULL, names);
 }
 
 VS_API vs_result vs_ckpt_latest(const char* folder, char* out, size_t cap)
