@@ -289,8 +289,14 @@ VS_API vs_result vs_plan_placement(const vs_plan* p, const vs_param_decl* d, vs_
 
 // >>generate-plan ---------------------------------------------------------------
 
+/* All-reduce times a profile can hold: up to VS_PROFILE_AR_GROUPS group sizes, each
+   at the VS_PROFILE_AR_SIZES message sizes 4 B, 64 KiB, 512 KiB and 4 MiB. */
+#define VS_PROFILE_AR_GROUPS 6
+#define VS_PROFILE_AR_SIZES 4
+
 /* What the machine does, measured (vs_profile_measure) or given: seconds per flop
-   of unit compute and the transports' bandwidth and latency. */
+   of unit compute, the host's fixed costs, the optimizer, and the transports.
+   Every field 0 means "not known": the planner then uses the default named. */
 typedef struct vs_profile {
     double flop_s;        // seconds per flop of the model's compute (0: 1e-10)
     double bw_bytes_s;    // collective bandwidth, bytes/s (0: 1e9)
@@ -302,12 +308,22 @@ typedef struct vs_profile {
        W: its dispatch, buffers, the data callback). */
     double call_s;
     double instr_s;
+    double opt_s;         // the optimizer step (AdamW) per parameter element a rank steps (0: none)
+    /* Measured all-reduce times (0: not measured): ar_s[g][k] is one f32
+       all-reduce of size k (4 B, 64 KiB, 512 KiB, 4 MiB) within groups of ar_n[g]
+       consecutive ranks, every group of the world at once (as TP and DP groups
+       run). The planner interpolates between the sizes, extends the last two
+       linearly beyond 4 MiB, and uses bw and latency for a group size not here. */
+    int ar_n[VS_PROFILE_AR_GROUPS];
+    double ar_s[VS_PROFILE_AR_GROUPS][VS_PROFILE_AR_SIZES];
 } vs_profile;
 
-/* Measures a profile: the model's layers' forward and backward times on this
-   rank (one microbatch of `rows` rows from the data callback `data`) and the
-   world's all-reduce and p2p bandwidth. Collective over the world. Prints and
-   parses as one line of text (saved with a checkpoint, reused by later runs). */
+/* Measures a profile: the model's layers' forward and backward times (one
+   microbatch from the data callback `data`, every rank at once, as a job runs
+   them), the optimizer's step, and the world's all-reduce (per group size and
+   message size) and p2p times. Collective over the world; every rank gets the
+   same profile. Prints (about 1 KB at most) and parses as one line of text
+   (saved with a checkpoint, reused by later runs). */
 VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe_fn data, void* data_user,
                                     vs_profile* out);
 VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap);
@@ -834,8 +850,9 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
      weight. A forward one moves the layer's output, a backward one its input
      (the previous layer's output): bytes per row from the first output's spec
      ("h:f32[*,16,64]": 4096) when every dim after the first is fixed, else
-     act_bytes_per_row; times r. Ring all-reduce over n ranks:
-     2 (n-1)/n x bytes / bw + latency.
+     act_bytes_per_row; times r. An all-reduce over n ranks takes the
+     profile's measured time for groups of n (ar_s, interpolated in bytes);
+     without one, the ring formula 2 (n-1)/n x bytes / bw + latency.
    - The pipeline. The layers are cut into pp x V chunks by the constraints'
      split (vs_pipe_split, V placement for zbv), the schedule comes from
      vs_pipe_generate and is played by vs_pipe_simulate with each chunk's F, B
@@ -843,16 +860,21 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
      cut x r / p2p_bw + latency. The makespan covers compute, TP communication,
      p2p waits and idle time.
    - DP. Each stage reduces its local parameter bytes over dp: ZeRO-0 an
-     all-reduce, ZeRO-1/2 a reduce-scatter then an all-gather, each
-     (n-1)/n x bytes / bw + latency. A chunk's reduction starts at its SYNC,
+     all-reduce, ZeRO-1/2 a reduce-scatter then an all-gather, each the
+     measured all-reduce's 4 B time plus half the rest (ring formula:
+     (n-1)/n x bytes / bw + latency). A chunk's reduction starts at its SYNC,
      after its last backward, so the stage's chunks that finish early are
      reduced under the rest of its pipeline: only the share of the chunk that
      finishes last (the stage's lowest chunk; all of it with one chunk per
      stage) is exposed, and ZeRO's all-gather, which follows the optimizer
-     step, is exposed whole. The step: makespan + the largest exposed DP time
-     of any stage.
+     step, is exposed whole.
+   - The optimizer step (profile opt_s per element a rank steps: the stage's
+     local parameter elements, /dp under ZeRO-1/2), after the pipeline. The
+     step: makespan + the largest exposed DP time + optimizer time of any
+     stage.
    - The parts, on the busiest stage (most busy time in the simulation):
-     compute_s its compute, comm_s its TP communication + the exposed DP time,
+     compute_s its compute (+ that optimizer time), comm_s its TP
+     communication + the exposed DP time,
      bubble_s = makespan - its busy time (idle and p2p waits). They add up to
      step_s.
    - Memory per rank, on the stage that needs most: parameters (local shards,
@@ -862,7 +884,7 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
      (chunk, microbatch) activations on the stage (vs_pipe_simulate's
      peak_live); activations are not divided by tp (a bound that holds
      without sequence parallelism).
-   Not counted: the optimizer step's time, the engine's message copies, DDP's
+   Not counted: the engine's message copies, DDP's
    buckets, tied gradients' sums between stages, the vocab-parallel loss's
    small reductions.
 
@@ -1003,6 +1025,47 @@ _VS_HL_PRIVATE double _vs_gp_ring(double bytes, int n, double steps, const vs_pr
     return steps * (n - 1) / n * bytes / pf->bw_bytes_s + pf->latency_s;
 }
 
+/* The message sizes of vs_profile's all-reduce table. */
+static const double _vs_gp_ar_bytes[VS_PROFILE_AR_SIZES] = {4, 65536, 524288, 4194304};
+
+/* The profile's all-reduce row for groups of n, or NULL (none, or not all > 0). */
+_VS_HL_PRIVATE const double* _vs_gp_ar_row(const vs_profile* pf, int n)
+{
+    for (int g = 0; g < VS_PROFILE_AR_GROUPS; g++) {
+        if (pf->ar_n[g] != n) continue;
+        for (int k = 0; k < VS_PROFILE_AR_SIZES; k++)
+            if (!(pf->ar_s[g][k] > 0)) return NULL;
+        return pf->ar_s[g];
+    }
+    return NULL;
+}
+
+/* An all-reduce of `bytes` over n ranks: the measured row, interpolated linearly
+   between its sizes (the last two extended beyond 4 MiB; never below the 4 B
+   time), else the ring formula from bw and latency. */
+_VS_HL_PRIVATE double _vs_gp_allreduce(const vs_profile* pf, int n, double bytes)
+{
+    if (n <= 1) return 0;
+    const double* t = _vs_gp_ar_row(pf, n);
+    if (!t) return _vs_gp_ring(bytes, n, 2, pf);
+    const double* x = _vs_gp_ar_bytes;
+    if (bytes <= x[0]) return t[0];
+    int k = 1;
+    while (k < VS_PROFILE_AR_SIZES - 1 && bytes > x[k]) k++;
+    double v = t[k - 1] + (t[k] - t[k - 1]) * (bytes - x[k - 1]) / (x[k] - x[k - 1]);
+    return v > t[0] ? v : t[0];
+}
+
+/* A reduce-scatter or an all-gather: half an all-reduce's volume, one latency
+   (measured row: its 4 B time plus half of the rest). */
+_VS_HL_PRIVATE double _vs_gp_half(const vs_profile* pf, int n, double bytes)
+{
+    if (n <= 1) return 0;
+    const double* t = _vs_gp_ar_row(pf, n);
+    if (!t) return _vs_gp_ring(bytes, n, 1, pf);
+    return t[0] + (_vs_gp_allreduce(pf, n, bytes) - t[0]) / 2;
+}
+
 /* A new entry for (pp, dp, tp, kind, V, M, zero); NULL when out of memory. */
 _VS_HL_PRIVATE _vs_gp_est* _vs_gp_push(_vs_gp* g, int pp, int dp, int tp, vs_pipe_kind kind, int V, int M, int zero)
 {
@@ -1100,8 +1163,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
             double f = x->flops * rows * pf->flop_s / (x->sharded ? tp : 1);
             double ob = (x->row_bytes > 0 ? x->row_bytes : g->act_row) * rows;
             double ib = (u > 0 && g->gu[u - 1].row_bytes > 0 ? g->gu[u - 1].row_bytes : g->act_row) * rows;
-            double tf = tp > 1 ? x->ar_f * _vs_gp_ring(ob, tp, 2, pf) : 0;
-            double tb = tp > 1 ? x->ar_b * _vs_gp_ring(ib, tp, 2, pf) : 0;
+            double tf = tp > 1 ? x->ar_f * _vs_gp_allreduce(pf, tp, ob) : 0;
+            double tb = tp > 1 ? x->ar_b * _vs_gp_allreduce(pf, tp, ib) : 0;
             cf[k] += f + tf + pf->call_s;
             cb[k] += (x->split_bw ? f : 2 * f) + tb + pf->call_s;
             cw[k] += x->split_bw ? f + (zb ? pf->call_s : 0) : 0;
@@ -1191,12 +1254,13 @@ _VS_HL_PRIVATE vs_result _vs_gp_config(_vs_gp* g, const vs_pipe_plan* pl, int dp
             vs_free(NULL, pi);
             return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
         }
-        double dpx = 0, mem = -1;
+        double dpx = 0, opx = 0, mem = -1;
         for (int p = 0; p < P; p++) {
             double b = pi->pbytes[p], x;
-            if (zero == 0) x = _vs_gp_ring(b, dp, 2, pf) * pi->last_share[p];
-            else x = _vs_gp_ring(b, dp, 1, pf) * (pi->last_share[p] + 1);
-            if (x > dpx) dpx = x;
+            if (zero == 0) x = _vs_gp_allreduce(pf, dp, b) * pi->last_share[p];
+            else x = _vs_gp_half(pf, dp, b) * (pi->last_share[p] + 1);
+            double o = pf->opt_s * pi->pnumel[p] / (zero ? dp : 1); // the optimizer's step, after the pipeline
+            if (x + o > dpx + opx) dpx = x, opx = o;
             double mp = b, mg = zero == 2 ? b / dp : b, mo = 8 * pi->pnumel[p] / (zero ? dp : 1), ma = pi->act[p];
             if (mp + mg + mo + ma > mem) {
                 mem = mp + mg + mo + ma;
@@ -1204,7 +1268,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_config(_vs_gp* g, const vs_pipe_plan* pl, int dp
             }
         }
         vs_plan_estimate* x = &e->e;
-        x->compute_s = pi->comp;
+        x->compute_s = pi->comp + opx;
         x->comm_s = pi->comm + dpx;
         x->bubble_s = pi->makespan > pi->busy ? pi->makespan - pi->busy : 0;
         x->step_s = x->compute_s + x->comm_s + x->bubble_s;
@@ -1455,13 +1519,21 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
     memset(&g, 0, sizeof g);
     g.m = m, g.c = c, g.split = split;
     if (prof) g.prof = *prof;
-    const double pv[6] = {g.prof.flop_s, g.prof.bw_bytes_s, g.prof.latency_s, g.prof.p2p_bw_bytes_s, g.prof.call_s,
-                          g.prof.instr_s};
-    static const char* const pname[6] = {"flop_s", "bw", "latency", "p2p_bw", "call", "instr"};
-    for (int i = 0; i < 6; i++)
+    const double pv[7] = {g.prof.flop_s, g.prof.bw_bytes_s, g.prof.latency_s, g.prof.p2p_bw_bytes_s, g.prof.call_s,
+                          g.prof.instr_s, g.prof.opt_s};
+    static const char* const pname[7] = {"flop_s", "bw", "latency", "p2p_bw", "call", "instr", "opt"};
+    for (int i = 0; i < 7; i++)
         if (!(pv[i] >= 0 && pv[i] < HUGE_VAL))
             return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: profile %s = %g (finite, >= 0; 0: default)", pname[i],
                                 pv[i]);
+    for (int i = 0; i < VS_PROFILE_AR_GROUPS; i++) {
+        if (g.prof.ar_n[i] < 0)
+            return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: profile ar_n[%d] = %d (>= 0; 0: unused)", i, g.prof.ar_n[i]);
+        for (int k = 0; k < VS_PROFILE_AR_SIZES; k++)
+            if (!(g.prof.ar_s[i][k] >= 0 && g.prof.ar_s[i][k] < HUGE_VAL))
+                return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: profile ar_s[%d][%d] = %g (finite, >= 0)", i, k,
+                                    g.prof.ar_s[i][k]);
+    }
     if (g.prof.flop_s == 0) g.prof.flop_s = 1e-10;
     if (g.prof.bw_bytes_s == 0) g.prof.bw_bytes_s = 1e9;
     if (g.prof.latency_s == 0) g.prof.latency_s = 2e-5;
@@ -1580,18 +1652,19 @@ VS_API int vs_plan_explain(const vs_plan_estimate* est, int n, char* buf, size_t
     return (int)len;
 }
 
-/* The profile. Layer times: on rank 0 alone, the model runs one microbatch
-   through the pipe engine on a 1-rank mesh (the layers' callbacks wrapped to
-   time each call), after one run to warm up; flop_s matches the cost model's
-   backward = 2 x forward (see the fit below). Rows: the data callback's first dim.
-   Bandwidth: a 4 MiB f32 all-reduce over the world (median of 5), as bus
-   bandwidth 2 (n-1)/n x bytes / time; latency: a 1-element all-reduce (median
-   of 5); p2p: a 4 MiB ping-pong between ranks 0 and 1 (half the round trip).
-   The fixed costs: over 4 runs after the warm-up, each layer's callback time is
-   fitted as call_s x calls + flop_s x 3 x flops x rows (weighted by 1/time, so
-   that small layers tell the constant); instr_s = the runs' wall time less the
-   callbacks', per compute instruction (F and BW: 2 a run).
-   Rank 0's figures are broadcast, so every rank plans alike. */
+/* The profile. Layer times: every rank at once (as a job's ranks compute side by
+   side: on a machine whose ranks share cores, that is what each gets), the
+   model runs one microbatch through the pipe engine on a 1-rank mesh of its own
+   (the layers' callbacks wrapped to time each call), after one run to warm up;
+   flop_s matches the cost model's backward = 2 x forward (see the fit below).
+   Rows: the data callback's first dim. The fixed costs: over 4 runs after the
+   warm-up, each layer's callback time is fitted as call_s x calls + flop_s x 3
+   x flops x rows (weighted by 1/time, so that small layers tell the constant);
+   instr_s = the runs' wall time less the callbacks', per compute instruction (F
+   and BW: 2 a run). The optimizer: _vs_gp_prof_opt. These are averaged over the
+   ranks. The transports: the all-reduce table (_vs_gp_prof_ar), bw and latency
+   from its world-size row, p2p from a ping-pong. Every rank gets the same
+   figures, so every rank plans alike. */
 typedef struct _vs_gp_prof_unit {
     vs_pipe_fn f, b, bi, bw;
     vs_layer_ctx ctx;
@@ -1787,6 +1860,87 @@ done:
     return r;
 }
 
+/* The optimizer's step per element: a one-rank DDP on `solo` holding one f32
+   parameter of 2^18 elements, AdamW, its vs_ddp_step timed (median of 5 after a
+   warm-up) while every rank of the world does the same. */
+_VS_HL_PRIVATE vs_result _vs_gp_prof_opt(vs_world* w, vs_comm* solo, double* out)
+{
+    vs_mesh* mesh = NULL;
+    vs_ddp* d = NULL;
+    vs_mesh_desc md;
+    vs_ddp_desc dd;
+    vs_ddp_param_desc pd;
+    const int64_t N = (int64_t)1 << 18;
+    double t[6];
+    memset(&md, 0, sizeof md);
+    md.shape[0] = 1, md.dim_names[0] = "DP", md.comm = solo;
+    memset(&dd, 0, sizeof dd);
+    memset(&pd, 0, sizeof pd);
+    pd.name = "profile.opt", pd.dtype = VS_F32, pd.ndim = 1, pd.shape[0] = N;
+    vs_result r = vs_mesh_init(w, &md, &mesh);
+    if (r == VS_OK) dd.mesh = mesh, dd.optim.kind = VS_OPTIM_ADAMW, r = vs_ddp_init(&dd, &d);
+    if (r == VS_OK) r = vs_ddp_add_param(d, &pd, NULL);
+    if (r == VS_OK) r = vs_ddp_finalize(d);
+    for (int i = 0; i < 6 && r == VS_OK; i++) {
+        float* g = (float*)vs_ddp_grad(d, 0);
+        if (g)
+            for (int64_t e = 0; e < N; e++) g[e] = 1e-3f * (float)((e * 7 + i) % 13) - 6e-3f;
+        r = vs_ddp_grad_ready(d, 0);
+        if (r == VS_OK) r = vs_ddp_finish_grad_sync(d);
+        double t0 = _vs_now();
+        if (r == VS_OK) r = vs_ddp_step(d, 1e-3);
+        t[i] = _vs_now() - t0;
+        if (r == VS_OK) r = vs_ddp_zero_grad(d);
+    }
+    if (r == VS_OK) {
+        qsort(t + 1, 5, sizeof(double), _vs_gp_dcmp);
+        *out = t[3] / (double)N;
+    }
+    if (d) vs_ddp_free(d);
+    if (mesh) vs_mesh_free(mesh);
+    return r;
+}
+
+/* The all-reduce table: group sizes n (divisors of the world above 1, smallest
+   first; past VS_PROFILE_AR_GROUPS the smallest ones and the world), each rank
+   in group rank / n; per size a warm-up then 5 calls, each after a barrier of the
+   world so that all groups run at once; the median, averaged over the ranks. */
+_VS_HL_PRIVATE vs_result _vs_gp_prof_ar(vs_comm* wc, int rank, int size, float* buf, vs_profile* p)
+{
+    int ns[VS_PROFILE_AR_GROUPS], nn = 0;
+    for (int n = 2; n <= size; n++) {
+        if (size % n) continue;
+        if (nn == VS_PROFILE_AR_GROUPS) nn--; // the last slot keeps the world's size
+        ns[nn++] = n;
+    }
+    vs_result r = VS_OK;
+    for (int g = 0; g < nn && r == VS_OK; g++) {
+        vs_comm* gc = NULL;
+        if ((r = vs_comm_split(wc, rank / ns[g], rank, &gc)) != VS_OK) break;
+        p->ar_n[g] = ns[g];
+        for (int k = 0; k < VS_PROFILE_AR_SIZES && r == VS_OK; k++) {
+            double t[6];
+            size_t count = (size_t)(_vs_gp_ar_bytes[k] / sizeof(float));
+            for (int i = 0; i < 6 && r == VS_OK; i++) {
+                r = vs_barrier(wc, NULL);
+                _vs_sleep_us(500);
+                double t0 = _vs_now();
+                if (r == VS_OK) r = vs_all_reduce(gc, buf, buf, count, VS_F32, VS_OP_SUM, NULL);
+                t[i] = _vs_now() - t0;
+            }
+            if (r != VS_OK) break;
+            qsort(t + 1, 5, sizeof(double), _vs_gp_dcmp);
+            p->ar_s[g][k] = t[3];
+        }
+        vs_comm_free(gc);
+    }
+    if (r == VS_OK) r = vs_all_reduce(wc, p->ar_s, p->ar_s, (size_t)VS_PROFILE_AR_GROUPS * VS_PROFILE_AR_SIZES,
+                                      VS_F64, VS_OP_SUM, NULL);
+    for (int g = 0; g < VS_PROFILE_AR_GROUPS; g++)
+        for (int k = 0; k < VS_PROFILE_AR_SIZES; k++) p->ar_s[g][k] /= size;
+    return r;
+}
+
 VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe_fn data, void* data_user,
                                     vs_profile* out)
 {
@@ -1795,19 +1949,32 @@ VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe
     memset(out, 0, sizeof *out);
     vs_comm* wc = vs_world_comm(w);
     int rank = vs_world_rank(w), size = vs_world_size(w);
-    vs_comm *solo = NULL, *sub = NULL;
-    vs_result r = vs_comm_split(wc, rank == 0 ? 0 : VS_COLOR_NONE, 0, &solo), r0;
-    double v[7] = {0, 0, 0, 0, 0, 0, 0}; // flop_s, bw, latency, p2p, rank 0's result, call_s, instr_s
+    vs_comm* solo = NULL;
+    vs_profile p;
+    memset(&p, 0, sizeof p);
+    vs_result r = vs_comm_split(wc, rank, 0, &solo);
+    double v[6] = {0, 0, 0, 0, 0, 0}; // flop_s, call_s, instr_s, opt_s; the first failed rank + 1; p2p
     char msg0[256] = "";
     if (r != VS_OK) return r;
-    if (rank == 0) {
-        double l3[3] = {0, 0, 0};
-        r0 = _vs_gp_prof_layers(w, solo, m, data, data_user, l3);
-        v[0] = l3[0], v[5] = l3[1], v[6] = l3[2];
-        v[4] = (double)r0;
-        if (r0 != VS_OK) _vs_gp_fmt(msg0, sizeof msg0, "%s", vs_last_error());
+    {
+        double l3[3] = {0, 0, 0}, o = 0;
+        vs_result rl = _vs_gp_prof_layers(w, solo, m, data, data_user, l3);
+        if (rl == VS_OK) rl = _vs_gp_prof_opt(w, solo, &o);
+        v[0] = l3[0], v[1] = l3[1], v[2] = l3[2], v[3] = o;
+        if (rl != VS_OK) _vs_gp_fmt(msg0, sizeof msg0, "%s", vs_last_error());
+        double f = rl != VS_OK ? (double)(rank + 1) : (double)(size + 1), first = 0;
+        vs_comm_free(solo);
+        // every rank learns whether one failed, and the first one that did
+        if ((r = vs_all_reduce(wc, &f, &first, 1, VS_F64, VS_OP_MIN, NULL)) != VS_OK) return r;
+        if (first <= size) {
+            if (rl != VS_OK) return vs_set_error(rl, "vs_profile_measure: timing the layers: %s", msg0);
+            return vs_set_error(VS_ERR_INVALID, "vs_profile_measure: timing the layers failed on rank %d (see its error)",
+                                (int)first - 1);
+        }
     }
-    if (solo) vs_comm_free(solo);
+    // the mean over the ranks: each ran its own layers alongside the others
+    if ((r = vs_all_reduce(wc, v, v, 4, VS_F64, VS_OP_SUM, NULL)) != VS_OK) return r;
+    p.flop_s = v[0] / size, p.call_s = v[1] / size, p.instr_s = v[2] / size, p.opt_s = v[3] / size;
     const size_t N = (size_t)1 << 20; // 4 MiB of f32
     float* buf = (float*)vs_alloc(w, N * sizeof(float));
     int ok = buf != NULL, all = 0;
@@ -1817,55 +1984,41 @@ VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe
         goto done;
     }
     memset(buf, 0, N * sizeof(float));
-    /* The collectives on a communicator split from the world, as the mesh's TP
-       and DP dims are: on the threads transport a split one is several times
-       slower than the world's own (bench/train: 512 KiB over 8 ranks 1.8 ms
-       against 0.25 ms), and the plans run on split ones. */
-    if (size > 1 && (r = vs_comm_split(wc, 0, rank, &sub)) != VS_OK) goto done;
+    if (size > 1 && (r = _vs_gp_prof_ar(wc, rank, size, buf, &p)) != VS_OK) goto done;
+    /* bw and latency, for group sizes the table lacks: the world's row (the last),
+       as bus bandwidth 2 (n-1)/n x 4 MiB over the 4 MiB time less the 4 B time. */
+    for (int g = VS_PROFILE_AR_GROUPS - 1; size > 1 && g >= 0; g--)
+        if (p.ar_n[g] == size) {
+            const double* t = p.ar_s[g];
+            p.latency_s = t[0];
+            p.bw_bytes_s = 2.0 * (size - 1) / size * (double)(N * sizeof(float)) /
+                           (t[VS_PROFILE_AR_SIZES - 1] > t[0] ? t[VS_PROFILE_AR_SIZES - 1] - t[0] : t[VS_PROFILE_AR_SIZES - 1]);
+            break;
+        }
+    /* p2p: a 4 MiB ping-pong between ranks 0 and 1 (half the round trip, less
+       the latency), median of 5 after a warm-up. */
     if (size > 1) {
-        double tb[6], tl[6], tq[6], bytes = (double)(N * sizeof(float));
+        double tq[6], bytes = (double)(N * sizeof(float));
         for (int i = 0; i < 6 && r == VS_OK; i++) {
             double t0 = _vs_now();
-            r = vs_all_reduce(sub, buf, buf, N, VS_F32, VS_OP_SUM, NULL);
-            tb[i] = _vs_now() - t0;
-            float one = 0, got = 0;
-            t0 = _vs_now();
-            if (r == VS_OK) r = vs_all_reduce(sub, &one, &got, 1, VS_F32, VS_OP_SUM, NULL);
-            tl[i] = _vs_now() - t0;
-            t0 = _vs_now();
-            if (r == VS_OK && rank == 0) {
+            if (rank == 0) {
                 r = vs_send(wc, buf, N, VS_F32, 1, NULL);
                 if (r == VS_OK) r = vs_recv(wc, buf, N, VS_F32, 1, NULL);
-            } else if (r == VS_OK && rank == 1) {
+            } else if (rank == 1) {
                 r = vs_recv(wc, buf, N, VS_F32, 0, NULL);
                 if (r == VS_OK) r = vs_send(wc, buf, N, VS_F32, 0, NULL);
             }
             tq[i] = (_vs_now() - t0) / 2;
         }
         if (r != VS_OK) goto done;
-        // the first of 6 warms up; the median of the other 5
-        qsort(tb + 1, 5, sizeof(double), _vs_gp_dcmp);
-        qsort(tl + 1, 5, sizeof(double), _vs_gp_dcmp);
         qsort(tq + 1, 5, sizeof(double), _vs_gp_dcmp);
-        if (rank == 0) {
-            v[2] = tl[3];
-            double t = tb[3] > v[2] ? tb[3] - v[2] : tb[3];
-            v[1] = 2.0 * (size - 1) / size * bytes / t;
-            t = tq[3] > v[2] ? tq[3] - v[2] : tq[3];
-            v[3] = bytes / t;
-        }
+        double t = tq[3] > p.latency_s ? tq[3] - p.latency_s : tq[3];
+        v[5] = rank == 0 ? bytes / t : 0;
+        if ((r = vs_broadcast(wc, &v[5], &v[5], 1, VS_F64, 0, NULL)) != VS_OK) goto done;
+        p.p2p_bw_bytes_s = v[5];
     }
-    r = vs_broadcast(wc, v, v, 7, VS_F64, 0, NULL);
-    if (r == VS_OK && v[4] != 0)
-        r = vs_set_error((vs_result)(int)v[4], "vs_profile_measure: timing the layers on rank 0 failed: %s",
-                         rank == 0 ? msg0 : "see rank 0");
-    if (r == VS_OK) {
-        out->flop_s = v[0], out->bw_bytes_s = v[1], out->latency_s = v[2], out->p2p_bw_bytes_s = v[3];
-        out->call_s = v[5], out->instr_s = v[6];
-        if (size == 1) out->bw_bytes_s = out->latency_s = out->p2p_bw_bytes_s = 0; // nothing to measure: defaults
-    }
+    *out = p;
 done:
-    if (sub) vs_comm_free(sub);
     vs_free(w, buf);
     return r;
 }
@@ -1876,8 +2029,32 @@ VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap)
         vs_set_error(VS_ERR_NULL, "vs_profile_print: profile is NULL");
         return -1;
     }
-    return snprintf(buf, buf ? cap : 0, "flop_s=%.17g bw=%.17g latency=%.17g p2p_bw=%.17g call=%.17g instr=%.17g",
-                    p->flop_s, p->bw_bytes_s, p->latency_s, p->p2p_bw_bytes_s, p->call_s, p->instr_s);
+    if (!buf) cap = 0;
+    int len = snprintf(buf, cap, "flop_s=%.17g bw=%.17g latency=%.17g p2p_bw=%.17g call=%.17g instr=%.17g opt=%.17g",
+                       p->flop_s, p->bw_bytes_s, p->latency_s, p->p2p_bw_bytes_s, p->call_s, p->instr_s, p->opt_s);
+    for (int g = 0; g < VS_PROFILE_AR_GROUPS && len >= 0; g++) {
+        if (p->ar_n[g] <= 0) continue;
+        size_t at = (size_t)len < cap ? (size_t)len : cap;
+        int k = snprintf(buf ? buf + at : NULL, cap - at, " ar%d=%.17g,%.17g,%.17g,%.17g", p->ar_n[g], p->ar_s[g][0],
+                         p->ar_s[g][1], p->ar_s[g][2], p->ar_s[g][3]);
+        len = k < 0 ? k : len + k;
+    }
+    return len;
+}
+
+/* "key=" value: a finite number >= 0 at v ending at a blank, the end or `stop`;
+   an error quotes the whole value from `all` on. */
+_VS_HL_PRIVATE vs_result _vs_gp_parse_num(const char* key, size_t kl, const char* all, const char* v, char stop,
+                                          double* out, const char** end)
+{
+    char* e;
+    double x = strtod(v, &e);
+    if (e == v || (*e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r' && *e != stop) || !(x >= 0 && x < HUGE_VAL))
+        return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: %.*s = '%.*s' (%s)", (int)kl, key,
+                            (int)strcspn(all, " \t\n"), all, all == v ? "a finite number >= 0" : "finite numbers >= 0");
+    *out = x;
+    *end = e;
+    return VS_OK;
 }
 
 VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
@@ -1886,6 +2063,7 @@ VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
     vs_profile p;
     memset(&p, 0, sizeof p);
     const char* s = text;
+    vs_result r;
     for (;;) {
         while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
         if (!*s) break;
@@ -1894,22 +2072,46 @@ VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
         size_t kl = (size_t)(eq - s);
         if (*eq != '=')
             return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s' is not key=value", (int)(kl < 40 ? kl : 40), s);
+        if (kl > 2 && !strncmp(s, "ar", 2) && s[2] >= '0' && s[2] <= '9') { // arN=t0,t1,t2,t3
+            long n = 0;
+            for (size_t i = 2; i < kl && n <= 1000000; i++)
+                n = s[i] >= '0' && s[i] <= '9' ? n * 10 + (s[i] - '0') : 1000001;
+            if (n < 2 || n > 1000000)
+                return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s': the group size after 'ar' must be an integer >= 2",
+                                    (int)(kl < 40 ? kl : 40), s);
+            int g = 0;
+            while (g < VS_PROFILE_AR_GROUPS && p.ar_n[g] && p.ar_n[g] != (int)n) g++;
+            if (g == VS_PROFILE_AR_GROUPS)
+                return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s': more than %d all-reduce group sizes",
+                                    (int)(kl < 40 ? kl : 40), s, VS_PROFILE_AR_GROUPS);
+            p.ar_n[g] = (int)n;
+            const char* v = eq + 1;
+            for (int k = 0; k < VS_PROFILE_AR_SIZES; k++) {
+                const char* e;
+                if ((r = _vs_gp_parse_num(s, kl, eq + 1, v, k + 1 < VS_PROFILE_AR_SIZES ? ',' : 0, &p.ar_s[g][k], &e)) != VS_OK)
+                    return r;
+                if (k + 1 < VS_PROFILE_AR_SIZES && *e != ',')
+                    return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: %.*s = '%.*s' (%d numbers separated by ',')",
+                                        (int)kl, s, (int)strcspn(eq + 1, " \t\n"), eq + 1, VS_PROFILE_AR_SIZES);
+                v = k + 1 < VS_PROFILE_AR_SIZES ? e + 1 : e;
+            }
+            s = v;
+            continue;
+        }
         double* dst = kl == 6 && !strncmp(s, "flop_s", 6)    ? &p.flop_s
                       : kl == 2 && !strncmp(s, "bw", 2)      ? &p.bw_bytes_s
                       : kl == 7 && !strncmp(s, "latency", 7) ? &p.latency_s
                       : kl == 6 && !strncmp(s, "p2p_bw", 6)  ? &p.p2p_bw_bytes_s
                       : kl == 4 && !strncmp(s, "call", 4)    ? &p.call_s
                       : kl == 5 && !strncmp(s, "instr", 5)   ? &p.instr_s
+                      : kl == 3 && !strncmp(s, "opt", 3)     ? &p.opt_s
                                                              : NULL;
         if (!dst)
-            return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: unknown key '%.*s' (flop_s, bw, latency, p2p_bw, call, instr)",
+            return vs_set_error(VS_ERR_INVALID,
+                                "vs_profile_parse: unknown key '%.*s' (flop_s, bw, latency, p2p_bw, call, instr, opt, arN)",
                                 (int)(kl < 40 ? kl : 40), s);
-        char* e;
-        double v = strtod(eq + 1, &e);
-        if (e == eq + 1 || (*e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r') || !(v >= 0 && v < HUGE_VAL))
-            return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: %.*s = '%.*s' (a finite number >= 0)", (int)kl, s,
-                                (int)strcspn(eq + 1, " \t\n"), eq + 1);
-        *dst = v;
+        const char* e;
+        if ((r = _vs_gp_parse_num(s, kl, eq + 1, eq + 1, 0, dst, &e)) != VS_OK) return r;
         s = e;
     }
     *out = p;

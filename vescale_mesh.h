@@ -6554,9 +6554,13 @@ extern "C" {
     _VS_MKGLOBAL _VS_MKN(ce_max)(float* mx, const float* lg, long long n, long long rows) \
     { \
         _VS_MKSHARED float s[_VS_MKT]; \
+        /* cnt threads have a column: the others' partials would be the identity \
+           (-inf here, 0 in ce_sum), so the tree leaves them out: the same bits \
+           as the full tree, without the host build's idle loops */ \
+        int cnt = rows < _VS_MKT ? (rows > 0 ? (int)rows : 1) : _VS_MKT; \
         _VS_MKROWS(i, n) { \
             int w; \
-            _VS_MKTHREADS(t) { \
+            _VS_MKTHREADS_BELOW(t, cnt) { \
                 float m = _VS_MKU2F(0xff800000u), v; \
                 long long j; \
                 for (j = t; j < rows; j += _VS_MKT) { \
@@ -6567,7 +6571,7 @@ extern "C" {
             } \
             _VS_MKSYNC; \
             for (w = _VS_MKT / 2; w > 0; w /= 2) { \
-                _VS_MKTHREADS(t) if (t < w && s[t + w] > s[t]) s[t] = s[t + w]; \
+                _VS_MKTHREADS_BELOW(t, w < cnt - w ? w : cnt - w) if (s[t + w] > s[t]) s[t] = s[t + w]; /* t < w, t + w < cnt */ \
                 _VS_MKSYNC; \
             } \
             _VS_MKTHREADS(t) if (t == 0) mx[i] = s[0]; \
@@ -6578,9 +6582,10 @@ extern "C" {
                                  long long rows, long long start) \
     { \
         _VS_MKSHARED float s[_VS_MKT]; \
+        int cnt = rows < _VS_MKT ? (rows > 0 ? (int)rows : 1) : _VS_MKT; /* as in ce_max */ \
         _VS_MKROWS(i, n) { \
             int w; \
-            _VS_MKTHREADS(t) { \
+            _VS_MKTHREADS_BELOW(t, cnt) { \
                 float acc = 0.0f; \
                 long long j; \
                 for (j = t; j < rows; j += _VS_MKT) acc += (float)_VS_MKN(exp)((double)(lg[i * rows + j] - mx[i])); \
@@ -6588,7 +6593,7 @@ extern "C" {
             } \
             _VS_MKSYNC; \
             for (w = _VS_MKT / 2; w > 0; w /= 2) { \
-                _VS_MKTHREADS(t) if (t < w) s[t] = s[t] + s[t + w]; \
+                _VS_MKTHREADS_BELOW(t, w < cnt - w ? w : cnt - w) s[t] = s[t] + s[t + w]; \
                 _VS_MKSYNC; \
             } \
             _VS_MKTHREADS(t) if (t == 0) { \
@@ -6638,6 +6643,7 @@ static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "v
     for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < (n); x += (long long)gridDim.x * blockDim.x)
 #define _VS_MKROWS(i, n) for (long long i = blockIdx.x; i < (n); i += gridDim.x)
 #define _VS_MKTHREADS(t) for (int t = (int)threadIdx.x, t##_once = 1; t##_once; t##_once = 0)
+#define _VS_MKTHREADS_BELOW(t, k) _VS_MKTHREADS(t) if (t < (k))
 #define _VS_MKSYNC __syncthreads()
 #define _VS_MKSHARED __shared__
 #define _VS_MKU2F(u) __uint_as_float(u)
@@ -6656,6 +6662,7 @@ static _VS_UNUSED const char _vs_mk_source[] = _VS_MKSTR(_VS_MESH_KERNELS) "\n";
 #undef _VS_MKLOOP
 #undef _VS_MKROWS
 #undef _VS_MKTHREADS
+#undef _VS_MKTHREADS_BELOW
 #undef _VS_MKSYNC
 #undef _VS_MKSHARED
 #undef _VS_MKU2F
@@ -6683,6 +6690,7 @@ _VS_PRIVATE unsigned long long _vs_mk_d2u(double d)
 #define _VS_MKLOOP(x, n) for (long long x = 0; x < (n); x++)
 #define _VS_MKROWS(i, n) for (long long i = 0; i < (n); i++)
 #define _VS_MKTHREADS(t) for (int t = 0; t < _VS_MKT; t++)
+#define _VS_MKTHREADS_BELOW(t, k) for (int t = 0; t < (k) && t < _VS_MKT; t++)
 #define _VS_MKSYNC ((void)0)
 #define _VS_MKSHARED
 #define _VS_MKU2F(u) _vs_u2f(u)
@@ -6697,6 +6705,7 @@ _VS_MESH_KERNELS
 #undef _VS_MKLOOP
 #undef _VS_MKROWS
 #undef _VS_MKTHREADS
+#undef _VS_MKTHREADS_BELOW
 #undef _VS_MKSYNC
 #undef _VS_MKSHARED
 #undef _VS_MKU2F

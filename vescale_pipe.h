@@ -496,6 +496,13 @@ VS_API int vs_pipe_stage(const vs_pipe* p);
    (from the run's start) in t0/t1 (valid until the next run). */
 VS_API vs_result vs_pipe_last_timeline(const vs_pipe* p, const double** t0, const double** t1,
                                        int* n);
+/* The last run's time in the on_sync and on_step hooks on this stage, summed:
+   wall seconds and the calling thread's on-CPU seconds (where the platform has a
+   thread CPU clock; else cpu = wall). Wall time beyond CPU time is waiting: on
+   the transport a hook started (DDP's bucket reductions, whose progress threads
+   take the core on a machine with fewer cores than ranks) or on a peer
+   (vs_pipe_tie_grads). Either pointer may be NULL. */
+VS_API vs_result vs_pipe_last_hooks(const vs_pipe* p, double* wall, double* cpu);
 /* Sums a buffer of a tied parameter's gradient (e.g. the embedding and the LM
    head) between the stages of chunks a and b, in chunk order so both get the
    same bits. Collective between the two stages. */
@@ -2398,6 +2405,7 @@ struct vs_pipe {
     double* t0;
     double* t1;
     int tcap, tn;
+    double hook_wall, hook_cpu; // in the SYNC and STEP hooks (vs_pipe_last_hooks)
     _vs_pipe_inflight* sends;
     int nsends, scap;
     const vs_pipe_sched* checked;
@@ -3373,6 +3381,17 @@ _VS_PIPE_PRIVATE double _vs_pipe_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The calling thread's CPU time; the monotonic clock where there is no thread
+   CPU clock (a hook then shows no waiting). */
+_VS_PIPE_PRIVATE double _vs_pipe_cpu_now(void)
+{
+#ifdef CLOCK_THREAD_CPUTIME_ID
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#endif
+    return _vs_pipe_now();
+}
+
 /* A chunk's microbatch is let go after its last backward part and, when it
    sends input gradients, after that send (which copies them). */
 _VS_PIPE_PRIVATE void _vs_pipe_part_done(vs_pipe* p, int k, int mb)
@@ -3533,13 +3552,21 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     vs_result r = VS_OK;
     double t_start = _vs_pipe_now();
     p->tn = 0;
+    p->hook_wall = p->hook_cpu = 0;
     p->cur_s = s;
     for (int i = 0; i < p->nlinks && !r; i++) r = _vs_pipe_prepost(p, s, &p->links[i], 0);
     for (int i = 0; i < n && !r; i++) {
         const vs_pipe_instr* in = &s->ins[st][i];
         p->cur_pos = i;
         p->t0[i] = _vs_pipe_now() - t_start;
-        r = _vs_pipe_exec(p, s, in);
+        if (in->op == VS_PIPE_SYNC || in->op == VS_PIPE_STEP) { // hooks: wall and on-CPU time (two clock reads each)
+            double c0 = _vs_pipe_cpu_now();
+            r = _vs_pipe_exec(p, s, in);
+            p->hook_cpu += _vs_pipe_cpu_now() - c0;
+            p->hook_wall += _vs_pipe_now() - t_start - p->t0[i];
+        } else {
+            r = _vs_pipe_exec(p, s, in);
+        }
         if (!r) _vs_pipe_progress(p);
         p->t1[i] = _vs_pipe_now() - t_start;
         p->tn = i + 1;
@@ -3620,6 +3647,14 @@ VS_API vs_result vs_pipe_last_timeline(const vs_pipe* p, const double** t0, cons
     *t0 = p->t0;
     *t1 = p->t1;
     *n = p->tn;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_last_hooks(const vs_pipe* p, double* wall, double* cpu)
+{
+    if (!p) return vs_set_error(VS_ERR_NULL, "vs_pipe_last_hooks: pipe is NULL");
+    if (wall) *wall = p->hook_wall;
+    if (cpu) *cpu = p->hook_cpu;
     return VS_OK;
 }
 

@@ -31,11 +31,18 @@
                   return of vs_train_step: DP gradient-sync wait, the loss's
                   all-reduce and the AdamW step, i.e. the DP transport and the
                   optimizer (the training step's own arithmetic); shown apart;
+         hwait    time inside the SYNC and STEP hooks when the rank's thread was
+                  not on a CPU (vs_pipe_last_hooks: wall less thread CPU time):
+                  waiting on the transport a hook starts or joins, i.e. DDP's
+                  bucket reductions (their progress threads take the core when
+                  ranks outnumber cores) and vs_pipe_tie_grads' exchange with the
+                  other stage;
          overhead the rest: before the pipeline's first instruction (zero_grad,
                   parameter views), and inside the run everything outside the
                   callbacks and SEND/RECV: the engine's dispatch between
                   instructions, the data callback slicing the batch, the SYNC and
-                  STEP hooks (vs_ddp_grad_ready launching the bucket reductions).
+                  STEP hooks' own CPU time (vs_ddp_grad_ready launching the
+                  bucket reductions, the tied gradients' sums).
        The run's start on the absolute clock is the first callback's start minus
        its F instruction's start in the timeline (the data callback's few us before
        it fall into post's side: an under-count of at most that). The share
@@ -44,8 +51,9 @@
    (c) modelled device time, 8 thread ranks: every unit's callbacks are replaced
        by ones that sleep (absolute deadline, no core held) for the cost the
        planner assumes, flops x rows x FLOP_S / tp (sharded layers; backward twice
-       forward, a split backward's two parts once each), write outputs of the right
-       shapes (zeros; the loss is ln V) and make the same TP calls as gpt.h's
+       forward, a split backward's two parts once each), give outputs of the right
+       shapes (their contents unwritten: that is the device's work, which takes
+       no host core; the loss is ln V) and make the same TP calls as gpt.h's
        (vocab embedding and cross-entropy, reduce_forward / copy_backward on
        [n, D]); so 8 ranks behave like 8 devices whose only shared resource is the
        transport. vs_profile_measure calibrates on the same model once; then for
@@ -179,10 +187,11 @@ static vs_result bt_m_forward(vs_pipe_call* c)
     if (gu->kind == GPT_EMBED) {
         if (L->tp) return vs_vocab_embedding_forward(L->tp, (const float*)L->param[0], V, D,
                                                      (const int32_t*)c->in[0].data, n, x);
-        memset(x, 0, sizeof(float) * (size_t)(n * D));
         return VS_OK;
     }
-    memcpy(x, c->in[0].data, sizeof(float) * (size_t)(n * D));
+    /* The output's contents are left as the engine's buffer has them: writing
+       them is the modelled device's work, which must not take a host core (a
+       512 KiB copy per layer and rank on 2 cores showed as 5-10% of a TP8 step). */
     return L->tp ? vs_tp_reduce_forward(L->tp, x, (size_t)(n * D), VS_F32) : VS_OK;
 }
 
@@ -193,8 +202,7 @@ static vs_result bt_m_back(vs_pipe_call* c, double parts, int input_grad)
     int64_t B = c->in[0].shape[0], n = B * CFG.seq, D = CFG.dim;
     bt_model_compute(c, B, parts);
     if (!input_grad || gu->kind == GPT_EMBED || !c->in[0].grad) return VS_OK;
-    if (gu->kind == GPT_HEAD) memset(c->in[0].grad, 0, sizeof(float) * (size_t)(n * D));
-    else memcpy(c->in[0].grad, c->out[0].grad, sizeof(float) * (size_t)(n * D));
+    // the input's gradient: as the forward's output, its contents are the device's
     return L->tp ? vs_tp_copy_backward(L->tp, c->in[0].grad, (size_t)(n * D), VS_F32) : VS_OK;
 }
 static vs_result bt_m_backward(vs_pipe_call* c) { return bt_m_back(c, 2, 1); }
@@ -240,7 +248,7 @@ typedef struct run {
     double step_med;            // rank 0: median barrier-to-barrier step
     double loss0, loss_last;
     // (b), summed over ranks and timed steps
-    double s_step, s_comp, s_tp, s_p2p, s_post, s_over, s_hooks, s_pre;
+    double s_step, s_comp, s_tp, s_p2p, s_post, s_over, s_hooks, s_pre, s_hwait;
     pthread_mutex_t mu;
     int err;
 } run;
@@ -284,7 +292,7 @@ static int bt_rank(vs_world* w, void* arg)
                                  p->microbatches > 0 ? p->microbatches : 1, &s);
     int stage = pipe ? vs_pipe_stage(pipe) : 0;
     vs_comm* wc = vs_world_comm(w);
-    double a_step = 0, a_comp = 0, a_tp = 0, a_p2p = 0, a_post = 0, a_over = 0, a_hooks = 0, a_pre = 0;
+    double a_step = 0, a_comp = 0, a_tp = 0, a_p2p = 0, a_post = 0, a_over = 0, a_hooks = 0, a_pre = 0, a_hwait = 0;
     for (int i = 0; !r && i <= R->steps; i++) {
         vs_batch b;
         bt_fill_batch(R->rows, i, tok, tgt, &b);
@@ -322,17 +330,19 @@ static int bt_rank(vs_world* w, void* arg)
             if (s1[k] > end) end = s1[k];
         }
         double run0 = TL.first_cb - (start > 0 ? start : 0); // the run's start, absolute
-        double step = t1 - t0, post = t1 - (run0 + end);
+        double step = t1 - t0, post = t1 - (run0 + end), hw = 0, hc = 0;
         if (post < 0) post = 0;
-        double over = step - TL.cb - p2p - post;
+        if ((r = vs_pipe_last_hooks(pipe, &hw, &hc))) break;
+        double hwait = hw > hc ? hw - hc : 0;
+        double over = step - TL.cb - p2p - post - hwait;
         a_step += step, a_comp += TL.cb - TL.tp, a_tp += TL.tp, a_p2p += p2p, a_post += post, a_over += over;
-        a_hooks += hooks, a_pre += run0 - t0 > 0 ? run0 - t0 : 0;
+        a_hooks += hooks - hwait, a_hwait += hwait, a_pre += run0 - t0 > 0 ? run0 - t0 : 0;
     }
     if (r && r != VS_ERR_ABORTED) fprintf(stderr, "bench train: rank %d: %s\n", vs_world_rank(w), vs_last_error());
     if (r) vs_comm_abort(wc);
     pthread_mutex_lock(&R->mu);
     R->s_step += a_step, R->s_comp += a_comp, R->s_tp += a_tp, R->s_p2p += a_p2p, R->s_post += a_post;
-    R->s_over += a_over, R->s_hooks += a_hooks, R->s_pre += a_pre;
+    R->s_over += a_over, R->s_hooks += a_hooks, R->s_pre += a_pre, R->s_hwait += a_hwait;
     if (r) R->err = 1;
     pthread_mutex_unlock(&R->mu);
     if (!r && vs_world_rank(w) == 0) R->step_med = median(ts + 1, R->steps);
@@ -378,8 +388,8 @@ static void real_part(int* miss, int tuned)
            loadavg(la, sizeof la));
     printf("# this machine has 2 cores: 4 thread ranks share them (2 ranks a core), so the 4-rank rows show the\n"
            "# library on an oversubscribed CPU, not a 4-device speed-up. Shares: of the step, summed over ranks.\n");
-    printf("%-10s %-5s %3s %9s %9s %7s %7s %7s %7s %9s %8s %8s %8s\n", "mesh", "kind", "M", "step", "tokens/s", "compute",
-           "tp", "p2p", "post", "overhead", "(hooks)", "(pre)", "loss");
+    printf("%-10s %-5s %3s %9s %9s %7s %7s %7s %7s %7s %9s %8s %8s %8s\n", "mesh", "kind", "M", "step", "tokens/s",
+           "compute", "tp", "p2p", "post", "hwait", "overhead", "(hooks)", "(pre)", "loss");
     for (size_t i = 0; i < sizeof meshes / sizeof meshes[0]; i++) {
         run R;
         memset(&R, 0, sizeof R);
@@ -395,14 +405,17 @@ static void real_part(int* miss, int tuned)
         if (i == 0) base = R.step_med;
         char mesh[32];
         snprintf(mesh, sizeof mesh, "%dx%dx%d", R.plan.pp, R.plan.dp, R.plan.tp);
-        printf("%-10s %-5s %3d %7.2fms %9.0f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %8.2f%% %7.2f%% %7.2f%% %8.4f\n", mesh, kind,
-               R.plan.microbatches, 1e3 * R.step_med, rows * CFG.seq / R.step_med, 100 * R.s_comp / S,
-               100 * R.s_tp / S, 100 * R.s_p2p / S, 100 * R.s_post / S, 100 * over, 100 * R.s_hooks / S, 100 * R.s_pre / S, R.loss_last);
+        printf("%-10s %-5s %3d %7.2fms %9.0f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %8.2f%% %7.2f%% %7.2f%% %8.4f\n", mesh,
+               kind, R.plan.microbatches, 1e3 * R.step_med, rows * CFG.seq / R.step_med, 100 * R.s_comp / S,
+               100 * R.s_tp / S, 100 * R.s_p2p / S, 100 * R.s_post / S, 100 * R.s_hwait / S, 100 * over,
+               100 * R.s_hooks / S, 100 * R.s_pre / S, R.loss_last);
         fflush(stdout);
     }
     printf("# 1 rank: %.2f ms a step. compute: the model's callbacks less their TP calls; tp: vs_tp_*/vs_vocab_* inside\n"
            "# them; p2p: SEND/RECV instructions (waits included); post: after the pipeline (DP sync wait, AdamW, loss\n"
-           "# all-reduce); overhead: the rest (engine dispatch, data slicing, hooks, zero_grad); (hooks): SYNC/STEP part of it\n",
+           "# all-reduce); hwait: SYNC/STEP hooks off the CPU (waiting on the DDP reductions or the tied-gradient exchange\n"
+           "# they start); overhead: the rest (engine dispatch, data slicing, hooks' CPU time, zero_grad); (hooks): the\n"
+           "# hooks' CPU part of it\n",
            1e3 * base);
     if (tuned) printf("summary train overhead_max_share_malloc_tuned=%.3f (information: M_MMAP_THRESHOLD/M_TRIM_THRESHOLD raised)\n", 100 * worst);
     else summary("overhead_max_share", 100 * worst, "<", 2, worst < 0.02, miss);
@@ -463,7 +476,7 @@ static void plan_part(int* miss)
         failed = 1;
         return;
     }
-    char pb[512], la[64];
+    char pb[2048], la[64];
     vs_profile_print(&pa.prof, pb, sizeof pb);
     printf("#\n# (c) modelled device time: %d thread ranks, %d rows a step, FLOP_S %.3g s/flop (one device: %.0f ms a "
            "step); load %s\n# profile (vs_profile_measure, same run): %s\n",

@@ -570,26 +570,96 @@ static void case_no_pp_dim(void)
     }
 }
 
-/* vs_pipe_tie_grads: the two stages of chunks 0 and 3 both end with a + b;
-   the others keep their buffers. */
-static int tie_rank(vs_world* w, void* arg)
+/* A 1-D mesh of P stages named "PP", and a pipe desc over model A's units (f32,
+   both backward kinds) on it: the setup of the small single-purpose cases. */
+static vs_mesh* pp_mesh(vs_world* w, int P)
 {
-    (void)arg;
-    const int P = 4, n = 37;
     vs_mesh* mesh = NULL;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
     md.shape[0] = P;
     md.dim_names[0] = "PP";
     VT_OK(vs_mesh_init(w, &md, &mesh));
+    return mesh;
+}
+static void pa_desc(vs_pipe_desc* pd, vs_mesh* mesh, pm_inst* E, int P, vs_pipe_plan* plan, pm_data* dd)
+{
+    hand_plan(plan, E->nu, P, 1, 0);
+    memset(pd, 0, sizeof *pd);
+    pd->mesh = mesh, pd->units = E->U, pd->nunits = E->nu, pd->plan = plan, pd->data = pm_data_fn, pd->data_user = dd;
+}
+
+/* vs_pipe_last_hooks: on_sync spins for 20 ms of this thread's CPU time, on_step
+   sleeps 30 ms; the wall time covers both, the CPU time the spin and not the
+   sleep (bounds that hold on a loaded machine: CPU time never exceeds wall time). */
+static double th_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static vs_result th_sync(void* user, int chunk)
+{
+    (void)user, (void)chunk;
+    double c0 = th_cpu();
+    volatile double x = 0;
+    while (th_cpu() - c0 < 0.020) x = x + 1;
+    return VS_OK;
+}
+static vs_result th_step(void* user)
+{
+    (void)user;
+    struct timespec d = {0, 30000000L};
+    while (nanosleep(&d, &d) != 0) {
+    }
+    return VS_OK;
+}
+static int hooks_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_mesh* mesh = pp_mesh(w, 1);
     if (!mesh) return 1;
     pm_inst* E = pm_new(PM_A, VS_F32, PM_BK_BOTH);
     pm_data dd = {PM_A, VS_F32, 0};
     vs_pipe_plan plan;
-    hand_plan(&plan, E->nu, P, 1, 0);
     vs_pipe_desc pd;
-    memset(&pd, 0, sizeof pd);
-    pd.mesh = mesh, pd.units = E->U, pd.nunits = E->nu, pd.plan = &plan, pd.data = pm_data_fn, pd.data_user = &dd;
+    pa_desc(&pd, mesh, E, 1, &plan, &dd);
+    pd.on_sync = th_sync, pd.on_step = th_step;
+    vs_pipe* pipe = NULL;
+    vs_pipe_sched* s = NULL;
+    VT_OK(vs_pipe_init(&pd, &pipe));
+    VT_OK(vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 2, &s));
+    double wall = -1, cpu = -1;
+    if (pipe && s) {
+        VT_OK(vs_pipe_last_hooks(pipe, &wall, &cpu));
+        VT_CHECK(wall == 0 && cpu == 0, "before a run: wall %g cpu %g", wall, cpu);
+        VT_OK(vs_pipe_run(pipe, s, NULL));
+        VT_OK(vs_pipe_last_hooks(pipe, &wall, NULL));
+        VT_OK(vs_pipe_last_hooks(pipe, NULL, &cpu));
+        VT_CHECK(wall >= 0.050 && cpu >= 0.020 && cpu <= wall && wall - cpu >= 0.025,
+                 "hooks: wall %.4f s, cpu %.4f s (spin 20 ms of CPU, sleep 30 ms)", wall, cpu);
+    }
+    VT_ERR(vs_pipe_last_hooks(NULL, &wall, &cpu), VS_ERR_NULL, "pipe is NULL");
+    vs_pipe_sched_free(s);
+    if (pipe) vs_pipe_free(pipe);
+    pm_free(E);
+    vs_mesh_free(mesh);
+    return 0;
+}
+
+/* vs_pipe_tie_grads: the two stages of chunks 0 and 3 both end with a + b;
+   the others keep their buffers. */
+static int tie_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    const int P = 4, n = 37;
+    vs_mesh* mesh = pp_mesh(w, P);
+    if (!mesh) return 1;
+    pm_inst* E = pm_new(PM_A, VS_F32, PM_BK_BOTH);
+    pm_data dd = {PM_A, VS_F32, 0};
+    vs_pipe_plan plan;
+    vs_pipe_desc pd;
+    pa_desc(&pd, mesh, E, P, &plan, &dd);
     vs_pipe* pipe = NULL;
     VT_OK(vs_pipe_init(&pd, &pipe));
     if (!pipe) return 1;
@@ -1171,6 +1241,7 @@ int main(void)
     VT_CASE("add_comm", case_add_comm());
     VT_CASE("no_pp_dim", case_no_pp_dim());
     VT_CASE("tie_grads", launch(4, tie_rank, NULL));
+    VT_CASE("last_hooks", launch(1, hooks_rank, NULL));
     VT_CASE("file", case_file());
     if (gen_ready) {
         VT_CASE("builtin_check", case_builtin_check());
