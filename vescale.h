@@ -1904,7 +1904,11 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_opt(vs_world* w, vs_comm* solo, double* out
 /* The all-reduce table: group sizes n (divisors of the world above 1, smallest
    first; past VS_PROFILE_AR_GROUPS the smallest ones and the world), each rank
    in group rank / n; per size a warm-up then 5 calls, each after a barrier of the
-   world so that all groups run at once; the median, averaged over the ranks. */
+   world (so that all groups run at once, as a mesh's TP or DP groups do) and a
+   0.5 ms idle wait, so that the ranks arrive as they do from a device's compute
+   rather than straight out of the barrier (on thread ranks sharing cores that
+   wake-up is part of what a layer's all-reduce costs: bench/RESULTS.md); the
+   median, averaged over the ranks. */
 _VS_HL_PRIVATE vs_result _vs_gp_prof_ar(vs_comm* wc, int rank, int size, float* buf, vs_profile* p)
 {
     int ns[VS_PROFILE_AR_GROUPS], nn = 0;
