@@ -438,6 +438,7 @@ static void case_kills(uint64_t seed, int want_kills)
     while (kills < want_kills && bad < 5) {
         memset(P, 0, sizeof *P);
         child_ctx c;
+        memset(&c, 0, sizeof c); // ops, plain: 0 (a child saves until it is killed); garbage made it end at once
         c.folder = folder;
         c.P = P;
         c.seed = rng_next(&rs) | 1;
@@ -478,6 +479,8 @@ static void case_kills(uint64_t seed, int want_kills)
         if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) kills++;
         else early_exits++;
         if (P->failed) FAIL("a save in the child failed: %s", P->err);
+        else if (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL)
+            FAIL("the child died of signal %d (not the test's SIGKILL)", WTERMSIG(st));
         else if (!WIFSIGNALED(st) && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
             FAIL("the child ended with status %d", st);
         in_save += P->inflight;
