@@ -204,7 +204,9 @@ static int train(vs_world* w, void* arg)
     m.stage = pipe ? vs_pipe_stage(pipe) : 0;
     for (int s = 0; s < STEPS && !r; s++) {
         m.step = s;
-        r = vs_pipe_run(pipe, sched, &jb->loss[s]); /* every stage gets the loss */
+        double loss = 0;
+        r = vs_pipe_run(pipe, sched, &loss); /* every stage gets the loss */
+        if (!r && vs_world_rank(w) == 0) jb->loss[s] = loss; /* (one writer: the ranks are threads) */
     }
     for (int k = 0; k < plan.nchunks && !r; k++)
         for (int u = plan.first_unit[k]; u < plan.first_unit[k + 1] && u < NL; u++)
