@@ -87,7 +87,7 @@ $(B)/demo: examples/demo.c $(HEADERS) | $(B)
 # built by `make`, run briefly by `make test`; the MPI build runs under mpirun -np 4
 EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi $(B)/train_gpt_mpi)
 all: $(EXAMPLES)
-test: $(EXAMPLES)
+test-bins: $(EXAMPLES)
 $(B)/mlp_dp_tp: examples/mlp_dp_tp.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
 $(B)/train_gpt: examples/train_gpt.c examples/gpt.h $(HEADERS) | $(B)
@@ -103,7 +103,7 @@ $(B)/mlp_dp_tp_mpi: examples/mlp_dp_tp.c $(HEADERS) | $(B)
 # --- tools/vescale-ckpt (issue 11): ls / verify / export / diff of checkpoints ----
 # built by `make`; `make test` runs tests/ckpt_tool.sh on hand-made checkpoints
 all: $(B)/vescale-ckpt
-test: $(B)/vescale-ckpt
+test-bins: $(B)/vescale-ckpt
 $(B)/test_ckpt_format: tests/ckpt_handmade.h
 $(B)/vescale-ckpt: tools/vescale-ckpt.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
@@ -120,7 +120,13 @@ run: $(B)/train_gpt
 # The fuzz harnesses run FUZZ_SECONDS each inside `make test` (0: not at all; 15 keeps the
 # fuzz part near 2 minutes on the 2-core CI machine; `make fuzz` runs 60 each).
 FUZZ_SECONDS ?= 15
-test: $(TESTS) $(MPI_TESTS)
+# The binaries are built first by a sub-make with one job per core (the builds were
+# half of a CI run on 2 cores); command-line variables (B, OPT, SAN, ...) pass down.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+.PHONY: test-bins
+test-bins: $(TESTS) $(MPI_TESTS)
+test:
+	$(MAKE) --no-print-directory -j$(JOBS) test-bins
 	B=$(B) MPIRUN="$(MPIRUN)" COMPILE_CHECK=$(COMPILE_CHECK) FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/run.sh
 
 test-asan:
