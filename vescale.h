@@ -1988,16 +1988,16 @@ VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe
     }
     memset(buf, 0, N * sizeof(float));
     if (size > 1 && (r = _vs_gp_prof_ar(wc, rank, size, buf, &p)) != VS_OK) goto done;
-    /* bw and latency, for group sizes the table lacks: the world's row (the last),
-       as bus bandwidth 2 (n-1)/n x 4 MiB over the 4 MiB time less the 4 B time. */
-    for (int g = VS_PROFILE_AR_GROUPS - 1; size > 1 && g >= 0; g--)
-        if (p.ar_n[g] == size) {
-            const double* t = p.ar_s[g];
+    /* bw and latency, for group sizes the table lacks: the world's row, as bus
+       bandwidth 2 (n-1)/n x 4 MiB over the 4 MiB time less the 4 B time. */
+    if (size > 1) {
+        const double* t = _vs_gp_ar_row(&p, size);
+        const int K = VS_PROFILE_AR_SIZES - 1;
+        if (t) {
             p.latency_s = t[0];
-            p.bw_bytes_s = 2.0 * (size - 1) / size * (double)(N * sizeof(float)) /
-                           (t[VS_PROFILE_AR_SIZES - 1] > t[0] ? t[VS_PROFILE_AR_SIZES - 1] - t[0] : t[VS_PROFILE_AR_SIZES - 1]);
-            break;
+            p.bw_bytes_s = 2.0 * (size - 1) / size * _vs_gp_ar_bytes[K] / (t[K] > t[0] ? t[K] - t[0] : t[K]);
         }
+    }
     /* p2p: a 4 MiB ping-pong between ranks 0 and 1 (half the round trip, less
        the latency), median of 5 after a warm-up. */
     if (size > 1) {

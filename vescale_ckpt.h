@@ -3194,18 +3194,18 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_hdr_check(_vs_ckpt_files* f, const _vs_ckpt_
 #define _VS_CKPT_MAP_POPULATE 0
 #endif
 
-/* Bytes [lo, hi) of a piece (widened to whole checksum blocks, from *blo). They
+/* Bytes [lo, hi) of a piece (widened to whole checksum blocks: v->lo, v->hi). They
    are mapped from the file (one copy in all: the page cache's into the caller's
    buffer), or, where mmap fails, read into memory from the hooks. Verified here
    (verify = 1), or block by block as they are copied (_vs_ckpt_vcopy_fn: each
    block is checksummed right before its bytes are copied, while they are in the
    CPU's cache, so the data crosses memory once). Free with _vs_ckpt_unmap. */
 typedef struct _vs_ckpt_view {
-    const char* data; // byte *blo of the piece
+    const char* data; // byte lo of the piece
     void* map;        // the mapping (page-aligned), or NULL
     size_t map_len;
     char* heap;       // the fallback buffer, or NULL
-    uint64_t lo, hi;  // the piece's bytes held: [lo, hi), lo = *blo
+    uint64_t lo, hi;  // the piece's bytes held: [lo, hi)
 } _vs_ckpt_view;
 
 _VS_CKPT_PRIVATE void _vs_ckpt_unmap(vs_ckpt* ck, _vs_ckpt_view* v)
@@ -3232,7 +3232,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_verify_block(const _vs_ckpt_files* f, const 
 
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_piece(vs_ckpt* ck, _vs_ckpt_files* f, const _vs_ckpt_ientry* e,
                                                const _vs_ckpt_piece* p, uint64_t lo, uint64_t hi, _vs_ckpt_view* v,
-                                               uint64_t* blo, int verify)
+                                               int verify)
 {
     const uint64_t B = f->ix->block;
     memset(v, 0, sizeof *v);
@@ -3242,7 +3242,6 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_piece(vs_ckpt* ck, _vs_ckpt_files* f, c
         hi = (hi + B - 1) / B * B;
         if (hi > len) hi = len;
     }
-    *blo = lo;
     v->lo = lo, v->hi = hi;
     int fd;
     vs_result r = _vs_ckpt_fd(f, p->file, &fd);
@@ -3257,8 +3256,10 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_piece(vs_ckpt* ck, _vs_ckpt_files* f, c
        fast on 4 ranks: bench/ckpt). */
     void* m = mmap(NULL, mlen, PROT_READ, MAP_SHARED | _VS_CKPT_MAP_POPULATE, fd, (off_t)start);
     if (m != MAP_FAILED) { // (the file's size was checked against the index when it was opened)
-        posix_madvise(m, mlen, POSIX_MADV_SEQUENTIAL);
-        posix_madvise(m, mlen, POSIX_MADV_WILLNEED);
+        if (!_VS_CKPT_MAP_POPULATE) { // (populated: the pages are in already)
+            posix_madvise(m, mlen, POSIX_MADV_SEQUENTIAL);
+            posix_madvise(m, mlen, POSIX_MADV_WILLNEED);
+        }
         v->map = m;
         v->map_len = mlen;
         v->data = (const char*)m + (at - start);
@@ -3323,11 +3324,10 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_load_entry(vs_ckpt* ck, _vs_ckpt_files* f, c
     int64_t need = nd->re - nd->rb, got = 0;
     int np = e->npieces;
     _vs_ckpt_view* views = (_vs_ckpt_view*)vs_alloc(ck->w, sizeof(_vs_ckpt_view) * (size_t)(np ? np : 1));
-    uint64_t* blos = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * (size_t)(np ? np : 1));
-    vs_result r = views && blos ? VS_OK : vs_set_error(VS_ERR_NOMEM, "loading \"%s\": out of memory", e->name);
+    vs_result r = views ? VS_OK : vs_set_error(VS_ERR_NOMEM, "loading \"%s\": out of memory", e->name);
     if (views) memset(views, 0, sizeof(_vs_ckpt_view) * (size_t)(np ? np : 1));
     int64_t bb[1] = {(int64_t)e->blob_bytes}, bo[1] = {0};
-    for (int k = 0; k < np && !r; k++) { // read and verify
+    for (int k = 0; k < np && !r; k++) { // read (and, not streaming, verify)
         const _vs_ckpt_piece* p = &e->pieces[k];
         const int64_t* poff = e->kind == VS_CKPT_BLOB ? bo : p->off; // (a blob's piece is all of it)
         const int64_t* pbox = e->kind == VS_CKPT_BLOB ? bb : p->box;
@@ -3338,30 +3338,29 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_load_entry(vs_ckpt* ck, _vs_ckpt_files* f, c
         if (!cnt) continue;
         got += cnt;
         // (runs give elements counted from the piece's first stored one)
-        r = _vs_ckpt_read_piece(ck, f, e, p, (uint64_t)sp.lo * es, (uint64_t)sp.hi * es, &views[k], &blos[k], !stream);
+        r = _vs_ckpt_read_piece(ck, f, e, p, (uint64_t)sp.lo * es, (uint64_t)sp.hi * es, &views[k], !stream);
     }
     if (!r && got != need)
         r = vs_set_error(VS_ERR_INVALID, "entry \"%s\": the checkpoint holds %lld of the %lld elements this rank needs",
                          e->name, (long long)got, (long long)need);
-    for (int k = 0; k < np && !r; k++) { // all verified: into dst
+    for (int k = 0; k < np && !r; k++) { // into dst (streaming: each block verified first)
         if (!views[k].data) continue;
         const _vs_ckpt_piece* p = &e->pieces[k];
         const int64_t* poff = e->kind == VS_CKPT_BLOB ? bo : p->off;
         const int64_t* pbox = e->kind == VS_CKPT_BLOB ? bb : p->box;
         int64_t prb = 0, pre = e->kind == VS_CKPT_BLOB ? bb[0] : _vs_ckpt_numel(e->ndim, pbox);
         if (e->kind == VS_CKPT_RANGE) prb = p->range_begin, pre = p->range_end;
-        _vs_ckpt_copy cp = {dst, views[k].data, (int64_t)(blos[k] / es), es};
+        _vs_ckpt_copy cp = {dst, views[k].data, (int64_t)(views[k].lo / es), es};
         if (!stream) {
             _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_copy_fn, &cp);
             continue;
         }
-        _vs_ckpt_vcopy vc = {cp, f, e, p, &views[k], blos[k], VS_OK};
+        _vs_ckpt_vcopy vc = {cp, f, e, p, &views[k], views[k].lo, VS_OK};
         _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_vcopy_fn, &vc);
         r = _vs_ckpt_verify_to(&vc, views[k].hi); // the blocks past the last run (all that was read)
     }
     for (int k = 0; views && k < np; k++) _vs_ckpt_unmap(ck, &views[k]);
     vs_free(ck->w, views);
-    vs_free(ck->w, blos);
     return r;
 }
 
