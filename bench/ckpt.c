@@ -31,6 +31,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #define ROWS 4096
@@ -48,6 +49,17 @@ static char dir[1024];
 static int reps = 5, strict;
 static double t_raw_w[MAXREP], t_raw_r[MAXREP], t_save[MAXREP], t_save_nc[MAXREP], t_load[MAXREP],
     t_load_nc[MAXREP], t_resh[MAXREP], t_async[MAXREP], t_async_total[MAXREP], t_memcpy[MAXREP];
+/* CPU seconds of the whole process (every rank is a thread of it) during the reads:
+   what the checksums cost in work, apart from where the disk leaves a core idle */
+static double c_raw_r[MAXREP], c_load[MAXREP], c_load_nc[MAXREP], c_resh[MAXREP];
+
+static double cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_sec +
+           1e-6 * (double)u.ru_stime.tv_usec;
+}
 static long wrong; // bytes that differ after loads
 
 static void path(char* out, size_t cap, const char* name) { snprintf(out, cap, "%s/%s", dir, name); }
@@ -216,6 +228,12 @@ static int bench_rank(vs_world* w, void* arg)
         vs_barrier(cm, NULL);                                                                      \
         if (R == 0) slot = now() - t0;                                                             \
     } while (0)
+#define TIMEDC(slot, cslot, body)                                                                  \
+    do {                                                                                           \
+        double c0_ = cpu_s();                                                                      \
+        TIMED(slot, body);                                                                         \
+        if (R == 0) cslot = cpu_s() - c0_;                                                         \
+    } while (0)
 #define ZERO_DST()                                                                                 \
     do {                                                                                           \
         if (R == 0) memset(dst, 0, TB * (size_t)NT);                                               \
@@ -236,18 +254,22 @@ static int bench_rank(vs_world* w, void* arg)
             if (R == 0) sync();
             ZERO_DST();
             if (which == 0) {
-                if (R == 0) t_raw_r[rep] = raw_read();
+                if (R == 0) {
+                    double c0 = cpu_s();
+                    t_raw_r[rep] = raw_read();
+                    c_raw_r[rep] = cpu_s() - c0;
+                }
             } else if (which == 1) {
                 if (R == 0) drop_ckpt("same");
-                TIMED(t_load[rep], CHK(vs_ckpt_load(ck, same, ed, NT, NULL)));
+                TIMEDC(t_load[rep], c_load[rep], CHK(vs_ckpt_load(ck, same, ed, NT, NULL)));
                 if (R == 0) check_dst("load");
             } else if (which == 2) {
                 if (R == 0) drop_ckpt("nocrc");
-                TIMED(t_load_nc[rep], CHK(vs_ckpt_load(ckn, nocrc, ed, NT, NULL)));
+                TIMEDC(t_load_nc[rep], c_load_nc[rep], CHK(vs_ckpt_load(ckn, nocrc, ed, NT, NULL)));
                 if (R == 0) check_dst("load (no checksums)");
             } else {
                 if (R == 0) drop_ckpt("resh");
-                TIMED(t_resh[rep], CHK(vs_ckpt_load(ck, resh, ed, NT, NULL)));
+                TIMEDC(t_resh[rep], c_resh[rep], CHK(vs_ckpt_load(ck, resh, ed, NT, NULL)));
                 if (R == 0) check_dst("load resharded (2,2,2) -> (4)");
             }
         }
@@ -274,6 +296,8 @@ static int bench_rank(vs_world* w, void* arg)
                    "load_resh %.3f memcpy %.3f async_blocked %.3f async_total %.3f s\n",
                    rep, t_raw_w[rep], t_save[rep], t_save_nc[rep], t_raw_r[rep], t_load[rep], t_load_nc[rep],
                    t_resh[rep], t_memcpy[rep], t_async[rep], t_async_total[rep]);
+            printf("rep %d: cpu raw_read %.3f load %.3f load_nocrc %.3f load_resh %.3f s\n", rep, c_raw_r[rep], c_load[rep],
+                   c_load_nc[rep], c_resh[rep]);
             fflush(stdout);
         }
     }
@@ -349,6 +373,13 @@ int main(int argc, char** argv)
     printf("# %-34s %9.3f %9.2f\n", "memcpy of the shards (4 ranks)", mc, gib / mc);
     printf("# %-34s %9.3f %9.2f\n", "async save: caller blocked", as, gib / as);
     printf("# %-34s %9.3f %9.2f\n", "async save: until written", at, gib / at);
+    double crr = median(c_raw_r, reps), cld = median(c_load, reps), cldn = median(c_load_nc, reps),
+           crs = median(c_resh, reps);
+    printf("#\n# %-34s %9s %9s\n", "CPU during the reads (all ranks)", "seconds", "s/GiB");
+    printf("# %-34s %9.3f %9.3f\n", "raw read", crr, crr / gib);
+    printf("# %-34s %9.3f %9.3f\n", "load same mesh (checksums)", cld, cld / gib);
+    printf("# %-34s %9.3f %9.3f\n", "load same mesh (no checksums)", cldn, cldn / gib);
+    printf("# %-34s %9.3f %9.3f\n", "load (2,2,2) -> (4) (checksums)", crs, crs / gib);
     printf("#\nsummary ckpt correctness %s (%ld wrong loads)\n", wrong ? "FAIL" : "PASS", wrong);
     int ok = 1;
     ok &= line("save_over_raw_write", rw / sv, 0.8, 1);

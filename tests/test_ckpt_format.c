@@ -53,7 +53,7 @@ static void t_crc_long(void)
     enum { N = (1 << 20) + 4099 };
     unsigned char* buf = (unsigned char*)malloc(N + 16);
     for (int i = 0; i < N + 16; i++) buf[i] = (unsigned char)((unsigned)i * 2654435761u >> 13);
-    static const size_t lens[] = {12287, 12288, 12289, 12296, 24583, 65536, 1 << 20, N};
+    static const size_t lens[] = {12287, 12288, 12289, 12296, 24583, 65536, 196607, 196608, 196615, 208903, 1 << 20, N};
     for (int a = 0; a < 8; a++)
         for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
             uint32_t want = ref_crc(7, buf + a, lens[k]);
@@ -61,6 +61,13 @@ static void t_crc_long(void)
             VT_CHECK(got == want, "align %d len %zu: %08x, want %08x", a, lens[k], got, want);
         }
     free(buf);
+#ifdef _VS_CRC32C_HW
+    uint32_t op[32]; // the three-stream path's constant operators are what the squaring gives
+    _vs_crc32c_shift_op(65536, op);
+    VT_CHECK(!memcmp(op, _vs_crc32c_op64k, sizeof op), "the 64 KiB shift operator");
+    _vs_crc32c_shift_op(4096, op);
+    VT_CHECK(!memcmp(op, _vs_crc32c_op4k, sizeof op), "the 4 KiB shift operator");
+#endif
 }
 
 static void t_crc_split(void)
