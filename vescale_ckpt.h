@@ -148,6 +148,7 @@ typedef struct vs_ckpt_desc {
     int no_checksum;          // 0: CRC32C of every 1 MiB block of every piece, verified on load
     size_t async_max_bytes;   // async saves copy at most this much host memory (0: 4 GiB)
     int keep_last;            // vs_ckpt_save into a folder keeps the newest N (0: all)
+    int no_readahead;         // 1: vs_ckpt_load starts no read-ahead thread (Linux; see >>ckpt-api)
 } vs_ckpt_desc;
 
 /* Collective over desc->mesh: makes the checkpointer (its own communicator, so
@@ -176,7 +177,9 @@ VS_API vs_result vs_ckpt_wait(vs_ckpt* ck);
    verifying checksums. loaded (may be NULL): n flags, 1 for each entry written
    into the caller's buffer. On an error the entry that failed may be partly
    written (a host tensor: verified values only), the ones after it are
-   untouched. */
+   untouched. On Linux, where a rank reads 16 MiB or more, a read-ahead thread
+   brings its next ranges into the page cache while it checksums and copies
+   (joined before the call returns; desc.no_readahead turns it off). */
 VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entries, int n, int* loaded);
 
 /* Host memory the last async save copied into, and its bound. */
@@ -3138,7 +3141,8 @@ typedef struct _vs_ckpt_files {
     const _vs_ckpt_index* ix;
     int* fd;
     const vs_world* w;
-    _vs_ckpt_hdr* hdr; // per file
+    _vs_ckpt_hdr* hdr;        // per file
+    struct _vs_ckpt_ra* ra;   // the read-ahead helper, or NULL
 } _vs_ckpt_files;
 
 /* Opens file i (once): its size must be the index's and its safetensors header
@@ -3348,6 +3352,158 @@ static void _vs_ckpt_vcopy_fn(void* ctx, int64_t dst, int64_t src, int64_t n)
     }
 }
 
+/* The bytes [*lo, *hi) of piece k of entry e that a rank needing nd reads,
+   widened to whole checksum blocks; returns the elements it needs from the
+   piece (0: none, nothing to read). */
+_VS_CKPT_PRIVATE int64_t _vs_ckpt_piece_span(const _vs_ckpt_index* ix, const _vs_ckpt_ientry* e, int k,
+                                             const _vs_ckpt_need* nd, size_t es, uint64_t* lo, uint64_t* hi)
+{
+    const _vs_ckpt_piece* p = &e->pieces[k];
+    int64_t bb[1] = {(int64_t)e->blob_bytes}, bo[1] = {0};
+    const int64_t* poff = e->kind == VS_CKPT_BLOB ? bo : p->off; // (a blob's piece is all of it)
+    const int64_t* pbox = e->kind == VS_CKPT_BLOB ? bb : p->box;
+    int64_t prb = 0, pre = e->kind == VS_CKPT_BLOB ? bb[0] : _vs_ckpt_numel(e->ndim, pbox);
+    if (e->kind == VS_CKPT_RANGE) prb = p->range_begin, pre = p->range_end;
+    _vs_ckpt_rspan sp = {-1, 0};
+    int64_t cnt = _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_span_fn, &sp);
+    if (!cnt) return 0;
+    // (runs give elements counted from the piece's first stored one)
+    uint64_t a = (uint64_t)sp.lo * es, b = (uint64_t)sp.hi * es, B = ix->block, len = p->data_end - p->data_begin;
+    if (B) {
+        a = a / B * B;
+        b = (b + B - 1) / B * B;
+        if (b > len) b = len;
+    }
+    *lo = a, *hi = b;
+    return cnt;
+}
+
+/* Read-ahead. A rank's load alternates reading (mmap with MAP_POPULATE: the
+   thread waits on the disk) and CPU work (checksums, copies), so with one
+   thread a rank the disk idles while it computes. A helper thread walks the
+   same byte ranges in the same order and brings them into the page cache
+   (mapped with MAP_POPULATE, unmapped at once: the pages stay cached), at most
+   _VS_CKPT_RA_LEAD bytes ahead of the loader; the loader's own mapping then
+   finds them in memory. Best effort: the helper opens the files itself and
+   stops at its first failure; the loader reads and checks everything as
+   without it. Ranges shorter than _VS_CKPT_RA_SPAN_MIN are left to the loader:
+   with 8 MiB ranges that two ranks read from the same files (the (2,2,2) -> (4)
+   load) the helper's second mapping cost 0.2 s of CPU a GiB and made the load
+   20% slower. bench/ckpt (bench/RESULTS.md): the same-mesh load with checksums
+   went from 0.72-0.78 of the raw read to 0.90-0.91, the checksums' share of it
+   from 0.18-0.20 to 0.05-0.07. */
+#define _VS_CKPT_RA_LEAD ((uint64_t)64 << 20)   // bytes the helper may be ahead
+#define _VS_CKPT_RA_WINDOW ((uint64_t)16 << 20) // bytes it maps at once
+/* (the tests set these two to 1 to run the helper on their small files) */
+#ifndef _VS_CKPT_RA_MIN
+#define _VS_CKPT_RA_MIN ((uint64_t)16 << 20) // less to read in all: no helper
+#endif
+#ifndef _VS_CKPT_RA_SPAN_MIN
+#define _VS_CKPT_RA_SPAN_MIN _VS_CKPT_RA_WINDOW // a shorter range is left to the loader
+#endif
+
+typedef struct _vs_ckpt_ra_span {
+    int file;
+    uint64_t lo, hi; // bytes of the file
+} _vs_ckpt_ra_span;
+
+typedef struct _vs_ckpt_ra {
+    const char* dir;
+    const _vs_ckpt_index* ix;
+    vs_world* w;
+    _vs_ckpt_ra_span* s;
+    int n, cap;
+    uint64_t total;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t used; // (mu) bytes of the spans the loader has read
+    int stop;      // (mu)
+} _vs_ckpt_ra;
+
+static void* _vs_ckpt_ra_main(void* arg)
+{
+    _vs_ckpt_ra* a = (_vs_ckpt_ra*)arg;
+    int fd = -1, cur = -1;
+    uint64_t size = 0, done = 0, page = (uint64_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < a->n; i++) {
+        const _vs_ckpt_ra_span* sp = &a->s[i];
+        if (sp->file != cur) {
+            char file[4096];
+            struct stat st;
+            if (fd >= 0) close(fd);
+            _vs_ckpt_fmt(file, sizeof file, "%s/%s", a->dir, a->ix->files[sp->file]);
+            fd = open(file, O_RDONLY);
+            if (fd < 0 || fstat(fd, &st)) break;
+            cur = sp->file, size = (uint64_t)st.st_size;
+        }
+        for (uint64_t at = sp->lo; at < sp->hi;) {
+            uint64_t end = sp->hi - at > _VS_CKPT_RA_WINDOW ? at + _VS_CKPT_RA_WINDOW : sp->hi;
+            int stop;
+            pthread_mutex_lock(&a->mu);
+            while (!a->stop && done > a->used + _VS_CKPT_RA_LEAD) pthread_cond_wait(&a->cv, &a->mu);
+            stop = a->stop;
+            pthread_mutex_unlock(&a->mu);
+            if (stop) goto out;
+            uint64_t e2 = end < size ? end : size, start = at / page * page;
+            if (e2 > start && sp->hi - sp->lo >= _VS_CKPT_RA_SPAN_MIN) { // (never touched: a short file cannot fault)
+                void* m = mmap(NULL, (size_t)(e2 - start), PROT_READ, MAP_SHARED | _VS_CKPT_MAP_POPULATE, fd, (off_t)start);
+                if (m != MAP_FAILED) munmap(m, (size_t)(e2 - start));
+            }
+            done += end - at;
+            at = end;
+        }
+    }
+out:
+    if (fd >= 0) close(fd);
+    return NULL;
+}
+
+_VS_CKPT_PRIVATE void _vs_ckpt_ra_used(_vs_ckpt_ra* a, uint64_t bytes)
+{
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    a->used += bytes;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+_VS_CKPT_PRIVATE int _vs_ckpt_ra_push(_vs_ckpt_ra* a, int file, uint64_t lo, uint64_t hi)
+{
+    if (a->n == a->cap) {
+        int cap = a->cap ? 2 * a->cap : 64;
+        _vs_ckpt_ra_span* s = (_vs_ckpt_ra_span*)vs_alloc(a->w, sizeof *s * (size_t)cap);
+        if (!s) return 0;
+        if (a->n) memcpy(s, a->s, sizeof *s * (size_t)a->n);
+        vs_free(a->w, a->s);
+        a->s = s, a->cap = cap;
+    }
+    a->s[a->n].file = file, a->s[a->n].lo = lo, a->s[a->n].hi = hi;
+    a->n++;
+    a->total += hi - lo;
+    return 1;
+}
+
+/* What vs_ckpt_load will read, in its order, up to the first entry it would
+   reject (that one fails the load there anyway); then the helper, if there is
+   enough to read. 1: started (stop it with _vs_ckpt_ra_stop). */
+_VS_CKPT_PRIVATE int _vs_ckpt_ra_start(vs_ckpt* ck, _vs_ckpt_ra* a, const char* dir, const _vs_ckpt_index* ix,
+                                       const vs_ckpt_entry* entries, int n);
+_VS_CKPT_PRIVATE void _vs_ckpt_ra_stop(_vs_ckpt_ra* a, int started)
+{
+    if (started) {
+        pthread_mutex_lock(&a->mu);
+        a->stop = 1;
+        pthread_cond_signal(&a->cv);
+        pthread_mutex_unlock(&a->mu);
+        pthread_join(a->th, NULL);
+        pthread_cond_destroy(&a->cv);
+        pthread_mutex_destroy(&a->mu);
+    }
+    if (a->s) vs_free(a->w, a->s);
+    a->s = NULL;
+}
+
 /* One entry: everything this rank needs, verified, into dst (host). stream = 0:
    every piece is read and verified before the first byte reaches dst, so an
    entry that fails leaves dst untouched (a staging buffer: blobs, device
@@ -3366,17 +3522,12 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_load_entry(vs_ckpt* ck, _vs_ckpt_files* f, c
     if (views) memset(views, 0, sizeof(_vs_ckpt_view) * (size_t)(np ? np : 1));
     int64_t bb[1] = {(int64_t)e->blob_bytes}, bo[1] = {0};
     for (int k = 0; k < np && !r; k++) { // read (and, not streaming, verify)
-        const _vs_ckpt_piece* p = &e->pieces[k];
-        const int64_t* poff = e->kind == VS_CKPT_BLOB ? bo : p->off; // (a blob's piece is all of it)
-        const int64_t* pbox = e->kind == VS_CKPT_BLOB ? bb : p->box;
-        int64_t prb = 0, pre = e->kind == VS_CKPT_BLOB ? bb[0] : _vs_ckpt_numel(e->ndim, pbox);
-        if (e->kind == VS_CKPT_RANGE) prb = p->range_begin, pre = p->range_end;
-        _vs_ckpt_rspan sp = {-1, 0};
-        int64_t cnt = _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_span_fn, &sp);
+        uint64_t lo = 0, hi = 0;
+        int64_t cnt = _vs_ckpt_piece_span(f->ix, e, k, nd, es, &lo, &hi);
         if (!cnt) continue;
         got += cnt;
-        // (runs give elements counted from the piece's first stored one)
-        r = _vs_ckpt_read_piece(ck, f, e, p, (uint64_t)sp.lo * es, (uint64_t)sp.hi * es, &views[k], !stream);
+        r = _vs_ckpt_read_piece(ck, f, e, &e->pieces[k], lo, hi, &views[k], !stream);
+        _vs_ckpt_ra_used(f->ra, hi - lo);
     }
     if (!r && got != need)
         r = vs_set_error(VS_ERR_INVALID, "entry \"%s\": the checkpoint holds %lld of the %lld elements this rank needs",
@@ -3448,6 +3599,55 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _v
     return r;
 }
 
+_VS_CKPT_PRIVATE int _vs_ckpt_ra_start(vs_ckpt* ck, _vs_ckpt_ra* a, const char* dir, const _vs_ckpt_index* ix,
+                                       const vs_ckpt_entry* entries, int n)
+{
+    memset(a, 0, sizeof *a);
+    a->dir = dir, a->ix = ix, a->w = ck->w;
+    if (!_VS_CKPT_MAP_POPULATE) return 0; // (without it the helper's mappings would read nothing)
+    for (int i = 0; i < n; i++) {
+        const vs_ckpt_entry* q = &entries[i];
+        if (q->skip) continue;
+        const _vs_ckpt_ientry* e = q->name ? _vs_ckpt_find(ix, q->name) : NULL;
+        if (!e || (q->kind == VS_CKPT_BLOB) != (e->kind == VS_CKPT_BLOB)) break;
+        _vs_ckpt_need nd;
+        memset(&nd, 0, sizeof nd);
+        size_t es = 1;
+        if (e->kind == VS_CKPT_BLOB) {
+            nd.ndim = 1;
+            nd.box[0] = nd.re = (int64_t)e->blob_bytes;
+        } else {
+            _vs_ckpt_rec rc;
+            int same = e->dtype == q->t.dtype && e->ndim == q->t.ndim;
+            for (int d = 0; same && d < e->ndim; d++) same = e->shape[d] == q->t.shape[d];
+            if (!same || _vs_ckpt_entry_rec("vs_ckpt_load", q, i, ck->rank, &rc) != VS_OK) break;
+            nd.ndim = rc.ndim;
+            for (int d = 0; d < rc.ndim; d++) nd.off[d] = rc.off[d], nd.box[d] = rc.box[d];
+            nd.rb = rc.rb, nd.re = rc.re;
+            es = vs_dtype_size(e->dtype);
+        }
+        for (int k = 0; k < e->npieces; k++) {
+            uint64_t lo = 0, hi = 0;
+            const _vs_ckpt_piece* p = &e->pieces[k];
+            if (_vs_ckpt_piece_span(ix, e, k, &nd, es, &lo, &hi) && hi > lo &&
+                !_vs_ckpt_ra_push(a, p->file, p->data_begin + lo, p->data_begin + hi))
+                return 0;
+        }
+    }
+    if (a->total < _VS_CKPT_RA_MIN) return 0;
+    if (pthread_mutex_init(&a->mu, NULL)) return 0;
+    if (pthread_cond_init(&a->cv, NULL)) {
+        pthread_mutex_destroy(&a->mu);
+        return 0;
+    }
+    if (pthread_create(&a->th, NULL, _vs_ckpt_ra_main, a)) {
+        pthread_cond_destroy(&a->cv);
+        pthread_mutex_destroy(&a->mu);
+        return 0;
+    }
+    return 1;
+}
+
 VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entries, int n, int* loaded)
 {
     const char* fn = "vs_ckpt_load";
@@ -3460,10 +3660,14 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
     memset(&ix, 0, sizeof ix);
     _VS_TRY(_vs_ckpt_read_index(ck, path, &ix));
     _vs_ckpt_files f = {path, &ix, (int*)vs_alloc(ck->w, sizeof(int) * (size_t)(ix.nfiles ? ix.nfiles : 1)), ck->w,
-                        (_vs_ckpt_hdr*)vs_alloc(ck->w, sizeof(_vs_ckpt_hdr) * (size_t)(ix.nfiles ? ix.nfiles : 1))};
+                        (_vs_ckpt_hdr*)vs_alloc(ck->w, sizeof(_vs_ckpt_hdr) * (size_t)(ix.nfiles ? ix.nfiles : 1)), NULL};
     if (!f.fd || !f.hdr) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     for (int i = 0; f.fd && i < ix.nfiles; i++) f.fd[i] = -1;
     if (f.hdr) memset(f.hdr, 0, sizeof(_vs_ckpt_hdr) * (size_t)(ix.nfiles ? ix.nfiles : 1));
+    _vs_ckpt_ra ra;
+    memset(&ra, 0, sizeof ra);
+    int ra_on = !r && !ck->desc.no_readahead && _vs_ckpt_ra_start(ck, &ra, path, &ix, entries, n);
+    if (ra_on) f.ra = &ra;
     for (int i = 0; i < n && !r; i++) {
         vs_ckpt_entry* q = &entries[i];
         if (q->skip) continue;
@@ -3533,6 +3737,7 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
         }
         if (!r && loaded) loaded[i] = 1;
     }
+    _vs_ckpt_ra_stop(&ra, ra_on);
     for (int i = 0; f.fd && i < ix.nfiles; i++)
         if (f.fd[i] >= 0) close(f.fd[i]);
     for (int i = 0; f.hdr && i < ix.nfiles; i++) vs_free(ck->w, f.hdr[i].t), vs_free(ck->w, f.hdr[i].arena);

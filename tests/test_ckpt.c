@@ -12,6 +12,8 @@
    - bad input: unknown names, shape and dtype mismatches, overlapping ranges,
      mismatched blobs; corrupt and truncated files (checksums). */
 #define VESCALE_IMPLEMENTATION
+#define _VS_CKPT_RA_MIN 1 // the load's read-ahead thread runs on these small files too
+#define _VS_CKPT_RA_SPAN_MIN 1
 #include "../vescale_ckpt.h"
 #include "vs_test.h"
 

@@ -29,6 +29,8 @@
      a dtype, overlapping ZeRO ranges, a Partial placement on one rank, blobs
      that differ: an error on every rank naming the entry, nothing left on disk. */
 #define VESCALE_IMPLEMENTATION
+#define _VS_CKPT_RA_MIN 1 // the load's read-ahead thread runs on these small files too
+#define _VS_CKPT_RA_SPAN_MIN 1
 #include "../vescale_ckpt.h"
 #include "vs_test.h"
 
