@@ -708,7 +708,8 @@ _VS_CKPT_PRIVATE uint32_t _vs_crc32c_gf2_times(const uint32_t* mat, uint32_t vec
 }
 
 /* The operator (a 32x32 matrix over GF(2), op[i] = the image of bit i) that
-   moves a CRC register past `len` zero bytes. */
+   moves a CRC register past `len` zero bytes. (What the three-stream path's
+   constant operators were computed with; test_ckpt_format checks them with it.) */
 _VS_CKPT_PRIVATE void _vs_crc32c_shift_op(uint64_t len, uint32_t* op)
 {
     uint32_t odd[32], even[32];
@@ -790,7 +791,7 @@ _VS_CKPT_PRIVATE uint32_t _vs_crc32c(uint32_t crc, const void* p, size_t n)
     const unsigned char* b = (const unsigned char*)p;
     if (!b || !n) return crc;
 #ifdef _VS_CRC32C_HW
-    if (__builtin_cpu_supports("sse4.2")) return ~(n >= 3 * 4096 ? _vs_crc32c_hw3(~crc, b, n) : _vs_crc32c_hw(~crc, b, n));
+    if (__builtin_cpu_supports("sse4.2")) return ~_vs_crc32c_hw3(~crc, b, n); // (under 12 KiB: one stream)
 #endif
     return ~_vs_crc32c_sw(~crc, b, n);
 }
@@ -3055,6 +3056,21 @@ typedef struct _vs_ckpt_need {
     int64_t rb, re; // flat range of box
 } _vs_ckpt_need;
 
+/* What a rank needs of a tensor entry (its record rc), or of a blob of `bytes`
+   (all of it). */
+_VS_CKPT_PRIVATE void _vs_ckpt_need_of(const _vs_ckpt_rec* rc, uint64_t blob_bytes, _vs_ckpt_need* nd)
+{
+    memset(nd, 0, sizeof *nd);
+    if (!rc) {
+        nd->ndim = 1;
+        nd->box[0] = nd->re = (int64_t)blob_bytes;
+        return;
+    }
+    nd->ndim = rc->ndim;
+    for (int d = 0; d < rc->ndim; d++) nd->off[d] = rc->off[d], nd->box[d] = rc->box[d];
+    nd->rb = rc->rb, nd->re = rc->re;
+}
+
 typedef void (*_vs_ckpt_run_fn)(void* ctx, int64_t dst, int64_t src, int64_t n); // in elements
 
 /* Calls fn for each run where need meets the piece (off/box, range [prb, pre)). */
@@ -3221,7 +3237,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_hdr_check(_vs_ckpt_files* f, const _vs_ckpt_
 #define _VS_CKPT_MAP_POPULATE 0
 #endif
 
-/* Bytes [lo, hi) of a piece (widened to whole checksum blocks: v->lo, v->hi). They
+/* Bytes [lo, hi) of a piece (whole checksum blocks, as _vs_ckpt_piece_span gives them). They
    are mapped from the file (one copy in all: the page cache's into the caller's
    buffer), or, where mmap fails, read into memory from the hooks. Verified here
    (verify = 1), or block by block as they are copied (_vs_ckpt_vcopy_fn: each
@@ -3263,12 +3279,6 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_piece(vs_ckpt* ck, _vs_ckpt_files* f, c
 {
     const uint64_t B = f->ix->block;
     memset(v, 0, sizeof *v);
-    if (B) {
-        lo = lo / B * B;
-        uint64_t len = p->data_end - p->data_begin;
-        hi = (hi + B - 1) / B * B;
-        if (hi > len) hi = len;
-    }
     v->lo = lo, v->hi = hi;
     int fd;
     vs_result r = _vs_ckpt_fd(f, p->file, &fd);
@@ -3352,6 +3362,24 @@ static void _vs_ckpt_vcopy_fn(void* ctx, int64_t dst, int64_t src, int64_t n)
     }
 }
 
+/* What piece k of entry e holds, as _vs_ckpt_runs takes it: its box (a blob's
+   piece is all of it, a 1-D box of its bytes) and the flat range of it stored. */
+typedef struct _vs_ckpt_pgeom {
+    int64_t blob_off[1], blob_box[1];
+    const int64_t *off, *box;
+    int64_t rb, re;
+} _vs_ckpt_pgeom;
+
+_VS_CKPT_PRIVATE void _vs_ckpt_piece_geom(const _vs_ckpt_ientry* e, int k, _vs_ckpt_pgeom* g)
+{
+    const _vs_ckpt_piece* p = &e->pieces[k];
+    g->blob_off[0] = 0, g->blob_box[0] = (int64_t)e->blob_bytes;
+    g->off = e->kind == VS_CKPT_BLOB ? g->blob_off : p->off;
+    g->box = e->kind == VS_CKPT_BLOB ? g->blob_box : p->box;
+    g->rb = 0, g->re = e->kind == VS_CKPT_BLOB ? g->blob_box[0] : _vs_ckpt_numel(e->ndim, g->box);
+    if (e->kind == VS_CKPT_RANGE) g->rb = p->range_begin, g->re = p->range_end;
+}
+
 /* The bytes [*lo, *hi) of piece k of entry e that a rank needing nd reads,
    widened to whole checksum blocks; returns the elements it needs from the
    piece (0: none, nothing to read). */
@@ -3359,13 +3387,10 @@ _VS_CKPT_PRIVATE int64_t _vs_ckpt_piece_span(const _vs_ckpt_index* ix, const _vs
                                              const _vs_ckpt_need* nd, size_t es, uint64_t* lo, uint64_t* hi)
 {
     const _vs_ckpt_piece* p = &e->pieces[k];
-    int64_t bb[1] = {(int64_t)e->blob_bytes}, bo[1] = {0};
-    const int64_t* poff = e->kind == VS_CKPT_BLOB ? bo : p->off; // (a blob's piece is all of it)
-    const int64_t* pbox = e->kind == VS_CKPT_BLOB ? bb : p->box;
-    int64_t prb = 0, pre = e->kind == VS_CKPT_BLOB ? bb[0] : _vs_ckpt_numel(e->ndim, pbox);
-    if (e->kind == VS_CKPT_RANGE) prb = p->range_begin, pre = p->range_end;
+    _vs_ckpt_pgeom g;
+    _vs_ckpt_piece_geom(e, k, &g);
     _vs_ckpt_rspan sp = {-1, 0};
-    int64_t cnt = _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_span_fn, &sp);
+    int64_t cnt = _vs_ckpt_runs(nd, g.off, g.box, g.rb, g.re, _vs_ckpt_span_fn, &sp);
     if (!cnt) return 0;
     // (runs give elements counted from the piece's first stored one)
     uint64_t a = (uint64_t)sp.lo * es, b = (uint64_t)sp.hi * es, B = ix->block, len = p->data_end - p->data_begin;
@@ -3396,7 +3421,7 @@ _VS_CKPT_PRIVATE int64_t _vs_ckpt_piece_span(const _vs_ckpt_index* ix, const _vs
 #define _VS_CKPT_RA_WINDOW ((uint64_t)16 << 20) // bytes it maps at once
 /* (the tests set these two to 1 to run the helper on their small files) */
 #ifndef _VS_CKPT_RA_MIN
-#define _VS_CKPT_RA_MIN ((uint64_t)16 << 20) // less to read in all: no helper
+#define _VS_CKPT_RA_MIN ((uint64_t)16 << 20) // less for it to map in all: no helper
 #endif
 #ifndef _VS_CKPT_RA_SPAN_MIN
 #define _VS_CKPT_RA_SPAN_MIN _VS_CKPT_RA_WINDOW // a shorter range is left to the loader
@@ -3413,7 +3438,7 @@ typedef struct _vs_ckpt_ra {
     vs_world* w;
     _vs_ckpt_ra_span* s;
     int n, cap;
-    uint64_t total;
+    uint64_t touch; // bytes of the spans it maps (those of _VS_CKPT_RA_SPAN_MIN or more)
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -3437,6 +3462,7 @@ static void* _vs_ckpt_ra_main(void* arg)
             if (fd < 0 || fstat(fd, &st)) break;
             cur = sp->file, size = (uint64_t)st.st_size;
         }
+        const int touch = sp->hi - sp->lo >= _VS_CKPT_RA_SPAN_MIN; // (a short span only counts toward the lead)
         for (uint64_t at = sp->lo; at < sp->hi;) {
             uint64_t end = sp->hi - at > _VS_CKPT_RA_WINDOW ? at + _VS_CKPT_RA_WINDOW : sp->hi;
             int stop;
@@ -3446,7 +3472,7 @@ static void* _vs_ckpt_ra_main(void* arg)
             pthread_mutex_unlock(&a->mu);
             if (stop) goto out;
             uint64_t e2 = end < size ? end : size, start = at / page * page;
-            if (e2 > start && sp->hi - sp->lo >= _VS_CKPT_RA_SPAN_MIN) { // (never touched: a short file cannot fault)
+            if (touch && e2 > start) { // (never touched: a short file cannot fault)
                 void* m = mmap(NULL, (size_t)(e2 - start), PROT_READ, MAP_SHARED | _VS_CKPT_MAP_POPULATE, fd, (off_t)start);
                 if (m != MAP_FAILED) munmap(m, (size_t)(e2 - start));
             }
@@ -3480,7 +3506,7 @@ _VS_CKPT_PRIVATE int _vs_ckpt_ra_push(_vs_ckpt_ra* a, int file, uint64_t lo, uin
     }
     a->s[a->n].file = file, a->s[a->n].lo = lo, a->s[a->n].hi = hi;
     a->n++;
-    a->total += hi - lo;
+    if (hi - lo >= _VS_CKPT_RA_SPAN_MIN) a->touch += hi - lo;
     return 1;
 }
 
@@ -3520,7 +3546,6 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_load_entry(vs_ckpt* ck, _vs_ckpt_files* f, c
     _vs_ckpt_view* views = (_vs_ckpt_view*)vs_alloc(ck->w, sizeof(_vs_ckpt_view) * (size_t)(np ? np : 1));
     vs_result r = views ? VS_OK : vs_set_error(VS_ERR_NOMEM, "loading \"%s\": out of memory", e->name);
     if (views) memset(views, 0, sizeof(_vs_ckpt_view) * (size_t)(np ? np : 1));
-    int64_t bb[1] = {(int64_t)e->blob_bytes}, bo[1] = {0};
     for (int k = 0; k < np && !r; k++) { // read (and, not streaming, verify)
         uint64_t lo = 0, hi = 0;
         int64_t cnt = _vs_ckpt_piece_span(f->ix, e, k, nd, es, &lo, &hi);
@@ -3534,23 +3559,28 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_load_entry(vs_ckpt* ck, _vs_ckpt_files* f, c
                          e->name, (long long)got, (long long)need);
     for (int k = 0; k < np && !r; k++) { // into dst (streaming: each block verified first)
         if (!views[k].data) continue;
-        const _vs_ckpt_piece* p = &e->pieces[k];
-        const int64_t* poff = e->kind == VS_CKPT_BLOB ? bo : p->off;
-        const int64_t* pbox = e->kind == VS_CKPT_BLOB ? bb : p->box;
-        int64_t prb = 0, pre = e->kind == VS_CKPT_BLOB ? bb[0] : _vs_ckpt_numel(e->ndim, pbox);
-        if (e->kind == VS_CKPT_RANGE) prb = p->range_begin, pre = p->range_end;
+        _vs_ckpt_pgeom g;
+        _vs_ckpt_piece_geom(e, k, &g);
         _vs_ckpt_copy cp = {dst, views[k].data, (int64_t)(views[k].lo / es), es};
         if (!stream) {
-            _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_copy_fn, &cp);
+            _vs_ckpt_runs(nd, g.off, g.box, g.rb, g.re, _vs_ckpt_copy_fn, &cp);
             continue;
         }
-        _vs_ckpt_vcopy vc = {cp, f, e, p, &views[k], views[k].lo, VS_OK};
-        _vs_ckpt_runs(nd, poff, pbox, prb, pre, _vs_ckpt_vcopy_fn, &vc);
+        _vs_ckpt_vcopy vc = {cp, f, e, &e->pieces[k], &views[k], views[k].lo, VS_OK};
+        _vs_ckpt_runs(nd, g.off, g.box, g.rb, g.re, _vs_ckpt_vcopy_fn, &vc);
         r = _vs_ckpt_verify_to(&vc, views[k].hi); // the blocks past the last run (all that was read)
     }
     for (int k = 0; views && k < np; k++) _vs_ckpt_unmap(ck, &views[k]);
     vs_free(ck->w, views);
     return r;
+}
+
+/* A requested tensor q has the dtype and global shape of the stored entry e. */
+_VS_CKPT_PRIVATE int _vs_ckpt_same_shape(const _vs_ckpt_ientry* e, const vs_ckpt_entry* q)
+{
+    int same = e->dtype == q->t.dtype && e->ndim == q->t.ndim;
+    for (int d = 0; same && d < e->ndim; d++) same = e->shape[d] == q->t.shape[d];
+    return same;
 }
 
 _VS_CKPT_PRIVATE const _vs_ckpt_ientry* _vs_ckpt_find(const _vs_ckpt_index* ix, const char* name)
@@ -3611,19 +3641,12 @@ _VS_CKPT_PRIVATE int _vs_ckpt_ra_start(vs_ckpt* ck, _vs_ckpt_ra* a, const char* 
         const _vs_ckpt_ientry* e = q->name ? _vs_ckpt_find(ix, q->name) : NULL;
         if (!e || (q->kind == VS_CKPT_BLOB) != (e->kind == VS_CKPT_BLOB)) break;
         _vs_ckpt_need nd;
-        memset(&nd, 0, sizeof nd);
         size_t es = 1;
-        if (e->kind == VS_CKPT_BLOB) {
-            nd.ndim = 1;
-            nd.box[0] = nd.re = (int64_t)e->blob_bytes;
-        } else {
+        if (e->kind == VS_CKPT_BLOB) _vs_ckpt_need_of(NULL, e->blob_bytes, &nd);
+        else {
             _vs_ckpt_rec rc;
-            int same = e->dtype == q->t.dtype && e->ndim == q->t.ndim;
-            for (int d = 0; same && d < e->ndim; d++) same = e->shape[d] == q->t.shape[d];
-            if (!same || _vs_ckpt_entry_rec("vs_ckpt_load", q, i, ck->rank, &rc) != VS_OK) break;
-            nd.ndim = rc.ndim;
-            for (int d = 0; d < rc.ndim; d++) nd.off[d] = rc.off[d], nd.box[d] = rc.box[d];
-            nd.rb = rc.rb, nd.re = rc.re;
+            if (!_vs_ckpt_same_shape(e, q) || _vs_ckpt_entry_rec("vs_ckpt_load", q, i, ck->rank, &rc) != VS_OK) break;
+            _vs_ckpt_need_of(&rc, 0, &nd);
             es = vs_dtype_size(e->dtype);
         }
         for (int k = 0; k < e->npieces; k++) {
@@ -3634,7 +3657,7 @@ _VS_CKPT_PRIVATE int _vs_ckpt_ra_start(vs_ckpt* ck, _vs_ckpt_ra* a, const char* 
                 return 0;
         }
     }
-    if (a->total < _VS_CKPT_RA_MIN) return 0;
+    if (a->touch < _VS_CKPT_RA_MIN) return 0; // (short spans alone: a thread that would map nothing)
     if (pthread_mutex_init(&a->mu, NULL)) return 0;
     if (pthread_cond_init(&a->cv, NULL)) {
         pthread_mutex_destroy(&a->mu);
@@ -3696,10 +3719,7 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
                 break;
             }
             _vs_ckpt_need nd;
-            memset(&nd, 0, sizeof nd);
-            nd.ndim = 1;
-            nd.box[0] = (int64_t)e->blob_bytes;
-            nd.re = (int64_t)e->blob_bytes;
+            _vs_ckpt_need_of(NULL, e->blob_bytes, &nd);
             char* tmpb = (char*)vs_alloc(ck->w, e->blob_bytes ? e->blob_bytes : 1);
             if (!tmpb) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
             if (!r) r = _vs_ckpt_load_entry(ck, &f, e, &nd, tmpb, 1, 0);
@@ -3709,9 +3729,7 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
             }
             vs_free(ck->w, tmpb);
         } else {
-            int same = e->dtype == q->t.dtype && e->ndim == q->t.ndim;
-            for (int d = 0; same && d < e->ndim; d++) same = e->shape[d] == q->t.shape[d];
-            if (!same) {
+            if (!_vs_ckpt_same_shape(e, q)) {
                 char a[160], b[160];
                 size_t la = 0, lb = 0;
                 a[0] = b[0] = 0;
@@ -3722,10 +3740,7 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
                 break;
             }
             _vs_ckpt_need nd;
-            nd.ndim = rc.ndim;
-            for (int d = 0; d < rc.ndim; d++) nd.off[d] = rc.off[d], nd.box[d] = rc.box[d];
-            nd.rb = rc.rb;
-            nd.re = rc.re;
+            _vs_ckpt_need_of(&rc, 0, &nd);
             size_t es = vs_dtype_size(e->dtype), bytes = (size_t)(nd.re - nd.rb) * es;
             if (!q->device) r = _vs_ckpt_load_entry(ck, &f, e, &nd, (char*)q->t.data, es, 1);
             else { // device buffers: through host memory
