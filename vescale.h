@@ -316,13 +316,24 @@ typedef struct vs_profile {
        linearly beyond 4 MiB, and uses bw and latency for a group size not here. */
     int ar_n[VS_PROFILE_AR_GROUPS];
     double ar_s[VS_PROFILE_AR_GROUPS][VS_PROFILE_AR_SIZES];
+    /* Measured in place (0: not measured): tp_s[g] is what the TP collectives
+       a layer makes cost beyond their ar_s time, in seconds per byte they
+       move, on TP groups of ar_n[g] ranks: the model's layers run TP-sharded
+       on every rank at once, and their time less the compute flop_s and
+       call_s account for and less the table's all-reduces is divided by the
+       bytes those all-reduce. It holds what the table's calls on one warm
+       buffer miss: fresh activation buffers (their first touch: page faults
+       on the host), ranks arriving from their own work, the layer's work that
+       does not shrink with TP. Negative when the layers run faster. */
+    double tp_s[VS_PROFILE_AR_GROUPS];
 } vs_profile;
 
 /* Measures a profile: the model's layers' forward and backward times (one
    microbatch from the data callback `data`, every rank at once, as a job runs
    them), the optimizer's step, and the world's all-reduce (per group size and
-   message size) and p2p times. Collective over the world; every rank gets the
-   same profile. Prints (about 1 KB at most) and parses as one line of text
+   message size) and p2p times, and the layers once more TP-sharded for each
+   group size (tp_s). Collective over the world; every rank gets the same
+   profile. Prints (about 1.2 KB at most) and parses as one line of text
    (saved with a checkpoint, reused by later runs). */
 VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe_fn data, void* data_user,
                                     vs_profile* out);
@@ -851,8 +862,10 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
      (the previous layer's output): bytes per row from the first output's spec
      ("h:f32[*,16,64]": 4096) when every dim after the first is fixed, else
      act_bytes_per_row; times r. An all-reduce over n ranks takes the
-     profile's measured time for groups of n (ar_s, interpolated in bytes);
-     without one, the ring formula 2 (n-1)/n x bytes / bw + latency.
+     profile's measured time for groups of n (ar_s, interpolated in bytes)
+     plus its in-place extra per byte (tp_s: what the layers' calls cost
+     beyond the table's); without a table, the ring formula 2 (n-1)/n x
+     bytes / bw + latency.
    - The pipeline. The layers are cut into pp x V chunks by the constraints'
      split (vs_pipe_split, V placement for zbv), the schedule comes from
      vs_pipe_generate and is played by vs_pipe_simulate with each chunk's F, B
@@ -1019,6 +1032,26 @@ _VS_HL_PRIVATE const char* _vs_gp_fmt_plan(const vs_plan* p, char* b, size_t n)
     return b;
 }
 
+/* The TP all-reduces a parameter's layer makes per microbatch under the megatron
+   policy (added to *f forward, *b backward): a row-parallel weight's partial
+   output (forward) and its input's gradient, which the column-parallel layer
+   before left partial (backward); a vocab-parallel embedding's partial rows
+   (forward); a vocab-parallel head's input gradient (backward). */
+_VS_HL_PRIVATE void _vs_gp_tp_calls(const vs_param_decl* d, int* f, int* b)
+{
+    if (d->ndim >= 2 && d->role == VS_ROLE_ROW) ++*f, ++*b;
+    if (d->role == VS_ROLE_EMBEDDING) ++*f;
+    if (d->ndim >= 2 && d->role == VS_ROLE_HEAD) ++*b;
+}
+
+/* The profile's in-place extra per byte of a TP collective on groups of n (0: none). */
+_VS_HL_PRIVATE double _vs_gp_tp_extra(const vs_profile* pf, int n)
+{
+    for (int g = 0; g < VS_PROFILE_AR_GROUPS; g++)
+        if (pf->ar_n[g] == n) return pf->tp_s[g];
+    return 0;
+}
+
 _VS_HL_PRIVATE double _vs_gp_ring(double bytes, int n, double steps, const vs_profile* pf)
 {
     if (n <= 1) return 0;
@@ -1064,6 +1097,14 @@ _VS_HL_PRIVATE double _vs_gp_half(const vs_profile* pf, int n, double bytes)
     const double* t = _vs_gp_ar_row(pf, n);
     if (!t) return _vs_gp_ring(bytes, n, 1, pf);
     return t[0] + (_vs_gp_allreduce(pf, n, bytes) - t[0]) / 2;
+}
+
+/* A layer's TP all-reduce of `bytes` over n ranks: the table's time plus the
+   profile's in-place extra for that many bytes (never below 0). */
+_VS_HL_PRIVATE double _vs_gp_tp_ar(const vs_profile* pf, int n, double bytes)
+{
+    double t = _vs_gp_allreduce(pf, n, bytes) + _vs_gp_tp_extra(pf, n) * bytes;
+    return t > 0 ? t : 0;
 }
 
 /* A new entry for (pp, dp, tp, kind, V, M, zero); NULL when out of memory. */
@@ -1163,8 +1204,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
             double f = x->flops * rows * pf->flop_s / (x->sharded ? tp : 1);
             double ob = (x->row_bytes > 0 ? x->row_bytes : g->act_row) * rows;
             double ib = (u > 0 && g->gu[u - 1].row_bytes > 0 ? g->gu[u - 1].row_bytes : g->act_row) * rows;
-            double tf = tp > 1 ? x->ar_f * _vs_gp_allreduce(pf, tp, ob) : 0;
-            double tb = tp > 1 ? x->ar_b * _vs_gp_allreduce(pf, tp, ib) : 0;
+            double tf = tp > 1 ? x->ar_f * _vs_gp_tp_ar(pf, tp, ob) : 0;
+            double tb = tp > 1 ? x->ar_b * _vs_gp_tp_ar(pf, tp, ib) : 0;
             cf[k] += f + tf + pf->call_s;
             cb[k] += (x->split_bw ? f : 2 * f) + tb + pf->call_s;
             cw[k] += x->split_bw ? f + (zb ? pf->call_s : 0) : 0;
@@ -1374,9 +1415,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_setup(_vs_gp* g)
             }
             q->bytes = q->numel * (double)vs_dtype_size(dt);
             if (q->shard_dim >= 0) x->sharded = 1;
-            if (c->policy == VS_TP_MEGATRON && d->ndim >= 2 && d->role == VS_ROLE_ROW) x->ar_f++, x->ar_b++;
-            if (c->policy == VS_TP_MEGATRON && d->role == VS_ROLE_EMBEDDING) x->ar_f++;
-            if (c->policy == VS_TP_MEGATRON && d->ndim >= 2 && d->role == VS_ROLE_HEAD) x->ar_b++;
+            if (c->policy == VS_TP_MEGATRON) _vs_gp_tp_calls(d, &x->ar_f, &x->ar_b);
             for (int t = 0, k = 0; d->name && t < u && q->twin < 0; t++)
                 for (int s = 0; s < m->layers[t].nparams; s++, k++)
                     if (m->layers[t].params[s].name && !strcmp(m->layers[t].params[s].name, d->name)) q->twin = t;
@@ -1533,6 +1572,8 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
             if (!(g.prof.ar_s[i][k] >= 0 && g.prof.ar_s[i][k] < HUGE_VAL))
                 return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: profile ar_s[%d][%d] = %g (finite, >= 0)", i, k,
                                     g.prof.ar_s[i][k]);
+        if (!(fabs(g.prof.tp_s[i]) < HUGE_VAL))
+            return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: profile tp_s[%d] = %g (finite)", i, g.prof.tp_s[i]);
     }
     if (g.prof.flop_s == 0) g.prof.flop_s = 1e-10;
     if (g.prof.bw_bytes_s == 0) g.prof.bw_bytes_s = 1e9;
@@ -1660,16 +1701,21 @@ VS_API int vs_plan_explain(const vs_plan_estimate* est, int n, char* buf, size_t
    Rows: the data callback's first dim. The fixed costs: over 4 runs after the
    warm-up, each layer's callback time is fitted as call_s x calls + flop_s x 3
    x flops x rows (weighted by 1/time, so that small layers tell the constant);
-   instr_s = the runs' wall time less the callbacks', per compute instruction (F
-   and BW: 2 a run). The optimizer: _vs_gp_prof_opt. These are averaged over the
+   instr_s = what the runs' wall time less the callbacks' grows by per compute
+   instruction (F and BW: 2 a microbatch), runs of 3 microbatches against runs
+   of 1. The optimizer: _vs_gp_prof_opt. These are averaged over the
    ranks. The transports: the all-reduce table (_vs_gp_prof_ar), bw and latency
-   from its world-size row, p2p from a ping-pong. Every rank gets the same
-   figures, so every rank plans alike. */
+   from its world-size row, p2p from a ping-pong. Then tp_s: the layers again
+   for each group size n of the table, on a PP1 x DP x TPn mesh of the world,
+   sharded as the megatron policy says (a model whose shapes TP n does not
+   divide gets none for n). Every rank gets the same figures, so every rank
+   plans alike. */
 typedef struct _vs_gp_prof_unit {
     vs_pipe_fn f, b, bi, bw;
     vs_layer_ctx ctx;
     double t;   // seconds in its callbacks, this run
     int calls;  // callback calls, this run
+    double out_bytes; // its first output's bytes
 } _vs_gp_prof_unit;
 
 typedef struct _vs_gp_prof_data {
@@ -1678,7 +1724,14 @@ typedef struct _vs_gp_prof_data {
     int64_t rows;
 } _vs_gp_prof_data;
 
-#define _VS_GP_WRAP(name, field)                                          \
+_VS_HL_PRIVATE double _vs_gp_tensor_bytes(const vs_pipe_tensor* t)
+{
+    double b = (double)vs_dtype_size(t->dtype);
+    for (int k = 0; k < t->ndim; k++) b *= (double)t->shape[k];
+    return b;
+}
+
+#define _VS_GP_WRAP(name, field, fwd)                                     \
     _VS_HL_PRIVATE vs_result name(vs_pipe_call* c)                        \
     {                                                                     \
         _vs_gp_prof_unit* u = (_vs_gp_prof_unit*)c->user;                 \
@@ -1687,13 +1740,14 @@ typedef struct _vs_gp_prof_data {
         vs_result r = u->field(c);                                        \
         u->t += _vs_now() - t0;                                           \
         u->calls++;                                                       \
+        if (fwd && c->n_out > 0) u->out_bytes = _vs_gp_tensor_bytes(c->out); \
         c->user = u;                                                      \
         return r;                                                         \
     }
-_VS_GP_WRAP(_vs_gp_prof_f, f)
-_VS_GP_WRAP(_vs_gp_prof_b, b)
-_VS_GP_WRAP(_vs_gp_prof_bi, bi)
-_VS_GP_WRAP(_vs_gp_prof_bw, bw)
+_VS_GP_WRAP(_vs_gp_prof_f, f, 1)
+_VS_GP_WRAP(_vs_gp_prof_b, b, 0)
+_VS_GP_WRAP(_vs_gp_prof_bi, bi, 0)
+_VS_GP_WRAP(_vs_gp_prof_bw, bw, 0)
 #undef _VS_GP_WRAP
 
 _VS_HL_PRIVATE vs_result _vs_gp_prof_data_fn(vs_pipe_call* c)
@@ -1734,30 +1788,46 @@ _VS_HL_PRIVATE void _vs_gp_fit(const double* t, const double* c, const double* x
     }
 }
 
-/* Rank 0: the layers' time per forward flop of one row (out[0]), per callback
-   call (out[1]) and the engine's per compute instruction (out[2]). */
-_VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* solo, const vs_model_desc* m, vs_pipe_fn data,
-                                            void* data_user, double* out)
+/* This rank's layer times. tp 1: on a 1-rank mesh over `comm` (the rank's own),
+   fitted as time per forward flop of one row (out[0]), per callback call
+   (out[1]) and the engine's per compute instruction (out[2]). tp > 1: on a
+   PP1 x DP x TP mesh over `comm` (the world's), the parameters sharded by the
+   megatron policy, the TP groups all running at once; out[0] = the layers'
+   time beyond what pf's compute (flop_s / tp on sharded layers, call_s) and
+   its all-reduce table give their TP collectives, per byte those move (tp_s). */
+_VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs_model_desc* m, vs_pipe_fn data,
+                                            void* data_user, int tp, const vs_profile* pf, double* out)
 {
     int nu = m->nlayers;
     vs_result r = VS_OK;
     vs_mesh* mesh = NULL;
+    vs_mesh* tpm = NULL;
     vs_pipe* pipe = NULL;
     vs_pipe_sched* sched = NULL;
     vs_pipe_plan plan;
     vs_pipe_desc pd;
     vs_mesh_desc md;
+    vs_plan tplan; // megatron along TP
     _vs_gp_prof_data dd;
     double flops = 0, wall = 0;
     _vs_gp_prof_unit* pu = (_vs_gp_prof_unit*)vs_alloc(w, (size_t)nu * sizeof *pu);
     vs_pipe_unit* units = (vs_pipe_unit*)vs_alloc(w, (size_t)nu * sizeof *units);
     double* fit = (double*)vs_alloc(w, (size_t)nu * 3 * sizeof *fit);
     double *ft, *fc, *fx; // fit's parts, per unit: time, calls, flop-seconds' work
-    if (!pu || !units || !fit) {
-        r = vs_set_error(VS_ERR_NOMEM, "vs_profile_measure: out of memory");
-        goto done;
+    if (!pu || !units || !fit) r = vs_set_error(VS_ERR_NOMEM, "vs_profile_measure: out of memory");
+    else memset(pu, 0, (size_t)nu * sizeof *pu);
+    memset(&md, 0, sizeof md);
+    memset(&tplan, 0, sizeof tplan);
+    tplan.tp = tp, tplan.policy = VS_TP_MEGATRON;
+    if (tp > 1) {
+        md.shape[0] = 1, md.shape[1] = vs_comm_size(comm) / tp, md.shape[2] = tp;
+        md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
+    } else {
+        md.shape[0] = 1, md.dim_names[0] = "PP";
     }
-    memset(pu, 0, (size_t)nu * sizeof *pu);
+    md.comm = comm;
+    if (r == VS_OK) r = vs_mesh_init(w, &md, &mesh);
+    if (r == VS_OK && tp > 1) r = vs_mesh_submesh(mesh, "TP", &tpm);
     for (int u = 0; u < nu && r == VS_OK; u++) {
         const vs_layer_decl* L = &m->layers[u];
         _vs_gp_prof_unit* x = &pu[u];
@@ -1770,12 +1840,21 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* solo, const vs
         units[u].backward_input = x->bi ? _vs_gp_prof_bi : NULL;
         units[u].backward_weight = x->bw ? _vs_gp_prof_bw : NULL;
         x->ctx.user = L->user;
-        x->ctx.tp_size = 1;
+        x->ctx.tp = tpm;
+        x->ctx.tp_size = tp;
+        x->ctx.tp_rank = tpm ? vs_mesh_rank(tpm) : 0;
         for (int j = 0; j < L->nparams; j++) {
             const vs_param_decl* d = &L->params[j];
             vs_dtype dt = d->dtype ? d->dtype : VS_F32;
+            vs_placement place = vs_replicate();
+            if (tp > 1 && (r = vs_plan_placement(&tplan, d, &place, NULL)) != VS_OK) break;
             size_t numel = 1;
-            for (int k = 0; k < d->ndim; k++) numel *= (size_t)(d->shape[k] > 0 ? d->shape[k] : 1), x->ctx.local_shape[j][k] = d->shape[k];
+            for (int k = 0; k < d->ndim; k++) {
+                int64_t n = d->shape[k] > 0 ? d->shape[k] : 1;
+                if (place.kind == VS_PLACE_SHARD && place.dim == k)
+                    n /= tp, x->ctx.offset[j][k] = n * x->ctx.tp_rank;
+                numel *= (size_t)n, x->ctx.local_shape[j][k] = n;
+            }
             for (int t = 0; t < u && !x->ctx.param[j]; t++) // a tied parameter: one buffer
                 for (int s = 0; s < m->layers[t].nparams; s++)
                     if (d->name && m->layers[t].params[s].name && !strcmp(d->name, m->layers[t].params[s].name)) {
@@ -1802,12 +1881,16 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* solo, const vs
             }
         }
     }
+    if (tp > 1) { // the layers' collectives need every rank: all set up, or none runs
+        int ok = r == VS_OK, all = 0;
+        vs_result ra = vs_all_reduce(comm, &ok, &all, 1, VS_I32, VS_OP_MIN, NULL);
+        if (r == VS_OK && ra != VS_OK) r = ra;
+        if (r == VS_OK && !all)
+            r = vs_set_error(VS_ERR_INVALID, "vs_profile_measure: another rank failed to set up the TP%d layers", tp);
+    }
     if (r != VS_OK) goto done;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = 1, md.dim_names[0] = "PP", md.comm = solo;
     memset(&pd, 0, sizeof pd);
     dd.fn = data, dd.user = data_user, dd.rows = 0;
-    if ((r = vs_mesh_init(w, &md, &mesh)) != VS_OK) goto done;
     {
         vs_pipe_split_desc sd;
         memset(&sd, 0, sizeof sd);
@@ -1817,30 +1900,67 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* solo, const vs
     pd.mesh = mesh, pd.units = units, pd.nunits = nu, pd.plan = &plan, pd.data = _vs_gp_prof_data_fn, pd.data_user = &dd;
     if ((r = vs_pipe_init(&pd, &pipe)) != VS_OK) goto done;
     if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 1, &sched)) != VS_OK) goto done;
-    /* One run to warm up, then 4 (the sums). The engine's time: the run's wall
-       time less its callbacks', per compute instruction (F, BW on one stage). */
+    /* One run to warm up, then 4 (the sums). The engine's time: the runs' wall
+       time less their callbacks'. Its part that grows with the instructions
+       (F, BW on one stage: 2 a microbatch) is what runs of 3 microbatches take
+       more than runs of 1 (medians), per instruction; the rest is paid once a
+       run (the schedule's setup, the loss) and is not charged per
+       microbatch. */
     memset(fit, 0, (size_t)nu * 3 * sizeof *fit);
     ft = fit;
     fc = fit + nu;
     fx = fit + 2 * nu;
-    for (int it = 0; it < 5 && r == VS_OK; it++) {
-        for (int u = 0; u < nu; u++) pu[u].t = 0, pu[u].calls = 0;
-        double t0 = _vs_now();
-        r = vs_pipe_run(pipe, sched, NULL);
-        double t1 = _vs_now() - t0;
-        for (int u = 0; it > 0 && u < nu; u++) {
-            ft[u] += pu[u].t;
-            fc[u] += pu[u].calls;
-            t1 -= pu[u].t;
+    double rest[2][4];
+    for (int pass = 0; pass < (tp == 1 ? 2 : 1) && r == VS_OK; pass++) {
+        if (pass == 1) {
+            vs_pipe_sched_free(sched);
+            sched = NULL;
+            if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 3, &sched)) != VS_OK) break;
         }
-        if (it > 0) wall += t1;
+        for (int it = 0; it < 5 && r == VS_OK; it++) {
+            for (int u = 0; u < nu; u++) pu[u].t = 0, pu[u].calls = 0;
+            double t0 = _vs_now();
+            r = vs_pipe_run(pipe, sched, NULL);
+            double t1 = _vs_now() - t0;
+            for (int u = 0; it > 0 && u < nu; u++) {
+                if (pass == 0) ft[u] += pu[u].t, fc[u] += pu[u].calls;
+                t1 -= pu[u].t;
+            }
+            if (it > 0) rest[pass][it - 1] = t1;
+        }
+        if (r == VS_OK) qsort(rest[pass], 4, sizeof(double), _vs_gp_dcmp);
+    }
+    if (r == VS_OK && tp == 1) {
+        double d = (rest[1][1] + rest[1][2] - rest[0][1] - rest[0][2]) / 2; // medians
+        wall = d > 0 ? d / 4 : 0; // (3 - 1) x 2 instructions more
     }
     if (r == VS_OK) {
         double rows = (double)(dd.rows > 0 ? dd.rows : 1);
         if (!(flops * rows > 0)) r = vs_set_error(VS_ERR_INVALID, "vs_profile_measure: the model's layers have no flops (unit.flops: forward flops per row)");
         for (int u = 0; u < nu; u++) fx[u] = 4 * 3 * m->layers[u].unit.flops * rows; // 4 runs of F + 2F
-        if (r == VS_OK) _vs_gp_fit(ft, fc, fx, nu, &out[1], &out[0]);
-        out[2] = wall > 0 ? wall / (4.0 * 2) : 0;
+        if (r == VS_OK && tp == 1) {
+            _vs_gp_fit(ft, fc, fx, nu, &out[1], &out[0]);
+            out[2] = wall;
+        } else if (r == VS_OK) {
+            /* what the model has for the layers (compute as flop_s and call_s say;
+               each TP collective its table time), against what they took */
+            double extra = 0, nbytes = 0;
+            for (int u = 0; u < nu; u++) {
+                const vs_layer_decl* L = &m->layers[u];
+                int af = 0, ab = 0, sharded = 0;
+                for (int j = 0; j < L->nparams; j++) {
+                    vs_placement place = vs_replicate();
+                    if (vs_plan_placement(&tplan, &L->params[j], &place, NULL) == VS_OK && place.kind == VS_PLACE_SHARD)
+                        sharded = 1;
+                    _vs_gp_tp_calls(&L->params[j], &af, &ab);
+                }
+                double ob = pu[u].out_bytes, ib = u > 0 ? pu[u - 1].out_bytes : ob;
+                extra += ft[u] - fx[u] * pf->flop_s / (sharded ? tp : 1) - fc[u] * pf->call_s -
+                         4 * (af * _vs_gp_allreduce(pf, tp, ob) + ab * _vs_gp_allreduce(pf, tp, ib));
+                nbytes += 4 * (af * ob + ab * ib);
+            }
+            out[0] = nbytes > 0 ? extra / nbytes : 0;
+        }
     }
 done:
     vs_pipe_sched_free(sched);
@@ -1961,7 +2081,7 @@ VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe
     if (r != VS_OK) return r;
     {
         double l3[3] = {0, 0, 0}, o = 0;
-        vs_result rl = _vs_gp_prof_layers(w, solo, m, data, data_user, l3);
+        vs_result rl = _vs_gp_prof_layers(w, solo, m, data, data_user, 1, NULL, l3);
         if (rl == VS_OK) rl = _vs_gp_prof_opt(w, solo, &o);
         v[0] = l3[0], v[1] = l3[1], v[2] = l3[2], v[3] = o;
         if (rl != VS_OK) _vs_gp_fmt(msg0, sizeof msg0, "%s", vs_last_error());
@@ -2020,6 +2140,31 @@ VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe
         if ((r = vs_broadcast(wc, &v[5], &v[5], 1, VS_F64, 0, NULL)) != VS_OK) goto done;
         p.p2p_bw_bytes_s = v[5];
     }
+    /* tp_s: the layers once more for each group size of the table, TP-sharded
+       (megatron) where the model's shapes allow it */
+    for (int g = 0; g < VS_PROFILE_AR_GROUPS && size > 1; g++) {
+        vs_plan tplan;
+        memset(&tplan, 0, sizeof tplan);
+        tplan.tp = p.ar_n[g], tplan.policy = VS_TP_MEGATRON;
+        if (p.ar_n[g] < 2 || !_vs_gp_ar_row(&p, p.ar_n[g])) continue;
+        if (vs_plan_check(&tplan, m) != VS_OK) { // e.g. a TP size that does not divide the heads
+            vs_clear_error();
+            continue;
+        }
+        double x = 0, f, first = 0;
+        vs_result rl = _vs_gp_prof_layers(w, wc, m, data, data_user, p.ar_n[g], &p, &x);
+        if (rl != VS_OK) _vs_gp_fmt(msg0, sizeof msg0, "%s", vs_last_error());
+        f = rl != VS_OK ? (double)(rank + 1) : (double)(size + 1);
+        if ((r = vs_all_reduce(wc, &f, &first, 1, VS_F64, VS_OP_MIN, NULL)) != VS_OK) goto done;
+        if (first <= size) {
+            if (rl != VS_OK) r = vs_set_error(rl, "vs_profile_measure: timing the TP%d layers: %s", p.ar_n[g], msg0);
+            else r = vs_set_error(VS_ERR_INVALID, "vs_profile_measure: timing the TP%d layers failed on rank %d (see its error)",
+                                  p.ar_n[g], (int)first - 1);
+            goto done;
+        }
+        if ((r = vs_all_reduce(wc, &x, &x, 1, VS_F64, VS_OP_SUM, NULL)) != VS_OK) goto done;
+        p.tp_s[g] = x / size;
+    }
     *out = p;
 done:
     vs_free(w, buf);
@@ -2042,19 +2187,33 @@ VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap)
                          p->ar_s[g][1], p->ar_s[g][2], p->ar_s[g][3]);
         len = k < 0 ? k : len + k;
     }
+    for (int g = 0; g < VS_PROFILE_AR_GROUPS && len >= 0; g++) {
+        if (p->ar_n[g] <= 0 || p->tp_s[g] == 0) continue;
+        char one[64]; // (then copied: gcc -O3 sees a NULL destination in snprintf(buf ? ... : NULL, ...))
+        int k = snprintf(one, sizeof one, " tp%d=%.17g", p->ar_n[g], p->tp_s[g]);
+        size_t at = (size_t)len < cap ? (size_t)len : cap;
+        if (k > 0 && buf && cap - at > 0) {
+            size_t c = (size_t)k < cap - at - 1 ? (size_t)k : cap - at - 1;
+            memcpy(buf + at, one, c);
+            buf[at + c] = 0;
+        }
+        len = k < 0 ? k : len + k;
+    }
     return len;
 }
 
-/* "key=" value: a finite number >= 0 at v ending at a blank, the end or `stop`;
-   an error quotes the whole value from `all` on. */
+/* "key=" value: a finite number (>= 0 unless `neg`) at v ending at a blank, the
+   end or `stop`; an error quotes the whole value from `all` on. */
 _VS_HL_PRIVATE vs_result _vs_gp_parse_num(const char* key, size_t kl, const char* all, const char* v, char stop,
-                                          double* out, const char** end)
+                                          int neg, double* out, const char** end)
 {
     char* e;
     double x = strtod(v, &e);
-    if (e == v || (*e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r' && *e != stop) || !(x >= 0 && x < HUGE_VAL))
+    if (e == v || (*e && *e != ' ' && *e != '\t' && *e != '\n' && *e != '\r' && *e != stop) || !(fabs(x) < HUGE_VAL) ||
+        (!neg && !(x >= 0)))
         return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: %.*s = '%.*s' (%s)", (int)kl, key,
-                            (int)strcspn(all, " \t\n"), all, all == v ? "a finite number >= 0" : "finite numbers >= 0");
+                            (int)strcspn(all, " \t\n"), all,
+                            neg ? "a finite number" : all == v ? "a finite number >= 0" : "finite numbers >= 0");
     *out = x;
     *end = e;
     return VS_OK;
@@ -2075,23 +2234,29 @@ VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
         size_t kl = (size_t)(eq - s);
         if (*eq != '=')
             return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s' is not key=value", (int)(kl < 40 ? kl : 40), s);
-        if (kl > 2 && !strncmp(s, "ar", 2) && s[2] >= '0' && s[2] <= '9') { // arN=t0,t1,t2,t3
+        int isar = kl > 2 && !strncmp(s, "ar", 2) && s[2] >= '0' && s[2] <= '9';
+        if (isar || (kl > 2 && !strncmp(s, "tp", 2) && s[2] >= '0' && s[2] <= '9')) { // arN=t0,t1,t2,t3, tpN=x
             long n = 0;
             for (size_t i = 2; i < kl && n <= 1000000; i++)
                 n = s[i] >= '0' && s[i] <= '9' ? n * 10 + (s[i] - '0') : 1000001;
             if (n < 2 || n > 1000000)
-                return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s': the group size after 'ar' must be an integer >= 2",
-                                    (int)(kl < 40 ? kl : 40), s);
+                return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s': the group size after '%.2s' must be an integer >= 2",
+                                    (int)(kl < 40 ? kl : 40), s, s);
             int g = 0;
             while (g < VS_PROFILE_AR_GROUPS && p.ar_n[g] && p.ar_n[g] != (int)n) g++;
             if (g == VS_PROFILE_AR_GROUPS)
-                return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s': more than %d all-reduce group sizes",
+                return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s': more than %d group sizes",
                                     (int)(kl < 40 ? kl : 40), s, VS_PROFILE_AR_GROUPS);
             p.ar_n[g] = (int)n;
             const char* v = eq + 1;
+            if (!isar) {
+                if ((r = _vs_gp_parse_num(s, kl, v, v, 0, 1, &p.tp_s[g], &v)) != VS_OK) return r;
+                s = v;
+                continue;
+            }
             for (int k = 0; k < VS_PROFILE_AR_SIZES; k++) {
                 const char* e;
-                if ((r = _vs_gp_parse_num(s, kl, eq + 1, v, k + 1 < VS_PROFILE_AR_SIZES ? ',' : 0, &p.ar_s[g][k], &e)) != VS_OK)
+                if ((r = _vs_gp_parse_num(s, kl, eq + 1, v, k + 1 < VS_PROFILE_AR_SIZES ? ',' : 0, 0, &p.ar_s[g][k], &e)) != VS_OK)
                     return r;
                 if (k + 1 < VS_PROFILE_AR_SIZES && *e != ',')
                     return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: %.*s = '%.*s' (%d numbers separated by ',')",
@@ -2111,10 +2276,10 @@ VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
                                                              : NULL;
         if (!dst)
             return vs_set_error(VS_ERR_INVALID,
-                                "vs_profile_parse: unknown key '%.*s' (flop_s, bw, latency, p2p_bw, call, instr, opt, arN)",
+                                "vs_profile_parse: unknown key '%.*s' (flop_s, bw, latency, p2p_bw, call, instr, opt, arN, tpN)",
                                 (int)(kl < 40 ? kl : 40), s);
         const char* e;
-        if ((r = _vs_gp_parse_num(s, kl, eq + 1, eq + 1, 0, dst, &e)) != VS_OK) return r;
+        if ((r = _vs_gp_parse_num(s, kl, eq + 1, eq + 1, 0, 0, dst, &e)) != VS_OK) return r;
         s = e;
     }
     *out = p;

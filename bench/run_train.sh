@@ -4,11 +4,12 @@
 # the planner's predicted step time against the measured one for every mesh of 8
 # ranks with modelled device time. See bench/train.c for what it measures and how.
 #
-#   B=build bash bench/run_train.sh [--reps 7] [--steps-model-ms 400] [--skip-real]
-#       [--skip-plan] [--strict]
+#   B=build bash bench/run_train.sh [--reps 7] [--steps-model-ms 400] [--profile-rows 16]
+#       [--skip-real] [--skip-plan] [--strict]
 #
 #   --reps            timed steps per configuration, after one warm-up (the median)
 #   --steps-model-ms  (c): one modelled device's time for the whole step (default 400)
+#   --profile-rows    (c): rows of the microbatch vs_profile_measure times (default 16)
 #   --skip-real       skip (a) and (b)
 #   --skip-plan       skip (c)
 #   --strict          exit 1 when a target is missed (default: only printed)
@@ -22,13 +23,13 @@ B=${B:-build}
 BIN=build/bench_train
 args=()
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case $1 in
-    --reps | --steps-model-ms)
+    --reps | --steps-model-ms | --profile-rows)
         [ $# -ge 2 ] || { usage; exit 2; }; args+=("$1" "$2"); shift 2 ;;
-    --reps=* | --steps-model-ms=*) args+=("${1%%=*}" "${1#*=}"); shift ;;
+    --reps=* | --steps-model-ms=* | --profile-rows=*) args+=("${1%%=*}" "${1#*=}"); shift ;;
     --skip-real | --skip-plan | --strict) args+=("$1"); shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "run_train.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;

@@ -3,7 +3,8 @@
    planner's predicted step time against the measured one on 8 ranks.
 
        cc -std=c99 -O2 -D_POSIX_C_SOURCE=200809L -I. -o build/bench_train bench/train.c -lpthread -lm
-       build/bench_train [--reps 7] [--steps-model-ms 400] [--skip-real] [--skip-plan] [--strict]
+       build/bench_train [--reps 7] [--steps-model-ms 400] [--profile-rows 16] [--skip-real] [--skip-plan]
+                         [--strict]
    (bench/run_train.sh builds and runs it; make bench-train.)
 
    Model: vocab 64, seq 32, dim 64, 8 heads, 4 blocks (10 units: embed, 4 x
@@ -56,7 +57,9 @@
        no host core; the loss is ln V) and make the same TP calls as gpt.h's
        (vocab embedding and cross-entropy, reduce_forward / copy_backward on
        [n, D]); so 8 ranks behave like 8 devices whose only shared resource is the
-       transport. vs_profile_measure calibrates on the same model once; then for
+       transport. vs_profile_measure calibrates on the same model once (a
+       microbatch of --profile-rows rows, 16; its tp_s runs the layers on TP2,
+       TP4 and TP8 in place); then for
        every mesh PPxDPxTP of 8 ranks, vs_generate_plan with the mesh fixed gives
        the best configuration (schedule, microbatches, ZeRO) and its predicted
        step; vs_train_step runs it (1 warm-up, --reps timed, barrier to barrier,
@@ -136,6 +139,7 @@ static vs_model_desc WMODEL;
 static int NU;
 static int reps = 7;
 static double model_ms = 400, FLOP_S = 1e-10;
+static int prof_rows = 16; // (c): the profile's microbatch
 static int failed; // wrong data
 
 // >>wrappers: time the model's own callbacks (real mode) or model them (modelled mode)
@@ -453,7 +457,7 @@ static int bt_prof_rank(vs_world* w, void* arg)
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     memset(&TL, 0, sizeof TL);
     TL.modelled = 1, TL.first_cb = -1;
-    int64_t rows = PROWS / 4;
+    int64_t rows = prof_rows;
     vs_profile pf;
     vs_result r = vs_profile_measure(w, &WMODEL, bt_prof_data, &rows, &pf);
     if (r) {
@@ -560,15 +564,18 @@ int main(int argc, char** argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--steps-model-ms") && i + 1 < argc) model_ms = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--profile-rows") && i + 1 < argc) prof_rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--skip-real")) do_real = 0;
         else if (!strcmp(argv[i], "--skip-plan")) do_plan = 0;
         else if (!strcmp(argv[i], "--strict")) strict = 1;
         else {
-            fprintf(stderr, "usage: bench_train [--reps N] [--steps-model-ms MS] [--skip-real] [--skip-plan] [--strict]\n");
+            fprintf(stderr, "usage: bench_train [--reps N] [--steps-model-ms MS] [--profile-rows N] [--skip-real] [--skip-plan] "
+                            "[--strict]\n");
             return 2;
         }
     }
     if (reps < 1 || reps > 100) reps = 7;
+    if (prof_rows < 1 || prof_rows > 1024) prof_rows = 16;
     if (gpt_model(&CFG, &STORE, &MODEL) != VS_OK) return fprintf(stderr, "gpt_model: %s\n", vs_last_error()), 1;
     build_wrapped();
     int miss = 0;

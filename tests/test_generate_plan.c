@@ -8,6 +8,7 @@
 #include "tests/vs_test.h"
 #include <math.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define MAXL 64
 
@@ -487,10 +488,13 @@ static void test_profile_text(void)
     for (int g = 0; g < VS_PROFILE_AR_GROUPS; g++) {
         p.ar_n[g] = 2 << g;
         for (int k = 0; k < VS_PROFILE_AR_SIZES; k++) p.ar_s[g][k] = 1e-5 * (g + 1) * (k + 1) + 1e-17 * k;
+        p.tp_s[g] = g == 2 ? 0 : (g & 1 ? -1 : 1) * 3.0000000000000004e-10 * (g + 1); // 0: not printed
     }
     char buf[2048];
     int len = vs_profile_print(&p, buf, sizeof buf);
-    VT_CHECK(len > 0 && len == (int)strlen(buf) && len < 1100 && !strchr(buf, '\n'), "one line of about 1 KB: '%s'", buf);
+    VT_CHECK(len > 0 && len == (int)strlen(buf) && len < 1300 && !strchr(buf, '\n'), "one line of about 1.2 KB: '%s'", buf);
+    VT_CHECK(strstr(buf, " tp2=3.00000000000000") && strstr(buf, " tp4=-6.0000") && !strstr(buf, " tp8="),
+             "tpN: %s", buf);
     VT_CHECK(strstr(buf, "flop_s=") && strstr(buf, " bw=") && strstr(buf, " latency=") && strstr(buf, " p2p_bw=") &&
                  strstr(buf, " call=") && strstr(buf, " instr=") && strstr(buf, " opt=") && strstr(buf, " ar2=") &&
                  strstr(buf, " ar64="),
@@ -519,8 +523,15 @@ static void test_profile_text(void)
     VT_ERR(vs_profile_parse("ar8=1,-2,3,4", &q), VS_ERR_INVALID, "ar8 = '1,-2,3,4'");
     VT_ERR(vs_profile_parse("ar1=1,2,3,4", &q), VS_ERR_INVALID, "'ar1': the group size after 'ar' must be an integer >= 2");
     VT_ERR(vs_profile_parse("arx=1,2,3,4", &q), VS_ERR_INVALID, "unknown key 'arx'");
+    VT_OK(vs_profile_parse("tp4=-2.5e-4 ar4=1,2,3,4 tp8=1e-3", &q));
+    VT_CHECK(q.ar_n[0] == 4 && q.tp_s[0] == -2.5e-4 && q.ar_s[0][3] == 4 && q.ar_n[1] == 8 && q.tp_s[1] == 1e-3 &&
+                 q.ar_s[1][0] == 0,
+             "tpN: n %d %g, n %d %g", q.ar_n[0], q.tp_s[0], q.ar_n[1], q.tp_s[1]);
+    VT_ERR(vs_profile_parse("tp4=fast", &q), VS_ERR_INVALID, "tp4 = 'fast' (a finite number)");
+    VT_ERR(vs_profile_parse("tp4=inf", &q), VS_ERR_INVALID, "tp4 = 'inf'");
+    VT_ERR(vs_profile_parse("tp1=0.1", &q), VS_ERR_INVALID, "the group size after 'tp' must be an integer >= 2");
     VT_ERR(vs_profile_parse("ar2=1,1,1,1 ar3=1,1,1,1 ar4=1,1,1,1 ar5=1,1,1,1 ar6=1,1,1,1 ar7=1,1,1,1 ar8=1,1,1,1", &q),
-           VS_ERR_INVALID, "more than 6 all-reduce group sizes");
+           VS_ERR_INVALID, "more than 6 group sizes");
     VT_ERR(vs_profile_parse(NULL, &q), VS_ERR_NULL, "text");
 }
 
@@ -537,6 +548,7 @@ static void test_measured_tables(void)
     pf.ar_n[0] = 4, pf.ar_n[1] = 2; // n = 4: never used here
     for (int k = 0; k < 4; k++) pf.ar_s[0][k] = 1, pf.ar_s[1][k] = t[k];
     pf.opt_s = 2e-9;
+    pf.tp_s[0] = 1, pf.tp_s[1] = 2e-10; // each TP2 all-reduce inside a layer: 0.2 ns a byte more
     vs_constraints c;
     memset(&c, 0, sizeof c);
     c.world = 2, c.tp = 2, c.global_batch = 32, c.act_bytes_per_row = 1000;
@@ -549,14 +561,19 @@ static void test_measured_tables(void)
         int M = e->plan.microbatches;
         double rows = 32.0 / M, hid = 4.0 * (double)tm.D * rows;
         VT_CHECK(hid > X[0] && hid <= X[1], "hid %g bytes lies in the first span", hid);
-        double arh = t[0] + (t[1] - t[0]) * (hid - X[0]) / (X[1] - X[0]);
+        double arh = t[0] + (t[1] - t[0]) * (hid - X[0]) / (X[1] - X[0]) + 2e-10 * hid;
         double comm = M * (arh + 4 * 4 * arh + arh);
         double comp = 3 * (tm.flops_sharded / 2 + tm.flops_loss) * 32 * 1e-9 + 2e-9 * P;
         VT_CHECK(near(e->comm_s, comm, 1e-12), "tp2 M=%d comm %.17g, want %.17g", M, e->comm_s, comm);
         VT_CHECK(near(e->compute_s, comp, 1e-12), "tp2 M=%d compute %.17g, want %.17g (optimizer included)", M,
                  e->compute_s, comp);
     }
-    // DP2: the whole model's gradients, 4 P bytes
+    // an in-place extra below minus the table's time: the calls cost nothing, never less
+    vs_profile fast = pf;
+    fast.tp_s[1] = -1;
+    VT_OK(vs_generate_plan(&tm.m, &c, &fast, &out, est, CAP, &n));
+    for (int i = 0; i < n; i++) VT_CHECK(est[i].comm_s == 0, "tp_s -1: comm %g", est[i].comm_s);
+    // DP2: the whole model's gradients, 4 P bytes (tp_s plays no part)
     memset(&c, 0, sizeof c);
     c.world = 2, c.pp = 1, c.tp = 1, c.global_batch = 32, c.act_bytes_per_row = 1000;
     VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
@@ -587,6 +604,9 @@ static void test_measured_tables(void)
     bad = pf;
     bad.opt_s = -1;
     VT_ERR(vs_generate_plan(&tm.m, &c, &bad, &out, est, CAP, &n), VS_ERR_INVALID, "profile opt = -1");
+    bad = pf;
+    bad.tp_s[2] = INFINITY;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &bad, &out, est, CAP, &n), VS_ERR_INVALID, "tp_s[2] = inf");
 }
 
 /* vs_profile_measure on 2 thread ranks with a real two-layer model. */
@@ -605,21 +625,44 @@ static vs_result p_data(vs_pipe_call* c)
     return r;
 }
 
+/* l0 column-parallel (w [PD, PD], its columns split over TP), l1 row-parallel
+   (its rows split; its partial output summed over TP). At TP > 1 each of l1's
+   two collectives (forward, backward: what the planner counts for a
+   row-parallel weight) is followed by a sleep of P_EXTRA seconds, as a layer
+   whose TP calls cost more than the table's all-reduce does: the profile's
+   tp_s must find it. */
+#define P_EXTRA 2e-3
+static void p_sleep(double s)
+{
+    struct timespec ts;
+    ts.tv_sec = 0, ts.tv_nsec = (long)(s * 1e9);
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
 static vs_result p_fwd(vs_pipe_call* c)
 {
     const vs_layer_ctx* L = vs_layer(c);
     const float *x = (const float*)c->in[0].data, *w = (const float*)L->param[0];
-    int64_t shape[2] = {PR, PD};
+    int64_t I = L->local_shape[0][0], O = L->local_shape[0][1], shape[2] = {PR, O};
+    int row = I < PD;
     float* y;
+    VT_CHECK(row ? I * L->tp_size == PD && O == PD && L->offset[0][0] == I * L->tp_rank
+                 : I == PD && O * L->tp_size == PD && L->offset[0][1] == O * L->tp_rank,
+             "layer ctx: local %lld x %lld at TP%d rank %d, offsets %lld %lld", (long long)I, (long long)O, L->tp_size,
+             L->tp_rank, (long long)L->offset[0][0], (long long)L->offset[0][1]);
     vs_result r = vs_pipe_output(c, 0, VS_F32, 2, shape, (void**)&y);
     if (r) return r;
-    VT_CHECK(L->local_shape[0][0] == PD && L->local_shape[0][1] == PD && L->tp_size == 1, "layer ctx");
     for (int i = 0; i < PR; i++)
-        for (int j = 0; j < PD; j++) {
+        for (int j = 0; j < O; j++) {
             float a = 0;
-            for (int k = 0; k < PD; k++) a += x[i * PD + k] * w[k * PD + j];
-            y[i * PD + j] = a;
+            for (int k = 0; k < I; k++) a += x[i * I + k] * w[k * O + j];
+            y[i * O + j] = a;
         }
+    if (row && L->tp_size > 1) {
+        if ((r = vs_tp_reduce_forward(L->tp, y, (size_t)(PR * O), VS_F32)) != VS_OK) return r;
+        p_sleep(P_EXTRA);
+    }
     return VS_OK;
 }
 
@@ -628,12 +671,14 @@ static vs_result p_bwd(vs_pipe_call* c)
     const vs_layer_ctx* L = vs_layer(c);
     const float *x = (const float*)c->in[0].data, *w = (const float*)L->param[0], *gy = (const float*)c->out[0].grad;
     float *gx = (float*)c->in[0].grad, *gw = (float*)L->grad[0];
+    int64_t I = L->local_shape[0][0], O = L->local_shape[0][1];
     for (int i = 0; i < PR; i++)
-        for (int j = 0; j < PD; j++)
-            for (int k = 0; k < PD; k++) {
-                if (gx) gx[i * PD + k] += gy[i * PD + j] * w[k * PD + j];
-                gw[k * PD + j] += gy[i * PD + j] * x[i * PD + k];
+        for (int j = 0; j < O; j++)
+            for (int k = 0; k < I; k++) {
+                if (gx) gx[i * I + k] += gy[i * O + j] * w[k * O + j];
+                gw[k * O + j] += gy[i * O + j] * x[i * I + k];
             }
+    if (I < PD && L->tp_size > 1) p_sleep(P_EXTRA); // (its input's gradient needs no sum here: l0's input is data)
     return VS_OK;
 }
 
@@ -688,7 +733,7 @@ static void test_profile_measure(void)
     memset(plm, 0, sizeof plm);
     const char* names[3] = {"l0", "l1", "loss"};
     const char* ins[3] = {"x", "h0", "h1"};
-    const char* outs[3] = {"h0:f32[*,32]", "h1:f32[*,32]", "loss:f32[]"};
+    const char* outs[3] = {"h0:f32[*,*]", "h1:f32[*,32]", "loss:f32[]"};
     static const char* pn[2] = {"l0.w", "l1.w"};
     for (int u = 0; u < 3; u++) {
         plm[u].unit.name = names[u], plm[u].unit.inputs = ins[u], plm[u].unit.outputs = outs[u];
@@ -699,7 +744,7 @@ static void test_profile_measure(void)
             plm[u].nparams = 1;
             plm[u].params[0].name = pn[u], plm[u].params[0].ndim = 2;
             plm[u].params[0].shape[0] = plm[u].params[0].shape[1] = PD;
-            plm[u].params[0].role = VS_ROLE_COLUMN;
+            plm[u].params[0].role = u == 0 ? VS_ROLE_COLUMN : VS_ROLE_ROW;
             plm[u].params[0].init.kind = VS_INIT_NORMAL, plm[u].params[0].init.b = 0.02;
         }
     }
@@ -711,6 +756,12 @@ static void test_profile_measure(void)
     VT_CHECK(p->call_s >= 0 && p->call_s < 1e-2 && p->instr_s >= 0 && p->instr_s < 1e-2, "call %g instr %g", p->call_s,
              p->instr_s);
     VT_CHECK(!memcmp(&got[0], &got[1], sizeof got[0]), "ranks disagree");
+    /* tp_s: the layers on TP2 (column then row) found the sleeps after l1's two
+       collectives, per byte they move: l1's output [PR, PD] forward, its input
+       (l0's output, [PR, PD / 2] on TP2) backward (the layers' compute is ~30 us) */
+    double want = 2 * P_EXTRA / (4.0 * PR * PD + 4.0 * PR * PD / 2);
+    VT_CHECK(p->ar_n[0] == 2 && p->tp_s[0] > 0.7 * want && p->tp_s[0] < 5 * want, "ar_n[0] %d tp_s[0] %g (want ~%g)",
+             p->ar_n[0], p->tp_s[0], want);
     if (getenv("VT_VERBOSE")) {
         char buf[256];
         vs_profile_print(p, buf, sizeof buf);
