@@ -236,6 +236,12 @@ typedef struct vs_layer_ctx {
     int64_t offset[VS_LAYER_MAX_PARAMS][VS_TENSOR_MAX_DIMS];
     vs_mesh* tp;
     int tp_size, tp_rank; // 1, 0 without TP
+    /* 1: sequence parallelism (vs_plan.sequence_parallel with tp_size > 1). The
+       activations a layer gets and gives are its rank's 1/tp_size of the
+       sequence (rows [tp_rank, tp_rank + 1) x T / tp_size of each sample); the
+       gradients of its TP-replicated parameters come from those rows only
+       (DDP sums them over TP). */
+    int sp;
 } vs_layer_ctx;
 
 static inline vs_layer_ctx* vs_layer(const vs_pipe_call* call) { return (vs_layer_ctx*)call->user; }
@@ -272,6 +278,14 @@ typedef struct vs_plan {
     vs_pipe_kind schedule;        // 0: 1f1b
     int microbatches;             // per DP rank and step (0: pp, at least 1)
     vs_zero_stage zero;
+    /* Sequence parallelism (megatron, tp > 1; a no-op at tp 1): the activations
+       between layers are split over TP along the sequence, so norms and
+       residuals see 1/tp of the rows, and the layers gather and reduce-scatter
+       around their column/row pairs instead of all-reducing (vs_sp_*). Every
+       parameter replicated over TP then gets a partial gradient (from its
+       rank's rows) that DDP sums over TP (a Partial placement along TP). The
+       layers learn it from vs_layer_ctx.sp. */
+    int sequence_parallel;
 } vs_plan;
 
 /* Text (one "key: value" per line, rules as "shard <pattern> <placement>") or
@@ -349,6 +363,7 @@ typedef struct vs_constraints {
     int microbatches;          // per DP rank (0: free)
     int64_t global_batch;      // rows per step (required)
     int64_t act_bytes_per_row; // activation bytes a layer keeps per row per microbatch (0: 4 * largest param dim)
+    int sequence_parallel;     // 1: plans with tp > 1 use it (their activations count 1/tp)
 } vs_constraints;
 
 /* One configuration as the planner saw it. */
@@ -621,6 +636,11 @@ VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m)
     if ((int)p->schedule < 0 || (int)p->schedule >= VS_PIPE_KIND_COUNT)
         return vs_set_error(VS_ERR_INVALID, "%s: schedule %d", fn, (int)p->schedule);
     const int pp = _vs_hl_sz(p->pp), tp = _vs_hl_sz(p->tp), V = _vs_hl_chunks(p);
+    if (p->sequence_parallel < 0 || p->sequence_parallel > 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: sequence_parallel %d (0 or 1)", fn, p->sequence_parallel);
+    if (p->sequence_parallel && tp > 1 && p->policy == VS_TP_NONE)
+        return vs_set_error(VS_ERR_INVALID, "%s: sequence_parallel with policy none: TP=%d splits nothing to gather around",
+                            fn, tp);
     if (pp * V > m->nlayers)
         return vs_set_error(VS_ERR_INVALID, "%s: %d stages x %d chunks but the model has %d layers", fn, pp, V,
                             m->nlayers);
@@ -665,6 +685,7 @@ VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap)
     if (p->split_points[0]) _vs_pipe_cat(buf, cap, &len, "split_points: %s\n", p->split_points);
     _vs_pipe_cat(buf, cap, &len, "chunks: %d\nschedule: %s\nmicrobatches: %d\nzero: %d\n", _vs_hl_chunks(p),
                  vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero);
+    if (p->sequence_parallel) _vs_pipe_cat(buf, cap, &len, "sequence_parallel: %d\n", p->sequence_parallel);
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
@@ -683,9 +704,9 @@ VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap)
                      p->rules[i].placement);
     _vs_pipe_cat(buf, cap, &len,
                  "], \"split\": \"%s\", \"split_points\": \"%s\", \"chunks\": %d, \"schedule\": \"%s\", "
-                 "\"microbatches\": %d, \"zero\": %d}\n",
+                 "\"microbatches\": %d, \"zero\": %d, \"sequence_parallel\": %d}\n",
                  _vs_hl_split_names[(int)p->split >= 0 && p->split <= VS_PIPE_SPLIT_TIME ? p->split : 0], p->split_points,
-                 _vs_hl_chunks(p), vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero);
+                 _vs_hl_chunks(p), vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero, p->sequence_parallel);
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
@@ -730,10 +751,13 @@ _VS_HL_PRIVATE vs_result _vs_plan_set(vs_plan* p, const char* key, const char* v
         vs_pipe_kind k = VS_PIPE_1F1B;
         if (vs_pipe_kind_parse(v, &k)) return vs_set_error(VS_ERR_INVALID, "%s: %s: %s", fn, where, vs_last_error());
         p->schedule = k;
-    } else if (!strcmp(key, "strict") || !strcmp(key, "chunks") || !strcmp(key, "microbatches") || !strcmp(key, "zero")) {
+    } else if (!strcmp(key, "strict") || !strcmp(key, "chunks") || !strcmp(key, "microbatches") || !strcmp(key, "zero") ||
+               !strcmp(key, "sequence_parallel")) {
         long x = strtol(v, &end, 10);
-        if (end == v || *end || x < 0 || x > 1000000 || (!strcmp(key, "zero") && x > 2))
+        if (end == v || *end || x < 0 || x > 1000000 || (!strcmp(key, "zero") && x > 2) ||
+            (!strcmp(key, "sequence_parallel") && x > 1))
             return vs_set_error(VS_ERR_INVALID, "%s: %s: %s = \"%s\"", fn, where, key, v);
+        if (!strcmp(key, "sequence_parallel")) p->sequence_parallel = (int)x;
         if (!strcmp(key, "strict")) p->strict = (int)x;
         if (!strcmp(key, "chunks")) p->chunks = (int)x;
         if (!strcmp(key, "microbatches")) p->microbatches = (int)x;
@@ -895,8 +919,11 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
      state 2 x f32 per element (ZeRO-1/2: /dp), activations act_bytes_per_row
      x r x (layers of the stage's largest chunk) x the schedule's peak live
      (chunk, microbatch) activations on the stage (vs_pipe_simulate's
-     peak_live); activations are not divided by tp (a bound that holds
-     without sequence parallelism).
+     peak_live); activations are divided by tp only under sequence
+     parallelism (constraints.sequence_parallel; without it the norms and
+     residuals hold whole rows on every TP rank). Its TP communication counts
+     as the all-reduces it replaces (a reduce-scatter and an all-gather move
+     the same bytes).
    Not counted: the engine's message copies, DDP's
    buckets, tied gradients' sums between stages, the vocab-parallel loss's
    small reductions.
@@ -1129,6 +1156,7 @@ _VS_HL_PRIVATE _vs_gp_est* _vs_gp_push(_vs_gp* g, int pp, int dp, int tp, vs_pip
     p->schedule = kind;
     p->microbatches = M;
     p->zero = (vs_zero_stage)zero;
+    p->sequence_parallel = g->c->sequence_parallel && tp > 1;
     return e;
 }
 
@@ -1266,7 +1294,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
     }
     for (int p = 0; p < P; p++) {
         out->last_share[p] = out->pbytes[p] > 0 ? low[p] / out->pbytes[p] : 0;
-        out->act[p] = g->act_row * rows * maxl[p] * sim.peak_live[p];
+        out->act[p] = g->act_row * rows * maxl[p] * sim.peak_live[p] / (g->c->sequence_parallel ? tp : 1);
     }
     return VS_OK;
 }
@@ -1538,6 +1566,8 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
     if (!m->layers || m->nlayers < 1)
         return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: the model has %d layers", m->layers ? m->nlayers : 0);
     if (c->world < 1) return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: world = %d (required, >= 1)", c->world);
+    if (c->sequence_parallel < 0 || c->sequence_parallel > 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: sequence_parallel %d (0 or 1)", c->sequence_parallel);
     if (c->pp < 0 || c->dp < 0 || c->tp < 0 || c->microbatches < 0)
         return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: fixed sizes pp=%d dp=%d tp=%d microbatches=%d (>= 0; 0: free)",
                             c->pp, c->dp, c->tp, c->microbatches);
@@ -2507,6 +2537,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             t->lay[l].ctx.tp = t->tpm;
             t->lay[l].ctx.tp_size = tp;
             t->lay[l].ctx.tp_rank = t->tpm ? vs_mesh_rank(t->tpm) : 0;
+            t->lay[l].ctx.sp = pl->sequence_parallel && tp > 1;
         }
         vs_pipe_split_desc sd;
         memset(&sd, 0, sizeof sd);
@@ -2583,6 +2614,9 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             pdsc.ndim = q->d->ndim;
             for (int e = 0; e < q->d->ndim; e++) pdsc.shape[e] = q->d->shape[e];
             pdsc.placements[2] = q->tp;
+            /* sequence parallelism: a TP-replicated parameter's gradient comes from
+               this rank's rows only, a partial sum over TP that DDP completes */
+            if (t->lay[0].ctx.sp && q->tp.kind == VS_PLACE_REPLICATE) pdsc.placements[2] = vs_partial(VS_OP_SUM);
             pdsc.no_decay = q->d->no_decay;
             // the copy on the later stage is left out of the clip norm (counted once)
             pdsc.tied_copy = q->tied_remote && t->pplan.chunk_stage[q->chunk_b] == t->stage &&

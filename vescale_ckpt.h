@@ -4012,7 +4012,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_ddp_entries(vs_ckpt* ck, vs_ddp* d, const ch
         vs_layout L;
         memset(&L, 0, sizeof L);
         L.mesh = dd.mesh;
-        for (int m = 0; m < VS_MESH_MAX_DIMS; m++) L.p[m] = pi.placements[m];
+        for (int m = 0; m < VS_MESH_MAX_DIMS; m++) // a DDP Partial: the value is replicated, only its gradient is partial
+            L.p[m] = pi.placements[m].kind == VS_PLACE_PARTIAL ? vs_replicate() : pi.placements[m];
         for (int s = -1; s < K && !r; s++) {
             vs_ckpt_entry* x = &e[k];
             char* name = nm + (size_t)k * VS_CKPT_NAME_MAX;

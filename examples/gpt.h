@@ -3,7 +3,9 @@
    causal attention and GELU MLP blocks, a final norm and an LM head tied to the
    token embedding, trained against a cross-entropy loss. The same declaration
    runs on one device and on any PP x DP x TP mesh (Megatron TP: heads and MLP
-   columns split over TP, vocab-parallel embedding and head).
+   columns split over TP, vocab-parallel embedding and head; with the plan's
+   sequence_parallel, the activations between units split over TP along the
+   sequence: see gpt_sp_move).
 
    Include after vescale.h (no implementation needed here: the functions are
    static inline):
@@ -38,7 +40,8 @@
    reads its shards from vs_layer(call)->param[i] (local_shape gives the sizes)
    and adds gradients into ->grad[i]. Replicated parameters get the same
    gradient on every TP rank: every such gradient is computed from tensors that
-   are whole (after the all-reduce) on each rank.
+   are whole (after the all-reduce) on each rank. Under sequence parallelism
+   they get their rank's rows' part instead, which vescale sums over TP.
 
    Outside vescale's engine (call->_rt NULL: a test driving the units by hand)
    forward writes each output into call->out[i].data, which the caller sized,
@@ -382,6 +385,29 @@ GPT__FN vs_result gpt_local_width(const vs_layer_ctx* L, int pi, int64_t full, i
     return VS_OK;
 }
 
+/* Sequence parallelism (vs_layer_ctx.sp): the activations between units are
+   this TP rank's T/t positions of each sample ([B, T/t, D], dim 1 split). A
+   block norms its own rows, gathers them whole for its column-parallel part and
+   reduce-scatters its row-parallel part's partial sums back to its rows; the
+   backward does the reverse. The TP-replicated parameters (norms, wpe, the
+   row-parallel biases) take gradients from this rank's rows only: vescale sums
+   them over TP. These move [B, T, D] f32 between the two forms. */
+GPT__FN vs_result gpt_sp_move(const vs_layer_ctx* L, int k, int64_t B, int64_t T, int64_t D, const float* in,
+                              float* out)
+{
+    int64_t sh[3] = {B, T, D};
+    switch (k) {
+    case 0: return vs_sp_gather_forward(L->tp, VS_F32, 3, sh, 1, in, out);    // rows -> whole
+    case 1: return vs_sp_scatter_forward(L->tp, VS_F32, 3, sh, 1, in, out);   // partial whole -> summed rows
+    case 2: return vs_sp_scatter_backward(L->tp, VS_F32, 3, sh, 1, in, out);  // a gradient's rows -> whole
+    default: return vs_sp_gather_backward(L->tp, VS_F32, 3, sh, 1, in, out);  // a partial whole gradient -> summed rows
+    }
+}
+
+/* The whole sequence T of an activation holding Tl positions; T % t checked where
+   the tokens come in (embed). */
+GPT__FN int64_t gpt_full_T(const vs_layer_ctx* L, int64_t Tl) { return L->sp ? Tl * L->tp_size : Tl; }
+
 // embed: x0 = wte[tokens] + wpe[pos]   params: 0 wte [V, D] (Shard(0) under TP), 1 wpe [T, D]
 
 GPT__FN vs_result gpt_embed_forward(vs_pipe_call* c)
@@ -395,6 +421,30 @@ GPT__FN vs_result gpt_embed_forward(vs_pipe_call* c)
     const int32_t* ids = (const int32_t*)c->in[0].data;
     const float *wte = (const float*)L->param[0], *wpe = (const float*)L->param[1];
     float* x;
+    if (L->sp) {
+        if (T % L->tp_size)
+            return vs_set_error(VS_ERR_INVALID, "gpt embed: sequence parallelism splits T = %lld over TP = %d unevenly",
+                                (long long)T, L->tp_size);
+        int64_t Tl = T / L->tp_size, v0 = 0, Vl = 0, p0 = L->tp_rank * Tl;
+        sh[1] = Tl;
+        if ((r = gpt_output(c, 0, VS_F32, 3, sh, (void**)&x))) return r;
+        if ((r = vs_vocab_range(L->tp, V, &v0, &Vl))) return r;
+        float* part = (float*)calloc((size_t)(n * D), sizeof(float)); // this rank's vocab rows, every position
+        if (!part) return vs_set_error(VS_ERR_NOMEM, "gpt embed: scratch");
+        for (int64_t i = 0; i < n && !r; i++) {
+            if (ids[i] < 0 || ids[i] >= V)
+                r = vs_set_error(VS_ERR_INVALID, "gpt embed: token %d at %lld outside [0, %lld)", ids[i], (long long)i,
+                                 (long long)V);
+            else if (ids[i] >= v0 && ids[i] < v0 + Vl)
+                memcpy(part + i * D, wte + (ids[i] - v0) * D, sizeof(float) * (size_t)D);
+        }
+        if (!r) r = gpt_sp_move(L, 1, B, T, D, part, x);
+        free(part);
+        for (int64_t b = 0; b < B && !r; b++)
+            for (int64_t t = 0; t < Tl; t++)
+                for (int64_t d = 0; d < D; d++) x[(b * Tl + t) * D + d] += wpe[(p0 + t) * D + d];
+        return r;
+    }
     if ((r = gpt_output(c, 0, VS_F32, 3, sh, (void**)&x))) return r;
     if (L->tp) {
         if ((r = vs_vocab_embedding_forward(L->tp, wte, V, D, ids, n, x))) return r;
@@ -420,6 +470,18 @@ GPT__FN vs_result gpt_embed_backward(vs_pipe_call* c)
     const int32_t* ids = (const int32_t*)c->in[0].data;
     const float* dx = (const float*)c->out[0].grad;
     float *gwte = (float*)L->grad[0], *gwpe = (float*)L->grad[1];
+    if (L->sp) { // dx: this rank's positions; wte's rows want every position's, wpe's its own
+        int64_t Tl = T / L->tp_size, p0 = L->tp_rank * Tl;
+        float* full = (float*)malloc(sizeof(float) * (size_t)(n * D));
+        if (!full) return vs_set_error(VS_ERR_NOMEM, "gpt embed: backward scratch");
+        vs_result r = gpt_sp_move(L, 2, B, T, D, dx, full);
+        if (!r) r = vs_vocab_embedding_backward(L->tp, full, ids, n, V, D, gwte);
+        free(full);
+        for (int64_t b = 0; b < B && !r; b++)
+            for (int64_t t = 0; t < Tl; t++)
+                for (int64_t d = 0; d < D; d++) gwpe[(p0 + t) * D + d] += dx[(b * Tl + t) * D + d];
+        return r;
+    }
     if (L->tp) {
         vs_result r = vs_vocab_embedding_backward(L->tp, dx, ids, n, V, D, gwte);
         if (r) return r;
@@ -434,12 +496,16 @@ GPT__FN vs_result gpt_embed_backward(vs_pipe_call* c)
 
 /* attention block: params 0 ln1.g 1 ln1.b 2 wq 3 wk 4 wv 5 bq 6 bv 7 proj 8 bproj.
    Saved: ln [n,D] mean [n] rstd [n] q k v [n,W] P [B,Hl,T,T] y [n,W], then what B
-   leaves for W: dq dk dv [n,W], dln [n,D] (whole: after the TP sum). */
+   leaves for W: dq dk dv [n,W], dln [n,D] (whole: after the TP sum). Under
+   sequence parallelism also lnl [n,D] (this rank's rows of ln, then of dln
+   summed) and dof [n,D] (the output's gradient, whole); n counts the whole
+   sequence, mean/rstd this rank's rows. */
 typedef struct gpt_attn_buf {
-    float *ln, *mean, *rstd, *q, *k, *v, *P, *y, *dq, *dk, *dv, *dln;
+    float *ln, *mean, *rstd, *q, *k, *v, *P, *y, *dq, *dk, *dv, *dln, *lnl, *dof;
 } gpt_attn_buf;
 
-GPT__FN size_t gpt_attn_layout(float* base, int64_t B, int64_t T, int64_t D, int64_t Hl, int64_t W, gpt_attn_buf* s)
+GPT__FN size_t gpt_attn_layout(float* base, int64_t B, int64_t T, int64_t D, int64_t Hl, int64_t W, int sp,
+                               gpt_attn_buf* s)
 {
     int64_t n = B * T, at = 0;
     float* p = base;
@@ -448,12 +514,13 @@ GPT__FN size_t gpt_attn_layout(float* base, int64_t B, int64_t T, int64_t D, int
     GPT__TAKE(q, n * W), GPT__TAKE(k, n * W), GPT__TAKE(v, n * W);
     GPT__TAKE(P, B * Hl * T * T), GPT__TAKE(y, n * W);
     GPT__TAKE(dq, n * W), GPT__TAKE(dk, n * W), GPT__TAKE(dv, n * W), GPT__TAKE(dln, n * D);
+    GPT__TAKE(lnl, sp ? n * D : 0), GPT__TAKE(dof, sp ? n * D : 0);
 #undef GPT__TAKE
     return sizeof(float) * (size_t)at;
 }
 
 typedef struct gpt_attn_dims {
-    int64_t B, T, n, D, W, Hl, hd;
+    int64_t B, T, n, D, W, Hl, hd, Tl, nl; // T, n: the whole sequence; Tl, nl: this rank's rows (sp)
 } gpt_attn_dims;
 
 GPT__FN vs_result gpt_attn_dims_of(vs_pipe_call* c, gpt_attn_dims* d)
@@ -464,7 +531,8 @@ GPT__FN vs_result gpt_attn_dims_of(vs_pipe_call* c, gpt_attn_dims* d)
     vs_result r = gpt_check_act("attn", &c->in[0], d->D);
     if (r) return r;
     if ((r = gpt_local_width(L, 2, d->D, d->hd, &d->W))) return r;
-    d->B = c->in[0].shape[0], d->T = c->in[0].shape[1], d->n = d->B * d->T, d->Hl = d->W / d->hd;
+    d->B = c->in[0].shape[0], d->Tl = c->in[0].shape[1], d->T = gpt_full_T(L, d->Tl);
+    d->n = d->B * d->T, d->nl = d->B * d->Tl, d->Hl = d->W / d->hd;
     if (d->T > u->cfg->seq)
         return vs_set_error(VS_ERR_MISMATCH, "gpt attn: T %lld > seq %d", (long long)d->T, u->cfg->seq);
     return VS_OK;
@@ -473,17 +541,19 @@ GPT__FN vs_result gpt_attn_dims_of(vs_pipe_call* c, gpt_attn_dims* d)
 GPT__FN vs_result gpt_attn_forward(vs_pipe_call* c)
 {
     vs_layer_ctx* L = vs_layer(c);
-    gpt_attn_dims d = {0, 0, 0, 0, 0, 0, 0};
+    gpt_attn_dims d;
+    memset(&d, 0, sizeof d);
     vs_result r = gpt_attn_dims_of(c, &d);
     if (r) return r;
-    int64_t sh[3] = {d.B, d.T, d.D}, n = d.n, D = d.D, W = d.W;
+    int64_t sh[3] = {d.B, d.Tl, d.D}, n = d.n, nl = d.nl, D = d.D, W = d.W;
     gpt_attn_buf s;
     float *base = NULL, *out = NULL;
-    if ((r = gpt_save(c, gpt_attn_layout(NULL, d.B, d.T, D, d.Hl, W, &s), &base))) return r;
-    gpt_attn_layout(base, d.B, d.T, D, d.Hl, W, &s);
+    if ((r = gpt_save(c, gpt_attn_layout(NULL, d.B, d.T, D, d.Hl, W, L->sp, &s), &base))) return r;
+    gpt_attn_layout(base, d.B, d.T, D, d.Hl, W, L->sp, &s);
     const float* x = (const float*)c->in[0].data;
     float* const* P = (float* const*)L->param;
-    gpt_ln_forward(n, D, x, P[0], P[1], s.ln, s.mean, s.rstd);
+    gpt_ln_forward(nl, D, x, P[0], P[1], L->sp ? s.lnl : s.ln, s.mean, s.rstd);
+    if (L->sp && (r = gpt_sp_move(L, 0, d.B, d.T, D, s.lnl, s.ln))) return r;
     float* qkv[3] = {s.q, s.k, s.v};
     for (int j = 0; j < 3; j++) {
         memset(qkv[j], 0, sizeof(float) * (size_t)(n * W));
@@ -492,62 +562,74 @@ GPT__FN vs_result gpt_attn_forward(vs_pipe_call* c)
     }
     gpt_attention_forward(d.B, d.T, d.Hl, d.hd, s.q, s.k, s.v, s.P, s.y);
     if ((r = gpt_output(c, 0, VS_F32, 3, sh, (void**)&out))) return r;
-    memset(out, 0, sizeof(float) * (size_t)(n * D));
-    gpt_mm_nn(n, W, D, s.y, P[7], out); // partial over TP
-    if (L->tp && (r = vs_tp_reduce_forward(L->tp, out, (size_t)(n * D), VS_F32))) return r;
-    gpt_add_bias(n, D, P[8], out); // once, after the sum
-    for (int64_t i = 0; i < n * D; i++) out[i] += x[i];
+    if (L->sp) { // the partial sums whole, then this rank's rows of their sum
+        memset(s.dof, 0, sizeof(float) * (size_t)(n * D)); // (its room until the backward)
+        gpt_mm_nn(n, W, D, s.y, P[7], s.dof);
+        if ((r = gpt_sp_move(L, 1, d.B, d.T, D, s.dof, out))) return r;
+    } else {
+        memset(out, 0, sizeof(float) * (size_t)(n * D));
+        gpt_mm_nn(n, W, D, s.y, P[7], out); // partial over TP
+        if (L->tp && (r = vs_tp_reduce_forward(L->tp, out, (size_t)(n * D), VS_F32))) return r;
+    }
+    gpt_add_bias(nl, D, P[8], out); // once, after the sum
+    for (int64_t i = 0; i < nl * D; i++) out[i] += x[i];
     return VS_OK;
 }
 
 GPT__FN vs_result gpt_attn_backward_input(vs_pipe_call* c)
 {
     vs_layer_ctx* L = vs_layer(c);
-    gpt_attn_dims d = {0, 0, 0, 0, 0, 0, 0};
+    gpt_attn_dims d;
+    memset(&d, 0, sizeof d);
     vs_result r = gpt_attn_dims_of(c, &d);
     if (r) return r;
-    int64_t n = d.n, D = d.D, W = d.W;
+    int64_t n = d.n, nl = d.nl, D = d.D, W = d.W;
     gpt_attn_buf s;
-    gpt_attn_layout((float*)c->saved, d.B, d.T, D, d.Hl, W, &s);
+    gpt_attn_layout((float*)c->saved, d.B, d.T, D, d.Hl, W, L->sp, &s);
     float* const* P = (float* const*)L->param;
     const float* x = (const float*)c->in[0].data;
     const float* dout = (const float*)c->out[0].grad;
     float* dx = (float*)c->in[0].grad;
+    if (L->sp && (r = gpt_sp_move(L, 2, d.B, d.T, D, dout, s.dof))) return r;
+    const float* dfull = L->sp ? s.dof : dout;
     float* dy = (float*)calloc((size_t)(n * W + d.T), sizeof(float));
     if (!dy) return vs_set_error(VS_ERR_NOMEM, "gpt attn: backward scratch");
-    gpt_mm_nt(n, D, W, dout, P[7], dy); // dy = dout proj^T
+    gpt_mm_nt(n, D, W, dfull, P[7], dy); // dy = dout proj^T
     memset(s.dq, 0, sizeof(float) * (size_t)(3 * n * W));
     gpt_attention_backward(d.B, d.T, d.Hl, d.hd, s.q, s.k, s.v, s.P, dy, s.dq, s.dk, s.dv, dy + n * W);
     free(dy);
     memset(s.dln, 0, sizeof(float) * (size_t)(n * D));
     const float* g3[3] = {s.dq, s.dk, s.dv};
     for (int j = 0; j < 3; j++) gpt_mm_nt(n, W, D, g3[j], P[2 + j], s.dln);
-    if (L->tp && (r = vs_tp_copy_backward(L->tp, s.dln, (size_t)(n * D), VS_F32))) return r;
-    for (int64_t i = 0; i < n * D; i++) dx[i] += dout[i]; // the residual
-    gpt_ln_backward_input(n, D, x, P[0], s.mean, s.rstd, s.dln, dx);
+    if (L->sp) r = gpt_sp_move(L, 3, d.B, d.T, D, s.dln, s.lnl); // this rank's rows, summed
+    else if (L->tp) r = vs_tp_copy_backward(L->tp, s.dln, (size_t)(n * D), VS_F32);
+    if (r) return r;
+    for (int64_t i = 0; i < nl * D; i++) dx[i] += dout[i]; // the residual
+    gpt_ln_backward_input(nl, D, x, P[0], s.mean, s.rstd, L->sp ? s.lnl : s.dln, dx);
     return VS_OK;
 }
 
 GPT__FN vs_result gpt_attn_backward_weight(vs_pipe_call* c)
 {
     vs_layer_ctx* L = vs_layer(c);
-    gpt_attn_dims d = {0, 0, 0, 0, 0, 0, 0};
+    gpt_attn_dims d;
+    memset(&d, 0, sizeof d);
     vs_result r = gpt_attn_dims_of(c, &d);
     if (r) return r;
-    int64_t n = d.n, D = d.D, W = d.W;
+    int64_t n = d.n, nl = d.nl, D = d.D, W = d.W;
     gpt_attn_buf s;
-    gpt_attn_layout((float*)c->saved, d.B, d.T, D, d.Hl, W, &s);
+    gpt_attn_layout((float*)c->saved, d.B, d.T, D, d.Hl, W, L->sp, &s);
     float* const* G = (float* const*)L->grad;
     const float* x = (const float*)c->in[0].data;
     const float* dout = (const float*)c->out[0].grad;
-    gpt_ln_backward_weight(n, D, x, s.mean, s.rstd, s.dln, G[0], G[1]);
+    gpt_ln_backward_weight(nl, D, x, s.mean, s.rstd, L->sp ? s.lnl : s.dln, G[0], G[1]);
     const float* g3[3] = {s.dq, s.dk, s.dv};
     for (int j = 0; j < 3; j++) {
         gpt_mm_tn(D, n, W, s.ln, g3[j], G[2 + j]);
         if (j != 1) gpt_bias_grad(n, W, g3[j], G[j ? 6 : 5]);
     }
-    gpt_mm_tn(W, n, D, s.y, dout, G[7]);
-    gpt_bias_grad(n, D, dout, G[8]);
+    gpt_mm_tn(W, n, D, s.y, L->sp ? s.dof : dout, G[7]);
+    gpt_bias_grad(nl, D, dout, G[8]);
     return VS_OK;
 }
 
@@ -558,23 +640,26 @@ GPT__FN vs_result gpt_attn_backward(vs_pipe_call* c)
 }
 
 /* MLP block: params 0 ln2.g 1 ln2.b 2 fc 3 bfc 4 fc2 5 bfc2. Saved: ln [n,D] mean
-   rstd [n] a z [n,F] then da [n,F] dln [n,D] for W. */
+   rstd [n] a z [n,F] then da [n,F] dln [n,D] for W; under sequence parallelism
+   also lnl and dof [n,D] as the attention block's. */
 typedef struct gpt_mlp_buf {
-    float *ln, *mean, *rstd, *a, *z, *da, *dln;
+    float *ln, *mean, *rstd, *a, *z, *da, *dln, *lnl, *dof;
 } gpt_mlp_buf;
 
-GPT__FN size_t gpt_mlp_layout(float* base, int64_t n, int64_t D, int64_t F, gpt_mlp_buf* s)
+GPT__FN size_t gpt_mlp_layout(float* base, int64_t n, int64_t D, int64_t F, int sp, gpt_mlp_buf* s)
 {
     int64_t at = 0;
     float* p = base;
 #define GPT__TAKE(f, cnt) (s->f = p ? p + at : NULL, at += (cnt))
     GPT__TAKE(ln, n * D), GPT__TAKE(mean, n), GPT__TAKE(rstd, n);
     GPT__TAKE(a, n * F), GPT__TAKE(z, n * F), GPT__TAKE(da, n * F), GPT__TAKE(dln, n * D);
+    GPT__TAKE(lnl, sp ? n * D : 0), GPT__TAKE(dof, sp ? n * D : 0);
 #undef GPT__TAKE
     return sizeof(float) * (size_t)at;
 }
 
-GPT__FN vs_result gpt_mlp_dims(vs_pipe_call* c, int64_t* n, int64_t* D, int64_t* F)
+/* n: rows of the whole sequence, nl: this rank's (sp), B and T whole. */
+GPT__FN vs_result gpt_mlp_dims(vs_pipe_call* c, int64_t* n, int64_t* nl, int64_t* B, int64_t* T, int64_t* D, int64_t* F)
 {
     vs_layer_ctx* L = vs_layer(c);
     const gpt_unit* u = (const gpt_unit*)L->user;
@@ -582,76 +667,87 @@ GPT__FN vs_result gpt_mlp_dims(vs_pipe_call* c, int64_t* n, int64_t* D, int64_t*
     vs_result r = gpt_check_act("mlp", &c->in[0], *D);
     if (r) return r;
     if ((r = gpt_local_width(L, 2, 4 * *D, 1, F))) return r;
-    *n = c->in[0].shape[0] * c->in[0].shape[1];
+    *B = c->in[0].shape[0], *T = gpt_full_T(L, c->in[0].shape[1]);
+    *n = *B * *T, *nl = *B * c->in[0].shape[1];
     return VS_OK;
 }
 
 GPT__FN vs_result gpt_mlp_forward(vs_pipe_call* c)
 {
     vs_layer_ctx* L = vs_layer(c);
-    int64_t n = 0, D = 0, F = 0;
-    vs_result r = gpt_mlp_dims(c, &n, &D, &F);
+    int64_t n = 0, nl = 0, B = 0, T = 0, D = 0, F = 0;
+    vs_result r = gpt_mlp_dims(c, &n, &nl, &B, &T, &D, &F);
     if (r) return r;
     gpt_mlp_buf s;
     float *base = NULL, *out = NULL;
-    if ((r = gpt_save(c, gpt_mlp_layout(NULL, n, D, F, &s), &base))) return r;
-    gpt_mlp_layout(base, n, D, F, &s);
+    if ((r = gpt_save(c, gpt_mlp_layout(NULL, n, D, F, L->sp, &s), &base))) return r;
+    gpt_mlp_layout(base, n, D, F, L->sp, &s);
     float* const* P = (float* const*)L->param;
     const float* x = (const float*)c->in[0].data;
-    gpt_ln_forward(n, D, x, P[0], P[1], s.ln, s.mean, s.rstd);
+    gpt_ln_forward(nl, D, x, P[0], P[1], L->sp ? s.lnl : s.ln, s.mean, s.rstd);
+    if (L->sp && (r = gpt_sp_move(L, 0, B, T, D, s.lnl, s.ln))) return r;
     memset(s.a, 0, sizeof(float) * (size_t)(n * F));
     gpt_mm_nn(n, D, F, s.ln, P[2], s.a);
     gpt_add_bias(n, F, P[3], s.a);
     for (int64_t i = 0; i < n * F; i++) s.z[i] = gpt_gelu(s.a[i]);
     int64_t sh[3] = {c->in[0].shape[0], c->in[0].shape[1], D};
     if ((r = gpt_output(c, 0, VS_F32, 3, sh, (void**)&out))) return r;
-    memset(out, 0, sizeof(float) * (size_t)(n * D));
-    gpt_mm_nn(n, F, D, s.z, P[4], out);
-    if (L->tp && (r = vs_tp_reduce_forward(L->tp, out, (size_t)(n * D), VS_F32))) return r;
-    gpt_add_bias(n, D, P[5], out);
-    for (int64_t i = 0; i < n * D; i++) out[i] += x[i];
+    if (L->sp) {
+        memset(s.dof, 0, sizeof(float) * (size_t)(n * D));
+        gpt_mm_nn(n, F, D, s.z, P[4], s.dof);
+        if ((r = gpt_sp_move(L, 1, B, T, D, s.dof, out))) return r;
+    } else {
+        memset(out, 0, sizeof(float) * (size_t)(n * D));
+        gpt_mm_nn(n, F, D, s.z, P[4], out);
+        if (L->tp && (r = vs_tp_reduce_forward(L->tp, out, (size_t)(n * D), VS_F32))) return r;
+    }
+    gpt_add_bias(nl, D, P[5], out);
+    for (int64_t i = 0; i < nl * D; i++) out[i] += x[i];
     return VS_OK;
 }
 
 GPT__FN vs_result gpt_mlp_backward_input(vs_pipe_call* c)
 {
     vs_layer_ctx* L = vs_layer(c);
-    int64_t n = 0, D = 0, F = 0;
-    vs_result r = gpt_mlp_dims(c, &n, &D, &F);
+    int64_t n = 0, nl = 0, B = 0, T = 0, D = 0, F = 0;
+    vs_result r = gpt_mlp_dims(c, &n, &nl, &B, &T, &D, &F);
     if (r) return r;
     gpt_mlp_buf s;
-    gpt_mlp_layout((float*)c->saved, n, D, F, &s);
+    gpt_mlp_layout((float*)c->saved, n, D, F, L->sp, &s);
     float* const* P = (float* const*)L->param;
     const float* x = (const float*)c->in[0].data;
     const float* dout = (const float*)c->out[0].grad;
     float* dx = (float*)c->in[0].grad;
+    if (L->sp && (r = gpt_sp_move(L, 2, B, T, D, dout, s.dof))) return r;
     memset(s.da, 0, sizeof(float) * (size_t)(n * F));
-    gpt_mm_nt(n, D, F, dout, P[4], s.da); // dz
+    gpt_mm_nt(n, D, F, L->sp ? s.dof : dout, P[4], s.da); // dz
     for (int64_t i = 0; i < n * F; i++) s.da[i] *= gpt_gelu_grad(s.a[i]);
     memset(s.dln, 0, sizeof(float) * (size_t)(n * D));
     gpt_mm_nt(n, F, D, s.da, P[2], s.dln);
-    if (L->tp && (r = vs_tp_copy_backward(L->tp, s.dln, (size_t)(n * D), VS_F32))) return r;
-    for (int64_t i = 0; i < n * D; i++) dx[i] += dout[i];
-    gpt_ln_backward_input(n, D, x, P[0], s.mean, s.rstd, s.dln, dx);
+    if (L->sp) r = gpt_sp_move(L, 3, B, T, D, s.dln, s.lnl);
+    else if (L->tp) r = vs_tp_copy_backward(L->tp, s.dln, (size_t)(n * D), VS_F32);
+    if (r) return r;
+    for (int64_t i = 0; i < nl * D; i++) dx[i] += dout[i];
+    gpt_ln_backward_input(nl, D, x, P[0], s.mean, s.rstd, L->sp ? s.lnl : s.dln, dx);
     return VS_OK;
 }
 
 GPT__FN vs_result gpt_mlp_backward_weight(vs_pipe_call* c)
 {
     vs_layer_ctx* L = vs_layer(c);
-    int64_t n = 0, D = 0, F = 0;
-    vs_result r = gpt_mlp_dims(c, &n, &D, &F);
+    int64_t n = 0, nl = 0, B = 0, T = 0, D = 0, F = 0;
+    vs_result r = gpt_mlp_dims(c, &n, &nl, &B, &T, &D, &F);
     if (r) return r;
     gpt_mlp_buf s;
-    gpt_mlp_layout((float*)c->saved, n, D, F, &s);
+    gpt_mlp_layout((float*)c->saved, n, D, F, L->sp, &s);
     float* const* G = (float* const*)L->grad;
     const float* x = (const float*)c->in[0].data;
     const float* dout = (const float*)c->out[0].grad;
-    gpt_ln_backward_weight(n, D, x, s.mean, s.rstd, s.dln, G[0], G[1]);
+    gpt_ln_backward_weight(nl, D, x, s.mean, s.rstd, L->sp ? s.lnl : s.dln, G[0], G[1]);
     gpt_mm_tn(D, n, F, s.ln, s.da, G[2]);
     gpt_bias_grad(n, F, s.da, G[3]);
-    gpt_mm_tn(F, n, D, s.z, dout, G[4]);
-    gpt_bias_grad(n, D, dout, G[5]);
+    gpt_mm_tn(F, n, D, s.z, L->sp ? s.dof : dout, G[4]);
+    gpt_bias_grad(nl, D, dout, G[5]);
     return VS_OK;
 }
 
@@ -663,8 +759,10 @@ GPT__FN vs_result gpt_mlp_backward(vs_pipe_call* c)
 
 /* head: params 0 lnf.g 1 lnf.b 2 wte (tied; this rank's Vl rows). loss = mean over
    tokens of the cross-entropy of logits = lnf(x) wte^T. Saved: ln [n,D] mean rstd
-   [n], dlogits [n,Vl] (softmax - one_hot, per token), per-token loss [n]. */
-GPT__FN vs_result gpt_head_dims(vs_pipe_call* c, int64_t* n, int64_t* D, int64_t* Vl)
+   [n], dlogits [n,Vl] (softmax - one_hot, per token), per-token loss [n], and
+   under sequence parallelism lnl [n,D] (this rank's rows of ln). n counts the
+   whole sequence (the targets'); nl the input's rows. */
+GPT__FN vs_result gpt_head_dims(vs_pipe_call* c, int64_t* n, int64_t* nl, int64_t* D, int64_t* Vl)
 {
     vs_layer_ctx* L = vs_layer(c);
     const gpt_unit* u = (const gpt_unit*)L->user;
@@ -672,7 +770,8 @@ GPT__FN vs_result gpt_head_dims(vs_pipe_call* c, int64_t* n, int64_t* D, int64_t
     vs_result r = gpt_check_act("head", &c->in[0], *D);
     if (r) return r;
     if ((r = gpt_check_ids("head", &c->in[1], u->cfg->seq))) return r;
-    *n = c->in[0].shape[0] * c->in[0].shape[1];
+    *nl = c->in[0].shape[0] * c->in[0].shape[1];
+    *n = c->in[0].shape[0] * gpt_full_T(L, c->in[0].shape[1]);
     if (c->in[1].shape[0] * c->in[1].shape[1] != *n)
         return vs_set_error(VS_ERR_MISMATCH, "gpt head: %lld targets for %lld positions",
                             (long long)(c->in[1].shape[0] * c->in[1].shape[1]), (long long)*n);
@@ -688,15 +787,16 @@ GPT__FN vs_result gpt_head_forward(vs_pipe_call* c)
 {
     vs_layer_ctx* L = vs_layer(c);
     const gpt_unit* u = (const gpt_unit*)L->user;
-    int64_t n = 0, D = 0, Vl = 0, V = u->cfg->vocab;
-    vs_result r = gpt_head_dims(c, &n, &D, &Vl);
+    int64_t n = 0, nl = 0, D = 0, Vl = 0, V = u->cfg->vocab;
+    vs_result r = gpt_head_dims(c, &n, &nl, &D, &Vl);
     if (r) return r;
     float *s = NULL, *loss = NULL;
-    if ((r = gpt_save(c, sizeof(float) * (size_t)(n * D + 3 * n + n * Vl), &s))) return r;
-    float *ln = s, *mean = ln + n * D, *rstd = mean + n, *G = rstd + n, *tl = G + n * Vl;
+    if ((r = gpt_save(c, sizeof(float) * (size_t)(n * D + 3 * n + n * Vl + (L->sp ? n * D : 0)), &s))) return r;
+    float *ln = s, *mean = ln + n * D, *rstd = mean + n, *G = rstd + n, *tl = G + n * Vl, *lnl = tl + n;
     float* const* P = (float* const*)L->param;
     const int32_t* tg = (const int32_t*)c->in[1].data;
-    gpt_ln_forward(n, D, (const float*)c->in[0].data, P[0], P[1], ln, mean, rstd);
+    gpt_ln_forward(nl, D, (const float*)c->in[0].data, P[0], P[1], L->sp ? lnl : ln, mean, rstd);
+    if (L->sp && (r = gpt_sp_move(L, 0, c->in[0].shape[0], n / c->in[0].shape[0], D, lnl, ln))) return r;
     gpt_mm_nt(n, D, Vl, ln, P[2], G); // logits, this rank's columns
     if (!L->tp && Vl != V)
         return vs_set_error(VS_ERR_MISMATCH, "gpt head: wte has %lld rows of %lld and no TP mesh", (long long)Vl,
@@ -727,11 +827,11 @@ GPT__FN vs_result gpt_head_forward(vs_pipe_call* c)
 GPT__FN vs_result gpt_head_backward(vs_pipe_call* c)
 {
     vs_layer_ctx* L = vs_layer(c);
-    int64_t n = 0, D = 0, Vl = 0;
-    vs_result r = gpt_head_dims(c, &n, &D, &Vl);
+    int64_t n = 0, nl = 0, D = 0, Vl = 0;
+    vs_result r = gpt_head_dims(c, &n, &nl, &D, &Vl);
     if (r) return r;
     float* s = (float*)c->saved;
-    float *ln = s, *mean = ln + n * D, *rstd = mean + n, *G = rstd + n;
+    float *ln = s, *mean = ln + n * D, *rstd = mean + n, *G = rstd + n, *lnl = G + n * Vl + n;
     float* const* P = (float* const*)L->param;
     float* const* Gr = (float* const*)L->grad;
     float scale = n ? *(const float*)c->out[0].grad / (float)n : 0.0f;
@@ -742,12 +842,15 @@ GPT__FN vs_result gpt_head_backward(vs_pipe_call* c)
     memset(dln, 0, sizeof(float) * (size_t)(n * D));
     gpt_mm_nn(n, Vl, D, dlog, P[2], dln); // partial over TP (vocab shards)
     gpt_mm_tn(Vl, n, D, dlog, ln, Gr[2]);
-    if (L->tp && (r = vs_tp_copy_backward(L->tp, dln, (size_t)(n * D), VS_F32))) {
+    if (L->sp) r = gpt_sp_move(L, 3, c->in[0].shape[0], n / c->in[0].shape[0], D, dln, lnl); // (ln's rows: done with)
+    else if (L->tp) r = vs_tp_copy_backward(L->tp, dln, (size_t)(n * D), VS_F32);
+    if (r) {
         free(dlog);
         return r;
     }
-    gpt_ln_backward_input(n, D, (const float*)c->in[0].data, P[0], mean, rstd, dln, (float*)c->in[0].grad);
-    gpt_ln_backward_weight(n, D, (const float*)c->in[0].data, mean, rstd, dln, Gr[0], Gr[1]);
+    const float* dl = L->sp ? lnl : dln;
+    gpt_ln_backward_input(nl, D, (const float*)c->in[0].data, P[0], mean, rstd, dl, (float*)c->in[0].grad);
+    gpt_ln_backward_weight(nl, D, (const float*)c->in[0].data, mean, rstd, dl, Gr[0], Gr[1]);
     free(dlog);
     return VS_OK;
 }

@@ -7,8 +7,9 @@
    Usage:
        train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K]
                  [--zero Z] [--microbatches M] [--save DIR/NAME] [--resume DIR/NAME|auto]
-                 [--ckpt-dir DIR] [--no-reference] [--explain]
+                 [--ckpt-dir DIR] [--sp] [--no-reference] [--explain]
      --mesh 2x2x2       the plan's mesh (default 2x2x2: PP2 x DP2 x TP2)
+     --sp               sequence parallelism over TP (plan.sequence_parallel)
      --world N --auto   let vs_generate_plan choose the mesh for N ranks
      --schedule K       gpipe 1f1b interleaved zbh1 zbv dualpipev (default 1f1b)
      --save P           save the whole training state at the end into P
@@ -137,6 +138,7 @@ int main(int argc, char** argv)
     p->pp = p->dp = p->tp = 2;
     p->schedule = VS_PIPE_1F1B;
     int steps = 20, world = 0, autoplan = 0, reference = 1, explain = 0, zero = 1, mbs = 0, every = 0, zero_given = 0;
+    int sp = 0;
     const char *save = NULL, *resume = NULL, *ckdir = "build/ckpt";
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
@@ -154,10 +156,11 @@ int main(int argc, char** argv)
         else if (!strcmp(a, "--save-every") && v) every = atoi(argv[++i]);
         else if (!strcmp(a, "--no-reference")) reference = 0;
         else if (!strcmp(a, "--explain")) explain = 1;
+        else if (!strcmp(a, "--sp")) sp = 1;
         else {
             fprintf(stderr, "usage: train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K] "
                             "[--zero Z] [--microbatches M] [--save P] [--resume P|auto] [--ckpt-dir D] [--save-every N] "
-                            "[--no-reference] [--explain]\n");
+                            "[--sp] [--no-reference] [--explain]\n");
             return 2;
         }
     }
@@ -187,6 +190,7 @@ int main(int argc, char** argv)
         c.world = world ? world : 8;
         c.global_batch = ROWS;
         c.microbatches = mbs;
+        c.sequence_parallel = sp;
         vs_plan_estimate est[256];
         int n = 0;
         vs_profile prof;
@@ -201,6 +205,7 @@ int main(int argc, char** argv)
         }
     }
     if (mbs) p->microbatches = mbs;
+    p->sequence_parallel = sp && p->tp > 1;
     if (!p->microbatches) p->microbatches = 8 / p->dp > 0 ? 8 / p->dp : 1;
     if (ROWS % (p->dp * p->microbatches))
         return fprintf(stderr, "DP %d x %d microbatches do not divide the %d rows of a step\n", p->dp, p->microbatches, ROWS), 2;

@@ -70,7 +70,7 @@ fi
 # --- examples/train_gpt.c (issue 12): PP2 x DP2 x TP2 beside one rank, save, resume on DP4 x TP2 ---
 if [ -x "$B/train_gpt" ]; then
     ck=$(mktemp -d)
-    run_one "train_gpt" bash -c '"$1" --mesh 2x2x2 --steps 4 --save "$2/step-000004" && "$1" --mesh 1x4x2 --steps 2 --resume auto --ckpt-dir "$2" && echo "ok example/train_gpt"' _ "$B/train_gpt" "$ck"
+    run_one "train_gpt" bash -c '"$1" --mesh 2x2x2 --steps 4 --save "$2/step-000004" && "$1" --mesh 1x4x2 --sp --steps 2 --resume auto --ckpt-dir "$2" && echo "ok example/train_gpt"' _ "$B/train_gpt" "$ck"
     rm -rf "$ck"
     # killed (SIGKILL) on PP2 x DP2 x TP2 mid-run, resumed with --resume auto on 4 ranks (planner) and on 1x1x2
     run_one "train_gpt_kill.sh" env B="$B" bash tests/train_gpt_kill.sh

@@ -609,6 +609,45 @@ static void test_measured_tables(void)
     VT_ERR(vs_generate_plan(&tm.m, &c, &bad, &out, est, CAP, &n), VS_ERR_INVALID, "tp_s[2] = inf");
 }
 
+/* Sequence parallelism: the same configurations, each plan marked, each one's
+   activations (act_bytes_per_row x rows x 7 layers, one microbatch live on a
+   single stage) counted 1/tp; a memory limit between the two fits only with it. */
+static void test_sequence_parallel(void)
+{
+    build(&tm, 4, 64, 256, 0);
+    vs_profile pf = prof();
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 2, c.pp = 1, c.tp = 2, c.global_batch = 32, c.act_bytes_per_row = 1000;
+    static vs_plan_estimate e0[CAP];
+    vs_plan out;
+    int n0 = 0, n = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, e0, CAP, &n0));
+    VT_CHECK(!out.sequence_parallel, "off unless asked");
+    c.sequence_parallel = 1;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    VT_CHECK(out.sequence_parallel == 1 && n == n0 && n > 2, "plan sp %d, %d and %d estimates", out.sequence_parallel, n, n0);
+    for (int i = 0; i < n && i < n0; i++) {
+        int M = est[i].plan.microbatches;
+        double act = 1000.0 * (32.0 / M) * 7;
+        VT_CHECK(est[i].plan.sequence_parallel == 1 && est[i].plan.microbatches == e0[i].plan.microbatches, "est %d", i);
+        VT_CHECK(near(e0[i].mem_bytes - est[i].mem_bytes, act / 2, 1e-9), "M=%d: %.17g - %.17g, want act/2 = %g", M,
+                 e0[i].mem_bytes, est[i].mem_bytes, act / 2);
+        VT_CHECK(est[i].step_s == e0[i].step_s, "M=%d: the same time", M);
+    }
+    double least = HUGE_VAL; // the least memory with it: without it nothing fits
+    for (int i = 0; i < n; i++) least = fmin(least, est[i].mem_bytes);
+    c.mem_limit_bytes = least + 1;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    c.sequence_parallel = 0;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "memory");
+    c.sequence_parallel = 1, c.tp = 1, c.dp = 2, c.mem_limit_bytes = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    VT_CHECK(!out.sequence_parallel, "tp 1: no sequence parallelism in the plan");
+    c.sequence_parallel = 2;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "sequence_parallel 2 (0 or 1)");
+}
+
 /* vs_profile_measure on 2 thread ranks with a real two-layer model. */
 #define PD 32
 #define PR 16
@@ -784,6 +823,7 @@ int main(void)
     VT_CASE("generate_plan_large_quick", test_large());
     VT_CASE("profile_print_parse", test_profile_text());
     VT_CASE("generate_plan_measured_tables", test_measured_tables());
+    VT_CASE("generate_plan_sequence_parallel", test_sequence_parallel());
     VT_CASE("profile_measure_2_ranks", test_profile_measure());
     return vt_summary();
 }

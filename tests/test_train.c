@@ -466,6 +466,7 @@ int main(void)
     p.schedule = VS_PIPE_ZBV;
     p.microbatches = 8;
     p.zero = VS_ZERO_2;
+    p.sequence_parallel = 1;
     char t1[2048], t2[2048];
     for (int form = 0; form < 2; form++) {
         vs_plan q;
@@ -475,6 +476,8 @@ int main(void)
         if (form) vs_plan_print_json(&q, t2, sizeof t2);
         else vs_plan_print(&q, t2, sizeof t2);
         VT_CHECK(!strcmp(t1, t2), "round trip %d:\n%s\n%s", form, t1, t2);
+        VT_CHECK(!memcmp(&p, &q, sizeof p), "form %d: the parsed plan differs from the printed one:\n%s", form, t1);
+        VT_CHECK(strstr(t1, form ? "\"sequence_parallel\": 1" : "sequence_parallel: 1\n") != NULL, "%s", t1);
     }
     vt_end("train/plan_roundtrip");
 
@@ -495,6 +498,16 @@ int main(void)
     VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "line 1"), "parse: %s", vs_last_error());
     r = vs_plan_parse("schedule: zzz\n", &bad);
     VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "zzz"), "parse: %s", vs_last_error());
+    r = vs_plan_parse("sequence_parallel: 2\n", &bad);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "sequence_parallel = \"2\""), "parse: %s", vs_last_error());
+    bad = p;
+    bad.nrules = 0, bad.policy = VS_TP_NONE;
+    r = vs_plan_check(&bad, &MODEL);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "sequence_parallel with policy none"), "sp, none: %s",
+             vs_last_error());
+    bad.sequence_parallel = 3, bad.policy = VS_TP_MEGATRON;
+    r = vs_plan_check(&bad, &MODEL);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "sequence_parallel 3 (0 or 1)"), "sp 3: %s", vs_last_error());
     vt_end("train/bad_input");
 
     vt_begin("train/deferred_init_peak");

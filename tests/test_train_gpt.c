@@ -10,8 +10,13 @@
      ZeRO stage and M without PP (PP2 against one rank, PP2xDP2xTP2 against
      DP2xTP2, ...);
    - resume on another mesh: saved on PP2xDP2xTP2 after 5 steps, loaded on
-     DP4, TP4, PP4xDP2, one rank and PP2xTP2 (zbv); the next 5 steps equal
-     the uninterrupted one-rank run's within 1e-5, and so do the parameters. */
+     DP4, TP4, PP4xDP2, one rank, PP2xTP2 (zbv) and DP2xTP2 with sequence
+     parallelism; the next 5 steps equal the uninterrupted one-rank run's
+     within 1e-5, and so do the parameters;
+   - sequence parallelism (plan.sequence_parallel): TP2, TP4, DP2xTP2 (ZeRO
+     0/1/2), PP2xTP2 (1f1b, zbv) and PP2xDP2xTP2 (zbh1, ZeRO 2) within 1e-5 of
+     one rank, PP2xTP2 bit for bit equal to TP2; saved on PP2xDP2xTP2 with it
+     and resumed on one rank; a sequence TP does not divide is refused. */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale.h"
 #include "../examples/gpt.h"
@@ -53,6 +58,7 @@ typedef struct run {
     const char* save; // save after `steps` steps
     const char* load; // load before training
     int first;        // the first step's number (after a load)
+    int T;            // > 0: only try one step of T positions (a bad input)
     double loss[STEPS];
     float* params;    // PTOTAL floats, in PNAME order
 } run;
@@ -72,6 +78,24 @@ static int rank_fn(vs_world* w, void* arg)
     vs_result r = vs_parallelize(w, &d, &t);
     VT_CHECK(r == VS_OK, "parallelize: %s", vs_last_error());
     if (r) return 1;
+    if (R->T) { // a batch of T positions that TP does not divide: refused on every rank
+        int32_t tok[ROWS * 8] = {0}, tgt[ROWS * 8] = {0};
+        vs_batch b;
+        memset(&b, 0, sizeof b);
+        b.n = 2;
+        b.name[0] = "tokens", b.name[1] = "targets";
+        b.dtype[0] = b.dtype[1] = VS_I32;
+        b.ndim[0] = b.ndim[1] = 2;
+        b.shape[0][0] = b.shape[1][0] = ROWS;
+        b.shape[0][1] = b.shape[1][1] = R->T;
+        b.data[0] = tok, b.data[1] = tgt;
+        double l = 0;
+        r = vs_train_step(t, &b, &l);
+        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "splits T = 6 over TP = 4 unevenly"), "rank %d: %d %s",
+                 vs_world_rank(w), (int)r, vs_last_error());
+        vs_train_free(t);
+        return 0;
+    }
     if (R->load) VT_OK(vs_train_load(t, R->load, NULL, 0));
     int s0 = (int)vs_train_steps(t);
     int32_t tokens[ROWS * 8], targets[ROWS * 8];
@@ -218,6 +242,35 @@ int main(void)
     for (int m = 1; m < 4; m++)
         for (int z = 0; z <= 2; z++) drop(nopp[m][z]);
 
+    /* Sequence parallelism: each mesh against one rank; PP2 x TP2 also bit for
+       bit against TP2 (only PP differs). */
+    {
+        static const int spm[][5] = {{1, 1, 2, VS_PIPE_1F1B, 0}, {1, 1, 4, VS_PIPE_1F1B, 0}, {1, 2, 2, VS_PIPE_1F1B, 0},
+                                     {1, 2, 2, VS_PIPE_1F1B, 1}, {1, 2, 2, VS_PIPE_1F1B, 2}, {2, 1, 2, VS_PIPE_1F1B, 0},
+                                     {2, 1, 2, VS_PIPE_ZBV, 0},  {2, 2, 2, VS_PIPE_ZBH1, 2}};
+        run* tp2 = NULL;
+        for (size_t i = 0; i < sizeof spm / sizeof spm[0]; i++) {
+            run* R = mk(spm[i][0], spm[i][1], spm[i][2], (vs_pipe_kind)spm[i][3], (vs_zero_stage)spm[i][4]);
+            R->plan.sequence_parallel = 1;
+            snprintf(name, sizeof name, "train_gpt/SP_PP%d_DP%d_TP%d_%s_zero%d", spm[i][0], spm[i][1], spm[i][2],
+                     vs_pipe_kind_name((vs_pipe_kind)spm[i][3]), spm[i][4]);
+            vt_begin(name);
+            go(R);
+            compare(R, ref, 0, 0, name);
+            if (i == 5) compare(R, tp2, 0, 1, "SP PP2_TP2 vs SP TP2 (bitwise)");
+            vt_end(name);
+            if (i == 0) tp2 = R;
+            else drop(R);
+        }
+        drop(tp2);
+        run* bad = mk(1, 1, 4, VS_PIPE_1F1B, VS_ZERO_0);
+        bad->plan.sequence_parallel = 1, bad->T = 6;
+        vt_begin("train_gpt/SP_uneven_sequence_refused");
+        go(bad);
+        vt_end("train_gpt/SP_uneven_sequence_refused");
+        drop(bad);
+    }
+
     /* Resume on another mesh: saved on PP2 x DP2 x TP2 after SAVE_AT steps (its
        parameters then equal one rank's after SAVE_AT steps). */
     run* ref5 = mk(1, 1, 1, VS_PIPE_GPIPE, VS_ZERO_0);
@@ -240,12 +293,15 @@ int main(void)
     drop(s);
     drop(ref5);
     // (and PP2 x TP2 on zbv with ZeRO 2: a V places embed and the tied head on one stage)
-    static const int rmesh[][3] = {{1, 4, 1}, {1, 1, 4}, {4, 2, 1}, {1, 1, 1}, {2, 1, 2}};
-    for (int i = 0; i < 5; i++) {
+    // (and DP2 x TP2 with sequence parallelism)
+    static const int rmesh[][3] = {{1, 4, 1}, {1, 1, 4}, {4, 2, 1}, {1, 1, 1}, {2, 1, 2}, {1, 2, 2}};
+    for (int i = 0; i < 6; i++) {
         run* c = mk(rmesh[i][0], rmesh[i][1], rmesh[i][2], i == 4 ? VS_PIPE_ZBV : VS_PIPE_1F1B, i == 4 ? VS_ZERO_2 : VS_ZERO_1);
+        c->plan.sequence_parallel = i == 5;
         c->steps = STEPS - SAVE_AT;
         c->load = path;
-        snprintf(name, sizeof name, "train_gpt/resume_on_PP%d_DP%d_TP%d", rmesh[i][0], rmesh[i][1], rmesh[i][2]);
+        snprintf(name, sizeof name, "train_gpt/resume_on_PP%d_DP%d_TP%d%s", rmesh[i][0], rmesh[i][1], rmesh[i][2],
+                 i == 5 ? "_SP" : "");
         vt_begin(name);
         go(c);
         VT_CHECK(c->first == SAVE_AT, "resumed at step %d", c->first);
@@ -253,6 +309,26 @@ int main(void)
         vt_end(name);
         drop(c);
     }
+    /* Saved with sequence parallelism (its norms' values are replicated, only
+       their gradients were partial), resumed on one rank. */
+    snprintf(path, sizeof path, "%s/sp-%06d", dir, SAVE_AT);
+    s = mk(2, 2, 2, VS_PIPE_1F1B, VS_ZERO_2);
+    s->plan.sequence_parallel = 1;
+    s->steps = SAVE_AT;
+    s->save = path;
+    vt_begin("train_gpt/SP_save_resume_on_one_rank");
+    go(s);
+    VT_OK(vs_train_saved_plan(path, &saved));
+    VT_CHECK(saved.sequence_parallel == 1, "the saved plan keeps sequence_parallel: %d", saved.sequence_parallel);
+    run* c1 = mk(1, 1, 1, VS_PIPE_1F1B, VS_ZERO_0);
+    c1->steps = STEPS - SAVE_AT;
+    c1->load = path;
+    go(c1);
+    VT_CHECK(c1->first == SAVE_AT, "resumed at step %d", c1->first);
+    compare(c1, ref, SAVE_AT, 0, "SP save, resumed on one rank");
+    vt_end("train_gpt/SP_save_resume_on_one_rank");
+    drop(s);
+    drop(c1);
     snprintf(name, sizeof name, "rm -rf %s", dir);
     VT_CHECK(system(name) == 0, "rm");
     drop(ref);
