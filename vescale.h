@@ -1818,13 +1818,40 @@ _VS_HL_PRIVATE void _vs_gp_fit(const double* t, const double* c, const double* x
     }
 }
 
+/* One TP run's figure for tp_s: what the layers took (pu[].t, pu[].calls) beyond
+   what pf has for them (compute as flop_s / tp on sharded layers and call_s
+   say; each TP collective its table time), per byte those collectives move
+   (each layer's forward output, its input backward: the previous layer's
+   output; 0 when they move none). */
+_VS_HL_PRIVATE double _vs_gp_tp_resid(const vs_model_desc* m, const _vs_gp_prof_unit* pu, const vs_plan* tplan,
+                                      const vs_profile* pf, double rows)
+{
+    int tp = tplan->tp;
+    double extra = 0, nbytes = 0;
+    for (int u = 0; u < m->nlayers; u++) {
+        const vs_layer_decl* L = &m->layers[u];
+        int af = 0, ab = 0, sharded = 0;
+        for (int j = 0; j < L->nparams; j++) {
+            vs_placement place = vs_replicate();
+            if (vs_plan_placement(tplan, &L->params[j], &place, NULL) == VS_OK && place.kind == VS_PLACE_SHARD) sharded = 1;
+            _vs_gp_tp_calls(&L->params[j], &af, &ab);
+        }
+        double ob = pu[u].out_bytes, ib = u > 0 ? pu[u - 1].out_bytes : ob;
+        extra += pu[u].t - 3 * L->unit.flops * rows * pf->flop_s / (sharded ? tp : 1) - pu[u].calls * pf->call_s -
+                 (af * _vs_gp_allreduce(pf, tp, ob) + ab * _vs_gp_allreduce(pf, tp, ib));
+        nbytes += af * ob + ab * ib;
+    }
+    return nbytes > 0 ? extra / nbytes : 0;
+}
+
 /* This rank's layer times. tp 1: on a 1-rank mesh over `comm` (the rank's own),
    fitted as time per forward flop of one row (out[0]), per callback call
    (out[1]) and the engine's per compute instruction (out[2]). tp > 1: on a
    PP1 x DP x TP mesh over `comm` (the world's), the parameters sharded by the
    megatron policy, the TP groups all running at once; out[0] = the layers'
    time beyond what pf's compute (flop_s / tp on sharded layers, call_s) and
-   its all-reduce table give their TP collectives, per byte those move (tp_s). */
+   its all-reduce table give their TP collectives, per byte those move (tp_s:
+   _vs_gp_tp_resid, the median of 8 runs after a warm-up). */
 _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs_model_desc* m, vs_pipe_fn data,
                                             void* data_user, int tp, const vs_profile* pf, double* out)
 {
@@ -1839,7 +1866,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs
     vs_mesh_desc md;
     vs_plan tplan; // megatron along TP
     _vs_gp_prof_data dd;
-    double flops = 0, wall = 0;
+    double flops = 0, wall = 0, xs[8] = {0, 0, 0, 0, 0, 0, 0, 0}; // xs: tp > 1, each run's figure
     _vs_gp_prof_unit* pu = (_vs_gp_prof_unit*)vs_alloc(w, (size_t)nu * sizeof *pu);
     vs_pipe_unit* units = (vs_pipe_unit*)vs_alloc(w, (size_t)nu * sizeof *units);
     double* fit = (double*)vs_alloc(w, (size_t)nu * 3 * sizeof *fit);
@@ -1947,7 +1974,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs
             sched = NULL;
             if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 3, &sched)) != VS_OK) break;
         }
-        for (int it = 0; it < 5 && r == VS_OK; it++) {
+        for (int it = 0; it < (tp == 1 ? 5 : 9) && r == VS_OK; it++) { // tp > 1: 8 runs, each its own figure
             for (int u = 0; u < nu; u++) pu[u].t = 0, pu[u].calls = 0;
             double t0 = _vs_now();
             r = vs_pipe_run(pipe, sched, NULL);
@@ -1956,9 +1983,10 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs
                 if (pass == 0) ft[u] += pu[u].t, fc[u] += pu[u].calls;
                 t1 -= pu[u].t;
             }
-            if (it > 0) rest[pass][it - 1] = t1;
+            if (it > 0 && tp == 1) rest[pass][it - 1] = t1;
+            if (it > 0 && tp > 1 && r == VS_OK) xs[it - 1] = _vs_gp_tp_resid(m, pu, &tplan, pf, (double)dd.rows);
         }
-        if (r == VS_OK) qsort(rest[pass], 4, sizeof(double), _vs_gp_dcmp);
+        if (r == VS_OK && tp == 1) qsort(rest[pass], 4, sizeof(double), _vs_gp_dcmp);
     }
     if (r == VS_OK && tp == 1) {
         double d = (rest[1][1] + rest[1][2] - rest[0][1] - rest[0][2]) / 2; // medians
@@ -1972,24 +2000,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs
             _vs_gp_fit(ft, fc, fx, nu, &out[1], &out[0]);
             out[2] = wall;
         } else if (r == VS_OK) {
-            /* what the model has for the layers (compute as flop_s and call_s say;
-               each TP collective its table time), against what they took */
-            double extra = 0, nbytes = 0;
-            for (int u = 0; u < nu; u++) {
-                const vs_layer_decl* L = &m->layers[u];
-                int af = 0, ab = 0, sharded = 0;
-                for (int j = 0; j < L->nparams; j++) {
-                    vs_placement place = vs_replicate();
-                    if (vs_plan_placement(&tplan, &L->params[j], &place, NULL) == VS_OK && place.kind == VS_PLACE_SHARD)
-                        sharded = 1;
-                    _vs_gp_tp_calls(&L->params[j], &af, &ab);
-                }
-                double ob = pu[u].out_bytes, ib = u > 0 ? pu[u - 1].out_bytes : ob;
-                extra += ft[u] - fx[u] * pf->flop_s / (sharded ? tp : 1) - fc[u] * pf->call_s -
-                         4 * (af * _vs_gp_allreduce(pf, tp, ob) + ab * _vs_gp_allreduce(pf, tp, ib));
-                nbytes += 4 * (af * ob + ab * ib);
-            }
-            out[0] = nbytes > 0 ? extra / nbytes : 0;
+            qsort(xs, 8, sizeof(double), _vs_gp_dcmp);
+            out[0] = (xs[3] + xs[4]) / 2; // the median run
         }
     }
 done:
