@@ -110,11 +110,12 @@ $(B)/vescale-ckpt: tools/vescale-ckpt.c $(HEADERS) | $(B)
 # ---------------------------------------------------------------------------------
 
 # The main job: the GPT example (examples/train_gpt.c) trained on 8 thread ranks as
-# PP2 x DP2 x TP2 beside one rank, saved, then resumed on DP4 x TP2 with sequence
-# parallelism beside one rank.
+# PP2 x DP2 x TP2 beside one rank, after the planner's explanation of that mesh (a
+# profile of this machine, then vs_plan_explain); saved, then resumed on DP4 x TP2
+# with sequence parallelism beside one rank.
 run: $(B)/train_gpt
 	rm -rf $(B)/run_ckpt
-	./$(B)/train_gpt --mesh 2x2x2 --steps 20 --save $(B)/run_ckpt/step-000020
+	./$(B)/train_gpt --mesh 2x2x2 --explain --steps 20 --save $(B)/run_ckpt/step-000020
 	./$(B)/train_gpt --mesh 1x4x2 --sp --steps 10 --resume auto --ckpt-dir $(B)/run_ckpt
 
 # The README's test command (and .ci/run's).

@@ -204,6 +204,11 @@ typedef struct vs_param_decl {
     vs_role role;
     vs_init_desc init; // how it starts (vs_init_fill; seed and name are vescale's: the model seed and this name)
     int no_decay;      // no weight decay (norms, biases)
+    /* The sharded dim splits only in whole blocks of this many (an attention
+       weight: one head's width, so that TP must divide the heads, not only the
+       dim); 0 or 1: any split. vs_plan_check and the planner refuse a TP size
+       that cuts a block. */
+    int64_t shard_unit;
 } vs_param_decl;
 
 /* One layer: a pipeline unit (vescale_pipe.h: its named inputs and outputs,
@@ -518,6 +523,9 @@ VS_API vs_result vs_model_check(const vs_model_desc* m)
                                         (long long)p->shape[d]);
             if ((int)p->role < 0 || p->role > VS_ROLE_HEAD)
                 return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": role %d", fn, p->name, (int)p->role);
+            if (p->shard_unit < 0)
+                return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": shard_unit %lld (0: any split)", fn, p->name,
+                                    (long long)p->shard_unit);
             for (int l2 = 0; l2 <= l; l2++) // the same name again: a tied parameter, so the same tensor
                 for (int j = 0; j < (l2 == l ? i : m->layers[l2].nparams); j++) {
                     const vs_param_decl* q = &m->layers[l2].params[j];
@@ -666,6 +674,12 @@ VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m)
                                     "%s: TP=%d does not divide dim %d of \"%s\" (%lld; %s): the heads or the hidden "
                                     "units would split unevenly",
                                     fn, tp, pl.dim, d->name, (long long)d->shape[pl.dim], why);
+            if (pl.kind == VS_PLACE_SHARD && d->shard_unit > 1 && (d->shape[pl.dim] / tp) % d->shard_unit)
+                return vs_set_error(VS_ERR_INVALID,
+                                    "%s: TP=%d cuts dim %d of \"%s\" (%lld) into %lld, not whole blocks of %lld "
+                                    "(shard_unit: a head's width; TP must divide the %lld heads)",
+                                    fn, tp, pl.dim, d->name, (long long)d->shape[pl.dim], (long long)(d->shape[pl.dim] / tp),
+                                    (long long)d->shard_unit, (long long)(d->shape[pl.dim] / d->shard_unit));
         }
     return VS_OK;
 }
@@ -1194,9 +1208,13 @@ _VS_HL_PRIVATE int _vs_gp_mesh_check(_vs_gp* g, int pp, int dp, int tp, char* wh
         if (q->shard_dim < 0) continue;
         const vs_param_decl* d = q->decl;
         int64_t s = d->shape[q->shard_dim];
-        if (s % tp) {
-            _vs_gp_fmt(why, n, "tp=%d does not divide %s's %lld %s", tp, d->name ? d->name : "?", (long long)s,
-                     d->ndim == 1 ? "entries" : q->shard_dim == 1 ? "columns" : "rows");
+        if (s % tp || (d->shard_unit > 1 && (s / tp) % d->shard_unit)) {
+            if (s % tp)
+                _vs_gp_fmt(why, n, "tp=%d does not divide %s's %lld %s", tp, d->name ? d->name : "?", (long long)s,
+                           d->ndim == 1 ? "entries" : q->shard_dim == 1 ? "columns" : "rows");
+            else
+                _vs_gp_fmt(why, n, "tp=%d does not divide %s's %lld heads (blocks of %lld)", tp, d->name ? d->name : "?",
+                           (long long)(s / d->shard_unit), (long long)d->shard_unit);
             return 0;
         }
     }

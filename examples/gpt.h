@@ -942,6 +942,7 @@ GPT__FN vs_result gpt_model(const gpt_config* cfg, gpt_model_storage* st, vs_mod
                 GPT__P("attn.bq", 1, D, 0, VS_ROLE_COLUMN, VS_INIT_ZEROS, 0, 0, 1);
                 GPT__P("attn.bv", 1, D, 0, VS_ROLE_COLUMN, VS_INIT_ZEROS, 0, 0, 1);
                 GPT__P("attn.proj", 2, D, D, VS_ROLE_ROW, VS_INIT_SCALED_NORMAL, sd, (int)Lz, 0);
+                for (int j = 2; j <= 7; j++) l->params[j].shard_unit = D / c->heads; // wq..proj: whole heads over TP
                 GPT__P("attn.bproj", 1, D, 0, VS_ROLE_ROW, VS_INIT_ZEROS, 0, 0, 1);
                 l->unit.forward = gpt_attn_forward;
                 l->unit.backward = gpt_attn_backward;

@@ -16,6 +16,10 @@
      --resume P|auto    start from P (auto: the latest complete checkpoint in
                         --ckpt-dir), on whatever mesh this run has
      --save-every N     save into --ckpt-dir (default build/ckpt) every N steps, keeping 3
+     --explain          the planner's view: a profile measured on the job's thread
+                        ranks, then vs_plan_explain for the mesh given (or chosen):
+                        the best configuration, the runners-up, why others lost,
+                        and this run's estimated step
      --no-reference     skip the one-rank run beside it
    Thread ranks by default; built with -DVESCALE_MPI and started by mpirun, one
    process per rank (each also runs the one-rank reference by itself).
@@ -126,6 +130,28 @@ static int train(vs_world* w, void* arg)
     return 0;
 }
 
+/* The planner's profile (--auto, --explain): this machine's layer, optimizer and
+   transport times, measured on the thread ranks the job will use, one
+   microbatch of 2 rows. (Under MPI the planner keeps its default costs.) */
+#ifndef VESCALE_MPI
+static vs_result prof_data(vs_pipe_call* c)
+{
+    int64_t sh[2] = {2, CFG.seq};
+    int32_t* v;
+    vs_result r = vs_pipe_output(c, 0, VS_I32, 2, sh, (void**)&v);
+    for (int64_t i = 0; r == VS_OK && i < sh[0] * sh[1]; i++) v[i] = (int32_t)(i % CFG.vocab);
+    return r;
+}
+
+static int prof_rank(vs_world* w, void* arg)
+{
+    vs_profile pf;
+    CHECK(vs_profile_measure(w, &MODEL, prof_data, NULL, &pf));
+    if (vs_world_rank(w) == 0) *(vs_profile*)arg = pf;
+    return 0;
+}
+#endif
+
 static int parse_mesh(const char* s, vs_plan* p)
 {
     return sscanf(s, "%dx%dx%d", &p->pp, &p->dp, &p->tp) == 3 && p->pp > 0 && p->dp > 0 && p->tp > 0 ? 0 : -1;
@@ -184,27 +210,53 @@ int main(int argc, char** argv)
         if (vs_train_saved_plan(resume, &saved) != VS_OK) return fprintf(stderr, "%s\n", vs_last_error()), 1;
         printf("resuming %s (saved on PP%d x DP%d x TP%d)\n", resume, saved.pp, saved.dp, saved.tp);
     }
-    if (autoplan) { // the planner chooses the mesh for the world size
+    if (!autoplan) { // the mesh given; the microbatches too, or 8 in all
+        if (mbs) p->microbatches = mbs;
+        if (!p->microbatches) p->microbatches = 8 / p->dp > 0 ? 8 / p->dp : 1;
+    }
+    if (autoplan || explain) { // the planner: chooses the mesh (--auto) or explains the one given
         vs_constraints c;
         memset(&c, 0, sizeof c);
-        c.world = world ? world : 8;
+        c.world = autoplan ? (world ? world : 8) : p->pp * p->dp * p->tp;
+        if (!autoplan) c.pp = p->pp, c.dp = p->dp, c.tp = p->tp;
         c.global_batch = ROWS;
-        c.microbatches = mbs;
+        c.microbatches = autoplan ? mbs : p->microbatches;
         c.sequence_parallel = sp;
-        vs_plan_estimate est[256];
+        c.act_bytes_per_row = (int64_t)CFG.seq * CFG.dim * 4; // gpt.h keeps [rows, T, D] f32 per layer
+        static vs_plan_estimate est[1024];
         int n = 0;
         vs_profile prof;
         memset(&prof, 0, sizeof prof);
-        if (vs_generate_plan(&MODEL, &c, &prof, p, est, 256, &n) != VS_OK)
+#ifndef VESCALE_MPI
+        if (vs_launch(c.world, prof_rank, &prof) != VS_OK) return fprintf(stderr, "profile: %s\n", vs_last_error()), 1;
+        static char pt[2048];
+        vs_profile_print(&prof, pt, sizeof pt);
+        printf("profile (vs_profile_measure on %d thread ranks):\n  %s\n", c.world, pt);
+#endif
+        vs_plan chosen;
+        if (vs_generate_plan(&MODEL, &c, &prof, &chosen, est, 1024, &n) != VS_OK)
             return fprintf(stderr, "vs_generate_plan: %s\n", vs_last_error()), 1;
-        if (zero_given) p->zero = (vs_zero_stage)zero; // what the user fixed stays fixed
+        if (autoplan) {
+            *p = chosen;
+            if (zero_given) p->zero = (vs_zero_stage)zero; // what the user fixed stays fixed
+        }
         if (explain) {
             static char text[16384];
             vs_plan_explain(est, n, text, sizeof text);
-            printf("%s\n", text);
+            printf("%s", text);
+            for (int i = 0; i < n; i++) { // the configuration this run takes, as the planner saw it
+                const vs_plan_estimate* e = &est[i];
+                if (!e->feasible || e->plan.schedule != p->schedule || e->plan.microbatches != p->microbatches ||
+                    e->plan.zero != p->zero)
+                    continue;
+                printf("this run's configuration: estimated %.2f ms a step (compute %.2f, exposed communication %.2f, "
+                       "bubble %.2f), %.0f KB a rank\n\n",
+                       1e3 * e->step_s, 1e3 * e->compute_s, 1e3 * e->comm_s, 1e3 * e->bubble_s, e->mem_bytes / 1e3);
+                break;
+            }
         }
     }
-    if (mbs) p->microbatches = mbs;
+    if (autoplan && mbs) p->microbatches = mbs;
     p->sequence_parallel = sp && p->tp > 1;
     if (!p->microbatches) p->microbatches = 8 / p->dp > 0 ? 8 / p->dp : 1;
     if (ROWS % (p->dp * p->microbatches))

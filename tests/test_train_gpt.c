@@ -242,6 +242,28 @@ int main(void)
     for (int m = 1; m < 4; m++)
         for (int z = 0; z <= 2; z++) drop(nopp[m][z]);
 
+    /* TP must divide the heads (4), not only the dim (32): gpt.h's shard_unit. */
+    {
+        vt_begin("train_gpt/tp_must_divide_heads");
+        vs_plan p8;
+        memset(&p8, 0, sizeof p8);
+        p8.tp = 8;
+        VT_ERR(vs_plan_check(&p8, &MODEL), VS_ERR_INVALID,
+               "TP=8 cuts dim 1 of \"h.0.attn.wq\" (32) into 4, not whole blocks of 8 (shard_unit: a head's width; TP must "
+               "divide the 4 heads)");
+        vs_constraints c;
+        memset(&c, 0, sizeof c);
+        c.world = 8, c.tp = 8, c.global_batch = ROWS;
+        vs_plan out;
+        static vs_plan_estimate est[64];
+        int n = 0;
+        VT_ERR(vs_generate_plan(&MODEL, &c, NULL, &out, est, 64, &n), VS_ERR_INVALID,
+               "tp=8 does not divide h.0.attn.wq's 4 heads (blocks of 8)");
+        p8.tp = 4; // 4 heads over 4: fine
+        VT_OK(vs_plan_check(&p8, &MODEL));
+        vt_end("train_gpt/tp_must_divide_heads");
+    }
+
     /* Sequence parallelism: each mesh against one rank; PP2 x TP2 also bit for
        bit against TP2 (only PP differs). */
     {
