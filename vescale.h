@@ -65,7 +65,14 @@
    views to add into (grad[i]) and the TP submesh (tp). Roles give the Megatron
    layout (COLUMN: weight [in, out] Shard(1), bias Shard(0); ROW: weight Shard(0),
    bias replicated; EMBEDDING: Shard(0); HEAD: Shard(1)); plan rules (glob
-   patterns) override them. A name declared by two layers is one tied parameter
+   patterns) override them; a sharded dim splits in whole blocks of the
+   parameter's shard_unit (a head's width: TP must divide the heads). With
+   plan.sequence_parallel the activations between layers are split over TP
+   along the sequence (vs_layer_ctx.sp says so; gather and reduce-scatter with
+   vs_sp_*) and DDP sums the TP-replicated parameters' gradients over TP. A
+   profile (vs_profile_measure: layer, optimizer and transport times, and the
+   layers TP-sharded in place) calibrates vs_generate_plan; vs_plan_explain
+   says why it chose. A name declared by two layers is one tied parameter
    (an embedding and an LM head): its two gradients are summed in the same order
    whether the layers share a stage or not. The global batch holds the model's
    data inputs with the rows first; each DP rank takes its rows, each microbatch
