@@ -1771,6 +1771,8 @@ typedef struct _vs_gp_prof_unit {
     double t;   // seconds in its callbacks, this run
     int calls;  // callback calls, this run
     double out_bytes; // its first output's bytes
+    int ar_f, ar_b;   // TP > 1: its TP all-reduces (_vs_gp_tp_calls)
+    int sharded;      // TP > 1: it holds a sharded parameter
 } _vs_gp_prof_unit;
 
 typedef struct _vs_gp_prof_data {
@@ -1848,23 +1850,16 @@ _VS_HL_PRIVATE void _vs_gp_fit(const double* t, const double* c, const double* x
    say; each TP collective its table time), per byte those collectives move
    (each layer's forward output, its input backward: the previous layer's
    output; 0 when they move none). */
-_VS_HL_PRIVATE double _vs_gp_tp_resid(const vs_model_desc* m, const _vs_gp_prof_unit* pu, const vs_plan* tplan,
-                                      const vs_profile* pf, double rows)
+_VS_HL_PRIVATE double _vs_gp_tp_resid(const vs_model_desc* m, const _vs_gp_prof_unit* pu, int tp, const vs_profile* pf,
+                                      double rows)
 {
-    int tp = tplan->tp;
     double extra = 0, nbytes = 0;
     for (int u = 0; u < m->nlayers; u++) {
-        const vs_layer_decl* L = &m->layers[u];
-        int af = 0, ab = 0, sharded = 0;
-        for (int j = 0; j < L->nparams; j++) {
-            vs_placement place = vs_replicate();
-            if (vs_plan_placement(tplan, &L->params[j], &place, NULL) == VS_OK && place.kind == VS_PLACE_SHARD) sharded = 1;
-            _vs_gp_tp_calls(&L->params[j], &af, &ab);
-        }
-        double ob = pu[u].out_bytes, ib = u > 0 ? pu[u - 1].out_bytes : ob;
-        extra += pu[u].t - 3 * L->unit.flops * rows * pf->flop_s / (sharded ? tp : 1) - pu[u].calls * pf->call_s -
-                 (af * _vs_gp_allreduce(pf, tp, ob) + ab * _vs_gp_allreduce(pf, tp, ib));
-        nbytes += af * ob + ab * ib;
+        const _vs_gp_prof_unit* x = &pu[u];
+        double ob = x->out_bytes, ib = u > 0 ? pu[u - 1].out_bytes : ob;
+        extra += x->t - 3 * m->layers[u].unit.flops * rows * pf->flop_s / (x->sharded ? tp : 1) - x->calls * pf->call_s -
+                 (x->ar_f * _vs_gp_allreduce(pf, tp, ob) + x->ar_b * _vs_gp_allreduce(pf, tp, ib));
+        nbytes += x->ar_f * ob + x->ar_b * ib;
     }
     return nbytes > 0 ? extra / nbytes : 0;
 }
@@ -1930,6 +1925,10 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs
             vs_dtype dt = d->dtype ? d->dtype : VS_F32;
             vs_placement place = vs_replicate();
             if (tp > 1 && (r = vs_plan_placement(&tplan, d, &place, NULL)) != VS_OK) break;
+            if (tp > 1) {
+                x->sharded |= place.kind == VS_PLACE_SHARD;
+                _vs_gp_tp_calls(d, &x->ar_f, &x->ar_b);
+            }
             size_t numel = 1;
             for (int k = 0; k < d->ndim; k++) {
                 int64_t n = d->shape[k] > 0 ? d->shape[k] : 1;
@@ -2009,7 +2008,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs
                 t1 -= pu[u].t;
             }
             if (it > 0 && tp == 1) rest[pass][it - 1] = t1;
-            if (it > 0 && tp > 1 && r == VS_OK) xs[it - 1] = _vs_gp_tp_resid(m, pu, &tplan, pf, (double)dd.rows);
+            if (it > 0 && tp > 1 && r == VS_OK) xs[it - 1] = _vs_gp_tp_resid(m, pu, tp, pf, (double)dd.rows);
         }
         if (r == VS_OK && tp == 1) qsort(rest[pass], 4, sizeof(double), _vs_gp_dcmp);
     }
@@ -2245,28 +2244,16 @@ VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap)
         return -1;
     }
     if (!buf) cap = 0;
-    int len = snprintf(buf, cap, "flop_s=%.17g bw=%.17g latency=%.17g p2p_bw=%.17g call=%.17g instr=%.17g opt=%.17g",
-                       p->flop_s, p->bw_bytes_s, p->latency_s, p->p2p_bw_bytes_s, p->call_s, p->instr_s, p->opt_s);
-    for (int g = 0; g < VS_PROFILE_AR_GROUPS && len >= 0; g++) {
-        if (p->ar_n[g] <= 0) continue;
-        size_t at = (size_t)len < cap ? (size_t)len : cap;
-        int k = snprintf(buf ? buf + at : NULL, cap - at, " ar%d=%.17g,%.17g,%.17g,%.17g", p->ar_n[g], p->ar_s[g][0],
-                         p->ar_s[g][1], p->ar_s[g][2], p->ar_s[g][3]);
-        len = k < 0 ? k : len + k;
-    }
-    for (int g = 0; g < VS_PROFILE_AR_GROUPS && len >= 0; g++) {
-        if (p->ar_n[g] <= 0 || p->tp_s[g] == 0) continue;
-        char one[64]; // (then copied: gcc -O3 sees a NULL destination in snprintf(buf ? ... : NULL, ...))
-        int k = snprintf(one, sizeof one, " tp%d=%.17g", p->ar_n[g], p->tp_s[g]);
-        size_t at = (size_t)len < cap ? (size_t)len : cap;
-        if (k > 0 && buf && cap - at > 0) {
-            size_t c = (size_t)k < cap - at - 1 ? (size_t)k : cap - at - 1;
-            memcpy(buf + at, one, c);
-            buf[at + c] = 0;
-        }
-        len = k < 0 ? k : len + k;
-    }
-    return len;
+    size_t len = 0;
+    _vs_gp_cat(buf, cap, &len, "flop_s=%.17g bw=%.17g latency=%.17g p2p_bw=%.17g call=%.17g instr=%.17g opt=%.17g",
+               p->flop_s, p->bw_bytes_s, p->latency_s, p->p2p_bw_bytes_s, p->call_s, p->instr_s, p->opt_s);
+    for (int g = 0; g < VS_PROFILE_AR_GROUPS; g++)
+        if (p->ar_n[g] > 0)
+            _vs_gp_cat(buf, cap, &len, " ar%d=%.17g,%.17g,%.17g,%.17g", p->ar_n[g], p->ar_s[g][0], p->ar_s[g][1],
+                       p->ar_s[g][2], p->ar_s[g][3]);
+    for (int g = 0; g < VS_PROFILE_AR_GROUPS; g++)
+        if (p->ar_n[g] > 0 && p->tp_s[g] != 0) _vs_gp_cat(buf, cap, &len, " tp%d=%.17g", p->ar_n[g], p->tp_s[g]);
+    return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
 /* "key=" value: a finite number (>= 0 unless `neg`) at v ending at a blank, the
