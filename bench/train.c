@@ -260,14 +260,7 @@ typedef struct run {
 static void bt_fill_batch(int rows, int64_t step, int32_t* tok, int32_t* tgt, vs_batch* b)
 {
     gpt_batch(&CFG, step, rows, tok, tgt);
-    memset(b, 0, sizeof *b);
-    b->n = 2;
-    b->name[0] = "tokens", b->name[1] = "targets";
-    b->dtype[0] = b->dtype[1] = VS_I32;
-    b->ndim[0] = b->ndim[1] = 2;
-    b->shape[0][0] = b->shape[1][0] = rows;
-    b->shape[0][1] = b->shape[1][1] = CFG.seq;
-    b->data[0] = tok, b->data[1] = tgt;
+    *b = gpt_batch_view(rows, CFG.seq, tok, tgt);
 }
 
 static int bt_rank(vs_world* w, void* arg)

@@ -14,6 +14,7 @@
        gpt_model(&(gpt_config){ .vocab = 64, .seq = 16, .dim = 64, .heads = 4, .layers = 2 }, &st, &model);
        ...
        gpt_batch(&cfg, step, rows, tokens, targets);   // the global batch of a step
+       vs_batch b = gpt_batch_view(rows, cfg.seq, tokens, targets);   // as vs_train_step takes it
 
    A 105k-parameter model (V 64, seq 16, dim 64, 4 heads, 2 layers) on gpt_batch
    with 16 rows, AdamW lr 1e-3 on one rank: loss 4.18 at step 1, 2.06 at step 50,
@@ -1010,6 +1011,23 @@ GPT__FN void gpt_batch(const gpt_config* c, int64_t step, int rows, int32_t* tok
             targets[r * T + t] = (int32_t)((start + (t + 1) * stride) % V);
         }
     }
+}
+
+/* The model's data inputs as vescale's global batch (vs_train_step): "tokens"
+   and "targets", i32 [rows, T], in the caller's buffers (gpt_batch fills them
+   with T = cfg.seq; a shorter T is fine). */
+GPT__FN vs_batch gpt_batch_view(int64_t rows, int64_t T, int32_t* tokens, int32_t* targets)
+{
+    vs_batch b;
+    memset(&b, 0, sizeof b);
+    b.n = 2;
+    b.name[0] = "tokens", b.name[1] = "targets";
+    b.dtype[0] = b.dtype[1] = VS_I32;
+    b.ndim[0] = b.ndim[1] = 2;
+    b.shape[0][0] = b.shape[1][0] = rows;
+    b.shape[0][1] = b.shape[1][1] = T;
+    b.data[0] = tokens, b.data[1] = targets;
+    return b;
 }
 
 #endif // GPT_H

@@ -89,15 +89,7 @@ static int train(vs_world* w, void* arg)
     CHECK(vs_parallelize(w, &d, &t));
     if (J->resume) CHECK(vs_train_load(t, J->resume, NULL, 0));
     int32_t tokens[ROWS * 64], targets[ROWS * 64];
-    vs_batch b;
-    memset(&b, 0, sizeof b);
-    b.n = 2;
-    b.name[0] = "tokens", b.name[1] = "targets";
-    b.dtype[0] = b.dtype[1] = VS_I32;
-    b.ndim[0] = b.ndim[1] = 2;
-    b.shape[0][0] = b.shape[1][0] = ROWS;
-    b.shape[0][1] = b.shape[1][1] = CFG.seq;
-    b.data[0] = tokens, b.data[1] = targets;
+    vs_batch b = gpt_batch_view(ROWS, CFG.seq, tokens, targets);
     int rank0 = vs_world_rank(w) == 0;
     int s0 = (int)vs_train_steps(t); // 0, or where the checkpoint stopped
     for (int s = s0; s < s0 + J->steps && s < MAXSTEPS; s++) {

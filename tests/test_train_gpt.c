@@ -80,15 +80,7 @@ static int rank_fn(vs_world* w, void* arg)
     if (r) return 1;
     if (R->T) { // a batch of T positions that TP does not divide: refused on every rank
         int32_t tok[ROWS * 8] = {0}, tgt[ROWS * 8] = {0};
-        vs_batch b;
-        memset(&b, 0, sizeof b);
-        b.n = 2;
-        b.name[0] = "tokens", b.name[1] = "targets";
-        b.dtype[0] = b.dtype[1] = VS_I32;
-        b.ndim[0] = b.ndim[1] = 2;
-        b.shape[0][0] = b.shape[1][0] = ROWS;
-        b.shape[0][1] = b.shape[1][1] = R->T;
-        b.data[0] = tok, b.data[1] = tgt;
+        vs_batch b = gpt_batch_view(ROWS, R->T, tok, tgt);
         double l = 0;
         r = vs_train_step(t, &b, &l);
         VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "splits T = 6 over TP = 4 unevenly"), "rank %d: %d %s",
@@ -99,15 +91,7 @@ static int rank_fn(vs_world* w, void* arg)
     if (R->load) VT_OK(vs_train_load(t, R->load, NULL, 0));
     int s0 = (int)vs_train_steps(t);
     int32_t tokens[ROWS * 8], targets[ROWS * 8];
-    vs_batch b;
-    memset(&b, 0, sizeof b);
-    b.n = 2;
-    b.name[0] = "tokens", b.name[1] = "targets";
-    b.dtype[0] = b.dtype[1] = VS_I32;
-    b.ndim[0] = b.ndim[1] = 2;
-    b.shape[0][0] = b.shape[1][0] = ROWS;
-    b.shape[0][1] = b.shape[1][1] = CFG.seq;
-    b.data[0] = tokens, b.data[1] = targets;
+    vs_batch b = gpt_batch_view(ROWS, CFG.seq, tokens, targets);
     for (int s = 0; s < R->steps; s++) {
         gpt_batch(&CFG, s0 + s, ROWS, tokens, targets);
         double l = NAN;
