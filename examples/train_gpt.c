@@ -248,9 +248,7 @@ int main(int argc, char** argv)
             }
         }
     }
-    if (autoplan && mbs) p->microbatches = mbs;
-    p->sequence_parallel = sp && p->tp > 1;
-    if (!p->microbatches) p->microbatches = 8 / p->dp > 0 ? 8 / p->dp : 1;
+    p->sequence_parallel = sp && p->tp > 1; // (the planner's choice keeps --microbatches: it was a constraint)
     if (ROWS % (p->dp * p->microbatches))
         return fprintf(stderr, "DP %d x %d microbatches do not divide the %d rows of a step\n", p->dp, p->microbatches, ROWS), 2;
     int nranks = p->pp * p->dp * p->tp;
