@@ -137,9 +137,10 @@ test-asan:
 test-tsan:
 	$(MAKE) test B=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" MPI_TESTS= COMPILE_CHECK=0 FUZZ_SECONDS=0
 
-# NCCL on a real GPU, 1 rank (needs a CUDA device).
+# NCCL on a real GPU, one rank per GPU (needs a CUDA device). NCCL_INCLUDE and
+# NCCL_LIB (below) point at an NCCL outside the CUDA toolkit (e.g. pip's nvidia-nccl).
 test-gpu: | $(B)
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -o $(B)/test_nccl tests/test_nccl.c -lnccl -lnvrtc -lpthread
+	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_nccl tests/test_nccl.c -lnccl -lnvrtc -lpthread
 	./$(B)/test_nccl
 
 compile-check:

@@ -1620,6 +1620,10 @@ struct vs_comm {
     int own_stream;
     cudaStream_t own; // the stream the communicator created (stream is it, or the caller's)
     void* scratch; // device: one float for barriers
+    /* ncclCommSplit's output: on a non-blocking communicator NCCL's init thread
+       writes the child here when the split completes, after ncclCommSplit has
+       returned ncclSuccess; so it lives as long as the parent, not on a stack. */
+    ncclComm_t split_out;
 #endif
 };
 
@@ -4818,11 +4822,20 @@ _VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** o
     if (r) return r;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
-    ncclComm_t nc = NULL;
     double deadline = _vs_now() + c->timeout;
-    ncclResult_t nr = ncclCommSplit(c->nc, color == VS_COLOR_NONE ? NCCL_SPLIT_NOCOLOR : color, key, &nc, &cfg);
+    __atomic_store_n(&c->split_out, (ncclComm_t)NULL, __ATOMIC_RELEASE);
+    ncclResult_t nr = ncclCommSplit(c->nc, color == VS_COLOR_NONE ? NCCL_SPLIT_NOCOLOR : color, key, &c->split_out, &cfg);
+    /* Non-blocking, ncclCommSplit answers ncclSuccess while its job still runs
+       (NCCL 2.28 returns the setup's result, not the group's ncclInProgress): the
+       parent reads ncclInProgress until the job has written split_out, so poll
+       the parent whatever the answer (seen on an H200: the child came after the
+       return, into a stack slot that was gone). */
+    if (nr == ncclSuccess) nr = ncclInProgress;
     r = _vs_nccl_settle(c, c->nc, nr, "vs_comm_split", deadline);
     if (r) return r;
+    ncclComm_t nc = __atomic_load_n(&c->split_out, __ATOMIC_ACQUIRE);
+    if (!nc && color != VS_COLOR_NONE)
+        return _vs_err(VS_ERR_BACKEND, "vs_comm_split: NCCL made no communicator for color %d", color);
     if (nc) {
         ncclResult_t ar = ncclInProgress;
         while (ar == ncclInProgress) {
