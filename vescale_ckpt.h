@@ -73,6 +73,20 @@
    a .tmp-/.old- leftover, which vs_ckpt_latest never returns and
    vs_ckpt_retain deletes.
 
+   Trust. Cleanup (vs_ckpt_retain, keep_last, overwrite, leftovers) trusts
+   nothing in the folder: it works relative to the folder's descriptor, never
+   follows a symbolic link, and deletes only regular files directly inside a
+   directory it would have made (a checkpoint, or a .tmp-/.old-/.del- leftover).
+   A link in the folder, whatever its name, is never a checkpoint: lists and
+   vs_ckpt_latest skip it, cleanup leaves it (and anything not a regular file
+   inside a checkpoint, with the directory holding it) with a warning. The
+   folder itself may be a link. The loader reads what index.json names; it
+   trusts the index's content no more than a hostile file's (every number is
+   checked, a name with '/' or ".." is refused) and follows links to shards (a
+   read cannot harm), but opens only regular files: a FIFO, device or
+   directory in place of index.json or a shard is VS_ERR_IO at once, never a
+   blocking open.
+
    Async. opts.async copies every buffer into one block from the allocator
    hooks (page-locked with cudaHostRegister when device memory is copied into
    it, and kept for the next async save), at most desc.async_max_bytes
@@ -218,6 +232,7 @@ VS_API vs_result vs_ckpt_load_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* 
 #if defined(VESCALE_CKPT_IMPLEMENTATION) && !defined(VESCALE_CKPT_IMPLEMENTED)
 #define VESCALE_CKPT_IMPLEMENTED
 #include <dirent.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -2205,37 +2220,123 @@ _VS_CKPT_PRIVATE void _vs_ckpt_parent(const char* path, char* out, size_t cap)
     else _vs_ckpt_fmt(out, cap, "%.*s", (int)(s - path), path);
 }
 
-/* Deletes a directory's files, then itself. */
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_rmdir(const char* dir)
+/* Cleanup (vs_ckpt_retain, keep_last, overwrite, the leftovers of failed and
+   killed saves) trusts nothing it finds in the folder: it opens the folder once
+   and works relative to that descriptor, never follows a symbolic link
+   (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW), deletes only directories under names it
+   gives (checkpoints, .tmp-/.old-/.del- leftovers) and in them only regular
+   files. Anything else (a link, a FIFO, a subdirectory) is left alone with a
+   warning, and so is the directory that holds it. */
+
+/* A warning through w's logger, or (no world: vs_ckpt_retain, vs_ckpt_latest)
+   to stderr when VESCALE_LOG asks for warnings. */
+_VS_CKPT_PRIVATE void _vs_ckpt_warn(const vs_world* w, const char* fmt, ...)
 {
-    DIR* d = opendir(dir);
-    if (!d) return errno == ENOENT ? VS_OK : vs_set_error(VS_ERR_IO, "cannot open %s: %s", dir, strerror(errno));
+    char m[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    if (w) {
+        vs_log(w, VS_LOG_WARN, "%s", m);
+        return;
+    }
+    const char* e = getenv("VESCALE_LOG");
+    if (e && (!strcmp(e, "warn") || !strcmp(e, "info") || !strcmp(e, "debug") || !strcmp(e, "3") ||
+              !strcmp(e, "4") || !strcmp(e, "5")))
+        fprintf(stderr, "vescale warn: %s\n", m);
+}
+
+/* The directory `name` of the folder open as root, never through a link: -1
+   with errno ELOOP or ENOTDIR for a link or a file. */
+_VS_CKPT_PRIVATE int _vs_ckpt_subdir(int root, const char* name)
+{
+    return openat(root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Deletes the regular files of folder/name (the folder open as root), then the
+   directory itself; a link in name's place, or anything but a regular file in
+   it, is left alone with a warning. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_rmdir_at(const vs_world* w, int root, const char* folder, const char* name)
+{
+    int fd = _vs_ckpt_subdir(root, name);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT) return VS_OK;
+        if (e == ELOOP || e == ENOTDIR) {
+            _vs_ckpt_warn(w, "%s/%s is a symbolic link or a file, not a directory the library made: left alone",
+                          folder, name);
+            return VS_OK;
+        }
+        return vs_set_error(VS_ERR_IO, "cannot open %s/%s: %s", folder, name, strerror(e));
+    }
+    DIR* d = fdopendir(fd);
+    if (!d) {
+        int e = errno;
+        close(fd);
+        return vs_set_error(VS_ERR_IO, "cannot read %s/%s: %s", folder, name, strerror(e));
+    }
+    vs_result r = VS_OK;
+    int kept = 0;
     struct dirent* de;
-    char p[4096];
     while ((de = readdir(d)) != NULL) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        _vs_ckpt_fmt(p, sizeof p, "%s/%s", dir, de->d_name);
-        unlink(p);
+        struct stat st;
+        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW)) continue; // (gone meanwhile)
+        if (!S_ISREG(st.st_mode)) {
+            _vs_ckpt_warn(w, "%s/%s/%s is not a regular file (the library writes only those): left alone, with %s/%s",
+                          folder, name, de->d_name, folder, name);
+            kept++;
+            continue;
+        }
+        if (unlinkat(fd, de->d_name, 0) && errno != ENOENT && !r)
+            r = vs_set_error(VS_ERR_IO, "cannot remove %s/%s/%s: %s", folder, name, de->d_name, strerror(errno));
     }
     closedir(d);
-    if (rmdir(dir)) return vs_set_error(VS_ERR_IO, "cannot remove %s: %s", dir, strerror(errno));
+    if (r || kept) return r;
+    if (unlinkat(root, name, AT_REMOVEDIR) && errno != ENOENT)
+        return vs_set_error(VS_ERR_IO, "cannot remove %s/%s: %s", folder, name, strerror(errno));
     return VS_OK;
 }
 
-/* Deletes a checkpoint directory so that a crash midway never leaves a
+/* Deletes the checkpoint folder/name so that a crash midway never leaves a
    complete-looking half of it (an index without its shards): it is renamed to
-   "<dir>.del-" first, the rename made durable, then its files deleted. */
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_remove(const char* dir)
+   "<name>.del-" first, the rename made durable, then its files deleted. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_remove_at(const vs_world* w, int root, const char* folder, const char* name)
 {
-    const char* base = strrchr(dir, '/');
-    if (strstr(base ? base : dir, _VS_CKPT_DEL)) return _vs_ckpt_rmdir(dir);
-    char del[4096], parent[4096];
-    _vs_ckpt_fmt(del, sizeof del, "%s" _VS_CKPT_DEL, dir);
-    _VS_TRY(_vs_ckpt_rmdir(del)); // (left by a crash in an earlier delete)
-    if (rename(dir, del)) return vs_set_error(VS_ERR_IO, "rename %s -> %s: %s", dir, del, strerror(errno));
-    _vs_ckpt_parent(dir, parent, sizeof parent);
-    _VS_TRY(_vs_ckpt_fsync_path(parent, 1));
-    return _vs_ckpt_rmdir(del);
+    if (strstr(name, _VS_CKPT_DEL)) return _vs_ckpt_rmdir_at(w, root, folder, name);
+    struct stat st;
+    if (fstatat(root, name, &st, AT_SYMLINK_NOFOLLOW))
+        return errno == ENOENT ? VS_OK : vs_set_error(VS_ERR_IO, "cannot stat %s/%s: %s", folder, name, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) {
+        _vs_ckpt_warn(w, "%s/%s is a symbolic link or a file, not a checkpoint the library made: left alone", folder,
+                      name);
+        return VS_OK;
+    }
+    char del[1100];
+    _vs_ckpt_fmt(del, sizeof del, "%s" _VS_CKPT_DEL, name);
+    _VS_TRY(_vs_ckpt_rmdir_at(w, root, folder, del)); // (left by a crash in an earlier delete)
+    if (renameat(root, name, root, del))
+        return vs_set_error(VS_ERR_IO, "rename %s/%s -> %s: %s", folder, name, del, strerror(errno));
+    if (fsync(root)) return vs_set_error(VS_ERR_IO, "fsync %s: %s", folder, strerror(errno));
+    return _vs_ckpt_rmdir_at(w, root, folder, del);
+}
+
+/* The same on a path: the directory that holds it is opened once (remove = 0:
+   delete as a leftover, 1: as a checkpoint). */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_path_op(const vs_world* w, const char* path, int remove)
+{
+    char parent[4096];
+    const char* s = strrchr(path, '/');
+    const char* name = s ? s + 1 : path;
+    _vs_ckpt_parent(path, parent, sizeof parent);
+    int root = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return errno == ENOENT ? VS_OK
+                               : vs_set_error(VS_ERR_IO, "cannot open the folder %s: %s", parent, strerror(errno));
+    vs_result r = remove ? _vs_ckpt_remove_at(w, root, parent, name) : _vs_ckpt_rmdir_at(w, root, parent, name);
+    close(root);
+    return r;
 }
 
 _VS_CKPT_PRIVATE int _vs_ckpt_leftover_name(const char* name)
@@ -2243,30 +2344,33 @@ _VS_CKPT_PRIVATE int _vs_ckpt_leftover_name(const char* name)
     return strstr(name, _VS_CKPT_TMP) || strstr(name, _VS_CKPT_OLD) || strstr(name, _VS_CKPT_DEL);
 }
 
-_VS_CKPT_PRIVATE int _vs_ckpt_has_index(const char* folder, const char* name)
+/* folder/name is a directory (not a link) holding a non-empty regular index.json. */
+_VS_CKPT_PRIVATE int _vs_ckpt_has_index(int root, const char* name)
 {
-    char p[4096];
+    int fd = _vs_ckpt_subdir(root, name);
+    if (fd < 0) return 0;
     struct stat st;
-    _vs_ckpt_fmt(p, sizeof p, "%s/%s/" _VS_CKPT_INDEX, folder, name);
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+    int ok = fstatat(fd, _VS_CKPT_INDEX, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+    close(fd);
+    return ok;
 }
 
-_VS_CKPT_PRIVATE int _vs_ckpt_complete(const char* folder, const char* name)
+_VS_CKPT_PRIVATE int _vs_ckpt_complete(int root, const char* name)
 {
     if (name[0] == '.' || _vs_ckpt_leftover_name(name)) return 0;
-    return _vs_ckpt_has_index(folder, name);
+    return _vs_ckpt_has_index(root, name);
 }
 
 /* "X.old-N" with an index while X is not complete: a crash came between the two
    renames of an overwrite (X -> X.old-N, X.tmp-N -> X), so this is still X's
    durable state. Lists and latest count it as X; retain renames it back to X.
    base (cap bytes) gets X. */
-_VS_CKPT_PRIVATE int _vs_ckpt_orphan(const char* folder, const char* name, char* base, size_t cap)
+_VS_CKPT_PRIVATE int _vs_ckpt_orphan(int root, const char* name, char* base, size_t cap)
 {
     const char* o = strstr(name, _VS_CKPT_OLD);
     if (!o || o == name || name[0] == '.' || strstr(name, _VS_CKPT_TMP) || strstr(name, _VS_CKPT_DEL)) return 0;
     _vs_ckpt_fmt(base, cap, "%.*s", (int)(o - name), name);
-    return _vs_ckpt_has_index(folder, name) && !_vs_ckpt_complete(folder, base);
+    return _vs_ckpt_has_index(root, name) && !_vs_ckpt_complete(root, base);
 }
 
 static int _vs_ckpt_strcmp_desc(const void* a, const void* b)
@@ -2274,24 +2378,31 @@ static int _vs_ckpt_strcmp_desc(const void* a, const void* b)
     return strcmp(*(const char* const*)b, *(const char* const*)a);
 }
 
-/* The complete checkpoints of folder (orphans of an interrupted overwrite among
-   them), newest (greatest name) first; leftovers = 1: the leftovers of
-   interrupted saves and deletes instead; 2: the orphans alone. */
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_list(const char* folder, char*** names, int* n, int leftovers)
+/* The complete checkpoints of the folder open as root (orphans of an
+   interrupted overwrite among them), newest (greatest name) first; leftovers =
+   1: the leftovers of interrupted saves and deletes instead; 2: the orphans
+   alone. A symbolic link is never a checkpoint (cleanup would follow it out of
+   the folder). */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_list(int root, const char* folder, char*** names, int* n, int leftovers)
 {
     *names = NULL;
     *n = 0;
-    DIR* d = opendir(folder);
-    if (!d) return vs_set_error(VS_ERR_IO, "cannot open the folder %s: %s", folder, strerror(errno));
+    int fd = openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); // (its own offset for readdir)
+    DIR* d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return vs_set_error(VS_ERR_IO, "cannot read the folder %s: %s", folder, strerror(e));
+    }
     int cap = 0;
     struct dirent* de;
     char base[1024];
     vs_result r = VS_OK;
     while ((de = readdir(d)) != NULL && !r) {
-        int orphan = _vs_ckpt_orphan(folder, de->d_name, base, sizeof base);
+        int orphan = _vs_ckpt_orphan(root, de->d_name, base, sizeof base);
         int take = leftovers == 1 ? _vs_ckpt_leftover_name(de->d_name) && !orphan
                  : leftovers == 2 ? orphan
-                                  : orphan || _vs_ckpt_complete(folder, de->d_name);
+                                  : orphan || _vs_ckpt_complete(root, de->d_name);
         if (!take) continue;
         if (*n == cap) { // (no world here: the hooks' defaults, as before a world exists)
             cap = cap ? 2 * cap : 16;
@@ -2318,12 +2429,22 @@ _VS_CKPT_PRIVATE void _vs_ckpt_list_free(char** names, int n)
     vs_free(NULL, names);
 }
 
+_VS_CKPT_PRIVATE int _vs_ckpt_open_folder(const char* folder, const char* fn)
+{
+    int root = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0) vs_set_error(VS_ERR_IO, "%s: cannot open the folder %s: %s", fn, folder, strerror(errno));
+    return root;
+}
+
 VS_API vs_result vs_ckpt_latest(const char* folder, char* out, size_t cap)
 {
     if (!folder || !out) return vs_set_error(VS_ERR_NULL, "vs_ckpt_latest: %s is NULL", folder ? "out" : "folder");
+    int root = _vs_ckpt_open_folder(folder, "vs_ckpt_latest");
+    if (root < 0) return VS_ERR_IO;
     char** names;
     int n;
-    vs_result r = _vs_ckpt_list(folder, &names, &n, 0);
+    vs_result r = _vs_ckpt_list(root, folder, &names, &n, 0);
+    close(root);
     if (!r && !n) r = vs_set_error(VS_ERR_INVALID, "vs_ckpt_latest: no complete checkpoint in %s", folder);
     if (!r && (size_t)snprintf(out, cap, "%s/%s", folder, names[0]) >= cap)
         r = vs_set_error(VS_ERR_INVALID, "vs_ckpt_latest: %zu bytes are too few for %s/%s", cap, folder, names[0]);
@@ -2331,52 +2452,65 @@ VS_API vs_result vs_ckpt_latest(const char* folder, char* out, size_t cap)
     return r;
 }
 
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_retain_at(const vs_world* w, int root, const char* folder, int keep)
+{
+    char** names;
+    int n;
+    char base[1024];
+    _VS_TRY(_vs_ckpt_list(root, folder, &names, &n, 2));
+    vs_result r = VS_OK;
+    for (int i = 0; i < n && !r; i++) { // orphans of an interrupted overwrite get their name back
+        if (!_vs_ckpt_orphan(root, names[i], base, sizeof base)) continue;
+        if (renameat(root, names[i], root, base))
+            r = vs_set_error(VS_ERR_IO, "vs_ckpt_retain: rename %s/%s -> %s: %s", folder, names[i], base,
+                             strerror(errno));
+    }
+    _vs_ckpt_list_free(names, n);
+    if (!r && n && fsync(root)) r = vs_set_error(VS_ERR_IO, "fsync %s: %s", folder, strerror(errno));
+    // leftovers of interrupted saves and deletes first: a replaced checkpoint whose
+    // delete a crash stopped must be gone before its successor can be deleted,
+    // or it would look like an orphan of that name
+    if (r || (r = _vs_ckpt_list(root, folder, &names, &n, 1)) != VS_OK) return r;
+    for (int i = 0; i < n && !r; i++)
+        r = strstr(names[i], _VS_CKPT_OLD) ? _vs_ckpt_remove_at(w, root, folder, names[i])
+                                           : _vs_ckpt_rmdir_at(w, root, folder, names[i]);
+    _vs_ckpt_list_free(names, n);
+    if (r || (r = _vs_ckpt_list(root, folder, &names, &n, 0)) != VS_OK) return r;
+    for (int i = keep; i < n && !r; i++) r = _vs_ckpt_remove_at(w, root, folder, names[i]);
+    _vs_ckpt_list_free(names, n);
+    if (!r && fsync(root)) r = vs_set_error(VS_ERR_IO, "fsync %s: %s", folder, strerror(errno));
+    return r;
+}
+
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_retain_w(const vs_world* w, const char* folder, int keep)
+{
+    int root = _vs_ckpt_open_folder(folder, "vs_ckpt_retain");
+    if (root < 0) return VS_ERR_IO;
+    vs_result r = _vs_ckpt_retain_at(w, root, folder, keep);
+    close(root);
+    return r;
+}
+
 VS_API vs_result vs_ckpt_retain(const char* folder, int keep)
 {
     if (!folder) return vs_set_error(VS_ERR_NULL, "vs_ckpt_retain: folder is NULL");
     if (keep < 1) return vs_set_error(VS_ERR_INVALID, "vs_ckpt_retain: keep = %d (at least 1)", keep);
-    char** names;
-    int n;
-    char p[4096], q[4096], base[1024];
-    _VS_TRY(_vs_ckpt_list(folder, &names, &n, 2));
-    vs_result r = VS_OK;
-    for (int i = 0; i < n && !r; i++) { // orphans of an interrupted overwrite get their name back
-        if (!_vs_ckpt_orphan(folder, names[i], base, sizeof base)) continue;
-        _vs_ckpt_fmt(p, sizeof p, "%s/%s", folder, names[i]);
-        _vs_ckpt_fmt(q, sizeof q, "%s/%s", folder, base);
-        if (rename(p, q)) r = vs_set_error(VS_ERR_IO, "vs_ckpt_retain: rename %s -> %s: %s", p, q, strerror(errno));
-    }
-    _vs_ckpt_list_free(names, n);
-    if (!r && n) r = _vs_ckpt_fsync_path(folder, 1);
-    // leftovers of interrupted saves and deletes first: a replaced checkpoint whose
-    // delete a crash stopped must be gone before its successor can be deleted,
-    // or it would look like an orphan of that name
-    if (r || (r = _vs_ckpt_list(folder, &names, &n, 1)) != VS_OK) return r;
-    for (int i = 0; i < n && !r; i++) {
-        _vs_ckpt_fmt(p, sizeof p, "%s/%s", folder, names[i]);
-        r = strstr(names[i], _VS_CKPT_OLD) ? _vs_ckpt_remove(p) : _vs_ckpt_rmdir(p);
-    }
-    _vs_ckpt_list_free(names, n);
-    if (r || (r = _vs_ckpt_list(folder, &names, &n, 0)) != VS_OK) return r;
-    for (int i = keep; i < n && !r; i++) {
-        _vs_ckpt_fmt(p, sizeof p, "%s/%s", folder, names[i]);
-        r = _vs_ckpt_remove(p);
-    }
-    _vs_ckpt_list_free(names, n);
-    return r ? r : _vs_ckpt_fsync_path(folder, 1);
+    return _vs_ckpt_retain_w(NULL, folder, keep);
 }
 
 /* Puts the finished temporary directory in place (rank 0): everything in it is
    durable already; an old checkpoint at path is renamed away, not deleted,
    until the new one's rename is durable (a crash between the two renames
-   leaves it as an orphan that lists, latest and retain treat as path). */
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_commit(const char* tmp, const char* path, const char* nonce, int overwrite)
+   leaves it as an orphan that lists, latest and retain treat as path). A link
+   at path counts as existing; overwrite renames the link away, never follows it. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_commit(const vs_world* w, const char* tmp, const char* path, const char* nonce,
+                                           int overwrite)
 {
     char parent[4096], old[4096];
     _vs_ckpt_parent(path, parent, sizeof parent);
     _VS_TRY(_vs_ckpt_fsync_path(tmp, 1));
     struct stat st;
-    int exists = stat(path, &st) == 0;
+    int exists = lstat(path, &st) == 0;
     if (exists && !overwrite) return vs_set_error(VS_ERR_STATE, "%s exists (overwrite not asked)", path);
     if (exists) {
         _vs_ckpt_fmt(old, sizeof old, "%s" _VS_CKPT_OLD "%s", path, nonce);
@@ -2388,7 +2522,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_commit(const char* tmp, const char* path, co
         return r;
     }
     _VS_TRY(_vs_ckpt_fsync_path(parent, 1));
-    if (exists) _vs_ckpt_remove(old);
+    if (exists) _vs_ckpt_path_op(w, old, 1);
     return VS_OK;
 }
 
@@ -2672,6 +2806,26 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_pwrite(int fd, const char* file, const void*
         if (k <= 0) return vs_set_error(VS_ERR_IO, "writing %s: %s", file, k < 0 ? strerror(errno) : "no progress");
         c += k, n -= (size_t)k, at += (uint64_t)k;
     }
+    return VS_OK;
+}
+
+/* Opens a checkpoint file for reading. A FIFO, device or directory in its place
+   is an error, never a blocking open: O_NONBLOCK until fstat shows a regular
+   file. (Symbolic links are followed: reading through one cannot harm.) */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_open_file(const char* path, int* fd, struct stat* st)
+{
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) return vs_set_error(VS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    int bad = fstat(*fd, st) != 0;
+    int e = errno;
+    if (bad || !S_ISREG(st->st_mode)) {
+        close(*fd);
+        *fd = -1;
+        return bad ? vs_set_error(VS_ERR_IO, "cannot stat %s: %s", path, strerror(e))
+                   : vs_set_error(VS_ERR_IO, "%s is not a regular file (a FIFO, device or directory): refused", path);
+    }
+    int fl = fcntl(*fd, F_GETFL);
+    if (fl >= 0) fcntl(*fd, F_SETFL, fl & ~O_NONBLOCK);
     return VS_OK;
 }
 
@@ -2992,7 +3146,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
                 ac[i] = c;
             }
             if (!r0) r0 = _vs_ckpt_write_index(ck, tmp, all, na, fb, ac, an);
-            if (!r0) r0 = _vs_ckpt_commit(tmp, path, nonce, overwrite);
+            if (!r0) r0 = _vs_ckpt_commit(ck->w, tmp, path, nonce, overwrite);
             if (!r0) made_tmp = 0;
             for (int i = 0; ac && i < na; i++) vs_free(ck->w, ac[i]);
             vs_free(ck->w, fb);
@@ -3006,11 +3160,11 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
         vs_free(ck->w, c2);
         vs_free(ck->w, d2);
     }
-    if (r && made_tmp) _vs_ckpt_rmdir(tmp); // a failed save leaves nothing behind
+    if (r && made_tmp) _vs_ckpt_path_op(ck->w, tmp, 0); // a failed save leaves nothing behind
     if (!r && ck->rank == 0 && ck->desc.keep_last > 0) {
         char parent[4096];
         _vs_ckpt_parent(path, parent, sizeof parent);
-        r = vs_ckpt_retain(parent, ck->desc.keep_last);
+        r = _vs_ckpt_retain_w(ck->w, parent, ck->desc.keep_last);
     }
     for (int i = 0; crcs && i < na; i++) vs_free(ck->w, crcs[i]);
     vs_free(ck->w, crcs);
@@ -3169,15 +3323,15 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_fd(_vs_ckpt_files* f, int i, int* fd)
     if (f->fd[i] < 0) {
         char p[4096];
         _vs_ckpt_fmt(p, sizeof p, "%s/%s", f->dir, f->ix->files[i]);
-        int h = open(p, O_RDONLY);
-        if (h < 0) return vs_set_error(VS_ERR_IO, "cannot open %s: %s", p, strerror(errno));
+        int h;
         struct stat st;
+        _VS_TRY(_vs_ckpt_open_file(p, &h, &st));
         uint64_t size = f->ix->file_bytes[i];
         unsigned char len8[8];
         char* json = NULL;
         uint64_t hl = 0;
         vs_result r = VS_OK;
-        if (fstat(h, &st) == 0 && (uint64_t)st.st_size != size)
+        if ((uint64_t)st.st_size != size)
             r = vs_set_error(VS_ERR_IO, "%s has %lld bytes, the index says %llu (truncated or replaced)", p,
                              (long long)st.st_size, (unsigned long long)size);
         if (!r) r = _vs_ckpt_pread(h, p, len8, 8, 0);
@@ -3458,8 +3612,7 @@ static void* _vs_ckpt_ra_main(void* arg)
             struct stat st;
             if (fd >= 0) close(fd);
             _vs_ckpt_fmt(file, sizeof file, "%s/%s", a->dir, a->ix->files[sp->file]);
-            fd = open(file, O_RDONLY);
-            if (fd < 0 || fstat(fd, &st)) break;
+            if (_vs_ckpt_open_file(file, &fd, &st)) break; // (the reader reports it)
             cur = sp->file, size = (uint64_t)st.st_size;
         }
         const int touch = sp->hi - sp->lo >= _VS_CKPT_RA_SPAN_MIN; // (a short span only counts toward the lead)
@@ -3599,10 +3752,14 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _v
     char* text = NULL;
     vs_result r0 = VS_OK;
     if (ck->rank == 0) {
-        int fd = open(file, O_RDONLY);
+        int fd;
         struct stat st;
-        if (fd < 0) r0 = vs_set_error(VS_ERR_IO, "cannot open %s: %s (not a complete checkpoint?)", file, strerror(errno));
-        else if (fstat(fd, &st) || st.st_size > ((int64_t)1 << 31))
+        if ((r0 = _vs_ckpt_open_file(file, &fd, &st)) != VS_OK) {
+            char why[600];
+            _vs_ckpt_fmt(why, sizeof why, "%s", vs_last_error());
+            r0 = vs_set_error(r0, "%s (not a complete checkpoint?)", why);
+        }
+        else if (st.st_size > ((int64_t)1 << 31))
             r0 = vs_set_error(VS_ERR_IO, "%s: cannot stat, or larger than 2 GiB", file);
         else if (!(text = (char*)vs_alloc(ck->w, (size_t)st.st_size + 1)))
             r0 = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", file);

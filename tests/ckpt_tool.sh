@@ -58,6 +58,12 @@ check verify-truncated 1 'shard-00002.safetensors: [0-9]+ bytes, the index says 
 cp -r "$T/a" "$T/missing"
 rm "$T/missing/shard-00000.safetensors"
 check verify-missing 1 'shard-00000.safetensors: missing' "$TOOL" verify "$T/missing"
+# a FIFO in place of a shard, then of the index: refused at once, never a blocking open
+cp -r "$T/a" "$T/fifo"
+rm "$T/fifo/shard-00000.safetensors" && mkfifo "$T/fifo/shard-00000.safetensors"
+check verify-fifo-shard 1 'shard-00000.safetensors is not a regular file' timeout 30 "$TOOL" verify "$T/fifo"
+rm "$T/fifo/index.json" && mkfifo "$T/fifo/index.json"
+check verify-fifo-index 1 'index.json is not a regular file' timeout 30 "$TOOL" verify "$T/fifo"
 
 cp -r "$T/a" "$T/badindex"
 head -c 500 "$T/a/index.json" >"$T/badindex/index.json"

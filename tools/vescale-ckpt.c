@@ -29,11 +29,10 @@ static int ck_open(ck* c, const char* dir)
     snprintf(c->dir, sizeof c->dir, "%s", dir);
     char path[4200];
     snprintf(path, sizeof path, "%s/index.json", dir);
-    int fd = open(path, O_RDONLY);
+    int fd;
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        fprintf(stderr, "vescale-ckpt: %s: %s\n", path, strerror(errno));
-        if (fd >= 0) close(fd);
+    if (_vs_ckpt_open_file(path, &fd, &st) != VS_OK) { // (a FIFO is refused, not waited on)
+        fprintf(stderr, "vescale-ckpt: %s\n", vs_last_error());
         return -1;
     }
     size_t n = (size_t)st.st_size;
@@ -75,13 +74,17 @@ static int ck_file(ck* c, int f)
     if (c->fd[f] >= 0) return c->fd[f];
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", c->dir, c->ix.files[f]);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
+    int fd;
+    struct stat st;
+    if (stat(path, &st) != 0) {
         fprintf(stderr, "vescale-ckpt: %s: missing (%s)\n", path, strerror(errno));
         return -1;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != c->ix.file_bytes[f]) {
+    if (_vs_ckpt_open_file(path, &fd, &st) != VS_OK) {
+        fprintf(stderr, "vescale-ckpt: %s\n", vs_last_error());
+        return -1;
+    }
+    if ((uint64_t)st.st_size != c->ix.file_bytes[f]) {
         fprintf(stderr, "vescale-ckpt: %s: %lld bytes, the index says %llu (%s)\n", path, (long long)st.st_size,
                 (unsigned long long)c->ix.file_bytes[f],
                 (uint64_t)st.st_size < c->ix.file_bytes[f] ? "truncated" : "grown");
