@@ -71,7 +71,12 @@
    (overwrite) is renamed to <path>.old-<nonce> first and deleted only after
    the new one is durable. A crash leaves earlier checkpoints intact and at most
    a .tmp-/.old- leftover, which vs_ckpt_latest never returns and
-   vs_ckpt_retain deletes.
+   vs_ckpt_retain deletes. The .tmp- of a killed save is debris: a save holds a
+   lock on its .tmp- directory while it runs (Linux open file description
+   locks, which the kernel drops when the process dies), so the next save
+   into the folder and vs_ckpt_latest remove every .tmp- nobody holds (and any
+   .del- left by a killed delete); saves of live jobs in the same folder are
+   left alone.
 
    Trust. Cleanup (vs_ckpt_retain, keep_last, overwrite, leftovers) trusts
    nothing in the folder: it works relative to the folder's descriptor, never
@@ -133,7 +138,10 @@ typedef enum vs_ckpt_kind {
     VS_CKPT_BLOB        // bytes: small state (step, RNG, data position, plan text)
 } vs_ckpt_kind;
 
-/* One named thing to save or load. Names are unique in a checkpoint.
+/* One named thing to save or load. Names are unique in a checkpoint: 1 to 255
+   bytes (VS_CKPT_NAME_MAX with the NUL), any bytes but control characters
+   (below 0x20), '#' (it joins a name and its piece in the files' keys), '"'
+   and '\\'; a bad name is VS_ERR_INVALID naming it.
    TENSOR/RANGE: t gives the global shape, dtype, layout (on any mesh or
    submesh of the saving job: a PP stage's parameters live on that stage's
    DP x TP submesh) and this rank's data. Partial placements are refused:
@@ -2429,6 +2437,69 @@ _VS_CKPT_PRIVATE void _vs_ckpt_list_free(char** names, int n)
     vs_free(NULL, names);
 }
 
+/* A save in progress holds a read lock on its .tmp- directory, an open file
+   description lock (Linux: per descriptor, so a save of this process counts
+   too, and the kernel drops it when the process dies). A .tmp- leftover that
+   nobody holds is the debris of a killed save: stale. .del- leftovers are
+   always stale (a delete can be finished by anyone). Without OFD locks no
+   .tmp- is judged stale; vs_ckpt_retain still removes every leftover. */
+#if defined(__linux__)
+#ifndef F_OFD_GETLK
+#define F_OFD_GETLK 36 // (the kernel's values; glibc names them only under _GNU_SOURCE)
+#define F_OFD_SETLK 37
+#endif
+#define _VS_CKPT_OFD 1
+#endif
+
+/* Takes the save's lock on its temporary directory: the descriptor, or -1. */
+_VS_CKPT_PRIVATE int _vs_ckpt_hold(const char* tmp)
+{
+#ifdef _VS_CKPT_OFD
+    int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_RDLCK;
+    fl.l_whence = SEEK_SET;
+    if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &fl)) close(fd), fd = -1;
+    return fd;
+#else
+    (void)tmp;
+    return -1;
+#endif
+}
+
+_VS_CKPT_PRIVATE int _vs_ckpt_stale(int root, const char* name)
+{
+    if (strstr(name, _VS_CKPT_DEL)) return 1;
+    if (!strstr(name, _VS_CKPT_TMP)) return 0;
+#ifdef _VS_CKPT_OFD
+    int fd = _vs_ckpt_subdir(root, name);
+    if (fd < 0) return 0; // (a link is not the library's: left, as by retain)
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    int r = fcntl(fd, F_OFD_GETLK, &fl);
+    close(fd);
+    return r == 0 && fl.l_type == F_UNLCK;
+#else
+    return 0;
+#endif
+}
+
+/* Removes the stale leftovers of the folder open as root (at the start of a
+   save and in vs_ckpt_latest). Best effort: a failure only warns. */
+_VS_CKPT_PRIVATE void _vs_ckpt_sweep(const vs_world* w, int root, const char* folder)
+{
+    char** names;
+    int n;
+    if (_vs_ckpt_list(root, folder, &names, &n, 1)) return;
+    for (int i = 0; i < n; i++)
+        if (_vs_ckpt_stale(root, names[i]) && _vs_ckpt_rmdir_at(w, root, folder, names[i]))
+            _vs_ckpt_warn(w, "removing the leftover %s/%s: %s", folder, names[i], vs_last_error());
+    _vs_ckpt_list_free(names, n);
+}
+
 _VS_CKPT_PRIVATE int _vs_ckpt_open_folder(const char* folder, const char* fn)
 {
     int root = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -2443,6 +2514,7 @@ VS_API vs_result vs_ckpt_latest(const char* folder, char* out, size_t cap)
     if (root < 0) return VS_ERR_IO;
     char** names;
     int n;
+    _vs_ckpt_sweep(NULL, root, folder); // (the debris of killed saves)
     vs_result r = _vs_ckpt_list(root, folder, &names, &n, 0);
     close(root);
     if (!r && !n) r = vs_set_error(VS_ERR_INVALID, "vs_ckpt_latest: no complete checkpoint in %s", folder);
@@ -3016,6 +3088,20 @@ done:
 }
 
 /* The synchronous save (also the async save's background part, on copies). */
+/* Rank 0, before a save writes anything: the stale leftovers of path's folder
+   go, and an existing path (a link counts) without overwrite is VS_ERR_STATE. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_exists(vs_ckpt* ck, const char* path, int overwrite)
+{
+    char parent[4096];
+    _vs_ckpt_parent(path, parent, sizeof parent);
+    int root = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root >= 0) _vs_ckpt_sweep(ck->w, root, parent), close(root);
+    struct stat st;
+    if (!overwrite && lstat(path, &st) == 0)
+        return vs_set_error(VS_ERR_STATE, "vs_ckpt_save: %s exists (pass overwrite to replace it)", path);
+    return VS_OK;
+}
+
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, const vs_ckpt_entry* entries, int n,
                                              int overwrite)
 {
@@ -3027,7 +3113,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
     int* ncrc = NULL;
     _vs_ckpt_rec** wr = NULL;
     char tmp[4096] = "", nonce[32] = "";
-    int nm = 0, who = -1, made_tmp = 0;
+    int nm = 0, who = -1, made_tmp = 0, held = -1;
     vs_result r = mine ? VS_OK : vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     if (!r && strlen(path) > 3000) r = vs_set_error(VS_ERR_INVALID, "%s: path is longer than 3000 bytes", fn);
     for (int i = 0; i < n && !r; i++) {
@@ -3048,13 +3134,12 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
     if (!r) {
         vs_result r0 = VS_OK;
         if (ck->rank == 0) {
-            struct stat st;
             _vs_ckpt_nonce(ck, nonce, sizeof nonce);
-            if (!overwrite && stat(path, &st) == 0)
-                r0 = vs_set_error(VS_ERR_STATE, "%s: %s exists (pass overwrite to replace it)", fn, path);
+            r0 = _vs_ckpt_exists(ck, path, overwrite);
             _vs_ckpt_fmt(tmp, sizeof tmp, "%s" _VS_CKPT_TMP "%s", path, nonce);
             if (!r0 && mkdir(tmp, 0755)) r0 = vs_set_error(VS_ERR_IO, "%s: cannot create %s: %s", fn, tmp, strerror(errno));
             made_tmp = !r0;
+            if (made_tmp) held = _vs_ckpt_hold(tmp); // (live: no other save's sweep takes it for debris)
         }
         char why[512] = ""; // rank 0's reason, for every rank's message
         if (r0) _vs_ckpt_fmt(why, sizeof why, "%s", vs_last_error());
@@ -3161,6 +3246,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
         vs_free(ck->w, d2);
     }
     if (r && made_tmp) _vs_ckpt_path_op(ck->w, tmp, 0); // a failed save leaves nothing behind
+    if (held >= 0) close(held);
     if (!r && ck->rank == 0 && ck->desc.keep_last > 0) {
         char parent[4096];
         _vs_ckpt_parent(path, parent, sizeof parent);
@@ -3832,10 +3918,15 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
 {
     const char* fn = "vs_ckpt_load";
     if (!ck || !path) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, ck ? "path" : "ck");
-    if (n < 0 || (n && !entries)) return vs_set_error(VS_ERR_INVALID, "%s: %d entries at %p", fn, n, (void*)entries);
-    for (int i = 0; loaded && i < n; i++) loaded[i] = 0;
+    for (int i = 0; loaded && entries && i < n; i++) loaded[i] = 0;
     vs_result r = vs_ckpt_wait(ck);
-    if (r) return vs_set_error(r, "%s: the async save before it failed: %s", fn, vs_last_error());
+    if (r) r = vs_set_error(r, "%s: the async save before it failed: %s", fn, vs_last_error());
+    else if (n < 0 || (n && !entries)) r = vs_set_error(VS_ERR_INVALID, "%s: %d entries at %p", fn, n, (void*)entries);
+    // every rank returns the same result: one rank's bad call (or, below, one
+    // rank's corrupt bytes) fails the load on all, each naming the rank and why
+    int who = -1;
+    vs_result agreed = _vs_ckpt_agree(ck, r, &who);
+    if (agreed) return _vs_ckpt_why(ck, r, agreed, who, fn, "cannot load");
     _vs_ckpt_index ix;
     memset(&ix, 0, sizeof ix);
     _VS_TRY(_vs_ckpt_read_index(ck, path, &ix));
@@ -3916,7 +4007,8 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
     vs_free(ck->w, f.fd);
     vs_free(ck->w, f.hdr);
     _vs_ckpt_index_free(ck->w, &ix);
-    return r;
+    agreed = _vs_ckpt_agree(ck, r, &who);
+    return agreed ? _vs_ckpt_why(ck, r, agreed, who, fn, "failed loading") : VS_OK;
 }
 
 /* Bytes of this rank's data of entry e (what save writes from it). */
@@ -4062,14 +4154,23 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
                               const vs_ckpt_save_opts* opts)
 {
     const char* fn = "vs_ckpt_save";
-    if (!ck || !path) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, ck ? "path" : "ck");
-    if (n < 0 || (n && !entries)) return vs_set_error(VS_ERR_INVALID, "%s: %d entries at %p", fn, n, (void*)entries);
+    if (!ck) return vs_set_error(VS_ERR_NULL, "%s: ck is NULL", fn);
+    int overwrite = opts ? opts->overwrite : 0, async = opts ? opts->async : 0, dev = 0;
     vs_result r = vs_ckpt_wait(ck);
-    if (r) return vs_set_error(r, "%s: the async save before it failed: %s", fn, vs_last_error());
-    int overwrite = opts ? opts->overwrite : 0, dev = 0;
+    if (r) r = vs_set_error(r, "%s: the async save before it failed: %s", fn, vs_last_error());
+    else if (!path) r = vs_set_error(VS_ERR_NULL, "%s: path is NULL", fn);
+    else if (n < 0 || (n && !entries)) r = vs_set_error(VS_ERR_INVALID, "%s: %d entries at %p", fn, n, (void*)entries);
+    else if (async != 0 && async != 1) r = vs_set_error(VS_ERR_INVALID, "%s: opts.async = %d (0 or 1)", fn, async);
+    else if (overwrite != 0 && overwrite != 1)
+        r = vs_set_error(VS_ERR_INVALID, "%s: opts.overwrite = %d (0 or 1)", fn, overwrite);
+    else if (async && !overwrite) { // known now, not at a later call: every rank sees the folder (rank 0 commits
+        struct stat st;            // what all ranks write), so each checks without a collective
+        if (lstat(path, &st) == 0) r = vs_set_error(VS_ERR_STATE, "%s: %s exists (pass overwrite to replace it)", fn, path);
+    }
+    if (r) return r;
     for (int i = 0; i < n; i++) dev |= entries[i].device && !entries[i].skip;
     _vs_ckpt_job* j = NULL;
-    if (opts && opts->async) {
+    if (async) {
         r = _vs_ckpt_job_make(ck, path, entries, n, overwrite, ck->desc.async_max_bytes, &j);
         if (r == VS_ERR_UNSUPPORTED) j = NULL, r = VS_OK, ck->async_used = 0; // over the bound: save now instead
         if (r) return r;

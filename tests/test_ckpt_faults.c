@@ -274,6 +274,15 @@ static int async_rank(vs_world* w, void* arg)
     VT_OK(vs_ckpt_wait(ck));
     VT_CHECK(exists(path), "%s after vs_ckpt_wait", path);
     VT_OK(vs_ckpt_wait(ck)); // nothing in flight: OK
+    // an async save onto an existing path without overwrite: refused at the call, not at a later one
+    vs_result rx = vs_ckpt_save(ck, path, x.e, NE, &o);
+    VT_CHECK(rx == VS_ERR_STATE && strstr(vs_last_error(), "exists"), "async save onto %s: %s: %s", path,
+             vs_result_string(rx), vs_last_error());
+    VT_OK(vs_ckpt_wait(ck));
+    vs_ckpt_save_opts o7 = {7, 1};
+    rx = vs_ckpt_save(ck, path, x.e, NE, &o7);
+    VT_CHECK(rx == VS_ERR_INVALID && strstr(vs_last_error(), "async = 7"), "async = 7: %s: %s", vs_result_string(rx),
+             vs_last_error());
     free(x.alpha);
     make(m, &x, 64, 0);
     int loaded[NE];
@@ -633,6 +642,11 @@ static void case_corrupt(void)
     {
         int al[NE] = {1, 0, 0, 0};
         load_case(d, VS_ERR_IO, "checksum mismatch", afile, "\"alpha\"", al);
+    }
+    { // two ranks: only rank 1 reads the flipped piece (alpha#1); both fail alike, naming it
+        load_job j = {d, {BETA, ALPHA, GAMMA, BLOB}, VS_ERR_IO, "checksum mismatch", afile, "\"alpha\"", {-1, -1, -1, -1},
+                      0, 0};
+        VT_CHECK(vs_launch(2, load_rank, &j) == VS_OK, "launch: %s", vs_last_error());
     }
     copy_base(nock, d, sizeof d, "data-nock");
     snprintf(f, sizeof f, "%s/%s", d, afile);

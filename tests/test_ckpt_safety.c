@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char root[64], folder[96], victim[96];
@@ -231,6 +232,48 @@ static void case_fifo(void)
     alarm(0);
 }
 
+/* Leftovers of killed saves: a .tmp- directory nobody holds goes at the next
+   save or vs_ckpt_latest; one whose save is alive (a child process holding the
+   save's lock, as _vs_ckpt_save_now does) stays until that process dies. */
+static void case_stale(void)
+{
+    fresh();
+    char cmd[4096], p[512], live[512];
+    save_step(30, 0);
+    snprintf(cmd, sizeof cmd, "cd %s && mkdir -p step-000031.tmp-dead && echo x > step-000031.tmp-dead/shard && "
+             "mkdir -p step-000032.del- && echo x > step-000032.del-/shard", folder);
+    sh(cmd);
+    snprintf(live, sizeof live, "%s/step-000033.tmp-live", folder);
+    VT_CHECK(mkdir(live, 0755) == 0, "mkdir %s", live);
+    int go[2];
+    VT_CHECK(pipe(go) == 0, "pipe");
+    pid_t child = fork();
+    if (child == 0) { // the live save: holds the lock, tells the parent, waits to be killed
+        int fd = _vs_ckpt_hold(live);
+        char c = fd >= 0 ? 'y' : 'n';
+        if (write(go[1], &c, 1) != 1) _exit(1);
+        for (;;) pause();
+    }
+    char c = 0;
+    VT_CHECK(read(go[0], &c, 1) == 1 && c == 'y', "the child could not take the lock");
+    char latest[512];
+    VT_OK(vs_ckpt_latest(folder, latest, sizeof latest));
+    snprintf(p, sizeof p, "%s/step-000031.tmp-dead", folder);
+    VT_CHECK(!exists(p), "vs_ckpt_latest left the stale %s", p);
+    snprintf(p, sizeof p, "%s/step-000032.del-", folder);
+    VT_CHECK(!exists(p), "vs_ckpt_latest left the stale %s", p);
+    VT_CHECK(exists(live), "vs_ckpt_latest removed %s, whose save is alive", live);
+    save_step(34, 0);
+    VT_CHECK(exists(live), "a save removed %s, whose save is alive", live);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    close(go[0]), close(go[1]);
+    save_step(35, 0); // the killed save's directory is debris now
+    VT_CHECK(!exists(live), "a save left %s after its process was killed", live);
+    snprintf(p, sizeof p, "%s/step-000035", folder);
+    run(p, 0, 0, 1, 35.0f, VS_OK, NULL);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -241,6 +284,7 @@ int main(void)
     VT_CASE("ckpt_safety/keep_last_never_follows_links", case_keep_last());
     VT_CASE("ckpt_safety/overwrite_of_a_link", case_overwrite_link());
     VT_CASE("ckpt_safety/fifo_is_refused", case_fifo());
+    VT_CASE("ckpt_safety/stale_leftovers_go", case_stale());
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd)) return 1;
