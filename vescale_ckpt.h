@@ -64,7 +64,11 @@
    checkpoint's. `loaded` flags say exactly which entries arrived; after an
    error, the entry that failed may be partly written in a host buffer (with
    verified values only; blobs and device buffers go through host memory and
-   are untouched), and the entries after it are untouched.
+   are untouched), and the entries after it are untouched. With
+   desc.untouched_on_error the failing entry is untouched too (each entry is
+   verified whole before its copy: one more pass over its bytes). Every rank
+   returns the same result: when one rank's bytes fail, every rank's error
+   names that rank, the file and the entry.
 
    Commit. A save writes into <path>.tmp-<nonce>, fsyncs every file and the
    directory, renames it to <path> and fsyncs the parent. An existing <path>
@@ -171,6 +175,9 @@ typedef struct vs_ckpt_desc {
     size_t async_max_bytes;   // async saves copy at most this much host memory (0: 4 GiB)
     int keep_last;            // vs_ckpt_save into a folder keeps the newest N (0: all)
     int no_readahead;         // 1: vs_ckpt_load starts no read-ahead thread (Linux; see >>ckpt-api)
+    int untouched_on_error;   // 1: an entry that fails to load leaves its buffer untouched (all its
+                              // blocks verified before any is copied: its bytes read twice); 0: a
+                              // host tensor streams, and a failing one may hold verified values in part
 } vs_ckpt_desc;
 
 /* Collective over desc->mesh: makes the checkpointer (its own communicator, so
@@ -390,6 +397,10 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_index_parse(const vs_world* w, const char* l
 /* index -> JSON text (parses back to the same index). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_index_write(const _vs_ckpt_index* ix, _vs_sbuf* out);
 _VS_CKPT_PRIVATE void _vs_ckpt_index_free(const vs_world* w, _vs_ckpt_index* ix);
+/* Whether entry e's pieces hold all of it (the parser saw them not overlap, so
+   counting suffices): 1, or 0 with *have and *want (elements, or a blob's
+   bytes; *want is -1 when the shape's element count overflows). */
+_VS_CKPT_PRIVATE int _vs_ckpt_covered(const _vs_ckpt_ientry* e, int64_t* have, int64_t* want);
 
 /* (the format's implementation) */
 
@@ -2007,6 +2018,28 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_entry_parse(const _vs_ckpt_pctx* P0, int x, 
     return _vs_ckpt_no_overlap(P0->w, L, e);
 }
 
+_VS_CKPT_PRIVATE int _vs_ckpt_covered(const _vs_ckpt_ientry* e, int64_t* have, int64_t* want)
+{
+    int64_t h = 0, t = 1;
+    if (e->kind == VS_CKPT_BLOB) {
+        t = (int64_t)e->blob_bytes;
+        for (int k = 0; k < e->npieces; k++) h += (int64_t)(e->pieces[k].data_end - e->pieces[k].data_begin);
+    } else {
+        for (int d = 0; d < e->ndim && t >= 0; d++)
+            t = e->shape[d] && t > INT64_MAX / e->shape[d] ? -1 : t * e->shape[d];
+        for (int k = 0; k < e->npieces; k++) {
+            const _vs_ckpt_piece* p = &e->pieces[k];
+            int64_t c = 1;
+            if (e->kind == VS_CKPT_RANGE) c = p->range_end - p->range_begin;
+            else
+                for (int d = 0; d < e->ndim; d++) c *= p->box[d]; // (inside the shape: checked when parsed)
+            h += c;
+        }
+    }
+    *have = h, *want = t;
+    return h == t;
+}
+
 _VS_CKPT_PRIVATE void _vs_ckpt_index_free(const vs_world* w, _vs_ckpt_index* ix)
 {
     if (!ix) return;
@@ -2626,6 +2659,11 @@ VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out)
     *out = NULL;
     if (!desc || !desc->mesh) return vs_set_error(VS_ERR_NULL, "vs_ckpt_init: %s is NULL", desc ? "desc.mesh" : "desc");
     if (desc->keep_last < 0) return vs_set_error(VS_ERR_INVALID, "vs_ckpt_init: keep_last = %d", desc->keep_last);
+    const int flags[3] = {desc->no_checksum, desc->no_readahead, desc->untouched_on_error};
+    const char* const fname[3] = {"no_checksum", "no_readahead", "untouched_on_error"};
+    for (int i = 0; i < 3; i++)
+        if (flags[i] != 0 && flags[i] != 1)
+            return vs_set_error(VS_ERR_INVALID, "vs_ckpt_init: desc.%s = %d (0 or 1)", fname[i], flags[i]);
     vs_world* w = vs_mesh_world(desc->mesh);
     vs_ckpt* ck = (vs_ckpt*)vs_alloc(w, sizeof *ck);
     if (!ck) return vs_set_error(VS_ERR_NOMEM, "vs_ckpt_init: out of memory");
@@ -3794,8 +3832,10 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_load_entry(vs_ckpt* ck, _vs_ckpt_files* f, c
         _vs_ckpt_ra_used(f->ra, hi - lo);
     }
     if (!r && got != need)
-        r = vs_set_error(VS_ERR_INVALID, "entry \"%s\": the checkpoint holds %lld of the %lld elements this rank needs",
-                         e->name, (long long)got, (long long)need);
+        r = vs_set_error(VS_ERR_INVALID,
+                         "%s/" _VS_CKPT_INDEX ": entry \"%s\": its pieces hold %lld of the %lld elements this rank "
+                         "needs (a piece missing from the index)",
+                         f->dir, e->name, (long long)got, (long long)need);
     for (int k = 0; k < np && !r; k++) { // into dst (streaming: each block verified first)
         if (!views[k].data) continue;
         _vs_ckpt_pgeom g;
@@ -3990,7 +4030,7 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
             _vs_ckpt_need nd;
             _vs_ckpt_need_of(&rc, 0, &nd);
             size_t es = vs_dtype_size(e->dtype), bytes = (size_t)(nd.re - nd.rb) * es;
-            if (!q->device) r = _vs_ckpt_load_entry(ck, &f, e, &nd, (char*)q->t.data, es, 1);
+            if (!q->device) r = _vs_ckpt_load_entry(ck, &f, e, &nd, (char*)q->t.data, es, !ck->desc.untouched_on_error);
             else { // device buffers: through host memory
                 char* h = (char*)vs_alloc(ck->w, bytes ? bytes : 1);
                 r = h ? _vs_ckpt_load_entry(ck, &f, e, &nd, h, es, 0) : vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);

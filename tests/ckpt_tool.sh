@@ -71,6 +71,17 @@ check verify-bad-index 1 'index.json: JSON syntax error' "$TOOL" verify "$T/badi
 check ls-no-index 1 'index.json: No such file' "$TOOL" ls "$T/nowhere"
 
 check export-gap 1 'entry "w1": the pieces hold 24 of its 30 elements' "$TOOL" export "$T/gap" "$T/gap.safetensors"
+# verify sees what the loader sees: a piece missing, a shape no pieces can fill
+check verify-gap 1 'index.json: entry "w1": its pieces hold 24 of its 30 elements' "$TOOL" verify "$T/gap"
+cp -r "$T/a" "$T/huge"
+python3 - "$T/huge/index.json" <<'PY'
+import json, sys
+p = sys.argv[1]; ix = json.load(open(p))
+e = next(e for e in ix["entries"] if e["kind"] == "tensor")
+e["shape"][0] = 10**17  # (under the parser's 2^62 bytes)
+open(p, "w").write(json.dumps(ix))
+PY
+check verify-huge-shape 1 'its pieces hold [0-9]+ of its [0-9]{18,} elements' "$TOOL" verify "$T/huge"
 
 check export 0 '10 entries, 715 bytes' "$TOOL" export "$T/a" "$T/full.safetensors"
 if python3 -c 'import numpy, safetensors' >/dev/null 2>&1; then
@@ -88,12 +99,17 @@ else
 fi
 
 check diff-same 0 '^10 entries the same, 0 different$' "$TOOL" diff "$T/a" "$T/a"
-check diff 1 '^w1: 1 of 30 elements differ; first at \(2, 3\): -2.5 vs -1.5$' "$TOOL" diff "$T/a" "$T/b"
+check diff 1 '^w1: 1 of 30 elements differ; largest at \(2, 3\): -2.5 vs -1.5 \(\|a-b\| 1\)$' "$TOOL" diff "$T/a" "$T/b"
 grep -q '^ids: i64 \[7\] vs i64 \[8\]$' "$T/out" && grep -q '^bias: f16 \[3\] vs i32 \[3\]$' "$T/out" &&
     grep -q "^only in $T/a: plan$" "$T/out" && grep -q '^6 entries the same, 4 different$' "$T/out" &&
     ok diff-lines || bad diff-lines "$(cat "$T/out")"
 check diff-reversed 1 "^only in $T/a: plan$" "$TOOL" diff "$T/b" "$T/a"
-check diff-unreadable 2 'crc32c' "$TOOL" diff "$T/a" "$T/flip"
+check diff-unreadable 1 'crc32c' "$TOOL" diff "$T/a" "$T/flip"
+# tolerances: w1's one difference is 1.0 (-2.5 vs -1.5): within atol 1, and within rtol 0.7 of |b| = 1.5
+check diff-atol 1 '^7 entries the same, 3 different$' "$TOOL" diff "$T/a" "$T/b" --atol 1
+check diff-rtol 1 '^7 entries the same, 3 different$' "$TOOL" diff "$T/a" "$T/b" --rtol 0.7
+check diff-rtol-tight 1 '^w1: 1 of 30 elements differ' "$TOOL" diff "$T/a" "$T/b" --rtol 0.6 --atol 0.05
+check diff-bad-tol 2 'usage' "$TOOL" diff "$T/a" "$T/b" --atol -1
 check usage 2 'usage' "$TOOL" verify "$T/a" -j 0
 
 [ "$fails" -eq 0 ]

@@ -480,13 +480,19 @@ typedef struct load_job {
     int want_loaded[NE]; // by request position; -1: don't care
     int no_checksum_flip; // the data flip went unnoticed: alpha[flip_elem] differs, the rest is right
     long flip_elem;
+    int untouched; // desc.untouched_on_error: the failing entry must be untouched
 } load_job;
 
 static int load_rank(vs_world* w, void* arg)
 {
     const load_job* j = (const load_job*)arg;
     vs_mesh* m = mesh1d(w);
-    vs_ckpt* ck = ckpt(m, 0, 0);
+    vs_ckpt* ck = NULL;
+    vs_ckpt_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.mesh = m;
+    cd.untouched_on_error = j->untouched;
+    VT_OK(vs_ckpt_init(&cd, &ck));
     ents x;
     make(m, &x, 64, 0);
     vs_ckpt_entry req[NE];
@@ -516,7 +522,7 @@ static int load_rank(vs_world* w, void* arg)
         /* loaded: all of it; the entry that failed: untouched, or (a host tensor
            whose later block fails its checksum) partly written with verified
            values only; the entries after it: untouched; a wrong value: never */
-        int partial_ok = i == first_failed && e != BLOB;
+        int partial_ok = i == first_failed && e != BLOB && !j->untouched;
         VT_CHECK(s == (loaded[i] ? 1 : 0) || (partial_ok && s == 2), "load %s: entry %s is %s with loaded[%d] = %d",
                  j->path, ENAME[e],
                  s == 1 ? "loaded" : s == 0 ? "untouched" : s == 2 ? "partly written (right values)" : "wrong", i,
@@ -531,7 +537,7 @@ static int load_rank(vs_world* w, void* arg)
 static void load_case(const char* path, vs_result want, const char* n1, const char* n2, const char* n3,
                       const int* want_loaded)
 {
-    load_job j = {path, {BETA, ALPHA, GAMMA, BLOB}, want, n1, n2, n3, {-1, -1, -1, -1}, 0, 0};
+    load_job j = {path, {BETA, ALPHA, GAMMA, BLOB}, want, n1, n2, n3, {-1, -1, -1, -1}, 0, 0, 0};
     if (want_loaded) memcpy(j.want_loaded, want_loaded, sizeof j.want_loaded);
     VT_CHECK(vs_launch(1, load_rank, &j) == VS_OK, "launch: %s", vs_last_error());
 }
@@ -643,9 +649,14 @@ static void case_corrupt(void)
         int al[NE] = {1, 0, 0, 0};
         load_case(d, VS_ERR_IO, "checksum mismatch", afile, "\"alpha\"", al);
     }
+    { // desc.untouched_on_error: alpha's first piece is good, its second is not: alpha stays untouched
+        load_job j = {d, {BETA, ALPHA, GAMMA, BLOB}, VS_ERR_IO, "checksum mismatch", afile, "\"alpha\"", {1, 0, 0, 0},
+                      0, 0, 1};
+        VT_CHECK(vs_launch(1, load_rank, &j) == VS_OK, "launch: %s", vs_last_error());
+    }
     { // two ranks: only rank 1 reads the flipped piece (alpha#1); both fail alike, naming it
         load_job j = {d, {BETA, ALPHA, GAMMA, BLOB}, VS_ERR_IO, "checksum mismatch", afile, "\"alpha\"", {-1, -1, -1, -1},
-                      0, 0};
+                      0, 0, 0};
         VT_CHECK(vs_launch(2, load_rank, &j) == VS_OK, "launch: %s", vs_last_error());
     }
     copy_base(nock, d, sizeof d, "data-nock");
@@ -655,7 +666,7 @@ static void case_corrupt(void)
     VT_CHECK(find_piece(d, "alpha#1", &fn_, &nb, &ne_) == 0 && fn_ == fa, "alpha#1 in the no-checksum index");
     flip_at(f, nb + 4 * 37 + 2, 5);
     {
-        load_job j = {d, {BETA, ALPHA, GAMMA, BLOB}, VS_OK, NULL, NULL, NULL, {1, 1, 1, 1}, 1, 32 * 8 + 37};
+        load_job j = {d, {BETA, ALPHA, GAMMA, BLOB}, VS_OK, NULL, NULL, NULL, {1, 1, 1, 1}, 1, 32 * 8 + 37, 0};
         VT_CHECK(vs_launch(1, load_rank, &j) == VS_OK, "launch: %s", vs_last_error());
     }
     vt_end("ckpt_faults/corrupt_shard_data");

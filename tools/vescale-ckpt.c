@@ -7,14 +7,19 @@
                                                 header, every CRC32C block (N threads)
    vescale-ckpt export <ckpt> <out.safetensors> one safetensors file of the full
                                                 tensors (blobs as U8), CRCs checked
-   vescale-ckpt diff <a> <b>                    entry by entry: missing, kind/dtype/
-                                                shape, first differing element
+   vescale-ckpt diff <a> <b> [--atol A] [--rtol R]
+                                                entry by entry: missing, kind/dtype/
+                                                shape, how many elements differ by more
+                                                than A + R |b| (default 0: any bit) and
+                                                the largest difference
 
-   Exit status: 0 fine (diff: the same), 1 a failed check or a difference (the
-   message names file, entry, piece and block), 2 bad usage. */
+   Exit status: 0 fine (diff: the same), 1 a failed check, a difference or an
+   entry that cannot be read (the message names file, entry, piece and block),
+   2 bad usage. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_ckpt.h"
 
+#include <math.h>
 #include <pthread.h>
 
 typedef struct ck {
@@ -358,6 +363,18 @@ static int cmd_verify(const char* dir, int nthreads)
     ck c;
     if (ck_open(&c, dir)) return 1;
     int bad = 0, np = 0;
+    for (int i = 0; i < c.ix.ne; i++) { // as the loader sees it: every element of every entry somewhere
+        int64_t have, want;
+        if (_vs_ckpt_covered(&c.ix.e[i], &have, &want)) continue;
+        if (want < 0)
+            fprintf(stderr, "verify: %s/index.json: entry \"%s\": its shape has more elements than 2^63\n", dir,
+                    c.ix.e[i].name);
+        else
+            fprintf(stderr, "verify: %s/index.json: entry \"%s\": its pieces hold %lld of its %lld %s (a piece missing)\n",
+                    dir, c.ix.e[i].name, (long long)have, (long long)want,
+                    c.ix.e[i].kind == VS_CKPT_BLOB ? "bytes" : "elements");
+        bad++;
+    }
     for (int f = 0; f < c.ix.nfiles; f++)
         if (ck_file(&c, f) < 0) bad++;
         else bad += verify_header(&c, f);
@@ -478,13 +495,53 @@ static const _vs_ckpt_ientry* find(const ck* c, const char* name)
     return NULL;
 }
 
-static int cmd_diff(const char* da, const char* db)
+/* The index (i0, i1, ...) of element lin of entry x, into at. */
+static void index_str(const _vs_ckpt_ientry* x, uint64_t lin, char* at, size_t cap)
+{
+    int64_t idx[VS_TENSOR_MAX_DIMS];
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        idx[d] = x->shape[d] ? (int64_t)(lin % (uint64_t)x->shape[d]) : 0;
+        lin = x->shape[d] ? lin / (uint64_t)x->shape[d] : 0;
+    }
+    size_t o = (size_t)snprintf(at, cap, "(");
+    for (int d = 0; d < x->ndim && o < cap; d++) o += (size_t)snprintf(at + o, cap - o, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    if (o < cap) snprintf(at + o, cap - o, ")");
+}
+
+/* Compares two entries' bytes element by element: the same when every pair
+   has |a - b| <= atol + rtol |b| (equal bits always; NaN only equals NaN).
+   Prints the count and the largest difference; 1 when they differ. */
+static int diff_entry(const _vs_ckpt_ientry* x, const unsigned char* bx, const unsigned char* by, size_t nb, double atol,
+                      double rtol)
+{
+    size_t es = vs_dtype_size(x->dtype), n = nb / es;
+    uint64_t nd = 0, worst = 0;
+    double wd = -1;
+    for (size_t q = 0; q < n; q++) {
+        if (!memcmp(bx + q * es, by + q * es, es)) continue;
+        double a = elem(x->dtype, bx + q * es), b = elem(x->dtype, by + q * es);
+        if (a != a && b != b) continue;
+        double d = a != a || b != b ? INFINITY : fabs(a - b);
+        if (d <= atol + rtol * fabs(b)) continue;
+        nd++;
+        if (d > wd) wd = d, worst = q;
+    }
+    if (!nd) return 0;
+    char at[256];
+    index_str(x, worst, at, sizeof at);
+    double a = elem(x->dtype, bx + worst * es), b = elem(x->dtype, by + worst * es);
+    printf("%s: %llu of %zu elements differ; largest at %s: %.17g vs %.17g (|a-b| %.3g)\n", x->name,
+           (unsigned long long)nd, n, at, a, b, wd);
+    return 1;
+}
+
+static int cmd_diff(const char* da, const char* db, double atol, double rtol)
 {
     ck a, b;
-    if (ck_open(&a, da)) return 2;
+    if (ck_open(&a, da)) return 1;
     if (ck_open(&b, db)) {
         ck_close(&a);
-        return 2;
+        return 1;
     }
     int ndiff = 0, err = 0, same = 0;
     for (int i = 0; i < a.ix.ne; i++) {
@@ -513,28 +570,10 @@ static int cmd_diff(const char* da, const char* db)
         size_t nx = 0, ny = 0;
         unsigned char* bx = ck_assemble(&a, x, &nx);
         unsigned char* by = bx ? ck_assemble(&b, y, &ny) : NULL;
-        if (!bx || !by) {
-            err++;
-        } else if (nx != ny || memcmp(bx, by, nx)) {
-            size_t es = vs_dtype_size(x->dtype), k = 0;
-            while (k + es <= nx && !memcmp(bx + k, by + k, es)) k += es;
-            uint64_t lin = k / es, nd = 0;
-            char at[256];
-            int o = snprintf(at, sizeof at, "(");
-            int64_t idx[VS_TENSOR_MAX_DIMS];
-            for (int d = x->ndim - 1; d >= 0; d--) {
-                idx[d] = x->shape[d] ? (int64_t)(lin % (uint64_t)x->shape[d]) : 0;
-                lin = x->shape[d] ? lin / (uint64_t)x->shape[d] : 0;
-            }
-            for (int d = 0; d < x->ndim; d++) o += snprintf(at + o, sizeof at - (size_t)o, "%s%lld", d ? ", " : "", (long long)idx[d]);
-            snprintf(at + o, sizeof at - (size_t)o, ")");
-            for (size_t q = 0; q + es <= nx; q += es) nd += memcmp(bx + q, by + q, es) != 0;
-            printf("%s: %llu of %zu elements differ; first at %s: %.17g vs %.17g\n", x->name,
-                   (unsigned long long)nd, nx / es, at, elem(x->dtype, bx + k), elem(x->dtype, by + k));
+        if (!bx || !by) err++;
+        else if (nx != ny || diff_entry(x, bx, by, nx, x->kind == VS_CKPT_BLOB ? 0 : atol, x->kind == VS_CKPT_BLOB ? 0 : rtol))
             ndiff++;
-        } else {
-            same++;
-        }
+        else same++;
         free(bx);
         free(by);
     }
@@ -547,7 +586,7 @@ static int cmd_diff(const char* da, const char* db)
     printf("%d entries the same, %d different\n", same, ndiff);
     ck_close(&a);
     ck_close(&b);
-    return err ? 2 : ndiff ? 1 : 0;
+    return err || ndiff ? 1 : 0;
 }
 
 static int usage(void)
@@ -555,7 +594,7 @@ static int usage(void)
     fprintf(stderr, "usage: vescale-ckpt ls <ckpt>\n"
                     "       vescale-ckpt verify <ckpt> [-j N]\n"
                     "       vescale-ckpt export <ckpt> <out.safetensors>\n"
-                    "       vescale-ckpt diff <a> <b>\n");
+                    "       vescale-ckpt diff <a> <b> [--atol A] [--rtol R]\n");
     return 2;
 }
 
@@ -574,6 +613,16 @@ int main(int argc, char** argv)
         return cmd_verify(argv[2], (int)j);
     }
     if (!strcmp(cmd, "export") && argc == 4) return cmd_export(argv[2], argv[3]);
-    if (!strcmp(cmd, "diff") && argc == 4) return cmd_diff(argv[2], argv[3]);
+    if (!strcmp(cmd, "diff") && argc >= 4 && argc % 2 == 0) {
+        double tol[2] = {0, 0}; // --atol, --rtol
+        for (int i = 4; i < argc; i += 2) {
+            int k = !strcmp(argv[i], "--atol") ? 0 : !strcmp(argv[i], "--rtol") ? 1 : -1;
+            char* end;
+            double v = k < 0 ? 0 : strtod(argv[i + 1], &end);
+            if (k < 0 || *end || !(v >= 0) || v == INFINITY) return usage();
+            tol[k] = v;
+        }
+        return cmd_diff(argv[2], argv[3], tol[0], tol[1]);
+    }
     return usage();
 }
