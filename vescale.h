@@ -258,6 +258,16 @@ typedef struct vs_layer_ctx {
 
 static inline vs_layer_ctx* vs_layer(const vs_pipe_call* call) { return (vs_layer_ctx*)call->user; }
 
+/* The same, one field at a time, for a layer callback in any source file (each
+   is NULL, or VS_ERR_NULL, when call is not a layer's call). */
+VS_API void* vs_layer_user(const vs_pipe_call* call);         // vs_layer_decl.user
+VS_API void* vs_layer_param(const vs_pipe_call* call, int i); // this rank's shard of parameter i
+VS_API void* vs_layer_grad(const vs_pipe_call* call, int i);  // where its gradient is added
+/* Parameter i's box: local_shape and offset (VS_TENSOR_MAX_DIMS each; either may
+   be NULL) in the global tensor. */
+VS_API vs_result vs_layer_param_box(const vs_pipe_call* call, int i, int64_t* local_shape, int64_t* offset);
+VS_API vs_mesh* vs_layer_tp(const vs_pipe_call* call); // the TP submesh, NULL without TP
+
 /* Checks a model (names, shapes, roles, tied parameters agree) without a mesh. */
 VS_API vs_result vs_model_check(const vs_model_desc* m);
 

@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 W="-Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -I."
+# C only (g++ has no -Wmissing-prototypes): every public function is declared before its definition
+MP="-Wmissing-prototypes"
 CUDA=${CUDA:-/usr/local/cuda}
 n=0
 
@@ -21,8 +23,8 @@ for h in vescale.h vescale_mesh.h vescale_ddp.h vescale_pipe.h vescale_ckpt.h; d
     printf '#include "%s"\nint vs_check_decl(void);\nint vs_check_decl(void) { return 0; }\n' "$h" >"$T/$b.decl.c"
     printf '#define VESCALE_IMPLEMENTATION\n#include "%s"\n#include "%s"\nint main(void) { return vs_version() != VESCALE_VERSION_NUMBER; }\n' "$h" "$h" >"$T/$b.impl.c"
     for std in c99 c11; do
-        check "$h/decl/$std" gcc -std=$std $W -c "$T/$b.decl.c" -o "$T/o.o"
-        check "$h/impl/$std" gcc -std=$std $W -pedantic-errors -Wno-long-long "$T/$b.impl.c" -o "$T/a.out" -lpthread -lm
+        check "$h/decl/$std" gcc -std=$std $W $MP -c "$T/$b.decl.c" -o "$T/o.o"
+        check "$h/impl/$std" gcc -std=$std $W $MP -pedantic-errors -Wno-long-long "$T/$b.impl.c" -o "$T/a.out" -lpthread -lm
     done
     check "$h/decl/c++17" g++ -std=c++17 $W -x c++ -c "$T/$b.decl.c" -o "$T/o.o"
     check "$h/impl/c++17" g++ -std=c++17 $W -x c++ "$T/$b.impl.c" -o "$T/a.out" -lpthread -lm
@@ -48,11 +50,11 @@ check "plain/late-include-says-why" bash -c "! gcc -std=c99 $P $T/late.c -o $T/a
 
 # optimisation levels change what gcc can prove (uninitialized, truncation)
 for o in -O1 -O3; do
-    check "vescale.h/impl/c99$o" gcc -std=c99 $o $W "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
+    check "vescale.h/impl/c99$o" gcc -std=c99 $o $W $MP "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
 done
 
 if command -v clang >/dev/null 2>&1; then
-    check "vescale.h/impl/clang-c99" clang -std=c99 $W "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
+    check "vescale.h/impl/clang-c99" clang -std=c99 $W $MP "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
     check "vescale.h/impl/clang++-c++17" clang++ -std=c++17 $W -x c++ "$T/vescale.impl.c" -o "$T/a.out" -lpthread
 fi
 
@@ -65,14 +67,49 @@ cat >"$T/all.c" <<'C'
 #include "vescale.h"
 int main(void) { return vs_ddp_version() + vs_pipe_version() + vs_ckpt_version() != 3 * vs_version(); }
 C
-check "all-parts-one-tu/c99" bash -c "gcc -std=c99 $W $T/all.c -o $T/a.out -lpthread -lm && $T/a.out"
+check "all-parts-one-tu/c99" bash -c "gcc -std=c99 $W $MP $T/all.c -o $T/a.out -lpthread -lm && $T/a.out"
+
+# A second source file: a layer callback beside the trainer's implementation TU
+# reads its context through the declared vs_layer_* getters (an undeclared one
+# was an implicit int in C, truncating the pointer, and refused by g++).
+cat >"$T/layer2.c" <<'C'
+#include "vescale.h"
+int layer2_check(const vs_pipe_call* call, const void* user, const void* p0, const void* g1, vs_mesh* tp);
+int layer2_check(const vs_pipe_call* call, const void* user, const void* p0, const void* g1, vs_mesh* tp)
+{
+    int64_t shape[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
+    if (vs_layer_param_box(call, 0, shape, off) != VS_OK || shape[0] != 6 || off[0] != 12) return 1;
+    if (vs_layer_param_box(call, VS_LAYER_MAX_PARAMS, shape, off) != VS_ERR_INVALID) return 2;
+    if (vs_layer_user(NULL) || vs_layer_param(call, -1)) return 3;
+    return vs_layer_user(call) != user || vs_layer_param(call, 0) != p0 || vs_layer_grad(call, 1) != g1 ||
+           vs_layer_tp(call) != tp;
+}
+C
+cat >"$T/layer1.c" <<'C'
+#define VESCALE_IMPLEMENTATION
+#include "vescale.h"
+int layer2_check(const vs_pipe_call* call, const void* user, const void* p0, const void* g1, vs_mesh* tp);
+int main(void)
+{
+    static vs_layer_ctx ctx;
+    static int u, p, g;
+    vs_pipe_call call;
+    memset(&call, 0, sizeof call);
+    ctx.user = &u, ctx.param[0] = &p, ctx.grad[1] = &g, ctx.tp = (vs_mesh*)&ctx;
+    ctx.local_shape[0][0] = 6, ctx.offset[0][0] = 12;
+    call.user = &ctx;
+    return layer2_check(&call, &u, &p, &g, (vs_mesh*)&ctx);
+}
+C
+check "second-source-file/c99" bash -c "gcc -std=c99 $W $MP $T/layer1.c $T/layer2.c -o $T/a.out -lpthread -lm && $T/a.out"
+check "second-source-file/c++17" bash -c "g++ -std=c++17 $W -x c++ $T/layer1.c $T/layer2.c -o $T/a.out -lpthread && $T/a.out"
 
 # VESCALE_STATIC: the implementation in two TUs of one program, nothing exported
 for i in 1 2; do
     printf '#define VESCALE_STATIC\n#define VESCALE_IMPLEMENTATION\n#include "vescale.h"\nint tu%s(void);\nint tu%s(void) { return vs_version(); }\n' $i $i >"$T/s$i.c"
 done
 printf 'int tu1(void); int tu2(void);\nint main(void) { return tu1() != tu2(); }\n' >"$T/smain.c"
-check "static/two-tus" bash -c "gcc -std=c99 $W $T/s1.c $T/s2.c $T/smain.c -o $T/a.out -lpthread -lm && $T/a.out && ! nm $T/a.out | grep -q ' T vs_'"
+check "static/two-tus" bash -c "gcc -std=c99 $W $MP $T/s1.c $T/s2.c $T/smain.c -o $T/a.out -lpthread -lm && $T/a.out && ! nm $T/a.out | grep -q ' T vs_'"
 
 # --- VESCALE_STATIC alone, as the top comments say (issue 9): it implies the
 # implementation; two TUs of one program, nothing exported, no warning. Each
@@ -82,7 +119,7 @@ for h in vescale.h vescale_mesh.h vescale_ddp.h vescale_pipe.h vescale_ckpt.h; d
     for i in 1 2; do
         printf '#define VESCALE_STATIC\n#include "%s"\nint tu%s(void);\nint tu%s(void) { return vs_version(); }\n' "$h" $i $i >"$T/so$i.c"
     done
-    check "static-only/$h" bash -c "gcc -std=c99 $W $T/so1.c $T/so2.c $T/smain.c -o $T/a.out -lpthread -lm && $T/a.out && ! nm $T/a.out | grep -q ' T vs_'"
+    check "static-only/$h" bash -c "gcc -std=c99 $W $MP $T/so1.c $T/so2.c $T/smain.c -o $T/a.out -lpthread -lm && $T/a.out && ! nm $T/a.out | grep -q ' T vs_'"
 done
 check "static-only/c++17" bash -c "g++ -std=c++17 $W -x c++ $T/so1.c $T/so2.c $T/smain.c -o $T/a.out -lpthread && $T/a.out"
 # ---------------------------------------------------------------------------------
@@ -118,7 +155,7 @@ fi
 
 # MPI transport
 if command -v mpicc >/dev/null 2>&1; then
-    check "mpi/c99" mpicc -std=c99 $W -DVESCALE_MPI "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
+    check "mpi/c99" mpicc -std=c99 $W $MP -DVESCALE_MPI "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
     check "mpi/c++17" mpicxx -std=c++17 $W -DVESCALE_MPI -x c++ "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
 else
     echo "skip compile/mpi: mpicc not installed"
@@ -128,13 +165,13 @@ fi
 # plain C compiler, and with nvcc
 if [ -f "$CUDA/include/nccl.h" ] || [ -f /usr/include/nccl.h ]; then
     NC="-I$CUDA/include -L$CUDA/lib64 -L$CUDA/lib -Wl,-rpath,$CUDA/lib64"
-    check "nccl/gcc-c99-link" gcc -std=c99 $W -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
+    check "nccl/gcc-c99-link" gcc -std=c99 $W $MP -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
     # DDP's implementation in another TU than the mesh's (it uses only the public API)
     printf '#define VESCALE_MESH_IMPLEMENTATION\n#include "vescale_mesh.h"\n' >"$T/tu1.c"
     printf '#define VESCALE_DDP_IMPLEMENTATION\n#include "vescale_ddp.h"\nint main(void) { return vs_ddp_version() != vs_version(); }\n' >"$T/tu2.c"
-    check "nccl/mesh-and-ddp-in-two-tus" gcc -std=c99 $W -DVESCALE_NCCL $NC "$T/tu1.c" "$T/tu2.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
+    check "nccl/mesh-and-ddp-in-two-tus" gcc -std=c99 $W $MP -DVESCALE_NCCL $NC "$T/tu1.c" "$T/tu2.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
     if command -v mpicc >/dev/null 2>&1; then # the NCCL id over MPI
-        check "nccl+mpi/c99-link" mpicc -std=c99 $W -DVESCALE_MPI -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
+        check "nccl+mpi/c99-link" mpicc -std=c99 $W $MP -DVESCALE_MPI -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
     fi
     check "nccl/g++-c++17-link" g++ -std=c++17 $W -DVESCALE_NCCL -x c++ $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
     if command -v nvcc >/dev/null 2>&1; then
