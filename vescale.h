@@ -79,6 +79,33 @@
    its part. Limits: f32 parameters; ZeRO-2 keeps a staging buffer per bucket
    (a pipeline holds every bucket of a chunk open across microbatches).
 
+   Non-finite gradients and the step counter
+   -----------------------------------------
+   Every vs_train_step takes the global gradient norm (with or without
+   desc.clip: one pass over each rank's gradients and one all-reduce of one
+   double, over every gradient element of the model: DP, TP and PP, ZeRO
+   shards, and every copy of a replicated one), so a NaN or inf anywhere is seen
+   by every rank and all decide alike. desc.nonfinite (vs_nonfinite_policy):
+   VS_NONFINITE_SKIP (0, the default) skips the step on every rank (parameters,
+   optimizer state, step count and LR schedule as they were), returns VS_OK,
+   counts it (vs_train_skipped_steps) and logs it at warn; VS_NONFINITE_ERROR
+   returns VS_ERR_NONFINITE naming the step and the policy, nothing changed.
+   vs_train_grad_norm gives the last norm. One step counter: vs_train_steps is
+   DDP's count, AdamW's bias correction and the LR schedule's position (a
+   skipped step does not advance it); the data position is vs_train_steps +
+   vs_train_skipped_steps. vs_train_save stores both, vs_train_load restores
+   them exactly.
+
+   Ownership and lifetimes: the training state owns its mesh, pipe, schedule,
+   DDP and checkpointer. vs_train_mesh, vs_train_pipe and vs_train_ddp are for
+   the lower-level calls; vs_mesh_free, vs_pipe_free and vs_ddp_free on them are
+   VS_ERR_STATE and leave the state working; vs_train_free frees them. A second
+   vs_train_free, or a call on a freed training state (likewise a freed
+   schedule, pipe or checkpointer), is VS_ERR_STATE while its world keeps the
+   memory (its last 16 freed such handles, vs_free_later); past that window, or
+   for a schedule made with a NULL world, the call is undefined. A DDP cannot
+   tell it was freed.
+
    Memory
    ------
    The library allocates host and device memory through the world's allocator

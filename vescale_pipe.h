@@ -122,7 +122,7 @@
    vs_pipe_sched_free or vs_pipe_free, or any call on a freed one, is
    VS_ERR_STATE ("already freed") while its memory is among its world's last 16
    freed handles (vescale_mesh.h's vs_free_later); a getter that returns an int
-   gives VS_ERR_STATE as its value. Past that window, and for a schedule made
+   gives VS_ERR_STATE as its value, vs_pipe_sched_print and vs_pipe_draw -1. Past that window, and for a schedule made
    with a NULL world (its memory goes at once), a freed handle is freed memory:
    the call is undefined. The pipe of a training state (vs_train_pipe in
    vescale.h) is the training state's: vs_pipe_free on it is VS_ERR_STATE and
