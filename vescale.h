@@ -79,6 +79,33 @@
    its part. Limits: f32 parameters; ZeRO-2 keeps a staging buffer per bucket
    (a pipeline holds every bucket of a chunk open across microbatches).
 
+   Non-finite gradients and the step counter
+   -----------------------------------------
+   Every vs_train_step takes the global gradient norm (with or without
+   desc.clip: one pass over each rank's gradients and one all-reduce of one
+   double, over every gradient element of the model: DP, TP and PP, ZeRO
+   shards, and every copy of a replicated one), so a NaN or inf anywhere is seen
+   by every rank and all decide alike. desc.nonfinite (vs_nonfinite_policy):
+   VS_NONFINITE_SKIP (0, the default) skips the step on every rank (parameters,
+   optimizer state, step count and LR schedule as they were), returns VS_OK,
+   counts it (vs_train_skipped_steps) and logs it at warn; VS_NONFINITE_ERROR
+   returns VS_ERR_NONFINITE naming the step and the policy, nothing changed.
+   vs_train_grad_norm gives the last norm. One step counter: vs_train_steps is
+   DDP's count, AdamW's bias correction and the LR schedule's position (a
+   skipped step does not advance it); the data position is vs_train_steps +
+   vs_train_skipped_steps. vs_train_save stores both, vs_train_load restores
+   them exactly.
+
+   Ownership and lifetimes: the training state owns its mesh, pipe, schedule,
+   DDP and checkpointer. vs_train_mesh, vs_train_pipe and vs_train_ddp are for
+   the lower-level calls; vs_mesh_free, vs_pipe_free and vs_ddp_free on them are
+   VS_ERR_STATE and leave the state working; vs_train_free frees them. A second
+   vs_train_free, or a call on a freed training state (likewise a freed
+   schedule, pipe or checkpointer), is VS_ERR_STATE while its world keeps the
+   memory (its last 16 freed such handles, vs_free_later); past that window, or
+   for a schedule made with a NULL world, the call is undefined. A DDP cannot
+   tell it was freed.
+
    Memory
    ------
    The library allocates host and device memory through the world's allocator
@@ -424,12 +451,33 @@ typedef struct vs_batch {
     const void* data[VS_BATCH_MAX]; // host memory
 } vs_batch;
 
+/* What vs_train_step does when the gradients hold a NaN or an infinity. Every
+   step measures the global gradient norm (the clip's, whether or not desc.clip
+   is set: one pass over each rank's gradients and one all-reduce of one
+   double), over every element of the model's gradients: DP, TP and PP, ZeRO
+   shards, and every rank's copy of a replicated one. Every rank gets the same
+   norm, so every rank decides alike. */
+typedef enum vs_nonfinite_policy {
+    /* The default, as mixed-precision trainers' skip-and-count: the optimizer
+       step is skipped on every rank (parameters, optimizer state, the step
+       count and with it the LR schedule stay as they were), counted
+       (vs_train_skipped_steps), logged at warn, and vs_train_step returns
+       VS_OK; vs_train_grad_norm says NaN or inf. */
+    VS_NONFINITE_SKIP = 0,
+    /* As torch's error_if_nonfinite: vs_train_step fails with
+       VS_ERR_NONFINITE naming the step, the norm and the policy; parameters,
+       optimizer state and both counts stay as they were, and the training
+       state stays usable (the next vs_train_step starts from new gradients). */
+    VS_NONFINITE_ERROR
+} vs_nonfinite_policy;
+
 typedef struct vs_train_desc {
     const vs_model_desc* model; // kept by pointer
     const vs_plan* plan;        // copied
     vs_optim_desc optim;        // AdamW by default
     vs_lr_schedule lr;          // lr 0: 1e-3 constant
-    double clip;                // global grad-norm clip (0: none)
+    double clip;                // global grad-norm clip, finite and >= 0 (0: none)
+    vs_nonfinite_policy nonfinite; // NaN or inf gradients (0: skip the step, see above)
 } vs_train_desc;
 
 typedef struct vs_train vs_train;
@@ -438,10 +486,33 @@ typedef struct vs_train vs_train;
    initializes only this rank's shards (sharding-invariant init: the same values
    as one device), and wires DDP / ZeRO, the pipeline engine and TP. */
 VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out);
-/* One training step on a global batch: forward, backward, gradient sync,
-   clipping, optimizer and LR-schedule step. *loss: the global mean loss. */
+/* One training step on a global batch: forward, backward, gradient sync, the
+   global gradient norm (and clipping with desc.clip), optimizer and
+   LR-schedule step. *loss: the global mean loss, also when the gradients were
+   not finite (desc.nonfinite: the step is skipped, VS_OK, or fails,
+   VS_ERR_NONFINITE). Messages name the step as the batches taken before it
+   (vs_train_steps + vs_train_skipped_steps). */
 VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss);
+/* The one step counter: optimizer steps taken. It is DDP's
+   (vs_ddp_step_count(vs_train_ddp(t))), AdamW's bias correction and the LR
+   schedule's position (vs_lr_at); a skipped step does not count (as DeepSpeed
+   and Megatron-LM hold their LR schedule on a skipped step). Batches taken
+   (the data position) = vs_train_steps + vs_train_skipped_steps. Both are saved
+   and restored exactly (vs_train_save / vs_train_load). -1 for NULL, a
+   negative vs_result for a freed training state. */
 VS_API int64_t vs_train_steps(const vs_train* t);
+/* Steps skipped for non-finite gradients (VS_NONFINITE_SKIP; a step that failed
+   under VS_NONFINITE_ERROR is not counted). A negative vs_result for NULL or a
+   freed training state. */
+VS_API int64_t vs_train_skipped_steps(const vs_train* t);
+/* The global L2 norm of the gradients the last step measured (before
+   clipping): NaN or inf for a step with non-finite gradients; NaN before the
+   first step, and for NULL or a freed training state (vs_last_error says). */
+VS_API double vs_train_grad_norm(const vs_train* t);
+/* The training state's own mesh, pipe and DDP, for the lower-level calls
+   (vs_ddp_grad_synced_owned, vs_pipe_last_timeline, ...). vs_train_free frees
+   them; vs_mesh_free, vs_pipe_free and vs_ddp_free on them are VS_ERR_STATE and
+   leave them working. NULL for NULL or a freed training state. */
 VS_API vs_mesh* vs_train_mesh(vs_train* t);
 VS_API vs_pipe* vs_train_pipe(vs_train* t);
 VS_API vs_ddp* vs_train_ddp(vs_train* t);
@@ -451,14 +522,21 @@ VS_API vs_result vs_train_memory(const vs_train* t, int64_t* init_peak, int64_t*
 /* The global value of a parameter (gathered; every rank gets it). */
 VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, size_t bytes);
 
-/* The whole training state (parameters, optimizer, step, LR schedule, plan text,
-   and extra blobs such as RNG and data position) into a checkpoint directory,
-   and back, on any plan or mesh. Collective. */
+/* The whole training state (parameters, optimizer, the step and skipped-step
+   counts, hence the LR schedule's position, plan text, and extra blobs such as
+   RNG and data position) into a checkpoint directory, and back, on any plan or
+   mesh. Collective. A checkpoint without the skipped count (saved before it
+   was kept) loads with 0. */
 VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async);
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra);
 /* The plan stored in a checkpoint (to resume with the same one, or to see what
    the job ran). Not collective. */
 VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out);
+/* Frees the training state and everything it made (mesh, pipe, schedule, DDP,
+   checkpointer). NULL: VS_OK. A training state remembers being freed: a second
+   vs_train_free, or any call on a freed one, is VS_ERR_STATE ("already freed")
+   while its memory is among its world's last 16 freed handles (vs_free_later);
+   past that window it is freed memory (undefined). */
 VS_API vs_result vs_train_free(vs_train* t);
 
 #ifdef __cplusplus
@@ -2377,6 +2455,7 @@ typedef struct _vs_hl_layer {
 } _vs_hl_layer;
 
 struct vs_train {
+    uint32_t magic; // _VS_HL_LIVE
     vs_world* w;
     const vs_model_desc* model;
     vs_train_desc desc;
@@ -2396,10 +2475,25 @@ struct vs_train {
     int np;
     int* layer_prm; // [layer * VS_LAYER_MAX_PARAMS + i]: index into prm
     const vs_batch* batch; // during a step
-    int64_t rows_dp, rows_mb, steps;
+    int64_t rows_dp, rows_mb;
+    int64_t skipped;  // steps skipped for non-finite gradients (the steps taken are DDP's count)
+    double grad_norm; // the last step's global gradient norm (NaN before the first)
     int64_t init_peak, model_bytes;
     vs_result hook_err;
 };
+
+/* A training state can tell it was freed (vs_train_free's comment): its magic,
+   kept readable a while by vs_free_later. */
+#define _VS_HL_LIVE 0x7673544cu /* "vsTL" */
+#define _VS_HL_DEAD 0x76734444u /* "vsDD": freed */
+#define _VS_HL_OWNER "a training state (vs_train_free frees it)"
+_VS_HL_PRIVATE vs_result _vs_hl_gone(const char* fn, const vs_train* t)
+{
+    if (t->magic == _VS_HL_DEAD) return vs_set_error(VS_ERR_STATE, "%s: this training state was already freed", fn);
+    return vs_set_error(VS_ERR_INVALID, "%s: %p is not a live training state", fn, (const void*)t);
+}
+/* VS_OK for a live training state or NULL (the function's own check names a NULL). */
+#define _VS_HL_GONE(fn, t) ((t) && (t)->magic != _VS_HL_LIVE ? _vs_hl_gone(fn, (t)) : VS_OK)
 
 _VS_HL_PRIVATE int _vs_hl_find(const vs_train* t, const char* name)
 {
@@ -2499,18 +2593,20 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
 VS_API vs_result vs_train_free(vs_train* t)
 {
     if (!t) return VS_OK;
+    _VS_TRY(_VS_HL_GONE("vs_train_free", t));
     vs_result r = VS_OK;
     if (t->ck) vs_ckpt_free(t->ck);
     if (t->sched) vs_pipe_sched_free(t->sched);
-    if (t->pipe) vs_pipe_free(t->pipe);
-    if (t->ddp) vs_ddp_free(t->ddp);
+    if (t->pipe) t->pipe->owner = NULL, vs_pipe_free(t->pipe);
+    if (t->ddp) t->ddp->owner = NULL, vs_ddp_free(t->ddp);
     if (t->mesh) r = vs_mesh_free(t->mesh);
     vs_free(t->w, t->units);
     vs_free(t->w, t->lay);
     for (int i = 0; t->prm && i < t->np; i++) vs_free(t->w, t->prm[i].scratch);
     vs_free(t->w, t->prm);
     vs_free(t->w, t->layer_prm);
-    vs_free(t->w, t);
+    t->magic = _VS_HL_DEAD;
+    vs_free_later(t->w, t);
     return r;
 }
 
@@ -2521,6 +2617,11 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
     *out = NULL;
     if (!w || !d || !d->plan) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !w ? "world" : !d ? "desc" : "desc.plan");
     _VS_TRY(vs_plan_check(d->plan, d->model));
+    if (!isfinite(d->clip) || d->clip < 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.clip = %g (finite and >= 0; 0: no clipping)", fn, d->clip);
+    if ((int)d->nonfinite < 0 || d->nonfinite > VS_NONFINITE_ERROR)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.nonfinite = %d (VS_NONFINITE_SKIP or VS_NONFINITE_ERROR)", fn,
+                            (int)d->nonfinite);
     const vs_plan* pl = d->plan;
     const vs_model_desc* m = d->model;
     int pp = _vs_hl_sz(pl->pp), dp = _vs_hl_sz(pl->dp), tp = _vs_hl_sz(pl->tp);
@@ -2530,6 +2631,8 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
     vs_train* t = (vs_train*)vs_alloc(w, sizeof *t);
     if (!t) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     memset(t, 0, sizeof *t);
+    t->magic = _VS_HL_LIVE;
+    t->grad_norm = NAN;
     t->w = w;
     t->model = m;
     t->desc = *d;
@@ -2635,6 +2738,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
            of two) open across microbatches, so room for all of them. */
         dd.zero2_buffers = L * VS_LAYER_MAX_PARAMS;
         r = vs_ddp_init(&dd, &t->ddp);
+        if (!r) t->ddp->owner = _VS_HL_OWNER; // (vs_ddp_free(vs_train_ddp(t)) would leave t dangling)
     }
     int64_t live = 0;
     for (int pass = 0; pass < 2 && !r; pass++) // tied ones first: their bucket reduces last
@@ -2711,6 +2815,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         pd.on_step = _vs_hl_on_step;
         pd.hook_user = t;
         r = vs_pipe_init(&pd, &t->pipe);
+        if (!r) t->pipe->owner = _VS_HL_OWNER;
     }
     if (!r) r = vs_pipe_generate(w, _vs_hl_sched(pl), pp, t->pplan.chunks, t->M, &t->sched);
     if (r) {
@@ -2729,6 +2834,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
 VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
 {
     const char* fn = "vs_train_step";
+    _VS_TRY(_VS_HL_GONE(fn, t));
     if (!t || !batch) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, t ? "batch" : "train");
     if (batch->n < 1 || batch->n > VS_BATCH_MAX) return vs_set_error(VS_ERR_INVALID, "%s: batch.n = %d", fn, batch->n);
     int64_t rows = batch->shape[0][0];
@@ -2753,26 +2859,80 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
             t->lay[l].ctx.grad[i] = NULL;
             if (q->ddp >= 0 && !t->lay[l].ctx.param[i]) r = VS_ERR_STATE;
         }
-    double l = 0;
+    double l = 0, norm = NAN;
+    int64_t steps = vs_ddp_step_count(t->ddp), step = steps + t->skipped; // (the batches taken before this one)
     if (!r) r = vs_pipe_run(t->pipe, t->sched, &l); // (hooks: gradient sync as chunks finish)
     t->batch = NULL;
     if (!r) r = vs_ddp_finish_grad_sync(t->ddp);
-    if (!r && t->desc.clip > 0) r = vs_ddp_clip_grad_norm(t->ddp, t->desc.clip, NULL);
-    if (!r) r = vs_ddp_step(t->ddp, vs_lr_at(&t->desc.lr, t->steps));
+    // the loss first: the caller gets it for a step skipped or failed below too
     if (!r && t->dpm) r = vs_all_reduce(vs_mesh_comm(t->dpm), &l, &l, 1, VS_F64, VS_OP_AVG, NULL);
-    if (r) return vs_set_error(r, "%s (step %lld): %s", fn, (long long)t->steps, vs_last_error());
-    t->steps++;
+    if (!r) { // the global norm, clipping or not: non-finite gradients anywhere make it non-finite everywhere
+        vs_clip_desc cd;
+        memset(&cd, 0, sizeof cd);
+        cd.max_norm = t->desc.clip; // (0: only measures)
+        cd.error_if_nonfinite = t->desc.nonfinite == VS_NONFINITE_ERROR;
+        r = vs_ddp_clip_grad_norm_ex(t->ddp, &cd, &norm);
+        t->grad_norm = norm;
+    }
+    if (r == VS_ERR_NONFINITE) { // every rank: the norm is the same on all
+        const char* where = strstr(vs_last_error(), " (on this rank first in '");
+        char at[200] = "";
+        if (where) snprintf(at, sizeof at, "%.*s", (int)(strcspn(where + 1, ")") + 2), where);
+        if (loss) *loss = l;
+        return vs_set_error(r, "%s (step %lld): the global gradient norm is %g, not finite%s; with the policy error "
+                               "(vs_train_desc.nonfinite) the step fails: parameters, optimizer state and the step "
+                               "count are as they were", fn, (long long)step, norm, at);
+    }
+    int skip = !r && !isfinite(norm); // (vs_ddp_step skips on every rank)
+    if (!r) r = vs_ddp_step(t->ddp, vs_lr_at(&t->desc.lr, steps));
+    if (r) return vs_set_error(r, "%s (step %lld): %s", fn, (long long)step, vs_last_error());
+    if (skip) {
+        t->skipped++;
+        vs_log(t->w, VS_LOG_WARN,
+               "vs_train_step (step %lld): the global gradient norm is %g, not finite: step skipped, parameters, "
+               "optimizer state and the LR schedule as they were (%lld skipped so far; vs_train_desc.nonfinite: skip)",
+               (long long)step, norm, (long long)t->skipped);
+    }
     if (loss) *loss = l;
     return VS_OK;
 }
 
-VS_API int64_t vs_train_steps(const vs_train* t) { return t ? t->steps : -1; }
-VS_API vs_mesh* vs_train_mesh(vs_train* t) { return t ? t->mesh : NULL; }
-VS_API vs_pipe* vs_train_pipe(vs_train* t) { return t ? t->pipe : NULL; }
-VS_API vs_ddp* vs_train_ddp(vs_train* t) { return t ? t->ddp : NULL; }
+VS_API int64_t vs_train_steps(const vs_train* t)
+{
+    _VS_TRY(_VS_HL_GONE("vs_train_steps", t));
+    return t ? vs_ddp_step_count(t->ddp) : -1;
+}
+VS_API int64_t vs_train_skipped_steps(const vs_train* t)
+{
+    if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_skipped_steps: train is NULL");
+    _VS_TRY(_VS_HL_GONE("vs_train_skipped_steps", t));
+    return t->skipped;
+}
+VS_API double vs_train_grad_norm(const vs_train* t)
+{
+    if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_grad_norm: train is NULL"), (double)NAN;
+    if (_VS_HL_GONE("vs_train_grad_norm", t)) return NAN;
+    return t->grad_norm;
+}
+VS_API vs_mesh* vs_train_mesh(vs_train* t)
+{
+    if (_VS_HL_GONE("vs_train_mesh", t)) return NULL;
+    return t ? t->mesh : NULL;
+}
+VS_API vs_pipe* vs_train_pipe(vs_train* t)
+{
+    if (_VS_HL_GONE("vs_train_pipe", t)) return NULL;
+    return t ? t->pipe : NULL;
+}
+VS_API vs_ddp* vs_train_ddp(vs_train* t)
+{
+    if (_VS_HL_GONE("vs_train_ddp", t)) return NULL;
+    return t ? t->ddp : NULL;
+}
 
 VS_API vs_result vs_train_memory(const vs_train* t, int64_t* init_peak, int64_t* model_bytes)
 {
+    _VS_TRY(_VS_HL_GONE("vs_train_memory", t));
     if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_memory: train is NULL");
     if (init_peak) *init_peak = t->init_peak;
     if (model_bytes) *model_bytes = t->model_bytes;
@@ -2784,6 +2944,7 @@ VS_API vs_result vs_train_memory(const vs_train* t, int64_t* init_peak, int64_t*
 VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, size_t bytes)
 {
     const char* fn = "vs_train_get_param";
+    _VS_TRY(_VS_HL_GONE(fn, t));
     if (!t || !name || !out) return vs_set_error(VS_ERR_NULL, "%s: an argument is NULL", fn);
     int x = _vs_hl_find(t, name);
     if (x < 0) return vs_set_error(VS_ERR_INVALID, "%s: the model has no parameter \"%s\"", fn, name);
@@ -2833,9 +2994,11 @@ _VS_HL_PRIVATE vs_result _vs_hl_ck(vs_train* t)
 }
 
 #define _VS_HL_PLAN_ENTRY "__plan"
+#define _VS_HL_SKIPPED_ENTRY "__skipped" // vs_train_skipped_steps, an int64 (the steps taken are DDP's __step)
 
 VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async)
 {
+    _VS_TRY(_VS_HL_GONE("vs_train_save", t));
     if (!t || !path) return vs_set_error(VS_ERR_NULL, "vs_train_save: %s is NULL", t ? "path" : "train");
     if (nextra < 0 || nextra > 60 || (nextra && !extra)) return vs_set_error(VS_ERR_INVALID, "vs_train_save: %d extra entries", nextra);
     _VS_TRY(_vs_hl_ck(t));
@@ -2848,23 +3011,51 @@ VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entr
     e[nextra].kind = VS_CKPT_BLOB;
     e[nextra].blob = text;
     e[nextra].blob_bytes = (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1);
+    int64_t skipped = t->skipped;
+    e[nextra + 1].name = _VS_HL_SKIPPED_ENTRY;
+    e[nextra + 1].kind = VS_CKPT_BLOB;
+    e[nextra + 1].blob = &skipped;
+    e[nextra + 1].blob_bytes = sizeof skipped;
     vs_ckpt_save_opts o;
     memset(&o, 0, sizeof o);
-    o.async = async; // (text is copied by an async save)
-    return vs_ckpt_save_ddp(t->ck, path, t->ddp, "", e, nextra + 1, &o);
+    o.async = async; // (text and skipped are copied by an async save)
+    return vs_ckpt_save_ddp(t->ck, path, t->ddp, "", e, nextra + 2, &o);
 }
 
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra)
 {
+    _VS_TRY(_VS_HL_GONE("vs_train_load", t));
     if (!t || !path) return vs_set_error(VS_ERR_NULL, "vs_train_load: %s is NULL", t ? "path" : "train");
-    if (nextra < 0 || (nextra && !extra)) return vs_set_error(VS_ERR_INVALID, "vs_train_load: %d extra entries", nextra);
+    if (nextra < 0 || nextra > 60 || (nextra && !extra))
+        return vs_set_error(VS_ERR_INVALID, "vs_train_load: %d extra entries", nextra);
     _VS_TRY(_vs_hl_ck(t));
-    vs_result r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", extra, nextra);
+    /* the skipped count, where the checkpoint has it (the index, read by one
+       rank and shared: every rank asks for the same entries) */
+    _vs_ckpt_index ix;
+    memset(&ix, 0, sizeof ix);
+    vs_result r = _vs_ckpt_read_index(t->ck, path, &ix);
+    if (r) return vs_set_error(r, "vs_train_load: %s", vs_last_error());
+    int has_skipped = _vs_ckpt_find(&ix, _VS_HL_SKIPPED_ENTRY) != NULL;
+    _vs_ckpt_index_free(t->ck->w, &ix);
+    vs_ckpt_entry e[61];
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < nextra; i++) e[i] = extra[i];
+    int64_t skipped = 0;
+    e[nextra].name = _VS_HL_SKIPPED_ENTRY;
+    e[nextra].kind = VS_CKPT_BLOB;
+    e[nextra].blob = &skipped;
+    e[nextra].blob_bytes = sizeof skipped;
+    r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", e, nextra + has_skipped);
     if (r) {
         // a parameter the checkpoint lacks or holds with another shape: the model does not match
         return vs_set_error(r, "vs_train_load: %s (does the checkpoint hold this model?)", vs_last_error());
     }
-    t->steps = vs_ddp_step_count(t->ddp);
+    if (has_skipped && (e[nextra].blob_bytes != sizeof skipped || skipped < 0))
+        return vs_set_error(VS_ERR_INVALID, "vs_train_load: %s: \"" _VS_HL_SKIPPED_ENTRY "\" holds %zu bytes, %lld",
+                            path, e[nextra].blob_bytes, (long long)skipped);
+    for (int i = 0; i < nextra; i++) extra[i].blob_bytes = e[i].blob_bytes; // (the blobs' stored sizes)
+    t->skipped = skipped;
+    t->grad_norm = NAN;
     return VS_OK;
 }
 

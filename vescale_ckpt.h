@@ -103,6 +103,11 @@
    thread on the checkpointer's own communicator does the rest. The next save,
    load, vs_ckpt_wait or vs_ckpt_free joins it; its error surfaces there.
 
+   Lifetime. A checkpointer remembers being freed: a second vs_ckpt_free, or
+   any call on a freed one, is VS_ERR_STATE ("already freed") while its memory
+   is among its world's last 16 freed handles (vescale_mesh.h's
+   vs_free_later); past that window it is freed memory (undefined).
+
    Errors name the file and the entry: a missing, truncated or corrupt file
    (checksum mismatch with the block and byte range), an index that does not
    parse or points past a file's end, an unknown name, a dtype or shape
@@ -183,7 +188,9 @@ typedef struct vs_ckpt_desc {
 /* Collective over desc->mesh: makes the checkpointer (its own communicator, so
    an async save's background writes never touch the trainer's). */
 VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out);
-VS_API vs_result vs_ckpt_free(vs_ckpt* ck); // waits for an async save first
+/* Waits for an async save first (its result is the return value). NULL: VS_OK;
+   a second free: VS_ERR_STATE (top comment, "Lifetime"). */
+VS_API vs_result vs_ckpt_free(vs_ckpt* ck);
 
 typedef struct vs_ckpt_save_opts {
     int async;     // 1: copy the buffers and return; a background thread writes (vs_ckpt_wait)
@@ -264,6 +271,18 @@ extern "C" {
 #endif
 
 #define _VS_CKPT_PRIVATE static _VS_UNUSED
+
+/* A checkpointer can tell it was freed (top comment, "Lifetime"): its magic,
+   kept readable a while by vs_free_later. */
+#define _VS_CKPT_LIVE 0x7673434bu /* "vsCK" */
+#define _VS_CKPT_DEAD 0x76734444u /* "vsDD": freed */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_gone(const char* fn, const void* ck, uint32_t magic)
+{
+    if (magic == _VS_CKPT_DEAD) return vs_set_error(VS_ERR_STATE, "%s: this checkpointer was already freed", fn);
+    return vs_set_error(VS_ERR_INVALID, "%s: %p is not a live checkpointer handle", fn, ck);
+}
+/* VS_OK for a live checkpointer or NULL (the function's own check names a NULL). */
+#define _VS_CKPT_GONE(fn, ck) ((ck) && (ck)->magic != _VS_CKPT_LIVE ? _vs_ckpt_gone(fn, (ck), (ck)->magic) : VS_OK)
 
 /* snprintf for paths and names: truncation is checked where it matters (path
    lengths are bounded on entry), and gcc's format-truncation analysis stays
@@ -2636,6 +2655,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_commit(const vs_world* w, const char* tmp, c
 VS_API int vs_ckpt_version(void) { return VESCALE_VERSION_NUMBER; }
 
 struct vs_ckpt {
+    uint32_t magic; // _VS_CKPT_LIVE
     vs_mesh* mesh;
     vs_world* w;
     vs_comm* comm; // a duplicate of the mesh's: async writes never meet the trainer's calls
@@ -2668,6 +2688,7 @@ VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out)
     vs_ckpt* ck = (vs_ckpt*)vs_alloc(w, sizeof *ck);
     if (!ck) return vs_set_error(VS_ERR_NOMEM, "vs_ckpt_init: out of memory");
     memset(ck, 0, sizeof *ck);
+    ck->magic = _VS_CKPT_LIVE;
     ck->mesh = desc->mesh;
     ck->w = w;
     ck->desc = *desc;
@@ -3957,6 +3978,7 @@ _VS_CKPT_PRIVATE int _vs_ckpt_ra_start(vs_ckpt* ck, _vs_ckpt_ra* a, const char* 
 VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entries, int n, int* loaded)
 {
     const char* fn = "vs_ckpt_load";
+    _VS_TRY(_VS_CKPT_GONE(fn, ck));
     if (!ck || !path) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, ck ? "path" : "ck");
     for (int i = 0; loaded && entries && i < n; i++) loaded[i] = 0;
     vs_result r = vs_ckpt_wait(ck);
@@ -4194,6 +4216,7 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
                               const vs_ckpt_save_opts* opts)
 {
     const char* fn = "vs_ckpt_save";
+    _VS_TRY(_VS_CKPT_GONE(fn, ck));
     if (!ck) return vs_set_error(VS_ERR_NULL, "%s: ck is NULL", fn);
     int overwrite = opts ? opts->overwrite : 0, async = opts ? opts->async : 0, dev = 0;
     vs_result r = vs_ckpt_wait(ck);
@@ -4238,6 +4261,7 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
 
 VS_API vs_result vs_ckpt_wait(vs_ckpt* ck)
 {
+    _VS_TRY(_VS_CKPT_GONE("vs_ckpt_wait", ck));
     if (!ck) return vs_set_error(VS_ERR_NULL, "vs_ckpt_wait: ck is NULL");
     if (!ck->running) return VS_OK;
     pthread_join(ck->thread, NULL);
@@ -4250,6 +4274,7 @@ VS_API vs_result vs_ckpt_wait(vs_ckpt* ck)
 
 VS_API vs_result vs_ckpt_async_memory(const vs_ckpt* ck, size_t* used, size_t* bound)
 {
+    _VS_TRY(_VS_CKPT_GONE("vs_ckpt_async_memory", ck));
     if (!ck || !used || !bound) return vs_set_error(VS_ERR_NULL, "vs_ckpt_async_memory: an argument is NULL");
     *used = ck->async_used;
     *bound = ck->desc.async_max_bytes;
@@ -4259,12 +4284,14 @@ VS_API vs_result vs_ckpt_async_memory(const vs_ckpt* ck, size_t* used, size_t* b
 VS_API vs_result vs_ckpt_free(vs_ckpt* ck)
 {
     if (!ck) return VS_OK;
+    _VS_TRY(_VS_CKPT_GONE("vs_ckpt_free", ck));
     vs_result r = vs_ckpt_wait(ck);
     _vs_ckpt_unpin(ck->spare, ck->spare_pinned);
     vs_free(ck->w, ck->spare);
     vs_comm_free(ck->comm);
     vs_mesh_release(ck->mesh);
-    vs_free(ck->w, ck);
+    ck->magic = _VS_CKPT_DEAD;
+    vs_free_later(ck->w, ck);
     return r;
 }
 
@@ -4370,6 +4397,7 @@ VS_API vs_result vs_ckpt_save_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* 
                                   const vs_ckpt_entry* extra, int nextra, const vs_ckpt_save_opts* opts)
 {
     if (!ck) return vs_set_error(VS_ERR_NULL, "vs_ckpt_save_ddp: ck is NULL");
+    _VS_TRY(_VS_CKPT_GONE("vs_ckpt_save_ddp", ck));
     int64_t step = vs_ddp_step_count(ddp);
     vs_ckpt_entry* e;
     char* names;
@@ -4386,6 +4414,7 @@ VS_API vs_result vs_ckpt_load_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* 
                                   vs_ckpt_entry* extra, int nextra)
 {
     if (!ck) return vs_set_error(VS_ERR_NULL, "vs_ckpt_load_ddp: ck is NULL");
+    _VS_TRY(_VS_CKPT_GONE("vs_ckpt_load_ddp", ck));
     int64_t step = 0;
     vs_ckpt_entry* e;
     char* names;

@@ -403,12 +403,16 @@ typedef struct vs_clip_desc {
 /* Global L2 norm of the gradients over DP x TP x PP (each element once), into
    *norm (may be NULL); scales them by max_norm / norm when norm > max_norm.
    Collective over the mesh. A NaN or infinite max_norm is VS_ERR_INVALID.
+   One pass over this rank's gradients and one all-reduce of one double: the
+   elements it does not count (copies of a gradient replicated over TP, a tied
+   parameter's second copy) are read too, and a NaN or inf in one of them makes
+   the norm NaN on every rank without changing a finite norm's bits.
    A non-finite norm (a NaN or inf gradient on any rank) scales nothing, and the
    next vs_ddp_step is skipped on every rank: it returns VS_OK without touching
    parameters, optimizer state or the step count, and vs_ddp_skipped_steps counts
    it (a new backward pass or vs_ddp_zero_grad cancels the skip). With
    error_if_nonfinite (as torch.nn.utils.clip_grad_norm_) the call also fails with
-   VS_ERR_INVALID naming the norm; gradients and parameters are left untouched. */
+   VS_ERR_NONFINITE naming the norm; gradients and parameters are left untouched. */
 VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm);
 /* vs_ddp_clip_grad_norm_ex without error_if_nonfinite. */
 VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm);
@@ -455,7 +459,9 @@ VS_API vs_result vs_ddp_optim_state(vs_ddp* d, int index, vs_ddp_state which, vs
    step, reductions of an unfinished backward pass), then frees it and releases
    the mesh. Free the DDP, then the mesh: vs_mesh_free refuses while a DDP on it
    (or on one of its submeshes) is alive. Freeing the same DDP twice is undefined
-   (it cannot be detected). NULL: VS_OK. */
+   (it cannot be detected). NULL: VS_OK. The DDP of a training state
+   (vs_train_ddp in vescale.h) is the training state's: VS_ERR_STATE, and it
+   keeps working; vs_train_free frees it. */
 VS_API vs_result vs_ddp_free(vs_ddp* d);
 
 #ifdef __cplusplus
@@ -605,6 +611,7 @@ struct vs_ddp {
     int nparams, cap;
     _vs_dparam* params;
     vs_world* world; // allocator hooks
+    const char* owner; // set: another handle's (a training state's), which frees it; vs_ddp_free refuses
     int* order; // bucket order (reverse registration)
     int nbuckets;
     _vs_dbucket* buckets;
@@ -823,7 +830,7 @@ struct _vs_dcuda {
     cudaLibrary_t lib;
     cudaKernel_t k[_VS_KI_N];
     cudaEvent_t ev; // orders the stream's work before a collective on a comm's stream
-    double* part;   // _VS_KPARTS partial sums of squares (device)
+    double* part;   // 2 x _VS_KPARTS partial sums of squares (device): the counted elements', then the copies'
     double* norm;   // the norm's all-reduce buffer (device)
 };
 
@@ -871,7 +878,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_cuda_init(vs_ddp* d)
         if ((e = cudaLibraryGetKernel(&cu->k[i], cu->lib, names[i])) != cudaSuccess) return _vs_ddp_cuerr(e, names[i]);
     if ((e = cudaEventCreateWithFlags(&cu->ev, cudaEventDisableTiming)) != cudaSuccess)
         return _vs_ddp_cuerr(e, "cudaEventCreate");
-    cu->part = (double*)vs_device_alloc(d->world, sizeof(double) * _VS_KPARTS);
+    cu->part = (double*)vs_device_alloc(d->world, sizeof(double) * 2 * _VS_KPARTS);
     cu->norm = (double*)vs_device_alloc(d->world, sizeof(double));
     if (!cu->part || !cu->norm) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of device memory");
     return VS_OK;
@@ -1959,14 +1966,15 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_owned_grad(vs_ddp* d, _vs_dbucket* k, int64_t 
     return _vs_ddp_to_f32(d, d->scratch, (char*)k->grad + (size_t)lo * _vs_dsz(k->gdtype), k->gdtype, n);
 }
 
-/* *ss += the sum of squares of g[0..n) (device: into the partial sums, read by
-   _vs_ddp_sumsq_total). */
-_VS_DDP_PRIVATE vs_result _vs_ddp_sumsq(const vs_ddp* d, const float* g, int64_t n, double* ss)
+/* *ss += the sum of squares of g[0..n) (device: into the partial sums of the
+   counted elements, or of the copies, read by _vs_ddp_sumsq_total). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_sumsq(const vs_ddp* d, const float* g, int64_t n, double* ss, int copy)
 {
     long long nn = n;
 #ifdef _VS_DDP_CUDA
-    double* part = d->cu ? d->cu->part : NULL;
+    double* part = d->cu ? d->cu->part + (copy ? _VS_KPARTS : 0) : NULL;
 #else
+    (void)copy;
     double* part = NULL;
 #endif
     void* args[] = {&g, &nn, &part};
@@ -1976,16 +1984,19 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq(const vs_ddp* d, const float* g, int64_t
 }
 
 /* The global sum of squares: this rank's (the device's partial sums added in
-   order), all-reduced over the whole mesh. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss)
+   order), all-reduced over the whole mesh. The copies' sum (ssc) adds 0 times
+   itself: nothing when it is finite, a NaN when it is not, so a NaN or inf in
+   any copy of a gradient reaches every rank in the same single all-reduce. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc)
 {
     vs_comm* c = vs_mesh_comm(d->mesh);
 #ifdef _VS_DDP_CUDA
     if (d->cu) {
-        double part[_VS_KPARTS];
+        double part[2 * _VS_KPARTS];
         vs_result r = _vs_ddp_copy(d, part, d->cu->part, sizeof part);
         if (!r) r = _vs_ddp_sync(d);
-        for (int i = 0; i < _VS_KPARTS && !r; i++) *ss += part[i];
+        for (int i = 0; i < _VS_KPARTS && !r; i++) *ss += part[i], ssc += part[_VS_KPARTS + i];
+        *ss += 0.0 * ssc;
         if (!r) r = _vs_ddp_copy(d, d->cu->norm, ss, sizeof *ss);
         if (!r) r = _vs_ddp_fence(d, c);
         if (!r) r = vs_all_reduce(c, d->cu->norm, d->cu->norm, 1, VS_F64, VS_OP_SUM, NULL);
@@ -1994,6 +2005,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss)
         return r;
     }
 #endif
+    *ss += 0.0 * ssc;
     return vs_all_reduce(c, ss, ss, 1, VS_F64, VS_OP_SUM, NULL);
 }
 
@@ -2008,13 +2020,17 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
     if (!d->finalized) return vs_set_error(VS_ERR_STATE, "%s: call vs_ddp_finalize first", fn);
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "%s: a backward pass is in progress (call vs_ddp_finish_grad_sync)", fn);
     if (!d->grads_pending) return vs_set_error(VS_ERR_STATE, "%s: no synchronized gradients (finish_grad_sync first)", fn);
-    double ss = 0;
+    double ss = 0, ssc = 0; // the counted elements' sum of squares, and the copies'
     int bad = -1; // this rank's first parameter with a non-finite sum of squares (host path)
     vs_result r = VS_OK;
 #ifdef _VS_DDP_CUDA
-    if (d->cu) r = _vs_ddp_zero(d, d->cu->part, sizeof(double) * _VS_KPARTS);
+    if (d->cu) r = _vs_ddp_zero(d, d->cu->part, sizeof(double) * 2 * _VS_KPARTS);
 #endif
-    // each element once: DP ranks count disjoint ranges, other dims per _vs_ddp_counted
+    /* each element once: DP ranks count disjoint ranges, other dims per
+       _vs_ddp_counted; the copies this rank does not count (a TP-replicated
+       gradient off TP coordinate 0, a tied copy) are read in the same pass,
+       for their finiteness only: a NaN that reached one copy alone would
+       otherwise step that copy's parameter silently */
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo = k->shard * d->dp_rank, n = k->shard; // disjoint ranges, whatever the stage
@@ -2024,15 +2040,15 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
         r = _vs_ddp_owned_grad(d, k, own_lo, own_n, &g);
         for (int j = k->first; j < k->last && !r; j++) {
             _vs_dparam* q = &d->params[d->order[j]];
-            if (!q->counted) continue;
             int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + n ? q->offset + q->numel : lo + n;
             if (a >= e) continue;
-            double before = ss;
-            r = _vs_ddp_sumsq(d, g + (a - own_lo), e - a, &ss);
-            if (bad < 0 && _vs_ddp_finite(before) && !_vs_ddp_finite(ss)) bad = d->order[j];
+            double* acc = q->counted ? &ss : &ssc;
+            double before = *acc;
+            r = _vs_ddp_sumsq(d, g + (a - own_lo), e - a, acc, !q->counted);
+            if (bad < 0 && _vs_ddp_finite(before) && !_vs_ddp_finite(*acc)) bad = d->order[j];
         }
     }
-    if (!r) r = _vs_ddp_sumsq_total(d, &ss);
+    if (!r) r = _vs_ddp_sumsq_total(d, &ss, ssc);
     if (r) return r;
     double total = sqrt(ss);
     if (norm) *norm = total;
@@ -2041,7 +2057,7 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
         if (!clip->error_if_nonfinite) return VS_OK;
         char where[200] = "";
         if (bad >= 0) snprintf(where, sizeof where, " (on this rank first in '%.150s')", d->params[bad].name);
-        return vs_set_error(VS_ERR_INVALID,
+        return vs_set_error(VS_ERR_NONFINITE,
                             "%s: the total gradient norm is %g, not finite%s (error_if_nonfinite): gradients and "
                             "parameters left untouched, the next vs_ddp_step is skipped", fn, total, where);
     }
@@ -2376,6 +2392,9 @@ VS_API vs_result vs_ddp_optim_state(vs_ddp* d, int i, vs_ddp_state which, vs_ddp
 VS_API vs_result vs_ddp_free(vs_ddp* d)
 {
     if (!d) return VS_OK;
+    if (d->owner)
+        return vs_set_error(VS_ERR_STATE, "vs_ddp_free: this DDP belongs to %s, which frees it; it is left as it was",
+                            d->owner);
     _vs_ddp_release(d); // waits for the collectives in flight first
     _vs_ddp_mesh_use(d->mesh, -1);
     for (int i = 0; i < d->nparams; i++) {

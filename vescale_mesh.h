@@ -174,6 +174,10 @@
    - mesh: free the mesh vs_mesh_init returned; its submeshes go with it
      (vs_mesh_free on a submesh is VS_ERR_STATE). Handles built on a mesh (a
      vs_ddp) retain it: vs_mesh_free is VS_ERR_STATE until they are freed.
+   - The parts' handles that mark themselves freed (vs_pipe, vs_pipe_sched,
+     vs_ckpt, vs_train; see their headers): a second free, or any call on a
+     freed one, is VS_ERR_STATE while it is among its world's last 16 freed
+     such handles (vs_free_later).
    - Past those windows a freed handle is freed memory: do not use it.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
@@ -233,7 +237,8 @@ enum {
     VS_ERR_INVALID = -1,      // an argument has a bad value
     VS_ERR_NULL = -2,         // a required pointer is NULL
     VS_ERR_MISMATCH = -3,     // ranks disagree (count, dtype, op, root) or sizes differ
-    VS_ERR_STATE = -4,        // call not allowed now (e.g. async inside a group)
+    VS_ERR_STATE = -4,        // call not allowed now (e.g. async inside a group), or the handle was freed
+    VS_ERR_NONFINITE = -5,    // a value that must be finite is NaN or infinite (e.g. a gradient)
     VS_ERR_NOMEM = -20,       // allocation failed
     VS_ERR_UNAVAILABLE = -21, // transport or feature not compiled in / not usable
     VS_ERR_UNSUPPORTED = -22, // valid request this transport cannot do
@@ -562,6 +567,14 @@ VS_API void* vs_alloc(const vs_world* w, size_t size);
 VS_API void vs_free(const vs_world* w, void* ptr);
 VS_API void* vs_device_alloc(const vs_world* w, size_t size);
 VS_API void vs_device_free(const vs_world* w, void* ptr);
+/* vs_free, later: for the handles of the parts built on this header (vs_pipe,
+   vs_pipe_sched, vs_ckpt, vs_train), which mark themselves freed (a magic
+   number) and hand their memory here. It joins the world's last 16 freed
+   handles and the oldest of them is released, so a second free or a call on a
+   recently freed handle reads the mark, not freed memory. NULL w: released at
+   once; the rest go with the world (vs_world_free). Same thread as the
+   world's other calls. */
+VS_API void vs_free_later(const vs_world* w, void* ptr);
 
 // >>mesh ---------------------------------------------------------------------
 
@@ -992,6 +1005,7 @@ VS_API const char* vs_result_string(vs_result r)
     case VS_ERR_NULL: return "VS_ERR_NULL";
     case VS_ERR_MISMATCH: return "VS_ERR_MISMATCH";
     case VS_ERR_STATE: return "VS_ERR_STATE";
+    case VS_ERR_NONFINITE: return "VS_ERR_NONFINITE";
     case VS_ERR_NOMEM: return "VS_ERR_NOMEM";
     case VS_ERR_UNAVAILABLE: return "VS_ERR_UNAVAILABLE";
     case VS_ERR_UNSUPPORTED: return "VS_ERR_UNSUPPORTED";
@@ -1638,6 +1652,8 @@ struct vs_world {
     _vs_tjob* job; // threads transport: the vs_launch job this rank belongs to
     vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
     int ndead;
+    void* dead_h[_VS_QUARANTINE];  // other freed handles (vs_free_later), the same way
+    int ndead_h;
     vs_world_desc desc;                // as resolved (vs_world_query_desc); master_addr -> master
     char master[256];
     void* kcache;                      // >>kernels: this rank's compiled device kernels
@@ -3449,6 +3465,18 @@ VS_API void* vs_alloc(const vs_world* w, size_t size)
     return p;
 }
 VS_API void vs_free(const vs_world* w, void* ptr) { _vs_hfree(w ? &w->hooks : NULL, ptr); }
+VS_API void vs_free_later(const vs_world* cw, void* ptr)
+{
+    if (!cw || !ptr) {
+        vs_free(cw, ptr);
+        return;
+    }
+    vs_world* w = (vs_world*)cw; // (const as vs_free's: the caller's handle keeps a const world)
+    int slot = w->ndead_h;
+    w->ndead_h = (slot + 1) % _VS_QUARANTINE;
+    _vs_hfree(&w->hooks, w->dead_h[slot]);
+    w->dead_h[slot] = ptr;
+}
 
 VS_API void* vs_device_alloc(const vs_world* w, size_t size)
 {
@@ -3521,7 +3549,7 @@ VS_API vs_result vs_world_free(vs_world* w)
     if (!w) return VS_OK;
     if (_vs_err_tls()->world == w) _vs_err_world(NULL);
     if (w->kcache_free) w->kcache_free(w);
-    for (int i = 0; i < _VS_QUARANTINE; i++) _vs_hfree(&w->hooks, w->dead[i]);
+    for (int i = 0; i < _VS_QUARANTINE; i++) _vs_hfree(&w->hooks, w->dead[i]), _vs_hfree(&w->hooks, w->dead_h[i]);
     if (w->comm) {
         w->comm->kind = _VS_COMM_USER;
         _vs_comm_destroy(w->comm);

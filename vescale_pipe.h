@@ -118,6 +118,16 @@
    memory is let go with the compute stream's work on it still queued. Send
    buffers go back only when their send completed.
 
+   Lifetimes. A schedule and a pipe remember being freed: a second
+   vs_pipe_sched_free or vs_pipe_free, or any call on a freed one, is
+   VS_ERR_STATE ("already freed") while its memory is among its world's last 16
+   freed handles (vescale_mesh.h's vs_free_later); a getter that returns an int
+   gives VS_ERR_STATE as its value, vs_pipe_sched_print and vs_pipe_draw -1. Past that window, and for a schedule made
+   with a NULL world (its memory goes at once), a freed handle is freed memory:
+   the call is undefined. The pipe of a training state (vs_train_pipe in
+   vescale.h) is the training state's: vs_pipe_free on it is VS_ERR_STATE and
+   leaves it working; vs_train_free frees it.
+
    Not yet: a cost-aware ZB-V generator (plans are made at unit costs), overlap
    of DualPipe's paired F&B (in the engine and the simulator), and a run on real
    GPUs: the NCCL path is tested over a stand-in CUDA runtime only
@@ -578,6 +588,22 @@ _VS_PIPE_PRIVATE void* _vs_pipe_new(const vs_world* w, size_t n, size_t size)
 }
 #define _VS_PIPE_NEW(w, T, n) ((T*)_vs_pipe_new((w), (size_t)(n), sizeof(T)))
 
+/* Handles that can tell they were freed (top comment, "Lifetimes"): a magic
+   number first, the type's while live, _VS_PIPE_DEAD once freed, the memory
+   then kept a while by vs_free_later. */
+#define _VS_PIPE_LIVE 0x76735050u  /* "vsPP": a vs_pipe */
+#define _VS_SCHED_LIVE 0x76735353u /* "vsSS": a vs_pipe_sched */
+#define _VS_PIPE_DEAD 0x76734444u  /* "vsDD": freed */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_gone(const char* fn, const void* h, uint32_t magic, const char* what)
+{
+    if (magic == _VS_PIPE_DEAD) return vs_set_error(VS_ERR_STATE, "%s: this %s was already freed", fn, what);
+    return vs_set_error(VS_ERR_INVALID, "%s: %p is not a live %s handle", fn, h, what);
+}
+/* VS_OK for a live handle or NULL (the function's own check names a NULL). */
+#define _VS_SCHED_GONE(fn, s) \
+    ((s) && (s)->magic != _VS_SCHED_LIVE ? _vs_pipe_gone(fn, (s), (s)->magic, "schedule") : VS_OK)
+#define _VS_PIPE_GONE(fn, p) ((p) && (p)->magic != _VS_PIPE_LIVE ? _vs_pipe_gone(fn, (p), (p)->magic, "pipe") : VS_OK)
+
 /* snprintf-like appending: keeps the length it would need in *len. */
 _VS_PIPE_PRIVATE _VS_PRINTF(4, 5) void _vs_pipe_cat(char* buf, size_t cap, size_t* len, const char* fmt, ...)
 {
@@ -1012,6 +1038,7 @@ VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, 
 // >>pipe-sched -----------------------------------------------------------------
 
 struct vs_pipe_sched {
+    uint32_t magic; // _VS_SCHED_LIVE
     const vs_world* world;
     int stages, nchunks, mbs;
     int chunk_stage[VS_PIPE_MAX_CHUNKS];
@@ -1042,6 +1069,7 @@ VS_API vs_result vs_pipe_sched_new(const vs_world* world, int stages, int nchunk
         if (!used[st]) return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_new: stage %d holds no chunk", st);
     vs_pipe_sched* s = _VS_PIPE_NEW(world, vs_pipe_sched, 1);
     if (!s) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_sched_new: out of memory");
+    s->magic = _VS_SCHED_LIVE;
     s->world = world;
     s->stages = stages;
     s->nchunks = nchunks;
@@ -1059,6 +1087,7 @@ _VS_PIPE_PRIVATE const char* _vs_pipe_op_text(int op)
 
 VS_API vs_result vs_pipe_sched_push(vs_pipe_sched* s, int stage, vs_pipe_op op, int chunk, int mb)
 {
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_push", s));
     if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_push: schedule is NULL");
     if (stage < 0 || stage >= s->stages)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_push: stage %d (0..%d)", stage, s->stages - 1);
@@ -1089,20 +1118,35 @@ VS_API vs_result vs_pipe_sched_push(vs_pipe_sched* s, int stage, vs_pipe_op op, 
     return VS_OK;
 }
 
-VS_API int vs_pipe_sched_stages(const vs_pipe_sched* s) { return s ? s->stages : 0; }
-VS_API int vs_pipe_sched_nchunks(const vs_pipe_sched* s) { return s ? s->nchunks : 0; }
-VS_API int vs_pipe_sched_mbs(const vs_pipe_sched* s) { return s ? s->mbs : 0; }
+VS_API int vs_pipe_sched_stages(const vs_pipe_sched* s)
+{
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_stages", s));
+    return s ? s->stages : 0;
+}
+VS_API int vs_pipe_sched_nchunks(const vs_pipe_sched* s)
+{
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_nchunks", s));
+    return s ? s->nchunks : 0;
+}
+VS_API int vs_pipe_sched_mbs(const vs_pipe_sched* s)
+{
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_mbs", s));
+    return s ? s->mbs : 0;
+}
 VS_API int vs_pipe_sched_chunk_stage(const vs_pipe_sched* s, int chunk)
 {
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_chunk_stage", s));
     return s && chunk >= 0 && chunk < s->nchunks ? s->chunk_stage[chunk] : -1;
 }
 VS_API int vs_pipe_sched_len(const vs_pipe_sched* s, int stage)
 {
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_len", s));
     return s && stage >= 0 && stage < s->stages ? s->len[stage] : 0;
 }
 
 VS_API vs_result vs_pipe_sched_at(const vs_pipe_sched* s, int stage, int i, vs_pipe_instr* out)
 {
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_at", s));
     if (!s || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_at: %s is NULL", s ? "out" : "schedule");
     if (stage < 0 || stage >= s->stages)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_at: stage %d (0..%d)", stage, s->stages - 1);
@@ -1113,11 +1157,21 @@ VS_API vs_result vs_pipe_sched_at(const vs_pipe_sched* s, int stage, int i, vs_p
     return VS_OK;
 }
 
+/* Frees a schedule now (the candidates vs_pipe_generate throws away), or, for
+   one the caller had, later: marked freed, its memory kept by vs_free_later. */
+_VS_PIPE_PRIVATE void _vs_pipe_sched_release(vs_pipe_sched* s, int later)
+{
+    for (int st = 0; st < s->stages; st++) vs_free(s->world, s->ins[st]);
+    s->magic = _VS_PIPE_DEAD;
+    if (later) vs_free_later(s->world, s);
+    else vs_free(s->world, s);
+}
+
 VS_API vs_result vs_pipe_sched_free(vs_pipe_sched* s)
 {
     if (!s) return VS_OK;
-    for (int st = 0; st < s->stages; st++) vs_free(s->world, s->ins[st]);
-    vs_free(s->world, s);
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_free", s));
+    _vs_pipe_sched_release(s, 1);
     return VS_OK;
 }
 
@@ -1135,6 +1189,7 @@ VS_API int vs_pipe_sched_print(const vs_pipe_sched* s, char* buf, size_t cap)
     size_t len = 0;
     if (buf && cap) buf[0] = 0;
     if (!s) return 0;
+    if (_VS_SCHED_GONE("vs_pipe_sched_print", s)) return -1;
     _vs_pipe_cat(buf, cap, &len, "pipe stages=%d chunks=%d mbs=%d place=", s->stages, s->nchunks, s->mbs);
     for (int k = 0; k < s->nchunks; k++) _vs_pipe_cat(buf, cap, &len, "%s%d", k ? "," : "", s->chunk_stage[k]);
     _vs_pipe_cat(buf, cap, &len, "\n");
@@ -1266,7 +1321,7 @@ VS_API vs_result vs_pipe_sched_parse(const vs_world* world, const char* text, vs
     *out = s;
     return VS_OK;
 fail:
-    vs_pipe_sched_free(s);
+    if (s) _vs_pipe_sched_release(s, 0);
     return r;
 }
 
@@ -1278,6 +1333,7 @@ typedef struct _vs_pipe_msg {
 
 VS_API vs_result vs_pipe_sched_add_comm(vs_pipe_sched* s)
 {
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_add_comm", s));
     if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_add_comm: schedule is NULL");
     for (int st = 0; st < s->stages; st++)
         for (int i = 0; i < s->len[st]; i++)
@@ -1537,6 +1593,7 @@ _VS_PIPE_PRIVATE int _vs_pipe_vstep(_vs_pipe_vstate* v, int st, const vs_pipe_ch
 
 VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check_desc* d)
 {
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_check", s));
     if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_check: schedule is NULL");
     const int P = s->stages, K = s->nchunks, M = s->mbs;
     _vs_pipe_vstate v;
@@ -1976,7 +2033,7 @@ VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int 
         if (r == VS_OK) r = _vs_pipe_gen_megatron(best, g);
         if (r == VS_OK && _vs_pipe_sim_run(best, NULL, sim, NULL, NULL) != VS_OK) {
             vs_clear_error();
-            vs_pipe_sched_free(best);
+            _vs_pipe_sched_release(best, 0);
             best = NULL;
         }
         vs_free(world, sim);
@@ -2004,10 +2061,10 @@ VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int 
             r = vs_pipe_sched_new(world, P, K, cs, M, &s);
             if (r == VS_OK) r = _vs_pipe_g_run(g, s, &span);
             if (r == VS_OK && span < best_span) {
-                vs_pipe_sched_free(best);
+                if (best) _vs_pipe_sched_release(best, 0);
                 best = s, best_span = span, s = NULL;
             }
-            vs_pipe_sched_free(s);
+            if (s) _vs_pipe_sched_release(s, 0);
             s = NULL;
         }
     }
@@ -2017,7 +2074,7 @@ done:
     vs_free(world, buf);
     vs_free(world, g);
     if (r != VS_OK) {
-        vs_pipe_sched_free(best);
+        if (best) _vs_pipe_sched_release(best, 0);
         return r;
     }
     *out = best;
@@ -2162,6 +2219,7 @@ done:
 
 VS_API vs_result vs_pipe_simulate(const vs_pipe_sched* s, const vs_pipe_costs* costs, vs_pipe_sim* out)
 {
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_simulate", s));
     if (!s || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_simulate: %s is NULL", s ? "out" : "schedule");
     return _vs_pipe_sim_run(s, costs, out, NULL, NULL);
 }
@@ -2188,6 +2246,7 @@ VS_API int vs_pipe_draw(const vs_pipe_sched* s, const vs_pipe_costs* costs, doub
 {
     if (buf && cap) buf[0] = 0;
     if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_draw: schedule is NULL"), -1;
+    if (_VS_SCHED_GONE("vs_pipe_draw", s)) return -1;
     if (!(slot >= 0 && slot < HUGE_VAL)) return vs_set_error(VS_ERR_INVALID, "vs_pipe_draw: slot = %g", slot), -1;
     vs_pipe_sim sim;
     double* t0 = NULL;
@@ -2259,6 +2318,7 @@ VS_API int vs_pipe_draw(const vs_pipe_sched* s, const vs_pipe_costs* costs, doub
 VS_API vs_result vs_pipe_trace_write(const vs_pipe_sched* s, const double* const* t0, const double* const* t1,
                                      const char* path)
 {
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_trace_write", s));
     if (!s || !t0 || !t1 || !path)
         return vs_set_error(VS_ERR_NULL, "vs_pipe_trace_write: %s is NULL",
                             !s ? "schedule" : !t0 ? "t0" : !t1 ? "t1" : "path");
@@ -2295,6 +2355,7 @@ VS_API vs_result vs_pipe_trace_write(const vs_pipe_sched* s, const double* const
 
 VS_API vs_result vs_pipe_trace_simulated(const vs_pipe_sched* s, const vs_pipe_costs* costs, const char* path)
 {
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_trace_simulated", s));
     if (!s || !path) return vs_set_error(VS_ERR_NULL, "vs_pipe_trace_simulated: %s is NULL", s ? "path" : "schedule");
     vs_pipe_sim sim;
     double* t0 = NULL;
@@ -2374,6 +2435,8 @@ struct _vs_pipe_rt { // what vs_pipe_output and vs_pipe_save need
 };
 
 struct vs_pipe {
+    uint32_t magic;    // _VS_PIPE_LIVE
+    const char* owner; // set: another handle's (a training state's), which frees it; vs_pipe_free refuses
     vs_mesh* mesh;
     vs_world* w;
     vs_comm* pp; // NULL for one stage
@@ -2930,6 +2993,7 @@ VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out)
     vs_world* w = vs_mesh_world(desc->mesh);
     vs_pipe* p = _VS_PIPE_NEW(w, vs_pipe, 1);
     if (!p) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
+    p->magic = _VS_PIPE_LIVE;
     p->mesh = desc->mesh;
     p->w = w;
     p->desc = *desc;
@@ -2954,7 +3018,11 @@ fail:
     return r;
 }
 
-VS_API int vs_pipe_stage(const vs_pipe* p) { return p ? p->stage : -1; }
+VS_API int vs_pipe_stage(const vs_pipe* p)
+{
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_stage", p));
+    return p ? p->stage : -1;
+}
 
 /* Frees what the last run kept. */
 _VS_PIPE_PRIVATE void _vs_pipe_clear(vs_pipe* p)
@@ -2982,6 +3050,10 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_reap(vs_pipe* p, int all);
 VS_API vs_result vs_pipe_free(vs_pipe* p)
 {
     if (!p) return VS_OK;
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_free", p));
+    if (p->owner)
+        return vs_set_error(VS_ERR_STATE, "vs_pipe_free: this pipe belongs to %s, which frees it; it is left as it was",
+                            p->owner);
     _vs_pipe_sync(p); // (the units' work on what is let go here)
     _vs_pipe_clear(p);
     _vs_pipe_reap(p, 1);
@@ -3007,7 +3079,8 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     vs_free(p->w, p->hset);
     vs_free(p->w, p->hoff);
     vs_mesh* m = p->mesh;
-    vs_free(p->w, p);
+    p->magic = _VS_PIPE_DEAD;
+    vs_free_later(p->w, p);
     if (m) vs_mesh_release(m);
     return VS_OK;
 }
@@ -3512,6 +3585,8 @@ _VS_PIPE_PRIVATE void _vs_pipe_drain(vs_pipe* p)
 
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
 {
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_run", p));
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_run", s));
     if (!p || !s) return vs_set_error(VS_ERR_NULL, "vs_pipe_run: %s is NULL", p ? "schedule" : "pipe");
     const int K = p->plan.nchunks;
     if (s->stages != p->P || s->nchunks != K)
@@ -3617,6 +3692,7 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
 
 VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss)
 {
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_mb_loss", p));
     if (!p || !loss) return vs_set_error(VS_ERR_NULL, "vs_pipe_mb_loss: %s is NULL", p ? "loss" : "pipe");
     if (!p->ran) return vs_set_error(VS_ERR_STATE, "vs_pipe_mb_loss: no completed run");
     if (p->plan.chunk_stage[p->plan.nchunks - 1] != p->stage)
@@ -3629,6 +3705,7 @@ VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss)
 
 VS_API vs_result vs_pipe_mb_output(const vs_pipe* p, int mb, int i, vs_pipe_tensor* out)
 {
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_mb_output", p));
     if (!p || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_mb_output: %s is NULL", p ? "out" : "pipe");
     double l;
     _VS_TRY(vs_pipe_mb_loss(p, mb, &l));
@@ -3643,6 +3720,7 @@ VS_API vs_result vs_pipe_mb_output(const vs_pipe* p, int mb, int i, vs_pipe_tens
 
 VS_API vs_result vs_pipe_last_timeline(const vs_pipe* p, const double** t0, const double** t1, int* n)
 {
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_last_timeline", p));
     if (!p || !t0 || !t1 || !n) return vs_set_error(VS_ERR_NULL, "vs_pipe_last_timeline: an argument is NULL");
     *t0 = p->t0;
     *t1 = p->t1;
@@ -3652,6 +3730,7 @@ VS_API vs_result vs_pipe_last_timeline(const vs_pipe* p, const double** t0, cons
 
 VS_API vs_result vs_pipe_last_hooks(const vs_pipe* p, double* wall, double* cpu)
 {
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_last_hooks", p));
     if (!p) return vs_set_error(VS_ERR_NULL, "vs_pipe_last_hooks: pipe is NULL");
     if (wall) *wall = p->hook_wall;
     if (cpu) *cpu = p->hook_cpu;
@@ -3676,6 +3755,7 @@ _VS_PIPE_PRIVATE void _vs_pipe_add(void* acc, const void* other, size_t count, v
 
 VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* grad, size_t count, vs_dtype dt)
 {
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_tie_grads", p));
     if (!p) return vs_set_error(VS_ERR_NULL, "vs_pipe_tie_grads: pipe is NULL");
     const int K = p->plan.nchunks;
     if (chunk_a < 0 || chunk_a >= K || chunk_b < 0 || chunk_b >= K || chunk_a == chunk_b)

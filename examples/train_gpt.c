@@ -91,7 +91,8 @@ static int train(vs_world* w, void* arg)
     int32_t tokens[ROWS * 64], targets[ROWS * 64];
     vs_batch b = gpt_batch_view(ROWS, CFG.seq, tokens, targets);
     int rank0 = vs_world_rank(w) == 0;
-    int s0 = (int)vs_train_steps(t); // 0, or where the checkpoint stopped
+    // the data position: 0, or where the checkpoint stopped (a step skipped for a NaN took its batch too)
+    int s0 = (int)(vs_train_steps(t) + vs_train_skipped_steps(t));
     for (int s = s0; s < s0 + J->steps && s < MAXSTEPS; s++) {
         gpt_batch(&CFG, s, ROWS, tokens, targets); // the global batch of step s
         double loss, t0 = now();

@@ -1220,6 +1220,14 @@ static void sweep_bootstrap(sw_ctx* x)
         vs_free(NULL, NULL);
         DOC(1, "no crash");
     }
+    if (E(A, "vs_free_later", "ptr NULL", FX_W2)) {
+        vs_free_later(x->w, NULL);
+        DOC(1, "no crash");
+    }
+    if (E(A, "vs_free_later", "world NULL, ptr NULL", FX_NONE)) {
+        vs_free_later(NULL, NULL);
+        DOC(1, "no crash");
+    }
     if (E(A, "vs_device_alloc", "no CUDA in this build", FX_W2)) RP(vs_device_alloc(x->w, 16), "VESCALE_NCCL");
     if (E(A, "vs_device_alloc", "world NULL", FX_NONE)) RP(vs_device_alloc(NULL, 16), "VESCALE_NCCL");
     if (E(A, "vs_device_free", "ptr NULL", FX_W2)) {

@@ -275,6 +275,53 @@ static int rank_fail(vs_world* w, void* arg)
     return 0;
 }
 
+/* A NaN in one copy of a replicated gradient: on a (DP=1, TP=2) mesh TP rank 1
+   does not count its copy in the norm, yet its NaN must reach every rank's norm
+   (the copies' partial sums, the second half of the device's, 0 x their sum);
+   without it the norm is the counted copy's, bit for bit. */
+static int rank_copy_nan(vs_world* w, void* arg)
+{
+    const int poison = *(const int*)arg;
+    vs_mesh* mesh = NULL;
+    VT_OK(vs_mesh_init(w, &(vs_mesh_desc){.shape = {1, 2}}, &mesh));
+    if (!mesh) return 1;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .stream = (void*)MOCK_STREAM}, &d));
+    if (!d) return 1;
+    float f[8] = {1, -2, 3, 0.5f, 5, 6, -7, 8};
+    VT_OK(vs_ddp_add_param(d, &(vs_ddp_param_desc){.name = "b", .data = f, .dtype = VS_F32, .ndim = 1, .shape = {8}},
+                           NULL));
+    VT_OK(vs_ddp_finalize(d));
+    VT_OK(vs_ddp_zero_grad(d));
+    float g[8];
+    memcpy(g, f, sizeof g);
+    if (poison && vs_world_rank(w) == 1) g[3] = NAN;
+    void* dg = vs_ddp_grad(d, 0);
+    if (dg) VT_CHECK(cudaMemcpy(dg, g, sizeof g, cudaMemcpyDefault) == cudaSuccess, "copy");
+    VT_OK(vs_ddp_grad_ready(d, 0));
+    VT_OK(vs_ddp_finish_grad_sync(d));
+    double norm = 0, ref = 0;
+    for (int e = 0; e < 8; e++) ref += (double)f[e] * (double)f[e];
+    VT_OK(vs_ddp_clip_grad_norm(d, 0, &norm));
+    if (poison)
+        VT_CHECK(isnan(norm), "rank %d: norm %g with a NaN in TP rank 1's copy", vs_world_rank(w), norm);
+    else
+        VT_CHECK(norm == sqrt(ref), "rank %d: norm %.17g, want %.17g", vs_world_rank(w), norm, sqrt(ref));
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+
+static void case_copy_nan(void)
+{
+    vs_launch_desc ld = {.nranks = 2, .allocator = {.device_alloc = mock_dalloc, .device_free = mock_dfree}};
+    long before = mock_launches[_VS_KI_SUMSQ];
+    mock_force_device = 1;
+    for (int poison = 0; poison < 2; poison++) VT_OK(vs_launch_ex(&ld, rank_copy_nan, &poison));
+    mock_force_device = 0;
+    VT_CHECK(mock_launches[_VS_KI_SUMSQ] > before, "the device path never launched sumsq");
+}
+
 static dm_run c_z0 = {.label = "z0", .dp = 2, .zero = VS_ZERO_0, .kind = VS_OPTIM_ADAMW, .grad_fp32 = 1, .micro = 1, .clip = 0.5};
 static dm_run c_z1 = {.label = "z1", .dp = 4, .zero = VS_ZERO_1, .kind = VS_OPTIM_ADAMW, .grad_fp32 = 1, .micro = 1, .clip = 0.5};
 static dm_run c_z2 = {.label = "z2", .dp = 4, .zero = VS_ZERO_2, .kind = VS_OPTIM_SGD, .grad_fp32 = 1, .micro = 1, .clip = 100};
@@ -293,6 +340,8 @@ int main(void)
     long ranks = c_z0.dp + c_z1.dp + c_z2.dp + c_bf.dp + c_acc.dp + c_z2no.dp;
     VT_CASE("device path: NVRTC compiled once per vs_ddp (sm_90 cubin loaded)",
             VT_CHECK(mock_loads == ranks, "%ld loads for %ld device-path vs_ddp objects", mock_loads, ranks));
+    VT_CASE("device path: a NaN in one TP rank's copy of a replicated gradient makes every rank's norm NaN",
+            case_copy_nan());
     mock_force_device = 1;
     VT_CASE("device path: a failed kernel launch is VS_ERR_BACKEND naming it", VT_OK(vs_launch_ex(&(vs_launch_desc){
         .nranks = 1, .allocator = {.device_alloc = mock_dalloc, .device_free = mock_dfree}}, rank_fail, NULL)));

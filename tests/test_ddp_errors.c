@@ -471,7 +471,7 @@ static int rank_clip(vs_world* w, void* arg)
     double norm = 0;
     vs_clip_desc cd = {.max_norm = 1.0, .error_if_nonfinite = c->error_if_nonfinite};
     if (c->error_if_nonfinite)
-        VT_EXPECT_ERR(vs_ddp_clip_grad_norm_ex(d, &cd, &norm), VS_ERR_INVALID, "not finite", "error_if_nonfinite");
+        VT_EXPECT_ERR(vs_ddp_clip_grad_norm_ex(d, &cd, &norm), VS_ERR_NONFINITE, "not finite", "error_if_nonfinite");
     else
         VT_OK(vs_ddp_clip_grad_norm_ex(d, &cd, &norm));
     VT_CHECK(!isfinite(norm), "rank %d: norm %g with a %g gradient", r, norm, (double)c->poison);

@@ -22,7 +22,7 @@ static double now_s(void)
 
 static void t_results(void)
 {
-    const vs_result codes[] = {VS_OK, VS_ERR_INVALID, VS_ERR_NULL, VS_ERR_MISMATCH, VS_ERR_STATE,
+    const vs_result codes[] = {VS_OK, VS_ERR_INVALID, VS_ERR_NULL, VS_ERR_MISMATCH, VS_ERR_STATE, VS_ERR_NONFINITE,
                                VS_ERR_NOMEM, VS_ERR_UNAVAILABLE, VS_ERR_UNSUPPORTED, VS_ERR_TIMEOUT,
                                VS_ERR_ABORTED, VS_ERR_BACKEND, VS_ERR_IO};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
