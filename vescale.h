@@ -13,6 +13,12 @@
    vs_train_step, save and resume on any mesh. examples/train_gpt.c is the whole
    of it in use (make run).
 
+   Topics (grep the markers):
+       // >>model          layers, parameters, roles, the layer context (vs_layer_*)
+       // >>plan           sharding plans: text and JSON, checks, vs_plan_explain
+       // >>generate-plan  the machine's profile, the planner, its explanation
+       // >>train          vs_parallelize, vs_train_step, save and load
+
    Do this in *one* C or C++ file:
        #define VESCALE_IMPLEMENTATION
        #include "vescale.h"

@@ -132,6 +132,17 @@
 extern "C" {
 #endif
 
+// >>ckpt-commit ----------------------------------------------------------------
+
+/* The newest complete checkpoint in `folder` (by name order of its
+   subdirectories: name them so, e.g. "step-000100"), into out[cap]; partial
+   ones (a temporary name, no complete index) are never returned.
+   VS_ERR_INVALID naming the folder when there is none. Not collective. */
+VS_API vs_result vs_ckpt_latest(const char* folder, char* out, size_t cap);
+/* Deletes all but the newest `keep` complete checkpoints of `folder`, and
+   leftovers of interrupted saves. Not collective: call it on one rank. */
+VS_API vs_result vs_ckpt_retain(const char* folder, int keep);
+
 // >>ckpt-api -------------------------------------------------------------------
 
 /* The VESCALE_VERSION_NUMBER this part was built with (catches a part compiled
@@ -220,17 +231,6 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
 
 /* Host memory the last async save copied into, and its bound. */
 VS_API vs_result vs_ckpt_async_memory(const vs_ckpt* ck, size_t* used, size_t* bound);
-
-// >>ckpt-commit ----------------------------------------------------------------
-
-/* The newest complete checkpoint in `folder` (by name order of its
-   subdirectories: name them so, e.g. "step-000100"), into out[cap]; partial
-   ones (a temporary name, no complete index) are never returned.
-   VS_ERR_INVALID naming the folder when there is none. Not collective. */
-VS_API vs_result vs_ckpt_latest(const char* folder, char* out, size_t cap);
-/* Deletes all but the newest `keep` complete checkpoints of `folder`, and
-   leftovers of interrupted saves. Not collective: call it on one rank. */
-VS_API vs_result vs_ckpt_retain(const char* folder, int keep);
 
 // >>ckpt-ddp -------------------------------------------------------------------
 

@@ -28,6 +28,7 @@
        // >>lr        learning-rate schedules
        // >>ddp       DDP and the distributed optimizer: the API
    Implementation only:
+       // >>ddp-state the DDP's parameters, buckets and handle
        // >>kernels   the optimizer's elementwise kernels, one text for C and NVRTC
        // >>nvrtc     compiling that text for the device
        // >>cuda      loading and launching it on the trainer's stream
@@ -565,7 +566,7 @@ VS_API double vs_lr_at(const vs_lr_schedule* s, int64_t step)
     return NAN; // not reached: _vs_lr_check knows the kinds
 }
 
-// >>ddp ------------------------------------------------------------------------
+// >>ddp-state ------------------------------------------------------------------
 
 typedef struct _vs_dcuda _vs_dcuda; // the device path (>>cuda)
 
@@ -631,6 +632,20 @@ struct vs_ddp {
 };
 
 _VS_DDP_PRIVATE size_t _vs_dsz(vs_dtype t) { return vs_dtype_size(t); }
+
+/* "[2, 3]" into buf. */
+_VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, const int64_t* shape)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int k = 0; k < ndim && n + 1 < cap; k++) {
+        int w = snprintf(buf + n, cap - n, "%s%lld", k ? ", " : "[", (long long)shape[k]);
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+    if (n + 1 < cap) snprintf(buf + n, cap - n, "%s", ndim > 0 ? "]" : "[]");
+    return buf;
+}
 
 // >>kernels --------------------------------------------------------------------
 
@@ -929,6 +944,210 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sync(const vs_ddp* d)
 }
 #endif // _VS_DDP_CUDA
 
+// >>agree ----------------------------------------------------------------------
+
+/* What ranks must agree on about one parameter, laid out without padding so
+   that its bytes can be hashed and gathered as they are. */
+typedef struct _vs_dprint {
+    int64_t present, dtype, ndim, group, no_decay;
+    uint64_t name_hash;
+    int64_t shape[VS_TENSOR_MAX_DIMS];
+    int64_t pl[VS_MESH_MAX_DIMS][2]; // kind, then the shard dim or the partial op
+    char name[96];                   // for messages (the hash covers the whole name)
+} _vs_dprint;
+
+_VS_DDP_PRIVATE uint64_t _vs_ddp_fnv(uint64_t h, const void* p, size_t n)
+{
+    const unsigned char* b = (const unsigned char*)p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+#define _VS_DDP_FNV0 0xcbf29ce484222325ull
+
+_VS_DDP_PRIVATE void _vs_ddp_print(const vs_ddp* d, int i, _vs_dprint* f)
+{
+    memset(f, 0, sizeof *f);
+    if (i >= d->nparams) return;
+    const _vs_dparam* q = &d->params[i];
+    f->present = 1;
+    f->dtype = q->dtype;
+    f->ndim = q->ndim;
+    f->group = q->group;
+    f->no_decay = q->no_decay != 0;
+    f->name_hash = _vs_ddp_fnv(_VS_DDP_FNV0, q->name, strlen(q->name));
+    for (int k = 0; k < q->ndim; k++) f->shape[k] = q->shape[k];
+    for (int k = 0; k < vs_mesh_ndims(d->mesh); k++) {
+        f->pl[k][0] = q->pl[k].kind;
+        if (q->pl[k].kind == VS_PLACE_SHARD) f->pl[k][1] = q->pl[k].dim;
+        if (q->pl[k].kind == VS_PLACE_PARTIAL) f->pl[k][1] = q->pl[k].op == VS_OP_DEFAULT ? VS_OP_SUM : q->pl[k].op;
+    }
+    snprintf(f->name, sizeof f->name, "%s", q->name);
+}
+
+/* The settings that shape the buckets and the collectives. */
+typedef struct _vs_dsummary {
+    int64_t nparams;
+    uint64_t digest; // of every parameter's print, in order
+    int64_t zero, bucket_bytes, grad_fp32, kind;
+} _vs_dsummary;
+
+/* All-gather of `bytes` per rank of host memory (device buffers in between on
+   the device path, where the communicator wants them). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_gather_host(vs_ddp* d, vs_comm* c, const void* send, void* recv, size_t bytes)
+{
+#ifdef _VS_DDP_CUDA
+    if (d->dev) {
+        size_t total = bytes * (size_t)vs_comm_size(c);
+        char* buf = (char*)vs_device_alloc(d->world, total + bytes);
+        if (!buf) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of device memory");
+        cudaError_t e = cudaMemcpy(buf + total, send, bytes, cudaMemcpyDefault);
+        vs_result r = e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "cudaMemcpy");
+        if (!r) r = vs_all_gather(c, buf + total, buf, bytes, VS_U8, NULL); // blocking: complete on return
+        if (!r && (e = cudaMemcpy(recv, buf, total, cudaMemcpyDefault)) != cudaSuccess) r = _vs_ddp_cuerr(e, "cudaMemcpy");
+        vs_device_free(d->world, buf);
+        return r;
+    }
+#endif
+    (void)d;
+    return vs_all_gather(c, send, recv, bytes, VS_U8, NULL);
+}
+
+/* "'fc1.weight' f32 [16, 8] [Replicate, Shard(0)] group 0" */
+_VS_DDP_PRIVATE void _vs_ddp_print_str(const vs_ddp* d, const _vs_dprint* f, char* buf, size_t cap)
+{
+    if (!f->present) {
+        snprintf(buf, cap, "no such parameter");
+        return;
+    }
+    vs_layout L;
+    memset(&L, 0, sizeof L);
+    L.mesh = d->mesh;
+    for (int k = 0; k < vs_mesh_ndims(d->mesh); k++) {
+        L.p[k].kind = (vs_placement_kind)f->pl[k][0];
+        if (L.p[k].kind == VS_PLACE_SHARD) L.p[k].dim = (int)f->pl[k][1];
+        if (L.p[k].kind == VS_PLACE_PARTIAL) L.p[k].op = (vs_op)f->pl[k][1];
+    }
+    char sh[200], pl[VS_MESH_MAX_DIMS * 24 + 8];
+    int64_t shape[VS_TENSOR_MAX_DIMS];
+    memcpy(shape, f->shape, sizeof shape);
+    vs_layout_format(&L, pl, sizeof pl);
+    snprintf(buf, cap, "'%s' %s %s %s group %lld%s", f->name, vs_dtype_name((vs_dtype)f->dtype),
+             _vs_ddp_shape_str(sh, sizeof sh, (int)(f->ndim < VS_TENSOR_MAX_DIMS ? f->ndim : VS_TENSOR_MAX_DIMS), shape),
+             pl, (long long)f->group, f->no_decay ? " no_decay" : "");
+}
+
+_VS_DDP_PRIVATE const char* _vs_ddp_print_diff(const _vs_dprint* a, const _vs_dprint* b)
+{
+    if (a->present != b->present) return "parameter count";
+    if (a->name_hash != b->name_hash || strcmp(a->name, b->name)) return "name";
+    if (a->dtype != b->dtype) return "dtype";
+    if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof a->shape)) return "global shape";
+    if (memcmp(a->pl, b->pl, sizeof a->pl)) return "placements";
+    if (a->group != b->group) return "optimizer group";
+    return "no_decay";
+}
+
+/* After the summaries differ in their parameters: finds the first parameter
+   where some rank differs from rank 0 and names it (every rank the same). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_disagree(vs_ddp* d, vs_mesh* chk, const char* dims, const _vs_dsummary* all,
+                                           uint64_t* fps, _vs_dprint* prints)
+{
+    vs_comm* c = vs_mesh_comm(chk);
+    int G = vs_mesh_nranks(chk);
+    int64_t maxn = 0;
+    for (int g = 0; g < G; g++)
+        if (all[g].nparams > maxn) maxn = all[g].nparams;
+    // every rank's prints' hashes, padded to the longest list
+    uint64_t* row = _VS_DDP_NEW(d->world, uint64_t, (size_t)maxn + 1);
+    if (!row) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
+    for (int i = 0; i < d->nparams; i++) {
+        _vs_dprint f;
+        _vs_ddp_print(d, i, &f);
+        row[i] = _vs_ddp_fnv(_VS_DDP_FNV0, &f, sizeof f);
+    }
+    vs_result r = _vs_ddp_gather_host(d, c, row, fps, (size_t)maxn * sizeof *row);
+    vs_free(d->world, row);
+    if (r) return r;
+    int64_t first = maxn;
+    for (int g = 1; g < G; g++)
+        for (int64_t i = 0; i < first; i++)
+            if (fps[(size_t)g * (size_t)maxn + (size_t)i] != fps[i]) {
+                first = i;
+                break;
+            }
+    if (first == maxn) first = 0; // not reached: the digests differ, so some print does
+    _vs_dprint f;
+    _vs_ddp_print(d, (int)first, &f);
+    if ((r = _vs_ddp_gather_host(d, c, &f, prints, sizeof f))) return r;
+    int odd = G > 1 ? 1 : 0;
+    while (odd < G - 1 && !memcmp(&prints[odd], &prints[0], sizeof f)) odd++;
+    char a[512], b[512];
+    const _vs_dprint* named = prints[0].present ? &prints[0] : &prints[odd];
+    _vs_ddp_print_str(d, &prints[0], a, sizeof a);
+    _vs_ddp_print_str(d, &prints[odd], b, sizeof b);
+    return vs_set_error(VS_ERR_MISMATCH,
+                        "vs_ddp_finalize: ranks disagree on parameter %lld ('%s') (over mesh dims %s): %s differs: "
+                        "world rank %d has %s; world rank %d has %s (%lld against %lld parameters)",
+                        (long long)first, named->name, dims, _vs_ddp_print_diff(&prints[0], &prints[odd]),
+                        vs_mesh_global_rank(chk, 0), a, vs_mesh_global_rank(chk, odd), b, (long long)all[0].nparams,
+                        (long long)all[odd].nparams);
+}
+
+/* The ranks of `chk` (every mesh dim but PP) agree on the DDP settings and on
+   every parameter, or VS_ERR_MISMATCH on every rank naming the first difference.
+   One all-gather of a summary when they agree. Every rank takes the same
+   branches: they all decide on the same gathered data. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dims)
+{
+    int G = vs_mesh_nranks(chk);
+    _vs_dsummary mine;
+    memset(&mine, 0, sizeof mine);
+    mine.nparams = d->nparams;
+    mine.digest = _VS_DDP_FNV0;
+    for (int i = 0; i < d->nparams; i++) {
+        _vs_dprint f;
+        _vs_ddp_print(d, i, &f);
+        mine.digest = _vs_ddp_fnv(mine.digest, &f, sizeof f);
+    }
+    mine.zero = d->desc.zero;
+    mine.bucket_bytes = d->desc.bucket_bytes;
+    mine.grad_fp32 = d->desc.grad_fp32 != 0;
+    mine.kind = d->desc.optim.kind;
+    _vs_dsummary* all = _VS_DDP_NEW(d->world, _vs_dsummary, G);
+    if (!all) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
+    vs_result r = _vs_ddp_gather_host(d, vs_mesh_comm(chk), &mine, all, sizeof mine);
+    int odd = -1, same = 1;
+    int64_t maxn = 0;
+    for (int g = 0; g < G && !r; g++) {
+        if (odd < 0 && (all[g].zero != all[0].zero || all[g].bucket_bytes != all[0].bucket_bytes ||
+                        all[g].grad_fp32 != all[0].grad_fp32 || all[g].kind != all[0].kind))
+            odd = g;
+        if (all[g].nparams != all[0].nparams || all[g].digest != all[0].digest) same = 0;
+        if (all[g].nparams > maxn) maxn = all[g].nparams;
+    }
+    if (!r && odd >= 0)
+        r = vs_set_error(VS_ERR_MISMATCH,
+                         "vs_ddp_finalize: ranks disagree on the DDP settings (over mesh dims %s): world rank %d has "
+                         "zero stage %lld, bucket_bytes %lld, grad_fp32 %lld, optimizer kind %lld; world rank %d has "
+                         "%lld, %lld, %lld, %lld",
+                         dims, vs_mesh_global_rank(chk, 0), (long long)all[0].zero, (long long)all[0].bucket_bytes,
+                         (long long)all[0].grad_fp32, (long long)all[0].kind, vs_mesh_global_rank(chk, odd),
+                         (long long)all[odd].zero, (long long)all[odd].bucket_bytes, (long long)all[odd].grad_fp32,
+                         (long long)all[odd].kind);
+    if (!r && !same) {
+        uint64_t* fps = _VS_DDP_NEW(d->world, uint64_t, (size_t)G * (size_t)maxn + 1);
+        _vs_dprint* prints = _VS_DDP_NEW(d->world, _vs_dprint, G);
+        if (fps && prints)
+            r = _vs_ddp_disagree(d, chk, dims, all, fps, prints);
+        else
+            r = vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
+        vs_free(d->world, fps);
+        vs_free(d->world, prints);
+    }
+    vs_free(d->world, all);
+    return r;
+}
+
 // >>ddp ------------------------------------------------------------------------
 // (buffers, bucket layout, init, parameters)
 
@@ -1160,20 +1379,6 @@ VS_API vs_result vs_ddp_set_bucket_bytes(vs_ddp* d, int64_t bytes)
     return VS_OK;
 }
 
-/* "[2, 3]" into buf. */
-_VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, const int64_t* shape)
-{
-    size_t n = 0;
-    buf[0] = 0;
-    for (int k = 0; k < ndim && n + 1 < cap; k++) {
-        int w = snprintf(buf + n, cap - n, "%s%lld", k ? ", " : "[", (long long)shape[k]);
-        if (w < 0) break;
-        n += (size_t)w;
-    }
-    if (n + 1 < cap) snprintf(buf + n, cap - n, "%s", ndim > 0 ? "]" : "[]");
-    return buf;
-}
-
 /* Largest element count of one parameter: its bytes as f32 (the optimizer state,
    master weights and conversion space are f32) fit in int64 and size_t, with room
    for a bucket's padding. */
@@ -1348,211 +1553,6 @@ _VS_DDP_PRIVATE void _vs_ddp_owned(const vs_ddp* d, const _vs_dbucket* k, int64_
     *n = d->desc.zero == VS_ZERO_0 ? k->numel : k->shard;
 }
 
-// >>agree ----------------------------------------------------------------------
-
-/* What ranks must agree on about one parameter, laid out without padding so
-   that its bytes can be hashed and gathered as they are. */
-typedef struct _vs_dprint {
-    int64_t present, dtype, ndim, group, no_decay;
-    uint64_t name_hash;
-    int64_t shape[VS_TENSOR_MAX_DIMS];
-    int64_t pl[VS_MESH_MAX_DIMS][2]; // kind, then the shard dim or the partial op
-    char name[96];                   // for messages (the hash covers the whole name)
-} _vs_dprint;
-
-_VS_DDP_PRIVATE uint64_t _vs_ddp_fnv(uint64_t h, const void* p, size_t n)
-{
-    const unsigned char* b = (const unsigned char*)p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-#define _VS_DDP_FNV0 0xcbf29ce484222325ull
-
-_VS_DDP_PRIVATE void _vs_ddp_print(const vs_ddp* d, int i, _vs_dprint* f)
-{
-    memset(f, 0, sizeof *f);
-    if (i >= d->nparams) return;
-    const _vs_dparam* q = &d->params[i];
-    f->present = 1;
-    f->dtype = q->dtype;
-    f->ndim = q->ndim;
-    f->group = q->group;
-    f->no_decay = q->no_decay != 0;
-    f->name_hash = _vs_ddp_fnv(_VS_DDP_FNV0, q->name, strlen(q->name));
-    for (int k = 0; k < q->ndim; k++) f->shape[k] = q->shape[k];
-    for (int k = 0; k < vs_mesh_ndims(d->mesh); k++) {
-        f->pl[k][0] = q->pl[k].kind;
-        if (q->pl[k].kind == VS_PLACE_SHARD) f->pl[k][1] = q->pl[k].dim;
-        if (q->pl[k].kind == VS_PLACE_PARTIAL) f->pl[k][1] = q->pl[k].op == VS_OP_DEFAULT ? VS_OP_SUM : q->pl[k].op;
-    }
-    snprintf(f->name, sizeof f->name, "%s", q->name);
-}
-
-/* The settings that shape the buckets and the collectives. */
-typedef struct _vs_dsummary {
-    int64_t nparams;
-    uint64_t digest; // of every parameter's print, in order
-    int64_t zero, bucket_bytes, grad_fp32, kind;
-} _vs_dsummary;
-
-/* All-gather of `bytes` per rank of host memory (device buffers in between on
-   the device path, where the communicator wants them). */
-_VS_DDP_PRIVATE vs_result _vs_ddp_gather_host(vs_ddp* d, vs_comm* c, const void* send, void* recv, size_t bytes)
-{
-#ifdef _VS_DDP_CUDA
-    if (d->dev) {
-        size_t total = bytes * (size_t)vs_comm_size(c);
-        char* buf = (char*)vs_device_alloc(d->world, total + bytes);
-        if (!buf) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of device memory");
-        cudaError_t e = cudaMemcpy(buf + total, send, bytes, cudaMemcpyDefault);
-        vs_result r = e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "cudaMemcpy");
-        if (!r) r = vs_all_gather(c, buf + total, buf, bytes, VS_U8, NULL); // blocking: complete on return
-        if (!r && (e = cudaMemcpy(recv, buf, total, cudaMemcpyDefault)) != cudaSuccess) r = _vs_ddp_cuerr(e, "cudaMemcpy");
-        vs_device_free(d->world, buf);
-        return r;
-    }
-#endif
-    (void)d;
-    return vs_all_gather(c, send, recv, bytes, VS_U8, NULL);
-}
-
-/* "'fc1.weight' f32 [16, 8] [Replicate, Shard(0)] group 0" */
-_VS_DDP_PRIVATE void _vs_ddp_print_str(const vs_ddp* d, const _vs_dprint* f, char* buf, size_t cap)
-{
-    if (!f->present) {
-        snprintf(buf, cap, "no such parameter");
-        return;
-    }
-    vs_layout L;
-    memset(&L, 0, sizeof L);
-    L.mesh = d->mesh;
-    for (int k = 0; k < vs_mesh_ndims(d->mesh); k++) {
-        L.p[k].kind = (vs_placement_kind)f->pl[k][0];
-        if (L.p[k].kind == VS_PLACE_SHARD) L.p[k].dim = (int)f->pl[k][1];
-        if (L.p[k].kind == VS_PLACE_PARTIAL) L.p[k].op = (vs_op)f->pl[k][1];
-    }
-    char sh[200], pl[VS_MESH_MAX_DIMS * 24 + 8];
-    int64_t shape[VS_TENSOR_MAX_DIMS];
-    memcpy(shape, f->shape, sizeof shape);
-    vs_layout_format(&L, pl, sizeof pl);
-    snprintf(buf, cap, "'%s' %s %s %s group %lld%s", f->name, vs_dtype_name((vs_dtype)f->dtype),
-             _vs_ddp_shape_str(sh, sizeof sh, (int)(f->ndim < VS_TENSOR_MAX_DIMS ? f->ndim : VS_TENSOR_MAX_DIMS), shape),
-             pl, (long long)f->group, f->no_decay ? " no_decay" : "");
-}
-
-_VS_DDP_PRIVATE const char* _vs_ddp_print_diff(const _vs_dprint* a, const _vs_dprint* b)
-{
-    if (a->present != b->present) return "parameter count";
-    if (a->name_hash != b->name_hash || strcmp(a->name, b->name)) return "name";
-    if (a->dtype != b->dtype) return "dtype";
-    if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof a->shape)) return "global shape";
-    if (memcmp(a->pl, b->pl, sizeof a->pl)) return "placements";
-    if (a->group != b->group) return "optimizer group";
-    return "no_decay";
-}
-
-/* After the summaries differ in their parameters: finds the first parameter
-   where some rank differs from rank 0 and names it (every rank the same). */
-_VS_DDP_PRIVATE vs_result _vs_ddp_disagree(vs_ddp* d, vs_mesh* chk, const char* dims, const _vs_dsummary* all,
-                                           uint64_t* fps, _vs_dprint* prints)
-{
-    vs_comm* c = vs_mesh_comm(chk);
-    int G = vs_mesh_nranks(chk);
-    int64_t maxn = 0;
-    for (int g = 0; g < G; g++)
-        if (all[g].nparams > maxn) maxn = all[g].nparams;
-    // every rank's prints' hashes, padded to the longest list
-    uint64_t* row = _VS_DDP_NEW(d->world, uint64_t, (size_t)maxn + 1);
-    if (!row) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
-    for (int i = 0; i < d->nparams; i++) {
-        _vs_dprint f;
-        _vs_ddp_print(d, i, &f);
-        row[i] = _vs_ddp_fnv(_VS_DDP_FNV0, &f, sizeof f);
-    }
-    vs_result r = _vs_ddp_gather_host(d, c, row, fps, (size_t)maxn * sizeof *row);
-    vs_free(d->world, row);
-    if (r) return r;
-    int64_t first = maxn;
-    for (int g = 1; g < G; g++)
-        for (int64_t i = 0; i < first; i++)
-            if (fps[(size_t)g * (size_t)maxn + (size_t)i] != fps[i]) {
-                first = i;
-                break;
-            }
-    if (first == maxn) first = 0; // not reached: the digests differ, so some print does
-    _vs_dprint f;
-    _vs_ddp_print(d, (int)first, &f);
-    if ((r = _vs_ddp_gather_host(d, c, &f, prints, sizeof f))) return r;
-    int odd = G > 1 ? 1 : 0;
-    while (odd < G - 1 && !memcmp(&prints[odd], &prints[0], sizeof f)) odd++;
-    char a[512], b[512];
-    const _vs_dprint* named = prints[0].present ? &prints[0] : &prints[odd];
-    _vs_ddp_print_str(d, &prints[0], a, sizeof a);
-    _vs_ddp_print_str(d, &prints[odd], b, sizeof b);
-    return vs_set_error(VS_ERR_MISMATCH,
-                        "vs_ddp_finalize: ranks disagree on parameter %lld ('%s') (over mesh dims %s): %s differs: "
-                        "world rank %d has %s; world rank %d has %s (%lld against %lld parameters)",
-                        (long long)first, named->name, dims, _vs_ddp_print_diff(&prints[0], &prints[odd]),
-                        vs_mesh_global_rank(chk, 0), a, vs_mesh_global_rank(chk, odd), b, (long long)all[0].nparams,
-                        (long long)all[odd].nparams);
-}
-
-/* The ranks of `chk` (every mesh dim but PP) agree on the DDP settings and on
-   every parameter, or VS_ERR_MISMATCH on every rank naming the first difference.
-   One all-gather of a summary when they agree. Every rank takes the same
-   branches: they all decide on the same gathered data. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dims)
-{
-    int G = vs_mesh_nranks(chk);
-    _vs_dsummary mine;
-    memset(&mine, 0, sizeof mine);
-    mine.nparams = d->nparams;
-    mine.digest = _VS_DDP_FNV0;
-    for (int i = 0; i < d->nparams; i++) {
-        _vs_dprint f;
-        _vs_ddp_print(d, i, &f);
-        mine.digest = _vs_ddp_fnv(mine.digest, &f, sizeof f);
-    }
-    mine.zero = d->desc.zero;
-    mine.bucket_bytes = d->desc.bucket_bytes;
-    mine.grad_fp32 = d->desc.grad_fp32 != 0;
-    mine.kind = d->desc.optim.kind;
-    _vs_dsummary* all = _VS_DDP_NEW(d->world, _vs_dsummary, G);
-    if (!all) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
-    vs_result r = _vs_ddp_gather_host(d, vs_mesh_comm(chk), &mine, all, sizeof mine);
-    int odd = -1, same = 1;
-    int64_t maxn = 0;
-    for (int g = 0; g < G && !r; g++) {
-        if (odd < 0 && (all[g].zero != all[0].zero || all[g].bucket_bytes != all[0].bucket_bytes ||
-                        all[g].grad_fp32 != all[0].grad_fp32 || all[g].kind != all[0].kind))
-            odd = g;
-        if (all[g].nparams != all[0].nparams || all[g].digest != all[0].digest) same = 0;
-        if (all[g].nparams > maxn) maxn = all[g].nparams;
-    }
-    if (!r && odd >= 0)
-        r = vs_set_error(VS_ERR_MISMATCH,
-                         "vs_ddp_finalize: ranks disagree on the DDP settings (over mesh dims %s): world rank %d has "
-                         "zero stage %lld, bucket_bytes %lld, grad_fp32 %lld, optimizer kind %lld; world rank %d has "
-                         "%lld, %lld, %lld, %lld",
-                         dims, vs_mesh_global_rank(chk, 0), (long long)all[0].zero, (long long)all[0].bucket_bytes,
-                         (long long)all[0].grad_fp32, (long long)all[0].kind, vs_mesh_global_rank(chk, odd),
-                         (long long)all[odd].zero, (long long)all[odd].bucket_bytes, (long long)all[odd].grad_fp32,
-                         (long long)all[odd].kind);
-    if (!r && !same) {
-        uint64_t* fps = _VS_DDP_NEW(d->world, uint64_t, (size_t)G * (size_t)maxn + 1);
-        _vs_dprint* prints = _VS_DDP_NEW(d->world, _vs_dprint, G);
-        if (fps && prints)
-            r = _vs_ddp_disagree(d, chk, dims, all, fps, prints);
-        else
-            r = vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
-        vs_free(d->world, fps);
-        vs_free(d->world, prints);
-    }
-    vs_free(d->world, all);
-    return r;
-}
-
-// >>ddp ------------------------------------------------------------------------
 // (finalize, the backward pass, clipping, the optimizer step, queries, free)
 
 VS_API vs_result vs_ddp_finalize(vs_ddp* d)

@@ -615,6 +615,19 @@ _VS_PIPE_PRIVATE _VS_PRINTF(4, 5) void _vs_pipe_cat(char* buf, size_t cap, size_
     if (n > 0) *len += (size_t)n;
 }
 
+/* The callbacks' helpers work on the engine's state (>>pipe-engine, below). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim, const int64_t* shape,
+                                           void** data);
+_VS_PIPE_PRIVATE vs_result _vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data);
+VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim, const int64_t* shape, void** data)
+{
+    return _vs_pipe_output(call, i, dt, ndim, shape, data);
+}
+VS_API vs_result vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data)
+{
+    return _vs_pipe_save(call, bytes, data);
+}
+
 // >>pipe-split -----------------------------------------------------------------
 /* How vs_pipe_split cuts.
    Atoms: a unit, or a run of consecutive units with the same non-NULL group name;
@@ -3795,10 +3808,11 @@ VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* g
     return r ? vs_set_error(r, "vs_pipe_tie_grads: %s", vs_last_error()) : VS_OK;
 }
 
-// >>pipe-model ----------------------------------------------------------------
-/* (the callbacks' helpers: here, after the engine's state they fill in) */
+/* The callbacks' helpers (vs_pipe_output, vs_pipe_save of >>pipe-model): here,
+   after the engine's state they fill in. */
 
-VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim, const int64_t* shape, void** data)
+_VS_PIPE_PRIVATE vs_result _vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim, const int64_t* shape,
+                                           void** data)
 {
     if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_output: %s is NULL", call ? "data" : "call");
     *data = NULL;
@@ -3841,7 +3855,7 @@ VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim
     return VS_OK;
 }
 
-VS_API vs_result vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data)
+_VS_PIPE_PRIVATE vs_result _vs_pipe_save(vs_pipe_call* call, size_t bytes, void** data)
 {
     if (!call || !data) return vs_set_error(VS_ERR_NULL, "vs_pipe_save: %s is NULL", call ? "data" : "call");
     *data = NULL;
