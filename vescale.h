@@ -82,8 +82,16 @@
    (an embedding and an LM head): its two gradients are summed in the same order
    whether the layers share a stage or not. The global batch holds the model's
    data inputs with the rows first; each DP rank takes its rows, each microbatch
-   its part. Limits: f32 parameters; ZeRO-2 keeps a staging buffer per bucket
-   (a pipeline holds every bucket of a chunk open across microbatches).
+   its part. The loss layer returns the mean over the rows it was given (its
+   microbatch); vs_train_step averages those means over the microbatches and DP
+   ranks, so a step's loss and gradients are the global batch's mean whatever
+   the mesh. A 1-D parameter with role COLUMN (a column-parallel bias) is
+   Shard(0) over TP, one with role ROW replicated (added once, after the
+   reduction). Results equal one rank's within float rounding; bit for bit
+   where only PP differs and the microbatch count is the same (the sums then
+   run in the same order). Limits: f32 parameters; ZeRO-2 keeps a staging
+   buffer per bucket (a pipeline holds every bucket of a chunk open across
+   microbatches).
 
    Non-finite gradients and the step counter
    -----------------------------------------
@@ -343,8 +351,9 @@ typedef struct vs_plan {
     int sequence_parallel;
 } vs_plan;
 
-/* Text (one "key: value" per line, rules as "shard <pattern> <placement>") or
-   JSON; returns the length needed (snprintf-like). */
+/* Text (one "key: value" per line; a rule is a line "shard: <pattern>
+   <placement>", e.g. "shard: h.*.attn.wq Shard(1)", in the order they apply)
+   or JSON; returns the length needed (snprintf-like). */
 VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap);
 VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap);
 /* Either form; errors name the line and the key. */
@@ -532,8 +541,13 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
    counts, hence the LR schedule's position, plan text, and extra blobs such as
    RNG and data position) into a checkpoint directory, and back, on any plan or
    mesh. Collective. A checkpoint without the skipped count (saved before it
-   was kept) loads with 0. */
+   was kept) loads with 0. vs_train_save creates path's missing parent
+   directories (as PyTorch's checkpoint writers do); path itself must not exist
+   (VS_ERR_STATE). async = 1: the state is copied and the call returns while a
+   background thread writes it; vs_train_wait (or the next save, load or
+   vs_train_free) waits and returns that write's error, if any. */
 VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async);
+VS_API vs_result vs_train_wait(vs_train* t);
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra);
 /* The plan stored in a checkpoint (to resume with the same one, or to see what
    the job ran). Not collective. */
@@ -561,10 +575,12 @@ VS_API vs_result vs_train_free(vs_train* t);
 
 #if defined(VESCALE_IMPLEMENTATION) && !defined(VESCALE_HL_IMPLEMENTED)
 #define VESCALE_HL_IMPLEMENTED
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -3002,11 +3018,35 @@ _VS_HL_PRIVATE vs_result _vs_hl_ck(vs_train* t)
 #define _VS_HL_PLAN_ENTRY "__plan"
 #define _VS_HL_SKIPPED_ENTRY "__skipped" // vs_train_skipped_steps, an int64 (the steps taken are DDP's __step)
 
+/* mkdir -p of path's parent (every rank may: an existing directory is fine). */
+_VS_HL_PRIVATE vs_result _vs_hl_mkdirs(const char* path)
+{
+    char p[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof p) return vs_set_error(VS_ERR_INVALID, "vs_train_save: path is longer than %zu bytes", sizeof p - 1);
+    memcpy(p, path, n + 1);
+    char* end = strrchr(p, '/');
+    if (!end || end == p) return VS_OK;
+    *end = 0;
+    for (char* c = p + 1;; c++) {
+        int last = *c == 0;
+        if (*c != '/' && !last) continue;
+        *c = 0;
+        struct stat st;
+        if (mkdir(p, 0755) && errno != EEXIST && !(stat(p, &st) == 0 && S_ISDIR(st.st_mode)))
+            return vs_set_error(VS_ERR_IO, "vs_train_save: cannot create the folder %s: %s", p, strerror(errno));
+        if (last) return VS_OK;
+        *c = '/';
+    }
+}
+
 VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async)
 {
     _VS_TRY(_VS_HL_GONE("vs_train_save", t));
     if (!t || !path) return vs_set_error(VS_ERR_NULL, "vs_train_save: %s is NULL", t ? "path" : "train");
     if (nextra < 0 || nextra > 60 || (nextra && !extra)) return vs_set_error(VS_ERR_INVALID, "vs_train_save: %d extra entries", nextra);
+    if (async != 0 && async != 1) return vs_set_error(VS_ERR_INVALID, "vs_train_save: async = %d (0 or 1)", async);
+    _VS_TRY(_vs_hl_mkdirs(path));
     _VS_TRY(_vs_hl_ck(t));
     char text[4096];
     int n = vs_plan_print(&t->plan, text, sizeof text);
@@ -3026,6 +3066,13 @@ VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entr
     memset(&o, 0, sizeof o);
     o.async = async; // (text and skipped are copied by an async save)
     return vs_ckpt_save_ddp(t->ck, path, t->ddp, "", e, nextra + 2, &o);
+}
+
+VS_API vs_result vs_train_wait(vs_train* t)
+{
+    _VS_TRY(_VS_HL_GONE("vs_train_wait", t));
+    if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_wait: train is NULL");
+    return t->ck ? vs_ckpt_wait(t->ck) : VS_OK;
 }
 
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra)

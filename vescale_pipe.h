@@ -172,7 +172,8 @@ typedef struct vs_pipe_tensor {
     int ndim;
     int64_t shape[VS_PIPE_MAX_DIMS];
     void* data; // the values
-    void* grad; // backward only: the gradient, same shape and dtype, zeroed by the engine
+    void* grad; // backward only: the gradient, same shape and dtype, zeroed by the engine;
+                // NULL for a data input (the data callback's outputs take no gradient)
 } vs_pipe_tensor;
 
 struct _vs_pipe_rt;

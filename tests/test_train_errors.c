@@ -239,6 +239,7 @@ typedef struct job {
     int nbatches;     // batches 0..nbatches-1 are offered
     int drop;         // a batch the caller leaves out (-1: none): what a skipped step must equal
     const char* save; // save after the last batch
+    int save_async; // vs_train_save async, then vs_train_wait
     const char* load; // load first, then go on from the data position it gives
     int try_frees;    // vs_ddp_free / vs_pipe_free / vs_mesh_free on the state's handles first
     // what each rank saw
@@ -340,7 +341,13 @@ static int rank_train(vs_world* w, void* arg)
         J->same_params[r] = !memcmp(p0, p1, sizeof p0);
         J->same_state[r] = !memcmp(s0, s1, sizeof s0);
     }
-    if (J->save) VT_OK(vs_train_save(t, J->save, NULL, 0, 0));
+    if (J->save) {
+        VT_OK(vs_train_save(t, J->save, NULL, 0, J->save_async));
+        if (J->save_async) { // the write's result, then nothing in flight: OK again
+            VT_OK(vs_train_wait(t));
+            VT_OK(vs_train_wait(t));
+        }
+    }
     J->steps[r] = vs_train_steps(t);
     J->skipped[r] = vs_train_skipped_steps(t);
     VT_CHECK(J->steps[r] == vs_ddp_step_count(vs_train_ddp(t)), "rank %d: %lld steps, DDP's %lld", r,
@@ -471,9 +478,9 @@ static int rank_bad_desc(vs_world* w, void* arg)
    data position and every later step as the uninterrupted run. */
 static void t_save_load(int pp, int dp, int tp)
 {
-    char dir[] = "/tmp/vs_train_nf_XXXXXX", path[64], cmd[96];
+    char dir[] = "/tmp/vs_train_nf_XXXXXX", path[96], cmd[96];
     VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    snprintf(path, sizeof path, "%s/after_skip", dir);
+    snprintf(path, sizeof path, "%s/missing/parents/after_skip", dir); // vs_train_save makes the folders
     inject inj = {2, 0, "fc1", 0, NAN};
     INJ = inj;
     job* whole = mk(pp, dp, tp, VS_ZERO_1);
@@ -481,6 +488,7 @@ static void t_save_load(int pp, int dp, int tp)
     job* first = mk(pp, dp, tp, VS_ZERO_1);
     first->nbatches = 3; // 0, 1 and the skipped 2
     first->save = path;
+    first->save_async = pp > 1; // one case each way
     go(first);
     INJ = (inject){-1, -1, NULL, 0, 0};
     job* rest = mk(pp, dp, tp, VS_ZERO_1);
