@@ -29,7 +29,8 @@
 
    Platforms: POSIX.1-2008 with pthreads (tested on Linux/glibc), a C99 or C++11
    compiler; VESCALE_MPI: an MPI-3 library with MPI_THREAD_MULTIPLE; VESCALE_NCCL:
-   CUDA 11+ and NCCL 2.18+ (ncclCommSplit), any C compiler (nvcc not needed).
+   CUDA 12+ (cudaLibraryLoadData) and NCCL 2.18+ (ncclCommSplit), any C compiler
+   (nvcc not needed).
 
    Macros: see vescale_mesh.h (VESCALE_STATIC, VESCALE_MPI, VESCALE_NCCL, VS_ASSERT).
    Link:

@@ -11,8 +11,10 @@
    does).
 
    Platforms and link lines: as vescale_mesh.h (POSIX.1-2008 + pthreads;
-   -lpthread -lm); a file system shared by the ranks that save together (one
-   node, or NFS/Lustre/GPFS for several). MIT license (end of file).
+   -lpthread -lm; -lmpi with VESCALE_MPI; -lcudart -lnccl -lnvrtc with
+   VESCALE_NCCL, where device entries are copied with the CUDA runtime); a file
+   system shared by the ranks that save together (one node, or NFS/Lustre/GPFS
+   for several). MIT license (end of file).
 
    Step by step:
 

@@ -12,7 +12,7 @@
    vescale_mesh.h) implies the implementation here too.
 
    Platforms: POSIX.1-2008 with pthreads (tested on Linux/glibc); VESCALE_MPI:
-   MPI-3; VESCALE_NCCL: CUDA 11+, NCCL 2.18+ and NVRTC (no nvcc needed).
+   MPI-3; VESCALE_NCCL: CUDA 12+, NCCL 2.18+ and NVRTC (no nvcc needed).
    Link: -lpthread -lm; with VESCALE_MPI the MPI library (mpicc, or -lmpi); with
    VESCALE_NCCL -lcudart -lnccl -lnvrtc (NVRTC compiles the optimizer kernels at
    run time; -I/-L the CUDA directories). Installed: pkg-config vescale (or

@@ -19,6 +19,10 @@
        VESCALE_NCCL         compile the NCCL transport (CUDA device buffers;
                             link -lcudart -lnccl -lnvrtc: NVRTC compiles the
                             layout/TP/init kernels at run time, see >>kernels)
+       VESCALE_NVRTC        build only NVRTC's half of the device kernels (their text
+                            compiled by vs_nvrtc_compile; link -lnvrtc) without the
+                            NCCL transport: for offline checks of the kernels
+                            (VESCALE_NCCL implies it)
        VS_ASSERT(c)         internal-invariant check (default: assert(c))
        VESCALE_NT_MIN       threads transport: buffers of at least this many bytes
                             are written with non-temporal stores (default 4 MiB)
@@ -33,8 +37,12 @@
    vescale::vescale / vescale::mpi / vescale::nccl.
 
    Platforms: POSIX.1-2008 with pthreads (tested on Linux/glibc), a C99 or C++11
-   compiler; VESCALE_MPI: MPI-3 with MPI_THREAD_MULTIPLE; VESCALE_NCCL: CUDA 11+
-   and NCCL 2.18+ (ncclCommSplit).
+   compiler; VESCALE_MPI: MPI-3 with MPI_THREAD_MULTIPLE; VESCALE_NCCL: CUDA 12+
+   (cudaLibraryLoadData) and NCCL 2.18+ (ncclCommSplit).
+   Feature macros: included first with none defined, the implementation defines
+   _POSIX_C_SOURCE 200809L (it needs POSIX clocks and sockets). glibc then hides
+   what POSIX does not name, M_PI among them: build with -D_DEFAULT_SOURCE (or
+   -D_GNU_SOURCE), or define M_PI yourself, if your file needs those.
 
    From C++ (g++ has no compound literals): vs_mesh_desc md = {}; md.shape[0] = 2;
    md.shape[1] = 2; vs_mesh_init(w, &md, &mesh); or C++20 vs_mesh_desc md{ .shape =

@@ -9,7 +9,9 @@
    (VESCALE_STATIC, see vescale_mesh.h, implies the implementation.)
 
    Platforms and link lines: as vescale_mesh.h (POSIX.1-2008 + pthreads;
-   -lpthread -lm; -lmpi with VESCALE_MPI). MIT license (end of file).
+   -lpthread -lm; -lmpi with VESCALE_MPI; -lcudart -lnccl -lnvrtc with
+   VESCALE_NCCL, where the engine's buffers are device memory). MIT license
+   (end of file).
 
    Step by step (4 thread ranks, one stage each; the whole program is
    examples/pipe_mlp.c, which also checks the result against one rank):
