@@ -87,6 +87,9 @@ $(B)/demo: examples/demo.c $(HEADERS) | $(B)
 # built by `make`, run briefly by `make test`; the MPI build runs under mpirun -np 4
 EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi $(B)/train_gpt_mpi)
 all: $(EXAMPLES)
+# the examples and the checkpoint tool alone (`make` also builds every test)
+.PHONY: examples
+examples: $(EXAMPLES) $(B)/demo $(B)/vescale-ckpt
 test-bins: $(EXAMPLES)
 $(B)/mlp_dp_tp: examples/mlp_dp_tp.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
@@ -181,11 +184,13 @@ fuzz:
 # --- install (issue 9): headers, pkg-config files, CMake package -----------------
 # make install [PREFIX=/usr/local] [DESTDIR=stage] [CUDA=...] [NCCL_INCLUDE=...] [NCCL_LIB=...]
 #   $(INCLUDEDIR)/vescale*.h
+#   $(BINDIR)/vescale-ckpt
 #   $(LIBDIR)/pkgconfig/vescale.pc vescale-mpi.pc vescale-nccl.pc
 #   $(LIBDIR)/cmake/vescale/vescale-config.cmake vescale-config-version.cmake
 # Nothing is built: the library is the headers.
 PREFIX      ?= /usr/local
 INCLUDEDIR  ?= $(PREFIX)/include
+BINDIR      ?= $(PREFIX)/bin
 LIBDIR      ?= $(PREFIX)/lib
 NCCL_INCLUDE ?= $(CUDA)/include
 NCCL_LIB    ?= $(CUDA)/lib64
@@ -202,16 +207,17 @@ _VS_SUBST    = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|
 _VS_PC       = vescale vescale-mpi vescale-nccl
 
 .PHONY: install uninstall install-check
-install:
+install: $(B)/vescale-ckpt
 	@test -n "$(VERSION)" || { echo "install: no VESCALE_VERSION_STRING in vescale_mesh.h"; exit 1; }
-	install -d "$(DESTDIR)$(INCLUDEDIR)" "$(DESTDIR)$(LIBDIR)/pkgconfig" "$(DESTDIR)$(LIBDIR)/cmake/vescale"
+	install -d "$(DESTDIR)$(INCLUDEDIR)" "$(DESTDIR)$(LIBDIR)/pkgconfig" "$(DESTDIR)$(LIBDIR)/cmake/vescale" "$(DESTDIR)$(BINDIR)"
 	install -m 644 $(HEADERS) "$(DESTDIR)$(INCLUDEDIR)/"
+	install -m 755 $(B)/vescale-ckpt "$(DESTDIR)$(BINDIR)/"
 	for f in $(_VS_PC); do $(_VS_SUBST) pkg/$$f.pc.in > "$(DESTDIR)$(LIBDIR)/pkgconfig/$$f.pc" || exit 1; done
 	$(_VS_SUBST) cmake/vescale-config.cmake.in > "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config.cmake"
 	$(_VS_SUBST) cmake/vescale-config-version.cmake.in > "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config-version.cmake"
 
 uninstall:
-	rm -f $(addprefix "$(DESTDIR)$(INCLUDEDIR)"/,$(HEADERS))
+	rm -f $(addprefix "$(DESTDIR)$(INCLUDEDIR)"/,$(HEADERS)) "$(DESTDIR)$(BINDIR)/vescale-ckpt"
 	rm -f $(foreach f,$(_VS_PC),"$(DESTDIR)$(LIBDIR)/pkgconfig/$(f).pc")
 	rm -f "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config.cmake" "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config-version.cmake"
 	-rmdir "$(DESTDIR)$(LIBDIR)/cmake/vescale" 2>/dev/null
