@@ -112,7 +112,7 @@ hf_args() { # DIR NAME...: NAME=DIR/expect/NAME.bin for the Python check
 check hf-export 0 "^$T/hf: 6 tensors, 506 bytes in 3 files and model.safetensors.index.json$" \
     "$TOOL" export --weights-only --max-shard-size 100 "$T/a" "$T/hf"
 grep -q '^left out 4 entries: 2 range, 2 blob$' "$T/out" && ok hf-export-left-out || bad hf-export-left-out "$(cat "$T/out")"
-[ "$(ls -A "$T/hf" | tr '\n' ' ')" = "model-00001-of-00003.safetensors model-00002-of-00003.safetensors model-00003-of-00003.safetensors model.safetensors.index.json " ] &&
+[ "$(LC_ALL=C ls -A "$T/hf" | tr '\n' ' ')" = "model-00001-of-00003.safetensors model-00002-of-00003.safetensors model-00003-of-00003.safetensors model.safetensors.index.json " ] &&
     [ -z "$(ls -d "$T"/hf.tmp-* 2>/dev/null)" ] && ok hf-export-files || bad hf-export-files "$(ls -A "$T/hf" "$T")"
 # sizes: decimal units as huggingface_hub reads them (200B: 2 files; 1KB, 1kB, 1KiB and the 5GB default: one)
 check hf-size-bytes 0 'in 2 files and model' "$TOOL" export --weights-only --max-shard-size=200B "$T/a" "$T/hf200"
@@ -126,7 +126,7 @@ check hf-all-entries 0 "^$T/hfall: 10 tensors, 715 bytes in model.safetensors$" 
 # an existing directory (say, with the model's config.json) takes the files, nothing else changes
 mkdir "$T/hfcfg" && echo '{}' >"$T/hfcfg/config.json"
 check hf-existing-dir 0 'in 3 files' "$TOOL" export --weights-only --max-shard-size 100 "$T/a" "$T/hfcfg"
-[ "$(ls -A "$T/hfcfg" | tr '\n' ' ')" = "config.json model-00001-of-00003.safetensors model-00002-of-00003.safetensors model-00003-of-00003.safetensors model.safetensors.index.json " ] &&
+[ "$(LC_ALL=C ls -A "$T/hfcfg" | tr '\n' ' ')" = "config.json model-00001-of-00003.safetensors model-00002-of-00003.safetensors model-00003-of-00003.safetensors model.safetensors.index.json " ] &&
     ok hf-existing-dir-files || bad hf-existing-dir-files "$(ls -A "$T/hfcfg")"
 # --include picks by name instead of the rule (range entries too)
 check hf-include 0 '2 tensors, 176 bytes in model.safetensors' "$TOOL" export --include adam. "$T/a" "$T/hfadam"

@@ -850,13 +850,15 @@ static int cmd_export(const char* dir, const char* out, const xopt* o)
     }
     if (!n && dirl) { // (one file of nothing is a valid safetensors file; a directory of nothing is not a model)
         fprintf(stderr, "export: %s: no %s among its %d entries (the rule: vescale-ckpt's top comment; "
-                        "--include PREFIX picks entries by name)\n", dir, o->weights_only ? "weights" : "entries", c.ix.ne);
+                        "--include PREFIX picks entries by name)\n",
+                dir, o->weights_only ? "weights" : "entries", c.ix.ne);
         goto done;
     }
     if (name_check(&c, o, x, n)) goto done;
     if (dirl) {
         if (export_dir(&c, x, n, o, out, &total, &nfiles)) goto done;
-        if (nfiles > 1) printf("%s: %d tensors, %llu bytes in %d files and %s\n", out, n, (unsigned long long)total, nfiles, HF_INDEX);
+        if (nfiles > 1)
+            printf("%s: %d tensors, %llu bytes in %d files and %s\n", out, n, (unsigned long long)total, nfiles, HF_INDEX);
         else printf("%s: %d tensors, %llu bytes in %s\n", out, n, (unsigned long long)total, HF_SINGLE);
     } else {
         if (lstat(out, &st) == 0) {
@@ -1052,7 +1054,8 @@ static int main_export(int argc, char** argv)
         if (!eq && i + 1 >= argc) return usage_error("a value is missing after ", a);
         const char* v = eq ? eq + 1 : argv[++i];
         if (!strcmp(opt, "--include")) {
-            if (!v[0] || o.ninclude == 64) return usage_error("--include takes a non-empty prefix, at most 64 times", "");
+            if (!v[0] || o.ninclude == 64)
+                return usage_error("--include takes a non-empty prefix, at most 64 times", "");
             o.include[o.ninclude++] = v;
         } else if (!strcmp(opt, "--strip-prefix")) {
             if (!v[0] || o.strip) return usage_error("--strip-prefix takes one non-empty prefix, once", "");
