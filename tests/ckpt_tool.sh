@@ -3,8 +3,10 @@
 # ($B/test_ckpt_format --make, tests/ckpt_handmade.h: tensor, range and blob
 # entries over three shard files): ls, verify (good, bit flip, truncated,
 # missing file, broken index), export (read back by Python's safetensors + numpy
-# against the original full tensors, when installed), diff. One "ok / not ok /
-# skip" line per check.
+# against the original full tensors, when installed), export --weights-only (the
+# Hugging Face layout, also of a checkpoint vs_ckpt_save_ddp wrote on DP2 x TP2:
+# $B/test_ckpt_ddp --make; read through model.safetensors.index.json by
+# tests/check_hf_export.py), diff. One "ok / not ok / skip" line per check.
 set -u
 B=${B:-build}
 TOOL="$B/vescale-ckpt"
@@ -49,7 +51,8 @@ flip_last_byte "$T/flip/shard-00001.safetensors"
 check verify-bitflip 1 'shard-00001.safetensors: entry "step" piece 0 block 0 .*crc32c [0-9a-f]{8}, the index says' \
     "$TOOL" verify "$T/flip" -j 2
 check export-bitflip 1 'entry "step" piece 0 block 0: crc32c' "$TOOL" export "$T/flip" "$T/flip.safetensors"
-[ ! -e "$T/flip.safetensors" ] && ok export-bitflip-no-output || bad export-bitflip-no-output "a partial output was left"
+[ ! -e "$T/flip.safetensors" ] && [ -z "$(ls -d "$T"/flip.safetensors.tmp-* 2>/dev/null)" ] && ok export-bitflip-no-output ||
+    bad export-bitflip-no-output "a partial output was left"
 
 cp -r "$T/a" "$T/trunc"
 truncate -s -3 "$T/trunc/shard-00002.safetensors"
@@ -96,6 +99,136 @@ elif [ -n "${VESCALE_TEST_REQUIRE_PYTHON:-}" ]; then # CI: .ci/run installed the
     echo "not ok ckpt_tool/export-python: python3 lacks numpy or safetensors, and VESCALE_TEST_REQUIRE_PYTHON is set"
 else
     echo "skip ckpt_tool/export-python: python3 lacks numpy or safetensors (.ci/run installs them)"
+fi
+
+# --- export --weights-only: the Hugging Face layout (issue 19.8) ---
+# the sample's weights: w1 120, emb 320, ids 56, bias 6, scale 4, empty 0 bytes (506); adam.m/.v are
+# range entries, step/plan blobs. Under 100 bytes a file: w1 and emb alone, the rest in a third.
+W=w1,emb,ids,bias,scale,empty
+hf_args() { # DIR NAME...: NAME=DIR/expect/NAME.bin for the Python check
+    local d=$1; shift
+    for n in "$@"; do printf '%s\n' "$n=$d/expect/$n.bin"; done
+}
+check hf-export 0 "^$T/hf: 6 tensors, 506 bytes in 3 files and model.safetensors.index.json$" \
+    "$TOOL" export --weights-only --max-shard-size 100 "$T/a" "$T/hf"
+grep -q '^left out 4 entries: 2 range, 2 blob$' "$T/out" && ok hf-export-left-out || bad hf-export-left-out "$(cat "$T/out")"
+[ "$(LC_ALL=C ls -A "$T/hf" | tr '\n' ' ')" = "model-00001-of-00003.safetensors model-00002-of-00003.safetensors model-00003-of-00003.safetensors model.safetensors.index.json " ] &&
+    [ -z "$(ls -d "$T"/hf.tmp-* 2>/dev/null)" ] && ok hf-export-files || bad hf-export-files "$(ls -A "$T/hf" "$T")"
+# sizes: decimal units as huggingface_hub reads them (200B: 2 files; 1KB, 1kB, 1KiB and the 5GB default: one)
+check hf-size-bytes 0 'in 2 files and model' "$TOOL" export --weights-only --max-shard-size=200B "$T/a" "$T/hf200"
+check hf-size-kb 0 '6 tensors, 506 bytes in model.safetensors$' "$TOOL" export --weights-only --max-shard-size 1kB "$T/a" "$T/hf1k"
+check hf-size-kib 0 'in model.safetensors$' "$TOOL" export --max-shard-size 1KiB --weights-only "$T/a" "$T/hf1ki"
+check hf-single 0 '6 tensors, 506 bytes in model.safetensors$' "$TOOL" export --weights-only "$T/a" "$T/hf1/"
+[ "$(ls -A "$T/hf1")" = model.safetensors ] && ok hf-single-no-index || bad hf-single-no-index "$(ls -A "$T/hf1")"
+# the whole checkpoint into a directory: every entry (blobs as U8), in the same layout
+mkdir "$T/hfall"
+check hf-all-entries 0 "^$T/hfall: 10 tensors, 715 bytes in model.safetensors$" "$TOOL" export "$T/a" "$T/hfall"
+# an existing directory (say, with the model's config.json) takes the files, nothing else changes
+mkdir "$T/hfcfg" && echo '{}' >"$T/hfcfg/config.json"
+check hf-existing-dir 0 'in 3 files' "$TOOL" export --weights-only --max-shard-size 100 "$T/a" "$T/hfcfg"
+[ "$(LC_ALL=C ls -A "$T/hfcfg" | tr '\n' ' ')" = "config.json model-00001-of-00003.safetensors model-00002-of-00003.safetensors model-00003-of-00003.safetensors model.safetensors.index.json " ] &&
+    ok hf-existing-dir-files || bad hf-existing-dir-files "$(ls -A "$T/hfcfg")"
+# --include picks by name instead of the rule (range entries too)
+check hf-include 0 '2 tensors, 176 bytes in model.safetensors' "$TOOL" export --include adam. "$T/a" "$T/hfadam"
+check hf-include-none 1 '--include opt\.: no tensor or range entry' "$TOOL" export --include adam. --include opt. "$T/a" "$T/hfx"
+# --strip-prefix and the optimizer-state names, on a copy whose entries are renamed
+cp -r "$T/a" "$T/pre"
+python3 - "$T/pre/index.json" <<'PY'
+import json, sys
+p = sys.argv[1]; ix = json.load(open(p))
+for e in ix["entries"]:
+    e["name"] = {"w1": "model.w1", "emb": "model.emb", "scale": "scale.exp_avg"}.get(e["name"], e["name"])
+open(p, "w").write(json.dumps(ix))
+PY
+check hf-strip 0 '5 tensors, 502 bytes in model.safetensors' "$TOOL" export --weights-only --strip-prefix model. "$T/pre" "$T/hfstrip"
+grep -q '^left out 5 entries: 2 range, 2 blob, 1 optimizer-state tensor$' "$T/out" && ok hf-optim-name || bad hf-optim-name "$(cat "$T/out")"
+cp -r "$T/a" "$T/clash"
+python3 - "$T/clash/index.json" <<'PY'
+import json, sys
+p = sys.argv[1]; ix = json.load(open(p))
+for e in ix["entries"]:
+    e["name"] = {"ids": "model.w1"}.get(e["name"], e["name"])
+open(p, "w").write(json.dumps(ix))
+PY
+check hf-strip-clash 1 'entries "w1" and "model.w1" are both "w1" after --strip-prefix model\.' \
+    "$TOOL" export --weights-only --strip-prefix model. "$T/clash" "$T/hfclash"
+cp -r "$T/a" "$T/noweights"
+python3 - "$T/noweights/index.json" <<'PY'
+import json, sys
+p = sys.argv[1]; ix = json.load(open(p))
+for e in ix["entries"]:
+    e["name"] += ".momentum" if e["kind"] == "tensor" else ""
+open(p, "w").write(json.dumps(ix))
+PY
+check hf-no-weights 1 'noweights: no weights among its 10 entries' "$TOOL" export --weights-only "$T/noweights" "$T/hfnone"
+[ ! -e "$T/hfnone" ] && ok hf-no-weights-no-output || bad hf-no-weights-no-output "an output was left"
+check hf-strip-empty 1 'entry "model\.w1" is all prefix' "$TOOL" export --weights-only --strip-prefix model.w1 "$T/clash" "$T/hfclash"
+[ ! -e "$T/hfclash" ] && ok hf-strip-no-output || bad hf-strip-no-output "an output was left"
+# a corrupt weight: exit 1 naming it, nothing left (no directory, no temporary, no file in an existing directory)
+cp -r "$T/a" "$T/bad"
+python3 - "$T/bad" <<'PY'
+import json, sys
+d = sys.argv[1]; ix = json.load(open(d + "/index.json"))
+p = next(e for e in ix["entries"] if e["name"] == "emb")["pieces"][1]
+f = open(d + "/" + ix["files"][p["file"]]["name"], "r+b"); f.seek(p["data"][0]); b = f.read(1)
+f.seek(p["data"][0]); f.write(bytes([b[0] ^ 1])); f.close()
+PY
+check hf-corrupt 1 'entry "emb" piece 1 block 0: crc32c' "$TOOL" export --weights-only --max-shard-size 100 "$T/bad" "$T/hfbad"
+[ ! -e "$T/hfbad" ] && [ -z "$(ls -d "$T"/hfbad.tmp-* 2>/dev/null)" ] && ok hf-corrupt-no-output ||
+    bad hf-corrupt-no-output "$(ls -d "$T"/hfbad*)"
+mkdir "$T/hfbadcfg" && echo '{}' >"$T/hfbadcfg/config.json"
+check hf-corrupt-existing-dir 1 'entry "emb" piece 1' "$TOOL" export --weights-only --max-shard-size 100 "$T/bad" "$T/hfbadcfg"
+[ "$(ls -A "$T/hfbadcfg")" = config.json ] && ok hf-corrupt-existing-dir-clean || bad hf-corrupt-existing-dir-clean "$(ls -A "$T/hfbadcfg")"
+# bad input: usage (2) or a refused output (1), with the reason
+check hf-unknown-flag 2 'unknown option --weights-onyl' "$TOOL" export --weights-onyl "$T/a" "$T/hfu"
+for sz in 5XB 0 -1 1.5GB 5Gb 99999999TB ''; do
+    check "hf-bad-size-${sz:-empty}" 2 "--max-shard-size: not a size above 0: $sz\$" \
+        "$TOOL" export --weights-only --max-shard-size "$sz" "$T/a" "$T/hfu"
+done
+check hf-size-missing 2 'a value is missing after --max-shard-size' "$TOOL" export --weights-only "$T/a" "$T/hfu" --max-shard-size
+check hf-size-twice 2 'given twice' "$TOOL" export --max-shard-size 1GB --max-shard-size 2GB "$T/a" "$T/hfu"
+check hf-strip-twice 2 'one non-empty prefix, once' "$TOOL" export --strip-prefix a --strip-prefix b "$T/a" "$T/hfu"
+check hf-three-args 2 'and then extra' "$TOOL" export --weights-only "$T/a" "$T/hfu" extra
+check hf-file-name 2 'hfu.safetensors: --weights-only, --include and --max-shard-size write a directory' \
+    "$TOOL" export --weights-only "$T/a" "$T/hfu.safetensors"
+[ ! -e "$T/hfu" ] && [ ! -e "$T/hfu.safetensors" ] && ok hf-usage-no-output || bad hf-usage-no-output "$(ls "$T")"
+check hf-exists 1 'hf holds model-0000[0-9]-of-00003.safetensors of an earlier export' \
+    "$TOOL" export --weights-only "$T/a" "$T/hf"
+check hf-exists-file 1 'full.safetensors exists and is not a directory' "$TOOL" export --weights-only "$T/a" "$T/full.safetensors"
+check export-exists 1 'full.safetensors exists \(export never replaces a file\)' "$TOOL" export "$T/a" "$T/full.safetensors"
+
+# a checkpoint the library saved from a sharded mesh: DP2 x TP2, ZeRO-1, prefix "model." (test_ckpt_ddp --make)
+if [ -x "$B/test_ckpt_ddp" ] && "$B/test_ckpt_ddp" --make "$T/ddp" >"$T/out" 2>&1; then
+    check hf-ddp 0 "^$T/hfd: 5 tensors, 532 bytes in 3 files and model.safetensors.index.json$" \
+        "$TOOL" export --weights-only --strip-prefix model. --max-shard-size 200 "$T/ddp" "$T/hfd"
+    grep -q '^left out 11 entries: 9 range, 2 blob$' "$T/out" && ok hf-ddp-left-out || bad hf-ddp-left-out "$(cat "$T/out")"
+elif [ -x "$B/test_ckpt_ddp" ]; then
+    bad hf-ddp "test_ckpt_ddp --make: $(head -c 600 "$T/out")"
+else
+    echo "skip ckpt_tool/hf-ddp: $B/test_ckpt_ddp not built"
+fi
+
+if python3 -c 'import numpy, safetensors' >/dev/null 2>&1; then
+    mapfile -t args < <(hf_args "$T/a" w1 emb ids bias scale empty)
+    check hf-python 0 "ok $T/hf: 6 tensors in model-00001-of-00003.safetensors, .*, 506 bytes" \
+        python3 tests/check_hf_export.py "$T/hf" --keys=$W --files=3 --max-shard-size=100 "${args[@]}"
+    check hf-python-single 0 "ok $T/hf1: 6 tensors in model.safetensors, 506 bytes" \
+        python3 tests/check_hf_export.py "$T/hf1" --keys=$W --files=1 "${args[@]}"
+    check hf-python-existing-dir 0 'ok .*hfcfg: 6 tensors' python3 tests/check_hf_export.py "$T/hfcfg" --keys=$W --files=3 "${args[@]}"
+    check hf-python-include 0 'ok .*adam\.v F64 \[4, 3\] equals' python3 tests/check_hf_export.py "$T/hfadam" \
+        --keys=adam.m,adam.v --files=1 "adam.m=$T/a/expect/adam.m.bin" "adam.v=$T/a/expect/adam.v.bin"
+    check hf-python-strip 0 'ok .*hfstrip: 5 tensors' python3 tests/check_hf_export.py "$T/hfstrip" \
+        --keys=w1,emb,ids,bias,empty --files=1 "w1=$T/a/expect/w1.bin" "emb=$T/a/expect/emb.bin" "ids=$T/a/expect/ids.bin"
+    if [ -d "$T/hfd" ]; then
+        mapfile -t args < <(hf_args "$T/ddp" head.w model.b model.h model.w0 model.w1 | sed 's/^model\.//')
+        check hf-python-ddp 0 "ok $T/hfd: 5 tensors in .*, 532 bytes" python3 tests/check_hf_export.py "$T/hfd" \
+            --keys=head.w,b,h,w0,w1 --files=3 --max-shard-size=200 "${args[@]}"
+    fi
+elif [ -n "${VESCALE_TEST_REQUIRE_PYTHON:-}" ]; then
+    echo "not ok ckpt_tool/hf-python: python3 lacks numpy or safetensors, and VESCALE_TEST_REQUIRE_PYTHON is set"
+    fails=$((fails + 1))
+else
+    echo "skip ckpt_tool/hf-python: python3 lacks numpy or safetensors (.ci/run installs them)"
 fi
 
 check diff-same 0 '^10 entries the same, 0 different$' "$TOOL" diff "$T/a" "$T/a"

@@ -25,13 +25,20 @@
    same on every mesh. Gradients are kept in f32 (grad_fp32 = 1) for the bf16
    parameter: with bf16 gradient buckets ZeRO-1 rounds the clipped gradient to
    bf16 while ZeRO-2 keeps it in its f32 accumulator, which is different
-   arithmetic (not a checkpoint matter). */
+   arithmetic (not a checkpoint matter).
+
+   `test_ckpt_ddp --make DIR` writes a checkpoint for tests/ckpt_tool.sh (the
+   Hugging Face export): S steps at DP=2 x TP=2 under ZeRO-1 saved with the
+   prefix "model.", the extra blob and an unprefixed extra tensor "head.w"
+   (f32 [4, 3], Shard(0) over TP); DIR/expect/<name>.bin holds each parameter's
+   and head.w's full tensor as saved (row-major, little-endian; h as bf16). */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale_ddp.h"
 #include "../vescale_ckpt.h"
 #include "vs_test.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum { NP = 4, MAXE = 64, NSTATE = 3, MAXR = 4, S = 3, T = 3, NSAMPLE = 4 };
@@ -81,6 +88,11 @@ typedef struct cfg {
     const char* load_path; // load before the first step
     result* out;
 } cfg;
+
+/* --make only: the saved names' prefix, and the extra tensor "head.w" saved too */
+static const char* make_prefix;
+
+static float head_value(int64_t g) { return (float)g * 0.5f - 2.0f; }
 
 static vs_lr_schedule sched = {VS_LR_COSINE, 0.02, 0.002, 2, S + T + 2, 0, 0};
 
@@ -204,7 +216,20 @@ static int rank_fn(vs_world* w, void* arg)
             x.kind = VS_CKPT_BLOB;
             x.blob = &r;
             x.blob_bytes = sizeof r;
-            VT_OK(vs_ckpt_save_ddp(ck, c->save_path, d, "", &x, 1, NULL));
+            vs_ckpt_entry ex[2] = {x, x};
+            float head[12];
+            memset(&ex[1], 0, sizeof ex[1]);
+            ex[1].name = "head.w";
+            ex[1].t.dtype = VS_F32;
+            ex[1].t.ndim = 2, ex[1].t.shape[0] = 4, ex[1].t.shape[1] = 3;
+            ex[1].t.layout.mesh = m;
+            ex[1].t.layout.p[0] = vs_replicate();
+            ex[1].t.layout.p[1] = vs_shard(0);
+            int64_t hbox[2], hoff[2];
+            VT_OK(vs_layout_local(&ex[1].t.layout, 2, ex[1].t.shape, vs_mesh_rank(m), hbox, hoff));
+            for (int64_t i = 0; i < hbox[0] * hbox[1]; i++) head[i] = head_value(hoff[0] * 3 + i);
+            ex[1].t.data = head;
+            VT_OK(vs_ckpt_save_ddp(ck, c->save_path, d, make_prefix ? make_prefix : "", ex, make_prefix ? 2 : 1, NULL));
             c->out->rng_at_load[me] = r;
             c->out->rng_bytes[me] = sizeof r;
         }
@@ -294,8 +319,43 @@ static void run(cfg* c)
     VT_CHECK(vs_launch(c->dp * c->tp, rank_fn, c) == VS_OK, "%s: launch: %s", c->label, vs_last_error());
 }
 
-int main(void)
+/* The checkpoint of --make (see the top) and its expected tensors. */
+static int make_sample(const char* dir)
 {
+    cfg c = {"make", 2, 2, VS_ZERO_1, 0, S, dir, NULL, &ref_run};
+    make_prefix = "model.";
+    memset(&ref_run, 0, sizeof ref_run);
+    if (vs_launch(4, rank_fn, &c) != VS_OK) {
+        fprintf(stderr, "test_ckpt_ddp --make %s: %s\n", dir, vs_last_error());
+        return 1;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/expect", dir);
+    mkdir(path, 0777);
+    int rc = 0;
+    for (int p = 0; p <= NP && !rc; p++) { // the parameters, then head.w
+        unsigned char b[MAXE * 4];
+        int64_t n = p < NP ? pnumel(p) : 12;
+        size_t es = p == 3 ? 2 : 4;
+        for (int64_t g = 0; g < n; g++) {
+            int k = 0;
+            while (p < NP && k < 4 && !ref_run.par_held[k][p][g]) k++;
+            if (k == 4) return 1; // held by no rank
+            float v = p == NP ? head_value(g) : ref_run.par[k][p][g];
+            uint16_t h = vs_f32_to_bf16(v); // exact: v came from a bf16
+            memcpy(b + (size_t)g * es, p == 3 ? (const void*)&h : (const void*)&v, es);
+        }
+        snprintf(path, sizeof path, "%s/expect/%s%s.bin", dir, p < NP ? "model." : "", p < NP ? PNAME[p] : "head.w");
+        FILE* f = fopen(path, "wb");
+        rc = !f || fwrite(b, 1, (size_t)n * es, f) != (size_t)n * es;
+        if (f && fclose(f)) rc = 1;
+    }
+    return rc;
+}
+
+int main(int argc, char** argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--make")) return make_sample(argv[2]);
     char root[] = "/tmp/vs_ckpt_ddp_XXXXXX";
     if (!mkdtemp(root)) return 1;
     char path[64];
