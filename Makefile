@@ -57,6 +57,11 @@ $(B)/test_ddp_device: tests/test_ddp_device.c tests/mock/cuda_runtime.h tests/mo
 WRAP_ALLOC := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=posix_memalign
 $(B)/test_alloc: tests/test_alloc.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(WRAP_ALLOC) $(LDLIBS)
+# a save's commit order (tests/test_ckpt_durable.c): fsync and the calls that rename
+# or delete are wrapped, so each call from the library's code is logged with its path
+WRAP_DURABLE := -Wl,--wrap=fsync,--wrap=rename,--wrap=renameat,--wrap=unlinkat
+$(B)/test_ckpt_durable: tests/test_ckpt_durable.c $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(WRAP_DURABLE) $(LDLIBS)
 # Layouts, TP and init on device buffers over the same stand-in runtime, NVRTC for real.
 $(B)/test_device_layout: tests/test_device_layout.c tests/device_layout_cases.h tests/mock/cuda_runtime.h tests/mock/mock_device.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -Itests/mock -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)

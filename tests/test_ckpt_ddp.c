@@ -31,7 +31,9 @@
    Hugging Face export): S steps at DP=2 x TP=2 under ZeRO-1 saved with the
    prefix "model.", the extra blob and an unprefixed extra tensor "head.w"
    (f32 [4, 3], Shard(0) over TP); DIR/expect/<name>.bin holds each parameter's
-   and head.w's full tensor as saved (row-major, little-endian; h as bf16). */
+   and head.w's full tensor as saved (row-major, little-endian; h as bf16).
+   moments_by_name_*: the optimizer moments read back by name with a plain
+   vs_ckpt_load after one AdamW step, against values by hand (see there). */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale_ddp.h"
 #include "../vescale_ckpt.h"
@@ -310,6 +312,166 @@ static void compare(const result* ref, int nref, const result* got, int ngot, co
     }
 }
 
+/* ---- the moments by name ---------------------------------------------------------
+
+   The cases above load through vs_ckpt_load_ddp, i.e. through the same name
+   table as the save: "exp_avg" and "exp_avg_sq" swapped on both sides would
+   pass them. Here one AdamW step (beta1 0.5, beta2 0.75, no decay) on a
+   (DP, TP) mesh, then vs_ckpt_save_ddp, then a plain vs_ckpt_load of
+   "<prefix><param>.exp_avg" and ".exp_avg_sq" as whole tensors, compared with
+   the moments by hand. The gradient on DP rank r of global element i of
+   parameter p is k/8, k = (3i + 5p + 7r) % 11 - 5; DDP averages the DP ranks,
+   so the step sees g = (k0 + k1)/16 and leaves exp_avg = (1 - 0.5) g and
+   exp_avg_sq = (1 - 0.75) g^2, exact in f32. Under ZeRO each rank owns a range
+   of every state: the whole tensors read back come from the owners' ranges,
+   and each rank's own range, loaded as a RANGE entry, equals what it holds. */
+enum { MP = 2 };
+static const char* const MNAME[MP] = {"enc.w", "enc.b"};
+static const int MNDIM[MP] = {2, 1};
+static const int64_t MSHAPE[MP][2] = {{10, 6}, {9, 1}};
+static const int MSHARD[MP] = {0, -1}; // sharded over TP along this dim (-1: Replicate)
+
+typedef struct mcfg {
+    int dp, tp;
+    vs_zero_stage zero;
+    const char* path;
+} mcfg;
+
+static float mgrad(int r, int p, int64_t i) { return (float)((3 * i + 5 * p + 7 * r) % 11 - 5) / 8.0f; }
+static float mg(int p, int64_t i) { return (mgrad(0, p, i) + mgrad(1, p, i)) / 2.0f; } // the DP mean (DP = 2)
+static float m_exp_avg(int p, int64_t i) { return 0.5f * mg(p, i); }
+static float m_exp_avg_sq(int p, int64_t i) { return 0.25f * mg(p, i) * mg(p, i); }
+
+static int64_t m_global(int p, const int64_t* lshape, const int64_t* off, int64_t i)
+{
+    if (MNDIM[p] == 1) return off[0] + i;
+    return (off[0] + i / lshape[1]) * MSHAPE[p][1] + off[1] + i % lshape[1];
+}
+
+static int moments_rank(vs_world* w, void* arg)
+{
+    const mcfg* c = (const mcfg*)arg;
+    vs_mesh* m = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = c->dp, md.shape[1] = c->tp, md.ndims = 2;
+    VT_OK(vs_mesh_init(w, &md, &m));
+    if (!m) return 1;
+    int coord[VS_MESH_MAX_DIMS];
+    vs_mesh_coord(m, coord);
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = m;
+    dd.zero = c->zero;
+    // (one bucket of both: under ZeRO the DP ranks' ranges meet inside one parameter)
+    dd.optim.kind = VS_OPTIM_ADAMW;
+    dd.optim.beta1 = 0.5, dd.optim.beta1_set = 1;
+    dd.optim.beta2 = 0.75, dd.optim.beta2_set = 1;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    if (!d) return 1;
+    for (int p = 0; p < MP; p++) {
+        vs_ddp_param_desc pd;
+        memset(&pd, 0, sizeof pd);
+        pd.name = MNAME[p];
+        pd.dtype = VS_F32;
+        pd.ndim = MNDIM[p];
+        for (int k = 0; k < MNDIM[p]; k++) pd.shape[k] = MSHAPE[p][k];
+        pd.placements[0] = vs_replicate();
+        pd.placements[1] = MSHARD[p] < 0 ? vs_replicate() : vs_shard(MSHARD[p]);
+        float init[MAXE];
+        for (int i = 0; i < MAXE; i++) init[i] = 0.125f;
+        pd.data = init;
+        VT_OK(vs_ddp_add_param(d, &pd, NULL));
+    }
+    VT_OK(vs_ddp_finalize(d));
+    VT_OK(vs_ddp_zero_grad(d));
+    for (int p = MP - 1; p >= 0; p--) {
+        vs_ddp_param_info pi;
+        VT_OK(vs_ddp_query_param_info(d, p, &pi));
+        float* g = (float*)vs_ddp_grad(d, p);
+        if (!g) return 1;
+        for (int64_t i = 0; i < pi.local_numel; i++) g[i] += mgrad(coord[0], p, m_global(p, pi.local_shape, pi.offset, i));
+        VT_OK(vs_ddp_grad_ready(d, p));
+    }
+    VT_OK(vs_ddp_finish_grad_sync(d));
+    VT_OK(vs_ddp_step(d, 0.01));
+    vs_ckpt* ck = NULL;
+    vs_ckpt_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.mesh = m;
+    VT_OK(vs_ckpt_init(&cd, &ck));
+    if (!ck) return 1;
+    VT_OK(vs_ckpt_save_ddp(ck, c->path, d, "model.", NULL, 0, NULL));
+
+    static const char* const moment[2] = {"exp_avg", "exp_avg_sq"};
+    static const vs_ddp_state mstate[2] = {VS_DDP_STATE_EXP_AVG, VS_DDP_STATE_EXP_AVG_SQ};
+    char names[2 * MP][64];
+    float whole[MP][2][MAXE], part[MP][2][MAXE];
+    vs_ddp_span sp[MP][2];
+    vs_ddp_param_info pi[MP];
+    vs_ckpt_entry ew[2 * MP], er[2 * MP]; // each moment whole (replicated), and this rank's owned range
+    memset(ew, 0, sizeof ew);
+    memset(whole, 0xff, sizeof whole);
+    memset(part, 0xff, sizeof part);
+    for (int p = 0; p < MP; p++) {
+        VT_OK(vs_ddp_query_param_info(d, p, &pi[p]));
+        for (int s = 0; s < 2; s++) {
+            VT_OK(vs_ddp_optim_state(d, p, mstate[s], &sp[p][s]));
+            vs_ckpt_entry* x = &ew[2 * p + s];
+            snprintf(names[2 * p + s], sizeof names[0], "model.%s.%s", MNAME[p], moment[s]);
+            x->name = names[2 * p + s];
+            x->t.dtype = VS_F32;
+            x->t.ndim = MNDIM[p];
+            for (int k = 0; k < MNDIM[p]; k++) x->t.shape[k] = MSHAPE[p][k];
+            x->t.data = whole[p][s];
+            VT_OK(vs_layout_parse(m, "[Replicate, Replicate]", &x->t.layout));
+            vs_ckpt_entry* y = &er[2 * p + s];
+            *y = *x;
+            y->kind = VS_CKPT_RANGE; // (of this rank's shard under the DDP layout)
+            y->t.data = part[p][s];
+            y->range_begin = sp[p][s].begin;
+            y->range_end = sp[p][s].end;
+            y->t.layout.p[1] = MSHARD[p] < 0 ? vs_replicate() : vs_shard(MSHARD[p]);
+        }
+    }
+    if (c->zero != VS_ZERO_0) // (the case means it: the DP ranks' ranges meet inside enc.w)
+        VT_CHECK(sp[0][0].begin < sp[0][0].end && sp[0][0].end - sp[0][0].begin < pi[0].local_numel,
+                 "ZeRO-%d rank %d owns [%lld, %lld) of enc.w's %lld elements", (int)c->zero, vs_world_rank(w),
+                 (long long)sp[0][0].begin, (long long)sp[0][0].end, (long long)pi[0].local_numel);
+    int lw[2 * MP], lr[2 * MP];
+    VT_OK(vs_ckpt_load(ck, c->path, ew, 2 * MP, lw));
+    VT_OK(vs_ckpt_load(ck, c->path, er, 2 * MP, lr));
+    int bad = 0;
+    for (int p = 0; p < MP; p++)
+        for (int s = 0; s < 2; s++) {
+            VT_CHECK(lw[2 * p + s] && lr[2 * p + s], "%s: not loaded", ew[2 * p + s].name);
+            float (*hand)(int, int64_t) = s ? m_exp_avg_sq : m_exp_avg;
+            int64_t numel = MSHAPE[p][0] * MSHAPE[p][1];
+            for (int64_t i = 0; i < numel; i++) {
+                float want = hand(p, i);
+                if (memcmp(&whole[p][s][i], &want, 4) && bad++ < 6)
+                    VT_CHECK(0, "ZeRO-%d DP%d x TP%d rank %d: model.%s.%s[%lld] read back by name is %.9g, by hand %.9g",
+                             (int)c->zero, c->dp, c->tp, vs_world_rank(w), MNAME[p], moment[s], (long long)i,
+                             (double)whole[p][s][i], (double)want);
+            }
+            const float* held = (const float*)sp[p][s].data;
+            for (int64_t f = sp[p][s].begin; f < sp[p][s].end; f++) {
+                float want = hand(p, m_global(p, pi[p].local_shape, pi[p].offset, f));
+                float got = part[p][s][f - sp[p][s].begin], own = held[f - sp[p][s].begin];
+                if ((memcmp(&got, &want, 4) || memcmp(&own, &want, 4)) && bad++ < 6)
+                    VT_CHECK(0, "ZeRO-%d rank %d: model.%s.%s, owned element %lld: loaded %.9g, held %.9g, by hand %.9g",
+                             (int)c->zero, vs_world_rank(w), MNAME[p], moment[s], (long long)f, (double)got,
+                             (double)own, (double)want);
+            }
+        }
+    VT_CHECK(!bad, "ZeRO-%d DP%d x TP%d: %d moments differ from the hand values", (int)c->zero, c->dp, c->tp, bad);
+    VT_OK(vs_ckpt_free(ck));
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(m));
+    return 0;
+}
+
 static result ref_run, res;
 
 static void run(cfg* c)
@@ -397,6 +559,19 @@ int main(int argc, char** argv)
         VT_CHECK(differ > 0, "a run without the checkpoint matches the uninterrupted one");
     }
     vt_end("ckpt_ddp/fresh_start_differs");
+
+    static const mcfg mcs[] = {{2, 1, VS_ZERO_0, NULL}, {2, 1, VS_ZERO_1, NULL}, {2, 1, VS_ZERO_2, NULL}, {2, 2, VS_ZERO_1, NULL}};
+    static const char* const mnames[] = {"ckpt_ddp/moments_by_name_dp2_zero0", "ckpt_ddp/moments_by_name_dp2_zero1",
+                                         "ckpt_ddp/moments_by_name_dp2_zero2", "ckpt_ddp/moments_by_name_dp2xtp2_zero1"};
+    for (int i = 0; i < (int)(sizeof mcs / sizeof mcs[0]); i++) {
+        vt_begin(mnames[i]);
+        char mp[96];
+        snprintf(mp, sizeof mp, "%s/moments-%d", root, i);
+        mcfg c = mcs[i];
+        c.path = mp;
+        VT_CHECK(vs_launch(c.dp * c.tp, moments_rank, &c) == VS_OK, "%s: launch: %s", mnames[i], vs_last_error());
+        vt_end(mnames[i]);
+    }
 
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);

@@ -888,6 +888,27 @@ static void case_validator(void)
     check_text(good2, 0, "bound 1", "stage 0", "F0.1|1", 1);
 }
 
+/* The two microbatch-order rules of split backwards, each alone: B out of order
+   with the W in order (only "backwards ... in microbatch order" sees it; the BW
+   case above is also caught by the weight-gradient rule), and W out of order
+   after in-order B (only the weight-gradient rule sees it). Both would let the
+   gradient sums accumulate in another order than on one device. */
+static void case_validator_split_order(void)
+{
+    check_text(HDR2 "0: F0.0 SF0.0 F0.1 SF0.1 RB0.0 RB0.1 B0.1 B0.0 W0.0 W0.1 SYNC0 STEP\n"
+                    "1: RF1.0 F1.0 B1.0 SB1.0 RF1.1 F1.1 B1.1 SB1.1 W1.0 W1.1 SYNC1 STEP\n",
+               0, "B out of mb order", "stage 0, position 6 (B0.1)",
+               "backwards of chunk 0 must run in microbatch order (next is 0)", 0);
+    check_text(HDR2 "0: F0.0 SF0.0 F0.1 SF0.1 RB0.0 RB0.1 B0.0 B0.1 W0.1 W0.0 SYNC0 STEP\n"
+                    "1: RF1.0 F1.0 B1.0 SB1.0 RF1.1 F1.1 B1.1 SB1.1 W1.0 W1.1 SYNC1 STEP\n",
+               0, "W out of mb order", "stage 0, position 8 (W0.1)",
+               "weight gradients of chunk 0 must run in microbatch order (next is 0)", 0);
+    /* the same lists in order pass (what makes the two above fail is the order alone) */
+    check_text(HDR2 "0: F0.0 SF0.0 F0.1 SF0.1 RB0.0 RB0.1 B0.0 B0.1 W0.0 W0.1 SYNC0 STEP\n"
+                    "1: RF1.0 F1.0 B1.0 SB1.0 RF1.1 F1.1 B1.1 SB1.1 W1.0 W1.1 SYNC1 STEP\n",
+               1, "B and W in mb order", NULL, NULL, 0);
+}
+
 static void case_text(void)
 {
     /* round trips of hand-written text (parse -> print -> parse -> print) */
@@ -1143,6 +1164,106 @@ static int bad_rank(vs_world* w, void* arg)
     return 0;
 }
 
+/* ---- two stages, two schedules: the receive's header check ---------------------- */
+
+/* Two schedules, each valid: A sends and receives microbatch 0 first, B
+   microbatch 1. Stage 0 running A with stage 1 running B puts microbatch 0's
+   activations on the wire where stage 1 expects microbatch 1's (same chunk,
+   same tensors, same shapes): only the header's microbatch tells them apart,
+   and without it stage 1 would train on swapped activations and return VS_OK. */
+#define WIRE_HDR "pipe stages=2 chunks=2 mbs=2 place=0,1\n"
+static const char* const wire_a = WIRE_HDR "0: F0.0 SF0.0 F0.1 SF0.1 RB0.0 BW0.0 RB0.1 BW0.1 SYNC0 STEP\n"
+                                           "1: RF1.0 F1.0 RF1.1 F1.1 BW1.0 SB1.0 BW1.1 SB1.1 SYNC1 STEP\n";
+static const char* const wire_b = WIRE_HDR "0: F0.0 F0.1 SF0.1 SF0.0 RB0.0 BW0.0 RB0.1 BW0.1 SYNC0 STEP\n"
+                                           "1: RF1.1 F1.1 RF1.0 F1.0 BW1.0 SB1.0 BW1.1 SB1.1 SYNC1 STEP\n";
+
+typedef struct wirejob {
+    int rc[2];         // the mismatched run's result per stage
+    char msg[2][1024]; // and its message
+    int ran;           // stages that got to the mismatched run
+} wirejob;
+
+static vs_pipe_sched* wire_sched(vs_world* w, const char* text)
+{
+    vs_pipe_sched* s = NULL;
+    VT_OK(vs_pipe_sched_parse(w, text, &s));
+    if (s) VT_OK(vs_pipe_sched_check(s, NULL)); // each schedule alone is valid
+    return s;
+}
+
+static int wire_rank(vs_world* w, void* arg)
+{
+    wirejob* J = (wirejob*)arg;
+    const int P = 2, M = 2;
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = P;
+    md.dim_names[0] = "PP";
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    if (!mesh) return 1;
+    pm_inst* E = pm_new(PM_A, VS_F32, PM_BK_BOTH);
+    pm_inst* R = pm_new(PM_A, VS_F32, PM_BK_FULL);
+    pm_data dd = {PM_A, VS_F32, 0};
+    vs_pipe_plan plan;
+    hand_plan(&plan, E->nu, P, 1, 0);
+    E->plan = &plan;
+    double ref = 0;
+    float mbl[PM_MAXM];
+    VT_CHECK(pm_ref_run(R, M, 0, 0, &ref, mbl) == 0, "reference failed");
+    vs_pipe_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.mesh = mesh, pd.units = E->U, pd.nunits = E->nu, pd.plan = &plan, pd.data = pm_data_fn, pd.data_user = &dd;
+    vs_pipe* pipe = NULL;
+    VT_OK(vs_pipe_init(&pd, &pipe));
+    vs_pipe_sched* a = wire_sched(w, wire_a);
+    vs_pipe_sched* b = wire_sched(w, wire_b);
+    const int st = pipe ? vs_pipe_stage(pipe) : -1;
+    if (pipe && a && b && (st == 0 || st == 1)) {
+        /* each schedule run by both stages: the minibatch loss of one device */
+        for (int i = 0; i < 2; i++) {
+            double loss = -1;
+            pm_zero_grads(E);
+            vs_result r = vs_pipe_run(pipe, i ? b : a, &loss);
+            VT_CHECK(r == VS_OK, "stage %d, schedule %c on both stages: %s", st, i ? 'B' : 'A', vs_last_error());
+            VT_CHECK(r != VS_OK || memcmp(&loss, &ref, sizeof loss) == 0,
+                     "stage %d, schedule %c: loss %.17g, one device %.17g", st, i ? 'B' : 'A', loss, ref);
+        }
+        /* stage 0 runs A, stage 1 runs B (the pipe cannot run after this) */
+        double loss = -1;
+        vs_clear_error();
+        J->rc[st] = vs_pipe_run(pipe, st == 0 ? a : b, &loss);
+        snprintf(J->msg[st], sizeof J->msg[st], "%s", vs_last_error());
+        __atomic_add_fetch(&J->ran, 1, __ATOMIC_SEQ_CST);
+    }
+    vs_pipe_sched_free(a);
+    vs_pipe_sched_free(b);
+    if (pipe) vs_pipe_free(pipe);
+    vs_mesh_free(mesh);
+    pm_free(E);
+    pm_free(R);
+    return 0;
+}
+
+static void case_wire_mb_mismatch(void)
+{
+    wirejob J;
+    memset(&J, 0, sizeof J);
+    J.rc[0] = J.rc[1] = VS_OK;
+    (void)launch_t(2, 30, wire_rank, &J); // (its result: the stage that failed first, or ABORTED)
+    VT_CHECK(J.ran == 2, "%d stages got to the mismatched run", J.ran);
+    if (getenv("PT_VERBOSE"))
+        for (int st = 0; st < 2; st++) printf("    stage %d: %s: %s\n", st, vs_result_string(J.rc[st]), J.msg[st]);
+    /* stage 1's RF1.1 gets microbatch 0's activations */
+    VT_CHECK(J.rc[1] == VS_ERR_MISMATCH, "stage 1: the mismatched schedules gave %s (%s), want VS_ERR_MISMATCH",
+             vs_result_string(J.rc[1]), J.msg[1]);
+    VT_CHECK(strstr(J.msg[1], "RF1.1") && strstr(J.msg[1], "chunk 0, microbatch 0") &&
+                 strstr(J.msg[1], "chunk 0, microbatch 1") && strstr(J.msg[1], "different schedules"),
+             "stage 1: \"%s\" does not name the receive, the microbatch sent and the one expected", J.msg[1]);
+    /* stage 0 does not go on as if nothing happened */
+    VT_CHECK(J.rc[0] != VS_OK, "stage 0: the mismatched run returned VS_OK");
+}
+
 /* ---- watchdog -------------------------------------------------------------------- */
 
 typedef struct wjob {
@@ -1231,6 +1352,7 @@ int main(void)
     VT_CASE("models_fd", case_models_fd());
     VT_CASE("bw_split_ref", case_bw_split_ref());
     VT_CASE("validator", case_validator());
+    VT_CASE("validator_split_order", case_validator_split_order());
     VT_CASE("text", case_text());
     VT_CASE("bad_static", case_bad_static(split_ready, gen_ready));
     if (!gen_ready) vt_skip("bad_static generate", "vs_pipe_generate not implemented yet");
@@ -1257,6 +1379,7 @@ int main(void)
         vt_skip("builtin_check", "vs_pipe_generate not implemented yet");
         vt_skip("equal", "vs_pipe_generate not implemented yet");
     }
+    VT_CASE("wire_mb_mismatch", case_wire_mb_mismatch());
     VT_CASE("watchdog P=4", case_watchdog(4));
     printf("# %d stage-runs compared bit for bit with the single-device reference\n", nruns);
     return vt_summary();

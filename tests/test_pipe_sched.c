@@ -301,6 +301,41 @@ static void t_simulator(void)
     VT_CHECK(vs_pipe_simulate(NULL, NULL, &sim) == VS_ERR_NULL, "NULL schedule");
 }
 
+/* Receives on the clock. The lists write their sends and receives out, and a
+   stage's receive holds it until the message is in (send + p2p): here stage 0
+   sends both activations only after both forwards, so stage 1 starts later than
+   its forward's own input (F0.0's end + p2p) would allow. Costs: F 2 on chunk 0
+   and 1 on chunk 1, B 1, W 0.5 (BW 1.5), p2p 0.5. By hand:
+     stage 0: F0.0 [0,2] F0.1 [2,4] SF0.0 SF0.1 at 4
+     stage 1: RF1.0 at 4.5 (not F0.0's end 2 + .5), F1.0 [4.5,5.5], RF1.1 at 5.5,
+              F1.1 [5.5,6.5], BW1.0 [6.5,8], SB1.0 at 8, BW1.1 [8,9.5], SB1.1 at 9.5
+     stage 0: RB0.0 at 8.5, BW0.0 [8.5,10], RB0.1 at 10, BW0.1 [10,11.5]
+   makespan 11.5, busy 7 and 5, ideal 6, bubble 1 - 12/23. With p2p 0 the two
+   hops of the critical path (SF0.0 -> RF1.0, SB1.1 -> RB0.1) go: 10.5. A receive
+   that took no p2p time would give 11; one that did not wait for its send, 10.5. */
+static void t_sim_recv(void)
+{
+    const char* text = "pipe stages=2 chunks=2 mbs=2 place=0,1\n"
+                       "0: F0.0 F0.1 SF0.0 SF0.1 RB0.0 BW0.0 RB0.1 BW0.1 SYNC0 STEP\n"
+                       "1: RF1.0 F1.0 RF1.1 F1.1 BW1.0 SB1.0 BW1.1 SB1.1 SYNC1 STEP\n";
+    vs_pipe_sched* s = NULL;
+    VT_OK(vs_pipe_sched_parse(NULL, text, &s));
+    if (!s) return;
+    VT_OK(vs_pipe_sched_check(s, NULL));
+    const double cf[2] = {2, 1}, cb[2] = {1, 1}, cw[2] = {0.5, 0.5};
+    vs_pipe_costs c = {0, 0, 0, 0.5, cf, cb, cw};
+    vs_pipe_sim sim;
+    VT_OK(vs_pipe_simulate(s, &c, &sim));
+    VT_CHECK(EQ(sim.makespan, 11.5), "makespan %.17g, by hand 11.5", sim.makespan);
+    VT_CHECK(EQ(sim.busy[0], 7) && EQ(sim.busy[1], 5), "busy %g %g, by hand 7 and 5", sim.busy[0], sim.busy[1]);
+    VT_CHECK(EQ(sim.ideal, 6), "ideal %g", sim.ideal);
+    VT_CHECK(EQ(sim.bubble, 1 - 12.0 / 23), "bubble %.17g, by hand %.17g", sim.bubble, 1 - 12.0 / 23);
+    c.p2p = 0;
+    VT_OK(vs_pipe_simulate(s, &c, &sim));
+    VT_CHECK(EQ(sim.makespan, 10.5), "p2p 0: makespan %.17g, by hand 10.5", sim.makespan);
+    vs_pipe_sched_free(s);
+}
+
 static void t_draw(void)
 {
     vs_pipe_sched* s = NULL;
@@ -428,6 +463,9 @@ int main(void)
     vt_begin("simulator: p2p, per-chunk costs, deadlock, bad costs");
     t_simulator();
     vt_end("simulator: p2p, per-chunk costs, deadlock, bad costs");
+    vt_begin("simulator: explicit sends and receives, unequal forwards, p2p (by hand)");
+    t_sim_recv();
+    vt_end("simulator: explicit sends and receives, unequal forwards, p2p (by hand)");
     vt_begin("draw: text timeline");
     t_draw();
     vt_end("draw: text timeline");
