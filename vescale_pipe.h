@@ -3456,10 +3456,16 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_prepost(vs_pipe* p, const vs_pipe_sched* s, 
         if (src != l->src) continue;
         int b = in->op == VS_PIPE_RECV_F ? in->chunk : in->chunk + 1;
         size_t hn = _VS_PIPE_HDR(p->boff[b + 1] - p->boff[b]);
+        char t[24];
         if (!l->pre_hdr && !(l->pre_hdr = _VS_PIPE_NEW(p->w, int64_t, _VS_PIPE_HDR(p->maxnt))))
-            return vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
+            return vs_set_error(VS_ERR_NOMEM, "posting ahead the receive of instruction %d (%s) from stage %d: out of memory",
+                                i, _vs_pipe_itext(in, t), src);
         l->pre_hn = hn;
-        return vs_recv(l->c, l->pre_hdr, hn, VS_I64, 0, &l->pre_hw);
+        vs_result r = vs_recv(l->c, l->pre_hdr, hn, VS_I64, 0, &l->pre_hw);
+        if (r)
+            return vs_set_error(r, "posting ahead the receive of instruction %d (%s) from stage %d: %s", i,
+                                _vs_pipe_itext(in, t), src, vs_last_error());
+        return VS_OK;
     }
     return VS_OK;
 }
@@ -3555,6 +3561,7 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     p->hook_wall = p->hook_cpu = 0;
     p->cur_s = s;
     for (int i = 0; i < p->nlinks && !r; i++) r = _vs_pipe_prepost(p, s, &p->links[i], 0);
+    if (r) r = vs_set_error(r, "vs_pipe_run: stage %d, before its first instruction: %s", st, vs_last_error());
     for (int i = 0; i < n && !r; i++) {
         const vs_pipe_instr* in = &s->ins[st][i];
         p->cur_pos = i;
@@ -3582,12 +3589,13 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     }
     p->cur_s = NULL;
     if (r) { // end the other stages' waits too, and what this one posted
-        char msg[600]; // (the aborts below may set their own)
+        char msg[1024]; // (the aborts below may set their own)
         size_t ml = strlen(vs_last_error());
         if (ml >= sizeof msg) ml = sizeof msg - 1;
         memcpy(msg, vs_last_error(), ml);
         msg[ml] = 0;
-        for (int i = 0; i < p->nlinks; i++) vs_comm_abort(p->links[i].c);
+        // this stage's own failure is the job's cause (an abort that reached it is not: NULL keeps that)
+        for (int i = 0; i < p->nlinks; i++) vs_comm_abort_with(p->links[i].c, r, NULL);
         _vs_pipe_drain(p);
         _vs_pipe_reap(p, 1);
         return vs_set_error(r, "%s", msg);

@@ -135,7 +135,7 @@ static void t_error_return(void)
     memset(&f, 0, sizeof f);
     f.faulty = 1;
     vs_result r = launch(N, error_rank, &f, LONG_TIMEOUT);
-    check_run("error_return", &f, VS_ERR_ABORTED, "rank 1 returned -43 (VS_ERR_IO): checkpoint shard 7: disk full");
+    check_run("error_return", &f, VS_ERR_ABORTED, "job aborted: world rank 1 failed (VS_ERR_IO): checkpoint shard 7: disk full");
     VT_CHECK(r == VS_ERR_IO, "vs_launch gave %s, want the failing rank's VS_ERR_IO", vs_result_string(r));
     VT_CHECK(strstr(vs_last_error(), "rank 1") && strstr(vs_last_error(), "disk full"),
              "vs_launch message '%s' names rank 1 and its message", vs_last_error());
@@ -396,7 +396,7 @@ static void cap_log(vs_log_level lv, const char* msg, void* user)
     log_cap* c = (log_cap*)user;
     if (lv == VS_LOG_WARN && strstr(msg, "VS_ERR_NULL: vs_all_reduce: send buffer is NULL")) {
         if (__atomic_add_fetch(&c->warn_lines, 1, __ATOMIC_SEQ_CST) == 1) snprintf(c->first, sizeof c->first, "%s", msg);
-    } else if (lv == VS_LOG_ERROR && strstr(msg, "job aborted: rank 1 returned")) {
+    } else if (lv == VS_LOG_ERROR && strstr(msg, "job aborted: world rank 1 failed (VS_ERR_NULL)")) {
         __atomic_add_fetch(&c->error_lines, 1, __ATOMIC_SEQ_CST);
     } else if (lv <= VS_LOG_WARN) {
         __atomic_add_fetch(&c->other, 1, __ATOMIC_SEQ_CST);
