@@ -2631,6 +2631,16 @@ _VS_PIPE_PRIVATE const char* _vs_pipe_spec_text(const char* name, const _vs_pipe
     return buf;
 }
 
+/* A tensor's actual dtype and shape: "f32[5,7]" (a scalar: "f32[]"). */
+_VS_PIPE_PRIVATE const char* _vs_pipe_shape_text(vs_dtype dt, int ndim, const int64_t* shape, char* buf, size_t cap)
+{
+    size_t len = 0;
+    _vs_pipe_cat(buf, cap, &len, "%s[", vs_dtype_name(dt));
+    for (int d = 0; d < ndim; d++) _vs_pipe_cat(buf, cap, &len, "%s%lld", d ? "," : "", (long long)shape[d]);
+    _vs_pipe_cat(buf, cap, &len, "]");
+    return buf;
+}
+
 /* Do two specs admit a common tensor? */
 _VS_PIPE_PRIVATE int _vs_pipe_spec_agree(const _vs_pipe_spec* a, const _vs_pipe_spec* b)
 {
@@ -3067,10 +3077,12 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
         if (p->t[id].producer < 0) _VS_TRY(_vs_pipe_data(p, mb, id));
         _vs_pipe_view(p, id, &row[id], &in[i]);
         if (p->t[id].producer < 0) in[i].grad = NULL;
-        if (what == _VS_PIPE_CALL_F && !_vs_pipe_spec_fits(&ui->in_spec[i], row[id].dt, row[id].ndim, row[id].shape))
-            return vs_set_error(VS_ERR_MISMATCH, "unit \"%s\" takes %s but got %s %dD (microbatch %d)", un->name,
-                                _vs_pipe_spec_text(p->t[id].name, &ui->in_spec[i], a, sizeof a),
-                                vs_dtype_name(row[id].dt), row[id].ndim, mb);
+        if (what == _VS_PIPE_CALL_F && !_vs_pipe_spec_fits(&ui->in_spec[i], row[id].dt, row[id].ndim, row[id].shape)) {
+            char g[160];
+            return vs_set_error(VS_ERR_MISMATCH, "unit \"%s\", microbatch %d: input \"%s\" got %s, spec %s", un->name, mb,
+                                p->t[id].name, _vs_pipe_shape_text(row[id].dt, row[id].ndim, row[id].shape, g, sizeof g),
+                                _vs_pipe_spec_text(p->t[id].name, &ui->in_spec[i], a, sizeof a));
+        }
     }
     for (int i = 0; i < ui->nout; i++) _vs_pipe_view(p, ui->out[i], &row[ui->out[i]], &out[i]);
     struct _vs_pipe_rt rt = {p, mb, u, ui->out, ui->out_spec};
@@ -3748,9 +3760,9 @@ VS_API vs_result vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim
     }
     int id = rt->out_ids[i];
     if (!_vs_pipe_spec_fits(&rt->out_spec[i], dt, ndim, shape)) {
-        char a[160];
-        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s makes \"%s\" as %s %dD, its spec says %s", who,
-                            p->t[id].name, vs_dtype_name(dt), ndim,
+        char a[160], g[160];
+        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s: output \"%s\" got %s, spec %s", who, p->t[id].name,
+                            _vs_pipe_shape_text(dt, ndim, shape, g, sizeof g),
                             _vs_pipe_spec_text(p->t[id].name, &rt->out_spec[i], a, sizeof a));
     }
     _vs_pipe_slot* s = &p->slots[(size_t)rt->mb * (size_t)p->ntensors + (size_t)id];
