@@ -143,6 +143,18 @@
      times out aborts every communicator of the job, so every rank blocked
      anywhere gets VS_ERR_ABORTED at once (well under 100 ms), with a message
      naming the cause; vs_launch returns the cause's own result and message.
+   - The cause is what users see. A rank whose own call failed is the cause;
+     what the abort makes every other rank return is a consequence that names
+     the origin's world rank and its own words, e.g. when a layer callback of
+     the pipeline fails on world rank 5 (the engine aborts with
+     vs_comm_abort_with):
+       rank 5:   VS_ERR_INVALID "vs_train_step (step 1): vs_pipe_run: stage 1 at
+                 instruction 5 (F1.1): unit "h.1.attn" forward, microbatch 1: ..."
+       others:   VS_ERR_ABORTED "...: job aborted: world rank 5 failed
+                 (VS_ERR_INVALID): vs_pipe_run: stage 1 at instruction 5 (F1.1): ..."
+       vs_launch: VS_ERR_INVALID and rank 5's message.
+     Two ranks that fail at once: the first recorded is the cause, everywhere.
+     MPI: the abort notice carries the origin and its message to every rank.
      Jobs are independent: one job's failure never touches another's. A rank's
      function must complete (vs_wait) its asynchronous work before it returns:
      once it has returned, peers waiting on it treat it as gone.
@@ -151,7 +163,8 @@
    - MPI and NCCL: see the >>mpi and >>nccl notes on what vs_comm_abort reaches.
    - Every error a function returns is logged once at warn, with the rank, when
      the log level (VESCALE_LOG or the desc's) is warn or more verbose; a job's
-     cause is logged once at error.
+     cause is logged once at error; the consequences (errors that report
+     another rank's failure) at info.
 
    Getters
    -------
@@ -520,8 +533,10 @@ VS_API vs_result vs_world_free(vs_world* w);
      whole world on this rank and sends an abort notice to every other rank of the
      world (over a duplicate of the world communicator). A rank blocked in, or
      later calling, any operation on any communicator of that world returns
-     VS_ERR_ABORTED naming the rank and its cause, within about a millisecond
-     of the notice. Every MPI communicator the library makes has
+     VS_ERR_ABORTED naming the origin (the world rank whose failure it was) and
+     its message ("world rank 5 failed (VS_ERR_INVALID): ..."), within about a
+     millisecond of the notice. Only the origin sends the notice: a rank that
+     learnt of the abort never names itself. Every MPI communicator the library makes has
      MPI_ERRORS_RETURN, and so has MPI_COMM_WORLD when vs_world_init started MPI
      (Open MPI reports errors of non-blocking collectives there; a program that
      starts MPI itself sets it): MPI errors are VS_ERR_BACKEND, not the end of
@@ -529,8 +544,10 @@ VS_API vs_result vs_world_free(vs_world* w);
      The buffers of an operation that failed this way may still be written by
      MPI until the job ends (MPI cannot cancel collectives): keep them.
      A timeout names this rank, the communicator's size and the operation with its
-     sequence number; it names the missing ranks for p2p, and for collectives
-     with VESCALE_DEBUG=desync. vs_comm_split honours the timeout.
+     sequence number; it names the missing ranks for p2p, for a collective of a
+     2-rank communicator (a pipeline link, a TP pair: the other rank), and for
+     other collectives with VESCALE_DEBUG=desync. vs_comm_split honours the
+     timeout.
    - NCCL: vs_comm_abort calls ncclCommAbort on this rank only.
 
    VESCALE_DEBUG (MPI; comma-separated, read at vs_world_init; an unknown value is

@@ -90,7 +90,13 @@
    Faults. A peer that does not come within the communicator's timeout gives
    every rank an error naming the instruction it waited at and the stage it
    waited for ("stage 2 at instruction 7 (RF2.1) waiting for stage 1: ...");
-   on threads the job's fail-fast ends the waits of all ranks at once.
+   on threads the job's fail-fast ends the waits of all ranks at once. A stage
+   whose own instruction fails (a callback's error; a tensor off its spec,
+   "input \"x\" got f32[5,7], spec x:f32[*,8]"; a receive posted ahead, named
+   by the instruction it is for) aborts its links with vs_comm_abort_with: its
+   error is the job's cause, and every other rank's error names its world
+   rank, stage, instruction and message ("world rank 5 failed
+   (VS_ERR_INVALID): vs_pipe_run: stage 1 at instruction 5 (F1.1): ...").
 
    With vescale_ddp.h: build one vs_ddp over the whole mesh, registering on
    each rank the parameters of its stage's units (the DDP's pp_dim, "PP" by
