@@ -1065,6 +1065,12 @@ VS_API const char* vs_result_string(vs_result r)
     }
 }
 
+/* Out of line for GCC: callers copy the message into buffers of their own size
+   (snprintf "%s" cuts it there, as they mean); inlined, -Wformat-truncation
+   would hold every such buffer to the message's 1024 bytes. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
 VS_API const char* vs_last_error(void) { return _vs_err_tls()->msg; }
 
 /* Copies this thread's error message into buf (truncated), to carry it across a
