@@ -1065,13 +1065,18 @@ VS_API const char* vs_result_string(vs_result r)
     }
 }
 
-/* Out of line for GCC: callers copy the message into buffers of their own size
-   (snprintf "%s" cuts it there, as they mean); inlined, -Wformat-truncation
-   would hold every such buffer to the message's 1024 bytes. */
+VS_API const char* vs_last_error(void)
+{
+    const char* m = _vs_err_tls()->msg;
 #if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
+    /* Callers copy the message into buffers of their own size (snprintf "%s"
+       cuts it there, as they mean). Where the compiler sees this is the
+       1024-byte buffer, -Wformat-truncation (-O1 and up) would hold every such
+       buffer to 1024 bytes: the empty asm hides where m points. */
+    __asm__("" : "+r"(m));
 #endif
-VS_API const char* vs_last_error(void) { return _vs_err_tls()->msg; }
+    return m;
+}
 
 /* Copies this thread's error message into buf (truncated), to carry it across a
    call that may overwrite it or to another thread. */
