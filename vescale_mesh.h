@@ -523,8 +523,9 @@ VS_API vs_result vs_world_free(vs_world* w);
 /* Ends the job after a fault. MPI: MPI_Abort on the world, which ends every
    process of the job with exit status -why (1 when that is not in 1..255), after
    printing this rank, `why` and the last error to stderr; does not return.
-   Threads and NCCL: aborts the world's communicator (vs_comm_abort) and returns
-   VS_OK.
+   Threads and NCCL: aborts the world's communicator and returns VS_OK: with
+   vs_comm_abort_with(why, this thread's last error) when why < 0, else
+   vs_comm_abort.
 
    What each transport does on a fault:
    - threads: vs_comm_abort and timeouts wake every rank blocked in the
@@ -4864,7 +4865,12 @@ VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
     _VS_CHECK_NULL(w, "world");
     const _vs_transport_ops* t = _vs_transport_of(w->tr);
     if (t && t->world_abort) return t->world_abort(w, why);
-    if (w->comm) vs_comm_abort(w->comm);
+    if (w->comm) { // this rank's fault, its last error, is the cause
+        if (why < 0)
+            vs_comm_abort_with(w->comm, why, NULL);
+        else
+            vs_comm_abort(w->comm);
+    }
     return VS_OK;
 }
 

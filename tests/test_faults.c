@@ -639,6 +639,33 @@ static void t_two_causes(void)
     printf("    two causes: world rank 5 first %d times, world rank 2 first %d times\n", won[0], won[1]);
 }
 
+/* vs_world_abort(w, why) on threads: this rank's last error is the cause. */
+static int world_abort_rank(vs_world* w, void* arg)
+{
+    fault_run* f = (fault_run*)arg;
+    int me = vs_world_rank(w);
+    if (me == f->faulty) {
+        sleep_s(0.05);
+        mark_fault(f);
+        vs_set_error(VS_ERR_IO, "checkpoint shard 3: disk full");
+        VT_OK(vs_world_abort(w, VS_ERR_IO));
+        return 0;
+    }
+    record(f, me, vs_barrier(vs_world_comm(w), NULL));
+    return f->res[me];
+}
+
+static void t_world_abort_cause(void)
+{
+    fault_run f;
+    memset(&f, 0, sizeof f);
+    f.faulty = 1;
+    vs_result r = launch(N, world_abort_rank, &f, LONG_TIMEOUT);
+    check_run("world_abort", &f, VS_ERR_ABORTED, "world rank 1 failed (VS_ERR_IO): checkpoint shard 3: disk full");
+    VT_CHECK(r == VS_ERR_IO && strstr(vs_last_error(), "world rank 1 failed (VS_ERR_IO): checkpoint shard 3: disk full"),
+             "vs_launch gave %s: %s", vs_result_string(r), vs_last_error());
+}
+
 /* ---- the pipeline engine's own messages: receive pre-posting, a shape off spec ---- */
 
 static int g_bad_shape; // 1: the data callback makes x off spec at microbatch 1; 2: unit "a" makes h so
@@ -804,6 +831,7 @@ int main(void)
     VT_CASE("faults/threads/errors_logged_once", t_errors_logged());
     VT_CASE("faults/threads/layer_fails_root_cause", t_layer_fails());
     VT_CASE("faults/threads/two_causes_one_wins", t_two_causes());
+    VT_CASE("faults/threads/world_abort_names_the_cause", t_world_abort_cause());
     VT_CASE("faults/threads/pipe_prepost_error_wrapped", t_prepost_wrapped());
     VT_CASE("faults/threads/pipe_shape_message", t_shape_message());
     return vt_summary();
