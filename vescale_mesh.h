@@ -1728,7 +1728,7 @@ struct vs_world {
     int mpi_desync;            // VESCALE_DEBUG=desync: fingerprints before each collective
     MPI_Comm mab;              // abort channel: a duplicate of the world communicator
     MPI_Request abreq;         // posted receive for a peer's abort notice
-    struct _vs_mpi_notice* abin; // notice in / out (_VS_MPI_NOTICE_BYTES each)
+    struct _vs_mpi_notice* abin; // abort notice in / out (from the hooks)
     struct _vs_mpi_notice* abmsg;
     int ab_state;              // 1 once the world is aborted (atomic; ab_* set before)
     int ab_rank, ab_why, ab_sent;
@@ -2037,10 +2037,10 @@ typedef struct _vs_tslot {
     _vs_tshared* split_out;
 } _vs_tslot;
 
-/* State shared by the ranks of one threads-transport communicator. */
 /* A job's cause as ranks quote it: "world rank 5 failed (VS_ERR_INVALID): ..." */
 #define _VS_CAUSE_MSG 800
 
+/* State shared by the ranks of one threads-transport communicator. */
 struct _vs_tshared {
     int n;
     int refs; // handles alive, under mu
@@ -4363,7 +4363,8 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
     if (r == VS_ERR_ABORTED) {
         r = _vs_mpi_aborted_err(c, wh);
     } else if (r == VS_ERR_TIMEOUT) {
-        // a p2p request that is still open names its peer; a collective cannot say who is missing
+        // a p2p request that is still open names its peer; a collective cannot say who is
+        // missing, but for a pair: the other rank
         int* miss = _VS_HNEW(h, int, nreq + 1);
         int nm = 0, coll = 0;
         for (int i = 0; i < nreq; i++) {
