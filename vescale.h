@@ -148,12 +148,15 @@
    in its comment what it returns on error; the message is set the same way.
    Nothing exits or aborts on bad input; VS_ASSERT (default: assert) only guards
    internal invariants. Faults (timeouts, a rank that fails) end the job on every
-   rank with VS_ERR_ABORTED naming the cause: see vescale_mesh.h.
+   rank with VS_ERR_ABORTED naming the cause, the world rank it happened on and
+   its own message; that rank keeps its own error, and vs_launch returns it:
+   see vescale_mesh.h.
    The library prints nothing unless asked. Give a logger (vs_logger in the launch
    or world desc: a function called with a level and a message without newline)
    and a log_level, or set VESCALE_LOG=error|warn|info|debug to log to stderr when
    no logger is given. At warn, every error a function returns is logged once with
-   its rank; the cause of a failed job once at error. Loggers are called from any
+   its rank; the cause of a failed job once at error, and the errors it causes
+   on the other ranks at info. Loggers are called from any
    thread (progress threads too) and must be re-entrant.
 
    Threads and streams
@@ -161,7 +164,8 @@
    - A handle (vs_world, vs_comm, vs_mesh, vs_ddp, vs_work) is used by one thread
      at a time. Under vs_launch each rank is a thread with its own handles;
      several jobs may run in one process. vs_wait and vs_test: the thread that
-     issued the operation. vs_comm_abort and vs_result_string: any thread.
+     issued the operation. vs_comm_abort, vs_comm_abort_with and
+     vs_result_string: any thread.
    - The error message is per thread: read vs_last_error() on the thread whose
      call failed.
    - Asynchronous operations (a vs_work** argument) run in issue order on a

@@ -151,6 +151,18 @@
      times out aborts every communicator of the job, so every rank blocked
      anywhere gets VS_ERR_ABORTED at once (well under 100 ms), with a message
      naming the cause; vs_launch returns the cause's own result and message.
+   - The cause is what users see. A rank whose own call failed is the cause;
+     what the abort makes every other rank return is a consequence that names
+     the origin's world rank and its own words, e.g. when a layer callback of
+     the pipeline fails on world rank 5 (the engine aborts with
+     vs_comm_abort_with):
+       rank 5:   VS_ERR_INVALID "vs_train_step (step 1): vs_pipe_run: stage 1 at
+                 instruction 5 (F1.1): unit "h.1.attn" forward, microbatch 1: ..."
+       others:   VS_ERR_ABORTED "...: job aborted: world rank 5 failed
+                 (VS_ERR_INVALID): vs_pipe_run: stage 1 at instruction 5 (F1.1): ..."
+       vs_launch: VS_ERR_INVALID and rank 5's message.
+     Two ranks that fail at once: the first recorded is the cause, everywhere.
+     MPI: the abort notice carries the origin and its message to every rank.
      Jobs are independent: one job's failure never touches another's. A rank's
      function must complete (vs_wait) its asynchronous work before it returns:
      once it has returned, peers waiting on it treat it as gone.
@@ -159,7 +171,8 @@
    - MPI and NCCL: see the >>mpi and >>nccl notes on what vs_comm_abort reaches.
    - Every error a function returns is logged once at warn, with the rank, when
      the log level (VESCALE_LOG or the desc's) is warn or more verbose; a job's
-     cause is logged once at error.
+     cause is logged once at error; the consequences (errors that report
+     another rank's failure) at info.
 
    Getters
    -------
@@ -389,6 +402,15 @@ VS_API vs_result vs_comm_free(vs_comm* c);
 /* Marks the communicator failed on every rank: peers blocked in it return
    VS_ERR_ABORTED. Any thread. (MPI: aborts the whole world; see vs_world_abort.) */
 VS_API vs_result vs_comm_abort(vs_comm* c);
+/* vs_comm_abort because this rank failed with `why` (< 0) and `message` (NULL:
+   this thread's vs_last_error()): that failure becomes the cause every rank is
+   told. Threads: vs_launch returns it, and every rank's error names it ("job
+   aborted: world rank 5 failed (VS_ERR_INVALID): <message>"); MPI: the abort
+   notice carries it to every rank of the world. With message NULL and a last
+   error that only reports another rank's failure (an abort that reached this
+   rank), that rank stays the cause. The pipeline engine calls it when a run
+   fails. Any thread. */
+VS_API vs_result vs_comm_abort_with(vs_comm* c, vs_result why, const char* message);
 
 /* Collectives. `count`s are elements. work == NULL: blocking. */
 VS_API vs_result vs_all_reduce(vs_comm* c, const void* send, void* recv, size_t count,
@@ -514,8 +536,9 @@ VS_API vs_result vs_world_free(vs_world* w);
 /* Ends the job after a fault. MPI: MPI_Abort on the world, which ends every
    process of the job with exit status -why (1 when that is not in 1..255), after
    printing this rank, `why` and the last error to stderr; does not return.
-   Threads and NCCL: aborts the world's communicator (vs_comm_abort) and returns
-   VS_OK.
+   Threads and NCCL: aborts the world's communicator and returns VS_OK: with
+   vs_comm_abort_with(why, this thread's last error) when why < 0, else
+   vs_comm_abort.
 
    What each transport does on a fault:
    - threads: vs_comm_abort and timeouts wake every rank blocked in the
@@ -524,8 +547,10 @@ VS_API vs_result vs_world_free(vs_world* w);
      whole world on this rank and sends an abort notice to every other rank of the
      world (over a duplicate of the world communicator). A rank blocked in, or
      later calling, any operation on any communicator of that world returns
-     VS_ERR_ABORTED naming the rank and its cause, within about a millisecond
-     of the notice. Every MPI communicator the library makes has
+     VS_ERR_ABORTED naming the origin (the world rank whose failure it was) and
+     its message ("world rank 5 failed (VS_ERR_INVALID): ..."), within about a
+     millisecond of the notice. Only the origin sends the notice: a rank that
+     learnt of the abort never names itself. Every MPI communicator the library makes has
      MPI_ERRORS_RETURN, and so has MPI_COMM_WORLD when vs_world_init started MPI
      (Open MPI reports errors of non-blocking collectives there; a program that
      starts MPI itself sets it): MPI errors are VS_ERR_BACKEND, not the end of
@@ -533,8 +558,10 @@ VS_API vs_result vs_world_free(vs_world* w);
      The buffers of an operation that failed this way may still be written by
      MPI until the job ends (MPI cannot cancel collectives): keep them.
      A timeout names this rank, the communicator's size and the operation with its
-     sequence number; it names the missing ranks for p2p, and for collectives
-     with VESCALE_DEBUG=desync. vs_comm_split honours the timeout.
+     sequence number; it names the missing ranks for p2p, for a collective of a
+     2-rank communicator (a pipeline link, a TP pair: the other rank), and for
+     other collectives with VESCALE_DEBUG=desync. vs_comm_split honours the
+     timeout.
    - NCCL: vs_comm_abort calls ncclCommAbort on this rank only.
 
    VESCALE_DEBUG (MPI; comma-separated, read at vs_world_init; an unknown value is
@@ -940,11 +967,22 @@ extern "C" {
 
 // >>base ----------------------------------------------------------------------
 
+/* A thread's last error. Errors that only report another rank's failure (an
+   abort reached this rank: "consequences") carry that rank as their origin, so
+   the job's cause is told apart from its cascade: consequences are logged at
+   info, not warn, never become a job's cause, and an abort with this thread's
+   error (vs_comm_abort_with, NULL message) does not claim them. A wrap of a
+   consequence stays one: same code, or a message that quotes the origin's. */
+#define _VS_ERR_MSG 1024
+#define _VS_ORIGIN_KEY 48
 typedef struct _vs_errstate {
-    char msg[512];
+    char msg[_VS_ERR_MSG];
     int backend_code;
     const vs_world* world; // this thread's rank, for logging errors (a rank or progress thread)
     uint64_t logged;       // hash of the last message logged, so a re-raised one logs once
+    vs_result code;        // the last error's code (VS_OK after vs_clear_error)
+    int origin;            // 1 + the world rank whose failure the last error reports; 0: its own
+    char origin_key[_VS_ORIGIN_KEY]; // the start of the origin's cause, as consequences quote it
 } _vs_errstate;
 
 _VS_PRIVATE _vs_errstate* _vs_err_tls(void)
@@ -953,15 +991,19 @@ _VS_PRIVATE _vs_errstate* _vs_err_tls(void)
     return &s;
 }
 
-_VS_PRIVATE void _vs_log_error(const vs_world* w, vs_result code, const char* msg);
+_VS_PRIVATE void _vs_log_error(const vs_world* w, vs_result code, const char* msg, int consequence);
 
 /* Every error the library returns passes here: the message is kept for
-   vs_last_error() and logged at warn (once, with the rank) when the level asks. */
+   vs_last_error() and logged at warn (once, with the rank) when the level asks;
+   a consequence at info. */
 _VS_PRIVATE vs_result _vs_verr(vs_result code, int raw, int set_raw, const char* fmt, va_list ap)
 {
     _vs_errstate* s = _vs_err_tls();
     char msg[sizeof s->msg]; // formatted apart: an argument may be vs_last_error() itself
     vsnprintf(msg, sizeof msg, fmt, ap);
+    if (s->origin && code != s->code && !(s->origin_key[0] && strstr(msg, s->origin_key))) s->origin = 0;
+    if (code == VS_OK) s->origin = 0;
+    s->code = code;
     memcpy(s->msg, msg, sizeof msg);
     if (set_raw) s->backend_code = raw;
     if (code != VS_OK) {
@@ -970,9 +1012,30 @@ _VS_PRIVATE vs_result _vs_verr(vs_result code, int raw, int set_raw, const char*
         h ^= (uint64_t)(unsigned)code;
         if (h != s->logged) {
             s->logged = h;
-            _vs_log_error(s->world, code, s->msg);
+            _vs_log_error(s->world, code, s->msg, s->origin != 0);
         }
     }
+    return code;
+}
+
+/* A consequence: an error that reports world rank `origin`'s failure, whose
+   cause text starts with `cause` (quoted in fmt's message). */
+_VS_PRIVATE _VS_PRINTF(4, 5) vs_result _vs_err_from(int origin, const char* cause, vs_result code, const char* fmt, ...)
+{
+    _vs_errstate* s = _vs_err_tls();
+    s->origin = origin >= 0 ? origin + 1 : 0;
+    s->code = code;
+    s->origin_key[0] = 0;
+    if (cause) {
+        size_t n = strlen(cause);
+        if (n >= sizeof s->origin_key) n = sizeof s->origin_key - 1;
+        memcpy(s->origin_key, cause, n);
+        s->origin_key[n] = 0;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    _vs_verr(code, 0, 0, fmt, ap);
+    va_end(ap);
     return code;
 }
 
@@ -1025,7 +1088,18 @@ VS_API const char* vs_result_string(vs_result r)
     }
 }
 
-VS_API const char* vs_last_error(void) { return _vs_err_tls()->msg; }
+VS_API const char* vs_last_error(void)
+{
+    const char* m = _vs_err_tls()->msg;
+#if defined(__GNUC__) || defined(__clang__)
+    /* Callers copy the message into buffers of their own size (snprintf "%s"
+       cuts it there, as they mean). Where the compiler sees this is the
+       1024-byte buffer, -Wformat-truncation (-O1 and up) would hold every such
+       buffer to 1024 bytes: the empty asm hides where m points. */
+    __asm__("" : "+r"(m));
+#endif
+    return m;
+}
 
 /* Copies this thread's error message into buf (truncated), to carry it across a
    call that may overwrite it or to another thread. */
@@ -1042,6 +1116,7 @@ VS_API vs_result vs_set_error(vs_result code, const char* fmt, ...)
 {
     if (!fmt) {
         _vs_err_tls()->msg[0] = 0;
+        _vs_err_tls()->origin = 0;
         return code;
     }
     va_list ap;
@@ -1056,6 +1131,8 @@ VS_API void vs_clear_error(void)
     _vs_errstate* s = _vs_err_tls();
     s->msg[0] = 0;
     s->backend_code = 0;
+    s->code = VS_OK;
+    s->origin = 0;
 }
 VS_API int vs_version(void) { return VESCALE_VERSION_NUMBER; }
 VS_API const char* vs_version_string(void) { return VESCALE_VERSION_STRING; }
@@ -1582,7 +1659,9 @@ struct vs_work {
     int nops;
     int state; // 0 pending, 1 done (atomic)
     vs_result res;
-    char err[256];
+    char err[_VS_ERR_MSG];
+    int origin;                     // err reports another rank's failure (see _vs_errstate)
+    char okey[_VS_ORIGIN_KEY];
     vs_work* next;
 #ifdef VESCALE_NCCL
     cudaEvent_t ev;
@@ -1673,11 +1752,11 @@ struct vs_world {
     int mpi_desync;            // VESCALE_DEBUG=desync: fingerprints before each collective
     MPI_Comm mab;              // abort channel: a duplicate of the world communicator
     MPI_Request abreq;         // posted receive for a peer's abort notice
-    int64_t abin[13], abmsg[13]; // notice in / out: magic, world rank, why, kind, seq, n, missing[7]
-    int64_t abmiss[8];           // the cause's missing world ranks: n, ranks
+    struct _vs_mpi_notice* abin; // abort notice in / out (from the hooks)
+    struct _vs_mpi_notice* abmsg;
     int ab_state;              // 1 once the world is aborted (atomic; ab_* set before)
-    int ab_rank, ab_why, ab_kind, ab_sent;
-    int64_t ab_seq;
+    int ab_rank, ab_why, ab_sent;
+    char* ab_text;             // the cause, as the origin worded it: "world rank 5 failed (...): ..."
     pthread_mutex_t mmu; // guards abreq and the leak list
     int mmu_made;
     struct _vs_mpi_leak* leaks; // requests a fault left in flight
@@ -1694,7 +1773,10 @@ struct vs_world {
    - test     *done = 1 when complete.
    - detach   completes a handle whose communicator is being freed (result in w->res).
    - split    NULL: split is a _VS_K_SPLIT op through submit.
-   - abort    makes peers blocked on c return VS_ERR_ABORTED (reach: see top comment).
+   - abort    makes peers blocked on c return VS_ERR_ABORTED (reach: see top comment);
+              cause NULL: vs_comm_abort; else world rank `origin` failed with
+              `why`, and `cause` ("world rank 5 failed (...): ...") says so to
+              every rank it reaches (vs_comm_abort_with).
    - destroy  frees the transport's part of a handle.
    - set_stream, stream   NULL: the transport has no streams.
    - world_free  the transport's part of vs_world_free (MPI_Finalize), may be NULL.
@@ -1712,7 +1794,7 @@ struct _vs_transport_ops {
     vs_result (*test)(vs_work* w, int* done);
     void (*detach)(vs_work* w);
     vs_result (*split)(vs_comm* c, int color, int key, vs_comm** out);
-    void (*abort)(vs_comm* c);
+    void (*abort)(vs_comm* c, vs_result why, int origin, const char* cause);
     void (*destroy)(vs_comm* c);
     vs_result (*set_stream)(vs_comm* c, void* stream);
     void* (*stream)(const vs_comm* c);
@@ -1979,6 +2061,9 @@ typedef struct _vs_tslot {
     _vs_tshared* split_out;
 } _vs_tslot;
 
+/* A job's cause as ranks quote it: "world rank 5 failed (VS_ERR_INVALID): ..." */
+#define _VS_CAUSE_MSG 800
+
 /* State shared by the ranks of one threads-transport communicator. */
 struct _vs_tshared {
     int n;
@@ -1990,8 +2075,10 @@ struct _vs_tshared {
     int long_spin;         // every rank can have a core: spin longer before sleeping
     int arrived, sleepers;
     int aborted;           // atomic
-    vs_result abort_res;   // why, with abort_msg (both set once, under mu, before aborted)
-    char abort_msg[400];
+    vs_result abort_res;   // why, with abort_msg and abort_origin (set once, under mu, before aborted)
+    int abort_origin;      // the world rank whose failure it was
+    int abort_cause_at;    // where the origin's own text starts in abort_msg (after "job aborted: ")
+    char abort_msg[_VS_CAUSE_MSG + 16];
     _vs_tslot* slots;
     _vs_tp2p** sendq; // [src*n+dst] FIFO of unmatched sends
     _vs_tp2p** recvq;
@@ -2005,7 +2092,9 @@ struct _vs_tshared {
 /* One vs_launch job: its ranks, and the fail-fast state every communicator of the
    job shares. A rank that fails, aborts or returns while peers wait on it makes
    the first "cause"; every communicator of the job is then aborted, so no rank
-   waits for the timeout, and vs_launch reports the cause. */
+   waits for the timeout, and vs_launch reports the cause: the failing rank's own
+   result and its last message (what its function returned, when that is its own
+   error, else what it aborted with). */
 struct _vs_tjob {
     vs_launch_desc desc;
     vs_rank_fn fn;
@@ -2019,7 +2108,8 @@ struct _vs_tjob {
     int* exited;        // [n] 1 once a rank's function returned and its world was freed (atomic)
     int failed;         // atomic; cause_* are written before it is set
     vs_result cause_res;
-    char cause[400];
+    int cause_rank;     // the world rank whose failure it is
+    char cause[_VS_CAUSE_MSG];
 #ifdef VESCALE_NCCL
     ncclUniqueId id;
 #endif
@@ -2095,14 +2185,18 @@ _VS_PRIVATE void _vs_tshared_unref(_vs_tshared* s)
     _vs_tshared_free(s);
 }
 
-/* Marks s failed with `why` and its message (the first reason stays) and wakes
-   every waiter. */
-_VS_PRIVATE void _vs_tshared_abort(_vs_tshared* s, vs_result why, const char* msg)
+/* Marks s failed with `why`, caused by world rank `origin`, and its message
+   `prefix` + `cause` (the first reason stays), and wakes every waiter. */
+_VS_PRIVATE void _vs_tshared_abort(_vs_tshared* s, vs_result why, int origin, const char* prefix, const char* cause)
 {
     pthread_mutex_lock(&s->mu);
     if (!s->aborted) {
         s->abort_res = why;
-        _vs_fmt(s->abort_msg, sizeof s->abort_msg, "%s", msg ? msg : "the communicator was aborted");
+        s->abort_origin = origin;
+        s->abort_cause_at = _vs_fmt(s->abort_msg, sizeof s->abort_msg, "%s", prefix ? prefix : "");
+        if (s->abort_cause_at >= (int)sizeof s->abort_msg) s->abort_cause_at = (int)sizeof s->abort_msg - 1;
+        _vs_fmt(s->abort_msg + s->abort_cause_at, sizeof s->abort_msg - (size_t)s->abort_cause_at, "%s",
+                cause ? cause : "the communicator was aborted");
     }
     __atomic_store_n(&s->aborted, 1, __ATOMIC_SEQ_CST);
     pthread_cond_broadcast(&s->cv);
@@ -2110,10 +2204,12 @@ _VS_PRIVATE void _vs_tshared_abort(_vs_tshared* s, vs_result why, const char* ms
     pthread_mutex_unlock(&s->mu);
 }
 
-/* The error a rank gets from an aborted communicator (s->aborted read as set). */
+/* The error a rank gets from an aborted communicator (s->aborted read as set): a
+   consequence of abort_origin's failure. */
 _VS_PRIVATE vs_result _vs_tshared_abort_result(_vs_tshared* s, const char* what)
 {
-    return _vs_err(s->abort_res == VS_ERR_TIMEOUT ? VS_ERR_TIMEOUT : VS_ERR_ABORTED, "%s: %s", what, s->abort_msg);
+    return _vs_err_from(s->abort_origin, s->abort_msg + s->abort_cause_at,
+                        s->abort_res == VS_ERR_TIMEOUT ? VS_ERR_TIMEOUT : VS_ERR_ABORTED, "%s: %s", what, s->abort_msg);
 }
 
 _VS_PRIVATE void _vs_op_where(const vs_comm* c, const _vs_opdesc* o, char* buf, size_t cap);
@@ -2124,27 +2220,48 @@ _VS_PRIVATE vs_result _vs_t_abort_result_op(vs_comm* c, const _vs_opdesc* op, in
 {
     char where[256];
     _vs_op_where(c, op, where, sizeof where);
-    if (later) return _vs_err(VS_ERR_ABORTED, "%s: the communicator was aborted: %s", where, c->sh->abort_msg);
+    if (later)
+        return _vs_err_from(c->sh->abort_origin, c->sh->abort_msg + c->sh->abort_cause_at, VS_ERR_ABORTED,
+                            "%s: the communicator was aborted: %s", where, c->sh->abort_msg);
     return _vs_tshared_abort_result(c->sh, where);
 }
 
-/* Ends the job: records the cause (the first one wins) and aborts every
-   communicator of the job, so peers blocked anywhere return VS_ERR_ABORTED at once
-   with a message naming the cause. Never called with an s->mu held. */
-_VS_PRIVATE void _vs_job_fail(_vs_tjob* job, vs_result res, const char* cause)
+/* Ends the job: records the cause, world rank `origin`'s failure (the first one
+   wins), aborts s (may be NULL: the communicator where it happened) with `res`
+   and the cause as it is, and every other communicator of the job with
+   VS_ERR_ABORTED and "job aborted: <cause>", so peers blocked anywhere return at
+   once naming the cause. All under job->mu: a second, later cause changes no
+   communicator. Never called with an s->mu held. */
+_VS_PRIVATE void _vs_job_fail(_vs_tjob* job, _vs_tshared* s, vs_result res, int origin, const char* cause)
 {
-    if (!job) return;
+    if (!job) {
+        if (s) _vs_tshared_abort(s, res, origin, NULL, cause);
+        return;
+    }
     pthread_mutex_lock(&job->mu);
     if (!__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) {
         job->cause_res = res;
+        job->cause_rank = origin;
         _vs_fmt(job->cause, sizeof job->cause, "%s", cause);
         __atomic_store_n(&job->failed, 1, __ATOMIC_RELEASE);
         const vs_world* lw = _vs_err_tls()->world; // the cause, once for the job
         if (lw) vs_log(lw, VS_LOG_ERROR, "job aborted: %s", job->cause);
+        if (s) _vs_tshared_abort(s, res, origin, NULL, job->cause);
     }
-    char msg[440];
-    _vs_fmt(msg, sizeof msg, "job aborted: %s", job->cause);
-    for (_vs_tshared* t = job->comms; t; t = t->jnext) _vs_tshared_abort(t, VS_ERR_ABORTED, msg);
+    for (_vs_tshared* t = job->comms; t; t = t->jnext)
+        _vs_tshared_abort(t, VS_ERR_ABORTED, job->cause_rank, "job aborted: ", job->cause);
+    pthread_mutex_unlock(&job->mu);
+}
+
+/* World rank `rank`'s function returned `res` with its own error `msg`: when that
+   rank is the job's cause, vs_launch reports this (its final word on it). */
+_VS_PRIVATE void _vs_job_final(_vs_tjob* job, int rank, vs_result res, const char* msg)
+{
+    pthread_mutex_lock(&job->mu);
+    if (__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE) && job->cause_rank == rank) {
+        job->cause_res = res;
+        _vs_fmt(job->cause, sizeof job->cause, "%s", msg);
+    }
     pthread_mutex_unlock(&job->mu);
 }
 
@@ -2290,9 +2407,10 @@ _VS_PRIVATE vs_result _vs_t_barrier(vs_comm* c, double timeout, const _vs_opdesc
         }
         if (gone >= 0 || late) {
             // the cause: named here, recorded for the job, seen by every peer
-            char where[256], who[200], msg[400];
+            char where[256], who[200], msg[400], cause[440];
             _vs_op_where(c, op, where, sizeof where);
-            if (gone >= 0) {
+            int me = s->granks[c->rank];
+            if (gone >= 0) { // the cause is the rank that left; this rank reports it
                 r = VS_ERR_ABORTED;
                 _vs_fmt(msg, sizeof msg, "%s: rank %d (world %d) returned from its function while %d rank(s) wait for it",
                          where, gone, s->granks[gone], s->arrived);
@@ -2304,8 +2422,12 @@ _VS_PRIVATE vs_result _vs_t_barrier(vs_comm* c, double timeout, const _vs_opdesc
             }
             s->sleepers--;
             pthread_mutex_unlock(&s->mu);
-            _vs_tshared_abort(s, r, msg);
-            _vs_job_fail(s->job, r, msg);
+            if (gone >= 0) {
+                _vs_job_fail(s->job, s, r, s->granks[gone], msg);
+                return _vs_err_from(s->granks[gone], msg, r, "%s", msg);
+            }
+            _vs_fmt(cause, sizeof cause, "world rank %d timed out: %s", me, msg);
+            _vs_job_fail(s->job, s, r, me, cause);
             return _vs_err(r, "%s", msg);
         }
     }
@@ -2696,9 +2818,8 @@ _VS_PRIVATE vs_result _vs_t_p2p_wait(vs_comm* c, _vs_tp2p* p, double deadline)
             char msg[400];
             _vs_fmt(msg, sizeof msg, "%s on %s: rank %d (world %d) returned from its function before the matching %s",
                      p->is_send ? "send" : "recv", c->label, peer, s->granks[peer], p->is_send ? "recv" : "send");
-            _vs_tshared_abort(s, VS_ERR_ABORTED, msg);
-            _vs_job_fail(s->job, VS_ERR_ABORTED, msg);
-            return _vs_err(VS_ERR_ABORTED, "%s", msg);
+            _vs_job_fail(s->job, s, VS_ERR_ABORTED, s->granks[peer], msg);
+            return _vs_err_from(s->granks[peer], msg, VS_ERR_ABORTED, "%s", msg);
         }
         if (p->state == _VS_P2P_POSTED && (timed_out || s->aborted)) {
             size_t q = (size_t)p->src * (size_t)s->n + (size_t)p->dst;
@@ -2707,13 +2828,12 @@ _VS_PRIVATE vs_result _vs_t_p2p_wait(vs_comm* c, _vs_tp2p* p, double deadline)
             if (*l) *l = p->next;
             int aborted = s->aborted;
             pthread_mutex_unlock(&s->mu);
-            if (aborted && !timed_out) return _vs_tshared_abort_result(s, p->is_send ? "send" : "recv");
+            if (aborted) return _vs_tshared_abort_result(s, p->is_send ? "send" : "recv");
             char msg[400];
             _vs_fmt(msg, sizeof msg, "%s on %s: rank %d (world %d) got no matching %s from rank %d (world %d) within %g s",
                      p->is_send ? "send" : "recv", c->label, c->rank, s->granks[c->rank], p->is_send ? "recv" : "send",
                      peer, s->granks[peer], c->timeout);
-            _vs_tshared_abort(s, VS_ERR_TIMEOUT, msg);
-            _vs_job_fail(s->job, VS_ERR_TIMEOUT, msg);
+            _vs_job_fail(s->job, s, VS_ERR_TIMEOUT, s->granks[c->rank], msg);
             return _vs_err(VS_ERR_TIMEOUT, "%s", msg);
         }
         struct timespec dl = _vs_abs_deadline(timed_out ? 0.01 : deadline - _vs_now());
@@ -2911,6 +3031,13 @@ _VS_PRIVATE void _vs_work_retire(vs_comm* c, vs_work* w)
 
 _VS_PRIVATE void _vs_err_world(const vs_world* w);
 
+/* A work's error, raised on the waiting thread (a consequence stays one). */
+_VS_PRIVATE vs_result _vs_work_err(const vs_work* w)
+{
+    if (w->origin) return _vs_err_from(w->origin - 1, w->okey, w->res, "%s", w->err);
+    return _vs_err(w->res, "%s", w->err);
+}
+
 _VS_PRIVATE void* _vs_progress_main(void* arg)
 {
     vs_comm* c = (vs_comm*)arg;
@@ -2925,7 +3052,12 @@ _VS_PRIVATE void* _vs_progress_main(void* arg)
         c->qbusy = 1;
         pthread_mutex_unlock(&c->qmu);
         vs_result r = _vs_exec(c, w->ops, w->nops);
-        if (r) _vs_save_error(w->err, sizeof w->err);
+        if (r) {
+            const _vs_errstate* es = _vs_err_tls();
+            _vs_save_error(w->err, sizeof w->err);
+            w->origin = es->origin;
+            memcpy(w->okey, es->origin_key, sizeof w->okey);
+        }
         pthread_mutex_lock(&c->qmu);
         w->res = r;
         __atomic_store_n(&w->state, 1, __ATOMIC_RELEASE);
@@ -2947,7 +3079,7 @@ _VS_PRIVATE vs_result _vs_work_wait_host(vs_work* w)
     while (!__atomic_load_n(&w->state, __ATOMIC_ACQUIRE)) pthread_cond_wait(&c->qcv, &c->qmu);
     pthread_mutex_unlock(&c->qmu);
     vs_result r = w->res;
-    if (r) _vs_err(r, "%s", w->err);
+    if (r) _vs_work_err(w);
     return r;
 }
 
@@ -3092,7 +3224,7 @@ VS_API vs_result vs_wait(vs_work* w)
     vs_comm* c = w->comm;
     if (!c) { // its communicator was freed, which completed it: the result is here
         vs_result r = w->res;
-        if (r) _vs_err(r, "%s", w->err);
+        if (r) _vs_work_err(w);
         _vs_work_free(w);
         return r;
     }
@@ -3399,7 +3531,27 @@ VS_API vs_result vs_comm_abort(vs_comm* c)
 {
     _VS_CHECK_HANDLE(c, "comm");
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
-    c->tp->abort(c);
+    c->tp->abort(c, VS_ERR_ABORTED, -1, NULL);
+    return VS_OK;
+}
+
+VS_API vs_result vs_comm_abort_with(vs_comm* c, vs_result why, const char* message)
+{
+    _VS_CHECK_HANDLE(c, "comm");
+    if (why >= 0) return _vs_err(VS_ERR_INVALID, "vs_comm_abort_with: why %d is not an error (a negative vs_result)", (int)why);
+    const _vs_errstate* es = _vs_err_tls();
+    int me = c->world ? c->world->rank : c->rank;
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+    if (!message && es->origin && es->origin - 1 != me) { // another rank's failure: that one is the cause
+        char cause[_VS_ERR_MSG];
+        _vs_fmt(cause, sizeof cause, "%s", es->msg);
+        c->tp->abort(c, VS_ERR_ABORTED, es->origin - 1, cause);
+        return VS_OK;
+    }
+    char cause[_VS_ERR_MSG];
+    _vs_fmt(cause, sizeof cause, "world rank %d failed (%s)%s%s", me, vs_result_string(why),
+            (message ? message : es->msg)[0] ? ": " : "", message ? message : es->msg);
+    c->tp->abort(c, why, me, cause);
     return VS_OK;
 }
 
@@ -3449,18 +3601,21 @@ VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
     va_end(ap);
 }
 
-/* An error returned to the caller: logged at warn through this thread's world, or,
-   on a thread without one (before a world exists), to stderr when VESCALE_LOG asks. */
-_VS_PRIVATE void _vs_log_error(const vs_world* w, vs_result code, const char* msg)
+/* An error returned to the caller: logged at warn (a consequence of another
+   rank's failure: at info) through this thread's world, or, on a thread without
+   one (before a world exists), to stderr when VESCALE_LOG asks. */
+_VS_PRIVATE void _vs_log_error(const vs_world* w, vs_result code, const char* msg, int consequence)
 {
+    vs_log_level lv = consequence ? VS_LOG_INFO : VS_LOG_WARN;
     if (w) {
-        if (w->hooks.level >= VS_LOG_WARN) vs_log(w, VS_LOG_WARN, "%s: %s", vs_result_string(code), msg);
+        if (w->hooks.level >= lv) vs_log(w, lv, "%s: %s", vs_result_string(code), msg);
         return;
     }
-    const char* e = getenv("VESCALE_LOG");
-    if (e && (!strcmp(e, "warn") || !strcmp(e, "info") || !strcmp(e, "debug") || !strcmp(e, "3") ||
-              !strcmp(e, "4") || !strcmp(e, "5")))
-        fprintf(stderr, "vescale warn: %s: %s\n", vs_result_string(code), msg);
+    const char* e = getenv("VESCALE_LOG"); // (not parsed: a bad value is reported where it is read)
+    int env = VS_LOG_OFF;
+    for (int l = VS_LOG_OFF; e && l <= VS_LOG_DEBUG; l++)
+        if (!strcmp(e, _vs_level_names[l]) || (e[0] == '0' + l && !e[1])) env = l;
+    if (env >= (int)lv) fprintf(stderr, "vescale %s: %s: %s\n", _vs_level_names[lv], vs_result_string(code), msg);
 }
 
 /* Errors raised on this thread are logged through w (NULL: none). */
@@ -3597,12 +3752,15 @@ _VS_PRIVATE void* _vs_rank_main(void* arg)
     if (r == VS_OK) r = job->fn(w, job->arg);
     job->results[tr->rank] = r;
     if (r) {
-        // fail first: the world's queue then drains at once instead of waiting on peers
-        char cause[400];
-        const char* m = vs_last_error();
-        _vs_fmt(cause, sizeof cause, "rank %d returned %d (%s)%s%.300s", tr->rank, r, vs_result_string(r),
-                 m[0] ? ": " : "", m);
-        _vs_job_fail(job, r, cause);
+        // fail first: the world's queue then drains at once instead of waiting on peers.
+        // An error that reports another rank's failure is not a cause of its own.
+        char cause[_VS_CAUSE_MSG];
+        const _vs_errstate* es = _vs_err_tls();
+        int origin = es->origin ? es->origin - 1 : tr->rank;
+        _vs_fmt(cause, sizeof cause, "world rank %d failed (%s)%s%s", tr->rank, vs_result_string(r),
+                 es->msg[0] ? ": " : "", es->msg);
+        _vs_job_fail(job, NULL, r, origin, cause);
+        if (!es->origin) _vs_job_final(job, tr->rank, r, cause);
     }
     vs_world_free(w);
     _vs_err_world(NULL);
@@ -3720,7 +3878,7 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* a
         ranks[i].rank = i;
         if (pthread_create(&th[i], NULL, _vs_rank_main, &ranks[i]) != 0) {
             r = _vs_err_backend(VS_ERR_BACKEND, errno, "vs_launch: cannot start thread for rank %d", i);
-            _vs_job_fail(&job, r, "vs_launch could not start every rank's thread");
+            _vs_job_fail(&job, NULL, r, i, "vs_launch could not start every rank's thread");
             for (int k = i; k < n; k++) vs_world_free(job.worlds[k]);
             break;
         }
@@ -3938,8 +4096,17 @@ _VS_PRIVATE void _vs_mpi_finish(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t)
 #define _VS_MPI_MAGIC ((int64_t)0x7673616274LL)
 #define _VS_FP_N 10 /* fingerprint: seq, kind, count, dtype, op, root, nops, hash | world rank, rank */
 #define _VS_FP_CMP 8
-#define _VS_AB_N 13  /* abort notice: magic, world rank, why, kind, seq, nmissing, missing world ranks */
-#define _VS_AB_MISS 7
+#define _VS_AB_MISS 7 /* missing world ranks a timeout's notice names */
+
+/* The abort notice: the origin (the world rank whose failure it is), why, and
+   its own words, so every rank of the world names the origin and its message.
+   Only the origin sends one: a rank that learnt of the abort from a notice never
+   sends its own (else a survivor could name that rank instead). Ranks run one
+   program, so it travels as bytes. */
+typedef struct _vs_mpi_notice {
+    int64_t magic, origin, why;
+    char text[_VS_CAUSE_MSG];
+} _vs_mpi_notice;
 
 typedef struct _vs_mpi_leak {
     MPI_Request* req;
@@ -3999,14 +4166,32 @@ _VS_PRIVATE int _vs_mpi_wrank(const vs_comm* c, int r)
     return out == MPI_UNDEFINED ? -1 : out;
 }
 
-_VS_PRIVATE void _vs_mpi_mark_locked(vs_world* w, int rank, int why, int kind, int64_t seq)
+/* Records the world's abort (the first one stays): world rank `origin` failed
+   with `why`, in its words `text` (NULL: none came). Under w->mmu. */
+_VS_PRIVATE void _vs_mpi_mark_locked(vs_world* w, int origin, int why, const char* text)
 {
     if (__atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE)) return;
-    w->ab_rank = rank;
+    w->ab_rank = origin;
     w->ab_why = why;
-    w->ab_kind = kind;
-    w->ab_seq = seq;
+    if (w->ab_text) {
+        if (text && text[0])
+            _vs_fmt(w->ab_text, _VS_CAUSE_MSG, "%s", text);
+        else
+            _vs_fmt(w->ab_text, _VS_CAUSE_MSG, "world rank %d aborted the world (no notice text)", origin);
+    }
     __atomic_store_n(&w->ab_state, 1, __ATOMIC_RELEASE);
+}
+
+/* A peer's notice has arrived in w->abin (from `source`): the abort it reports. */
+_VS_PRIVATE void _vs_mpi_mark_notice_locked(vs_world* w, int source)
+{
+    _vs_mpi_notice* n = w->abin;
+    if (n && n->magic == _VS_MPI_MAGIC && n->origin >= 0 && n->origin < w->size) {
+        n->text[sizeof n->text - 1] = 0;
+        _vs_mpi_mark_locked(w, (int)n->origin, (int)n->why, n->text);
+    } else {
+        _vs_mpi_mark_locked(w, source, VS_ERR_ABORTED, NULL);
+    }
 }
 
 /* 1 when the world is aborted: by this rank, or a peer's notice has arrived. */
@@ -4017,23 +4202,17 @@ _VS_PRIVATE int _vs_mpi_aborted(vs_world* w)
     if (w->abreq != MPI_REQUEST_NULL) {
         int flag = 0;
         MPI_Status st;
-        if (MPI_Test(&w->abreq, &flag, &st) == MPI_SUCCESS && flag) {
-            if (w->abin[0] == _VS_MPI_MAGIC) {
-                memcpy(w->abmiss, w->abin + 5, sizeof w->abmiss); // the ranks it found missing
-                if (w->abmiss[0] < 0 || w->abmiss[0] > _VS_AB_MISS) w->abmiss[0] = 0;
-                _vs_mpi_mark_locked(w, (int)w->abin[1], (int)w->abin[2], (int)w->abin[3], w->abin[4]);
-            } else
-                _vs_mpi_mark_locked(w, st.MPI_SOURCE, VS_ERR_ABORTED, 0, -1);
-        }
+        if (MPI_Test(&w->abreq, &flag, &st) == MPI_SUCCESS && flag) _vs_mpi_mark_notice_locked(w, st.MPI_SOURCE);
     }
     pthread_mutex_unlock(&w->mmu);
     return __atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE);
 }
 
-/* Marks c and the world aborted on this rank and sends the abort notice (with the
-   world ranks found missing, if any) to every other rank of the world (once).
-   Any thread. */
-_VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int kind, int64_t seq, const int* missing, int nmissing)
+/* Marks c and the world aborted on this rank, caused by world rank `origin`'s
+   failure `why` worded `text`, and, when this rank is the cause recorded (the
+   world was not aborted yet, or by this rank), sends the notice to every other
+   rank of the world (once). Any thread. */
+_VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int origin, const char* text)
 {
     const _vs_hooks* h = _VS_WH(c->world);
     vs_world* w = c->world;
@@ -4042,20 +4221,16 @@ _VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int kind, int64_t seq, const
     int fin = 0;
     MPI_Finalized(&fin);
     if (fin) return;
-    if (nmissing > _VS_AB_MISS) nmissing = _VS_AB_MISS;
-    if (nmissing < 0 || !missing) nmissing = 0;
+    _vs_mpi_aborted(w); // a peer's notice that came in first is the cause
     pthread_mutex_lock(&w->mmu);
-    if (!__atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE)) {
-        w->abmiss[0] = nmissing;
-        for (int i = 0; i < nmissing; i++) w->abmiss[1 + i] = missing[i];
-    }
-    _vs_mpi_mark_locked(w, w->rank, why, kind, seq);
-    int send = !w->ab_sent && w->mab != MPI_COMM_NULL;
-    w->ab_sent = 1;
+    _vs_mpi_mark_locked(w, origin, why, text);
+    int send = !w->ab_sent && w->ab_rank == w->rank && w->mab != MPI_COMM_NULL && w->abmsg;
     if (send) {
-        int64_t* m = w->abmsg;
-        m[0] = _VS_MPI_MAGIC, m[1] = w->rank, m[2] = why, m[3] = kind, m[4] = seq, m[5] = nmissing;
-        for (int i = 0; i < nmissing; i++) m[6 + i] = missing[i];
+        w->ab_sent = 1;
+        _vs_mpi_notice* m = w->abmsg;
+        memset(m, 0, sizeof *m);
+        m->magic = _VS_MPI_MAGIC, m->origin = w->rank, m->why = w->ab_why;
+        _vs_fmt(m->text, sizeof m->text, "%s", w->ab_text ? w->ab_text : "");
     }
     pthread_mutex_unlock(&w->mmu);
     if (!send) return;
@@ -4063,11 +4238,41 @@ _VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int kind, int64_t seq, const
     if (!rq) return;
     int k = 0;
     for (int r = 0; r < w->size; r++)
-        if (r != w->rank && MPI_Isend(w->abmsg, _VS_AB_N, MPI_INT64_T, r, _VS_MPI_TAG_ABORT, w->mab, &rq[k]) == MPI_SUCCESS) k++;
+        if (r != w->rank &&
+            MPI_Isend(w->abmsg, (int)sizeof *w->abmsg, MPI_BYTE, r, _VS_MPI_TAG_ABORT, w->mab, &rq[k]) == MPI_SUCCESS)
+            k++;
     _vs_mpi_leak_add(w, rq, k, NULL, 0, NULL); // small: they complete at once, but may not
 }
 
-_VS_PRIVATE void _vs_mpi_comm_abort(vs_comm* c) { _vs_mpi_fault(c, VS_ERR_ABORTED, 0, -1, NULL, 0); }
+/* A fault this rank found in operation `kind` #seq (a timeout naming the world
+   ranks found missing, an MPI error): the cause, worded with this thread's error. */
+_VS_PRIVATE void _vs_mpi_fault_here(vs_comm* c, int why, int kind, int64_t seq, const int* missing, int nmissing)
+{
+    char text[_VS_CAUSE_MSG];
+    int me = c->world ? c->world->rank : c->rank;
+    const char* how = why == VS_ERR_TIMEOUT ? "timed out in" : why == VS_ERR_BACKEND ? "hit an MPI error in" : "failed in";
+    const char* k = kind >= 1 && kind < _VS_K_COUNT ? _vs_kind_names[kind] : "an operation";
+    int len = seq >= 0 ? _vs_fmt(text, sizeof text, "world rank %d %s %s #%lld (%s)", me, how, k, (long long)seq, vs_result_string(why))
+                       : _vs_fmt(text, sizeof text, "world rank %d %s %s (%s)", me, how, k, vs_result_string(why));
+    if (nmissing > _VS_AB_MISS) nmissing = _VS_AB_MISS;
+    for (int i = 0; missing && i < nmissing && (size_t)len < sizeof text; i++)
+        len += _vs_fmt(text + len, sizeof text - (size_t)len, "%s%d", i ? ", " : ", missing world rank ", missing[i]);
+    if ((size_t)len < sizeof text && vs_last_error()[0])
+        _vs_fmt(text + len, sizeof text - (size_t)len, ": %s", vs_last_error());
+    _vs_mpi_fault(c, why, me, text);
+}
+
+_VS_PRIVATE void _vs_mpi_comm_abort(vs_comm* c, vs_result why, int origin, const char* cause)
+{
+    if (cause) {
+        _vs_mpi_fault(c, why, origin, cause);
+        return;
+    }
+    char text[300];
+    int me = c->world ? c->world->rank : c->rank;
+    _vs_fmt(text, sizeof text, "world rank %d called vs_comm_abort on %s", me, c->label);
+    _vs_mpi_fault(c, VS_ERR_ABORTED, me, text);
+}
 
 /* The normalised call of one op, as the desync check compares it:
    kind, count (-1: uneven all-to-all), dtype, op, root/peer (-1: none). */
@@ -4129,25 +4334,16 @@ _VS_PRIVATE const char* _vs_mpi_wstr(_vs_mpi_what* wh)
     return wh->s;
 }
 
-/* The error of an operation that found the world aborted. */
+/* The error of an operation that found the world aborted: a consequence of the
+   origin's failure, naming it in its own words. */
 _VS_PRIVATE vs_result _vs_mpi_aborted_err(vs_comm* c, _vs_mpi_what* wh)
 {
     vs_world* w = c->world;
-    char cause[200];
-    int k = w->ab_kind;
-    if (w->ab_why == VS_ERR_ABORTED || k < 1 || k >= _VS_K_COUNT) {
-        snprintf(cause, sizeof cause, "called vs_comm_abort");
-    } else {
-        const char* how = w->ab_why == VS_ERR_TIMEOUT ? "timed out in" : w->ab_why == VS_ERR_BACKEND ? "hit an MPI error in" : "failed in";
-        int len = snprintf(cause, sizeof cause, "%s %s #%lld (%s)", how, _vs_kind_names[k], (long long)w->ab_seq,
-                           vs_result_string(w->ab_why));
-        for (int i = 0; i < (int)w->abmiss[0] && len > 0 && (size_t)len < sizeof cause; i++)
-            len += snprintf(cause + len, sizeof cause - (size_t)len, "%s%lld", i ? ", " : ": missing world rank ",
-                            (long long)w->abmiss[1 + i]);
-    }
+    const char* text = w->ab_text ? w->ab_text : "";
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
-    return _vs_err(VS_ERR_ABORTED, "%s: the MPI world was aborted: %sworld rank %d %s (this is rank %d of %d, world rank %d)",
-                   _vs_mpi_wstr(wh), w->ab_rank == w->rank ? "this rank, " : "", w->ab_rank, cause, c->rank, c->size, w->rank);
+    return _vs_err_from(w->ab_rank, text, VS_ERR_ABORTED,
+                        "%s: the MPI world was aborted (this is rank %d of %d, world rank %d%s): %s", _vs_mpi_wstr(wh),
+                        c->rank, c->size, w->rank, w->ab_rank == w->rank ? ", the origin" : "", text);
 }
 
 /* Polls requests to completion, the deadline or an abort of the world. Returns
@@ -4203,7 +4399,8 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
     if (r == VS_ERR_ABORTED) {
         r = _vs_mpi_aborted_err(c, wh);
     } else if (r == VS_ERR_TIMEOUT) {
-        // a p2p request that is still open names its peer; a collective cannot say who is missing
+        // a p2p request that is still open names its peer; a collective cannot say who is
+        // missing, but for a pair: the other rank
         int* miss = _VS_HNEW(h, int, nreq + 1);
         int nm = 0, coll = 0;
         for (int i = 0; i < nreq; i++) {
@@ -4218,8 +4415,20 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
             }
         }
         char who[200] = "";
-        if (nm) _vs_mpi_ranklist(c, miss, nm, who, sizeof who);
-        if (coll)
+        int pair = coll && c->size == 2 && miss; // the other rank is the only one who can be missing
+        if (pair) {
+            int peer = 1 - c->rank, have = 0;
+            for (int i = 0; i < nm; i++) have |= miss[i] == peer;
+            if (!have) miss[nm++] = peer;
+            _vs_mpi_ranklist(c, &peer, 1, who, sizeof who);
+        } else if (nm) {
+            _vs_mpi_ranklist(c, miss, nm, who, sizeof who);
+        }
+        if (pair)
+            r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: rank %s, the other rank of this pair, did not arrive within %g s "
+                        "(this is rank %d, world rank %d; MPI)", _vs_mpi_wstr(wh), c->label, who, c->timeout, c->rank,
+                        c->world->rank);
+        else if (coll)
             r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: not every one of its %d ranks arrived within %g s "
                         "(this is rank %d, world rank %d); MPI cannot tell which is missing: VESCALE_DEBUG=desync names it%s%s",
                         _vs_mpi_wstr(wh), c->label, c->size, c->timeout, c->rank, c->world->rank,
@@ -4228,10 +4437,10 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
             r = _vs_err(VS_ERR_TIMEOUT, "%s: no match from rank %s within %g s (this is rank %d of %d, world rank %d; MPI)",
                         _vs_mpi_wstr(wh), nm ? who : "?", c->timeout, c->rank, c->size, c->world->rank);
         for (int i = 0; i < nm; i++) miss[i] = _vs_mpi_wrank(c, miss[i]);
-        _vs_mpi_fault(c, VS_ERR_TIMEOUT, kind, seq, miss, nm);
+        _vs_mpi_fault_here(c, VS_ERR_TIMEOUT, kind, seq, miss, nm);
         _vs_hfree(h, miss);
     } else {
-        _vs_mpi_fault(c, r == VS_ERR_BACKEND ? VS_ERR_BACKEND : r, kind, seq, NULL, 0);
+        _vs_mpi_fault_here(c, r == VS_ERR_BACKEND ? VS_ERR_BACKEND : r, kind, seq, NULL, 0);
     }
     _vs_hfree(h, reqop);
     _vs_mpi_leak_add(c->world, req, nreq, tmp, ntmp, extra);
@@ -4327,11 +4536,11 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
                     "(this is rank %d, world rank %d; desync check)",
                     _vs_mpi_wstr(wh), c->label, nm == 1 ? "" : "s", nm ? list : "?", n, c->timeout, me, c->world->rank);
         for (int i = 0; i < nm; i++) who[i] = _vs_mpi_wrank(c, who[i]);
-        _vs_mpi_fault(c, VS_ERR_TIMEOUT, ops[0].kind, seq, who, nm);
+        _vs_mpi_fault_here(c, VS_ERR_TIMEOUT, ops[0].kind, seq, who, nm);
     } else if (r == VS_ERR_ABORTED) {
         r = _vs_mpi_aborted_err(c, wh);
     } else if (r) {
-        _vs_mpi_fault(c, VS_ERR_BACKEND, ops[0].kind, seq, NULL, 0);
+        _vs_mpi_fault_here(c, VS_ERR_BACKEND, ops[0].kind, seq, NULL, 0);
     }
     if (r) {
         _vs_hfree(h, st);
@@ -4391,7 +4600,7 @@ _VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o, int64_t seq, doub
     int e = MPI_Comm_split(c->mc, o->color == VS_COLOR_NONE ? MPI_UNDEFINED : o->color, o->key, &nc);
     if (e != MPI_SUCCESS) {
         vs_result r = _vs_mpi_fail(e, _vs_mpi_wstr(wh));
-        _vs_mpi_fault(c, VS_ERR_BACKEND, o->kind, seq, NULL, 0);
+        _vs_mpi_fault_here(c, VS_ERR_BACKEND, o->kind, seq, NULL, 0);
         return r;
     }
     if (nc == MPI_COMM_NULL) return VS_OK;
@@ -4540,7 +4749,16 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
         MPI_Comm_free(&node);
     }
     if (e == MPI_SUCCESS) e = MPI_Comm_dup(mc, &w->mab);
-    if (e == MPI_SUCCESS) e = MPI_Irecv(w->abin, _VS_AB_N, MPI_INT64_T, MPI_ANY_SOURCE, _VS_MPI_TAG_ABORT, w->mab, &w->abreq);
+    const _vs_hooks* h = &w->hooks;
+    w->abin = _VS_HNEW(h, _vs_mpi_notice, 1);
+    w->abmsg = _VS_HNEW(h, _vs_mpi_notice, 1);
+    w->ab_text = _VS_HNEW(h, char, _VS_CAUSE_MSG);
+    if (e == MPI_SUCCESS && (!w->abin || !w->abmsg || !w->ab_text)) {
+        MPI_Comm_free(&mc);
+        return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
+    }
+    if (e == MPI_SUCCESS)
+        e = MPI_Irecv(w->abin, (int)sizeof *w->abin, MPI_BYTE, MPI_ANY_SOURCE, _VS_MPI_TAG_ABORT, w->mab, &w->abreq);
     if (e != MPI_SUCCESS) {
         MPI_Comm_free(&mc);
         return _vs_mpi_fail(e, "vs_world_init: setting up the MPI communicators");
@@ -4585,7 +4803,7 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
             MPI_Test_cancelled(&st, &cancelled);
             if (!cancelled) { // a peer's notice came in: this world was aborted too
                 pthread_mutex_lock(&w->mmu);
-                _vs_mpi_mark_locked(w, (int)w->abin[1], (int)w->abin[2], (int)w->abin[3], w->abin[4]);
+                _vs_mpi_mark_notice_locked(w, st.MPI_SOURCE);
                 pthread_mutex_unlock(&w->mmu);
             }
         }
@@ -4627,7 +4845,14 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
             _vs_hfree(h, l);
         }
         if (!pending && !late && w->mab != MPI_COMM_NULL) MPI_Comm_free(&w->mab);
+        if (!pending && !late) _vs_hfree(h, w->abmsg); // else a notice may still be in flight
+        w->abmsg = NULL;
     }
+    _vs_hfree(h, w->abmsg); // (NULL above unless MPI is gone, or never sent)
+    _vs_hfree(h, w->abin); // its receive completed or was cancelled above
+    _vs_hfree(h, w->ab_text);
+    w->abin = w->abmsg = NULL;
+    w->ab_text = NULL;
     if (w->mmu_made) pthread_mutex_destroy(&w->mmu);
     w->mmu_made = 0;
     if (w->u8_sum_made && !fin) MPI_Op_free(&w->u8_sum);
@@ -4677,7 +4902,12 @@ VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
     _VS_CHECK_NULL(w, "world");
     const _vs_transport_ops* t = _vs_transport_of(w->tr);
     if (t && t->world_abort) return t->world_abort(w, why);
-    if (w->comm) vs_comm_abort(w->comm);
+    if (w->comm) { // this rank's fault, its last error, is the cause
+        if (why < 0)
+            vs_comm_abort_with(w->comm, why, NULL);
+        else
+            vs_comm_abort(w->comm);
+    }
     return VS_OK;
 }
 
@@ -4968,13 +5198,17 @@ _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int devic
 /* One table per transport (see struct _vs_transport_ops). The threads transport is
    the reference: the others match what a caller can observe of it. */
 
-_VS_PRIVATE void _vs_t_abort(vs_comm* c)
+/* cause NULL: vs_comm_abort ("rank 1 (world 3) called vs_comm_abort on ..."). The
+   job's cause, when first, aborts every communicator of the job with it. */
+_VS_PRIVATE void _vs_t_abort(vs_comm* c, vs_result why, int origin, const char* cause)
 {
     char msg[300];
-    _vs_fmt(msg, sizeof msg, "rank %d (world %d) called vs_comm_abort on %s", c->rank,
-            c->world ? c->world->rank : c->sh->granks[c->rank], c->label);
-    _vs_tshared_abort(c->sh, VS_ERR_ABORTED, msg);
-    _vs_job_fail(c->sh->job, VS_ERR_ABORTED, msg);
+    int me = c->world ? c->world->rank : c->sh->granks[c->rank];
+    if (!cause) {
+        _vs_fmt(msg, sizeof msg, "rank %d (world %d) called vs_comm_abort on %s", c->rank, me, c->label);
+        cause = msg, why = VS_ERR_ABORTED, origin = me;
+    }
+    _vs_job_fail(c->sh->job, c->sh, why, origin, cause);
 }
 
 _VS_PRIVATE void _vs_t_destroy(vs_comm* c)
@@ -5016,8 +5250,9 @@ _VS_PRIVATE void _vs_nccl_detach(vs_work* w)
     if (e != cudaSuccess) _vs_fmt(w->err, sizeof w->err, "vs_wait: %s", cudaGetErrorString(e));
 }
 
-_VS_PRIVATE void _vs_nccl_abort_comm(vs_comm* c)
+_VS_PRIVATE void _vs_nccl_abort_comm(vs_comm* c, vs_result why, int origin, const char* cause)
 {
+    (void)why, (void)origin, (void)cause; // ncclCommAbort tells no peer (see >>nccl)
     if (c->nc) ncclCommAbort(c->nc), c->nc = NULL;
 }
 

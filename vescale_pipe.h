@@ -92,7 +92,13 @@
    Faults. A peer that does not come within the communicator's timeout gives
    every rank an error naming the instruction it waited at and the stage it
    waited for ("stage 2 at instruction 7 (RF2.1) waiting for stage 1: ...");
-   on threads the job's fail-fast ends the waits of all ranks at once.
+   on threads the job's fail-fast ends the waits of all ranks at once. A stage
+   whose own instruction fails (a callback's error; a tensor off its spec,
+   "input \"x\" got f32[5,7], spec x:f32[*,8]"; a receive posted ahead, named
+   by the instruction it is for) aborts its links with vs_comm_abort_with: its
+   error is the job's cause, and every other rank's error names its world
+   rank, stage, instruction and message ("world rank 5 failed
+   (VS_ERR_INVALID): vs_pipe_run: stage 1 at instruction 5 (F1.1): ...").
 
    With vescale_ddp.h: build one vs_ddp over the whole mesh, registering on
    each rank the parameters of its stage's units (the DDP's pp_dim, "PP" by
@@ -2710,6 +2716,16 @@ _VS_PIPE_PRIVATE const char* _vs_pipe_spec_text(const char* name, const _vs_pipe
     return buf;
 }
 
+/* A tensor's actual dtype and shape: "f32[5,7]" (a scalar: "f32[]"). */
+_VS_PIPE_PRIVATE const char* _vs_pipe_shape_text(vs_dtype dt, int ndim, const int64_t* shape, char* buf, size_t cap)
+{
+    size_t len = 0;
+    _vs_pipe_cat(buf, cap, &len, "%s[", vs_dtype_name(dt));
+    for (int d = 0; d < ndim; d++) _vs_pipe_cat(buf, cap, &len, "%s%lld", d ? "," : "", (long long)shape[d]);
+    _vs_pipe_cat(buf, cap, &len, "]");
+    return buf;
+}
+
 /* Do two specs admit a common tensor? */
 _VS_PIPE_PRIVATE int _vs_pipe_spec_agree(const _vs_pipe_spec* a, const _vs_pipe_spec* b)
 {
@@ -3156,10 +3172,12 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
         if (p->t[id].producer < 0) _VS_TRY(_vs_pipe_data(p, mb, id));
         _vs_pipe_view(p, id, &row[id], &in[i]);
         if (p->t[id].producer < 0) in[i].grad = NULL;
-        if (what == _VS_PIPE_CALL_F && !_vs_pipe_spec_fits(&ui->in_spec[i], row[id].dt, row[id].ndim, row[id].shape))
-            return vs_set_error(VS_ERR_MISMATCH, "unit \"%s\" takes %s but got %s %dD (microbatch %d)", un->name,
-                                _vs_pipe_spec_text(p->t[id].name, &ui->in_spec[i], a, sizeof a),
-                                vs_dtype_name(row[id].dt), row[id].ndim, mb);
+        if (what == _VS_PIPE_CALL_F && !_vs_pipe_spec_fits(&ui->in_spec[i], row[id].dt, row[id].ndim, row[id].shape)) {
+            char g[160];
+            return vs_set_error(VS_ERR_MISMATCH, "unit \"%s\", microbatch %d: input \"%s\" got %s, spec %s", un->name, mb,
+                                p->t[id].name, _vs_pipe_shape_text(row[id].dt, row[id].ndim, row[id].shape, g, sizeof g),
+                                _vs_pipe_spec_text(p->t[id].name, &ui->in_spec[i], a, sizeof a));
+        }
     }
     for (int i = 0; i < ui->nout; i++) _vs_pipe_view(p, ui->out[i], &row[ui->out[i]], &out[i]);
     struct _vs_pipe_rt rt = {p, mb, u, ui->out, ui->out_spec};
@@ -3545,10 +3563,16 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_prepost(vs_pipe* p, const vs_pipe_sched* s, 
         if (src != l->src) continue;
         int b = in->op == VS_PIPE_RECV_F ? in->chunk : in->chunk + 1;
         size_t hn = _VS_PIPE_HDR(p->boff[b + 1] - p->boff[b]);
+        char t[24];
         if (!l->pre_hdr && !(l->pre_hdr = _VS_PIPE_NEW(p->w, int64_t, _VS_PIPE_HDR(p->maxnt))))
-            return vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
+            return vs_set_error(VS_ERR_NOMEM, "posting ahead the receive of instruction %d (%s) from stage %d: out of memory",
+                                i, _vs_pipe_itext(in, t), src);
         l->pre_hn = hn;
-        return vs_recv(l->c, l->pre_hdr, hn, VS_I64, 0, &l->pre_hw);
+        vs_result r = vs_recv(l->c, l->pre_hdr, hn, VS_I64, 0, &l->pre_hw);
+        if (r)
+            return vs_set_error(r, "posting ahead the receive of instruction %d (%s) from stage %d: %s", i,
+                                _vs_pipe_itext(in, t), src, vs_last_error());
+        return VS_OK;
     }
     return VS_OK;
 }
@@ -3646,6 +3670,7 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     p->hook_wall = p->hook_cpu = 0;
     p->cur_s = s;
     for (int i = 0; i < p->nlinks && !r; i++) r = _vs_pipe_prepost(p, s, &p->links[i], 0);
+    if (r) r = vs_set_error(r, "vs_pipe_run: stage %d, before its first instruction: %s", st, vs_last_error());
     for (int i = 0; i < n && !r; i++) {
         const vs_pipe_instr* in = &s->ins[st][i];
         p->cur_pos = i;
@@ -3673,12 +3698,13 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     }
     p->cur_s = NULL;
     if (r) { // end the other stages' waits too, and what this one posted
-        char msg[600]; // (the aborts below may set their own)
+        char msg[1024]; // (the aborts below may set their own)
         size_t ml = strlen(vs_last_error());
         if (ml >= sizeof msg) ml = sizeof msg - 1;
         memcpy(msg, vs_last_error(), ml);
         msg[ml] = 0;
-        for (int i = 0; i < p->nlinks; i++) vs_comm_abort(p->links[i].c);
+        // this stage's own failure is the job's cause (an abort that reached it is not: NULL keeps that)
+        for (int i = 0; i < p->nlinks; i++) vs_comm_abort_with(p->links[i].c, r, NULL);
         _vs_pipe_drain(p);
         _vs_pipe_reap(p, 1);
         return vs_set_error(r, "%s", msg);
@@ -3837,9 +3863,9 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_output(vs_pipe_call* call, int i, vs_dtype d
     }
     int id = rt->out_ids[i];
     if (!_vs_pipe_spec_fits(&rt->out_spec[i], dt, ndim, shape)) {
-        char a[160];
-        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s makes \"%s\" as %s %dD, its spec says %s", who,
-                            p->t[id].name, vs_dtype_name(dt), ndim,
+        char a[160], g[160];
+        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s: output \"%s\" got %s, spec %s", who, p->t[id].name,
+                            _vs_pipe_shape_text(dt, ndim, shape, g, sizeof g),
                             _vs_pipe_spec_text(p->t[id].name, &rt->out_spec[i], a, sizeof a));
     }
     _vs_pipe_slot* s = &p->slots[(size_t)rt->mb * (size_t)p->ntensors + (size_t)id];

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# faults_mpi.sh - the MPI fault suite (issue 8): one mpirun of 4 processes per
-# fault, each bounded by `timeout`. Builds nothing.
+# faults_mpi.sh - the MPI fault suite (issue 8): one mpirun of 4 processes (NP)
+# per fault, each bounded by `timeout`. Builds nothing.
 #   usage: bash tests/faults_mpi.sh [path/to/test_faults_mpi]   (default build/test_faults_mpi)
 #   env:   MPIRUN (default "mpirun --allow-run-as-root --oversubscribe"),
 #          FAULTS_LIMIT (seconds per case, default 20)
@@ -45,7 +45,7 @@ run_case() {
     local log="$tmp/$name.log" t0 t1 rc pid
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086 # MPIRUN and extra are word lists
-    env "$@" timeout -k 3 "$LIMIT" $MPIRUN $extra -np 4 "$BIN" "${name%%_*}" >"$log" 2>&1 &
+    env "$@" timeout -k 3 "$LIMIT" $MPIRUN $extra -np "${NP:-4}" "$BIN" "${name%%_*}" >"$log" 2>&1 &
     pid=$!
     # a rank that stopped itself: SIGKILL it (then SIGCONT) if it outlives the others' errors
     local stopped="" waited=0
@@ -124,5 +124,12 @@ if [ "${LAST_RC:-0}" -ne 0 ] && [ "${LAST_HUNG:-1}" = 0 ]; then
 else
     notok "kill_norecovery/launcher_ends_job: mpirun status ${LAST_RC:-?}"
 fi
+
+# (f) issue 19.2, 8 processes: a layer callback of the example GPT fails on world
+#     rank 5 of PP2 x DP2 x TP2; every survivor names world rank 5 and its message
+NP=8 run_case layer 8 "" VESCALE_TIMEOUT=30
+# (g) a pair's all-reduce that world rank 3 never joins: rank 2's timeout names
+#     it; ranks 0, 1, 3 name rank 2's timeout (no desync check)
+run_case pair 4 ""
 
 [ "$fail" -eq 0 ]

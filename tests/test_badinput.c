@@ -410,6 +410,10 @@ static void sweep_comm(sw_ctx* x)
     }
     if (E(A, "vs_comm_abort", "comm NULL", FX_NONE)) R(vs_comm_abort(NULL), "comm");
     if (E(A, "vs_comm_abort", "freed comm", FX_W2)) R(vs_comm_abort(x->freed), "freed");
+    if (E(A, "vs_comm_abort_with", "comm NULL", FX_NONE)) R(vs_comm_abort_with(NULL, VS_ERR_IO, "m"), "comm");
+    if (E(A, "vs_comm_abort_with", "freed comm", FX_W2)) R(vs_comm_abort_with(x->freed, VS_ERR_IO, "m"), "freed");
+    if (E(A, "vs_comm_abort_with", "why VS_OK", FX_W2)) R(vs_comm_abort_with(x->comm, VS_OK, "m"), "why 0");
+    if (E(A, "vs_comm_abort_with", "why 5", FX_W2)) R(vs_comm_abort_with(x->comm, (vs_result)5, NULL), "why 5");
 
     // all-reduce: each argument in turn
     if (E(A, "vs_all_reduce", "comm NULL", FX_NONE)) R(vs_all_reduce(NULL, b, b, 4, VS_F32, VS_OP_SUM, NULL), "comm");

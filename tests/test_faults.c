@@ -4,9 +4,17 @@
    a rank returns early, a rank returns an error, a rank aborts one communicator of
    a mesh, a rank skips one collective. Each case prints the time from the fault to
    the error on every rank. Also: timeout messages name the missing ranks and the
-   communicator, infinite and huge timeouts, strict environment values. */
+   communicator, infinite and huge timeouts, strict environment values.
+   The root cause (issue 19.2): a layer callback of the example GPT fails on one
+   of 8 ranks (PP2 x DP2 x TP2): vs_launch returns the callback's own result and
+   message, every other rank's error names that world rank, its stage and
+   instruction and the message, the error log has that one line; two ranks that
+   fail at once give one of the two causes, never VS_ERR_ABORTED; errors of the
+   pipeline's receive pre-posting name the stage and the instruction; a tensor
+   that breaks its spec prints its actual shape beside the spec. */
 #define VESCALE_IMPLEMENTATION
-#include "vescale_mesh.h"
+#include "../vescale.h"
+#include "../examples/gpt.h"
 #include "vs_test.h"
 
 #include <math.h>
@@ -135,7 +143,7 @@ static void t_error_return(void)
     memset(&f, 0, sizeof f);
     f.faulty = 1;
     vs_result r = launch(N, error_rank, &f, LONG_TIMEOUT);
-    check_run("error_return", &f, VS_ERR_ABORTED, "rank 1 returned -43 (VS_ERR_IO): checkpoint shard 7: disk full");
+    check_run("error_return", &f, VS_ERR_ABORTED, "job aborted: world rank 1 failed (VS_ERR_IO): checkpoint shard 7: disk full");
     VT_CHECK(r == VS_ERR_IO, "vs_launch gave %s, want the failing rank's VS_ERR_IO", vs_result_string(r));
     VT_CHECK(strstr(vs_last_error(), "rank 1") && strstr(vs_last_error(), "disk full"),
              "vs_launch message '%s' names rank 1 and its message", vs_last_error());
@@ -396,7 +404,7 @@ static void cap_log(vs_log_level lv, const char* msg, void* user)
     log_cap* c = (log_cap*)user;
     if (lv == VS_LOG_WARN && strstr(msg, "VS_ERR_NULL: vs_all_reduce: send buffer is NULL")) {
         if (__atomic_add_fetch(&c->warn_lines, 1, __ATOMIC_SEQ_CST) == 1) snprintf(c->first, sizeof c->first, "%s", msg);
-    } else if (lv == VS_LOG_ERROR && strstr(msg, "job aborted: rank 1 returned")) {
+    } else if (lv == VS_LOG_ERROR && strstr(msg, "job aborted: world rank 1 failed (VS_ERR_NULL)")) {
         __atomic_add_fetch(&c->error_lines, 1, __ATOMIC_SEQ_CST);
     } else if (lv <= VS_LOG_WARN) {
         __atomic_add_fetch(&c->other, 1, __ATOMIC_SEQ_CST);
@@ -441,6 +449,375 @@ static void t_errors_logged(void)
     }
 }
 
+/* ---- the root cause (issue 19.2): a layer callback fails on one of 8 ranks ---- */
+
+enum { G_RANKS = 8, G_ROWS = 8, G_STEPS = 3 };
+static gpt_config GCFG = {32, 8, 32, 4, 2, 5};
+static gpt_model_storage GSTORE;
+static vs_model_desc GMODEL;
+static vs_pipe_fn g_attn_fwd; // the GPT's own attention forward
+
+/* A poisoned forward: world rank `rank`'s h.<block>.attn fails at step, microbatch. */
+typedef struct {
+    int rank, block, step, mb;
+    vs_result code;
+} poison;
+static poison g_poison[2];
+static int g_npoison;
+static _VS_TLS int t_rank = -1, t_step = -1; // the calling rank thread's world rank and step
+
+static vs_result poisoned_attn_fwd(vs_pipe_call* c)
+{
+    const gpt_unit* u = (const gpt_unit*)vs_layer(c)->user;
+    for (int i = 0; i < g_npoison; i++) {
+        const poison* p = &g_poison[i];
+        if (p->rank == t_rank && p->block == u->block && p->step == t_step && p->mb == c->mb)
+            return vs_set_error(p->code, "h.%d.attn forward: poisoned weights (microbatch %d)", u->block, c->mb);
+    }
+    return g_attn_fwd(c);
+}
+
+static void gpt_setup(void)
+{
+    if (GMODEL.layers) return;
+    VT_OK(gpt_model(&GCFG, &GSTORE, &GMODEL));
+    for (int l = 0; l < GMODEL.nlayers; l++) {
+        if (GSTORE.units[l].kind != GPT_ATTN) continue;
+        VT_CHECK(!g_attn_fwd || g_attn_fwd == GSTORE.layers[l].unit.forward, "one attention forward");
+        g_attn_fwd = GSTORE.layers[l].unit.forward;
+        GSTORE.layers[l].unit.forward = poisoned_attn_fwd;
+    }
+}
+
+typedef struct {
+    vs_result res[G_RANKS];
+    char msg[G_RANKS][1024];
+} gpt_run;
+
+static int gpt_fault_rank(vs_world* w, void* arg)
+{
+    gpt_run* R = (gpt_run*)arg;
+    int me = vs_world_rank(w);
+    t_rank = me;
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.pp = 2, plan.dp = 2, plan.tp = 2;
+    plan.microbatches = 2;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &GMODEL;
+    d.plan = &plan;
+    d.optim.kind = VS_OPTIM_ADAMW;
+    d.lr.lr = 1e-3;
+    vs_train* t = NULL;
+    vs_result r = vs_parallelize(w, &d, &t);
+    VT_CHECK(r == VS_OK, "rank %d: vs_parallelize: %s", me, vs_last_error());
+    int32_t tok[G_ROWS * 8], tgt[G_ROWS * 8];
+    vs_batch b = gpt_batch_view(G_ROWS, GCFG.seq, tok, tgt);
+    for (int s = 0; s < G_STEPS && !r; s++) {
+        t_step = s;
+        gpt_batch(&GCFG, s, G_ROWS, tok, tgt);
+        double l = 0;
+        r = vs_train_step(t, &b, &l);
+    }
+    R->res[me] = r;
+    snprintf(R->msg[me], sizeof R->msg[me], "%s", r ? vs_last_error() : "");
+    if (t) vs_train_free(t);
+    return r;
+}
+
+/* Captures the log lines of a job: how many at each level, and the error lines. */
+typedef struct {
+    int n[VS_LOG_DEBUG + 1];
+    int warn_not5; // warn lines of ranks other than world rank 5
+    char error_line[1024];
+} gpt_log;
+
+static void gpt_log_fn(vs_log_level lv, const char* msg, void* user)
+{
+    gpt_log* g = (gpt_log*)user;
+    if ((int)lv < 0 || lv > VS_LOG_DEBUG) return;
+    if (__atomic_add_fetch(&g->n[lv], 1, __ATOMIC_SEQ_CST) == 1 && lv == VS_LOG_ERROR)
+        snprintf(g->error_line, sizeof g->error_line, "%s", msg);
+    if (lv == VS_LOG_WARN && strncmp(msg, "[rank 5] ", 9) != 0) __atomic_add_fetch(&g->warn_not5, 1, __ATOMIC_SEQ_CST);
+}
+
+static vs_result gpt_launch(gpt_run* R, vs_log_level level, gpt_log* lg)
+{
+    vs_launch_desc d;
+    memset(&d, 0, sizeof d);
+    d.nranks = G_RANKS;
+    d.timeout_s = LONG_TIMEOUT;
+    if (lg) {
+        d.logger.fn = gpt_log_fn;
+        d.logger.user = lg;
+        d.log_level = level;
+    }
+    memset(R, 0, sizeof *R);
+    return vs_launch_ex(&d, gpt_fault_rank, R);
+}
+
+#define CALLBACK_MSG "(F1.1): unit \"h.1.attn\" forward, microbatch 1: h.1.attn forward: poisoned weights (microbatch 1)"
+
+static void t_layer_fails(void)
+{
+    gpt_setup();
+    // world rank 5 = (PP 1, DP 0, TP 1): stage 1 holds h.1.attn; its TP partner 4
+    // then waits in an all-reduce, the other stages in receives
+    g_npoison = 1;
+    g_poison[0] = (poison){5, 1, 1, 1, VS_ERR_INVALID};
+    gpt_run R;
+    gpt_log lg;
+    memset(&lg, 0, sizeof lg);
+    vs_result r = gpt_launch(&R, VS_LOG_ERROR, &lg);
+    const char* lm = vs_last_error();
+    printf("    vs_launch: %s: %s\n", vs_result_string(r), lm);
+    for (int k = 0; k < G_RANKS; k++) printf("    rank %d: %s: %s\n", k, vs_result_string(R.res[k]), R.msg[k]);
+    VT_CHECK(r == VS_ERR_INVALID, "vs_launch gave %s, want the callback's VS_ERR_INVALID: %s", vs_result_string(r), lm);
+    VT_CHECK(strstr(lm, "vs_launch: world rank 5 failed (VS_ERR_INVALID): vs_train_step (step 1): vs_pipe_run: stage 1 "
+                        "at instruction ") && strstr(lm, CALLBACK_MSG),
+             "vs_launch's message '%s' is not world rank 5's own", lm);
+    VT_CHECK(R.res[5] == VS_ERR_INVALID && strstr(R.msg[5], CALLBACK_MSG) && !strstr(R.msg[5], "abort"),
+             "rank 5 (the cause) got %s: %s", vs_result_string(R.res[5]), R.msg[5]);
+    for (int k = 0; k < G_RANKS; k++) {
+        if (k == 5) continue;
+        VT_CHECK(R.res[k] == VS_ERR_ABORTED, "rank %d got %s: %s", k, vs_result_string(R.res[k]), R.msg[k]);
+        VT_CHECK(strstr(R.msg[k], "world rank 5 failed (VS_ERR_INVALID): vs_pipe_run: stage 1 at instruction ") &&
+                     strstr(R.msg[k], CALLBACK_MSG),
+                 "rank %d's message does not name the origin, its stage and instruction and its message: %s", k,
+                 R.msg[k]);
+    }
+    // VESCALE_LOG=error: the cause, once
+    VT_CHECK(lg.n[VS_LOG_ERROR] == 1 && lg.n[VS_LOG_WARN] == 0 && lg.n[VS_LOG_INFO] == 0,
+             "level error: %d error, %d warn, %d info lines (want 1, 0, 0)", lg.n[VS_LOG_ERROR], lg.n[VS_LOG_WARN],
+             lg.n[VS_LOG_INFO]);
+    VT_CHECK(strstr(lg.error_line, "[rank 5] job aborted: world rank 5 failed (VS_ERR_INVALID): vs_pipe_run: stage 1 ") &&
+                 strstr(lg.error_line, CALLBACK_MSG),
+             "the error line '%s'", lg.error_line);
+    printf("    log at error: %s\n", lg.error_line);
+    // at info: the cause's own errors at warn, every consequence at info
+    memset(&lg, 0, sizeof lg);
+    r = gpt_launch(&R, VS_LOG_INFO, &lg);
+    VT_CHECK(r == VS_ERR_INVALID, "level info: vs_launch gave %s", vs_result_string(r));
+    VT_CHECK(lg.n[VS_LOG_ERROR] == 1 && lg.warn_not5 == 0 && lg.n[VS_LOG_INFO] >= G_RANKS - 1,
+             "level info: %d error lines, %d warn lines of other ranks, %d info lines", lg.n[VS_LOG_ERROR], lg.warn_not5,
+             lg.n[VS_LOG_INFO]);
+}
+
+/* Two ranks of different DP replicas fail at once (independent pipelines): the
+   first recorded is the cause; vs_launch gives one of the two own results, never
+   VS_ERR_ABORTED, and every other rank names that one. */
+static void t_two_causes(void)
+{
+    gpt_setup();
+    g_npoison = 2;
+    g_poison[0] = (poison){5, 1, 1, 0, VS_ERR_INVALID}; // stage 1, DP replica 0
+    g_poison[1] = (poison){2, 0, 1, 1, VS_ERR_IO};      // stage 0, DP replica 1: about when 5 fails
+    int won[2] = {0, 0};
+    for (int it = 0; it < 6; it++) {
+        gpt_run R;
+        vs_result r = gpt_launch(&R, VS_LOG_DEFAULT, NULL);
+        const char* lm = vs_last_error();
+        int w = r == VS_ERR_INVALID ? 0 : r == VS_ERR_IO ? 1 : -1;
+        VT_CHECK(w >= 0, "vs_launch gave %s, want one of the causes: %s", vs_result_string(r), lm);
+        if (w < 0) return;
+        won[w]++;
+        char who[64];
+        snprintf(who, sizeof who, "world rank %d failed (%s): ", g_poison[w].rank, vs_result_string(r));
+        VT_CHECK(strstr(lm, who) && strstr(lm, "poisoned weights"), "vs_launch: %s", lm);
+        for (int k = 0; k < G_RANKS; k++) {
+            int own = -1;
+            for (int i = 0; i < 2; i++)
+                if (g_poison[i].rank == k) own = i;
+            int is_own = own >= 0 && R.res[k] == g_poison[own].code && strstr(R.msg[k], "poisoned weights") &&
+                         !strstr(R.msg[k], "abort");
+            int names = R.res[k] == VS_ERR_ABORTED && strstr(R.msg[k], who);
+            VT_CHECK(is_own || names, "run %d: rank %d got %s: %s (the cause: %s)", it, k, vs_result_string(R.res[k]),
+                     R.msg[k], who);
+        }
+    }
+    printf("    two causes: world rank 5 first %d times, world rank 2 first %d times\n", won[0], won[1]);
+}
+
+/* vs_world_abort(w, why) on threads: this rank's last error is the cause. */
+static int world_abort_rank(vs_world* w, void* arg)
+{
+    fault_run* f = (fault_run*)arg;
+    int me = vs_world_rank(w);
+    if (me == f->faulty) {
+        sleep_s(0.05);
+        mark_fault(f);
+        vs_set_error(VS_ERR_IO, "checkpoint shard 3: disk full");
+        VT_OK(vs_world_abort(w, VS_ERR_IO));
+        return 0;
+    }
+    record(f, me, vs_barrier(vs_world_comm(w), NULL));
+    return f->res[me];
+}
+
+static void t_world_abort_cause(void)
+{
+    fault_run f;
+    memset(&f, 0, sizeof f);
+    f.faulty = 1;
+    vs_result r = launch(N, world_abort_rank, &f, LONG_TIMEOUT);
+    check_run("world_abort", &f, VS_ERR_ABORTED, "world rank 1 failed (VS_ERR_IO): checkpoint shard 3: disk full");
+    VT_CHECK(r == VS_ERR_IO && strstr(vs_last_error(), "world rank 1 failed (VS_ERR_IO): checkpoint shard 3: disk full"),
+             "vs_launch gave %s: %s", vs_result_string(r), vs_last_error());
+}
+
+/* ---- the pipeline engine's own messages: receive pre-posting, a shape off spec ---- */
+
+static int g_bad_shape; // 1: the data callback makes x off spec at microbatch 1; 2: unit "a" makes h so
+
+static vs_result sp_data(vs_pipe_call* c)
+{
+    int64_t sh[2] = {3, 8};
+    if (g_bad_shape == 1 && c->mb == 1) sh[0] = 5, sh[1] = 7;
+    float* x = NULL;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 2, sh, (void**)&x);
+    for (int64_t i = 0; !r && i < sh[0] * sh[1]; i++) x[i] = 0.01f * (float)(i + c->mb);
+    return r;
+}
+
+static vs_result sp_a_fwd(vs_pipe_call* c)
+{
+    int64_t sh[2] = {c->in[0].shape[0], 8};
+    if (g_bad_shape == 2 && c->mb == 1) sh[0] = 5, sh[1] = 7;
+    float* h = NULL;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 2, sh, (void**)&h);
+    if (!r) memcpy(h, c->in[0].data, sizeof(float) * (size_t)(sh[0] * 8));
+    return r;
+}
+
+static vs_result sp_a_bwd(vs_pipe_call* c)
+{
+    (void)c; // its input is data: no gradient to give
+    return VS_OK;
+}
+
+static vs_result sp_b_fwd(vs_pipe_call* c)
+{
+    const float* h = (const float*)c->in[0].data;
+    float* loss = NULL;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 0, NULL, (void**)&loss);
+    float a = 0;
+    for (int64_t i = 0; i < c->in[0].shape[0] * 8; i++) a += h[i] * h[i];
+    if (!r) *loss = a;
+    return r;
+}
+
+static vs_result sp_b_bwd(vs_pipe_call* c)
+{
+    const float* h = (const float*)c->in[0].data;
+    float* gh = (float*)c->in[0].grad;
+    float g = *(const float*)c->out[0].grad;
+    for (int64_t i = 0; i < c->in[0].shape[0] * 8; i++) gh[i] += 2 * g * h[i];
+    return VS_OK;
+}
+
+typedef struct {
+    int prepost; // run once, abort the world from rank 0, run again
+    vs_result res[2];
+    char msg[2][1024];
+} sp_run;
+
+static int sp_rank(vs_world* w, void* arg)
+{
+    sp_run* R = (sp_run*)arg;
+    int me = vs_world_rank(w);
+    static const vs_pipe_unit units[2] = {
+        {"a", "x:f32[*,8]", "h:f32[*,8]", sp_a_fwd, sp_a_bwd, NULL, NULL, NULL, 0, 1, 0, 0, 0, NULL},
+        {"b", "h:f32[*,8]", "loss:f32[]", sp_b_fwd, sp_b_bwd, NULL, NULL, NULL, 0, 1, 0, 0, 0, NULL}};
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = 2;
+    md.dim_names[0] = "PP";
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_pipe_split_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.stages = 2;
+    sd.kind = VS_PIPE_SPLIT_UNIFORM;
+    vs_pipe_plan plan;
+    VT_OK(vs_pipe_split(units, 2, &sd, &plan));
+    vs_pipe_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.mesh = mesh;
+    pd.units = units;
+    pd.nunits = 2;
+    pd.plan = &plan;
+    pd.data = sp_data;
+    vs_pipe* pipe = NULL;
+    vs_pipe_sched* s = NULL;
+    VT_OK(vs_pipe_init(&pd, &pipe));
+    VT_OK(vs_pipe_generate(w, VS_PIPE_1F1B, 2, 1, 2, &s));
+    vs_result r = VS_ERR_STATE;
+    if (pipe && s) {
+        double loss = 0;
+        if (R->prepost) {
+            VT_OK(vs_pipe_run(pipe, s, &loss));
+            VT_OK(vs_barrier(vs_world_comm(w), NULL));
+            if (me == 0)
+                VT_OK(vs_comm_abort(vs_world_comm(w)));
+            else // returns once rank 0 has aborted the world
+                VT_CHECK(vs_barrier(vs_world_comm(w), NULL) == VS_ERR_ABORTED, "the barrier: %s", vs_last_error());
+        }
+        r = vs_pipe_run(pipe, s, &loss);
+    }
+    R->res[me] = r;
+    snprintf(R->msg[me], sizeof R->msg[me], "%s", r ? vs_last_error() : "");
+    vs_pipe_sched_free(s);
+    if (pipe) vs_pipe_free(pipe);
+    vs_mesh_free(mesh);
+    return R->prepost ? 0 : r;
+}
+
+static void t_prepost_wrapped(void)
+{
+    sp_run R;
+    memset(&R, 0, sizeof R);
+    R.prepost = 1;
+    g_bad_shape = 0;
+    vs_result r = launch(2, sp_rank, &R, LONG_TIMEOUT);
+    VT_CHECK(r == VS_ERR_ABORTED, "vs_launch gave %s: %s", vs_result_string(r), vs_last_error());
+    static const char* want[2] = {
+        "vs_pipe_run: stage 0, before its first instruction: posting ahead the receive of instruction 4 (RB0.0) from "
+        "stage 1: recv",
+        "vs_pipe_run: stage 1, before its first instruction: posting ahead the receive of instruction 0 (RF1.0) from "
+        "stage 0: recv"};
+    for (int k = 0; k < 2; k++) {
+        printf("    rank %d: %s: %s\n", k, vs_result_string(R.res[k]), R.msg[k]);
+        VT_CHECK(R.res[k] == VS_ERR_ABORTED && strstr(R.msg[k], want[k]) &&
+                     strstr(R.msg[k], "rank 0 (world 0) called vs_comm_abort on world"),
+                 "rank %d: %s: %s", k, vs_result_string(R.res[k]), R.msg[k]);
+    }
+}
+
+static void t_shape_message(void)
+{
+    static const char* want[2] = {
+        "vs_pipe_run: stage 0 at instruction 2 (F0.1): unit \"a\", microbatch 1: input \"x\" got f32[5,7], spec x:f32[*,8]",
+        "vs_pipe_run: stage 0 at instruction 2 (F0.1): unit \"a\" forward, microbatch 1: vs_pipe_output: a: output \"h\" "
+        "got f32[5,7], spec h:f32[*,8]"};
+    for (int bad = 1; bad <= 2; bad++) {
+        sp_run R;
+        memset(&R, 0, sizeof R);
+        g_bad_shape = bad;
+        vs_result r = launch(2, sp_rank, &R, LONG_TIMEOUT);
+        printf("    %s: rank 0: %s\n", bad == 1 ? "input" : "output", R.msg[0]);
+        printf("    %s: rank 1: %s\n", bad == 1 ? "input" : "output", R.msg[1]);
+        VT_CHECK(r == VS_ERR_MISMATCH && strstr(vs_last_error(), want[bad - 1]), "vs_launch gave %s: %s",
+                 vs_result_string(r), vs_last_error());
+        VT_CHECK(R.res[0] == VS_ERR_MISMATCH && strstr(R.msg[0], want[bad - 1]), "rank 0: %s: %s",
+                 vs_result_string(R.res[0]), R.msg[0]);
+        VT_CHECK(R.res[1] == VS_ERR_ABORTED && strstr(R.msg[1], "world rank 0 failed (VS_ERR_MISMATCH): ") &&
+                     strstr(R.msg[1], want[bad - 1]),
+                 "rank 1: %s: %s", vs_result_string(R.res[1]), R.msg[1]);
+    }
+    g_bad_shape = 0;
+}
+
 int main(void)
 {
     VT_CASE("faults/threads/rank_returns_early", t_early_return());
@@ -452,5 +829,10 @@ int main(void)
     VT_CASE("faults/threads/environment_values", t_env());
     VT_CASE("faults/threads/jobs_independent", t_jobs_independent());
     VT_CASE("faults/threads/errors_logged_once", t_errors_logged());
+    VT_CASE("faults/threads/layer_fails_root_cause", t_layer_fails());
+    VT_CASE("faults/threads/two_causes_one_wins", t_two_causes());
+    VT_CASE("faults/threads/world_abort_names_the_cause", t_world_abort_cause());
+    VT_CASE("faults/threads/pipe_prepost_error_wrapped", t_prepost_wrapped());
+    VT_CASE("faults/threads/pipe_shape_message", t_shape_message());
     return vt_summary();
 }

@@ -12,13 +12,21 @@
        test_faults_mpi init       bad VESCALE_DEBUG, explicit/torchrun ranks that are not
                                   MPI's, a split one rank never joins (timeout), and
                                   vs_world_init after MPI_Finalize
+       test_faults_mpi layer      (8 processes) the example GPT on PP2 x DP2 x TP2: the
+                                  forward of h.1.attn fails on world rank 5; every
+                                  survivor names world rank 5, its stage and instruction
+                                  and the callback's message (issue 19.2)
+       test_faults_mpi pair       world rank 3 never joins an all-reduce of its pair
+                                  {2,3}: rank 2's timeout names it (the only one who can
+                                  be missing), and ranks 0, 1 and 3 name rank 2's timeout
    The fault happens at a time rank 0 plans and broadcasts (CLOCK_MONOTONIC: the
    ranks share one host). Every rank prints one line per check,
        ok|not ok faults_mpi/<case> rank R: <result> <s> s after the fault: <message>
    with the time from the fault to its error. Without a case (as tests/run.sh would
    run it) or without VESCALE_MPI it prints a skip line. */
 #define VESCALE_IMPLEMENTATION
-#include "vescale_mesh.h"
+#include "../vescale.h"
+#include "../examples/gpt.h"
 #include "vs_test.h"
 
 #include <signal.h>
@@ -318,6 +326,122 @@ static int case_init(void)
     return fails;
 }
 
+/* (f) the example GPT on PP2 x DP2 x TP2, 8 processes: h.1.attn's forward fails on
+   world rank 5 at microbatch 1 of step 1. Rank 5 gets its own error; every other
+   rank VS_ERR_ABORTED naming world rank 5, stage 1, the instruction and the
+   callback's message, from the abort notice. */
+static gpt_config GCFG = {32, 8, 32, 4, 2, 5};
+static gpt_model_storage GSTORE;
+static vs_model_desc GMODEL;
+static vs_pipe_fn g_attn_fwd;
+static int g_step = -1;
+
+static vs_result poisoned_attn_fwd(vs_pipe_call* c)
+{
+    const gpt_unit* u = (const gpt_unit*)vs_layer(c)->user;
+    if (g_rank == 5 && u->block == 1 && g_step == 1 && c->mb == 1)
+        return vs_set_error(VS_ERR_INVALID, "h.1.attn forward: poisoned weights (microbatch %d)", c->mb);
+    return g_attn_fwd(c);
+}
+
+#define CALLBACK_MSG "(F1.1): unit \"h.1.attn\" forward, microbatch 1: h.1.attn forward: poisoned weights (microbatch 1)"
+
+static int case_layer(vs_world* w)
+{
+    int fails = 0;
+    if (gpt_model(&GCFG, &GSTORE, &GMODEL)) return !report(0, VS_ERR_INVALID, 0, "model", vs_last_error());
+    for (int l = 0; l < GMODEL.nlayers; l++)
+        if (GSTORE.units[l].kind == GPT_ATTN) {
+            g_attn_fwd = GSTORE.layers[l].unit.forward;
+            GSTORE.layers[l].unit.forward = poisoned_attn_fwd;
+        }
+    vs_plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.pp = 2, pl.dp = 2, pl.tp = 2;
+    pl.microbatches = 2;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &GMODEL;
+    d.plan = &pl;
+    d.optim.kind = VS_OPTIM_ADAMW;
+    d.lr.lr = 1e-3;
+    vs_train* t = NULL;
+    vs_result r = vs_parallelize(w, &d, &t);
+    if (r) return !report(0, r, 0, "parallelize", vs_last_error());
+    enum { ROWS = 8 };
+    int32_t tok[ROWS * 8], tgt[ROWS * 8];
+    vs_batch b = gpt_batch_view(ROWS, GCFG.seq, tok, tgt);
+    double t0 = 0, tmo = vs_world_timeout(w);
+    for (int s = 0; s < 3 && !r; s++) {
+        if (s == 1) { // the step of the fault starts on every rank at once
+            t0 = plan(vs_world_comm(w), 0.2);
+            sleep_until(t0);
+        }
+        g_step = s;
+        gpt_batch(&GCFG, s, ROWS, tok, tgt);
+        double l = 0;
+        r = vs_train_step(t, &b, &l);
+    }
+    double dt = now_s() - t0;
+    const char* m = vs_last_error();
+    if (g_rank == 5)
+        fails += !report(r == VS_ERR_INVALID && strstr(m, CALLBACK_MSG) && !strstr(m, "abort"), r, dt, "", m);
+    else
+        fails += !report(r == VS_ERR_ABORTED &&
+                             strstr(m, "world rank 5 failed (VS_ERR_INVALID): vs_pipe_run: stage 1 at instruction ") &&
+                             strstr(m, CALLBACK_MSG) && dt < tmo / 2,
+                         r, dt, "", m);
+    vs_train_free(t);
+    sleep_until(t0 + 3.0); // every rank reports before the first to exit makes the launcher end the job
+    vs_world_free(w);      // (after the abort: VS_ERR_ABORTED, MPI left to the end of the process)
+    return fails;
+}
+
+/* (g) a pair's collective: world rank 3 never joins the all-reduce of {2,3};
+   rank 2 times out after 1 s naming rank 3, the only one who can be missing
+   (without VESCALE_DEBUG=desync). Ranks 0 and 1 (waiting on the world, 10 s)
+   and 3 (later) get VS_ERR_ABORTED naming rank 2's timeout and rank 3. */
+static int case_pair(vs_world* w)
+{
+    vs_comm* c = vs_world_comm(w);
+    int me = vs_world_rank(w), fails = 0;
+    if (!warm_up(c)) return 1;
+    vs_comm* pair = NULL;
+    vs_result r = vs_comm_split(c, me / 2, me, &pair);
+    if (r || !pair) return !report(0, r, 0, "split", vs_last_error());
+    vs_comm_set_timeout(pair, 1.0);
+    vs_comm_set_timeout(c, 10.0);
+    double t = plan(c, 0.2);
+    sleep_until(t);
+    float x[4] = {0};
+    const char* origin = "world rank 2 timed out in all_reduce #";
+    if (me == 2) {
+        r = vs_all_reduce(pair, x, x, 4, VS_F32, VS_OP_SUM, NULL);
+        double dt = now_s() - t;
+        const char* m = vs_last_error();
+        fails += !report(r == VS_ERR_TIMEOUT && strstr(m, "rank 1 (world 3), the other rank of this pair, did not arrive within 1 s") &&
+                             dt > 0.95 && dt < 2.0,
+                         r, dt, "", m);
+    } else if (me == 3) {
+        sleep_until(t + 1.5);
+        r = vs_barrier(c, NULL);
+        const char* m = vs_last_error();
+        fails += !report(r == VS_ERR_ABORTED && strstr(m, origin) && strstr(m, "missing world rank 3") &&
+                             strstr(m, "the other rank of this pair"),
+                         r, now_s() - t, "", m);
+    } else {
+        r = vs_all_reduce(c, x, x, 4, VS_F32, VS_OP_SUM, NULL);
+        double dt = now_s() - t;
+        const char* m = vs_last_error();
+        fails += !report(r == VS_ERR_ABORTED && strstr(m, origin) && strstr(m, "missing world rank 3") &&
+                             strstr(m, "the other rank of this pair") && dt < 2.0,
+                         r, dt, "", m);
+    }
+    sleep_until(t + 2.5); // rank 3 reports before the first to exit makes the launcher end the job
+    vs_world_free(w);     // (requests in flight: VS_ERR_ABORTED, MPI left to the end of the process)
+    return fails;
+}
+
 int main(int argc, char** argv)
 {
     g_case = argc > 1 ? argv[1] : "";
@@ -335,8 +459,9 @@ int main(int argc, char** argv)
         return 1;
     }
     g_rank = vs_world_rank(w);
-    if (vs_world_size(w) != 4) {
-        printf("not ok faults_mpi/%s: needs 4 processes, got %d\n", g_case, vs_world_size(w));
+    int need = !strcmp(g_case, "layer") ? 8 : 4;
+    if (vs_world_size(w) != need) {
+        printf("not ok faults_mpi/%s: needs %d processes, got %d\n", g_case, need, vs_world_size(w));
         vs_world_free(w);
         return 1;
     }
@@ -351,8 +476,12 @@ int main(int argc, char** argv)
         fails = case_sigstop(w);
     } else if (!strcmp(g_case, "kill")) {
         fails = case_kill(w);
+    } else if (!strcmp(g_case, "layer")) {
+        fails = case_layer(w);
+    } else if (!strcmp(g_case, "pair")) {
+        fails = case_pair(w);
     } else {
-        printf("not ok faults_mpi/%s: unknown case (mismatch, abort, sigstop, kill, init)\n", g_case);
+        printf("not ok faults_mpi/%s: unknown case (mismatch, abort, sigstop, kill, init, layer, pair)\n", g_case);
         return 1;
     }
     return fails ? 1 : 0;
