@@ -90,13 +90,13 @@
        // >>nccl       the NCCL transport
        // >>bootstrap  world init from launcher environment, TCP rendezvous
        // >>mesh       the device mesh
+       // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
+                       vs_nvrtc_compile
        // >>layout     placements, local shards, redistribute
        // >>tp         Megatron TP/SP regions, vocab-parallel embedding and loss
        // >>init       sharding-invariant initialization (Philox4x32-10)
-       // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
-                       vs_nvrtc_compile
    Implementation only:
-       // >>time       clocks, deadlines, condition variables on CLOCK_MONOTONIC
+       // >>time       clocks, deadlines, spinning, condition variables on CLOCK_MONOTONIC
        // >>transports one table of operations per transport (see the checklists)
        // >>layout-device  redistribute on device buffers
    A public function is declared and defined under the same marker
@@ -290,6 +290,14 @@ VS_API vs_result vs_set_error(vs_result code, const char* fmt, ...)
    a header/implementation mismatch. */
 VS_API int vs_version(void);
 VS_API const char* vs_version_string(void);
+
+/* How long a waiting rank spins before it blocks. When ranks outnumber cores a
+   spinning rank steals the core a peer needs, so it spins briefly and sleeps; when
+   every rank has a core it spins for a while (a sleep and wake-up costs tens of
+   microseconds, and the scheduler may then put two ranks on one core). */
+#define _VS_SPIN_PAUSES 64
+#define _VS_SPIN_YIELDS 32
+#define _VS_SPIN_LONG_S 50e-6
 
 // >>hooks --------------------------------------------------------------------
 
@@ -690,6 +698,16 @@ VS_API int vs_mesh_is_last(const vs_mesh* m, const char* dim);
 /* Writes "(PP=2, DP=2, TP=2)" into buf. Returns the length it needs. */
 VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
 
+// >>kernels ------------------------------------------------------------------
+/* Compiles CUDA C++ `src` at run time with NVRTC for `arch` ("sm_90": a cubin,
+   "compute_90": PTX) the way vescale's own kernels are built (--fmad=false, IEEE
+   division and square root) into *image, *size bytes from w's allocator hooks
+   (free it with vs_free(w, *image); w may be NULL: malloc). No device needed.
+   VS_ERR_UNAVAILABLE in a build without NVRTC (VESCALE_NCCL or VESCALE_NVRTC);
+   VS_ERR_BACKEND with NVRTC's log when the source does not compile. */
+VS_API vs_result vs_nvrtc_compile(const vs_world* w, const char* src, const char* name, const char* arch,
+                                  char** image, size_t* size);
+
 // >>layout -------------------------------------------------------------------
 
 #define VS_TENSOR_MAX_DIMS 8
@@ -837,16 +855,6 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
    d loss[i] / d logits: softmax - one_hot, this rank's columns. */
 VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
                                         const int32_t* targets, float* loss, float* grad_shard);
-
-// >>kernels ------------------------------------------------------------------
-/* Compiles CUDA C++ `src` at run time with NVRTC for `arch` ("sm_90": a cubin,
-   "compute_90": PTX) the way vescale's own kernels are built (--fmad=false, IEEE
-   division and square root) into *image, *size bytes from w's allocator hooks
-   (free it with vs_free(w, *image); w may be NULL: malloc). No device needed.
-   VS_ERR_UNAVAILABLE in a build without NVRTC (VESCALE_NCCL or VESCALE_NVRTC);
-   VS_ERR_BACKEND with NVRTC's log when the source does not compile. */
-VS_API vs_result vs_nvrtc_compile(const vs_world* w, const char* src, const char* name, const char* arch,
-                                  char** image, size_t* size);
 
 // >>init ---------------------------------------------------------------------
 /* Sharding-invariant initialization: an element's value depends only on (seed,
@@ -2007,15 +2015,578 @@ _VS_PRIVATE vs_result _vs_check_op(const char* fn, vs_op op)
     return VS_OK;
 }
 
-// >>threads -------------------------------------------------------------------
+// (the progress queue, groups and async work)
+/* Threads and MPI transports give async operations a progress thread per
+   communicator handle; it runs queued batches in issue order (a "stream").
+   Blocking calls run on the caller's thread when the queue is idle. */
 
-/* How long a waiting rank spins before it blocks. When ranks outnumber cores a
-   spinning rank steals the core a peer needs, so it spins briefly and sleeps; when
-   every rank has a core it spins for a while (a sleep and wake-up costs tens of
-   microseconds, and the scheduler may then put two ranks on one core). */
-#define _VS_SPIN_PAUSES 64
-#define _VS_SPIN_YIELDS 32
-#define _VS_SPIN_LONG_S 50e-6
+_VS_PRIVATE vs_result _vs_exec(vs_comm* c, _vs_opdesc* ops, int nops) { return c->tp->exec(c, ops, nops); }
+
+/* Releases what a work handle holds (its ops; c's transport: its own part, e.g. a
+   CUDA event), not the handle. */
+_VS_PRIVATE void _vs_work_release(vs_comm* c, vs_work* w)
+{
+    for (int i = 0; i < w->nops; i++) _vs_op_release(&w->ops[i]);
+    _vs_hfree(w->h, w->ops);
+    w->ops = NULL;
+    w->nops = 0;
+    if (c && c->tp->work_release) c->tp->work_release(w);
+}
+
+_VS_PRIVATE void _vs_work_free(vs_work* w)
+{
+    _vs_work_release(w->comm, w);
+    _vs_hfree(w->h, w);
+}
+
+/* A waited handle: off the comm's list, marked freed and kept among the comm's
+   last _VS_QUARANTINE waited handles, so a second vs_wait on it is an error (not a
+   use after free); the oldest is released. */
+_VS_PRIVATE void _vs_work_retire(vs_comm* c, vs_work* w)
+{
+    _vs_work_release(c, w);
+    pthread_mutex_lock(&c->qmu);
+    vs_work** l = &c->works;
+    while (*l && *l != w) l = &(*l)->wnext;
+    if (*l) *l = w->wnext;
+    w->magic = _VS_MAGIC_DEAD;
+    int slot = c->nwaited++ % _VS_QUARANTINE;
+    vs_work* old = c->waited[slot];
+    c->waited[slot] = w;
+    pthread_mutex_unlock(&c->qmu);
+    if (old) _vs_hfree(old->h, old);
+}
+
+_VS_PRIVATE void _vs_err_world(const vs_world* w);
+
+/* A work's error, raised on the waiting thread (a consequence stays one). */
+_VS_PRIVATE vs_result _vs_work_err(const vs_work* w)
+{
+    if (w->origin) return _vs_err_from(w->origin - 1, w->okey, w->res, "%s", w->err);
+    return _vs_err(w->res, "%s", w->err);
+}
+
+_VS_PRIVATE void* _vs_progress_main(void* arg)
+{
+    vs_comm* c = (vs_comm*)arg;
+    _vs_err_world(c->world);
+    pthread_mutex_lock(&c->qmu);
+    for (;;) {
+        while (!c->qhead && !c->qstop) pthread_cond_wait(&c->qcv, &c->qmu);
+        if (!c->qhead) break;
+        vs_work* w = c->qhead;
+        c->qhead = w->next;
+        if (!c->qhead) c->qtail = NULL;
+        c->qbusy = 1;
+        pthread_mutex_unlock(&c->qmu);
+        vs_result r = _vs_exec(c, w->ops, w->nops);
+        if (r) {
+            const _vs_errstate* es = _vs_err_tls();
+            _vs_save_error(w->err, sizeof w->err);
+            w->origin = es->origin;
+            memcpy(w->okey, es->origin_key, sizeof w->okey);
+        }
+        pthread_mutex_lock(&c->qmu);
+        w->res = r;
+        __atomic_store_n(&w->state, 1, __ATOMIC_RELEASE);
+        c->qbusy = 0;
+        pthread_cond_broadcast(&c->qcv);
+    }
+    pthread_mutex_unlock(&c->qmu);
+    return NULL;
+}
+
+_VS_PRIVATE vs_result _vs_work_wait_host(vs_work* w)
+{
+    vs_comm* c = w->comm;
+    for (int i = 0; i < _VS_SPIN_PAUSES; i++) {
+        if (__atomic_load_n(&w->state, __ATOMIC_ACQUIRE)) break;
+        _vs_cpu_relax();
+    }
+    pthread_mutex_lock(&c->qmu);
+    while (!__atomic_load_n(&w->state, __ATOMIC_ACQUIRE)) pthread_cond_wait(&c->qcv, &c->qmu);
+    pthread_mutex_unlock(&c->qmu);
+    vs_result r = w->res;
+    if (r) _vs_work_err(w);
+    return r;
+}
+
+/* Takes ownership of ops[0..nops) (their arrays; the ops array itself is copied). */
+_VS_PRIVATE vs_result _vs_submit_host(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
+{
+    pthread_mutex_lock(&c->qmu);
+    int idle = !c->qhead && !c->qbusy;
+    pthread_mutex_unlock(&c->qmu);
+    if (idle && !out) {
+        vs_result r = _vs_exec(c, ops, nops);
+        for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
+        return r;
+    }
+    const _vs_hooks* h = _VS_WH(c->world);
+    vs_work* w = _VS_HNEW(h, vs_work, 1);
+    _vs_opdesc* copy = _VS_HNEW(h, _vs_opdesc, nops);
+    if (!w || !copy) {
+        _vs_hfree(h, w);
+        _vs_hfree(h, copy);
+        for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
+        return _vs_err(VS_ERR_NOMEM, "async operation: out of memory");
+    }
+    memcpy(copy, ops, sizeof *copy * (size_t)nops);
+    w->comm = c;
+    w->h = h;
+    w->ops = copy;
+    w->nops = nops;
+    pthread_mutex_lock(&c->qmu);
+    if (!c->qthread_on) {
+        if (pthread_create(&c->qthread, NULL, _vs_progress_main, c) != 0) {
+            pthread_mutex_unlock(&c->qmu);
+            _vs_work_free(w);
+            return _vs_err_backend(VS_ERR_BACKEND, errno, "async operation: cannot start progress thread");
+        }
+        c->qthread_on = 1;
+    }
+    if (c->qtail)
+        c->qtail->next = w;
+    else
+        c->qhead = w;
+    c->qtail = w;
+    if (out) { // the caller's handle: tracked until vs_wait, detached if the comm goes first
+        w->magic = _VS_MAGIC_LIVE;
+        w->wnext = c->works;
+        c->works = w;
+    }
+    pthread_cond_broadcast(&c->qcv);
+    pthread_mutex_unlock(&c->qmu);
+    if (out) {
+        *out = w;
+        return VS_OK;
+    }
+    vs_result r = _vs_work_wait_host(w);
+    _vs_work_free(w);
+    return r;
+}
+
+_VS_PRIVATE vs_result _vs_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
+{
+    return c->tp->submit(c, ops, nops, out);
+}
+
+/* The threads transport's fail-fast state (>>threads, below): whether the
+   communicator's job was aborted, and the error naming its cause. */
+_VS_PRIVATE int _vs_t_job_aborted(const _vs_tshared* sh);
+_VS_PRIVATE vs_result _vs_t_abort_result_op(vs_comm* c, const _vs_opdesc* op, int later);
+
+/* Entry of every operation: checks the comm, then groups, queues or runs it.
+   Takes ownership of op's arrays. */
+_VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
+{
+    const char* what = _vs_kind_names[op->kind];
+    if (work) *work = NULL;
+    if (op->kind != _VS_K_SEND && op->kind != _VS_K_RECV) op->seq = ++c->seq;
+    if (c->sh && _vs_t_job_aborted(c->sh)) { // with its cause
+        _vs_op_release(op);
+        return _vs_t_abort_result_op(c, op, 1);
+    }
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        _vs_op_release(op);
+        return _vs_err(VS_ERR_ABORTED, "%s: communicator was aborted (an earlier error or timeout)", what);
+    }
+    if (c->group_depth > 0) {
+        if (work) {
+            _vs_op_release(op);
+            return _vs_err(VS_ERR_STATE, "%s: no work handle inside a group; vs_group_end gives one", what);
+        }
+        if (c->gn == c->gcap) {
+            int cap = c->gcap ? c->gcap * 2 : 8;
+            _vs_opdesc* g = (_vs_opdesc*)_vs_hrealloc(_VS_WH(c->world), c->gops, sizeof *g * (size_t)c->gcap,
+                                                       sizeof *g * (size_t)cap);
+            if (!g) {
+                _vs_op_release(op);
+                return _vs_err(VS_ERR_NOMEM, "%s: out of memory growing a group", what);
+            }
+            c->gops = g;
+            c->gcap = cap;
+        }
+        c->gops[c->gn++] = *op;
+        return VS_OK;
+    }
+    return _vs_submit(c, op, 1, work);
+}
+
+VS_API vs_result vs_group_start(vs_comm* c)
+{
+    _VS_CHECK_HANDLE(c, "comm");
+    c->group_depth++;
+    return VS_OK;
+}
+
+VS_API vs_result vs_group_end(vs_comm* c, vs_work** work)
+{
+    _VS_CHECK_HANDLE(c, "comm");
+    if (work) *work = NULL;
+    if (c->group_depth <= 0) return _vs_err(VS_ERR_STATE, "vs_group_end: no group was started");
+    if (--c->group_depth > 0) return VS_OK;
+    int n = c->gn;
+    c->gn = 0;
+    if (n == 0) return VS_OK;
+    vs_result r = _vs_submit(c, c->gops, n, work);
+    return r;
+}
+
+VS_API vs_result vs_test(vs_work* w, int* done)
+{
+    _VS_CHECK_HANDLE(w, "work");
+    _VS_CHECK_NULL(done, "done");
+    if (!w->comm) { // detached: completed when its communicator was freed
+        *done = 1;
+        return VS_OK;
+    }
+    return w->comm->tp->test(w, done);
+}
+
+/* Host transports: the progress thread marks a handle done. */
+_VS_PRIVATE vs_result _vs_work_test_host(vs_work* w, int* done)
+{
+    *done = __atomic_load_n(&w->state, __ATOMIC_ACQUIRE) != 0;
+    return VS_OK;
+}
+
+VS_API vs_result vs_wait(vs_work* w)
+{
+    _VS_CHECK_HANDLE(w, "work");
+    vs_comm* c = w->comm;
+    if (!c) { // its communicator was freed, which completed it: the result is here
+        vs_result r = w->res;
+        if (r) _vs_work_err(w);
+        _vs_work_free(w);
+        return r;
+    }
+    vs_result r = c->tp->wait(w);
+    _vs_work_retire(c, w);
+    return r;
+}
+
+// (the collectives' entry points)
+
+_VS_PRIVATE vs_result _vs_check_comm(const char* fn, vs_comm* c, vs_dtype dt)
+{
+    vs_result r = _vs_comm_get(fn, c);
+    return r ? r : _vs_check_dtype(fn, dt);
+}
+
+/* Elements of `dt` a buffer may hold: its bytes must fit ptrdiff_t. */
+_VS_PRIVATE vs_result _vs_check_elems(const char* fn, size_t elems, vs_dtype dt, const char* what)
+{
+    size_t esz = vs_dtype_size(dt);
+    if (esz && elems > (size_t)PTRDIFF_MAX / esz)
+        return _vs_err(VS_ERR_INVALID, "%s: %s of %zu %s elements overflows the address space", fn, what, elems,
+                       vs_dtype_name(dt));
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_check_bufs(const char* fn, const void* send, const void* recv,
+                                     size_t send_elems, size_t recv_elems)
+{
+    if (send_elems && !send) return _vs_err(VS_ERR_NULL, "%s: send buffer is NULL for %zu elements", fn, send_elems);
+    if (recv_elems && !recv) return _vs_err(VS_ERR_NULL, "%s: recv buffer is NULL for %zu elements", fn, recv_elems);
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_check_root(const char* fn, const vs_comm* c, int root, const char* what)
+{
+    if (root < 0 || root >= c->size)
+        return _vs_err(VS_ERR_INVALID, "%s: %s %d out of range [0, %d)", fn, what, root, c->size);
+    return VS_OK;
+}
+
+#define _VS_TRY(x)                                                                   \
+    do {                                                                             \
+        vs_result _vs_r = (x);                                                       \
+        if (_vs_r) return _vs_r;                                                     \
+    } while (0)
+
+/* An operation descriptor with the fields every kind has; the rest stay zero.
+   VS_OP_DEFAULT becomes VS_OP_SUM. */
+_VS_PRIVATE _vs_opdesc _vs_op_make(int kind, vs_dtype dt, vs_op op, int root, const void* send, void* recv,
+                                   size_t count)
+{
+    _vs_opdesc o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.dt = dt;
+    o.op = op == VS_OP_DEFAULT ? VS_OP_SUM : op;
+    o.root = root;
+    o.send = send;
+    o.recv = recv;
+    o.count = count;
+    return o;
+}
+
+VS_API vs_result vs_all_reduce(vs_comm* c, const void* send, void* recv, size_t count,
+                               vs_dtype dt, vs_op op, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm("vs_all_reduce", c, dt));
+    _VS_TRY(_vs_check_op("vs_all_reduce", op));
+    _VS_TRY(_vs_check_elems("vs_all_reduce", count, dt, "count"));
+    _VS_TRY(_vs_check_bufs("vs_all_reduce", send, recv, count, count));
+    _vs_opdesc o = _vs_op_make(_VS_K_ALLREDUCE, dt, op, 0, send, recv, count);
+    return _vs_issue(c, &o, work);
+}
+
+VS_API vs_result vs_reduce(vs_comm* c, const void* send, void* recv, size_t count, vs_dtype dt,
+                           vs_op op, int root, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm("vs_reduce", c, dt));
+    _VS_TRY(_vs_check_op("vs_reduce", op));
+    _VS_TRY(_vs_check_root("vs_reduce", c, root, "root"));
+    _VS_TRY(_vs_check_elems("vs_reduce", count, dt, "count"));
+    _VS_TRY(_vs_check_bufs("vs_reduce", send, recv, count, c->rank == root ? count : 0));
+    _vs_opdesc o = _vs_op_make(_VS_K_REDUCE, dt, op, root, send, recv, count);
+    return _vs_issue(c, &o, work);
+}
+
+VS_API vs_result vs_broadcast(vs_comm* c, const void* send, void* recv, size_t count,
+                              vs_dtype dt, int root, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm("vs_broadcast", c, dt));
+    _VS_TRY(_vs_check_root("vs_broadcast", c, root, "root"));
+    _VS_TRY(_vs_check_elems("vs_broadcast", count, dt, "count"));
+    _VS_TRY(_vs_check_bufs("vs_broadcast", send, recv, c->rank == root ? count : 0, count));
+    _vs_opdesc o = _vs_op_make(_VS_K_BCAST, dt, VS_OP_SUM, root, c->rank == root ? send : NULL, recv, count);
+    return _vs_issue(c, &o, work);
+}
+
+_VS_PRIVATE vs_result _vs_gather_like(const char* fn, int kind, vs_comm* c, const void* send,
+                                      void* recv, size_t count, const size_t* counts,
+                                      const size_t* displs, vs_dtype dt, vs_op op, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm(fn, c, dt));
+    if (kind == _VS_K_REDSCAT) _VS_TRY(_vs_check_op(fn, op));
+    _vs_opdesc o = _vs_op_make(kind, dt, op, 0, send, recv, counts ? 0 : count);
+    o.uniform = counts == NULL;
+    _VS_TRY(_vs_op_arrays(fn, _VS_WH(c->world), &o, c->size, count, counts, displs, NULL, NULL));
+    size_t total = 0, mine = o.counts[c->rank];
+    for (int i = 0; i < c->size; i++) {
+        size_t end = o.displs[i] + o.counts[i];
+        total = end > total ? end : total;
+    }
+    vs_result r = kind == _VS_K_ALLGATHER ? _vs_check_bufs(fn, send, recv, mine, total)
+                                          : _vs_check_bufs(fn, send, recv, total, mine);
+    if (r) {
+        _vs_op_release(&o);
+        return r;
+    }
+    return _vs_issue(c, &o, work);
+}
+
+VS_API vs_result vs_all_gather(vs_comm* c, const void* send, void* recv, size_t count,
+                               vs_dtype dt, vs_work** work)
+{
+    return _vs_gather_like("vs_all_gather", _VS_K_ALLGATHER, c, send, recv, count, NULL, NULL,
+                           dt, VS_OP_SUM, work);
+}
+
+VS_API vs_result vs_all_gatherv(vs_comm* c, const void* send, void* recv, const size_t* counts,
+                                const size_t* displs, vs_dtype dt, vs_work** work)
+{
+    if (c && !counts) return _vs_err(VS_ERR_NULL, "vs_all_gatherv: counts is NULL");
+    return _vs_gather_like("vs_all_gatherv", _VS_K_ALLGATHER, c, send, recv, 0, counts, displs,
+                           dt, VS_OP_SUM, work);
+}
+
+VS_API vs_result vs_reduce_scatter(vs_comm* c, const void* send, void* recv, size_t count,
+                                   vs_dtype dt, vs_op op, vs_work** work)
+{
+    return _vs_gather_like("vs_reduce_scatter", _VS_K_REDSCAT, c, send, recv, count, NULL, NULL,
+                           dt, op, work);
+}
+
+VS_API vs_result vs_reduce_scatterv(vs_comm* c, const void* send, void* recv,
+                                    const size_t* counts, vs_dtype dt, vs_op op, vs_work** work)
+{
+    if (c && !counts) return _vs_err(VS_ERR_NULL, "vs_reduce_scatterv: counts is NULL");
+    return _vs_gather_like("vs_reduce_scatterv", _VS_K_REDSCAT, c, send, recv, 0, counts, NULL,
+                           dt, op, work);
+}
+
+_VS_PRIVATE vs_result _vs_all_to_all(const char* fn, vs_comm* c, const void* send,
+                                     const size_t* scounts, const size_t* sdispls, void* recv,
+                                     const size_t* rcounts, const size_t* rdispls, size_t count,
+                                     vs_dtype dt, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm(fn, c, dt));
+    _vs_opdesc o = _vs_op_make(_VS_K_ALLTOALL, dt, VS_OP_SUM, 0, send, recv, scounts ? 0 : count);
+    o.uniform = scounts == NULL;
+    _VS_TRY(_vs_op_arrays(fn, _VS_WH(c->world), &o, c->size, count, scounts, sdispls, rcounts, rdispls));
+    size_t stot = 0, rtot = 0;
+    for (int i = 0; i < c->size; i++) {
+        size_t se = o.displs[i] + o.counts[i], re = o.rdispls[i] + o.rcounts[i];
+        stot = se > stot ? se : stot;
+        rtot = re > rtot ? re : rtot;
+    }
+    vs_result r = _vs_check_bufs(fn, send, recv, stot, rtot);
+    if (!r && send && send == recv && (stot || rtot))
+        r = _vs_err(VS_ERR_INVALID, "%s: send and recv are the same buffer; all-to-all is never in place", fn);
+    if (r) {
+        _vs_op_release(&o);
+        return r;
+    }
+    return _vs_issue(c, &o, work);
+}
+
+VS_API vs_result vs_all_to_all(vs_comm* c, const void* send, void* recv, size_t count,
+                               vs_dtype dt, vs_work** work)
+{
+    return _vs_all_to_all("vs_all_to_all", c, send, NULL, NULL, recv, NULL, NULL, count, dt, work);
+}
+
+VS_API vs_result vs_all_to_allv(vs_comm* c, const void* send, const size_t* send_counts,
+                                const size_t* send_displs, void* recv, const size_t* recv_counts,
+                                const size_t* recv_displs, vs_dtype dt, vs_work** work)
+{
+    if (c && (!send_counts || !recv_counts))
+        return _vs_err(VS_ERR_NULL, "vs_all_to_allv: %s is NULL", send_counts ? "recv_counts" : "send_counts");
+    return _vs_all_to_all("vs_all_to_allv", c, send, send_counts, send_displs, recv, recv_counts,
+                          recv_displs, 0, dt, work);
+}
+
+VS_API vs_result vs_barrier(vs_comm* c, vs_work** work)
+{
+    _VS_CHECK_HANDLE(c, "comm");
+    _vs_opdesc o = _vs_op_make(_VS_K_BARRIER, VS_F32, VS_OP_SUM, 0, NULL, NULL, 0);
+    return _vs_issue(c, &o, work);
+}
+
+_VS_PRIVATE vs_result _vs_p2p(const char* fn, int kind, vs_comm* c, const void* sbuf, void* rbuf,
+                              size_t count, vs_dtype dt, int peer, vs_work** work)
+{
+    _VS_TRY(_vs_check_comm(fn, c, dt));
+    _VS_TRY(_vs_check_root(fn, c, peer, "peer"));
+    _VS_TRY(_vs_check_elems(fn, count, dt, "count"));
+    if (count && !sbuf && !rbuf) return _vs_err(VS_ERR_NULL, "%s: buffer is NULL for %zu elements", fn, count);
+    _vs_opdesc o = _vs_op_make(kind, dt, VS_OP_DEFAULT, peer, sbuf, rbuf, count);
+    return _vs_issue(c, &o, work);
+}
+
+VS_API vs_result vs_send(vs_comm* c, const void* buf, size_t count, vs_dtype dt, int peer,
+                         vs_work** work)
+{
+    return _vs_p2p("vs_send", _VS_K_SEND, c, buf, NULL, count, dt, peer, work);
+}
+
+VS_API vs_result vs_recv(vs_comm* c, void* buf, size_t count, vs_dtype dt, int peer, vs_work** work)
+{
+    return _vs_p2p("vs_recv", _VS_K_RECV, c, NULL, buf, count, dt, peer, work);
+}
+
+VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
+{
+    _VS_CHECK_HANDLE(c, "comm");
+    _VS_CHECK_NULL(out, "out");
+    *out = NULL;
+    if (color < 0 && color != VS_COLOR_NONE)
+        return _vs_err(VS_ERR_INVALID, "vs_comm_split: color %d must be >= 0 or VS_COLOR_NONE", color);
+    if (c->group_depth > 0) return _vs_err(VS_ERR_STATE, "vs_comm_split: not allowed inside a group");
+    if (c->tp->split) return c->tp->split(c, color, key, out);
+    _vs_opdesc o = _vs_op_make(_VS_K_SPLIT, VS_F32, VS_OP_SUM, 0, NULL, NULL, 0);
+    o.color = color;
+    o.key = key;
+    o.split_out = out;
+    return _vs_issue(c, &o, NULL);
+}
+
+// (lifetimes: free, abort)
+
+
+/* Drains the queue, stops the progress thread and frees what the handle holds,
+   not the handle itself. Handles not yet waited are completed and detached: their
+   vs_wait then returns the result without the communicator. */
+_VS_PRIVATE void _vs_comm_teardown(vs_comm* c)
+{
+    pthread_mutex_lock(&c->qmu);
+    while (c->qhead || c->qbusy) pthread_cond_wait(&c->qcv, &c->qmu);
+    c->qstop = 1;
+    pthread_cond_broadcast(&c->qcv);
+    int on = c->qthread_on;
+    vs_work* pending = c->works;
+    c->works = NULL;
+    pthread_mutex_unlock(&c->qmu);
+    if (on) pthread_join(c->qthread, NULL);
+    for (vs_work* w = pending; w; w = w->wnext) {
+        if (c->tp->detach) c->tp->detach(w);
+        _vs_work_release(c, w);
+        w->comm = NULL;
+    }
+    const _vs_hooks* h = _VS_WH(c->world);
+    for (int i = 0; i < _VS_QUARANTINE; i++) _vs_hfree(h, c->waited[i]);
+    for (int i = 0; i < c->gn; i++) _vs_op_release(&c->gops[i]);
+    _vs_hfree(h, c->gops);
+    c->tp->destroy(c);
+    pthread_mutex_destroy(&c->qmu);
+    pthread_cond_destroy(&c->qcv);
+    _vs_hfree(h, (void*)c->srcs);
+    _vs_hfree(h, c->dsts);
+    _vs_hfree(h, (void*)c->peer_ops);
+}
+
+_VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
+{
+    if (!c) return;
+    _vs_comm_teardown(c);
+    _vs_hfree(_VS_WH(c->world), c);
+}
+
+VS_API vs_result vs_comm_free(vs_comm* c)
+{
+    if (!c) return VS_OK;
+    _VS_CHECK_HANDLE(c, "comm");
+    if (c->kind != _VS_COMM_USER)
+        return _vs_err(VS_ERR_INVALID, "vs_comm_free: this communicator belongs to its %s",
+                       c->kind == _VS_COMM_WORLD ? "world" : "mesh");
+    if (c->group_depth > 0) return _vs_err(VS_ERR_STATE, "vs_comm_free: a group is open on this communicator");
+    _vs_comm_teardown(c);
+    c->magic = _VS_MAGIC_DEAD;
+    vs_world* w = c->world;
+    if (!w) {
+        _vs_hfree(NULL, c);
+        return VS_OK;
+    }
+    // kept among the world's last freed communicators: a second free is an error
+    int slot = w->ndead++ % _VS_QUARANTINE;
+    _vs_hfree(&w->hooks, w->dead[slot]);
+    w->dead[slot] = c;
+    return VS_OK;
+}
+
+VS_API vs_result vs_comm_abort(vs_comm* c)
+{
+    _VS_CHECK_HANDLE(c, "comm");
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+    c->tp->abort(c, VS_ERR_ABORTED, -1, NULL);
+    return VS_OK;
+}
+
+VS_API vs_result vs_comm_abort_with(vs_comm* c, vs_result why, const char* message)
+{
+    _VS_CHECK_HANDLE(c, "comm");
+    if (why >= 0) return _vs_err(VS_ERR_INVALID, "vs_comm_abort_with: why %d is not an error (a negative vs_result)", (int)why);
+    const _vs_errstate* es = _vs_err_tls();
+    int me = c->world ? c->world->rank : c->rank;
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+    if (!message && es->origin && es->origin - 1 != me) { // another rank's failure: that one is the cause
+        char cause[_VS_ERR_MSG];
+        _vs_fmt(cause, sizeof cause, "%s", es->msg);
+        c->tp->abort(c, VS_ERR_ABORTED, es->origin - 1, cause);
+        return VS_OK;
+    }
+    char cause[_VS_ERR_MSG];
+    _vs_fmt(cause, sizeof cause, "world rank %d failed (%s)%s%s", me, vs_result_string(why),
+            (message ? message : es->msg)[0] ? ": " : "", message ? message : es->msg);
+    c->tp->abort(c, why, me, cause);
+    return VS_OK;
+}
+
+// >>threads -------------------------------------------------------------------
 
 /* Spins until *p != v (returns 1) or the spin budget is spent (returns 0). */
 _VS_PRIVATE int _vs_spin_while_eq(const int* p, int v, int long_spin)
@@ -2216,6 +2787,8 @@ _VS_PRIVATE void _vs_op_where(const vs_comm* c, const _vs_opdesc* o, char* buf, 
 
 /* The same, naming this rank's call: "all_reduce #3 (f32 x 4, sum) on world: ...".
    A call issued after the abort (later) is VS_ERR_ABORTED whatever the cause. */
+_VS_PRIVATE int _vs_t_job_aborted(const _vs_tshared* sh) { return __atomic_load_n(&sh->aborted, __ATOMIC_ACQUIRE); }
+
 _VS_PRIVATE vs_result _vs_t_abort_result_op(vs_comm* c, const _vs_opdesc* op, int later)
 {
     char where[256];
@@ -2986,747 +3559,12 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
     return r ? r : r2;
 }
 
-// >>comm ----------------------------------------------------------------------
-// (the progress queue, groups and async work)
-/* Threads and MPI transports give async operations a progress thread per
-   communicator handle; it runs queued batches in issue order (a "stream").
-   Blocking calls run on the caller's thread when the queue is idle. */
-
-_VS_PRIVATE vs_result _vs_exec(vs_comm* c, _vs_opdesc* ops, int nops) { return c->tp->exec(c, ops, nops); }
-
-/* Releases what a work handle holds (its ops; c's transport: its own part, e.g. a
-   CUDA event), not the handle. */
-_VS_PRIVATE void _vs_work_release(vs_comm* c, vs_work* w)
-{
-    for (int i = 0; i < w->nops; i++) _vs_op_release(&w->ops[i]);
-    _vs_hfree(w->h, w->ops);
-    w->ops = NULL;
-    w->nops = 0;
-    if (c && c->tp->work_release) c->tp->work_release(w);
-}
-
-_VS_PRIVATE void _vs_work_free(vs_work* w)
-{
-    _vs_work_release(w->comm, w);
-    _vs_hfree(w->h, w);
-}
-
-/* A waited handle: off the comm's list, marked freed and kept among the comm's
-   last _VS_QUARANTINE waited handles, so a second vs_wait on it is an error (not a
-   use after free); the oldest is released. */
-_VS_PRIVATE void _vs_work_retire(vs_comm* c, vs_work* w)
-{
-    _vs_work_release(c, w);
-    pthread_mutex_lock(&c->qmu);
-    vs_work** l = &c->works;
-    while (*l && *l != w) l = &(*l)->wnext;
-    if (*l) *l = w->wnext;
-    w->magic = _VS_MAGIC_DEAD;
-    int slot = c->nwaited++ % _VS_QUARANTINE;
-    vs_work* old = c->waited[slot];
-    c->waited[slot] = w;
-    pthread_mutex_unlock(&c->qmu);
-    if (old) _vs_hfree(old->h, old);
-}
-
-_VS_PRIVATE void _vs_err_world(const vs_world* w);
-
-/* A work's error, raised on the waiting thread (a consequence stays one). */
-_VS_PRIVATE vs_result _vs_work_err(const vs_work* w)
-{
-    if (w->origin) return _vs_err_from(w->origin - 1, w->okey, w->res, "%s", w->err);
-    return _vs_err(w->res, "%s", w->err);
-}
-
-_VS_PRIVATE void* _vs_progress_main(void* arg)
-{
-    vs_comm* c = (vs_comm*)arg;
-    _vs_err_world(c->world);
-    pthread_mutex_lock(&c->qmu);
-    for (;;) {
-        while (!c->qhead && !c->qstop) pthread_cond_wait(&c->qcv, &c->qmu);
-        if (!c->qhead) break;
-        vs_work* w = c->qhead;
-        c->qhead = w->next;
-        if (!c->qhead) c->qtail = NULL;
-        c->qbusy = 1;
-        pthread_mutex_unlock(&c->qmu);
-        vs_result r = _vs_exec(c, w->ops, w->nops);
-        if (r) {
-            const _vs_errstate* es = _vs_err_tls();
-            _vs_save_error(w->err, sizeof w->err);
-            w->origin = es->origin;
-            memcpy(w->okey, es->origin_key, sizeof w->okey);
-        }
-        pthread_mutex_lock(&c->qmu);
-        w->res = r;
-        __atomic_store_n(&w->state, 1, __ATOMIC_RELEASE);
-        c->qbusy = 0;
-        pthread_cond_broadcast(&c->qcv);
-    }
-    pthread_mutex_unlock(&c->qmu);
-    return NULL;
-}
-
-_VS_PRIVATE vs_result _vs_work_wait_host(vs_work* w)
-{
-    vs_comm* c = w->comm;
-    for (int i = 0; i < _VS_SPIN_PAUSES; i++) {
-        if (__atomic_load_n(&w->state, __ATOMIC_ACQUIRE)) break;
-        _vs_cpu_relax();
-    }
-    pthread_mutex_lock(&c->qmu);
-    while (!__atomic_load_n(&w->state, __ATOMIC_ACQUIRE)) pthread_cond_wait(&c->qcv, &c->qmu);
-    pthread_mutex_unlock(&c->qmu);
-    vs_result r = w->res;
-    if (r) _vs_work_err(w);
-    return r;
-}
-
-/* Takes ownership of ops[0..nops) (their arrays; the ops array itself is copied). */
-_VS_PRIVATE vs_result _vs_submit_host(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
-{
-    pthread_mutex_lock(&c->qmu);
-    int idle = !c->qhead && !c->qbusy;
-    pthread_mutex_unlock(&c->qmu);
-    if (idle && !out) {
-        vs_result r = _vs_exec(c, ops, nops);
-        for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
-        return r;
-    }
-    const _vs_hooks* h = _VS_WH(c->world);
-    vs_work* w = _VS_HNEW(h, vs_work, 1);
-    _vs_opdesc* copy = _VS_HNEW(h, _vs_opdesc, nops);
-    if (!w || !copy) {
-        _vs_hfree(h, w);
-        _vs_hfree(h, copy);
-        for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
-        return _vs_err(VS_ERR_NOMEM, "async operation: out of memory");
-    }
-    memcpy(copy, ops, sizeof *copy * (size_t)nops);
-    w->comm = c;
-    w->h = h;
-    w->ops = copy;
-    w->nops = nops;
-    pthread_mutex_lock(&c->qmu);
-    if (!c->qthread_on) {
-        if (pthread_create(&c->qthread, NULL, _vs_progress_main, c) != 0) {
-            pthread_mutex_unlock(&c->qmu);
-            _vs_work_free(w);
-            return _vs_err_backend(VS_ERR_BACKEND, errno, "async operation: cannot start progress thread");
-        }
-        c->qthread_on = 1;
-    }
-    if (c->qtail)
-        c->qtail->next = w;
-    else
-        c->qhead = w;
-    c->qtail = w;
-    if (out) { // the caller's handle: tracked until vs_wait, detached if the comm goes first
-        w->magic = _VS_MAGIC_LIVE;
-        w->wnext = c->works;
-        c->works = w;
-    }
-    pthread_cond_broadcast(&c->qcv);
-    pthread_mutex_unlock(&c->qmu);
-    if (out) {
-        *out = w;
-        return VS_OK;
-    }
-    vs_result r = _vs_work_wait_host(w);
-    _vs_work_free(w);
-    return r;
-}
-
-_VS_PRIVATE vs_result _vs_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
-{
-    return c->tp->submit(c, ops, nops, out);
-}
-
-/* Entry of every operation: checks the comm, then groups, queues or runs it.
-   Takes ownership of op's arrays. */
-_VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
-{
-    const char* what = _vs_kind_names[op->kind];
-    if (work) *work = NULL;
-    if (op->kind != _VS_K_SEND && op->kind != _VS_K_RECV) op->seq = ++c->seq;
-    if (c->sh && __atomic_load_n(&c->sh->aborted, __ATOMIC_ACQUIRE)) { // with its cause
-        _vs_op_release(op);
-        return _vs_t_abort_result_op(c, op, 1);
-    }
-    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
-        _vs_op_release(op);
-        return _vs_err(VS_ERR_ABORTED, "%s: communicator was aborted (an earlier error or timeout)", what);
-    }
-    if (c->group_depth > 0) {
-        if (work) {
-            _vs_op_release(op);
-            return _vs_err(VS_ERR_STATE, "%s: no work handle inside a group; vs_group_end gives one", what);
-        }
-        if (c->gn == c->gcap) {
-            int cap = c->gcap ? c->gcap * 2 : 8;
-            _vs_opdesc* g = (_vs_opdesc*)_vs_hrealloc(_VS_WH(c->world), c->gops, sizeof *g * (size_t)c->gcap,
-                                                       sizeof *g * (size_t)cap);
-            if (!g) {
-                _vs_op_release(op);
-                return _vs_err(VS_ERR_NOMEM, "%s: out of memory growing a group", what);
-            }
-            c->gops = g;
-            c->gcap = cap;
-        }
-        c->gops[c->gn++] = *op;
-        return VS_OK;
-    }
-    return _vs_submit(c, op, 1, work);
-}
-
-VS_API vs_result vs_group_start(vs_comm* c)
-{
-    _VS_CHECK_HANDLE(c, "comm");
-    c->group_depth++;
-    return VS_OK;
-}
-
-VS_API vs_result vs_group_end(vs_comm* c, vs_work** work)
-{
-    _VS_CHECK_HANDLE(c, "comm");
-    if (work) *work = NULL;
-    if (c->group_depth <= 0) return _vs_err(VS_ERR_STATE, "vs_group_end: no group was started");
-    if (--c->group_depth > 0) return VS_OK;
-    int n = c->gn;
-    c->gn = 0;
-    if (n == 0) return VS_OK;
-    vs_result r = _vs_submit(c, c->gops, n, work);
-    return r;
-}
-
-VS_API vs_result vs_test(vs_work* w, int* done)
-{
-    _VS_CHECK_HANDLE(w, "work");
-    _VS_CHECK_NULL(done, "done");
-    if (!w->comm) { // detached: completed when its communicator was freed
-        *done = 1;
-        return VS_OK;
-    }
-    return w->comm->tp->test(w, done);
-}
-
-/* Host transports: the progress thread marks a handle done. */
-_VS_PRIVATE vs_result _vs_work_test_host(vs_work* w, int* done)
-{
-    *done = __atomic_load_n(&w->state, __ATOMIC_ACQUIRE) != 0;
-    return VS_OK;
-}
-
-VS_API vs_result vs_wait(vs_work* w)
-{
-    _VS_CHECK_HANDLE(w, "work");
-    vs_comm* c = w->comm;
-    if (!c) { // its communicator was freed, which completed it: the result is here
-        vs_result r = w->res;
-        if (r) _vs_work_err(w);
-        _vs_work_free(w);
-        return r;
-    }
-    vs_result r = c->tp->wait(w);
-    _vs_work_retire(c, w);
-    return r;
-}
-
-// >>comm ----------------------------------------------------------------------
-// (the collectives' entry points)
-
-_VS_PRIVATE vs_result _vs_check_comm(const char* fn, vs_comm* c, vs_dtype dt)
-{
-    vs_result r = _vs_comm_get(fn, c);
-    return r ? r : _vs_check_dtype(fn, dt);
-}
-
-/* Elements of `dt` a buffer may hold: its bytes must fit ptrdiff_t. */
-_VS_PRIVATE vs_result _vs_check_elems(const char* fn, size_t elems, vs_dtype dt, const char* what)
-{
-    size_t esz = vs_dtype_size(dt);
-    if (esz && elems > (size_t)PTRDIFF_MAX / esz)
-        return _vs_err(VS_ERR_INVALID, "%s: %s of %zu %s elements overflows the address space", fn, what, elems,
-                       vs_dtype_name(dt));
-    return VS_OK;
-}
-
-_VS_PRIVATE vs_result _vs_check_bufs(const char* fn, const void* send, const void* recv,
-                                     size_t send_elems, size_t recv_elems)
-{
-    if (send_elems && !send) return _vs_err(VS_ERR_NULL, "%s: send buffer is NULL for %zu elements", fn, send_elems);
-    if (recv_elems && !recv) return _vs_err(VS_ERR_NULL, "%s: recv buffer is NULL for %zu elements", fn, recv_elems);
-    return VS_OK;
-}
-
-_VS_PRIVATE vs_result _vs_check_root(const char* fn, const vs_comm* c, int root, const char* what)
-{
-    if (root < 0 || root >= c->size)
-        return _vs_err(VS_ERR_INVALID, "%s: %s %d out of range [0, %d)", fn, what, root, c->size);
-    return VS_OK;
-}
-
-#define _VS_TRY(x)                                                                   \
-    do {                                                                             \
-        vs_result _vs_r = (x);                                                       \
-        if (_vs_r) return _vs_r;                                                     \
-    } while (0)
-
-/* An operation descriptor with the fields every kind has; the rest stay zero.
-   VS_OP_DEFAULT becomes VS_OP_SUM. */
-_VS_PRIVATE _vs_opdesc _vs_op_make(int kind, vs_dtype dt, vs_op op, int root, const void* send, void* recv,
-                                   size_t count)
-{
-    _vs_opdesc o;
-    memset(&o, 0, sizeof o);
-    o.kind = kind;
-    o.dt = dt;
-    o.op = op == VS_OP_DEFAULT ? VS_OP_SUM : op;
-    o.root = root;
-    o.send = send;
-    o.recv = recv;
-    o.count = count;
-    return o;
-}
-
-VS_API vs_result vs_all_reduce(vs_comm* c, const void* send, void* recv, size_t count,
-                               vs_dtype dt, vs_op op, vs_work** work)
-{
-    _VS_TRY(_vs_check_comm("vs_all_reduce", c, dt));
-    _VS_TRY(_vs_check_op("vs_all_reduce", op));
-    _VS_TRY(_vs_check_elems("vs_all_reduce", count, dt, "count"));
-    _VS_TRY(_vs_check_bufs("vs_all_reduce", send, recv, count, count));
-    _vs_opdesc o = _vs_op_make(_VS_K_ALLREDUCE, dt, op, 0, send, recv, count);
-    return _vs_issue(c, &o, work);
-}
-
-VS_API vs_result vs_reduce(vs_comm* c, const void* send, void* recv, size_t count, vs_dtype dt,
-                           vs_op op, int root, vs_work** work)
-{
-    _VS_TRY(_vs_check_comm("vs_reduce", c, dt));
-    _VS_TRY(_vs_check_op("vs_reduce", op));
-    _VS_TRY(_vs_check_root("vs_reduce", c, root, "root"));
-    _VS_TRY(_vs_check_elems("vs_reduce", count, dt, "count"));
-    _VS_TRY(_vs_check_bufs("vs_reduce", send, recv, count, c->rank == root ? count : 0));
-    _vs_opdesc o = _vs_op_make(_VS_K_REDUCE, dt, op, root, send, recv, count);
-    return _vs_issue(c, &o, work);
-}
-
-VS_API vs_result vs_broadcast(vs_comm* c, const void* send, void* recv, size_t count,
-                              vs_dtype dt, int root, vs_work** work)
-{
-    _VS_TRY(_vs_check_comm("vs_broadcast", c, dt));
-    _VS_TRY(_vs_check_root("vs_broadcast", c, root, "root"));
-    _VS_TRY(_vs_check_elems("vs_broadcast", count, dt, "count"));
-    _VS_TRY(_vs_check_bufs("vs_broadcast", send, recv, c->rank == root ? count : 0, count));
-    _vs_opdesc o = _vs_op_make(_VS_K_BCAST, dt, VS_OP_SUM, root, c->rank == root ? send : NULL, recv, count);
-    return _vs_issue(c, &o, work);
-}
-
-_VS_PRIVATE vs_result _vs_gather_like(const char* fn, int kind, vs_comm* c, const void* send,
-                                      void* recv, size_t count, const size_t* counts,
-                                      const size_t* displs, vs_dtype dt, vs_op op, vs_work** work)
-{
-    _VS_TRY(_vs_check_comm(fn, c, dt));
-    if (kind == _VS_K_REDSCAT) _VS_TRY(_vs_check_op(fn, op));
-    _vs_opdesc o = _vs_op_make(kind, dt, op, 0, send, recv, counts ? 0 : count);
-    o.uniform = counts == NULL;
-    _VS_TRY(_vs_op_arrays(fn, _VS_WH(c->world), &o, c->size, count, counts, displs, NULL, NULL));
-    size_t total = 0, mine = o.counts[c->rank];
-    for (int i = 0; i < c->size; i++) {
-        size_t end = o.displs[i] + o.counts[i];
-        total = end > total ? end : total;
-    }
-    vs_result r = kind == _VS_K_ALLGATHER ? _vs_check_bufs(fn, send, recv, mine, total)
-                                          : _vs_check_bufs(fn, send, recv, total, mine);
-    if (r) {
-        _vs_op_release(&o);
-        return r;
-    }
-    return _vs_issue(c, &o, work);
-}
-
-VS_API vs_result vs_all_gather(vs_comm* c, const void* send, void* recv, size_t count,
-                               vs_dtype dt, vs_work** work)
-{
-    return _vs_gather_like("vs_all_gather", _VS_K_ALLGATHER, c, send, recv, count, NULL, NULL,
-                           dt, VS_OP_SUM, work);
-}
-
-VS_API vs_result vs_all_gatherv(vs_comm* c, const void* send, void* recv, const size_t* counts,
-                                const size_t* displs, vs_dtype dt, vs_work** work)
-{
-    if (c && !counts) return _vs_err(VS_ERR_NULL, "vs_all_gatherv: counts is NULL");
-    return _vs_gather_like("vs_all_gatherv", _VS_K_ALLGATHER, c, send, recv, 0, counts, displs,
-                           dt, VS_OP_SUM, work);
-}
-
-VS_API vs_result vs_reduce_scatter(vs_comm* c, const void* send, void* recv, size_t count,
-                                   vs_dtype dt, vs_op op, vs_work** work)
-{
-    return _vs_gather_like("vs_reduce_scatter", _VS_K_REDSCAT, c, send, recv, count, NULL, NULL,
-                           dt, op, work);
-}
-
-VS_API vs_result vs_reduce_scatterv(vs_comm* c, const void* send, void* recv,
-                                    const size_t* counts, vs_dtype dt, vs_op op, vs_work** work)
-{
-    if (c && !counts) return _vs_err(VS_ERR_NULL, "vs_reduce_scatterv: counts is NULL");
-    return _vs_gather_like("vs_reduce_scatterv", _VS_K_REDSCAT, c, send, recv, 0, counts, NULL,
-                           dt, op, work);
-}
-
-_VS_PRIVATE vs_result _vs_all_to_all(const char* fn, vs_comm* c, const void* send,
-                                     const size_t* scounts, const size_t* sdispls, void* recv,
-                                     const size_t* rcounts, const size_t* rdispls, size_t count,
-                                     vs_dtype dt, vs_work** work)
-{
-    _VS_TRY(_vs_check_comm(fn, c, dt));
-    _vs_opdesc o = _vs_op_make(_VS_K_ALLTOALL, dt, VS_OP_SUM, 0, send, recv, scounts ? 0 : count);
-    o.uniform = scounts == NULL;
-    _VS_TRY(_vs_op_arrays(fn, _VS_WH(c->world), &o, c->size, count, scounts, sdispls, rcounts, rdispls));
-    size_t stot = 0, rtot = 0;
-    for (int i = 0; i < c->size; i++) {
-        size_t se = o.displs[i] + o.counts[i], re = o.rdispls[i] + o.rcounts[i];
-        stot = se > stot ? se : stot;
-        rtot = re > rtot ? re : rtot;
-    }
-    vs_result r = _vs_check_bufs(fn, send, recv, stot, rtot);
-    if (!r && send && send == recv && (stot || rtot))
-        r = _vs_err(VS_ERR_INVALID, "%s: send and recv are the same buffer; all-to-all is never in place", fn);
-    if (r) {
-        _vs_op_release(&o);
-        return r;
-    }
-    return _vs_issue(c, &o, work);
-}
-
-VS_API vs_result vs_all_to_all(vs_comm* c, const void* send, void* recv, size_t count,
-                               vs_dtype dt, vs_work** work)
-{
-    return _vs_all_to_all("vs_all_to_all", c, send, NULL, NULL, recv, NULL, NULL, count, dt, work);
-}
-
-VS_API vs_result vs_all_to_allv(vs_comm* c, const void* send, const size_t* send_counts,
-                                const size_t* send_displs, void* recv, const size_t* recv_counts,
-                                const size_t* recv_displs, vs_dtype dt, vs_work** work)
-{
-    if (c && (!send_counts || !recv_counts))
-        return _vs_err(VS_ERR_NULL, "vs_all_to_allv: %s is NULL", send_counts ? "recv_counts" : "send_counts");
-    return _vs_all_to_all("vs_all_to_allv", c, send, send_counts, send_displs, recv, recv_counts,
-                          recv_displs, 0, dt, work);
-}
-
-VS_API vs_result vs_barrier(vs_comm* c, vs_work** work)
-{
-    _VS_CHECK_HANDLE(c, "comm");
-    _vs_opdesc o = _vs_op_make(_VS_K_BARRIER, VS_F32, VS_OP_SUM, 0, NULL, NULL, 0);
-    return _vs_issue(c, &o, work);
-}
-
-_VS_PRIVATE vs_result _vs_p2p(const char* fn, int kind, vs_comm* c, const void* sbuf, void* rbuf,
-                              size_t count, vs_dtype dt, int peer, vs_work** work)
-{
-    _VS_TRY(_vs_check_comm(fn, c, dt));
-    _VS_TRY(_vs_check_root(fn, c, peer, "peer"));
-    _VS_TRY(_vs_check_elems(fn, count, dt, "count"));
-    if (count && !sbuf && !rbuf) return _vs_err(VS_ERR_NULL, "%s: buffer is NULL for %zu elements", fn, count);
-    _vs_opdesc o = _vs_op_make(kind, dt, VS_OP_DEFAULT, peer, sbuf, rbuf, count);
-    return _vs_issue(c, &o, work);
-}
-
-VS_API vs_result vs_send(vs_comm* c, const void* buf, size_t count, vs_dtype dt, int peer,
-                         vs_work** work)
-{
-    return _vs_p2p("vs_send", _VS_K_SEND, c, buf, NULL, count, dt, peer, work);
-}
-
-VS_API vs_result vs_recv(vs_comm* c, void* buf, size_t count, vs_dtype dt, int peer, vs_work** work)
-{
-    return _vs_p2p("vs_recv", _VS_K_RECV, c, NULL, buf, count, dt, peer, work);
-}
-
-VS_API vs_result vs_comm_split(vs_comm* c, int color, int key, vs_comm** out)
-{
-    _VS_CHECK_HANDLE(c, "comm");
-    _VS_CHECK_NULL(out, "out");
-    *out = NULL;
-    if (color < 0 && color != VS_COLOR_NONE)
-        return _vs_err(VS_ERR_INVALID, "vs_comm_split: color %d must be >= 0 or VS_COLOR_NONE", color);
-    if (c->group_depth > 0) return _vs_err(VS_ERR_STATE, "vs_comm_split: not allowed inside a group");
-    if (c->tp->split) return c->tp->split(c, color, key, out);
-    _vs_opdesc o = _vs_op_make(_VS_K_SPLIT, VS_F32, VS_OP_SUM, 0, NULL, NULL, 0);
-    o.color = color;
-    o.key = key;
-    o.split_out = out;
-    return _vs_issue(c, &o, NULL);
-}
-
-// >>comm ----------------------------------------------------------------------
-// (lifetimes: free, abort)
-
-
-/* Drains the queue, stops the progress thread and frees what the handle holds,
-   not the handle itself. Handles not yet waited are completed and detached: their
-   vs_wait then returns the result without the communicator. */
-_VS_PRIVATE void _vs_comm_teardown(vs_comm* c)
-{
-    pthread_mutex_lock(&c->qmu);
-    while (c->qhead || c->qbusy) pthread_cond_wait(&c->qcv, &c->qmu);
-    c->qstop = 1;
-    pthread_cond_broadcast(&c->qcv);
-    int on = c->qthread_on;
-    vs_work* pending = c->works;
-    c->works = NULL;
-    pthread_mutex_unlock(&c->qmu);
-    if (on) pthread_join(c->qthread, NULL);
-    for (vs_work* w = pending; w; w = w->wnext) {
-        if (c->tp->detach) c->tp->detach(w);
-        _vs_work_release(c, w);
-        w->comm = NULL;
-    }
-    const _vs_hooks* h = _VS_WH(c->world);
-    for (int i = 0; i < _VS_QUARANTINE; i++) _vs_hfree(h, c->waited[i]);
-    for (int i = 0; i < c->gn; i++) _vs_op_release(&c->gops[i]);
-    _vs_hfree(h, c->gops);
-    c->tp->destroy(c);
-    pthread_mutex_destroy(&c->qmu);
-    pthread_cond_destroy(&c->qcv);
-    _vs_hfree(h, (void*)c->srcs);
-    _vs_hfree(h, c->dsts);
-    _vs_hfree(h, (void*)c->peer_ops);
-}
-
-_VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
-{
-    if (!c) return;
-    _vs_comm_teardown(c);
-    _vs_hfree(_VS_WH(c->world), c);
-}
-
-VS_API vs_result vs_comm_free(vs_comm* c)
-{
-    if (!c) return VS_OK;
-    _VS_CHECK_HANDLE(c, "comm");
-    if (c->kind != _VS_COMM_USER)
-        return _vs_err(VS_ERR_INVALID, "vs_comm_free: this communicator belongs to its %s",
-                       c->kind == _VS_COMM_WORLD ? "world" : "mesh");
-    if (c->group_depth > 0) return _vs_err(VS_ERR_STATE, "vs_comm_free: a group is open on this communicator");
-    _vs_comm_teardown(c);
-    c->magic = _VS_MAGIC_DEAD;
-    vs_world* w = c->world;
-    if (!w) {
-        _vs_hfree(NULL, c);
-        return VS_OK;
-    }
-    // kept among the world's last freed communicators: a second free is an error
-    int slot = w->ndead++ % _VS_QUARANTINE;
-    _vs_hfree(&w->hooks, w->dead[slot]);
-    w->dead[slot] = c;
-    return VS_OK;
-}
-
-VS_API vs_result vs_comm_abort(vs_comm* c)
-{
-    _VS_CHECK_HANDLE(c, "comm");
-    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
-    c->tp->abort(c, VS_ERR_ABORTED, -1, NULL);
-    return VS_OK;
-}
-
-VS_API vs_result vs_comm_abort_with(vs_comm* c, vs_result why, const char* message)
-{
-    _VS_CHECK_HANDLE(c, "comm");
-    if (why >= 0) return _vs_err(VS_ERR_INVALID, "vs_comm_abort_with: why %d is not an error (a negative vs_result)", (int)why);
-    const _vs_errstate* es = _vs_err_tls();
-    int me = c->world ? c->world->rank : c->rank;
-    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
-    if (!message && es->origin && es->origin - 1 != me) { // another rank's failure: that one is the cause
-        char cause[_VS_ERR_MSG];
-        _vs_fmt(cause, sizeof cause, "%s", es->msg);
-        c->tp->abort(c, VS_ERR_ABORTED, es->origin - 1, cause);
-        return VS_OK;
-    }
-    char cause[_VS_ERR_MSG];
-    _vs_fmt(cause, sizeof cause, "world rank %d failed (%s)%s%s", me, vs_result_string(why),
-            (message ? message : es->msg)[0] ? ": " : "", message ? message : es->msg);
-    c->tp->abort(c, why, me, cause);
-    return VS_OK;
-}
-
-// >>bootstrap -----------------------------------------------------------------
-// (the world's getters, logging, allocation, free)
-
-#define _VS_WORLD_GET(fn, w, bad) \
-    if (!(w)) return _vs_err(VS_ERR_NULL, fn ": world is NULL"), (bad)
-VS_API int vs_world_rank(const vs_world* w)
-{
-    _VS_WORLD_GET("vs_world_rank", w, VS_ERR_NULL);
-    return w->rank;
-}
-VS_API int vs_world_size(const vs_world* w)
-{
-    _VS_WORLD_GET("vs_world_size", w, VS_ERR_NULL);
-    return w->size;
-}
-VS_API int vs_world_local_rank(const vs_world* w)
-{
-    _VS_WORLD_GET("vs_world_local_rank", w, VS_ERR_NULL);
-    return w->local_rank;
-}
-VS_API vs_transport vs_world_transport(const vs_world* w)
-{
-    _VS_WORLD_GET("vs_world_transport", w, VS_TRANSPORT_DEFAULT);
-    return w->tr;
-}
-VS_API vs_comm* vs_world_comm(vs_world* w)
-{
-    _VS_WORLD_GET("vs_world_comm", w, (vs_comm*)NULL);
-    return w->comm;
-}
-VS_API double vs_world_timeout(const vs_world* w)
-{
-    _VS_WORLD_GET("vs_world_timeout", w, (double)NAN);
-    return w->timeout;
-}
-#undef _VS_WORLD_GET
-
-VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
-{
-    if (!w || !fmt) return;
-    va_list ap;
-    va_start(ap, fmt);
-    _vs_vlog(&w->hooks, w->rank, level, fmt, ap);
-    va_end(ap);
-}
-
-/* An error returned to the caller: logged at warn (a consequence of another
-   rank's failure: at info) through this thread's world, or, on a thread without
-   one (before a world exists), to stderr when VESCALE_LOG asks. */
-_VS_PRIVATE void _vs_log_error(const vs_world* w, vs_result code, const char* msg, int consequence)
-{
-    vs_log_level lv = consequence ? VS_LOG_INFO : VS_LOG_WARN;
-    if (w) {
-        if (w->hooks.level >= lv) vs_log(w, lv, "%s: %s", vs_result_string(code), msg);
-        return;
-    }
-    const char* e = getenv("VESCALE_LOG"); // (not parsed: a bad value is reported where it is read)
-    int env = VS_LOG_OFF;
-    for (int l = VS_LOG_OFF; e && l <= VS_LOG_DEBUG; l++)
-        if (!strcmp(e, _vs_level_names[l]) || (e[0] == '0' + l && !e[1])) env = l;
-    if (env >= (int)lv) fprintf(stderr, "vescale %s: %s: %s\n", _vs_level_names[lv], vs_result_string(code), msg);
-}
-
-/* Errors raised on this thread are logged through w (NULL: none). */
-_VS_PRIVATE void _vs_err_world(const vs_world* w) { _vs_err_tls()->world = w; }
-
-VS_API void* vs_alloc(const vs_world* w, size_t size)
-{
-    void* p = _vs_halloc(w ? &w->hooks : NULL, size);
-    if (!p) _vs_err(VS_ERR_NOMEM, "vs_alloc: out of memory for %zu bytes", size);
-    return p;
-}
-VS_API void vs_free(const vs_world* w, void* ptr) { _vs_hfree(w ? &w->hooks : NULL, ptr); }
-VS_API void vs_free_later(const vs_world* cw, void* ptr)
-{
-    if (!cw || !ptr) {
-        vs_free(cw, ptr);
-        return;
-    }
-    vs_world* w = (vs_world*)cw; // (const as vs_free's: the caller's handle keeps a const world)
-    int slot = w->ndead_h;
-    w->ndead_h = (slot + 1) % _VS_QUARANTINE;
-    _vs_hfree(&w->hooks, w->dead_h[slot]);
-    w->dead_h[slot] = ptr;
-}
-
-VS_API void* vs_device_alloc(const vs_world* w, size_t size)
-{
-    if (w && w->hooks.alloc.device_alloc) return w->hooks.alloc.device_alloc(size, w->hooks.alloc.user);
-#ifdef VESCALE_NCCL
-    void* p = NULL;
-    if (cudaMalloc(&p, size ? size : 1) != cudaSuccess) return NULL;
-    return p;
-#else
-    (void)size;
-    _vs_err(VS_ERR_UNAVAILABLE, "vs_device_alloc: built without VESCALE_NCCL (no CUDA)");
-    return NULL;
-#endif
-}
-
-VS_API void vs_device_free(const vs_world* w, void* ptr)
-{
-    if (!ptr) return;
-    if (w && w->hooks.alloc.device_free) {
-        w->hooks.alloc.device_free(ptr, w->hooks.alloc.user);
-        return;
-    }
-#ifdef VESCALE_NCCL
-    cudaFree(ptr);
-#endif
-}
-
-_VS_PRIVATE vs_world* _vs_world_new(vs_transport tr, int rank, int size, int local_rank,
-                                    double timeout, const vs_logger* lg, vs_log_level lv,
-                                    const vs_allocator* al)
-{
-    _vs_hooks h;
-    _vs_hooks_init(&h, lg, lv, al);
-    vs_world* w = _VS_HNEW(&h, vs_world, 1);
-    if (!w) return NULL;
-    w->tr = tr;
-    w->rank = rank;
-    w->size = size;
-    w->local_rank = local_rank;
-    w->timeout = timeout; // resolved by _vs_resolve_timeout
-    w->hooks = h;
-    return w;
-}
-
-
-/* Keeps the resolved desc, with this rank's final numbers (MPI's may win). */
-_VS_PRIVATE void _vs_world_keep_desc(vs_world* w, const vs_world_desc* d)
-{
-    w->desc = *d;
-    w->desc.transport = w->tr;
-    w->desc.world_size = w->size;
-    w->desc.rank = w->rank;
-    w->desc.local_rank = w->local_rank;
-    w->desc.timeout_s = w->timeout;
-    w->desc.log_level = w->hooks.level;
-    snprintf(w->master, sizeof w->master, "%s", d->master_addr ? d->master_addr : "");
-    w->desc.master_addr = w->master;
-}
-
-VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
-{
-    _VS_CHECK_NULL(w, "world");
-    _VS_CHECK_NULL(out, "out");
-    *out = w->desc;
-    return VS_OK;
-}
-
-VS_API vs_result vs_world_free(vs_world* w)
-{
-    if (!w) return VS_OK;
-    if (_vs_err_tls()->world == w) _vs_err_world(NULL);
-    if (w->kcache_free) w->kcache_free(w);
-    for (int i = 0; i < _VS_QUARANTINE; i++) _vs_hfree(&w->hooks, w->dead[i]), _vs_hfree(&w->hooks, w->dead_h[i]);
-    if (w->comm) {
-        w->comm->kind = _VS_COMM_USER;
-        _vs_comm_destroy(w->comm);
-    }
-    vs_result r = VS_OK;
-    const _vs_transport_ops* t = _vs_transport_of(w->tr);
-    if (t && t->world_free) r = t->world_free(w); // MPI: see vs_world_abort
-    _vs_hooks h = w->hooks; // the world goes, its allocator stays
-    _vs_hfree(&h, w);
-    return r;
-}
-
-// >>threads -------------------------------------------------------------------
 // (vs_launch)
+
+/* The world's constructor (>>bootstrap, below). */
+_VS_PRIVATE vs_world* _vs_world_new(vs_transport tr, int rank, int size, int local_rank, double timeout,
+                                    const vs_logger* lg, vs_log_level lv, const vs_allocator* al);
+_VS_PRIVATE void _vs_world_keep_desc(vs_world* w, const vs_world_desc* d);
 
 
 typedef struct _vs_trank {
@@ -4893,25 +4731,6 @@ _VS_PRIVATE vs_result _vs_mpi_world_abort(vs_world* w, vs_result why)
 }
 #endif
 
-// >>bootstrap -----------------------------------------------------------------
-// (vs_world_abort: its MPI part above)
-
-
-VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
-{
-    _VS_CHECK_NULL(w, "world");
-    const _vs_transport_ops* t = _vs_transport_of(w->tr);
-    if (t && t->world_abort) return t->world_abort(w, why);
-    if (w->comm) { // this rank's fault, its last error, is the cause
-        if (why < 0)
-            vs_comm_abort_with(w->comm, why, NULL);
-        else
-            vs_comm_abort(w->comm);
-    }
-    return VS_OK;
-}
-
-
 // >>nccl ----------------------------------------------------------------------
 #ifdef VESCALE_NCCL
 
@@ -5303,6 +5122,193 @@ _VS_PRIVATE const _vs_transport_ops* _vs_transport_of(vs_transport tr)
 }
 
 // >>bootstrap -----------------------------------------------------------------
+// (the world's getters, logging, allocation, free)
+
+#define _VS_WORLD_GET(fn, w, bad) \
+    if (!(w)) return _vs_err(VS_ERR_NULL, fn ": world is NULL"), (bad)
+VS_API int vs_world_rank(const vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_rank", w, VS_ERR_NULL);
+    return w->rank;
+}
+VS_API int vs_world_size(const vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_size", w, VS_ERR_NULL);
+    return w->size;
+}
+VS_API int vs_world_local_rank(const vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_local_rank", w, VS_ERR_NULL);
+    return w->local_rank;
+}
+VS_API vs_transport vs_world_transport(const vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_transport", w, VS_TRANSPORT_DEFAULT);
+    return w->tr;
+}
+VS_API vs_comm* vs_world_comm(vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_comm", w, (vs_comm*)NULL);
+    return w->comm;
+}
+VS_API double vs_world_timeout(const vs_world* w)
+{
+    _VS_WORLD_GET("vs_world_timeout", w, (double)NAN);
+    return w->timeout;
+}
+#undef _VS_WORLD_GET
+
+VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
+{
+    if (!w || !fmt) return;
+    va_list ap;
+    va_start(ap, fmt);
+    _vs_vlog(&w->hooks, w->rank, level, fmt, ap);
+    va_end(ap);
+}
+
+/* An error returned to the caller: logged at warn (a consequence of another
+   rank's failure: at info) through this thread's world, or, on a thread without
+   one (before a world exists), to stderr when VESCALE_LOG asks. */
+_VS_PRIVATE void _vs_log_error(const vs_world* w, vs_result code, const char* msg, int consequence)
+{
+    vs_log_level lv = consequence ? VS_LOG_INFO : VS_LOG_WARN;
+    if (w) {
+        if (w->hooks.level >= lv) vs_log(w, lv, "%s: %s", vs_result_string(code), msg);
+        return;
+    }
+    const char* e = getenv("VESCALE_LOG"); // (not parsed: a bad value is reported where it is read)
+    int env = VS_LOG_OFF;
+    for (int l = VS_LOG_OFF; e && l <= VS_LOG_DEBUG; l++)
+        if (!strcmp(e, _vs_level_names[l]) || (e[0] == '0' + l && !e[1])) env = l;
+    if (env >= (int)lv) fprintf(stderr, "vescale %s: %s: %s\n", _vs_level_names[lv], vs_result_string(code), msg);
+}
+
+/* Errors raised on this thread are logged through w (NULL: none). */
+_VS_PRIVATE void _vs_err_world(const vs_world* w) { _vs_err_tls()->world = w; }
+
+VS_API void* vs_alloc(const vs_world* w, size_t size)
+{
+    void* p = _vs_halloc(w ? &w->hooks : NULL, size);
+    if (!p) _vs_err(VS_ERR_NOMEM, "vs_alloc: out of memory for %zu bytes", size);
+    return p;
+}
+VS_API void vs_free(const vs_world* w, void* ptr) { _vs_hfree(w ? &w->hooks : NULL, ptr); }
+VS_API void vs_free_later(const vs_world* cw, void* ptr)
+{
+    if (!cw || !ptr) {
+        vs_free(cw, ptr);
+        return;
+    }
+    vs_world* w = (vs_world*)cw; // (const as vs_free's: the caller's handle keeps a const world)
+    int slot = w->ndead_h;
+    w->ndead_h = (slot + 1) % _VS_QUARANTINE;
+    _vs_hfree(&w->hooks, w->dead_h[slot]);
+    w->dead_h[slot] = ptr;
+}
+
+VS_API void* vs_device_alloc(const vs_world* w, size_t size)
+{
+    if (w && w->hooks.alloc.device_alloc) return w->hooks.alloc.device_alloc(size, w->hooks.alloc.user);
+#ifdef VESCALE_NCCL
+    void* p = NULL;
+    if (cudaMalloc(&p, size ? size : 1) != cudaSuccess) return NULL;
+    return p;
+#else
+    (void)size;
+    _vs_err(VS_ERR_UNAVAILABLE, "vs_device_alloc: built without VESCALE_NCCL (no CUDA)");
+    return NULL;
+#endif
+}
+
+VS_API void vs_device_free(const vs_world* w, void* ptr)
+{
+    if (!ptr) return;
+    if (w && w->hooks.alloc.device_free) {
+        w->hooks.alloc.device_free(ptr, w->hooks.alloc.user);
+        return;
+    }
+#ifdef VESCALE_NCCL
+    cudaFree(ptr);
+#endif
+}
+
+_VS_PRIVATE vs_world* _vs_world_new(vs_transport tr, int rank, int size, int local_rank,
+                                    double timeout, const vs_logger* lg, vs_log_level lv,
+                                    const vs_allocator* al)
+{
+    _vs_hooks h;
+    _vs_hooks_init(&h, lg, lv, al);
+    vs_world* w = _VS_HNEW(&h, vs_world, 1);
+    if (!w) return NULL;
+    w->tr = tr;
+    w->rank = rank;
+    w->size = size;
+    w->local_rank = local_rank;
+    w->timeout = timeout; // resolved by _vs_resolve_timeout
+    w->hooks = h;
+    return w;
+}
+
+
+/* Keeps the resolved desc, with this rank's final numbers (MPI's may win). */
+_VS_PRIVATE void _vs_world_keep_desc(vs_world* w, const vs_world_desc* d)
+{
+    w->desc = *d;
+    w->desc.transport = w->tr;
+    w->desc.world_size = w->size;
+    w->desc.rank = w->rank;
+    w->desc.local_rank = w->local_rank;
+    w->desc.timeout_s = w->timeout;
+    w->desc.log_level = w->hooks.level;
+    snprintf(w->master, sizeof w->master, "%s", d->master_addr ? d->master_addr : "");
+    w->desc.master_addr = w->master;
+}
+
+VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
+{
+    _VS_CHECK_NULL(w, "world");
+    _VS_CHECK_NULL(out, "out");
+    *out = w->desc;
+    return VS_OK;
+}
+
+VS_API vs_result vs_world_free(vs_world* w)
+{
+    if (!w) return VS_OK;
+    if (_vs_err_tls()->world == w) _vs_err_world(NULL);
+    if (w->kcache_free) w->kcache_free(w);
+    for (int i = 0; i < _VS_QUARANTINE; i++) _vs_hfree(&w->hooks, w->dead[i]), _vs_hfree(&w->hooks, w->dead_h[i]);
+    if (w->comm) {
+        w->comm->kind = _VS_COMM_USER;
+        _vs_comm_destroy(w->comm);
+    }
+    vs_result r = VS_OK;
+    const _vs_transport_ops* t = _vs_transport_of(w->tr);
+    if (t && t->world_free) r = t->world_free(w); // MPI: see vs_world_abort
+    _vs_hooks h = w->hooks; // the world goes, its allocator stays
+    _vs_hfree(&h, w);
+    return r;
+}
+
+// (vs_world_abort: its MPI part above)
+
+
+VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
+{
+    _VS_CHECK_NULL(w, "world");
+    const _vs_transport_ops* t = _vs_transport_of(w->tr);
+    if (t && t->world_abort) return t->world_abort(w, why);
+    if (w->comm) { // this rank's fault, its last error, is the cause
+        if (why < 0)
+            vs_comm_abort_with(w->comm, why, NULL);
+        else
+            vs_comm_abort(w->comm);
+    }
+    return VS_OK;
+}
+
+
 
 /* Parses a whole decimal int from the environment; *found = 0 when unset. */
 _VS_PRIVATE vs_result _vs_env_int(const char* name, int* out, int* found)

@@ -32,6 +32,14 @@ done
 
 # every public function declared and defined under one marker, every marker listed
 bash tests/check_markers.sh
+# ... and the check itself fails on a header whose marker is opened twice (and on
+# a public function defined but never declared)
+awk '/^#define VESCALE_DDP_IMPLEMENTED$/ { print; print "// >>lr --"; next } { print }' vescale_ddp.h >"$T/twice.h"
+check "markers/fails-on-a-marker-opened-twice" bash -c "! bash tests/check_markers.sh $T/twice.h | grep -q '^ok' &&
+    bash tests/check_markers.sh $T/twice.h | grep -q 'marker >>lr opened twice in the implementation'"
+sed 's/^VS_API vs_result vs_ddp_finalize(vs_ddp\* d);$//' vescale_ddp.h >"$T/undeclared.h"
+check "markers/fails-on-an-undeclared-function" bash -c "bash tests/check_markers.sh $T/undeclared.h |
+    grep -q 'vs_ddp_finalize (line [0-9]*) is defined but not declared'"
 
 # plain builds, as the README says: no feature macro on the command line (the
 # header defines _POSIX_C_SOURCE when it comes first)
