@@ -46,8 +46,7 @@
 
    From C++ (g++ has no compound literals): vs_mesh_desc md = {}; md.shape[0] = 2;
    md.shape[1] = 2; vs_mesh_init(w, &md, &mesh); or C++20 vs_mesh_desc md{ .shape =
-   {2, 2} }; (g++ -Wextra then needs -Wno-missing-field-initializers). Memory,
-   errors and logging, threads and streams, and layouts/TP: vescale.h's top comment.
+   {2, 2} }; (g++ -Wextra then needs -Wno-missing-field-initializers).
 
    Environment read (only when the corresponding desc field is left zero):
        VESCALE_LOG=off|error|warn|info|debug  log level when no logger is set (default: off)
@@ -200,6 +199,101 @@
      freed one, is VS_ERR_STATE while it is among its world's last 16 freed
      such handles (vs_free_later).
    - Past those windows a freed handle is freed memory: do not use it.
+
+   Memory
+   ------
+   The library allocates host and device memory through the world's allocator
+   hooks: vs_allocator in vs_launch_desc or vs_world_desc (alloc, free,
+   device_alloc, device_free, user; NULL members take malloc/free and
+   cudaMalloc/cudaFree). A trainer can route its own buffers through the same hooks
+   with vs_alloc / vs_free / vs_device_alloc / vs_device_free. Hooks are called from
+   every rank thread and from progress threads at once: they must be thread-safe.
+   Allocation failure is VS_ERR_NOMEM. Scratch space (redistribute's, DDP's buckets
+   and optimizer state) is kept in the handle that needs it and freed with it
+   (vs_mesh_free, vs_ddp_free). Buffers you pass are never freed or kept: they must
+   stay valid until the call returns, or until vs_wait for an asynchronous one.
+   Buffers are host memory on the threads and MPI transports and CUDA device memory
+   on NCCL; vs_ddp_memory_usage reports what a DDP holds.
+
+   Errors and logging
+   ------------------
+   A function that can fail returns a vs_result: VS_OK (0) or a negative code,
+   grouped by kind (-1..-19 your input, -20..-39 resources and availability,
+   -40..-59 communication and backends); vs_result_string names it. vs_last_error()
+   gives the calling thread's message for the last error, naming the call and the
+   bad value ("vs_mesh_init: shape 2x3 has 6 ranks but the communicator has 4");
+   vs_last_backend_code() the raw CUDA, NCCL, MPI or errno code behind
+   VS_ERR_BACKEND and VS_ERR_IO. A function that returns a pointer or a count says
+   in its comment what it returns on error; the message is set the same way.
+   Nothing exits or aborts on bad input; VS_ASSERT (default: assert) only guards
+   internal invariants. Faults (timeouts, a rank that fails) end the job on every
+   rank with VS_ERR_ABORTED naming the cause, the world rank it happened on and
+   its own message; that rank keeps its own error, and vs_launch returns it:
+   see Faults above.
+   The library prints nothing unless asked. Give a logger (vs_logger in the launch
+   or world desc: a function called with a level and a message without newline)
+   and a log_level, or set VESCALE_LOG=error|warn|info|debug to log to stderr when
+   no logger is given. At warn, every error a function returns is logged once with
+   its rank; the cause of a failed job once at error, and the errors it causes
+   on the other ranks at info. Loggers are called from any
+   thread (progress threads too) and must be re-entrant.
+
+   Threads and streams
+   -------------------
+   - A handle (vs_world, vs_comm, vs_mesh, vs_ddp, vs_work) is used by one thread
+     at a time. Under vs_launch each rank is a thread with its own handles;
+     several jobs may run in one process. vs_wait and vs_test: the thread that
+     issued the operation. vs_comm_abort, vs_comm_abort_with and
+     vs_result_string: any thread.
+   - The error message is per thread: read vs_last_error() on the thread whose
+     call failed.
+   - Asynchronous operations (a vs_work** argument) run in issue order on a
+     progress thread per communicator (threads and MPI transports) or on the
+     communicator's CUDA stream (NCCL). Blocking calls return when the operation
+     is complete on this rank, on every transport (NCCL: the host waits for it).
+   - NCCL: a communicator enqueues on its own stream, or on the one given with
+     vs_comm_set_stream (yours stays yours). DDP runs its kernels on
+     vs_ddp_desc.stream, and each bucket's collective waits for the work already
+     queued there. The threads and MPI transports have no streams
+     (vs_comm_set_stream is VS_ERR_UNSUPPORTED).
+
+   Layouts and tensor parallelism
+   ------------------------------
+   A layout gives a tensor one placement per mesh dim: Replicate (every coordinate
+   holds the whole tensor), Shard(d) (tensor dim d is split over the coordinates
+   like torch.chunk) or Partial(op) (each coordinate holds a partial value; op
+   combines them). vs_layout_local gives a rank's box, vs_redistribute moves a
+   tensor between two layouts, and vs_init_fill gives any shard the values the whole
+   tensor would have (so every layout starts from the same model).
+
+   A Megatron MLP on a (DP, TP) mesh, weights stored [in, out] (y = x W):
+       W1 [D, H]  column-parallel  [Replicate, Shard(1)]  each TP rank: H/TP columns
+       b1 [H]                      [Replicate, Shard(0)]
+       W2 [H, D]  row-parallel     [Replicate, Shard(0)]  each TP rank: H/TP rows
+       b2 [D]                      [Replicate, Replicate]
+   (Stored [out, in] as in torch, column-parallel is Shard(0) and row-parallel
+   Shard(1): the column-parallel layer splits its outputs, the row-parallel one
+   its inputs.) With tp = the "TP" submesh (vs_mesh_submesh(mesh, "TP", &tp)):
+       forward                                          per TP rank
+       x [B, D]        whole on every TP rank (the forward of copy is the identity)
+       a = x W1 + b1   [B, H/TP], this rank's columns   no communication
+       z = gelu(a)
+       y = z W2        [B, D], a partial sum over TP
+       vs_tp_reduce_forward(tp, y, B * D, VS_F32)       all-reduce: y whole
+       y += b2         once, after the sum
+       backward
+       dy              whole on every rank (the backward of reduce is the identity)
+       db2 = sum_b dy; dW2 = z^T dy; dz = dy W2^T       this rank's rows of W2
+       da = dz * gelu'(a); db1 = sum_b da; dW1 = x^T da this rank's columns of W1
+       dx = da W1^T    a partial sum over TP
+       vs_tp_copy_backward(tp, dx, B * D, VS_F32)       all-reduce: dx whole, for
+                                                        the layer before
+   One all-reduce forward, one backward. With sequence parallelism x and y stay
+   Shard(seq) between blocks: vs_sp_gather_forward takes the place of the identity
+   before W1 (its backward, vs_sp_gather_backward, of vs_tp_copy_backward) and
+   vs_sp_scatter_forward the place of vs_tp_reduce_forward. Give DDP the same
+   placements (vs_ddp_param_desc.placements, DP dim Replicate): it averages every
+   gradient over DP; b2's gradient is already the same on every TP rank.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 #if defined(VESCALE_STATIC) && !defined(VESCALE_IMPLEMENTATION)
