@@ -278,6 +278,13 @@ typedef struct vs_pipe_split_desc {
     const char* points;          // manual: the P*V-1 unit names that start a chunk, in
                                  // model order, "l4,l8,l12" (spaces around names ignored)
     vs_pipe_placement placement;
+    /* The schedule the split is for (VS_PIPE_DEFAULT: any), checked here rather
+       than at vs_pipe_run: its chunks per stage (0 takes the kind's own: 2 for
+       ZB-V and DualPipeV, else 1) and placement (DEFAULT takes the kind's: V for
+       ZB-V and DualPipeV, else LOOP); a LOOP split for ZB-V, or 2 chunks for
+       1F1B, is VS_ERR_INVALID naming both. (An int: vs_pipe_kind is declared
+       below, with the generators.) */
+    int schedule;
 } vs_pipe_split_desc;
 
 /* Where the model is cut: chunk k (pipeline order) holds units
@@ -310,6 +317,10 @@ typedef struct vs_pipe_plan {
    O(P*V*units). */
 VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits,
                                const vs_pipe_split_desc* desc, vs_pipe_plan* out);
+/* The chunk (pipeline order) that holds unit `unit` under plan, and its stage
+   (stage may be NULL): e.g. the chunks to give vs_pipe_tie_grads. -1, with
+   vs_last_error set, for a NULL plan or a unit out of 0..nunits-1. */
+VS_API int vs_pipe_unit_chunk(const vs_pipe_plan* plan, int unit, int* stage);
 /* A readable plan: a header (kind, measure, P x V, placement, largest and smallest
    chunk cost, max/mean imbalance) and one line per chunk with its stage, its units
    (names when 3 or fewer, else the first..last range) and its cost. units may be
@@ -395,6 +406,8 @@ VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check
 // >>pipe-gen -------------------------------------------------------------------
 
 typedef enum vs_pipe_kind {
+    VS_PIPE_DEFAULT = 0,     // no schedule named: a field taking it chooses (vs_plan.schedule:
+                             // 1F1B; vs_pipe_split_desc.schedule: any); vs_pipe_generate refuses it
     VS_PIPE_GPIPE = 1,       // all forwards, then all backwards
     VS_PIPE_1F1B,            // one forward one backward (PipeDream-flush)
     VS_PIPE_INTERLEAVED,     // 1F1B over V chunks per stage, placed round-robin
@@ -515,6 +528,13 @@ VS_API int vs_pipe_stage(const vs_pipe* p);
    (from the run's start) in t0/t1 (valid until the next run). */
 VS_API vs_result vs_pipe_last_timeline(const vs_pipe* p, const double** t0, const double** t1,
                                        int* n);
+/* Every stage's timeline of the last run, on every rank of this rank's PP group
+   (collective over it): t0[s], t1[s] are stage s's start and end seconds (its
+   own clock from its run's start), n[s] its count; arrays of `stages` pointers
+   (vs_pipe_plan.stages) and counts, as vs_pipe_trace_write takes them. Valid
+   until the next run, gather or vs_pipe_free. */
+VS_API vs_result vs_pipe_gather_timelines(vs_pipe* p, const double* const** t0, const double* const** t1,
+                                          const int** n);
 /* The last run's time in the on_sync and on_step hooks on this stage, summed:
    wall seconds and the calling thread's on-CPU seconds (where the platform has a
    thread CPU clock; else cpu = wall). Wall time beyond CPU time is waiting: on
@@ -524,7 +544,10 @@ VS_API vs_result vs_pipe_last_timeline(const vs_pipe* p, const double** t0, cons
 VS_API vs_result vs_pipe_last_hooks(const vs_pipe* p, double* wall, double* cpu);
 /* Sums a buffer of a tied parameter's gradient (e.g. the embedding and the LM
    head) between the stages of chunks a and b, in chunk order so both get the
-   same bits. Collective between the two stages. */
+   same bits. Collective between the two stages (other stages return VS_OK at
+   once). Chunks on one stage exchange nothing: their units must add into the
+   one buffer they share, which then holds the sum; VS_OK at once
+   (vs_pipe_unit_chunk tells where a unit is). */
 VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* grad,
                                    size_t count, vs_dtype dt);
 VS_API vs_result vs_pipe_free(vs_pipe* p);
@@ -894,7 +917,18 @@ VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits, const vs_p
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: stages = %d (1..%d)", desc->stages, VS_PIPE_MAX_CHUNKS);
     if (desc->chunks < 0)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: chunks = %d (chunks per stage; 0 means 1)", desc->chunks);
-    const int P = desc->stages, V = desc->chunks ? desc->chunks : 1;
+    const vs_pipe_kind sk = (vs_pipe_kind)desc->schedule;
+    if ((int)sk < 0 || (int)sk >= (int)VS_PIPE_KIND_COUNT)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: schedule = %d is not a vs_pipe_kind", (int)sk);
+    const int vshape = sk == VS_PIPE_ZBV || sk == VS_PIPE_DUALPIPEV;
+    const int P = desc->stages, V = desc->chunks ? desc->chunks : vshape ? 2 : 1;
+    if (vshape && V != 2)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: chunks = %d per stage for schedule %s (it places 2, in a V)",
+                            V, vs_pipe_kind_name(sk));
+    if (sk && sk != VS_PIPE_INTERLEAVED && !vshape && V != 1)
+        return vs_set_error(VS_ERR_INVALID,
+                            "vs_pipe_split: chunks = %d per stage for schedule %s (it runs 1; interleaved runs several)",
+                            V, vs_pipe_kind_name(sk));
     if ((long long)P * V > VS_PIPE_MAX_CHUNKS)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: %d stages x %d chunks = %lld chunks, more than VS_PIPE_MAX_CHUNKS (%d)",
                             P, V, (long long)P * V, VS_PIPE_MAX_CHUNKS);
@@ -906,9 +940,14 @@ VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits, const vs_p
     if (kind != VS_PIPE_SPLIT_MANUAL && desc->points)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: split points \"%s\" given with kind %s (points need kind manual or default)",
                             desc->points, _vs_pipe_split_kind_name(kind));
-    vs_pipe_placement place = desc->placement == VS_PIPE_PLACE_DEFAULT ? VS_PIPE_PLACE_LOOP : desc->placement;
+    vs_pipe_placement place = desc->placement != VS_PIPE_PLACE_DEFAULT ? desc->placement
+                            : vshape                                   ? VS_PIPE_PLACE_V
+                                                                       : VS_PIPE_PLACE_LOOP;
     if (place != VS_PIPE_PLACE_LOOP && place != VS_PIPE_PLACE_V)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: placement = %d is not a vs_pipe_placement", (int)desc->placement);
+    if (V > 1 && ((vshape && place != VS_PIPE_PLACE_V) || (sk == VS_PIPE_INTERLEAVED && place != VS_PIPE_PLACE_LOOP)))
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: placement %s does not fit schedule %s (it needs %s)",
+                            place == VS_PIPE_PLACE_V ? "V" : "LOOP", vs_pipe_kind_name(sk), vshape ? "V" : "LOOP");
     if (K > nunits)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: %d chunks (%d stages x %d) but only %d units", K, P, V, nunits);
 
@@ -1055,6 +1094,21 @@ VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, 
         _vs_pipe_cat(buf, cap, &len, " (%d unit%s) cost %s\n", nu, nu == 1 ? "" : "s", c);
     }
     return (int)len;
+}
+
+VS_API int vs_pipe_unit_chunk(const vs_pipe_plan* plan, int unit, int* stage)
+{
+    if (stage) *stage = -1;
+    if (!plan) return vs_set_error(VS_ERR_NULL, "vs_pipe_unit_chunk: plan is NULL"), -1;
+    if (unit < 0 || unit >= plan->nunits)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_unit_chunk: unit %d (0..%d)", unit, plan->nunits - 1), -1;
+    for (int c = 0; c < plan->nchunks && c < VS_PIPE_MAX_CHUNKS; c++)
+        if (unit >= plan->first_unit[c] && unit < plan->first_unit[c + 1]) {
+            if (stage) *stage = plan->chunk_stage[c];
+            return c;
+        }
+    return vs_set_error(VS_ERR_INVALID, "vs_pipe_unit_chunk: unit %d is in no chunk (a plan not from vs_pipe_split?)",
+                        unit), -1;
 }
 
 // >>pipe-sched -----------------------------------------------------------------
@@ -1998,7 +2052,10 @@ VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int 
     if (!out) return vs_set_error(VS_ERR_NULL, "vs_pipe_generate: out is NULL");
     *out = NULL;
     if ((int)kind <= 0 || (int)kind >= VS_PIPE_KIND_COUNT)
-        return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: kind %d is not a vs_pipe_kind", (int)kind);
+        return kind == VS_PIPE_DEFAULT
+                   ? vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: VS_PIPE_DEFAULT names no schedule (gpipe, 1f1b, "
+                                                  "interleaved, zbh1, zbv or dualpipev)")
+                   : vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: kind %d is not a vs_pipe_kind", (int)kind);
     const char* kn = vs_pipe_kind_name(kind);
     if (stages < 1 || stages > VS_PIPE_MAX_CHUNKS)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: stages = %d (1..%d)", kn, stages,
@@ -2490,6 +2547,10 @@ struct vs_pipe {
     double* t0;
     double* t1;
     int tcap, tn;
+    double* all_t;          // vs_pipe_gather_timelines: [stage][1 + 2 * max n] (n, t0..., t1...)
+    const double** all_t0;  // [stage] into all_t
+    const double** all_t1;
+    int* all_n;
     double hook_wall, hook_cpu; // in the SYNC and STEP hooks (vs_pipe_last_hooks)
     _vs_pipe_inflight* sends;
     int nsends, scap;
@@ -3104,6 +3165,10 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     vs_free(p->w, p->sends);
     vs_free(p->w, p->t0);
     vs_free(p->w, p->t1);
+    vs_free(p->w, p->all_t);
+    vs_free(p->w, (void*)p->all_t0);
+    vs_free(p->w, (void*)p->all_t1);
+    vs_free(p->w, p->all_n);
     vs_free(p->w, p->u);
     vs_free(p->w, p->t);
     vs_free(p->w, p->bset);
@@ -3767,6 +3832,71 @@ VS_API vs_result vs_pipe_last_timeline(const vs_pipe* p, const double** t0, cons
     *t0 = p->t0;
     *t1 = p->t1;
     *n = p->tn;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_gather_timelines(vs_pipe* p, const double* const** t0, const double* const** t1,
+                                          const int** n)
+{
+    const char* fn = "vs_pipe_gather_timelines";
+    _VS_TRY(_VS_PIPE_GONE(fn, p));
+    if (!p || !t0 || !t1 || !n) return vs_set_error(VS_ERR_NULL, "%s: an argument is NULL", fn);
+    const int P = p->plan.stages;
+    vs_free(p->w, p->all_t);
+    vs_free(p->w, (void*)p->all_t0);
+    vs_free(p->w, (void*)p->all_t1);
+    vs_free(p->w, p->all_n);
+    p->all_t = NULL, p->all_t0 = p->all_t1 = NULL, p->all_n = NULL;
+    /* The longest list first (every stage's block is that long), then one
+       all-gather of [n, t0..., t1...] per stage; through engine memory, which is
+       device memory on NCCL. */
+    double mx = p->tn;
+    size_t blk = 0;
+    double* dev = NULL;
+    vs_result r = VS_OK;
+    if (p->pp) {
+        double* d = (double*)_vs_pipe_buf(p, sizeof(double), 0);
+        r = d ? _vs_pipe_copy(p, d, &mx, sizeof mx) : vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+        if (!r) r = vs_all_reduce(p->pp, d, d, 1, VS_F64, VS_OP_MAX, NULL);
+        if (!r) r = _vs_pipe_copy(p, &mx, d, sizeof mx);
+        if (!r) r = _vs_pipe_sync(p);
+        if (d) _vs_pipe_buf_free(p, d);
+    }
+    blk = 1 + 2 * (size_t)mx;
+    double* mine = r ? NULL : _VS_PIPE_NEW(p->w, double, blk);
+    p->all_t = r ? NULL : _VS_PIPE_NEW(p->w, double, blk * (size_t)P);
+    p->all_t0 = (const double**)_VS_PIPE_NEW(p->w, const double*, P);
+    p->all_t1 = (const double**)_VS_PIPE_NEW(p->w, const double*, P);
+    p->all_n = _VS_PIPE_NEW(p->w, int, P);
+    if (!r && (!mine || !p->all_t || !p->all_t0 || !p->all_t1 || !p->all_n))
+        r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    if (!r) {
+        mine[0] = p->tn;
+        for (int i = 0; i < p->tn; i++) mine[1 + i] = p->t0[i], mine[1 + (size_t)mx + i] = p->t1[i];
+        if (!p->pp) memcpy(p->all_t, mine, sizeof(double) * blk);
+        else if (vs_comm_rank(p->pp) != p->stage)
+            r = vs_set_error(VS_ERR_STATE, "%s: PP rank %d holds stage %d", fn, vs_comm_rank(p->pp), p->stage);
+        else {
+            dev = (double*)_vs_pipe_buf(p, sizeof(double) * blk * (size_t)(P + 1), 0);
+            r = dev ? _vs_pipe_copy(p, dev + blk * (size_t)P, mine, sizeof(double) * blk)
+                    : vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+            if (!r) r = vs_all_gather(p->pp, dev + blk * (size_t)P, dev, blk, VS_F64, NULL);
+            if (!r) r = _vs_pipe_copy(p, p->all_t, dev, sizeof(double) * blk * (size_t)P);
+            if (!r) r = _vs_pipe_sync(p);
+        }
+    }
+    if (dev) _vs_pipe_buf_free(p, dev);
+    vs_free(p->w, mine);
+    for (int s = 0; !r && s < P; s++) {
+        const double* b = p->all_t + blk * (size_t)s;
+        p->all_n[s] = (int)b[0];
+        p->all_t0[s] = b + 1;
+        p->all_t1[s] = b + 1 + (size_t)mx;
+    }
+    if (r) return vs_set_error(r, "%s: %s", fn, vs_last_error());
+    *t0 = p->all_t0;
+    *t1 = p->all_t1;
+    *n = p->all_n;
     return VS_OK;
 }
 

@@ -151,6 +151,11 @@ static int train(vs_world* w, void*) {
     vs_ddp* ddp;
     if (vs_ddp_init(&dd, &ddp)) return 1;
     if (vs_ddp_free(ddp)) return 1;
+    vs_plan plan = {};
+    plan.schedule = VS_PIPE_DEFAULT; // a named 0: no cast from int in C++
+    vs_pipe_split_desc sd = {};
+    sd.schedule = VS_PIPE_ZBV;
+    if (plan.schedule != VS_PIPE_DEFAULT || sd.schedule != VS_PIPE_ZBV) return 1;
     return vs_mesh_free(mesh);
 }
 int main() { return vs_launch(4, train, nullptr) == VS_OK ? 0 : 1; }

@@ -322,6 +322,32 @@ static int eq_one(vs_world* w, const ejob* J, vs_pipe* pipe, const vs_pipe_plan*
         for (int i = 0; t0 && t1 && i < n; i++)
             VT_CHECK(t0[i] >= 0 && t0[i] <= t1[i] && t1[i] < 60, "%s: stage %d: instruction %d runs [%g, %g]", nm,
                      stage, i, t0[i], t1[i]);
+        // every stage's timeline on every stage: this one's equal to its own, each as long as its list
+        const double* const* a0 = NULL;
+        const double* const* a1 = NULL;
+        const int* an = NULL;
+        VT_OK(vs_pipe_gather_timelines(pipe, &a0, &a1, &an));
+        for (int q = 0; an && q < plan->stages; q++)
+            VT_CHECK(an[q] == vs_pipe_sched_len(s, q), "%s: stage %d: gathered stage %d has %d instructions, its list %d",
+                     nm, stage, q, an[q], vs_pipe_sched_len(s, q));
+        for (int i = 0; an && t0 && i < n; i++)
+            VT_CHECK(a0[stage][i] == t0[i] && a1[stage][i] == t1[i], "%s: stage %d: gathered instruction %d differs",
+                     nm, stage, i);
+        if (stage == 0 && an) { // the measured trace of every stage, from one rank
+            char path[] = "/tmp/vs_pipe_trace_XXXXXX";
+            int fd = mkstemp(path);
+            if (fd >= 0) close(fd);
+            VT_OK(vs_pipe_trace_write(s, a0, a1, path));
+            FILE* f = fopen(path, "rb");
+            int events = 0, total = 0;
+            char line[4096];
+            while (f && fgets(line, sizeof line, f))
+                for (char* c = line; (c = strstr(c, "\"ph\":\"X\"")) != NULL; c++) events++;
+            if (f) fclose(f);
+            remove(path);
+            for (int q = 0; q < plan->stages; q++) total += an[q];
+            VT_CHECK(events == total, "%s: the trace of every stage has %d events, the lists %d", nm, events, total);
+        }
     }
     (void)w;
     return 0;

@@ -436,6 +436,54 @@ static void t_placement(void)
         VT_CHECK(p.chunk_stage[k] == ((k / 4) % 2 ? 3 - k % 4 : k % 4), "V x4: chunk %d on %d", k, p.chunk_stage[k]);
 }
 
+/* desc.schedule: the split checks the schedule it is for and resolves its
+   defaults (ZB-V: 2 chunks in a V); vs_pipe_unit_chunk says where a unit went. */
+static void t_for_schedule(void)
+{
+    static model m;
+    model_init(&m, 16);
+    vs_pipe_split_desc d;
+    vs_pipe_plan p;
+    memset(&d, 0, sizeof d);
+    d.stages = 4, d.kind = VS_PIPE_SPLIT_UNIFORM, d.schedule = VS_PIPE_ZBV;
+    VT_OK(vs_pipe_split(m.u, 16, &d, &p));
+    VT_CHECK(p.chunks == 2 && p.placement == VS_PIPE_PLACE_V, "zbv: %d chunks, placement %d (want 2, V)", p.chunks,
+             (int)p.placement);
+    const int vee[8] = {0, 1, 2, 3, 3, 2, 1, 0};
+    for (int k = 0; k < 8; k++) VT_CHECK(p.chunk_stage[k] == vee[k], "zbv: chunk %d on %d", k, p.chunk_stage[k]);
+    vs_pipe_sched* s = NULL; // the generator's schedule fits that plan: what vs_pipe_run would check
+    VT_OK(vs_pipe_generate(NULL, VS_PIPE_ZBV, 4, 0, 8, &s));
+    vs_pipe_sched_free(s);
+    d.placement = VS_PIPE_PLACE_LOOP;
+    VT_ERR(vs_pipe_split(m.u, 16, &d, &p), VS_ERR_INVALID, "placement LOOP does not fit schedule zbv");
+    d.placement = VS_PIPE_PLACE_DEFAULT, d.chunks = 3;
+    VT_ERR(vs_pipe_split(m.u, 16, &d, &p), VS_ERR_INVALID, "chunks = 3 per stage for schedule zbv");
+    d.schedule = VS_PIPE_1F1B, d.chunks = 2;
+    VT_ERR(vs_pipe_split(m.u, 16, &d, &p), VS_ERR_INVALID, "chunks = 2 per stage for schedule 1f1b");
+    d.schedule = VS_PIPE_INTERLEAVED, d.placement = VS_PIPE_PLACE_V;
+    VT_ERR(vs_pipe_split(m.u, 16, &d, &p), VS_ERR_INVALID, "placement V does not fit schedule interleaved");
+    d.placement = VS_PIPE_PLACE_DEFAULT;
+    VT_OK(vs_pipe_split(m.u, 16, &d, &p));
+    VT_CHECK(p.placement == VS_PIPE_PLACE_LOOP && p.chunks == 2, "interleaved: loop, 2 chunks");
+    d.schedule = 99;
+    VT_ERR(vs_pipe_split(m.u, 16, &d, &p), VS_ERR_INVALID, "schedule = 99");
+    d.schedule = VS_PIPE_DEFAULT, d.chunks = 0; // any schedule: as before
+    VT_OK(vs_pipe_split(m.u, 16, &d, &p));
+    VT_CHECK(p.chunks == 1 && p.placement == VS_PIPE_PLACE_LOOP, "default: 1 chunk, loop");
+    VT_ERR(vs_pipe_generate(NULL, VS_PIPE_DEFAULT, 4, 0, 8, &s), VS_ERR_INVALID, "VS_PIPE_DEFAULT names no schedule");
+    // where each unit went: 16 units in 4 chunks of 4
+    d.schedule = VS_PIPE_1F1B;
+    VT_OK(vs_pipe_split(m.u, 16, &d, &p));
+    for (int u = 0; u < 16; u++) {
+        int st = -9, c = vs_pipe_unit_chunk(&p, u, &st);
+        VT_CHECK(c == u / 4 && st == p.chunk_stage[u / 4], "unit %d: chunk %d stage %d, want %d", u, c, st, u / 4);
+    }
+    int st = 0;
+    VT_CHECK(vs_pipe_unit_chunk(&p, 16, &st) == -1 && st == -1 && strstr(vs_last_error(), "unit 16 (0..15)"),
+             "unit 16: %s", vs_last_error());
+    VT_CHECK(vs_pipe_unit_chunk(NULL, 0, NULL) == -1 && strstr(vs_last_error(), "plan is NULL"), "NULL plan");
+}
+
 static void t_print(void)
 {
     static model m;
@@ -488,6 +536,7 @@ int main(void)
     VT_CASE("pipe_split/manual_points", t_manual());
     VT_CASE("pipe_split/bad_input", t_bad_input());
     VT_CASE("pipe_split/placement", t_placement());
+    VT_CASE("pipe_split/for_a_schedule", t_for_schedule());
     VT_CASE("pipe_split/print", t_print());
     return vt_summary();
 }
