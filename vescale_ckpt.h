@@ -268,6 +268,17 @@ VS_API vs_result vs_ckpt_load_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* 
 #include <unistd.h>
 #include <pthread.h>
 #include <time.h>
+/* Device memory: copies through the CUDA runtime (NCCL builds; tests force it
+   over a stand-in runtime with _VS_CKPT_FORCE_CUDA). */
+#if defined(VESCALE_NCCL) || defined(_VS_CKPT_FORCE_CUDA)
+#define _VS_CKPT_CUDA 1
+#include <cuda_runtime.h>
+#endif
+/* Tests only: the metadata collectives staged through device memory as on NCCL,
+   over the threads transport and the stand-in runtime (tests/test_ckpt_device.c). */
+#ifndef _VS_CKPT_FORCE_STAGING
+#define _VS_CKPT_FORCE_STAGING 0
+#endif
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -2673,6 +2684,12 @@ struct vs_ckpt {
     void* spare; // the last async save's copy block, reused by the next (no fresh pages to fault in)
     size_t spare_bytes;
     int spare_pinned; // page-locked for the device's copies (cudaHostRegister)
+    /* NCCL takes only device memory: the metadata collectives (host buffers)
+       go through this device buffer, grown as needed and freed with the
+       checkpointer (never a cudaFree beside collectives waiting on peers). */
+    int staged, cuda_dev;
+    void* dstage;
+    size_t dstage_bytes;
 };
 
 VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out)
@@ -2700,6 +2717,10 @@ VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out)
     ck->size = vs_comm_size(mc);
     vs_result r = vs_comm_split(mc, 0, ck->rank, &ck->comm);
     if (!r) r = vs_mesh_retain(desc->mesh);
+#ifdef _VS_CKPT_CUDA
+    ck->staged = !r && (vs_comm_transport(ck->comm) == VS_TRANSPORT_NCCL || _VS_CKPT_FORCE_STAGING);
+    if (ck->staged && cudaGetDevice(&ck->cuda_dev) != cudaSuccess) ck->cuda_dev = 0;
+#endif
     if (r) {
         if (ck->comm) vs_comm_free(ck->comm);
         vs_free(w, ck);
@@ -2876,6 +2897,61 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_plan(const char* fn, _vs_ckpt_rec* rc, int n
     return VS_OK;
 }
 
+/* The checkpointer's metadata collectives, on host buffers. Staged (NCCL): each
+   goes through the device buffer, copied in and out on the communicator's
+   stream (the blocking collective between them waits with its deadline). */
+enum { _VS_CKPT_BCAST, _VS_CKPT_MAX, _VS_CKPT_GATHER, _VS_CKPT_GATHERV };
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_coll(vs_ckpt* ck, int kind, const void* send, void* recv, size_t count, vs_dtype dt,
+                                         int root, const size_t* counts, const size_t* displs)
+{
+    vs_comm* c = ck->comm;
+    if (!ck->staged) {
+        switch (kind) {
+        case _VS_CKPT_BCAST: return vs_broadcast(c, recv, recv, count, dt, root, NULL);
+        case _VS_CKPT_MAX: return vs_all_reduce(c, send, recv, count, dt, VS_OP_MAX, NULL);
+        case _VS_CKPT_GATHER: return vs_all_gather(c, send, recv, count, dt, NULL);
+        default: return vs_all_gatherv(c, send, recv, counts, displs, dt, NULL);
+        }
+    }
+#ifdef _VS_CKPT_CUDA
+    const size_t es = vs_dtype_size(dt);
+    size_t sb = count * es, rb = sb;
+    if (kind == _VS_CKPT_GATHER) rb = sb * (size_t)ck->size;
+    if (kind == _VS_CKPT_GATHERV) {
+        rb = 0;
+        for (int i = 0; i < ck->size; i++)
+            if ((displs[i] + counts[i]) * es > rb) rb = (displs[i] + counts[i]) * es;
+    }
+    const size_t at = (sb + 255) / 256 * 256, need = at + rb + 1;
+    if (need > ck->dstage_bytes) {
+        void* d = vs_device_alloc(ck->w, need);
+        if (!d) return vs_set_error(VS_ERR_NOMEM, "checkpoint: %zu bytes of device memory for metadata", need);
+        if (ck->dstage) vs_device_free(ck->w, ck->dstage);
+        ck->dstage = d, ck->dstage_bytes = need;
+    }
+    char *ds = (char*)ck->dstage, *dr = ds + at;
+    cudaStream_t st = (cudaStream_t)vs_comm_stream(c);
+    cudaError_t e = cudaSuccess;
+    if (sb && kind != _VS_CKPT_BCAST) e = cudaMemcpyAsync(ds, send, sb, cudaMemcpyDefault, st);
+    if (sb && kind == _VS_CKPT_BCAST) e = cudaMemcpyAsync(dr, recv, sb, cudaMemcpyDefault, st);
+    if (e != cudaSuccess)
+        return vs_set_error(VS_ERR_BACKEND, "checkpoint: staging %zu bytes: %s", sb, cudaGetErrorString(e));
+    vs_result r = kind == _VS_CKPT_BCAST  ? vs_broadcast(c, dr, dr, count, dt, root, NULL)
+                : kind == _VS_CKPT_MAX    ? vs_all_reduce(c, ds, dr, count, dt, VS_OP_MAX, NULL)
+                : kind == _VS_CKPT_GATHER ? vs_all_gather(c, ds, dr, count, dt, NULL)
+                                          : vs_all_gatherv(c, ds, dr, counts, displs, dt, NULL);
+    if (r) return r;
+    if (rb) e = cudaMemcpyAsync(recv, dr, rb, cudaMemcpyDefault, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st); // (the collective is done: the copy alone is left)
+    return e == cudaSuccess ? VS_OK
+                            : vs_set_error(VS_ERR_BACKEND, "checkpoint: staging %zu bytes back: %s", rb,
+                                           cudaGetErrorString(e));
+#else
+    (void)send, (void)recv, (void)count, (void)dt, (void)root, (void)counts, (void)displs;
+    return vs_set_error(VS_ERR_UNAVAILABLE, "checkpoint: staging needs a VESCALE_NCCL build");
+#endif
+}
+
 /* All ranks' records, as every rank sees them (all-gather of variable size). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_gather(vs_ckpt* ck, const void* mine, size_t bytes, void** all, size_t** counts,
                                            size_t** displs, size_t* total)
@@ -2887,7 +2963,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_gather(vs_ckpt* ck, const void* mine, size_t
     uint64_t* c64 = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * (size_t)P);
     uint64_t b64 = bytes;
     vs_result r = !*counts || !*displs || !c64 ? vs_set_error(VS_ERR_NOMEM, "checkpoint: out of memory") : VS_OK;
-    if (!r) r = vs_all_gather(ck->comm, &b64, c64, 1, VS_I64, NULL);
+    if (!r) r = _vs_ckpt_coll(ck, _VS_CKPT_GATHER, &b64, c64, 1, VS_I64, 0, NULL, NULL);
     *total = 0;
     for (int i = 0; !r && i < P; i++) {
         (*counts)[i] = (size_t)c64[i];
@@ -2895,7 +2971,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_gather(vs_ckpt* ck, const void* mine, size_t
         *total += (size_t)c64[i];
     }
     if (!r && !(*all = vs_alloc(ck->w, *total ? *total : 1))) r = vs_set_error(VS_ERR_NOMEM, "checkpoint: out of memory");
-    if (!r) r = vs_all_gatherv(ck->comm, mine, *all, *counts, *displs, VS_U8, NULL);
+    if (!r) r = _vs_ckpt_coll(ck, _VS_CKPT_GATHERV, mine, *all, bytes, VS_U8, 0, *counts, *displs);
     vs_free(ck->w, c64);
     return r;
 }
@@ -2905,8 +2981,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_agree(vs_ckpt* ck, vs_result mine, int* who)
 {
     int64_t v[2] = {mine ? 1 : 0, mine ? -(int64_t)mine : 0}, all[2];
     int64_t me = mine ? (int64_t)(ck->size - ck->rank) : 0, first;
-    vs_result r = vs_all_reduce(ck->comm, v, all, 2, VS_I64, VS_OP_MAX, NULL);
-    if (!r) r = vs_all_reduce(ck->comm, &me, &first, 1, VS_I64, VS_OP_MAX, NULL);
+    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_MAX, v, all, 2, VS_I64, 0, NULL, NULL);
+    if (!r) r = _vs_ckpt_coll(ck, _VS_CKPT_MAX, &me, &first, 1, VS_I64, 0, NULL, NULL);
     if (r) return r;
     *who = first ? ck->size - (int)first : -1;
     return all[0] ? (vs_result)(-all[1]) : VS_OK;
@@ -2923,7 +2999,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_why(vs_ckpt* ck, vs_result mine, vs_result r
     if (who < 0 || who >= ck->size) // (the agreement itself failed)
         return mine ? vs_set_error(mine, "%s", own) : vs_set_error(ra, "%s: %s", fn, vs_last_error());
     if (ck->rank == who) _vs_ckpt_fmt(why, sizeof why, "%s", own);
-    vs_result rb = vs_broadcast(ck->comm, why, why, sizeof why, VS_U8, who, NULL);
+    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, why, sizeof why, VS_U8, who, NULL, NULL);
     if (mine) return vs_set_error(mine, "%s", own);
     if (rb) return vs_set_error(ra, "%s: rank %d %s (its error says why)", fn, who, what);
     return vs_set_error(ra, "%s: rank %d %s: %s", fn, who, what, why);
@@ -3204,8 +3280,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
         }
         char why[512] = ""; // rank 0's reason, for every rank's message
         if (r0) _vs_ckpt_fmt(why, sizeof why, "%s", vs_last_error());
-        r = vs_broadcast(ck->comm, nonce, nonce, sizeof nonce, VS_U8, 0, NULL);
-        if (!r) r = vs_broadcast(ck->comm, why, why, sizeof why, VS_U8, 0, NULL);
+        r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, nonce, sizeof nonce, VS_U8, 0, NULL, NULL);
+        if (!r) r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, why, sizeof why, VS_U8, 0, NULL, NULL);
         _vs_ckpt_fmt(tmp, sizeof tmp, "%s" _VS_CKPT_TMP "%s", path, nonce);
         ra = _vs_ckpt_agree(ck, r ? r : r0, &who);
         if (!r) r = r0 ? r0 : ra ? vs_set_error(ra, "%s (on rank 0)", why) : VS_OK;
@@ -3324,12 +3400,6 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, cons
     return r;
 }
 
-/* Device memory: copies through the CUDA runtime (NCCL builds; tests force it
-   over a stand-in runtime with _VS_CKPT_FORCE_CUDA). */
-#if defined(VESCALE_NCCL) || defined(_VS_CKPT_FORCE_CUDA)
-#define _VS_CKPT_CUDA 1
-#include <cuda_runtime.h>
-#endif
 
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_copy_mem(void* dst, const void* src, size_t n, int to_device, int from_device)
 {
@@ -3916,7 +3986,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _v
             len = st.st_size;
         if (fd >= 0) close(fd);
     }
-    vs_result r = vs_broadcast(ck->comm, &len, &len, 1, VS_I64, 0, NULL);
+    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, &len, 1, VS_I64, 0, NULL, NULL);
     if (r) return r;
     if (len < 0) {
         vs_free(ck->w, text);
@@ -3925,7 +3995,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _v
     if (ck->rank != 0 && !(text = (char*)vs_alloc(ck->w, (size_t)len + 1))) r = VS_ERR_NOMEM;
     // (a rank out of memory still takes part in the broadcast, into a scratch byte)
     char one;
-    vs_result rb = vs_broadcast(ck->comm, text ? text : &one, text ? text : &one, text ? (size_t)len : 0, VS_U8, 0, NULL);
+    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, text ? text : &one, text ? (size_t)len : 0, VS_U8, 0, NULL, NULL);
     if (r || rb) {
         vs_free(ck->w, text);
         return vs_set_error(r ? r : rb, "reading %s: %s", file, r ? "out of memory" : vs_last_error());
@@ -4209,6 +4279,9 @@ static void* _vs_ckpt_async_main(void* arg)
 {
     _vs_ckpt_job* j = (_vs_ckpt_job*)arg;
     vs_ckpt* ck = j->ck;
+#ifdef _VS_CKPT_CUDA
+    if (ck->staged) cudaSetDevice(ck->cuda_dev); // (a new thread starts on device 0; the rank's GPU is this one)
+#endif
     ck->async_result = _vs_ckpt_save_now(ck, j->path, j->e, j->n, j->overwrite);
     if (ck->async_result) _vs_ckpt_fmt(ck->async_msg, sizeof ck->async_msg, "%s", vs_last_error());
     return NULL;
@@ -4291,6 +4364,7 @@ VS_API vs_result vs_ckpt_free(vs_ckpt* ck)
     _vs_ckpt_unpin(ck->spare, ck->spare_pinned);
     vs_free(ck->w, ck->spare);
     vs_comm_free(ck->comm);
+    if (ck->dstage) vs_device_free(ck->w, ck->dstage); // (after the communicator: nothing queued uses it)
     vs_mesh_release(ck->mesh);
     ck->magic = _VS_CKPT_DEAD;
     vs_free_later(ck->w, ck);

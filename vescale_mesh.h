@@ -6249,6 +6249,29 @@ _VS_PRIVATE vs_result _vs_mesh_desc_defaults(vs_world* w, const vs_mesh_desc* d,
     return VS_OK;
 }
 
+/* Every rank's world rank over communicator c (host memory out). NCCL takes
+   only device memory: there the values go through a device buffer, copied in
+   and out on the communicator's stream. */
+_VS_PRIVATE vs_result _vs_mesh_gather_ranks(vs_comm* c, int32_t mine, int32_t* all)
+{
+#ifdef VESCALE_NCCL
+    if (c->tr == VS_TRANSPORT_NCCL) {
+        const size_t n = (size_t)c->size;
+        int32_t* d = (int32_t*)vs_device_alloc(c->world, sizeof(int32_t) * (n + 1));
+        if (!d) return _vs_err(VS_ERR_NOMEM, "vs_mesh_init: out of device memory");
+        cudaError_t e = cudaMemcpyAsync(d + n, &mine, sizeof mine, cudaMemcpyDefault, c->stream);
+        vs_result r = e == cudaSuccess ? vs_all_gather(c, d + n, d, 1, VS_I32, NULL)
+                                       : _vs_err(VS_ERR_BACKEND, "vs_mesh_init: %s", cudaGetErrorString(e));
+        if (!r) e = cudaMemcpyAsync(all, d, sizeof(int32_t) * n, cudaMemcpyDefault, c->stream);
+        if (!r && e == cudaSuccess) e = cudaStreamSynchronize(c->stream); // (the gather is done: the copy is left)
+        if (!r && e != cudaSuccess) r = _vs_err(VS_ERR_BACKEND, "vs_mesh_init: %s", cudaGetErrorString(e));
+        vs_device_free(c->world, d);
+        return r;
+    }
+#endif
+    return vs_all_gather(c, &mine, all, 1, VS_I32, NULL);
+}
+
 VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** out)
 {
     _VS_CHECK_NULL(w, "world");
@@ -6284,7 +6307,7 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
     } else { // ranks of a sub-communicator: learn their world ranks
         int32_t mine = (int32_t)w->rank;
         int32_t* all = _VS_HNEW(h, int32_t, m->nranks);
-        vs_result r = all ? vs_all_gather(c, &mine, all, 1, VS_I32, NULL) : VS_ERR_NOMEM;
+        vs_result r = all ? _vs_mesh_gather_ranks(c, mine, all) : VS_ERR_NOMEM;
         if (r) {
             _vs_hfree(h, all);
             _vs_hfree(h, m->granks);

@@ -21,12 +21,13 @@
 #include <pthread.h>
 
 #define _VS_CKPT_FORCE_CUDA 1
+#define _VS_CKPT_FORCE_STAGING 1 // the metadata collectives through device memory, as on NCCL
 #define VESCALE_IMPLEMENTATION
 #include "vescale_ckpt.h"
 #include "tests/vs_test.h"
 #include "mock/mock_device.h"
 
-static long mock_h2d, mock_d2h, mock_d2h_pinned;
+static long mock_h2d, mock_d2h, mock_d2h_pinned, mock_stage_in, mock_stage_out;
 
 /* Page-locked host ranges (cudaHostRegister): an async save's copy block. */
 static struct { char* p; size_t n; } mock_pins[16];
@@ -75,6 +76,26 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, enum cudaMemcpyKind
     if (wd < 0 || ws < 0 || wd == ws) return cudaErrorInvalidValue;
     __atomic_add_fetch(wd ? &mock_h2d : &mock_d2h, 1, __ATOMIC_SEQ_CST);
     memcpy(dst, src, n);
+    return cudaSuccess;
+}
+
+/* The staged metadata collectives (NCCL takes only device memory): host ->
+   device before, device -> host after, each side where its kind says. */
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcpyKind k, cudaStream_t st)
+{
+    (void)st;
+    int wd = mock_where(dst, n), ws = mock_where(src, n);
+    int ok = k == cudaMemcpyDefault && ((wd == 1 && ws == 0) || (wd == 0 && ws == 1));
+    VT_CHECK(ok, "mock: async copy %p <- %p, %zu bytes, kind %d: dst %d src %d (1 device, 0 host)", dst, src, n, (int)k,
+             wd, ws);
+    if (!ok) return cudaErrorInvalidValue;
+    __atomic_add_fetch(wd ? &mock_stage_in : &mock_stage_out, 1, __ATOMIC_SEQ_CST);
+    memcpy(dst, src, n);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t st)
+{
+    (void)st;
     return cudaSuccess;
 }
 
@@ -296,6 +317,10 @@ int main(void)
     vt_begin("ckpt_device/no_leaks");
     VT_CHECK(mock_live == 0, "%d device allocations not freed", mock_live);
     VT_CHECK(mock_h2d > 0 && mock_d2h > 0, "copies: %ld host -> device, %ld device -> host", mock_h2d, mock_d2h);
+    // every metadata collective went through device memory (a host pointer given
+    // to NCCL faults on a GPU): the staging copies happened, in both directions
+    VT_CHECK(mock_stage_in > 20 && mock_stage_out > 20, "staged metadata copies: %ld in, %ld out", mock_stage_in,
+             mock_stage_out);
     vt_end("ckpt_device/no_leaks");
 
     char cmd[200];

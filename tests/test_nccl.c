@@ -11,6 +11,7 @@
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
+#include "vescale_ckpt.h"
 #include "vs_test.h"
 
 #include <math.h>
@@ -224,6 +225,87 @@ static void case_dl(int n, int (*fn)(vs_world*, void*))
     dl_compare(n);
 }
 
+/* ---- checkpoints and a mesh on a split communicator, over NCCL ------------ */
+
+/* A device tensor (Shard(0) over the ranks), a host tensor and a blob saved,
+   sync then async, and loaded back into fresh buffers: the checkpointer's own
+   metadata collectives must hand NCCL device memory (NCCL_CHECK_POINTERS=1,
+   set in main, refuses a host pointer). Then a mesh on a split communicator,
+   whose world ranks are all-gathered the same way. */
+static int ckpt_rank(vs_world* w, void* arg)
+{
+    const char* dir = (const char*)arg;
+    int me = vs_world_rank(w), n = vs_world_size(w);
+    vs_mesh* m = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = n;
+    VT_OK(vs_mesh_init(w, &md, &m));
+    vs_ckpt* ck = NULL;
+    vs_ckpt_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.mesh = m;
+    VT_OK(vs_ckpt_init(&cd, &ck));
+    if (!ck) return 1;
+    enum { ROWS = 4, COLS = 33 };
+    float h[ROWS * COLS], back[ROWS * COLS], host[7], host2[7];
+    for (int i = 0; i < ROWS * COLS; i++) h[i] = (float)(me * 1000 + i) * 0.5f;
+    for (int i = 0; i < 7; i++) host[i] = (float)i - 3.0f + (float)me, host2[i] = 0;
+    unsigned char blob[5] = {1, 2, 3, 4, 5}, blob2[8] = {0};
+    void* d = vs_device_alloc(w, sizeof h);
+    void* d2 = vs_device_alloc(w, sizeof h);
+    cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+    cudaMemset(d2, 0, sizeof h);
+    vs_ckpt_entry e[3];
+    memset(e, 0, sizeof e);
+    e[0].name = "w", e[0].t.dtype = VS_F32, e[0].t.ndim = 2;
+    e[0].t.shape[0] = (int64_t)ROWS * n, e[0].t.shape[1] = COLS;
+    e[0].t.layout.mesh = m, e[0].t.layout.p[0] = vs_shard(0), e[0].t.data = d, e[0].device = 1;
+    e[1].name = "host", e[1].t.dtype = VS_F32, e[1].t.ndim = 1, e[1].t.shape[0] = 7 * n;
+    e[1].t.layout.mesh = m, e[1].t.layout.p[0] = vs_shard(0), e[1].t.data = host;
+    e[2].name = "blob", e[2].kind = VS_CKPT_BLOB, e[2].blob = blob, e[2].blob_bytes = sizeof blob;
+    char path[512];
+    for (int async = 0; async < 2; async++) {
+        snprintf(path, sizeof path, "%s/step-%d", dir, async);
+        vs_ckpt_save_opts so;
+        memset(&so, 0, sizeof so);
+        so.async = async;
+        VT_OK(vs_ckpt_save(ck, path, e, 3, &so));
+        VT_OK(vs_ckpt_wait(ck));
+        vs_ckpt_entry l[3];
+        memcpy(l, e, sizeof l);
+        l[0].t.data = d2, l[1].t.data = host2, l[2].blob = blob2, l[2].blob_bytes = sizeof blob2;
+        int loaded[3] = {0, 0, 0};
+        VT_OK(vs_ckpt_load(ck, path, l, 3, loaded));
+        cudaMemcpy(back, d2, sizeof back, cudaMemcpyDeviceToHost);
+        VT_CHECK(loaded[0] && loaded[1] && loaded[2] && !memcmp(back, h, sizeof h) && !memcmp(host, host2, sizeof host) &&
+                     l[2].blob_bytes == sizeof blob && !memcmp(blob, blob2, sizeof blob),
+                 "ckpt on NCCL (async %d): loaded %d %d %d, the values differ", async, loaded[0], loaded[1], loaded[2]);
+        cudaMemset(d2, 0, sizeof h);
+        memset(host2, 0, sizeof host2);
+    }
+    char latest[512];
+    VT_OK(vs_ckpt_latest(dir, latest, sizeof latest));
+    VT_OK(vs_ckpt_free(ck));
+    vs_device_free(w, d);
+    vs_device_free(w, d2);
+    // a mesh on a split communicator (its ranks' world ranks gathered over NCCL)
+    vs_comm* sub = NULL;
+    VT_OK(vs_comm_split(vs_world_comm(w), 0, n - 1 - me, &sub));
+    vs_mesh* sm = NULL;
+    vs_mesh_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.shape[0] = n;
+    sd.comm = sub;
+    VT_OK(vs_mesh_init(w, &sd, &sm));
+    VT_CHECK(sm && vs_mesh_rank(sm) == n - 1 - me, "mesh on a split communicator: rank %d, want %d",
+             sm ? vs_mesh_rank(sm) : -1, n - 1 - me);
+    VT_OK(vs_mesh_free(sm));
+    VT_OK(vs_comm_free(sub));
+    VT_OK(vs_mesh_free(m));
+    return 0;
+}
+
 int main(void)
 {
     int ndev = 0;
@@ -278,5 +360,16 @@ int main(void)
     snprintf(name, sizeof name, "init/device = host, n=%d: vs_init_fill", n);
     VT_CASE(name, case_dl(n, dl_rank_init));
     dl_release();
+    char dir[] = "/tmp/vs_nccl_ckpt_XXXXXX";
+    snprintf(name, sizeof name, "ckpt/nccl, n=%d: save (sync, async) and load, device entries; a mesh on a split", n);
+    VT_CASE(name, {
+        VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+        vs_launch_desc cl;
+        memset(&cl, 0, sizeof cl);
+        cl.nranks = n;
+        cl.transport = VS_TRANSPORT_NCCL;
+        cl.timeout_s = 60;
+        VT_OK(vs_launch_ex(&cl, ckpt_rank, dir));
+    });
     return vt_summary();
 }

@@ -28,6 +28,7 @@ extern "C" {
 #endif
 const char* cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetDevice(int* dev);
+cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev);
 cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum cudaJitOption* jo, void** jv, unsigned njo,
                                 enum cudaLibraryOption* lo, void** lv, unsigned nlo);
