@@ -361,7 +361,7 @@ int main(void)
     VT_CASE(name, case_dl(n, dl_rank_init));
     dl_release();
     char dir[] = "/tmp/vs_nccl_ckpt_XXXXXX";
-    snprintf(name, sizeof name, "ckpt/nccl, n=%d: save (sync, async) and load, device entries; a mesh on a split", n);
+    snprintf(name, sizeof name, "ckpt/nccl, n=%d: save, load; mesh on a split", n);
     VT_CASE(name, {
         VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
         vs_launch_desc cl;
