@@ -118,8 +118,8 @@ $(B)/vescale-ckpt: tools/vescale-ckpt.c $(HEADERS) | $(B)
 # ---------------------------------------------------------------------------------
 
 # The main job: the GPT example (examples/train_gpt.c) trained on 8 thread ranks as
-# PP2 x DP2 x TP2 beside one rank, after the planner's explanation of that mesh (a
-# profile of this machine, then vs_plan_explain); saved, then resumed on DP4 x TP2
+# PP2 x DP2 x TP2 beside one rank, after the planner's explanation of the plan it
+# runs (a profile of this machine, then vs_plan_explain_for); saved, then resumed on DP4 x TP2
 # with sequence parallelism beside one rank.
 run: $(B)/train_gpt
 	rm -rf $(B)/run_ckpt

@@ -15,7 +15,7 @@
 
    Topics (grep the markers):
        // >>model          layers, parameters, roles, the layer context (vs_layer_*)
-       // >>plan           sharding plans: text and JSON, checks, vs_plan_explain
+       // >>plan           sharding plans: text and JSON, checks, defaults (vs_plan_resolve)
        // >>generate-plan  the machine's profile, the planner, its explanation
        // >>train          vs_parallelize, vs_train_step, save and load
 
@@ -78,8 +78,10 @@
    along the sequence (vs_layer_ctx.sp says so; gather and reduce-scatter with
    vs_sp_*) and DDP sums the TP-replicated parameters' gradients over TP. A
    profile (vs_profile_measure: layer, optimizer and transport times, and the
-   layers TP-sharded in place) calibrates vs_generate_plan; vs_plan_explain
-   says why it chose. A name declared by two layers is one tied parameter
+   layers TP-sharded in place; vs_profile_describe for people, vs_profile_print
+   exact, to save) calibrates vs_generate_plan; vs_plan_explain says why it
+   chose, vs_plan_explain_for how the plan that runs compares when the caller
+   fixed some of it. A name declared by two layers is one tied parameter
    (an embedding and an LM head): its two gradients are summed in the same order
    whether the layers share a stage or not. The global batch holds the model's
    data inputs with the rows first; each DP rank takes its rows, each microbatch
@@ -269,8 +271,16 @@ typedef struct vs_plan {
    or JSON; returns the length needed (snprintf-like). */
 VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap);
 VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap);
-/* Either form; errors name the line and the key. */
+/* Either form; errors name the line and the key. The text and JSON name each
+   default as it resolves (vs_plan_resolve): a plan with split 0 prints "split:
+   flops" (or "manual" with split_points), chunks 0 the schedule's count. */
 VS_API vs_result vs_plan_parse(const char* text, vs_plan* out);
+/* The plan as vs_parallelize runs it, every 0 default made explicit: mesh sizes
+   (1), schedule (1f1b), chunks (2 for zbv and dualpipev, else 1), microbatches
+   (pp), split (manual with split_points, else flops; vs_parallelize cuts a
+   model whose layers declare no flops uniformly). Other fields are copied. *out
+   may be p. */
+VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out);
 /* The layout of each parameter under a plan: its placement along TP, and why
    (the rule or the role). Checks the plan against the model: a strict rule that
    matches nothing, a TP size that does not divide a sharded dim (the first
@@ -324,12 +334,21 @@ typedef struct vs_profile {
    them), the optimizer's step, and the world's all-reduce (per group size and
    message size) and p2p times, and the layers once more TP-sharded for each
    group size (tp_s). Collective over the world; every rank gets the same
-   profile. Prints (about 1.2 KB at most) and parses as one line of text
-   (saved with a checkpoint, reused by later runs). */
+   profile. */
 VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe_fn data, void* data_user,
                                     vs_profile* out);
+/* The profile as one line of "key=value" (about 1.2 KB at most) that
+   vs_profile_parse reads back bit for bit: every number with 17 significant
+   digits, so a profile saved (with a checkpoint, in a file) and reused plans
+   exactly as the run that measured it. For files and tools; people read
+   vs_profile_describe. Both snprintf-like: the length needed, -1 on error. */
 VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap);
 VS_API vs_result vs_profile_parse(const char* text, vs_profile* out);
+/* The profile for people, a few lines of rates and times with 3 significant
+   digits ("compute 22.6 GFLOP/s; ...", "all-reduce of 4 B, 64 KiB, 512 KiB,
+   4 MiB: 2 ranks 9.3 us, ..."), each field 0 shown as the default the planner
+   takes for it. Does not parse back. */
+VS_API int vs_profile_describe(const vs_profile* p, char* buf, size_t cap);
 
 typedef struct vs_constraints {
     int world;                 // required: ranks
@@ -343,13 +362,15 @@ typedef struct vs_constraints {
     int sequence_parallel;     // 1: plans with tp > 1 use it (their activations count 1/tp)
 } vs_constraints;
 
-/* One configuration as the planner saw it. */
+/* One configuration as the planner saw it. Its plan has every default explicit
+   (vs_plan_resolve). */
 typedef struct vs_plan_estimate {
     vs_plan plan;
     double step_s, compute_s, comm_s, bubble_s; // estimated step time and its parts (exposed)
     double mem_bytes;                           // per rank: params, grads, optimizer state, activations
+    double mem_params, mem_grads, mem_optim, mem_act; // mem_bytes's parts (on the stage that needs most)
     int feasible;
-    char why[160];                              // why it lost or is infeasible
+    char why[256];                              // "<plan>: why it lost" or why it is infeasible
 } vs_plan_estimate;
 
 /* Enumerates every (pp, dp, tp, schedule, microbatches, zero) meeting the
@@ -360,8 +381,19 @@ typedef struct vs_plan_estimate {
    resource is short and by how much. */
 VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* c, const vs_profile* prof,
                                   vs_plan* out, vs_plan_estimate* est, int cap, int* n);
-/* The explanation: chosen plan, the two runners-up, why others lost. */
+/* The explanation of vs_generate_plan's est[0..n): the chosen plan ("chosen:
+   PP2 x DP2 x TP2, gpipe, 1 chunk per stage, 4 microbatches, ZeRO-2, split
+   flops", its step's parts and its memory's), the two runners-up and why each
+   lost, the others grouped by why. snprintf-like: returns the length needed. */
 VS_API int vs_plan_explain(const vs_plan_estimate* est, int n, char* buf, size_t cap);
+/* The same for a plan that runs, which need not be the planner's choice (a
+   schedule or ZeRO stage the caller fixed): it comes first ("plan: ...", named
+   as vs_plan_resolve resolves it, with its estimate from est and how far it is
+   from the best, or why the planner found it infeasible, or that est does not
+   hold it), then the planner's choice when that is another plan, the runners-up
+   and the others. p NULL: vs_plan_explain; -1 for a plan vs_plan_resolve
+   refuses. */
+VS_API int vs_plan_explain_for(const vs_plan* p, const vs_plan_estimate* est, int n, char* buf, size_t cap);
 
 // >>train ----------------------------------------------------------------------
 
@@ -660,6 +692,11 @@ _VS_HL_PRIVATE int _vs_hl_chunks(const vs_plan* p)
     return k == VS_PIPE_ZBV || k == VS_PIPE_DUALPIPEV ? 2 : 1;
 }
 _VS_HL_PRIVATE int _vs_hl_mbs(const vs_plan* p) { return p->microbatches > 0 ? p->microbatches : _vs_hl_sz(p->pp); }
+_VS_HL_PRIVATE vs_pipe_split_kind _vs_hl_split(const vs_plan* p)
+{
+    if (p->split) return p->split;
+    return p->split_points[0] ? VS_PIPE_SPLIT_MANUAL : VS_PIPE_SPLIT_FLOPS;
+}
 
 VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m)
 {
@@ -715,6 +752,13 @@ VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m)
 }
 
 static const char* const _vs_hl_split_names[] = {"default", "manual", "uniform", "parameters", "flops", "time"};
+/* The split a plan prints as: what its default resolves to ("default" parses,
+   and is never printed: it read as if the library had no split of its own). */
+_VS_HL_PRIVATE const char* _vs_hl_split_name(const vs_plan* p)
+{
+    vs_pipe_split_kind k = _vs_hl_split(p);
+    return _vs_hl_split_names[(int)k >= 0 && k <= VS_PIPE_SPLIT_TIME ? k : 0];
+}
 
 VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap)
 {
@@ -725,7 +769,7 @@ VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap)
     _vs_pipe_cat(buf, cap, &len, "policy: %s\nstrict: %d\n", p->policy == VS_TP_NONE ? "none" : "megatron", p->strict);
     for (int i = 0; i < p->nrules && i < VS_PLAN_MAX_RULES; i++)
         _vs_pipe_cat(buf, cap, &len, "shard: %s %s\n", p->rules[i].pattern, p->rules[i].placement);
-    _vs_pipe_cat(buf, cap, &len, "split: %s\n", _vs_hl_split_names[(int)p->split >= 0 && p->split <= VS_PIPE_SPLIT_TIME ? p->split : 0]);
+    _vs_pipe_cat(buf, cap, &len, "split: %s\n", _vs_hl_split_name(p));
     if (p->split_points[0]) _vs_pipe_cat(buf, cap, &len, "split_points: %s\n", p->split_points);
     _vs_pipe_cat(buf, cap, &len, "chunks: %d\nschedule: %s\nmicrobatches: %d\nzero: %d\n", _vs_hl_chunks(p),
                  vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero);
@@ -749,7 +793,7 @@ VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap)
     _vs_pipe_cat(buf, cap, &len,
                  "], \"split\": \"%s\", \"split_points\": \"%s\", \"chunks\": %d, \"schedule\": \"%s\", "
                  "\"microbatches\": %d, \"zero\": %d, \"sequence_parallel\": %d}\n",
-                 _vs_hl_split_names[(int)p->split >= 0 && p->split <= VS_PIPE_SPLIT_TIME ? p->split : 0], p->split_points,
+                 _vs_hl_split_name(p), p->split_points,
                  _vs_hl_chunks(p), vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero, p->sequence_parallel);
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
@@ -890,6 +934,25 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
     return r;
 }
 
+VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
+{
+    if (!p || !out) return vs_set_error(VS_ERR_NULL, "vs_plan_resolve: %s is NULL", p ? "out" : "plan");
+    if (p->pp < 0 || p->dp < 0 || p->tp < 0 || p->chunks < 0 || p->microbatches < 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_plan_resolve: pp=%d dp=%d tp=%d chunks=%d microbatches=%d (>= 0; 0: default)",
+                            p->pp, p->dp, p->tp, p->chunks, p->microbatches);
+    if ((int)p->schedule < 0 || (int)p->schedule >= VS_PIPE_KIND_COUNT || (int)p->split < 0 ||
+        p->split > VS_PIPE_SPLIT_TIME)
+        return vs_set_error(VS_ERR_INVALID, "vs_plan_resolve: schedule %d, split %d", (int)p->schedule, (int)p->split);
+    vs_plan r = *p;
+    r.pp = _vs_hl_sz(p->pp), r.dp = _vs_hl_sz(p->dp), r.tp = _vs_hl_sz(p->tp);
+    r.schedule = _vs_hl_sched(p);
+    r.chunks = _vs_hl_chunks(p);
+    r.microbatches = _vs_hl_mbs(p);
+    r.split = _vs_hl_split(p);
+    *out = r;
+    return VS_OK;
+}
+
 // >>generate-plan ---------------------------------------------------------------
 /* The planner's cost model. Every figure is per optimizer step and per rank.
 
@@ -993,7 +1056,6 @@ typedef struct _vs_gp_param {
 
 typedef struct _vs_gp_est {
     vs_plan_estimate e;
-    double m_params, m_grads, m_optim, m_act; // the memory's parts on the largest stage
     int idx;   // enumeration order
     int kind;  // 0 feasible, 1 over the memory limit, 2 rejected mesh or microbatch count
 } _vs_gp_est;
@@ -1077,29 +1139,35 @@ _VS_HL_PRIVATE double _vs_gp_spec_row_bytes(const char* outs)
     return dim > 1 ? bytes : 0;
 }
 
+/* 4 significant digits; a unit's threshold is where %.4g of the smaller one would
+   print 1000 (0.99999e-3 s is "1 ms", not "1000 us"). */
+#define _VS_GP_UP 0.99995
 _VS_HL_PRIVATE const char* _vs_gp_fmt_time(double s, char* b, size_t n)
 {
-    if (s >= 1 || s == 0) snprintf(b, n, "%.4g s", s);
-    else if (s >= 1e-3) snprintf(b, n, "%.4g ms", s * 1e3);
-    else if (s >= 1e-6) snprintf(b, n, "%.4g us", s * 1e6);
+    if (s >= _VS_GP_UP || s == 0) snprintf(b, n, "%.4g s", s);
+    else if (s >= _VS_GP_UP * 1e-3) snprintf(b, n, "%.4g ms", s * 1e3);
+    else if (s >= _VS_GP_UP * 1e-6) snprintf(b, n, "%.4g us", s * 1e6);
     else snprintf(b, n, "%.4g ns", s * 1e9);
     return b;
 }
 
 _VS_HL_PRIVATE const char* _vs_gp_fmt_bytes(double x, char* b, size_t n)
 {
-    if (x >= 1e9) snprintf(b, n, "%.4g GB", x / 1e9);
-    else if (x >= 1e6) snprintf(b, n, "%.4g MB", x / 1e6);
-    else if (x >= 1e3) snprintf(b, n, "%.4g KB", x / 1e3);
+    if (x >= _VS_GP_UP * 1e9) snprintf(b, n, "%.4g GB", x / 1e9);
+    else if (x >= _VS_GP_UP * 1e6) snprintf(b, n, "%.4g MB", x / 1e6);
+    else if (x >= _VS_GP_UP * 1e3) snprintf(b, n, "%.4g KB", x / 1e3);
     else snprintf(b, n, "%.4g B", x);
     return b;
 }
 
-/* "PP2 x DP2 x TP2, zbv, 8 microbatches, ZeRO-1" */
+/* "PP2 x DP2 x TP2, zbv, 2 chunks per stage, 8 microbatches, ZeRO-1" (", sequence
+   parallel" with it), every default as it resolves. */
 _VS_HL_PRIVATE const char* _vs_gp_fmt_plan(const vs_plan* p, char* b, size_t n)
 {
-    _vs_gp_fmt(b, n, "PP%d x DP%d x TP%d, %s, %d microbatch%s, ZeRO-%d", p->pp, p->dp, p->tp,
-             vs_pipe_kind_name(p->schedule), p->microbatches, p->microbatches == 1 ? "" : "es", (int)p->zero);
+    int V = _vs_hl_chunks(p), M = _vs_hl_mbs(p), tp = _vs_hl_sz(p->tp);
+    _vs_gp_fmt(b, n, "PP%d x DP%d x TP%d, %s, %d chunk%s per stage, %d microbatch%s, ZeRO-%d%s", _vs_hl_sz(p->pp),
+               _vs_hl_sz(p->dp), tp, vs_pipe_kind_name(_vs_hl_sched(p)), V, V == 1 ? "" : "s", M, M == 1 ? "" : "es",
+               (int)p->zero, p->sequence_parallel && tp > 1 ? ", sequence parallel" : "");
     return b;
 }
 
@@ -1381,7 +1449,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_config(_vs_gp* g, const vs_pipe_plan* pl, int dp
             double mp = b, mg = zero == 2 ? b / dp : b, mo = 8 * pi->pnumel[p] / (zero ? dp : 1), ma = pi->act[p];
             if (mp + mg + mo + ma > mem) {
                 mem = mp + mg + mo + ma;
-                e->m_params = mp, e->m_grads = mg, e->m_optim = mo, e->m_act = ma;
+                e->e.mem_params = mp, e->e.mem_grads = mg, e->e.mem_optim = mo, e->e.mem_act = ma;
             }
         }
         vs_plan_estimate* x = &e->e;
@@ -1392,7 +1460,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_config(_vs_gp* g, const vs_pipe_plan* pl, int dp
         x->mem_bytes = mem;
         x->feasible = !(c->mem_limit_bytes > 0 && mem > c->mem_limit_bytes);
         if (!x->feasible) {
-            char a[32], b[32], d[32], cfg[96];
+            char a[32], b[32], d[32], cfg[128];
             e->kind = 1;
             _vs_gp_fmt(x->why, sizeof x->why, "%s: exceeds memory by %s (needs %s, limit %s)",
                      _vs_gp_fmt_plan(&x->plan, cfg, sizeof cfg), _vs_gp_fmt_bytes(mem - c->mem_limit_bytes, a, sizeof a),
@@ -1419,27 +1487,33 @@ _VS_HL_PRIVATE int _vs_gp_cmp(const void* a, const void* b)
     return x->idx - y->idx;
 }
 
-/* Why a feasible configuration lost to the best: its largest excess part. */
+/* Why a feasible configuration lost to the best: its largest excess part.
+   "<plan>: <reason>", the reason a phrase that reads after "why it lost: "
+   (vs_plan_explain) and after the plan alone; vs_plan_explain groups the
+   others by the words "bubble", "exposed communication", "compute" and "as
+   fast as" in it. */
 _VS_HL_PRIVATE void _vs_gp_why_lost(_vs_gp_est* e, const _vs_gp_est* best)
 {
     vs_plan_estimate *x = &e->e;
     const vs_plan_estimate* b = &best->e;
-    char cfg[96], t0[32], t1[32];
+    char cfg[128], t0[32], t1[32];
     double dc = x->compute_s - b->compute_s, dm = x->comm_s - b->comm_s, db = x->bubble_s - b->bubble_s;
     _vs_gp_fmt_plan(&x->plan, cfg, sizeof cfg);
     _vs_gp_fmt_time(x->step_s - b->step_s, t1, sizeof t1);
-    if (x->step_s == b->step_s)
-        _vs_gp_fmt(x->why, sizeof x->why, "%s: as fast as the best, needs more memory (%s)", cfg,
-                 _vs_gp_fmt_bytes(x->mem_bytes, t0, sizeof t0));
+    if (x->step_s == b->step_s && x->mem_bytes > b->mem_bytes)
+        _vs_gp_fmt(x->why, sizeof x->why, "%s: as fast as the best but needs more memory, %s a rank against %s", cfg,
+                   _vs_gp_fmt_bytes(x->mem_bytes, t0, sizeof t0), _vs_gp_fmt_bytes(b->mem_bytes, t1, sizeof t1));
+    else if (x->step_s == b->step_s)
+        _vs_gp_fmt(x->why, sizeof x->why, "%s: as fast as the best and needs as much memory; the best was enumerated first", cfg);
     else if (db >= dc && db >= dm)
-        _vs_gp_fmt(x->why, sizeof x->why, "%s: bubble %.0f%% (%d microbatches), +%s over the best", cfg,
-                 x->step_s > 0 ? 100 * x->bubble_s / x->step_s : 0.0, x->plan.microbatches, t1);
+        _vs_gp_fmt(x->why, sizeof x->why, "%s: a larger bubble (%.0f%% of its step at %d microbatches), +%s a step over the best",
+                   cfg, x->step_s > 0 ? 100 * x->bubble_s / x->step_s : 0.0, x->plan.microbatches, t1);
     else if (dm >= dc)
-        _vs_gp_fmt(x->why, sizeof x->why, "%s: exposed communication %s, +%s over the best", cfg,
-                 _vs_gp_fmt_time(x->comm_s, t0, sizeof t0), t1);
+        _vs_gp_fmt(x->why, sizeof x->why, "%s: more exposed communication (%s), +%s a step over the best", cfg,
+                   _vs_gp_fmt_time(x->comm_s, t0, sizeof t0), t1);
     else
-        _vs_gp_fmt(x->why, sizeof x->why, "%s: compute %s per rank, +%s over the best", cfg,
-                 _vs_gp_fmt_time(x->compute_s, t0, sizeof t0), t1);
+        _vs_gp_fmt(x->why, sizeof x->why, "%s: more compute per rank (%s), +%s a step over the best", cfg,
+                   _vs_gp_fmt_time(x->compute_s, t0, sizeof t0), t1);
 }
 
 _VS_HL_PRIVATE vs_result _vs_gp_setup(_vs_gp* g)
@@ -1581,7 +1655,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_enumerate(_vs_gp* g, int* ntriples)
 _VS_HL_PRIVATE vs_result _vs_gp_none(const _vs_gp* g, int ntriples)
 {
     const vs_constraints* c = g->c;
-    char a[32], b[32], d[32], cfg[96];
+    char a[32], b[32], d[32], cfg[128];
     if (!ntriples) {
         int f = (c->pp ? c->pp : 1) * (c->dp ? c->dp : 1) * (c->tp ? c->tp : 1);
         if (c->pp && c->dp && c->tp)
@@ -1668,8 +1742,8 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
             char a[32], b[32], d[32], e[32];
             _vs_gp_est* best = &g.est[0];
             _vs_gp_fmt(best->e.why, sizeof best->e.why, "chosen; memory: params %s, grads %s, optimizer %s, activations %s",
-                     _vs_gp_fmt_bytes(best->m_params, a, sizeof a), _vs_gp_fmt_bytes(best->m_grads, b, sizeof b),
-                     _vs_gp_fmt_bytes(best->m_optim, d, sizeof d), _vs_gp_fmt_bytes(best->m_act, e, sizeof e));
+                     _vs_gp_fmt_bytes(best->e.mem_params, a, sizeof a), _vs_gp_fmt_bytes(best->e.mem_grads, b, sizeof b),
+                     _vs_gp_fmt_bytes(best->e.mem_optim, d, sizeof d), _vs_gp_fmt_bytes(best->e.mem_act, e, sizeof e));
             for (int i = 1; i < nfeas; i++) _vs_gp_why_lost(&g.est[i], best);
             *out = best->e.plan;
         } else {
@@ -1713,62 +1787,154 @@ _VS_HL_PRIVATE void _vs_gp_explain_one(const vs_plan_estimate* x, const vs_plan_
                _vs_gp_fmt_time(x->compute_s, t[1], sizeof t[1]), _vs_gp_fmt_time(x->comm_s, t[2], sizeof t[2]),
                _vs_gp_fmt_time(x->bubble_s, t[3], sizeof t[3]), x->step_s > 0 ? 100 * x->bubble_s / x->step_s : 0.0,
                _vs_gp_fmt_bytes(x->mem_bytes, t[0], sizeof t[0]));
+    if (x->mem_params > 0 || x->mem_grads > 0 || x->mem_optim > 0 || x->mem_act > 0)
+        _vs_gp_cat(buf, cap, len, "  memory: params %s, grads %s, optimizer %s, activations %s\n",
+                   _vs_gp_fmt_bytes(x->mem_params, t[0], sizeof t[0]), _vs_gp_fmt_bytes(x->mem_grads, t[1], sizeof t[1]),
+                   _vs_gp_fmt_bytes(x->mem_optim, t[2], sizeof t[2]), _vs_gp_fmt_bytes(x->mem_act, t[3], sizeof t[3]));
 }
 
-VS_API int vs_plan_explain(const vs_plan_estimate* est, int n, char* buf, size_t cap)
+/* An estimate's why, terminated (a caller's array may hold any bytes), from its
+   reason on: "<plan>: <reason>" gives the reason. */
+_VS_HL_PRIVATE const char* _vs_gp_reason(const vs_plan_estimate* x, char* w, size_t n)
+{
+    size_t k = 0;
+    while (k < sizeof x->why && k + 1 < n && x->why[k]) w[k] = x->why[k], k++;
+    w[k] = 0;
+    const char* r = strstr(w, ": ");
+    return r ? r + 2 : w;
+}
+
+/* "<label>: PP2 x DP2 x TP2, 1f1b, 1 chunk per stage, 4 microbatches, ZeRO-1, split flops" */
+_VS_HL_PRIVATE void _vs_gp_explain_head(const char* label, const vs_plan* p, char* buf, size_t cap, size_t* len)
+{
+    char cfg[128];
+    _vs_gp_cat(buf, cap, len, "%s: %s, split %s", label, _vs_gp_fmt_plan(p, cfg, sizeof cfg), _vs_hl_split_name(p));
+}
+
+/* est's plan is p (resolved): every field the planner chooses or is given. */
+_VS_HL_PRIVATE int _vs_gp_same_plan(const vs_plan* e, const vs_plan* p)
+{
+    vs_plan x;
+    if (vs_plan_resolve(e, &x) != VS_OK) {
+        vs_clear_error();
+        return 0;
+    }
+    return x.pp == p->pp && x.dp == p->dp && x.tp == p->tp && x.schedule == p->schedule && x.chunks == p->chunks &&
+           x.microbatches == p->microbatches && x.zero == p->zero && x.split == p->split && x.policy == p->policy &&
+           (x.sequence_parallel && x.tp > 1) == (p->sequence_parallel && p->tp > 1) &&
+           (x.split != VS_PIPE_SPLIT_MANUAL || !strncmp(x.split_points, p->split_points, sizeof x.split_points));
+}
+
+/* The explanation, of the planner's choice (run NULL) or of the plan that runs
+   (first) beside it. Entries shown in full: the best, the run's, two
+   runners-up; the others are counted by reason. */
+_VS_HL_PRIVATE int _vs_gp_explain(const vs_plan* run, const vs_plan_estimate* est, int n, char* buf, size_t cap)
 {
     size_t len = 0;
-    char cfg[96];
-    if (buf && cap) buf[0] = 0;
+    char w[sizeof est->why + 1];
+    if (!buf) cap = 0;
+    if (cap) buf[0] = 0;
+    vs_plan rp;
+    if (run && vs_plan_resolve(run, &rp) != VS_OK) return -1;
     if (!est || n <= 0) {
-        _vs_gp_cat(buf, cap, &len, "no configurations\n");
-        return (int)len;
+        if (run) {
+            _vs_gp_explain_head("plan", &rp, buf, cap, &len);
+            _vs_gp_cat(buf, cap, &len, ": no estimates to compare it with\n");
+        } else {
+            _vs_gp_cat(buf, cap, &len, "no configurations\n");
+        }
+        return len > (size_t)INT_MAX ? INT_MAX : (int)len;
     }
     int nfeas = 0;
     while (nfeas < n && est[nfeas].feasible) nfeas++;
     const vs_plan_estimate* best = nfeas ? &est[0] : NULL;
-    if (best) {
-        const vs_plan* p = &best->plan;
-        _vs_gp_cat(buf, cap, &len, "chosen: %s, split %s\n", _vs_gp_fmt_plan(p, cfg, sizeof cfg),
-                   p->split == VS_PIPE_SPLIT_UNIFORM ? "uniform" : p->split == VS_PIPE_SPLIT_PARAMS ? "parameters"
-                   : p->split == VS_PIPE_SPLIT_TIME ? "time" : "flops");
+    int j = -1; // the run's estimate
+    for (int i = 0; run && i < n && j < 0; i++)
+        if (_vs_gp_same_plan(&est[i].plan, &rp)) j = i;
+    for (int i = 0; run && i < n && j < 0; i++) // its mesh or microbatch count rejected whole (one entry for all)
+        if (!est[i].feasible && !(est[i].step_s < HUGE_VAL) && est[i].plan.pp == rp.pp && est[i].plan.dp == rp.dp &&
+            est[i].plan.tp == rp.tp && est[i].plan.microbatches == rp.microbatches)
+            j = i;
+    if (run) {
+        _vs_gp_explain_head("plan", &rp, buf, cap, &len);
+        if (j == 0 && best) {
+            _vs_gp_cat(buf, cap, &len, ": the planner's choice\n");
+            _vs_gp_explain_one(best, NULL, buf, cap, &len);
+        } else if (j > 0 && est[j].feasible) {
+            _vs_gp_cat(buf, cap, &len, "\n");
+            _vs_gp_explain_one(&est[j], best, buf, cap, &len);
+            _vs_gp_cat(buf, cap, &len, "  why it is not the planner's choice: %s\n", _vs_gp_reason(&est[j], w, sizeof w));
+        } else if (j >= 0) {
+            _vs_gp_cat(buf, cap, &len, ": infeasible to the planner: %s\n", _vs_gp_reason(&est[j], w, sizeof w));
+        } else {
+            _vs_gp_cat(buf, cap, &len,
+                       ": not among the %d configurations estimated (the planner tries 1f1b, gpipe, zbh1 at 1 chunk per "
+                       "stage, interleaved and zbv at 2, ZeRO 0 to 2, the split its constraints give)\n",
+                       n);
+        }
+        if (run->nrules > 0)
+            _vs_gp_cat(buf, cap, &len, "  (its %d shard rule%s are not in the cost model, which shards by the roles)\n",
+                       run->nrules, run->nrules == 1 ? "" : "s");
+    }
+    if (best && !(run && j == 0)) {
+        _vs_gp_explain_head(run ? "the planner's choice" : "chosen", &best->plan, buf, cap, &len);
+        _vs_gp_cat(buf, cap, &len, "\n");
         _vs_gp_explain_one(best, NULL, buf, cap, &len);
-        const char* mem = strstr(best->why, "memory:");
-        if (mem) _vs_gp_cat(buf, cap, &len, "  %s\n", mem);
-    } else {
+    } else if (!best) {
         _vs_gp_cat(buf, cap, &len, "no configuration is feasible\n");
     }
-    for (int i = 1; i < nfeas && i <= 2; i++) {
-        _vs_gp_cat(buf, cap, &len, "runner-up %d: %s\n", i, _vs_gp_fmt_plan(&est[i].plan, cfg, sizeof cfg));
+    int ru[2] = {-1, -1}, nru = 0;
+    for (int i = 1; i < nfeas && nru < 2; i++) {
+        if (i == j) continue;
+        char label[32];
+        ru[nru++] = i;
+        snprintf(label, sizeof label, "runner-up %d", nru);
+        _vs_gp_explain_head(label, &est[i].plan, buf, cap, &len);
+        _vs_gp_cat(buf, cap, &len, "\n");
         _vs_gp_explain_one(&est[i], best, buf, cap, &len);
-        const char* why = strstr(est[i].why, ": ");
-        _vs_gp_cat(buf, cap, &len, "  lost on %s\n", why ? why + 2 : est[i].why);
+        _vs_gp_cat(buf, cap, &len, "  why it lost: %s\n", _vs_gp_reason(&est[i], w, sizeof w));
     }
     /* The others, grouped by reason (the phrase each why is made with). */
     static const char* const key[] = {"bubble", "exposed communication", "compute", "as fast as",
                                       "exceeds memory", "does not divide", "more stages", "policy is none",
                                       "microbatches do not divide", NULL};
     static const char* const label[] = {"slower: larger bubble", "slower: more exposed communication",
-                                        "slower: more compute per rank", "as fast, more memory", "over the memory limit",
+                                        "slower: more compute per rank", "as fast as the best", "over the memory limit",
                                         "TP or DP size does not divide the model or batch", "more stages than layers",
                                         "TP without a TP policy", "microbatch count does not divide the batch",
                                         "other"};
-    int first = nfeas < 3 ? nfeas : 3;
-    if (first >= n) return (int)len;
-    _vs_gp_cat(buf, cap, &len, "rejected: %d configuration%s\n", n - first, n - first == 1 ? "" : "s");
+    int nrest = 0;
+    for (int i = 0; i < n; i++) nrest += !((best && i == 0) || i == j || i == ru[0] || i == ru[1]);
+    if (!nrest) return len > (size_t)INT_MAX ? INT_MAX : (int)len;
+    _vs_gp_cat(buf, cap, &len, "rejected: %d configuration%s\n", nrest, nrest == 1 ? "" : "s");
     for (int g = 0; g < 10; g++) {
         int cnt = 0, ex = -1;
-        for (int i = first; i < n; i++) {
+        for (int i = 0; i < n; i++) {
+            if ((best && i == 0) || i == j || i == ru[0] || i == ru[1]) continue;
+            _vs_gp_reason(&est[i], w, sizeof w);
             int k = 0;
-            while (key[k] && !strstr(est[i].why, key[k])) k++;
+            while (key[k] && !strstr(w, key[k])) k++;
             if (k == g) {
                 if (ex < 0) ex = i;
                 cnt++;
             }
         }
-        if (cnt) _vs_gp_cat(buf, cap, &len, "  %s (%d), e.g. %s\n", label[g], cnt, est[ex].why);
+        if (cnt) {
+            _vs_gp_reason(&est[ex], w, sizeof w);
+            _vs_gp_cat(buf, cap, &len, "  %s (%d), e.g. %s\n", label[g], cnt, w);
+        }
     }
-    return (int)len;
+    return len > (size_t)INT_MAX ? INT_MAX : (int)len;
+}
+
+VS_API int vs_plan_explain(const vs_plan_estimate* est, int n, char* buf, size_t cap)
+{
+    return _vs_gp_explain(NULL, est, n, buf, cap);
+}
+
+VS_API int vs_plan_explain_for(const vs_plan* p, const vs_plan_estimate* est, int n, char* buf, size_t cap)
+{
+    return _vs_gp_explain(p, est, n, buf, cap);
 }
 
 /* The profile. Layer times: every rank at once (as a job's ranks compute side by
@@ -2279,6 +2445,56 @@ VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap)
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
+/* v with an SI prefix and 3 significant digits: "22.6 GFLOP/s", "1.35 us". */
+_VS_HL_PRIVATE const char* _vs_gp_fmt_si(double v, const char* unit, char* b, size_t n)
+{
+    static const char* const pre[] = {"p", "n", "u", "m", "", "k", "M", "G", "T", "P"};
+    int k = 4;
+    double a = fabs(v), s = 1;
+    while (a > 0 && a < HUGE_VAL && k > 0 && a / s < 0.9995) k--, s /= 1e3;
+    while (a < HUGE_VAL && k < 9 && a / s >= 999.5) k++, s *= 1e3;
+    snprintf(b, n, "%.3g %s%s", v / s, pre[k], unit);
+    return b;
+}
+
+VS_API int vs_profile_describe(const vs_profile* p, char* buf, size_t cap)
+{
+    if (!p) {
+        vs_set_error(VS_ERR_NULL, "vs_profile_describe: profile is NULL");
+        return -1;
+    }
+    if (!buf) cap = 0;
+    if (cap) buf[0] = 0;
+    size_t len = 0;
+    char a[32], b[32], c[32], d[32];
+    _vs_gp_cat(buf, cap, &len, "compute %s%s; host %s a layer call, %s an engine instruction; optimizer %s an element\n",
+               _vs_gp_fmt_si(1 / (p->flop_s > 0 ? p->flop_s : 1e-10), "FLOP/s", a, sizeof a),
+               p->flop_s > 0 ? "" : " (default)", _vs_gp_fmt_si(p->call_s, "s", b, sizeof b),
+               _vs_gp_fmt_si(p->instr_s, "s", c, sizeof c), _vs_gp_fmt_si(p->opt_s, "s", d, sizeof d));
+    double bw = p->bw_bytes_s > 0 ? p->bw_bytes_s : 1e9;
+    _vs_gp_cat(buf, cap, &len, "collectives %s%s, %s%s a call; point-to-point %s%s\n", _vs_gp_fmt_si(bw, "B/s", a, sizeof a),
+               p->bw_bytes_s > 0 ? "" : " (default)",
+               _vs_gp_fmt_si(p->latency_s > 0 ? p->latency_s : 2e-5, "s", b, sizeof b), p->latency_s > 0 ? "" : " (default)",
+               _vs_gp_fmt_si(p->p2p_bw_bytes_s > 0 ? p->p2p_bw_bytes_s : bw, "B/s", c, sizeof c),
+               p->p2p_bw_bytes_s > 0 ? "" : " (default: the collectives')");
+    int any = 0;
+    for (int g = 0; g < VS_PROFILE_AR_GROUPS; g++) {
+        if (p->ar_n[g] <= 0) continue;
+        _vs_gp_cat(buf, cap, &len, "%s%d ranks", any++ ? "; " : "all-reduce of 4 B, 64 KiB, 512 KiB, 4 MiB: ", p->ar_n[g]);
+        for (int k = 0; k < VS_PROFILE_AR_SIZES; k++)
+            _vs_gp_cat(buf, cap, &len, "%s%s", k ? ", " : " ", _vs_gp_fmt_si(p->ar_s[g][k], "s", a, sizeof a));
+    }
+    _vs_gp_cat(buf, cap, &len, "%s\n", any ? "" : "all-reduce: not measured (the planner uses bandwidth and latency)");
+    any = 0;
+    for (int g = 0; g < VS_PROFILE_AR_GROUPS; g++) {
+        if (p->ar_n[g] <= 0 || p->tp_s[g] == 0) continue;
+        _vs_gp_cat(buf, cap, &len, "%s%s%s a byte on %d ranks", any++ ? ", " : "TP collectives in place: ",
+                   p->tp_s[g] > 0 ? "+" : "", _vs_gp_fmt_si(p->tp_s[g], "s", a, sizeof a), p->ar_n[g]);
+    }
+    if (any) _vs_gp_cat(buf, cap, &len, "\n");
+    return len > (size_t)INT_MAX ? INT_MAX : (int)len;
+}
+
 /* "key=" value: a finite number (>= 0 unless `neg`) at v ending at a blank, the
    end or `stop`; an error quotes the whole value from `all` on. */
 _VS_HL_PRIVATE vs_result _vs_gp_parse_num(const char* key, size_t kl, const char* all, const char* v, char stop,
@@ -2615,7 +2831,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         memset(&sd, 0, sizeof sd);
         sd.stages = pp;
         sd.chunks = _vs_hl_chunks(pl);
-        sd.kind = pl->split ? pl->split : (pl->split_points[0] ? VS_PIPE_SPLIT_MANUAL : VS_PIPE_SPLIT_FLOPS);
+        sd.kind = _vs_hl_split(pl);
         if (sd.kind == VS_PIPE_SPLIT_FLOPS) { // a model without flops splits uniformly
             int any = 0;
             for (int l = 0; l < L; l++) any |= m->layers[l].unit.flops > 0;

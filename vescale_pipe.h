@@ -2353,11 +2353,18 @@ VS_API int vs_pipe_draw(const vs_pipe_sched* s, const vs_pipe_costs* costs, doub
     double fc = ceil(sim.makespan / slot - 1e-9);
     int cols = fc > max_cols ? max_cols : (int)fc;
     size_t len = 0;
+    /* chunks per stage, as a plan counts them ("chunks: 1"): the total beside a
+       stage count read as chunks per stage */
+    if (s->nchunks % s->stages == 0)
+        _vs_pipe_cat(buf, cap, &len, "# %d stage%s, %d chunk%s per stage", s->stages, s->stages == 1 ? "" : "s",
+                     s->nchunks / s->stages, s->nchunks / s->stages == 1 ? "" : "s");
+    else
+        _vs_pipe_cat(buf, cap, &len, "# %d stage%s, %d chunks in all", s->stages, s->stages == 1 ? "" : "s", s->nchunks);
     _vs_pipe_cat(buf, cap, &len,
-                 "# %d stages, %d chunks, %d microbatches; one column = %g time units; makespan %g, bubble %.1f%%\n"
+                 ", %d microbatch%s; one column = %g time units; makespan %g, bubble %.1f%%\n"
                  "# F forward, B backward for the input, W backward for the weights, BW full backward;\n"
                  "# %s; '-' goes on, '.' idle\n",
-                 s->stages, s->nchunks, s->mbs, slot, sim.makespan, 100 * sim.bubble,
+                 s->mbs, s->mbs == 1 ? "" : "es", slot, sim.makespan, 100 * sim.bubble,
                  one ? "F3 = microbatch 3" : "F2.3 = chunk 2, microbatch 3");
     char* row = _VS_PIPE_NEW(s->world, char, (size_t)cols * (size_t)(cw + 1) + 1);
     if (!row) {

@@ -17,9 +17,10 @@
                         --ckpt-dir), on whatever mesh this run has
      --save-every N     save into --ckpt-dir (default build/ckpt) every N steps, keeping 3
      --explain          the planner's view: a profile measured on the job's thread
-                        ranks, then vs_plan_explain for the mesh given (or chosen):
-                        the best configuration, the runners-up, why others lost,
-                        and this run's estimated step
+                        ranks, then vs_plan_explain_for the plan this run takes
+                        (the mesh given, or chosen): its estimated step, the
+                        planner's choice on that mesh when it is another, the
+                        runners-up and why the others lost
      --no-reference     skip the one-rank run beside it
    Thread ranks by default; built with -DVESCALE_MPI and started by mpirun, one
    process per rank (each also runs the one-rank reference by itself).
@@ -207,6 +208,8 @@ int main(int argc, char** argv)
         if (mbs) p->microbatches = mbs;
         if (!p->microbatches) p->microbatches = 8 / p->dp > 0 ? 8 / p->dp : 1;
     }
+    static vs_plan_estimate est[1024];
+    int nest = 0;
     if (autoplan || explain) { // the planner: chooses the mesh (--auto) or explains the one given
         vs_constraints c;
         memset(&c, 0, sizeof c);
@@ -216,40 +219,33 @@ int main(int argc, char** argv)
         c.microbatches = autoplan ? mbs : p->microbatches;
         c.sequence_parallel = sp;
         c.act_bytes_per_row = (int64_t)CFG.seq * CFG.dim * 4; // gpt.h keeps [rows, T, D] f32 per layer
-        static vs_plan_estimate est[1024];
-        int n = 0;
         vs_profile prof;
         memset(&prof, 0, sizeof prof);
 #ifndef VESCALE_MPI
         if (vs_launch(c.world, prof_rank, &prof) != VS_OK) return fprintf(stderr, "profile: %s\n", vs_last_error()), 1;
-        static char pt[2048];
-        vs_profile_print(&prof, pt, sizeof pt);
-        printf("profile (vs_profile_measure on %d thread ranks):\n  %s\n", c.world, pt);
+        static char pt[2048]; // (vs_profile_print is the exact form, to save and parse back)
+        vs_profile_describe(&prof, pt, sizeof pt);
+        printf("profile (vs_profile_measure on %d thread ranks):\n", c.world);
+        for (const char* l = pt; *l;) {
+            int k = (int)strcspn(l, "\n");
+            printf("  %.*s\n", k, l);
+            l += k + (l[k] == '\n');
+        }
 #endif
         vs_plan chosen;
-        if (vs_generate_plan(&MODEL, &c, &prof, &chosen, est, 1024, &n) != VS_OK)
+        if (vs_generate_plan(&MODEL, &c, &prof, &chosen, est, 1024, &nest) != VS_OK)
             return fprintf(stderr, "vs_generate_plan: %s\n", vs_last_error()), 1;
         if (autoplan) {
             *p = chosen;
             if (zero_given) p->zero = (vs_zero_stage)zero; // what the user fixed stays fixed
         }
-        if (explain) {
-            static char text[16384];
-            vs_plan_explain(est, n, text, sizeof text);
-            printf("%s", text);
-            for (int i = 0; i < n; i++) { // the configuration this run takes, as the planner saw it
-                const vs_plan_estimate* e = &est[i];
-                if (!e->feasible || e->plan.schedule != p->schedule || e->plan.microbatches != p->microbatches ||
-                    e->plan.zero != p->zero)
-                    continue;
-                printf("this run's configuration: estimated %.2f ms a step (compute %.2f, exposed communication %.2f, "
-                       "bubble %.2f), %.0f KB a rank\n\n",
-                       1e3 * e->step_s, 1e3 * e->compute_s, 1e3 * e->comm_s, 1e3 * e->bubble_s, e->mem_bytes / 1e3);
-                break;
-            }
-        }
     }
     p->sequence_parallel = sp && p->tp > 1; // (the planner's choice keeps --microbatches: it was a constraint)
+    if (explain) { // the plan as it runs (nothing below changes it), beside the planner's estimates
+        static char text[16384];
+        if (vs_plan_explain_for(p, est, nest, text, sizeof text) < 0) return fprintf(stderr, "%s\n", vs_last_error()), 1;
+        printf("%s\n", text);
+    }
     if (ROWS % (p->dp * p->microbatches))
         return fprintf(stderr, "DP %d x %d microbatches do not divide the %d rows of a step\n", p->dp, p->microbatches, ROWS), 2;
     int nranks = p->pp * p->dp * p->tp;
@@ -261,15 +257,16 @@ int main(int argc, char** argv)
     printf("plan (vs_plan_print):\n%s", text);
     { // the pipeline schedule this plan runs, drawn
         vs_pipe_sched* s;
-        int V = p->chunks ? p->chunks : (p->schedule == VS_PIPE_ZBV || p->schedule == VS_PIPE_DUALPIPEV ? 2 : 1);
-        if (p->pp > 1 && vs_pipe_generate(NULL, p->schedule, p->pp, V, p->microbatches, &s) == VS_OK) {
+        vs_plan rp; // the defaults as vs_parallelize resolves them (chunks 0: the schedule's)
+        if (vs_plan_resolve(p, &rp) != VS_OK) return fprintf(stderr, "%s\n", vs_last_error()), 1;
+        if (rp.pp > 1 && vs_pipe_generate(NULL, rp.schedule, rp.pp, rp.chunks, rp.microbatches, &s) == VS_OK) {
             static char pic[16384];
             vs_pipe_costs costs;
             memset(&costs, 0, sizeof costs);
             vs_pipe_draw(s, &costs, 0, pic, sizeof pic);
             vs_pipe_sim sim;
             vs_pipe_simulate(s, &costs, &sim);
-            printf("schedule %s (vs_pipe_draw, unit costs; bubble %.1f%%):\n%s", vs_pipe_kind_name(p->schedule),
+            printf("schedule %s (vs_pipe_draw, unit costs; bubble %.1f%%):\n%s", vs_pipe_kind_name(rp.schedule),
                    100 * sim.bubble, pic);
             vs_pipe_sched_free(s);
         }

@@ -74,6 +74,8 @@ if [ -x "$B/train_gpt" ]; then
     rm -rf "$ck"
     # killed (SIGKILL) on PP2 x DP2 x TP2 mid-run, resumed with --resume auto on 4 ranks (planner) and on 1x1x2
     run_one "train_gpt_kill.sh" env B="$B" bash tests/train_gpt_kill.sh
+    # --explain names the plan that then trains (issue 19.7), numbers for people
+    run_one "train_gpt_explain.sh" env B="$B" bash tests/train_gpt_explain.sh
 fi
 # --- examples/pipe_mlp.c (issue 10): every schedule on 4 stages equals one rank bit for bit ---
 if [ -x "$B/pipe_mlp" ]; then

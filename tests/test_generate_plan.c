@@ -6,7 +6,9 @@
 #define VESCALE_IMPLEMENTATION
 #include "vescale.h"
 #include "tests/vs_test.h"
+#include <ctype.h>
 #include <math.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -346,7 +348,7 @@ static void test_world8_and_memory(void)
     VT_CHECK(strstr(text, "compute") && strstr(text, "exposed communication") && strstr(text, "bubble") &&
                  strstr(text, "per rank"), "no breakdown:\n%s", text);
     VT_CHECK(strstr(text, "over the memory limit (") && strstr(text, "exceeds memory by"), "no memory group:\n%s", text);
-    VT_CHECK(strstr(text, "lost on "), "runners-up without a reason:\n%s", text);
+    VT_CHECK(strstr(text, "why it lost: "), "runners-up without a reason:\n%s", text);
     // every rejected entry falls in a group that the text names with an example
     int nrej = 0;
     for (int i = 3; i < n; i++) nrej++;
@@ -648,6 +650,336 @@ static void test_sequence_parallel(void)
     VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "sequence_parallel 2 (0 or 1)");
 }
 
+/* ---- the explanation names the plan that runs (issue 19.7, make run) ----------- */
+
+/* A plan as an explanation line names it: "<label>: PP2 x DP2 x TP2, 1f1b, 1 chunk
+   per stage, 4 microbatches, ZeRO-1[, sequence parallel], split flops[: ...]". */
+typedef struct named {
+    int pp, dp, tp, chunks, mbs, zero, sp;
+    char sched[16], split[16], rest[256];
+} named;
+
+/* The line of `text` that starts with "<label>: ", read; 0 when none or it does
+   not read as a plan. */
+static int read_named(const char* text, const char* label, named* o)
+{
+    size_t ll = strlen(label);
+    const char* l = text;
+    while (l && !(!strncmp(l, label, ll) && !strncmp(l + ll, ": ", 2))) {
+        l = strchr(l, '\n');
+        if (l) l++;
+    }
+    if (!l || !*l) return 0;
+    char line[512];
+    size_t k = strcspn(l, "\n");
+    snprintf(line, sizeof line, "%.*s", (int)k, l);
+    memset(o, 0, sizeof *o);
+    regex_t re;
+    regmatch_t m[12];
+    const char* pat = "^[^:]*: PP([0-9]+) x DP([0-9]+) x TP([0-9]+), ([a-z0-9]+), ([0-9]+) chunks? per stage, "
+                      "([0-9]+) microbatch(es)?, ZeRO-([0-9])(, sequence parallel)?, split ([a-z]+)(.*)$";
+    if (regcomp(&re, pat, REG_EXTENDED)) return 0;
+    int ok = !regexec(&re, line, 12, m, 0);
+    regfree(&re);
+    if (!ok) return 0;
+    o->pp = atoi(line + m[1].rm_so), o->dp = atoi(line + m[2].rm_so), o->tp = atoi(line + m[3].rm_so);
+    snprintf(o->sched, sizeof o->sched, "%.*s", (int)(m[4].rm_eo - m[4].rm_so), line + m[4].rm_so);
+    o->chunks = atoi(line + m[5].rm_so), o->mbs = atoi(line + m[6].rm_so), o->zero = atoi(line + m[8].rm_so);
+    o->sp = m[9].rm_so >= 0;
+    snprintf(o->split, sizeof o->split, "%.*s", (int)(m[10].rm_eo - m[10].rm_so), line + m[10].rm_so);
+    snprintf(o->rest, sizeof o->rest, "%s", line + m[11].rm_so);
+    return 1;
+}
+
+/* The most significant digits of any number in `text` (a run of digits with at
+   most one point; an exponent's digits count on their own); *worst gets it. */
+static int max_digits(const char* text, char* worst, size_t n)
+{
+    int most = 0;
+    for (const char* s = text; *s;) {
+        if (!isdigit((unsigned char)*s)) {
+            s++;
+            continue;
+        }
+        const char* b = s;
+        int sig = 0, lead = 1, dots = 0;
+        for (; isdigit((unsigned char)*s) || (*s == '.' && !dots && isdigit((unsigned char)s[1])); s++) {
+            if (*s == '.') {
+                dots++;
+                continue;
+            }
+            if (*s != '0') lead = 0;
+            if (!lead) sig++;
+        }
+        if (sig > most) {
+            most = sig;
+            snprintf(worst, n, "%.*s", (int)(s - b), b);
+        }
+    }
+    return most;
+}
+
+static void check_digits(const char* text, const char* what)
+{
+    char worst[64] = "";
+    int d = max_digits(text, worst, sizeof worst);
+    VT_CHECK(d <= 6, "%s: %s has %d significant digits:\n%s", what, worst, d, text);
+}
+
+/* The first line of vs_plan_explain_for(p) names p as it resolves (schedule, chunks
+   per stage, microbatches, ZeRO, split), with its own estimate or a word on why
+   there is none. want_*: the resolved values, written out here. */
+static void check_explained(const vs_plan* p, int n, const char* sched, int chunks, const char* split, const char* what)
+{
+    int len = vs_plan_explain_for(p, est, n, text, sizeof text);
+    VT_CHECK(len > 0 && len < (int)sizeof text, "%s: length %d", what, len);
+    named x;
+    VT_CHECK(!strncmp(text, "plan: ", 6) && read_named(text, "plan", &x), "%s: no \"plan: \" line first:\n%s", what, text);
+    if (strncmp(text, "plan: ", 6) || !read_named(text, "plan", &x)) return;
+    int M = p->microbatches ? p->microbatches : (p->pp ? p->pp : 1);
+    VT_CHECK(x.pp == p->pp && x.dp == p->dp && x.tp == p->tp && !strcmp(x.sched, sched) && x.chunks == chunks &&
+                 x.mbs == M && x.zero == (int)p->zero && !strcmp(x.split, split) &&
+                 x.sp == (p->sequence_parallel && p->tp > 1),
+             "%s: the explanation names PP%d x DP%d x TP%d %s, %d chunks, %d microbatches, ZeRO-%d, sp %d, split %s; the "
+             "plan is %s, %d chunks, %d microbatches, ZeRO-%d, split %s:\n%s",
+             what, x.pp, x.dp, x.tp, x.sched, x.chunks, x.mbs, x.zero, x.sp, x.split, sched, chunks, M, (int)p->zero,
+             split, text);
+    /* its estimate: the entry of the same configuration (the planner's plans are
+       resolved), its step time on the next line */
+    int j = -1;
+    for (int i = 0; i < n && j < 0; i++) {
+        const vs_plan* e = &est[i].plan;
+        static const char* const splits[] = {"default", "manual", "uniform", "parameters", "flops", "time"};
+        if (est[i].feasible && e->pp == x.pp && e->dp == x.dp && e->tp == x.tp && !strcmp(vs_pipe_kind_name(e->schedule), sched) &&
+            e->chunks == chunks && e->microbatches == M && (int)e->zero == x.zero && !strcmp(splits[e->split], split) &&
+            e->sequence_parallel == x.sp)
+            j = i;
+    }
+    if (j == 0) {
+        VT_CHECK(!strcmp(x.rest, ": the planner's choice") && !strstr(text, "\nthe planner's choice: "),
+                 "%s: est[0] is this plan:\n%s", what, text);
+    } else if (j > 0) {
+        char t[32], want[64];
+        snprintf(want, sizeof want, "\n  step %s (", _vs_gp_fmt_time(est[j].step_s, t, sizeof t));
+        VT_CHECK(!x.rest[0] && strstr(text, want) && strstr(text, "\n  why it is not the planner's choice: "),
+                 "%s: its estimate (%s) and why it lost:\n%s", what, want + 3, text);
+        named b;
+        VT_CHECK(read_named(text, "the planner's choice", &b) && !strcmp(b.sched, vs_pipe_kind_name(est[0].plan.schedule)) &&
+                     b.zero == (int)est[0].plan.zero && b.chunks == est[0].plan.chunks,
+                 "%s: the planner's choice (%s, ZeRO-%d) is not named:\n%s", what, vs_pipe_kind_name(est[0].plan.schedule),
+                 (int)est[0].plan.zero, text);
+    } else {
+        VT_CHECK(strstr(x.rest, "not among the") || strstr(x.rest, "infeasible"), "%s: no estimate, no word why:\n%s",
+                 what, text);
+    }
+    check_digits(text, what);
+}
+
+/* The mesh `make run` gives (PP2 x DP2 x TP2, 4 microbatches per DP rank, 16 rows)
+   and train_gpt's plans on it (schedule and ZeRO fixed by the user, chunks and
+   split left 0); then PP2 x TP4 with a uniform split, V-shaped and unestimated
+   schedules and a manual split; DP4 x TP2 with sequence parallelism. */
+static void test_explain_given_plan(void)
+{
+    build(&tm, 2, 64, 64, 0);
+    vs_profile pf = prof();
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.pp = 2, c.dp = 2, c.tp = 2, c.microbatches = 4, c.global_batch = 16, c.act_bytes_per_row = 4096;
+    vs_plan out;
+    int n = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    static const vs_pipe_kind kinds[4] = {VS_PIPE_1F1B, VS_PIPE_GPIPE, VS_PIPE_ZBH1, VS_PIPE_ZBV};
+    int notbest = 0;
+    for (int k = 0; k < 4; k++)
+        for (int z = 0; z <= 2; z++) {
+            vs_plan p;
+            memset(&p, 0, sizeof p);
+            p.pp = 2, p.dp = 2, p.tp = 2, p.microbatches = 4, p.schedule = kinds[k], p.zero = (vs_zero_stage)z;
+            char what[64];
+            snprintf(what, sizeof what, "make run's mesh, %s ZeRO-%d", vs_pipe_kind_name(kinds[k]), z);
+            check_explained(&p, n, vs_pipe_kind_name(kinds[k]), kinds[k] == VS_PIPE_ZBV ? 2 : 1, "flops", what);
+            notbest += est[0].plan.schedule != kinds[k] || (int)est[0].plan.zero != z;
+        }
+    VT_CHECK(notbest >= 11, "%d of 12 plans are not the planner's choice", notbest);
+    check_explained(&out, n, vs_pipe_kind_name(out.schedule), out.chunks, "flops", "the planner's choice itself");
+    vs_plan p;
+    memset(&p, 0, sizeof p);
+    p.pp = 2, p.dp = 2, p.tp = 2, p.microbatches = 4, p.schedule = VS_PIPE_INTERLEAVED, p.chunks = 2;
+    check_explained(&p, n, "interleaved", 2, "flops", "interleaved, 2 chunks");
+    // vs_plan_explain: its "chosen:" line names est[0] the same way
+    vs_plan_explain(est, n, text, sizeof text);
+    named x;
+    VT_CHECK(read_named(text, "chosen", &x) && !strcmp(x.sched, vs_pipe_kind_name(est[0].plan.schedule)) &&
+                 x.chunks == est[0].plan.chunks && x.zero == (int)est[0].plan.zero && !strcmp(x.split, "flops"),
+             "the chosen line:\n%s", text);
+    check_digits(text, "vs_plan_explain");
+
+    // PP2 x TP4: a uniform split, zbv's V, a schedule the planner does not try, a manual split
+    build(&tm, 4, 64, 256, 1);
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.pp = 2, c.dp = 1, c.tp = 4, c.microbatches = 8, c.global_batch = 32, c.split = VS_PIPE_SPLIT_UNIFORM;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    memset(&p, 0, sizeof p);
+    p.pp = 2, p.dp = 1, p.tp = 4, p.microbatches = 8, p.schedule = VS_PIPE_ZBV, p.split = VS_PIPE_SPLIT_UNIFORM;
+    check_explained(&p, n, "zbv", 2, "uniform", "PP2 x TP4 zbv, uniform");
+    p.schedule = VS_PIPE_1F1B;
+    check_explained(&p, n, "1f1b", 1, "uniform", "PP2 x TP4 1f1b, uniform");
+    p.schedule = VS_PIPE_DUALPIPEV;
+    check_explained(&p, n, "dualpipev", 2, "uniform", "PP2 x TP4 dualpipev (not estimated)");
+    VT_CHECK(strstr(text, "not among the") && read_named(text, "the planner's choice", &x), "dualpipev:\n%s", text);
+    p.schedule = VS_PIPE_1F1B, p.split = VS_PIPE_SPLIT_DEFAULT;
+    snprintf(p.split_points, sizeof p.split_points, "h2");
+    check_explained(&p, n, "1f1b", 1, "manual", "PP2 x TP4 1f1b, a manual split");
+    p.split_points[0] = 0;
+    check_explained(&p, n, "1f1b", 1, "flops", "PP2 x TP4 1f1b, split flops (the planner cut uniformly)");
+    VT_CHECK(strstr(text, "not among the"), "a split the planner did not use has no estimate:\n%s", text);
+
+    // DP4 x TP2 with sequence parallelism (make run's second half)
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.pp = 1, c.dp = 4, c.tp = 2, c.microbatches = 2, c.global_batch = 16, c.sequence_parallel = 1;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    memset(&p, 0, sizeof p);
+    p.pp = 1, p.dp = 4, p.tp = 2, p.microbatches = 2, p.schedule = VS_PIPE_1F1B, p.zero = VS_ZERO_1, p.sequence_parallel = 1;
+    check_explained(&p, n, "1f1b", 1, "flops", "DP4 x TP2, sequence parallel");
+    p.sequence_parallel = 0;
+    check_explained(&p, n, "1f1b", 1, "flops", "DP4 x TP2 without sequence parallelism (not estimated)");
+    VT_CHECK(strstr(text, "not among the"), "sequence parallelism is part of the plan:\n%s", text);
+    VT_CHECK(vs_plan_explain_for(&p, NULL, 0, text, sizeof text) > 0 && strstr(text, "no estimates"), "%s", text);
+    p.schedule = (vs_pipe_kind)77;
+    VT_ERR(vs_plan_explain_for(&p, est, n, text, sizeof text), -1, "schedule 77");
+}
+
+/* Why each runner-up lost, one reason per branch of the comparison: a phrase
+   after "why it lost: " (once "lost on as fast as the best"). */
+static void test_explain_reasons(void)
+{
+    static _vs_gp_est g[6];
+    memset(g, 0, sizeof g);
+    for (int i = 0; i < 6; i++) {
+        vs_plan_estimate* e = &g[i].e;
+        e->plan.pp = 2, e->plan.dp = 2, e->plan.tp = 1, e->plan.schedule = VS_PIPE_1F1B, e->plan.chunks = 1;
+        e->plan.microbatches = 4, e->plan.split = VS_PIPE_SPLIT_FLOPS, e->plan.zero = (vs_zero_stage)(i % 3);
+        e->step_s = 1e-2, e->compute_s = 5e-3, e->comm_s = 3e-3, e->bubble_s = 2e-3, e->mem_bytes = 1e5;
+        e->feasible = 1;
+        g[i].idx = i;
+    }
+    g[1].e.mem_bytes = 2e5;                                                 // as fast, more memory
+    g[2].e.plan.schedule = VS_PIPE_GPIPE;                                   // as fast, as large
+    g[3].e.bubble_s += 1e-3, g[3].e.step_s += 1e-3, g[3].e.plan.schedule = VS_PIPE_ZBV, g[3].e.plan.chunks = 2; // bubble
+    g[4].e.comm_s += 2e-3, g[4].e.step_s += 2e-3, g[4].e.plan.schedule = VS_PIPE_ZBH1; // communication
+    g[5].e.compute_s += 3e-3, g[5].e.step_s += 3e-3, g[5].e.plan.schedule = VS_PIPE_GPIPE; // compute
+    static const char* const want[6] = {NULL,
+                                        "as fast as the best but needs more memory, 200 KB a rank against 100 KB",
+                                        "as fast as the best and needs as much memory; the best was enumerated first",
+                                        "a larger bubble (27% of its step at 4 microbatches), +1 ms a step over the best",
+                                        "more exposed communication (5 ms), +2 ms a step over the best",
+                                        "more compute per rank (8 ms), +3 ms a step over the best"};
+    vs_plan_estimate e[6];
+    for (int i = 0; i < 6; i++) {
+        if (i) _vs_gp_why_lost(&g[i], &g[0]);
+        e[i] = g[i].e;
+        const char* r = strstr(e[i].why, ": ");
+        VT_CHECK(!i || (r && !strcmp(r + 2, want[i])), "branch %d: '%s', want '%s'", i, e[i].why, want[i]);
+    }
+    for (int i = 1; i < 6; i++) { // each reason as a runner-up's and as the run's
+        vs_plan_estimate two[2] = {e[0], e[i]};
+        char line[300];
+        vs_plan_explain(two, 2, text, sizeof text);
+        snprintf(line, sizeof line, "\n  why it lost: %s\n", want[i]);
+        VT_CHECK(strstr(text, line) && !strstr(text, "lost on"), "branch %d:\n%s", i, text);
+        vs_plan_explain_for(&e[i].plan, two, 2, text, sizeof text);
+        snprintf(line, sizeof line, "\n  why it is not the planner's choice: %s\n", want[i]);
+        VT_CHECK(strstr(text, line) && strstr(text, "\nthe planner's choice: "), "branch %d, as the run's:\n%s", i, text);
+        check_digits(text, "reasons");
+    }
+    // the rest, counted by reason: with the best and two runners-up shown, three here
+    vs_plan_explain(e, 6, text, sizeof text);
+    VT_CHECK(strstr(text, "rejected: 3 configurations\n") && strstr(text, "  slower: larger bubble (1), e.g. PP2") &&
+                 strstr(text, "  slower: more exposed communication (1)") && strstr(text, "  slower: more compute per rank (1)"),
+             "%s", text);
+    // a why without its terminator is read within its bytes
+    memset(e[1].why, 'x', sizeof e[1].why);
+    VT_CHECK(vs_plan_explain(e, 6, text, sizeof text) > 0, "unterminated why");
+}
+
+/* The plan's text names what its defaults resolve to; vs_plan_resolve says it. */
+static void test_plan_defaults_named(void)
+{
+    vs_plan p, r;
+    memset(&p, 0, sizeof p);
+    p.pp = 2;
+    char t[2048];
+    vs_plan_print(&p, t, sizeof t);
+    VT_CHECK(strstr(t, "\nsplit: flops\n") && strstr(t, "\nchunks: 1\n") && strstr(t, "\nschedule: 1f1b\n") &&
+                 strstr(t, "\nmicrobatches: 2\n") && !strstr(t, "default"),
+             "the defaults as they resolve:\n%s", t);
+    vs_plan_print_json(&p, t, sizeof t);
+    VT_CHECK(strstr(t, "\"split\": \"flops\""), "%s", t);
+    VT_OK(vs_plan_resolve(&p, &r));
+    VT_CHECK(r.pp == 2 && r.dp == 1 && r.tp == 1 && r.schedule == VS_PIPE_1F1B && r.chunks == 1 && r.microbatches == 2 &&
+                 r.split == VS_PIPE_SPLIT_FLOPS,
+             "resolved: %d %d %d %d %d %d %d", r.pp, r.dp, r.tp, (int)r.schedule, r.chunks, r.microbatches, (int)r.split);
+    snprintf(p.split_points, sizeof p.split_points, "h1");
+    p.schedule = VS_PIPE_ZBV;
+    vs_plan_print(&p, t, sizeof t);
+    VT_CHECK(strstr(t, "\nsplit: manual\n") && strstr(t, "\nchunks: 2\n"), "%s", t);
+    VT_OK(vs_plan_resolve(&p, &p));
+    VT_CHECK(p.split == VS_PIPE_SPLIT_MANUAL && p.chunks == 2 && !strcmp(p.split_points, "h1"), "in place");
+    vs_plan q;
+    VT_OK(vs_plan_parse("split: default\n", &q)); // still read
+    VT_CHECK(q.split == VS_PIPE_SPLIT_DEFAULT, "split %d", (int)q.split);
+    p.chunks = -1;
+    VT_ERR(vs_plan_resolve(&p, &r), VS_ERR_INVALID, "chunks=-1");
+    VT_ERR(vs_plan_resolve(NULL, &r), VS_ERR_NULL, "plan");
+    // the schedule's picture counts chunks per stage, as the plan does
+    static const struct { vs_pipe_kind k; int V; const char* head; } d[3] = {
+        {VS_PIPE_1F1B, 1, "# 2 stages, 1 chunk per stage, 4 microbatches;"},
+        {VS_PIPE_ZBV, 2, "# 2 stages, 2 chunks per stage, 4 microbatches;"},
+        {VS_PIPE_INTERLEAVED, 2, "# 2 stages, 2 chunks per stage, 4 microbatches;"}};
+    for (int i = 0; i < 3; i++) {
+        vs_pipe_sched* s;
+        VT_OK(vs_pipe_generate(NULL, d[i].k, 2, d[i].V, 4, &s));
+        vs_pipe_costs costs;
+        memset(&costs, 0, sizeof costs);
+        static char pic[8192];
+        VT_CHECK(vs_pipe_draw(s, &costs, 0, pic, sizeof pic) > 0 && !strncmp(pic, d[i].head, strlen(d[i].head)),
+                 "%s: '%.60s'", d[i].head, pic);
+        vs_pipe_sched_free(s);
+    }
+}
+
+/* The profile for people: rates and times, 3 significant digits, the defaults
+   named; vs_profile_print keeps 17 for vs_profile_parse. */
+static void test_profile_describe(void)
+{
+    vs_profile p;
+    memset(&p, 0, sizeof p);
+    p.flop_s = 1.2345678901234567e-11, p.bw_bytes_s = 3.3e9, p.latency_s = 1.7e-5, p.p2p_bw_bytes_s = 2.25e10;
+    p.call_s = 6.1e-5, p.instr_s = 1.0000000000000002e-4, p.opt_s = 3.0000000000000001e-9;
+    p.ar_n[0] = 2, p.ar_n[1] = 8;
+    for (int k = 0; k < VS_PROFILE_AR_SIZES; k++) p.ar_s[0][k] = 1.2345678901234e-5 * (k + 1), p.ar_s[1][k] = 0.99996 * (k + 1);
+    p.tp_s[0] = 2.2599257075594241e-08, p.tp_s[1] = -6.0000000000000004e-10;
+    char buf[2048];
+    int len = vs_profile_describe(&p, buf, sizeof buf);
+    VT_CHECK(len > 0 && len == (int)strlen(buf), "length %d", len);
+    VT_CHECK(strstr(buf, "compute 81 GFLOP/s;") && strstr(buf, "host 61 us a layer call, 100 us an engine instruction") &&
+                 strstr(buf, "optimizer 3 ns an element") && strstr(buf, "collectives 3.3 GB/s, 17 us a call") &&
+                 strstr(buf, "point-to-point 22.5 GB/s") &&
+                 strstr(buf, "2 ranks 12.3 us, 24.7 us, 37 us, 49.4 us; 8 ranks 1 s, 2 s, 3 s, 4 s") &&
+                 strstr(buf, "+22.6 ns a byte on 2 ranks, -600 ps a byte on 8 ranks"),
+             "%s", buf);
+    check_digits(buf, "vs_profile_describe");
+    char small[8];
+    VT_CHECK(vs_profile_describe(&p, small, sizeof small) == len && strlen(small) == 7, "snprintf-like");
+    memset(&p, 0, sizeof p);
+    vs_profile_describe(&p, buf, sizeof buf);
+    VT_CHECK(strstr(buf, "compute 10 GFLOP/s (default)") && strstr(buf, "collectives 1 GB/s (default), 20 us (default)") &&
+                 strstr(buf, "all-reduce: not measured"),
+             "%s", buf);
+    VT_ERR(vs_profile_describe(NULL, buf, sizeof buf), -1, "profile is NULL");
+}
+
 /* vs_profile_measure on 2 thread ranks with a real two-layer model. */
 #define PD 32
 #define PR 16
@@ -824,6 +1156,10 @@ int main(void)
     VT_CASE("profile_print_parse", test_profile_text());
     VT_CASE("generate_plan_measured_tables", test_measured_tables());
     VT_CASE("generate_plan_sequence_parallel", test_sequence_parallel());
+    VT_CASE("plan_explain_names_the_plan_that_runs", test_explain_given_plan());
+    VT_CASE("plan_explain_reasons_read", test_explain_reasons());
+    VT_CASE("plan_defaults_named_as_resolved", test_plan_defaults_named());
+    VT_CASE("profile_describe_for_people", test_profile_describe());
     VT_CASE("profile_measure_2_ranks", test_profile_measure());
     return vt_summary();
 }
