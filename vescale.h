@@ -252,7 +252,7 @@ typedef struct vs_plan {
     int nrules;
     vs_pipe_split_kind split;     // how layers are cut into stages (0: flops)
     char split_points[256];       // manual: layer names that start a chunk
-    int chunks;                   // virtual chunks per stage (0: the schedule's: 1, or 2 for zbv/dualpipev)
+    int chunks;                   // virtual chunks per stage (0: the schedule's: 2 for interleaved, zbv, dualpipev; else 1)
     vs_pipe_kind schedule;        // 0: 1f1b
     int microbatches;             // per DP rank and step (0: pp, at least 1)
     vs_zero_stage zero;
@@ -688,8 +688,8 @@ _VS_HL_PRIVATE vs_pipe_kind _vs_hl_sched(const vs_plan* p) { return p->schedule 
 _VS_HL_PRIVATE int _vs_hl_chunks(const vs_plan* p)
 {
     if (p->chunks > 0) return p->chunks;
-    vs_pipe_kind k = _vs_hl_sched(p);
-    return k == VS_PIPE_ZBV || k == VS_PIPE_DUALPIPEV ? 2 : 1;
+    vs_pipe_kind k = _vs_hl_sched(p); // (interleaved: 2, as vs_pipe_generate and the planner take it)
+    return k == VS_PIPE_ZBV || k == VS_PIPE_DUALPIPEV || k == VS_PIPE_INTERLEAVED ? 2 : 1;
 }
 _VS_HL_PRIVATE int _vs_hl_mbs(const vs_plan* p) { return p->microbatches > 0 ? p->microbatches : _vs_hl_sz(p->pp); }
 _VS_HL_PRIVATE vs_pipe_split_kind _vs_hl_split(const vs_plan* p)

@@ -280,7 +280,7 @@ typedef struct vs_pipe_split_desc {
     vs_pipe_placement placement;
     /* The schedule the split is for (VS_PIPE_DEFAULT: any), checked here rather
        than at vs_pipe_run: its chunks per stage (0 takes the kind's own: 2 for
-       ZB-V and DualPipeV, else 1) and placement (DEFAULT takes the kind's: V for
+       interleaved, ZB-V and DualPipeV, else 1) and placement (DEFAULT takes the kind's: V for
        ZB-V and DualPipeV, else LOOP); a LOOP split for ZB-V, or 2 chunks for
        1F1B, is VS_ERR_INVALID naming both. (An int: vs_pipe_kind is declared
        below, with the generators.) */
@@ -422,9 +422,10 @@ VS_API const char* vs_pipe_kind_name(vs_pipe_kind k);
 VS_API vs_result vs_pipe_kind_parse(const char* name, vs_pipe_kind* out);
 
 /* Builds a schedule of `kind` for `stages` stages, `chunks` chunks per stage
-   (0: the kind's own: 1, or 2 for ZB-V and DualPipeV) and any M >= 1, with its
-   sends and receives, SYNC hooks and STEP; it passes vs_pipe_sched_check. Where
-   the ideal pattern needs more microbatches it degrades to a correct one. */
+   (0: the kind's own: 2 for interleaved, ZB-V and DualPipeV, else 1) and any
+   M >= 1, with its sends and receives, SYNC hooks and STEP; it passes
+   vs_pipe_sched_check. Where the ideal pattern needs more microbatches it
+   degrades to a correct one. */
 VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int stages,
                                   int chunks, int mbs, vs_pipe_sched** out);
 
@@ -921,7 +922,7 @@ VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits, const vs_p
     if ((int)sk < 0 || (int)sk >= (int)VS_PIPE_KIND_COUNT)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: schedule = %d is not a vs_pipe_kind", (int)sk);
     const int vshape = sk == VS_PIPE_ZBV || sk == VS_PIPE_DUALPIPEV;
-    const int P = desc->stages, V = desc->chunks ? desc->chunks : vshape ? 2 : 1;
+    const int P = desc->stages, V = desc->chunks ? desc->chunks : vshape || sk == VS_PIPE_INTERLEAVED ? 2 : 1;
     if (vshape && V != 2)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: chunks = %d per stage for schedule %s (it places 2, in a V)",
                             V, vs_pipe_kind_name(sk));
@@ -2062,7 +2063,7 @@ VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int 
                             VS_PIPE_MAX_CHUNKS);
     if (mbs < 1) return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: microbatch count %d (at least 1)", kn, mbs);
     int vshape = kind == VS_PIPE_ZBV || kind == VS_PIPE_DUALPIPEV;
-    int V = chunks ? chunks : vshape ? 2 : 1;
+    int V = chunks ? chunks : vshape || kind == VS_PIPE_INTERLEAVED ? 2 : 1;
     if (vshape && V != 2)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: chunks = %d per stage (it places 2, in a V)", kn,
                             chunks);
