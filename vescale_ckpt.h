@@ -2737,6 +2737,8 @@ _VS_CKPT_PRIVATE int64_t _vs_ckpt_numel(int ndim, const int64_t* s)
 }
 
 /* Checks one entry on this rank and fills its record (no communication). */
+#define _VS_CKPT_BLOB_MAX ((uint64_t)1 << 48) // bytes of a blob, as a tensor's dims
+
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_entry_rec(const char* fn, const vs_ckpt_entry* e, int i, int rank, _vs_ckpt_rec* rc)
 {
     memset(rc, 0, sizeof *rc);
@@ -2754,6 +2756,9 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_entry_rec(const char* fn, const vs_ckpt_entr
     if (e->kind == VS_CKPT_BLOB) {
         if (e->blob_bytes && !e->blob)
             return vs_set_error(VS_ERR_NULL, "%s: entry \"%s\": blob is NULL for %zu bytes", fn, e->name, e->blob_bytes);
+        if ((uint64_t)e->blob_bytes > _VS_CKPT_BLOB_MAX) // (a length that no memory holds: a wrong field)
+            return vs_set_error(VS_ERR_INVALID, "%s: entry \"%s\": blob_bytes = %zu (at most 2^48)", fn, e->name,
+                                e->blob_bytes);
         rc->dtype = VS_U8;
         rc->ndim = 1;
         rc->shape[0] = rc->box[0] = (int64_t)e->blob_bytes;
@@ -4235,7 +4240,16 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     if (r) return r;
     for (int i = 0; i < n; i++) dev |= entries[i].device && !entries[i].skip;
     _vs_ckpt_job* j = NULL;
-    if (async) {
+    if (async) { // the entries checked (and the result agreed) before anything is copied: a bad length is
+                 // an error here, on every rank, not a copy past the caller's memory
+        int who = -1;
+        _vs_ckpt_rec* rc = (_vs_ckpt_rec*)vs_alloc(ck->w, sizeof *rc);
+        r = rc ? VS_OK : vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+        for (int i = 0; i < n && !r; i++)
+            if (!entries[i].skip) r = _vs_ckpt_entry_rec(fn, &entries[i], i, ck->rank, rc);
+        vs_free(ck->w, rc);
+        vs_result ra = _vs_ckpt_agree(ck, r, &who);
+        if (ra) return _vs_ckpt_why(ck, r, ra, who, fn, "gave invalid entries");
         r = _vs_ckpt_job_make(ck, path, entries, n, overwrite, ck->desc.async_max_bytes, &j);
         if (r == VS_ERR_UNSUPPORTED) j = NULL, r = VS_OK, ck->async_used = 0; // over the bound: save now instead
         if (r) return r;
@@ -4277,7 +4291,8 @@ VS_API vs_result vs_ckpt_wait(vs_ckpt* ck)
 VS_API vs_result vs_ckpt_async_memory(const vs_ckpt* ck, size_t* used, size_t* bound)
 {
     _VS_TRY(_VS_CKPT_GONE("vs_ckpt_async_memory", ck));
-    if (!ck || !used || !bound) return vs_set_error(VS_ERR_NULL, "vs_ckpt_async_memory: an argument is NULL");
+    if (!ck || !used || !bound)
+        return vs_set_error(VS_ERR_NULL, "vs_ckpt_async_memory: %s is NULL", !ck ? "ck" : !used ? "used" : "bound");
     *used = ck->async_used;
     *bound = ck->desc.async_max_bytes;
     return VS_OK;
