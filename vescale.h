@@ -1141,8 +1141,8 @@ _VS_HL_PRIVATE int _vs_plan_json_int(const _vs_json* J, int c)
 _VS_HL_PRIVATE vs_result _vs_plan_parse_json(const char* text, vs_plan* p, int* nkeys)
 {
     _vs_json J;
-    _VS_TRY(_vs_json_parse(&J, NULL, "plan JSON", text, strlen(text)));
-    vs_result r = VS_OK;
+    vs_result r = _vs_json_parse(&J, NULL, "plan JSON", text, strlen(text));
+    if (r) return vs_set_error(r, "vs_plan_parse: %s", vs_last_error());
     unsigned seen = 0;
     char v[256], where[64];
     if (J.nd[0].type != _VS_J_OBJ) r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: JSON: not an object");

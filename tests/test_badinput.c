@@ -2765,7 +2765,9 @@ static void sweep_plan(sw_ctx* x)
     if (E(A, "vs_plan_parse", "a rule with byte 0xff", FX_NONE)) R(PARSE("shard: a\xff R\n"), "UTF-8");
     if (E(A, "vs_plan_parse", "a truncated UTF-8 sequence (0xc3)", FX_NONE)) R(PARSE("split_points: a\xc3\n"), "UTF-8");
     if (E(A, "vs_plan_parse", "an overlong UTF-8 '/' (0xc0 0xaf)", FX_NONE)) R(PARSE("shard: a\xc0\xaf R\n"), "UTF-8");
-    if (E(A, "vs_plan_parse", "JSON '{'", FX_NONE)) R(PARSE("{"), "JSON");
+    if (E(A, "vs_plan_parse", "JSON '{'", FX_NONE)) R(PARSE("{"), "vs_plan_parse: plan JSON");
+    if (E(A, "vs_plan_parse", "JSON '{\"split_points\": \" \",\xfe'", FX_NONE)) // (fuzz_plan: the message lacked the function)
+        R(PARSE("{\"split_points\": \" \",\xfe\"x\": 1}"), "vs_plan_parse: plan JSON");
     if (E(A, "vs_plan_parse", "JSON '[1]' (not an object)", FX_NONE)) R(PARSE(" [1]"), "line 1");
     if (E(A, "vs_plan_parse", "JSON mesh without tp", FX_NONE)) R(PARSE("{\"mesh\": {\"pp\": 1, \"dp\": 1}}"), "pp, dp, tp");
     if (E(A, "vs_plan_parse", "JSON rules not an array", FX_NONE)) R(PARSE("{\"rules\": 5}"), "not an array");
