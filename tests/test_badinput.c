@@ -2435,9 +2435,20 @@ static void sweep_ckpt(sw_ctx* x)
         e[1].blob_bytes = sw_huge;
         R(vs_ckpt_save(x->ck, path, e, 2, &async), "blob_bytes = 18446744073709551615");
     }
+    // async: the bad rank's call fails at once, the others' at their wait (the call does not wait for them)
     if (E(A, "vs_ckpt_save", "async, one rank's entry bad", FX_TRAIN)) {
         if (x->rank == 1) e[0].t.dtype = (vs_dtype)99;
-        R(vs_ckpt_save(x->ck, path, e, 2, &async), "dtype 99");
+        vs_clear_error();
+        vs_result r = vs_ckpt_save(x->ck, path, e, 2, &async);
+        if (r == VS_OK) r = vs_ckpt_wait(x->ck);
+        sw_res(x, r, "dtype 99");
+    }
+    if (E(A, "vs_ckpt_save", "async, one rank's blob_bytes SIZE_MAX", FX_TRAIN)) {
+        if (x->rank == 0) e[1].blob_bytes = sw_huge;
+        vs_clear_error();
+        vs_result r = vs_ckpt_save(x->ck, path, e, 2, &async);
+        if (r == VS_OK) r = vs_ckpt_wait(x->ck);
+        sw_res(x, r, "blob_bytes = 18446744073709551615");
     }
     if (E(A, "vs_ckpt_save", "freed checkpointer", FX_TRAIN)) {
         vs_ckpt_init(&(vs_ckpt_desc){.mesh = tm}, &o);
