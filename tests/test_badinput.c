@@ -296,6 +296,15 @@ enum { SW_ROWS = 2, SW_W = 4 };
 
 static vs_result sw_probe(sw_ctx* x, vs_pipe_call* c);
 
+/* strcpy cut to cap (a message may be longer than the detail it goes into). */
+static void sw_copy(char* dst, size_t cap, const char* src)
+{
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
 static vs_result sw_data(vs_pipe_call* c)
 {
     int64_t sh[2] = {SW_ROWS, SW_W};
@@ -312,7 +321,7 @@ static vs_result sw_u0_fwd(vs_pipe_call* c)
         x->probe_ran = 1;
         vs_clear_error();
         x->probe_r = sw_probe(x, c);
-        snprintf(x->probe_msg, sizeof x->probe_msg, "%s", vs_last_error());
+        sw_copy(x->probe_msg, sizeof x->probe_msg, vs_last_error());
     }
     int64_t sh[2] = {c->in[0].shape[0], SW_W};
     float* h;
@@ -322,7 +331,7 @@ static vs_result sw_u0_fwd(vs_pipe_call* c)
         x->probe_ran = 1;
         vs_clear_error();
         x->probe_r = sw_probe(x, c);
-        snprintf(x->probe_msg, sizeof x->probe_msg, "%s", vs_last_error());
+        sw_copy(x->probe_msg, sizeof x->probe_msg, vs_last_error());
     }
     return r;
 }
