@@ -1086,10 +1086,9 @@ _VS_HL_PRIVATE vs_result _vs_plan_set(vs_plan* p, const char* key, const char* v
     }
     if (!strcmp(key, "mesh")) {
         char a[24], b[24], c[24];
-        int pp, dp, tp;
-        if (sscanf(v, "PP=%23[^ ] DP=%23[^ ] TP=%23s", a, b, c) != 3 || !_vs_plan_int(a, 1, INT_MAX, &pp) ||
-            !_vs_plan_int(b, 1, INT_MAX, &dp) || !_vs_plan_int(c, 1, INT_MAX, &tp) ||
-            strlen(v) != (size_t)snprintf(NULL, 0, "PP=%d DP=%d TP=%d", pp, dp, tp))
+        int pp, dp, tp, used = 0;
+        if (sscanf(v, "PP=%23[^ \t] DP=%23[^ \t] TP=%23[^ \t]%n", a, b, c, &used) != 3 || v[used] ||
+            !_vs_plan_int(a, 1, INT_MAX, &pp) || !_vs_plan_int(b, 1, INT_MAX, &dp) || !_vs_plan_int(c, 1, INT_MAX, &tp))
             return vs_set_error(VS_ERR_INVALID, "%s: %s: mesh \"%s\" (PP=a DP=b TP=c, each an int >= 1)", fn, where, v);
         if ((int64_t)pp * dp * tp > INT_MAX)
             return vs_set_error(VS_ERR_INVALID, "%s: %s: mesh \"%s\" is %lld ranks, more than an int counts", fn, where, v,
