@@ -76,7 +76,10 @@
    parameter's shard_unit (a head's width: TP must divide the heads). With
    plan.sequence_parallel the activations between layers are split over TP
    along the sequence (vs_layer_ctx.sp says so; gather and reduce-scatter with
-   vs_sp_*) and DDP sums the TP-replicated parameters' gradients over TP. A
+   vs_sp_*) and DDP sums the TP-replicated parameters' gradients over TP; every
+   layer must declare that it does so (vs_layer_decl.sp_ok = 1), else the plan
+   is refused naming the layer (one that computes on its part of the sequence
+   as if it were the whole drifts silently). A
    profile (vs_profile_measure: layer, optimizer and transport times, and the
    layers TP-sharded in place; vs_profile_describe for people, vs_profile_print
    exact, to save) calibrates vs_generate_plan; vs_plan_explain says why it
@@ -182,6 +185,14 @@ typedef struct vs_layer_decl {
     vs_param_decl params[VS_LAYER_MAX_PARAMS];
     int nparams;
     void* user; // the layer's own pointer (vs_layer_user)
+    /* 1: the layer handles sequence-parallel activations (vs_layer_ctx.sp: its
+       inputs and outputs are its TP rank's part of the sequence, and it
+       gathers and reduce-scatters around its TP-sharded work itself). A
+       layer that does not would compute on a part of the sequence as if it
+       were the whole (norms, attention, its gradients: a silent drift), so a
+       plan with sequence_parallel is refused (vs_plan_check, vs_parallelize,
+       vs_generate_plan) naming the first layer that leaves this 0. */
+    int sp_ok;
 } vs_layer_decl;
 
 typedef struct vs_model_desc {
@@ -215,7 +226,9 @@ typedef struct vs_layer_ctx {
 static inline vs_layer_ctx* vs_layer(const vs_pipe_call* call) { return (vs_layer_ctx*)call->user; }
 
 /* The same, one field at a time, for a layer callback in any source file (each
-   is NULL, or VS_ERR_NULL, when call is not a layer's call). */
+   is NULL, or VS_ERR_NULL, when call is NULL or not a layer's call (its user
+   pointer NULL), and NULL or VS_ERR_INVALID for a parameter index outside
+   0..VS_LAYER_MAX_PARAMS-1; vs_last_error says which). */
 VS_API void* vs_layer_user(const vs_pipe_call* call);         // vs_layer_decl.user
 VS_API void* vs_layer_param(const vs_pipe_call* call, int i); // this rank's shard of parameter i
 VS_API void* vs_layer_grad(const vs_pipe_call* call, int i);  // where its gradient is added
@@ -224,7 +237,8 @@ VS_API void* vs_layer_grad(const vs_pipe_call* call, int i);  // where its gradi
 VS_API vs_result vs_layer_param_box(const vs_pipe_call* call, int i, int64_t* local_shape, int64_t* offset);
 VS_API vs_mesh* vs_layer_tp(const vs_pipe_call* call); // the TP submesh, NULL without TP
 
-/* Checks a model (names, shapes, roles, tied parameters agree) without a mesh. */
+/* Checks a model (names, shapes, roles, tied parameters agree, sp_ok 0 or 1)
+   without a mesh; each parameter's f32 bytes, and the model's, fit an int64. */
 VS_API vs_result vs_model_check(const vs_model_desc* m);
 
 // >>plan -----------------------------------------------------------------------
@@ -262,18 +276,31 @@ typedef struct vs_plan {
        around their column/row pairs instead of all-reducing (vs_sp_*). Every
        parameter replicated over TP then gets a partial gradient (from its
        rank's rows) that DDP sums over TP (a Partial placement along TP). The
-       layers learn it from vs_layer_ctx.sp. */
+       layers learn it from vs_layer_ctx.sp; each must declare that it
+       handles it (vs_layer_decl.sp_ok), at any TP size, so a plan that runs
+       on one mesh runs on all. */
     int sequence_parallel;
 } vs_plan;
 
 /* Text (one "key: value" per line; a rule is a line "shard: <pattern>
    <placement>", e.g. "shard: h.*.attn.wq Shard(1)", in the order they apply)
-   or JSON; returns the length needed (snprintf-like). */
+   or JSON; returns the length needed (snprintf-like; buf may be NULL when cap
+   is 0). The plan's strings (rule patterns and placements, split_points) are
+   UTF-8 without quotes, backslashes or control characters, and a pattern holds
+   no blank: so both forms carry them as they are, JSON output is valid UTF-8,
+   and what prints parses back to the same plan. A plan outside that, or with a
+   field out of range (as vs_plan_check says), a NULL plan, or buf NULL with
+   cap > 0: -1 and vs_last_error, nothing printed. */
 VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap);
 VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap);
-/* Either form; errors name the line and the key. The text and JSON name each
-   default as it resolves (vs_plan_resolve): a plan with split 0 prints "split:
-   flops" (or "manual" with split_points), chunks 0 the schedule's count. */
+/* Either form; errors name the line and the key. Each key once (shard, a rule,
+   as often as there are rules); at least one key (an empty or comment-only
+   text is an error); values without their leading and trailing blanks; the
+   strings as vs_plan_print says (a byte that is not UTF-8 is an error, not an
+   escape: JSON "\u00e9" is the character, parsed to its UTF-8 bytes); JSON
+   numbers are integers. The text and JSON print each default as it resolves
+   (vs_plan_resolve): a plan with split 0 prints "split: flops" (or "manual"
+   with split_points), chunks 0 the schedule's count. */
 VS_API vs_result vs_plan_parse(const char* text, vs_plan* out);
 /* The plan as vs_parallelize runs it, every 0 default made explicit: mesh sizes
    (1), schedule (1f1b), chunks (2 for zbv and dualpipev, else 1), microbatches
@@ -282,9 +309,13 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out);
    may be p. */
 VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out);
 /* The layout of each parameter under a plan: its placement along TP, and why
-   (the rule or the role). Checks the plan against the model: a strict rule that
-   matches nothing, a TP size that does not divide a sharded dim (the first
-   such parameter), more stages x chunks than layers. */
+   (the rule or the role). Checks the plan against the model: every field in
+   its range (nothing is coerced to a default: policy, split, schedule, zero
+   are their enums, chunks and microbatches >= 0, strict and sequence_parallel
+   0 or 1, PP x DP x TP within an int, the strings as vs_plan_print says), a
+   strict rule that matches nothing, a TP size that does not divide a sharded
+   dim (the first such parameter), more stages x chunks than layers,
+   sequence_parallel with a layer that does not declare sp_ok. */
 VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m);
 VS_API vs_result vs_plan_placement(const vs_plan* p, const vs_param_decl* d, vs_placement* out, const char** why);
 
@@ -333,15 +364,18 @@ typedef struct vs_profile {
    microbatch from the data callback `data`, every rank at once, as a job runs
    them), the optimizer's step, and the world's all-reduce (per group size and
    message size) and p2p times, and the layers once more TP-sharded for each
-   group size (tp_s). Collective over the world; every rank gets the same
-   profile. */
+   group size (tp_s). data is required (the layers' data inputs), the model
+   is checked (vs_model_check). Collective over the world; every rank gets the
+   same profile. */
 VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe_fn data, void* data_user,
                                     vs_profile* out);
 /* The profile as one line of "key=value" (about 1.2 KB at most) that
    vs_profile_parse reads back bit for bit: every number with 17 significant
    digits, so a profile saved (with a checkpoint, in a file) and reused plans
    exactly as the run that measured it. For files and tools; people read
-   vs_profile_describe. Both snprintf-like: the length needed, -1 on error. */
+   vs_profile_describe. Both snprintf-like: the length needed; print gives -1
+   (vs_last_error) for a profile parse would refuse (a figure NaN, infinite or
+   negative, a group size 1 or twice). Parse: each key once. */
 VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap);
 VS_API vs_result vs_profile_parse(const char* text, vs_profile* out);
 /* The profile for people, a few lines of rates and times with 3 significant
@@ -378,13 +412,19 @@ typedef struct vs_plan_estimate {
    communication, the pipe simulator's bubble, memory), and returns the best in
    *out; est[0..cap) gets the best and the runners-up, then the rejected (with
    their reasons), *n how many. No configuration: VS_ERR_INVALID saying which
-   resource is short and by how much. */
+   resource is short and by how much. The model is checked (vs_model_check);
+   sequence_parallel needs every layer's sp_ok (unless tp is fixed at 1); a
+   profile whose figures make the estimates overflow is an error naming them. */
 VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* c, const vs_profile* prof,
                                   vs_plan* out, vs_plan_estimate* est, int cap, int* n);
 /* The explanation of vs_generate_plan's est[0..n): the chosen plan ("chosen:
    PP2 x DP2 x TP2, gpipe, 1 chunk per stage, 4 microbatches, ZeRO-2, split
    flops", its step's parts and its memory's), the two runners-up and why each
-   lost, the others grouped by why. snprintf-like: returns the length needed. */
+   lost, the others grouped by why. snprintf-like: returns the length needed
+   (buf may be NULL when cap is 0); n = 0 says "no configurations". -1
+   (vs_last_error) for est NULL with n > 0, n < 0, or an estimate
+   vs_generate_plan would not write (its why not terminated, feasible not 0 or
+   1, a figure NaN, or infinite in a feasible one). */
 VS_API int vs_plan_explain(const vs_plan_estimate* est, int n, char* buf, size_t cap);
 /* The same for a plan that runs, which need not be the planner's choice (a
    schedule or ZeRO stage the caller fixed): it comes first ("plan: ...", named
@@ -446,7 +486,9 @@ typedef struct vs_train vs_train;
    initializes only this rank's shards (sharding-invariant init: the same values
    as one device), and wires DDP / ZeRO, the pipeline engine and TP. */
 VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out);
-/* One training step on a global batch: forward, backward, gradient sync, the
+/* One training step on a global batch (at least one row per DP rank and
+   microbatch; each input named once, a known dtype, its bytes within a
+   size_t): forward, backward, gradient sync, the
    global gradient norm (and clipping with desc.clip), optimizer and
    LR-schedule step. *loss: the global mean loss, also when the gradients were
    not finite (desc.nonfinite: the step is skipped, VS_OK, or fails,
@@ -533,19 +575,34 @@ extern "C" {
 
 // >>model ----------------------------------------------------------------------
 
-VS_API void* vs_layer_user(const vs_pipe_call* call) { return call && call->user ? vs_layer(call)->user : NULL; }
+/* VS_OK for a layer's call (and parameter index i, when has_i), else the error, named. */
+_VS_HL_PRIVATE vs_result _vs_hl_call(const char* fn, const vs_pipe_call* call, int has_i, int i)
+{
+    if (!call) return vs_set_error(VS_ERR_NULL, "%s: call is NULL", fn);
+    if (!call->user) return vs_set_error(VS_ERR_NULL, "%s: not a layer's call (call->user is NULL)", fn);
+    if (has_i && (i < 0 || i >= VS_LAYER_MAX_PARAMS))
+        return vs_set_error(VS_ERR_INVALID, "%s: parameter %d (0..%d)", fn, i, VS_LAYER_MAX_PARAMS - 1);
+    return VS_OK;
+}
+VS_API void* vs_layer_user(const vs_pipe_call* call)
+{
+    return _vs_hl_call("vs_layer_user", call, 0, 0) ? NULL : vs_layer(call)->user;
+}
 VS_API void* vs_layer_param(const vs_pipe_call* call, int i)
 {
-    return call && call->user && i >= 0 && i < VS_LAYER_MAX_PARAMS ? vs_layer(call)->param[i] : NULL;
+    // (the bounds again, where the compiler sees them)
+    if (_vs_hl_call("vs_layer_param", call, 1, i) || i < 0 || i >= VS_LAYER_MAX_PARAMS) return NULL;
+    return vs_layer(call)->param[i];
 }
 VS_API void* vs_layer_grad(const vs_pipe_call* call, int i)
 {
-    return call && call->user && i >= 0 && i < VS_LAYER_MAX_PARAMS ? vs_layer(call)->grad[i] : NULL;
+    // (the bounds again, where the compiler sees them)
+    if (_vs_hl_call("vs_layer_grad", call, 1, i) || i < 0 || i >= VS_LAYER_MAX_PARAMS) return NULL;
+    return vs_layer(call)->grad[i];
 }
 VS_API vs_result vs_layer_param_box(const vs_pipe_call* call, int i, int64_t* local_shape, int64_t* offset)
 {
-    if (!call || !call->user) return vs_set_error(VS_ERR_NULL, "vs_layer_param_box: not a layer's call");
-    if (i < 0 || i >= VS_LAYER_MAX_PARAMS) return vs_set_error(VS_ERR_INVALID, "vs_layer_param_box: parameter %d", i);
+    _VS_TRY(_vs_hl_call("vs_layer_param_box", call, 1, i));
     const vs_layer_ctx* c = vs_layer(call);
     for (int d = 0; d < VS_TENSOR_MAX_DIMS; d++) {
         if (local_shape) local_shape[d] = c->local_shape[i][d];
@@ -553,7 +610,10 @@ VS_API vs_result vs_layer_param_box(const vs_pipe_call* call, int i, int64_t* lo
     }
     return VS_OK;
 }
-VS_API vs_mesh* vs_layer_tp(const vs_pipe_call* call) { return call && call->user ? vs_layer(call)->tp : NULL; }
+VS_API vs_mesh* vs_layer_tp(const vs_pipe_call* call)
+{
+    return _vs_hl_call("vs_layer_tp", call, 0, 0) ? NULL : vs_layer(call)->tp;
+}
 
 _VS_HL_PRIVATE vs_dtype _vs_hl_dt(const vs_param_decl* d) { return d->dtype ? d->dtype : VS_F32; }
 
@@ -562,10 +622,13 @@ VS_API vs_result vs_model_check(const vs_model_desc* m)
     const char* fn = "vs_model_check";
     if (!m || !m->layers) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, m ? "layers" : "model");
     if (m->nlayers < 1) return vs_set_error(VS_ERR_INVALID, "%s: %d layers", fn, m->nlayers);
+    int64_t total = 0; // bytes of the model's parameters (a tied one once): they must fit an int64
     for (int l = 0; l < m->nlayers; l++) {
         const vs_layer_decl* L = &m->layers[l];
         const char* ln = L->unit.name ? L->unit.name : "(no name)";
         if (!L->unit.name || !L->unit.name[0]) return vs_set_error(VS_ERR_INVALID, "%s: layer %d has no name", fn, l);
+        if (L->sp_ok != 0 && L->sp_ok != 1)
+            return vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\": sp_ok = %d (0 or 1)", fn, ln, L->sp_ok);
         if (L->nparams < 0 || L->nparams > VS_LAYER_MAX_PARAMS)
             return vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\": %d parameters (0..%d)", fn, ln, L->nparams,
                                 VS_LAYER_MAX_PARAMS);
@@ -579,19 +642,34 @@ VS_API vs_result vs_model_check(const vs_model_desc* m)
                                     vs_dtype_name(p->dtype));
             if (p->ndim < 1 || p->ndim > VS_TENSOR_MAX_DIMS)
                 return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": ndim %d", fn, p->name, p->ndim);
-            for (int d = 0; d < p->ndim; d++)
+            int64_t numel = 1; // f32 bytes of it must fit an int64 (numel <= 2^61 - 1)
+            for (int d = 0; d < p->ndim; d++) {
                 if (p->shape[d] < 1)
                     return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": shape[%d] = %lld", fn, p->name, d,
                                         (long long)p->shape[d]);
+                if (numel > (INT64_MAX / 4) / p->shape[d]) {
+                    char sh[160];
+                    size_t k = 0;
+                    for (int e = 0; e < p->ndim && k < sizeof sh; e++)
+                        k += (size_t)snprintf(sh + k, sizeof sh - k, "%s%lld", e ? "," : "", (long long)p->shape[e]);
+                    return vs_set_error(VS_ERR_INVALID,
+                                        "%s: parameter \"%s\": shape [%s] has more elements than an int64 counts in "
+                                        "bytes (2^61)",
+                                        fn, p->name, sh);
+                }
+                numel *= p->shape[d];
+            }
             if ((int)p->role < 0 || p->role > VS_ROLE_HEAD)
                 return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": role %d", fn, p->name, (int)p->role);
             if (p->shard_unit < 0)
                 return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": shard_unit %lld (0: any split)", fn, p->name,
                                     (long long)p->shard_unit);
+            int tied = 0;
             for (int l2 = 0; l2 <= l; l2++) // the same name again: a tied parameter, so the same tensor
                 for (int j = 0; j < (l2 == l ? i : m->layers[l2].nparams); j++) {
                     const vs_param_decl* q = &m->layers[l2].params[j];
                     if (strcmp(q->name, p->name)) continue;
+                    tied = 1;
                     int same = q->ndim == p->ndim && _vs_hl_dt(q) == _vs_hl_dt(p);
                     for (int d = 0; same && d < p->ndim; d++) same = q->shape[d] == p->shape[d];
                     if (!same || l2 == l)
@@ -600,6 +678,10 @@ VS_API vs_result vs_model_check(const vs_model_desc* m)
                                             p->name, m->layers[l2].unit.name, ln,
                                             l2 == l ? "twice" : "with different shapes or dtypes");
                 }
+            if (!tied && total > INT64_MAX - numel * 4)
+                return vs_set_error(VS_ERR_INVALID,
+                                    "%s: the parameters up to \"%s\" add up to more than 2^63 - 1 bytes", fn, p->name);
+            if (!tied) total += numel * 4;
         }
     }
     return VS_OK;
@@ -653,9 +735,108 @@ _VS_HL_PRIVATE vs_result _vs_hl_placement_text(const char* t, vs_placement* out)
     return VS_OK;
 }
 
+_VS_HL_PRIVATE int _vs_hl_sz(int v) { return v > 0 ? v : 1; }
+_VS_HL_PRIVATE vs_pipe_kind _vs_hl_sched(const vs_plan* p) { return p->schedule ? p->schedule : VS_PIPE_1F1B; }
+_VS_HL_PRIVATE int _vs_hl_chunks(const vs_plan* p)
+{
+    if (p->chunks > 0) return p->chunks;
+    vs_pipe_kind k = _vs_hl_sched(p); // (interleaved: 2, as vs_pipe_generate and the planner take it)
+    return k == VS_PIPE_ZBV || k == VS_PIPE_DUALPIPEV || k == VS_PIPE_INTERLEAVED ? 2 : 1;
+}
+_VS_HL_PRIVATE int _vs_hl_mbs(const vs_plan* p) { return p->microbatches > 0 ? p->microbatches : _vs_hl_sz(p->pp); }
+_VS_HL_PRIVATE vs_pipe_split_kind _vs_hl_split(const vs_plan* p)
+{
+    if (p->split) return p->split;
+    return p->split_points[0] ? VS_PIPE_SPLIT_MANUAL : VS_PIPE_SPLIT_FLOPS;
+}
+
+/* What is wrong with a plan's string s (an array of cap bytes), or NULL: it must
+   end within its array and hold UTF-8 without quotes, backslashes or control
+   characters, so the text and JSON forms carry it as it is and parse it back
+   (JSON output is valid UTF-8). *at: the offending byte. */
+_VS_HL_PRIVATE const char* _vs_hl_text_bad(const char* s, size_t cap, size_t* at)
+{
+    const unsigned char* u = (const unsigned char*)s;
+    const unsigned char* z = (const unsigned char*)memchr(s, 0, cap);
+    if (!z) return *at = cap, "is not terminated within its array";
+    for (size_t i = 0; u + i < z;) {
+        unsigned c = u[i];
+        *at = i;
+        if (c == '"' || c == '\\') return "holds a quote or a backslash";
+        if (c < 32) return "holds a control character";
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        // UTF-8: the shortest form of a scalar value (no surrogates, at most U+10FFFF)
+        int n = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+        if (n < 0) return "is not UTF-8";
+        unsigned lo = 0x80, hi = 0xbf;
+        if (c == 0xe0) lo = 0xa0;
+        if (c == 0xed) hi = 0x9f;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;
+        for (int k = 1; k <= n; k++) {
+            unsigned d = u + i + k < z ? u[i + k] : 0;
+            if (d < (k == 1 ? lo : 0x80) || d > (k == 1 ? hi : 0xbf)) return "is not UTF-8";
+        }
+        i += (size_t)n + 1;
+    }
+    return NULL;
+}
+
+/* The plan's own fields, without a model: what vs_plan_print and vs_plan_check
+   accept (each out-of-range value named; nothing coerced to a default). */
+_VS_HL_PRIVATE vs_result _vs_plan_fields(const vs_plan* p, const char* fn)
+{
+    if (p->pp < 0 || p->dp < 0 || p->tp < 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: mesh PP=%d DP=%d TP=%d (each >= 0; 0: 1)", fn, p->pp, p->dp, p->tp);
+    int64_t ranks = (int64_t)_vs_hl_sz(p->pp) * _vs_hl_sz(p->dp) * _vs_hl_sz(p->tp);
+    if (ranks > INT_MAX)
+        return vs_set_error(VS_ERR_INVALID, "%s: mesh PP=%d DP=%d TP=%d is %lld ranks, more than an int counts", fn,
+                            p->pp, p->dp, p->tp, (long long)ranks);
+    if ((int)p->policy < 0 || p->policy > VS_TP_NONE)
+        return vs_set_error(VS_ERR_INVALID, "%s: policy %d (VS_TP_MEGATRON or VS_TP_NONE)", fn, (int)p->policy);
+    if (p->strict != 0 && p->strict != 1) return vs_set_error(VS_ERR_INVALID, "%s: strict %d (0 or 1)", fn, p->strict);
+    if (p->nrules < 0 || p->nrules > VS_PLAN_MAX_RULES)
+        return vs_set_error(VS_ERR_INVALID, "%s: %d rules (0..%d)", fn, p->nrules, VS_PLAN_MAX_RULES);
+    if ((int)p->split < 0 || p->split > VS_PIPE_SPLIT_TIME)
+        return vs_set_error(VS_ERR_INVALID, "%s: split %d is not a vs_pipe_split_kind", fn, (int)p->split);
+    if (p->chunks < 0) return vs_set_error(VS_ERR_INVALID, "%s: chunks %d (>= 0; 0: the schedule's)", fn, p->chunks);
+    if (p->microbatches < 0 || p->microbatches > VS_PIPE_MAX_MBS)
+        return vs_set_error(VS_ERR_INVALID, "%s: microbatches %d (0..%d; 0: pp)", fn, p->microbatches, VS_PIPE_MAX_MBS);
+    if ((int)p->schedule < 0 || (int)p->schedule >= VS_PIPE_KIND_COUNT)
+        return vs_set_error(VS_ERR_INVALID, "%s: schedule %d is not a vs_pipe_kind", fn, (int)p->schedule);
+    if ((int)p->zero < 0 || p->zero > VS_ZERO_2) return vs_set_error(VS_ERR_INVALID, "%s: zero %d (0..2)", fn, (int)p->zero);
+    if (p->sequence_parallel < 0 || p->sequence_parallel > 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: sequence_parallel %d (0 or 1)", fn, p->sequence_parallel);
+    size_t at = 0;
+    const char* bad;
+    for (int i = 0; i < p->nrules; i++) {
+        const vs_shard_rule* r = &p->rules[i];
+        if ((bad = _vs_hl_text_bad(r->pattern, sizeof r->pattern, &at)) != NULL)
+            return vs_set_error(VS_ERR_INVALID, "%s: rule %d: its pattern %s (byte %zu of \"%.*s\")", fn, i, bad, at,
+                                (int)(at < 40 ? at : 40), r->pattern);
+        if (!r->pattern[0]) return vs_set_error(VS_ERR_INVALID, "%s: rule %d: its pattern is empty", fn, i);
+        if ((bad = _vs_hl_text_bad(r->placement, sizeof r->placement, &at)) != NULL)
+            return vs_set_error(VS_ERR_INVALID, "%s: rule %d (\"%s\"): its placement %s (byte %zu)", fn, i, r->pattern,
+                                bad, at);
+        if (strchr(r->pattern, ' '))
+            return vs_set_error(VS_ERR_INVALID, "%s: rule %d: its pattern \"%s\" holds a space", fn, i, r->pattern);
+    }
+    if ((bad = _vs_hl_text_bad(p->split_points, sizeof p->split_points, &at)) != NULL)
+        return vs_set_error(VS_ERR_INVALID, "%s: split_points %s (byte %zu)", fn, bad, at);
+    return VS_OK;
+}
+
 VS_API vs_result vs_plan_placement(const vs_plan* p, const vs_param_decl* d, vs_placement* out, const char** why)
 {
-    if (!p || !d || !out) return vs_set_error(VS_ERR_NULL, "vs_plan_placement: an argument is NULL");
+    const char* fn = "vs_plan_placement";
+    if (!p || !d || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !p ? "plan" : !d ? "decl" : "out");
+    _VS_TRY(_vs_plan_fields(p, fn));
+    if (!d->name) return vs_set_error(VS_ERR_NULL, "%s: the parameter's name is NULL", fn);
+    if ((int)d->role < 0 || d->role > VS_ROLE_HEAD)
+        return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": role %d is not a vs_role", fn, d->name, (int)d->role);
     static const char* const roles[] = {"other: replicated", "embedding: vocab-parallel", "column-parallel",
                                         "row-parallel", "norm: replicated", "head: vocab-parallel"};
     for (int i = 0; i < p->nrules; i++)
@@ -683,19 +864,18 @@ VS_API vs_result vs_plan_placement(const vs_plan* p, const vs_param_decl* d, vs_
     return VS_OK;
 }
 
-_VS_HL_PRIVATE int _vs_hl_sz(int v) { return v > 0 ? v : 1; }
-_VS_HL_PRIVATE vs_pipe_kind _vs_hl_sched(const vs_plan* p) { return p->schedule ? p->schedule : VS_PIPE_1F1B; }
-_VS_HL_PRIVATE int _vs_hl_chunks(const vs_plan* p)
+
+/* Sequence parallelism needs every layer to handle it (vs_layer_decl.sp_ok). */
+_VS_HL_PRIVATE vs_result _vs_hl_sp_layers(const vs_model_desc* m, int sp, const char* fn)
 {
-    if (p->chunks > 0) return p->chunks;
-    vs_pipe_kind k = _vs_hl_sched(p); // (interleaved: 2, as vs_pipe_generate and the planner take it)
-    return k == VS_PIPE_ZBV || k == VS_PIPE_DUALPIPEV || k == VS_PIPE_INTERLEAVED ? 2 : 1;
-}
-_VS_HL_PRIVATE int _vs_hl_mbs(const vs_plan* p) { return p->microbatches > 0 ? p->microbatches : _vs_hl_sz(p->pp); }
-_VS_HL_PRIVATE vs_pipe_split_kind _vs_hl_split(const vs_plan* p)
-{
-    if (p->split) return p->split;
-    return p->split_points[0] ? VS_PIPE_SPLIT_MANUAL : VS_PIPE_SPLIT_FLOPS;
+    for (int l = 0; sp && l < m->nlayers; l++)
+        if (!m->layers[l].sp_ok)
+            return vs_set_error(VS_ERR_INVALID,
+                                "%s: sequence_parallel, but layer \"%s\" does not declare that it handles it "
+                                "(vs_layer_decl.sp_ok = 0: it would compute on its rank's part of the sequence as if "
+                                "it were the whole)",
+                                fn, m->layers[l].unit.name);
+    return VS_OK;
 }
 
 VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m)
@@ -703,20 +883,12 @@ VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m)
     const char* fn = "vs_plan_check";
     if (!p) return vs_set_error(VS_ERR_NULL, "%s: plan is NULL", fn);
     _VS_TRY(vs_model_check(m));
-    if (p->pp < 0 || p->dp < 0 || p->tp < 0)
-        return vs_set_error(VS_ERR_INVALID, "%s: mesh PP=%d DP=%d TP=%d", fn, p->pp, p->dp, p->tp);
-    if (p->nrules < 0 || p->nrules > VS_PLAN_MAX_RULES)
-        return vs_set_error(VS_ERR_INVALID, "%s: %d rules (0..%d)", fn, p->nrules, VS_PLAN_MAX_RULES);
-    if ((int)p->zero < 0 || p->zero > VS_ZERO_2) return vs_set_error(VS_ERR_INVALID, "%s: zero %d (0..2)", fn, (int)p->zero);
-    if ((int)p->schedule < 0 || (int)p->schedule >= VS_PIPE_KIND_COUNT)
-        return vs_set_error(VS_ERR_INVALID, "%s: schedule %d", fn, (int)p->schedule);
+    _VS_TRY(_vs_plan_fields(p, fn));
     const int pp = _vs_hl_sz(p->pp), tp = _vs_hl_sz(p->tp), V = _vs_hl_chunks(p);
-    if (p->sequence_parallel < 0 || p->sequence_parallel > 1)
-        return vs_set_error(VS_ERR_INVALID, "%s: sequence_parallel %d (0 or 1)", fn, p->sequence_parallel);
     if (p->sequence_parallel && tp > 1 && p->policy == VS_TP_NONE)
         return vs_set_error(VS_ERR_INVALID, "%s: sequence_parallel with policy none: TP=%d splits nothing to gather around",
                             fn, tp);
-    if (pp * V > m->nlayers)
+    if ((int64_t)pp * V > m->nlayers)
         return vs_set_error(VS_ERR_INVALID, "%s: %d stages x %d chunks but the model has %d layers", fn, pp, V,
                             m->nlayers);
     for (int i = 0; i < p->nrules; i++) {
@@ -748,7 +920,7 @@ VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m)
                                     fn, tp, pl.dim, d->name, (long long)d->shape[pl.dim], (long long)(d->shape[pl.dim] / tp),
                                     (long long)d->shard_unit, (long long)(d->shape[pl.dim] / d->shard_unit));
         }
-    return VS_OK;
+    return _vs_hl_sp_layers(m, p->sequence_parallel, fn);
 }
 
 static const char* const _vs_hl_split_names[] = {"default", "manual", "uniform", "parameters", "flops", "time"};
@@ -760,14 +932,22 @@ _VS_HL_PRIVATE const char* _vs_hl_split_name(const vs_plan* p)
     return _vs_hl_split_names[(int)k >= 0 && k <= VS_PIPE_SPLIT_TIME ? k : 0];
 }
 
+/* The print functions' arguments: -1 (error set) when they cannot print. */
+_VS_HL_PRIVATE int _vs_plan_printable(const vs_plan* p, const char* buf, size_t cap, const char* fn)
+{
+    if (!p) return vs_set_error(VS_ERR_NULL, "%s: plan is NULL", fn), -1;
+    if (!buf && cap) return vs_set_error(VS_ERR_NULL, "%s: buf is NULL with cap %zu (NULL only with cap 0)", fn, cap), -1;
+    return _vs_plan_fields(p, fn) ? -1 : 0;
+}
+
 VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap)
 {
     size_t len = 0;
     if (buf && cap) buf[0] = 0;
-    if (!p) return 0;
+    if (_vs_plan_printable(p, buf, cap, "vs_plan_print")) return -1;
     _vs_pipe_cat(buf, cap, &len, "mesh: PP=%d DP=%d TP=%d\n", _vs_hl_sz(p->pp), _vs_hl_sz(p->dp), _vs_hl_sz(p->tp));
     _vs_pipe_cat(buf, cap, &len, "policy: %s\nstrict: %d\n", p->policy == VS_TP_NONE ? "none" : "megatron", p->strict);
-    for (int i = 0; i < p->nrules && i < VS_PLAN_MAX_RULES; i++)
+    for (int i = 0; i < p->nrules; i++)
         _vs_pipe_cat(buf, cap, &len, "shard: %s %s\n", p->rules[i].pattern, p->rules[i].placement);
     _vs_pipe_cat(buf, cap, &len, "split: %s\n", _vs_hl_split_name(p));
     if (p->split_points[0]) _vs_pipe_cat(buf, cap, &len, "split_points: %s\n", p->split_points);
@@ -777,17 +957,18 @@ VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap)
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
-/* A JSON string's contents (the plan's names hold no quotes or backslashes:
-   checked on parse). */
+/* A JSON string's contents as they are: the plan's strings are UTF-8 without
+   quotes, backslashes or control characters (_vs_plan_fields), so the output is
+   valid JSON in valid UTF-8. */
 VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap)
 {
     size_t len = 0;
     if (buf && cap) buf[0] = 0;
-    if (!p) return 0;
+    if (_vs_plan_printable(p, buf, cap, "vs_plan_print_json")) return -1;
     _vs_pipe_cat(buf, cap, &len, "{\"mesh\": {\"pp\": %d, \"dp\": %d, \"tp\": %d}, \"policy\": \"%s\", \"strict\": %d, \"rules\": [",
                  _vs_hl_sz(p->pp), _vs_hl_sz(p->dp), _vs_hl_sz(p->tp), p->policy == VS_TP_NONE ? "none" : "megatron",
                  p->strict);
-    for (int i = 0; i < p->nrules && i < VS_PLAN_MAX_RULES; i++)
+    for (int i = 0; i < p->nrules; i++)
         _vs_pipe_cat(buf, cap, &len, "%s{\"pattern\": \"%s\", \"placement\": \"%s\"}", i ? ", " : "", p->rules[i].pattern,
                      p->rules[i].placement);
     _vs_pipe_cat(buf, cap, &len,
@@ -798,96 +979,160 @@ VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap)
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
-/* One "key: value" of the plan (both forms end up here). */
-_VS_HL_PRIVATE vs_result _vs_plan_set(vs_plan* p, const char* key, const char* v, const char* where)
+/* The keys of a plan's text; each once (shard, a rule, any number of times). */
+static const char* const _vs_plan_keys[] = {"mesh",   "policy",       "strict", "split", "split_points",
+                                            "chunks", "schedule",     "microbatches", "zero",
+                                            "sequence_parallel", "shard"};
+#define _VS_PLAN_NKEYS ((int)(sizeof _vs_plan_keys / sizeof _vs_plan_keys[0]))
+
+/* A decimal int in [lo, hi] that is the whole of v. */
+_VS_HL_PRIVATE int _vs_plan_int(const char* v, long lo, long hi, int* out)
+{
+    char* end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi || (*v != '-' && (*v < '0' || *v > '9'))) return 0;
+    *out = (int)x;
+    return 1;
+}
+
+/* One rule: a pattern (no blanks) and a placement. */
+_VS_HL_PRIVATE vs_result _vs_plan_rule(vs_plan* p, const char* pat, size_t pn, const char* place, const char* where)
 {
     const char* fn = "vs_plan_parse";
-    if (strlen(v) > 200) return vs_set_error(VS_ERR_INVALID, "%s: %s: value of %s too long", fn, where, key);
-    for (const char* c = v; *c; c++)
-        if (*c == '"' || *c == '\\' || (unsigned char)*c < 32)
-            return vs_set_error(VS_ERR_INVALID, "%s: %s: %s holds a quote, backslash or control character", fn, where, key);
-    char* end;
+    if (p->nrules == VS_PLAN_MAX_RULES)
+        return vs_set_error(VS_ERR_INVALID, "%s: %s: more than %d rules", fn, where, VS_PLAN_MAX_RULES);
+    vs_shard_rule* r = &p->rules[p->nrules];
+    vs_placement pl;
+    if (!pn || pn >= sizeof r->pattern || memchr(pat, ' ', pn) || memchr(pat, '\t', pn))
+        return vs_set_error(VS_ERR_INVALID, "%s: %s: rule pattern \"%.*s\" (1 to %zu bytes, no blanks)", fn, where,
+                            (int)(pn < 60 ? pn : 60), pat, sizeof r->pattern - 1);
+    if (strlen(place) >= sizeof r->placement || _vs_hl_placement_text(place, &pl))
+        return vs_set_error(VS_ERR_INVALID, "%s: %s: rule \"%.*s\": placement \"%.40s\" (Replicate or Shard(d))", fn, where,
+                            (int)pn, pat, place);
+    memcpy(r->pattern, pat, pn);
+    r->pattern[pn] = 0;
+    snprintf(r->placement, sizeof r->placement, "%s", place);
+    p->nrules++;
+    return VS_OK;
+}
+
+/* One "key: value" of the plan (both forms end up here): the value without its
+   leading and trailing blanks (as the text form writes it), each key once. */
+_VS_HL_PRIVATE vs_result _vs_plan_set(vs_plan* p, const char* key, const char* value, const char* where, unsigned* seen)
+{
+    const char* fn = "vs_plan_parse";
+    char v[256];
+    while (*value == ' ' || *value == '\t') value++;
+    size_t n = strlen(value);
+    while (n && (value[n - 1] == ' ' || value[n - 1] == '\t')) n--;
+    if (n > 200) return vs_set_error(VS_ERR_INVALID, "%s: %s: value of %s too long", fn, where, key);
+    memcpy(v, value, n);
+    v[n] = 0;
+    size_t at = 0;
+    const char* bad = _vs_hl_text_bad(v, n + 1, &at);
+    if (bad) return vs_set_error(VS_ERR_INVALID, "%s: %s: the value of %s %s (byte %zu)", fn, where, key, bad, at);
+    int k = 0, x = 0;
+    while (k < _VS_PLAN_NKEYS && strcmp(key, _vs_plan_keys[k])) k++;
+    if (k == _VS_PLAN_NKEYS) return vs_set_error(VS_ERR_INVALID, "%s: %s: unknown key \"%s\"", fn, where, key);
+    if (strcmp(key, "shard")) {
+        if (*seen & (1u << k)) return vs_set_error(VS_ERR_INVALID, "%s: %s: key \"%s\" twice", fn, where, key);
+        *seen |= 1u << k;
+    }
     if (!strcmp(key, "mesh")) {
-        if (sscanf(v, "PP=%d DP=%d TP=%d", &p->pp, &p->dp, &p->tp) != 3 || p->pp < 1 || p->dp < 1 || p->tp < 1)
-            return vs_set_error(VS_ERR_INVALID, "%s: %s: mesh \"%s\" (PP=a DP=b TP=c, each >= 1)", fn, where, v);
+        char a[24], b[24], c[24];
+        int pp, dp, tp, used = 0;
+        if (sscanf(v, "PP=%23[^ \t] DP=%23[^ \t] TP=%23[^ \t]%n", a, b, c, &used) != 3 || v[used] ||
+            !_vs_plan_int(a, 1, INT_MAX, &pp) || !_vs_plan_int(b, 1, INT_MAX, &dp) || !_vs_plan_int(c, 1, INT_MAX, &tp))
+            return vs_set_error(VS_ERR_INVALID, "%s: %s: mesh \"%s\" (PP=a DP=b TP=c, each an int >= 1)", fn, where, v);
+        if ((int64_t)pp * dp * tp > INT_MAX)
+            return vs_set_error(VS_ERR_INVALID, "%s: %s: mesh \"%s\" is %lld ranks, more than an int counts", fn, where, v,
+                                (long long)((int64_t)pp * dp * tp));
+        p->pp = pp, p->dp = dp, p->tp = tp;
     } else if (!strcmp(key, "policy")) {
         if (!strcmp(v, "megatron")) p->policy = VS_TP_MEGATRON;
         else if (!strcmp(v, "none")) p->policy = VS_TP_NONE;
         else return vs_set_error(VS_ERR_INVALID, "%s: %s: policy \"%s\" (megatron or none)", fn, where, v);
     } else if (!strcmp(key, "shard")) {
-        if (p->nrules == VS_PLAN_MAX_RULES) return vs_set_error(VS_ERR_INVALID, "%s: %s: more than %d rules", fn, where, VS_PLAN_MAX_RULES);
         const char* sp = strchr(v, ' ');
-        vs_shard_rule* r = &p->rules[p->nrules];
-        vs_placement pl;
-        if (!sp || (size_t)(sp - v) >= sizeof r->pattern || strlen(sp + 1) >= sizeof r->placement ||
-            _vs_hl_placement_text(sp + 1, &pl))
-            return vs_set_error(VS_ERR_INVALID, "%s: %s: rule \"%s\" (a pattern, a space, Replicate or Shard(d))", fn, where, v);
-        memcpy(r->pattern, v, (size_t)(sp - v));
-        r->pattern[sp - v] = 0;
-        snprintf(r->placement, sizeof r->placement, "%s", sp + 1);
-        p->nrules++;
+        if (!sp) return vs_set_error(VS_ERR_INVALID, "%s: %s: rule \"%s\" (a pattern, a space, Replicate or Shard(d))", fn, where, v);
+        const char* place = sp;
+        while (*place == ' ') place++;
+        return _vs_plan_rule(p, v, (size_t)(sp - v), place, where);
     } else if (!strcmp(key, "split")) {
-        int k = -1;
+        int s = -1;
         for (int i = 0; i <= VS_PIPE_SPLIT_TIME; i++)
-            if (!strcmp(v, _vs_hl_split_names[i])) k = i;
-        if (k < 0) return vs_set_error(VS_ERR_INVALID, "%s: %s: split \"%s\" (manual, uniform, parameters, flops, time)", fn, where, v);
-        p->split = (vs_pipe_split_kind)k;
+            if (!strcmp(v, _vs_hl_split_names[i])) s = i;
+        if (s < 0) return vs_set_error(VS_ERR_INVALID, "%s: %s: split \"%s\" (manual, uniform, parameters, flops, time)", fn, where, v);
+        p->split = (vs_pipe_split_kind)s;
     } else if (!strcmp(key, "split_points")) {
-        if (strlen(v) >= sizeof p->split_points) return vs_set_error(VS_ERR_INVALID, "%s: %s: split_points too long", fn, where);
-        snprintf(p->split_points, sizeof p->split_points, "%s", v);
+        if (n >= sizeof p->split_points) return vs_set_error(VS_ERR_INVALID, "%s: %s: split_points too long", fn, where);
+        memcpy(p->split_points, v, n + 1);
     } else if (!strcmp(key, "schedule")) {
-        vs_pipe_kind k = VS_PIPE_1F1B;
-        if (vs_pipe_kind_parse(v, &k)) return vs_set_error(VS_ERR_INVALID, "%s: %s: %s", fn, where, vs_last_error());
-        p->schedule = k;
-    } else if (!strcmp(key, "strict") || !strcmp(key, "chunks") || !strcmp(key, "microbatches") || !strcmp(key, "zero") ||
-               !strcmp(key, "sequence_parallel")) {
-        long x = strtol(v, &end, 10);
-        if (end == v || *end || x < 0 || x > 1000000 || (!strcmp(key, "zero") && x > 2) ||
-            (!strcmp(key, "sequence_parallel") && x > 1))
-            return vs_set_error(VS_ERR_INVALID, "%s: %s: %s = \"%s\"", fn, where, key, v);
-        if (!strcmp(key, "sequence_parallel")) p->sequence_parallel = (int)x;
-        if (!strcmp(key, "strict")) p->strict = (int)x;
-        if (!strcmp(key, "chunks")) p->chunks = (int)x;
-        if (!strcmp(key, "microbatches")) p->microbatches = (int)x;
+        vs_pipe_kind s = VS_PIPE_1F1B;
+        if (vs_pipe_kind_parse(v, &s)) return vs_set_error(VS_ERR_INVALID, "%s: %s: %s", fn, where, vs_last_error());
+        p->schedule = s;
+    } else { // the numbers: strict, chunks, microbatches, zero, sequence_parallel
+        int hi = !strcmp(key, "zero") ? 2 : !strcmp(key, "strict") || !strcmp(key, "sequence_parallel") ? 1
+                 : !strcmp(key, "microbatches") ? VS_PIPE_MAX_MBS : 1000000;
+        if (!_vs_plan_int(v, 0, hi, &x)) return vs_set_error(VS_ERR_INVALID, "%s: %s: %s = \"%s\" (0..%d)", fn, where, key, v, hi);
+        if (!strcmp(key, "sequence_parallel")) p->sequence_parallel = x;
+        if (!strcmp(key, "strict")) p->strict = x;
+        if (!strcmp(key, "chunks")) p->chunks = x;
+        if (!strcmp(key, "microbatches")) p->microbatches = x;
         if (!strcmp(key, "zero")) p->zero = (vs_zero_stage)x;
-    } else
-        return vs_set_error(VS_ERR_INVALID, "%s: %s: unknown key \"%s\"", fn, where, key);
+    }
     return VS_OK;
 }
 
-_VS_HL_PRIVATE vs_result _vs_plan_parse_json(const char* text, vs_plan* p)
+/* A JSON number that is an int (mesh sizes, counts). */
+_VS_HL_PRIVATE int _vs_plan_json_int(const _vs_json* J, int c)
+{
+    return c >= 0 && (J->nd[c].type == _VS_J_BOOL || (J->nd[c].type == _VS_J_NUM && J->nd[c].isint)) &&
+           J->nd[c].i >= INT_MIN && J->nd[c].i <= INT_MAX;
+}
+
+_VS_HL_PRIVATE vs_result _vs_plan_parse_json(const char* text, vs_plan* p, int* nkeys)
 {
     _vs_json J;
-    _VS_TRY(_vs_json_parse(&J, NULL, "plan JSON", text, strlen(text)));
-    vs_result r = VS_OK;
+    vs_result r = _vs_json_parse(&J, NULL, "plan JSON", text, strlen(text));
+    if (r) return vs_set_error(r, "vs_plan_parse: %s", vs_last_error());
+    unsigned seen = 0;
     char v[256], where[64];
     if (J.nd[0].type != _VS_J_OBJ) r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: JSON: not an object");
-    for (int c = J.nd[0].first; c >= 0 && !r; c = J.nd[c].next) {
+    for (int c = J.nd[0].first; c >= 0 && !r; c = J.nd[c].next, ++*nkeys) {
         const _vs_jnode* x = &J.nd[c];
         snprintf(where, sizeof where, "JSON key \"%.40s\"", x->key);
         if (!strcmp(x->key, "mesh")) {
             int pp = _vs_json_get(&J, c, "pp"), dp = _vs_json_get(&J, c, "dp"), tp = _vs_json_get(&J, c, "tp");
-            if (pp < 0 || dp < 0 || tp < 0 || J.nd[pp].type != _VS_J_NUM || J.nd[dp].type != _VS_J_NUM || J.nd[tp].type != _VS_J_NUM)
-                r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: needs numbers pp, dp, tp", where);
+            if (x->type != _VS_J_OBJ || x->n != 3 || !_vs_plan_json_int(&J, pp) || !_vs_plan_json_int(&J, dp) ||
+                !_vs_plan_json_int(&J, tp))
+                r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: needs integers pp, dp, tp (and nothing else)", where);
             else {
                 snprintf(v, sizeof v, "PP=%lld DP=%lld TP=%lld", (long long)J.nd[pp].i, (long long)J.nd[dp].i, (long long)J.nd[tp].i);
-                r = _vs_plan_set(p, "mesh", v, where);
+                r = _vs_plan_set(p, "mesh", v, where, &seen);
             }
         } else if (!strcmp(x->key, "rules")) {
             if (x->type != _VS_J_ARR) r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: not an array", where);
+            else if (seen & (1u << 10)) r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: key \"rules\" twice", where);
+            seen |= 1u << 10;
             for (int e = x->first; e >= 0 && !r; e = J.nd[e].next) {
                 int pa = _vs_json_get(&J, e, "pattern"), pl = _vs_json_get(&J, e, "placement");
-                if (pa < 0 || pl < 0 || J.nd[pa].type != _VS_J_STR || J.nd[pl].type != _VS_J_STR)
-                    r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: a rule needs strings pattern and placement", where);
-                else {
-                    snprintf(v, sizeof v, "%s %s", J.nd[pa].s, J.nd[pl].s);
-                    r = _vs_plan_set(p, "shard", v, where);
+                if (J.nd[e].type != _VS_J_OBJ || J.nd[e].n != 2 || pa < 0 || pl < 0 || J.nd[pa].type != _VS_J_STR ||
+                    J.nd[pl].type != _VS_J_STR) {
+                    r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: a rule is an object of strings pattern and placement", where);
+                    break;
                 }
+                size_t at = 0;
+                const char* bad = _vs_hl_text_bad(J.nd[pa].s, strlen(J.nd[pa].s) + 1, &at);
+                if (!bad) bad = _vs_hl_text_bad(J.nd[pl].s, strlen(J.nd[pl].s) + 1, &at);
+                if (bad) r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: a rule's text %s (byte %zu)", where, bad, at);
+                else r = _vs_plan_rule(p, J.nd[pa].s, strlen(J.nd[pa].s), J.nd[pl].s, where);
             }
-        } else if (x->type == _VS_J_STR) r = _vs_plan_set(p, x->key, x->s, where);
-        else if (x->type == _VS_J_NUM || x->type == _VS_J_BOOL) {
+        } else if (x->type == _VS_J_STR) r = _vs_plan_set(p, x->key, x->s, where, &seen);
+        else if (_vs_plan_json_int(&J, c)) {
             snprintf(v, sizeof v, "%lld", (long long)x->i);
-            r = _vs_plan_set(p, x->key, v, where);
+            r = _vs_plan_set(p, x->key, v, where, &seen);
         } else r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: unexpected %s", where, _vs_json_what(&J, c));
     }
     _vs_json_free(&J);
@@ -902,9 +1147,11 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
     const char* q = text;
     while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r') q++;
     vs_result r = VS_OK;
-    if (*q == '{') r = _vs_plan_parse_json(q, &p);
+    int nkeys = 0;
+    if (*q == '{') r = _vs_plan_parse_json(q, &p, &nkeys);
     else {
         int line = 0;
+        unsigned seen = 0;
         while (*q && !r) {
             const char* e = strchr(q, '\n');
             size_t n = e ? (size_t)(e - q) : strlen(q);
@@ -914,7 +1161,7 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
             memcpy(buf, q, n);
             buf[n] = 0;
             q = e ? e + 1 : q + n;
-            while (n && (buf[n - 1] == '\r' || buf[n - 1] == ' ')) buf[--n] = 0;
+            while (n && (buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t')) buf[--n] = 0;
             char* s = buf;
             while (*s == ' ' || *s == '\t') s++;
             if (!*s || *s == '#') continue;
@@ -924,12 +1171,16 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
                 r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: line %d: expected \"key: value\"", line);
                 break;
             }
-            *colon = 0;
-            char* v = colon + 1;
-            while (*v == ' ') v++;
-            r = _vs_plan_set(&p, s, v, where);
+            char* k = colon;
+            while (k > s && (k[-1] == ' ' || k[-1] == '\t')) k--;
+            *k = 0;
+            r = _vs_plan_set(&p, s, colon + 1, where, &seen);
+            nkeys++;
         }
     }
+    if (!r && !nkeys)
+        r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: the text holds no \"key: value\" (an empty plan; vs_plan_print "
+                                         "writes every key of one)");
     if (!r) *out = p;
     return r;
 }
@@ -1683,13 +1934,18 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
 {
     if (!m || !c || !out) return vs_set_error(VS_ERR_NULL, "vs_generate_plan: %s is NULL", !m ? "model" : !c ? "constraints" : "out");
     if (cap > 0 && !est) return vs_set_error(VS_ERR_NULL, "vs_generate_plan: est is NULL with cap %d", cap);
+    if (cap < 0) return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: cap %d (>= 0: how many estimates est holds)", cap);
     memset(out, 0, sizeof *out);
     if (n) *n = 0;
     if (!m->layers || m->nlayers < 1)
         return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: the model has %d layers", m->layers ? m->nlayers : 0);
+    vs_result rm = vs_model_check(m);
+    if (rm) return vs_set_error(rm, "vs_generate_plan: %s", vs_last_error());
     if (c->world < 1) return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: world = %d (required, >= 1)", c->world);
     if (c->sequence_parallel < 0 || c->sequence_parallel > 1)
         return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: sequence_parallel %d (0 or 1)", c->sequence_parallel);
+    // (a fixed tp of 1 makes no plan with sequence parallelism)
+    if (c->tp != 1) _VS_TRY(_vs_hl_sp_layers(m, c->sequence_parallel, "vs_generate_plan"));
     if (c->pp < 0 || c->dp < 0 || c->tp < 0 || c->microbatches < 0)
         return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: fixed sizes pp=%d dp=%d tp=%d microbatches=%d (>= 0; 0: free)",
                             c->pp, c->dp, c->tp, c->microbatches);
@@ -1734,6 +1990,13 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
     int ntriples = 0;
     vs_result r = _vs_gp_setup(&g);
     if (r == VS_OK) r = _vs_gp_enumerate(&g, &ntriples);
+    for (int i = 0; r == VS_OK && i < g.nest; i++) // a profile's figures so large that the sums overflow
+        if (g.est[i].kind != 2 && !(g.est[i].e.step_s < HUGE_VAL && g.est[i].e.mem_bytes < HUGE_VAL)) {
+            char pt[1400];
+            vs_profile_print(&g.prof, pt, sizeof pt);
+            r = vs_set_error(VS_ERR_INVALID, "vs_generate_plan: the estimates overflow (step %g s, memory %g bytes) with the "
+                             "profile (defaults filled in) %s", g.est[i].e.step_s, g.est[i].e.mem_bytes, pt);
+        }
     if (r == VS_OK) {
         if (g.nest > 1) qsort(g.est, (size_t)g.nest, sizeof *g.est, _vs_gp_cmp);
         int nfeas = 0;
@@ -1832,8 +2095,25 @@ _VS_HL_PRIVATE int _vs_gp_explain(const vs_plan* run, const vs_plan_estimate* es
 {
     size_t len = 0;
     char w[sizeof est->why + 1];
-    if (!buf) cap = 0;
-    if (cap) buf[0] = 0;
+    const char* fn = run ? "vs_plan_explain_for" : "vs_plan_explain";
+    if (buf && cap) buf[0] = 0;
+    if (!buf && cap) return vs_set_error(VS_ERR_NULL, "%s: buf is NULL with cap %zu (NULL only with cap 0)", fn, cap), -1;
+    if (n < 0 || (n && !est)) return vs_set_error(n < 0 ? VS_ERR_INVALID : VS_ERR_NULL, "%s: est is %s, n = %d", fn,
+                                                  est ? "given" : "NULL", n), -1;
+    for (int i = 0; i < n; i++) { // what vs_generate_plan writes: a terminated why, 0 or 1, numbers (inf: rejected)
+        const vs_plan_estimate* e = &est[i];
+        const double v[5] = {e->step_s, e->compute_s, e->comm_s, e->bubble_s, e->mem_bytes};
+        static const char* const vn[5] = {"step_s", "compute_s", "comm_s", "bubble_s", "mem_bytes"};
+        if (!memchr(e->why, 0, sizeof e->why))
+            return vs_set_error(VS_ERR_INVALID, "%s: est[%d].why is not terminated within its %zu bytes", fn, i,
+                                sizeof e->why), -1;
+        if (e->feasible != 0 && e->feasible != 1)
+            return vs_set_error(VS_ERR_INVALID, "%s: est[%d].feasible = %d (0 or 1)", fn, i, e->feasible), -1;
+        for (int k = 0; k < 5; k++)
+            if (v[k] != v[k] || (e->feasible && !(fabs(v[k]) < HUGE_VAL)))
+                return vs_set_error(VS_ERR_INVALID, "%s: est[%d].%s = %g (a number; finite when feasible)", fn, i, vn[k],
+                                    v[k]), -1;
+    }
     vs_plan rp;
     if (run && vs_plan_resolve(run, &rp) != VS_OK) return -1;
     if (!est || n <= 0) {
@@ -2322,8 +2602,12 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_ar(vs_comm* wc, int rank, int size, float* 
 VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe_fn data, void* data_user,
                                     vs_profile* out)
 {
-    if (!w || !m || !out) return vs_set_error(VS_ERR_NULL, "vs_profile_measure: %s is NULL", !w ? "world" : !m ? "model" : "out");
+    if (!w || !m || !out || !data)
+        return vs_set_error(VS_ERR_NULL, "vs_profile_measure: %s is NULL%s", !w ? "world" : !m ? "model" : !out ? "out" : "data",
+                            w && m && out ? " (the data callback gives the layers their data inputs)" : "");
     if (!m->layers || m->nlayers < 1) return vs_set_error(VS_ERR_INVALID, "vs_profile_measure: the model has no layers");
+    vs_result rm = vs_model_check(m);
+    if (rm) return vs_set_error(rm, "vs_profile_measure: %s", vs_last_error());
     memset(out, 0, sizeof *out);
     vs_comm* wc = vs_world_comm(w);
     int rank = vs_world_rank(w), size = vs_world_size(w);
@@ -2426,13 +2710,40 @@ done:
     return r;
 }
 
+/* A profile as vs_profile_parse reads it back: finite figures >= 0 (tp_s any
+   finite value), group sizes 0 (unused) or 2..1000000, each once. */
+_VS_HL_PRIVATE vs_result _vs_gp_profile_ok(const vs_profile* p, const char* fn)
+{
+    const double v[7] = {p->flop_s, p->bw_bytes_s, p->latency_s, p->p2p_bw_bytes_s, p->call_s, p->instr_s, p->opt_s};
+    static const char* const vn[7] = {"flop_s", "bw_bytes_s", "latency_s", "p2p_bw_bytes_s", "call_s", "instr_s", "opt_s"};
+    for (int i = 0; i < 7; i++)
+        if (!(v[i] >= 0 && v[i] < HUGE_VAL))
+            return vs_set_error(VS_ERR_INVALID, "%s: %s = %g (finite, >= 0; 0: not known)", fn, vn[i], v[i]);
+    for (int g = 0; g < VS_PROFILE_AR_GROUPS; g++) {
+        if (p->ar_n[g] == 0) continue;
+        if (p->ar_n[g] < 2 || p->ar_n[g] > 1000000)
+            return vs_set_error(VS_ERR_INVALID, "%s: ar_n[%d] = %d (0: unused, else a group size 2..1000000)", fn, g,
+                                p->ar_n[g]);
+        for (int h = 0; h < g; h++)
+            if (p->ar_n[h] == p->ar_n[g])
+                return vs_set_error(VS_ERR_INVALID, "%s: ar_n[%d] = %d, as ar_n[%d] (each group size once)", fn, g,
+                                    p->ar_n[g], h);
+        for (int k = 0; k < VS_PROFILE_AR_SIZES; k++)
+            if (!(p->ar_s[g][k] >= 0 && p->ar_s[g][k] < HUGE_VAL))
+                return vs_set_error(VS_ERR_INVALID, "%s: ar_s[%d][%d] = %g (finite, >= 0)", fn, g, k, p->ar_s[g][k]);
+        if (!(fabs(p->tp_s[g]) < HUGE_VAL))
+            return vs_set_error(VS_ERR_INVALID, "%s: tp_s[%d] = %g (finite)", fn, g, p->tp_s[g]);
+    }
+    return VS_OK;
+}
+
 VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap)
 {
-    if (!p) {
-        vs_set_error(VS_ERR_NULL, "vs_profile_print: profile is NULL");
-        return -1;
-    }
-    if (!buf) cap = 0;
+    if (!p) return vs_set_error(VS_ERR_NULL, "vs_profile_print: profile is NULL"), -1;
+    if (!buf && cap)
+        return vs_set_error(VS_ERR_NULL, "vs_profile_print: buf is NULL with cap %zu (NULL only with cap 0)", cap), -1;
+    if (buf && cap) buf[0] = 0;
+    if (_vs_gp_profile_ok(p, "vs_profile_print")) return -1;
     size_t len = 0;
     _vs_gp_cat(buf, cap, &len, "flop_s=%.17g bw=%.17g latency=%.17g p2p_bw=%.17g call=%.17g instr=%.17g opt=%.17g",
                p->flop_s, p->bw_bytes_s, p->latency_s, p->p2p_bw_bytes_s, p->call_s, p->instr_s, p->opt_s);
@@ -2519,6 +2830,7 @@ VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
     memset(&p, 0, sizeof p);
     const char* s = text;
     vs_result r;
+    unsigned seen = 0, seen_g[VS_PROFILE_AR_GROUPS] = {0};
     for (;;) {
         while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
         if (!*s) break;
@@ -2540,6 +2852,10 @@ VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
             if (g == VS_PROFILE_AR_GROUPS)
                 return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s': more than %d group sizes",
                                     (int)(kl < 40 ? kl : 40), s, VS_PROFILE_AR_GROUPS);
+            unsigned bit = isar ? 1u : 2u; // arN and tpN, each once per group size
+            if (seen_g[g] & bit)
+                return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s' twice", (int)(kl < 40 ? kl : 40), s);
+            seen_g[g] |= bit;
             p.ar_n[g] = (int)n;
             const char* v = eq + 1;
             if (!isar) {
@@ -2559,18 +2875,17 @@ VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
             s = v;
             continue;
         }
-        double* dst = kl == 6 && !strncmp(s, "flop_s", 6)    ? &p.flop_s
-                      : kl == 2 && !strncmp(s, "bw", 2)      ? &p.bw_bytes_s
-                      : kl == 7 && !strncmp(s, "latency", 7) ? &p.latency_s
-                      : kl == 6 && !strncmp(s, "p2p_bw", 6)  ? &p.p2p_bw_bytes_s
-                      : kl == 4 && !strncmp(s, "call", 4)    ? &p.call_s
-                      : kl == 5 && !strncmp(s, "instr", 5)   ? &p.instr_s
-                      : kl == 3 && !strncmp(s, "opt", 3)     ? &p.opt_s
-                                                             : NULL;
-        if (!dst)
+        static const char* const keys[7] = {"flop_s", "bw", "latency", "p2p_bw", "call", "instr", "opt"};
+        double* const dsts[7] = {&p.flop_s, &p.bw_bytes_s, &p.latency_s, &p.p2p_bw_bytes_s, &p.call_s, &p.instr_s, &p.opt_s};
+        int k = 0;
+        while (k < 7 && (strlen(keys[k]) != kl || strncmp(s, keys[k], kl))) k++;
+        if (k == 7)
             return vs_set_error(VS_ERR_INVALID,
                                 "vs_profile_parse: unknown key '%.*s' (flop_s, bw, latency, p2p_bw, call, instr, opt, arN, tpN)",
                                 (int)(kl < 40 ? kl : 40), s);
+        if (seen & (1u << k)) return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s' twice", (int)kl, s);
+        seen |= 1u << k;
+        double* dst = dsts[k];
         const char* e;
         if ((r = _vs_gp_parse_num(s, kl, eq + 1, eq + 1, 0, 0, dst, &e)) != VS_OK) return r;
         s = e;
@@ -2995,7 +3310,27 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
         if (batch->shape[i][0] != rows)
             return vs_set_error(VS_ERR_MISMATCH, "%s: batch inputs \"%s\" and \"%s\" have %lld and %lld rows", fn,
                                 batch->name[0], batch->name[i], (long long)rows, (long long)batch->shape[i][0]);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(batch->name[j], batch->name[i]))
+                return vs_set_error(VS_ERR_INVALID, "%s: batch input \"%s\" twice (inputs %d and %d)", fn,
+                                    batch->name[i], j, i);
+        size_t sz = vs_dtype_size(batch->dtype[i]), row = sz;
+        if (!sz)
+            return vs_set_error(VS_ERR_INVALID, "%s: batch input \"%s\": dtype %d", fn, batch->name[i], (int)batch->dtype[i]);
+        for (int d = 1; d < batch->ndim[i]; d++) { // a row's bytes, and the batch's, must fit a size_t
+            int64_t e = batch->shape[i][d];
+            if (e < 0 || (e && row > SIZE_MAX / (size_t)e))
+                return vs_set_error(VS_ERR_INVALID, "%s: batch input \"%s\": shape[%d] = %lld", fn, batch->name[i], d,
+                                    (long long)e);
+            row *= (size_t)e;
+        }
+        if (rows > 0 && row > SIZE_MAX / (size_t)rows)
+            return vs_set_error(VS_ERR_INVALID, "%s: batch input \"%s\": %lld rows of %zu bytes overflow", fn,
+                                batch->name[i], (long long)rows, row);
     }
+    if (rows < 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: the batch has %lld rows (at least DP=%d x %d microbatches)", fn,
+                            (long long)rows, t->dp, t->M);
     if (rows % ((int64_t)t->dp * t->M))
         return vs_set_error(VS_ERR_INVALID, "%s: %lld rows do not split into DP=%d x %d microbatches", fn, (long long)rows,
                             t->dp, t->M);
@@ -3050,8 +3385,9 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
 
 VS_API int64_t vs_train_steps(const vs_train* t)
 {
+    if (!t) return vs_set_error(VS_ERR_INVALID, "vs_train_steps: train is NULL"); // (-1, as documented)
     _VS_TRY(_VS_HL_GONE("vs_train_steps", t));
-    return t ? vs_ddp_step_count(t->ddp) : -1;
+    return vs_ddp_step_count(t->ddp);
 }
 VS_API int64_t vs_train_skipped_steps(const vs_train* t)
 {
@@ -3067,18 +3403,21 @@ VS_API double vs_train_grad_norm(const vs_train* t)
 }
 VS_API vs_mesh* vs_train_mesh(vs_train* t)
 {
+    if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_mesh: train is NULL"), (vs_mesh*)NULL;
     if (_VS_HL_GONE("vs_train_mesh", t)) return NULL;
-    return t ? t->mesh : NULL;
+    return t->mesh;
 }
 VS_API vs_pipe* vs_train_pipe(vs_train* t)
 {
+    if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_pipe: train is NULL"), (vs_pipe*)NULL;
     if (_VS_HL_GONE("vs_train_pipe", t)) return NULL;
-    return t ? t->pipe : NULL;
+    return t->pipe;
 }
 VS_API vs_ddp* vs_train_ddp(vs_train* t)
 {
+    if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_ddp: train is NULL"), (vs_ddp*)NULL;
     if (_VS_HL_GONE("vs_train_ddp", t)) return NULL;
-    return t ? t->ddp : NULL;
+    return t->ddp;
 }
 
 VS_API vs_result vs_train_memory(const vs_train* t, int64_t* init_peak, int64_t* model_bytes)
@@ -3096,7 +3435,7 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
 {
     const char* fn = "vs_train_get_param";
     _VS_TRY(_VS_HL_GONE(fn, t));
-    if (!t || !name || !out) return vs_set_error(VS_ERR_NULL, "%s: an argument is NULL", fn);
+    if (!t || !name || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !t ? "train" : !name ? "name" : "out");
     int x = _vs_hl_find(t, name);
     if (x < 0) return vs_set_error(VS_ERR_INVALID, "%s: the model has no parameter \"%s\"", fn, name);
     const _vs_hl_param* q = &t->prm[x];

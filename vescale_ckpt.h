@@ -103,7 +103,10 @@
    it, and kept for the next async save), at most desc.async_max_bytes
    (default 4 GiB; a bigger save runs synchronously), and returns; a writer
    thread on the checkpointer's own communicator does the rest. The next save,
-   load, vs_ckpt_wait or vs_ckpt_free joins it; its error surfaces there.
+   load, vs_ckpt_wait or vs_ckpt_free joins it; its error surfaces there. The
+   call checks this rank's entries first (nothing is copied from a bad one):
+   a bad entry is the call's error on this rank, and every other rank's
+   vs_ckpt_wait returns it (the call never waits for the other ranks).
 
    Lifetime. A checkpointer remembers being freed: a second vs_ckpt_free, or
    any call on a freed one, is VS_ERR_STATE ("already freed") while its memory
@@ -172,8 +175,8 @@ typedef enum vs_ckpt_kind {
    work spreads over the ranks. skip = 1: this rank takes no part in the entry
    (e.g. a ZeRO range it does not own as primary); the other ranks still save it.
    BLOB: blob/blob_bytes; on save every rank that lists it must give the same
-   bytes (one writes them); on load blob_bytes is the capacity, and the entry's
-   stored size comes back in blob_bytes. */
+   bytes (one writes them), at most 2^48; on load blob_bytes is the capacity,
+   and the entry's stored size comes back in blob_bytes. */
 typedef struct vs_ckpt_entry {
     const char* name;
     vs_ckpt_kind kind;
@@ -2758,6 +2761,8 @@ _VS_CKPT_PRIVATE int64_t _vs_ckpt_numel(int ndim, const int64_t* s)
 }
 
 /* Checks one entry on this rank and fills its record (no communication). */
+#define _VS_CKPT_BLOB_MAX ((uint64_t)1 << 48) // bytes of a blob, as a tensor's dims
+
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_entry_rec(const char* fn, const vs_ckpt_entry* e, int i, int rank, _vs_ckpt_rec* rc)
 {
     memset(rc, 0, sizeof *rc);
@@ -2775,6 +2780,9 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_entry_rec(const char* fn, const vs_ckpt_entr
     if (e->kind == VS_CKPT_BLOB) {
         if (e->blob_bytes && !e->blob)
             return vs_set_error(VS_ERR_NULL, "%s: entry \"%s\": blob is NULL for %zu bytes", fn, e->name, e->blob_bytes);
+        if ((uint64_t)e->blob_bytes > _VS_CKPT_BLOB_MAX) // (a length that no memory holds: a wrong field)
+            return vs_set_error(VS_ERR_INVALID, "%s: entry \"%s\": blob_bytes = %zu (at most 2^48)", fn, e->name,
+                                e->blob_bytes);
         rc->dtype = VS_U8;
         rc->ndim = 1;
         rc->shape[0] = rc->box[0] = (int64_t)e->blob_bytes;
@@ -4204,14 +4212,16 @@ _VS_CKPT_PRIVATE void _vs_ckpt_job_free(vs_ckpt* ck, _vs_ckpt_job* j)
     vs_free(ck->w, j);
 }
 
+/* copy 0: the entries alone, their data not copied (pointers kept as given:
+   for an entry whose check fails before its data is read). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, const vs_ckpt_entry* entries, int n,
-                                             int overwrite, size_t bound, _vs_ckpt_job** out)
+                                             int overwrite, size_t bound, int copy, _vs_ckpt_job** out)
 {
     *out = NULL;
     size_t data = 0, names = 0;
     for (int i = 0; i < n; i++) {
         if (entries[i].skip) continue;
-        data += (_vs_ckpt_local_bytes(&entries[i]) + 63) / 64 * 64;
+        if (copy) data += (_vs_ckpt_local_bytes(&entries[i]) + 63) / 64 * 64;
         names += entries[i].name ? strlen(entries[i].name) + 1 : 0;
     }
     if (bound && data > bound) return VS_ERR_UNSUPPORTED; // (the caller saves synchronously)
@@ -4258,7 +4268,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, cons
             j->e[i].name = nm;
             nm += l;
         }
-        size_t b = _vs_ckpt_local_bytes(&entries[i]);
+        size_t b = copy ? _vs_ckpt_local_bytes(&entries[i]) : 0;
         const void* src = entries[i].kind == VS_CKPT_BLOB ? entries[i].blob : entries[i].t.data;
         if (b && src) {
             vs_result r = _vs_ckpt_copy_mem(at, src, b, 0, entries[i].device);
@@ -4309,7 +4319,33 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     for (int i = 0; i < n; i++) dev |= entries[i].device && !entries[i].skip;
     _vs_ckpt_job* j = NULL;
     if (async) {
-        r = _vs_ckpt_job_make(ck, path, entries, n, overwrite, ck->desc.async_max_bytes, &j);
+        /* This rank's entries checked before anything is copied (a length past
+           the caller's memory is an error here, not a copy). No collective: an
+           async save returns without waiting for the other ranks. A bad entry
+           is this call's error, and its writer still starts, with that entry
+           alone (nothing copied; its check fails before any data is read), so
+           the other ranks' writers fail with it (at their vs_ckpt_wait)
+           instead of waiting out the timeout. */
+        _vs_ckpt_rec* rc = (_vs_ckpt_rec*)vs_alloc(ck->w, sizeof *rc);
+        int bad = -1;
+        vs_result rb = VS_OK;
+        if (!rc) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+        for (int i = 0; i < n && bad < 0; i++)
+            if (!entries[i].skip && (rb = _vs_ckpt_entry_rec(fn, &entries[i], i, ck->rank, rc)) != VS_OK) bad = i;
+        vs_free(ck->w, rc);
+        if (bad >= 0) {
+            char msg[512];
+            _vs_ckpt_fmt(msg, sizeof msg, "%s", vs_last_error());
+            if (_vs_ckpt_job_make(ck, path, &entries[bad], 1, overwrite, 0, 0, &j) == VS_OK) {
+                ck->async_used = 0;
+                ck->job = j;
+                ck->async_result = VS_OK;
+                if (pthread_create(&ck->thread, NULL, _vs_ckpt_async_main, j)) ck->job = NULL, _vs_ckpt_job_free(ck, j);
+                else ck->running = 1;
+            }
+            return vs_set_error(rb, "%s", msg);
+        }
+        r = _vs_ckpt_job_make(ck, path, entries, n, overwrite, ck->desc.async_max_bytes, 1, &j);
         if (r == VS_ERR_UNSUPPORTED) j = NULL, r = VS_OK, ck->async_used = 0; // over the bound: save now instead
         if (r) return r;
         if (j) {
@@ -4326,7 +4362,7 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
         }
     }
     if (dev) { // device buffers: written from host copies
-        _VS_TRY(_vs_ckpt_job_make(ck, path, entries, n, overwrite, 0, &j));
+        _VS_TRY(_vs_ckpt_job_make(ck, path, entries, n, overwrite, 0, 1, &j));
         r = _vs_ckpt_save_now(ck, path, j->e, n, overwrite);
         _vs_ckpt_job_free(ck, j);
         return r;
@@ -4350,7 +4386,8 @@ VS_API vs_result vs_ckpt_wait(vs_ckpt* ck)
 VS_API vs_result vs_ckpt_async_memory(const vs_ckpt* ck, size_t* used, size_t* bound)
 {
     _VS_TRY(_VS_CKPT_GONE("vs_ckpt_async_memory", ck));
-    if (!ck || !used || !bound) return vs_set_error(VS_ERR_NULL, "vs_ckpt_async_memory: an argument is NULL");
+    if (!ck || !used || !bound)
+        return vs_set_error(VS_ERR_NULL, "vs_ckpt_async_memory: %s is NULL", !ck ? "ck" : !used ? "used" : "bound");
     *used = ck->async_used;
     *bound = ck->desc.async_max_bytes;
     return VS_OK;

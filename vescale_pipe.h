@@ -169,6 +169,7 @@ VS_API int vs_pipe_version(void);
 #define VS_PIPE_MAX_IO 16      // named tensors a unit takes, and that it returns
 #define VS_PIPE_MAX_CHUNKS 256 // stages x virtual chunks
 #define VS_PIPE_NAME_MAX 64    // bytes of a unit or tensor name, with the NUL
+#define VS_PIPE_MAX_MBS (1 << 20) // microbatches of a schedule (so every (chunk, microbatch) count fits an int)
 
 /* A named tensor as a unit sees it. Activations are the engine's memory (host on
    threads and MPI; on NCCL device memory from vs_device_alloc, which the
@@ -325,7 +326,9 @@ VS_API int vs_pipe_unit_chunk(const vs_pipe_plan* plan, int unit, int* stage);
    chunk cost, max/mean imbalance) and one line per chunk with its stage, its units
    (names when 3 or fewer, else the first..last range) and its cost. units may be
    NULL (indices are printed). Returns the length it needs (snprintf-like, the text
-   is cut to cap-1 bytes and NUL-terminated); buf may be NULL when cap is 0. */
+   is cut to cap-1 bytes and NUL-terminated); buf may be NULL when cap is 0. A
+   plan that is not one vs_pipe_split makes prints as one line saying so, with
+   its counts; a NULL plan (or buf NULL with cap > 0) is -1 (vs_last_error). */
 VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, char* buf,
                               size_t cap);
 
@@ -356,8 +359,11 @@ typedef struct vs_pipe_instr {
 typedef struct vs_pipe_sched vs_pipe_sched;
 
 /* An empty schedule for `stages` stages, nchunks chunks (chunk k on stage
-   chunk_stage[k]; NULL: k % stages) and M microbatches. Allocation through
-   vs_alloc(world) (world may be NULL: the C allocator). */
+   chunk_stage[k]; NULL: k % stages) and M microbatches (1..VS_PIPE_MAX_MBS).
+   Allocation through vs_alloc(world) (world may be NULL: the C allocator).
+   The getters return a negative vs_result for a NULL or freed schedule, a
+   chunk or stage out of range (vs_last_error names it). vs_pipe_sched_free(NULL)
+   is VS_OK. */
 VS_API vs_result vs_pipe_sched_new(const vs_world* world, int stages, int nchunks,
                                    const int* chunk_stage, int mbs, vs_pipe_sched** out);
 VS_API vs_result vs_pipe_sched_push(vs_pipe_sched* s, int stage, vs_pipe_op op, int chunk, int mb);
@@ -374,7 +380,8 @@ VS_API vs_result vs_pipe_sched_free(vs_pipe_sched* s);
        0: F0.0 SF0.0 F0.1 SF0.1 RB0.0 BW0.0 RB0.1 BW0.1 SYNC0 STEP
        1: RF1.0 F1.0 BW1.0 SB1.0 RF1.1 F1.1 BW1.1 SB1.1 SYNC1 STEP
    Lines starting with # are comments. Print returns the length it needs
-   (snprintf-like); parse errors name the line and the token. */
+   (snprintf-like; buf may be NULL when cap is 0), -1 for a NULL or freed
+   schedule (vs_last_error); parse errors name the line and the token. */
 VS_API int vs_pipe_sched_print(const vs_pipe_sched* s, char* buf, size_t cap);
 VS_API vs_result vs_pipe_sched_parse(const vs_world* world, const char* text, vs_pipe_sched** out);
 
@@ -386,7 +393,7 @@ VS_API vs_result vs_pipe_sched_parse(const vs_world* world, const char* text, vs
 VS_API vs_result vs_pipe_sched_add_comm(vs_pipe_sched* s);
 
 typedef struct vs_pipe_check_desc {
-    int64_t max_live_activations; // per stage: (chunk, mb) forwards held at once; 0: no bound
+    int64_t max_live_activations; // per stage: (chunk, mb) forwards held at once; 0: no bound (< 0: an error)
 } vs_pipe_check_desc;
 
 /* Validates a schedule (desc may be NULL):
@@ -451,12 +458,17 @@ typedef struct vs_pipe_sim {
 } vs_pipe_sim;
 
 /* Runs the lists against the costs without running anything: each instruction
-   starts when its stage is free and its inputs have arrived. */
+   starts when its stage is free and its inputs have arrived. Costs are finite
+   and >= 0, and their sum over the schedule's instructions (with p2p for each)
+   must stay finite (1e308 each is an error naming it, not an infinite
+   makespan). */
 VS_API vs_result vs_pipe_simulate(const vs_pipe_sched* s, const vs_pipe_costs* costs,
                                   vs_pipe_sim* out);
 /* A text timeline, one row per stage, one column per time slot of `slot` seconds
-   (0: the shortest instruction), with a legend. Returns the length it needs
-   (snprintf-like; buf may be NULL when cap is 0), -1 on error (vs_last_error). */
+   (0: the shortest instruction), with a legend; at most 4096 columns (a slot so
+   small that the run needs more is cut there, and the text says so). Returns
+   the length it needs (snprintf-like; buf may be NULL when cap is 0), -1 on
+   error (vs_last_error). */
 VS_API int vs_pipe_draw(const vs_pipe_sched* s, const vs_pipe_costs* costs, double slot,
                         char* buf, size_t cap);
 /* Chrome-trace JSON (Perfetto, chrome://tracing) of the simulated run, written to
@@ -523,7 +535,8 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss);
    data is engine memory (device memory on NCCL). */
 VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss);
 VS_API vs_result vs_pipe_mb_output(const vs_pipe* p, int mb, int i, vs_pipe_tensor* out);
-/* The stage (PP coordinate) of this rank. */
+/* The stage (PP coordinate) of this rank; a negative vs_result for a NULL or
+   freed pipe. */
 VS_API int vs_pipe_stage(const vs_pipe* p);
 /* The last run's timeline on this stage: *n instructions, start and end seconds
    (from the run's start) in t0/t1 (valid until the next run). */
@@ -551,6 +564,7 @@ VS_API vs_result vs_pipe_last_hooks(const vs_pipe* p, double* wall, double* cpu)
    (vs_pipe_unit_chunk tells where a unit is). */
 VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* grad,
                                    size_t count, vs_dtype dt);
+/* Collective. NULL: VS_OK; a second free, VS_ERR_STATE (top comment, "Lifetimes"). */
 VS_API vs_result vs_pipe_free(vs_pipe* p);
 
 #ifdef __cplusplus
@@ -1049,11 +1063,14 @@ done:
     return r;
 }
 
+_VS_PIPE_PRIVATE int _vs_pipe_bad_buf(const char* fn, const char* buf, size_t cap);
+
 VS_API int vs_pipe_plan_print(const vs_pipe_plan* p, const vs_pipe_unit* units, char* buf, size_t cap)
 {
     size_t len = 0;
     if (buf && cap) buf[0] = 0;
-    if (!p) return 0;
+    if (!p) return vs_set_error(VS_ERR_NULL, "vs_pipe_plan_print: plan is NULL"), -1;
+    if (_vs_pipe_bad_buf("vs_pipe_plan_print", buf, cap)) return -1;
     int K = p->nchunks, ok = K >= 1 && K <= VS_PIPE_MAX_CHUNKS && p->stages >= 1 && p->first_unit[0] == 0 &&
                              p->first_unit[K] == p->nunits;
     for (int k = 0; ok && k < K; k++)
@@ -1134,7 +1151,9 @@ VS_API vs_result vs_pipe_sched_new(const vs_world* world, int stages, int nchunk
     if (nchunks < stages || nchunks > VS_PIPE_MAX_CHUNKS)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_new: nchunks = %d (%d stages .. %d)", nchunks, stages,
                             VS_PIPE_MAX_CHUNKS);
-    if (mbs < 1) return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_new: microbatch count %d (at least 1)", mbs);
+    if (mbs < 1 || mbs > VS_PIPE_MAX_MBS)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_new: microbatch count %d (1..%d, VS_PIPE_MAX_MBS)", mbs,
+                            VS_PIPE_MAX_MBS);
     int used[VS_PIPE_MAX_CHUNKS] = {0};
     for (int k = 0; k < nchunks; k++) {
         int st = chunk_stage ? chunk_stage[k] : k % stages;
@@ -1195,30 +1214,37 @@ VS_API vs_result vs_pipe_sched_push(vs_pipe_sched* s, int stage, vs_pipe_op op, 
     return VS_OK;
 }
 
+/* The getters' check: VS_OK for a live schedule, else the error (named). */
+#define _VS_SCHED_GET(fn, s) \
+    ((s) ? _VS_SCHED_GONE(fn, s) : vs_set_error(VS_ERR_NULL, "%s: schedule is NULL", fn))
 VS_API int vs_pipe_sched_stages(const vs_pipe_sched* s)
 {
-    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_stages", s));
-    return s ? s->stages : 0;
+    _VS_TRY(_VS_SCHED_GET("vs_pipe_sched_stages", s));
+    return s->stages;
 }
 VS_API int vs_pipe_sched_nchunks(const vs_pipe_sched* s)
 {
-    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_nchunks", s));
-    return s ? s->nchunks : 0;
+    _VS_TRY(_VS_SCHED_GET("vs_pipe_sched_nchunks", s));
+    return s->nchunks;
 }
 VS_API int vs_pipe_sched_mbs(const vs_pipe_sched* s)
 {
-    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_mbs", s));
-    return s ? s->mbs : 0;
+    _VS_TRY(_VS_SCHED_GET("vs_pipe_sched_mbs", s));
+    return s->mbs;
 }
 VS_API int vs_pipe_sched_chunk_stage(const vs_pipe_sched* s, int chunk)
 {
-    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_chunk_stage", s));
-    return s && chunk >= 0 && chunk < s->nchunks ? s->chunk_stage[chunk] : -1;
+    _VS_TRY(_VS_SCHED_GET("vs_pipe_sched_chunk_stage", s));
+    if (chunk < 0 || chunk >= s->nchunks)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_chunk_stage: chunk %d (0..%d)", chunk, s->nchunks - 1);
+    return s->chunk_stage[chunk];
 }
 VS_API int vs_pipe_sched_len(const vs_pipe_sched* s, int stage)
 {
-    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_len", s));
-    return s && stage >= 0 && stage < s->stages ? s->len[stage] : 0;
+    _VS_TRY(_VS_SCHED_GET("vs_pipe_sched_len", s));
+    if (stage < 0 || stage >= s->stages)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_len: stage %d (0..%d)", stage, s->stages - 1);
+    return s->len[stage];
 }
 
 VS_API vs_result vs_pipe_sched_at(const vs_pipe_sched* s, int stage, int i, vs_pipe_instr* out)
@@ -1261,12 +1287,19 @@ _VS_PIPE_PRIVATE const char* _vs_pipe_itext(const vs_pipe_instr* i, char* buf)
     return buf;
 }
 
+/* The print functions' buffer contract: buf may be NULL only when cap is 0. */
+_VS_PIPE_PRIVATE int _vs_pipe_bad_buf(const char* fn, const char* buf, size_t cap)
+{
+    if (buf || !cap) return 0;
+    vs_set_error(VS_ERR_NULL, "%s: buf is NULL with cap %zu (NULL only with cap 0)", fn, cap);
+    return 1;
+}
+
 VS_API int vs_pipe_sched_print(const vs_pipe_sched* s, char* buf, size_t cap)
 {
     size_t len = 0;
     if (buf && cap) buf[0] = 0;
-    if (!s) return 0;
-    if (_VS_SCHED_GONE("vs_pipe_sched_print", s)) return -1;
+    if (_VS_SCHED_GET("vs_pipe_sched_print", s) || _vs_pipe_bad_buf("vs_pipe_sched_print", buf, cap)) return -1;
     _vs_pipe_cat(buf, cap, &len, "pipe stages=%d chunks=%d mbs=%d place=", s->stages, s->nchunks, s->mbs);
     for (int k = 0; k < s->nchunks; k++) _vs_pipe_cat(buf, cap, &len, "%s%d", k ? "," : "", s->chunk_stage[k]);
     _vs_pipe_cat(buf, cap, &len, "\n");
@@ -1330,13 +1363,28 @@ VS_API vs_result vs_pipe_sched_parse(const vs_world* world, const char* text, vs
         while (q < end && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
         if (q == end || *q == '#') continue;
         if (!s) { // the header line
-            int used = 0;
-            if (sscanf(q, "pipe stages=%d chunks=%d mbs=%d place=%n", &stages, &nchunks, &mbs, &used) != 3 || !used) {
+            static const char* const keys[3] = {"pipe stages=", " chunks=", " mbs="};
+            int* const vals[3] = {&stages, &nchunks, &mbs};
+            const char* h = q;
+            for (int k = 0; k < 3 && !r; k++) {
+                size_t kl = strlen(keys[k]);
+                char* he;
+                long v = 0;
+                if ((size_t)(end - h) <= kl || strncmp(h, keys[k], kl) || (v = strtol(h + kl, &he, 10), he == h + kl))
+                    r = vs_set_error(VS_ERR_INVALID,
+                                     "vs_pipe_sched_parse: line %d: expected \"pipe stages=P chunks=K mbs=M place=s0,s1,...\"",
+                                     line);
+                else if (v < INT_MIN || v > INT_MAX)
+                    r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: %s%.*s is out of range", line,
+                                     keys[k] + (k > 0), (int)(he - h - kl), h + kl);
+                else *vals[k] = (int)v, h = he;
+            }
+            if (!r && ((size_t)(end - h) < 7 || strncmp(h, " place=", 7)))
                 r = vs_set_error(VS_ERR_INVALID,
                                  "vs_pipe_sched_parse: line %d: expected \"pipe stages=P chunks=K mbs=M place=s0,s1,...\"",
                                  line);
-                goto fail;
-            }
+            if (r) goto fail;
+            const int used = (int)(h + 7 - q);
             if (nchunks < 1 || nchunks > VS_PIPE_MAX_CHUNKS) {
                 r = vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_parse: line %d: chunks=%d (1..%d)", line, nchunks,
                                  VS_PIPE_MAX_CHUNKS);
@@ -1672,6 +1720,9 @@ VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check
 {
     _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_check", s));
     if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_check: schedule is NULL");
+    if (d && d->max_live_activations < 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_check: max_live_activations = %lld (0: no bound, else >= 1)",
+                            (long long)d->max_live_activations);
     const int P = s->stages, K = s->nchunks, M = s->mbs;
     _vs_pipe_vstate v;
     memset(&v, 0, sizeof v);
@@ -2054,14 +2105,16 @@ VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int 
     *out = NULL;
     if ((int)kind <= 0 || (int)kind >= VS_PIPE_KIND_COUNT)
         return kind == VS_PIPE_DEFAULT
-                   ? vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: VS_PIPE_DEFAULT names no schedule (gpipe, 1f1b, "
+                   ? vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: kind 0 (VS_PIPE_DEFAULT) names no schedule (gpipe, 1f1b, "
                                                   "interleaved, zbh1, zbv or dualpipev)")
                    : vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: kind %d is not a vs_pipe_kind", (int)kind);
     const char* kn = vs_pipe_kind_name(kind);
     if (stages < 1 || stages > VS_PIPE_MAX_CHUNKS)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: stages = %d (1..%d)", kn, stages,
                             VS_PIPE_MAX_CHUNKS);
-    if (mbs < 1) return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: microbatch count %d (at least 1)", kn, mbs);
+    if (mbs < 1 || mbs > VS_PIPE_MAX_MBS)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: microbatch count %d (1..%d, VS_PIPE_MAX_MBS)", kn, mbs,
+                            VS_PIPE_MAX_MBS);
     int vshape = kind == VS_PIPE_ZBV || kind == VS_PIPE_DUALPIPEV;
     int V = chunks ? chunks : vshape || kind == VS_PIPE_INTERLEAVED ? 2 : 1;
     if (vshape && V != 2)
@@ -2202,6 +2255,27 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_sim_run(const vs_pipe_sched* s, const vs_pip
     double free_at[VS_PIPE_MAX_CHUNKS] = {0}, total = 0;
     vs_result r = _vs_pipe_costs_get(costs, K, cf, cb, cw, &p2p);
     if (r != VS_OK) goto done;
+    { // every time the play adds up stays below this: each instruction's cost and one p2p hop
+        double bound = 0, big = p2p;
+        size_t n = 0;
+        for (int p = 0; p < P; p++)
+            for (int i = 0; i < s->len[p]; i++, n++) {
+                const vs_pipe_instr* in = &s->ins[p][i];
+                int k = in->chunk, op = in->op;
+                double c1 = op == VS_PIPE_F ? cf[k] : op == VS_PIPE_B || op == VS_PIPE_BW ? cb[k] : op == VS_PIPE_W ? cw[k] : 0;
+                double c2 = op == VS_PIPE_BW ? cw[k] : 0;
+                if (c1 > big) big = c1;
+                if (c2 > big) big = c2;
+                bound += c1 + c2 + p2p;
+            }
+        if (!(bound < HUGE_VAL)) {
+            r = vs_set_error(VS_ERR_INVALID,
+                             "vs_pipe_costs: the costs (the largest %g, p2p %g) add up past the largest double over the "
+                             "schedule's %zu instructions",
+                             big, p2p, n);
+            goto done;
+        }
+    }
     for (size_t i = 0; i < 4 * KM; i++) mem[i] = -1; // -1: has not run yet
     memset(out, 0, sizeof *out);
     for (int p = 0, o = 0; p < P; o += s->len[p], p++) off[p] = o;
@@ -2326,7 +2400,7 @@ VS_API int vs_pipe_draw(const vs_pipe_sched* s, const vs_pipe_costs* costs, doub
 {
     if (buf && cap) buf[0] = 0;
     if (!s) return vs_set_error(VS_ERR_NULL, "vs_pipe_draw: schedule is NULL"), -1;
-    if (_VS_SCHED_GONE("vs_pipe_draw", s)) return -1;
+    if (_VS_SCHED_GONE("vs_pipe_draw", s) || _vs_pipe_bad_buf("vs_pipe_draw", buf, cap)) return -1;
     if (!(slot >= 0 && slot < HUGE_VAL)) return vs_set_error(VS_ERR_INVALID, "vs_pipe_draw: slot = %g", slot), -1;
     vs_pipe_sim sim;
     double* t0 = NULL;
@@ -2380,7 +2454,10 @@ VS_API int vs_pipe_draw(const vs_pipe_sched* s, const vs_pipe_costs* costs, doub
         for (int i = 0; i < s->len[p]; i++) {
             const vs_pipe_instr* in = &s->ins[p][i];
             if (!_vs_pipe_compute_op(in->op) || t1[o + i] <= t0[o + i]) continue;
-            int a = (int)floor(t0[o + i] / slot + 1e-9), b = (int)ceil(t1[o + i] / slot - 1e-9);
+            // columns in double first: a tiny slot puts them far past any int (cut at cols)
+            double fa = floor(t0[o + i] / slot + 1e-9), fb = ceil(t1[o + i] / slot - 1e-9);
+            if (!(fa < cols)) continue;
+            int a = (int)fa, b = fb < cols ? (int)fb : cols;
             if (b <= a) b = a + 1;
             int l = one ? snprintf(lab, sizeof lab, "%s%d", _vs_pipe_op_text(in->op), in->mb)
                         : snprintf(lab, sizeof lab, "%s%d.%d", _vs_pipe_op_text(in->op), in->chunk, in->mb);
@@ -3121,8 +3198,9 @@ fail:
 
 VS_API int vs_pipe_stage(const vs_pipe* p)
 {
+    if (!p) return vs_set_error(VS_ERR_NULL, "vs_pipe_stage: pipe is NULL");
     _VS_TRY(_VS_PIPE_GONE("vs_pipe_stage", p));
-    return p ? p->stage : -1;
+    return p->stage;
 }
 
 /* Frees what the last run kept. */
@@ -3836,7 +3914,8 @@ VS_API vs_result vs_pipe_mb_output(const vs_pipe* p, int mb, int i, vs_pipe_tens
 VS_API vs_result vs_pipe_last_timeline(const vs_pipe* p, const double** t0, const double** t1, int* n)
 {
     _VS_TRY(_VS_PIPE_GONE("vs_pipe_last_timeline", p));
-    if (!p || !t0 || !t1 || !n) return vs_set_error(VS_ERR_NULL, "vs_pipe_last_timeline: an argument is NULL");
+    if (!p || !t0 || !t1 || !n)
+        return vs_set_error(VS_ERR_NULL, "vs_pipe_last_timeline: %s is NULL", !p ? "pipe" : !t0 ? "t0" : !t1 ? "t1" : "n");
     *t0 = p->t0;
     *t1 = p->t1;
     *n = p->tn;
@@ -3945,6 +4024,9 @@ VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* g
     int sa = p->plan.chunk_stage[chunk_a], sb = p->plan.chunk_stage[chunk_b];
     if (sa == sb || (p->stage != sa && p->stage != sb)) return VS_OK; // one stage: its units share the buffer
     if (count && !grad) return vs_set_error(VS_ERR_NULL, "vs_pipe_tie_grads: grad is NULL for %zu elements", count);
+    if (count > SIZE_MAX / vs_dtype_size(dt))
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_tie_grads: count %zu of %s overflows the byte count", count,
+                            vs_dtype_name(dt));
     size_t bytes = count * vs_dtype_size(dt);
     /* The peer's part lands in engine memory. The sum is made on the host: on the
        device path (grad is then device memory) in host copies of both parts. */

@@ -900,6 +900,7 @@ GPT__FN vs_result gpt_model(const gpt_config* cfg, gpt_model_storage* st, vs_mod
         char(*pn)[32] = st->param_name[nl];
         gu->cfg = c;
         l->user = gu;
+        l->sp_ok = 1; // every unit moves its activations with gpt_sp_move under sequence parallelism
         l->unit.name = st->unit_name[nl];
         l->unit.inputs = st->inputs[nl];
         l->unit.outputs = st->outputs[nl];

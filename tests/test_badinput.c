@@ -1,11 +1,13 @@
-/* test_badinput.c - a bad-input sweep over every public function (issue 8).
+/* test_badinput.c - a bad-input sweep over every public function (issues 8 and 19).
 
-   Each entry of the table below calls one public function of vescale_mesh.h or
-   vescale_ddp.h with one bad input: a NULL pointer, an out-of-range value, an
-   unknown enum, a call in the wrong state, a size that overflows. Entries that
-   need live handles run inside vs_launch (2 thread ranks with a world, or 4 with
-   a {2, 2} mesh, its DP and TP submeshes, and a DDP), every rank making the same
-   call. Each entry runs in a forked child, so a crash or a hang is recorded
+   Each entry of the table below calls one public function of vescale_mesh.h,
+   vescale_ddp.h, vescale_pipe.h, vescale_ckpt.h or vescale.h with one bad input:
+   a NULL pointer, an out-of-range value, an unknown enum, a call in the wrong
+   state, a size that overflows. Entries that need live handles run inside
+   vs_launch (2 thread ranks with a world, or 4 with a {2, 2} mesh, its DP and TP
+   submeshes, and a DDP; 2 with a two-stage pipe; 2 with a DP2 training state of
+   a two-layer model, a checkpoint of it and a checkpointer), every rank making
+   the same call. Each entry runs in a forked child, so a crash or a hang is recorded
    without ending the sweep. Outcomes:
      clear     an error value (negative result, NULL, NaN, as the header documents)
                and vs_last_error() naming the bad input (a substring per entry);
@@ -25,8 +27,11 @@
    allocations return NULL instead of aborting (allocator_may_return_null below),
    as malloc does without ASan. */
 #define VESCALE_IMPLEMENTATION
-#include "vescale_ddp.h"
+#include "vescale.h"
 #include "vs_test.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
 
 #include <limits.h>
 #include <math.h>
@@ -68,12 +73,15 @@ enum {
     FX_W2,       // 2 ranks: world, its comm, a split comm, a freed split comm
     FX_M4,       // 4 ranks: + mesh {2, 2} (DP, TP) with its DP and TP submeshes
     FX_DDP,      // + a DDP (ZeRO-1, AdamW) with parameters "w" [4, 4] and "b" [4], not finalized
-    FX_DDPF      // + the DDP finalized
+    FX_DDPF,     // + the DDP finalized
+    FX_PIPE,     // 2 ranks: mesh {2} ("PP"), a two-stage pipe of two units, a 1F1B schedule (2 microbatches) run once
+    FX_TRAIN     // 2 ranks: a DP2 training state of the two-layer model, one step taken, saved as <dir>/ck0;
+                 // a checkpointer on its mesh
 };
-static const int sw_fx_ranks[] = {0, 2, 4, 4, 4};
+static const int sw_fx_ranks[] = {0, 2, 4, 4, 4, 2, 2};
 
 #define SW_DETAIL 300
-#define SW_MAX 600
+#define SW_MAX 1200
 
 typedef struct sw_meta {
     const char* area;
@@ -96,6 +104,20 @@ typedef struct sw_ctx {
     vs_comm* freed; // a freed split communicator
     vs_mesh *mesh, *dp, *tp;
     vs_ddp* ddp;
+    // FX_PIPE
+    vs_pipe_unit punits[2];
+    vs_pipe_plan pplan;
+    vs_pipe* pipe;
+    vs_pipe_sched* sched;
+    int probe;           // a bad call a callback makes (sw_probe), 0: none
+    int probe_ran;       // it was made
+    vs_result probe_r;   // its result and message
+    char probe_msg[SW_DETAIL];
+    // FX_TRAIN
+    vs_train* train;
+    vs_ckpt* ck;
+    const char* dir; // a temporary folder of the entry's own (every fixture)
+    char ck0[300];   // <dir>/ck0: the training state's checkpoint
     int rank;
     float buf[64], buf2[64];
     int outcome;
@@ -104,6 +126,7 @@ typedef struct sw_ctx {
 
 struct sw_job {
     int sel, fx;
+    char dir[256];
     int marks; // logger calls carrying "sw-mark" (atomic)
     int outcome[4];
     char detail[4][SW_DETAIL];
@@ -266,6 +289,159 @@ static vs_result sw_backward(sw_ctx* x)
     }
     return r ? r : vs_ddp_finish_grad_sync(x->ddp);
 }
+
+/* --- the pipe fixture's units: "u0" h = 2 x (x: data), "ploss" mean(h) ----------- */
+
+enum { SW_ROWS = 2, SW_W = 4 };
+
+static vs_result sw_probe(sw_ctx* x, vs_pipe_call* c);
+
+/* strcpy cut to cap (a message may be longer than the detail it goes into). */
+static void sw_copy(char* dst, size_t cap, const char* src)
+{
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+static vs_result sw_data(vs_pipe_call* c)
+{
+    int64_t sh[2] = {SW_ROWS, SW_W};
+    float* d;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 2, sh, (void**)&d);
+    for (int i = 0; !r && i < SW_ROWS * SW_W; i++) d[i] = (float)(i + c->mb);
+    return r;
+}
+
+static vs_result sw_u0_fwd(vs_pipe_call* c)
+{
+    sw_ctx* x = (sw_ctx*)c->user;
+    if (x->probe && !x->probe_ran && x->probe < 100) { // a bad call first; then the unit's own work
+        x->probe_ran = 1;
+        vs_clear_error();
+        x->probe_r = sw_probe(x, c);
+        sw_copy(x->probe_msg, sizeof x->probe_msg, vs_last_error());
+    }
+    int64_t sh[2] = {c->in[0].shape[0], SW_W};
+    float* h;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 2, sh, (void**)&h);
+    for (int64_t i = 0; !r && i < sh[0] * SW_W; i++) h[i] = 2 * ((const float*)c->in[0].data)[i];
+    if (!r && x->probe >= 100 && !x->probe_ran) { // bad calls after the unit's output exists
+        x->probe_ran = 1;
+        vs_clear_error();
+        x->probe_r = sw_probe(x, c);
+        sw_copy(x->probe_msg, sizeof x->probe_msg, vs_last_error());
+    }
+    return r;
+}
+
+static vs_result sw_u0_bwd(vs_pipe_call* c)
+{
+    (void)c; // x is data: no input gradient, no parameters
+    return VS_OK;
+}
+
+static vs_result sw_ploss_fwd(vs_pipe_call* c)
+{
+    float* l;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 0, NULL, (void**)&l);
+    int64_t n = c->in[0].shape[0] * c->in[0].shape[1];
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += ((const float*)c->in[0].data)[i];
+    if (!r) *l = (float)(s / (double)n);
+    return r;
+}
+
+static vs_result sw_ploss_bwd(vs_pipe_call* c)
+{
+    int64_t n = c->in[0].shape[0] * c->in[0].shape[1];
+    float g = ((const float*)c->out[0].grad)[0] / (float)n;
+    for (int64_t i = 0; i < n; i++) ((float*)c->in[0].grad)[i] += g;
+    return VS_OK;
+}
+
+/* --- the training fixture's model: "lin" y = x W (W [4, 4]), "loss" mean (y - t)^2 -- */
+
+static vs_result sw_lin_fwd(vs_pipe_call* c)
+{
+    const float* W = (const float*)vs_layer(c)->param[0];
+    const float* xi = (const float*)c->in[0].data;
+    int64_t R = c->in[0].shape[0], sh[2] = {R, SW_W};
+    float* y;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 2, sh, (void**)&y);
+    for (int64_t i = 0; !r && i < R; i++)
+        for (int j = 0; j < SW_W; j++) {
+            float a = 0;
+            for (int k = 0; k < SW_W; k++) a += xi[i * SW_W + k] * W[k * SW_W + j];
+            y[i * SW_W + j] = a;
+        }
+    return r;
+}
+
+static vs_result sw_lin_bwd(vs_pipe_call* c)
+{
+    float* gW = (float*)vs_layer(c)->grad[0];
+    const float* xi = (const float*)c->in[0].data;
+    const float* gy = (const float*)c->out[0].grad;
+    for (int64_t i = 0; i < c->in[0].shape[0]; i++)
+        for (int j = 0; j < SW_W; j++)
+            for (int k = 0; k < SW_W; k++) gW[k * SW_W + j] += xi[i * SW_W + k] * gy[i * SW_W + j];
+    return VS_OK;
+}
+
+static vs_result sw_loss_fwd(vs_pipe_call* c)
+{
+    const float *y = (const float*)c->in[0].data, *t = (const float*)c->in[1].data;
+    int64_t n = c->in[0].shape[0] * SW_W;
+    float* l;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 0, NULL, (void**)&l);
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)(y[i] - t[i]) * (y[i] - t[i]);
+    if (!r) *l = (float)(s / (double)n);
+    return r;
+}
+
+static vs_result sw_loss_bwd(vs_pipe_call* c)
+{
+    const float *y = (const float*)c->in[0].data, *t = (const float*)c->in[1].data;
+    int64_t n = c->in[0].shape[0] * SW_W;
+    float g = ((const float*)c->out[0].grad)[0];
+    for (int64_t i = 0; i < n; i++) ((float*)c->in[0].grad)[i] += g * 2 * (y[i] - t[i]) / (float)n;
+    return VS_OK;
+}
+
+static const vs_layer_decl sw_layers[2] = {
+    {.unit = {.name = "lin", .inputs = "x", .outputs = "y:f32[*,4]", .forward = sw_lin_fwd, .backward = sw_lin_bwd,
+              .flops = 32},
+     .params = {{.name = "lin.w", .ndim = 2, .shape = {SW_W, SW_W}, .init = {.kind = VS_INIT_NORMAL, .b = 0.1}}},
+     .nparams = 1},
+    {.unit = {.name = "loss", .inputs = "y,t", .outputs = "loss:f32[]", .forward = sw_loss_fwd,
+              .backward = sw_loss_bwd, .flops = 8}},
+};
+static const vs_model_desc sw_model = {sw_layers, 2, 7};
+
+/* A global batch of 4 rows (x and t, [4, 4] each). */
+static float sw_bx[4 * SW_W], sw_bt[4 * SW_W];
+static vs_batch sw_batch(void)
+{
+    vs_batch b;
+    memset(&b, 0, sizeof b);
+    b.n = 2;
+    for (int i = 0; i < 4 * SW_W; i++) sw_bx[i] = (float)(i % 5) * 0.25f, sw_bt[i] = (float)(i % 3) * 0.5f;
+    b.name[0] = "x", b.name[1] = "t";
+    b.dtype[0] = b.dtype[1] = VS_F32;
+    b.ndim[0] = b.ndim[1] = 2;
+    b.shape[0][0] = b.shape[1][0] = 4;
+    b.shape[0][1] = b.shape[1][1] = SW_W;
+    b.data[0] = sw_bx, b.data[1] = sw_bt;
+    return b;
+}
+
+/* A schedule's text for the two-stage fixture (2 microbatches). */
+static const char* const sw_sched_text = "pipe stages=2 chunks=2 mbs=2 place=0,1\n"
+                                         "0: F0.0 SF0.0 F0.1 SF0.1 RB0.0 BW0.0 RB0.1 BW0.1 SYNC0 STEP\n"
+                                         "1: RF1.0 F1.0 BW1.0 SB1.0 RF1.1 F1.1 BW1.1 SB1.1 SYNC1 STEP\n";
 
 
 /* ------------------------------------------------------------------------ */
@@ -1535,6 +1711,1736 @@ static void sweep_lr(sw_ctx* x)
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* vescale_pipe.h */
+
+/* A schedule of the fixture's shape from text (world: the entry's, or NULL). */
+static vs_pipe_sched* sw_sched(const vs_world* w, const char* text)
+{
+    vs_pipe_sched* s = NULL;
+    vs_pipe_sched_parse(w, text ? text : sw_sched_text, &s);
+    return s;
+}
+
+/* The bad calls a unit's forward makes (FX_PIPE, x->probe; >= 100: after its output). */
+static vs_result sw_probe(sw_ctx* x, vs_pipe_call* c)
+{
+    void* d = NULL;
+    int64_t sh[2] = {SW_ROWS, SW_W};
+    switch (x->probe) {
+    case 1: return vs_pipe_output(c, 5, VS_F32, 2, sh, &d);
+    case 2: return vs_pipe_output(c, -1, VS_F32, 2, sh, &d);
+    case 3: return vs_pipe_output(c, 0, (vs_dtype)99, 2, sh, &d);
+    case 4: return vs_pipe_output(c, 0, VS_F32, 9, sh, &d);
+    case 5: return vs_pipe_output(c, 0, VS_F32, 2, NULL, &d);
+    case 6: {
+        int64_t b[2] = {-1, SW_W};
+        return vs_pipe_output(c, 0, VS_F32, 2, b, &d);
+    }
+    case 7: {
+        int64_t b[2] = {(int64_t)1 << 40, (int64_t)1 << 40};
+        return vs_pipe_output(c, 0, VS_F32, 2, b, &d);
+    }
+    case 8: {
+        int64_t b[2] = {SW_ROWS, 5};
+        return vs_pipe_output(c, 0, VS_F32, 2, b, &d);
+    }
+    case 9: return vs_pipe_output(c, 0, VS_F32, 2, sh, NULL);
+    case 10: return vs_pipe_output(c, 0, VS_I32, 2, sh, &d);
+    case 11: return vs_pipe_save(c, SIZE_MAX, &d);
+    case 12: return vs_pipe_save(c, 16, NULL);
+    case 13: return vs_pipe_save(c, SIZE_MAX - 8, &d);
+    case 100: return vs_pipe_output(c, 0, VS_F32, 2, sh, &d);
+    case 101: {
+        vs_result r = vs_pipe_save(c, 16, &d);
+        return r ? r : vs_pipe_save(c, 16, &d);
+    }
+    }
+    return VS_OK;
+}
+
+/* Runs the fixture's pipe with probe k and takes the probe's outcome (stage 0's units make it). */
+static void sw_probe_run(sw_ctx* x, int k, const char* needle)
+{
+    x->probe = k;
+    x->probe_ran = 0;
+    vs_pipe_run(x->pipe, x->sched, NULL);
+    if (vs_pipe_stage(x->pipe) != 0) {
+        x->outcome = SW_IGNORED, x->detail[0] = 0;
+        return;
+    }
+    if (!x->probe_ran) {
+        sw_set(x, SW_SETUP, "the probe did not run");
+        return;
+    }
+    if (x->probe_r >= 0) {
+        sw_set(x, SW_SILENT, "returned %d", x->probe_r);
+        return;
+    }
+    if (!x->probe_msg[0]) sw_set(x, SW_VAGUE, "%s with no message", vs_result_string(x->probe_r));
+    else if (!sw_names(x->probe_msg, needle))
+        sw_set(x, SW_VAGUE, "%s: '%s' does not name '%s'", vs_result_string(x->probe_r), x->probe_msg, needle);
+    else sw_set(x, SW_CLEAR, "%s: %s", vs_result_string(x->probe_r), x->probe_msg);
+}
+
+static void sweep_pipe_sched(sw_ctx* x)
+{
+    const char* A = "pipe-sched";
+    vs_pipe_sched* o = NULL;
+    vs_pipe_instr in;
+    vs_pipe_kind k;
+    int cs[2] = {0, 5}, cs0[2] = {0, 0};
+    if (E(A, "vs_pipe_version", "(no input)", FX_NONE))
+        DOC(vs_pipe_version() == VESCALE_VERSION_NUMBER, "returned %d", vs_pipe_version());
+    if (E(A, "vs_pipe_sched_new", "out NULL", FX_NONE)) R(vs_pipe_sched_new(NULL, 2, 2, NULL, 2, NULL), "out");
+    if (E(A, "vs_pipe_sched_new", "stages 0", FX_NONE)) R(vs_pipe_sched_new(NULL, 0, 2, NULL, 2, &o), "stages = 0");
+    if (E(A, "vs_pipe_sched_new", "stages 257", FX_NONE)) R(vs_pipe_sched_new(NULL, 257, 257, NULL, 2, &o), "stages = 257");
+    if (E(A, "vs_pipe_sched_new", "nchunks 1 < 2 stages", FX_NONE)) R(vs_pipe_sched_new(NULL, 2, 1, NULL, 2, &o), "nchunks = 1");
+    if (E(A, "vs_pipe_sched_new", "nchunks 257", FX_NONE)) R(vs_pipe_sched_new(NULL, 2, 257, NULL, 2, &o), "nchunks = 257");
+    if (E(A, "vs_pipe_sched_new", "microbatches 0", FX_NONE)) R(vs_pipe_sched_new(NULL, 2, 2, NULL, 0, &o), "microbatch count 0");
+    if (E(A, "vs_pipe_sched_new", "microbatches -5", FX_NONE)) R(vs_pipe_sched_new(NULL, 2, 2, NULL, -5, &o), "-5");
+    if (E(A, "vs_pipe_sched_new", "microbatches INT_MAX", FX_NONE))
+        R(vs_pipe_sched_new(NULL, 2, 2, NULL, INT_MAX, &o), "2147483647");
+    if (E(A, "vs_pipe_sched_new", "chunk_stage {0, 5}", FX_NONE)) R(vs_pipe_sched_new(NULL, 2, 2, cs, 2, &o), "chunk_stage[1] = 5");
+    if (E(A, "vs_pipe_sched_new", "chunk_stage {0, 0} (stage 1 empty)", FX_NONE))
+        R(vs_pipe_sched_new(NULL, 2, 2, cs0, 2, &o), "stage 1 holds no chunk");
+    if (E(A, "vs_pipe_sched_push", "schedule NULL", FX_NONE)) R(vs_pipe_sched_push(NULL, 0, VS_PIPE_F, 0, 0), "schedule is NULL");
+    if (E(A, "vs_pipe_sched_push", "stage -1", FX_NONE)) R(vs_pipe_sched_push(sw_sched(NULL, NULL), -1, VS_PIPE_F, 0, 0), "stage -1");
+    if (E(A, "vs_pipe_sched_push", "stage 2 of 2", FX_NONE)) R(vs_pipe_sched_push(sw_sched(NULL, NULL), 2, VS_PIPE_F, 0, 0), "stage 2");
+    if (E(A, "vs_pipe_sched_push", "op NOP", FX_NONE)) R(vs_pipe_sched_push(sw_sched(NULL, NULL), 0, VS_PIPE_NOP, 0, 0), "op 0");
+    if (E(A, "vs_pipe_sched_push", "op 99", FX_NONE)) R(vs_pipe_sched_push(sw_sched(NULL, NULL), 0, (vs_pipe_op)99, 0, 0), "op 99");
+    if (E(A, "vs_pipe_sched_push", "chunk 5 of 2", FX_NONE)) R(vs_pipe_sched_push(sw_sched(NULL, NULL), 0, VS_PIPE_F, 5, 0), "chunk 5");
+    if (E(A, "vs_pipe_sched_push", "SYNC chunk -1", FX_NONE)) R(vs_pipe_sched_push(sw_sched(NULL, NULL), 0, VS_PIPE_SYNC, -1, 0), "chunk -1");
+    if (E(A, "vs_pipe_sched_push", "microbatch -1", FX_NONE)) R(vs_pipe_sched_push(sw_sched(NULL, NULL), 0, VS_PIPE_F, 0, -1), "microbatch -1");
+    if (E(A, "vs_pipe_sched_push", "microbatch 2 of 2", FX_NONE)) R(vs_pipe_sched_push(sw_sched(NULL, NULL), 0, VS_PIPE_W, 0, 2), "microbatch 2");
+    if (E(A, "vs_pipe_sched_push", "freed schedule", FX_PIPE)) {
+        vs_pipe_sched* s = sw_sched(x->w, NULL);
+        vs_pipe_sched_free(s);
+        R(vs_pipe_sched_push(s, 0, VS_PIPE_F, 0, 0), "already freed");
+    }
+    if (E(A, "vs_pipe_sched_stages", "schedule NULL", FX_NONE)) R(vs_pipe_sched_stages(NULL), "schedule is NULL");
+    if (E(A, "vs_pipe_sched_stages", "freed schedule", FX_PIPE)) {
+        vs_pipe_sched* s = sw_sched(x->w, NULL);
+        vs_pipe_sched_free(s);
+        R(vs_pipe_sched_stages(s), "already freed");
+    }
+    if (E(A, "vs_pipe_sched_nchunks", "schedule NULL", FX_NONE)) R(vs_pipe_sched_nchunks(NULL), "schedule is NULL");
+    if (E(A, "vs_pipe_sched_mbs", "schedule NULL", FX_NONE)) R(vs_pipe_sched_mbs(NULL), "schedule is NULL");
+    if (E(A, "vs_pipe_sched_mbs", "freed schedule", FX_PIPE)) {
+        vs_pipe_sched* s = sw_sched(x->w, NULL);
+        vs_pipe_sched_free(s);
+        R(vs_pipe_sched_mbs(s), "already freed");
+    }
+    if (E(A, "vs_pipe_sched_chunk_stage", "schedule NULL", FX_NONE)) R(vs_pipe_sched_chunk_stage(NULL, 0), "schedule is NULL");
+    if (E(A, "vs_pipe_sched_chunk_stage", "chunk 2 of 2", FX_NONE)) R(vs_pipe_sched_chunk_stage(sw_sched(NULL, NULL), 2), "chunk 2");
+    if (E(A, "vs_pipe_sched_chunk_stage", "chunk -1", FX_NONE)) R(vs_pipe_sched_chunk_stage(sw_sched(NULL, NULL), -1), "chunk -1");
+    if (E(A, "vs_pipe_sched_len", "schedule NULL", FX_NONE)) R(vs_pipe_sched_len(NULL, 0), "schedule is NULL");
+    if (E(A, "vs_pipe_sched_len", "stage 2 of 2", FX_NONE)) R(vs_pipe_sched_len(sw_sched(NULL, NULL), 2), "stage 2");
+    if (E(A, "vs_pipe_sched_len", "stage INT_MIN", FX_NONE)) R(vs_pipe_sched_len(sw_sched(NULL, NULL), INT_MIN), "stage -2147483648");
+    if (E(A, "vs_pipe_sched_at", "schedule NULL", FX_NONE)) R(vs_pipe_sched_at(NULL, 0, 0, &in), "schedule is NULL");
+    if (E(A, "vs_pipe_sched_at", "out NULL", FX_NONE)) R(vs_pipe_sched_at(sw_sched(NULL, NULL), 0, 0, NULL), "out is NULL");
+    if (E(A, "vs_pipe_sched_at", "stage 9", FX_NONE)) R(vs_pipe_sched_at(sw_sched(NULL, NULL), 9, 0, &in), "stage 9");
+    if (E(A, "vs_pipe_sched_at", "position -1", FX_NONE)) R(vs_pipe_sched_at(sw_sched(NULL, NULL), 0, -1, &in), "position -1");
+    if (E(A, "vs_pipe_sched_at", "position 10 of 10", FX_NONE)) R(vs_pipe_sched_at(sw_sched(NULL, NULL), 0, 10, &in), "position 10");
+    if (E(A, "vs_pipe_sched_free", "schedule NULL", FX_NONE)) DOC(vs_pipe_sched_free(NULL) == VS_OK, "VS_OK (documented)");
+    if (E(A, "vs_pipe_sched_free", "freed twice", FX_PIPE)) {
+        vs_pipe_sched* s = sw_sched(x->w, NULL);
+        vs_pipe_sched_free(s);
+        R(vs_pipe_sched_free(s), "already freed");
+    }
+    if (E(A, "vs_pipe_sched_print", "schedule NULL", FX_NONE)) {
+        char b[64];
+        R(vs_pipe_sched_print(NULL, b, sizeof b), "schedule is NULL");
+    }
+    if (E(A, "vs_pipe_sched_print", "freed schedule", FX_PIPE)) {
+        char b[64];
+        vs_pipe_sched* s = sw_sched(x->w, NULL);
+        vs_pipe_sched_free(s);
+        R(vs_pipe_sched_print(s, b, sizeof b), "already freed");
+    }
+    if (E(A, "vs_pipe_sched_parse", "text NULL", FX_NONE)) R(vs_pipe_sched_parse(NULL, NULL, &o), "text is NULL");
+    if (E(A, "vs_pipe_sched_parse", "out NULL", FX_NONE)) R(vs_pipe_sched_parse(NULL, sw_sched_text, NULL), "out is NULL");
+    if (E(A, "vs_pipe_sched_parse", "'' (empty)", FX_NONE)) R(vs_pipe_sched_parse(NULL, "", &o), "header");
+    if (E(A, "vs_pipe_sched_parse", "comments only", FX_NONE)) R(vs_pipe_sched_parse(NULL, "# a\n\n  # b\n", &o), "header");
+    if (E(A, "vs_pipe_sched_parse", "'pipe stages=2'", FX_NONE)) R(vs_pipe_sched_parse(NULL, "pipe stages=2\n", &o), "line 1");
+    if (E(A, "vs_pipe_sched_parse", "chunks=0", FX_NONE)) R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=0 mbs=2 place=0\n", &o), "chunks=0");
+    if (E(A, "vs_pipe_sched_parse", "chunks=999", FX_NONE)) R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=999 mbs=2 place=0\n", &o), "chunks=999");
+    if (E(A, "vs_pipe_sched_parse", "place= with 1 of 2 stages", FX_NONE))
+        R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=2 place=0\n", &o), "place=");
+    if (E(A, "vs_pipe_sched_parse", "place=0,-1", FX_NONE)) R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=2 place=0,-1\n", &o), "place=");
+    if (E(A, "vs_pipe_sched_parse", "mbs=-1", FX_NONE)) R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=-1 place=0,1\n", &o), "-1");
+    if (E(A, "vs_pipe_sched_parse", "mbs=2147483647", FX_NONE))
+        R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=2147483647 place=0,1\n", &o), "2147483647");
+    if (E(A, "vs_pipe_sched_parse", "mbs=99999999999 (overflows int)", FX_NONE))
+        R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=99999999999 place=0,1\n", &o), "mbs");
+    if (E(A, "vs_pipe_sched_parse", "stage line '5:'", FX_NONE))
+        R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=2 place=0,1\n5: F0.0\n", &o), "\"5:\"");
+    if (E(A, "vs_pipe_sched_parse", "stage listed twice", FX_NONE))
+        R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=2 place=0,1\n0: F0.0\n0: F0.1\n", &o), "stage 0 listed twice");
+    if (E(A, "vs_pipe_sched_parse", "instruction 'X0.0'", FX_NONE))
+        R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=2 place=0,1\n0: X0.0\n", &o), "\"X0.0\"");
+    if (E(A, "vs_pipe_sched_parse", "instruction 'F99999999999.0'", FX_NONE))
+        R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=2 place=0,1\n0: F99999999999.0\n", &o), "F99999999999.0");
+    if (E(A, "vs_pipe_sched_parse", "instruction 'F0.5' of 2 microbatches", FX_NONE))
+        R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=2 place=0,1\n0: F0.5\n", &o), "microbatch 5");
+    if (E(A, "vs_pipe_sched_parse", "instruction 'F0' (no microbatch)", FX_NONE))
+        R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=2 place=0,1\n0: F0\n", &o), "\"F0\"");
+    if (E(A, "vs_pipe_sched_parse", "instruction 'STEP3'", FX_NONE))
+        R(vs_pipe_sched_parse(NULL, "pipe stages=2 chunks=2 mbs=2 place=0,1\n0: STEP3\n", &o), "\"STEP3\"");
+    if (E(A, "vs_pipe_sched_add_comm", "schedule NULL", FX_NONE)) R(vs_pipe_sched_add_comm(NULL), "schedule is NULL");
+    if (E(A, "vs_pipe_sched_add_comm", "freed schedule", FX_PIPE)) {
+        vs_pipe_sched* s = sw_sched(x->w, NULL);
+        vs_pipe_sched_free(s);
+        R(vs_pipe_sched_add_comm(s), "already freed");
+    }
+    if (E(A, "vs_pipe_sched_check", "schedule NULL", FX_NONE)) R(vs_pipe_sched_check(NULL, NULL), "schedule is NULL");
+    if (E(A, "vs_pipe_sched_check", "freed schedule", FX_PIPE)) {
+        vs_pipe_sched* s = sw_sched(x->w, NULL);
+        vs_pipe_sched_free(s);
+        R(vs_pipe_sched_check(s, NULL), "already freed");
+    }
+    if (E(A, "vs_pipe_sched_check", "max_live_activations -1", FX_NONE))
+        R(vs_pipe_sched_check(sw_sched(NULL, NULL), &(vs_pipe_check_desc){.max_live_activations = -1}), "max_live_activations = -1");
+    if (E(A, "vs_pipe_sched_check", "max_live_activations INT64_MIN", FX_NONE))
+        R(vs_pipe_sched_check(sw_sched(NULL, NULL), &(vs_pipe_check_desc){.max_live_activations = INT64_MIN}), "max_live_activations");
+    if (E(A, "vs_pipe_sched_check", "2 activations held, bound 1", FX_NONE))
+        R(vs_pipe_sched_check(sw_sched(NULL, NULL), &(vs_pipe_check_desc){.max_live_activations = 1}), "the bound is 1");
+    if (E(A, "vs_pipe_sched_check", "backward before its forward", FX_NONE))
+        R(vs_pipe_sched_check(sw_sched(NULL, "pipe stages=1 chunks=1 mbs=1 place=0\n0: BW0.0 F0.0\n"), NULL), "before the forward");
+    if (E(A, "vs_pipe_sched_check", "backwards out of microbatch order", FX_NONE))
+        R(vs_pipe_sched_check(sw_sched(NULL, "pipe stages=1 chunks=1 mbs=2 place=0\n0: F0.0 F0.1 BW0.1 BW0.0\n"), NULL),
+          "microbatch order");
+    if (E(A, "vs_pipe_sched_check", "a receive that never comes (deadlock)", FX_NONE))
+        R(vs_pipe_sched_check(sw_sched(NULL, "pipe stages=2 chunks=2 mbs=1 place=0,1\n0: RB0.0 F0.0 SF0.0 BW0.0\n"
+                                             "1: RF1.0 F1.0 BW1.0 SB1.0\n"), NULL), "deadlock");
+    if (E(A, "vs_pipe_sched_check", "a forward missing", FX_NONE))
+        R(vs_pipe_sched_check(sw_sched(NULL, "pipe stages=1 chunks=1 mbs=2 place=0\n0: F0.0 BW0.0\n"), NULL), "microbatch 1");
+    if (E(A, "vs_pipe_kind_name", "kind 99", FX_NONE))
+        DOC(!strcmp(vs_pipe_kind_name((vs_pipe_kind)99), "invalid"), "'%s'", vs_pipe_kind_name((vs_pipe_kind)99));
+    if (E(A, "vs_pipe_kind_name", "kind -1", FX_NONE))
+        DOC(!strcmp(vs_pipe_kind_name((vs_pipe_kind)-1), "invalid"), "'%s'", vs_pipe_kind_name((vs_pipe_kind)-1));
+    if (E(A, "vs_pipe_kind_parse", "name NULL", FX_NONE)) R(vs_pipe_kind_parse(NULL, &k), "name is NULL");
+    if (E(A, "vs_pipe_kind_parse", "out NULL", FX_NONE)) R(vs_pipe_kind_parse("gpipe", NULL), "out is NULL");
+    if (E(A, "vs_pipe_kind_parse", "'GPipe'", FX_NONE)) R(vs_pipe_kind_parse("GPipe", &k), "\"GPipe\"");
+    if (E(A, "vs_pipe_kind_parse", "'invalid'", FX_NONE)) R(vs_pipe_kind_parse("invalid", &k), "\"invalid\"");
+    if (E(A, "vs_pipe_kind_parse", "''", FX_NONE)) R(vs_pipe_kind_parse("", &k), "\"\"");
+    if (E(A, "vs_pipe_generate", "out NULL", FX_NONE)) R(vs_pipe_generate(NULL, VS_PIPE_1F1B, 2, 0, 2, NULL), "out is NULL");
+    if (E(A, "vs_pipe_generate", "kind 0", FX_NONE)) R(vs_pipe_generate(NULL, (vs_pipe_kind)0, 2, 0, 2, &o), "kind 0");
+    if (E(A, "vs_pipe_generate", "kind 99", FX_NONE)) R(vs_pipe_generate(NULL, (vs_pipe_kind)99, 2, 0, 2, &o), "kind 99");
+    if (E(A, "vs_pipe_generate", "stages 0", FX_NONE)) R(vs_pipe_generate(NULL, VS_PIPE_1F1B, 0, 0, 2, &o), "stages = 0");
+    if (E(A, "vs_pipe_generate", "stages 300", FX_NONE)) R(vs_pipe_generate(NULL, VS_PIPE_1F1B, 300, 0, 2, &o), "stages = 300");
+    if (E(A, "vs_pipe_generate", "microbatches 0", FX_NONE)) R(vs_pipe_generate(NULL, VS_PIPE_GPIPE, 2, 0, 0, &o), "microbatch count 0");
+    if (E(A, "vs_pipe_generate", "microbatches INT_MAX", FX_NONE)) R(vs_pipe_generate(NULL, VS_PIPE_GPIPE, 2, 0, INT_MAX, &o), "2147483647");
+    if (E(A, "vs_pipe_generate", "zbv, chunks 3", FX_NONE)) R(vs_pipe_generate(NULL, VS_PIPE_ZBV, 2, 3, 2, &o), "chunks = 3");
+    if (E(A, "vs_pipe_generate", "1f1b, chunks 2", FX_NONE)) R(vs_pipe_generate(NULL, VS_PIPE_1F1B, 2, 2, 2, &o), "chunks = 2");
+    if (E(A, "vs_pipe_generate", "interleaved, chunks -1", FX_NONE)) R(vs_pipe_generate(NULL, VS_PIPE_INTERLEAVED, 2, -1, 2, &o), "chunks = -1");
+    if (E(A, "vs_pipe_generate", "interleaved, 2 stages x 200 chunks", FX_NONE))
+        R(vs_pipe_generate(NULL, VS_PIPE_INTERLEAVED, 2, 200, 2, &o), "chunks = 200");
+}
+
+static void sweep_pipe_sim(sw_ctx* x)
+{
+    const char* A = "pipe-sim";
+    vs_pipe_sim sim;
+    char b[256];
+    double nanv[2] = {1, NAN};
+    double t[2][10] = {{0}}, tb[10];
+    const double* t0[2] = {t[0], t[1]};
+    const double* t1[2] = {t[0], t[1]};
+    char path[400];
+    snprintf(path, sizeof path, "%s/trace.json", x->dir ? x->dir : "/tmp");
+    for (int i = 0; i < 10; i++) tb[i] = i;
+#define SIM(...) vs_pipe_simulate(sw_sched(NULL, NULL), &(vs_pipe_costs){__VA_ARGS__}, &sim)
+    if (E(A, "vs_pipe_simulate", "schedule NULL", FX_NONE)) R(vs_pipe_simulate(NULL, NULL, &sim), "schedule is NULL");
+    if (E(A, "vs_pipe_simulate", "out NULL", FX_NONE)) R(vs_pipe_simulate(sw_sched(NULL, NULL), NULL, NULL), "out is NULL");
+    if (E(A, "vs_pipe_simulate", "f -1", FX_NONE)) R(SIM(.f = -1, .b = 1, .w = 1), "f of chunk 0 = -1");
+    if (E(A, "vs_pipe_simulate", "b NaN", FX_NONE)) R(SIM(.f = 1, .b = NAN, .w = 1), "b of chunk 0 = nan|b of chunk 0 = -nan");
+    if (E(A, "vs_pipe_simulate", "w inf", FX_NONE)) R(SIM(.f = 1, .b = 1, .w = INFINITY), "w of chunk 0 = inf");
+    if (E(A, "vs_pipe_simulate", "p2p -1", FX_NONE)) R(SIM(.p2p = -1), "p2p = -1");
+    if (E(A, "vs_pipe_simulate", "p2p NaN", FX_NONE)) R(SIM(.p2p = NAN), "p2p = nan|p2p = -nan");
+    if (E(A, "vs_pipe_simulate", "chunk_f {1, NaN}", FX_NONE)) R(SIM(.chunk_f = nanv), "f of chunk 1");
+    if (E(A, "vs_pipe_simulate", "f 1e308 (the sum overflows)", FX_NONE)) R(SIM(.f = 1e308, .b = 1e308, .w = 1e308), "1e+308");
+    if (E(A, "vs_pipe_simulate", "p2p 1e308 (the sum overflows)", FX_NONE)) R(SIM(.f = 1, .p2p = 1e308), "1e+308");
+    if (E(A, "vs_pipe_simulate", "freed schedule", FX_PIPE)) {
+        vs_pipe_sched* s = sw_sched(x->w, NULL);
+        vs_pipe_sched_free(s);
+        R(vs_pipe_simulate(s, NULL, &sim), "already freed");
+    }
+    if (E(A, "vs_pipe_draw", "schedule NULL", FX_NONE)) R(vs_pipe_draw(NULL, NULL, 0, b, sizeof b), "schedule is NULL");
+    if (E(A, "vs_pipe_draw", "slot -1", FX_NONE)) R(vs_pipe_draw(sw_sched(NULL, NULL), NULL, -1, b, sizeof b), "slot = -1");
+    if (E(A, "vs_pipe_draw", "slot NaN", FX_NONE)) R(vs_pipe_draw(sw_sched(NULL, NULL), NULL, NAN, b, sizeof b), "slot = nan|slot = -nan");
+    // a slot so small that the run needs 1e300 columns: cut at 4096, as documented (it crashed: float-to-int overflow)
+    if (E(A, "vs_pipe_draw", "slot 1e-300 (tiny)", FX_NONE)) {
+        char big[40000];
+        int n = vs_pipe_draw(sw_sched(NULL, NULL), NULL, 1e-300, big, sizeof big);
+        DOC(n > 0 && (size_t)n < sizeof big && strstr(big, "cut at 4096 columns") && strstr(big, " 0 | F0  -   -"),
+            "returned %d: %.200s", n, big);
+    }
+    if (E(A, "vs_pipe_draw", "slot 5e-324 (denormal)", FX_NONE)) {
+        char big[40000];
+        int n = vs_pipe_draw(sw_sched(NULL, NULL), NULL, 5e-324, big, sizeof big);
+        DOC(n > 0 && (size_t)n < sizeof big && strstr(big, "cut at 4096 columns"), "returned %d: %.200s", n, big);
+    }
+    if (E(A, "vs_pipe_draw", "costs f -1", FX_NONE))
+        R(vs_pipe_draw(sw_sched(NULL, NULL), &(vs_pipe_costs){.f = -1}, 0, b, sizeof b), "f of chunk 0 = -1");
+    if (E(A, "vs_pipe_draw", "costs 1e308", FX_NONE))
+        R(vs_pipe_draw(sw_sched(NULL, NULL), &(vs_pipe_costs){.f = 1e308, .b = 1e308}, 0, b, sizeof b), "1e+308");
+    if (E(A, "vs_pipe_draw", "buf NULL, cap 64", FX_NONE)) R(vs_pipe_draw(sw_sched(NULL, NULL), NULL, 0, NULL, 64), "buf is NULL");
+    if (E(A, "vs_pipe_trace_simulated", "schedule NULL", FX_NONE)) R(vs_pipe_trace_simulated(NULL, NULL, path), "schedule is NULL");
+    if (E(A, "vs_pipe_trace_simulated", "path NULL", FX_NONE)) R(vs_pipe_trace_simulated(sw_sched(NULL, NULL), NULL, NULL), "path is NULL");
+    if (E(A, "vs_pipe_trace_simulated", "path in a missing folder", FX_NONE))
+        R(vs_pipe_trace_simulated(sw_sched(NULL, NULL), NULL, "/nonexistent-vs/x/trace.json"), "/nonexistent-vs/x/trace.json");
+    if (E(A, "vs_pipe_trace_simulated", "costs b -3", FX_NONE))
+        R(vs_pipe_trace_simulated(sw_sched(NULL, NULL), &(vs_pipe_costs){.f = 1, .b = -3}, path), "b of chunk 0 = -3");
+    if (E(A, "vs_pipe_trace_write", "schedule NULL", FX_NONE)) R(vs_pipe_trace_write(NULL, t0, t1, path), "schedule is NULL");
+    if (E(A, "vs_pipe_trace_write", "t0 NULL", FX_NONE)) R(vs_pipe_trace_write(sw_sched(NULL, NULL), NULL, t1, path), "t0 is NULL");
+    if (E(A, "vs_pipe_trace_write", "t1 NULL", FX_NONE)) R(vs_pipe_trace_write(sw_sched(NULL, NULL), t0, NULL, path), "t1 is NULL");
+    if (E(A, "vs_pipe_trace_write", "path NULL", FX_NONE)) R(vs_pipe_trace_write(sw_sched(NULL, NULL), t0, t1, NULL), "path is NULL");
+    if (E(A, "vs_pipe_trace_write", "t0[1] NULL", FX_NONE)) {
+        const double* z[2] = {t[0], NULL};
+        R(vs_pipe_trace_write(sw_sched(NULL, NULL), z, t1, path), "t0[1] is NULL");
+    }
+    if (E(A, "vs_pipe_trace_write", "a start of NaN", FX_NONE)) {
+        t[1][3] = NAN;
+        R(vs_pipe_trace_write(sw_sched(NULL, NULL), t0, t1, path), "stage 1 instruction 3");
+    }
+    if (E(A, "vs_pipe_trace_write", "an end before its start", FX_NONE)) {
+        const double* z[2] = {tb, tb};
+        const double* e[2] = {t[0], t[1]};
+        R(vs_pipe_trace_write(sw_sched(NULL, NULL), z, e, path), "stage 0 instruction 1");
+    }
+    if (E(A, "vs_pipe_trace_write", "path in a missing folder", FX_NONE))
+        R(vs_pipe_trace_write(sw_sched(NULL, NULL), t0, t1, "/nonexistent-vs/trace.json"), "/nonexistent-vs/trace.json");
+#undef SIM
+}
+
+static void sweep_pipe_split(sw_ctx* x)
+{
+    const char* A = "pipe-split";
+    vs_pipe_unit u[4];
+    vs_pipe_plan p;
+    char b[512];
+    (void)x;
+    memset(u, 0, sizeof u);
+    const char* names[4] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++) u[i].name = names[i], u[i].flops = 1, u[i].params = 1, u[i].time_f = 1;
+#define SPLIT(...) vs_pipe_split(u, 4, &(vs_pipe_split_desc){__VA_ARGS__}, &p)
+    if (E(A, "vs_pipe_split", "out NULL", FX_NONE)) R(vs_pipe_split(u, 4, &(vs_pipe_split_desc){.stages = 2}, NULL), "out is NULL");
+    if (E(A, "vs_pipe_split", "units NULL", FX_NONE)) R(vs_pipe_split(NULL, 4, &(vs_pipe_split_desc){.stages = 2}, &p), "units is NULL");
+    if (E(A, "vs_pipe_split", "desc NULL", FX_NONE)) R(vs_pipe_split(u, 4, NULL, &p), "desc is NULL");
+    if (E(A, "vs_pipe_split", "nunits 0", FX_NONE)) R(vs_pipe_split(u, 0, &(vs_pipe_split_desc){.stages = 1}, &p), "nunits = 0");
+    if (E(A, "vs_pipe_split", "nunits -1", FX_NONE)) R(vs_pipe_split(u, -1, &(vs_pipe_split_desc){.stages = 1}, &p), "nunits = -1");
+    if (E(A, "vs_pipe_split", "stages 0", FX_NONE)) R(SPLIT(.stages = 0), "stages = 0");
+    if (E(A, "vs_pipe_split", "stages 300", FX_NONE)) R(SPLIT(.stages = 300), "stages = 300");
+    if (E(A, "vs_pipe_split", "chunks -1", FX_NONE)) R(SPLIT(.stages = 2, .chunks = -1), "chunks = -1");
+    if (E(A, "vs_pipe_split", "2 stages x 200 chunks", FX_NONE)) R(SPLIT(.stages = 2, .chunks = 200), "400 chunks");
+    if (E(A, "vs_pipe_split", "kind 77", FX_NONE)) R(SPLIT(.stages = 2, .kind = (vs_pipe_split_kind)77), "kind = 77");
+    if (E(A, "vs_pipe_split", "kind -1", FX_NONE)) R(SPLIT(.stages = 2, .kind = (vs_pipe_split_kind)-1), "kind = -1");
+    if (E(A, "vs_pipe_split", "placement 55", FX_NONE)) R(SPLIT(.stages = 2, .placement = (vs_pipe_placement)55), "placement = 55");
+    if (E(A, "vs_pipe_split", "points with kind uniform", FX_NONE))
+        R(SPLIT(.stages = 2, .kind = VS_PIPE_SPLIT_UNIFORM, .points = "c"), "\"c\"");
+    if (E(A, "vs_pipe_split", "5 chunks of 4 units", FX_NONE)) R(SPLIT(.stages = 5), "only 4 units");
+    if (E(A, "vs_pipe_split", "a unit name NULL", FX_NONE)) {
+        u[2].name = NULL;
+        R(SPLIT(.stages = 2), "unit 2 has no name");
+    }
+    if (E(A, "vs_pipe_split", "a unit name of 80 bytes", FX_NONE)) {
+        u[1].name = "b123456789b123456789b123456789b123456789b123456789b123456789b123456789b123456789";
+        R(SPLIT(.stages = 2), "unit 1's name");
+    }
+    if (E(A, "vs_pipe_split", "two units named 'a'", FX_NONE)) {
+        u[3].name = "a";
+        R(SPLIT(.stages = 2), "both named 'a'");
+    }
+    if (E(A, "vs_pipe_split", "flops NaN", FX_NONE)) {
+        u[1].flops = NAN;
+        R(SPLIT(.stages = 2), "flops = nan|flops = -nan");
+    }
+    if (E(A, "vs_pipe_split", "flops -1", FX_NONE)) {
+        u[2].flops = -1;
+        R(SPLIT(.stages = 2), "flops = -1");
+    }
+    if (E(A, "vs_pipe_split", "flops 1e308 each (sum inf)", FX_NONE)) {
+        for (int i = 0; i < 4; i++) u[i].flops = 1e308;
+        R(SPLIT(.stages = 2), "infinity");
+    }
+    if (E(A, "vs_pipe_split", "every flops 0", FX_NONE)) {
+        for (int i = 0; i < 4; i++) u[i].flops = 0;
+        R(SPLIT(.stages = 2), "every unit's flops is 0");
+    }
+    if (E(A, "vs_pipe_split", "params -5", FX_NONE)) {
+        u[0].params = -5;
+        R(SPLIT(.stages = 2, .kind = VS_PIPE_SPLIT_PARAMS), "params = -5");
+    }
+    if (E(A, "vs_pipe_split", "time_b inf", FX_NONE)) {
+        u[0].time_b = INFINITY;
+        R(SPLIT(.stages = 2, .kind = VS_PIPE_SPLIT_TIME), "time_b = inf");
+    }
+    if (E(A, "vs_pipe_split", "point 'zz' (no such unit)", FX_NONE)) R(SPLIT(.stages = 2, .points = "zz"), "'zz'");
+    if (E(A, "vs_pipe_split", "points 'b,c' for 2 chunks", FX_NONE)) R(SPLIT(.stages = 2, .points = "b,c"), "\"b,c\"");
+    if (E(A, "vs_pipe_split", "point 'a' (the first unit)", FX_NONE)) R(SPLIT(.stages = 2, .points = "a"), "'a' is the first unit");
+    if (E(A, "vs_pipe_split", "points 'c,b' (out of order)", FX_NONE)) R(SPLIT(.stages = 3, .points = "c,b"), "out of model order");
+    if (E(A, "vs_pipe_split", "points 'b,,c'", FX_NONE)) R(SPLIT(.stages = 2, .chunks = 2, .points = "b,,c"), "empty");
+    if (E(A, "vs_pipe_split", "a group coming back", FX_NONE)) {
+        u[0].group = u[2].group = "g";
+        R(SPLIT(.stages = 2), "group 'g' is not contiguous");
+    }
+    if (E(A, "vs_pipe_split", "a point inside a group", FX_NONE)) {
+        u[1].group = u[2].group = "g";
+        R(SPLIT(.stages = 2, .points = "c"), "inside group 'g'");
+    }
+    if (E(A, "vs_pipe_plan_print", "plan NULL", FX_NONE)) R(vs_pipe_plan_print(NULL, u, b, sizeof b), "plan is NULL");
+    if (E(A, "vs_pipe_plan_print", "nchunks 999", FX_NONE)) {
+        memset(&p, 0, sizeof p);
+        p.nchunks = 999;
+        int n = vs_pipe_plan_print(&p, u, b, sizeof b);
+        DOC(n > 0 && strstr(b, "invalid") && strstr(b, "999"), "returned %d: %s", n, b);
+    }
+    if (E(A, "vs_pipe_plan_print", "buf NULL, cap 64", FX_NONE)) {
+        vs_pipe_split(u, 4, &(vs_pipe_split_desc){.stages = 2}, &p);
+        R(vs_pipe_plan_print(&p, u, NULL, 64), "buf is NULL");
+    }
+#undef SPLIT
+}
+
+static void sweep_pipe_engine(sw_ctx* x)
+{
+    const char* A = "pipe-engine";
+    vs_pipe* o = NULL;
+    void* d = NULL;
+    double l = 0;
+    vs_pipe_tensor t;
+    const double *t0, *t1;
+    int n = 0;
+    vs_pipe_call fake;
+    memset(&fake, 0, sizeof fake);
+    vs_pipe_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.mesh = x->mesh, pd.units = x->punits, pd.nunits = 2, pd.plan = &x->pplan, pd.data = sw_data;
+    int64_t sh[2] = {2, 4};
+    if (E(A, "vs_pipe_output", "call NULL", FX_NONE)) R(vs_pipe_output(NULL, 0, VS_F32, 2, sh, &d), "call is NULL");
+    if (E(A, "vs_pipe_output", "not the engine's call", FX_NONE)) R(vs_pipe_output(&fake, 0, VS_F32, 2, sh, &d), "not inside an engine callback");
+    if (E(A, "vs_pipe_output", "output 5 of 1", FX_PIPE)) sw_probe_run(x, 1, "output 5");
+    if (E(A, "vs_pipe_output", "output -1", FX_PIPE)) sw_probe_run(x, 2, "output -1");
+    if (E(A, "vs_pipe_output", "dtype 99", FX_PIPE)) sw_probe_run(x, 3, "dtype 99");
+    if (E(A, "vs_pipe_output", "ndim 9", FX_PIPE)) sw_probe_run(x, 4, "ndim 9");
+    if (E(A, "vs_pipe_output", "ndim 2, shape NULL", FX_PIPE)) sw_probe_run(x, 5, "shape");
+    if (E(A, "vs_pipe_output", "shape {-1, 4}", FX_PIPE)) sw_probe_run(x, 6, "shape[0] = -1");
+    if (E(A, "vs_pipe_output", "shape {2^40, 2^40}", FX_PIPE)) sw_probe_run(x, 7, "shape[1] = 1099511627776");
+    if (E(A, "vs_pipe_output", "shape {2, 5}, spec [*,4]", FX_PIPE)) sw_probe_run(x, 8, "f32[*,4]");
+    if (E(A, "vs_pipe_output", "data NULL", FX_PIPE)) sw_probe_run(x, 9, "data is NULL");
+    if (E(A, "vs_pipe_output", "dtype i32, spec f32", FX_PIPE)) sw_probe_run(x, 10, "i32");
+    if (E(A, "vs_pipe_output", "the output twice", FX_PIPE)) sw_probe_run(x, 100, "twice");
+    if (E(A, "vs_pipe_save", "call NULL", FX_NONE)) R(vs_pipe_save(NULL, 16, &d), "call is NULL");
+    if (E(A, "vs_pipe_save", "not the engine's call", FX_NONE)) R(vs_pipe_save(&fake, 16, &d), "only inside a unit's forward");
+    if (E(A, "vs_pipe_save", "bytes SIZE_MAX", FX_PIPE)) sw_probe_run(x, 11, "18446744073709551615");
+    if (E(A, "vs_pipe_save", "bytes SIZE_MAX - 8", FX_PIPE)) sw_probe_run(x, 13, "18446744073709551607");
+    if (E(A, "vs_pipe_save", "data NULL", FX_PIPE)) sw_probe_run(x, 12, "data is NULL");
+    if (E(A, "vs_pipe_save", "twice in one forward", FX_PIPE)) sw_probe_run(x, 101, "saved twice");
+    if (E(A, "vs_pipe_init", "out NULL", FX_PIPE)) R(vs_pipe_init(&pd, NULL), "out is NULL");
+    if (E(A, "vs_pipe_init", "desc NULL", FX_NONE)) R(vs_pipe_init(NULL, &o), "desc is NULL");
+    if (E(A, "vs_pipe_init", "mesh NULL", FX_NONE)) R(vs_pipe_init(&pd, &o), "desc.mesh is NULL");
+    if (E(A, "vs_pipe_init", "units NULL", FX_PIPE)) {
+        pd.units = NULL;
+        R(vs_pipe_init(&pd, &o), "desc.units is NULL");
+    }
+    if (E(A, "vs_pipe_init", "nunits 0", FX_PIPE)) {
+        pd.nunits = 0;
+        R(vs_pipe_init(&pd, &o), "nunits 0");
+    }
+    if (E(A, "vs_pipe_init", "plan NULL", FX_PIPE)) {
+        pd.plan = NULL;
+        R(vs_pipe_init(&pd, &o), "desc.plan is NULL");
+    }
+    if (E(A, "vs_pipe_init", "loss 7", FX_PIPE)) {
+        pd.loss = (vs_pipe_reduce)7;
+        R(vs_pipe_init(&pd, &o), "desc.loss = 7");
+    }
+    if (E(A, "vs_pipe_init", "pp_dim 'XX'", FX_PIPE)) {
+        pd.pp_dim = "XX";
+        R(vs_pipe_init(&pd, &o), "\"XX\"");
+    }
+    if (E(A, "vs_pipe_init", "a 1-stage plan on 2 stages", FX_PIPE)) {
+        vs_pipe_plan p1;
+        vs_pipe_split(x->punits, 2, &(vs_pipe_split_desc){.stages = 1}, &p1);
+        pd.plan = &p1;
+        R(vs_pipe_init(&pd, &o), "stage");
+    }
+    if (E(A, "vs_pipe_init", "plan nchunks 999", FX_PIPE)) {
+        vs_pipe_plan p1 = x->pplan;
+        p1.nchunks = 999;
+        pd.plan = &p1;
+        R(vs_pipe_init(&pd, &o), "999");
+    }
+    if (E(A, "vs_pipe_init", "plan for 3 units, 2 given", FX_PIPE)) {
+        vs_pipe_plan p1 = x->pplan;
+        p1.nunits = 3, p1.first_unit[2] = 3;
+        pd.plan = &p1;
+        R(vs_pipe_init(&pd, &o), "3");
+    }
+    if (E(A, "vs_pipe_init", "a unit without forward", FX_PIPE)) {
+        vs_pipe_unit u2[2] = {x->punits[0], x->punits[1]};
+        u2[1].forward = NULL;
+        pd.units = u2;
+        R(vs_pipe_init(&pd, &o), "ploss");
+    }
+    if (E(A, "vs_pipe_init", "a unit without backward", FX_PIPE)) {
+        vs_pipe_unit u2[2] = {x->punits[0], x->punits[1]};
+        u2[0].backward = NULL;
+        pd.units = u2;
+        R(vs_pipe_init(&pd, &o), "u0");
+    }
+    if (E(A, "vs_pipe_init", "specs disagree (h f32[*,4] and f32[*,5])", FX_PIPE)) {
+        vs_pipe_unit u2[2] = {x->punits[0], x->punits[1]};
+        u2[1].inputs = "h:f32[*,5]";
+        pd.units = u2;
+        R(vs_pipe_init(&pd, &o), "\"h\"");
+    }
+    if (E(A, "vs_pipe_init", "a spec 'h:f99[*]'", FX_PIPE)) {
+        vs_pipe_unit u2[2] = {x->punits[0], x->punits[1]};
+        u2[0].outputs = "h:f99[*]";
+        pd.units = u2;
+        R(vs_pipe_init(&pd, &o), "f99");
+    }
+    if (E(A, "vs_pipe_run", "pipe NULL", FX_PIPE)) R(vs_pipe_run(NULL, x->sched, &l), "pipe is NULL");
+    if (E(A, "vs_pipe_run", "schedule NULL", FX_PIPE)) R(vs_pipe_run(x->pipe, NULL, &l), "schedule is NULL");
+    if (E(A, "vs_pipe_run", "freed schedule", FX_PIPE)) {
+        vs_pipe_sched* s = sw_sched(x->w, NULL);
+        vs_pipe_sched_free(s);
+        R(vs_pipe_run(x->pipe, s, &l), "already freed");
+    }
+    if (E(A, "vs_pipe_run", "a 3-stage schedule", FX_PIPE)) {
+        vs_pipe_sched* s = NULL;
+        vs_pipe_generate(x->w, VS_PIPE_1F1B, 3, 0, 2, &s);
+        R(vs_pipe_run(x->pipe, s, &l), "3 stages");
+        vs_pipe_sched_free(s);
+    }
+    if (E(A, "vs_pipe_run", "an invalid schedule", FX_PIPE)) {
+        vs_pipe_sched* s = sw_sched(x->w, "pipe stages=2 chunks=2 mbs=1 place=0,1\n0: BW0.0 F0.0\n1: F1.0\n");
+        R(vs_pipe_run(x->pipe, s, &l), "before the forward");
+        vs_pipe_sched_free(s);
+    }
+    if (E(A, "vs_pipe_run", "freed pipe", FX_PIPE)) {
+        vs_pipe* p2 = NULL;
+        vs_pipe_init(&pd, &p2);
+        vs_pipe_free(p2);
+        R(vs_pipe_run(p2, x->sched, &l), "already freed");
+    }
+    if (E(A, "vs_pipe_mb_loss", "pipe NULL", FX_NONE)) R(vs_pipe_mb_loss(NULL, 0, &l), "pipe is NULL");
+    if (E(A, "vs_pipe_mb_loss", "loss NULL", FX_PIPE)) R(vs_pipe_mb_loss(x->pipe, 0, NULL), "loss is NULL");
+    if (E(A, "vs_pipe_mb_loss", "microbatch 2 of 2", FX_PIPE)) {
+        R(vs_pipe_mb_loss(x->pipe, 2, &l), "microbatch 2");
+        ONLY_RANK(1);
+    }
+    if (E(A, "vs_pipe_mb_loss", "microbatch -1", FX_PIPE)) {
+        R(vs_pipe_mb_loss(x->pipe, -1, &l), "microbatch -1");
+        ONLY_RANK(1);
+    }
+    if (E(A, "vs_pipe_mb_loss", "on stage 0 (not the last)", FX_PIPE)) {
+        R(vs_pipe_mb_loss(x->pipe, 0, &l), "stage 0 does not hold the last chunk");
+        ONLY_RANK(0);
+    }
+    if (E(A, "vs_pipe_mb_loss", "before any run", FX_PIPE)) {
+        vs_pipe* p2 = NULL;
+        vs_pipe_init(&pd, &p2);
+        R(vs_pipe_mb_loss(p2, 0, &l), "no completed run");
+        vs_pipe_free(p2);
+    }
+    if (E(A, "vs_pipe_mb_output", "pipe NULL", FX_NONE)) R(vs_pipe_mb_output(NULL, 0, 0, &t), "pipe is NULL");
+    if (E(A, "vs_pipe_mb_output", "out NULL", FX_PIPE)) R(vs_pipe_mb_output(x->pipe, 0, 0, NULL), "out is NULL");
+    if (E(A, "vs_pipe_mb_output", "output 5 of 1", FX_PIPE)) {
+        R(vs_pipe_mb_output(x->pipe, 0, 5, &t), "output 5");
+        ONLY_RANK(1);
+    }
+    if (E(A, "vs_pipe_mb_output", "microbatch 9", FX_PIPE)) {
+        R(vs_pipe_mb_output(x->pipe, 9, 0, &t), "microbatch 9");
+        ONLY_RANK(1);
+    }
+    if (E(A, "vs_pipe_stage", "pipe NULL", FX_NONE)) R(vs_pipe_stage(NULL), "pipe is NULL");
+    if (E(A, "vs_pipe_stage", "freed pipe", FX_PIPE)) {
+        vs_pipe* p2 = NULL;
+        vs_pipe_init(&pd, &p2);
+        vs_pipe_free(p2);
+        R(vs_pipe_stage(p2), "already freed");
+    }
+    if (E(A, "vs_pipe_last_timeline", "pipe NULL", FX_NONE)) R(vs_pipe_last_timeline(NULL, &t0, &t1, &n), "NULL");
+    if (E(A, "vs_pipe_last_timeline", "t0 NULL", FX_PIPE)) R(vs_pipe_last_timeline(x->pipe, NULL, &t1, &n), "t0 is NULL");
+    if (E(A, "vs_pipe_last_timeline", "n NULL", FX_PIPE)) R(vs_pipe_last_timeline(x->pipe, &t0, &t1, NULL), "n is NULL");
+    if (E(A, "vs_pipe_last_hooks", "pipe NULL", FX_NONE)) R(vs_pipe_last_hooks(NULL, &l, &l), "pipe is NULL");
+    if (E(A, "vs_pipe_last_hooks", "freed pipe", FX_PIPE)) {
+        vs_pipe* p2 = NULL;
+        vs_pipe_init(&pd, &p2);
+        vs_pipe_free(p2);
+        R(vs_pipe_last_hooks(p2, &l, &l), "already freed");
+    }
+    if (E(A, "vs_pipe_tie_grads", "pipe NULL", FX_NONE)) R(vs_pipe_tie_grads(NULL, 0, 1, x->buf, 4, VS_F32), "pipe is NULL");
+    if (E(A, "vs_pipe_tie_grads", "chunks 0 and 0", FX_PIPE)) R(vs_pipe_tie_grads(x->pipe, 0, 0, x->buf, 4, VS_F32), "chunks 0 and 0");
+    if (E(A, "vs_pipe_tie_grads", "chunk 5", FX_PIPE)) R(vs_pipe_tie_grads(x->pipe, 0, 5, x->buf, 4, VS_F32), "chunks 0 and 5");
+    if (E(A, "vs_pipe_tie_grads", "dtype i32", FX_PIPE)) R(vs_pipe_tie_grads(x->pipe, 0, 1, x->buf, 4, VS_I32), "dtype i32");
+    if (E(A, "vs_pipe_tie_grads", "grad NULL for 4", FX_PIPE)) R(vs_pipe_tie_grads(x->pipe, 0, 1, NULL, 4, VS_F32), "grad is NULL");
+    if (E(A, "vs_pipe_tie_grads", "count SIZE_MAX/2 f32", FX_PIPE))
+        R(vs_pipe_tie_grads(x->pipe, 0, 1, x->buf, HUGE_F32, VS_F32), "9223372036854775807");
+    if (E(A, "vs_pipe_free", "pipe NULL", FX_NONE)) DOC(vs_pipe_free(NULL) == VS_OK, "VS_OK (documented)");
+    if (E(A, "vs_pipe_free", "freed twice", FX_PIPE)) {
+        vs_pipe* p2 = NULL;
+        vs_pipe_init(&pd, &p2);
+        vs_pipe_free(p2);
+        R(vs_pipe_free(p2), "already freed");
+    }
+    if (E(A, "vs_pipe_free", "a training state's pipe", FX_TRAIN)) R(vs_pipe_free(vs_train_pipe(x->train)), "belongs to");
+}
+
+/* ------------------------------------------------------------------------ */
+/* vescale_ckpt.h */
+
+/* Writes text into <dir>/<sub>/index.json (a hand-made checkpoint). */
+static void sw_write_index(const char* dir, const char* sub, const char* text, char* path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", dir, sub);
+    mkdir(path, 0755);
+    char f[600];
+    snprintf(f, sizeof f, "%s/index.json", path);
+    FILE* fp = fopen(f, "w");
+    if (fp) {
+        fputs(text, fp);
+        fclose(fp);
+    }
+}
+
+static void sweep_ckpt(sw_ctx* x)
+{
+    const char* A = "ckpt";
+    char out[512], path[512], p2[512];
+    vs_ckpt* o = NULL;
+    size_t used = 0, bound = 0;
+    int loaded[4];
+    int64_t blob8 = 7;
+    vs_mesh* tm = x->train ? vs_train_mesh(x->train) : NULL;
+    vs_ckpt_entry e[2];
+    memset(e, 0, sizeof e);
+    e[0].name = "w";
+    e[0].t.layout.mesh = tm;
+    e[0].t.dtype = VS_F32;
+    e[0].t.ndim = 1;
+    e[0].t.shape[0] = 8;
+    e[0].t.data = x->buf;
+    e[1].name = "b";
+    e[1].kind = VS_CKPT_BLOB;
+    e[1].blob = &blob8;
+    e[1].blob_bytes = 8;
+    snprintf(path, sizeof path, "%s/new", x->dir ? x->dir : "/tmp");
+    volatile size_t sw_huge = SIZE_MAX;
+    vs_ckpt_save_opts async = {1, 0};
+    if (E(A, "vs_ckpt_version", "(no input)", FX_NONE)) DOC(vs_ckpt_version() == VESCALE_VERSION_NUMBER, "returned %d", vs_ckpt_version());
+    if (E(A, "vs_ckpt_latest", "folder NULL", FX_NONE)) R(vs_ckpt_latest(NULL, out, sizeof out), "folder is NULL");
+    if (E(A, "vs_ckpt_latest", "out NULL", FX_NONE)) R(vs_ckpt_latest(x->dir, NULL, 64), "out is NULL");
+    if (E(A, "vs_ckpt_latest", "a missing folder", FX_NONE)) R(vs_ckpt_latest("/nonexistent-vs/ckpts", out, sizeof out), "/nonexistent-vs/ckpts");
+    if (E(A, "vs_ckpt_latest", "a folder without checkpoints", FX_NONE)) R(vs_ckpt_latest(x->dir, out, sizeof out), "no complete checkpoint");
+    if (E(A, "vs_ckpt_latest", "cap 4", FX_TRAIN)) {
+        R(vs_ckpt_latest(x->dir, out, 4), "4 bytes");
+        ONLY_RANK(0);
+    }
+    if (E(A, "vs_ckpt_latest", "cap 0", FX_TRAIN)) {
+        R(vs_ckpt_latest(x->dir, out, 0), "0 bytes");
+        ONLY_RANK(0);
+    }
+    if (E(A, "vs_ckpt_retain", "folder NULL", FX_NONE)) R(vs_ckpt_retain(NULL, 1), "folder is NULL");
+    if (E(A, "vs_ckpt_retain", "keep 0", FX_NONE)) R(vs_ckpt_retain(x->dir, 0), "keep = 0");
+    if (E(A, "vs_ckpt_retain", "keep INT_MIN", FX_NONE)) R(vs_ckpt_retain(x->dir, INT_MIN), "keep = -2147483648");
+    if (E(A, "vs_ckpt_retain", "a missing folder", FX_NONE)) R(vs_ckpt_retain("/nonexistent-vs/ckpts", 2), "/nonexistent-vs/ckpts");
+    if (E(A, "vs_ckpt_init", "out NULL", FX_TRAIN)) R(vs_ckpt_init(&(vs_ckpt_desc){.mesh = tm}, NULL), "out is NULL");
+    if (E(A, "vs_ckpt_init", "desc NULL", FX_NONE)) R(vs_ckpt_init(NULL, &o), "desc is NULL");
+    if (E(A, "vs_ckpt_init", "mesh NULL", FX_NONE)) R(vs_ckpt_init(&(vs_ckpt_desc){.keep_last = 1}, &o), "desc.mesh is NULL");
+    if (E(A, "vs_ckpt_init", "keep_last -1", FX_TRAIN)) R(vs_ckpt_init(&(vs_ckpt_desc){.mesh = tm, .keep_last = -1}, &o), "keep_last = -1");
+    if (E(A, "vs_ckpt_init", "no_checksum 2", FX_TRAIN)) R(vs_ckpt_init(&(vs_ckpt_desc){.mesh = tm, .no_checksum = 2}, &o), "no_checksum = 2");
+    if (E(A, "vs_ckpt_init", "untouched_on_error -1", FX_TRAIN))
+        R(vs_ckpt_init(&(vs_ckpt_desc){.mesh = tm, .untouched_on_error = -1}, &o), "untouched_on_error = -1");
+    if (E(A, "vs_ckpt_free", "ck NULL", FX_NONE)) DOC(vs_ckpt_free(NULL) == VS_OK, "VS_OK (documented)");
+    if (E(A, "vs_ckpt_free", "freed twice", FX_TRAIN)) {
+        vs_ckpt_init(&(vs_ckpt_desc){.mesh = tm}, &o);
+        vs_ckpt_free(o);
+        R(vs_ckpt_free(o), "already freed");
+    }
+    if (E(A, "vs_ckpt_save", "ck NULL", FX_NONE)) R(vs_ckpt_save(NULL, path, e, 2, NULL), "ck is NULL");
+    if (E(A, "vs_ckpt_save", "path NULL", FX_TRAIN)) R(vs_ckpt_save(x->ck, NULL, e, 2, NULL), "path is NULL");
+    if (E(A, "vs_ckpt_save", "n -1", FX_TRAIN)) R(vs_ckpt_save(x->ck, path, e, -1, NULL), "-1 entries");
+    if (E(A, "vs_ckpt_save", "entries NULL, n 2", FX_TRAIN)) R(vs_ckpt_save(x->ck, path, NULL, 2, NULL), "2 entries");
+    if (E(A, "vs_ckpt_save", "async 7", FX_TRAIN)) R(vs_ckpt_save(x->ck, path, e, 2, &(vs_ckpt_save_opts){.async = 7}), "opts.async = 7");
+    if (E(A, "vs_ckpt_save", "overwrite -1", FX_TRAIN)) R(vs_ckpt_save(x->ck, path, e, 2, &(vs_ckpt_save_opts){.overwrite = -1}), "opts.overwrite = -1");
+    if (E(A, "vs_ckpt_save", "onto an existing path", FX_TRAIN)) R(vs_ckpt_save(x->ck, x->ck0, e, 2, NULL), "exists");
+    if (E(A, "vs_ckpt_save", "async onto an existing path", FX_TRAIN)) R(vs_ckpt_save(x->ck, x->ck0, e, 2, &async), "exists");
+    if (E(A, "vs_ckpt_save", "two async saves to one path", FX_TRAIN)) {
+        vs_ckpt_save(x->ck, path, e, 2, &async);
+        R(vs_ckpt_save(x->ck, path, e, 2, &async), "exists");
+    }
+    if (E(A, "vs_ckpt_save", "a path in a missing folder", FX_TRAIN)) R(vs_ckpt_save(x->ck, "/nonexistent-vs/a/b", e, 2, NULL), "/nonexistent-vs/a/b");
+    if (E(A, "vs_ckpt_save", "a path of 3100 bytes", FX_TRAIN)) {
+        char lp[3200];
+        memset(lp, 'p', sizeof lp - 1);
+        lp[sizeof lp - 1] = 0;
+        lp[0] = '/';
+        R(vs_ckpt_save(x->ck, lp, e, 2, NULL), "path is longer");
+    }
+    if (E(A, "vs_ckpt_save", "entry name NULL", FX_TRAIN)) {
+        e[0].name = NULL;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "entry 0");
+    }
+    if (E(A, "vs_ckpt_save", "entry name 'a#b'", FX_TRAIN)) {
+        e[0].name = "a#b";
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "\"a#b\"");
+    }
+    if (E(A, "vs_ckpt_save", "entry name of 300 bytes", FX_TRAIN)) {
+        static char nm[301];
+        memset(nm, 'n', 300);
+        e[0].name = nm;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "entry 0");
+    }
+    if (E(A, "vs_ckpt_save", "an entry twice", FX_TRAIN)) {
+        e[1] = e[0];
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "twice");
+    }
+    if (E(A, "vs_ckpt_save", "kind 9", FX_TRAIN)) {
+        e[0].kind = (vs_ckpt_kind)9;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "kind 9");
+    }
+    if (E(A, "vs_ckpt_save", "dtype 99", FX_TRAIN)) {
+        e[0].t.dtype = (vs_dtype)99;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "dtype 99");
+    }
+    if (E(A, "vs_ckpt_save", "ndim 9", FX_TRAIN)) {
+        e[0].t.ndim = 9;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "ndim 9");
+    }
+    if (E(A, "vs_ckpt_save", "shape {-8}", FX_TRAIN)) {
+        e[0].t.shape[0] = -8;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "shape[0] = -8");
+    }
+    if (E(A, "vs_ckpt_save", "shape {2^62}", FX_TRAIN)) {
+        e[0].t.shape[0] = (int64_t)1 << 62;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "shape[0] = 4611686018427387904");
+    }
+    if (E(A, "vs_ckpt_save", "t.data NULL", FX_TRAIN)) {
+        e[0].t.data = NULL;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "t.data is NULL");
+    }
+    if (E(A, "vs_ckpt_save", "t.layout.mesh NULL", FX_TRAIN)) {
+        e[0].t.layout.mesh = NULL;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "t.layout.mesh is NULL");
+    }
+    if (E(A, "vs_ckpt_save", "a Partial tensor", FX_TRAIN)) {
+        e[0].t.layout.p[1] = vs_partial(VS_OP_SUM);
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "Partial");
+    }
+    if (E(A, "vs_ckpt_save", "range [4, 99)", FX_TRAIN)) {
+        e[0].kind = VS_CKPT_RANGE;
+        e[0].range_begin = 4, e[0].range_end = 99;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "range [4, 99)");
+    }
+    if (E(A, "vs_ckpt_save", "blob NULL for 8 bytes", FX_TRAIN)) {
+        e[1].blob = NULL;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "blob is NULL");
+    }
+    if (E(A, "vs_ckpt_save", "blob_bytes SIZE_MAX", FX_TRAIN)) {
+        e[1].blob_bytes = sw_huge;
+        R(vs_ckpt_save(x->ck, path, e, 2, NULL), "blob_bytes = 18446744073709551615");
+    }
+    if (E(A, "vs_ckpt_save", "async, blob_bytes SIZE_MAX", FX_TRAIN)) {
+        e[1].blob_bytes = sw_huge;
+        R(vs_ckpt_save(x->ck, path, e, 2, &async), "blob_bytes = 18446744073709551615");
+    }
+    // async: the bad rank's call fails at once, the others' at their wait (the call does not wait for them)
+    if (E(A, "vs_ckpt_save", "async, one rank's entry bad", FX_TRAIN)) {
+        if (x->rank == 1) e[0].t.dtype = (vs_dtype)99;
+        vs_clear_error();
+        vs_result r = vs_ckpt_save(x->ck, path, e, 2, &async);
+        if (r == VS_OK) r = vs_ckpt_wait(x->ck);
+        sw_res(x, r, "dtype 99");
+    }
+    if (E(A, "vs_ckpt_save", "async, one rank's blob_bytes SIZE_MAX", FX_TRAIN)) {
+        if (x->rank == 0) e[1].blob_bytes = sw_huge;
+        vs_clear_error();
+        vs_result r = vs_ckpt_save(x->ck, path, e, 2, &async);
+        if (r == VS_OK) r = vs_ckpt_wait(x->ck);
+        sw_res(x, r, "blob_bytes = 18446744073709551615");
+    }
+    if (E(A, "vs_ckpt_save", "freed checkpointer", FX_TRAIN)) {
+        vs_ckpt_init(&(vs_ckpt_desc){.mesh = tm}, &o);
+        vs_ckpt_free(o);
+        R(vs_ckpt_save(o, path, e, 2, NULL), "already freed");
+    }
+    if (E(A, "vs_ckpt_wait", "ck NULL", FX_NONE)) R(vs_ckpt_wait(NULL), "ck is NULL");
+    if (E(A, "vs_ckpt_wait", "freed checkpointer", FX_TRAIN)) {
+        vs_ckpt_init(&(vs_ckpt_desc){.mesh = tm}, &o);
+        vs_ckpt_free(o);
+        R(vs_ckpt_wait(o), "already freed");
+    }
+    if (E(A, "vs_ckpt_load", "ck NULL", FX_NONE)) R(vs_ckpt_load(NULL, path, e, 2, NULL), "ck is NULL");
+    if (E(A, "vs_ckpt_load", "path NULL", FX_TRAIN)) R(vs_ckpt_load(x->ck, NULL, e, 2, NULL), "path is NULL");
+    if (E(A, "vs_ckpt_load", "n -1", FX_TRAIN)) R(vs_ckpt_load(x->ck, x->ck0, e, -1, NULL), "-1 entries");
+    if (E(A, "vs_ckpt_load", "entries NULL, n 2", FX_TRAIN)) R(vs_ckpt_load(x->ck, x->ck0, NULL, 2, loaded), "2 entries");
+    if (E(A, "vs_ckpt_load", "a missing path", FX_TRAIN)) R(vs_ckpt_load(x->ck, path, e, 2, NULL), path);
+    if (E(A, "vs_ckpt_load", "an entry it lacks", FX_TRAIN)) R(vs_ckpt_load(x->ck, x->ck0, e, 2, NULL), "has no entry \"w\"");
+    if (E(A, "vs_ckpt_load", "a blob asked for as a tensor", FX_TRAIN)) {
+        e[0].name = "__skipped";
+        R(vs_ckpt_load(x->ck, x->ck0, e, 1, NULL), "asked for as a tensor");
+    }
+    if (E(A, "vs_ckpt_load", "a blob buffer of 4 bytes for 8", FX_TRAIN)) {
+        e[1].name = "__skipped", e[1].blob_bytes = 4;
+        R(vs_ckpt_load(x->ck, x->ck0, e + 1, 1, NULL), "has 8 bytes, the buffer 4");
+    }
+    if (E(A, "vs_ckpt_load", "a tensor of another shape", FX_TRAIN)) {
+        e[0].name = "lin.w", e[0].t.ndim = 2, e[0].t.shape[0] = 4, e[0].t.shape[1] = 2;
+        R(vs_ckpt_load(x->ck, x->ck0, e, 1, NULL), "f32[4,4]");
+    }
+    if (E(A, "vs_ckpt_load", "a tensor of another dtype", FX_TRAIN)) {
+        static double b64[16];
+        e[0].name = "lin.w", e[0].t.ndim = 2, e[0].t.shape[0] = 4, e[0].t.shape[1] = 4, e[0].t.dtype = VS_F64;
+        e[0].t.data = b64;
+        R(vs_ckpt_load(x->ck, x->ck0, e, 1, NULL), "asked for as f64");
+    }
+    if (E(A, "vs_ckpt_load", "index.json '{'", FX_TRAIN)) {
+        sw_write_index(x->dir, "bad", "{", p2, sizeof p2);
+        R(vs_ckpt_load(x->ck, p2, e, 2, NULL), "index.json");
+    }
+    if (E(A, "vs_ckpt_load", "index.json '[]'", FX_TRAIN)) {
+        sw_write_index(x->dir, "bad", "[]", p2, sizeof p2);
+        R(vs_ckpt_load(x->ck, p2, e, 2, NULL), "index.json");
+    }
+    if (E(A, "vs_ckpt_load", "freed checkpointer", FX_TRAIN)) {
+        vs_ckpt_init(&(vs_ckpt_desc){.mesh = tm}, &o);
+        vs_ckpt_free(o);
+        R(vs_ckpt_load(o, x->ck0, e, 2, NULL), "already freed");
+    }
+    if (E(A, "vs_ckpt_async_memory", "ck NULL", FX_NONE)) R(vs_ckpt_async_memory(NULL, &used, &bound), "NULL");
+    if (E(A, "vs_ckpt_async_memory", "used NULL", FX_TRAIN)) R(vs_ckpt_async_memory(x->ck, NULL, &bound), "used is NULL");
+    if (E(A, "vs_ckpt_async_memory", "bound NULL", FX_TRAIN)) R(vs_ckpt_async_memory(x->ck, &used, NULL), "bound is NULL");
+    if (E(A, "vs_ckpt_save_ddp", "ck NULL", FX_NONE)) R(vs_ckpt_save_ddp(NULL, path, NULL, "", NULL, 0, NULL), "ck is NULL");
+    if (E(A, "vs_ckpt_save_ddp", "ddp NULL", FX_TRAIN)) R(vs_ckpt_save_ddp(x->ck, path, NULL, "", NULL, 0, NULL), "ddp is NULL");
+    if (E(A, "vs_ckpt_save_ddp", "path NULL", FX_TRAIN)) R(vs_ckpt_save_ddp(x->ck, NULL, vs_train_ddp(x->train), "", NULL, 0, NULL), "path is NULL");
+    if (E(A, "vs_ckpt_save_ddp", "prefix 'm#'", FX_TRAIN)) R(vs_ckpt_save_ddp(x->ck, path, vs_train_ddp(x->train), "m#", NULL, 0, NULL), "m#");
+    if (E(A, "vs_ckpt_save_ddp", "nextra -1", FX_TRAIN)) R(vs_ckpt_save_ddp(x->ck, path, vs_train_ddp(x->train), "", e, -1, NULL), "nextra -1|-1 extra");
+    if (E(A, "vs_ckpt_save_ddp", "extra NULL, nextra 2", FX_TRAIN))
+        R(vs_ckpt_save_ddp(x->ck, path, vs_train_ddp(x->train), "", NULL, 2, NULL), "extra");
+    if (E(A, "vs_ckpt_save_ddp", "an extra named like a parameter", FX_TRAIN)) {
+        e[1].name = "lin.w";
+        R(vs_ckpt_save_ddp(x->ck, path, vs_train_ddp(x->train), "", e + 1, 1, NULL), "\"lin.w\"");
+    }
+    if (E(A, "vs_ckpt_save_ddp", "async 2", FX_TRAIN))
+        R(vs_ckpt_save_ddp(x->ck, path, vs_train_ddp(x->train), "", NULL, 0, &(vs_ckpt_save_opts){.async = 2}), "opts.async = 2");
+    if (E(A, "vs_ckpt_load_ddp", "ck NULL", FX_NONE)) R(vs_ckpt_load_ddp(NULL, path, NULL, "", NULL, 0), "ck is NULL");
+    if (E(A, "vs_ckpt_load_ddp", "ddp NULL", FX_TRAIN)) R(vs_ckpt_load_ddp(x->ck, x->ck0, NULL, "", NULL, 0), "ddp is NULL");
+    if (E(A, "vs_ckpt_load_ddp", "a missing path", FX_TRAIN)) R(vs_ckpt_load_ddp(x->ck, path, vs_train_ddp(x->train), "", NULL, 0), path);
+    if (E(A, "vs_ckpt_load_ddp", "prefix 'zz.' (absent)", FX_TRAIN))
+        R(vs_ckpt_load_ddp(x->ck, x->ck0, vs_train_ddp(x->train), "zz.", NULL, 0), "zz.lin.w");
+    if (E(A, "vs_ckpt_load_ddp", "nextra -1", FX_TRAIN)) R(vs_ckpt_load_ddp(x->ck, x->ck0, vs_train_ddp(x->train), "", e, -1), "-1");
+}
+
+/* ------------------------------------------------------------------------ */
+/* vescale.h */
+
+/* A copy of the fixture model whose layers the entry may spoil. */
+typedef struct sw_model_copy {
+    vs_layer_decl l[2];
+    vs_model_desc m;
+} sw_model_copy;
+
+static vs_model_desc* sw_model_dup(sw_model_copy* c)
+{
+    c->l[0] = sw_layers[0], c->l[1] = sw_layers[1];
+    c->m = sw_model;
+    c->m.layers = c->l;
+    return &c->m;
+}
+
+static vs_result sw_data_fail(vs_pipe_call* c)
+{
+    (void)c;
+    return vs_set_error(VS_ERR_INVALID, "sw-data: no rows today");
+}
+
+static vs_result sw_hl_data(vs_pipe_call* c)
+{
+    int64_t sh[2] = {2, SW_W};
+    float* d;
+    vs_result r = vs_pipe_output(c, 0, VS_F32, 2, sh, (void**)&d);
+    for (int i = 0; !r && i < 2 * SW_W; i++) d[i] = (float)i * 0.1f;
+    return r;
+}
+
+static void sweep_model(sw_ctx* x)
+{
+    const char* A = "model";
+    sw_model_copy mc;
+    vs_model_desc* m = sw_model_dup(&mc);
+    vs_param_decl* w = &mc.l[0].params[0];
+    vs_pipe_call c;
+    vs_layer_ctx lc;
+    memset(&c, 0, sizeof c);
+    memset(&lc, 0, sizeof lc);
+    int64_t ls[VS_TENSOR_MAX_DIMS];
+    (void)x;
+    if (E(A, "vs_layer_user", "call NULL", FX_NONE)) RP(vs_layer_user(NULL), "call is NULL");
+    if (E(A, "vs_layer_user", "a call without a layer", FX_NONE)) RP(vs_layer_user(&c), "not a layer's call");
+    if (E(A, "vs_layer_param", "call NULL", FX_NONE)) RP(vs_layer_param(NULL, 0), "call is NULL");
+    if (E(A, "vs_layer_param", "parameter 16", FX_NONE)) {
+        c.user = &lc;
+        RP(vs_layer_param(&c, 16), "parameter 16");
+    }
+    if (E(A, "vs_layer_param", "parameter -1", FX_NONE)) {
+        c.user = &lc;
+        RP(vs_layer_param(&c, -1), "parameter -1");
+    }
+    if (E(A, "vs_layer_grad", "call NULL", FX_NONE)) RP(vs_layer_grad(NULL, 0), "call is NULL");
+    if (E(A, "vs_layer_grad", "parameter 99", FX_NONE)) {
+        c.user = &lc;
+        RP(vs_layer_grad(&c, 99), "parameter 99");
+    }
+    if (E(A, "vs_layer_param_box", "call NULL", FX_NONE)) R(vs_layer_param_box(NULL, 0, ls, ls), "call is NULL");
+    if (E(A, "vs_layer_param_box", "parameter 16", FX_NONE)) {
+        c.user = &lc;
+        R(vs_layer_param_box(&c, 16, ls, ls), "parameter 16");
+    }
+    if (E(A, "vs_layer_tp", "call NULL", FX_NONE)) RP(vs_layer_tp(NULL), "call is NULL");
+    if (E(A, "vs_model_check", "model NULL", FX_NONE)) R(vs_model_check(NULL), "model is NULL");
+    if (E(A, "vs_model_check", "layers NULL", FX_NONE)) {
+        m->layers = NULL;
+        R(vs_model_check(m), "layers is NULL");
+    }
+    if (E(A, "vs_model_check", "nlayers 0", FX_NONE)) {
+        m->nlayers = 0;
+        R(vs_model_check(m), "0 layers");
+    }
+    if (E(A, "vs_model_check", "nlayers -1", FX_NONE)) {
+        m->nlayers = -1;
+        R(vs_model_check(m), "-1 layers");
+    }
+    if (E(A, "vs_model_check", "a layer without a name", FX_NONE)) {
+        mc.l[1].unit.name = NULL;
+        R(vs_model_check(m), "layer 1 has no name");
+    }
+    if (E(A, "vs_model_check", "nparams 17", FX_NONE)) {
+        mc.l[0].nparams = 17;
+        R(vs_model_check(m), "17 parameters");
+    }
+    if (E(A, "vs_model_check", "nparams -1", FX_NONE)) {
+        mc.l[0].nparams = -1;
+        R(vs_model_check(m), "-1 parameters");
+    }
+    if (E(A, "vs_model_check", "a parameter name NULL", FX_NONE)) {
+        w->name = NULL;
+        R(vs_model_check(m), "parameter 0");
+    }
+    if (E(A, "vs_model_check", "a parameter name of 300 bytes", FX_NONE)) {
+        static char nm[301];
+        memset(nm, 'q', 300);
+        w->name = nm;
+        R(vs_model_check(m), "parameter 0");
+    }
+    if (E(A, "vs_model_check", "dtype f64", FX_NONE)) {
+        w->dtype = VS_F64;
+        R(vs_model_check(m), "dtype f64");
+    }
+    if (E(A, "vs_model_check", "dtype 99", FX_NONE)) {
+        w->dtype = (vs_dtype)99;
+        R(vs_model_check(m), "dtype");
+    }
+    if (E(A, "vs_model_check", "ndim 0", FX_NONE)) {
+        w->ndim = 0;
+        R(vs_model_check(m), "ndim 0");
+    }
+    if (E(A, "vs_model_check", "ndim 9", FX_NONE)) {
+        w->ndim = 9;
+        R(vs_model_check(m), "ndim 9");
+    }
+    if (E(A, "vs_model_check", "shape {4, 0}", FX_NONE)) {
+        w->shape[1] = 0;
+        R(vs_model_check(m), "shape[1] = 0");
+    }
+    if (E(A, "vs_model_check", "role 77", FX_NONE)) {
+        w->role = (vs_role)77;
+        R(vs_model_check(m), "role 77");
+    }
+    if (E(A, "vs_model_check", "shard_unit -1", FX_NONE)) {
+        w->shard_unit = -1;
+        R(vs_model_check(m), "shard_unit -1");
+    }
+    if (E(A, "vs_model_check", "shape {2^62} (bytes overflow)", FX_NONE)) {
+        w->ndim = 1, w->shape[0] = (int64_t)1 << 62;
+        R(vs_model_check(m), "4611686018427387904");
+    }
+    if (E(A, "vs_model_check", "shape {2^31, 2^31, 2^31} (elements overflow)", FX_NONE)) {
+        w->ndim = 3, w->shape[0] = w->shape[1] = w->shape[2] = (int64_t)1 << 31;
+        R(vs_model_check(m), "2147483648");
+    }
+    if (E(A, "vs_model_check", "16 parameters of 2^59 (the sum overflows)", FX_NONE)) {
+        static const char* const nm[16] = {"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7",
+                                           "p8", "p9", "pa", "pb", "pc", "pd", "pe", "pf"};
+        mc.l[0].nparams = 16;
+        for (int i = 0; i < 16; i++) {
+            mc.l[0].params[i] = *w;
+            mc.l[0].params[i].name = nm[i];
+            mc.l[0].params[i].ndim = 1, mc.l[0].params[i].shape[0] = (int64_t)1 << 59;
+        }
+        R(vs_model_check(m), "bytes");
+    }
+    if (E(A, "vs_model_check", "a parameter twice in a layer", FX_NONE)) {
+        mc.l[0].nparams = 2;
+        mc.l[0].params[1] = *w;
+        R(vs_model_check(m), "twice");
+    }
+    if (E(A, "vs_model_check", "a tied parameter of another shape", FX_NONE)) {
+        mc.l[1].nparams = 1;
+        mc.l[1].params[0] = *w;
+        mc.l[1].params[0].shape[0] = 3;
+        R(vs_model_check(m), "different shapes");
+    }
+    if (E(A, "vs_model_check", "sp_ok 2", FX_NONE)) {
+        mc.l[1].sp_ok = 2;
+        R(vs_model_check(m), "sp_ok = 2");
+    }
+}
+
+static void sweep_plan(sw_ctx* x)
+{
+    const char* A = "plan";
+    vs_plan p, o;
+    memset(&p, 0, sizeof p);
+    sw_model_copy mc;
+    vs_model_desc* m = sw_model_dup(&mc);
+    vs_placement pl;
+    const char* why = NULL;
+    char b[2048];
+    (void)x;
+#define PARSE(t) vs_plan_parse(t, &o)
+    if (E(A, "vs_plan_print", "plan NULL", FX_NONE)) R(vs_plan_print(NULL, b, sizeof b), "plan is NULL");
+    if (E(A, "vs_plan_print", "buf NULL, cap 64", FX_NONE)) R(vs_plan_print(&p, NULL, 64), "buf is NULL");
+    if (E(A, "vs_plan_print", "a rule pattern with a newline", FX_NONE)) {
+        p.nrules = 1;
+        snprintf(p.rules[0].pattern, sizeof p.rules[0].pattern, "a\nzero: 2");
+        snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Replicate");
+        R(vs_plan_print(&p, b, sizeof b), "rule 0");
+    }
+    if (E(A, "vs_plan_print", "nrules 99", FX_NONE)) {
+        p.nrules = 99;
+        R(vs_plan_print(&p, b, sizeof b), "99 rules");
+    }
+    if (E(A, "vs_plan_print", "split_points not terminated", FX_NONE)) {
+        memset(p.split_points, 'a', sizeof p.split_points);
+        R(vs_plan_print(&p, b, sizeof b), "split_points");
+    }
+    if (E(A, "vs_plan_print_json", "plan NULL", FX_NONE)) R(vs_plan_print_json(NULL, b, sizeof b), "plan is NULL");
+    if (E(A, "vs_plan_print_json", "a rule pattern with byte 0xe9", FX_NONE)) {
+        p.nrules = 1;
+        snprintf(p.rules[0].pattern, sizeof p.rules[0].pattern, "caf\xe9.*");
+        snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Replicate");
+        R(vs_plan_print_json(&p, b, sizeof b), "UTF-8");
+    }
+    if (E(A, "vs_plan_print_json", "a rule pattern with a quote", FX_NONE)) {
+        p.nrules = 1;
+        snprintf(p.rules[0].pattern, sizeof p.rules[0].pattern, "a\"b");
+        snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Replicate");
+        R(vs_plan_print_json(&p, b, sizeof b), "rule 0");
+    }
+    if (E(A, "vs_plan_print_json", "split_points with a backslash", FX_NONE)) {
+        snprintf(p.split_points, sizeof p.split_points, "a\\b");
+        R(vs_plan_print_json(&p, b, sizeof b), "split_points");
+    }
+    if (E(A, "vs_plan_parse", "text NULL", FX_NONE)) R(PARSE(NULL), "text is NULL");
+    if (E(A, "vs_plan_parse", "out NULL", FX_NONE)) R(vs_plan_parse("zero: 1\n", NULL), "out is NULL");
+    if (E(A, "vs_plan_parse", "'' (empty)", FX_NONE)) R(PARSE(""), "holds no");
+    if (E(A, "vs_plan_parse", "comments only", FX_NONE)) R(PARSE("# a plan\n\n   # nothing else\n"), "holds no");
+    if (E(A, "vs_plan_parse", "'{}' (empty JSON)", FX_NONE)) R(PARSE("{}"), "holds no");
+    if (E(A, "vs_plan_parse", "a key twice", FX_NONE)) R(PARSE("zero: 1\nchunks: 1\nzero: 2\n"), "\"zero\" twice");
+    if (E(A, "vs_plan_parse", "a JSON key twice", FX_NONE)) R(PARSE("{\"zero\": 1, \"zero\": 2}"), "\"zero\" twice");
+    if (E(A, "vs_plan_parse", "a JSON key twice (mesh)", FX_NONE))
+        R(PARSE("{\"mesh\": {\"pp\": 1, \"dp\": 1, \"tp\": 1}, \"mesh\": {\"pp\": 2, \"dp\": 1, \"tp\": 1}}"), "\"mesh\" twice");
+    if (E(A, "vs_plan_parse", "unknown key", FX_NONE)) R(PARSE("zerro: 1\n"), "unknown key \"zerro\"");
+    if (E(A, "vs_plan_parse", "no colon", FX_NONE)) R(PARSE("zero 1\n"), "line 1");
+    if (E(A, "vs_plan_parse", "a line of 600 bytes", FX_NONE)) {
+        char t[700];
+        memset(t, 'a', 600);
+        memcpy(t, "split_points: ", 14);
+        t[600] = 0;
+        R(PARSE(t), "line 1 is too long");
+    }
+    if (E(A, "vs_plan_parse", "mesh PP=0", FX_NONE)) R(PARSE("mesh: PP=0 DP=1 TP=1\n"), "PP=0");
+    if (E(A, "vs_plan_parse", "mesh PP=65536 DP=65536 TP=2 (overflows)", FX_NONE)) R(PARSE("mesh: PP=65536 DP=65536 TP=2\n"), "PP=65536 DP=65536 TP=2");
+    if (E(A, "vs_plan_parse", "mesh PP=99999999999", FX_NONE)) R(PARSE("mesh: PP=99999999999 DP=1 TP=1\n"), "PP=99999999999");
+    if (E(A, "vs_plan_parse", "mesh 'PP=2 DP=1 TP=1 x'", FX_NONE)) R(PARSE("mesh: PP=2 DP=1 TP=1 x\n"), "PP=2 DP=1 TP=1 x");
+    if (E(A, "vs_plan_parse", "policy 'magic'", FX_NONE)) R(PARSE("policy: magic\n"), "\"magic\"");
+    if (E(A, "vs_plan_parse", "split 'random'", FX_NONE)) R(PARSE("split: random\n"), "\"random\"");
+    if (E(A, "vs_plan_parse", "schedule 'zbx'", FX_NONE)) R(PARSE("schedule: zbx\n"), "\"zbx\"");
+    if (E(A, "vs_plan_parse", "zero 3", FX_NONE)) R(PARSE("zero: 3\n"), "zero = \"3\"");
+    if (E(A, "vs_plan_parse", "chunks -1", FX_NONE)) R(PARSE("chunks: -1\n"), "chunks = \"-1\"");
+    if (E(A, "vs_plan_parse", "microbatches 'abc'", FX_NONE)) R(PARSE("microbatches: abc\n"), "microbatches = \"abc\"");
+    if (E(A, "vs_plan_parse", "strict 2", FX_NONE)) R(PARSE("strict: 2\n"), "strict = \"2\"");
+    if (E(A, "vs_plan_parse", "sequence_parallel 2", FX_NONE)) R(PARSE("sequence_parallel: 2\n"), "sequence_parallel = \"2\"");
+    if (E(A, "vs_plan_parse", "rule without placement", FX_NONE)) R(PARSE("shard: lin.*\n"), "\"lin.*\"");
+    if (E(A, "vs_plan_parse", "rule 'x Shard(x)'", FX_NONE)) R(PARSE("shard: x Shard(x)\n"), "Shard(x)");
+    if (E(A, "vs_plan_parse", "rule with an empty pattern (JSON)", FX_NONE))
+        R(PARSE("{\"rules\": [{\"pattern\": \"\", \"placement\": \"Replicate\"}]}"), "pattern");
+    if (E(A, "vs_plan_parse", "33 rules", FX_NONE)) {
+        char t[1200];
+        size_t n = 0;
+        for (int i = 0; i < 33; i++) n += (size_t)snprintf(t + n, sizeof t - n, "shard: r%d R\n", i);
+        R(PARSE(t), "more than 32 rules");
+    }
+    if (E(A, "vs_plan_parse", "a control character", FX_NONE)) R(PARSE("split_points: a\x01" "b\n"), "control");
+    if (E(A, "vs_plan_parse", "a rule with byte 0xff", FX_NONE)) R(PARSE("shard: a\xff R\n"), "UTF-8");
+    if (E(A, "vs_plan_parse", "a truncated UTF-8 sequence (0xc3)", FX_NONE)) R(PARSE("split_points: a\xc3\n"), "UTF-8");
+    if (E(A, "vs_plan_parse", "an overlong UTF-8 '/' (0xc0 0xaf)", FX_NONE)) R(PARSE("shard: a\xc0\xaf R\n"), "UTF-8");
+    if (E(A, "vs_plan_parse", "JSON '{'", FX_NONE)) R(PARSE("{"), "vs_plan_parse: plan JSON");
+    if (E(A, "vs_plan_parse", "JSON '{\"split_points\": \" \",\xfe'", FX_NONE)) // (fuzz_plan: the message lacked the function)
+        R(PARSE("{\"split_points\": \" \",\xfe\"x\": 1}"), "vs_plan_parse: plan JSON");
+    if (E(A, "vs_plan_parse", "JSON '[1]' (not an object)", FX_NONE)) R(PARSE(" [1]"), "line 1");
+    if (E(A, "vs_plan_parse", "JSON mesh without tp", FX_NONE)) R(PARSE("{\"mesh\": {\"pp\": 1, \"dp\": 1}}"), "pp, dp, tp");
+    if (E(A, "vs_plan_parse", "JSON rules not an array", FX_NONE)) R(PARSE("{\"rules\": 5}"), "not an array");
+    if (E(A, "vs_plan_parse", "JSON value an object", FX_NONE)) R(PARSE("{\"zero\": {}}"), "\"zero\"");
+    if (E(A, "vs_plan_parse", "JSON zero 1.5", FX_NONE)) R(PARSE("{\"zero\": 1.5}"), "zero");
+    if (E(A, "vs_plan_parse", "JSON zero 1e300", FX_NONE)) R(PARSE("{\"zero\": 1e300}"), "zero");
+    if (E(A, "vs_plan_parse", "JSON split_points \"\\u00e9\" escaped", FX_NONE)) {
+        vs_result r = PARSE("{\"split_points\": \"caf\\u00e9\"}");
+        // a valid escape of a valid character: accepted, as UTF-8 bytes
+        DOC(r == VS_OK && !strcmp(o.split_points, "caf\xc3\xa9"), "returned %d, '%s'", r, r ? vs_last_error() : o.split_points);
+    }
+    if (E(A, "vs_plan_check", "plan NULL", FX_NONE)) R(vs_plan_check(NULL, m), "plan is NULL");
+    if (E(A, "vs_plan_check", "model NULL", FX_NONE)) R(vs_plan_check(&p, NULL), "model is NULL");
+    if (E(A, "vs_plan_check", "pp -1", FX_NONE)) {
+        p.pp = -1;
+        R(vs_plan_check(&p, m), "PP=-1");
+    }
+    if (E(A, "vs_plan_check", "mesh 65536 x 65536 x 2 (overflows)", FX_NONE)) {
+        p.pp = 1, p.dp = 65536 * 2, p.tp = 65536;
+        R(vs_plan_check(&p, m), "DP=131072");
+    }
+    if (E(A, "vs_plan_check", "nrules 33", FX_NONE)) {
+        p.nrules = 33;
+        R(vs_plan_check(&p, m), "33 rules");
+    }
+    if (E(A, "vs_plan_check", "nrules -1", FX_NONE)) {
+        p.nrules = -1;
+        R(vs_plan_check(&p, m), "-1 rules");
+    }
+    if (E(A, "vs_plan_check", "policy 77", FX_NONE)) {
+        p.policy = (vs_tp_policy)77;
+        R(vs_plan_check(&p, m), "policy 77");
+    }
+    if (E(A, "vs_plan_check", "split 55", FX_NONE)) {
+        p.split = (vs_pipe_split_kind)55;
+        R(vs_plan_check(&p, m), "split 55");
+    }
+    if (E(A, "vs_plan_check", "microbatches -3", FX_NONE)) {
+        p.microbatches = -3;
+        R(vs_plan_check(&p, m), "microbatches -3");
+    }
+    if (E(A, "vs_plan_check", "chunks -1", FX_NONE)) {
+        p.chunks = -1;
+        R(vs_plan_check(&p, m), "chunks -1");
+    }
+    if (E(A, "vs_plan_check", "strict 2", FX_NONE)) {
+        p.strict = 2;
+        R(vs_plan_check(&p, m), "strict 2");
+    }
+    if (E(A, "vs_plan_check", "zero 7", FX_NONE)) {
+        p.zero = (vs_zero_stage)7;
+        R(vs_plan_check(&p, m), "zero 7");
+    }
+    if (E(A, "vs_plan_check", "schedule 99", FX_NONE)) {
+        p.schedule = (vs_pipe_kind)99;
+        R(vs_plan_check(&p, m), "schedule 99");
+    }
+    if (E(A, "vs_plan_check", "sequence_parallel 3", FX_NONE)) {
+        p.sequence_parallel = 3;
+        R(vs_plan_check(&p, m), "sequence_parallel 3");
+    }
+    if (E(A, "vs_plan_check", "sequence_parallel, policy none, TP2", FX_NONE)) {
+        p.sequence_parallel = 1, p.policy = VS_TP_NONE, p.tp = 2;
+        R(vs_plan_check(&p, m), "policy none");
+    }
+    if (E(A, "vs_plan_check", "sequence_parallel on layers that do not handle it", FX_NONE)) {
+        p.sequence_parallel = 1, p.tp = 2;
+        R(vs_plan_check(&p, m), "\"lin\"");
+    }
+    if (E(A, "vs_plan_check", "3 stages of 2 layers", FX_NONE)) {
+        p.pp = 3;
+        R(vs_plan_check(&p, m), "3 stages");
+    }
+    if (E(A, "vs_plan_check", "a rule 'lin.w Shard(9)'", FX_NONE)) {
+        p.nrules = 1;
+        snprintf(p.rules[0].pattern, sizeof p.rules[0].pattern, "lin.w");
+        snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Shard(9)");
+        R(vs_plan_check(&p, m), "Shard(9)");
+    }
+    if (E(A, "vs_plan_check", "strict, a rule matching nothing", FX_NONE)) {
+        p.nrules = 1, p.strict = 1;
+        snprintf(p.rules[0].pattern, sizeof p.rules[0].pattern, "nothing.*");
+        snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Replicate");
+        R(vs_plan_check(&p, m), "\"nothing.*\"");
+    }
+    if (E(A, "vs_plan_check", "TP 3 does not divide 4", FX_NONE)) {
+        p.tp = 3, p.nrules = 1;
+        snprintf(p.rules[0].pattern, sizeof p.rules[0].pattern, "lin.w");
+        snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Shard(1)");
+        R(vs_plan_check(&p, m), "TP=3");
+    }
+    if (E(A, "vs_plan_check", "a rule pattern not terminated", FX_NONE)) {
+        p.nrules = 1;
+        memset(p.rules[0].pattern, 'a', sizeof p.rules[0].pattern);
+        snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Replicate");
+        R(vs_plan_check(&p, m), "rule 0");
+    }
+    if (E(A, "vs_plan_check", "a rule placement not terminated", FX_NONE)) {
+        p.nrules = 1;
+        snprintf(p.rules[0].pattern, sizeof p.rules[0].pattern, "x");
+        memset(p.rules[0].placement, 'R', sizeof p.rules[0].placement);
+        R(vs_plan_check(&p, m), "rule 0");
+    }
+    if (E(A, "vs_plan_check", "a rule pattern with byte 0x80", FX_NONE)) {
+        p.nrules = 1;
+        snprintf(p.rules[0].pattern, sizeof p.rules[0].pattern, "lin\x80");
+        snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Replicate");
+        R(vs_plan_check(&p, m), "UTF-8");
+    }
+    if (E(A, "vs_plan_check", "an empty rule pattern", FX_NONE)) {
+        p.nrules = 1;
+        snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Replicate");
+        R(vs_plan_check(&p, m), "rule 0");
+    }
+    if (E(A, "vs_plan_check", "a model with role 77", FX_NONE)) {
+        mc.l[0].params[0].role = (vs_role)77;
+        R(vs_plan_check(&p, m), "role 77");
+    }
+    if (E(A, "vs_plan_placement", "plan NULL", FX_NONE)) R(vs_plan_placement(NULL, &sw_layers[0].params[0], &pl, &why), "plan is NULL");
+    if (E(A, "vs_plan_placement", "decl NULL", FX_NONE)) R(vs_plan_placement(&p, NULL, &pl, &why), "decl is NULL|parameter is NULL");
+    if (E(A, "vs_plan_placement", "out NULL", FX_NONE)) R(vs_plan_placement(&p, &sw_layers[0].params[0], NULL, &why), "out is NULL");
+    if (E(A, "vs_plan_placement", "role 77", FX_NONE)) {
+        vs_param_decl d = sw_layers[0].params[0];
+        d.role = (vs_role)77;
+        R(vs_plan_placement(&p, &d, &pl, &why), "role 77");
+    }
+    if (E(A, "vs_plan_placement", "role -1", FX_NONE)) {
+        vs_param_decl d = sw_layers[0].params[0];
+        d.role = (vs_role)-1;
+        R(vs_plan_placement(&p, &d, &pl, &why), "role -1");
+    }
+    if (E(A, "vs_plan_placement", "policy 77", FX_NONE)) {
+        p.policy = (vs_tp_policy)77;
+        R(vs_plan_placement(&p, &sw_layers[0].params[0], &pl, &why), "policy 77");
+    }
+    if (E(A, "vs_plan_placement", "decl name NULL", FX_NONE)) {
+        vs_param_decl d = sw_layers[0].params[0];
+        d.name = NULL;
+        p.nrules = 1;
+        snprintf(p.rules[0].pattern, sizeof p.rules[0].pattern, "*");
+        snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Replicate");
+        R(vs_plan_placement(&p, &d, &pl, &why), "name is NULL");
+    }
+    if (E(A, "vs_plan_placement", "a rule 'Shard(1)' of a 1-dim parameter", FX_NONE)) {
+        vs_param_decl d = sw_layers[0].params[0];
+        d.ndim = 1;
+        p.nrules = 1;
+        snprintf(p.rules[0].pattern, sizeof p.rules[0].pattern, "lin.*");
+        snprintf(p.rules[0].placement, sizeof p.rules[0].placement, "Shard(1)");
+        R(vs_plan_placement(&p, &d, &pl, &why), "shards dim 1");
+    }
+    if (E(A, "vs_plan_placement", "nrules 40", FX_NONE)) {
+        p.nrules = 40;
+        R(vs_plan_placement(&p, &sw_layers[0].params[0], &pl, &why), "40 rules");
+    }
+#undef PARSE
+}
+
+static void sweep_generate(sw_ctx* x)
+{
+    const char* A = "generate-plan";
+    vs_profile pf, po;
+    memset(&pf, 0, sizeof pf);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 2, c.global_batch = 4;
+    vs_plan out;
+    vs_plan_estimate est[8];
+    int n = 0;
+    char b[4096];
+    sw_model_copy mc;
+    vs_model_desc* m = sw_model_dup(&mc);
+#define GEN() vs_generate_plan(m, &c, &pf, &out, est, 8, &n)
+    if (E(A, "vs_profile_measure", "world NULL", FX_NONE)) R(vs_profile_measure(NULL, m, sw_hl_data, NULL, &po), "world is NULL");
+    if (E(A, "vs_profile_measure", "model NULL", FX_W2)) R(vs_profile_measure(x->w, NULL, sw_hl_data, NULL, &po), "model is NULL");
+    if (E(A, "vs_profile_measure", "out NULL", FX_W2)) R(vs_profile_measure(x->w, m, sw_hl_data, NULL, NULL), "out is NULL");
+    if (E(A, "vs_profile_measure", "data NULL", FX_W2)) R(vs_profile_measure(x->w, m, NULL, NULL, &po), "data is NULL");
+    if (E(A, "vs_profile_measure", "a model with role 77", FX_W2)) {
+        mc.l[0].params[0].role = (vs_role)77;
+        R(vs_profile_measure(x->w, m, sw_hl_data, NULL, &po), "role 77");
+    }
+    if (E(A, "vs_profile_measure", "nlayers 0", FX_W2)) {
+        m->nlayers = 0;
+        R(vs_profile_measure(x->w, m, sw_hl_data, NULL, &po), "layers");
+    }
+    if (E(A, "vs_profile_measure", "a data callback that fails", FX_W2))
+        R(vs_profile_measure(x->w, m, sw_data_fail, NULL, &po), "sw-data: no rows today");
+    if (E(A, "vs_profile_print", "profile NULL", FX_NONE)) R(vs_profile_print(NULL, b, sizeof b), "profile is NULL");
+    if (E(A, "vs_profile_print", "flop_s NaN", FX_NONE)) {
+        pf.flop_s = NAN;
+        R(vs_profile_print(&pf, b, sizeof b), "flop_s");
+    }
+    if (E(A, "vs_profile_print", "bw -1", FX_NONE)) {
+        pf.bw_bytes_s = -1;
+        R(vs_profile_print(&pf, b, sizeof b), "bw");
+    }
+    if (E(A, "vs_profile_print", "latency inf", FX_NONE)) {
+        pf.latency_s = INFINITY;
+        R(vs_profile_print(&pf, b, sizeof b), "latency");
+    }
+    if (E(A, "vs_profile_print", "ar_n 1", FX_NONE)) {
+        pf.ar_n[0] = 1;
+        R(vs_profile_print(&pf, b, sizeof b), "ar_n[0] = 1");
+    }
+    if (E(A, "vs_profile_print", "ar_n {4, 4} (twice)", FX_NONE)) {
+        pf.ar_n[0] = pf.ar_n[1] = 4;
+        R(vs_profile_print(&pf, b, sizeof b), "ar_n[1] = 4");
+    }
+    if (E(A, "vs_profile_print", "ar_s[0][2] NaN", FX_NONE)) {
+        pf.ar_n[0] = 2, pf.ar_s[0][2] = NAN;
+        R(vs_profile_print(&pf, b, sizeof b), "ar_s[0][2]");
+    }
+    if (E(A, "vs_profile_print", "tp_s[0] -inf", FX_NONE)) {
+        pf.ar_n[0] = 2, pf.tp_s[0] = -INFINITY;
+        R(vs_profile_print(&pf, b, sizeof b), "tp_s[0]");
+    }
+    if (E(A, "vs_profile_print", "buf NULL, cap 64", FX_NONE)) R(vs_profile_print(&pf, NULL, 64), "buf is NULL");
+    if (E(A, "vs_profile_parse", "text NULL", FX_NONE)) R(vs_profile_parse(NULL, &po), "text is NULL");
+    if (E(A, "vs_profile_parse", "out NULL", FX_NONE)) R(vs_profile_parse("flop_s=1", NULL), "out is NULL");
+    if (E(A, "vs_profile_parse", "flop_s=abc", FX_NONE)) R(vs_profile_parse("flop_s=abc", &po), "flop_s = 'abc'");
+    if (E(A, "vs_profile_parse", "flop_s=-1", FX_NONE)) R(vs_profile_parse("flop_s=-1", &po), "flop_s = '-1'");
+    if (E(A, "vs_profile_parse", "flop_s=nan", FX_NONE)) R(vs_profile_parse("flop_s=nan", &po), "flop_s = 'nan'");
+    if (E(A, "vs_profile_parse", "bw=1e999", FX_NONE)) R(vs_profile_parse("bw=1e999", &po), "bw = '1e999'");
+    if (E(A, "vs_profile_parse", "bogus=1", FX_NONE)) R(vs_profile_parse("bogus=1", &po), "unknown key 'bogus'");
+    if (E(A, "vs_profile_parse", "'flop_s' (no value)", FX_NONE)) R(vs_profile_parse("flop_s", &po), "'flop_s'");
+    if (E(A, "vs_profile_parse", "ar1=1,2,3,4", FX_NONE)) R(vs_profile_parse("ar1=1,2,3,4", &po), "'ar1'");
+    if (E(A, "vs_profile_parse", "ar4=1,2,3 (3 numbers)", FX_NONE)) R(vs_profile_parse("ar4=1,2,3", &po), "ar4");
+    if (E(A, "vs_profile_parse", "tp4=inf", FX_NONE)) R(vs_profile_parse("tp4=inf", &po), "tp4 = 'inf'");
+    if (E(A, "vs_profile_parse", "7 group sizes", FX_NONE))
+        R(vs_profile_parse("tp2=0 tp3=0 tp4=0 tp5=0 tp6=0 tp7=0 tp8=0", &po), "more than 6 group sizes");
+    if (E(A, "vs_profile_parse", "a key twice", FX_NONE)) R(vs_profile_parse("flop_s=1 flop_s=2", &po), "'flop_s' twice");
+    if (E(A, "vs_profile_parse", "ar2 twice", FX_NONE)) R(vs_profile_parse("ar2=1,1,1,1 ar2=2,2,2,2", &po), "'ar2' twice");
+    if (E(A, "vs_generate_plan", "model NULL", FX_NONE)) R(vs_generate_plan(NULL, &c, &pf, &out, est, 8, &n), "model is NULL");
+    if (E(A, "vs_generate_plan", "constraints NULL", FX_NONE)) R(vs_generate_plan(m, NULL, &pf, &out, est, 8, &n), "constraints is NULL");
+    if (E(A, "vs_generate_plan", "out NULL", FX_NONE)) R(vs_generate_plan(m, &c, &pf, NULL, est, 8, &n), "out is NULL");
+    if (E(A, "vs_generate_plan", "est NULL, cap 8", FX_NONE)) R(vs_generate_plan(m, &c, &pf, &out, NULL, 8, &n), "est is NULL");
+    if (E(A, "vs_generate_plan", "cap -1", FX_NONE)) R(vs_generate_plan(m, &c, &pf, &out, est, -1, &n), "cap -1");
+    if (E(A, "vs_generate_plan", "world 0", FX_NONE)) {
+        c.world = 0;
+        R(GEN(), "world = 0");
+    }
+    if (E(A, "vs_generate_plan", "global_batch 0", FX_NONE)) {
+        c.global_batch = 0;
+        R(GEN(), "global_batch = 0");
+    }
+    if (E(A, "vs_generate_plan", "pp -1", FX_NONE)) {
+        c.pp = -1;
+        R(GEN(), "pp=-1");
+    }
+    if (E(A, "vs_generate_plan", "policy 77", FX_NONE)) {
+        c.policy = (vs_tp_policy)77;
+        R(GEN(), "policy 77");
+    }
+    if (E(A, "vs_generate_plan", "split 55", FX_NONE)) {
+        c.split = (vs_pipe_split_kind)55;
+        R(GEN(), "split 55");
+    }
+    if (E(A, "vs_generate_plan", "split manual", FX_NONE)) {
+        c.split = VS_PIPE_SPLIT_MANUAL;
+        R(GEN(), "split 1");
+    }
+    if (E(A, "vs_generate_plan", "sequence_parallel 2", FX_NONE)) {
+        c.sequence_parallel = 2;
+        R(GEN(), "sequence_parallel 2");
+    }
+    if (E(A, "vs_generate_plan", "sequence_parallel on layers that do not handle it", FX_NONE)) {
+        c.sequence_parallel = 1, c.tp = 2, c.policy = VS_TP_MEGATRON;
+        R(GEN(), "\"lin\"");
+    }
+    if (E(A, "vs_generate_plan", "mem_limit_bytes NaN", FX_NONE)) {
+        c.mem_limit_bytes = NAN;
+        R(GEN(), "mem_limit_bytes = nan|mem_limit_bytes = -nan");
+    }
+    if (E(A, "vs_generate_plan", "act_bytes_per_row -1", FX_NONE)) {
+        c.act_bytes_per_row = -1;
+        R(GEN(), "act_bytes_per_row = -1");
+    }
+    if (E(A, "vs_generate_plan", "profile flop_s NaN", FX_NONE)) {
+        pf.flop_s = NAN;
+        R(GEN(), "flop_s = nan|flop_s = -nan");
+    }
+    if (E(A, "vs_generate_plan", "profile ar_n[2] -1", FX_NONE)) {
+        pf.ar_n[2] = -1;
+        R(GEN(), "ar_n[2] = -1");
+    }
+    if (E(A, "vs_generate_plan", "profile latency 1e308", FX_NONE)) {
+        pf.latency_s = 1e308;
+        R(GEN(), "1e+308");
+    }
+    if (E(A, "vs_generate_plan", "a memory limit of 1 byte", FX_NONE)) {
+        c.mem_limit_bytes = 1;
+        R(GEN(), "the limit is 1 B");
+    }
+    if (E(A, "vs_generate_plan", "a model with role 77", FX_NONE)) {
+        mc.l[0].params[0].role = (vs_role)77;
+        R(GEN(), "role 77");
+    }
+    if (E(A, "vs_generate_plan", "a model with shape {2^62}", FX_NONE)) {
+        mc.l[0].params[0].ndim = 1, mc.l[0].params[0].shape[0] = (int64_t)1 << 62;
+        R(GEN(), "4611686018427387904");
+    }
+    if (E(A, "vs_plan_explain", "est NULL, n 3", FX_NONE)) R(vs_plan_explain(NULL, 3, b, sizeof b), "est is NULL");
+    if (E(A, "vs_plan_explain", "n -1", FX_NONE)) R(vs_plan_explain(est, -1, b, sizeof b), "n = -1");
+    if (E(A, "vs_plan_explain", "buf NULL, cap 64", FX_NONE)) {
+        vs_generate_plan(m, &c, NULL, &out, est, 8, &n);
+        R(vs_plan_explain(est, n, NULL, 64), "buf is NULL");
+    }
+    if (E(A, "vs_plan_explain", "an estimate's why not terminated", FX_NONE)) {
+        vs_generate_plan(m, &c, NULL, &out, est, 8, &n);
+        for (int i = 0; i < n; i++) memset(est[i].why, 'x', sizeof est[i].why);
+        R(vs_plan_explain(est, n, b, sizeof b), "why");
+    }
+    if (E(A, "vs_plan_explain", "feasible 5", FX_NONE)) {
+        vs_generate_plan(m, &c, NULL, &out, est, 8, &n);
+        est[0].feasible = 5;
+        R(vs_plan_explain(est, n, b, sizeof b), "feasible = 5");
+    }
+    if (E(A, "vs_plan_explain", "step_s NaN", FX_NONE)) {
+        vs_generate_plan(m, &c, NULL, &out, est, 8, &n);
+        est[0].step_s = NAN;
+        R(vs_plan_explain(est, n, b, sizeof b), "step_s");
+    }
+#undef GEN
+}
+
+static void sweep_train(sw_ctx* x)
+{
+    const char* A = "train";
+    vs_train* o = NULL;
+    vs_plan p;
+    memset(&p, 0, sizeof p);
+    p.dp = 2;
+    sw_model_copy mc;
+    vs_model_desc* m = sw_model_dup(&mc);
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = m, d.plan = &p;
+    vs_batch bt = sw_batch();
+    double loss = 0;
+    int64_t a = 0, b2 = 0;
+    float wbuf[16];
+    char path[400];
+    snprintf(path, sizeof path, "%s/new", x->dir ? x->dir : "/tmp");
+    int64_t blob8 = 3;
+    volatile size_t sw_huge = SIZE_MAX;
+    vs_ckpt_entry ex[2];
+    memset(ex, 0, sizeof ex);
+    ex[0].name = "data_pos", ex[0].kind = VS_CKPT_BLOB, ex[0].blob = &blob8, ex[0].blob_bytes = 8;
+#define PAR() vs_parallelize(x->w, &d, &o)
+    if (E(A, "vs_parallelize", "out NULL", FX_W2)) R(vs_parallelize(x->w, &d, NULL), "out is NULL");
+    if (E(A, "vs_parallelize", "world NULL", FX_NONE)) R(vs_parallelize(NULL, &d, &o), "world is NULL");
+    if (E(A, "vs_parallelize", "desc NULL", FX_W2)) R(vs_parallelize(x->w, NULL, &o), "desc is NULL");
+    if (E(A, "vs_parallelize", "plan NULL", FX_W2)) {
+        d.plan = NULL;
+        R(PAR(), "desc.plan is NULL");
+    }
+    if (E(A, "vs_parallelize", "model NULL", FX_W2)) {
+        d.model = NULL;
+        R(PAR(), "model is NULL");
+    }
+    if (E(A, "vs_parallelize", "mesh PP2 x DP2 on 2 ranks", FX_W2)) {
+        p.pp = 2;
+        R(PAR(), "the world has 2");
+    }
+    if (E(A, "vs_parallelize", "mesh 65536 x 65536 x 1 (the product overflows)", FX_W2)) {
+        p.pp = 65536, p.dp = 65536;
+        R(PAR(), "PP=65536");
+    }
+    if (E(A, "vs_parallelize", "clip NaN", FX_W2)) {
+        d.clip = NAN;
+        R(PAR(), "desc.clip = nan|desc.clip = -nan");
+    }
+    if (E(A, "vs_parallelize", "clip -1", FX_W2)) {
+        d.clip = -1;
+        R(PAR(), "desc.clip = -1");
+    }
+    if (E(A, "vs_parallelize", "nonfinite 7", FX_W2)) {
+        d.nonfinite = (vs_nonfinite_policy)7;
+        R(PAR(), "desc.nonfinite = 7");
+    }
+    if (E(A, "vs_parallelize", "lr kind 99", FX_W2)) {
+        d.lr.kind = (vs_lr_kind)99;
+        R(PAR(), "kind 99");
+    }
+    if (E(A, "vs_parallelize", "lr -1", FX_W2)) {
+        d.lr.lr = -1;
+        R(PAR(), "lr -1");
+    }
+    if (E(A, "vs_parallelize", "optim beta1 2", FX_W2)) {
+        d.optim.beta1 = 2;
+        R(PAR(), "beta1 2");
+    }
+    if (E(A, "vs_parallelize", "policy 77", FX_W2)) {
+        p.policy = (vs_tp_policy)77;
+        R(PAR(), "policy 77");
+    }
+    if (E(A, "vs_parallelize", "split 55", FX_W2)) {
+        p.split = (vs_pipe_split_kind)55;
+        R(PAR(), "split 55");
+    }
+    if (E(A, "vs_parallelize", "microbatches -3", FX_W2)) {
+        p.microbatches = -3;
+        R(PAR(), "microbatches -3");
+    }
+    if (E(A, "vs_parallelize", "chunks -1", FX_W2)) {
+        p.chunks = -1;
+        R(PAR(), "chunks -1");
+    }
+    if (E(A, "vs_parallelize", "zero 7", FX_W2)) {
+        p.zero = (vs_zero_stage)7;
+        R(PAR(), "zero 7");
+    }
+    if (E(A, "vs_parallelize", "a parameter role 77", FX_W2)) {
+        mc.l[0].params[0].role = (vs_role)77;
+        R(PAR(), "role 77");
+    }
+    if (E(A, "vs_parallelize", "a parameter of shape {2^62}", FX_W2)) {
+        mc.l[0].params[0].ndim = 1, mc.l[0].params[0].shape[0] = (int64_t)1 << 62;
+        R(PAR(), "4611686018427387904");
+    }
+    if (E(A, "vs_parallelize", "a parameter of shape {2^40} (no memory)", FX_W2)) {
+        mc.l[0].params[0].ndim = 1, mc.l[0].params[0].shape[0] = (int64_t)1 << 40;
+        R(PAR(), "lin.w");
+    }
+    if (E(A, "vs_parallelize", "sequence_parallel on layers that do not handle it", FX_W2)) {
+        p.dp = 1, p.tp = 2, p.sequence_parallel = 1;
+        R(PAR(), "\"lin\"");
+    }
+    if (E(A, "vs_parallelize", "split points 'nope'", FX_W2)) {
+        p.dp = 1, p.pp = 2;
+        snprintf(p.split_points, sizeof p.split_points, "nope");
+        R(PAR(), "'nope'");
+    }
+    if (E(A, "vs_parallelize", "zbv with 2 layers on 2 stages", FX_W2)) {
+        p.dp = 1, p.pp = 2, p.schedule = VS_PIPE_ZBV;
+        R(PAR(), "2 stages x 2 chunks");
+    }
+    if (E(A, "vs_train_step", "train NULL", FX_NONE)) R(vs_train_step(NULL, &bt, &loss), "train is NULL");
+    if (E(A, "vs_train_step", "batch NULL", FX_TRAIN)) R(vs_train_step(x->train, NULL, &loss), "batch is NULL");
+    if (E(A, "vs_train_step", "batch.n 0", FX_TRAIN)) {
+        bt.n = 0;
+        R(vs_train_step(x->train, &bt, &loss), "batch.n = 0");
+    }
+    if (E(A, "vs_train_step", "batch.n 9", FX_TRAIN)) {
+        bt.n = 9;
+        R(vs_train_step(x->train, &bt, &loss), "batch.n = 9");
+    }
+    if (E(A, "vs_train_step", "0 rows", FX_TRAIN)) {
+        bt.shape[0][0] = bt.shape[1][0] = 0;
+        R(vs_train_step(x->train, &bt, &loss), "0 rows");
+        if (x->outcome == SW_CLEAR && vs_train_steps(x->train) != 1)
+            sw_set(x, SW_SILENT, "refused, but the step count is %lld", (long long)vs_train_steps(x->train));
+    }
+    if (E(A, "vs_train_step", "-4 rows", FX_TRAIN)) {
+        bt.shape[0][0] = bt.shape[1][0] = -4;
+        R(vs_train_step(x->train, &bt, &loss), "-4 rows");
+    }
+    if (E(A, "vs_train_step", "3 rows over DP2", FX_TRAIN)) {
+        bt.shape[0][0] = bt.shape[1][0] = 3;
+        R(vs_train_step(x->train, &bt, &loss), "3 rows");
+    }
+    if (E(A, "vs_train_step", "rows 4 and 8", FX_TRAIN)) {
+        bt.shape[1][0] = 8;
+        R(vs_train_step(x->train, &bt, &loss), "4 and 8 rows");
+    }
+    if (E(A, "vs_train_step", "an input name NULL", FX_TRAIN)) {
+        bt.name[1] = NULL;
+        R(vs_train_step(x->train, &bt, &loss), "batch input 1");
+    }
+    if (E(A, "vs_train_step", "an input data NULL", FX_TRAIN)) {
+        bt.data[0] = NULL;
+        R(vs_train_step(x->train, &bt, &loss), "batch input 0");
+    }
+    if (E(A, "vs_train_step", "an input ndim 0", FX_TRAIN)) {
+        bt.ndim[0] = 0;
+        R(vs_train_step(x->train, &bt, &loss), "batch input 0");
+    }
+    if (E(A, "vs_train_step", "an input dtype 99", FX_TRAIN)) {
+        bt.dtype[0] = (vs_dtype)99;
+        R(vs_train_step(x->train, &bt, &loss), "dtype 99");
+    }
+    if (E(A, "vs_train_step", "an input shape {4, -4}", FX_TRAIN)) {
+        bt.shape[0][1] = -4;
+        R(vs_train_step(x->train, &bt, &loss), "shape[1] = -4");
+    }
+    if (E(A, "vs_train_step", "an input shape {4, 2^62} (bytes overflow)", FX_TRAIN)) {
+        bt.shape[0][1] = (int64_t)1 << 62;
+        R(vs_train_step(x->train, &bt, &loss), "4611686018427387904");
+    }
+    if (E(A, "vs_train_step", "the same input twice", FX_TRAIN)) {
+        bt.name[1] = "x";
+        R(vs_train_step(x->train, &bt, &loss), "\"x\" twice");
+    }
+    if (E(A, "vs_train_step", "no input 't'", FX_TRAIN)) {
+        bt.name[1] = "target";
+        R(vs_train_step(x->train, &bt, &loss), "\"t\"");
+    }
+    if (E(A, "vs_train_step", "freed training state", FX_W2)) {
+        vs_parallelize(x->w, &d, &o);
+        vs_train_free(o);
+        R(vs_train_step(o, &bt, &loss), "already freed");
+    }
+    if (E(A, "vs_train_steps", "train NULL", FX_NONE)) R(vs_train_steps(NULL), "train is NULL");
+    if (E(A, "vs_train_skipped_steps", "train NULL", FX_NONE)) R(vs_train_skipped_steps(NULL), "train is NULL");
+    if (E(A, "vs_train_grad_norm", "train NULL", FX_NONE)) RN(vs_train_grad_norm(NULL), "train is NULL");
+    if (E(A, "vs_train_mesh", "train NULL", FX_NONE)) RP(vs_train_mesh(NULL), "train is NULL");
+    if (E(A, "vs_train_pipe", "train NULL", FX_NONE)) RP(vs_train_pipe(NULL), "train is NULL");
+    if (E(A, "vs_train_ddp", "train NULL", FX_NONE)) RP(vs_train_ddp(NULL), "train is NULL");
+    if (E(A, "vs_train_memory", "train NULL", FX_NONE)) R(vs_train_memory(NULL, &a, &b2), "train is NULL");
+    if (E(A, "vs_train_get_param", "train NULL", FX_NONE)) R(vs_train_get_param(NULL, "lin.w", wbuf, sizeof wbuf), "train is NULL");
+    if (E(A, "vs_train_get_param", "name NULL", FX_TRAIN)) R(vs_train_get_param(x->train, NULL, wbuf, sizeof wbuf), "name is NULL");
+    if (E(A, "vs_train_get_param", "out NULL", FX_TRAIN)) R(vs_train_get_param(x->train, "lin.w", NULL, sizeof wbuf), "out is NULL");
+    if (E(A, "vs_train_get_param", "name 'lin.q'", FX_TRAIN)) R(vs_train_get_param(x->train, "lin.q", wbuf, sizeof wbuf), "\"lin.q\"");
+    if (E(A, "vs_train_get_param", "bytes 63 for 64", FX_TRAIN)) R(vs_train_get_param(x->train, "lin.w", wbuf, 63), "got 63");
+    if (E(A, "vs_train_save", "train NULL", FX_NONE)) R(vs_train_save(NULL, path, NULL, 0, 0), "train is NULL");
+    if (E(A, "vs_train_save", "path NULL", FX_TRAIN)) R(vs_train_save(x->train, NULL, NULL, 0, 0), "path is NULL");
+    if (E(A, "vs_train_save", "nextra -1", FX_TRAIN)) R(vs_train_save(x->train, path, ex, -1, 0), "-1 extra");
+    if (E(A, "vs_train_save", "nextra 61", FX_TRAIN)) R(vs_train_save(x->train, path, ex, 61, 0), "61 extra");
+    if (E(A, "vs_train_save", "extra NULL, nextra 1", FX_TRAIN)) R(vs_train_save(x->train, path, NULL, 1, 0), "extra");
+    if (E(A, "vs_train_save", "async 7", FX_TRAIN)) R(vs_train_save(x->train, path, NULL, 0, 7), "async = 7");
+    if (E(A, "vs_train_save", "async -1", FX_TRAIN)) R(vs_train_save(x->train, path, NULL, 0, -1), "async = -1");
+    if (E(A, "vs_train_save", "onto an existing path", FX_TRAIN)) R(vs_train_save(x->train, x->ck0, NULL, 0, 0), "exists");
+    if (E(A, "vs_train_save", "async onto an existing path", FX_TRAIN)) R(vs_train_save(x->train, x->ck0, NULL, 0, 1), "exists");
+    if (E(A, "vs_train_save", "two async saves to one path", FX_TRAIN)) {
+        vs_train_save(x->train, path, NULL, 0, 1);
+        R(vs_train_save(x->train, path, NULL, 0, 1), "exists");
+    }
+    if (E(A, "vs_train_save", "an extra named '__plan'", FX_TRAIN)) {
+        ex[0].name = "__plan";
+        R(vs_train_save(x->train, path, ex, 1, 0), "\"__plan\"");
+    }
+    if (E(A, "vs_train_save", "an extra named like a parameter", FX_TRAIN)) {
+        ex[0].name = "lin.w";
+        R(vs_train_save(x->train, path, ex, 1, 0), "\"lin.w\"");
+    }
+    if (E(A, "vs_train_save", "an extra name NULL", FX_TRAIN)) {
+        ex[0].name = NULL;
+        R(vs_train_save(x->train, path, ex, 1, 0), "entry");
+    }
+    if (E(A, "vs_train_save", "an extra blob_bytes SIZE_MAX", FX_TRAIN)) {
+        ex[0].blob_bytes = sw_huge;
+        R(vs_train_save(x->train, path, ex, 1, 0), "blob_bytes = 18446744073709551615");
+    }
+    if (E(A, "vs_train_save", "async, an extra blob_bytes SIZE_MAX", FX_TRAIN)) {
+        ex[0].blob_bytes = sw_huge;
+        R(vs_train_save(x->train, path, ex, 1, 1), "blob_bytes = 18446744073709551615");
+    }
+    if (E(A, "vs_train_save", "a path under a regular file", FX_TRAIN)) {
+        char f[400], q[500];
+        snprintf(f, sizeof f, "%s/file", x->dir);
+        FILE* fp = fopen(f, "w");
+        if (fp) fclose(fp);
+        snprintf(q, sizeof q, "%s/sub/ck", f);
+        R(vs_train_save(x->train, q, NULL, 0, 0), f);
+    }
+    if (E(A, "vs_train_wait", "train NULL", FX_NONE)) R(vs_train_wait(NULL), "train is NULL");
+    if (E(A, "vs_train_wait", "freed training state", FX_W2)) {
+        vs_parallelize(x->w, &d, &o);
+        vs_train_free(o);
+        R(vs_train_wait(o), "already freed");
+    }
+    if (E(A, "vs_train_load", "train NULL", FX_NONE)) R(vs_train_load(NULL, path, NULL, 0), "train is NULL");
+    if (E(A, "vs_train_load", "path NULL", FX_TRAIN)) R(vs_train_load(x->train, NULL, NULL, 0), "path is NULL");
+    if (E(A, "vs_train_load", "a missing path", FX_TRAIN)) R(vs_train_load(x->train, path, NULL, 0), path);
+    if (E(A, "vs_train_load", "nextra -1", FX_TRAIN)) R(vs_train_load(x->train, x->ck0, ex, -1), "-1 extra");
+    if (E(A, "vs_train_load", "extra NULL, nextra 1", FX_TRAIN)) R(vs_train_load(x->train, x->ck0, NULL, 1), "1 extra");
+    if (E(A, "vs_train_load", "an extra the checkpoint lacks", FX_TRAIN)) R(vs_train_load(x->train, x->ck0, ex, 1), "\"data_pos\"");
+    if (E(A, "vs_train_load", "index.json '{'", FX_TRAIN)) {
+        char q[512];
+        sw_write_index(x->dir, "bad", "{", q, sizeof q);
+        R(vs_train_load(x->train, q, NULL, 0), "index.json");
+    }
+    if (E(A, "vs_train_saved_plan", "path NULL", FX_NONE)) {
+        vs_plan q;
+        R(vs_train_saved_plan(NULL, &q), "path is NULL");
+    }
+    if (E(A, "vs_train_saved_plan", "out NULL", FX_NONE)) R(vs_train_saved_plan(x->dir, NULL), "out is NULL");
+    if (E(A, "vs_train_saved_plan", "a missing path", FX_NONE)) {
+        vs_plan q;
+        R(vs_train_saved_plan("/nonexistent-vs/ck", &q), "/nonexistent-vs/ck");
+    }
+    if (E(A, "vs_train_saved_plan", "an empty index.json", FX_NONE)) {
+        vs_plan q;
+        char d2[512];
+        sw_write_index(x->dir, "bad", "", d2, sizeof d2);
+        R(vs_train_saved_plan(d2, &q), "index.json");
+    }
+    if (E(A, "vs_train_saved_plan", "index.json '{'", FX_NONE)) {
+        vs_plan q;
+        char d2[512];
+        sw_write_index(x->dir, "bad", "{", d2, sizeof d2);
+        R(vs_train_saved_plan(d2, &q), "index.json");
+    }
+    if (E(A, "vs_train_saved_plan", "index.json a directory", FX_NONE)) {
+        vs_plan q;
+        char d2[512], f[600];
+        snprintf(d2, sizeof d2, "%s/dirix", x->dir);
+        mkdir(d2, 0755);
+        snprintf(f, sizeof f, "%s/index.json", d2);
+        mkdir(f, 0755);
+        R(vs_train_saved_plan(d2, &q), "index.json");
+    }
+    if (E(A, "vs_train_saved_plan", "a checkpoint without a plan", FX_TRAIN)) {
+        vs_plan q;
+        vs_ckpt_entry e1 = ex[0];
+        vs_ckpt_save(x->ck, path, &e1, 1, NULL);
+        R(vs_train_saved_plan(path, &q), "holds no plan");
+        ONLY_RANK(0);
+    }
+    if (E(A, "vs_train_saved_plan", "a plan blob of 2 bytes 'x:'", FX_TRAIN)) {
+        vs_plan q;
+        vs_ckpt_entry e1 = ex[0];
+        e1.name = "__plan", e1.blob = (void*)"x:", e1.blob_bytes = 2;
+        vs_ckpt_save(x->ck, path, &e1, 1, NULL);
+        R(vs_train_saved_plan(path, &q), "unknown key \"x\"");
+        ONLY_RANK(0);
+    }
+    if (E(A, "vs_train_saved_plan", "a plan's bytes changed", FX_TRAIN)) {
+        vs_plan q;
+        if (x->rank == 0) // the plan text is in one of the shards: its "PP=" becomes "QP="
+            for (int k = 0; k < 2; k++) {
+                char shard[600];
+                snprintf(shard, sizeof shard, "%s/shard-%05d.safetensors", x->ck0, k);
+                FILE* fp = fopen(shard, "r+b");
+                char* buf = NULL;
+                long len = 0;
+                if (fp && !fseek(fp, 0, SEEK_END) && (len = ftell(fp)) > 0 && (buf = (char*)malloc((size_t)len)) &&
+                    !fseek(fp, 0, SEEK_SET) && fread(buf, 1, (size_t)len, fp) == (size_t)len) {
+                    for (long i = 0; i + 3 < len; i++)
+                        if (!memcmp(buf + i, "PP=", 3) && !fseek(fp, i, SEEK_SET)) {
+                            fputc('Q', fp);
+                            break;
+                        }
+                }
+                free(buf);
+                if (fp) fclose(fp);
+            }
+        R(vs_train_saved_plan(x->ck0, &q), "checksum");
+        ONLY_RANK(0);
+    }
+    if (E(A, "vs_train_free", "train NULL", FX_NONE)) DOC(vs_train_free(NULL) == VS_OK, "VS_OK (documented)");
+    if (E(A, "vs_train_free", "freed twice", FX_W2)) {
+        vs_parallelize(x->w, &d, &o);
+        vs_train_free(o);
+        R(vs_train_free(o), "already freed");
+    }
+#undef PAR
+}
+
 static void sweep_all(sw_ctx* x)
 {
     sweep_base(x);
@@ -1546,6 +3452,15 @@ static void sweep_all(sw_ctx* x)
     sweep_bootstrap(x);
     sweep_ddp(x);
     sweep_lr(x);
+    sweep_pipe_sched(x);
+    sweep_pipe_sim(x);
+    sweep_pipe_split(x);
+    sweep_pipe_engine(x);
+    sweep_ckpt(x);
+    sweep_model(x);
+    sweep_plan(x);
+    sweep_generate(x);
+    sweep_train(x);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1557,6 +3472,40 @@ static void sw_logger(vs_log_level level, const char* msg, void* user)
     if (strstr(msg, "sw-mark")) __atomic_add_fetch(&((sw_job*)user)->marks, 1, __ATOMIC_SEQ_CST);
 }
 
+static vs_result sw_setup_pipe(sw_ctx* x)
+{
+    vs_result r;
+    static const vs_pipe_unit u[2] = {
+        {.name = "u0", .inputs = "x", .outputs = "h:f32[*,4]", .forward = sw_u0_fwd, .backward = sw_u0_bwd, .flops = 1},
+        {.name = "ploss", .inputs = "h", .outputs = "loss:f32[]", .forward = sw_ploss_fwd, .backward = sw_ploss_bwd,
+         .flops = 1}};
+    x->punits[0] = u[0], x->punits[1] = u[1];
+    x->punits[0].user = x->punits[1].user = x;
+    if ((r = vs_mesh_init(x->w, &(vs_mesh_desc){.shape = {2}, .dim_names = {"PP"}}, &x->mesh))) return r;
+    if ((r = vs_pipe_split(x->punits, 2, &(vs_pipe_split_desc){.stages = 2}, &x->pplan))) return r;
+    if ((r = vs_pipe_init(&(vs_pipe_desc){.mesh = x->mesh, .units = x->punits, .nunits = 2, .plan = &x->pplan,
+                                          .data = sw_data},
+                          &x->pipe)))
+        return r;
+    if ((r = vs_pipe_generate(x->w, VS_PIPE_1F1B, 2, 0, 2, &x->sched))) return r;
+    return vs_pipe_run(x->pipe, x->sched, NULL);
+}
+
+static vs_result sw_setup_train(sw_ctx* x)
+{
+    vs_result r;
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.dp = 2;
+    if ((r = vs_parallelize(x->w, &(vs_train_desc){.model = &sw_model, .plan = &plan}, &x->train))) return r;
+    vs_batch b = sw_batch();
+    double loss;
+    if ((r = vs_train_step(x->train, &b, &loss))) return r;
+    snprintf(x->ck0, sizeof x->ck0, "%s/ck0", x->dir);
+    if ((r = vs_train_save(x->train, x->ck0, NULL, 0, 0))) return r;
+    return vs_ckpt_init(&(vs_ckpt_desc){.mesh = vs_train_mesh(x->train)}, &x->ck);
+}
+
 static vs_result sw_setup(sw_ctx* x, int fx)
 {
     vs_result r;
@@ -1566,6 +3515,8 @@ static vs_result sw_setup(sw_ctx* x, int fx)
     if ((r = vs_comm_split(x->comm, 0, x->rank, &x->split))) return r;
     if ((r = vs_comm_split(x->comm, 0, x->rank, &x->freed))) return r;
     if ((r = vs_comm_free(x->freed))) return r;
+    if (fx == FX_PIPE) return sw_setup_pipe(x);
+    if (fx == FX_TRAIN) return sw_setup_train(x);
     if (fx < FX_M4) return VS_OK;
     if ((r = vs_mesh_init(x->w, &(vs_mesh_desc){.shape = {2, 2}}, &x->mesh))) return r;
     if ((r = vs_mesh_submesh(x->mesh, "DP", &x->dp))) return r;
@@ -1582,6 +3533,10 @@ static vs_result sw_setup(sw_ctx* x, int fx)
 
 static void sw_teardown(sw_ctx* x)
 {
+    if (x->ck) vs_ckpt_free(x->ck);
+    if (x->train) vs_train_free(x->train);
+    if (x->sched) vs_pipe_sched_free(x->sched);
+    if (x->pipe) vs_pipe_free(x->pipe);
     if (x->ddp) vs_ddp_free(x->ddp);
     if (x->mesh) vs_mesh_free(x->mesh);
     if (x->split) vs_comm_free(x->split);
@@ -1595,6 +3550,7 @@ static int sw_rank(vs_world* w, void* arg)
     x->sel = j->sel;
     x->job = j;
     x->w = w;
+    x->dir = j->dir;
     x->outcome = SW_NONE;
     vs_result r = sw_setup(x, j->fx);
     if (r)
@@ -1615,7 +3571,44 @@ typedef struct sw_report {
 } sw_report;
 
 /* Runs entry `id` (in the child) and says what came of it. */
+/* rm -r of the entry's temporary folder (what the library left there). */
+static void sw_rmtree(const char* path)
+{
+    struct stat st;
+    if (lstat(path, &st)) return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR* d = opendir(path);
+        struct dirent* e;
+        while (d && (e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char sub[1024];
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            sw_rmtree(sub);
+        }
+        if (d) closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static void sw_run_entry_in(int id, sw_report* rep, sw_job* j);
+
 static void sw_run_entry(int id, sw_report* rep)
+{
+    static sw_job j;
+    memset(&j, 0, sizeof j);
+    snprintf(j.dir, sizeof j.dir, "%s/vs-badinput-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(j.dir)) {
+        rep->outcome = SW_SETUP;
+        snprintf(rep->detail, sizeof rep->detail, "mkdtemp %s failed", j.dir);
+        return;
+    }
+    sw_run_entry_in(id, rep, &j);
+    sw_rmtree(j.dir);
+}
+
+static void sw_run_entry_in(int id, sw_report* rep, sw_job* jp)
 {
     int fx = sw_metas[id].fx;
     rep->outcome = SW_NONE;
@@ -1624,30 +3617,29 @@ static void sw_run_entry(int id, sw_report* rep)
         if (!x) return;
         x->sel = id;
         x->outcome = SW_NONE;
+        x->dir = jp->dir;
         sweep_all(x);
         rep->outcome = x->outcome;
         snprintf(rep->detail, sizeof rep->detail, "%s", x->detail);
         free(x);
         return;
     }
-    static sw_job j;
-    memset(&j, 0, sizeof j);
-    j.sel = id;
-    j.fx = fx;
+    jp->sel = id;
+    jp->fx = fx;
     vs_launch_desc d;
     memset(&d, 0, sizeof d);
     d.nranks = sw_fx_ranks[fx];
     d.timeout_s = 5;
     d.log_level = VS_LOG_DEBUG;
     d.logger.fn = sw_logger;
-    d.logger.user = &j;
-    vs_result lr = vs_launch_ex(&d, sw_rank, &j);
+    d.logger.user = jp;
+    vs_result lr = vs_launch_ex(&d, sw_rank, jp);
     // the worst outcome over the ranks that count
     int worst = -1, at = 0;
     for (int r = 0; r < d.nranks; r++) {
-        if (j.outcome[r] == SW_IGNORED) continue;
-        if (worst < 0 || j.outcome[r] > worst || (worst == SW_CLEAR && j.outcome[r] == SW_TOLERATED))
-            worst = j.outcome[r], at = r;
+        if (jp->outcome[r] == SW_IGNORED) continue;
+        if (worst < 0 || jp->outcome[r] > worst || (worst == SW_CLEAR && jp->outcome[r] == SW_TOLERATED))
+            worst = jp->outcome[r], at = r;
     }
     if (worst < 0) {
         rep->outcome = SW_NONE;
@@ -1655,7 +3647,7 @@ static void sw_run_entry(int id, sw_report* rep)
         return;
     }
     rep->outcome = worst;
-    snprintf(rep->detail, sizeof rep->detail, "rank %d: %s", at, j.detail[at]);
+    snprintf(rep->detail, sizeof rep->detail, "rank %d: %s", at, jp->detail[at]);
 }
 
 /* Forks a child for entry `id`; the child reports through a pipe. */
@@ -1717,7 +3709,9 @@ static int sw_fork_entry(int id, char* detail, size_t cap)
     return rep.outcome;
 }
 
-static const char* const sw_areas[] = {"base", "comm", "mesh", "layout", "tp", "init", "bootstrap", "ddp", "lr"};
+static const char* const sw_areas[] = {"base", "comm", "mesh", "layout", "tp", "init", "bootstrap", "ddp", "lr",
+                                       "pipe-sched", "pipe-sim", "pipe-split", "pipe-engine", "ckpt", "model", "plan",
+                                       "generate-plan", "train"};
 #define SW_NAREAS ((int)(sizeof sw_areas / sizeof sw_areas[0]))
 
 static int sw_area_index(const char* a)

@@ -512,9 +512,10 @@ static void test_profile_text(void)
              "missing keys are 0 (defaults)");
     VT_OK(vs_profile_parse("instr=2.5e-5 call=1e-6", &q));
     VT_CHECK(q.instr_s == 2.5e-5 && q.call_s == 1e-6, "instr %g call %g", q.instr_s, q.call_s);
-    VT_OK(vs_profile_parse("ar4=1,2,3,4 opt=5e-9 ar4=5,6,7,8", &q));
-    VT_CHECK(q.ar_n[0] == 4 && q.ar_n[1] == 0 && q.ar_s[0][0] == 5 && q.ar_s[0][3] == 8 && q.opt_s == 5e-9,
-             "a repeated group size replaces its row: n %d %g..%g", q.ar_n[0], q.ar_s[0][0], q.ar_s[0][3]);
+    // each key once (issue 19.5: a repeated key was silently the last one)
+    VT_ERR(vs_profile_parse("ar4=1,2,3,4 opt=5e-9 ar4=5,6,7,8", &q), VS_ERR_INVALID, "'ar4' twice");
+    VT_ERR(vs_profile_parse("opt=5e-9 tp4=1 opt=6e-9", &q), VS_ERR_INVALID, "'opt' twice");
+    VT_OK(vs_profile_parse("ar4=1,2,3,4 tp4=0.5", &q)); // (ar4 and tp4: one group size, two keys)
     VT_ERR(vs_profile_parse("instr=-1", &q), VS_ERR_INVALID, "instr = '-1'");
     VT_ERR(vs_profile_parse("flop_s=1 speed=3", &q), VS_ERR_INVALID, "unknown key 'speed'");
     VT_ERR(vs_profile_parse("bw=fast", &q), VS_ERR_INVALID, "bw = 'fast'");
@@ -626,7 +627,9 @@ static void test_sequence_parallel(void)
     int n0 = 0, n = 0;
     VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, e0, CAP, &n0));
     VT_CHECK(!out.sequence_parallel, "off unless asked");
-    c.sequence_parallel = 1;
+    c.sequence_parallel = 1; // refused until every layer says it handles it (vs_layer_decl.sp_ok)
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "does not declare that it handles it");
+    for (int l = 0; l < tm.m.nlayers; l++) tm.L[l].sp_ok = 1;
     VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
     VT_CHECK(out.sequence_parallel == 1 && n == n0 && n > 2, "plan sp %d, %d and %d estimates", out.sequence_parallel, n, n0);
     for (int i = 0; i < n && i < n0; i++) {
@@ -835,7 +838,8 @@ static void test_explain_given_plan(void)
     check_explained(&p, n, "1f1b", 1, "flops", "PP2 x TP4 1f1b, split flops (the planner cut uniformly)");
     VT_CHECK(strstr(text, "not among the"), "a split the planner did not use has no estimate:\n%s", text);
 
-    // DP4 x TP2 with sequence parallelism (make run's second half)
+    // DP4 x TP2 with sequence parallelism (make run's second half; its layers handle it)
+    for (int l = 0; l < tm.m.nlayers; l++) tm.L[l].sp_ok = 1;
     memset(&c, 0, sizeof c);
     c.world = 8, c.pp = 1, c.dp = 4, c.tp = 2, c.microbatches = 2, c.global_batch = 16, c.sequence_parallel = 1;
     VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
@@ -898,9 +902,10 @@ static void test_explain_reasons(void)
     VT_CHECK(strstr(text, "rejected: 3 configurations\n") && strstr(text, "  slower: larger bubble (1), e.g. PP2") &&
                  strstr(text, "  slower: more exposed communication (1)") && strstr(text, "  slower: more compute per rank (1)"),
              "%s", text);
-    // a why without its terminator is read within its bytes
+    // a why without its terminator is refused, not read past
     memset(e[1].why, 'x', sizeof e[1].why);
-    VT_CHECK(vs_plan_explain(e, 6, text, sizeof text) > 0, "unterminated why");
+    VT_CHECK(vs_plan_explain(e, 6, text, sizeof text) == -1 && strstr(vs_last_error(), "est[1].why is not terminated"),
+             "unterminated why: %s", vs_last_error());
 }
 
 /* The plan's text names what its defaults resolve to; vs_plan_resolve says it. */

@@ -522,7 +522,8 @@ static void t_print(void)
     VT_CHECK(strstr(buf, "split manual, cost in flops") && strstr(buf, "placement loop") &&
                  strstr(buf, "stage 1 chunk 3: l11 (1 unit) cost 100.0"),
              "manual:\n%s", buf);
-    VT_CHECK(vs_pipe_plan_print(NULL, m.u, buf, sizeof buf) == 0 && buf[0] == 0, "NULL plan");
+    VT_ERR(vs_pipe_plan_print(NULL, m.u, buf, sizeof buf), -1, "plan is NULL");
+    VT_CHECK(buf[0] == 0, "NULL plan: empty text");
     p.first_unit[2] = p.first_unit[1]; // an empty chunk: not a plan split makes
     vs_pipe_plan_print(&p, m.u, buf, sizeof buf);
     VT_CHECK(strstr(buf, "invalid"), "bad plan:\n%s", buf);

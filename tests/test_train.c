@@ -479,6 +479,24 @@ int main(void)
         VT_CHECK(!memcmp(&p, &q, sizeof p), "form %d: the parsed plan differs from the printed one:\n%s", form, t1);
         VT_CHECK(strstr(t1, form ? "\"sequence_parallel\": 1" : "sequence_parallel: 1\n") != NULL, "%s", t1);
     }
+    { // issue 19.5 (found by fuzzing): a blank split_points and a pattern's bytes >= 0x80
+        vs_plan a, b, c;
+        char ta[1024], tb[1024], ja[1024];
+        VT_OK(vs_plan_parse("{\"split_points\": \" \", \"split\": \"manual\"}", &a));
+        VT_CHECK(a.split_points[0] == 0, "blanks trimmed: '%s'", a.split_points);
+        VT_CHECK(vs_plan_print(&a, ta, sizeof ta) > 0, "%s", vs_last_error());
+        VT_OK(vs_plan_parse(ta, &b));
+        VT_CHECK(!memcmp(&a, &b, sizeof a) || (vs_plan_print(&b, tb, sizeof tb) > 0 && !strcmp(ta, tb)), "text:\n%s", ta);
+        VT_OK(vs_plan_parse("shard: caf\xc3\xa9.* Replicate\n", &a)); // UTF-8: printed as it is, valid JSON
+        VT_CHECK(vs_plan_print_json(&a, ja, sizeof ja) > 0 && strstr(ja, "\"caf\xc3\xa9.*\""), "%s", ja);
+        VT_OK(vs_plan_parse(ja, &c));
+        VT_CHECK(!memcmp(&a, &c, sizeof a) || (vs_plan_print(&a, ta, sizeof ta) > 0 && vs_plan_print(&c, tb, sizeof tb) > 0 &&
+                                               !strcmp(ta, tb)), "json:\n%s", ja);
+        VT_ERR(vs_plan_parse("shard: caf\xe9.* Replicate\n", &a), VS_ERR_INVALID, "not UTF-8");
+        snprintf(c.rules[0].pattern, sizeof c.rules[0].pattern, "caf\xe9.*"); // (built by hand: not printed)
+        VT_ERR(vs_plan_print_json(&c, ja, sizeof ja), -1, "not UTF-8");
+        VT_CHECK(ja[0] == 0, "nothing printed: %s", ja);
+    }
     vt_end("train/plan_roundtrip");
 
     vt_begin("train/bad_input");

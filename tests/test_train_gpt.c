@@ -63,6 +63,22 @@ typedef struct run {
     float* params;    // PTOTAL floats, in PNAME order
 } run;
 
+/* vs_parallelize refuses the run's plan on every rank, naming h.0.mlp. */
+static int no_sp_rank(vs_world* w, void* arg)
+{
+    run* R = (run*)arg;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL;
+    d.plan = &R->plan;
+    vs_train* t = NULL;
+    vs_result r = vs_parallelize(w, &d, &t);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "layer \"h.0.mlp\" does not declare") && !t,
+             "rank %d: %d %s", vs_world_rank(w), (int)r, vs_last_error());
+    if (!r) vs_train_free(t);
+    return 0;
+}
+
 static int rank_fn(vs_world* w, void* arg)
 {
     run* R = (run*)arg;
@@ -275,6 +291,24 @@ int main(void)
         go(bad);
         vt_end("train_gpt/SP_uneven_sequence_refused");
         drop(bad);
+        /* A layer that does not declare sp_ok would run on its rank's part of
+           the sequence as if it were the whole (issue 19.5: 1.8e-3 off after 3
+           steps, silently): refused, naming it, on every path to a plan. */
+        vt_begin("train_gpt/SP_needs_every_layer");
+        vs_plan sp;
+        memset(&sp, 0, sizeof sp);
+        sp.tp = 2, sp.sequence_parallel = 1;
+        VT_OK(vs_plan_check(&sp, &MODEL));
+        STORE.layers[2].sp_ok = 0; // h.0.mlp
+        VT_ERR(vs_plan_check(&sp, &MODEL), VS_ERR_INVALID, "layer \"h.0.mlp\" does not declare");
+        run* no = mk(1, 1, 2, VS_PIPE_1F1B, VS_ZERO_0);
+        no->plan.sequence_parallel = 1;
+        VT_OK(vs_launch(2, no_sp_rank, no));
+        drop(no);
+        sp.sequence_parallel = 0; // without sequence parallelism the layer is fine
+        VT_OK(vs_plan_check(&sp, &MODEL));
+        STORE.layers[2].sp_ok = 1;
+        vt_end("train_gpt/SP_needs_every_layer");
     }
 
     /* Resume on another mesh: saved on PP2 x DP2 x TP2 after SAVE_AT steps (its
