@@ -470,7 +470,7 @@ static void t_for_schedule(void)
     d.schedule = VS_PIPE_DEFAULT, d.chunks = 0; // any schedule: as before
     VT_OK(vs_pipe_split(m.u, 16, &d, &p));
     VT_CHECK(p.chunks == 1 && p.placement == VS_PIPE_PLACE_LOOP, "default: 1 chunk, loop");
-    VT_ERR(vs_pipe_generate(NULL, VS_PIPE_DEFAULT, 4, 0, 8, &s), VS_ERR_INVALID, "VS_PIPE_DEFAULT names no schedule");
+    VT_ERR(vs_pipe_generate(NULL, VS_PIPE_DEFAULT, 4, 0, 8, &s), VS_ERR_INVALID, "kind 0 (VS_PIPE_DEFAULT) names no schedule");
     // where each unit went: 16 units in 4 chunks of 4
     d.schedule = VS_PIPE_1F1B;
     VT_OK(vs_pipe_split(m.u, 16, &d, &p));
