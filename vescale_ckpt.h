@@ -3415,6 +3415,10 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_copy_mem(void* dst, const void* src, size_t 
 #ifdef _VS_CKPT_CUDA
     if (to_device || from_device) {
         cudaError_t e = cudaMemcpy(dst, src, n, cudaMemcpyDefault); // (unified addressing, as the other parts)
+        /* From pageable memory cudaMemcpy returns once the bytes are staged, the
+           DMA to the device maybe still on its way: wait for it, so the next
+           kernel on any stream (the trainer's are non-blocking) reads them. */
+        if (e == cudaSuccess && to_device) e = cudaStreamSynchronize(0);
         return e == cudaSuccess ? VS_OK
                                 : vs_set_error(VS_ERR_BACKEND, "checkpoint: cudaMemcpy of %zu bytes: %s", n,
                                                cudaGetErrorString(e));
@@ -4516,8 +4520,10 @@ VS_API vs_result vs_ckpt_save_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* 
     char* names;
     int n;
     _VS_TRY(_vs_ckpt_ddp_entries(ck, ddp, prefix, extra, nextra, 1, &step, &e, &n, &names));
-    // (an async save copies the step with the rest)
-    vs_result r = vs_ckpt_save(ck, path, e, n, opts);
+    // the last step's optimizer kernels and gathers done before anything is copied
+    // (the copies do not wait for the DDP's stream); an async save copies the step with the rest
+    vs_result r = vs_ddp_synchronize(ddp);
+    if (!r) r = vs_ckpt_save(ck, path, e, n, opts);
     vs_free(ck->w, e);
     vs_free(ck->w, names);
     return r;
@@ -4533,7 +4539,8 @@ VS_API vs_result vs_ckpt_load_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* 
     char* names;
     int n;
     _VS_TRY(_vs_ckpt_ddp_entries(ck, ddp, prefix, extra, nextra, 0, &step, &e, &n, &names));
-    vs_result r = vs_ckpt_load(ck, path, e, n, NULL);
+    vs_result r = vs_ddp_synchronize(ddp); // (nothing of the DDP's still reads or writes its buffers)
+    if (!r) r = vs_ckpt_load(ck, path, e, n, NULL);
     if (!r) r = vs_ddp_set_step_count(ddp, step);
     for (int i = 0; !r && i < nextra; i++) extra[i].blob_bytes = e[n - nextra + i].blob_bytes; // blobs' stored sizes
     vs_free(ck->w, e);

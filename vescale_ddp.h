@@ -359,6 +359,13 @@ VS_API int vs_ddp_num_params(const vs_ddp* d);
 /* The parameter's local shard (its dtype), owned by DDP after finalize. After a
    ZeRO step it waits for that bucket's all-gather: ask again after each step. */
 VS_API void* vs_ddp_param(vs_ddp* d, int index);
+/* Blocks the host until the DDP's work is done: every bucket's parameter
+   all-gather in flight (ZeRO) and, on device buffers, everything it queued on
+   its stream (the last step's optimizer kernels and casts). Then the
+   parameters, gradients and optimizer state may be read from the host or any
+   stream (vs_ckpt_save_ddp calls it before it copies). VS_OK at once when
+   nothing is pending. */
+VS_API vs_result vs_ddp_synchronize(vs_ddp* d);
 /* The gradient view to add into (vs_ddp_grad_dtype); asking for it starts a
    backward pass. ZeRO-2: valid for the current backward pass only. NULL with
    vs_last_error() on error. */
@@ -1701,6 +1708,15 @@ VS_API void* vs_ddp_param(vs_ddp* d, int i)
     _vs_dparam* q = &d->params[i];
     if (_vs_ddp_params_ready(d, q->bucket)) return NULL;
     return (char*)d->buckets[q->bucket].param + (size_t)q->offset * _vs_dsz(q->dtype);
+}
+
+VS_API vs_result vs_ddp_synchronize(vs_ddp* d)
+{
+    if (!d) return vs_set_error(VS_ERR_NULL, "vs_ddp_synchronize: ddp is NULL");
+    if (!d->finalized) return VS_OK; // (nothing queued before finalize)
+    for (int b = 0; b < d->nbuckets; b++) _VS_TRY(_vs_ddp_params_ready(d, b));
+    vs_result r = _vs_ddp_sync(d);
+    return r ? vs_set_error(r, "vs_ddp_synchronize: %s", vs_last_error()) : VS_OK;
 }
 
 /* The getters' check (vescale_mesh.h's "Getters" rule): d and a parameter index. */

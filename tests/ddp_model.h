@@ -30,7 +30,8 @@ typedef struct dm_run {
     vs_optim_kind kind;
     int grad_fp32, micro, no_overlap;
     double clip; /* > 0 clip; < 0 measure only */
-    void* stream; /* device path: vs_ddp_desc.stream */
+    void* stream; /* device path: vs_ddp_desc.stream, one for every rank (one device) */
+    void* rank_stream[DM_MAXR]; /* else each rank's own (a stream belongs to its rank's GPU) */
     float out[DM_MAXR][DM_NP][DM_MAXE];
     double norm[DM_MAXR][DM_STEPS];
     float synced[DM_MAXR][DM_MAXE];
@@ -38,10 +39,12 @@ typedef struct dm_run {
 
 /* Device path: a copy on the run's stream, the one DDP works on, as a trainer's
    kernels would be (a plain cudaMemcpy would not wait for DDP's work there). */
-static void dm_put(const dm_run* c, int dev, void* dst, const void* src, size_t bytes)
+static void* dm_stream(const dm_run* c, int me) { return c->rank_stream[me] ? c->rank_stream[me] : c->stream; }
+
+static void dm_put(const dm_run* c, int me, int dev, void* dst, const void* src, size_t bytes)
 {
     if (dev) {
-        cudaStream_t st = (cudaStream_t)c->stream;
+        cudaStream_t st = (cudaStream_t)dm_stream(c, me);
         VT_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, st) == cudaSuccess &&
                      cudaStreamSynchronize(st) == cudaSuccess,
                  "copy of %zu bytes on the stream", bytes);
@@ -71,7 +74,7 @@ static int dm_rank(vs_world* w, dm_run* c, int dev)
     dd.optim.weight_decay = 0.05;
     dd.optim.momentum = 0.9;
     dd.optim.nesterov = 1;
-    dd.stream = dev ? c->stream : NULL;
+    dd.stream = dev ? dm_stream(c, me) : NULL;
     vs_ddp* d = NULL;
     VT_OK(vs_ddp_init(&dd, &d));
     if (!d) return 1;
@@ -90,7 +93,7 @@ static int dm_rank(vs_world* w, dm_run* c, int dev)
         pd.no_decay = p == 1;
         void* init = dev && p == 0 ? vs_device_alloc(w, (size_t)dm_numel[p] * 4) : NULL;
         if (init) { /* initial values may come from device memory too */
-            dm_put(c, 1, init, f, (size_t)dm_numel[p] * 4);
+            dm_put(c, me, 1, init, f, (size_t)dm_numel[p] * 4);
             pd.data = init;
         }
         VT_OK(vs_ddp_add_param(d, &pd, NULL));
@@ -110,13 +113,13 @@ static int dm_rank(vs_world* w, dm_run* c, int dev)
                 int half = vs_ddp_grad_dtype(d, p) != VS_F32;
                 size_t bytes = (size_t)dm_numel[p] * (half ? 2 : 4);
                 if (dev) DM_CHECK_DEVICE(g, bytes);
-                dm_put(c, dev, half ? (void*)h : (void*)cur, g, bytes); /* add to it, as a backward would */
+                dm_put(c, me, dev, half ? (void*)h : (void*)cur, g, bytes); /* add to it, as a backward would */
                 for (int e = 0; e < dm_numel[p]; e++) {
                     float add = (float)(0.3 * cos(0.7 * me + 1.3 * st + 0.5 * mb + 0.11 * e + p));
                     f[e] = (half ? vs_bf16_to_f32(h[e]) : cur[e]) + add;
                     h[e] = vs_f32_to_bf16(f[e]);
                 }
-                dm_put(c, dev, g, half ? (const void*)h : (const void*)f, bytes);
+                dm_put(c, me, dev, g, half ? (const void*)h : (const void*)f, bytes);
                 VT_OK(vs_ddp_grad_ready(d, p));
             }
             VT_OK(vs_ddp_finish_grad_sync(d));
@@ -124,7 +127,7 @@ static int dm_rank(vs_world* w, dm_run* c, int dev)
         if (c->zero == VS_ZERO_0 && c->micro == 1) {
             const void* s = vs_ddp_grad_synced(d, 0);
             VT_CHECK(s != NULL, "grad_synced: %s", vs_last_error());
-            if (s) dm_put(c, dev, c->synced[me], s, (size_t)dm_numel[0] * 4);
+            if (s) dm_put(c, me, dev, c->synced[me], s, (size_t)dm_numel[0] * 4);
         }
         VT_OK(vs_ddp_clip_grad_norm(d, c->clip, &c->norm[me][st]));
         VT_OK(vs_ddp_step(d, 0.01));
@@ -136,10 +139,10 @@ static int dm_rank(vs_world* w, dm_run* c, int dev)
         if (dev) DM_CHECK_DEVICE(v, (size_t)dm_numel[p] * (p == 2 ? 2 : 4));
         uint16_t h[DM_MAXE];
         if (p == 2) {
-            dm_put(c, dev, h, v, (size_t)dm_numel[p] * 2);
+            dm_put(c, me, dev, h, v, (size_t)dm_numel[p] * 2);
             for (int e = 0; e < dm_numel[p]; e++) c->out[me][p][e] = vs_bf16_to_f32(h[e]);
         } else {
-            dm_put(c, dev, c->out[me][p], v, (size_t)dm_numel[p] * 4);
+            dm_put(c, me, dev, c->out[me][p], v, (size_t)dm_numel[p] * 4);
         }
     }
     VT_OK(vs_ddp_free(d));

@@ -1489,6 +1489,7 @@ static void sweep_ddp(sw_ctx* x)
     if (E(A, "vs_ddp_finalize", "twice", FX_DDPF)) R(vs_ddp_finalize(x->ddp), "twice");
     if (E(A, "vs_ddp_num_params", "ddp NULL", FX_NONE)) R(vs_ddp_num_params(NULL), "ddp is NULL");
     if (E(A, "vs_ddp_param", "ddp NULL", FX_NONE)) RP(vs_ddp_param(NULL, 0), "ddp");
+    if (E(A, "vs_ddp_synchronize", "ddp NULL", FX_NONE)) R(vs_ddp_synchronize(NULL), "ddp is NULL");
     if (E(A, "vs_ddp_param", "before finalize", FX_DDP)) RP(vs_ddp_param(x->ddp, 0), "vs_ddp_finalize");
     if (E(A, "vs_ddp_param", "index -1", FX_DDPF)) RP(vs_ddp_param(x->ddp, -1), "index -1");
     if (E(A, "vs_ddp_param", "index 2 of 2", FX_DDPF)) RP(vs_ddp_param(x->ddp, 2), "index 2");

@@ -164,9 +164,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags)
     __atomic_add_fetch(&mock_waited, 1, __ATOMIC_SEQ_CST);
     return cudaSuccess;
 }
+static long mock_stream_syncs;
 cudaError_t cudaStreamSynchronize(cudaStream_t st)
 {
     MOCK_STREAM_IS(st, "cudaStreamSynchronize");
+    __atomic_add_fetch(&mock_stream_syncs, 1, __ATOMIC_SEQ_CST);
     return cudaSuccess;
 }
 cudaError_t cudaMemset(void* p, int v, size_t n)
@@ -264,6 +266,11 @@ static int rank_fail(vs_world* w, void* arg)
     if (g) VT_CHECK(cudaMemcpy(g, f, sizeof f, cudaMemcpyDefault) == cudaSuccess, "copy");
     VT_OK(vs_ddp_grad_ready(d, 0));
     VT_OK(vs_ddp_finish_grad_sync(d));
+    // vs_ddp_synchronize waits for the trainer's stream (what a checkpoint copies after)
+    long syncs = __atomic_load_n(&mock_stream_syncs, __ATOMIC_SEQ_CST);
+    VT_OK(vs_ddp_synchronize(d));
+    VT_CHECK(__atomic_load_n(&mock_stream_syncs, __ATOMIC_SEQ_CST) > syncs, "vs_ddp_synchronize did not wait for the stream");
+    VT_ERR(vs_ddp_synchronize(NULL), VS_ERR_NULL, "ddp is NULL");
     mock_fail_launch = 1;
     vs_clear_error();
     vs_result r = vs_ddp_step(d, 0.1);

@@ -165,18 +165,27 @@ static int nccl_rank(vs_world* w, void* arg)
 
 #include "ddp_model.h"
 
-static int ddp_rank(vs_world* w, void* arg) { return dm_rank(w, (dm_run*)arg, vs_world_transport(w) == VS_TRANSPORT_NCCL); }
+/* Each rank makes its own stream, on its own GPU (vs_launch set the device):
+   a stream of device 0 given to a rank on device 1 fails its first launch. */
+static int ddp_rank(vs_world* w, void* arg)
+{
+    dm_run* c = (dm_run*)arg;
+    int nccl = vs_world_transport(w) == VS_TRANSPORT_NCCL, me = vs_world_rank(w);
+    cudaStream_t st = NULL;
+    if (nccl) VT_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess, "rank %d: stream", me);
+    c->rank_stream[me] = (void*)st;
+    int r = dm_rank(w, c, nccl);
+    if (st) cudaStreamDestroy(st);
+    return r;
+}
 
-/* The device run (NCCL, n ranks, its own stream) against the host run (threads). */
+/* The device run (NCCL, n ranks, a stream each) against the host run (threads). */
 static void case_ddp_device(int n, dm_run* cfg)
 {
     static dm_run host, devr;
-    cudaStream_t st = NULL;
-    VT_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess, "stream");
     host = *cfg;
     devr = *cfg;
     host.dp = devr.dp = n;
-    devr.stream = (void*)st;
     VT_OK(vs_launch(n, ddp_rank, &host));
     vs_launch_desc ld;
     memset(&ld, 0, sizeof ld);
@@ -190,7 +199,6 @@ static void case_ddp_device(int n, dm_run* cfg)
        relative), so 1e-14. More ranks: NCCL's sums round apart from the threads
        transport's. */
     dm_compare(&devr, &host, n == 1 ? 0 : cfg->grad_fp32 ? 1e-6 : 8e-3, n == 1 ? 1e-14 : 1e-6);
-    if (st) cudaStreamDestroy(st);
 }
 
 /* ---- layouts, TP and init on device buffers vs host buffers -------------- */
