@@ -1714,8 +1714,9 @@ VS_API vs_result vs_ddp_synchronize(vs_ddp* d)
 {
     if (!d) return vs_set_error(VS_ERR_NULL, "vs_ddp_synchronize: ddp is NULL");
     if (!d->finalized) return VS_OK; // (nothing queued before finalize)
-    for (int b = 0; b < d->nbuckets; b++) _VS_TRY(_vs_ddp_params_ready(d, b));
-    vs_result r = _vs_ddp_sync(d);
+    vs_result r = VS_OK;
+    for (int b = 0; b < d->nbuckets && !r; b++) r = _vs_ddp_params_ready(d, b);
+    if (!r) r = _vs_ddp_sync(d);
     return r ? vs_set_error(r, "vs_ddp_synchronize: %s", vs_last_error()) : VS_OK;
 }
 
