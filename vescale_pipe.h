@@ -2629,6 +2629,9 @@ struct vs_pipe {
     size_t* saved_bytes;
     float* mb_loss;
     int* pending;           // [chunk * M + mb]: parts left before its memory goes
+    void* dcache;           // device path: free blocks (_vs_pipe_dblk), reused by size
+    void* dlive;            // device path: blocks handed out
+    long nruns;             // runs done (which run last used a device block)
     double* t0;
     double* t1;
     int tcap, tn;
@@ -2673,17 +2676,70 @@ typedef struct _vs_pipe_blk {
 } _vs_pipe_blk;
 #define _VS_PIPE_BLK 16 // header bytes before the block (keeps 16-byte alignment)
 
+/* Device blocks are cached too, on the host side (their memory cannot hold a
+   header): no cudaMalloc or cudaFree in a steady-state run (cudaFree waits for
+   the whole device, NCCL kernels waiting on peers included). Sizes are rounded
+   up to a power of two (to 2 MiB steps past 64 MiB), and a request takes the
+   smallest free block of at least its size and at most twice its class, so shapes that
+   vary a little from step to step (sequence lengths) still reuse. A block goes
+   back when its last use is queued on the compute stream, or done (a send is
+   waited first), so its next user, on the same stream, comes after; one no run
+   has used for _VS_PIPE_DKEEP runs is freed after a run. */
+typedef struct _vs_pipe_dblk {
+    void* ptr;
+    size_t bytes; // its size
+    size_t req;   // the size asked for (the engine's accounting)
+    long used;    // the run that last handed it out
+    struct _vs_pipe_dblk* next;
+} _vs_pipe_dblk;
+#define _VS_PIPE_DKEEP 16
+
+_VS_PIPE_PRIVATE size_t _vs_pipe_dclass(size_t n)
+{
+    if (n > ((size_t)64 << 20)) {
+        size_t step = (size_t)2 << 20;
+        return n > SIZE_MAX - step ? n : (n + step - 1) / step * step;
+    }
+    size_t c = 256;
+    while (c < n) c <<= 1;
+    return c;
+}
+
+_VS_PIPE_PRIVATE void _vs_pipe_buf_free(const vs_pipe* p, void* ptr);
+
 _VS_PIPE_PRIVATE void* _vs_pipe_buf(const vs_pipe* p, size_t bytes, int zero)
 {
 #ifdef _VS_PIPE_CUDA
     if (p->dev) {
-        size_t n = bytes ? bytes : 1;
-        void* d = vs_device_alloc(p->w, n);
-        if (d && zero && cudaMemsetAsync(d, 0, n, (cudaStream_t)p->stream) != cudaSuccess) {
-            vs_device_free(p->w, d);
-            d = NULL;
+        vs_pipe* q = (vs_pipe*)p;
+        _vs_pipe_dblk **at = NULL, **it = (_vs_pipe_dblk**)&q->dcache;
+        const size_t cls = _vs_pipe_dclass(bytes);
+        for (; *it; it = &(*it)->next) // the smallest free block that fits, within twice the request's class
+            if ((*it)->bytes >= bytes && (*it)->bytes / 2 <= cls && (!at || (*it)->bytes < (*at)->bytes)) at = it;
+        _vs_pipe_dblk* b = at ? *at : NULL;
+        if (b) {
+            *at = b->next;
+            q->cache_bytes -= b->bytes;
+        } else {
+            b = _VS_PIPE_NEW(p->w, _vs_pipe_dblk, 1);
+            if (!b) return NULL;
+            b->bytes = cls;
+            if (!(b->ptr = vs_device_alloc(p->w, b->bytes))) {
+                vs_free(p->w, b);
+                return NULL;
+            }
         }
-        return d;
+        b->req = bytes;
+        b->used = q->nruns;
+        b->next = (_vs_pipe_dblk*)q->dlive;
+        q->dlive = b;
+        q->live_bytes += bytes;
+        if (q->live_bytes > q->peak_bytes) q->peak_bytes = q->live_bytes;
+        if (zero && cudaMemsetAsync(b->ptr, 0, bytes ? bytes : 1, (cudaStream_t)p->stream) != cudaSuccess) {
+            _vs_pipe_buf_free(p, b->ptr);
+            return NULL;
+        }
+        return b->ptr;
     }
 #endif
     (void)zero; // (host blocks are always zeroed, as before the cache)
@@ -2710,7 +2766,17 @@ _VS_PIPE_PRIVATE void _vs_pipe_buf_free(const vs_pipe* p, void* ptr)
 {
     if (!ptr) return;
     if (p->dev) {
-        vs_device_free(p->w, ptr);
+        vs_pipe* q = (vs_pipe*)p;
+        _vs_pipe_dblk** at = (_vs_pipe_dblk**)&q->dlive;
+        while (*at && (*at)->ptr != ptr) at = &(*at)->next;
+        _vs_pipe_dblk* b = *at;
+        VS_ASSERT(b != NULL); // (a block the engine handed out)
+        if (!b) return;
+        *at = b->next;
+        b->next = (_vs_pipe_dblk*)q->dcache;
+        q->dcache = b;
+        q->cache_bytes += b->bytes;
+        q->live_bytes -= b->req;
         return;
     }
     vs_pipe* q = (vs_pipe*)p;
@@ -2731,6 +2797,21 @@ _VS_PIPE_PRIVATE void _vs_pipe_cache_trim(vs_pipe* p)
         p->cache_bytes -= b->bytes;
         vs_free(p->w, b);
     }
+    /* Device blocks stay while runs use them (a steady state allocates nothing);
+       one that _VS_PIPE_DKEEP runs did not hand out goes (the shapes changed).
+       The run is done: nothing is queued on the blocks. */
+    for (_vs_pipe_dblk** at = (_vs_pipe_dblk**)&p->dcache; *at;) {
+        _vs_pipe_dblk* b = *at;
+        if (p->nruns - b->used < _VS_PIPE_DKEEP) {
+            at = &b->next;
+            continue;
+        }
+        *at = b->next;
+        p->cache_bytes -= b->bytes;
+        vs_device_free(p->w, b->ptr);
+        vs_free(p->w, b);
+    }
+    p->nruns++;
     p->peak_bytes = p->live_bytes;
 }
 
@@ -2744,6 +2825,16 @@ _VS_PIPE_PRIVATE void _vs_pipe_cache_drop(vs_pipe* p)
         b = n;
     }
     p->cache = NULL;
+    for (int list = 0; list < 2; list++) { // device blocks: the free ones, and any still out
+        _vs_pipe_dblk* d = (_vs_pipe_dblk*)(list ? p->dlive : p->dcache);
+        while (d) {
+            _vs_pipe_dblk* n = d->next;
+            vs_device_free(p->w, d->ptr);
+            vs_free(p->w, d);
+            d = n;
+        }
+    }
+    p->dcache = p->dlive = NULL;
     p->cache_bytes = 0;
 }
 

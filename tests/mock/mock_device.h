@@ -17,6 +17,7 @@ static struct {
     size_t n;
 } mock_alloc[MOCK_MAXA];
 static int mock_nalloc, mock_live;
+static long mock_allocs; /* every device allocation ever made */
 
 static void* mock_dalloc(size_t n, void* user)
 {
@@ -31,6 +32,7 @@ static void* mock_dalloc(size_t n, void* user)
         mock_alloc[i].p = p, mock_alloc[i].n = n;
         if (i == mock_nalloc) mock_nalloc++;
         mock_live++;
+        mock_allocs++;
     }
     pthread_mutex_unlock(&mock_mu);
     return p;
