@@ -5153,14 +5153,22 @@ _VS_PRIVATE vs_result _vs_nccl_test(vs_work* w, int* done)
     *done = e == cudaSuccess;
     if (e != cudaSuccess && e != cudaErrorNotReady)
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "vs_test: %s", cudaGetErrorString(e));
+    vs_comm* c = w->comm;
+    ncclResult_t ar = ncclSuccess;
+    if (!*done && c && c->nc) ncclCommGetAsyncError(c->nc, &ar); // (a failed peer shows here too, not at vs_wait only)
+    if (ar != ncclSuccess && ar != ncclInProgress)
+        return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)ar, "vs_test", ncclGetErrorString(ar));
     return VS_OK;
 }
 
+/* Freeing a communicator completes its unwaited work as vs_wait would: with the
+   deadline and the async-error watch (a hung peer aborts the communicator;
+   cudaEventSynchronize here never returned). */
 _VS_PRIVATE void _vs_nccl_detach(vs_work* w)
 {
-    cudaError_t e = w->ev ? cudaEventSynchronize(w->ev) : cudaSuccess;
-    w->res = e == cudaSuccess ? VS_OK : VS_ERR_BACKEND;
-    if (e != cudaSuccess) _vs_fmt(w->err, sizeof w->err, "vs_wait: %s", cudaGetErrorString(e));
+    vs_result r = w->ev && w->comm ? _vs_nccl_sync(w->comm, w->ev, "vs_comm_free: unwaited work") : VS_OK;
+    w->res = r;
+    if (r) _vs_fmt(w->err, sizeof w->err, "%s", vs_last_error());
 }
 
 _VS_PRIVATE void _vs_nccl_abort_comm(vs_comm* c, vs_result why, int origin, const char* cause)
