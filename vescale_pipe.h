@@ -121,10 +121,14 @@
    every activation, gradient, saved scratch and message is device memory from
    the world's device hooks (vs_device_alloc), zeroed and copied on the compute
    stream (vs_pipe_desc.stream); each microbatch's loss is copied back to the host
-   and read after a stream sync. The device hooks must be stream-ordered for the
-   compute stream (cudaFree is; so is a caching allocator keyed on the stream):
-   memory is let go with the compute stream's work on it still queued. Send
-   buffers go back only when their send completed.
+   and read after a stream sync. The engine keeps the device blocks it lets go
+   (sizes rounded to a power of two) and hands them out again on the compute
+   stream, so a steady-state run calls the hooks next to never (a new peak of
+   sends in flight may add a block); a block no run used for 16 runs goes back
+   to the hooks after a run, the rest at vs_pipe_free. (cudaFree waits for the
+   whole device, NCCL kernels waiting on peers included: never in the hot loop.)
+   A block is reused only after its last use is queued on the compute stream;
+   send buffers only once their send completed.
 
    Lifetimes. A schedule and a pipe remember being freed: a second
    vs_pipe_sched_free or vs_pipe_free, or any call on a freed one, is
