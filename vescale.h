@@ -791,6 +791,9 @@ _VS_HL_PRIVATE vs_result _vs_plan_fields(const vs_plan* p, const char* fn)
 {
     if (p->pp < 0 || p->dp < 0 || p->tp < 0)
         return vs_set_error(VS_ERR_INVALID, "%s: mesh PP=%d DP=%d TP=%d (each >= 0; 0: 1)", fn, p->pp, p->dp, p->tp);
+    if (p->pp > VS_PIPE_MAX_CHUNKS) // (and so the default microbatch count, pp, fits what parse takes)
+        return vs_set_error(VS_ERR_INVALID, "%s: mesh PP=%d: at most VS_PIPE_MAX_CHUNKS (%d) stages", fn, p->pp,
+                            VS_PIPE_MAX_CHUNKS);
     int64_t ranks = (int64_t)_vs_hl_sz(p->pp) * _vs_hl_sz(p->dp) * _vs_hl_sz(p->tp);
     if (ranks > INT_MAX)
         return vs_set_error(VS_ERR_INVALID, "%s: mesh PP=%d DP=%d TP=%d is %lld ranks, more than an int counts", fn,
@@ -1043,8 +1046,10 @@ _VS_HL_PRIVATE vs_result _vs_plan_set(vs_plan* p, const char* key, const char* v
         char a[24], b[24], c[24];
         int pp, dp, tp, used = 0;
         if (sscanf(v, "PP=%23[^ \t] DP=%23[^ \t] TP=%23[^ \t]%n", a, b, c, &used) != 3 || v[used] ||
-            !_vs_plan_int(a, 1, INT_MAX, &pp) || !_vs_plan_int(b, 1, INT_MAX, &dp) || !_vs_plan_int(c, 1, INT_MAX, &tp))
-            return vs_set_error(VS_ERR_INVALID, "%s: %s: mesh \"%s\" (PP=a DP=b TP=c, each an int >= 1)", fn, where, v);
+            !_vs_plan_int(a, 1, VS_PIPE_MAX_CHUNKS, &pp) || !_vs_plan_int(b, 1, INT_MAX, &dp) ||
+            !_vs_plan_int(c, 1, INT_MAX, &tp))
+            return vs_set_error(VS_ERR_INVALID, "%s: %s: mesh \"%s\" (PP=a DP=b TP=c, each an int >= 1, PP at most %d)",
+                                fn, where, v, VS_PIPE_MAX_CHUNKS);
         if ((int64_t)pp * dp * tp > INT_MAX)
             return vs_set_error(VS_ERR_INVALID, "%s: %s: mesh \"%s\" is %lld ranks, more than an int counts", fn, where, v,
                                 (long long)((int64_t)pp * dp * tp));

@@ -496,6 +496,15 @@ int main(void)
         snprintf(c.rules[0].pattern, sizeof c.rules[0].pattern, "caf\xe9.*"); // (built by hand: not printed)
         VT_ERR(vs_plan_print_json(&c, ja, sizeof ja), -1, "not UTF-8");
         VT_CHECK(ja[0] == 0, "nothing printed: %s", ja);
+        /* (found by fuzz_plan) a PP the pipeline cannot have: parsed, it printed its
+           default microbatch count (pp, 2417805) that parse then refused */
+        VT_ERR(vs_plan_parse("mesh: PP=722 DP=2 TP=1\n", &a), VS_ERR_INVALID, "PP at most 256");
+        memset(&c, 0, sizeof c);
+        c.pp = 2417805, c.dp = 2, c.tp = 66;
+        VT_ERR(vs_plan_print(&c, ta, sizeof ta), -1, "mesh PP=2417805: at most VS_PIPE_MAX_CHUNKS (256) stages");
+        c.pp = 256;
+        VT_CHECK(vs_plan_print(&c, ta, sizeof ta) > 0 && vs_plan_parse(ta, &b) == VS_OK && b.microbatches == 256,
+                 "PP=256 round trip:\n%s", ta);
     }
     vt_end("train/plan_roundtrip");
 
