@@ -739,9 +739,7 @@ _VS_HL_PRIVATE int _vs_hl_sz(int v) { return v > 0 ? v : 1; }
 _VS_HL_PRIVATE vs_pipe_kind _vs_hl_sched(const vs_plan* p) { return p->schedule ? p->schedule : VS_PIPE_1F1B; }
 _VS_HL_PRIVATE int _vs_hl_chunks(const vs_plan* p)
 {
-    if (p->chunks > 0) return p->chunks;
-    vs_pipe_kind k = _vs_hl_sched(p); // (interleaved: 2, as vs_pipe_generate and the planner take it)
-    return k == VS_PIPE_ZBV || k == VS_PIPE_DUALPIPEV || k == VS_PIPE_INTERLEAVED ? 2 : 1;
+    return p->chunks > 0 ? p->chunks : _vs_pipe_kind_own_chunks(_vs_hl_sched(p));
 }
 _VS_HL_PRIVATE int _vs_hl_mbs(const vs_plan* p) { return p->microbatches > 0 ? p->microbatches : _vs_hl_sz(p->pp); }
 _VS_HL_PRIVATE vs_pipe_split_kind _vs_hl_split(const vs_plan* p)
@@ -1652,13 +1650,9 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
     }
     for (int i = 0; i < g->np; i++) {
         const _vs_gp_param* q = &g->par[i];
-        int k = 0, kt = 0;
-        while (pl->first_unit[k + 1] <= q->unit) k++;
-        int p = pl->chunk_stage[k];
-        if (q->twin >= 0) {
-            while (pl->first_unit[kt + 1] <= q->twin) kt++;
-            if (pl->chunk_stage[kt] == p) continue; // the same parameter, already on this stage
-        }
+        int p = -1, pt = -1, k = vs_pipe_unit_chunk(pl, q->unit, &p);
+        if (q->twin >= 0 && vs_pipe_unit_chunk(pl, q->twin, &pt) >= 0 && pt == p)
+            continue; // the same parameter, already on this stage
         double div = q->shard_dim >= 0 ? tp : 1;
         out->pbytes[p] += q->bytes / div;
         out->pnumel[p] += q->numel / div;
@@ -1870,7 +1864,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_enumerate(_vs_gp* g, int* ntriples)
                                                       VS_PIPE_GPIPE};
                 for (int s = 0; s < (pp == 1 ? 1 : 5) && r == VS_OK; s++) {
                     vs_pipe_kind kind = kinds[s];
-                    int V = kind == VS_PIPE_INTERLEAVED || kind == VS_PIPE_ZBV ? 2 : 1;
+                    int V = _vs_pipe_kind_own_chunks(kind);
                     if (V == 2 && g->nu < 2 * pp) continue;
                     if (!have[V - 1]) {
                         vs_pipe_split_desc sd;
@@ -3158,15 +3152,12 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             if (!any) sd.kind = VS_PIPE_SPLIT_UNIFORM;
         }
         sd.points = pl->split_points[0] ? pl->split_points : NULL;
-        vs_pipe_kind k = _vs_hl_sched(pl);
-        sd.placement = k == VS_PIPE_ZBV || k == VS_PIPE_DUALPIPEV ? VS_PIPE_PLACE_V : VS_PIPE_PLACE_LOOP;
+        sd.schedule = _vs_hl_sched(pl); // (the split takes the placement the schedule needs)
         r = vs_pipe_split(t->units, L, &sd, &t->pplan);
     }
     // parameters: unique by name; where they are used
     for (int l = 0; !r && l < L; l++) {
-        int k = 0;
-        while (k + 1 < t->pplan.nchunks && t->pplan.first_unit[k + 1] <= l) k++;
-        int st = t->pplan.chunk_stage[k];
+        int st = 0, k = vs_pipe_unit_chunk(&t->pplan, l, &st);
         for (int i = 0; i < m->layers[l].nparams; i++) {
             const vs_param_decl* pd = &m->layers[l].params[i];
             int x = _vs_hl_find(t, pd->name);

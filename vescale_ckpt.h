@@ -2638,6 +2638,16 @@ VS_API vs_result vs_ckpt_retain(const char* folder, int keep)
     return _vs_ckpt_retain_w(NULL, folder, keep);
 }
 
+/* An existing path (a link counts) without overwrite is VS_ERR_STATE: checked at
+   the call (async), before anything is written (rank 0), and at the commit. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_taken(const char* path, int overwrite)
+{
+    struct stat st;
+    if (!overwrite && lstat(path, &st) == 0)
+        return vs_set_error(VS_ERR_STATE, "vs_ckpt_save: %s exists (pass overwrite to replace it)", path);
+    return VS_OK;
+}
+
 /* Puts the finished temporary directory in place (rank 0): everything in it is
    durable already; an old checkpoint at path is renamed away, not deleted,
    until the new one's rename is durable (a crash between the two renames
@@ -2649,9 +2659,9 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_commit(const vs_world* w, const char* tmp, c
     char parent[4096], old[4096];
     _vs_ckpt_parent(path, parent, sizeof parent);
     _VS_TRY(_vs_ckpt_fsync_path(tmp, 1));
+    _VS_TRY(_vs_ckpt_taken(path, overwrite));
     struct stat st;
     int exists = lstat(path, &st) == 0;
-    if (exists && !overwrite) return vs_set_error(VS_ERR_STATE, "%s exists (overwrite not asked)", path);
     if (exists) {
         _vs_ckpt_fmt(old, sizeof old, "%s" _VS_CKPT_OLD "%s", path, nonce);
         if (rename(path, old)) return vs_set_error(VS_ERR_IO, "rename %s -> %s: %s", path, old, strerror(errno));
@@ -3241,10 +3251,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_exists(vs_ckpt* ck, const char* path, int ov
     _vs_ckpt_parent(path, parent, sizeof parent);
     int root = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root >= 0) _vs_ckpt_sweep(ck->w, root, parent), close(root);
-    struct stat st;
-    if (!overwrite && lstat(path, &st) == 0)
-        return vs_set_error(VS_ERR_STATE, "vs_ckpt_save: %s exists (pass overwrite to replace it)", path);
-    return VS_OK;
+    return _vs_ckpt_taken(path, overwrite);
 }
 
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, const vs_ckpt_entry* entries, int n,
@@ -4315,10 +4322,8 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     else if (async != 0 && async != 1) r = vs_set_error(VS_ERR_INVALID, "%s: opts.async = %d (0 or 1)", fn, async);
     else if (overwrite != 0 && overwrite != 1)
         r = vs_set_error(VS_ERR_INVALID, "%s: opts.overwrite = %d (0 or 1)", fn, overwrite);
-    else if (async && !overwrite) { // known now, not at a later call: every rank sees the folder (rank 0 commits
-        struct stat st;            // what all ranks write), so each checks without a collective
-        if (lstat(path, &st) == 0) r = vs_set_error(VS_ERR_STATE, "%s: %s exists (pass overwrite to replace it)", fn, path);
-    }
+    else if (async) // known now, not at a later call: every rank sees the folder (rank 0 commits what
+        r = _vs_ckpt_taken(path, overwrite); // all ranks write), so each checks without a collective
     if (r) return r;
     for (int i = 0; i < n; i++) dev |= entries[i].device && !entries[i].skip;
     _vs_ckpt_job* j = NULL;

@@ -666,6 +666,30 @@ _VS_PIPE_PRIVATE _VS_PRINTF(4, 5) void _vs_pipe_cat(char* buf, size_t cap, size_
     if (n > 0) *len += (size_t)n;
 }
 
+/* The chunks per stage a schedule kind runs by its own count: 2 for interleaved,
+   ZB-V and DualPipeV, else 1 (VS_PIPE_DEFAULT: 1). */
+_VS_PIPE_PRIVATE int _vs_pipe_kind_own_chunks(vs_pipe_kind k)
+{
+    return k == VS_PIPE_INTERLEAVED || k == VS_PIPE_ZBV || k == VS_PIPE_DUALPIPEV ? 2 : 1;
+}
+
+/* `chunks` per stage for kind k (0: its own count) into *V, or VS_ERR_INVALID
+   when k cannot run that many: ZB-V and DualPipeV place exactly 2, in a V; the
+   others but interleaved run 1 (VS_PIPE_DEFAULT: any). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_kind_chunks(const char* fn, vs_pipe_kind k, int chunks, int* V)
+{
+    const int vshape = k == VS_PIPE_ZBV || k == VS_PIPE_DUALPIPEV;
+    *V = chunks ? chunks : _vs_pipe_kind_own_chunks(k);
+    if (vshape && *V != 2)
+        return vs_set_error(VS_ERR_INVALID, "%s: chunks = %d per stage for schedule %s (it places 2, in a V)", fn, *V,
+                            vs_pipe_kind_name(k));
+    if (k && k != VS_PIPE_INTERLEAVED && !vshape && *V != 1)
+        return vs_set_error(VS_ERR_INVALID,
+                            "%s: chunks = %d per stage for schedule %s (it runs 1; interleaved runs several)", fn, *V,
+                            vs_pipe_kind_name(k));
+    return VS_OK;
+}
+
 /* The callbacks' helpers work on the engine's state (>>pipe-engine, below). */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_output(vs_pipe_call* call, int i, vs_dtype dt, int ndim, const int64_t* shape,
                                            void** data);
@@ -939,15 +963,9 @@ VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits, const vs_p
     const vs_pipe_kind sk = (vs_pipe_kind)desc->schedule;
     if ((int)sk < 0 || (int)sk >= (int)VS_PIPE_KIND_COUNT)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: schedule = %d is not a vs_pipe_kind", (int)sk);
-    const int vshape = sk == VS_PIPE_ZBV || sk == VS_PIPE_DUALPIPEV;
-    const int P = desc->stages, V = desc->chunks ? desc->chunks : vshape || sk == VS_PIPE_INTERLEAVED ? 2 : 1;
-    if (vshape && V != 2)
-        return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: chunks = %d per stage for schedule %s (it places 2, in a V)",
-                            V, vs_pipe_kind_name(sk));
-    if (sk && sk != VS_PIPE_INTERLEAVED && !vshape && V != 1)
-        return vs_set_error(VS_ERR_INVALID,
-                            "vs_pipe_split: chunks = %d per stage for schedule %s (it runs 1; interleaved runs several)",
-                            V, vs_pipe_kind_name(sk));
+    const int vshape = sk == VS_PIPE_ZBV || sk == VS_PIPE_DUALPIPEV, P = desc->stages;
+    int V;
+    _VS_TRY(_vs_pipe_kind_chunks("vs_pipe_split", sk, desc->chunks, &V));
     if ((long long)P * V > VS_PIPE_MAX_CHUNKS)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_split: %d stages x %d chunks = %lld chunks, more than VS_PIPE_MAX_CHUNKS (%d)",
                             P, V, (long long)P * V, VS_PIPE_MAX_CHUNKS);
@@ -2119,14 +2137,8 @@ VS_API vs_result vs_pipe_generate(const vs_world* world, vs_pipe_kind kind, int 
     if (mbs < 1 || mbs > VS_PIPE_MAX_MBS)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: microbatch count %d (1..%d, VS_PIPE_MAX_MBS)", kn, mbs,
                             VS_PIPE_MAX_MBS);
-    int vshape = kind == VS_PIPE_ZBV || kind == VS_PIPE_DUALPIPEV;
-    int V = chunks ? chunks : vshape || kind == VS_PIPE_INTERLEAVED ? 2 : 1;
-    if (vshape && V != 2)
-        return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: chunks = %d per stage (it places 2, in a V)", kn,
-                            chunks);
-    if (kind != VS_PIPE_INTERLEAVED && !vshape && V != 1)
-        return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: chunks = %d per stage (it runs 1; interleaved runs several)",
-                            kn, chunks);
+    int vshape = kind == VS_PIPE_ZBV || kind == VS_PIPE_DUALPIPEV, V;
+    _VS_TRY(_vs_pipe_kind_chunks("vs_pipe_generate", kind, chunks, &V));
     if (V < 1 || (int64_t)V * stages > VS_PIPE_MAX_CHUNKS)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_generate: %s: chunks = %d per stage (1..%d with %d stages)", kn,
                             chunks, VS_PIPE_MAX_CHUNKS / stages, stages);
