@@ -2817,7 +2817,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_parse_num(const char* key, size_t kl, const char
         return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: %.*s = '%.*s' (%s)", (int)kl, key,
                             (int)strcspn(all, " \t\n"), all,
                             neg ? "a finite number" : all == v ? "a finite number >= 0" : "finite numbers >= 0");
-    *out = x;
+    *out = x == 0 ? 0.0 : x; // (-0 is 0, "not measured", as print writes it back: found by fuzz_profile)
     *end = e;
     return VS_OK;
 }
