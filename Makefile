@@ -45,6 +45,14 @@ $(B)/%_mpi: tests/%.c $(HEADERS) tests/vs_test.h | $(B)
 # The DDP kernels: NVRTC compiles their device source here when it is installed
 # (no GPU needed for that).
 HAVE_NVRTC := $(if $(wildcard $(CUDA)/include/nvrtc.h),1)
+
+# test_nccl.c (make test-gpu's) over the strict CUDA + NCCL stand-in (tests/strict/):
+# the NCCL transport, DDP, layouts, TP, init and checkpoints on 8 simulated GPUs,
+# with the CUDA toolkit's own headers and NVRTC, and no GPU, libcudart or libnccl.
+HAVE_STRICT := $(if $(HAVE_NVRTC),$(if $(wildcard $(CUDA)/include/nccl.h),1))
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_nccl_strict)
+$(B)/test_nccl_strict: tests/test_nccl.c tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h tests/ddp_model.h tests/device_layout_cases.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64 -o $@ $< -lnvrtc $(LDLIBS)
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 

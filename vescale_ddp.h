@@ -750,8 +750,13 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
 #define _VS_KTHREADS 256
 
 /* The kernels above as NVRTC source, plus the device-only reduction. */
-#define _VS_KDEV __device__ static
-#define _VS_KGLOBAL extern "C" __global__ void
+#ifndef _VS_RTC_PRELUDE /* vescale_mesh.h's (its implementation may be in another file) */
+#define _VS_RTC_PRELUDE \
+    "#define vs_rtc_device __device__\n#define vs_rtc_global extern \"C\" __global__\n" \
+    "#define vs_rtc_shared __shared__\n#define vs_rtc_sync __syncthreads\n"
+#endif
+#define _VS_KDEV vs_rtc_device static /* spelled as vescale_mesh.h's kernels are, for the same reason */
+#define _VS_KGLOBAL vs_rtc_global void
 #define _VS_KNAME(x) vs_k_##x
 #define _VS_KLOOP(x, n) for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < (n); x += (long long)gridDim.x * blockDim.x)
 #define _VS_KU2F(u) __uint_as_float(u)
@@ -760,7 +765,7 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
 #define _VS_KSTR(...) _VS_KSTR_(__VA_ARGS__)
 _VS_DDP_PRIVATE const char* _vs_ddp_cuda_source(void)
 {
-    static const char src[] = _VS_KSTR(_VS_DDP_KERNELS) "\n"
+    static const char src[] = _VS_RTC_PRELUDE _VS_KSTR(_VS_DDP_KERNELS) "\n"
         "extern \"C\" __global__ void vs_k_sumsq(const float* g, long long n, double* part)\n"
         "{\n"
         "    __shared__ double s[" _VS_KSTR(_VS_KTHREADS) "];\n"

@@ -1822,6 +1822,7 @@ struct vs_comm {
     cudaStream_t stream;
     int own_stream;
     cudaStream_t own; // the stream the communicator created (stream is it, or the caller's)
+    cudaEvent_t fence; // orders the own stream with the caller's (_vs_nccl_fence)
     void* scratch; // device: one float for barriers
     /* ncclCommSplit's output: on a non-blocking communicator NCCL's init thread
        writes the child here when the split completes, after ncclCommSplit has
@@ -4935,6 +4936,23 @@ _VS_PRIVATE ncclResult_t _vs_nccl_launch(vs_comm* c, const _vs_opdesc* o)
     }
 }
 
+/* Stream order with the caller. A communicator on its own stream (no
+   vs_comm_set_stream) takes the legacy default stream as the caller's: what the
+   caller enqueued there before a call happens before the call's device work
+   (after_caller 1), and what it enqueues there after the call happens after it
+   (after_caller 0). Its own stream is non-blocking, so without these two the
+   caller's cudaMemcpy of an input (a pageable one returns before its DMA lands)
+   and the library's kernels or collectives would race. A communicator on the
+   caller's stream is ordered by that stream itself. */
+_VS_PRIVATE vs_result _vs_nccl_fence(vs_comm* c, int after_caller, const char* what)
+{
+    if (!c->tp->device || !c->own_stream || c->stream != c->own || !c->fence) return VS_OK;
+    cudaStream_t from = after_caller ? cudaStreamLegacy : c->stream, to = after_caller ? c->stream : cudaStreamLegacy;
+    cudaError_t e = cudaEventRecord(c->fence, from);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(to, c->fence, 0);
+    return e == cudaSuccess ? VS_OK : _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: ordering with the caller's stream: %s", what, cudaGetErrorString(e));
+}
+
 _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
 {
     const char* what = _vs_kind_names[ops[0].kind];
@@ -4944,6 +4962,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         res = _vs_err(VS_ERR_ABORTED, "%s: NCCL communicator was aborted", what);
         goto done;
     }
+    if ((res = _vs_nccl_fence(c, 1, what))) goto done;
     {
         ncclResult_t r = ncclGroupStart();
         for (int i = 0; i < nops && (r == ncclSuccess || r == ncclInProgress); i++)
@@ -4988,7 +5007,8 @@ _VS_PRIVATE vs_result _vs_nccl_comm_setup(vs_comm* c, ncclComm_t nc)
 {
     c->nc = nc;
     cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) c->own_stream = 1, c->own = c->stream, e = cudaMalloc(&c->scratch, sizeof(float));
+    if (e == cudaSuccess) c->own_stream = 1, c->own = c->stream, e = cudaEventCreateWithFlags(&c->fence, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaMalloc(&c->scratch, sizeof(float));
     if (e != cudaSuccess)
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "NCCL communicator setup: %s", cudaGetErrorString(e));
     return VS_OK;
@@ -5065,6 +5085,7 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
         c->nc = NULL;
     }
     if (c->own_stream) cudaStreamDestroy(c->own);
+    if (c->fence) cudaEventDestroy(c->fence);
     if (c->scratch) cudaFree(c->scratch);
 }
 
@@ -7050,17 +7071,24 @@ static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "v
                                                    "vs_mk_ce_loss",   "vs_mk_ce_grad"};
 #define _VS_MK_ROWKERNEL(ki) ((ki) == _VS_MK_CE_MAX || (ki) == _VS_MK_CE_SUM)
 
-/* The text as NVRTC source. */
-#define _VS_MKDEV __device__ static
-#define _VS_MKGLOBAL extern "C" __global__ void
+/* The text as NVRTC source. CUDA's qualifiers are spelled vs_rtc_* and defined
+   by the source's first lines: a host compiler that includes the real
+   <cuda_runtime.h> (gcc or clang building an NCCL trainer) defines __device__,
+   __global__ and __shared__ as nothing, and the stringified text would lose
+   them (the strict stand-in found it: NVRTC refused every kernel). */
+#define _VS_RTC_PRELUDE \
+    "#define vs_rtc_device __device__\n#define vs_rtc_global extern \"C\" __global__\n" \
+    "#define vs_rtc_shared __shared__\n#define vs_rtc_sync __syncthreads\n"
+#define _VS_MKDEV vs_rtc_device static
+#define _VS_MKGLOBAL vs_rtc_global void
 #define _VS_MKN(x) vs_mk_##x
 #define _VS_MKLOOP(x, n) \
     for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < (n); x += (long long)gridDim.x * blockDim.x)
 #define _VS_MKROWS(i, n) for (long long i = blockIdx.x; i < (n); i += gridDim.x)
 #define _VS_MKTHREADS(t) for (int t = (int)threadIdx.x, t##_once = 1; t##_once; t##_once = 0)
 #define _VS_MKTHREADS_BELOW(t, k) _VS_MKTHREADS(t) if (t < (k))
-#define _VS_MKSYNC __syncthreads()
-#define _VS_MKSHARED __shared__
+#define _VS_MKSYNC vs_rtc_sync()
+#define _VS_MKSHARED vs_rtc_shared
 #define _VS_MKU2F(u) __uint_as_float(u)
 #define _VS_MKF2U(f) __float_as_uint(f)
 #define _VS_MKU2D(u) __longlong_as_double((long long)(u))
@@ -7069,7 +7097,7 @@ static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "v
 #define _VS_MKSTR_(...) #__VA_ARGS__
 #define _VS_MKSTR(...) _VS_MKSTR_(__VA_ARGS__)
 #ifdef _VS_MESH_NVRTC /* (a C99 compiler need not take a string this long: only NVRTC builds have it) */
-static _VS_UNUSED const char _vs_mk_source[] = _VS_MKSTR(_VS_MESH_KERNELS) "\n";
+static _VS_UNUSED const char _vs_mk_source[] = _VS_RTC_PRELUDE _VS_MKSTR(_VS_MESH_KERNELS) "\n";
 #endif
 #undef _VS_MKDEV
 #undef _VS_MKGLOBAL
@@ -7337,6 +7365,14 @@ _VS_PRIVATE vs_result _vs_mk_module(vs_world* w, const char* fn, const _vs_mkmod
 _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dtensor* dst, int64_t n_in,
                                               int64_t n_out);
 
+/* Device work of the library's own ordered with the caller's (>>nccl's
+   _vs_nccl_fence): after_caller 1 before it, 0 after it. */
+#ifdef VESCALE_NCCL
+#define _VS_DEV_FENCE(c, after_caller, fn) _vs_nccl_fence((c), (after_caller), (fn))
+#else
+#define _VS_DEV_FENCE(c, after_caller, fn) ((void)(c), (void)(fn), VS_OK)
+#endif
+
 /* Kernel ki over `work` elements (row kernels: rows) with device buffers on c's
    stream, else its host build now. */
 _VS_PRIVATE vs_result _vs_mk_run(vs_comm* c, const char* fn, int ki, long long work, void** args)
@@ -7351,8 +7387,9 @@ _VS_PRIVATE vs_result _vs_mk_run(vs_comm* c, const char* fn, int ki, long long w
         dim3 grid, block;
         grid.x = (unsigned)blocks, grid.y = grid.z = 1;
         block.x = _VS_MKT, block.y = block.z = 1;
+        _VS_TRY(_VS_DEV_FENCE(c, 1, fn));
         cudaError_t e = cudaLaunchKernel((const void*)md->k[ki], grid, block, args, 0, (cudaStream_t)vs_comm_stream(c));
-        return e == cudaSuccess ? VS_OK : _vs_cuda_err(e, fn, _vs_mk_names[ki]);
+        return e == cudaSuccess ? _VS_DEV_FENCE(c, 0, fn) : _vs_cuda_err(e, fn, _vs_mk_names[ki]);
     }
 #else
     (void)c, (void)fn;
@@ -7367,8 +7404,9 @@ _VS_PRIVATE vs_result _vs_mem_zero(vs_comm* c, const char* fn, void* p, size_t b
     if (!bytes) return VS_OK;
 #ifdef _VS_MESH_CUDA
     if (_VS_ON_DEVICE(c)) {
+        _VS_TRY(_VS_DEV_FENCE(c, 1, fn));
         cudaError_t e = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)vs_comm_stream(c));
-        return e == cudaSuccess ? VS_OK : _vs_cuda_err(e, fn, "cudaMemsetAsync");
+        return e == cudaSuccess ? _VS_DEV_FENCE(c, 0, fn) : _vs_cuda_err(e, fn, "cudaMemsetAsync");
     }
 #else
     (void)c, (void)fn;
@@ -7382,8 +7420,9 @@ _VS_PRIVATE vs_result _vs_mem_copy(vs_comm* c, const char* fn, void* dst, const 
     if (!bytes || dst == src) return VS_OK;
 #ifdef _VS_MESH_CUDA
     if (_VS_ON_DEVICE(c)) {
+        _VS_TRY(_VS_DEV_FENCE(c, 1, fn));
         cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)vs_comm_stream(c));
-        return e == cudaSuccess ? VS_OK : _vs_cuda_err(e, fn, "cudaMemcpyAsync");
+        return e == cudaSuccess ? _VS_DEV_FENCE(c, 0, fn) : _vs_cuda_err(e, fn, "cudaMemcpyAsync");
     }
 #else
     (void)c, (void)fn;
@@ -7436,6 +7475,11 @@ _VS_PRIVATE vs_result _vs_mem_ids(vs_comm* c, const char* fn, const int32_t* p, 
         int32_t* q = (int32_t*)_vs_halloc(h, sizeof(int32_t) * (size_t)n);
         if (!q) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %lld ids", fn, (long long)n);
         cudaStream_t st = (cudaStream_t)vs_comm_stream(c);
+        vs_result fr = _VS_DEV_FENCE(c, 1, fn);
+        if (fr) {
+            _vs_hfree(h, q);
+            return fr;
+        }
         cudaError_t e = cudaMemcpyAsync(q, p, sizeof(int32_t) * (size_t)n, cudaMemcpyDefault, st);
         if (e == cudaSuccess) e = cudaStreamSynchronize(st);
         if (e != cudaSuccess) {

@@ -69,9 +69,17 @@ VT_UNUSED static void vt_skip(const char* name, const char* why)
     fflush(stdout);
 }
 
+/* VT_ONLY=text runs only the cases whose name holds it (debugging). */
+VT_UNUSED static int vt_selected(const char* name)
+{
+    const char* only = getenv("VT_ONLY");
+    return !only || !*only || strstr(name, only) != NULL;
+}
+
 /* Runs one case: VT_CASE("name", fn(args)); */
 #define VT_CASE(name, call)                                                   \
     do {                                                                      \
+        if (!vt_selected(name)) break;                                        \
         vt_begin(name);                                                       \
         call;                                                                 \
         vt_end(name);                                                         \

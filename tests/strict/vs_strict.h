@@ -1,0 +1,1213 @@
+/* tests/strict/vs_strict.h - the strict stand-in: the CUDA runtime and NCCL as
+   the hardware behaves where GPU bugs hide, without a GPU.
+
+   A test built for NCCL (-DVESCALE_NCCL, the real <cuda_runtime.h> and <nccl.h>
+   from the CUDA toolkit) includes this file once, after the vescale headers with
+   VESCALE_IMPLEMENTATION, and links -lnvrtc and nothing of libcudart or libnccl:
+   every cuda* and nccl* function the library calls is defined here. NVRTC is
+   the real one (the kernels are compiled for sm_90 as on an H100); their
+   execution is the host build of the same kernel text.
+
+   What it enforces, each failure reported on stderr as
+   "vs_strict: VIOLATION <class>: <what>" (and counted: vs_strict_violations()):
+   - Device memory is not host memory. cudaMalloc returns an address in a
+     PROT_NONE view of a memfd; kernels, copies and collectives work through a
+     second, read-write view of the same pages. Host code that touches device
+     memory faults at once (class host-access). Each allocation ends at a guard
+     page and freed pages lose their access, so a kernel or copy running past its
+     allocation or into freed memory faults too (device-bounds). Only
+     cudaMallocHost / cudaHostRegister'ed host memory is GPU-reachable.
+   - Streams are asynchronous: each runs its operations on its own worker
+     thread, in order. Events, cudaStreamWaitEvent, the synchronize calls, the
+     legacy default stream's implicit synchronisation with blocking streams (and
+     its absence for cudaStreamNonBlocking), and the rules for pageable copies
+     (cudaMemcpy H2D returns once the source is staged; cudaMemcpyAsync from
+     pinned memory reads the source when the stream gets there; D2H to pageable
+     memory returns when done). VS_STRICT_DELAY_US=n sleeps a random 0..n us
+     before every stream operation, so a missing wait shows up as a wrong value
+     or a TSan report.
+   - Devices are separate (VS_STRICT_DEVICES, default 8): cudaSetDevice is per
+     thread (a new thread starts on device 0); streams, events and allocations
+     belong to a device; a kernel launched on another device's stream, an event
+     recorded on another device's stream, a kernel given another device's memory
+     fail as CUDA does (class cross-device).
+   - cudaMalloc and cudaFree synchronise the device. Freeing while a collective
+     on the device waits for its peers is reported at once (class
+     free-during-collective: the deadlock of NCCL's guide when the peer does the
+     same), and every wait of the stand-in has a deadline (class hang,
+     VS_STRICT_HANG_S, default 120 s) after which it reports what each stream
+     waits for and exits.
+   - NCCL: init from a unique id, split (non-blocking: returns ncclSuccess and
+     writes the child later, as NCCL 2.28 does), abort, finalize, destroy, async
+     errors, groups, every collective and send/recv, each enqueued on the
+     caller's stream and blocking that stream until its peers arrive. Buffers
+     must be GPU-reachable memory of the communicator's device (class
+     host-pointer, as NCCL_CHECK_POINTERS=1); two host threads issuing NCCL on
+     one device at once are reported (class nccl-threads) and, under TSan, any
+     use of one device's NCCL from two threads without synchronisation between
+     them is a data race on a variable written by every call; mismatched
+     collectives (class nccl-mismatch). Sums start at a rank that rotates with
+     every collective (no rank-order promise) and round to the dtype after each
+     addition; ncclAvg on floats pre-multiplies by 1/n.
+   - Kernels run in their device order: the library's kernels are written so
+     that their host build follows the grid and block decomposition (>>kernels);
+     vs_k_sumsq, whose host build is sequential, runs here as the GPU runs it (a
+     tree per block).
+
+   Counts (vs_strict_counts): device allocations, host-blocking waits, copies
+   between host and device, NVRTC libraries loaded, kernels launched.
+
+   What it cannot see: the GPU's own arithmetic (FMA contraction, approximate
+   functions; NVRTC is run with IEEE flags), races between threads of one block
+   (a block's threads run one after another), launch limits (registers, shared
+   memory), and a collective that deadlocks only because the GPU runs out of
+   room for concurrent NCCL kernels of different communicators
+   (VS_STRICT_NCCL_SERIAL=1 gives each device one NCCL operation at a time,
+   the worst case). */
+#ifndef VS_STRICT_H
+#define VS_STRICT_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef __cplusplus
+#define ST_C extern "C"
+#else
+#define ST_C
+#endif
+
+/* ---- state ------------------------------------------------------------------ */
+
+#define ST_MAXDEV 16
+#define ST_PAGE 4096
+#define ST_ARENA ((size_t)16 << 30) /* address space of each view */
+
+typedef struct st_op st_op;
+typedef struct st_nop st_nop;
+
+struct CUstream_st {
+    int dev;
+    unsigned flags;
+    int legacy;
+    long id;
+    long enq, done; /* operations enqueued, completed */
+    st_op *head, *tail;
+    pthread_t th;
+    int quit, started, dead;
+    const char* blocked; /* what its running operation waits for (diagnostics) */
+    struct CUstream_st* next;
+};
+
+struct CUevent_st {
+    int dev;
+    struct CUstream_st* s; /* NULL: never recorded (complete) */
+    long target;
+    int dead;
+};
+
+typedef struct st_ksig {
+    const char* name;
+    int nargs;
+    int size[16];
+    unsigned ptr; /* bit i: argument i is a pointer */
+    void (*run)(void** a, dim3 grid, dim3 block);
+} st_ksig;
+struct CUkern_st {
+    const st_ksig* sig;
+};
+struct CUlib_st {
+    int dead;
+};
+
+struct st_op {
+    void (*fn)(struct CUstream_st* s, st_op* op);
+    const char* what;
+    st_op* next;
+    /* copies */
+    void *dst, *src;
+    size_t n;
+    int val;
+    char* staged;
+    /* waits: up to 16 (stream, target) pairs */
+    int nwait;
+    struct CUstream_st* ws[ST_MAXDEV + 1];
+    long wt[ST_MAXDEV + 1];
+    /* kernels */
+    const st_ksig* sig;
+    dim3 grid, block;
+    char args[1024];
+    int bad; /* a host pointer handed to the kernel: it faults when it runs */
+    /* NCCL */
+    st_nop* nops;
+};
+
+typedef struct st_alloc {
+    size_t off, n, span; /* user offset in the arena, bytes asked, pages reserved from span start */
+    size_t start;
+    int dev, live;
+} st_alloc;
+
+typedef struct st_pin {
+    char* p;
+    size_t n;
+    int registered;
+} st_pin;
+
+static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t st_cv = PTHREAD_COND_INITIALIZER;
+static int st_ready, st_ndev = 8, st_delay_us, st_serial;
+static double st_hang_s = 120;
+static char *st_dbase, *st_sbase; /* the program's (PROT_NONE) and the stand-in's view */
+static size_t st_top;
+static st_alloc* st_allocs;
+static int st_nallocs, st_capallocs;
+static st_pin* st_pins;
+static int st_npins, st_cappins;
+static struct CUstream_st* st_streams;
+static struct CUstream_st* st_legacy[ST_MAXDEV];
+static long st_nextid = 1;
+static int st_sticky[ST_MAXDEV];
+static __thread int st_cur_dev;
+static __thread cudaError_t st_last_err;
+static long st_nviol;
+static char st_first_viol[512];
+
+typedef struct vs_strict_counts {
+    long device_allocs, device_frees, host_waits, h2d, d2h, d2d, libraries, launches, nccl_ops;
+} vs_strict_counts;
+static vs_strict_counts st_count;
+
+static unsigned st_rand(void)
+{
+    static unsigned long long x = 0x9E3779B97F4A7C15ull;
+    unsigned long long v = __atomic_add_fetch(&x, 0x9E3779B97F4A7C15ull, __ATOMIC_RELAXED);
+    v ^= v >> 31, v *= 0xBF58476D1CE4E5B9ull, v ^= v >> 29;
+    return (unsigned)v;
+}
+
+static double st_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void st_violation(const char* cls, const char* fmt, ...)
+{
+    char msg[480];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "vs_strict: VIOLATION %s: %s\n", cls, msg);
+    fflush(stderr);
+    if (__atomic_fetch_add(&st_nviol, 1, __ATOMIC_SEQ_CST) == 0)
+        snprintf(st_first_viol, sizeof st_first_viol, "%s: %s", cls, msg);
+}
+
+/* What the tests read. */
+static __attribute__((unused)) long vs_strict_violations(void) { return __atomic_load_n(&st_nviol, __ATOMIC_SEQ_CST); }
+static __attribute__((unused)) const char* vs_strict_first_violation(void) { return st_first_viol; }
+static __attribute__((unused)) vs_strict_counts vs_strict_get_counts(void)
+{
+    pthread_mutex_lock(&st_mu);
+    vs_strict_counts c = st_count;
+    pthread_mutex_unlock(&st_mu);
+    return c;
+}
+
+/* A wait of the stand-in's that passed its deadline: say what every stream
+   waits for, then end the process (the hardware would hang forever). */
+static void st_hang(const char* what)
+{
+    char buf[2048];
+    int k = snprintf(buf, sizeof buf, "%s did not finish within %.0f s (streams:", what, st_hang_s);
+    for (struct CUstream_st* s = st_streams; s && k < (int)sizeof buf - 100; s = s->next)
+        if (s->enq > s->done)
+            k += snprintf(buf + k, sizeof buf - (size_t)k, " [stream %ld, device %d: %ld pending, at %s]", s->id, s->dev,
+                          s->enq - s->done, s->blocked ? s->blocked : s->head ? s->head->what : "?");
+    snprintf(buf + (k < (int)sizeof buf - 2 ? k : (int)sizeof buf - 2), 2, ")");
+    st_violation("hang", "%s", buf);
+    _exit(87);
+}
+
+/* Waits on st_cv (st_mu held) until `done` says so, with the hang deadline. */
+#define ST_WAIT_UNTIL(cond, what)                                                                                     \
+    do {                                                                                                              \
+        double st_dl_ = st_now() + st_hang_s;                                                                        \
+        while (!(cond)) {                                                                                             \
+            struct timespec ts_;                                                                                      \
+            clock_gettime(CLOCK_REALTIME, &ts_);                                                                      \
+            ts_.tv_nsec += 20 * 1000 * 1000;                                                                          \
+            if (ts_.tv_nsec >= 1000000000) ts_.tv_sec++, ts_.tv_nsec -= 1000000000;                                   \
+            pthread_cond_timedwait(&st_cv, &st_mu, &ts_);                                                             \
+            if (!(cond) && st_now() > st_dl_) {                                                                       \
+                pthread_mutex_unlock(&st_mu);                                                                         \
+                st_hang(what);                                                                                        \
+            }                                                                                                         \
+        }                                                                                                             \
+    } while (0)
+
+/* ---- memory ----------------------------------------------------------------- */
+
+static void st_segv(int sig, siginfo_t* si, void* uc)
+{
+    (void)uc;
+    char* a = (char*)si->si_addr;
+    char msg[256];
+    int n = 0;
+    if (st_dbase && a >= st_dbase && a < st_dbase + ST_ARENA)
+        n = snprintf(msg, sizeof msg,
+                     "vs_strict: VIOLATION host-access: host code touched device memory at %p (device memory is not "
+                     "host memory: copy it with cudaMemcpy)\n",
+                     (void*)a);
+    else if (st_sbase && a >= st_sbase && a < st_sbase + ST_ARENA)
+        n = snprintf(msg, sizeof msg,
+                     "vs_strict: VIOLATION device-bounds: a kernel, copy or collective touched device memory past its "
+                     "allocation or after cudaFree (device address %p)\n",
+                     (void*)(a - st_sbase + st_dbase));
+    if (n > 0) {
+        if (write(2, msg, (size_t)n) < 0) _exit(86);
+        _exit(86);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void st_init_locked(void)
+{
+    if (st_ready) return;
+    const char* e = getenv("VS_STRICT_DEVICES");
+    if (e && atoi(e) > 0) st_ndev = atoi(e) > ST_MAXDEV ? ST_MAXDEV : atoi(e);
+    if ((e = getenv("VS_STRICT_DELAY_US"))) st_delay_us = atoi(e);
+    if ((e = getenv("VS_STRICT_HANG_S")) && atof(e) > 0) st_hang_s = atof(e);
+    if ((e = getenv("VS_STRICT_NCCL_SERIAL"))) st_serial = atoi(e);
+    int fd = (int)syscall(SYS_memfd_create, "vs_strict_device", 0);
+    if (fd < 0 || ftruncate(fd, (off_t)ST_ARENA) != 0) {
+        fprintf(stderr, "vs_strict: memfd: %s\n", strerror(errno));
+        _exit(85);
+    }
+    st_dbase = (char*)mmap(NULL, ST_ARENA, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    st_sbase = (char*)mmap(NULL, ST_ARENA, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (st_dbase == MAP_FAILED || st_sbase == MAP_FAILED) {
+        fprintf(stderr, "vs_strict: mmap of the device arena: %s\n", strerror(errno));
+        _exit(85);
+    }
+    close(fd);
+    st_top = ST_PAGE;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = st_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, NULL);
+    sigaction(SIGBUS, &sa, NULL);
+    st_ready = 1;
+}
+
+static void st_init(void)
+{
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    pthread_mutex_unlock(&st_mu);
+}
+
+/* The allocation holding device address p, or NULL (st_mu held). */
+static st_alloc* st_find_locked(const void* p, int with_freed)
+{
+    const char* c = (const char*)p;
+    if (!st_dbase || c < st_dbase || c >= st_dbase + st_top) return NULL;
+    size_t off = (size_t)(c - st_dbase);
+    int lo = 0, hi = st_nallocs - 1;
+    while (lo <= hi) { /* by start: allocations are made in address order */
+        int mid = (lo + hi) / 2;
+        if (st_allocs[mid].start + st_allocs[mid].span <= off) lo = mid + 1;
+        else if (st_allocs[mid].start > off) hi = mid - 1;
+        else return st_allocs[mid].live || with_freed ? &st_allocs[mid] : NULL;
+    }
+    return NULL;
+}
+
+static st_pin* st_pin_find_locked(const void* p, size_t n)
+{
+    const char* c = (const char*)p;
+    for (int i = 0; i < st_npins; i++)
+        if (st_pins[i].p && c >= st_pins[i].p && c + n <= st_pins[i].p + st_pins[i].n) return &st_pins[i];
+    return NULL;
+}
+
+enum { ST_HOST = 0, ST_DEV, ST_PINNED, ST_PAST_END, ST_FREED };
+static const char* const st_where_names[] = {"host (pageable) memory", "device memory", "pinned host memory",
+                                             "device memory past its allocation's end", "freed device memory"};
+
+/* Where [p, p + n) is; *dev gets a device allocation's device. */
+static int st_where_locked(const void* p, size_t n, int* dev)
+{
+    st_alloc* a = st_find_locked(p, 1);
+    if (a) {
+        if (dev) *dev = a->dev;
+        if (!a->live) return ST_FREED;
+        return (size_t)((const char*)p - st_dbase) + n <= a->off + a->n ? ST_DEV : ST_PAST_END;
+    }
+    if (st_dbase && (const char*)p >= st_dbase && (const char*)p < st_dbase + ST_ARENA) return ST_FREED;
+    return st_pin_find_locked(p, n) ? ST_PINNED : ST_HOST;
+}
+
+static int st_where(const void* p, size_t n, int* dev)
+{
+    pthread_mutex_lock(&st_mu);
+    int w = st_where_locked(p, n, dev);
+    pthread_mutex_unlock(&st_mu);
+    return w;
+}
+
+/* The stand-in's view of a GPU-reachable address. */
+static void* st_sh(const void* p)
+{
+    const char* c = (const char*)p;
+    if (st_dbase && c >= st_dbase && c < st_dbase + ST_ARENA) return st_sbase + (c - st_dbase);
+    return (void*)(uintptr_t)p;
+}
+
+/* ---- streams and events ------------------------------------------------------ */
+
+static void* st_worker(void* arg);
+
+static struct CUstream_st* st_stream_new_locked(int dev, unsigned flags, int legacy)
+{
+    struct CUstream_st* s = (struct CUstream_st*)calloc(1, sizeof *s);
+    s->dev = dev, s->flags = flags, s->legacy = legacy, s->id = st_nextid++;
+    s->next = st_streams;
+    st_streams = s;
+    return s;
+}
+
+static struct CUstream_st* st_legacy_locked(int dev)
+{
+    if (!st_legacy[dev]) st_legacy[dev] = st_stream_new_locked(dev, 0, 1);
+    return st_legacy[dev];
+}
+
+/* The stream a handle names: NULL, cudaStreamLegacy and cudaStreamPerThread are
+   the current device's legacy stream (per-thread streams are not modelled:
+   the library never uses them). */
+static struct CUstream_st* st_stream_locked(cudaStream_t h)
+{
+    if (!h || h == cudaStreamLegacy || h == cudaStreamPerThread) return st_legacy_locked(st_cur_dev);
+    return (struct CUstream_st*)h;
+}
+
+/* Appends op to s (st_mu held), with the legacy stream's implicit
+   synchronisation: work on the legacy stream waits for every blocking stream of
+   its device, and work on a blocking stream waits for the legacy stream. */
+static void st_push_locked(struct CUstream_st* s, st_op* op)
+{
+    if (s->dead) {
+        st_violation("use-after-destroy", "%s enqueued on destroyed stream %ld", op->what, s->id);
+        free(op);
+        return;
+    }
+    if (!(s->flags & cudaStreamNonBlocking)) {
+        if (s->legacy) {
+            for (struct CUstream_st* o = st_streams; o; o = o->next)
+                if (o != s && o->dev == s->dev && !o->legacy && !(o->flags & cudaStreamNonBlocking) && !o->dead &&
+                    o->enq > o->done && op->nwait < ST_MAXDEV)
+                    op->ws[op->nwait] = o, op->wt[op->nwait++] = o->enq;
+        } else {
+            struct CUstream_st* l = st_legacy[s->dev];
+            if (l && l->enq > l->done) op->ws[op->nwait] = l, op->wt[op->nwait++] = l->enq;
+        }
+    }
+    op->next = NULL;
+    if (s->tail) s->tail->next = op;
+    else s->head = op;
+    s->tail = op;
+    s->enq++;
+    if (!s->started) {
+        s->started = 1;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        pthread_create(&s->th, &at, st_worker, s);
+        pthread_attr_destroy(&at);
+    }
+    pthread_cond_broadcast(&st_cv);
+}
+
+static st_op* st_op_new(const char* what, void (*fn)(struct CUstream_st*, st_op*))
+{
+    st_op* op = (st_op*)calloc(1, sizeof *op);
+    op->what = what, op->fn = fn;
+    return op;
+}
+
+static void* st_worker(void* arg)
+{
+    struct CUstream_st* s = (struct CUstream_st*)arg;
+    pthread_mutex_lock(&st_mu);
+    for (;;) {
+        while (!s->head && !s->quit) pthread_cond_wait(&st_cv, &st_mu);
+        if (!s->head) break;
+        st_op* op = s->head;
+        /* the implicit and explicit waits of this operation */
+        for (int i = 0; i < op->nwait; i++) {
+            struct CUstream_st* o = op->ws[i];
+            long t = op->wt[i];
+            s->blocked = "an event or the legacy stream";
+            ST_WAIT_UNTIL(o->done >= t, "a stream's wait for an event");
+        }
+        s->blocked = NULL;
+        pthread_mutex_unlock(&st_mu);
+        if (st_delay_us) usleep(st_rand() % (unsigned)(st_delay_us + 1));
+        if (op->fn) op->fn(s, op);
+        pthread_mutex_lock(&st_mu);
+        s->head = op->next;
+        if (!s->head) s->tail = NULL;
+        s->done++;
+        s->blocked = NULL;
+        free(op->staged);
+        free(op);
+        pthread_cond_broadcast(&st_cv);
+    }
+    s->quit = 2;
+    pthread_cond_broadcast(&st_cv);
+    pthread_mutex_unlock(&st_mu);
+    return NULL;
+}
+
+/* Waits for every stream of device dev (st_mu held); a host-blocking wait. */
+static void st_device_idle_locked(int dev, const char* what)
+{
+    for (struct CUstream_st* s = st_streams; s; s = s->next)
+        if (s->dev == dev) {
+            long t = s->enq;
+            ST_WAIT_UNTIL(s->done >= t, what);
+        }
+}
+
+static cudaError_t st_err(cudaError_t e)
+{
+    st_last_err = e;
+    return e;
+}
+
+static cudaError_t st_sticky_check(void)
+{
+    int e = __atomic_load_n(&st_sticky[st_cur_dev], __ATOMIC_SEQ_CST);
+    return e ? st_err((cudaError_t)e) : cudaSuccess;
+}
+
+/* ---- the runtime API ------------------------------------------------------------ */
+
+ST_C const char* cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorSymbolNotFound: return "named symbol not found";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    default: return "unknown error (vs_strict)";
+    }
+}
+ST_C const char* cudaGetErrorName(cudaError_t e)
+{
+    (void)e;
+    return "cudaError (vs_strict)";
+}
+ST_C cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = st_last_err;
+    st_last_err = cudaSuccess;
+    return e;
+}
+ST_C cudaError_t cudaPeekAtLastError(void) { return st_last_err; }
+
+ST_C cudaError_t cudaGetDeviceCount(int* n)
+{
+    st_init();
+    *n = st_ndev;
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaGetDevice(int* dev)
+{
+    *dev = st_cur_dev;
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaSetDevice(int dev)
+{
+    st_init();
+    if (dev < 0 || dev >= st_ndev) return st_err(cudaErrorInvalidDevice);
+    st_cur_dev = dev;
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev)
+{
+    st_init();
+    if (dev < 0 || dev >= st_ndev) return st_err(cudaErrorInvalidDevice);
+    *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : a == cudaDevAttrComputeCapabilityMinor ? 0 : 0; /* an H100 */
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaDriverGetVersion(int* v)
+{
+    *v = 12080;
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaRuntimeGetVersion(int* v)
+{
+    *v = 12080;
+    return cudaSuccess;
+}
+
+ST_C cudaError_t cudaMalloc(void** p, size_t n)
+{
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    int dev = st_cur_dev;
+    st_device_idle_locked(dev, "cudaMalloc (it synchronises the device)");
+    if (!n) {
+        *p = NULL;
+        pthread_mutex_unlock(&st_mu);
+        return cudaSuccess;
+    }
+    size_t body = (n + 255) & ~(size_t)255, span = (body + ST_PAGE - 1) / ST_PAGE * ST_PAGE;
+    if (st_top + span + ST_PAGE > ST_ARENA) {
+        pthread_mutex_unlock(&st_mu);
+        return st_err(cudaErrorMemoryAllocation);
+    }
+    if (st_nallocs == st_capallocs) {
+        st_capallocs = st_capallocs ? 2 * st_capallocs : 1024;
+        st_allocs = (st_alloc*)realloc(st_allocs, sizeof *st_allocs * (size_t)st_capallocs);
+    }
+    st_alloc* a = &st_allocs[st_nallocs++];
+    a->start = st_top, a->span = span, a->off = st_top + span - body, a->n = n, a->dev = dev, a->live = 1;
+    st_top += span + ST_PAGE; /* then a guard page, never accessible */
+    mprotect(st_sbase + a->start, span, PROT_READ | PROT_WRITE);
+    memset(st_sbase + a->off, 0xA5, body); /* cudaMalloc's memory is not zeroed */
+    st_count.device_allocs++;
+    *p = st_dbase + a->off;
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
+}
+
+/* A collective of device dev's that waits for its peers (st_mu held). */
+static const char* st_nccl_waiting_locked(int dev);
+
+ST_C cudaError_t cudaFree(void* p)
+{
+    if (!p) return cudaSuccess;
+    pthread_mutex_lock(&st_mu);
+    st_alloc* a = st_find_locked(p, 1);
+    if (!a || !a->live || st_dbase + a->off != (char*)p) {
+        int w = st_where_locked(p, 1, NULL);
+        pthread_mutex_unlock(&st_mu);
+        st_violation("bad-free", "cudaFree(%p): %s", p,
+                     w == ST_FREED ? "freed twice" : w == ST_HOST || w == ST_PINNED ? "not device memory"
+                                                                                   : "not the start of an allocation");
+        return st_err(cudaErrorInvalidValue);
+    }
+    const char* w = st_nccl_waiting_locked(a->dev);
+    if (w) {
+        char buf[200];
+        snprintf(buf, sizeof buf, "%s", w);
+        pthread_mutex_unlock(&st_mu);
+        st_violation("free-during-collective",
+                     "cudaFree on device %d synchronises the device while %s waits for its peers (two ranks doing "
+                     "this deadlock: NCCL's guide)",
+                     a->dev, buf);
+        pthread_mutex_lock(&st_mu);
+    }
+    st_device_idle_locked(a->dev, "cudaFree (it synchronises the device)");
+    a = st_find_locked(p, 1);
+    a->live = 0;
+    mprotect(st_sbase + a->start, a->span, PROT_NONE);
+    madvise(st_sbase + a->start, a->span, MADV_REMOVE);
+    st_count.device_frees++;
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
+}
+
+ST_C cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t st)
+{
+    (void)st;
+    return cudaMalloc(p, n); /* not stream-ordered here: counted as an allocation */
+}
+ST_C cudaError_t cudaFreeAsync(void* p, cudaStream_t st)
+{
+    (void)st;
+    return cudaFree(p);
+}
+
+ST_C cudaError_t cudaMallocHost(void** p, size_t n)
+{
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    if (st_npins == st_cappins) {
+        st_cappins = st_cappins ? 2 * st_cappins : 64;
+        st_pins = (st_pin*)realloc(st_pins, sizeof *st_pins * (size_t)st_cappins);
+    }
+    st_pin* q = &st_pins[st_npins++];
+    q->p = (char*)malloc(n ? n : 1), q->n = n, q->registered = 0;
+    *p = q->p;
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaFreeHost(void* p)
+{
+    pthread_mutex_lock(&st_mu);
+    for (int i = 0; i < st_npins; i++)
+        if (st_pins[i].p == p && !st_pins[i].registered) {
+            free(p);
+            st_pins[i].p = NULL;
+            pthread_mutex_unlock(&st_mu);
+            return cudaSuccess;
+        }
+    pthread_mutex_unlock(&st_mu);
+    st_violation("bad-free", "cudaFreeHost(%p): not from cudaMallocHost", p);
+    return st_err(cudaErrorInvalidValue);
+}
+ST_C cudaError_t cudaHostRegister(void* p, size_t n, unsigned flags)
+{
+    (void)flags;
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    if (st_pin_find_locked(p, 1)) {
+        pthread_mutex_unlock(&st_mu);
+        return st_err(cudaErrorHostMemoryAlreadyRegistered);
+    }
+    if (st_npins == st_cappins) {
+        st_cappins = st_cappins ? 2 * st_cappins : 64;
+        st_pins = (st_pin*)realloc(st_pins, sizeof *st_pins * (size_t)st_cappins);
+    }
+    st_pin* q = &st_pins[st_npins++];
+    q->p = (char*)p, q->n = n, q->registered = 1;
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaHostUnregister(void* p)
+{
+    pthread_mutex_lock(&st_mu);
+    for (int i = 0; i < st_npins; i++)
+        if (st_pins[i].p == p && st_pins[i].registered) {
+            st_pins[i].p = NULL;
+            pthread_mutex_unlock(&st_mu);
+            return cudaSuccess;
+        }
+    pthread_mutex_unlock(&st_mu);
+    return st_err(cudaErrorHostMemoryNotRegistered);
+}
+
+ST_C cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* at, const void* p)
+{
+    memset(at, 0, sizeof *at);
+    int dev = 0, w = st_where(p, 1, &dev);
+    if (w == ST_DEV || w == ST_PAST_END) {
+        at->type = cudaMemoryTypeDevice, at->device = dev, at->devicePointer = (void*)(uintptr_t)p;
+    } else if (w == ST_PINNED) {
+        at->type = cudaMemoryTypeHost, at->hostPointer = (void*)(uintptr_t)p, at->devicePointer = (void*)(uintptr_t)p;
+    } else {
+        at->type = cudaMemoryTypeUnregistered, at->hostPointer = (void*)(uintptr_t)p;
+    }
+    return cudaSuccess;
+}
+
+ST_C cudaError_t cudaStreamCreateWithFlags(cudaStream_t* st, unsigned flags)
+{
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    *st = st_stream_new_locked(st_cur_dev, flags, 0);
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaStreamCreate(cudaStream_t* st) { return cudaStreamCreateWithFlags(st, 0); }
+
+ST_C cudaError_t cudaStreamDestroy(cudaStream_t h)
+{
+    if (!h || h == cudaStreamLegacy || h == cudaStreamPerThread) return st_err(cudaErrorInvalidResourceHandle);
+    struct CUstream_st* s = (struct CUstream_st*)h;
+    pthread_mutex_lock(&st_mu);
+    if (s->dead) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("use-after-destroy", "cudaStreamDestroy of stream %ld twice", s->id);
+        return st_err(cudaErrorInvalidResourceHandle);
+    }
+    /* CUDA lets the work finish in the background; the worker ends after it */
+    s->dead = 1, s->quit = 1;
+    pthread_cond_broadcast(&st_cv);
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
+}
+
+ST_C cudaError_t cudaStreamGetDevice(cudaStream_t h, int* dev)
+{
+    pthread_mutex_lock(&st_mu);
+    *dev = st_stream_locked(h)->dev;
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
+}
+
+ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
+{
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    struct CUstream_st* s = st_stream_locked(h);
+    long t = s->enq;
+    if (s->done < t) st_count.host_waits++;
+    ST_WAIT_UNTIL(s->done >= t, "cudaStreamSynchronize");
+    pthread_mutex_unlock(&st_mu);
+    return st_sticky_check();
+}
+
+ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
+{
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    struct CUstream_st* s = st_stream_locked(h);
+    int busy = s->done < s->enq;
+    pthread_mutex_unlock(&st_mu);
+    if (busy) return cudaErrorNotReady;
+    return st_sticky_check();
+}
+
+ST_C cudaError_t cudaDeviceSynchronize(void)
+{
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    st_count.host_waits++;
+    st_device_idle_locked(st_cur_dev, "cudaDeviceSynchronize");
+    pthread_mutex_unlock(&st_mu);
+    return st_sticky_check();
+}
+
+ST_C cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned flags)
+{
+    (void)flags;
+    st_init();
+    struct CUevent_st* e = (struct CUevent_st*)calloc(1, sizeof *e);
+    e->dev = st_cur_dev;
+    *ev = e;
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaEventCreate(cudaEvent_t* ev) { return cudaEventCreateWithFlags(ev, 0); }
+
+ST_C cudaError_t cudaEventDestroy(cudaEvent_t ev)
+{
+    if (!ev) return st_err(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&st_mu);
+    int dead = ev->dead;
+    ev->dead = 1; /* kept: a later use is reported, not a crash */
+    pthread_mutex_unlock(&st_mu);
+    if (dead) {
+        st_violation("use-after-destroy", "cudaEventDestroy of an event destroyed before");
+        return st_err(cudaErrorInvalidResourceHandle);
+    }
+    return cudaSuccess;
+}
+
+ST_C cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t h)
+{
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    struct CUstream_st* s = st_stream_locked(h);
+    if (!ev || ev->dead) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("use-after-destroy", "cudaEventRecord of a destroyed event");
+        return st_err(cudaErrorInvalidResourceHandle);
+    }
+    if (ev->dev != s->dev) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("cross-device", "cudaEventRecord: an event of device %d recorded on a stream of device %d",
+                     ev->dev, s->dev);
+        return st_err(cudaErrorInvalidResourceHandle);
+    }
+    /* an empty operation, so that legacy-stream rules apply to the record too */
+    st_push_locked(s, st_op_new("event record", NULL));
+    ev->s = s, ev->target = s->enq;
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
+}
+
+ST_C cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t ev, unsigned flags)
+{
+    (void)flags;
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    struct CUstream_st* s = st_stream_locked(h);
+    if (!ev || ev->dead) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("use-after-destroy", "cudaStreamWaitEvent on a destroyed event");
+        return st_err(cudaErrorInvalidResourceHandle);
+    }
+    st_op* op = st_op_new("cudaStreamWaitEvent", NULL);
+    if (ev->s) op->ws[op->nwait] = ev->s, op->wt[op->nwait++] = ev->target; /* captured now, as CUDA does */
+    st_push_locked(s, op);
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
+}
+
+ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
+{
+    pthread_mutex_lock(&st_mu);
+    if (!ev || ev->dead) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("use-after-destroy", "cudaEventQuery on a destroyed event");
+        return st_err(cudaErrorInvalidResourceHandle);
+    }
+    int busy = ev->s && ev->s->done < ev->target;
+    int dev = ev->dev;
+    pthread_mutex_unlock(&st_mu);
+    if (busy) return cudaErrorNotReady;
+    int e = __atomic_load_n(&st_sticky[dev], __ATOMIC_SEQ_CST);
+    return e ? st_err((cudaError_t)e) : cudaSuccess;
+}
+
+ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
+{
+    pthread_mutex_lock(&st_mu);
+    if (!ev || ev->dead) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("use-after-destroy", "cudaEventSynchronize on a destroyed event");
+        return st_err(cudaErrorInvalidResourceHandle);
+    }
+    if (ev->s && ev->s->done < ev->target) st_count.host_waits++;
+    ST_WAIT_UNTIL(!ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
+    pthread_mutex_unlock(&st_mu);
+    return st_sticky_check();
+}
+
+/* ---- copies ------------------------------------------------------------------- */
+
+static void st_copy_run(struct CUstream_st* s, st_op* op)
+{
+    (void)s;
+    memcpy(st_sh(op->dst), op->staged ? op->staged : st_sh(op->src), op->n);
+}
+static void st_set_run(struct CUstream_st* s, st_op* op)
+{
+    (void)s;
+    memset(st_sh(op->dst), op->val, op->n);
+}
+
+/* Checks one side of a copy: host memory, or n bytes inside one live device
+   allocation. Returns its kind, or -1 after reporting. */
+static int st_copy_side(const void* p, size_t n, const char* fn, const char* side)
+{
+    int dev = 0, w = st_where(p, n, &dev);
+    if (w == ST_PAST_END || w == ST_FREED) {
+        st_violation("device-bounds", "%s: %s %p + %zu bytes is %s", fn, side, p, n, st_where_names[w]);
+        return -1;
+    }
+    return w;
+}
+
+static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemcpyKind k, cudaStream_t h, int async)
+{
+    const char* fn = async ? "cudaMemcpyAsync" : "cudaMemcpy";
+    if (!n) return cudaSuccess;
+    st_init();
+    int wd = st_copy_side(dst, n, fn, "destination"), ws = st_copy_side(src, n, fn, "source");
+    if (wd < 0 || ws < 0) return st_err(cudaErrorInvalidValue);
+    int ddev = wd == ST_DEV, sdev = ws == ST_DEV;
+    if ((k == cudaMemcpyHostToDevice && (!ddev || sdev)) || (k == cudaMemcpyDeviceToHost && (ddev || !sdev)) ||
+        (k == cudaMemcpyDeviceToDevice && (!ddev || !sdev)) || (k == cudaMemcpyHostToHost && (ddev || sdev))) {
+        st_violation("copy-kind", "%s: kind %d, but the destination is %s and the source %s", fn, (int)k,
+                     st_where_names[wd], st_where_names[ws]);
+        return st_err(cudaErrorInvalidValue);
+    }
+    pthread_mutex_lock(&st_mu);
+    struct CUstream_st* s = st_stream_locked(async ? h : NULL);
+    if (ddev && sdev) st_count.d2d++;
+    else if (ddev) st_count.h2d++;
+    else if (sdev) st_count.d2h++;
+    st_op* op = st_op_new(fn, st_copy_run);
+    op->dst = dst, op->src = (void*)(uintptr_t)src, op->n = n;
+    int wait = 0;
+    if (!ddev && !sdev) {
+        pthread_mutex_unlock(&st_mu);
+        memcpy(dst, src, n);
+        free(op);
+        return cudaSuccess;
+    }
+    if (ddev && ws == ST_HOST) {
+        /* pageable to device: staged now; the DMA lands when the stream gets there
+           (cudaMemcpy too returns before it lands) */
+        op->staged = (char*)malloc(n);
+        memcpy(op->staged, src, n);
+        if (!async) {
+            long t = s->enq; /* "a stream sync is performed before the copy is initiated" */
+            if (s->done < t) st_count.host_waits++;
+            ST_WAIT_UNTIL(s->done >= t, "cudaMemcpy's stream sync");
+        }
+    } else if (!async || (sdev && wd == ST_HOST)) {
+        wait = 1; /* synchronous, or device to pageable: returns when done */
+    }
+    st_push_locked(s, op);
+    if (wait) {
+        long t = s->enq;
+        st_count.host_waits++;
+        ST_WAIT_UNTIL(s->done >= t, fn);
+    }
+    pthread_mutex_unlock(&st_mu);
+    return st_sticky_check();
+}
+
+ST_C cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, enum cudaMemcpyKind k)
+{
+    return st_memcpy(dst, src, n, k, NULL, 0);
+}
+ST_C cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcpyKind k, cudaStream_t h)
+{
+    return st_memcpy(dst, src, n, k, h, 1);
+}
+
+static cudaError_t st_memset(void* p, int v, size_t n, cudaStream_t h, const char* fn)
+{
+    if (!n) return cudaSuccess;
+    st_init();
+    int w = st_copy_side(p, n, fn, "destination");
+    if (w < 0) return st_err(cudaErrorInvalidValue);
+    if (w != ST_DEV) {
+        st_violation("host-pointer", "%s: %p is %s, not device memory", fn, p, st_where_names[w]);
+        return st_err(cudaErrorInvalidValue);
+    }
+    pthread_mutex_lock(&st_mu);
+    st_op* op = st_op_new(fn, st_set_run);
+    op->dst = p, op->n = n, op->val = v;
+    st_push_locked(st_stream_locked(h), op); /* cudaMemset too is asynchronous for device memory */
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaMemset(void* p, int v, size_t n) { return st_memset(p, v, n, NULL, "cudaMemset"); }
+ST_C cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t h)
+{
+    return st_memset(p, v, n, h, "cudaMemsetAsync");
+}
+
+/* ---- kernels -------------------------------------------------------------------- */
+
+static const st_ksig* st_ksig_find(const char* name);
+
+ST_C cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum cudaJitOption* jo, void** jv, unsigned njo,
+                                    enum cudaLibraryOption* lo, void** lv, unsigned nlo)
+{
+    (void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo;
+    st_init();
+    if (!code || memcmp(code, "\177ELF", 4) != 0) return st_err(cudaErrorInvalidKernelImage);
+    pthread_mutex_lock(&st_mu);
+    st_count.libraries++;
+    pthread_mutex_unlock(&st_mu);
+    *lib = (struct CUlib_st*)calloc(1, sizeof(struct CUlib_st));
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaLibraryGetKernel(cudaKernel_t* k, cudaLibrary_t lib, const char* name)
+{
+    if (!lib || lib->dead) return st_err(cudaErrorInvalidResourceHandle);
+    const st_ksig* sig = st_ksig_find(name);
+    if (!sig) return st_err(cudaErrorSymbolNotFound);
+    *k = (struct CUkern_st*)(uintptr_t)sig; /* a kernel handle is its signature */
+    return cudaSuccess;
+}
+ST_C cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
+{
+    if (!lib || lib->dead) {
+        st_violation("use-after-destroy", "cudaLibraryUnload twice");
+        return st_err(cudaErrorInvalidResourceHandle);
+    }
+    lib->dead = 1;
+    return cudaSuccess;
+}
+
+static void st_kernel_run(struct CUstream_st* s, st_op* op)
+{
+    if (op->bad) {
+        __atomic_store_n(&st_sticky[s->dev], (int)cudaErrorIllegalAddress, __ATOMIC_SEQ_CST);
+        return;
+    }
+    void* a[16];
+    int off = 0;
+    for (int i = 0; i < op->sig->nargs; i++) a[i] = op->args + off, off += (op->sig->size[i] + 7) & ~7;
+    op->sig->run(a, op->grid, op->block);
+}
+
+ST_C cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t h)
+{
+    st_init();
+    cudaError_t se = st_sticky_check();
+    if (se) return se;
+    const st_ksig* sig = (const st_ksig*)func;
+    if (!sig || !st_ksig_find(sig->name)) return st_err(cudaErrorInvalidDeviceFunction);
+    if (shmem > 48 * 1024 || block.x * block.y * block.z > 1024 || !grid.x || !block.x)
+        return st_err(cudaErrorInvalidConfiguration);
+    st_op* op = st_op_new(sig->name, st_kernel_run);
+    op->sig = sig, op->grid = grid, op->block = block;
+    pthread_mutex_lock(&st_mu);
+    struct CUstream_st* s = st_stream_locked(h);
+    if (s->dev != st_cur_dev) {
+        pthread_mutex_unlock(&st_mu);
+        free(op);
+        st_violation("cross-device", "%s launched on a stream of device %d while the current device is %d", sig->name,
+                     s->dev, st_cur_dev);
+        return st_err(cudaErrorInvalidResourceHandle);
+    }
+    int off = 0;
+    for (int i = 0; i < sig->nargs; i++) {
+        char* slot = op->args + off;
+        if (off + sig->size[i] > (int)sizeof op->args) { /* the stand-in's own limit */
+            fprintf(stderr, "vs_strict: %s: arguments larger than %zu bytes\n", sig->name, sizeof op->args);
+            _exit(85);
+        }
+        memcpy(slot, args[i], (size_t)sig->size[i]); /* arguments are copied at launch */
+        if (sig->ptr >> i & 1) {
+            void* p;
+            memcpy(&p, slot, sizeof p);
+            int dev = 0, w = p ? st_where_locked(p, 1, &dev) : ST_DEV;
+            if (p && (w == ST_HOST || w == ST_FREED)) {
+                pthread_mutex_unlock(&st_mu);
+                st_violation(w == ST_HOST ? "host-pointer" : "device-bounds",
+                             "%s: argument %d (%p) is %s: the kernel faults with an illegal address", sig->name, i, p,
+                             st_where_names[w]);
+                pthread_mutex_lock(&st_mu);
+                op->bad = 1;
+            } else if (p && w != ST_PINNED && dev != s->dev) {
+                pthread_mutex_unlock(&st_mu);
+                st_violation("cross-device", "%s on device %d: argument %d (%p) is memory of device %d", sig->name,
+                             s->dev, i, p, dev);
+                pthread_mutex_lock(&st_mu);
+                op->bad = 1;
+            }
+            p = st_sh(p);
+            memcpy(slot, &p, sizeof p);
+        }
+        off += (sig->size[i] + 7) & ~7;
+    }
+    st_count.launches++;
+    st_push_locked(s, op);
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
+}
+
+/* The kernels of vescale_mesh.h (>>kernels) and vescale_ddp.h, by name: each
+   argument's size and whether it is a pointer, then the host build to run.
+   The mesh kernels' host build already follows the device decomposition (row
+   reductions are _VS_MKT strided partial sums, then a tree). */
+#define ST_P sizeof(void*)
+#define ST_LL sizeof(long long)
+#define ST_I sizeof(int)
+#define ST_F sizeof(float)
+#define ST_D sizeof(double)
+
+#ifdef _VS_MESH_CUDA
+static void st_mk(int ki, void** a) { _vs_mk_host(ki, a); }
+static void st_mk_init(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_INIT, a); }
+static void st_mk_box(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_BOX, a); }
+static void st_mk_efwd(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_EMBED_FWD, a); }
+static void st_mk_ebwd(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_EMBED_BWD, a); }
+static void st_mk_cmax(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_MAX, a); }
+static void st_mk_csum(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_SUM, a); }
+static void st_mk_closs(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_LOSS, a); }
+static void st_mk_cgrad(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_GRAD, a); }
+#endif
+
+#if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
+#define ST_A(T, i) (*(T*)a[i])
+static void st_k_adamw(void** a, dim3 g, dim3 b)
+{
+    (void)g, (void)b;
+    _vs_hk_adamw(ST_A(float*, 0), ST_A(const float*, 1), ST_A(float*, 2), ST_A(float*, 3), ST_A(long long, 4),
+                 ST_A(float, 5), ST_A(float, 6), ST_A(float, 7), ST_A(float, 8), ST_A(float, 9), ST_A(float, 10),
+                 ST_A(float, 11), ST_A(float, 12));
+}
+static void st_k_sgd(void** a, dim3 g, dim3 b)
+{
+    (void)g, (void)b;
+    _vs_hk_sgd(ST_A(float*, 0), ST_A(const float*, 1), ST_A(float*, 2), ST_A(long long, 3), ST_A(float, 4),
+               ST_A(float, 5), ST_A(float, 6), ST_A(int, 7));
+}
+static void st_k_to_f32(void** a, dim3 g, dim3 b)
+{
+    (void)g, (void)b;
+    _vs_hk_to_f32(ST_A(float*, 0), ST_A(const void*, 1), ST_A(int, 2), ST_A(long long, 3));
+}
+static void st_k_from_f32(void** a, dim3 g, dim3 b)
+{
+    (void)g, (void)b;
+    _vs_hk_from_f32(ST_A(void*, 0), ST_A(int, 1), ST_A(const float*, 2), ST_A(long long, 3));
+}
+static void st_k_add_f32(void** a, dim3 g, dim3 b)
+{
+    (void)g, (void)b;
+    _vs_hk_add_f32(ST_A(float*, 0), ST_A(const void*, 1), ST_A(int, 2), ST_A(long long, 3));
+}
+static void st_k_scale(void** a, dim3 g, dim3 b)
+{
+    (void)g, (void)b;
+    _vs_hk_scale(ST_A(void*, 0), ST_A(int, 1), ST_A(long long, 2), ST_A(float, 3));
+}
+/* vs_k_sumsq as the GPU runs it: each block's threads sum a grid-strided slice
+   in double, then a tree over the block, added into the block's slot. */
+static void st_k_sumsq(void** a, dim3 g, dim3 b)
+{
+    const float* x = ST_A(const float*, 0);
+    long long n = ST_A(long long, 1);
+    double* part = ST_A(double*, 2);
+    double s[1024];
+    for (unsigned blk = 0; blk < g.x; blk++) {
+        for (unsigned t = 0; t < b.x; t++) {
+            double v = 0;
+            for (long long i = (long long)blk * b.x + t; i < n; i += (long long)g.x * b.x) v += (double)x[i] * (double)x[i];
+            s[t] = v;
+        }
+        for (unsigned w = b.x / 2; w > 0; w /= 2)
+            for (unsigned t = 0; t < w; t++) s[t] += s[t + w];
+        part[blk] += s[0];
+    }
+}
+#undef ST_A
+#endif
+
+static const st_ksig st_ksigs[] = {
+#ifdef _VS_MESH_CUDA
+    {"vs_mk_init", 9, {ST_P, ST_I, ST_LL, sizeof(_vs_mk_ibox), 8, ST_I, ST_D, ST_D, ST_D}, 1u, st_mk_init},
+    {"vs_mk_box", 4, {ST_P, ST_P, ST_LL, sizeof(_vs_mk_geo)}, 3u, st_mk_box},
+    {"vs_mk_embed_fwd", 7, {ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL, ST_LL}, 7u, st_mk_efwd},
+    {"vs_mk_embed_bwd", 8, {ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL, ST_LL, ST_LL}, 7u, st_mk_ebwd},
+    {"vs_mk_ce_max", 4, {ST_P, ST_P, ST_LL, ST_LL}, 3u, st_mk_cmax},
+    {"vs_mk_ce_sum", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_csum},
+    {"vs_mk_ce_loss", 5, {ST_P, ST_P, ST_P, ST_P, ST_LL}, 15u, st_mk_closs},
+    {"vs_mk_ce_grad", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_cgrad},
+#endif
+#if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
+    {"vs_k_adamw", 13, {ST_P, ST_P, ST_P, ST_P, ST_LL, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F}, 15u, st_k_adamw},
+    {"vs_k_sgd", 8, {ST_P, ST_P, ST_P, ST_LL, ST_F, ST_F, ST_F, ST_I}, 7u, st_k_sgd},
+    {"vs_k_to_f32", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_k_to_f32},
+    {"vs_k_from_f32", 4, {ST_P, ST_I, ST_P, ST_LL}, 5u, st_k_from_f32},
+    {"vs_k_add_f32", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_k_add_f32},
+    {"vs_k_scale", 4, {ST_P, ST_I, ST_LL, ST_F}, 1u, st_k_scale},
+    {"vs_k_sumsq", 3, {ST_P, ST_LL, ST_P}, 5u, st_k_sumsq},
+#endif
+    {NULL, 0, {0}, 0, NULL}};
+
+static const st_ksig* st_ksig_find(const char* name)
+{
+    for (int i = 0; st_ksigs[i].name; i++)
+        if (name && (name == st_ksigs[i].name || !strcmp(name, st_ksigs[i].name))) return &st_ksigs[i];
+    return NULL;
+}
+
+#include "vs_strict_nccl.h"
+
+#endif

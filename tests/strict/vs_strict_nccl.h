@@ -1,0 +1,685 @@
+/* tests/strict/vs_strict_nccl.h - the stand-in NCCL of tests/strict/vs_strict.h
+   (included by it; see its top comment). Ranks are threads of one process;
+   a communicator's operations run on the caller's stream's worker, each
+   blocking that stream until its peers arrive, as an NCCL kernel does. */
+
+typedef struct st_clique st_clique;
+
+struct st_nop {
+    int kind; /* ST_N_* */
+    struct ncclComm* comm;
+    const void* sb; /* device addresses as the program gave them */
+    void* rb;
+    size_t count;
+    int dt, op, peer; /* peer: root for rooted collectives */
+    long seq;
+    int matched, failed;
+    st_nop *next, *pnext; /* in its fused operation; in the clique's posted p2p list */
+    char what[160];
+};
+enum { ST_N_ALLREDUCE, ST_N_REDUCE, ST_N_BCAST, ST_N_ALLGATHER, ST_N_REDSCAT, ST_N_SEND, ST_N_RECV };
+static const char* const st_nnames[] = {"ncclAllReduce", "ncclReduce",   "ncclBroadcast", "ncclAllGather",
+                                        "ncclReduceScatter", "ncclSend", "ncclRecv"};
+
+typedef struct st_inst { /* one collective of a clique, across its ranks */
+    long seq;
+    int arrived, left, done;
+    st_nop** part;
+    struct st_inst* next;
+} st_inst;
+
+typedef struct st_split {
+    long seq;
+    int arrived, done;
+    int *color, *key, *blocking;
+    struct ncclComm*** slot;
+    struct st_split* next;
+} st_split;
+
+struct st_clique {
+    char id[NCCL_UNIQUE_ID_BYTES];
+    int n, joined;
+    struct ncclComm** ranks;
+    st_inst* insts;
+    st_nop* posted; /* send/recv posted, not yet matched */
+    st_split* splits;
+    st_clique* next;
+};
+
+struct ncclComm {
+    st_clique* cq;
+    int rank, n, dev, blocking;
+    long coll_seq, split_seq, *send_seq, *recv_seq;
+    ncclResult_t async;
+    int aborted, destroyed, finalized;
+    long pending; /* operations enqueued, not finished */
+    struct ncclComm* gnext;
+};
+
+static st_clique* st_cliques;
+static struct ncclComm* st_comms; /* every communicator ever made: kept, so a late use is reported */
+static long st_idctr;
+static long st_dev_pend[ST_MAXDEV];
+static pthread_t st_dev_tid[ST_MAXDEV];
+static __thread int st_gdepth;
+static __thread st_nop *st_ghead, *st_gtail;
+
+static size_t st_nsize(int dt)
+{
+    switch (dt) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8;
+    }
+}
+
+/* ---- arithmetic as NCCL does it -------------------------------------------------- */
+
+static double st_ld(int dt, const void* p, size_t i)
+{
+    switch (dt) {
+    case ncclInt8: return ((const int8_t*)p)[i];
+    case ncclUint8: return ((const uint8_t*)p)[i];
+    case ncclInt32: return ((const int32_t*)p)[i];
+    case ncclUint32: return ((const uint32_t*)p)[i];
+    case ncclInt64: return (double)((const int64_t*)p)[i];
+    case ncclUint64: return (double)((const uint64_t*)p)[i];
+    case ncclFloat16: return vs_f16_to_f32(((const uint16_t*)p)[i]);
+    case ncclBfloat16: return vs_bf16_to_f32(((const uint16_t*)p)[i]);
+    case ncclFloat32: return ((const float*)p)[i];
+    default: return ((const double*)p)[i];
+    }
+}
+
+/* One element of the reduction over the ranks' buffers x[r], starting at rank
+   `start` and rounding to the dtype after every step. Integers in 64 bits. */
+static void st_reduce_elem(int dt, int op, int n, const void* const* x, size_t i, int start, void* out, size_t oi)
+{
+    int fl = dt == ncclFloat16 || dt == ncclBfloat16 || dt == ncclFloat32 || dt == ncclFloat64;
+    if (fl) {
+        double acc = 0;
+        for (int k = 0; k < n; k++) {
+            double v = st_ld(dt, x[(start + k) % n], i);
+            if (op == ncclAvg) v = dt == ncclFloat64 ? v * (1.0 / n) : (double)((float)v * (1.0f / (float)n));
+            if (dt == ncclFloat16) v = vs_f16_to_f32(vs_f32_to_f16((float)v));
+            if (dt == ncclBfloat16) v = vs_bf16_to_f32(vs_f32_to_bf16((float)v));
+            if (k == 0) acc = v;
+            else if (op == ncclMax) acc = v > acc ? v : acc;
+            else if (op == ncclMin) acc = v < acc ? v : acc;
+            else if (op == ncclProd) acc = dt == ncclFloat64 ? acc * v : (double)((float)acc * (float)v);
+            else acc = dt == ncclFloat64 ? acc + v : (double)((float)acc + (float)v);
+            if (dt == ncclFloat16) acc = vs_f16_to_f32(vs_f32_to_f16((float)acc));
+            if (dt == ncclBfloat16) acc = vs_bf16_to_f32(vs_f32_to_bf16((float)acc));
+        }
+        switch (dt) {
+        case ncclFloat16: ((uint16_t*)out)[oi] = vs_f32_to_f16((float)acc); break;
+        case ncclBfloat16: ((uint16_t*)out)[oi] = vs_f32_to_bf16((float)acc); break;
+        case ncclFloat32: ((float*)out)[oi] = (float)acc; break;
+        default: ((double*)out)[oi] = acc; break;
+        }
+        return;
+    }
+    int sgn = dt == ncclInt8 || dt == ncclInt32 || dt == ncclInt64;
+    int64_t acc = 0;
+    uint64_t uacc = 0;
+    for (int k = 0; k < n; k++) {
+        const void* p = x[(start + k) % n];
+        int64_t v = dt == ncclInt8 ? ((const int8_t*)p)[i] : dt == ncclInt32 ? ((const int32_t*)p)[i]
+                  : dt == ncclInt64 ? ((const int64_t*)p)[i] : 0;
+        uint64_t u = dt == ncclUint8 ? ((const uint8_t*)p)[i] : dt == ncclUint32 ? ((const uint32_t*)p)[i]
+                   : dt == ncclUint64 ? ((const uint64_t*)p)[i] : 0;
+        if (k == 0) acc = v, uacc = u;
+        else if (op == ncclMax) acc = v > acc ? v : acc, uacc = u > uacc ? u : uacc;
+        else if (op == ncclMin) acc = v < acc ? v : acc, uacc = u < uacc ? u : uacc;
+        else if (op == ncclProd) acc = (int64_t)((uint64_t)acc * (uint64_t)v), uacc *= u;
+        else acc = (int64_t)((uint64_t)acc + (uint64_t)v), uacc += u;
+    }
+    if (op == ncclAvg) acc /= n, uacc /= (uint64_t)n;
+    switch (dt) {
+    case ncclInt8: ((int8_t*)out)[oi] = (int8_t)acc; break;
+    case ncclUint8: ((uint8_t*)out)[oi] = (uint8_t)uacc; break;
+    case ncclInt32: ((int32_t*)out)[oi] = (int32_t)acc; break;
+    case ncclUint32: ((uint32_t*)out)[oi] = (uint32_t)uacc; break;
+    case ncclInt64: ((int64_t*)out)[oi] = acc; break;
+    default: ((uint64_t*)out)[oi] = uacc; break;
+    }
+    (void)sgn;
+}
+
+/* Runs a collective whose ranks have all arrived (st_mu held): every input is
+   read before any output is written (in-place buffers). */
+static void st_collective_locked(st_clique* cq, st_inst* in)
+{
+    st_nop* p0 = in->part[0];
+    int n = cq->n, kind = p0->kind, dt = p0->dt;
+    size_t es = st_nsize(dt), cnt = p0->count;
+    for (int r = 1; r < n; r++) {
+        st_nop* q = in->part[r];
+        if (q->kind != kind || q->count != cnt || q->dt != dt || q->op != p0->op ||
+            ((kind == ST_N_REDUCE || kind == ST_N_BCAST) && q->peer != p0->peer)) {
+            st_violation("nccl-mismatch",
+                         "collective %ld of a communicator: rank 0 called %s(count %zu, type %d, op %d, root %d), rank "
+                         "%d %s(count %zu, type %d, op %d, root %d)",
+                         in->seq, st_nnames[kind], cnt, dt, p0->op, p0->peer, r, st_nnames[q->kind], q->count, q->dt,
+                         q->op, q->peer);
+            for (int k = 0; k < n; k++) in->part[k]->failed = 1, cq->ranks[k]->async = ncclInvalidUsage;
+            return;
+        }
+    }
+    int start = (int)(in->seq % n); /* no rank-order promise */
+    const void* x[64];
+    size_t total = kind == ST_N_ALLGATHER ? cnt * (size_t)n : kind == ST_N_REDSCAT ? cnt * (size_t)n : cnt;
+    char* tmp = (char*)malloc(total * es + 1);
+    if (kind == ST_N_ALLREDUCE || kind == ST_N_REDUCE || kind == ST_N_REDSCAT) {
+        for (int r = 0; r < n; r++) x[r] = st_sh(in->part[r]->sb);
+        for (size_t i = 0; i < total; i++) st_reduce_elem(dt, p0->op, n, x, i, start, tmp, i);
+    } else if (kind == ST_N_BCAST) {
+        memcpy(tmp, st_sh(in->part[p0->peer]->sb), cnt * es);
+    } else { /* all-gather */
+        for (int r = 0; r < n; r++) memcpy(tmp + (size_t)r * cnt * es, st_sh(in->part[r]->sb), cnt * es);
+    }
+    for (int r = 0; r < n; r++) {
+        char* rb = (char*)st_sh(in->part[r]->rb);
+        if (kind == ST_N_REDUCE && r != p0->peer) continue;
+        if (kind == ST_N_REDSCAT) memcpy(rb, tmp + (size_t)r * cnt * es, cnt * es);
+        else memcpy(rb, tmp, total * es);
+    }
+    free(tmp);
+}
+
+/* ---- a fused operation on a stream: a group's send/recv and collectives ---------- */
+
+static int st_p2p_try_locked(st_clique* cq, st_nop* me)
+{
+    for (st_nop** pp = &cq->posted; *pp; pp = &(*pp)->pnext) {
+        st_nop* o = *pp;
+        int src = me->kind == ST_N_SEND ? me->comm->rank : me->peer, dst = me->kind == ST_N_SEND ? me->peer : me->comm->rank;
+        if (o->kind == me->kind || o->seq != me->seq) continue;
+        int osrc = o->kind == ST_N_SEND ? o->comm->rank : o->peer, odst = o->kind == ST_N_SEND ? o->peer : o->comm->rank;
+        if (osrc != src || odst != dst) continue;
+        *pp = o->pnext;
+        st_nop *s = me->kind == ST_N_SEND ? me : o, *r = me->kind == ST_N_SEND ? o : me;
+        if (s->count != r->count || s->dt != r->dt) {
+            st_violation("nccl-mismatch", "ncclSend of %zu x type %d from rank %d met ncclRecv of %zu x type %d on rank %d",
+                         s->count, s->dt, src, r->count, r->dt, dst);
+            s->failed = r->failed = 1;
+        } else {
+            memcpy(st_sh(r->rb), st_sh(s->sb), s->count * st_nsize(s->dt));
+        }
+        s->matched = r->matched = 1;
+        return 1;
+    }
+    me->pnext = cq->posted;
+    cq->posted = me;
+    return 0;
+}
+
+static void st_nccl_run(struct CUstream_st* s, st_op* op)
+{
+    pthread_mutex_lock(&st_mu);
+    for (st_nop* q = op->nops; q; q = q->next)
+        if ((q->kind == ST_N_SEND || q->kind == ST_N_RECV) && !q->comm->aborted) st_p2p_try_locked(q->comm->cq, q);
+    for (st_nop* q = op->nops; q; q = q->next) {
+        if (q->kind == ST_N_SEND || q->kind == ST_N_RECV) continue;
+        struct ncclComm* c = q->comm;
+        st_clique* cq = c->cq;
+        if (c->aborted) continue;
+        st_inst* in = cq->insts;
+        while (in && in->seq != q->seq) in = in->next;
+        if (!in) {
+            in = (st_inst*)calloc(1, sizeof *in);
+            in->seq = q->seq, in->part = (st_nop**)calloc((size_t)cq->n, sizeof(st_nop*));
+            in->next = cq->insts, cq->insts = in;
+        }
+        in->part[c->rank] = q;
+        if (++in->arrived == cq->n) {
+            st_collective_locked(cq, in);
+            in->done = 1;
+            pthread_cond_broadcast(&st_cv);
+        }
+        s->blocked = q->what;
+        ST_WAIT_UNTIL(in->done || c->aborted, q->what);
+        s->blocked = NULL;
+        if (++in->left == cq->n || c->aborted) { /* the last one out frees it (an abort leaves it to leak) */
+            if (in->left == cq->n) {
+                st_inst** pp = &cq->insts;
+                while (*pp != in) pp = &(*pp)->next;
+                *pp = in->next;
+                free(in->part);
+                free(in);
+            }
+        }
+    }
+    for (st_nop* q = op->nops; q; q = q->next)
+        if (q->kind == ST_N_SEND || q->kind == ST_N_RECV) {
+            s->blocked = q->what;
+            ST_WAIT_UNTIL(q->matched || q->comm->aborted, q->what);
+            s->blocked = NULL;
+            if (!q->matched) { /* aborted: take it off the posted list */
+                for (st_nop** pp = &q->comm->cq->posted; *pp; pp = &(*pp)->pnext)
+                    if (*pp == q) {
+                        *pp = q->pnext;
+                        break;
+                    }
+            }
+        }
+    while (op->nops) {
+        st_nop* q = op->nops;
+        op->nops = q->next;
+        q->comm->pending--;
+        st_dev_pend[q->comm->dev]--;
+        free(q);
+    }
+    st_count.nccl_ops++;
+    pthread_cond_broadcast(&st_cv);
+    pthread_mutex_unlock(&st_mu);
+}
+
+static const char* st_nccl_waiting_locked(int dev)
+{
+    for (struct CUstream_st* s = st_streams; s; s = s->next)
+        if (s->dev == dev && s->head && s->head->fn == st_nccl_run && s->blocked) return s->blocked;
+    return NULL;
+}
+
+/* ---- the API ------------------------------------------------------------------- */
+
+static const char* st_nres(ncclResult_t r)
+{
+    switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error";
+    case ncclSystemError: return "unhandled system error";
+    case ncclInternalError: return "internal error";
+    case ncclInvalidArgument: return "invalid argument";
+    case ncclInvalidUsage: return "invalid usage";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+    }
+}
+ST_C const char* ncclGetErrorString(ncclResult_t r) { return st_nres(r); }
+ST_C const char* ncclGetLastError(ncclComm_t c)
+{
+    (void)c;
+    return "";
+}
+ST_C ncclResult_t ncclGetVersion(int* v)
+{
+    *v = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+ST_C ncclResult_t ncclGetUniqueId(ncclUniqueId* id)
+{
+    memset(id, 0, sizeof *id);
+    long k = __atomic_add_fetch(&st_idctr, 1, __ATOMIC_SEQ_CST);
+    snprintf(id->internal, sizeof id->internal, "vs_strict-%ld-%u", k, st_rand());
+    return ncclSuccess;
+}
+
+static struct ncclComm* st_comm_new_locked(st_clique* cq, int rank, int dev, int blocking)
+{
+    struct ncclComm* c = (struct ncclComm*)calloc(1, sizeof *c);
+    c->cq = cq, c->rank = rank, c->n = cq->n, c->dev = dev, c->blocking = blocking;
+    c->send_seq = (long*)calloc((size_t)cq->n, sizeof(long));
+    c->recv_seq = (long*)calloc((size_t)cq->n, sizeof(long));
+    c->gnext = st_comms, st_comms = c;
+    cq->ranks[rank] = c;
+    return c;
+}
+
+static st_clique* st_clique_new_locked(int n)
+{
+    st_clique* cq = (st_clique*)calloc(1, sizeof *cq);
+    cq->n = n;
+    cq->ranks = (struct ncclComm**)calloc((size_t)n, sizeof(struct ncclComm*));
+    cq->next = st_cliques, st_cliques = cq;
+    return cq;
+}
+
+static int st_blocking(const ncclConfig_t* cfg) { return !cfg || cfg->blocking == NCCL_CONFIG_UNDEF_INT || cfg->blocking; }
+
+ST_C ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int n, ncclUniqueId id, int rank, ncclConfig_t* cfg)
+{
+    if (!out || n < 1 || n > 64 || rank < 0 || rank >= n) return ncclInvalidArgument;
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    st_clique* cq = st_cliques;
+    while (cq && memcmp(cq->id, id.internal, sizeof cq->id)) cq = cq->next;
+    if (!cq) {
+        cq = st_clique_new_locked(n);
+        memcpy(cq->id, id.internal, sizeof cq->id);
+    }
+    if (cq->n != n || cq->ranks[rank]) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("nccl-mismatch", "ncclCommInitRank: rank %d of %d joins a clique of %d%s", rank, n, cq->n,
+                     cq->ranks[rank] ? " where that rank is taken" : "");
+        return ncclInvalidUsage;
+    }
+    struct ncclComm* c = st_comm_new_locked(cq, rank, st_cur_dev, st_blocking(cfg));
+    cq->joined++;
+    pthread_cond_broadcast(&st_cv);
+    *out = c;
+    if (c->blocking) ST_WAIT_UNTIL(cq->joined == cq->n, "ncclCommInitRank");
+    int ready = cq->joined == cq->n;
+    pthread_mutex_unlock(&st_mu);
+    return ready ? ncclSuccess : ncclInProgress;
+}
+ST_C ncclResult_t ncclCommInitRank(ncclComm_t* out, int n, ncclUniqueId id, int rank)
+{
+    return ncclCommInitRankConfig(out, n, id, rank, NULL);
+}
+
+/* A call on c: live, and the rule that one device's NCCL is issued by one
+   thread at a time (st_mu held). */
+static ncclResult_t st_comm_ok_locked(struct ncclComm* c, const char* fn)
+{
+    if (!c) return ncclInvalidArgument;
+    if (c->destroyed) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("use-after-destroy", "%s on a communicator already destroyed or aborted", fn);
+        pthread_mutex_lock(&st_mu);
+        return ncclInvalidUsage;
+    }
+    return ncclSuccess;
+}
+
+ST_C ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* r)
+{
+    pthread_mutex_lock(&st_mu);
+    ncclResult_t e = st_comm_ok_locked(c, "ncclCommGetAsyncError");
+    if (!e) {
+        if (c->cq->joined < c->cq->n) *r = ncclInProgress;
+        else if (c->finalized && c->pending) *r = ncclInProgress;
+        else *r = c->async;
+    }
+    pthread_mutex_unlock(&st_mu);
+    return e;
+}
+
+ST_C ncclResult_t ncclCommCount(const ncclComm_t c, int* n)
+{
+    *n = c->n;
+    return ncclSuccess;
+}
+ST_C ncclResult_t ncclCommUserRank(const ncclComm_t c, int* r)
+{
+    *r = c->rank;
+    return ncclSuccess;
+}
+ST_C ncclResult_t ncclCommCuDevice(const ncclComm_t c, int* d)
+{
+    *d = c->dev;
+    return ncclSuccess;
+}
+
+ST_C ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t* out, ncclConfig_t* cfg)
+{
+    pthread_mutex_lock(&st_mu);
+    ncclResult_t e = st_comm_ok_locked(c, "ncclCommSplit");
+    if (e) {
+        pthread_mutex_unlock(&st_mu);
+        return e;
+    }
+    st_clique* cq = c->cq;
+    long seq = c->split_seq++;
+    st_split* sp = cq->splits;
+    while (sp && sp->seq != seq) sp = sp->next;
+    if (!sp) {
+        sp = (st_split*)calloc(1, sizeof *sp);
+        sp->seq = seq;
+        sp->color = (int*)calloc((size_t)cq->n, sizeof(int));
+        sp->key = (int*)calloc((size_t)cq->n, sizeof(int));
+        sp->blocking = (int*)calloc((size_t)cq->n, sizeof(int));
+        sp->slot = (struct ncclComm***)calloc((size_t)cq->n, sizeof(struct ncclComm**));
+        sp->next = cq->splits, cq->splits = sp;
+    }
+    sp->color[c->rank] = color, sp->key[c->rank] = key, sp->slot[c->rank] = out, sp->blocking[c->rank] = st_blocking(cfg);
+    c->async = ncclInProgress;
+    if (++sp->arrived == cq->n) {
+        /* the last to arrive makes every child and writes every rank's slot:
+           other ranks see theirs written later, by another thread */
+        int n = cq->n;
+        int* done = (int*)calloc((size_t)n, sizeof(int));
+        for (int r = 0; r < n; r++) {
+            if (done[r]) continue;
+            if (sp->color[r] == NCCL_SPLIT_NOCOLOR) {
+                __atomic_store_n(sp->slot[r], (struct ncclComm*)NULL, __ATOMIC_RELEASE);
+                done[r] = 1;
+                continue;
+            }
+            int members[64], m = 0;
+            for (int q = 0; q < n; q++)
+                if (!done[q] && sp->color[q] == sp->color[r]) members[m++] = q;
+            for (int i = 1; i < m; i++) /* by key, then parent rank */
+                for (int j = i; j > 0 && (sp->key[members[j]] < sp->key[members[j - 1]] ||
+                                          (sp->key[members[j]] == sp->key[members[j - 1]] &&
+                                           members[j] < members[j - 1]));
+                     j--) {
+                    int t = members[j];
+                    members[j] = members[j - 1], members[j - 1] = t;
+                }
+            st_clique* child = st_clique_new_locked(m);
+            snprintf(child->id, sizeof child->id, "vs_strict-split-%ld", __atomic_add_fetch(&st_idctr, 1, __ATOMIC_SEQ_CST));
+            child->joined = m;
+            for (int i = 0; i < m; i++) {
+                int q = members[i];
+                struct ncclComm* nc = st_comm_new_locked(child, i, cq->ranks[q]->dev, sp->blocking[q]);
+                __atomic_store_n(sp->slot[q], nc, __ATOMIC_RELEASE);
+                done[q] = 1;
+            }
+        }
+        free(done);
+        for (int r = 0; r < n; r++)
+            if (cq->ranks[r]->async == ncclInProgress) cq->ranks[r]->async = ncclSuccess;
+        sp->done = 1;
+        pthread_cond_broadcast(&st_cv);
+    }
+    if (sp->blocking[c->rank]) ST_WAIT_UNTIL(sp->done, "ncclCommSplit");
+    pthread_mutex_unlock(&st_mu);
+    return ncclSuccess; /* as NCCL 2.28 answers a non-blocking split that still runs */
+}
+
+ST_C ncclResult_t ncclCommAbort(ncclComm_t c)
+{
+    if (!c) return ncclSuccess;
+    pthread_mutex_lock(&st_mu);
+    if (c->destroyed && !c->aborted) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("use-after-destroy", "ncclCommAbort on a destroyed communicator");
+        return ncclInvalidUsage;
+    }
+    c->aborted = 1, c->destroyed = 1;
+    pthread_cond_broadcast(&st_cv);
+    pthread_mutex_unlock(&st_mu);
+    return ncclSuccess;
+}
+
+ST_C ncclResult_t ncclCommFinalize(ncclComm_t c)
+{
+    pthread_mutex_lock(&st_mu);
+    ncclResult_t e = st_comm_ok_locked(c, "ncclCommFinalize");
+    if (!e) {
+        c->finalized = 1;
+        if (c->blocking) ST_WAIT_UNTIL(!c->pending, "ncclCommFinalize");
+        e = c->pending ? ncclInProgress : ncclSuccess;
+    }
+    pthread_mutex_unlock(&st_mu);
+    return e;
+}
+
+ST_C ncclResult_t ncclCommDestroy(ncclComm_t c)
+{
+    pthread_mutex_lock(&st_mu);
+    ncclResult_t e = st_comm_ok_locked(c, "ncclCommDestroy");
+    if (!e && c->pending) {
+        long p = c->pending;
+        pthread_mutex_unlock(&st_mu);
+        st_violation("nccl-destroy-busy", "ncclCommDestroy with %ld operations in flight (finalize first)", p);
+        pthread_mutex_lock(&st_mu);
+    }
+    if (!e) c->destroyed = 1;
+    pthread_cond_broadcast(&st_cv);
+    pthread_mutex_unlock(&st_mu);
+    return e;
+}
+
+/* Checks a buffer NCCL is given: GPU-reachable memory of c's device. */
+static int st_nccl_buf_locked(struct ncclComm* c, const void* p, size_t bytes, const char* fn, const char* side)
+{
+    if (!bytes) return 1;
+    int dev = -1, w = st_where_locked(p, bytes, &dev);
+    if (w == ST_DEV && dev == c->dev) return 1;
+    if (w == ST_PINNED) return 1;
+    pthread_mutex_unlock(&st_mu);
+    if (w == ST_DEV)
+        st_violation("cross-device", "%s: %s %p is memory of device %d, the communicator's device is %d", fn, side, p,
+                     dev, c->dev);
+    else
+        st_violation(w == ST_HOST ? "host-pointer" : "device-bounds",
+                     "%s: %s %p + %zu bytes is %s: NCCL takes only GPU-reachable memory (NCCL_CHECK_POINTERS=1 "
+                     "refuses it; without it the kernel faults)",
+                     fn, side, p, bytes, st_where_names[w]);
+    pthread_mutex_lock(&st_mu);
+    return 0;
+}
+
+/* Every collective and send/recv: checks, then enqueued (or kept for the group). */
+static ncclResult_t st_nccl_call(int kind, const void* sb, void* rb, size_t count, ncclDataType_t dt, int op, int peer,
+                                 ncclComm_t c, cudaStream_t h)
+{
+    const char* fn = st_nnames[kind];
+    pthread_mutex_lock(&st_mu);
+    ncclResult_t e = st_comm_ok_locked(c, fn);
+    if (e) {
+        pthread_mutex_unlock(&st_mu);
+        return e;
+    }
+    if ((int)dt < 0 || dt > ncclBfloat16 || op < 0 || op > ncclAvg ||
+        ((kind == ST_N_REDUCE || kind == ST_N_BCAST || kind == ST_N_SEND || kind == ST_N_RECV) && (peer < 0 || peer >= c->n))) {
+        pthread_mutex_unlock(&st_mu);
+        return ncclInvalidArgument;
+    }
+    struct CUstream_st* s = st_stream_locked(h);
+    if (s->dev != c->dev) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("cross-device", "%s: a stream of device %d for a communicator of device %d", fn, s->dev, c->dev);
+        return ncclInvalidArgument;
+    }
+    size_t es = st_nsize(dt), n = (size_t)c->n;
+    size_t sbytes = kind == ST_N_RECV ? 0
+                  : kind == ST_N_REDSCAT ? count * n * es
+                  : (kind == ST_N_BCAST && c->rank != peer) ? 0 : count * es;
+    size_t rbytes = kind == ST_N_SEND ? 0
+                  : kind == ST_N_ALLGATHER ? count * n * es
+                  : (kind == ST_N_REDUCE && c->rank != peer) ? 0 : count * es;
+    if (!st_nccl_buf_locked(c, sb, sbytes, fn, "send buffer") || !st_nccl_buf_locked(c, rb, rbytes, fn, "receive buffer")) {
+        pthread_mutex_unlock(&st_mu);
+        return ncclInvalidArgument;
+    }
+    /* one device's NCCL from one thread at a time (NCCL's "Thread Safety") */
+    int dev = c->dev;
+    if (st_dev_pend[dev] > 0 && !pthread_equal(st_dev_tid[dev], pthread_self())) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("nccl-threads",
+                     "%s on device %d from a second host thread while the first one's NCCL operations on that device "
+                     "are in flight (NCCL: not safe to issue operations to communicators of one device from several "
+                     "threads at once)",
+                     fn, dev);
+        pthread_mutex_lock(&st_mu);
+    }
+    st_dev_tid[dev] = pthread_self();
+    st_nop* q = (st_nop*)calloc(1, sizeof *q);
+    q->kind = kind, q->comm = c, q->sb = sb, q->rb = rb, q->count = count, q->dt = (int)dt, q->op = op, q->peer = peer;
+    q->seq = kind == ST_N_SEND ? c->send_seq[peer]++ : kind == ST_N_RECV ? c->recv_seq[peer]++ : c->coll_seq++;
+    snprintf(q->what, sizeof q->what, "%s (rank %d of %d on device %d, %s %d, operation %ld)", fn, c->rank, c->n, c->dev,
+             kind == ST_N_SEND || kind == ST_N_RECV ? "peer" : "root", peer, q->seq);
+    c->pending++;
+    st_dev_pend[dev]++;
+    if (st_gdepth > 0) {
+        q->next = NULL;
+        *(st_ghead ? &st_gtail->next : &st_ghead) = q;
+        st_gtail = q;
+        q->pnext = (st_nop*)(void*)s; /* the stream, until the group ends */
+    } else {
+        st_op* o = st_op_new(fn, st_nccl_run);
+        o->nops = q;
+        st_push_locked(s, o);
+    }
+    pthread_mutex_unlock(&st_mu);
+    if (st_delay_us) usleep(st_rand() % (unsigned)(st_delay_us + 1)); /* widens the window of the thread check */
+    return ncclSuccess;
+}
+
+ST_C ncclResult_t ncclGroupStart(void)
+{
+    st_gdepth++;
+    return ncclSuccess;
+}
+
+ST_C ncclResult_t ncclGroupEnd(void)
+{
+    if (st_gdepth <= 0) return ncclInvalidUsage;
+    if (--st_gdepth > 0) return ncclSuccess;
+    pthread_mutex_lock(&st_mu);
+    int nonblocking = 0;
+    while (st_ghead) { /* one fused operation per stream, streams in first-use order */
+        struct CUstream_st* s = (struct CUstream_st*)(void*)st_ghead->pnext;
+        st_op* o = st_op_new("NCCL group", st_nccl_run);
+        st_nop **keep = &st_ghead, **tail = &o->nops;
+        while (*keep) {
+            st_nop* q = *keep;
+            if ((struct CUstream_st*)(void*)q->pnext == s) {
+                *keep = q->next;
+                q->next = NULL, q->pnext = NULL;
+                *tail = q, tail = &q->next;
+                nonblocking |= !q->comm->blocking;
+            } else {
+                keep = &q->next;
+            }
+        }
+        st_push_locked(s, o);
+    }
+    st_gtail = NULL;
+    pthread_mutex_unlock(&st_mu);
+    return nonblocking ? ncclInProgress : ncclSuccess; /* a non-blocking group may answer ncclInProgress */
+}
+
+ST_C ncclResult_t ncclAllReduce(const void* sb, void* rb, size_t count, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t c,
+                                cudaStream_t st)
+{
+    return st_nccl_call(ST_N_ALLREDUCE, sb, rb, count, dt, (int)op, 0, c, st);
+}
+ST_C ncclResult_t ncclReduce(const void* sb, void* rb, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root,
+                             ncclComm_t c, cudaStream_t st)
+{
+    return st_nccl_call(ST_N_REDUCE, sb, rb, count, dt, (int)op, root, c, st);
+}
+ST_C ncclResult_t ncclBroadcast(const void* sb, void* rb, size_t count, ncclDataType_t dt, int root, ncclComm_t c,
+                                cudaStream_t st)
+{
+    return st_nccl_call(ST_N_BCAST, sb, rb, count, dt, 0, root, c, st);
+}
+ST_C ncclResult_t ncclBcast(void* b, size_t count, ncclDataType_t dt, int root, ncclComm_t c, cudaStream_t st)
+{
+    return st_nccl_call(ST_N_BCAST, b, b, count, dt, 0, root, c, st);
+}
+ST_C ncclResult_t ncclAllGather(const void* sb, void* rb, size_t count, ncclDataType_t dt, ncclComm_t c, cudaStream_t st)
+{
+    return st_nccl_call(ST_N_ALLGATHER, sb, rb, count, dt, 0, 0, c, st);
+}
+ST_C ncclResult_t ncclReduceScatter(const void* sb, void* rb, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                                    ncclComm_t c, cudaStream_t st)
+{
+    return st_nccl_call(ST_N_REDSCAT, sb, rb, count, dt, (int)op, 0, c, st);
+}
+ST_C ncclResult_t ncclSend(const void* sb, size_t count, ncclDataType_t dt, int peer, ncclComm_t c, cudaStream_t st)
+{
+    return st_nccl_call(ST_N_SEND, sb, NULL, count, dt, 0, peer, c, st);
+}
+ST_C ncclResult_t ncclRecv(void* rb, size_t count, ncclDataType_t dt, int peer, ncclComm_t c, cudaStream_t st)
+{
+    return st_nccl_call(ST_N_RECV, NULL, rb, count, dt, 0, peer, c, st);
+}
