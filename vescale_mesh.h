@@ -4863,12 +4863,34 @@ _VS_PRIVATE vs_result _vs_nccl_abort(vs_comm* c, vs_result code, int raw, const 
     return _vs_err_backend(code, raw, "%s: %s (NCCL communicator aborted)", what, why);
 }
 
+/* Fail-fast in a vs_launch job (ranks are threads of one process, each on its
+   GPU): NCCL's abort reaches only the caller, so every wait of an NCCL
+   communicator also watches the job. Once any rank has failed, aborted or
+   returned an error, a waiting rank aborts its own communicator and returns
+   VS_ERR_ABORTED naming that rank and its message, at once instead of after the
+   timeout. (A job of processes has no such channel: there each rank's deadline
+   ends it; see the NCCL note in the top comment.) */
+_VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
+{
+    _vs_tjob* job = c->world ? c->world->job : NULL;
+    if (!job || !__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) return VS_OK;
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+    if (c->nc) {
+        ncclCommAbort(c->nc);
+        c->nc = NULL;
+    }
+    return _vs_err_from(job->cause_rank, job->cause, VS_ERR_ABORTED, "%s: job aborted: %s (NCCL communicator aborted)",
+                        what, job->cause);
+}
+
 /* Non-blocking communicators answer ncclInProgress; poll until settled or the
    deadline, then abort: a dead peer ends in an error, never a hang. */
 _VS_PRIVATE vs_result _vs_nccl_settle(vs_comm* c, ncclComm_t nc, ncclResult_t r, const char* what,
                                       double deadline)
 {
     while (r == ncclInProgress) {
+        vs_result jr = _vs_nccl_job_check(c, what);
+        if (jr) return jr;
         if (_vs_now() > deadline) return _vs_nccl_abort(c, VS_ERR_TIMEOUT, 0, what, "timed out");
         _vs_sleep_us(50);
         ncclCommGetAsyncError(nc, &r);
@@ -4887,6 +4909,8 @@ _VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what
         if (e == cudaSuccess) return VS_OK;
         if (e != cudaErrorNotReady)
             return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)e, what, cudaGetErrorString(e));
+        vs_result jr = _vs_nccl_job_check(c, what);
+        if (jr) return jr;
         ncclResult_t ar = ncclSuccess;
         if (c->nc) ncclCommGetAsyncError(c->nc, &ar);
         if (ar != ncclSuccess && ar != ncclInProgress)
@@ -4958,6 +4982,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
     const char* what = _vs_kind_names[ops[0].kind];
     double deadline = _vs_now() + c->timeout;
     vs_result res = VS_OK;
+    if ((res = _vs_nccl_job_check(c, what))) goto done;
     if (!c->nc) {
         res = _vs_err(VS_ERR_ABORTED, "%s: NCCL communicator was aborted", what);
         goto done;
@@ -5175,6 +5200,7 @@ _VS_PRIVATE vs_result _vs_nccl_test(vs_work* w, int* done)
     if (e != cudaSuccess && e != cudaErrorNotReady)
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "vs_test: %s", cudaGetErrorString(e));
     vs_comm* c = w->comm;
+    if (!*done && c) _VS_TRY(_vs_nccl_job_check(c, "vs_test"));
     ncclResult_t ar = ncclSuccess;
     if (!*done && c && c->nc) ncclCommGetAsyncError(c->nc, &ar); // (a failed peer shows here too, not at vs_wait only)
     if (ar != ncclSuccess && ar != ncclInProgress)
@@ -5194,8 +5220,16 @@ _VS_PRIVATE void _vs_nccl_detach(vs_work* w)
 
 _VS_PRIVATE void _vs_nccl_abort_comm(vs_comm* c, vs_result why, int origin, const char* cause)
 {
-    (void)why, (void)origin, (void)cause; // ncclCommAbort tells no peer (see >>nccl)
     if (c->nc) ncclCommAbort(c->nc), c->nc = NULL;
+    /* ncclCommAbort tells no peer; in a vs_launch job the job does (_vs_nccl_job_check) */
+    _vs_tjob* job = c->world ? c->world->job : NULL;
+    if (!job) return;
+    char msg[300];
+    if (!cause) { /* as the threads transport says it */
+        _vs_fmt(msg, sizeof msg, "rank %d (world %d) called vs_comm_abort on %s", c->rank, c->world->rank, c->label);
+        cause = msg, why = VS_ERR_ABORTED, origin = c->world->rank;
+    }
+    _vs_job_fail(job, NULL, why, origin, cause);
 }
 
 /* NULL gives back the communicator's own stream; the caller's is never destroyed here. */

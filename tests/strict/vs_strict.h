@@ -106,6 +106,8 @@ struct CUstream_st {
     pthread_t th;
     int quit, started, dead;
     const char* blocked; /* what its running operation waits for (diagnostics) */
+    void* bcomm;         /* the NCCL communicator it waits in, if any */
+    long polled;         /* the enq a cudaStreamQuery found not ready (a host wait, once it is) */
     struct CUstream_st* next;
 };
 
@@ -113,6 +115,7 @@ struct CUevent_st {
     int dev;
     struct CUstream_st* s; /* NULL: never recorded (complete) */
     long target;
+    long polled; /* target + 1 once a query found it not ready */
     int dead;
 };
 
@@ -778,6 +781,9 @@ ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
     st_init_locked();
     struct CUstream_st* s = st_stream_locked(h);
     int busy = s->done < s->enq;
+    /* polling until done is a host-blocking wait: counted once, when it ends */
+    if (busy) s->polled = s->enq;
+    else if (s->polled) st_count.host_waits++, s->polled = 0;
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
     return st_sticky_check();
@@ -836,7 +842,7 @@ ST_C cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t h)
     }
     /* an empty operation, so that legacy-stream rules apply to the record too */
     st_push_locked(s, st_op_new("event record", NULL));
-    ev->s = s, ev->target = s->enq;
+    ev->s = s, ev->target = s->enq, ev->polled = 0;
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
 }
@@ -868,6 +874,8 @@ ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
         return st_err(cudaErrorInvalidResourceHandle);
     }
     int busy = ev->s && ev->s->done < ev->target;
+    if (busy) ev->polled = ev->target + 1;
+    else if (ev->polled) st_count.host_waits++, ev->polled = 0;
     int dev = ev->dev;
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;

@@ -238,9 +238,9 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
             in->done = 1;
             pthread_cond_broadcast(&st_cv);
         }
-        s->blocked = q->what;
+        s->blocked = q->what, s->bcomm = c;
         ST_WAIT_UNTIL(in->done || c->aborted, q->what);
-        s->blocked = NULL;
+        s->blocked = NULL, s->bcomm = NULL;
         if (++in->left == cq->n || c->aborted) { /* the last one out frees it (an abort leaves it to leak) */
             if (in->left == cq->n) {
                 st_inst** pp = &cq->insts;
@@ -253,9 +253,9 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
     }
     for (st_nop* q = op->nops; q; q = q->next)
         if (q->kind == ST_N_SEND || q->kind == ST_N_RECV) {
-            s->blocked = q->what;
+            s->blocked = q->what, s->bcomm = q->comm;
             ST_WAIT_UNTIL(q->matched || q->comm->aborted, q->what);
-            s->blocked = NULL;
+            s->blocked = NULL, s->bcomm = NULL;
             if (!q->matched) { /* aborted: take it off the posted list */
                 for (st_nop** pp = &q->comm->cq->posted; *pp; pp = &(*pp)->pnext)
                     if (*pp == q) {
@@ -279,7 +279,9 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
 static const char* st_nccl_waiting_locked(int dev)
 {
     for (struct CUstream_st* s = st_streams; s; s = s->next)
-        if (s->dev == dev && s->head && s->head->fn == st_nccl_run && s->blocked) return s->blocked;
+        if (s->dev == dev && s->head && s->head->fn == st_nccl_run && s->blocked && s->bcomm &&
+            !((struct ncclComm*)s->bcomm)->aborted) /* (an aborted communicator's kernels end) */
+            return s->blocked;
     return NULL;
 }
 
