@@ -5033,7 +5033,8 @@ _VS_PRIVATE vs_result _vs_nccl_comm_setup(vs_comm* c, ncclComm_t nc)
     c->nc = nc;
     cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) c->own_stream = 1, c->own = c->stream, e = cudaEventCreateWithFlags(&c->fence, cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaMalloc(&c->scratch, sizeof(float));
+    if (e == cudaSuccess && !(c->scratch = vs_device_alloc(c->world, sizeof(float)))) // (through the hooks)
+        e = cudaErrorMemoryAllocation;
     if (e != cudaSuccess)
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "NCCL communicator setup: %s", cudaGetErrorString(e));
     return VS_OK;
@@ -5111,7 +5112,7 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
     }
     if (c->own_stream) cudaStreamDestroy(c->own);
     if (c->fence) cudaEventDestroy(c->fence);
-    if (c->scratch) cudaFree(c->scratch);
+    if (c->scratch) vs_device_free(c->world, c->scratch);
 }
 
 _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int device_select, int cuda_device)

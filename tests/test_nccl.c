@@ -385,6 +385,49 @@ static int fault_rank(vs_world* w, void* arg)
     return r;
 }
 
+/* Every device allocation of the library goes through the allocator hooks: a
+   DDP run (ZeRO-1, clipped) and a checkpoint save and load on 4 NCCL ranks
+   with counting hooks make exactly the stand-in's count of cudaMalloc calls,
+   and free them all. */
+static long hk_allocs, hk_frees;
+static void* hk_dalloc(size_t n, void* user)
+{
+    (void)user;
+    void* p = NULL;
+    if (cudaMalloc(&p, n ? n : 1) != cudaSuccess) return NULL;
+    __atomic_add_fetch(&hk_allocs, 1, __ATOMIC_SEQ_CST);
+    return p;
+}
+static void hk_dfree(void* p, void* user)
+{
+    (void)user;
+    __atomic_add_fetch(&hk_frees, 1, __ATOMIC_SEQ_CST);
+    cudaFree(p);
+}
+
+static void case_device_hooks(const char* dir)
+{
+    static dm_run cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.label = "hooks", cfg.zero = VS_ZERO_1, cfg.kind = VS_OPTIM_ADAMW, cfg.grad_fp32 = 1, cfg.micro = 1, cfg.clip = 0.5;
+    cfg.dp = 4;
+    vs_strict_counts before = vs_strict_get_counts();
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = 4;
+    ld.transport = VS_TRANSPORT_NCCL;
+    ld.timeout_s = 60;
+    ld.allocator.device_alloc = hk_dalloc, ld.allocator.device_free = hk_dfree;
+    hk_allocs = hk_frees = 0;
+    VT_OK(vs_launch_ex(&ld, ddp_rank, &cfg));
+    VT_OK(vs_launch_ex(&ld, ckpt_rank, (void*)dir));
+    vs_strict_counts after = vs_strict_get_counts();
+    VT_CHECK(hk_allocs > 0 && hk_allocs == after.device_allocs - before.device_allocs,
+             "%ld device allocations through the hooks, %ld cudaMalloc calls", hk_allocs,
+             after.device_allocs - before.device_allocs);
+    VT_CHECK(hk_frees == hk_allocs, "%ld device allocations through the hooks, %ld freed", hk_allocs, hk_frees);
+}
+
 /* Each fault on 2 NCCL ranks: the surviving rank returns promptly with an error
    that names the cause (fail-fast in a vs_launch job: NCCL's abort reaches only
    the caller), a hung peer ends in VS_ERR_TIMEOUT at the deadline, and freeing
@@ -490,8 +533,19 @@ int main(void)
         cl.transport = VS_TRANSPORT_NCCL;
         cl.timeout_s = 60;
         VT_OK(vs_launch_ex(&cl, ckpt_rank, dir));
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        VT_CHECK(system(cmd) == 0, "%s", cmd);
     });
 #ifdef VS_STRICT
+    char hdir[] = "/tmp/vs_nccl_hooks_XXXXXX";
+    VT_CASE("hooks/nccl: every device allocation goes through the allocator hooks", {
+        VT_CHECK(mkdtemp(hdir) != NULL, "mkdtemp");
+        case_device_hooks(hdir);
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", hdir);
+        VT_CHECK(system(cmd) == 0, "%s", cmd);
+    });
     VT_CASE("fault/nccl: a failing peer aborts the job at once, naming it", case_fault(0));
     VT_CASE("fault/nccl: a hung peer ends at the deadline", case_fault(1));
     VT_CASE("fault/nccl: freeing unwaited work on a hung peer ends at the deadline", case_fault(2));
