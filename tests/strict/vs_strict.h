@@ -117,6 +117,7 @@ struct CUevent_st {
     long target;
     long polled; /* target + 1 once a query found it not ready */
     int dead;
+    struct CUevent_st* next; /* every event ever made: kept, so a late use is reported */
 };
 
 typedef struct st_ksig {
@@ -131,6 +132,7 @@ struct CUkern_st {
 };
 struct CUlib_st {
     int dead;
+    struct CUlib_st* next; /* kept, as events are */
 };
 
 struct st_op {
@@ -178,6 +180,8 @@ static int st_nallocs, st_capallocs;
 static st_pin* st_pins;
 static int st_npins, st_cappins;
 static struct CUstream_st* st_streams;
+static struct CUevent_st* st_events;
+static struct CUlib_st* st_libs;
 static struct CUstream_st* st_legacy[ST_MAXDEV];
 static long st_nextid = 1;
 static int st_sticky[ST_MAXDEV];
@@ -805,6 +809,9 @@ ST_C cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned flags)
     st_init();
     struct CUevent_st* e = (struct CUevent_st*)calloc(1, sizeof *e);
     e->dev = st_cur_dev;
+    pthread_mutex_lock(&st_mu);
+    e->next = st_events, st_events = e;
+    pthread_mutex_unlock(&st_mu);
     *ev = e;
     return cudaSuccess;
 }
@@ -1015,10 +1022,12 @@ ST_C cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum 
     (void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo;
     st_init();
     if (!code || memcmp(code, "\177ELF", 4) != 0) return st_err(cudaErrorInvalidKernelImage);
+    struct CUlib_st* l = (struct CUlib_st*)calloc(1, sizeof(struct CUlib_st));
     pthread_mutex_lock(&st_mu);
     st_count.libraries++;
+    l->next = st_libs, st_libs = l;
     pthread_mutex_unlock(&st_mu);
-    *lib = (struct CUlib_st*)calloc(1, sizeof(struct CUlib_st));
+    *lib = l;
     return cudaSuccess;
 }
 ST_C cudaError_t cudaLibraryGetKernel(cudaKernel_t* k, cudaLibrary_t lib, const char* name)
