@@ -486,13 +486,23 @@ VS_API int vs_transport_available(vs_transport t);
 VS_API int vs_comm_rank(const vs_comm* c);
 VS_API int vs_comm_size(const vs_comm* c);
 VS_API vs_transport vs_comm_transport(const vs_comm* c);
+/* 1 when the communicator's buffers are CUDA device memory (the NCCL
+   transport: collectives, layouts, TP and init take device pointers, and
+   vs_device_alloc gives them), 0 for host memory (threads, MPI) or a bad handle.
+   Ask this, not the transport, for "where do buffers live". */
+VS_API int vs_comm_device(const vs_comm* c);
 /* Timeout in seconds for peers to arrive (inherited from the world). 0 or INFINITY:
    no timeout (wait forever); values over 1e9 s count as none; negative or NaN is
    VS_ERR_INVALID. */
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds);
 /* NCCL: the cudaStream_t the comm's operations are enqueued on; NULL gives back
    the communicator's own stream. The caller's stream stays the caller's (it is
-   never destroyed by the library); it must outlive its use here. */
+   never destroyed by the library); it must outlive its use here. Stream order:
+   on a stream you give, your work and the library's are ordered by that stream;
+   on its own (non-blocking) stream, every call waits for what you enqueued on
+   the legacy default stream before it, and your later work there waits for the
+   call's device work (events, no host wait). Work on other streams of yours:
+   give that stream, or order it yourself. */
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream);
 VS_API void* vs_comm_stream(const vs_comm* c);
 
@@ -2001,6 +2011,11 @@ VS_API int vs_comm_size(const vs_comm* c)
 VS_API vs_transport vs_comm_transport(const vs_comm* c)
 {
     return _vs_comm_get("vs_comm_transport", c) ? VS_TRANSPORT_DEFAULT : c->tr;
+}
+
+VS_API int vs_comm_device(const vs_comm* c)
+{
+    return _vs_comm_get("vs_comm_device", c) ? 0 : c->tp->device;
 }
 
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds)

@@ -542,6 +542,8 @@ static void sweep_comm(sw_ctx* x)
     if (E(A, "vs_comm_size", "comm NULL", FX_NONE)) R(vs_comm_size(NULL), "comm is NULL");
     if (E(A, "vs_comm_transport", "comm NULL", FX_NONE)) RZ(vs_comm_transport(NULL), "comm is NULL");
     if (E(A, "vs_comm_stream", "comm NULL", FX_NONE)) RP(vs_comm_stream(NULL), "comm is NULL");
+    if (E(A, "vs_comm_device", "comm NULL", FX_NONE)) RZ(vs_comm_device(NULL), "comm is NULL");
+    if (E(A, "vs_comm_device", "freed comm", FX_W2)) RZ(vs_comm_device(x->freed), "already freed");
     if (E(A, "vs_comm_rank", "freed comm", FX_W2)) R(vs_comm_rank(x->freed), "already freed");
     if (E(A, "vs_comm_size", "freed comm", FX_W2)) R(vs_comm_size(x->freed), "already freed");
     if (E(A, "vs_comm_set_timeout", "comm NULL", FX_NONE)) R(vs_comm_set_timeout(NULL, 1), "comm");

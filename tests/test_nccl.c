@@ -77,6 +77,7 @@ static int nccl_rank(vs_world* w, void* arg)
     (void)arg;
     vs_comm* c = vs_world_comm(w);
     int me = vs_world_rank(w), n = vs_world_size(w);
+    VT_CHECK(vs_comm_device(c) == 1, "vs_comm_device of an NCCL communicator: %d", vs_comm_device(c));
     const size_t N = 1031;
     const vs_dtype dts[] = {VS_F32, VS_F16, VS_BF16, VS_F64, VS_I32, VS_I64, VS_U8};
     void* hs = malloc(8 * N * 8);
