@@ -167,7 +167,13 @@
      once it has returned, peers waiting on it treat it as gone.
    - A timeout names the missing ranks (group and world), the communicator and
      the operation with its sequence number.
-   - MPI and NCCL: see the >>mpi and >>nccl notes on what vs_comm_abort reaches.
+   - NCCL in a vs_launch job (one process, a thread per GPU): the same
+     fail-fast; every NCCL wait and vs_test also watches the job, so a rank that
+     fails, returns an error or calls vs_comm_abort ends the others' waits at once
+     (their communicators are aborted) with the cause named. NCCL across
+     processes: ncclCommAbort reaches only the caller, so the other ranks end at
+     their deadline (VS_ERR_TIMEOUT) or on NCCL's own asynchronous error. MPI:
+     see the >>mpi notes on what vs_comm_abort reaches.
    - Every error a function returns is logged once at warn, with the rank, when
      the log level (VESCALE_LOG or the desc's) is warn or more verbose; a job's
      cause is logged once at error; the consequences (errors that report
@@ -4884,7 +4890,7 @@ _VS_PRIVATE vs_result _vs_nccl_abort(vs_comm* c, vs_result code, int raw, const 
    returned an error, a waiting rank aborts its own communicator and returns
    VS_ERR_ABORTED naming that rank and its message, at once instead of after the
    timeout. (A job of processes has no such channel: there each rank's deadline
-   ends it; see the NCCL note in the top comment.) */
+   ends it; see "Faults" in the top comment.) */
 _VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
 {
     _vs_tjob* job = c->world ? c->world->job : NULL;
