@@ -49,6 +49,12 @@
      collectives (class nccl-mismatch). Sums start at a rank that rotates with
      every collective (no rank-order promise) and round to the dtype after each
      addition; ncclAvg on floats pre-multiplies by 1/n.
+   - Missing waits (class missing-wait, tests/strict/vs_strict_race.h): a
+     happens-before check with vector clocks over streams (stream order,
+     events, the legacy stream's implicit waits, host waits, collectives):
+     a copy, memset, kernel or collective that touches bytes of a device
+     allocation another stream wrote (or read, if it writes) with nothing
+     ordering the two is reported, whichever of them ran first.
    - Kernels run in their device order: the library's kernels are written so
      that their host build follows the grid and block decomposition (>>kernels);
      vs_k_sumsq, whose host build is sequential, runs here as the GPU runs it (a
@@ -63,7 +69,11 @@
    memory), and a collective that deadlocks only because the GPU runs out of
    room for concurrent NCCL kernels of different communicators
    (VS_STRICT_NCCL_SERIAL=1 gives each device one NCCL operation at a time,
-   the worst case). */
+   the worst case). The missing-wait check does not see order made between
+   host threads (mutexes, pthread_create: a thread knows only what it waited
+   for itself), does not order ranks by send/recv, takes a strided kernel
+   argument's envelope, and tracks device memory only (not pinned host
+   memory an asynchronous copy still uses while the host touches it). */
 #ifndef VS_STRICT_H
 #define VS_STRICT_H
 
