@@ -12,21 +12,6 @@ static int bad;
         } \
     } while (0)
 
-typedef struct {
-    vs_comm* sub;
-    float* d;
-    int dev;
-    vs_result r;
-} side_job;
-
-static void* side(void* arg)
-{
-    side_job* j = (side_job*)arg;
-    cudaSetDevice(j->dev);
-    j->r = vs_all_reduce(j->sub, j->d, j->d, 16, VS_F32, VS_OP_SUM, NULL);
-    return NULL;
-}
-
 static int rank(vs_world* w, void* arg)
 {
     (void)arg;
@@ -61,11 +46,8 @@ static int rank(vs_world* w, void* arg)
     float* e = (float*)vs_device_alloc(w, 16 * sizeof(float));
     cudaMemset(e, 0, 16 * sizeof(float));
     NEG_CHECK(!vs_all_reduce(c, d, d, 64, VS_F32, VS_OP_SUM, &wk) && !vs_wait(wk), "async all-reduce");
-    side_job j = {sub, e, dev, VS_OK};
-    pthread_t t;
-    pthread_create(&t, NULL, side, &j);
-    pthread_join(t, NULL);
-    NEG_CHECK(!j.r, "the side thread's all-reduce: %s", vs_result_string(j.r));
+    vs_result sr = neg_side_all_reduce(sub, e, dev);
+    NEG_CHECK(!sr, "the side thread's all-reduce: %s", vs_result_string(sr));
     vs_comm_free(sub);
     vs_device_free(w, e);
     vs_device_free(w, d);

@@ -41,6 +41,32 @@ static __attribute__((unused)) void neg_wait_violations(long n)
     pthread_mutex_unlock(&st_mu);
 }
 
+/* A second host thread of this rank (on device dev) all-reduces 16 floats of d
+   on comm; its result. */
+typedef struct {
+    vs_comm* comm;
+    float* d;
+    int dev;
+    vs_result r;
+} neg_side_job;
+
+static __attribute__((unused)) void* neg_side(void* arg)
+{
+    neg_side_job* j = (neg_side_job*)arg;
+    cudaSetDevice(j->dev);
+    j->r = vs_all_reduce(j->comm, j->d, j->d, 16, VS_F32, VS_OP_SUM, NULL);
+    return NULL;
+}
+
+static __attribute__((unused)) vs_result neg_side_all_reduce(vs_comm* comm, float* d, int dev)
+{
+    neg_side_job j = {comm, d, dev, VS_OK};
+    pthread_t t;
+    pthread_create(&t, NULL, neg_side, &j);
+    pthread_join(t, NULL);
+    return j.r;
+}
+
 /* The last line of every program. */
 static int neg_done(const char* name)
 {
