@@ -71,7 +71,8 @@
    (VS_STRICT_NCCL_SERIAL=1 gives each device one NCCL operation at a time,
    the worst case). The missing-wait check does not see order made between
    host threads (mutexes, pthread_create: a thread knows only what it waited
-   for itself), does not order ranks by send/recv, takes a strided kernel
+   for itself, so work handed to another thread after a host wait may be
+   reported), does not order ranks by send/recv, takes a strided kernel
    argument's envelope, and tracks device memory only (not pinned host
    memory an asynchronous copy still uses while the host touches it). */
 #ifndef VS_STRICT_H
