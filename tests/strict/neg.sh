@@ -15,7 +15,8 @@ trap 'rm -f "$log"' EXIT
 # program  class  expected exit status  label
 cases="host_pointer host-pointer 0 host-pointer
 host_access host-access 86 host-access
-missing_wait missing-wait 0 missing-wait
+missing_wait missing-wait 0 missing-wait/copy
+missing_wait_kernel missing-wait 0 missing-wait/kernel
 cross_device cross-device 0 cross-device/stream
 cross_device_mem cross-device 0 cross-device/memory
 free_during_collective free-during-collective 0 free-during-collective

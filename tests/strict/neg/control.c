@@ -12,6 +12,43 @@ static int bad;
         } \
     } while (0)
 
+/* missing-wait (kernel): the mesh's stream waits for the caller's memset */
+static void init_after_event(vs_world* w)
+{
+    vs_mesh* m = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    NEG_CHECK(!vs_mesh_init(w, &md, &m), "mesh");
+    cudaStream_t a, b;
+    cudaEvent_t ev;
+    cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    vs_comm_set_stream(vs_mesh_comm(m), (void*)b);
+    vs_dtensor t;
+    memset(&t, 0, sizeof t);
+    t.layout.mesh = m, t.dtype = VS_F32, t.ndim = 1, t.shape[0] = 64;
+    t.data = vs_device_alloc(w, 64 * sizeof(float));
+    cudaMemsetAsync(t.data, 0, 64 * sizeof(float), a);
+    cudaEventRecord(ev, a);
+    cudaStreamWaitEvent(b, ev, 0);
+    vs_init_desc id;
+    memset(&id, 0, sizeof id);
+    id.kind = VS_INIT_ONES;
+    NEG_CHECK(!vs_init_fill(&t, &id), "vs_init_fill");
+    float back[64];
+    cudaStreamSynchronize(b);
+    cudaMemcpy(back, t.data, sizeof back, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < 64; i++) NEG_CHECK(back[i] == 1.0f, "init [%d]: %g", i, back[i]);
+    vs_comm_set_stream(vs_mesh_comm(m), NULL);
+    vs_device_free(w, t.data);
+    cudaEventDestroy(ev);
+    cudaStreamDestroy(a);
+    cudaStreamDestroy(b);
+    vs_mesh_free(m);
+}
+
 static int rank(vs_world* w, void* arg)
 {
     (void)arg;
@@ -53,6 +90,7 @@ static int rank(vs_world* w, void* arg)
     vs_device_free(w, d);
     cudaEventDestroy(ev);
     cudaStreamDestroy(mine);
+    init_after_event(w);
     return 0;
 }
 
