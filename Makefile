@@ -50,9 +50,17 @@ HAVE_NVRTC := $(if $(wildcard $(CUDA)/include/nvrtc.h),1)
 # the NCCL transport, DDP, layouts, TP, init and checkpoints on 8 simulated GPUs,
 # with the CUDA toolkit's own headers and NVRTC, and no GPU, libcudart or libnccl.
 HAVE_STRICT := $(if $(HAVE_NVRTC),$(if $(wildcard $(CUDA)/include/nccl.h),1))
+STRICT_H := tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h tests/strict/vs_strict_race.h
+STRICT_CFLAGS = -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_nccl_strict)
-$(B)/test_nccl_strict: tests/test_nccl.c tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h tests/ddp_model.h tests/device_layout_cases.h $(HEADERS) tests/vs_test.h | $(B)
-	$(CC) $(CFLAGS) $(SAN) -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64 -o $@ $< -lnvrtc $(LDLIBS)
+$(B)/test_nccl_strict: tests/test_nccl.c $(STRICT_H) tests/ddp_model.h tests/device_layout_cases.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# The negative suite (tests/strict/neg/, run by tests/strict/neg.sh): programs with
+# one deliberate GPU bug each, which the stand-in must report by class, and a control.
+STRICT_NEG := $(patsubst tests/strict/neg/%.c,$(B)/strict_neg_%,$(wildcard tests/strict/neg/*.c))
+TESTS   += $(if $(HAVE_STRICT),$(STRICT_NEG))
+$(B)/strict_neg_%: tests/strict/neg/%.c tests/strict/neg/neg.h $(STRICT_H) $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 

@@ -1184,8 +1184,11 @@ _VS_DDP_PRIVATE void* _vs_ddp_zalloc(const vs_ddp* d, size_t bytes)
 {
 #ifdef _VS_DDP_CUDA
     if (d->dev) {
+        /* on the trainer's stream, which is what uses the buffer (a cudaMemset on
+           the legacy stream is asynchronous and unordered with a non-blocking
+           stream: found by the strict stand-in's missing-wait check) */
         void* p = vs_device_alloc(d->world, bytes + 1);
-        if (p && cudaMemset(p, 0, bytes + 1) != cudaSuccess) {
+        if (p && cudaMemsetAsync(p, 0, bytes + 1, _vs_ddp_stream(d)) != cudaSuccess) {
             vs_device_free(d->world, p);
             p = NULL;
         }
