@@ -2451,7 +2451,7 @@ static void sweep_ckpt(sw_ctx* x)
         e[1].blob_bytes = sw_huge;
         R(vs_ckpt_save(x->ck, path, e, 2, &async), "blob_bytes = 18446744073709551615");
     }
-    // async: the bad rank's call fails at once, the others' at their wait (the call does not wait for them)
+    // async: one rank's bad entry fails every rank's call (the call agrees on the entries)
     if (E(A, "vs_ckpt_save", "async, one rank's entry bad", FX_TRAIN)) {
         if (x->rank == 1) e[0].t.dtype = (vs_dtype)99;
         vs_clear_error();
