@@ -20,7 +20,7 @@ MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
-TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c,$(wildcard tests/test_*.c)))
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_pipe_nccl.c,$(wildcard tests/test_*.c)))
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
@@ -52,6 +52,10 @@ HAVE_NVRTC := $(if $(wildcard $(CUDA)/include/nvrtc.h),1)
 HAVE_STRICT := $(if $(HAVE_NVRTC),$(if $(wildcard $(CUDA)/include/nccl.h),1))
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_nccl_strict)
 $(B)/test_nccl_strict: tests/test_nccl.c tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h tests/ddp_model.h tests/device_layout_cases.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64 -o $@ $< -lnvrtc $(LDLIBS)
+# the pipeline engine's NCCL path over the same stand-in (PP 2 and 4, DP 2 x PP 2, every schedule)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_pipe_nccl)
+$(B)/test_pipe_nccl: tests/test_pipe_nccl.c tests/pipe_models.h tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64 -o $@ $< -lnvrtc $(LDLIBS)
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
