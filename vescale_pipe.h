@@ -79,7 +79,10 @@
    waiting for its receiver never holds up a receive: point-to-point is ordered
    per communicator, on threads as on NCCL. Sends are asynchronous (a copy of
    the tensors goes out, so the stage's memory can be let go at once); receives
-   wait. Each message carries a header (the chunk, microbatch, tensor ids,
+   wait for the header (received ahead, as soon as the previous message on the
+   link was taken). On NCCL each link runs on its own stream, ordered after the
+   compute stream by an event; the host waits only for a header (pinned
+   memory), and the compute stream, not the host, waits for the bytes. Each message carries a header (the chunk, microbatch, tensor ids,
    dtypes and shapes) that the receiver checks against its schedule, so stages
    running different schedules get VS_ERR_MISMATCH, never wrong data.
 
@@ -118,17 +121,21 @@
    correction. The whole recipe, against one rank: tests/test_pipe_mesh.c.
 
    Buffers. On threads and MPI the engine's buffers are host memory. On NCCL
-   every activation, gradient, saved scratch and message is device memory from
-   the world's device hooks (vs_device_alloc), zeroed and copied on the compute
-   stream (vs_pipe_desc.stream); each microbatch's loss is copied back to the host
-   and read after a stream sync. The engine keeps the device blocks it lets go
+   every activation, gradient, saved scratch and message is device memory
+   (below), zeroed and copied on the compute stream (vs_pipe_desc.stream); the microbatches' losses are copied back to the
+   host once, at the run's end. The engine keeps the device blocks it lets go
    (sizes rounded to a power of two) and hands them out again on the compute
-   stream, so a steady-state run calls the hooks next to never (a new peak of
-   sends in flight may add a block); a block no run used for 16 runs goes back
-   to the hooks after a run, the rest at vs_pipe_free. (cudaFree waits for the
-   whole device, NCCL kernels waiting on peers included: never in the hot loop.)
-   A block is reused only after its last use is queued on the compute stream;
-   send buffers only once their send completed.
+   stream, so a steady-state run allocates next to nothing (a new peak of sends
+   in flight may add a block); a block no run used for 16 runs is given back
+   after a run, the rest at vs_pipe_free. Blocks come from cudaMallocAsync and
+   go back with cudaFreeAsync on the compute stream: neither waits for the
+   device (cudaMalloc and cudaFree do, NCCL kernels waiting on peers included:
+   a cache miss mid-run with sends in flight both ways deadlocked two stages).
+   With the world's device hooks set they come from the hooks, which then must
+   not wait for the device (a caching or stream-ordered allocator). A block is
+   reused only after its last use is queued on the compute stream; send
+   buffers only once their send completed. Headers and the loss's broadcast
+   use pinned host memory (cudaMallocHost at vs_pipe_init).
 
    Lifetimes. A schedule and a pipe remember being freed: a second
    vs_pipe_sched_free or vs_pipe_free, or any call on a freed one, is
@@ -142,8 +149,11 @@
 
    Not yet: a cost-aware ZB-V generator (plans are made at unit costs), overlap
    of DualPipe's paired F&B (in the engine and the simulator), and a run on real
-   GPUs: the NCCL path is tested over a stand-in CUDA runtime only
-   (tests/test_pipe_device.c).
+   GPUs: the NCCL path is tested over stand-ins only (tests/test_pipe_nccl.c on
+   the strict CUDA + NCCL stand-in, tests/test_pipe_device.c on the lax mock).
+   Several links' NCCL kernels may be in flight at once on one GPU (NCCL's guide
+   allows it only while they fit on the GPU together); grouping a stage's
+   paired send and receive into one NCCL group is not done.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 /* VESCALE_STATIC: every part included is implemented here, static inline. */
@@ -511,10 +521,11 @@ typedef struct vs_pipe_desc {
     vs_result (*on_step)(void* user);
     void* hook_user;
     /* NCCL: the compute stream (a cudaStream_t) the units run on and the engine's
-       copies, zeroing and receives are enqueued on; NULL: the PP communicator's
-       (vs_comm_stream; the mesh's for one stage). Sends go on a stream of the
-       engine's own, after the packing (an event), so a send waiting for its peer
-       never holds up a receive. Ignored on threads and MPI. */
+       copies and zeroing are enqueued on; NULL: the PP communicator's
+       (vs_comm_stream; the mesh's for one stage). Sends and receives go on each
+       link's own stream, after the compute stream (an event), so one waiting
+       for its peer never holds up another link or the units. Ignored on threads
+       and MPI. */
     void* stream;
 } vs_pipe_desc;
 
@@ -2606,6 +2617,7 @@ typedef struct _vs_pipe_link { // the 2-rank communicator that carries src -> ds
     size_t pre_hn;      // the posted header's length (int64 words)
     int64_t* hhdr;      // device path, this stage the destination: the header lands here (pinned host memory)
     void* stream;       // device path: the stream its sends or receives run on (its own)
+    int ordered;        // device path: an NCCL link, its work in stream order (else forced over threads: host order)
 } _vs_pipe_link;
 
 typedef struct _vs_pipe_inflight { // a message in flight
@@ -3307,6 +3319,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_streams(vs_pipe* p)
     for (int i = 0; i < p->nlinks; i++) {
         _vs_pipe_link* l = &p->links[i];
         l->stream = l->c ? vs_comm_stream(l->c) : NULL;
+        l->ordered = l->stream != NULL;
         if (!l->stream) l->stream = l->src == p->stage ? p->send_stream : p->recv_stream;
     }
 #else
@@ -3736,7 +3749,13 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_drecv(vs_pipe* p, int b, int mb, int grad, i
     if (r) return r;
     _VS_TRY(_vs_pipe_hdr_check(lk->hhdr, mb, grad, chunk, nt, &bytes));
     char* buf = NULL;
-    if (bytes) {
+    if (bytes && !lk->ordered) { // (forced over threads: no streams, the host waits)
+        if (!(buf = (char*)_vs_pipe_buf(p, bytes, 0))) return vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
+        if ((r = vs_recv(lk->c, buf, bytes, VS_U8, 0, NULL)) != VS_OK) {
+            _vs_pipe_buf_free(p, buf);
+            return r;
+        }
+    } else if (bytes) {
         if (p->nrworks == p->rwcap) {
             int nc = p->rwcap ? 2 * p->rwcap : 16;
             vs_work** n = _VS_PIPE_NEW(p->w, vs_work*, nc);
