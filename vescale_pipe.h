@@ -3956,7 +3956,10 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, con
    on link l, the first receive from l->src at or after position `from`. */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_prepost(vs_pipe* p, const vs_pipe_sched* s, _vs_pipe_link* l, int from)
 {
-    if (l->dst != p->stage || l->pre_hw || l->pre_hdone) return VS_OK;
+    /* (device path with the world's hooks: none ahead, a hook that waits for the
+       device would wait for the receive posted ahead, whose sender may be in the
+       same wait) */
+    if (l->dst != p->stage || l->pre_hw || l->pre_hdone || (p->dev && !p->dasync)) return VS_OK;
     const int st = p->stage;
     for (int i = from; i < s->len[st]; i++) {
         const vs_pipe_instr* in = &s->ins[st][i];

@@ -40,7 +40,7 @@
 #include "strict/vs_strict.h"
 #include "pipe_models.h"
 
-enum { RUNS = 6, ARENA = 8 << 20, MAXR = 8 };
+enum { RUNS = 6, RUNS_TRIM = 18, ARENA = 8 << 20, MAXR = 8 };
 
 /* ---- device layers: the model's host code, run on the compute stream ----------- */
 
@@ -226,6 +226,13 @@ typedef struct dp_sync {
     cudaStream_t st;
     float* dbuf[PM_MAXU]; /* a device copy of each unit's gradient */
     vs_work* work[PM_MAXU];
+    /* the trim case: an all-reduce over the world that replica 0 starts in on_step
+       and replica 1 only after its vs_pipe_run returned, so replica 0's run ends
+       (and trims its block cache) while a collective of its device waits */
+    int trim, rep;
+    vs_comm* world;
+    float* xbuf;
+    vs_work* xwork;
 } dp_sync;
 
 /* SYNC<k>: the chunk's gradients (host memory the stream functions write; pinned,
@@ -252,6 +259,7 @@ static vs_result dp_on_sync(void* user, int k)
 static vs_result dp_on_step(void* user)
 {
     dp_sync* S = (dp_sync*)user;
+    if (S->trim && S->rep == 0) _VS_TRY(vs_all_reduce(S->world, S->xbuf, S->xbuf, 1, VS_F32, VS_OP_SUM, &S->xwork));
     if (!S->dp) return VS_OK;
     for (int u = 0; u < S->E->nu; u++) {
         if (!S->work[u]) continue;
@@ -276,6 +284,8 @@ typedef struct pjob {
     int npar[PM_MAXU];
     int bad, overflow;
     int nsends; /* send instructions in one run, all ranks */
+    int trim;   /* the first run GPipe with 2M microbatches, then RUNS_TRIM runs (blocks age out of the cache) */
+    vs_strict_counts t0, t1; /* trim: around the run whose end frees the aged blocks */
     vs_strict_counts c0, c1; /* before and after the last run, all ranks */
     pthread_barrier_t bar;
 } pjob;
@@ -354,6 +364,11 @@ static int prank(vs_world* w, void* arg)
                 r = VS_ERR_NOMEM;
     }
     if (!r) r = vs_pipe_generate(w, J->kind, J->P, V, J->M, &sched);
+    vs_pipe_sched* first = NULL; /* trim: the first run's */
+    S.trim = J->trim, S.rep = J->DP > 1 && mesh ? vs_mesh_coord_along(mesh, "DP") : 0, S.world = vs_world_comm(w);
+    if (!r && J->trim && J->runs > 1) r = vs_pipe_generate(w, VS_PIPE_GPIPE, J->P, V, 2 * J->M, &first);
+    if (!r && J->trim && !(S.xbuf = (float*)(J->nccl ? vs_device_alloc(w, sizeof(float)) : calloc(1, sizeof(float)))))
+        r = vs_set_error(VS_ERR_NOMEM, "test: device float");
     for (int i = 0, st0 = pipe ? vs_pipe_stage(pipe) : 0; !r && i < vs_pipe_sched_len(sched, st0); i++) {
         vs_pipe_instr in;
         if (vs_pipe_sched_at(sched, st0, i, &in) == VS_OK && (in.op == VS_PIPE_SEND_F || in.op == VS_PIPE_SEND_B))
@@ -362,10 +377,15 @@ static int prank(vs_world* w, void* arg)
     double loss = 0;
     for (int run = 0; run < J->runs; run++) {
         if (run == J->runs - 1) pj_mark(J, w, &J->c0);
+        if (J->trim && run == 16) pj_mark(J, w, &J->t0);
         if (!r) {
             pm_zero_grads(E); /* (the stream is idle: vs_pipe_run returned with it synchronised) */
-            r = vs_pipe_run(pipe, sched, &loss);
+            r = vs_pipe_run(pipe, first && run == 0 ? first : sched, &loss);
         }
+        if (!r && J->trim && S.rep == 1) r = vs_all_reduce(S.world, S.xbuf, S.xbuf, 1, VS_F32, VS_OP_SUM, &S.xwork);
+        if (!r && S.xwork) r = vs_wait(S.xwork);
+        S.xwork = NULL;
+        if (J->trim && run == 16) pj_mark(J, w, &J->t1);
         if (run == J->runs - 1) pj_mark(J, w, &J->c1);
         if (sm.overflow && !r) r = vs_set_error(VS_ERR_NOMEM, "test: staging memory overflowed");
         sm.used = 0;
@@ -389,7 +409,10 @@ static int prank(vs_world* w, void* arg)
     pthread_mutex_unlock(&pj_mu);
     if (r) fprintf(stderr, "    rank %d: %s\n", vs_world_rank(w), vs_last_error());
     vs_pipe_sched_free(sched);
+    vs_pipe_sched_free(first);
     vs_pipe_free(pipe);
+    if (S.xbuf && J->nccl) vs_device_free(w, S.xbuf);
+    else free(S.xbuf);
     for (int u = 0; u < E->nu; u++) {
         if (!S.dbuf[u]) continue;
         if (J->nccl) vs_device_free(w, S.dbuf[u]);
@@ -429,14 +452,14 @@ static void pj_free(pjob* J)
 
 /* The NCCL run against the threads run and one device's loop: the same bits;
    then the last run's counts. */
-static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int M, int own_stream)
+static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int M, int own_stream, int trim)
 {
     static pjob h, d;
     memset(&h, 0, sizeof h);
     h.kind = kind, h.model = model, h.bf16 = bf16, h.P = P, h.DP = DP, h.M = M, h.own_stream = own_stream;
-    h.runs = 1;
+    h.runs = 1, h.trim = trim;
     d = h;
-    d.nccl = 1, d.runs = RUNS;
+    d.nccl = 1, d.runs = trim ? RUNS_TRIM : RUNS;
     long v0 = vs_strict_violations();
     VT_OK(plaunch(&h));
     VT_OK(plaunch(&d));
@@ -469,7 +492,7 @@ static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int
     vs_strict_counts a = d.c0, b = d.c1;
     printf("    steady state (run %d of %d, %s, P=%d DP=%d M=%d), per rank: %.2f device allocations, %.2f frees, "
            "%.2f host waits + %.2f polling waits, %.2f H2D / %.2f D2H copies, %.2f NCCL ops\n",
-           RUNS, RUNS, vs_pipe_kind_name(kind), P, DP, M, (double)(b.device_allocs - a.device_allocs) / n,
+           d.runs, d.runs, vs_pipe_kind_name(kind), P, DP, M, (double)(b.device_allocs - a.device_allocs) / n,
            (double)(b.device_frees - a.device_frees) / n, (double)(b.host_waits - a.host_waits) / n,
            (double)(b.host_polls - a.host_polls) / n, (double)(b.h2d - a.h2d) / n, (double)(b.d2h - a.d2h) / n,
            (double)(b.nccl_ops - a.nccl_ops) / n);
@@ -480,6 +503,11 @@ static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int
        cudaMallocAsync (no device sync). Seen: 0 in most cases, at most 2 in
        all ranks' last run. The bound that holds whatever the timing: one per
        send of the run, none for anything else, and nothing freed. */
+    /* trim: the blocks the first run's GPipe needed beyond 1F1B's went back at the
+       end of run 16, while replica 0's world all-reduce waited for replica 1
+       (stream-ordered: cudaFreeAsync; cudaFree there waits for the device) */
+    VT_CHECK(!trim || d.t1.device_frees > d.t0.device_frees, "trim: no block aged out of the cache (%ld frees)",
+             d.t1.device_frees - d.t0.device_frees);
     VT_CHECK(b.device_allocs - a.device_allocs <= d.nsends && b.device_frees == a.device_frees,
              "steady state: %ld device allocations (at most one per send: %d) and %ld frees in the last run",
              b.device_allocs - a.device_allocs, d.nsends, b.device_frees - a.device_frees);
@@ -498,18 +526,22 @@ int main(void)
         for (int k = 0; k < nk; k++)
             for (int P = 2; P <= 4; P += 2) {
                 int model = (k + P / 2) % PM_NMODELS, M = P == 2 ? 3 : 2 * P + 1;
-                char name[128];
+                char name[256];
                 snprintf(name, sizeof name, "pipe/nccl %s, model %s, PP=%d, M=%d%s", vs_pipe_kind_name(kinds[k]),
                          pm_model_name[model], P, M, dl);
-                VT_CASE(name, case_nccl(kinds[k], model, 0, P, 1, M, 1));
+                VT_CASE(name, case_nccl(kinds[k], model, 0, P, 1, M, 1, 0));
             }
-        char name[128];
+        char name[256];
         snprintf(name, sizeof name, "pipe/nccl 1f1b, model varlen, bf16, PP=4, M=5, the PP communicator's stream%s", dl);
-        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_D, 1, 4, 1, 5, 0));
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_D, 1, 4, 1, 5, 0, 0));
         snprintf(name, sizeof name, "pipe/nccl 1f1b, model skip, DP2 x PP2, DP average in on_sync, M=4%s", dl);
-        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1));
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 0));
         snprintf(name, sizeof name, "pipe/nccl zbv, model 2in2out, DP2 x PP2, DP average in on_sync, M=4%s", dl);
-        VT_CASE(name, case_nccl(VS_PIPE_ZBV, PM_C, 0, 2, 2, 4, 1));
+        VT_CASE(name, case_nccl(VS_PIPE_ZBV, PM_C, 0, 2, 2, 4, 1, 0));
+        snprintf(name, sizeof name,
+                 "pipe/nccl 1f1b, model skip, DP2 x PP2, M=4, %d runs after a GPipe one: blocks age out of the cache "
+                 "while a collective waits%s", RUNS_TRIM - 1, dl);
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 1));
     }
     vs_strict_counts sc = vs_strict_get_counts();
     printf("strict stand-in: %ld device allocations, %ld frees, %ld host waits, %ld polling waits, %ld kernels and "
