@@ -19,7 +19,12 @@
    Each configuration runs RUNS times (gradients zeroed before each run); the
    last run's minibatch loss, every microbatch's loss and every parameter
    gradient must be the same bits as the threads transport's host run of the
-   same model (and as pm_ref_run, one device's loop). Bit for bit holds: the
+   same model (and as pm_ref_run, one device's loop), and so must a gradient
+   tied between the first and the last chunk (vs_pipe_tie_grads, device memory).
+   A DP 2 x PP 2 case runs 18 times after a first GPipe run, so blocks age out
+   of the engine's cache (given back at a run's end) while replica 0 has a
+   world all-reduce waiting for replica 1: cudaFree there would synchronise
+   the device under a waiting collective (free-during-collective). Bit for bit holds: the
    engine moves activations as exact copies and sums nothing across ranks; the
    DP average of two identical replicas is a pre-multiplication by 0.5 (exact).
    The steady state (the last run, all ranks) is measured with
@@ -286,6 +291,7 @@ typedef struct pjob {
     int nsends; /* send instructions in one run, all ranks */
     int trim;   /* the first run GPipe with 2M microbatches, then RUNS_TRIM runs (blocks age out of the cache) */
     vs_strict_counts t0, t1; /* trim: around the run whose end frees the aged blocks */
+    float tied[2][4][8];     /* [replica][stage]: a gradient after vs_pipe_tie_grads(first chunk, last chunk) */
     vs_strict_counts c0, c1; /* before and after the last run, all ranks */
     pthread_barrier_t bar;
 } pjob;
@@ -391,7 +397,17 @@ static int prank(vs_world* w, void* arg)
         sm.used = 0;
     }
     int stage = pipe ? vs_pipe_stage(pipe) : 0, rep = J->DP > 1 && mesh ? vs_mesh_coord_along(mesh, "DP") : 0;
+    /* a tied gradient (first and last chunk), in engine-side memory (device on NCCL) */
+    float tg[8];
+    for (int i = 0; i < 8; i++) tg[i] = 0.1f * (float)(stage + 1) + 0.01f * (float)i + 0.001f * (float)rep;
+    void* tbuf = J->nccl ? vs_device_alloc(w, sizeof tg) : (void*)tg;
+    if (!r && !tbuf) r = vs_set_error(VS_ERR_NOMEM, "test: tied gradient");
+    if (!r && J->nccl && cudaMemcpy(tbuf, tg, sizeof tg, cudaMemcpyHostToDevice)) r = vs_set_error(VS_ERR_BACKEND, "copy");
+    if (!r) r = vs_pipe_tie_grads(pipe, 0, plan.nchunks - 1, tbuf, 8, VS_F32);
+    if (!r && J->nccl && cudaMemcpy(tg, tbuf, sizeof tg, cudaMemcpyDeviceToHost)) r = vs_set_error(VS_ERR_BACKEND, "copy");
+    if (J->nccl && tbuf) vs_device_free(w, tbuf);
     pthread_mutex_lock(&pj_mu);
+    memcpy(J->tied[rep][stage], tg, sizeof tg);
     if (stage == plan.chunk_stage[plan.nchunks - 1]) J->loss[rep] = loss;
     J->bad += E->bad;
     for (int m = 0; m < J->M && !r && stage == plan.chunk_stage[plan.nchunks - 1]; m++) {
@@ -486,6 +502,7 @@ static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int
         }
     }
     pm_free(R);
+    VT_CHECK(!memcmp(h.tied, d.tied, sizeof h.tied), "vs_pipe_tie_grads: NCCL and threads differ");
     pj_free(&h);
     pj_free(&d);
     int n = P * DP;
