@@ -20,7 +20,7 @@ MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
-TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c,$(wildcard tests/test_*.c)))
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c,$(wildcard tests/test_*.c)))
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
@@ -64,6 +64,10 @@ $(B)/strict_neg_%: tests/strict/neg/%.c tests/strict/neg/neg.h $(STRICT_H) $(HEA
 # checkpoints over NCCL while the trainer's collectives run (tests/test_ckpt_nccl.c), same stand-in
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ckpt_nccl)
 $(B)/test_ckpt_nccl: tests/test_ckpt_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# the pipeline engine's NCCL path over the same stand-in (PP 2 and 4, DP 2 x PP 2, every schedule)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_pipe_nccl)
+$(B)/test_pipe_nccl: tests/test_pipe_nccl.c tests/pipe_models.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)

@@ -79,7 +79,10 @@
    waiting for its receiver never holds up a receive: point-to-point is ordered
    per communicator, on threads as on NCCL. Sends are asynchronous (a copy of
    the tensors goes out, so the stage's memory can be let go at once); receives
-   wait. Each message carries a header (the chunk, microbatch, tensor ids,
+   wait for the header (received ahead, as soon as the previous message on the
+   link was taken). On NCCL each link runs on its own stream, ordered after the
+   compute stream by an event; the host waits only for a header (pinned
+   memory), and the compute stream, not the host, waits for the bytes. Each message carries a header (the chunk, microbatch, tensor ids,
    dtypes and shapes) that the receiver checks against its schedule, so stages
    running different schedules get VS_ERR_MISMATCH, never wrong data.
 
@@ -118,17 +121,21 @@
    correction. The whole recipe, against one rank: tests/test_pipe_mesh.c.
 
    Buffers. On threads and MPI the engine's buffers are host memory. On NCCL
-   every activation, gradient, saved scratch and message is device memory from
-   the world's device hooks (vs_device_alloc), zeroed and copied on the compute
-   stream (vs_pipe_desc.stream); each microbatch's loss is copied back to the host
-   and read after a stream sync. The engine keeps the device blocks it lets go
+   every activation, gradient, saved scratch and message is device memory
+   (below), zeroed and copied on the compute stream (vs_pipe_desc.stream); the microbatches' losses are copied back to the
+   host once, at the run's end. The engine keeps the device blocks it lets go
    (sizes rounded to a power of two) and hands them out again on the compute
-   stream, so a steady-state run calls the hooks next to never (a new peak of
-   sends in flight may add a block); a block no run used for 16 runs goes back
-   to the hooks after a run, the rest at vs_pipe_free. (cudaFree waits for the
-   whole device, NCCL kernels waiting on peers included: never in the hot loop.)
-   A block is reused only after its last use is queued on the compute stream;
-   send buffers only once their send completed.
+   stream, so a steady-state run allocates next to nothing (a new peak of sends
+   in flight may add a block); a block no run used for 16 runs is given back
+   after a run, the rest at vs_pipe_free. Blocks come from cudaMallocAsync and
+   go back with cudaFreeAsync on the compute stream: neither waits for the
+   device (cudaMalloc and cudaFree do, NCCL kernels waiting on peers included:
+   a cache miss mid-run with sends in flight both ways deadlocked two stages).
+   With the world's device hooks set they come from the hooks, which then must
+   not wait for the device (a caching or stream-ordered allocator). A block is
+   reused only after its last use is queued on the compute stream; send
+   buffers only once their send completed. Headers and the loss's broadcast
+   use pinned host memory (cudaMallocHost at vs_pipe_init).
 
    Lifetimes. A schedule and a pipe remember being freed: a second
    vs_pipe_sched_free or vs_pipe_free, or any call on a freed one, is
@@ -142,8 +149,11 @@
 
    Not yet: a cost-aware ZB-V generator (plans are made at unit costs), overlap
    of DualPipe's paired F&B (in the engine and the simulator), and a run on real
-   GPUs: the NCCL path is tested over a stand-in CUDA runtime only
-   (tests/test_pipe_device.c).
+   GPUs: the NCCL path is tested over stand-ins only (tests/test_pipe_nccl.c on
+   the strict CUDA + NCCL stand-in, tests/test_pipe_device.c on the lax mock).
+   Several links' NCCL kernels may be in flight at once on one GPU (NCCL's guide
+   allows it only while they fit on the GPU together); grouping a stage's
+   paired send and receive into one NCCL group is not done.
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 /* VESCALE_STATIC: every part included is implemented here, static inline. */
@@ -511,10 +521,11 @@ typedef struct vs_pipe_desc {
     vs_result (*on_step)(void* user);
     void* hook_user;
     /* NCCL: the compute stream (a cudaStream_t) the units run on and the engine's
-       copies, zeroing and receives are enqueued on; NULL: the PP communicator's
-       (vs_comm_stream; the mesh's for one stage). Sends go on a stream of the
-       engine's own, after the packing (an event), so a send waiting for its peer
-       never holds up a receive. Ignored on threads and MPI. */
+       copies and zeroing are enqueued on; NULL: the PP communicator's
+       (vs_comm_stream; the mesh's for one stage). Sends and receives go on each
+       link's own stream, after the compute stream (an event), so one waiting
+       for its peer never holds up another link or the units. Ignored on threads
+       and MPI. */
     void* stream;
 } vs_pipe_desc;
 
@@ -2586,6 +2597,11 @@ typedef struct _vs_pipe_slot {
     int released; // chunks that let go of it
 } _vs_pipe_slot;
 
+/* A message's header: magic, grad, chunk, mb, tensor count, bytes, then per tensor
+   its id, dtype, ndim and dims. */
+#define _VS_PIPE_MAGIC 0x7673707069706531ll
+#define _VS_PIPE_HDR(nt) (6 + (size_t)(nt) * (3 + VS_PIPE_MAX_DIMS))
+
 typedef struct _vs_pipe_link { // the 2-rank communicator that carries src -> dst
     int src, dst;
     vs_comm* c;
@@ -2599,6 +2615,9 @@ typedef struct _vs_pipe_link { // the 2-rank communicator that carries src -> ds
     char* pre_buf;      // the bytes being received, or NULL
     vs_work* pre_bw;
     size_t pre_hn;      // the posted header's length (int64 words)
+    int64_t* hhdr;      // device path, this stage the destination: the header lands here (pinned host memory)
+    void* stream;       // device path: the stream its sends or receives run on (its own)
+    int ordered;        // device path: an NCCL link, its work in stream order (else forced over threads: host order)
 } _vs_pipe_link;
 
 typedef struct _vs_pipe_inflight { // a message in flight
@@ -2664,10 +2683,17 @@ struct vs_pipe {
     // buffers in device memory (the NCCL transport), and the streams
     int dev;
     void* stream;      // compute (cudaStream_t): units, copies, zeroing, receives
-    void* send_stream; // device path: the engine's own, for sends
-    void* send_ev;     // device path: packing on the compute stream -> the send
+    void* send_stream; // device path, links without a stream (forced over threads): sends
+    void* send_ev;     // device path: the compute stream so far -> a link's stream (a send, a receive)
     float seed;        // the loss gradient's seed, the source of its copy
-    double* dloss;     // device path: the minibatch loss's broadcast buffer
+    double* dloss;     // device path: the minibatch loss's broadcast buffer (pinned host memory)
+    void* pinned;      // device path: cudaMallocHost'ed: dloss, then each incoming link's header
+    void* recv_stream; // device path, links without a stream (forced over threads): receives
+    void* recv_ev;     // device path: a receive -> the compute stream's use of it
+    int dasync;        // device path: blocks from cudaMallocAsync on the compute stream (no device hooks)
+    float* dlosses;    // device path: this run's microbatch losses, device memory
+    vs_work** rworks;  // device path: payload receives not yet waited (completed at the run's end)
+    int nrworks, rwcap;
 };
 
 /* Engine memory: host buffers, or on the device path device memory with its
@@ -2723,6 +2749,32 @@ _VS_PIPE_PRIVATE size_t _vs_pipe_dclass(size_t n)
 
 _VS_PIPE_PRIVATE void _vs_pipe_buf_free(const vs_pipe* p, void* ptr);
 
+/* A device block for the cache, and back. Without device hooks: stream-ordered
+   (cudaMallocAsync / cudaFreeAsync on the compute stream), so neither waits for
+   the device, whose send and receive streams may hold NCCL operations waiting
+   for peers (cudaMalloc and cudaFree synchronise the device: a cache miss in a
+   run, two ranks each waiting for its send to the other, deadlocks). With the
+   world's hooks: the hooks (the trainer's allocator decides). */
+_VS_PIPE_PRIVATE void* _vs_pipe_dalloc(const vs_pipe* p, size_t bytes)
+{
+#ifdef _VS_PIPE_CUDA
+    void* ptr = NULL;
+    if (p->dasync) return cudaMallocAsync(&ptr, bytes, (cudaStream_t)p->stream) == cudaSuccess ? ptr : NULL;
+#endif
+    return vs_device_alloc(p->w, bytes);
+}
+
+_VS_PIPE_PRIVATE void _vs_pipe_dfree(const vs_pipe* p, void* ptr)
+{
+#ifdef _VS_PIPE_CUDA
+    if (p->dasync) {
+        cudaFreeAsync(ptr, (cudaStream_t)p->stream);
+        return;
+    }
+#endif
+    vs_device_free(p->w, ptr);
+}
+
 _VS_PIPE_PRIVATE void* _vs_pipe_buf(const vs_pipe* p, size_t bytes, int zero)
 {
 #ifdef _VS_PIPE_CUDA
@@ -2740,7 +2792,7 @@ _VS_PIPE_PRIVATE void* _vs_pipe_buf(const vs_pipe* p, size_t bytes, int zero)
             b = _VS_PIPE_NEW(p->w, _vs_pipe_dblk, 1);
             if (!b) return NULL;
             b->bytes = cls;
-            if (!(b->ptr = vs_device_alloc(p->w, b->bytes))) {
+            if (!(b->ptr = _vs_pipe_dalloc(p, b->bytes))) {
                 vs_free(p->w, b);
                 return NULL;
             }
@@ -2824,7 +2876,7 @@ _VS_PIPE_PRIVATE void _vs_pipe_cache_trim(vs_pipe* p)
         }
         *at = b->next;
         p->cache_bytes -= b->bytes;
-        vs_device_free(p->w, b->ptr);
+        _vs_pipe_dfree(p, b->ptr);
         vs_free(p->w, b);
     }
     p->nruns++;
@@ -2845,7 +2897,7 @@ _VS_PIPE_PRIVATE void _vs_pipe_cache_drop(vs_pipe* p)
         _vs_pipe_dblk* d = (_vs_pipe_dblk*)(list ? p->dlive : p->dcache);
         while (d) {
             _vs_pipe_dblk* n = d->next;
-            vs_device_free(p->w, d->ptr);
+            _vs_pipe_dfree(p, d->ptr);
             vs_free(p->w, d);
             d = n;
         }
@@ -2883,18 +2935,18 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_sync(const vs_pipe* p)
     return VS_OK;
 }
 
-/* What the compute stream has so far happens before what comes next on the
-   send stream (device path). */
-_VS_PIPE_PRIVATE vs_result _vs_pipe_fence(const vs_pipe* p)
+/* What the compute stream has so far happens before what comes next on a
+   link's stream (device path). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_fence(const vs_pipe* p, const _vs_pipe_link* l)
 {
 #ifdef _VS_PIPE_CUDA
     if (p->dev) {
         cudaError_t e = cudaEventRecord((cudaEvent_t)p->send_ev, (cudaStream_t)p->stream);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)p->send_stream, (cudaEvent_t)p->send_ev, 0);
-        return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "ordering a send after its packing");
+        if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)l->stream, (cudaEvent_t)p->send_ev, 0);
+        return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "ordering a link's stream after the compute stream");
     }
 #endif
-    (void)p;
+    (void)p, (void)l;
     return VS_OK;
 }
 
@@ -3239,13 +3291,36 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_streams(vs_pipe* p)
     if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess)
         return _vs_pipe_cuerr(e, "vs_pipe_init: creating the send event");
     p->send_ev = (void*)ev;
-    if (!(p->dloss = (double*)vs_device_alloc(p->w, sizeof(double))))
-        return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of device memory");
+    if ((e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)) != cudaSuccess)
+        return _vs_pipe_cuerr(e, "vs_pipe_init: creating the receive stream");
+    p->recv_stream = (void*)st;
+    if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess)
+        return _vs_pipe_cuerr(e, "vs_pipe_init: creating the receive events");
+    p->recv_ev = (void*)ev;
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    p->dasync = !_VS_PIPE_FORCE_DEVICE && vs_world_query_desc(p->w, &wd) == VS_OK && !wd.allocator.device_alloc;
+    /* pinned host memory (NCCL takes it; the host reads it without a copy): the
+       loss's broadcast, and the header of each link into this stage */
+    size_t hw = _VS_PIPE_HDR(p->maxnt), words = 1;
+    for (int i = 0; i < p->nlinks; i++) words += p->links[i].dst == p->stage ? hw : 0;
+    if ((e = cudaMallocHost(&p->pinned, words * sizeof(int64_t))) != cudaSuccess)
+        return _vs_pipe_cuerr(e, "vs_pipe_init: pinned host memory");
+    p->dloss = (double*)p->pinned;
+    int64_t* at = (int64_t*)p->pinned + 1;
+    for (int i = 0; i < p->nlinks; i++)
+        if (p->links[i].dst == p->stage) p->links[i].hhdr = at, at += hw;
+    /* Each link on its own stream (its communicator's): a send or receive waiting
+       for its peer holds up that link only. (One send stream for all links held
+       a send to one stage behind a send to another whose receiver was not
+       there yet: interleaved on 4 stages deadlocked, each stage's sends behind
+       one that waited for a receive behind another.) Forced over threads the
+       links have no streams: the engine's two stand in. */
     for (int i = 0; i < p->nlinks; i++) {
         _vs_pipe_link* l = &p->links[i];
-        if (!l->c || vs_comm_transport(l->c) != VS_TRANSPORT_NCCL) continue; // (forced over threads: no streams)
-        vs_result r = vs_comm_set_stream(l->c, l->src == p->stage ? p->send_stream : p->stream);
-        if (r) return vs_set_error(r, "vs_pipe_init: the stream of stage %d -> %d: %s", l->src, l->dst, vs_last_error());
+        l->stream = l->c ? vs_comm_stream(l->c) : NULL;
+        l->ordered = l->stream != NULL;
+        if (!l->stream) l->stream = l->src == p->stage ? p->send_stream : p->recv_stream;
     }
 #else
     (void)p;
@@ -3318,6 +3393,8 @@ _VS_PIPE_PRIVATE void _vs_pipe_clear(vs_pipe* p)
         _vs_pipe_buf_free(p, p->slots[i].grad);
     }
     for (int i = 0; p->saved && i < p->desc.nunits * p->M; i++) _vs_pipe_buf_free(p, p->saved[i]);
+    _vs_pipe_buf_free(p, p->dlosses);
+    p->dlosses = NULL;
     vs_free(p->w, p->slots);
     vs_free(p->w, p->saved);
     vs_free(p->w, p->saved_bytes);
@@ -3346,14 +3423,17 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     if (p->links) _vs_pipe_drain(p);
     for (int i = 0; p->links && i < p->nlinks; i++) {
         if (p->links[i].c) vs_comm_free(p->links[i].c);
-        vs_free(p->w, p->links[i].pre_hdr);
+        if (p->links[i].pre_hdr != p->links[i].hhdr) vs_free(p->w, p->links[i].pre_hdr);
     }
+    _vs_pipe_cache_drop(p); // (stream-ordered frees go on the compute stream: before the streams go)
 #ifdef _VS_PIPE_CUDA
     if (p->send_stream) cudaStreamDestroy((cudaStream_t)p->send_stream);
+    if (p->recv_stream) cudaStreamDestroy((cudaStream_t)p->recv_stream);
     if (p->send_ev) cudaEventDestroy((cudaEvent_t)p->send_ev);
+    if (p->recv_ev) cudaEventDestroy((cudaEvent_t)p->recv_ev);
+    if (p->pinned) cudaFreeHost(p->pinned);
 #endif
-    if (p->dloss) vs_device_free(p->w, p->dloss);
-    _vs_pipe_cache_drop(p);
+    vs_free(p->w, p->rworks);
     vs_free(p->w, p->links);
     vs_free(p->w, p->sends);
     vs_free(p->w, p->t0);
@@ -3521,8 +3601,6 @@ _VS_PIPE_PRIVATE void _vs_pipe_release(vs_pipe* p, int k, int mb)
     }
 }
 
-#define _VS_PIPE_MAGIC 0x7673707069706531ll
-#define _VS_PIPE_HDR(nt) (6 + (size_t)(nt) * (3 + VS_PIPE_MAX_DIMS))
 
 /* Sends boundary `b`'s tensors (grads when grad) of microbatch mb to stage dst:
    a header (ids, dtypes, shapes) then the bytes, both asynchronous, from one
@@ -3572,16 +3650,15 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_send(vs_pipe* p, int b, int mb, int grad, in
         at += s->bytes;
     }
     _VS_TRY(_vs_pipe_copy(p, buf, h, hdr)); // (device path: sd->hdr lives until the send completed)
-    _VS_TRY(_vs_pipe_fence(p));
-    vs_comm* c = _vs_pipe_link_to(p, p->stage, dst);
+    _vs_pipe_link* l = _vs_pipe_link_of(p, p->stage, dst);
+    if (!l) return vs_set_error(VS_ERR_STATE, "send: no link to stage %d", dst);
+    _VS_TRY(_vs_pipe_fence(p, l));
+    vs_comm* c = l->c;
     vs_result r = vs_send(c, buf, _VS_PIPE_HDR(nt), VS_I64, 1, &sd->w[0]);
     if (!r && bytes) r = vs_send(c, buf + hdr, bytes, VS_U8, 1, &sd->w[1]);
     return r;
 }
 
-/* Receives boundary b's tensors (or their grads) of microbatch mb from stage src.
-   Device path: on the compute stream; the header comes to the host after a sync
-   (it says how much follows). */
 /* Checks a received header against what the schedule expects next and
    against itself (it must describe exactly the bytes that follow); *bytes gets
    their count. */
@@ -3617,21 +3694,124 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_hdr_check(const int64_t* h, int mb, int grad
     return VS_OK;
 }
 
+/* Takes boundary b's tensors (or their grads) of microbatch mb out of a
+   received message: header h, bytes at buf (copies on the compute stream). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_unpack(vs_pipe* p, int b, int mb, int grad, const int64_t* h, const char* at)
+{
+    int nt = p->boff[b + 1] - p->boff[b];
+    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    for (int i = 0; i < nt; i++) {
+        const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+        int id = p->bset[p->boff[b] + i];
+        _vs_pipe_slot* s = &row[id];
+        size_t n = vs_dtype_size((vs_dtype)e[1]);
+        for (int d = 0; d < (int)e[2]; d++) n *= (size_t)e[3 + d];
+        if (e[0] != id || (grad && (e[1] != s->dt || e[2] != s->ndim || n != s->bytes)))
+            return vs_set_error(VS_ERR_MISMATCH, "received tensor %d of the message is not \"%s\" as this stage has it", i,
+                                p->t[id].name);
+        if (grad) {
+            if (!s->grad && !(s->grad = _vs_pipe_buf(p, n, 0))) return vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", n);
+            _VS_TRY(_vs_pipe_copy(p, s->grad, at, n));
+        } else if (!s->data) { // (a stage that made it itself keeps its own: the same bits)
+            s->dt = (vs_dtype)e[1];
+            s->ndim = (int)e[2];
+            for (int d = 0; d < s->ndim; d++) s->shape[d] = e[3 + d];
+            s->bytes = n;
+            if (!(s->data = _vs_pipe_buf(p, n, 0))) return vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", n);
+            _VS_TRY(_vs_pipe_copy(p, s->data, at, n));
+        }
+        at += n;
+    }
+    return VS_OK;
+}
+
+#ifdef _VS_PIPE_CUDA
+/* Device path. The header lands in pinned host memory on the receive stream: the
+   host waits for that receive alone, with the deadline (the compute stream runs
+   on). The bytes follow on the receive stream, ordered after the compute stream
+   so far (their block may be one the compute stream used last), and the compute
+   stream waits for them before the copies out: no host wait for the bytes (their
+   receive is completed at the run's end, _vs_pipe_rwait). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_drecv(vs_pipe* p, int b, int mb, int grad, int chunk, int src)
+{
+    int nt = p->boff[b + 1] - p->boff[b];
+    size_t bytes = 0;
+    _vs_pipe_link* lk = _vs_pipe_link_of(p, src, p->stage);
+    if (!lk || !lk->hhdr) return vs_set_error(VS_ERR_STATE, "receive: no link from stage %d", src);
+    vs_work* hw = lk->pre_hw; // received ahead (posted when the previous one was taken), or now
+    vs_result r = VS_OK;
+    if (hw && lk->pre_hn != _VS_PIPE_HDR(nt)) // (cannot be: the same schedule chose both)
+        return vs_set_error(VS_ERR_STATE, "receive: the header received ahead has %zu words, this one %zu", lk->pre_hn,
+                            _VS_PIPE_HDR(nt));
+    lk->pre_hw = NULL;
+    if (!hw) r = vs_recv(lk->c, lk->hhdr, _VS_PIPE_HDR(nt), VS_I64, 0, &hw);
+    if (!r) r = vs_wait(hw);
+    if (r) return r;
+    _VS_TRY(_vs_pipe_hdr_check(lk->hhdr, mb, grad, chunk, nt, &bytes));
+    char* buf = NULL;
+    if (bytes && !lk->ordered) { // (forced over threads: no streams, the host waits)
+        if (!(buf = (char*)_vs_pipe_buf(p, bytes, 0))) return vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
+        if ((r = vs_recv(lk->c, buf, bytes, VS_U8, 0, NULL)) != VS_OK) {
+            _vs_pipe_buf_free(p, buf);
+            return r;
+        }
+    } else if (bytes) {
+        if (p->nrworks == p->rwcap) {
+            int nc = p->rwcap ? 2 * p->rwcap : 16;
+            vs_work** n = _VS_PIPE_NEW(p->w, vs_work*, nc);
+            if (!n) return vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
+            if (p->nrworks) memcpy(n, p->rworks, sizeof *n * (size_t)p->nrworks);
+            vs_free(p->w, p->rworks);
+            p->rworks = n;
+            p->rwcap = nc;
+        }
+        if (!(buf = (char*)_vs_pipe_buf(p, bytes, 0))) return vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
+        _VS_TRY(_vs_pipe_fence(p, lk));
+        _VS_TRY(vs_recv(lk->c, buf, bytes, VS_U8, 0, &p->rworks[p->nrworks]));
+        p->nrworks++;
+        cudaError_t e = cudaEventRecord((cudaEvent_t)p->recv_ev, (cudaStream_t)lk->stream);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)p->stream, (cudaEvent_t)p->recv_ev, 0);
+        if (e != cudaSuccess) return _vs_pipe_cuerr(e, "receive: ordering the compute stream after it");
+    }
+    r = _vs_pipe_unpack(p, b, mb, grad, lk->hhdr, buf);
+    _vs_pipe_buf_free(p, buf); // (its copies out are queued on the compute stream)
+    if (!r && p->cur_s) r = _vs_pipe_prepost(p, p->cur_s, lk, p->cur_pos + 1); // the next header, ahead
+    return r;
+}
+#endif
+
+/* Completes the payload receives of the device path (vs_wait: the deadline);
+   the first error. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_rwait(vs_pipe* p)
+{
+    vs_result r = VS_OK;
+    for (int i = 0; i < p->nrworks; i++) {
+        vs_result ri = vs_wait(p->rworks[i]);
+        if (ri && !r) r = ri;
+    }
+    p->nrworks = 0;
+    return r;
+}
+
+/* Receives boundary b's tensors (or their grads) of microbatch mb from stage src
+   (the device path: _vs_pipe_drecv). Host path: the header first (it says how
+   much follows), received ahead when the schedule allows (_vs_pipe_prepost). */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, int chunk, int src)
 {
+#ifdef _VS_PIPE_CUDA
+    if (p->dev) return _vs_pipe_drecv(p, b, mb, grad, chunk, src);
+#endif
     int nt = p->boff[b + 1] - p->boff[b];
     int64_t hbuf[_VS_PIPE_HDR(4)];
     size_t hn = _VS_PIPE_HDR(nt);
     int64_t* h = hn <= sizeof hbuf / sizeof hbuf[0] ? hbuf : (int64_t*)_vs_pipe_new(p->w, hn, sizeof(int64_t));
-    int64_t* hd = p->dev ? (int64_t*)_vs_pipe_buf(p, hn * sizeof(int64_t), 0) : h; // what the message lands in
     vs_comm* c = _vs_pipe_link_to(p, src, p->stage);
     char* buf = NULL;
-    const char* at = NULL;
     size_t bytes = 0;
-    _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
     vs_result r = VS_OK;
     _vs_pipe_link* lk = _vs_pipe_link_of(p, src, p->stage);
-    if (lk && (lk->pre_hw || lk->pre_hdone)) { // received ahead (host path)
+    if (!h) return vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
+    if (lk && (lk->pre_hw || lk->pre_hdone)) { // received ahead
         if (lk->pre_hn != hn) { // (cannot be: the same schedule chose both)
             r = vs_set_error(VS_ERR_STATE, "receive: the header received ahead has %zu words, this one %zu", lk->pre_hn, hn);
             goto done;
@@ -3655,60 +3835,23 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, in
         lk->pre_buf = NULL;
         lk->pre_hdone = 0;
         if (r) goto done;
-        goto unpack;
-    }
-    if (!h || !hd) {
-        r = vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
-        goto done;
-    }
-    if ((r = vs_recv(c, hd, hn, VS_I64, 0, NULL)) != VS_OK) goto done;
-    if ((r = _vs_pipe_copy(p, h, hd, hn * sizeof(int64_t))) != VS_OK || (r = _vs_pipe_sync(p)) != VS_OK) goto done;
-    if ((r = _vs_pipe_hdr_check(h, mb, grad, chunk, nt, &bytes)) != VS_OK) goto done;
-    if (bytes) {
-        buf = (char*)_vs_pipe_buf(p, bytes, 0);
-        if (!buf) {
-            r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
-            goto done;
-        }
-        if ((r = vs_recv(c, buf, bytes, VS_U8, 0, NULL)) != VS_OK) goto done;
-    }
-unpack:
-    at = buf;
-    for (int i = 0; i < nt; i++) {
-        const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
-        int id = p->bset[p->boff[b] + i];
-        _vs_pipe_slot* s = &row[id];
-        size_t n = vs_dtype_size((vs_dtype)e[1]);
-        for (int d = 0; d < (int)e[2]; d++) n *= (size_t)e[3 + d];
-        if (e[0] != id || (grad && (e[1] != s->dt || e[2] != s->ndim || n != s->bytes))) {
-            r = vs_set_error(VS_ERR_MISMATCH, "received tensor %d of the message is not \"%s\" as this stage has it", i,
-                             p->t[id].name);
-            goto done;
-        }
-        if (grad) {
-            if (!s->grad && !(s->grad = _vs_pipe_buf(p, n, 0))) {
-                r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", n);
+    } else {
+        if ((r = vs_recv(c, h, hn, VS_I64, 0, NULL)) != VS_OK) goto done;
+        if ((r = _vs_pipe_hdr_check(h, mb, grad, chunk, nt, &bytes)) != VS_OK) goto done;
+        if (bytes) {
+            buf = (char*)_vs_pipe_buf(p, bytes, 0);
+            if (!buf) {
+                r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
                 goto done;
             }
-            if ((r = _vs_pipe_copy(p, s->grad, at, n)) != VS_OK) goto done;
-        } else if (!s->data) { // (a stage that made it itself keeps its own: the same bits)
-            s->dt = (vs_dtype)e[1];
-            s->ndim = (int)e[2];
-            for (int d = 0; d < s->ndim; d++) s->shape[d] = e[3 + d];
-            s->bytes = n;
-            if (!(s->data = _vs_pipe_buf(p, n, 0))) {
-                r = vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", n);
-                goto done;
-            }
-            if ((r = _vs_pipe_copy(p, s->data, at, n)) != VS_OK) goto done;
+            if ((r = vs_recv(c, buf, bytes, VS_U8, 0, NULL)) != VS_OK) goto done;
         }
-        at += n;
     }
+    if ((r = _vs_pipe_unpack(p, b, mb, grad, h, buf)) != VS_OK) goto done;
     if (lk && p->cur_s) r = _vs_pipe_prepost(p, p->cur_s, lk, p->cur_pos + 1); // the next one, ahead
 done:
     if (buf) _vs_pipe_buf_free(p, buf);
-    if (hd && hd != h) _vs_pipe_buf_free(p, hd);
-    if (h && h != hbuf) vs_free(p->w, h);
+    if (h != hbuf) vs_free(p->w, h);
     return r;
 }
 
@@ -3778,7 +3921,8 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, con
             if (ls->dt != VS_F32 || ls->ndim != 0)
                 return vs_set_error(VS_ERR_MISMATCH, "the loss \"%s\" is %s %dD, not an f32 scalar", p->t[p->loss_id].name,
                                     vs_dtype_name(ls->dt), ls->ndim);
-            return _vs_pipe_copy(p, &p->mb_loss[mb], ls->data, sizeof(float)); // (read after a sync)
+            // (device path: into device memory, all M copied back at the run's end)
+            return _vs_pipe_copy(p, p->dev ? (void*)&p->dlosses[mb] : (void*)&p->mb_loss[mb], ls->data, sizeof(float));
         }
         return VS_OK;
     case VS_PIPE_B:
@@ -3808,11 +3952,14 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, con
     }
 }
 
-/* Host path: posts the header receive of the next message this stage expects
+/* Posts (device path too: into the link's pinned header) the header receive of the next message this stage expects
    on link l, the first receive from l->src at or after position `from`. */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_prepost(vs_pipe* p, const vs_pipe_sched* s, _vs_pipe_link* l, int from)
 {
-    if (p->dev || l->dst != p->stage || l->pre_hw || l->pre_hdone) return VS_OK;
+    /* (device path with the world's hooks: none ahead, a hook that waits for the
+       device would wait for the receive posted ahead, whose sender may be in the
+       same wait) */
+    if (l->dst != p->stage || l->pre_hw || l->pre_hdone || (p->dev && !p->dasync)) return VS_OK;
     const int st = p->stage;
     for (int i = from; i < s->len[st]; i++) {
         const vs_pipe_instr* in = &s->ins[st][i];
@@ -3822,6 +3969,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_prepost(vs_pipe* p, const vs_pipe_sched* s, 
         int b = in->op == VS_PIPE_RECV_F ? in->chunk : in->chunk + 1;
         size_t hn = _VS_PIPE_HDR(p->boff[b + 1] - p->boff[b]);
         char t[24];
+        if (p->dev && !l->pre_hdr) l->pre_hdr = l->hhdr; // (device path: the link's pinned header)
         if (!l->pre_hdr && !(l->pre_hdr = _VS_PIPE_NEW(p->w, int64_t, _VS_PIPE_HDR(p->maxnt))))
             return vs_set_error(VS_ERR_NOMEM, "posting ahead the receive of instruction %d (%s) from stage %d: out of memory",
                                 i, _vs_pipe_itext(in, t), src);
@@ -3839,7 +3987,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_prepost(vs_pipe* p, const vs_pipe_sched* s, 
    receive posted now, so they are copied while this stage computes. */
 _VS_PIPE_PRIVATE void _vs_pipe_progress(vs_pipe* p)
 {
-    for (int i = 0; i < p->nlinks; i++) {
+    for (int i = 0; i < p->nlinks && !p->dev; i++) { // (device path: the bytes follow the header on the link's stream)
         _vs_pipe_link* l = &p->links[i];
         int done = 0;
         if (!l->pre_hw || vs_test(l->pre_hw, &done) != VS_OK || !done) continue;
@@ -3879,6 +4027,7 @@ _VS_PIPE_PRIVATE void _vs_pipe_drain(vs_pipe* p)
         l->pre_buf = NULL;
         l->pre_hdone = 0;
     }
+    _vs_pipe_rwait(p);
 }
 
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
@@ -3915,7 +4064,9 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         p->t1 = _VS_PIPE_NEW(p->w, double, n);
         p->tcap = p->t0 && p->t1 ? n : 0;
     }
-    if (!p->slots || !p->saved || !p->saved_bytes || !p->mb_loss || !p->pending || (n && !p->tcap)) {
+    if (p->dev) p->dlosses = (float*)_vs_pipe_buf(p, sizeof(float) * (size_t)M, 0);
+    if (!p->slots || !p->saved || !p->saved_bytes || !p->mb_loss || !p->pending || (n && !p->tcap) ||
+        (p->dev && !p->dlosses)) {
         _vs_pipe_clear(p);
         return vs_set_error(VS_ERR_NOMEM, "vs_pipe_run: out of memory for %d microbatches", M);
     }
@@ -3969,20 +4120,23 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     }
     vs_result r2 = _vs_pipe_reap(p, 1);
     if (r2) return vs_set_error(r2, "vs_pipe_run: stage %d, a send: %s", st, vs_last_error());
-    if ((r = _vs_pipe_sync(p)) != VS_OK) // the losses' copies to the host
-        return vs_set_error(r, "vs_pipe_run: stage %d: %s", st, vs_last_error());
+    if ((r2 = _vs_pipe_rwait(p)) != VS_OK) // (before any wait without a deadline: the stream waits for them)
+        return vs_set_error(r2, "vs_pipe_run: stage %d, a receive: %s", st, vs_last_error());
+    // the losses to the host (device path: one copy after the compute stream's work)
+    if (p->dev && (r = _vs_pipe_copy(p, p->mb_loss, p->dlosses, sizeof(float) * (size_t)M)) == VS_OK) r = _vs_pipe_sync(p);
+    if (r) return vs_set_error(r, "vs_pipe_run: stage %d: %s", st, vs_last_error());
+    _vs_pipe_buf_free(p, p->dlosses);
+    p->dlosses = NULL;
     double total = 0;
     if (p->plan.chunk_stage[K - 1] == st)
         for (int m = 0; m < M; m++) total += (double)p->mb_loss[m];
     if (p->desc.loss != VS_PIPE_LOSS_SUM) total /= (double)M;
-    if (p->pp) { // (device path: through device memory, as NCCL needs)
+    if (p->pp) { // (device path: through pinned memory, which NCCL takes and the host reads)
         double* b = p->dev ? p->dloss : &total;
-        r = _vs_pipe_copy(p, b, &total, sizeof total);
-        if (!r) r = _vs_pipe_sync(p);
-        if (!r) r = vs_broadcast(p->pp, b, b, 1, VS_F64, p->plan.chunk_stage[K - 1], NULL);
-        if (!r) r = _vs_pipe_copy(p, &total, b, sizeof total);
-        if (!r) r = _vs_pipe_sync(p);
+        *b = total;
+        r = vs_broadcast(p->pp, b, b, 1, VS_F64, p->plan.chunk_stage[K - 1], NULL);
         if (r) return vs_set_error(r, "vs_pipe_run: sharing the loss: %s", vs_last_error());
+        total = *b;
     }
     if (loss) *loss = total;
     p->ran = 1;

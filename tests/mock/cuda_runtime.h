@@ -48,6 +48,10 @@ cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t st);
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, enum cudaMemcpyKind k);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcpyKind k, cudaStream_t st);
 cudaError_t cudaHostRegister(void* p, size_t n, unsigned flags);
+cudaError_t cudaMallocHost(void** p, size_t n);
+cudaError_t cudaFreeHost(void* p);
+cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t st);
+cudaError_t cudaFreeAsync(void* p, cudaStream_t st);
 cudaError_t cudaHostUnregister(void* p);
 #ifdef __cplusplus
 }

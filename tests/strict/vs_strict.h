@@ -120,7 +120,6 @@ struct CUstream_st {
     int quit, started, dead;
     const char* blocked; /* what its running operation waits for (diagnostics) */
     void* bcomm;         /* the NCCL communicator it waits in, if any */
-    long polled;         /* the enq a cudaStreamQuery found not ready (a host wait, once it is) */
     struct CUstream_st* next;
     struct st_vc* vc; /* vs_strict_race.h: the clock of its last operation to start, */
     unsigned clk;     /* and how many have started */
@@ -130,7 +129,6 @@ struct CUevent_st {
     int dev;
     struct CUstream_st* s; /* NULL: never recorded (complete) */
     long target;
-    long polled; /* target + 1 once a query found it not ready */
     int dead;
     struct st_vc* vc; /* vs_strict_race.h: the recorded operation's clock */
     struct CUevent_st* enext; /* every event (kept: a late use is reported) */
@@ -178,12 +176,15 @@ struct st_op {
     /* vs_strict_race.h: its clock (filled when it starts), the enqueuing
        thread's, and that of each wait's target */
     struct st_vc *rvc, *hvc, *wvc[ST_MAXDEV + 1];
+    /* cudaLaunchHostFunc */
+    cudaHostFn_t host_fn;
+    void* host_arg;
 };
 
 typedef struct st_alloc {
     size_t off, n, span; /* user offset in the arena, bytes asked, pages reserved from span start */
     size_t start;
-    int dev, live;
+    int dev, live, dead_pending; /* dead_pending: cudaFreeAsync queued */
     struct st_rset* race; /* vs_strict_race.h: its accesses */
 } st_alloc;
 
@@ -211,11 +212,14 @@ static long st_nextid = 1;
 static int st_sticky[ST_MAXDEV];
 static __thread int st_cur_dev;
 static __thread cudaError_t st_last_err;
+static __thread const void* st_polling; /* the stream or event this thread's last query found busy */
 static long st_nviol;
 static char st_first_viol[512];
 
 typedef struct vs_strict_counts {
     long device_allocs, device_frees, host_waits, h2d, d2h, d2d, libraries, launches, nccl_ops;
+    long host_polls; /* polling waits: a thread's cudaStreamQuery / cudaEventQuery found an object busy that it
+                        was not already polling (a vs_wait / blocking call on NCCL spins this way) */
 } vs_strict_counts;
 static vs_strict_counts st_count;
 
@@ -612,35 +616,34 @@ ST_C cudaError_t cudaRuntimeGetVersion(int* v)
     return cudaSuccess;
 }
 
+/* n bytes of device dev (st_mu held): an allocation of the arena. */
+static cudaError_t st_alloc_locked(void** p, size_t n, int dev)
+{
+    size_t body = (n + 255) & ~(size_t)255, span = (body + ST_PAGE - 1) / ST_PAGE * ST_PAGE;
+    if (st_top + span + ST_PAGE > ST_ARENA) return st_err(cudaErrorMemoryAllocation);
+    if (st_nallocs == st_capallocs) {
+        st_capallocs = st_capallocs ? 2 * st_capallocs : 1024;
+        st_allocs = (st_alloc*)realloc(st_allocs, sizeof *st_allocs * (size_t)st_capallocs);
+    }
+    st_alloc* a = &st_allocs[st_nallocs++];
+    a->start = st_top, a->span = span, a->off = st_top + span - body, a->n = n, a->dev = dev, a->live = 1, a->dead_pending = 0, a->race = NULL;
+    st_top += span + ST_PAGE; /* then a guard page, never accessible */
+    mprotect(st_sbase + a->start, span, PROT_READ | PROT_WRITE);
+    memset(st_sbase + a->off, 0xA5, body); /* cudaMalloc's memory is not zeroed */
+    st_count.device_allocs++;
+    *p = st_dbase + a->off;
+    return cudaSuccess;
+}
+
 ST_C cudaError_t cudaMalloc(void** p, size_t n)
 {
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     int dev = st_cur_dev;
     st_device_idle_locked(dev, "cudaMalloc (it synchronises the device)");
-    if (!n) {
-        *p = NULL;
-        pthread_mutex_unlock(&st_mu);
-        return cudaSuccess;
-    }
-    size_t body = (n + 255) & ~(size_t)255, span = (body + ST_PAGE - 1) / ST_PAGE * ST_PAGE;
-    if (st_top + span + ST_PAGE > ST_ARENA) {
-        pthread_mutex_unlock(&st_mu);
-        return st_err(cudaErrorMemoryAllocation);
-    }
-    if (st_nallocs == st_capallocs) {
-        st_capallocs = st_capallocs ? 2 * st_capallocs : 1024;
-        st_allocs = (st_alloc*)realloc(st_allocs, sizeof *st_allocs * (size_t)st_capallocs);
-    }
-    st_alloc* a = &st_allocs[st_nallocs++];
-    a->start = st_top, a->span = span, a->off = st_top + span - body, a->n = n, a->dev = dev, a->live = 1, a->race = NULL;
-    st_top += span + ST_PAGE; /* then a guard page, never accessible */
-    mprotect(st_sbase + a->start, span, PROT_READ | PROT_WRITE);
-    memset(st_sbase + a->off, 0xA5, body); /* cudaMalloc's memory is not zeroed */
-    st_count.device_allocs++;
-    *p = st_dbase + a->off;
+    cudaError_t e = n ? st_alloc_locked(p, n, dev) : (*p = NULL, cudaSuccess);
     pthread_mutex_unlock(&st_mu);
-    return cudaSuccess;
+    return e;
 }
 
 /* A collective of device dev's that waits for its peers (st_mu held). */
@@ -651,7 +654,7 @@ ST_C cudaError_t cudaFree(void* p)
     if (!p) return cudaSuccess;
     pthread_mutex_lock(&st_mu);
     st_alloc* a = st_find_locked(p, 1);
-    if (!a || !a->live || st_dbase + a->off != (char*)p) {
+    if (!a || !a->live || a->dead_pending || st_dbase + a->off != (char*)p) {
         int w = st_where_locked(p, 1, NULL);
         pthread_mutex_unlock(&st_mu);
         st_violation("bad-free", "cudaFree(%p): %s", p,
@@ -681,15 +684,47 @@ ST_C cudaError_t cudaFree(void* p)
     return cudaSuccess;
 }
 
-ST_C cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t st)
+/* Stream-ordered allocation (a memory pool's): neither call synchronises the
+   device. cudaMallocAsync hands out memory at once (counted as an allocation);
+   cudaFreeAsync revokes it when the stream gets there, so work queued before it
+   on that stream still sees it, and a later use faults (device-bounds). */
+ST_C cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t h)
 {
-    (void)st;
-    return cudaMalloc(p, n); /* not stream-ordered here: counted as an allocation */
+    pthread_mutex_lock(&st_mu);
+    st_init_locked();
+    struct CUstream_st* s = st_stream_locked(h);
+    cudaError_t e = s->dev != st_cur_dev ? st_err(cudaErrorInvalidResourceHandle)
+                                         : st_alloc_locked(p, n ? n : 1, s->dev);
+    pthread_mutex_unlock(&st_mu);
+    return e;
 }
-ST_C cudaError_t cudaFreeAsync(void* p, cudaStream_t st)
+static void st_free_async_run(struct CUstream_st* s, st_op* op)
 {
-    (void)st;
-    return cudaFree(p);
+    (void)s;
+    pthread_mutex_lock(&st_mu);
+    st_alloc* a = st_find_locked(op->dst, 1);
+    a->live = 0;
+    mprotect(st_sbase + a->start, a->span, PROT_NONE);
+    madvise(st_sbase + a->start, a->span, MADV_REMOVE);
+    pthread_mutex_unlock(&st_mu);
+}
+ST_C cudaError_t cudaFreeAsync(void* p, cudaStream_t h)
+{
+    if (!p) return cudaSuccess;
+    pthread_mutex_lock(&st_mu);
+    st_alloc* a = st_find_locked(p, 1);
+    if (!a || !a->live || a->dead_pending || st_dbase + a->off != (char*)p) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("bad-free", "cudaFreeAsync(%p): not a live device allocation's start", p);
+        return st_err(cudaErrorInvalidValue);
+    }
+    a->dead_pending = 1;
+    st_op* op = st_op_new("cudaFreeAsync", st_free_async_run);
+    op->dst = p;
+    st_push_locked(st_stream_locked(h), op);
+    st_count.device_frees++;
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
 }
 
 ST_C cudaError_t cudaMallocHost(void** p, size_t n)
@@ -820,10 +855,9 @@ ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
     st_init_locked();
     struct CUstream_st* s = st_stream_locked(h);
     int busy = s->done < s->enq;
-    /* polling until done is a host-blocking wait: counted once, when it ends */
-    if (busy) s->polled = s->enq;
-    else if (s->polled) st_count.host_waits++, s->polled = 0;
     if (!busy) st_race_host_merge_locked(st_race_target_locked(s));
+    if (busy && st_polling != (const void*)s) st_count.host_polls++;
+    st_polling = busy ? (const void*)s : NULL;
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
     return st_sticky_check();
@@ -885,7 +919,7 @@ ST_C cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t h)
     }
     /* an empty operation, so that legacy-stream rules apply to the record too */
     st_push_locked(s, st_op_new("event record", NULL));
-    ev->s = s, ev->target = s->enq, ev->polled = 0;
+    ev->s = s, ev->target = s->enq;
     st_race_event_record_locked(ev, s);
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
@@ -919,10 +953,10 @@ ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
         return st_err(cudaErrorInvalidResourceHandle);
     }
     int busy = ev->s && ev->s->done < ev->target;
-    if (busy) ev->polled = ev->target + 1;
-    else if (ev->polled) st_count.host_waits++, ev->polled = 0;
     int dev = ev->dev;
     if (!busy) st_race_host_merge_locked(st_vc_ref(ev->vc));
+    if (busy && st_polling != (const void*)ev) st_count.host_polls++;
+    st_polling = busy ? (const void*)ev : NULL;
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
     int e = __atomic_load_n(&st_sticky[dev], __ATOMIC_SEQ_CST);
@@ -1055,6 +1089,38 @@ ST_C cudaError_t cudaMemset(void* p, int v, size_t n) { return st_memset(p, v, n
 ST_C cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t h)
 {
     return st_memset(p, v, n, h, "cudaMemsetAsync");
+}
+
+/* ---- host functions ---------------------------------------------------------------- */
+
+static void st_host_fn_run(struct CUstream_st* s, st_op* op)
+{
+    (void)s;
+    op->host_fn(op->host_arg);
+}
+
+/* fn(arg) on the stream's worker when the stream gets there (it may touch host and
+   pinned memory only, and call no CUDA function, as on the hardware); counted as a
+   kernel launch (tests use it as their device compute). */
+ST_C cudaError_t cudaLaunchHostFunc(cudaStream_t h, cudaHostFn_t fn, void* arg)
+{
+    st_init();
+    if (!fn) return st_err(cudaErrorInvalidValue);
+    st_op* op = st_op_new("cudaLaunchHostFunc", st_host_fn_run);
+    op->host_fn = fn, op->host_arg = arg;
+    pthread_mutex_lock(&st_mu);
+    struct CUstream_st* s = st_stream_locked(h);
+    if (s->dev != st_cur_dev) {
+        pthread_mutex_unlock(&st_mu);
+        free(op);
+        st_violation("cross-device", "cudaLaunchHostFunc on a stream of device %d while the current device is %d",
+                     s->dev, st_cur_dev);
+        return st_err(cudaErrorInvalidResourceHandle);
+    }
+    st_count.launches++;
+    st_push_locked(s, op);
+    pthread_mutex_unlock(&st_mu);
+    return cudaSuccess;
 }
 
 /* ---- kernels -------------------------------------------------------------------- */
