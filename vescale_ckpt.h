@@ -2743,7 +2743,7 @@ VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out)
     vs_result r = vs_comm_split(mc, 0, ck->rank, &ck->comm);
     if (!r) r = vs_mesh_retain(desc->mesh);
 #ifdef _VS_CKPT_CUDA
-    ck->staged = !r && (vs_comm_transport(ck->comm) == VS_TRANSPORT_NCCL || _VS_CKPT_FORCE_STAGING);
+    ck->staged = !r && (vs_comm_device(ck->comm) || _VS_CKPT_FORCE_STAGING);
     if (ck->staged && cudaGetDevice(&ck->cuda_dev) != cudaSuccess) ck->cuda_dev = 0;
 #endif
     if (r) {
@@ -4520,7 +4520,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_ddp_entries(vs_ckpt* ck, vs_ddp* d, const ch
         return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     }
     memset(e, 0, sizeof *e * cap);
-    int dev = vs_comm_transport(vs_mesh_comm(dd.mesh)) == VS_TRANSPORT_NCCL;
+    int dev = vs_comm_device(vs_mesh_comm(dd.mesh));
     int k = 0;
     vs_result r = VS_OK;
     for (int i = 0; i < np && !r; i++) {

@@ -1376,7 +1376,7 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     d->pp_index = ppi;
     d->sync = 1;
 #ifdef _VS_DDP_CUDA
-    d->dev = _VS_DDP_FORCE_DEVICE || vs_comm_transport(vs_mesh_comm(m)) == VS_TRANSPORT_NCCL;
+    d->dev = _VS_DDP_FORCE_DEVICE || vs_comm_device(vs_mesh_comm(m));
 #endif
     _vs_ddp_mesh_use(m, +1);
     *out = d;

@@ -3280,7 +3280,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_streams(vs_pipe* p)
 {
 #ifdef _VS_PIPE_CUDA
     vs_comm* c = p->pp ? p->pp : vs_mesh_comm(p->mesh);
-    p->dev = (_VS_PIPE_FORCE_DEVICE) || (c && vs_comm_transport(c) == VS_TRANSPORT_NCCL);
+    p->dev = (_VS_PIPE_FORCE_DEVICE) || (c && vs_comm_device(c));
     if (!p->dev) return VS_OK; // (host buffers: no stream)
     p->stream = p->desc.stream ? p->desc.stream : c ? vs_comm_stream(c) : NULL;
     cudaStream_t st;
