@@ -173,7 +173,11 @@ test-tsan:
 # NCCL_LIB (below) point at an NCCL outside the CUDA toolkit (e.g. pip's nvidia-nccl).
 test-gpu: | $(B)
 	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_nccl tests/test_nccl.c -lnccl -lnvrtc -lpthread
+	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_pipe_nccl_gpu tests/test_pipe_nccl.c -lnccl -lnvrtc -lpthread
+	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_ckpt_nccl_gpu tests/test_ckpt_nccl.c -lnccl -lnvrtc -lpthread
 	./$(B)/test_nccl
+	./$(B)/test_pipe_nccl_gpu
+	./$(B)/test_ckpt_nccl_gpu
 
 compile-check:
 	bash tests/compile_check.sh
