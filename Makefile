@@ -174,6 +174,15 @@ bench-redistribute:
 bench-ddp:
 	B=$(B) bash bench/run_ddp.sh
 
+# host syncs, device allocations, copies, libraries, kernels and NCCL operations per
+# steady-state step of the NCCL path, counted over the strict stand-in (no GPU)
+$(B)/bench_strict_counts: bench/strict_counts.c tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64 -o $@ $< -lnvrtc $(LDLIBS)
+
+.PHONY: bench-strict
+bench-strict:
+	B=$(B) bash bench/run_strict_counts.sh
+
 .PHONY: bench-pipe
 bench-pipe:
 	B=$(B) bash bench/run_pipe.sh

@@ -185,8 +185,24 @@ static char st_first_viol[512];
 
 typedef struct vs_strict_counts {
     long device_allocs, device_frees, host_waits, h2d, d2h, d2d, libraries, launches, nccl_ops;
+    /* host_syncs: every call that blocks the host on device work, whether or not
+       it had to wait (host_waits counts only those that did, so it depends on
+       timing): the synchronize calls, copies that return when done, and each
+       polled wait (the first cudaStreamQuery / cudaEventQuery of a thread on a
+       stream position or a recorded event). events: cudaEventCreate calls. */
+    long host_syncs, events;
 } vs_strict_counts;
 static vs_strict_counts st_count;
+static __thread const void* st_poll_obj; /* the last polled stream or event, and its target */
+static __thread long st_poll_target;
+
+/* A polled wait: counted once per (object, target) a thread queries in a row. */
+static void st_count_poll_locked(const void* obj, long target)
+{
+    if (obj == st_poll_obj && target == st_poll_target) return;
+    st_poll_obj = obj, st_poll_target = target;
+    st_count.host_syncs++;
+}
 
 static unsigned st_rand(void)
 {
@@ -767,6 +783,7 @@ ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
     struct CUstream_st* s = st_stream_locked(h);
     long t = s->enq;
     if (s->done < t) st_count.host_waits++;
+    st_count.host_syncs++;
     ST_WAIT_UNTIL(s->done >= t, "cudaStreamSynchronize");
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
@@ -778,6 +795,7 @@ ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
     st_init_locked();
     struct CUstream_st* s = st_stream_locked(h);
     int busy = s->done < s->enq;
+    st_count_poll_locked(s, s->enq);
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
     return st_sticky_check();
@@ -788,6 +806,7 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     st_count.host_waits++;
+    st_count.host_syncs++;
     st_device_idle_locked(st_cur_dev, "cudaDeviceSynchronize");
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
@@ -799,6 +818,9 @@ ST_C cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned flags)
     st_init();
     struct CUevent_st* e = (struct CUevent_st*)calloc(1, sizeof *e);
     e->dev = st_cur_dev;
+    pthread_mutex_lock(&st_mu);
+    st_count.events++;
+    pthread_mutex_unlock(&st_mu);
     *ev = e;
     return cudaSuccess;
 }
@@ -869,6 +891,7 @@ ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
     }
     int busy = ev->s && ev->s->done < ev->target;
     int dev = ev->dev;
+    st_count_poll_locked(ev, ev->target);
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
     int e = __atomic_load_n(&st_sticky[dev], __ATOMIC_SEQ_CST);
@@ -884,6 +907,7 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
         return st_err(cudaErrorInvalidResourceHandle);
     }
     if (ev->s && ev->s->done < ev->target) st_count.host_waits++;
+    st_count.host_syncs++;
     ST_WAIT_UNTIL(!ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
@@ -950,6 +974,7 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
         if (!async) {
             long t = s->enq; /* "a stream sync is performed before the copy is initiated" */
             if (s->done < t) st_count.host_waits++;
+            st_count.host_syncs++;
             ST_WAIT_UNTIL(s->done >= t, "cudaMemcpy's stream sync");
         }
     } else if (!async || (sdev && wd == ST_HOST)) {
@@ -959,6 +984,7 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
     if (wait) {
         long t = s->enq;
         st_count.host_waits++;
+        st_count.host_syncs++;
         ST_WAIT_UNTIL(s->done >= t, fn);
     }
     pthread_mutex_unlock(&st_mu);
