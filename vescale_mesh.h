@@ -1824,6 +1824,8 @@ struct vs_comm {
     cudaStream_t own; // the stream the communicator created (stream is it, or the caller's)
     cudaEvent_t fence; // orders the own stream with the caller's (_vs_nccl_fence)
     void* scratch; // device: one float for barriers
+    cudaEvent_t* evpool; // events of released work handles, for the next (_vs_nccl_event_get)
+    int nev, evcap;
     /* ncclCommSplit's output: on a non-blocking communicator NCCL's init thread
        writes the child here when the split completes, after ncclCommSplit has
        returned ncclSuccess; so it lives as long as the parent, not on a stack. */
@@ -4953,6 +4955,32 @@ _VS_PRIVATE vs_result _vs_nccl_fence(vs_comm* c, int after_caller, const char* w
     return e == cudaSuccess ? VS_OK : _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: ordering with the caller's stream: %s", what, cudaGetErrorString(e));
 }
 
+/* A work handle's event: one from the communicator's pool (the events of released
+   handles), else a new one; not one cudaEventCreate per operation. */
+_VS_PRIVATE cudaError_t _vs_nccl_event_get(vs_comm* c, cudaEvent_t* ev)
+{
+    pthread_mutex_lock(&c->qmu);
+    *ev = c->nev ? c->evpool[--c->nev] : NULL;
+    pthread_mutex_unlock(&c->qmu);
+    return *ev ? cudaSuccess : cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+}
+
+/* Back into c's pool (destroyed with c: _vs_nccl_comm_destroy). */
+_VS_PRIVATE void _vs_nccl_event_put(vs_comm* c, cudaEvent_t ev)
+{
+    pthread_mutex_lock(&c->qmu);
+    if (c->nev == c->evcap) {
+        int cap = c->evcap ? 2 * c->evcap : 8;
+        cudaEvent_t* p = (cudaEvent_t*)_vs_hrealloc(_VS_WH(c->world), c->evpool, sizeof *p * (size_t)c->evcap,
+                                                    sizeof *p * (size_t)cap);
+        if (p) c->evpool = p, c->evcap = cap;
+    }
+    int kept = c->nev < c->evcap;
+    if (kept) c->evpool[c->nev++] = ev;
+    pthread_mutex_unlock(&c->qmu);
+    if (!kept) cudaEventDestroy(ev);
+}
+
 _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
 {
     const char* what = _vs_kind_names[ops[0].kind];
@@ -4980,7 +5008,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         }
         w->h = _VS_WH(c->world);
         w->comm = c;
-        cudaError_t e = cudaEventCreateWithFlags(&w->ev, cudaEventDisableTiming);
+        cudaError_t e = _vs_nccl_event_get(c, &w->ev);
         if (e == cudaSuccess) e = cudaEventRecord(w->ev, c->stream);
         if (e != cudaSuccess) {
             _vs_work_free(w);
@@ -5086,6 +5114,9 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
     }
     if (c->own_stream) cudaStreamDestroy(c->own);
     if (c->fence) cudaEventDestroy(c->fence);
+    for (int i = 0; i < c->nev; i++) cudaEventDestroy(c->evpool[i]);
+    _vs_hfree(_VS_WH(c->world), c->evpool);
+    c->evpool = NULL, c->nev = c->evcap = 0;
     if (c->scratch) cudaFree(c->scratch);
 }
 
@@ -5209,7 +5240,10 @@ _VS_PRIVATE void* _vs_nccl_stream(const vs_comm* c) { return (void*)c->stream; }
 
 _VS_PRIVATE void _vs_nccl_work_release(vs_work* w)
 {
-    if (w->ev) cudaEventDestroy(w->ev);
+    if (w->ev && w->comm)
+        _vs_nccl_event_put(w->comm, w->ev);
+    else if (w->ev)
+        cudaEventDestroy(w->ev);
     w->ev = NULL;
 }
 
@@ -6159,6 +6193,10 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
 
 // >>mesh ----------------------------------------------------------------------
 
+/* Slots of a mesh's cache on its communicator's side: [0], [1] device
+   vs_redistribute's step buffers, [2], [3] its packing, [4] the cross-entropy's. */
+enum { _VS_MSCRATCH = 5 };
+
 typedef struct _vs_subentry {
     int dims[VS_MESH_MAX_DIMS];
     int ndims;
@@ -6180,6 +6218,8 @@ struct vs_mesh {
     int nsubs;
     void* scratch[4]; // redistribute's buffers, kept (grow-only) for the next call
     size_t scratch_cap[4];
+    void* mscratch[_VS_MSCRATCH]; // the same on the comm's side (device memory on NCCL): _vs_mesh_mscratch
+    size_t mscratch_cap[_VS_MSCRATCH];
     vs_mesh* parent; // submeshes: the mesh that made (and frees) this one
     int users;       // handles built on this mesh or its submeshes (DDP, ...) still alive
 };
@@ -6350,12 +6390,16 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
     return VS_OK;
 }
 
+_VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m);
+_VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes);
+
 _VS_PRIVATE void _vs_mesh_destroy(vs_mesh* m)
 {
     for (int i = 0; i < m->nsubs; i++) _vs_mesh_destroy(m->subs[i].mesh);
     const _vs_hooks* h = _VS_WH(m->world);
     _vs_hfree(h, m->subs);
     for (int i = 0; i < 4; i++) _vs_hfree_aligned(h, m->scratch[i]);
+    _vs_mesh_mscratch_free(m);
     if (m->owns_comm && m->comm) _vs_comm_destroy(m->comm);
     _vs_hfree(h, m->granks);
     _vs_hfree(h, m);
@@ -8626,7 +8670,8 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     if (n && !loss) return _vs_err(VS_ERR_NULL, "%s: loss is NULL", fn);
     if (n > 0 && rows > 0 && !logits_shard) return _vs_err(VS_ERR_NULL, "%s: logits_shard is NULL", fn);
     if (n == 0) return VS_OK;
-    float* mx = (float*)_vs_mem_alloc(c, sizeof(float) * (size_t)(3 * n));
+    // scratch kept in the mesh: the next call's kernels come after these on c's stream
+    float* mx = (float*)_vs_mesh_mscratch(tp, 4, sizeof(float) * (size_t)(3 * n));
     if (!mx) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %lld tokens", fn, (long long)n);
     float* se = mx + n; // followed by the target logits: one all-reduce for both
     float* tl = mx + 2 * n;
@@ -8644,9 +8689,7 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     if (!r) r = vs_all_reduce(c, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, NULL);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_LOSS, nn, a_loss);
     if (!r && grad_shard) r = _vs_mk_run(c, fn, _VS_MK_CE_GRAD, nn * rr, a_grad);
-    vs_result r2 = _vs_mem_sync(c, fn); // before the scratch goes
-    _vs_mem_free(c, mx);
-    return r ? r : r2;
+    return r;
 }
 
 // >>init ----------------------------------------------------------------------
@@ -8774,7 +8817,35 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
    on the step's communicator's stream (each mesh dim's submesh). Every step
    returns with its stream drained, as the blocking collectives do, so the next
    step (another communicator, another stream) and the caller see its result.
-   Scratch is device memory from the world's hooks, taken and released per call. */
+   Scratch is device memory from the world's hooks, kept in the mesh for the next
+   call (_vs_mesh_mscratch). */
+
+/* Slot i of m's cache on its communicator's side (device memory on NCCL, through
+   the world's hooks), at least `bytes`; NULL when out of memory. Grow-only, in
+   powers of two: a steady state allocates nothing (a cudaFree synchronises the
+   device, and one beside a collective waiting for its peers can deadlock; only
+   a growth frees, and the buffer's earlier users are done: each user's work is
+   stream-ordered on m's communicator or drained). Freed with the mesh. */
+_VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes)
+{
+    if (m->mscratch_cap[i] >= bytes && m->mscratch[i]) return m->mscratch[i];
+    size_t cap = 256;
+    while (cap < bytes && cap <= SIZE_MAX / 2) cap *= 2;
+    if (cap < bytes) cap = bytes;
+    if (m->mscratch[i]) _vs_mem_free(m->comm, m->mscratch[i]);
+    m->mscratch[i] = _vs_mem_alloc(m->comm, cap);
+    m->mscratch_cap[i] = m->mscratch[i] ? cap : 0;
+    return m->mscratch[i];
+}
+
+_VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m)
+{
+    for (int i = 0; i < _VS_MSCRATCH; i++) {
+        if (m->mscratch[i] && m->comm) _vs_mem_free(m->comm, m->mscratch[i]);
+        m->mscratch[i] = NULL;
+        m->mscratch_cap[i] = 0;
+    }
+}
 
 /* dst's box at doff (shape dshape) <- src's box at soff (shape sshape), on c's side. */
 _VS_PRIVATE vs_result _vs_dbox(vs_comm* c, const char* fn, char* dst, const int64_t* dshape, const int64_t* doff,
@@ -8824,7 +8895,7 @@ _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dt
     void* buf[4] = {NULL, NULL, NULL, NULL};
     int need[4] = {ns > 1, ns > 2, packs, packs}, fail = 0;
     for (int i = 0; i < 4; i++)
-        if (need[i] && !(buf[i] = _vs_mem_alloc(mc, bytes))) fail = 1;
+        if (need[i] && !(buf[i] = _vs_mesh_mscratch(m, i, bytes))) fail = 1;
     x.tmp = buf[2];
     x.tmp2 = buf[3];
     vs_result r = fail ? _vs_err(VS_ERR_NOMEM, "%s: out of device memory for %zu-byte scratch buffers", fn, bytes)
@@ -8835,8 +8906,6 @@ _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dt
         r = _vs_run_step(&x, &steps[i], in, out);
         in = out;
     }
-    for (int i = 0; i < 4; i++)
-        if (buf[i]) _vs_mem_free(mc, buf[i]);
     return r;
 }
 
