@@ -1826,6 +1826,8 @@ struct vs_comm {
     void* scratch; // device: one float for barriers
     cudaEvent_t* evpool; // events of released work handles, for the next (_vs_nccl_event_get)
     int nev, evcap;
+    void* vscratch; // uneven reduce-scatters' padded blocks (_vs_nccl_vbytes), grow-only
+    size_t vscratch_cap;
     /* ncclCommSplit's output: on a non-blocking communicator NCCL's init thread
        writes the child here when the split completes, after ncclCommSplit has
        returned ncclSuccess; so it lives as long as the parent, not on a stack. */
@@ -4898,7 +4900,86 @@ _VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what
     }
 }
 
-_VS_PRIVATE ncclResult_t _vs_nccl_launch(vs_comm* c, const _vs_opdesc* o)
+/* Uneven all-gathers and reduce-scatters (the v-forms) in one pass each (they
+   were one ncclBroadcast or ncclReduce per rank, each moving the data through
+   every rank): an all-gatherv is grouped sends of this rank's block to every
+   peer and receives of theirs; a reduce-scatterv packs the blocks at the stride
+   of the largest count into the communicator's scratch (copies on its stream,
+   before the group's kernel), runs one ncclReduceScatter in place there, and
+   copies this rank's block out after the group (_vs_nccl_vpost). Bytes of
+   scratch op o needs (0: none). */
+_VS_PRIVATE size_t _vs_nccl_vbytes(const vs_comm* c, const _vs_opdesc* o)
+{
+    if (o->kind != _VS_K_REDSCAT || o->uniform) return 0;
+    size_t mx = 0;
+    for (int i = 0; i < c->size; i++) mx = o->counts[i] > mx ? o->counts[i] : mx;
+    return (mx * (size_t)c->size * vs_dtype_size(o->dt) + 255) / 256 * 256;
+}
+
+_VS_PRIVATE size_t _vs_nccl_vmax(const vs_comm* c, const _vs_opdesc* o)
+{
+    size_t mx = 0;
+    for (int i = 0; i < c->size; i++) mx = o->counts[i] > mx ? o->counts[i] : mx;
+    return mx;
+}
+
+/* Before the group (its kernels come after these copies on the stream): each
+   uneven reduce-scatter's blocks packed into the scratch, each uneven
+   all-gather's own block into place. */
+_VS_PRIVATE cudaError_t _vs_nccl_vpre(vs_comm* c, const _vs_opdesc* ops, int nops)
+{
+    char* vs = (char*)c->vscratch;
+    cudaError_t e = cudaSuccess;
+    for (int k = 0; k < nops && e == cudaSuccess; k++) {
+        const _vs_opdesc* o = &ops[k];
+        size_t esz = vs_dtype_size(o->dt), b = _vs_nccl_vbytes(c, o), mx = b ? _vs_nccl_vmax(c, o) : 0;
+        const char* sb = (const char*)o->send;
+        char* rb = (char*)o->recv;
+        if (o->kind == _VS_K_ALLGATHER && !o->uniform && o->counts[c->rank] && sb != rb + o->displs[c->rank] * esz)
+            e = cudaMemcpyAsync(rb + o->displs[c->rank] * esz, sb, o->counts[c->rank] * esz, cudaMemcpyDeviceToDevice,
+                                c->stream);
+        for (int i = 0; i < c->size && b && e == cudaSuccess; i++)
+            if (o->counts[i])
+                e = cudaMemcpyAsync(vs + (size_t)i * mx * esz, sb + o->displs[i] * esz, o->counts[i] * esz,
+                                    cudaMemcpyDeviceToDevice, c->stream);
+        vs += b;
+    }
+    return e;
+}
+
+/* After the group: each uneven reduce-scatter's block out of the scratch. */
+_VS_PRIVATE cudaError_t _vs_nccl_vpost(vs_comm* c, const _vs_opdesc* ops, int nops)
+{
+    char* vs = (char*)c->vscratch;
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < nops && e == cudaSuccess; i++) {
+        size_t b = _vs_nccl_vbytes(c, &ops[i]), esz = vs_dtype_size(ops[i].dt);
+        if (!b) continue;
+        if (ops[i].counts[c->rank])
+            e = cudaMemcpyAsync(ops[i].recv, vs + _vs_nccl_vmax(c, &ops[i]) * esz * (size_t)c->rank,
+                                ops[i].counts[c->rank] * esz, cudaMemcpyDeviceToDevice, c->stream);
+        vs += b;
+    }
+    return e;
+}
+
+/* The scratch for every uneven reduce-scatter of ops (grown as needed: a cudaFree
+   synchronises the device, so only a growth pays it). */
+_VS_PRIVATE vs_result _vs_nccl_vscratch(vs_comm* c, const _vs_opdesc* ops, int nops, const char* what)
+{
+    size_t need = 0;
+    for (int i = 0; i < nops; i++) need += _vs_nccl_vbytes(c, &ops[i]);
+    if (need <= c->vscratch_cap) return VS_OK;
+    size_t cap = 4096;
+    while (cap < need && cap <= SIZE_MAX / 2) cap *= 2;
+    if (cap < need) cap = need;
+    vs_device_free(c->world, c->vscratch);
+    c->vscratch = vs_device_alloc(c->world, cap);
+    c->vscratch_cap = c->vscratch ? cap : 0;
+    return c->vscratch ? VS_OK : _vs_err(VS_ERR_NOMEM, "%s: out of device memory for %zu bytes of scratch", what, cap);
+}
+
+_VS_PRIVATE ncclResult_t _vs_nccl_launch(vs_comm* c, const _vs_opdesc* o, char* vs)
 {
     ncclDataType_t ty = _vs_nccl_type(o->dt);
     ncclRedOp_t op = _vs_nccl_op(o->op);
@@ -4915,15 +4996,20 @@ _VS_PRIVATE ncclResult_t _vs_nccl_launch(vs_comm* c, const _vs_opdesc* o)
     case _VS_K_BCAST: return ncclBroadcast(sb, rb, o->count, ty, o->root, nc, st);
     case _VS_K_ALLGATHER:
         if (o->uniform) return ncclAllGather(sb, rb, o->counts[0], ty, nc, st);
-        for (int i = 0; i < n && r == ncclSuccess; i++) // v-form: one broadcast per rank
-            r = ncclBroadcast(i == me ? sb : rb + o->displs[i] * esz, rb + o->displs[i] * esz,
-                              o->counts[i], ty, i, nc, st);
+        // v-form (see _vs_nccl_vbytes): this rank's block copied before (_vs_nccl_vpre), the others' received
+        for (int j = 0; j < n && (r == ncclSuccess || r == ncclInProgress); j++) {
+            if (j == me) continue;
+            if (o->counts[me]) r = ncclSend(sb, o->counts[me], ty, j, nc, st);
+            if ((r == ncclSuccess || r == ncclInProgress) && o->counts[j])
+                r = ncclRecv(rb + o->displs[j] * esz, o->counts[j], ty, j, nc, st);
+        }
         return r;
-    case _VS_K_REDSCAT:
+    case _VS_K_REDSCAT: {
         if (o->uniform) return ncclReduceScatter(sb, rb, o->counts[0], ty, op, nc, st);
-        for (int i = 0; i < n && r == ncclSuccess; i++) // v-form: one reduce per rank
-            r = ncclReduce(sb + o->displs[i] * esz, rb, o->counts[i], ty, op, i, nc, st);
-        return r;
+        size_t mx = _vs_nccl_vmax(c, o); // v-form (see _vs_nccl_vbytes): packed in vs before, reduced in place
+        if (!mx) return ncclSuccess;
+        return ncclReduceScatter(vs, vs + (size_t)me * mx * esz, mx, ty, op, nc, st);
+    }
     case _VS_K_ALLTOALL:
         for (int j = 0; j < n && r == ncclSuccess; j++) {
             if (o->counts[j]) r = ncclSend(sb + o->displs[j] * esz, o->counts[j], ty, j, nc, st);
@@ -4991,13 +5077,28 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         goto done;
     }
     if ((res = _vs_nccl_fence(c, 1, what))) goto done;
+    if ((res = _vs_nccl_vscratch(c, ops, nops, what))) goto done;
+    {
+        cudaError_t e = _vs_nccl_vpre(c, ops, nops);
+        if (e != cudaSuccess) {
+            res = _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
+            goto done;
+        }
+    }
     {
         ncclResult_t r = ncclGroupStart();
-        for (int i = 0; i < nops && (r == ncclSuccess || r == ncclInProgress); i++)
-            r = _vs_nccl_launch(c, &ops[i]);
+        char* vs = (char*)c->vscratch;
+        for (int i = 0; i < nops && (r == ncclSuccess || r == ncclInProgress); i++) {
+            r = _vs_nccl_launch(c, &ops[i], vs);
+            vs += _vs_nccl_vbytes(c, &ops[i]);
+        }
         ncclResult_t r2 = ncclGroupEnd();
         if (r == ncclSuccess || r == ncclInProgress) r = r2;
         res = _vs_nccl_settle(c, c->nc, r, what, deadline);
+    }
+    if (!res) {
+        cudaError_t e = _vs_nccl_vpost(c, ops, nops);
+        if (e != cudaSuccess) res = _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
     }
     if (res) goto done;
     if (out) {
@@ -5115,6 +5216,8 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
     if (c->own_stream) cudaStreamDestroy(c->own);
     if (c->fence) cudaEventDestroy(c->fence);
     for (int i = 0; i < c->nev; i++) cudaEventDestroy(c->evpool[i]);
+    vs_device_free(c->world, c->vscratch);
+    c->vscratch = NULL, c->vscratch_cap = 0;
     _vs_hfree(_VS_WH(c->world), c->evpool);
     c->evpool = NULL, c->nev = c->evcap = 0;
     if (c->scratch) cudaFree(c->scratch);

@@ -16,7 +16,9 @@
               one read above aside)
      libs     NVRTC libraries loaded (cudaLibraryLoadData; target 0 after the
               first step)
-     kernels  kernels launched; nccl: NCCL operations (a group counts once);
+     kernels  kernels launched
+     nccl     NCCL operations the streams ran (a group counts once)
+     colls    NCCL collective calls; p2p: ncclSend/ncclRecv calls
      events   CUDA events created (target 0)
    The bench's own work (the gradient copies of a modelled backward, a device
    synchronisation before each snapshot) is subtracted.
@@ -25,7 +27,9 @@
    parameters, several buckets; the parameters read back as a forward would,
    vs_ddp_param); (b) TP: vs_vocab_embedding_forward + backward +
    vs_vocab_cross_entropy (with its gradient); (c) vs_redistribute, one call per
-   layout pair. Arguments: [steps] [warmup] (default 8 2). Exit status 1 when a
+   layout pair; (d) uneven collectives: vs_all_gatherv and vs_reduce_scatterv
+   with a different count on every rank (one NCCL collective at most per call;
+   they were one per rank). Arguments: [steps] [warmup] (default 8 2). Exit status 1 when a
    call failed or the stand-in reported a violation; the targets are printed
    (MISS), not enforced. */
 #define VESCALE_IMPLEMENTATION
@@ -236,6 +240,29 @@ static int redist_rank(vs_world* w, void* arg)
     return 0;
 }
 
+/* ---- (d) uneven collectives ------------------------------------------------------ */
+
+static int uneven_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    int me = vs_world_rank(w), n = vs_world_size(w);
+    vs_comm* c = vs_world_comm(w);
+    size_t counts[8], total = 0;
+    for (int r = 0; r < n; r++) total += counts[r] = (size_t)(r * 37 + 5);
+    float* a = (float*)vs_device_alloc(w, total * 4);
+    float* b = (float*)vs_device_alloc(w, total * 4);
+    cudaMemset(a, 0, total * 4);
+    for (int s = 0; s < WARMUP + STEPS; s++) {
+        if (s == WARMUP) snapshot(me, &snap0, 0);
+        CK(vs_reduce_scatterv(c, a, b, counts, VS_F32, VS_OP_SUM, NULL));
+        CK(vs_all_gatherv(c, b, a, counts, NULL, VS_F32, NULL));
+    }
+    snapshot(me, &snap1, 1);
+    vs_device_free(w, a);
+    vs_device_free(w, b);
+    return 0;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 static void row(const char* path, int n, int (*fn)(vs_world*, void*), void* arg, int per, double sync_target)
@@ -258,11 +285,12 @@ static void row(const char* path, int n, int (*fn)(vs_world*, void*), void* arg,
 #define D(f) ((double)(snap1.f - snap0.f))
     double al = D(device_allocs) / k, fr = D(device_frees) / k, sy = (D(host_syncs) - (double)own_syncs) / k,
            h2d = D(h2d) / k, d2h = D(d2h) / k, d2d = (D(d2d) - (double)own_d2d) / k, lib = D(libraries) / k,
-           ker = D(launches) / k, nc = D(nccl_ops) / k, ev = D(events) / k;
+           ker = D(launches) / k, nc = D(nccl_ops) / k, ev = D(events) / k, co = D(nccl_colls) / k,
+           p2p = D(nccl_p2p) / k;
 #undef D
     int miss = al > 0 || fr > 0 || sy > sync_target || lib > 0 || ev > 0 || h2d > 0 || d2h > sync_target;
-    printf("| %-34s | %d | %6.2f | %6.2f | %6.2f | %6.2f | %6.2f | %6.2f | %4.2f | %7.2f | %6.2f | %6.2f |%s\n", path, n,
-           al, fr, sy, h2d, d2h, d2d, lib, ker, nc, ev, miss ? " MISS" : "");
+    printf("| %-40s | %d | %5.2f | %5.2f | %5.2f | %4.2f | %4.2f | %4.2f | %4.2f | %5.2f | %5.2f | %5.2f | %5.2f | %5.2f |%s\n",
+           path, n, al, fr, sy, h2d, d2h, d2d, lib, ker, nc, co, p2p, ev, miss ? " MISS" : "");
     fflush(stdout);
 }
 
@@ -275,8 +303,8 @@ int main(int argc, char** argv)
         return 2;
     }
     printf("per step and rank (redistribute: per call), after %d warm-up steps, over %d steps\n\n", WARMUP, STEPS);
-    printf("| path | n | allocs | frees | syncs | h2d | d2h | d2d | libs | kernels | nccl | events |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| path | n | allocs | frees | syncs | h2d | d2h | d2d | libs | kernels | nccl | colls | p2p | events |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     static const ddp_cfg cfgs[] = {{VS_ZERO_0, 0}, {VS_ZERO_0, 0.05}, {VS_ZERO_1, 0}, {VS_ZERO_1, 0.05},
                                    {VS_ZERO_2, 0}, {VS_ZERO_2, 0.05}};
     const int ns[] = {2, 4};
@@ -289,6 +317,7 @@ int main(int argc, char** argv)
         }
         row("TP vocab: embed fwd+bwd, CE", n, vocab_rank, NULL, 1, 1);
         row("vs_redistribute (per call)", n, redist_rank, NULL, NPAIRS, 1);
+        row("all_gatherv, reduce_scatterv (per call)", n, uneven_rank, NULL, 2, 1);
     }
     long v = vs_strict_violations();
     if (v) printf("\nstrict stand-in: %ld violations, the first: %s\n", v, vs_strict_first_violation());

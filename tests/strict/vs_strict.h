@@ -189,8 +189,10 @@ typedef struct vs_strict_counts {
        it had to wait (host_waits counts only those that did, so it depends on
        timing): the synchronize calls, copies that return when done, and each
        polled wait (the first cudaStreamQuery / cudaEventQuery of a thread on a
-       stream position or a recorded event). events: cudaEventCreate calls. */
-    long host_syncs, events;
+       stream position or a recorded event). events: cudaEventCreate calls.
+       nccl_colls, nccl_p2p: NCCL collective calls, ncclSend/ncclRecv calls
+       (nccl_ops counts what the streams ran: a group once). */
+    long host_syncs, events, nccl_colls, nccl_p2p;
 } vs_strict_counts;
 static vs_strict_counts st_count;
 static __thread const void* st_poll_obj; /* the last polled stream or event, and its target */
