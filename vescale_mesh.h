@@ -909,7 +909,10 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
    counterparts carry gradients. All collective over tp. Buffers (ids and targets
    too) are host memory, or CUDA device memory on NCCL: the gathers, scatter-adds
    and the cross-entropy then run as kernels on tp's communicator's stream and
-   return when done (ids are copied to the host to be checked). */
+   return when done. Ids out of range fail the call (VS_ERR_INVALID naming the
+   first one and its position): on the host before anything runs; on the device
+   a kernel finds it (no copy, no extra sync) and the call fails after its
+   kernels ran, which left that id out (outputs not meaningful). */
 
 /* Column-parallel input [copy_to_tensor_model_parallel_region]: forward is the
    identity; backward all-reduces (sums) the input gradient in place. */
@@ -6323,6 +6326,7 @@ struct vs_mesh {
     size_t scratch_cap[4];
     void* mscratch[_VS_MSCRATCH]; // the same on the comm's side (device memory on NCCL): _vs_mesh_mscratch
     size_t mscratch_cap[_VS_MSCRATCH];
+    long long* idflag; // device path: pinned host memory, the vocab functions' id check (_vs_ids_launch)
     vs_mesh* parent; // submeshes: the mesh that made (and frees) this one
     int users;       // handles built on this mesh or its submeshes (DDP, ...) still alive
 };
@@ -7198,6 +7202,37 @@ extern "C" {
             long long i = x / rows, j = x - i * rows; \
             g[x] = (float)_VS_MKN(exp)((double)(lg[x] - mx[i])) / se[i] - (start + j == tg[i] ? 1.0f : 0.0f); \
         } \
+    } \
+    /* the vocab functions' id check on the device (>>tp): the first position whose \
+       id is outside [0, vocab) and that id into flag[0], flag[1] (pinned host \
+       memory, untouched when every id is in range); one block, each thread's \
+       first strided position, then a tree of minima: the same answer however \
+       the threads interleave */ \
+    _VS_MKGLOBAL _VS_MKN(ids_check)(long long* flag, const int* ids, long long n, long long vocab) \
+    { \
+        _VS_MKSHARED long long s[_VS_MKT]; \
+        _VS_MKROWS(row, 1) { \
+            int w; \
+            _VS_MKTHREADS(t) { \
+                long long x, f = n; \
+                for (x = t; x < n; x += _VS_MKT) \
+                    if (ids[x] < 0 || ids[x] >= vocab) { \
+                        f = x; \
+                        break; \
+                    } \
+                s[t] = f; \
+            } \
+            _VS_MKSYNC; \
+            for (w = _VS_MKT / 2; w > 0; w /= 2) { \
+                _VS_MKTHREADS_BELOW(t, w) if (s[t + w] < s[t]) s[t] = s[t + w]; \
+                _VS_MKSYNC; \
+            } \
+            _VS_MKTHREADS(t) if (t == 0 && s[0] < n) { \
+                flag[0] = s[0]; \
+                flag[1] = ids[s[0]]; \
+            } \
+            _VS_MKSYNC; \
+        } \
     }
 
 /* Kernel indices (names: "vs_mk_" + the name); the row kernels run one block per
@@ -7211,12 +7246,13 @@ enum {
     _VS_MK_CE_SUM,
     _VS_MK_CE_LOSS,
     _VS_MK_CE_GRAD,
+    _VS_MK_IDS_CHECK,
     _VS_MK_N
 };
 static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "vs_mk_box",    "vs_mk_embed_fwd",
                                                    "vs_mk_embed_bwd", "vs_mk_ce_max", "vs_mk_ce_sum",
-                                                   "vs_mk_ce_loss",   "vs_mk_ce_grad"};
-#define _VS_MK_ROWKERNEL(ki) ((ki) == _VS_MK_CE_MAX || (ki) == _VS_MK_CE_SUM)
+                                                   "vs_mk_ce_loss",   "vs_mk_ce_grad", "vs_mk_ids_check"};
+#define _VS_MK_ROWKERNEL(ki) ((ki) == _VS_MK_CE_MAX || (ki) == _VS_MK_CE_SUM || (ki) == _VS_MK_IDS_CHECK)
 
 /* The text as NVRTC source. CUDA's qualifiers are spelled vs_rtc_* and defined
    by the source's first lines: a host compiler that includes the real
@@ -7341,6 +7377,9 @@ _VS_PRIVATE void _vs_mk_host(int ki, void** a)
     case _VS_MK_CE_LOSS:
         _vs_mk_ce_loss(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(const float*, 2), _VS_A(const float*, 3),
                        _VS_A(long long, 4));
+        break;
+    case _VS_MK_IDS_CHECK:
+        _vs_mk_ids_check(_VS_A(long long*, 0), _VS_A(const int*, 1), _VS_A(long long, 2), _VS_A(long long, 3));
         break;
     default:
         _vs_mk_ce_grad(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(const float*, 2), _VS_A(const float*, 3),
@@ -7607,39 +7646,6 @@ _VS_PRIVATE void _vs_mem_free(vs_comm* c, void* p)
         vs_device_free(w, p);
     else
         _vs_hfree(w ? &w->hooks : NULL, p);
-}
-
-/* A host view of n ids at p (c's side): p itself on the host path, else a copy
-   through the hooks (*own set: free it with _vs_hfree). */
-_VS_PRIVATE vs_result _vs_mem_ids(vs_comm* c, const char* fn, const int32_t* p, int64_t n, const int32_t** out,
-                                  void** own)
-{
-    *out = p;
-    *own = NULL;
-#ifdef _VS_MESH_CUDA
-    if (_VS_ON_DEVICE(c) && n > 0 && p) {
-        const _vs_hooks* h = c->world ? &c->world->hooks : NULL;
-        int32_t* q = (int32_t*)_vs_halloc(h, sizeof(int32_t) * (size_t)n);
-        if (!q) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %lld ids", fn, (long long)n);
-        cudaStream_t st = (cudaStream_t)vs_comm_stream(c);
-        vs_result fr = _VS_DEV_FENCE(c, 1, fn);
-        if (fr) {
-            _vs_hfree(h, q);
-            return fr;
-        }
-        cudaError_t e = cudaMemcpyAsync(q, p, sizeof(int32_t) * (size_t)n, cudaMemcpyDefault, st);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-        if (e != cudaSuccess) {
-            _vs_hfree(h, q);
-            return _vs_cuda_err(e, fn, "copying the ids to the host");
-        }
-        *out = q;
-        *own = q;
-    }
-#else
-    (void)c, (void)fn, (void)n;
-#endif
-    return VS_OK;
 }
 
 // >>layout --------------------------------------------------------------------
@@ -8705,15 +8711,50 @@ _VS_PRIVATE vs_result _vs_check_ids(const char* fn, const int32_t* ids, int64_t 
     return VS_OK;
 }
 
-/* The ids' check on their host view (a copy when they are device memory). */
+/* The ids' range check. Host buffers: on the host, before anything runs.
+   Device buffers (no copy to the host, no sync of its own; S2-3): here only n
+   and the pointer; then _vs_ids_launch runs a kernel on c's stream that writes
+   the first id out of range and its position into the mesh's pinned flag, and
+   _vs_ids_result reads the flag after the call's own final wait (each vocab
+   function returns when its work is done). So a bad id fails the same call with
+   the same message, but after the kernels ran: they leave such an id out (its
+   embedding row is zeros, it adds no gradient, its target logit counts as 0),
+   and the outputs of a failing call are not meaningful. */
 _VS_PRIVATE vs_result _vs_check_ids_on(vs_comm* c, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
 {
-    const int32_t* h = NULL;
-    void* own = NULL;
-    _VS_TRY(_vs_mem_ids(c, fn, ids, n, &h, &own));
-    vs_result r = _vs_check_ids(fn, h, n, vocab);
-    _vs_hfree(c->world ? &c->world->hooks : NULL, own);
-    return r;
+    if (_VS_ON_DEVICE(c) && n > 0 && ids) return VS_OK; // the range: on the device
+    return _vs_check_ids(fn, ids, n, vocab);
+}
+
+_VS_PRIVATE vs_result _vs_ids_launch(vs_mesh* tp, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
+{
+    if (!_VS_ON_DEVICE(tp->comm) || n == 0) return VS_OK;
+#ifdef _VS_MESH_CUDA
+    if (!tp->idflag) {
+        cudaError_t e = cudaMallocHost((void**)&tp->idflag, 2 * sizeof(long long));
+        if (e != cudaSuccess) {
+            tp->idflag = NULL;
+            return _vs_cuda_err(e, fn, "cudaMallocHost (the id check's flag)");
+        }
+    }
+    tp->idflag[0] = -1; // (the mesh's last vocab call returned when done: no kernel writes it now)
+    long long* f = tp->idflag;
+    long long nn = n, vv = vocab;
+    void* args[] = {&f, &ids, &nn, &vv};
+    return _vs_mk_run(tp->comm, fn, _VS_MK_IDS_CHECK, 1, args);
+#else
+    (void)fn, (void)ids, (void)vocab;
+    return VS_OK;
+#endif
+}
+
+/* r, or the device check's bad id (after the call's final wait). */
+_VS_PRIVATE vs_result _vs_ids_result(vs_mesh* tp, const char* fn, int64_t n, int64_t vocab, vs_result r)
+{
+    if (r || !_VS_ON_DEVICE(tp->comm) || n == 0 || !tp->idflag || tp->idflag[0] < 0) return r;
+    return _vs_err(VS_ERR_INVALID, "%s: id %lld at position %lld out of range [0, %lld) (found on the device, after "
+                   "the call's kernels left it out: the outputs are not meaningful)", fn, tp->idflag[1],
+                   tp->idflag[0], (long long)vocab);
 }
 
 /* The gather, scatter-add and cross-entropy below run >>kernels' text: host
@@ -8734,8 +8775,11 @@ VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shar
     const int32_t* id = ids;
     long long nn = n, dd = dim, st = start, rr = rows;
     void* args[] = {&o, &tb, &id, &nn, &dd, &st, &rr};
+    _VS_TRY(_vs_ids_launch(tp, fn, ids, n, vocab));
     _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_FWD, nn * dd, args));
-    return vs_all_reduce(c, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, NULL);
+    vs_result r = vs_all_reduce(c, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, NULL);
+    if (!r && n * dim == 0) r = _vs_mem_sync(c, fn); // (no all-reduce waited for the check)
+    return _vs_ids_result(tp, fn, n, vocab, r);
 }
 
 VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
@@ -8749,15 +8793,16 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
     _VS_TRY(_vs_check_ids_on(c, fn, ids, n, vocab));
     if (n > 0 && dim > 0 && !grad_out) return _vs_err(VS_ERR_NULL, "%s: grad_out is NULL", fn);
     if (rows > 0 && dim > 0 && !grad_table_shard) return _vs_err(VS_ERR_NULL, "%s: grad_table_shard is NULL", fn);
-    if (rows == 0 || n == 0) return VS_OK;
+    if (n == 0) return VS_OK;
     float* g = grad_table_shard;
     const float* go = grad_out;
     const int32_t* id = ids;
     // nb: threads per column on the device (rows r % nb); any nb adds in token order
     long long nn = n, dd = dim, st = start, rr = rows, nb = _VS_ON_DEVICE(c) ? 16 : 1;
     void* args[] = {&g, &go, &id, &nn, &dd, &st, &rr, &nb};
-    _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_BWD, dd * nb, args));
-    return _vs_mem_sync(c, fn);
+    _VS_TRY(_vs_ids_launch(tp, fn, ids, n, vocab)); // (every rank checks, with rows or not)
+    if (rows > 0) _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_BWD, dd * nb, args));
+    return _vs_ids_result(tp, fn, n, vocab, _vs_mem_sync(c, fn));
 }
 
 VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
@@ -8786,13 +8831,15 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     void* a_sum[] = {&se, &tl, &lg, &mx, &tg, &nn, &rr, &st};
     void* a_loss[] = {&loss, &mx, &se, &tl, &nn};
     void* a_grad[] = {&g, &lg, &mx, &se, &tg, &nn, &rr, &st};
-    vs_result r = _vs_mk_run(c, fn, _VS_MK_CE_MAX, nn, a_max);
+    vs_result r = _vs_ids_launch(tp, fn, targets, n, vocab);
+    if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_MAX, nn, a_max);
     if (!r) r = vs_all_reduce(c, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, NULL);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_SUM, nn, a_sum);
     if (!r) r = vs_all_reduce(c, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, NULL);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_LOSS, nn, a_loss);
     if (!r && grad_shard) r = _vs_mk_run(c, fn, _VS_MK_CE_GRAD, nn * rr, a_grad);
-    return r;
+    if (!r) r = _vs_mem_sync(c, fn); // returns when done (>>tp)
+    return _vs_ids_result(tp, fn, n, vocab, r);
 }
 
 // >>init ----------------------------------------------------------------------
@@ -8943,6 +8990,10 @@ _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes)
 
 _VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m)
 {
+#ifdef _VS_MESH_CUDA
+    if (m->idflag) cudaFreeHost(m->idflag);
+#endif
+    m->idflag = NULL;
     for (int i = 0; i < _VS_MSCRATCH; i++) {
         if (m->mscratch[i] && m->comm) _vs_mem_free(m->comm, m->mscratch[i]);
         m->mscratch[i] = NULL;

@@ -49,6 +49,8 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, enum cudaMemcpyKind
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcpyKind k, cudaStream_t st);
 cudaError_t cudaHostRegister(void* p, size_t n, unsigned flags);
 cudaError_t cudaHostUnregister(void* p);
+cudaError_t cudaMallocHost(void** p, size_t n);
+cudaError_t cudaFreeHost(void* p);
 #ifdef __cplusplus
 }
 #endif

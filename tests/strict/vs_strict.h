@@ -1145,6 +1145,7 @@ static void st_mk_box(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK
 static void st_mk_efwd(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_EMBED_FWD, a); }
 static void st_mk_ebwd(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_EMBED_BWD, a); }
 static void st_mk_cmax(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_MAX, a); }
+static void st_mk_ids(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_IDS_CHECK, a); }
 static void st_mk_csum(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_SUM, a); }
 static void st_mk_closs(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_LOSS, a); }
 static void st_mk_cgrad(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_GRAD, a); }
@@ -1217,6 +1218,7 @@ static const st_ksig st_ksigs[] = {
     {"vs_mk_ce_sum", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_csum},
     {"vs_mk_ce_loss", 5, {ST_P, ST_P, ST_P, ST_P, ST_LL}, 15u, st_mk_closs},
     {"vs_mk_ce_grad", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_cgrad},
+    {"vs_mk_ids_check", 4, {ST_P, ST_P, ST_LL, ST_LL}, 3u, st_mk_ids},
 #endif
 #if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
     {"vs_k_adamw", 13, {ST_P, ST_P, ST_P, ST_P, ST_LL, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F}, 15u, st_k_adamw},
