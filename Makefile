@@ -53,6 +53,10 @@ HAVE_STRICT := $(if $(HAVE_NVRTC),$(if $(wildcard $(CUDA)/include/nccl.h),1))
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_nccl_strict)
 $(B)/test_nccl_strict: tests/test_nccl.c tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h tests/ddp_model.h tests/device_layout_cases.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64 -o $@ $< -lnvrtc $(LDLIBS)
+# the steady-state counts bench/strict_counts.c measures, the targets met enforced
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_counts)
+$(B)/test_strict_counts: tests/test_strict_counts.c bench/strict_counts.c tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64 -o $@ $< -lnvrtc $(LDLIBS)
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
