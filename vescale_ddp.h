@@ -2019,10 +2019,24 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc)
 #ifdef _VS_DDP_CUDA
     if (d->cu) {
         double part[2 * _VS_KPARTS];
+        /* NCCL: the read is queued on the all-reduce's stream, and a copy to
+           pageable memory returns when done, so it is the one wait (the handle
+           is complete then); a host transport's all-reduce blocks instead */
+        int ordered = vs_world_transport(d->world) == VS_TRANSPORT_NCCL;
+        vs_work* w = NULL;
         vs_result r = _vs_ddp_fence(d, c);
-        if (!r) r = vs_all_reduce(c, d->cu->part, d->cu->part, 2 * _VS_KPARTS, VS_F64, VS_OP_SUM, NULL);
-        // (blocking: the sums are in place; a copy to pageable memory returns when done)
-        if (!r) r = _vs_ddp_copy(d, part, d->cu->part, sizeof part);
+        if (!r) r = vs_all_reduce(c, d->cu->part, d->cu->part, 2 * _VS_KPARTS, VS_F64, VS_OP_SUM, ordered ? &w : NULL);
+        if (!r && ordered) {
+            cudaError_t e = cudaMemcpyAsync(part, d->cu->part, sizeof part, cudaMemcpyDefault,
+                                            (cudaStream_t)vs_comm_stream(c));
+            if (e != cudaSuccess) r = _vs_ddp_cuerr(e, "reading the partial sums of squares");
+        } else if (!r) {
+            r = _vs_ddp_copy(d, part, d->cu->part, sizeof part);
+        }
+        if (w) {
+            vs_result rw = vs_wait(w);
+            if (!r) r = rw;
+        }
         for (int i = 0; i < _VS_KPARTS && !r; i++) *ss += part[i], ssc += part[_VS_KPARTS + i];
         *ss += 0.0 * ssc;
         return r;

@@ -8831,14 +8831,26 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     void* a_sum[] = {&se, &tl, &lg, &mx, &tg, &nn, &rr, &st};
     void* a_loss[] = {&loss, &mx, &se, &tl, &nn};
     void* a_grad[] = {&g, &lg, &mx, &se, &tg, &nn, &rr, &st};
+    /* on the device the all-reduces are not waited for one by one: the kernels
+       after them are on the same stream, and the one sync at the end covers them
+       (their handles then complete at once); a host transport's progress thread
+       would race with the kernels, so there they block */
+    vs_work *w1 = NULL, *w2 = NULL;
+    vs_work** wp1 = c->tp->device ? &w1 : NULL;
+    vs_work** wp2 = c->tp->device ? &w2 : NULL;
     vs_result r = _vs_ids_launch(tp, fn, targets, n, vocab);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_MAX, nn, a_max);
-    if (!r) r = vs_all_reduce(c, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, NULL);
+    if (!r) r = vs_all_reduce(c, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, wp1);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_SUM, nn, a_sum);
-    if (!r) r = vs_all_reduce(c, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, NULL);
+    if (!r) r = vs_all_reduce(c, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, wp2);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_LOSS, nn, a_loss);
     if (!r && grad_shard) r = _vs_mk_run(c, fn, _VS_MK_CE_GRAD, nn * rr, a_grad);
     if (!r) r = _vs_mem_sync(c, fn); // returns when done (>>tp)
+    vs_work* ws[2] = {w1, w2};
+    for (int i = 0; i < 2; i++) {
+        vs_result rw = ws[i] ? vs_wait(ws[i]) : VS_OK;
+        if (!r) r = rw;
+    }
     return _vs_ids_result(tp, fn, n, vocab, r);
 }
 

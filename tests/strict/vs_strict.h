@@ -102,6 +102,7 @@ struct CUstream_st {
     int legacy;
     long id;
     long enq, done; /* operations enqueued, completed */
+    long known;     /* completed as the host has seen (a sync or a query): host_syncs */
     st_op *head, *tail;
     pthread_t th;
     int quit, started, dead;
@@ -185,11 +186,14 @@ static char st_first_viol[512];
 
 typedef struct vs_strict_counts {
     long device_allocs, device_frees, host_waits, h2d, d2h, d2d, libraries, launches, nccl_ops;
-    /* host_syncs: every call that blocks the host on device work, whether or not
-       it had to wait (host_waits counts only those that did, so it depends on
-       timing): the synchronize calls, copies that return when done, and each
-       polled wait (the first cudaStreamQuery / cudaEventQuery of a thread on a
-       stream position or a recorded event). events: cudaEventCreate calls.
+    /* host_syncs: every call that blocks the host on device work it has not yet
+       seen complete, whether or not it had to wait (host_waits counts only those
+       that did, so it depends on timing): the synchronize calls, copies that
+       return when done, and each polled wait (the first cudaStreamQuery /
+       cudaEventQuery of a thread on a stream position or a recorded event). A
+       wait for work up to a position of its stream that an earlier sync or query
+       of the host saw done costs nothing and is not counted. events:
+       cudaEventCreate calls.
        nccl_colls, nccl_p2p: NCCL collective calls, ncclSend/ncclRecv calls
        (nccl_ops counts what the streams ran: a group once). */
     long host_syncs, events, nccl_colls, nccl_p2p;
@@ -198,12 +202,23 @@ static vs_strict_counts st_count;
 static __thread const void* st_poll_obj; /* the last polled stream or event, and its target */
 static __thread long st_poll_target;
 
-/* A polled wait: counted once per (object, target) a thread queries in a row. */
-static void st_count_poll_locked(const void* obj, long target)
+/* A polled wait for s's work up to target: counted once per (object, target) a
+   thread queries in a row, unless the host has seen that much of s done. */
+static void st_count_poll_locked(const void* obj, struct CUstream_st* s, long target)
 {
     if (obj == st_poll_obj && target == st_poll_target) return;
     st_poll_obj = obj, st_poll_target = target;
-    st_count.host_syncs++;
+    if (target > s->known) st_count.host_syncs++;
+}
+
+/* A blocking wait for s's work up to t: counted before, s->known set after. */
+static void st_count_sync_locked(struct CUstream_st* s, long t)
+{
+    if (t > s->known) st_count.host_syncs++;
+}
+static void st_seen_locked(struct CUstream_st* s, long t)
+{
+    if (t > s->known) s->known = t;
 }
 
 static unsigned st_rand(void)
@@ -785,8 +800,9 @@ ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
     struct CUstream_st* s = st_stream_locked(h);
     long t = s->enq;
     if (s->done < t) st_count.host_waits++;
-    st_count.host_syncs++;
+    st_count_sync_locked(s, t);
     ST_WAIT_UNTIL(s->done >= t, "cudaStreamSynchronize");
+    st_seen_locked(s, t);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -797,7 +813,8 @@ ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
     st_init_locked();
     struct CUstream_st* s = st_stream_locked(h);
     int busy = s->done < s->enq;
-    st_count_poll_locked(s, s->enq);
+    st_count_poll_locked(s, s, s->enq);
+    if (!busy) st_seen_locked(s, s->enq);
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
     return st_sticky_check();
@@ -810,6 +827,8 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
     st_count.host_waits++;
     st_count.host_syncs++;
     st_device_idle_locked(st_cur_dev, "cudaDeviceSynchronize");
+    for (struct CUstream_st* q = st_streams; q; q = q->next)
+        if (q->dev == st_cur_dev) st_seen_locked(q, q->done);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -893,7 +912,8 @@ ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
     }
     int busy = ev->s && ev->s->done < ev->target;
     int dev = ev->dev;
-    st_count_poll_locked(ev, ev->target);
+    if (ev->s) st_count_poll_locked(ev, ev->s, ev->target);
+    if (ev->s && !busy) st_seen_locked(ev->s, ev->target);
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
     int e = __atomic_load_n(&st_sticky[dev], __ATOMIC_SEQ_CST);
@@ -909,8 +929,9 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
         return st_err(cudaErrorInvalidResourceHandle);
     }
     if (ev->s && ev->s->done < ev->target) st_count.host_waits++;
-    st_count.host_syncs++;
+    if (ev->s) st_count_sync_locked(ev->s, ev->target);
     ST_WAIT_UNTIL(!ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
+    if (ev->s) st_seen_locked(ev->s, ev->target);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -976,8 +997,9 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
         if (!async) {
             long t = s->enq; /* "a stream sync is performed before the copy is initiated" */
             if (s->done < t) st_count.host_waits++;
-            st_count.host_syncs++;
+            st_count_sync_locked(s, t);
             ST_WAIT_UNTIL(s->done >= t, "cudaMemcpy's stream sync");
+            st_seen_locked(s, t);
         }
     } else if (!async || (sdev && wd == ST_HOST)) {
         wait = 1; /* synchronous, or device to pageable: returns when done */
@@ -986,8 +1008,9 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
     if (wait) {
         long t = s->enq;
         st_count.host_waits++;
-        st_count.host_syncs++;
+        st_count_sync_locked(s, t);
         ST_WAIT_UNTIL(s->done >= t, fn);
+        st_seen_locked(s, t);
     }
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
