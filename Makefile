@@ -20,7 +20,7 @@ MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
-TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c,$(wildcard tests/test_*.c)))
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c,$(wildcard tests/test_*.c)))
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
@@ -50,13 +50,25 @@ HAVE_NVRTC := $(if $(wildcard $(CUDA)/include/nvrtc.h),1)
 # the NCCL transport, DDP, layouts, TP, init and checkpoints on 8 simulated GPUs,
 # with the CUDA toolkit's own headers and NVRTC, and no GPU, libcudart or libnccl.
 HAVE_STRICT := $(if $(HAVE_NVRTC),$(if $(wildcard $(CUDA)/include/nccl.h),1))
+STRICT_H := tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h tests/strict/vs_strict_race.h
+STRICT_CFLAGS = -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_nccl_strict)
-$(B)/test_nccl_strict: tests/test_nccl.c tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h tests/ddp_model.h tests/device_layout_cases.h $(HEADERS) tests/vs_test.h | $(B)
-	$(CC) $(CFLAGS) $(SAN) -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64 -o $@ $< -lnvrtc $(LDLIBS)
+$(B)/test_nccl_strict: tests/test_nccl.c $(STRICT_H) tests/ddp_model.h tests/device_layout_cases.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# The negative suite (tests/strict/neg/, run by tests/strict/neg.sh): programs with
+# one deliberate GPU bug each, which the stand-in must report by class, and a control.
+STRICT_NEG := $(patsubst tests/strict/neg/%.c,$(B)/strict_neg_%,$(wildcard tests/strict/neg/*.c))
+TESTS   += $(if $(HAVE_STRICT),$(STRICT_NEG))
+$(B)/strict_neg_%: tests/strict/neg/%.c tests/strict/neg/neg.h $(STRICT_H) $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# checkpoints over NCCL while the trainer's collectives run (tests/test_ckpt_nccl.c), same stand-in
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_ckpt_nccl)
+$(B)/test_ckpt_nccl: tests/test_ckpt_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # the steady-state counts bench/strict_counts.c measures, the targets met enforced
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_counts)
-$(B)/test_strict_counts: tests/test_strict_counts.c bench/strict_counts.c tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h $(HEADERS) tests/vs_test.h | $(B)
-	$(CC) $(CFLAGS) $(SAN) -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64 -o $@ $< -lnvrtc $(LDLIBS)
+$(B)/test_strict_counts: tests/test_strict_counts.c bench/strict_counts.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
@@ -180,8 +192,8 @@ bench-ddp:
 
 # host syncs, device allocations, copies, libraries, kernels and NCCL operations per
 # steady-state step of the NCCL path, counted over the strict stand-in (no GPU)
-$(B)/bench_strict_counts: bench/strict_counts.c tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h $(HEADERS) | $(B)
-	$(CC) $(CFLAGS) $(SAN) -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64 -o $@ $< -lnvrtc $(LDLIBS)
+$(B)/bench_strict_counts: bench/strict_counts.c $(STRICT_H) $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 
 .PHONY: bench-strict
 bench-strict:

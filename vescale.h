@@ -531,8 +531,9 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
    was kept) loads with 0. vs_train_save creates path's missing parent
    directories (as PyTorch's checkpoint writers do); path itself must not exist
    (VS_ERR_STATE). async = 1: the state is copied and the call returns while a
-   background thread writes it; vs_train_wait (or the next save, load or
-   vs_train_free) waits and returns that write's error, if any. */
+   background thread writes the files; vs_train_wait (or the next save, load or
+   vs_train_free), on every rank, commits the checkpoint and returns the
+   result: until then it is not in place. */
 VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async);
 VS_API vs_result vs_train_wait(vs_train* t);
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra);

@@ -28,7 +28,7 @@
        vs_ckpt_save_ddp(ck, "ckpt/step-000100", ddp, "model.", extra, 2,
                         &(vs_ckpt_save_opts){ .async = 1 });   // returns once copied
        ...                                                     // train on
-       vs_ckpt_wait(ck);                                       // the write's result
+       vs_ckpt_wait(ck);                                       // (every rank) commits: the result
        // later, on any mesh shape (DP, TP, PP sizes or ZeRO stage may differ):
        char path[512];
        vs_ckpt_latest("ckpt", path, sizeof path);
@@ -101,12 +101,21 @@
    Async. opts.async copies every buffer into one block from the allocator
    hooks (page-locked with cudaHostRegister when device memory is copied into
    it, and kept for the next async save), at most desc.async_max_bytes
-   (default 4 GiB; a bigger save runs synchronously), and returns; a writer
-   thread on the checkpointer's own communicator does the rest. The next save,
-   load, vs_ckpt_wait or vs_ckpt_free joins it; its error surfaces there. The
-   call checks this rank's entries first (nothing is copied from a bad one):
-   a bad entry is the call's error on this rank, and every other rank's
-   vs_ckpt_wait returns it (the call never waits for the other ranks).
+   (default 4 GiB; where one rank's copies would exceed it, every rank saves
+   synchronously), agrees with the other ranks on the entries and on who
+   writes what, creates the temporary directory, and returns; a writer thread
+   writes this rank's shard file. The thread never communicates: NCCL forbids
+   two host threads issuing operations on one GPU at once, so every collective
+   of a save runs on the calling thread, in the call and in the vs_ckpt_wait
+   that ends it. That wait is collective: every rank joins it (vs_ckpt_wait,
+   or its next save, load or vs_ckpt_free, which wait first); there the ranks
+   agree that every shard is written, rank 0 writes the index and commits, and
+   the result (a write's error names the rank, the file and the entry) is
+   every rank's. Until then the checkpoint is not in place: a crash before it
+   leaves the earlier checkpoints and a .tmp- leftover. The call checks this
+   rank's entries first (nothing is copied from a bad one); a bad entry, or a
+   path rank 0 cannot create, is the call's error on every rank, and nothing
+   is left to wait for.
 
    Lifetime. A checkpointer remembers being freed: a second vs_ckpt_free, or
    any call on a freed one, is VS_ERR_STATE ("already freed") while its memory
@@ -202,14 +211,15 @@ typedef struct vs_ckpt_desc {
 } vs_ckpt_desc;
 
 /* Collective over desc->mesh: makes the checkpointer (its own communicator, so
-   an async save's background writes never touch the trainer's). */
+   its metadata exchanges never meet the trainer's collectives). */
 VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out);
-/* Waits for an async save first (its result is the return value). NULL: VS_OK;
-   a second free: VS_ERR_STATE (top comment, "Lifetime"). */
+/* Ends an async save first, as vs_ckpt_wait (collective then; its result is
+   the return value). NULL: VS_OK; a second free: VS_ERR_STATE (top comment,
+   "Lifetime"). */
 VS_API vs_result vs_ckpt_free(vs_ckpt* ck);
 
 typedef struct vs_ckpt_save_opts {
-    int async;     // 1: copy the buffers and return; a background thread writes (vs_ckpt_wait)
+    int async;     // 1: copy the buffers and return; a background thread writes, vs_ckpt_wait commits
     int overwrite; // path exists: replace it, the old one durable until the new one is
 } vs_ckpt_save_opts;
 
@@ -221,7 +231,10 @@ typedef struct vs_ckpt_save_opts {
    opts->overwrite. */
 VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry* entries, int n,
                               const vs_ckpt_save_opts* opts);
-/* Joins an async save: its result (errors of the background write surface here). */
+/* Ends an async save: joins its writer thread, then (collective: every rank
+   calls it, or its next save, load or free) commits the checkpoint; the
+   result is every rank's (errors of the background writes surface here).
+   VS_OK at once when no async save is in flight. */
 VS_API vs_result vs_ckpt_wait(vs_ckpt* ck);
 
 /* Loads the entries from `path` (collective): each rank gives what it needs
@@ -2684,14 +2697,13 @@ struct vs_ckpt {
     uint32_t magic; // _VS_CKPT_LIVE
     vs_mesh* mesh;
     vs_world* w;
-    vs_comm* comm; // a duplicate of the mesh's: async writes never meet the trainer's calls
+    vs_comm* comm; // a duplicate of the mesh's, used only by the thread that calls the checkpointer
     int rank, size;
     vs_ckpt_desc desc;
-    // the async save in flight
+    // the async save in flight: its shard written by `thread`, committed by vs_ckpt_wait
     pthread_t thread;
-    int running;
-    vs_result async_result;
-    char async_msg[512];
+    int running, threaded;
+    struct _vs_ckpt_saving* save;
     struct _vs_ckpt_job* job;
     size_t async_used;
     void* spare; // the last async save's copy block, reused by the next (no fresh pages to fault in)
@@ -2994,16 +3006,23 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_gather(vs_ckpt* ck, const void* mine, size_t
     return r;
 }
 
-/* Every rank's status: the first failing rank's result (and its rank), or VS_OK. */
+/* Every rank's status: the first failing rank's result (and its rank), or VS_OK.
+   flag (may be NULL): in, this rank's value; out, the largest over the ranks.
+   One all-reduce. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_agree_flag(vs_ckpt* ck, vs_result mine, int64_t* flag, int* who)
+{
+    int64_t v[4] = {mine ? 1 : 0, mine ? -(int64_t)mine : 0, mine ? (int64_t)(ck->size - ck->rank) : 0, flag ? *flag : 0};
+    int64_t all[4];
+    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_MAX, v, all, 4, VS_I64, 0, NULL, NULL);
+    if (r) return r;
+    *who = all[2] ? ck->size - (int)all[2] : -1;
+    if (flag) *flag = all[3];
+    return all[0] ? (vs_result)(-all[1]) : VS_OK;
+}
+
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_agree(vs_ckpt* ck, vs_result mine, int* who)
 {
-    int64_t v[2] = {mine ? 1 : 0, mine ? -(int64_t)mine : 0}, all[2];
-    int64_t me = mine ? (int64_t)(ck->size - ck->rank) : 0, first;
-    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_MAX, v, all, 2, VS_I64, 0, NULL, NULL);
-    if (!r) r = _vs_ckpt_coll(ck, _VS_CKPT_MAX, &me, &first, 1, VS_I64, 0, NULL, NULL);
-    if (r) return r;
-    *who = first ? ck->size - (int)first : -1;
-    return all[0] ? (vs_result)(-all[1]) : VS_OK;
+    return _vs_ckpt_agree_flag(ck, mine, NULL, who);
 }
 
 /* After _vs_ckpt_agree found rank `who` failing: every rank's error says what
@@ -3242,7 +3261,6 @@ done:
     return r;
 }
 
-/* The synchronous save (also the async save's background part, on copies). */
 /* Rank 0, before a save writes anything: the stale leftovers of path's folder
    go, and an existing path (a link counts) without overwrite is VS_ERR_STATE. */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_exists(vs_ckpt* ck, const char* path, int overwrite)
@@ -3254,167 +3272,242 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_exists(vs_ckpt* ck, const char* path, int ov
     return _vs_ckpt_taken(path, overwrite);
 }
 
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_save_now(vs_ckpt* ck, const char* path, const vs_ckpt_entry* entries, int n,
-                                             int overwrite)
+/* A save runs in three phases, so that all of its communication happens on the
+   thread that calls vs_ckpt_save / vs_ckpt_wait (NCCL forbids two host threads
+   issuing operations on one GPU at once: an async save's writer thread must not
+   run collectives beside the trainer's):
+     _vs_ckpt_begin   collective: the entries checked and agreed on, every
+                      rank's records, the plan, the temporary directory;
+     _vs_ckpt_write   this rank's shard file: files alone, no communication and
+                      no CUDA (an async save's writer thread runs it);
+     _vs_ckpt_finish  collective: every rank's write agreed on, the index, the
+                      commit, retention. */
+typedef struct _vs_ckpt_saving {
+    vs_ckpt* ck;
+    char path[4096];
+    int overwrite;
+    const vs_ckpt_entry* entries; // what is written: the caller's, or host copies of them
+    _vs_ckpt_rec* mine;           // this rank's records
+    int nm;
+    _vs_ckpt_rec* all; // every rank's, planned
+    int na;
+    size_t *counts, *displs;
+    char tmp[4096], nonce[32];
+    int made_tmp, held;
+    // the write (_vs_ckpt_write): the records this rank writes, their CRCs, the file's size
+    _vs_ckpt_rec** wr;
+    uint32_t** crcs;
+    int* ncrc;
+    int nw;
+    uint64_t fbytes;
+    vs_result wrote;
+    char why[512]; // the write's error message (the writer thread's)
+} _vs_ckpt_saving;
+
+_VS_CKPT_PRIVATE void _vs_ckpt_saving_free(_vs_ckpt_saving* s)
+{
+    if (!s) return;
+    vs_ckpt* ck = s->ck;
+    if (s->made_tmp) _vs_ckpt_path_op(ck->w, s->tmp, 0); // a failed save leaves nothing behind
+    if (s->held >= 0) close(s->held);
+    for (int i = 0; s->crcs && i < s->na; i++) vs_free(ck->w, s->crcs[i]);
+    vs_free(ck->w, s->crcs);
+    vs_free(ck->w, s->ncrc);
+    vs_free(ck->w, s->wr);
+    vs_free(ck->w, s->mine);
+    vs_free(ck->w, s->all);
+    vs_free(ck->w, s->counts);
+    vs_free(ck->w, s->displs);
+    vs_free(ck->w, s);
+}
+
+/* A save of entries[n] into path: this rank's entries checked (no
+   communication), or an error. *out is NULL only when out of memory. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_saving_new(vs_ckpt* ck, const char* path, int overwrite, const vs_ckpt_entry* entries,
+                                               int n, _vs_ckpt_saving** out)
 {
     const char* fn = "vs_ckpt_save";
-    _vs_ckpt_rec* mine = (_vs_ckpt_rec*)vs_alloc(ck->w, sizeof(_vs_ckpt_rec) * (size_t)(n > 0 ? n : 1));
-    _vs_ckpt_rec* all = NULL;
-    size_t *counts = NULL, *displs = NULL, total = 0;
-    uint32_t** crcs = NULL;
-    int* ncrc = NULL;
-    _vs_ckpt_rec** wr = NULL;
-    char tmp[4096] = "", nonce[32] = "";
-    int nm = 0, who = -1, made_tmp = 0, held = -1;
-    vs_result r = mine ? VS_OK : vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-    if (!r && strlen(path) > 3000) r = vs_set_error(VS_ERR_INVALID, "%s: path is longer than 3000 bytes", fn);
+    _vs_ckpt_saving* s = (_vs_ckpt_saving*)vs_alloc(ck->w, sizeof *s);
+    *out = s;
+    if (!s) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    memset(s, 0, sizeof *s);
+    s->ck = ck;
+    s->overwrite = overwrite;
+    s->entries = entries;
+    s->held = -1;
+    if (strlen(path) > 3000) return vs_set_error(VS_ERR_INVALID, "%s: path is longer than 3000 bytes", fn);
+    _vs_ckpt_fmt(s->path, sizeof s->path, "%s", path);
+    s->mine = (_vs_ckpt_rec*)vs_alloc(ck->w, sizeof(_vs_ckpt_rec) * (size_t)(n > 0 ? n : 1));
+    if (!s->mine) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    vs_result r = VS_OK;
     for (int i = 0; i < n && !r; i++) {
         if (entries[i].skip) continue;
-        r = _vs_ckpt_entry_rec(fn, &entries[i], i, ck->rank, &mine[nm]);
-        for (int j = 0; j < nm && !r; j++)
-            if (!strcmp(mine[j].name, mine[nm].name))
-                r = vs_set_error(VS_ERR_INVALID, "%s: entry \"%s\" is given twice (entries %d and %d)", fn,
-                                 mine[nm].name, mine[j].entry, i);
-        nm++;
+        _vs_ckpt_rec* rc = &s->mine[s->nm];
+        r = _vs_ckpt_entry_rec(fn, &entries[i], i, ck->rank, rc);
+        for (int j = 0; j < s->nm && !r; j++)
+            if (!strcmp(s->mine[j].name, rc->name))
+                r = vs_set_error(VS_ERR_INVALID, "%s: entry \"%s\" is given twice (entries %d and %d)", fn, rc->name,
+                                 s->mine[j].entry, i);
+        s->nm++;
     }
-    vs_result ra = _vs_ckpt_agree(ck, r, &who);
-    if (ra) r = _vs_ckpt_why(ck, r, ra, who, fn, "gave invalid entries");
-    if (!r) r = _vs_ckpt_gather(ck, mine, sizeof(_vs_ckpt_rec) * (size_t)nm, (void**)&all, &counts, &displs, &total);
-    int na = (int)(total / sizeof(_vs_ckpt_rec));
-    if (!r) r = _vs_ckpt_plan(fn, all, na); // (every rank alike: no agreement needed)
-    // rank 0 makes the temporary directory; every rank learns its name
-    if (!r) {
-        vs_result r0 = VS_OK;
-        if (ck->rank == 0) {
-            _vs_ckpt_nonce(ck, nonce, sizeof nonce);
-            r0 = _vs_ckpt_exists(ck, path, overwrite);
-            _vs_ckpt_fmt(tmp, sizeof tmp, "%s" _VS_CKPT_TMP "%s", path, nonce);
-            if (!r0 && mkdir(tmp, 0755)) r0 = vs_set_error(VS_ERR_IO, "%s: cannot create %s: %s", fn, tmp, strerror(errno));
-            made_tmp = !r0;
-            if (made_tmp) held = _vs_ckpt_hold(tmp); // (live: no other save's sweep takes it for debris)
-        }
-        char why[512] = ""; // rank 0's reason, for every rank's message
-        if (r0) _vs_ckpt_fmt(why, sizeof why, "%s", vs_last_error());
-        r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, nonce, sizeof nonce, VS_U8, 0, NULL, NULL);
-        if (!r) r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, why, sizeof why, VS_U8, 0, NULL, NULL);
-        _vs_ckpt_fmt(tmp, sizeof tmp, "%s" _VS_CKPT_TMP "%s", path, nonce);
-        ra = _vs_ckpt_agree(ck, r ? r : r0, &who);
-        if (!r) r = r0 ? r0 : ra ? vs_set_error(ra, "%s (on rank 0)", why) : VS_OK;
-    }
-    // each rank writes its pieces
-    uint64_t fbytes = 0;
-    int nw = 0;
-    if (!r) {
-        wr = (_vs_ckpt_rec**)vs_alloc(ck->w, sizeof(void*) * (size_t)(na ? na : 1));
-        crcs = (uint32_t**)vs_alloc(ck->w, sizeof(uint32_t*) * (size_t)(na ? na : 1));
-        ncrc = (int*)vs_alloc(ck->w, sizeof(int) * (size_t)(na ? na : 1));
-        if (!wr || !crcs || !ncrc) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-        else {
-            memset(crcs, 0, sizeof(uint32_t*) * (size_t)(na ? na : 1));
-            memset(ncrc, 0, sizeof(int) * (size_t)(na ? na : 1));
-        }
-        for (int i = 0; !r && i < na; i++)
-            if (all[i].rank == ck->rank && all[i].writer) wr[nw++] = &all[i];
-        if (!r && nw) r = _vs_ckpt_write_shard(ck, tmp, entries, wr, nw, crcs, ncrc);
-        for (int i = 0; i < nw; i++)
-            if (wr[i]->data_end > fbytes) fbytes = wr[i]->data_end;
-        ra = _vs_ckpt_agree(ck, r, &who);
-        if (ra) r = _vs_ckpt_why(ck, r, ra, who, fn, "could not write its shard");
-    }
-    // rank 0 learns where every piece went and writes the index, then commits
-    if (!r) {
-        size_t mb = sizeof(uint64_t) * 2;
-        for (int i = 0; i < nw; i++) mb += sizeof(uint64_t) * 4 + sizeof(uint32_t) * (size_t)ncrc[i];
-        char* msg = (char*)vs_alloc(ck->w, mb);
-        char* got = NULL;
-        size_t *c2 = NULL, *d2 = NULL, t2 = 0;
-        if (!msg) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-        if (!r) {
-            uint64_t* h = (uint64_t*)msg;
-            h[0] = fbytes;
-            h[1] = (uint64_t)nw;
-            char* at = msg + sizeof(uint64_t) * 2;
-            for (int i = 0; i < nw; i++) {
-                uint64_t v[4] = {(uint64_t)(wr[i] - all), wr[i]->data_begin, wr[i]->data_end, (uint64_t)ncrc[i]};
-                memcpy(at, v, sizeof v);
-                at += sizeof v;
-                if (ncrc[i]) memcpy(at, crcs[i], sizeof(uint32_t) * (size_t)ncrc[i]);
-                at += sizeof(uint32_t) * (size_t)ncrc[i];
-            }
-            r = _vs_ckpt_gather(ck, msg, mb, (void**)&got, &c2, &d2, &t2);
-        }
-        vs_result r0 = VS_OK;
-        if (!r && ck->rank == 0) {
-            uint64_t* fb = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * (size_t)ck->size);
-            uint32_t** ac = (uint32_t**)vs_alloc(ck->w, sizeof(uint32_t*) * (size_t)(na ? na : 1));
-            int* an = (int*)vs_alloc(ck->w, sizeof(int) * (size_t)(na ? na : 1));
-            if (!fb || !ac || !an) r0 = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-            for (int k = 0; !r0 && k < ck->size; k++) {
-                const char* at = got + d2[k];
-                uint64_t h[2]; // (a rank's message starts wherever the last one's CRC list ended: unaligned)
-                memcpy(h, at, sizeof h);
-                fb[k] = h[0];
-                int cnt = (int)h[1];
-                at += sizeof(uint64_t) * 2;
-                for (int i = 0; i < cnt; i++) {
-                    uint64_t v[4];
-                    memcpy(v, at, sizeof v);
-                    at += sizeof v;
-                    _vs_ckpt_rec* rc = &all[v[0]];
-                    rc->data_begin = v[1];
-                    rc->data_end = v[2];
-                    an[v[0]] = (int)v[3];
-                    ac[v[0]] = (uint32_t*)(uintptr_t)at; // (unaligned reads avoided below)
-                    at += sizeof(uint32_t) * v[3];
-                }
-            }
-            for (int i = 0; !r0 && i < na; i++) { // aligned copies of the CRC lists
-                if (!all[i].writer || !an[i]) {
-                    ac[i] = NULL;
-                    continue;
-                }
-                uint32_t* c = (uint32_t*)vs_alloc(ck->w, sizeof(uint32_t) * (size_t)an[i]);
-                if (!c) {
-                    r0 = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-                    for (int j = i; j < na; j++) ac[j] = NULL; // (not ours to free)
-                    break;
-                }
-                memcpy(c, ac[i], sizeof(uint32_t) * (size_t)an[i]);
-                ac[i] = c;
-            }
-            if (!r0) r0 = _vs_ckpt_write_index(ck, tmp, all, na, fb, ac, an);
-            if (!r0) r0 = _vs_ckpt_commit(ck->w, tmp, path, nonce, overwrite);
-            if (!r0) made_tmp = 0;
-            for (int i = 0; ac && i < na; i++) vs_free(ck->w, ac[i]);
-            vs_free(ck->w, fb);
-            vs_free(ck->w, ac);
-            vs_free(ck->w, an);
-        }
-        ra = _vs_ckpt_agree(ck, r ? r : r0, &who);
-        if (!r) r = r0 ? r0 : ra ? vs_set_error(ra, "%s: rank 0 could not commit %s (its error says why)", fn, path) : VS_OK;
-        vs_free(ck->w, msg);
-        vs_free(ck->w, got);
-        vs_free(ck->w, c2);
-        vs_free(ck->w, d2);
-    }
-    if (r && made_tmp) _vs_ckpt_path_op(ck->w, tmp, 0); // a failed save leaves nothing behind
-    if (held >= 0) close(held);
-    if (!r && ck->rank == 0 && ck->desc.keep_last > 0) {
-        char parent[4096];
-        _vs_ckpt_parent(path, parent, sizeof parent);
-        r = _vs_ckpt_retain_w(ck->w, parent, ck->desc.keep_last);
-    }
-    for (int i = 0; crcs && i < na; i++) vs_free(ck->w, crcs[i]);
-    vs_free(ck->w, crcs);
-    vs_free(ck->w, ncrc);
-    vs_free(ck->w, wr);
-    vs_free(ck->w, mine);
-    vs_free(ck->w, all);
-    vs_free(ck->w, counts);
-    vs_free(ck->w, displs);
     return r;
 }
 
+/* Collective. mine: this rank's result so far (every rank fails with the first
+   failing rank's); sync: in, 1 where this rank saves synchronously; out, 1 where
+   any rank does (then all do). */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_begin(vs_ckpt* ck, _vs_ckpt_saving* s, vs_result mine, int64_t* sync)
+{
+    const char* fn = "vs_ckpt_save";
+    int who = -1;
+    vs_result ra = _vs_ckpt_agree_flag(ck, mine, sync, &who);
+    if (ra) return _vs_ckpt_why(ck, mine, ra, who, fn, "could not start the save");
+    size_t total = 0;
+    vs_result r = _vs_ckpt_gather(ck, s->mine, sizeof(_vs_ckpt_rec) * (size_t)s->nm, (void**)&s->all, &s->counts,
+                                  &s->displs, &total);
+    s->na = (int)(total / sizeof(_vs_ckpt_rec));
+    if (!r) r = _vs_ckpt_plan(fn, s->all, s->na); // (every rank alike: no agreement needed)
+    if (r) return r;
+    // rank 0 makes the temporary directory; every rank learns its name, or rank 0's reason
+    vs_result r0 = VS_OK;
+    char msg[32 + 512] = ""; // the nonce, then rank 0's error
+    if (ck->rank == 0) {
+        _vs_ckpt_nonce(ck, s->nonce, sizeof s->nonce);
+        r0 = _vs_ckpt_exists(ck, s->path, s->overwrite);
+        _vs_ckpt_fmt(s->tmp, sizeof s->tmp, "%s" _VS_CKPT_TMP "%s", s->path, s->nonce);
+        if (!r0 && mkdir(s->tmp, 0755))
+            r0 = vs_set_error(VS_ERR_IO, "%s: cannot create %s: %s", fn, s->tmp, strerror(errno));
+        s->made_tmp = !r0;
+        if (s->made_tmp) s->held = _vs_ckpt_hold(s->tmp); // (live: no other save's sweep takes it for debris)
+        _vs_ckpt_fmt(msg, 32, "%s", s->nonce);
+        if (r0) _vs_ckpt_fmt(msg + 32, 512, "%s", vs_last_error());
+    }
+    r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, msg, sizeof msg, VS_U8, 0, NULL, NULL);
+    msg[31] = msg[sizeof msg - 1] = 0;
+    _vs_ckpt_fmt(s->nonce, sizeof s->nonce, "%s", msg);
+    _vs_ckpt_fmt(s->tmp, sizeof s->tmp, "%s" _VS_CKPT_TMP "%s", s->path, s->nonce);
+    ra = _vs_ckpt_agree(ck, r ? r : r0, &who);
+    if (!r) r = r0 ? r0 : ra ? vs_set_error(ra, "%s (on rank 0)", msg + 32) : VS_OK;
+    return r;
+}
+
+/* This rank's shard (no communication: an async save's writer thread runs it). */
+_VS_CKPT_PRIVATE void _vs_ckpt_write(vs_ckpt* ck, _vs_ckpt_saving* s)
+{
+    const size_t na = (size_t)(s->na ? s->na : 1);
+    s->wr = (_vs_ckpt_rec**)vs_alloc(ck->w, sizeof(void*) * na);
+    s->crcs = (uint32_t**)vs_alloc(ck->w, sizeof(uint32_t*) * na);
+    s->ncrc = (int*)vs_alloc(ck->w, sizeof(int) * na);
+    vs_result r = VS_OK;
+    if (!s->wr || !s->crcs || !s->ncrc) r = vs_set_error(VS_ERR_NOMEM, "vs_ckpt_save: out of memory");
+    else {
+        memset(s->crcs, 0, sizeof(uint32_t*) * na);
+        memset(s->ncrc, 0, sizeof(int) * na);
+        for (int i = 0; i < s->na; i++)
+            if (s->all[i].rank == ck->rank && s->all[i].writer) s->wr[s->nw++] = &s->all[i];
+    }
+    if (!r && s->nw) r = _vs_ckpt_write_shard(ck, s->tmp, s->entries, s->wr, s->nw, s->crcs, s->ncrc);
+    for (int i = 0; i < s->nw; i++)
+        if (s->wr[i]->data_end > s->fbytes) s->fbytes = s->wr[i]->data_end;
+    s->wrote = r;
+    if (r) _vs_ckpt_fmt(s->why, sizeof s->why, "%s", vs_last_error());
+}
+
+/* Collective: every rank wrote its shard; rank 0 learns where every piece went,
+   writes the index and commits. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_finish(vs_ckpt* ck, _vs_ckpt_saving* s)
+{
+    const char* fn = "vs_ckpt_save";
+    _vs_ckpt_rec* all = s->all;
+    const int na = s->na, nw = s->nw;
+    _vs_ckpt_rec** wr = s->wr;
+    int who = -1;
+    vs_result r = s->wrote ? vs_set_error(s->wrote, "%s", s->why) : VS_OK; // (the message on this thread)
+    vs_result ra = _vs_ckpt_agree(ck, r, &who);
+    if (ra) r = _vs_ckpt_why(ck, r, ra, who, fn, "could not write its shard");
+    if (r) return r;
+    size_t mb = sizeof(uint64_t) * 2;
+    for (int i = 0; i < nw; i++) mb += sizeof(uint64_t) * 4 + sizeof(uint32_t) * (size_t)s->ncrc[i];
+    char* msg = (char*)vs_alloc(ck->w, mb);
+    char* got = NULL;
+    size_t *c2 = NULL, *d2 = NULL, t2 = 0;
+    if (!msg) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    if (!r) {
+        uint64_t* h = (uint64_t*)msg;
+        h[0] = s->fbytes;
+        h[1] = (uint64_t)nw;
+        char* at = msg + sizeof(uint64_t) * 2;
+        for (int i = 0; i < nw; i++) {
+            uint64_t v[4] = {(uint64_t)(wr[i] - all), wr[i]->data_begin, wr[i]->data_end, (uint64_t)s->ncrc[i]};
+            memcpy(at, v, sizeof v);
+            at += sizeof v;
+            if (s->ncrc[i]) memcpy(at, s->crcs[i], sizeof(uint32_t) * (size_t)s->ncrc[i]);
+            at += sizeof(uint32_t) * (size_t)s->ncrc[i];
+        }
+        r = _vs_ckpt_gather(ck, msg, mb, (void**)&got, &c2, &d2, &t2);
+    }
+    vs_result r0 = VS_OK;
+    if (!r && ck->rank == 0) {
+        uint64_t* fb = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * (size_t)ck->size);
+        uint32_t** ac = (uint32_t**)vs_alloc(ck->w, sizeof(uint32_t*) * (size_t)(na ? na : 1));
+        int* an = (int*)vs_alloc(ck->w, sizeof(int) * (size_t)(na ? na : 1));
+        if (!fb || !ac || !an) r0 = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+        for (int k = 0; !r0 && k < ck->size; k++) {
+            const char* at = got + d2[k];
+            uint64_t h[2]; // (a rank's message starts wherever the last one's CRC list ended: unaligned)
+            memcpy(h, at, sizeof h);
+            fb[k] = h[0];
+            int cnt = (int)h[1];
+            at += sizeof(uint64_t) * 2;
+            for (int i = 0; i < cnt; i++) {
+                uint64_t v[4];
+                memcpy(v, at, sizeof v);
+                at += sizeof v;
+                _vs_ckpt_rec* rc = &all[v[0]];
+                rc->data_begin = v[1];
+                rc->data_end = v[2];
+                an[v[0]] = (int)v[3];
+                ac[v[0]] = (uint32_t*)(uintptr_t)at; // (unaligned reads avoided below)
+                at += sizeof(uint32_t) * v[3];
+            }
+        }
+        for (int i = 0; !r0 && i < na; i++) { // aligned copies of the CRC lists
+            if (!all[i].writer || !an[i]) {
+                ac[i] = NULL;
+                continue;
+            }
+            uint32_t* c = (uint32_t*)vs_alloc(ck->w, sizeof(uint32_t) * (size_t)an[i]);
+            if (!c) {
+                r0 = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+                for (int j = i; j < na; j++) ac[j] = NULL; // (not ours to free)
+                break;
+            }
+            memcpy(c, ac[i], sizeof(uint32_t) * (size_t)an[i]);
+            ac[i] = c;
+        }
+        if (!r0) r0 = _vs_ckpt_write_index(ck, s->tmp, all, na, fb, ac, an);
+        if (!r0) r0 = _vs_ckpt_commit(ck->w, s->tmp, s->path, s->nonce, s->overwrite);
+        if (!r0) s->made_tmp = 0;
+        for (int i = 0; ac && i < na; i++) vs_free(ck->w, ac[i]);
+        vs_free(ck->w, fb);
+        vs_free(ck->w, ac);
+        vs_free(ck->w, an);
+    }
+    ra = _vs_ckpt_agree(ck, r ? r : r0, &who);
+    if (ra) r = _vs_ckpt_why(ck, r ? r : r0, ra, who, fn, "could not commit the checkpoint");
+    vs_free(ck->w, msg);
+    vs_free(ck->w, got);
+    vs_free(ck->w, c2);
+    vs_free(ck->w, d2);
+    if (s->made_tmp && r) _vs_ckpt_path_op(ck->w, s->tmp, 0), s->made_tmp = 0;
+    if (s->held >= 0) close(s->held), s->held = -1;
+    if (!r && ck->rank == 0 && ck->desc.keep_last > 0) {
+        char parent[4096];
+        _vs_ckpt_parent(s->path, parent, sizeof parent);
+        r = _vs_ckpt_retain_w(ck->w, parent, ck->desc.keep_last);
+    }
+    return r;
+}
 
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_copy_mem(void* dst, const void* src, size_t n, int to_device, int from_device)
 {
@@ -4178,9 +4271,6 @@ _VS_CKPT_PRIVATE size_t _vs_ckpt_local_bytes(const vs_ckpt_entry* e)
 /* Host copies of the entries (names too): what an async save writes, and what a
    save of device buffers writes from. One block from the world's hooks. */
 typedef struct _vs_ckpt_job {
-    vs_ckpt* ck;
-    char path[4096];
-    int overwrite, n;
     vs_ckpt_entry* e;
     void* block;
     size_t bytes, block_bytes;
@@ -4223,16 +4313,16 @@ _VS_CKPT_PRIVATE void _vs_ckpt_job_free(vs_ckpt* ck, _vs_ckpt_job* j)
     vs_free(ck->w, j);
 }
 
-/* copy 0: the entries alone, their data not copied (pointers kept as given:
-   for an entry whose check fails before its data is read). */
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, const vs_ckpt_entry* entries, int n,
-                                             int overwrite, size_t bound, int copy, _vs_ckpt_job** out)
+/* Copies of entries[n] (checked already) into one block; bound (an async save's
+   limit; 0: none) exceeded: VS_ERR_UNSUPPORTED, nothing copied. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const vs_ckpt_entry* entries, int n, size_t bound,
+                                             _vs_ckpt_job** out)
 {
     *out = NULL;
     size_t data = 0, names = 0;
     for (int i = 0; i < n; i++) {
         if (entries[i].skip) continue;
-        if (copy) data += (_vs_ckpt_local_bytes(&entries[i]) + 63) / 64 * 64;
+        data += (_vs_ckpt_local_bytes(&entries[i]) + 63) / 64 * 64;
         names += entries[i].name ? strlen(entries[i].name) + 1 : 0;
     }
     if (bound && data > bound) return VS_ERR_UNSUPPORTED; // (the caller saves synchronously)
@@ -4257,10 +4347,6 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, cons
         return vs_set_error(VS_ERR_NOMEM, "vs_ckpt_save: %zu bytes for the copies", head + data);
     }
     memset(j, 0, sizeof *j);
-    j->ck = ck;
-    _vs_ckpt_fmt(j->path, sizeof j->path, "%s", path);
-    j->overwrite = overwrite;
-    j->n = n;
     j->block = block;
     j->block_bytes = bsize;
     j->pinned = pinned;
@@ -4279,7 +4365,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, cons
             j->e[i].name = nm;
             nm += l;
         }
-        size_t b = copy ? _vs_ckpt_local_bytes(&entries[i]) : 0;
+        size_t b = _vs_ckpt_local_bytes(&entries[i]);
         const void* src = entries[i].kind == VS_CKPT_BLOB ? entries[i].blob : entries[i].t.data;
         if (b && src) {
             vs_result r = _vs_ckpt_copy_mem(at, src, b, 0, entries[i].device);
@@ -4296,15 +4382,16 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_job_make(vs_ckpt* ck, const char* path, cons
     return VS_OK;
 }
 
+/* An async save's writer: this rank's shard, from the copies; no collective
+   (the calling thread runs those, in vs_ckpt_save and vs_ckpt_wait). */
 static void* _vs_ckpt_async_main(void* arg)
 {
-    _vs_ckpt_job* j = (_vs_ckpt_job*)arg;
-    vs_ckpt* ck = j->ck;
+    _vs_ckpt_saving* s = (_vs_ckpt_saving*)arg;
 #ifdef _VS_CKPT_CUDA
-    if (ck->staged) cudaSetDevice(ck->cuda_dev); // (a new thread starts on device 0; the rank's GPU is this one)
+    // (a new thread starts on device 0: should this thread ever call CUDA, it is on the rank's GPU)
+    if (s->ck->staged) cudaSetDevice(s->ck->cuda_dev);
 #endif
-    ck->async_result = _vs_ckpt_save_now(ck, j->path, j->e, j->n, j->overwrite);
-    if (ck->async_result) _vs_ckpt_fmt(ck->async_msg, sizeof ck->async_msg, "%s", vs_last_error());
+    _vs_ckpt_write(s->ck, s);
     return NULL;
 }
 
@@ -4322,61 +4409,42 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     else if (async != 0 && async != 1) r = vs_set_error(VS_ERR_INVALID, "%s: opts.async = %d (0 or 1)", fn, async);
     else if (overwrite != 0 && overwrite != 1)
         r = vs_set_error(VS_ERR_INVALID, "%s: opts.overwrite = %d (0 or 1)", fn, overwrite);
-    else if (async) // known now, not at a later call: every rank sees the folder (rank 0 commits what
+    else if (async) // known now, not at vs_ckpt_wait: every rank sees the folder (rank 0 commits what
         r = _vs_ckpt_taken(path, overwrite); // all ranks write), so each checks without a collective
     if (r) return r;
     for (int i = 0; i < n; i++) dev |= entries[i].device && !entries[i].skip;
+    /* This rank's entries are checked before anything is copied (a length past
+       the caller's memory is an error here, not a copy); then the copies (async:
+       within desc.async_max_bytes, else this rank saves now, and so do all). */
+    _vs_ckpt_saving* s = NULL;
     _vs_ckpt_job* j = NULL;
-    if (async) {
-        /* This rank's entries checked before anything is copied (a length past
-           the caller's memory is an error here, not a copy). No collective: an
-           async save returns without waiting for the other ranks. A bad entry
-           is this call's error, and its writer still starts, with that entry
-           alone (nothing copied; its check fails before any data is read), so
-           the other ranks' writers fail with it (at their vs_ckpt_wait)
-           instead of waiting out the timeout. */
-        _vs_ckpt_rec* rc = (_vs_ckpt_rec*)vs_alloc(ck->w, sizeof *rc);
-        int bad = -1;
-        vs_result rb = VS_OK;
-        if (!rc) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-        for (int i = 0; i < n && bad < 0; i++)
-            if (!entries[i].skip && (rb = _vs_ckpt_entry_rec(fn, &entries[i], i, ck->rank, rc)) != VS_OK) bad = i;
-        vs_free(ck->w, rc);
-        if (bad >= 0) {
-            char msg[512];
-            _vs_ckpt_fmt(msg, sizeof msg, "%s", vs_last_error());
-            if (_vs_ckpt_job_make(ck, path, &entries[bad], 1, overwrite, 0, 0, &j) == VS_OK) {
-                ck->async_used = 0;
-                ck->job = j;
-                ck->async_result = VS_OK;
-                if (pthread_create(&ck->thread, NULL, _vs_ckpt_async_main, j)) ck->job = NULL, _vs_ckpt_job_free(ck, j);
-                else ck->running = 1;
-            }
-            return vs_set_error(rb, "%s", msg);
+    int64_t sync = !async;
+    r = _vs_ckpt_saving_new(ck, path, overwrite, entries, n, &s);
+    if (!r && (async || dev)) {
+        r = _vs_ckpt_job_make(ck, entries, n, async ? ck->desc.async_max_bytes : 0, &j);
+        if (r == VS_ERR_UNSUPPORTED) {
+            sync = 1;
+            r = dev ? _vs_ckpt_job_make(ck, entries, n, 0, &j) : VS_OK;
         }
-        r = _vs_ckpt_job_make(ck, path, entries, n, overwrite, ck->desc.async_max_bytes, 1, &j);
-        if (r == VS_ERR_UNSUPPORTED) j = NULL, r = VS_OK, ck->async_used = 0; // over the bound: save now instead
-        if (r) return r;
-        if (j) {
-            ck->async_used = j->bytes;
-            ck->job = j;
-            ck->async_result = VS_OK;
-            if (pthread_create(&ck->thread, NULL, _vs_ckpt_async_main, j)) {
-                ck->job = NULL;
-                _vs_ckpt_job_free(ck, j);
-                return vs_set_error(VS_ERR_BACKEND, "%s: cannot start the writer thread", fn);
-            }
-            ck->running = 1;
-            return VS_OK;
-        }
+        if (j) s->entries = j->e;
     }
-    if (dev) { // device buffers: written from host copies
-        _VS_TRY(_vs_ckpt_job_make(ck, path, entries, n, overwrite, 0, 1, &j));
-        r = _vs_ckpt_save_now(ck, path, j->e, n, overwrite);
-        _vs_ckpt_job_free(ck, j);
-        return r;
+    r = _vs_ckpt_begin(ck, s, r, &sync); // (agreed: every rank's call fails, or none)
+    if (async) ck->async_used = !r && !sync ? j->bytes : 0;
+    if (!r && !sync) { // this rank's shard in the background; vs_ckpt_wait (collective) commits
+        ck->save = s;
+        ck->job = j;
+        ck->running = 1;
+        ck->threaded = !pthread_create(&ck->thread, NULL, _vs_ckpt_async_main, s);
+        if (!ck->threaded) _vs_ckpt_write(ck, s); // (no thread to be had: written now)
+        return VS_OK;
     }
-    return _vs_ckpt_save_now(ck, path, entries, n, overwrite);
+    if (!r) {
+        _vs_ckpt_write(ck, s);
+        r = _vs_ckpt_finish(ck, s);
+    }
+    _vs_ckpt_saving_free(s);
+    _vs_ckpt_job_free(ck, j);
+    return r;
 }
 
 VS_API vs_result vs_ckpt_wait(vs_ckpt* ck)
@@ -4384,12 +4452,14 @@ VS_API vs_result vs_ckpt_wait(vs_ckpt* ck)
     _VS_TRY(_VS_CKPT_GONE("vs_ckpt_wait", ck));
     if (!ck) return vs_set_error(VS_ERR_NULL, "vs_ckpt_wait: ck is NULL");
     if (!ck->running) return VS_OK;
-    pthread_join(ck->thread, NULL);
-    ck->running = 0;
+    if (ck->threaded) pthread_join(ck->thread, NULL);
+    ck->running = ck->threaded = 0;
+    vs_result r = _vs_ckpt_finish(ck, ck->save);
+    _vs_ckpt_saving_free(ck->save);
     _vs_ckpt_job_free(ck, ck->job);
+    ck->save = NULL;
     ck->job = NULL;
-    if (ck->async_result) return vs_set_error(ck->async_result, "%s", ck->async_msg);
-    return VS_OK;
+    return r;
 }
 
 VS_API vs_result vs_ckpt_async_memory(const vs_ckpt* ck, size_t* used, size_t* bound)

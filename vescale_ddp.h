@@ -1184,8 +1184,11 @@ _VS_DDP_PRIVATE void* _vs_ddp_zalloc(const vs_ddp* d, size_t bytes)
 {
 #ifdef _VS_DDP_CUDA
     if (d->dev) {
+        /* on the trainer's stream, which is what uses the buffer (a cudaMemset on
+           the legacy stream is asynchronous and unordered with a non-blocking
+           stream: found by the strict stand-in's missing-wait check) */
         void* p = vs_device_alloc(d->world, bytes + 1);
-        if (p && cudaMemset(p, 0, bytes + 1) != cudaSuccess) {
+        if (p && cudaMemsetAsync(p, 0, bytes + 1, _vs_ddp_stream(d)) != cudaSuccess) {
             vs_device_free(d->world, p);
             p = NULL;
         }
@@ -2022,7 +2025,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc)
         /* NCCL: the read is queued on the all-reduce's stream, and a copy to
            pageable memory returns when done, so it is the one wait (the handle
            is complete then); a host transport's all-reduce blocks instead */
-        int ordered = vs_world_transport(d->world) == VS_TRANSPORT_NCCL;
+        int ordered = vs_comm_device(c);
         vs_work* w = NULL;
         vs_result r = _vs_ddp_fence(d, c);
         if (!r) r = vs_all_reduce(c, d->cu->part, d->cu->part, 2 * _VS_KPARTS, VS_F64, VS_OP_SUM, ordered ? &w : NULL);

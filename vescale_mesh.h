@@ -167,7 +167,13 @@
      once it has returned, peers waiting on it treat it as gone.
    - A timeout names the missing ranks (group and world), the communicator and
      the operation with its sequence number.
-   - MPI and NCCL: see the >>mpi and >>nccl notes on what vs_comm_abort reaches.
+   - NCCL in a vs_launch job (one process, a thread per GPU): the same
+     fail-fast; every NCCL wait and vs_test also watches the job, so a rank that
+     fails, returns an error or calls vs_comm_abort ends the others' waits at once
+     (their communicators are aborted) with the cause named. NCCL across
+     processes: ncclCommAbort reaches only the caller, so the other ranks end at
+     their deadline (VS_ERR_TIMEOUT) or on NCCL's own asynchronous error. MPI:
+     see the >>mpi notes on what vs_comm_abort reaches.
    - Every error a function returns is logged once at warn, with the rank, when
      the log level (VESCALE_LOG or the desc's) is warn or more verbose; a job's
      cause is logged once at error; the consequences (errors that report
@@ -486,13 +492,23 @@ VS_API int vs_transport_available(vs_transport t);
 VS_API int vs_comm_rank(const vs_comm* c);
 VS_API int vs_comm_size(const vs_comm* c);
 VS_API vs_transport vs_comm_transport(const vs_comm* c);
+/* 1 when the communicator's buffers are CUDA device memory (the NCCL
+   transport: collectives, layouts, TP and init take device pointers, and
+   vs_device_alloc gives them), 0 for host memory (threads, MPI) or a bad handle.
+   Ask this, not the transport, for "where do buffers live". */
+VS_API int vs_comm_device(const vs_comm* c);
 /* Timeout in seconds for peers to arrive (inherited from the world). 0 or INFINITY:
    no timeout (wait forever); values over 1e9 s count as none; negative or NaN is
    VS_ERR_INVALID. */
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds);
 /* NCCL: the cudaStream_t the comm's operations are enqueued on; NULL gives back
    the communicator's own stream. The caller's stream stays the caller's (it is
-   never destroyed by the library); it must outlive its use here. */
+   never destroyed by the library); it must outlive its use here. Stream order:
+   on a stream you give, your work and the library's are ordered by that stream;
+   on its own (non-blocking) stream, every call waits for what you enqueued on
+   the legacy default stream before it, and your later work there waits for the
+   call's device work (events, no host wait). Work on other streams of yours:
+   give that stream, or order it yourself. */
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream);
 VS_API void* vs_comm_stream(const vs_comm* c);
 
@@ -2008,6 +2024,11 @@ VS_API int vs_comm_size(const vs_comm* c)
 VS_API vs_transport vs_comm_transport(const vs_comm* c)
 {
     return _vs_comm_get("vs_comm_transport", c) ? VS_TRANSPORT_DEFAULT : c->tr;
+}
+
+VS_API int vs_comm_device(const vs_comm* c)
+{
+    return _vs_comm_get("vs_comm_device", c) ? 0 : c->tp->device;
 }
 
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds)
@@ -4870,12 +4891,34 @@ _VS_PRIVATE vs_result _vs_nccl_abort(vs_comm* c, vs_result code, int raw, const 
     return _vs_err_backend(code, raw, "%s: %s (NCCL communicator aborted)", what, why);
 }
 
+/* Fail-fast in a vs_launch job (ranks are threads of one process, each on its
+   GPU): NCCL's abort reaches only the caller, so every wait of an NCCL
+   communicator also watches the job. Once any rank has failed, aborted or
+   returned an error, a waiting rank aborts its own communicator and returns
+   VS_ERR_ABORTED naming that rank and its message, at once instead of after the
+   timeout. (A job of processes has no such channel: there each rank's deadline
+   ends it; see "Faults" in the top comment.) */
+_VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
+{
+    _vs_tjob* job = c->world ? c->world->job : NULL;
+    if (!job || !__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) return VS_OK;
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+    if (c->nc) {
+        ncclCommAbort(c->nc);
+        c->nc = NULL;
+    }
+    return _vs_err_from(job->cause_rank, job->cause, VS_ERR_ABORTED, "%s: job aborted: %s (NCCL communicator aborted)",
+                        what, job->cause);
+}
+
 /* Non-blocking communicators answer ncclInProgress; poll until settled or the
    deadline, then abort: a dead peer ends in an error, never a hang. */
 _VS_PRIVATE vs_result _vs_nccl_settle(vs_comm* c, ncclComm_t nc, ncclResult_t r, const char* what,
                                       double deadline)
 {
     while (r == ncclInProgress) {
+        vs_result jr = _vs_nccl_job_check(c, what);
+        if (jr) return jr;
         if (_vs_now() > deadline) return _vs_nccl_abort(c, VS_ERR_TIMEOUT, 0, what, "timed out");
         _vs_sleep_us(50);
         ncclCommGetAsyncError(nc, &r);
@@ -4894,6 +4937,8 @@ _VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what
         if (e == cudaSuccess) return VS_OK;
         if (e != cudaErrorNotReady)
             return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)e, what, cudaGetErrorString(e));
+        vs_result jr = _vs_nccl_job_check(c, what);
+        if (jr) return jr;
         ncclResult_t ar = ncclSuccess;
         if (c->nc) ncclCommGetAsyncError(c->nc, &ar);
         if (ar != ncclSuccess && ar != ncclInProgress)
@@ -5075,6 +5120,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
     const char* what = _vs_kind_names[ops[0].kind];
     double deadline = _vs_now() + c->timeout;
     vs_result res = VS_OK;
+    if ((res = _vs_nccl_job_check(c, what))) goto done;
     if (!c->nc) {
         res = _vs_err(VS_ERR_ABORTED, "%s: NCCL communicator was aborted", what);
         goto done;
@@ -5140,7 +5186,8 @@ _VS_PRIVATE vs_result _vs_nccl_comm_setup(vs_comm* c, ncclComm_t nc)
     c->nc = nc;
     cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) c->own_stream = 1, c->own = c->stream, e = cudaEventCreateWithFlags(&c->fence, cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaMalloc(&c->scratch, sizeof(float));
+    if (e == cudaSuccess && !(c->scratch = vs_device_alloc(c->world, sizeof(float)))) // (through the hooks)
+        e = cudaErrorMemoryAllocation;
     if (e != cudaSuccess)
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "NCCL communicator setup: %s", cudaGetErrorString(e));
     return VS_OK;
@@ -5223,7 +5270,7 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
     c->vscratch = NULL, c->vscratch_cap = 0;
     _vs_hfree(_VS_WH(c->world), c->evpool);
     c->evpool = NULL, c->nev = c->evcap = 0;
-    if (c->scratch) cudaFree(c->scratch);
+    if (c->scratch) vs_device_free(c->world, c->scratch);
 }
 
 _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int device_select, int cuda_device)
@@ -5312,6 +5359,7 @@ _VS_PRIVATE vs_result _vs_nccl_test(vs_work* w, int* done)
     if (e != cudaSuccess && e != cudaErrorNotReady)
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "vs_test: %s", cudaGetErrorString(e));
     vs_comm* c = w->comm;
+    if (!*done && c) _VS_TRY(_vs_nccl_job_check(c, "vs_test"));
     ncclResult_t ar = ncclSuccess;
     if (!*done && c && c->nc) ncclCommGetAsyncError(c->nc, &ar); // (a failed peer shows here too, not at vs_wait only)
     if (ar != ncclSuccess && ar != ncclInProgress)
@@ -5331,8 +5379,16 @@ _VS_PRIVATE void _vs_nccl_detach(vs_work* w)
 
 _VS_PRIVATE void _vs_nccl_abort_comm(vs_comm* c, vs_result why, int origin, const char* cause)
 {
-    (void)why, (void)origin, (void)cause; // ncclCommAbort tells no peer (see >>nccl)
     if (c->nc) ncclCommAbort(c->nc), c->nc = NULL;
+    /* ncclCommAbort tells no peer; in a vs_launch job the job does (_vs_nccl_job_check) */
+    _vs_tjob* job = c->world ? c->world->job : NULL;
+    if (!job) return;
+    char msg[300];
+    if (!cause) { /* as the threads transport says it */
+        _vs_fmt(msg, sizeof msg, "rank %d (world %d) called vs_comm_abort on %s", c->rank, c->world->rank, c->label);
+        cause = msg, why = VS_ERR_ABORTED, origin = c->world->rank;
+    }
+    _vs_job_fail(job, NULL, why, origin, cause);
 }
 
 /* NULL gives back the communicator's own stream; the caller's is never destroyed here. */

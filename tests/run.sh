@@ -39,6 +39,12 @@ for t in "$B"/test_*; do
     run_one "$(basename "$t")" "$t"
 done
 
+# --- the strict stand-in's negative suite (issue 20): one GPU bug per program, each
+# reported by class, and a control that reports nothing (built when HAVE_STRICT)
+if [ -x "$B/strict_neg_control" ]; then
+    run_one "strict/neg.sh" env B="$B" bash tests/strict/neg.sh
+fi
+
 # MPI builds: one run per process count (ranks are processes here).
 mpi_np() {
     case "$1" in

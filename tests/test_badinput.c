@@ -542,6 +542,8 @@ static void sweep_comm(sw_ctx* x)
     if (E(A, "vs_comm_size", "comm NULL", FX_NONE)) R(vs_comm_size(NULL), "comm is NULL");
     if (E(A, "vs_comm_transport", "comm NULL", FX_NONE)) RZ(vs_comm_transport(NULL), "comm is NULL");
     if (E(A, "vs_comm_stream", "comm NULL", FX_NONE)) RP(vs_comm_stream(NULL), "comm is NULL");
+    if (E(A, "vs_comm_device", "comm NULL", FX_NONE)) RZ(vs_comm_device(NULL), "comm is NULL");
+    if (E(A, "vs_comm_device", "freed comm", FX_W2)) RZ(vs_comm_device(x->freed), "already freed");
     if (E(A, "vs_comm_rank", "freed comm", FX_W2)) R(vs_comm_rank(x->freed), "already freed");
     if (E(A, "vs_comm_size", "freed comm", FX_W2)) R(vs_comm_size(x->freed), "already freed");
     if (E(A, "vs_comm_set_timeout", "comm NULL", FX_NONE)) R(vs_comm_set_timeout(NULL, 1), "comm");
@@ -2449,7 +2451,7 @@ static void sweep_ckpt(sw_ctx* x)
         e[1].blob_bytes = sw_huge;
         R(vs_ckpt_save(x->ck, path, e, 2, &async), "blob_bytes = 18446744073709551615");
     }
-    // async: the bad rank's call fails at once, the others' at their wait (the call does not wait for them)
+    // async: one rank's bad entry fails every rank's call (the call agrees on the entries)
     if (E(A, "vs_ckpt_save", "async, one rank's entry bad", FX_TRAIN)) {
         if (x->rank == 1) e[0].t.dtype = (vs_dtype)99;
         vs_clear_error();

@@ -1,13 +1,15 @@
 /* test_ckpt_faults.c - vescale_ckpt.h when things go wrong.
 
-   - async save: the call returns before the checkpoint is committed (rank 0
-     returns while rank 1 has not even called save yet), the caller's buffers can
+   - async save: the call returns before the checkpoint is committed (no rank
+     sees it before vs_ckpt_wait, which commits it), the caller's buffers can
      be changed at once and the checkpoint holds the values at the call;
-     vs_ckpt_wait gives the result; a failing async save (the path's parent is
-     missing) surfaces on vs_ckpt_wait, or on the next save when not waited for
-     (that save is not made; the one after it is); vs_ckpt_async_memory reports
-     the bytes copied and the bound; a save over async_max_bytes is made
-     synchronously (committed when the call returns) and copies nothing.
+     vs_ckpt_wait gives the result; an async save that cannot start (the path's
+     parent is missing) fails at the call on every rank; one that fails later
+     (the path taken before the commit) surfaces on vs_ckpt_wait, or on the next
+     save when not waited for (that save is not made; the one after it is);
+     vs_ckpt_async_memory reports the bytes copied and the bound; a save over
+     async_max_bytes is made synchronously (committed when the call returns)
+     and copies nothing.
    - disk full: a forked child with RLIMIT_FSIZE (SIGXFSZ ignored) saves, sync
      and async, one rank's shard over the limit: VS_ERR_IO on every rank naming
      that shard file and the entry being written; the checkpoint
@@ -254,17 +256,17 @@ static int async_rank(vs_world* w, void* arg)
     char path[256], bad[256], later[256];
     snprintf(path, sizeof path, "%s/async/step-1", root);
 
-    // 1. rank 0's async save returns while rank 1 has not called save: it cannot have committed
+    // 1. the async save returns before the commit (vs_ckpt_wait commits): no rank sees it
     make(m, &x, 64, 1);
     vs_ckpt_save_opts o = {1, 0};
-    if (me == 1) VT_OK(vs_barrier(vs_world_comm(w), NULL));
     VT_OK(vs_ckpt_save(ck, path, x.e, NE, &o));
-    if (me == 0) VT_CHECK(!exists(path), "the async save committed %s before rank 1 took part", path);
+    VT_CHECK(!exists(path), "the async save committed %s before vs_ckpt_wait", path);
     memset(x.alpha, 0x55, sizeof(float) * (size_t)x.alpha_n); // the caller's buffers are free again
     memset(x.beta, 0x55, sizeof x.beta);
     memset(x.gamma, 0x55, sizeof x.gamma);
     memset(x.blob, 0x55, sizeof x.blob);
-    if (me == 0) VT_OK(vs_barrier(vs_world_comm(w), NULL));
+    VT_OK(vs_barrier(vs_world_comm(w), NULL));
+    VT_CHECK(!exists(path), "the async save committed %s before vs_ckpt_wait", path);
     size_t used = 0, bound = 0;
     VT_OK(vs_ckpt_async_memory(ck, &used, &bound));
     size_t want = round64(sizeof(float) * (size_t)x.alpha_n) + round64(sizeof x.beta) +
@@ -290,25 +292,40 @@ static int async_rank(vs_world* w, void* arg)
     for (int i = 0; i < NE; i++) VT_CHECK(state_of(m, &x, i) == 1, "async save: %s is not the value at the call", ENAME[i]);
     free(x.alpha);
 
-    // 2. a failing async save (the parent folder is missing): its error on vs_ckpt_wait
+    // 2. an async save that cannot start (the parent folder is missing): the call fails on every rank
     snprintf(bad, sizeof bad, "%s/async/no-such-folder/step-2", root);
     make(m, &x, 64, 1);
-    VT_OK(vs_ckpt_save(ck, bad, x.e, NE, &o)); // (only copies: cannot know yet)
-    vs_result r = vs_ckpt_wait(ck);
-    VT_CHECK(r == VS_ERR_IO && strstr(vs_last_error(), "no-such-folder"), "wait: %s: %s", vs_result_string(r),
+    vs_result r = vs_ckpt_save(ck, bad, x.e, NE, &o);
+    VT_CHECK(r == VS_ERR_IO && strstr(vs_last_error(), "no-such-folder"), "save: %s: %s", vs_result_string(r),
              vs_last_error());
     VT_OK(vs_ckpt_wait(ck)); // reported once
 
-    // 3. not waited for: the next save reports it (and is not made); the one after is
-    snprintf(later, sizeof later, "%s/async/step-3", root);
+    // 3. failing after the call (the path taken before the commit): vs_ckpt_wait reports it, on every rank
+    snprintf(bad, sizeof bad, "%s/async/taken", root);
     VT_OK(vs_ckpt_save(ck, bad, x.e, NE, &o));
+    VT_OK(vs_barrier(vs_world_comm(w), NULL));
+    if (me == 0) VT_CHECK(mkdir(bad, 0755) == 0, "mkdir %s", bad);
+    VT_OK(vs_barrier(vs_world_comm(w), NULL));
+    r = vs_ckpt_wait(ck);
+    VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "taken") && strstr(vs_last_error(), "exists"),
+             "wait: %s: %s", vs_result_string(r), vs_last_error());
+    VT_OK(vs_ckpt_wait(ck)); // reported once
+    // not waited for: the next save reports it (and is not made); the one after is
+    snprintf(later, sizeof later, "%s/async/step-3", root);
+    if (me == 0) VT_CHECK(rmdir(bad) == 0, "rmdir %s", bad);
+    VT_OK(vs_barrier(vs_world_comm(w), NULL));
+    VT_OK(vs_ckpt_save(ck, bad, x.e, NE, &o));
+    VT_OK(vs_barrier(vs_world_comm(w), NULL));
+    if (me == 0) VT_CHECK(mkdir(bad, 0755) == 0, "mkdir %s", bad);
+    VT_OK(vs_barrier(vs_world_comm(w), NULL));
     r = vs_ckpt_save(ck, later, x.e, NE, NULL);
-    VT_CHECK(r == VS_ERR_IO && strstr(vs_last_error(), "async save before it failed") &&
-                 strstr(vs_last_error(), "no-such-folder"),
+    VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "async save before it failed") &&
+                 strstr(vs_last_error(), "exists"),
              "next save: %s: %s", vs_result_string(r), vs_last_error());
     VT_OK(vs_barrier(vs_world_comm(w), NULL));
     VT_CHECK(!exists(later), "the save that reported the async failure was made");
     VT_OK(vs_barrier(vs_world_comm(w), NULL));
+    if (me == 0) VT_CHECK(rmdir(bad) == 0, "rmdir %s", bad);
     VT_OK(vs_ckpt_save(ck, later, x.e, NE, NULL));
     VT_CHECK(exists(later), "%s", later);
     free(x.alpha);

@@ -1497,6 +1497,7 @@ static void case_split(tctx* t)
                      vs_comm_size(sub), m);
             VT_CHECK(vs_comm_rank(sub) == me, "split parity: rank %d/%d new rank %d, expected %d", r,
                      n, vs_comm_rank(sub), me);
+            VT_CHECK(vs_comm_device(sub) == 0 && vs_comm_device(t->c) == 0, "host transports hold host buffers");
             VT_CHECK(vs_comm_transport(sub) == vs_comm_transport(t->c),
                      "split parity: transport changed");
             int32_t mine = r, got[MAXR + GUARD];

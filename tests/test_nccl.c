@@ -77,6 +77,7 @@ static int nccl_rank(vs_world* w, void* arg)
     (void)arg;
     vs_comm* c = vs_world_comm(w);
     int me = vs_world_rank(w), n = vs_world_size(w);
+    VT_CHECK(vs_comm_device(c) == 1, "vs_comm_device of an NCCL communicator: %d", vs_comm_device(c));
     const size_t N = 1031;
     const vs_dtype dts[] = {VS_F32, VS_F16, VS_BF16, VS_F64, VS_I32, VS_I64, VS_U8};
     void* hs = malloc(8 * N * 8);
@@ -345,10 +346,157 @@ static int ckpt_rank(vs_world* w, void* arg)
     return 0;
 }
 
+#ifdef VS_STRICT
+/* ---- faults over NCCL (the strict stand-in: a peer can fail, hang or abort) ---- */
+
+#include <unistd.h>
+
+typedef struct fault_run {
+    int kind;              /* 0 peer fails, 1 peer hangs, 2 unwaited work on a hung peer, 3 peer aborts during vs_test */
+    vs_result got[2];      /* what each rank's call returned */
+    char msg[2][512];
+} fault_run;
+
+static int fault_rank(vs_world* w, void* arg)
+{
+    fault_run* f = (fault_run*)arg;
+    int me = vs_world_rank(w);
+    vs_comm* c = vs_world_comm(w);
+    float* d = (float*)vs_device_alloc(w, 64 * sizeof(float));
+    if (!d) return vs_set_error(VS_ERR_NOMEM, "fault_rank: no device memory");
+    cudaMemset(d, 0, 64 * sizeof(float));
+    vs_result r = VS_OK;
+    if (me == 1) {
+        if (f->kind == 0) {
+            vs_device_free(w, d);
+            return vs_set_error(VS_ERR_INVALID, "rank 1 gives up before the all-reduce");
+        }
+        if (f->kind == 3) {
+            usleep(200 * 1000);
+            r = vs_comm_abort(c);
+            f->got[1] = r;
+            vs_device_free(w, d);
+            return VS_ERR_ABORTED;
+        }
+        vs_comm* sub = NULL;
+        if (f->kind == 2 && vs_comm_split(c, 0, me, &sub)) return 1;
+        usleep(2500 * 1000); /* hangs past rank 0's 1 s deadline, never joins */
+        if (sub) vs_comm_free(sub);
+        vs_device_free(w, d);
+        return VS_OK;
+    }
+    if (f->kind == 0 || f->kind == 1) {
+        r = vs_all_reduce(c, d, d, 64, VS_F32, VS_OP_SUM, NULL);
+    } else if (f->kind == 2) {
+        vs_comm* sub = NULL;
+        r = vs_comm_split(c, 0, me, &sub);
+        if (!r) {
+            vs_work* wk = NULL;
+            r = vs_all_reduce(sub, d, d, 64, VS_F32, VS_OP_SUM, &wk); /* rank 1 never joins */
+            vs_result fr = vs_comm_free(sub); /* the work is not waited: freeing completes it, with the deadline */
+            if (!r) r = fr ? fr : vs_wait(wk); /* then the work tells how it ended */
+        }
+    } else {
+        vs_work* wk = NULL;
+        r = vs_all_reduce(c, d, d, 64, VS_F32, VS_OP_SUM, &wk);
+        int done = 0;
+        while (!r && !done) {
+            r = vs_test(wk, &done);
+            usleep(1000);
+        }
+        if (r) vs_wait(wk); /* (releases it) */
+    }
+    f->got[0] = r;
+    snprintf(f->msg[0], sizeof f->msg[0], "%s", r ? vs_last_error() : "");
+    vs_device_free(w, d);
+    return r;
+}
+
+/* Every device allocation of the library goes through the allocator hooks: a
+   DDP run (ZeRO-1, clipped) and a checkpoint save and load on 4 NCCL ranks
+   with counting hooks make exactly the stand-in's count of cudaMalloc calls,
+   and free them all. */
+static long hk_allocs, hk_frees;
+static void* hk_dalloc(size_t n, void* user)
+{
+    (void)user;
+    void* p = NULL;
+    if (cudaMalloc(&p, n ? n : 1) != cudaSuccess) return NULL;
+    __atomic_add_fetch(&hk_allocs, 1, __ATOMIC_SEQ_CST);
+    return p;
+}
+static void hk_dfree(void* p, void* user)
+{
+    (void)user;
+    __atomic_add_fetch(&hk_frees, 1, __ATOMIC_SEQ_CST);
+    cudaFree(p);
+}
+
+static void case_device_hooks(const char* dir)
+{
+    static dm_run cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.label = "hooks", cfg.zero = VS_ZERO_1, cfg.kind = VS_OPTIM_ADAMW, cfg.grad_fp32 = 1, cfg.micro = 1, cfg.clip = 0.5;
+    cfg.dp = 4;
+    vs_strict_counts before = vs_strict_get_counts();
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = 4;
+    ld.transport = VS_TRANSPORT_NCCL;
+    ld.timeout_s = 60;
+    ld.allocator.device_alloc = hk_dalloc, ld.allocator.device_free = hk_dfree;
+    hk_allocs = hk_frees = 0;
+    VT_OK(vs_launch_ex(&ld, ddp_rank, &cfg));
+    VT_OK(vs_launch_ex(&ld, ckpt_rank, (void*)dir));
+    vs_strict_counts after = vs_strict_get_counts();
+    VT_CHECK(hk_allocs > 0 && hk_allocs == after.device_allocs - before.device_allocs,
+             "%ld device allocations through the hooks, %ld cudaMalloc calls", hk_allocs,
+             after.device_allocs - before.device_allocs);
+    VT_CHECK(hk_frees == hk_allocs, "%ld device allocations through the hooks, %ld freed", hk_allocs, hk_frees);
+}
+
+/* Each fault on 2 NCCL ranks: the surviving rank returns promptly with an error
+   that names the cause (fail-fast in a vs_launch job: NCCL's abort reaches only
+   the caller), a hung peer ends in VS_ERR_TIMEOUT at the deadline, and freeing
+   a communicator with unwaited work on a hung peer returns (it never did:
+   cudaEventSynchronize). */
+static void case_fault(int kind)
+{
+    static fault_run f;
+    memset(&f, 0, sizeof f);
+    f.kind = kind;
+    vs_launch_desc d;
+    memset(&d, 0, sizeof d);
+    d.nranks = 2;
+    d.transport = VS_TRANSPORT_NCCL;
+    d.timeout_s = kind == 0 || kind == 3 ? 30 : 1;
+    vs_result r = vs_launch_ex(&d, fault_rank, &f);
+    VT_CHECK(r != VS_OK, "fault %d: vs_launch succeeded", kind);
+    if (kind == 0) {
+        VT_CHECK(f.got[0] == VS_ERR_ABORTED, "peer failed: rank 0 got %s (%s), want VS_ERR_ABORTED at once",
+                 vs_result_string(f.got[0]), f.msg[0]);
+        VT_CHECK(strstr(f.msg[0], "world rank 1 failed") && strstr(f.msg[0], "gives up"),
+                 "peer failed: rank 0's error does not name the cause: %s", f.msg[0]);
+        VT_CHECK(r == VS_ERR_INVALID, "peer failed: vs_launch gave %s, want the cause's VS_ERR_INVALID", vs_result_string(r));
+    } else if (kind == 1) {
+        VT_CHECK(f.got[0] == VS_ERR_TIMEOUT && strstr(f.msg[0], "timed out"), "hung peer: rank 0 got %s (%s)",
+                 vs_result_string(f.got[0]), f.msg[0]);
+    } else if (kind == 2) {
+        VT_CHECK(f.got[0] == VS_ERR_TIMEOUT && strstr(f.msg[0], "unwaited work"),
+                 "unwaited work on a hung peer: vs_comm_free gave %s (%s)", vs_result_string(f.got[0]), f.msg[0]);
+    } else {
+        VT_CHECK(f.got[1] == VS_OK, "vs_comm_abort on rank 1: %s", vs_result_string(f.got[1]));
+        VT_CHECK(f.got[0] == VS_ERR_ABORTED && strstr(f.msg[0], "vs_test") && strstr(f.msg[0], "world rank 1"),
+                 "peer aborted: rank 0's vs_test gave %s (%s)", vs_result_string(f.got[0]), f.msg[0]);
+    }
+}
+#endif
+
 int main(void)
 {
 #ifdef VS_STRICT
     setenv("VS_STRICT_DELAY_US", "100", 0); /* a random delay before every stream operation */
+    setenv("VS_STRICT_HANG_S", "60", 0);    /* a stand-in wait that long is a hang: reported, then exit */
 #endif
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -412,8 +560,23 @@ int main(void)
         cl.transport = VS_TRANSPORT_NCCL;
         cl.timeout_s = 60;
         VT_OK(vs_launch_ex(&cl, ckpt_rank, dir));
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        VT_CHECK(system(cmd) == 0, "%s", cmd);
     });
 #ifdef VS_STRICT
+    char hdir[] = "/tmp/vs_nccl_hooks_XXXXXX";
+    VT_CASE("hooks/nccl: every device allocation goes through the allocator hooks", {
+        VT_CHECK(mkdtemp(hdir) != NULL, "mkdtemp");
+        case_device_hooks(hdir);
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", hdir);
+        VT_CHECK(system(cmd) == 0, "%s", cmd);
+    });
+    VT_CASE("fault/nccl: a failing peer aborts the job at once, naming it", case_fault(0));
+    VT_CASE("fault/nccl: a hung peer ends at the deadline", case_fault(1));
+    VT_CASE("fault/nccl: freeing unwaited work on a hung peer ends at the deadline", case_fault(2));
+    VT_CASE("fault/nccl: vs_test sees a peer's abort", case_fault(3));
     vs_strict_counts sc = vs_strict_get_counts();
     printf("strict stand-in: %d devices; %ld device allocations, %ld frees, %ld host waits, %ld/%ld/%ld H2D/D2H/D2D "
            "copies, %ld libraries loaded, %ld kernels, %ld NCCL operations\n",

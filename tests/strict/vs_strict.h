@@ -49,6 +49,12 @@
      collectives (class nccl-mismatch). Sums start at a rank that rotates with
      every collective (no rank-order promise) and round to the dtype after each
      addition; ncclAvg on floats pre-multiplies by 1/n.
+   - Missing waits (class missing-wait, tests/strict/vs_strict_race.h): a
+     happens-before check with vector clocks over streams (stream order,
+     events, the legacy stream's implicit waits, host waits, collectives):
+     a copy, memset, kernel or collective that touches bytes of a device
+     allocation another stream wrote (or read, if it writes) with nothing
+     ordering the two is reported, whichever of them ran first.
    - Kernels run in their device order: the library's kernels are written so
      that their host build follows the grid and block decomposition (>>kernels);
      vs_k_sumsq, whose host build is sequential, runs here as the GPU runs it (a
@@ -63,7 +69,12 @@
    memory), and a collective that deadlocks only because the GPU runs out of
    room for concurrent NCCL kernels of different communicators
    (VS_STRICT_NCCL_SERIAL=1 gives each device one NCCL operation at a time,
-   the worst case). */
+   the worst case). The missing-wait check does not see order made between
+   host threads (mutexes, pthread_create: a thread knows only what it waited
+   for itself, so work handed to another thread after a host wait may be
+   reported), does not order ranks by send/recv, takes a strided kernel
+   argument's envelope, and tracks device memory only (not pinned host
+   memory an asynchronous copy still uses while the host touches it). */
 #ifndef VS_STRICT_H
 #define VS_STRICT_H
 
@@ -95,6 +106,8 @@
 
 typedef struct st_op st_op;
 typedef struct st_nop st_nop;
+struct st_vc;
+struct st_rset;
 
 struct CUstream_st {
     int dev;
@@ -107,14 +120,21 @@ struct CUstream_st {
     pthread_t th;
     int quit, started, dead;
     const char* blocked; /* what its running operation waits for (diagnostics) */
+    void* bcomm;         /* the NCCL communicator it waits in, if any */
+    long polled;         /* the enq a cudaStreamQuery found not ready (a host wait, once it is) */
     struct CUstream_st* next;
+    struct st_vc* vc; /* vs_strict_race.h: the clock of its last operation to start, */
+    unsigned clk;     /* and how many have started */
 };
 
 struct CUevent_st {
     int dev;
     struct CUstream_st* s; /* NULL: never recorded (complete) */
     long target;
+    long polled; /* target + 1 once a query found it not ready */
     int dead;
+    struct st_vc* vc; /* vs_strict_race.h: the recorded operation's clock */
+    struct CUevent_st* enext; /* every event (kept: a late use is reported) */
 };
 
 typedef struct st_ksig {
@@ -123,12 +143,17 @@ typedef struct st_ksig {
     int size[16];
     unsigned ptr; /* bit i: argument i is a pointer */
     void (*run)(void** a, dim3 grid, dim3 block);
+    unsigned wr; /* bit i: pointer argument i is written (vs_strict_race.h) */
+    /* the byte offset and count each pointer argument touches (left: from the
+       pointer to its allocation's end) */
+    void (*range)(void** a, dim3 grid, size_t* off, size_t* bytes);
 } st_ksig;
 struct CUkern_st {
     const st_ksig* sig;
 };
 struct CUlib_st {
     int dead;
+    struct CUlib_st* next; /* every library (kept, as events are) */
 };
 
 struct st_op {
@@ -151,12 +176,16 @@ struct st_op {
     int bad; /* a host pointer handed to the kernel: it faults when it runs */
     /* NCCL */
     st_nop* nops;
+    /* vs_strict_race.h: its clock (filled when it starts), the enqueuing
+       thread's, and that of each wait's target */
+    struct st_vc *rvc, *hvc, *wvc[ST_MAXDEV + 1];
 };
 
 typedef struct st_alloc {
     size_t off, n, span; /* user offset in the arena, bytes asked, pages reserved from span start */
     size_t start;
     int dev, live;
+    struct st_rset* race; /* vs_strict_race.h: its accesses */
 } st_alloc;
 
 typedef struct st_pin {
@@ -177,6 +206,8 @@ static st_pin* st_pins;
 static int st_npins, st_cappins;
 static struct CUstream_st* st_streams;
 static struct CUstream_st* st_legacy[ST_MAXDEV];
+static struct CUevent_st* st_events;
+static struct CUlib_st* st_libs;
 static long st_nextid = 1;
 static int st_sticky[ST_MAXDEV];
 static __thread int st_cur_dev;
@@ -412,6 +443,8 @@ static void* st_sh(const void* p)
     return (void*)(uintptr_t)p;
 }
 
+#include "vs_strict_race.h"
+
 /* ---- streams and events ------------------------------------------------------ */
 
 static void* st_worker(void* arg);
@@ -447,6 +480,7 @@ static void st_push_locked(struct CUstream_st* s, st_op* op)
 {
     if (s->dead) {
         st_violation("use-after-destroy", "%s enqueued on destroyed stream %ld", op->what, s->id);
+        st_race_op_free_locked(op);
         free(op);
         return;
     }
@@ -461,6 +495,7 @@ static void st_push_locked(struct CUstream_st* s, st_op* op)
             if (l && l->enq > l->done) op->ws[op->nwait] = l, op->wt[op->nwait++] = l->enq;
         }
     }
+    st_race_push_locked(s, op);
     op->next = NULL;
     if (s->tail) s->tail->next = op;
     else s->head = op;
@@ -500,6 +535,7 @@ static void* st_worker(void* arg)
             ST_WAIT_UNTIL(o->done >= t, "a stream's wait for an event");
         }
         s->blocked = NULL;
+        st_race_start_locked(s, op);
         pthread_mutex_unlock(&st_mu);
         if (st_delay_us) usleep(st_rand() % (unsigned)(st_delay_us + 1));
         if (op->fn) op->fn(s, op);
@@ -509,6 +545,7 @@ static void* st_worker(void* arg)
         s->done++;
         s->blocked = NULL;
         free(op->staged);
+        st_race_op_free_locked(op);
         free(op);
         pthread_cond_broadcast(&st_cv);
     }
@@ -524,7 +561,9 @@ static void st_device_idle_locked(int dev, const char* what)
     for (struct CUstream_st* s = st_streams; s; s = s->next)
         if (s->dev == dev) {
             long t = s->enq;
+            struct st_vc* v = st_race_target_locked(s);
             ST_WAIT_UNTIL(s->done >= t, what);
+            st_race_host_merge_locked(v);
         }
 }
 
@@ -627,7 +666,7 @@ ST_C cudaError_t cudaMalloc(void** p, size_t n)
         st_allocs = (st_alloc*)realloc(st_allocs, sizeof *st_allocs * (size_t)st_capallocs);
     }
     st_alloc* a = &st_allocs[st_nallocs++];
-    a->start = st_top, a->span = span, a->off = st_top + span - body, a->n = n, a->dev = dev, a->live = 1;
+    a->start = st_top, a->span = span, a->off = st_top + span - body, a->n = n, a->dev = dev, a->live = 1, a->race = NULL;
     st_top += span + ST_PAGE; /* then a guard page, never accessible */
     mprotect(st_sbase + a->start, span, PROT_READ | PROT_WRITE);
     memset(st_sbase + a->off, 0xA5, body); /* cudaMalloc's memory is not zeroed */
@@ -667,6 +706,7 @@ ST_C cudaError_t cudaFree(void* p)
     st_device_idle_locked(a->dev, "cudaFree (it synchronises the device)");
     a = st_find_locked(p, 1);
     a->live = 0;
+    st_race_free_locked(a);
     mprotect(st_sbase + a->start, a->span, PROT_NONE);
     madvise(st_sbase + a->start, a->span, MADV_REMOVE);
     st_count.device_frees++;
@@ -801,7 +841,9 @@ ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
     long t = s->enq;
     if (s->done < t) st_count.host_waits++;
     st_count_sync_locked(s, t);
+    struct st_vc* v = st_race_target_locked(s);
     ST_WAIT_UNTIL(s->done >= t, "cudaStreamSynchronize");
+    st_race_host_merge_locked(v);
     st_seen_locked(s, t);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
@@ -815,6 +857,10 @@ ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
     int busy = s->done < s->enq;
     st_count_poll_locked(s, s, s->enq);
     if (!busy) st_seen_locked(s, s->enq);
+    /* polling until done is a host-blocking wait: counted once, when it ends */
+    if (busy) s->polled = s->enq;
+    else if (s->polled) st_count.host_waits++, s->polled = 0;
+    if (!busy) st_race_host_merge_locked(st_race_target_locked(s));
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
     return st_sticky_check();
@@ -840,6 +886,7 @@ ST_C cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned flags)
     struct CUevent_st* e = (struct CUevent_st*)calloc(1, sizeof *e);
     e->dev = st_cur_dev;
     pthread_mutex_lock(&st_mu);
+    e->enext = st_events, st_events = e;
     st_count.events++;
     pthread_mutex_unlock(&st_mu);
     *ev = e;
@@ -879,7 +926,8 @@ ST_C cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t h)
     }
     /* an empty operation, so that legacy-stream rules apply to the record too */
     st_push_locked(s, st_op_new("event record", NULL));
-    ev->s = s, ev->target = s->enq;
+    ev->s = s, ev->target = s->enq, ev->polled = 0;
+    st_race_event_record_locked(ev, s);
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
 }
@@ -897,6 +945,7 @@ ST_C cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t ev, unsigned fl
     }
     st_op* op = st_op_new("cudaStreamWaitEvent", NULL);
     if (ev->s) op->ws[op->nwait] = ev->s, op->wt[op->nwait++] = ev->target; /* captured now, as CUDA does */
+    if (ev->s) st_race_wait_event_locked(op, ev);
     st_push_locked(s, op);
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
@@ -911,9 +960,12 @@ ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
         return st_err(cudaErrorInvalidResourceHandle);
     }
     int busy = ev->s && ev->s->done < ev->target;
+    if (busy) ev->polled = ev->target + 1;
+    else if (ev->polled) st_count.host_waits++, ev->polled = 0;
     int dev = ev->dev;
     if (ev->s) st_count_poll_locked(ev, ev->s, ev->target);
     if (ev->s && !busy) st_seen_locked(ev->s, ev->target);
+    if (!busy) st_race_host_merge_locked(st_vc_ref(ev->vc));
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
     int e = __atomic_load_n(&st_sticky[dev], __ATOMIC_SEQ_CST);
@@ -930,7 +982,9 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     }
     if (ev->s && ev->s->done < ev->target) st_count.host_waits++;
     if (ev->s) st_count_sync_locked(ev->s, ev->target);
+    struct st_vc* v = st_vc_ref(ev->vc);
     ST_WAIT_UNTIL(!ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
+    st_race_host_merge_locked(v);
     if (ev->s) st_seen_locked(ev->s, ev->target);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
@@ -998,7 +1052,9 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
             long t = s->enq; /* "a stream sync is performed before the copy is initiated" */
             if (s->done < t) st_count.host_waits++;
             st_count_sync_locked(s, t);
+            struct st_vc* v = st_race_target_locked(s);
             ST_WAIT_UNTIL(s->done >= t, "cudaMemcpy's stream sync");
+            st_race_host_merge_locked(v);
             st_seen_locked(s, t);
         }
     } else if (!async || (sdev && wd == ST_HOST)) {
@@ -1009,7 +1065,9 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
         long t = s->enq;
         st_count.host_waits++;
         st_count_sync_locked(s, t);
+        struct st_vc* v = st_race_target_locked(s);
         ST_WAIT_UNTIL(s->done >= t, fn);
+        st_race_host_merge_locked(v);
         st_seen_locked(s, t);
     }
     pthread_mutex_unlock(&st_mu);
@@ -1058,10 +1116,12 @@ ST_C cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum 
     (void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo;
     st_init();
     if (!code || memcmp(code, "\177ELF", 4) != 0) return st_err(cudaErrorInvalidKernelImage);
+    struct CUlib_st* l = (struct CUlib_st*)calloc(1, sizeof(struct CUlib_st));
     pthread_mutex_lock(&st_mu);
     st_count.libraries++;
+    l->next = st_libs, st_libs = l;
     pthread_mutex_unlock(&st_mu);
-    *lib = (struct CUlib_st*)calloc(1, sizeof(struct CUlib_st));
+    *lib = l;
     return cudaSuccess;
 }
 ST_C cudaError_t cudaLibraryGetKernel(cudaKernel_t* k, cudaLibrary_t lib, const char* name)
@@ -1233,26 +1293,26 @@ static void st_k_sumsq(void** a, dim3 g, dim3 b)
 
 static const st_ksig st_ksigs[] = {
 #ifdef _VS_MESH_CUDA
-    {"vs_mk_init", 9, {ST_P, ST_I, ST_LL, sizeof(_vs_mk_ibox), 8, ST_I, ST_D, ST_D, ST_D}, 1u, st_mk_init},
-    {"vs_mk_box", 4, {ST_P, ST_P, ST_LL, sizeof(_vs_mk_geo)}, 3u, st_mk_box},
-    {"vs_mk_embed_fwd", 7, {ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL, ST_LL}, 7u, st_mk_efwd},
-    {"vs_mk_embed_bwd", 8, {ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL, ST_LL, ST_LL}, 7u, st_mk_ebwd},
-    {"vs_mk_ce_max", 4, {ST_P, ST_P, ST_LL, ST_LL}, 3u, st_mk_cmax},
-    {"vs_mk_ce_sum", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_csum},
-    {"vs_mk_ce_loss", 5, {ST_P, ST_P, ST_P, ST_P, ST_LL}, 15u, st_mk_closs},
-    {"vs_mk_ce_grad", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_cgrad},
-    {"vs_mk_ids_check", 4, {ST_P, ST_P, ST_LL, ST_LL}, 3u, st_mk_ids},
+    {"vs_mk_init", 9, {ST_P, ST_I, ST_LL, sizeof(_vs_mk_ibox), 8, ST_I, ST_D, ST_D, ST_D}, 1u, st_mk_init, 1u, st_mr_init},
+    {"vs_mk_box", 4, {ST_P, ST_P, ST_LL, sizeof(_vs_mk_geo)}, 3u, st_mk_box, 1u, st_mr_box},
+    {"vs_mk_embed_fwd", 7, {ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL, ST_LL}, 7u, st_mk_efwd, 1u, st_mr_efwd},
+    {"vs_mk_embed_bwd", 8, {ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL, ST_LL, ST_LL}, 7u, st_mk_ebwd, 1u, st_mr_ebwd},
+    {"vs_mk_ce_max", 4, {ST_P, ST_P, ST_LL, ST_LL}, 3u, st_mk_cmax, 1u, st_mr_cmax},
+    {"vs_mk_ce_sum", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_csum, 3u, st_mr_csum},
+    {"vs_mk_ce_loss", 5, {ST_P, ST_P, ST_P, ST_P, ST_LL}, 15u, st_mk_closs, 1u, st_mr_closs},
+    {"vs_mk_ce_grad", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_cgrad, 1u, st_mr_cgrad},
+    {"vs_mk_ids_check", 4, {ST_P, ST_P, ST_LL, ST_LL}, 3u, st_mk_ids, 1u, st_mr_ids},
 #endif
 #if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
-    {"vs_k_adamw", 13, {ST_P, ST_P, ST_P, ST_P, ST_LL, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F}, 15u, st_k_adamw},
-    {"vs_k_sgd", 8, {ST_P, ST_P, ST_P, ST_LL, ST_F, ST_F, ST_F, ST_I}, 7u, st_k_sgd},
-    {"vs_k_to_f32", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_k_to_f32},
-    {"vs_k_from_f32", 4, {ST_P, ST_I, ST_P, ST_LL}, 5u, st_k_from_f32},
-    {"vs_k_add_f32", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_k_add_f32},
-    {"vs_k_scale", 4, {ST_P, ST_I, ST_LL, ST_F}, 1u, st_k_scale},
-    {"vs_k_sumsq", 3, {ST_P, ST_LL, ST_P}, 5u, st_k_sumsq},
+    {"vs_k_adamw", 13, {ST_P, ST_P, ST_P, ST_P, ST_LL, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F}, 15u, st_k_adamw, 13u, st_dr_adamw},
+    {"vs_k_sgd", 8, {ST_P, ST_P, ST_P, ST_LL, ST_F, ST_F, ST_F, ST_I}, 7u, st_k_sgd, 5u, st_dr_sgd},
+    {"vs_k_to_f32", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_k_to_f32, 1u, st_dr_to_f32},
+    {"vs_k_from_f32", 4, {ST_P, ST_I, ST_P, ST_LL}, 5u, st_k_from_f32, 1u, st_dr_from_f32},
+    {"vs_k_add_f32", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_k_add_f32, 1u, st_dr_add_f32},
+    {"vs_k_scale", 4, {ST_P, ST_I, ST_LL, ST_F}, 1u, st_k_scale, 1u, st_dr_scale},
+    {"vs_k_sumsq", 3, {ST_P, ST_LL, ST_P}, 5u, st_k_sumsq, 4u, st_dr_sumsq},
 #endif
-    {NULL, 0, {0}, 0, NULL}};
+    {NULL, 0, {0}, 0, NULL, 0, NULL}};
 
 static const st_ksig* st_ksig_find(const char* name)
 {
@@ -1262,5 +1322,6 @@ static const st_ksig* st_ksig_find(const char* name)
 }
 
 #include "vs_strict_nccl.h"
+#include "vs_strict_race.h" /* its NCCL part */
 
 #endif

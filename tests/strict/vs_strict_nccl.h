@@ -14,6 +14,7 @@ struct st_nop {
     int dt, op, peer; /* peer: root for rooted collectives */
     long seq;
     int matched, failed;
+    size_t sbytes, rbytes; /* what it reads of sb and writes of rb */
     st_nop *next, *pnext; /* in its fused operation; in the clique's posted p2p list */
     char what[160];
 };
@@ -26,6 +27,7 @@ typedef struct st_inst { /* one collective of a clique, across its ranks */
     int arrived, left, done;
     st_nop** part;
     struct st_inst* next;
+    struct st_vc* vc; /* vs_strict_race.h: the participants' clocks joined */
 } st_inst;
 
 typedef struct st_split {
@@ -233,19 +235,22 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
             in->next = cq->insts, cq->insts = in;
         }
         in->part[c->rank] = q;
+        st_race_coll_arrive_locked(in, op);
         if (++in->arrived == cq->n) {
             st_collective_locked(cq, in);
             in->done = 1;
             pthread_cond_broadcast(&st_cv);
         }
-        s->blocked = q->what;
+        s->blocked = q->what, s->bcomm = c;
         ST_WAIT_UNTIL(in->done || c->aborted, q->what);
-        s->blocked = NULL;
+        s->blocked = NULL, s->bcomm = NULL;
+        if (in->done) st_race_coll_leave_locked(in, op);
         if (++in->left == cq->n || c->aborted) { /* the last one out frees it (an abort leaves it to leak) */
             if (in->left == cq->n) {
                 st_inst** pp = &cq->insts;
                 while (*pp != in) pp = &(*pp)->next;
                 *pp = in->next;
+                st_race_inst_free_locked(in);
                 free(in->part);
                 free(in);
             }
@@ -253,9 +258,9 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
     }
     for (st_nop* q = op->nops; q; q = q->next)
         if (q->kind == ST_N_SEND || q->kind == ST_N_RECV) {
-            s->blocked = q->what;
+            s->blocked = q->what, s->bcomm = q->comm;
             ST_WAIT_UNTIL(q->matched || q->comm->aborted, q->what);
-            s->blocked = NULL;
+            s->blocked = NULL, s->bcomm = NULL;
             if (!q->matched) { /* aborted: take it off the posted list */
                 for (st_nop** pp = &q->comm->cq->posted; *pp; pp = &(*pp)->pnext)
                     if (*pp == q) {
@@ -279,7 +284,9 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
 static const char* st_nccl_waiting_locked(int dev)
 {
     for (struct CUstream_st* s = st_streams; s; s = s->next)
-        if (s->dev == dev && s->head && s->head->fn == st_nccl_run && s->blocked) return s->blocked;
+        if (s->dev == dev && s->head && s->head->fn == st_nccl_run && s->blocked && s->bcomm &&
+            !((struct ncclComm*)s->bcomm)->aborted) /* (an aborted communicator's kernels end) */
+            return s->blocked;
     return NULL;
 }
 
@@ -597,6 +604,7 @@ static ncclResult_t st_nccl_call(int kind, const void* sb, void* rb, size_t coun
         st_count.nccl_colls++;
     st_nop* q = (st_nop*)calloc(1, sizeof *q);
     q->kind = kind, q->comm = c, q->sb = sb, q->rb = rb, q->count = count, q->dt = (int)dt, q->op = op, q->peer = peer;
+    q->sbytes = sbytes, q->rbytes = rbytes;
     q->seq = kind == ST_N_SEND ? c->send_seq[peer]++ : kind == ST_N_RECV ? c->recv_seq[peer]++ : c->coll_seq++;
     snprintf(q->what, sizeof q->what, "%s (rank %d of %d on device %d, %s %d, operation %ld)", fn, c->rank, c->n, c->dev,
              kind == ST_N_SEND || kind == ST_N_RECV ? "peer" : "root", peer, q->seq);

@@ -1,0 +1,414 @@
+/* tests/strict/vs_strict_race.h - the missing-wait detector of the strict
+   stand-in (included by tests/strict/vs_strict.h; see its top comment): a
+   happens-before checker over streams with vector clocks.
+
+   Every stream is a clock; its n-th operation to start has the epoch
+   (stream, n). An operation's vector clock is the join of
+   - the previous operation's on its stream (stream order),
+   - the enqueuing host thread's clock when it was enqueued,
+   - the clock of what it waits for: an event (cudaStreamWaitEvent, the clock
+     of the operation cudaEventRecord enqueued) or the legacy stream's
+     implicit synchronisation (the last operation of the other stream),
+   - and, for an NCCL collective, every participant's (once all have arrived).
+   A host thread's clock joins the clock of what it waited for:
+   cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize,
+   cudaMalloc/cudaFree (they synchronise the device), a query that answered
+   cudaSuccess, a synchronous copy. Host threads do not order each other
+   (pthread_create, mutexes: not seen), and send/recv do not order their ranks.
+
+   Accesses are kept per device allocation as byte ranges: copies and memsets
+   know theirs, collectives theirs (count x the dtype's size, per kind), kernels
+   their pointer arguments' (st_ksig's range function where one is given, else
+   from the pointer to the end of its allocation; st_ksig's write mask says
+   which ones are written). A write must happen after the last write and the
+   reads since of every byte it touches, a read after the last write: else
+   "VIOLATION missing-wait". The check is by clock, not by timing: a missing
+   wait is reported whichever way the streams ran. All of it under st_mu. */
+
+#ifndef VS_STRICT_RACE_H
+#define VS_STRICT_RACE_H
+
+typedef struct st_vc { /* a vector clock, indexed by stream id; shared, counted */
+    int refs, n;
+    unsigned* c;
+} st_vc;
+
+typedef struct st_rrec { /* one access to a range of an allocation */
+    size_t lo, hi;       /* arena offsets */
+    int wr;
+    long sid;            /* stream id; the epoch is (sid, clk) */
+    unsigned clk;
+    const char* what;    /* the operation's name (static) */
+} st_rrec;
+
+typedef struct st_rset {
+    int n, cap;
+    st_rrec* r;
+} st_rset;
+
+typedef struct st_host { /* a host thread: what it has waited for */
+    st_vc* vc;
+    struct st_host* next;
+} st_host;
+
+static st_host* st_hosts; /* every host thread seen (kept: reachable) */
+static __thread st_host* st_me;
+
+static st_vc* st_vc_new(void) { return (st_vc*)calloc(1, sizeof(st_vc)); }
+
+static st_vc* st_vc_ref(st_vc* v)
+{
+    if (v) v->refs++;
+    return v;
+}
+
+static void st_vc_unref(st_vc* v)
+{
+    if (v && --v->refs < 0) {
+        free(v->c);
+        free(v);
+    }
+}
+
+static unsigned st_vc_get(const st_vc* v, long i) { return v && i < v->n ? v->c[i] : 0; }
+
+static void st_vc_grow(st_vc* v, int n)
+{
+    if (n <= v->n) return;
+    int cap = n < 64 ? 64 : n;
+    v->c = (unsigned*)realloc(v->c, sizeof(unsigned) * (size_t)cap);
+    memset(v->c + v->n, 0, sizeof(unsigned) * (size_t)(cap - v->n));
+    v->n = cap;
+}
+
+static void st_vc_join(st_vc* d, const st_vc* s)
+{
+    if (!s) return;
+    st_vc_grow(d, s->n);
+    for (int i = 0; i < s->n; i++)
+        if (s->c[i] > d->c[i]) d->c[i] = s->c[i];
+}
+
+static st_host* st_host_locked(void)
+{
+    if (!st_me) {
+        st_me = (st_host*)calloc(1, sizeof *st_me);
+        st_me->next = st_hosts, st_hosts = st_me;
+    }
+    return st_me;
+}
+
+/* The clock an operation will have once it starts (its cell: filled at start). */
+static st_vc* st_race_cell_locked(st_op* op)
+{
+    if (!op->rvc) op->rvc = st_vc_new();
+    return st_vc_ref(op->rvc);
+}
+
+/* What waiting for stream s's last enqueued operation orders the waiter after. */
+static st_vc* st_race_target_locked(struct CUstream_st* s)
+{
+    if (s->enq > s->done && s->tail) return st_race_cell_locked(s->tail);
+    return st_vc_ref(s->vc);
+}
+
+/* A host wait for v ended: the thread's clock joins it (copied first when an
+   enqueued operation still holds the old one). Drops the reference to v. */
+static void st_race_host_merge_locked(st_vc* v)
+{
+    if (!v) return;
+    st_host* h = st_host_locked();
+    if (!h->vc || h->vc->refs > 0) {
+        st_vc* nv = st_vc_new();
+        st_vc_join(nv, h->vc);
+        st_vc_unref(h->vc);
+        h->vc = nv;
+    }
+    st_vc_join(h->vc, v);
+    st_vc_unref(v);
+}
+
+/* An operation enqueued on s: it inherits the host thread's clock, and the
+   legacy stream's implicit waits (those without an event's clock) wait for
+   the other stream's last operation. */
+static void st_race_push_locked(struct CUstream_st* s, st_op* op)
+{
+    (void)s;
+    op->hvc = st_vc_ref(st_host_locked()->vc);
+    for (int i = 0; i < op->nwait; i++)
+        if (!op->wvc[i] && op->ws[i]->tail) op->wvc[i] = st_race_cell_locked(op->ws[i]->tail);
+}
+
+static void st_race_op_free_locked(st_op* op)
+{
+    st_vc_unref(op->rvc);
+    st_vc_unref(op->hvc);
+    for (int i = 0; i < op->nwait; i++) st_vc_unref(op->wvc[i]);
+}
+
+static void st_race_event_record_locked(struct CUevent_st* ev, struct CUstream_st* s)
+{
+    st_vc_unref(ev->vc);
+    ev->vc = st_race_target_locked(s);
+}
+
+/* cudaStreamWaitEvent's operation (its wait on ev is the last one added). */
+static void st_race_wait_event_locked(st_op* op, struct CUevent_st* ev)
+{
+    if (op->nwait > 0) op->wvc[op->nwait - 1] = st_vc_ref(ev->vc);
+}
+
+static void st_race_free_locked(st_alloc* a)
+{
+    if (a->race) free(a->race->r);
+    free(a->race);
+    a->race = NULL;
+}
+
+/* ---- the access check ------------------------------------------------------------ */
+
+static void st_rset_add(st_rset* rs, st_rrec r)
+{
+    if (rs->n == rs->cap) {
+        rs->cap = rs->cap ? 2 * rs->cap : 8;
+        rs->r = (st_rrec*)realloc(rs->r, sizeof(st_rrec) * (size_t)rs->cap);
+    }
+    rs->r[rs->n++] = r;
+}
+
+/* Takes [lo, hi) out of record i (up to two pieces stay). */
+static void st_rset_cut(st_rset* rs, int i, size_t lo, size_t hi)
+{
+    st_rrec r = rs->r[i];
+    rs->r[i] = rs->r[--rs->n];
+    if (r.lo < lo) {
+        st_rrec a = r;
+        a.hi = lo;
+        st_rset_add(rs, a);
+    }
+    if (r.hi > hi) {
+        st_rrec b = r;
+        b.lo = hi;
+        st_rset_add(rs, b);
+    }
+}
+
+/* Operation `what` (epoch sid/clk, clock v) on stream s accesses bytes
+   [p + off, p + off + bytes) (bytes (size_t)-1: to its allocation's end). */
+static void st_race_access_locked(struct CUstream_st* s, const st_vc* v, unsigned clk, const char* what, const void* p,
+                                  size_t off, size_t bytes, int wr)
+{
+    st_alloc* a = p ? st_find_locked(p, 0) : NULL;
+    if (!a || !bytes) return;
+    size_t end = a->off + a->n, lo = (size_t)((const char*)p - st_dbase) + off;
+    if (lo >= end) return;
+    size_t hi = bytes == (size_t)-1 || bytes > end - lo ? end : lo + bytes;
+    if (!a->race) a->race = (st_rset*)calloc(1, sizeof(st_rset));
+    st_rset* rs = a->race;
+    for (int i = 0; i < rs->n; i++) {
+        st_rrec* r = &rs->r[i];
+        if (r->hi <= lo || r->lo >= hi || (!wr && !r->wr) || st_vc_get(v, r->sid) >= r->clk) continue;
+        size_t clo = r->lo > lo ? r->lo : lo, chi = r->hi < hi ? r->hi : hi;
+        st_violation("missing-wait",
+                     "%s on stream %ld (device %d) %s bytes [%zu, %zu) of the %zu-byte device allocation at %p, last %s "
+                     "by %s on stream %ld, with no event wait between",
+                     what, s->id, s->dev, wr ? "writes" : "reads", clo - a->off, chi - a->off, a->n,
+                     (void*)(st_dbase + a->off), r->wr ? "written" : "read", r->what, r->sid);
+        break; /* one report per access */
+    }
+    for (int i = rs->n - 1; i >= 0; i--) { /* what this access makes redundant */
+        st_rrec* r = &rs->r[i];
+        if (r->hi <= lo || r->lo >= hi) continue;
+        if (wr || (!r->wr && st_vc_get(v, r->sid) >= r->clk)) st_rset_cut(rs, i, lo, hi);
+    }
+    st_rrec nr = {lo, hi, wr, s->id, clk, what};
+    st_rset_add(rs, nr);
+}
+
+static void st_copy_run(struct CUstream_st* s, st_op* op);
+static void st_set_run(struct CUstream_st* s, st_op* op);
+static void st_kernel_run(struct CUstream_st* s, st_op* op);
+static void st_nccl_run(struct CUstream_st* s, st_op* op);
+struct st_inst;
+static void st_race_nccl_locked(struct CUstream_st* s, st_op* op, const st_vc* v, unsigned clk);
+static void st_race_coll_arrive_locked(struct st_inst* in, st_op* op);
+static void st_race_coll_leave_locked(struct st_inst* in, st_op* op);
+static void st_race_inst_free_locked(struct st_inst* in);
+
+/* The stand-in's view of an address back to the program's. */
+static const void* st_race_dev(const void* p)
+{
+    const char* c = (const char*)p;
+    if (st_sbase && c >= st_sbase && c < st_sbase + ST_ARENA) return st_dbase + (c - st_sbase);
+    return p;
+}
+
+/* Operation op starts on s (its waits are over): its clock, then its accesses. */
+static void st_race_start_locked(struct CUstream_st* s, st_op* op)
+{
+    if (!op->rvc) op->rvc = st_vc_new();
+    st_vc* v = op->rvc;
+    st_vc_join(v, s->vc);
+    st_vc_join(v, op->hvc);
+    for (int i = 0; i < op->nwait; i++) st_vc_join(v, op->wvc[i]);
+    unsigned clk = ++s->clk;
+    st_vc_grow(v, (int)s->id + 1);
+    v->c[s->id] = clk;
+    st_vc_unref(s->vc);
+    s->vc = st_vc_ref(v);
+    if (op->fn == st_copy_run) {
+        if (!op->staged) st_race_access_locked(s, v, clk, op->what, op->src, 0, op->n, 0);
+        st_race_access_locked(s, v, clk, op->what, op->dst, 0, op->n, 1);
+    } else if (op->fn == st_set_run) {
+        st_race_access_locked(s, v, clk, op->what, op->dst, 0, op->n, 1);
+    } else if (op->fn == st_kernel_run && !op->bad) {
+        const st_ksig* sig = op->sig;
+        void* a[16];
+        size_t off[16], bytes[16];
+        int o = 0;
+        for (int i = 0; i < sig->nargs; i++) a[i] = op->args + o, o += (sig->size[i] + 7) & ~7;
+        for (int i = 0; i < sig->nargs; i++) off[i] = 0, bytes[i] = (size_t)-1;
+        if (sig->range) sig->range(a, op->grid, off, bytes);
+        for (int pass = 0; pass < 2; pass++) /* reads, then writes */
+            for (int i = 0; i < sig->nargs; i++)
+                if ((sig->ptr >> i & 1) && (int)(sig->wr >> i & 1) == pass)
+                    st_race_access_locked(s, v, clk, sig->name, st_race_dev(*(void**)a[i]), off[i], bytes[i], pass);
+    } else if (op->fn == st_nccl_run) {
+        st_race_nccl_locked(s, op, v, clk);
+    }
+}
+
+/* ---- the kernels' ranges: byte offset and count of each pointer argument ---------- */
+
+#define ST_RA(T, i) (*(T*)a[i])
+#ifdef _VS_MESH_CUDA
+static size_t st_mk_dsz(int dt) { return dt == 1 || dt == 5 ? 4 : dt == 2 || dt == 3 ? 2 : dt == 4 || dt == 6 ? 8 : 1; }
+static void st_mr_init(void** a, dim3 g, size_t* off, size_t* n)
+{
+    (void)g, (void)off;
+    n[0] = (size_t)ST_RA(long long, 2) * st_mk_dsz(ST_RA(int, 1));
+}
+/* the box's envelope on each side: from its first element to its last */
+static void st_mr_box(void** a, dim3 g, size_t* off, size_t* n)
+{
+    (void)g;
+    _vs_mk_geo geo = ST_RA(_vs_mk_geo, 3);
+    long long dl = 0, sl = 0;
+    for (int d = 0; d < geo.nd; d++) dl += (geo.dim[d] - 1) * geo.dstr[d], sl += (geo.dim[d] - 1) * geo.sstr[d];
+    size_t e = (size_t)geo.esz;
+    off[0] = (size_t)geo.doff * e, off[1] = (size_t)geo.soff * e;
+    n[0] = ST_RA(long long, 2) > 0 ? (size_t)(dl + 1) * e : 0;
+    n[1] = ST_RA(long long, 2) > 0 ? (size_t)(sl + 1) * e : 0;
+}
+static void st_mr_efwd(void** a, dim3 g, size_t* off, size_t* n) /* out, table, ids, n, dim, start, rows */
+{
+    (void)g, (void)off;
+    size_t t = (size_t)ST_RA(long long, 3), dim = (size_t)ST_RA(long long, 4), rows = (size_t)ST_RA(long long, 6);
+    n[0] = t * dim * 4, n[1] = rows * dim * 4, n[2] = t * 4;
+}
+static void st_mr_ebwd(void** a, dim3 g, size_t* off, size_t* n) /* gt, gout, ids, n, dim, start, rows, nb */
+{
+    (void)g, (void)off;
+    size_t t = (size_t)ST_RA(long long, 3), dim = (size_t)ST_RA(long long, 4), rows = (size_t)ST_RA(long long, 6);
+    n[0] = rows * dim * 4, n[1] = t * dim * 4, n[2] = t * 4;
+}
+static void st_mr_cmax(void** a, dim3 g, size_t* off, size_t* n) /* mx, lg, n, rows */
+{
+    (void)g, (void)off;
+    size_t t = (size_t)ST_RA(long long, 2), rows = (size_t)ST_RA(long long, 3);
+    n[0] = t * 4, n[1] = t * rows * 4;
+}
+static void st_mr_csum(void** a, dim3 g, size_t* off, size_t* n) /* se, tl, lg, mx, tg, n, rows, start */
+{
+    (void)g, (void)off;
+    size_t t = (size_t)ST_RA(long long, 5), rows = (size_t)ST_RA(long long, 6);
+    n[0] = n[1] = n[3] = n[4] = t * 4, n[2] = t * rows * 4;
+}
+static void st_mr_closs(void** a, dim3 g, size_t* off, size_t* n) /* loss, mx, se, tl, n */
+{
+    (void)g, (void)off;
+    n[0] = n[1] = n[2] = n[3] = (size_t)ST_RA(long long, 4) * 4;
+}
+static void st_mr_cgrad(void** a, dim3 g, size_t* off, size_t* n) /* g, lg, mx, se, tg, n, rows, start */
+{
+    (void)g, (void)off;
+    size_t t = (size_t)ST_RA(long long, 5), rows = (size_t)ST_RA(long long, 6);
+    n[0] = n[1] = t * rows * 4, n[2] = n[3] = n[4] = t * 4;
+}
+static void st_mr_ids(void** a, dim3 g, size_t* off, size_t* n) /* flag (pinned), ids, n, vocab */
+{
+    (void)g, (void)off;
+    n[0] = 2 * sizeof(long long), n[1] = (size_t)ST_RA(long long, 2) * 4;
+}
+#endif
+#if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
+static size_t st_dk_dsz(int t) { return t == 0 ? 4 : 2; } /* vescale_ddp.h's codes: 0 f32, 1 bf16, 2 f16 */
+static void st_dr_adamw(void** a, dim3 g, size_t* off, size_t* n) /* p, g, m1, m2, n, ... */
+{
+    (void)g, (void)off;
+    n[0] = n[1] = n[2] = n[3] = (size_t)ST_RA(long long, 4) * 4;
+}
+static void st_dr_sgd(void** a, dim3 g, size_t* off, size_t* n) /* p, g, m1, n, ... */
+{
+    (void)g, (void)off;
+    n[0] = n[1] = n[2] = (size_t)ST_RA(long long, 3) * 4;
+}
+static void st_dr_to_f32(void** a, dim3 g, size_t* off, size_t* n) /* dst, src, t, n */
+{
+    (void)g, (void)off;
+    size_t k = (size_t)ST_RA(long long, 3);
+    n[0] = k * 4, n[1] = k * st_dk_dsz(ST_RA(int, 2));
+}
+static void st_dr_from_f32(void** a, dim3 g, size_t* off, size_t* n) /* dst, t, src, n */
+{
+    (void)g, (void)off;
+    size_t k = (size_t)ST_RA(long long, 3);
+    n[0] = k * st_dk_dsz(ST_RA(int, 1)), n[2] = k * 4;
+}
+static void st_dr_add_f32(void** a, dim3 g, size_t* off, size_t* n) /* acc, src, t, n */
+{
+    (void)g, (void)off;
+    size_t k = (size_t)ST_RA(long long, 3);
+    n[0] = k * 4, n[1] = k * st_dk_dsz(ST_RA(int, 2));
+}
+static void st_dr_scale(void** a, dim3 g, size_t* off, size_t* n) /* a, t, n, s */
+{
+    (void)g, (void)off;
+    n[0] = (size_t)ST_RA(long long, 2) * st_dk_dsz(ST_RA(int, 1));
+}
+static void st_dr_sumsq(void** a, dim3 g, size_t* off, size_t* n) /* g, n, part: one slot per block */
+{
+    (void)off;
+    n[0] = (size_t)ST_RA(long long, 1) * 4, n[2] = (size_t)g.x * sizeof(double);
+}
+#endif
+#undef ST_RA
+
+#elif !defined(VS_STRICT_RACE_NCCL) /* the second include, after vs_strict_nccl.h */
+#define VS_STRICT_RACE_NCCL
+
+/* An NCCL operation's accesses: each send buffer read, each receive buffer
+   written (the byte counts st_nccl_call worked out). */
+static void st_race_nccl_locked(struct CUstream_st* s, st_op* op, const st_vc* v, unsigned clk)
+{
+    for (st_nop* q = op->nops; q; q = q->next)
+        st_race_access_locked(s, v, clk, st_nnames[q->kind], q->sb, 0, q->sbytes, 0);
+    for (st_nop* q = op->nops; q; q = q->next)
+        st_race_access_locked(s, v, clk, st_nnames[q->kind], q->rb, 0, q->rbytes, 1);
+}
+
+/* A collective: each participant's clock joins the instance's on arrival; once
+   all have arrived, each participant's operation joins the instance's. */
+static void st_race_coll_arrive_locked(st_inst* in, st_op* op)
+{
+    if (!in->vc) in->vc = st_vc_new();
+    st_vc_join(in->vc, op->rvc);
+}
+static void st_race_coll_leave_locked(st_inst* in, st_op* op)
+{
+    if (op->rvc) st_vc_join(op->rvc, in->vc);
+}
+
+static void st_race_inst_free_locked(st_inst* in) { st_vc_unref(in->vc); }
+
+#endif
