@@ -914,8 +914,9 @@ VS_API vs_result vs_layout_parse_placements(int mesh_ndims, const char* text, vs
    is written to dst->data. Host buffers on the threads and MPI transports (scratch
    kept in the mesh for the next call; vs_mesh_free releases it); CUDA device
    buffers on NCCL: strided blocks are packed and unpacked by kernels on each step's
-   communicator's stream, device scratch comes from the world's hooks for the call,
-   and the call returns when the result is in dst->data. */
+   communicator's stream, device scratch comes from the world's hooks and is kept
+   in the mesh too (grow-only; vs_mesh_free releases it), and the call returns
+   when the result is in dst->data. */
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
 // >>tp -----------------------------------------------------------------------
