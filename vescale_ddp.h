@@ -2008,25 +2008,40 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq(const vs_ddp* d, const float* g, int64_t
     return VS_OK;
 }
 
-/* The global sum of squares: this rank's (the device's partial sums added in
-   order), all-reduced over the whole mesh. The copies' sum (ssc) adds 0 times
-   itself: nothing when it is finite, a NaN when it is not, so a NaN or inf in
-   any copy of a gradient reaches every rank in the same single all-reduce. */
+/* The global sum of squares: this rank's, all-reduced over the whole mesh. The
+   copies' sum (ssc) adds 0 times itself: nothing when it is finite, a NaN when
+   it is not, so a NaN or inf in any copy of a gradient reaches every rank in the
+   same single all-reduce. On the device the partial sums stay there: they are
+   all-reduced element by element (ordered after the kernels that wrote them),
+   then read once, and every rank adds the same reduced partials in the same
+   order, so all get the same total (one host read a clip; it was a copy out, a
+   host sum, a copy in, the all-reduce and a copy out, with two stream syncs). */
 _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc)
 {
     vs_comm* c = vs_mesh_comm(d->mesh);
 #ifdef _VS_DDP_CUDA
     if (d->cu) {
         double part[2 * _VS_KPARTS];
-        vs_result r = _vs_ddp_copy(d, part, d->cu->part, sizeof part);
-        if (!r) r = _vs_ddp_sync(d);
+        /* NCCL: the read is queued on the all-reduce's stream, and a copy to
+           pageable memory returns when done, so it is the one wait (the handle
+           is complete then); a host transport's all-reduce blocks instead */
+        int ordered = vs_comm_device(c);
+        vs_work* w = NULL;
+        vs_result r = _vs_ddp_fence(d, c);
+        if (!r) r = vs_all_reduce(c, d->cu->part, d->cu->part, 2 * _VS_KPARTS, VS_F64, VS_OP_SUM, ordered ? &w : NULL);
+        if (!r && ordered) {
+            cudaError_t e = cudaMemcpyAsync(part, d->cu->part, sizeof part, cudaMemcpyDefault,
+                                            (cudaStream_t)vs_comm_stream(c));
+            if (e != cudaSuccess) r = _vs_ddp_cuerr(e, "reading the partial sums of squares");
+        } else if (!r) {
+            r = _vs_ddp_copy(d, part, d->cu->part, sizeof part);
+        }
+        if (w) {
+            vs_result rw = vs_wait(w);
+            if (!r) r = rw;
+        }
         for (int i = 0; i < _VS_KPARTS && !r; i++) *ss += part[i], ssc += part[_VS_KPARTS + i];
         *ss += 0.0 * ssc;
-        if (!r) r = _vs_ddp_copy(d, d->cu->norm, ss, sizeof *ss);
-        if (!r) r = _vs_ddp_fence(d, c);
-        if (!r) r = vs_all_reduce(c, d->cu->norm, d->cu->norm, 1, VS_F64, VS_OP_SUM, NULL);
-        if (!r) r = _vs_ddp_copy(d, ss, d->cu->norm, sizeof *ss);
-        if (!r) r = _vs_ddp_sync(d);
         return r;
     }
 #endif

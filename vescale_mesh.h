@@ -914,8 +914,9 @@ VS_API vs_result vs_layout_parse_placements(int mesh_ndims, const char* text, vs
    is written to dst->data. Host buffers on the threads and MPI transports (scratch
    kept in the mesh for the next call; vs_mesh_free releases it); CUDA device
    buffers on NCCL: strided blocks are packed and unpacked by kernels on each step's
-   communicator's stream, device scratch comes from the world's hooks for the call,
-   and the call returns when the result is in dst->data. */
+   communicator's stream, device scratch comes from the world's hooks and is kept
+   in the mesh too (grow-only; vs_mesh_free releases it), and the call returns
+   when the result is in dst->data. */
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
 // >>tp -----------------------------------------------------------------------
@@ -925,7 +926,10 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
    counterparts carry gradients. All collective over tp. Buffers (ids and targets
    too) are host memory, or CUDA device memory on NCCL: the gathers, scatter-adds
    and the cross-entropy then run as kernels on tp's communicator's stream and
-   return when done (ids are copied to the host to be checked). */
+   return when done. Ids out of range fail the call (VS_ERR_INVALID naming the
+   first one and its position): on the host before anything runs; on the device
+   a kernel finds it (no copy, no extra sync) and the call fails after its
+   kernels ran, which left that id out (outputs not meaningful). */
 
 /* Column-parallel input [copy_to_tensor_model_parallel_region]: forward is the
    identity; backward all-reduces (sums) the input gradient in place. */
@@ -1840,6 +1844,10 @@ struct vs_comm {
     cudaStream_t own; // the stream the communicator created (stream is it, or the caller's)
     cudaEvent_t fence; // orders the own stream with the caller's (_vs_nccl_fence)
     void* scratch; // device: one float for barriers
+    cudaEvent_t* evpool; // events of released work handles, for the next (_vs_nccl_event_get)
+    int nev, evcap;
+    void* vscratch; // uneven reduce-scatters' padded blocks (_vs_nccl_vbytes), grow-only
+    size_t vscratch_cap;
     /* ncclCommSplit's output: on a non-blocking communicator NCCL's init thread
        writes the child here when the split completes, after ncclCommSplit has
        returned ncclSuccess; so it lives as long as the parent, not on a stack. */
@@ -4941,7 +4949,86 @@ _VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what
     }
 }
 
-_VS_PRIVATE ncclResult_t _vs_nccl_launch(vs_comm* c, const _vs_opdesc* o)
+/* Uneven all-gathers and reduce-scatters (the v-forms) in one pass each (they
+   were one ncclBroadcast or ncclReduce per rank, each moving the data through
+   every rank): an all-gatherv is grouped sends of this rank's block to every
+   peer and receives of theirs; a reduce-scatterv packs the blocks at the stride
+   of the largest count into the communicator's scratch (copies on its stream,
+   before the group's kernel), runs one ncclReduceScatter in place there, and
+   copies this rank's block out after the group (_vs_nccl_vpost). Bytes of
+   scratch op o needs (0: none). */
+_VS_PRIVATE size_t _vs_nccl_vbytes(const vs_comm* c, const _vs_opdesc* o)
+{
+    if (o->kind != _VS_K_REDSCAT || o->uniform) return 0;
+    size_t mx = 0;
+    for (int i = 0; i < c->size; i++) mx = o->counts[i] > mx ? o->counts[i] : mx;
+    return (mx * (size_t)c->size * vs_dtype_size(o->dt) + 255) / 256 * 256;
+}
+
+_VS_PRIVATE size_t _vs_nccl_vmax(const vs_comm* c, const _vs_opdesc* o)
+{
+    size_t mx = 0;
+    for (int i = 0; i < c->size; i++) mx = o->counts[i] > mx ? o->counts[i] : mx;
+    return mx;
+}
+
+/* Before the group (its kernels come after these copies on the stream): each
+   uneven reduce-scatter's blocks packed into the scratch, each uneven
+   all-gather's own block into place. */
+_VS_PRIVATE cudaError_t _vs_nccl_vpre(vs_comm* c, const _vs_opdesc* ops, int nops)
+{
+    char* vs = (char*)c->vscratch;
+    cudaError_t e = cudaSuccess;
+    for (int k = 0; k < nops && e == cudaSuccess; k++) {
+        const _vs_opdesc* o = &ops[k];
+        size_t esz = vs_dtype_size(o->dt), b = _vs_nccl_vbytes(c, o), mx = b ? _vs_nccl_vmax(c, o) : 0;
+        const char* sb = (const char*)o->send;
+        char* rb = (char*)o->recv;
+        if (o->kind == _VS_K_ALLGATHER && !o->uniform && o->counts[c->rank] && sb != rb + o->displs[c->rank] * esz)
+            e = cudaMemcpyAsync(rb + o->displs[c->rank] * esz, sb, o->counts[c->rank] * esz, cudaMemcpyDeviceToDevice,
+                                c->stream);
+        for (int i = 0; i < c->size && b && e == cudaSuccess; i++)
+            if (o->counts[i])
+                e = cudaMemcpyAsync(vs + (size_t)i * mx * esz, sb + o->displs[i] * esz, o->counts[i] * esz,
+                                    cudaMemcpyDeviceToDevice, c->stream);
+        vs += b;
+    }
+    return e;
+}
+
+/* After the group: each uneven reduce-scatter's block out of the scratch. */
+_VS_PRIVATE cudaError_t _vs_nccl_vpost(vs_comm* c, const _vs_opdesc* ops, int nops)
+{
+    char* vs = (char*)c->vscratch;
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < nops && e == cudaSuccess; i++) {
+        size_t b = _vs_nccl_vbytes(c, &ops[i]), esz = vs_dtype_size(ops[i].dt);
+        if (!b) continue;
+        if (ops[i].counts[c->rank])
+            e = cudaMemcpyAsync(ops[i].recv, vs + _vs_nccl_vmax(c, &ops[i]) * esz * (size_t)c->rank,
+                                ops[i].counts[c->rank] * esz, cudaMemcpyDeviceToDevice, c->stream);
+        vs += b;
+    }
+    return e;
+}
+
+/* The scratch for every uneven reduce-scatter of ops (grown as needed: a cudaFree
+   synchronises the device, so only a growth pays it). */
+_VS_PRIVATE vs_result _vs_nccl_vscratch(vs_comm* c, const _vs_opdesc* ops, int nops, const char* what)
+{
+    size_t need = 0;
+    for (int i = 0; i < nops; i++) need += _vs_nccl_vbytes(c, &ops[i]);
+    if (need <= c->vscratch_cap) return VS_OK;
+    size_t cap = 4096;
+    while (cap < need && cap <= SIZE_MAX / 2) cap *= 2;
+    if (cap < need) cap = need;
+    vs_device_free(c->world, c->vscratch);
+    c->vscratch = vs_device_alloc(c->world, cap);
+    c->vscratch_cap = c->vscratch ? cap : 0;
+    return c->vscratch ? VS_OK : _vs_err(VS_ERR_NOMEM, "%s: out of device memory for %zu bytes of scratch", what, cap);
+}
+
+_VS_PRIVATE ncclResult_t _vs_nccl_launch(vs_comm* c, const _vs_opdesc* o, char* vs)
 {
     ncclDataType_t ty = _vs_nccl_type(o->dt);
     ncclRedOp_t op = _vs_nccl_op(o->op);
@@ -4958,15 +5045,20 @@ _VS_PRIVATE ncclResult_t _vs_nccl_launch(vs_comm* c, const _vs_opdesc* o)
     case _VS_K_BCAST: return ncclBroadcast(sb, rb, o->count, ty, o->root, nc, st);
     case _VS_K_ALLGATHER:
         if (o->uniform) return ncclAllGather(sb, rb, o->counts[0], ty, nc, st);
-        for (int i = 0; i < n && r == ncclSuccess; i++) // v-form: one broadcast per rank
-            r = ncclBroadcast(i == me ? sb : rb + o->displs[i] * esz, rb + o->displs[i] * esz,
-                              o->counts[i], ty, i, nc, st);
+        // v-form (see _vs_nccl_vbytes): this rank's block copied before (_vs_nccl_vpre), the others' received
+        for (int j = 0; j < n && (r == ncclSuccess || r == ncclInProgress); j++) {
+            if (j == me) continue;
+            if (o->counts[me]) r = ncclSend(sb, o->counts[me], ty, j, nc, st);
+            if ((r == ncclSuccess || r == ncclInProgress) && o->counts[j])
+                r = ncclRecv(rb + o->displs[j] * esz, o->counts[j], ty, j, nc, st);
+        }
         return r;
-    case _VS_K_REDSCAT:
+    case _VS_K_REDSCAT: {
         if (o->uniform) return ncclReduceScatter(sb, rb, o->counts[0], ty, op, nc, st);
-        for (int i = 0; i < n && r == ncclSuccess; i++) // v-form: one reduce per rank
-            r = ncclReduce(sb + o->displs[i] * esz, rb, o->counts[i], ty, op, i, nc, st);
-        return r;
+        size_t mx = _vs_nccl_vmax(c, o); // v-form (see _vs_nccl_vbytes): packed in vs before, reduced in place
+        if (!mx) return ncclSuccess;
+        return ncclReduceScatter(vs, vs + (size_t)me * mx * esz, mx, ty, op, nc, st);
+    }
     case _VS_K_ALLTOALL:
         for (int j = 0; j < n && r == ncclSuccess; j++) {
             if (o->counts[j]) r = ncclSend(sb + o->displs[j] * esz, o->counts[j], ty, j, nc, st);
@@ -4998,6 +5090,32 @@ _VS_PRIVATE vs_result _vs_nccl_fence(vs_comm* c, int after_caller, const char* w
     return e == cudaSuccess ? VS_OK : _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: ordering with the caller's stream: %s", what, cudaGetErrorString(e));
 }
 
+/* A work handle's event: one from the communicator's pool (the events of released
+   handles), else a new one; not one cudaEventCreate per operation. */
+_VS_PRIVATE cudaError_t _vs_nccl_event_get(vs_comm* c, cudaEvent_t* ev)
+{
+    pthread_mutex_lock(&c->qmu);
+    *ev = c->nev ? c->evpool[--c->nev] : NULL;
+    pthread_mutex_unlock(&c->qmu);
+    return *ev ? cudaSuccess : cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+}
+
+/* Back into c's pool (destroyed with c: _vs_nccl_comm_destroy). */
+_VS_PRIVATE void _vs_nccl_event_put(vs_comm* c, cudaEvent_t ev)
+{
+    pthread_mutex_lock(&c->qmu);
+    if (c->nev == c->evcap) {
+        int cap = c->evcap ? 2 * c->evcap : 8;
+        cudaEvent_t* p = (cudaEvent_t*)_vs_hrealloc(_VS_WH(c->world), c->evpool, sizeof *p * (size_t)c->evcap,
+                                                    sizeof *p * (size_t)cap);
+        if (p) c->evpool = p, c->evcap = cap;
+    }
+    int kept = c->nev < c->evcap;
+    if (kept) c->evpool[c->nev++] = ev;
+    pthread_mutex_unlock(&c->qmu);
+    if (!kept) cudaEventDestroy(ev);
+}
+
 _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
 {
     const char* what = _vs_kind_names[ops[0].kind];
@@ -5009,13 +5127,28 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         goto done;
     }
     if ((res = _vs_nccl_fence(c, 1, what))) goto done;
+    if ((res = _vs_nccl_vscratch(c, ops, nops, what))) goto done;
+    {
+        cudaError_t e = _vs_nccl_vpre(c, ops, nops);
+        if (e != cudaSuccess) {
+            res = _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
+            goto done;
+        }
+    }
     {
         ncclResult_t r = ncclGroupStart();
-        for (int i = 0; i < nops && (r == ncclSuccess || r == ncclInProgress); i++)
-            r = _vs_nccl_launch(c, &ops[i]);
+        char* vs = (char*)c->vscratch;
+        for (int i = 0; i < nops && (r == ncclSuccess || r == ncclInProgress); i++) {
+            r = _vs_nccl_launch(c, &ops[i], vs);
+            vs += _vs_nccl_vbytes(c, &ops[i]);
+        }
         ncclResult_t r2 = ncclGroupEnd();
         if (r == ncclSuccess || r == ncclInProgress) r = r2;
         res = _vs_nccl_settle(c, c->nc, r, what, deadline);
+    }
+    if (!res) {
+        cudaError_t e = _vs_nccl_vpost(c, ops, nops);
+        if (e != cudaSuccess) res = _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
     }
     if (res) goto done;
     if (out) {
@@ -5026,7 +5159,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         }
         w->h = _VS_WH(c->world);
         w->comm = c;
-        cudaError_t e = cudaEventCreateWithFlags(&w->ev, cudaEventDisableTiming);
+        cudaError_t e = _vs_nccl_event_get(c, &w->ev);
         if (e == cudaSuccess) e = cudaEventRecord(w->ev, c->stream);
         if (e != cudaSuccess) {
             _vs_work_free(w);
@@ -5133,6 +5266,11 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
     }
     if (c->own_stream) cudaStreamDestroy(c->own);
     if (c->fence) cudaEventDestroy(c->fence);
+    for (int i = 0; i < c->nev; i++) cudaEventDestroy(c->evpool[i]);
+    vs_device_free(c->world, c->vscratch);
+    c->vscratch = NULL, c->vscratch_cap = 0;
+    _vs_hfree(_VS_WH(c->world), c->evpool);
+    c->evpool = NULL, c->nev = c->evcap = 0;
     if (c->scratch) vs_device_free(c->world, c->scratch);
 }
 
@@ -5265,7 +5403,10 @@ _VS_PRIVATE void* _vs_nccl_stream(const vs_comm* c) { return (void*)c->stream; }
 
 _VS_PRIVATE void _vs_nccl_work_release(vs_work* w)
 {
-    if (w->ev) cudaEventDestroy(w->ev);
+    if (w->ev && w->comm)
+        _vs_nccl_event_put(w->comm, w->ev);
+    else if (w->ev)
+        cudaEventDestroy(w->ev);
     w->ev = NULL;
 }
 
@@ -6215,6 +6356,10 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
 
 // >>mesh ----------------------------------------------------------------------
 
+/* Slots of a mesh's cache on its communicator's side: [0], [1] device
+   vs_redistribute's step buffers, [2], [3] its packing, [4] the cross-entropy's. */
+enum { _VS_MSCRATCH = 5 };
+
 typedef struct _vs_subentry {
     int dims[VS_MESH_MAX_DIMS];
     int ndims;
@@ -6236,6 +6381,9 @@ struct vs_mesh {
     int nsubs;
     void* scratch[4]; // redistribute's buffers, kept (grow-only) for the next call
     size_t scratch_cap[4];
+    void* mscratch[_VS_MSCRATCH]; // the same on the comm's side (device memory on NCCL): _vs_mesh_mscratch
+    size_t mscratch_cap[_VS_MSCRATCH];
+    long long* idflag; // device path: pinned host memory, the vocab functions' id check (_vs_ids_launch)
     vs_mesh* parent; // submeshes: the mesh that made (and frees) this one
     int users;       // handles built on this mesh or its submeshes (DDP, ...) still alive
 };
@@ -6406,12 +6554,16 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
     return VS_OK;
 }
 
+_VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m);
+_VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes);
+
 _VS_PRIVATE void _vs_mesh_destroy(vs_mesh* m)
 {
     for (int i = 0; i < m->nsubs; i++) _vs_mesh_destroy(m->subs[i].mesh);
     const _vs_hooks* h = _VS_WH(m->world);
     _vs_hfree(h, m->subs);
     for (int i = 0; i < 4; i++) _vs_hfree_aligned(h, m->scratch[i]);
+    _vs_mesh_mscratch_free(m);
     if (m->owns_comm && m->comm) _vs_comm_destroy(m->comm);
     _vs_hfree(h, m->granks);
     _vs_hfree(h, m);
@@ -7107,6 +7259,37 @@ extern "C" {
             long long i = x / rows, j = x - i * rows; \
             g[x] = (float)_VS_MKN(exp)((double)(lg[x] - mx[i])) / se[i] - (start + j == tg[i] ? 1.0f : 0.0f); \
         } \
+    } \
+    /* the vocab functions' id check on the device (>>tp): the first position whose \
+       id is outside [0, vocab) and that id into flag[0], flag[1] (pinned host \
+       memory, untouched when every id is in range); one block, each thread's \
+       first strided position, then a tree of minima: the same answer however \
+       the threads interleave */ \
+    _VS_MKGLOBAL _VS_MKN(ids_check)(long long* flag, const int* ids, long long n, long long vocab) \
+    { \
+        _VS_MKSHARED long long s[_VS_MKT]; \
+        _VS_MKROWS(row, 1) { \
+            int w; \
+            _VS_MKTHREADS(t) { \
+                long long x, f = n; \
+                for (x = t; x < n; x += _VS_MKT) \
+                    if (ids[x] < 0 || ids[x] >= vocab) { \
+                        f = x; \
+                        break; \
+                    } \
+                s[t] = f; \
+            } \
+            _VS_MKSYNC; \
+            for (w = _VS_MKT / 2; w > 0; w /= 2) { \
+                _VS_MKTHREADS_BELOW(t, w) if (s[t + w] < s[t]) s[t] = s[t + w]; \
+                _VS_MKSYNC; \
+            } \
+            _VS_MKTHREADS(t) if (t == 0 && s[0] < n) { \
+                flag[0] = s[0]; \
+                flag[1] = ids[s[0]]; \
+            } \
+            _VS_MKSYNC; \
+        } \
     }
 
 /* Kernel indices (names: "vs_mk_" + the name); the row kernels run one block per
@@ -7120,12 +7303,13 @@ enum {
     _VS_MK_CE_SUM,
     _VS_MK_CE_LOSS,
     _VS_MK_CE_GRAD,
+    _VS_MK_IDS_CHECK,
     _VS_MK_N
 };
 static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "vs_mk_box",    "vs_mk_embed_fwd",
                                                    "vs_mk_embed_bwd", "vs_mk_ce_max", "vs_mk_ce_sum",
-                                                   "vs_mk_ce_loss",   "vs_mk_ce_grad"};
-#define _VS_MK_ROWKERNEL(ki) ((ki) == _VS_MK_CE_MAX || (ki) == _VS_MK_CE_SUM)
+                                                   "vs_mk_ce_loss",   "vs_mk_ce_grad", "vs_mk_ids_check"};
+#define _VS_MK_ROWKERNEL(ki) ((ki) == _VS_MK_CE_MAX || (ki) == _VS_MK_CE_SUM || (ki) == _VS_MK_IDS_CHECK)
 
 /* The text as NVRTC source. CUDA's qualifiers are spelled vs_rtc_* and defined
    by the source's first lines: a host compiler that includes the real
@@ -7250,6 +7434,9 @@ _VS_PRIVATE void _vs_mk_host(int ki, void** a)
     case _VS_MK_CE_LOSS:
         _vs_mk_ce_loss(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(const float*, 2), _VS_A(const float*, 3),
                        _VS_A(long long, 4));
+        break;
+    case _VS_MK_IDS_CHECK:
+        _vs_mk_ids_check(_VS_A(long long*, 0), _VS_A(const int*, 1), _VS_A(long long, 2), _VS_A(long long, 3));
         break;
     default:
         _vs_mk_ce_grad(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(const float*, 2), _VS_A(const float*, 3),
@@ -7516,39 +7703,6 @@ _VS_PRIVATE void _vs_mem_free(vs_comm* c, void* p)
         vs_device_free(w, p);
     else
         _vs_hfree(w ? &w->hooks : NULL, p);
-}
-
-/* A host view of n ids at p (c's side): p itself on the host path, else a copy
-   through the hooks (*own set: free it with _vs_hfree). */
-_VS_PRIVATE vs_result _vs_mem_ids(vs_comm* c, const char* fn, const int32_t* p, int64_t n, const int32_t** out,
-                                  void** own)
-{
-    *out = p;
-    *own = NULL;
-#ifdef _VS_MESH_CUDA
-    if (_VS_ON_DEVICE(c) && n > 0 && p) {
-        const _vs_hooks* h = c->world ? &c->world->hooks : NULL;
-        int32_t* q = (int32_t*)_vs_halloc(h, sizeof(int32_t) * (size_t)n);
-        if (!q) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %lld ids", fn, (long long)n);
-        cudaStream_t st = (cudaStream_t)vs_comm_stream(c);
-        vs_result fr = _VS_DEV_FENCE(c, 1, fn);
-        if (fr) {
-            _vs_hfree(h, q);
-            return fr;
-        }
-        cudaError_t e = cudaMemcpyAsync(q, p, sizeof(int32_t) * (size_t)n, cudaMemcpyDefault, st);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-        if (e != cudaSuccess) {
-            _vs_hfree(h, q);
-            return _vs_cuda_err(e, fn, "copying the ids to the host");
-        }
-        *out = q;
-        *own = q;
-    }
-#else
-    (void)c, (void)fn, (void)n;
-#endif
-    return VS_OK;
 }
 
 // >>layout --------------------------------------------------------------------
@@ -8614,15 +8768,50 @@ _VS_PRIVATE vs_result _vs_check_ids(const char* fn, const int32_t* ids, int64_t 
     return VS_OK;
 }
 
-/* The ids' check on their host view (a copy when they are device memory). */
+/* The ids' range check. Host buffers: on the host, before anything runs.
+   Device buffers (no copy to the host, no sync of its own; S2-3): here only n
+   and the pointer; then _vs_ids_launch runs a kernel on c's stream that writes
+   the first id out of range and its position into the mesh's pinned flag, and
+   _vs_ids_result reads the flag after the call's own final wait (each vocab
+   function returns when its work is done). So a bad id fails the same call with
+   the same message, but after the kernels ran: they leave such an id out (its
+   embedding row is zeros, it adds no gradient, its target logit counts as 0),
+   and the outputs of a failing call are not meaningful. */
 _VS_PRIVATE vs_result _vs_check_ids_on(vs_comm* c, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
 {
-    const int32_t* h = NULL;
-    void* own = NULL;
-    _VS_TRY(_vs_mem_ids(c, fn, ids, n, &h, &own));
-    vs_result r = _vs_check_ids(fn, h, n, vocab);
-    _vs_hfree(c->world ? &c->world->hooks : NULL, own);
-    return r;
+    if (_VS_ON_DEVICE(c) && n > 0 && ids) return VS_OK; // the range: on the device
+    return _vs_check_ids(fn, ids, n, vocab);
+}
+
+_VS_PRIVATE vs_result _vs_ids_launch(vs_mesh* tp, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
+{
+    if (!_VS_ON_DEVICE(tp->comm) || n == 0) return VS_OK;
+#ifdef _VS_MESH_CUDA
+    if (!tp->idflag) {
+        cudaError_t e = cudaMallocHost((void**)&tp->idflag, 2 * sizeof(long long));
+        if (e != cudaSuccess) {
+            tp->idflag = NULL;
+            return _vs_cuda_err(e, fn, "cudaMallocHost (the id check's flag)");
+        }
+    }
+    tp->idflag[0] = -1; // (the mesh's last vocab call returned when done: no kernel writes it now)
+    long long* f = tp->idflag;
+    long long nn = n, vv = vocab;
+    void* args[] = {&f, &ids, &nn, &vv};
+    return _vs_mk_run(tp->comm, fn, _VS_MK_IDS_CHECK, 1, args);
+#else
+    (void)fn, (void)ids, (void)vocab;
+    return VS_OK;
+#endif
+}
+
+/* r, or the device check's bad id (after the call's final wait). */
+_VS_PRIVATE vs_result _vs_ids_result(vs_mesh* tp, const char* fn, int64_t n, int64_t vocab, vs_result r)
+{
+    if (r || !_VS_ON_DEVICE(tp->comm) || n == 0 || !tp->idflag || tp->idflag[0] < 0) return r;
+    return _vs_err(VS_ERR_INVALID, "%s: id %lld at position %lld out of range [0, %lld) (found on the device, after "
+                   "the call's kernels left it out: the outputs are not meaningful)", fn, tp->idflag[1],
+                   tp->idflag[0], (long long)vocab);
 }
 
 /* The gather, scatter-add and cross-entropy below run >>kernels' text: host
@@ -8643,8 +8832,11 @@ VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shar
     const int32_t* id = ids;
     long long nn = n, dd = dim, st = start, rr = rows;
     void* args[] = {&o, &tb, &id, &nn, &dd, &st, &rr};
+    _VS_TRY(_vs_ids_launch(tp, fn, ids, n, vocab));
     _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_FWD, nn * dd, args));
-    return vs_all_reduce(c, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, NULL);
+    vs_result r = vs_all_reduce(c, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, NULL);
+    if (!r && n * dim == 0) r = _vs_mem_sync(c, fn); // (no all-reduce waited for the check)
+    return _vs_ids_result(tp, fn, n, vocab, r);
 }
 
 VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
@@ -8658,15 +8850,16 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
     _VS_TRY(_vs_check_ids_on(c, fn, ids, n, vocab));
     if (n > 0 && dim > 0 && !grad_out) return _vs_err(VS_ERR_NULL, "%s: grad_out is NULL", fn);
     if (rows > 0 && dim > 0 && !grad_table_shard) return _vs_err(VS_ERR_NULL, "%s: grad_table_shard is NULL", fn);
-    if (rows == 0 || n == 0) return VS_OK;
+    if (n == 0) return VS_OK;
     float* g = grad_table_shard;
     const float* go = grad_out;
     const int32_t* id = ids;
     // nb: threads per column on the device (rows r % nb); any nb adds in token order
     long long nn = n, dd = dim, st = start, rr = rows, nb = _VS_ON_DEVICE(c) ? 16 : 1;
     void* args[] = {&g, &go, &id, &nn, &dd, &st, &rr, &nb};
-    _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_BWD, dd * nb, args));
-    return _vs_mem_sync(c, fn);
+    _VS_TRY(_vs_ids_launch(tp, fn, ids, n, vocab)); // (every rank checks, with rows or not)
+    if (rows > 0) _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_BWD, dd * nb, args));
+    return _vs_ids_result(tp, fn, n, vocab, _vs_mem_sync(c, fn));
 }
 
 VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
@@ -8682,7 +8875,8 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     if (n && !loss) return _vs_err(VS_ERR_NULL, "%s: loss is NULL", fn);
     if (n > 0 && rows > 0 && !logits_shard) return _vs_err(VS_ERR_NULL, "%s: logits_shard is NULL", fn);
     if (n == 0) return VS_OK;
-    float* mx = (float*)_vs_mem_alloc(c, sizeof(float) * (size_t)(3 * n));
+    // scratch kept in the mesh: the next call's kernels come after these on c's stream
+    float* mx = (float*)_vs_mesh_mscratch(tp, 4, sizeof(float) * (size_t)(3 * n));
     if (!mx) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %lld tokens", fn, (long long)n);
     float* se = mx + n; // followed by the target logits: one all-reduce for both
     float* tl = mx + 2 * n;
@@ -8694,15 +8888,27 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     void* a_sum[] = {&se, &tl, &lg, &mx, &tg, &nn, &rr, &st};
     void* a_loss[] = {&loss, &mx, &se, &tl, &nn};
     void* a_grad[] = {&g, &lg, &mx, &se, &tg, &nn, &rr, &st};
-    vs_result r = _vs_mk_run(c, fn, _VS_MK_CE_MAX, nn, a_max);
-    if (!r) r = vs_all_reduce(c, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, NULL);
+    /* on the device the all-reduces are not waited for one by one: the kernels
+       after them are on the same stream, and the one sync at the end covers them
+       (their handles then complete at once); a host transport's progress thread
+       would race with the kernels, so there they block */
+    vs_work *w1 = NULL, *w2 = NULL;
+    vs_work** wp1 = c->tp->device ? &w1 : NULL;
+    vs_work** wp2 = c->tp->device ? &w2 : NULL;
+    vs_result r = _vs_ids_launch(tp, fn, targets, n, vocab);
+    if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_MAX, nn, a_max);
+    if (!r) r = vs_all_reduce(c, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, wp1);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_SUM, nn, a_sum);
-    if (!r) r = vs_all_reduce(c, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, NULL);
+    if (!r) r = vs_all_reduce(c, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, wp2);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_LOSS, nn, a_loss);
     if (!r && grad_shard) r = _vs_mk_run(c, fn, _VS_MK_CE_GRAD, nn * rr, a_grad);
-    vs_result r2 = _vs_mem_sync(c, fn); // before the scratch goes
-    _vs_mem_free(c, mx);
-    return r ? r : r2;
+    if (!r) r = _vs_mem_sync(c, fn); // returns when done (>>tp)
+    vs_work* ws[2] = {w1, w2};
+    for (int i = 0; i < 2; i++) {
+        vs_result rw = ws[i] ? vs_wait(ws[i]) : VS_OK;
+        if (!r) r = rw;
+    }
+    return _vs_ids_result(tp, fn, n, vocab, r);
 }
 
 // >>init ----------------------------------------------------------------------
@@ -8830,7 +9036,39 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
    on the step's communicator's stream (each mesh dim's submesh). Every step
    returns with its stream drained, as the blocking collectives do, so the next
    step (another communicator, another stream) and the caller see its result.
-   Scratch is device memory from the world's hooks, taken and released per call. */
+   Scratch is device memory from the world's hooks, kept in the mesh for the next
+   call (_vs_mesh_mscratch). */
+
+/* Slot i of m's cache on its communicator's side (device memory on NCCL, through
+   the world's hooks), at least `bytes`; NULL when out of memory. Grow-only, in
+   powers of two: a steady state allocates nothing (a cudaFree synchronises the
+   device, and one beside a collective waiting for its peers can deadlock; only
+   a growth frees, and the buffer's earlier users are done: each user's work is
+   stream-ordered on m's communicator or drained). Freed with the mesh. */
+_VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes)
+{
+    if (m->mscratch_cap[i] >= bytes && m->mscratch[i]) return m->mscratch[i];
+    size_t cap = 256;
+    while (cap < bytes && cap <= SIZE_MAX / 2) cap *= 2;
+    if (cap < bytes) cap = bytes;
+    if (m->mscratch[i]) _vs_mem_free(m->comm, m->mscratch[i]);
+    m->mscratch[i] = _vs_mem_alloc(m->comm, cap);
+    m->mscratch_cap[i] = m->mscratch[i] ? cap : 0;
+    return m->mscratch[i];
+}
+
+_VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m)
+{
+#ifdef _VS_MESH_CUDA
+    if (m->idflag) cudaFreeHost(m->idflag);
+#endif
+    m->idflag = NULL;
+    for (int i = 0; i < _VS_MSCRATCH; i++) {
+        if (m->mscratch[i] && m->comm) _vs_mem_free(m->comm, m->mscratch[i]);
+        m->mscratch[i] = NULL;
+        m->mscratch_cap[i] = 0;
+    }
+}
 
 /* dst's box at doff (shape dshape) <- src's box at soff (shape sshape), on c's side. */
 _VS_PRIVATE vs_result _vs_dbox(vs_comm* c, const char* fn, char* dst, const int64_t* dshape, const int64_t* doff,
@@ -8880,7 +9118,7 @@ _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dt
     void* buf[4] = {NULL, NULL, NULL, NULL};
     int need[4] = {ns > 1, ns > 2, packs, packs}, fail = 0;
     for (int i = 0; i < 4; i++)
-        if (need[i] && !(buf[i] = _vs_mem_alloc(mc, bytes))) fail = 1;
+        if (need[i] && !(buf[i] = _vs_mesh_mscratch(m, i, bytes))) fail = 1;
     x.tmp = buf[2];
     x.tmp2 = buf[3];
     vs_result r = fail ? _vs_err(VS_ERR_NOMEM, "%s: out of device memory for %zu-byte scratch buffers", fn, bytes)
@@ -8891,8 +9129,6 @@ _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dt
         r = _vs_run_step(&x, &steps[i], in, out);
         in = out;
     }
-    for (int i = 0; i < 4; i++)
-        if (buf[i]) _vs_mem_free(mc, buf[i]);
     return r;
 }
 

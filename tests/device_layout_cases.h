@@ -263,6 +263,22 @@ static int dl_rank_vocab(vs_world* w, void* arg)
         vs_result r = vs_vocab_embedding_forward(tp, rows ? (const float*)dtab : NULL, V, D, (const int32_t*)dids, n,
                                                  (float*)dout);
         VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "position 5"), "bad id: %d %s", r, vs_last_error());
+        /* the first of two bad ids is named, by every function, on every rank
+           (rows or not); on the device after the kernels ran (S2-3: no copy of
+           the ids to the host), so a good call afterwards works */
+        bad[9] = -1;
+        dl_upload(dev, dids, bad, sizeof bad);
+        r = vs_vocab_embedding_backward(tp, (const float*)dgo, (const int32_t*)dids, n, V, D, rows ? (float*)dtab : NULL);
+        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "position 5"), "bad ids, backward: %d %s", r,
+                 vs_last_error());
+        memcpy(bad, ids, sizeof bad);
+        bad[12] = -7;
+        dl_upload(dev, dids, bad, sizeof bad);
+        r = vs_vocab_cross_entropy(tp, rows ? (const float*)dlg : NULL, n, V, (const int32_t*)dids, (float*)dloss, NULL);
+        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "id -7 at position 12"), "bad target: %d %s", r,
+                 vs_last_error());
+        dl_upload(dev, dids, ids, sizeof ids);
+        VT_OK(vs_vocab_cross_entropy(tp, rows ? (const float*)dlg : NULL, n, V, (const int32_t*)dids, (float*)dloss, NULL));
         void* bufs[] = {dids, dtab, dout, dgo, dlg, dloss, dgrad};
         for (int i = 0; i < 7; i++) dl_free(w, dev, bufs[i]);
         free(table), free(go), free(lg);

@@ -120,6 +120,9 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** a, 
         for (int i = 0; i < 4; i++) MOCK_DEV(A(const float*, i), (size_t)n * 4, "ce loss arrays");
         break;
     }
+    case _VS_MK_IDS_CHECK: /* the flag is pinned host memory */
+        MOCK_DEV(A(const int*, 1), (size_t)A(long long, 2) * 4, "checked ids");
+        break;
     default: {
         long long n = A(long long, 5), rows = A(long long, 6);
         MOCK_DEV(A(float*, 0), (size_t)(n * rows) * 4, "ce grad");

@@ -139,6 +139,32 @@ static int nccl_rank(vs_world* w, void* arg)
             VT_CHECK(((float*)hr)[off + i] == (float)(r * 100 + (int)i), "all_gatherv");
         off += counts[r];
     }
+    /* an uneven reduce-scatterv, rank 1 without a block, twice in one group (each
+       its own padded scratch), then an all-gatherv in place: exact sums */
+    size_t rc[8], rtotal = 0, roff = 0;
+    for (int r = 0; r < n; r++) rtotal += rc[r] = (size_t)(r == 1 ? 0 : r * 3 + 2);
+    for (int r = 0; r < me; r++) roff += rc[r];
+    for (size_t i = 0; i < rtotal; i++) h[i] = (float)(me * 1000 + (int)i);
+    cudaMemcpy(ds, h, rtotal * 4, cudaMemcpyHostToDevice);
+    VT_OK(vs_group_start(c));
+    VT_OK(vs_reduce_scatterv(c, ds, dr, rc, VS_F32, VS_OP_SUM, NULL));
+    VT_OK(vs_reduce_scatterv(c, ds, (float*)dr + 64, rc, VS_F32, VS_OP_MAX, NULL));
+    VT_OK(vs_group_end(c, NULL));
+    cudaMemcpy(hr, dr, (64 + rc[me]) * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < rc[me]; i++) {
+        double sum = 1000.0 * n * (n - 1) / 2 + (double)n * (double)(roff + i), mx = 1000.0 * (n - 1) + (double)(roff + i);
+        VT_CHECK(((float*)hr)[i] == (float)sum && ((float*)hr)[64 + i] == (float)mx,
+                 "reduce_scatterv [%zu]: sum %g (want %g), max %g (want %g)", i, ((float*)hr)[i], sum,
+                 ((float*)hr)[64 + i], mx);
+    }
+    size_t rd[8] = {0};
+    for (int r = 0, o = 0; r < n; o += (int)rc[r], r++) rd[r] = (size_t)o;
+    cudaMemcpy(dr, h, rtotal * 4, cudaMemcpyHostToDevice);
+    VT_OK(vs_all_gatherv(c, (float*)dr + roff, dr, rc, rd, VS_F32, NULL));
+    cudaMemcpy(hr, dr, rtotal * 4, cudaMemcpyDeviceToHost);
+    for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < rc[r]; i++)
+            VT_CHECK(((float*)hr)[rd[r] + i] == (float)(r * 1000 + (int)(rd[r] + i)), "all_gatherv in place");
     vs_comm* sub = NULL;
     VT_OK(vs_comm_split(c, me % 2, me, &sub));
     VT_CHECK(sub && vs_comm_size(sub) == (n + 1 - me % 2) / 2, "split size");

@@ -53,6 +53,8 @@ cudaError_t cudaFreeHost(void* p);
 cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t st);
 cudaError_t cudaFreeAsync(void* p, cudaStream_t st);
 cudaError_t cudaHostUnregister(void* p);
+cudaError_t cudaMallocHost(void** p, size_t n);
+cudaError_t cudaFreeHost(void* p);
 #ifdef __cplusplus
 }
 #endif

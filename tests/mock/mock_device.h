@@ -92,6 +92,17 @@ cudaError_t cudaGetDevice(int* dev)
     *dev = 0;
     return cudaSuccess;
 }
+/* Pinned host memory (the vocab functions' id flag): host memory either way here. */
+cudaError_t cudaMallocHost(void** p, size_t n)
+{
+    *p = malloc(n ? n : 1);
+    return *p ? cudaSuccess : cudaErrorInvalidValue;
+}
+cudaError_t cudaFreeHost(void* p)
+{
+    free(p);
+    return cudaSuccess;
+}
 cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorInvalidValue; } /* one device */
 cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev)
 {

@@ -115,6 +115,7 @@ struct CUstream_st {
     int legacy;
     long id;
     long enq, done; /* operations enqueued, completed */
+    long known;     /* completed as the host has seen (a sync or a query): host_syncs */
     st_op *head, *tail;
     pthread_t th;
     int quit, started, dead;
@@ -220,8 +221,40 @@ typedef struct vs_strict_counts {
     long device_allocs, device_frees, host_waits, h2d, d2h, d2d, libraries, launches, nccl_ops;
     long host_polls; /* polling waits: a thread's cudaStreamQuery / cudaEventQuery found an object busy that it
                         was not already polling (a vs_wait / blocking call on NCCL spins this way) */
+    /* host_syncs: every call that blocks the host on device work it has not yet
+       seen complete, whether or not it had to wait (host_waits counts only those
+       that did, so it depends on timing): the synchronize calls, copies that
+       return when done, and each polled wait (the first cudaStreamQuery /
+       cudaEventQuery of a thread on a stream position or a recorded event). A
+       wait for work up to a position of its stream that an earlier sync or query
+       of the host saw done costs nothing and is not counted. events:
+       cudaEventCreate calls.
+       nccl_colls, nccl_p2p: NCCL collective calls, ncclSend/ncclRecv calls
+       (nccl_ops counts what the streams ran: a group once). */
+    long host_syncs, events, nccl_colls, nccl_p2p;
 } vs_strict_counts;
 static vs_strict_counts st_count;
+static __thread const void* st_poll_obj; /* the last polled stream or event, and its target */
+static __thread long st_poll_target;
+
+/* A polled wait for s's work up to target: counted once per (object, target) a
+   thread queries in a row, unless the host has seen that much of s done. */
+static void st_count_poll_locked(const void* obj, struct CUstream_st* s, long target)
+{
+    if (obj == st_poll_obj && target == st_poll_target) return;
+    st_poll_obj = obj, st_poll_target = target;
+    if (target > s->known) st_count.host_syncs++;
+}
+
+/* A blocking wait for s's work up to t: counted before, s->known set after. */
+static void st_count_sync_locked(struct CUstream_st* s, long t)
+{
+    if (t > s->known) st_count.host_syncs++;
+}
+static void st_seen_locked(struct CUstream_st* s, long t)
+{
+    if (t > s->known) s->known = t;
+}
 
 static unsigned st_rand(void)
 {
@@ -842,9 +875,11 @@ ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
     struct CUstream_st* s = st_stream_locked(h);
     long t = s->enq;
     if (s->done < t) st_count.host_waits++;
+    st_count_sync_locked(s, t);
     struct st_vc* v = st_race_target_locked(s);
     ST_WAIT_UNTIL(s->done >= t, "cudaStreamSynchronize");
     st_race_host_merge_locked(v);
+    st_seen_locked(s, t);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -855,6 +890,8 @@ ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
     st_init_locked();
     struct CUstream_st* s = st_stream_locked(h);
     int busy = s->done < s->enq;
+    st_count_poll_locked(s, s, s->enq);
+    if (!busy) st_seen_locked(s, s->enq);
     if (!busy) st_race_host_merge_locked(st_race_target_locked(s));
     if (busy && st_polling != (const void*)s) st_count.host_polls++;
     st_polling = busy ? (const void*)s : NULL;
@@ -868,7 +905,10 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     st_count.host_waits++;
+    st_count.host_syncs++;
     st_device_idle_locked(st_cur_dev, "cudaDeviceSynchronize");
+    for (struct CUstream_st* q = st_streams; q; q = q->next)
+        if (q->dev == st_cur_dev) st_seen_locked(q, q->done);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -881,6 +921,7 @@ ST_C cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned flags)
     e->dev = st_cur_dev;
     pthread_mutex_lock(&st_mu);
     e->enext = st_events, st_events = e;
+    st_count.events++;
     pthread_mutex_unlock(&st_mu);
     *ev = e;
     return cudaSuccess;
@@ -954,6 +995,8 @@ ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
     }
     int busy = ev->s && ev->s->done < ev->target;
     int dev = ev->dev;
+    if (ev->s) st_count_poll_locked(ev, ev->s, ev->target);
+    if (ev->s && !busy) st_seen_locked(ev->s, ev->target);
     if (!busy) st_race_host_merge_locked(st_vc_ref(ev->vc));
     if (busy && st_polling != (const void*)ev) st_count.host_polls++;
     st_polling = busy ? (const void*)ev : NULL;
@@ -972,9 +1015,11 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
         return st_err(cudaErrorInvalidResourceHandle);
     }
     if (ev->s && ev->s->done < ev->target) st_count.host_waits++;
+    if (ev->s) st_count_sync_locked(ev->s, ev->target);
     struct st_vc* v = st_vc_ref(ev->vc);
     ST_WAIT_UNTIL(!ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
     st_race_host_merge_locked(v);
+    if (ev->s) st_seen_locked(ev->s, ev->target);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -1040,9 +1085,11 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
         if (!async) {
             long t = s->enq; /* "a stream sync is performed before the copy is initiated" */
             if (s->done < t) st_count.host_waits++;
+            st_count_sync_locked(s, t);
             struct st_vc* v = st_race_target_locked(s);
             ST_WAIT_UNTIL(s->done >= t, "cudaMemcpy's stream sync");
             st_race_host_merge_locked(v);
+            st_seen_locked(s, t);
         }
     } else if (!async || (sdev && wd == ST_HOST)) {
         wait = 1; /* synchronous, or device to pageable: returns when done */
@@ -1051,9 +1098,11 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
     if (wait) {
         long t = s->enq;
         st_count.host_waits++;
+        st_count_sync_locked(s, t);
         struct st_vc* v = st_race_target_locked(s);
         ST_WAIT_UNTIL(s->done >= t, fn);
         st_race_host_merge_locked(v);
+        st_seen_locked(s, t);
     }
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
@@ -1245,6 +1294,7 @@ static void st_mk_box(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK
 static void st_mk_efwd(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_EMBED_FWD, a); }
 static void st_mk_ebwd(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_EMBED_BWD, a); }
 static void st_mk_cmax(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_MAX, a); }
+static void st_mk_ids(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_IDS_CHECK, a); }
 static void st_mk_csum(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_SUM, a); }
 static void st_mk_closs(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_LOSS, a); }
 static void st_mk_cgrad(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_GRAD, a); }
@@ -1317,6 +1367,7 @@ static const st_ksig st_ksigs[] = {
     {"vs_mk_ce_sum", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_csum, 3u, st_mr_csum},
     {"vs_mk_ce_loss", 5, {ST_P, ST_P, ST_P, ST_P, ST_LL}, 15u, st_mk_closs, 1u, st_mr_closs},
     {"vs_mk_ce_grad", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_cgrad, 1u, st_mr_cgrad},
+    {"vs_mk_ids_check", 4, {ST_P, ST_P, ST_LL, ST_LL}, 3u, st_mk_ids, 1u, st_mr_ids},
 #endif
 #if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
     {"vs_k_adamw", 13, {ST_P, ST_P, ST_P, ST_P, ST_LL, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F}, 15u, st_k_adamw, 13u, st_dr_adamw},

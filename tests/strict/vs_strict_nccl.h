@@ -598,6 +598,10 @@ static ncclResult_t st_nccl_call(int kind, const void* sb, void* rb, size_t coun
         pthread_mutex_lock(&st_mu);
     }
     st_dev_tid[dev] = pthread_self();
+    if (kind == ST_N_SEND || kind == ST_N_RECV)
+        st_count.nccl_p2p++;
+    else
+        st_count.nccl_colls++;
     st_nop* q = (st_nop*)calloc(1, sizeof *q);
     q->kind = kind, q->comm = c, q->sb = sb, q->rb = rb, q->count = count, q->dt = (int)dt, q->op = op, q->peer = peer;
     q->sbytes = sbytes, q->rbytes = rbytes;

@@ -335,6 +335,11 @@ static void st_mr_cgrad(void** a, dim3 g, size_t* off, size_t* n) /* g, lg, mx, 
     size_t t = (size_t)ST_RA(long long, 5), rows = (size_t)ST_RA(long long, 6);
     n[0] = n[1] = t * rows * 4, n[2] = n[3] = n[4] = t * 4;
 }
+static void st_mr_ids(void** a, dim3 g, size_t* off, size_t* n) /* flag (pinned), ids, n, vocab */
+{
+    (void)g, (void)off;
+    n[0] = 2 * sizeof(long long), n[1] = (size_t)ST_RA(long long, 2) * 4;
+}
 #endif
 #if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
 static size_t st_dk_dsz(int t) { return t == 0 ? 4 : 2; } /* vescale_ddp.h's codes: 0 f32, 1 bf16, 2 f16 */

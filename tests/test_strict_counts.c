@@ -1,0 +1,56 @@
+/* test_strict_counts.c - the steady-state targets bench/strict_counts.c measures
+   that the NCCL path meets, enforced over the strict stand-in (make test:
+   build/test_strict_counts; no GPU). Per step and rank after warm-up, on 2
+   simulated GPUs: no device allocation or free, no CUDA event created, no NVRTC
+   library loaded, no host-to-device copy; DDP reads at most one value back (the
+   clip's norm: it was 2 copies out and 1 in, S2-7); the vocab functions and
+   vs_redistribute copy nothing to the host (the ids were, S2-3); an uneven
+   all-gather or reduce-scatter is at most one NCCL collective (it was one per
+   rank, S2-5). Host syncs: a clip adds one (its read; it added three), the
+   vocab functions one each (their return; they made eight for the three); the
+   others are printed, not checked: DDP's bucket waits and vs_redistribute's
+   steps still poll (see bench/RESULTS.md). */
+#define SC_NO_MAIN
+#include "../bench/strict_counts.c"
+#include "vs_test.h"
+
+static void check_row(const char* what, sc_row o, double d2h_max)
+{
+    VT_CHECK(o.ok, "%s: the run failed", what);
+    VT_CHECK(o.al == 0 && o.fr == 0, "%s: %.2f device allocations and %.2f frees a step", what, o.al, o.fr);
+    VT_CHECK(o.ev == 0, "%s: %.2f CUDA events created a step", what, o.ev);
+    VT_CHECK(o.lib == 0, "%s: %.2f NVRTC libraries loaded a step", what, o.lib);
+    VT_CHECK(o.h2d == 0 && o.d2h <= d2h_max, "%s: %.2f host-to-device and %.2f device-to-host copies a step (at most %g)",
+             what, o.h2d, o.d2h, d2h_max);
+}
+
+int main(void)
+{
+    STEPS = 3;
+    header();
+    char name[96];
+    sc_row d[NCFGS];
+    for (int i = 0; i < NCFGS; i++) {
+        snprintf(name, sizeof name, "counts/DDP ZeRO-%d%s, n=2: nothing allocated or copied a step%s", (int)cfgs[i].zero,
+                 cfgs[i].clip > 0 ? " clipped" : "", cfgs[i].clip > 0 ? ", one sync for the clip" : "");
+        VT_CASE(name, {
+            check_row(name, d[i] = ddp_row(2, i), cfgs[i].clip > 0 ? 1 : 0);
+            if (i % 2) /* cfgs: each stage without, then with the clip */
+                VT_CHECK(d[i].sy - d[i - 1].sy <= 1, "the clip adds %.2f host syncs a step", d[i].sy - d[i - 1].sy);
+        });
+    }
+    VT_CASE("counts/TP vocab, n=2: nothing allocated, no ids copied to the host, one sync a call", {
+        sc_row o = vocab_row(2);
+        check_row("vocab", o, 0);
+        VT_CHECK(o.sy <= 3, "%.2f host syncs for the 3 calls of a step", o.sy);
+    });
+    VT_CASE("counts/vs_redistribute, n=2: no scratch allocated a call", check_row("redistribute", redist_row(2), 0));
+    VT_CASE("counts/uneven all_gatherv + reduce_scatterv, n=4: at most one NCCL collective a call", {
+        sc_row o = uneven_row(4);
+        check_row("uneven", o, 0);
+        VT_CHECK(o.co <= 1, "%.2f NCCL collectives a call (one per rank was the old v-form)", o.co);
+    });
+    VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
+                                             vs_strict_violations(), vs_strict_first_violation()));
+    return vt_summary();
+}
