@@ -1723,7 +1723,7 @@ VS_API vs_result vs_ddp_synchronize(vs_ddp* d)
     if (!d) return vs_set_error(VS_ERR_NULL, "vs_ddp_synchronize: ddp is NULL");
     if (!d->finalized) return VS_OK; // (nothing queued before finalize)
     vs_result r = VS_OK;
-    for (int b = 0; b < d->nbuckets && !r; b++) r = _vs_ddp_params_ready(d, b);
+    for (int b = d->nbuckets - 1; b >= 0 && !r; b--) r = _vs_ddp_params_ready(d, b); // (the last first, as above)
     if (!r) r = _vs_ddp_sync(d);
     return r ? vs_set_error(r, "vs_ddp_synchronize: %s", vs_last_error()) : VS_OK;
 }
@@ -1968,7 +1968,10 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
     d->skip_next = 0; // new gradients: an earlier non-finite norm no longer applies
     if (d->sync) {
         r = _vs_ddp_launch_ready(d, 1);
-        for (int b = 0; b < d->nbuckets; b++) {
+        /* the last launched first: on a device the reductions queue on one
+           stream, so one host wait covers them all (the others' events are done
+           by then); each bucket's own completion is independent of the order */
+        for (int b = d->nbuckets - 1; b >= 0; b--) {
             vs_result rb = _vs_ddp_complete(d, b);
             if (!r) r = rb;
         }

@@ -36,7 +36,7 @@ int main(void)
         VT_CASE(name, {
             check_row(name, d[i] = ddp_row(2, i), cfgs[i].clip > 0 ? 1 : 0);
             if (i % 2) /* cfgs: each stage without, then with the clip */
-                VT_CHECK(d[i].sy - d[i - 1].sy <= 1, "the clip adds %.2f host syncs a step", d[i].sy - d[i - 1].sy);
+                VT_CHECK(d[i].sy - d[i - 1].sy <= 1 + 1e-9, /* (per-step means: not exact in binary) */ "the clip adds %.2f host syncs a step", d[i].sy - d[i - 1].sy);
         });
     }
     VT_CASE("counts/TP vocab, n=2: nothing allocated, no ids copied to the host, one sync a call", {
