@@ -89,10 +89,12 @@
      kernels on desc.stream (the stream backward and forward use). The kernels are
      written once (>>kernels): the host path runs the same text compiled as C, and
      NVRTC compiles it for the rank's GPU in vs_ddp_finalize, so a trainer built by
-     gcc needs no nvcc. A bucket's collective waits (cudaStreamWaitEvent) for the
-     work already on desc.stream; vs_ddp_finish_grad_sync and vs_ddp_param block
-     the host until the collectives they wait for are done. A custom step gets
-     device pointers and vs_step_args.stream.
+     gcc needs no nvcc (once per process and GPU architecture, shared by every
+     vs_ddp: vescale_mesh.h's vs_kernels_get). A bucket's collective waits
+     (cudaStreamWaitEvent) for the work already on desc.stream;
+     vs_ddp_finish_grad_sync and vs_ddp_param block the host until the
+     collectives they wait for are done. A custom step gets device pointers and
+     vs_step_args.stream.
    One thread uses a vs_ddp at a time.
 
    Rules (each broken one is an error with a message naming the value, never a

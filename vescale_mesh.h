@@ -90,7 +90,8 @@
        // >>bootstrap  world init from launcher environment, TCP rendezvous
        // >>mesh       the device mesh
        // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
-                       vs_nvrtc_compile
+                       vs_nvrtc_compile; the kernel framework the parts share
+                       (vs_kernels_get: compiled once per process and architecture)
        // >>layout     placements, local shards, redistribute
        // >>tp         Megatron TP/SP regions, vocab-parallel embedding and loss
        // >>init       sharding-invariant initialization (Philox4x32-10)
@@ -6951,8 +6952,9 @@ extern "C" {
 /* The device kernels of layouts, TP and init, written once. The host path
    compiles this text as C (each kernel a plain loop, each "thread block" a loop
    over its threads); with device buffers (the NCCL transport) the very same text
-   is handed, as a string, to NVRTC at run time and launched on the
-   communicator's stream, so a trainer built by gcc needs no nvcc. NVRTC runs with
+   is handed, as a string, to NVRTC at run time (vs_kernels_get: once per process
+   and GPU architecture) and launched on the communicator's stream, so a trainer
+   built by gcc needs no nvcc. NVRTC runs with
    --fmad=false and IEEE division and square root, and the text brings its own
    exp, log and cos (double, from + - * / only), so host and device give the same
    bits. Row reductions (cross-entropy's max and sum of exps) use one fixed order
