@@ -30,8 +30,8 @@
    Implementation only:
        // >>ddp-state the DDP's parameters, buckets and handle
        // >>kernels   the optimizer's elementwise kernels, one text for C and NVRTC
-       // >>nvrtc     compiling that text for the device
-       // >>cuda      loading and launching it on the trainer's stream
+       // >>cuda      loading it (vescale_mesh.h's vs_kernels_get) and launching it
+                      on the trainer's stream
        // >>agree     ranks checking they hold the same parameters (vs_ddp_finalize)
 
    Step by step (a trainer with its own forward/backward):
@@ -89,10 +89,12 @@
      kernels on desc.stream (the stream backward and forward use). The kernels are
      written once (>>kernels): the host path runs the same text compiled as C, and
      NVRTC compiles it for the rank's GPU in vs_ddp_finalize, so a trainer built by
-     gcc needs no nvcc. A bucket's collective waits (cudaStreamWaitEvent) for the
-     work already on desc.stream; vs_ddp_finish_grad_sync and vs_ddp_param block
-     the host until the collectives they wait for are done. A custom step gets
-     device pointers and vs_step_args.stream.
+     gcc needs no nvcc (once per process and GPU architecture, shared by every
+     vs_ddp: vescale_mesh.h's vs_kernels_get). A bucket's collective waits
+     (cudaStreamWaitEvent) for the work already on desc.stream;
+     vs_ddp_finish_grad_sync and vs_ddp_param block the host until the
+     collectives they wait for are done. A custom step gets device pointers and
+     vs_step_args.stream.
    One thread uses a vs_ddp at a time.
 
    Rules (each broken one is an error with a message naming the value, never a
@@ -512,10 +514,11 @@ extern "C" {
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
-#define _VS_DDP_PRIVATE static __attribute__((unused))
+#define _VS_DDP_UNUSED __attribute__((unused))
 #else
-#define _VS_DDP_PRIVATE static
+#define _VS_DDP_UNUSED
 #endif
+#define _VS_DDP_PRIVATE static _VS_DDP_UNUSED
 
 // >>version --------------------------------------------------------------------
 
@@ -656,69 +659,45 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
 
 // >>kernels --------------------------------------------------------------------
 
-/* The optimizer's elementwise kernels, written once. The host path compiles this
-   text as C (each kernel a plain loop); the CUDA path hands the very same text, as
-   a string, to NVRTC at run time, so a trainer built by gcc gets device kernels
-   without nvcc, and every test of the host path checks the device arithmetic too
-   (NVRTC runs with --fmad=false and IEEE division and square root, so both give
-   the same bits). Dtype codes: 0 f32, 1 bf16, 2 f16. Block comments only in here:
-   the text becomes one line. */
+/* The optimizer's elementwise kernels, written once in vescale_mesh.h's kernel
+   vocabulary (>>kernels there). The host path compiles this text as C (each
+   kernel a plain loop); the CUDA path hands the very same text, as a string, to
+   vs_kernels_get, which NVRTC-compiles it once per process and architecture
+   after the shared prelude, so a trainer built by gcc gets device kernels
+   without nvcc, and every test of the host path checks the device arithmetic
+   too (NVRTC runs with --fmad=false and IEEE division and square root, so both
+   give the same bits). The f16/bf16 conversions are the shared text's
+   (_VS_MK_DTYPES). Dtype codes: 0 f32, 1 bf16, 2 f16. Block comments only in
+   here: the text becomes one line. */
+#define _VS_KN(x) _VS_MKSEL(_vs_hk_##x, vs_k_##x)
 #define _VS_DDP_KERNELS \
-    _VS_KDEV float _VS_KNAME(ld)(const void* p, int t, long long i) \
+    _VS_MKDEV float _VS_KN(ld)(const void* p, int t, long long i) \
     { \
-        unsigned int h, sign, ex, man; \
+        unsigned int h; \
         if (t == 0) return ((const float*)p)[i]; \
         h = ((const unsigned short*)p)[i]; \
-        if (t == 1) return _VS_KU2F(h << 16); \
-        sign = (h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu; \
-        if (ex == 0x1fu) return _VS_KU2F(sign | 0x7f800000u | (man << 13)); \
-        if (ex == 0) { /* subnormal: man * 2^-24 */ \
-            float f = (float)man * (1.0f / 16777216.0f); \
-            return sign ? -f : f; \
-        } \
-        return _VS_KU2F(sign | ((ex + 112u) << 23) | (man << 13)); \
+        return t == 1 ? _VS_MKU2F(h << 16) : _VS_MKN(from_f16)(h); \
     } \
-    _VS_KDEV void _VS_KNAME(st)(void* p, int t, long long i, float v) \
+    _VS_MKDEV void _VS_KN(st)(void* p, int t, long long i, float v) \
     { \
-        unsigned int u = _VS_KF2U(v), r, sign, a, sh, m, q, rem, half; \
-        if (t == 0) { \
+        if (t == 0) \
             ((float*)p)[i] = v; \
-            return; \
-        } \
-        if (t == 1) { /* round to nearest even; NaN stays quiet */ \
-            r = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; \
-        } else { \
-            sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu; \
-            if (a > 0x7f800000u) \
-                r = sign | 0x7e00u; \
-            else if (a >= 0x477ff000u) /* rounds to inf */ \
-                r = sign | 0x7c00u; \
-            else if (a < 0x33000000u) /* below half the smallest subnormal */ \
-                r = sign; \
-            else if (a < 0x38800000u) { /* subnormal */ \
-                sh = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u; \
-                q = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u); \
-                r = sign | (q + (rem > half || (rem == half && (q & 1u)))); \
-            } else { /* rebias the exponent 127 -> 15 */ \
-                m = a - 0x38000000u, q = m >> 13, rem = m & 0x1fffu; \
-                r = sign | (q + (rem > 0x1000u || (rem == 0x1000u && (q & 1u)))); \
-            } \
-        } \
-        ((unsigned short*)p)[i] = (unsigned short)r; \
+        else \
+            ((unsigned short*)p)[i] = t == 1 ? _VS_MKN(bf16)(v) : _VS_MKN(f16)(v); \
     } \
-    _VS_KGLOBAL _VS_KNAME(adamw)(float* p, const float* g, float* m1, float* m2, long long n, float b1, float b2, \
-                                 float omb1, float omb2, float step, float c2, float eps, float decay) \
+    _VS_MKGLOBAL _VS_KN(adamw)(float* p, const float* g, float* m1, float* m2, long long n, float b1, float b2, \
+                               float omb1, float omb2, float step, float c2, float eps, float decay) \
     { \
-        _VS_KLOOP(x, n) { \
+        _VS_MKLOOP(x, n) { \
             m1[x] = b1 * m1[x] + omb1 * g[x]; \
             m2[x] = b2 * m2[x] + omb2 * g[x] * g[x]; \
             p[x] = p[x] * decay - step * m1[x] / (sqrtf(m2[x]) * c2 + eps); \
         } \
     } \
-    _VS_KGLOBAL _VS_KNAME(sgd)(float* p, const float* g, float* m1, long long n, float mu, float lr, float wd, \
-                               int nesterov) \
+    _VS_MKGLOBAL _VS_KN(sgd)(float* p, const float* g, float* m1, long long n, float mu, float lr, float wd, \
+                             int nesterov) \
     { \
-        _VS_KLOOP(x, n) { \
+        _VS_MKLOOP(x, n) { \
             float gx = g[x] + wd * p[x]; \
             if (m1) { \
                 m1[x] = mu * m1[x] + gx; \
@@ -727,21 +706,21 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
             p[x] -= lr * gx; \
         } \
     } \
-    _VS_KGLOBAL _VS_KNAME(to_f32)(float* dst, const void* src, int t, long long n) \
+    _VS_MKGLOBAL _VS_KN(to_f32)(float* dst, const void* src, int t, long long n) \
     { \
-        _VS_KLOOP(x, n) dst[x] = _VS_KNAME(ld)(src, t, x); \
+        _VS_MKLOOP(x, n) dst[x] = _VS_KN(ld)(src, t, x); \
     } \
-    _VS_KGLOBAL _VS_KNAME(from_f32)(void* dst, int t, const float* src, long long n) \
+    _VS_MKGLOBAL _VS_KN(from_f32)(void* dst, int t, const float* src, long long n) \
     { \
-        _VS_KLOOP(x, n) _VS_KNAME(st)(dst, t, x, src[x]); \
+        _VS_MKLOOP(x, n) _VS_KN(st)(dst, t, x, src[x]); \
     } \
-    _VS_KGLOBAL _VS_KNAME(add_f32)(float* acc, const void* src, int t, long long n) \
+    _VS_MKGLOBAL _VS_KN(add_f32)(float* acc, const void* src, int t, long long n) \
     { \
-        _VS_KLOOP(x, n) acc[x] += _VS_KNAME(ld)(src, t, x); \
+        _VS_MKLOOP(x, n) acc[x] += _VS_KN(ld)(src, t, x); \
     } \
-    _VS_KGLOBAL _VS_KNAME(scale)(void* a, int t, long long n, float s) \
+    _VS_MKGLOBAL _VS_KN(scale)(void* a, int t, long long n, float s) \
     { \
-        _VS_KLOOP(x, n) _VS_KNAME(st)(a, t, x, _VS_KNAME(ld)(a, t, x) * s); \
+        _VS_MKLOOP(x, n) _VS_KN(st)(a, t, x, _VS_KN(ld)(a, t, x) * s); \
     }
 
 /* Blocks of the device sum of squares: a fixed number, each adding into its own
@@ -749,73 +728,45 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
 #define _VS_KPARTS 64
 #define _VS_KTHREADS 256
 
-/* The kernels above as NVRTC source, plus the device-only reduction. */
-#ifndef _VS_RTC_PRELUDE /* vescale_mesh.h's (its implementation may be in another file) */
-#define _VS_RTC_PRELUDE \
-    "#define vs_rtc_device __device__\n#define vs_rtc_global extern \"C\" __global__\n" \
-    "#define vs_rtc_shared __shared__\n#define vs_rtc_sync __syncthreads\n"
-#endif
-#define _VS_KDEV vs_rtc_device static /* spelled as vescale_mesh.h's kernels are, for the same reason */
-#define _VS_KGLOBAL vs_rtc_global void
-#define _VS_KNAME(x) vs_k_##x
-#define _VS_KLOOP(x, n) for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < (n); x += (long long)gridDim.x * blockDim.x)
-#define _VS_KU2F(u) __uint_as_float(u)
-#define _VS_KF2U(f) __float_as_uint(f)
-#define _VS_KSTR_(...) #__VA_ARGS__
-#define _VS_KSTR(...) _VS_KSTR_(__VA_ARGS__)
-_VS_DDP_PRIVATE const char* _vs_ddp_cuda_source(void)
-{
-    static const char src[] = _VS_RTC_PRELUDE _VS_KSTR(_VS_DDP_KERNELS) "\n"
-        "extern \"C\" __global__ void vs_k_sumsq(const float* g, long long n, double* part)\n"
-        "{\n"
-        "    __shared__ double s[" _VS_KSTR(_VS_KTHREADS) "];\n"
-        "    double v = 0;\n"
-        "    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n;\n"
-        "         x += (long long)gridDim.x * blockDim.x)\n"
-        "        v += (double)g[x] * (double)g[x];\n"
-        "    s[threadIdx.x] = v;\n"
-        "    __syncthreads();\n"
-        "    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {\n"
-        "        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];\n"
-        "        __syncthreads();\n"
-        "    }\n"
-        "    if (threadIdx.x == 0) part[blockIdx.x] += s[0];\n"
-        "}\n";
-    return src;
-}
-#undef _VS_KDEV
-#undef _VS_KGLOBAL
-#undef _VS_KNAME
-#undef _VS_KLOOP
-#undef _VS_KU2F
-#undef _VS_KF2U
+/* Kernel indices, and their names in the device text. */
+enum { _VS_KI_ADAMW, _VS_KI_SGD, _VS_KI_TO_F32, _VS_KI_FROM_F32, _VS_KI_ADD_F32, _VS_KI_SCALE, _VS_KI_SUMSQ, _VS_KI_N };
+static const char* const _vs_ddp_knames[_VS_KI_N] _VS_DDP_UNUSED = {
+    "vs_k_adamw", "vs_k_sgd", "vs_k_to_f32", "vs_k_from_f32", "vs_k_add_f32", "vs_k_scale", "vs_k_sumsq"};
 
-/* ... and as host C. */
-_VS_DDP_PRIVATE float _vs_hk_u2f(unsigned int u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-_VS_DDP_PRIVATE unsigned int _vs_hk_f2u(float f)
-{
-    unsigned int u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-#define _VS_KDEV _VS_DDP_PRIVATE
-#define _VS_KGLOBAL _VS_DDP_PRIVATE void
-#define _VS_KNAME(x) _vs_hk_##x
-#define _VS_KLOOP(x, n) for (long long x = 0; x < (n); x++)
-#define _VS_KU2F(u) _vs_hk_u2f(u)
-#define _VS_KF2U(f) _vs_hk_f2u(f)
+/* The kernels above as NVRTC source, plus the device-only reduction. */
+#ifdef _VS_DDP_NVRTC /* (a C99 compiler need not take a string this long: only NVRTC builds have it) */
+#define _VS_MK_DEVICE 1
+static const char _vs_ddp_body[] _VS_DDP_UNUSED = _VS_MKSTR(_VS_DDP_KERNELS) "\n"
+    "extern \"C\" __global__ void vs_k_sumsq(const float* g, long long n, double* part)\n"
+    "{\n"
+    "    __shared__ double s[" _VS_MKSTR(_VS_KTHREADS) "];\n"
+    "    double v = 0;\n"
+    "    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n;\n"
+    "         x += (long long)gridDim.x * blockDim.x)\n"
+    "        v += (double)g[x] * (double)g[x];\n"
+    "    s[threadIdx.x] = v;\n"
+    "    __syncthreads();\n"
+    "    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {\n"
+    "        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];\n"
+    "        __syncthreads();\n"
+    "    }\n"
+    "    if (threadIdx.x == 0) part[blockIdx.x] += s[0];\n"
+    "}\n";
+#undef _VS_MK_DEVICE
+static const vs_kernel_text _vs_ddp_text _VS_DDP_UNUSED = {"vescale_ddp_kernels.cu", _vs_ddp_body, _VS_KI_N,
+                                                           _vs_ddp_knames};
+#endif
+
+/* ... and as host C: the shared part once per file (vescale_mesh.h's
+   implementation builds it when it is in this file), then the kernels. */
+#define _VS_MK_DEVICE 0
+#ifndef _VS_MK_HOST_SHARED
+#define _VS_MK_HOST_SHARED
+_VS_MK_HOSTBITS
+_VS_MK_DTYPES
+#endif
 _VS_DDP_KERNELS
-#undef _VS_KDEV
-#undef _VS_KGLOBAL
-#undef _VS_KNAME
-#undef _VS_KLOOP
-#undef _VS_KU2F
-#undef _VS_KF2U
+#undef _VS_MK_DEVICE
 
 _VS_DDP_PRIVATE int _vs_kdt(vs_dtype t) { return t == VS_F32 ? 0 : t == VS_BF16 ? 1 : 2; }
 
@@ -830,41 +781,19 @@ _VS_DDP_PRIVATE void* _vs_ddp_new(const vs_world* w, size_t n, size_t size)
 }
 #define _VS_DDP_NEW(w, T, n) ((T*)_vs_ddp_new((w), (size_t)(n), sizeof(T)))
 
-// >>nvrtc ----------------------------------------------------------------------
-#ifdef _VS_DDP_NVRTC
-
-/* Compiles the kernels for `arch` ("sm_90": a cubin; "compute_90": PTX) into a
-   buffer from malloc. No device needed. NVRTC's driving (options, log, image) is
-   vescale_mesh.h's, shared with the layout kernels (>>kernels there). */
-_VS_DDP_PRIVATE vs_result _vs_ddp_nvrtc(const vs_world* w, const char* arch, char** image, size_t* size)
-{
-    vs_result r = vs_nvrtc_compile(w, _vs_ddp_cuda_source(), "vescale_ddp_kernels.cu", arch, image, size);
-    if (!r) return VS_OK;
-    char why[768]; // the message buffer is about to be rewritten
-    snprintf(why, sizeof why, "%s", vs_last_error());
-    return vs_set_error(r, "vs_ddp: %s", why);
-}
-#endif // _VS_DDP_NVRTC
-
 // >>cuda -----------------------------------------------------------------------
-
-enum { _VS_KI_ADAMW, _VS_KI_SGD, _VS_KI_TO_F32, _VS_KI_FROM_F32, _VS_KI_ADD_F32, _VS_KI_SCALE, _VS_KI_SUMSQ, _VS_KI_N };
 
 #ifdef _VS_DDP_CUDA
 
 struct _vs_dcuda {
     cudaStream_t stream; // the trainer's (vs_ddp_desc.stream)
-    cudaLibrary_t lib;
-    cudaKernel_t k[_VS_KI_N];
+    void* k[_VS_KI_N];   // the process's kernels (vs_kernels_get): cudaKernel_t
     cudaEvent_t ev; // orders the stream's work before a collective on a comm's stream
     double* part;   // 2 x _VS_KPARTS partial sums of squares (device): the counted elements', then the copies'
     double* norm;   // the norm's all-reduce buffer (device)
 };
 
-_VS_DDP_PRIVATE vs_result _vs_ddp_cuerr(cudaError_t e, const char* what)
-{
-    return vs_set_error(VS_ERR_BACKEND, "vs_ddp: %s: %s", what, cudaGetErrorString(e));
-}
+_VS_DDP_PRIVATE vs_result _vs_ddp_cuerr(cudaError_t e, const char* what) { return vs_cuda_error((int)e, "vs_ddp", what); }
 
 _VS_DDP_PRIVATE void _vs_ddp_cuda_free(vs_ddp* d)
 {
@@ -873,38 +802,22 @@ _VS_DDP_PRIVATE void _vs_ddp_cuda_free(vs_ddp* d)
     if (cu->part) vs_device_free(d->world, cu->part);
     if (cu->norm) vs_device_free(d->world, cu->norm);
     if (cu->ev) cudaEventDestroy(cu->ev);
-    if (cu->lib) cudaLibraryUnload(cu->lib);
     vs_free(d->world, cu);
     d->cu = NULL;
 }
 
-/* Compiles the kernels for this rank's device (once per vs_ddp) and loads them. */
+/* The kernels for this rank's device (compiled the first time in the process)
+   and the DDP's device scratch. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_cuda_init(vs_ddp* d)
 {
-    static const char* const names[_VS_KI_N] = {"vs_k_adamw", "vs_k_sgd", "vs_k_to_f32", "vs_k_from_f32",
-                                                 "vs_k_add_f32", "vs_k_scale", "vs_k_sumsq"};
-    int dev = 0, maj = 0, mnr = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&mnr, cudaDevAttrComputeCapabilityMinor, dev);
-    if (e != cudaSuccess) return _vs_ddp_cuerr(e, "the current CUDA device");
     _vs_dcuda* cu = _VS_DDP_NEW(d->world, _vs_dcuda, 1);
     if (!cu) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory");
     d->cu = cu;
     cu->stream = (cudaStream_t)d->desc.stream;
-    char arch[32];
-    snprintf(arch, sizeof arch, "sm_%d%d", maj, mnr);
-    char* image;
-    size_t size;
-    vs_result r = _vs_ddp_nvrtc(d->world, arch, &image, &size);
+    vs_result r = vs_kernels_get(&_vs_ddp_text, "vs_ddp", cu->k);
     if (r) return r;
-    e = cudaLibraryLoadData(&cu->lib, image, NULL, NULL, 0, NULL, NULL, 0);
-    vs_free(d->world, image);
-    if (e != cudaSuccess) return _vs_ddp_cuerr(e, "loading the optimizer kernels");
-    for (int i = 0; i < _VS_KI_N; i++)
-        if ((e = cudaLibraryGetKernel(&cu->k[i], cu->lib, names[i])) != cudaSuccess) return _vs_ddp_cuerr(e, names[i]);
-    if ((e = cudaEventCreateWithFlags(&cu->ev, cudaEventDisableTiming)) != cudaSuccess)
-        return _vs_ddp_cuerr(e, "cudaEventCreate");
+    cudaError_t e = cudaEventCreateWithFlags(&cu->ev, cudaEventDisableTiming);
+    if (e != cudaSuccess) return _vs_ddp_cuerr(e, "cudaEventCreate");
     cu->part = (double*)vs_device_alloc(d->world, sizeof(double) * 2 * _VS_KPARTS);
     cu->norm = (double*)vs_device_alloc(d->world, sizeof(double));
     if (!cu->part || !cu->norm) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of device memory");
@@ -921,7 +834,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_kernel(const vs_ddp* d, int ki, int64_t n, voi
     grid.x = (unsigned)blocks, grid.y = grid.z = 1;
     block.x = _VS_KTHREADS, block.y = block.z = 1;
     cudaError_t e = cudaLaunchKernel((const void*)d->cu->k[ki], grid, block, args, 0, d->cu->stream);
-    return e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "kernel launch");
+    if (e == cudaSuccess) return VS_OK;
+    char what[64];
+    snprintf(what, sizeof what, "kernel launch of %s", _vs_ddp_knames[ki]);
+    return _vs_ddp_cuerr(e, what);
 }
 
 /* The trainer's stream so far happens before what is next enqueued on c's stream. */

@@ -90,7 +90,8 @@
        // >>bootstrap  world init from launcher environment, TCP rendezvous
        // >>mesh       the device mesh
        // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
-                       vs_nvrtc_compile
+                       vs_nvrtc_compile; the kernel framework the parts share
+                       (vs_kernels_get: compiled once per process and architecture)
        // >>layout     placements, local shards, redistribute
        // >>tp         Megatron TP/SP regions, vocab-parallel embedding and loss
        // >>init       sharding-invariant initialization (Philox4x32-10)
@@ -818,6 +819,144 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
 VS_API vs_result vs_nvrtc_compile(const vs_world* w, const char* src, const char* name, const char* arch,
                                   char** image, size_t* size);
 
+/* vescale's device kernels, for the parts built on this header (vescale_ddp.h
+   uses them; not an API for trainers, and free to change). A part writes its
+   kernels once, as text in the _VS_MK* vocabulary below, and builds that text
+   twice: as host C with _VS_MK_DEVICE defined 0 (each kernel a plain loop: the
+   host path) and, with it 1, stringified into NVRTC source that vs_kernels_get
+   compiles and loads. The vocabulary and the text every part shares
+   (_VS_MK_DTYPES) are here, in the declarations, so that a part whose
+   implementation is in another file than this header's builds its host kernels
+   from them too. */
+typedef struct vs_kernel_text {
+    const char* name;           /* NVRTC's program name, for messages ("vescale_ddp_kernels.cu") */
+    const char* body;           /* the kernels' NVRTC source; compiled after the shared prelude
+                                   (the vs_rtc_* qualifiers, _VS_MK_DTYPES' device build) */
+    int count;                  /* kernels */
+    const char* const* kernels; /* their extern "C" names */
+} vs_kernel_text;
+/* t's kernels for the calling thread's current CUDA device: kernels[i] gets
+   t->kernels[i]'s cudaKernel_t. NVRTC compiles t once per process and device
+   architecture: a cubin for the device's sm_XY, or, for a device newer than
+   the NVRTC, PTX for the newest compute_XY that NVRTC knows (the driver
+   compiles it for the device). The image is loaded once per process too
+   (cudaLibraryLoadData: the library and its kernels are context-independent;
+   every device of that architecture runs them). Compiled images and libraries
+   are kept until the process exits (never unloaded: the driver releases them
+   with the process). Any thread; threads asking at once wait for one compile.
+   VS_ERR_UNAVAILABLE in a build without CUDA (VESCALE_NCCL); VS_ERR_BACKEND
+   with NVRTC's log or CUDA's error; messages start with fn (NULL:
+   "vs_kernels_get"). t and its strings must be static storage: the cache keeps
+   them. */
+VS_API vs_result vs_kernels_get(const vs_kernel_text* t, const char* fn, void** kernels);
+/* VS_ERR_BACKEND with "fn: what: <CUDA's error string>" for the CUDA error code
+   err (a cudaError_t), which vs_last_backend_code() then gives. */
+VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what);
+
+/* The vocabulary: each word is its host meaning where _VS_MK_DEVICE is 0 at the
+   point of use, its device meaning where it is 1. */
+#define _VS_MKSEL(h, d) _VS_MKSEL_(_VS_MK_DEVICE, h, d)
+#define _VS_MKSEL_(m, h, d) _VS_MKSEL__(m, h, d)
+#define _VS_MKSEL__(m, h, d) _VS_MKSEL_##m(h, d)
+#define _VS_MKSEL_0(h, d) h
+#define _VS_MKSEL_1(h, d) d
+#if defined(__GNUC__) || defined(__clang__)
+#define _VS_MKHOSTFN static __attribute__((unused))
+#else
+#define _VS_MKHOSTFN static
+#endif
+#define _VS_MKDEV _VS_MKSEL(_VS_MKHOSTFN, vs_rtc_device static)         /* a device function */
+#define _VS_MKGLOBAL _VS_MKSEL(_VS_MKHOSTFN void, vs_rtc_global void)   /* a kernel */
+#define _VS_MKN(x) _VS_MKSEL(_vs_mk_##x, vs_mk_##x)                     /* names of the shared text */
+#define _VS_MKLOOP _VS_MKSEL(_VS_MKLOOP_H, _VS_MKLOOP_D)                /* (x, n): x over [0, n), grid-strided */
+#define _VS_MKROWS _VS_MKSEL(_VS_MKROWS_H, _VS_MKROWS_D)                /* (i, n): row i of n, a block each */
+#define _VS_MKTHREADS _VS_MKSEL(_VS_MKTHREADS_H, _VS_MKTHREADS_D)       /* (t): each thread t of the block */
+#define _VS_MKTHREADS_BELOW _VS_MKSEL(_VS_MKTHREADS_BELOW_H, _VS_MKTHREADS_BELOW_D) /* (t, k): those below k */
+#define _VS_MKSYNC _VS_MKSEL(((void)0), vs_rtc_sync())                  /* __syncthreads */
+#define _VS_MKSHARED _VS_MKSEL(, vs_rtc_shared)                         /* __shared__ */
+#define _VS_MKU2F _VS_MKSEL(_vs_mk_u2f, __uint_as_float)                /* bits as float, and back */
+#define _VS_MKF2U _VS_MKSEL(_vs_mk_f2u, __float_as_uint)
+#define _VS_MKU2D _VS_MKSEL(_vs_mk_u2d, _VS_MKU2D_D)                    /* bits as double, and back */
+#define _VS_MKD2U _VS_MKSEL(_vs_mk_d2u, _VS_MKD2U_D)
+#define _VS_MKLOOP_H(x, n) for (long long x = 0; x < (n); x++)
+#define _VS_MKLOOP_D(x, n) \
+    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < (n); x += (long long)gridDim.x * blockDim.x)
+#define _VS_MKROWS_H(i, n) for (long long i = 0; i < (n); i++)
+#define _VS_MKROWS_D(i, n) for (long long i = blockIdx.x; i < (n); i += gridDim.x)
+#define _VS_MKTHREADS_H(t) for (int t = 0; t < _VS_MKT; t++)
+#define _VS_MKTHREADS_D(t) for (int t = (int)threadIdx.x, t##_once = 1; t##_once; t##_once = 0)
+#define _VS_MKTHREADS_BELOW_H(t, k) for (int t = 0; t < (k) && t < _VS_MKT; t++)
+#define _VS_MKTHREADS_BELOW_D(t, k) _VS_MKTHREADS_D(t) if (t < (k))
+#define _VS_MKU2D_D(u) __longlong_as_double((long long)(u))
+#define _VS_MKD2U_D(d) ((unsigned long long)__double_as_longlong(d))
+#define _VS_MKT 256 /* threads per block */
+#define _VS_MKSTR_(...) #__VA_ARGS__
+#define _VS_MKSTR(...) _VS_MKSTR_(__VA_ARGS__)
+
+/* The host build's bit casts (the device has its intrinsics). */
+#define _VS_MK_HOSTBITS \
+    _VS_MKHOSTFN float _vs_mk_u2f(unsigned int u) \
+    { \
+        float f; \
+        memcpy(&f, &u, 4); \
+        return f; \
+    } \
+    _VS_MKHOSTFN unsigned int _vs_mk_f2u(float f) \
+    { \
+        unsigned int u; \
+        memcpy(&u, &f, 4); \
+        return u; \
+    } \
+    _VS_MKHOSTFN double _vs_mk_u2d(unsigned long long u) \
+    { \
+        double d; \
+        memcpy(&d, &u, 8); \
+        return d; \
+    } \
+    _VS_MKHOSTFN unsigned long long _vs_mk_d2u(double d) \
+    { \
+        unsigned long long u; \
+        memcpy(&u, &d, 8); \
+        return u; \
+    }
+
+/* f32 to bf16 and f16 and f16 to f32, round to nearest even (NaN stays quiet),
+   the same bits as vs_f32_to_bf16, vs_f32_to_f16 and vs_f16_to_f32 (bf16 to f32
+   is _VS_MKU2F(h << 16)). Block comments only in kernel text: it becomes one
+   line. */
+#define _VS_MK_DTYPES \
+    _VS_MKDEV unsigned short _VS_MKN(bf16)(float f) \
+    { \
+        unsigned int u = _VS_MKF2U(f); \
+        if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); \
+        return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); \
+    } \
+    _VS_MKDEV unsigned short _VS_MKN(f16)(float f) \
+    { \
+        unsigned int u = _VS_MKF2U(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu, sh, m, q, rem, half; \
+        if (a > 0x7f800000u) return (unsigned short)(sign | 0x7e00u); \
+        if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); /* rounds to inf */ \
+        if (a < 0x33000000u) return (unsigned short)sign; /* below half the smallest subnormal */ \
+        if (a < 0x38800000u) { /* subnormal */ \
+            sh = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u; \
+            q = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u); \
+            return (unsigned short)(sign | (q + (rem > half || (rem == half && (q & 1u))))); \
+        } \
+        m = a - 0x38000000u, q = m >> 13, rem = m & 0x1fffu; /* rebias the exponent 127 -> 15 */ \
+        return (unsigned short)(sign | (q + (rem > 0x1000u || (rem == 0x1000u && (q & 1u))))); \
+    } \
+    _VS_MKDEV float _VS_MKN(from_f16)(unsigned int h) \
+    { \
+        unsigned int sign = (h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu; \
+        float f; \
+        if (ex == 0x1fu) return _VS_MKU2F(sign | 0x7f800000u | (man << 13)); \
+        if (ex == 0) { /* subnormal: man * 2^-24 */ \
+            f = (float)man * (1.0f / 16777216.0f); \
+            return sign ? -f : f; \
+        } \
+        return _VS_MKU2F(sign | ((ex + 112u) << 23) | (man << 13)); \
+    }
+
 // >>layout -------------------------------------------------------------------
 
 #define VS_TENSOR_MAX_DIMS 8
@@ -1056,6 +1195,10 @@ VS_API vs_result vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_h
 #endif
 #ifdef VESCALE_NCCL
 #include <cuda_runtime.h>
+/* >>kernels loads its kernels with cudaLibraryLoadData / cudaLibraryGetKernel. */
+#if !defined(CUDART_VERSION) || CUDART_VERSION < 12000
+#error "vescale: VESCALE_NCCL needs CUDA 12.0 or later (cudaLibraryLoadData, cudaLibraryGetKernel); this cuda_runtime.h is older"
+#endif
 #include <nccl.h>
 #endif
 
@@ -6961,15 +7104,15 @@ extern "C" {
 /* The device kernels of layouts, TP and init, written once. The host path
    compiles this text as C (each kernel a plain loop, each "thread block" a loop
    over its threads); with device buffers (the NCCL transport) the very same text
-   is handed, as a string, to NVRTC at run time and launched on the
-   communicator's stream, so a trainer built by gcc needs no nvcc. NVRTC runs with
+   is handed, as a string, to NVRTC at run time (vs_kernels_get: once per process
+   and GPU architecture) and launched on the communicator's stream, so a trainer
+   built by gcc needs no nvcc. NVRTC runs with
    --fmad=false and IEEE division and square root, and the text brings its own
    exp, log and cos (double, from + - * / only), so host and device give the same
    bits. Row reductions (cross-entropy's max and sum of exps) use one fixed order
    on both: _VS_MKT strided partial sums, then a tree. Dtype and init-kind codes
    are vs_dtype's and vs_init_kind's values. Block comments only in here: the
    text becomes one line. */
-#define _VS_MKT 256
 #define _VS_MK_MAXD 8
 #define _VS_MESH_KERNELS \
     typedef struct _VS_MKN(geo_s) { /* a strided box copy: element x of the box */ \
@@ -7077,38 +7220,7 @@ extern "C" {
         u = (double)(((unsigned long long)x[0] << 21) ^ (x[1] >> 11)) * (1.0 / 9007199254740992.0); \
         if (kind == 3) return a + (b - a) * u; \
         v = (double)(((unsigned long long)x[2] << 21) ^ (x[3] >> 11)) * (1.0 / 9007199254740992.0); \
-        return a + std * (_VS_MKSQRT(-2.0 * _VS_MKN(log)(1.0 - u)) * _VS_MKN(cos2pi)(v)); \
-    } \
-    _VS_MKDEV unsigned short _VS_MKN(bf16)(float f) \
-    { \
-        unsigned int u = _VS_MKF2U(f); \
-        if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); \
-        return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); \
-    } \
-    _VS_MKDEV unsigned short _VS_MKN(f16)(float f) \
-    { \
-        unsigned int u = _VS_MKF2U(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu, sh, m, q, rem, half; \
-        if (a > 0x7f800000u) return (unsigned short)(sign | 0x7e00u); \
-        if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); \
-        if (a < 0x33000000u) return (unsigned short)sign; \
-        if (a < 0x38800000u) { \
-            sh = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u; \
-            q = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u); \
-            return (unsigned short)(sign | (q + (rem > half || (rem == half && (q & 1u))))); \
-        } \
-        m = a - 0x38000000u, q = m >> 13, rem = m & 0x1fffu; \
-        return (unsigned short)(sign | (q + (rem > 0x1000u || (rem == 0x1000u && (q & 1u))))); \
-    } \
-    _VS_MKDEV float _VS_MKN(from_f16)(unsigned int h) \
-    { \
-        unsigned int sign = (h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu; \
-        float f; \
-        if (ex == 0x1fu) return _VS_MKU2F(sign | 0x7f800000u | (man << 13)); \
-        if (ex == 0) { \
-            f = (float)man * (1.0f / 16777216.0f); \
-            return sign ? -f : f; \
-        } \
-        return _VS_MKU2F(sign | ((ex + 112u) << 23) | (man << 13)); \
+        return a + std * (sqrt(-2.0 * _VS_MKN(log)(1.0 - u)) * _VS_MKN(cos2pi)(v)); \
     } \
     /* stores v as dtype dt at element i; uniform draws that round up to b store a */ \
     _VS_MKDEV void _VS_MKN(store)(void* p, int dt, long long i, double v, int kind, double a, double b) \
@@ -7311,91 +7423,33 @@ static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "v
                                                    "vs_mk_ce_loss",   "vs_mk_ce_grad", "vs_mk_ids_check"};
 #define _VS_MK_ROWKERNEL(ki) ((ki) == _VS_MK_CE_MAX || (ki) == _VS_MK_CE_SUM || (ki) == _VS_MK_IDS_CHECK)
 
-/* The text as NVRTC source. CUDA's qualifiers are spelled vs_rtc_* and defined
-   by the source's first lines: a host compiler that includes the real
-   <cuda_runtime.h> (gcc or clang building an NCCL trainer) defines __device__,
-   __global__ and __shared__ as nothing, and the stringified text would lose
-   them (the strict stand-in found it: NVRTC refused every kernel). */
-#define _VS_RTC_PRELUDE \
-    "#define vs_rtc_device __device__\n#define vs_rtc_global extern \"C\" __global__\n" \
-    "#define vs_rtc_shared __shared__\n#define vs_rtc_sync __syncthreads\n"
-#define _VS_MKDEV vs_rtc_device static
-#define _VS_MKGLOBAL vs_rtc_global void
-#define _VS_MKN(x) vs_mk_##x
-#define _VS_MKLOOP(x, n) \
-    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < (n); x += (long long)gridDim.x * blockDim.x)
-#define _VS_MKROWS(i, n) for (long long i = blockIdx.x; i < (n); i += gridDim.x)
-#define _VS_MKTHREADS(t) for (int t = (int)threadIdx.x, t##_once = 1; t##_once; t##_once = 0)
-#define _VS_MKTHREADS_BELOW(t, k) _VS_MKTHREADS(t) if (t < (k))
-#define _VS_MKSYNC vs_rtc_sync()
-#define _VS_MKSHARED vs_rtc_shared
-#define _VS_MKU2F(u) __uint_as_float(u)
-#define _VS_MKF2U(f) __float_as_uint(f)
-#define _VS_MKU2D(u) __longlong_as_double((long long)(u))
-#define _VS_MKD2U(d) ((unsigned long long)__double_as_longlong(d))
-#define _VS_MKSQRT(x) sqrt(x)
-#define _VS_MKSTR_(...) #__VA_ARGS__
-#define _VS_MKSTR(...) _VS_MKSTR_(__VA_ARGS__)
+/* The text as NVRTC source: the prelude every part's kernels are compiled
+   after, then this header's kernels (a vs_kernel_text like any part's).
+   CUDA's qualifiers are spelled vs_rtc_* and defined by the prelude's first
+   lines: a host compiler that includes the real <cuda_runtime.h> (gcc or clang
+   building an NCCL trainer) defines __device__, __global__ and __shared__ as
+   nothing, and the stringified text would lose them (the strict stand-in found
+   it: NVRTC refused every kernel). */
 #ifdef _VS_MESH_NVRTC /* (a C99 compiler need not take a string this long: only NVRTC builds have it) */
-static _VS_UNUSED const char _vs_mk_source[] = _VS_RTC_PRELUDE _VS_MKSTR(_VS_MESH_KERNELS) "\n";
+#define _VS_MK_DEVICE 1
+static _VS_UNUSED const char _vs_mk_prelude[] =
+    "#define vs_rtc_device __device__\n#define vs_rtc_global extern \"C\" __global__\n"
+    "#define vs_rtc_shared __shared__\n#define vs_rtc_sync __syncthreads\n" _VS_MKSTR(_VS_MK_DTYPES) "\n";
+static _VS_UNUSED const char _vs_mk_body[] = _VS_MKSTR(_VS_MESH_KERNELS) "\n";
+#undef _VS_MK_DEVICE
+static _VS_UNUSED const vs_kernel_text _vs_mk_text = {"vescale_mesh_kernels.cu", _vs_mk_body, _VS_MK_N, _vs_mk_names};
 #endif
-#undef _VS_MKDEV
-#undef _VS_MKGLOBAL
-#undef _VS_MKN
-#undef _VS_MKLOOP
-#undef _VS_MKROWS
-#undef _VS_MKTHREADS
-#undef _VS_MKTHREADS_BELOW
-#undef _VS_MKSYNC
-#undef _VS_MKSHARED
-#undef _VS_MKU2F
-#undef _VS_MKF2U
-#undef _VS_MKU2D
-#undef _VS_MKD2U
-#undef _VS_MKSQRT
 
-/* ... and as host C (float bits through >>dtype's _vs_u2f/_vs_f2u). */
-_VS_PRIVATE double _vs_mk_u2d(unsigned long long u)
-{
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-}
-_VS_PRIVATE unsigned long long _vs_mk_d2u(double d)
-{
-    unsigned long long u;
-    memcpy(&u, &d, 8);
-    return u;
-}
-#define _VS_MKDEV _VS_PRIVATE
-#define _VS_MKGLOBAL _VS_PRIVATE void
-#define _VS_MKN(x) _vs_mk_##x
-#define _VS_MKLOOP(x, n) for (long long x = 0; x < (n); x++)
-#define _VS_MKROWS(i, n) for (long long i = 0; i < (n); i++)
-#define _VS_MKTHREADS(t) for (int t = 0; t < _VS_MKT; t++)
-#define _VS_MKTHREADS_BELOW(t, k) for (int t = 0; t < (k) && t < _VS_MKT; t++)
-#define _VS_MKSYNC ((void)0)
-#define _VS_MKSHARED
-#define _VS_MKU2F(u) _vs_u2f(u)
-#define _VS_MKF2U(f) _vs_f2u(f)
-#define _VS_MKU2D(u) _vs_mk_u2d(u)
-#define _VS_MKD2U(d) _vs_mk_d2u(d)
-#define _VS_MKSQRT(x) sqrt(x)
+/* ... and as host C: the shared part once per file (vescale_ddp.h's
+   implementation builds it where this one is not), then the kernels. */
+#define _VS_MK_DEVICE 0
+#ifndef _VS_MK_HOST_SHARED
+#define _VS_MK_HOST_SHARED
+_VS_MK_HOSTBITS
+_VS_MK_DTYPES
+#endif
 _VS_MESH_KERNELS
-#undef _VS_MKDEV
-#undef _VS_MKGLOBAL
-#undef _VS_MKN
-#undef _VS_MKLOOP
-#undef _VS_MKROWS
-#undef _VS_MKTHREADS
-#undef _VS_MKTHREADS_BELOW
-#undef _VS_MKSYNC
-#undef _VS_MKSHARED
-#undef _VS_MKU2F
-#undef _VS_MKF2U
-#undef _VS_MKU2D
-#undef _VS_MKD2U
-#undef _VS_MKSQRT
+#undef _VS_MK_DEVICE
 
 /* The codes the text uses are these enums' values. */
 typedef char _vs_mk_codes_check[(VS_F32 == 1 && VS_F16 == 2 && VS_BF16 == 3 && VS_F64 == 4 && VS_I32 == 5 &&
@@ -7537,33 +7591,160 @@ VS_API vs_result vs_nvrtc_compile(const vs_world* w, const char* src, const char
 #endif
 }
 
-#ifdef _VS_MESH_CUDA
-/* The kernels are compiled once per world (rank) and device, on first use, and
-   kept in the world until vs_world_free: no state outside the handles. */
-typedef struct _vs_mkmod {
-    int dev;
-    cudaLibrary_t lib;
-    cudaKernel_t k[_VS_MK_N];
-} _vs_mkmod;
-
-_VS_PRIVATE void _vs_mk_cache_free(vs_world* w)
+#ifdef _VS_MESH_NVRTC
+/* What NVRTC builds for a device of compute capability maj.mnr: a cubin for its
+   own sm_XY when NVRTC knows it; for a device newer than the NVRTC, PTX for the
+   newest compute_XY below it that NVRTC knows, which the driver compiles for the
+   device (PTX runs on any later architecture). */
+_VS_PRIVATE vs_result _vs_k_target(int maj, int mnr, char* out, size_t cap)
 {
-    _vs_mkmod* md = (_vs_mkmod*)w->kcache;
-    if (md && md->lib) cudaLibraryUnload(md->lib);
-    _vs_hfree(&w->hooks, md);
-    w->kcache = NULL;
+    int n = 0, archs[256], want = maj * 10 + mnr, best = 0, oldest = 0;
+    nvrtcResult e = nvrtcGetNumSupportedArchs(&n);
+    if (e == NVRTC_SUCCESS && (n <= 0 || n > 256)) e = NVRTC_ERROR_INTERNAL_ERROR;
+    if (e == NVRTC_SUCCESS) e = nvrtcGetSupportedArchs(archs);
+    if (e != NVRTC_SUCCESS)
+        return _vs_err(VS_ERR_BACKEND, "NVRTC: the architectures it supports: %s", nvrtcGetErrorString(e));
+    for (int i = 0; i < n; i++) {
+        if (archs[i] == want) {
+            snprintf(out, cap, "sm_%d", want);
+            return VS_OK;
+        }
+        if (archs[i] < want && archs[i] > best) best = archs[i];
+        if (!oldest || archs[i] < oldest) oldest = archs[i];
+    }
+    if (!best)
+        return _vs_err(VS_ERR_UNSUPPORTED, "NVRTC cannot build for a device of compute capability %d.%d: the oldest "
+                       "architecture it knows is sm_%d", maj, mnr, oldest);
+    snprintf(out, cap, "compute_%d", best);
+    return VS_OK;
 }
 
+/* The NVRTC source of t (the prelude, then t->body) compiled for target into a
+   buffer from the C allocator; errors start with fn. */
+_VS_PRIVATE vs_result _vs_k_compile(const vs_kernel_text* t, const char* target, const char* fn, char** image,
+                                    size_t* size)
+{
+    size_t np = strlen(_vs_mk_prelude), nb = strlen(t->body);
+    char* src = (char*)_vs_halloc(NULL, np + nb + 1);
+    if (!src) return _vs_err(VS_ERR_NOMEM, "%s: out of memory for %s", fn, t->name);
+    memcpy(src, _vs_mk_prelude, np);
+    memcpy(src + np, t->body, nb + 1);
+    vs_result r = _vs_nvrtc_compile(NULL, src, t->name, target, image, size);
+    _vs_hfree(NULL, src);
+    if (!r) return VS_OK;
+    char why[768]; // the message buffer is about to be rewritten
+    snprintf(why, sizeof why, "%s", vs_last_error());
+    return _vs_err(r, "%s: %s", fn, why);
+}
+#endif // _VS_MESH_NVRTC
+
+#ifdef _VS_MESH_CUDA
 _VS_PRIVATE vs_result _vs_cuda_err(cudaError_t e, const char* fn, const char* what)
 {
     return _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s: %s", fn, what, cudaGetErrorString(e));
 }
 
-/* This world's module for the current device (compiled and loaded the first
-   time; a world is used by one thread at a time, so no lock). */
-_VS_PRIVATE vs_result _vs_mk_module(vs_world* w, const char* fn, const _vs_mkmod** out)
+/* The process's compiled kernels (vs_kernels_get), the one state outside the
+   handles besides the per-thread error message: one entry per text and target
+   ("sm_90", "compute_120"), its library loaded and its kernels looked up. An
+   entry is complete before it is published and never changes or goes (the
+   driver releases the libraries with the process; unloading them at exit would
+   race the CUDA runtime's own teardown), so worlds and meshes share it freely;
+   the list grows under the lock. Host memory from the C allocator: it belongs
+   to no world. With VESCALE_STATIC each file has its own. The counts are for
+   tests. */
+typedef struct _vs_kentry {
+    struct _vs_kentry* next;
+    const vs_kernel_text* t; // its strings (static storage) are the key, with target
+    char target[24];
+    cudaLibrary_t lib;
+    cudaKernel_t* k;
+} _vs_kentry;
+static struct {
+    pthread_mutex_t mu;
+    _vs_kentry* head;
+    long compiles, loads; // NVRTC compilations and libraries loaded by this process
+} _vs_kc = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+_VS_PRIVATE int _vs_k_same(const vs_kernel_text* a, const vs_kernel_text* b)
+{
+    if (a == b) return 1;
+    if (a->count != b->count || strcmp(a->body, b->body) || strcmp(a->name, b->name)) return 0;
+    for (int i = 0; i < a->count; i++)
+        if (strcmp(a->kernels[i], b->kernels[i])) return 0;
+    return 1;
+}
+
+/* Compiles t for target, loads it and looks its kernels up (under _vs_kc.mu). */
+_VS_PRIVATE vs_result _vs_k_build(const vs_kernel_text* t, const char* target, const char* fn, _vs_kentry** out)
+{
+    char* image = NULL;
+    size_t size = 0;
+    _vs_kentry* en = _VS_HNEW(NULL, _vs_kentry, 1);
+    cudaKernel_t* k = _VS_HNEW(NULL, cudaKernel_t, t->count);
+    vs_result r = en && k ? VS_OK : _vs_err(VS_ERR_NOMEM, "%s: out of memory for %s", fn, t->name);
+    if (!r) r = _vs_k_compile(t, target, fn, &image, &size);
+    cudaError_t e = cudaSuccess;
+    if (!r) {
+        _vs_kc.compiles++;
+        if ((e = cudaLibraryLoadData(&en->lib, image, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)
+            r = _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: loading %s (%s): %s", fn, t->name, target,
+                                cudaGetErrorString(e));
+    }
+    if (!r) _vs_kc.loads++;
+    for (int i = 0; i < t->count && !r; i++)
+        if ((e = cudaLibraryGetKernel(&k[i], en->lib, t->kernels[i])) != cudaSuccess)
+            r = _vs_cuda_err(e, fn, t->kernels[i]);
+    _vs_hfree(NULL, image);
+    if (r) {
+        if (en && en->lib) cudaLibraryUnload(en->lib);
+        _vs_hfree(NULL, en);
+        _vs_hfree(NULL, k);
+        return r;
+    }
+    en->t = t, en->k = k;
+    snprintf(en->target, sizeof en->target, "%s", target);
+    en->next = _vs_kc.head;
+    _vs_kc.head = en;
+    *out = en;
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_kernels_get(const vs_kernel_text* t, const char* fn, void** kernels)
 {
     int dev = 0, maj = 0, mnr = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&mnr, cudaDevAttrComputeCapabilityMinor, dev);
+    if (e != cudaSuccess) return _vs_cuda_err(e, fn, "the device's compute capability");
+    char target[24];
+    _VS_TRY(_vs_k_target(maj, mnr, target, sizeof target));
+    pthread_mutex_lock(&_vs_kc.mu);
+    _vs_kentry* en = _vs_kc.head;
+    while (en && (strcmp(en->target, target) || !_vs_k_same(en->t, t))) en = en->next;
+    vs_result r = en ? VS_OK : _vs_k_build(t, target, fn, &en);
+    pthread_mutex_unlock(&_vs_kc.mu);
+    for (int i = 0; i < t->count && !r; i++) kernels[i] = (void*)en->k[i];
+    return r;
+}
+
+/* This world's kernels for the current device, from the process's cache the
+   first time (a world is used by one thread at a time: its own memo needs no
+   lock). */
+typedef struct _vs_mkmod {
+    int dev;
+    void* k[_VS_MK_N];
+} _vs_mkmod;
+
+_VS_PRIVATE void _vs_mk_cache_free(vs_world* w)
+{
+    _vs_hfree(&w->hooks, w->kcache);
+    w->kcache = NULL;
+}
+
+_VS_PRIVATE vs_result _vs_mk_module(vs_world* w, const char* fn, const _vs_mkmod** out)
+{
+    int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return _vs_cuda_err(e, fn, "cudaGetDevice");
     _vs_mkmod* md = (_vs_mkmod*)w->kcache;
@@ -7571,30 +7752,44 @@ _VS_PRIVATE vs_result _vs_mk_module(vs_world* w, const char* fn, const _vs_mkmod
         *out = md;
         return VS_OK;
     }
-    _vs_mk_cache_free(w); // the device changed: the old module goes
-    if (!(md = _VS_HNEW(&w->hooks, _vs_mkmod, 1))) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    if (!md) {
+        if (!(md = _VS_HNEW(&w->hooks, _vs_mkmod, 1))) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+        w->kcache = md;
+        w->kcache_free = _vs_mk_cache_free;
+    }
+    md->dev = -1; // until the kernels for dev are in
+    _VS_TRY(_vs_kernels_get(&_vs_mk_text, fn, md->k));
     md->dev = dev;
-    w->kcache = md;
-    w->kcache_free = _vs_mk_cache_free;
-    e = cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&mnr, cudaDevAttrComputeCapabilityMinor, dev);
-    char arch[32], *image = NULL;
-    size_t size = 0;
-    snprintf(arch, sizeof arch, "sm_%d%d", maj, mnr);
-    vs_result r = VS_OK;
-    if (e != cudaSuccess) r = _vs_cuda_err(e, fn, "the device's compute capability");
-    if (!r) r = _vs_nvrtc_compile(&w->hooks, _vs_mk_source, "vescale_mesh_kernels.cu", arch, &image, &size);
-    if (!r && (e = cudaLibraryLoadData(&md->lib, image, NULL, NULL, 0, NULL, NULL, 0)) != cudaSuccess)
-        r = _vs_cuda_err(e, fn, "loading the layout kernels");
-    _vs_hfree(&w->hooks, image);
-    for (int i = 0; i < _VS_MK_N && !r; i++)
-        if ((e = cudaLibraryGetKernel(&md->k[i], md->lib, _vs_mk_names[i])) != cudaSuccess)
-            r = _vs_cuda_err(e, fn, _vs_mk_names[i]);
-    if (r) _vs_mk_cache_free(w);
-    else *out = md;
-    return r;
+    *out = md;
+    return VS_OK;
 }
 #endif // _VS_MESH_CUDA
+
+VS_API vs_result vs_kernels_get(const vs_kernel_text* t, const char* fn, void** kernels)
+{
+    _VS_CHECK_NULL(t, "t");
+    _VS_CHECK_NULL(kernels, "kernels");
+    if (!fn) fn = "vs_kernels_get";
+    if (!t->name || !t->body || t->count <= 0 || !t->kernels)
+        return _vs_err(VS_ERR_INVALID, "%s: kernel text %s: name, body, count (%d) and kernels must be set", fn,
+                       t->name ? t->name : "(no name)", t->count);
+#ifdef _VS_MESH_CUDA
+    return _vs_kernels_get(t, fn, kernels);
+#else
+    return _vs_err(VS_ERR_UNAVAILABLE, "%s: %s: built without CUDA (define VESCALE_NCCL)", fn, t->name);
+#endif
+}
+
+VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what)
+{
+    if (!fn) fn = "vescale";
+    if (!what) what = "CUDA";
+#ifdef _VS_MESH_CUDA
+    return _vs_cuda_err((cudaError_t)err, fn, what);
+#else
+    return _vs_err_backend(VS_ERR_BACKEND, err, "%s: %s: CUDA error %d", fn, what, err);
+#endif
+}
 
 /* Device buffers on c: the NCCL transport's (tests may force the device path
    over the threads transport, with a stand-in runtime: _VS_MESH_FORCE_DEVICE). */

@@ -183,6 +183,13 @@ if [ -f "$CUDA/include/nccl.h" ] || [ -f /usr/include/nccl.h ]; then
     printf '#define VESCALE_MESH_IMPLEMENTATION\n#include "vescale_mesh.h"\n' >"$T/tu1.c"
     printf '#define VESCALE_DDP_IMPLEMENTATION\n#include "vescale_ddp.h"\nint main(void) { return vs_ddp_version() != vs_version(); }\n' >"$T/tu2.c"
     check "nccl/mesh-and-ddp-in-two-tus" gcc -std=c99 $W $MP -DVESCALE_NCCL $NC "$T/tu1.c" "$T/tu2.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
+    # ... and before the mesh's in one TU: the kernel text both share is built for the host once
+    printf '#define VESCALE_DDP_IMPLEMENTATION\n#include "vescale_ddp.h"\n#define VESCALE_MESH_IMPLEMENTATION\n#include "vescale_mesh.h"\nint main(void) { return vs_ddp_version() != vs_version(); }\n' >"$T/tu3.c"
+    check "nccl/ddp-then-mesh-in-one-tu" gcc -std=c99 $W $MP -DVESCALE_NCCL $NC "$T/tu3.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
+    # a CUDA before 12.0 (no cudaLibraryLoadData) stops the build with a message saying so
+    mkdir -p "$T/cuda11" && printf '#define CUDART_VERSION 11080\n' >"$T/cuda11/cuda_runtime.h"
+    check "nccl/cuda-11-refused" bash -c "! gcc -std=c99 $W -DVESCALE_NCCL -I$T/cuda11 -fsyntax-only $T/vescale.impl.c 2>$T/err &&
+        grep -q 'VESCALE_NCCL needs CUDA 12.0 or later' $T/err"
     if command -v mpicc >/dev/null 2>&1; then # the NCCL id over MPI
         check "nccl+mpi/c99-link" mpicc -std=c99 $W $MP -DVESCALE_MPI -DVESCALE_NCCL $NC "$T/vescale.impl.c" -o "$T/a.out" -lcudart -lnccl -lnvrtc -lpthread -lm
     fi

@@ -168,29 +168,41 @@ static void case_casts(void)
     }
 }
 
+#ifdef VESCALE_NVRTC
 static const char* const knames[] = {"vs_k_adamw", "vs_k_sgd", "vs_k_to_f32", "vs_k_from_f32",
                                      "vs_k_add_f32", "vs_k_scale", "vs_k_sumsq"};
 
+/* The body DDP hands vescale_mesh.h's vs_kernels_get (compiled after the shared
+   prelude, whose f16/bf16 conversions it calls). */
 static void case_source(void)
 {
-    const char* src = _vs_ddp_cuda_source();
-    VT_CHECK(!strstr(src, "_vs_hk_") && !strstr(src, "_VS_K"), "host names or macros left in the device source");
+    const char* src = _vs_ddp_text.body;
+    VT_CHECK(!strstr(src, "_vs_hk_") && !strstr(src, "_vs_mk_") && !strstr(src, "_VS_"),
+             "host names or macros left in the device source");
     for (size_t i = 0; i < sizeof knames / sizeof knames[0]; i++) {
         char want[64];
         snprintf(want, sizeof want, "void %s(", knames[i]);
         VT_CHECK(strstr(src, want) != NULL, "the device source has no kernel %s", knames[i]);
+        VT_CHECK(!strcmp(_vs_ddp_text.kernels[i], knames[i]), "kernel %zu is %s, not %s", i, _vs_ddp_text.kernels[i],
+                 knames[i]);
     }
-    VT_CHECK(strstr(src, "extern \"C\" __global__") != NULL, "kernels are not extern \"C\" __global__");
+    VT_CHECK(_vs_ddp_text.count == (int)(sizeof knames / sizeof knames[0]), "%d kernels", _vs_ddp_text.count);
+    VT_CHECK(strstr(src, "vs_mk_from_f16(") && strstr(src, "vs_mk_bf16(") && strstr(src, "vs_mk_f16("),
+             "the body does not use the shared conversions");
+    VT_CHECK(!strstr(src, "unsigned short vs_mk_f16("), "the body defines the shared conversions itself");
+    VT_CHECK(strstr(_vs_mk_prelude, "unsigned short vs_mk_f16(") && strstr(_vs_mk_prelude, "float vs_mk_from_f16("),
+             "the shared prelude lacks the conversions");
+    VT_CHECK(strstr(src, "vs_rtc_global void vs_k_adamw(") && strstr(src, "extern \"C\" __global__"),
+             "kernels are not spelled vs_rtc_global (extern \"C\" __global__)");
 }
 
-#ifdef VESCALE_NVRTC
 static void case_nvrtc(void)
 {
     static const char* const archs[] = {"sm_80", "sm_90", "compute_80"};
     for (int a = 0; a < 3; a++) {
         char* image = NULL;
         size_t size = 0;
-        VT_OK(_vs_ddp_nvrtc(NULL, archs[a], &image, &size));
+        VT_OK(_vs_k_compile(&_vs_ddp_text, archs[a], "test", &image, &size));
         VT_CHECK(image && size > 1000, "%s: image of %zu bytes", archs[a], size);
         if (image && a == 2) { /* PTX: every kernel DDP launches is an entry */
             for (size_t i = 0; i < sizeof knames / sizeof knames[0]; i++) {
@@ -205,9 +217,10 @@ static void case_nvrtc(void)
     /* a bad target ends in an error naming it, not a crash */
     char* image = (char*)&image;
     size_t size = 0;
-    vs_result r = _vs_ddp_nvrtc(NULL, "sm_1", &image, &size);
-    VT_CHECK(r == VS_ERR_BACKEND && strstr(vs_last_error(), "sm_1") && image == NULL, "bad arch: %d %s image %p", r,
-             vs_last_error(), (void*)image);
+    vs_result r = _vs_k_compile(&_vs_ddp_text, "sm_1", "vs_ddp", &image, &size);
+    VT_CHECK(r == VS_ERR_BACKEND && strstr(vs_last_error(), "sm_1") && strstr(vs_last_error(), "vs_ddp: ") &&
+                 image == NULL,
+             "bad arch: %d %s image %p", r, vs_last_error(), (void*)image);
 }
 #endif
 
@@ -217,12 +230,12 @@ int main(void)
     VT_CASE("kernel text: f32 -> bf16/f16 equals vs_f32_to_* (specials, every exponent, 4M random)", case_narrow());
     VT_CASE("kernel text: AdamW and SGD (momentum, Nesterov, none) equal their formulas", case_optim());
     VT_CASE("kernel text: to_f32 / from_f32 / add_f32 / scale on f32, bf16, f16", case_casts());
-    VT_CASE("device source: every kernel, extern \"C\", no host names", case_source());
 #ifdef VESCALE_NVRTC
+    VT_CASE("device source: every kernel, extern \"C\", no host names, the shared conversions", case_source());
     VT_CASE("NVRTC compiles the DDP kernels: cubin sm_80 and sm_90, PTX with every entry; bad arch refused",
             case_nvrtc());
 #else
-    vt_skip("NVRTC compiles the DDP kernels", "built without VESCALE_NVRTC (no nvrtc.h)");
+    vt_skip("device source and NVRTC", "built without VESCALE_NVRTC (no nvrtc.h)");
 #endif
     return vt_summary();
 }

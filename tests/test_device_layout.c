@@ -246,6 +246,53 @@ static void case_same(int nranks, int (*fn)(vs_world*, void*), int want_kernel)
     dl_compare(nranks); /* exact: the threads transport sums the same way in both runs */
 }
 
+/* vs_kernels_get from 8 threads at once, for a text not compiled yet: one
+   compile and one load, the same kernel for everyone. */
+static const char* const kt_names[1] = {"vs_mk_box"}; /* a name the mock resolves */
+static const vs_kernel_text kt_text = {"kt.cu", "extern \"C\" __global__ void vs_mk_box(int* p) { if (p) *p = 1; }\n", 1,
+                                       kt_names};
+static void* kt_got[8];
+static void* kt_thread(void* arg)
+{
+    VT_OK(vs_kernels_get(&kt_text, "kt", (void**)arg));
+    return NULL;
+}
+
+static void case_framework(void)
+{
+    /* the target: the device's own sm_XY when NVRTC knows it, else PTX for the
+       newest compute_XY it knows below the device (reference: NVRTC's own list) */
+    int n = 0, archs[256], newest = 0;
+    VT_CHECK(nvrtcGetNumSupportedArchs(&n) == NVRTC_SUCCESS && n > 0 && n <= 256, "NVRTC lists %d archs", n);
+    if (n <= 0 || n > 256 || nvrtcGetSupportedArchs(archs) != NVRTC_SUCCESS) return;
+    for (int i = 0; i < n; i++) newest = archs[i] > newest ? archs[i] : newest;
+    char t[24], want[24];
+    VT_OK(_vs_k_target(9, 0, t, sizeof t));
+    VT_CHECK(!strcmp(t, "sm_90"), "9.0: %s", t);
+    VT_OK(_vs_k_target(99, 9, t, sizeof t));
+    snprintf(want, sizeof want, "compute_%d", newest);
+    VT_CHECK(!strcmp(t, want), "99.9: %s, want %s", t, want);
+    VT_ERR(_vs_k_target(1, 0, t, sizeof t), VS_ERR_UNSUPPORTED, "compute capability 1.0");
+    /* one compile for many threads asking at once */
+    long c0 = _vs_kc.compiles, l0 = _vs_kc.loads;
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++) pthread_create(&th[i], NULL, kt_thread, &kt_got[i]);
+    for (int i = 0; i < 8; i++) pthread_join(th[i], NULL);
+    VT_CHECK(_vs_kc.compiles == c0 + 1 && _vs_kc.loads == l0 + 1, "%ld compiles, %ld loads for 8 threads",
+             _vs_kc.compiles - c0, _vs_kc.loads - l0);
+    for (int i = 0; i < 8; i++) VT_CHECK(kt_got[i] && kt_got[i] == kt_got[0], "thread %d got kernel %p", i, kt_got[i]);
+    /* arguments and errors */
+    void* k[1];
+    VT_ERR(vs_kernels_get(NULL, NULL, k), VS_ERR_NULL, "t is NULL");
+    VT_ERR(vs_kernels_get(&kt_text, NULL, NULL), VS_ERR_NULL, "kernels is NULL");
+    vs_kernel_text none = {"none.cu", "", 0, kt_names};
+    VT_ERR(vs_kernels_get(&none, "f", k), VS_ERR_INVALID, "f: kernel text none.cu");
+    vs_kernel_text bad = {"bad.cu", "this is not CUDA", 1, kt_names};
+    VT_ERR(vs_kernels_get(&bad, "f", k), VS_ERR_BACKEND, "f: NVRTC cannot compile bad.cu for sm_90");
+    VT_ERR(vs_cuda_error((int)cudaErrorInvalidValue, "f", "w"), VS_ERR_BACKEND, "f: w: mock error");
+    VT_CHECK(vs_last_backend_code() == (int)cudaErrorInvalidValue, "backend code %d", vs_last_backend_code());
+}
+
 int main(void)
 {
     VT_CASE("device = host: vs_redistribute, 12 layout pairs x 3 shapes x f32/bf16/i32 on a 2x2 mesh",
@@ -256,11 +303,15 @@ int main(void)
             case_same(4, dl_rank_vocab, _VS_MK_CE_GRAD));
     VT_CASE("device = host: vs_init_fill, every kind and dtype, 3 layouts on a 2x2 mesh",
             case_same(4, dl_rank_init, _VS_MK_INIT));
-    /* the device runs: 4 + 3 + 4 + 4 rank worlds, each compiling once and keeping
-       its module until vs_world_free */
-    VT_CASE("device path: NVRTC compiled the kernels once per world (an sm_90 cubin), unloaded with it",
-            VT_CHECK(mock_loads == 15 && mock_unloads == mock_loads, "%ld loads, %ld unloads", mock_loads,
-                     mock_unloads));
+    /* the device runs: 4 + 3 + 4 + 4 rank worlds, all sharing the process's
+       compiled kernels (>>kernels: one NVRTC compile and one load per process
+       and architecture, kept until the process exits) */
+    VT_CASE("device path: NVRTC compiled the kernels once in the process (an sm_90 cubin), loaded once",
+            VT_CHECK(_vs_kc.compiles == 1 && _vs_kc.loads == 1 && mock_loads == 1 && mock_unloads == 0,
+                     "%ld compiles, %ld loads (the mock saw %ld loads, %ld unloads) for 15 rank worlds",
+                     _vs_kc.compiles, _vs_kc.loads, mock_loads, mock_unloads));
+    VT_CASE("kernel framework: the target (sm_XY, or PTX for a device newer than NVRTC), one compile for 8 threads, "
+            "errors", case_framework());
     long total = 0;
     for (int k = 0; k < _VS_MK_N; k++) {
         VT_CHECK(mock_launches[k] > 0, "kernel %s never ran", _vs_mk_names[k]);

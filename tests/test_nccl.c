@@ -499,6 +499,9 @@ int main(void)
 #ifdef VS_STRICT
     setenv("VS_STRICT_DELAY_US", "100", 0); /* a random delay before every stream operation */
     setenv("VS_STRICT_HANG_S", "60", 0);    /* a stand-in wait that long is a hang: reported, then exit */
+    /* even devices an H100 (sm_90: a cubin), odd ones newer than this NVRTC
+       knows (12.9: PTX for its newest compute_XY) */
+    setenv("VS_STRICT_CC", "9.0,12.9", 0);
 #endif
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -590,6 +593,30 @@ int main(void)
            "%ld/%ld/%ld H2D/D2H/D2D copies, %ld libraries loaded, %ld kernels, %ld NCCL operations\n",
            ndev, sc.device_allocs, sc.device_frees, sc.host_waits, sc.host_polls, sc.h2d, sc.d2h, sc.d2d, sc.libraries, sc.launches,
            sc.nccl_ops);
+    /* >>kernels: NVRTC compiles each kernel text (the mesh's, DDP's) once per
+       process and architecture, and each image is loaded once: not per world,
+       rank or vs_ddp (64 loads before the process-wide cache) */
+    char targets[ST_MAXDEV][24];
+    int ntargets = 0, nptx = 0;
+    for (int dv = 0; dv < n; dv++) {
+        int maj = 0, mnr = 0;
+        char t[24] = "";
+        cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dv);
+        cudaDeviceGetAttribute(&mnr, cudaDevAttrComputeCapabilityMinor, dv);
+        VT_OK(_vs_k_target(maj, mnr, t, sizeof t));
+        int k = 0;
+        while (k < ntargets && strcmp(targets[k], t)) k++;
+        if (k == ntargets) snprintf(targets[ntargets++], sizeof targets[0], "%s", t), nptx += !strncmp(t, "compute_", 8);
+    }
+    printf("strict stand-in: %ld NVRTC compiles, %ld libraries loaded (%ld from PTX) for %d target(s):", _vs_kc.compiles,
+           sc.libraries, sc.ptx_libraries, ntargets);
+    for (int k = 0; k < ntargets; k++) printf(" %s", targets[k]);
+    printf("\n");
+    VT_CASE("strict/kernels: 2 texts compiled and loaded once per process and target",
+            VT_CHECK(_vs_kc.compiles == 2 * ntargets && _vs_kc.loads == 2 * ntargets && sc.libraries == 2 * ntargets &&
+                         sc.ptx_libraries == 2 * nptx,
+                     "%ld compiles, %ld loads (the stand-in saw %ld, %ld from PTX) for %d targets (%d PTX)",
+                     _vs_kc.compiles, _vs_kc.loads, sc.libraries, sc.ptx_libraries, ntargets, nptx));
     VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
                                              vs_strict_violations(), vs_strict_first_violation()));
 #endif

@@ -60,8 +60,15 @@
      vs_k_sumsq, whose host build is sequential, runs here as the GPU runs it (a
      tree per block).
 
+   - Devices have a compute capability (VS_STRICT_CC, default 9.0, an H100's;
+     a list is repeated over the devices): cudaLibraryLoadData takes a cubin
+     or PTX text, and a launch on a device that cannot run the image fails
+     (class no-kernel-image): a cubin runs on its SM's major with an equal or
+     later minor, PTX on its architecture and later ones.
+
    Counts (vs_strict_counts): device allocations, host-blocking waits, copies
-   between host and device, NVRTC libraries loaded, kernels launched.
+   between host and device, NVRTC libraries loaded (and of them, those from
+   PTX), kernels launched.
 
    What it cannot see: the GPU's own arithmetic (FMA contraction, approximate
    functions; NVRTC is run with IEEE flags), races between threads of one block
@@ -146,12 +153,15 @@ typedef struct st_ksig {
        pointer to its allocation's end) */
     void (*range)(void** a, dim3 grid, size_t* off, size_t* bytes);
 } st_ksig;
-struct CUkern_st {
-    const st_ksig* sig;
-};
 struct CUlib_st {
     int dead;
     struct CUlib_st* next; /* every library (kept, as events are) */
+    int arch, ptx; /* the image's: sm_<arch> cubin, or PTX for compute_<arch> */
+};
+struct CUkern_st {
+    const st_ksig* sig;
+    struct CUlib_st* lib;
+    struct CUkern_st* next; /* every kernel handle (kept, as libraries are) */
 };
 
 struct st_op {
@@ -198,6 +208,7 @@ typedef struct st_pin {
 static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t st_cv = PTHREAD_COND_INITIALIZER;
 static int st_ready, st_ndev = 8, st_delay_us, st_serial;
+static int st_cc[ST_MAXDEV]; /* each device's compute capability, major * 10 + minor */
 static double st_hang_s = 120;
 static char *st_dbase, *st_sbase; /* the program's (PROT_NONE) and the stand-in's view */
 static size_t st_top;
@@ -209,6 +220,7 @@ static struct CUstream_st* st_streams;
 static struct CUstream_st* st_legacy[ST_MAXDEV];
 static struct CUevent_st* st_events;
 static struct CUlib_st* st_libs;
+static struct CUkern_st* st_kerns;
 static long st_nextid = 1;
 static int st_sticky[ST_MAXDEV];
 static __thread int st_cur_dev;
@@ -232,6 +244,7 @@ typedef struct vs_strict_counts {
        nccl_colls, nccl_p2p: NCCL collective calls, ncclSend/ncclRecv calls
        (nccl_ops counts what the streams ran: a group once). */
     long host_syncs, events, nccl_colls, nccl_p2p;
+    long ptx_libraries; /* of the libraries, those loaded from PTX (the rest: cubins) */
 } vs_strict_counts;
 static vs_strict_counts st_count;
 static __thread const void* st_poll_obj; /* the last polled stream or event, and its target */
@@ -361,6 +374,24 @@ static void st_init_locked(void)
     if ((e = getenv("VS_STRICT_DELAY_US"))) st_delay_us = atoi(e);
     if ((e = getenv("VS_STRICT_HANG_S")) && atof(e) > 0) st_hang_s = atof(e);
     if ((e = getenv("VS_STRICT_NCCL_SERIAL"))) st_serial = atoi(e);
+    /* VS_STRICT_CC=major.minor[,major.minor...]: the devices' compute capabilities,
+       the list repeated over the devices (default 9.0, an H100's) */
+    const char* cc = getenv("VS_STRICT_CC");
+    for (int d = 0; d < ST_MAXDEV; d++) {
+        int maj = 9, mnr = 0;
+        if (cc && *cc) {
+            const char* p = cc;
+            for (int k = 0; k < d; k++) { /* entry d of the list, cyclically */
+                p = strchr(p, ',');
+                p = p ? p + 1 : cc;
+            }
+            if (sscanf(p, "%d.%d", &maj, &mnr) != 2 || maj < 1 || mnr < 0 || mnr > 9) {
+                fprintf(stderr, "vs_strict: VS_STRICT_CC=%s: want major.minor[,major.minor...]\n", cc);
+                _exit(85);
+            }
+        }
+        st_cc[d] = maj * 10 + mnr;
+    }
     int fd = (int)syscall(SYS_memfd_create, "vs_strict_device", 0);
     if (fd < 0 || ftruncate(fd, (off_t)ST_ARENA) != 0) {
         fprintf(stderr, "vs_strict: memfd: %s\n", strerror(errno));
@@ -635,7 +666,7 @@ ST_C cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev)
 {
     st_init();
     if (dev < 0 || dev >= st_ndev) return st_err(cudaErrorInvalidDevice);
-    *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : a == cudaDevAttrComputeCapabilityMinor ? 0 : 0; /* an H100 */
+    *v = a == cudaDevAttrComputeCapabilityMajor ? st_cc[dev] / 10 : a == cudaDevAttrComputeCapabilityMinor ? st_cc[dev] % 10 : 0;
     return cudaSuccess;
 }
 ST_C cudaError_t cudaDriverGetVersion(int* v)
@@ -1181,10 +1212,23 @@ ST_C cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum 
 {
     (void)jo, (void)jv, (void)njo, (void)lo, (void)lv, (void)nlo;
     st_init();
-    if (!code || memcmp(code, "\177ELF", 4) != 0) return st_err(cudaErrorInvalidKernelImage);
+    /* a cubin (an ELF image: the SM in e_flags bits 8-15, NVRTC 12.8+'s layout) or
+       PTX text (".target sm_XY"); which devices run it is checked at launch */
+    int arch = 0, ptx = 0;
+    const char* t;
+    if (code && !memcmp(code, "\177ELF", 4)) {
+        unsigned flags;
+        memcpy(&flags, (const char*)code + 48, 4); /* Elf64_Ehdr.e_flags */
+        arch = (int)(flags >> 8 & 0xff);
+    } else if (code && strstr((const char*)code, ".version") && (t = strstr((const char*)code, ".target sm_"))) {
+        arch = atoi(t + 11), ptx = 1;
+    }
+    if (arch <= 0) return st_err(cudaErrorInvalidKernelImage);
     struct CUlib_st* l = (struct CUlib_st*)calloc(1, sizeof(struct CUlib_st));
+    l->arch = arch, l->ptx = ptx;
     pthread_mutex_lock(&st_mu);
     st_count.libraries++;
+    st_count.ptx_libraries += ptx;
     l->next = st_libs, st_libs = l;
     pthread_mutex_unlock(&st_mu);
     *lib = l;
@@ -1195,7 +1239,12 @@ ST_C cudaError_t cudaLibraryGetKernel(cudaKernel_t* k, cudaLibrary_t lib, const 
     if (!lib || lib->dead) return st_err(cudaErrorInvalidResourceHandle);
     const st_ksig* sig = st_ksig_find(name);
     if (!sig) return st_err(cudaErrorSymbolNotFound);
-    *k = (struct CUkern_st*)(uintptr_t)sig; /* a kernel handle is its signature */
+    struct CUkern_st* kh = (struct CUkern_st*)calloc(1, sizeof(struct CUkern_st));
+    kh->sig = sig, kh->lib = lib;
+    pthread_mutex_lock(&st_mu);
+    kh->next = st_kerns, st_kerns = kh;
+    pthread_mutex_unlock(&st_mu);
+    *k = kh;
     return cudaSuccess;
 }
 ST_C cudaError_t cudaLibraryUnload(cudaLibrary_t lib)
@@ -1225,8 +1274,22 @@ ST_C cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void*
     st_init();
     cudaError_t se = st_sticky_check();
     if (se) return se;
-    const st_ksig* sig = (const st_ksig*)func;
+    const struct CUkern_st* kh = (const struct CUkern_st*)func;
+    const st_ksig* sig = kh ? kh->sig : NULL;
     if (!sig || !st_ksig_find(sig->name)) return st_err(cudaErrorInvalidDeviceFunction);
+    if (kh->lib->dead) {
+        st_violation("use-after-destroy", "%s launched from an unloaded library", sig->name);
+        return st_err(cudaErrorInvalidResourceHandle);
+    }
+    /* a cubin runs on its SM's major with an equal or later minor; PTX on its
+       architecture and every later one (the driver compiles it) */
+    int cc = st_cc[st_cur_dev], la = kh->lib->arch;
+    if (kh->lib->ptx ? la > cc : (la / 10 != cc / 10 || la % 10 > cc % 10)) {
+        st_violation("no-kernel-image", "%s: a %s for %s_%d launched on device %d of compute capability %d.%d",
+                     sig->name, kh->lib->ptx ? "PTX" : "cubin", kh->lib->ptx ? "compute" : "sm", la, st_cur_dev,
+                     cc / 10, cc % 10);
+        return st_err(cudaErrorNoKernelImageForDevice);
+    }
     if (shmem > 48 * 1024 || block.x * block.y * block.z > 1024 || !grid.x || !block.x)
         return st_err(cudaErrorInvalidConfiguration);
     st_op* op = st_op_new(sig->name, st_kernel_run);
