@@ -5051,8 +5051,12 @@ _VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
         ncclCommAbort(c->nc);
         c->nc = NULL;
     }
-    return _vs_err_from(job->cause_rank, job->cause, VS_ERR_ABORTED, "%s: job aborted: %s (NCCL communicator aborted)",
-                        what, job->cause);
+    char cause[_VS_CAUSE_MSG];
+    pthread_mutex_lock(&job->mu); // (the cause's rank may still be rewording it: _vs_job_final)
+    int origin = job->cause_rank;
+    _vs_fmt(cause, sizeof cause, "%s", job->cause);
+    pthread_mutex_unlock(&job->mu);
+    return _vs_err_from(origin, cause, VS_ERR_ABORTED, "%s: job aborted: %s (NCCL communicator aborted)", what, cause);
 }
 
 /* Non-blocking communicators answer ncclInProgress; poll until settled or the
