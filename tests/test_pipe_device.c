@@ -43,6 +43,7 @@ static int mock_force_device; /* the run's mode: 1 device path, 0 host path */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_pipe.h"
 #include "tests/vs_test.h"
+#define MOCK_OWN_PINNED /* cudaMallocHost / cudaFreeHost below count their calls */
 #include "mock/mock_device.h"
 #include "pipe_models.h"
 
