@@ -5464,16 +5464,21 @@ _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int devic
 /* One table per transport (see struct _vs_transport_ops). The threads transport is
    the reference: the others match what a caller can observe of it. */
 
-/* cause NULL: vs_comm_abort ("rank 1 (world 3) called vs_comm_abort on ..."). The
-   job's cause, when first, aborts every communicator of the job with it. */
+/* The cause a bare vs_comm_abort (cause NULL) gives a vs_launch job, on threads
+   and NCCL: "rank 1 (world 3) called vs_comm_abort on ..."; returns the caller's
+   world rank (its origin). */
+_VS_PRIVATE int _vs_abort_cause(const vs_comm* c, char* msg, size_t cap)
+{
+    int me = c->world ? c->world->rank : c->sh->granks[c->rank];
+    _vs_fmt(msg, cap, "rank %d (world %d) called vs_comm_abort on %s", c->rank, me, c->label);
+    return me;
+}
+
+/* The job's cause, when first, aborts every communicator of the job with it. */
 _VS_PRIVATE void _vs_t_abort(vs_comm* c, vs_result why, int origin, const char* cause)
 {
     char msg[300];
-    int me = c->world ? c->world->rank : c->sh->granks[c->rank];
-    if (!cause) {
-        _vs_fmt(msg, sizeof msg, "rank %d (world %d) called vs_comm_abort on %s", c->rank, me, c->label);
-        cause = msg, why = VS_ERR_ABORTED, origin = me;
-    }
+    if (!cause) origin = _vs_abort_cause(c, msg, sizeof msg), cause = msg, why = VS_ERR_ABORTED;
     _vs_job_fail(c->sh->job, c->sh, why, origin, cause);
 }
 
@@ -5532,10 +5537,7 @@ _VS_PRIVATE void _vs_nccl_abort_comm(vs_comm* c, vs_result why, int origin, cons
     _vs_tjob* job = c->world ? c->world->job : NULL;
     if (!job) return;
     char msg[300];
-    if (!cause) { /* as the threads transport says it */
-        _vs_fmt(msg, sizeof msg, "rank %d (world %d) called vs_comm_abort on %s", c->rank, c->world->rank, c->label);
-        cause = msg, why = VS_ERR_ABORTED, origin = c->world->rank;
-    }
+    if (!cause) origin = _vs_abort_cause(c, msg, sizeof msg), cause = msg, why = VS_ERR_ABORTED;
     _vs_job_fail(job, NULL, why, origin, cause);
 }
 

@@ -589,9 +589,9 @@ int main(void)
     VT_CASE("fault/nccl: freeing unwaited work on a hung peer ends at the deadline", case_fault(2));
     VT_CASE("fault/nccl: vs_test sees a peer's abort", case_fault(3));
     vs_strict_counts sc = vs_strict_get_counts();
-    printf("strict stand-in: %d devices; %ld device allocations, %ld frees, %ld host waits + %ld polling waits, "
+    printf("strict stand-in: %d devices; %ld device allocations, %ld frees, %ld host syncs, "
            "%ld/%ld/%ld H2D/D2H/D2D copies, %ld libraries loaded, %ld kernels, %ld NCCL operations\n",
-           ndev, sc.device_allocs, sc.device_frees, sc.host_waits, sc.host_polls, sc.h2d, sc.d2h, sc.d2d, sc.libraries, sc.launches,
+           ndev, sc.device_allocs, sc.device_frees, sc.host_syncs, sc.h2d, sc.d2h, sc.d2d, sc.libraries, sc.launches,
            sc.nccl_ops);
     /* >>kernels: NVRTC compiles each kernel text (the mesh's, DDP's) once per
        process and architecture, and each image is loaded once: not per world,

@@ -29,7 +29,7 @@
    DP average of two identical replicas is a pre-multiplication by 0.5 (exact).
    The steady state (the last run, all ranks) is measured with
    vs_strict_get_counts() and printed: device allocations (asserted 0), host
-   waits (blocking syncs and polling waits) per rank and run.
+   syncs (blocking calls and polled waits) per rank and run.
    VS_STRICT_DELAY_US adds random delays before every stream operation; the
    cases run once without and once with 200 us. */
 #define VESCALE_IMPLEMENTATION
@@ -46,7 +46,7 @@
 #include "strict/vs_strict.h"
 #else /* real GPUs (make test-gpu, 2 or more): no stand-in to count or report */
 typedef struct vs_strict_counts {
-    long device_allocs, device_frees, host_waits, h2d, d2h, d2d, libraries, launches, nccl_ops, host_polls;
+    long device_allocs, device_frees, host_syncs, h2d, d2h, d2d, libraries, launches, nccl_ops;
 } vs_strict_counts;
 static vs_strict_counts vs_strict_get_counts(void)
 {
@@ -525,10 +525,10 @@ static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int
     int n = P * DP;
     vs_strict_counts a = d.c0, b = d.c1;
     printf("    steady state (run %d of %d, %s, P=%d DP=%d M=%d), per rank: %.2f device allocations, %.2f frees, "
-           "%.2f host waits + %.2f polling waits, %.2f H2D / %.2f D2H copies, %.2f NCCL ops\n",
+           "%.2f host syncs, %.2f H2D / %.2f D2H copies, %.2f NCCL ops\n",
            d.runs, d.runs, vs_pipe_kind_name(kind), P, DP, M, (double)(b.device_allocs - a.device_allocs) / n,
-           (double)(b.device_frees - a.device_frees) / n, (double)(b.host_waits - a.host_waits) / n,
-           (double)(b.host_polls - a.host_polls) / n, (double)(b.h2d - a.h2d) / n, (double)(b.d2h - a.d2h) / n,
+           (double)(b.device_frees - a.device_frees) / n, (double)(b.host_syncs - a.host_syncs) / n,
+           (double)(b.h2d - a.h2d) / n, (double)(b.d2h - a.d2h) / n,
            (double)(b.nccl_ops - a.nccl_ops) / n);
     /* Every buffer of a run comes from the engine's cache but for one kind: a
        send's buffer goes back when the send completed, so a run in which more
@@ -583,9 +583,9 @@ int main(void)
         VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 1));
     }
     vs_strict_counts sc = vs_strict_get_counts();
-    printf("strict stand-in: %ld device allocations, %ld frees, %ld host waits, %ld polling waits, %ld kernels and "
+    printf("strict stand-in: %ld device allocations, %ld frees, %ld host syncs, %ld kernels and "
            "stream functions, %ld NCCL operations\n",
-           sc.device_allocs, sc.device_frees, sc.host_waits, sc.host_polls, sc.launches, sc.nccl_ops);
+           sc.device_allocs, sc.device_frees, sc.host_syncs, sc.launches, sc.nccl_ops);
     VT_CASE("pipe/nccl: no stand-in violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
                                                           vs_strict_violations(), vs_strict_first_violation()));
     return vt_summary();

@@ -225,17 +225,14 @@ static long st_nextid = 1;
 static int st_sticky[ST_MAXDEV];
 static __thread int st_cur_dev;
 static __thread cudaError_t st_last_err;
-static __thread const void* st_polling; /* the stream or event this thread's last query found busy */
 static long st_nviol;
 static char st_first_viol[512];
 
 typedef struct vs_strict_counts {
-    long device_allocs, device_frees, host_waits, h2d, d2h, d2d, libraries, launches, nccl_ops;
-    long host_polls; /* polling waits: a thread's cudaStreamQuery / cudaEventQuery found an object busy that it
-                        was not already polling (a vs_wait / blocking call on NCCL spins this way) */
+    long device_allocs, device_frees, h2d, d2h, d2d, libraries, launches, nccl_ops;
     /* host_syncs: every call that blocks the host on device work it has not yet
-       seen complete, whether or not it had to wait (host_waits counts only those
-       that did, so it depends on timing): the synchronize calls, copies that
+       seen complete, whether or not it had to wait (so the count does not depend
+       on timing): the synchronize calls, copies that
        return when done, and each polled wait (the first cudaStreamQuery /
        cudaEventQuery of a thread on a stream position or a recorded event). A
        wait for work up to a position of its stream that an earlier sync or query
@@ -905,7 +902,6 @@ ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
     st_init_locked();
     struct CUstream_st* s = st_stream_locked(h);
     long t = s->enq;
-    if (s->done < t) st_count.host_waits++;
     st_count_sync_locked(s, t);
     struct st_vc* v = st_race_target_locked(s);
     ST_WAIT_UNTIL(s->done >= t, "cudaStreamSynchronize");
@@ -924,8 +920,6 @@ ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
     st_count_poll_locked(s, s, s->enq);
     if (!busy) st_seen_locked(s, s->enq);
     if (!busy) st_race_host_merge_locked(st_race_target_locked(s));
-    if (busy && st_polling != (const void*)s) st_count.host_polls++;
-    st_polling = busy ? (const void*)s : NULL;
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
     return st_sticky_check();
@@ -935,7 +929,6 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
 {
     pthread_mutex_lock(&st_mu);
     st_init_locked();
-    st_count.host_waits++;
     st_count.host_syncs++;
     st_device_idle_locked(st_cur_dev, "cudaDeviceSynchronize");
     for (struct CUstream_st* q = st_streams; q; q = q->next)
@@ -1029,8 +1022,6 @@ ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
     if (ev->s) st_count_poll_locked(ev, ev->s, ev->target);
     if (ev->s && !busy) st_seen_locked(ev->s, ev->target);
     if (!busy) st_race_host_merge_locked(st_vc_ref(ev->vc));
-    if (busy && st_polling != (const void*)ev) st_count.host_polls++;
-    st_polling = busy ? (const void*)ev : NULL;
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
     int e = __atomic_load_n(&st_sticky[dev], __ATOMIC_SEQ_CST);
@@ -1045,7 +1036,6 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
         st_violation("use-after-destroy", "cudaEventSynchronize on a destroyed event");
         return st_err(cudaErrorInvalidResourceHandle);
     }
-    if (ev->s && ev->s->done < ev->target) st_count.host_waits++;
     if (ev->s) st_count_sync_locked(ev->s, ev->target);
     struct st_vc* v = st_vc_ref(ev->vc);
     ST_WAIT_UNTIL(!ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
@@ -1115,7 +1105,6 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
         memcpy(op->staged, src, n);
         if (!async) {
             long t = s->enq; /* "a stream sync is performed before the copy is initiated" */
-            if (s->done < t) st_count.host_waits++;
             st_count_sync_locked(s, t);
             struct st_vc* v = st_race_target_locked(s);
             ST_WAIT_UNTIL(s->done >= t, "cudaMemcpy's stream sync");
@@ -1128,7 +1117,6 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
     st_push_locked(s, op);
     if (wait) {
         long t = s->enq;
-        st_count.host_waits++;
         st_count_sync_locked(s, t);
         struct st_vc* v = st_race_target_locked(s);
         ST_WAIT_UNTIL(s->done >= t, fn);
