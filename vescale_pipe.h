@@ -2701,7 +2701,7 @@ struct vs_pipe {
 #ifdef _VS_PIPE_CUDA
 _VS_PIPE_PRIVATE vs_result _vs_pipe_cuerr(cudaError_t e, const char* what)
 {
-    return vs_set_error(VS_ERR_BACKEND, "%s: %s", what, cudaGetErrorString(e));
+    return vs_cuda_error((int)e, "vs_pipe", what); // (vescale_mesh.h's: the message and CUDA's code)
 }
 #endif
 
