@@ -580,6 +580,18 @@ VS_API vs_result vs_group_end(vs_comm* c, vs_work** work);
    (vs_group_end of an empty group gives *work = NULL: nothing to wait for.)
    Times out like a blocking call. Only the thread that issued it. */
 VS_API vs_result vs_wait(vs_work* w);
+/* Completes an asynchronous operation in stream order and frees its handle: the
+   work enqueued on `stream` after this call runs after the operation, and the
+   host does not wait (NCCL). stream NULL: the caller's stream (the one given to
+   vs_comm_set_stream, else the legacy default stream). This keeps the host ahead
+   of the GPU: a training step needs one host wait, for its loss. What goes wrong
+   later (a peer that never arrives, NCCL's asynchronous errors, a failed rank of
+   the job) is reported by the communicator's next call, and the world's watchdog
+   thread (started by the first such wait) aborts the communicator once the
+   operation is past the timeout or NCCL reports an error, so a stream waiting on
+   it never hangs, and ends a vs_launch job as a failed rank does. Threads and MPI
+   (no device streams): vs_wait. Only the thread that issued it. */
+VS_API vs_result vs_wait_stream(vs_work* w, void* stream);
 /* *done = 1 when the operation has completed (vs_wait then returns at once). */
 VS_API vs_result vs_test(vs_work* w, int* done);
 
@@ -1930,6 +1942,9 @@ struct vs_work {
     vs_work* next;
 #ifdef VESCALE_NCCL
     cudaEvent_t ev;
+    uint64_t eseq; // the event's place in its communicator's stream (_vs_nccl_watch)
+    int ekind;     // the operation (first of a group) and its sequence number, for the watchdog's message
+    uint64_t opseq;
 #endif
 };
 
@@ -1995,6 +2010,26 @@ struct vs_comm {
        writes the child here when the split completes, after ncclCommSplit has
        returned ncclSuccess; so it lives as long as the parent, not on a stack. */
     ncclComm_t split_out;
+    /* Stream-ordered completion (vs_wait_stream) and the watchdog. The host no
+       longer waits for such work, so its deadline is watched here: events
+       recorded after it, oldest first (under qmu; a full ring merges its two
+       newest, the newer covering the older in stream order). ncmu: held by the
+       thread in an NCCL call on this communicator (the op table's wrappers), so
+       the watchdog (trylock) never calls NCCL beside it; it records its fault
+       in wd_res/wd_msg under ncmu. */
+    struct _vs_nwatch {
+        cudaEvent_t ev;
+        uint64_t eseq, opseq;
+        double deadline;
+        int kind;
+    } watch[8];
+    int nwatch;
+    uint64_t evseq; // events recorded on the stream so far
+    pthread_mutex_t ncmu;
+    int ncmu_made, dev, wd_listed;
+    vs_comm* wd_next; // the world's watched communicators (under the world's wdmu)
+    vs_result wd_res;
+    char wd_msg[512];
 #endif
 };
 
@@ -2031,6 +2066,14 @@ struct vs_world {
     int mmu_made;
     struct _vs_mpi_leak* leaks; // requests a fault left in flight
 #endif
+#ifdef VESCALE_NCCL
+    // the watchdog of stream-ordered NCCL work (_vs_wd_main), started at its first use
+    pthread_t wd;
+    pthread_mutex_t wdmu;
+    pthread_cond_t wdcv;
+    int wd_on, wd_stop;
+    vs_comm* wd_comms;
+#endif
 };
 
 /* The transport interface: one table per transport (the threads transport is the
@@ -2050,6 +2093,8 @@ struct vs_world {
    - destroy  frees the transport's part of a handle.
    - set_stream, stream   NULL: the transport has no streams.
    - world_free  the transport's part of vs_world_free (MPI_Finalize), may be NULL.
+   - wait_stream  vs_wait_stream: the caller's stream waits for the handle, not
+              the host (NULL: no streams; vs_wait_stream is vs_wait).
    - world_abort the transport's vs_world_abort (MPI_Abort); NULL: abort the
               world's communicator.
    - work_release  frees the transport's part of a work handle (a CUDA event).
@@ -2071,6 +2116,7 @@ struct _vs_transport_ops {
     vs_result (*world_free)(vs_world* w);
     vs_result (*world_abort)(vs_world* w, vs_result why);
     void (*work_release)(vs_work* w);
+    vs_result (*wait_stream)(vs_work* w, void* stream);
     int shm, device;
 };
 
@@ -2529,6 +2575,16 @@ VS_API vs_result vs_wait(vs_work* w)
         return r;
     }
     vs_result r = c->tp->wait(w);
+    _vs_work_retire(c, w);
+    return r;
+}
+
+VS_API vs_result vs_wait_stream(vs_work* w, void* stream)
+{
+    _VS_CHECK_HANDLE(w, "work");
+    vs_comm* c = w->comm;
+    if (!c || !c->tp->wait_stream) return vs_wait(w); // completed, or a transport without streams
+    vs_result r = c->tp->wait_stream(w, stream);
     _vs_work_retire(c, w);
     return r;
 }
@@ -5067,6 +5123,8 @@ _VS_PRIVATE vs_result _vs_nccl_settle(vs_comm* c, ncclComm_t nc, ncclResult_t r,
     while (r == ncclInProgress) {
         vs_result jr = _vs_nccl_job_check(c, what);
         if (jr) return jr;
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) && c->nc == nc)
+            return _vs_nccl_abort(c, VS_ERR_ABORTED, 0, what, "the communicator was aborted (vs_comm_abort)");
         if (_vs_now() > deadline) return _vs_nccl_abort(c, VS_ERR_TIMEOUT, 0, what, "timed out");
         _vs_sleep_us(50);
         ncclCommGetAsyncError(nc, &r);
@@ -5075,18 +5133,223 @@ _VS_PRIVATE vs_result _vs_nccl_settle(vs_comm* c, ncclComm_t nc, ncclResult_t r,
     return VS_OK;
 }
 
+_VS_PRIVATE void _vs_nccl_event_put(vs_comm* c, cudaEvent_t ev);
+
+/* Stream-ordered completion (vs_wait_stream) and its watchdog
+   ------------------------------------------------------------
+   The caller's stream: the one given with vs_comm_set_stream, else the legacy
+   default stream (the communicator's own stream is non-blocking). */
+_VS_PRIVATE cudaStream_t _vs_nccl_caller(const vs_comm* c)
+{
+    return c->own_stream && c->stream == c->own ? cudaStreamLegacy : c->stream;
+}
+
+#define _VS_NWATCH ((int)(sizeof(((vs_comm*)0)->watch) / sizeof(((vs_comm*)0)->watch[0])))
+
+/* The watched events up to eseq (UINT64_MAX: all) are complete (a host wait saw
+   them done): back into the pool, their deadlines met. */
+_VS_PRIVATE void _vs_nccl_watch_done(vs_comm* c, uint64_t upto)
+{
+    cudaEvent_t done[_VS_NWATCH];
+    int nd = 0;
+    pthread_mutex_lock(&c->qmu);
+    while (nd < c->nwatch && c->watch[nd].eseq <= upto) done[nd] = c->watch[nd].ev, nd++;
+    memmove(c->watch, c->watch + nd, sizeof c->watch[0] * (size_t)(c->nwatch - nd));
+    c->nwatch -= nd;
+    pthread_mutex_unlock(&c->qmu);
+    for (int i = 0; i < nd; i++) _vs_nccl_event_put(c, done[i]);
+}
+
+/* w's event joins the watch, its deadline the communicator's timeout from now;
+   a full ring drops its newest entry (w's event, later on the same stream,
+   completes only after it: its deadline moves to w's). */
+_VS_PRIVATE void _vs_nccl_watch_add(vs_comm* c, vs_work* w)
+{
+    cudaEvent_t drop = NULL;
+    pthread_mutex_lock(&c->qmu);
+    if (c->nwatch == _VS_NWATCH) drop = c->watch[--c->nwatch].ev;
+    struct _vs_nwatch* e = &c->watch[c->nwatch++];
+    e->ev = w->ev, e->eseq = w->eseq, e->opseq = w->opseq, e->kind = w->ekind;
+    e->deadline = _vs_now() + c->timeout;
+    pthread_mutex_unlock(&c->qmu);
+    w->ev = NULL;
+    if (drop) _vs_nccl_event_put(c, drop);
+}
+
+/* A fault the watchdog recorded, or an abort another thread asked for (its
+   ncclCommAbort waits for the thread in the call: _vs_nccl_abort_comm), as the
+   error of `what`. With ncmu held. */
+_VS_PRIVATE vs_result _vs_nccl_wd_check(vs_comm* c, const char* what)
+{
+    if (c->wd_res) return _vs_err(c->wd_res, "%s: %s", what, c->wd_msg);
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) && c->nc) {
+        ncclCommAbort(c->nc);
+        c->nc = NULL;
+    }
+    return VS_OK;
+}
+
+/* One look at c (with the world's wdmu held): the oldest stream-ordered work
+   past its deadline, an asynchronous NCCL error, or a failed job aborts c (so a
+   stream waiting on a dead peer is released), records the fault for c's next
+   call, and ends the job. Skipped while c's thread is in an NCCL call (ncmu):
+   that call watches the same things with its own deadline. */
+_VS_PRIVATE void _vs_wd_check(vs_comm* c)
+{
+    pthread_mutex_lock(&c->qmu);
+    int n = c->nwatch;
+    struct _vs_nwatch e;
+    memset(&e, 0, sizeof e);
+    if (n) e = c->watch[0];
+    pthread_mutex_unlock(&c->qmu);
+    if (!n || pthread_mutex_trylock(&c->ncmu)) return;
+    if (!c->nc || c->wd_res) {
+        pthread_mutex_unlock(&c->ncmu);
+        return;
+    }
+    cudaSetDevice(c->dev);
+    _vs_tjob* job = c->world ? c->world->job : NULL;
+    vs_result code = VS_OK;
+    char msg[sizeof c->wd_msg];
+    msg[0] = 0;
+    int origin = c->world ? c->world->rank : 0;
+    ncclResult_t ar = ncclSuccess;
+    if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&job->mu);
+        origin = job->cause_rank;
+        _vs_fmt(msg, sizeof msg, "job aborted: %s (NCCL communicator aborted)", job->cause);
+        pthread_mutex_unlock(&job->mu);
+        code = VS_ERR_ABORTED;
+    } else if (ncclCommGetAsyncError(c->nc, &ar), ar != ncclSuccess && ar != ncclInProgress) {
+        code = VS_ERR_BACKEND;
+        _vs_fmt(msg, sizeof msg, "world rank %d failed (VS_ERR_BACKEND): NCCL's asynchronous error on %s: %s "
+                "(the watchdog aborted the NCCL communicator)", origin, c->label, ncclGetErrorString(ar));
+    } else if (_vs_now() > e.deadline) {
+        if (cudaEventQuery(e.ev) == cudaSuccess) { // done, unseen: the next one's turn
+            pthread_mutex_unlock(&c->ncmu);
+            _vs_nccl_watch_done(c, e.eseq);
+            return;
+        }
+        code = VS_ERR_TIMEOUT;
+        _vs_fmt(msg, sizeof msg, "world rank %d failed (VS_ERR_TIMEOUT): %s #%llu on %s, completed in stream order "
+                "(vs_wait_stream), did not finish within the timeout of %g s (the watchdog aborted the NCCL "
+                "communicator)", origin, _vs_kind_names[e.kind], (unsigned long long)e.opseq, c->label, c->timeout);
+    }
+    if (code) {
+        __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+        ncclCommAbort(c->nc);
+        c->nc = NULL;
+        _vs_fmt(c->wd_msg, sizeof c->wd_msg, "%s", msg);
+        c->wd_res = code;
+        if (job && code != VS_ERR_ABORTED) _vs_job_fail(job, NULL, code, origin, msg);
+    }
+    pthread_mutex_unlock(&c->ncmu);
+}
+
+_VS_PRIVATE void* _vs_wd_main(void* arg)
+{
+    vs_world* w = (vs_world*)arg;
+    pthread_mutex_lock(&w->wdmu);
+    while (!w->wd_stop) {
+        for (vs_comm* c = w->wd_comms; c; c = c->wd_next) _vs_wd_check(c);
+        struct timespec ts = _vs_abs_deadline(0.02);
+        pthread_cond_timedwait(&w->wdcv, &w->wdmu, &ts);
+    }
+    pthread_mutex_unlock(&w->wdmu);
+    return NULL;
+}
+
+/* c joins its world's watchdog, which starts with the first one. */
+_VS_PRIVATE vs_result _vs_wd_list(vs_comm* c, const char* what)
+{
+    vs_world* w = c->world;
+    if (c->wd_listed || !w) return VS_OK;
+    if (!w->wd_on) {
+        pthread_mutex_init(&w->wdmu, NULL);
+        _vs_cond_init(&w->wdcv);
+        w->wd_stop = 0;
+        if (pthread_create(&w->wd, NULL, _vs_wd_main, w) != 0) {
+            pthread_cond_destroy(&w->wdcv);
+            pthread_mutex_destroy(&w->wdmu);
+            return _vs_err_backend(VS_ERR_BACKEND, errno, "%s: cannot start the watchdog thread", what);
+        }
+        w->wd_on = 1;
+    }
+    pthread_mutex_lock(&w->wdmu);
+    c->wd_next = w->wd_comms;
+    w->wd_comms = c;
+    c->wd_listed = 1;
+    pthread_mutex_unlock(&w->wdmu);
+    return VS_OK;
+}
+
+_VS_PRIVATE void _vs_wd_unlist(vs_comm* c)
+{
+    vs_world* w = c->world;
+    if (!c->wd_listed || !w || !w->wd_on) return;
+    pthread_mutex_lock(&w->wdmu); // (the watchdog is not looking at c once this is held)
+    vs_comm** l = &w->wd_comms;
+    while (*l && *l != c) l = &(*l)->wd_next;
+    if (*l) *l = c->wd_next;
+    c->wd_listed = 0;
+    pthread_mutex_unlock(&w->wdmu);
+}
+
+_VS_PRIVATE void _vs_wd_stop(vs_world* w)
+{
+    if (!w->wd_on) return;
+    pthread_mutex_lock(&w->wdmu);
+    w->wd_stop = 1;
+    pthread_cond_signal(&w->wdcv);
+    pthread_mutex_unlock(&w->wdmu);
+    pthread_join(w->wd, NULL);
+    pthread_cond_destroy(&w->wdcv);
+    pthread_mutex_destroy(&w->wdmu);
+    w->wd_on = 0;
+}
+
+/* vs_wait_stream on NCCL: `stream` (NULL: the caller's) waits for w's event; the
+   host does not. The event goes to the watch, which gives the work its deadline.
+   A fault already known (the job, NCCL's asynchronous error, the watchdog's) is
+   reported now. */
+_VS_PRIVATE vs_result _vs_nccl_wait_stream(vs_work* w, void* stream)
+{
+    vs_comm* c = w->comm;
+    const char* what = "vs_wait_stream";
+    _VS_TRY(_vs_nccl_wd_check(c, what));
+    _VS_TRY(_vs_nccl_job_check(c, what));
+    if (!c->nc) return _vs_err(VS_ERR_ABORTED, "%s: NCCL communicator was aborted", what);
+    ncclResult_t ar = ncclSuccess;
+    ncclCommGetAsyncError(c->nc, &ar);
+    if (ar != ncclSuccess && ar != ncclInProgress)
+        return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)ar, what, ncclGetErrorString(ar));
+    cudaStream_t to = stream ? (cudaStream_t)stream : _vs_nccl_caller(c);
+    cudaError_t e = to == c->stream ? cudaSuccess : cudaStreamWaitEvent(to, w->ev, 0);
+    if (e != cudaSuccess)
+        return _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: the stream's wait for the operation: %s", what,
+                               cudaGetErrorString(e));
+    _vs_nccl_watch_add(c, w);
+    return _vs_wd_list(c, what);
+}
+
 /* Waits for an event (or the whole stream when ev is NULL) while watching NCCL's
    asynchronous errors and the deadline. */
 _VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what)
 {
     double deadline = _vs_now() + c->timeout;
+    _VS_TRY(_vs_nccl_wd_check(c, what));
     for (long it = 0;; it++) {
         cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(c->stream);
-        if (e == cudaSuccess) return VS_OK;
+        if (e == cudaSuccess) {
+            if (!ev) _vs_nccl_watch_done(c, UINT64_MAX); // the stream drained: every watched event is done
+            return VS_OK;
+        }
         if (e != cudaErrorNotReady)
             return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)e, what, cudaGetErrorString(e));
         vs_result jr = _vs_nccl_job_check(c, what);
         if (jr) return jr;
+        if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) // vs_comm_abort from another thread
+            return _vs_nccl_abort(c, VS_ERR_ABORTED, 0, what, "the communicator was aborted (vs_comm_abort)");
         ncclResult_t ar = ncclSuccess;
         if (c->nc) ncclCommGetAsyncError(c->nc, &ar);
         if (ar != ncclSuccess && ar != ncclInProgress)
@@ -5268,6 +5531,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
     const char* what = _vs_kind_names[ops[0].kind];
     double deadline = _vs_now() + c->timeout;
     vs_result res = VS_OK;
+    if ((res = _vs_nccl_wd_check(c, what))) goto done;
     if ((res = _vs_nccl_job_check(c, what))) goto done;
     if (!c->nc) {
         res = _vs_err(VS_ERR_ABORTED, "%s: NCCL communicator was aborted", what);
@@ -5308,6 +5572,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         w->comm = c;
         cudaError_t e = _vs_nccl_event_get(c, &w->ev);
         if (e == cudaSuccess) e = cudaEventRecord(w->ev, c->stream);
+        w->eseq = ++c->evseq, w->ekind = ops[0].kind, w->opseq = ops[0].seq;
         if (e != cudaSuccess) {
             _vs_work_free(w);
             res = _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
@@ -5327,11 +5592,18 @@ done:
     return res;
 }
 
-_VS_PRIVATE vs_result _vs_nccl_wait(vs_work* w) { return _vs_nccl_sync(w->comm, w->ev, "vs_wait"); }
+_VS_PRIVATE vs_result _vs_nccl_wait(vs_work* w)
+{
+    vs_result r = _vs_nccl_sync(w->comm, w->ev, "vs_wait");
+    if (!r) _vs_nccl_watch_done(w->comm, w->eseq); // (stream order: what was recorded before is done too)
+    return r;
+}
 
 _VS_PRIVATE vs_result _vs_nccl_comm_setup(vs_comm* c, ncclComm_t nc)
 {
     c->nc = nc;
+    if (!c->ncmu_made) pthread_mutex_init(&c->ncmu, NULL), c->ncmu_made = 1;
+    cudaGetDevice(&c->dev);
     cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) c->own_stream = 1, c->own = c->stream, e = cudaEventCreateWithFlags(&c->fence, cudaEventDisableTiming);
     if (e == cudaSuccess && !(c->scratch = vs_device_alloc(c->world, sizeof(float)))) // (through the hooks)
@@ -5398,6 +5670,9 @@ _VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** o
 
 _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
 {
+    _vs_wd_unlist(c); // the watchdog no longer looks at c
+    for (int i = 0; i < c->nwatch; i++) cudaEventDestroy(c->watch[i].ev);
+    c->nwatch = 0;
     if (c->nc) {
         ncclResult_t r = ncclCommFinalize(c->nc);
         double deadline = _vs_now() + c->timeout;
@@ -5419,6 +5694,7 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
     _vs_hfree(_VS_WH(c->world), c->evpool);
     c->evpool = NULL, c->nev = c->evcap = 0;
     if (c->scratch) vs_device_free(c->world, c->scratch);
+    if (c->ncmu_made) pthread_mutex_destroy(&c->ncmu), c->ncmu_made = 0;
 }
 
 _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int device_select, int cuda_device)
@@ -5490,7 +5766,7 @@ _VS_PRIVATE void _vs_t_destroy(vs_comm* c)
 static const _vs_transport_ops _vs_threads_ops = {
     VS_TRANSPORT_THREADS, _vs_submit_host, _vs_t_exec, _vs_work_wait_host, _vs_work_test_host,
     NULL /* detach: the queue drained */, NULL /* split: an op */, _vs_t_abort, _vs_t_destroy,
-    NULL, NULL /* no streams */, NULL, NULL, NULL, 1 /* shm */, 0};
+    NULL, NULL /* no streams */, NULL, NULL, NULL, NULL /* wait_stream: vs_wait */, 1 /* shm */, 0};
 
 #ifdef VESCALE_MPI
 _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
@@ -5501,7 +5777,7 @@ _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
 static const _vs_transport_ops _vs_mpi_ops = {
     VS_TRANSPORT_MPI, _vs_submit_host, _vs_mpi_exec, _vs_work_wait_host, _vs_work_test_host,
     NULL, NULL, _vs_mpi_comm_abort /* notifies every rank of the world */, _vs_mpi_destroy,
-    NULL, NULL, _vs_mpi_world_fini, _vs_mpi_world_abort, NULL, 0, 0};
+    NULL, NULL, _vs_mpi_world_fini, _vs_mpi_world_abort, NULL, NULL, 0, 0};
 #endif
 
 #ifdef VESCALE_NCCL
@@ -5532,7 +5808,13 @@ _VS_PRIVATE void _vs_nccl_detach(vs_work* w)
 
 _VS_PRIVATE void _vs_nccl_abort_comm(vs_comm* c, vs_result why, int origin, const char* cause)
 {
-    if (c->nc) ncclCommAbort(c->nc), c->nc = NULL;
+    /* any thread: c->aborted is set; when c's thread is in an NCCL call on it
+       (ncmu), that call aborts it at its next poll (_vs_nccl_wd_check, the
+       waits), not this thread beside it */
+    if (!c->ncmu_made || pthread_mutex_trylock(&c->ncmu) == 0) {
+        if (c->nc) ncclCommAbort(c->nc), c->nc = NULL;
+        if (c->ncmu_made) pthread_mutex_unlock(&c->ncmu);
+    }
     /* ncclCommAbort tells no peer; in a vs_launch job the job does (_vs_nccl_job_check) */
     _vs_tjob* job = c->world ? c->world->job : NULL;
     if (!job) return;
@@ -5570,10 +5852,41 @@ _VS_PRIVATE vs_result _vs_nccl_world_free(vs_world* w)
     return VS_OK;
 }
 
+/* The table's calls into NCCL hold the communicator's ncmu, so its watchdog
+   (and another thread's vs_comm_abort) never call NCCL beside them. */
+#define _VS_NCCL_LOCKED(c, call)                                                                                      \
+    vs_result _r;                                                                                                     \
+    pthread_mutex_lock(&(c)->ncmu);                                                                                   \
+    _r = (call);                                                                                                      \
+    pthread_mutex_unlock(&(c)->ncmu);                                                                                 \
+    return _r
+
+_VS_PRIVATE vs_result _vs_nccl_submit_l(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
+{
+    _VS_NCCL_LOCKED(c, _vs_nccl_submit(c, ops, nops, out));
+}
+_VS_PRIVATE vs_result _vs_nccl_wait_l(vs_work* w) { _VS_NCCL_LOCKED(w->comm, _vs_nccl_wait(w)); }
+_VS_PRIVATE vs_result _vs_nccl_test_l(vs_work* w, int* done) { _VS_NCCL_LOCKED(w->comm, _vs_nccl_test(w, done)); }
+_VS_PRIVATE vs_result _vs_nccl_wait_stream_l(vs_work* w, void* stream)
+{
+    _VS_NCCL_LOCKED(w->comm, _vs_nccl_wait_stream(w, stream));
+}
+_VS_PRIVATE vs_result _vs_nccl_split_l(vs_comm* c, int color, int key, vs_comm** out)
+{
+    _VS_NCCL_LOCKED(c, _vs_nccl_split(c, color, key, out));
+}
+_VS_PRIVATE void _vs_nccl_detach_l(vs_work* w)
+{
+    vs_comm* c = w->comm;
+    if (c) pthread_mutex_lock(&c->ncmu);
+    _vs_nccl_detach(w);
+    if (c) pthread_mutex_unlock(&c->ncmu);
+}
+
 static const _vs_transport_ops _vs_nccl_ops = {
-    VS_TRANSPORT_NCCL, _vs_nccl_submit, NULL, _vs_nccl_wait, _vs_nccl_test, _vs_nccl_detach, _vs_nccl_split,
+    VS_TRANSPORT_NCCL, _vs_nccl_submit_l, NULL, _vs_nccl_wait_l, _vs_nccl_test_l, _vs_nccl_detach_l, _vs_nccl_split_l,
     _vs_nccl_abort_comm, _vs_nccl_comm_destroy, _vs_nccl_set_stream, _vs_nccl_stream, _vs_nccl_world_free, NULL,
-    _vs_nccl_work_release, 0, 1};
+    _vs_nccl_work_release, _vs_nccl_wait_stream_l, 0, 1};
 #endif
 
 _VS_PRIVATE const _vs_transport_ops* _vs_transport_of(vs_transport tr)
@@ -5752,6 +6065,9 @@ VS_API vs_result vs_world_free(vs_world* w)
         w->comm->kind = _VS_COMM_USER;
         _vs_comm_destroy(w->comm);
     }
+#ifdef VESCALE_NCCL
+    _vs_wd_stop(w); // (every communicator has left it)
+#endif
     vs_result r = VS_OK;
     const _vs_transport_ops* t = _vs_transport_of(w->tr);
     if (t && t->world_free) r = t->world_free(w); // MPI: see vs_world_abort
