@@ -592,6 +592,14 @@ VS_API vs_result vs_wait(vs_work* w);
    it never hangs, and ends a vs_launch job as a failed rank does. Threads and MPI
    (no device streams): vs_wait. Only the thread that issued it. */
 VS_API vs_result vs_wait_stream(vs_work* w, void* stream);
+/* The host waits for everything enqueued so far on `stream` (NULL: c's caller
+   stream, as above), with c's deadline and fault watch: NCCL's asynchronous
+   errors, a failed rank of the job, a fault the watchdog found (stream-ordered
+   work of c that never finished). The one host wait a training step needs, e.g.
+   before reading its loss: unlike cudaStreamSynchronize it ends with an error
+   naming the fault instead of waiting past the timeout. Threads and MPI: VS_OK
+   at once (their calls complete on the host). Only the thread using c. */
+VS_API vs_result vs_sync_stream(vs_comm* c, void* stream);
 /* *done = 1 when the operation has completed (vs_wait then returns at once). */
 VS_API vs_result vs_test(vs_work* w, int* done);
 
@@ -2095,6 +2103,8 @@ struct vs_world {
    - world_free  the transport's part of vs_world_free (MPI_Finalize), may be NULL.
    - wait_stream  vs_wait_stream: the caller's stream waits for the handle, not
               the host (NULL: no streams; vs_wait_stream is vs_wait).
+   - sync_stream  vs_sync_stream: the host waits for a stream, watching c's
+              faults (NULL: no streams; VS_OK).
    - world_abort the transport's vs_world_abort (MPI_Abort); NULL: abort the
               world's communicator.
    - work_release  frees the transport's part of a work handle (a CUDA event).
@@ -2117,6 +2127,7 @@ struct _vs_transport_ops {
     vs_result (*world_abort)(vs_world* w, vs_result why);
     void (*work_release)(vs_work* w);
     vs_result (*wait_stream)(vs_work* w, void* stream);
+    vs_result (*sync_stream)(vs_comm* c, void* stream);
     int shm, device;
 };
 
@@ -2577,6 +2588,13 @@ VS_API vs_result vs_wait(vs_work* w)
     vs_result r = c->tp->wait(w);
     _vs_work_retire(c, w);
     return r;
+}
+
+VS_API vs_result vs_sync_stream(vs_comm* c, void* stream)
+{
+    vs_result r = _vs_comm_get("vs_sync_stream", c);
+    if (r) return r;
+    return c->tp->sync_stream ? c->tp->sync_stream(c, stream) : VS_OK;
 }
 
 VS_API vs_result vs_wait_stream(vs_work* w, void* stream)
@@ -5766,7 +5784,7 @@ _VS_PRIVATE void _vs_t_destroy(vs_comm* c)
 static const _vs_transport_ops _vs_threads_ops = {
     VS_TRANSPORT_THREADS, _vs_submit_host, _vs_t_exec, _vs_work_wait_host, _vs_work_test_host,
     NULL /* detach: the queue drained */, NULL /* split: an op */, _vs_t_abort, _vs_t_destroy,
-    NULL, NULL /* no streams */, NULL, NULL, NULL, NULL /* wait_stream: vs_wait */, 1 /* shm */, 0};
+    NULL, NULL /* no streams */, NULL, NULL, NULL, NULL /* wait_stream: vs_wait */, NULL, 1 /* shm */, 0};
 
 #ifdef VESCALE_MPI
 _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
@@ -5777,7 +5795,7 @@ _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
 static const _vs_transport_ops _vs_mpi_ops = {
     VS_TRANSPORT_MPI, _vs_submit_host, _vs_mpi_exec, _vs_work_wait_host, _vs_work_test_host,
     NULL, NULL, _vs_mpi_comm_abort /* notifies every rank of the world */, _vs_mpi_destroy,
-    NULL, NULL, _vs_mpi_world_fini, _vs_mpi_world_abort, NULL, NULL, 0, 0};
+    NULL, NULL, _vs_mpi_world_fini, _vs_mpi_world_abort, NULL, NULL, NULL, 0, 0};
 #endif
 
 #ifdef VESCALE_NCCL
@@ -5871,6 +5889,26 @@ _VS_PRIVATE vs_result _vs_nccl_wait_stream_l(vs_work* w, void* stream)
 {
     _VS_NCCL_LOCKED(w->comm, _vs_nccl_wait_stream(w, stream));
 }
+/* vs_sync_stream: an event recorded on the stream, polled with c's deadline
+   and fault watch (_vs_nccl_sync). */
+_VS_PRIVATE vs_result _vs_nccl_sync_stream(vs_comm* c, void* stream)
+{
+    const char* what = "vs_sync_stream";
+    cudaEvent_t ev = NULL;
+    cudaError_t e = _vs_nccl_event_get(c, &ev);
+    if (e == cudaSuccess) e = cudaEventRecord(ev, stream ? (cudaStream_t)stream : _vs_nccl_caller(c));
+    if (e != cudaSuccess) {
+        if (ev) _vs_nccl_event_put(c, ev);
+        return _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
+    }
+    vs_result r = _vs_nccl_sync(c, ev, what);
+    _vs_nccl_event_put(c, ev);
+    return r;
+}
+_VS_PRIVATE vs_result _vs_nccl_sync_stream_l(vs_comm* c, void* stream)
+{
+    _VS_NCCL_LOCKED(c, _vs_nccl_sync_stream(c, stream));
+}
 _VS_PRIVATE vs_result _vs_nccl_split_l(vs_comm* c, int color, int key, vs_comm** out)
 {
     _VS_NCCL_LOCKED(c, _vs_nccl_split(c, color, key, out));
@@ -5886,7 +5924,7 @@ _VS_PRIVATE void _vs_nccl_detach_l(vs_work* w)
 static const _vs_transport_ops _vs_nccl_ops = {
     VS_TRANSPORT_NCCL, _vs_nccl_submit_l, NULL, _vs_nccl_wait_l, _vs_nccl_test_l, _vs_nccl_detach_l, _vs_nccl_split_l,
     _vs_nccl_abort_comm, _vs_nccl_comm_destroy, _vs_nccl_set_stream, _vs_nccl_stream, _vs_nccl_world_free, NULL,
-    _vs_nccl_work_release, _vs_nccl_wait_stream_l, 0, 1};
+    _vs_nccl_work_release, _vs_nccl_wait_stream_l, _vs_nccl_sync_stream_l, 0, 1};
 #endif
 
 _VS_PRIVATE const _vs_transport_ops* _vs_transport_of(vs_transport tr)

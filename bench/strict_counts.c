@@ -29,7 +29,7 @@
    vs_vocab_cross_entropy (with its gradient); (c) vs_redistribute, one call per
    layout pair; (d) uneven collectives: vs_all_gatherv and vs_reduce_scatterv
    with a different count on every rank (one NCCL collective at most per call;
-   they were one per rank). Arguments: [steps] [warmup] (default 8 2). Exit status 1 when a
+   they were one per rank). Arguments: [steps] [warmup] (default 8 4). Exit status 1 when a
    call failed or the stand-in reported a violation; the targets are printed
    (MISS), not enforced; tests/test_strict_counts.c enforces those met. */
 #define VESCALE_IMPLEMENTATION
@@ -43,7 +43,9 @@
 
 #include "tests/strict/vs_strict.h"
 
-static int STEPS = 8, WARMUP = 2;
+/* (4 warm-up steps: the first ones fill each communicator's event pool, the
+   handles in flight plus the watchdog's 8 entries of stream-ordered work) */
+static int STEPS = 8, WARMUP = 4;
 static pthread_barrier_t bar;
 static vs_strict_counts snap0, snap1;
 static long own_d2d, own_syncs; /* the bench's own operations in the window */

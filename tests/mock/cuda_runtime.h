@@ -22,6 +22,7 @@ enum cudaJitOption { cudaJitMaxRegisters = 0 };
 enum cudaLibraryOption { cudaLibraryHostUniversalFunctionAndDataTable = 0 };
 #define cudaEventDisableTiming 0x02
 #define cudaStreamNonBlocking 0x01
+#define cudaStreamLegacy ((cudaStream_t)0x1) /* CUDA's value: the legacy default stream */
 
 #ifdef __cplusplus
 extern "C" {
