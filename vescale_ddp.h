@@ -91,10 +91,16 @@
      NVRTC compiles it for the rank's GPU in vs_ddp_finalize, so a trainer built by
      gcc needs no nvcc (once per process and GPU architecture, shared by every
      vs_ddp: vescale_mesh.h's vs_kernels_get). A bucket's collective waits
-     (cudaStreamWaitEvent) for the work already on desc.stream;
-     vs_ddp_finish_grad_sync and vs_ddp_param block the host until the
-     collectives they wait for are done. A custom step gets device pointers and
-     vs_step_args.stream.
+     (cudaStreamWaitEvent) for the work already on desc.stream, and the work
+     enqueued on desc.stream after vs_ddp_finish_grad_sync (or vs_ddp_param,
+     after a ZeRO step) waits for the collectives (vs_wait_stream): the host
+     never waits for them, so a step's one host wait is the trainer's own (its
+     loss: vs_sync_stream gives that wait the communicator's deadline). A clip
+     reads its norm (one host wait). A fault in a collective the host did not
+     wait for (a peer that never arrives, NCCL's asynchronous error) is
+     reported by the next DDP call that communicates or synchronizes, and the
+     mesh's watchdog aborts the communicator at the deadline so desc.stream
+     never hangs. A custom step gets device pointers and vs_step_args.stream.
    One thread uses a vs_ddp at a time.
 
    Rules (each broken one is an error with a message naming the value, never a
@@ -359,7 +365,10 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
 VS_API vs_result vs_ddp_finalize(vs_ddp* d);
 VS_API int vs_ddp_num_params(const vs_ddp* d);
 /* The parameter's local shard (its dtype), owned by DDP after finalize. After a
-   ZeRO step it waits for that bucket's all-gather: ask again after each step. */
+   ZeRO step it completes that bucket's all-gather: on device buffers in stream
+   order (work enqueued on desc.stream after the call sees the gathered
+   parameters; the host does not wait), else on the host. Ask again after each
+   step. */
 VS_API void* vs_ddp_param(vs_ddp* d, int index);
 /* Blocks the host until the DDP's work is done: every bucket's parameter
    all-gather in flight (ZeRO) and, on device buffers, everything it queued on
@@ -422,7 +431,11 @@ typedef struct vs_clip_desc {
    parameters, optimizer state or the step count, and vs_ddp_skipped_steps counts
    it (a new backward pass or vs_ddp_zero_grad cancels the skip). With
    error_if_nonfinite (as torch.nn.utils.clip_grad_norm_) the call also fails with
-   VS_ERR_NONFINITE naming the norm; gradients and parameters are left untouched. */
+   VS_ERR_NONFINITE naming the norm; gradients and parameters are left untouched.
+   Device buffers: the host reads the norm (one host wait, which covers what was
+   enqueued on desc.stream before the call): a trainer that queues its loss's
+   copy to pinned memory on desc.stream before the clip can read it when the
+   clip returns, one host wait for the step. */
 VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm);
 /* vs_ddp_clip_grad_norm_ex without error_if_nonfinite. */
 VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm);

@@ -258,6 +258,14 @@
      progress thread per communicator (threads and MPI transports) or on the
      communicator's CUDA stream (NCCL). Blocking calls return when the operation
      is complete on this rank, on every transport (NCCL: the host waits for it).
+   - NCCL without host waits: vs_wait_stream completes a handle in stream order
+     (a stream waits for it, the host does not) and vs_sync_stream is the host
+     wait with the deadline and fault watch (the loss read of a step). Work the
+     host did not wait for is watched by one watchdog thread per world (started
+     by the first vs_wait_stream): past the timeout, on NCCL's asynchronous error
+     or when the job has failed, it aborts the communicator, so no stream waits
+     forever, and the communicator's next call reports the fault. DDP completes
+     its collectives this way.
    - NCCL: a communicator enqueues on its own stream, or on the one given with
      vs_comm_set_stream (yours stays yours). DDP runs its kernels on
      vs_ddp_desc.stream, and each bucket's collective waits for the work already
