@@ -266,6 +266,12 @@
      or when the job has failed, it aborts the communicator, so no stream waits
      forever, and the communicator's next call reports the fault. DDP completes
      its collectives this way.
+   - CUDA graphs: the library's calls are not capturable (blocking calls and
+     vs_wait query the stream or an event, an error while it captures).
+   - Host and device kernels from one text give the same bits only without
+     floating-point contraction on the host: the C99/C11 ISO modes do not
+     contract (gcc's -std=c99); -std=gnu11 with -march=native contracts into
+     FMAs unless -ffp-contract=off is given. NVRTC compiles with --fmad=false.
    - NCCL: a communicator enqueues on its own stream, or on the one given with
      vs_comm_set_stream (yours stays yours). DDP runs its kernels on
      vs_ddp_desc.stream, and each bucket's collective waits for the work already
@@ -3980,6 +3986,15 @@ _VS_PRIVATE vs_result _vs_launch_desc_defaults(const vs_launch_desc* d, vs_launc
     if (d->ranks_per_node < 0)
         return _vs_err(VS_ERR_INVALID, "vs_launch: ranks_per_node %d must be >= 0", d->ranks_per_node);
     if (out->ranks_per_node == 0) out->ranks_per_node = n;
+#ifdef VESCALE_NCCL
+    if (tr == VS_TRANSPORT_NCCL) { // each rank on its own GPU (local_rank % devices): NCCL refuses two on one
+        int ndev = 0, local = out->ranks_per_node < n ? out->ranks_per_node : n;
+        if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0 && local > ndev)
+            return _vs_err(VS_ERR_INVALID, "vs_launch: %d NCCL ranks on this node but %d CUDA device%s: each rank "
+                           "needs its own GPU (NCCL refuses two ranks on one device); launch at most %d", local, ndev,
+                           ndev == 1 ? "" : "s", ndev);
+    }
+#endif
     _VS_TRY(_vs_resolve_timeout("vs_launch", d->timeout_s, &out->timeout_s));
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
     return VS_OK;

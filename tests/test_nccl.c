@@ -617,6 +617,17 @@ int main(void)
     VT_CASE("fault/nccl: a failing peer aborts the job at once, naming it", case_fault(0));
     VT_CASE("fault/nccl: a hung peer ends at the deadline", case_fault(1));
     VT_CASE("fault/nccl: freeing unwaited work on a hung peer ends at the deadline", case_fault(2));
+    VT_CASE("launch/nccl: more ranks than GPUs is a clear error before NCCL starts", {
+        vs_launch_desc d;
+        memset(&d, 0, sizeof d);
+        int ndev = 0;
+        cudaGetDeviceCount(&ndev);
+        d.nranks = ndev + 1;
+        d.transport = VS_TRANSPORT_NCCL;
+        vs_result r = vs_launch_ex(&d, nccl_rank, NULL);
+        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "needs its own GPU"),
+                 "%d ranks on %d GPUs: %s (%s)", ndev + 1, ndev, vs_result_string(r), vs_last_error());
+    });
     VT_CASE("fault/nccl: vs_test sees a peer's abort", case_fault(3));
     VT_CASE("fault/nccl: a hung peer under stream-ordered work (vs_wait_stream): the watchdog aborts at the deadline, "
             "releasing the trainer's own stream sync", case_fault(4));

@@ -28,6 +28,7 @@ enum cudaLibraryOption { cudaLibraryHostUniversalFunctionAndDataTable = 0 };
 extern "C" {
 #endif
 const char* cudaGetErrorString(cudaError_t e);
+cudaError_t cudaGetLastError(void);
 cudaError_t cudaGetDevice(int* dev);
 cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev);
