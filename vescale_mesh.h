@@ -1984,6 +1984,16 @@ typedef enum _vs_comm_kind {
     _VS_COMM_MESH      // a submesh's: vs_mesh_free frees it
 } _vs_comm_kind;
 
+#ifdef VESCALE_NCCL
+/* A stream-ordered operation the watchdog watches (vs_comm.watch). */
+typedef struct _vs_nwatch {
+    cudaEvent_t ev;
+    uint64_t eseq, opseq;
+    double deadline;
+    int kind;
+} _vs_nwatch;
+#endif
+
 struct vs_comm {
     uint32_t magic;
     vs_world* world;
@@ -2039,12 +2049,7 @@ struct vs_comm {
        thread in an NCCL call on this communicator (the op table's wrappers), so
        the watchdog (trylock) never calls NCCL beside it; it records its fault
        in wd_res/wd_msg under ncmu. */
-    struct _vs_nwatch {
-        cudaEvent_t ev;
-        uint64_t eseq, opseq;
-        double deadline;
-        int kind;
-    } watch[8];
+    _vs_nwatch watch[8];
     int nwatch;
     uint64_t evseq; // events recorded on the stream so far
     pthread_mutex_t ncmu;
@@ -5209,7 +5214,7 @@ _VS_PRIVATE void _vs_nccl_watch_add(vs_comm* c, vs_work* w)
     cudaEvent_t drop = NULL;
     pthread_mutex_lock(&c->qmu);
     if (c->nwatch == _VS_NWATCH) drop = c->watch[--c->nwatch].ev;
-    struct _vs_nwatch* e = &c->watch[c->nwatch++];
+    _vs_nwatch* e = &c->watch[c->nwatch++];
     e->ev = w->ev, e->eseq = w->eseq, e->opseq = w->opseq, e->kind = w->ekind;
     e->deadline = _vs_now() + c->timeout;
     pthread_mutex_unlock(&c->qmu);
@@ -5239,7 +5244,7 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
 {
     pthread_mutex_lock(&c->qmu);
     int n = c->nwatch;
-    struct _vs_nwatch e;
+    _vs_nwatch e;
     memset(&e, 0, sizeof e);
     if (n) e = c->watch[0];
     pthread_mutex_unlock(&c->qmu);
