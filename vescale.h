@@ -180,7 +180,10 @@ typedef enum vs_role {
 
 typedef struct vs_param_decl {
     const char* name; // full name, e.g. "h.3.attn.wq"; the same name in two layers is one tied parameter
-    vs_dtype dtype;   // f32 (0: f32)
+    /* f32 (0), bf16 or f16: the shards the layers read are in this dtype, the
+       optimizer steps fp32 master weights (vescale_ddp.h), gradients are in it
+       too unless vs_train_desc.grad_fp32 */
+    vs_dtype dtype;
     int ndim;
     int64_t shape[VS_TENSOR_MAX_DIMS]; // global shape
     vs_role role;
@@ -231,6 +234,9 @@ typedef struct vs_layer_ctx {
     int64_t offset[VS_LAYER_MAX_PARAMS][VS_TENSOR_MAX_DIMS];
     vs_mesh* tp;
     int tp_size, tp_rank; // 1, 0 without TP
+    /* param[i]'s dtype (vs_param_decl.dtype) and grad[i]'s: the same, or f32 for
+       a bf16/f16 parameter with vs_train_desc.grad_fp32 */
+    vs_dtype dtype[VS_LAYER_MAX_PARAMS], grad_dtype[VS_LAYER_MAX_PARAMS];
     /* 1: sequence parallelism (vs_plan.sequence_parallel with tp_size > 1). The
        activations a layer gets and gives are its rank's 1/tp_size of the
        sequence (rows [tp_rank, tp_rank + 1) x T / tp_size of each sample); the
@@ -494,6 +500,10 @@ typedef struct vs_train_desc {
     vs_lr_schedule lr;          // lr 0: 1e-3 constant
     double clip;                // global grad-norm clip, finite and >= 0 (0: none)
     vs_nonfinite_policy nonfinite; // NaN or inf gradients (0: skip the step, see above)
+    /* bf16/f16 parameters: 1 accumulates and all-reduces their gradients in f32
+       (vs_layer_ctx.grad_dtype f32), 0 in the parameter's dtype (half the
+       traffic; the optimizer steps f32 master weights either way) */
+    int grad_fp32;
     /* NCCL (device buffers): the compute stream (a cudaStream_t) every layer
        callback runs on (vs_pipe_call.stream), the pipeline's copies and DDP's
        kernels too, and the TP communicator's collectives (vs_comm_set_stream),
@@ -544,8 +554,9 @@ VS_API vs_ddp* vs_train_ddp(vs_train* t);
 /* Host bytes this rank allocated for parameters during vs_parallelize, at the
    peak, and the full model's bytes. */
 VS_API vs_result vs_train_memory(const vs_train* t, int64_t* init_peak, int64_t* model_bytes);
-/* The global value of a parameter (gathered; every rank gets it), into host
-   memory `out` (on GPUs staged through the device). */
+/* The global value of a parameter (gathered; every rank gets it), in its dtype
+   (vs_param_decl.dtype), into host memory `out` of at least its bytes (on GPUs
+   staged through the device). */
 VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, size_t bytes);
 
 /* The whole training state (parameters, optimizer, the step and skipped-step
@@ -662,9 +673,9 @@ VS_API vs_result vs_model_check(const vs_model_desc* m)
             if (!p->name || !p->name[0] || strlen(p->name) >= VS_CKPT_NAME_MAX - 32)
                 return vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\": parameter %d has no name or one too long", fn,
                                     ln, i);
-            if (_vs_hl_dt(p) != VS_F32)
-                return vs_set_error(VS_ERR_UNSUPPORTED, "%s: parameter \"%s\": dtype %s (f32 only here)", fn, p->name,
-                                    vs_dtype_name(p->dtype));
+            if (_vs_hl_dt(p) != VS_F32 && _vs_hl_dt(p) != VS_BF16 && _vs_hl_dt(p) != VS_F16)
+                return vs_set_error(VS_ERR_UNSUPPORTED, "%s: parameter \"%s\": dtype %s (f32, bf16 or f16)", fn,
+                                    p->name, vs_dtype_name(p->dtype));
             if (p->ndim < 1 || p->ndim > VS_TENSOR_MAX_DIMS)
                 return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": ndim %d", fn, p->name, p->ndim);
             int64_t numel = 1; // f32 bytes of it must fit an int64 (numel <= 2^61 - 1)
@@ -2931,7 +2942,7 @@ typedef struct _vs_hl_param {
     int chunk_a, chunk_b;       // tied: a chunk on each of the two stages (the lowest overall, the highest)
     int users;                  // layers that use it (2+: tied)
     int first_here;             // the first layer on this stage that uses it, or -1
-    float* scratch;             // a later user on this stage adds here, summed once in on_step, so the
+    void* scratch;              // a later user on this stage adds here (the gradient's dtype), summed once in on_step, so the
                                 // bits equal the two stages' sum when PP puts the users apart
     int64_t lshape[VS_TENSOR_MAX_DIMS], loff[VS_TENSOR_MAX_DIMS];
     int64_t lnumel;
@@ -2997,17 +3008,34 @@ _VS_HL_PRIVATE vs_result _vs_hl_gone(const char* fn, const vs_train* t)
 /* Device path helpers. The one kernel of this part: a tied parameter's later
    user's gradient added into the first one's and cleared (both users on this
    stage), written once for the host loop and NVRTC. */
+/* t: the gradient's dtype, 0 f32, 1 bf16, 2 f16 (the sum rounded to it once). */
 #define _VS_HL_KERNELS \
-    _VS_MKGLOBAL _VS_MKSEL(_vs_hlk_tied_add, vs_hl_tied_add)(float* g, float* s, long long n) \
+    _VS_MKGLOBAL _VS_MKSEL(_vs_hlk_tied_add, vs_hl_tied_add)(void* g, void* s, int t, long long n) \
     { \
         _VS_MKLOOP(x, n) { \
-            g[x] = g[x] + s[x]; \
-            s[x] = 0.0f; \
+            if (t == 0) { \
+                ((float*)g)[x] = ((float*)g)[x] + ((float*)s)[x]; \
+                ((float*)s)[x] = 0.0f; \
+            } else { \
+                unsigned short* gh = (unsigned short*)g; \
+                unsigned short* sh = (unsigned short*)s; \
+                float a = t == 1 ? _VS_MKU2F((unsigned int)gh[x] << 16) : _VS_MKN(from_f16)(gh[x]); \
+                float b = t == 1 ? _VS_MKU2F((unsigned int)sh[x] << 16) : _VS_MKN(from_f16)(sh[x]); \
+                gh[x] = t == 1 ? _VS_MKN(bf16)(a + b) : _VS_MKN(f16)(a + b); \
+                sh[x] = 0; \
+            } \
         } \
     }
 #define _VS_MK_DEVICE 0
+#ifndef _VS_MK_HOST_SHARED /* (the shared conversions, once per file: vescale_ddp.h built them here already) */
+#define _VS_MK_HOST_SHARED
+_VS_MK_HOSTBITS
+_VS_MK_DTYPES
+#endif
 _VS_HL_KERNELS
 #undef _VS_MK_DEVICE
+
+_VS_HL_PRIVATE int _vs_hl_kdt(vs_dtype t) { return t == VS_F32 ? 0 : t == VS_BF16 ? 1 : 2; }
 
 #ifdef VESCALE_NCCL
 #define _VS_MK_DEVICE 1
@@ -3024,11 +3052,11 @@ _VS_HL_PRIVATE vs_result _vs_hl_fence(vs_train* t, vs_comm* c, const char* fn)
     return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, fn, "ordering a communicator after the compute stream");
 }
 
-_VS_HL_PRIVATE vs_result _vs_hl_tied_add(vs_train* t, float* g, float* scr, int64_t n)
+_VS_HL_PRIVATE vs_result _vs_hl_tied_add(vs_train* t, void* g, void* scr, int dt, int64_t n)
 {
     if (n <= 0) return VS_OK;
     long long nn = n;
-    void* args[] = {&g, &scr, &nn};
+    void* args[] = {&g, &scr, &dt, &nn};
     int64_t blocks = (n + _VS_MKT - 1) / _VS_MKT;
     dim3 grid, block;
     grid.x = (unsigned)(blocks > 8192 ? 8192 : blocks), grid.y = grid.z = 1;
@@ -3129,16 +3157,17 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
     for (int i = 0; i < t->np; i++) { // tied: the users' parts summed, then reduced
         _vs_hl_param* q = &t->prm[i];
         if (q->ddp < 0 || q->users < 2) continue;
-        float* g = (float*)vs_ddp_grad(t->ddp, q->ddp);
+        void* g = vs_ddp_grad(t->ddp, q->ddp);
+        vs_dtype gdt = vs_ddp_grad_dtype(t->ddp, q->ddp);
         if (q->scratch) { // both users here: first user's part + the later one's (then cleared)
 #ifdef VESCALE_NCCL
             if (t->dev)
-                _VS_TRY(_vs_hl_tied_add(t, g, q->scratch, q->lnumel));
+                _VS_TRY(_vs_hl_tied_add(t, g, q->scratch, _vs_hl_kdt(gdt), q->lnumel));
             else
 #endif
-                _vs_hlk_tied_add(g, q->scratch, q->lnumel);
+                _vs_hlk_tied_add(g, q->scratch, _vs_hl_kdt(gdt), q->lnumel);
         }
-        if (q->tied_remote) _VS_TRY(vs_pipe_tie_grads(t->pipe, q->chunk_a, q->chunk_b, g, (size_t)q->lnumel, VS_F32));
+        if (q->tied_remote) _VS_TRY(vs_pipe_tie_grads(t->pipe, q->chunk_a, q->chunk_b, g, (size_t)q->lnumel, gdt));
         _VS_TRY(vs_ddp_grad_ready(t->ddp, q->ddp));
     }
     return VS_OK;
@@ -3293,7 +3322,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
                 r = vs_plan_placement(pl, pd, &q->tp, NULL);
                 int64_t n = 1;
                 for (int e = 0; e < pd->ndim; e++) n *= pd->shape[e];
-                t->model_bytes += n * 4;
+                t->model_bytes += n * (int64_t)vs_dtype_size(_vs_hl_dt(pd));
             }
             _vs_hl_param* q = &t->prm[x];
             if (t->pplan.chunk_stage[q->chunk_a] != st) q->tied_remote = 1;
@@ -3320,6 +3349,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
            of two) open across microbatches, so room for all of them. */
         dd.zero2_buffers = L * VS_LAYER_MAX_PARAMS;
         dd.stream = t->stream; // (NULL on the host transports)
+        dd.grad_fp32 = d->grad_fp32;
         r = vs_ddp_init(&dd, &t->ddp);
         if (!r) t->ddp->owner = _VS_HL_OWNER; // (vs_ddp_free(vs_train_ddp(t)) would leave t dangling)
     }
@@ -3331,7 +3361,9 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             vs_ddp_param_desc pdsc;
             memset(&pdsc, 0, sizeof pdsc);
             pdsc.name = q->d->name;
-            pdsc.dtype = VS_F32;
+            vs_dtype pdt = _vs_hl_dt(q->d);
+            size_t psz = vs_dtype_size(pdt);
+            pdsc.dtype = pdt;
             pdsc.ndim = q->d->ndim;
             for (int e = 0; e < q->d->ndim; e++) pdsc.shape[e] = q->d->shape[e];
             pdsc.placements[2] = q->tp;
@@ -3346,17 +3378,19 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             memset(&dt, 0, sizeof dt);
             dt.layout.mesh = t->mesh;
             dt.layout.p[2] = q->tp;
-            dt.dtype = VS_F32;
+            dt.dtype = pdt; // (drawn in f32 and rounded: vs_init_fill)
             dt.ndim = q->d->ndim;
             for (int e = 0; e < q->d->ndim; e++) dt.shape[e] = q->d->shape[e];
             r = vs_layout_local(&dt.layout, dt.ndim, dt.shape, vs_mesh_rank(t->mesh), q->lshape, q->loff);
             q->lnumel = 1;
             for (int e = 0; e < q->d->ndim; e++) q->lnumel *= q->lshape[e];
-            size_t ib = (size_t)(q->lnumel ? q->lnumel : 1) * sizeof(float);
-            float* init = r ? NULL : (float*)(t->dev ? vs_device_alloc(w, ib) : vs_alloc(w, ib)); // (on the device there)
-            if (!r && !init) r = vs_set_error(VS_ERR_NOMEM, "%s: %lld floats for \"%s\"", fn, (long long)q->lnumel, q->d->name);
+            size_t ib = (size_t)(q->lnumel ? q->lnumel : 1) * psz;
+            void* init = r ? NULL : (t->dev ? vs_device_alloc(w, ib) : vs_alloc(w, ib)); // (on the device there)
+            if (!r && !init)
+                r = vs_set_error(VS_ERR_NOMEM, "%s: %lld %s elements for \"%s\"", fn, (long long)q->lnumel,
+                                 vs_dtype_name(pdt), q->d->name);
             if (!r) {
-                live += q->lnumel * 4; // (the shard, never the whole tensor)
+                live += q->lnumel * (int64_t)psz; // (the shard, never the whole tensor)
                 if (live > t->init_peak) t->init_peak = live;
                 dt.data = init;
                 vs_init_desc id = q->d->init;
@@ -3371,16 +3405,18 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
                 vs_device_free(w, init); // (vs_ddp_add_param copied it: a cudaMemcpy, done)
             else
                 vs_free(w, init);
-            live -= q->lnumel * 4;
+            live -= q->lnumel * (int64_t)psz;
         }
     if (!r) r = vs_ddp_finalize(t->ddp);
     for (int l = 0; !r && l < L; l++) // the layers' views of their shards
         for (int i = 0; i < m->layers[l].nparams; i++) {
             _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
             if (q->ddp < 0) continue;
+            t->lay[l].ctx.dtype[i] = _vs_hl_dt(q->d);
+            t->lay[l].ctx.grad_dtype[i] = vs_ddp_grad_dtype(t->ddp, q->ddp);
             if (q->first_here != l) { // a later user on this stage
-                size_t sb = (size_t)(q->lnumel ? q->lnumel : 1) * 4;
-                if (!q->scratch && !(q->scratch = (float*)(t->dev ? vs_device_alloc(w, sb) : vs_alloc(w, sb)))) {
+                size_t sb = (size_t)(q->lnumel ? q->lnumel : 1) * vs_dtype_size(vs_ddp_grad_dtype(t->ddp, q->ddp));
+                if (!q->scratch && !(q->scratch = t->dev ? vs_device_alloc(w, sb) : vs_alloc(w, sb))) {
                     r = vs_set_error(VS_ERR_NOMEM, "%s: out of %smemory", fn, t->dev ? "device " : "");
                     break;
                 }
@@ -3390,7 +3426,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
                     if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "zeroing a tied gradient's scratch");
                 } else
 #endif
-                    memset(q->scratch, 0, (size_t)q->lnumel * 4);
+                    memset(q->scratch, 0, sb);
             }
             for (int e = 0; e < VS_TENSOR_MAX_DIMS; e++)
                 t->lay[l].ctx.local_shape[i][e] = q->lshape[e], t->lay[l].ctx.offset[i][e] = q->loff[e];
@@ -3590,12 +3626,16 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
     const _vs_hl_param* q = &t->prm[x];
     int64_t n = 1;
     for (int e = 0; e < q->d->ndim; e++) n *= q->d->shape[e];
-    if (bytes < (size_t)n * 4) return vs_set_error(VS_ERR_INVALID, "%s: \"%s\" needs %lld bytes, got %zu", fn, name, (long long)n * 4, bytes);
+    vs_dtype pdt = _vs_hl_dt(q->d);
+    size_t nb = (size_t)n * vs_dtype_size(pdt);
+    if (bytes < nb)
+        return vs_set_error(VS_ERR_INVALID, "%s: \"%s\" (%s) needs %zu bytes, got %zu", fn, name, vs_dtype_name(pdt), nb,
+                            bytes);
     int owner = t->pplan.chunk_stage[q->chunk_a];
     vs_result r = VS_OK;
     void* host_out = out;
 #ifdef VESCALE_NCCL
-    if (t->dev && !(out = vs_device_alloc(t->w, (size_t)n * 4))) // staged on the device (NCCL's memory)
+    if (t->dev && !(out = vs_device_alloc(t->w, nb))) // staged on the device (NCCL's memory)
         return vs_set_error(VS_ERR_NOMEM, "%s: \"%s\": out of device memory for %lld floats", fn, name, (long long)n);
 #endif
     if (q->ddp >= 0 && t->stage == owner) {
@@ -3603,7 +3643,7 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
         memset(&src, 0, sizeof src);
         src.layout.mesh = t->mesh;
         src.layout.p[2] = q->tp;
-        src.dtype = VS_F32;
+        src.dtype = pdt;
         src.ndim = q->d->ndim;
         for (int e = 0; e < q->d->ndim; e++) src.shape[e] = q->d->shape[e];
         dst = src;
@@ -3619,11 +3659,11 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
         }
 #ifdef VESCALE_NCCL
         else if (t->dev) {
-            cudaError_t e = cudaMemcpyAsync(out, src.data, (size_t)n * 4, cudaMemcpyDeviceToDevice, (cudaStream_t)t->stream);
+            cudaError_t e = cudaMemcpyAsync(out, src.data, nb, cudaMemcpyDeviceToDevice, (cudaStream_t)t->stream);
             if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "copying the shard");
         }
 #endif
-        else memcpy(out, src.data, (size_t)n * 4);
+        else memcpy(out, src.data, nb);
     }
     if (!r && t->pp > 1) {
         vs_mesh* ppm;
@@ -3631,11 +3671,11 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
 #ifdef VESCALE_NCCL
         if (!r && t->dev) r = _vs_hl_fence(t, vs_mesh_comm(ppm), fn); // after the copy above
 #endif
-        if (!r) r = vs_broadcast(vs_mesh_comm(ppm), out, out, (size_t)n, VS_F32, owner, NULL);
+        if (!r) r = vs_broadcast(vs_mesh_comm(ppm), out, out, (size_t)n, pdt, owner, NULL);
     }
 #ifdef VESCALE_NCCL
     if (t->dev) { // to the caller's memory: after the compute stream (the blocking broadcast is done)
-        cudaError_t e = r ? cudaSuccess : cudaMemcpyAsync(host_out, out, (size_t)n * 4, cudaMemcpyDefault, (cudaStream_t)t->stream);
+        cudaError_t e = r ? cudaSuccess : cudaMemcpyAsync(host_out, out, nb, cudaMemcpyDefault, (cudaStream_t)t->stream);
         if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "copying the parameter out");
         if (!r) r = vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
         vs_device_free(t->w, out);

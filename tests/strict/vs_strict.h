@@ -1412,12 +1412,12 @@ static void st_k_sumsq(void** a, dim3 g, dim3 b)
 static void st_hl_tied_add(void** a, dim3 g, dim3 b) /* vescale.h's tied-gradient add */
 {
     (void)g, (void)b;
-    _vs_hlk_tied_add(*(float**)a[0], *(float**)a[1], *(long long*)a[2]);
+    _vs_hlk_tied_add(*(void**)a[0], *(void**)a[1], *(int*)a[2], *(long long*)a[3]);
 }
-static void st_hr_tied_add(void** a, dim3 g, size_t* off, size_t* n)
+static void st_hr_tied_add(void** a, dim3 g, size_t* off, size_t* n) /* g, s, dtype, n */
 {
     (void)g, (void)off;
-    n[0] = n[1] = (size_t)*(long long*)a[2] * 4;
+    n[0] = n[1] = (size_t)*(long long*)a[3] * (*(int*)a[2] == 0 ? 4 : 2);
 }
 #endif
 
@@ -1443,7 +1443,7 @@ static const st_ksig st_ksigs[] = {
     {"vs_k_sumsq", 3, {ST_P, ST_LL, ST_P}, 5u, st_k_sumsq, 4u, st_dr_sumsq},
 #endif
 #if defined(VESCALE_HL_IMPLEMENTED) && defined(VESCALE_NCCL)
-    {"vs_hl_tied_add", 3, {ST_P, ST_P, ST_LL}, 3u, st_hl_tied_add, 3u, st_hr_tied_add},
+    {"vs_hl_tied_add", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_hl_tied_add, 3u, st_hr_tied_add},
 #endif
     {NULL, 0, {0}, 0, NULL, 0, NULL}};
 
