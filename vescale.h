@@ -493,6 +493,23 @@ typedef enum vs_nonfinite_policy {
     VS_NONFINITE_ERROR
 } vs_nonfinite_policy;
 
+/* Dynamic loss scaling for f16 (as PyTorch's GradScaler): the loss's gradient
+   is seeded `scale` times larger so small f16 gradients do not flush to zero;
+   the norm and the gradients are unscaled in the step's one pass over them
+   (vs_clip_desc.unscale). A step whose gradients overflow (inf or NaN) is
+   skipped on every rank, counted and logged as a non-finite step
+   (vs_train_skipped_steps, whatever vs_train_desc.nonfinite says: an overflow
+   is how the scale learns it is too large) and the scale is multiplied by
+   backoff; after `interval` good steps in a row it is multiplied by growth.
+   vs_train_loss_scale gives it; save and load keep it. */
+typedef struct vs_loss_scale {
+    int enable;      // 0: on when a parameter is f16; 1: on; -1: off
+    double init;     // first scale (0: 65536)
+    double growth;   // > 1 (0: 2)
+    double backoff;  // in (0, 1) (0: 0.5)
+    int interval;    // good steps before growing, >= 1 (0: 2000)
+} vs_loss_scale;
+
 typedef struct vs_train_desc {
     const vs_model_desc* model; // kept by pointer
     const vs_plan* plan;        // copied
@@ -504,6 +521,7 @@ typedef struct vs_train_desc {
        (vs_layer_ctx.grad_dtype f32), 0 in the parameter's dtype (half the
        traffic; the optimizer steps f32 master weights either way) */
     int grad_fp32;
+    vs_loss_scale loss_scale; // dynamic loss scaling (f16: on by default, see vs_loss_scale)
     /* NCCL (device buffers): the compute stream (a cudaStream_t) every layer
        callback runs on (vs_pipe_call.stream), the pipeline's copies and DDP's
        kernels too, and the TP communicator's collectives (vs_comm_set_stream),
@@ -544,6 +562,9 @@ VS_API int64_t vs_train_skipped_steps(const vs_train* t);
    clipping): NaN or inf for a step with non-finite gradients; NaN before the
    first step, and for NULL or a freed training state (vs_last_error says). */
 VS_API double vs_train_grad_norm(const vs_train* t);
+/* The loss scale the next step seeds with (vs_loss_scale; 1 when scaling is
+   off); NaN for NULL or a freed training state. */
+VS_API double vs_train_loss_scale(const vs_train* t);
 /* The training state's own mesh, pipe and DDP, for the lower-level calls
    (vs_ddp_grad_synced_owned, vs_pipe_last_timeline, ...). vs_train_free frees
    them; vs_mesh_free, vs_pipe_free and vs_ddp_free on them are VS_ERR_STATE and
@@ -2978,6 +2999,9 @@ struct vs_train {
     const vs_batch* batch; // during a step
     int64_t rows_dp, rows_mb;
     int64_t skipped;  // steps skipped for non-finite gradients (the steps taken are DDP's count)
+    vs_loss_scale ls; // resolved (ls.enable 1: scaling)
+    double scale;     // the loss scale of the next step (1: none)
+    int64_t good;     // good steps in a row since the scale last changed
     double grad_norm; // the last step's global gradient norm (NaN before the first)
     int64_t init_peak, model_bytes;
     vs_result hook_err;
@@ -3234,6 +3258,25 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
     t->M = _vs_hl_mbs(pl);
     if (t->desc.lr.lr == 0 && t->desc.lr.kind == 0) t->desc.lr.lr = 1e-3;
     vs_result r = vs_lr_check(&t->desc.lr);
+    { // the loss scale: defaults, checks, on for f16 models unless turned off
+        vs_loss_scale* ls = &t->ls;
+        *ls = d->loss_scale;
+        int f16 = 0;
+        for (int l = 0; l < m->nlayers; l++)
+            for (int i = 0; i < m->layers[l].nparams; i++) f16 |= _vs_hl_dt(&m->layers[l].params[i]) == VS_F16;
+        if (ls->init == 0) ls->init = 65536;
+        if (ls->growth == 0) ls->growth = 2;
+        if (ls->backoff == 0) ls->backoff = 0.5;
+        if (ls->interval == 0) ls->interval = 2000;
+        if (!r && (ls->enable < -1 || ls->enable > 1))
+            r = vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale.enable = %d (0 auto, 1 on, -1 off)", fn, ls->enable);
+        if (!r && (!isfinite(ls->init) || ls->init <= 0 || !isfinite(ls->growth) || ls->growth <= 1 ||
+                   !(ls->backoff > 0 && ls->backoff < 1) || ls->interval < 1))
+            r = vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale: init %g (> 0), growth %g (> 1), backoff %g (in (0, 1)), "
+                             "interval %d (>= 1)", fn, ls->init, ls->growth, ls->backoff, ls->interval);
+        ls->enable = ls->enable == 1 || (ls->enable == 0 && f16);
+        t->scale = ls->enable ? ls->init : 1.0;
+    }
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
     md.shape[0] = pp, md.shape[1] = dp, md.shape[2] = tp;
@@ -3512,6 +3555,7 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
         }
     double l = 0, norm = NAN;
     int64_t steps = vs_ddp_step_count(t->ddp), step = steps + t->skipped; // (the batches taken before this one)
+    if (!r && t->ls.enable) r = vs_pipe_set_loss_scale(t->pipe, t->scale);
     if (!r) r = vs_pipe_run(t->pipe, t->sched, &l); // (hooks: gradient sync as chunks finish)
     t->batch = NULL;
     if (!r) r = vs_ddp_finish_grad_sync(t->ddp);
@@ -3540,7 +3584,8 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
         vs_clip_desc cd;
         memset(&cd, 0, sizeof cd);
         cd.max_norm = t->desc.clip; // (0: only measures)
-        cd.error_if_nonfinite = t->desc.nonfinite == VS_NONFINITE_ERROR;
+        cd.error_if_nonfinite = t->desc.nonfinite == VS_NONFINITE_ERROR && !t->ls.enable; // (scaling: overflows skip)
+        cd.unscale = t->ls.enable ? t->scale : 0;
         r = vs_ddp_clip_grad_norm_ex(t->ddp, &cd, &norm);
         t->grad_norm = norm;
     }
@@ -3559,10 +3604,20 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
     if (r) return vs_set_error(r, "%s (step %lld): %s", fn, (long long)step, vs_last_error());
     if (skip) {
         t->skipped++;
-        vs_log(t->w, VS_LOG_WARN,
-               "vs_train_step (step %lld): the global gradient norm is %g, not finite: step skipped, parameters, "
-               "optimizer state and the LR schedule as they were (%lld skipped so far; vs_train_desc.nonfinite: skip)",
-               (long long)step, norm, (long long)t->skipped);
+        if (t->ls.enable) {
+            double was = t->scale;
+            t->scale *= t->ls.backoff, t->good = 0;
+            vs_log(t->w, VS_LOG_WARN,
+                   "vs_train_step (step %lld): the gradients overflowed at loss scale %g (norm %g): step skipped, "
+                   "parameters, optimizer state and the LR schedule as they were; loss scale now %g (%lld skipped so far)",
+                   (long long)step, was, norm, t->scale, (long long)t->skipped);
+        } else
+            vs_log(t->w, VS_LOG_WARN,
+                   "vs_train_step (step %lld): the global gradient norm is %g, not finite: step skipped, parameters, "
+                   "optimizer state and the LR schedule as they were (%lld skipped so far; vs_train_desc.nonfinite: "
+                   "skip)", (long long)step, norm, (long long)t->skipped);
+    } else if (t->ls.enable && ++t->good >= t->ls.interval) {
+        t->scale *= t->ls.growth, t->good = 0;
     }
     if (loss) *loss = l;
     return VS_OK;
@@ -3579,6 +3634,12 @@ VS_API int64_t vs_train_skipped_steps(const vs_train* t)
     if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_skipped_steps: train is NULL");
     _VS_TRY(_VS_HL_GONE("vs_train_skipped_steps", t));
     return t->skipped;
+}
+VS_API double vs_train_loss_scale(const vs_train* t)
+{
+    if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_loss_scale: train is NULL"), (double)NAN;
+    if (_VS_HL_GONE("vs_train_loss_scale", t)) return NAN;
+    return t->scale;
 }
 VS_API double vs_train_grad_norm(const vs_train* t)
 {
@@ -3699,6 +3760,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_ck(vs_train* t)
 
 #define _VS_HL_PLAN_ENTRY "__plan"
 #define _VS_HL_SKIPPED_ENTRY "__skipped" // vs_train_skipped_steps, an int64 (the steps taken are DDP's __step)
+#define _VS_HL_SCALE_ENTRY "__loss_scale" // the loss scale (a double) and its good steps in a row (an int64)
 
 /* mkdir -p of path's parent (every rank may: an existing directory is fine). */
 _VS_HL_PRIVATE vs_result _vs_hl_mkdirs(const char* path)
@@ -3744,10 +3806,16 @@ VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entr
     e[nextra + 1].kind = VS_CKPT_BLOB;
     e[nextra + 1].blob = &skipped;
     e[nextra + 1].blob_bytes = sizeof skipped;
+    unsigned char sc[16];
+    memcpy(sc, &t->scale, 8), memcpy(sc + 8, &t->good, 8);
+    e[nextra + 2].name = _VS_HL_SCALE_ENTRY;
+    e[nextra + 2].kind = VS_CKPT_BLOB;
+    e[nextra + 2].blob = sc;
+    e[nextra + 2].blob_bytes = sizeof sc;
     vs_ckpt_save_opts o;
     memset(&o, 0, sizeof o);
-    o.async = async; // (text and skipped are copied by an async save)
-    return vs_ckpt_save_ddp(t->ck, path, t->ddp, "", e, nextra + 2, &o);
+    o.async = async; // (text, skipped and the scale are copied by an async save)
+    return vs_ckpt_save_ddp(t->ck, path, t->ddp, "", e, nextra + 3, &o);
 }
 
 VS_API vs_result vs_train_wait(vs_train* t)
@@ -3771,8 +3839,9 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     vs_result r = _vs_ckpt_read_index(t->ck, path, &ix);
     if (r) return vs_set_error(r, "vs_train_load: %s", vs_last_error());
     int has_skipped = _vs_ckpt_find(&ix, _VS_HL_SKIPPED_ENTRY) != NULL;
+    int has_scale = has_skipped && _vs_ckpt_find(&ix, _VS_HL_SCALE_ENTRY) != NULL; // (older checkpoints lack it)
     _vs_ckpt_index_free(t->ck->w, &ix);
-    vs_ckpt_entry e[61];
+    vs_ckpt_entry e[62];
     memset(e, 0, sizeof e);
     for (int i = 0; i < nextra; i++) e[i] = extra[i];
     int64_t skipped = 0;
@@ -3780,7 +3849,13 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     e[nextra].kind = VS_CKPT_BLOB;
     e[nextra].blob = &skipped;
     e[nextra].blob_bytes = sizeof skipped;
-    r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", e, nextra + has_skipped);
+    unsigned char sc[16];
+    memset(sc, 0, sizeof sc);
+    e[nextra + 1].name = _VS_HL_SCALE_ENTRY;
+    e[nextra + 1].kind = VS_CKPT_BLOB;
+    e[nextra + 1].blob = sc;
+    e[nextra + 1].blob_bytes = sizeof sc;
+    r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", e, nextra + has_skipped + has_scale);
     if (r) {
         // a parameter the checkpoint lacks or holds with another shape: the model does not match
         return vs_set_error(r, "vs_train_load: %s (does the checkpoint hold this model?)", vs_last_error());
@@ -3788,8 +3863,15 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     if (has_skipped && (e[nextra].blob_bytes != sizeof skipped || skipped < 0))
         return vs_set_error(VS_ERR_INVALID, "vs_train_load: %s: \"" _VS_HL_SKIPPED_ENTRY "\" holds %zu bytes, %lld",
                             path, e[nextra].blob_bytes, (long long)skipped);
+    double scale = 0;
+    int64_t good = 0;
+    memcpy(&scale, sc, 8), memcpy(&good, sc + 8, 8);
+    if (has_scale && (e[nextra + 1].blob_bytes != sizeof sc || !isfinite(scale) || scale <= 0 || good < 0))
+        return vs_set_error(VS_ERR_INVALID, "vs_train_load: %s: \"" _VS_HL_SCALE_ENTRY "\" holds %zu bytes, scale %g, "
+                            "%lld good steps", path, e[nextra + 1].blob_bytes, scale, (long long)good);
     for (int i = 0; i < nextra; i++) extra[i].blob_bytes = e[i].blob_bytes; // (the blobs' stored sizes)
     t->skipped = skipped;
+    if (has_scale && t->ls.enable) t->scale = scale, t->good = good; // (a run without scaling keeps 1)
     t->grad_norm = NAN;
     return VS_OK;
 }

@@ -418,6 +418,12 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d);
 typedef struct vs_clip_desc {
     double max_norm;        // > 0: clip to it; <= 0: only measure (*norm); NaN, inf: VS_ERR_INVALID
     int error_if_nonfinite; // see vs_ddp_clip_grad_norm_ex
+    /* Mixed-precision loss scaling: the gradients hold `unscale` times their
+       value (the loss's gradient was seeded scaled). The norm is divided by it
+       and the gradients are unscaled in the clip's one pass (a finite norm:
+       scaled by min(1, max_norm / norm) / unscale). 0 or 1: none; else finite
+       and > 0 (VS_ERR_INVALID). */
+    double unscale;
 } vs_clip_desc;
 /* Global L2 norm of the gradients over DP x TP x PP (each element once), into
    *norm (may be NULL); scales them by max_norm / norm when norm > max_norm.
@@ -2008,10 +2014,12 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
 {
     const char* fn = "vs_ddp_clip_grad_norm";
     if (!d || !clip) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, d ? "clip desc" : "ddp");
-    double max_norm = clip->max_norm;
+    double max_norm = clip->max_norm, unscale = clip->unscale == 0 ? 1.0 : clip->unscale;
     if (!_vs_ddp_finite(max_norm))
         return vs_set_error(VS_ERR_INVALID, "%s: max_norm %g must be finite (> 0 clips, <= 0 only measures)", fn,
                             max_norm);
+    if (!_vs_ddp_finite(unscale) || unscale <= 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: unscale %g must be finite and > 0 (0: none)", fn, clip->unscale);
     if (!d->finalized) return vs_set_error(VS_ERR_STATE, "%s: call vs_ddp_finalize first", fn);
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "%s: a backward pass is in progress (call vs_ddp_finish_grad_sync)", fn);
     if (!d->grads_pending) return vs_set_error(VS_ERR_STATE, "%s: no synchronized gradients (finish_grad_sync first)", fn);
@@ -2045,7 +2053,7 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
     }
     if (!r) r = _vs_ddp_sumsq_total(d, &ss, ssc);
     if (r) return r;
-    double total = sqrt(ss);
+    double total = sqrt(ss) / unscale; // (the scaled gradients' norm, unscaled)
     if (norm) *norm = total;
     if (!_vs_ddp_finite(total)) { // the same total on every rank: they all skip
         d->skip_next = 1;
@@ -2056,8 +2064,9 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
                             "%s: the total gradient norm is %g, not finite%s (error_if_nonfinite): gradients and "
                             "parameters left untouched, the next vs_ddp_step is skipped", fn, total, where);
     }
-    if (max_norm <= 0 || total <= max_norm) return VS_OK;
-    float scale = (float)(max_norm / (total + 1e-6));
+    double coef = max_norm > 0 && total > max_norm ? max_norm / (total + 1e-6) : 1.0;
+    if (coef == 1.0 && unscale == 1.0) return VS_OK;
+    float scale = (float)(coef / unscale);
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo, n;

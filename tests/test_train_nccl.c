@@ -13,6 +13,10 @@
      each tensor's largest value (test_train.c's measure);
    - a save on PP2 x DP2 x TP2 loads on DP2 x TP2 (both on GPUs) and the next
      steps equal the uninterrupted run;
+   - bf16 parameters (f32 masters) track the f32 run within measured bounds,
+     equal across meshes; f16 with dynamic loss scaling skips the steps whose
+     gradients overflow and backs off / grows the scale as GradScaler does, the
+     same steps on a GPU mesh as on one host rank;
    - no device allocation in a steady-state step, and no stand-in violation. */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale.h"
@@ -488,6 +492,10 @@ typedef struct run {
     vs_plan plan;
     vs_dtype dtype; /* the model's parameters (the model is rebuilt for the run) */
     int grad_fp32;
+    vs_loss_scale ls;
+    int64_t skipped;     /* after the run (rank 0) */
+    int skip_at[STEPS];  /* 1: step s was skipped (rank 0) */
+    double scale;        /* the loss scale after the run */
     int first, steps;  /* the batches first .. first + steps - 1 */
     const char* save;  /* after the steps */
     const char* load;  /* before them */
@@ -523,6 +531,7 @@ static int rank_fn(vs_world* w, void* arg)
     d.lr.lr = 0.02;
     d.clip = 1.0;
     d.grad_fp32 = R->grad_fp32;
+    d.loss_scale = R->ls;
     vs_train* t = NULL;
     vs_result r = vs_parallelize(w, &d, &t);
     VT_CHECK(r == VS_OK, "parallelize: %s", vs_last_error());
@@ -547,7 +556,9 @@ static int rank_fn(vs_world* w, void* arg)
             pthread_barrier_wait(&bar);
         }
         double l = 0;
+        int64_t sk0 = vs_train_skipped_steps(t);
         VT_OK(vs_train_step(t, &b, &l));
+        if (vs_world_rank(w) == 0) R->skip_at[s] = vs_train_skipped_steps(t) != sk0;
         if (last && dev_mode) {
             pthread_barrier_wait(&bar);
             if (vs_world_rank(w) == 0) {
@@ -559,6 +570,7 @@ static int rank_fn(vs_world* w, void* arg)
         }
         if (vs_world_rank(w) == 0) R->loss[s] = l;
     }
+    if (vs_world_rank(w) == 0) R->skipped = vs_train_skipped_steps(t), R->scale = vs_train_loss_scale(t);
     if (R->save) VT_OK(vs_train_save(t, R->save, NULL, 0, 0));
     float buf[D * H];
     for (int p = 0; p < NPARAM; p++) { /* (in the parameter's dtype) */
@@ -709,6 +721,54 @@ static void case_bf16(void)
     compare_tol("bf16 gradients and all-reduces, DP2 x TP2 GPUs", &dg, &REF, STEPS, 0, BF16_GRADS, "the f32 run");
 }
 
+/* f16 parameters: dynamic loss scaling. With the default scale (65536) the
+   losses track the f32 run's (bound measured, as above); a scale too large for
+   f16 overflows, and the step is skipped on every rank, the scale halved until
+   the gradients fit, then grown after `interval` good steps; the GPUs' mesh
+   makes the same decisions and the same values as one host rank. */
+#define F16_VS_F32 2e-3 /* measured: losses 6.5e-4, parameters 6.6e-4 */
+static void case_f16(void)
+{
+    static run hf, hb, db;
+    memset(&hf, 0, sizeof hf);
+    hf.dtype = VS_F16, hf.grad_fp32 = 1, hf.plan.microbatches = 2, hf.steps = STEPS;
+    go(&hf, 1, VS_TRANSPORT_THREADS);
+    VT_CHECK(hf.skipped == 0 && hf.scale == 65536, "f16 at the default scale: %lld steps skipped, scale %g",
+             (long long)hf.skipped, hf.scale);
+    compare_tol("f16 (loss scale 65536), one host rank", &hf, &REF, STEPS, 0, F16_VS_F32, "the f32 run");
+    memset(&hb, 0, sizeof hb);
+    hb.dtype = VS_F16, hb.grad_fp32 = 0, hb.plan.microbatches = 2, hb.steps = STEPS; /* f16 gradients */
+    hb.ls.init = 1048576.0, hb.ls.interval = 2; /* 2^20: overflows f16 gradients at first */
+    go(&hb, 1, VS_TRANSPORT_THREADS);
+    /* each skip halves the scale; 2 good steps in a row double it */
+    double want = hb.ls.init;
+    int good = 0;
+    for (int k = 0; k < STEPS; k++)
+        if (hb.skip_at[k])
+            want *= 0.5, good = 0;
+        else if (++good >= 2)
+            want *= 2, good = 0;
+    VT_CHECK(hb.skipped >= 1 && hb.skipped < STEPS - 1, "f16 at scale 2^20: %lld of %d steps skipped",
+             (long long)hb.skipped, STEPS);
+    VT_CHECK(hb.scale == want, "f16 at scale 2^20: the scale is %g after %lld skips, want %g", hb.scale,
+             (long long)hb.skipped, want);
+    printf("    f16 from scale 2^20: %lld steps skipped (overflow), the scale %g after %d steps\n", (long long)hb.skipped,
+           hb.scale, STEPS);
+    memset(&db, 0, sizeof db);
+    db = hb;
+    memset(db.loss, 0, sizeof db.loss);
+    db.skipped = 0, db.scale = 0;
+    db.plan.pp = 2, db.plan.dp = 2, db.plan.tp = 2;
+    go(&db, 8, VS_TRANSPORT_NCCL);
+    VT_CHECK(db.skipped == hb.skipped && db.scale == hb.scale && !memcmp(db.skip_at, hb.skip_at, sizeof db.skip_at),
+             "f16 on PP2 x DP2 x TP2 GPUs: %lld skipped, scale %g; one host rank: %lld, %g", (long long)db.skipped,
+             db.scale, (long long)hb.skipped, hb.scale);
+    /* f16 gradients summed in another order (DP and TP reductions, microbatches
+       in f16): within an f16 ulp (2^-10 of the largest values; measured:
+       losses 6e-5, parameters 4.9e-4) */
+    compare_tol("f16 gradients from scale 2^20, PP2 x DP2 x TP2 GPUs", &db, &hb, STEPS, 0, 1e-3, "f16 on one host rank");
+}
+
 int main(void)
 {
     setenv("VS_STRICT_DELAY_US", "20", 0); /* a random delay before every stream operation */
@@ -733,6 +793,8 @@ int main(void)
             case_resume());
     VT_CASE("train/bf16: bf16 parameters with f32 masters track the f32 run (host, one rank; simulated GPUs, "
             "PP2 x DP2 x TP2); bf16 gradients and reductions too, within the stated tolerances", case_bf16());
+    VT_CASE("train/f16: dynamic loss scaling: tracks f32 at 65536; from 2^20 skips overflowing steps, halves and grows "
+            "the scale; PP2 x DP2 x TP2 GPUs skip the same steps as one host rank", case_f16());
     VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
                                              vs_strict_violations(), vs_strict_first_violation()));
     return vt_summary();
