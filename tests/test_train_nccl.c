@@ -769,6 +769,59 @@ static void case_f16(void)
     compare_tol("f16 gradients from scale 2^20, PP2 x DP2 x TP2 GPUs", &db, &hb, STEPS, 0, 1e-3, "f16 on one host rank");
 }
 
+/* Resume across dtypes: a bf16 run saved on GPUs loads into the f32 model (its
+   parameters from the f32 masters: they round to the bf16 run's parameters
+   exactly) and the f32 run saved loads into the bf16 model (masters from the
+   f32 parameters, the parameters rounded from them); both go on training,
+   tracking the uninterrupted runs. */
+static void case_dtype_resume(void)
+{
+    char dir[] = "/tmp/vs_train_dt_XXXXXX";
+    VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char pb[256], pf[256];
+    snprintf(pb, sizeof pb, "%s/bf16", dir);
+    snprintf(pf, sizeof pf, "%s/f32", dir);
+    static run b3, f3, bf, fb, b0, f0;
+    memset(&b3, 0, sizeof b3);
+    b3.dtype = VS_BF16, b3.grad_fp32 = 1, b3.plan.microbatches = 2, b3.steps = 3, b3.save = pb;
+    b3.plan.dp = 2, b3.plan.tp = 2;
+    go(&b3, 4, VS_TRANSPORT_NCCL);
+    memset(&f3, 0, sizeof f3);
+    f3.dtype = VS_F32, f3.plan.microbatches = 2, f3.steps = 3, f3.save = pf, f3.plan.pp = 2, f3.plan.dp = 2;
+    go(&f3, 4, VS_TRANSPORT_NCCL);
+    /* loaded, no step: the values as converted */
+    memset(&f0, 0, sizeof f0);
+    f0.dtype = VS_F32, f0.plan.microbatches = 2, f0.steps = 0, f0.load = pb, f0.plan.pp = 2, f0.plan.tp = 2;
+    go(&f0, 4, VS_TRANSPORT_NCCL);
+    memset(&b0, 0, sizeof b0);
+    b0.dtype = VS_BF16, b0.grad_fp32 = 1, b0.plan.microbatches = 2, b0.steps = 0, b0.load = pf, b0.plan.dp = 4;
+    go(&b0, 4, VS_TRANSPORT_NCCL);
+    int exact_f = 1, exact_b = 1, differ = 0;
+    for (int p = 0; p < NPARAM; p++)
+        for (int i = 0; i < PSIZE[p]; i++) {
+            exact_f &= vs_bf16_to_f32(vs_f32_to_bf16(f0.params[p][i])) == b3.params[p][i];
+            differ |= f0.params[p][i] != b3.params[p][i]; /* (the masters carry more than bf16 holds) */
+            exact_b &= b0.params[p][i] == vs_bf16_to_f32(vs_f32_to_bf16(f3.params[p][i]));
+        }
+    VT_CHECK(exact_f && differ, "bf16 -> f32: the loaded f32 parameters %s the bf16 run's when rounded%s",
+             exact_f ? "give" : "do not give", differ ? "" : " (and equal them: not the masters)");
+    VT_CHECK(exact_b, "f32 -> bf16: the loaded bf16 parameters are not the f32 run's rounded");
+    /* and training goes on: 3 more steps each, tracking the uninterrupted runs */
+    memset(&bf, 0, sizeof bf);
+    bf.dtype = VS_F32, bf.plan.microbatches = 2, bf.first = 3, bf.steps = 3, bf.load = pb, bf.plan.dp = 2;
+    go(&bf, 2, VS_TRANSPORT_NCCL);
+    compare_tol("bf16 saved, resumed in f32 on DP2 GPUs", &bf, &REF, 3, 3, BF16_VS_F32, "the f32 run");
+    memset(&fb, 0, sizeof fb);
+    fb.dtype = VS_BF16, fb.grad_fp32 = 1, fb.plan.microbatches = 2, fb.first = 3, fb.steps = 3, fb.load = pf;
+    fb.plan.tp = 2;
+    go(&fb, 2, VS_TRANSPORT_NCCL);
+    compare_tol("f32 saved, resumed in bf16 on TP2 GPUs", &fb, &REF, 3, 3, BF16_VS_F32, "the f32 run");
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) {
+    }
+}
+
 int main(void)
 {
     setenv("VS_STRICT_DELAY_US", "20", 0); /* a random delay before every stream operation */
@@ -793,6 +846,8 @@ int main(void)
             case_resume());
     VT_CASE("train/bf16: bf16 parameters with f32 masters track the f32 run (host, one rank; simulated GPUs, "
             "PP2 x DP2 x TP2); bf16 gradients and reductions too, within the stated tolerances", case_bf16());
+    VT_CASE("train/dtype: a bf16 run resumes in f32 (from its masters) and an f32 run in bf16, on other meshes",
+            case_dtype_resume());
     VT_CASE("train/f16: dynamic loss scaling: tracks f32 at 65536; from 2^20 skips overflowing steps, halves and grows "
             "the scale; PP2 x DP2 x TP2 GPUs skip the same steps as one host rank", case_f16());
     VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
