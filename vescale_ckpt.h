@@ -4546,8 +4546,9 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_ddp_entries(vs_ckpt* ck, vs_ddp* d, const ch
                 x->t.data = vs_ddp_param(d, i);
             } else {
                 vs_ddp_span sp;
-                vs_result rs = vs_ddp_optim_state(d, i, _vs_ckpt_states[s], &sp);
-                if (rs == VS_ERR_INVALID) continue; // the optimizer keeps no such state
+                int has = vs_ddp_has_optim_state(d, i, _vs_ckpt_states[s]);
+                if (has == 0) continue; // the optimizer keeps no such state (asked quietly: no error logged)
+                vs_result rs = has < 0 ? (vs_result)has : vs_ddp_optim_state(d, i, _vs_ckpt_states[s], &sp);
                 if (rs) {
                     r = rs;
                     break;

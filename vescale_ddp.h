@@ -484,6 +484,11 @@ VS_API vs_result vs_ddp_query_param_info(const vs_ddp* d, int index, vs_ddp_para
    VS_ERR_INVALID naming it and the reason. Device buffers: a device pointer, as
    vs_ddp_grad_synced_owned. */
 VS_API vs_result vs_ddp_optim_state(vs_ddp* d, int index, vs_ddp_state which, vs_ddp_span* out);
+/* 1 when vs_ddp_optim_state(d, index, which) has a state to give, 0 when the
+   optimizer keeps none such (no error is set: a quiet probe, e.g. for a
+   checkpoint of every state there is); a negative vs_result for a bad handle,
+   index or state. After vs_ddp_finalize. */
+VS_API int vs_ddp_has_optim_state(const vs_ddp* d, int index, vs_ddp_state which);
 /* Waits for the DDP's collectives still in flight (a ZeRO all-gather after a
    step, reductions of an unfinished backward pass), then frees it and releases
    the mesh. Free the DDP, then the mesh: vs_mesh_free refuses while a DDP on it
@@ -2343,6 +2348,25 @@ _VS_DDP_PRIVATE const char* _vs_ddp_state_name(vs_ddp_state s)
     case VS_DDP_STATE_NONE: break;
     }
     return "NONE";
+}
+
+VS_API int vs_ddp_has_optim_state(const vs_ddp* d, int i, vs_ddp_state which)
+{
+    vs_result r = _vs_ddp_check_index("vs_ddp_has_optim_state", d, i);
+    if (r) return r;
+    if (which < VS_DDP_STATE_MASTER || which > VS_DDP_STATE_CUSTOM1)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_has_optim_state: unknown state %d", (int)which);
+    const _vs_dbucket* k = &d->buckets[d->params[i].bucket];
+    vs_optim_kind kind = d->desc.optim.kind;
+    switch (which) {
+    case VS_DDP_STATE_MASTER: return k->master != NULL;
+    case VS_DDP_STATE_EXP_AVG:
+    case VS_DDP_STATE_EXP_AVG_SQ: return kind == VS_OPTIM_ADAMW && k->state[which == VS_DDP_STATE_EXP_AVG_SQ] != NULL;
+    case VS_DDP_STATE_MOMENTUM: return kind == VS_OPTIM_SGD && k->state[0] != NULL;
+    case VS_DDP_STATE_CUSTOM0:
+    case VS_DDP_STATE_CUSTOM1: return kind == VS_OPTIM_CUSTOM && k->state[which == VS_DDP_STATE_CUSTOM1] != NULL;
+    default: return 0;
+    }
 }
 
 VS_API vs_result vs_ddp_optim_state(vs_ddp* d, int i, vs_ddp_state which, vs_ddp_span* out)
