@@ -764,7 +764,10 @@ typedef struct vs_mesh_desc {
 VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** out);
 /* Frees the mesh, every submesh it made and their communicators. A submesh is
    owned by its parent: freeing it alone is VS_ERR_STATE. While a handle built on
-   the mesh or one of its submeshes (a vs_ddp) is alive, VS_ERR_STATE: free it first. */
+   the mesh or one of its submeshes (a vs_ddp) is alive, VS_ERR_STATE: free it first.
+   Device buffers: waits for the vocab calls' id checks still in flight (>>tp); an
+   id out of range that no later vocab call reported fails it (VS_ERR_INVALID
+   naming the call, the id and its position), the mesh freed all the same. */
 VS_API vs_result vs_mesh_free(vs_mesh* m);
 /* A handle built on a mesh or one of its submeshes (a vs_ddp does this itself)
    retains it at creation and releases it when freed; vs_mesh_free refuses while
@@ -6824,6 +6827,8 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
 /* Slots of a mesh's cache on its communicator's side: [0], [1] device
    vs_redistribute's step buffers, [2], [3] its packing, [4] the cross-entropy's. */
 enum { _VS_MSCRATCH = 5 };
+/* Id checks of a mesh's vocab calls in flight before one waits (_vs_ids_launch). */
+enum { _VS_IDSLOTS = 16 };
 
 typedef struct _vs_subentry {
     int dims[VS_MESH_MAX_DIMS];
@@ -6848,7 +6853,14 @@ struct vs_mesh {
     size_t scratch_cap[4];
     void* mscratch[_VS_MSCRATCH]; // the same on the comm's side (device memory on NCCL): _vs_mesh_mscratch
     size_t mscratch_cap[_VS_MSCRATCH];
-    long long* idflag; // device path: pinned host memory, the vocab functions' id check (_vs_ids_launch)
+    /* device path: the vocab functions' id checks in flight (_vs_ids_launch), a
+       ring of slots, oldest first: each slot's flag (position, id) in pinned host
+       memory, the event recorded after its check kernel, and the call it checks */
+    long long* idflag;
+    void* idev[_VS_IDSLOTS]; // cudaEvent_t
+    const char* idfn[_VS_IDSLOTS];
+    long long idvocab[_VS_IDSLOTS];
+    int idhead, idpend;
     vs_mesh* parent; // submeshes: the mesh that made (and frees) this one
     int users;       // handles built on this mesh or its submeshes (DDP, ...) still alive
 };
@@ -7021,6 +7033,17 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
 
 _VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m);
 _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes);
+_VS_PRIVATE void _vs_mesh_ids_free(vs_mesh* m);
+_VS_PRIVATE vs_result _vs_ids_poll(vs_mesh* tp, const char* fn, int wait);
+
+/* The id checks still in flight on m and its submeshes, waited for (>>tp). */
+_VS_PRIVATE vs_result _vs_mesh_ids_final(vs_mesh* m)
+{
+    vs_result r = VS_OK;
+    for (int i = 0; i < m->nsubs && !r; i++) r = _vs_mesh_ids_final(m->subs[i].mesh);
+    while (!r && m->idpend > 0) r = _vs_ids_poll(m, "vs_mesh_free", 1);
+    return r;
+}
 
 _VS_PRIVATE void _vs_mesh_destroy(vs_mesh* m)
 {
@@ -7073,8 +7096,9 @@ VS_API vs_result vs_mesh_free(vs_mesh* m)
     if (m->users > 0)
         return _vs_err(VS_ERR_STATE, "vs_mesh_free: %d handle(s) built on this mesh (DDP, ...) are still alive; "
                                      "free them first", m->users);
+    vs_result r = _vs_mesh_ids_final(m); // (an id out of range found after its call returned: reported, freed anyway)
     _vs_mesh_destroy(m);
-    return VS_OK;
+    return r;
 }
 
 VS_API int vs_mesh_ndims(const vs_mesh* m) { return m ? m->ndims : _vs_err(VS_ERR_NULL, "vs_mesh_ndims: mesh is NULL"); }
@@ -8191,18 +8215,63 @@ _VS_PRIVATE vs_result _vs_mem_copy(vs_comm* c, const char* fn, void* dst, const 
     return VS_OK;
 }
 
-/* Waits for c's stream (device buffers); the host path is done already. */
-_VS_PRIVATE vs_result _vs_mem_sync(vs_comm* c, const char* fn)
+/* Stream-ordered completion of the device paths (layout, TP, init with device
+   buffers): a call enqueues its kernels and collectives and returns. Each kernel,
+   copy and collective on c's stream comes after what the caller enqueued on its
+   stream before (the communicator's caller stream: the one set with
+   vs_comm_set_stream, else the legacy default stream; _VS_DEV_FENCE and
+   _vs_nccl_submit's fence), and the caller's stream after it: a kernel's closing
+   fence, or for a collective an async handle (_VS_DEV_WORK) that _vs_dev_done
+   completes with vs_wait_stream (the caller's stream waits for its event, the host
+   does not). Host transports with device buffers (tests: _VS_MESH_FORCE_DEVICE)
+   block in the collective instead: their progress thread would race with the
+   kernels around it. */
+#define _VS_DEV_WORK(c, w) ((c)->tp->device ? &(w) : (vs_work**)NULL) /* w: NULL before */
+
+_VS_PRIVATE vs_result _vs_dev_done(vs_result r, vs_work** w)
 {
-#ifdef _VS_MESH_CUDA
-    if (_VS_ON_DEVICE(c)) {
-        cudaError_t e = cudaStreamSynchronize((cudaStream_t)vs_comm_stream(c));
-        return e == cudaSuccess ? VS_OK : _vs_cuda_err(e, fn, "cudaStreamSynchronize");
-    }
-#else
-    (void)c, (void)fn;
+    vs_work* h = *w;
+    *w = NULL; // (for the next collective)
+    if (!h) return r;
+    vs_result r2 = vs_wait_stream(h, NULL);
+    return r ? r : r2;
+}
+
+/* c's caller stream (NULL on host transports). */
+_VS_PRIVATE void* _vs_dev_caller(vs_comm* c)
+{
+#ifdef VESCALE_NCCL
+    if (c->tp->device) return (void*)_vs_nccl_caller(c);
 #endif
+    (void)c;
+    return NULL;
+}
+
+/* Work enqueued on stream `to` from now on waits for what is enqueued on `from`
+   so far, through via's fence event recorded now (NCCL; nothing when from and to
+   are one stream). vs_redistribute's steps change communicators (streams). */
+_VS_PRIVATE vs_result _vs_dev_link(vs_comm* via, void* from, void* to, const char* fn)
+{
+#ifdef VESCALE_NCCL
+    if (!via->tp->device || from == to || !via->fence) return VS_OK;
+    cudaError_t e = cudaEventRecord(via->fence, (cudaStream_t)from);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)to, via->fence, 0);
+    return e == cudaSuccess ? VS_OK : _vs_cuda_err(e, fn, "ordering two streams");
+#else
+    (void)via, (void)from, (void)to, (void)fn;
     return VS_OK;
+#endif
+}
+
+/* Before a device scratch buffer grows (its free): the device drained, so no
+   kernel or collective still uses it and none waits for its peers during the
+   cudaFree. A host sync, only when a buffer grows (never in a steady state). */
+_VS_PRIVATE void _vs_dev_drain(vs_comm* c)
+{
+#ifdef VESCALE_NCCL
+    if (c->tp->device) cudaDeviceSynchronize();
+#endif
+    (void)c;
 }
 
 /* A buffer on c's side through the world's hooks (device: vs_device_alloc). */
@@ -8963,7 +9032,9 @@ _VS_PRIVATE vs_result _vs_step_box(vs_comm* c, char* dst, const int64_t* dshape,
 /* One step of a redistribute, for host and device buffers alike: contiguous blocks
    go to the plain collectives, strided ones are packed and unpacked around them
    (on threads, with host buffers, they move in place instead: _vs_box_step). On
-   device buffers the step is complete when it returns (its stream is drained). */
+   device buffers the step is enqueued on its communicator's stream when it
+   returns, that communicator's caller stream ordered after it (>>layout-device
+   orders the steps' streams with each other and with the call's caller). */
 _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void* in, void* out)
 {
     const char* fn = "vs_redistribute";
@@ -9005,6 +9076,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     const char* ic = (const char*)in;
     char* oc = (char*)out;
     vs_result r = VS_OK;
+    vs_work* w = NULL; // device buffers on NCCL: each collective's, completed in stream order (_vs_dev_done)
     // host scratch is taken only when the step packs; device scratch came with the call
     int packs = st->type != _VS_R_A2A ? strided
                                       : _vs_numel(lb, st->after[k].dim) != 1 || _vs_numel(la, st->before[k].dim) != 1;
@@ -9012,7 +9084,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     char *t1 = (char*)x->tmp, *t2 = (char*)x->tmp2;
     switch (st->type) {
     case _VS_R_ALLREDUCE:
-        r = vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, NULL);
+        r = _vs_dev_done(vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, _VS_DEV_WORK(c, w)), &w);
         break;
     case _VS_R_TOPARTIAL: {
         size_t bytes = (size_t)_vs_numel(la, nd) * esz;
@@ -9036,10 +9108,10 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
             run += cnt[i];
         }
         if (outer == 1) {
-            r = vs_all_gatherv(c, in, out, cnt, dsp, x->dt, NULL);
+            r = _vs_dev_done(vs_all_gatherv(c, in, out, cnt, dsp, x->dt, _VS_DEV_WORK(c, w)), &w);
             break;
         }
-        r = vs_all_gatherv(c, in, t1, cnt, dsp, x->dt, NULL);
+        r = _vs_dev_done(vs_all_gatherv(c, in, t1, cnt, dsp, x->dt, _VS_DEV_WORK(c, w)), &w);
         for (int i = 0; i < nm && !r; i++) { // unpack block i: shape la with dim d = len[i], at start[i]
             _vs_sub_box(la, nd, d, start[i], len[i], bs, bo);
             r = _vs_step_box(c, oc, la, bo, t1 + dsp[i] * esz, bs, zero, bs, nd, esz);
@@ -9052,7 +9124,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
         int64_t outer = _vs_numel(lb, e), inner = _vs_numel(lb + e + 1, nd - e - 1);
         for (int i = 0; i < nm; i++) cnt[i] = (size_t)(outer * len[i] * inner);
         if (outer == 1) {
-            r = vs_reduce_scatterv(c, in, out, cnt, x->dt, st->before[k].op, NULL);
+            r = _vs_dev_done(vs_reduce_scatterv(c, in, out, cnt, x->dt, st->before[k].op, _VS_DEV_WORK(c, w)), &w);
             break;
         }
         size_t run = 0;
@@ -9061,7 +9133,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
             r = _vs_step_box(c, t1 + run * esz, bs, zero, ic, lb, bo, bs, nd, esz);
             run += cnt[i];
         }
-        if (!r) r = vs_reduce_scatterv(c, t1, out, cnt, x->dt, st->before[k].op, NULL);
+        if (!r) r = _vs_dev_done(vs_reduce_scatterv(c, t1, out, cnt, x->dt, st->before[k].op, _VS_DEV_WORK(c, w)), &w);
         break;
     }
     case _VS_R_A2A: {
@@ -9083,7 +9155,9 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
             rrun += cnt2[j];
         }
         if (!r)
-            r = vs_all_to_allv(c, send_direct ? in : t1, cnt, dsp, recv_direct ? out : t2, cnt2, dsp2, x->dt, NULL);
+            r = _vs_dev_done(vs_all_to_allv(c, send_direct ? in : t1, cnt, dsp, recv_direct ? out : t2, cnt2, dsp2, x->dt,
+                                            _VS_DEV_WORK(c, w)),
+                             &w);
         for (int i = 0; i < nm && !r && !recv_direct; i++) {
             _vs_sub_box(la, nd, d, start2[i], len2[i], bs, bo);
             r = _vs_step_box(c, oc, la, bo, t2 + dsp2[i] * esz, bs, zero, bs, nd, esz);
@@ -9092,8 +9166,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     }
     default: return _vs_err(VS_ERR_STATE, "redistribute: bad step %d", st->type);
     }
-    vs_result r2 = _vs_mem_sync(c, fn); // device buffers: the step is done when it returns
-    return r ? r : r2;
+    return r;
 }
 
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
@@ -9186,7 +9259,8 @@ _VS_PRIVATE vs_result _vs_tp_check(const char* fn, const vs_mesh* tp)
 _VS_PRIVATE vs_result _vs_tp_sum(const char* fn, vs_mesh* tp, void* x, size_t count, vs_dtype dt)
 {
     _VS_TRY(_vs_tp_check(fn, tp));
-    return vs_all_reduce(tp->comm, x, x, count, dt, VS_OP_SUM, NULL);
+    vs_work* w = NULL;
+    return _vs_dev_done(vs_all_reduce(tp->comm, x, x, count, dt, VS_OP_SUM, _VS_DEV_WORK(tp->comm, w)), &w);
 }
 
 VS_API vs_result vs_tp_copy_backward(vs_mesh* tp, void* grad, size_t count, vs_dtype dt)
@@ -9288,57 +9362,110 @@ _VS_PRIVATE vs_result _vs_check_ids(const char* fn, const int32_t* ids, int64_t 
 /* The ids' range check. Host buffers: on the host, before anything runs.
    Device buffers (no copy to the host, no sync of its own; S2-3): here only n
    and the pointer; then _vs_ids_launch runs a kernel on c's stream that writes
-   the first id out of range and its position into the mesh's pinned flag, and
-   _vs_ids_result reads the flag after the call's own final wait (each vocab
-   function returns when its work is done). So a bad id fails the same call with
-   the same message, but after the kernels ran: they leave such an id out (its
-   embedding row is zeros, it adds no gradient, its target logit counts as 0),
-   and the outputs of a failing call are not meaningful. */
+   the first id out of range and its position into a slot of the mesh's pinned
+   flags and records the slot's event after it. The call returns when enqueued,
+   so the flag is read later (_vs_ids_poll): by the mesh's next vocab call once
+   the event is complete (cudaEventQuery: the host does not wait), which then
+   fails naming the earlier call, or when the ring of slots is full (that call
+   waits for the oldest check), or by vs_mesh_free. The kernels leave such an id
+   out (its embedding row is zeros, it adds no gradient, its target logit counts
+   as 0), and the outputs of the call it names are not meaningful. */
 _VS_PRIVATE vs_result _vs_check_ids_on(vs_comm* c, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
 {
     if (_VS_ON_DEVICE(c) && n > 0 && ids) return VS_OK; // the range: on the device
     return _vs_check_ids(fn, ids, n, vocab);
 }
 
+/* The mesh's id checks in flight, oldest first, while complete (wait 1: the
+   oldest waited for, then the others while complete; the host sync of a full
+   ring or of vs_mesh_free): each leaves the ring, and the first that found an
+   id out of range fails `fn`, naming the call it checked. */
+_VS_PRIVATE vs_result _vs_ids_poll(vs_mesh* tp, const char* fn, int wait)
+{
+#ifdef _VS_MESH_CUDA
+    while (tp->idpend > 0) {
+        int k = tp->idhead;
+        cudaEvent_t ev = (cudaEvent_t)tp->idev[k];
+        cudaError_t e = wait ? cudaEventSynchronize(ev) : cudaEventQuery(ev);
+        wait = 0;
+        if (e == cudaErrorNotReady) return VS_OK;
+        if (e != cudaSuccess) return _vs_cuda_err(e, fn, "the id check's event");
+        int latest = tp->idpend == 1;
+        tp->idhead = (k + 1) % _VS_IDSLOTS, tp->idpend--;
+        long long pos = tp->idflag[2 * k], id = tp->idflag[2 * k + 1];
+        if (pos >= 0)
+            return _vs_err(VS_ERR_INVALID, "%s: %s (%s on this mesh): id %lld at position %lld out of range [0, %lld) "
+                           "(found on the device after that call returned; its kernels left the id out: its outputs "
+                           "are not meaningful)", fn, tp->idfn[k], latest ? "the previous call" : "an earlier call",
+                           id, pos, tp->idvocab[k]);
+    }
+#else
+    (void)tp, (void)fn, (void)wait;
+#endif
+    return VS_OK;
+}
+
+/* A device vocab call's id check: the earlier checks that are complete read
+   first (an id out of range there fails this call before it runs anything). */
+_VS_PRIVATE vs_result _vs_ids_start(vs_mesh* tp, const char* fn)
+{
+    return _VS_ON_DEVICE(tp->comm) ? _vs_ids_poll(tp, fn, 0) : VS_OK;
+}
+
 _VS_PRIVATE vs_result _vs_ids_launch(vs_mesh* tp, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
 {
     if (!_VS_ON_DEVICE(tp->comm) || n == 0) return VS_OK;
 #ifdef _VS_MESH_CUDA
-    if (!tp->idflag) {
-        cudaError_t e = cudaMallocHost((void**)&tp->idflag, 2 * sizeof(long long));
+    if (!tp->idflag) { // once per mesh: the slots' flags and events
+        cudaError_t e = cudaMallocHost((void**)&tp->idflag, 2 * sizeof(long long) * _VS_IDSLOTS);
+        for (int i = 0; i < _VS_IDSLOTS && e == cudaSuccess; i++)
+            e = cudaEventCreateWithFlags((cudaEvent_t*)&tp->idev[i], cudaEventDisableTiming);
         if (e != cudaSuccess) {
-            tp->idflag = NULL;
-            return _vs_cuda_err(e, fn, "cudaMallocHost (the id check's flag)");
+            _vs_mesh_ids_free(tp);
+            return _vs_cuda_err(e, fn, "the id check's flags and events");
         }
     }
-    tp->idflag[0] = -1; // (the mesh's last vocab call returned when done: no kernel writes it now)
-    long long* f = tp->idflag;
+    if (tp->idpend == _VS_IDSLOTS) _VS_TRY(_vs_ids_poll(tp, fn, 1)); // the ring is full: the oldest waited for
+    int k = (tp->idhead + tp->idpend) % _VS_IDSLOTS;
+    tp->idflag[2 * k] = -1; // (the slot's earlier check is complete: no kernel writes it now)
+    long long* f = tp->idflag + 2 * k;
     long long nn = n, vv = vocab;
     void* args[] = {&f, &ids, &nn, &vv};
-    return _vs_mk_run(tp->comm, fn, _VS_MK_IDS_CHECK, 1, args);
+    _VS_TRY(_vs_mk_run(tp->comm, fn, _VS_MK_IDS_CHECK, 1, args));
+    cudaError_t e = cudaEventRecord((cudaEvent_t)tp->idev[k], (cudaStream_t)vs_comm_stream(tp->comm));
+    if (e != cudaSuccess) return _vs_cuda_err(e, fn, "cudaEventRecord (the id check)");
+    tp->idfn[k] = fn, tp->idvocab[k] = vocab, tp->idpend++;
+    return VS_OK;
 #else
     (void)fn, (void)ids, (void)vocab;
     return VS_OK;
 #endif
 }
 
-/* r, or the device check's bad id (after the call's final wait). */
-_VS_PRIVATE vs_result _vs_ids_result(vs_mesh* tp, const char* fn, int64_t n, int64_t vocab, vs_result r)
+/* The id checks' flags and events (vs_mesh_free; a failed first launch). */
+_VS_PRIVATE void _vs_mesh_ids_free(vs_mesh* m)
 {
-    if (r || !_VS_ON_DEVICE(tp->comm) || n == 0 || !tp->idflag || tp->idflag[0] < 0) return r;
-    return _vs_err(VS_ERR_INVALID, "%s: id %lld at position %lld out of range [0, %lld) (found on the device, after "
-                   "the call's kernels left it out: the outputs are not meaningful)", fn, tp->idflag[1],
-                   tp->idflag[0], (long long)vocab);
+#ifdef _VS_MESH_CUDA
+    if (m->idflag) cudaFreeHost(m->idflag);
+    for (int i = 0; i < _VS_IDSLOTS; i++)
+        if (m->idev[i]) cudaEventDestroy((cudaEvent_t)m->idev[i]);
+#endif
+    m->idflag = NULL;
+    for (int i = 0; i < _VS_IDSLOTS; i++) m->idev[i] = NULL;
+    m->idhead = m->idpend = 0;
 }
 
 /* The gather, scatter-add and cross-entropy below run >>kernels' text: host
-   loops, or kernels on the TP communicator's stream with device buffers (NCCL). */
+   loops, or kernels on the TP communicator's stream with device buffers (NCCL),
+   whose collectives complete in stream order (_vs_dev_done): each returns when
+   its work is enqueued. */
 VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shard, int64_t vocab, int64_t dim,
                                             const int32_t* ids, int64_t n, float* out)
 {
     const char* fn = "vs_vocab_embedding_forward";
     int64_t start = 0, rows = 0;
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
+    _VS_TRY(_vs_ids_start(tp, fn));
     _VS_TRY(_vs_check_tokens(fn, n, dim));
     vs_comm* c = tp->comm;
     _VS_TRY(_vs_check_ids_on(c, fn, ids, n, vocab));
@@ -9351,9 +9478,8 @@ VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shar
     void* args[] = {&o, &tb, &id, &nn, &dd, &st, &rr};
     _VS_TRY(_vs_ids_launch(tp, fn, ids, n, vocab));
     _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_FWD, nn * dd, args));
-    vs_result r = vs_all_reduce(c, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, NULL);
-    if (!r && n * dim == 0) r = _vs_mem_sync(c, fn); // (no all-reduce waited for the check)
-    return _vs_ids_result(tp, fn, n, vocab, r);
+    vs_work* w = NULL;
+    return _vs_dev_done(vs_all_reduce(c, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, _VS_DEV_WORK(c, w)), &w);
 }
 
 VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
@@ -9362,6 +9488,7 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
     const char* fn = "vs_vocab_embedding_backward";
     int64_t start = 0, rows = 0;
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
+    _VS_TRY(_vs_ids_start(tp, fn));
     _VS_TRY(_vs_check_tokens(fn, n, dim));
     vs_comm* c = tp->comm;
     _VS_TRY(_vs_check_ids_on(c, fn, ids, n, vocab));
@@ -9376,7 +9503,7 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
     void* args[] = {&g, &go, &id, &nn, &dd, &st, &rr, &nb};
     _VS_TRY(_vs_ids_launch(tp, fn, ids, n, vocab)); // (every rank checks, with rows or not)
     if (rows > 0) _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_BWD, dd * nb, args));
-    return _vs_ids_result(tp, fn, n, vocab, _vs_mem_sync(c, fn));
+    return VS_OK;
 }
 
 VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
@@ -9385,6 +9512,7 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     const char* fn = "vs_vocab_cross_entropy";
     int64_t start = 0, rows = 0;
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
+    _VS_TRY(_vs_ids_start(tp, fn));
     _VS_TRY(_vs_check_tokens(fn, n, 3));
     _VS_TRY(_vs_check_tokens(fn, n, vocab));
     vs_comm* c = tp->comm;
@@ -9405,27 +9533,16 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     void* a_sum[] = {&se, &tl, &lg, &mx, &tg, &nn, &rr, &st};
     void* a_loss[] = {&loss, &mx, &se, &tl, &nn};
     void* a_grad[] = {&g, &lg, &mx, &se, &tg, &nn, &rr, &st};
-    /* on the device the all-reduces are not waited for one by one: the kernels
-       after them are on the same stream, and the one sync at the end covers them
-       (their handles then complete at once); a host transport's progress thread
-       would race with the kernels, so there they block */
-    vs_work *w1 = NULL, *w2 = NULL;
-    vs_work** wp1 = c->tp->device ? &w1 : NULL;
-    vs_work** wp2 = c->tp->device ? &w2 : NULL;
+    // on NCCL the all-reduces complete in stream order: the kernels after them are on the same stream
+    vs_work* w = NULL;
     vs_result r = _vs_ids_launch(tp, fn, targets, n, vocab);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_MAX, nn, a_max);
-    if (!r) r = vs_all_reduce(c, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, wp1);
+    if (!r) r = _vs_dev_done(vs_all_reduce(c, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, _VS_DEV_WORK(c, w)), &w);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_SUM, nn, a_sum);
-    if (!r) r = vs_all_reduce(c, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, wp2);
+    if (!r) r = _vs_dev_done(vs_all_reduce(c, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, _VS_DEV_WORK(c, w)), &w);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_LOSS, nn, a_loss);
     if (!r && grad_shard) r = _vs_mk_run(c, fn, _VS_MK_CE_GRAD, nn * rr, a_grad);
-    if (!r) r = _vs_mem_sync(c, fn); // returns when done (>>tp)
-    vs_work* ws[2] = {w1, w2};
-    for (int i = 0; i < 2; i++) {
-        vs_result rw = ws[i] ? vs_wait(ws[i]) : VS_OK;
-        if (!r) r = rw;
-    }
-    return _vs_ids_result(tp, fn, n, vocab, r);
+    return r;
 }
 
 // >>init ----------------------------------------------------------------------
@@ -9542,33 +9659,35 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
     unsigned long long key = _vs_init_key(d);
     double a = d->a, b = d->b, sd = _vs_init_std(d);
     void* args[] = {&data, &dt, &nn, &g, &key, &kind, &a, &b, &sd};
-    _VS_TRY(_vs_mk_run(m->comm, fn, _VS_MK_INIT, nn, args));
-    return _vs_mem_sync(m->comm, fn);
+    return _vs_mk_run(m->comm, fn, _VS_MK_INIT, nn, args); // (device: fenced both ways, returns when enqueued)
 }
 
 // >>layout-device ----------------------------------------------------------------
 /* vs_redistribute on device buffers (NCCL): the steps of the host path without
    the threads transport's in-place moves. Contiguous blocks go straight to the
    collectives; strided ones are packed, sent and unpacked by >>kernels' box copy
-   on the step's communicator's stream (each mesh dim's submesh). Every step
-   returns with its stream drained, as the blocking collectives do, so the next
-   step (another communicator, another stream) and the caller see its result.
-   Scratch is device memory from the world's hooks, kept in the mesh for the next
-   call (_vs_mesh_mscratch). */
+   on the step's communicator's stream (each mesh dim's submesh). Nothing waits
+   on the host: each collective completes in stream order (_vs_dev_done), each
+   step's stream waits for the stream of the step before (the first: for the mesh
+   communicator's caller stream), and the caller's stream for the last step's
+   (_vs_dev_link); so the call returns when its work is enqueued, the result
+   ready in stream order on the caller's stream. Scratch is device memory from
+   the world's hooks, kept in the mesh for the next call (_vs_mesh_mscratch). */
 
 /* Slot i of m's cache on its communicator's side (device memory on NCCL, through
    the world's hooks), at least `bytes`; NULL when out of memory. Grow-only, in
    powers of two: a steady state allocates nothing (a cudaFree synchronises the
    device, and one beside a collective waiting for its peers can deadlock; only
-   a growth frees, and the buffer's earlier users are done: each user's work is
-   stream-ordered on m's communicator or drained). Freed with the mesh. */
+   a growth frees, after draining the device (_vs_dev_drain): the buffer's
+   earlier users, enqueued by calls that did not wait, are done then). Freed
+   with the mesh. */
 _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes)
 {
     if (m->mscratch_cap[i] >= bytes && m->mscratch[i]) return m->mscratch[i];
     size_t cap = 256;
     while (cap < bytes && cap <= SIZE_MAX / 2) cap *= 2;
     if (cap < bytes) cap = bytes;
-    if (m->mscratch[i]) _vs_mem_free(m->comm, m->mscratch[i]);
+    if (m->mscratch[i]) _vs_dev_drain(m->comm), _vs_mem_free(m->comm, m->mscratch[i]);
     m->mscratch[i] = _vs_mem_alloc(m->comm, cap);
     m->mscratch_cap[i] = m->mscratch[i] ? cap : 0;
     return m->mscratch[i];
@@ -9576,10 +9695,7 @@ _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes)
 
 _VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m)
 {
-#ifdef _VS_MESH_CUDA
-    if (m->idflag) cudaFreeHost(m->idflag);
-#endif
-    m->idflag = NULL;
+    _vs_mesh_ids_free(m);
     for (int i = 0; i < _VS_MSCRATCH; i++) {
         if (m->mscratch[i] && m->comm) _vs_mem_free(m->comm, m->mscratch[i]);
         m->mscratch[i] = NULL;
@@ -9608,10 +9724,7 @@ _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dt
     _vs_rstep steps[3 * VS_MESH_MAX_DIMS];
     int ns = _vs_plan_redistribute(m, src->layout.p, dst->layout.p, steps);
     size_t esz = vs_dtype_size(src->dtype);
-    if (ns == 0) {
-        _VS_TRY(_vs_mem_copy(mc, fn, dst->data, src->data, (size_t)n_out * esz));
-        return _vs_mem_sync(mc, fn);
-    }
+    if (ns == 0) return _vs_mem_copy(mc, fn, dst->data, src->data, (size_t)n_out * esz); // (fenced both ways)
     int64_t big = n_in > n_out ? n_in : n_out;
     int packs = 0;
     for (int i = 0; i < ns; i++) {
@@ -9641,11 +9754,20 @@ _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dt
     vs_result r = fail ? _vs_err(VS_ERR_NOMEM, "%s: out of device memory for %zu-byte scratch buffers", fn, bytes)
                        : VS_OK;
     const void* in = src->data;
+    // each step after the caller's earlier work, or after the step before (another stream)
+    vs_comm* pc = mc;
+    void *caller = _vs_dev_caller(mc), *prev = caller;
     for (int i = 0; i < ns && !r; i++) {
         void* out = i == ns - 1 ? dst->data : buf[i % 2];
-        r = _vs_run_step(&x, &steps[i], in, out);
+        vs_mesh* sub = NULL;
+        r = vs_mesh_submesh(m, m->names[steps[i].k], &sub);
+        vs_comm* c = r ? NULL : vs_mesh_comm(sub);
+        if (!r) r = _vs_dev_link(pc, prev, vs_comm_stream(c), fn);
+        if (!r) r = _vs_run_step(&x, &steps[i], in, out);
+        if (!r) pc = c, prev = vs_comm_stream(c);
         in = out;
     }
+    if (!r) r = _vs_dev_link(pc, prev, caller, fn); // the caller's stream after the last step
     return r;
 }
 
