@@ -888,11 +888,14 @@ VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what);
 #define _VS_MKTHREADS _VS_MKSEL(_VS_MKTHREADS_H, _VS_MKTHREADS_D)       /* (t): each thread t of the block */
 #define _VS_MKTHREADS_BELOW _VS_MKSEL(_VS_MKTHREADS_BELOW_H, _VS_MKTHREADS_BELOW_D) /* (t, k): those below k */
 #define _VS_MKSYNC _VS_MKSEL(((void)0), vs_rtc_sync())                  /* __syncthreads */
+#define _VS_MKPUBLISH _VS_MKSEL(_VS_MKPUBLISH_H, _VS_MKPUBLISH_D)       /* (p, v): *p = v, seen by the host after the writes before */
 #define _VS_MKSHARED _VS_MKSEL(, vs_rtc_shared)                         /* __shared__ */
 #define _VS_MKU2F _VS_MKSEL(_vs_mk_u2f, __uint_as_float)                /* bits as float, and back */
 #define _VS_MKF2U _VS_MKSEL(_vs_mk_f2u, __float_as_uint)
 #define _VS_MKU2D _VS_MKSEL(_vs_mk_u2d, _VS_MKU2D_D)                    /* bits as double, and back */
 #define _VS_MKD2U _VS_MKSEL(_vs_mk_d2u, _VS_MKD2U_D)
+#define _VS_MKPUBLISH_H(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define _VS_MKPUBLISH_D(p, v) (__threadfence_system(), *(volatile long long*)(p) = (v))
 #define _VS_MKLOOP_H(x, n) for (long long x = 0; x < (n); x++)
 #define _VS_MKLOOP_D(x, n) \
     for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < (n); x += (long long)gridDim.x * blockDim.x)
@@ -6860,6 +6863,7 @@ struct vs_mesh {
     void* idev[_VS_IDSLOTS]; // cudaEvent_t
     const char* idfn[_VS_IDSLOTS];
     long long idvocab[_VS_IDSLOTS];
+    unsigned char idrep[_VS_IDSLOTS]; // its bad id already reported
     int idhead, idpend;
     vs_mesh* parent; // submeshes: the mesh that made (and frees) this one
     int users;       // handles built on this mesh or its submeshes (DDP, ...) still alive
@@ -7034,14 +7038,20 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
 _VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m);
 _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes);
 _VS_PRIVATE void _vs_mesh_ids_free(vs_mesh* m);
-_VS_PRIVATE vs_result _vs_ids_poll(vs_mesh* tp, const char* fn, int wait);
+_VS_PRIVATE vs_result _vs_ids_reclaim(vs_mesh* tp, const char* fn, int wait);
 
 /* The id checks still in flight on m and its submeshes, waited for (>>tp). */
 _VS_PRIVATE vs_result _vs_mesh_ids_final(vs_mesh* m)
 {
     vs_result r = VS_OK;
-    for (int i = 0; i < m->nsubs && !r; i++) r = _vs_mesh_ids_final(m->subs[i].mesh);
-    while (!r && m->idpend > 0) r = _vs_ids_poll(m, "vs_mesh_free", 1);
+    for (int i = 0; i < m->nsubs; i++) {
+        vs_result ri = _vs_mesh_ids_final(m->subs[i].mesh);
+        if (!r) r = ri;
+    }
+    while (m->idpend > 0) { // (every slot leaves the ring: the first error is kept)
+        vs_result ri = _vs_ids_reclaim(m, "vs_mesh_free", 1);
+        if (!r) r = ri;
+    }
     return r;
 }
 
@@ -7720,7 +7730,9 @@ extern "C" {
     } \
     /* the vocab functions' id check on the device (>>tp): the first position whose \
        id is outside [0, vocab) and that id into flag[0], flag[1] (pinned host \
-       memory, untouched when every id is in range); one block, each thread's \
+       memory, untouched when every id is in range; the host may read flag[0] \
+       while the kernel runs: the id is written first, the position published \
+       after it); one block, each thread's \
        first strided position, then a tree of minima: the same answer however \
        the threads interleave */ \
     _VS_MKGLOBAL _VS_MKN(ids_check)(long long* flag, const int* ids, long long n, long long vocab) \
@@ -7743,8 +7755,8 @@ extern "C" {
                 _VS_MKSYNC; \
             } \
             _VS_MKTHREADS(t) if (t == 0 && s[0] < n) { \
-                flag[0] = s[0]; \
                 flag[1] = ids[s[0]]; \
+                _VS_MKPUBLISH(&flag[0], s[0]); \
             } \
             _VS_MKSYNC; \
         } \
@@ -9363,53 +9375,70 @@ _VS_PRIVATE vs_result _vs_check_ids(const char* fn, const int32_t* ids, int64_t 
    Device buffers (no copy to the host, no sync of its own; S2-3): here only n
    and the pointer; then _vs_ids_launch runs a kernel on c's stream that writes
    the first id out of range and its position into a slot of the mesh's pinned
-   flags and records the slot's event after it. The call returns when enqueued,
-   so the flag is read later (_vs_ids_poll): by the mesh's next vocab call once
-   the event is complete (cudaEventQuery: the host does not wait), which then
-   fails naming the earlier call, or when the ring of slots is full (that call
-   waits for the oldest check), or by vs_mesh_free. The kernels leave such an id
-   out (its embedding row is zeros, it adds no gradient, its target logit counts
-   as 0), and the outputs of the call it names are not meaningful. */
+   flags (the id, then the position published after it) and records the slot's
+   event after it. The call returns when enqueued, so the flags are read later,
+   without a CUDA call: each vocab call on the mesh first reads the positions of
+   the checks in flight (_vs_ids_scan), and one that found an id out of range
+   fails that later call, naming the earlier one (found as soon as its kernel
+   ran: after a host sync, surely). A slot is reused once its event is complete
+   (_vs_ids_reclaim: the ring holds _VS_IDSLOTS checks, so the oldest is many
+   calls old and a query of it is free once the host has synced past it; only a
+   ring of checks still running waits for the oldest); vs_mesh_free waits for
+   every check. The kernels leave such an id out (its embedding row is zeros, it
+   adds no gradient, its target logit counts as 0), and the outputs of the call
+   it names are not meaningful. */
 _VS_PRIVATE vs_result _vs_check_ids_on(vs_comm* c, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
 {
     if (_VS_ON_DEVICE(c) && n > 0 && ids) return VS_OK; // the range: on the device
     return _vs_check_ids(fn, ids, n, vocab);
 }
 
-/* The mesh's id checks in flight, oldest first, while complete (wait 1: the
-   oldest waited for, then the others while complete; the host sync of a full
-   ring or of vs_mesh_free): each leaves the ring, and the first that found an
-   id out of range fails `fn`, naming the call it checked. */
-_VS_PRIVATE vs_result _vs_ids_poll(vs_mesh* tp, const char* fn, int wait)
+/* Slot k's bad id, if its kernel found one not reported yet: an error of `fn`
+   naming the call it checked. */
+_VS_PRIVATE vs_result _vs_ids_report(vs_mesh* tp, const char* fn, int k)
 {
-#ifdef _VS_MESH_CUDA
-    while (tp->idpend > 0) {
-        int k = tp->idhead;
-        cudaEvent_t ev = (cudaEvent_t)tp->idev[k];
-        cudaError_t e = wait ? cudaEventSynchronize(ev) : cudaEventQuery(ev);
-        wait = 0;
-        if (e == cudaErrorNotReady) return VS_OK;
-        if (e != cudaSuccess) return _vs_cuda_err(e, fn, "the id check's event");
-        int latest = tp->idpend == 1;
-        tp->idhead = (k + 1) % _VS_IDSLOTS, tp->idpend--;
-        long long pos = tp->idflag[2 * k], id = tp->idflag[2 * k + 1];
-        if (pos >= 0)
-            return _vs_err(VS_ERR_INVALID, "%s: %s (%s on this mesh): id %lld at position %lld out of range [0, %lld) "
-                           "(found on the device after that call returned; its kernels left the id out: its outputs "
-                           "are not meaningful)", fn, tp->idfn[k], latest ? "the previous call" : "an earlier call",
-                           id, pos, tp->idvocab[k]);
-    }
-#else
-    (void)tp, (void)fn, (void)wait;
-#endif
+    long long pos = __atomic_load_n(&tp->idflag[2 * k], __ATOMIC_ACQUIRE);
+    if (pos < 0 || tp->idrep[k]) return VS_OK;
+    tp->idrep[k] = 1;
+    int latest = k == (tp->idhead + tp->idpend - 1) % _VS_IDSLOTS;
+    return _vs_err(VS_ERR_INVALID, "%s: %s (%s on this mesh): id %lld at position %lld out of range [0, %lld) (found "
+                   "on the device after that call returned; its kernels left the id out: its outputs are not "
+                   "meaningful)", fn, tp->idfn[k], latest ? "the previous call" : "an earlier call",
+                   tp->idflag[2 * k + 1], pos, tp->idvocab[k]);
+}
+
+/* The checks in flight, oldest first, read without a CUDA call: the first bad
+   id not yet reported fails `fn`. */
+_VS_PRIVATE vs_result _vs_ids_scan(vs_mesh* tp, const char* fn)
+{
+    for (int i = 0; i < tp->idpend; i++) _VS_TRY(_vs_ids_report(tp, fn, (tp->idhead + i) % _VS_IDSLOTS));
     return VS_OK;
 }
 
-/* A device vocab call's id check: the earlier checks that are complete read
-   first (an id out of range there fails this call before it runs anything). */
+/* The oldest check leaves the ring once its event is complete (a query; wait 1
+   or a query that finds it running: the host waits for it). Its bad id, if not
+   reported yet, fails `fn`. */
+_VS_PRIVATE vs_result _vs_ids_reclaim(vs_mesh* tp, const char* fn, int wait)
+{
+#ifdef _VS_MESH_CUDA
+    int k = tp->idhead;
+    cudaEvent_t ev = (cudaEvent_t)tp->idev[k];
+    cudaError_t e = wait ? cudaErrorNotReady : cudaEventQuery(ev);
+    if (e == cudaErrorNotReady) e = cudaEventSynchronize(ev);
+    vs_result r = e != cudaSuccess ? _vs_cuda_err(e, fn, "the id check's event") : _vs_ids_report(tp, fn, k);
+    tp->idhead = (k + 1) % _VS_IDSLOTS, tp->idpend--; // (leaves the ring whatever the answer)
+    return r;
+#else
+    (void)tp, (void)fn, (void)wait;
+    return VS_OK;
+#endif
+}
+
+/* A device vocab call's start: the checks of the earlier calls read (an id out
+   of range there fails this call before it runs anything). */
 _VS_PRIVATE vs_result _vs_ids_start(vs_mesh* tp, const char* fn)
 {
-    return _VS_ON_DEVICE(tp->comm) ? _vs_ids_poll(tp, fn, 0) : VS_OK;
+    return _VS_ON_DEVICE(tp->comm) && tp->idpend > 0 ? _vs_ids_scan(tp, fn) : VS_OK;
 }
 
 _VS_PRIVATE vs_result _vs_ids_launch(vs_mesh* tp, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
@@ -9425,9 +9454,10 @@ _VS_PRIVATE vs_result _vs_ids_launch(vs_mesh* tp, const char* fn, const int32_t*
             return _vs_cuda_err(e, fn, "the id check's flags and events");
         }
     }
-    if (tp->idpend == _VS_IDSLOTS) _VS_TRY(_vs_ids_poll(tp, fn, 1)); // the ring is full: the oldest waited for
+    if (tp->idpend == _VS_IDSLOTS) _VS_TRY(_vs_ids_reclaim(tp, fn, 0)); // the oldest slot, once complete
     int k = (tp->idhead + tp->idpend) % _VS_IDSLOTS;
-    tp->idflag[2 * k] = -1; // (the slot's earlier check is complete: no kernel writes it now)
+    __atomic_store_n(&tp->idflag[2 * k], -1LL, __ATOMIC_RELAXED); // (its earlier check is complete)
+    tp->idrep[k] = 0;
     long long* f = tp->idflag + 2 * k;
     long long nn = n, vv = vocab;
     void* args[] = {&f, &ids, &nn, &vv};

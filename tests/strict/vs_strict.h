@@ -131,6 +131,7 @@ struct CUstream_st {
     struct CUstream_st* next;
     struct st_vc* vc; /* vs_strict_race.h: the clock of its last operation to start, */
     unsigned clk;     /* and how many have started */
+    struct st_vc* cvc; /* that operation's completion clock (what its completion proves done) */
 };
 
 struct CUevent_st {
@@ -139,6 +140,7 @@ struct CUevent_st {
     long target;
     int dead;
     struct st_vc* vc; /* vs_strict_race.h: the recorded operation's clock */
+    struct st_vc* cvc; /* and its completion clock */
     struct CUevent_st* enext; /* every event (kept: a late use is reported) */
 };
 
@@ -187,6 +189,8 @@ struct st_op {
     /* vs_strict_race.h: its clock (filled when it starts), the enqueuing
        thread's, and that of each wait's target */
     struct st_vc *rvc, *hvc, *wvc[ST_MAXDEV + 1];
+    /* its completion clock (filled when it starts) and each wait target's */
+    struct st_vc *cvc, *cwvc[ST_MAXDEV + 1];
     /* cudaLaunchHostFunc */
     cudaHostFn_t host_fn;
     void* host_arg;
@@ -904,9 +908,11 @@ ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
     long t = s->enq;
     st_count_sync_locked(s, t);
     struct st_vc* v = st_race_target_locked(s);
+    struct st_vc* cv = st_comp_target_locked(s);
     ST_WAIT_UNTIL(s->done >= t, "cudaStreamSynchronize");
     st_race_host_merge_locked(v);
     st_seen_locked(s, t);
+    st_seen_comp_locked(cv);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -918,7 +924,7 @@ ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
     struct CUstream_st* s = st_stream_locked(h);
     int busy = s->done < s->enq;
     st_count_poll_locked(s, s, s->enq);
-    if (!busy) st_seen_locked(s, s->enq);
+    if (!busy) st_seen_locked(s, s->enq), st_seen_comp_locked(st_vc_ref(s->cvc));
     if (!busy) st_race_host_merge_locked(st_race_target_locked(s));
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
@@ -932,7 +938,7 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
     st_count.host_syncs++;
     st_device_idle_locked(st_cur_dev, "cudaDeviceSynchronize");
     for (struct CUstream_st* q = st_streams; q; q = q->next)
-        if (q->dev == st_cur_dev) st_seen_locked(q, q->done);
+        if (q->dev == st_cur_dev) st_seen_locked(q, q->done), st_seen_comp_locked(st_vc_ref(q->cvc));
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -1003,7 +1009,7 @@ ST_C cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t ev, unsigned fl
     }
     st_op* op = st_op_new("cudaStreamWaitEvent", NULL);
     if (ev->s) op->ws[op->nwait] = ev->s, op->wt[op->nwait++] = ev->target; /* captured now, as CUDA does */
-    if (ev->s) st_race_wait_event_locked(op, ev);
+    if (ev->s) st_race_wait_event_locked(op, ev), st_comp_wait_event_locked(op, ev);
     st_push_locked(s, op);
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
@@ -1020,7 +1026,7 @@ ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
     int busy = ev->s && ev->s->done < ev->target;
     int dev = ev->dev;
     if (ev->s) st_count_poll_locked(ev, ev->s, ev->target);
-    if (ev->s && !busy) st_seen_locked(ev->s, ev->target);
+    if (ev->s && !busy) st_seen_locked(ev->s, ev->target), st_seen_comp_locked(st_vc_ref(ev->cvc));
     if (!busy) st_race_host_merge_locked(st_vc_ref(ev->vc));
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
@@ -1038,9 +1044,11 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     }
     if (ev->s) st_count_sync_locked(ev->s, ev->target);
     struct st_vc* v = st_vc_ref(ev->vc);
+    struct st_vc* cv = st_vc_ref(ev->cvc);
     ST_WAIT_UNTIL(!ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
     st_race_host_merge_locked(v);
     if (ev->s) st_seen_locked(ev->s, ev->target);
+    st_seen_comp_locked(cv);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -1107,9 +1115,11 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
             long t = s->enq; /* "a stream sync is performed before the copy is initiated" */
             st_count_sync_locked(s, t);
             struct st_vc* v = st_race_target_locked(s);
+            struct st_vc* cv = st_comp_target_locked(s);
             ST_WAIT_UNTIL(s->done >= t, "cudaMemcpy's stream sync");
             st_race_host_merge_locked(v);
             st_seen_locked(s, t);
+            st_seen_comp_locked(cv);
         }
     } else if (!async || (sdev && wd == ST_HOST)) {
         wait = 1; /* synchronous, or device to pageable: returns when done */
@@ -1119,9 +1129,11 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
         long t = s->enq;
         st_count_sync_locked(s, t);
         struct st_vc* v = st_race_target_locked(s);
+        struct st_vc* cv = st_comp_target_locked(s);
         ST_WAIT_UNTIL(s->done >= t, fn);
         st_race_host_merge_locked(v);
         st_seen_locked(s, t);
+        st_seen_comp_locked(cv);
     }
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
