@@ -29,7 +29,9 @@
    vs_vocab_cross_entropy (with its gradient), then the loss read to the host
    (cudaMemcpy) as a trainer makes it each step: counted, the step's one sync and
    d2h copy; (c) vs_redistribute, one call per layout pair (its syncs: none, the
-   snapshot's device sync is the bench's own); (d) uneven collectives: vs_all_gatherv and vs_reduce_scatterv
+   snapshot's device sync is the bench's own), and the TP/SP regions
+   (vs_tp_reduce_forward, vs_tp_copy_backward, vs_sp_gather_forward,
+   vs_sp_scatter_forward) with vs_init_fill, per call; (d) uneven collectives: vs_all_gatherv and vs_reduce_scatterv
    with a different count on every rank (one NCCL collective at most per call;
    they were one per rank). Arguments: [steps] [warmup] (default 8 2). Exit status 1 when a
    call failed or the stand-in reported a violation; the targets are printed
@@ -46,11 +48,12 @@
 #include "tests/strict/vs_strict.h"
 
 static int STEPS = 8, WARMUP = 2;
-/* The TP and redistribute paths warm up at least this many steps: their
-   collectives complete in stream order (vs_wait_stream), and a communicator's
-   pool of such events fills over its first 9 (the watchdog's ring of 8, one
-   more in flight); after that none is created. */
-enum { SC_WARM = 4 };
+/* The TP, redistribute and TP/SP paths warm up at least this many steps: their
+   collectives complete in stream order (vs_wait_stream), and each
+   communicator's pool of such events fills over its first 9 (the watchdog's ring
+   of 8, one more in flight; the TP/SP path makes 2 a step on each of two
+   communicators); after that none is created. */
+enum { SC_WARM = 6 };
 static pthread_barrier_t bar;
 static vs_strict_counts snap0, snap1;
 static long own_d2d, own_syncs; /* the bench's own operations in the window */
@@ -256,6 +259,53 @@ static int redist_rank(vs_world* w, void* arg)
     return 0;
 }
 
+/* ---- (c') the TP/SP regions and vs_init_fill -------------------------------------- */
+
+enum { NTPSP = 5 }; /* calls a step */
+
+static int tpsp_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    int me = vs_world_rank(w), n = vs_world_size(w);
+    vs_mesh* tp = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = n;
+    md.dim_names[0] = "TP";
+    CK(vs_mesh_init(w, &md, &tp));
+    const int64_t shape[2] = {8 * n, 12}; /* [seq, hidden]: sequence parallelism shards dim 0 */
+    size_t full = (size_t)(shape[0] * shape[1]), local = full / (size_t)n;
+    float* x = (float*)vs_device_alloc(w, full * 4);
+    float* y = (float*)vs_device_alloc(w, local * 4);
+    cudaMemset(x, 0, full * 4);
+    cudaMemset(y, 0, local * 4);
+    vs_dtensor t;
+    memset(&t, 0, sizeof t);
+    t.layout.mesh = tp;
+    t.layout.p[0] = vs_shard(0);
+    t.dtype = VS_F32;
+    t.ndim = 2;
+    t.shape[0] = shape[0], t.shape[1] = shape[1];
+    t.data = y;
+    vs_init_desc id;
+    memset(&id, 0, sizeof id);
+    id.kind = VS_INIT_NORMAL, id.seed = 7, id.name = "w", id.b = 0.02;
+    int warm = WARMUP < SC_WARM ? SC_WARM : WARMUP;
+    for (int s = 0; s < warm + STEPS; s++) {
+        if (s == warm) snapshot(me, &snap0, 0);
+        CK(vs_init_fill(&t, &id));
+        CK(vs_sp_gather_forward(tp, VS_F32, 2, shape, 0, y, x));
+        CK(vs_tp_reduce_forward(tp, x, full, VS_F32));
+        CK(vs_tp_copy_backward(tp, x, full, VS_F32));
+        CK(vs_sp_scatter_forward(tp, VS_F32, 2, shape, 0, x, y));
+    }
+    snapshot(me, &snap1, 1);
+    vs_device_free(w, x);
+    vs_device_free(w, y);
+    CK(vs_mesh_free(tp));
+    return 0;
+}
+
 /* ---- (d) uneven collectives ------------------------------------------------------ */
 
 static int uneven_rank(vs_world* w, void* arg)
@@ -327,7 +377,8 @@ enum { NCFGS = (int)(sizeof cfgs / sizeof cfgs[0]) };
 
 static void header(void)
 {
-    printf("per step and rank (redistribute: per call), after %d warm-up steps, over %d steps\n\n", WARMUP, STEPS);
+    printf("per step and rank (redistribute, TP/SP: per call), after %d warm-up steps (TP, redistribute, TP/SP: at "
+           "least %d), over %d steps (test_strict_counts: TP vocab over 8)\n\n", WARMUP, (int)SC_WARM, STEPS);
     printf("| path | n | allocs | frees | syncs | h2d | d2h | d2d | libs | kernels | nccl | colls | p2p | events |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 }
@@ -340,6 +391,10 @@ static sc_row ddp_row(int n, int i)
 }
 static sc_row vocab_row(int n) { return row("TP vocab: embed fwd+bwd, CE, loss read", n, vocab_rank, NULL, 1, 1); }
 static sc_row redist_row(int n) { return row("vs_redistribute (per call)", n, redist_rank, NULL, NPAIRS, 0); }
+static sc_row tpsp_row(int n)
+{
+    return row("vs_tp_*, vs_sp_*, vs_init_fill (per call)", n, tpsp_rank, NULL, NTPSP, 0);
+}
 static sc_row uneven_row(int n) { return row("all_gatherv, reduce_scatterv (per call)", n, uneven_rank, NULL, 2, 1); }
 
 #ifndef SC_NO_MAIN
@@ -358,6 +413,7 @@ int main(int argc, char** argv)
         for (int i = 0; i < NCFGS; i++) ddp_row(ns[ni], i);
         vocab_row(ns[ni]);
         redist_row(ns[ni]);
+        tpsp_row(ns[ni]);
         uneven_row(ns[ni]);
     }
     long v = vs_strict_violations();

@@ -52,10 +52,14 @@ int main(void)
         check_row("vocab", o, 1); /* the one D2H copy: the loss read */
         VT_CHECK(o.sy <= 1 + 1e-9, "%.2f host syncs for the 3 calls and the loss read of a step (at most 1)", o.sy);
     });
-    VT_CASE("counts/vs_redistribute, n=2: no scratch allocated, no host sync a call", {
+    VT_CASE("counts/vs_redistribute (and vs_tp_*, vs_sp_*, vs_init_fill), n=2: no scratch allocated, no host sync a call", {
         sc_row o = redist_row(2);
         check_row("redistribute", o, 0);
         VT_CHECK(o.sy < 1e-9, "%.2f host syncs a call (want none: the result is ready in stream order)", o.sy);
+        /* and the TP/SP regions built on it, and vs_init_fill on device buffers */
+        o = tpsp_row(2);
+        check_row("tp/sp/init", o, 0);
+        VT_CHECK(o.sy < 1e-9, "%.2f host syncs a vs_tp_*/vs_sp_*/vs_init_fill call (want none)", o.sy);
     });
     VT_CASE("counts/uneven all_gatherv + reduce_scatterv, n=4: at most one NCCL collective a call", {
         sc_row o = uneven_row(4);
