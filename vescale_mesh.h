@@ -258,6 +258,15 @@
      progress thread per communicator (threads and MPI transports) or on the
      communicator's CUDA stream (NCCL). Blocking calls return when the operation
      is complete on this rank, on every transport (NCCL: the host waits for it).
+   - NCCL device buffers, except for those collectives: vs_redistribute, the
+     TP/SP regions, the vocab functions and vs_init_fill return when their work
+     is enqueued, and the results are ready in stream order on the caller's
+     stream (the communicator's: the one set with vs_comm_set_stream, else the
+     legacy default stream), whose earlier work they follow. Read a result after
+     a sync of that stream (a cudaMemcpy of the loss does it) or enqueue work
+     after it there; free a buffer only after its users' work (>>tp has the id
+     check that reports later). No host sync, allocation, event or copy to the
+     host in a steady state.
    - NCCL: a communicator enqueues on its own stream, or on the one given with
      vs_comm_set_stream (yours stays yours). DDP runs its kernels on
      vs_ddp_desc.stream, and each bucket's collective waits for the work already
@@ -1072,8 +1081,12 @@ VS_API vs_result vs_layout_parse_placements(int mesh_ndims, const char* text, vs
    kept in the mesh for the next call; vs_mesh_free releases it); CUDA device
    buffers on NCCL: strided blocks are packed and unpacked by kernels on each step's
    communicator's stream, device scratch comes from the world's hooks and is kept
-   in the mesh too (grow-only; vs_mesh_free releases it), and the call returns
-   when the result is in dst->data. */
+   in the mesh too (grow-only, the device drained before it grows; vs_mesh_free
+   releases it), and the call returns when its work is enqueued: dst->data is
+   ready in stream order on the caller's stream of the mesh's communicator (the
+   one set with vs_comm_set_stream, else the legacy default stream), after what
+   was enqueued there before the call; the host does not wait (see Threads and
+   streams in the top comment). */
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
 // >>tp -----------------------------------------------------------------------
@@ -1082,11 +1095,23 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
    (unsharded) shape, `seq_dim` the dim that sequence parallelism shards. Backward
    counterparts carry gradients. All collective over tp. Buffers (ids and targets
    too) are host memory, or CUDA device memory on NCCL: the gathers, scatter-adds
-   and the cross-entropy then run as kernels on tp's communicator's stream and
-   return when done. Ids out of range fail the call (VS_ERR_INVALID naming the
-   first one and its position): on the host before anything runs; on the device
-   a kernel finds it (no copy, no extra sync) and the call fails after its
-   kernels ran, which left that id out (outputs not meaningful). */
+   and the cross-entropy then run as kernels on tp's communicator's stream, and
+   every function here returns when its work is enqueued: results are ready in
+   stream order on the caller's stream (tp's communicator's: the one set with
+   vs_comm_set_stream, else the legacy default stream), after what was enqueued
+   there before the call; no host sync (a trainer's one a step: its loss read).
+   Ids out of range are VS_ERR_INVALID naming the first one and its position. On
+   the host: the call fails before anything runs. On the device a kernel finds
+   it (no copy of the ids, no sync) and the kernels leave that id out (the
+   outputs are not meaningful); the call has returned by then, so a later vocab
+   call on the same mesh fails instead, naming the earlier one:
+   "vs_vocab_cross_entropy: vs_vocab_embedding_forward (the previous call on
+   this mesh): id 512 at position 7 out of range [0, 301) ...". Each vocab call
+   reads the checks still in flight (without a CUDA call) before it runs
+   anything, so the report comes at the first vocab call after the check's
+   kernel ran (surely after a host sync, e.g. the loss read); up to 16 checks
+   stay in flight (one more waits for the oldest), and vs_mesh_free waits for
+   them, failing with the report if no call gave it. */
 
 /* Column-parallel input [copy_to_tensor_model_parallel_region]: forward is the
    identity; backward all-reduces (sums) the input gradient in place. */
@@ -1151,7 +1176,8 @@ typedef struct vs_init_desc {
 } vs_init_desc;
 
 /* Fills t->data (this rank's shard) from the global element indices of its box
-   (device memory on NCCL: a kernel on the mesh's stream, the same bits).
+   (device memory on NCCL: a kernel on the mesh's stream, the same bits; returns
+   when enqueued, the values ready in stream order on the caller's stream).
    Random kinds need a floating dtype; a Partial layout is an error. A constant
    must fit the dtype (integers: finite and in range; f16/bf16/f32: inf and NaN,
    or finite within the type's finite range). Local. */

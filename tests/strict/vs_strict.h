@@ -68,7 +68,15 @@
 
    Counts (vs_strict_counts): device allocations, host-blocking waits, copies
    between host and device, NVRTC libraries loaded (and of them, those from
-   PTX), kernels launched.
+   PTX), kernels launched. A host wait counts only for work the host has not
+   seen complete, and what it has seen is transitive, as on hardware: when it
+   sees stream s done up to an operation (a sync, a blocking copy, a query that
+   answered cudaSuccess), it knows done everything that operation's completion
+   proves, through stream order, cudaStreamWaitEvent and the legacy stream's
+   implicit waits (per-operation completion clocks, vs_strict_race.h; not
+   through collectives: a peer's side may still run). So a trainer that reads
+   its loss each step may query earlier work of any stream the loss waited for
+   without a count. Exact: by clock, whatever the timing.
 
    What it cannot see: the GPU's own arithmetic (FMA contraction, approximate
    functions; NVRTC is run with IEEE flags), races between threads of one block
@@ -239,8 +247,12 @@ typedef struct vs_strict_counts {
        on timing): the synchronize calls, copies that
        return when done, and each polled wait (the first cudaStreamQuery /
        cudaEventQuery of a thread on a stream position or a recorded event). A
-       wait for work up to a position of its stream that an earlier sync or query
-       of the host saw done costs nothing and is not counted. events:
+       wait for work up to a position of its stream that the host has seen done
+       costs nothing and is not counted; seen done: by an earlier sync or query
+       of the host, or transitively, because an operation the host saw done had
+       to wait for it (stream order, an event wait, the legacy stream's implicit
+       waits; st_seen_comp_locked): reading the loss each step makes later
+       queries of the work it waited for free. events:
        cudaEventCreate calls.
        nccl_colls, nccl_p2p: NCCL collective calls, ncclSend/ncclRecv calls
        (nccl_ops counts what the streams ran: a group once). */
