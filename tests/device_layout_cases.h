@@ -237,6 +237,7 @@ static int dl_rank_vocab(vs_world* w, void* arg)
     VT_OK(vs_mesh_init(w, &md, &tp));
     if (!tp) return 1;
     const int64_t vocabs[] = {37, 3, 300}; /* uneven; ranks without rows; > 256 columns a rank */
+    int last_bad = 0; /* a bad id left for vs_mesh_free to report (device) */
     for (int vi = 0; vi < 3; vi++) {
         int64_t V = vocabs[vi], D = 5, n = 13, start = 0, rows = 0;
         VT_OK(vs_vocab_range(tp, V, &start, &rows));
@@ -307,11 +308,27 @@ static int dl_rank_vocab(vs_world* w, void* arg)
                  vs_last_error());
         dl_upload(dev, dids, ids, sizeof ids);
         VT_OK(vs_vocab_cross_entropy(tp, rows ? (const float*)dlg : NULL, n, V, (const int32_t*)dids, (float*)dloss, NULL));
+        if (vi == 2) { /* a bad id in the mesh's last vocab call: on the device, vs_mesh_free reports it */
+            memcpy(bad, ids, sizeof bad);
+            bad[3] = (int32_t)(V + 9);
+            dl_upload(dev, dids, bad, sizeof bad);
+            r = vs_vocab_embedding_forward(tp, rows ? (const float*)dtab : NULL, V, D, (const int32_t*)dids, n,
+                                           (float*)dout);
+            VT_CHECK(dev ? r == VS_OK : r == VS_ERR_INVALID && strstr(vs_last_error(), "id 309 at position 3"),
+                     "bad id, last call: %d %s", r, vs_last_error());
+            last_bad = dev;
+        }
         void* bufs[] = {dids, dtab, dout, dgo, dlg, dloss, dgrad};
         for (int i = 0; i < 7; i++) dl_free(w, dev, bufs[i]);
         free(table), free(go), free(lg);
     }
-    VT_OK(vs_mesh_free(tp));
+    vs_result fr = vs_mesh_free(tp);
+    if (last_bad)
+        VT_CHECK(fr == VS_ERR_INVALID && strstr(vs_last_error(), "vs_mesh_free: vs_vocab_embedding_forward (the previous "
+                                                                 "call on this mesh): id 309 at position 3 out of range"),
+                 "vs_mesh_free after a bad id on the device: %d %s", fr, vs_last_error());
+    else
+        VT_OK(fr);
     return 0;
 }
 
