@@ -897,7 +897,7 @@ VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what);
 #define _VS_MKTHREADS _VS_MKSEL(_VS_MKTHREADS_H, _VS_MKTHREADS_D)       /* (t): each thread t of the block */
 #define _VS_MKTHREADS_BELOW _VS_MKSEL(_VS_MKTHREADS_BELOW_H, _VS_MKTHREADS_BELOW_D) /* (t, k): those below k */
 #define _VS_MKSYNC _VS_MKSEL(((void)0), vs_rtc_sync())                  /* __syncthreads */
-#define _VS_MKPUBLISH _VS_MKSEL(_VS_MKPUBLISH_H, _VS_MKPUBLISH_D)       /* (p, v): *p = v, seen by the host after the writes before */
+#define _VS_MKPUBLISH _VS_MKSEL(_VS_MKPUBLISH_H, _VS_MKPUBLISH_D)       /* (p, v): *p = v, after the writes before */
 #define _VS_MKSHARED _VS_MKSEL(, vs_rtc_shared)                         /* __shared__ */
 #define _VS_MKU2F _VS_MKSEL(_vs_mk_u2f, __uint_as_float)                /* bits as float, and back */
 #define _VS_MKF2U _VS_MKSEL(_vs_mk_f2u, __float_as_uint)
@@ -9122,7 +9122,8 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     char *t1 = (char*)x->tmp, *t2 = (char*)x->tmp2;
     switch (st->type) {
     case _VS_R_ALLREDUCE:
-        r = _vs_dev_done(vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, _VS_DEV_WORK(c, w)), &w);
+        r = vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, _VS_DEV_WORK(c, w));
+        r = _vs_dev_done(r, &w);
         break;
     case _VS_R_TOPARTIAL: {
         size_t bytes = (size_t)_vs_numel(la, nd) * esz;
@@ -9193,8 +9194,8 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
             rrun += cnt2[j];
         }
         if (!r)
-            r = _vs_dev_done(vs_all_to_allv(c, send_direct ? in : t1, cnt, dsp, recv_direct ? out : t2, cnt2, dsp2, x->dt,
-                                            _VS_DEV_WORK(c, w)),
+            r = _vs_dev_done(vs_all_to_allv(c, send_direct ? in : t1, cnt, dsp, recv_direct ? out : t2, cnt2, dsp2,
+                                            x->dt, _VS_DEV_WORK(c, w)),
                              &w);
         for (int i = 0; i < nm && !r && !recv_direct; i++) {
             _vs_sub_box(la, nd, d, start2[i], len2[i], bs, bo);
