@@ -774,7 +774,8 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
 /* Frees the mesh, every submesh it made and their communicators. A submesh is
    owned by its parent: freeing it alone is VS_ERR_STATE. While a handle built on
    the mesh or one of its submeshes (a vs_ddp) is alive, VS_ERR_STATE: free it first.
-   Device buffers: waits for the vocab calls' id checks still in flight (>>tp); an
+   Device buffers: waits for the device (the mesh's calls returned when their work
+   was enqueued) and for the vocab calls' id checks still in flight (>>tp); an
    id out of range that no later vocab call reported fails it (VS_ERR_INVALID
    naming the call, the id and its position), the mesh freed all the same. */
 VS_API vs_result vs_mesh_free(vs_mesh* m);
@@ -7064,6 +7065,7 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
 _VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m);
 _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes);
 _VS_PRIVATE void _vs_mesh_ids_free(vs_mesh* m);
+_VS_PRIVATE void _vs_dev_drain(vs_comm* c);
 _VS_PRIVATE vs_result _vs_ids_reclaim(vs_mesh* tp, const char* fn, int wait);
 
 /* The id checks still in flight on m and its submeshes, waited for (>>tp). */
@@ -7133,6 +7135,7 @@ VS_API vs_result vs_mesh_free(vs_mesh* m)
         return _vs_err(VS_ERR_STATE, "vs_mesh_free: %d handle(s) built on this mesh (DDP, ...) are still alive; "
                                      "free them first", m->users);
     vs_result r = _vs_mesh_ids_final(m); // (an id out of range found after its call returned: reported, freed anyway)
+    if (m->comm) _vs_dev_drain(m->comm); // device: the calls returned when enqueued; their work done before the frees
     _vs_mesh_destroy(m);
     return r;
 }
