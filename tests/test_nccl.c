@@ -249,18 +249,24 @@ static int dl_gpu_redist(vs_world* w, void* arg)
     return dl_run_redistribute(w, dev, s1, 1, pairs1d, (int)(sizeof pairs1d / sizeof pairs1d[0]));
 }
 
+/* n NCCL ranks running fn. */
+static vs_result dl_launch_nccl(int n, int (*fn)(vs_world*, void*), void* arg)
+{
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = n;
+    ld.transport = VS_TRANSPORT_NCCL;
+    ld.timeout_s = 60;
+    return vs_launch_ex(&ld, fn, arg);
+}
+
 /* The host run (threads, host buffers), then the device run (NCCL, device buffers). */
 static void case_dl(int n, int (*fn)(vs_world*, void*))
 {
     static int modes[2] = {0, 1};
     dl_reset();
     VT_OK(vs_launch(n, fn, &modes[0]));
-    vs_launch_desc ld;
-    memset(&ld, 0, sizeof ld);
-    ld.nranks = n;
-    ld.transport = VS_TRANSPORT_NCCL;
-    ld.timeout_s = 60;
-    VT_OK(vs_launch_ex(&ld, fn, &modes[1]));
+    VT_OK(dl_launch_nccl(n, fn, &modes[1]));
     dl_all_exact = n <= 2;
     dl_compare(n);
 }
@@ -622,14 +628,7 @@ int main(void)
     snprintf(name, sizeof name, "init/device = host, n=%d: vs_init_fill", n);
     VT_CASE(name, case_dl(n, dl_rank_init));
     snprintf(name, sizeof name, "layout/nccl, n=%d: redistribute on a caller's stream", n);
-    VT_CASE(name, {
-        vs_launch_desc ld;
-        memset(&ld, 0, sizeof ld);
-        ld.nranks = n;
-        ld.transport = VS_TRANSPORT_NCCL;
-        ld.timeout_s = 60;
-        VT_OK(vs_launch_ex(&ld, dl_caller_stream, NULL));
-    });
+    VT_CASE(name, VT_OK(dl_launch_nccl(n, dl_caller_stream, NULL)));
     dl_release();
     char dir[] = "/tmp/vs_nccl_ckpt_XXXXXX";
     snprintf(name, sizeof name, "ckpt/nccl, n=%d: save, load; mesh on a split", n);
