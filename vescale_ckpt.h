@@ -4283,7 +4283,9 @@ typedef struct _vs_ckpt_job {
 _VS_CKPT_PRIVATE int _vs_ckpt_pin(void* p, size_t n)
 {
 #ifdef _VS_CKPT_CUDA
-    return cudaHostRegister(p, n, 0) == cudaSuccess;
+    if (cudaHostRegister(p, n, 0) == cudaSuccess) return 1;
+    cudaGetLastError(); // (pageable then; the failure must not stay for the caller's next error check)
+    return 0;
 #else
     (void)p, (void)n;
     return 0;

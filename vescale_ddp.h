@@ -91,10 +91,16 @@
      NVRTC compiles it for the rank's GPU in vs_ddp_finalize, so a trainer built by
      gcc needs no nvcc (once per process and GPU architecture, shared by every
      vs_ddp: vescale_mesh.h's vs_kernels_get). A bucket's collective waits
-     (cudaStreamWaitEvent) for the work already on desc.stream;
-     vs_ddp_finish_grad_sync and vs_ddp_param block the host until the
-     collectives they wait for are done. A custom step gets device pointers and
-     vs_step_args.stream.
+     (cudaStreamWaitEvent) for the work already on desc.stream, and the work
+     enqueued on desc.stream after vs_ddp_finish_grad_sync (or vs_ddp_param,
+     after a ZeRO step) waits for the collectives (vs_wait_stream): the host
+     never waits for them, so a step's one host wait is the trainer's own (its
+     loss: vs_sync_stream gives that wait the communicator's deadline). A clip
+     reads its norm (one host wait). A fault in a collective the host did not
+     wait for (a peer that never arrives, NCCL's asynchronous error) is
+     reported by the next DDP call that communicates or synchronizes, and the
+     mesh's watchdog aborts the communicator at the deadline so desc.stream
+     never hangs. A custom step gets device pointers and vs_step_args.stream.
    One thread uses a vs_ddp at a time.
 
    Rules (each broken one is an error with a message naming the value, never a
@@ -359,7 +365,10 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
 VS_API vs_result vs_ddp_finalize(vs_ddp* d);
 VS_API int vs_ddp_num_params(const vs_ddp* d);
 /* The parameter's local shard (its dtype), owned by DDP after finalize. After a
-   ZeRO step it waits for that bucket's all-gather: ask again after each step. */
+   ZeRO step it completes that bucket's all-gather: on device buffers in stream
+   order (work enqueued on desc.stream after the call sees the gathered
+   parameters; the host does not wait), else on the host. Ask again after each
+   step. */
 VS_API void* vs_ddp_param(vs_ddp* d, int index);
 /* Blocks the host until the DDP's work is done: every bucket's parameter
    all-gather in flight (ZeRO) and, on device buffers, everything it queued on
@@ -422,7 +431,11 @@ typedef struct vs_clip_desc {
    parameters, optimizer state or the step count, and vs_ddp_skipped_steps counts
    it (a new backward pass or vs_ddp_zero_grad cancels the skip). With
    error_if_nonfinite (as torch.nn.utils.clip_grad_norm_) the call also fails with
-   VS_ERR_NONFINITE naming the norm; gradients and parameters are left untouched. */
+   VS_ERR_NONFINITE naming the norm; gradients and parameters are left untouched.
+   Device buffers: the host reads the norm (one host wait, which covers what was
+   enqueued on desc.stream before the call): a trainer that queues its loss's
+   copy to pinned memory on desc.stream before the clip can read it when the
+   clip returns, one host wait for the step. */
 VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm);
 /* vs_ddp_clip_grad_norm_ex without error_if_nonfinite. */
 VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm);
@@ -849,9 +862,16 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_fence(const vs_ddp* d, vs_comm* c)
     return e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "ordering the stream before a collective");
 }
 
+/* The host waits for the trainer's stream: on NCCL with the DP communicator's
+   deadline and fault watch (vs_sync_stream: a peer that never arrives ends in an
+   error, not a hang, even though the stream waits on stream-ordered work). */
 _VS_DDP_PRIVATE vs_result _vs_ddp_sync(const vs_ddp* d)
 {
-    cudaError_t e = d->cu ? cudaStreamSynchronize(d->cu->stream) : cudaSuccess;
+    if (!d->cu) return VS_OK;
+    vs_comm* c = vs_mesh_comm(d->dp);
+    if (vs_comm_device(c) == 1)
+        return vs_sync_stream(c, d->cu->stream ? (void*)d->cu->stream : (void*)cudaStreamLegacy);
+    cudaError_t e = cudaStreamSynchronize(d->cu->stream);
     return e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "cudaStreamSynchronize");
 }
 #else
@@ -1616,12 +1636,26 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_check_index(const char* fn, const vs_ddp* d, i
     return VS_OK;
 }
 
-/* Waits for bucket b's parameter all-gather, if one is in flight. */
+/* Completes w for what comes next: on a device, in stream order (the trainer's
+   stream waits for it, the host does not: the one host wait of a step is the
+   trainer's, e.g. its loss, and the mesh's watchdog gives the work its
+   deadline); on the host transports, vs_wait. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_done(const vs_ddp* d, vs_work* w)
+{
+#ifdef _VS_DDP_CUDA
+    if (d->cu) return vs_wait_stream(w, d->cu->stream ? (void*)d->cu->stream : (void*)cudaStreamLegacy);
+#else
+    (void)d;
+#endif
+    return vs_wait(w);
+}
+
+/* Bucket b's parameter all-gather, if one is in flight, before what comes next. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_params_ready(vs_ddp* d, int b)
 {
     _vs_dbucket* k = &d->buckets[b];
     if (!k->pwork) return VS_OK;
-    vs_result r = vs_wait(k->pwork);
+    vs_result r = _vs_ddp_done(d, k->pwork);
     k->pwork = NULL;
     return r;
 }
@@ -1695,7 +1729,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     vs_result r = VS_OK;
     if (k->done) return VS_OK;
     if (k->work) {
-        r = vs_wait(k->work);
+        r = _vs_ddp_done(d, k->work);
         k->work = NULL;
     }
     if (r) return r;
@@ -1707,8 +1741,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         if (!(k->partial_mask & (1u << dim))) continue;
         vs_mesh* sub;
         r = vs_mesh_submesh(d->mesh, vs_mesh_dim_name(d->mesh, dim), &sub);
+        vs_work* w = NULL;
         if (!r) r = _vs_ddp_fence(d, vs_mesh_comm(sub));
-        if (!r) r = vs_all_reduce(vs_mesh_comm(sub), base, base, (size_t)cnt, k->gdtype, VS_OP_SUM, NULL);
+        if (!r) r = vs_all_reduce(vs_mesh_comm(sub), base, base, (size_t)cnt, k->gdtype, VS_OP_SUM, d->cu ? &w : NULL);
+        if (!r && w) r = _vs_ddp_done(d, w);
     }
     if (r || !k->launched) return r;
     if (k->acc_used && k->grad && (r = _vs_ddp_add_f32(d, k->grad_shard, base, k->gdtype, cnt))) // a later pass adds up in the accumulator
@@ -1730,7 +1766,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
 {
     _vs_dbucket* k = &d->buckets[b];
     vs_comm* c = vs_mesh_comm(d->dp);
-    vs_work** wp = d->desc.no_overlap ? NULL : &k->work;
+    vs_work** wp = d->desc.no_overlap && !d->cu ? NULL : &k->work; // (a device never blocks the host here)
     if (d->desc.zero == VS_ZERO_2 && !k->staged) { // no gradient asked for here: take part with zeros
         vs_result r = _vs_ddp_stage(d, b);
         if (r) return r;
@@ -2151,7 +2187,7 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
             size_t pz = _vs_dsz(k->pdtype);
             void* mine = (char*)k->param + (size_t)(k->shard * d->dp_rank) * pz;
             r = vs_all_gather(vs_mesh_comm(d->dp), mine, k->param, (size_t)k->shard, k->pdtype,
-                              d->desc.no_overlap ? NULL : &k->pwork);
+                              d->desc.no_overlap && !d->cu ? NULL : &k->pwork);
         }
     d->grads_pending = 0;
     return r;
