@@ -266,6 +266,15 @@
      or when the job has failed, it aborts the communicator, so no stream waits
      forever, and the communicator's next call reports the fault. DDP completes
      its collectives this way.
+   - NCCL device buffers, except for those collectives: vs_redistribute, the
+     TP/SP regions, the vocab functions and vs_init_fill return when their work
+     is enqueued, and the results are ready in stream order on the caller's
+     stream (the communicator's: the one set with vs_comm_set_stream, else the
+     legacy default stream), whose earlier work they follow. Read a result after
+     a sync of that stream (vs_sync_stream, or a cudaMemcpy of the loss) or
+     enqueue work after it there; free a buffer only after its users' work
+     (>>tp has the id check that reports later). No host sync, allocation,
+     event or copy to the host in a steady state.
    - CUDA graphs: the library's calls are not capturable (blocking calls and
      vs_wait query the stream or an event, an error while it captures).
    - Host and device kernels from one text give the same bits only without
@@ -786,7 +795,11 @@ typedef struct vs_mesh_desc {
 VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** out);
 /* Frees the mesh, every submesh it made and their communicators. A submesh is
    owned by its parent: freeing it alone is VS_ERR_STATE. While a handle built on
-   the mesh or one of its submeshes (a vs_ddp) is alive, VS_ERR_STATE: free it first. */
+   the mesh or one of its submeshes (a vs_ddp) is alive, VS_ERR_STATE: free it first.
+   Device buffers: waits for the device (the mesh's calls returned when their work
+   was enqueued) and for the vocab calls' id checks still in flight (>>tp); an
+   id out of range that no later vocab call reported fails it (VS_ERR_INVALID
+   naming the call, the id and its position), the mesh freed all the same. */
 VS_API vs_result vs_mesh_free(vs_mesh* m);
 /* A handle built on a mesh or one of its submeshes (a vs_ddp does this itself)
    retains it at creation and releases it when freed; vs_mesh_free refuses while
@@ -907,11 +920,14 @@ VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what);
 #define _VS_MKTHREADS _VS_MKSEL(_VS_MKTHREADS_H, _VS_MKTHREADS_D)       /* (t): each thread t of the block */
 #define _VS_MKTHREADS_BELOW _VS_MKSEL(_VS_MKTHREADS_BELOW_H, _VS_MKTHREADS_BELOW_D) /* (t, k): those below k */
 #define _VS_MKSYNC _VS_MKSEL(((void)0), vs_rtc_sync())                  /* __syncthreads */
+#define _VS_MKPUBLISH _VS_MKSEL(_VS_MKPUBLISH_H, _VS_MKPUBLISH_D)       /* (p, v): *p = v, after the writes before */
 #define _VS_MKSHARED _VS_MKSEL(, vs_rtc_shared)                         /* __shared__ */
 #define _VS_MKU2F _VS_MKSEL(_vs_mk_u2f, __uint_as_float)                /* bits as float, and back */
 #define _VS_MKF2U _VS_MKSEL(_vs_mk_f2u, __float_as_uint)
 #define _VS_MKU2D _VS_MKSEL(_vs_mk_u2d, _VS_MKU2D_D)                    /* bits as double, and back */
 #define _VS_MKD2U _VS_MKSEL(_vs_mk_d2u, _VS_MKD2U_D)
+#define _VS_MKPUBLISH_H(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define _VS_MKPUBLISH_D(p, v) (__threadfence_system(), *(volatile long long*)(p) = (v))
 #define _VS_MKLOOP_H(x, n) for (long long x = 0; x < (n); x++)
 #define _VS_MKLOOP_D(x, n) \
     for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < (n); x += (long long)gridDim.x * blockDim.x)
@@ -1088,8 +1104,12 @@ VS_API vs_result vs_layout_parse_placements(int mesh_ndims, const char* text, vs
    kept in the mesh for the next call; vs_mesh_free releases it); CUDA device
    buffers on NCCL: strided blocks are packed and unpacked by kernels on each step's
    communicator's stream, device scratch comes from the world's hooks and is kept
-   in the mesh too (grow-only; vs_mesh_free releases it), and the call returns
-   when the result is in dst->data. */
+   in the mesh too (grow-only, the device drained before it grows; vs_mesh_free
+   releases it), and the call returns when its work is enqueued: dst->data is
+   ready in stream order on the caller's stream of the mesh's communicator (the
+   one set with vs_comm_set_stream, else the legacy default stream), after what
+   was enqueued there before the call; the host does not wait (see Threads and
+   streams in the top comment). */
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
 // >>tp -----------------------------------------------------------------------
@@ -1098,11 +1118,23 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
    (unsharded) shape, `seq_dim` the dim that sequence parallelism shards. Backward
    counterparts carry gradients. All collective over tp. Buffers (ids and targets
    too) are host memory, or CUDA device memory on NCCL: the gathers, scatter-adds
-   and the cross-entropy then run as kernels on tp's communicator's stream and
-   return when done. Ids out of range fail the call (VS_ERR_INVALID naming the
-   first one and its position): on the host before anything runs; on the device
-   a kernel finds it (no copy, no extra sync) and the call fails after its
-   kernels ran, which left that id out (outputs not meaningful). */
+   and the cross-entropy then run as kernels on tp's communicator's stream, and
+   every function here returns when its work is enqueued: results are ready in
+   stream order on the caller's stream (tp's communicator's: the one set with
+   vs_comm_set_stream, else the legacy default stream), after what was enqueued
+   there before the call; no host sync (a trainer's one a step: its loss read).
+   Ids out of range are VS_ERR_INVALID naming the first one and its position. On
+   the host: the call fails before anything runs. On the device a kernel finds
+   it (no copy of the ids, no sync) and the kernels leave that id out (the
+   outputs are not meaningful); the call has returned by then, so a later vocab
+   call on the same mesh fails instead, naming the earlier one:
+   "vs_vocab_cross_entropy: vs_vocab_embedding_forward (the previous call on
+   this mesh): id 512 at position 7 out of range [0, 301) ...". Each vocab call
+   reads the checks still in flight (without a CUDA call) before it runs
+   anything, so the report comes at the first vocab call after the check's
+   kernel ran (surely after a host sync, e.g. the loss read); up to 16 checks
+   stay in flight (one more waits for the oldest), and vs_mesh_free waits for
+   them, failing with the report if no call gave it. */
 
 /* Column-parallel input [copy_to_tensor_model_parallel_region]: forward is the
    identity; backward all-reduces (sums) the input gradient in place. */
@@ -1167,7 +1199,8 @@ typedef struct vs_init_desc {
 } vs_init_desc;
 
 /* Fills t->data (this rank's shard) from the global element indices of its box
-   (device memory on NCCL: a kernel on the mesh's stream, the same bits).
+   (device memory on NCCL: a kernel on the mesh's stream, the same bits; returns
+   when enqueued, the values ready in stream order on the caller's stream).
    Random kinds need a floating dtype; a Partial layout is an error. A constant
    must fit the dtype (integers: finite and in range; f16/bf16/f32: inf and NaN,
    or finite within the type's finite range). Local. */
@@ -6890,6 +6923,8 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
 /* Slots of a mesh's cache on its communicator's side: [0], [1] device
    vs_redistribute's step buffers, [2], [3] its packing, [4] the cross-entropy's. */
 enum { _VS_MSCRATCH = 5 };
+/* Id checks of a mesh's vocab calls in flight before one waits (_vs_ids_launch). */
+enum { _VS_IDSLOTS = 16 };
 
 typedef struct _vs_subentry {
     int dims[VS_MESH_MAX_DIMS];
@@ -6914,7 +6949,15 @@ struct vs_mesh {
     size_t scratch_cap[4];
     void* mscratch[_VS_MSCRATCH]; // the same on the comm's side (device memory on NCCL): _vs_mesh_mscratch
     size_t mscratch_cap[_VS_MSCRATCH];
-    long long* idflag; // device path: pinned host memory, the vocab functions' id check (_vs_ids_launch)
+    /* device path: the vocab functions' id checks in flight (_vs_ids_launch), a
+       ring of slots, oldest first: each slot's flag (position, id) in pinned host
+       memory, the event recorded after its check kernel, and the call it checks */
+    long long* idflag;
+    void* idev[_VS_IDSLOTS]; // cudaEvent_t
+    const char* idfn[_VS_IDSLOTS];
+    long long idvocab[_VS_IDSLOTS];
+    unsigned char idrep[_VS_IDSLOTS]; // its bad id already reported
+    int idhead, idpend;
     vs_mesh* parent; // submeshes: the mesh that made (and frees) this one
     int users;       // handles built on this mesh or its submeshes (DDP, ...) still alive
 };
@@ -7087,6 +7130,24 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
 
 _VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m);
 _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes);
+_VS_PRIVATE void _vs_mesh_ids_free(vs_mesh* m);
+_VS_PRIVATE void _vs_dev_drain(vs_comm* c);
+_VS_PRIVATE vs_result _vs_ids_reclaim(vs_mesh* tp, const char* fn, int wait);
+
+/* The id checks still in flight on m and its submeshes, waited for (>>tp). */
+_VS_PRIVATE vs_result _vs_mesh_ids_final(vs_mesh* m)
+{
+    vs_result r = VS_OK;
+    for (int i = 0; i < m->nsubs; i++) {
+        vs_result ri = _vs_mesh_ids_final(m->subs[i].mesh);
+        if (!r) r = ri;
+    }
+    while (m->idpend > 0) { // (every slot leaves the ring: the first error is kept)
+        vs_result ri = _vs_ids_reclaim(m, "vs_mesh_free", 1);
+        if (!r) r = ri;
+    }
+    return r;
+}
 
 _VS_PRIVATE void _vs_mesh_destroy(vs_mesh* m)
 {
@@ -7139,8 +7200,10 @@ VS_API vs_result vs_mesh_free(vs_mesh* m)
     if (m->users > 0)
         return _vs_err(VS_ERR_STATE, "vs_mesh_free: %d handle(s) built on this mesh (DDP, ...) are still alive; "
                                      "free them first", m->users);
+    vs_result r = _vs_mesh_ids_final(m); // (an id out of range found after its call returned: reported, freed anyway)
+    if (m->comm) _vs_dev_drain(m->comm); // device: the calls returned when enqueued; their work done before the frees
     _vs_mesh_destroy(m);
-    return VS_OK;
+    return r;
 }
 
 VS_API int vs_mesh_ndims(const vs_mesh* m) { return m ? m->ndims : _vs_err(VS_ERR_NULL, "vs_mesh_ndims: mesh is NULL"); }
@@ -7762,7 +7825,9 @@ extern "C" {
     } \
     /* the vocab functions' id check on the device (>>tp): the first position whose \
        id is outside [0, vocab) and that id into flag[0], flag[1] (pinned host \
-       memory, untouched when every id is in range); one block, each thread's \
+       memory, untouched when every id is in range; the host may read flag[0] \
+       while the kernel runs: the id is written first, the position published \
+       after it); one block, each thread's \
        first strided position, then a tree of minima: the same answer however \
        the threads interleave */ \
     _VS_MKGLOBAL _VS_MKN(ids_check)(long long* flag, const int* ids, long long n, long long vocab) \
@@ -7785,8 +7850,8 @@ extern "C" {
                 _VS_MKSYNC; \
             } \
             _VS_MKTHREADS(t) if (t == 0 && s[0] < n) { \
-                flag[0] = s[0]; \
                 flag[1] = ids[s[0]]; \
+                _VS_MKPUBLISH(&flag[0], s[0]); \
             } \
             _VS_MKSYNC; \
         } \
@@ -8257,18 +8322,63 @@ _VS_PRIVATE vs_result _vs_mem_copy(vs_comm* c, const char* fn, void* dst, const 
     return VS_OK;
 }
 
-/* Waits for c's stream (device buffers); the host path is done already. */
-_VS_PRIVATE vs_result _vs_mem_sync(vs_comm* c, const char* fn)
+/* Stream-ordered completion of the device paths (layout, TP, init with device
+   buffers): a call enqueues its kernels and collectives and returns. Each kernel,
+   copy and collective on c's stream comes after what the caller enqueued on its
+   stream before (the communicator's caller stream: the one set with
+   vs_comm_set_stream, else the legacy default stream; _VS_DEV_FENCE and
+   _vs_nccl_submit's fence), and the caller's stream after it: a kernel's closing
+   fence, or for a collective an async handle (_VS_DEV_WORK) that _vs_dev_done
+   completes with vs_wait_stream (the caller's stream waits for its event, the host
+   does not). Host transports with device buffers (tests: _VS_MESH_FORCE_DEVICE)
+   block in the collective instead: their progress thread would race with the
+   kernels around it. */
+#define _VS_DEV_WORK(c, w) ((c)->tp->device ? &(w) : (vs_work**)NULL) /* w: NULL before */
+
+_VS_PRIVATE vs_result _vs_dev_done(vs_result r, vs_work** w)
 {
-#ifdef _VS_MESH_CUDA
-    if (_VS_ON_DEVICE(c)) {
-        cudaError_t e = cudaStreamSynchronize((cudaStream_t)vs_comm_stream(c));
-        return e == cudaSuccess ? VS_OK : _vs_cuda_err(e, fn, "cudaStreamSynchronize");
-    }
-#else
-    (void)c, (void)fn;
+    vs_work* h = *w;
+    *w = NULL; // (for the next collective)
+    if (!h) return r;
+    vs_result r2 = vs_wait_stream(h, NULL);
+    return r ? r : r2;
+}
+
+/* c's caller stream (NULL on host transports). */
+_VS_PRIVATE void* _vs_dev_caller(vs_comm* c)
+{
+#ifdef VESCALE_NCCL
+    if (c->tp->device) return (void*)_vs_nccl_caller(c);
 #endif
+    (void)c;
+    return NULL;
+}
+
+/* Work enqueued on stream `to` from now on waits for what is enqueued on `from`
+   so far, through via's fence event recorded now (NCCL; nothing when from and to
+   are one stream). vs_redistribute's steps change communicators (streams). */
+_VS_PRIVATE vs_result _vs_dev_link(vs_comm* via, void* from, void* to, const char* fn)
+{
+#ifdef VESCALE_NCCL
+    if (!via->tp->device || from == to || !via->fence) return VS_OK;
+    cudaError_t e = cudaEventRecord(via->fence, (cudaStream_t)from);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)to, via->fence, 0);
+    return e == cudaSuccess ? VS_OK : _vs_cuda_err(e, fn, "ordering two streams");
+#else
+    (void)via, (void)from, (void)to, (void)fn;
     return VS_OK;
+#endif
+}
+
+/* Before a device scratch buffer grows (its free): the device drained, so no
+   kernel or collective still uses it and none waits for its peers during the
+   cudaFree. A host sync, only when a buffer grows (never in a steady state). */
+_VS_PRIVATE void _vs_dev_drain(vs_comm* c)
+{
+#ifdef VESCALE_NCCL
+    if (c->tp->device) cudaDeviceSynchronize();
+#endif
+    (void)c;
 }
 
 /* A buffer on c's side through the world's hooks (device: vs_device_alloc). */
@@ -9029,7 +9139,9 @@ _VS_PRIVATE vs_result _vs_step_box(vs_comm* c, char* dst, const int64_t* dshape,
 /* One step of a redistribute, for host and device buffers alike: contiguous blocks
    go to the plain collectives, strided ones are packed and unpacked around them
    (on threads, with host buffers, they move in place instead: _vs_box_step). On
-   device buffers the step is complete when it returns (its stream is drained). */
+   device buffers the step is enqueued on its communicator's stream when it
+   returns, that communicator's caller stream ordered after it (>>layout-device
+   orders the steps' streams with each other and with the call's caller). */
 _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void* in, void* out)
 {
     const char* fn = "vs_redistribute";
@@ -9071,6 +9183,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     const char* ic = (const char*)in;
     char* oc = (char*)out;
     vs_result r = VS_OK;
+    vs_work* w = NULL; // device buffers on NCCL: each collective's, completed in stream order (_vs_dev_done)
     // host scratch is taken only when the step packs; device scratch came with the call
     int packs = st->type != _VS_R_A2A ? strided
                                       : _vs_numel(lb, st->after[k].dim) != 1 || _vs_numel(la, st->before[k].dim) != 1;
@@ -9078,7 +9191,8 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     char *t1 = (char*)x->tmp, *t2 = (char*)x->tmp2;
     switch (st->type) {
     case _VS_R_ALLREDUCE:
-        r = vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, NULL);
+        r = vs_all_reduce(c, in, out, (size_t)_vs_numel(lb, nd), x->dt, st->before[k].op, _VS_DEV_WORK(c, w));
+        r = _vs_dev_done(r, &w);
         break;
     case _VS_R_TOPARTIAL: {
         size_t bytes = (size_t)_vs_numel(la, nd) * esz;
@@ -9102,10 +9216,10 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
             run += cnt[i];
         }
         if (outer == 1) {
-            r = vs_all_gatherv(c, in, out, cnt, dsp, x->dt, NULL);
+            r = _vs_dev_done(vs_all_gatherv(c, in, out, cnt, dsp, x->dt, _VS_DEV_WORK(c, w)), &w);
             break;
         }
-        r = vs_all_gatherv(c, in, t1, cnt, dsp, x->dt, NULL);
+        r = _vs_dev_done(vs_all_gatherv(c, in, t1, cnt, dsp, x->dt, _VS_DEV_WORK(c, w)), &w);
         for (int i = 0; i < nm && !r; i++) { // unpack block i: shape la with dim d = len[i], at start[i]
             _vs_sub_box(la, nd, d, start[i], len[i], bs, bo);
             r = _vs_step_box(c, oc, la, bo, t1 + dsp[i] * esz, bs, zero, bs, nd, esz);
@@ -9118,7 +9232,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
         int64_t outer = _vs_numel(lb, e), inner = _vs_numel(lb + e + 1, nd - e - 1);
         for (int i = 0; i < nm; i++) cnt[i] = (size_t)(outer * len[i] * inner);
         if (outer == 1) {
-            r = vs_reduce_scatterv(c, in, out, cnt, x->dt, st->before[k].op, NULL);
+            r = _vs_dev_done(vs_reduce_scatterv(c, in, out, cnt, x->dt, st->before[k].op, _VS_DEV_WORK(c, w)), &w);
             break;
         }
         size_t run = 0;
@@ -9127,7 +9241,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
             r = _vs_step_box(c, t1 + run * esz, bs, zero, ic, lb, bo, bs, nd, esz);
             run += cnt[i];
         }
-        if (!r) r = vs_reduce_scatterv(c, t1, out, cnt, x->dt, st->before[k].op, NULL);
+        if (!r) r = _vs_dev_done(vs_reduce_scatterv(c, t1, out, cnt, x->dt, st->before[k].op, _VS_DEV_WORK(c, w)), &w);
         break;
     }
     case _VS_R_A2A: {
@@ -9149,7 +9263,9 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
             rrun += cnt2[j];
         }
         if (!r)
-            r = vs_all_to_allv(c, send_direct ? in : t1, cnt, dsp, recv_direct ? out : t2, cnt2, dsp2, x->dt, NULL);
+            r = _vs_dev_done(vs_all_to_allv(c, send_direct ? in : t1, cnt, dsp, recv_direct ? out : t2, cnt2, dsp2,
+                                            x->dt, _VS_DEV_WORK(c, w)),
+                             &w);
         for (int i = 0; i < nm && !r && !recv_direct; i++) {
             _vs_sub_box(la, nd, d, start2[i], len2[i], bs, bo);
             r = _vs_step_box(c, oc, la, bo, t2 + dsp2[i] * esz, bs, zero, bs, nd, esz);
@@ -9158,8 +9274,7 @@ _VS_PRIVATE vs_result _vs_run_step(_vs_rctx* x, const _vs_rstep* st, const void*
     }
     default: return _vs_err(VS_ERR_STATE, "redistribute: bad step %d", st->type);
     }
-    vs_result r2 = _vs_mem_sync(c, fn); // device buffers: the step is done when it returns
-    return r ? r : r2;
+    return r;
 }
 
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
@@ -9252,7 +9367,8 @@ _VS_PRIVATE vs_result _vs_tp_check(const char* fn, const vs_mesh* tp)
 _VS_PRIVATE vs_result _vs_tp_sum(const char* fn, vs_mesh* tp, void* x, size_t count, vs_dtype dt)
 {
     _VS_TRY(_vs_tp_check(fn, tp));
-    return vs_all_reduce(tp->comm, x, x, count, dt, VS_OP_SUM, NULL);
+    vs_work* w = NULL;
+    return _vs_dev_done(vs_all_reduce(tp->comm, x, x, count, dt, VS_OP_SUM, _VS_DEV_WORK(tp->comm, w)), &w);
 }
 
 VS_API vs_result vs_tp_copy_backward(vs_mesh* tp, void* grad, size_t count, vs_dtype dt)
@@ -9354,57 +9470,128 @@ _VS_PRIVATE vs_result _vs_check_ids(const char* fn, const int32_t* ids, int64_t 
 /* The ids' range check. Host buffers: on the host, before anything runs.
    Device buffers (no copy to the host, no sync of its own; S2-3): here only n
    and the pointer; then _vs_ids_launch runs a kernel on c's stream that writes
-   the first id out of range and its position into the mesh's pinned flag, and
-   _vs_ids_result reads the flag after the call's own final wait (each vocab
-   function returns when its work is done). So a bad id fails the same call with
-   the same message, but after the kernels ran: they leave such an id out (its
-   embedding row is zeros, it adds no gradient, its target logit counts as 0),
-   and the outputs of a failing call are not meaningful. */
+   the first id out of range and its position into a slot of the mesh's pinned
+   flags (the id, then the position published after it) and records the slot's
+   event after it. The call returns when enqueued, so the flags are read later,
+   without a CUDA call: each vocab call on the mesh first reads the positions of
+   the checks in flight (_vs_ids_scan), and one that found an id out of range
+   fails that later call, naming the earlier one (found as soon as its kernel
+   ran: after a host sync, surely). A slot is reused once its event is complete
+   (_vs_ids_reclaim: the ring holds _VS_IDSLOTS checks, so the oldest is many
+   calls old and a query of it is free once the host has synced past it; only a
+   ring of checks still running waits for the oldest); vs_mesh_free waits for
+   every check. The kernels leave such an id out (its embedding row is zeros, it
+   adds no gradient, its target logit counts as 0), and the outputs of the call
+   it names are not meaningful. */
 _VS_PRIVATE vs_result _vs_check_ids_on(vs_comm* c, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
 {
     if (_VS_ON_DEVICE(c) && n > 0 && ids) return VS_OK; // the range: on the device
     return _vs_check_ids(fn, ids, n, vocab);
 }
 
+/* Slot k's bad id, if its kernel found one not reported yet: an error of `fn`
+   naming the call it checked. */
+_VS_PRIVATE vs_result _vs_ids_report(vs_mesh* tp, const char* fn, int k)
+{
+    long long pos = __atomic_load_n(&tp->idflag[2 * k], __ATOMIC_ACQUIRE);
+    if (pos < 0 || tp->idrep[k]) return VS_OK;
+    tp->idrep[k] = 1;
+    int latest = k == (tp->idhead + tp->idpend - 1) % _VS_IDSLOTS;
+    return _vs_err(VS_ERR_INVALID, "%s: %s (%s on this mesh): id %lld at position %lld out of range [0, %lld) (found "
+                   "on the device after that call returned; its kernels left the id out: its outputs are not "
+                   "meaningful)", fn, tp->idfn[k], latest ? "the previous call" : "an earlier call",
+                   tp->idflag[2 * k + 1], pos, tp->idvocab[k]);
+}
+
+/* The checks in flight, oldest first, read without a CUDA call: the first bad
+   id not yet reported fails `fn`. */
+_VS_PRIVATE vs_result _vs_ids_scan(vs_mesh* tp, const char* fn)
+{
+    for (int i = 0; i < tp->idpend; i++) _VS_TRY(_vs_ids_report(tp, fn, (tp->idhead + i) % _VS_IDSLOTS));
+    return VS_OK;
+}
+
+/* The oldest check leaves the ring once its event is complete (a query; wait 1
+   or a query that finds it running: the host waits for it). Its bad id, if not
+   reported yet, fails `fn`. */
+_VS_PRIVATE vs_result _vs_ids_reclaim(vs_mesh* tp, const char* fn, int wait)
+{
+#ifdef _VS_MESH_CUDA
+    int k = tp->idhead;
+    cudaEvent_t ev = (cudaEvent_t)tp->idev[k];
+    cudaError_t e = wait ? cudaErrorNotReady : cudaEventQuery(ev);
+    if (e == cudaErrorNotReady) e = cudaEventSynchronize(ev);
+    vs_result r = e != cudaSuccess ? _vs_cuda_err(e, fn, "the id check's event") : _vs_ids_report(tp, fn, k);
+    tp->idhead = (k + 1) % _VS_IDSLOTS, tp->idpend--; // (leaves the ring whatever the answer)
+    return r;
+#else
+    (void)tp, (void)fn, (void)wait;
+    return VS_OK;
+#endif
+}
+
+/* A device vocab call's start: the checks of the earlier calls read (an id out
+   of range there fails this call before it runs anything). */
+_VS_PRIVATE vs_result _vs_ids_start(vs_mesh* tp, const char* fn)
+{
+    return _VS_ON_DEVICE(tp->comm) && tp->idpend > 0 ? _vs_ids_scan(tp, fn) : VS_OK;
+}
+
 _VS_PRIVATE vs_result _vs_ids_launch(vs_mesh* tp, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
 {
     if (!_VS_ON_DEVICE(tp->comm) || n == 0) return VS_OK;
 #ifdef _VS_MESH_CUDA
-    if (!tp->idflag) {
-        cudaError_t e = cudaMallocHost((void**)&tp->idflag, 2 * sizeof(long long));
+    if (!tp->idflag) { // once per mesh: the slots' flags and events
+        cudaError_t e = cudaMallocHost((void**)&tp->idflag, 2 * sizeof(long long) * _VS_IDSLOTS);
+        for (int i = 0; i < _VS_IDSLOTS && e == cudaSuccess; i++)
+            e = cudaEventCreateWithFlags((cudaEvent_t*)&tp->idev[i], cudaEventDisableTiming);
         if (e != cudaSuccess) {
-            tp->idflag = NULL;
-            return _vs_cuda_err(e, fn, "cudaMallocHost (the id check's flag)");
+            _vs_mesh_ids_free(tp);
+            return _vs_cuda_err(e, fn, "the id check's flags and events");
         }
     }
-    tp->idflag[0] = -1; // (the mesh's last vocab call returned when done: no kernel writes it now)
-    long long* f = tp->idflag;
+    if (tp->idpend == _VS_IDSLOTS) _VS_TRY(_vs_ids_reclaim(tp, fn, 0)); // the oldest slot, once complete
+    int k = (tp->idhead + tp->idpend) % _VS_IDSLOTS;
+    __atomic_store_n(&tp->idflag[2 * k], -1LL, __ATOMIC_RELAXED); // (its earlier check is complete)
+    tp->idrep[k] = 0;
+    long long* f = tp->idflag + 2 * k;
     long long nn = n, vv = vocab;
     void* args[] = {&f, &ids, &nn, &vv};
-    return _vs_mk_run(tp->comm, fn, _VS_MK_IDS_CHECK, 1, args);
+    _VS_TRY(_vs_mk_run(tp->comm, fn, _VS_MK_IDS_CHECK, 1, args));
+    cudaError_t e = cudaEventRecord((cudaEvent_t)tp->idev[k], (cudaStream_t)vs_comm_stream(tp->comm));
+    if (e != cudaSuccess) return _vs_cuda_err(e, fn, "cudaEventRecord (the id check)");
+    tp->idfn[k] = fn, tp->idvocab[k] = vocab, tp->idpend++;
+    return VS_OK;
 #else
     (void)fn, (void)ids, (void)vocab;
     return VS_OK;
 #endif
 }
 
-/* r, or the device check's bad id (after the call's final wait). */
-_VS_PRIVATE vs_result _vs_ids_result(vs_mesh* tp, const char* fn, int64_t n, int64_t vocab, vs_result r)
+/* The id checks' flags and events (vs_mesh_free; a failed first launch). */
+_VS_PRIVATE void _vs_mesh_ids_free(vs_mesh* m)
 {
-    if (r || !_VS_ON_DEVICE(tp->comm) || n == 0 || !tp->idflag || tp->idflag[0] < 0) return r;
-    return _vs_err(VS_ERR_INVALID, "%s: id %lld at position %lld out of range [0, %lld) (found on the device, after "
-                   "the call's kernels left it out: the outputs are not meaningful)", fn, tp->idflag[1],
-                   tp->idflag[0], (long long)vocab);
+#ifdef _VS_MESH_CUDA
+    if (m->idflag) cudaFreeHost(m->idflag);
+    for (int i = 0; i < _VS_IDSLOTS; i++)
+        if (m->idev[i]) cudaEventDestroy((cudaEvent_t)m->idev[i]);
+#endif
+    m->idflag = NULL;
+    for (int i = 0; i < _VS_IDSLOTS; i++) m->idev[i] = NULL;
+    m->idhead = m->idpend = 0;
 }
 
 /* The gather, scatter-add and cross-entropy below run >>kernels' text: host
-   loops, or kernels on the TP communicator's stream with device buffers (NCCL). */
+   loops, or kernels on the TP communicator's stream with device buffers (NCCL),
+   whose collectives complete in stream order (_vs_dev_done): each returns when
+   its work is enqueued. */
 VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shard, int64_t vocab, int64_t dim,
                                             const int32_t* ids, int64_t n, float* out)
 {
     const char* fn = "vs_vocab_embedding_forward";
     int64_t start = 0, rows = 0;
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
+    _VS_TRY(_vs_ids_start(tp, fn));
     _VS_TRY(_vs_check_tokens(fn, n, dim));
     vs_comm* c = tp->comm;
     _VS_TRY(_vs_check_ids_on(c, fn, ids, n, vocab));
@@ -9417,9 +9604,8 @@ VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shar
     void* args[] = {&o, &tb, &id, &nn, &dd, &st, &rr};
     _VS_TRY(_vs_ids_launch(tp, fn, ids, n, vocab));
     _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_FWD, nn * dd, args));
-    vs_result r = vs_all_reduce(c, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, NULL);
-    if (!r && n * dim == 0) r = _vs_mem_sync(c, fn); // (no all-reduce waited for the check)
-    return _vs_ids_result(tp, fn, n, vocab, r);
+    vs_work* w = NULL;
+    return _vs_dev_done(vs_all_reduce(c, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, _VS_DEV_WORK(c, w)), &w);
 }
 
 VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
@@ -9428,6 +9614,7 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
     const char* fn = "vs_vocab_embedding_backward";
     int64_t start = 0, rows = 0;
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
+    _VS_TRY(_vs_ids_start(tp, fn));
     _VS_TRY(_vs_check_tokens(fn, n, dim));
     vs_comm* c = tp->comm;
     _VS_TRY(_vs_check_ids_on(c, fn, ids, n, vocab));
@@ -9442,7 +9629,7 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
     void* args[] = {&g, &go, &id, &nn, &dd, &st, &rr, &nb};
     _VS_TRY(_vs_ids_launch(tp, fn, ids, n, vocab)); // (every rank checks, with rows or not)
     if (rows > 0) _VS_TRY(_vs_mk_run(c, fn, _VS_MK_EMBED_BWD, dd * nb, args));
-    return _vs_ids_result(tp, fn, n, vocab, _vs_mem_sync(c, fn));
+    return VS_OK;
 }
 
 VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
@@ -9451,6 +9638,7 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     const char* fn = "vs_vocab_cross_entropy";
     int64_t start = 0, rows = 0;
     _VS_TRY(_vs_vocab_range(fn, tp, vocab, &start, &rows));
+    _VS_TRY(_vs_ids_start(tp, fn));
     _VS_TRY(_vs_check_tokens(fn, n, 3));
     _VS_TRY(_vs_check_tokens(fn, n, vocab));
     vs_comm* c = tp->comm;
@@ -9471,27 +9659,16 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     void* a_sum[] = {&se, &tl, &lg, &mx, &tg, &nn, &rr, &st};
     void* a_loss[] = {&loss, &mx, &se, &tl, &nn};
     void* a_grad[] = {&g, &lg, &mx, &se, &tg, &nn, &rr, &st};
-    /* on the device the all-reduces are not waited for one by one: the kernels
-       after them are on the same stream, and the one sync at the end covers them
-       (their handles then complete at once); a host transport's progress thread
-       would race with the kernels, so there they block */
-    vs_work *w1 = NULL, *w2 = NULL;
-    vs_work** wp1 = c->tp->device ? &w1 : NULL;
-    vs_work** wp2 = c->tp->device ? &w2 : NULL;
+    // on NCCL the all-reduces complete in stream order: the kernels after them are on the same stream
+    vs_work* w = NULL;
     vs_result r = _vs_ids_launch(tp, fn, targets, n, vocab);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_MAX, nn, a_max);
-    if (!r) r = vs_all_reduce(c, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, wp1);
+    if (!r) r = _vs_dev_done(vs_all_reduce(c, mx, mx, (size_t)n, VS_F32, VS_OP_MAX, _VS_DEV_WORK(c, w)), &w);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_SUM, nn, a_sum);
-    if (!r) r = vs_all_reduce(c, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, wp2);
+    if (!r) r = _vs_dev_done(vs_all_reduce(c, se, se, (size_t)(2 * n), VS_F32, VS_OP_SUM, _VS_DEV_WORK(c, w)), &w);
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_LOSS, nn, a_loss);
     if (!r && grad_shard) r = _vs_mk_run(c, fn, _VS_MK_CE_GRAD, nn * rr, a_grad);
-    if (!r) r = _vs_mem_sync(c, fn); // returns when done (>>tp)
-    vs_work* ws[2] = {w1, w2};
-    for (int i = 0; i < 2; i++) {
-        vs_result rw = ws[i] ? vs_wait(ws[i]) : VS_OK;
-        if (!r) r = rw;
-    }
-    return _vs_ids_result(tp, fn, n, vocab, r);
+    return r;
 }
 
 // >>init ----------------------------------------------------------------------
@@ -9608,33 +9785,35 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
     unsigned long long key = _vs_init_key(d);
     double a = d->a, b = d->b, sd = _vs_init_std(d);
     void* args[] = {&data, &dt, &nn, &g, &key, &kind, &a, &b, &sd};
-    _VS_TRY(_vs_mk_run(m->comm, fn, _VS_MK_INIT, nn, args));
-    return _vs_mem_sync(m->comm, fn);
+    return _vs_mk_run(m->comm, fn, _VS_MK_INIT, nn, args); // (device: fenced both ways, returns when enqueued)
 }
 
 // >>layout-device ----------------------------------------------------------------
 /* vs_redistribute on device buffers (NCCL): the steps of the host path without
    the threads transport's in-place moves. Contiguous blocks go straight to the
    collectives; strided ones are packed, sent and unpacked by >>kernels' box copy
-   on the step's communicator's stream (each mesh dim's submesh). Every step
-   returns with its stream drained, as the blocking collectives do, so the next
-   step (another communicator, another stream) and the caller see its result.
-   Scratch is device memory from the world's hooks, kept in the mesh for the next
-   call (_vs_mesh_mscratch). */
+   on the step's communicator's stream (each mesh dim's submesh). Nothing waits
+   on the host: each collective completes in stream order (_vs_dev_done), each
+   step's stream waits for the stream of the step before (the first: for the mesh
+   communicator's caller stream), and the caller's stream for the last step's
+   (_vs_dev_link); so the call returns when its work is enqueued, the result
+   ready in stream order on the caller's stream. Scratch is device memory from
+   the world's hooks, kept in the mesh for the next call (_vs_mesh_mscratch). */
 
 /* Slot i of m's cache on its communicator's side (device memory on NCCL, through
    the world's hooks), at least `bytes`; NULL when out of memory. Grow-only, in
    powers of two: a steady state allocates nothing (a cudaFree synchronises the
    device, and one beside a collective waiting for its peers can deadlock; only
-   a growth frees, and the buffer's earlier users are done: each user's work is
-   stream-ordered on m's communicator or drained). Freed with the mesh. */
+   a growth frees, after draining the device (_vs_dev_drain): the buffer's
+   earlier users, enqueued by calls that did not wait, are done then). Freed
+   with the mesh. */
 _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes)
 {
     if (m->mscratch_cap[i] >= bytes && m->mscratch[i]) return m->mscratch[i];
     size_t cap = 256;
     while (cap < bytes && cap <= SIZE_MAX / 2) cap *= 2;
     if (cap < bytes) cap = bytes;
-    if (m->mscratch[i]) _vs_mem_free(m->comm, m->mscratch[i]);
+    if (m->mscratch[i]) _vs_dev_drain(m->comm), _vs_mem_free(m->comm, m->mscratch[i]);
     m->mscratch[i] = _vs_mem_alloc(m->comm, cap);
     m->mscratch_cap[i] = m->mscratch[i] ? cap : 0;
     return m->mscratch[i];
@@ -9642,10 +9821,7 @@ _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes)
 
 _VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m)
 {
-#ifdef _VS_MESH_CUDA
-    if (m->idflag) cudaFreeHost(m->idflag);
-#endif
-    m->idflag = NULL;
+    _vs_mesh_ids_free(m);
     for (int i = 0; i < _VS_MSCRATCH; i++) {
         if (m->mscratch[i] && m->comm) _vs_mem_free(m->comm, m->mscratch[i]);
         m->mscratch[i] = NULL;
@@ -9674,10 +9850,7 @@ _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dt
     _vs_rstep steps[3 * VS_MESH_MAX_DIMS];
     int ns = _vs_plan_redistribute(m, src->layout.p, dst->layout.p, steps);
     size_t esz = vs_dtype_size(src->dtype);
-    if (ns == 0) {
-        _VS_TRY(_vs_mem_copy(mc, fn, dst->data, src->data, (size_t)n_out * esz));
-        return _vs_mem_sync(mc, fn);
-    }
+    if (ns == 0) return _vs_mem_copy(mc, fn, dst->data, src->data, (size_t)n_out * esz); // (fenced both ways)
     int64_t big = n_in > n_out ? n_in : n_out;
     int packs = 0;
     for (int i = 0; i < ns; i++) {
@@ -9707,11 +9880,20 @@ _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dt
     vs_result r = fail ? _vs_err(VS_ERR_NOMEM, "%s: out of device memory for %zu-byte scratch buffers", fn, bytes)
                        : VS_OK;
     const void* in = src->data;
+    // each step after the caller's earlier work, or after the step before (another stream)
+    vs_comm* pc = mc;
+    void *caller = _vs_dev_caller(mc), *prev = caller;
     for (int i = 0; i < ns && !r; i++) {
         void* out = i == ns - 1 ? dst->data : buf[i % 2];
-        r = _vs_run_step(&x, &steps[i], in, out);
+        vs_mesh* sub = NULL;
+        r = vs_mesh_submesh(m, m->names[steps[i].k], &sub);
+        vs_comm* c = r ? NULL : vs_mesh_comm(sub);
+        if (!r) r = _vs_dev_link(pc, prev, vs_comm_stream(c), fn);
+        if (!r) r = _vs_run_step(&x, &steps[i], in, out);
+        if (!r) pc = c, prev = vs_comm_stream(c);
         in = out;
     }
+    if (!r) r = _vs_dev_link(pc, prev, caller, fn); // the caller's stream after the last step
     return r;
 }
 

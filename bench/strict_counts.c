@@ -27,8 +27,12 @@
    Paths: (a) DDP on device buffers: ZeRO-0/1/2, AdamW, clipped or not (3
    parameters, several buckets; the parameters read back as a forward would,
    vs_ddp_param); (b) TP: vs_vocab_embedding_forward + backward +
-   vs_vocab_cross_entropy (with its gradient); (c) vs_redistribute, one call per
-   layout pair; (d) uneven collectives: vs_all_gatherv and vs_reduce_scatterv
+   vs_vocab_cross_entropy (with its gradient), then the loss read to the host
+   (cudaMemcpy) as a trainer makes it each step: counted, the step's one sync
+   (its d2h copy is the bench's own); (c) vs_redistribute, one call per layout pair (its syncs: none, the
+   snapshot's device sync is the bench's own), and the TP/SP regions
+   (vs_tp_reduce_forward, vs_tp_copy_backward, vs_sp_gather_forward,
+   vs_sp_scatter_forward) with vs_init_fill, per call; (d) uneven collectives: vs_all_gatherv and vs_reduce_scatterv
    with a different count on every rank (one NCCL collective at most per call;
    they were one per rank). Arguments: [steps] [warmup] (default 8 4). Exit status 1 when a
    call failed or the stand-in reported a violation; the targets are printed
@@ -48,6 +52,10 @@
 /* (4 warm-up steps: the first ones fill each communicator's event pool, the
    handles in flight plus the watchdog's 8 entries of stream-ordered work) */
 static int STEPS = 8, WARMUP = 4;
+/* The TP, redistribute and TP/SP paths warm up at least this many steps: the
+   TP/SP path makes 2 stream-ordered collectives a step on each of two
+   communicators, whose pools fill over their first 9. */
+enum { SC_WARM = 6 };
 static pthread_barrier_t bar;
 static vs_strict_counts snap0, snap1;
 static long own_d2d, own_d2h, own_syncs; /* the bench's own operations in the window */
@@ -203,12 +211,21 @@ static int vocab_rank(vs_world* w, void* arg)
     cudaMemcpy(dtab, h, tb, cudaMemcpyHostToDevice);
     cudaMemcpy(dlg, (char*)h + tb, lb, cudaMemcpyHostToDevice);
     cudaMemset(dgtab, 0, tb + 4);
-    for (int s = 0; s < WARMUP + STEPS; s++) {
-        if (s == WARMUP) snapshot(me, &snap0, 0);
+    float lh[64];
+    int warm = WARMUP < SC_WARM ? SC_WARM : WARMUP;
+    for (int s = 0; s < warm + STEPS; s++) {
+        if (s == warm) snapshot(me, &snap0, 0);
         CK(vs_vocab_embedding_forward(tp, dtab, V, D, (const int32_t*)dids, n, dout));
         CK(vs_vocab_cross_entropy(tp, dlg, n, V, (const int32_t*)dids, dloss, dgrad));
         /* the backward's gradient of the embedding output: dout stands for it */
         CK(vs_vocab_embedding_backward(tp, dout, (const int32_t*)dids, n, V, D, dgtab));
+        /* the loss read, as a trainer makes it each step (counted: the step's one sync; its copy is the bench's) */
+        if (s >= warm) __atomic_add_fetch(&own_d2h, 1, __ATOMIC_SEQ_CST);
+        if (cudaMemcpy(lh, dloss, sizeof lh, cudaMemcpyDeviceToHost) != cudaSuccess || !(lh[0] == lh[0])) {
+            fprintf(stderr, "vocab: the loss read failed or is NaN\n");
+            __atomic_store_n(&failed, 1, __ATOMIC_SEQ_CST);
+            return 1;
+        }
     }
     snapshot(me, &snap1, 1);
     void* bufs[] = {dids, dtab, dgtab, dout, dlg, dgrad, dloss};
@@ -253,13 +270,61 @@ static int redist_rank(vs_world* w, void* arg)
         b[p].data = vs_device_alloc(w, (size_t)nb * 4 + 4);
         cudaMemset(a[p].data, 0, (size_t)na * 4 + 4);
     }
-    for (int s = 0; s < WARMUP + STEPS; s++) {
-        if (s == WARMUP) snapshot(me, &snap0, 0);
+    int warm = WARMUP < SC_WARM ? SC_WARM : WARMUP;
+    for (int s = 0; s < warm + STEPS; s++) {
+        if (s == warm) snapshot(me, &snap0, 0);
         for (int p = 0; p < NPAIRS; p++) CK(vs_redistribute(&a[p], &b[p]));
     }
     snapshot(me, &snap1, 1);
     for (int p = 0; p < NPAIRS; p++) vs_device_free(w, a[p].data), vs_device_free(w, b[p].data);
     CK(vs_mesh_free(mesh));
+    return 0;
+}
+
+/* ---- (c') the TP/SP regions and vs_init_fill -------------------------------------- */
+
+enum { NTPSP = 5 }; /* calls a step */
+
+static int tpsp_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    int me = vs_world_rank(w), n = vs_world_size(w);
+    vs_mesh* tp = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = n;
+    md.dim_names[0] = "TP";
+    CK(vs_mesh_init(w, &md, &tp));
+    const int64_t shape[2] = {8 * n, 12}; /* [seq, hidden]: sequence parallelism shards dim 0 */
+    size_t full = (size_t)(shape[0] * shape[1]), local = full / (size_t)n;
+    float* x = (float*)vs_device_alloc(w, full * 4);
+    float* y = (float*)vs_device_alloc(w, local * 4);
+    cudaMemset(x, 0, full * 4);
+    cudaMemset(y, 0, local * 4);
+    vs_dtensor t;
+    memset(&t, 0, sizeof t);
+    t.layout.mesh = tp;
+    t.layout.p[0] = vs_shard(0);
+    t.dtype = VS_F32;
+    t.ndim = 2;
+    t.shape[0] = shape[0], t.shape[1] = shape[1];
+    t.data = y;
+    vs_init_desc id;
+    memset(&id, 0, sizeof id);
+    id.kind = VS_INIT_NORMAL, id.seed = 7, id.name = "w", id.b = 0.02;
+    int warm = WARMUP < SC_WARM ? SC_WARM : WARMUP;
+    for (int s = 0; s < warm + STEPS; s++) {
+        if (s == warm) snapshot(me, &snap0, 0);
+        CK(vs_init_fill(&t, &id));
+        CK(vs_sp_gather_forward(tp, VS_F32, 2, shape, 0, y, x));
+        CK(vs_tp_reduce_forward(tp, x, full, VS_F32));
+        CK(vs_tp_copy_backward(tp, x, full, VS_F32));
+        CK(vs_sp_scatter_forward(tp, VS_F32, 2, shape, 0, x, y));
+    }
+    snapshot(me, &snap1, 1);
+    vs_device_free(w, x);
+    vs_device_free(w, y);
+    CK(vs_mesh_free(tp));
     return 0;
 }
 
@@ -334,7 +399,8 @@ enum { NCFGS = (int)(sizeof cfgs / sizeof cfgs[0]) };
 
 static void header(void)
 {
-    printf("per step and rank (redistribute: per call), after %d warm-up steps, over %d steps\n\n", WARMUP, STEPS);
+    printf("per step and rank (redistribute, TP/SP: per call), after %d warm-up steps (TP, redistribute, TP/SP: at "
+           "least %d), over %d steps (test_strict_counts: TP vocab over 8)\n\n", WARMUP, (int)SC_WARM, STEPS);
     printf("| path | n | allocs | frees | syncs | h2d | d2h | d2d | libs | kernels | nccl | colls | p2p | events |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 }
@@ -345,8 +411,12 @@ static sc_row ddp_row(int n, int i)
     snprintf(path, sizeof path, "DDP ZeRO-%d AdamW%s", (int)cfgs[i].zero, cfgs[i].clip > 0 ? ", clipped" : "");
     return row(path, n, ddp_rank, (void*)&cfgs[i], 1, 1);
 }
-static sc_row vocab_row(int n) { return row("TP vocab: embed fwd+bwd, CE", n, vocab_rank, NULL, 1, 1); }
-static sc_row redist_row(int n) { return row("vs_redistribute (per call)", n, redist_rank, NULL, NPAIRS, 1); }
+static sc_row vocab_row(int n) { return row("TP vocab: embed fwd+bwd, CE, loss read", n, vocab_rank, NULL, 1, 1); }
+static sc_row redist_row(int n) { return row("vs_redistribute (per call)", n, redist_rank, NULL, NPAIRS, 0); }
+static sc_row tpsp_row(int n)
+{
+    return row("vs_tp_*, vs_sp_*, vs_init_fill (per call)", n, tpsp_rank, NULL, NTPSP, 0);
+}
 static sc_row uneven_row(int n) { return row("all_gatherv, reduce_scatterv (per call)", n, uneven_rank, NULL, 2, 1); }
 
 #ifndef SC_NO_MAIN
@@ -365,6 +435,7 @@ int main(int argc, char** argv)
         for (int i = 0; i < NCFGS; i++) ddp_row(ns[ni], i);
         vocab_row(ns[ni]);
         redist_row(ns[ni]);
+        tpsp_row(ns[ni]);
         uneven_row(ns[ni]);
     }
     long v = vs_strict_violations();

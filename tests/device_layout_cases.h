@@ -113,10 +113,15 @@ static void* dl_new(vs_world* w, int dev, size_t bytes)
 }
 static void dl_free(vs_world* w, int dev, void* p)
 {
-    if (dev)
+    if (dev) {
+        /* the calls that used p returned when enqueued (>>tp, >>layout-device): their
+           work is done in stream order on the caller's stream, waited for here, so
+           no cudaFree runs beside a collective waiting for its peers */
+        VT_CHECK(cudaStreamSynchronize(0) == cudaSuccess, "cudaStreamSynchronize");
         vs_device_free(w, p);
-    else
+    } else {
         free(p);
+    }
 }
 static void dl_upload(int dev, void* dst, const void* src, size_t bytes)
 {
@@ -203,6 +208,23 @@ static int dl_run_redistribute(vs_world* w, int dev, const int* mshape, int mnd,
     return 0;
 }
 
+/* A vocab call given an id out of range returned r. Host buffers: r is the
+   error. Device buffers (>>tp): the call returns when enqueued (VS_OK); after a
+   host sync (the check is complete) the mesh's next vocab call (here one of no
+   tokens) fails naming the call (`fn`, "the previous call"), the id and its
+   position; that result is returned. */
+static vs_result dl_bad_id(int dev, vs_mesh* tp, vs_result r, const char* fn)
+{
+    if (!dev) return r;
+    VT_CHECK(r == VS_OK, "%s, a bad id on the device: %d %s (want VS_OK: reported by the next call)", fn, r,
+             vs_last_error());
+    VT_CHECK(cudaStreamSynchronize(0) == cudaSuccess, "cudaStreamSynchronize");
+    r = vs_vocab_embedding_backward(tp, NULL, NULL, 0, 1, 0, NULL);
+    VT_CHECK(strstr(vs_last_error(), fn) && strstr(vs_last_error(), "(the previous call on this mesh)"),
+             "the report names %s, the previous call: %s", fn, vs_last_error());
+    return r;
+}
+
 /* embedding forward and backward, cross-entropy with and without the gradient */
 static int dl_rank_vocab(vs_world* w, void* arg)
 {
@@ -215,6 +237,7 @@ static int dl_rank_vocab(vs_world* w, void* arg)
     VT_OK(vs_mesh_init(w, &md, &tp));
     if (!tp) return 1;
     const int64_t vocabs[] = {37, 3, 300}; /* uneven; ranks without rows; > 256 columns a rank */
+    int last_bad = 0; /* a bad id left for vs_mesh_free to report (device) */
     for (int vi = 0; vi < 3; vi++) {
         int64_t V = vocabs[vi], D = 5, n = 13, start = 0, rows = 0;
         VT_OK(vs_vocab_range(tp, V, &start, &rows));
@@ -255,35 +278,57 @@ static int dl_rank_vocab(vs_world* w, void* arg)
         VT_OK(vs_vocab_cross_entropy(tp, rows ? (const float*)dlg : NULL, n, V, (const int32_t*)dids, (float*)dloss,
                                      NULL));
         dl_put(dev, me, DL_NEAR, VS_F32, dloss, sizeof(float) * (size_t)n);
-        /* a bad id is caught on the device path too, naming it, nothing written */
+        /* a bad id is caught on the device path too, naming it and its position;
+           there (>>tp: the call returns when enqueued, S2-3: no copy of the ids
+           to the host) the mesh's next vocab call reports it once the check is
+           complete, here after a host sync: dl_bad_id */
         int32_t bad[13];
         memcpy(bad, ids, sizeof bad);
         bad[5] = (int32_t)V;
         dl_upload(dev, dids, bad, sizeof bad);
         vs_result r = vs_vocab_embedding_forward(tp, rows ? (const float*)dtab : NULL, V, D, (const int32_t*)dids, n,
                                                  (float*)dout);
+        r = dl_bad_id(dev, tp, r, "vs_vocab_embedding_forward");
         VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "position 5"), "bad id: %d %s", r, vs_last_error());
         /* the first of two bad ids is named, by every function, on every rank
-           (rows or not); on the device after the kernels ran (S2-3: no copy of
-           the ids to the host), so a good call afterwards works */
+           (rows or not); on the device after the kernels ran, so a good call
+           afterwards works */
         bad[9] = -1;
         dl_upload(dev, dids, bad, sizeof bad);
         r = vs_vocab_embedding_backward(tp, (const float*)dgo, (const int32_t*)dids, n, V, D, rows ? (float*)dtab : NULL);
+        r = dl_bad_id(dev, tp, r, "vs_vocab_embedding_backward");
         VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "position 5"), "bad ids, backward: %d %s", r,
                  vs_last_error());
         memcpy(bad, ids, sizeof bad);
         bad[12] = -7;
         dl_upload(dev, dids, bad, sizeof bad);
         r = vs_vocab_cross_entropy(tp, rows ? (const float*)dlg : NULL, n, V, (const int32_t*)dids, (float*)dloss, NULL);
+        r = dl_bad_id(dev, tp, r, "vs_vocab_cross_entropy");
         VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "id -7 at position 12"), "bad target: %d %s", r,
                  vs_last_error());
         dl_upload(dev, dids, ids, sizeof ids);
         VT_OK(vs_vocab_cross_entropy(tp, rows ? (const float*)dlg : NULL, n, V, (const int32_t*)dids, (float*)dloss, NULL));
+        if (vi == 2) { /* a bad id in the mesh's last vocab call: on the device, vs_mesh_free reports it */
+            memcpy(bad, ids, sizeof bad);
+            bad[3] = (int32_t)(V + 9);
+            dl_upload(dev, dids, bad, sizeof bad);
+            r = vs_vocab_embedding_forward(tp, rows ? (const float*)dtab : NULL, V, D, (const int32_t*)dids, n,
+                                           (float*)dout);
+            VT_CHECK(dev ? r == VS_OK : r == VS_ERR_INVALID && strstr(vs_last_error(), "id 309 at position 3"),
+                     "bad id, last call: %d %s", r, vs_last_error());
+            last_bad = dev;
+        }
         void* bufs[] = {dids, dtab, dout, dgo, dlg, dloss, dgrad};
         for (int i = 0; i < 7; i++) dl_free(w, dev, bufs[i]);
         free(table), free(go), free(lg);
     }
-    VT_OK(vs_mesh_free(tp));
+    vs_result fr = vs_mesh_free(tp);
+    if (last_bad)
+        VT_CHECK(fr == VS_ERR_INVALID && strstr(vs_last_error(), "vs_mesh_free: vs_vocab_embedding_forward (the previous "
+                                                                 "call on this mesh): id 309 at position 3 out of range"),
+                 "vs_mesh_free after a bad id on the device: %d %s", fr, vs_last_error());
+    else
+        VT_OK(fr);
     return 0;
 }
 

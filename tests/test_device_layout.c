@@ -167,21 +167,26 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcp
     __atomic_add_fetch(&mock_copies, 1, __ATOMIC_SEQ_CST);
     return cudaMemcpy(dst, src, n, k);
 }
-/* declared by the mock header; the mesh makes no events */
+/* Events: only the vocab functions' id checks make them (16 per TP mesh, once),
+   recorded on the comm's stream; every one is complete at once here (the mock's
+   cudaEventQuery). Live ones counted: none may leak. */
+static int mock_events_live;
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned flags)
 {
-    (void)ev, (void)flags;
-    VT_CHECK(0, "mock: the mesh created an event");
-    return cudaErrorInvalidValue;
+    (void)flags;
+    *ev = (cudaEvent_t)malloc(1);
+    __atomic_add_fetch(&mock_events_live, 1, __ATOMIC_SEQ_CST);
+    return *ev ? cudaSuccess : cudaErrorInvalidValue;
 }
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st)
 {
-    (void)ev, (void)st;
-    return cudaErrorInvalidValue;
+    MOCK_STREAM_IS(st, "cudaEventRecord");
+    return ev ? cudaSuccess : cudaErrorInvalidValue;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t ev)
 {
-    (void)ev;
+    free(ev);
+    __atomic_sub_fetch(&mock_events_live, 1, __ATOMIC_SEQ_CST);
     return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags)
@@ -240,6 +245,7 @@ static void case_same(int nranks, int (*fn)(vs_world*, void*), int want_kernel)
     VT_OK(launch(nranks, fn, &modes[1]));
     mock_force_device = 0;
     VT_CHECK(mock_live == 0, "%d device allocations leaked", mock_live);
+    VT_CHECK(mock_events_live == 0, "%d events leaked", mock_events_live);
     VT_CHECK(mock_launches[want_kernel] > before[want_kernel], "the device path never launched %s",
              _vs_mk_names[want_kernel]);
     dl_all_exact = 1;

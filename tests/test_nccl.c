@@ -249,20 +249,87 @@ static int dl_gpu_redist(vs_world* w, void* arg)
     return dl_run_redistribute(w, dev, s1, 1, pairs1d, (int)(sizeof pairs1d / sizeof pairs1d[0]));
 }
 
+/* n NCCL ranks running fn. */
+static vs_result dl_launch_nccl(int n, int (*fn)(vs_world*, void*), void* arg)
+{
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = n;
+    ld.transport = VS_TRANSPORT_NCCL;
+    ld.timeout_s = 60;
+    return vs_launch_ex(&ld, fn, arg);
+}
+
 /* The host run (threads, host buffers), then the device run (NCCL, device buffers). */
 static void case_dl(int n, int (*fn)(vs_world*, void*))
 {
     static int modes[2] = {0, 1};
     dl_reset();
     VT_OK(vs_launch(n, fn, &modes[0]));
-    vs_launch_desc ld;
-    memset(&ld, 0, sizeof ld);
-    ld.nranks = n;
-    ld.transport = VS_TRANSPORT_NCCL;
-    ld.timeout_s = 60;
-    VT_OK(vs_launch_ex(&ld, fn, &modes[1]));
+    VT_OK(dl_launch_nccl(n, fn, &modes[1]));
     dl_all_exact = n <= 2;
     dl_compare(n);
+}
+
+/* vs_redistribute with the mesh's communicator on a caller's stream (its
+   submeshes keep their own streams): the input copied in on that stream just
+   before the call, the result copied out on it right after, no host sync
+   between; only the library orders its steps' streams with the caller's (the
+   stand-in reports a missing wait, and its random delays give wrong values,
+   without it). Three rounds with different values. */
+static int dl_caller_stream(vs_world* w, void* arg)
+{
+    (void)arg;
+    int n = vs_world_size(w), two = n >= 4 && n % 2 == 0;
+    cudaStream_t st;
+    VT_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreateWithFlags");
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = two ? 2 : n;
+    if (two) md.shape[1] = n / 2;
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    if (!mesh) return 1;
+    VT_OK(vs_comm_set_stream(vs_mesh_comm(mesh), (void*)st));
+    vs_dtensor t[2]; /* source, destination */
+    memset(&t[0], 0, sizeof t[0]);
+    t[0].dtype = VS_F32, t[0].ndim = 3, t[0].shape[0] = 6, t[0].shape[1] = 8, t[0].shape[2] = 3;
+    t[1] = t[0];
+    VT_OK(vs_layout_parse(mesh, two ? "[S(0), S(1)]" : "[S(0)]", &t[0].layout));
+    VT_OK(vs_layout_parse(mesh, two ? "[S(1), S(0)]" : "[S(1)]", &t[1].layout));
+    int64_t ne[2], ls[2][3], off[2][3];
+    float* h[3]; /* the source's values, the destination's as they should come, as they came */
+    for (int k = 0; k < 2; k++) {
+        VT_OK(vs_dtensor_local_numel(&t[k], &ne[k]));
+        VT_OK(vs_layout_local(&t[k].layout, 3, t[k].shape, vs_mesh_rank(mesh), ls[k], off[k]));
+        t[k].data = vs_device_alloc(w, (size_t)ne[k] * 4 + 4);
+        VT_CHECK(cudaMallocHost((void**)&h[k], (size_t)ne[k] * 4 + 4) == cudaSuccess, "cudaMallocHost");
+    }
+    VT_CHECK(cudaMallocHost((void**)&h[2], (size_t)ne[1] * 4 + 4) == cudaSuccess, "cudaMallocHost");
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < 2; k++) {
+            int64_t i = 0;
+            for (int64_t x = 0; x < ls[k][0]; x++)
+                for (int64_t y = 0; y < ls[k][1]; y++)
+                    for (int64_t z = 0; z < ls[k][2]; z++, i++)
+                        h[k][i] = (float)val((uint64_t)(((off[k][0] + x) * 8 + off[k][1] + y) * 3 + off[k][2] + z), round);
+        }
+        VT_CHECK(cudaMemcpyAsync(t[0].data, h[0], (size_t)ne[0] * 4, cudaMemcpyHostToDevice, st) == cudaSuccess, "in");
+        VT_OK(vs_redistribute(&t[0], &t[1]));
+        VT_CHECK(cudaMemcpyAsync(h[2], t[1].data, (size_t)ne[1] * 4, cudaMemcpyDeviceToHost, st) == cudaSuccess, "out");
+        VT_CHECK(cudaStreamSynchronize(st) == cudaSuccess, "cudaStreamSynchronize");
+        for (int64_t i = 0; i < ne[1]; i++)
+            if (h[2][i] != h[1][i]) {
+                VT_CHECK(0, "round %d: element %lld is %g, want %g", round, (long long)i, h[2][i], h[1][i]);
+                break;
+            }
+    }
+    VT_OK(vs_comm_set_stream(vs_mesh_comm(mesh), NULL));
+    for (int k = 0; k < 2; k++) vs_device_free(w, t[k].data), cudaFreeHost(h[k]);
+    cudaFreeHost(h[2]);
+    VT_OK(vs_mesh_free(mesh));
+    VT_CHECK(cudaStreamDestroy(st) == cudaSuccess, "cudaStreamDestroy");
+    return 0;
 }
 
 /* ---- checkpoints and a mesh on a split communicator, over NCCL ------------ */
@@ -590,6 +657,8 @@ int main(void)
     VT_CASE(name, case_dl(n, dl_rank_vocab));
     snprintf(name, sizeof name, "init/device = host, n=%d: vs_init_fill", n);
     VT_CASE(name, case_dl(n, dl_rank_init));
+    snprintf(name, sizeof name, "layout/nccl, n=%d: redistribute on a caller's stream", n);
+    VT_CASE(name, VT_OK(dl_launch_nccl(n, dl_caller_stream, NULL)));
     dl_release();
     char dir[] = "/tmp/vs_nccl_ckpt_XXXXXX";
     snprintf(name, sizeof name, "ckpt/nccl, n=%d: save, load; mesh on a split", n);

@@ -44,6 +44,7 @@ static int mock_force_device; /* the run's mode: 1 device path, 0 host path */
 #include "vescale_pipe.h"
 #include "tests/vs_test.h"
 #define MOCK_OWN_PINNED /* cudaMallocHost / cudaFreeHost below count their calls */
+#define MOCK_OWN_EVENT_QUERY /* cudaEventQuery below checks its event */
 #include "mock/mock_device.h"
 #include "pipe_models.h"
 

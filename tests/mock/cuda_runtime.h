@@ -42,6 +42,7 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st);
 cudaError_t cudaEventDestroy(cudaEvent_t ev);
 cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags);
 cudaError_t cudaEventQuery(cudaEvent_t ev);
+cudaError_t cudaEventSynchronize(cudaEvent_t ev);
 cudaError_t cudaStreamSynchronize(cudaStream_t st);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* st, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t st);

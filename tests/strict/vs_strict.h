@@ -68,7 +68,15 @@
 
    Counts (vs_strict_counts): device allocations, host-blocking waits, copies
    between host and device, NVRTC libraries loaded (and of them, those from
-   PTX), kernels launched.
+   PTX), kernels launched. A host wait counts only for work the host has not
+   seen complete, and what it has seen is transitive, as on hardware: when it
+   sees stream s done up to an operation (a sync, a blocking copy, a query that
+   answered cudaSuccess), it knows done everything that operation's completion
+   proves, through stream order, cudaStreamWaitEvent and the legacy stream's
+   implicit waits (per-operation completion clocks, vs_strict_race.h; not
+   through collectives: a peer's side may still run). So a trainer that reads
+   its loss each step may query earlier work of any stream the loss waited for
+   without a count. Exact: by clock, whatever the timing.
 
    What it cannot see: the GPU's own arithmetic (FMA contraction, approximate
    functions; NVRTC is run with IEEE flags), races between threads of one block
@@ -131,6 +139,7 @@ struct CUstream_st {
     struct CUstream_st* next;
     struct st_vc* vc; /* vs_strict_race.h: the clock of its last operation to start, */
     unsigned clk;     /* and how many have started */
+    struct st_vc* cvc; /* that operation's completion clock (what its completion proves done) */
 };
 
 struct CUevent_st {
@@ -139,6 +148,7 @@ struct CUevent_st {
     long target;
     int dead;
     struct st_vc* vc; /* vs_strict_race.h: the recorded operation's clock */
+    struct st_vc* cvc; /* and its completion clock */
     struct CUevent_st* enext; /* every event (kept: a late use is reported) */
 };
 
@@ -187,6 +197,8 @@ struct st_op {
     /* vs_strict_race.h: its clock (filled when it starts), the enqueuing
        thread's, and that of each wait's target */
     struct st_vc *rvc, *hvc, *wvc[ST_MAXDEV + 1];
+    /* its completion clock (filled when it starts) and each wait target's */
+    struct st_vc *cvc, *cwvc[ST_MAXDEV + 1];
     /* cudaLaunchHostFunc */
     cudaHostFn_t host_fn;
     void* host_arg;
@@ -235,8 +247,12 @@ typedef struct vs_strict_counts {
        on timing): the synchronize calls, copies that
        return when done, and each polled wait (the first cudaStreamQuery /
        cudaEventQuery of a thread on a stream position or a recorded event). A
-       wait for work up to a position of its stream that an earlier sync or query
-       of the host saw done costs nothing and is not counted. events:
+       wait for work up to a position of its stream that the host has seen done
+       costs nothing and is not counted; seen done: by an earlier sync or query
+       of the host, or transitively, because an operation the host saw done had
+       to wait for it (stream order, an event wait, the legacy stream's implicit
+       waits; st_seen_comp_locked): reading the loss each step makes later
+       queries of the work it waited for free. events:
        cudaEventCreate calls.
        nccl_colls, nccl_p2p: NCCL collective calls, ncclSend/ncclRecv calls
        (nccl_ops counts what the streams ran: a group once). */
@@ -904,9 +920,11 @@ ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
     long t = s->enq;
     st_count_sync_locked(s, t);
     struct st_vc* v = st_race_target_locked(s);
+    struct st_vc* cv = st_comp_target_locked(s);
     ST_WAIT_UNTIL(s->done >= t, "cudaStreamSynchronize");
     st_race_host_merge_locked(v);
     st_seen_locked(s, t);
+    st_seen_comp_locked(cv);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -918,7 +936,7 @@ ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
     struct CUstream_st* s = st_stream_locked(h);
     int busy = s->done < s->enq;
     st_count_poll_locked(s, s, s->enq);
-    if (!busy) st_seen_locked(s, s->enq);
+    if (!busy) st_seen_locked(s, s->enq), st_seen_comp_locked(st_vc_ref(s->cvc));
     if (!busy) st_race_host_merge_locked(st_race_target_locked(s));
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
@@ -932,7 +950,7 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
     st_count.host_syncs++;
     st_device_idle_locked(st_cur_dev, "cudaDeviceSynchronize");
     for (struct CUstream_st* q = st_streams; q; q = q->next)
-        if (q->dev == st_cur_dev) st_seen_locked(q, q->done);
+        if (q->dev == st_cur_dev) st_seen_locked(q, q->done), st_seen_comp_locked(st_vc_ref(q->cvc));
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -1003,7 +1021,7 @@ ST_C cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t ev, unsigned fl
     }
     st_op* op = st_op_new("cudaStreamWaitEvent", NULL);
     if (ev->s) op->ws[op->nwait] = ev->s, op->wt[op->nwait++] = ev->target; /* captured now, as CUDA does */
-    if (ev->s) st_race_wait_event_locked(op, ev);
+    if (ev->s) st_race_wait_event_locked(op, ev), st_comp_wait_event_locked(op, ev);
     st_push_locked(s, op);
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
@@ -1020,7 +1038,7 @@ ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
     int busy = ev->s && ev->s->done < ev->target;
     int dev = ev->dev;
     if (ev->s) st_count_poll_locked(ev, ev->s, ev->target);
-    if (ev->s && !busy) st_seen_locked(ev->s, ev->target);
+    if (ev->s && !busy) st_seen_locked(ev->s, ev->target), st_seen_comp_locked(st_vc_ref(ev->cvc));
     if (!busy) st_race_host_merge_locked(st_vc_ref(ev->vc));
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
@@ -1038,9 +1056,11 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     }
     if (ev->s) st_count_sync_locked(ev->s, ev->target);
     struct st_vc* v = st_vc_ref(ev->vc);
+    struct st_vc* cv = st_vc_ref(ev->cvc);
     ST_WAIT_UNTIL(!ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
     st_race_host_merge_locked(v);
     if (ev->s) st_seen_locked(ev->s, ev->target);
+    st_seen_comp_locked(cv);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }
@@ -1107,9 +1127,11 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
             long t = s->enq; /* "a stream sync is performed before the copy is initiated" */
             st_count_sync_locked(s, t);
             struct st_vc* v = st_race_target_locked(s);
+            struct st_vc* cv = st_comp_target_locked(s);
             ST_WAIT_UNTIL(s->done >= t, "cudaMemcpy's stream sync");
             st_race_host_merge_locked(v);
             st_seen_locked(s, t);
+            st_seen_comp_locked(cv);
         }
     } else if (!async || (sdev && wd == ST_HOST)) {
         wait = 1; /* synchronous, or device to pageable: returns when done */
@@ -1119,9 +1141,11 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
         long t = s->enq;
         st_count_sync_locked(s, t);
         struct st_vc* v = st_race_target_locked(s);
+        struct st_vc* cv = st_comp_target_locked(s);
         ST_WAIT_UNTIL(s->done >= t, fn);
         st_race_host_merge_locked(v);
         st_seen_locked(s, t);
+        st_seen_comp_locked(cv);
     }
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();

@@ -128,6 +128,49 @@ static void st_race_host_merge_locked(st_vc* v)
     st_vc_unref(v);
 }
 
+/* ---- what the host knows complete (host_syncs' "seen", vs_strict.h) --------------
+
+   An operation's completion clock: the operations (stream id -> position) whose
+   completion its own completion proves, over the edges that order completions:
+   stream order and a stream's waits (cudaStreamWaitEvent on an event's recorded
+   operation, the legacy stream's implicit waits), each joining its target's
+   completion clock; a collective's peers are left out (their operations may still
+   run when this one completes). Filled when the operation starts (as its clock
+   is), from the cells its waits captured when it was enqueued: exact, whatever
+   the timing. When the host sees an operation complete (a sync, a query that
+   answered cudaSuccess), every stream's `known` position joins its completion
+   clock, so a later non-blocking query of work before it costs no host sync. */
+static st_vc* st_comp_cell_locked(st_op* op)
+{
+    if (!op->cvc) op->cvc = st_vc_new();
+    return st_vc_ref(op->cvc);
+}
+
+/* The completion clock of stream s's last enqueued operation (a reference). */
+static st_vc* st_comp_target_locked(struct CUstream_st* s)
+{
+    if (s->enq > s->done && s->tail) return st_comp_cell_locked(s->tail);
+    return st_vc_ref(s->cvc);
+}
+
+/* cudaStreamWaitEvent's operation: its wait (the last one added) proves what the
+   event's operation does (an empty clock: an event recorded before any work). */
+static void st_comp_wait_event_locked(st_op* op, struct CUevent_st* ev)
+{
+    if (op->nwait > 0) op->cwvc[op->nwait - 1] = ev->cvc ? st_vc_ref(ev->cvc) : st_vc_new();
+}
+
+/* The host saw done an operation of completion clock cv (a reference, dropped). */
+static void st_seen_comp_locked(st_vc* cv)
+{
+    if (!cv) return;
+    for (struct CUstream_st* q = st_streams; q; q = q->next) {
+        long v = (long)st_vc_get(cv, q->id);
+        if (v > q->known) q->known = v;
+    }
+    st_vc_unref(cv);
+}
+
 /* An operation enqueued on s: it inherits the host thread's clock, and the
    legacy stream's implicit waits (those without an event's clock) wait for
    the other stream's last operation. */
@@ -135,21 +178,26 @@ static void st_race_push_locked(struct CUstream_st* s, st_op* op)
 {
     (void)s;
     op->hvc = st_vc_ref(st_host_locked()->vc);
-    for (int i = 0; i < op->nwait; i++)
+    for (int i = 0; i < op->nwait; i++) {
         if (!op->wvc[i] && op->ws[i]->tail) op->wvc[i] = st_race_cell_locked(op->ws[i]->tail);
+        if (!op->cwvc[i] && op->ws[i]->tail) op->cwvc[i] = st_comp_cell_locked(op->ws[i]->tail);
+    }
 }
 
 static void st_race_op_free_locked(st_op* op)
 {
     st_vc_unref(op->rvc);
     st_vc_unref(op->hvc);
-    for (int i = 0; i < op->nwait; i++) st_vc_unref(op->wvc[i]);
+    st_vc_unref(op->cvc);
+    for (int i = 0; i < op->nwait; i++) st_vc_unref(op->wvc[i]), st_vc_unref(op->cwvc[i]);
 }
 
 static void st_race_event_record_locked(struct CUevent_st* ev, struct CUstream_st* s)
 {
     st_vc_unref(ev->vc);
     ev->vc = st_race_target_locked(s);
+    st_vc_unref(ev->cvc);
+    ev->cvc = st_comp_target_locked(s);
 }
 
 /* cudaStreamWaitEvent's operation (its wait on ev is the last one added). */
@@ -256,6 +304,14 @@ static void st_race_start_locked(struct CUstream_st* s, st_op* op)
     v->c[s->id] = clk;
     st_vc_unref(s->vc);
     s->vc = st_vc_ref(v);
+    if (!op->cvc) op->cvc = st_vc_new(); /* its completion clock (st_comp_cell_locked) */
+    st_vc* cv = op->cvc;
+    st_vc_join(cv, s->cvc);
+    for (int i = 0; i < op->nwait; i++) st_vc_join(cv, op->cwvc[i]);
+    st_vc_grow(cv, (int)s->id + 1);
+    cv->c[s->id] = clk;
+    st_vc_unref(s->cvc);
+    s->cvc = st_vc_ref(cv);
     if (op->fn == st_copy_run) {
         if (!op->staged) st_race_access_locked(s, v, clk, op->what, op->src, 0, op->n, 0);
         st_race_access_locked(s, v, clk, op->what, op->dst, 0, op->n, 1);
