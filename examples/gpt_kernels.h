@@ -125,6 +125,8 @@ enum {
         else \
             ((unsigned short*)p)[i] = t == 1 ? GPT_KBF16OF(v) : GPT_KF16OF(v); \
     } \
+    /* the threads that reduce n elements: each one's strided partial has at least one */ \
+    GPT_KDEV int GPT_KN(width)(long long n) { return n < GPT_KT ? (n > 0 ? (int)n : 1) : GPT_KT; } \
     /* the sum (op 0) or the maximum (op 1) of the block's partials s[0, cnt), by a tree \
        (every thread calls it; s is free again when it returns) */ \
     GPT_KDEV float GPT_KN(fold)(float* s, int cnt, int op) \
@@ -187,7 +189,7 @@ enum {
                                const void* b, int tw, long long n, long long D) \
     { \
         GPT_KSHARED float red[GPT_KT]; \
-        int cnt = D < GPT_KT ? (D > 0 ? (int)D : 1) : GPT_KT; \
+        int cnt = GPT_KN(width)(D); \
         GPT_KROWS(i, n) { \
             float m, v, s; \
             GPT_KTHREADS_BELOW(u, cnt) { \
@@ -227,7 +229,7 @@ enum {
     { \
         GPT_KSHARED float ra[GPT_KT]; \
         GPT_KSHARED float rc[GPT_KT]; \
-        int cnt = D < GPT_KT ? (D > 0 ? (int)D : 1) : GPT_KT; \
+        int cnt = GPT_KN(width)(D); \
         GPT_KROWS(i, n) { \
             float m = mean[i], s = rstd[i], a, c; \
             GPT_KTHREADS_BELOW(u, cnt) { \
@@ -355,7 +357,7 @@ enum {
         GPT_KROWS(r, B * Hl * T) { \
             long long b = r / (Hl * T), h = r / T % Hl, t = r % T, qo = (b * T + t) * W + h * hd; \
             float* p = P + r * T; \
-            int cnt = t + 1 < GPT_KT ? (int)(t + 1) : GPT_KT; \
+            int cnt = GPT_KN(width)(t + 1); \
             float mx, sum; \
             GPT_KTHREADS_BELOW(u, cnt) { \
                 float m = GPT_KU2F(0xff800000u), a; \
@@ -404,7 +406,7 @@ enum {
             long long b = r / (Hl * T), h = r / T % Hl, t = r % T, yo = (b * T + t) * W + h * hd; \
             const float* p = P + r * T; \
             float* ds = dS + r * T; \
-            int cnt = t + 1 < GPT_KT ? (int)(t + 1) : GPT_KT; \
+            int cnt = GPT_KN(width)(t + 1); \
             float dot; \
             GPT_KTHREADS_BELOW(u, cnt) { \
                 float acc = 0.0f, a; \
@@ -452,7 +454,7 @@ enum {
     GPT_KGLOBAL GPT_KN(ce)(float* G, float* tl, const void* lg, int tlg, const int* tg, long long n, long long V) \
     { \
         GPT_KSHARED float red[GPT_KT]; \
-        int cnt = V < GPT_KT ? (V > 0 ? (int)V : 1) : GPT_KT; \
+        int cnt = GPT_KN(width)(V); \
         GPT_KROWS(i, n) { \
             float mx, se; \
             long long y = tg[i]; \
@@ -491,7 +493,7 @@ enum {
     GPT_KGLOBAL GPT_KN(mean)(float* loss, const float* tl, long long n) \
     { \
         GPT_KSHARED double red[GPT_KT]; \
-        int cnt = n < GPT_KT ? (n > 0 ? (int)n : 1) : GPT_KT, w; \
+        int cnt = GPT_KN(width)(n), w; \
         GPT_KROWS(row, 1) { \
             GPT_KTHREADS_BELOW(u, cnt) { \
                 double a = 0; \

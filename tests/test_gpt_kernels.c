@@ -737,6 +737,44 @@ static void t_errors(void)
 #endif
 }
 
+// ---- the launch signatures against the compiled kernels ---------------------------
+
+#if defined(VESCALE_NCCL) || defined(VESCALE_NVRTC)
+/* gpt_kernel_args (what launches and the stand-in marshal) against each
+   kernel's parameters in the PTX NVRTC makes of the text: .u64 for a pointer
+   or long long, .u32 for an int; a real GPU would misread any difference. */
+static void t_signatures(void)
+{
+    size_t np = strlen(_vs_mk_prelude), nb = strlen(gpt_kernel_text.body);
+    char *src = (char*)malloc(np + nb + 1), *ptx = NULL;
+    memcpy(src, _vs_mk_prelude, np), memcpy(src + np, gpt_kernel_text.body, nb + 1);
+    size_t size = 0;
+    VT_OK(vs_nvrtc_compile(NULL, src, "gpt_kernels.cu", "compute_90", &ptx, &size));
+    free(src);
+    if (!ptx) return;
+    for (int k = 0; k < GPT_KI_N; k++) {
+        char entry[64], got[32];
+        snprintf(entry, sizeof entry, ".entry %s(", gpt_kernel_names[k]);
+        const char* at = strstr(ptx, entry);
+        VT_CHECK(at != NULL, "%s not in the PTX", gpt_kernel_names[k]);
+        if (!at) continue;
+        const char* end = strchr(at, ')');
+        int n = 0;
+        for (const char* q = strstr(at, ".param"); q && q < end && n < 31; q = strstr(q + 1, ".param"))
+            got[n++] = !strncmp(q, ".param .u64", 11) ? 'q' : !strncmp(q, ".param .u32", 11) ? 'd' : '?';
+        got[n] = 0;
+        char want[32];
+        const char* a = gpt_kernel_args[k];
+        int m = 0;
+        for (; a[m] && m < 31; m++) want[m] = a[m] == 'i' ? 'd' : 'q';
+        want[m] = 0;
+        VT_CHECK(!strcmp(got, want), "%s: the PTX's parameters %s, gpt_kernel_args %s (%s)", gpt_kernel_names[k], got,
+                 want, a);
+    }
+    vs_free(NULL, ptx);
+}
+#endif
+
 // ---- main --------------------------------------------------------------------------
 
 #ifdef VS_STRICT
@@ -804,6 +842,9 @@ int main(void)
     VT_CASE("head f32: gpt.h's unit as kernels (V 64 and 300)", (t_head(64), t_head(300)));
     VT_CASE("backward kernels against finite differences", t_finite_differences());
     VT_CASE("bad input", t_errors());
+#if defined(VESCALE_NCCL) || defined(VESCALE_NVRTC)
+    VT_CASE("launch signatures match the compiled kernels' parameters", t_signatures());
+#endif
     printf("# tol device order vs host: f32 %.3g, bf16 %.3g (of each tensor's largest value)\n", worst[0][0],
            worst[1][0]);
     if (have_device)
