@@ -136,8 +136,13 @@ typedef void (*top)(const gpt_kctx* c, void** p, const void* arg);
 static void run_side(int mode, const tbufs* b, top op, const void* arg, void** out)
 {
     void* p[NBUF];
+    void* stream = NULL; // the device side: a trainer's own non-blocking stream
+#ifdef VESCALE_NCCL
+    if (mode == GPT_K_DEVICE)
+        VT_CHECK(cudaStreamCreateWithFlags((cudaStream_t*)&stream, cudaStreamNonBlocking) == cudaSuccess, "a stream");
+#endif
     gpt_kctx c;
-    VT_OK(gpt_kctx_init(&c, mode, NULL));
+    VT_OK(gpt_kctx_init(&c, mode, stream));
     for (int i = 0; i < b->n; i++) {
         out[i] = malloc(b->bytes[i] ? b->bytes[i] : 1);
         p[i] = NULL;
@@ -145,7 +150,8 @@ static void run_side(int mode, const tbufs* b, top op, const void* arg, void** o
         if (mode == GPT_K_DEVICE) {
 #ifdef VESCALE_NCCL
             VT_CHECK(cudaMalloc(&p[i], b->bytes[i] ? b->bytes[i] : 1) == cudaSuccess, "cudaMalloc %s", b->name[i]);
-            VT_CHECK(cudaMemcpy(p[i], b->h[i], b->bytes[i], cudaMemcpyHostToDevice) == cudaSuccess, "H2D");
+            VT_CHECK(cudaMemcpyAsync(p[i], b->h[i], b->bytes[i], cudaMemcpyHostToDevice, (cudaStream_t)stream) ==
+                         cudaSuccess, "H2D");
 #endif
         } else {
             p[i] = malloc(b->bytes[i] ? b->bytes[i] : 1);
@@ -164,15 +170,22 @@ static void run_side(int mode, const tbufs* b, top op, const void* arg, void** o
         if (!b->h[i]) continue;
         if (mode == GPT_K_DEVICE) {
 #ifdef VESCALE_NCCL
-            VT_CHECK(cudaMemcpy(out[i], p[i], b->bytes[i], cudaMemcpyDeviceToHost) == cudaSuccess, "D2H %s",
-                     b->name[i]);
-            cudaFree(p[i]);
+            VT_CHECK(cudaMemcpyAsync(out[i], p[i], b->bytes[i], cudaMemcpyDeviceToHost, (cudaStream_t)stream) ==
+                         cudaSuccess, "D2H %s", b->name[i]);
 #endif
         } else {
             memcpy(out[i], p[i], b->bytes[i]);
             free(p[i]);
         }
     }
+#ifdef VESCALE_NCCL
+    if (mode == GPT_K_DEVICE) {
+        VT_CHECK(cudaStreamSynchronize((cudaStream_t)stream) == cudaSuccess, "cudaStreamSynchronize");
+        for (int i = 0; i < b->n; i++)
+            if (p[i]) cudaFree(p[i]);
+        cudaStreamDestroy((cudaStream_t)stream);
+    }
+#endif
 }
 
 /* The figures: the largest device-order / device deviation per kernel and dtype. */
