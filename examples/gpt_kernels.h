@@ -142,6 +142,32 @@ enum {
         GPT_KSYNC; \
         return v; \
     } \
+    /* softmax's statistics of the row p[off, off + len) (dtype t): its maximum and the sum of \
+       exp(v - maximum), both for the whole block (red: GPT_KT floats of shared scratch) */ \
+    GPT_KDEV void GPT_KN(softmax_stats)(const void* p, int t, long long off, long long len, float* red, float* mx, \
+                                       float* se) \
+    { \
+        int cnt = GPT_KN(width)(len); \
+        float m; \
+        GPT_KTHREADS_BELOW(u, cnt) { \
+            float a = GPT_KU2F(0xff800000u), v; \
+            long long j; \
+            for (j = u; j < len; j += GPT_KT) { \
+                v = GPT_KN(ld)(p, t, off + j); \
+                a = v > a ? v : a; \
+            } \
+            red[u] = a; \
+        } \
+        m = GPT_KN(fold)(red, cnt, 1); \
+        GPT_KTHREADS_BELOW(u, cnt) { \
+            float a = 0.0f; \
+            long long j; \
+            for (j = u; j < len; j += GPT_KT) a += expf(GPT_KN(ld)(p, t, off + j) - m); \
+            red[u] = a; \
+        } \
+        *se = GPT_KN(fold)(red, cnt, 0); \
+        *mx = m; \
+    } \
     /* xi[i] = wte[ids[i] - v0] (0 outside [v0, v0 + Vl): another rank's rows) + wpe[i % T] (if wpe) */ \
     GPT_KGLOBAL GPT_KN(embed)(void* out, int tx, const void* wte, const void* wpe, int tw, const int* ids, long long n, \
                               long long T, long long D, long long v0, long long Vl) \
@@ -357,30 +383,21 @@ enum {
         GPT_KROWS(r, B * Hl * T) { \
             long long b = r / (Hl * T), h = r / T % Hl, t = r % T, qo = (b * T + t) * W + h * hd; \
             float* p = P + r * T; \
-            int cnt = GPT_KN(width)(t + 1); \
             float mx, sum; \
-            GPT_KTHREADS_BELOW(u, cnt) { \
-                float m = GPT_KU2F(0xff800000u), a; \
+            GPT_KTHREADS_BELOW(u, GPT_KT) { \
+                float a; \
                 long long s, j, ko; \
                 for (s = u; s <= t; s += GPT_KT) { \
                     ko = (b * T + s) * W + h * hd, a = 0.0f; \
                     for (j = 0; j < hd; j++) a += GPT_KN(ld)(q, tq, qo + j) * GPT_KN(ld)(k, tq, ko + j); \
                     p[s] = a * sc; \
-                    m = p[s] > m ? p[s] : m; \
                 } \
-                red[u] = m; \
             } \
-            mx = GPT_KN(fold)(red, cnt, 1); \
-            GPT_KTHREADS_BELOW(u, cnt) { \
-                float a = 0.0f; \
-                long long s; \
-                for (s = u; s <= t; s += GPT_KT) a += (p[s] = expf(p[s] - mx)); \
-                red[u] = a; \
-            } \
-            sum = GPT_KN(fold)(red, cnt, 0); \
+            GPT_KSYNC; \
+            GPT_KN(softmax_stats)(p, 0, 0, t + 1, red, &mx, &sum); \
             GPT_KTHREADS_BELOW(u, GPT_KT) { \
                 long long s; \
-                for (s = u; s < T; s += GPT_KT) p[s] = s <= t ? p[s] / sum : 0.0f; \
+                for (s = u; s < T; s += GPT_KT) p[s] = s <= t ? expf(p[s] - mx) / sum : 0.0f; \
             } \
             GPT_KSYNC; \
             GPT_KTHREADS_BELOW(u, GPT_KT) { \
@@ -454,29 +471,13 @@ enum {
     GPT_KGLOBAL GPT_KN(ce)(float* G, float* tl, const void* lg, int tlg, const int* tg, long long n, long long V) \
     { \
         GPT_KSHARED float red[GPT_KT]; \
-        int cnt = GPT_KN(width)(V); \
         GPT_KROWS(i, n) { \
             float mx, se; \
             long long y = tg[i]; \
-            GPT_KTHREADS_BELOW(u, cnt) { \
-                float m = GPT_KU2F(0xff800000u), a; \
-                long long j; \
-                for (j = u; j < V; j += GPT_KT) { \
-                    a = GPT_KN(ld)(lg, tlg, i * V + j); \
-                    m = a > m ? a : m; \
-                } \
-                red[u] = m; \
+            GPT_KN(softmax_stats)(lg, tlg, i * V, V, red, &mx, &se); \
+            GPT_KTHREADS_BELOW(u, 1) { \
+                tl[i] = y >= 0 && y < V ? logf(se) + mx - GPT_KN(ld)(lg, tlg, i * V + y) : GPT_KU2F(0x7fc00000u); \
             } \
-            mx = GPT_KN(fold)(red, cnt, 1); \
-            GPT_KTHREADS_BELOW(u, cnt) { \
-                float a = 0.0f; \
-                long long j; \
-                for (j = u; j < V; j += GPT_KT) a += expf(GPT_KN(ld)(lg, tlg, i * V + j) - mx); \
-                red[u] = a; \
-            } \
-            se = GPT_KN(fold)(red, cnt, 0); \
-            GPT_KTHREADS_BELOW(u, 1) \
-            tl[i] = y >= 0 && y < V ? logf(se) + mx - GPT_KN(ld)(lg, tlg, i * V + y) : GPT_KU2F(0x7fc00000u); \
             GPT_KSYNC; \
             GPT_KTHREADS_BELOW(u, GPT_KT) { \
                 long long j; \
