@@ -584,6 +584,71 @@ static void t_head(int V)
     free(dw);
 }
 
+/* gpt_mlp_forward / backward as kernels (the wiring's recipe for a block): 0 x 1 g
+   2 b 3 fc 4 bfc 5 fc2 6 bfc2 7 ln 8 mean 9 rstd 10 a 11 z 12 out 13 dout 14 da
+   15 dln 16 dx 17..22 the gradients of g b fc bfc fc2 bfc2 */
+static void op_mlp(const gpt_kctx* c, void** p, const void* arg)
+{
+    const hd_arg* a = (const hd_arg*)arg; // n, D, V = F
+    int64_t n = a->n, D = a->D, F = a->V;
+    int f = GPT_KF32;
+    VT_OK(gpt_k_layernorm(c, n, D, P(0), P(1), P(2), P(7), (float*)P(8), (float*)P(9), f, f));
+    VT_OK(gpt_k_matmul(c, GPT_KMM_NN, n, D, F, P(7), f, P(3), f, P(4), f, P(10), f, 0));
+    VT_OK(gpt_k_gelu(c, n * F, P(10), f, P(11), f));
+    VT_OK(gpt_k_matmul(c, GPT_KMM_NN, n, F, D, P(11), f, P(5), f, P(6), f, P(12), f, 0));
+    VT_OK(gpt_k_add_rows(c, n, n, D, 0, P(0), f, P(12), f)); // the residual
+    // backward: input, then weights
+    VT_OK(gpt_k_matmul(c, GPT_KMM_NT, n, D, F, P(13), f, P(5), f, NULL, f, P(14), f, 0));
+    VT_OK(gpt_k_gelu_backward(c, n * F, P(10), f, P(14), f, P(14), f));
+    VT_OK(gpt_k_matmul(c, GPT_KMM_NT, n, F, D, P(14), f, P(3), f, NULL, f, P(15), f, 0));
+    VT_OK(gpt_k_add_rows(c, n, n, D, 0, P(13), f, P(16), f));
+    VT_OK(gpt_k_layernorm_backward(c, n, D, P(0), P(1), (const float*)P(8), (const float*)P(9), P(15), P(16), f, f));
+    VT_OK(gpt_k_layernorm_backward_weight(c, n, D, P(0), (const float*)P(8), (const float*)P(9), P(15), P(17), P(18), f,
+                                          f));
+    VT_OK(gpt_k_matmul(c, GPT_KMM_TN, D, n, F, P(7), f, P(14), f, NULL, f, P(19), f, 1));
+    VT_OK(gpt_k_sum_rows(c, n, 1, F, 0, P(14), f, P(20), f));
+    VT_OK(gpt_k_matmul(c, GPT_KMM_TN, F, n, D, P(11), f, P(13), f, NULL, f, P(21), f, 1));
+    VT_OK(gpt_k_sum_rows(c, n, 1, D, 0, P(13), f, P(22), f));
+}
+
+static void t_mlp(void)
+{
+    int rows = 2, T = 5, D = 16, F = 64;
+    int64_t n = rows * T;
+    hd_arg a = {n, D, F};
+    float* w[6];
+    int64_t sz[6] = {D, D, D * F, F, F * D, D};
+    for (int i = 0; i < 6; i++) w[i] = fvec(sz[i], i < 2 ? 1.0f : 0.3f);
+    float *x = fvec(n * D, 2.0f), *dout = fvec(n * D, 1.0f), *dx0 = fvec(n * D, 0.1f), *out = fvec(n * D, 0);
+    float *dx = fcopy(dx0, n * D), *g0[6], *g[6];
+    for (int i = 0; i < 6; i++) g0[i] = fvec(sz[i], 0.1f), g[i] = fcopy(g0[i], sz[i]);
+    unit_run r;
+    unit_init(&r, GPT_MLP, 64, T, D);
+    for (int i = 0; i < 6; i++) r.L.param[i] = w[i], r.L.grad[i] = g[i];
+    r.L.local_shape[2][0] = D, r.L.local_shape[2][1] = F;
+    tensor(&r.in[0], "x", VS_F32, 3, rows, T, D, x, dx), r.call.n_in = 1;
+    tensor(&r.out[0], "y", VS_F32, 3, rows, T, D, out, dout);
+    VT_OK(unit_call(gpt_mlp_forward, &r.call));
+    VT_OK(unit_call(gpt_mlp_backward, &r.call));
+    free(r.call.saved);
+    tbufs B;
+    memset(&B, 0, sizeof B);
+    const char* wn[6] = {"g", "b", "fc", "bfc", "fc2", "bfc2"};
+    add_vals(&B, "x", 0, x, n * D);
+    for (int i = 0; i < 6; i++) add_vals(&B, wn[i], 0, w[i], sz[i]);
+    add_zero(&B, "ln", 0, n * D), add_zero(&B, "mean", 0, n), add_zero(&B, "rstd", 0, n), add_zero(&B, "a", 0, n * F);
+    add_zero(&B, "z", 0, n * F), add_zero(&B, "out", 0, n * D), add_vals(&B, "dout", 0, dout, n * D);
+    add_zero(&B, "da", 0, n * F), add_zero(&B, "dln", 0, n * D), add_vals(&B, "dx", 0, dx0, n * D);
+    for (int i = 0; i < 6; i++) add_vals(&B, wn[i], 0, g0[i], sz[i]);
+    float* ref[NBUF] = {NULL};
+    ref[12] = out, ref[16] = dx;
+    for (int i = 0; i < 6; i++) ref[17 + i] = g[i];
+    check_sides("mlp block f32", &B, op_mlp, &a, ref);
+    free_bufs(&B);
+    for (int i = 0; i < 6; i++) free(w[i]), free(g0[i]), free(g[i]);
+    free(x), free(dout), free(dx0), free(out), free(dx);
+}
+
 // ---- finite differences (the host build, f32, tiny cases) ------------------------
 
 /* d/dv[i] of L = sum w . f(v) by central differences against the analytic g[i]. */
@@ -853,6 +918,7 @@ int main(void)
         VT_CASE(name, t_embed(dt));
     }
     VT_CASE("head f32: gpt.h's unit as kernels (V 64 and 300)", (t_head(64), t_head(300)));
+    VT_CASE("mlp block f32: gpt.h's unit as kernels", t_mlp());
     VT_CASE("backward kernels against finite differences", t_finite_differences());
     VT_CASE("bad input", t_errors());
 #if defined(VESCALE_NCCL) || defined(VESCALE_NVRTC)
