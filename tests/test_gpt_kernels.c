@@ -103,7 +103,7 @@ static double relerr(int dt, const void* a, const void* b, int64_t n)
 
 // ---- running an operation on each side -------------------------------------------
 
-#define NBUF 24
+#define NBUF 40
 typedef struct tbufs {
     int n;
     void* h[NBUF];       // host contents before the operation (NULL: a NULL argument)
@@ -649,6 +649,86 @@ static void t_mlp(void)
     free(x), free(dout), free(dx0), free(out), free(dx);
 }
 
+/* gpt_attn_forward / backward as kernels: 0 x 1 g 2 b 3 wq 4 wk 5 wv 6 bq 7 bv 8 proj
+   9 bproj 10 ln 11 mean 12 rstd 13 q 14 k 15 v 16 P 17 y 18 out 19 dout 20 dy 21 dS
+   22 dq 23 dk 24 dv 25 dln 26 dx 27..35 the gradients of g b wq wk wv bq bv proj bproj */
+typedef struct ab_arg {
+    int64_t B, T, D, H;
+} ab_arg;
+
+static void op_attn_block(const gpt_kctx* c, void** p, const void* arg)
+{
+    const ab_arg* a = (const ab_arg*)arg;
+    int64_t n = a->B * a->T, D = a->D;
+    int f = GPT_KF32;
+    VT_OK(gpt_k_layernorm(c, n, D, P(0), P(1), P(2), P(10), (float*)P(11), (float*)P(12), f, f));
+    for (int j = 0; j < 3; j++) // q, k, v (no key bias)
+        VT_OK(gpt_k_matmul(c, GPT_KMM_NN, n, D, D, P(10), f, P(3 + j), f, j == 1 ? NULL : P(j ? 7 : 6), f, P(13 + j), f, 0));
+    VT_OK(gpt_k_attention(c, a->B, a->T, a->H, D / a->H, P(13), P(14), P(15), (float*)P(16), P(17), f));
+    VT_OK(gpt_k_matmul(c, GPT_KMM_NN, n, D, D, P(17), f, P(8), f, P(9), f, P(18), f, 0));
+    VT_OK(gpt_k_add_rows(c, n, n, D, 0, P(0), f, P(18), f));
+    // backward: input, then weights
+    VT_OK(gpt_k_matmul(c, GPT_KMM_NT, n, D, D, P(19), f, P(8), f, NULL, f, P(20), f, 0));
+    VT_OK(gpt_k_attention_backward(c, a->B, a->T, a->H, D / a->H, P(13), P(14), P(15), (const float*)P(16), P(20),
+                                   (float*)P(21), P(22), P(23), P(24), f, f));
+    for (int j = 0; j < 3; j++) VT_OK(gpt_k_matmul(c, GPT_KMM_NT, n, D, D, P(22 + j), f, P(3 + j), f, NULL, f, P(25), f, j));
+    VT_OK(gpt_k_add_rows(c, n, n, D, 0, P(19), f, P(26), f));
+    VT_OK(gpt_k_layernorm_backward(c, n, D, P(0), P(1), (const float*)P(11), (const float*)P(12), P(25), P(26), f, f));
+    VT_OK(gpt_k_layernorm_backward_weight(c, n, D, P(0), (const float*)P(11), (const float*)P(12), P(25), P(27), P(28),
+                                          f, f));
+    for (int j = 0; j < 3; j++) {
+        VT_OK(gpt_k_matmul(c, GPT_KMM_TN, D, n, D, P(10), f, P(22 + j), f, NULL, f, P(29 + j), f, 1));
+        if (j != 1) VT_OK(gpt_k_sum_rows(c, n, 1, D, 0, P(22 + j), f, P(j ? 33 : 32), f));
+    }
+    VT_OK(gpt_k_matmul(c, GPT_KMM_TN, D, n, D, P(17), f, P(19), f, NULL, f, P(34), f, 1));
+    VT_OK(gpt_k_sum_rows(c, n, 1, D, 0, P(19), f, P(35), f));
+}
+
+static void t_attn_block(void)
+{
+    int rows = 2, T = 6, D = 16, H = 4;
+    int64_t n = rows * T;
+    ab_arg a = {rows, T, D, H};
+    float *w[9], *g0[9], *g[9];
+    int64_t sz[9] = {D, D, D * D, D * D, D * D, D, D, D * D, D};
+    for (int i = 0; i < 9; i++) {
+        w[i] = fvec(sz[i], i < 2 ? 1.0f : 0.4f), g0[i] = fvec(sz[i], 0.1f), g[i] = fcopy(g0[i], sz[i]);
+    }
+    float *x = fvec(n * D, 2.0f), *dout = fvec(n * D, 1.0f), *dx0 = fvec(n * D, 0.1f), *out = fvec(n * D, 0);
+    float* dx = fcopy(dx0, n * D);
+    unit_run r;
+    unit_init(&r, GPT_ATTN, 64, T, D);
+    r.cfg.heads = H;
+    for (int i = 0; i < 9; i++) {
+        r.L.param[i] = w[i], r.L.grad[i] = g[i];
+        r.L.local_shape[i][0] = D, r.L.local_shape[i][1] = sz[i] == D ? 0 : D; // one rank: whole tensors
+    }
+    tensor(&r.in[0], "x", VS_F32, 3, rows, T, D, x, dx), r.call.n_in = 1;
+    tensor(&r.out[0], "y", VS_F32, 3, rows, T, D, out, dout);
+    VT_OK(unit_call(gpt_attn_forward, &r.call));
+    VT_OK(unit_call(gpt_attn_backward, &r.call));
+    free(r.call.saved);
+    tbufs B;
+    memset(&B, 0, sizeof B);
+    const char* wn[9] = {"g", "b", "wq", "wk", "wv", "bq", "bv", "proj", "bproj"};
+    const char* an[8] = {"ln", "mean", "rstd", "q", "k", "v", "P", "y"};
+    int64_t asz[8] = {n * D, n, n, n * D, n * D, n * D, rows * H * T * T, n * D};
+    add_vals(&B, "x", 0, x, n * D);
+    for (int i = 0; i < 9; i++) add_vals(&B, wn[i], 0, w[i], sz[i]);
+    for (int i = 0; i < 8; i++) add_zero(&B, an[i], 0, asz[i]);
+    add_zero(&B, "out", 0, n * D), add_vals(&B, "dout", 0, dout, n * D), add_zero(&B, "dy", 0, n * D);
+    add_zero(&B, "dS", 0, rows * H * T * T), add_zero(&B, "dq", 0, n * D), add_zero(&B, "dk", 0, n * D);
+    add_zero(&B, "dv", 0, n * D), add_zero(&B, "dln", 0, n * D), add_vals(&B, "dx", 0, dx0, n * D);
+    for (int i = 0; i < 9; i++) add_vals(&B, wn[i], 0, g0[i], sz[i]);
+    float* ref[NBUF] = {NULL};
+    ref[18] = out, ref[26] = dx;
+    for (int i = 0; i < 9; i++) ref[27 + i] = g[i];
+    check_sides("attention block f32", &B, op_attn_block, &a, ref);
+    free_bufs(&B);
+    for (int i = 0; i < 9; i++) free(w[i]), free(g0[i]), free(g[i]);
+    free(x), free(dout), free(dx0), free(out), free(dx);
+}
+
 // ---- finite differences (the host build, f32, tiny cases) ------------------------
 
 /* d/dv[i] of L = sum w . f(v) by central differences against the analytic g[i]. */
@@ -919,6 +999,7 @@ int main(void)
     }
     VT_CASE("head f32: gpt.h's unit as kernels (V 64 and 300)", (t_head(64), t_head(300)));
     VT_CASE("mlp block f32: gpt.h's unit as kernels", t_mlp());
+    VT_CASE("attention block f32: gpt.h's unit as kernels", t_attn_block());
     VT_CASE("backward kernels against finite differences", t_finite_differences());
     VT_CASE("bad input", t_errors());
 #if defined(VESCALE_NCCL) || defined(VESCALE_NVRTC)
