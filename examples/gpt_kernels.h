@@ -44,7 +44,13 @@
 
    The _VS_MK* vocabulary is vescale_mesh.h's (its declarations part: usable
    here, though private); every use goes through the GPT_K* spellings below,
-   so a public spelling in the library would change only those lines. */
+   so a public spelling in the library would change only those lines.
+
+   Not here yet (the wiring of gpt.h onto these): gpt.h's units still call its
+   own loops; on the host its blocked, vectorized gpt_mm_* are ~5x faster than
+   this matmul's host build (same bits: each output's k in order), so the host
+   side may keep them behind gpt_k_matmul; on a GPU cuBLAS(Lt) may replace the
+   tiled kernel (then within a tolerance, its sums in its own order). */
 #ifndef GPT_KERNELS_H
 #define GPT_KERNELS_H
 
@@ -80,11 +86,13 @@ enum {
 /* vescale_mesh.h's kernel vocabulary under this file's names. GPT_KT is the
    width of a block's reductions: 1 in the host build (a row summed in order),
    _VS_MKT (a block's threads) in the device build and its host emulation;
-   GPT__KORDER says which host build is being expanded. */
+   GPT__KORDER says which host build is being expanded. GPT_KLOOP's variable
+   must be named x: the device meaning of _VS_MKLOOP(x, n) names its parameter
+   x, so any other name would also replace the x of blockIdx.x (the host build
+   compiles either way; NVRTC refuses it). */
 #define GPT_KGLOBAL _VS_MKGLOBAL
 #define GPT_KDEV _VS_MKDEV
-#define GPT_KLOOP _VS_MKLOOP /* (x, n): the variable must be x: the device build of \
-                                  _VS_MKLOOP names its parameter x (blockIdx.x) */
+#define GPT_KLOOP _VS_MKLOOP
 #define GPT_KROWS _VS_MKROWS
 #define GPT_KTHREADS _VS_MKTHREADS
 #define GPT_KTHREADS_BELOW _VS_MKTHREADS_BELOW
