@@ -194,6 +194,8 @@ test-gpu: | $(B)
 	./$(B)/test_nccl
 	./$(B)/test_pipe_nccl_gpu
 	./$(B)/test_ckpt_nccl_gpu
+	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_gpt_kernels_gpu tests/test_gpt_kernels.c -lnccl -lnvrtc -lpthread
+	./$(B)/test_gpt_kernels_gpu
 
 compile-check:
 	bash tests/compile_check.sh

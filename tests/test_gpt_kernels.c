@@ -1025,7 +1025,7 @@ int main(void)
     if (have_device)
         printf("# tol device vs host: f32 %.3g, bf16 %.3g\n", worst[0][1], worst[1][1]);
     else
-        vt_skip("gpt kernels on a device", "no CUDA device in this build (make test runs build/test_gpt_kernels_strict)");
+        vt_skip("gpt kernels on a device", "no CUDA device here, or a build without VESCALE_NCCL (make test runs build/test_gpt_kernels_strict)");
 #ifdef VS_STRICT
     VT_CASE("no strict stand-in violations, one NVRTC library for every kernel", strict_totals());
 #endif
