@@ -556,6 +556,14 @@ static const char* const gpt_kernel_args[GPT_KI_N] GPT__KUNUSED = {
     "wirrirlllll", "wirirlllll", "wirillll", "wirillll", "wiwwrirrill", "wiriririrrll", "wwiririrrll",
     "wiriririlllii", "wiril", "wiriril", "wwirrrillll", "wrrrillll", "wwwirrrrrillll", "wwrirll", "wrl", "wirrll"};
 
+/* Their names, space-separated (for messages). */
+static const char* const gpt_kernel_argnames[GPT_KI_N] GPT__KUNUSED = {
+    "x tx wte wpe tw ids n T D v0 Vl", "gwte tg dx tx ids n D v0 Vl nb", "y ty a ta n T D p0", "g tg a ta n T D p0",
+    "y ty mean rstd x tx g b tw n D", "dx tdx dy tdy x tx g tw mean rstd n D", "dg db tg dy tdy x tx mean rstd n D",
+    "C tc A ta B tb bias tbias M K N trans beta", "z tz a ta n", "da tda dz tdz a ta n",
+    "P y ty q k v tq B T Hl hd", "dS P dy v ta B T Hl hd", "dq dk dv tg dS P q k dy ta B T Hl hd",
+    "G tl lg tlg tg n V", "loss tl n", "y ty x num n den"};
+
 /* The text as NVRTC source (a C99 compiler need not take a string this long:
    only builds with NVRTC have it). */
 #if defined(VESCALE_NCCL) || defined(VESCALE_NVRTC)
@@ -694,8 +702,46 @@ GPT__KFN int gpt_kdtype(vs_dtype t) { return t == VS_F32 ? GPT_KF32 : t == VS_BF
 
 /* Kernel ki on its arguments: the host build, or a launch of `blocks` blocks of
    GPT_KBLOCK threads (grid-strided kernels: any count gives the same result). */
+#ifdef VESCALE_NCCL
+/* Every pointer argument of kernel ki is memory of the context's side (device
+   memory of the current device, or pinned host memory, for GPT_K_DEVICE; host
+   memory for the host modes), checked before anything runs: the message names
+   the argument. */
+GPT__KFN vs_result gpt__kpointers(const gpt_kctx* c, int ki, void** a)
+{
+    int dev = 0;
+    if (c->mode == GPT_K_DEVICE && cudaGetDevice(&dev) != cudaSuccess) dev = -1;
+    for (int i = 0; gpt_kernel_args[ki][i]; i++) {
+        const void* p = *(void* const*)a[i];
+        struct cudaPointerAttributes at;
+        if ((gpt_kernel_args[ki][i] != 'w' && gpt_kernel_args[ki][i] != 'r') || !p) continue;
+        memset(&at, 0, sizeof at);
+        if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+            (void)cudaGetLastError(); // (older runtimes: unregistered host memory is an error)
+            at.type = cudaMemoryTypeUnregistered;
+        }
+        int is_dev = at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
+        const char* bad = NULL;
+        if (c->mode == GPT_K_DEVICE && at.type == cudaMemoryTypeUnregistered) bad = "host memory, not the device's";
+        else if (c->mode == GPT_K_DEVICE && at.type == cudaMemoryTypeDevice && at.device != dev) bad = "another device's memory";
+        else if (c->mode != GPT_K_DEVICE && is_dev) bad = "device memory in a host context";
+        if (!bad) continue;
+        const char* nm = gpt_kernel_argnames[ki];
+        for (int k = 0; k < i && nm; k++) nm = strchr(nm, ' '), nm = nm ? nm + 1 : NULL;
+        int len = nm ? (int)(strchr(nm, ' ') ? strchr(nm, ' ') - nm : (long)strlen(nm)) : 0;
+        return vs_set_error(VS_ERR_INVALID, "%s: argument %.*s (%p) is %s", gpt_kernel_names[ki], len, nm ? nm : "",
+                            p, bad);
+    }
+    return VS_OK;
+}
+#endif
+
 GPT__KFN vs_result gpt__klaunch(const gpt_kctx* c, int ki, void** a, long long blocks)
 {
+#ifdef VESCALE_NCCL
+    vs_result r = gpt__kpointers(c, ki, a);
+    if (r) return r;
+#endif
     if (c->mode != GPT_K_DEVICE) {
         gpt_kernel_host(ki, a, c->mode == GPT_K_HOST_DEVICE_ORDER);
         return VS_OK;

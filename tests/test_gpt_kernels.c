@@ -904,7 +904,32 @@ static void t_errors(void)
     VT_ERR(gpt_kctx_init(NULL, 0, NULL), VS_ERR_NULL, "c is NULL");
 #ifndef VESCALE_NCCL
     VT_ERR(gpt_kctx_init(&c, GPT_K_DEVICE, NULL), VS_ERR_UNAVAILABLE, "without CUDA");
+#else
+    // memory of the wrong side: refused before anything runs, the argument named
+    if (have_device) {
+        gpt_kctx d;
+        float* dz = NULL;
+        VT_OK(gpt_kctx_init(&d, GPT_K_DEVICE, NULL));
+        VT_CHECK(cudaMalloc((void**)&dz, sizeof x) == cudaSuccess, "cudaMalloc");
+#ifdef VS_STRICT
+        long launched = vs_strict_get_counts().launches;
 #endif
+        VT_EXPECT_ERR(gpt_k_gelu(&d, 4, x, 0, dz, 0), VS_ERR_INVALID, "argument a ", "host memory");
+        VT_EXPECT_ERR(gpt_k_gelu(&c, 4, x, 0, dz, 0), VS_ERR_INVALID, "argument z ", "device memory in a host context");
+        VT_EXPECT_ERR(gpt_k_matmul(&d, 0, 1, 1, 1, dz, 0, dz, 0, x, 0, dz, 0, 0), VS_ERR_INVALID, "argument bias ",
+                      "host memory");
+#ifdef VS_STRICT
+        VT_CHECK(vs_strict_get_counts().launches == launched, "a refused call launched a kernel");
+#endif
+        cudaFree(dz);
+    }
+#endif
+    for (int k = 0; k < GPT_KI_N; k++) { // the argument tables agree
+        int words = 1;
+        for (const char* q = gpt_kernel_argnames[k]; *q; q++) words += *q == ' ';
+        VT_CHECK(words == (int)strlen(gpt_kernel_args[k]), "%s: %d names for %d arguments", gpt_kernel_names[k], words,
+                 (int)strlen(gpt_kernel_args[k]));
+    }
 }
 
 // ---- the launch signatures against the compiled kernels ---------------------------
