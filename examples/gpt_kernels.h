@@ -712,9 +712,10 @@ GPT__KFN vs_result gpt__kpointers(const gpt_kctx* c, int ki, void** a)
     int dev = 0;
     if (c->mode == GPT_K_DEVICE && cudaGetDevice(&dev) != cudaSuccess) dev = -1;
     for (int i = 0; gpt_kernel_args[ki][i]; i++) {
+        if (gpt_kernel_args[ki][i] != 'w' && gpt_kernel_args[ki][i] != 'r') continue;
         const void* p = *(void* const*)a[i];
         struct cudaPointerAttributes at;
-        if ((gpt_kernel_args[ki][i] != 'w' && gpt_kernel_args[ki][i] != 'r') || !p) continue;
+        if (!p) continue;
         memset(&at, 0, sizeof at);
         if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
             (void)cudaGetLastError(); // (older runtimes: unregistered host memory is an error)
