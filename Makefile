@@ -73,6 +73,12 @@ $(B)/test_pipe_nccl: tests/test_pipe_nccl.c tests/pipe_models.h $(STRICT_H) $(HE
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_train_nccl)
 $(B)/test_train_nccl: tests/test_train_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# examples/gpt_kernels.h's kernels NVRTC-compiled and launched over the same stand-in,
+# against their host build and examples/gpt.h (the plain build, $(B)/test_gpt_kernels,
+# checks the host side without CUDA)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_gpt_kernels_strict)
+$(B)/test_gpt_kernels_strict: tests/test_gpt_kernels.c examples/gpt_kernels.h examples/gpt.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # the steady-state counts bench/strict_counts.c measures, the targets met enforced
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_counts)
 $(B)/test_strict_counts: tests/test_strict_counts.c bench/strict_counts.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
@@ -106,6 +112,8 @@ $(B)/test_pipe_device: tests/test_pipe_device.c tests/pipe_models.h tests/mock/c
 $(B)/test_gpt: tests/test_gpt.c examples/gpt.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
 $(B)/test_train_gpt: tests/test_train_gpt.c examples/gpt.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+$(B)/test_gpt_kernels: tests/test_gpt_kernels.c examples/gpt_kernels.h examples/gpt.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
 
 # vescale_ckpt.h's device buffers over the same stand-in runtime (its CUDA copies forced on).
@@ -186,6 +194,8 @@ test-gpu: | $(B)
 	./$(B)/test_nccl
 	./$(B)/test_pipe_nccl_gpu
 	./$(B)/test_ckpt_nccl_gpu
+	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_gpt_kernels_gpu tests/test_gpt_kernels.c -lnccl -lnvrtc -lpthread
+	./$(B)/test_gpt_kernels_gpu
 
 compile-check:
 	bash tests/compile_check.sh

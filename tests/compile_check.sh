@@ -30,6 +30,18 @@ for h in vescale.h vescale_mesh.h vescale_ddp.h vescale_pipe.h vescale_ckpt.h; d
     check "$h/impl/c++17" g++ -std=c++17 $W -x c++ "$T/$b.impl.c" -o "$T/a.out" -lpthread -lm
 done
 
+# examples/gpt_kernels.h (the GPT's kernels: host C and NVRTC text from one text),
+# with the implementation and in a second TU, and its NVRTC text built
+printf '#define VESCALE_IMPLEMENTATION\n#include "vescale.h"\n#include "examples/gpt_kernels.h"\nint gk2(void);\nint main(void) { gpt_kctx k; return (int)gpt_kctx_init(&k, GPT_K_HOST, NULL) + gk2(); }\n' >"$T/gk1.c"
+printf '#include "vescale.h"\n#include "examples/gpt_kernels.h"\nint gk2(void);\nint gk2(void) { float a = 1, z; gpt_kctx k; gpt_kctx_init(&k, GPT_K_HOST, NULL); return (int)gpt_k_gelu(&k, 1, &a, GPT_KF32, &z, GPT_KF32); }\n' >"$T/gk2.c"
+for std in c99 c11; do
+    check "examples/gpt_kernels.h/$std" bash -c "gcc -std=$std $W $T/gk1.c $T/gk2.c -o $T/a.out -lpthread -lm && $T/a.out"
+done
+check "examples/gpt_kernels.h/c++17" bash -c "g++ -std=c++17 $W -x c++ $T/gk1.c $T/gk2.c -o $T/a.out -lpthread && $T/a.out"
+if [ -f "$CUDA/include/nvrtc.h" ]; then
+    check "examples/gpt_kernels.h/nvrtc-text" gcc -std=c99 $W -DVESCALE_NVRTC -isystem "$CUDA/include" -c "$T/gk1.c" -o "$T/o.o"
+fi
+
 # every public function declared and defined under one marker, every marker listed
 bash tests/check_markers.sh
 # ... and the check itself fails on a header whose marker is opened twice (and on
@@ -198,6 +210,7 @@ if [ -f "$CUDA/include/nccl.h" ] || [ -f /usr/include/nccl.h ]; then
         check "nccl/nvcc-link" nvcc -x cu -DVESCALE_NCCL -I. -Xcompiler -Wall,-Wextra,-Werror "$T/vescale.impl.c" -o "$T/a.out" -lnccl -lnvrtc
         check "nccl/test_nccl-nvcc-link" nvcc -x cu -DVESCALE_NCCL -I. -Itests -Xcompiler -Wall,-Wextra,-Werror tests/test_nccl.c -o "$T/a.out" -lnccl -lnvrtc -lpthread
         check "nvcc/no-nccl" nvcc -x cu -I. -Xcompiler -Wall,-Wextra,-Werror -c "$T/vescale.impl.c" -o "$T/o.o"
+        check "nccl/gpt_kernels-nvcc" nvcc -x cu -DVESCALE_NCCL -I. -Xcompiler -Wall,-Wextra,-Werror -c "$T/gk1.c" -o "$T/o.o"
     else
         echo "skip compile/nvcc: nvcc not installed"
     fi
