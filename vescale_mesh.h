@@ -928,15 +928,18 @@ VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what);
 #define _VS_MKD2U _VS_MKSEL(_vs_mk_d2u, _VS_MKD2U_D)
 #define _VS_MKPUBLISH_H(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define _VS_MKPUBLISH_D(p, v) (__threadfence_system(), *(volatile long long*)(p) = (v))
-#define _VS_MKLOOP_H(x, n) for (long long x = 0; x < (n); x++)
-#define _VS_MKLOOP_D(x, n) \
-    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < (n); x += (long long)gridDim.x * blockDim.x)
-#define _VS_MKROWS_H(i, n) for (long long i = 0; i < (n); i++)
-#define _VS_MKROWS_D(i, n) for (long long i = blockIdx.x; i < (n); i += gridDim.x)
-#define _VS_MKTHREADS_H(t) for (int t = 0; t < _VS_MKT; t++)
-#define _VS_MKTHREADS_D(t) for (int t = (int)threadIdx.x, t##_once = 1; t##_once; t##_once = 0)
-#define _VS_MKTHREADS_BELOW_H(t, k) for (int t = 0; t < (k) && t < _VS_MKT; t++)
-#define _VS_MKTHREADS_BELOW_D(t, k) _VS_MKTHREADS_D(t) if (t < (k))
+/* (the parameters' names are ones a kernel does not use: a parameter named x
+   would rewrite blockIdx.x, in the device build only) */
+#define _VS_MKLOOP_H(vs_v_, n) for (long long vs_v_ = 0; vs_v_ < (n); vs_v_++)
+#define _VS_MKLOOP_D(vs_v_, n) \
+    for (long long vs_v_ = blockIdx.x * (long long)blockDim.x + threadIdx.x; vs_v_ < (n); \
+         vs_v_ += (long long)gridDim.x * blockDim.x)
+#define _VS_MKROWS_H(vs_v_, n) for (long long vs_v_ = 0; vs_v_ < (n); vs_v_++)
+#define _VS_MKROWS_D(vs_v_, n) for (long long vs_v_ = blockIdx.x; vs_v_ < (n); vs_v_ += gridDim.x)
+#define _VS_MKTHREADS_H(vs_v_) for (int vs_v_ = 0; vs_v_ < _VS_MKT; vs_v_++)
+#define _VS_MKTHREADS_D(vs_v_) for (int vs_v_ = (int)threadIdx.x, vs_v_##_once = 1; vs_v_##_once; vs_v_##_once = 0)
+#define _VS_MKTHREADS_BELOW_H(vs_v_, k) for (int vs_v_ = 0; vs_v_ < (k) && vs_v_ < _VS_MKT; vs_v_++)
+#define _VS_MKTHREADS_BELOW_D(vs_v_, k) _VS_MKTHREADS_D(vs_v_) if (vs_v_ < (k))
 #define _VS_MKU2D_D(u) __longlong_as_double((long long)(u))
 #define _VS_MKD2U_D(d) ((unsigned long long)__double_as_longlong(d))
 #define _VS_MKT 256 /* threads per block */

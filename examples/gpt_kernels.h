@@ -86,10 +86,9 @@ enum {
 /* vescale_mesh.h's kernel vocabulary under this file's names. GPT_KT is the
    width of a block's reductions: 1 in the host build (a row summed in order),
    _VS_MKT (a block's threads) in the device build and its host emulation;
-   GPT__KORDER says which host build is being expanded. GPT_KLOOP's variable
-   must be named x: the device meaning of _VS_MKLOOP(x, n) names its parameter
-   x, so any other name would also replace the x of blockIdx.x (the host build
-   compiles either way; NVRTC refuses it). */
+   GPT__KORDER says which host build is being expanded. (GPT_KLOOP's variable
+   may have any name: vescale_mesh.h's loop words no longer name their
+   parameter x, which rewrote blockIdx.x in the device build.) */
 #define GPT_KGLOBAL _VS_MKGLOBAL
 #define GPT_KDEV _VS_MKDEV
 #define GPT_KLOOP _VS_MKLOOP

@@ -91,9 +91,11 @@ enum { D = 8, H = 16, ROWS = 16, STEPS = 6 };
     { \
         _VS_MKLOOP(x, R * N) y[x] += TK(ld)(b, bt, x % N); \
     } \
+    /* (a loop variable not named x: the vocabulary's device loop once rewrote \
+       blockIdx.x with it) */ \
     _VS_MKGLOBAL TK(add)(float* y, const float* xin, long long n) \
     { \
-        _VS_MKLOOP(x, n) y[x] += xin[x]; \
+        _VS_MKLOOP(e, n) y[e] += xin[e]; \
     } \
     /* softsign: exact IEEE operations on both sides (tanhf's bits differ) */ \
     _VS_MKGLOBAL TK(act)(float* z, const float* a, long long n) \
