@@ -5514,6 +5514,10 @@ _VS_PRIVATE vs_result _vs_nccl_vscratch(vs_comm* c, const _vs_opdesc* ops, int n
     size_t cap = 4096;
     while (cap < need && cap <= SIZE_MAX / 2) cap *= 2;
     if (cap < need) cap = need;
+    if (c->vscratch) { // the old one may still be read by this communicator's stream-ordered work: drained first
+        vs_result r = _vs_nccl_sync(c, NULL, what); // (with the deadline; every rank grows at the same call)
+        if (r) return r;
+    }
     vs_device_free(c->world, c->vscratch);
     c->vscratch = vs_device_alloc(c->world, cap);
     c->vscratch_cap = c->vscratch ? cap : 0;
