@@ -2091,6 +2091,7 @@ struct vs_comm {
     pthread_mutex_t ncmu;
     int ncmu_made, dev, wd_listed;
     vs_comm* wd_next; // the world's watched communicators (under the world's wdmu)
+    int fence_depth;  // device entry points entered (_vs_dev_enter): their one fence pair stands for the inner ones'
     vs_result wd_res;
     char wd_msg[512];
 #endif
@@ -5577,13 +5578,20 @@ _VS_PRIVATE ncclResult_t _vs_nccl_launch(vs_comm* c, const _vs_opdesc* o, char* 
    caller's cudaMemcpy of an input (a pageable one returns before its DMA lands)
    and the library's kernels or collectives would race. A communicator on the
    caller's stream is ordered by that stream itself. */
-_VS_PRIVATE vs_result _vs_nccl_fence(vs_comm* c, int after_caller, const char* what)
+_VS_PRIVATE vs_result _vs_nccl_fence_now(vs_comm* c, int after_caller, const char* what)
 {
     if (!c->tp->device || !c->own_stream || c->stream != c->own || !c->fence) return VS_OK;
     cudaStream_t from = after_caller ? cudaStreamLegacy : c->stream, to = after_caller ? c->stream : cudaStreamLegacy;
     cudaError_t e = cudaEventRecord(c->fence, from);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(to, c->fence, 0);
     return e == cudaSuccess ? VS_OK : _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: ordering with the caller's stream: %s", what, cudaGetErrorString(e));
+}
+
+/* Inside a device entry point that made its own pair (_vs_dev_enter /
+   _vs_dev_leave) the kernels, copies and collectives need none of their own. */
+_VS_PRIVATE vs_result _vs_nccl_fence(vs_comm* c, int after_caller, const char* what)
+{
+    return c->fence_depth ? VS_OK : _vs_nccl_fence_now(c, after_caller, what);
 }
 
 /* A work handle's event: one from the communicator's pool (the events of released
@@ -8267,8 +8275,21 @@ _VS_PRIVATE vs_result _vs_redistribute_device(const vs_dtensor* src, const vs_dt
    _vs_nccl_fence): after_caller 1 before it, 0 after it. */
 #ifdef VESCALE_NCCL
 #define _VS_DEV_FENCE(c, after_caller, fn) _vs_nccl_fence((c), (after_caller), (fn))
+/* A public device entry point of several kernels, copies and collectives on c:
+   one fence pair around all of them (the caller's stream before the first, the
+   last before the caller's stream) instead of one per operation. */
+_VS_PRIVATE vs_result _vs_dev_enter(vs_comm* c, const char* fn)
+{
+    return c && _VS_ON_DEVICE(c) && c->fence_depth++ == 0 ? _vs_nccl_fence_now(c, 1, fn) : VS_OK;
+}
+_VS_PRIVATE vs_result _vs_dev_leave(vs_comm* c, const char* fn)
+{
+    return c && _VS_ON_DEVICE(c) && --c->fence_depth == 0 ? _vs_nccl_fence_now(c, 0, fn) : VS_OK;
+}
 #else
 #define _VS_DEV_FENCE(c, after_caller, fn) ((void)(c), (void)(fn), VS_OK)
+#define _vs_dev_enter(c, fn) ((void)(c), (void)(fn), VS_OK)
+#define _vs_dev_leave(c, fn) ((void)(c), (void)(fn), VS_OK)
 #endif
 
 /* Kernel ki over `work` elements (row kernels: rows) with device buffers on c's
@@ -9592,8 +9613,8 @@ _VS_PRIVATE void _vs_mesh_ids_free(vs_mesh* m)
    loops, or kernels on the TP communicator's stream with device buffers (NCCL),
    whose collectives complete in stream order (_vs_dev_done): each returns when
    its work is enqueued. */
-VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shard, int64_t vocab, int64_t dim,
-                                            const int32_t* ids, int64_t n, float* out)
+_VS_PRIVATE vs_result _vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shard, int64_t vocab, int64_t dim,
+                                               const int32_t* ids, int64_t n, float* out)
 {
     const char* fn = "vs_vocab_embedding_forward";
     int64_t start = 0, rows = 0;
@@ -9615,8 +9636,19 @@ VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shar
     return _vs_dev_done(vs_all_reduce(c, out, out, (size_t)(n * dim), VS_F32, VS_OP_SUM, _VS_DEV_WORK(c, w)), &w);
 }
 
-VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
-                                             int64_t vocab, int64_t dim, float* grad_table_shard)
+VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shard, int64_t vocab, int64_t dim,
+                                            const int32_t* ids, int64_t n, float* out)
+{
+    vs_comm* c = _vs_tp_check("vs_vocab_embedding_forward", tp) ? NULL : tp->comm; // (the call names a bad tp)
+    vs_result r = _vs_dev_enter(c, "vs_vocab_embedding_forward");
+    if (r) return r;
+    r = _vs_vocab_embedding_forward(tp, table_shard, vocab, dim, ids, n, out);
+    vs_result l = _vs_dev_leave(c, "vs_vocab_embedding_forward");
+    return r ? r : l;
+}
+
+_VS_PRIVATE vs_result _vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
+                                                int64_t vocab, int64_t dim, float* grad_table_shard)
 {
     const char* fn = "vs_vocab_embedding_backward";
     int64_t start = 0, rows = 0;
@@ -9639,8 +9671,19 @@ VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out,
     return VS_OK;
 }
 
-VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
-                                        const int32_t* targets, float* loss, float* grad_shard)
+VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
+                                             int64_t vocab, int64_t dim, float* grad_table_shard)
+{
+    vs_comm* c = _vs_tp_check("vs_vocab_embedding_backward", tp) ? NULL : tp->comm; // (the call names a bad tp)
+    vs_result r = _vs_dev_enter(c, "vs_vocab_embedding_backward");
+    if (r) return r;
+    r = _vs_vocab_embedding_backward(tp, grad_out, ids, n, vocab, dim, grad_table_shard);
+    vs_result l = _vs_dev_leave(c, "vs_vocab_embedding_backward");
+    return r ? r : l;
+}
+
+_VS_PRIVATE vs_result _vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
+                                         const int32_t* targets, float* loss, float* grad_shard)
 {
     const char* fn = "vs_vocab_cross_entropy";
     int64_t start = 0, rows = 0;
@@ -9676,6 +9719,17 @@ VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, 
     if (!r) r = _vs_mk_run(c, fn, _VS_MK_CE_LOSS, nn, a_loss);
     if (!r && grad_shard) r = _vs_mk_run(c, fn, _VS_MK_CE_GRAD, nn * rr, a_grad);
     return r;
+}
+
+VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
+                                        const int32_t* targets, float* loss, float* grad_shard)
+{
+    vs_comm* c = _vs_tp_check("vs_vocab_cross_entropy", tp) ? NULL : tp->comm; // (the call names a bad tp)
+    vs_result r = _vs_dev_enter(c, "vs_vocab_cross_entropy");
+    if (r) return r;
+    r = _vs_vocab_cross_entropy(tp, logits_shard, n, vocab, targets, loss, grad_shard);
+    vs_result l = _vs_dev_leave(c, "vs_vocab_cross_entropy");
+    return r ? r : l;
 }
 
 // >>init ----------------------------------------------------------------------
