@@ -275,7 +275,8 @@ static vs_result dp_on_sync(void* user, int k)
     return VS_OK;
 }
 
-/* STEP: the averages back (the host reads them after vs_pipe_run returns). */
+/* STEP: the averages back, in the compute stream's order (vs_wait_stream: no
+   host wait; the host reads them after its own wait after vs_pipe_run). */
 static vs_result dp_on_step(void* user)
 {
     dp_sync* S = (dp_sync*)user;
@@ -283,7 +284,7 @@ static vs_result dp_on_step(void* user)
     if (!S->dp) return VS_OK;
     for (int u = 0; u < S->E->nu; u++) {
         if (!S->work[u]) continue;
-        _VS_TRY(vs_wait(S->work[u]));
+        _VS_TRY(vs_wait_stream(S->work[u], (void*)S->st));
         S->work[u] = NULL;
         if (!S->dev) memcpy(S->E->L[u].g, S->dbuf[u], (size_t)S->E->L[u].npar * sizeof(float));
         else if (cudaMemcpyAsync(S->E->L[u].g, S->dbuf[u], (size_t)S->E->L[u].npar * sizeof(float), cudaMemcpyDeviceToHost,
@@ -298,12 +299,14 @@ static vs_result dp_on_step(void* user)
 typedef struct pjob {
     vs_pipe_kind kind;
     int model, bf16, P, DP, M, nccl, runs, own_stream;
+    int fixed; /* vs_pipe_desc.fixed_shapes */
     double loss[2];
     float mb_loss[2][PM_MAXM];
     float* g[2][PM_MAXU]; /* [dp replica][unit], from the stage that holds it */
     int npar[PM_MAXU];
     int bad, overflow;
     int nsends; /* send instructions in one run, all ranks */
+    int nrecvf; /* activation receives in one run, all ranks (a header each without fixed shapes) */
     int trim;   /* the first run GPipe with 2M microbatches, then RUNS_TRIM runs (blocks age out of the cache) */
     vs_strict_counts t0, t1; /* trim: around the run whose end frees the aged blocks */
     float tied[2][4][8];     /* [replica][stage]: a gradient after vs_pipe_tie_grads(first chunk, last chunk) */
@@ -375,6 +378,7 @@ static int prank(vs_world* w, void* arg)
     pd.mesh = mesh, pd.units = U, pd.nunits = E->nu, pd.plan = &plan;
     pd.data = J->nccl ? dv_data : pm_data_fn, pd.data_user = &dd;
     pd.on_sync = dp_on_sync, pd.on_step = dp_on_step, pd.hook_user = &S, pd.stream = (void*)st;
+    pd.fixed_shapes = J->fixed;
     if (!r) r = vs_pipe_init(&pd, &pipe);
     if (!r && S.dp && J->nccl) {
         r = vs_comm_set_stream(S.dp, (void*)S.st); /* DP's collectives in stream order with the layers */
@@ -396,20 +400,26 @@ static int prank(vs_world* w, void* arg)
         vs_pipe_instr in;
         if (vs_pipe_sched_at(sched, st0, i, &in) == VS_OK && (in.op == VS_PIPE_SEND_F || in.op == VS_PIPE_SEND_B))
             __atomic_add_fetch(&J->nsends, 1, __ATOMIC_SEQ_CST);
+        if (vs_pipe_sched_at(sched, st0, i, &in) == VS_OK && in.op == VS_PIPE_RECV_F)
+            __atomic_add_fetch(&J->nrecvf, 1, __ATOMIC_SEQ_CST);
     }
     double loss = 0;
     for (int run = 0; run < J->runs; run++) {
         if (run == J->runs - 1) pj_mark(J, w, &J->c0);
         if (J->trim && run == 16) pj_mark(J, w, &J->t0);
         if (!r) {
-            pm_zero_grads(E); /* (the stream is idle: vs_pipe_run returned with it synchronised) */
+            pm_zero_grads(E); /* (the device is idle: the wait below after the last run) */
             r = vs_pipe_run(pipe, first && run == 0 ? first : sched, &loss);
         }
+        /* vs_pipe_run's own host waits end here; then the caller's: the device
+           done with the staging memory and the gradients the stream functions
+           write (the engine leaves its work queued) */
+        if (run == J->runs - 1) pj_mark(J, w, &J->c1);
+        if (J->nccl && cudaDeviceSynchronize() != cudaSuccess && !r) r = vs_set_error(VS_ERR_BACKEND, "test: sync");
         if (!r && J->trim && S.rep == 1) r = vs_all_reduce(S.world, S.xbuf, S.xbuf, 1, VS_F32, VS_OP_SUM, &S.xwork);
         if (!r && S.xwork) r = vs_wait(S.xwork);
         S.xwork = NULL;
         if (J->trim && run == 16) pj_mark(J, w, &J->t1);
-        if (run == J->runs - 1) pj_mark(J, w, &J->c1);
         if (sm.overflow && !r) r = vs_set_error(VS_ERR_NOMEM, "test: staging memory overflowed");
         sm.used = 0;
     }
@@ -485,11 +495,12 @@ static void pj_free(pjob* J)
 
 /* The NCCL run against the threads run and one device's loop: the same bits;
    then the last run's counts. */
-static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int M, int own_stream, int trim)
+static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int M, int own_stream, int trim, int fixed)
 {
     static pjob h, d;
     memset(&h, 0, sizeof h);
     h.kind = kind, h.model = model, h.bf16 = bf16, h.P = P, h.DP = DP, h.M = M, h.own_stream = own_stream;
+    h.fixed = fixed;
     h.runs = 1, h.trim = trim;
     d = h;
     d.nccl = 1, d.runs = trim ? RUNS_TRIM : RUNS;
@@ -524,27 +535,33 @@ static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int
     pj_free(&d);
     int n = P * DP;
     vs_strict_counts a = d.c0, b = d.c1;
-    printf("    steady state (run %d of %d, %s, P=%d DP=%d M=%d), per rank: %.2f device allocations, %.2f frees, "
-           "%.2f host syncs, %.2f H2D / %.2f D2H copies, %.2f NCCL ops\n",
-           d.runs, d.runs, vs_pipe_kind_name(kind), P, DP, M, (double)(b.device_allocs - a.device_allocs) / n,
-           (double)(b.device_frees - a.device_frees) / n, (double)(b.host_syncs - a.host_syncs) / n,
-           (double)(b.h2d - a.h2d) / n, (double)(b.d2h - a.d2h) / n,
-           (double)(b.nccl_ops - a.nccl_ops) / n);
-    /* Every buffer of a run comes from the engine's cache but for one kind: a
-       send's buffer goes back when the send completed, so a run in which more
-       sends are in flight at once than in any run before (peers receiving
-       later: timing) takes a new block for each send beyond that peak, from
-       cudaMallocAsync (no device sync). Seen: 0 in most cases, at most 2 in
-       all ranks' last run. The bound that holds whatever the timing: one per
-       send of the run, none for anything else, and nothing freed. */
+    printf("    steady state (run %d of %d, %s, P=%d DP=%d M=%d%s), per rank: %.2f device allocations, %.2f frees, "
+           "%.2f host syncs, %.2f events created, %.2f H2D / %.2f D2H copies, %.2f NCCL ops\n",
+           d.runs, d.runs, vs_pipe_kind_name(kind), P, DP, M, fixed ? ", fixed shapes" : "",
+           (double)(b.device_allocs - a.device_allocs) / n, (double)(b.device_frees - a.device_frees) / n,
+           (double)(b.host_syncs - a.host_syncs) / n, (double)(b.events - a.events) / n, (double)(b.h2d - a.h2d) / n,
+           (double)(b.d2h - a.d2h) / n, (double)(b.nccl_ops - a.nccl_ops) / n);
     /* trim: the blocks the first run's GPipe needed beyond 1F1B's went back at the
        end of run 16, while replica 0's world all-reduce waited for replica 1
        (stream-ordered: cudaFreeAsync; cudaFree there waits for the device) */
     VT_CHECK(!trim || d.t1.device_frees > d.t0.device_frees, "trim: no block aged out of the cache (%ld frees)",
              d.t1.device_frees - d.t0.device_frees);
-    VT_CHECK(b.device_allocs - a.device_allocs <= d.nsends && b.device_frees == a.device_frees,
-             "steady state: %ld device allocations (at most one per send: %d) and %ld frees in the last run",
-             b.device_allocs - a.device_allocs, d.nsends, b.device_frees - a.device_frees);
+    /* The steady state, counted from vs_pipe_run's start to its return on all
+       ranks (the caller's own wait after it is not in it). Every buffer comes
+       from the engine's cache (a send's goes back when the schedule proves it
+       received: the same points every run), every event from the
+       communicators' pools. Host waits: the last stage reads the microbatch
+       losses (one wait for its compute stream), every other stage waits for
+       the loss's broadcast: one per rank, each rank makes at least that one, so
+       a total of at most one per rank is one each. Without fixed shapes each
+       activation message's header is read on the host besides (one wait each);
+       gradients never need one. */
+    long syncs = b.host_syncs - a.host_syncs, allowed = n + (fixed ? 0 : d.nrecvf);
+    VT_CHECK(syncs <= allowed, "steady state: %ld host syncs in the last run, all %d ranks (at most %ld: one per rank%s)",
+             syncs, n, allowed, fixed ? "" : " and one per activation receive");
+    VT_CHECK(b.device_allocs == a.device_allocs && b.device_frees == a.device_frees && b.events == a.events,
+             "steady state: %ld device allocations, %ld frees and %ld events created in the last run (want 0)",
+             b.device_allocs - a.device_allocs, b.device_frees - a.device_frees, b.events - a.events);
 }
 
 int main(void)
@@ -568,19 +585,24 @@ int main(void)
                 char name[256];
                 snprintf(name, sizeof name, "pipe/nccl %s, model %s, PP=%d, M=%d%s", vs_pipe_kind_name(kinds[k]),
                          pm_model_name[model], P, M, dl);
-                VT_CASE(name, case_nccl(kinds[k], model, 0, P, 1, M, 1, 0));
+                VT_CASE(name, case_nccl(kinds[k], model, 0, P, 1, M, 1, 0, 1));
             }
         char name[256];
         snprintf(name, sizeof name, "pipe/nccl 1f1b, model varlen, bf16, PP=4, M=5, the PP communicator's stream%s", dl);
-        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_D, 1, 4, 1, 5, 0, 0));
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_D, 1, 4, 1, 5, 0, 0, 1));
+        /* without fixed shapes: each activation message's header read on the host */
+        snprintf(name, sizeof name, "pipe/nccl 1f1b, model varlen, PP=4, M=5, shapes from the headers%s", dl);
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_D, 0, 4, 1, 5, 1, 0, 0));
+        snprintf(name, sizeof name, "pipe/nccl interleaved, model skip, PP=2, M=3, shapes from the headers%s", dl);
+        VT_CASE(name, case_nccl(VS_PIPE_INTERLEAVED, PM_B, 0, 2, 1, 3, 1, 0, 0));
         snprintf(name, sizeof name, "pipe/nccl 1f1b, model skip, DP2 x PP2, DP average in on_sync, M=4%s", dl);
-        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 0));
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 0, 1));
         snprintf(name, sizeof name, "pipe/nccl zbv, model 2in2out, DP2 x PP2, DP average in on_sync, M=4%s", dl);
-        VT_CASE(name, case_nccl(VS_PIPE_ZBV, PM_C, 0, 2, 2, 4, 1, 0));
+        VT_CASE(name, case_nccl(VS_PIPE_ZBV, PM_C, 0, 2, 2, 4, 1, 0, 1));
         snprintf(name, sizeof name,
                  "pipe/nccl 1f1b, model skip, DP2 x PP2, M=4, %d runs after a GPipe one: blocks age out of the cache "
                  "while a collective waits%s", RUNS_TRIM - 1, dl);
-        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 1));
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 1, 1));
     }
     vs_strict_counts sc = vs_strict_get_counts();
     printf("strict stand-in: %ld device allocations, %ld frees, %ld host syncs, %ld kernels and "
