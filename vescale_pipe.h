@@ -70,7 +70,7 @@
    the stages between) or a data input, which the data callback makes on
    whichever stage needs it (each stage loads only what its units take). Shapes
    may change from one microbatch to the next: the receiving stage learns them
-   from the message. Specs that disagree between producer and consumer are an
+   from the message (or, with vs_pipe_desc.fixed_shapes, from the first run). Specs that disagree between producer and consumer are an
    error at vs_pipe_init; a tensor that breaks its spec at run time is an error
    naming the unit and tensor.
 
@@ -80,11 +80,25 @@
    per communicator, on threads as on NCCL. Sends are asynchronous (a copy of
    the tensors goes out, so the stage's memory can be let go at once); receives
    wait for the header (received ahead, as soon as the previous message on the
-   link was taken). On NCCL each link runs on its own stream, ordered after the
-   compute stream by an event; the host waits only for a header (pinned
-   memory), and the compute stream, not the host, waits for the bytes. Each message carries a header (the chunk, microbatch, tensor ids,
-   dtypes and shapes) that the receiver checks against its schedule, so stages
-   running different schedules get VS_ERR_MISMATCH, never wrong data.
+   link was taken). Each message carries a header (the chunk, microbatch,
+   tensor ids, dtypes and shapes) that the receiver checks against its
+   schedule, so stages running different schedules get VS_ERR_MISMATCH, never
+   wrong data.
+
+   On NCCL each link runs on its own stream, ordered after the compute stream
+   by an event, and the host waits for nothing of the device but what it must
+   read: the compute stream, not the host, waits for each receive
+   (vs_wait_stream: the watchdog gives it its deadline), and for each send
+   before its buffer is reused (below). Gradients come without a header (the
+   receiver holds the activations: their shapes); activations too with
+   vs_pipe_desc.fixed_shapes, from a microbatch's second run on (the sender
+   checks the promise). Otherwise the receiving host waits for the header of
+   each activation message (pinned memory, received ahead): the shapes the
+   callbacks get are host values. At the run's end the last stage broadcasts
+   the microbatch losses from device memory to every stage's pinned memory:
+   each stage's one host wait of the run (counted exactly over the strict
+   stand-in, tests/test_pipe_nccl.c: one per rank and run, no device
+   allocation, no event created, in steady state).
 
    Memory. A chunk's activations, gradients and saved scratch for a microbatch
    are let go after its last backward part (W, or BW) and its gradient send. The
@@ -122,20 +136,25 @@
 
    Buffers. On threads and MPI the engine's buffers are host memory. On NCCL
    every activation, gradient, saved scratch and message is device memory
-   (below), zeroed and copied on the compute stream (vs_pipe_desc.stream); the microbatches' losses are copied back to the
-   host once, at the run's end. The engine keeps the device blocks it lets go
+   (below), zeroed and copied on the compute stream (vs_pipe_desc.stream); the
+   microbatches' losses come to the host once, at the run's end. The engine keeps the device blocks it lets go
    (sizes rounded to a power of two) and hands them out again on the compute
-   stream, so a steady-state run allocates next to nothing (a new peak of sends
-   in flight may add a block); a block no run used for 16 runs is given back
+   stream, so a steady-state run allocates nothing; a block no run used for 16 runs is given back
    after a run, the rest at vs_pipe_free. Blocks come from cudaMallocAsync and
    go back with cudaFreeAsync on the compute stream: neither waits for the
    device (cudaMalloc and cudaFree do, NCCL kernels waiting on peers included:
    a cache miss mid-run with sends in flight both ways deadlocked two stages).
    With the world's device hooks set they come from the hooks, which then must
    not wait for the device (a caching or stream-ordered allocator). A block is
-   reused only after its last use is queued on the compute stream; send
-   buffers only once their send completed. Headers and the loss's broadcast
-   use pinned host memory (cudaMallocHost at vs_pipe_init).
+   reused only after its last use is queued on the compute stream; a send's
+   buffer only once the compute stream has waited for the send, which the
+   engine does where the schedule proves it received (the receiver has since
+   sent this stage a message that the compute stream waited for: the receiver
+   sent it after its own compute stream waited for the first), or at the
+   run's end. (Waiting for a send earlier could deadlock: a receive fenced
+   after the compute stream would wait for a send whose receiver waits for
+   this stage.) So the blocks a run takes are the same every run. Headers and
+   the losses use pinned host memory (cudaMallocHost).
 
    Lifetimes. A schedule and a pipe remember being freed: a second
    vs_pipe_sched_free or vs_pipe_free, or any call on a freed one, is
@@ -153,7 +172,8 @@
    the strict CUDA + NCCL stand-in, tests/test_pipe_device.c on the lax mock).
    Several links' NCCL kernels may be in flight at once on one GPU (NCCL's guide
    allows it only while they fit on the GPU together); grouping a stage's
-   paired send and receive into one NCCL group is not done.
+   paired send and receive into one NCCL group is not done (they are on two
+   communicators, one per direction; vs_group_start is per communicator).
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 /* VESCALE_STATIC: every part included is implemented here, static inline. */
@@ -550,9 +570,15 @@ VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out);
    schedule for another plan: VS_ERR_MISMATCH). *loss (may be NULL) gets the
    minibatch loss on every stage. A callback's error, a tensor that breaks its
    spec (VS_ERR_MISMATCH) or a peer that times out ends the run with an error
-   naming the stage, the instruction and the unit. On NCCL it returns with the
-   compute stream synchronised (the losses are read on the host) and every send
-   completed; hooks run on the host thread between instructions, with the units'
+   naming the stage, the instruction and the unit. On NCCL the host does not
+   wait for the device but once, for the microbatch losses (the last stage's
+   broadcast of them, on every stage; and a header per activation message
+   without desc.fixed_shapes): it returns with the run's work, the sends'
+   completion included, possibly still queued on the compute stream, which
+   the legacy default stream's later work waits for (an event): order other
+   streams' work after it with an event recorded on the compute stream, and
+   wait for it (cudaStreamSynchronize) before the host reads what the units
+   wrote. Hooks run on the host thread between instructions, with the units'
    work possibly still queued on the stream. */
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss);
 /* Microbatch mb's loss and output tensor i of the last unit, from the last run;

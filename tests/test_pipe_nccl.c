@@ -214,10 +214,15 @@ static vs_result dv_bwd_in(vs_pipe_call* c) { return dv_call(c, DJ_B); }
 static vs_result dv_bwd_w(vs_pipe_call* c) { return dv_call(c, DJ_W); }
 static vs_result dv_bwd_full(vs_pipe_call* c) { return dv_call(c, DJ_BW); }
 
+/* The shape-change case: from this rank's second run on, microbatch m gets
+   microbatch m + 1's data (another row count in the varlen model). */
+static __thread int g_shift;
+
 /* The data callback: made on the host, copied in on the stream from pinned memory. */
 static vs_result dv_data(vs_pipe_call* c)
 {
     vs_pipe_call hc = *c;
+    hc.mb += g_shift;
     vs_pipe_tensor o;
     memset(&o, 0, sizeof o);
     o.name = c->out[0].name;
@@ -307,6 +312,9 @@ typedef struct pjob {
     int bad, overflow;
     int nsends; /* send instructions in one run, all ranks */
     int nrecvf; /* activation receives in one run, all ranks (a header each without fixed shapes) */
+    int reshape; /* the data's shapes change after the first run (fixed shapes: the run fails) */
+    vs_result err; /* reshape: what vs_launch returned, and its message */
+    char msg[512];
     int trim;   /* the first run GPipe with 2M microbatches, then RUNS_TRIM runs (blocks age out of the cache) */
     vs_strict_counts t0, t1; /* trim: around the run whose end frees the aged blocks */
     float tied[2][4][8];     /* [replica][stage]: a gradient after vs_pipe_tie_grads(first chunk, last chunk) */
@@ -407,6 +415,7 @@ static int prank(vs_world* w, void* arg)
     for (int run = 0; run < J->runs; run++) {
         if (run == J->runs - 1) pj_mark(J, w, &J->c0);
         if (J->trim && run == 16) pj_mark(J, w, &J->t0);
+        g_shift = J->reshape && run > 0;
         if (!r) {
             pm_zero_grads(E); /* (the device is idle: the wait below after the last run) */
             r = vs_pipe_run(pipe, first && run == 0 ? first : sched, &loss);
@@ -415,7 +424,7 @@ static int prank(vs_world* w, void* arg)
            done with the staging memory and the gradients the stream functions
            write (the engine leaves its work queued) */
         if (run == J->runs - 1) pj_mark(J, w, &J->c1);
-        if (J->nccl && cudaDeviceSynchronize() != cudaSuccess && !r) r = vs_set_error(VS_ERR_BACKEND, "test: sync");
+        if (J->nccl && !r && cudaDeviceSynchronize() != cudaSuccess) r = vs_set_error(VS_ERR_BACKEND, "test: sync");
         if (!r && J->trim && S.rep == 1) r = vs_all_reduce(S.world, S.xbuf, S.xbuf, 1, VS_F32, VS_OP_SUM, &S.xwork);
         if (!r && S.xwork) r = vs_wait(S.xwork);
         S.xwork = NULL;
@@ -483,6 +492,8 @@ static vs_result plaunch(pjob* J)
     ld.timeout_s = 60;
     pthread_barrier_init(&J->bar, NULL, (unsigned)ld.nranks);
     vs_result r = vs_launch_ex(&ld, prank, J);
+    J->err = r;
+    snprintf(J->msg, sizeof J->msg, "%s", r ? vs_last_error() : "");
     pthread_barrier_destroy(&J->bar);
     return r;
 }
@@ -564,6 +575,25 @@ static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int
              b.device_allocs - a.device_allocs, b.device_frees - a.device_frees, b.events - a.events);
 }
 
+/* Fixed shapes broken: microbatch 0's rows change in the second run. Stage 0's
+   send sees it (no receiver reads a header) and fails the run, naming the
+   tensor and both shapes; the other stages' waits end with it (the links are
+   aborted, the watchdog ends the streams' waits), no hang, no violation. */
+static void case_reshape(void)
+{
+    static pjob d;
+    memset(&d, 0, sizeof d);
+    d.kind = VS_PIPE_1F1B, d.model = PM_D, d.P = 2, d.DP = 1, d.M = 3, d.own_stream = 1, d.fixed = 1, d.reshape = 1;
+    d.nccl = 1, d.runs = 2;
+    long v0 = vs_strict_violations();
+    VT_CHECK(plaunch(&d) == VS_ERR_MISMATCH, "vs_launch: %s, want VS_ERR_MISMATCH", vs_result_string(d.err));
+    VT_CHECK(strstr(d.msg, "fixed_shapes") && strstr(d.msg, "of microbatch 0 is") && strstr(d.msg, "in an earlier run"),
+             "the error: %s", d.msg);
+    VT_CHECK(vs_strict_violations() == v0, "%ld stand-in violations, the first: %s", vs_strict_violations() - v0,
+             vs_strict_first_violation());
+    pj_free(&d);
+}
+
 int main(void)
 {
     static const vs_pipe_kind kinds[] = {VS_PIPE_GPIPE, VS_PIPE_1F1B, VS_PIPE_INTERLEAVED,
@@ -604,6 +634,7 @@ int main(void)
                  "while a collective waits%s", RUNS_TRIM - 1, dl);
         VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 1, 1));
     }
+    VT_CASE("pipe/nccl: fixed shapes that change fail the run (VS_ERR_MISMATCH)", case_reshape());
     vs_strict_counts sc = vs_strict_get_counts();
     printf("strict stand-in: %ld device allocations, %ld frees, %ld host syncs, %ld kernels and "
            "stream functions, %ld NCCL operations\n",
