@@ -14,7 +14,8 @@
    buffers, all in stream order; the host thread never waits. The DP x PP mesh
    also averages each chunk's parameter gradients over DP on device in on_sync
    (asynchronous, on the compute stream, while the pipeline's p2p is in
-   flight: several communicators at once) and waits for them in on_step.
+   flight: several communicators at once) and completes them in on_step in
+   the compute stream's order (vs_wait_stream). One case runs one stage.
 
    Each configuration runs RUNS times (gradients zeroed before each run); the
    last run's minibatch loss, every microbatch's loss and every parameter
@@ -27,9 +28,13 @@
    the device under a waiting collective (free-during-collective). Bit for bit holds: the
    engine moves activations as exact copies and sums nothing across ranks; the
    DP average of two identical replicas is a pre-multiplication by 0.5 (exact).
-   The steady state (the last run, all ranks) is measured with
-   vs_strict_get_counts() and printed: device allocations (asserted 0), host
-   syncs (blocking calls and polled waits) per rank and run.
+   The steady state (the last run, all ranks, from vs_pipe_run's start to its
+   return: the caller's own wait for the device after it is not counted) is
+   measured with vs_strict_get_counts(), printed and asserted: no device
+   allocation, no event created, at most one host sync per rank (the losses'
+   broadcast; vs_pipe_desc.fixed_shapes, as every case but two sets) or one
+   more per activation message (the two cases that read the shapes from the
+   headers). A case changes the shapes under fixed_shapes: the run fails.
    VS_STRICT_DELAY_US adds random delays before every stream operation; the
    cases run once without and once with 200 us. */
 #define VESCALE_IMPLEMENTATION
@@ -65,7 +70,8 @@ enum { RUNS = 6, RUNS_TRIM = 18, ARENA = 8 << 20, MAXR = 8 };
 /* ---- device layers: the model's host code, run on the compute stream ----------- */
 
 /* Pinned staging memory of the calling rank, handed out in order and taken back
-   after each run (vs_pipe_run returns with the compute stream synchronised). */
+   after each run (after the rank's own wait for its device: vs_pipe_run
+   leaves its work queued). */
 typedef struct stage_mem {
     char* base;
     size_t used;
