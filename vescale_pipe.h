@@ -70,8 +70,9 @@
    the stages between) or a data input, which the data callback makes on
    whichever stage needs it (each stage loads only what its units take). Shapes
    may change from one microbatch to the next: the receiving stage learns them
-   from the message (or, with vs_pipe_desc.fixed_shapes, from the first run). Specs that disagree between producer and consumer are an
-   error at vs_pipe_init; a tensor that breaks its spec at run time is an error
+   from the message (or, with vs_pipe_desc.fixed_shapes, from the first run).
+   Specs that disagree between producer and consumer are an error at
+   vs_pipe_init; a tensor that breaks its spec at run time is an error
    naming the unit and tensor.
 
    Communication. Between two stages each direction has its own 2-rank
@@ -137,10 +138,11 @@
    Buffers. On threads and MPI the engine's buffers are host memory. On NCCL
    every activation, gradient, saved scratch and message is device memory
    (below), zeroed and copied on the compute stream (vs_pipe_desc.stream); the
-   microbatches' losses come to the host once, at the run's end. The engine keeps the device blocks it lets go
-   (sizes rounded to a power of two) and hands them out again on the compute
-   stream, so a steady-state run allocates nothing; a block no run used for 16 runs is given back
-   after a run, the rest at vs_pipe_free. Blocks come from cudaMallocAsync and
+   microbatches' losses come to the host once, at the run's end. The engine
+   keeps the device blocks it lets go (sizes rounded to a power of two) and
+   hands them out again on the compute stream, so a steady-state run allocates
+   nothing; a block no run used for 16 runs is given back after a run, the rest
+   at vs_pipe_free. Blocks come from cudaMallocAsync and
    go back with cudaFreeAsync on the compute stream: neither waits for the
    device (cudaMalloc and cudaFree do, NCCL kernels waiting on peers included:
    a cache miss mid-run with sends in flight both ways deadlocked two stages).
@@ -2918,7 +2920,8 @@ _VS_PIPE_PRIVATE void _vs_pipe_cache_trim(vs_pipe* p)
        freed in the compute stream's order (cudaFreeAsync; the world's hooks
        after a wait for the compute stream: the run's work may be queued still). */
     int aged = 0;
-    for (_vs_pipe_dblk* b = (_vs_pipe_dblk*)p->dcache; b && !aged; b = b->next) aged = p->nruns - b->used >= _VS_PIPE_DKEEP;
+    for (_vs_pipe_dblk* b = (_vs_pipe_dblk*)p->dcache; b && !aged; b = b->next)
+        aged = p->nruns - b->used >= _VS_PIPE_DKEEP;
     if (aged && !p->dasync) _vs_pipe_sync(p);
     for (_vs_pipe_dblk** at = (_vs_pipe_dblk**)&p->dcache; *at;) {
         _vs_pipe_dblk* b = *at;
@@ -3781,13 +3784,15 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_send(vs_pipe* p, int b, int mb, int grad, in
         if (!fh) return vs_set_error(VS_ERR_NOMEM, "send: out of memory");
         if (fh[0] != _VS_PIPE_MAGIC) memcpy(fh, h, _VS_PIPE_HDR(nt) * sizeof(int64_t));
         for (int i = 0; i < nt && headless; i++) {
-            const int64_t *e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS), *o = fh + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+            const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+            const int64_t* o = fh + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
             if (!memcmp(e, o, (3 + VS_PIPE_MAX_DIMS) * sizeof(int64_t))) continue;
             char t1[160], t2[160];
             return vs_set_error(VS_ERR_MISMATCH,
                                 "send: \"%s\" of microbatch %d is %s, in an earlier run %s: desc.fixed_shapes promises "
                                 "every run the same shapes",
-                                p->t[e[0]].name, mb, _vs_pipe_shape_text((vs_dtype)e[1], (int)e[2], e + 3, t1, sizeof t1),
+                                p->t[e[0]].name, mb,
+                                _vs_pipe_shape_text((vs_dtype)e[1], (int)e[2], e + 3, t1, sizeof t1),
                                 _vs_pipe_shape_text((vs_dtype)o[1], (int)o[2], o + 3, t2, sizeof t2));
         }
     }
@@ -4342,8 +4347,9 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
 #endif
         }
         vs_work* bw = NULL;
+        const int root = p->plan.chunk_stage[K - 1];
         if (!r) r = _vs_pipe_fence_to(p, vs_comm_stream(p->pp));
-        if (!r) r = vs_broadcast(p->pp, last ? p->dlosses : NULL, p->hloss, (size_t)M, VS_F32, p->plan.chunk_stage[K - 1], &bw);
+        if (!r) r = vs_broadcast(p->pp, last ? p->dlosses : NULL, p->hloss, (size_t)M, VS_F32, root, &bw);
         if (!r) r = vs_wait(bw);
         if (!r) memcpy(p->mb_loss, p->hloss, sizeof(float) * (size_t)M);
         if (r) return vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", st, vs_last_error());

@@ -574,7 +574,8 @@ static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int
        activation message's header is read on the host besides (one wait each);
        gradients never need one. */
     long syncs = b.host_syncs - a.host_syncs, allowed = n + (fixed ? 0 : d.nrecvf);
-    VT_CHECK(syncs <= allowed, "steady state: %ld host syncs in the last run, all %d ranks (at most %ld: one per rank%s)",
+    VT_CHECK(syncs <= allowed,
+             "steady state: %ld host syncs in the last run, all %d ranks (at most %ld: one per rank%s)",
              syncs, n, allowed, fixed ? "" : " and one per activation receive");
     VT_CHECK(b.device_allocs == a.device_allocs && b.device_frees == a.device_frees && b.events == a.events,
              "steady state: %ld device allocations, %ld frees and %ld events created in the last run (want 0)",
