@@ -96,8 +96,9 @@
    checks the promise). Otherwise the receiving host waits for the header of
    each activation message (pinned memory, received ahead): the shapes the
    callbacks get are host values. At the run's end the last stage broadcasts
-   the microbatch losses from device memory to every stage's pinned memory:
-   each stage's one host wait of the run (counted exactly over the strict
+   the microbatch losses from device memory to every stage's pinned memory,
+   ordered after each stage's compute stream: each stage's one host wait of
+   the run, after which its device work is done (counted exactly over the strict
    stand-in, tests/test_pipe_nccl.c: one per rank and run, no device
    allocation, no event created, in steady state).
 
@@ -572,16 +573,13 @@ VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out);
    schedule for another plan: VS_ERR_MISMATCH). *loss (may be NULL) gets the
    minibatch loss on every stage. A callback's error, a tensor that breaks its
    spec (VS_ERR_MISMATCH) or a peer that times out ends the run with an error
-   naming the stage, the instruction and the unit. On NCCL the host does not
-   wait for the device but once, for the microbatch losses (the last stage's
-   broadcast of them, on every stage; and a header per activation message
-   without desc.fixed_shapes): it returns with the run's work, the sends'
-   completion included, possibly still queued on the compute stream, which
-   the legacy default stream's later work waits for (an event): order other
-   streams' work after it with an event recorded on the compute stream, and
-   wait for it (cudaStreamSynchronize) before the host reads what the units
-   wrote. Hooks run on the host thread between instructions, with the units'
-   work possibly still queued on the stream. */
+   naming the stage, the instruction and the unit. On NCCL it returns once the
+   run's work on the compute stream is done, the sends' completion included,
+   after one host wait (a header per activation message besides, without
+   desc.fixed_shapes): for the microbatch losses' broadcast from the last
+   stage, which every stage's PP communicator runs after its compute stream's
+   work (an event). Hooks run on the host thread between instructions, with
+   the units' work possibly still queued on the stream. */
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss);
 /* Microbatch mb's loss and output tensor i of the last unit, from the last run;
    on the stage that holds the last chunk (VS_ERR_STATE elsewhere). The output's
@@ -2734,7 +2732,6 @@ struct vs_pipe {
     float seed;        // the loss gradient's seed, the source of its copy
     void* pinned;      // device path: cudaMallocHost'ed: each incoming link's header
     void* recv_stream; // device path, links without a stream (forced over threads): receives
-    void* recv_ev;     // device path: the run's end on the compute stream -> the legacy default stream (_vs_pipe_after)
     int dasync;        // device path: blocks from cudaMallocAsync on the compute stream (no device hooks)
     float* dlosses;    // device path: this run's microbatch losses, device memory
     int fixed;         // desc.fixed_shapes
@@ -2984,23 +2981,6 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_sync(const vs_pipe* p)
     if (p->dev) {
         cudaError_t e = cudaStreamSynchronize((cudaStream_t)p->stream);
         return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "cudaStreamSynchronize");
-    }
-#endif
-    (void)p;
-    return VS_OK;
-}
-
-/* Device path, at a run's end: the legacy default stream's later work (and so
-   every blocking stream's, and a communicator's on its own stream: vescale_mesh.h
-   orders those after the legacy stream) comes after the run's work on the
-   compute stream, without a host wait. (Forced over threads: no such stream.) */
-_VS_PIPE_PRIVATE vs_result _vs_pipe_after(const vs_pipe* p)
-{
-#if defined(_VS_PIPE_CUDA) && defined(cudaStreamLegacy)
-    if (p->dev && !(_VS_PIPE_FORCE_DEVICE) && p->stream && (cudaStream_t)p->stream != cudaStreamLegacy) {
-        cudaError_t e = cudaEventRecord((cudaEvent_t)p->recv_ev, (cudaStream_t)p->stream);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent(cudaStreamLegacy, (cudaEvent_t)p->recv_ev, 0);
-        return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "ordering the default stream after the run");
     }
 #endif
     (void)p;
@@ -3372,9 +3352,6 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_streams(vs_pipe* p)
     if ((e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)) != cudaSuccess)
         return _vs_pipe_cuerr(e, "vs_pipe_init: creating the receive stream");
     p->recv_stream = (void*)st;
-    if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess)
-        return _vs_pipe_cuerr(e, "vs_pipe_init: creating the run's end event");
-    p->recv_ev = (void*)ev;
     vs_world_desc wd;
     memset(&wd, 0, sizeof wd);
     p->dasync = !_VS_PIPE_FORCE_DEVICE && vs_world_query_desc(p->w, &wd) == VS_OK && !wd.allocator.device_alloc;
@@ -3508,7 +3485,6 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     if (p->send_stream) cudaStreamDestroy((cudaStream_t)p->send_stream);
     if (p->recv_stream) cudaStreamDestroy((cudaStream_t)p->recv_stream);
     if (p->send_ev) cudaEventDestroy((cudaEvent_t)p->send_ev);
-    if (p->recv_ev) cudaEventDestroy((cudaEvent_t)p->recv_ev);
     if (p->pinned) cudaFreeHost(p->pinned);
     if (p->hloss) cudaFreeHost(p->hloss);
 #endif
@@ -4330,11 +4306,12 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     vs_result r2 = p->dev ? _vs_pipe_retire(p, NULL, 0) : _vs_pipe_reap(p, 1);
     if (r2) return vs_set_error(r2, "vs_pipe_run: stage %d, a send: %s", st, vs_last_error());
     /* The microbatch losses to the host. Device path with stages: the last
-       stage broadcasts them from device memory, after its compute stream's
-       work, into every stage's pinned memory; each stage waits for that
-       broadcast, the run's one host wait (and the compute stream's none), and
-       sums them as the last stage would. One stage: a copy after the compute
-       stream's work, then the wait. */
+       stage broadcasts them from device memory into every stage's pinned
+       memory, the broadcast ordered after each stage's compute stream (an
+       event); each stage waits for it, the run's one host wait, which so
+       covers all of the run's work on the compute stream, and sums them as
+       the last stage would. One stage: a copy after the compute stream's
+       work, then the wait. */
     if (p->dev && p->pp) {
         if (M > p->hloss_cap) {
 #ifdef _VS_PIPE_CUDA
@@ -4367,7 +4344,6 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         r = vs_broadcast(p->pp, &total, &total, 1, VS_F64, p->plan.chunk_stage[K - 1], NULL);
         if (r) return vs_set_error(r, "vs_pipe_run: sharing the loss: %s", vs_last_error());
     }
-    if ((r = _vs_pipe_after(p)) != VS_OK) return vs_set_error(r, "vs_pipe_run: stage %d: %s", st, vs_last_error());
     if (loss) *loss = total;
     p->ran = 1;
     _vs_pipe_cache_trim(p);

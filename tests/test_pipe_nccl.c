@@ -29,8 +29,7 @@
    engine moves activations as exact copies and sums nothing across ranks; the
    DP average of two identical replicas is a pre-multiplication by 0.5 (exact).
    The steady state (the last run, all ranks, from vs_pipe_run's start to its
-   return: the caller's own wait for the device after it is not counted) is
-   measured with vs_strict_get_counts(), printed and asserted: no device
+   return) is measured with vs_strict_get_counts(), printed and asserted: no device
    allocation, no event created, at most one host sync per rank (the losses'
    broadcast; vs_pipe_desc.fixed_shapes, as every case but two sets) or one
    more per activation message (the two cases that read the shapes from the
@@ -70,8 +69,7 @@ enum { RUNS = 6, RUNS_TRIM = 18, ARENA = 8 << 20, MAXR = 8 };
 /* ---- device layers: the model's host code, run on the compute stream ----------- */
 
 /* Pinned staging memory of the calling rank, handed out in order and taken back
-   after each run (after the rank's own wait for its device: vs_pipe_run
-   leaves its work queued). */
+   after each run (vs_pipe_run returns with the compute stream's work done). */
 typedef struct stage_mem {
     char* base;
     size_t used;
@@ -423,14 +421,27 @@ static int prank(vs_world* w, void* arg)
         if (J->trim && run == 16) pj_mark(J, w, &J->t0);
         g_shift = J->reshape && run > 0;
         if (!r) {
-            pm_zero_grads(E); /* (the device is idle: the wait below after the last run) */
+            pm_zero_grads(E); /* (the stream functions are done: vs_pipe_run waited for them) */
             r = vs_pipe_run(pipe, first && run == 0 ? first : sched, &loss);
         }
-        /* vs_pipe_run's own host waits end here; then the caller's: the device
-           done with the staging memory and the gradients the stream functions
-           write (the engine leaves its work queued) */
         if (run == J->runs - 1) pj_mark(J, w, &J->c1);
-        if (J->nccl && !r && cudaDeviceSynchronize() != cudaSuccess) r = vs_set_error(VS_ERR_BACKEND, "test: sync");
+        /* the run's device work is done at its return (its one host wait, for
+           the losses' broadcast, comes after the compute stream's work): the
+           last output (the loss of the last microbatch, written on the compute
+           stream) read on the default stream at once, no other wait */
+        if (J->nccl && !r && run == J->runs - 1 && vs_pipe_stage(pipe) == plan.chunk_stage[plan.nchunks - 1]) {
+            vs_pipe_tensor ot;
+            double l = 0;
+            float f = 0, want;
+            r = vs_pipe_mb_output(pipe, J->M - 1, 0, &ot);
+            if (!r) r = vs_pipe_mb_loss(pipe, J->M - 1, &l);
+            if (!r && cudaMemcpy(&f, ot.data, sizeof f, cudaMemcpyDeviceToHost) != cudaSuccess)
+                r = vs_set_error(VS_ERR_BACKEND, "test: cudaMemcpy");
+            want = (float)l;
+            if (!r && memcmp(&f, &want, sizeof f))
+                r = vs_set_error(VS_ERR_MISMATCH, "test: the last output on the default stream: %.9g, the loss %.9g",
+                                 (double)f, l);
+        }
         if (!r && J->trim && S.rep == 1) r = vs_all_reduce(S.world, S.xbuf, S.xbuf, 1, VS_F32, VS_OP_SUM, &S.xwork);
         if (!r && S.xwork) r = vs_wait(S.xwork);
         S.xwork = NULL;
