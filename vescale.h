@@ -99,6 +99,22 @@
    buffer per bucket (a pipeline holds every bucket of a chunk open across
    microbatches).
 
+   On GPUs (VESCALE_NCCL, a world on the NCCL transport: vs_launch_ex with
+   VS_TRANSPORT_NCCL, or vs_world_init): parameters, gradients and activations
+   are device memory. Every rank has one compute stream (vs_train_desc.stream,
+   or one the state creates): the layers run on it (vs_pipe_call.stream: launch
+   your kernels there and nothing else is needed), and so do the pipeline's
+   copies, DDP's kernels and the TP communicator's collectives, so vs_tp_* and
+   vs_sp_* calls in a layer are in order with its kernels; the DP reductions
+   wait for the backward that wrote them (events). Shards are initialized on
+   the device (vs_init_fill); the batch (host memory, pinned for asynchronous
+   copies, or device memory) is copied to the device on the compute stream; a
+   tied parameter's two gradients are added by a kernel; the loss's DP mean is
+   taken on the device and read with the gradient norm (one host wait for
+   both); vs_train_get_param, save and load stage through device memory. Not
+   yet: bf16/f16 parameters, and the pipeline's and TP calls' own host waits
+   (test_train_nccl prints the host syncs per step).
+
    Non-finite gradients and the step counter
    -----------------------------------------
    Every vs_train_step takes the global gradient norm (with or without
@@ -164,7 +180,10 @@ typedef enum vs_role {
 
 typedef struct vs_param_decl {
     const char* name; // full name, e.g. "h.3.attn.wq"; the same name in two layers is one tied parameter
-    vs_dtype dtype;   // f32 (0: f32)
+    /* f32 (0), bf16 or f16: the shards the layers read are in this dtype, the
+       optimizer steps fp32 master weights (vescale_ddp.h), gradients are in it
+       too unless vs_train_desc.grad_fp32 */
+    vs_dtype dtype;
     int ndim;
     int64_t shape[VS_TENSOR_MAX_DIMS]; // global shape
     vs_role role;
@@ -215,6 +234,9 @@ typedef struct vs_layer_ctx {
     int64_t offset[VS_LAYER_MAX_PARAMS][VS_TENSOR_MAX_DIMS];
     vs_mesh* tp;
     int tp_size, tp_rank; // 1, 0 without TP
+    /* param[i]'s dtype (vs_param_decl.dtype) and grad[i]'s: the same, or f32 for
+       a bf16/f16 parameter with vs_train_desc.grad_fp32 */
+    vs_dtype dtype[VS_LAYER_MAX_PARAMS], grad_dtype[VS_LAYER_MAX_PARAMS];
     /* 1: sequence parallelism (vs_plan.sequence_parallel with tp_size > 1). The
        activations a layer gets and gives are its rank's 1/tp_size of the
        sequence (rows [tp_rank, tp_rank + 1) x T / tp_size of each sample); the
@@ -471,6 +493,23 @@ typedef enum vs_nonfinite_policy {
     VS_NONFINITE_ERROR
 } vs_nonfinite_policy;
 
+/* Dynamic loss scaling for f16 (as PyTorch's GradScaler): the loss's gradient
+   is seeded `scale` times larger so small f16 gradients do not flush to zero;
+   the norm and the gradients are unscaled in the step's one pass over them
+   (vs_clip_desc.unscale). A step whose gradients overflow (inf or NaN) is
+   skipped on every rank, counted and logged as a non-finite step
+   (vs_train_skipped_steps, whatever vs_train_desc.nonfinite says: an overflow
+   is how the scale learns it is too large) and the scale is multiplied by
+   backoff; after `interval` good steps in a row it is multiplied by growth.
+   vs_train_loss_scale gives it; save and load keep it. */
+typedef struct vs_loss_scale {
+    int enable;      // 0: on when a parameter is f16; 1: on; -1: off
+    double init;     // first scale (0: 65536)
+    double growth;   // > 1 (0: 2)
+    double backoff;  // in (0, 1) (0: 0.5)
+    int interval;    // good steps before growing, >= 1 (0: 2000)
+} vs_loss_scale;
+
 typedef struct vs_train_desc {
     const vs_model_desc* model; // kept by pointer
     const vs_plan* plan;        // copied
@@ -478,6 +517,18 @@ typedef struct vs_train_desc {
     vs_lr_schedule lr;          // lr 0: 1e-3 constant
     double clip;                // global grad-norm clip, finite and >= 0 (0: none)
     vs_nonfinite_policy nonfinite; // NaN or inf gradients (0: skip the step, see above)
+    /* bf16/f16 parameters: 1 accumulates and all-reduces their gradients in f32
+       (vs_layer_ctx.grad_dtype f32), 0 in the parameter's dtype (half the
+       traffic; the optimizer steps f32 master weights either way) */
+    int grad_fp32;
+    vs_loss_scale loss_scale; // dynamic loss scaling (f16: on by default, see vs_loss_scale)
+    /* NCCL (device buffers): the compute stream (a cudaStream_t) every layer
+       callback runs on (vs_pipe_call.stream), the pipeline's copies and DDP's
+       kernels too, and the TP communicator's collectives (vs_comm_set_stream),
+       so TP calls in a layer are in order with its kernels. NULL: one the
+       training state creates (non-blocking) and destroys. Ignored on threads
+       and MPI. */
+    void* stream;
 } vs_train_desc;
 
 typedef struct vs_train vs_train;
@@ -511,6 +562,9 @@ VS_API int64_t vs_train_skipped_steps(const vs_train* t);
    clipping): NaN or inf for a step with non-finite gradients; NaN before the
    first step, and for NULL or a freed training state (vs_last_error says). */
 VS_API double vs_train_grad_norm(const vs_train* t);
+/* The loss scale the next step seeds with (vs_loss_scale; 1 when scaling is
+   off); NaN for NULL or a freed training state. */
+VS_API double vs_train_loss_scale(const vs_train* t);
 /* The training state's own mesh, pipe and DDP, for the lower-level calls
    (vs_ddp_grad_synced_owned, vs_pipe_last_timeline, ...). vs_train_free frees
    them; vs_mesh_free, vs_pipe_free and vs_ddp_free on them are VS_ERR_STATE and
@@ -521,7 +575,9 @@ VS_API vs_ddp* vs_train_ddp(vs_train* t);
 /* Host bytes this rank allocated for parameters during vs_parallelize, at the
    peak, and the full model's bytes. */
 VS_API vs_result vs_train_memory(const vs_train* t, int64_t* init_peak, int64_t* model_bytes);
-/* The global value of a parameter (gathered; every rank gets it). */
+/* The global value of a parameter (gathered; every rank gets it), in its dtype
+   (vs_param_decl.dtype), into host memory `out` of at least its bytes (on GPUs
+   staged through the device). */
 VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, size_t bytes);
 
 /* The whole training state (parameters, optimizer, the step and skipped-step
@@ -638,9 +694,9 @@ VS_API vs_result vs_model_check(const vs_model_desc* m)
             if (!p->name || !p->name[0] || strlen(p->name) >= VS_CKPT_NAME_MAX - 32)
                 return vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\": parameter %d has no name or one too long", fn,
                                     ln, i);
-            if (_vs_hl_dt(p) != VS_F32)
-                return vs_set_error(VS_ERR_UNSUPPORTED, "%s: parameter \"%s\": dtype %s (f32 only here)", fn, p->name,
-                                    vs_dtype_name(p->dtype));
+            if (_vs_hl_dt(p) != VS_F32 && _vs_hl_dt(p) != VS_BF16 && _vs_hl_dt(p) != VS_F16)
+                return vs_set_error(VS_ERR_UNSUPPORTED, "%s: parameter \"%s\": dtype %s (f32, bf16 or f16)", fn,
+                                    p->name, vs_dtype_name(p->dtype));
             if (p->ndim < 1 || p->ndim > VS_TENSOR_MAX_DIMS)
                 return vs_set_error(VS_ERR_INVALID, "%s: parameter \"%s\": ndim %d", fn, p->name, p->ndim);
             int64_t numel = 1; // f32 bytes of it must fit an int64 (numel <= 2^61 - 1)
@@ -2907,7 +2963,7 @@ typedef struct _vs_hl_param {
     int chunk_a, chunk_b;       // tied: a chunk on each of the two stages (the lowest overall, the highest)
     int users;                  // layers that use it (2+: tied)
     int first_here;             // the first layer on this stage that uses it, or -1
-    float* scratch;             // a later user on this stage adds here, summed once in on_step, so the
+    void* scratch;              // a later user on this stage adds here (the gradient's dtype), summed once in on_step, so the
                                 // bits equal the two stages' sum when PP puts the users apart
     int64_t lshape[VS_TENSOR_MAX_DIMS], loff[VS_TENSOR_MAX_DIMS];
     int64_t lnumel;
@@ -2943,9 +2999,21 @@ struct vs_train {
     const vs_batch* batch; // during a step
     int64_t rows_dp, rows_mb;
     int64_t skipped;  // steps skipped for non-finite gradients (the steps taken are DDP's count)
+    vs_loss_scale ls; // resolved (ls.enable 1: scaling)
+    double scale;     // the loss scale of the next step (1: none)
+    int64_t good;     // good steps in a row since the scale last changed
     double grad_norm; // the last step's global gradient norm (NaN before the first)
     int64_t init_peak, model_bytes;
     vs_result hook_err;
+    /* NCCL: parameters, gradients and activations are device memory, the layers
+       run on `stream`; the loss's DP mean is taken on the device (dloss) and
+       copied to pinned memory (hloss) before the norm's read, which waits for it */
+    int dev, own_stream;
+    void* stream;
+    void* ev;     // cudaEvent_t: orders a communicator's stream after `stream`
+    void* kadd;   // the tied-gradient kernel (vs_hl_tied_add)
+    double* dloss;
+    double* hloss;
 };
 
 /* A training state can tell it was freed (vs_train_free's comment): its magic,
@@ -2960,6 +3028,67 @@ _VS_HL_PRIVATE vs_result _vs_hl_gone(const char* fn, const vs_train* t)
 }
 /* VS_OK for a live training state or NULL (the function's own check names a NULL). */
 #define _VS_HL_GONE(fn, t) ((t) && (t)->magic != _VS_HL_LIVE ? _vs_hl_gone(fn, (t)) : VS_OK)
+
+/* Device path helpers. The one kernel of this part: a tied parameter's later
+   user's gradient added into the first one's and cleared (both users on this
+   stage), written once for the host loop and NVRTC. */
+/* t: the gradient's dtype, 0 f32, 1 bf16, 2 f16 (the sum rounded to it once). */
+#define _VS_HL_KERNELS \
+    _VS_MKGLOBAL _VS_MKSEL(_vs_hlk_tied_add, vs_hl_tied_add)(void* g, void* s, int t, long long n) \
+    { \
+        _VS_MKLOOP(x, n) { \
+            if (t == 0) { \
+                ((float*)g)[x] = ((float*)g)[x] + ((float*)s)[x]; \
+                ((float*)s)[x] = 0.0f; \
+            } else { \
+                unsigned short* gh = (unsigned short*)g; \
+                unsigned short* sh = (unsigned short*)s; \
+                float a = t == 1 ? _VS_MKU2F((unsigned int)gh[x] << 16) : _VS_MKN(from_f16)(gh[x]); \
+                float b = t == 1 ? _VS_MKU2F((unsigned int)sh[x] << 16) : _VS_MKN(from_f16)(sh[x]); \
+                gh[x] = t == 1 ? _VS_MKN(bf16)(a + b) : _VS_MKN(f16)(a + b); \
+                sh[x] = 0; \
+            } \
+        } \
+    }
+#define _VS_MK_DEVICE 0
+#ifndef _VS_MK_HOST_SHARED /* (the shared conversions, once per file: vescale_ddp.h built them here already) */
+#define _VS_MK_HOST_SHARED
+_VS_MK_HOSTBITS
+_VS_MK_DTYPES
+#endif
+_VS_HL_KERNELS
+#undef _VS_MK_DEVICE
+
+_VS_HL_PRIVATE int _vs_hl_kdt(vs_dtype t) { return t == VS_F32 ? 0 : t == VS_BF16 ? 1 : 2; }
+
+#ifdef VESCALE_NCCL
+#define _VS_MK_DEVICE 1
+static const char _vs_hl_body[] _VS_UNUSED = _VS_MKSTR(_VS_HL_KERNELS) "\n";
+#undef _VS_MK_DEVICE
+static const char* const _vs_hl_knames[1] _VS_UNUSED = {"vs_hl_tied_add"};
+static const vs_kernel_text _vs_hl_text _VS_UNUSED = {"vescale_hl_kernels.cu", _vs_hl_body, 1, _vs_hl_knames};
+
+/* `c`'s stream after the compute stream: what the layers enqueued comes first. */
+_VS_HL_PRIVATE vs_result _vs_hl_fence(vs_train* t, vs_comm* c, const char* fn)
+{
+    cudaError_t e = cudaEventRecord((cudaEvent_t)t->ev, (cudaStream_t)t->stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)vs_comm_stream(c), (cudaEvent_t)t->ev, 0);
+    return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, fn, "ordering a communicator after the compute stream");
+}
+
+_VS_HL_PRIVATE vs_result _vs_hl_tied_add(vs_train* t, void* g, void* scr, int dt, int64_t n)
+{
+    if (n <= 0) return VS_OK;
+    long long nn = n;
+    void* args[] = {&g, &scr, &dt, &nn};
+    int64_t blocks = (n + _VS_MKT - 1) / _VS_MKT;
+    dim3 grid, block;
+    grid.x = (unsigned)(blocks > 8192 ? 8192 : blocks), grid.y = grid.z = 1;
+    block.x = _VS_MKT, block.y = block.z = 1;
+    cudaError_t e = cudaLaunchKernel((const void*)t->kadd, grid, block, args, 0, (cudaStream_t)t->stream);
+    return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "vs_train_step", "the tied-gradient kernel");
+}
+#endif
 
 _VS_HL_PRIVATE int _vs_hl_find(const vs_train* t, const char* name)
 {
@@ -2984,7 +3113,14 @@ _VS_HL_PRIVATE vs_result _vs_hl_data(vs_pipe_call* c)
         void* out;
         _VS_TRY(vs_pipe_output(c, 0, b->dtype[i], b->ndim[i], shape, &out));
         int64_t first = (int64_t)t->dp_rank * t->rows_dp + (int64_t)c->mb * t->rows_mb;
-        memcpy(out, (const char*)b->data[i] + (size_t)first * row, (size_t)t->rows_mb * row);
+        const char* src = (const char*)b->data[i] + (size_t)first * row;
+#ifdef VESCALE_NCCL
+        if (t->dev) { // host (pinned: asynchronous) or device memory, on the compute stream
+            cudaError_t e = cudaMemcpyAsync(out, src, (size_t)t->rows_mb * row, cudaMemcpyDefault, (cudaStream_t)c->stream);
+            return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "vs_train_step", "copying the batch to the device");
+        }
+#endif
+        memcpy(out, src, (size_t)t->rows_mb * row);
         return VS_OK;
     }
     return vs_set_error(VS_ERR_INVALID, "vs_train_step: the batch has no \"%s\", which the model takes", name);
@@ -3045,12 +3181,17 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
     for (int i = 0; i < t->np; i++) { // tied: the users' parts summed, then reduced
         _vs_hl_param* q = &t->prm[i];
         if (q->ddp < 0 || q->users < 2) continue;
-        float* g = (float*)vs_ddp_grad(t->ddp, q->ddp);
-        if (q->scratch) { // both users here: first user's part + the later one's
-            for (int64_t e = 0; e < q->lnumel; e++) g[e] = g[e] + q->scratch[e];
-            memset(q->scratch, 0, (size_t)q->lnumel * 4);
+        void* g = vs_ddp_grad(t->ddp, q->ddp);
+        vs_dtype gdt = vs_ddp_grad_dtype(t->ddp, q->ddp);
+        if (q->scratch) { // both users here: first user's part + the later one's (then cleared)
+#ifdef VESCALE_NCCL
+            if (t->dev)
+                _VS_TRY(_vs_hl_tied_add(t, g, q->scratch, _vs_hl_kdt(gdt), q->lnumel));
+            else
+#endif
+                _vs_hlk_tied_add(g, q->scratch, _vs_hl_kdt(gdt), q->lnumel);
         }
-        if (q->tied_remote) _VS_TRY(vs_pipe_tie_grads(t->pipe, q->chunk_a, q->chunk_b, g, (size_t)q->lnumel, VS_F32));
+        if (q->tied_remote) _VS_TRY(vs_pipe_tie_grads(t->pipe, q->chunk_a, q->chunk_b, g, (size_t)q->lnumel, gdt));
         _VS_TRY(vs_ddp_grad_ready(t->ddp, q->ddp));
     }
     return VS_OK;
@@ -3068,6 +3209,16 @@ VS_API vs_result vs_train_free(vs_train* t)
     if (t->mesh) r = vs_mesh_free(t->mesh);
     vs_free(t->w, t->units);
     vs_free(t->w, t->lay);
+#ifdef VESCALE_NCCL
+    if (t->dev) {
+        if (t->stream) cudaStreamSynchronize((cudaStream_t)t->stream); // (nothing of ours still queued)
+        for (int i = 0; t->prm && i < t->np; i++) vs_device_free(t->w, t->prm[i].scratch), t->prm[i].scratch = NULL;
+        vs_device_free(t->w, t->dloss);
+        if (t->hloss) cudaFreeHost(t->hloss);
+        if (t->ev) cudaEventDestroy((cudaEvent_t)t->ev);
+        if (t->own_stream && t->stream) cudaStreamDestroy((cudaStream_t)t->stream);
+    }
+#endif
     for (int i = 0; t->prm && i < t->np; i++) vs_free(t->w, t->prm[i].scratch);
     vs_free(t->w, t->prm);
     vs_free(t->w, t->layer_prm);
@@ -3107,6 +3258,25 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
     t->M = _vs_hl_mbs(pl);
     if (t->desc.lr.lr == 0 && t->desc.lr.kind == 0) t->desc.lr.lr = 1e-3;
     vs_result r = vs_lr_check(&t->desc.lr);
+    { // the loss scale: defaults, checks, on for f16 models unless turned off
+        vs_loss_scale* ls = &t->ls;
+        *ls = d->loss_scale;
+        int f16 = 0;
+        for (int l = 0; l < m->nlayers; l++)
+            for (int i = 0; i < m->layers[l].nparams; i++) f16 |= _vs_hl_dt(&m->layers[l].params[i]) == VS_F16;
+        if (ls->init == 0) ls->init = 65536;
+        if (ls->growth == 0) ls->growth = 2;
+        if (ls->backoff == 0) ls->backoff = 0.5;
+        if (ls->interval == 0) ls->interval = 2000;
+        if (!r && (ls->enable < -1 || ls->enable > 1))
+            r = vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale.enable = %d (0 auto, 1 on, -1 off)", fn, ls->enable);
+        if (!r && (!isfinite(ls->init) || ls->init <= 0 || !isfinite(ls->growth) || ls->growth <= 1 ||
+                   !(ls->backoff > 0 && ls->backoff < 1) || ls->interval < 1))
+            r = vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale: init %g (> 0), growth %g (> 1), backoff %g (in (0, 1)), "
+                             "interval %d (>= 1)", fn, ls->init, ls->growth, ls->backoff, ls->interval);
+        ls->enable = ls->enable == 1 || (ls->enable == 0 && f16);
+        t->scale = ls->enable ? ls->init : 1.0;
+    }
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
     md.shape[0] = pp, md.shape[1] = dp, md.shape[2] = tp;
@@ -3118,6 +3288,27 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         t->stage = vs_mesh_coord_along(t->mesh, "PP");
         t->dp_rank = vs_mesh_coord_along(t->mesh, "DP");
     }
+#ifdef VESCALE_NCCL
+    t->dev = !r && vs_comm_device(vs_world_comm(w)) == 1;
+    if (t->dev) { // the compute stream, the loss's device scalar and its pinned copy, the kernel
+        cudaError_t e = cudaSuccess;
+        t->stream = d->stream;
+        if (!t->stream) {
+            cudaStream_t st = NULL;
+            e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+            t->stream = st, t->own_stream = e == cudaSuccess;
+        }
+        cudaEvent_t ev = NULL;
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+        t->ev = ev;
+        if (e == cudaSuccess) e = cudaMallocHost((void**)&t->hloss, sizeof(double));
+        if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the compute stream, an event and a pinned double");
+        if (!r && !(t->dloss = (double*)vs_device_alloc(w, sizeof(double))))
+            r = vs_set_error(VS_ERR_NOMEM, "%s: out of device memory", fn);
+        if (!r) r = vs_kernels_get(&_vs_hl_text, fn, &t->kadd);
+        if (!r && t->tpm) r = vs_comm_set_stream(vs_mesh_comm(t->tpm), t->stream);
+    }
+#endif
     // the pipeline units (vescale's user pointers) and the split
     const int L = m->nlayers;
     t->units = r ? NULL : (vs_pipe_unit*)vs_alloc(w, sizeof(vs_pipe_unit) * (size_t)L);
@@ -3174,7 +3365,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
                 r = vs_plan_placement(pl, pd, &q->tp, NULL);
                 int64_t n = 1;
                 for (int e = 0; e < pd->ndim; e++) n *= pd->shape[e];
-                t->model_bytes += n * 4;
+                t->model_bytes += n * (int64_t)vs_dtype_size(_vs_hl_dt(pd));
             }
             _vs_hl_param* q = &t->prm[x];
             if (t->pplan.chunk_stage[q->chunk_a] != st) q->tied_remote = 1;
@@ -3200,6 +3391,8 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
            chunk's SYNC; a pipeline keeps every bucket of a chunk (and, V-shaped,
            of two) open across microbatches, so room for all of them. */
         dd.zero2_buffers = L * VS_LAYER_MAX_PARAMS;
+        dd.stream = t->stream; // (NULL on the host transports)
+        dd.grad_fp32 = d->grad_fp32;
         r = vs_ddp_init(&dd, &t->ddp);
         if (!r) t->ddp->owner = _VS_HL_OWNER; // (vs_ddp_free(vs_train_ddp(t)) would leave t dangling)
     }
@@ -3211,7 +3404,9 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             vs_ddp_param_desc pdsc;
             memset(&pdsc, 0, sizeof pdsc);
             pdsc.name = q->d->name;
-            pdsc.dtype = VS_F32;
+            vs_dtype pdt = _vs_hl_dt(q->d);
+            size_t psz = vs_dtype_size(pdt);
+            pdsc.dtype = pdt;
             pdsc.ndim = q->d->ndim;
             for (int e = 0; e < q->d->ndim; e++) pdsc.shape[e] = q->d->shape[e];
             pdsc.placements[2] = q->tp;
@@ -3226,16 +3421,19 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             memset(&dt, 0, sizeof dt);
             dt.layout.mesh = t->mesh;
             dt.layout.p[2] = q->tp;
-            dt.dtype = VS_F32;
+            dt.dtype = pdt; // (drawn in f32 and rounded: vs_init_fill)
             dt.ndim = q->d->ndim;
             for (int e = 0; e < q->d->ndim; e++) dt.shape[e] = q->d->shape[e];
             r = vs_layout_local(&dt.layout, dt.ndim, dt.shape, vs_mesh_rank(t->mesh), q->lshape, q->loff);
             q->lnumel = 1;
             for (int e = 0; e < q->d->ndim; e++) q->lnumel *= q->lshape[e];
-            float* init = r ? NULL : (float*)vs_alloc(w, (size_t)(q->lnumel ? q->lnumel : 1) * sizeof(float));
-            if (!r && !init) r = vs_set_error(VS_ERR_NOMEM, "%s: %lld floats for \"%s\"", fn, (long long)q->lnumel, q->d->name);
+            size_t ib = (size_t)(q->lnumel ? q->lnumel : 1) * psz;
+            void* init = r ? NULL : (t->dev ? vs_device_alloc(w, ib) : vs_alloc(w, ib)); // (on the device there)
+            if (!r && !init)
+                r = vs_set_error(VS_ERR_NOMEM, "%s: %lld %s elements for \"%s\"", fn, (long long)q->lnumel,
+                                 vs_dtype_name(pdt), q->d->name);
             if (!r) {
-                live += q->lnumel * 4; // (the shard, never the whole tensor)
+                live += q->lnumel * (int64_t)psz; // (the shard, never the whole tensor)
                 if (live > t->init_peak) t->init_peak = live;
                 dt.data = init;
                 vs_init_desc id = q->d->init;
@@ -3246,20 +3444,32 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             }
             pdsc.data = init;
             if (!r) r = vs_ddp_add_param(t->ddp, &pdsc, &q->ddp);
-            vs_free(w, init);
-            live -= q->lnumel * 4;
+            if (t->dev)
+                vs_device_free(w, init); // (vs_ddp_add_param copied it: a cudaMemcpy, done)
+            else
+                vs_free(w, init);
+            live -= q->lnumel * (int64_t)psz;
         }
     if (!r) r = vs_ddp_finalize(t->ddp);
     for (int l = 0; !r && l < L; l++) // the layers' views of their shards
         for (int i = 0; i < m->layers[l].nparams; i++) {
             _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
             if (q->ddp < 0) continue;
+            t->lay[l].ctx.dtype[i] = _vs_hl_dt(q->d);
+            t->lay[l].ctx.grad_dtype[i] = vs_ddp_grad_dtype(t->ddp, q->ddp);
             if (q->first_here != l) { // a later user on this stage
-                if (!q->scratch && !(q->scratch = (float*)vs_alloc(w, (size_t)(q->lnumel ? q->lnumel : 1) * 4))) {
-                    r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+                size_t sb = (size_t)(q->lnumel ? q->lnumel : 1) * vs_dtype_size(vs_ddp_grad_dtype(t->ddp, q->ddp));
+                if (!q->scratch && !(q->scratch = t->dev ? vs_device_alloc(w, sb) : vs_alloc(w, sb))) {
+                    r = vs_set_error(VS_ERR_NOMEM, "%s: out of %smemory", fn, t->dev ? "device " : "");
                     break;
                 }
-                memset(q->scratch, 0, (size_t)q->lnumel * 4);
+#ifdef VESCALE_NCCL
+                if (t->dev) {
+                    cudaError_t e = cudaMemsetAsync(q->scratch, 0, sb, (cudaStream_t)t->stream);
+                    if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "zeroing a tied gradient's scratch");
+                } else
+#endif
+                    memset(q->scratch, 0, sb);
             }
             for (int e = 0; e < VS_TENSOR_MAX_DIMS; e++)
                 t->lay[l].ctx.local_shape[i][e] = q->lshape[e], t->lay[l].ctx.offset[i][e] = q->loff[e];
@@ -3277,6 +3487,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         pd.on_sync = _vs_hl_on_sync;
         pd.on_step = _vs_hl_on_step;
         pd.hook_user = t;
+        pd.stream = t->stream; // (NULL on the host transports)
         r = vs_pipe_init(&pd, &t->pipe);
         if (!r) t->pipe->owner = _VS_HL_OWNER;
     }
@@ -3344,19 +3555,41 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
         }
     double l = 0, norm = NAN;
     int64_t steps = vs_ddp_step_count(t->ddp), step = steps + t->skipped; // (the batches taken before this one)
+    if (!r && t->ls.enable) r = vs_pipe_set_loss_scale(t->pipe, t->scale);
     if (!r) r = vs_pipe_run(t->pipe, t->sched, &l); // (hooks: gradient sync as chunks finish)
     t->batch = NULL;
     if (!r) r = vs_ddp_finish_grad_sync(t->ddp);
     // the loss first: the caller gets it for a step skipped or failed below too
+    int dloss = 0; // device: the mean is on its way into t->hloss, read after the norm's wait
+#ifdef VESCALE_NCCL
+    if (!r && t->dpm && t->dev) { // NCCL takes device memory: the mean on the device, queued, not waited for
+        vs_comm* dc = vs_mesh_comm(t->dpm);
+        vs_work* wk = NULL;
+        cudaStream_t st = (cudaStream_t)t->stream;
+        *t->hloss = l;
+        cudaError_t e = cudaMemcpyAsync(t->dloss, t->hloss, sizeof(double), cudaMemcpyHostToDevice, st);
+        if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the loss to the device");
+        if (!r) r = _vs_hl_fence(t, dc, fn);
+        if (!r) r = vs_all_reduce(dc, t->dloss, t->dloss, 1, VS_F64, VS_OP_AVG, &wk);
+        if (!r) r = vs_wait_stream(wk, t->stream);
+        /* read after the norm below: its host wait covers what the compute
+           stream had queued before it (vs_ddp_clip_grad_norm_ex) */
+        if (!r && (e = cudaMemcpyAsync(t->hloss, t->dloss, sizeof(double), cudaMemcpyDeviceToHost, st)) != cudaSuccess)
+            r = vs_cuda_error((int)e, fn, "the loss to the host");
+        dloss = 1;
+    } else
+#endif
     if (!r && t->dpm) r = vs_all_reduce(vs_mesh_comm(t->dpm), &l, &l, 1, VS_F64, VS_OP_AVG, NULL);
     if (!r) { // the global norm, clipping or not: non-finite gradients anywhere make it non-finite everywhere
         vs_clip_desc cd;
         memset(&cd, 0, sizeof cd);
         cd.max_norm = t->desc.clip; // (0: only measures)
-        cd.error_if_nonfinite = t->desc.nonfinite == VS_NONFINITE_ERROR;
+        cd.error_if_nonfinite = t->desc.nonfinite == VS_NONFINITE_ERROR && !t->ls.enable; // (scaling: overflows skip)
+        cd.unscale = t->ls.enable ? t->scale : 0;
         r = vs_ddp_clip_grad_norm_ex(t->ddp, &cd, &norm);
         t->grad_norm = norm;
     }
+    if (dloss && (r == VS_OK || r == VS_ERR_NONFINITE)) l = *t->hloss; // (the norm's read waited for it)
     if (r == VS_ERR_NONFINITE) { // every rank: the norm is the same on all
         const char* where = strstr(vs_last_error(), " (on this rank first in '");
         char at[200] = "";
@@ -3371,10 +3604,20 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
     if (r) return vs_set_error(r, "%s (step %lld): %s", fn, (long long)step, vs_last_error());
     if (skip) {
         t->skipped++;
-        vs_log(t->w, VS_LOG_WARN,
-               "vs_train_step (step %lld): the global gradient norm is %g, not finite: step skipped, parameters, "
-               "optimizer state and the LR schedule as they were (%lld skipped so far; vs_train_desc.nonfinite: skip)",
-               (long long)step, norm, (long long)t->skipped);
+        if (t->ls.enable) {
+            double was = t->scale;
+            t->scale *= t->ls.backoff, t->good = 0;
+            vs_log(t->w, VS_LOG_WARN,
+                   "vs_train_step (step %lld): the gradients overflowed at loss scale %g (norm %g): step skipped, "
+                   "parameters, optimizer state and the LR schedule as they were; loss scale now %g (%lld skipped so far)",
+                   (long long)step, was, norm, t->scale, (long long)t->skipped);
+        } else
+            vs_log(t->w, VS_LOG_WARN,
+                   "vs_train_step (step %lld): the global gradient norm is %g, not finite: step skipped, parameters, "
+                   "optimizer state and the LR schedule as they were (%lld skipped so far; vs_train_desc.nonfinite: "
+                   "skip)", (long long)step, norm, (long long)t->skipped);
+    } else if (t->ls.enable && ++t->good >= t->ls.interval) {
+        t->scale *= t->ls.growth, t->good = 0;
     }
     if (loss) *loss = l;
     return VS_OK;
@@ -3391,6 +3634,12 @@ VS_API int64_t vs_train_skipped_steps(const vs_train* t)
     if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_skipped_steps: train is NULL");
     _VS_TRY(_VS_HL_GONE("vs_train_skipped_steps", t));
     return t->skipped;
+}
+VS_API double vs_train_loss_scale(const vs_train* t)
+{
+    if (!t) return vs_set_error(VS_ERR_NULL, "vs_train_loss_scale: train is NULL"), (double)NAN;
+    if (_VS_HL_GONE("vs_train_loss_scale", t)) return NAN;
+    return t->scale;
 }
 VS_API double vs_train_grad_norm(const vs_train* t)
 {
@@ -3438,15 +3687,24 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
     const _vs_hl_param* q = &t->prm[x];
     int64_t n = 1;
     for (int e = 0; e < q->d->ndim; e++) n *= q->d->shape[e];
-    if (bytes < (size_t)n * 4) return vs_set_error(VS_ERR_INVALID, "%s: \"%s\" needs %lld bytes, got %zu", fn, name, (long long)n * 4, bytes);
+    vs_dtype pdt = _vs_hl_dt(q->d);
+    size_t nb = (size_t)n * vs_dtype_size(pdt);
+    if (bytes < nb)
+        return vs_set_error(VS_ERR_INVALID, "%s: \"%s\" (%s) needs %zu bytes, got %zu", fn, name, vs_dtype_name(pdt), nb,
+                            bytes);
     int owner = t->pplan.chunk_stage[q->chunk_a];
     vs_result r = VS_OK;
+    void* host_out = out;
+#ifdef VESCALE_NCCL
+    if (t->dev && !(out = vs_device_alloc(t->w, nb))) // staged on the device (NCCL's memory)
+        return vs_set_error(VS_ERR_NOMEM, "%s: \"%s\": out of device memory for %lld floats", fn, name, (long long)n);
+#endif
     if (q->ddp >= 0 && t->stage == owner) {
         vs_dtensor src, dst;
         memset(&src, 0, sizeof src);
         src.layout.mesh = t->mesh;
         src.layout.p[2] = q->tp;
-        src.dtype = VS_F32;
+        src.dtype = pdt;
         src.ndim = q->d->ndim;
         for (int e = 0; e < q->d->ndim; e++) src.shape[e] = q->d->shape[e];
         dst = src;
@@ -3458,14 +3716,34 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
             src.layout.p[0] = q->tp;
             dst.layout.p[0] = vs_replicate();
             src.layout.p[2] = dst.layout.p[2] = vs_replicate();
-            r = vs_redistribute(&src, &dst);
-        } else memcpy(out, src.data, (size_t)n * 4);
+            r = vs_redistribute(&src, &dst); // (device: on the TP communicator's stream, the compute stream)
+        }
+#ifdef VESCALE_NCCL
+        else if (t->dev) {
+            cudaError_t e = cudaMemcpyAsync(out, src.data, nb, cudaMemcpyDeviceToDevice, (cudaStream_t)t->stream);
+            if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "copying the shard");
+        }
+#endif
+        else memcpy(out, src.data, nb);
     }
     if (!r && t->pp > 1) {
         vs_mesh* ppm;
         r = vs_mesh_submesh(t->mesh, "PP", &ppm);
-        if (!r) r = vs_broadcast(vs_mesh_comm(ppm), out, out, (size_t)n, VS_F32, owner, NULL);
+#ifdef VESCALE_NCCL
+        if (!r && t->dev) r = _vs_hl_fence(t, vs_mesh_comm(ppm), fn); // after the copy above
+#endif
+        if (!r) r = vs_broadcast(vs_mesh_comm(ppm), out, out, (size_t)n, pdt, owner, NULL);
     }
+#ifdef VESCALE_NCCL
+    if (t->dev) { // to the caller's memory: after the compute stream (the blocking broadcast is done)
+        cudaError_t e = r ? cudaSuccess : cudaMemcpyAsync(host_out, out, nb, cudaMemcpyDefault, (cudaStream_t)t->stream);
+        if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "copying the parameter out");
+        if (!r) r = vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
+        vs_device_free(t->w, out);
+    }
+#else
+    (void)host_out;
+#endif
     return r ? vs_set_error(r, "%s: \"%s\": %s", fn, name, vs_last_error()) : VS_OK;
 }
 
@@ -3482,6 +3760,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_ck(vs_train* t)
 
 #define _VS_HL_PLAN_ENTRY "__plan"
 #define _VS_HL_SKIPPED_ENTRY "__skipped" // vs_train_skipped_steps, an int64 (the steps taken are DDP's __step)
+#define _VS_HL_SCALE_ENTRY "__loss_scale" // the loss scale (a double) and its good steps in a row (an int64)
 
 /* mkdir -p of path's parent (every rank may: an existing directory is fine). */
 _VS_HL_PRIVATE vs_result _vs_hl_mkdirs(const char* path)
@@ -3527,10 +3806,16 @@ VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entr
     e[nextra + 1].kind = VS_CKPT_BLOB;
     e[nextra + 1].blob = &skipped;
     e[nextra + 1].blob_bytes = sizeof skipped;
+    unsigned char sc[16];
+    memcpy(sc, &t->scale, 8), memcpy(sc + 8, &t->good, 8);
+    e[nextra + 2].name = _VS_HL_SCALE_ENTRY;
+    e[nextra + 2].kind = VS_CKPT_BLOB;
+    e[nextra + 2].blob = sc;
+    e[nextra + 2].blob_bytes = sizeof sc;
     vs_ckpt_save_opts o;
     memset(&o, 0, sizeof o);
-    o.async = async; // (text and skipped are copied by an async save)
-    return vs_ckpt_save_ddp(t->ck, path, t->ddp, "", e, nextra + 2, &o);
+    o.async = async; // (text, skipped and the scale are copied by an async save)
+    return vs_ckpt_save_ddp(t->ck, path, t->ddp, "", e, nextra + 3, &o);
 }
 
 VS_API vs_result vs_train_wait(vs_train* t)
@@ -3554,8 +3839,9 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     vs_result r = _vs_ckpt_read_index(t->ck, path, &ix);
     if (r) return vs_set_error(r, "vs_train_load: %s", vs_last_error());
     int has_skipped = _vs_ckpt_find(&ix, _VS_HL_SKIPPED_ENTRY) != NULL;
+    int has_scale = has_skipped && _vs_ckpt_find(&ix, _VS_HL_SCALE_ENTRY) != NULL; // (older checkpoints lack it)
     _vs_ckpt_index_free(t->ck->w, &ix);
-    vs_ckpt_entry e[61];
+    vs_ckpt_entry e[62];
     memset(e, 0, sizeof e);
     for (int i = 0; i < nextra; i++) e[i] = extra[i];
     int64_t skipped = 0;
@@ -3563,7 +3849,13 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     e[nextra].kind = VS_CKPT_BLOB;
     e[nextra].blob = &skipped;
     e[nextra].blob_bytes = sizeof skipped;
-    r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", e, nextra + has_skipped);
+    unsigned char sc[16];
+    memset(sc, 0, sizeof sc);
+    e[nextra + 1].name = _VS_HL_SCALE_ENTRY;
+    e[nextra + 1].kind = VS_CKPT_BLOB;
+    e[nextra + 1].blob = sc;
+    e[nextra + 1].blob_bytes = sizeof sc;
+    r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", e, nextra + has_skipped + has_scale);
     if (r) {
         // a parameter the checkpoint lacks or holds with another shape: the model does not match
         return vs_set_error(r, "vs_train_load: %s (does the checkpoint hold this model?)", vs_last_error());
@@ -3571,8 +3863,15 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     if (has_skipped && (e[nextra].blob_bytes != sizeof skipped || skipped < 0))
         return vs_set_error(VS_ERR_INVALID, "vs_train_load: %s: \"" _VS_HL_SKIPPED_ENTRY "\" holds %zu bytes, %lld",
                             path, e[nextra].blob_bytes, (long long)skipped);
+    double scale = 0;
+    int64_t good = 0;
+    memcpy(&scale, sc, 8), memcpy(&good, sc + 8, 8);
+    if (has_scale && (e[nextra + 1].blob_bytes != sizeof sc || !isfinite(scale) || scale <= 0 || good < 0))
+        return vs_set_error(VS_ERR_INVALID, "vs_train_load: %s: \"" _VS_HL_SCALE_ENTRY "\" holds %zu bytes, scale %g, "
+                            "%lld good steps", path, e[nextra + 1].blob_bytes, scale, (long long)good);
     for (int i = 0; i < nextra; i++) extra[i].blob_bytes = e[i].blob_bytes; // (the blobs' stored sizes)
     t->skipped = skipped;
+    if (has_scale && t->ls.enable) t->scale = scale, t->good = good; // (a run without scaling keeps 1)
     t->grad_norm = NAN;
     return VS_OK;
 }

@@ -4283,7 +4283,9 @@ typedef struct _vs_ckpt_job {
 _VS_CKPT_PRIVATE int _vs_ckpt_pin(void* p, size_t n)
 {
 #ifdef _VS_CKPT_CUDA
-    return cudaHostRegister(p, n, 0) == cudaSuccess;
+    if (cudaHostRegister(p, n, 0) == cudaSuccess) return 1;
+    cudaGetLastError(); // (pageable then; the failure must not stay for the caller's next error check)
+    return 0;
 #else
     (void)p, (void)n;
     return 0;
@@ -4544,8 +4546,9 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_ddp_entries(vs_ckpt* ck, vs_ddp* d, const ch
                 x->t.data = vs_ddp_param(d, i);
             } else {
                 vs_ddp_span sp;
-                vs_result rs = vs_ddp_optim_state(d, i, _vs_ckpt_states[s], &sp);
-                if (rs == VS_ERR_INVALID) continue; // the optimizer keeps no such state
+                int has = vs_ddp_has_optim_state(d, i, _vs_ckpt_states[s]);
+                if (has == 0) continue; // the optimizer keeps no such state (asked quietly: no error logged)
+                vs_result rs = has < 0 ? (vs_result)has : vs_ddp_optim_state(d, i, _vs_ckpt_states[s], &sp);
                 if (rs) {
                     r = rs;
                     break;
@@ -4604,20 +4607,119 @@ VS_API vs_result vs_ckpt_save_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* 
     return r;
 }
 
+/* A parameter saved in another floating dtype than the DDP holds it (a bf16 run
+   resumed in f32, or the reverse): loaded into a host buffer from its f32
+   master when the file has one (the exact weights), else as saved, and
+   rounded into the parameter after the load. */
+typedef struct _vs_ckpt_conv {
+    void* tmp;       // host, n elements of `from`
+    int64_t n;
+    vs_dtype from, to;
+    void* dst;       // the parameter's shard
+    int device;
+} _vs_ckpt_conv;
+
+_VS_CKPT_PRIVATE int _vs_ckpt_is_float(vs_dtype t) { return t == VS_F32 || t == VS_BF16 || t == VS_F16; }
+
+_VS_CKPT_PRIVATE float _vs_ckpt_ld(const void* p, vs_dtype t, int64_t i)
+{
+    if (t == VS_F32) return ((const float*)p)[i];
+    uint16_t h = ((const uint16_t*)p)[i];
+    return t == VS_BF16 ? vs_bf16_to_f32(h) : vs_f16_to_f32(h);
+}
+
+/* Rewrites the load's entries for parameters whose dtype in the file differs
+   (and, for a bf16/f16 parameter from a file without masters, its master from
+   the saved f32 parameter); *conv gets the conversions to make after it. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_dtype_plan(vs_ckpt* ck, const char* path, vs_ckpt_entry* e, int n,
+                                               _vs_ckpt_conv* conv, int* nconv)
+{
+    _vs_ckpt_index ix;
+    memset(&ix, 0, sizeof ix);
+    vs_result r = _vs_ckpt_read_index(ck, path, &ix);
+    *nconv = 0;
+    for (int j = 0; !r && j < n; j++) {
+        vs_ckpt_entry* x = &e[j];
+        if (x->kind == VS_CKPT_BLOB || !x->name) continue;
+        const _vs_ckpt_ientry* fe = _vs_ckpt_find(&ix, x->name);
+        char mname[VS_CKPT_NAME_MAX];
+        size_t nl = strlen(x->name);
+        if (!fe && x->kind == VS_CKPT_RANGE && nl > 7 && !strcmp(x->name + nl - 7, ".master")) {
+            // a master the file lacks: the f32 parameter it saved is the exact value
+            _vs_ckpt_fmt(mname, sizeof mname, "%.*s", (int)(nl - 7), x->name);
+            const _vs_ckpt_ientry* fp = _vs_ckpt_find(&ix, mname);
+            if (fp && fp->dtype == VS_F32) memcpy((char*)x->name, mname, strlen(mname) + 1);
+            continue;
+        }
+        if (x->kind != VS_CKPT_TENSOR || !fe || fe->kind == VS_CKPT_BLOB || fe->dtype == x->t.dtype ||
+            !_vs_ckpt_is_float(fe->dtype) || !_vs_ckpt_is_float(x->t.dtype))
+            continue; // (a mismatch that cannot convert: vs_ckpt_load refuses it, naming both)
+        _vs_ckpt_fmt(mname, sizeof mname, "%s.master", x->name);
+        const _vs_ckpt_ientry* fm = _vs_ckpt_find(&ix, mname);
+        vs_dtype from = fm && fm->dtype == VS_F32 ? VS_F32 : fe->dtype;
+        int64_t ln = 0;
+        r = vs_dtensor_local_numel(&x->t, &ln);
+        void* tmp = r ? NULL : vs_alloc(ck->w, (size_t)(ln ? ln : 1) * vs_dtype_size(from));
+        if (!r && !tmp) r = vs_set_error(VS_ERR_NOMEM, "vs_ckpt_load_ddp: out of memory for \"%s\"", x->name);
+        if (r) break;
+        conv[*nconv].tmp = tmp, conv[*nconv].n = ln, conv[*nconv].from = from, conv[*nconv].to = x->t.dtype;
+        conv[*nconv].dst = x->t.data, conv[*nconv].device = x->device;
+        ++*nconv;
+        vs_log(vs_mesh_world(ck->desc.mesh), VS_LOG_INFO,
+               "vs_ckpt_load_ddp: \"%s\" is %s in %s and %s here: loaded from its %s%s and converted", x->name,
+               vs_dtype_name(fe->dtype), path, vs_dtype_name(x->t.dtype), from == VS_F32 && fm ? "f32 master " : "",
+               from == VS_F32 && fm ? mname : "saved value");
+        if (from == VS_F32 && fm) memcpy((char*)x->name, mname, strlen(mname) + 1);
+        x->t.dtype = from, x->t.data = tmp, x->device = 0;
+    }
+    _vs_ckpt_index_free(ck->w, &ix);
+    return r;
+}
+
+/* After the load: each converted parameter rounded into its shard. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_dtype_finish(vs_ckpt* ck, const _vs_ckpt_conv* c)
+{
+    size_t tsz = vs_dtype_size(c->to), bytes = (size_t)c->n * tsz;
+    char* out = (char*)vs_alloc(ck->w, bytes ? bytes : 1);
+    if (!out) return vs_set_error(VS_ERR_NOMEM, "vs_ckpt_load_ddp: out of memory");
+    for (int64_t i = 0; i < c->n; i++) {
+        float v = _vs_ckpt_ld(c->tmp, c->from, i);
+        if (c->to == VS_F32)
+            ((float*)out)[i] = v;
+        else
+            ((uint16_t*)out)[i] = c->to == VS_BF16 ? vs_f32_to_bf16(v) : vs_f32_to_f16(v);
+    }
+    vs_result r = VS_OK;
+    if (c->device)
+        r = _vs_ckpt_copy_mem(c->dst, out, bytes, 1, 0);
+    else
+        memcpy(c->dst, out, bytes);
+    vs_free(ck->w, out);
+    return r;
+}
+
 VS_API vs_result vs_ckpt_load_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* ddp, const char* prefix,
                                   vs_ckpt_entry* extra, int nextra)
 {
     if (!ck) return vs_set_error(VS_ERR_NULL, "vs_ckpt_load_ddp: ck is NULL");
     _VS_TRY(_VS_CKPT_GONE("vs_ckpt_load_ddp", ck));
+    if (!path) return vs_set_error(VS_ERR_NULL, "vs_ckpt_load_ddp: path is NULL");
     int64_t step = 0;
     vs_ckpt_entry* e;
     char* names;
     int n;
     _VS_TRY(_vs_ckpt_ddp_entries(ck, ddp, prefix, extra, nextra, 0, &step, &e, &n, &names));
-    vs_result r = vs_ddp_synchronize(ddp); // (nothing of the DDP's still reads or writes its buffers)
+    _vs_ckpt_conv* conv = (_vs_ckpt_conv*)vs_alloc(ck->w, sizeof *conv * (size_t)(n ? n : 1));
+    int nconv = 0;
+    vs_result r = conv ? vs_ddp_synchronize(ddp) : vs_set_error(VS_ERR_NOMEM, "vs_ckpt_load_ddp: out of memory");
+    // (synchronized: nothing of the DDP's still reads or writes its buffers)
+    if (!r) r = _vs_ckpt_dtype_plan(ck, path, e, n - nextra, conv, &nconv);
     if (!r) r = vs_ckpt_load(ck, path, e, n, NULL);
+    for (int i = 0; !r && i < nconv; i++) r = _vs_ckpt_dtype_finish(ck, &conv[i]);
     if (!r) r = vs_ddp_set_step_count(ddp, step);
     for (int i = 0; !r && i < nextra; i++) extra[i].blob_bytes = e[n - nextra + i].blob_bytes; // blobs' stored sizes
+    for (int i = 0; i < nconv; i++) vs_free(ck->w, conv[i].tmp);
+    vs_free(ck->w, conv);
     vs_free(ck->w, e);
     vs_free(ck->w, names);
     return r;

@@ -91,10 +91,16 @@
      NVRTC compiles it for the rank's GPU in vs_ddp_finalize, so a trainer built by
      gcc needs no nvcc (once per process and GPU architecture, shared by every
      vs_ddp: vescale_mesh.h's vs_kernels_get). A bucket's collective waits
-     (cudaStreamWaitEvent) for the work already on desc.stream;
-     vs_ddp_finish_grad_sync and vs_ddp_param block the host until the
-     collectives they wait for are done. A custom step gets device pointers and
-     vs_step_args.stream.
+     (cudaStreamWaitEvent) for the work already on desc.stream, and the work
+     enqueued on desc.stream after vs_ddp_finish_grad_sync (or vs_ddp_param,
+     after a ZeRO step) waits for the collectives (vs_wait_stream): the host
+     never waits for them, so a step's one host wait is the trainer's own (its
+     loss: vs_sync_stream gives that wait the communicator's deadline). A clip
+     reads its norm (one host wait). A fault in a collective the host did not
+     wait for (a peer that never arrives, NCCL's asynchronous error) is
+     reported by the next DDP call that communicates or synchronizes, and the
+     mesh's watchdog aborts the communicator at the deadline so desc.stream
+     never hangs. A custom step gets device pointers and vs_step_args.stream.
    One thread uses a vs_ddp at a time.
 
    Rules (each broken one is an error with a message naming the value, never a
@@ -359,7 +365,10 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
 VS_API vs_result vs_ddp_finalize(vs_ddp* d);
 VS_API int vs_ddp_num_params(const vs_ddp* d);
 /* The parameter's local shard (its dtype), owned by DDP after finalize. After a
-   ZeRO step it waits for that bucket's all-gather: ask again after each step. */
+   ZeRO step it completes that bucket's all-gather: on device buffers in stream
+   order (work enqueued on desc.stream after the call sees the gathered
+   parameters; the host does not wait), else on the host. Ask again after each
+   step. */
 VS_API void* vs_ddp_param(vs_ddp* d, int index);
 /* Blocks the host until the DDP's work is done: every bucket's parameter
    all-gather in flight (ZeRO) and, on device buffers, everything it queued on
@@ -409,6 +418,12 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d);
 typedef struct vs_clip_desc {
     double max_norm;        // > 0: clip to it; <= 0: only measure (*norm); NaN, inf: VS_ERR_INVALID
     int error_if_nonfinite; // see vs_ddp_clip_grad_norm_ex
+    /* Mixed-precision loss scaling: the gradients hold `unscale` times their
+       value (the loss's gradient was seeded scaled). The norm is divided by it
+       and the gradients are unscaled in the clip's one pass (a finite norm:
+       scaled by min(1, max_norm / norm) / unscale). 0 or 1: none; else finite
+       and > 0 (VS_ERR_INVALID). */
+    double unscale;
 } vs_clip_desc;
 /* Global L2 norm of the gradients over DP x TP x PP (each element once), into
    *norm (may be NULL); scales them by max_norm / norm when norm > max_norm.
@@ -422,7 +437,11 @@ typedef struct vs_clip_desc {
    parameters, optimizer state or the step count, and vs_ddp_skipped_steps counts
    it (a new backward pass or vs_ddp_zero_grad cancels the skip). With
    error_if_nonfinite (as torch.nn.utils.clip_grad_norm_) the call also fails with
-   VS_ERR_NONFINITE naming the norm; gradients and parameters are left untouched. */
+   VS_ERR_NONFINITE naming the norm; gradients and parameters are left untouched.
+   Device buffers: the host reads the norm (one host wait, which covers what was
+   enqueued on desc.stream before the call): a trainer that queues its loss's
+   copy to pinned memory on desc.stream before the clip can read it when the
+   clip returns, one host wait for the step. */
 VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm);
 /* vs_ddp_clip_grad_norm_ex without error_if_nonfinite. */
 VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm);
@@ -465,6 +484,11 @@ VS_API vs_result vs_ddp_query_param_info(const vs_ddp* d, int index, vs_ddp_para
    VS_ERR_INVALID naming it and the reason. Device buffers: a device pointer, as
    vs_ddp_grad_synced_owned. */
 VS_API vs_result vs_ddp_optim_state(vs_ddp* d, int index, vs_ddp_state which, vs_ddp_span* out);
+/* 1 when vs_ddp_optim_state(d, index, which) has a state to give, 0 when the
+   optimizer keeps none such (no error is set: a quiet probe, e.g. for a
+   checkpoint of every state there is); a negative vs_result for a bad handle,
+   index or state. After vs_ddp_finalize. */
+VS_API int vs_ddp_has_optim_state(const vs_ddp* d, int index, vs_ddp_state which);
 /* Waits for the DDP's collectives still in flight (a ZeRO all-gather after a
    step, reductions of an unfinished backward pass), then frees it and releases
    the mesh. Free the DDP, then the mesh: vs_mesh_free refuses while a DDP on it
@@ -849,9 +873,16 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_fence(const vs_ddp* d, vs_comm* c)
     return e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "ordering the stream before a collective");
 }
 
+/* The host waits for the trainer's stream: on NCCL with the DP communicator's
+   deadline and fault watch (vs_sync_stream: a peer that never arrives ends in an
+   error, not a hang, even though the stream waits on stream-ordered work). */
 _VS_DDP_PRIVATE vs_result _vs_ddp_sync(const vs_ddp* d)
 {
-    cudaError_t e = d->cu ? cudaStreamSynchronize(d->cu->stream) : cudaSuccess;
+    if (!d->cu) return VS_OK;
+    vs_comm* c = vs_mesh_comm(d->dp);
+    if (vs_comm_device(c) == 1)
+        return vs_sync_stream(c, d->cu->stream ? (void*)d->cu->stream : (void*)cudaStreamLegacy);
+    cudaError_t e = cudaStreamSynchronize(d->cu->stream);
     return e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "cudaStreamSynchronize");
 }
 #else
@@ -1616,12 +1647,26 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_check_index(const char* fn, const vs_ddp* d, i
     return VS_OK;
 }
 
-/* Waits for bucket b's parameter all-gather, if one is in flight. */
+/* Completes w for what comes next: on a device, in stream order (the trainer's
+   stream waits for it, the host does not: the one host wait of a step is the
+   trainer's, e.g. its loss, and the mesh's watchdog gives the work its
+   deadline); on the host transports, vs_wait. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_done(const vs_ddp* d, vs_work* w)
+{
+#ifdef _VS_DDP_CUDA
+    if (d->cu) return vs_wait_stream(w, d->cu->stream ? (void*)d->cu->stream : (void*)cudaStreamLegacy);
+#else
+    (void)d;
+#endif
+    return vs_wait(w);
+}
+
+/* Bucket b's parameter all-gather, if one is in flight, before what comes next. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_params_ready(vs_ddp* d, int b)
 {
     _vs_dbucket* k = &d->buckets[b];
     if (!k->pwork) return VS_OK;
-    vs_result r = vs_wait(k->pwork);
+    vs_result r = _vs_ddp_done(d, k->pwork);
     k->pwork = NULL;
     return r;
 }
@@ -1695,7 +1740,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     vs_result r = VS_OK;
     if (k->done) return VS_OK;
     if (k->work) {
-        r = vs_wait(k->work);
+        r = _vs_ddp_done(d, k->work);
         k->work = NULL;
     }
     if (r) return r;
@@ -1707,8 +1752,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         if (!(k->partial_mask & (1u << dim))) continue;
         vs_mesh* sub;
         r = vs_mesh_submesh(d->mesh, vs_mesh_dim_name(d->mesh, dim), &sub);
+        vs_work* w = NULL;
         if (!r) r = _vs_ddp_fence(d, vs_mesh_comm(sub));
-        if (!r) r = vs_all_reduce(vs_mesh_comm(sub), base, base, (size_t)cnt, k->gdtype, VS_OP_SUM, NULL);
+        if (!r) r = vs_all_reduce(vs_mesh_comm(sub), base, base, (size_t)cnt, k->gdtype, VS_OP_SUM, d->cu ? &w : NULL);
+        if (!r && w) r = _vs_ddp_done(d, w);
     }
     if (r || !k->launched) return r;
     if (k->acc_used && k->grad && (r = _vs_ddp_add_f32(d, k->grad_shard, base, k->gdtype, cnt))) // a later pass adds up in the accumulator
@@ -1730,7 +1777,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
 {
     _vs_dbucket* k = &d->buckets[b];
     vs_comm* c = vs_mesh_comm(d->dp);
-    vs_work** wp = d->desc.no_overlap ? NULL : &k->work;
+    vs_work** wp = d->desc.no_overlap && !d->cu ? NULL : &k->work; // (a device never blocks the host here)
     if (d->desc.zero == VS_ZERO_2 && !k->staged) { // no gradient asked for here: take part with zeros
         vs_result r = _vs_ddp_stage(d, b);
         if (r) return r;
@@ -1972,10 +2019,12 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
 {
     const char* fn = "vs_ddp_clip_grad_norm";
     if (!d || !clip) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, d ? "clip desc" : "ddp");
-    double max_norm = clip->max_norm;
+    double max_norm = clip->max_norm, unscale = clip->unscale == 0 ? 1.0 : clip->unscale;
     if (!_vs_ddp_finite(max_norm))
         return vs_set_error(VS_ERR_INVALID, "%s: max_norm %g must be finite (> 0 clips, <= 0 only measures)", fn,
                             max_norm);
+    if (!_vs_ddp_finite(unscale) || unscale <= 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: unscale %g must be finite and > 0 (0: none)", fn, clip->unscale);
     if (!d->finalized) return vs_set_error(VS_ERR_STATE, "%s: call vs_ddp_finalize first", fn);
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "%s: a backward pass is in progress (call vs_ddp_finish_grad_sync)", fn);
     if (!d->grads_pending) return vs_set_error(VS_ERR_STATE, "%s: no synchronized gradients (finish_grad_sync first)", fn);
@@ -2009,7 +2058,7 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
     }
     if (!r) r = _vs_ddp_sumsq_total(d, &ss, ssc);
     if (r) return r;
-    double total = sqrt(ss);
+    double total = sqrt(ss) / unscale; // (the scaled gradients' norm, unscaled)
     if (norm) *norm = total;
     if (!_vs_ddp_finite(total)) { // the same total on every rank: they all skip
         d->skip_next = 1;
@@ -2020,8 +2069,9 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
                             "%s: the total gradient norm is %g, not finite%s (error_if_nonfinite): gradients and "
                             "parameters left untouched, the next vs_ddp_step is skipped", fn, total, where);
     }
-    if (max_norm <= 0 || total <= max_norm) return VS_OK;
-    float scale = (float)(max_norm / (total + 1e-6));
+    double coef = max_norm > 0 && total > max_norm ? max_norm / (total + 1e-6) : 1.0;
+    if (coef == 1.0 && unscale == 1.0) return VS_OK;
+    float scale = (float)(coef / unscale);
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo, n;
@@ -2151,7 +2201,7 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
             size_t pz = _vs_dsz(k->pdtype);
             void* mine = (char*)k->param + (size_t)(k->shard * d->dp_rank) * pz;
             r = vs_all_gather(vs_mesh_comm(d->dp), mine, k->param, (size_t)k->shard, k->pdtype,
-                              d->desc.no_overlap ? NULL : &k->pwork);
+                              d->desc.no_overlap && !d->cu ? NULL : &k->pwork);
         }
     d->grads_pending = 0;
     return r;
@@ -2298,6 +2348,25 @@ _VS_DDP_PRIVATE const char* _vs_ddp_state_name(vs_ddp_state s)
     case VS_DDP_STATE_NONE: break;
     }
     return "NONE";
+}
+
+VS_API int vs_ddp_has_optim_state(const vs_ddp* d, int i, vs_ddp_state which)
+{
+    vs_result r = _vs_ddp_check_index("vs_ddp_has_optim_state", d, i);
+    if (r) return r;
+    if (which < VS_DDP_STATE_MASTER || which > VS_DDP_STATE_CUSTOM1)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_has_optim_state: unknown state %d", (int)which);
+    const _vs_dbucket* k = &d->buckets[d->params[i].bucket];
+    vs_optim_kind kind = d->desc.optim.kind;
+    switch (which) {
+    case VS_DDP_STATE_MASTER: return k->master != NULL;
+    case VS_DDP_STATE_EXP_AVG:
+    case VS_DDP_STATE_EXP_AVG_SQ: return kind == VS_OPTIM_ADAMW && k->state[which == VS_DDP_STATE_EXP_AVG_SQ] != NULL;
+    case VS_DDP_STATE_MOMENTUM: return kind == VS_OPTIM_SGD && k->state[0] != NULL;
+    case VS_DDP_STATE_CUSTOM0:
+    case VS_DDP_STATE_CUSTOM1: return kind == VS_OPTIM_CUSTOM && k->state[which == VS_DDP_STATE_CUSTOM1] != NULL;
+    default: return 0;
+    }
 }
 
 VS_API vs_result vs_ddp_optim_state(vs_ddp* d, int i, vs_ddp_state which, vs_ddp_span* out)

@@ -585,6 +585,11 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss);
    on the stage that holds the last chunk (VS_ERR_STATE elsewhere). The output's
    data is engine memory (device memory on NCCL). */
 VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss);
+/* Mixed-precision loss scaling: the next runs seed the loss's gradient with
+   `scale` times its value (1/M or 1), so every gradient holds scale times its
+   value; the loss reported is not scaled. Finite and > 0 (VS_ERR_INVALID);
+   1 by default. */
+VS_API vs_result vs_pipe_set_loss_scale(vs_pipe* p, double scale);
 VS_API vs_result vs_pipe_mb_output(const vs_pipe* p, int mb, int i, vs_pipe_tensor* out);
 /* The stage (PP coordinate) of this rank; a negative vs_result for a NULL or
    freed pipe. */
@@ -2730,6 +2735,7 @@ struct vs_pipe {
     void* send_stream; // device path, links without a stream (forced over threads): sends
     void* send_ev;     // device path: the compute stream so far -> a link's stream (a send, a receive)
     float seed;        // the loss gradient's seed, the source of its copy
+    double loss_scale; // vs_pipe_set_loss_scale (1: none)
     void* pinned;      // device path: cudaMallocHost'ed: each incoming link's header
     void* recv_stream; // device path, links without a stream (forced over threads): receives
     int dasync;        // device path: blocks from cudaMallocAsync on the compute stream (no device hooks)
@@ -3408,6 +3414,7 @@ VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out)
     vs_pipe* p = _VS_PIPE_NEW(w, vs_pipe, 1);
     if (!p) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
     p->magic = _VS_PIPE_LIVE;
+    p->loss_scale = 1.0;
     p->mesh = desc->mesh;
     p->w = w;
     p->desc = *desc;
@@ -4256,6 +4263,7 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     for (int k = 0; k < K; k++)
         for (int m = 0; m < M; m++) p->pending[k * M + m] = 1 + (k > 0 && p->plan.chunk_stage[k - 1] != st);
     p->seed = p->desc.loss == VS_PIPE_LOSS_SUM ? 1.0f : 1.0f / (float)M;
+    if (p->loss_scale != 1.0) p->seed = (float)((double)p->seed * p->loss_scale); // (1: the unscaled bits as before)
     vs_result r = VS_OK;
     double t_start = _vs_pipe_now();
     p->tn = 0;
@@ -4347,6 +4355,16 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     if (loss) *loss = total;
     p->ran = 1;
     _vs_pipe_cache_trim(p);
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_set_loss_scale(vs_pipe* p, double scale)
+{
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_set_loss_scale", p));
+    if (!p) return vs_set_error(VS_ERR_NULL, "vs_pipe_set_loss_scale: pipe is NULL");
+    if (!(scale > 0) || !isfinite(scale))
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_set_loss_scale: scale %g must be finite and > 0", scale);
+    p->loss_scale = scale;
     return VS_OK;
 }
 
@@ -4472,6 +4490,9 @@ _VS_PIPE_PRIVATE void _vs_pipe_add(void* acc, const void* other, size_t count, v
         } else if (dt == VS_F64) {
             double a = ((double*)acc)[i], b = ((const double*)other)[i];
             ((double*)acc)[i] = other_first ? b + a : a + b;
+        } else if (dt == VS_F16) {
+            float a = vs_f16_to_f32(((uint16_t*)acc)[i]), b = vs_f16_to_f32(((const uint16_t*)other)[i]);
+            ((uint16_t*)acc)[i] = vs_f32_to_f16(other_first ? b + a : a + b);
         } else {
             float a = vs_bf16_to_f32(((uint16_t*)acc)[i]), b = vs_bf16_to_f32(((const uint16_t*)other)[i]);
             ((uint16_t*)acc)[i] = vs_f32_to_bf16(other_first ? b + a : a + b);
@@ -4486,8 +4507,8 @@ VS_API vs_result vs_pipe_tie_grads(vs_pipe* p, int chunk_a, int chunk_b, void* g
     const int K = p->plan.nchunks;
     if (chunk_a < 0 || chunk_a >= K || chunk_b < 0 || chunk_b >= K || chunk_a == chunk_b)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_tie_grads: chunks %d and %d (two of 0..%d)", chunk_a, chunk_b, K - 1);
-    if (dt != VS_F32 && dt != VS_F64 && dt != VS_BF16)
-        return vs_set_error(VS_ERR_INVALID, "vs_pipe_tie_grads: dtype %s (f32, f64 or bf16)", vs_dtype_name(dt));
+    if (dt != VS_F32 && dt != VS_F64 && dt != VS_BF16 && dt != VS_F16)
+        return vs_set_error(VS_ERR_INVALID, "vs_pipe_tie_grads: dtype %s (f32, f64, bf16 or f16)", vs_dtype_name(dt));
     int sa = p->plan.chunk_stage[chunk_a], sb = p->plan.chunk_stage[chunk_b];
     if (sa == sb || (p->stage != sa && p->stage != sb)) return VS_OK; // one stage: its units share the buffer
     if (count && !grad) return vs_set_error(VS_ERR_NULL, "vs_pipe_tie_grads: grad is NULL for %zu elements", count);

@@ -10,7 +10,8 @@
      syncs    host-blocking synchronisations: synchronize calls, copies that
               return when done and polled waits, counted whether or not they
               had to wait (target: at most one per training step, the one value
-              the host reads: the loss or the norm)
+              the host reads: the loss or the norm; DDP steps read a loss,
+              after the clip's read or after vs_sync_stream)
      h2d d2h  copies between host and device made by the library (the bench's
               own batch copies are device to device and left out; target 0, the
               one read above aside)
@@ -29,7 +30,7 @@
    vs_vocab_cross_entropy (with its gradient); (c) vs_redistribute, one call per
    layout pair; (d) uneven collectives: vs_all_gatherv and vs_reduce_scatterv
    with a different count on every rank (one NCCL collective at most per call;
-   they were one per rank). Arguments: [steps] [warmup] (default 8 2). Exit status 1 when a
+   they were one per rank). Arguments: [steps] [warmup] (default 8 4). Exit status 1 when a
    call failed or the stand-in reported a violation; the targets are printed
    (MISS), not enforced; tests/test_strict_counts.c enforces those met. */
 #define VESCALE_IMPLEMENTATION
@@ -37,16 +38,19 @@
 #include "vescale_ddp.h"
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests/strict/vs_strict.h"
 
-static int STEPS = 8, WARMUP = 2;
+/* (4 warm-up steps: the first ones fill each communicator's event pool, the
+   handles in flight plus the watchdog's 8 entries of stream-ordered work) */
+static int STEPS = 8, WARMUP = 4;
 static pthread_barrier_t bar;
 static vs_strict_counts snap0, snap1;
-static long own_d2d, own_syncs; /* the bench's own operations in the window */
+static long own_d2d, own_d2h, own_syncs; /* the bench's own operations in the window */
 static int failed;
 
 #define CK(x)                                                                                                          \
@@ -125,10 +129,20 @@ static int ddp_rank(vs_world* w, void* arg)
         free(f);
     }
     CK(vs_ddp_finalize(d));
+    /* the step's loss: a device scalar the forward writes (here a parameter
+       element), copied to pinned memory on the stream and read by the host once
+       a step; its copy is the bench's (not counted), its wait is the step's */
+    float* dloss = (float*)vs_device_alloc(w, sizeof(float));
+    float* hloss = NULL;
+    if (cudaMallocHost((void**)&hloss, sizeof(float)) != cudaSuccess || !dloss) CK(VS_ERR_NOMEM);
     for (int s = 0; s < WARMUP + STEPS; s++) {
         if (s == WARMUP) snapshot(me, &snap0, 0);
         for (int p = 0; p < NP; p++) /* the forward reads the parameters */
             if (!vs_ddp_param(d, p)) CK(VS_ERR_STATE);
+        *hloss = NAN;
+        own_copy(dloss, vs_ddp_param(d, 0), sizeof(float), st, s >= WARMUP);
+        cudaMemcpyAsync(hloss, dloss, sizeof(float), cudaMemcpyDeviceToHost, st);
+        if (s >= WARMUP) __atomic_add_fetch(&own_d2h, 1, __ATOMIC_SEQ_CST);
         CK(vs_ddp_zero_grad(d));
         for (int p = NP - 1; p >= 0; p--) {
             void* g = vs_ddp_grad(d, p);
@@ -138,10 +152,19 @@ static int ddp_rank(vs_world* w, void* arg)
         }
         CK(vs_ddp_finish_grad_sync(d));
         double norm = 0;
-        if (cfg->clip > 0) CK(vs_ddp_clip_grad_norm(d, cfg->clip, &norm));
+        /* the one host wait of the step: a clip's read (the loss's copy was
+           queued on the stream before the clip's collective, so it is done
+           when the clip returns), else vs_sync_stream */
+        if (cfg->clip > 0)
+            CK(vs_ddp_clip_grad_norm(d, cfg->clip, &norm));
+        else
+            CK(vs_sync_stream(vs_mesh_comm(mesh), st));
+        if (!(*hloss == *hloss)) CK(vs_set_error(VS_ERR_STATE, "step %d: the loss was read before its copy landed", s));
         CK(vs_ddp_step(d, 1e-3));
     }
     snapshot(me, &snap1, 1);
+    cudaFreeHost(hloss);
+    vs_device_free(w, dloss);
     CK(vs_ddp_free(d));
     for (int p = 0; p < NP; p++) vs_device_free(w, gsrc[p]);
     CK(vs_mesh_free(mesh));
@@ -275,7 +298,7 @@ static sc_row row(const char* path, int n, int (*fn)(vs_world*, void*), void* ar
 {
     sc_row o;
     memset(&o, 0, sizeof o);
-    own_d2d = own_syncs = 0;
+    own_d2d = own_d2h = own_syncs = 0;
     pthread_barrier_init(&bar, NULL, (unsigned)n);
     vs_launch_desc ld;
     memset(&ld, 0, sizeof ld);
@@ -292,7 +315,7 @@ static sc_row row(const char* path, int n, int (*fn)(vs_world*, void*), void* ar
     double k = (double)n * STEPS * per; /* per step and rank (per call for redistribute) */
 #define D(f) ((double)(snap1.f - snap0.f))
     double al = o.al = D(device_allocs) / k, fr = o.fr = D(device_frees) / k,
-           sy = o.sy = (D(host_syncs) - (double)own_syncs) / k, h2d = o.h2d = D(h2d) / k, d2h = o.d2h = D(d2h) / k,
+           sy = o.sy = (D(host_syncs) - (double)own_syncs) / k, h2d = o.h2d = D(h2d) / k, d2h = o.d2h = (D(d2h) - (double)own_d2h) / k,
            d2d = o.d2d = (D(d2d) - (double)own_d2d) / k, lib = o.lib = D(libraries) / k, ker = o.ker = D(launches) / k,
            nc = o.nc = D(nccl_ops) / k, ev = o.ev = D(events) / k, co = o.co = D(nccl_colls) / k,
            p2p = o.p2p = D(nccl_p2p) / k;

@@ -276,6 +276,20 @@ static void check_grads(run* R, vs_ddp* d, const vs_ddp_param_info* info, int s,
    AdamW written out here (from p0 and the average gradient). */
 static void check_adamw(run* R, vs_ddp* d, const vs_ddp_param_info* info, int me)
 {
+    for (int p = 0; p < NP; p++) { /* the quiet probe agrees with what optim_state gives */
+        VT_CHECK(vs_ddp_has_optim_state(d, p, VS_DDP_STATE_EXP_AVG) == 1 &&
+                     vs_ddp_has_optim_state(d, p, VS_DDP_STATE_EXP_AVG_SQ) == 1 &&
+                     vs_ddp_has_optim_state(d, p, VS_DDP_STATE_MASTER) == info[p].has_master &&
+                     vs_ddp_has_optim_state(d, p, VS_DDP_STATE_MOMENTUM) == 0 &&
+                     vs_ddp_has_optim_state(d, p, VS_DDP_STATE_CUSTOM0) == 0,
+                 "'%s': vs_ddp_has_optim_state disagrees with AdamW's states", PS[p].name);
+        vs_ddp_span none;
+        if (!info[p].has_master)
+            VT_ERR(vs_ddp_optim_state(d, p, VS_DDP_STATE_MASTER, &none), VS_ERR_INVALID, "MASTER state");
+    }
+    VT_CHECK(vs_ddp_has_optim_state(d, NP, VS_DDP_STATE_MASTER) == VS_ERR_INVALID, "index out of range not refused");
+    VT_CHECK(vs_ddp_has_optim_state(d, 0, VS_DDP_STATE_NONE) == VS_ERR_INVALID, "state NONE not refused");
+    VT_CHECK(vs_ddp_has_optim_state(NULL, 0, VS_DDP_STATE_MASTER) == VS_ERR_NULL, "NULL ddp not refused");
     for (int p = 0; p < NP; p++) {
         vs_ddp_span m1, m2, pv;
         VT_OK(vs_ddp_optim_state(d, p, VS_DDP_STATE_EXP_AVG, &m1));

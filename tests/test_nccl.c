@@ -352,8 +352,10 @@ static int ckpt_rank(vs_world* w, void* arg)
 #include <unistd.h>
 
 typedef struct fault_run {
-    int kind;              /* 0 peer fails, 1 peer hangs, 2 unwaited work on a hung peer, 3 peer aborts during vs_test */
+    int kind;              /* 0 peer fails, 1 peer hangs, 2 unwaited work on a hung peer, 3 peer aborts during vs_test,
+                              4 peer hangs under stream-ordered work, 5 peer fails under stream-ordered work */
     vs_result got[2];      /* what each rank's call returned */
+    int waited_ok;         /* 4, 5: vs_wait_stream returned VS_OK (it does not wait) */
     char msg[2][512];
 } fault_run;
 
@@ -367,7 +369,8 @@ static int fault_rank(vs_world* w, void* arg)
     cudaMemset(d, 0, 64 * sizeof(float));
     vs_result r = VS_OK;
     if (me == 1) {
-        if (f->kind == 0) {
+        if (f->kind == 0 || f->kind == 5) {
+            if (f->kind == 5) usleep(300 * 1000); /* after rank 0's stream waits on the all-reduce */
             vs_device_free(w, d);
             return vs_set_error(VS_ERR_INVALID, "rank 1 gives up before the all-reduce");
         }
@@ -387,6 +390,19 @@ static int fault_rank(vs_world* w, void* arg)
     }
     if (f->kind == 0 || f->kind == 1) {
         r = vs_all_reduce(c, d, d, 64, VS_F32, VS_OP_SUM, NULL);
+    } else if (f->kind == 4 || f->kind == 5) {
+        /* stream-ordered: the host does not wait, the legacy stream does; the
+           trainer's own cudaStreamSynchronize has no deadline, so only the
+           watchdog (4: the timeout; 5: the failed job) releases it, and the
+           next call of the communicator reports why */
+        vs_work* wk = NULL;
+        r = vs_all_reduce(c, d, d, 64, VS_F32, VS_OP_SUM, &wk);
+        if (!r) r = vs_wait_stream(wk, NULL);
+        if (!r) {
+            f->waited_ok = 1;
+            cudaStreamSynchronize(cudaStreamLegacy);
+            r = vs_sync_stream(c, NULL);
+        }
     } else if (f->kind == 2) {
         vs_comm* sub = NULL;
         r = vs_comm_split(c, 0, me, &sub);
@@ -469,7 +485,7 @@ static void case_fault(int kind)
     memset(&d, 0, sizeof d);
     d.nranks = 2;
     d.transport = VS_TRANSPORT_NCCL;
-    d.timeout_s = kind == 0 || kind == 3 ? 30 : 1;
+    d.timeout_s = kind == 0 || kind == 3 || kind == 5 ? 30 : 1;
     vs_result r = vs_launch_ex(&d, fault_rank, &f);
     VT_CHECK(r != VS_OK, "fault %d: vs_launch succeeded", kind);
     if (kind == 0) {
@@ -481,6 +497,20 @@ static void case_fault(int kind)
     } else if (kind == 1) {
         VT_CHECK(f.got[0] == VS_ERR_TIMEOUT && strstr(f.msg[0], "timed out"), "hung peer: rank 0 got %s (%s)",
                  vs_result_string(f.got[0]), f.msg[0]);
+    } else if (kind == 4) {
+        VT_CHECK(f.waited_ok, "stream-ordered: vs_wait_stream failed");
+        VT_CHECK(f.got[0] == VS_ERR_TIMEOUT && strstr(f.msg[0], "all_reduce #") && strstr(f.msg[0], "watchdog") &&
+                     strstr(f.msg[0], "vs_sync_stream"),
+                 "hung peer under stream-ordered work: rank 0 got %s (%s), want the watchdog's VS_ERR_TIMEOUT naming "
+                 "the all-reduce", vs_result_string(f.got[0]), f.msg[0]);
+        VT_CHECK(r == VS_ERR_TIMEOUT, "hung peer under stream-ordered work: vs_launch gave %s", vs_result_string(r));
+    } else if (kind == 5) {
+        VT_CHECK(f.waited_ok, "stream-ordered: vs_wait_stream failed");
+        VT_CHECK(f.got[0] == VS_ERR_ABORTED && strstr(f.msg[0], "world rank 1 failed") && strstr(f.msg[0], "gives up"),
+                 "failed peer under stream-ordered work: rank 0 got %s (%s), want VS_ERR_ABORTED naming rank 1",
+                 vs_result_string(f.got[0]), f.msg[0]);
+        VT_CHECK(r == VS_ERR_INVALID, "failed peer: vs_launch gave %s, want the cause's VS_ERR_INVALID",
+                 vs_result_string(r));
     } else if (kind == 2) {
         VT_CHECK(f.got[0] == VS_ERR_TIMEOUT && strstr(f.msg[0], "unwaited work"),
                  "unwaited work on a hung peer: vs_comm_free gave %s (%s)", vs_result_string(f.got[0]), f.msg[0]);
@@ -587,7 +617,22 @@ int main(void)
     VT_CASE("fault/nccl: a failing peer aborts the job at once, naming it", case_fault(0));
     VT_CASE("fault/nccl: a hung peer ends at the deadline", case_fault(1));
     VT_CASE("fault/nccl: freeing unwaited work on a hung peer ends at the deadline", case_fault(2));
+    VT_CASE("launch/nccl: more ranks than GPUs is a clear error before NCCL starts", {
+        vs_launch_desc d;
+        memset(&d, 0, sizeof d);
+        int ndev = 0;
+        cudaGetDeviceCount(&ndev);
+        d.nranks = ndev + 1;
+        d.transport = VS_TRANSPORT_NCCL;
+        vs_result r = vs_launch_ex(&d, nccl_rank, NULL);
+        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "needs its own GPU"),
+                 "%d ranks on %d GPUs: %s (%s)", ndev + 1, ndev, vs_result_string(r), vs_last_error());
+    });
     VT_CASE("fault/nccl: vs_test sees a peer's abort", case_fault(3));
+    VT_CASE("fault/nccl: a hung peer under stream-ordered work (vs_wait_stream): the watchdog aborts at the deadline, "
+            "releasing the trainer's own stream sync", case_fault(4));
+    VT_CASE("fault/nccl: a failing peer under stream-ordered work: the watchdog ends it at once, naming the cause",
+            case_fault(5));
     vs_strict_counts sc = vs_strict_get_counts();
     printf("strict stand-in: %d devices; %ld device allocations, %ld frees, %ld host syncs, "
            "%ld/%ld/%ld H2D/D2H/D2D copies, %ld libraries loaded, %ld kernels, %ld NCCL operations\n",

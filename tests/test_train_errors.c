@@ -471,6 +471,41 @@ static int rank_bad_desc(vs_world* w, void* arg)
     VT_ERR(vs_parallelize(w, &d, &t), VS_ERR_INVALID, "desc.clip = nan");
     d.clip = -1;
     VT_ERR(vs_parallelize(w, &d, &t), VS_ERR_INVALID, "desc.clip = -1");
+    /* loss scaling: each bad field named */
+    train_desc(&J, &d);
+    d.loss_scale.enable = 2;
+    VT_ERR(vs_parallelize(w, &d, &t), VS_ERR_INVALID, "desc.loss_scale.enable = 2");
+    train_desc(&J, &d);
+    d.loss_scale.growth = 0.5;
+    VT_ERR(vs_parallelize(w, &d, &t), VS_ERR_INVALID, "growth 0.5 (> 1)");
+    train_desc(&J, &d);
+    d.loss_scale.backoff = 1.5;
+    VT_ERR(vs_parallelize(w, &d, &t), VS_ERR_INVALID, "backoff 1.5");
+    train_desc(&J, &d);
+    d.loss_scale.init = INFINITY;
+    VT_ERR(vs_parallelize(w, &d, &t), VS_ERR_INVALID, "init inf");
+    train_desc(&J, &d);
+    d.loss_scale.interval = -3;
+    VT_ERR(vs_parallelize(w, &d, &t), VS_ERR_INVALID, "interval -3");
+    VT_CHECK(t == NULL, "a refused desc gave a training state");
+    /* an f32 model scales nothing by default; asked for, it does */
+    train_desc(&J, &d);
+    VT_OK(vs_parallelize(w, &d, &t));
+    VT_CHECK(vs_train_loss_scale(t) == 1.0, "an f32 model's loss scale is %g, want 1", vs_train_loss_scale(t));
+    VT_ERR(vs_pipe_set_loss_scale(vs_train_pipe(t), 0), VS_ERR_INVALID, "scale 0");
+    VT_ERR(vs_pipe_set_loss_scale(vs_train_pipe(t), NAN), VS_ERR_INVALID, "scale nan");
+    vs_clip_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.unscale = -2;
+    VT_ERR(vs_ddp_clip_grad_norm_ex(vs_train_ddp(t), &cd, NULL), VS_ERR_INVALID, "unscale -2");
+    VT_OK(vs_train_free(t));
+    t = NULL;
+    train_desc(&J, &d);
+    d.loss_scale.enable = 1, d.loss_scale.init = 1024;
+    VT_OK(vs_parallelize(w, &d, &t));
+    VT_CHECK(vs_train_loss_scale(t) == 1024, "loss scale %g, want 1024", vs_train_loss_scale(t));
+    VT_OK(vs_train_free(t));
+    VT_CHECK(isnan(vs_train_loss_scale(NULL)), "vs_train_loss_scale(NULL) is not NaN");
     return 0;
 }
 

@@ -22,11 +22,13 @@ enum cudaJitOption { cudaJitMaxRegisters = 0 };
 enum cudaLibraryOption { cudaLibraryHostUniversalFunctionAndDataTable = 0 };
 #define cudaEventDisableTiming 0x02
 #define cudaStreamNonBlocking 0x01
+#define cudaStreamLegacy ((cudaStream_t)0x1) /* CUDA's value: the legacy default stream */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 const char* cudaGetErrorString(cudaError_t e);
+cudaError_t cudaGetLastError(void);
 cudaError_t cudaGetDevice(int* dev);
 cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev);

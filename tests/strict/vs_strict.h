@@ -1408,6 +1408,19 @@ static void st_k_sumsq(void** a, dim3 g, dim3 b)
 #undef ST_A
 #endif
 
+#if defined(VESCALE_HL_IMPLEMENTED) && defined(VESCALE_NCCL)
+static void st_hl_tied_add(void** a, dim3 g, dim3 b) /* vescale.h's tied-gradient add */
+{
+    (void)g, (void)b;
+    _vs_hlk_tied_add(*(void**)a[0], *(void**)a[1], *(int*)a[2], *(long long*)a[3]);
+}
+static void st_hr_tied_add(void** a, dim3 g, size_t* off, size_t* n) /* g, s, dtype, n */
+{
+    (void)g, (void)off;
+    n[0] = n[1] = (size_t)*(long long*)a[3] * (*(int*)a[2] == 0 ? 4 : 2);
+}
+#endif
+
 static const st_ksig st_ksigs[] = {
 #ifdef _VS_MESH_CUDA
     {"vs_mk_init", 9, {ST_P, ST_I, ST_LL, sizeof(_vs_mk_ibox), 8, ST_I, ST_D, ST_D, ST_D}, 1u, st_mk_init, 1u, st_mr_init},
@@ -1429,12 +1442,22 @@ static const st_ksig st_ksigs[] = {
     {"vs_k_scale", 4, {ST_P, ST_I, ST_LL, ST_F}, 1u, st_k_scale, 1u, st_dr_scale},
     {"vs_k_sumsq", 3, {ST_P, ST_LL, ST_P}, 5u, st_k_sumsq, 4u, st_dr_sumsq},
 #endif
+#if defined(VESCALE_HL_IMPLEMENTED) && defined(VESCALE_NCCL)
+    {"vs_hl_tied_add", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_hl_tied_add, 3u, st_hr_tied_add},
+#endif
     {NULL, 0, {0}, 0, NULL, 0, NULL}};
+
+/* A test's own kernels beside the library's (vs_strict_add_kernels, before the
+   first cudaLibraryGetKernel): a table ending in a NULL name, kept by pointer. */
+static const st_ksig* st_ksigs_more;
+ST_C void vs_strict_add_kernels(const st_ksig* table) { st_ksigs_more = table; }
 
 static const st_ksig* st_ksig_find(const char* name)
 {
     for (int i = 0; st_ksigs[i].name; i++)
         if (name && (name == st_ksigs[i].name || !strcmp(name, st_ksigs[i].name))) return &st_ksigs[i];
+    for (int i = 0; st_ksigs_more && st_ksigs_more[i].name; i++)
+        if (name && (name == st_ksigs_more[i].name || !strcmp(name, st_ksigs_more[i].name))) return &st_ksigs_more[i];
     return NULL;
 }
 
