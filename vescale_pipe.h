@@ -70,8 +70,9 @@
    the stages between) or a data input, which the data callback makes on
    whichever stage needs it (each stage loads only what its units take). Shapes
    may change from one microbatch to the next: the receiving stage learns them
-   from the message. Specs that disagree between producer and consumer are an
-   error at vs_pipe_init; a tensor that breaks its spec at run time is an error
+   from the message (or, with vs_pipe_desc.fixed_shapes, from the first run).
+   Specs that disagree between producer and consumer are an error at
+   vs_pipe_init; a tensor that breaks its spec at run time is an error
    naming the unit and tensor.
 
    Communication. Between two stages each direction has its own 2-rank
@@ -80,11 +81,26 @@
    per communicator, on threads as on NCCL. Sends are asynchronous (a copy of
    the tensors goes out, so the stage's memory can be let go at once); receives
    wait for the header (received ahead, as soon as the previous message on the
-   link was taken). On NCCL each link runs on its own stream, ordered after the
-   compute stream by an event; the host waits only for a header (pinned
-   memory), and the compute stream, not the host, waits for the bytes. Each message carries a header (the chunk, microbatch, tensor ids,
-   dtypes and shapes) that the receiver checks against its schedule, so stages
-   running different schedules get VS_ERR_MISMATCH, never wrong data.
+   link was taken). Each message carries a header (the chunk, microbatch,
+   tensor ids, dtypes and shapes) that the receiver checks against its
+   schedule, so stages running different schedules get VS_ERR_MISMATCH, never
+   wrong data.
+
+   On NCCL each link runs on its own stream, ordered after the compute stream
+   by an event, and the host waits for nothing of the device but what it must
+   read: the compute stream, not the host, waits for each receive
+   (vs_wait_stream: the watchdog gives it its deadline), and for each send
+   before its buffer is reused (below). Gradients come without a header (the
+   receiver holds the activations: their shapes); activations too with
+   vs_pipe_desc.fixed_shapes, from a microbatch's second run on (the sender
+   checks the promise). Otherwise the receiving host waits for the header of
+   each activation message (pinned memory, received ahead): the shapes the
+   callbacks get are host values. At the run's end the last stage broadcasts
+   the microbatch losses from device memory to every stage's pinned memory,
+   ordered after each stage's compute stream: each stage's one host wait of
+   the run, after which its device work is done (counted exactly over the strict
+   stand-in, tests/test_pipe_nccl.c: one per rank and run, no device
+   allocation, no event created, in steady state).
 
    Memory. A chunk's activations, gradients and saved scratch for a microbatch
    are let go after its last backward part (W, or BW) and its gradient send. The
@@ -122,20 +138,26 @@
 
    Buffers. On threads and MPI the engine's buffers are host memory. On NCCL
    every activation, gradient, saved scratch and message is device memory
-   (below), zeroed and copied on the compute stream (vs_pipe_desc.stream); the microbatches' losses are copied back to the
-   host once, at the run's end. The engine keeps the device blocks it lets go
-   (sizes rounded to a power of two) and hands them out again on the compute
-   stream, so a steady-state run allocates next to nothing (a new peak of sends
-   in flight may add a block); a block no run used for 16 runs is given back
-   after a run, the rest at vs_pipe_free. Blocks come from cudaMallocAsync and
+   (below), zeroed and copied on the compute stream (vs_pipe_desc.stream); the
+   microbatches' losses come to the host once, at the run's end. The engine
+   keeps the device blocks it lets go (sizes rounded to a power of two) and
+   hands them out again on the compute stream, so a steady-state run allocates
+   nothing; a block no run used for 16 runs is given back after a run, the rest
+   at vs_pipe_free. Blocks come from cudaMallocAsync and
    go back with cudaFreeAsync on the compute stream: neither waits for the
    device (cudaMalloc and cudaFree do, NCCL kernels waiting on peers included:
    a cache miss mid-run with sends in flight both ways deadlocked two stages).
    With the world's device hooks set they come from the hooks, which then must
    not wait for the device (a caching or stream-ordered allocator). A block is
-   reused only after its last use is queued on the compute stream; send
-   buffers only once their send completed. Headers and the loss's broadcast
-   use pinned host memory (cudaMallocHost at vs_pipe_init).
+   reused only after its last use is queued on the compute stream; a send's
+   buffer only once the compute stream has waited for the send, which the
+   engine does where the schedule proves it received (the receiver has since
+   sent this stage a message that the compute stream waited for: the receiver
+   sent it after its own compute stream waited for the first), or at the
+   run's end. (Waiting for a send earlier could deadlock: a receive fenced
+   after the compute stream would wait for a send whose receiver waits for
+   this stage.) So the blocks a run takes are the same every run. Headers and
+   the losses use pinned host memory (cudaMallocHost).
 
    Lifetimes. A schedule and a pipe remember being freed: a second
    vs_pipe_sched_free or vs_pipe_free, or any call on a freed one, is
@@ -153,7 +175,8 @@
    the strict CUDA + NCCL stand-in, tests/test_pipe_device.c on the lax mock).
    Several links' NCCL kernels may be in flight at once on one GPU (NCCL's guide
    allows it only while they fit on the GPU together); grouping a stage's
-   paired send and receive into one NCCL group is not done.
+   paired send and receive into one NCCL group is not done (they are on two
+   communicators, one per direction; vs_group_start is per communicator).
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 /* VESCALE_STATIC: every part included is implemented here, static inline. */
@@ -527,6 +550,16 @@ typedef struct vs_pipe_desc {
        for its peer never holds up another link or the units. Ignored on threads
        and MPI. */
     void* stream;
+    /* NCCL: 1 promises that microbatch m's tensors between stages have the same
+       dtypes and shapes in every run (those of the first run that had a
+       microbatch m; m's may differ from another microbatch's). From the second
+       such run on, no receive waits on the host: the receiver knows the sizes
+       and the sender checks the promise (a change fails the run with
+       VS_ERR_MISMATCH naming the tensor). 0: each activation message's header
+       (the shapes) is read by the receiving host, one host wait per message.
+       Gradients never need one (their shapes are the activations'). The same
+       on every stage. Ignored on threads and MPI. */
+    int fixed_shapes;
 } vs_pipe_desc;
 
 /* Collective over the mesh. Checks the plan against the units and the mesh (its
@@ -540,10 +573,13 @@ VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out);
    schedule for another plan: VS_ERR_MISMATCH). *loss (may be NULL) gets the
    minibatch loss on every stage. A callback's error, a tensor that breaks its
    spec (VS_ERR_MISMATCH) or a peer that times out ends the run with an error
-   naming the stage, the instruction and the unit. On NCCL it returns with the
-   compute stream synchronised (the losses are read on the host) and every send
-   completed; hooks run on the host thread between instructions, with the units'
-   work possibly still queued on the stream. */
+   naming the stage, the instruction and the unit. On NCCL it returns once the
+   run's work on the compute stream is done, the sends' completion included,
+   after one host wait (a header per activation message besides, without
+   desc.fixed_shapes): for the microbatch losses' broadcast from the last
+   stage, which every stage's PP communicator runs after its compute stream's
+   work (an event). Hooks run on the host thread between instructions, with
+   the units' work possibly still queued on the stream. */
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss);
 /* Microbatch mb's loss and output tensor i of the last unit, from the last run;
    on the stage that holds the last chunk (VS_ERR_STATE elsewhere). The output's
@@ -2623,12 +2659,20 @@ typedef struct _vs_pipe_link { // the 2-rank communicator that carries src -> ds
     int64_t* hhdr;      // device path, this stage the destination: the header lands here (pinned host memory)
     void* stream;       // device path: the stream its sends or receives run on (its own)
     int ordered;        // device path: an NCCL link, its work in stream order (else forced over threads: host order)
+    /* Device path, this run: the peer's instruction (its position in its list)
+       of each message of this link in order, its receives (this stage the
+       source) or its sends (the destination) (_vs_pipe_peer_order); `at`
+       counts this stage's send or receive instructions on the link so far. */
+    int* peer_pos;
+    int npeer, peer_cap, at;
 } _vs_pipe_link;
 
 typedef struct _vs_pipe_inflight { // a message in flight
     vs_work* w[2];
     void* buf;      // engine memory (device on the device path)
     int64_t* hdr;   // device path: the header's host copy, read by the copy to buf
+    int link;       // device path: its link (p->links)
+    int peer_pos;   // device path: the receiver's instruction that takes it
 } _vs_pipe_inflight;
 
 struct _vs_pipe_rt { // what vs_pipe_output and vs_pipe_save need
@@ -2692,14 +2736,15 @@ struct vs_pipe {
     void* send_ev;     // device path: the compute stream so far -> a link's stream (a send, a receive)
     float seed;        // the loss gradient's seed, the source of its copy
     double loss_scale; // vs_pipe_set_loss_scale (1: none)
-    double* dloss;     // device path: the minibatch loss's broadcast buffer (pinned host memory)
-    void* pinned;      // device path: cudaMallocHost'ed: dloss, then each incoming link's header
+    void* pinned;      // device path: cudaMallocHost'ed: each incoming link's header
     void* recv_stream; // device path, links without a stream (forced over threads): receives
-    void* recv_ev;     // device path: a receive -> the compute stream's use of it
     int dasync;        // device path: blocks from cudaMallocAsync on the compute stream (no device hooks)
     float* dlosses;    // device path: this run's microbatch losses, device memory
-    vs_work** rworks;  // device path: payload receives not yet waited (completed at the run's end)
-    int nrworks, rwcap;
+    int fixed;         // desc.fixed_shapes
+    int64_t* fhist;    // fixed shapes: [mb][boundary] the header of each activation message of the runs so far
+    int fhist_m;       // microbatches it holds
+    float* hloss;      // device path with stages: the microbatch losses' broadcast lands here (pinned host memory)
+    int hloss_cap;
 };
 
 /* Engine memory: host buffers, or on the device path device memory with its
@@ -2861,6 +2906,8 @@ _VS_PIPE_PRIVATE void _vs_pipe_buf_free(const vs_pipe* p, void* ptr)
     q->live_bytes -= b->bytes;
 }
 
+_VS_PIPE_PRIVATE vs_result _vs_pipe_sync(const vs_pipe* p);
+
 /* After a run: the cache keeps at most what the run had live at its peak (so
    shapes that change from step to step cannot make it grow without bound). */
 _VS_PIPE_PRIVATE void _vs_pipe_cache_trim(vs_pipe* p)
@@ -2872,8 +2919,13 @@ _VS_PIPE_PRIVATE void _vs_pipe_cache_trim(vs_pipe* p)
         vs_free(p->w, b);
     }
     /* Device blocks stay while runs use them (a steady state allocates nothing);
-       one that _VS_PIPE_DKEEP runs did not hand out goes (the shapes changed).
-       The run is done: nothing is queued on the blocks. */
+       one that _VS_PIPE_DKEEP runs did not hand out goes (the shapes changed),
+       freed in the compute stream's order (cudaFreeAsync; the world's hooks
+       after a wait for the compute stream: the run's work may be queued still). */
+    int aged = 0;
+    for (_vs_pipe_dblk* b = (_vs_pipe_dblk*)p->dcache; b && !aged; b = b->next)
+        aged = p->nruns - b->used >= _VS_PIPE_DKEEP;
+    if (aged && !p->dasync) _vs_pipe_sync(p);
     for (_vs_pipe_dblk** at = (_vs_pipe_dblk**)&p->dcache; *at;) {
         _vs_pipe_dblk* b = *at;
         if (p->nruns - b->used < _VS_PIPE_DKEEP) {
@@ -2941,19 +2993,25 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_sync(const vs_pipe* p)
     return VS_OK;
 }
 
-/* What the compute stream has so far happens before what comes next on a
-   link's stream (device path). */
-_VS_PIPE_PRIVATE vs_result _vs_pipe_fence(const vs_pipe* p, const _vs_pipe_link* l)
+/* What the compute stream has so far happens before what comes next on
+   `stream` (device path; NULL or the compute stream: nothing to do). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_fence_to(const vs_pipe* p, void* stream)
 {
 #ifdef _VS_PIPE_CUDA
-    if (p->dev) {
+    if (p->dev && stream && stream != p->stream) {
         cudaError_t e = cudaEventRecord((cudaEvent_t)p->send_ev, (cudaStream_t)p->stream);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)l->stream, (cudaEvent_t)p->send_ev, 0);
-        return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "ordering a link's stream after the compute stream");
+        if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)p->send_ev, 0);
+        return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "ordering a stream after the compute stream");
     }
 #endif
-    (void)p, (void)l;
+    (void)p, (void)stream;
     return VS_OK;
+}
+
+/* ... and on a link's stream. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_fence(const vs_pipe* p, const _vs_pipe_link* l)
+{
+    return _vs_pipe_fence_to(p, l->stream);
 }
 
 _VS_PIPE_PRIVATE vs_result _vs_pipe_parse_spec(const char* fn, const char* tok, size_t n, char* name,
@@ -3300,19 +3358,15 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_streams(vs_pipe* p)
     if ((e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)) != cudaSuccess)
         return _vs_pipe_cuerr(e, "vs_pipe_init: creating the receive stream");
     p->recv_stream = (void*)st;
-    if ((e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming)) != cudaSuccess)
-        return _vs_pipe_cuerr(e, "vs_pipe_init: creating the receive events");
-    p->recv_ev = (void*)ev;
     vs_world_desc wd;
     memset(&wd, 0, sizeof wd);
     p->dasync = !_VS_PIPE_FORCE_DEVICE && vs_world_query_desc(p->w, &wd) == VS_OK && !wd.allocator.device_alloc;
     /* pinned host memory (NCCL takes it; the host reads it without a copy): the
-       loss's broadcast, and the header of each link into this stage */
+       header of each link into this stage (the losses': hloss, at a run's end) */
     size_t hw = _VS_PIPE_HDR(p->maxnt), words = 1;
     for (int i = 0; i < p->nlinks; i++) words += p->links[i].dst == p->stage ? hw : 0;
     if ((e = cudaMallocHost(&p->pinned, words * sizeof(int64_t))) != cudaSuccess)
         return _vs_pipe_cuerr(e, "vs_pipe_init: pinned host memory");
-    p->dloss = (double*)p->pinned;
     int64_t* at = (int64_t*)p->pinned + 1;
     for (int i = 0; i < p->nlinks; i++)
         if (p->links[i].dst == p->stage) p->links[i].hhdr = at, at += hw;
@@ -3364,6 +3418,7 @@ VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out)
     p->mesh = desc->mesh;
     p->w = w;
     p->desc = *desc;
+    p->fixed = desc->fixed_shapes != 0;
     p->plan = *desc->plan;
     p->P = P;
     vs_result r = VS_OK;
@@ -3437,10 +3492,11 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     if (p->send_stream) cudaStreamDestroy((cudaStream_t)p->send_stream);
     if (p->recv_stream) cudaStreamDestroy((cudaStream_t)p->recv_stream);
     if (p->send_ev) cudaEventDestroy((cudaEvent_t)p->send_ev);
-    if (p->recv_ev) cudaEventDestroy((cudaEvent_t)p->recv_ev);
     if (p->pinned) cudaFreeHost(p->pinned);
+    if (p->hloss) cudaFreeHost(p->hloss);
 #endif
-    vs_free(p->w, p->rworks);
+    vs_free(p->w, p->fhist);
+    for (int i = 0; p->links && i < p->nlinks; i++) vs_free(p->w, p->links[i].peer_pos);
     vs_free(p->w, p->links);
     vs_free(p->w, p->sends);
     vs_free(p->w, p->t0);
@@ -3609,16 +3665,83 @@ _VS_PIPE_PRIVATE void _vs_pipe_release(vs_pipe* p, int k, int mb)
 }
 
 
+/* Boundary b's header (grad: its gradients) of microbatch mb as this stage's
+   slots hold the tensors: magic, grad, chunk, mb, count, bytes, then per tensor
+   its id, dtype, ndim and dims (the unused dims 0). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_hdr_fill(const vs_pipe* p, int b, int mb, int grad, int chunk, int64_t* h)
+{
+    int nt = p->boff[b + 1] - p->boff[b];
+    const _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
+    memset(h, 0, _VS_PIPE_HDR(nt) * sizeof(int64_t));
+    h[0] = _VS_PIPE_MAGIC;
+    h[1] = grad;
+    h[2] = chunk;
+    h[3] = mb;
+    h[4] = nt;
+    size_t bytes = 0;
+    for (int i = 0; i < nt; i++) {
+        int id = p->bset[p->boff[b] + i];
+        const _vs_pipe_slot* s = &row[id];
+        if (!(grad ? s->grad : s->data))
+            return vs_set_error(VS_ERR_STATE, "\"%s\" of microbatch %d has no %s", p->t[id].name, mb,
+                                grad ? "gradient" : "value");
+        int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+        e[0] = id;
+        e[1] = s->dt;
+        e[2] = s->ndim;
+        for (int d = 0; d < s->ndim; d++) e[3 + d] = s->shape[d];
+        bytes += s->bytes;
+    }
+    h[5] = (int64_t)bytes;
+    return VS_OK;
+}
+
+/* Fixed shapes (desc.fixed_shapes, device path): the header of boundary b's
+   activations of microbatch mb as an earlier run sent them (h[0] 0: none yet),
+   the same on the sending and the receiving stage; grown for a larger M when
+   grow (NULL: out of memory, or beyond it when not grow). */
+_VS_PIPE_PRIVATE int64_t* _vs_pipe_fhist(vs_pipe* p, int b, int mb, int grow)
+{
+    const size_t hw = _VS_PIPE_HDR(p->maxnt), nb = (size_t)p->plan.nchunks + 1;
+    if (mb >= p->fhist_m) {
+        if (!grow) return NULL;
+        int m = mb + 1 > 2 * p->fhist_m ? mb + 1 : 2 * p->fhist_m;
+        int64_t* n = _VS_PIPE_NEW(p->w, int64_t, (size_t)m * nb * hw); // (zeroed)
+        if (!n) return NULL;
+        if (p->fhist) memcpy(n, p->fhist, sizeof *n * (size_t)p->fhist_m * nb * hw);
+        vs_free(p->w, p->fhist);
+        p->fhist = n;
+        p->fhist_m = m;
+    }
+    return p->fhist + ((size_t)mb * nb + (size_t)b) * hw;
+}
+
+/* A message the receiver takes without a header (device path): gradients (the
+   receiver holds the activations: their shapes), and with fixed shapes the
+   activations an earlier run already carried. Both ends decide alike. */
+_VS_PIPE_PRIVATE int _vs_pipe_headless(vs_pipe* p, int b, int mb, int grad)
+{
+    if (!p->dev) return 0;
+    if (grad) return 1;
+    const int64_t* fh = p->fixed ? _vs_pipe_fhist(p, b, mb, 0) : NULL;
+    return fh && fh[0] == _VS_PIPE_MAGIC;
+}
+
 /* Sends boundary `b`'s tensors (grads when grad) of microbatch mb to stage dst:
    a header (ids, dtypes, shapes) then the bytes, both asynchronous, from one
-   buffer of engine memory that goes back when the send completed (_vs_pipe_reap).
-   Device path: packed on the compute stream, sent on the send stream after it. */
+   buffer of engine memory that goes back when the send completed (host path:
+   _vs_pipe_reap; device path: _vs_pipe_retire). Device path: packed on the
+   compute stream, sent on the link's stream after it, without the header when
+   the receiver knows the shapes (_vs_pipe_headless). */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_send(vs_pipe* p, int b, int mb, int grad, int chunk, int dst)
 {
     int nt = p->boff[b + 1] - p->boff[b];
-    size_t hdr = _VS_PIPE_HDR(nt) * sizeof(int64_t), bytes = 0;
+    const int headless = _vs_pipe_headless(p, b, mb, grad);
+    size_t hdr = headless ? 0 : _VS_PIPE_HDR(nt) * sizeof(int64_t), bytes = 0;
     _vs_pipe_slot* row = &p->slots[(size_t)mb * (size_t)p->ntensors];
     for (int i = 0; i < nt; i++) bytes += row[p->bset[p->boff[b] + i]].bytes;
+    _vs_pipe_link* l = _vs_pipe_link_of(p, p->stage, dst);
+    if (!l) return vs_set_error(VS_ERR_STATE, "send: no link to stage %d", dst);
     if (p->nsends == p->scap) {
         int nc = p->scap ? 2 * p->scap : 16;
         _vs_pipe_inflight* n = _VS_PIPE_NEW(p->w, _vs_pipe_inflight, nc);
@@ -3631,37 +3754,41 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_send(vs_pipe* p, int b, int mb, int grad, in
     // in the list at once, so a failure below lets go of its buffers with the rest
     _vs_pipe_inflight* sd = &p->sends[p->nsends++];
     memset(sd, 0, sizeof *sd);
+    sd->link = (int)(l - p->links);
+    sd->peer_pos = l->at < l->npeer ? l->peer_pos[l->at] : INT_MAX;
+    l->at++;
     char* buf = (char*)(sd->buf = _vs_pipe_buf(p, hdr + bytes, 0));
-    int64_t* h = p->dev ? (sd->hdr = (int64_t*)_vs_pipe_new(p->w, 1, hdr)) : (int64_t*)buf;
+    int64_t* h = p->dev ? (sd->hdr = (int64_t*)_vs_pipe_new(p->w, _VS_PIPE_HDR(nt), sizeof(int64_t))) : (int64_t*)buf;
     if (!buf || !h) return vs_set_error(VS_ERR_NOMEM, "send: %zu bytes", hdr + bytes);
-    h[0] = _VS_PIPE_MAGIC;
-    h[1] = grad;
-    h[2] = chunk;
-    h[3] = mb;
-    h[4] = nt;
-    h[5] = (int64_t)bytes;
+    vs_result r = _vs_pipe_hdr_fill(p, b, mb, grad, chunk, h);
+    if (r) return vs_set_error(r, "send: %s", vs_last_error());
+    if (p->dev && p->fixed && !grad) { // the promise: the shapes of an earlier run (the receiver reads no header)
+        int64_t* fh = _vs_pipe_fhist(p, b, mb, 1);
+        if (!fh) return vs_set_error(VS_ERR_NOMEM, "send: out of memory");
+        if (fh[0] != _VS_PIPE_MAGIC) memcpy(fh, h, _VS_PIPE_HDR(nt) * sizeof(int64_t));
+        for (int i = 0; i < nt && headless; i++) {
+            const int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+            const int64_t* o = fh + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
+            if (!memcmp(e, o, (3 + VS_PIPE_MAX_DIMS) * sizeof(int64_t))) continue;
+            char t1[160], t2[160];
+            return vs_set_error(VS_ERR_MISMATCH,
+                                "send: \"%s\" of microbatch %d is %s, in an earlier run %s: desc.fixed_shapes promises "
+                                "every run the same shapes",
+                                p->t[e[0]].name, mb,
+                                _vs_pipe_shape_text((vs_dtype)e[1], (int)e[2], e + 3, t1, sizeof t1),
+                                _vs_pipe_shape_text((vs_dtype)o[1], (int)o[2], o + 3, t2, sizeof t2));
+        }
+    }
     char* at = buf + hdr;
     for (int i = 0; i < nt; i++) {
-        int id = p->bset[p->boff[b] + i];
-        const _vs_pipe_slot* s = &row[id];
-        int64_t* e = h + 6 + (size_t)i * (3 + VS_PIPE_MAX_DIMS);
-        e[0] = id;
-        e[1] = s->dt;
-        e[2] = s->ndim;
-        for (int d = 0; d < s->ndim; d++) e[3 + d] = s->shape[d];
-        const void* src = grad ? s->grad : s->data;
-        if (!src)
-            return vs_set_error(VS_ERR_STATE, "send: \"%s\" of microbatch %d has no %s", p->t[id].name, mb,
-                                grad ? "gradient" : "value");
-        _VS_TRY(_vs_pipe_copy(p, at, src, s->bytes));
+        const _vs_pipe_slot* s = &row[p->bset[p->boff[b] + i]];
+        _VS_TRY(_vs_pipe_copy(p, at, grad ? s->grad : s->data, s->bytes));
         at += s->bytes;
     }
-    _VS_TRY(_vs_pipe_copy(p, buf, h, hdr)); // (device path: sd->hdr lives until the send completed)
-    _vs_pipe_link* l = _vs_pipe_link_of(p, p->stage, dst);
-    if (!l) return vs_set_error(VS_ERR_STATE, "send: no link to stage %d", dst);
+    if (hdr) _VS_TRY(_vs_pipe_copy(p, buf, h, hdr)); // (device path: sd->hdr lives until the send completed)
     _VS_TRY(_vs_pipe_fence(p, l));
     vs_comm* c = l->c;
-    vs_result r = vs_send(c, buf, _VS_PIPE_HDR(nt), VS_I64, 1, &sd->w[0]);
+    r = hdr ? vs_send(c, buf, _VS_PIPE_HDR(nt), VS_I64, 1, &sd->w[0]) : VS_OK;
     if (!r && bytes) r = vs_send(c, buf + hdr, bytes, VS_U8, 1, &sd->w[1]);
     return r;
 }
@@ -3732,73 +3859,128 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_unpack(vs_pipe* p, int b, int mb, int grad, 
     return VS_OK;
 }
 
+/* Device path: the sends of link l (NULL: all) whose receiver takes them before
+   its instruction `before` are complete in the compute stream's order: the
+   compute stream waits for each (vs_wait_stream: done already unless l is
+   NULL, the run's end) and its buffer goes back to the cache, for users on
+   the compute stream or after it. A buffer is never reused before that: a
+   user fenced after the compute stream (a receive) waiting for a send whose
+   receiver waits for this stage would deadlock. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_retire(vs_pipe* p, const _vs_pipe_link* l, int before)
+{
+    vs_result r = VS_OK;
+    int k = 0, li = l ? (int)(l - p->links) : -1;
+    for (int i = 0; i < p->nsends; i++) {
+        _vs_pipe_inflight* sd = &p->sends[i];
+        if (l && (sd->link != li || sd->peer_pos >= before)) {
+            p->sends[k++] = *sd;
+            continue;
+        }
+        for (int j = 0; j < 2; j++) {
+            vs_result rj = sd->w[j] ? vs_wait_stream(sd->w[j], p->stream) : VS_OK;
+            if (rj && !r) r = rj;
+        }
+        _vs_pipe_buf_free(p, sd->buf);
+        vs_free(p->w, sd->hdr);
+    }
+    p->nsends = k;
+    return r;
+}
+
+/* Device path, at a run's start: each link's messages in the peer's order
+   (_vs_pipe_link.peer_pos) from the schedule every stage runs. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_peer_order(vs_pipe* p, const vs_pipe_sched* s)
+{
+    for (int i = 0; i < p->nlinks; i++) {
+        _vs_pipe_link* l = &p->links[i];
+        l->at = l->npeer = 0;
+        if (l->src != p->stage && l->dst != p->stage) continue;
+        const int peer = l->src == p->stage ? l->dst : l->src, recvs = l->src == p->stage;
+        for (int j = 0; j < s->len[peer]; j++) {
+            const vs_pipe_instr* in = &s->ins[peer][j];
+            int other = -1;
+            if (recvs && (in->op == VS_PIPE_RECV_F || in->op == VS_PIPE_RECV_B))
+                other = s->chunk_stage[in->op == VS_PIPE_RECV_F ? in->chunk - 1 : in->chunk + 1];
+            else if (!recvs && (in->op == VS_PIPE_SEND_F || in->op == VS_PIPE_SEND_B))
+                other = s->chunk_stage[in->op == VS_PIPE_SEND_F ? in->chunk + 1 : in->chunk - 1];
+            if (other != p->stage) continue;
+            if (l->npeer == l->peer_cap) {
+                int nc = l->peer_cap ? 2 * l->peer_cap : 32;
+                int* n = _VS_PIPE_NEW(p->w, int, nc);
+                if (!n) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_run: out of memory");
+                if (l->npeer) memcpy(n, l->peer_pos, sizeof *n * (size_t)l->npeer);
+                vs_free(p->w, l->peer_pos);
+                l->peer_pos = n;
+                l->peer_cap = nc;
+            }
+            l->peer_pos[l->npeer++] = j;
+        }
+    }
+    return VS_OK;
+}
+
 #ifdef _VS_PIPE_CUDA
-/* Device path. The header lands in pinned host memory on the receive stream: the
-   host waits for that receive alone, with the deadline (the compute stream runs
-   on). The bytes follow on the receive stream, ordered after the compute stream
-   so far (their block may be one the compute stream used last), and the compute
-   stream waits for them before the copies out: no host wait for the bytes (their
-   receive is completed at the run's end, _vs_pipe_rwait). */
+/* Device path. Gradients, and with fixed shapes activations whose shapes an
+   earlier run carried, come without a header (_vs_pipe_headless): the bytes'
+   receive is posted on the link's stream and the compute stream waits for it
+   (vs_wait_stream, the watchdog's deadline): the host waits for nothing. Else
+   the header lands in pinned host memory (received ahead when the schedule
+   allows, _vs_pipe_prepost) and the host waits for it (the shapes of the
+   callbacks' tensors are host values); the bytes follow as above. The bytes'
+   receive is ordered after the compute stream so far (their block may be one
+   the compute stream used last). */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_drecv(vs_pipe* p, int b, int mb, int grad, int chunk, int src)
 {
     int nt = p->boff[b + 1] - p->boff[b];
     size_t bytes = 0;
     _vs_pipe_link* lk = _vs_pipe_link_of(p, src, p->stage);
     if (!lk || !lk->hhdr) return vs_set_error(VS_ERR_STATE, "receive: no link from stage %d", src);
-    vs_work* hw = lk->pre_hw; // received ahead (posted when the previous one was taken), or now
+    const int spos = lk->at < lk->npeer ? lk->peer_pos[lk->at] : -1; // the sender's instruction
+    lk->at++;
+    const int64_t* h = lk->hhdr;
+    int64_t* fh = p->fixed && !grad ? _vs_pipe_fhist(p, b, mb, 1) : NULL;
+    if (p->fixed && !grad && !fh) return vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
     vs_result r = VS_OK;
-    if (hw && lk->pre_hn != _VS_PIPE_HDR(nt)) // (cannot be: the same schedule chose both)
-        return vs_set_error(VS_ERR_STATE, "receive: the header received ahead has %zu words, this one %zu", lk->pre_hn,
-                            _VS_PIPE_HDR(nt));
-    lk->pre_hw = NULL;
-    if (!hw) r = vs_recv(lk->c, lk->hhdr, _VS_PIPE_HDR(nt), VS_I64, 0, &hw);
-    if (!r) r = vs_wait(hw);
-    if (r) return r;
-    _VS_TRY(_vs_pipe_hdr_check(lk->hhdr, mb, grad, chunk, nt, &bytes));
+    const int headless = _vs_pipe_headless(p, b, mb, grad);
+    if (headless && grad) { // the shapes of the activations this stage holds
+        _VS_TRY(_vs_pipe_hdr_fill(p, b, mb, 0, chunk, lk->hhdr)); // (the values' shapes: their gradients')
+        lk->hhdr[1] = 1;
+    } else if (headless) {
+        h = fh;
+    } else {
+        vs_work* hw = lk->pre_hw; // received ahead (posted when the previous one was taken), or now
+        if (hw && lk->pre_hn != _VS_PIPE_HDR(nt)) // (cannot be: the same schedule chose both)
+            return vs_set_error(VS_ERR_STATE, "receive: the header received ahead has %zu words, this one %zu",
+                                lk->pre_hn, _VS_PIPE_HDR(nt));
+        lk->pre_hw = NULL;
+        if (!hw) r = vs_recv(lk->c, lk->hhdr, _VS_PIPE_HDR(nt), VS_I64, 0, &hw);
+        if (!r) r = vs_wait(hw); // (the host reads it: one wait per message with a header)
+        if (r) return r;
+    }
+    _VS_TRY(_vs_pipe_hdr_check(h, mb, grad, chunk, nt, &bytes));
+    if (fh && fh[0] != _VS_PIPE_MAGIC) memcpy(fh, h, _VS_PIPE_HDR(nt) * sizeof(int64_t));
     char* buf = NULL;
-    if (bytes && !lk->ordered) { // (forced over threads: no streams, the host waits)
+    if (bytes) {
         if (!(buf = (char*)_vs_pipe_buf(p, bytes, 0))) return vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
-        if ((r = vs_recv(lk->c, buf, bytes, VS_U8, 0, NULL)) != VS_OK) {
+        vs_work* w = NULL;
+        if ((r = _vs_pipe_fence(p, lk)) == VS_OK && (r = vs_recv(lk->c, buf, bytes, VS_U8, 0, &w)) == VS_OK)
+            r = vs_wait_stream(w, p->stream); // (no streams, forced over threads: vs_wait)
+        if (r) {
             _vs_pipe_buf_free(p, buf);
             return r;
         }
-    } else if (bytes) {
-        if (p->nrworks == p->rwcap) {
-            int nc = p->rwcap ? 2 * p->rwcap : 16;
-            vs_work** n = _VS_PIPE_NEW(p->w, vs_work*, nc);
-            if (!n) return vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
-            if (p->nrworks) memcpy(n, p->rworks, sizeof *n * (size_t)p->nrworks);
-            vs_free(p->w, p->rworks);
-            p->rworks = n;
-            p->rwcap = nc;
-        }
-        if (!(buf = (char*)_vs_pipe_buf(p, bytes, 0))) return vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
-        _VS_TRY(_vs_pipe_fence(p, lk));
-        _VS_TRY(vs_recv(lk->c, buf, bytes, VS_U8, 0, &p->rworks[p->nrworks]));
-        p->nrworks++;
-        cudaError_t e = cudaEventRecord((cudaEvent_t)p->recv_ev, (cudaStream_t)lk->stream);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)p->stream, (cudaEvent_t)p->recv_ev, 0);
-        if (e != cudaSuccess) return _vs_pipe_cuerr(e, "receive: ordering the compute stream after it");
     }
-    r = _vs_pipe_unpack(p, b, mb, grad, lk->hhdr, buf);
+    r = _vs_pipe_unpack(p, b, mb, grad, h, buf);
     _vs_pipe_buf_free(p, buf); // (its copies out are queued on the compute stream)
+    /* A message came (or its header): the sender sent it after every
+       instruction before spos, its receives of this stage's sends included,
+       each waited for on its compute stream before it: so those sends are done
+       once this stage's compute stream has waited for this message (above) */
+    if (!r && (bytes || !headless)) r = _vs_pipe_retire(p, _vs_pipe_link_of(p, p->stage, src), spos);
     if (!r && p->cur_s) r = _vs_pipe_prepost(p, p->cur_s, lk, p->cur_pos + 1); // the next header, ahead
     return r;
 }
 #endif
-
-/* Completes the payload receives of the device path (vs_wait: the deadline);
-   the first error. */
-_VS_PIPE_PRIVATE vs_result _vs_pipe_rwait(vs_pipe* p)
-{
-    vs_result r = VS_OK;
-    for (int i = 0; i < p->nrworks; i++) {
-        vs_result ri = vs_wait(p->rworks[i]);
-        if (ri && !r) r = ri;
-    }
-    p->nrworks = 0;
-    return r;
-}
 
 /* Receives boundary b's tensors (or their grads) of microbatch mb from stage src
    (the device path: _vs_pipe_drecv). Host path: the header first (it says how
@@ -3974,6 +4156,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_prepost(vs_pipe* p, const vs_pipe_sched* s, 
         int src = s->chunk_stage[in->op == VS_PIPE_RECV_F ? in->chunk - 1 : in->chunk + 1];
         if (src != l->src) continue;
         int b = in->op == VS_PIPE_RECV_F ? in->chunk : in->chunk + 1;
+        if (_vs_pipe_headless(p, b, in->mb, in->op == VS_PIPE_RECV_B)) return VS_OK; // (no header comes)
         size_t hn = _VS_PIPE_HDR(p->boff[b + 1] - p->boff[b]);
         char t[24];
         if (p->dev && !l->pre_hdr) l->pre_hdr = l->hhdr; // (device path: the link's pinned header)
@@ -4034,7 +4217,6 @@ _VS_PIPE_PRIVATE void _vs_pipe_drain(vs_pipe* p)
         l->pre_buf = NULL;
         l->pre_hdone = 0;
     }
-    _vs_pipe_rwait(p);
 }
 
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
@@ -4071,9 +4253,10 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         p->t1 = _VS_PIPE_NEW(p->w, double, n);
         p->tcap = p->t0 && p->t1 ? n : 0;
     }
-    if (p->dev) p->dlosses = (float*)_vs_pipe_buf(p, sizeof(float) * (size_t)M, 0);
+    const int last = p->plan.chunk_stage[K - 1] == st; // (it computes the losses)
+    if (p->dev && last) p->dlosses = (float*)_vs_pipe_buf(p, sizeof(float) * (size_t)M, 0);
     if (!p->slots || !p->saved || !p->saved_bytes || !p->mb_loss || !p->pending || (n && !p->tcap) ||
-        (p->dev && !p->dlosses)) {
+        (p->dev && last && !p->dlosses)) {
         _vs_pipe_clear(p);
         return vs_set_error(VS_ERR_NOMEM, "vs_pipe_run: out of memory for %d microbatches", M);
     }
@@ -4086,6 +4269,7 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     p->tn = 0;
     p->hook_wall = p->hook_cpu = 0;
     p->cur_s = s;
+    if (p->dev) r = _vs_pipe_peer_order(p, s);
     for (int i = 0; i < p->nlinks && !r; i++) r = _vs_pipe_prepost(p, s, &p->links[i], 0);
     if (r) r = vs_set_error(r, "vs_pipe_run: stage %d, before its first instruction: %s", st, vs_last_error());
     for (int i = 0; i < n && !r; i++) {
@@ -4110,7 +4294,7 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
                          s->chunk_stage[in->op == VS_PIPE_RECV_F ? in->chunk - 1 : in->chunk + 1]);
             r = vs_set_error(r, "vs_pipe_run: stage %d at instruction %d (%s)%s: %s", st, i, _vs_pipe_itext(in, t),
                              waits, vs_last_error());
-        } else if (p->nsends > 8)
+        } else if (p->nsends > 8 && !p->dev) // (device path: _vs_pipe_retire as the schedule proves them done)
             r = _vs_pipe_reap(p, 0);
     }
     p->cur_s = NULL;
@@ -4126,25 +4310,47 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         _vs_pipe_reap(p, 1);
         return vs_set_error(r, "%s", msg);
     }
-    vs_result r2 = _vs_pipe_reap(p, 1);
+    // the sends: host path, the host waits; device path, the compute stream (their deadline: the watchdog's)
+    vs_result r2 = p->dev ? _vs_pipe_retire(p, NULL, 0) : _vs_pipe_reap(p, 1);
     if (r2) return vs_set_error(r2, "vs_pipe_run: stage %d, a send: %s", st, vs_last_error());
-    if ((r2 = _vs_pipe_rwait(p)) != VS_OK) // (before any wait without a deadline: the stream waits for them)
-        return vs_set_error(r2, "vs_pipe_run: stage %d, a receive: %s", st, vs_last_error());
-    // the losses to the host (device path: one copy after the compute stream's work)
-    if (p->dev && (r = _vs_pipe_copy(p, p->mb_loss, p->dlosses, sizeof(float) * (size_t)M)) == VS_OK) r = _vs_pipe_sync(p);
-    if (r) return vs_set_error(r, "vs_pipe_run: stage %d: %s", st, vs_last_error());
+    /* The microbatch losses to the host. Device path with stages: the last
+       stage broadcasts them from device memory into every stage's pinned
+       memory, the broadcast ordered after each stage's compute stream (an
+       event); each stage waits for it, the run's one host wait, which so
+       covers all of the run's work on the compute stream, and sums them as
+       the last stage would. One stage: a copy after the compute stream's
+       work, then the wait. */
+    if (p->dev && p->pp) {
+        if (M > p->hloss_cap) {
+#ifdef _VS_PIPE_CUDA
+            if (p->hloss) cudaFreeHost(p->hloss);
+            p->hloss = NULL;
+            p->hloss_cap = 0;
+            cudaError_t e = cudaMallocHost((void**)&p->hloss, sizeof(float) * (size_t)M);
+            if (e != cudaSuccess) r = _vs_pipe_cuerr(e, "pinned memory for the losses");
+            else p->hloss_cap = M;
+#endif
+        }
+        vs_work* bw = NULL;
+        const int root = p->plan.chunk_stage[K - 1];
+        if (!r) r = _vs_pipe_fence_to(p, vs_comm_stream(p->pp));
+        if (!r) r = vs_broadcast(p->pp, last ? p->dlosses : NULL, p->hloss, (size_t)M, VS_F32, root, &bw);
+        if (!r) r = vs_wait(bw);
+        if (!r) memcpy(p->mb_loss, p->hloss, sizeof(float) * (size_t)M);
+        if (r) return vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", st, vs_last_error());
+    } else if (p->dev) {
+        if ((r = _vs_pipe_copy(p, p->mb_loss, p->dlosses, sizeof(float) * (size_t)M)) == VS_OK) r = _vs_pipe_sync(p);
+        if (r) return vs_set_error(r, "vs_pipe_run: stage %d: %s", st, vs_last_error());
+    }
     _vs_pipe_buf_free(p, p->dlosses);
     p->dlosses = NULL;
     double total = 0;
-    if (p->plan.chunk_stage[K - 1] == st)
+    if (last || p->dev)
         for (int m = 0; m < M; m++) total += (double)p->mb_loss[m];
     if (p->desc.loss != VS_PIPE_LOSS_SUM) total /= (double)M;
-    if (p->pp) { // (device path: through pinned memory, which NCCL takes and the host reads)
-        double* b = p->dev ? p->dloss : &total;
-        *b = total;
-        r = vs_broadcast(p->pp, b, b, 1, VS_F64, p->plan.chunk_stage[K - 1], NULL);
+    if (p->pp && !p->dev) {
+        r = vs_broadcast(p->pp, &total, &total, 1, VS_F64, p->plan.chunk_stage[K - 1], NULL);
         if (r) return vs_set_error(r, "vs_pipe_run: sharing the loss: %s", vs_last_error());
-        total = *b;
     }
     if (loss) *loss = total;
     p->ran = 1;

@@ -22,7 +22,8 @@
      device path, and in host memory on the host path;
    - every copy and memset is on the compute stream (vs_pipe_desc.stream), copies
      have a device side and stay in bounds, the loss seed is a 4-byte copy from
-     the host of 1/M, the losses come back to the host through copies;
+     the host of 1/M (the losses come back to the host through the PP
+     communicator's broadcast from device memory: with 2 or more stages no copy);
    - each send is ordered after its packing: an event recorded on the compute
      stream and waited for on a non-blocking stream the engine created;
    - vs_pipe_call.stream is the compute stream (NULL on the host path), the host
@@ -505,7 +506,7 @@ static void case_same(vs_pipe_kind kind, int P, int M)
     mock_force_device = 0;
     VT_OK(launch(&h));
     VT_CHECK(mock_calls == calls0, "the host path called the CUDA runtime %ld times", mock_calls - calls0);
-    long seeds0 = mock_seeds, bad0 = mock_bad_seeds, fences0 = mock_fences, d2d0 = mock_d2d, d2h0 = mock_d2h;
+    long seeds0 = mock_seeds, bad0 = mock_bad_seeds, fences0 = mock_fences, d2d0 = mock_d2d;
     mock_force_device = 1;
     VT_OK(launch(&d));
     mock_force_device = 0;
@@ -518,9 +519,8 @@ static void case_same(vs_pipe_kind kind, int P, int M)
     VT_CHECK(mock_seeds - seeds0 == (long)STEPS * M && mock_bad_seeds == bad0,
              "%ld loss seeds copied (want %d), %ld of them not 1/M", mock_seeds - seeds0, STEPS * M,
              mock_bad_seeds - bad0);
-    VT_CHECK(mock_fences > fences0 && mock_d2d > d2d0 && mock_d2h - d2h0 >= (long)STEPS,
-             "sends ordered %ld, device copies %ld, copies back %ld", mock_fences - fences0, mock_d2d - d2d0,
-             mock_d2h - d2h0);
+    VT_CHECK(mock_fences > fences0 && mock_d2d > d2d0, "sends ordered %ld, device copies %ld", mock_fences - fences0,
+             mock_d2d - d2d0);
     VT_CHECK(h.callbacks > 0 && h.callbacks == d.callbacks, "callbacks: host %ld, device %ld", h.callbacks, d.callbacks);
     VT_CHECK(!memcmp(h.loss, d.loss, sizeof h.loss) && !memcmp(h.mb_loss, d.mb_loss, sizeof h.mb_loss),
              "losses differ: host %.9g device %.9g", h.loss[STEPS - 1], d.loss[STEPS - 1]);

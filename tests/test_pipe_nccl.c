@@ -14,7 +14,8 @@
    buffers, all in stream order; the host thread never waits. The DP x PP mesh
    also averages each chunk's parameter gradients over DP on device in on_sync
    (asynchronous, on the compute stream, while the pipeline's p2p is in
-   flight: several communicators at once) and waits for them in on_step.
+   flight: several communicators at once) and completes them in on_step in
+   the compute stream's order (vs_wait_stream). One case runs one stage.
 
    Each configuration runs RUNS times (gradients zeroed before each run); the
    last run's minibatch loss, every microbatch's loss and every parameter
@@ -27,9 +28,12 @@
    the device under a waiting collective (free-during-collective). Bit for bit holds: the
    engine moves activations as exact copies and sums nothing across ranks; the
    DP average of two identical replicas is a pre-multiplication by 0.5 (exact).
-   The steady state (the last run, all ranks) is measured with
-   vs_strict_get_counts() and printed: device allocations (asserted 0), host
-   syncs (blocking calls and polled waits) per rank and run.
+   The steady state (the last run, all ranks, from vs_pipe_run's start to its
+   return) is measured with vs_strict_get_counts(), printed and asserted: no device
+   allocation, no event created, at most one host sync per rank (the losses'
+   broadcast; vs_pipe_desc.fixed_shapes, as every case but two sets) or one
+   more per activation message (the two cases that read the shapes from the
+   headers). A case changes the shapes under fixed_shapes: the run fails.
    VS_STRICT_DELAY_US adds random delays before every stream operation; the
    cases run once without and once with 200 us. */
 #define VESCALE_IMPLEMENTATION
@@ -65,7 +69,7 @@ enum { RUNS = 6, RUNS_TRIM = 18, ARENA = 8 << 20, MAXR = 8 };
 /* ---- device layers: the model's host code, run on the compute stream ----------- */
 
 /* Pinned staging memory of the calling rank, handed out in order and taken back
-   after each run (vs_pipe_run returns with the compute stream synchronised). */
+   after each run (vs_pipe_run returns with the compute stream's work done). */
 typedef struct stage_mem {
     char* base;
     size_t used;
@@ -214,10 +218,15 @@ static vs_result dv_bwd_in(vs_pipe_call* c) { return dv_call(c, DJ_B); }
 static vs_result dv_bwd_w(vs_pipe_call* c) { return dv_call(c, DJ_W); }
 static vs_result dv_bwd_full(vs_pipe_call* c) { return dv_call(c, DJ_BW); }
 
+/* The shape-change case: from this rank's second run on, microbatch m gets
+   microbatch m + 1's data (another row count in the varlen model). */
+static __thread int g_shift;
+
 /* The data callback: made on the host, copied in on the stream from pinned memory. */
 static vs_result dv_data(vs_pipe_call* c)
 {
     vs_pipe_call hc = *c;
+    hc.mb += g_shift;
     vs_pipe_tensor o;
     memset(&o, 0, sizeof o);
     o.name = c->out[0].name;
@@ -275,7 +284,8 @@ static vs_result dp_on_sync(void* user, int k)
     return VS_OK;
 }
 
-/* STEP: the averages back (the host reads them after vs_pipe_run returns). */
+/* STEP: the averages back, in the compute stream's order (vs_wait_stream: no
+   host wait; the host reads them after its own wait after vs_pipe_run). */
 static vs_result dp_on_step(void* user)
 {
     dp_sync* S = (dp_sync*)user;
@@ -283,7 +293,7 @@ static vs_result dp_on_step(void* user)
     if (!S->dp) return VS_OK;
     for (int u = 0; u < S->E->nu; u++) {
         if (!S->work[u]) continue;
-        _VS_TRY(vs_wait(S->work[u]));
+        _VS_TRY(vs_wait_stream(S->work[u], (void*)S->st));
         S->work[u] = NULL;
         if (!S->dev) memcpy(S->E->L[u].g, S->dbuf[u], (size_t)S->E->L[u].npar * sizeof(float));
         else if (cudaMemcpyAsync(S->E->L[u].g, S->dbuf[u], (size_t)S->E->L[u].npar * sizeof(float), cudaMemcpyDeviceToHost,
@@ -298,12 +308,17 @@ static vs_result dp_on_step(void* user)
 typedef struct pjob {
     vs_pipe_kind kind;
     int model, bf16, P, DP, M, nccl, runs, own_stream;
+    int fixed; /* vs_pipe_desc.fixed_shapes */
     double loss[2];
     float mb_loss[2][PM_MAXM];
     float* g[2][PM_MAXU]; /* [dp replica][unit], from the stage that holds it */
     int npar[PM_MAXU];
     int bad, overflow;
     int nsends; /* send instructions in one run, all ranks */
+    int nrecvf; /* activation receives in one run, all ranks (a header each without fixed shapes) */
+    int reshape; /* the data's shapes change after the first run (fixed shapes: the run fails) */
+    vs_result err; /* reshape: what vs_launch returned, and its message */
+    char msg[512];
     int trim;   /* the first run GPipe with 2M microbatches, then RUNS_TRIM runs (blocks age out of the cache) */
     vs_strict_counts t0, t1; /* trim: around the run whose end frees the aged blocks */
     float tied[2][4][8];     /* [replica][stage]: a gradient after vs_pipe_tie_grads(first chunk, last chunk) */
@@ -375,6 +390,7 @@ static int prank(vs_world* w, void* arg)
     pd.mesh = mesh, pd.units = U, pd.nunits = E->nu, pd.plan = &plan;
     pd.data = J->nccl ? dv_data : pm_data_fn, pd.data_user = &dd;
     pd.on_sync = dp_on_sync, pd.on_step = dp_on_step, pd.hook_user = &S, pd.stream = (void*)st;
+    pd.fixed_shapes = J->fixed;
     if (!r) r = vs_pipe_init(&pd, &pipe);
     if (!r && S.dp && J->nccl) {
         r = vs_comm_set_stream(S.dp, (void*)S.st); /* DP's collectives in stream order with the layers */
@@ -396,20 +412,40 @@ static int prank(vs_world* w, void* arg)
         vs_pipe_instr in;
         if (vs_pipe_sched_at(sched, st0, i, &in) == VS_OK && (in.op == VS_PIPE_SEND_F || in.op == VS_PIPE_SEND_B))
             __atomic_add_fetch(&J->nsends, 1, __ATOMIC_SEQ_CST);
+        if (vs_pipe_sched_at(sched, st0, i, &in) == VS_OK && in.op == VS_PIPE_RECV_F)
+            __atomic_add_fetch(&J->nrecvf, 1, __ATOMIC_SEQ_CST);
     }
     double loss = 0;
     for (int run = 0; run < J->runs; run++) {
         if (run == J->runs - 1) pj_mark(J, w, &J->c0);
         if (J->trim && run == 16) pj_mark(J, w, &J->t0);
+        g_shift = J->reshape && run > 0;
         if (!r) {
-            pm_zero_grads(E); /* (the stream is idle: vs_pipe_run returned with it synchronised) */
+            pm_zero_grads(E); /* (the stream functions are done: vs_pipe_run waited for them) */
             r = vs_pipe_run(pipe, first && run == 0 ? first : sched, &loss);
+        }
+        if (run == J->runs - 1) pj_mark(J, w, &J->c1);
+        /* the run's device work is done at its return (its one host wait, for
+           the losses' broadcast, comes after the compute stream's work): the
+           last output (the loss of the last microbatch, written on the compute
+           stream) read on the default stream at once, no other wait */
+        if (J->nccl && !r && run == J->runs - 1 && vs_pipe_stage(pipe) == plan.chunk_stage[plan.nchunks - 1]) {
+            vs_pipe_tensor ot;
+            double l = 0;
+            float f = 0, want;
+            r = vs_pipe_mb_output(pipe, J->M - 1, 0, &ot);
+            if (!r) r = vs_pipe_mb_loss(pipe, J->M - 1, &l);
+            if (!r && cudaMemcpy(&f, ot.data, sizeof f, cudaMemcpyDeviceToHost) != cudaSuccess)
+                r = vs_set_error(VS_ERR_BACKEND, "test: cudaMemcpy");
+            want = (float)l;
+            if (!r && memcmp(&f, &want, sizeof f))
+                r = vs_set_error(VS_ERR_MISMATCH, "test: the last output on the default stream: %.9g, the loss %.9g",
+                                 (double)f, l);
         }
         if (!r && J->trim && S.rep == 1) r = vs_all_reduce(S.world, S.xbuf, S.xbuf, 1, VS_F32, VS_OP_SUM, &S.xwork);
         if (!r && S.xwork) r = vs_wait(S.xwork);
         S.xwork = NULL;
         if (J->trim && run == 16) pj_mark(J, w, &J->t1);
-        if (run == J->runs - 1) pj_mark(J, w, &J->c1);
         if (sm.overflow && !r) r = vs_set_error(VS_ERR_NOMEM, "test: staging memory overflowed");
         sm.used = 0;
     }
@@ -420,7 +456,7 @@ static int prank(vs_world* w, void* arg)
     void* tbuf = J->nccl ? vs_device_alloc(w, sizeof tg) : (void*)tg;
     if (!r && !tbuf) r = vs_set_error(VS_ERR_NOMEM, "test: tied gradient");
     if (!r && J->nccl && cudaMemcpy(tbuf, tg, sizeof tg, cudaMemcpyHostToDevice)) r = vs_set_error(VS_ERR_BACKEND, "copy");
-    if (!r) r = vs_pipe_tie_grads(pipe, 0, plan.nchunks - 1, tbuf, 8, VS_F32);
+    if (!r && plan.nchunks > 1) r = vs_pipe_tie_grads(pipe, 0, plan.nchunks - 1, tbuf, 8, VS_F32);
     if (!r && J->nccl && cudaMemcpy(tg, tbuf, sizeof tg, cudaMemcpyDeviceToHost)) r = vs_set_error(VS_ERR_BACKEND, "copy");
     if (J->nccl && tbuf) vs_device_free(w, tbuf);
     pthread_mutex_lock(&pj_mu);
@@ -473,6 +509,8 @@ static vs_result plaunch(pjob* J)
     ld.timeout_s = 60;
     pthread_barrier_init(&J->bar, NULL, (unsigned)ld.nranks);
     vs_result r = vs_launch_ex(&ld, prank, J);
+    J->err = r;
+    snprintf(J->msg, sizeof J->msg, "%s", r ? vs_last_error() : "");
     pthread_barrier_destroy(&J->bar);
     return r;
 }
@@ -485,11 +523,12 @@ static void pj_free(pjob* J)
 
 /* The NCCL run against the threads run and one device's loop: the same bits;
    then the last run's counts. */
-static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int M, int own_stream, int trim)
+static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int M, int own_stream, int trim, int fixed)
 {
     static pjob h, d;
     memset(&h, 0, sizeof h);
     h.kind = kind, h.model = model, h.bf16 = bf16, h.P = P, h.DP = DP, h.M = M, h.own_stream = own_stream;
+    h.fixed = fixed;
     h.runs = 1, h.trim = trim;
     d = h;
     d.nccl = 1, d.runs = trim ? RUNS_TRIM : RUNS;
@@ -524,27 +563,53 @@ static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int
     pj_free(&d);
     int n = P * DP;
     vs_strict_counts a = d.c0, b = d.c1;
-    printf("    steady state (run %d of %d, %s, P=%d DP=%d M=%d), per rank: %.2f device allocations, %.2f frees, "
-           "%.2f host syncs, %.2f H2D / %.2f D2H copies, %.2f NCCL ops\n",
-           d.runs, d.runs, vs_pipe_kind_name(kind), P, DP, M, (double)(b.device_allocs - a.device_allocs) / n,
-           (double)(b.device_frees - a.device_frees) / n, (double)(b.host_syncs - a.host_syncs) / n,
-           (double)(b.h2d - a.h2d) / n, (double)(b.d2h - a.d2h) / n,
-           (double)(b.nccl_ops - a.nccl_ops) / n);
-    /* Every buffer of a run comes from the engine's cache but for one kind: a
-       send's buffer goes back when the send completed, so a run in which more
-       sends are in flight at once than in any run before (peers receiving
-       later: timing) takes a new block for each send beyond that peak, from
-       cudaMallocAsync (no device sync). Seen: 0 in most cases, at most 2 in
-       all ranks' last run. The bound that holds whatever the timing: one per
-       send of the run, none for anything else, and nothing freed. */
+    printf("    steady state (run %d of %d, %s, P=%d DP=%d M=%d%s), per rank: %.2f device allocations, %.2f frees, "
+           "%.2f host syncs, %.2f events created, %.2f H2D / %.2f D2H copies, %.2f NCCL ops\n",
+           d.runs, d.runs, vs_pipe_kind_name(kind), P, DP, M, fixed ? ", fixed shapes" : "",
+           (double)(b.device_allocs - a.device_allocs) / n, (double)(b.device_frees - a.device_frees) / n,
+           (double)(b.host_syncs - a.host_syncs) / n, (double)(b.events - a.events) / n, (double)(b.h2d - a.h2d) / n,
+           (double)(b.d2h - a.d2h) / n, (double)(b.nccl_ops - a.nccl_ops) / n);
     /* trim: the blocks the first run's GPipe needed beyond 1F1B's went back at the
        end of run 16, while replica 0's world all-reduce waited for replica 1
        (stream-ordered: cudaFreeAsync; cudaFree there waits for the device) */
     VT_CHECK(!trim || d.t1.device_frees > d.t0.device_frees, "trim: no block aged out of the cache (%ld frees)",
              d.t1.device_frees - d.t0.device_frees);
-    VT_CHECK(b.device_allocs - a.device_allocs <= d.nsends && b.device_frees == a.device_frees,
-             "steady state: %ld device allocations (at most one per send: %d) and %ld frees in the last run",
-             b.device_allocs - a.device_allocs, d.nsends, b.device_frees - a.device_frees);
+    /* The steady state, counted from vs_pipe_run's start to its return on all
+       ranks (the caller's own wait after it is not in it). Every buffer comes
+       from the engine's cache (a send's goes back when the schedule proves it
+       received: the same points every run), every event from the
+       communicators' pools. Host waits: the last stage reads the microbatch
+       losses (one wait for its compute stream), every other stage waits for
+       the loss's broadcast: one per rank, each rank makes at least that one, so
+       a total of at most one per rank is one each. Without fixed shapes each
+       activation message's header is read on the host besides (one wait each);
+       gradients never need one. */
+    long syncs = b.host_syncs - a.host_syncs, allowed = n + (fixed ? 0 : d.nrecvf);
+    VT_CHECK(syncs <= allowed,
+             "steady state: %ld host syncs in the last run, all %d ranks (at most %ld: one per rank%s)",
+             syncs, n, allowed, fixed ? "" : " and one per activation receive");
+    VT_CHECK(b.device_allocs == a.device_allocs && b.device_frees == a.device_frees && b.events == a.events,
+             "steady state: %ld device allocations, %ld frees and %ld events created in the last run (want 0)",
+             b.device_allocs - a.device_allocs, b.device_frees - a.device_frees, b.events - a.events);
+}
+
+/* Fixed shapes broken: microbatch 0's rows change in the second run. Stage 0's
+   send sees it (no receiver reads a header) and fails the run, naming the
+   tensor and both shapes; the other stages' waits end with it (the links are
+   aborted, the watchdog ends the streams' waits), no hang, no violation. */
+static void case_reshape(void)
+{
+    static pjob d;
+    memset(&d, 0, sizeof d);
+    d.kind = VS_PIPE_1F1B, d.model = PM_D, d.P = 2, d.DP = 1, d.M = 3, d.own_stream = 1, d.fixed = 1, d.reshape = 1;
+    d.nccl = 1, d.runs = 2;
+    long v0 = vs_strict_violations();
+    VT_CHECK(plaunch(&d) == VS_ERR_MISMATCH, "vs_launch: %s, want VS_ERR_MISMATCH", vs_result_string(d.err));
+    VT_CHECK(strstr(d.msg, "fixed_shapes") && strstr(d.msg, "of microbatch 0 is") && strstr(d.msg, "in an earlier run"),
+             "the error: %s", d.msg);
+    VT_CHECK(vs_strict_violations() == v0, "%ld stand-in violations, the first: %s", vs_strict_violations() - v0,
+             vs_strict_first_violation());
+    pj_free(&d);
 }
 
 int main(void)
@@ -568,20 +633,28 @@ int main(void)
                 char name[256];
                 snprintf(name, sizeof name, "pipe/nccl %s, model %s, PP=%d, M=%d%s", vs_pipe_kind_name(kinds[k]),
                          pm_model_name[model], P, M, dl);
-                VT_CASE(name, case_nccl(kinds[k], model, 0, P, 1, M, 1, 0));
+                VT_CASE(name, case_nccl(kinds[k], model, 0, P, 1, M, 1, 0, 1));
             }
         char name[256];
         snprintf(name, sizeof name, "pipe/nccl 1f1b, model varlen, bf16, PP=4, M=5, the PP communicator's stream%s", dl);
-        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_D, 1, 4, 1, 5, 0, 0));
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_D, 1, 4, 1, 5, 0, 0, 1));
+        /* without fixed shapes: each activation message's header read on the host */
+        snprintf(name, sizeof name, "pipe/nccl 1f1b, model varlen, PP=4, M=5, shapes from the headers%s", dl);
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_D, 0, 4, 1, 5, 1, 0, 0));
+        snprintf(name, sizeof name, "pipe/nccl interleaved, model skip, PP=2, M=3, shapes from the headers%s", dl);
+        VT_CASE(name, case_nccl(VS_PIPE_INTERLEAVED, PM_B, 0, 2, 1, 3, 1, 0, 0));
+        snprintf(name, sizeof name, "pipe/nccl 1f1b, model mlp, one stage, M=3%s", dl);
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_A, 0, 1, 1, 3, 1, 0, 1));
         snprintf(name, sizeof name, "pipe/nccl 1f1b, model skip, DP2 x PP2, DP average in on_sync, M=4%s", dl);
-        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 0));
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 0, 1));
         snprintf(name, sizeof name, "pipe/nccl zbv, model 2in2out, DP2 x PP2, DP average in on_sync, M=4%s", dl);
-        VT_CASE(name, case_nccl(VS_PIPE_ZBV, PM_C, 0, 2, 2, 4, 1, 0));
+        VT_CASE(name, case_nccl(VS_PIPE_ZBV, PM_C, 0, 2, 2, 4, 1, 0, 1));
         snprintf(name, sizeof name,
                  "pipe/nccl 1f1b, model skip, DP2 x PP2, M=4, %d runs after a GPipe one: blocks age out of the cache "
                  "while a collective waits%s", RUNS_TRIM - 1, dl);
-        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 1));
+        VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 1, 1));
     }
+    VT_CASE("pipe/nccl: fixed shapes that change fail the run (VS_ERR_MISMATCH)", case_reshape());
     vs_strict_counts sc = vs_strict_get_counts();
     printf("strict stand-in: %ld device allocations, %ld frees, %ld host syncs, %ld kernels and "
            "stream functions, %ld NCCL operations\n",
