@@ -522,6 +522,12 @@ typedef struct vs_train_desc {
        traffic; the optimizer steps f32 master weights either way) */
     int grad_fp32;
     vs_loss_scale loss_scale; // dynamic loss scaling (f16: on by default, see vs_loss_scale)
+    /* NCCL: 0 promises every step's batch has the shape of the first (the
+       activations between stages then travel without a shape header: no host
+       wait per message, vs_pipe_desc.fixed_shapes; a batch of another shape is
+       VS_ERR_MISMATCH naming both); 1 lets it change (one host wait per
+       activation message). Ignored on threads and MPI. */
+    int variable_shapes;
     /* NCCL (device buffers): the compute stream (a cudaStream_t) every layer
        callback runs on (vs_pipe_call.stream), the pipeline's copies and DDP's
        kernels too, and the TP communicator's collectives (vs_comm_set_stream),
@@ -2963,6 +2969,7 @@ typedef struct _vs_hl_param {
     int chunk_a, chunk_b;       // tied: a chunk on each of the two stages (the lowest overall, the highest)
     int users;                  // layers that use it (2+: tied)
     int first_here;             // the first layer on this stage that uses it, or -1
+    void* rscratch;             // device, tied across stages: the other stage's part lands here (on_step)
     void* scratch;              // a later user on this stage adds here (the gradient's dtype), summed once in on_step, so the
                                 // bits equal the two stages' sum when PP puts the users apart
     int64_t lshape[VS_TENSOR_MAX_DIMS], loff[VS_TENSOR_MAX_DIMS];
@@ -2985,6 +2992,7 @@ struct vs_train {
     vs_mesh* mesh;
     vs_mesh* tpm;  // TP submesh (NULL: TP = 1)
     vs_mesh* dpm;  // DP submesh (NULL: DP = 1)
+    vs_mesh* ppm;  // PP submesh (NULL: PP = 1)
     int pp, dp, tp, stage, dp_rank, M;
     vs_pipe_unit* units;
     _vs_hl_layer* lay;
@@ -3014,6 +3022,7 @@ struct vs_train {
     void* kadd;   // the tied-gradient kernel (vs_hl_tied_add)
     double* dloss;
     double* hloss;
+    int64_t shape0[VS_BATCH_MAX][VS_PIPE_MAX_DIMS]; // fixed shapes: the first step's batch (rows 0: none yet)
 };
 
 /* A training state can tell it was freed (vs_train_free's comment): its magic,
@@ -3087,6 +3096,33 @@ _VS_HL_PRIVATE vs_result _vs_hl_tied_add(vs_train* t, void* g, void* scr, int dt
     block.x = _VS_MKT, block.y = block.z = 1;
     cudaError_t e = cudaLaunchKernel((const void*)t->kadd, grid, block, args, 0, (cudaStream_t)t->stream);
     return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "vs_train_step", "the tied-gradient kernel");
+}
+
+/* A parameter tied across two stages, on GPUs: its two parts exchanged over PP
+   (after the compute stream, which then waits for the exchange) and added by
+   the kernel, all in stream order: no host wait (vs_pipe_tie_grads sums on the
+   host). The sum is a + b on both stages: the same bits. */
+_VS_HL_PRIVATE vs_result _vs_hl_tie_device(vs_train* t, _vs_hl_param* q, void* g, vs_dtype gdt)
+{
+    const char* fn = "vs_train_step";
+    int sa = t->pplan.chunk_stage[q->chunk_a], sb = t->pplan.chunk_stage[q->chunk_b];
+    if (sa == sb || (t->stage != sa && t->stage != sb) || !t->ppm) return VS_OK;
+    int peer = t->stage == sa ? sb : sa;
+    vs_comm* pc = vs_mesh_comm(t->ppm);
+    vs_work* w = NULL;
+    _VS_TRY(_vs_hl_fence(t, pc, fn));
+    vs_result r = vs_group_start(pc);
+    if (!r) {
+        r = vs_send(pc, g, (size_t)q->lnumel, gdt, peer, NULL);
+        if (!r) r = vs_recv(pc, q->rscratch, (size_t)q->lnumel, gdt, peer, NULL);
+        vs_result r2 = vs_group_end(pc, &w);
+        if (!r) r = r2;
+    }
+    if (!r && w) r = vs_wait_stream(w, t->stream);
+    if (!r) r = _vs_hl_tied_add(t, g, q->rscratch, _vs_hl_kdt(gdt), q->lnumel);
+    return r ? vs_set_error(r, "%s: the tied parameter \"%s\" between stages %d and %d: %s", fn, q->d->name, sa, sb,
+                            vs_last_error())
+             : VS_OK;
 }
 #endif
 
@@ -3191,6 +3227,11 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
 #endif
                 _vs_hlk_tied_add(g, q->scratch, _vs_hl_kdt(gdt), q->lnumel);
         }
+#ifdef VESCALE_NCCL
+        if (q->tied_remote && t->dev)
+            _VS_TRY(_vs_hl_tie_device(t, q, g, gdt));
+        else
+#endif
         if (q->tied_remote) _VS_TRY(vs_pipe_tie_grads(t->pipe, q->chunk_a, q->chunk_b, g, (size_t)q->lnumel, gdt));
         _VS_TRY(vs_ddp_grad_ready(t->ddp, q->ddp));
     }
@@ -3212,7 +3253,10 @@ VS_API vs_result vs_train_free(vs_train* t)
 #ifdef VESCALE_NCCL
     if (t->dev) {
         if (t->stream) cudaStreamSynchronize((cudaStream_t)t->stream); // (nothing of ours still queued)
-        for (int i = 0; t->prm && i < t->np; i++) vs_device_free(t->w, t->prm[i].scratch), t->prm[i].scratch = NULL;
+        for (int i = 0; t->prm && i < t->np; i++) {
+            vs_device_free(t->w, t->prm[i].scratch), t->prm[i].scratch = NULL;
+            vs_device_free(t->w, t->prm[i].rscratch), t->prm[i].rscratch = NULL;
+        }
         vs_device_free(t->w, t->dloss);
         if (t->hloss) cudaFreeHost(t->hloss);
         if (t->ev) cudaEventDestroy((cudaEvent_t)t->ev);
@@ -3284,6 +3328,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
     if (!r) r = vs_mesh_init(w, &md, &t->mesh);
     if (!r && tp > 1) r = vs_mesh_submesh(t->mesh, "TP", &t->tpm);
     if (!r && dp > 1) r = vs_mesh_submesh(t->mesh, "DP", &t->dpm);
+    if (!r && pp > 1) r = vs_mesh_submesh(t->mesh, "PP", &t->ppm);
     if (!r) {
         t->stage = vs_mesh_coord_along(t->mesh, "PP");
         t->dp_rank = vs_mesh_coord_along(t->mesh, "DP");
@@ -3457,6 +3502,13 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             if (q->ddp < 0) continue;
             t->lay[l].ctx.dtype[i] = _vs_hl_dt(q->d);
             t->lay[l].ctx.grad_dtype[i] = vs_ddp_grad_dtype(t->ddp, q->ddp);
+            if (t->dev && q->tied_remote && !q->rscratch) { // the other stage's part of a tied gradient
+                size_t rb = (size_t)(q->lnumel ? q->lnumel : 1) * vs_dtype_size(vs_ddp_grad_dtype(t->ddp, q->ddp));
+                if (!(q->rscratch = vs_device_alloc(w, rb))) {
+                    r = vs_set_error(VS_ERR_NOMEM, "%s: out of device memory", fn);
+                    break;
+                }
+            }
             if (q->first_here != l) { // a later user on this stage
                 size_t sb = (size_t)(q->lnumel ? q->lnumel : 1) * vs_dtype_size(vs_ddp_grad_dtype(t->ddp, q->ddp));
                 if (!q->scratch && !(q->scratch = t->dev ? vs_device_alloc(w, sb) : vs_alloc(w, sb))) {
@@ -3488,6 +3540,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         pd.on_step = _vs_hl_on_step;
         pd.hook_user = t;
         pd.stream = t->stream; // (NULL on the host transports)
+        pd.fixed_shapes = t->dev && !d->variable_shapes;
         r = vs_pipe_init(&pd, &t->pipe);
         if (!r) t->pipe->owner = _VS_HL_OWNER;
     }
@@ -3542,6 +3595,18 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
     if (rows % ((int64_t)t->dp * t->M))
         return vs_set_error(VS_ERR_INVALID, "%s: %lld rows do not split into DP=%d x %d microbatches", fn, (long long)rows,
                             t->dp, t->M);
+    if (t->dev && !t->desc.variable_shapes) { // the pipeline's fixed shapes: the first step's batch, every step
+        if (!t->shape0[0][0])
+            for (int i = 0; i < batch->n; i++)
+                for (int d = 0; d < batch->ndim[i]; d++) t->shape0[i][d] = batch->shape[i][d];
+        for (int i = 0; i < batch->n; i++)
+            for (int d = 0; d < batch->ndim[i]; d++)
+                if (batch->shape[i][d] != t->shape0[i][d])
+                    return vs_set_error(VS_ERR_MISMATCH, "%s: batch input \"%s\" has %lld in dim %d, the first step's "
+                                        "had %lld: on GPUs every step's batch has the first one's shape unless "
+                                        "vs_train_desc.variable_shapes", fn, batch->name[i],
+                                        (long long)batch->shape[i][d], d, (long long)t->shape0[i][d]);
+    }
     t->rows_dp = rows / t->dp;
     t->rows_mb = t->rows_dp / t->M;
     t->batch = batch;

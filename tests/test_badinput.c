@@ -1427,7 +1427,7 @@ static void sweep_ddp(sw_ctx* x)
     int idx = 0;
     double norm = 0;
     vs_ddp_memory mem;
-    vs_clip_desc clip = {1.0, 0};
+    vs_clip_desc clip = {.max_norm = 1.0};
 #define DINIT(...) vs_ddp_init(&(vs_ddp_desc){.mesh = x->mesh, __VA_ARGS__}, &o)
 #define PADD(...) vs_ddp_add_param(x->ddp, &(vs_ddp_param_desc){.dtype = VS_F32, __VA_ARGS__}, &idx)
     if (E(A, "vs_ddp_init", "desc NULL", FX_NONE)) R(vs_ddp_init(NULL, &o), "desc");
@@ -1564,7 +1564,7 @@ static void sweep_ddp(sw_ctx* x)
     if (E(A, "vs_ddp_clip_grad_norm_ex", "ddp NULL", FX_NONE)) R(vs_ddp_clip_grad_norm_ex(NULL, &clip, &norm), "ddp");
     if (E(A, "vs_ddp_clip_grad_norm_ex", "clip NULL", FX_DDPF)) R(vs_ddp_clip_grad_norm_ex(x->ddp, NULL, &norm), "clip");
     if (E(A, "vs_ddp_clip_grad_norm_ex", "max_norm NaN", FX_DDPF)) {
-        vs_clip_desc c = {NAN, 1};
+        vs_clip_desc c = {.max_norm = NAN, .error_if_nonfinite = 1};
         sw_backward(x);
         R(vs_ddp_clip_grad_norm_ex(x->ddp, &c, &norm), "max_norm");
     }
@@ -1577,7 +1577,7 @@ static void sweep_ddp(sw_ctx* x)
         vs_ddp_finish_grad_sync(x->ddp);
     }
     if (E(A, "vs_ddp_clip_grad_norm_ex", "NaN gradient, error_if_nonfinite", FX_DDPF)) {
-        vs_clip_desc c = {1.0, 1};
+        vs_clip_desc c = {.max_norm = 1.0, .error_if_nonfinite = 1};
         vs_ddp_zero_grad(x->ddp);
         for (int i = 0; i < vs_ddp_num_params(x->ddp); i++) {
             float* g = (float*)vs_ddp_grad(x->ddp, i);
