@@ -110,10 +110,13 @@
    the device (vs_init_fill); the batch (host memory, pinned for asynchronous
    copies, or device memory) is copied to the device on the compute stream; a
    tied parameter's two gradients are added by a kernel; the loss's DP mean is
-   taken on the device and read with the gradient norm (one host wait for
-   both); vs_train_get_param, save and load stage through device memory. Not
-   yet: bf16/f16 parameters, and the pipeline's and TP calls' own host waits
-   (test_train_nccl prints the host syncs per step).
+   taken on the device and read with the gradient norm: a steady-state step
+   makes one host wait, no device allocation and no CUDA event (the pipeline
+   leaves the losses on the device, vs_pipe_desc.defer_loss, and its
+   activations travel without shape headers, fixed_shapes: every step's batch
+   has the first one's shape unless vs_train_desc.variable_shapes; a parameter
+   tied across stages is exchanged and added in stream order);
+   vs_train_get_param, save and load stage through device memory.
 
    Non-finite gradients and the step counter
    -----------------------------------------
@@ -3019,7 +3022,7 @@ struct vs_train {
     int dev, own_stream;
     void* stream;
     void* ev;     // cudaEvent_t: orders a communicator's stream after `stream`
-    void* kadd;   // the tied-gradient kernel (vs_hl_tied_add)
+    void* k[2];   // its kernels: vs_hl_tied_add, vs_hl_loss_mean
     double* dloss;
     double* hloss;
     int64_t shape0[VS_BATCH_MAX][VS_PIPE_MAX_DIMS]; // fixed shapes: the first step's batch (rows 0: none yet)
@@ -3058,6 +3061,17 @@ _VS_HL_PRIVATE vs_result _vs_hl_gone(const char* fn, const vs_train* t)
                 sh[x] = 0; \
             } \
         } \
+    } \
+    /* the step's loss: the microbatch losses summed in order in double, over m \
+       (vs_pipe_run's host sum); one thread */ \
+    _VS_MKGLOBAL _VS_MKSEL(_vs_hlk_loss_mean, vs_hl_loss_mean)(double* out, const float* l, long long m) \
+    { \
+        _VS_MKLOOP(x, 1) { \
+            double s = 0.0; \
+            long long i; \
+            for (i = 0; i < m; i++) s += (double)l[i]; \
+            out[x] = s / (double)m; \
+        } \
     }
 #define _VS_MK_DEVICE 0
 #ifndef _VS_MK_HOST_SHARED /* (the shared conversions, once per file: vescale_ddp.h built them here already) */
@@ -3074,8 +3088,8 @@ _VS_HL_PRIVATE int _vs_hl_kdt(vs_dtype t) { return t == VS_F32 ? 0 : t == VS_BF1
 #define _VS_MK_DEVICE 1
 static const char _vs_hl_body[] _VS_UNUSED = _VS_MKSTR(_VS_HL_KERNELS) "\n";
 #undef _VS_MK_DEVICE
-static const char* const _vs_hl_knames[1] _VS_UNUSED = {"vs_hl_tied_add"};
-static const vs_kernel_text _vs_hl_text _VS_UNUSED = {"vescale_hl_kernels.cu", _vs_hl_body, 1, _vs_hl_knames};
+static const char* const _vs_hl_knames[2] _VS_UNUSED = {"vs_hl_tied_add", "vs_hl_loss_mean"};
+static const vs_kernel_text _vs_hl_text _VS_UNUSED = {"vescale_hl_kernels.cu", _vs_hl_body, 2, _vs_hl_knames};
 
 /* `c`'s stream after the compute stream: what the layers enqueued comes first. */
 _VS_HL_PRIVATE vs_result _vs_hl_fence(vs_train* t, vs_comm* c, const char* fn)
@@ -3094,8 +3108,36 @@ _VS_HL_PRIVATE vs_result _vs_hl_tied_add(vs_train* t, void* g, void* scr, int dt
     dim3 grid, block;
     grid.x = (unsigned)(blocks > 8192 ? 8192 : blocks), grid.y = grid.z = 1;
     block.x = _VS_MKT, block.y = block.z = 1;
-    cudaError_t e = cudaLaunchKernel((const void*)t->kadd, grid, block, args, 0, (cudaStream_t)t->stream);
+    cudaError_t e = cudaLaunchKernel((const void*)t->k[0], grid, block, args, 0, (cudaStream_t)t->stream);
     return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "vs_train_step", "the tied-gradient kernel");
+}
+
+/* The step's loss on the device: the pipeline's microbatch losses (left there,
+   vs_pipe_desc.defer_loss) averaged into t->dloss, over DP too, then copied to
+   the pinned t->hloss; all on the compute stream, read after the norm's wait. */
+_VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t)
+{
+    const char* fn = "vs_train_step";
+    const float* ml = NULL;
+    int m = 0;
+    _VS_TRY(vs_pipe_loss_device(t->pipe, &ml, &m));
+    long long mm = m;
+    void* args[] = {&t->dloss, &ml, &mm};
+    dim3 one, block;
+    one.x = one.y = one.z = 1;
+    block.x = _VS_MKT, block.y = block.z = 1;
+    cudaStream_t st = (cudaStream_t)t->stream;
+    cudaError_t e = cudaLaunchKernel((const void*)t->k[1], one, block, args, 0, st);
+    if (e != cudaSuccess) return vs_cuda_error((int)e, fn, "the loss kernel");
+    if (t->dpm) { // NCCL takes device memory: the mean over DP queued, not waited for
+        vs_comm* dc = vs_mesh_comm(t->dpm);
+        vs_work* wk = NULL;
+        _VS_TRY(_vs_hl_fence(t, dc, fn));
+        _VS_TRY(vs_all_reduce(dc, t->dloss, t->dloss, 1, VS_F64, VS_OP_AVG, &wk));
+        _VS_TRY(vs_wait_stream(wk, t->stream));
+    }
+    e = cudaMemcpyAsync(t->hloss, t->dloss, sizeof(double), cudaMemcpyDeviceToHost, st);
+    return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, fn, "the loss to the host");
 }
 
 /* A parameter tied across two stages, on GPUs: its two parts exchanged over PP
@@ -3350,7 +3392,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the compute stream, an event and a pinned double");
         if (!r && !(t->dloss = (double*)vs_device_alloc(w, sizeof(double))))
             r = vs_set_error(VS_ERR_NOMEM, "%s: out of device memory", fn);
-        if (!r) r = vs_kernels_get(&_vs_hl_text, fn, &t->kadd);
+        if (!r) r = vs_kernels_get(&_vs_hl_text, fn, t->k);
         if (!r && t->tpm) r = vs_comm_set_stream(vs_mesh_comm(t->tpm), t->stream);
     }
 #endif
@@ -3541,6 +3583,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         pd.hook_user = t;
         pd.stream = t->stream; // (NULL on the host transports)
         pd.fixed_shapes = t->dev && !d->variable_shapes;
+        pd.defer_loss = t->dev; // (the loss is read with the norm: one host wait a step)
         r = vs_pipe_init(&pd, &t->pipe);
         if (!r) t->pipe->owner = _VS_HL_OWNER;
     }
@@ -3621,26 +3664,14 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
     double l = 0, norm = NAN;
     int64_t steps = vs_ddp_step_count(t->ddp), step = steps + t->skipped; // (the batches taken before this one)
     if (!r && t->ls.enable) r = vs_pipe_set_loss_scale(t->pipe, t->scale);
-    if (!r) r = vs_pipe_run(t->pipe, t->sched, &l); // (hooks: gradient sync as chunks finish)
+    if (!r) r = vs_pipe_run(t->pipe, t->sched, t->dev ? NULL : &l); // (hooks: gradient sync as chunks finish)
     t->batch = NULL;
     if (!r) r = vs_ddp_finish_grad_sync(t->ddp);
     // the loss first: the caller gets it for a step skipped or failed below too
     int dloss = 0; // device: the mean is on its way into t->hloss, read after the norm's wait
 #ifdef VESCALE_NCCL
-    if (!r && t->dpm && t->dev) { // NCCL takes device memory: the mean on the device, queued, not waited for
-        vs_comm* dc = vs_mesh_comm(t->dpm);
-        vs_work* wk = NULL;
-        cudaStream_t st = (cudaStream_t)t->stream;
-        *t->hloss = l;
-        cudaError_t e = cudaMemcpyAsync(t->dloss, t->hloss, sizeof(double), cudaMemcpyHostToDevice, st);
-        if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the loss to the device");
-        if (!r) r = _vs_hl_fence(t, dc, fn);
-        if (!r) r = vs_all_reduce(dc, t->dloss, t->dloss, 1, VS_F64, VS_OP_AVG, &wk);
-        if (!r) r = vs_wait_stream(wk, t->stream);
-        /* read after the norm below: its host wait covers what the compute
-           stream had queued before it (vs_ddp_clip_grad_norm_ex) */
-        if (!r && (e = cudaMemcpyAsync(t->hloss, t->dloss, sizeof(double), cudaMemcpyDeviceToHost, st)) != cudaSuccess)
-            r = vs_cuda_error((int)e, fn, "the loss to the host");
+    if (!r && t->dev) {
+        r = _vs_hl_loss_device(t); // (read after the norm below: its host wait covers the compute stream)
         dloss = 1;
     } else
 #endif

@@ -560,6 +560,14 @@ typedef struct vs_pipe_desc {
        Gradients never need one (their shapes are the activations'). The same
        on every stage. Ignored on threads and MPI. */
     int fixed_shapes;
+    /* NCCL: 1 leaves the losses on the device at a run's end: the stages get
+       them in device memory (vs_pipe_loss_device) and their copy to the host is
+       queued on the compute stream, so vs_pipe_run waits for nothing (its *loss
+       is NaN) and the caller's own host wait (its one a step) brings them:
+       vs_pipe_loss and vs_pipe_mb_loss give them once it has passed
+       (VS_ERR_STATE before). 0: vs_pipe_run waits for them. Ignored on threads
+       and MPI. */
+    int defer_loss;
 } vs_pipe_desc;
 
 /* Collective over the mesh. Checks the plan against the units and the mesh (its
@@ -590,6 +598,14 @@ VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss);
    value; the loss reported is not scaled. Finite and > 0 (VS_ERR_INVALID);
    1 by default. */
 VS_API vs_result vs_pipe_set_loss_scale(vs_pipe* p, double scale);
+/* The last run's minibatch loss, as vs_pipe_run gives it; every stage. With
+   desc.defer_loss: once a host wait that covers the compute stream (e.g.
+   vs_sync_stream on it) has passed, else VS_ERR_STATE. */
+VS_API vs_result vs_pipe_loss(vs_pipe* p, double* loss);
+/* desc.defer_loss: the last run's microbatch losses (*m floats) in device
+   memory on every stage, valid until the next run, in the compute stream's
+   order (VS_ERR_STATE without desc.defer_loss or a run). */
+VS_API vs_result vs_pipe_loss_device(const vs_pipe* p, const float** losses, int* m);
 VS_API vs_result vs_pipe_mb_output(const vs_pipe* p, int mb, int i, vs_pipe_tensor* out);
 /* The stage (PP coordinate) of this rank; a negative vs_result for a NULL or
    freed pipe. */
@@ -2744,6 +2760,9 @@ struct vs_pipe {
     int64_t* fhist;    // fixed shapes: [mb][boundary] the header of each activation message of the runs so far
     int fhist_m;       // microbatches it holds
     float* hloss;      // device path with stages: the microbatch losses' broadcast lands here (pinned host memory)
+    int loss_pending;  // desc.defer_loss: hloss is being written in the compute stream's order (loss_ev)
+    void* loss_ev;     // cudaEvent_t, made once: recorded after the losses' copy to hloss
+    double last_loss;  // the last run's minibatch loss (vs_pipe_loss)
     int hloss_cap;
 };
 
@@ -3494,6 +3513,7 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     if (p->send_ev) cudaEventDestroy((cudaEvent_t)p->send_ev);
     if (p->pinned) cudaFreeHost(p->pinned);
     if (p->hloss) cudaFreeHost(p->hloss);
+    if (p->loss_ev) cudaEventDestroy((cudaEvent_t)p->loss_ev);
 #endif
     vs_free(p->w, p->fhist);
     for (int i = 0; p->links && i < p->nlinks; i++) vs_free(p->w, p->links[i].peer_pos);
@@ -4219,6 +4239,8 @@ _VS_PIPE_PRIVATE void _vs_pipe_drain(vs_pipe* p)
     }
 }
 
+_VS_PIPE_PRIVATE vs_result _vs_pipe_defer_loss(vs_pipe* p, int last, double* loss);
+
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
 {
     _VS_TRY(_VS_PIPE_GONE("vs_pipe_run", p));
@@ -4254,9 +4276,11 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         p->tcap = p->t0 && p->t1 ? n : 0;
     }
     const int last = p->plan.chunk_stage[K - 1] == st; // (it computes the losses)
-    if (p->dev && last) p->dlosses = (float*)_vs_pipe_buf(p, sizeof(float) * (size_t)M, 0);
+    const int dl = p->dev && (last || p->desc.defer_loss); // (deferred: every stage gets them on the device)
+    p->loss_pending = 0;
+    if (dl) p->dlosses = (float*)_vs_pipe_buf(p, sizeof(float) * (size_t)M, 0);
     if (!p->slots || !p->saved || !p->saved_bytes || !p->mb_loss || !p->pending || (n && !p->tcap) ||
-        (p->dev && last && !p->dlosses)) {
+        (dl && !p->dlosses)) {
         _vs_pipe_clear(p);
         return vs_set_error(VS_ERR_NOMEM, "vs_pipe_run: out of memory for %d microbatches", M);
     }
@@ -4320,6 +4344,7 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
        covers all of the run's work on the compute stream, and sums them as
        the last stage would. One stage: a copy after the compute stream's
        work, then the wait. */
+    if (p->dev && p->desc.defer_loss) return _vs_pipe_defer_loss(p, last, loss);
     if (p->dev && p->pp) {
         if (M > p->hloss_cap) {
 #ifdef _VS_PIPE_CUDA
@@ -4353,8 +4378,105 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         if (r) return vs_set_error(r, "vs_pipe_run: sharing the loss: %s", vs_last_error());
     }
     if (loss) *loss = total;
+    p->last_loss = total;
     p->ran = 1;
     _vs_pipe_cache_trim(p);
+    return VS_OK;
+}
+
+/* The losses' pinned landing place for M microbatches. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_hloss(vs_pipe* p, int M)
+{
+#ifdef _VS_PIPE_CUDA
+    if (M <= p->hloss_cap) return VS_OK;
+    if (p->hloss) cudaFreeHost(p->hloss);
+    p->hloss = NULL;
+    p->hloss_cap = 0;
+    cudaError_t e = cudaMallocHost((void**)&p->hloss, sizeof(float) * (size_t)M);
+    if (e != cudaSuccess) return _vs_pipe_cuerr(e, "pinned memory for the losses");
+    p->hloss_cap = M;
+#else
+    (void)p, (void)M;
+#endif
+    return VS_OK;
+}
+
+/* desc.defer_loss at a run's end: the last stage's losses broadcast into every
+   stage's device copy (the compute stream waits for it), then copied to the
+   pinned hloss on the compute stream; no host wait (vs_pipe_loss reads them). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_defer_loss(vs_pipe* p, int last, double* loss)
+{
+    vs_result r = _vs_pipe_hloss(p, p->M);
+    (void)last;
+#ifdef _VS_PIPE_CUDA
+    const int K = p->plan.nchunks;
+    if (!r && p->pp) {
+        vs_work* bw = NULL;
+        r = _vs_pipe_fence_to(p, vs_comm_stream(p->pp));
+        if (!r) r = vs_broadcast(p->pp, p->dlosses, p->dlosses, (size_t)p->M, VS_F32, p->plan.chunk_stage[K - 1], &bw);
+        if (!r) r = vs_wait_stream(bw, p->stream);
+    }
+    cudaError_t e = cudaSuccess;
+    if (!r && !p->loss_ev) {
+        cudaEvent_t ev = NULL;
+        e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+        p->loss_ev = ev;
+    }
+    if (!r && e == cudaSuccess)
+        e = cudaMemcpyAsync(p->hloss, p->dlosses, sizeof(float) * (size_t)p->M, cudaMemcpyDefault,
+                            (cudaStream_t)p->stream);
+    if (!r && e == cudaSuccess) e = cudaEventRecord((cudaEvent_t)p->loss_ev, (cudaStream_t)p->stream);
+    if (!r && e != cudaSuccess) r = _vs_pipe_cuerr(e, "the losses to the host");
+#endif
+    if (r) return vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", p->stage, vs_last_error());
+    p->loss_pending = 1;
+    if (loss) *loss = NAN;
+    p->ran = 1;
+    _vs_pipe_cache_trim(p);
+    return VS_OK;
+}
+
+/* Deferred losses: on the host once the compute stream got past their copy. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_take_loss(vs_pipe* p, const char* fn)
+{
+    if (!p->loss_pending) return VS_OK;
+#ifdef _VS_PIPE_CUDA
+    cudaError_t e = cudaEventQuery((cudaEvent_t)p->loss_ev);
+    if (e == cudaErrorNotReady)
+        return vs_set_error(VS_ERR_STATE, "%s: the last run's losses (desc.defer_loss) have not reached the host: wait "
+                                          "for the compute stream first (vs_sync_stream)", fn);
+    if (e != cudaSuccess) return _vs_pipe_cuerr(e, fn);
+#else
+    (void)fn;
+#endif
+    memcpy(p->mb_loss, p->hloss, sizeof(float) * (size_t)p->M);
+    double total = 0;
+    for (int m = 0; m < p->M; m++) total += (double)p->mb_loss[m];
+    if (p->desc.loss != VS_PIPE_LOSS_SUM) total /= (double)p->M;
+    p->last_loss = total;
+    p->loss_pending = 0;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_loss(vs_pipe* p, double* loss)
+{
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_loss", p));
+    if (!p || !loss) return vs_set_error(VS_ERR_NULL, "vs_pipe_loss: %s is NULL", p ? "loss" : "pipe");
+    if (!p->ran) return vs_set_error(VS_ERR_STATE, "vs_pipe_loss: no completed run");
+    _VS_TRY(_vs_pipe_take_loss(p, "vs_pipe_loss"));
+    *loss = p->last_loss;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_loss_device(const vs_pipe* p, const float** losses, int* m)
+{
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_loss_device", p));
+    if (!p || !losses || !m)
+        return vs_set_error(VS_ERR_NULL, "vs_pipe_loss_device: %s is NULL", !p ? "pipe" : !losses ? "losses" : "m");
+    if (!p->ran || !p->dev || !p->desc.defer_loss || !p->dlosses)
+        return vs_set_error(VS_ERR_STATE, "vs_pipe_loss_device: no run with desc.defer_loss on device buffers");
+    *losses = p->dlosses;
+    *m = p->M;
     return VS_OK;
 }
 
@@ -4377,6 +4499,7 @@ VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss)
         return vs_set_error(VS_ERR_STATE, "vs_pipe_mb_loss: stage %d does not hold the last chunk (stage %d does)",
                             p->stage, p->plan.chunk_stage[p->plan.nchunks - 1]);
     if (mb < 0 || mb >= p->M) return vs_set_error(VS_ERR_INVALID, "vs_pipe_mb_loss: microbatch %d (0..%d)", mb, p->M - 1);
+    _VS_TRY(_vs_pipe_take_loss((vs_pipe*)p, "vs_pipe_mb_loss"));
     *loss = (double)p->mb_loss[mb];
     return VS_OK;
 }
