@@ -2085,7 +2085,7 @@ struct vs_comm {
        thread in an NCCL call on this communicator (the op table's wrappers), so
        the watchdog (trylock) never calls NCCL beside it; it records its fault
        in wd_res/wd_msg under ncmu. */
-    _vs_nwatch watch[8];
+    _vs_nwatch watch[4]; // (few: each holds a pooled event until the ring drops it or a host wait retires it)
     int nwatch;
     uint64_t evseq; // events recorded on the stream so far
     pthread_mutex_t ncmu;

@@ -50,7 +50,7 @@
 #include "tests/strict/vs_strict.h"
 
 /* (4 warm-up steps: the first ones fill each communicator's event pool, the
-   handles in flight plus the watchdog's 8 entries of stream-ordered work) */
+   handles in flight plus the watchdog's 4 entries of stream-ordered work) */
 static int STEPS = 8, WARMUP = 4;
 /* The TP, redistribute and TP/SP paths warm up at least this many steps: the
    TP/SP path makes 2 stream-ordered collectives a step on each of two

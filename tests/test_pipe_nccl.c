@@ -309,6 +309,8 @@ typedef struct pjob {
     vs_pipe_kind kind;
     int model, bf16, P, DP, M, nccl, runs, own_stream;
     int fixed; /* vs_pipe_desc.fixed_shapes */
+    int defer; /* vs_pipe_desc.defer_loss: the loss read after the test's own vs_sync_stream */
+    int nan_loss; /* defer: vs_pipe_run's *loss was NaN every run (it must be) */
     double loss[2];
     float mb_loss[2][PM_MAXM];
     float* g[2][PM_MAXU]; /* [dp replica][unit], from the stage that holds it */
@@ -391,6 +393,7 @@ static int prank(vs_world* w, void* arg)
     pd.data = J->nccl ? dv_data : pm_data_fn, pd.data_user = &dd;
     pd.on_sync = dp_on_sync, pd.on_step = dp_on_step, pd.hook_user = &S, pd.stream = (void*)st;
     pd.fixed_shapes = J->fixed;
+    pd.defer_loss = J->defer;
     if (!r) r = vs_pipe_init(&pd, &pipe);
     if (!r && S.dp && J->nccl) {
         r = vs_comm_set_stream(S.dp, (void*)S.st); /* DP's collectives in stream order with the layers */
@@ -423,6 +426,11 @@ static int prank(vs_world* w, void* arg)
         if (!r) {
             pm_zero_grads(E); /* (the stream functions are done: vs_pipe_run waited for them) */
             r = vs_pipe_run(pipe, first && run == 0 ? first : sched, &loss);
+            if (!r && J->defer) { /* no wait in the run: the test's own (a trainer's one a step) brings the losses */
+                if (loss == loss) __atomic_store_n(&J->nan_loss, -1, __ATOMIC_SEQ_CST);
+                r = vs_sync_stream(vs_world_comm(w), (void*)st);
+                if (!r) r = vs_pipe_loss(pipe, &loss);
+            }
         }
         if (run == J->runs - 1) pj_mark(J, w, &J->c1);
         /* the run's device work is done at its return (its one host wait, for
@@ -523,6 +531,7 @@ static void pj_free(pjob* J)
 
 /* The NCCL run against the threads run and one device's loop: the same bits;
    then the last run's counts. */
+static int g_defer; /* the next case_nccl's device run defers its losses */
 static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int M, int own_stream, int trim, int fixed)
 {
     static pjob h, d;
@@ -532,12 +541,15 @@ static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int
     h.runs = 1, h.trim = trim;
     d = h;
     d.nccl = 1, d.runs = trim ? RUNS_TRIM : RUNS;
+    d.defer = g_defer;
+    g_defer = 0;
     long v0 = vs_strict_violations();
     VT_OK(plaunch(&h));
     VT_OK(plaunch(&d));
     VT_CHECK(vs_strict_violations() == v0, "%ld stand-in violations, the first: %s", vs_strict_violations() - v0,
              vs_strict_first_violation());
     VT_CHECK(h.bad == 0 && d.bad == 0, "contract violations in the layers: threads %d, NCCL %d", h.bad, d.bad);
+    VT_CHECK(d.nan_loss == 0, "defer_loss: vs_pipe_run gave a loss (it must leave NaN: the losses are not there yet)");
     pm_inst* R = pm_new(model, bf16 ? VS_BF16 : VS_F32, PM_BK_FULL);
     double rl = 0;
     float rmb[PM_MAXM];
@@ -655,6 +667,12 @@ int main(void)
         VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 1, 1));
     }
     VT_CASE("pipe/nccl: fixed shapes that change fail the run (VS_ERR_MISMATCH)", case_reshape());
+    /* defer_loss: the run waits for nothing; the caller's vs_sync_stream brings the losses, equal to the threads
+       run's and one device's (the host syncs per run, the test's own included, still at most 1) */
+    VT_CASE("pipe/nccl defer_loss: 1f1b, model skip, PP=2, M=3", (g_defer = 1, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 1, 3, 1, 0, 1)));
+    VT_CASE("pipe/nccl defer_loss: zbv, model 2in2out, DP2 x PP2, M=4",
+            (g_defer = 1, case_nccl(VS_PIPE_ZBV, PM_C, 0, 2, 2, 4, 1, 0, 1)));
+    VT_CASE("pipe/nccl defer_loss: one stage, M=3", (g_defer = 1, case_nccl(VS_PIPE_1F1B, PM_A, 0, 1, 1, 3, 1, 0, 1)));
     vs_strict_counts sc = vs_strict_get_counts();
     printf("strict stand-in: %ld device allocations, %ld frees, %ld host syncs, %ld kernels and "
            "stream functions, %ld NCCL operations\n",
