@@ -6,7 +6,7 @@
 # library makes, counted over the strict stand-in (tests/strict/; no GPU needed).
 # See bench/strict_counts.c for what each column counts and its target.
 #
-#   B=build bash bench/run_strict_counts.sh [steps] [warmup]     (default 8 2)
+#   B=build bash bench/run_strict_counts.sh [steps] [warmup]     (default 8 4)
 #
 # Exit status: 1 when a call failed or the stand-in reported a violation (a
 # missed target is printed as MISS, not an error); 2 when it cannot be built
