@@ -20,7 +20,7 @@ MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
-TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_train_nccl.c,$(wildcard tests/test_*.c)))
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_train_nccl.c tests/test_gpt_nccl.c,$(wildcard tests/test_*.c)))
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
@@ -72,6 +72,12 @@ $(B)/test_pipe_nccl: tests/test_pipe_nccl.c tests/pipe_models.h $(STRICT_H) $(HE
 # vescale.h's high-level API on device buffers (issue 21), same stand-in
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_train_nccl)
 $(B)/test_train_nccl: tests/test_train_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# the example GPT (examples/gpt.h) on 8 simulated GPUs: its units as gpt_kernels.h's
+# kernels on the compute stream, PP2 x DP2 x TP2 and DP2 x TP2 + SP against one host
+# rank, bf16 parameters (same stand-in)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_gpt_nccl)
+$(B)/test_gpt_nccl: tests/test_gpt_nccl.c examples/gpt.h examples/gpt_kernels.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # examples/gpt_kernels.h's kernels NVRTC-compiled and launched over the same stand-in,
 # against their host build and examples/gpt.h (the plain build, $(B)/test_gpt_kernels,
