@@ -1,4 +1,4 @@
-/* gpt.h - a small GPT in plain C (f32, CPU), written for vescale as a model of
+/* gpt.h - a small GPT in plain C, written for vescale as a model of
    layers (vescale.h's vs_model_desc): token and position embedding, pre-norm
    causal attention and GELU MLP blocks, a final norm and an LM head tied to the
    token embedding, trained against a cross-entropy loss. The same declaration
@@ -43,6 +43,18 @@
    gradient on every TP rank: every such gradient is computed from tensors that
    are whole (after the all-reduce) on each rank. Under sequence parallelism
    they get their rank's rows' part instead, which vescale sums over TP.
+
+   Where the units run (>>device): f32 parameters on the host run the loops
+   below (blocked, vectorized: the f32 CPU model); on a GPU (a rank on the NCCL
+   transport, VESCALE_NCCL: call->stream non-NULL) every tensor is device memory
+   and the units run examples/gpt_kernels.h's kernels on call->stream, the
+   engine's compute stream, which the vs_tp_* / vs_sp_* / vs_vocab_* calls use
+   too; bf16/f16 parameters (gpt_model_dtype) run those kernels' host build on
+   the host. Parameters and gradients are in vs_layer_ctx.dtype / grad_dtype;
+   activations stay f32. The kernels' scratch is the engine's saved memory: no
+   allocation in a step. The host build of the kernels gives the loops' bits in
+   f32; a device's block-ordered reductions differ by rounding
+   (tests/test_gpt_nccl.c: PP2 x DP2 x TP2 within 1e-5 of one host rank).
 
    Outside vescale's engine (call->_rt NULL: a test driving the units by hand)
    forward writes each output into call->out[i].data, which the caller sized,
