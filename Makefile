@@ -87,7 +87,7 @@ $(B)/train_gpt_strict: tests/train_gpt_strict.c examples/train_gpt.c tests/gpt_s
 # against their host build and examples/gpt.h (the plain build, $(B)/test_gpt_kernels,
 # checks the host side without CUDA)
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_gpt_kernels_strict)
-$(B)/test_gpt_kernels_strict: tests/test_gpt_kernels.c examples/gpt_kernels.h examples/gpt.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+$(B)/test_gpt_kernels_strict: tests/test_gpt_kernels.c tests/gpt_strict_kernels.h examples/gpt_kernels.h examples/gpt.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # the steady-state counts bench/strict_counts.c measures, the targets met enforced
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_counts)
