@@ -1021,6 +1021,22 @@ GPT__FN size_t gpt__kattn_layout(float* base, const gpt_attn_dims* d, int sp, gp
     return sizeof(float) * at;
 }
 
+/* A backward part's start: the dims, forward's saved buffers and the kernels. */
+typedef struct gpt__kattn {
+    gpt_attn_dims d;
+    gpt_attn_buf s;
+    float *dy, *dS;
+    gpt_kctx k;
+} gpt__kattn;
+
+GPT__FN vs_result gpt__kattn_begin(vs_pipe_call* c, int mode, gpt__kattn* a)
+{
+    memset(a, 0, sizeof *a);
+    GPT__K(gpt_attn_dims_of(c, &a->d));
+    gpt__kattn_layout((float*)c->saved, &a->d, vs_layer(c)->sp, &a->s, &a->dy, &a->dS);
+    return gpt_kctx_init(&a->k, mode, c->stream);
+}
+
 GPT__FN vs_result gpt__kattn_forward(vs_pipe_call* c, int mode)
 {
     vs_layer_ctx* L = vs_layer(c);
@@ -1058,62 +1074,71 @@ GPT__FN vs_result gpt__kattn_forward(vs_pipe_call* c, int mode)
 GPT__FN vs_result gpt__kattn_backward_input(vs_pipe_call* c, int mode)
 {
     vs_layer_ctx* L = vs_layer(c);
-    gpt_attn_dims d;
-    memset(&d, 0, sizeof d);
-    GPT__K(gpt_attn_dims_of(c, &d));
+    gpt__kattn a;
+    GPT__K(gpt__kattn_begin(c, mode, &a));
+    const gpt_attn_dims d = a.d;
+    const gpt_attn_buf s = a.s;
+    const gpt_kctx* k = &a.k;
     int64_t n = d.n, nl = d.nl, D = d.D, W = d.W;
-    gpt_attn_buf s;
-    float *dy = NULL, *dS = NULL;
-    gpt__kattn_layout((float*)c->saved, &d, L->sp, &s, &dy, &dS);
-    gpt_kctx k;
-    GPT__K(gpt_kctx_init(&k, mode, c->stream));
     void* const* P = L->param;
     const float* x = (const float*)c->in[0].data;
     const float* dout = (const float*)c->out[0].grad;
     float* dx = (float*)c->in[0].grad;
     if (L->sp) GPT__K(gpt_sp_move(L, 2, d.B, d.T, D, dout, s.dof));
     const float* dfull = L->sp ? s.dof : dout;
-    GPT__K(gpt_k_matmul(&k, GPT_KMM_NT, n, D, W, dfull, GPT__F, P[7], GPT__TW(L, 7), NULL, GPT__F, dy, GPT__F, 0));
-    GPT__K(gpt__kzero(&k, s.dq, sizeof(float) * (size_t)(3 * n * W))); // dq dk dv: contiguous
-    GPT__K(gpt_k_attention_backward(&k, d.B, d.T, d.Hl, d.hd, s.q, s.k, s.v, s.P, dy, dS, s.dq, s.dk, s.dv, GPT__F,
+    GPT__K(gpt_k_matmul(k, GPT_KMM_NT, n, D, W, dfull, GPT__F, P[7], GPT__TW(L, 7), NULL, GPT__F, a.dy, GPT__F, 0));
+    GPT__K(gpt__kzero(k, s.dq, sizeof(float) * (size_t)(3 * n * W))); // dq dk dv: contiguous
+    GPT__K(gpt_k_attention_backward(k, d.B, d.T, d.Hl, d.hd, s.q, s.k, s.v, s.P, a.dy, a.dS, s.dq, s.dk, s.dv, GPT__F,
                                     GPT__F));
     const float* g3[3] = {s.dq, s.dk, s.dv};
     for (int j = 0; j < 3; j++)
-        GPT__K(gpt_k_matmul(&k, GPT_KMM_NT, n, W, D, g3[j], GPT__F, P[2 + j], GPT__TW(L, 2 + j), NULL, GPT__F, s.dln,
+        GPT__K(gpt_k_matmul(k, GPT_KMM_NT, n, W, D, g3[j], GPT__F, P[2 + j], GPT__TW(L, 2 + j), NULL, GPT__F, s.dln,
                             GPT__F, j));
     if (L->sp) GPT__K(gpt_sp_move(L, 3, d.B, d.T, D, s.dln, s.lnl));
     else if (L->tp) GPT__K(vs_tp_copy_backward(L->tp, s.dln, (size_t)(n * D), VS_F32));
-    GPT__K(gpt_k_add_rows(&k, nl, nl, D, 0, dout, GPT__F, dx, GPT__F)); // the residual
-    return gpt_k_layernorm_backward(&k, nl, D, x, P[0], s.mean, s.rstd, L->sp ? s.lnl : s.dln, dx, GPT__F,
+    GPT__K(gpt_k_add_rows(k, nl, nl, D, 0, dout, GPT__F, dx, GPT__F)); // the residual
+    return gpt_k_layernorm_backward(k, nl, D, x, P[0], s.mean, s.rstd, L->sp ? s.lnl : s.dln, dx, GPT__F,
                                     GPT__TW(L, 0));
 }
 
 GPT__FN vs_result gpt__kattn_backward_weight(vs_pipe_call* c, int mode)
 {
     vs_layer_ctx* L = vs_layer(c);
-    gpt_attn_dims d;
-    memset(&d, 0, sizeof d);
-    GPT__K(gpt_attn_dims_of(c, &d));
+    gpt__kattn a;
+    GPT__K(gpt__kattn_begin(c, mode, &a));
+    const gpt_attn_dims d = a.d;
+    const gpt_attn_buf s = a.s;
+    const gpt_kctx* k = &a.k;
     int64_t n = d.n, nl = d.nl, D = d.D, W = d.W;
-    gpt_attn_buf s;
-    float *dy = NULL, *dS = NULL;
-    gpt__kattn_layout((float*)c->saved, &d, L->sp, &s, &dy, &dS);
-    gpt_kctx k;
-    GPT__K(gpt_kctx_init(&k, mode, c->stream));
     void* const* G = L->grad;
     const float* x = (const float*)c->in[0].data;
     const float* dout = (const float*)c->out[0].grad;
-    GPT__K(gpt_k_layernorm_backward_weight(&k, nl, D, x, s.mean, s.rstd, L->sp ? s.lnl : s.dln, G[0], G[1], GPT__F,
+    GPT__K(gpt_k_layernorm_backward_weight(k, nl, D, x, s.mean, s.rstd, L->sp ? s.lnl : s.dln, G[0], G[1], GPT__F,
                                            GPT__TG(L, 0)));
     const float* g3[3] = {s.dq, s.dk, s.dv};
     for (int j = 0; j < 3; j++) {
-        GPT__K(gpt_k_matmul(&k, GPT_KMM_TN, D, n, W, s.ln, GPT__F, g3[j], GPT__F, NULL, GPT__F, G[2 + j],
+        GPT__K(gpt_k_matmul(k, GPT_KMM_TN, D, n, W, s.ln, GPT__F, g3[j], GPT__F, NULL, GPT__F, G[2 + j],
                             GPT__TG(L, 2 + j), 1));
-        if (j != 1) GPT__K(gpt_k_sum_rows(&k, n, 1, W, 0, g3[j], GPT__F, G[j ? 6 : 5], GPT__TG(L, j ? 6 : 5)));
+        if (j != 1) GPT__K(gpt_k_sum_rows(k, n, 1, W, 0, g3[j], GPT__F, G[j ? 6 : 5], GPT__TG(L, j ? 6 : 5)));
     }
-    GPT__K(gpt_k_matmul(&k, GPT_KMM_TN, W, n, D, s.y, GPT__F, L->sp ? s.dof : dout, GPT__F, NULL, GPT__F, G[7],
+    GPT__K(gpt_k_matmul(k, GPT_KMM_TN, W, n, D, s.y, GPT__F, L->sp ? s.dof : dout, GPT__F, NULL, GPT__F, G[7],
                         GPT__TG(L, 7), 1));
-    return gpt_k_sum_rows(&k, nl, 1, D, 0, dout, GPT__F, G[8], GPT__TG(L, 8));
+    return gpt_k_sum_rows(k, nl, 1, D, 0, dout, GPT__F, G[8], GPT__TG(L, 8));
+}
+
+/* A backward part's start: the dims, forward's saved buffers and the kernels. */
+typedef struct gpt__kmlp {
+    int64_t n, nl, B, T, D, F;
+    gpt_mlp_buf s;
+    gpt_kctx k;
+} gpt__kmlp;
+
+GPT__FN vs_result gpt__kmlp_begin(vs_pipe_call* c, int mode, gpt__kmlp* m)
+{
+    memset(m, 0, sizeof *m);
+    GPT__K(gpt_mlp_dims(c, &m->n, &m->nl, &m->B, &m->T, &m->D, &m->F));
+    gpt_mlp_layout((float*)c->saved, m->n, m->D, m->F, vs_layer(c)->sp, &m->s);
+    return gpt_kctx_init(&m->k, mode, c->stream);
 }
 
 GPT__FN vs_result gpt__kmlp_forward(vs_pipe_call* c, int mode)
@@ -1149,47 +1174,45 @@ GPT__FN vs_result gpt__kmlp_forward(vs_pipe_call* c, int mode)
 GPT__FN vs_result gpt__kmlp_backward_input(vs_pipe_call* c, int mode)
 {
     vs_layer_ctx* L = vs_layer(c);
-    int64_t n = 0, nl = 0, B = 0, T = 0, D = 0, F = 0;
-    GPT__K(gpt_mlp_dims(c, &n, &nl, &B, &T, &D, &F));
-    gpt_mlp_buf s;
-    gpt_mlp_layout((float*)c->saved, n, D, F, L->sp, &s);
-    gpt_kctx k;
-    GPT__K(gpt_kctx_init(&k, mode, c->stream));
+    gpt__kmlp m;
+    GPT__K(gpt__kmlp_begin(c, mode, &m));
+    const gpt_mlp_buf s = m.s;
+    const gpt_kctx* k = &m.k;
+    int64_t n = m.n, nl = m.nl, B = m.B, T = m.T, D = m.D, F = m.F;
     void* const* P = L->param;
     const float* x = (const float*)c->in[0].data;
     const float* dout = (const float*)c->out[0].grad;
     float* dx = (float*)c->in[0].grad;
     if (L->sp) GPT__K(gpt_sp_move(L, 2, B, T, D, dout, s.dof));
-    GPT__K(gpt_k_matmul(&k, GPT_KMM_NT, n, D, F, L->sp ? s.dof : dout, GPT__F, P[4], GPT__TW(L, 4), NULL, GPT__F, s.da,
+    GPT__K(gpt_k_matmul(k, GPT_KMM_NT, n, D, F, L->sp ? s.dof : dout, GPT__F, P[4], GPT__TW(L, 4), NULL, GPT__F, s.da,
                         GPT__F, 0)); // dz
-    GPT__K(gpt_k_gelu_backward(&k, n * F, s.a, GPT__F, s.da, GPT__F, s.da, GPT__F));
-    GPT__K(gpt_k_matmul(&k, GPT_KMM_NT, n, F, D, s.da, GPT__F, P[2], GPT__TW(L, 2), NULL, GPT__F, s.dln, GPT__F, 0));
+    GPT__K(gpt_k_gelu_backward(k, n * F, s.a, GPT__F, s.da, GPT__F, s.da, GPT__F));
+    GPT__K(gpt_k_matmul(k, GPT_KMM_NT, n, F, D, s.da, GPT__F, P[2], GPT__TW(L, 2), NULL, GPT__F, s.dln, GPT__F, 0));
     if (L->sp) GPT__K(gpt_sp_move(L, 3, B, T, D, s.dln, s.lnl));
     else if (L->tp) GPT__K(vs_tp_copy_backward(L->tp, s.dln, (size_t)(n * D), VS_F32));
-    GPT__K(gpt_k_add_rows(&k, nl, nl, D, 0, dout, GPT__F, dx, GPT__F));
-    return gpt_k_layernorm_backward(&k, nl, D, x, P[0], s.mean, s.rstd, L->sp ? s.lnl : s.dln, dx, GPT__F,
+    GPT__K(gpt_k_add_rows(k, nl, nl, D, 0, dout, GPT__F, dx, GPT__F));
+    return gpt_k_layernorm_backward(k, nl, D, x, P[0], s.mean, s.rstd, L->sp ? s.lnl : s.dln, dx, GPT__F,
                                     GPT__TW(L, 0));
 }
 
 GPT__FN vs_result gpt__kmlp_backward_weight(vs_pipe_call* c, int mode)
 {
     vs_layer_ctx* L = vs_layer(c);
-    int64_t n = 0, nl = 0, B = 0, T = 0, D = 0, F = 0;
-    GPT__K(gpt_mlp_dims(c, &n, &nl, &B, &T, &D, &F));
-    gpt_mlp_buf s;
-    gpt_mlp_layout((float*)c->saved, n, D, F, L->sp, &s);
-    gpt_kctx k;
-    GPT__K(gpt_kctx_init(&k, mode, c->stream));
+    gpt__kmlp m;
+    GPT__K(gpt__kmlp_begin(c, mode, &m));
+    const gpt_mlp_buf s = m.s;
+    const gpt_kctx* k = &m.k;
+    int64_t n = m.n, nl = m.nl, D = m.D, F = m.F;
     void* const* G = L->grad;
     const float* x = (const float*)c->in[0].data;
     const float* dout = (const float*)c->out[0].grad;
-    GPT__K(gpt_k_layernorm_backward_weight(&k, nl, D, x, s.mean, s.rstd, L->sp ? s.lnl : s.dln, G[0], G[1], GPT__F,
+    GPT__K(gpt_k_layernorm_backward_weight(k, nl, D, x, s.mean, s.rstd, L->sp ? s.lnl : s.dln, G[0], G[1], GPT__F,
                                            GPT__TG(L, 0)));
-    GPT__K(gpt_k_matmul(&k, GPT_KMM_TN, D, n, F, s.ln, GPT__F, s.da, GPT__F, NULL, GPT__F, G[2], GPT__TG(L, 2), 1));
-    GPT__K(gpt_k_sum_rows(&k, n, 1, F, 0, s.da, GPT__F, G[3], GPT__TG(L, 3)));
-    GPT__K(gpt_k_matmul(&k, GPT_KMM_TN, F, n, D, s.z, GPT__F, L->sp ? s.dof : dout, GPT__F, NULL, GPT__F, G[4],
+    GPT__K(gpt_k_matmul(k, GPT_KMM_TN, D, n, F, s.ln, GPT__F, s.da, GPT__F, NULL, GPT__F, G[2], GPT__TG(L, 2), 1));
+    GPT__K(gpt_k_sum_rows(k, n, 1, F, 0, s.da, GPT__F, G[3], GPT__TG(L, 3)));
+    GPT__K(gpt_k_matmul(k, GPT_KMM_TN, F, n, D, s.z, GPT__F, L->sp ? s.dof : dout, GPT__F, NULL, GPT__F, G[4],
                         GPT__TG(L, 4), 1));
-    return gpt_k_sum_rows(&k, nl, 1, D, 0, dout, GPT__F, G[5], GPT__TG(L, 5));
+    return gpt_k_sum_rows(k, nl, 1, D, 0, dout, GPT__F, G[5], GPT__TG(L, 5));
 }
 
 /* head: saved ln [n,D] mean rstd [n] G [n,Vl] tl [n] lnl [n,D] (sp), then the
