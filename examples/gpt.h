@@ -954,6 +954,18 @@ GPT__FN vs_result gpt__kzero(const gpt_kctx* k, void* p, size_t bytes)
         if (gpt__kr) return gpt__kr; \
     } while (0)
 
+/* Token ids or targets in [0, V), checked where the host can read them (the host
+   build; on a device the kernels take an id outside as another rank's row: a
+   zero embedding, a NaN loss). */
+GPT__FN vs_result gpt__kids(int mode, const char* who, const int32_t* ids, int64_t n, int64_t V)
+{
+    for (int64_t i = 0; mode != GPT_K_DEVICE && i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return vs_set_error(VS_ERR_INVALID, "gpt %s: %s %d at %lld outside [0, %lld)", who,
+                                who[0] == 'e' ? "token" : "target", ids[i], (long long)i, (long long)V);
+    return VS_OK;
+}
+
 /* embed: saved (TP) n*D floats: this rank's vocab rows before the TP sum (forward),
    the whole gradient under sequence parallelism (backward). */
 GPT__FN vs_result gpt__kembed_forward(vs_pipe_call* c, int mode)
@@ -965,6 +977,7 @@ GPT__FN vs_result gpt__kembed_forward(vs_pipe_call* c, int mode)
     int64_t B = c->in[0].shape[0], T = c->in[0].shape[1], n = B * T, sh[3] = {B, T, D}, v0 = 0, Vl = V;
     const int32_t* ids = (const int32_t*)c->in[0].data;
     int tw = GPT__TW(L, 0);
+    GPT__K(gpt__kids(mode, "embed", ids, n, V));
     gpt_kctx k;
     GPT__K(gpt_kctx_init(&k, mode, c->stream));
     float *x = NULL, *part = NULL;
@@ -1249,6 +1262,7 @@ GPT__FN vs_result gpt__khead_forward(vs_pipe_call* c, int mode)
     GPT__K(gpt_kctx_init(&k, mode, c->stream));
     void* const* P = L->param;
     const int32_t* tg = (const int32_t*)c->in[1].data;
+    GPT__K(gpt__kids(mode, "head", tg, n, V));
     GPT__K(gpt_k_layernorm(&k, nl, D, c->in[0].data, P[0], P[1], L->sp ? s.lnl : s.ln, s.mean, s.rstd, GPT__F,
                            GPT__TW(L, 0)));
     if (L->sp) GPT__K(gpt_sp_move(L, 0, c->in[0].shape[0], n / c->in[0].shape[0], D, s.lnl, s.ln));

@@ -13,6 +13,8 @@
    - bf16 parameters (f32 masters and gradients): PP2 x DP2 x TP2 on the GPUs
      against bf16 on one host rank (the kernels' host build) and against the
      f32 run, within the bounds measured below;
+   - ZeRO-1 on PP2 x DP2 x TP2 freed right after a step (vs_train_free's fix);
+   - bf16 on the host: out-of-range tokens and targets are errors naming them;
    - no device allocation in a steady-state step; no stand-in violation. */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale.h"
@@ -238,6 +240,38 @@ static void case_free_after_step(void)
              vs_strict_first_violation());
 }
 
+/* bf16 on the host (the kernels' host build): a token or target outside the
+   vocabulary is an error naming it, as gpt.h's f32 loops report it. */
+static int bad_ids_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_plan p;
+    memset(&p, 0, sizeof p);
+    p.microbatches = 1;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL, d.plan = &p, d.optim.kind = VS_OPTIM_ADAMW, d.lr.lr = 1e-3, d.grad_fp32 = 1;
+    vs_train* t = NULL;
+    VT_OK(vs_parallelize(w, &d, &t));
+    if (!t) return 1;
+    int32_t tok[ROWS * 8], tg[ROWS * 8];
+    gpt_batch(&CFG, 0, ROWS, tok, tg);
+    vs_batch b = gpt_batch_view(ROWS, CFG.seq, tok, tg);
+    double l = 0;
+    tok[5] = CFG.vocab;
+    VT_EXPECT_ERR(vs_train_step(t, &b, &l), VS_ERR_INVALID, "gpt embed: token 32 at 5", "outside [0, 32)");
+    tok[5] = 1, tg[3] = -1;
+    VT_EXPECT_ERR(vs_train_step(t, &b, &l), VS_ERR_INVALID, "gpt head: target -1 at 3", "outside [0, 32)");
+    VT_OK(vs_train_free(t));
+    return 0;
+}
+static void case_bad_ids(void)
+{
+    VT_OK(gpt_model(&CFG, &STORE, &MODEL));
+    VT_OK(gpt_model_dtype(&STORE, VS_BF16));
+    VT_OK(vs_launch(1, bad_ids_rank, NULL));
+}
+
 int main(void)
 {
     setenv("VS_STRICT_DELAY_US", "20", 0); // a random delay before every stream operation
@@ -256,6 +290,7 @@ int main(void)
             "the measured bounds", case_bf16());
     VT_CASE("gpt/nccl: ZeRO-1 on PP2 x DP2 x TP2 GPUs freed right after a step: no communicator freed under its "
             "all-gathers", case_free_after_step());
+    VT_CASE("gpt/bf16 on the host: a token or target outside the vocabulary is an error naming it", case_bad_ids());
     VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
                                              vs_strict_violations(), vs_strict_first_violation()));
     return vt_summary();
