@@ -319,9 +319,9 @@ int main(int argc, char** argv)
 
     char text[4096];
     vs_plan_print(p, text, sizeof text);
-    printf("GPT: vocab %d, seq %d, dim %d, heads %d, layers %d (%lld parameters, %s); %d rows x %d tokens per step%s\n",
+    printf("GPT: vocab %d, seq %d, dim %d, heads %d, layers %d (%lld parameters%s); %d rows x %d tokens per step%s\n",
            CFG.vocab, CFG.seq, CFG.dim, CFG.heads, CFG.layers, (long long)gpt_param_count(&CFG),
-           DTYPE == VS_BF16 ? "bf16" : "f32", ROWS, CFG.seq, device ? "; the mesh on GPUs" : "");
+           DTYPE == VS_BF16 ? ", bf16" : "", ROWS, CFG.seq, device ? "; the mesh on GPUs" : "");
     printf("plan (vs_plan_print):\n%s", text);
     { // the pipeline schedule this plan runs, drawn
         vs_pipe_sched* s;
