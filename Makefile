@@ -20,14 +20,14 @@ MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
-TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_train_nccl.c,$(wildcard tests/test_*.c)))
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_train_nccl.c tests/test_gpt_nccl.c,$(wildcard tests/test_*.c)))
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
 MPI_NAMES := collectives mesh errors layout ddp_procs
 MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
 
-.PHONY: all run test test-asan test-tsan test-gpu bench bench-redistribute bench-ddp compile-check clean
+.PHONY: all run run-gpu test test-asan test-tsan test-gpu bench bench-redistribute bench-ddp compile-check clean
 all: $(TESTS) $(MPI_TESTS) $(B)/demo
 
 $(B):
@@ -73,11 +73,21 @@ $(B)/test_pipe_nccl: tests/test_pipe_nccl.c tests/pipe_models.h $(STRICT_H) $(HE
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_train_nccl)
 $(B)/test_train_nccl: tests/test_train_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# the example GPT (examples/gpt.h) on 8 simulated GPUs: its units as gpt_kernels.h's
+# kernels on the compute stream, PP2 x DP2 x TP2 and DP2 x TP2 + SP against one host
+# rank, bf16 parameters (same stand-in)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_gpt_nccl)
+$(B)/test_gpt_nccl: tests/test_gpt_nccl.c tests/gpt_strict_kernels.h examples/gpt.h examples/gpt_kernels.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# examples/train_gpt.c --device cuda end to end on the same stand-in (tests/run.sh runs it)
+TESTS   += $(if $(HAVE_STRICT),$(B)/train_gpt_strict)
+$(B)/train_gpt_strict: tests/train_gpt_strict.c examples/train_gpt.c tests/gpt_strict_kernels.h examples/gpt.h examples/gpt_kernels.h $(STRICT_H) $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # examples/gpt_kernels.h's kernels NVRTC-compiled and launched over the same stand-in,
 # against their host build and examples/gpt.h (the plain build, $(B)/test_gpt_kernels,
 # checks the host side without CUDA)
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_gpt_kernels_strict)
-$(B)/test_gpt_kernels_strict: tests/test_gpt_kernels.c examples/gpt_kernels.h examples/gpt.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+$(B)/test_gpt_kernels_strict: tests/test_gpt_kernels.c tests/gpt_strict_kernels.h examples/gpt_kernels.h examples/gpt.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # the steady-state counts bench/strict_counts.c measures, the targets met enforced
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_counts)
@@ -165,6 +175,22 @@ run: $(B)/train_gpt
 	rm -rf $(B)/run_ckpt
 	./$(B)/train_gpt --mesh 2x2x2 --explain --steps 20 --save $(B)/run_ckpt/step-000020
 	./$(B)/train_gpt --mesh 1x4x2 --sp --steps 10 --resume auto --ckpt-dir $(B)/run_ckpt
+
+# The same GPT on the GPUs (examples/train_gpt.c --device cuda): built with nvcc
+# against CUDA and NCCL (as make test-gpu builds), run on every visible GPU (NCCL,
+# one rank per GPU; gpt.h's units as examples/gpt_kernels.h's kernels) beside the
+# one-rank host run, the same per-step table as make run; f32, then bf16
+# parameters. Without nvcc or NCCL's header it says so and exits 0; the program
+# itself says so and exits 0 where no GPU is visible.
+.PHONY: run-gpu
+run-gpu: | $(B)
+	@if ! command -v $(NVCC) >/dev/null 2>&1 || [ ! -f "$(NCCL_INCLUDE)/nccl.h" ]; then \
+	    echo "make run-gpu: no CUDA toolchain here ($(NVCC), $(NCCL_INCLUDE)/nccl.h): nothing to run on a GPU"; exit 0; fi; \
+	set -e; \
+	echo "$(NVCC) -O2 -x cu -DVESCALE_NCCL ... -o $(B)/train_gpt_gpu examples/train_gpt.c -lnccl -lnvrtc"; \
+	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/train_gpt_gpu examples/train_gpt.c -lnccl -lnvrtc -lpthread; \
+	./$(B)/train_gpt_gpu --device cuda --steps 20; \
+	./$(B)/train_gpt_gpu --device cuda --steps 10 --dtype bf16
 
 # The README's test command (and .ci/run's).
 # The fuzz harnesses run FUZZ_SECONDS each inside `make test` (0: not at all; 15 keeps the

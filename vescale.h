@@ -3285,6 +3285,12 @@ VS_API vs_result vs_train_free(vs_train* t)
     if (!t) return VS_OK;
     _VS_TRY(_VS_HL_GONE("vs_train_free", t));
     vs_result r = VS_OK;
+#ifdef VESCALE_NCCL
+    // the last step's ZeRO all-gathers may still be in flight on DDP's stream (nothing read
+    // the parameters since): done before any communicator goes, whose cudaFree would
+    // synchronise the device under them (NCCL's deadlock)
+    if (t->dev && t->ddp) (void)vs_ddp_synchronize(t->ddp);
+#endif
     if (t->ck) vs_ckpt_free(t->ck);
     if (t->sched) vs_pipe_sched_free(t->sched);
     if (t->pipe) t->pipe->owner = NULL, vs_pipe_free(t->pipe);

@@ -1,4 +1,4 @@
-/* gpt.h - a small GPT in plain C (f32, CPU), written for vescale as a model of
+/* gpt.h - a small GPT in plain C, written for vescale as a model of
    layers (vescale.h's vs_model_desc): token and position embedding, pre-norm
    causal attention and GELU MLP blocks, a final norm and an LM head tied to the
    token embedding, trained against a cross-entropy loss. The same declaration
@@ -44,6 +44,18 @@
    are whole (after the all-reduce) on each rank. Under sequence parallelism
    they get their rank's rows' part instead, which vescale sums over TP.
 
+   Where the units run (>>device): f32 parameters on the host run the loops
+   below (blocked, vectorized: the f32 CPU model); on a GPU (a rank on the NCCL
+   transport, VESCALE_NCCL: call->stream non-NULL) every tensor is device memory
+   and the units run examples/gpt_kernels.h's kernels on call->stream, the
+   engine's compute stream, which the vs_tp_* / vs_sp_* / vs_vocab_* calls use
+   too; bf16/f16 parameters (gpt_model_dtype) run those kernels' host build on
+   the host. Parameters and gradients are in vs_layer_ctx.dtype / grad_dtype;
+   activations stay f32. The kernels' scratch is the engine's saved memory: no
+   allocation in a step. The host build of the kernels gives the loops' bits in
+   f32; a device's block-ordered reductions differ by rounding
+   (tests/test_gpt_nccl.c: PP2 x DP2 x TP2 within 1e-5 of one host rank).
+
    Outside vescale's engine (call->_rt NULL: a test driving the units by hand)
    forward writes each output into call->out[i].data, which the caller sized,
    and keeps its scratch in malloc'd memory at call->saved that the caller
@@ -58,6 +70,7 @@
 #include <string.h>
 
 #include "vescale.h"
+#include "gpt_kernels.h"
 
 #define GPT_MAX_LAYERS 24
 #define GPT_MAX_UNITS (2 + 2 * GPT_MAX_LAYERS)
@@ -328,6 +341,19 @@ GPT__FN void gpt_attention_backward(int64_t B, int64_t T, int64_t Hl, int64_t hd
             }
 }
 
+/* The units as kernel sequences (>>device, below): a device, or bf16/f16 parameters. */
+GPT__FN int gpt__kmode(const vs_pipe_call* c);
+GPT__FN vs_result gpt__kembed_forward(vs_pipe_call* c, int mode);
+GPT__FN vs_result gpt__kembed_backward(vs_pipe_call* c, int mode);
+GPT__FN vs_result gpt__kattn_forward(vs_pipe_call* c, int mode);
+GPT__FN vs_result gpt__kattn_backward_input(vs_pipe_call* c, int mode);
+GPT__FN vs_result gpt__kattn_backward_weight(vs_pipe_call* c, int mode);
+GPT__FN vs_result gpt__kmlp_forward(vs_pipe_call* c, int mode);
+GPT__FN vs_result gpt__kmlp_backward_input(vs_pipe_call* c, int mode);
+GPT__FN vs_result gpt__kmlp_backward_weight(vs_pipe_call* c, int mode);
+GPT__FN vs_result gpt__khead_forward(vs_pipe_call* c, int mode);
+GPT__FN vs_result gpt__khead_backward(vs_pipe_call* c, int mode);
+
 // >>units ----------------------------------------------------------------------
 
 /* An output: the engine's memory, or (driven by hand) the caller's. */
@@ -413,6 +439,8 @@ GPT__FN int64_t gpt_full_T(const vs_layer_ctx* L, int64_t Tl) { return L->sp ? T
 
 GPT__FN vs_result gpt_embed_forward(vs_pipe_call* c)
 {
+    int km = gpt__kmode(c);
+    if (km >= 0) return gpt__kembed_forward(c, km);
     vs_layer_ctx* L = vs_layer(c);
     const gpt_unit* u = (const gpt_unit*)L->user;
     int64_t V = u->cfg->vocab, D = u->cfg->dim;
@@ -464,6 +492,8 @@ GPT__FN vs_result gpt_embed_forward(vs_pipe_call* c)
 
 GPT__FN vs_result gpt_embed_backward(vs_pipe_call* c)
 {
+    int km = gpt__kmode(c);
+    if (km >= 0) return gpt__kembed_backward(c, km);
     vs_layer_ctx* L = vs_layer(c);
     const gpt_unit* u = (const gpt_unit*)L->user;
     int64_t V = u->cfg->vocab, D = u->cfg->dim;
@@ -541,6 +571,8 @@ GPT__FN vs_result gpt_attn_dims_of(vs_pipe_call* c, gpt_attn_dims* d)
 
 GPT__FN vs_result gpt_attn_forward(vs_pipe_call* c)
 {
+    int km = gpt__kmode(c);
+    if (km >= 0) return gpt__kattn_forward(c, km);
     vs_layer_ctx* L = vs_layer(c);
     gpt_attn_dims d;
     memset(&d, 0, sizeof d);
@@ -579,6 +611,8 @@ GPT__FN vs_result gpt_attn_forward(vs_pipe_call* c)
 
 GPT__FN vs_result gpt_attn_backward_input(vs_pipe_call* c)
 {
+    int km = gpt__kmode(c);
+    if (km >= 0) return gpt__kattn_backward_input(c, km);
     vs_layer_ctx* L = vs_layer(c);
     gpt_attn_dims d;
     memset(&d, 0, sizeof d);
@@ -612,6 +646,8 @@ GPT__FN vs_result gpt_attn_backward_input(vs_pipe_call* c)
 
 GPT__FN vs_result gpt_attn_backward_weight(vs_pipe_call* c)
 {
+    int km = gpt__kmode(c);
+    if (km >= 0) return gpt__kattn_backward_weight(c, km);
     vs_layer_ctx* L = vs_layer(c);
     gpt_attn_dims d;
     memset(&d, 0, sizeof d);
@@ -675,6 +711,8 @@ GPT__FN vs_result gpt_mlp_dims(vs_pipe_call* c, int64_t* n, int64_t* nl, int64_t
 
 GPT__FN vs_result gpt_mlp_forward(vs_pipe_call* c)
 {
+    int km = gpt__kmode(c);
+    if (km >= 0) return gpt__kmlp_forward(c, km);
     vs_layer_ctx* L = vs_layer(c);
     int64_t n = 0, nl = 0, B = 0, T = 0, D = 0, F = 0;
     vs_result r = gpt_mlp_dims(c, &n, &nl, &B, &T, &D, &F);
@@ -709,6 +747,8 @@ GPT__FN vs_result gpt_mlp_forward(vs_pipe_call* c)
 
 GPT__FN vs_result gpt_mlp_backward_input(vs_pipe_call* c)
 {
+    int km = gpt__kmode(c);
+    if (km >= 0) return gpt__kmlp_backward_input(c, km);
     vs_layer_ctx* L = vs_layer(c);
     int64_t n = 0, nl = 0, B = 0, T = 0, D = 0, F = 0;
     vs_result r = gpt_mlp_dims(c, &n, &nl, &B, &T, &D, &F);
@@ -735,6 +775,8 @@ GPT__FN vs_result gpt_mlp_backward_input(vs_pipe_call* c)
 
 GPT__FN vs_result gpt_mlp_backward_weight(vs_pipe_call* c)
 {
+    int km = gpt__kmode(c);
+    if (km >= 0) return gpt__kmlp_backward_weight(c, km);
     vs_layer_ctx* L = vs_layer(c);
     int64_t n = 0, nl = 0, B = 0, T = 0, D = 0, F = 0;
     vs_result r = gpt_mlp_dims(c, &n, &nl, &B, &T, &D, &F);
@@ -786,6 +828,8 @@ GPT__FN vs_result gpt_head_dims(vs_pipe_call* c, int64_t* n, int64_t* nl, int64_
 
 GPT__FN vs_result gpt_head_forward(vs_pipe_call* c)
 {
+    int km = gpt__kmode(c);
+    if (km >= 0) return gpt__khead_forward(c, km);
     vs_layer_ctx* L = vs_layer(c);
     const gpt_unit* u = (const gpt_unit*)L->user;
     int64_t n = 0, nl = 0, D = 0, Vl = 0, V = u->cfg->vocab;
@@ -827,6 +871,8 @@ GPT__FN vs_result gpt_head_forward(vs_pipe_call* c)
 
 GPT__FN vs_result gpt_head_backward(vs_pipe_call* c)
 {
+    int km = gpt__kmode(c);
+    if (km >= 0) return gpt__khead_backward(c, km);
     vs_layer_ctx* L = vs_layer(c);
     int64_t n = 0, nl = 0, D = 0, Vl = 0;
     vs_result r = gpt_head_dims(c, &n, &nl, &D, &Vl);
@@ -855,6 +901,401 @@ GPT__FN vs_result gpt_head_backward(vs_pipe_call* c)
     free(dlog);
     return VS_OK;
 }
+
+// >>device ---------------------------------------------------------------------
+/* The units as examples/gpt_kernels.h's kernel sequences (the same math, the
+   sequences tests/test_gpt_kernels.c checks against the loops above): on a
+   device (a rank on the NCCL transport: call->stream non-NULL, VESCALE_NCCL)
+   every buffer is device memory and the kernels go on call->stream, the
+   engine's compute stream, which the TP communicator's collectives use too;
+   on the host they run when a parameter is bf16 or f16 (the host build of the
+   kernels: in f32 it gives the loops' bits). Parameters and their gradients
+   are in vs_layer_ctx.dtype / grad_dtype; activations, saved statistics,
+   attention probabilities and logits are f32. Scratch is the engine's saved
+   memory (vs_pipe_save), sized for the backward too: nothing is allocated. */
+
+/* The kernels' mode of a call: GPT_K_DEVICE on a device, GPT_K_HOST for a host
+   rank with a bf16/f16 parameter or gradient, -1 for the f32 loops. */
+GPT__FN int gpt__kmode(const vs_pipe_call* c)
+{
+#ifdef VESCALE_NCCL
+    if (c->stream) return GPT_K_DEVICE;
+#endif
+    const vs_layer_ctx* L = vs_layer(c);
+    for (int i = 0; i < VS_LAYER_MAX_PARAMS; i++)
+        if (L->dtype[i] == VS_BF16 || L->dtype[i] == VS_F16 || L->grad_dtype[i] == VS_BF16 ||
+            L->grad_dtype[i] == VS_F16)
+            return GPT_K_HOST;
+    return -1;
+}
+
+GPT__FN int gpt__kdt(vs_dtype t) { return t == VS_BF16 ? GPT_KBF16 : t == VS_F16 ? GPT_KF16 : GPT_KF32; }
+#define GPT__TW(L, i) gpt__kdt((L)->dtype[i])
+#define GPT__TG(L, i) gpt__kdt((L)->grad_dtype[i])
+#define GPT__F GPT_KF32
+
+/* bytes of p zeroed in the context's stream order */
+GPT__FN vs_result gpt__kzero(const gpt_kctx* k, void* p, size_t bytes)
+{
+#ifdef VESCALE_NCCL
+    if (k->mode == GPT_K_DEVICE) {
+        cudaError_t e = cudaMemsetAsync(p, 0, bytes, (cudaStream_t)k->stream);
+        return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "gpt", "cudaMemsetAsync");
+    }
+#endif
+    (void)k;
+    memset(p, 0, bytes);
+    return VS_OK;
+}
+
+#define GPT__K(call) \
+    do { \
+        vs_result gpt__kr = (call); \
+        if (gpt__kr) return gpt__kr; \
+    } while (0)
+
+/* Token ids or targets in [0, V), checked where the host can read them (the host
+   build; on a device the kernels take an id outside as another rank's row: a
+   zero embedding, a NaN loss). */
+GPT__FN vs_result gpt__kids(int mode, const char* who, const int32_t* ids, int64_t n, int64_t V)
+{
+    for (int64_t i = 0; mode != GPT_K_DEVICE && i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return vs_set_error(VS_ERR_INVALID, "gpt %s: %s %d at %lld outside [0, %lld)", who,
+                                who[0] == 'e' ? "token" : "target", ids[i], (long long)i, (long long)V);
+    return VS_OK;
+}
+
+/* embed: saved (TP) n*D floats: this rank's vocab rows before the TP sum (forward),
+   the whole gradient under sequence parallelism (backward). */
+GPT__FN vs_result gpt__kembed_forward(vs_pipe_call* c, int mode)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    const gpt_unit* u = (const gpt_unit*)L->user;
+    int64_t V = u->cfg->vocab, D = u->cfg->dim;
+    GPT__K(gpt_check_ids("embed", &c->in[0], u->cfg->seq));
+    int64_t B = c->in[0].shape[0], T = c->in[0].shape[1], n = B * T, sh[3] = {B, T, D}, v0 = 0, Vl = V;
+    const int32_t* ids = (const int32_t*)c->in[0].data;
+    int tw = GPT__TW(L, 0);
+    GPT__K(gpt__kids(mode, "embed", ids, n, V));
+    gpt_kctx k;
+    GPT__K(gpt_kctx_init(&k, mode, c->stream));
+    float *x = NULL, *part = NULL;
+    if (L->tp) GPT__K(vs_vocab_range(L->tp, V, &v0, &Vl));
+    if (L->sp) {
+        if (T % L->tp_size)
+            return vs_set_error(VS_ERR_INVALID, "gpt embed: sequence parallelism splits T = %lld over TP = %d unevenly",
+                                (long long)T, L->tp_size);
+        int64_t Tl = T / L->tp_size;
+        sh[1] = Tl;
+        GPT__K(gpt_save(c, sizeof(float) * (size_t)(n * D), &part));
+        GPT__K(gpt_output(c, 0, VS_F32, 3, sh, (void**)&x));
+        GPT__K(gpt_k_embed(&k, n, T, D, ids, L->param[0], v0, Vl, NULL, part, GPT__F, tw));
+        GPT__K(gpt_sp_move(L, 1, B, T, D, part, x));
+        return gpt_k_add_rows(&k, B * Tl, Tl, D, L->tp_rank * Tl, L->param[1], tw, x, GPT__F);
+    }
+    GPT__K(gpt_output(c, 0, VS_F32, 3, sh, (void**)&x));
+    if (!L->tp) return gpt_k_embed(&k, n, T, D, ids, L->param[0], 0, V, L->param[1], x, GPT__F, tw);
+    GPT__K(gpt_k_embed(&k, n, T, D, ids, L->param[0], v0, Vl, NULL, x, GPT__F, tw)); // zeros outside this rank's rows
+    GPT__K(vs_tp_reduce_forward(L->tp, x, (size_t)(n * D), VS_F32));
+    return gpt_k_add_rows(&k, n, T, D, 0, L->param[1], tw, x, GPT__F);
+}
+
+GPT__FN vs_result gpt__kembed_backward(vs_pipe_call* c, int mode)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    const gpt_unit* u = (const gpt_unit*)L->user;
+    int64_t V = u->cfg->vocab, D = u->cfg->dim, v0 = 0, Vl = V;
+    int64_t B = c->in[0].shape[0], T = c->in[0].shape[1], n = B * T;
+    const int32_t* ids = (const int32_t*)c->in[0].data;
+    const float* dx = (const float*)c->out[0].grad;
+    gpt_kctx k;
+    GPT__K(gpt_kctx_init(&k, mode, c->stream));
+    if (L->tp) GPT__K(vs_vocab_range(L->tp, V, &v0, &Vl));
+    if (L->sp) {
+        int64_t Tl = T / L->tp_size;
+        float* full = (float*)c->saved;
+        GPT__K(gpt_sp_move(L, 2, B, T, D, dx, full));
+        GPT__K(gpt_k_embed_backward(&k, n, D, ids, full, v0, Vl, L->grad[0], GPT__F, GPT__TG(L, 0)));
+        return gpt_k_sum_rows(&k, B * Tl, Tl, D, L->tp_rank * Tl, dx, GPT__F, L->grad[1], GPT__TG(L, 1));
+    }
+    GPT__K(gpt_k_embed_backward(&k, n, D, ids, dx, v0, Vl, L->grad[0], GPT__F, GPT__TG(L, 0)));
+    return gpt_k_sum_rows(&k, n, T, D, 0, dx, GPT__F, L->grad[1], GPT__TG(L, 1));
+}
+
+/* attention: gpt_attn_layout's buffers, then dy [n,W] and dS [B,Hl,T,T] (backward scratch) */
+GPT__FN size_t gpt__kattn_layout(float* base, const gpt_attn_dims* d, int sp, gpt_attn_buf* s, float** dy, float** dS)
+{
+    size_t at = gpt_attn_layout(base, d->B, d->T, d->D, d->Hl, d->W, sp, s) / sizeof(float);
+    *dy = base ? base + at : NULL;
+    at += (size_t)(d->n * d->W);
+    *dS = base ? base + at : NULL;
+    at += (size_t)(d->B * d->Hl * d->T * d->T);
+    return sizeof(float) * at;
+}
+
+/* A backward part's start: the dims, forward's saved buffers and the kernels. */
+typedef struct gpt__kattn {
+    gpt_attn_dims d;
+    gpt_attn_buf s;
+    float *dy, *dS;
+    gpt_kctx k;
+} gpt__kattn;
+
+GPT__FN vs_result gpt__kattn_begin(vs_pipe_call* c, int mode, gpt__kattn* a)
+{
+    memset(a, 0, sizeof *a);
+    GPT__K(gpt_attn_dims_of(c, &a->d));
+    gpt__kattn_layout((float*)c->saved, &a->d, vs_layer(c)->sp, &a->s, &a->dy, &a->dS);
+    return gpt_kctx_init(&a->k, mode, c->stream);
+}
+
+GPT__FN vs_result gpt__kattn_forward(vs_pipe_call* c, int mode)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    gpt_attn_dims d;
+    memset(&d, 0, sizeof d);
+    GPT__K(gpt_attn_dims_of(c, &d));
+    int64_t sh[3] = {d.B, d.Tl, d.D}, n = d.n, nl = d.nl, D = d.D, W = d.W;
+    gpt_attn_buf s;
+    float *base = NULL, *out = NULL, *dy = NULL, *dS = NULL;
+    GPT__K(gpt_save(c, gpt__kattn_layout(NULL, &d, L->sp, &s, &dy, &dS), &base));
+    gpt__kattn_layout(base, &d, L->sp, &s, &dy, &dS);
+    gpt_kctx k;
+    GPT__K(gpt_kctx_init(&k, mode, c->stream));
+    const float* x = (const float*)c->in[0].data;
+    void* const* P = L->param;
+    GPT__K(gpt_k_layernorm(&k, nl, D, x, P[0], P[1], L->sp ? s.lnl : s.ln, s.mean, s.rstd, GPT__F, GPT__TW(L, 0)));
+    if (L->sp) GPT__K(gpt_sp_move(L, 0, d.B, d.T, D, s.lnl, s.ln));
+    float* qkv[3] = {s.q, s.k, s.v};
+    for (int j = 0; j < 3; j++) // (no key bias)
+        GPT__K(gpt_k_matmul(&k, GPT_KMM_NN, n, D, W, s.ln, GPT__F, P[2 + j], GPT__TW(L, 2 + j),
+                            j == 1 ? NULL : P[j ? 6 : 5], GPT__TW(L, j ? 6 : 5), qkv[j], GPT__F, 0));
+    GPT__K(gpt_k_attention(&k, d.B, d.T, d.Hl, d.hd, s.q, s.k, s.v, s.P, s.y, GPT__F));
+    GPT__K(gpt_output(c, 0, VS_F32, 3, sh, (void**)&out));
+    if (L->sp) {
+        GPT__K(gpt_k_matmul(&k, GPT_KMM_NN, n, W, D, s.y, GPT__F, P[7], GPT__TW(L, 7), NULL, GPT__F, s.dof, GPT__F, 0));
+        GPT__K(gpt_sp_move(L, 1, d.B, d.T, D, s.dof, out));
+    } else {
+        GPT__K(gpt_k_matmul(&k, GPT_KMM_NN, n, W, D, s.y, GPT__F, P[7], GPT__TW(L, 7), NULL, GPT__F, out, GPT__F, 0));
+        if (L->tp) GPT__K(vs_tp_reduce_forward(L->tp, out, (size_t)(n * D), VS_F32));
+    }
+    GPT__K(gpt_k_add_rows(&k, nl, 1, D, 0, P[8], GPT__TW(L, 8), out, GPT__F)); // once, after the sum
+    return gpt_k_add_rows(&k, nl, nl, D, 0, x, GPT__F, out, GPT__F);           // the residual
+}
+
+GPT__FN vs_result gpt__kattn_backward_input(vs_pipe_call* c, int mode)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    gpt__kattn a;
+    GPT__K(gpt__kattn_begin(c, mode, &a));
+    const gpt_attn_dims d = a.d;
+    const gpt_attn_buf s = a.s;
+    const gpt_kctx* k = &a.k;
+    int64_t n = d.n, nl = d.nl, D = d.D, W = d.W;
+    void* const* P = L->param;
+    const float* x = (const float*)c->in[0].data;
+    const float* dout = (const float*)c->out[0].grad;
+    float* dx = (float*)c->in[0].grad;
+    if (L->sp) GPT__K(gpt_sp_move(L, 2, d.B, d.T, D, dout, s.dof));
+    const float* dfull = L->sp ? s.dof : dout;
+    GPT__K(gpt_k_matmul(k, GPT_KMM_NT, n, D, W, dfull, GPT__F, P[7], GPT__TW(L, 7), NULL, GPT__F, a.dy, GPT__F, 0));
+    GPT__K(gpt__kzero(k, s.dq, sizeof(float) * (size_t)(3 * n * W))); // dq dk dv: contiguous
+    GPT__K(gpt_k_attention_backward(k, d.B, d.T, d.Hl, d.hd, s.q, s.k, s.v, s.P, a.dy, a.dS, s.dq, s.dk, s.dv, GPT__F,
+                                    GPT__F));
+    const float* g3[3] = {s.dq, s.dk, s.dv};
+    for (int j = 0; j < 3; j++)
+        GPT__K(gpt_k_matmul(k, GPT_KMM_NT, n, W, D, g3[j], GPT__F, P[2 + j], GPT__TW(L, 2 + j), NULL, GPT__F, s.dln,
+                            GPT__F, j));
+    if (L->sp) GPT__K(gpt_sp_move(L, 3, d.B, d.T, D, s.dln, s.lnl));
+    else if (L->tp) GPT__K(vs_tp_copy_backward(L->tp, s.dln, (size_t)(n * D), VS_F32));
+    GPT__K(gpt_k_add_rows(k, nl, nl, D, 0, dout, GPT__F, dx, GPT__F)); // the residual
+    return gpt_k_layernorm_backward(k, nl, D, x, P[0], s.mean, s.rstd, L->sp ? s.lnl : s.dln, dx, GPT__F,
+                                    GPT__TW(L, 0));
+}
+
+GPT__FN vs_result gpt__kattn_backward_weight(vs_pipe_call* c, int mode)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    gpt__kattn a;
+    GPT__K(gpt__kattn_begin(c, mode, &a));
+    const gpt_attn_dims d = a.d;
+    const gpt_attn_buf s = a.s;
+    const gpt_kctx* k = &a.k;
+    int64_t n = d.n, nl = d.nl, D = d.D, W = d.W;
+    void* const* G = L->grad;
+    const float* x = (const float*)c->in[0].data;
+    const float* dout = (const float*)c->out[0].grad;
+    GPT__K(gpt_k_layernorm_backward_weight(k, nl, D, x, s.mean, s.rstd, L->sp ? s.lnl : s.dln, G[0], G[1], GPT__F,
+                                           GPT__TG(L, 0)));
+    const float* g3[3] = {s.dq, s.dk, s.dv};
+    for (int j = 0; j < 3; j++) {
+        GPT__K(gpt_k_matmul(k, GPT_KMM_TN, D, n, W, s.ln, GPT__F, g3[j], GPT__F, NULL, GPT__F, G[2 + j],
+                            GPT__TG(L, 2 + j), 1));
+        if (j != 1) GPT__K(gpt_k_sum_rows(k, n, 1, W, 0, g3[j], GPT__F, G[j ? 6 : 5], GPT__TG(L, j ? 6 : 5)));
+    }
+    GPT__K(gpt_k_matmul(k, GPT_KMM_TN, W, n, D, s.y, GPT__F, L->sp ? s.dof : dout, GPT__F, NULL, GPT__F, G[7],
+                        GPT__TG(L, 7), 1));
+    return gpt_k_sum_rows(k, nl, 1, D, 0, dout, GPT__F, G[8], GPT__TG(L, 8));
+}
+
+/* A backward part's start: the dims, forward's saved buffers and the kernels. */
+typedef struct gpt__kmlp {
+    int64_t n, nl, B, T, D, F;
+    gpt_mlp_buf s;
+    gpt_kctx k;
+} gpt__kmlp;
+
+GPT__FN vs_result gpt__kmlp_begin(vs_pipe_call* c, int mode, gpt__kmlp* m)
+{
+    memset(m, 0, sizeof *m);
+    GPT__K(gpt_mlp_dims(c, &m->n, &m->nl, &m->B, &m->T, &m->D, &m->F));
+    gpt_mlp_layout((float*)c->saved, m->n, m->D, m->F, vs_layer(c)->sp, &m->s);
+    return gpt_kctx_init(&m->k, mode, c->stream);
+}
+
+GPT__FN vs_result gpt__kmlp_forward(vs_pipe_call* c, int mode)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    int64_t n = 0, nl = 0, B = 0, T = 0, D = 0, F = 0;
+    GPT__K(gpt_mlp_dims(c, &n, &nl, &B, &T, &D, &F));
+    gpt_mlp_buf s;
+    float *base = NULL, *out = NULL;
+    GPT__K(gpt_save(c, gpt_mlp_layout(NULL, n, D, F, L->sp, &s), &base));
+    gpt_mlp_layout(base, n, D, F, L->sp, &s);
+    gpt_kctx k;
+    GPT__K(gpt_kctx_init(&k, mode, c->stream));
+    void* const* P = L->param;
+    const float* x = (const float*)c->in[0].data;
+    GPT__K(gpt_k_layernorm(&k, nl, D, x, P[0], P[1], L->sp ? s.lnl : s.ln, s.mean, s.rstd, GPT__F, GPT__TW(L, 0)));
+    if (L->sp) GPT__K(gpt_sp_move(L, 0, B, T, D, s.lnl, s.ln));
+    GPT__K(gpt_k_matmul(&k, GPT_KMM_NN, n, D, F, s.ln, GPT__F, P[2], GPT__TW(L, 2), P[3], GPT__TW(L, 3), s.a, GPT__F, 0));
+    GPT__K(gpt_k_gelu(&k, n * F, s.a, GPT__F, s.z, GPT__F));
+    int64_t sh[3] = {c->in[0].shape[0], c->in[0].shape[1], D};
+    GPT__K(gpt_output(c, 0, VS_F32, 3, sh, (void**)&out));
+    if (L->sp) {
+        GPT__K(gpt_k_matmul(&k, GPT_KMM_NN, n, F, D, s.z, GPT__F, P[4], GPT__TW(L, 4), NULL, GPT__F, s.dof, GPT__F, 0));
+        GPT__K(gpt_sp_move(L, 1, B, T, D, s.dof, out));
+    } else {
+        GPT__K(gpt_k_matmul(&k, GPT_KMM_NN, n, F, D, s.z, GPT__F, P[4], GPT__TW(L, 4), NULL, GPT__F, out, GPT__F, 0));
+        if (L->tp) GPT__K(vs_tp_reduce_forward(L->tp, out, (size_t)(n * D), VS_F32));
+    }
+    GPT__K(gpt_k_add_rows(&k, nl, 1, D, 0, P[5], GPT__TW(L, 5), out, GPT__F));
+    return gpt_k_add_rows(&k, nl, nl, D, 0, x, GPT__F, out, GPT__F);
+}
+
+GPT__FN vs_result gpt__kmlp_backward_input(vs_pipe_call* c, int mode)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    gpt__kmlp m;
+    GPT__K(gpt__kmlp_begin(c, mode, &m));
+    const gpt_mlp_buf s = m.s;
+    const gpt_kctx* k = &m.k;
+    int64_t n = m.n, nl = m.nl, B = m.B, T = m.T, D = m.D, F = m.F;
+    void* const* P = L->param;
+    const float* x = (const float*)c->in[0].data;
+    const float* dout = (const float*)c->out[0].grad;
+    float* dx = (float*)c->in[0].grad;
+    if (L->sp) GPT__K(gpt_sp_move(L, 2, B, T, D, dout, s.dof));
+    GPT__K(gpt_k_matmul(k, GPT_KMM_NT, n, D, F, L->sp ? s.dof : dout, GPT__F, P[4], GPT__TW(L, 4), NULL, GPT__F, s.da,
+                        GPT__F, 0)); // dz
+    GPT__K(gpt_k_gelu_backward(k, n * F, s.a, GPT__F, s.da, GPT__F, s.da, GPT__F));
+    GPT__K(gpt_k_matmul(k, GPT_KMM_NT, n, F, D, s.da, GPT__F, P[2], GPT__TW(L, 2), NULL, GPT__F, s.dln, GPT__F, 0));
+    if (L->sp) GPT__K(gpt_sp_move(L, 3, B, T, D, s.dln, s.lnl));
+    else if (L->tp) GPT__K(vs_tp_copy_backward(L->tp, s.dln, (size_t)(n * D), VS_F32));
+    GPT__K(gpt_k_add_rows(k, nl, nl, D, 0, dout, GPT__F, dx, GPT__F));
+    return gpt_k_layernorm_backward(k, nl, D, x, P[0], s.mean, s.rstd, L->sp ? s.lnl : s.dln, dx, GPT__F,
+                                    GPT__TW(L, 0));
+}
+
+GPT__FN vs_result gpt__kmlp_backward_weight(vs_pipe_call* c, int mode)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    gpt__kmlp m;
+    GPT__K(gpt__kmlp_begin(c, mode, &m));
+    const gpt_mlp_buf s = m.s;
+    const gpt_kctx* k = &m.k;
+    int64_t n = m.n, nl = m.nl, D = m.D, F = m.F;
+    void* const* G = L->grad;
+    const float* x = (const float*)c->in[0].data;
+    const float* dout = (const float*)c->out[0].grad;
+    GPT__K(gpt_k_layernorm_backward_weight(k, nl, D, x, s.mean, s.rstd, L->sp ? s.lnl : s.dln, G[0], G[1], GPT__F,
+                                           GPT__TG(L, 0)));
+    GPT__K(gpt_k_matmul(k, GPT_KMM_TN, D, n, F, s.ln, GPT__F, s.da, GPT__F, NULL, GPT__F, G[2], GPT__TG(L, 2), 1));
+    GPT__K(gpt_k_sum_rows(k, n, 1, F, 0, s.da, GPT__F, G[3], GPT__TG(L, 3)));
+    GPT__K(gpt_k_matmul(k, GPT_KMM_TN, F, n, D, s.z, GPT__F, L->sp ? s.dof : dout, GPT__F, NULL, GPT__F, G[4],
+                        GPT__TG(L, 4), 1));
+    return gpt_k_sum_rows(k, nl, 1, D, 0, dout, GPT__F, G[5], GPT__TG(L, 5));
+}
+
+/* head: saved ln [n,D] mean rstd [n] G [n,Vl] tl [n] lnl [n,D] (sp), then the
+   backward's dlog [n,Vl] and dln [n,D]. */
+typedef struct gpt__khead_buf {
+    float *ln, *mean, *rstd, *G, *tl, *lnl, *dlog, *dln;
+} gpt__khead_buf;
+
+GPT__FN size_t gpt__khead_layout(float* base, int64_t n, int64_t D, int64_t Vl, int sp, gpt__khead_buf* s)
+{
+    int64_t at = 0;
+    float* p = base;
+#define GPT__TAKE(f, cnt) (s->f = p ? p + at : NULL, at += (cnt))
+    GPT__TAKE(ln, n * D), GPT__TAKE(mean, n), GPT__TAKE(rstd, n), GPT__TAKE(G, n * Vl), GPT__TAKE(tl, n);
+    GPT__TAKE(lnl, sp ? n * D : 0), GPT__TAKE(dlog, n * Vl), GPT__TAKE(dln, n * D);
+#undef GPT__TAKE
+    return sizeof(float) * (size_t)at;
+}
+
+GPT__FN vs_result gpt__khead_forward(vs_pipe_call* c, int mode)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    const gpt_unit* u = (const gpt_unit*)L->user;
+    int64_t n = 0, nl = 0, D = 0, Vl = 0, V = u->cfg->vocab;
+    GPT__K(gpt_head_dims(c, &n, &nl, &D, &Vl));
+    if (!L->tp && Vl != V)
+        return vs_set_error(VS_ERR_MISMATCH, "gpt head: wte has %lld rows of %lld and no TP mesh", (long long)Vl,
+                            (long long)V);
+    gpt__khead_buf s;
+    float *base = NULL, *loss = NULL;
+    GPT__K(gpt_save(c, gpt__khead_layout(NULL, n, D, Vl, L->sp, &s), &base));
+    gpt__khead_layout(base, n, D, Vl, L->sp, &s);
+    gpt_kctx k;
+    GPT__K(gpt_kctx_init(&k, mode, c->stream));
+    void* const* P = L->param;
+    const int32_t* tg = (const int32_t*)c->in[1].data;
+    GPT__K(gpt__kids(mode, "head", tg, n, V));
+    GPT__K(gpt_k_layernorm(&k, nl, D, c->in[0].data, P[0], P[1], L->sp ? s.lnl : s.ln, s.mean, s.rstd, GPT__F,
+                           GPT__TW(L, 0)));
+    if (L->sp) GPT__K(gpt_sp_move(L, 0, c->in[0].shape[0], n / c->in[0].shape[0], D, s.lnl, s.ln));
+    GPT__K(gpt_k_matmul(&k, GPT_KMM_NT, n, D, Vl, s.ln, GPT__F, P[2], GPT__TW(L, 2), NULL, GPT__F, s.G, GPT__F, 0));
+    if (L->tp) GPT__K(vs_vocab_cross_entropy(L->tp, s.G, n, V, tg, s.tl, s.G));
+    else GPT__K(gpt_k_cross_entropy(&k, n, V, s.G, GPT__F, tg, s.tl, s.G));
+    GPT__K(gpt_output(c, 0, VS_F32, 0, NULL, (void**)&loss));
+    return gpt_k_mean(&k, n, s.tl, loss);
+}
+
+GPT__FN vs_result gpt__khead_backward(vs_pipe_call* c, int mode)
+{
+    vs_layer_ctx* L = vs_layer(c);
+    int64_t n = 0, nl = 0, D = 0, Vl = 0;
+    GPT__K(gpt_head_dims(c, &n, &nl, &D, &Vl));
+    gpt__khead_buf s;
+    gpt__khead_layout((float*)c->saved, n, D, Vl, L->sp, &s);
+    gpt_kctx k;
+    GPT__K(gpt_kctx_init(&k, mode, c->stream));
+    void* const* P = L->param;
+    void* const* G = L->grad;
+    GPT__K(gpt_k_scale(&k, n * Vl, s.G, (const float*)c->out[0].grad, n, s.dlog, GPT__F));
+    GPT__K(gpt_k_matmul(&k, GPT_KMM_NN, n, Vl, D, s.dlog, GPT__F, P[2], GPT__TW(L, 2), NULL, GPT__F, s.dln, GPT__F, 0));
+    GPT__K(gpt_k_matmul(&k, GPT_KMM_TN, Vl, n, D, s.dlog, GPT__F, s.ln, GPT__F, NULL, GPT__F, G[2], GPT__TG(L, 2), 1));
+    if (L->sp) GPT__K(gpt_sp_move(L, 3, c->in[0].shape[0], n / c->in[0].shape[0], D, s.dln, s.lnl));
+    else if (L->tp) GPT__K(vs_tp_copy_backward(L->tp, s.dln, (size_t)(n * D), VS_F32));
+    const float* dl = L->sp ? s.lnl : s.dln;
+    const void* x = c->in[0].data;
+    GPT__K(gpt_k_layernorm_backward(&k, nl, D, x, P[0], s.mean, s.rstd, dl, c->in[0].grad, GPT__F, GPT__TW(L, 0)));
+    return gpt_k_layernorm_backward_weight(&k, nl, D, x, s.mean, s.rstd, dl, G[0], G[1], GPT__F, GPT__TG(L, 0));
+}
+#undef GPT__K
+// >>device end
 
 // >>model ----------------------------------------------------------------------
 
@@ -975,6 +1416,19 @@ GPT__FN vs_result gpt_model(const gpt_config* cfg, gpt_model_storage* st, vs_mod
     out->layers = st->layers;
     out->nlayers = nl;
     out->seed = c->seed;
+    return VS_OK;
+}
+
+/* Every parameter of a model gpt_model filled in st stored in dt: VS_F32 (the
+   default), VS_BF16 or VS_F16 (the units then run gpt_kernels.h's kernels, on
+   the host too; vs_train_desc.grad_fp32 keeps the gradients in f32). */
+GPT__FN vs_result gpt_model_dtype(gpt_model_storage* st, vs_dtype dt)
+{
+    if (!st) return vs_set_error(VS_ERR_NULL, "gpt_model_dtype: st is NULL");
+    if (dt != VS_F32 && dt != VS_BF16 && dt != VS_F16)
+        return vs_set_error(VS_ERR_INVALID, "gpt_model_dtype: dtype %s (f32, bf16 or f16)", vs_dtype_name(dt));
+    for (int u = 0; u < 2 + 2 * st->cfg.layers; u++)
+        for (int i = 0; i < st->layers[u].nparams; i++) st->layers[u].params[i].dtype = dt;
     return VS_OK;
 }
 

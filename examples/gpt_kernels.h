@@ -46,11 +46,11 @@
    here, though private); every use goes through the GPT_K* spellings below,
    so a public spelling in the library would change only those lines.
 
-   Not here yet (the wiring of gpt.h onto these): gpt.h's units still call its
-   own loops; on the host its blocked, vectorized gpt_mm_* are ~5x faster than
-   this matmul's host build (same bits: each output's k in order), so the host
-   side may keep them behind gpt_k_matmul; on a GPU cuBLAS(Lt) may replace the
-   tiled kernel (then within a tolerance, its sums in its own order). */
+   gpt.h's units run these on a device (call->stream) and, in their host build,
+   for bf16/f16 parameters (gpt.h >>device); f32 on the host keeps gpt.h's own
+   loops (its blocked, vectorized gpt_mm_* are ~5x faster than this matmul's
+   host build, same bits). On a GPU cuBLAS(Lt) may replace the tiled kernel
+   (then within a tolerance, its sums in its own order). */
 #ifndef GPT_KERNELS_H
 #define GPT_KERNELS_H
 

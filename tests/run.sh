@@ -83,6 +83,11 @@ if [ -x "$B/train_gpt" ]; then
     # --explain names the plan that then trains (issue 19.7), numbers for people
     run_one "train_gpt_explain.sh" env B="$B" bash tests/train_gpt_explain.sh
 fi
+# --- examples/train_gpt.c --device cuda over the strict stand-in (8 simulated GPUs): f32 on
+# PP2 x DP2 x TP2 beside the host run, bf16 on the GPUs the program picks (no GPU needed) ---
+if [ -x "$B/train_gpt_strict" ]; then
+    run_one "train_gpt --device cuda (strict stand-in)" bash -c '"$1" --device cuda --mesh 2x2x2 --steps 3 && "$1" --device cuda --dtype bf16 --steps 2 && echo "ok example/train_gpt --device cuda on 8 simulated GPUs (f32, bf16)"' _ "$B/train_gpt_strict"
+fi
 # --- examples/pipe_mlp.c (issue 10): every schedule on 4 stages equals one rank bit for bit ---
 if [ -x "$B/pipe_mlp" ]; then
     run_one "pipe_mlp" bash -c '"$@" && echo "ok example/pipe_mlp"' _ "$B/pipe_mlp"

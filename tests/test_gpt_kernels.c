@@ -27,6 +27,7 @@
 #endif
 #ifdef VS_STRICT /* over the strict CUDA + NCCL stand-in (make test: build/test_gpt_kernels_strict) */
 #include "strict/vs_strict.h"
+#include "gpt_strict_kernels.h"
 #endif
 
 #define TOL_F32 1e-5   // device order vs host, f32: of the tensor's largest value
@@ -973,39 +974,12 @@ static void t_signatures(void)
 // ---- main --------------------------------------------------------------------------
 
 #ifdef VS_STRICT
-/* the stand-in runs each kernel as its device-order host build */
-#define TK(i) \
-    static void tk_##i(void** a, dim3 g, dim3 b) \
-    { \
-        (void)g, (void)b; \
-        gpt_kernel_host(i, a, 1); \
-    }
-TK(0) TK(1) TK(2) TK(3) TK(4) TK(5) TK(6) TK(7) TK(8) TK(9) TK(10) TK(11) TK(12) TK(13) TK(14) TK(15)
-static void (*const tk_run[GPT_KI_N])(void**, dim3, dim3) = {tk_0, tk_1, tk_2,  tk_3,  tk_4,  tk_5,  tk_6,  tk_7,
-                                                             tk_8, tk_9, tk_10, tk_11, tk_12, tk_13, tk_14, tk_15};
-static st_ksig tk_sigs[GPT_KI_N + 1];
-
 static void strict_totals(void)
 {
     VT_CHECK(vs_strict_violations() == 0, "%d violations", vs_strict_violations());
     VT_CHECK(vs_strict_get_counts().libraries == 1, "%ld libraries loaded", vs_strict_get_counts().libraries);
 }
 
-static void register_kernels(void)
-{
-    for (int k = 0; k < GPT_KI_N; k++) {
-        st_ksig* s = &tk_sigs[k];
-        const char* a = gpt_kernel_args[k];
-        s->name = gpt_kernel_names[k], s->run = tk_run[k];
-        s->nargs = (int)strlen(a);
-        for (int i = 0; i < s->nargs; i++) {
-            s->size[i] = a[i] == 'i' ? (int)sizeof(int) : a[i] == 'l' ? (int)sizeof(long long) : (int)sizeof(void*);
-            if (a[i] == 'w' || a[i] == 'r') s->ptr |= 1u << i;
-            if (a[i] == 'w') s->wr |= 1u << i;
-        }
-    }
-    vs_strict_add_kernels(tk_sigs);
-}
 #endif
 
 int main(void)
@@ -1013,7 +987,7 @@ int main(void)
 #ifdef VESCALE_NCCL
     int ndev = 0;
 #ifdef VS_STRICT
-    register_kernels();
+    gpt_strict_register(); // the stand-in runs each kernel as its device-order host build
 #endif
     have_device = cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0;
 #endif
