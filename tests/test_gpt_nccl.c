@@ -192,6 +192,9 @@ static void case_mesh(const char* what, int pp, int dp, int tp, int sp)
              R.steady_launches);
     printf("    %s: %.2f host syncs per rank, %ld kernel launches in all in a steady step\n", what, R.steady_syncs,
            R.steady_launches);
+    /* issue 21's count: one host wait a step (the norm's read, which brings the loss) */
+    VT_CHECK(R.steady_syncs <= 1 + 1e-9, "%s: %.2f host syncs per rank in a steady step (at most 1)", what,
+             R.steady_syncs);
 }
 
 /* bf16 parameters, f32 masters and gradients. Measured (4 steps, lr 3e-3):
