@@ -95,7 +95,9 @@
    Shard(0) over TP, one with role ROW replicated (added once, after the
    reduction). Results equal one rank's within float rounding; bit for bit
    where only PP differs and the microbatch count is the same (the sums then
-   run in the same order). Limits: f32 parameters; ZeRO-2 keeps a staging
+   run in the same order). Parameters are f32, bf16 or f16 (vs_param_decl.dtype;
+   fp32 masters and moments, vs_train_desc.grad_fp32, f16 loss scaling with
+   vs_train_desc.loss_scale). Limits: ZeRO-2 keeps a staging
    buffer per bucket (a pipeline holds every bucket of a chunk open across
    microbatches).
 
