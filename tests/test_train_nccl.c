@@ -844,6 +844,10 @@ int main(void)
     static const mesh_case meshes[] = {
         {"PP2 x DP2 x TP2, 1F1B", 2, 2, 2, VS_PIPE_1F1B, VS_ZERO_0},
         {"PP2 x DP2 x TP2, interleaved, ZeRO-1", 2, 2, 2, VS_PIPE_INTERLEAVED, VS_ZERO_1},
+        {"PP2 x DP2 x TP2, GPipe, ZeRO-2", 2, 2, 2, VS_PIPE_GPIPE, VS_ZERO_2},
+        {"PP2 x DP2 x TP2, ZB-H1", 2, 2, 2, VS_PIPE_ZBH1, VS_ZERO_0},
+        {"PP2 x DP2 x TP2, ZB-V, ZeRO-1", 2, 2, 2, VS_PIPE_ZBV, VS_ZERO_1},
+        {"PP2 x DP2 x TP2, DualPipeV", 2, 2, 2, VS_PIPE_DUALPIPEV, VS_ZERO_0},
         {"DP2 x TP2, ZeRO-1", 1, 2, 2, VS_PIPE_1F1B, VS_ZERO_1},
         {"PP2 x DP2, ZeRO-2", 2, 2, 1, VS_PIPE_1F1B, VS_ZERO_2},
     };
