@@ -5620,6 +5620,36 @@ _VS_PRIVATE void _vs_nccl_event_put(vs_comm* c, cudaEvent_t ev)
     if (!kept) cudaEventDestroy(ev);
 }
 
+/* NCCL takes device (or pinned, registered) memory only. A plain host buffer is
+   refused here, naming it, before any work: NCCL does not check by default, and
+   its kernel would fault (the CUDA context lost) or, on one GPU, quietly copy. */
+_VS_PRIVATE vs_result _vs_nccl_check_buf(const char* what, const char* which, const void* p)
+{
+    if (!p) return VS_OK;
+    struct cudaPointerAttributes a;
+    memset(&a, 0, sizeof a);
+    cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) cudaGetLastError(); // (an unknown pointer: host memory, and no error left behind)
+    if (e == cudaSuccess && a.type != cudaMemoryTypeUnregistered) return VS_OK;
+    return _vs_err(VS_ERR_INVALID, "%s: the %s buffer %p is host memory: on NCCL buffers are device memory "
+                   "(cudaMalloc, vs_device_alloc) or pinned host memory (cudaMallocHost, cudaHostRegister)",
+                   what, which, p);
+}
+
+_VS_PRIVATE vs_result _vs_nccl_check_bufs(vs_comm* c, const _vs_opdesc* ops, int nops, const char* what)
+{
+    for (int i = 0; i < nops; i++) {
+        const _vs_opdesc* o = &ops[i];
+        int k = o->kind, root = o->root == c->rank;
+        if (k == _VS_K_BARRIER) continue;
+        int reads = k != _VS_K_RECV && (k != _VS_K_BCAST || root);
+        int writes = k != _VS_K_SEND && (k != _VS_K_REDUCE || root);
+        if (reads) _VS_TRY(_vs_nccl_check_buf(what, "send", o->send));
+        if (writes && o->recv != o->send) _VS_TRY(_vs_nccl_check_buf(what, "receive", o->recv));
+    }
+    return VS_OK;
+}
+
 _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out)
 {
     const char* what = _vs_kind_names[ops[0].kind];
@@ -5631,6 +5661,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         res = _vs_err(VS_ERR_ABORTED, "%s: NCCL communicator was aborted", what);
         goto done;
     }
+    if ((res = _vs_nccl_check_bufs(c, ops, nops, what))) goto done;
     if ((res = _vs_nccl_fence(c, 1, what))) goto done;
     if ((res = _vs_nccl_vscratch(c, ops, nops, what))) goto done;
     {

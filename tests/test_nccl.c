@@ -495,6 +495,29 @@ static int fault_rank(vs_world* w, void* arg)
     return r;
 }
 
+/* NCCL takes device or pinned memory only: a malloc'd buffer is VS_ERR_INVALID
+   naming it (no work starts, so the stand-in sees no host pointer); pinned
+   memory all-reduces as device memory does. */
+static int host_buf_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_comm* c = vs_world_comm(w);
+    float* h = (float*)malloc(16 * sizeof(float));
+    float* pin = NULL;
+    VT_CHECK(cudaMallocHost((void**)&pin, 16 * sizeof(float)) == cudaSuccess, "cudaMallocHost");
+    for (int i = 0; i < 16; i++) h[i] = 1, pin[i] = (float)(i + vs_world_rank(w));
+    VT_ERR(vs_all_reduce(c, h, h, 16, VS_F32, VS_OP_SUM, NULL), VS_ERR_INVALID, "send buffer");
+    VT_CHECK(strstr(vs_last_error(), "host memory") != NULL, "the message: %s", vs_last_error());
+    float* d = (float*)vs_device_alloc(w, 16 * sizeof(float));
+    VT_ERR(vs_broadcast(c, d, h, 16, VS_F32, 0, NULL), VS_ERR_INVALID, "receive buffer");
+    VT_OK(vs_all_reduce(c, pin, pin, 16, VS_F32, VS_OP_SUM, NULL));
+    for (int i = 0; i < 16; i++) VT_CHECK(pin[i] == (float)(2 * i + 1), "pinned all-reduce [%d] = %g", i, (double)pin[i]);
+    vs_device_free(w, d);
+    cudaFreeHost(pin);
+    free(h);
+    return 0;
+}
+
 /* Every device allocation of the library goes through the allocator hooks: a
    DDP run (ZeRO-1, clipped) and a checkpoint save and load on 4 NCCL ranks
    with counting hooks make exactly the stand-in's count of cudaMalloc calls,
@@ -686,6 +709,8 @@ int main(void)
     VT_CASE("fault/nccl: a failing peer aborts the job at once, naming it", case_fault(0));
     VT_CASE("fault/nccl: a hung peer ends at the deadline", case_fault(1));
     VT_CASE("fault/nccl: freeing unwaited work on a hung peer ends at the deadline", case_fault(2));
+    VT_CASE("bad input/nccl: a plain host buffer is refused naming it, before NCCL sees it; pinned memory works",
+            VT_OK(vs_launch_ex(&(vs_launch_desc){.nranks = 2, .transport = VS_TRANSPORT_NCCL}, host_buf_rank, NULL)));
     VT_CASE("launch/nccl: more ranks than GPUs is a clear error before NCCL starts", {
         vs_launch_desc d;
         memset(&d, 0, sizeof d);
