@@ -242,6 +242,9 @@ bench-ddp:
 # steady-state step of the NCCL path, counted over the strict stand-in (no GPU)
 $(B)/bench_strict_counts: bench/strict_counts.c $(STRICT_H) $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# the example GPT's steady step on (simulated) GPUs, counted the same way (make bench-train runs it)
+$(B)/bench_train_counts: bench/train_counts.c examples/gpt.h examples/gpt_kernels.h tests/gpt_strict_kernels.h $(STRICT_H) $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 
 .PHONY: bench-strict
 bench-strict:

@@ -46,6 +46,15 @@ echo "### $BIN ${args[*]+${args[*]}}"
 "$BIN" ${args[@]+"${args[@]}"} 2>&1 | tee -a "$log"
 st=${PIPESTATUS[0]}
 [ "$st" -ne 0 ] && echo "### FAILED (exit $st)"
+# the same model's steady step on GPUs, counted over the strict stand-in (no GPU needed;
+# skipped without the CUDA toolkit's headers and NVRTC)
+if make -s B="$B" "$B/bench_train_counts" >/dev/null 2>&1; then
+    echo "### $B/bench_train_counts"
+    "$B/bench_train_counts" 2>&1 | tee -a "$log"
+    [ "${PIPESTATUS[0]}" -ne 0 ] && { echo "### bench_train_counts: FAILED or a target missed"; st=1; }
+else
+    echo "### bench_train_counts: not built (needs the CUDA toolkit's headers, nccl.h and NVRTC)"
+fi
 echo "###"
 echo "### all summaries ($(($(date +%s) - t0)) s):"
 grep '^summary ' "$log"
