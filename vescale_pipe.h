@@ -2752,6 +2752,9 @@ struct vs_pipe {
     void* send_ev;     // device path: the compute stream so far -> a link's stream (a send, a receive)
     float seed;        // the loss gradient's seed, the source of its copy
     double loss_scale; // vs_pipe_set_loss_scale (1: none)
+    float* dseed;      // device path: the seed in device memory, copied again only when it changes
+    float dseed_val;
+    int dseed_set;
     void* pinned;      // device path: cudaMallocHost'ed: each incoming link's header
     void* recv_stream; // device path, links without a stream (forced over threads): receives
     int dasync;        // device path: blocks from cudaMallocAsync on the compute stream (no device hooks)
@@ -3514,6 +3517,7 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     if (p->pinned) cudaFreeHost(p->pinned);
     if (p->hloss) cudaFreeHost(p->hloss);
     if (p->loss_ev) cudaEventDestroy((cudaEvent_t)p->loss_ev);
+    if (p->dseed) vs_device_free(p->w, p->dseed);
 #endif
     vs_free(p->w, p->fhist);
     for (int i = 0; p->links && i < p->nlinks; i++) vs_free(p->w, p->links[i].peer_pos);
@@ -4137,9 +4141,9 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, con
     case VS_PIPE_B:
     case VS_PIPE_BW:
         _VS_TRY(_vs_pipe_grads(p, k, mb));
-        if (k == K - 1) // seed d(loss)/d(loss_mb): 1 or 1/M (p->seed), as one device's loop
-            _VS_TRY(_vs_pipe_copy(p, p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)p->loss_id].grad, &p->seed,
-                                  sizeof p->seed));
+        if (k == K - 1) // seed d(loss)/d(loss_mb): 1 or 1/M (p->seed), as one device's loop (device: from dseed)
+            _VS_TRY(_vs_pipe_copy(p, p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)p->loss_id].grad,
+                                  p->dseed ? (const void*)p->dseed : (const void*)&p->seed, sizeof p->seed));
         for (int u = hi - 1; u >= lo; u--)
             _VS_TRY(_vs_pipe_call_unit(p, u, mb, in->op == VS_PIPE_B ? _VS_PIPE_CALL_B : _VS_PIPE_CALL_BW));
         if (in->op == VS_PIPE_BW) _vs_pipe_part_done(p, k, mb);
@@ -4288,6 +4292,23 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         for (int m = 0; m < M; m++) p->pending[k * M + m] = 1 + (k > 0 && p->plan.chunk_stage[k - 1] != st);
     p->seed = p->desc.loss == VS_PIPE_LOSS_SUM ? 1.0f : 1.0f / (float)M;
     if (p->loss_scale != 1.0) p->seed = (float)((double)p->seed * p->loss_scale); // (1: the unscaled bits as before)
+#ifdef _VS_PIPE_CUDA
+    /* device: the seed kept in device memory, copied there when it changes (a
+       pageable source: staged at the call), so a microbatch's seed is a device
+       copy, not a host-to-device one */
+    if (p->dev && (!p->dseed_set || memcmp(&p->dseed_val, &p->seed, sizeof p->seed))) {
+        if (!p->dseed && !(p->dseed = (float*)vs_device_alloc(p->w, sizeof(float)))) {
+            _vs_pipe_clear(p);
+            return vs_set_error(VS_ERR_NOMEM, "vs_pipe_run: out of device memory for the loss gradient's seed");
+        }
+        cudaError_t se = cudaMemcpyAsync(p->dseed, &p->seed, sizeof p->seed, cudaMemcpyDefault, (cudaStream_t)p->stream);
+        if (se != cudaSuccess) {
+            _vs_pipe_clear(p);
+            return _vs_pipe_cuerr(se, "the loss gradient's seed");
+        }
+        p->dseed_val = p->seed, p->dseed_set = 1;
+    }
+#endif
     vs_result r = VS_OK;
     double t_start = _vs_pipe_now();
     p->tn = 0;

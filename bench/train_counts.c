@@ -12,10 +12,9 @@
      allocs  device allocations (cudaMalloc; target 0)
      syncs   host-blocking synchronisations (target: 1, the gradient norm's
              read, which brings the loss)
-     h2d     host-to-device copies: the batch's (tokens and targets of each
-             microbatch on the stages that take them) and, on the last stage,
-             the loss gradient's 4-byte seed per microbatch (not yet device
-             resident: printed, not a target)
+     h2d     host-to-device copies: the batch's only (tokens and targets of
+             each microbatch on the stages that take them; the loss gradient's
+             seed stays in device memory)
      d2h     device-to-host copies (target 3: the norm's partial sums, the
              step's loss, and the pipeline's microbatch losses for
              vs_pipe_loss, all read by the step's one wait)
