@@ -560,13 +560,12 @@ typedef struct vs_pipe_desc {
        Gradients never need one (their shapes are the activations'). The same
        on every stage. Ignored on threads and MPI. */
     int fixed_shapes;
-    /* NCCL: 1 leaves the losses on the device at a run's end: the stages get
-       them in device memory (vs_pipe_loss_device) and their copy to the host is
-       queued on the compute stream, so vs_pipe_run waits for nothing (its *loss
-       is NaN) and the caller's own host wait (its one a step) brings them:
-       vs_pipe_loss and vs_pipe_mb_loss give them once it has passed
-       (VS_ERR_STATE before). 0: vs_pipe_run waits for them. Ignored on threads
-       and MPI. */
+    /* NCCL: 1 leaves the losses on the device at a run's end: every stage gets
+       them in device memory (vs_pipe_loss_device), in the compute stream's
+       order, so vs_pipe_run waits for nothing and copies nothing (its *loss is
+       NaN); vs_pipe_loss and vs_pipe_mb_loss copy them when asked (a wait on
+       the compute stream, with the deadline). 0: vs_pipe_run waits for them.
+       Ignored on threads and MPI. */
     int defer_loss;
 } vs_pipe_desc;
 
@@ -599,8 +598,8 @@ VS_API vs_result vs_pipe_mb_loss(const vs_pipe* p, int mb, double* loss);
    1 by default. */
 VS_API vs_result vs_pipe_set_loss_scale(vs_pipe* p, double scale);
 /* The last run's minibatch loss, as vs_pipe_run gives it; every stage. With
-   desc.defer_loss: once a host wait that covers the compute stream (e.g.
-   vs_sync_stream on it) has passed, else VS_ERR_STATE. */
+   desc.defer_loss the first call after a run waits for the compute stream
+   (with the mesh communicator's deadline) and copies the losses. */
 VS_API vs_result vs_pipe_loss(vs_pipe* p, double* loss);
 /* desc.defer_loss: the last run's microbatch losses (*m floats) in device
    memory on every stage, valid until the next run, in the compute stream's
@@ -2763,8 +2762,7 @@ struct vs_pipe {
     int64_t* fhist;    // fixed shapes: [mb][boundary] the header of each activation message of the runs so far
     int fhist_m;       // microbatches it holds
     float* hloss;      // device path with stages: the microbatch losses' broadcast lands here (pinned host memory)
-    int loss_pending;  // desc.defer_loss: hloss is being written in the compute stream's order (loss_ev)
-    void* loss_ev;     // cudaEvent_t, made once: recorded after the losses' copy to hloss
+    int loss_pending;  // desc.defer_loss: the last run's losses are on the device only (dlosses)
     double last_loss;  // the last run's minibatch loss (vs_pipe_loss)
     int hloss_cap;
 };
@@ -3516,7 +3514,6 @@ VS_API vs_result vs_pipe_free(vs_pipe* p)
     if (p->send_ev) cudaEventDestroy((cudaEvent_t)p->send_ev);
     if (p->pinned) cudaFreeHost(p->pinned);
     if (p->hloss) cudaFreeHost(p->hloss);
-    if (p->loss_ev) cudaEventDestroy((cudaEvent_t)p->loss_ev);
     if (p->dseed) vs_device_free(p->w, p->dseed);
 #endif
     vs_free(p->w, p->fhist);
@@ -4405,49 +4402,21 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     return VS_OK;
 }
 
-/* The losses' pinned landing place for M microbatches. */
-_VS_PIPE_PRIVATE vs_result _vs_pipe_hloss(vs_pipe* p, int M)
-{
-#ifdef _VS_PIPE_CUDA
-    if (M <= p->hloss_cap) return VS_OK;
-    if (p->hloss) cudaFreeHost(p->hloss);
-    p->hloss = NULL;
-    p->hloss_cap = 0;
-    cudaError_t e = cudaMallocHost((void**)&p->hloss, sizeof(float) * (size_t)M);
-    if (e != cudaSuccess) return _vs_pipe_cuerr(e, "pinned memory for the losses");
-    p->hloss_cap = M;
-#else
-    (void)p, (void)M;
-#endif
-    return VS_OK;
-}
-
 /* desc.defer_loss at a run's end: the last stage's losses broadcast into every
-   stage's device copy (the compute stream waits for it), then copied to the
-   pinned hloss on the compute stream; no host wait (vs_pipe_loss reads them). */
+   stage's device copy, the compute stream waiting for it; no host wait and no
+   copy to the host (vs_pipe_loss makes one when asked). */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_defer_loss(vs_pipe* p, int last, double* loss)
 {
-    vs_result r = _vs_pipe_hloss(p, p->M);
+    vs_result r = VS_OK;
     (void)last;
 #ifdef _VS_PIPE_CUDA
     const int K = p->plan.nchunks;
-    if (!r && p->pp) {
+    if (p->pp) {
         vs_work* bw = NULL;
         r = _vs_pipe_fence_to(p, vs_comm_stream(p->pp));
         if (!r) r = vs_broadcast(p->pp, p->dlosses, p->dlosses, (size_t)p->M, VS_F32, p->plan.chunk_stage[K - 1], &bw);
         if (!r) r = vs_wait_stream(bw, p->stream);
     }
-    cudaError_t e = cudaSuccess;
-    if (!r && !p->loss_ev) {
-        cudaEvent_t ev = NULL;
-        e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-        p->loss_ev = ev;
-    }
-    if (!r && e == cudaSuccess)
-        e = cudaMemcpyAsync(p->hloss, p->dlosses, sizeof(float) * (size_t)p->M, cudaMemcpyDefault,
-                            (cudaStream_t)p->stream);
-    if (!r && e == cudaSuccess) e = cudaEventRecord((cudaEvent_t)p->loss_ev, (cudaStream_t)p->stream);
-    if (!r && e != cudaSuccess) r = _vs_pipe_cuerr(e, "the losses to the host");
 #endif
     if (r) return vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", p->stage, vs_last_error());
     p->loss_pending = 1;
@@ -4457,20 +4426,15 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_defer_loss(vs_pipe* p, int last, double* los
     return VS_OK;
 }
 
-/* Deferred losses: on the host once the compute stream got past their copy. */
+/* Deferred losses to the host, when asked: the compute stream waited for (with
+   the mesh communicator's deadline), then their copy. */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_take_loss(vs_pipe* p, const char* fn)
 {
     if (!p->loss_pending) return VS_OK;
-#ifdef _VS_PIPE_CUDA
-    cudaError_t e = cudaEventQuery((cudaEvent_t)p->loss_ev);
-    if (e == cudaErrorNotReady)
-        return vs_set_error(VS_ERR_STATE, "%s: the last run's losses (desc.defer_loss) have not reached the host: wait "
-                                          "for the compute stream first (vs_sync_stream)", fn);
-    if (e != cudaSuccess) return _vs_pipe_cuerr(e, fn);
-#else
-    (void)fn;
-#endif
-    memcpy(p->mb_loss, p->hloss, sizeof(float) * (size_t)p->M);
+    vs_result r = vs_sync_stream(vs_mesh_comm(p->desc.mesh), p->stream);
+    if (!r) r = _vs_pipe_copy(p, p->mb_loss, p->dlosses, sizeof(float) * (size_t)p->M);
+    if (!r) r = _vs_pipe_sync(p); // (a copy to pageable memory is done at its return; this only confirms it)
+    if (r) return vs_set_error(r, "%s: the last run's losses: %s", fn, vs_last_error());
     double total = 0;
     for (int m = 0; m < p->M; m++) total += (double)p->mb_loss[m];
     if (p->desc.loss != VS_PIPE_LOSS_SUM) total /= (double)p->M;

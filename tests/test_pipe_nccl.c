@@ -426,13 +426,13 @@ static int prank(vs_world* w, void* arg)
         if (!r) {
             pm_zero_grads(E); /* (the stream functions are done: vs_pipe_run waited for them) */
             r = vs_pipe_run(pipe, first && run == 0 ? first : sched, &loss);
-            if (!r && J->defer) { /* no wait in the run: the test's own (a trainer's one a step) brings the losses */
+            if (!r && J->defer) { /* no wait in the run: the test's own is the step's one */
                 if (loss == loss) __atomic_store_n(&J->nan_loss, -1, __ATOMIC_SEQ_CST);
                 r = vs_sync_stream(vs_world_comm(w), (void*)st);
-                if (!r) r = vs_pipe_loss(pipe, &loss);
             }
         }
         if (run == J->runs - 1) pj_mark(J, w, &J->c1);
+        if (!r && J->defer) r = vs_pipe_loss(pipe, &loss); /* (asked for: its own copy, outside the counted run) */
         /* the run's device work is done at its return (its one host wait, for
            the losses' broadcast, comes after the compute stream's work): the
            last output (the loss of the last microbatch, written on the compute
