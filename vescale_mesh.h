@@ -8381,6 +8381,26 @@ _VS_PRIVATE vs_result _vs_mem_copy(vs_comm* c, const char* fn, void* dst, const 
     return VS_OK;
 }
 
+/* An argument a device entry point's kernels and collectives will touch: on
+   NCCL it must be device (or pinned, registered) memory; plain host memory is
+   refused naming the argument, before any work (the kernel would fault). */
+_VS_PRIVATE vs_result _vs_dev_arg(vs_comm* c, const char* fn, const char* arg, const void* p)
+{
+#ifdef VESCALE_NCCL
+    if (!p || !c || !_VS_ON_DEVICE(c)) return VS_OK;
+    struct cudaPointerAttributes a;
+    memset(&a, 0, sizeof a);
+    cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) cudaGetLastError(); // (an unknown pointer: host memory, no error left behind)
+    if (e == cudaSuccess && a.type != cudaMemoryTypeUnregistered) return VS_OK;
+    return _vs_err(VS_ERR_INVALID, "%s: %s %p is host memory: on NCCL it must be device memory (cudaMalloc, "
+                   "vs_device_alloc) or pinned host memory", fn, arg, p);
+#else
+    (void)c, (void)fn, (void)arg, (void)p;
+    return VS_OK;
+#endif
+}
+
 /* Stream-ordered completion of the device paths (layout, TP, init with device
    buffers): a call enqueues its kernels and collectives and returns. Each kernel,
    copy and collective on c's stream comes after what the caller enqueued on its
@@ -9367,7 +9387,11 @@ VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst)
     if ((n_in && !src->data) || (n_out && !dst->data))
         return _vs_err(VS_ERR_NULL, "%s: %s data is NULL for %lld elements", fn, n_in && !src->data ? "source" : "destination",
                        (long long)(n_in && !src->data ? n_in : n_out));
-    if (m->comm && _VS_ON_DEVICE(m->comm)) return _vs_redistribute_device(src, dst, n_in, n_out); // >>layout-device
+    if (m->comm && _VS_ON_DEVICE(m->comm)) {
+        _VS_TRY(_vs_dev_arg(m->comm, fn, "the source data", n_in ? src->data : NULL));
+        _VS_TRY(_vs_dev_arg(m->comm, fn, "the destination data", n_out ? dst->data : NULL));
+        return _vs_redistribute_device(src, dst, n_in, n_out); // >>layout-device
+    }
     _vs_rstep steps[3 * VS_MESH_MAX_DIMS];
     int ns = _vs_plan_redistribute(m, src->layout.p, dst->layout.p, steps);
     size_t esz = vs_dtype_size(src->dtype);
@@ -9544,6 +9568,7 @@ _VS_PRIVATE vs_result _vs_check_ids(const char* fn, const int32_t* ids, int64_t 
    it names are not meaningful. */
 _VS_PRIVATE vs_result _vs_check_ids_on(vs_comm* c, const char* fn, const int32_t* ids, int64_t n, int64_t vocab)
 {
+    _VS_TRY(_vs_dev_arg(c, fn, "ids", ids));
     if (_VS_ON_DEVICE(c) && n > 0 && ids) return VS_OK; // the range: on the device
     return _vs_check_ids(fn, ids, n, vocab);
 }
@@ -9656,6 +9681,8 @@ _VS_PRIVATE vs_result _vs_vocab_embedding_forward(vs_mesh* tp, const float* tabl
     _VS_TRY(_vs_check_ids_on(c, fn, ids, n, vocab));
     if (n > 0 && dim > 0 && !out) return _vs_err(VS_ERR_NULL, "%s: out is NULL", fn);
     if (rows > 0 && dim > 0 && !table_shard) return _vs_err(VS_ERR_NULL, "%s: table_shard is NULL", fn);
+    _VS_TRY(_vs_dev_arg(c, fn, "out", out));
+    _VS_TRY(_vs_dev_arg(c, fn, "table_shard", table_shard));
     float* o = out;
     const float* tb = table_shard;
     const int32_t* id = ids;
@@ -9690,6 +9717,8 @@ _VS_PRIVATE vs_result _vs_vocab_embedding_backward(vs_mesh* tp, const float* gra
     _VS_TRY(_vs_check_ids_on(c, fn, ids, n, vocab));
     if (n > 0 && dim > 0 && !grad_out) return _vs_err(VS_ERR_NULL, "%s: grad_out is NULL", fn);
     if (rows > 0 && dim > 0 && !grad_table_shard) return _vs_err(VS_ERR_NULL, "%s: grad_table_shard is NULL", fn);
+    _VS_TRY(_vs_dev_arg(c, fn, "grad_out", grad_out));
+    _VS_TRY(_vs_dev_arg(c, fn, "grad_table_shard", grad_table_shard));
     if (n == 0) return VS_OK;
     float* g = grad_table_shard;
     const float* go = grad_out;
@@ -9726,6 +9755,9 @@ _VS_PRIVATE vs_result _vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_s
     _VS_TRY(_vs_check_ids_on(c, fn, targets, n, vocab));
     if (n && !loss) return _vs_err(VS_ERR_NULL, "%s: loss is NULL", fn);
     if (n > 0 && rows > 0 && !logits_shard) return _vs_err(VS_ERR_NULL, "%s: logits_shard is NULL", fn);
+    _VS_TRY(_vs_dev_arg(c, fn, "loss", loss));
+    _VS_TRY(_vs_dev_arg(c, fn, "logits_shard", logits_shard));
+    _VS_TRY(_vs_dev_arg(c, fn, "grad_shard", grad_shard));
     if (n == 0) return VS_OK;
     // scratch kept in the mesh: the next call's kernels come after these on c's stream
     float* mx = (float*)_vs_mesh_mscratch(tp, 4, sizeof(float) * (size_t)(3 * n));
@@ -9866,6 +9898,7 @@ VS_API vs_result vs_init_fill(const vs_dtensor* t, const vs_init_desc* d)
     int64_t n = _vs_numel(ls, t->ndim);
     if (n == 0) return VS_OK;
     if (!t->data) return _vs_err(VS_ERR_NULL, "%s: data is NULL for %lld elements", fn, (long long)n);
+    _VS_TRY(_vs_dev_arg(m->comm, fn, "data", t->data));
     // one kernel (>>kernels): a host loop, or on device memory on the mesh's stream
     _vs_mk_ibox g;
     memset(&g, 0, sizeof g);
