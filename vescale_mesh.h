@@ -5631,9 +5631,8 @@ _VS_PRIVATE vs_result _vs_nccl_check_buf(const char* what, const char* which, co
     cudaError_t e = cudaPointerGetAttributes(&a, p);
     if (e != cudaSuccess) cudaGetLastError(); // (an unknown pointer: host memory, and no error left behind)
     if (e == cudaSuccess && a.type != cudaMemoryTypeUnregistered) return VS_OK;
-    return _vs_err(VS_ERR_INVALID, "%s: the %s buffer %p is host memory: on NCCL buffers are device memory "
-                   "(cudaMalloc, vs_device_alloc) or pinned host memory (cudaMallocHost, cudaHostRegister)",
-                   what, which, p);
+    return _vs_err(VS_ERR_INVALID, "%s: %s %p is host memory: on NCCL it must be device memory (cudaMalloc, "
+                   "vs_device_alloc) or pinned host memory (cudaMallocHost, cudaHostRegister)", what, which, p);
 }
 
 _VS_PRIVATE vs_result _vs_nccl_check_bufs(vs_comm* c, const _vs_opdesc* ops, int nops, const char* what)
@@ -5644,8 +5643,8 @@ _VS_PRIVATE vs_result _vs_nccl_check_bufs(vs_comm* c, const _vs_opdesc* ops, int
         if (k == _VS_K_BARRIER) continue;
         int reads = k != _VS_K_RECV && (k != _VS_K_BCAST || root);
         int writes = k != _VS_K_SEND && (k != _VS_K_REDUCE || root);
-        if (reads) _VS_TRY(_vs_nccl_check_buf(what, "send", o->send));
-        if (writes && o->recv != o->send) _VS_TRY(_vs_nccl_check_buf(what, "receive", o->recv));
+        if (reads) _VS_TRY(_vs_nccl_check_buf(what, "the send buffer", o->send));
+        if (writes && o->recv != o->send) _VS_TRY(_vs_nccl_check_buf(what, "the receive buffer", o->recv));
     }
     return VS_OK;
 }
@@ -8387,14 +8386,7 @@ _VS_PRIVATE vs_result _vs_mem_copy(vs_comm* c, const char* fn, void* dst, const 
 _VS_PRIVATE vs_result _vs_dev_arg(vs_comm* c, const char* fn, const char* arg, const void* p)
 {
 #ifdef VESCALE_NCCL
-    if (!p || !c || !_VS_ON_DEVICE(c)) return VS_OK;
-    struct cudaPointerAttributes a;
-    memset(&a, 0, sizeof a);
-    cudaError_t e = cudaPointerGetAttributes(&a, p);
-    if (e != cudaSuccess) cudaGetLastError(); // (an unknown pointer: host memory, no error left behind)
-    if (e == cudaSuccess && a.type != cudaMemoryTypeUnregistered) return VS_OK;
-    return _vs_err(VS_ERR_INVALID, "%s: %s %p is host memory: on NCCL it must be device memory (cudaMalloc, "
-                   "vs_device_alloc) or pinned host memory", fn, arg, p);
+    return p && c && _VS_ON_DEVICE(c) ? _vs_nccl_check_buf(fn, arg, p) : VS_OK; // (the collectives' check)
 #else
     (void)c, (void)fn, (void)arg, (void)p;
     return VS_OK;
