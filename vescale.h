@@ -3019,14 +3019,16 @@ struct vs_train {
     int64_t init_peak, model_bytes;
     vs_result hook_err;
     /* NCCL: parameters, gradients and activations are device memory, the layers
-       run on `stream`; the loss's DP mean is taken on the device (dloss) and
-       copied to pinned memory (hloss) before the norm's read, which waits for it */
+       run on `stream`; the loss's microbatch mean is taken on the device
+       (dloss) and travels with the gradient norm's all-reduce and read
+       (vs_clip_desc.carry), added by one rank per DP replica (loss_carrier:
+       PP and TP coordinate 0; every stage and TP rank holds the same loss) */
     int dev, own_stream;
     void* stream;
     void* ev;     // cudaEvent_t: orders a communicator's stream after `stream`
     void* k[2];   // its kernels: vs_hl_tied_add, vs_hl_loss_mean
     double* dloss;
-    double* hloss;
+    int loss_carrier;
     int64_t shape0[VS_BATCH_MAX][VS_PIPE_MAX_DIMS]; // fixed shapes: the first step's batch (rows 0: none yet)
 };
 
@@ -3115,8 +3117,10 @@ _VS_HL_PRIVATE vs_result _vs_hl_tied_add(vs_train* t, void* g, void* scr, int dt
 }
 
 /* The step's loss on the device: the pipeline's microbatch losses (left there,
-   vs_pipe_desc.defer_loss) averaged into t->dloss, over DP too, then copied to
-   the pinned t->hloss; all on the compute stream, read after the norm's wait. */
+   vs_pipe_desc.defer_loss) averaged into t->dloss on the compute stream. Its DP
+   mean is not a collective of its own: the norm's all-reduce sums it over the
+   mesh (vs_clip_desc.carry, added by the loss carriers alone) and its one read
+   brings it to the host with the norm; the step divides by DP. */
 _VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t)
 {
     const char* fn = "vs_train_step";
@@ -3130,16 +3134,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t)
     block.x = _VS_MKT, block.y = block.z = 1;
     cudaStream_t st = (cudaStream_t)t->stream;
     cudaError_t e = cudaLaunchKernel((const void*)t->k[1], one, block, args, 0, st);
-    if (e != cudaSuccess) return vs_cuda_error((int)e, fn, "the loss kernel");
-    if (t->dpm) { // NCCL takes device memory: the mean over DP queued, not waited for
-        vs_comm* dc = vs_mesh_comm(t->dpm);
-        vs_work* wk = NULL;
-        _VS_TRY(_vs_hl_fence(t, dc, fn));
-        _VS_TRY(vs_all_reduce(dc, t->dloss, t->dloss, 1, VS_F64, VS_OP_AVG, &wk));
-        _VS_TRY(vs_wait_stream(wk, t->stream));
-    }
-    e = cudaMemcpyAsync(t->hloss, t->dloss, sizeof(double), cudaMemcpyDeviceToHost, st);
-    return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, fn, "the loss to the host");
+    return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, fn, "the loss kernel");
 }
 
 /* A parameter tied across two stages, on GPUs: its two parts exchanged over PP
@@ -3308,7 +3303,6 @@ VS_API vs_result vs_train_free(vs_train* t)
             vs_device_free(t->w, t->prm[i].rscratch), t->prm[i].rscratch = NULL;
         }
         vs_device_free(t->w, t->dloss);
-        if (t->hloss) cudaFreeHost(t->hloss);
         if (t->ev) cudaEventDestroy((cudaEvent_t)t->ev);
         if (t->own_stream && t->stream) cudaStreamDestroy((cudaStream_t)t->stream);
     }
@@ -3385,7 +3379,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
     }
 #ifdef VESCALE_NCCL
     t->dev = !r && vs_comm_device(vs_world_comm(w)) == 1;
-    if (t->dev) { // the compute stream, the loss's device scalar and its pinned copy, the kernel
+    if (t->dev) { // the compute stream, the loss's device scalar, the kernels
         cudaError_t e = cudaSuccess;
         t->stream = d->stream;
         if (!t->stream) {
@@ -3396,8 +3390,8 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         cudaEvent_t ev = NULL;
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
         t->ev = ev;
-        if (e == cudaSuccess) e = cudaMallocHost((void**)&t->hloss, sizeof(double));
-        if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the compute stream, an event and a pinned double");
+        if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the compute stream and an event");
+        t->loss_carrier = !r && t->stage == 0 && vs_mesh_coord_along(t->mesh, "TP") == 0;
         if (!r && !(t->dloss = (double*)vs_device_alloc(w, sizeof(double))))
             r = vs_set_error(VS_ERR_NOMEM, "%s: out of device memory", fn);
         if (!r) r = vs_kernels_get(&_vs_hl_text, fn, t->k);
@@ -3676,10 +3670,10 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
     t->batch = NULL;
     if (!r) r = vs_ddp_finish_grad_sync(t->ddp);
     // the loss first: the caller gets it for a step skipped or failed below too
-    int dloss = 0; // device: the mean is on its way into t->hloss, read after the norm's wait
+    int dloss = 0; // device: the mean is in t->dloss, read with the norm
 #ifdef VESCALE_NCCL
     if (!r && t->dev) {
-        r = _vs_hl_loss_device(t); // (read after the norm below: its host wait covers the compute stream)
+        r = _vs_hl_loss_device(t); // (read with the norm below)
         dloss = 1;
     } else
 #endif
@@ -3690,10 +3684,14 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
         cd.max_norm = t->desc.clip; // (0: only measures)
         cd.error_if_nonfinite = t->desc.nonfinite == VS_NONFINITE_ERROR && !t->ls.enable; // (scaling: overflows skip)
         cd.unscale = t->ls.enable ? t->scale : 0;
+        double lsum = 0;
+#ifdef VESCALE_NCCL
+        if (dloss) cd.carry = t->loss_carrier ? t->dloss : NULL, cd.ncarry = 1, cd.carry_out = &lsum;
+#endif
         r = vs_ddp_clip_grad_norm_ex(t->ddp, &cd, &norm);
+        if (dloss) l = lsum / t->dp; // (the carriers' losses summed: one a DP replica)
         t->grad_norm = norm;
     }
-    if (dloss && (r == VS_OK || r == VS_ERR_NONFINITE)) l = *t->hloss; // (the norm's read waited for it)
     if (r == VS_ERR_NONFINITE) { // every rank: the norm is the same on all
         const char* where = strstr(vs_last_error(), " (on this rank first in '");
         char at[200] = "";

@@ -424,7 +424,20 @@ typedef struct vs_clip_desc {
        scaled by min(1, max_norm / norm) / unscale). 0 or 1: none; else finite
        and > 0 (VS_ERR_INVALID). */
     double unscale;
+    /* Values that travel with the norm (e.g. a step's loss): carry[0..ncarry)
+       are summed over the whole mesh in the norm's one all-reduce and written to
+       carry_out[0..ncarry) (host memory) in the same read, so a step that wants
+       its loss and its norm moves one copy to the host, not two. ncarry is 0 to
+       VS_CLIP_CARRY_MAX (else VS_ERR_INVALID); carry_out is required when ncarry
+       > 0. carry may be NULL (this rank adds zeros), and ncarry may differ
+       between ranks (each reads what it asks for). On a device DDP carry is
+       device memory written on the DDP's stream (vs_ddp_desc.stream) before the
+       call; on the host it is host memory. */
+    const double* carry;
+    int ncarry;
+    double* carry_out;
 } vs_clip_desc;
+#define VS_CLIP_CARRY_MAX 4
 /* Global L2 norm of the gradients over DP x TP x PP (each element once), into
    *norm (may be NULL); scales them by max_norm / norm when norm > max_norm.
    Collective over the mesh. A NaN or infinite max_norm is VS_ERR_INVALID.
@@ -439,9 +452,9 @@ typedef struct vs_clip_desc {
    error_if_nonfinite (as torch.nn.utils.clip_grad_norm_) the call also fails with
    VS_ERR_NONFINITE naming the norm; gradients and parameters are left untouched.
    Device buffers: the host reads the norm (one host wait, which covers what was
-   enqueued on desc.stream before the call): a trainer that queues its loss's
-   copy to pinned memory on desc.stream before the clip can read it when the
-   clip returns, one host wait for the step. */
+   enqueued on desc.stream before the call). A trainer's loss rides along in
+   vs_clip_desc.carry: one all-reduce, one copy and one host wait for the step's
+   norm and loss together. */
 VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm);
 /* vs_ddp_clip_grad_norm_ex without error_if_nonfinite. */
 VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm);
@@ -750,6 +763,9 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
 /* Blocks of the device sum of squares: a fixed number, each adding into its own
    slot launch after launch, so the norm is the same bits every run. */
 #define _VS_KPARTS 64
+/* the partial sums buffer: the counted elements' parts, the copies', then the
+   values carried with the norm (vs_clip_desc.carry) */
+#define _VS_KPART_ALL (2 * _VS_KPARTS + VS_CLIP_CARRY_MAX)
 #define _VS_KTHREADS 256
 
 /* Kernel indices, and their names in the device text. */
@@ -813,7 +829,7 @@ struct _vs_dcuda {
     cudaStream_t stream; // the trainer's (vs_ddp_desc.stream)
     void* k[_VS_KI_N];   // the process's kernels (vs_kernels_get): cudaKernel_t
     cudaEvent_t ev; // orders the stream's work before a collective on a comm's stream
-    double* part;   // 2 x _VS_KPARTS partial sums of squares (device): the counted elements', then the copies'
+    double* part;   // _VS_KPART_ALL: partial sums of squares (device), the counted elements', the copies', the carry
     double* norm;   // the norm's all-reduce buffer (device)
 };
 
@@ -842,7 +858,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_cuda_init(vs_ddp* d)
     if (r) return r;
     cudaError_t e = cudaEventCreateWithFlags(&cu->ev, cudaEventDisableTiming);
     if (e != cudaSuccess) return _vs_ddp_cuerr(e, "cudaEventCreate");
-    cu->part = (double*)vs_device_alloc(d->world, sizeof(double) * 2 * _VS_KPARTS);
+    cu->part = (double*)vs_device_alloc(d->world, sizeof(double) * _VS_KPART_ALL);
     cu->norm = (double*)vs_device_alloc(d->world, sizeof(double));
     if (!cu->part || !cu->norm) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of device memory");
     return VS_OK;
@@ -1982,19 +1998,23 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq(const vs_ddp* d, const float* g, int64_t
    then read once, and every rank adds the same reduced partials in the same
    order, so all get the same total (one host read a clip; it was a copy out, a
    host sum, a copy in, the all-reduce and a copy out, with two stream syncs). */
-_VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc)
+_VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc, const vs_clip_desc* clip)
 {
     vs_comm* c = vs_mesh_comm(d->mesh);
+    int nc = clip->ncarry;
 #ifdef _VS_DDP_CUDA
     if (d->cu) {
-        double part[2 * _VS_KPARTS];
+        double part[_VS_KPART_ALL];
         /* NCCL: the read is queued on the all-reduce's stream, and a copy to
            pageable memory returns when done, so it is the one wait (the handle
            is complete then); a host transport's all-reduce blocks instead */
         int ordered = vs_comm_device(c);
         vs_work* w = NULL;
-        vs_result r = _vs_ddp_fence(d, c);
-        if (!r) r = vs_all_reduce(c, d->cu->part, d->cu->part, 2 * _VS_KPARTS, VS_F64, VS_OP_SUM, ordered ? &w : NULL);
+        vs_result r = VS_OK;
+        if (nc > 0 && clip->carry) // (after the caller's writes on the DDP's stream, into zeroed slots)
+            r = _vs_ddp_copy(d, d->cu->part + 2 * _VS_KPARTS, clip->carry, sizeof(double) * (size_t)nc);
+        if (!r) r = _vs_ddp_fence(d, c);
+        if (!r) r = vs_all_reduce(c, d->cu->part, d->cu->part, _VS_KPART_ALL, VS_F64, VS_OP_SUM, ordered ? &w : NULL);
         if (!r && ordered) {
             cudaError_t e = cudaMemcpyAsync(part, d->cu->part, sizeof part, cudaMemcpyDefault,
                                             (cudaStream_t)vs_comm_stream(c));
@@ -2007,12 +2027,20 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc)
             if (!r) r = rw;
         }
         for (int i = 0; i < _VS_KPARTS && !r; i++) *ss += part[i], ssc += part[_VS_KPARTS + i];
+        for (int i = 0; i < nc && !r; i++) clip->carry_out[i] = part[2 * _VS_KPARTS + i];
         *ss += 0.0 * ssc;
         return r;
     }
 #endif
-    *ss += 0.0 * ssc;
-    return vs_all_reduce(c, ss, ss, 1, VS_F64, VS_OP_SUM, NULL);
+    /* the host: the sum and the carried values in one all-reduce, of the same
+       size on every rank whatever each carries */
+    double v[1 + VS_CLIP_CARRY_MAX] = {0};
+    v[0] = *ss + 0.0 * ssc;
+    for (int i = 0; i < nc && clip->carry; i++) v[1 + i] = clip->carry[i];
+    vs_result r = vs_all_reduce(c, v, v, 1 + VS_CLIP_CARRY_MAX, VS_F64, VS_OP_SUM, NULL);
+    *ss = v[0];
+    for (int i = 0; i < nc && !r; i++) clip->carry_out[i] = v[1 + i];
+    return r;
 }
 
 VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm)
@@ -2025,6 +2053,11 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
                             max_norm);
     if (!_vs_ddp_finite(unscale) || unscale <= 0)
         return vs_set_error(VS_ERR_INVALID, "%s: unscale %g must be finite and > 0 (0: none)", fn, clip->unscale);
+    if (clip->ncarry < 0 || clip->ncarry > VS_CLIP_CARRY_MAX)
+        return vs_set_error(VS_ERR_INVALID, "%s: ncarry %d must be 0 to %d (VS_CLIP_CARRY_MAX)", fn, clip->ncarry,
+                            VS_CLIP_CARRY_MAX);
+    if (clip->ncarry > 0 && !clip->carry_out)
+        return vs_set_error(VS_ERR_NULL, "%s: carry_out is NULL with ncarry %d", fn, clip->ncarry);
     if (!d->finalized) return vs_set_error(VS_ERR_STATE, "%s: call vs_ddp_finalize first", fn);
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "%s: a backward pass is in progress (call vs_ddp_finish_grad_sync)", fn);
     if (!d->grads_pending) return vs_set_error(VS_ERR_STATE, "%s: no synchronized gradients (finish_grad_sync first)", fn);
@@ -2032,7 +2065,7 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
     int bad = -1; // this rank's first parameter with a non-finite sum of squares (host path)
     vs_result r = VS_OK;
 #ifdef _VS_DDP_CUDA
-    if (d->cu) r = _vs_ddp_zero(d, d->cu->part, sizeof(double) * 2 * _VS_KPARTS);
+    if (d->cu) r = _vs_ddp_zero(d, d->cu->part, sizeof(double) * _VS_KPART_ALL);
 #endif
     /* each element once: DP ranks count disjoint ranges, other dims per
        _vs_ddp_counted; the copies this rank does not count (a TP-replicated
@@ -2056,7 +2089,7 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
             if (bad < 0 && _vs_ddp_finite(before) && !_vs_ddp_finite(*acc)) bad = d->order[j];
         }
     }
-    if (!r) r = _vs_ddp_sumsq_total(d, &ss, ssc);
+    if (!r) r = _vs_ddp_sumsq_total(d, &ss, ssc, clip);
     if (r) return r;
     double total = sqrt(ss) / unscale; // (the scaled gradients' norm, unscaled)
     if (norm) *norm = total;

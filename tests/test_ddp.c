@@ -1413,6 +1413,74 @@ static int rank_synced(vs_world* w, void* arg)
     return 0;
 }
 
+/* vs_clip_desc.carry: values summed over the mesh in the norm's all-reduce,
+   read with it; ranks carry different counts or nothing; the norm unchanged. */
+static int rank_carry(vs_world* w, void* arg)
+{
+    (void)arg;
+    int me = vs_world_rank(w), n = vs_world_size(w);
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = n;
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    dd.optim.kind = VS_OPTIM_SGD;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    vs_ddp_param_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "w";
+    pd.dtype = VS_F32;
+    pd.ndim = 1;
+    pd.shape[0] = 24;
+    int idx = -1;
+    VT_OK(vs_ddp_add_param(d, &pd, &idx));
+    VT_OK(vs_ddp_finalize(d));
+    VT_OK(vs_ddp_zero_grad(d));
+    float* g = (float*)vs_ddp_grad(d, idx);
+    for (int i = 0; g && i < 24; i++) g[i] = (float)(i % 5) - 1.0f + (float)me; // averaged: i%5 - 1 + (n-1)/2
+    VT_OK(vs_ddp_grad_ready(d, idx));
+    VT_OK(vs_ddp_finish_grad_sync(d));
+    double want_ss = 0;
+    for (int i = 0; i < 24; i++) {
+        double v = (double)(float)((double)(i % 5) - 1.0 + (n - 1) / 2.0);
+        want_ss += v * v;
+    }
+    /* rank r carries r + 1 values (at most the maximum), the last rank none */
+    double mine[VS_CLIP_CARRY_MAX], out[VS_CLIP_CARRY_MAX];
+    for (int i = 0; i < VS_CLIP_CARRY_MAX; i++) mine[i] = 10.0 * (me + 1) + i, out[i] = -1;
+    vs_clip_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.ncarry = me + 1 < VS_CLIP_CARRY_MAX ? me + 1 : VS_CLIP_CARRY_MAX;
+    cd.carry = me == n - 1 ? NULL : mine;
+    cd.carry_out = out;
+    /* bad input first: nothing is reduced, so the ranks stay in step */
+    vs_clip_desc bad = cd;
+    bad.ncarry = VS_CLIP_CARRY_MAX + 1;
+    VT_CHECK(vs_ddp_clip_grad_norm_ex(d, &bad, NULL) == VS_ERR_INVALID && strstr(vs_last_error(), "ncarry 5"),
+             "ncarry 5: %s", vs_last_error());
+    bad.ncarry = 1, bad.carry_out = NULL;
+    VT_CHECK(vs_ddp_clip_grad_norm_ex(d, &bad, NULL) == VS_ERR_NULL && strstr(vs_last_error(), "carry_out"),
+             "carry_out NULL: %s", vs_last_error());
+    double norm = 0;
+    VT_OK(vs_ddp_clip_grad_norm_ex(d, &cd, &norm));
+    VT_CHECK(fabs(norm - sqrt(want_ss)) <= 1e-12 * sqrt(want_ss), "norm %.17g, want %.17g", norm, sqrt(want_ss));
+    for (int i = 0; i < cd.ncarry; i++) {
+        double want = 0; // the ranks but the last that carry slot i add 10 (r + 1) + i
+        for (int r = 0; r < n - 1; r++)
+            if (r + 1 > i) want += 10.0 * (r + 1) + i;
+        VT_CHECK(out[i] == want, "rank %d carry_out[%d] = %g, want %g", me, i, out[i], want);
+    }
+    for (int i = cd.ncarry; i < VS_CLIP_CARRY_MAX; i++) VT_CHECK(out[i] == -1, "carry_out[%d] written past ncarry", i);
+    VT_OK(vs_ddp_step(d, 0.1));
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+
 int main(void)
 {
     setenv("VESCALE_TIMEOUT", "60", 0);
@@ -1463,6 +1531,10 @@ int main(void)
 
     VT_CASE("vs_lr_at: constant, warmup+cosine, linear, step", case_lr());
     VT_CASE("vs_ddp_grad_synced: averaged values after the sync, ZeRO-0/1/2", VT_OK(vs_launch(2, rank_synced, NULL)));
+    VT_CASE("clip carry: values summed over the mesh with the norm, DP=1, 3", {
+        VT_OK(vs_launch(1, rank_carry, NULL));
+        VT_OK(vs_launch(3, rank_carry, NULL));
+    });
 
     VT_CASE("bad input: codes, messages, nothing changed", case_errors());
 
