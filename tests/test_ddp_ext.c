@@ -56,6 +56,7 @@ static int64_t flat_off(int k, int l)
 
 typedef struct cfg {
     int dp, zero, bf16, steps, ext;
+    int staged;     // vs_ddp_desc.staged (ZeRO-0: copy into a staging buffer, else grouped in place)
     int read_stale; // the race: read the parameters after a step without vs_ddp_wait_params
     double* out;    // [total]: the final parameters as f64 (rank 0 writes)
     double* stale_sum; // read_stale: the sum read without the wait, and with it (two values)
@@ -131,6 +132,7 @@ static int train_rank(vs_world* w, void* arg)
     dd.mesh = mesh;
     dd.zero = (vs_zero_stage)c->zero;
     dd.bucket_bytes = 4096; // small: without ready groups a layer would span buckets
+    dd.staged = c->staged;
     dd.optim.kind = VS_OPTIM_ADAMW;
     dd.optim.weight_decay = 0.01;
     vs_ddp* d = NULL;
@@ -186,6 +188,13 @@ static int train_rank(vs_world* w, void* arg)
         vs_ddp_memory mu;
         VT_OK(vs_ddp_memory_usage(d, &mu));
         VT_CHECK(mu.params == 0, "DDP holds %zu parameter bytes of trainer-owned storage", mu.params);
+        // gradients: the staging pool at most (two buffers of the largest layer: 1/3 of the model's
+        // gradients here) and the ZeRO-1 accumulator; ZeRO-0 grouped in place (the default) none at all
+        size_t layer = 0, model = (size_t)T * gz;
+        for (int k = 0; k < K; k++) layer += (size_t)kind_size[k] * gz;
+        size_t cap = !c->staged && !c->zero ? 0 : 2 * (layer + 64 * gz) + (c->zero ? (size_t)T * 4 / (size_t)c->dp + 4096 : 0);
+        VT_CHECK(mu.grads <= cap, "DDP holds %zu gradient bytes (cap %zu; the model's gradients are %zu)", mu.grads, cap,
+                 model);
     }
     for (int t = 0; t < c->steps; t++) {
         // the gradients of this step, from the current parameters
@@ -280,15 +289,17 @@ static vs_result launch(int n, int (*fn)(vs_world*, void*), void* arg)
 #endif
 }
 
-/* trainer-owned storage equals DDP-owned memory bit for bit */
-static void case_equal(int dp, int zero, int bf16)
+/* trainer-owned storage equals DDP-owned memory bit for bit (staged: ZeRO-0's
+   buckets copied into a staging buffer, else reduced in place, a call a
+   parameter) */
+static void case_equal_s(int dp, int zero, int bf16, int staged)
 {
     int64_t T = total_elems();
     double* a = (double*)calloc((size_t)T, sizeof(double));
     double* b = (double*)calloc((size_t)T, sizeof(double));
     cfg ce, co;
     memset(&ce, 0, sizeof ce);
-    ce.dp = dp, ce.zero = zero, ce.bf16 = bf16, ce.steps = 3, ce.ext = 1, ce.out = a;
+    ce.dp = dp, ce.zero = zero, ce.bf16 = bf16, ce.steps = 3, ce.ext = 1, ce.out = a, ce.staged = staged;
     co = ce;
     co.ext = 0, co.out = b;
     VT_OK(launch(dp, train_rank, &ce));
@@ -312,6 +323,8 @@ static void case_equal(int dp, int zero, int bf16)
     free(a);
     free(b);
 }
+
+static void case_equal(int dp, int zero, int bf16) { case_equal_s(dp, zero, bf16, 0); }
 
 #if !DEV
 /* Bad input: the storage rules. */
@@ -531,6 +544,11 @@ int main(void)
     VT_CASE("trainer-owned flat buffers, ZeRO-0 DP2, f32: equal to DDP-owned memory, averaged gradient in place",
             case_equal(2, 0, 0));
     VT_CASE("trainer-owned flat buffers, ZeRO-1 DP2, f32", case_equal(2, 1, 0));
+    VT_CASE("trainer-owned flat buffers, ZeRO-0 staged (packed into a staging buffer), DP2 f32 and bf16, DP4", {
+        case_equal_s(2, 0, 0, 1);
+        case_equal_s(2, 0, 1, 1);
+        case_equal_s(4, 0, 0, 1);
+    });
     VT_CASE("trainer-owned flat buffers, ZeRO-1 DP4 and ZeRO-0 DP4", {
         case_equal(4, 1, 0);
         case_equal(4, 0, 0);
