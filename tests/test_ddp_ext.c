@@ -17,6 +17,7 @@
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
+#include "vescale_ckpt.h"
 #include "vs_test.h"
 
 #include <math.h>
@@ -60,6 +61,8 @@ typedef struct cfg {
     int read_stale; // the race: read the parameters after a step without vs_ddp_wait_params
     double* out;    // [total]: the final parameters as f64 (rank 0 writes)
     double* stale_sum; // read_stale: the sum read without the wait, and with it (two values)
+    const char* save;  // a checkpoint of the DDP after the steps (vs_ckpt_save_ddp)
+    const char* load;  // one loaded before them
 } cfg;
 
 static double init_val(int64_t i) { return 0.05 * sin(0.013 * (double)i + 0.4); }
@@ -123,6 +126,7 @@ static int train_rank(vs_world* w, void* arg)
     int64_t T = total_elems();
     size_t ez = esz(c->bf16), gz = c->bf16 ? 2 : 4; // (grad_fp32 off: gradients in the parameter dtype)
     vs_mesh* mesh = NULL;
+    vs_ckpt* ck = NULL;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
     md.shape[0] = c->dp;
@@ -196,6 +200,16 @@ static int train_rank(vs_world* w, void* arg)
         VT_CHECK(mu.grads <= cap, "DDP holds %zu gradient bytes (cap %zu; the model's gradients are %zu)", mu.grads, cap,
                  model);
     }
+    if (c->load || c->save) {
+        vs_ckpt_desc cd;
+        memset(&cd, 0, sizeof cd);
+        cd.mesh = mesh;
+        VT_OK(vs_ckpt_init(&cd, &ck));
+    }
+    if (c->load) {
+        VT_OK(vs_ckpt_load_ddp(ck, c->load, d, "", NULL, 0));
+        VT_CHECK(vs_ddp_step_count(d) == 2, "step count %lld after the load, want 2", (long long)vs_ddp_step_count(d));
+    }
     for (int t = 0; t < c->steps; t++) {
         // the gradients of this step, from the current parameters
         if (c->ext) {
@@ -254,6 +268,8 @@ static int train_rank(vs_world* w, void* arg)
         if (me == 0) c->stale_sum[0] = before, c->stale_sum[1] = after;
     }
     VT_OK(vs_ddp_wait_params(d));
+    if (c->save) VT_OK(vs_ckpt_save_ddp(ck, c->save, d, "", NULL, 0, NULL));
+    if (ck) VT_OK(vs_ckpt_free(ck));
     if (me == 0 && c->out) {
         if (c->ext)
             from_mem(hp, P, (size_t)T * ez);
@@ -327,6 +343,43 @@ static void case_equal_s(int dp, int zero, int bf16, int staged)
 static void case_equal(int dp, int zero, int bf16) { case_equal_s(dp, zero, bf16, 0); }
 
 #if !DEV
+/* A checkpoint of trainer-owned storage (ZeRO-1, DP2) names each parameter:
+   DDP's own memory on DP4 under ZeRO-0 loads it, and trainer-owned storage on
+   DP4 under ZeRO-1, parameters bit for bit. */
+static void case_ckpt(void)
+{
+    int64_t T = total_elems();
+    double* a = (double*)calloc((size_t)T, sizeof(double));
+    double* b = (double*)calloc((size_t)T, sizeof(double));
+    char dir[] = "/tmp/vs_ddp_ext_XXXXXX", path[96];
+    VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/ck", dir);
+    cfg c;
+    memset(&c, 0, sizeof c);
+    c.dp = 2, c.zero = 1, c.steps = 2, c.ext = 1, c.out = a, c.save = path;
+    VT_OK(vs_launch(2, train_rank, &c));
+    cfg l;
+    memset(&l, 0, sizeof l);
+    l.dp = 4, l.zero = 0, l.steps = 0, l.ext = 0, l.out = b, l.load = path;
+    VT_OK(vs_launch(4, train_rank, &l));
+    int64_t diff = 0;
+    for (int64_t i = 0; i < T; i++) diff += memcmp(&a[i], &b[i], sizeof(double)) != 0;
+    VT_CHECK(diff == 0, "%lld of %lld parameters differ after the load", (long long)diff, (long long)T);
+    // and into trainer-owned storage again, ZeRO-1 on DP4 (masters and moments from the file)
+    memset(b, 0, sizeof(double) * (size_t)T);
+    l.zero = 1, l.ext = 1;
+    VT_OK(vs_launch(4, train_rank, &l));
+    diff = 0;
+    for (int64_t i = 0; i < T; i++) diff += memcmp(&a[i], &b[i], sizeof(double)) != 0;
+    VT_CHECK(diff == 0, "%lld of %lld parameters differ after the load into trainer-owned storage", (long long)diff,
+             (long long)T);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    VT_CHECK(system(cmd) == 0, "%s", cmd);
+    free(a);
+    free(b);
+}
+
 /* Bad input: the storage rules. */
 static int rank_bad(vs_world* w, void* arg)
 {
@@ -560,6 +613,8 @@ int main(void)
     VT_CASE("the race: reading own pointers after a ZeRO-1 step sees stale values; after vs_ddp_wait_params the updated",
             case_race());
 #if !DEV
+    VT_CASE("checkpoint of trainer-owned ZeRO-1 DP2 storage, each parameter by name, loaded on DP4 by DDP-owned ZeRO-0 and trainer-owned ZeRO-1",
+            case_ckpt());
     VT_CASE("bad input: storage rules, ZeRO-2 refused, ranks disagreeing", VT_OK(vs_launch(2, rank_bad, NULL)));
     VT_CASE("VESCALE_DEBUG=params: a read of trainer-owned storage before vs_ddp_wait_params faults naming the parameter",
             case_debug(1));
