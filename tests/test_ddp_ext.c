@@ -343,6 +343,90 @@ static void case_equal_s(int dp, int zero, int bf16, int staged)
 static void case_equal(int dp, int zero, int bf16) { case_equal_s(dp, zero, bf16, 0); }
 
 #if !DEV
+/* Zero copy, shown by the allocator hooks: what DDP allocates for a model in
+   the trainer's memory (ZeRO-0, SGD without momentum: no optimizer state)
+   against the same model in DDP's memory. Allocations of 16 KiB and more are
+   counted (bookkeeping is smaller). */
+typedef struct big_allocs {
+    long total, largest;
+} big_allocs;
+static void* count_alloc(size_t n, void* user)
+{
+    big_allocs* b = (big_allocs*)user;
+    if (n >= 16384) {
+        __atomic_add_fetch(&b->total, (long)n, __ATOMIC_SEQ_CST);
+        long cur = __atomic_load_n(&b->largest, __ATOMIC_SEQ_CST);
+        while ((long)n > cur && !__atomic_compare_exchange_n(&b->largest, &cur, (long)n, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        }
+    }
+    return malloc(n);
+}
+static void count_free(void* p, void* user)
+{
+    (void)user;
+    free(p);
+}
+static int rank_alloc(vs_world* w, void* arg)
+{
+    int ext = *(const int*)arg;
+    int64_t T = total_elems();
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    dd.optim.kind = VS_OPTIM_SGD;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    float* P = (float*)calloc((size_t)T, sizeof(float));
+    float* G = (float*)calloc((size_t)T, sizeof(float));
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < K; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "h.%d.%s", l, kind_name[k]);
+            vs_ddp_param_desc pd;
+            memset(&pd, 0, sizeof pd);
+            pd.name = name;
+            pd.dtype = VS_F32;
+            pd.ndim = 1;
+            pd.shape[0] = kind_size[k];
+            if (ext) pd.storage = P + flat_off(k, l), pd.grad_storage = G + flat_off(k, l), pd.ready_group = l + 1;
+            VT_OK(vs_ddp_add_param(d, &pd, NULL));
+        }
+    VT_OK(vs_ddp_finalize(d));
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    free(P);
+    free(G);
+    return 0;
+}
+static void case_alloc(void)
+{
+    big_allocs got[2];
+    memset(got, 0, sizeof got);
+    for (int ext = 0; ext < 2; ext++) {
+        vs_launch_desc ld;
+        memset(&ld, 0, sizeof ld);
+        ld.nranks = 2;
+        ld.allocator.alloc = count_alloc;
+        ld.allocator.free = count_free;
+        ld.allocator.user = &got[ext];
+        VT_OK(vs_launch_ex(&ld, rank_alloc, &ext));
+    }
+    long model = (long)total_elems() * 4 * 2, layer = 0; // two ranks' parameters
+    for (int k = 0; k < K; k++) layer += (long)kind_size[k] * 4;
+    printf("    allocations >= 16 KiB, 2 ranks: DDP's memory %ld bytes (largest %ld), the trainer's %ld (largest %ld); "
+           "the parameters are %ld bytes\n", got[0].total, got[0].largest, got[1].total, got[1].largest, model);
+    VT_CHECK(got[0].total >= 2 * model, "DDP's own memory: %ld bytes, want at least the parameters and gradients %ld",
+             got[0].total, 2 * model);
+    VT_CHECK(got[1].largest <= layer + 4096, "trainer-owned: an allocation of %ld bytes, more than a layer (%ld)",
+             got[1].largest, layer);
+    VT_CHECK(got[1].total <= model / 2, "trainer-owned: %ld bytes allocated, the parameters are %ld", got[1].total, model);
+}
+
 /* A checkpoint of trainer-owned storage (ZeRO-1, DP2) names each parameter:
    DDP's own memory on DP4 under ZeRO-0 loads it, and trainer-owned storage on
    DP4 under ZeRO-1, parameters bit for bit. */
@@ -613,6 +697,7 @@ int main(void)
     VT_CASE("the race: reading own pointers after a ZeRO-1 step sees stale values; after vs_ddp_wait_params the updated",
             case_race());
 #if !DEV
+    VT_CASE("zero copy: the allocator hooks see no parameter-sized allocation for trainer-owned storage", case_alloc());
     VT_CASE("checkpoint of trainer-owned ZeRO-1 DP2 storage, each parameter by name, loaded on DP4 by DDP-owned ZeRO-0 and trainer-owned ZeRO-1",
             case_ckpt());
     VT_CASE("bad input: storage rules, ZeRO-2 refused, ranks disagreeing", VT_OK(vs_launch(2, rank_bad, NULL)));
