@@ -592,6 +592,15 @@ typedef struct vs_train_stats {
    (or a logger at info) world rank 0 logs one progress line per step:
    "step 12 | loss 2.3100 | gnorm 0.83 | lr 3.0e-04 | 41.2k tok/s | 312 ms". */
 VS_API vs_result vs_train_step_ex(vs_train* t, const vs_batch* batch, vs_train_stats* stats);
+/* Evaluation: the global mean loss of `batch` (as vs_train_step checks and
+   splits it, and averages its loss), forward only, on any mesh and schedule
+   (the training schedule's forwards: vs_pipe_sched_forward). No gradient, no
+   optimizer, no hook: parameters, optimizer state and counts are untouched,
+   also between the calls of an accumulating step. Each microbatch's
+   activations go as soon as the next stage has them. Collective. On GPUs the
+   batch has the training batch's shape (unless desc.variable_shapes); one host
+   wait, for the loss. */
+VS_API vs_result vs_train_eval(vs_train* t, const vs_batch* batch, double* loss);
 /* The one step counter: optimizer steps taken. It is DDP's
    (vs_ddp_step_count(vs_train_ddp(t))), AdamW's bias correction and the LR
    schedule's position (vs_lr_at); a skipped step does not count (as DeepSpeed
@@ -3039,6 +3048,7 @@ struct vs_train {
     vs_pipe_plan pplan;
     vs_pipe* pipe;
     vs_pipe_sched* sched;
+    vs_pipe_sched* esched; // vs_train_eval's: sched's forwards (made at the first evaluation)
     vs_ddp* ddp;
     vs_ckpt* ck;
     _vs_hl_param* prm;
@@ -3161,14 +3171,14 @@ _VS_HL_PRIVATE vs_result _vs_hl_tied_add(vs_train* t, void* g, void* scr, int dt
    mean is not a collective of its own: the norm's all-reduce sums it over the
    mesh (vs_clip_desc.carry, added by the loss carriers alone) and its one read
    brings it to the host with the norm; the step divides by DP. */
-_VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t, int add)
+_VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t, double* out, int add)
 {
     const char* fn = "vs_train_step";
     const float* ml = NULL;
     int m = 0;
     _VS_TRY(vs_pipe_loss_device(t->pipe, &ml, &m));
     long long mm = m;
-    void* args[] = {&t->dloss, &ml, &mm, &add};
+    void* args[] = {&out, &ml, &mm, &add};
     dim3 one, block;
     one.x = one.y = one.z = 1;
     block.x = _VS_MKT, block.y = block.z = 1;
@@ -3333,6 +3343,7 @@ VS_API vs_result vs_train_free(vs_train* t)
 #endif
     if (t->ck) vs_ckpt_free(t->ck);
     if (t->sched) vs_pipe_sched_free(t->sched);
+    if (t->esched) vs_pipe_sched_free(t->esched);
     if (t->pipe) t->pipe->owner = NULL, vs_pipe_free(t->pipe);
     if (t->ddp) t->ddp->owner = NULL, vs_ddp_free(t->ddp);
     if (t->mesh) r = vs_mesh_free(t->mesh);
@@ -3438,7 +3449,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         t->ev = ev;
         if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the compute stream and an event");
         t->loss_carrier = !r && t->stage == 0 && vs_mesh_coord_along(t->mesh, "TP") == 0;
-        if (!r && !(t->dloss = (double*)vs_device_alloc(w, sizeof(double))))
+        if (!r && !(t->dloss = (double*)vs_device_alloc(w, 2 * sizeof(double)))) // (a step's, an evaluation's)
             r = vs_set_error(VS_ERR_NOMEM, "%s: out of device memory", fn);
         if (!r) r = vs_kernels_get(&_vs_hl_text, fn, t->k);
         if (!r && t->tpm) r = vs_comm_set_stream(vs_mesh_comm(t->tpm), t->stream);
@@ -3684,9 +3695,23 @@ VS_API vs_result vs_train_step_ex(vs_train* t, const vs_batch* batch, vs_train_s
     return r;
 }
 
-_VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_train_stats* st)
+/* The layers' parameter pointers, current (after a ZeRO step: its all-gather
+   completed), and their gradients asked for again when a backward needs them. */
+_VS_HL_PRIVATE vs_result _vs_hl_bind(vs_train* t)
 {
-    const char* fn = "vs_train_step";
+    for (int l = 0; l < t->model->nlayers; l++)
+        for (int i = 0; i < t->model->layers[l].nparams; i++) {
+            const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
+            t->lay[l].ctx.param[i] = q->ddp < 0 ? NULL : vs_ddp_param(t->ddp, q->ddp);
+            t->lay[l].ctx.grad[i] = NULL;
+            if (q->ddp >= 0 && !t->lay[l].ctx.param[i]) return VS_ERR_STATE;
+        }
+    return VS_OK;
+}
+
+/* The batch checks of vs_train_step and vs_train_eval; *rows_out: its rows. */
+_VS_HL_PRIVATE vs_result _vs_hl_batch(vs_train* t, const vs_batch* batch, const char* fn, int64_t* rows_out)
+{
     _VS_TRY(_VS_HL_GONE(fn, t));
     if (!t || !batch) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, t ? "batch" : "train");
     if (batch->n < 1 || batch->n > VS_BATCH_MAX) return vs_set_error(VS_ERR_INVALID, "%s: batch.n = %d", fn, batch->n);
@@ -3733,6 +3758,54 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
                                         "vs_train_desc.variable_shapes", fn, batch->name[i],
                                         (long long)batch->shape[i][d], d, (long long)t->shape0[i][d]);
     }
+    *rows_out = rows;
+    return VS_OK;
+}
+
+VS_API vs_result vs_train_eval(vs_train* t, const vs_batch* batch, double* loss)
+{
+    const char* fn = "vs_train_eval";
+    int64_t rows = 0;
+    _VS_TRY(_vs_hl_batch(t, batch, fn, &rows));
+    if (!loss) return vs_set_error(VS_ERR_NULL, "%s: loss is NULL", fn);
+    *loss = NAN;
+    if (!t->esched) _VS_TRY(vs_pipe_sched_forward(t->sched, &t->esched));
+    int64_t rows_dp = t->rows_dp, rows_mb = t->rows_mb; // (a step's, between its accumulating calls)
+    t->rows_dp = rows / t->dp;
+    t->rows_mb = t->rows_dp / t->M;
+    t->batch = batch;
+    double l = 0;
+    vs_result r = _vs_hl_bind(t);
+    if (!r) r = vs_pipe_run(t->pipe, t->esched, t->dev ? NULL : &l);
+    t->batch = NULL;
+    t->rows_dp = rows_dp, t->rows_mb = rows_mb;
+#ifdef VESCALE_NCCL
+    if (!r && t->dev) { // the DP mean on the device, then the one host wait
+        double* d = t->dloss + 1;
+        vs_work* wk = NULL;
+        r = _vs_hl_loss_device(t, d, 0);
+        if (!r && t->dpm) {
+            vs_comm* dc = vs_mesh_comm(t->dpm);
+            r = _vs_hl_fence(t, dc, fn);
+            if (!r) r = vs_all_reduce(dc, d, d, 1, VS_F64, VS_OP_AVG, &wk);
+            if (!r) r = vs_wait_stream(wk, t->stream);
+        }
+        cudaError_t e = r ? cudaSuccess : cudaMemcpyAsync(&l, d, sizeof l, cudaMemcpyDeviceToHost, (cudaStream_t)t->stream);
+        if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the loss to the host");
+        if (!r) r = vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
+    } else
+#endif
+    if (!r && t->dpm) r = vs_all_reduce(vs_mesh_comm(t->dpm), &l, &l, 1, VS_F64, VS_OP_AVG, NULL);
+    if (r) return vs_set_error(r, "%s: %s", fn, vs_last_error());
+    *loss = l;
+    return VS_OK;
+}
+
+_VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_train_stats* st)
+{
+    const char* fn = "vs_train_step";
+    int64_t rows = 0;
+    _VS_TRY(_vs_hl_batch(t, batch, fn, &rows));
     int nacc = t->desc.accumulate > 1 ? t->desc.accumulate : 1, first = t->acc_n == 0, last = t->acc_n + 1 >= nacc;
     if (!first && rows != t->rows_dp * t->dp)
         return vs_set_error(VS_ERR_MISMATCH, "%s: call %d of a step's %d (vs_train_desc.accumulate) has %lld rows, the "
@@ -3748,13 +3821,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     t->rows_mb = t->rows_dp / t->M;
     t->batch = batch;
     vs_result r = first ? vs_ddp_zero_grad(t->ddp) : VS_OK; // (accumulating: the earlier calls' gradients stay)
-    for (int l = 0; !r && l < t->model->nlayers; l++) // (after a ZeRO step: waits for the all-gather)
-        for (int i = 0; i < t->model->layers[l].nparams && !r; i++) {
-            const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
-            t->lay[l].ctx.param[i] = q->ddp < 0 ? NULL : vs_ddp_param(t->ddp, q->ddp);
-            t->lay[l].ctx.grad[i] = NULL;
-            if (q->ddp >= 0 && !t->lay[l].ctx.param[i]) r = VS_ERR_STATE;
-        }
+    if (!r) r = _vs_hl_bind(t);
     double l = 0, norm = NAN;
     int64_t steps = vs_ddp_step_count(t->ddp), step = steps + t->skipped; // (the batches taken before this one)
     st->loss_scale = t->scale;
@@ -3773,7 +3840,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     int dloss = 0; // device: the mean is in t->dloss, read with the norm
 #ifdef VESCALE_NCCL
     if (!r && t->dev) {
-        r = _vs_hl_loss_device(t, !first); // (read with the norm below; accumulating: added up)
+        r = _vs_hl_loss_device(t, t->dloss, !first); // (read with the norm below; accumulating: added up)
         dloss = 1;
     }
 #endif

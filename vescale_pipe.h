@@ -428,13 +428,22 @@ VS_API vs_result vs_pipe_sched_parse(const vs_world* world, const char* text, vs
    when the compute order is feasible). A schedule that already has sends and
    receives is left as it is. */
 VS_API vs_result vs_pipe_sched_add_comm(vs_pipe_sched* s);
+/* The forward-only schedule of a schedule (an evaluation): its F instructions
+   in their order on each stage, with the sends and receives they need. A run
+   of it computes the losses and the last unit's outputs, keeps no gradient and
+   calls no hook; each microbatch's chunk lets go of its activations (what
+   vs_pipe_save kept, its inputs and outputs) after its forward, or, when it
+   sends them to another stage, once packed for the send. */
+VS_API vs_result vs_pipe_sched_forward(const vs_pipe_sched* s, vs_pipe_sched** out);
 
 typedef struct vs_pipe_check_desc {
     int64_t max_live_activations; // per stage: (chunk, mb) forwards held at once; 0: no bound (< 0: an error)
 } vs_pipe_check_desc;
 
 /* Validates a schedule (desc may be NULL):
-   - every (chunk, mb) runs F, then B then W (or BW) once each, on its stage;
+   - every (chunk, mb) runs F, then B then W (or BW) once each, on its stage
+     (a forward-only schedule, with no backward, send of gradients, SYNC or
+     STEP anywhere, runs F once each: vs_pipe_sched_forward);
    - dependencies: F(c,m) after F(c-1,m); B(c,m) after B(c+1,m) (last chunk:
      after its own F); W after B; the data crosses stages by a send and a receive;
    - each chunk's parameter gradients accumulate in microbatch order (B/BW and W
@@ -1805,6 +1814,37 @@ _VS_PIPE_PRIVATE int _vs_pipe_vstep(_vs_pipe_vstate* v, int st, const vs_pipe_ch
     }
 }
 
+/* 1: schedule s has no instruction of a backward pass (stage st, or any: -1). */
+_VS_PIPE_PRIVATE int _vs_pipe_fwd_only(const vs_pipe_sched* s, int st)
+{
+    for (int g = st < 0 ? 0 : st; g < (st < 0 ? s->stages : st + 1); g++)
+        for (int i = 0; i < s->len[g]; i++) {
+            int op = s->ins[g][i].op;
+            if (op != VS_PIPE_F && op != VS_PIPE_SEND_F && op != VS_PIPE_RECV_F && op != VS_PIPE_NOP) return 0;
+        }
+    return 1;
+}
+
+VS_API vs_result vs_pipe_sched_forward(const vs_pipe_sched* s, vs_pipe_sched** out)
+{
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_forward", s));
+    if (!s || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_forward: %s is NULL", s ? "out" : "schedule");
+    *out = NULL;
+    vs_pipe_sched* f = NULL;
+    vs_result r = vs_pipe_sched_new(s->world, s->stages, s->nchunks, s->chunk_stage, s->mbs, &f);
+    for (int st = 0; st < s->stages && !r; st++)
+        for (int i = 0; i < s->len[st] && !r; i++)
+            if (s->ins[st][i].op == VS_PIPE_F) r = vs_pipe_sched_push(f, st, VS_PIPE_F, s->ins[st][i].chunk, s->ins[st][i].mb);
+    if (!r) r = vs_pipe_sched_add_comm(f);
+    if (!r) r = vs_pipe_sched_check(f, NULL);
+    if (r) {
+        vs_pipe_sched_free(f);
+        return vs_set_error(r, "vs_pipe_sched_forward: %s", vs_last_error());
+    }
+    *out = f;
+    return VS_OK;
+}
+
 VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check_desc* d)
 {
     _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_check", s));
@@ -1874,12 +1914,13 @@ VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check
             goto done;
         }
     }
+    int fwd = _vs_pipe_fwd_only(s, -1);
     for (int k = 0; k < K; k++) // completeness
         for (int m = 0; m < M; m++) {
             unsigned char dn = v.done[k * M + m];
-            const char* miss = !(dn & _VS_VF) ? "F" : !(dn & _VS_VB) ? "B (or BW)" : !(dn & _VS_VW) ? "W" : NULL;
+            const char* miss = !(dn & _VS_VF) ? "F" : fwd ? NULL : !(dn & _VS_VB) ? "B (or BW)" : !(dn & _VS_VW) ? "W" : NULL;
             if (!miss && k + 1 < K && s->chunk_stage[k + 1] != s->chunk_stage[k] && !(dn & _VS_VSF)) miss = "SF";
-            if (!miss && k > 0 && s->chunk_stage[k - 1] != s->chunk_stage[k] && !(dn & _VS_VSB)) miss = "SB";
+            if (!miss && !fwd && k > 0 && s->chunk_stage[k - 1] != s->chunk_stage[k] && !(dn & _VS_VSB)) miss = "SB";
             if (miss) {
                 r = vs_set_error(VS_ERR_INVALID, "schedule: stage %d never runs %s for chunk %d, microbatch %d",
                                  s->chunk_stage[k], miss, k, m);
@@ -2723,6 +2764,7 @@ struct vs_pipe {
     int cur_pos;
     // the current or last run
     int M;
+    int fwd;                // a forward-only schedule (vs_pipe_sched_forward)
     _vs_pipe_slot* slots;   // [mb * ntensors + t]
     void** saved;           // [unit * M + mb]
     size_t* saved_bytes;
@@ -4132,8 +4174,9 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, con
                 return vs_set_error(VS_ERR_MISMATCH, "the loss \"%s\" is %s %dD, not an f32 scalar", p->t[p->loss_id].name,
                                     vs_dtype_name(ls->dt), ls->ndim);
             // (device path: into device memory, all M copied back at the run's end)
-            return _vs_pipe_copy(p, p->dev ? (void*)&p->dlosses[mb] : (void*)&p->mb_loss[mb], ls->data, sizeof(float));
+            _VS_TRY(_vs_pipe_copy(p, p->dev ? (void*)&p->dlosses[mb] : (void*)&p->mb_loss[mb], ls->data, sizeof(float)));
         }
+        if (p->fwd) _vs_pipe_part_done(p, k, mb); // (device: what reuses the memory is ordered after, on the stream)
         return VS_OK;
     case VS_PIPE_B:
     case VS_PIPE_BW:
@@ -4149,7 +4192,10 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, con
         for (int u = hi - 1; u >= lo; u--) _VS_TRY(_vs_pipe_call_unit(p, u, mb, _VS_PIPE_CALL_W));
         _vs_pipe_part_done(p, k, mb);
         return VS_OK;
-    case VS_PIPE_SEND_F: return _vs_pipe_send(p, k + 1, mb, 0, k, p->plan.chunk_stage[k + 1]);
+    case VS_PIPE_SEND_F:
+        _VS_TRY(_vs_pipe_send(p, k + 1, mb, 0, k, p->plan.chunk_stage[k + 1]));
+        if (p->fwd) _vs_pipe_part_done(p, k, mb); // (packed: the message holds its own copy)
+        return VS_OK;
     case VS_PIPE_RECV_F: return _vs_pipe_recv(p, k, mb, 0, k - 1, p->plan.chunk_stage[k - 1]);
     case VS_PIPE_SEND_B:
         _VS_TRY(_vs_pipe_send(p, k, mb, 1, k, p->plan.chunk_stage[k - 1]));
@@ -4285,8 +4331,11 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         _vs_pipe_clear(p);
         return vs_set_error(VS_ERR_NOMEM, "vs_pipe_run: out of memory for %d microbatches", M);
     }
+    p->fwd = _vs_pipe_fwd_only(s, st); // (forward only: a chunk's microbatch goes after its F, and its SF)
     for (int k = 0; k < K; k++)
-        for (int m = 0; m < M; m++) p->pending[k * M + m] = 1 + (k > 0 && p->plan.chunk_stage[k - 1] != st);
+        for (int m = 0; m < M; m++)
+            p->pending[k * M + m] = 1 + (p->fwd ? k + 1 < K && p->plan.chunk_stage[k + 1] != st
+                                                : k > 0 && p->plan.chunk_stage[k - 1] != st);
     p->seed = p->desc.loss == VS_PIPE_LOSS_SUM ? 1.0f : 1.0f / (float)M;
     if (p->loss_scale != 1.0) p->seed = (float)((double)p->seed * p->loss_scale); // (1: the unscaled bits as before)
 #ifdef _VS_PIPE_CUDA

@@ -292,6 +292,9 @@ typedef struct run {
     int accumulate;     // vs_train_desc.accumulate: a step's batch split over that many calls
     vs_train_stats st[STEPS]; // the stats of each step's last call (rank 0)
     int stats_bad;      // calls whose stats broke a rule checked in rank_fn
+    int eval;           // vs_train_eval before every step on its batch, and after the steps on a new one
+    int eval_bad;       // steps whose loss was not the evaluation's of the same batch, bit for bit
+    double eval_loss;   // the evaluation after the steps (rank 0)
     float params[NPARAM][D * H];
     int64_t init_peak, model_bytes;
 } run;
@@ -322,7 +325,12 @@ static int rank_fn(vs_world* w, void* arg)
         double l;
         if (nacc == 1) {
             vs_train_stats st;
+            double ev = NAN;
+            int64_t n0 = vs_train_steps(t);
+            if (R->eval) VT_OK(vs_train_eval(t, &b, &ev)); // (forward only: changes nothing)
+            VT_CHECK(vs_train_steps(t) == n0, "an evaluation took a step");
             VT_OK(vs_train_step_ex(t, &b, &st));
+            if (R->eval && memcmp(&ev, &st.loss, sizeof ev)) R->eval_bad++;
             if (vs_world_rank(w) == 0) R->loss[s] = st.loss, R->st[s] = st;
             (void)l;
             continue;
@@ -354,6 +362,13 @@ static int rank_fn(vs_world* w, void* arg)
                          vs_last_error());
             }
         }
+    }
+    if (R->eval) {
+        float X[ROWS * D], T[ROWS * D];
+        vs_batch b = batch_of(99, X, T);
+        double ev = NAN;
+        VT_OK(vs_train_eval(t, &b, &ev));
+        if (vs_world_rank(w) == 0) R->eval_loss = ev;
     }
     if (R->save) VT_OK(vs_train_save(t, R->save, NULL, 0, 0));
     float buf[D * H];
@@ -642,6 +657,37 @@ int main(void)
     }
 
     VT_CASE("train/progress: one line a step from rank 0 at info, the step's stats in it", case_progress());
+
+    /* Evaluation: forward only, on every schedule and some meshes. Before each
+       step, on the step's batch: the step's loss is the evaluation's, bit for
+       bit (the same forward), and the parameters after the steps equal the
+       one-rank run's (the evaluations changed nothing); after them, on a new
+       batch: the one-rank evaluation's loss within 1e-5. */
+    run* eref = mk(1, 1, 1, VS_PIPE_GPIPE, 4, VS_ZERO_0);
+    eref->eval = 1;
+    go(eref);
+    VT_CHECK(eref->eval_bad == 0 && isfinite(eref->eval_loss), "one rank: %d steps' losses differ from their evaluation",
+             eref->eval_bad);
+    compare(eref, ref, 1, "one rank with evaluations vs without");
+    static const int ev_mesh[][4] = {{2, 2, 2, 0}, {2, 2, 2, 1}, {1, 2, 2, 2}, {2, 1, 1, 0}, {2, 2, 1, 2}};
+    for (size_t m = 0; m < sizeof ev_mesh / sizeof ev_mesh[0]; m++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            const int* em = ev_mesh[m];
+            if (em[0] == 1 && k > 0) continue;
+            run* R = mk(em[0], em[1], em[2], kinds[k], 4 / em[1], (vs_zero_stage)em[3]);
+            R->eval = 1;
+            snprintf(name, sizeof name, "train/eval_PP%d_DP%d_TP%d_%s_zero%d", em[0], em[1], em[2],
+                     vs_pipe_kind_name(kinds[k]), em[3]);
+            vt_begin(name);
+            go(R);
+            compare(R, ref, 0, name);
+            VT_CHECK(R->eval_bad == 0, "%s: %d steps' losses differ from their evaluation", name, R->eval_bad);
+            VT_CHECK(rel(R->eval_loss, eref->eval_loss) < 1e-5, "%s: evaluation %.9g, one rank %.9g", name, R->eval_loss,
+                     eref->eval_loss);
+            vt_end(name);
+            free(R);
+        }
+    free(eref);
 
     vt_begin("train/deferred_init_peak");
     run* big = mk(1, 1, 2, VS_PIPE_1F1B, 4, VS_ZERO_0);
