@@ -587,6 +587,7 @@ typedef struct vs_train_stats {
     double t_comm;       // the gradient sync's end, the loss, the global norm and clipping
     double t_optim;      // the optimizer step (ZeRO: and starting the parameter all-gather)
     double t_total;      // the whole call
+    size_t act_peak;     // activation memory at its peak in this call's pipeline run, bytes (vs_pipe_last_memory)
 } vs_train_stats;
 /* vs_train_step, and what it did into *stats (may be NULL). With VESCALE_LOG=info
    (or a logger at info) world rank 0 logs one progress line per step:
@@ -3833,6 +3834,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     double tc = _vs_now();
     if (!r) r = vs_pipe_run(t->pipe, t->sched, t->dev ? NULL : &l); // (hooks: gradient sync as chunks finish)
     st->t_compute = _vs_now() - tc;
+    if (!r) vs_pipe_last_memory(t->pipe, &st->act_peak);
     tc = _vs_now();
     t->batch = NULL;
     if (!r) r = vs_ddp_finish_grad_sync(t->ddp);

@@ -636,6 +636,12 @@ VS_API vs_result vs_pipe_gather_timelines(vs_pipe* p, const double* const** t0, 
    take the core on a machine with fewer cores than ranks) or on a peer
    (vs_pipe_tie_grads). Either pointer may be NULL. */
 VS_API vs_result vs_pipe_last_hooks(const vs_pipe* p, double* wall, double* cpu);
+/* The most engine memory live at once during the last run on this stage, in
+   bytes: the tensors between units, what units kept for their backward
+   (vs_pipe_save), gradients of those tensors and message buffers (host blocks
+   on threads and MPI, device blocks on NCCL); 0 before a run. The activation
+   memory a schedule, recompute or an evaluation costs. */
+VS_API vs_result vs_pipe_last_memory(const vs_pipe* p, size_t* peak);
 /* Sums a buffer of a tied parameter's gradient (e.g. the embedding and the LM
    head) between the stages of chunks a and b, in chunk order so both get the
    same bits. Collective between the two stages (other stages return VS_OK at
@@ -2760,6 +2766,7 @@ struct vs_pipe {
     void* cache;               // host blocks freed, for the next request of their size (_vs_pipe_buf)
     size_t cache_bytes;
     size_t live_bytes, peak_bytes; // host blocks in use now, and the most this run
+    size_t last_peak;              // peak_bytes of the last run (vs_pipe_last_memory)
     const vs_pipe_sched* cur_s; // the run in progress: its schedule and position
     int cur_pos;
     // the current or last run
@@ -3000,6 +3007,7 @@ _VS_PIPE_PRIVATE void _vs_pipe_cache_trim(vs_pipe* p)
         vs_free(p->w, b);
     }
     p->nruns++;
+    p->last_peak = p->peak_bytes;
     p->peak_bytes = p->live_bytes;
 }
 
@@ -4626,6 +4634,14 @@ VS_API vs_result vs_pipe_gather_timelines(vs_pipe* p, const double* const** t0, 
     *t0 = p->all_t0;
     *t1 = p->all_t1;
     *n = p->all_n;
+    return VS_OK;
+}
+
+VS_API vs_result vs_pipe_last_memory(const vs_pipe* p, size_t* peak)
+{
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_last_memory", p));
+    if (!p || !peak) return vs_set_error(VS_ERR_NULL, "vs_pipe_last_memory: %s is NULL", p ? "peak" : "pipe");
+    *peak = p->last_peak;
     return VS_OK;
 }
 

@@ -295,6 +295,7 @@ typedef struct run {
     int eval;           // vs_train_eval before every step on its batch, and after the steps on a new one
     int eval_bad;       // steps whose loss was not the evaluation's of the same batch, bit for bit
     double eval_loss;   // the evaluation after the steps (rank 0)
+    size_t eval_peak, train_peak; // the engine's activation memory at its peak: evaluations, steps (rank 0, max)
     float params[NPARAM][D * H];
     int64_t init_peak, model_bytes;
 } run;
@@ -327,10 +328,14 @@ static int rank_fn(vs_world* w, void* arg)
             vs_train_stats st;
             double ev = NAN;
             int64_t n0 = vs_train_steps(t);
+            size_t ep = 0;
             if (R->eval) VT_OK(vs_train_eval(t, &b, &ev)); // (forward only: changes nothing)
+            if (R->eval) VT_OK(vs_pipe_last_memory(vs_train_pipe(t), &ep));
             VT_CHECK(vs_train_steps(t) == n0, "an evaluation took a step");
             VT_OK(vs_train_step_ex(t, &b, &st));
             if (R->eval && memcmp(&ev, &st.loss, sizeof ev)) R->eval_bad++;
+            if (vs_world_rank(w) == 0 && ep > R->eval_peak) R->eval_peak = ep;
+            if (vs_world_rank(w) == 0 && st.act_peak > R->train_peak) R->train_peak = st.act_peak;
             if (vs_world_rank(w) == 0) R->loss[s] = st.loss, R->st[s] = st;
             (void)l;
             continue;
@@ -669,6 +674,10 @@ int main(void)
     VT_CHECK(eref->eval_bad == 0 && isfinite(eref->eval_loss), "one rank: %d steps' losses differ from their evaluation",
              eref->eval_bad);
     compare(eref, ref, 1, "one rank with evaluations vs without");
+    printf("    one rank, GPipe, 4 microbatches: activation memory at its peak %zu bytes in a step, %zu in an evaluation\n",
+           eref->train_peak, eref->eval_peak);
+    VT_CHECK(eref->eval_peak > 0 && 2 * eref->eval_peak < eref->train_peak,
+             "an evaluation held %zu bytes of activations at its peak, a step %zu", eref->eval_peak, eref->train_peak);
     static const int ev_mesh[][4] = {{2, 2, 2, 0}, {2, 2, 2, 1}, {1, 2, 2, 2}, {2, 1, 1, 0}, {2, 2, 1, 2}};
     for (size_t m = 0; m < sizeof ev_mesh / sizeof ev_mesh[0]; m++)
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
