@@ -307,6 +307,13 @@ typedef struct vs_plan {
        handles it (vs_layer_decl.sp_ok), at any TP size, so a plan that runs
        on one mesh runs on all. */
     int sequence_parallel;
+    /* Activation recompute: layer names or globs, blank-separated (e.g.
+       "h.*"), whose activations are not kept between forward and backward but
+       made again by a second forward before the backward
+       (vs_pipe_unit.recompute: bit for bit the same gradients, for one more
+       forward's time; what a layer keeps with vs_pipe_save is the memory
+       saved). A pattern that matches no layer is an error (vs_plan_check). */
+    char recompute[256];
 } vs_plan;
 
 /* Text (one "key: value" per line; a rule is a line "shard: <pattern>
@@ -940,7 +947,30 @@ _VS_HL_PRIVATE vs_result _vs_plan_fields(const vs_plan* p, const char* fn)
     }
     if ((bad = _vs_hl_text_bad(p->split_points, sizeof p->split_points, &at)) != NULL)
         return vs_set_error(VS_ERR_INVALID, "%s: split_points %s (byte %zu)", fn, bad, at);
+    if ((bad = _vs_hl_text_bad(p->recompute, sizeof p->recompute, &at)) != NULL)
+        return vs_set_error(VS_ERR_INVALID, "%s: recompute %s (byte %zu)", fn, bad, at);
     return VS_OK;
+}
+
+/* The next blank-separated pattern of a plan's recompute list at *c into pat
+   (256 bytes); 0 when none is left. */
+_VS_HL_PRIVATE int _vs_hl_next_pat(const char** c, char* pat)
+{
+    while (**c == ' ') ++*c;
+    size_t n = strcspn(*c, " ");
+    if (!n) return 0;
+    snprintf(pat, 256, "%.*s", (int)n, *c);
+    *c += n;
+    return 1;
+}
+
+/* 1: layer `name` recomputes under plan p (a pattern of p->recompute matches it). */
+_VS_HL_PRIVATE int _vs_hl_recomputes(const vs_plan* p, const char* name)
+{
+    char pat[256];
+    for (const char* c = p->recompute; name && _vs_hl_next_pat(&c, pat);)
+        if (_vs_glob(pat, name)) return 1;
+    return 0;
 }
 
 VS_API vs_result vs_plan_placement(const vs_plan* p, const vs_param_decl* d, vs_placement* out, const char** why)
@@ -1016,6 +1046,12 @@ VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m)
         if (!hits)
             return vs_set_error(VS_ERR_INVALID, "%s: strict: rule \"%s\" matches no parameter", fn, p->rules[i].pattern);
     }
+    char pat[256];
+    for (const char* c = p->recompute; _vs_hl_next_pat(&c, pat);) { // every recompute pattern names a layer
+        int hits = 0;
+        for (int l = 0; l < m->nlayers && !hits; l++) hits = m->layers[l].unit.name && _vs_glob(pat, m->layers[l].unit.name);
+        if (!hits) return vs_set_error(VS_ERR_INVALID, "%s: recompute \"%s\" matches no layer", fn, pat);
+    }
     for (int l = 0; l < m->nlayers; l++)
         for (int j = 0; j < m->layers[l].nparams; j++) {
             const vs_param_decl* d = &m->layers[l].params[j];
@@ -1068,6 +1104,7 @@ VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap)
     _vs_pipe_cat(buf, cap, &len, "chunks: %d\nschedule: %s\nmicrobatches: %d\nzero: %d\n", _vs_hl_chunks(p),
                  vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero);
     if (p->sequence_parallel) _vs_pipe_cat(buf, cap, &len, "sequence_parallel: %d\n", p->sequence_parallel);
+    if (p->recompute[0]) _vs_pipe_cat(buf, cap, &len, "recompute: %s\n", p->recompute);
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
@@ -1087,16 +1124,17 @@ VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap)
                      p->rules[i].placement);
     _vs_pipe_cat(buf, cap, &len,
                  "], \"split\": \"%s\", \"split_points\": \"%s\", \"chunks\": %d, \"schedule\": \"%s\", "
-                 "\"microbatches\": %d, \"zero\": %d, \"sequence_parallel\": %d}\n",
+                 "\"microbatches\": %d, \"zero\": %d, \"sequence_parallel\": %d%s%s%s}\n",
                  _vs_hl_split_name(p), p->split_points,
-                 _vs_hl_chunks(p), vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero, p->sequence_parallel);
+                 _vs_hl_chunks(p), vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero, p->sequence_parallel,
+                 p->recompute[0] ? ", \"recompute\": \"" : "", p->recompute, p->recompute[0] ? "\"" : "");
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
 /* The keys of a plan's text; each once (shard, a rule, any number of times). */
 static const char* const _vs_plan_keys[] = {"mesh",   "policy",       "strict", "split", "split_points",
                                             "chunks", "schedule",     "microbatches", "zero",
-                                            "sequence_parallel", "shard"};
+                                            "sequence_parallel", "shard", "recompute"};
 #define _VS_PLAN_NKEYS ((int)(sizeof _vs_plan_keys / sizeof _vs_plan_keys[0]))
 
 /* A decimal int in [lo, hi] that is the whole of v. */
@@ -1184,6 +1222,9 @@ _VS_HL_PRIVATE vs_result _vs_plan_set(vs_plan* p, const char* key, const char* v
     } else if (!strcmp(key, "split_points")) {
         if (n >= sizeof p->split_points) return vs_set_error(VS_ERR_INVALID, "%s: %s: split_points too long", fn, where);
         memcpy(p->split_points, v, n + 1);
+    } else if (!strcmp(key, "recompute")) {
+        if (n >= sizeof p->recompute) return vs_set_error(VS_ERR_INVALID, "%s: %s: recompute too long", fn, where);
+        memcpy(p->recompute, v, n + 1);
     } else if (!strcmp(key, "schedule")) {
         vs_pipe_kind s = VS_PIPE_1F1B;
         if (vs_pipe_kind_parse(v, &s)) return vs_set_error(VS_ERR_INVALID, "%s: %s: %s", fn, where, vs_last_error());
@@ -3469,6 +3510,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             const vs_pipe_unit* u = &m->layers[l].unit;
             t->units[l] = *u;
             t->units[l].user = &t->lay[l].ctx;
+            t->units[l].recompute = u->recompute || _vs_hl_recomputes(pl, u->name);
             // backward parts go through vescale first: it hands them the gradient views of this pass
             t->units[l].backward = u->backward ? _vs_hl_bwd : NULL;
             t->units[l].backward_input = u->backward_input ? _vs_hl_bwd_input : NULL;

@@ -290,6 +290,15 @@ typedef struct vs_pipe_unit {
     double flops;   // forward flops (split by flops; the simulator's default cost)
     double time_f, time_b, time_w; // measured seconds (split by time; simulator)
     const char* group; // units with the same group name are never split apart
+    /* Activation recompute: what the forward keeps for the backward
+       (vs_pipe_save) is let go right after it, and the forward runs again just
+       before the unit's backward (vs_pipe_output then hands back the outputs
+       made the first time, which the forward writes again). The forward must
+       be deterministic and may run collectives (every rank of its group
+       recomputes at the same point); gradients are then bit for bit those
+       without recompute, for one more forward's time. Ignored in a
+       forward-only run. */
+    int recompute;
 } vs_pipe_unit;
 
 // >>pipe-split -----------------------------------------------------------------
@@ -2742,6 +2751,7 @@ struct _vs_pipe_rt { // what vs_pipe_output and vs_pipe_save need
     int mb, unit;
     const int* out_ids;
     const _vs_pipe_spec* out_spec;
+    int again; // a recompute's forward: the outputs exist (vs_pipe_unit.recompute)
 };
 
 struct vs_pipe {
@@ -3611,7 +3621,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_data(vs_pipe* p, int mb, int id)
     _vs_pipe_spec any;
     any.dt = VS_DTYPE_INVALID;
     any.ndim = -1;
-    struct _vs_pipe_rt rt = {p, mb, -1, &id, &any};
+    struct _vs_pipe_rt rt = {p, mb, -1, &id, &any, 0};
     vs_pipe_call c;
     memset(&c, 0, sizeof c);
     c.user = p->desc.data_user;
@@ -3629,7 +3639,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_data(vs_pipe* p, int mb, int id)
     return VS_OK;
 }
 
-enum { _VS_PIPE_CALL_F, _VS_PIPE_CALL_B, _VS_PIPE_CALL_W, _VS_PIPE_CALL_BW };
+enum { _VS_PIPE_CALL_F, _VS_PIPE_CALL_B, _VS_PIPE_CALL_W, _VS_PIPE_CALL_BW, _VS_PIPE_CALL_RF /* recompute */ };
 
 /* Runs one callback of unit u for microbatch mb. */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int what)
@@ -3652,7 +3662,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
         }
     }
     for (int i = 0; i < ui->nout; i++) _vs_pipe_view(p, ui->out[i], &row[ui->out[i]], &out[i]);
-    struct _vs_pipe_rt rt = {p, mb, u, ui->out, ui->out_spec};
+    struct _vs_pipe_rt rt = {p, mb, u, ui->out, ui->out_spec, what == _VS_PIPE_CALL_RF};
     size_t at = (size_t)u * (size_t)p->M + (size_t)mb;
     vs_pipe_call c;
     memset(&c, 0, sizeof c);
@@ -3672,6 +3682,10 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
     const char* part = "forward";
     switch (what) {
     case _VS_PIPE_CALL_F: r = un->forward(&c); break;
+    case _VS_PIPE_CALL_RF:
+        part = "forward (recompute)";
+        r = un->forward(&c);
+        break;
     case _VS_PIPE_CALL_B:
         part = "backward_input";
         r = un->backward_input ? un->backward_input(&c) : un->backward(&c);
@@ -3686,6 +3700,11 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
         else if (!(r = un->backward_input(&c))) r = un->backward_weight(&c);
     }
     if (r) return vs_set_error(r, "unit \"%s\" %s, microbatch %d: %s", un->name, part, mb, vs_last_error());
+    if (what == _VS_PIPE_CALL_F && un->recompute && !p->fwd) { // kept for nothing: it is made again before B
+        _vs_pipe_buf_free(p, p->saved[at]);
+        p->saved[at] = NULL;
+        p->saved_bytes[at] = 0;
+    }
     if (what == _VS_PIPE_CALL_F)
         for (int i = 0; i < ui->nout; i++)
             if (!row[ui->out[i]].data)
@@ -4192,8 +4211,10 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, con
         if (k == K - 1) // seed d(loss)/d(loss_mb): 1 or 1/M (p->seed), as one device's loop (device: from dseed)
             _VS_TRY(_vs_pipe_copy(p, p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)p->loss_id].grad,
                                   p->dseed ? (const void*)p->dseed : (const void*)&p->seed, sizeof p->seed));
-        for (int u = hi - 1; u >= lo; u--)
+        for (int u = hi - 1; u >= lo; u--) {
+            if (p->desc.units[u].recompute) _VS_TRY(_vs_pipe_call_unit(p, u, mb, _VS_PIPE_CALL_RF));
             _VS_TRY(_vs_pipe_call_unit(p, u, mb, in->op == VS_PIPE_B ? _VS_PIPE_CALL_B : _VS_PIPE_CALL_BW));
+        }
         if (in->op == VS_PIPE_BW) _vs_pipe_part_done(p, k, mb);
         return VS_OK;
     case VS_PIPE_W:
@@ -4750,6 +4771,19 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_output(vs_pipe_call* call, int i, vs_dtype d
                             _vs_pipe_spec_text(p->t[id].name, &rt->out_spec[i], a, sizeof a));
     }
     _vs_pipe_slot* s = &p->slots[(size_t)rt->mb * (size_t)p->ntensors + (size_t)id];
+    if (s->data && rt->again) { // a recompute: the first forward's buffer, of the same shape
+        int same = s->dt == dt && s->ndim == ndim;
+        for (int d = 0; d < ndim && same; d++) same = s->shape[d] == shape[d];
+        if (!same)
+            return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s: output \"%s\" recomputed with another shape or "
+                                "dtype than its first forward's (vs_pipe_unit.recompute needs a deterministic forward)",
+                                who, p->t[id].name);
+        call->out[i].dtype = dt;
+        call->out[i].ndim = ndim;
+        for (int d = 0; d < ndim; d++) call->out[i].shape[d] = shape[d];
+        call->out[i].data = *data = s->data;
+        return VS_OK;
+    }
     if (s->data) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: %s made \"%s\" twice", who, p->t[id].name);
     s->dt = dt;
     s->ndim = ndim;

@@ -27,8 +27,10 @@ static vs_result out2(vs_pipe_call* c, int64_t rows, int64_t cols, float** y)
 }
 
 /* y = x W + b, W [D, H] column-parallel: this rank's H/tp columns. */
+static long n_fc1_fwd; // forwards of the fc1 units run (atomic: every rank's)
 static vs_result fc1_fwd(vs_pipe_call* c)
 {
+    __atomic_add_fetch(&n_fc1_fwd, 1, __ATOMIC_SEQ_CST);
     vs_layer_ctx* L = vs_layer(c);
     const float* x = (const float*)c->in[0].data;
     const float *W = (const float*)L->param[0], *b = (const float*)L->param[1];
@@ -662,6 +664,51 @@ int main(void)
     }
 
     VT_CASE("train/progress: one line a step from rank 0 at info, the step's stats in it", case_progress());
+
+    /* Activation recompute (plan.recompute): every layer but the loss runs its
+       forward again before its backward; on PP2 x DP2 x TP2, every schedule (the
+       split backward of ZB-H1/ZB-V too) and ZeRO 0/1, losses and parameters
+       equal the run without recompute bit for bit (the forwards' TP
+       collectives run again, in step on every rank). */
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int z = 0; z < 2; z++) {
+            run* base = mk(2, 2, 2, kinds[k], 2, (vs_zero_stage)z);
+            run* rc = mk(2, 2, 2, kinds[k], 2, (vs_zero_stage)z);
+            snprintf(rc->plan.recompute, sizeof rc->plan.recompute, "in b?.* ");
+            snprintf(name, sizeof name, "train/recompute_PP2_DP2_TP2_%s_zero%d", vs_pipe_kind_name(kinds[k]), z);
+            vt_begin(name);
+            long n0 = __atomic_load_n(&n_fc1_fwd, __ATOMIC_SEQ_CST);
+            go(base);
+            long n1 = __atomic_load_n(&n_fc1_fwd, __ATOMIC_SEQ_CST);
+            go(rc);
+            long n2 = __atomic_load_n(&n_fc1_fwd, __ATOMIC_SEQ_CST);
+            compare(rc, base, 1, name);
+            VT_CHECK(n2 - n1 == 2 * (n1 - n0), "%s: %ld fc1 forwards with recompute, %ld without", name, n2 - n1, n1 - n0);
+            vt_end(name);
+            free(base);
+            free(rc);
+        }
+    vt_begin("train/recompute_bad_input");
+    {
+        vs_plan bad;
+        memset(&bad, 0, sizeof bad);
+        snprintf(bad.recompute, sizeof bad.recompute, "b0.* nothing.*");
+        vs_result r = vs_plan_check(&bad, &MODEL);
+        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "recompute \"nothing.*\" matches no layer"), "%s",
+                 vs_last_error());
+        char text[2048];
+        snprintf(bad.recompute, sizeof bad.recompute, "b0.* b1.fc1");
+        VT_CHECK(vs_plan_print(&bad, text, sizeof text) > 0 && strstr(text, "recompute: b0.* b1.fc1\n"), "%s", text);
+        vs_plan back;
+        VT_OK(vs_plan_parse(text, &back));
+        VT_CHECK(!strcmp(back.recompute, "b0.* b1.fc1"), "parsed back \"%s\"", back.recompute);
+        VT_CHECK(vs_plan_print_json(&bad, text, sizeof text) > 0 && strstr(text, "\"recompute\": \"b0.* b1.fc1\""), "%s",
+                 text);
+        memset(&back, 0, sizeof back);
+        VT_OK(vs_plan_parse(text, &back));
+        VT_CHECK(!strcmp(back.recompute, "b0.* b1.fc1"), "JSON parsed back \"%s\"", back.recompute);
+    }
+    vt_end("train/recompute_bad_input");
 
     /* Evaluation: forward only, on every schedule and some meshes. Before each
        step, on the step's batch: the step's loss is the evaluation's, bit for
