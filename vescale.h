@@ -428,6 +428,11 @@ typedef struct vs_constraints {
     int64_t global_batch;      // rows per step (required)
     int64_t act_bytes_per_row; // activation bytes a layer keeps per row per microbatch (0: 4 * largest param dim)
     int sequence_parallel;     // 1: plans with tp > 1 use it (their activations count 1/tp)
+    /* Activation recompute of every layer (vs_plan.recompute "*"): 0 the
+       planner weighs both when there is a memory limit (recompute costs a
+       forward, so it wins only where the limit rules the rest out; without a
+       limit it never would, and is not estimated), 1 always, -1 never. */
+    int recompute;
 } vs_constraints;
 
 /* One configuration as the planner saw it. Its plan has every default explicit
@@ -1573,9 +1578,10 @@ _VS_HL_PRIVATE const char* _vs_gp_fmt_bytes(double x, char* b, size_t n)
 _VS_HL_PRIVATE const char* _vs_gp_fmt_plan(const vs_plan* p, char* b, size_t n)
 {
     int V = _vs_hl_chunks(p), M = _vs_hl_mbs(p), tp = _vs_hl_sz(p->tp);
-    _vs_gp_fmt(b, n, "PP%d x DP%d x TP%d, %s, %d chunk%s per stage, %d microbatch%s, ZeRO-%d%s", _vs_hl_sz(p->pp),
+    _vs_gp_fmt(b, n, "PP%d x DP%d x TP%d, %s, %d chunk%s per stage, %d microbatch%s, ZeRO-%d%s%s", _vs_hl_sz(p->pp),
                _vs_hl_sz(p->dp), tp, vs_pipe_kind_name(_vs_hl_sched(p)), V, V == 1 ? "" : "s", M, M == 1 ? "" : "es",
-               (int)p->zero, p->sequence_parallel && tp > 1 ? ", sequence parallel" : "");
+               (int)p->zero, p->sequence_parallel && tp > 1 ? ", sequence parallel" : "",
+               p->recompute[0] ? ", recompute" : "");
     return b;
 }
 
@@ -1740,7 +1746,7 @@ typedef struct _vs_gp_pipe {
 } _vs_gp_pipe;
 
 _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int tp, vs_pipe_kind kind, int M,
-                                         double rows, _vs_gp_pipe* out)
+                                         double rows, int rc, _vs_gp_pipe* out)
 {
     const vs_profile* pf = &g->prof;
     int K = pl->nchunks, P = pl->stages;
@@ -1760,6 +1766,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
             double tb = tp > 1 ? x->ar_b * _vs_gp_tp_ar(pf, tp, ib) : 0;
             cf[k] += f + tf + pf->call_s;
             cb[k] += (x->split_bw ? f : 2 * f) + tb + pf->call_s;
+            if (rc) cb[k] += f + tf + pf->call_s, comp[k] += f + pf->call_s, comm[k] += tf; // its forward again first
             cw[k] += x->split_bw ? f + (zb ? pf->call_s : 0) : 0;
             nsplit += x->split_bw;
             comp[k] += 3 * f + (2 + (zb && x->split_bw)) * pf->call_s, comm[k] += tf + tb;
@@ -1794,13 +1801,20 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
         if (best < 0 || sim.busy[p] > out->busy) out->busy = sim.busy[p], out->comp = c0, out->comm = c1, best = p;
     }
     // memory and DP per stage
-    double low[VS_PIPE_MAX_CHUNKS];
+    double low[VS_PIPE_MAX_CHUNKS], keep[VS_PIPE_MAX_CHUNKS];
     int lowest[VS_PIPE_MAX_CHUNKS], maxl[VS_PIPE_MAX_CHUNKS];
-    for (int p = 0; p < P; p++) lowest[p] = -1, maxl[p] = 0, low[p] = 0;
+    for (int p = 0; p < P; p++) lowest[p] = -1, maxl[p] = 0, low[p] = 0, keep[p] = 0;
     for (int k = 0; k < K; k++) {
         int p = pl->chunk_stage[k], nl = pl->first_unit[k + 1] - pl->first_unit[k];
         if (lowest[p] < 0) lowest[p] = k;
         if (nl > maxl[p]) maxl[p] = nl;
+        /* recompute: a layer keeps only its output between forward and backward
+           (its first output's bytes per row, at most act_bytes_per_row; unknown:
+           all of it) */
+        double kb = 0;
+        for (int u = pl->first_unit[k]; u < pl->first_unit[k + 1]; u++)
+            kb += g->gu[u].row_bytes > 0 && g->gu[u].row_bytes < g->act_row ? g->gu[u].row_bytes : g->act_row;
+        if (kb > keep[p]) keep[p] = kb;
     }
     for (int i = 0; i < g->np; i++) {
         const _vs_gp_param* q = &g->par[i];
@@ -1814,35 +1828,32 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
     }
     for (int p = 0; p < P; p++) {
         out->last_share[p] = out->pbytes[p] > 0 ? low[p] / out->pbytes[p] : 0;
-        out->act[p] = g->act_row * rows * maxl[p] * sim.peak_live[p] / (g->c->sequence_parallel ? tp : 1);
+        double live = rc ? keep[p] * sim.peak_live[p] + g->act_row : g->act_row * maxl[p] * sim.peak_live[p];
+        out->act[p] = live * rows / (g->c->sequence_parallel ? tp : 1); // (recompute: one layer's whole, in its backward)
     }
     return VS_OK;
 }
 
-/* Estimates every ZeRO stage of (pp, dp, tp, kind, V, M). */
-_VS_HL_PRIVATE vs_result _vs_gp_config(_vs_gp* g, const vs_pipe_plan* pl, int dp, int tp, vs_pipe_kind kind, int M)
+/* Estimates every ZeRO stage of (pp, dp, tp, kind, V, M), without recompute
+   (rc 0) or with every layer recomputed (rc 1); pi: scratch. */
+_VS_HL_PRIVATE vs_result _vs_gp_config_rc(_vs_gp* g, const vs_pipe_plan* pl, int dp, int tp, vs_pipe_kind kind, int M,
+                                          int rc, _vs_gp_pipe* pi)
 {
     const vs_constraints* c = g->c;
     const vs_profile* pf = &g->prof;
     int P = pl->stages;
     double rows = (double)(c->global_batch / dp / M);
-    _vs_gp_pipe* pi = (_vs_gp_pipe*)vs_alloc(NULL, sizeof *pi);
-    if (!pi) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
-    vs_result r = _vs_gp_pipeline(g, pl, tp, kind, M, rows, pi);
+    vs_result r = _vs_gp_pipeline(g, pl, tp, kind, M, rows, rc, pi);
     if (r != VS_OK) {
         char msg[120];
         _vs_gp_fmt(msg, sizeof msg, "%s", vs_last_error());
         vs_clear_error();
-        r = _vs_gp_reject(g, P, dp, tp, M, "%s: %s", vs_pipe_kind_name(kind), msg);
-        vs_free(NULL, pi);
-        return r;
+        return _vs_gp_reject(g, P, dp, tp, M, "%s: %s", vs_pipe_kind_name(kind), msg);
     }
     for (int zero = 0; zero <= (dp > 1 ? 2 : 0); zero++) {
         _vs_gp_est* e = _vs_gp_push(g, P, dp, tp, kind, pl->chunks, M, zero);
-        if (!e) {
-            vs_free(NULL, pi);
-            return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
-        }
+        if (!e) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
+        if (rc) snprintf(e->e.plan.recompute, sizeof e->e.plan.recompute, "*"); // every layer
         double dpx = 0, opx = 0, mem = -1;
         for (int p = 0; p < P; p++) {
             double b = pi->pbytes[p], x;
@@ -1871,8 +1882,21 @@ _VS_HL_PRIVATE vs_result _vs_gp_config(_vs_gp* g, const vs_pipe_plan* pl, int dp
                      _vs_gp_fmt_bytes(mem, b, sizeof b), _vs_gp_fmt_bytes(c->mem_limit_bytes, d, sizeof d));
         }
     }
-    vs_free(NULL, pi);
     return VS_OK;
+}
+
+/* Estimates every ZeRO stage of (pp, dp, tp, kind, V, M), with and without
+   recompute as the constraints allow. */
+_VS_HL_PRIVATE vs_result _vs_gp_config(_vs_gp* g, const vs_pipe_plan* pl, int dp, int tp, vs_pipe_kind kind, int M)
+{
+    _vs_gp_pipe* pi = (_vs_gp_pipe*)vs_alloc(NULL, sizeof *pi);
+    if (!pi) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
+    vs_result r = VS_OK;
+    int lo = g->c->recompute > 0, hi = g->c->recompute > 0 || (g->c->recompute == 0 && g->c->mem_limit_bytes > 0);
+    for (int rc = lo; rc <= hi && !r; rc++)
+        r = _vs_gp_config_rc(g, pl, dp, tp, kind, M, rc, pi);
+    vs_free(NULL, pi);
+    return r;
 }
 
 _VS_HL_PRIVATE int _vs_gp_cmp(const void* a, const void* b)
@@ -2110,6 +2134,9 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
                             c->mem_limit_bytes, (long long)c->act_bytes_per_row);
     if ((int)c->policy < 0 || c->policy > VS_TP_NONE)
         return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: policy %d is not a vs_tp_policy", (int)c->policy);
+    if (c->recompute < -1 || c->recompute > 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: recompute %d (0: weighed under a memory limit, 1: always, "
+                            "-1: never)", c->recompute);
     vs_pipe_split_kind split = c->split ? c->split : VS_PIPE_SPLIT_FLOPS;
     if (split == VS_PIPE_SPLIT_MANUAL || (int)split < 0 || split > VS_PIPE_SPLIT_TIME)
         return vs_set_error(VS_ERR_INVALID,
@@ -2238,7 +2265,8 @@ _VS_HL_PRIVATE int _vs_gp_same_plan(const vs_plan* e, const vs_plan* p)
     return x.pp == p->pp && x.dp == p->dp && x.tp == p->tp && x.schedule == p->schedule && x.chunks == p->chunks &&
            x.microbatches == p->microbatches && x.zero == p->zero && x.split == p->split && x.policy == p->policy &&
            (x.sequence_parallel && x.tp > 1) == (p->sequence_parallel && p->tp > 1) &&
-           (x.split != VS_PIPE_SPLIT_MANUAL || !strncmp(x.split_points, p->split_points, sizeof x.split_points));
+           (x.split != VS_PIPE_SPLIT_MANUAL || !strncmp(x.split_points, p->split_points, sizeof x.split_points)) &&
+           !strncmp(x.recompute, p->recompute, sizeof x.recompute);
 }
 
 /* The explanation, of the planner's choice (run NULL) or of the plan that runs
@@ -2313,7 +2341,25 @@ _VS_HL_PRIVATE int _vs_gp_explain(const vs_plan* run, const vs_plan_estimate* es
         _vs_gp_explain_head(run ? "the planner's choice" : "chosen", &best->plan, buf, cap, &len);
         _vs_gp_cat(buf, cap, &len, "\n");
         _vs_gp_explain_one(best, NULL, buf, cap, &len);
-    } else if (!best) {
+    }
+    if (best && best->plan.recompute[0]) { // why it recomputes: what memory the same plan needs without
+        vs_plan no = best->plan;
+        no.recompute[0] = 0;
+        int fits = 0, k = -1;
+        for (int i = 0; i < n; i++) {
+            fits |= est[i].feasible && !est[i].plan.recompute[0];
+            if (k < 0 && _vs_gp_same_plan(&est[i].plan, &no)) k = i;
+        }
+        char b0[32];
+        if (k >= 0 && !est[k].feasible)
+            _vs_gp_cat(buf, cap, &len, "  it fits only with recompute: without, the same configuration needs %s a rank "
+                       "(%s)\n", _vs_gp_fmt_bytes(est[k].mem_bytes, b0, sizeof b0),
+                       fits ? "the configurations that fit without it are slower"
+                            : "no configuration fits without recompute");
+        else
+            _vs_gp_cat(buf, cap, &len, "  it recomputes every layer's activations (vs_constraints.recompute)\n");
+    }
+    if (!best) {
         _vs_gp_cat(buf, cap, &len, "no configuration is feasible\n");
     }
     int ru[2] = {-1, -1}, nru = 0;

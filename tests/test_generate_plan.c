@@ -104,7 +104,9 @@ static int divides_model(const tmodel* t, int tp) { return t->D % tp == 0 && (4 
 
 /* How many entries the planner enumerates (its rules, counted here): a mesh that
    cannot work is one entry, a microbatch count that does not divide the rows
-   one entry, else one per schedule and ZeRO stage. */
+   one entry, else one per schedule and ZeRO stage, twice (without and with
+   recompute) where the planner weighs recompute: under a memory limit unless
+   told never, or only with it when told always. */
 static int expected_count(const tmodel* t, const vs_constraints* c)
 {
     int W = c->world, n = 0;
@@ -126,7 +128,8 @@ static int expected_count(const tmodel* t, const vs_constraints* c)
                     continue;
                 }
                 int nsched = pp == 1 ? 1 : 3 + (t->n >= 2 * pp ? 2 : 0);
-                n += nsched * (dp > 1 ? 3 : 1);
+                int nrc = c->recompute == 0 && c->mem_limit_bytes > 0 ? 2 : 1;
+                n += nsched * (dp > 1 ? 3 : 1) * nrc;
             }
         }
     }
@@ -328,10 +331,14 @@ static void test_world8_and_memory(void)
     c.mem_limit_bytes = (lo + all[0].mem_bytes) / 2;
     VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
     check_choice(&tm, &c, &out, n, "world 8, memory limit");
-    VT_CHECK(n == nall, "%d estimates with the limit, %d without", n, nall);
-    double want = HUGE_VAL;
+    int nplain = 0; // the limit adds the recompute variants (vs_constraints.recompute 0), no other
+    for (int i = 0; i < n; i++) nplain += !est[i].plan.recompute[0];
+    VT_CHECK(nplain == nall, "%d estimates without recompute with the limit, %d without a limit", nplain, nall);
+    double want = HUGE_VAL; // the fastest within the limit: of the set without a limit, or a recompute variant
     for (int i = 0; i < nall; i++)
         if (all[i].feasible && all[i].mem_bytes <= c.mem_limit_bytes && all[i].step_s < want) want = all[i].step_s;
+    for (int i = 0; i < n; i++)
+        if (est[i].plan.recompute[0] && est[i].feasible && est[i].step_s < want) want = est[i].step_s;
     VT_CHECK(est[0].step_s == want && est[0].mem_bytes <= c.mem_limit_bytes, "chose %g s, %g B; want %g s within %g B",
              est[0].step_s, est[0].mem_bytes, want, c.mem_limit_bytes);
     int over = 0;
@@ -1156,6 +1163,62 @@ static void test_profile_measure(void)
     VT_OK(vs_launch(2, measure_rank_err, NULL));
 }
 
+/* Recompute in the planner: every layer recomputed costs a forward more and
+   keeps only the layers' outputs between forward and backward; under a limit
+   that only recompute meets, the planner finds it and says so. */
+static void test_recompute(void)
+{
+    build(&tm, 8, 128, 512, 1);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.global_batch = 64, c.act_bytes_per_row = 64 * 1024;
+    vs_profile pf = prof();
+    vs_plan out;
+    static vs_plan_estimate plain[CAP], rc[CAP];
+    int np = 0, nr = 0;
+    c.recompute = -1;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, plain, CAP, &np));
+    c.recompute = 1;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, rc, CAP, &nr));
+    VT_CHECK(np == nr && np > 0, "%d estimates without recompute, %d with", np, nr);
+    double lo = HUGE_VAL, lo_rc = HUGE_VAL;
+    int pairs = 0;
+    for (int i = 0; i < nr; i++) {
+        if (!rc[i].feasible) continue;
+        VT_CHECK(!strcmp(rc[i].plan.recompute, "*"), "recompute 1: est %d recomputes \"%s\"", i, rc[i].plan.recompute);
+        lo_rc = fmin(lo_rc, rc[i].mem_bytes);
+        for (int j = 0; j < np; j++) {
+            vs_plan a = rc[i].plan;
+            a.recompute[0] = 0;
+            if (!plain[j].feasible || memcmp(&a, &plain[j].plan, sizeof a)) continue;
+            pairs++;
+            VT_CHECK(rc[i].mem_act < plain[j].mem_act && rc[i].mem_params == plain[j].mem_params &&
+                         rc[i].mem_optim == plain[j].mem_optim && rc[i].step_s > plain[j].step_s &&
+                         rc[i].compute_s > plain[j].compute_s,
+                     "est %d: recompute %g B of activations, %g s; without %g B, %g s", i, rc[i].mem_act, rc[i].step_s,
+                     plain[j].mem_act, plain[j].step_s);
+        }
+    }
+    for (int j = 0; j < np; j++)
+        if (plain[j].feasible) lo = fmin(lo, plain[j].mem_bytes);
+    VT_CHECK(pairs > 0, "%d configurations compared", pairs);
+    VT_CHECK(lo_rc < lo, "recompute's smallest %g B, without %g B", lo_rc, lo);
+    c.recompute = 0;
+    c.mem_limit_bytes = (lo_rc + lo) / 2;
+    int n = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    VT_CHECK(!strcmp(out.recompute, "*") && est[0].mem_bytes <= c.mem_limit_bytes,
+             "under %g B the planner chose recompute \"%s\" at %g B", c.mem_limit_bytes, out.recompute, est[0].mem_bytes);
+    VT_OK(vs_plan_check(&out, &tm.m));
+    int len = vs_plan_explain(est, n, text, sizeof text);
+    VT_CHECK(len > 0 && strstr(text, ", recompute, split ") && strstr(text, "it fits only with recompute: without, the same "
+             "configuration needs") && strstr(text, "no configuration fits without recompute"), "explanation:\n%s", text);
+    if (getenv("VT_VERBOSE")) printf("%s", text);
+    c.recompute = 2;
+    vs_result r = vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "recompute 2"), "recompute 2: %s", vs_last_error());
+}
+
 int main(void)
 {
     VT_CASE("generate_plan_one_rank_by_hand", test_one_rank());
@@ -1165,6 +1228,7 @@ int main(void)
     VT_CASE("generate_plan_world8_memory_explain", test_world8_and_memory());
     VT_CASE("generate_plan_fixed_sizes_divide", test_fixed_and_divide());
     VT_CASE("generate_plan_errors", test_errors());
+    VT_CASE("generate_plan_recompute_found_and_explained", test_recompute());
     VT_CASE("generate_plan_large_quick", test_large());
     VT_CASE("profile_print_parse", test_profile_text());
     VT_CASE("generate_plan_measured_tables", test_measured_tables());
