@@ -5,13 +5,16 @@
 # memory per rank. See bench/ddp.c for what it does.
 #
 #   B=build bash bench/run_ddp.sh [--layers 16] [--layer-mib 4] [--bucket-layers 1]
-#       [--zero 0,1,2] [--factors 1,2] [--steps 21] [--warmup 5] [--calib 5]
-#       [--no-memory] [--strict]
+#       [--zero 0,1,2] [--layouts ddp,contiguous,strided] [--factors 1,2] [--steps 21]
+#       [--warmup 5] [--calib 5] [--no-memory] [--strict]
 #
 #   --layers        layers of the model, one f32 parameter each (default 16)
 #   --layer-mib     MiB per layer (default 4: 16 x 4 MiB = 64 MiB of gradients)
 #   --bucket-layers bucket_bytes in layers, a list runs each (default 1; e.g. 1,2,4)
 #   --zero          ZeRO stages to time (default 0,1,2; the 1.15 target: 0 and 1)
+#   --layouts       ddp: DDP's buffers, a parameter a layer; contiguous, strided: the
+#                   trainer's flat buffers (llm.c's 12 tensors a layer), layer after layer or
+#                   each kind across the layers (ZeRO 0 and 1 only; default all three)
 #   --factors       compute = factor x comm alone (default 1,2)
 #   --steps         timed rounds, every variant once each (default 21)
 #   --warmup        untimed rounds before them, which also recalibrate (default 5)
@@ -28,13 +31,13 @@ BIN=build/bench_ddp
 strict=0
 args=()
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case $1 in
-    --layers | --layer-mib | --bucket-layers | --zero | --factors | --steps | --warmup | --calib)
+    --layers | --layer-mib | --bucket-layers | --zero | --layouts | --factors | --steps | --warmup | --calib)
         [ $# -ge 2 ] || { usage; exit 2; }; args+=("$1" "$2"); shift 2 ;;
-    --layers=* | --layer-mib=* | --bucket-layers=* | --zero=* | --factors=* | --steps=* | --warmup=* | --calib=*)
+    --layers=* | --layer-mib=* | --bucket-layers=* | --zero=* | --layouts=* | --factors=* | --steps=* | --warmup=* | --calib=*)
         args+=("${1%%=*}" "${1#*=}"); shift ;;
     --no-memory) args+=("$1"); shift ;;
     --strict) strict=1; shift ;;
