@@ -49,7 +49,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_LAYERS 8
 #define MAX_SEQ 64
 #define MAX_STEPS 1000
 
@@ -292,8 +291,9 @@ static int param_shape(const GPTConfig* c, int k, int shape[3])
     default: shape[0] = C; return 1; // layernorms, the projections' biases
     }
 }
-
 #ifdef DP_TP
+
+#define MAX_LAYERS 8 /* of the parallel form's index table */
 /* What vescale needs besides: each kind's name and the dim TP shards (-1: none). */
 static const struct {
     const char* name;
@@ -341,8 +341,8 @@ typedef struct {
     int ddp_index[NUM_PARAMETER_TENSORS][MAX_LAYERS]; // [kind][layer]: vescale's parameter index
 #endif
 } GPT;
-
 #ifdef DP_TP
+
 /* Ends the program with the call, its line and vescale's message. */
 #define vsCheck(call)                                                                              \
     do {                                                                                           \
@@ -363,7 +363,7 @@ static float* layer(float* const* kinds_of, const size_t* sizes, int k, int l, i
 #define AL(k) layer(m->acts, m->act_sizes, k, l, L)
 #define DL(k) layer(m->grads_acts, m->act_sizes, k, l, L)
 
-/* Sizes a rank works with: heads and MLP width are the ones it holds. */
+/* The sizes the layers work with. */
 typedef struct {
     int C, NH, hs, AC, H; // channels, heads, head size, attention channels (NH * hs), MLP hidden units
 } Dims;
@@ -391,7 +391,7 @@ static float* point_into(float** kinds_of, const size_t* sizes, int n)
         fprintf(stderr, "out of memory (%zu floats)\n", total);
         exit(EXIT_FAILURE);
     }
-    for (int k = 0, off = 0; k < n; off += (int)sizes[k], k++) kinds_of[k] = mem + off;
+    for (size_t k = 0, off = 0; k < (size_t)n; off += sizes[k], k++) kinds_of[k] = mem + off;
     return mem;
 }
 
@@ -466,8 +466,8 @@ static void gpt_alloc_activations(GPT* m, int B, int T)
     m->grads_acts_memory = point_into(m->grads_acts, m->act_sizes, NUM_ACTIVATION_TENSORS);
     m->B = B, m->T = T;
 }
-
 #ifdef DP_TP
+
 /* Row-parallel matmul_forward: w holds this TP rank's IC input columns, so out gets a
    partial sum, added up over TP; the replicated bias is added once, on TP rank 0, by
    hand (the spot for a vescale row-parallel bias helper). */
@@ -513,8 +513,8 @@ static void gpt_forward(GPT* m, const int* inputs, const int* targets, int B, in
     m->mean_loss = crossentropy_forward(m->acts[PROBS], m->acts[LOSSES], m->acts[LOGITS], targets, BT, V);
     m->inputs = inputs, m->targets = targets;
 }
-
 #ifdef DP_TP
+
 /* Kinds k0..k1 of layer l have their gradients: their bucket starts its all-reduce
    when it is complete. */
 static void grads_ready(GPT* m, int k0, int k1, int l)
@@ -572,8 +572,8 @@ static void gpt_backward(GPT* m)
     grads_ready(m, WTE, WPE, 0);
 #endif
 }
-
 #ifndef DP_TP
+
 /* The trainer's own optimizer (the port hands it to vescale): zero_grad, the
    gradient clip and AdamW. */
 static void gpt_zero_grad(GPT* m) { memset(m->grads_memory, 0, m->num_parameters * sizeof(float)); }
@@ -625,8 +625,8 @@ static void gpt_free(GPT* m)
     free(m->acts_memory);
     free(m->grads_acts_memory);
 }
-
 #ifdef DP_TP
+
 /* Registers kind k of layer l with the DDP: its value in `full` (the model as one
    device has it) cut to this rank's shard in m's flat buffer, which DDP then uses in
    place, as it uses m's gradient buffer. `group`: the bucket (one per layer). */
@@ -666,6 +666,10 @@ static void gpt_parallelize(GPT* m, const GPT* full, vs_world* w, int dp, int tp
                         &m->ddp));
     // registered in the reverse order of the backward (ln_f, layers L-1..0, embeddings)
     const int L = m->config.num_layers;
+    if (L > MAX_LAYERS) {
+        fprintf(stderr, "%d layers: raise MAX_LAYERS (%d)\n", L, MAX_LAYERS);
+        exit(EXIT_FAILURE);
+    }
     register_param(m, full, WTE, 0, 1);
     register_param(m, full, WPE, 0, 1);
     for (int l = 0; l < L; l++)
