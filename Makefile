@@ -61,6 +61,10 @@ STRICT_NEG := $(patsubst tests/strict/neg/%.c,$(B)/strict_neg_%,$(wildcard tests
 TESTS   += $(if $(HAVE_STRICT),$(STRICT_NEG))
 $(B)/strict_neg_%: tests/strict/neg/%.c tests/strict/neg/neg.h $(STRICT_H) $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# DDP on the trainer's own device memory (tests/test_ddp_ext.c over the same stand-in)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_ddp_ext_strict)
+$(B)/test_ddp_ext_strict: tests/test_ddp_ext.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # checkpoints over NCCL while the trainer's collectives run (tests/test_ckpt_nccl.c), same stand-in
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ckpt_nccl)
 $(B)/test_ckpt_nccl: tests/test_ckpt_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)

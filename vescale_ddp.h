@@ -267,6 +267,35 @@ typedef struct vs_ddp_param_desc {
     int tied_copy; // another PP stage registers the same (tied) parameter and its gradients are
                    // summed between the stages (vs_pipe_tie_grads): left out of the clip norm here,
                    // so the norm counts it once
+    /* Trainer-owned storage (both or neither; NULL: DDP allocates and owns):
+       `storage` is this rank's local shard in the parameter's dtype, `grad_storage`
+       its gradient in the gradient dtype (vs_ddp_grad_dtype: f32 with grad_fp32).
+       DDP uses them in place, with no copy: vs_ddp_param / vs_ddp_grad return
+       them, the optimizer steps them, and many parameters may be views into one
+       flat parameter buffer and one flat gradient buffer (each registered with
+       its own name, so checkpoints name each). The rules:
+       - alignment: the element size; on NCCL both are device memory (a plain
+         host pointer is VS_ERR_INVALID naming the parameter);
+       - `storage` holds the initial value at vs_ddp_finalize (`data` must be
+         NULL); the trainer keeps both alive until vs_ddp_free and frees them;
+       - ZeRO-0: after vs_ddp_finish_grad_sync the gradient holds the average;
+         ZeRO-1: the reduced owned range goes to DDP's f32 accumulator
+         (vs_ddp_grad_synced_owned) and the trainer's gradient is cleared for
+         the next pass; the step updates the owned range of `storage` in place
+         and the rest arrives by all-gathers that vs_ddp_wait_params writes in
+         (read no parameter before it); ZeRO-2 is refused (the gradient
+         buffer is the trainer's, full size: ZeRO-2 would save nothing);
+       - communication goes through a pool of zero2_buffers staging buffers of
+         the largest such bucket (bounded by bucket_bytes: no parameter-sized
+         allocation), and a bucket holds only trainer-owned parameters or only
+         DDP-owned ones. */
+    void* storage;
+    void* grad_storage;
+    /* Buckets by readiness: parameters registered one after another with the
+       same nonzero ready_group share one bucket (bucket_bytes notwithstanding)
+       and a bucket never spans two groups, e.g. one group a layer, whatever
+       the memory layout. 0: buckets by bucket_bytes as before. */
+    int ready_group;
 } vs_ddp_param_desc;
 
 typedef struct vs_ddp_memory {
@@ -368,8 +397,22 @@ VS_API int vs_ddp_num_params(const vs_ddp* d);
    ZeRO step it completes that bucket's all-gather: on device buffers in stream
    order (work enqueued on desc.stream after the call sees the gathered
    parameters; the host does not wait), else on the host. Ask again after each
-   step. */
+   step. With trainer-owned storage: that pointer (the bucket's gathered values
+   written in first). */
 VS_API void* vs_ddp_param(vs_ddp* d, int index);
+/* Makes every parameter current after a ZeRO step: the all-gathers of the
+   updated ranges are completed (device: in stream order on desc.stream, no
+   host wait; host transports: waited for) and, for trainer-owned storage,
+   written into it. Needed when parameters are read through pointers kept from
+   before the step (trainer-owned storage, or a vs_ddp_param pointer kept
+   across steps), before the next forward or an evaluation: without it such a
+   read sees stale or half-gathered values. vs_ddp_param, vs_ddp_zero_grad,
+   vs_ddp_synchronize and the next step wait too. VS_OK at once under ZeRO-0.
+   Debugging a missed wait: with VESCALE_DEBUG=params, on the host the pages of
+   the parameters being gathered are made inaccessible until the wait (a read
+   faults with a message naming the parameter and this function); on a device
+   the stale ranges are filled with NaN until the gathered values land. */
+VS_API vs_result vs_ddp_wait_params(vs_ddp* d);
 /* Blocks the host until the DDP's work is done: every bucket's parameter
    all-gather in flight (ZeRO) and, on device buffers, everything it queued on
    its stream (the last step's optimizer kernels and casts). Then the
@@ -521,9 +564,12 @@ VS_API vs_result vs_ddp_free(vs_ddp* d);
 #define VESCALE_DDP_IMPLEMENTED
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Device buffers come with the NCCL transport: the optimizer and the gradient
    arithmetic then run as kernels compiled at run time by NVRTC (link -lnvrtc).
@@ -631,6 +677,9 @@ typedef struct _vs_dparam {
     int ready;
     int counted;      // counted by the grad norm on this rank (see _vs_ddp_counted)
     void* init;       // copy of the initial data until finalize
+    void* pext;       // trainer-owned storage (vs_ddp_param_desc.storage), or NULL
+    void* gext;       // and its gradient
+    int rgroup;       // vs_ddp_param_desc.ready_group
 } _vs_dparam;
 
 typedef struct _vs_dbucket {
@@ -649,6 +698,11 @@ typedef struct _vs_dbucket {
     int nready, launched, staged, done;
     vs_work* work;
     vs_work* pwork; // ZeRO: the all-gather of updated parameters, in flight
+    int ext;        // its parameters are trainer-owned (param and grad NULL but while staged)
+    int rgroup;     // their ready_group
+    int consume;    // ext with an accumulator: the reduced range goes there, the trainer's gradient is cleared
+    void* gbuf;     // a pool buffer holding the all-gather in flight (trainer-owned, or VESCALE_DEBUG=params)
+    int guarded;    // VESCALE_DEBUG=params: its parameters' stale pages are guarded until the unpack
 } _vs_dbucket;
 
 struct vs_ddp {
@@ -668,9 +722,11 @@ struct vs_ddp {
     int synced;      // the gradients hold a synchronized pass's reduced values (vs_ddp_grad_synced_owned)
     int skip_next;   // the clip norm was not finite: the next step is skipped
     int64_t steps, skipped;
-    void** pool; // ZeRO-2 staging buffers
-    int* pool_owner;
+    void** pool; // staging buffers: ZeRO-2 gradients, trainer-owned buckets, staged all-gathers
+    int* pool_owner; // -1 free; b: bucket b's gradients; -2 - b: bucket b's all-gather
     int npool;
+    size_t pool_bytes;
+    int debug_params; // VESCALE_DEBUG=params (vs_ddp_wait_params)
     int64_t max_bucket;
     size_t max_grad_bytes; // largest bucket's gradient buffer (ZeRO-2 staging size)
     float* scratch; // f32 conversion space, max bucket shard
@@ -924,7 +980,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sync(const vs_ddp* d)
 /* What ranks must agree on about one parameter, laid out without padding so
    that its bytes can be hashed and gathered as they are. */
 typedef struct _vs_dprint {
-    int64_t present, dtype, ndim, group, no_decay;
+    int64_t present, dtype, ndim, group, no_decay, storage, ready_group;
     uint64_t name_hash;
     int64_t shape[VS_TENSOR_MAX_DIMS];
     int64_t pl[VS_MESH_MAX_DIMS][2]; // kind, then the shard dim or the partial op
@@ -949,6 +1005,8 @@ _VS_DDP_PRIVATE void _vs_ddp_print(const vs_ddp* d, int i, _vs_dprint* f)
     f->ndim = q->ndim;
     f->group = q->group;
     f->no_decay = q->no_decay != 0;
+    f->storage = q->pext != NULL;
+    f->ready_group = q->rgroup;
     f->name_hash = _vs_ddp_fnv(_VS_DDP_FNV0, q->name, strlen(q->name));
     for (int k = 0; k < q->ndim; k++) f->shape[k] = q->shape[k];
     for (int k = 0; k < vs_mesh_ndims(d->mesh); k++) {
@@ -1006,9 +1064,10 @@ _VS_DDP_PRIVATE void _vs_ddp_print_str(const vs_ddp* d, const _vs_dprint* f, cha
     int64_t shape[VS_TENSOR_MAX_DIMS];
     memcpy(shape, f->shape, sizeof shape);
     vs_layout_format(&L, pl, sizeof pl);
-    snprintf(buf, cap, "'%s' %s %s %s group %lld%s", f->name, vs_dtype_name((vs_dtype)f->dtype),
+    snprintf(buf, cap, "'%s' %s %s %s group %lld%s%s ready_group %lld", f->name, vs_dtype_name((vs_dtype)f->dtype),
              _vs_ddp_shape_str(sh, sizeof sh, (int)(f->ndim < VS_TENSOR_MAX_DIMS ? f->ndim : VS_TENSOR_MAX_DIMS), shape),
-             pl, (long long)f->group, f->no_decay ? " no_decay" : "");
+             pl, (long long)f->group, f->no_decay ? " no_decay" : "", f->storage ? " trainer-owned storage" : "",
+             (long long)f->ready_group);
 }
 
 _VS_DDP_PRIVATE const char* _vs_ddp_print_diff(const _vs_dprint* a, const _vs_dprint* b)
@@ -1019,6 +1078,8 @@ _VS_DDP_PRIVATE const char* _vs_ddp_print_diff(const _vs_dprint* a, const _vs_dp
     if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof a->shape)) return "global shape";
     if (memcmp(a->pl, b->pl, sizeof a->pl)) return "placements";
     if (a->group != b->group) return "optimizer group";
+    if (a->storage != b->storage) return "storage (trainer-owned or not)";
+    if (a->ready_group != b->ready_group) return "ready_group";
     return "no_decay";
 }
 
@@ -1341,6 +1402,8 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
 #ifdef _VS_DDP_CUDA
     d->dev = _VS_DDP_FORCE_DEVICE || vs_comm_device(vs_mesh_comm(m));
 #endif
+    const char* dbg = getenv("VESCALE_DEBUG"); // comma-separated; "params": vs_ddp_wait_params's checks
+    d->debug_params = dbg && strstr(dbg, "params") != NULL;
     _vs_ddp_mesh_use(m, +1);
     *out = d;
     return VS_OK;
@@ -1385,6 +1448,37 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_check_size(const char* fn, const vs_ddp_param_
     return VS_OK;
 }
 
+/* vs_ddp_param_desc.storage and grad_storage: the rules of its comment. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_check_storage(const vs_ddp* d, const vs_ddp_param_desc* p)
+{
+    const char* fn = "vs_ddp_add_param";
+    if (!p->storage && !p->grad_storage) return VS_OK;
+    if (!p->storage || !p->grad_storage)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s': storage and grad_storage go together (%s is NULL)", fn, p->name,
+                            p->storage ? "grad_storage" : "storage");
+    if (p->data)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s': data and storage both given (storage holds the initial value)",
+                            fn, p->name);
+    if (d->desc.zero == VS_ZERO_2)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s': trainer-owned storage under ZeRO-2: the gradient buffer is the "
+                            "trainer's and full size, so ZeRO-2 would save nothing; use ZeRO-1", fn, p->name);
+    size_t pz = _vs_dsz(p->dtype), gz = _vs_dsz(d->desc.grad_fp32 && p->dtype != VS_F32 ? VS_F32 : p->dtype);
+    if ((uintptr_t)p->storage % pz || (uintptr_t)p->grad_storage % gz)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s': %s %p is not aligned to its element size (%zu bytes)", fn, p->name,
+                            (uintptr_t)p->storage % pz ? "storage" : "grad_storage",
+                            (uintptr_t)p->storage % pz ? p->storage : p->grad_storage,
+                            (uintptr_t)p->storage % pz ? pz : gz);
+#ifdef VESCALE_NCCL // (the mesh's pointer check: not in a mock device build)
+    if (d->dev) {
+        char what[160];
+        snprintf(what, sizeof what, "%s: '%.100s'", fn, p->name);
+        _VS_TRY(_vs_nccl_check_buf(what, "storage", p->storage));
+        _VS_TRY(_vs_nccl_check_buf(what, "grad_storage", p->grad_storage));
+    }
+#endif
+    return VS_OK;
+}
+
 VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* index)
 {
     const char* fn = "vs_ddp_add_param";
@@ -1411,6 +1505,7 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
                             vs_mesh_dim_name(d->mesh, d->dp_index));
     vs_result r = _vs_ddp_check_size(fn, p);
     if (r) return r;
+    if ((r = _vs_ddp_check_storage(d, p))) return r;
     int64_t ls[VS_TENSOR_MAX_DIMS], off[VS_TENSOR_MAX_DIMS];
     r = vs_layout_local(&L, p->ndim, p->shape, vs_mesh_rank(d->mesh), ls, off);
     if (r) {
@@ -1433,14 +1528,16 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
     for (int k = 0; k < p->ndim; k++) q->numel *= ls[k]; // <= the global count, checked above
     size_t nlen = strlen(p->name);
     q->name = (char*)vs_alloc(d->world, nlen + 1);
-    q->init = vs_alloc(d->world, (size_t)q->numel * _vs_dsz(p->dtype) + 1);
-    if (!q->name || !q->init) {
+    q->init = p->storage ? NULL : vs_alloc(d->world, (size_t)q->numel * _vs_dsz(p->dtype) + 1); // (storage: no copy)
+    if (!q->name || (!q->init && !p->storage)) {
         vs_free(d->world, q->name);
         vs_free(d->world, q->init);
         return vs_set_error(VS_ERR_NOMEM, "%s: out of memory for '%s'", fn, p->name);
     }
     memcpy(q->name, p->name, nlen + 1);
-    if (p->data && _VS_DDP_ON_DEVICE(d)) { // host or device memory
+    if (p->storage) {
+        q->pext = p->storage, q->gext = p->grad_storage;
+    } else if (p->data && _VS_DDP_ON_DEVICE(d)) { // host or device memory
 #ifdef _VS_DDP_CUDA
         cudaError_t e = cudaMemcpy(q->init, p->data, (size_t)q->numel * _vs_dsz(p->dtype), cudaMemcpyDefault);
         if (e != cudaSuccess) {
@@ -1462,6 +1559,7 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
     q->group = p->group;
     q->no_decay = p->no_decay;
     q->tied_copy = p->tied_copy != 0;
+    q->rgroup = p->ready_group;
     q->bucket = -1;
     if (index) *index = d->nparams;
     d->nparams++;
@@ -1491,6 +1589,8 @@ _VS_DDP_PRIVATE int _vs_ddp_counted(const vs_ddp* d, const _vs_dparam* q)
     return 1;
 }
 
+_VS_DDP_PRIVATE void _vs_ddp_unguard(vs_ddp* d, _vs_dbucket* k);
+
 _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
 {
     (void)_vs_ddp_sync(d); // kernels still reading or writing the buffers
@@ -1498,8 +1598,10 @@ _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
         _vs_dbucket* k = &d->buckets[b];
         if (k->work) vs_wait(k->work);
         if (k->pwork) vs_wait(k->pwork);
+        k->work = k->pwork = NULL;
+        _vs_ddp_unguard(d, k);
         _vs_ddp_hfree(d, k->param);
-        if (d->desc.zero != VS_ZERO_2) _vs_ddp_hfree(d, k->grad);
+        if (d->desc.zero != VS_ZERO_2 && !k->ext) _vs_ddp_hfree(d, k->grad);
         _vs_ddp_hfree(d, k->grad_shard);
         _vs_ddp_hfree(d, k->master);
         _vs_ddp_hfree(d, k->state[0]);
@@ -1529,6 +1631,161 @@ _VS_DDP_PRIVATE void _vs_ddp_owned(const vs_ddp* d, const _vs_dbucket* k, int64_
 {
     *lo = d->desc.zero == VS_ZERO_0 ? 0 : k->shard * d->dp_rank;
     *n = d->desc.zero == VS_ZERO_0 ? k->numel : k->shard;
+}
+
+/* Element a (an index into bucket k, inside q) of q's value and of its
+   gradient: in DDP's bucket buffers, or in the trainer's storage. */
+_VS_DDP_PRIVATE void* _vs_ddp_pat(const _vs_dbucket* k, const _vs_dparam* q, int64_t a)
+{
+    if (q->pext) return (char*)q->pext + (size_t)(a - q->offset) * _vs_dsz(q->dtype);
+    return (char*)k->param + (size_t)a * _vs_dsz(k->pdtype);
+}
+_VS_DDP_PRIVATE void* _vs_ddp_gat(const _vs_dbucket* k, const _vs_dparam* q, int64_t a)
+{
+    if (q->gext && !k->staged) return (char*)q->gext + (size_t)(a - q->offset) * _vs_dsz(q->gdtype);
+    return (char*)k->grad + (size_t)a * _vs_dsz(k->gdtype);
+}
+
+/* VESCALE_DEBUG=params on the host (vs_ddp_wait_params): while a bucket's
+   all-gather is in flight, the pages that lie wholly inside its parameters'
+   stale ranges are made inaccessible (mprotect), so a read before the wait
+   faults; the handler names the parameter and the rank, then the fault kills
+   the process as usual. The ranges live in one process-wide table (each DDP its
+   own entries; a full table guards nothing more and says so once), which the
+   handler reads without locks. A fault elsewhere goes to the handler that was
+   installed before. Only pages wholly inside a range are guarded: a parameter
+   smaller than a page, or the part of one that shares a page, is not. */
+#define _VS_DDP_NGUARD 1024
+typedef struct _vs_dguard {
+    uintptr_t lo, hi; // hi 0: a free entry
+    const void* owner;
+    int rank;
+    char name[96];
+} _vs_dguard;
+static _vs_dguard _vs_ddp_guards[_VS_DDP_NGUARD];
+static pthread_mutex_t _vs_ddp_guard_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sigaction _vs_ddp_old_segv;
+static int _vs_ddp_segv_on, _vs_ddp_guard_full;
+
+_VS_DDP_PRIVATE void _vs_ddp_put(char* buf, size_t cap, size_t* n, const char* s)
+{
+    while (*s && *n + 1 < cap) buf[(*n)++] = *s++;
+    buf[*n] = 0;
+}
+
+_VS_DDP_PRIVATE void _vs_ddp_segv(int sig, siginfo_t* si, void* uc)
+{
+    uintptr_t a = (uintptr_t)si->si_addr;
+    for (int i = 0; i < _VS_DDP_NGUARD; i++) {
+        uintptr_t hi = __atomic_load_n(&_vs_ddp_guards[i].hi, __ATOMIC_ACQUIRE);
+        if (!hi || a < _vs_ddp_guards[i].lo || a >= hi) continue;
+        char msg[400], num[16];
+        size_t n = 0, k = 0;
+        int rk = _vs_ddp_guards[i].rank;
+        do num[k++] = (char)('0' + rk % 10), rk /= 10; while (rk && k < sizeof num);
+        _vs_ddp_put(msg, sizeof msg, &n, "vescale: VESCALE_DEBUG=params: rank ");
+        while (k) {
+            char c[2] = {num[--k], 0};
+            _vs_ddp_put(msg, sizeof msg, &n, c);
+        }
+        _vs_ddp_put(msg, sizeof msg, &n, " read parameter '");
+        _vs_ddp_put(msg, sizeof msg, &n, _vs_ddp_guards[i].name);
+        _vs_ddp_put(msg, sizeof msg, &n, "' while its ZeRO all-gather was in flight: call vs_ddp_wait_params after "
+                                         "vs_ddp_step before reading parameters\n");
+        if (write(2, msg, n) < 0) n = 0;
+        signal(SIGSEGV, SIG_DFL); // the read faults again and ends the process
+        return;
+    }
+    if (_vs_ddp_old_segv.sa_flags & SA_SIGINFO) {
+        if (_vs_ddp_old_segv.sa_sigaction) _vs_ddp_old_segv.sa_sigaction(sig, si, uc);
+        return;
+    }
+    if (_vs_ddp_old_segv.sa_handler == SIG_DFL || _vs_ddp_old_segv.sa_handler == SIG_IGN)
+        signal(SIGSEGV, SIG_DFL);
+    else
+        _vs_ddp_old_segv.sa_handler(sig);
+}
+
+/* Guards the pages wholly inside [lo, hi) for parameter q of d. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_guard_range(vs_ddp* d, const _vs_dparam* q, char* lo, char* hi)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)lo + pg - 1) / pg * pg, b = (uintptr_t)hi / pg * pg;
+    if (a >= b) return VS_OK;
+    pthread_mutex_lock(&_vs_ddp_guard_mu);
+    if (!_vs_ddp_segv_on) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = _vs_ddp_segv;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        _vs_ddp_segv_on = sigaction(SIGSEGV, &sa, &_vs_ddp_old_segv) == 0;
+    }
+    int slot = -1;
+    for (int i = 0; i < _VS_DDP_NGUARD && slot < 0; i++)
+        if (!_vs_ddp_guards[i].hi) slot = i;
+    if (slot >= 0 && mprotect((void*)a, b - a, PROT_NONE) == 0) {
+        _vs_dguard* g = &_vs_ddp_guards[slot];
+        g->lo = a, g->owner = d, g->rank = vs_world_rank(d->world);
+        snprintf(g->name, sizeof g->name, "%s", q->name);
+        __atomic_store_n(&g->hi, b, __ATOMIC_RELEASE);
+    } else if (!_vs_ddp_guard_full) {
+        _vs_ddp_guard_full = 1;
+        vs_log(d->world, VS_LOG_WARN, "vs_ddp: VESCALE_DEBUG=params guards no more parameters (%s)",
+               slot < 0 ? "its table is full" : "mprotect failed");
+    }
+    pthread_mutex_unlock(&_vs_ddp_guard_mu);
+    return VS_OK; // (a debugging aid: a range left unguarded is said once, not an error)
+}
+
+/* f on each stale byte range of bucket k: its parameters' parts outside this
+   rank's owned range, which a ZeRO all-gather brings. */
+typedef vs_result (*_vs_dstale_fn)(vs_ddp* d, const _vs_dparam* q, char* lo, char* hi);
+_VS_DDP_PRIVATE vs_result _vs_ddp_each_stale(vs_ddp* d, _vs_dbucket* k, _vs_dstale_fn f)
+{
+    int64_t lo, n;
+    _vs_ddp_owned(d, k, &lo, &n);
+    size_t pz = _vs_dsz(k->pdtype);
+    vs_result r = VS_OK;
+    for (int j = k->first; j < k->last && !r; j++) {
+        const _vs_dparam* q = &d->params[d->order[j]];
+        int64_t s = q->offset, e = q->offset + q->numel, e1 = e < lo ? e : lo, a2 = s > lo + n ? s : lo + n;
+        char* base = (char*)_vs_ddp_pat(k, q, s);
+        if (s < e1) r = f(d, q, base, base + (size_t)(e1 - s) * pz);
+        if (a2 < e && !r) r = f(d, q, base + (size_t)(a2 - s) * pz, base + (size_t)(e - s) * pz);
+    }
+    return r;
+}
+
+/* Lifts bucket k's guards (all of d's when k is NULL... each bucket's own). */
+_VS_DDP_PRIVATE void _vs_ddp_unguard(vs_ddp* d, _vs_dbucket* k)
+{
+    if (!k->guarded) return;
+    pthread_mutex_lock(&_vs_ddp_guard_mu);
+    for (int i = 0; i < _VS_DDP_NGUARD; i++) {
+        _vs_dguard* g = &_vs_ddp_guards[i];
+        if (!g->hi || g->owner != d) continue;
+        int mine = 0; // a range inside one of k's parameters
+        for (int j = k->first; j < k->last && !mine; j++) {
+            const _vs_dparam* q = &d->params[d->order[j]];
+            uintptr_t a = (uintptr_t)_vs_ddp_pat(k, q, q->offset);
+            mine = g->lo >= a && g->lo < a + (uintptr_t)q->numel * _vs_dsz(q->dtype);
+        }
+        if (!mine) continue;
+        mprotect((void*)g->lo, g->hi - g->lo, PROT_READ | PROT_WRITE);
+        __atomic_store_n(&g->hi, 0, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&_vs_ddp_guard_mu);
+    k->guarded = 0;
+}
+
+/* A bucket's all-gather goes through a staging buffer (written into the
+   parameters when waited for): trainer-owned storage, and DDP's own buffers on
+   the host under VESCALE_DEBUG=params (their pages are guarded meanwhile, so
+   the gather must not write them). */
+_VS_DDP_PRIVATE int _vs_ddp_staged_gather(const vs_ddp* d, const _vs_dbucket* k)
+{
+    return k->ext || (d->debug_params && !d->dev);
 }
 
 // (finalize, the backward pass, clipping, the optimizer step, queries, free)
@@ -1570,15 +1827,20 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         k->pdtype = q0->dtype;
         k->gdtype = q0->gdtype;
         k->partial_mask = _vs_ddp_partial_mask(d, q0);
+        k->ext = q0->pext != NULL;
+        k->rgroup = q0->rgroup;
         k->first = i;
         int64_t elems = 0;
         size_t gsz = _vs_dsz(k->gdtype);
         while (i < n) {
             _vs_dparam* q = &d->params[d->order[i]];
-            if (q->dtype != k->pdtype || q->gdtype != k->gdtype || _vs_ddp_partial_mask(d, q) != k->partial_mask) break;
-            // (elems + numel) * gsz > bucket_bytes, without overflow; and a bucket
-            // never holds more than one parameter may (its sizes fit in 64 bits)
-            if (elems > 0 && (q->numel > d->desc.bucket_bytes / (int64_t)gsz - elems ||
+            if (q->dtype != k->pdtype || q->gdtype != k->gdtype || _vs_ddp_partial_mask(d, q) != k->partial_mask ||
+                (q->pext != NULL) != k->ext || q->rgroup != k->rgroup)
+                break;
+            // (elems + numel) * gsz > bucket_bytes, without overflow (a ready
+            // group is one bucket whatever its size); and a bucket never holds
+            // more than one parameter may (its sizes fit in 64 bits)
+            if (elems > 0 && ((!k->rgroup && q->numel > d->desc.bucket_bytes / (int64_t)gsz - elems) ||
                               q->numel > _VS_DDP_MAX_NUMEL - elems))
                 break;
             q->bucket = d->nbuckets;
@@ -1593,6 +1855,13 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         k->shard = k->numel / d->dp_size;
         if (k->numel > d->max_bucket) d->max_bucket = k->numel;
         if ((size_t)k->numel * gsz > d->max_grad_bytes) d->max_grad_bytes = (size_t)k->numel * gsz;
+        // the staging pool's buffer: ZeRO-2's gradients, a trainer-owned bucket's
+        // gradients and all-gather, an all-gather staged for VESCALE_DEBUG=params
+        size_t pbytes = (size_t)k->numel * _vs_dsz(k->pdtype);
+        if (d->desc.zero == VS_ZERO_2) d->pool_bytes = d->max_grad_bytes > d->pool_bytes ? d->max_grad_bytes : d->pool_bytes;
+        if (k->ext && (size_t)k->numel * gsz > d->pool_bytes) d->pool_bytes = (size_t)k->numel * gsz;
+        if ((k->ext || _vs_ddp_staged_gather(d, k)) && d->desc.zero != VS_ZERO_0 && pbytes > d->pool_bytes)
+            d->pool_bytes = pbytes;
         d->nbuckets++;
     }
 #ifdef _VS_DDP_CUDA
@@ -1605,33 +1874,39 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         size_t pz = _vs_dsz(k->pdtype), gz = _vs_dsz(k->gdtype);
         int64_t first, own;
         _vs_ddp_owned(d, k, &first, &own);
-        k->param = _vs_ddp_zalloc(d, (size_t)k->numel * pz);
-        if (!k->param) goto nomem;
+        if (!k->ext && !(k->param = _vs_ddp_zalloc(d, (size_t)k->numel * pz))) goto nomem;
         // an accumulator for the reduced owned range: ZeRO-1/2, and ZeRO-0 buckets
         // that are also summed over TP (their buffer cannot take a second pass)
         k->acc = d->desc.zero != VS_ZERO_0 || k->partial_mask != 0;
-        k->acc_used = d->desc.zero == VS_ZERO_2;
+        k->consume = k->ext && k->acc;
+        k->acc_used = d->desc.zero == VS_ZERO_2 || k->consume;
         if (k->acc && !(k->grad_shard = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
-        if (d->desc.zero != VS_ZERO_2 && !(k->grad = _vs_ddp_zalloc(d, (size_t)k->numel * gz))) goto nomem;
+        if (d->desc.zero != VS_ZERO_2 && !k->ext && !(k->grad = _vs_ddp_zalloc(d, (size_t)k->numel * gz))) goto nomem;
         if (k->pdtype != VS_F32 && !(k->master = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
         int nstate = d->desc.optim.kind == VS_OPTIM_SGD ? (d->desc.optim.momentum != 0) : 2;
         for (int s = 0; s < nstate; s++)
             if (!(k->state[s] = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
-        for (int j = k->first; j < k->last && !r; j++) {
+        for (int j = k->first; j < k->last && !r && !k->ext; j++) {
             _vs_dparam* q = &d->params[d->order[j]];
             r = _vs_ddp_copy(d, (char*)k->param + (size_t)q->offset * pz, q->init, (size_t)q->numel * pz);
         }
-        if (k->master && !r) r = _vs_ddp_to_f32(d, k->master, (char*)k->param + (size_t)first * pz, k->pdtype, own);
+        if (k->master && !r && !k->ext) r = _vs_ddp_to_f32(d, k->master, (char*)k->param + (size_t)first * pz, k->pdtype, own);
+        for (int j = k->first; j < k->last && !r && k->ext && k->master; j++) { // the owned parts of the trainer's values
+            _vs_dparam* q = &d->params[d->order[j]];
+            int64_t a = q->offset > first ? q->offset : first, e = q->offset + q->numel;
+            if (e > first + own) e = first + own;
+            if (a < e) r = _vs_ddp_to_f32(d, k->master + (a - first), _vs_ddp_pat(k, q, a), k->pdtype, e - a);
+        }
         if (r) goto fail;
     }
-    if (d->desc.zero == VS_ZERO_2) {
+    if (d->pool_bytes) {
         d->npool = d->desc.zero2_buffers;
         d->pool = _VS_DDP_NEW(d->world, void*, d->npool);
         d->pool_owner = _VS_DDP_NEW(d->world, int, d->npool);
         if (!d->pool || !d->pool_owner) goto nomem;
         for (int i = 0; i < d->npool; i++) {
             d->pool_owner[i] = -1;
-            if (!(d->pool[i] = _vs_ddp_zalloc(d, d->max_grad_bytes))) goto nomem;
+            if (!(d->pool[i] = _vs_ddp_zalloc(d, d->pool_bytes))) goto nomem;
         }
     }
     if ((r = _vs_ddp_sync(d))) goto fail; // the initial values are in place: drop the copies
@@ -1677,14 +1952,36 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_done(const vs_ddp* d, vs_work* w)
     return vs_wait(w);
 }
 
-/* Bucket b's parameter all-gather, if one is in flight, before what comes next. */
+/* Bucket b's parameter all-gather, if one is in flight, before what comes
+   next; a staged one is then written into the parameters (device: in stream
+   order) and its buffer goes back to the pool. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_params_ready(vs_ddp* d, int b)
 {
     _vs_dbucket* k = &d->buckets[b];
-    if (!k->pwork) return VS_OK;
-    vs_result r = _vs_ddp_done(d, k->pwork);
-    k->pwork = NULL;
+    vs_result r = VS_OK;
+    if (k->pwork) {
+        r = _vs_ddp_done(d, k->pwork);
+        k->pwork = NULL;
+    }
+    if (r || !k->gbuf) return r;
+    _vs_ddp_unguard(d, k);
+    size_t pz = _vs_dsz(k->pdtype);
+    for (int j = k->first; j < k->last && !r; j++) {
+        const _vs_dparam* q = &d->params[d->order[j]];
+        r = _vs_ddp_copy(d, _vs_ddp_pat(k, q, q->offset), (char*)k->gbuf + (size_t)q->offset * pz, (size_t)q->numel * pz);
+    }
+    for (int i = 0; i < d->npool; i++)
+        if (d->pool_owner[i] == -2 - b) d->pool_owner[i] = -1;
+    k->gbuf = NULL;
     return r;
+}
+
+VS_API vs_result vs_ddp_wait_params(vs_ddp* d)
+{
+    if (!d) return vs_set_error(VS_ERR_NULL, "vs_ddp_wait_params: ddp is NULL");
+    vs_result r = VS_OK;
+    for (int b = d->nbuckets - 1; b >= 0 && !r; b--) r = _vs_ddp_params_ready(d, b); // (the first layers first)
+    return r ? vs_set_error(r, "vs_ddp_wait_params: %s", vs_last_error()) : VS_OK;
 }
 
 VS_API void* vs_ddp_param(vs_ddp* d, int i)
@@ -1692,7 +1989,7 @@ VS_API void* vs_ddp_param(vs_ddp* d, int i)
     if (_vs_ddp_check_index("vs_ddp_param", d, i)) return NULL;
     _vs_dparam* q = &d->params[i];
     if (_vs_ddp_params_ready(d, q->bucket)) return NULL;
-    return (char*)d->buckets[q->bucket].param + (size_t)q->offset * _vs_dsz(q->dtype);
+    return _vs_ddp_pat(&d->buckets[q->bucket], q, q->offset);
 }
 
 VS_API vs_result vs_ddp_synchronize(vs_ddp* d)
@@ -1734,11 +2031,17 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_begin_pass(vs_ddp* d)
     if (d->in_pass) return VS_OK;
     d->in_pass = 1;
     d->synced = 0; // local gradients are added from now on
-    if (!d->grads_pending || d->desc.zero == VS_ZERO_2) return VS_OK;
     vs_result r = VS_OK;
+    for (int b = 0; b < d->nbuckets && !r && !d->grads_pending; b++) // the last step took them: a new sum
+        if (d->buckets[b].consume) {
+            int64_t lo, cnt;
+            _vs_ddp_owned(d, &d->buckets[b], &lo, &cnt);
+            r = _vs_ddp_zero(d, d->buckets[b].grad_shard, sizeof(float) * (size_t)cnt);
+        }
+    if (r || !d->grads_pending || d->desc.zero == VS_ZERO_2) return r;
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
-        if (!k->acc) continue;
+        if (!k->acc || k->ext) continue; // (trainer-owned: the reduced values are consumed already)
         int64_t lo, cnt;
         _vs_ddp_owned(d, k, &lo, &cnt);
         if (!k->acc_used) r = _vs_ddp_to_f32(d, k->grad_shard, (char*)k->grad + (size_t)lo * _vs_dsz(k->gdtype), k->gdtype, cnt);
@@ -1776,7 +2079,16 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     if (r || !k->launched) return r;
     if (k->acc_used && k->grad && (r = _vs_ddp_add_f32(d, k->grad_shard, base, k->gdtype, cnt))) // a later pass adds up in the accumulator
         return r;
-    if (d->desc.zero == VS_ZERO_2 && k->staged) {
+    if (k->ext && k->staged) { // the trainer's gradients: cleared (taken by the accumulator) or averaged
+        size_t gz = _vs_dsz(k->gdtype);
+        for (int j = k->first; j < k->last && !r; j++) {
+            const _vs_dparam* q = &d->params[d->order[j]];
+            r = k->consume ? _vs_ddp_zero(d, q->gext, (size_t)q->numel * gz)
+                           : _vs_ddp_copy(d, q->gext, (char*)k->grad + (size_t)q->offset * gz, (size_t)q->numel * gz);
+        }
+        if (r) return r;
+    }
+    if ((d->desc.zero == VS_ZERO_2 || k->ext) && k->staged) {
         for (int i = 0; i < d->npool; i++)
             if (d->pool_owner[i] == b) d->pool_owner[i] = -1;
         k->grad = NULL;
@@ -1788,6 +2100,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
 
 _VS_DDP_PRIVATE vs_result _vs_ddp_stage(vs_ddp* d, int b);
 _VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all);
+_VS_DDP_PRIVATE vs_result _vs_ddp_pool_take(vs_ddp* d, int owner, int may_launch, void** buf);
 
 _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
 {
@@ -1797,6 +2110,18 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
     if (d->desc.zero == VS_ZERO_2 && !k->staged) { // no gradient asked for here: take part with zeros
         vs_result r = _vs_ddp_stage(d, b);
         if (r) return r;
+    }
+    if (k->ext) { // the trainer's gradients, wherever they lie, packed into a staging buffer
+        void* buf = NULL;
+        vs_result r = _vs_ddp_pool_take(d, b, 0, &buf);
+        size_t gz = _vs_dsz(k->gdtype);
+        for (int j = k->first; j < k->last && !r; j++) {
+            const _vs_dparam* q = &d->params[d->order[j]];
+            r = _vs_ddp_copy(d, (char*)buf + (size_t)q->offset * gz, q->gext, (size_t)q->numel * gz);
+        }
+        if (r) return r;
+        k->grad = buf;
+        k->staged = 1;
     }
     k->launched = 1;
     vs_result r = _vs_ddp_fence(d, c); // backward's writes to the bucket come first
@@ -1820,24 +2145,29 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all)
     return VS_OK;
 }
 
-/* ZeRO-2: a staging buffer for bucket b, waiting for the oldest launched bucket
-   when the pool is empty. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_stage(vs_ddp* d, int b)
+/* A free staging buffer for `owner` (b: bucket b's gradients; -2 - b: its
+   all-gather). When the pool is empty: an all-gather held is completed and
+   written out, else the oldest launched reduction completes (with may_launch,
+   the ready buckets are launched first when none is: ZeRO-2 without overlap). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_pool_take(vs_ddp* d, int owner, int may_launch, void** buf)
 {
-    _vs_dbucket* k = &d->buckets[b];
-    if (k->staged) return VS_OK;
-    if (k->launched)
-        return vs_set_error(VS_ERR_STATE, "vs_ddp_grad: bucket %d was already reduced in this backward pass", b);
     for (;;) {
         for (int i = 0; i < d->npool; i++)
-            if (d->pool_owner[i] < 0) {
-                d->pool_owner[i] = b;
-                k->grad = d->pool[i];
-                k->staged = 1;
-                return _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
+            if (d->pool_owner[i] == -1) {
+                d->pool_owner[i] = owner;
+                *buf = d->pool[i];
+                return VS_OK;
             }
+        int gathered = -1;
+        for (int i = 0; i < d->npool && gathered < 0; i++)
+            if (d->pool_owner[i] <= -2) gathered = -2 - d->pool_owner[i];
+        if (gathered >= 0) {
+            vs_result r = _vs_ddp_params_ready(d, gathered);
+            if (r) return r;
+            continue;
+        }
         int oldest = -1;
-        for (int pass = 0; pass < 2 && oldest < 0; pass++) {
+        for (int pass = 0; pass < 1 + may_launch && oldest < 0; pass++) {
             // without overlap nothing was launched yet: reduce the ready buckets now
             if (pass == 1) {
                 vs_result r = _vs_ddp_launch_ready(d, 0);
@@ -1850,11 +2180,27 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_stage(vs_ddp* d, int b)
         }
         if (oldest < 0)
             return vs_set_error(VS_ERR_STATE,
-                                "vs_ddp_grad: ZeRO-2 has %d staging buffers, all held by buckets still being filled "
-                                "(raise zero2_buffers or mark gradients ready sooner)", d->npool);
+                                "vs_ddp_grad: %s has %d staging buffers, all held by buckets still being filled "
+                                "(raise zero2_buffers or mark gradients ready sooner)",
+                                d->desc.zero == VS_ZERO_2 ? "ZeRO-2" : "vs_ddp", d->npool);
         vs_result r = _vs_ddp_complete(d, oldest);
         if (r) return r;
     }
+}
+
+/* ZeRO-2: a zeroed staging buffer for bucket b's gradients. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_stage(vs_ddp* d, int b)
+{
+    _vs_dbucket* k = &d->buckets[b];
+    if (k->staged) return VS_OK;
+    if (k->launched)
+        return vs_set_error(VS_ERR_STATE, "vs_ddp_grad: bucket %d was already reduced in this backward pass", b);
+    void* buf = NULL;
+    vs_result r = _vs_ddp_pool_take(d, b, 1, &buf);
+    if (r) return r;
+    k->grad = buf;
+    k->staged = 1;
+    return _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
 }
 
 VS_API void* vs_ddp_grad(vs_ddp* d, int i)
@@ -1863,6 +2209,7 @@ VS_API void* vs_ddp_grad(vs_ddp* d, int i)
     _vs_dparam* q = &d->params[i];
     _vs_dbucket* k = &d->buckets[q->bucket];
     if (_vs_ddp_begin_pass(d)) return NULL;
+    if (q->gext) return q->gext;
     if (d->desc.zero == VS_ZERO_2 && _vs_ddp_stage(d, q->bucket)) return NULL;
     return (char*)k->grad + (size_t)q->offset * _vs_dsz(q->gdtype);
 }
@@ -1876,13 +2223,13 @@ VS_API const void* vs_ddp_grad_synced(vs_ddp* d, int i)
         vs_set_error(VS_ERR_STATE, "vs_ddp_grad_synced: '%s': a backward pass is in progress", q->name);
         return NULL;
     }
-    if (k->acc_used || !k->grad) {
+    if (k->acc_used || (!k->grad && !k->ext)) {
         vs_set_error(VS_ERR_UNSUPPORTED, "vs_ddp_grad_synced: '%s': its reduced gradient lives only in the owned f32 "
                      "range (ZeRO-%d%s): read it with vs_ddp_grad_synced_owned", q->name, (int)d->desc.zero,
-                     d->desc.zero == VS_ZERO_2 ? "" : ", several synced passes");
+                     d->desc.zero == VS_ZERO_2 ? "" : k->consume ? ", trainer-owned storage" : ", several synced passes");
         return NULL;
     }
-    return (const char*)k->grad + (size_t)q->offset * _vs_dsz(q->gdtype);
+    return _vs_ddp_gat(k, q, q->offset);
 }
 
 VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
@@ -1892,13 +2239,16 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
     if (d->in_pass)
         return vs_set_error(VS_ERR_STATE, "vs_ddp_zero_grad: a backward pass is in progress (call vs_ddp_finish_grad_sync)");
     vs_result r = VS_OK;
+    for (int b = d->nbuckets - 1; b >= 0 && !r; b--) r = _vs_ddp_params_ready(d, b); // (a ZeRO step's gathers)
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo, own;
         _vs_ddp_owned(d, k, &lo, &own);
-        if (k->grad && d->desc.zero != VS_ZERO_2) r = _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
+        if (k->grad && d->desc.zero != VS_ZERO_2 && !k->ext) r = _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
+        for (int j = k->first; j < k->last && k->ext && !r; j++) // the trainer's gradients
+            r = _vs_ddp_zero(d, d->params[d->order[j]].gext, (size_t)d->params[d->order[j]].numel * _vs_dsz(k->gdtype));
         if (k->grad_shard && !r) r = _vs_ddp_zero(d, k->grad_shard, sizeof(float) * (size_t)own);
-        k->acc_used = d->desc.zero == VS_ZERO_2;
+        k->acc_used = d->desc.zero == VS_ZERO_2 || k->consume;
     }
     d->grads_pending = 0;
     d->synced = 0;
@@ -1968,9 +2318,32 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
    (or the buffer itself when it is f32 already). */
 _VS_DDP_PRIVATE vs_result _vs_ddp_owned_grad(vs_ddp* d, _vs_dbucket* k, int64_t lo, int64_t n, float** g)
 {
+    if (k->ext && !k->acc_used) { // the trainer's averaged gradients: parameter by parameter (_vs_ddp_seg_grad)
+        *g = NULL;
+        return VS_OK;
+    }
     *g = k->acc_used ? k->grad_shard : k->gdtype == VS_F32 ? (float*)k->grad + lo : d->scratch;
     if (*g != d->scratch) return VS_OK;
     return _vs_ddp_to_f32(d, d->scratch, (char*)k->grad + (size_t)lo * _vs_dsz(k->gdtype), k->gdtype, n);
+}
+
+/* The f32 gradient of elements [a, e) of bucket k (inside parameter q; lo: the
+   owned range's start): from g, _vs_ddp_owned_grad's, or else from the
+   trainer's storage, converted into the scratch where it is not f32. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_seg_grad(vs_ddp* d, const _vs_dbucket* k, const _vs_dparam* q, int64_t a, int64_t e,
+                                           int64_t lo, float* g, float** out)
+{
+    if (g) {
+        *out = g + (a - lo);
+        return VS_OK;
+    }
+    void* src = _vs_ddp_gat(k, q, a);
+    if (k->gdtype == VS_F32) {
+        *out = (float*)src;
+        return VS_OK;
+    }
+    *out = d->scratch + (a - lo);
+    return _vs_ddp_to_f32(d, *out, src, k->gdtype, e - a);
 }
 
 /* *ss += the sum of squares of g[0..n) (device: into the partial sums of the
@@ -2085,7 +2458,9 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
             if (a >= e) continue;
             double* acc = q->counted ? &ss : &ssc;
             double before = *acc;
-            r = _vs_ddp_sumsq(d, g + (a - own_lo), e - a, acc, !q->counted);
+            float* gs = NULL;
+            r = _vs_ddp_seg_grad(d, k, q, a, e, own_lo, g, &gs);
+            if (!r) r = _vs_ddp_sumsq(d, gs, e - a, acc, !q->counted);
             if (bad < 0 && _vs_ddp_finite(before) && !_vs_ddp_finite(*acc)) bad = d->order[j];
         }
     }
@@ -2111,8 +2486,12 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
         _vs_ddp_owned(d, k, &lo, &n);
         if (k->acc_used)
             r = _vs_ddp_scale(d, k->grad_shard, VS_F32, n, scale);
-        else
+        else if (!k->ext)
             r = _vs_ddp_scale(d, (char*)k->grad + (size_t)lo * _vs_dsz(k->gdtype), k->gdtype, n, scale);
+        for (int j = k->first; j < k->last && !r && k->ext && !k->acc_used; j++) { // the trainer's, in place
+            const _vs_dparam* q = &d->params[d->order[j]];
+            r = _vs_ddp_scale(d, q->gext, k->gdtype, q->numel, scale);
+        }
     }
     return r;
 }
@@ -2135,6 +2514,48 @@ _VS_DDP_PRIVATE void _vs_ddp_group(const vs_ddp* d, const _vs_dparam* q, double 
     }
     *glr = lr * scale;
     *gwd = q->no_decay ? 0.0 : wd;
+}
+
+/* VESCALE_DEBUG=params on a device: bucket k's stale ranges filled with NaN
+   (all-ones bytes: a NaN in f32, bf16 and f16) on the DDP's stream, where the
+   gathered values then land; a read not ordered after them sees NaN. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_poison_range(vs_ddp* d, const _vs_dparam* q, char* lo, char* hi)
+{
+    (void)q;
+    _VS_DDP_DEV(d, cudaMemsetAsync(lo, 0xff, (size_t)(hi - lo), _vs_ddp_stream(d)));
+    (void)lo, (void)hi;
+    return VS_OK;
+}
+
+/* A ZeRO all-gather through a staging buffer (_vs_ddp_staged_gather): the owned
+   range packed in, gathered in place there, and written into the parameters by
+   _vs_ddp_params_ready: at once on a device (in stream order) or without a
+   handle; else when waited for, the stale pages guarded meanwhile under
+   VESCALE_DEBUG=params. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_gather_staged(vs_ddp* d, int b, vs_work** wp)
+{
+    _vs_dbucket* k = &d->buckets[b];
+    int64_t lo, n;
+    _vs_ddp_owned(d, k, &lo, &n);
+    size_t pz = _vs_dsz(k->pdtype);
+    void* buf = NULL;
+    vs_result r = _vs_ddp_pool_take(d, -2 - b, 0, &buf);
+    for (int j = k->first; j < k->last && !r; j++) {
+        const _vs_dparam* q = &d->params[d->order[j]];
+        int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + n ? q->offset + q->numel : lo + n;
+        if (a < e) r = _vs_ddp_copy(d, (char*)buf + (size_t)a * pz, _vs_ddp_pat(k, q, a), (size_t)(e - a) * pz);
+    }
+    if (r) return r;
+    k->gbuf = buf;
+    if (d->debug_params) {
+        r = _vs_ddp_each_stale(d, k, d->cu ? _vs_ddp_poison_range : _vs_ddp_guard_range);
+        k->guarded = !d->cu;
+    }
+    vs_comm* c = vs_mesh_comm(d->dp);
+    if (!r) r = _vs_ddp_fence(d, c);
+    if (!r) r = vs_all_gather(c, (char*)buf + (size_t)lo * pz, buf, (size_t)k->shard, k->pdtype, wp);
+    if (!r && (d->cu || !wp)) r = _vs_ddp_params_ready(d, b);
+    return r;
 }
 
 VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
@@ -2175,8 +2596,10 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
             _vs_ddp_group(d, q, lr, &glr, &gwd);
             if (glr == 0 && o->kind != VS_OPTIM_CUSTOM) continue; // frozen: parameters and state stay
             int64_t m = e - a, s0 = a - lo; // s0: index into the owned range
-            float* p = k->master ? k->master + s0 : (float*)k->param + a;
-            const float* gr = g + s0;
+            float* p = k->master ? k->master + s0 : (float*)_vs_ddp_pat(k, q, a);
+            float* gs = NULL;
+            if ((r = _vs_ddp_seg_grad(d, k, q, a, e, lo, g, &gs))) break;
+            const float* gr = gs;
             float* m1 = k->state[0] ? k->state[0] + s0 : NULL;
             float* m2 = k->state[1] ? k->state[1] + s0 : NULL;
             if (o->kind == VS_OPTIM_ADAMW) {
@@ -2220,8 +2643,13 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
                 r = o->step(&sa);
             }
         }
-        if (k->master && !r) // write the rounded master weights into the owned parameters
+        if (k->master && !r && !k->ext) // write the rounded master weights into the owned parameters
             r = _vs_ddp_from_f32(d, (char*)k->param + (size_t)lo * _vs_dsz(k->pdtype), k->pdtype, k->master, n);
+        for (int j = k->first; j < k->last && !r && k->master && k->ext; j++) { // (the trainer's: each its part)
+            _vs_dparam* q = &d->params[d->order[j]];
+            int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + n ? q->offset + q->numel : lo + n;
+            if (a < e) r = _vs_ddp_from_f32(d, _vs_ddp_pat(k, q, a), k->pdtype, k->master + (a - lo), e - a);
+        }
     }
     if (!r && d->desc.zero != VS_ZERO_0) r = _vs_ddp_fence(d, vs_mesh_comm(d->dp)); // the update before the gathers
     if (r) return r;
@@ -2232,9 +2660,14 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
         for (int b = d->nbuckets - 1; b >= 0 && !r; b--) {
             _vs_dbucket* k = &d->buckets[b];
             size_t pz = _vs_dsz(k->pdtype);
+            vs_work** wp = d->desc.no_overlap && !d->cu ? NULL : &k->pwork;
+            if (_vs_ddp_staged_gather(d, k)) {
+                r = _vs_ddp_gather_staged(d, b, wp);
+                continue;
+            }
             void* mine = (char*)k->param + (size_t)(k->shard * d->dp_rank) * pz;
-            r = vs_all_gather(vs_mesh_comm(d->dp), mine, k->param, (size_t)k->shard, k->pdtype,
-                              d->desc.no_overlap && !d->cu ? NULL : &k->pwork);
+            if (d->debug_params && d->cu) r = _vs_ddp_each_stale(d, k, _vs_ddp_poison_range); // (the gather writes over it)
+            if (!r) r = vs_all_gather(vs_mesh_comm(d->dp), mine, k->param, (size_t)k->shard, k->pdtype, wp);
         }
     d->grads_pending = 0;
     return r;
@@ -2267,14 +2700,14 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
         int64_t used = 0;
         for (int j = k->first; j < k->last; j++) used += d->params[d->order[j]].numel;
         out->padding += (size_t)(k->numel - used);
-        out->params += (size_t)k->numel * _vs_dsz(k->pdtype);
-        if (d->desc.zero != VS_ZERO_2) out->grads += (size_t)k->numel * _vs_dsz(k->gdtype);
+        if (!k->ext) out->params += (size_t)k->numel * _vs_dsz(k->pdtype); // (trainer-owned storage: not DDP's)
+        if (d->desc.zero != VS_ZERO_2 && !k->ext) out->grads += (size_t)k->numel * _vs_dsz(k->gdtype);
         if (k->acc) out->grads += (size_t)own * sizeof(float);
         if (k->master) out->master += (size_t)own * sizeof(float);
         for (int s = 0; s < 2; s++)
             if (k->state[s]) out->optim_state += (size_t)own * sizeof(float);
     }
-    if (d->desc.zero == VS_ZERO_2) out->grads += (size_t)d->npool * d->max_grad_bytes;
+    out->grads += (size_t)d->npool * d->pool_bytes; // the staging pool
     return VS_OK;
 }
 
@@ -2364,7 +2797,7 @@ VS_API vs_result vs_ddp_grad_synced_owned(vs_ddp* d, int i, vs_ddp_span* out)
         out->data = out->begin < out->end ? (void*)(k->grad_shard + at) : NULL;
     } else {
         out->dtype = k->gdtype;
-        out->data = out->begin < out->end ? (char*)k->grad + (size_t)(q->offset + out->begin) * _vs_dsz(k->gdtype) : NULL;
+        out->data = out->begin < out->end ? _vs_ddp_gat(k, q, q->offset + out->begin) : NULL;
     }
     return VS_OK;
 }

@@ -1,0 +1,564 @@
+/* test_ddp_ext.c - DDP on the trainer's own memory (vs_ddp_param_desc.storage and
+   grad_storage, ready_group, vs_ddp_wait_params; issue 22).
+
+   The trainer here keeps its parameters as a plain-C GPT trainer does: all of
+   them in one flat buffer, all gradients in another of the same layout, each
+   tensor kind contiguous across layers (every layer's w1, then every layer's
+   b1, ...). It registers them layer by layer as views with their own names, a
+   ready group a layer, and marks each layer's gradients ready in reverse layer
+   order (as a backward pass does). The reference is the same training with
+   DDP's own memory (vs_ddp_param / vs_ddp_grad), itself checked against one
+   rank in test_ddp.c: the parameters must agree bit for bit, since each element
+   is reduced and stepped the same way whatever the buckets.
+
+   Built twice: thread ranks with host memory (build/test_ddp_ext), and over the
+   strict CUDA + NCCL stand-in with device memory (build/test_ddp_ext_strict).
+   Written in the common subset of C and C++. */
+#define VESCALE_IMPLEMENTATION
+#include "vescale_mesh.h"
+#include "vescale_ddp.h"
+#include "vs_test.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef VS_STRICT
+#include <cuda_runtime.h>
+#include "strict/vs_strict.h"
+#define DEV 1
+#else
+#define DEV 0
+#endif
+
+/* The model: L layers of K kinds; kind k of layer l has size[k] elements. */
+#define L 6
+#define K 4
+static const int64_t kind_size[K] = {1536, 48, 1200, 40}; // w1 (2 pages of f32 and more), b1, w2, b2
+static const char* kind_name[K] = {"w1", "b1", "w2", "b2"};
+static int64_t total_elems(void)
+{
+    int64_t n = 0;
+    for (int k = 0; k < K; k++) n += kind_size[k] * L;
+    return n;
+}
+/* kind-major layout: offset of (kind, layer) in the flat buffers */
+static int64_t flat_off(int k, int l)
+{
+    int64_t o = 0;
+    for (int j = 0; j < k; j++) o += kind_size[j] * L;
+    return o + kind_size[k] * l;
+}
+
+typedef struct cfg {
+    int dp, zero, bf16, steps, ext;
+    int read_stale; // the race: read the parameters after a step without vs_ddp_wait_params
+    double* out;    // [total]: the final parameters as f64 (rank 0 writes)
+    double* stale_sum; // read_stale: the sum read without the wait, and with it (two values)
+} cfg;
+
+static double init_val(int64_t i) { return 0.05 * sin(0.013 * (double)i + 0.4); }
+/* the gradient of element i on rank r at step t, from the current value p */
+static float grad_val(int64_t i, int r, int t, float p) { return (float)(0.1 * sin(0.37 * (double)i + 1.3 * r + 0.7 * t)) + 0.01f * p; }
+
+static size_t esz(int bf16) { return bf16 ? 2 : 4; }
+static float ld(const void* b, int bf16, int64_t i)
+{
+    return bf16 ? vs_bf16_to_f32(((const uint16_t*)b)[i]) : ((const float*)b)[i];
+}
+static void st(void* b, int bf16, int64_t i, float v)
+{
+    if (bf16)
+        ((uint16_t*)b)[i] = vs_f32_to_bf16(v);
+    else
+        ((float*)b)[i] = v;
+}
+
+/* memory the DDP uses: device memory on the stand-in, page-aligned host memory else */
+static void* mem_alloc(size_t n)
+{
+#if DEV
+    void* p = NULL;
+    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
+#else
+    void* p = NULL;
+    return posix_memalign(&p, 4096, n) == 0 ? p : NULL;
+#endif
+}
+static void mem_free(void* p)
+{
+#if DEV
+    cudaFree(p);
+#else
+    free(p);
+#endif
+}
+static void to_mem(void* dst, const void* src, size_t n)
+{
+#if DEV
+    cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
+#else
+    memcpy(dst, src, n);
+#endif
+}
+static void from_mem(void* dst, const void* src, size_t n)
+{
+#if DEV
+    cudaDeviceSynchronize();
+    cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost);
+#else
+    memcpy(dst, src, n);
+#endif
+}
+
+static int train_rank(vs_world* w, void* arg)
+{
+    const cfg* c = (const cfg*)arg;
+    int me = vs_world_rank(w);
+    int64_t T = total_elems();
+    size_t ez = esz(c->bf16), gz = c->bf16 ? 2 : 4; // (grad_fp32 off: gradients in the parameter dtype)
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = c->dp;
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    dd.zero = (vs_zero_stage)c->zero;
+    dd.bucket_bytes = 4096; // small: without ready groups a layer would span buckets
+    dd.optim.kind = VS_OPTIM_ADAMW;
+    dd.optim.weight_decay = 0.01;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    // the trainer's flat buffers, kind-major, and a host image of them
+    void* hp = calloc((size_t)T, ez);
+    void* hg = calloc((size_t)T, gz);
+    for (int64_t i = 0; i < T; i++) st(hp, c->bf16, i, (float)init_val(i));
+    void* P = c->ext ? mem_alloc((size_t)T * ez) : NULL;
+    void* G = c->ext ? mem_alloc((size_t)T * gz) : NULL;
+    if (c->ext) {
+        to_mem(P, hp, (size_t)T * ez);
+        to_mem(G, hg, (size_t)T * gz);
+    }
+    void* init = malloc((size_t)(kind_size[0] + 16) * ez);
+    int idx[L][K];
+    for (int l = 0; l < L; l++) // layer by layer: the order the forward uses them
+        for (int k = 0; k < K; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "h.%d.%s", l, kind_name[k]);
+            vs_ddp_param_desc pd;
+            memset(&pd, 0, sizeof pd);
+            pd.name = name;
+            pd.dtype = c->bf16 ? VS_BF16 : VS_F32;
+            pd.ndim = 1;
+            pd.shape[0] = kind_size[k];
+            pd.no_decay = k % 2 == 1;
+            if (c->ext) {
+                pd.storage = (char*)P + (size_t)flat_off(k, l) * ez;
+                pd.grad_storage = (char*)G + (size_t)flat_off(k, l) * gz;
+                pd.ready_group = l + 1;
+            } else {
+                memcpy(init, (char*)hp + (size_t)flat_off(k, l) * ez, (size_t)kind_size[k] * ez);
+                pd.data = init;
+            }
+            VT_OK(vs_ddp_add_param(d, &pd, &idx[l][k]));
+        }
+    free(init);
+    VT_OK(vs_ddp_finalize(d));
+    if (c->ext) { // ready groups: one bucket a layer, whatever bucket_bytes says
+        for (int l = 0; l < L; l++)
+            for (int k = 0; k < K; k++) {
+                vs_ddp_param_info a, b;
+                VT_OK(vs_ddp_query_param_info(d, idx[l][k], &a));
+                VT_OK(vs_ddp_query_param_info(d, idx[l][0], &b));
+                VT_CHECK(a.bucket == b.bucket, "h.%d.%s in bucket %d, h.%d.w1 in %d", l, kind_name[k], a.bucket, l, b.bucket);
+                if (l > 0) {
+                    VT_OK(vs_ddp_query_param_info(d, idx[l - 1][0], &b));
+                    VT_CHECK(a.bucket != b.bucket, "layers %d and %d share bucket %d", l, l - 1, a.bucket);
+                }
+            }
+        // zero copy: DDP holds neither parameters nor gradients (the staging pool only)
+        vs_ddp_memory mu;
+        VT_OK(vs_ddp_memory_usage(d, &mu));
+        VT_CHECK(mu.params == 0, "DDP holds %zu parameter bytes of trainer-owned storage", mu.params);
+    }
+    for (int t = 0; t < c->steps; t++) {
+        // the gradients of this step, from the current parameters
+        if (c->ext) {
+            VT_OK(vs_ddp_wait_params(d));
+            from_mem(hp, P, (size_t)T * ez);
+        } else {
+            for (int l = 0; l < L; l++)
+                for (int k = 0; k < K; k++) {
+                    const void* p = vs_ddp_param(d, idx[l][k]);
+                    VT_CHECK(p != NULL, "vs_ddp_param: %s", vs_last_error());
+                    if (p) from_mem((char*)hp + (size_t)flat_off(k, l) * ez, p, (size_t)kind_size[k] * ez);
+                }
+        }
+        for (int64_t i = 0; i < T; i++) st(hg, c->bf16, i, grad_val(i, me, t, ld(hp, c->bf16, i)));
+        for (int l = L - 1; l >= 0; l--) { // backward: the last layer's gradients first
+            for (int k = 0; k < K; k++) {
+                void* g = vs_ddp_grad(d, idx[l][k]);
+                VT_CHECK(g != NULL, "vs_ddp_grad: %s", vs_last_error());
+                if (c->ext) VT_CHECK(g == (char*)G + (size_t)flat_off(k, l) * gz, "vs_ddp_grad is not the trainer's");
+                if (g) to_mem(g, (char*)hg + (size_t)flat_off(k, l) * gz, (size_t)kind_size[k] * gz);
+            }
+            for (int k = 0; k < K; k++) VT_OK(vs_ddp_grad_ready(d, idx[l][k]));
+        }
+        VT_OK(vs_ddp_finish_grad_sync(d));
+        if (c->ext && c->zero == 0) { // the trainer's gradient holds the average (a formula: no reference run)
+            void* avg = malloc((size_t)T * gz);
+            from_mem(avg, G, (size_t)T * gz);
+            int bad = 0;
+            for (int64_t i = 0; i < T && bad < 3; i++) {
+                double want = 0;
+                for (int r = 0; r < c->dp; r++) want += grad_val(i, r, t, ld(hp, c->bf16, i));
+                want /= c->dp;
+                double got = ld(avg, c->bf16, i), tol = c->bf16 ? 1e-2 * fabs(want) + 1e-3 : 1e-6;
+                if (fabs(got - want) > tol) {
+                    VT_CHECK(0, "rank %d step %d: averaged gradient [%lld] = %.9g, want %.9g", me, t, (long long)i, got, want);
+                    bad++;
+                }
+            }
+            free(avg);
+        }
+        /* clipping: f32 only. With bf16 gradients the two differ where clipping
+           scales, by design: DDP-owned ZeRO-1 scales its bf16 buffer in place
+           (rounding again), trainer-owned storage scales the f32 accumulator */
+        double norm = 0;
+        VT_OK(vs_ddp_clip_grad_norm(d, c->bf16 ? 1e9 : 0.5, &norm));
+        VT_CHECK(c->bf16 || norm > 0.5, "the clip did not scale (norm %g): the case tests nothing", norm);
+        VT_OK(vs_ddp_step(d, 1e-2));
+    }
+    if (c->ext && c->read_stale) { // the race of issue 22: an evaluation that reads its own pointers
+        double before = 0, after = 0;
+        from_mem(hp, P, (size_t)T * ez);
+        for (int64_t i = 0; i < T; i++) before += ld(hp, c->bf16, i);
+        VT_OK(vs_ddp_wait_params(d));
+        from_mem(hp, P, (size_t)T * ez);
+        for (int64_t i = 0; i < T; i++) after += ld(hp, c->bf16, i);
+        if (me == 0) c->stale_sum[0] = before, c->stale_sum[1] = after;
+    }
+    VT_OK(vs_ddp_wait_params(d));
+    if (me == 0 && c->out) {
+        if (c->ext)
+            from_mem(hp, P, (size_t)T * ez);
+        else
+            for (int l = 0; l < L; l++)
+                for (int k = 0; k < K; k++) {
+                    const void* p = vs_ddp_param(d, idx[l][k]);
+                    if (p) from_mem((char*)hp + (size_t)flat_off(k, l) * ez, p, (size_t)kind_size[k] * ez);
+                }
+        for (int64_t i = 0; i < T; i++) c->out[i] = ld(hp, c->bf16, i);
+    }
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    if (c->ext) {
+        mem_free(P);
+        mem_free(G);
+    }
+    free(hp);
+    free(hg);
+    return 0;
+}
+
+static vs_result launch(int n, int (*fn)(vs_world*, void*), void* arg)
+{
+#if DEV
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = n;
+    ld.transport = VS_TRANSPORT_NCCL;
+    return vs_launch_ex(&ld, fn, arg);
+#else
+    return vs_launch(n, fn, arg);
+#endif
+}
+
+/* trainer-owned storage equals DDP-owned memory bit for bit */
+static void case_equal(int dp, int zero, int bf16)
+{
+    int64_t T = total_elems();
+    double* a = (double*)calloc((size_t)T, sizeof(double));
+    double* b = (double*)calloc((size_t)T, sizeof(double));
+    cfg ce, co;
+    memset(&ce, 0, sizeof ce);
+    ce.dp = dp, ce.zero = zero, ce.bf16 = bf16, ce.steps = 3, ce.ext = 1, ce.out = a;
+    co = ce;
+    co.ext = 0, co.out = b;
+    VT_OK(launch(dp, train_rank, &ce));
+    VT_OK(launch(dp, train_rank, &co));
+    /* bit for bit, but NCCL sums more than two ranks in an order that depends on
+       where an element lies in the buffer (its ring chunk), as the stand-in
+       does: there, within 1e-6 */
+    double tol = DEV && dp > 2 ? 1e-6 : 0;
+    int64_t diff = 0, first = -1;
+    for (int64_t i = 0; i < T; i++)
+        if (tol ? fabs(a[i] - b[i]) > tol : memcmp(&a[i], &b[i], sizeof(double)) != 0) {
+            if (first < 0) first = i;
+            diff++;
+        }
+    VT_CHECK(diff == 0, "DP%d ZeRO-%d %s: %lld of %lld parameters differ from DDP-owned memory by more than %g (first [%lld]: %.9g vs %.9g)",
+             dp, zero, bf16 ? "bf16" : "f32", (long long)diff, (long long)T, tol, (long long)first, first >= 0 ? a[first] : 0.0,
+             first >= 0 ? b[first] : 0.0);
+    double moved = 0;
+    for (int64_t i = 0; i < T; i++) moved += fabs(a[i] - init_val(i));
+    VT_CHECK(moved > 1e-3, "the parameters did not move (%g)", moved);
+    free(a);
+    free(b);
+}
+
+#if !DEV
+/* Bad input: the storage rules. */
+static int rank_bad(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    float buf[64], gbuf[64];
+    for (int z = 0; z < 3; z++) {
+        vs_ddp_desc dd;
+        memset(&dd, 0, sizeof dd);
+        dd.mesh = mesh;
+        dd.zero = (vs_zero_stage)z;
+        vs_ddp* d = NULL;
+        VT_OK(vs_ddp_init(&dd, &d));
+        vs_ddp_param_desc pd;
+        memset(&pd, 0, sizeof pd);
+        pd.name = "w";
+        pd.dtype = VS_F32;
+        pd.ndim = 1;
+        pd.shape[0] = 16;
+        pd.storage = buf;
+        vs_result r = vs_ddp_add_param(d, &pd, NULL);
+        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "'w'") && strstr(vs_last_error(), "grad_storage is NULL"),
+                 "storage alone: %s", vs_last_error());
+        pd.grad_storage = gbuf;
+        pd.data = buf;
+        r = vs_ddp_add_param(d, &pd, NULL);
+        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "data and storage"), "data + storage: %s", vs_last_error());
+        pd.data = NULL;
+        pd.storage = (char*)buf + 2;
+        r = vs_ddp_add_param(d, &pd, NULL);
+        VT_CHECK(z == 2 || (r == VS_ERR_INVALID && strstr(vs_last_error(), "not aligned")), "misaligned: %s", vs_last_error());
+        pd.storage = buf;
+        r = vs_ddp_add_param(d, &pd, NULL);
+        if (z == 2)
+            VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "ZeRO-2") && strstr(vs_last_error(), "ZeRO-1"),
+                     "ZeRO-2: %s", vs_last_error());
+        else
+            VT_OK(r);
+        VT_OK(vs_ddp_free(d));
+    }
+    // ranks that disagree on trainer-owned storage: a mismatch naming it, not a hang
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    vs_ddp_param_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "w";
+    pd.dtype = VS_F32;
+    pd.ndim = 1;
+    pd.shape[0] = 16;
+    if (vs_world_rank(w) == 1) pd.storage = buf, pd.grad_storage = gbuf;
+    VT_OK(vs_ddp_add_param(d, &pd, NULL));
+    vs_result r = vs_ddp_finalize(d);
+    VT_CHECK(r == VS_ERR_MISMATCH && strstr(vs_last_error(), "storage"), "disagreeing storage: %s", vs_last_error());
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+
+/* VESCALE_DEBUG=params: a read before vs_ddp_wait_params faults naming the
+   parameter; with the wait the same program runs clean. In a child process. */
+static int rank_debug(vs_world* w, void* arg)
+{
+    const int* mode = (const int*)arg; // [0] wait, [1] trainer-owned storage (else a kept vs_ddp_param pointer)
+    int wait = mode[0], ext = mode[1], me = vs_world_rank(w);
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    dd.zero = VS_ZERO_1;
+    dd.optim.kind = VS_OPTIM_SGD;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    enum { N = 8192 }; // 32 KiB: whole pages outside each rank's half
+    float* P = (float*)mem_alloc(N * sizeof(float));
+    float* G = (float*)mem_alloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) P[i] = 1.0f, G[i] = 0;
+    vs_ddp_param_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "h.0.attn.qkv.weight";
+    pd.dtype = VS_F32;
+    pd.ndim = 1;
+    pd.shape[0] = N;
+    if (ext)
+        pd.storage = P, pd.grad_storage = G;
+    else
+        pd.data = P;
+    int i0 = -1;
+    VT_OK(vs_ddp_add_param(d, &pd, &i0));
+    VT_OK(vs_ddp_finalize(d));
+    float* g = (float*)vs_ddp_grad(d, i0);
+    for (int i = 0; g && i < N; i++) g[i] = 1.0f;
+    float* kept = ext ? P : (float*)vs_ddp_param(d, i0); // the pointer a trainer keeps
+    VT_CHECK(kept != NULL, "vs_ddp_param: %s", vs_last_error());
+    VT_OK(vs_ddp_grad_ready(d, i0));
+    VT_OK(vs_ddp_finish_grad_sync(d));
+    VT_OK(vs_ddp_step(d, 0.5));
+    if (wait) VT_OK(vs_ddp_wait_params(d));
+    volatile float s = 0;
+    int far = me == 0 ? N * 3 / 4 : N / 4; // mid-way in the other rank's half (only whole pages are guarded)
+    s += kept[far];
+    if (wait) VT_CHECK(s == 0.5f, "rank %d: P[%d] = %g after the wait, want 0.5", me, far, (double)s);
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    mem_free(P);
+    mem_free(G);
+    return 0;
+}
+
+static void case_debug(int ext)
+{
+    for (int wait = 0; wait < 2; wait++) {
+        int mode[2] = {wait, ext};
+        int pfd[2];
+        VT_CHECK(pipe(pfd) == 0, "pipe");
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(pfd[1], 2);
+            close(pfd[0]);
+            setenv("VESCALE_DEBUG", "params", 1);
+            int before = vt_failures; // (the parent's earlier cases)
+            vs_result r = vs_launch(2, rank_debug, mode);
+            _exit(r == VS_OK && vt_failures == before ? 0 : 3);
+        }
+        close(pfd[1]);
+        char out[8192];
+        size_t n = 0;
+        ssize_t got;
+        while (n + 1 < sizeof out && (got = read(pfd[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)got;
+        out[n] = 0;
+        close(pfd[0]);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        if (wait)
+            VT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "with the wait the child failed (status %d): %s",
+                     status, out);
+        else
+            VT_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV &&
+                         strstr(out, "read parameter 'h.0.attn.qkv.weight'") && strstr(out, "vs_ddp_wait_params"),
+                     "a read before the wait: status %d (signal %d), stderr: %s", status,
+                     WIFSIGNALED(status) ? WTERMSIG(status) : 0, out);
+    }
+}
+#endif
+
+#if DEV
+/* On NCCL the storage is device memory: a plain host pointer is refused, named. */
+static int rank_host_ptr(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    float* host = (float*)malloc(64 * sizeof(float));
+    void* dev = mem_alloc(64 * sizeof(float));
+    vs_ddp_param_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "w";
+    pd.dtype = VS_F32;
+    pd.ndim = 1;
+    pd.shape[0] = 64;
+    pd.storage = dev, pd.grad_storage = host;
+    vs_result r = vs_ddp_add_param(d, &pd, NULL);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "'w'") && strstr(vs_last_error(), "grad_storage") &&
+                 strstr(vs_last_error(), "host memory"), "a host grad_storage on NCCL: %s", vs_last_error());
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    free(host);
+    mem_free(dev);
+    return 0;
+}
+#endif
+
+/* The race of issue 22 with the trainer's pointers, and the wait that ends it. */
+static void case_race(void)
+{
+    int64_t T = total_elems();
+    double* ref = (double*)calloc((size_t)T, sizeof(double));
+    double sums[2] = {0, 0};
+    cfg c;
+    memset(&c, 0, sizeof c);
+    c.dp = 2, c.zero = 1, c.steps = 2, c.ext = 1, c.out = ref, c.read_stale = 1, c.stale_sum = sums;
+    VT_OK(launch(2, train_rank, &c));
+    double want = 0;
+    for (int64_t i = 0; i < T; i++) want += ref[i];
+    VT_CHECK(sums[1] == want, "after the wait: sum %.17g, want %.17g", sums[1], want);
+#if !DEV
+    VT_CHECK(sums[0] != want, "without the wait the sum %.17g is already the updated one", sums[0]);
+#endif
+    free(ref);
+}
+
+int main(void)
+{
+    setenv("VESCALE_TIMEOUT", "60", 0);
+    VT_CASE("trainer-owned flat buffers, ZeRO-0 DP2, f32: equal to DDP-owned memory, averaged gradient in place",
+            case_equal(2, 0, 0));
+    VT_CASE("trainer-owned flat buffers, ZeRO-1 DP2, f32", case_equal(2, 1, 0));
+    VT_CASE("trainer-owned flat buffers, ZeRO-1 DP4 and ZeRO-0 DP4", {
+        case_equal(4, 1, 0);
+        case_equal(4, 0, 0);
+    });
+    VT_CASE("trainer-owned flat buffers, bf16 with fp32 masters, ZeRO-0 and ZeRO-1 DP2", {
+        case_equal(2, 0, 1);
+        case_equal(2, 1, 1);
+    });
+    VT_CASE("the race: reading own pointers after a ZeRO-1 step sees stale values; after vs_ddp_wait_params the updated",
+            case_race());
+#if !DEV
+    VT_CASE("bad input: storage rules, ZeRO-2 refused, ranks disagreeing", VT_OK(vs_launch(2, rank_bad, NULL)));
+    VT_CASE("VESCALE_DEBUG=params: a read of trainer-owned storage before vs_ddp_wait_params faults naming the parameter",
+            case_debug(1));
+    VT_CASE("VESCALE_DEBUG=params: a read through a kept vs_ddp_param pointer before the wait faults too", case_debug(0));
+#endif
+#if DEV
+    /* the device form of the debug mode: stale ranges filled with NaN until the
+       gathered values land in stream order; a trainer that reads in order sees
+       the same results */
+    setenv("VESCALE_DEBUG", "params", 1);
+    VT_CASE("VESCALE_DEBUG=params on NCCL: ZeRO-1 DP2 with the stale ranges poisoned, results unchanged",
+            case_equal(2, 1, 0));
+    unsetenv("VESCALE_DEBUG");
+    VT_CASE("bad input on NCCL: a host pointer as grad_storage, named", VT_OK(launch(2, rank_host_ptr, NULL)));
+#endif
+#ifdef VS_STRICT
+    VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%s", vs_strict_first_violation()));
+#endif
+    return vt_summary();
+}
