@@ -561,30 +561,40 @@ static const char* mib(double bytes, char* buf, size_t cap)
 }
 
 /* "summary layouts": ratio_vs_max_bound of each layout side by side, per ZeRO stage,
-   bucket size and factor (only when more than one layout ran). */
+   bucket size and factor (where more than one layout ran). */
 static void print_layouts(const tctx* T)
 {
     const opts* o = T->o;
-    int ci, cj, fi;
-    if (o->nlayouts < 2) return;
+    int ci, cj, fi, pass;
     for (ci = 0; ci < T->ncfg; ci++) {
         const config* a = &T->cfg[ci];
-        int first = 1;
-        for (cj = 0; cj < ci; cj++) /* one line per (zero, bucket): at its first config */
-            if (T->cfg[cj].zero == a->zero && T->cfg[cj].bucket_layers == a->bucket_layers) first = 0;
-        if (!first) continue;
-        for (fi = 0; fi < o->nfactors; fi++) {
-            printf("summary layouts zero=%d bucket=%gMiB compute=%.1fxcomm ratio_vs_max_bound:", a->zero,
-                   a->bucket_layers * o->layer_mib, o->factors[fi]);
-            for (cj = ci; cj < T->ncfg; cj++) {
-                const config* b = &T->cfg[cj];
-                double comm, comp;
-                if (b->zero != a->zero || b->bucket_layers != a->bucket_layers) continue;
-                comm = T->res[find_v(T, V_COMM, cj, 0)];
-                comp = T->res[find_v(T, V_COMPUTE, cj, fi)];
-                printf(" %s=%.3f", layout_name[b->layout], T->res[find_v(T, V_OVL, cj, fi)] / (comp > comm ? comp : comm));
+        int earlier = 0, later = 0;
+        for (cj = 0; cj < T->ncfg; cj++)
+            if (cj != ci && T->cfg[cj].zero == a->zero && T->cfg[cj].bucket_layers == a->bucket_layers) {
+                if (cj < ci)
+                    earlier++;
+                else
+                    later++;
             }
-            printf(" target<=%.2f\n", TARGET);
+        if (earlier || !later) continue; /* one line per (zero, bucket), at its first layout */
+        for (fi = 0; fi < o->nfactors; fi++) {
+            printf("summary layouts zero=%d bucket=%gMiB compute=%.1fxcomm", a->zero, a->bucket_layers * o->layer_mib,
+                   o->factors[fi]);
+            for (pass = 0; pass < 2; pass++) { /* the ratios, then comm alone */
+                printf(pass ? " comm_ms:" : " ratio_vs_max_bound:");
+                for (cj = ci; cj < T->ncfg; cj++) {
+                    const config* b = &T->cfg[cj];
+                    double comm = T->res[find_v(T, V_COMM, cj, 0)], comp = T->res[find_v(T, V_COMPUTE, cj, fi)];
+                    if (b->zero != a->zero || b->bucket_layers != a->bucket_layers) continue;
+                    if (pass)
+                        printf(" %s=%.2f", layout_name[b->layout], comm * 1e3);
+                    else
+                        printf(" %s=%.3f", layout_name[b->layout],
+                               T->res[find_v(T, V_OVL, cj, fi)] / (comp > comm ? comp : comm));
+                }
+                if (!pass) printf(" target<=%.2f;", TARGET);
+            }
+            printf("\n");
         }
     }
 }
