@@ -249,8 +249,13 @@ bench: $(B)/bench_collectives
 bench-redistribute:
 	B=$(B) bash bench/run_redistribute.sh
 
-bench-ddp:
+bench-ddp: $(B)/bench_ddp_ext
 	B=$(B) bash bench/run_ddp.sh
+	$(B)/bench_ddp_ext --dp 2
+	$(B)/bench_ddp_ext --dp 4
+# a trainer's own flat buffers: staged copy vs grouped in place vs DDP's own buckets
+$(B)/bench_ddp_ext: bench/ddp_ext.c $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
 
 # host syncs, device allocations, copies, libraries, kernels and NCCL operations per
 # steady-state step of the NCCL path, counted over the strict stand-in (no GPU)

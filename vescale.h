@@ -540,6 +540,17 @@ typedef struct vs_train_desc {
        training state creates (non-blocking) and destroys. Ignored on threads
        and MPI. */
     void* stream;
+    /* Gradient accumulation across calls: a step takes `accumulate` calls of
+       vs_train_step (0 or 1: every call steps). The calls before the last run
+       forward and backward and add up the gradients without reducing them
+       (DDP's no_sync; ZeRO-2, which keeps no full gradients, reduces each call
+       into its owned f32 range); the last reduces, clips and steps. The result
+       is one step on the calls' batches together (the loss's gradient is
+       seeded 1/accumulate per call: equal within rounding); every call's batch
+       has the same rows. The step count, the LR schedule and vs_train_save
+       count steps, not calls; save between the calls of a step is
+       VS_ERR_STATE. */
+    int accumulate;
 } vs_train_desc;
 
 typedef struct vs_train vs_train;
@@ -557,6 +568,30 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
    VS_ERR_NONFINITE). Messages name the step as the batches taken before it
    (vs_train_steps + vs_train_skipped_steps). */
 VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss);
+/* What a call of vs_train_step did (vs_train_step_ex). Times are host wall
+   clock seconds on this rank; on GPUs the device's time shows in the phase that
+   waits for it (the norm's read, in comm). */
+typedef struct vs_train_stats {
+    int stepped;         // 1: this call ended a step (the last of desc.accumulate calls, or every call)
+    int accumulated;     // calls taken in the current step so far, this one included (1 .. accumulate)
+    int skipped_step;    // the step was skipped: non-finite gradients (desc.nonfinite skip, or f16 overflow)
+    double loss;         // the step's global mean loss (NaN on a call that does not step)
+    double grad_norm;    // the global gradient norm before clipping (NaN on a call that does not step)
+    int clipped;         // clipping scaled the gradients (desc.clip > 0 and grad_norm > desc.clip)
+    double lr;           // the learning rate the step used (or would have: a skipped step; NaN: no step)
+    double loss_scale;   // the loss scale the step was seeded with (1: none)
+    int64_t tokens;      // tokens in this call's global batch: rows x the elements a row of batch input 0 holds
+    int64_t steps;       // optimizer steps taken so far (vs_train_steps)
+    int64_t skipped;     // steps skipped so far (vs_train_skipped_steps)
+    double t_compute;    // forward and backward (vs_pipe_run: the schedule, its sends and receives)
+    double t_comm;       // the gradient sync's end, the loss, the global norm and clipping
+    double t_optim;      // the optimizer step (ZeRO: and starting the parameter all-gather)
+    double t_total;      // the whole call
+} vs_train_stats;
+/* vs_train_step, and what it did into *stats (may be NULL). With VESCALE_LOG=info
+   (or a logger at info) world rank 0 logs one progress line per step:
+   "step 12 | loss 2.3100 | gnorm 0.83 | lr 3.0e-04 | 41.2k tok/s | 312 ms". */
+VS_API vs_result vs_train_step_ex(vs_train* t, const vs_batch* batch, vs_train_stats* stats);
 /* The one step counter: optimizer steps taken. It is DDP's
    (vs_ddp_step_count(vs_train_ddp(t))), AdamW's bias correction and the LR
    schedule's position (vs_lr_at); a skipped step does not count (as DeepSpeed
@@ -3029,6 +3064,11 @@ struct vs_train {
     void* k[2];   // its kernels: vs_hl_tied_add, vs_hl_loss_mean
     double* dloss;
     int loss_carrier;
+    vs_zero_stage zero;
+    int acc_n;       // calls taken in the current step (desc.accumulate)
+    double acc_loss; // host: their DP-local losses summed
+    int64_t acc_tokens; // their tokens
+    double acc_t0;   // when the step's first call started
     int64_t shape0[VS_BATCH_MAX][VS_PIPE_MAX_DIMS]; // fixed shapes: the first step's batch (rows 0: none yet)
 };
 
@@ -3068,13 +3108,13 @@ _VS_HL_PRIVATE vs_result _vs_hl_gone(const char* fn, const vs_train* t)
     } \
     /* the step's loss: the microbatch losses summed in order in double, over m \
        (vs_pipe_run's host sum); one thread */ \
-    _VS_MKGLOBAL _VS_MKSEL(_vs_hlk_loss_mean, vs_hl_loss_mean)(double* out, const float* l, long long m) \
+    _VS_MKGLOBAL _VS_MKSEL(_vs_hlk_loss_mean, vs_hl_loss_mean)(double* out, const float* l, long long m, int add) \
     { \
         _VS_MKLOOP(x, 1) { \
             double s = 0.0; \
             long long i; \
             for (i = 0; i < m; i++) s += (double)l[i]; \
-            out[x] = s / (double)m; \
+            out[x] = add ? out[x] + s / (double)m : s / (double)m; \
         } \
     }
 #define _VS_MK_DEVICE 0
@@ -3121,14 +3161,14 @@ _VS_HL_PRIVATE vs_result _vs_hl_tied_add(vs_train* t, void* g, void* scr, int dt
    mean is not a collective of its own: the norm's all-reduce sums it over the
    mesh (vs_clip_desc.carry, added by the loss carriers alone) and its one read
    brings it to the host with the norm; the step divides by DP. */
-_VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t)
+_VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t, int add)
 {
     const char* fn = "vs_train_step";
     const float* ml = NULL;
     int m = 0;
     _VS_TRY(vs_pipe_loss_device(t->pipe, &ml, &m));
     long long mm = m;
-    void* args[] = {&t->dloss, &ml, &mm};
+    void* args[] = {&t->dloss, &ml, &mm, &add};
     dim3 one, block;
     one.x = one.y = one.z = 1;
     block.x = _VS_MKT, block.y = block.z = 1;
@@ -3266,12 +3306,15 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
 #endif
                 _vs_hlk_tied_add(g, q->scratch, _vs_hl_kdt(gdt), q->lnumel);
         }
+        /* accumulating: the stages' parts summed once, at the end (ZeRO-2 reduces
+           every call's gradients on their own: summed every call) */
+        int last = t->acc_n + 1 >= t->desc.accumulate || t->zero == VS_ZERO_2;
 #ifdef VESCALE_NCCL
-        if (q->tied_remote && t->dev)
+        if (q->tied_remote && t->dev && last)
             _VS_TRY(_vs_hl_tie_device(t, q, g, gdt));
         else
 #endif
-        if (q->tied_remote) _VS_TRY(vs_pipe_tie_grads(t->pipe, q->chunk_a, q->chunk_b, g, (size_t)q->lnumel, gdt));
+        if (q->tied_remote && last) _VS_TRY(vs_pipe_tie_grads(t->pipe, q->chunk_a, q->chunk_b, g, (size_t)q->lnumel, gdt));
         _VS_TRY(vs_ddp_grad_ready(t->ddp, q->ddp));
     }
     return VS_OK;
@@ -3324,6 +3367,9 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
     _VS_TRY(vs_plan_check(d->plan, d->model));
     if (!isfinite(d->clip) || d->clip < 0)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.clip = %g (finite and >= 0; 0: no clipping)", fn, d->clip);
+    if (d->accumulate < 0 || d->accumulate > 1 << 20)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.accumulate = %d (0 or 1: none; else the calls a step takes, at "
+                            "most 2^20)", fn, d->accumulate);
     if ((int)d->nonfinite < 0 || d->nonfinite > VS_NONFINITE_ERROR)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.nonfinite = %d (VS_NONFINITE_SKIP or VS_NONFINITE_ERROR)", fn,
                             (int)d->nonfinite);
@@ -3475,6 +3521,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         memset(&dd, 0, sizeof dd);
         dd.mesh = t->mesh;
         dd.zero = pl->zero;
+        t->zero = pl->zero;
         dd.optim = d->optim;
         /* ZeRO-2 stages a bucket's gradient from its first backward until its
            chunk's SYNC; a pipeline keeps every bucket of a chunk (and, V-shaped,
@@ -3605,6 +3652,40 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
 
 VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
 {
+    vs_train_stats st;
+    vs_result r = vs_train_step_ex(t, batch, &st);
+    if (loss) *loss = st.loss;
+    return r;
+}
+
+/* One call of vs_train_step_ex after its checks (the caller fills the stats'
+   counts and times). */
+_VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_train_stats* st);
+
+VS_API vs_result vs_train_step_ex(vs_train* t, const vs_batch* batch, vs_train_stats* stats)
+{
+    vs_train_stats st;
+    memset(&st, 0, sizeof st);
+    st.loss = st.grad_norm = st.lr = NAN;
+    double t0 = _vs_now();
+    vs_result r = _vs_hl_step(t, batch, &st);
+    if (t && !_VS_HL_GONE("vs_train_step", t)) {
+        st.t_total = _vs_now() - t0;
+        st.steps = vs_ddp_step_count(t->ddp);
+        st.skipped = t->skipped;
+        if (st.stepped && !r && vs_world_rank(t->w) == 0) {
+            double span = _vs_now() - t->acc_t0, tps = span > 0 ? (double)t->acc_tokens / span : 0;
+            vs_log(t->w, VS_LOG_INFO, "step %lld | loss %.4f | gnorm %.2f | lr %.1e | %.1fk tok/s | %.0f ms%s",
+                   (long long)(st.steps + st.skipped), st.loss, st.grad_norm, st.lr, tps / 1e3, span * 1e3,
+                   st.skipped_step ? " | skipped" : "");
+        }
+    }
+    if (stats) *stats = st;
+    return r;
+}
+
+_VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_train_stats* st)
+{
     const char* fn = "vs_train_step";
     _VS_TRY(_VS_HL_GONE(fn, t));
     if (!t || !batch) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, t ? "batch" : "train");
@@ -3652,10 +3733,21 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
                                         "vs_train_desc.variable_shapes", fn, batch->name[i],
                                         (long long)batch->shape[i][d], d, (long long)t->shape0[i][d]);
     }
+    int nacc = t->desc.accumulate > 1 ? t->desc.accumulate : 1, first = t->acc_n == 0, last = t->acc_n + 1 >= nacc;
+    if (!first && rows != t->rows_dp * t->dp)
+        return vs_set_error(VS_ERR_MISMATCH, "%s: call %d of a step's %d (vs_train_desc.accumulate) has %lld rows, the "
+                            "step's first had %lld", fn, t->acc_n + 1, nacc, (long long)rows,
+                            (long long)(t->rows_dp * t->dp));
+    int64_t tokens = rows;
+    for (int d = 1; d < batch->ndim[0]; d++) tokens *= batch->shape[0][d];
+    st->tokens = tokens;
+    st->accumulated = t->acc_n + 1;
+    if (first) t->acc_tokens = 0, t->acc_loss = 0, t->acc_t0 = _vs_now();
+    t->acc_tokens += tokens;
     t->rows_dp = rows / t->dp;
     t->rows_mb = t->rows_dp / t->M;
     t->batch = batch;
-    vs_result r = vs_ddp_zero_grad(t->ddp);
+    vs_result r = first ? vs_ddp_zero_grad(t->ddp) : VS_OK; // (accumulating: the earlier calls' gradients stay)
     for (int l = 0; !r && l < t->model->nlayers; l++) // (after a ZeRO step: waits for the all-gather)
         for (int i = 0; i < t->model->layers[l].nparams && !r; i++) {
             const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
@@ -3665,19 +3757,37 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
         }
     double l = 0, norm = NAN;
     int64_t steps = vs_ddp_step_count(t->ddp), step = steps + t->skipped; // (the batches taken before this one)
-    if (!r && t->ls.enable) r = vs_pipe_set_loss_scale(t->pipe, t->scale);
+    st->loss_scale = t->scale;
+    /* accumulating: every call seeds 1/nacc, so the calls' gradients add up to
+       their mean; the calls before the last do not reduce (ZeRO-2 reduces each
+       into its owned range: it keeps no full gradients to add into) */
+    if (!r && (t->ls.enable || nacc > 1)) r = vs_pipe_set_loss_scale(t->pipe, t->scale / nacc);
+    if (!r && nacc > 1 && t->zero != VS_ZERO_2) r = vs_ddp_set_sync(t->ddp, last);
+    double tc = _vs_now();
     if (!r) r = vs_pipe_run(t->pipe, t->sched, t->dev ? NULL : &l); // (hooks: gradient sync as chunks finish)
+    st->t_compute = _vs_now() - tc;
+    tc = _vs_now();
     t->batch = NULL;
     if (!r) r = vs_ddp_finish_grad_sync(t->ddp);
     // the loss first: the caller gets it for a step skipped or failed below too
     int dloss = 0; // device: the mean is in t->dloss, read with the norm
 #ifdef VESCALE_NCCL
     if (!r && t->dev) {
-        r = _vs_hl_loss_device(t); // (read with the norm below)
+        r = _vs_hl_loss_device(t, !first); // (read with the norm below; accumulating: added up)
         dloss = 1;
-    } else
+    }
 #endif
-    if (!r && t->dpm) r = vs_all_reduce(vs_mesh_comm(t->dpm), &l, &l, 1, VS_F64, VS_OP_AVG, NULL);
+    if (!r && !last) { // accumulating: the step goes on with the next call
+        t->acc_loss += l;
+        t->acc_n++;
+        st->t_comm = _vs_now() - tc;
+        return VS_OK;
+    }
+    t->acc_n = 0;
+    if (r) return r;
+    l = (t->acc_loss + l) / nacc; // (nacc 1: l)
+    if (!dloss && t->dpm) r = vs_all_reduce(vs_mesh_comm(t->dpm), &l, &l, 1, VS_F64, VS_OP_AVG, NULL);
+    st->stepped = 1;
     if (!r) { // the global norm, clipping or not: non-finite gradients anywhere make it non-finite everywhere
         vs_clip_desc cd;
         memset(&cd, 0, sizeof cd);
@@ -3689,20 +3799,25 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
         if (dloss) cd.carry = t->loss_carrier ? t->dloss : NULL, cd.ncarry = 1, cd.carry_out = &lsum;
 #endif
         r = vs_ddp_clip_grad_norm_ex(t->ddp, &cd, &norm);
-        if (dloss) l = lsum / t->dp; // (the carriers' losses summed: one a DP replica)
+        if (dloss) l = lsum / t->dp / nacc; // (the carriers' losses summed: one a DP replica)
         t->grad_norm = norm;
     }
+    st->t_comm = _vs_now() - tc;
+    st->loss = l, st->grad_norm = norm, st->lr = vs_lr_at(&t->desc.lr, steps);
+    st->clipped = t->desc.clip > 0 && isfinite(norm) && norm > t->desc.clip;
     if (r == VS_ERR_NONFINITE) { // every rank: the norm is the same on all
         const char* where = strstr(vs_last_error(), " (on this rank first in '");
         char at[200] = "";
         if (where) snprintf(at, sizeof at, "%.*s", (int)(strcspn(where + 1, ")") + 2), where);
-        if (loss) *loss = l;
         return vs_set_error(r, "%s (step %lld): the global gradient norm is %g, not finite%s; with the policy error "
                                "(vs_train_desc.nonfinite) the step fails: parameters, optimizer state and the step "
                                "count are as they were", fn, (long long)step, norm, at);
     }
     int skip = !r && !isfinite(norm); // (vs_ddp_step skips on every rank)
+    tc = _vs_now();
     if (!r) r = vs_ddp_step(t->ddp, vs_lr_at(&t->desc.lr, steps));
+    st->t_optim = _vs_now() - tc;
+    st->skipped_step = skip;
     if (r) return vs_set_error(r, "%s (step %lld): %s", fn, (long long)step, vs_last_error());
     if (skip) {
         t->skipped++;
@@ -3721,7 +3836,6 @@ VS_API vs_result vs_train_step(vs_train* t, const vs_batch* batch, double* loss)
     } else if (t->ls.enable && ++t->good >= t->ls.interval) {
         t->scale *= t->ls.growth, t->good = 0;
     }
-    if (loss) *loss = l;
     return VS_OK;
 }
 
@@ -3892,6 +4006,9 @@ VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entr
     if (!t || !path) return vs_set_error(VS_ERR_NULL, "vs_train_save: %s is NULL", t ? "path" : "train");
     if (nextra < 0 || nextra > 60 || (nextra && !extra)) return vs_set_error(VS_ERR_INVALID, "vs_train_save: %d extra entries", nextra);
     if (async != 0 && async != 1) return vs_set_error(VS_ERR_INVALID, "vs_train_save: async = %d (0 or 1)", async);
+    if (t->acc_n)
+        return vs_set_error(VS_ERR_STATE, "vs_train_save: in the middle of a step (%d of its %d calls taken, "
+                            "vs_train_desc.accumulate): save after the step's last call", t->acc_n, t->desc.accumulate);
     _VS_TRY(_vs_hl_mkdirs(path));
     _VS_TRY(_vs_hl_ck(t));
     char text[4096];
@@ -3933,6 +4050,7 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     if (!t || !path) return vs_set_error(VS_ERR_NULL, "vs_train_load: %s is NULL", t ? "path" : "train");
     if (nextra < 0 || nextra > 60 || (nextra && !extra))
         return vs_set_error(VS_ERR_INVALID, "vs_train_load: %d extra entries", nextra);
+    t->acc_n = 0; // (a step's calls taken before: their gradients are dropped, the next call starts a step)
     _VS_TRY(_vs_hl_ck(t));
     /* the skipped count, where the checkpoint has it (the index, read by one
        rank and shared: every rank asks for the same entries) */

@@ -125,8 +125,10 @@ static int train(vs_world* w, void* arg)
     int s0 = (int)(vs_train_steps(t) + vs_train_skipped_steps(t));
     for (int s = s0; s < s0 + J->steps && s < MAXSTEPS; s++) {
         gpt_batch(&CFG, s, ROWS, tokens, targets); // the global batch of step s
-        double loss, t0 = now();
-        CHECK(vs_train_step(t, &b, &loss));
+        double t0 = now();
+        vs_train_stats st; // the step's metrics: loss, gradient norm before clipping, lr, ...
+        CHECK(vs_train_step_ex(t, &b, &st));
+        double loss = st.loss;
         if (J->save_every && (s + 1) % J->save_every == 0) { // a checkpoint that a killed job resumes from
             char path[1100];
             snprintf(path, sizeof path, "%s/step-%06d", J->ckdir, s + 1);
@@ -139,10 +141,12 @@ static int train(vs_world* w, void* arg)
         double tps = ROWS * CFG.seq / J->secs[s];
         if (J->ref && J->ref->have[s]) {
             double rel = fabs(loss - J->ref->loss[s]) / fabs(J->ref->loss[s]);
-            printf("  %4d   %10.6f   %10.6f   %9.2e   %9.0f\n", s, loss, J->ref->loss[s], rel, tps);
+            printf("  %4d   %10.6f   %10.6f   %9.2e   %6.3f%s  %8.2e   %9.0f\n", s, loss, J->ref->loss[s], rel,
+                   st.grad_norm, st.clipped ? "*" : " ", st.lr, tps);
             if (!(rel <= J->tol)) J->failed = 1;
         } else
-            printf("  %4d   %10.6f   %10s   %9s   %9.0f\n", s, loss, "-", "-", tps);
+            printf("  %4d   %10.6f   %10s   %9s   %6.3f%s  %8.2e   %9.0f\n", s, loss, "-", "-", st.grad_norm,
+                   st.clipped ? "*" : " ", st.lr, tps);
         fflush(stdout);
     }
     if (J->save) {
@@ -366,7 +370,7 @@ int main(int argc, char** argv)
         if (vs_launch(1, train, &ref) != VS_OK) return fprintf(stderr, "one rank: %s\n", vs_last_error()), 1;
         par.ref = &ref;
     }
-    printf("\n  step   loss (mesh)  loss 1 rank   rel. diff   tokens/s\n");
+    printf("\n  step   loss (mesh)  loss 1 rank   rel. diff    gnorm        lr   tokens/s   (gnorm: before clipping, *: clipped)\n");
     par.quiet = reference && resume; // (a resumed run is compared after it: the one-rank run starts at 0)
 #ifdef VESCALE_MPI
     if (train(w, &par) != 0) vs_world_abort(w, VS_ERR_ABORTED);

@@ -17,6 +17,7 @@
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
+#include "vescale_ckpt.h"
 #include "vs_test.h"
 
 #include <math.h>
@@ -56,9 +57,12 @@ static int64_t flat_off(int k, int l)
 
 typedef struct cfg {
     int dp, zero, bf16, steps, ext;
+    int staged;     // vs_ddp_desc.staged (ZeRO-0: copy into a staging buffer, else grouped in place)
     int read_stale; // the race: read the parameters after a step without vs_ddp_wait_params
     double* out;    // [total]: the final parameters as f64 (rank 0 writes)
     double* stale_sum; // read_stale: the sum read without the wait, and with it (two values)
+    const char* save;  // a checkpoint of the DDP after the steps (vs_ckpt_save_ddp)
+    const char* load;  // one loaded before them
 } cfg;
 
 static double init_val(int64_t i) { return 0.05 * sin(0.013 * (double)i + 0.4); }
@@ -122,6 +126,7 @@ static int train_rank(vs_world* w, void* arg)
     int64_t T = total_elems();
     size_t ez = esz(c->bf16), gz = c->bf16 ? 2 : 4; // (grad_fp32 off: gradients in the parameter dtype)
     vs_mesh* mesh = NULL;
+    vs_ckpt* ck = NULL;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
     md.shape[0] = c->dp;
@@ -131,6 +136,7 @@ static int train_rank(vs_world* w, void* arg)
     dd.mesh = mesh;
     dd.zero = (vs_zero_stage)c->zero;
     dd.bucket_bytes = 4096; // small: without ready groups a layer would span buckets
+    dd.staged = c->staged;
     dd.optim.kind = VS_OPTIM_ADAMW;
     dd.optim.weight_decay = 0.01;
     vs_ddp* d = NULL;
@@ -186,6 +192,23 @@ static int train_rank(vs_world* w, void* arg)
         vs_ddp_memory mu;
         VT_OK(vs_ddp_memory_usage(d, &mu));
         VT_CHECK(mu.params == 0, "DDP holds %zu parameter bytes of trainer-owned storage", mu.params);
+        // gradients: the staging pool at most (two buffers of the largest layer: 1/3 of the model's
+        // gradients here) and the ZeRO-1 accumulator; ZeRO-0 grouped in place (the default) none at all
+        size_t layer = 0, model = (size_t)T * gz;
+        for (int k = 0; k < K; k++) layer += (size_t)kind_size[k] * gz;
+        size_t cap = !c->staged && !c->zero ? 0 : 2 * (layer + 64 * gz) + (c->zero ? (size_t)T * 4 / (size_t)c->dp + 4096 : 0);
+        VT_CHECK(mu.grads <= cap, "DDP holds %zu gradient bytes (cap %zu; the model's gradients are %zu)", mu.grads, cap,
+                 model);
+    }
+    if (c->load || c->save) {
+        vs_ckpt_desc cd;
+        memset(&cd, 0, sizeof cd);
+        cd.mesh = mesh;
+        VT_OK(vs_ckpt_init(&cd, &ck));
+    }
+    if (c->load) {
+        VT_OK(vs_ckpt_load_ddp(ck, c->load, d, "", NULL, 0));
+        VT_CHECK(vs_ddp_step_count(d) == 2, "step count %lld after the load, want 2", (long long)vs_ddp_step_count(d));
     }
     for (int t = 0; t < c->steps; t++) {
         // the gradients of this step, from the current parameters
@@ -245,6 +268,8 @@ static int train_rank(vs_world* w, void* arg)
         if (me == 0) c->stale_sum[0] = before, c->stale_sum[1] = after;
     }
     VT_OK(vs_ddp_wait_params(d));
+    if (c->save) VT_OK(vs_ckpt_save_ddp(ck, c->save, d, "", NULL, 0, NULL));
+    if (ck) VT_OK(vs_ckpt_free(ck));
     if (me == 0 && c->out) {
         if (c->ext)
             from_mem(hp, P, (size_t)T * ez);
@@ -280,15 +305,17 @@ static vs_result launch(int n, int (*fn)(vs_world*, void*), void* arg)
 #endif
 }
 
-/* trainer-owned storage equals DDP-owned memory bit for bit */
-static void case_equal(int dp, int zero, int bf16)
+/* trainer-owned storage equals DDP-owned memory bit for bit (staged: ZeRO-0's
+   buckets copied into a staging buffer, else reduced in place, a call a
+   parameter) */
+static void case_equal_s(int dp, int zero, int bf16, int staged)
 {
     int64_t T = total_elems();
     double* a = (double*)calloc((size_t)T, sizeof(double));
     double* b = (double*)calloc((size_t)T, sizeof(double));
     cfg ce, co;
     memset(&ce, 0, sizeof ce);
-    ce.dp = dp, ce.zero = zero, ce.bf16 = bf16, ce.steps = 3, ce.ext = 1, ce.out = a;
+    ce.dp = dp, ce.zero = zero, ce.bf16 = bf16, ce.steps = 3, ce.ext = 1, ce.out = a, ce.staged = staged;
     co = ce;
     co.ext = 0, co.out = b;
     VT_OK(launch(dp, train_rank, &ce));
@@ -313,7 +340,130 @@ static void case_equal(int dp, int zero, int bf16)
     free(b);
 }
 
+static void case_equal(int dp, int zero, int bf16) { case_equal_s(dp, zero, bf16, 0); }
+
 #if !DEV
+/* Zero copy, shown by the allocator hooks: what DDP allocates for a model in
+   the trainer's memory (ZeRO-0, SGD without momentum: no optimizer state)
+   against the same model in DDP's memory. Allocations of 16 KiB and more are
+   counted (bookkeeping is smaller). */
+typedef struct big_allocs {
+    long total, largest;
+} big_allocs;
+static void* count_alloc(size_t n, void* user)
+{
+    big_allocs* b = (big_allocs*)user;
+    if (n >= 16384) {
+        __atomic_add_fetch(&b->total, (long)n, __ATOMIC_SEQ_CST);
+        long cur = __atomic_load_n(&b->largest, __ATOMIC_SEQ_CST);
+        while ((long)n > cur && !__atomic_compare_exchange_n(&b->largest, &cur, (long)n, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        }
+    }
+    return malloc(n);
+}
+static void count_free(void* p, void* user)
+{
+    (void)user;
+    free(p);
+}
+static int rank_alloc(vs_world* w, void* arg)
+{
+    int ext = *(const int*)arg;
+    int64_t T = total_elems();
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    dd.optim.kind = VS_OPTIM_SGD;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    float* P = (float*)calloc((size_t)T, sizeof(float));
+    float* G = (float*)calloc((size_t)T, sizeof(float));
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < K; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "h.%d.%s", l, kind_name[k]);
+            vs_ddp_param_desc pd;
+            memset(&pd, 0, sizeof pd);
+            pd.name = name;
+            pd.dtype = VS_F32;
+            pd.ndim = 1;
+            pd.shape[0] = kind_size[k];
+            if (ext) pd.storage = P + flat_off(k, l), pd.grad_storage = G + flat_off(k, l), pd.ready_group = l + 1;
+            VT_OK(vs_ddp_add_param(d, &pd, NULL));
+        }
+    VT_OK(vs_ddp_finalize(d));
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    free(P);
+    free(G);
+    return 0;
+}
+static void case_alloc(void)
+{
+    big_allocs got[2];
+    memset(got, 0, sizeof got);
+    for (int ext = 0; ext < 2; ext++) {
+        vs_launch_desc ld;
+        memset(&ld, 0, sizeof ld);
+        ld.nranks = 2;
+        ld.allocator.alloc = count_alloc;
+        ld.allocator.free = count_free;
+        ld.allocator.user = &got[ext];
+        VT_OK(vs_launch_ex(&ld, rank_alloc, &ext));
+    }
+    long model = (long)total_elems() * 4 * 2, layer = 0; // two ranks' parameters
+    for (int k = 0; k < K; k++) layer += (long)kind_size[k] * 4;
+    printf("    allocations >= 16 KiB, 2 ranks: DDP's memory %ld bytes (largest %ld), the trainer's %ld (largest %ld); "
+           "the parameters are %ld bytes\n", got[0].total, got[0].largest, got[1].total, got[1].largest, model);
+    VT_CHECK(got[0].total >= 2 * model, "DDP's own memory: %ld bytes, want at least the parameters and gradients %ld",
+             got[0].total, 2 * model);
+    VT_CHECK(got[1].largest <= layer + 4096, "trainer-owned: an allocation of %ld bytes, more than a layer (%ld)",
+             got[1].largest, layer);
+    VT_CHECK(got[1].total <= model / 2, "trainer-owned: %ld bytes allocated, the parameters are %ld", got[1].total, model);
+}
+
+/* A checkpoint of trainer-owned storage (ZeRO-1, DP2) names each parameter:
+   DDP's own memory on DP4 under ZeRO-0 loads it, and trainer-owned storage on
+   DP4 under ZeRO-1, parameters bit for bit. */
+static void case_ckpt(void)
+{
+    int64_t T = total_elems();
+    double* a = (double*)calloc((size_t)T, sizeof(double));
+    double* b = (double*)calloc((size_t)T, sizeof(double));
+    char dir[] = "/tmp/vs_ddp_ext_XXXXXX", path[96];
+    VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/ck", dir);
+    cfg c;
+    memset(&c, 0, sizeof c);
+    c.dp = 2, c.zero = 1, c.steps = 2, c.ext = 1, c.out = a, c.save = path;
+    VT_OK(vs_launch(2, train_rank, &c));
+    cfg l;
+    memset(&l, 0, sizeof l);
+    l.dp = 4, l.zero = 0, l.steps = 0, l.ext = 0, l.out = b, l.load = path;
+    VT_OK(vs_launch(4, train_rank, &l));
+    int64_t diff = 0;
+    for (int64_t i = 0; i < T; i++) diff += memcmp(&a[i], &b[i], sizeof(double)) != 0;
+    VT_CHECK(diff == 0, "%lld of %lld parameters differ after the load", (long long)diff, (long long)T);
+    // and into trainer-owned storage again, ZeRO-1 on DP4 (masters and moments from the file)
+    memset(b, 0, sizeof(double) * (size_t)T);
+    l.zero = 1, l.ext = 1;
+    VT_OK(vs_launch(4, train_rank, &l));
+    diff = 0;
+    for (int64_t i = 0; i < T; i++) diff += memcmp(&a[i], &b[i], sizeof(double)) != 0;
+    VT_CHECK(diff == 0, "%lld of %lld parameters differ after the load into trainer-owned storage", (long long)diff,
+             (long long)T);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    VT_CHECK(system(cmd) == 0, "%s", cmd);
+    free(a);
+    free(b);
+}
+
 /* Bad input: the storage rules. */
 static int rank_bad(vs_world* w, void* arg)
 {
@@ -531,6 +681,11 @@ int main(void)
     VT_CASE("trainer-owned flat buffers, ZeRO-0 DP2, f32: equal to DDP-owned memory, averaged gradient in place",
             case_equal(2, 0, 0));
     VT_CASE("trainer-owned flat buffers, ZeRO-1 DP2, f32", case_equal(2, 1, 0));
+    VT_CASE("trainer-owned flat buffers, ZeRO-0 staged (packed into a staging buffer), DP2 f32 and bf16, DP4", {
+        case_equal_s(2, 0, 0, 1);
+        case_equal_s(2, 0, 1, 1);
+        case_equal_s(4, 0, 0, 1);
+    });
     VT_CASE("trainer-owned flat buffers, ZeRO-1 DP4 and ZeRO-0 DP4", {
         case_equal(4, 1, 0);
         case_equal(4, 0, 0);
@@ -542,6 +697,9 @@ int main(void)
     VT_CASE("the race: reading own pointers after a ZeRO-1 step sees stale values; after vs_ddp_wait_params the updated",
             case_race());
 #if !DEV
+    VT_CASE("zero copy: the allocator hooks see no parameter-sized allocation for trainer-owned storage", case_alloc());
+    VT_CASE("checkpoint of trainer-owned ZeRO-1 DP2 storage, each parameter by name, loaded on DP4 by DDP-owned ZeRO-0 and trainer-owned ZeRO-1",
+            case_ckpt());
     VT_CASE("bad input: storage rules, ZeRO-2 refused, ranks disagreeing", VT_OK(vs_launch(2, rank_bad, NULL)));
     VT_CASE("VESCALE_DEBUG=params: a read of trainer-owned storage before vs_ddp_wait_params faults naming the parameter",
             case_debug(1));

@@ -289,6 +289,9 @@ typedef struct run {
     const char* save;  // save after `steps` steps
     const char* load;  // load before training
     double loss[STEPS];
+    int accumulate;     // vs_train_desc.accumulate: a step's batch split over that many calls
+    vs_train_stats st[STEPS]; // the stats of each step's last call (rank 0)
+    int stats_bad;      // calls whose stats broke a rule checked in rank_fn
     float params[NPARAM][D * H];
     int64_t init_peak, model_bytes;
 } run;
@@ -304,18 +307,53 @@ static int rank_fn(vs_world* w, void* arg)
     d.optim.weight_decay = 0.01;
     d.lr.lr = 0.02;
     d.clip = 1.0;
+    d.accumulate = R->accumulate;
+    d.lr.warmup_steps = 2; // (a schedule: the stats' lr is checked against vs_lr_at)
     vs_train* t;
     vs_result r = vs_parallelize(w, &d, &t);
     VT_CHECK(r == VS_OK, "parallelize: %s", vs_last_error());
     if (r) return 1;
     if (R->load) VT_OK(vs_train_load(t, R->load, NULL, 0));
     int64_t s0 = vs_train_steps(t);
+    int nacc = R->accumulate > 1 ? R->accumulate : 1;
     for (int s = 0; s < R->steps; s++) {
         float X[ROWS * D], T[ROWS * D];
         vs_batch b = batch_of((int)s0 + s, X, T);
         double l;
-        VT_OK(vs_train_step(t, &b, &l));
-        if (vs_world_rank(w) == 0) R->loss[s] = l;
+        if (nacc == 1) {
+            vs_train_stats st;
+            VT_OK(vs_train_step_ex(t, &b, &st));
+            if (vs_world_rank(w) == 0) R->loss[s] = st.loss, R->st[s] = st;
+            (void)l;
+            continue;
+        }
+        for (int c = 0; c < nacc; c++) { // the step's rows in nacc calls, in order
+            vs_batch bc = b;
+            for (int i = 0; i < b.n; i++) {
+                bc.shape[i][0] = ROWS / nacc;
+                bc.data[i] = (const float*)b.data[i] + (size_t)c * (ROWS / nacc) * D;
+            }
+            vs_train_stats st;
+            int64_t before = vs_train_steps(t);
+            VT_OK(vs_train_step_ex(t, &bc, &st));
+            int last = c == nacc - 1;
+            // what a call reports, from what is known independently of the stats
+            int ok = st.stepped == last && st.accumulated == c + 1 && st.tokens == (int64_t)(ROWS / nacc) * D &&
+                     (last ? isfinite(st.loss) && st.loss > 0 : isnan(st.loss) && isnan(st.grad_norm)) &&
+                     vs_train_steps(t) == before + last && st.t_compute >= 0 && st.t_comm >= 0 && st.t_optim >= 0 &&
+                     st.t_compute + st.t_comm + st.t_optim <= st.t_total + 1e-6;
+            if (last && ok)
+                ok = st.lr == vs_lr_at(&d.lr, before) && st.grad_norm == vs_train_grad_norm(t) &&
+                     st.clipped == (st.grad_norm > d.clip) && st.steps == before + 1 && st.skipped == 0 &&
+                     st.loss_scale == 1.0;
+            if (!ok) R->stats_bad++;
+            if (last && vs_world_rank(w) == 0) R->loss[s] = st.loss, R->st[s] = st;
+            if (c == 0 && s == 0) { // a save between a step's calls is refused
+                vs_result r = vs_train_save(t, "/tmp/vs_train_never_written", NULL, 0, 0);
+                VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "middle of a step"), "save mid-step: %s",
+                         vs_last_error());
+            }
+        }
     }
     if (R->save) VT_OK(vs_train_save(t, R->save, NULL, 0, 0));
     float buf[D * H];
@@ -326,6 +364,41 @@ static int rank_fn(vs_world* w, void* arg)
     if (vs_world_rank(w) == 0) vs_train_memory(t, &R->init_peak, &R->model_bytes);
     VT_OK(vs_train_free(t));
     return 0;
+}
+
+/* The progress line (vs_train_step_ex at VS_LOG_INFO): captured from a logger. */
+static char progress[4][200];
+static int nprogress;
+static void capture(vs_log_level level, const char* msg, void* user)
+{
+    (void)user;
+    if (level == VS_LOG_INFO && !strncmp(msg, "[rank 0] step ", 14)) { // (the logger's rank prefix)
+        int i = __atomic_fetch_add(&nprogress, 1, __ATOMIC_SEQ_CST);
+        if (i < 4) snprintf(progress[i], sizeof progress[i], "%s", msg + 9);
+    }
+}
+static void case_progress(void)
+{
+    run* R = (run*)calloc(1, sizeof *R);
+    R->plan.pp = 1, R->plan.dp = 2, R->plan.tp = 1;
+    R->plan.microbatches = 2;
+    R->steps = 2;
+    nprogress = 0;
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = 2;
+    ld.logger.fn = capture;
+    ld.log_level = VS_LOG_INFO;
+    VT_OK(vs_launch_ex(&ld, rank_fn, R));
+    VT_CHECK(nprogress == 2, "%d progress lines for 2 steps on 2 ranks (rank 0 logs): %s", nprogress, progress[0]);
+    for (int s = 0; s < 2 && s < nprogress; s++) {
+        char want[64];
+        snprintf(want, sizeof want, "step %d | loss %.4f | gnorm %.2f | lr %.1e | ", s + 1, R->st[s].loss,
+                 R->st[s].grad_norm, R->st[s].lr);
+        VT_CHECK(!strncmp(progress[s], want, strlen(want)) && strstr(progress[s], "k tok/s | ") &&
+                     strstr(progress[s], " ms"), "progress line \"%s\", want it to start \"%s\"", progress[s], want);
+    }
+    free(R);
 }
 
 static void go(run* R)
@@ -536,6 +609,39 @@ int main(void)
     r = vs_plan_check(&bad, &MODEL);
     VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "sequence_parallel 3 (0 or 1)"), "sp 3: %s", vs_last_error());
     vt_end("train/bad_input");
+
+    /* Gradient accumulation across calls: the reference's step batch in 2 and
+       4 calls (microbatches per call halved or quartered, so the microbatches
+       are the same rows), on several meshes: equal to one step on the whole
+       batch within the usual tolerance; the stats of every call follow the
+       rules rank_fn checks, and the norms, LR and clip flags match the one-rank
+       reference's step for step. */
+    int nclip = 0;
+    for (int s = 0; s < STEPS; s++) nclip += ref->st[s].clipped;
+    printf("    one rank: %d of %d steps clipped (grad norms %.3g .. %.3g)\n", nclip, STEPS, ref->st[0].grad_norm,
+           ref->st[STEPS - 1].grad_norm);
+    static const int acc_mesh[][5] = {{1, 1, 1, 2, 0}, {1, 2, 1, 2, 1}, {2, 2, 1, 2, 0}, {1, 2, 2, 2, 2},
+                                      {2, 1, 2, 4, 0}, {2, 2, 2, 2, 1}, {2, 2, 1, 2, 2}};
+    for (size_t m = 0; m < sizeof acc_mesh / sizeof acc_mesh[0]; m++) {
+        const int* am = acc_mesh[m];
+        run* R = mk(am[0], am[1], am[2], VS_PIPE_1F1B, 4 / am[1] / am[3] ? 4 / am[1] / am[3] : 1, (vs_zero_stage)am[4]);
+        R->accumulate = am[3];
+        snprintf(name, sizeof name, "train/accumulate%d_PP%d_DP%d_TP%d_zero%d", am[3], am[0], am[1], am[2], am[4]);
+        vt_begin(name);
+        go(R);
+        compare(R, ref, 0, name);
+        VT_CHECK(R->stats_bad == 0, "%s: %d calls reported stats that break the rules", name, R->stats_bad);
+        for (int s = 0; s < STEPS; s++) { // the one-rank reference measured them on the whole gradients
+            const vs_train_stats *a = &R->st[s], *b = &ref->st[s];
+            VT_CHECK(rel(a->grad_norm, b->grad_norm) < 1e-5 && a->lr == b->lr && a->clipped == b->clipped,
+                     "%s: step %d: grad norm %.9g lr %g clipped %d; one rank: %.9g %g %d", name, s, a->grad_norm, a->lr,
+                     a->clipped, b->grad_norm, b->lr, b->clipped);
+        }
+        vt_end(name);
+        free(R);
+    }
+
+    VT_CASE("train/progress: one line a step from rank 0 at info, the step's stats in it", case_progress());
 
     vt_begin("train/deferred_init_peak");
     run* big = mk(1, 1, 2, VS_PIPE_1F1B, 4, VS_ZERO_0);

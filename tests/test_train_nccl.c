@@ -504,6 +504,7 @@ typedef struct run {
     const char* save;  /* after the steps */
     const char* load;  /* before them */
     double loss[STEPS];
+    int accumulate;    /* vs_train_desc.accumulate: each step's rows in that many calls */
     float params[NPARAM][D * H];
     long steady_allocs; /* device allocations during the last step (rank 0's process: all ranks) */
     double steady_syncs; /* host syncs during the last step, per rank */
@@ -537,6 +538,7 @@ static int rank_fn(vs_world* w, void* arg)
     d.clip = 1.0;
     d.grad_fp32 = R->grad_fp32;
     d.loss_scale = R->ls;
+    d.accumulate = R->accumulate;
     vs_train* t = NULL;
     vs_result r = vs_parallelize(w, &d, &t);
     VT_CHECK(r == VS_OK, "parallelize: %s", vs_last_error());
@@ -553,7 +555,8 @@ static int rank_fn(vs_world* w, void* arg)
         b.shape[0][0] = b.shape[1][0] = ROWS;
         b.shape[0][1] = b.shape[1][1] = D;
         b.data[0] = X, b.data[1] = T;
-        int last = s == R->steps - 1 && R->steps > 2;
+        int nacc = R->accumulate > 1 ? R->accumulate : 1;
+        int last = s == R->steps - 1 && R->steps > 2 && nacc == 1;
         vs_strict_counts c0;
         if (last && dev_mode) {
             pthread_barrier_wait(&bar);
@@ -562,6 +565,21 @@ static int rank_fn(vs_world* w, void* arg)
         }
         double l = 0;
         int64_t sk0 = vs_train_skipped_steps(t);
+        for (int c = 0; c < nacc - 1; c++) { /* accumulating: the step's first rows in calls of their own */
+            vs_batch bc = b;
+            for (int i = 0; i < 2; i++) {
+                bc.shape[i][0] = ROWS / nacc;
+                bc.data[i] = (const float*)b.data[i] + (size_t)c * (ROWS / nacc) * D;
+            }
+            vs_train_stats st;
+            VT_OK(vs_train_step_ex(t, &bc, &st));
+            VT_CHECK(!st.stepped && isnan(st.loss), "call %d of %d stepped", c + 1, nacc);
+        }
+        if (nacc > 1)
+            for (int i = 0; i < 2; i++) {
+                b.shape[i][0] = ROWS / nacc;
+                b.data[i] = (const float*)b.data[i] + (size_t)(nacc - 1) * (ROWS / nacc) * D;
+            }
         VT_OK(vs_train_step(t, &b, &l));
         if (vs_world_rank(w) == 0) R->skip_at[s] = vs_train_skipped_steps(t) != sk0;
         if (last && dev_mode) {
@@ -672,6 +690,24 @@ static void case_mesh(const mesh_case* m)
              R.steady_syncs);
     VT_CHECK(R.steady_events == 0 && R.steady_libs == 0, "%s: %ld events created, %ld libraries loaded in a steady step",
              m->name, R.steady_events, R.steady_libs);
+}
+
+/* Gradient accumulation on simulated GPUs: each step's rows in two calls (one
+   microbatch each), PP2 x DP2 x TP2 and ZeRO-1 / ZeRO-2: one host rank's steps
+   on the whole batch within 1e-5 (the loss summed on the device call by call,
+   read once with the norm). */
+static void case_accumulate(vs_zero_stage z)
+{
+    static run R;
+    memset(&R, 0, sizeof R);
+    R.plan.pp = 2, R.plan.dp = 2, R.plan.tp = 2;
+    R.plan.schedule = VS_PIPE_1F1B;
+    R.plan.zero = z;
+    R.plan.microbatches = 1;
+    R.accumulate = 2;
+    R.steps = STEPS;
+    go(&R, 8, VS_TRANSPORT_NCCL);
+    compare(z == VS_ZERO_1 ? "accumulate 2, ZeRO-1" : "accumulate 2, ZeRO-2", &R, &REF, STEPS, 0);
 }
 
 static void case_resume(void)
@@ -857,6 +893,11 @@ int main(void)
                  "wait, no allocation", meshes[m].name, meshes[m].pp * meshes[m].dp * meshes[m].tp);
         VT_CASE(name, case_mesh(&meshes[m]));
     }
+    VT_CASE("train/nccl: gradient accumulation, two calls a step, PP2 x DP2 x TP2 ZeRO-1 and ZeRO-2, equals one host "
+            "rank's whole-batch steps", {
+                case_accumulate(VS_ZERO_1);
+                case_accumulate(VS_ZERO_2);
+            });
     VT_CASE("train/nccl: saved on PP2 x DP2 x TP2, loaded on DP2 x TP2, the next steps equal the uninterrupted run",
             case_resume());
     VT_CASE("train/bf16: bf16 parameters with f32 masters track the f32 run (host, one rank; simulated GPUs, "

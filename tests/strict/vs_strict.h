@@ -1446,9 +1446,9 @@ static void st_hr_tied_add(void** a, dim3 g, size_t* off, size_t* n) /* g, s, dt
 static void st_hl_loss_mean(void** a, dim3 g, dim3 b)
 {
     (void)g, (void)b;
-    _vs_hlk_loss_mean(*(double**)a[0], *(const float**)a[1], *(long long*)a[2]);
+    _vs_hlk_loss_mean(*(double**)a[0], *(const float**)a[1], *(long long*)a[2], *(int*)a[3]);
 }
-static void st_hr_loss_mean(void** a, dim3 g, size_t* off, size_t* n) /* out, l, m */
+static void st_hr_loss_mean(void** a, dim3 g, size_t* off, size_t* n) /* out, l, m, add */
 {
     (void)g, (void)off;
     n[0] = 8, n[1] = (size_t)*(long long*)a[2] * 4;
@@ -1478,7 +1478,7 @@ static const st_ksig st_ksigs[] = {
 #endif
 #if defined(VESCALE_HL_IMPLEMENTED) && defined(VESCALE_NCCL)
     {"vs_hl_tied_add", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_hl_tied_add, 3u, st_hr_tied_add},
-    {"vs_hl_loss_mean", 3, {ST_P, ST_P, ST_LL}, 3u, st_hl_loss_mean, 1u, st_hr_loss_mean},
+    {"vs_hl_loss_mean", 4, {ST_P, ST_P, ST_LL, ST_I}, 3u, st_hl_loss_mean, 1u, st_hr_loss_mean},
 #endif
     {NULL, 0, {0}, 0, NULL, 0, NULL}};
 
