@@ -23,9 +23,11 @@
                    so a layer's 12 tensors are spread over the whole buffer
    The last two register every tensor layer by layer as a view into the two buffers,
    with ready_group = a bucket of K layers (bucket_bytes does not apply), and mark a
-   layer's 12 gradients ready when its modelled compute ends. ZeRO-2 is refused for
-   trainer-owned storage: they run under ZeRO-0 and ZeRO-1 only. The two share one
-   pair of buffers per rank (their DDPs never run at once).
+   layer's 12 gradients ready when its modelled compute ends. DDP's defaults reduce
+   them: ZeRO-0 in place, a grouped call a tensor; ZeRO-1 packed into a staging
+   buffer a bucket (bench/ddp_ext.c compares staged and grouped syncs alone). ZeRO-2
+   is refused for trainer-owned storage: they run under ZeRO-0 and ZeRO-1 only. The
+   two share one pair of buffers per rank (their DDPs never run at once).
 
    One step = the backward and the gradient sync (no optimizer step, no zero_grad):
 

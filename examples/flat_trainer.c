@@ -22,7 +22,7 @@
    What the port does:
    - parameters and gradients stay in the trainer's flat buffers (each rank's now
      hold its TP shards). Every tensor of every layer is registered with vescale's
-     DDP as a view into them (`storage`, `grad_storage`: no copy) under its own name
+     DDP as a view into them (`storage`, `grad_storage`: used in place) under its own name
      ("h.1.attn.qkv.weight"), layer by layer, one bucket per layer (`ready_group`):
      a layer's gradients start their DP all-reduce as soon as its backward ends
      (vs_ddp_grad_ready), although they lie all over the gradient buffer.
