@@ -307,6 +307,13 @@ typedef struct vs_plan {
        handles it (vs_layer_decl.sp_ok), at any TP size, so a plan that runs
        on one mesh runs on all. */
     int sequence_parallel;
+    /* Activation recompute: layer names or globs, blank-separated (e.g.
+       "h.*"), whose activations are not kept between forward and backward but
+       made again by a second forward before the backward
+       (vs_pipe_unit.recompute: bit for bit the same gradients, for one more
+       forward's time; what a layer keeps with vs_pipe_save is the memory
+       saved). A pattern that matches no layer is an error (vs_plan_check). */
+    char recompute[256];
 } vs_plan;
 
 /* Text (one "key: value" per line; a rule is a line "shard: <pattern>
@@ -587,11 +594,21 @@ typedef struct vs_train_stats {
     double t_comm;       // the gradient sync's end, the loss, the global norm and clipping
     double t_optim;      // the optimizer step (ZeRO: and starting the parameter all-gather)
     double t_total;      // the whole call
+    size_t act_peak;     // activation memory at its peak in this call's pipeline run, bytes (vs_pipe_last_memory)
 } vs_train_stats;
 /* vs_train_step, and what it did into *stats (may be NULL). With VESCALE_LOG=info
    (or a logger at info) world rank 0 logs one progress line per step:
    "step 12 | loss 2.3100 | gnorm 0.83 | lr 3.0e-04 | 41.2k tok/s | 312 ms". */
 VS_API vs_result vs_train_step_ex(vs_train* t, const vs_batch* batch, vs_train_stats* stats);
+/* Evaluation: the global mean loss of `batch` (as vs_train_step checks and
+   splits it, and averages its loss), forward only, on any mesh and schedule
+   (the training schedule's forwards: vs_pipe_sched_forward). No gradient, no
+   optimizer, no hook: parameters, optimizer state and counts are untouched,
+   also between the calls of an accumulating step. Each microbatch's
+   activations go as soon as the next stage has them. Collective. On GPUs the
+   batch has the training batch's shape (unless desc.variable_shapes); one host
+   wait, for the loss. */
+VS_API vs_result vs_train_eval(vs_train* t, const vs_batch* batch, double* loss);
 /* The one step counter: optimizer steps taken. It is DDP's
    (vs_ddp_step_count(vs_train_ddp(t))), AdamW's bias correction and the LR
    schedule's position (vs_lr_at); a skipped step does not count (as DeepSpeed
@@ -930,7 +947,30 @@ _VS_HL_PRIVATE vs_result _vs_plan_fields(const vs_plan* p, const char* fn)
     }
     if ((bad = _vs_hl_text_bad(p->split_points, sizeof p->split_points, &at)) != NULL)
         return vs_set_error(VS_ERR_INVALID, "%s: split_points %s (byte %zu)", fn, bad, at);
+    if ((bad = _vs_hl_text_bad(p->recompute, sizeof p->recompute, &at)) != NULL)
+        return vs_set_error(VS_ERR_INVALID, "%s: recompute %s (byte %zu)", fn, bad, at);
     return VS_OK;
+}
+
+/* The next blank-separated pattern of a plan's recompute list at *c into pat
+   (256 bytes); 0 when none is left. */
+_VS_HL_PRIVATE int _vs_hl_next_pat(const char** c, char* pat)
+{
+    while (**c == ' ') ++*c;
+    size_t n = strcspn(*c, " ");
+    if (!n) return 0;
+    snprintf(pat, 256, "%.*s", (int)n, *c);
+    *c += n;
+    return 1;
+}
+
+/* 1: layer `name` recomputes under plan p (a pattern of p->recompute matches it). */
+_VS_HL_PRIVATE int _vs_hl_recomputes(const vs_plan* p, const char* name)
+{
+    char pat[256];
+    for (const char* c = p->recompute; name && _vs_hl_next_pat(&c, pat);)
+        if (_vs_glob(pat, name)) return 1;
+    return 0;
 }
 
 VS_API vs_result vs_plan_placement(const vs_plan* p, const vs_param_decl* d, vs_placement* out, const char** why)
@@ -1006,6 +1046,12 @@ VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m)
         if (!hits)
             return vs_set_error(VS_ERR_INVALID, "%s: strict: rule \"%s\" matches no parameter", fn, p->rules[i].pattern);
     }
+    char pat[256];
+    for (const char* c = p->recompute; _vs_hl_next_pat(&c, pat);) { // every recompute pattern names a layer
+        int hits = 0;
+        for (int l = 0; l < m->nlayers && !hits; l++) hits = m->layers[l].unit.name && _vs_glob(pat, m->layers[l].unit.name);
+        if (!hits) return vs_set_error(VS_ERR_INVALID, "%s: recompute \"%s\" matches no layer", fn, pat);
+    }
     for (int l = 0; l < m->nlayers; l++)
         for (int j = 0; j < m->layers[l].nparams; j++) {
             const vs_param_decl* d = &m->layers[l].params[j];
@@ -1058,6 +1104,7 @@ VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap)
     _vs_pipe_cat(buf, cap, &len, "chunks: %d\nschedule: %s\nmicrobatches: %d\nzero: %d\n", _vs_hl_chunks(p),
                  vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero);
     if (p->sequence_parallel) _vs_pipe_cat(buf, cap, &len, "sequence_parallel: %d\n", p->sequence_parallel);
+    if (p->recompute[0]) _vs_pipe_cat(buf, cap, &len, "recompute: %s\n", p->recompute);
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
@@ -1077,16 +1124,17 @@ VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap)
                      p->rules[i].placement);
     _vs_pipe_cat(buf, cap, &len,
                  "], \"split\": \"%s\", \"split_points\": \"%s\", \"chunks\": %d, \"schedule\": \"%s\", "
-                 "\"microbatches\": %d, \"zero\": %d, \"sequence_parallel\": %d}\n",
+                 "\"microbatches\": %d, \"zero\": %d, \"sequence_parallel\": %d%s%s%s}\n",
                  _vs_hl_split_name(p), p->split_points,
-                 _vs_hl_chunks(p), vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero, p->sequence_parallel);
+                 _vs_hl_chunks(p), vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero, p->sequence_parallel,
+                 p->recompute[0] ? ", \"recompute\": \"" : "", p->recompute, p->recompute[0] ? "\"" : "");
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
 /* The keys of a plan's text; each once (shard, a rule, any number of times). */
 static const char* const _vs_plan_keys[] = {"mesh",   "policy",       "strict", "split", "split_points",
                                             "chunks", "schedule",     "microbatches", "zero",
-                                            "sequence_parallel", "shard"};
+                                            "sequence_parallel", "shard", "recompute"};
 #define _VS_PLAN_NKEYS ((int)(sizeof _vs_plan_keys / sizeof _vs_plan_keys[0]))
 
 /* A decimal int in [lo, hi] that is the whole of v. */
@@ -1174,6 +1222,9 @@ _VS_HL_PRIVATE vs_result _vs_plan_set(vs_plan* p, const char* key, const char* v
     } else if (!strcmp(key, "split_points")) {
         if (n >= sizeof p->split_points) return vs_set_error(VS_ERR_INVALID, "%s: %s: split_points too long", fn, where);
         memcpy(p->split_points, v, n + 1);
+    } else if (!strcmp(key, "recompute")) {
+        if (n >= sizeof p->recompute) return vs_set_error(VS_ERR_INVALID, "%s: %s: recompute too long", fn, where);
+        memcpy(p->recompute, v, n + 1);
     } else if (!strcmp(key, "schedule")) {
         vs_pipe_kind s = VS_PIPE_1F1B;
         if (vs_pipe_kind_parse(v, &s)) return vs_set_error(VS_ERR_INVALID, "%s: %s: %s", fn, where, vs_last_error());
@@ -3039,6 +3090,7 @@ struct vs_train {
     vs_pipe_plan pplan;
     vs_pipe* pipe;
     vs_pipe_sched* sched;
+    vs_pipe_sched* esched; // vs_train_eval's: sched's forwards (made at the first evaluation)
     vs_ddp* ddp;
     vs_ckpt* ck;
     _vs_hl_param* prm;
@@ -3161,14 +3213,14 @@ _VS_HL_PRIVATE vs_result _vs_hl_tied_add(vs_train* t, void* g, void* scr, int dt
    mean is not a collective of its own: the norm's all-reduce sums it over the
    mesh (vs_clip_desc.carry, added by the loss carriers alone) and its one read
    brings it to the host with the norm; the step divides by DP. */
-_VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t, int add)
+_VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t, double* out, int add)
 {
     const char* fn = "vs_train_step";
     const float* ml = NULL;
     int m = 0;
     _VS_TRY(vs_pipe_loss_device(t->pipe, &ml, &m));
     long long mm = m;
-    void* args[] = {&t->dloss, &ml, &mm, &add};
+    void* args[] = {&out, &ml, &mm, &add};
     dim3 one, block;
     one.x = one.y = one.z = 1;
     block.x = _VS_MKT, block.y = block.z = 1;
@@ -3333,6 +3385,7 @@ VS_API vs_result vs_train_free(vs_train* t)
 #endif
     if (t->ck) vs_ckpt_free(t->ck);
     if (t->sched) vs_pipe_sched_free(t->sched);
+    if (t->esched) vs_pipe_sched_free(t->esched);
     if (t->pipe) t->pipe->owner = NULL, vs_pipe_free(t->pipe);
     if (t->ddp) t->ddp->owner = NULL, vs_ddp_free(t->ddp);
     if (t->mesh) r = vs_mesh_free(t->mesh);
@@ -3438,7 +3491,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         t->ev = ev;
         if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the compute stream and an event");
         t->loss_carrier = !r && t->stage == 0 && vs_mesh_coord_along(t->mesh, "TP") == 0;
-        if (!r && !(t->dloss = (double*)vs_device_alloc(w, sizeof(double))))
+        if (!r && !(t->dloss = (double*)vs_device_alloc(w, 2 * sizeof(double)))) // (a step's, an evaluation's)
             r = vs_set_error(VS_ERR_NOMEM, "%s: out of device memory", fn);
         if (!r) r = vs_kernels_get(&_vs_hl_text, fn, t->k);
         if (!r && t->tpm) r = vs_comm_set_stream(vs_mesh_comm(t->tpm), t->stream);
@@ -3457,6 +3510,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             const vs_pipe_unit* u = &m->layers[l].unit;
             t->units[l] = *u;
             t->units[l].user = &t->lay[l].ctx;
+            t->units[l].recompute = u->recompute || _vs_hl_recomputes(pl, u->name);
             // backward parts go through vescale first: it hands them the gradient views of this pass
             t->units[l].backward = u->backward ? _vs_hl_bwd : NULL;
             t->units[l].backward_input = u->backward_input ? _vs_hl_bwd_input : NULL;
@@ -3684,9 +3738,23 @@ VS_API vs_result vs_train_step_ex(vs_train* t, const vs_batch* batch, vs_train_s
     return r;
 }
 
-_VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_train_stats* st)
+/* The layers' parameter pointers, current (after a ZeRO step: its all-gather
+   completed), and their gradients asked for again when a backward needs them. */
+_VS_HL_PRIVATE vs_result _vs_hl_bind(vs_train* t)
 {
-    const char* fn = "vs_train_step";
+    for (int l = 0; l < t->model->nlayers; l++)
+        for (int i = 0; i < t->model->layers[l].nparams; i++) {
+            const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
+            t->lay[l].ctx.param[i] = q->ddp < 0 ? NULL : vs_ddp_param(t->ddp, q->ddp);
+            t->lay[l].ctx.grad[i] = NULL;
+            if (q->ddp >= 0 && !t->lay[l].ctx.param[i]) return VS_ERR_STATE;
+        }
+    return VS_OK;
+}
+
+/* The batch checks of vs_train_step and vs_train_eval; *rows_out: its rows. */
+_VS_HL_PRIVATE vs_result _vs_hl_batch(vs_train* t, const vs_batch* batch, const char* fn, int64_t* rows_out)
+{
     _VS_TRY(_VS_HL_GONE(fn, t));
     if (!t || !batch) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, t ? "batch" : "train");
     if (batch->n < 1 || batch->n > VS_BATCH_MAX) return vs_set_error(VS_ERR_INVALID, "%s: batch.n = %d", fn, batch->n);
@@ -3733,6 +3801,54 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
                                         "vs_train_desc.variable_shapes", fn, batch->name[i],
                                         (long long)batch->shape[i][d], d, (long long)t->shape0[i][d]);
     }
+    *rows_out = rows;
+    return VS_OK;
+}
+
+VS_API vs_result vs_train_eval(vs_train* t, const vs_batch* batch, double* loss)
+{
+    const char* fn = "vs_train_eval";
+    int64_t rows = 0;
+    _VS_TRY(_vs_hl_batch(t, batch, fn, &rows));
+    if (!loss) return vs_set_error(VS_ERR_NULL, "%s: loss is NULL", fn);
+    *loss = NAN;
+    if (!t->esched) _VS_TRY(vs_pipe_sched_forward(t->sched, &t->esched));
+    int64_t rows_dp = t->rows_dp, rows_mb = t->rows_mb; // (a step's, between its accumulating calls)
+    t->rows_dp = rows / t->dp;
+    t->rows_mb = t->rows_dp / t->M;
+    t->batch = batch;
+    double l = 0;
+    vs_result r = _vs_hl_bind(t);
+    if (!r) r = vs_pipe_run(t->pipe, t->esched, t->dev ? NULL : &l);
+    t->batch = NULL;
+    t->rows_dp = rows_dp, t->rows_mb = rows_mb;
+#ifdef VESCALE_NCCL
+    if (!r && t->dev) { // the DP mean on the device, then the one host wait
+        double* d = t->dloss + 1;
+        vs_work* wk = NULL;
+        r = _vs_hl_loss_device(t, d, 0);
+        if (!r && t->dpm) {
+            vs_comm* dc = vs_mesh_comm(t->dpm);
+            r = _vs_hl_fence(t, dc, fn);
+            if (!r) r = vs_all_reduce(dc, d, d, 1, VS_F64, VS_OP_AVG, &wk);
+            if (!r) r = vs_wait_stream(wk, t->stream);
+        }
+        cudaError_t e = r ? cudaSuccess : cudaMemcpyAsync(&l, d, sizeof l, cudaMemcpyDeviceToHost, (cudaStream_t)t->stream);
+        if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the loss to the host");
+        if (!r) r = vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
+    } else
+#endif
+    if (!r && t->dpm) r = vs_all_reduce(vs_mesh_comm(t->dpm), &l, &l, 1, VS_F64, VS_OP_AVG, NULL);
+    if (r) return vs_set_error(r, "%s: %s", fn, vs_last_error());
+    *loss = l;
+    return VS_OK;
+}
+
+_VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_train_stats* st)
+{
+    const char* fn = "vs_train_step";
+    int64_t rows = 0;
+    _VS_TRY(_vs_hl_batch(t, batch, fn, &rows));
     int nacc = t->desc.accumulate > 1 ? t->desc.accumulate : 1, first = t->acc_n == 0, last = t->acc_n + 1 >= nacc;
     if (!first && rows != t->rows_dp * t->dp)
         return vs_set_error(VS_ERR_MISMATCH, "%s: call %d of a step's %d (vs_train_desc.accumulate) has %lld rows, the "
@@ -3748,13 +3864,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     t->rows_mb = t->rows_dp / t->M;
     t->batch = batch;
     vs_result r = first ? vs_ddp_zero_grad(t->ddp) : VS_OK; // (accumulating: the earlier calls' gradients stay)
-    for (int l = 0; !r && l < t->model->nlayers; l++) // (after a ZeRO step: waits for the all-gather)
-        for (int i = 0; i < t->model->layers[l].nparams && !r; i++) {
-            const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
-            t->lay[l].ctx.param[i] = q->ddp < 0 ? NULL : vs_ddp_param(t->ddp, q->ddp);
-            t->lay[l].ctx.grad[i] = NULL;
-            if (q->ddp >= 0 && !t->lay[l].ctx.param[i]) r = VS_ERR_STATE;
-        }
+    if (!r) r = _vs_hl_bind(t);
     double l = 0, norm = NAN;
     int64_t steps = vs_ddp_step_count(t->ddp), step = steps + t->skipped; // (the batches taken before this one)
     st->loss_scale = t->scale;
@@ -3766,6 +3876,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     double tc = _vs_now();
     if (!r) r = vs_pipe_run(t->pipe, t->sched, t->dev ? NULL : &l); // (hooks: gradient sync as chunks finish)
     st->t_compute = _vs_now() - tc;
+    if (!r) vs_pipe_last_memory(t->pipe, &st->act_peak);
     tc = _vs_now();
     t->batch = NULL;
     if (!r) r = vs_ddp_finish_grad_sync(t->ddp);
@@ -3773,7 +3884,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     int dloss = 0; // device: the mean is in t->dloss, read with the norm
 #ifdef VESCALE_NCCL
     if (!r && t->dev) {
-        r = _vs_hl_loss_device(t, !first); // (read with the norm below; accumulating: added up)
+        r = _vs_hl_loss_device(t, t->dloss, !first); // (read with the norm below; accumulating: added up)
         dloss = 1;
     }
 #endif

@@ -290,6 +290,15 @@ typedef struct vs_pipe_unit {
     double flops;   // forward flops (split by flops; the simulator's default cost)
     double time_f, time_b, time_w; // measured seconds (split by time; simulator)
     const char* group; // units with the same group name are never split apart
+    /* Activation recompute: what the forward keeps for the backward
+       (vs_pipe_save) is let go right after it, and the forward runs again just
+       before the unit's backward (vs_pipe_output then hands back the outputs
+       made the first time, which the forward writes again). The forward must
+       be deterministic and may run collectives (every rank of its group
+       recomputes at the same point); gradients are then bit for bit those
+       without recompute, for one more forward's time. Ignored in a
+       forward-only run. */
+    int recompute;
 } vs_pipe_unit;
 
 // >>pipe-split -----------------------------------------------------------------
@@ -428,13 +437,22 @@ VS_API vs_result vs_pipe_sched_parse(const vs_world* world, const char* text, vs
    when the compute order is feasible). A schedule that already has sends and
    receives is left as it is. */
 VS_API vs_result vs_pipe_sched_add_comm(vs_pipe_sched* s);
+/* The forward-only schedule of a schedule (an evaluation): its F instructions
+   in their order on each stage, with the sends and receives they need. A run
+   of it computes the losses and the last unit's outputs, keeps no gradient and
+   calls no hook; each microbatch's chunk lets go of its activations (what
+   vs_pipe_save kept, its inputs and outputs) after its forward, or, when it
+   sends them to another stage, once packed for the send. */
+VS_API vs_result vs_pipe_sched_forward(const vs_pipe_sched* s, vs_pipe_sched** out);
 
 typedef struct vs_pipe_check_desc {
     int64_t max_live_activations; // per stage: (chunk, mb) forwards held at once; 0: no bound (< 0: an error)
 } vs_pipe_check_desc;
 
 /* Validates a schedule (desc may be NULL):
-   - every (chunk, mb) runs F, then B then W (or BW) once each, on its stage;
+   - every (chunk, mb) runs F, then B then W (or BW) once each, on its stage
+     (a forward-only schedule, with no backward, send of gradients, SYNC or
+     STEP anywhere, runs F once each: vs_pipe_sched_forward);
    - dependencies: F(c,m) after F(c-1,m); B(c,m) after B(c+1,m) (last chunk:
      after its own F); W after B; the data crosses stages by a send and a receive;
    - each chunk's parameter gradients accumulate in microbatch order (B/BW and W
@@ -627,6 +645,12 @@ VS_API vs_result vs_pipe_gather_timelines(vs_pipe* p, const double* const** t0, 
    take the core on a machine with fewer cores than ranks) or on a peer
    (vs_pipe_tie_grads). Either pointer may be NULL. */
 VS_API vs_result vs_pipe_last_hooks(const vs_pipe* p, double* wall, double* cpu);
+/* The most engine memory live at once during the last run on this stage, in
+   bytes: the tensors between units, what units kept for their backward
+   (vs_pipe_save), gradients of those tensors and message buffers (host blocks
+   on threads and MPI, device blocks on NCCL); 0 before a run. The activation
+   memory a schedule, recompute or an evaluation costs. */
+VS_API vs_result vs_pipe_last_memory(const vs_pipe* p, size_t* peak);
 /* Sums a buffer of a tied parameter's gradient (e.g. the embedding and the LM
    head) between the stages of chunks a and b, in chunk order so both get the
    same bits. Collective between the two stages (other stages return VS_OK at
@@ -1805,6 +1829,37 @@ _VS_PIPE_PRIVATE int _vs_pipe_vstep(_vs_pipe_vstate* v, int st, const vs_pipe_ch
     }
 }
 
+/* 1: schedule s has no instruction of a backward pass (stage st, or any: -1). */
+_VS_PIPE_PRIVATE int _vs_pipe_fwd_only(const vs_pipe_sched* s, int st)
+{
+    for (int g = st < 0 ? 0 : st; g < (st < 0 ? s->stages : st + 1); g++)
+        for (int i = 0; i < s->len[g]; i++) {
+            int op = s->ins[g][i].op;
+            if (op != VS_PIPE_F && op != VS_PIPE_SEND_F && op != VS_PIPE_RECV_F && op != VS_PIPE_NOP) return 0;
+        }
+    return 1;
+}
+
+VS_API vs_result vs_pipe_sched_forward(const vs_pipe_sched* s, vs_pipe_sched** out)
+{
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_forward", s));
+    if (!s || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_sched_forward: %s is NULL", s ? "out" : "schedule");
+    *out = NULL;
+    vs_pipe_sched* f = NULL;
+    vs_result r = vs_pipe_sched_new(s->world, s->stages, s->nchunks, s->chunk_stage, s->mbs, &f);
+    for (int st = 0; st < s->stages && !r; st++)
+        for (int i = 0; i < s->len[st] && !r; i++)
+            if (s->ins[st][i].op == VS_PIPE_F) r = vs_pipe_sched_push(f, st, VS_PIPE_F, s->ins[st][i].chunk, s->ins[st][i].mb);
+    if (!r) r = vs_pipe_sched_add_comm(f);
+    if (!r) r = vs_pipe_sched_check(f, NULL);
+    if (r) {
+        vs_pipe_sched_free(f);
+        return vs_set_error(r, "vs_pipe_sched_forward: %s", vs_last_error());
+    }
+    *out = f;
+    return VS_OK;
+}
+
 VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check_desc* d)
 {
     _VS_TRY(_VS_SCHED_GONE("vs_pipe_sched_check", s));
@@ -1874,12 +1929,13 @@ VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check
             goto done;
         }
     }
+    int fwd = _vs_pipe_fwd_only(s, -1);
     for (int k = 0; k < K; k++) // completeness
         for (int m = 0; m < M; m++) {
             unsigned char dn = v.done[k * M + m];
-            const char* miss = !(dn & _VS_VF) ? "F" : !(dn & _VS_VB) ? "B (or BW)" : !(dn & _VS_VW) ? "W" : NULL;
+            const char* miss = !(dn & _VS_VF) ? "F" : fwd ? NULL : !(dn & _VS_VB) ? "B (or BW)" : !(dn & _VS_VW) ? "W" : NULL;
             if (!miss && k + 1 < K && s->chunk_stage[k + 1] != s->chunk_stage[k] && !(dn & _VS_VSF)) miss = "SF";
-            if (!miss && k > 0 && s->chunk_stage[k - 1] != s->chunk_stage[k] && !(dn & _VS_VSB)) miss = "SB";
+            if (!miss && !fwd && k > 0 && s->chunk_stage[k - 1] != s->chunk_stage[k] && !(dn & _VS_VSB)) miss = "SB";
             if (miss) {
                 r = vs_set_error(VS_ERR_INVALID, "schedule: stage %d never runs %s for chunk %d, microbatch %d",
                                  s->chunk_stage[k], miss, k, m);
@@ -2695,6 +2751,7 @@ struct _vs_pipe_rt { // what vs_pipe_output and vs_pipe_save need
     int mb, unit;
     const int* out_ids;
     const _vs_pipe_spec* out_spec;
+    int again; // a recompute's forward: the outputs exist (vs_pipe_unit.recompute)
 };
 
 struct vs_pipe {
@@ -2719,10 +2776,12 @@ struct vs_pipe {
     void* cache;               // host blocks freed, for the next request of their size (_vs_pipe_buf)
     size_t cache_bytes;
     size_t live_bytes, peak_bytes; // host blocks in use now, and the most this run
+    size_t last_peak;              // peak_bytes of the last run (vs_pipe_last_memory)
     const vs_pipe_sched* cur_s; // the run in progress: its schedule and position
     int cur_pos;
     // the current or last run
     int M;
+    int fwd;                // a forward-only schedule (vs_pipe_sched_forward)
     _vs_pipe_slot* slots;   // [mb * ntensors + t]
     void** saved;           // [unit * M + mb]
     size_t* saved_bytes;
@@ -2958,6 +3017,7 @@ _VS_PIPE_PRIVATE void _vs_pipe_cache_trim(vs_pipe* p)
         vs_free(p->w, b);
     }
     p->nruns++;
+    p->last_peak = p->peak_bytes;
     p->peak_bytes = p->live_bytes;
 }
 
@@ -3561,7 +3621,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_data(vs_pipe* p, int mb, int id)
     _vs_pipe_spec any;
     any.dt = VS_DTYPE_INVALID;
     any.ndim = -1;
-    struct _vs_pipe_rt rt = {p, mb, -1, &id, &any};
+    struct _vs_pipe_rt rt = {p, mb, -1, &id, &any, 0};
     vs_pipe_call c;
     memset(&c, 0, sizeof c);
     c.user = p->desc.data_user;
@@ -3579,7 +3639,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_data(vs_pipe* p, int mb, int id)
     return VS_OK;
 }
 
-enum { _VS_PIPE_CALL_F, _VS_PIPE_CALL_B, _VS_PIPE_CALL_W, _VS_PIPE_CALL_BW };
+enum { _VS_PIPE_CALL_F, _VS_PIPE_CALL_B, _VS_PIPE_CALL_W, _VS_PIPE_CALL_BW, _VS_PIPE_CALL_RF /* recompute */ };
 
 /* Runs one callback of unit u for microbatch mb. */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int what)
@@ -3602,7 +3662,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
         }
     }
     for (int i = 0; i < ui->nout; i++) _vs_pipe_view(p, ui->out[i], &row[ui->out[i]], &out[i]);
-    struct _vs_pipe_rt rt = {p, mb, u, ui->out, ui->out_spec};
+    struct _vs_pipe_rt rt = {p, mb, u, ui->out, ui->out_spec, what == _VS_PIPE_CALL_RF};
     size_t at = (size_t)u * (size_t)p->M + (size_t)mb;
     vs_pipe_call c;
     memset(&c, 0, sizeof c);
@@ -3622,6 +3682,10 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
     const char* part = "forward";
     switch (what) {
     case _VS_PIPE_CALL_F: r = un->forward(&c); break;
+    case _VS_PIPE_CALL_RF:
+        part = "forward (recompute)";
+        r = un->forward(&c);
+        break;
     case _VS_PIPE_CALL_B:
         part = "backward_input";
         r = un->backward_input ? un->backward_input(&c) : un->backward(&c);
@@ -3636,6 +3700,11 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
         else if (!(r = un->backward_input(&c))) r = un->backward_weight(&c);
     }
     if (r) return vs_set_error(r, "unit \"%s\" %s, microbatch %d: %s", un->name, part, mb, vs_last_error());
+    if (what == _VS_PIPE_CALL_F && un->recompute && !p->fwd) { // kept for nothing: it is made again before B
+        _vs_pipe_buf_free(p, p->saved[at]);
+        p->saved[at] = NULL;
+        p->saved_bytes[at] = 0;
+    }
     if (what == _VS_PIPE_CALL_F)
         for (int i = 0; i < ui->nout; i++)
             if (!row[ui->out[i]].data)
@@ -4132,8 +4201,9 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, con
                 return vs_set_error(VS_ERR_MISMATCH, "the loss \"%s\" is %s %dD, not an f32 scalar", p->t[p->loss_id].name,
                                     vs_dtype_name(ls->dt), ls->ndim);
             // (device path: into device memory, all M copied back at the run's end)
-            return _vs_pipe_copy(p, p->dev ? (void*)&p->dlosses[mb] : (void*)&p->mb_loss[mb], ls->data, sizeof(float));
+            _VS_TRY(_vs_pipe_copy(p, p->dev ? (void*)&p->dlosses[mb] : (void*)&p->mb_loss[mb], ls->data, sizeof(float)));
         }
+        if (p->fwd) _vs_pipe_part_done(p, k, mb); // (device: what reuses the memory is ordered after, on the stream)
         return VS_OK;
     case VS_PIPE_B:
     case VS_PIPE_BW:
@@ -4141,15 +4211,20 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_exec(vs_pipe* p, const vs_pipe_sched* s, con
         if (k == K - 1) // seed d(loss)/d(loss_mb): 1 or 1/M (p->seed), as one device's loop (device: from dseed)
             _VS_TRY(_vs_pipe_copy(p, p->slots[(size_t)mb * (size_t)p->ntensors + (size_t)p->loss_id].grad,
                                   p->dseed ? (const void*)p->dseed : (const void*)&p->seed, sizeof p->seed));
-        for (int u = hi - 1; u >= lo; u--)
+        for (int u = hi - 1; u >= lo; u--) {
+            if (p->desc.units[u].recompute) _VS_TRY(_vs_pipe_call_unit(p, u, mb, _VS_PIPE_CALL_RF));
             _VS_TRY(_vs_pipe_call_unit(p, u, mb, in->op == VS_PIPE_B ? _VS_PIPE_CALL_B : _VS_PIPE_CALL_BW));
+        }
         if (in->op == VS_PIPE_BW) _vs_pipe_part_done(p, k, mb);
         return VS_OK;
     case VS_PIPE_W:
         for (int u = hi - 1; u >= lo; u--) _VS_TRY(_vs_pipe_call_unit(p, u, mb, _VS_PIPE_CALL_W));
         _vs_pipe_part_done(p, k, mb);
         return VS_OK;
-    case VS_PIPE_SEND_F: return _vs_pipe_send(p, k + 1, mb, 0, k, p->plan.chunk_stage[k + 1]);
+    case VS_PIPE_SEND_F:
+        _VS_TRY(_vs_pipe_send(p, k + 1, mb, 0, k, p->plan.chunk_stage[k + 1]));
+        if (p->fwd) _vs_pipe_part_done(p, k, mb); // (packed: the message holds its own copy)
+        return VS_OK;
     case VS_PIPE_RECV_F: return _vs_pipe_recv(p, k, mb, 0, k - 1, p->plan.chunk_stage[k - 1]);
     case VS_PIPE_SEND_B:
         _VS_TRY(_vs_pipe_send(p, k, mb, 1, k, p->plan.chunk_stage[k - 1]));
@@ -4285,8 +4360,11 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         _vs_pipe_clear(p);
         return vs_set_error(VS_ERR_NOMEM, "vs_pipe_run: out of memory for %d microbatches", M);
     }
+    p->fwd = _vs_pipe_fwd_only(s, st); // (forward only: a chunk's microbatch goes after its F, and its SF)
     for (int k = 0; k < K; k++)
-        for (int m = 0; m < M; m++) p->pending[k * M + m] = 1 + (k > 0 && p->plan.chunk_stage[k - 1] != st);
+        for (int m = 0; m < M; m++)
+            p->pending[k * M + m] = 1 + (p->fwd ? k + 1 < K && p->plan.chunk_stage[k + 1] != st
+                                                : k > 0 && p->plan.chunk_stage[k - 1] != st);
     p->seed = p->desc.loss == VS_PIPE_LOSS_SUM ? 1.0f : 1.0f / (float)M;
     if (p->loss_scale != 1.0) p->seed = (float)((double)p->seed * p->loss_scale); // (1: the unscaled bits as before)
 #ifdef _VS_PIPE_CUDA
@@ -4580,6 +4658,14 @@ VS_API vs_result vs_pipe_gather_timelines(vs_pipe* p, const double* const** t0, 
     return VS_OK;
 }
 
+VS_API vs_result vs_pipe_last_memory(const vs_pipe* p, size_t* peak)
+{
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_last_memory", p));
+    if (!p || !peak) return vs_set_error(VS_ERR_NULL, "vs_pipe_last_memory: %s is NULL", p ? "peak" : "pipe");
+    *peak = p->last_peak;
+    return VS_OK;
+}
+
 VS_API vs_result vs_pipe_last_hooks(const vs_pipe* p, double* wall, double* cpu)
 {
     _VS_TRY(_VS_PIPE_GONE("vs_pipe_last_hooks", p));
@@ -4685,6 +4771,19 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_output(vs_pipe_call* call, int i, vs_dtype d
                             _vs_pipe_spec_text(p->t[id].name, &rt->out_spec[i], a, sizeof a));
     }
     _vs_pipe_slot* s = &p->slots[(size_t)rt->mb * (size_t)p->ntensors + (size_t)id];
+    if (s->data && rt->again) { // a recompute: the first forward's buffer, of the same shape
+        int same = s->dt == dt && s->ndim == ndim;
+        for (int d = 0; d < ndim && same; d++) same = s->shape[d] == shape[d];
+        if (!same)
+            return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_output: %s: output \"%s\" recomputed with another shape or "
+                                "dtype than its first forward's (vs_pipe_unit.recompute needs a deterministic forward)",
+                                who, p->t[id].name);
+        call->out[i].dtype = dt;
+        call->out[i].ndim = ndim;
+        for (int d = 0; d < ndim; d++) call->out[i].shape[d] = shape[d];
+        call->out[i].data = *data = s->data;
+        return VS_OK;
+    }
     if (s->data) return vs_set_error(VS_ERR_STATE, "vs_pipe_output: %s made \"%s\" twice", who, p->t[id].name);
     s->dt = dt;
     s->ndim = ndim;

@@ -7,10 +7,12 @@
    Usage:
        train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K]
                  [--zero Z] [--microbatches M] [--save DIR/NAME] [--resume DIR/NAME|auto]
-                 [--ckpt-dir DIR] [--sp] [--no-reference] [--explain]
+                 [--ckpt-dir DIR] [--sp] [--recompute GLOBS] [--no-reference] [--explain]
                  [--device cpu|cuda] [--dtype f32|bf16]
      --mesh 2x2x2       the plan's mesh (default 2x2x2: PP2 x DP2 x TP2)
      --sp               sequence parallelism over TP (plan.sequence_parallel)
+     --recompute GLOBS  recompute these layers' activations in the backward
+                        (plan.recompute, e.g. "h.*": every block)
      --world N --auto   let vs_generate_plan choose the mesh for N ranks
      --schedule K       gpipe 1f1b interleaved zbh1 zbv dualpipev (default 1f1b)
      --save P           save the whole training state at the end into P
@@ -74,6 +76,7 @@ typedef struct job {
     int quiet;
     int failed;
     int device;             // ranks on GPUs (NCCL)
+    size_t act_peak;        // activation memory at its peak, the most over the steps (rank 0; vs_train_stats)
     double tol;             // the relative loss difference from the reference that fails the run
 } job;
 
@@ -137,6 +140,7 @@ static int train(vs_world* w, void* arg)
         }
         if (!rank0) continue;
         J->loss[s] = loss, J->secs[s] = now() - t0, J->have[s] = 1;
+        if (st.act_peak > J->act_peak) J->act_peak = st.act_peak;
         if (J->quiet) continue;
         double tps = ROWS * CFG.seq / J->secs[s];
         if (J->ref && J->ref->have[s]) {
@@ -217,10 +221,11 @@ int main(int argc, char** argv)
         else if (!strcmp(a, "--no-reference")) reference = 0;
         else if (!strcmp(a, "--explain")) explain = 1;
         else if (!strcmp(a, "--sp")) sp = 1;
+        else if (!strcmp(a, "--recompute") && v && strlen(v) < sizeof p->recompute) strcpy(p->recompute, argv[++i]);
         else {
             fprintf(stderr, "usage: train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K] "
                             "[--zero Z] [--microbatches M] [--save P] [--resume P|auto] [--ckpt-dir D] [--save-every N] "
-                            "[--sp] [--no-reference] [--explain] [--device cpu|cuda] [--dtype f32|bf16]\n");
+                            "[--sp] [--recompute GLOBS] [--no-reference] [--explain] [--device cpu|cuda] [--dtype f32|bf16]\n");
             return 2;
         }
     }
@@ -403,5 +408,8 @@ int main(int argc, char** argv)
         if (par.have[s]) hi = s, lo = lo < 0 ? s : lo;
     if (lo >= 0) printf("loss %.4f -> %.4f over steps %d..%d on PP%d x DP%d x TP%d%s\n", par.loss[lo], par.loss[hi], lo, hi,
                         p->pp, p->dp, p->tp, reference ? (par.failed ? ": DIFFERS from one rank" : par.tol == 1e-5 ? ": equals one rank within 1e-5" : par.tol == 1e-4 ? ": equals one rank within 1e-4" : ": equals one rank within 1e-3") : "");
+    if (lo >= 0)
+        printf("activation memory at its peak (rank 0, the pipeline engine's accounting): %.1f KiB%s%s\n",
+               (double)par.act_peak / 1024, p->recompute[0] ? ", recomputing " : "", p->recompute);
     return par.failed;
 }

@@ -27,8 +27,10 @@ static vs_result out2(vs_pipe_call* c, int64_t rows, int64_t cols, float** y)
 }
 
 /* y = x W + b, W [D, H] column-parallel: this rank's H/tp columns. */
+static long n_fc1_fwd; // forwards of the fc1 units run (atomic: every rank's)
 static vs_result fc1_fwd(vs_pipe_call* c)
 {
+    __atomic_add_fetch(&n_fc1_fwd, 1, __ATOMIC_SEQ_CST);
     vs_layer_ctx* L = vs_layer(c);
     const float* x = (const float*)c->in[0].data;
     const float *W = (const float*)L->param[0], *b = (const float*)L->param[1];
@@ -292,6 +294,10 @@ typedef struct run {
     int accumulate;     // vs_train_desc.accumulate: a step's batch split over that many calls
     vs_train_stats st[STEPS]; // the stats of each step's last call (rank 0)
     int stats_bad;      // calls whose stats broke a rule checked in rank_fn
+    int eval;           // vs_train_eval before every step on its batch, and after the steps on a new one
+    int eval_bad;       // steps whose loss was not the evaluation's of the same batch, bit for bit
+    double eval_loss;   // the evaluation after the steps (rank 0)
+    size_t eval_peak, train_peak; // the engine's activation memory at its peak: evaluations, steps (rank 0, max)
     float params[NPARAM][D * H];
     int64_t init_peak, model_bytes;
 } run;
@@ -322,7 +328,16 @@ static int rank_fn(vs_world* w, void* arg)
         double l;
         if (nacc == 1) {
             vs_train_stats st;
+            double ev = NAN;
+            int64_t n0 = vs_train_steps(t);
+            size_t ep = 0;
+            if (R->eval) VT_OK(vs_train_eval(t, &b, &ev)); // (forward only: changes nothing)
+            if (R->eval) VT_OK(vs_pipe_last_memory(vs_train_pipe(t), &ep));
+            VT_CHECK(vs_train_steps(t) == n0, "an evaluation took a step");
             VT_OK(vs_train_step_ex(t, &b, &st));
+            if (R->eval && memcmp(&ev, &st.loss, sizeof ev)) R->eval_bad++;
+            if (vs_world_rank(w) == 0 && ep > R->eval_peak) R->eval_peak = ep;
+            if (vs_world_rank(w) == 0 && st.act_peak > R->train_peak) R->train_peak = st.act_peak;
             if (vs_world_rank(w) == 0) R->loss[s] = st.loss, R->st[s] = st;
             (void)l;
             continue;
@@ -354,6 +369,13 @@ static int rank_fn(vs_world* w, void* arg)
                          vs_last_error());
             }
         }
+    }
+    if (R->eval) {
+        float X[ROWS * D], T[ROWS * D];
+        vs_batch b = batch_of(99, X, T);
+        double ev = NAN;
+        VT_OK(vs_train_eval(t, &b, &ev));
+        if (vs_world_rank(w) == 0) R->eval_loss = ev;
     }
     if (R->save) VT_OK(vs_train_save(t, R->save, NULL, 0, 0));
     float buf[D * H];
@@ -642,6 +664,86 @@ int main(void)
     }
 
     VT_CASE("train/progress: one line a step from rank 0 at info, the step's stats in it", case_progress());
+
+    /* Activation recompute (plan.recompute): every layer but the loss runs its
+       forward again before its backward; on PP2 x DP2 x TP2, every schedule (the
+       split backward of ZB-H1/ZB-V too) and ZeRO 0/1, losses and parameters
+       equal the run without recompute bit for bit (the forwards' TP
+       collectives run again, in step on every rank). */
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int z = 0; z < 2; z++) {
+            run* base = mk(2, 2, 2, kinds[k], 2, (vs_zero_stage)z);
+            run* rc = mk(2, 2, 2, kinds[k], 2, (vs_zero_stage)z);
+            snprintf(rc->plan.recompute, sizeof rc->plan.recompute, "in b?.* ");
+            snprintf(name, sizeof name, "train/recompute_PP2_DP2_TP2_%s_zero%d", vs_pipe_kind_name(kinds[k]), z);
+            vt_begin(name);
+            long n0 = __atomic_load_n(&n_fc1_fwd, __ATOMIC_SEQ_CST);
+            go(base);
+            long n1 = __atomic_load_n(&n_fc1_fwd, __ATOMIC_SEQ_CST);
+            go(rc);
+            long n2 = __atomic_load_n(&n_fc1_fwd, __ATOMIC_SEQ_CST);
+            compare(rc, base, 1, name);
+            VT_CHECK(n2 - n1 == 2 * (n1 - n0), "%s: %ld fc1 forwards with recompute, %ld without", name, n2 - n1, n1 - n0);
+            vt_end(name);
+            free(base);
+            free(rc);
+        }
+    vt_begin("train/recompute_bad_input");
+    {
+        vs_plan bad;
+        memset(&bad, 0, sizeof bad);
+        snprintf(bad.recompute, sizeof bad.recompute, "b0.* nothing.*");
+        vs_result r = vs_plan_check(&bad, &MODEL);
+        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "recompute \"nothing.*\" matches no layer"), "%s",
+                 vs_last_error());
+        char text[2048];
+        snprintf(bad.recompute, sizeof bad.recompute, "b0.* b1.fc1");
+        VT_CHECK(vs_plan_print(&bad, text, sizeof text) > 0 && strstr(text, "recompute: b0.* b1.fc1\n"), "%s", text);
+        vs_plan back;
+        VT_OK(vs_plan_parse(text, &back));
+        VT_CHECK(!strcmp(back.recompute, "b0.* b1.fc1"), "parsed back \"%s\"", back.recompute);
+        VT_CHECK(vs_plan_print_json(&bad, text, sizeof text) > 0 && strstr(text, "\"recompute\": \"b0.* b1.fc1\""), "%s",
+                 text);
+        memset(&back, 0, sizeof back);
+        VT_OK(vs_plan_parse(text, &back));
+        VT_CHECK(!strcmp(back.recompute, "b0.* b1.fc1"), "JSON parsed back \"%s\"", back.recompute);
+    }
+    vt_end("train/recompute_bad_input");
+
+    /* Evaluation: forward only, on every schedule and some meshes. Before each
+       step, on the step's batch: the step's loss is the evaluation's, bit for
+       bit (the same forward), and the parameters after the steps equal the
+       one-rank run's (the evaluations changed nothing); after them, on a new
+       batch: the one-rank evaluation's loss within 1e-5. */
+    run* eref = mk(1, 1, 1, VS_PIPE_GPIPE, 4, VS_ZERO_0);
+    eref->eval = 1;
+    go(eref);
+    VT_CHECK(eref->eval_bad == 0 && isfinite(eref->eval_loss), "one rank: %d steps' losses differ from their evaluation",
+             eref->eval_bad);
+    compare(eref, ref, 1, "one rank with evaluations vs without");
+    printf("    one rank, GPipe, 4 microbatches: activation memory at its peak %zu bytes in a step, %zu in an evaluation\n",
+           eref->train_peak, eref->eval_peak);
+    VT_CHECK(eref->eval_peak > 0 && 2 * eref->eval_peak < eref->train_peak,
+             "an evaluation held %zu bytes of activations at its peak, a step %zu", eref->eval_peak, eref->train_peak);
+    static const int ev_mesh[][4] = {{2, 2, 2, 0}, {2, 2, 2, 1}, {1, 2, 2, 2}, {2, 1, 1, 0}, {2, 2, 1, 2}};
+    for (size_t m = 0; m < sizeof ev_mesh / sizeof ev_mesh[0]; m++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            const int* em = ev_mesh[m];
+            if (em[0] == 1 && k > 0) continue;
+            run* R = mk(em[0], em[1], em[2], kinds[k], 4 / em[1], (vs_zero_stage)em[3]);
+            R->eval = 1;
+            snprintf(name, sizeof name, "train/eval_PP%d_DP%d_TP%d_%s_zero%d", em[0], em[1], em[2],
+                     vs_pipe_kind_name(kinds[k]), em[3]);
+            vt_begin(name);
+            go(R);
+            compare(R, ref, 0, name);
+            VT_CHECK(R->eval_bad == 0, "%s: %d steps' losses differ from their evaluation", name, R->eval_bad);
+            VT_CHECK(rel(R->eval_loss, eref->eval_loss) < 1e-5, "%s: evaluation %.9g, one rank %.9g", name, R->eval_loss,
+                     eref->eval_loss);
+            vt_end(name);
+            free(R);
+        }
+    free(eref);
 
     vt_begin("train/deferred_init_peak");
     run* big = mk(1, 1, 2, VS_PIPE_1F1B, 4, VS_ZERO_0);

@@ -505,6 +505,7 @@ typedef struct run {
     const char* load;  /* before them */
     double loss[STEPS];
     int accumulate;    /* vs_train_desc.accumulate: each step's rows in that many calls */
+    int eval, eval_bad; /* vs_train_eval before each step on its batch; steps whose loss differed by > 1e-6 */
     float params[NPARAM][D * H];
     long steady_allocs; /* device allocations during the last step (rank 0's process: all ranks) */
     double steady_syncs; /* host syncs during the last step, per rank */
@@ -580,7 +581,10 @@ static int rank_fn(vs_world* w, void* arg)
                 b.shape[i][0] = ROWS / nacc;
                 b.data[i] = (const float*)b.data[i] + (size_t)(nacc - 1) * (ROWS / nacc) * D;
             }
+        double ev = NAN;
+        if (R->eval) VT_OK(vs_train_eval(t, &b, &ev));
         VT_OK(vs_train_step(t, &b, &l));
+        if (R->eval && !(fabs(ev - l) <= 1e-6 * fabs(l))) R->eval_bad++;
         if (vs_world_rank(w) == 0) R->skip_at[s] = vs_train_skipped_steps(t) != sk0;
         if (last && dev_mode) {
             pthread_barrier_wait(&bar);
@@ -708,6 +712,26 @@ static void case_accumulate(vs_zero_stage z)
     R.steps = STEPS;
     go(&R, 8, VS_TRANSPORT_NCCL);
     compare(z == VS_ZERO_1 ? "accumulate 2, ZeRO-1" : "accumulate 2, ZeRO-2", &R, &REF, STEPS, 0);
+}
+
+/* Evaluation on simulated GPUs: the forwards of ZB-V and 1F1B on PP2 x DP2 x
+   TP2 before every step, on the step's batch: the loss the step then reports
+   (its forward) within 1e-6 (the evaluation averages over DP with one
+   all-reduce, the step adds up the replicas' losses), and the training equal
+   to one host rank's within 1e-5, so the evaluations changed nothing. */
+static void case_eval(vs_pipe_kind k, vs_zero_stage z)
+{
+    static run R;
+    memset(&R, 0, sizeof R);
+    R.plan.pp = 2, R.plan.dp = 2, R.plan.tp = 2;
+    R.plan.schedule = k;
+    R.plan.zero = z;
+    R.plan.microbatches = 2;
+    R.eval = 1;
+    R.steps = STEPS;
+    go(&R, 8, VS_TRANSPORT_NCCL);
+    compare("evaluations before every step", &R, &REF, STEPS, 0);
+    VT_CHECK(R.eval_bad == 0, "%d steps' losses differ from their evaluation", R.eval_bad);
 }
 
 static void case_resume(void)
@@ -897,6 +921,11 @@ int main(void)
             "rank's whole-batch steps", {
                 case_accumulate(VS_ZERO_1);
                 case_accumulate(VS_ZERO_2);
+            });
+    VT_CASE("train/nccl: evaluation (forward only) on PP2 x DP2 x TP2, ZB-V ZeRO-1 and 1F1B ZeRO-2: the step's loss, "
+            "nothing changed", {
+                case_eval(VS_PIPE_ZBV, VS_ZERO_1);
+                case_eval(VS_PIPE_1F1B, VS_ZERO_2);
             });
     VT_CASE("train/nccl: saved on PP2 x DP2 x TP2, loaded on DP2 x TP2, the next steps equal the uninterrupted run",
             case_resume());
