@@ -144,7 +144,7 @@ $(B)/demo: examples/demo.c $(HEADERS) | $(B)
 
 # --- examples/mlp_dp_tp.c: the first trainer (DP2 x TP2 beside one rank) ---------
 # built by `make`, run briefly by `make test`; the MPI build runs under mpirun -np 4
-EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi $(B)/train_gpt_mpi)
+EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(B)/flat_trainer $(B)/flat_trainer_dp_tp $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi $(B)/train_gpt_mpi)
 all: $(EXAMPLES)
 # the examples and the checkpoint tool alone (`make` also builds every test)
 .PHONY: examples
@@ -160,6 +160,16 @@ $(B)/pipe_mlp: examples/pipe_mlp.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
 $(B)/mlp_dp_tp_mpi: examples/mlp_dp_tp.c $(HEADERS) | $(B)
 	$(MPICC) $(CFLAGS) $(SAN) -DVESCALE_MPI -o $@ $< $(LDLIBS)
+# examples/flat_trainer.c (issue 22): a plain-C trainer with flat buffers (no vescale), and
+# the same file with -DDP_TP, its vescale port (DP x TP beside one rank); make test runs
+# tests/flat_trainer_check.sh, `make flat-diff` prints the diff between the two forms
+$(B)/flat_trainer: examples/flat_trainer.c | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< -lm
+$(B)/flat_trainer_dp_tp: examples/flat_trainer.c $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) -DDP_TP -o $@ $< $(LDLIBS)
+.PHONY: flat-diff
+flat-diff:
+	@bash tests/flat_trainer_diff.sh
 # ---------------------------------------------------------------------------------
 
 # --- tools/vescale-ckpt (issue 11): ls / verify / export / diff of checkpoints ----

@@ -3,21 +3,40 @@
    Threads transport only (no MPI).
 
        build/bench_ddp [--layers L] [--layer-mib M] [--bucket-layers K[,K..]]
-                       [--zero 0,1,2] [--factors 1,2] [--steps S] [--warmup W]
-                       [--calib C] [--no-memory]
+                       [--zero 0,1,2] [--layouts ddp,contiguous,strided]
+                       [--factors 1,2] [--steps S] [--warmup W] [--calib C] [--no-memory]
 
    4 thread ranks (vs_launch_ex), a 1-D mesh {4} named DP. The model: L layers
    (default 16), each one f32 parameter of M MiB (default 4: 1 Mi floats, 64 MiB of
    gradients in all), registered first to last. bucket_bytes = K layers (default 1:
    4 MiB, 16 buckets; a list runs every bucket size).
 
+   Layouts (issue 22: a trainer's own flat buffers), each timed as below:
+       ddp         the model above: one parameter a layer, in DDP's own buffers
+       contiguous  the trainer's flat parameter and gradient buffers (vs_ddp_param_desc
+                   .storage, .grad_storage), a layer as llm.c's 12 tensors of a
+                   transformer block of width C (ln_1 w/b, qkv w/b, attention proj w/b,
+                   ln_2 w/b, fc w/b, mlp proj w/b: 12C^2 + 13C elements, C the largest
+                   width within M MiB), laid out layer after layer
+       strided     the same tensors in llm.c's layout: each kind contiguous across the
+                   layers (every layer's ln_1 weight, then every layer's ln_1 bias, ...),
+                   so a layer's 12 tensors are spread over the whole buffer
+   The last two register every tensor layer by layer as a view into the two buffers,
+   with ready_group = a bucket of K layers (bucket_bytes does not apply), and mark a
+   layer's 12 gradients ready when its modelled compute ends. DDP's defaults reduce
+   them: ZeRO-0 in place, a grouped call a tensor; ZeRO-1 packed into a staging
+   buffer a bucket (bench/ddp_ext.c compares staged and grouped syncs alone). ZeRO-2
+   is refused for trainer-owned storage: they run under ZeRO-0 and ZeRO-1 only. The
+   two share one pair of buffers per rank (their DDPs never run at once).
+
    One step = the backward and the gradient sync (no optimizer step, no zero_grad):
 
        t0 = now
        for l = L-1 .. 0:                       (backward produces the last layer first)
-           g = vs_ddp_grad(ddp, l)             (ZeRO-2: may wait for a staging buffer)
+           g = vs_ddp_grad(ddp, l)             (ddp layout; ZeRO-2: may wait for a staging buffer)
            sleep until t0 + (L-l) * t_layer    (the layer's compute)
-           vs_ddp_grad_ready(ddp, l)           (a full bucket starts reducing now)
+           vs_ddp_grad_ready(ddp, l)           (a full bucket starts reducing now;
+                                                contiguous, strided: the layer's 12 tensors)
        vs_ddp_finish_grad_sync(ddp)
    (each step starts with vs_ddp_zero_grad, outside the timed region)
 
@@ -61,7 +80,9 @@
    Correctness (before any timing): one backward per DDP with gradient j of every
    parameter on rank r = (r+1)(j%7+1); after the sync ZeRO-0 must hold 2.5(j%7+1) in
    every element, and every stage's vs_ddp_clip_grad_norm (measure only) must give
-   the norm of those values.
+   the norm of those values. Trainer-owned layouts: the gradients are written into
+   the trainer's buffer, vs_ddp_grad must be that very view (no copy), and ZeRO-0's
+   averages are read back from it.
 
    Memory (vs_ddp_memory_usage, rank 0, bytes per rank): the same L weights plus a
    1000-element norm per layer (odd sizes: padding), AdamW, ZeRO-0/1/2 at DP=4, f32
@@ -70,7 +91,8 @@
    ZeRO-0: expected 1/4 (+ padding); vs_ideal_1/dp = optim_state / (8 bytes x
    elements / 4).
 
-   Summary lines start with "summary " (grep them). Exit status: non-zero when a
+   Summary lines start with "summary " (grep them); those of the contiguous and strided
+   layouts say layout=, and "summary layouts" puts the layouts' ratios side by side. Exit status: non-zero when a
    result was wrong or a call failed; a missed target only prints FAIL. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_ddp.h"
@@ -89,6 +111,7 @@
 #define MAXB 8   /* bucket sizes */
 #define MAXF 8   /* compute factors */
 #define MAXCFG 24
+#define BLOCK 12 /* tensors of a layer in the contiguous and strided layouts */
 #define MAXV 160
 #define NORM_NUMEL 1000 /* memory model: a norm per layer */
 #define TARGET 1.15
@@ -97,20 +120,23 @@
 enum { V_COMM, V_COMM_BLOCK, V_COMPUTE, V_OVL, V_NOOVL, NKIND };
 static const char* const kind_name[NKIND] = {"comm", "comm_block", "compute", "overlapped",
                                              "no_overlap"};
+enum { L_DDP, L_CONTIG, L_STRIDED, NLAYOUT };
+static const char* const layout_name[NLAYOUT] = {"ddp", "contiguous", "strided"};
 
 typedef struct opts {
     int layers;
     double layer_mib;
     int bucket_layers[MAXB], nbuckets;
     int zero[3], nzero;
+    int layouts[NLAYOUT], nlayouts;
     double factors[MAXF];
     int nfactors;
     int steps, warmup, calib;
     int memory;
 } opts;
 
-typedef struct config { /* a ZeRO stage and a bucket size: two DDPs per rank */
-    int zero, bucket_layers;
+typedef struct config { /* a layout, a ZeRO stage and a bucket size: two DDPs per rank */
+    int layout, zero, bucket_layers;
     double comm_calib; /* comm alone, calibration steps (s) */
     double comm_warm;  /* comm in the warm-up rounds (s): sets t_layer */
 } config;
@@ -133,6 +159,9 @@ typedef struct tctx { /* shared by the thread ranks */
     config cfg[MAXCFG];
     variant v[MAXV];
     int64_t numel;        /* per layer */
+    int64_t block[BLOCK]; /* contiguous, strided: the sizes of a layer's tensors */
+    int64_t block_numel;  /* their sum, <= numel */
+    int storage;          /* 1: some config uses the trainer's buffers */
     double* t;            /* [v][rank][step] seconds */
     int tsteps;           /* steps allotted per variant in t */
     double res[MAXV];     /* median step (s), rank 0 fills */
@@ -168,21 +197,66 @@ static vs_result last_error(void)
 }
 
 /* One step on this rank: the backward of L layers with t_layer_ns of compute each
-   (0: none), and the sync on d (NULL: compute alone). */
-static vs_result run_step(vs_ddp* d, int L, long t_layer_ns)
+   (0: none), and the sync on d (NULL: compute alone). per_layer: parameters a layer,
+   1 (the ddp layout: DDP's buffer of each layer asked for, as a trainer would) or
+   BLOCK (the trainer's own buffers: written in place, nothing to ask). */
+static vs_result run_step(vs_ddp* d, int L, int per_layer, long t_layer_ns)
 {
     struct timespec t0;
-    int l;
+    int l, k;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (l = L - 1; l >= 0; l--) {
-        if (d && !vs_ddp_grad(d, l)) return last_error();
+        if (d && per_layer == 1 && !vs_ddp_grad(d, l)) return last_error();
         if (t_layer_ns > 0) sleep_until(&t0, (long long)t_layer_ns * (L - l));
-        if (d) {
-            vs_result r = vs_ddp_grad_ready(d, l);
+        for (k = 0; d && k < per_layer; k++) {
+            vs_result r = vs_ddp_grad_ready(d, l * per_layer + k);
             if (r) return r;
         }
     }
     return d ? vs_ddp_finish_grad_sync(d) : VS_OK;
+}
+
+/* Element offset of tensor k of layer l in the trainer's flat buffers. */
+static int64_t flat_offset(const tctx* T, int layout, int l, int k)
+{
+    int64_t before = 0;
+    int j;
+    for (j = 0; j < k; j++) before += T->block[j];
+    if (layout == L_CONTIG) return (int64_t)l * T->block_numel + before;  /* layer after layer */
+    return (int64_t)T->o->layers * before + (int64_t)l * T->block[k]; /* kind after kind (llm.c) */
+}
+
+/* Registers layer l's BLOCK tensors as views into the trainer's buffers flat[0]
+   (parameters) and flat[1] (gradients), in ready group `group`. */
+static vs_result add_block(vs_ddp* d, const tctx* T, int layout, int l, int group, float* const* flat)
+{
+    static const char* const kn[BLOCK] = {"ln_1.w", "ln_1.b", "qkv.w",  "qkv.b", "attn_proj.w", "attn_proj.b",
+                                          "ln_2.w", "ln_2.b", "fc.w",   "fc.b",  "mlp_proj.w",  "mlp_proj.b"};
+    int k;
+    for (k = 0; k < BLOCK; k++) {
+        vs_ddp_param_desc p;
+        char name[48];
+        int64_t off = flat_offset(T, layout, l, k);
+        vs_result r;
+        memset(&p, 0, sizeof p);
+        snprintf(name, sizeof name, "h%d.%s", l, kn[k]);
+        p.name = name;
+        p.dtype = VS_F32;
+        p.ndim = 1;
+        p.shape[0] = T->block[k];
+        p.no_decay = k % 2; /* norms and biases */
+        p.storage = flat[0] + off;
+        p.grad_storage = flat[1] + off;
+        p.ready_group = group;
+        if ((r = vs_ddp_add_param(d, &p, NULL))) return r;
+    }
+    return VS_OK;
+}
+
+/* The trainer's gradient of parameter i (NULL: the ddp layout, DDP's own buffers). */
+static float* trainer_grad(const tctx* T, int layout, float* const* flat, int i)
+{
+    return layout == L_DDP ? NULL : flat[1] + flat_offset(T, layout, i / BLOCK, i % BLOCK);
 }
 
 /* Index of the variant (kind, cfg, fi), or -1. */
@@ -245,9 +319,10 @@ static void set_t_layer(tctx* T, int warm)
     }
 }
 /* A DDP over `mesh` with the bench model (L weights of numel; memory model: plus a
-   norm per layer), not yet checked. */
-static vs_result make_ddp(vs_mesh* mesh, const tctx* T, int zero, int no_overlap, int64_t bucket_bytes,
-                          vs_optim_kind kind, vs_dtype dt, int with_norms, vs_ddp** out)
+   norm per layer), not yet checked. Layouts contiguous and strided: L blocks of views
+   into flat, a ready group per bucket_bytes / (numel f32s) layers. */
+static vs_result make_ddp(vs_mesh* mesh, const tctx* T, int layout, int zero, int no_overlap, int64_t bucket_bytes,
+                          vs_optim_kind kind, vs_dtype dt, int with_norms, float* const* flat, vs_ddp** out)
 {
     vs_ddp* d = NULL;
     vs_result r;
@@ -263,6 +338,10 @@ static vs_result make_ddp(vs_mesh* mesh, const tctx* T, int zero, int no_overlap
     if (r) return r;
     for (l = 0; l < T->o->layers && !r; l++) {
         vs_ddp_param_desc p;
+        if (layout != L_DDP) {
+            r = add_block(d, T, layout, l, 1 + l / (int)(bucket_bytes / (T->numel * (int64_t)sizeof(float))), flat);
+            continue;
+        }
         memset(&p, 0, sizeof p);
         snprintf(name, sizeof name, "h%d.w", l);
         p.name = name;
@@ -288,36 +367,44 @@ static vs_result make_ddp(vs_mesh* mesh, const tctx* T, int zero, int no_overlap
 
 /* The check backward: gradient j of every parameter on rank r = (r+1)(j%7+1).
    Counts wrong elements (ZeRO-0: every element must be 2.5(j%7+1)) into *bad and
-   gives the relative error of the global norm. Also faults every gradient page in. */
-static vs_result check_ddp(vs_ddp* d, int zero, int rank, int L, long* bad, double* norm_err)
+   gives the relative error of the global norm. Also faults every gradient page in.
+   Trainer-owned layouts: vs_ddp_grad must be the trainer's own view (one bad count
+   per parameter otherwise), and ZeRO-0's averages are read there. */
+static vs_result check_ddp(vs_ddp* d, const tctx* T, int layout, float* const* flat, int zero, int rank, long* bad,
+                           double* norm_err)
 {
     double want = 0, norm = 0;
     int64_t j, n = 0;
-    int l;
+    int i, np = vs_ddp_num_params(d);
     vs_result r = vs_ddp_zero_grad(d);
     if (r) return r;
-    for (l = L - 1; l >= 0; l--) {
-        float* g = (float*)vs_ddp_grad(d, l);
+    for (i = np - 1; i >= 0; i--) {
+        float* g = (float*)vs_ddp_grad(d, i);
         if (!g) return last_error();
-        n = vs_ddp_local_numel(d, l);
+        if (layout != L_DDP && g != trainer_grad(T, layout, flat, i)) {
+            fprintf(stderr, "bench: rank %d %s: vs_ddp_grad(%d) is not the trainer's gradient\n", rank,
+                    layout_name[layout], i);
+            ++*bad;
+        }
+        n = vs_ddp_local_numel(d, i);
         for (j = 0; j < n; j++) g[j] = (float)((rank + 1) * (int)(j % 7 + 1));
-        if ((r = vs_ddp_grad_ready(d, l))) return r;
+        if ((r = vs_ddp_grad_ready(d, i))) return r;
     }
     if ((r = vs_ddp_finish_grad_sync(d))) return r;
-    for (l = 0; l < L; l++) {
-        n = vs_ddp_local_numel(d, l);
+    for (i = 0; i < np; i++) {
+        n = vs_ddp_local_numel(d, i);
         for (j = 0; j < n; j++) {
             double v = 2.5 * (double)(j % 7 + 1);
             want += v * v;
         }
         if (zero == VS_ZERO_0) {
-            const float* g = (const float*)vs_ddp_grad_synced(d, l);
+            const float* g = layout != L_DDP ? trainer_grad(T, layout, flat, i) : (const float*)vs_ddp_grad_synced(d, i);
             if (!g) return vs_set_error(VS_ERR_STATE, "vs_ddp_grad_synced gave NULL");
             for (j = 0; j < n; j++)
                 if (g[j] != (float)(2.5 * (double)(j % 7 + 1))) {
                     if (!*bad)
-                        fprintf(stderr, "bench: rank %d zero=0 layer %d element %lld: %g, want %g\n", rank, l,
-                                (long long)j, (double)g[j], 2.5 * (double)(j % 7 + 1));
+                        fprintf(stderr, "bench: rank %d zero=0 %s parameter %d element %lld: %g, want %g\n", rank,
+                                layout_name[layout], i, (long long)j, (double)g[j], 2.5 * (double)(j % 7 + 1));
                     ++*bad;
                 }
         }
@@ -336,6 +423,7 @@ static int rank_fn(vs_world* w, void* arg)
     vs_comm* c = NULL;
     int r = vs_comm_rank(vs_world_comm(w)), n = NRANKS, L = o->layers;
     vs_ddp* ddp[MAXCFG][2]; /* [cfg][no_overlap] */
+    float* flat[2] = {NULL, NULL}; /* contiguous, strided: the trainer's parameters and gradients */
     int ci, k, vi, round;
     int64_t layer_bytes = T->numel * (int64_t)sizeof(float);
     double t0, ts;
@@ -343,6 +431,11 @@ static int rank_fn(vs_world* w, void* arg)
 
     THR_CHK(T, c, r, vs_mesh_init(w, &(vs_mesh_desc){.shape = {n}, .dim_names = {"DP"}}, &mesh), "vs_mesh_init");
     c = vs_mesh_comm(mesh);
+    if (T->storage) { /* one pair for every trainer-owned DDP: they never run at once */
+        for (k = 0; k < 2; k++)
+            if (!(flat[k] = (float*)balloc((size_t)(L * T->block_numel) * sizeof(float))))
+                THR_CHK(T, c, r, vs_set_error(VS_ERR_NOMEM, "the trainer's buffers"), "balloc");
+    }
 
     /* every DDP, checked once */
     for (ci = 0; ci < T->ncfg; ci++)
@@ -350,9 +443,11 @@ static int rank_fn(vs_world* w, void* arg)
             const config* cf = &T->cfg[ci];
             long bad = 0;
             THR_CHK(T, c, r,
-                    make_ddp(mesh, T, cf->zero, k, layer_bytes * cf->bucket_layers, VS_OPTIM_SGD, VS_F32, 0, &ddp[ci][k]),
+                    make_ddp(mesh, T, cf->layout, cf->zero, k, layer_bytes * cf->bucket_layers, VS_OPTIM_SGD, VS_F32, 0,
+                             flat, &ddp[ci][k]),
                     "make_ddp");
-            THR_CHK(T, c, r, check_ddp(ddp[ci][k], cf->zero, r, L, &bad, &T->norm_err[ci][k][r]), "check");
+            THR_CHK(T, c, r, check_ddp(ddp[ci][k], T, cf->layout, flat, cf->zero, r, &bad, &T->norm_err[ci][k][r]),
+                    "check");
             T->bad[r] += bad;
         }
     THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
@@ -366,7 +461,7 @@ static int rank_fn(vs_world* w, void* arg)
             THR_CHK(T, c, r, vs_ddp_zero_grad(ddp[ci][0]), "vs_ddp_zero_grad");
             THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
             ts = now();
-            THR_CHK(T, c, r, run_step(ddp[ci][0], L, 0), "comm step");
+            THR_CHK(T, c, r, run_step(ddp[ci][0], L, T->cfg[ci].layout == L_DDP ? 1 : BLOCK, 0), "comm step");
             if (round >= 2) T->t[slot(T, vi, r, round - 2)] = now() - ts;
         }
     THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
@@ -400,7 +495,7 @@ static int rank_fn(vs_world* w, void* arg)
             if (d) THR_CHK(T, c, r, vs_ddp_zero_grad(d), "vs_ddp_zero_grad");
             THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
             ts = now();
-            THR_CHK(T, c, r, run_step(d, L, tl), kind_name[v->kind]);
+            THR_CHK(T, c, r, run_step(d, L, T->cfg[v->cfg].layout == L_DDP ? 1 : BLOCK, tl), kind_name[v->kind]);
             T->t[slot(T, vi, r, warm ? round : round - o->warmup)] = now() - ts;
         }
         THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
@@ -435,7 +530,7 @@ static int rank_fn(vs_world* w, void* arg)
                 for (z = 0; z < 3; z++) {
                     vs_ddp* d = NULL;
                     vs_ddp_memory m;
-                    THR_CHK(T, c, r, make_ddp(mesh, T, z, 0, bbs[bi], VS_OPTIM_ADAMW, dts[di], 1, &d),
+                    THR_CHK(T, c, r, make_ddp(mesh, T, L_DDP, z, 0, bbs[bi], VS_OPTIM_ADAMW, dts[di], 1, NULL, &d),
                             "make_ddp (memory)");
                     vs_ddp_memory_usage(d, &m);
                     vs_ddp_free(d);
@@ -454,6 +549,8 @@ out:
     for (ci = 0; ci < T->ncfg; ci++)
         for (k = 0; k < 2; k++) vs_ddp_free(ddp[ci][k]);
     if (mesh) vs_mesh_free(mesh);
+    free(flat[0]);
+    free(flat[1]);
     return T->err[r] != 0;
 }
 
@@ -463,6 +560,45 @@ static const char* mib(double bytes, char* buf, size_t cap)
 {
     snprintf(buf, cap, "%.2f", bytes / (double)MIB);
     return buf;
+}
+
+/* "summary layouts": ratio_vs_max_bound of each layout side by side, per ZeRO stage,
+   bucket size and factor (where more than one layout ran). */
+static void print_layouts(const tctx* T)
+{
+    const opts* o = T->o;
+    int ci, cj, fi, pass;
+    for (ci = 0; ci < T->ncfg; ci++) {
+        const config* a = &T->cfg[ci];
+        int earlier = 0, later = 0;
+        for (cj = 0; cj < T->ncfg; cj++)
+            if (cj != ci && T->cfg[cj].zero == a->zero && T->cfg[cj].bucket_layers == a->bucket_layers) {
+                if (cj < ci)
+                    earlier++;
+                else
+                    later++;
+            }
+        if (earlier || !later) continue; /* one line per (zero, bucket), at its first layout */
+        for (fi = 0; fi < o->nfactors; fi++) {
+            printf("summary layouts zero=%d bucket=%gMiB compute=%.1fxcomm", a->zero, a->bucket_layers * o->layer_mib,
+                   o->factors[fi]);
+            for (pass = 0; pass < 2; pass++) { /* the ratios, then comm alone */
+                printf(pass ? " comm_ms:" : " ratio_vs_max_bound:");
+                for (cj = ci; cj < T->ncfg; cj++) {
+                    const config* b = &T->cfg[cj];
+                    double comm = T->res[find_v(T, V_COMM, cj, 0)], comp = T->res[find_v(T, V_COMPUTE, cj, fi)];
+                    if (b->zero != a->zero || b->bucket_layers != a->bucket_layers) continue;
+                    if (pass)
+                        printf(" %s=%.2f", layout_name[b->layout], comm * 1e3);
+                    else
+                        printf(" %s=%.3f", layout_name[b->layout],
+                               T->res[find_v(T, V_OVL, cj, fi)] / (comp > comm ? comp : comm));
+                }
+                if (!pass) printf(" target<=%.2f;", TARGET);
+            }
+            printf("\n");
+        }
+    }
 }
 
 static void print_results(const tctx* T, int* fail)
@@ -482,13 +618,14 @@ static void print_results(const tctx* T, int* fail)
            "from the median comm of the warm-up rounds (%d)\n",
            T->t_calib, o->calib, o->layers, o->warmup);
     for (ci = 0; ci < T->ncfg; ci++)
-        printf("#   zero=%d bucket=%d layer(s) (%g MiB): comm %.2f ms alone, %.2f ms in the warm-up rounds\n",
-               T->cfg[ci].zero, T->cfg[ci].bucket_layers, T->cfg[ci].bucket_layers * o->layer_mib,
+        printf("#   %s zero=%d bucket=%d layer(s) (%g MiB): comm %.2f ms alone, %.2f ms in the warm-up rounds\n",
+               layout_name[T->cfg[ci].layout], T->cfg[ci].zero, T->cfg[ci].bucket_layers,
+               T->cfg[ci].bucket_layers * o->layer_mib,
                T->cfg[ci].comm_calib * 1e3, T->cfg[ci].comm_warm * 1e3);
     printf("#\n# step = backward (%d layers, modelled compute) + gradient sync; median of %d steps "
            "(max over %d ranks), ms; %d + %d rounds of %d variants, rotated (%.1f s)\n",
            o->layers, o->steps, NRANKS, o->warmup, o->steps, T->nv, T->t_main);
-    printf("# %4s %7s %7s | %8s %8s %10s %9s | %8s %10s %10s | %8s %8s %8s %8s\n", "zero", "bucket",
+    printf("# %10s %4s %7s %7s | %8s %8s %10s %9s | %8s %10s %10s | %8s %8s %8s %8s\n", "layout", "zero", "bucket",
            "factor", "compute", "comm", "comm_block", "comp/comm", "max_bnd", "overlapped", "no_overlap",
            "ovl/max", "paired", "novl/max", "speedup");
     for (ci = 0; ci < T->ncfg; ci++) {
@@ -499,8 +636,8 @@ static void print_results(const tctx* T, int* fail)
             double mx = comp > comm ? comp : comm;
             char bk[16];
             snprintf(bk, sizeof bk, "%gMiB", T->cfg[ci].bucket_layers * o->layer_mib);
-            printf("  %4d %7s %6.1fx | %8.2f %8.2f %10.2f %9.2f | %8.2f %10.2f %10.2f | %8.3f %8.3f %8.3f %8.2f\n",
-                   T->cfg[ci].zero, bk, o->factors[fi], comp * 1e3, comm * 1e3, cb * 1e3, comp / comm, mx * 1e3,
+            printf("  %10s %4d %7s %6.1fx | %8.2f %8.2f %10.2f %9.2f | %8.2f %10.2f %10.2f | %8.3f %8.3f %8.3f %8.2f\n",
+                   layout_name[T->cfg[ci].layout], T->cfg[ci].zero, bk, o->factors[fi], comp * 1e3, comm * 1e3, cb * 1e3, comp / comm, mx * 1e3,
                    ov * 1e3, no * 1e3, ov / mx, T->paired[ci][fi], no / mx, no / ov);
         }
     }
@@ -508,17 +645,21 @@ static void print_results(const tctx* T, int* fail)
            "comm = sync alone (async, as overlapped uses it); comm_block = sync alone on the no_overlap "
            "DDP; comp/comm = measured compute / comm; max_bnd = max(compute, comm); ovl/max = overlapped / "
            "max_bnd (the target); paired = median over rounds of that ratio within one round (robust to "
-           "load changing between rounds); speedup = no_overlap / overlapped\n");
+           "load changing between rounds); speedup = no_overlap / overlapped; layout: see the top of "
+           "bench/ddp.c (ddp: DDP's buffers, a parameter a layer; contiguous / strided: the trainer's flat "
+           "buffers, 12 tensors a layer, layer after layer / each kind across the layers)\n");
     printf("#\nsummary correctness %s (ZeRO-0 wrong elements %ld, max relative norm error %.2g)\n",
            bad == 0 && nerr < 1e-6 ? "PASS" : "FAIL", bad, nerr);
     if (bad || nerr >= 1e-6) *fail = 1;
     for (ci = 0; ci < T->ncfg; ci++) {
         double comm = T->res[find_v(T, V_COMM, ci, 0)];
-        char bk[32];
+        char bk[64];
+        int n = 0;
+        bk[0] = 0;
+        if (T->cfg[ci].layout != L_DDP) /* the ddp layout's lines as they always were */
+            n = snprintf(bk, sizeof bk, " layout=%s", layout_name[T->cfg[ci].layout]);
         if (o->nbuckets > 1)
-            snprintf(bk, sizeof bk, " bucket=%gMiB", T->cfg[ci].bucket_layers * o->layer_mib);
-        else
-            bk[0] = 0;
+            snprintf(bk + n, sizeof bk - (size_t)n, " bucket=%gMiB", T->cfg[ci].bucket_layers * o->layer_mib);
         for (fi = 0; fi < o->nfactors; fi++) {
             double comp = T->res[find_v(T, V_COMPUTE, ci, fi)];
             double ov = T->res[find_v(T, V_OVL, ci, fi)], no = T->res[find_v(T, V_NOOVL, ci, fi)];
@@ -533,6 +674,7 @@ static void print_results(const tctx* T, int* fail)
                    z, bk, o->factors[fi], no * 1e3, no / mx, no / ov);
         }
     }
+    print_layouts(T);
 }
 
 /* The ZeRO-0 row with the same dtype and buckets as m. */
@@ -597,7 +739,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: bench_ddp [--layers L] [--layer-mib M] [--bucket-layers K[,K..]] [--zero 0,1,2]\n"
-            "                 [--factors 1,2] [--steps S] [--warmup W] [--calib C] [--no-memory]\n");
+            "                 [--layouts ddp,contiguous,strided] [--factors 1,2] [--steps S] [--warmup W]\n"
+            "                 [--calib C] [--no-memory]\n");
 }
 
 /* Comma (or space) separated numbers into v[0..cap); returns how many, -1 on junk. */
@@ -617,6 +760,25 @@ static int parse_list(const char* s, double* v, int cap)
     return n;
 }
 
+/* Comma separated layout names into o->layouts; -1 on an unknown one. */
+static int parse_layouts(const char* s, opts* o)
+{
+    o->nlayouts = 0;
+    while (*s) {
+        size_t len = strcspn(s, ",");
+        int k, found = -1;
+        for (k = 0; k < NLAYOUT; k++)
+            if (len == strlen(layout_name[k]) && !strncmp(s, layout_name[k], len)) found = k;
+        for (k = 0; k < o->nlayouts; k++)
+            if (o->layouts[k] == found) found = -1; /* twice */
+        if (found < 0) return -1;
+        o->layouts[o->nlayouts++] = found;
+        s += len;
+        if (*s) s++;
+    }
+    return o->nlayouts ? 0 : -1;
+}
+
 static int parse_opts(int argc, char** argv, opts* o)
 {
     int i, k;
@@ -626,6 +788,7 @@ static int parse_opts(int argc, char** argv, opts* o)
     o->layer_mib = 4;
     o->bucket_layers[0] = 1, o->nbuckets = 1;
     o->zero[0] = 0, o->zero[1] = 1, o->zero[2] = 2, o->nzero = 3;
+    o->layouts[0] = L_DDP, o->layouts[1] = L_CONTIG, o->layouts[2] = L_STRIDED, o->nlayouts = 3;
     o->factors[0] = 1, o->factors[1] = 2, o->nfactors = 2;
     o->steps = 21;
     o->warmup = 5;
@@ -660,6 +823,9 @@ static int parse_opts(int argc, char** argv, opts* o)
                 if (tmp[k] != 0 && tmp[k] != 1 && tmp[k] != 2) return -1;
             }
             i++;
+        } else if (v && !strcmp(a, "--layouts")) {
+            if (parse_layouts(v, o)) return -1;
+            i++;
         } else if (v && !strcmp(a, "--factors")) {
             if ((o->nfactors = parse_list(v, o->factors, MAXF)) < 1) return -1;
             for (k = 0; k < o->nfactors; k++)
@@ -672,8 +838,8 @@ static int parse_opts(int argc, char** argv, opts* o)
     if (o->layers < 1 || o->layers > MAXL || !(o->layer_mib > 0) || o->steps < 1 || o->steps > 1024 ||
         o->warmup < 1 || o->warmup > 1024 || o->calib < 1 || o->calib > 1024)
         return -1;
-    if (o->nzero * o->nbuckets > MAXCFG) return -1;
-    if (o->nzero * o->nbuckets * (2 + 3 * o->nfactors) > MAXV) return -1;
+    if (o->nzero * o->nbuckets * o->nlayouts > MAXCFG) return -1;
+    if (o->nzero * o->nbuckets * o->nlayouts * (2 + 3 * o->nfactors) > MAXV) return -1;
     return 0;
 }
 
@@ -681,7 +847,8 @@ int main(int argc, char** argv)
 {
     opts o;
     static tctx T;
-    int bi, zi, fi, rc = 0;
+    int bi, li, zi, fi, rc = 0;
+    int64_t C;
     char la[64];
     double t0 = now();
     vs_result r;
@@ -692,26 +859,37 @@ int main(int argc, char** argv)
     memset(&T, 0, sizeof T);
     T.o = &o;
     T.numel = (int64_t)(o.layer_mib * (double)MIB) / (int64_t)sizeof(float);
-    if (T.numel < 1) {
+    /* contiguous, strided: the widest block of 12C^2 + 13C elements within a layer */
+    for (C = (int64_t)sqrt((double)T.numel / 12.0) + 1; C > 0 && 12 * C * C + 13 * C > T.numel; C--) {
+    }
+    if (T.numel < 1 || C < 1) {
         usage();
         return 2;
     }
-    /* configs: bucket sizes outer, stages inner; variants: per config comm,
-       comm_block, then per factor compute, overlapped, no_overlap */
+    {
+        const int64_t blk[BLOCK] = {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+        for (fi = 0; fi < BLOCK; fi++) T.block_numel += T.block[fi] = blk[fi];
+    }
+    /* configs: bucket sizes outer, then layouts, stages inner; variants: per config
+       comm, comm_block, then per factor compute, overlapped, no_overlap */
     for (bi = 0; bi < o.nbuckets; bi++)
-        for (zi = 0; zi < o.nzero; zi++) {
-            config* cf = &T.cfg[T.ncfg];
-            cf->zero = o.zero[zi];
-            cf->bucket_layers = o.bucket_layers[bi];
-            T.v[T.nv++] = (variant){V_COMM, T.ncfg, 0, 0};
-            T.v[T.nv++] = (variant){V_COMM_BLOCK, T.ncfg, 0, 0};
-            for (fi = 0; fi < o.nfactors; fi++) {
-                T.v[T.nv++] = (variant){V_COMPUTE, T.ncfg, fi, 0};
-                T.v[T.nv++] = (variant){V_OVL, T.ncfg, fi, 0};
-                T.v[T.nv++] = (variant){V_NOOVL, T.ncfg, fi, 0};
+        for (li = 0; li < o.nlayouts; li++)
+            for (zi = 0; zi < o.nzero; zi++) {
+                config* cf = &T.cfg[T.ncfg];
+                if (o.layouts[li] != L_DDP && o.zero[zi] == 2) continue; /* refused for trainer-owned storage */
+                cf->layout = o.layouts[li];
+                T.storage |= cf->layout != L_DDP;
+                cf->zero = o.zero[zi];
+                cf->bucket_layers = o.bucket_layers[bi];
+                T.v[T.nv++] = (variant){V_COMM, T.ncfg, 0, 0};
+                T.v[T.nv++] = (variant){V_COMM_BLOCK, T.ncfg, 0, 0};
+                for (fi = 0; fi < o.nfactors; fi++) {
+                    T.v[T.nv++] = (variant){V_COMPUTE, T.ncfg, fi, 0};
+                    T.v[T.nv++] = (variant){V_OVL, T.ncfg, fi, 0};
+                    T.v[T.nv++] = (variant){V_NOOVL, T.ncfg, fi, 0};
+                }
+                T.ncfg++;
             }
-            T.ncfg++;
-        }
     T.tsteps = o.steps > o.calib ? o.steps : o.calib;
     if (o.warmup > T.tsteps) T.tsteps = o.warmup;
     T.t = (double*)calloc((size_t)T.nv * NRANKS * (size_t)T.tsteps, sizeof *T.t);
@@ -726,6 +904,9 @@ int main(int argc, char** argv)
     for (bi = 0; bi < o.nbuckets; bi++) printf(" %d layer(s)", o.bucket_layers[bi]);
     printf("; ZeRO");
     for (zi = 0; zi < o.nzero; zi++) printf(" %d", o.zero[zi]);
+    printf("; layouts");
+    for (li = 0; li < o.nlayouts; li++) printf(" %s", layout_name[o.layouts[li]]);
+    if (T.storage) printf(" (a block of C = %lld: %lld elements a layer)", (long long)C, (long long)T.block_numel);
     printf("; compute = ");
     for (fi = 0; fi < o.nfactors; fi++) printf("%gx ", o.factors[fi]);
     printf("comm; online CPUs %ld; loadavg %s\n", sysconf(_SC_NPROCESSORS_ONLN), loadavg(la, sizeof la));

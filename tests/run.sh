@@ -88,6 +88,11 @@ fi
 if [ -x "$B/train_gpt_strict" ]; then
     run_one "train_gpt --device cuda (strict stand-in)" bash -c '"$1" --device cuda --mesh 2x2x2 --steps 3 && "$1" --device cuda --dtype bf16 --steps 2 && echo "ok example/train_gpt --device cuda on 8 simulated GPUs (f32, bf16)"' _ "$B/train_gpt_strict"
 fi
+# --- examples/flat_trainer.c (issue 22): the single-device trainer, its vescale port on DP2 x TP2
+# beside one rank (1e-6), the port on one rank against the trainer's own AdamW, the diff size in README ---
+if [ -x "$B/flat_trainer" ] && [ -x "$B/flat_trainer_dp_tp" ]; then
+    run_one "flat_trainer" bash tests/flat_trainer_check.sh "$B"
+fi
 # --- examples/pipe_mlp.c (issue 10): every schedule on 4 stages equals one rank bit for bit ---
 if [ -x "$B/pipe_mlp" ]; then
     run_one "pipe_mlp" bash -c '"$@" && echo "ok example/pipe_mlp"' _ "$B/pipe_mlp"
