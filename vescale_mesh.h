@@ -1145,6 +1145,29 @@ VS_API vs_result vs_tp_copy_backward(vs_mesh* tp, void* grad, size_t count, vs_d
 /* Row-parallel output [reduce_from_tensor_model_parallel_region]: forward
    all-reduces the partial outputs in place; backward is the identity. */
 VS_API vs_result vs_tp_reduce_forward(vs_mesh* tp, void* x, size_t count, vs_dtype dt);
+/* Row-parallel output with its bias [RowParallelLinear's forward after the
+   matmul]: y (rows x cols, row-major) holds this rank's partial product
+   x_shard W_shard^T; it is summed over TP in place and the bias (cols entries,
+   Replicate over TP: the same on every TP rank) is added to every row, once:
+       y = sum over TP of y + bias          whole, on every TP rank.
+   The bias is added after the sum, on every rank, rather than on TP coordinate 0
+   before it: the sum then rounds as without a bias and the bias is rounded in
+   once, as y = x W^T + b on one rank does (added to one partial first, it would
+   be rounded into every step of the sum; with f16/bf16 partials that cancel it
+   can be lost). The cost is the same: one elementwise pass over y on the
+   critical path either way (before the sum the other ranks wait for coordinate
+   0's at the all-reduce).
+   dt is y's dtype: f32, f64, f16 or bf16; bias_dt is dt, or f32 for f16/bf16 y
+   (the add in f32, rounded to dt once). Host buffers, or CUDA device memory on
+   NCCL: the all-reduce and one kernel on tp's communicator's stream, returning
+   when enqueued (stream order as the other functions here, no host sync).
+   Backward [the bias gradient]: the backward of the sum is the identity, so dy
+   (rows x cols) is whole and the same on every TP rank; db[j] = sum over rows i
+   of dy[i][j] is then the same on every TP rank too and needs no TP collective
+   (give DDP the bias with placements Replicate over TP: it averages it over DP
+   only); dx_shard = dy W_shard and dW_shard = dy^T x_shard are this rank's. */
+VS_API vs_result vs_tp_reduce_forward_bias(vs_mesh* tp, void* y, int64_t rows, int64_t cols, vs_dtype dt,
+                                           const void* bias, vs_dtype bias_dt);
 /* Sequence-parallel gather [gather_from_sequence_parallel_region]: forward
    all-gathers along seq_dim (Shard -> Replicate); backward reduce-scatters the
    gradient (Partial -> Shard). `in` is local, `out` full, or the reverse. */
@@ -7900,6 +7923,29 @@ extern "C" {
             } \
             _VS_MKSYNC; \
         } \
+    } \
+    /* the row-parallel bias (>>tp): y[x] + b[x % cols] in y's dtype dt (f32, f16, \
+       bf16: an f32 add rounded once; f64: a double add), b of dtype bdt (dt, or \
+       f32 for f16/bf16 y) */ \
+    _VS_MKDEV float _VS_MKN(ld16)(const unsigned short* p, long long i, int dt) \
+    { \
+        return dt == 3 ? _VS_MKU2F((unsigned int)p[i] << 16) : _VS_MKN(from_f16)(p[i]); \
+    } \
+    _VS_MKGLOBAL _VS_MKN(bias_add)(void* y, const void* b, long long rows, long long cols, int dt, int bdt) \
+    { \
+        _VS_MKLOOP(x, rows * cols) { \
+            long long j = x % cols; \
+            float v, bv; \
+            if (dt == 4) { \
+                ((double*)y)[x] = ((double*)y)[x] + ((const double*)b)[j]; \
+                continue; \
+            } \
+            v = dt == 1 ? ((float*)y)[x] : _VS_MKN(ld16)((const unsigned short*)y, x, dt); \
+            bv = bdt == 1 ? ((const float*)b)[j] : _VS_MKN(ld16)((const unsigned short*)b, j, bdt); \
+            v = v + bv; \
+            if (dt == 1) ((float*)y)[x] = v; \
+            else ((unsigned short*)y)[x] = dt == 3 ? _VS_MKN(bf16)(v) : _VS_MKN(f16)(v); \
+        } \
     }
 
 /* Kernel indices (names: "vs_mk_" + the name); the row kernels run one block per
@@ -7914,11 +7960,13 @@ enum {
     _VS_MK_CE_LOSS,
     _VS_MK_CE_GRAD,
     _VS_MK_IDS_CHECK,
+    _VS_MK_BIAS_ADD,
     _VS_MK_N
 };
 static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "vs_mk_box",    "vs_mk_embed_fwd",
                                                    "vs_mk_embed_bwd", "vs_mk_ce_max", "vs_mk_ce_sum",
-                                                   "vs_mk_ce_loss",   "vs_mk_ce_grad", "vs_mk_ids_check"};
+                                                   "vs_mk_ce_loss",   "vs_mk_ce_grad", "vs_mk_ids_check",
+                                                   "vs_mk_bias_add"};
 #define _VS_MK_ROWKERNEL(ki) ((ki) == _VS_MK_CE_MAX || (ki) == _VS_MK_CE_SUM || (ki) == _VS_MK_IDS_CHECK)
 
 /* The text as NVRTC source: the prelude every part's kernels are compiled
@@ -7989,6 +8037,10 @@ _VS_PRIVATE void _vs_mk_host(int ki, void** a)
         break;
     case _VS_MK_IDS_CHECK:
         _vs_mk_ids_check(_VS_A(long long*, 0), _VS_A(const int*, 1), _VS_A(long long, 2), _VS_A(long long, 3));
+        break;
+    case _VS_MK_BIAS_ADD:
+        _vs_mk_bias_add(_VS_A(void*, 0), _VS_A(const void*, 1), _VS_A(long long, 2), _VS_A(long long, 3),
+                        _VS_A(int, 4), _VS_A(int, 5));
         break;
     default:
         _vs_mk_ce_grad(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(const float*, 2), _VS_A(const float*, 3),
@@ -9456,6 +9508,57 @@ VS_API vs_result vs_tp_reduce_forward(vs_mesh* tp, void* x, size_t count, vs_dty
     return _vs_tp_sum("vs_tp_reduce_forward", tp, x, count, dt);
 }
 
+/* A TP entry point with device buffers: one fence pair (_vs_dev_enter) around
+   its kernels and collectives; a bad tp is named by the call itself. */
+#define _VS_TP_ENTRY(fn, tp, call)                                                                                    \
+    do {                                                                                                               \
+        vs_comm* c_ = _vs_tp_check(fn, tp) ? NULL : (tp)->comm;                                                        \
+        vs_result r_ = _vs_dev_enter(c_, fn);                                                                          \
+        if (r_) return r_;                                                                                             \
+        r_ = (call);                                                                                                   \
+        vs_result l_ = _vs_dev_leave(c_, fn);                                                                          \
+        return r_ ? r_ : l_;                                                                                           \
+    } while (0)
+
+_VS_PRIVATE vs_result _vs_tp_reduce_forward_bias(vs_mesh* tp, void* y, int64_t rows, int64_t cols, vs_dtype dt,
+                                                 const void* bias, vs_dtype bias_dt)
+{
+    const char* fn = "vs_tp_reduce_forward_bias";
+    _VS_TRY(_vs_tp_check(fn, tp));
+    if (dt != VS_F32 && dt != VS_F64 && dt != VS_F16 && dt != VS_BF16)
+        return _vs_err(VS_ERR_INVALID, "%s: y's dtype %s (%d) is not f32, f64, f16 or bf16", fn, vs_dtype_name(dt),
+                       (int)dt);
+    if (bias_dt != dt && !(bias_dt == VS_F32 && (dt == VS_F16 || dt == VS_BF16)))
+        return _vs_err(VS_ERR_MISMATCH, "%s: bias dtype %s (%d) with y of dtype %s: the bias is y's dtype%s", fn,
+                       vs_dtype_name(bias_dt), (int)bias_dt, vs_dtype_name(dt),
+                       dt == VS_F16 || dt == VS_BF16 ? " or f32" : "");
+    if (rows < 0 || cols < 0)
+        return _vs_err(VS_ERR_INVALID, "%s: %s %lld < 0", fn, rows < 0 ? "rows" : "cols",
+                       (long long)(rows < 0 ? rows : cols));
+    size_t esz = vs_dtype_size(dt);
+    if (cols && rows > (int64_t)(PTRDIFF_MAX / (ptrdiff_t)esz) / cols)
+        return _vs_err(VS_ERR_INVALID, "%s: rows %lld x cols %lld of %s overflow the address space", fn,
+                       (long long)rows, (long long)cols, vs_dtype_name(dt));
+    if (rows && cols && !y) return _vs_err(VS_ERR_NULL, "%s: y is NULL for %lld x %lld", fn, (long long)rows, (long long)cols);
+    if (cols && !bias) return _vs_err(VS_ERR_NULL, "%s: bias is NULL for %lld columns", fn, (long long)cols);
+    vs_comm* c = tp->comm;
+    _VS_TRY(_vs_dev_arg(c, fn, "y", y));
+    _VS_TRY(_vs_dev_arg(c, fn, "bias", bias));
+    vs_work* w = NULL;
+    _VS_TRY(_vs_dev_done(vs_all_reduce(c, y, y, (size_t)(rows * cols), dt, VS_OP_SUM, _VS_DEV_WORK(c, w)), &w));
+    long long rr = rows, cc = cols;
+    int d = (int)dt, bd = (int)bias_dt;
+    void* args[] = {&y, &bias, &rr, &cc, &d, &bd};
+    return _vs_mk_run(c, fn, _VS_MK_BIAS_ADD, rr * cc, args); // (after the sum: c's stream, or the host now)
+}
+
+VS_API vs_result vs_tp_reduce_forward_bias(vs_mesh* tp, void* y, int64_t rows, int64_t cols, vs_dtype dt,
+                                           const void* bias, vs_dtype bias_dt)
+{
+    _VS_TP_ENTRY("vs_tp_reduce_forward_bias", tp,
+                 _vs_tp_reduce_forward_bias(tp, y, rows, cols, dt, bias, bias_dt));
+}
+
 _VS_PRIVATE vs_result _vs_sp_move(const char* fn, vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape,
                                   int seq_dim, vs_placement from, vs_placement to, const void* in, void* out)
 {
@@ -9689,12 +9792,8 @@ _VS_PRIVATE vs_result _vs_vocab_embedding_forward(vs_mesh* tp, const float* tabl
 VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shard, int64_t vocab, int64_t dim,
                                             const int32_t* ids, int64_t n, float* out)
 {
-    vs_comm* c = _vs_tp_check("vs_vocab_embedding_forward", tp) ? NULL : tp->comm; // (the call names a bad tp)
-    vs_result r = _vs_dev_enter(c, "vs_vocab_embedding_forward");
-    if (r) return r;
-    r = _vs_vocab_embedding_forward(tp, table_shard, vocab, dim, ids, n, out);
-    vs_result l = _vs_dev_leave(c, "vs_vocab_embedding_forward");
-    return r ? r : l;
+    _VS_TP_ENTRY("vs_vocab_embedding_forward", tp,
+                 _vs_vocab_embedding_forward(tp, table_shard, vocab, dim, ids, n, out));
 }
 
 _VS_PRIVATE vs_result _vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
@@ -9726,12 +9825,8 @@ _VS_PRIVATE vs_result _vs_vocab_embedding_backward(vs_mesh* tp, const float* gra
 VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
                                              int64_t vocab, int64_t dim, float* grad_table_shard)
 {
-    vs_comm* c = _vs_tp_check("vs_vocab_embedding_backward", tp) ? NULL : tp->comm; // (the call names a bad tp)
-    vs_result r = _vs_dev_enter(c, "vs_vocab_embedding_backward");
-    if (r) return r;
-    r = _vs_vocab_embedding_backward(tp, grad_out, ids, n, vocab, dim, grad_table_shard);
-    vs_result l = _vs_dev_leave(c, "vs_vocab_embedding_backward");
-    return r ? r : l;
+    _VS_TP_ENTRY("vs_vocab_embedding_backward", tp,
+                 _vs_vocab_embedding_backward(tp, grad_out, ids, n, vocab, dim, grad_table_shard));
 }
 
 _VS_PRIVATE vs_result _vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
@@ -9779,12 +9874,8 @@ _VS_PRIVATE vs_result _vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_s
 VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
                                         const int32_t* targets, float* loss, float* grad_shard)
 {
-    vs_comm* c = _vs_tp_check("vs_vocab_cross_entropy", tp) ? NULL : tp->comm; // (the call names a bad tp)
-    vs_result r = _vs_dev_enter(c, "vs_vocab_cross_entropy");
-    if (r) return r;
-    r = _vs_vocab_cross_entropy(tp, logits_shard, n, vocab, targets, loss, grad_shard);
-    vs_result l = _vs_dev_leave(c, "vs_vocab_cross_entropy");
-    return r ? r : l;
+    _VS_TP_ENTRY("vs_vocab_cross_entropy", tp,
+                 _vs_vocab_cross_entropy(tp, logits_shard, n, vocab, targets, loss, grad_shard));
 }
 
 // >>init ----------------------------------------------------------------------
