@@ -121,8 +121,9 @@
    - Blocking calls (work == NULL) return when the operation is complete on this
      rank. Passing a vs_work** makes the call asynchronous: it returns at once and
      the operation progresses in the background (a progress thread on the threads
-     and MPI transports, the CUDA stream on NCCL); vs_wait() completes it. Buffers
-     must stay valid and untouched until then.
+     and MPI transports, the CUDA stream on NCCL: the call returns once NCCL has
+     enqueued it, without waiting for the GPU or a peer); vs_wait() completes it.
+     Buffers must stay valid and untouched until then.
    - Root-only buffers: broadcast reads `send` on the root only and reduce writes
      `recv` on the root only; other ranks may pass NULL there.
    - In-place: all-reduce, reduce (on the root) and broadcast accept send == recv; all-gather accepts
@@ -532,9 +533,81 @@ VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds);
    on its own (non-blocking) stream, every call waits for what you enqueued on
    the legacy default stream before it, and your later work there waits for the
    call's device work (events, no host wait). Work on other streams of yours:
-   give that stream, or order it yourself. */
+   give that stream, or order it yourself. A trainer's own stream is handed in
+   here: e.g. its communication stream, with vs_wait_stream(work, compute_stream)
+   making its compute stream wait for a collective (the host does not). It may
+   be changed between any two calls (it says where the next calls enqueue; work
+   already enqueued stays ordered on its stream). The stream must be of c's
+   device. Threads and MPI: VS_ERR_UNSUPPORTED. Only the thread using c. */
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream);
+/* The cudaStream_t c enqueues on now (the one set above, else its own); NULL on
+   threads and MPI, and on a bad handle (with vs_last_error()). */
 VS_API void* vs_comm_stream(const vs_comm* c);
+
+/* The raw handles under a communicator, for a trainer that keeps some of its own
+   NCCL or MPI calls beside vescale's. They stay the library's: never free,
+   finalize, abort or split them yourself (vs_comm_abort, vs_comm_split,
+   vs_comm_free do that).
+
+   vs_comm_nccl: the ncclComm_t of an NCCL communicator, as void*. NULL, with
+   vs_last_error() naming the transport, on a threads or MPI communicator; NULL
+   too once the communicator was aborted (a timeout, vs_comm_abort, NCCL's
+   asynchronous error, a failed rank of a vs_launch job: NCCL's handle is gone).
+   Read it anew rather than keep it: a handle kept past an abort is freed memory.
+   vs_comm_mpi: a pointer to the communicator's MPI_Comm (MPI_Comm mc =
+   *(MPI_Comm*)vs_comm_mpi(c); void* so that this header needs no <mpi.h>); NULL
+   on threads and NCCL. It is vescale's own duplicate of the world's (or a
+   split of it): your calls on it must be collectives in the same order on every
+   rank, with no vescale asynchronous work outstanding on it (a progress thread
+   issues that); MPI_Comm_dup it to be free of both. Both getters: any thread
+   that uses c.
+
+   Your own NCCL calls on c's ncclComm_t go between vs_comm_nccl_begin and
+   vs_comm_nccl_end, on the thread that uses c:
+       void* nc;
+       if (vs_comm_nccl_begin(c, &nc) == VS_OK) {
+           ncclAllReduce(x, x, n, ncclFloat, ncclSum, (ncclComm_t)nc, my_stream);
+           r = vs_comm_nccl_end(c);          // NCCL took it; the GPU runs it later
+       }
+   begin takes the communicator's NCCL lock (the one vescale's own NCCL calls on
+   it hold), reports a fault already known as c's next call would (VS_ERR_ABORTED,
+   VS_ERR_TIMEOUT, VS_ERR_BACKEND with NCCL's asynchronous error) and gives the
+   ncclComm_t. end waits on the host only until NCCL has taken your calls (c is a
+   non-blocking communicator: a call may answer ncclInProgress, and end polls
+   ncclCommGetAsyncError with c's deadline; a failure aborts c, as vescale's own
+   calls do), then releases the lock. Your operations then complete in stream
+   order, as vescale's stream-ordered ones do: on the stream you gave them (any
+   stream of c's device: vs_comm_stream(c), or your own); vs_sync_stream(c,
+   stream) is the host wait that has the deadline and watches NCCL's errors.
+   What is safe to interleave, and why:
+   - NCCL matches the operations on one communicator by their order, and takes
+     them from one thread at a time. Every vescale call issues its NCCL
+     operations before it returns (blocking or not), on the calling thread, in
+     call order: the collectives, p2p and barrier (a group's at the outermost
+     vs_group_end), vs_comm_split (and a mesh's first vs_mesh_submesh for a set
+     of dims), vs_redistribute, the >>tp functions and vs_init_fill on a mesh
+     over c, DDP's reductions and gathers on its mesh's communicators. vs_wait,
+     vs_wait_stream, vs_test and vs_sync_stream issue none. So your calls may go
+     between any two vescale calls, with outstanding vescale work (vs_work) or
+     not, as long as every rank makes them in the same place of that order.
+   - Never while a vescale call on c runs on another thread, and make no vescale
+     call on c between begin and end (the calls that would issue NCCL there are
+     VS_ERR_STATE naming c; begin inside an open vs_group_start is too).
+   - The world's watchdog thread (running once vs_wait_stream was used) may call
+     ncclCommGetAsyncError and ncclCommAbort on c when vescale's stream-ordered
+     work is past its deadline or NCCL reports an error; it never does between
+     begin and end (it skips a communicator whose lock is held), which is what
+     makes a raw call outside them unsafe: it could meet a handle just aborted.
+     The watchdog watches vescale's work only: your own operations' deadline is
+     your host wait's (vs_sync_stream has one).
+   - vs_comm_abort from another thread while begin holds the lock marks c, and
+     end aborts it and returns VS_ERR_ABORTED; vs_comm_free ends an open begin.
+   - Only the ncclComm_t: ncclGroupStart/End around your own calls are yours.
+   Threads and MPI: begin is VS_ERR_UNSUPPORTED naming the transport. */
+VS_API void* vs_comm_nccl(const vs_comm* c);
+VS_API void* vs_comm_mpi(const vs_comm* c);
+VS_API vs_result vs_comm_nccl_begin(vs_comm* c, void** nccl_comm);
+VS_API vs_result vs_comm_nccl_end(vs_comm* c);
 
 /* Collective over `c`: ranks with the same color form a new communicator, ordered by
    (key, old rank). VS_COLOR_NONE gives *out = NULL. Free with vs_comm_free. */
@@ -2115,6 +2188,7 @@ struct vs_comm {
     int ncmu_made, dev, wd_listed;
     vs_comm* wd_next; // the world's watched communicators (under the world's wdmu)
     int fence_depth;  // device entry points entered (_vs_dev_enter): their one fence pair stands for the inner ones'
+    int raw_held;     // between vs_comm_nccl_begin and _end: this thread holds ncmu (read by c's thread only)
     vs_result wd_res;
     char wd_msg[512];
 #endif
@@ -2189,7 +2263,10 @@ struct vs_world {
    - work_release  frees the transport's part of a work handle (a CUDA event).
    - shm      1: ranks share memory and run _VS_K_SHM steps (vs_redistribute's
               in-place moves); 0: those steps use the plain collectives.
-   - device   1: buffers are CUDA device memory (host loops must refuse them). */
+   - device   1: buffers are CUDA device memory (host loops must refuse them).
+   - handle   the raw handle under c (NCCL: the ncclComm_t; MPI: &MPI_Comm),
+              NULL: none (threads).
+   - raw_begin, raw_end  vs_comm_nccl_begin / _end (NULL: no NCCL). */
 struct _vs_transport_ops {
     vs_transport id;
     vs_result (*submit)(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out);
@@ -2208,6 +2285,9 @@ struct _vs_transport_ops {
     vs_result (*wait_stream)(vs_work* w, void* stream);
     vs_result (*sync_stream)(vs_comm* c, void* stream);
     int shm, device;
+    void* (*handle)(const vs_comm* c);
+    vs_result (*raw_begin)(vs_comm* c, void** out);
+    vs_result (*raw_end)(vs_comm* c);
 };
 
 /* The table of a transport compiled into this build, NULL otherwise (>>transports). */
@@ -2334,6 +2414,43 @@ VS_API void* vs_comm_stream(const vs_comm* c)
 {
     if (_vs_comm_get("vs_comm_stream", c)) return NULL;
     return c->tp->stream ? c->tp->stream(c) : NULL;
+}
+
+/* The raw handle of transport `tr` under c, or NULL naming what c is. */
+_VS_PRIVATE void* _vs_comm_raw(const char* fn, const vs_comm* c, vs_transport tr, const char* what)
+{
+    if (_vs_comm_get(fn, c)) return NULL;
+    if (c->tr != tr || !c->tp->handle) {
+        _vs_err(VS_ERR_UNSUPPORTED, "%s: %s is a %s communicator: no %s (the %s transport's)", fn, c->label,
+                vs_transport_name(c->tr), what, vs_transport_name(tr));
+        return NULL;
+    }
+    return c->tp->handle(c);
+}
+
+VS_API void* vs_comm_nccl(const vs_comm* c) { return _vs_comm_raw("vs_comm_nccl", c, VS_TRANSPORT_NCCL, "ncclComm_t"); }
+VS_API void* vs_comm_mpi(const vs_comm* c) { return _vs_comm_raw("vs_comm_mpi", c, VS_TRANSPORT_MPI, "MPI_Comm"); }
+
+VS_API vs_result vs_comm_nccl_begin(vs_comm* c, void** nccl_comm)
+{
+    _VS_CHECK_HANDLE(c, "comm");
+    _VS_CHECK_NULL(nccl_comm, "nccl_comm");
+    *nccl_comm = NULL;
+    if (!c->tp->raw_begin)
+        return _vs_err(VS_ERR_UNSUPPORTED, "vs_comm_nccl_begin: %s is a %s communicator: no ncclComm_t (the nccl "
+                       "transport's)", c->label, vs_transport_name(c->tr));
+    if (c->group_depth > 0)
+        return _vs_err(VS_ERR_STATE, "vs_comm_nccl_begin: a vs_group_start is open on %s (end it first)", c->label);
+    return c->tp->raw_begin(c, nccl_comm);
+}
+
+VS_API vs_result vs_comm_nccl_end(vs_comm* c)
+{
+    _VS_CHECK_HANDLE(c, "comm");
+    if (!c->tp->raw_end)
+        return _vs_err(VS_ERR_UNSUPPORTED, "vs_comm_nccl_end: %s is a %s communicator (no ncclComm_t)", c->label,
+                       vs_transport_name(c->tr));
+    return c->tp->raw_end(c);
 }
 
 _VS_PRIVATE void _vs_op_release(_vs_opdesc* op)
@@ -5815,8 +5932,11 @@ _VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** o
     return VS_OK;
 }
 
+_VS_PRIVATE void _vs_nccl_raw_release(vs_comm* c);
+
 _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
 {
+    if (c->ncmu_made) _vs_nccl_raw_release(c); // (freeing c ends an open vs_comm_nccl_begin)
     _vs_wd_unlist(c); // the watchdog no longer looks at c
     for (int i = 0; i < c->nwatch; i++) cudaEventDestroy(c->watch[i].ev);
     c->nwatch = 0;
@@ -5913,7 +6033,8 @@ _VS_PRIVATE void _vs_t_destroy(vs_comm* c)
 static const _vs_transport_ops _vs_threads_ops = {
     VS_TRANSPORT_THREADS, _vs_submit_host, _vs_t_exec, _vs_work_wait_host, _vs_work_test_host,
     NULL /* detach: the queue drained */, NULL /* split: an op */, _vs_t_abort, _vs_t_destroy,
-    NULL, NULL /* no streams */, NULL, NULL, NULL, NULL /* wait_stream: vs_wait */, NULL, 1 /* shm */, 0};
+    NULL, NULL /* no streams */, NULL, NULL, NULL, NULL /* wait_stream: vs_wait */, NULL, 1 /* shm */, 0,
+    NULL /* no raw handle */, NULL, NULL};
 
 #ifdef VESCALE_MPI
 _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
@@ -5921,10 +6042,12 @@ _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
     if (c->mc != MPI_COMM_NULL) MPI_Comm_free(&c->mc);
 }
 
+_VS_PRIVATE void* _vs_mpi_handle(const vs_comm* c) { return (void*)&c->mc; }
+
 static const _vs_transport_ops _vs_mpi_ops = {
     VS_TRANSPORT_MPI, _vs_submit_host, _vs_mpi_exec, _vs_work_wait_host, _vs_work_test_host,
     NULL, NULL, _vs_mpi_comm_abort /* notifies every rank of the world */, _vs_mpi_destroy,
-    NULL, NULL, _vs_mpi_world_fini, _vs_mpi_world_abort, NULL, NULL, NULL, 0, 0};
+    NULL, NULL, _vs_mpi_world_fini, _vs_mpi_world_abort, NULL, NULL, NULL, 0, 0, _vs_mpi_handle, NULL, NULL};
 #endif
 
 #ifdef VESCALE_NCCL
@@ -5999,10 +6122,78 @@ _VS_PRIVATE vs_result _vs_nccl_world_free(vs_world* w)
     return VS_OK;
 }
 
+/* The trainer's own NCCL calls (vs_comm_nccl_begin / _end) hold ncmu from begin
+   to end, as the table's calls do: the watchdog and another thread's
+   vs_comm_abort leave c alone meanwhile, and a fault known is reported first. */
+_VS_PRIVATE vs_result _vs_nccl_raw_begin(vs_comm* c, void** out)
+{
+    const char* what = "vs_comm_nccl_begin";
+    if (c->raw_held) return _vs_err(VS_ERR_STATE, "%s: already begun on %s (vs_comm_nccl_end first)", what, c->label);
+    pthread_mutex_lock(&c->ncmu);
+    vs_result r = _vs_nccl_wd_check(c, what);
+    if (!r) r = _vs_nccl_job_check(c, what);
+    if (!r && !c->nc) r = _vs_err(VS_ERR_ABORTED, "%s: the NCCL communicator of %s was aborted", what, c->label);
+    ncclResult_t ar = ncclSuccess;
+    if (!r) ncclCommGetAsyncError(c->nc, &ar);
+    if (ar != ncclSuccess && ar != ncclInProgress) r = _vs_nccl_abort(c, VS_ERR_BACKEND, (int)ar, what, ncclGetErrorString(ar));
+    if (r) {
+        pthread_mutex_unlock(&c->ncmu);
+        return r;
+    }
+    c->raw_held = 1;
+    *out = (void*)c->nc;
+    return VS_OK;
+}
+
+_VS_PRIVATE void _vs_nccl_raw_release(vs_comm* c)
+{
+    if (!c->raw_held) return;
+    c->raw_held = 0;
+    pthread_mutex_unlock(&c->ncmu);
+}
+
+/* Until NCCL has taken the trainer's calls (ncclInProgress on a non-blocking
+   communicator), with c's deadline; an abort asked for meanwhile happens here. */
+_VS_PRIVATE vs_result _vs_nccl_raw_end(vs_comm* c)
+{
+    const char* what = "vs_comm_nccl_end";
+    if (!c->raw_held) return _vs_err(VS_ERR_STATE, "%s: no vs_comm_nccl_begin is open on %s", what, c->label);
+    vs_result r = VS_OK;
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        if (c->nc) ncclCommAbort(c->nc), c->nc = NULL;
+        r = _vs_err(VS_ERR_ABORTED, "%s: %s was aborted (vs_comm_abort) while the trainer's NCCL calls were issued",
+                    what, c->label);
+    } else if (c->nc) {
+        ncclResult_t ar = ncclSuccess;
+        ncclCommGetAsyncError(c->nc, &ar);
+        r = _vs_nccl_settle(c, c->nc, ar, what, _vs_now() + c->timeout);
+    } else {
+        r = _vs_err(VS_ERR_ABORTED, "%s: the NCCL communicator of %s was aborted", what, c->label);
+    }
+    _vs_nccl_raw_release(c);
+    return r;
+}
+
+/* The ncclComm_t, read under ncmu (the watchdog may be aborting it), or NULL. */
+_VS_PRIVATE void* _vs_nccl_handle(const vs_comm* cc)
+{
+    vs_comm* c = (vs_comm*)cc; // (the lock only: nothing of c changes)
+    if (c->raw_held) return (void*)c->nc; // (this thread holds ncmu)
+    pthread_mutex_lock(&c->ncmu);
+    void* nc = (void*)c->nc;
+    pthread_mutex_unlock(&c->ncmu);
+    if (!nc) _vs_err(VS_ERR_ABORTED, "vs_comm_nccl: the NCCL communicator of %s was aborted", c->label);
+    return nc;
+}
+
 /* The table's calls into NCCL hold the communicator's ncmu, so its watchdog
-   (and another thread's vs_comm_abort) never call NCCL beside them. */
+   (and another thread's vs_comm_abort) never call NCCL beside them; not
+   between vs_comm_nccl_begin and _end (the trainer's calls hold it). */
 #define _VS_NCCL_LOCKED(c, call)                                                                                      \
     vs_result _r;                                                                                                     \
+    if ((c)->raw_held)                                                                                                \
+        return _vs_err(VS_ERR_STATE, "a vescale call on %s between vs_comm_nccl_begin and vs_comm_nccl_end (end "     \
+                       "the trainer's NCCL calls first)", (c)->label);                                                \
     pthread_mutex_lock(&(c)->ncmu);                                                                                   \
     _r = (call);                                                                                                      \
     pthread_mutex_unlock(&(c)->ncmu);                                                                                 \
@@ -6045,6 +6236,7 @@ _VS_PRIVATE vs_result _vs_nccl_split_l(vs_comm* c, int color, int key, vs_comm**
 _VS_PRIVATE void _vs_nccl_detach_l(vs_work* w)
 {
     vs_comm* c = w->comm;
+    if (c) _vs_nccl_raw_release(c); // (vs_comm_free ends an open vs_comm_nccl_begin)
     if (c) pthread_mutex_lock(&c->ncmu);
     _vs_nccl_detach(w);
     if (c) pthread_mutex_unlock(&c->ncmu);
@@ -6053,7 +6245,8 @@ _VS_PRIVATE void _vs_nccl_detach_l(vs_work* w)
 static const _vs_transport_ops _vs_nccl_ops = {
     VS_TRANSPORT_NCCL, _vs_nccl_submit_l, NULL, _vs_nccl_wait_l, _vs_nccl_test_l, _vs_nccl_detach_l, _vs_nccl_split_l,
     _vs_nccl_abort_comm, _vs_nccl_comm_destroy, _vs_nccl_set_stream, _vs_nccl_stream, _vs_nccl_world_free, NULL,
-    _vs_nccl_work_release, _vs_nccl_wait_stream_l, _vs_nccl_sync_stream_l, 0, 1};
+    _vs_nccl_work_release, _vs_nccl_wait_stream_l, _vs_nccl_sync_stream_l, 0, 1, _vs_nccl_handle, _vs_nccl_raw_begin,
+    _vs_nccl_raw_end};
 #endif
 
 _VS_PRIVATE const _vs_transport_ops* _vs_transport_of(vs_transport tr)
