@@ -57,7 +57,9 @@
        VESCALE_DEBUG=desync                MPI: check every collective's arguments
                                            across ranks (see vs_world_abort)
        VESCALE_RUN_ID (or TORCHELASTIC_RUN_ID)  a per-job secret for the NCCL TCP
-                                           rendezvous (see _vs_tcp_bcast)
+                                           and file rendezvous (see _vs_tcp_bcast)
+       VESCALE_INIT_FILE=<path>            NCCL without MPI: the rendezvous through
+                                           a shared file system (vs_world_desc.init_file)
        RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT   (torchrun style)
        SLURM_PROCID SLURM_NTASKS SLURM_LOCALID              (srun)
        OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK (mpirun)
@@ -749,6 +751,10 @@ typedef struct vs_world_desc {
     int local_rank;
     const char* master_addr; // NCCL rendezvous without MPI (NULL: MASTER_ADDR)
     int master_port;         // 0: MASTER_PORT
+    /* NCCL without MPI: the unique id through this path on a file system every
+       rank sees (NULL: VESCALE_INIT_FILE; neither: the TCP rendezvous on
+       master_addr:master_port). See vs_world_init. */
+    const char* init_file;
     double timeout_s;        // 0: VESCALE_TIMEOUT or 300
     vs_device_select device_select;
     int cuda_device;
@@ -760,7 +766,33 @@ typedef struct vs_world_desc {
 
 /* Starts this process's rank of a multi-process job (MPI or NCCL transport). For the
    threads transport use vs_launch. MPI is initialised (MPI_THREAD_MULTIPLE) unless
-   the program already did. */
+   the program already did.
+   NCCL: rank 0's unique id reaches the others over MPI when the job has it (MPI
+   initialised, or an Open MPI launcher), else through init_file when one is
+   given (or VESCALE_INIT_FILE), else over TCP on master_addr:master_port. Both
+   carry the same: the job key (VESCALE_RUN_ID, else TORCHELASTIC_RUN_ID, and the
+   world size; see the TCP rendezvous' notes in >>bootstrap), the world size, the
+   payload's length, the id, and each rank's claim, and rank 0 returns once every
+   rank has its id.
+   The file rendezvous: rank 0 writes the id file at init_file (a temporary file
+   in its directory, renamed over the path: a reader sees the old file or the
+   whole new one) with a fresh random nonce; rank r reads it and writes its claim
+   <init_file>.rank<r> the same way; rank 0 takes the claims that carry its
+   nonce, deletes them (each rank returns when its claim is gone) and then the id
+   file: nothing is left behind. A file from another job (its key differs:
+   another run id or world size) is never used: it is waited past until the
+   deadline, and rank 0 replaces it. A file left by an earlier run of the same
+   job (same key, e.g. an elastic restart after a crash) may be read first, but
+   its nonce is not the new rank 0's: the rank re-reads and claims again when
+   rank 0's file appears, and rank 0 takes only claims of its own nonce. Every
+   wait has the world's timeout (VESCALE_TIMEOUT) and a timeout names the file,
+   what was found there and, on rank 0, the ranks that never claimed. Errors
+   naming the path: a directory that does not exist or that the rank cannot
+   write in (VS_ERR_IO, at once on every rank), a file at the path that is not a
+   rendezvous file (VS_ERR_INVALID: rank 0 does not replace it), one that is
+   truncated or damaged (VS_ERR_IO), an init_file longer than 1000 bytes or
+   empty (VS_ERR_INVALID). The path must be on a file system with atomic rename
+   that every rank sees (NFS, Lustre, a local disk for one node). */
 VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out);
 /* Frees the world (and finalizes MPI if vs_world_init initialised it). On MPI,
    after a timeout or abort left operations in flight that do not complete within
@@ -820,9 +852,10 @@ VS_API vs_comm* vs_world_comm(vs_world* w);
 VS_API double vs_world_timeout(const vs_world* w);
 /* The desc as this world uses it, every zero-is-default resolved (as sokol's
    sg_query_desc): transport, world_size/rank/local_rank (the final ones: MPI's
-   when it numbered the ranks), master_addr/port, timeout_s (INFINITY: none),
-   log_level, logger, allocator. Worlds of vs_launch report the launch desc's
-   values the same way. master_addr points into the world. */
+   when it numbered the ranks), master_addr/port, init_file (NULL: none),
+   timeout_s (INFINITY: none), log_level, logger, allocator. Worlds of vs_launch
+   report the launch desc's values the same way. master_addr and init_file point
+   into the world. */
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out);
 
 /* Logs through the world's logger at `level` (printf-style). */
@@ -2196,6 +2229,8 @@ struct vs_comm {
 
 typedef struct _vs_tjob _vs_tjob;
 
+#define _VS_INIT_FILE_MAX 1000 /* bytes of vs_world_desc.init_file (its suffixes fit beside it) */
+
 struct vs_world {
     vs_transport tr;
     int rank, size, local_rank;
@@ -2209,6 +2244,7 @@ struct vs_world {
     int ndead_h;
     vs_world_desc desc;                // as resolved (vs_world_query_desc); master_addr -> master
     char master[256];
+    char init_file[_VS_INIT_FILE_MAX + 1]; // desc.init_file points here (when given)
     void* kcache;                      // >>kernels: this rank's compiled device kernels
     void (*kcache_free)(vs_world* w);  // set with it
     int mpi_finalize;
@@ -6405,6 +6441,8 @@ _VS_PRIVATE void _vs_world_keep_desc(vs_world* w, const vs_world_desc* d)
     w->desc.log_level = w->hooks.level;
     snprintf(w->master, sizeof w->master, "%s", d->master_addr ? d->master_addr : "");
     w->desc.master_addr = w->master;
+    snprintf(w->init_file, sizeof w->init_file, "%s", d->init_file ? d->init_file : "");
+    w->desc.init_file = d->init_file ? w->init_file : NULL;
 }
 
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
@@ -6584,8 +6622,10 @@ _VS_PRIVATE uint64_t _vs_fnv1a64(uint64_t h, const void* p, size_t n)
     return h;
 }
 
-/* The job key both sides present (see above); *from names where it came from. */
-_VS_PRIVATE uint64_t _vs_rdv_key(int port, int size, const char** from)
+/* The job key both sides present (see above); *from names where it came from.
+   place: what stands in for a run id ("port 29500"; the file rendezvous: "file"),
+   place_src: its name in *from. */
+_VS_PRIVATE uint64_t _vs_job_key(const char* place, const char* place_src, int size, const char** from)
 {
     const char* id = getenv("VESCALE_RUN_ID");
     const char* src = "VESCALE_RUN_ID";
@@ -6600,14 +6640,22 @@ _VS_PRIVATE uint64_t _vs_rdv_key(int port, int size, const char** from)
         h = _vs_fnv1a64(h, "run id", 7);
         h = _vs_fnv1a64(h, id, strlen(id) + 1);
     } else {
-        src = "MASTER_PORT and WORLD_SIZE only (no run id: guards against accidents, not attackers)";
-        snprintf(num, sizeof num, "port %d", port);
-        h = _vs_fnv1a64(h, num, strlen(num) + 1);
+        src = place_src;
+        h = _vs_fnv1a64(h, place, strlen(place) + 1);
     }
     snprintf(num, sizeof num, "size %d", size);
     h = _vs_fnv1a64(h, num, strlen(num) + 1);
     if (from) *from = src;
     return h;
+}
+
+/* The TCP rendezvous' key: without a run id, the port stands in for it. */
+_VS_PRIVATE uint64_t _vs_rdv_key(int port, int size, const char** from)
+{
+    char place[48];
+    snprintf(place, sizeof place, "port %d", port);
+    return _vs_job_key(place, "MASTER_PORT and WORLD_SIZE only (no run id: guards against accidents, not attackers)",
+                       size, from);
 }
 
 _VS_PRIVATE void _vs_be_put32(unsigned char* p, uint32_t v)
@@ -7012,6 +7060,324 @@ _VS_PRIVATE vs_result _vs_tcp_bcast(const char* addr, int port, int rank, int si
     return _vs_tcp_bcast_log(NULL, addr, port, rank, size, data, len, timeout);
 }
 
+/* The file rendezvous (vs_world_init's notes say what it guarantees): the same
+   exchange as the TCP one through a path every rank sees. Files, integers
+   big-endian, each ending in an FNV-1a 64 of the bytes before it:
+     id file  <path>        "vsf1", world size, payload length, job key (8),
+                            nonce (8: rank 0's, random, per run), payload
+     claim    <path>.rank<r> "vsk1", r, world size, job key, the nonce read, a
+                            token (8: this call's, random; another one there is a
+                            second claim of r)
+   Each is written to <path>.tmp<rank>.<pid> and renamed over its name. Rank 0
+   deletes the claims of its nonce when all are in (the sign that ends each
+   rank's wait), then the id file. */
+#define _VS_FRDV_MAGIC 0x76736631u /* "vsf1" */
+#define _VS_FRDV_CLAIM 0x76736b31u /* "vsk1" */
+#define _VS_FRDV_HEAD 28
+#define _VS_FRDV_CLAIM_LEN 44
+
+_VS_PRIVATE void _vs_be_put64(unsigned char* p, uint64_t v)
+{
+    _vs_be_put32(p, (uint32_t)(v >> 32));
+    _vs_be_put32(p + 4, (uint32_t)v);
+}
+
+_VS_PRIVATE uint64_t _vs_be_get64(const unsigned char* p) { return (uint64_t)_vs_be_get32(p) << 32 | _vs_be_get32(p + 4); }
+
+/* 8 random bytes (/dev/urandom; else the clock, the pid and an address). */
+_VS_PRIVATE uint64_t _vs_random64(void)
+{
+    uint64_t v = 0;
+    int fd = open("/dev/urandom", O_RDONLY);
+    ssize_t k = fd >= 0 ? read(fd, &v, sizeof v) : -1;
+    if (fd >= 0) close(fd);
+    if (k == (ssize_t)sizeof v) return v;
+    double t = _vs_now();
+    uint64_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    return _vs_fnv1a64(_vs_fnv1a64(tb, &fd, sizeof fd) ^ (uint64_t)getpid(), &v, sizeof v) ^ (uint64_t)(uintptr_t)&v;
+}
+
+enum { _VS_FILE_OK = 0, _VS_FILE_MISSING, _VS_FILE_ERROR };
+
+/* Up to cap bytes of the file at path (*got: how many; cap means "cap or more"). */
+_VS_PRIVATE int _vs_file_slurp(const char* path, unsigned char* buf, size_t cap, size_t* got)
+{
+    *got = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return errno == ENOENT ? _VS_FILE_MISSING : _VS_FILE_ERROR;
+    while (*got < cap) {
+        ssize_t k = read(fd, buf + *got, cap - *got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return _VS_FILE_ERROR;
+        }
+        if (k == 0) break;
+        *got += (size_t)k;
+    }
+    close(fd);
+    return _VS_FILE_OK;
+}
+
+/* buf[0, n) to path atomically: a temporary file beside it, synced, renamed. */
+_VS_PRIVATE vs_result _vs_file_put(const char* path, int rank, const unsigned char* buf, size_t n)
+{
+    char tmp[_VS_INIT_FILE_MAX + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d.%ld", path, rank, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = 0;
+    if (fd < 0)
+        return _vs_err_backend(VS_ERR_IO, errno, "rendezvous: rank %d cannot create %s: %s", rank, tmp, strerror(errno));
+    for (size_t off = 0; off < n && !e;) {
+        ssize_t k = write(fd, buf + off, n - off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) e = k < 0 ? errno : EIO;
+        else off += (size_t)k;
+    }
+    if (!e && fsync(fd) != 0) e = errno;
+    if (close(fd) != 0 && !e) e = errno;
+    if (!e && rename(tmp, path) != 0) e = errno;
+    if (!e) return VS_OK;
+    unlink(tmp);
+    return _vs_err_backend(VS_ERR_IO, e, "rendezvous: rank %d cannot write %s: %s", rank, path, strerror(e));
+}
+
+/* This rank can create its temporary file beside path (made and removed):
+   checked first, so that every rank fails at once on a directory that is
+   missing or not writable (access() would pass root anywhere) instead of
+   waiting for a file. */
+_VS_PRIVATE vs_result _vs_file_dir_check(const char* path, int rank)
+{
+    char tmp[_VS_INIT_FILE_MAX + 64], dir[_VS_INIT_FILE_MAX + 1];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d.%ld", path, rank, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+        return VS_OK;
+    }
+    int e = errno;
+    snprintf(dir, sizeof dir, "%s", path);
+    char* slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    return _vs_err_backend(VS_ERR_IO, e, "rendezvous: rank %d cannot write in %s, the directory of the init file %s "
+                           "(every rank writes there): %s", rank, dir, path, strerror(e));
+}
+
+/* The id file in buf[0, got): 0 ours (its fields out), else why not (a message
+   in msg): 1 not a rendezvous file, 2 truncated or damaged. */
+_VS_PRIVATE int _vs_frdv_parse(const unsigned char* b, size_t got, size_t cap, int* size, size_t* len, uint64_t* key,
+                               uint64_t* nonce, char* msg, size_t mcap)
+{
+    if (got < 4 || _vs_be_get32(b) != _VS_FRDV_MAGIC) {
+        _vs_fmt(msg, mcap, "not a vescale rendezvous file (%zu bytes%s)", got, got >= 4 ? ", another magic" : "");
+        return 1;
+    }
+    size_t need = got >= _VS_FRDV_HEAD ? _VS_FRDV_HEAD + (size_t)_vs_be_get32(b + 8) + 8 : 0;
+    if (got < _VS_FRDV_HEAD || got != need || got >= cap ||
+        _vs_be_get64(b + got - 8) != _vs_fnv1a64(_VS_FNV64_BASIS, b, got - 8)) {
+        _vs_fmt(msg, mcap, "a vescale rendezvous file, truncated or damaged (%zu bytes%s)", got,
+                need && got != need ? ", its header says otherwise" : "");
+        return 2;
+    }
+    *size = (int)_vs_be_get32(b + 4), *len = _vs_be_get32(b + 8), *key = _vs_be_get64(b + 12);
+    *nonce = _vs_be_get64(b + 20);
+    return 0;
+}
+
+/* Rank r's claim file, read: 1 when it is r's for this job (nonce and token out). */
+_VS_PRIVATE int _vs_frdv_claim_read(const char* cpath, int r, int size, uint64_t key, uint64_t* nonce, uint64_t* token)
+{
+    unsigned char b[_VS_FRDV_CLAIM_LEN + 1];
+    size_t got = 0;
+    if (_vs_file_slurp(cpath, b, sizeof b, &got) != _VS_FILE_OK || got != _VS_FRDV_CLAIM_LEN) return 0;
+    if (_vs_be_get32(b) != _VS_FRDV_CLAIM || _vs_be_get32(b + 4) != (uint32_t)r ||
+        _vs_be_get32(b + 8) != (uint32_t)size || _vs_be_get64(b + 12) != key ||
+        _vs_be_get64(b + 36) != _vs_fnv1a64(_VS_FNV64_BASIS, b, 36))
+        return 0;
+    *nonce = _vs_be_get64(b + 20), *token = _vs_be_get64(b + 28);
+    return 1;
+}
+
+/* The poll of a wait: 1 ms at first, up to 20 ms. */
+_VS_PRIVATE void _vs_frdv_nap(int it) { _vs_sleep_us(it < 20 ? 1000 : 20000); }
+
+/* Rank 0: writes the id file, takes every rank's claim of its nonce, cleans up. */
+_VS_PRIVATE vs_result _vs_frdv_root(const vs_world* log, const char* path, int size, const void* data, size_t len,
+                                    uint64_t key, double timeout, double deadline)
+{
+    const _vs_hooks* h = _VS_WH(log);
+    size_t flen = _VS_FRDV_HEAD + len + 8;
+    unsigned char* b = _VS_HNEW(h, unsigned char, flen + 1);
+    unsigned char* joined = _VS_HNEW(h, unsigned char, (size_t)size);
+    char cpath[_VS_INIT_FILE_MAX + 32], msg[160], last[256] = "";
+    vs_result r = VS_OK;
+    int njoined = 1, st;
+    size_t got = 0;
+    if (!b || !joined) {
+        r = _vs_err(VS_ERR_NOMEM, "rendezvous: out of memory for %d ranks", size);
+        goto done;
+    }
+    if ((st = _vs_file_slurp(path, b, flen + 1, &got)) == _VS_FILE_ERROR) {
+        r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: rank 0 cannot read %s: %s", path, strerror(errno));
+        goto done;
+    }
+    {
+        int sz = 0;
+        size_t ln = 0;
+        uint64_t k = 0, n = 0;
+        if (st == _VS_FILE_OK && _vs_frdv_parse(b, got, flen + 1, &sz, &ln, &k, &n, msg, sizeof msg) == 1) {
+            r = _vs_err(VS_ERR_INVALID, "rendezvous: the init file %s is %s: rank 0 does not replace it (remove it, or "
+                        "give another path)", path, msg);
+            goto done;
+        }
+        if (st == _VS_FILE_OK) vs_log(log, VS_LOG_INFO, "rendezvous: replacing %s, left by an earlier run or another job", path);
+    }
+    uint64_t nonce = _vs_random64();
+    _vs_be_put32(b, _VS_FRDV_MAGIC);
+    _vs_be_put32(b + 4, (uint32_t)size);
+    _vs_be_put32(b + 8, (uint32_t)len);
+    _vs_be_put64(b + 12, key);
+    _vs_be_put64(b + 20, nonce);
+    if (len) memcpy(b + _VS_FRDV_HEAD, data, len);
+    _vs_be_put64(b + flen - 8, _vs_fnv1a64(_VS_FNV64_BASIS, b, flen - 8));
+    if ((r = _vs_file_put(path, 0, b, flen))) goto done;
+    for (int it = 0; njoined < size; it++) {
+        for (int q = 1; q < size; q++) {
+            uint64_t cn = 0, tok = 0;
+            if (joined[q]) continue;
+            snprintf(cpath, sizeof cpath, "%s.rank%d", path, q);
+            if (_vs_frdv_claim_read(cpath, q, size, key, &cn, &tok) && cn == nonce)
+                joined[q] = 1, njoined++;
+            else if (cn)
+                _vs_fmt(last, sizeof last, "; rank %d's claim is for an earlier id file", q);
+        }
+        if (njoined == size) break;
+        if (_vs_now() >= deadline) {
+            char miss[256];
+            _vs_rdv_missing(joined, size, miss, sizeof miss);
+            unlink(path); // (no later run reads it)
+            r = _vs_err(VS_ERR_TIMEOUT, "rendezvous: rank(s) %s never claimed the id rank 0 wrote to %s within %g s "
+                        "(%d of %d ranks in%s)", miss, path, timeout, njoined, size, last);
+            goto done;
+        }
+        _vs_frdv_nap(it);
+    }
+    for (int q = 1; q < size; q++) { // each rank's wait ends with its claim
+        snprintf(cpath, sizeof cpath, "%s.rank%d", path, q);
+        unlink(cpath);
+    }
+    unlink(path);
+done:
+    _vs_hfree(h, joined);
+    _vs_hfree(h, b);
+    return r;
+}
+
+/* Rank r: reads the id file of this job, claims it, and waits until rank 0 has
+   taken the claim (deleted it); re-reads and claims again when rank 0 writes a
+   new id file meanwhile (the one read was an earlier run's). */
+_VS_PRIVATE vs_result _vs_frdv_join(const vs_world* log, const char* path, int rank, int size, void* data, size_t len,
+                                    uint64_t key, double timeout, double deadline)
+{
+    const _vs_hooks* h = _VS_WH(log);
+    size_t flen = _VS_FRDV_HEAD + len + 8;
+    unsigned char* b = _VS_HNEW(h, unsigned char, flen + 1);
+    if (!b) return _vs_err(VS_ERR_NOMEM, "rendezvous: out of memory for %zu bytes", flen);
+    char cpath[_VS_INIT_FILE_MAX + 32], seen[256], msg[160];
+    snprintf(cpath, sizeof cpath, "%s.rank%d", path, rank);
+    snprintf(seen, sizeof seen, "no file there");
+    uint64_t token = _vs_random64(), mine = 0;
+    int claimed = 0;
+    vs_result r = VS_OK;
+    for (int it = 0;; it++) {
+        if (claimed) { // rank 0 deletes the claims of its nonce once all are in
+            uint64_t cn = 0, tok = 0;
+            unsigned char probe;
+            size_t pg = 0;
+            if (_vs_file_slurp(cpath, &probe, 1, &pg) == _VS_FILE_MISSING) break;
+            if (_vs_frdv_claim_read(cpath, rank, size, key, &cn, &tok) && tok != token) {
+                r = _vs_err(VS_ERR_MISMATCH, "rendezvous: rank %d of %d was claimed twice: %s holds another process's "
+                            "claim (two processes with the same rank?)", rank, size, cpath);
+                break;
+            }
+        }
+        size_t got = 0;
+        int st = _vs_file_slurp(path, b, flen + 1, &got), sz = 0;
+        size_t ln = 0;
+        uint64_t k = 0, n = 0;
+        if (st == _VS_FILE_ERROR) {
+            r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: rank %d cannot read %s: %s", rank, path, strerror(errno));
+            break;
+        }
+        int pr = st == _VS_FILE_OK ? _vs_frdv_parse(b, got, flen + 1, &sz, &ln, &k, &n, msg, sizeof msg) : -1;
+        if (pr > 0) {
+            r = _vs_err(pr == 1 ? VS_ERR_INVALID : VS_ERR_IO, "rendezvous: rank %d: the init file %s is %s", rank, path,
+                        msg);
+            break;
+        }
+        if (pr == 0 && sz != size)
+            _vs_fmt(seen, sizeof seen, "a file for a world of %d ranks (this one has %d: another job)", sz, size);
+        else if (pr == 0 && k != key)
+            _vs_fmt(seen, sizeof seen, "a file of another job (its key differs: another VESCALE_RUN_ID or "
+                    "TORCHELASTIC_RUN_ID)");
+        else if (pr == 0 && ln != len)
+            _vs_fmt(seen, sizeof seen, "a file with a payload of %zu bytes (%zu here)", ln, len);
+        else if (pr == 0 && (!claimed || n != mine)) {
+            unsigned char c[_VS_FRDV_CLAIM_LEN];
+            _vs_be_put32(c, _VS_FRDV_CLAIM);
+            _vs_be_put32(c + 4, (uint32_t)rank);
+            _vs_be_put32(c + 8, (uint32_t)size);
+            _vs_be_put64(c + 12, key);
+            _vs_be_put64(c + 20, n);
+            _vs_be_put64(c + 28, token);
+            _vs_be_put64(c + 36, _vs_fnv1a64(_VS_FNV64_BASIS, c, 36));
+            if ((r = _vs_file_put(cpath, rank, c, sizeof c))) break;
+            if (len) memcpy(data, b + _VS_FRDV_HEAD, len);
+            mine = n, claimed = 1;
+            _vs_fmt(seen, sizeof seen, "this job's id file, claimed in %s; rank 0 never took the claim (the file "
+                    "was an earlier run's, and this run's rank 0 did not write one?)", cpath);
+        }
+        if (_vs_now() >= deadline) {
+            r = _vs_err(VS_ERR_TIMEOUT, "rendezvous: rank %d of %d got no id through the init file %s within %g s: %s",
+                        rank, size, path, timeout, seen);
+            break;
+        }
+        _vs_frdv_nap(it);
+    }
+    if (r && claimed) unlink(cpath);
+    (void)log;
+    _vs_hfree(h, b);
+    return r;
+}
+
+/* The file rendezvous' entry: rank 0 sends data[0, len) to every other rank. */
+_VS_PRIVATE vs_result _vs_file_bcast(const vs_world* log, const char* path, int rank, int size, void* data, size_t len,
+                                     double timeout)
+{
+    if (!path || !*path) return _vs_err(VS_ERR_INVALID, "rendezvous: no init file");
+    if (strlen(path) > _VS_INIT_FILE_MAX)
+        return _vs_err(VS_ERR_INVALID, "rendezvous: the init file's path is longer than %d bytes", _VS_INIT_FILE_MAX);
+    if (size < 1 || rank < 0 || rank >= size)
+        return _vs_err(VS_ERR_INVALID, "rendezvous: rank %d of %d out of range", rank, size);
+    if ((!data && len) || len > UINT32_MAX - _VS_FRDV_HEAD - 8)
+        return _vs_err(VS_ERR_INVALID, "rendezvous: payload of %zu bytes at %p", len, data);
+    if (timeout != timeout) return _vs_err(VS_ERR_INVALID, "rendezvous: timeout is NaN");
+    if (size == 1) return VS_OK;
+    _VS_TRY(_vs_file_dir_check(path, rank));
+    double deadline = timeout > 0 ? _vs_now() + timeout : (double)INFINITY;
+    const char* from = NULL;
+    uint64_t key = _vs_job_key("file", "WORLD_SIZE only (no run id: another job of the same size is not told apart)",
+                               size, &from);
+    vs_log(log, VS_LOG_DEBUG, "rendezvous: rank %d of %d via the file %s, job key from %s", rank, size, path, from);
+    return rank == 0 ? _vs_frdv_root(log, path, size, data, len, key, timeout, deadline)
+                     : _vs_frdv_join(log, path, rank, size, data, len, key, timeout, deadline);
+}
+
 /* VESCALE_TRANSPORT's text: threads, mpi or nccl. */
 _VS_PRIVATE vs_result _vs_parse_transport(const char* text, vs_transport* out)
 {
@@ -7049,8 +7415,9 @@ _VS_PRIVATE vs_result _vs_nccl_unique_id(ncclUniqueId* id)
 /* A vs_world_desc with every zero-is-default resolved and checked (the one place
    its defaults live; vs_world_query_desc gives it back): transport (VESCALE_TRANSPORT,
    else MPI if built, else NCCL), timeout_s, log_level, world_size/rank/local_rank
-   (explicit, else the launcher's environment), master_addr/port. *bi gets where
-   the numbers came from; out->master_addr points into it. */
+   (explicit, else the launcher's environment), master_addr/port, init_file (else
+   VESCALE_INIT_FILE, else NULL). *bi gets where the numbers came from;
+   out->master_addr points into it. */
 _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_desc* out, vs_bootstrap_info* bi)
 {
     // the desc's own numbers first, whichever transports this build has
@@ -7092,6 +7459,13 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     }
     if (d->master_addr) snprintf(bi->master_addr, sizeof bi->master_addr, "%s", d->master_addr);
     if (d->master_port) bi->master_port = d->master_port;
+    const char* f = d->init_file ? d->init_file : getenv("VESCALE_INIT_FILE");
+    const char* fsrc = d->init_file ? "vs_world_init: init_file" : "environment: VESCALE_INIT_FILE";
+    if (d->init_file && !*d->init_file)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: init_file is empty (NULL: VESCALE_INIT_FILE, else TCP)");
+    if (f && strlen(f) > _VS_INIT_FILE_MAX)
+        return _vs_err(VS_ERR_INVALID, "%s is longer than %d bytes", fsrc, _VS_INIT_FILE_MAX);
+    out->init_file = f && *f ? f : NULL;
     out->world_size = bi->world_size;
     out->rank = bi->rank;
     out->local_rank = bi->local_rank;
@@ -7157,7 +7531,9 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
 #endif
         if (!over_mpi) {
             if (w->rank == 0) r = _vs_nccl_unique_id(&id);
-            if (!r && w->size > 1)
+            if (!r && w->size > 1 && rd.init_file)
+                r = _vs_file_bcast(w, rd.init_file, w->rank, w->size, &id, sizeof id, w->timeout);
+            else if (!r && w->size > 1)
                 r = _vs_tcp_bcast_log(w, bi.master_addr, bi.master_port, w->rank, w->size, &id, sizeof id,
                                       w->timeout);
         }
