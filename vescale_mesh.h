@@ -89,7 +89,7 @@
        // >>threads    the threads transport (vs_launch)
        // >>mpi        the MPI transport
        // >>nccl       the NCCL transport
-       // >>bootstrap  world init from launcher environment, TCP rendezvous
+       // >>bootstrap  world init from launcher environment, TCP and file rendezvous
        // >>mesh       the device mesh
        // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
                        vs_nvrtc_compile; the kernel framework the parts share
@@ -124,8 +124,10 @@
      rank. Passing a vs_work** makes the call asynchronous: it returns at once and
      the operation progresses in the background (a progress thread on the threads
      and MPI transports, the CUDA stream on NCCL: the call returns once NCCL has
-     enqueued it, without waiting for the GPU or a peer); vs_wait() completes it.
-     Buffers must stay valid and untouched until then.
+     enqueued it, without waiting for the GPU or a peer; only an uneven
+     reduce-scatter that outgrows the communicator's scratch first waits for
+     its stream, once); vs_wait() completes it. Buffers must stay valid and
+     untouched until then.
    - Root-only buffers: broadcast reads `send` on the root only and reduce writes
      `recv` on the root only; other ranks may pass NULL there.
    - In-place: all-reduce, reduce (on the root) and broadcast accept send == recv; all-gather accepts
@@ -6171,7 +6173,8 @@ _VS_PRIVATE vs_result _vs_nccl_raw_begin(vs_comm* c, void** out)
     if (!r && !c->nc) r = _vs_err(VS_ERR_ABORTED, "%s: the NCCL communicator of %s was aborted", what, c->label);
     ncclResult_t ar = ncclSuccess;
     if (!r) ncclCommGetAsyncError(c->nc, &ar);
-    if (ar != ncclSuccess && ar != ncclInProgress) r = _vs_nccl_abort(c, VS_ERR_BACKEND, (int)ar, what, ncclGetErrorString(ar));
+    if (ar != ncclSuccess && ar != ncclInProgress)
+        r = _vs_nccl_abort(c, VS_ERR_BACKEND, (int)ar, what, ncclGetErrorString(ar));
     if (r) {
         pthread_mutex_unlock(&c->ncmu);
         return r;
@@ -7082,7 +7085,10 @@ _VS_PRIVATE void _vs_be_put64(unsigned char* p, uint64_t v)
     _vs_be_put32(p + 4, (uint32_t)v);
 }
 
-_VS_PRIVATE uint64_t _vs_be_get64(const unsigned char* p) { return (uint64_t)_vs_be_get32(p) << 32 | _vs_be_get32(p + 4); }
+_VS_PRIVATE uint64_t _vs_be_get64(const unsigned char* p)
+{
+    return (uint64_t)_vs_be_get32(p) << 32 | _vs_be_get32(p + 4);
+}
 
 /* 8 random bytes (/dev/urandom; else the clock, the pid and an address). */
 _VS_PRIVATE uint64_t _vs_random64(void)
@@ -7129,7 +7135,8 @@ _VS_PRIVATE vs_result _vs_file_put(const char* path, int rank, const unsigned ch
     snprintf(tmp, sizeof tmp, "%s.tmp%d.%ld", path, rank, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = 0;
     if (fd < 0)
-        return _vs_err_backend(VS_ERR_IO, errno, "rendezvous: rank %d cannot create %s: %s", rank, tmp, strerror(errno));
+        return _vs_err_backend(VS_ERR_IO, errno, "rendezvous: rank %d cannot create %s: %s", rank, tmp,
+                               strerror(errno));
     for (size_t off = 0; off < n && !e;) {
         ssize_t k = write(fd, buf + off, n - off);
         if (k < 0 && errno == EINTR) continue;
@@ -7218,6 +7225,7 @@ _VS_PRIVATE vs_result _vs_frdv_root(const vs_world* log, const char* path, int s
     vs_result r = VS_OK;
     int njoined = 1, st;
     size_t got = 0;
+    uint64_t nonce = 0;
     if (!b || !joined) {
         r = _vs_err(VS_ERR_NOMEM, "rendezvous: out of memory for %d ranks", size);
         goto done;
@@ -7235,9 +7243,10 @@ _VS_PRIVATE vs_result _vs_frdv_root(const vs_world* log, const char* path, int s
                         "give another path)", path, msg);
             goto done;
         }
-        if (st == _VS_FILE_OK) vs_log(log, VS_LOG_INFO, "rendezvous: replacing %s, left by an earlier run or another job", path);
+        if (st == _VS_FILE_OK)
+            vs_log(log, VS_LOG_INFO, "rendezvous: replacing %s, left by an earlier run or another job", path);
     }
-    uint64_t nonce = _vs_random64();
+    nonce = _vs_random64();
     _vs_be_put32(b, _VS_FRDV_MAGIC);
     _vs_be_put32(b + 4, (uint32_t)size);
     _vs_be_put32(b + 8, (uint32_t)len);
@@ -7311,7 +7320,8 @@ _VS_PRIVATE vs_result _vs_frdv_join(const vs_world* log, const char* path, int r
         size_t ln = 0;
         uint64_t k = 0, n = 0;
         if (st == _VS_FILE_ERROR) {
-            r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: rank %d cannot read %s: %s", rank, path, strerror(errno));
+            r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: rank %d cannot read %s: %s", rank, path,
+                                strerror(errno));
             break;
         }
         int pr = st == _VS_FILE_OK ? _vs_frdv_parse(b, got, flen + 1, &sz, &ln, &k, &n, msg, sizeof msg) : -1;
@@ -10108,7 +10118,8 @@ _VS_PRIVATE vs_result _vs_tp_reduce_forward_bias(vs_mesh* tp, void* y, int64_t r
     if (cols && rows > (int64_t)(PTRDIFF_MAX / (ptrdiff_t)esz) / cols)
         return _vs_err(VS_ERR_INVALID, "%s: rows %lld x cols %lld of %s overflow the address space", fn,
                        (long long)rows, (long long)cols, vs_dtype_name(dt));
-    if (rows && cols && !y) return _vs_err(VS_ERR_NULL, "%s: y is NULL for %lld x %lld", fn, (long long)rows, (long long)cols);
+    if (rows && cols && !y)
+        return _vs_err(VS_ERR_NULL, "%s: y is NULL for %lld x %lld", fn, (long long)rows, (long long)cols);
     if (cols && !bias) return _vs_err(VS_ERR_NULL, "%s: bias is NULL for %lld columns", fn, (long long)cols);
     vs_comm* c = tp->comm;
     _VS_TRY(_vs_dev_arg(c, fn, "y", y));
