@@ -7441,6 +7441,10 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
                        d->master_port);
     if (d->master_addr && strlen(d->master_addr) >= sizeof bi->master_addr)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: master_addr is longer than %zu bytes", sizeof bi->master_addr - 1);
+    if (d->init_file && !*d->init_file)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: init_file is empty (NULL: VESCALE_INIT_FILE, else TCP)");
+    if (d->init_file && strlen(d->init_file) > _VS_INIT_FILE_MAX)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: init_file is longer than %d bytes", _VS_INIT_FILE_MAX);
     if ((int)d->device_select < VS_DEVICE_BY_LOCAL_RANK || d->device_select > VS_DEVICE_KEEP)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: device_select %d is not a vs_device_select", (int)d->device_select);
     if (d->device_select == VS_DEVICE_EXPLICIT && d->cuda_device < 0)
@@ -7470,11 +7474,8 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     if (d->master_addr) snprintf(bi->master_addr, sizeof bi->master_addr, "%s", d->master_addr);
     if (d->master_port) bi->master_port = d->master_port;
     const char* f = d->init_file ? d->init_file : getenv("VESCALE_INIT_FILE");
-    const char* fsrc = d->init_file ? "vs_world_init: init_file" : "environment: VESCALE_INIT_FILE";
-    if (d->init_file && !*d->init_file)
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: init_file is empty (NULL: VESCALE_INIT_FILE, else TCP)");
     if (f && strlen(f) > _VS_INIT_FILE_MAX)
-        return _vs_err(VS_ERR_INVALID, "%s is longer than %d bytes", fsrc, _VS_INIT_FILE_MAX);
+        return _vs_err(VS_ERR_INVALID, "environment: VESCALE_INIT_FILE is longer than %d bytes", _VS_INIT_FILE_MAX);
     out->init_file = f && *f ? f : NULL;
     out->world_size = bi->world_size;
     out->rank = bi->rank;
