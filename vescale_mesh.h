@@ -315,7 +315,8 @@
        z = gelu(a)
        y = z W2        [B, D], a partial sum over TP
        vs_tp_reduce_forward(tp, y, B * D, VS_F32)       all-reduce: y whole
-       y += b2         once, after the sum
+       y += b2         once, after the sum (the two in one call:
+                       vs_tp_reduce_forward_bias(tp, y, B, D, VS_F32, b2, VS_F32))
        backward
        dy              whole on every rank (the backward of reduce is the identity)
        db2 = sum_b dy; dW2 = z^T dy; dz = dy W2^T       this rank's rows of W2
