@@ -592,7 +592,9 @@ VS_API void* vs_comm_stream(const vs_comm* c);
      vs_group_end), vs_comm_split (and a mesh's first vs_mesh_submesh for a set
      of dims), vs_redistribute, the >>tp functions and vs_init_fill on a mesh
      over c, DDP's reductions and gathers on its mesh's communicators. vs_wait,
-     vs_wait_stream, vs_test and vs_sync_stream issue none. So your calls may go
+     vs_wait_stream, vs_test and vs_sync_stream issue none, and no thread of
+     vescale's issues any (the watchdog below only queries and aborts; a
+     checkpoint's writer thread does not communicate). So your calls may go
      between any two vescale calls, with outstanding vescale work (vs_work) or
      not, as long as every rank makes them in the same place of that order.
    - Never while a vescale call on c runs on another thread, and make no vescale
