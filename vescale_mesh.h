@@ -562,10 +562,10 @@ VS_API void* vs_comm_stream(const vs_comm* c);
    vs_comm_mpi: a pointer to the communicator's MPI_Comm (MPI_Comm mc =
    *(MPI_Comm*)vs_comm_mpi(c); void* so that this header needs no <mpi.h>); NULL
    on threads and NCCL. It is vescale's own duplicate of the world's (or a
-   split of it): your calls on it must be collectives in the same order on every
-   rank, with no vescale asynchronous work outstanding on it (a progress thread
-   issues that); MPI_Comm_dup it to be free of both. Both getters: any thread
-   that uses c.
+   split of it): your operations on it must come in the same place of vescale's
+   order on every rank, with no vescale asynchronous work outstanding on it (a
+   progress thread issues that); MPI_Comm_dup it to be free of both. Both
+   getters: any thread that uses c.
 
    Your own NCCL calls on c's ncclComm_t go between vs_comm_nccl_begin and
    vs_comm_nccl_end, on the thread that uses c:
