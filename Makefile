@@ -20,7 +20,7 @@ MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
-TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_train_nccl.c tests/test_gpt_nccl.c,$(wildcard tests/test_*.c)))
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_train_nccl.c tests/test_gpt_nccl.c tests/test_nccl_vendor.c,$(wildcard tests/test_*.c)))
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
@@ -72,6 +72,11 @@ $(B)/test_ckpt_nccl: tests/test_ckpt_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test
 # the pipeline engine's NCCL path over the same stand-in (PP 2 and 4, DP 2 x PP 2, every schedule)
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_pipe_nccl)
 $(B)/test_pipe_nccl: tests/test_pipe_nccl.c tests/pipe_models.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# a trainer's own NCCL beside vescale's (issue 22): raw handles, the file rendezvous,
+# the row-parallel bias on device buffers, same stand-in
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_nccl_vendor)
+$(B)/test_nccl_vendor: tests/test_nccl_vendor.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # vescale.h's high-level API on device buffers (issue 21), same stand-in
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_train_nccl)

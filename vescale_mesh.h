@@ -57,7 +57,9 @@
        VESCALE_DEBUG=desync                MPI: check every collective's arguments
                                            across ranks (see vs_world_abort)
        VESCALE_RUN_ID (or TORCHELASTIC_RUN_ID)  a per-job secret for the NCCL TCP
-                                           rendezvous (see _vs_tcp_bcast)
+                                           and file rendezvous (see _vs_tcp_bcast)
+       VESCALE_INIT_FILE=<path>            NCCL without MPI: the rendezvous through
+                                           a shared file system (vs_world_desc.init_file)
        RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT   (torchrun style)
        SLURM_PROCID SLURM_NTASKS SLURM_LOCALID              (srun)
        OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK (mpirun)
@@ -87,7 +89,7 @@
        // >>threads    the threads transport (vs_launch)
        // >>mpi        the MPI transport
        // >>nccl       the NCCL transport
-       // >>bootstrap  world init from launcher environment, TCP rendezvous
+       // >>bootstrap  world init from launcher environment, TCP and file rendezvous
        // >>mesh       the device mesh
        // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
                        vs_nvrtc_compile; the kernel framework the parts share
@@ -121,8 +123,11 @@
    - Blocking calls (work == NULL) return when the operation is complete on this
      rank. Passing a vs_work** makes the call asynchronous: it returns at once and
      the operation progresses in the background (a progress thread on the threads
-     and MPI transports, the CUDA stream on NCCL); vs_wait() completes it. Buffers
-     must stay valid and untouched until then.
+     and MPI transports, the CUDA stream on NCCL: the call returns once NCCL has
+     enqueued it, without waiting for the GPU or a peer; only an uneven
+     reduce-scatter that outgrows the communicator's scratch first waits for
+     its stream, once); vs_wait() completes it. Buffers must stay valid and
+     untouched until then.
    - Root-only buffers: broadcast reads `send` on the root only and reduce writes
      `recv` on the root only; other ranks may pass NULL there.
    - In-place: all-reduce, reduce (on the root) and broadcast accept send == recv; all-gather accepts
@@ -310,7 +315,8 @@
        z = gelu(a)
        y = z W2        [B, D], a partial sum over TP
        vs_tp_reduce_forward(tp, y, B * D, VS_F32)       all-reduce: y whole
-       y += b2         once, after the sum
+       y += b2         once, after the sum (the two in one call:
+                       vs_tp_reduce_forward_bias(tp, y, B, D, VS_F32, b2, VS_F32))
        backward
        dy              whole on every rank (the backward of reduce is the identity)
        db2 = sum_b dy; dW2 = z^T dy; dz = dy W2^T       this rank's rows of W2
@@ -532,9 +538,83 @@ VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds);
    on its own (non-blocking) stream, every call waits for what you enqueued on
    the legacy default stream before it, and your later work there waits for the
    call's device work (events, no host wait). Work on other streams of yours:
-   give that stream, or order it yourself. */
+   give that stream, or order it yourself. A trainer's own stream is handed in
+   here: e.g. its communication stream, with vs_wait_stream(work, compute_stream)
+   making its compute stream wait for a collective (the host does not). It may
+   be changed between any two calls (it says where the next calls enqueue; work
+   already enqueued stays ordered on its stream). The stream must be of c's
+   device. Threads and MPI: VS_ERR_UNSUPPORTED. Only the thread using c. */
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream);
+/* The cudaStream_t c enqueues on now (the one set above, else its own); NULL on
+   threads and MPI, and on a bad handle (with vs_last_error()). */
 VS_API void* vs_comm_stream(const vs_comm* c);
+
+/* The raw handles under a communicator, for a trainer that keeps some of its own
+   NCCL or MPI calls beside vescale's. They stay the library's: never free,
+   finalize, abort or split them yourself (vs_comm_abort, vs_comm_split,
+   vs_comm_free do that).
+
+   vs_comm_nccl: the ncclComm_t of an NCCL communicator, as void*. NULL, with
+   vs_last_error() naming the transport, on a threads or MPI communicator; NULL
+   too once the communicator was aborted (a timeout, vs_comm_abort, NCCL's
+   asynchronous error, a failed rank of a vs_launch job: NCCL's handle is gone).
+   Read it anew rather than keep it: a handle kept past an abort is freed memory.
+   vs_comm_mpi: a pointer to the communicator's MPI_Comm (MPI_Comm mc =
+   *(MPI_Comm*)vs_comm_mpi(c); void* so that this header needs no <mpi.h>); NULL
+   on threads and NCCL. It is vescale's own duplicate of the world's (or a
+   split of it): your operations on it must come in the same place of vescale's
+   order on every rank, with no vescale asynchronous work outstanding on it (a
+   progress thread issues that); MPI_Comm_dup it to be free of both. Both
+   getters: any thread that uses c.
+
+   Your own NCCL calls on c's ncclComm_t go between vs_comm_nccl_begin and
+   vs_comm_nccl_end, on the thread that uses c:
+       void* nc;
+       if (vs_comm_nccl_begin(c, &nc) == VS_OK) {
+           ncclAllReduce(x, x, n, ncclFloat, ncclSum, (ncclComm_t)nc, my_stream);
+           r = vs_comm_nccl_end(c);          // NCCL took it; the GPU runs it later
+       }
+   begin takes the communicator's NCCL lock (the one vescale's own NCCL calls on
+   it hold), reports a fault already known as c's next call would (VS_ERR_ABORTED,
+   VS_ERR_TIMEOUT, VS_ERR_BACKEND with NCCL's asynchronous error) and gives the
+   ncclComm_t. end waits on the host only until NCCL has taken your calls (c is a
+   non-blocking communicator: a call may answer ncclInProgress, and end polls
+   ncclCommGetAsyncError with c's deadline; a failure aborts c, as vescale's own
+   calls do), then releases the lock. Your operations then complete in stream
+   order, as vescale's stream-ordered ones do: on the stream you gave them (any
+   stream of c's device: vs_comm_stream(c), or your own); vs_sync_stream(c,
+   stream) is the host wait that has the deadline and watches NCCL's errors.
+   What is safe to interleave, and why:
+   - NCCL matches the operations on one communicator by their order, and takes
+     them from one thread at a time. Every vescale call issues its NCCL
+     operations before it returns (blocking or not), on the calling thread, in
+     call order: the collectives, p2p and barrier (a group's at the outermost
+     vs_group_end), vs_comm_split (and a mesh's first vs_mesh_submesh for a set
+     of dims), vs_redistribute, the >>tp functions and vs_init_fill on a mesh
+     over c, DDP's reductions and gathers on its mesh's communicators. vs_wait,
+     vs_wait_stream, vs_test and vs_sync_stream issue none, and no thread of
+     vescale's issues any (the watchdog below only queries and aborts; a
+     checkpoint's writer thread does not communicate). So your calls may go
+     between any two vescale calls, with outstanding vescale work (vs_work) or
+     not, as long as every rank makes them in the same place of that order.
+   - Never while a vescale call on c runs on another thread, and make no vescale
+     call on c between begin and end (the calls that would issue NCCL there are
+     VS_ERR_STATE naming c; begin inside an open vs_group_start is too).
+   - The world's watchdog thread (running once vs_wait_stream was used) may call
+     ncclCommGetAsyncError and ncclCommAbort on c when vescale's stream-ordered
+     work is past its deadline or NCCL reports an error; it never does between
+     begin and end (it skips a communicator whose lock is held), which is what
+     makes a raw call outside them unsafe: it could meet a handle just aborted.
+     The watchdog watches vescale's work only: your own operations' deadline is
+     your host wait's (vs_sync_stream has one).
+   - vs_comm_abort from another thread while begin holds the lock marks c, and
+     end aborts it and returns VS_ERR_ABORTED; vs_comm_free ends an open begin.
+   - Only the ncclComm_t: ncclGroupStart/End around your own calls are yours.
+   Threads and MPI: begin is VS_ERR_UNSUPPORTED naming the transport. */
+VS_API void* vs_comm_nccl(const vs_comm* c);
+VS_API void* vs_comm_mpi(const vs_comm* c);
+VS_API vs_result vs_comm_nccl_begin(vs_comm* c, void** nccl_comm);
+VS_API vs_result vs_comm_nccl_end(vs_comm* c);
 
 /* Collective over `c`: ranks with the same color form a new communicator, ordered by
    (key, old rank). VS_COLOR_NONE gives *out = NULL. Free with vs_comm_free. */
@@ -676,6 +756,10 @@ typedef struct vs_world_desc {
     int local_rank;
     const char* master_addr; // NCCL rendezvous without MPI (NULL: MASTER_ADDR)
     int master_port;         // 0: MASTER_PORT
+    /* NCCL without MPI: the unique id through this path on a file system every
+       rank sees (NULL: VESCALE_INIT_FILE; neither: the TCP rendezvous on
+       master_addr:master_port). See vs_world_init. */
+    const char* init_file;
     double timeout_s;        // 0: VESCALE_TIMEOUT or 300
     vs_device_select device_select;
     int cuda_device;
@@ -687,7 +771,33 @@ typedef struct vs_world_desc {
 
 /* Starts this process's rank of a multi-process job (MPI or NCCL transport). For the
    threads transport use vs_launch. MPI is initialised (MPI_THREAD_MULTIPLE) unless
-   the program already did. */
+   the program already did.
+   NCCL: rank 0's unique id reaches the others over MPI when the job has it (MPI
+   initialised, or an Open MPI launcher), else through init_file when one is
+   given (or VESCALE_INIT_FILE), else over TCP on master_addr:master_port. Both
+   carry the same: the job key (VESCALE_RUN_ID, else TORCHELASTIC_RUN_ID, and the
+   world size; see the TCP rendezvous' notes in >>bootstrap), the world size, the
+   payload's length, the id, and each rank's claim, and rank 0 returns once every
+   rank has its id.
+   The file rendezvous: rank 0 writes the id file at init_file (a temporary file
+   in its directory, renamed over the path: a reader sees the old file or the
+   whole new one) with a fresh random nonce; rank r reads it and writes its claim
+   <init_file>.rank<r> the same way; rank 0 takes the claims that carry its
+   nonce, deletes them (each rank returns when its claim is gone) and then the id
+   file: nothing is left behind. A file from another job (its key differs:
+   another run id or world size) is never used: it is waited past until the
+   deadline, and rank 0 replaces it. A file left by an earlier run of the same
+   job (same key, e.g. an elastic restart after a crash) may be read first, but
+   its nonce is not the new rank 0's: the rank re-reads and claims again when
+   rank 0's file appears, and rank 0 takes only claims of its own nonce. Every
+   wait has the world's timeout (VESCALE_TIMEOUT) and a timeout names the file,
+   what was found there and, on rank 0, the ranks that never claimed. Errors
+   naming the path: a directory that does not exist or that the rank cannot
+   write in (VS_ERR_IO, at once on every rank), a file at the path that is not a
+   rendezvous file (VS_ERR_INVALID: rank 0 does not replace it), one that is
+   truncated or damaged (VS_ERR_IO), an init_file longer than 1000 bytes or
+   empty (VS_ERR_INVALID). The path must be on a file system with atomic rename
+   that every rank sees (NFS, Lustre, a local disk for one node). */
 VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out);
 /* Frees the world (and finalizes MPI if vs_world_init initialised it). On MPI,
    after a timeout or abort left operations in flight that do not complete within
@@ -747,9 +857,10 @@ VS_API vs_comm* vs_world_comm(vs_world* w);
 VS_API double vs_world_timeout(const vs_world* w);
 /* The desc as this world uses it, every zero-is-default resolved (as sokol's
    sg_query_desc): transport, world_size/rank/local_rank (the final ones: MPI's
-   when it numbered the ranks), master_addr/port, timeout_s (INFINITY: none),
-   log_level, logger, allocator. Worlds of vs_launch report the launch desc's
-   values the same way. master_addr points into the world. */
+   when it numbered the ranks), master_addr/port, init_file (NULL: none),
+   timeout_s (INFINITY: none), log_level, logger, allocator. Worlds of vs_launch
+   report the launch desc's values the same way. master_addr and init_file point
+   into the world. */
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out);
 
 /* Logs through the world's logger at `level` (printf-style). */
@@ -1145,6 +1256,29 @@ VS_API vs_result vs_tp_copy_backward(vs_mesh* tp, void* grad, size_t count, vs_d
 /* Row-parallel output [reduce_from_tensor_model_parallel_region]: forward
    all-reduces the partial outputs in place; backward is the identity. */
 VS_API vs_result vs_tp_reduce_forward(vs_mesh* tp, void* x, size_t count, vs_dtype dt);
+/* Row-parallel output with its bias [RowParallelLinear's forward after the
+   matmul]: y (rows x cols, row-major) holds this rank's partial product
+   x_shard W_shard^T; it is summed over TP in place and the bias (cols entries,
+   Replicate over TP: the same on every TP rank) is added to every row, once:
+       y = sum over TP of y + bias          whole, on every TP rank.
+   The bias is added after the sum, on every rank, rather than on TP coordinate 0
+   before it: the sum then rounds as without a bias and the bias is rounded in
+   once, as y = x W^T + b on one rank does (added to one partial first, it would
+   be rounded into every step of the sum; with f16/bf16 partials that cancel it
+   can be lost). The cost is the same: one elementwise pass over y on the
+   critical path either way (before the sum the other ranks wait for coordinate
+   0's at the all-reduce).
+   dt is y's dtype: f32, f64, f16 or bf16; bias_dt is dt, or f32 for f16/bf16 y
+   (the add in f32, rounded to dt once). Host buffers, or CUDA device memory on
+   NCCL: the all-reduce and one kernel on tp's communicator's stream, returning
+   when enqueued (stream order as the other functions here, no host sync).
+   Backward [the bias gradient]: the backward of the sum is the identity, so dy
+   (rows x cols) is whole and the same on every TP rank; db[j] = sum over rows i
+   of dy[i][j] is then the same on every TP rank too and needs no TP collective
+   (give DDP the bias with placements Replicate over TP: it averages it over DP
+   only); dx_shard = dy W_shard and dW_shard = dy^T x_shard are this rank's. */
+VS_API vs_result vs_tp_reduce_forward_bias(vs_mesh* tp, void* y, int64_t rows, int64_t cols, vs_dtype dt,
+                                           const void* bias, vs_dtype bias_dt);
 /* Sequence-parallel gather [gather_from_sequence_parallel_region]: forward
    all-gathers along seq_dim (Shard -> Replicate); backward reduce-scatters the
    gradient (Partial -> Shard). `in` is local, `out` full, or the reverse. */
@@ -2092,12 +2226,15 @@ struct vs_comm {
     int ncmu_made, dev, wd_listed;
     vs_comm* wd_next; // the world's watched communicators (under the world's wdmu)
     int fence_depth;  // device entry points entered (_vs_dev_enter): their one fence pair stands for the inner ones'
+    int raw_held;     // between vs_comm_nccl_begin and _end: this thread holds ncmu (read by c's thread only)
     vs_result wd_res;
     char wd_msg[512];
 #endif
 };
 
 typedef struct _vs_tjob _vs_tjob;
+
+#define _VS_INIT_FILE_MAX 1000 /* bytes of vs_world_desc.init_file (its suffixes fit beside it) */
 
 struct vs_world {
     vs_transport tr;
@@ -2112,6 +2249,7 @@ struct vs_world {
     int ndead_h;
     vs_world_desc desc;                // as resolved (vs_world_query_desc); master_addr -> master
     char master[256];
+    char init_file[_VS_INIT_FILE_MAX + 1]; // desc.init_file points here (when given)
     void* kcache;                      // >>kernels: this rank's compiled device kernels
     void (*kcache_free)(vs_world* w);  // set with it
     int mpi_finalize;
@@ -2166,7 +2304,10 @@ struct vs_world {
    - work_release  frees the transport's part of a work handle (a CUDA event).
    - shm      1: ranks share memory and run _VS_K_SHM steps (vs_redistribute's
               in-place moves); 0: those steps use the plain collectives.
-   - device   1: buffers are CUDA device memory (host loops must refuse them). */
+   - device   1: buffers are CUDA device memory (host loops must refuse them).
+   - handle   the raw handle under c (NCCL: the ncclComm_t; MPI: &MPI_Comm),
+              NULL: none (threads).
+   - raw_begin, raw_end  vs_comm_nccl_begin / _end (NULL: no NCCL). */
 struct _vs_transport_ops {
     vs_transport id;
     vs_result (*submit)(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out);
@@ -2185,6 +2326,9 @@ struct _vs_transport_ops {
     vs_result (*wait_stream)(vs_work* w, void* stream);
     vs_result (*sync_stream)(vs_comm* c, void* stream);
     int shm, device;
+    void* (*handle)(const vs_comm* c);
+    vs_result (*raw_begin)(vs_comm* c, void** out);
+    vs_result (*raw_end)(vs_comm* c);
 };
 
 /* The table of a transport compiled into this build, NULL otherwise (>>transports). */
@@ -2311,6 +2455,43 @@ VS_API void* vs_comm_stream(const vs_comm* c)
 {
     if (_vs_comm_get("vs_comm_stream", c)) return NULL;
     return c->tp->stream ? c->tp->stream(c) : NULL;
+}
+
+/* The raw handle of transport `tr` under c, or NULL naming what c is. */
+_VS_PRIVATE void* _vs_comm_raw(const char* fn, const vs_comm* c, vs_transport tr, const char* what)
+{
+    if (_vs_comm_get(fn, c)) return NULL;
+    if (c->tr != tr || !c->tp->handle) {
+        _vs_err(VS_ERR_UNSUPPORTED, "%s: %s is a %s communicator: no %s (the %s transport's)", fn, c->label,
+                vs_transport_name(c->tr), what, vs_transport_name(tr));
+        return NULL;
+    }
+    return c->tp->handle(c);
+}
+
+VS_API void* vs_comm_nccl(const vs_comm* c) { return _vs_comm_raw("vs_comm_nccl", c, VS_TRANSPORT_NCCL, "ncclComm_t"); }
+VS_API void* vs_comm_mpi(const vs_comm* c) { return _vs_comm_raw("vs_comm_mpi", c, VS_TRANSPORT_MPI, "MPI_Comm"); }
+
+VS_API vs_result vs_comm_nccl_begin(vs_comm* c, void** nccl_comm)
+{
+    _VS_CHECK_HANDLE(c, "comm");
+    _VS_CHECK_NULL(nccl_comm, "nccl_comm");
+    *nccl_comm = NULL;
+    if (!c->tp->raw_begin)
+        return _vs_err(VS_ERR_UNSUPPORTED, "vs_comm_nccl_begin: %s is a %s communicator: no ncclComm_t (the nccl "
+                       "transport's)", c->label, vs_transport_name(c->tr));
+    if (c->group_depth > 0)
+        return _vs_err(VS_ERR_STATE, "vs_comm_nccl_begin: a vs_group_start is open on %s (end it first)", c->label);
+    return c->tp->raw_begin(c, nccl_comm);
+}
+
+VS_API vs_result vs_comm_nccl_end(vs_comm* c)
+{
+    _VS_CHECK_HANDLE(c, "comm");
+    if (!c->tp->raw_end)
+        return _vs_err(VS_ERR_UNSUPPORTED, "vs_comm_nccl_end: %s is a %s communicator (no ncclComm_t)", c->label,
+                       vs_transport_name(c->tr));
+    return c->tp->raw_end(c);
 }
 
 _VS_PRIVATE void _vs_op_release(_vs_opdesc* op)
@@ -5792,8 +5973,11 @@ _VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** o
     return VS_OK;
 }
 
+_VS_PRIVATE void _vs_nccl_raw_release(vs_comm* c);
+
 _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
 {
+    if (c->ncmu_made) _vs_nccl_raw_release(c); // (freeing c ends an open vs_comm_nccl_begin)
     _vs_wd_unlist(c); // the watchdog no longer looks at c
     for (int i = 0; i < c->nwatch; i++) cudaEventDestroy(c->watch[i].ev);
     c->nwatch = 0;
@@ -5890,7 +6074,8 @@ _VS_PRIVATE void _vs_t_destroy(vs_comm* c)
 static const _vs_transport_ops _vs_threads_ops = {
     VS_TRANSPORT_THREADS, _vs_submit_host, _vs_t_exec, _vs_work_wait_host, _vs_work_test_host,
     NULL /* detach: the queue drained */, NULL /* split: an op */, _vs_t_abort, _vs_t_destroy,
-    NULL, NULL /* no streams */, NULL, NULL, NULL, NULL /* wait_stream: vs_wait */, NULL, 1 /* shm */, 0};
+    NULL, NULL /* no streams */, NULL, NULL, NULL, NULL /* wait_stream: vs_wait */, NULL, 1 /* shm */, 0,
+    NULL /* no raw handle */, NULL, NULL};
 
 #ifdef VESCALE_MPI
 _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
@@ -5898,10 +6083,12 @@ _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
     if (c->mc != MPI_COMM_NULL) MPI_Comm_free(&c->mc);
 }
 
+_VS_PRIVATE void* _vs_mpi_handle(const vs_comm* c) { return (void*)&c->mc; }
+
 static const _vs_transport_ops _vs_mpi_ops = {
     VS_TRANSPORT_MPI, _vs_submit_host, _vs_mpi_exec, _vs_work_wait_host, _vs_work_test_host,
     NULL, NULL, _vs_mpi_comm_abort /* notifies every rank of the world */, _vs_mpi_destroy,
-    NULL, NULL, _vs_mpi_world_fini, _vs_mpi_world_abort, NULL, NULL, NULL, 0, 0};
+    NULL, NULL, _vs_mpi_world_fini, _vs_mpi_world_abort, NULL, NULL, NULL, 0, 0, _vs_mpi_handle, NULL, NULL};
 #endif
 
 #ifdef VESCALE_NCCL
@@ -5976,10 +6163,79 @@ _VS_PRIVATE vs_result _vs_nccl_world_free(vs_world* w)
     return VS_OK;
 }
 
+/* The trainer's own NCCL calls (vs_comm_nccl_begin / _end) hold ncmu from begin
+   to end, as the table's calls do: the watchdog and another thread's
+   vs_comm_abort leave c alone meanwhile, and a fault known is reported first. */
+_VS_PRIVATE vs_result _vs_nccl_raw_begin(vs_comm* c, void** out)
+{
+    const char* what = "vs_comm_nccl_begin";
+    if (c->raw_held) return _vs_err(VS_ERR_STATE, "%s: already begun on %s (vs_comm_nccl_end first)", what, c->label);
+    pthread_mutex_lock(&c->ncmu);
+    vs_result r = _vs_nccl_wd_check(c, what);
+    if (!r) r = _vs_nccl_job_check(c, what);
+    if (!r && !c->nc) r = _vs_err(VS_ERR_ABORTED, "%s: the NCCL communicator of %s was aborted", what, c->label);
+    ncclResult_t ar = ncclSuccess;
+    if (!r) ncclCommGetAsyncError(c->nc, &ar);
+    if (ar != ncclSuccess && ar != ncclInProgress)
+        r = _vs_nccl_abort(c, VS_ERR_BACKEND, (int)ar, what, ncclGetErrorString(ar));
+    if (r) {
+        pthread_mutex_unlock(&c->ncmu);
+        return r;
+    }
+    c->raw_held = 1;
+    *out = (void*)c->nc;
+    return VS_OK;
+}
+
+_VS_PRIVATE void _vs_nccl_raw_release(vs_comm* c)
+{
+    if (!c->raw_held) return;
+    c->raw_held = 0;
+    pthread_mutex_unlock(&c->ncmu);
+}
+
+/* Until NCCL has taken the trainer's calls (ncclInProgress on a non-blocking
+   communicator), with c's deadline; an abort asked for meanwhile happens here. */
+_VS_PRIVATE vs_result _vs_nccl_raw_end(vs_comm* c)
+{
+    const char* what = "vs_comm_nccl_end";
+    if (!c->raw_held) return _vs_err(VS_ERR_STATE, "%s: no vs_comm_nccl_begin is open on %s", what, c->label);
+    vs_result r = VS_OK;
+    if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+        if (c->nc) ncclCommAbort(c->nc), c->nc = NULL;
+        r = _vs_err(VS_ERR_ABORTED, "%s: %s was aborted (vs_comm_abort) while the trainer's NCCL calls were issued",
+                    what, c->label);
+    } else if (c->nc) {
+        ncclResult_t ar = ncclSuccess;
+        ncclCommGetAsyncError(c->nc, &ar);
+        r = _vs_nccl_settle(c, c->nc, ar, what, _vs_now() + c->timeout);
+    } else {
+        r = _vs_err(VS_ERR_ABORTED, "%s: the NCCL communicator of %s was aborted", what, c->label);
+    }
+    _vs_nccl_raw_release(c);
+    return r;
+}
+
+/* The ncclComm_t, read under ncmu (the watchdog may be aborting it), or NULL. */
+_VS_PRIVATE void* _vs_nccl_handle(const vs_comm* cc)
+{
+    vs_comm* c = (vs_comm*)cc; // (the lock only: nothing of c changes)
+    if (c->raw_held) return (void*)c->nc; // (this thread holds ncmu)
+    pthread_mutex_lock(&c->ncmu);
+    void* nc = (void*)c->nc;
+    pthread_mutex_unlock(&c->ncmu);
+    if (!nc) _vs_err(VS_ERR_ABORTED, "vs_comm_nccl: the NCCL communicator of %s was aborted", c->label);
+    return nc;
+}
+
 /* The table's calls into NCCL hold the communicator's ncmu, so its watchdog
-   (and another thread's vs_comm_abort) never call NCCL beside them. */
+   (and another thread's vs_comm_abort) never call NCCL beside them; not
+   between vs_comm_nccl_begin and _end (the trainer's calls hold it). */
 #define _VS_NCCL_LOCKED(c, call)                                                                                      \
     vs_result _r;                                                                                                     \
+    if ((c)->raw_held)                                                                                                \
+        return _vs_err(VS_ERR_STATE, "a vescale call on %s between vs_comm_nccl_begin and vs_comm_nccl_end (end "     \
+                       "the trainer's NCCL calls first)", (c)->label);                                                \
     pthread_mutex_lock(&(c)->ncmu);                                                                                   \
     _r = (call);                                                                                                      \
     pthread_mutex_unlock(&(c)->ncmu);                                                                                 \
@@ -6022,6 +6278,7 @@ _VS_PRIVATE vs_result _vs_nccl_split_l(vs_comm* c, int color, int key, vs_comm**
 _VS_PRIVATE void _vs_nccl_detach_l(vs_work* w)
 {
     vs_comm* c = w->comm;
+    if (c) _vs_nccl_raw_release(c); // (vs_comm_free ends an open vs_comm_nccl_begin)
     if (c) pthread_mutex_lock(&c->ncmu);
     _vs_nccl_detach(w);
     if (c) pthread_mutex_unlock(&c->ncmu);
@@ -6030,7 +6287,8 @@ _VS_PRIVATE void _vs_nccl_detach_l(vs_work* w)
 static const _vs_transport_ops _vs_nccl_ops = {
     VS_TRANSPORT_NCCL, _vs_nccl_submit_l, NULL, _vs_nccl_wait_l, _vs_nccl_test_l, _vs_nccl_detach_l, _vs_nccl_split_l,
     _vs_nccl_abort_comm, _vs_nccl_comm_destroy, _vs_nccl_set_stream, _vs_nccl_stream, _vs_nccl_world_free, NULL,
-    _vs_nccl_work_release, _vs_nccl_wait_stream_l, _vs_nccl_sync_stream_l, 0, 1};
+    _vs_nccl_work_release, _vs_nccl_wait_stream_l, _vs_nccl_sync_stream_l, 0, 1, _vs_nccl_handle, _vs_nccl_raw_begin,
+    _vs_nccl_raw_end};
 #endif
 
 _VS_PRIVATE const _vs_transport_ops* _vs_transport_of(vs_transport tr)
@@ -6189,6 +6447,8 @@ _VS_PRIVATE void _vs_world_keep_desc(vs_world* w, const vs_world_desc* d)
     w->desc.log_level = w->hooks.level;
     snprintf(w->master, sizeof w->master, "%s", d->master_addr ? d->master_addr : "");
     w->desc.master_addr = w->master;
+    snprintf(w->init_file, sizeof w->init_file, "%s", d->init_file ? d->init_file : "");
+    w->desc.init_file = d->init_file ? w->init_file : NULL;
 }
 
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
@@ -6368,8 +6628,10 @@ _VS_PRIVATE uint64_t _vs_fnv1a64(uint64_t h, const void* p, size_t n)
     return h;
 }
 
-/* The job key both sides present (see above); *from names where it came from. */
-_VS_PRIVATE uint64_t _vs_rdv_key(int port, int size, const char** from)
+/* The job key both sides present (see above); *from names where it came from.
+   place: what stands in for a run id ("port 29500"; the file rendezvous: "file"),
+   place_src: its name in *from. */
+_VS_PRIVATE uint64_t _vs_job_key(const char* place, const char* place_src, int size, const char** from)
 {
     const char* id = getenv("VESCALE_RUN_ID");
     const char* src = "VESCALE_RUN_ID";
@@ -6384,14 +6646,22 @@ _VS_PRIVATE uint64_t _vs_rdv_key(int port, int size, const char** from)
         h = _vs_fnv1a64(h, "run id", 7);
         h = _vs_fnv1a64(h, id, strlen(id) + 1);
     } else {
-        src = "MASTER_PORT and WORLD_SIZE only (no run id: guards against accidents, not attackers)";
-        snprintf(num, sizeof num, "port %d", port);
-        h = _vs_fnv1a64(h, num, strlen(num) + 1);
+        src = place_src;
+        h = _vs_fnv1a64(h, place, strlen(place) + 1);
     }
     snprintf(num, sizeof num, "size %d", size);
     h = _vs_fnv1a64(h, num, strlen(num) + 1);
     if (from) *from = src;
     return h;
+}
+
+/* The TCP rendezvous' key: without a run id, the port stands in for it. */
+_VS_PRIVATE uint64_t _vs_rdv_key(int port, int size, const char** from)
+{
+    char place[48];
+    snprintf(place, sizeof place, "port %d", port);
+    return _vs_job_key(place, "MASTER_PORT and WORLD_SIZE only (no run id: guards against accidents, not attackers)",
+                       size, from);
 }
 
 _VS_PRIVATE void _vs_be_put32(unsigned char* p, uint32_t v)
@@ -6796,6 +7066,331 @@ _VS_PRIVATE vs_result _vs_tcp_bcast(const char* addr, int port, int rank, int si
     return _vs_tcp_bcast_log(NULL, addr, port, rank, size, data, len, timeout);
 }
 
+/* The file rendezvous (vs_world_init's notes say what it guarantees): the same
+   exchange as the TCP one through a path every rank sees. Files, integers
+   big-endian, each ending in an FNV-1a 64 of the bytes before it:
+     id file  <path>        "vsf1", world size, payload length, job key (8),
+                            nonce (8: rank 0's, random, per run), payload
+     claim    <path>.rank<r> "vsk1", r, world size, job key, the nonce read, a
+                            token (8: this call's, random; another one there is a
+                            second claim of r)
+   Each is written to <path>.tmp<rank>.<pid> and renamed over its name. Rank 0
+   deletes the claims of its nonce when all are in (the sign that ends each
+   rank's wait), then the id file. */
+#define _VS_FRDV_MAGIC 0x76736631u /* "vsf1" */
+#define _VS_FRDV_CLAIM 0x76736b31u /* "vsk1" */
+#define _VS_FRDV_HEAD 28
+#define _VS_FRDV_CLAIM_LEN 44
+
+_VS_PRIVATE void _vs_be_put64(unsigned char* p, uint64_t v)
+{
+    _vs_be_put32(p, (uint32_t)(v >> 32));
+    _vs_be_put32(p + 4, (uint32_t)v);
+}
+
+_VS_PRIVATE uint64_t _vs_be_get64(const unsigned char* p)
+{
+    return (uint64_t)_vs_be_get32(p) << 32 | _vs_be_get32(p + 4);
+}
+
+/* 8 random bytes (/dev/urandom; else the clock, the pid and an address). */
+_VS_PRIVATE uint64_t _vs_random64(void)
+{
+    uint64_t v = 0;
+    int fd = open("/dev/urandom", O_RDONLY);
+    ssize_t k = fd >= 0 ? read(fd, &v, sizeof v) : -1;
+    if (fd >= 0) close(fd);
+    if (k == (ssize_t)sizeof v) return v;
+    double t = _vs_now();
+    uint64_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    return _vs_fnv1a64(_vs_fnv1a64(tb, &fd, sizeof fd) ^ (uint64_t)getpid(), &v, sizeof v) ^ (uint64_t)(uintptr_t)&v;
+}
+
+enum { _VS_FILE_OK = 0, _VS_FILE_MISSING, _VS_FILE_ERROR };
+
+/* Up to cap bytes of the file at path (*got: how many; cap means "cap or more"). */
+_VS_PRIVATE int _vs_file_slurp(const char* path, unsigned char* buf, size_t cap, size_t* got)
+{
+    *got = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return errno == ENOENT ? _VS_FILE_MISSING : _VS_FILE_ERROR;
+    while (*got < cap) {
+        ssize_t k = read(fd, buf + *got, cap - *got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return _VS_FILE_ERROR;
+        }
+        if (k == 0) break;
+        *got += (size_t)k;
+    }
+    close(fd);
+    return _VS_FILE_OK;
+}
+
+/* buf[0, n) to path atomically: a temporary file beside it, synced, renamed. */
+_VS_PRIVATE vs_result _vs_file_put(const char* path, int rank, const unsigned char* buf, size_t n)
+{
+    char tmp[_VS_INIT_FILE_MAX + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d.%ld", path, rank, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = 0;
+    if (fd < 0)
+        return _vs_err_backend(VS_ERR_IO, errno, "rendezvous: rank %d cannot create %s: %s", rank, tmp,
+                               strerror(errno));
+    for (size_t off = 0; off < n && !e;) {
+        ssize_t k = write(fd, buf + off, n - off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) e = k < 0 ? errno : EIO;
+        else off += (size_t)k;
+    }
+    if (!e && fsync(fd) != 0) e = errno;
+    if (close(fd) != 0 && !e) e = errno;
+    if (!e && rename(tmp, path) != 0) e = errno;
+    if (!e) return VS_OK;
+    unlink(tmp);
+    return _vs_err_backend(VS_ERR_IO, e, "rendezvous: rank %d cannot write %s: %s", rank, path, strerror(e));
+}
+
+/* This rank can create its temporary file beside path (made and removed):
+   checked first, so that every rank fails at once on a directory that is
+   missing or not writable (access() would pass root anywhere) instead of
+   waiting for a file. */
+_VS_PRIVATE vs_result _vs_file_dir_check(const char* path, int rank)
+{
+    char tmp[_VS_INIT_FILE_MAX + 64], dir[_VS_INIT_FILE_MAX + 1];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d.%ld", path, rank, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+        return VS_OK;
+    }
+    int e = errno;
+    snprintf(dir, sizeof dir, "%s", path);
+    char* slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    return _vs_err_backend(VS_ERR_IO, e, "rendezvous: rank %d cannot write in %s, the directory of the init file %s "
+                           "(every rank writes there): %s", rank, dir, path, strerror(e));
+}
+
+/* The id file in buf[0, got): 0 ours (its fields out), else why not (a message
+   in msg): 1 not a rendezvous file, 2 truncated or damaged. */
+_VS_PRIVATE int _vs_frdv_parse(const unsigned char* b, size_t got, size_t cap, int* size, size_t* len, uint64_t* key,
+                               uint64_t* nonce, char* msg, size_t mcap)
+{
+    if (got < 4 || _vs_be_get32(b) != _VS_FRDV_MAGIC) {
+        _vs_fmt(msg, mcap, "not a vescale rendezvous file (%zu bytes%s)", got, got >= 4 ? ", another magic" : "");
+        return 1;
+    }
+    size_t need = got >= _VS_FRDV_HEAD ? _VS_FRDV_HEAD + (size_t)_vs_be_get32(b + 8) + 8 : 0;
+    if (got < _VS_FRDV_HEAD || got != need || got >= cap ||
+        _vs_be_get64(b + got - 8) != _vs_fnv1a64(_VS_FNV64_BASIS, b, got - 8)) {
+        _vs_fmt(msg, mcap, "a vescale rendezvous file, truncated or damaged (%zu bytes%s)", got,
+                need && got != need ? ", its header says otherwise" : "");
+        return 2;
+    }
+    *size = (int)_vs_be_get32(b + 4), *len = _vs_be_get32(b + 8), *key = _vs_be_get64(b + 12);
+    *nonce = _vs_be_get64(b + 20);
+    return 0;
+}
+
+/* Rank r's claim file, read: 1 when it is r's for this job (nonce and token out). */
+_VS_PRIVATE int _vs_frdv_claim_read(const char* cpath, int r, int size, uint64_t key, uint64_t* nonce, uint64_t* token)
+{
+    unsigned char b[_VS_FRDV_CLAIM_LEN + 1];
+    size_t got = 0;
+    if (_vs_file_slurp(cpath, b, sizeof b, &got) != _VS_FILE_OK || got != _VS_FRDV_CLAIM_LEN) return 0;
+    if (_vs_be_get32(b) != _VS_FRDV_CLAIM || _vs_be_get32(b + 4) != (uint32_t)r ||
+        _vs_be_get32(b + 8) != (uint32_t)size || _vs_be_get64(b + 12) != key ||
+        _vs_be_get64(b + 36) != _vs_fnv1a64(_VS_FNV64_BASIS, b, 36))
+        return 0;
+    *nonce = _vs_be_get64(b + 20), *token = _vs_be_get64(b + 28);
+    return 1;
+}
+
+/* The poll of a wait: 1 ms at first, up to 20 ms. */
+_VS_PRIVATE void _vs_frdv_nap(int it) { _vs_sleep_us(it < 20 ? 1000 : 20000); }
+
+/* Rank 0: writes the id file, takes every rank's claim of its nonce, cleans up. */
+_VS_PRIVATE vs_result _vs_frdv_root(const vs_world* log, const char* path, int size, const void* data, size_t len,
+                                    uint64_t key, double timeout, double deadline)
+{
+    const _vs_hooks* h = _VS_WH(log);
+    size_t flen = _VS_FRDV_HEAD + len + 8;
+    unsigned char* b = _VS_HNEW(h, unsigned char, flen + 1);
+    unsigned char* joined = _VS_HNEW(h, unsigned char, (size_t)size);
+    char cpath[_VS_INIT_FILE_MAX + 32], msg[160], last[256] = "";
+    vs_result r = VS_OK;
+    int njoined = 1, st;
+    size_t got = 0;
+    uint64_t nonce = 0;
+    if (!b || !joined) {
+        r = _vs_err(VS_ERR_NOMEM, "rendezvous: out of memory for %d ranks", size);
+        goto done;
+    }
+    if ((st = _vs_file_slurp(path, b, flen + 1, &got)) == _VS_FILE_ERROR) {
+        r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: rank 0 cannot read %s: %s", path, strerror(errno));
+        goto done;
+    }
+    {
+        int sz = 0;
+        size_t ln = 0;
+        uint64_t k = 0, n = 0;
+        if (st == _VS_FILE_OK && _vs_frdv_parse(b, got, flen + 1, &sz, &ln, &k, &n, msg, sizeof msg) == 1) {
+            r = _vs_err(VS_ERR_INVALID, "rendezvous: the init file %s is %s: rank 0 does not replace it (remove it, or "
+                        "give another path)", path, msg);
+            goto done;
+        }
+        if (st == _VS_FILE_OK)
+            vs_log(log, VS_LOG_INFO, "rendezvous: replacing %s, left by an earlier run or another job", path);
+    }
+    nonce = _vs_random64();
+    _vs_be_put32(b, _VS_FRDV_MAGIC);
+    _vs_be_put32(b + 4, (uint32_t)size);
+    _vs_be_put32(b + 8, (uint32_t)len);
+    _vs_be_put64(b + 12, key);
+    _vs_be_put64(b + 20, nonce);
+    if (len) memcpy(b + _VS_FRDV_HEAD, data, len);
+    _vs_be_put64(b + flen - 8, _vs_fnv1a64(_VS_FNV64_BASIS, b, flen - 8));
+    if ((r = _vs_file_put(path, 0, b, flen))) goto done;
+    for (int it = 0; njoined < size; it++) {
+        for (int q = 1; q < size; q++) {
+            uint64_t cn = 0, tok = 0;
+            if (joined[q]) continue;
+            snprintf(cpath, sizeof cpath, "%s.rank%d", path, q);
+            if (_vs_frdv_claim_read(cpath, q, size, key, &cn, &tok) && cn == nonce)
+                joined[q] = 1, njoined++;
+            else if (cn)
+                _vs_fmt(last, sizeof last, "; rank %d's claim is for an earlier id file", q);
+        }
+        if (njoined == size) break;
+        if (_vs_now() >= deadline) {
+            char miss[256];
+            _vs_rdv_missing(joined, size, miss, sizeof miss);
+            unlink(path); // (no later run reads it)
+            r = _vs_err(VS_ERR_TIMEOUT, "rendezvous: rank(s) %s never claimed the id rank 0 wrote to %s within %g s "
+                        "(%d of %d ranks in%s)", miss, path, timeout, njoined, size, last);
+            goto done;
+        }
+        _vs_frdv_nap(it);
+    }
+    for (int q = 1; q < size; q++) { // each rank's wait ends with its claim
+        snprintf(cpath, sizeof cpath, "%s.rank%d", path, q);
+        unlink(cpath);
+    }
+    unlink(path);
+done:
+    _vs_hfree(h, joined);
+    _vs_hfree(h, b);
+    return r;
+}
+
+/* Rank r: reads the id file of this job, claims it, and waits until rank 0 has
+   taken the claim (deleted it); re-reads and claims again when rank 0 writes a
+   new id file meanwhile (the one read was an earlier run's). */
+_VS_PRIVATE vs_result _vs_frdv_join(const vs_world* log, const char* path, int rank, int size, void* data, size_t len,
+                                    uint64_t key, double timeout, double deadline)
+{
+    const _vs_hooks* h = _VS_WH(log);
+    size_t flen = _VS_FRDV_HEAD + len + 8;
+    unsigned char* b = _VS_HNEW(h, unsigned char, flen + 1);
+    if (!b) return _vs_err(VS_ERR_NOMEM, "rendezvous: out of memory for %zu bytes", flen);
+    char cpath[_VS_INIT_FILE_MAX + 32], seen[256], msg[160];
+    snprintf(cpath, sizeof cpath, "%s.rank%d", path, rank);
+    snprintf(seen, sizeof seen, "no file there");
+    uint64_t token = _vs_random64(), mine = 0;
+    int claimed = 0;
+    vs_result r = VS_OK;
+    for (int it = 0;; it++) {
+        if (claimed) { // rank 0 deletes the claims of its nonce once all are in
+            uint64_t cn = 0, tok = 0;
+            unsigned char probe;
+            size_t pg = 0;
+            if (_vs_file_slurp(cpath, &probe, 1, &pg) == _VS_FILE_MISSING) break;
+            if (_vs_frdv_claim_read(cpath, rank, size, key, &cn, &tok) && tok != token) {
+                r = _vs_err(VS_ERR_MISMATCH, "rendezvous: rank %d of %d was claimed twice: %s holds another process's "
+                            "claim (two processes with the same rank?)", rank, size, cpath);
+                break;
+            }
+        }
+        size_t got = 0;
+        int st = _vs_file_slurp(path, b, flen + 1, &got), sz = 0;
+        size_t ln = 0;
+        uint64_t k = 0, n = 0;
+        if (st == _VS_FILE_ERROR) {
+            r = _vs_err_backend(VS_ERR_IO, errno, "rendezvous: rank %d cannot read %s: %s", rank, path,
+                                strerror(errno));
+            break;
+        }
+        int pr = st == _VS_FILE_OK ? _vs_frdv_parse(b, got, flen + 1, &sz, &ln, &k, &n, msg, sizeof msg) : -1;
+        if (pr > 0) {
+            r = _vs_err(pr == 1 ? VS_ERR_INVALID : VS_ERR_IO, "rendezvous: rank %d: the init file %s is %s", rank, path,
+                        msg);
+            break;
+        }
+        if (pr == 0 && sz != size)
+            _vs_fmt(seen, sizeof seen, "a file for a world of %d ranks (this one has %d: another job)", sz, size);
+        else if (pr == 0 && k != key)
+            _vs_fmt(seen, sizeof seen, "a file of another job (its key differs: another VESCALE_RUN_ID or "
+                    "TORCHELASTIC_RUN_ID)");
+        else if (pr == 0 && ln != len)
+            _vs_fmt(seen, sizeof seen, "a file with a payload of %zu bytes (%zu here)", ln, len);
+        else if (pr == 0 && (!claimed || n != mine)) {
+            unsigned char c[_VS_FRDV_CLAIM_LEN];
+            _vs_be_put32(c, _VS_FRDV_CLAIM);
+            _vs_be_put32(c + 4, (uint32_t)rank);
+            _vs_be_put32(c + 8, (uint32_t)size);
+            _vs_be_put64(c + 12, key);
+            _vs_be_put64(c + 20, n);
+            _vs_be_put64(c + 28, token);
+            _vs_be_put64(c + 36, _vs_fnv1a64(_VS_FNV64_BASIS, c, 36));
+            if ((r = _vs_file_put(cpath, rank, c, sizeof c))) break;
+            if (len) memcpy(data, b + _VS_FRDV_HEAD, len);
+            mine = n, claimed = 1;
+            _vs_fmt(seen, sizeof seen, "this job's id file, claimed in %s; rank 0 never took the claim (the file "
+                    "was an earlier run's, and this run's rank 0 did not write one?)", cpath);
+        }
+        if (_vs_now() >= deadline) {
+            r = _vs_err(VS_ERR_TIMEOUT, "rendezvous: rank %d of %d got no id through the init file %s within %g s: %s",
+                        rank, size, path, timeout, seen);
+            break;
+        }
+        _vs_frdv_nap(it);
+    }
+    if (r && claimed) unlink(cpath);
+    (void)log;
+    _vs_hfree(h, b);
+    return r;
+}
+
+/* The file rendezvous' entry: rank 0 sends data[0, len) to every other rank. */
+_VS_PRIVATE vs_result _vs_file_bcast(const vs_world* log, const char* path, int rank, int size, void* data, size_t len,
+                                     double timeout)
+{
+    if (!path || !*path) return _vs_err(VS_ERR_INVALID, "rendezvous: no init file");
+    if (strlen(path) > _VS_INIT_FILE_MAX)
+        return _vs_err(VS_ERR_INVALID, "rendezvous: the init file's path is longer than %d bytes", _VS_INIT_FILE_MAX);
+    if (size < 1 || rank < 0 || rank >= size)
+        return _vs_err(VS_ERR_INVALID, "rendezvous: rank %d of %d out of range", rank, size);
+    if ((!data && len) || len > UINT32_MAX - _VS_FRDV_HEAD - 8)
+        return _vs_err(VS_ERR_INVALID, "rendezvous: payload of %zu bytes at %p", len, data);
+    if (timeout != timeout) return _vs_err(VS_ERR_INVALID, "rendezvous: timeout is NaN");
+    if (size == 1) return VS_OK;
+    _VS_TRY(_vs_file_dir_check(path, rank));
+    double deadline = timeout > 0 ? _vs_now() + timeout : (double)INFINITY;
+    const char* from = NULL;
+    uint64_t key = _vs_job_key("file", "WORLD_SIZE only (no run id: another job of the same size is not told apart)",
+                               size, &from);
+    vs_log(log, VS_LOG_DEBUG, "rendezvous: rank %d of %d via the file %s, job key from %s", rank, size, path, from);
+    return rank == 0 ? _vs_frdv_root(log, path, size, data, len, key, timeout, deadline)
+                     : _vs_frdv_join(log, path, rank, size, data, len, key, timeout, deadline);
+}
+
 /* VESCALE_TRANSPORT's text: threads, mpi or nccl. */
 _VS_PRIVATE vs_result _vs_parse_transport(const char* text, vs_transport* out)
 {
@@ -6833,8 +7428,9 @@ _VS_PRIVATE vs_result _vs_nccl_unique_id(ncclUniqueId* id)
 /* A vs_world_desc with every zero-is-default resolved and checked (the one place
    its defaults live; vs_world_query_desc gives it back): transport (VESCALE_TRANSPORT,
    else MPI if built, else NCCL), timeout_s, log_level, world_size/rank/local_rank
-   (explicit, else the launcher's environment), master_addr/port. *bi gets where
-   the numbers came from; out->master_addr points into it. */
+   (explicit, else the launcher's environment), master_addr/port, init_file (else
+   VESCALE_INIT_FILE, else NULL). *bi gets where the numbers came from;
+   out->master_addr points into it. */
 _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_desc* out, vs_bootstrap_info* bi)
 {
     // the desc's own numbers first, whichever transports this build has
@@ -6848,6 +7444,10 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
                        d->master_port);
     if (d->master_addr && strlen(d->master_addr) >= sizeof bi->master_addr)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: master_addr is longer than %zu bytes", sizeof bi->master_addr - 1);
+    if (d->init_file && !*d->init_file)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: init_file is empty (NULL: VESCALE_INIT_FILE, else TCP)");
+    if (d->init_file && strlen(d->init_file) > _VS_INIT_FILE_MAX)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: init_file is longer than %d bytes", _VS_INIT_FILE_MAX);
     if ((int)d->device_select < VS_DEVICE_BY_LOCAL_RANK || d->device_select > VS_DEVICE_KEEP)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: device_select %d is not a vs_device_select", (int)d->device_select);
     if (d->device_select == VS_DEVICE_EXPLICIT && d->cuda_device < 0)
@@ -6876,6 +7476,10 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     }
     if (d->master_addr) snprintf(bi->master_addr, sizeof bi->master_addr, "%s", d->master_addr);
     if (d->master_port) bi->master_port = d->master_port;
+    const char* f = d->init_file ? d->init_file : getenv("VESCALE_INIT_FILE");
+    if (f && strlen(f) > _VS_INIT_FILE_MAX)
+        return _vs_err(VS_ERR_INVALID, "environment: VESCALE_INIT_FILE is longer than %d bytes", _VS_INIT_FILE_MAX);
+    out->init_file = f && *f ? f : NULL;
     out->world_size = bi->world_size;
     out->rank = bi->rank;
     out->local_rank = bi->local_rank;
@@ -6941,7 +7545,9 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
 #endif
         if (!over_mpi) {
             if (w->rank == 0) r = _vs_nccl_unique_id(&id);
-            if (!r && w->size > 1)
+            if (!r && w->size > 1 && rd.init_file)
+                r = _vs_file_bcast(w, rd.init_file, w->rank, w->size, &id, sizeof id, w->timeout);
+            else if (!r && w->size > 1)
                 r = _vs_tcp_bcast_log(w, bi.master_addr, bi.master_port, w->rank, w->size, &id, sizeof id,
                                       w->timeout);
         }
@@ -7900,6 +8506,29 @@ extern "C" {
             } \
             _VS_MKSYNC; \
         } \
+    } \
+    /* the row-parallel bias (>>tp): y[x] + b[x % cols] in y's dtype dt (f32, f16, \
+       bf16: an f32 add rounded once; f64: a double add), b of dtype bdt (dt, or \
+       f32 for f16/bf16 y) */ \
+    _VS_MKDEV float _VS_MKN(ld16)(const unsigned short* p, long long i, int dt) \
+    { \
+        return dt == 3 ? _VS_MKU2F((unsigned int)p[i] << 16) : _VS_MKN(from_f16)(p[i]); \
+    } \
+    _VS_MKGLOBAL _VS_MKN(bias_add)(void* y, const void* b, long long rows, long long cols, int dt, int bdt) \
+    { \
+        _VS_MKLOOP(x, rows * cols) { \
+            long long j = x % cols; \
+            float v, bv; \
+            if (dt == 4) { \
+                ((double*)y)[x] = ((double*)y)[x] + ((const double*)b)[j]; \
+                continue; \
+            } \
+            v = dt == 1 ? ((float*)y)[x] : _VS_MKN(ld16)((const unsigned short*)y, x, dt); \
+            bv = bdt == 1 ? ((const float*)b)[j] : _VS_MKN(ld16)((const unsigned short*)b, j, bdt); \
+            v = v + bv; \
+            if (dt == 1) ((float*)y)[x] = v; \
+            else ((unsigned short*)y)[x] = dt == 3 ? _VS_MKN(bf16)(v) : _VS_MKN(f16)(v); \
+        } \
     }
 
 /* Kernel indices (names: "vs_mk_" + the name); the row kernels run one block per
@@ -7914,11 +8543,13 @@ enum {
     _VS_MK_CE_LOSS,
     _VS_MK_CE_GRAD,
     _VS_MK_IDS_CHECK,
+    _VS_MK_BIAS_ADD,
     _VS_MK_N
 };
 static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "vs_mk_box",    "vs_mk_embed_fwd",
                                                    "vs_mk_embed_bwd", "vs_mk_ce_max", "vs_mk_ce_sum",
-                                                   "vs_mk_ce_loss",   "vs_mk_ce_grad", "vs_mk_ids_check"};
+                                                   "vs_mk_ce_loss",   "vs_mk_ce_grad", "vs_mk_ids_check",
+                                                   "vs_mk_bias_add"};
 #define _VS_MK_ROWKERNEL(ki) ((ki) == _VS_MK_CE_MAX || (ki) == _VS_MK_CE_SUM || (ki) == _VS_MK_IDS_CHECK)
 
 /* The text as NVRTC source: the prelude every part's kernels are compiled
@@ -7989,6 +8620,10 @@ _VS_PRIVATE void _vs_mk_host(int ki, void** a)
         break;
     case _VS_MK_IDS_CHECK:
         _vs_mk_ids_check(_VS_A(long long*, 0), _VS_A(const int*, 1), _VS_A(long long, 2), _VS_A(long long, 3));
+        break;
+    case _VS_MK_BIAS_ADD:
+        _vs_mk_bias_add(_VS_A(void*, 0), _VS_A(const void*, 1), _VS_A(long long, 2), _VS_A(long long, 3),
+                        _VS_A(int, 4), _VS_A(int, 5));
         break;
     default:
         _vs_mk_ce_grad(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(const float*, 2), _VS_A(const float*, 3),
@@ -9456,6 +10091,58 @@ VS_API vs_result vs_tp_reduce_forward(vs_mesh* tp, void* x, size_t count, vs_dty
     return _vs_tp_sum("vs_tp_reduce_forward", tp, x, count, dt);
 }
 
+/* A TP entry point with device buffers: one fence pair (_vs_dev_enter) around
+   its kernels and collectives; a bad tp is named by the call itself. */
+#define _VS_TP_ENTRY(fn, tp, call)                                                                                    \
+    do {                                                                                                               \
+        vs_comm* c_ = _vs_tp_check(fn, tp) ? NULL : (tp)->comm;                                                        \
+        vs_result r_ = _vs_dev_enter(c_, fn);                                                                          \
+        if (r_) return r_;                                                                                             \
+        r_ = (call);                                                                                                   \
+        vs_result l_ = _vs_dev_leave(c_, fn);                                                                          \
+        return r_ ? r_ : l_;                                                                                           \
+    } while (0)
+
+_VS_PRIVATE vs_result _vs_tp_reduce_forward_bias(vs_mesh* tp, void* y, int64_t rows, int64_t cols, vs_dtype dt,
+                                                 const void* bias, vs_dtype bias_dt)
+{
+    const char* fn = "vs_tp_reduce_forward_bias";
+    _VS_TRY(_vs_tp_check(fn, tp));
+    if (dt != VS_F32 && dt != VS_F64 && dt != VS_F16 && dt != VS_BF16)
+        return _vs_err(VS_ERR_INVALID, "%s: y's dtype %s (%d) is not f32, f64, f16 or bf16", fn, vs_dtype_name(dt),
+                       (int)dt);
+    if (bias_dt != dt && !(bias_dt == VS_F32 && (dt == VS_F16 || dt == VS_BF16)))
+        return _vs_err(VS_ERR_MISMATCH, "%s: bias dtype %s (%d) with y of dtype %s: the bias is y's dtype%s", fn,
+                       vs_dtype_name(bias_dt), (int)bias_dt, vs_dtype_name(dt),
+                       dt == VS_F16 || dt == VS_BF16 ? " or f32" : "");
+    if (rows < 0 || cols < 0)
+        return _vs_err(VS_ERR_INVALID, "%s: %s %lld < 0", fn, rows < 0 ? "rows" : "cols",
+                       (long long)(rows < 0 ? rows : cols));
+    size_t esz = vs_dtype_size(dt);
+    if (cols && rows > (int64_t)(PTRDIFF_MAX / (ptrdiff_t)esz) / cols)
+        return _vs_err(VS_ERR_INVALID, "%s: rows %lld x cols %lld of %s overflow the address space", fn,
+                       (long long)rows, (long long)cols, vs_dtype_name(dt));
+    if (rows && cols && !y)
+        return _vs_err(VS_ERR_NULL, "%s: y is NULL for %lld x %lld", fn, (long long)rows, (long long)cols);
+    if (cols && !bias) return _vs_err(VS_ERR_NULL, "%s: bias is NULL for %lld columns", fn, (long long)cols);
+    vs_comm* c = tp->comm;
+    _VS_TRY(_vs_dev_arg(c, fn, "y", y));
+    _VS_TRY(_vs_dev_arg(c, fn, "bias", bias));
+    vs_work* w = NULL;
+    _VS_TRY(_vs_dev_done(vs_all_reduce(c, y, y, (size_t)(rows * cols), dt, VS_OP_SUM, _VS_DEV_WORK(c, w)), &w));
+    long long rr = rows, cc = cols;
+    int d = (int)dt, bd = (int)bias_dt;
+    void* args[] = {&y, &bias, &rr, &cc, &d, &bd};
+    return _vs_mk_run(c, fn, _VS_MK_BIAS_ADD, rr * cc, args); // (after the sum: c's stream, or the host now)
+}
+
+VS_API vs_result vs_tp_reduce_forward_bias(vs_mesh* tp, void* y, int64_t rows, int64_t cols, vs_dtype dt,
+                                           const void* bias, vs_dtype bias_dt)
+{
+    _VS_TP_ENTRY("vs_tp_reduce_forward_bias", tp,
+                 _vs_tp_reduce_forward_bias(tp, y, rows, cols, dt, bias, bias_dt));
+}
+
 _VS_PRIVATE vs_result _vs_sp_move(const char* fn, vs_mesh* tp, vs_dtype dt, int ndim, const int64_t* shape,
                                   int seq_dim, vs_placement from, vs_placement to, const void* in, void* out)
 {
@@ -9689,12 +10376,8 @@ _VS_PRIVATE vs_result _vs_vocab_embedding_forward(vs_mesh* tp, const float* tabl
 VS_API vs_result vs_vocab_embedding_forward(vs_mesh* tp, const float* table_shard, int64_t vocab, int64_t dim,
                                             const int32_t* ids, int64_t n, float* out)
 {
-    vs_comm* c = _vs_tp_check("vs_vocab_embedding_forward", tp) ? NULL : tp->comm; // (the call names a bad tp)
-    vs_result r = _vs_dev_enter(c, "vs_vocab_embedding_forward");
-    if (r) return r;
-    r = _vs_vocab_embedding_forward(tp, table_shard, vocab, dim, ids, n, out);
-    vs_result l = _vs_dev_leave(c, "vs_vocab_embedding_forward");
-    return r ? r : l;
+    _VS_TP_ENTRY("vs_vocab_embedding_forward", tp,
+                 _vs_vocab_embedding_forward(tp, table_shard, vocab, dim, ids, n, out));
 }
 
 _VS_PRIVATE vs_result _vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
@@ -9726,12 +10409,8 @@ _VS_PRIVATE vs_result _vs_vocab_embedding_backward(vs_mesh* tp, const float* gra
 VS_API vs_result vs_vocab_embedding_backward(vs_mesh* tp, const float* grad_out, const int32_t* ids, int64_t n,
                                              int64_t vocab, int64_t dim, float* grad_table_shard)
 {
-    vs_comm* c = _vs_tp_check("vs_vocab_embedding_backward", tp) ? NULL : tp->comm; // (the call names a bad tp)
-    vs_result r = _vs_dev_enter(c, "vs_vocab_embedding_backward");
-    if (r) return r;
-    r = _vs_vocab_embedding_backward(tp, grad_out, ids, n, vocab, dim, grad_table_shard);
-    vs_result l = _vs_dev_leave(c, "vs_vocab_embedding_backward");
-    return r ? r : l;
+    _VS_TP_ENTRY("vs_vocab_embedding_backward", tp,
+                 _vs_vocab_embedding_backward(tp, grad_out, ids, n, vocab, dim, grad_table_shard));
 }
 
 _VS_PRIVATE vs_result _vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
@@ -9779,12 +10458,8 @@ _VS_PRIVATE vs_result _vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_s
 VS_API vs_result vs_vocab_cross_entropy(vs_mesh* tp, const float* logits_shard, int64_t n, int64_t vocab,
                                         const int32_t* targets, float* loss, float* grad_shard)
 {
-    vs_comm* c = _vs_tp_check("vs_vocab_cross_entropy", tp) ? NULL : tp->comm; // (the call names a bad tp)
-    vs_result r = _vs_dev_enter(c, "vs_vocab_cross_entropy");
-    if (r) return r;
-    r = _vs_vocab_cross_entropy(tp, logits_shard, n, vocab, targets, loss, grad_shard);
-    vs_result l = _vs_dev_leave(c, "vs_vocab_cross_entropy");
-    return r ? r : l;
+    _VS_TP_ENTRY("vs_vocab_cross_entropy", tp,
+                 _vs_vocab_cross_entropy(tp, logits_shard, n, vocab, targets, loss, grad_shard));
 }
 
 // >>init ----------------------------------------------------------------------

@@ -553,6 +553,22 @@ static void sweep_comm(sw_ctx* x)
     if (E(A, "vs_comm_set_timeout", "freed comm", FX_W2)) R(vs_comm_set_timeout(x->freed, 1), "freed");
     if (E(A, "vs_comm_set_stream", "comm NULL", FX_NONE)) R(vs_comm_set_stream(NULL, NULL), "comm");
     if (E(A, "vs_comm_set_stream", "threads comm (no streams)", FX_W2)) R(vs_comm_set_stream(x->comm, (void*)x), "stream");
+    if (E(A, "vs_comm_nccl", "comm NULL", FX_NONE)) RP(vs_comm_nccl(NULL), "comm is NULL");
+    if (E(A, "vs_comm_nccl", "freed comm", FX_W2)) RP(vs_comm_nccl(x->freed), "already freed");
+    if (E(A, "vs_comm_nccl", "threads comm", FX_W2)) RP(vs_comm_nccl(x->comm), "threads communicator");
+    if (E(A, "vs_comm_mpi", "comm NULL", FX_NONE)) RP(vs_comm_mpi(NULL), "comm is NULL");
+    if (E(A, "vs_comm_mpi", "threads comm", FX_W2)) RP(vs_comm_mpi(x->comm), "threads communicator");
+    if (E(A, "vs_comm_nccl_begin", "comm NULL", FX_NONE)) {
+        void* o;
+        R(vs_comm_nccl_begin(NULL, &o), "comm");
+    }
+    if (E(A, "vs_comm_nccl_begin", "nccl_comm NULL", FX_W2)) R(vs_comm_nccl_begin(x->comm, NULL), "nccl_comm");
+    if (E(A, "vs_comm_nccl_begin", "threads comm", FX_W2)) {
+        void* o;
+        R(vs_comm_nccl_begin(x->comm, &o), "threads");
+    }
+    if (E(A, "vs_comm_nccl_end", "comm NULL", FX_NONE)) R(vs_comm_nccl_end(NULL), "comm");
+    if (E(A, "vs_comm_nccl_end", "threads comm", FX_W2)) R(vs_comm_nccl_end(x->comm), "threads");
     if (E(A, "vs_comm_split", "comm NULL", FX_NONE)) {
         vs_comm* o;
         R(vs_comm_split(NULL, 0, 0, &o), "comm");
@@ -1034,6 +1050,14 @@ static void sweep_tp(sw_ctx* x)
     if (E(A, "vs_tp_reduce_forward", "x NULL", FX_M4)) R(vs_tp_reduce_forward(x->tp, NULL, 4, VS_F32), "NULL");
     if (E(A, "vs_tp_reduce_forward", "dtype -3", FX_M4)) R(vs_tp_reduce_forward(x->tp, b, 4, (vs_dtype)-3), "dtype -3");
     if (E(A, "vs_tp_reduce_forward", "count SIZE_MAX f32", FX_M4)) R(vs_tp_reduce_forward(x->tp, b, SIZE_MAX, VS_F32), "overflows");
+    if (E(A, "vs_tp_reduce_forward_bias", "tp NULL", FX_NONE)) R(vs_tp_reduce_forward_bias(NULL, b, 2, 2, VS_F32, b2, VS_F32), "tp");
+    if (E(A, "vs_tp_reduce_forward_bias", "2-dim mesh", FX_M4)) R(vs_tp_reduce_forward_bias(x->mesh, b, 2, 2, VS_F32, b2, VS_F32), "1 dim");
+    if (E(A, "vs_tp_reduce_forward_bias", "y NULL", FX_M4)) R(vs_tp_reduce_forward_bias(x->tp, NULL, 2, 2, VS_F32, b2, VS_F32), "y is NULL");
+    if (E(A, "vs_tp_reduce_forward_bias", "bias NULL", FX_M4)) R(vs_tp_reduce_forward_bias(x->tp, b, 2, 2, VS_F32, NULL, VS_F32), "bias is NULL");
+    if (E(A, "vs_tp_reduce_forward_bias", "rows -2", FX_M4)) R(vs_tp_reduce_forward_bias(x->tp, b, -2, 2, VS_F32, b2, VS_F32), "rows -2");
+    if (E(A, "vs_tp_reduce_forward_bias", "rows x cols overflow", FX_M4)) R(vs_tp_reduce_forward_bias(x->tp, b, INT64_MAX, 2, VS_F32, b2, VS_F32), "overflow");
+    if (E(A, "vs_tp_reduce_forward_bias", "dtype 99", FX_M4)) R(vs_tp_reduce_forward_bias(x->tp, b, 2, 2, (vs_dtype)99, b2, VS_F32), "dtype");
+    if (E(A, "vs_tp_reduce_forward_bias", "bias f64 for f32", FX_M4)) R(vs_tp_reduce_forward_bias(x->tp, b, 2, 2, VS_F32, b2, VS_F64), "bias dtype f64");
     if (E(A, "vs_sp_gather_forward", "tp NULL", FX_NONE)) R(vs_sp_gather_forward(NULL, VS_F32, 2, shp, 0, b, b2), "tp");
     if (E(A, "vs_sp_gather_forward", "2-dim mesh", FX_M4)) R(vs_sp_gather_forward(x->mesh, VS_F32, 2, shp, 0, b, b2), "1 dim");
     if (E(A, "vs_sp_gather_forward", "ndim 0", FX_M4)) R(vs_sp_gather_forward(x->tp, VS_F32, 0, shp, 0, b, b2), "ndim 0");
@@ -1356,6 +1380,12 @@ static void sweep_bootstrap(sw_ctx* x)
     if (E(A, "vs_world_init", "master_port 70000", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .master_port = 70000), "70000");
     if (E(A, "vs_world_init", "master_port -1", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .master_port = -1), "port -1");
     if (E(A, "vs_world_init", "master_addr of 399 chars", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .master_addr = longaddr), "master_addr");
+    if (E(A, "vs_world_init", "init_file empty", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .init_file = ""), "init_file is empty");
+    if (E(A, "vs_world_init", "init_file of 1100 chars", FX_NONE)) {
+        static char longf[1101];
+        memset(longf, 'f', 1100);
+        R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .init_file = longf), "init_file is longer");
+    }
     if (E(A, "vs_world_init", "device_select 99", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .device_select = (vs_device_select)99), "device_select 99");
     if (E(A, "vs_world_init", "cuda_device -1 (explicit)", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .device_select = VS_DEVICE_EXPLICIT, .cuda_device = -1), "cuda_device -1");
     if (E(A, "vs_world_free", "world NULL", FX_NONE)) DOC(vs_world_free(NULL) == VS_OK, "returned VS_OK (documented)");

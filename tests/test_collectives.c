@@ -2006,6 +2006,49 @@ static void case_dtype(tctx* t)
     VT_CHECK(strcmp(vs_result_string(VS_ERR_TIMEOUT), "VS_ERR_TIMEOUT") == 0, "vs_result_string");
 }
 
+/* The raw handles (vs_comm_nccl, vs_comm_mpi): on threads neither exists (NULL,
+   and a message naming the transport); on MPI the MPI_Comm is c's, and the
+   trainer's own MPI_Allreduce on it between two vescale all-reduces gives the
+   right sums, in order with them. */
+static void case_raw_handles(tctx* t)
+{
+    vs_comm* c = t->c;
+    VT_ERR(vs_comm_nccl(c) == NULL ? VS_ERR_UNSUPPORTED : VS_OK, VS_ERR_UNSUPPORTED,
+           t->threads ? "threads communicator" : "mpi communicator");
+    VT_CHECK(strstr(vs_last_error(), "vs_comm_nccl") && strstr(vs_last_error(), "ncclComm_t"), "%s", vs_last_error());
+    void* nc = (void*)1;
+    VT_ERR(vs_comm_nccl_begin(c, &nc), VS_ERR_UNSUPPORTED, t->threads ? "threads" : "mpi");
+    VT_CHECK(nc == NULL, "vs_comm_nccl_begin left its output %p", nc);
+    VT_ERR(vs_comm_nccl_end(c), VS_ERR_UNSUPPORTED, "vs_comm_nccl_end");
+    VT_ERR(vs_comm_nccl_begin(c, NULL), VS_ERR_NULL, "nccl_comm");
+    VT_ERR(vs_comm_nccl(NULL) == NULL ? VS_ERR_NULL : VS_OK, VS_ERR_NULL, "vs_comm_nccl");
+    VT_ERR(vs_comm_mpi(NULL) == NULL ? VS_ERR_NULL : VS_OK, VS_ERR_NULL, "vs_comm_mpi");
+    VT_CHECK(vs_comm_stream(c) == NULL, "a host transport has no stream");
+    if (t->threads) {
+        VT_ERR(vs_comm_mpi(c) == NULL ? VS_ERR_UNSUPPORTED : VS_OK, VS_ERR_UNSUPPORTED, "threads communicator");
+        VT_CHECK(strstr(vs_last_error(), "MPI_Comm") != NULL, "%s", vs_last_error());
+        return;
+    }
+#ifdef VESCALE_MPI
+    float x[3] = {(float)t->rank, 1.0f, 2.0f}, want0 = (float)(t->n * (t->n - 1) / 2);
+    const MPI_Comm* pm = (const MPI_Comm*)vs_comm_mpi(c);
+    VT_CHECK(pm != NULL, "vs_comm_mpi: %s", vs_last_error());
+    if (!pm) return;
+    int mr = -1, mn = -1;
+    MPI_Comm_rank(*pm, &mr);
+    MPI_Comm_size(*pm, &mn);
+    VT_CHECK(mr == vs_comm_rank(c) && mn == vs_comm_size(c), "MPI_Comm rank %d of %d, vs_comm %d of %d", mr, mn,
+             vs_comm_rank(c), vs_comm_size(c));
+    vs_work* wk = NULL;
+    VT_OK(vs_all_reduce(c, x, x, 1, VS_F32, VS_OP_SUM, &wk)); /* waited before the trainer's own call */
+    VT_OK(vs_wait(wk));
+    MPI_Allreduce(MPI_IN_PLACE, x + 1, 1, MPI_FLOAT, MPI_SUM, *pm); /* the trainer's own, between two of ours */
+    VT_OK(vs_all_reduce(c, x + 2, x + 2, 1, VS_F32, VS_OP_MAX, NULL));
+    VT_CHECK(x[0] == want0 && x[1] == (float)t->n && x[2] == 2.0f, "sums %g %g %g, want %g %g 2", x[0], x[1], x[2],
+             want0, (float)t->n);
+#endif
+}
+
 /* ---- drivers -------------------------------------------------------------- */
 
 typedef void (*case_fn)(tctx*);
@@ -2032,6 +2075,7 @@ static const struct {
     { "determinism", case_determinism },
     { "half_round_once", case_half_round_once },
     { "errors", case_errors },
+    { "raw_handles", case_raw_handles },
 };
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 

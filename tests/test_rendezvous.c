@@ -496,6 +496,256 @@ static void t_no_deadline_and_args(void)
     VT_CHECK(_vs_tcp_bcast("127.0.0.1", port, 0, 1, d, 4, 1) == VS_OK, "a world of one needs nobody");
 }
 
+/* ---- the file rendezvous (_vs_file_bcast): the same exchange through a path ---- */
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+typedef struct {
+    char path[700];
+    int rank, size;
+    double timeout;
+    unsigned char data[PAYLOAD];
+    vs_result res;
+    char msg[700];
+} frank;
+
+static void* frank_thread(void* p)
+{
+    frank* a = (frank*)p;
+    a->res = _vs_file_bcast(NULL, a->path, a->rank, a->size, a->data, PAYLOAD, a->timeout);
+    _vs_save_error(a->msg, sizeof a->msg);
+    return NULL;
+}
+
+static void frank_init(frank* a, const char* path, int rank, int size, double timeout)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->path, sizeof a->path, "%s", path);
+    a->rank = rank, a->size = size, a->timeout = timeout;
+    for (int k = 0; k < PAYLOAD; k++) a->data[k] = rank == 0 ? (unsigned char)(k * 29 + 3) : 0xCC;
+}
+
+/* Runs ranks [lo, hi) of a in threads and joins them. */
+static void frank_run(frank* a, int lo, int hi)
+{
+    pthread_t th[16];
+    for (int i = lo; i < hi; i++) pthread_create(&th[i], NULL, frank_thread, &a[i]);
+    for (int i = lo; i < hi; i++) pthread_join(th[i], NULL);
+}
+
+static int dir_entries(const char* dir)
+{
+    DIR* d = opendir(dir);
+    int n = 0;
+    for (struct dirent* e; d && (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n;
+}
+
+static void put_file(const char* path, const void* b, size_t n)
+{
+    FILE* f = fopen(path, "wb");
+    VT_CHECK(f && fwrite(b, 1, n, f) == n, "writing %s", path);
+    if (f) fclose(f);
+}
+
+static int exists(const char* path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* An id file as rank 0 writes it, with any key, size and nonce; its length. */
+static size_t id_file(unsigned char* b, int size, uint64_t key, uint64_t nonce, unsigned char fill)
+{
+    _vs_be_put32(b, _VS_FRDV_MAGIC);
+    _vs_be_put32(b + 4, (uint32_t)size);
+    _vs_be_put32(b + 8, PAYLOAD);
+    _vs_be_put64(b + 12, key);
+    _vs_be_put64(b + 20, nonce);
+    memset(b + _VS_FRDV_HEAD, fill, PAYLOAD);
+    size_t n = _VS_FRDV_HEAD + PAYLOAD + 8;
+    _vs_be_put64(b + n - 8, _vs_fnv1a64(_VS_FNV64_BASIS, b, n - 8));
+    return n;
+}
+
+static uint64_t file_key(int size) { return _vs_job_key("file", "", size, NULL); }
+
+/* Every rank gets rank 0's payload, twice in one directory, and nothing is left. */
+static void t_file_ok(const char* dir)
+{
+    enum { N = 4 };
+    char path[512];
+    snprintf(path, sizeof path, "%s/id", dir);
+    for (int round = 0; round < 2; round++) {
+        frank a[N];
+        for (int i = 0; i < N; i++) frank_init(&a[i], path, i, N, 30);
+        frank_run(a, 0, N);
+        for (int i = 0; i < N; i++) {
+            VT_CHECK(a[i].res == VS_OK, "round %d rank %d: %s %s", round, i, vs_result_string(a[i].res), a[i].msg);
+            VT_CHECK(!memcmp(a[i].data, a[0].data, PAYLOAD), "round %d rank %d: not rank 0's payload", round, i);
+        }
+        VT_CHECK(dir_entries(dir) == 0, "round %d: %d files left in %s", round, dir_entries(dir), dir);
+    }
+    unsigned char d[4] = {0};
+    VT_CHECK(_vs_file_bcast(NULL, path, 0, 1, d, 4, 1) == VS_OK && dir_entries(dir) == 0,
+             "a world of one touches nothing");
+}
+
+/* An earlier run of the same job (same key) left its id file and a claim:
+   ranks 1..3 read it and claim it before rank 0 starts; when rank 0 writes the
+   new one they claim again, and all end with the new id. */
+static void t_file_stale_same_job(const char* dir)
+{
+    enum { N = 4 };
+    char path[512], cpath[600];
+    snprintf(path, sizeof path, "%s/id", dir);
+    unsigned char b[_VS_FRDV_HEAD + PAYLOAD + 8];
+    put_file(path, b, id_file(b, N, file_key(N), 12345, 0xEE));
+    frank a[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) frank_init(&a[i], path, i, N, 30);
+    for (int i = 1; i < N; i++) pthread_create(&th[i], NULL, frank_thread, &a[i]);
+    for (int i = 1; i < N; i++) { // each has claimed the stale file (bounded: the ranks' own deadline)
+        snprintf(cpath, sizeof cpath, "%s.rank%d", path, i);
+        for (double t0 = _vs_now(); !exists(cpath) && _vs_now() - t0 < 30;) _vs_sleep_us(1000);
+        uint64_t nonce = 0, tok = 0;
+        VT_CHECK(_vs_frdv_claim_read(cpath, i, N, file_key(N), &nonce, &tok) && nonce == 12345,
+                 "rank %d claimed the earlier run's file (nonce %llu)", i, (unsigned long long)nonce);
+    }
+    pthread_create(&th[0], NULL, frank_thread, &a[0]);
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) {
+        VT_CHECK(a[i].res == VS_OK, "rank %d: %s %s", i, vs_result_string(a[i].res), a[i].msg);
+        VT_CHECK(!memcmp(a[i].data, a[0].data, PAYLOAD), "rank %d kept the earlier run's id (0x%02x)", i, a[i].data[0]);
+    }
+    VT_CHECK(dir_entries(dir) == 0, "%d files left in %s", dir_entries(dir), dir);
+}
+
+/* Files of another job: never used; a reader waits past them to its deadline
+   and names the file and why; rank 0 replaces them. */
+static void t_file_other_job(const char* dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/id", dir);
+    unsigned char b[_VS_FRDV_HEAD + PAYLOAD + 8];
+    setenv("VESCALE_RUN_ID", "another-job", 1);
+    uint64_t other = file_key(2);
+    unsetenv("VESCALE_RUN_ID");
+    struct {
+        int size;
+        uint64_t key;
+        const char* needle;
+    } cases[] = {{2, other, "another job (its key differs"}, {8, file_key(8), "a world of 8 ranks"}};
+    for (int c = 0; c < 2; c++) {
+        size_t n = id_file(b, cases[c].size, cases[c].key, 777, 0xEE);
+        put_file(path, b, n);
+        frank a[2];
+        frank_init(&a[1], path, 1, 2, 0.3);
+        frank_run(a, 1, 2);
+        VT_CHECK(a[1].res == VS_ERR_TIMEOUT && strstr(a[1].msg, path) && strstr(a[1].msg, cases[c].needle),
+                 "case %d: %s %s", c, vs_result_string(a[1].res), a[1].msg);
+        VT_CHECK(a[1].data[0] == 0xCC, "case %d: the other job's id was taken", c);
+        VT_CHECK(dir_entries(dir) == 1, "case %d: a reader left %d files (the other job's stays)", c, dir_entries(dir));
+        for (int i = 0; i < 2; i++) frank_init(&a[i], path, i, 2, 30); // rank 0 replaces it
+        frank_run(a, 0, 2);
+        VT_CHECK(a[0].res == VS_OK && a[1].res == VS_OK && !memcmp(a[0].data, a[1].data, PAYLOAD),
+                 "case %d: with rank 0: %s %s / %s %s", c, vs_result_string(a[0].res), a[0].msg,
+                 vs_result_string(a[1].res), a[1].msg);
+        VT_CHECK(dir_entries(dir) == 0, "case %d: %d files left", c, dir_entries(dir));
+    }
+}
+
+/* Bad input: each an error naming the path, at once (no timeout), files kept
+   that are not the rendezvous'. */
+static void t_file_bad(const char* dir)
+{
+    char path[512], p2[600];
+    snprintf(path, sizeof path, "%s/id", dir);
+    frank a[3];
+    /* garbage at the path: rank 0 refuses to replace it, a reader refuses it */
+    put_file(path, "hello, world\n", 13);
+    for (int i = 0; i < 2; i++) frank_init(&a[i], path, i, 2, 30);
+    frank_run(a, 0, 2);
+    for (int i = 0; i < 2; i++)
+        VT_CHECK(a[i].res == VS_ERR_INVALID && strstr(a[i].msg, path) && strstr(a[i].msg, "not a vescale rendezvous file"),
+                 "garbage, rank %d: %s %s", i, vs_result_string(a[i].res), a[i].msg);
+    FILE* f = fopen(path, "rb");
+    char back[32] = "";
+    VT_CHECK(f && fread(back, 1, sizeof back, f) == 13 && !memcmp(back, "hello, world\n", 13), "the garbage was replaced");
+    if (f) fclose(f);
+    /* a rendezvous file cut short, and one with a byte changed: damaged */
+    unsigned char b[_VS_FRDV_HEAD + PAYLOAD + 8];
+    size_t n = id_file(b, 2, file_key(2), 5, 0x11);
+    for (int k = 0; k < 2; k++) {
+        if (k) b[40] ^= 1;
+        put_file(path, b, k ? n : 20);
+        frank_init(&a[1], path, 1, 2, 30);
+        frank_run(a, 1, 2);
+        VT_CHECK(a[1].res == VS_ERR_IO && strstr(a[1].msg, path) && strstr(a[1].msg, "truncated or damaged"),
+                 "%s: %s %s", k ? "a changed byte" : "20 bytes", vs_result_string(a[1].res), a[1].msg);
+    }
+    unlink(path);
+    /* a directory that does not exist, one that is a file, one nobody may write
+       in (/sys: even root): every rank at once */
+    snprintf(p2, sizeof p2, "%s/missing/id", dir);
+    const char* paths[] = {p2, "/dev/null/id", "/sys/vescale_rendezvous_id"};
+    for (int k = 0; k < 3; k++) {
+        if (k == 2 && (!exists("/sys") || access("/sys", F_OK))) continue;
+        for (int i = 0; i < 2; i++) frank_init(&a[i], paths[k], i, 2, 30);
+        frank_run(a, 0, 2);
+        for (int i = 0; i < 2; i++)
+            VT_CHECK(a[i].res == VS_ERR_IO && strstr(a[i].msg, paths[k]) && strstr(a[i].msg, "cannot write in"),
+                     "%s, rank %d: %s %s", paths[k], i, vs_result_string(a[i].res), a[i].msg);
+    }
+    if (geteuid() != 0) { // a directory without write permission (root writes anyway)
+        snprintf(p2, sizeof p2, "%s/ro", dir);
+        mkdir(p2, 0555);
+        snprintf(p2, sizeof p2, "%s/ro/id", dir);
+        frank_init(&a[1], p2, 1, 2, 30);
+        frank_run(a, 1, 2);
+        VT_CHECK(a[1].res == VS_ERR_IO && strstr(a[1].msg, p2), "read-only directory: %s", a[1].msg);
+        snprintf(p2, sizeof p2, "%s/ro", dir);
+        rmdir(p2);
+    }
+    /* a missing rank: rank 0 names it and the file; rank 1 ends at its deadline; nothing left */
+    for (int i = 0; i < 3; i++) frank_init(&a[i], path, i, 3, 0.5);
+    frank_run(a, 0, 2);
+    VT_CHECK(a[0].res == VS_ERR_TIMEOUT && strstr(a[0].msg, "rank(s) 2 never claimed") && strstr(a[0].msg, path),
+             "rank 0: %s %s", vs_result_string(a[0].res), a[0].msg);
+    VT_CHECK(a[1].res == VS_ERR_TIMEOUT && strstr(a[1].msg, path) && strstr(a[1].msg, "rank 0 never took the claim"),
+             "rank 1: %s %s", vs_result_string(a[1].res), a[1].msg);
+    VT_CHECK(dir_entries(dir) == 0, "%d files left after the timeouts", dir_entries(dir));
+    /* arguments */
+    unsigned char d[4];
+    char longp[1100];
+    memset(longp, 'a', sizeof longp - 1);
+    longp[sizeof longp - 1] = 0;
+    VT_ERR(_vs_file_bcast(NULL, NULL, 0, 2, d, 4, 1), VS_ERR_INVALID, "no init file");
+    VT_ERR(_vs_file_bcast(NULL, "", 0, 2, d, 4, 1), VS_ERR_INVALID, "no init file");
+    VT_ERR(_vs_file_bcast(NULL, longp, 0, 2, d, 4, 1), VS_ERR_INVALID, "longer than 1000 bytes");
+    VT_ERR(_vs_file_bcast(NULL, path, 2, 2, d, 4, 1), VS_ERR_INVALID, "rank 2 of 2");
+    VT_ERR(_vs_file_bcast(NULL, path, 1, 2, NULL, 4, 1), VS_ERR_INVALID, "payload");
+    VT_ERR(_vs_file_bcast(NULL, path, 1, 2, d, 4, (double)NAN), VS_ERR_INVALID, "NaN");
+    VT_CHECK(dir_entries(dir) == 0, "bad arguments left files");
+}
+
+static void file_case(const char* name, void (*fn)(const char*))
+{
+    char dir[] = "/tmp/vs_rdv_file_XXXXXX";
+    if (!vt_selected(name)) return;
+    vt_begin(name);
+    VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    unsetenv("VESCALE_RUN_ID");
+    unsetenv("TORCHELASTIC_RUN_ID");
+    fn(dir);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    VT_CHECK(system(cmd) == 0, "%s", cmd);
+    vt_end(name);
+}
+
 int main(void)
 {
     VT_CASE("rendezvous/hostile_peers", t_hostile());
@@ -503,5 +753,10 @@ int main(void)
     VT_CASE("rendezvous/impostor_rank0", t_impostor_rank0());
     VT_CASE("rendezvous/job_key", t_key());
     VT_CASE("rendezvous/no_deadline_and_args", t_no_deadline_and_args());
+    file_case("rendezvous/file: every rank gets rank 0's id, nothing left behind", t_file_ok);
+    file_case("rendezvous/file: an earlier run's file of the same job is claimed, then the new one", t_file_stale_same_job);
+    file_case("rendezvous/file: another job's file is never used (a timeout names it), rank 0 replaces it",
+              t_file_other_job);
+    file_case("rendezvous/file: garbage, damaged, unwritable, a missing rank: errors naming the path", t_file_bad);
     return vt_summary();
 }

@@ -1319,6 +1319,72 @@ static void case_philox(void)
 /* ------------------------------------------------------------------------- */
 /* 6. Bad input                                                              */
 
+/* ------------------------------------------------------------------------- */
+/* 4b. Row-parallel output with its bias (vs_tp_reduce_forward_bias)          */
+
+/* y = x W^T + b, W [N, K] row-parallel (each TP rank holds columns k of W and
+   of x, torch.chunk), against the whole product on one rank. exact: small
+   integers, so every partial sum is exact in every dtype and the result must
+   equal the reference exactly (a bias added on every rank before the sum, or
+   never, cannot pass); else values in [-1, 1], within 1e-6 relative (f32) or
+   1e-12 (f64) of a double reference. Every TP rank must hold the same bits. */
+typedef struct {
+    int dp, tp, B, K, N;
+    vs_dtype dt, bdt;
+    int exact;
+} bias_cfg;
+
+static double bias_val(const bias_cfg* c, uint32_t seed, int64_t i)
+{
+    return c->exact ? (double)((int)(mix32(seed, (uint32_t)i) % 7u) - 3) : fval(seed, i);
+}
+
+static int case_bias(vs_world* w, void* arg)
+{
+    const bias_cfg* c = (const bias_cfg*)arg;
+    vs_mesh* owner = NULL;
+    int dpc = 0;
+    vs_mesh* tp = tp_mesh(w, c->dp, c->tp, &owner, &dpc);
+    if (!tp) return 1;
+    int coord = vs_mesh_rank(tp);
+    int64_t k0 = 0, kl = 0;
+    chunk(c->K, c->tp, coord, &k0, &kl);
+    size_t es = vs_dtype_size(c->dt), bes = vs_dtype_size(c->bdt);
+    void* y = xalloc((size_t)(c->B * c->N) * es);
+    void* b = xalloc((size_t)c->N * bes);
+    double* ref = (double*)xalloc(sizeof(double) * (size_t)(c->B * c->N));
+    uint32_t sx = 900 + (uint32_t)dpc, sw = 950, sb = 970; /* each DP group its own x */
+    for (int64_t n = 0; n < c->N; n++) put(c->bdt, b, n, bias_val(c, sb, n));
+    for (int64_t i = 0; i < c->B; i++)
+        for (int64_t n = 0; n < c->N; n++) {
+            double part = 0, whole = 0;
+            for (int64_t k = 0; k < c->K; k++) {
+                double p = bias_val(c, sx, i * c->K + k) * bias_val(c, sw, n * c->K + k);
+                whole += p;
+                if (k >= k0 && k < k0 + kl) part += p;
+            }
+            put(c->dt, y, i * c->N + n, part); /* this rank's partial, rounded to the dtype */
+            ref[i * c->N + n] = whole + get(c->bdt, b, n);
+        }
+    VT_OK(vs_tp_reduce_forward_bias(tp, y, c->B, c->N, c->dt, b, c->bdt));
+    double tol = c->exact ? 0 : c->dt == VS_F64 ? 1e-12 : 1e-6, mx = maxabs_d(ref, c->B * c->N), err = 0;
+    for (int64_t i = 0; i < c->B * c->N; i++) err = fmax(err, fabs(get(c->dt, y, i) - ref[i]));
+    if (mx > 0) err /= c->exact ? 1 : mx;
+    VT_CHECK(err <= tol, "rank %d: y = x W^T + b off by %.3g (tolerance %g)", vs_world_rank(w), err, tol);
+    /* the same bits on every TP rank: the min and max of a hash over TP agree */
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < (size_t)(c->B * c->N) * es; i++) h = (h ^ ((unsigned char*)y)[i]) * 16777619u;
+    int32_t hs[2] = {(int32_t)(h & 0x7fffffff), (int32_t)(h & 0x7fffffff)};
+    VT_OK(vs_all_reduce(vs_mesh_comm(tp), hs, hs, 1, VS_I32, VS_OP_MAX, NULL));
+    VT_OK(vs_all_reduce(vs_mesh_comm(tp), hs + 1, hs + 1, 1, VS_I32, VS_OP_MIN, NULL));
+    VT_CHECK(hs[0] == hs[1], "rank %d: the TP ranks hold different bits", vs_world_rank(w));
+    free(y);
+    free(b);
+    free(ref);
+    VT_OK(vs_mesh_free(owner));
+    return 0;
+}
+
 static int case_errors(vs_world* w, void* arg)
 {
     (void)arg;
@@ -1346,7 +1412,8 @@ static int case_errors(vs_world* w, void* arg)
     } calls[] = {{"vs_tp_copy_backward", 0},        {"vs_tp_reduce_forward", 1},    {"vs_sp_gather_forward", 2},
                  {"vs_sp_gather_backward", 3},      {"vs_sp_scatter_forward", 4},   {"vs_sp_scatter_backward", 5},
                  {"vs_vocab_range", 6},             {"vs_vocab_embedding_forward", 7},
-                 {"vs_vocab_embedding_backward", 8}, {"vs_vocab_cross_entropy", 9}};
+                 {"vs_vocab_embedding_backward", 8}, {"vs_vocab_cross_entropy", 9},
+                 {"vs_tp_reduce_forward_bias", 10}};
     for (int pass = 0; pass < 2; pass++) {
         vs_mesh* mm = pass ? NULL : m2;
         for (int i = 0; i < (int)(sizeof calls / sizeof calls[0]); i++) {
@@ -1364,11 +1431,12 @@ static int case_errors(vs_world* w, void* arg)
             case 7: rc = vs_vocab_embedding_forward(mm, buf2, 10, 2, ids, 4, buf); break;
             case 8: rc = vs_vocab_embedding_backward(mm, buf2, ids, 4, 10, 2, buf); break;
             case 9: rc = vs_vocab_cross_entropy(mm, buf2, 2, 10, ids, buf, buf + 32); break;
+            case 10: rc = vs_tp_reduce_forward_bias(mm, buf, 4, 4, VS_F32, buf2, VS_F32); break;
             }
             char what[96];
             snprintf(what, sizeof what, "%s on %s", calls[i].fn, pass ? "a NULL mesh" : "the 2-D mesh");
             /* (the vocab helpers report these under "vs_vocab_range": see the report) */
-            const char* named = calls[i].which <= 6 ? calls[i].fn : NULL;
+            const char* named = calls[i].which <= 6 || calls[i].which == 10 ? calls[i].fn : NULL;
             if (pass)
                 expect_err(ctx, what, rc, VS_ERR_NULL, "mesh", named, 0, 0);
             else
@@ -1404,6 +1472,43 @@ static int case_errors(vs_world* w, void* arg)
         rc = vs_sp_gather_forward(tp, VS_F32, 2, neg, 0, buf2, buf);
         expect_err(ctx, "vs_sp_gather_forward shape [4, -3]", rc, VS_ERR_INVALID, NULL, NULL, 1, -3);
         VT_CHECK(untouched(buf, sizeof buf, S), "%s: bad ndim/shape wrote the output", ctx);
+    }
+
+    /* the row-parallel bias: NULL buffers, bad sizes, dtypes; nothing written */
+    {
+        const char* fn = "vs_tp_reduce_forward_bias";
+        struct {
+            const char* what;
+            int nully, nullb;
+            int64_t rows, cols;
+            vs_dtype dt, bdt;
+            vs_result want;
+            const char *s1, *s2;
+            int numc;
+            long long num;
+        } bad[] = {
+            {"y NULL", 1, 0, 2, 4, VS_F32, VS_F32, VS_ERR_NULL, "y is NULL", NULL, 1, 4},
+            {"bias NULL", 0, 1, 2, 4, VS_F32, VS_F32, VS_ERR_NULL, "bias is NULL", NULL, 1, 4},
+            {"rows -1", 0, 0, -1, 4, VS_F32, VS_F32, VS_ERR_INVALID, "rows", NULL, 1, -1},
+            {"cols -3", 0, 0, 2, -3, VS_F32, VS_F32, VS_ERR_INVALID, "cols", NULL, 1, -3},
+            {"rows x cols overflow", 0, 0, (int64_t)1 << 40, (int64_t)1 << 40, VS_F32, VS_F32, VS_ERR_INVALID,
+             "overflow", NULL, 1, (long long)1 << 40},
+            {"bias f64 for y f32", 0, 0, 2, 4, VS_F32, VS_F64, VS_ERR_MISMATCH, "bias dtype f64", "f32", 0, 0},
+            {"bias f16 for y bf16", 0, 0, 2, 4, VS_BF16, VS_F16, VS_ERR_MISMATCH, "bias dtype f16", "bf16", 0, 0},
+            {"bias f32 for y f64", 0, 0, 2, 4, VS_F64, VS_F32, VS_ERR_MISMATCH, "bias dtype f32", "f64", 0, 0},
+            {"y i32", 0, 0, 2, 4, VS_I32, VS_I32, VS_ERR_INVALID, "i32", NULL, 0, 0},
+            {"y dtype 99", 0, 0, 2, 4, (vs_dtype)99, VS_F32, VS_ERR_INVALID, "dtype", NULL, 1, 99},
+        };
+        for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
+            memset(buf, S, sizeof buf);
+            vs_result rc = vs_tp_reduce_forward_bias(tp, bad[i].nully ? NULL : buf, bad[i].rows, bad[i].cols,
+                                                     bad[i].dt, bad[i].nullb ? NULL : buf2, bad[i].bdt);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s", fn, bad[i].what);
+            expect_err(ctx, what, rc, bad[i].want, bad[i].s1, bad[i].s2, bad[i].numc, bad[i].num);
+            VT_CHECK(strstr(vs_last_error(), fn) != NULL, "%s: %s: message does not name the call", ctx, what);
+            VT_CHECK(untouched(buf, sizeof buf, S), "%s: %s wrote y", ctx, what);
+        }
     }
 
     /* vocab: ids out of range name the id; nothing written */
@@ -1606,6 +1711,24 @@ int main(void)
         snprintf(name, sizeof name, "vocab parallel TP=%d: vocab %d, dim %d, %d tokens%s", c->tp, c->V, c->D, c->n,
                  c->shift >= 100 ? ", logits near 1000" : "");
         VT_CASE(name, launch(c->tp, case_vocab, (void*)c));
+    }
+
+    /* 4b. row-parallel bias */
+    static const bias_cfg biases[] = {
+        {1, 2, 5, 8, 6, VS_F32, VS_F32, 1},   {1, 4, 5, 8, 6, VS_F32, VS_F32, 1},
+        {1, 4, 7, 10, 5, VS_F32, VS_F32, 0},  /* 10 columns over 4: 3,3,3,1 */
+        {2, 2, 4, 9, 6, VS_F32, VS_F32, 0},   {1, 2, 4, 8, 6, VS_F64, VS_F64, 0},
+        {1, 2, 5, 8, 6, VS_BF16, VS_BF16, 1}, {1, 4, 5, 8, 6, VS_BF16, VS_F32, 1},
+        {1, 4, 5, 8, 6, VS_F16, VS_F16, 1},   {1, 2, 3, 8, 6, VS_F16, VS_F32, 1},
+        {1, 4, 3, 2, 4, VS_F32, VS_F32, 1},   /* 2 columns over 4: two ranks add nothing */
+        {1, 2, 0, 8, 6, VS_F32, VS_F32, 1},   /* no rows */
+    };
+    for (int i = 0; i < (int)(sizeof biases / sizeof biases[0]); i++) {
+        const bias_cfg* c = &biases[i];
+        snprintf(name, sizeof name, "row-parallel bias %s%d%s: y [%d, %d] = x [%d, %d] W^T + b, %s y, %s bias%s",
+                 c->dp > 1 ? "mesh (2," : "DP1 x TP", c->tp, c->dp > 1 ? ") TP submesh" : "", c->B, c->N, c->B,
+                 c->K, vs_dtype_name(c->dt), vs_dtype_name(c->bdt), c->exact ? ", exact" : "");
+        VT_CASE(name, launch(c->dp * c->tp, case_bias, (void*)c));
     }
 
     /* 5. init */

@@ -1373,6 +1373,7 @@ static void st_mk_ids(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK
 static void st_mk_csum(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_SUM, a); }
 static void st_mk_closs(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_LOSS, a); }
 static void st_mk_cgrad(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_GRAD, a); }
+static void st_mk_bias(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_BIAS_ADD, a); }
 #endif
 
 #if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
@@ -1466,6 +1467,7 @@ static const st_ksig st_ksigs[] = {
     {"vs_mk_ce_loss", 5, {ST_P, ST_P, ST_P, ST_P, ST_LL}, 15u, st_mk_closs, 1u, st_mr_closs},
     {"vs_mk_ce_grad", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_cgrad, 1u, st_mr_cgrad},
     {"vs_mk_ids_check", 4, {ST_P, ST_P, ST_LL, ST_LL}, 3u, st_mk_ids, 1u, st_mr_ids},
+    {"vs_mk_bias_add", 6, {ST_P, ST_P, ST_LL, ST_LL, ST_I, ST_I}, 3u, st_mk_bias, 1u, st_mr_bias},
 #endif
 #if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
     {"vs_k_adamw", 13, {ST_P, ST_P, ST_P, ST_P, ST_LL, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F}, 15u, st_k_adamw, 13u, st_dr_adamw},

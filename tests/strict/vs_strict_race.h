@@ -396,6 +396,12 @@ static void st_mr_ids(void** a, dim3 g, size_t* off, size_t* n) /* flag (pinned)
     (void)g, (void)off;
     n[0] = 2 * sizeof(long long), n[1] = (size_t)ST_RA(long long, 2) * 4;
 }
+static void st_mr_bias(void** a, dim3 g, size_t* off, size_t* n) /* y, b, rows, cols, dt, bdt */
+{
+    (void)g, (void)off;
+    size_t rows = (size_t)ST_RA(long long, 2), cols = (size_t)ST_RA(long long, 3);
+    n[0] = rows * cols * st_mk_dsz(ST_RA(int, 4)), n[1] = cols * st_mk_dsz(ST_RA(int, 5));
+}
 #endif
 #if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
 static size_t st_dk_dsz(int t) { return t == 0 ? 4 : 2; } /* vescale_ddp.h's codes: 0 f32, 1 bf16, 2 f16 */
