@@ -169,6 +169,12 @@ test-bins: $(B)/vescale-ckpt
 $(B)/test_ckpt_format: tests/ckpt_handmade.h
 $(B)/vescale-ckpt: tools/vescale-ckpt.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+# tools/vescale-shards: token shards (vs_data_open's format) from any text; make test
+# trains examples/train_gpt.c --data on shards it writes from README.md
+all: $(B)/vescale-shards
+test-bins: $(B)/vescale-shards
+$(B)/vescale-shards: tools/vescale-shards.c | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $<
 # ---------------------------------------------------------------------------------
 
 # The main job: the GPT example (examples/train_gpt.c) trained on 8 thread ranks as

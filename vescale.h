@@ -486,9 +486,10 @@ typedef struct vs_batch {
     int ndim[VS_BATCH_MAX];
     int64_t shape[VS_BATCH_MAX][VS_PIPE_MAX_DIMS];
     const void* data[VS_BATCH_MAX]; // host memory
-    /* 1: the batch holds only this DP rank's rows (shape[0] = global rows / DP,
-       the rows vs_train_step would take from the global batch), as
-       vs_data_next gives them; 0: the global batch */
+    /* 0 (or 1): the global batch. N >= 2: only this DP rank's rows of a
+       global batch split over N DP ranks (shape[0] = global rows / N: the
+       rows vs_train_step would take from the global batch), as vs_data_next
+       gives them; N must be the training state's DP size (VS_ERR_MISMATCH) */
     int dp_local;
 } vs_batch;
 
@@ -693,7 +694,7 @@ VS_API vs_result vs_train_free(vs_train* t);
    than B entries remain the epoch ends (the rest dropped) and the next starts
    at 0. DP rank d gets rows [d B/DP, (d+1) B/DP), as vs_train_step splits a
    global batch, and reads only those windows: vs_data_next's batch holds this
-   rank's rows (vs_batch.dp_local = 1), which vs_train_step takes as its part
+   rank's rows (vs_batch.dp_local = DP), which vs_train_step takes as its part
    of the global batch; losses and parameters equal those of the whole batch
    given on every rank. (Every TP and PP rank of one DP coordinate reads the
    same rows.)
@@ -765,7 +766,7 @@ typedef struct vs_data_info {
 VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out);
 /* This rank's rows of the next global batch: out->data[0] the inputs, [1] the
    targets, i32 [B/DP, T] (loader memory, valid until the next call), and
-   out->dp_local = 1. Waits at most desc.timeout. */
+   out->dp_local = DP. Waits at most desc.timeout. */
 VS_API vs_result vs_data_next(vs_data* d, vs_batch* out);
 /* Moves the position to (epoch, window), the cursor in that epoch's order
    (0 <= window < N); drops what was read ahead and any read error. */
@@ -3410,7 +3411,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_data(vs_pipe_call* c)
         shape[0] = t->rows_mb;
         void* out;
         _VS_TRY(vs_pipe_output(c, 0, b->dtype[i], b->ndim[i], shape, &out));
-        int64_t first = (b->dp_local ? 0 : (int64_t)t->dp_rank * t->rows_dp) + (int64_t)c->mb * t->rows_mb;
+        int64_t first = (b->dp_local > 1 ? 0 : (int64_t)t->dp_rank * t->rows_dp) + (int64_t)c->mb * t->rows_mb;
         const char* src = (const char*)b->data[i] + (size_t)first * row;
 #ifdef VESCALE_NCCL
         if (t->dev) { // host (pinned: asynchronous) or device memory, on the compute stream
@@ -3915,10 +3916,11 @@ _VS_HL_PRIVATE vs_result _vs_hl_batch(vs_train* t, const vs_batch* batch, const 
             return vs_set_error(VS_ERR_INVALID, "%s: batch input \"%s\": %lld rows of %zu bytes overflow", fn,
                                 batch->name[i], (long long)rows, row);
     }
-    if (batch->dp_local != 0 && batch->dp_local != 1)
-        return vs_set_error(VS_ERR_INVALID, "%s: batch.dp_local = %d (0: the global batch, 1: this DP rank's rows)", fn,
-                            batch->dp_local);
-    if (batch->dp_local) rows *= t->dp; // (this DP rank's rows: the global batch has DP times as many)
+    if (batch->dp_local < 0 || (batch->dp_local > 1 && batch->dp_local != t->dp))
+        return vs_set_error(batch->dp_local < 0 ? VS_ERR_INVALID : VS_ERR_MISMATCH, "%s: batch.dp_local = %d: the batch "
+                            "holds one DP rank's rows of DP=%d, this training state has DP=%d (0: the global batch)", fn,
+                            batch->dp_local, batch->dp_local, t->dp);
+    if (batch->dp_local > 1) rows *= t->dp; // (this DP rank's rows: the global batch has DP times as many)
     if (rows < 1)
         return vs_set_error(VS_ERR_INVALID, "%s: the batch has %lld rows (at least DP=%d x %d microbatches)", fn,
                             (long long)rows, t->dp, t->M);
@@ -4821,6 +4823,7 @@ VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
     if (!r) r = _vs_data_glob(d, desc->files);
     if (!r) d->win0 = (int64_t*)vs_alloc(w, (size_t)(d->nshards + 1) * sizeof(int64_t));
     if (!r && !d->win0) r = vs_set_error(VS_ERR_NOMEM, "%s: %d files", fn, d->nshards);
+    if (!r) d->win0[0] = 0;
     for (int i = 0; !r && i < d->nshards; i++) {
         int64_t n = 0;
         r = _vs_data_check_file(d, i, &n);
@@ -4901,7 +4904,7 @@ VS_API vs_result vs_data_next(vs_data* d, vs_batch* out)
         out->shape[i][0] = d->rows, out->shape[i][1] = d->T;
     }
     out->data[0] = s->tok, out->data[1] = s->tgt;
-    out->dp_local = 1;
+    out->dp_local = d->dp;
     return VS_OK;
 }
 
