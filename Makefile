@@ -27,7 +27,7 @@ TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 MPI_NAMES := collectives mesh errors layout ddp_procs
 MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
 
-.PHONY: all run run-gpu test test-asan test-tsan test-gpu bench bench-redistribute bench-ddp compile-check clean
+.PHONY: all run run-gpu test test-asan test-tsan test-gpu bench bench-redistribute bench-ddp bench-data compile-check clean
 all: $(TESTS) $(MPI_TESTS) $(B)/demo
 
 $(B):
@@ -272,6 +272,13 @@ bench-pipe:
 .PHONY: bench-ckpt
 bench-ckpt:
 	B=$(B) bash bench/run_ckpt.sh
+
+# the data loader (vescale.h >>data) behind a modelled step: its wait per step with and without read-ahead
+.PHONY: bench-data
+bench-data: $(B)/bench_data
+	$(B)/bench_data
+$(B)/bench_data: bench/data.c bench/bench_util.h $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
 
 .PHONY: bench-train
 bench-train:
