@@ -22,7 +22,8 @@
    - bad input, each an error naming the file or pattern: wrong magic, an
      unknown version, a truncated shard, trailing bytes, a glob matching
      nothing, a sequence longer than a shard, fewer rows than a batch, a token
-     beyond the vocabulary (at read time, with and without the thread). */
+     beyond the vocabulary (at read time, with and without the thread);
+   - a read-ahead thread that delivers nothing: vs_data_next times out. */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale.h"
 #include "../examples/gpt.h"
@@ -526,6 +527,31 @@ static void bad_input_case(void)
     VT_CHECK(vs_data_free(NULL) == VS_OK && vs_data_next(NULL, NULL) == VS_ERR_NULL, "NULL handling");
 }
 
+/* A read-ahead thread that never delivers: vs_data_next gives up after desc.timeout
+   (the thread is stopped by hand here, reaching into the loader, so nothing is timed). */
+static void timeout_case(void)
+{
+    char pat[512];
+    snprintf(pat, sizeof pat, "%s/o_*.bin", DIR_);
+    vs_data_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.files = pat, dd.batch = OB, dd.seq_len = OT, dd.prefetch = 1, dd.timeout = 0.05;
+    vs_data* d;
+    VT_OK(vs_data_open(&dd, &d));
+    if (!d) return;
+    pthread_mutex_lock(&d->mu);
+    d->stop = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    pthread_join(d->th, NULL);
+    d->produced = d->consumed; // (what it read before it stopped: dropped)
+    vs_batch b;
+    vs_result r = vs_data_next(d, &b);
+    VT_CHECK(r == VS_ERR_TIMEOUT && strstr(vs_last_error(), "within 0.05 s"), "%d %s", (int)r, vs_last_error());
+    d->has_thread = 0; // (joined above)
+    VT_OK(vs_data_free(d));
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/vs_data_XXXXXX";
@@ -546,6 +572,7 @@ int main(void)
     VT_CASE("train/dp-local=global/PP2xDP2", dp_local_case(2, 2, 2));
     VT_CASE("train/resume-DP2-to-DP4-and-1", resume_case());
     VT_CASE("bad-input", bad_input_case());
+    VT_CASE("timeout", timeout_case());
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", DIR_);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", DIR_);
