@@ -718,7 +718,8 @@ VS_API vs_result vs_train_free(vs_train* t);
 
    Threads: one thread calls a loader's functions at a time (the read-ahead
    thread is internal). The loader allocates with the training state's world's
-   hooks (desc.train), else with malloc. */
+   hooks (desc.train; free the loader before that world), else with malloc.
+   It may outlive its training state (vs_train_free detaches it). */
 #define VS_DATA_MAGIC 20240520
 #define VS_DATA_VERSION 1
 #define VS_DATA_HEADER_INTS 256
