@@ -10,6 +10,8 @@
 #    (another batch gives another loss). (Real text makes a GPT's rounding
 #    differences grow over many steps, so the comparisons start from the
 #    one-rank run's exact state.)
+#  - with the strict stand-in built: 3 steps on 4 simulated GPUs (DP2 x TP2)
+#    beside the host's one rank, no violation.
 # Prints "ok/not ok example/train_gpt_data ..." lines.
 set -u
 B=${B:-build}
@@ -44,4 +46,12 @@ for mesh in 1x4x1 1x2x2; do
         "resumed on $mesh: $(grep '^loss ' "$tmp/resume.log") (status $rc)"
     [ $rc = 0 ] || tail -5 "$tmp/resume.log"
 done
+# the same on simulated GPUs (the strict stand-in, when built): the loader's host rows copied to the device
+if [ -x "$B/train_gpt_strict" ]; then
+    "$B/train_gpt_strict" --device cuda --mesh 1x2x2 --data "$data" --steps 3 >"$tmp/gpu.log" 2>&1
+    rc=$?
+    say "$([ $rc = 0 ] && grep -q 'equals one rank' "$tmp/gpu.log" && ! grep -q VIOLATION "$tmp/gpu.log" && echo 1)" \
+        "--device cuda on 4 simulated GPUs: $(grep '^loss ' "$tmp/gpu.log") (status $rc)"
+    [ $rc = 0 ] || tail -5 "$tmp/gpu.log"
+fi
 [ $fails = 0 ]
