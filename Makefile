@@ -27,7 +27,7 @@ TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 MPI_NAMES := collectives mesh errors layout ddp_procs
 MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
 
-.PHONY: all run run-gpu test test-asan test-tsan test-gpu bench bench-redistribute bench-ddp compile-check clean
+.PHONY: all run run-gpu test test-asan test-tsan test-gpu bench bench-redistribute bench-ddp bench-data compile-check clean
 all: $(TESTS) $(MPI_TESTS) $(B)/demo
 
 $(B):
@@ -184,6 +184,12 @@ test-bins: $(B)/vescale-ckpt
 $(B)/test_ckpt_format: tests/ckpt_handmade.h
 $(B)/vescale-ckpt: tools/vescale-ckpt.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+# tools/vescale-shards: token shards (vs_data_open's format) from any text; make test
+# trains examples/train_gpt.c --data on shards it writes from README.md
+all: $(B)/vescale-shards
+test-bins: $(B)/vescale-shards
+$(B)/vescale-shards: tools/vescale-shards.c | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $<
 # ---------------------------------------------------------------------------------
 
 # The main job: the GPT example (examples/train_gpt.c) trained on 8 thread ranks as
@@ -281,6 +287,13 @@ bench-pipe:
 .PHONY: bench-ckpt
 bench-ckpt:
 	B=$(B) bash bench/run_ckpt.sh
+
+# the data loader (vescale.h >>data) behind a modelled step: its wait per step with and without read-ahead
+.PHONY: bench-data
+bench-data: $(B)/bench_data
+	$(B)/bench_data
+$(B)/bench_data: bench/data.c bench/bench_util.h $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
 
 .PHONY: bench-train
 bench-train:

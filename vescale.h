@@ -8,16 +8,19 @@
        vescale_ddp.h    DDP and the distributed optimizer (ZeRO-1/2)
        vescale_pipe.h   pipeline stages, schedules as data, validator, simulator, engine
        vescale_ckpt.h   checkpoints of the whole training state, resharding on load
-   and, here, the high-level API (// >>model, >>plan, >>generate-plan, >>train):
-   a model declared once as layers, plans, vs_generate_plan, vs_parallelize,
-   vs_train_step, save and resume on any mesh. examples/train_gpt.c is the whole
-   of it in use (make run).
+   and, here, the high-level API (// >>model, >>plan, >>generate-plan, >>train,
+   >>data): a model declared once as layers, plans, vs_generate_plan,
+   vs_parallelize, vs_train_step, save and resume on any mesh, and a data
+   loader of token shards that resumes with it. examples/train_gpt.c is the
+   whole of it in use (make run; --data DIR/GLOB trains from shards).
 
    Topics (grep the markers):
        // >>model          layers, parameters, roles, the layer context (vs_layer_*)
        // >>plan           sharding plans: text and JSON, checks, defaults (vs_plan_resolve)
        // >>generate-plan  the machine's profile, the planner, its explanation
        // >>train          vs_parallelize, vs_train_step, save and load
+       // >>data           vs_data_*: token shards (llm.c's format) read by DP rank, shuffled
+                           by epoch, read ahead on a thread, its position saved with the state
 
    Do this in *one* C or C++ file:
        #define VESCALE_IMPLEMENTATION
@@ -488,6 +491,11 @@ typedef struct vs_batch {
     int ndim[VS_BATCH_MAX];
     int64_t shape[VS_BATCH_MAX][VS_PIPE_MAX_DIMS];
     const void* data[VS_BATCH_MAX]; // host memory
+    /* 0 (or 1): the global batch. N >= 2: only this DP rank's rows of a
+       global batch split over N DP ranks (shape[0] = global rows / N: the
+       rows vs_train_step would take from the global batch), as vs_data_next
+       gives them; N must be the training state's DP size (VS_ERR_MISMATCH) */
+    int dp_local;
 } vs_batch;
 
 /* What vs_train_step does when the gradients hold a NaN or an infinity. Every
@@ -671,6 +679,114 @@ VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out);
    past that window it is freed memory (undefined). */
 VS_API vs_result vs_train_free(vs_train* t);
 
+// >>data -----------------------------------------------------------------------
+
+/* A resumable distributed data loader over token shards in the flat binary
+   format plain-C GPT trainers use (llm.c's): a header of 256 little-endian
+   int32 (VS_DATA_MAGIC, VS_DATA_VERSION, the token count, the rest zero), then
+   the tokens as little-endian uint16. tools/vescale-shards.c writes such files
+   from any text.
+
+   The token stream. The files matching desc.files, sorted by name (strcmp),
+   each cut into windows of T + 1 tokens that start every T tokens (window j of
+   a file: its tokens [j T, j T + T], inputs the first T, targets the last T);
+   a window never spans two files, and a file's last tokens that do not fill
+   one are not read. The windows of all files in file order are numbered 0 ..
+   N-1. An epoch takes them in order, or, with desc.shuffle, in an order drawn
+   from (seed, epoch) by a keyed permutation of 0 .. N-1 (no table; the same on
+   any mesh). Global batch i of an epoch is rows of that order from a cursor:
+   B consecutive entries, row r of the batch = window order[w + r]; when fewer
+   than B entries remain the epoch ends (the rest dropped) and the next starts
+   at 0. DP rank d gets rows [d B/DP, (d+1) B/DP), as vs_train_step splits a
+   global batch, and reads only those windows: vs_data_next's batch holds this
+   rank's rows (vs_batch.dp_local = DP), which vs_train_step takes as its part
+   of the global batch; losses and parameters equal those of the whole batch
+   given on every rank. (Every TP and PP rank of one DP coordinate reads the
+   same rows.)
+
+   Position and resume. The position is (epoch, window cursor) of the next
+   batch. A loader opened with desc.train is attached to that training state:
+   vs_train_save stores the position with it (an entry "__data", the same on
+   every rank) and vs_train_load restores it, on any mesh: the next batch
+   continues the token stream exactly where the saved run stopped. A load
+   before the loader opens is kept and applied when it opens. The data must be
+   the same (shard count, tokens, T, shuffle and seed: a difference fails the
+   load naming both); the batch size may differ (the cursor counts windows).
+
+   Read-ahead. A thread (desc.prefetch > 0) reads the next batches into
+   buffers of its own while the step runs; vs_data_next returns one that is
+   ready, or waits for it at most desc.timeout seconds (VS_ERR_TIMEOUT). A
+   batch stays valid until the next vs_data_next, vs_data_seek or vs_data_free
+   on the loader. A read error (a file changed under it, a token >= vocab) is
+   returned by the vs_data_next whose batch it was, naming the file; it stays
+   until a seek. vs_data_free stops and joins the thread.
+
+   Threads: one thread calls a loader's functions at a time (the read-ahead
+   thread is internal). The loader allocates with the training state's world's
+   hooks (desc.train; free the loader before that world), else with malloc.
+   It may outlive its training state (vs_train_free detaches it). */
+#define VS_DATA_MAGIC 20240520
+#define VS_DATA_VERSION 1
+#define VS_DATA_HEADER_INTS 256
+
+typedef struct vs_data vs_data;
+
+typedef struct vs_data_desc {
+    const char* files;   // a glob(3) pattern naming the shard files (required), e.g. "data/train_*.bin"
+    int64_t batch;       // B: rows of the global batch (required; DP must divide it)
+    int64_t seq_len;     // T: tokens a row (required); a row reads T + 1 tokens
+    /* The training state the batches are for: this rank's DP coordinate and the
+       DP size come from its mesh, and the loader is attached to it (its position
+       saved and loaded with it; one attached loader a training state). NULL:
+       dp_size and dp_rank below. */
+    vs_train* train;
+    int not_saved;       // with train: its DP rank only, no position in its checkpoints (a validation loader)
+    int dp_size, dp_rank; // without train: this rank's part (0, 0: one rank, the whole batch)
+    int shuffle;         // 1: every epoch's windows in an order drawn from (seed, epoch)
+    uint64_t seed;
+    int64_t vocab;       // > 0: a token >= vocab is an error naming the file and the token's place
+    int prefetch;        // batches read ahead by the loader's thread (0: 2); -1: no thread (vs_data_next reads)
+    double timeout;      // seconds vs_data_next waits for a batch (0: 60)
+    const char* input_name;  // the batch's inputs (NULL: "tokens"), i32 [rows, T]
+    const char* target_name; // its targets (NULL: "targets"), i32 [rows, T]
+} vs_data_desc;
+
+typedef struct vs_data_info {
+    int nshards;
+    int64_t tokens;            // in all the files
+    int64_t windows;           // N: rows the data holds (windows of T + 1 tokens)
+    int64_t batches_per_epoch; // N / B
+    int64_t rows;              // this rank's rows a batch (B / DP)
+    int dp_size, dp_rank;
+    int64_t epoch, window;     // the position: the next batch's epoch and its first entry of the epoch's order
+    int64_t batches;           // batches vs_data_next returned
+    double wait_s;             // seconds vs_data_next waited for batches, in all (no thread: its reads)
+    double last_wait_s;        // ... for the last batch
+    double read_s;             // seconds spent reading batches (the thread's, or vs_data_next's)
+} vs_data_info;
+
+/* Opens the shards (every file's header checked: magic, version, the token
+   count against the file's size; every file must hold T + 1 tokens), and with
+   desc.prefetch starts the read-ahead thread. Not collective: every rank opens
+   its own. Errors name the file or the pattern. */
+VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out);
+/* This rank's rows of the next global batch: out->data[0] the inputs, [1] the
+   targets, i32 [B/DP, T] (loader memory, valid until the next call), and
+   out->dp_local = DP. Waits at most desc.timeout. */
+VS_API vs_result vs_data_next(vs_data* d, vs_batch* out);
+/* Moves the position to (epoch, window), the cursor in that epoch's order
+   (0 <= window < N); drops what was read ahead and any read error. */
+VS_API vs_result vs_data_seek(vs_data* d, int64_t epoch, int64_t window);
+VS_API vs_result vs_data_query(const vs_data* d, vs_data_info* out);
+/* Where entry k (0 .. N-1) of an epoch's order is: its file (index in the
+   sorted list, vs_data_file names it) and its first token within the file's
+   tokens. */
+VS_API vs_result vs_data_window(const vs_data* d, int64_t epoch, int64_t k, int* file, int64_t* first_token);
+VS_API const char* vs_data_file(const vs_data* d, int file);
+/* Stops the read-ahead thread and frees the loader (detached from its
+   training state). NULL: VS_OK. */
+VS_API vs_result vs_data_free(vs_data* d);
+
 #ifdef __cplusplus
 }
 #endif
@@ -693,6 +809,9 @@ VS_API vs_result vs_train_free(vs_train* t);
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <unistd.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -3120,6 +3239,8 @@ typedef struct _vs_hl_layer {
     struct vs_train* t;
 } _vs_hl_layer;
 
+#define _VS_DATA_POS_BYTES 80
+#define _VS_DATA_ENTRY "__data" // a data loader's position: a blob of _VS_DATA_POS_BYTES, the same on every rank
 struct vs_train {
     uint32_t magic; // _VS_HL_LIVE
     vs_world* w;
@@ -3168,7 +3289,19 @@ struct vs_train {
     int64_t acc_tokens; // their tokens
     double acc_t0;   // when the step's first call started
     int64_t shape0[VS_BATCH_MAX][VS_PIPE_MAX_DIMS]; // fixed shapes: the first step's batch (rows 0: none yet)
+    /* The data loader attached (vs_data_desc.train, >>data): its position is
+       saved and loaded with the state; one loaded before the loader opened
+       waits in data_pos. */
+    vs_data* data;
+    unsigned char data_pos[_VS_DATA_POS_BYTES];
+    int has_data_pos;
 };
+
+/* The attached data loader's hooks (>>data, below). */
+_VS_HL_PRIVATE void _vs_data_detach(vs_data* d);
+_VS_HL_PRIVATE void _vs_data_pos(const vs_data* d, unsigned char* blob);
+_VS_HL_PRIVATE vs_result _vs_data_restore(vs_data* d, const unsigned char* blob, size_t bytes, const char* fn,
+                                          const char* path);
 
 /* A training state can tell it was freed (vs_train_free's comment): its magic,
    kept readable a while by vs_free_later. */
@@ -3325,7 +3458,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_data(vs_pipe_call* c)
         shape[0] = t->rows_mb;
         void* out;
         _VS_TRY(vs_pipe_output(c, 0, b->dtype[i], b->ndim[i], shape, &out));
-        int64_t first = (int64_t)t->dp_rank * t->rows_dp + (int64_t)c->mb * t->rows_mb;
+        int64_t first = (b->dp_local > 1 ? 0 : (int64_t)t->dp_rank * t->rows_dp) + (int64_t)c->mb * t->rows_mb;
         const char* src = (const char*)b->data[i] + (size_t)first * row;
 #ifdef VESCALE_NCCL
         if (t->dev) { // host (pinned: asynchronous) or device memory, on the compute stream
@@ -3423,6 +3556,7 @@ VS_API vs_result vs_train_free(vs_train* t)
     if (!t) return VS_OK;
     _VS_TRY(_VS_HL_GONE("vs_train_free", t));
     vs_result r = VS_OK;
+    if (t->data) _vs_data_detach(t->data); // (the loader lives on, unattached)
 #ifdef VESCALE_NCCL
     // the last step's ZeRO all-gathers may still be in flight on DDP's stream (nothing read
     // the parameters since): done before any communicator goes, whose cudaFree would
@@ -3829,6 +3963,11 @@ _VS_HL_PRIVATE vs_result _vs_hl_batch(vs_train* t, const vs_batch* batch, const 
             return vs_set_error(VS_ERR_INVALID, "%s: batch input \"%s\": %lld rows of %zu bytes overflow", fn,
                                 batch->name[i], (long long)rows, row);
     }
+    if (batch->dp_local < 0 || (batch->dp_local > 1 && batch->dp_local != t->dp))
+        return vs_set_error(batch->dp_local < 0 ? VS_ERR_INVALID : VS_ERR_MISMATCH, "%s: batch.dp_local = %d: the batch "
+                            "holds one DP rank's rows of DP=%d, this training state has DP=%d (0: the global batch)", fn,
+                            batch->dp_local, batch->dp_local, t->dp);
+    if (batch->dp_local > 1) rows *= t->dp; // (this DP rank's rows: the global batch has DP times as many)
     if (rows < 1)
         return vs_set_error(VS_ERR_INVALID, "%s: the batch has %lld rows (at least DP=%d x %d microbatches)", fn,
                             (long long)rows, t->dp, t->M);
@@ -4188,10 +4327,18 @@ VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entr
     e[nextra + 2].kind = VS_CKPT_BLOB;
     e[nextra + 2].blob = sc;
     e[nextra + 2].blob_bytes = sizeof sc;
+    unsigned char pos[_VS_DATA_POS_BYTES]; // the attached loader's position (>>data)
+    if (t->data) {
+        _vs_data_pos(t->data, pos);
+        e[nextra + 3].name = _VS_DATA_ENTRY;
+        e[nextra + 3].kind = VS_CKPT_BLOB;
+        e[nextra + 3].blob = pos;
+        e[nextra + 3].blob_bytes = sizeof pos;
+    }
     vs_ckpt_save_opts o;
     memset(&o, 0, sizeof o);
-    o.async = async; // (text, skipped and the scale are copied by an async save)
-    return vs_ckpt_save_ddp(t->ck, path, t->ddp, "", e, nextra + 3, &o);
+    o.async = async; // (text, skipped, the scale and the data position are copied by an async save)
+    return vs_ckpt_save_ddp(t->ck, path, t->ddp, "", e, nextra + 3 + (t->data != NULL), &o);
 }
 
 VS_API vs_result vs_train_wait(vs_train* t)
@@ -4217,8 +4364,9 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     if (r) return vs_set_error(r, "vs_train_load: %s", vs_last_error());
     int has_skipped = _vs_ckpt_find(&ix, _VS_HL_SKIPPED_ENTRY) != NULL;
     int has_scale = has_skipped && _vs_ckpt_find(&ix, _VS_HL_SCALE_ENTRY) != NULL; // (older checkpoints lack it)
+    int has_data = _vs_ckpt_find(&ix, _VS_DATA_ENTRY) != NULL; // (a data loader's position: >>data)
     _vs_ckpt_index_free(t->ck->w, &ix);
-    vs_ckpt_entry e[62];
+    vs_ckpt_entry e[63];
     memset(e, 0, sizeof e);
     for (int i = 0; i < nextra; i++) e[i] = extra[i];
     int64_t skipped = 0;
@@ -4232,7 +4380,11 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     e[nextra + 1].kind = VS_CKPT_BLOB;
     e[nextra + 1].blob = sc;
     e[nextra + 1].blob_bytes = sizeof sc;
-    r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", e, nextra + has_skipped + has_scale);
+    unsigned char pos[_VS_DATA_POS_BYTES];
+    memset(pos, 0, sizeof pos);
+    vs_ckpt_entry* de = &e[nextra + has_skipped + has_scale];
+    if (has_data) de->name = _VS_DATA_ENTRY, de->kind = VS_CKPT_BLOB, de->blob = pos, de->blob_bytes = sizeof pos;
+    r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", e, nextra + has_skipped + has_scale + has_data);
     if (r) {
         // a parameter the checkpoint lacks or holds with another shape: the model does not match
         return vs_set_error(r, "vs_train_load: %s (does the checkpoint hold this model?)", vs_last_error());
@@ -4247,6 +4399,8 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
         return vs_set_error(VS_ERR_INVALID, "vs_train_load: %s: \"" _VS_HL_SCALE_ENTRY "\" holds %zu bytes, scale %g, "
                             "%lld good steps", path, e[nextra + 1].blob_bytes, scale, (long long)good);
     for (int i = 0; i < nextra; i++) extra[i].blob_bytes = e[i].blob_bytes; // (the blobs' stored sizes)
+    if (has_data && t->data) _VS_TRY(_vs_data_restore(t->data, pos, de->blob_bytes, "vs_train_load", path));
+    if (has_data && !t->data) memcpy(t->data_pos, pos, sizeof pos), t->has_data_pos = 1; // (for the loader that opens)
     t->skipped = skipped;
     if (has_scale && t->ls.enable) t->scale = scale, t->good = good; // (a run without scaling keeps 1)
     t->grad_norm = NAN;
@@ -4294,6 +4448,573 @@ VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out)
     }
     _vs_ckpt_index_free(NULL, &ix);
     return r ? r : vs_plan_parse(plan, out);
+}
+
+// >>data -----------------------------------------------------------------------
+
+/* A batch in the ring: slot s % nslots holds batch s (since the last seek). */
+typedef struct _vs_data_slot {
+    int32_t* tok;                     // rows x T inputs
+    int32_t* tgt;                     // rows x T targets
+    int64_t epoch, window;            // where it was read from
+    int64_t next_epoch, next_window;  // the position after it
+    vs_result err;                    // a read error: this batch's, returned by the vs_data_next that takes it
+    char msg[512];
+} _vs_data_slot;
+
+#define _VS_DATA_LIVE 0x76734441u /* "vsDA" */
+#define _VS_DATA_DEAD 0x76734464u /* "vsDd": freed */
+#define _VS_DATA_HEADER_BYTES (VS_DATA_HEADER_INTS * 4)
+
+struct vs_data {
+    uint32_t magic;
+    vs_world* w;    // allocations (the training state's world, or NULL: malloc)
+    vs_train* train; // attached (NULL: none, or detached by vs_train_free)
+    char* names[2];  // the batch's input and target names (copies)
+    int nshards;
+    char** path;     // sorted
+    int64_t* win0;   // [nshards + 1]: the first window of each file, then N
+    int64_t N, T, B, rows, tokens;
+    int dp, dprank, shuffle, nslots, has_thread;
+    uint64_t seed;
+    int64_t vocab;
+    double timeout;
+    /* The reader's (the thread's, or vs_data_next's without one): one file kept open. */
+    int fd, fd_file;
+    unsigned char* raw; // (T + 1) x 2 bytes
+    _vs_data_slot* slot;
+    /* Shared with the thread, under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+    int stop, failed;            // failed: the reader stopped at an error (the slot holds it) until a seek
+    uint64_t gen;                // bumped by a seek: a batch read before it is dropped
+    int64_t produced, consumed;  // batches read and taken since the last seek
+    int64_t pe, pw;              // the reader's cursor: the next batch to read
+    double read_s;
+    /* The caller's. */
+    int64_t ce, cw;              // the position: after the last batch taken
+    int64_t batches;
+    double wait_s, last_wait_s;
+};
+
+_VS_HL_PRIVATE vs_result _vs_data_gone(const char* fn, const vs_data* d)
+{
+    if (!d) return vs_set_error(VS_ERR_NULL, "%s: data is NULL", fn);
+    if (d->magic == _VS_DATA_DEAD) return vs_set_error(VS_ERR_STATE, "%s: this data loader was already freed", fn);
+    if (d->magic != _VS_DATA_LIVE) return vs_set_error(VS_ERR_INVALID, "%s: %p is not a live data loader", fn, (const void*)d);
+    return VS_OK;
+}
+
+/* splitmix64's finalizer: the keyed permutation's round function and its keys. */
+_VS_HL_PRIVATE uint64_t _vs_data_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Entry k of epoch's order over 0 .. n-1: a 6-round Feistel network keyed by
+   (seed, epoch) on the smallest even number of bits that holds n, walked
+   until it lands below n (a bijection there: every walk ends, in under 4
+   rounds on average). No table: any rank computes any entry. */
+_VS_HL_PRIVATE int64_t _vs_data_perm(uint64_t seed, int64_t epoch, int64_t n, int64_t k)
+{
+    int bits = 2;
+    while (bits < 63 && ((uint64_t)1 << bits) < (uint64_t)n) bits++;
+    bits += bits & 1;
+    int half = bits / 2;
+    uint64_t mask = ((uint64_t)1 << half) - 1, key[6];
+    uint64_t z = seed ^ _vs_data_mix((uint64_t)epoch + 0x632be59bd9b4e019ull);
+    for (int i = 0; i < 6; i++) key[i] = _vs_data_mix(z += 0x9e3779b97f4a7c15ull);
+    uint64_t x = (uint64_t)k;
+    do {
+        uint64_t L = x >> half, R = x & mask;
+        for (int i = 0; i < 6; i++) {
+            uint64_t f = L ^ (_vs_data_mix(R ^ key[i]) & mask);
+            L = R, R = f;
+        }
+        x = L << half | R;
+    } while (x >= (uint64_t)n);
+    return (int64_t)x;
+}
+
+/* The file and first token of entry k of epoch's order. */
+_VS_HL_PRIVATE void _vs_data_locate(const vs_data* d, int64_t epoch, int64_t k, int* file, int64_t* first)
+{
+    int64_t x = d->shuffle ? _vs_data_perm(d->seed, epoch, d->N, k) : k;
+    int lo = 0, hi = d->nshards - 1;
+    while (lo < hi) { // the last file whose first window is <= x
+        int mid = lo + (hi - lo + 1) / 2;
+        if (d->win0[mid] <= x) lo = mid;
+        else hi = mid - 1;
+    }
+    *file = lo, *first = (x - d->win0[lo]) * d->T;
+}
+
+/* A cursor where a batch starts: an epoch with fewer than B entries left ends. */
+_VS_HL_PRIVATE void _vs_data_norm(const vs_data* d, int64_t* epoch, int64_t* window)
+{
+    if (*window + d->B > d->N) ++*epoch, *window = 0;
+}
+
+_VS_HL_PRIVATE size_t _vs_data_pread(int fd, void* buf, size_t n, int64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(fd, (char*)buf + got, n - got, (off_t)(off + (int64_t)got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    return got;
+}
+
+_VS_HL_PRIVATE uint32_t _vs_data_le32(const unsigned char* p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A read error into the slot (the reader may be the loader's thread: the
+   message travels in the slot to the vs_data_next that takes the batch). */
+_VS_HL_PRIVATE vs_result _vs_data_fail(_vs_data_slot* s, vs_result code, const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+    va_end(ap);
+    return s->err = code;
+}
+
+/* Reads this rank's rows of the batch at (epoch, window) into s. */
+_VS_HL_PRIVATE vs_result _vs_data_read(vs_data* d, int64_t epoch, int64_t window, _vs_data_slot* s)
+{
+    const char* fn = "vs_data_next";
+    int64_t T = d->T;
+    s->err = VS_OK, s->msg[0] = 0;
+    _vs_data_norm(d, &epoch, &window);
+    s->epoch = epoch, s->window = window;
+    s->next_epoch = epoch, s->next_window = window + d->B;
+    _vs_data_norm(d, &s->next_epoch, &s->next_window);
+    for (int64_t r = 0; r < d->rows; r++) {
+        int f;
+        int64_t first;
+        _vs_data_locate(d, epoch, window + (int64_t)d->dprank * d->rows + r, &f, &first);
+        if (d->fd_file != f) {
+            if (d->fd >= 0) close(d->fd);
+            d->fd_file = -1;
+            d->fd = open(d->path[f], O_RDONLY);
+            if (d->fd < 0) return _vs_data_fail(s, VS_ERR_IO, "%s: cannot open %s: %s", fn, d->path[f], strerror(errno));
+            d->fd_file = f;
+        }
+        size_t want = (size_t)(T + 1) * 2;
+        int64_t off = _VS_DATA_HEADER_BYTES + 2 * first;
+        size_t got = _vs_data_pread(d->fd, d->raw, want, off);
+        if (got != want)
+            return _vs_data_fail(s, VS_ERR_IO, "%s: %s: read %zu of %zu bytes at byte %lld (did the file change since "
+                                 "vs_data_open?)", fn, d->path[f], got, want, (long long)off);
+        int32_t* tok = s->tok + r * T;
+        int32_t* tgt = s->tgt + r * T;
+        for (int64_t i = 0; i <= T; i++) {
+            int32_t v = (int32_t)((uint32_t)d->raw[2 * i] | (uint32_t)d->raw[2 * i + 1] << 8);
+            if (d->vocab > 0 && v >= d->vocab)
+                return _vs_data_fail(s, VS_ERR_INVALID, "%s: %s: token %d at token %lld of the file is not below the "
+                                     "vocabulary's %lld (vs_data_desc.vocab)", fn, d->path[f], (int)v,
+                                     (long long)(first + i), (long long)d->vocab);
+            if (i < T) tok[i] = v;
+            if (i > 0) tgt[i - 1] = v;
+        }
+    }
+    return VS_OK;
+}
+
+/* The read-ahead thread: reads batch `produced` while fewer than nslots - 1
+   are waiting (the caller holds the one it took last). */
+_VS_HL_PRIVATE void* _vs_data_thread(void* arg)
+{
+    vs_data* d = (vs_data*)arg;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (!d->stop && (d->failed || d->produced - d->consumed >= d->nslots - 1)) {
+            struct timespec dl = _vs_abs_deadline(1.0); // (a slice: it also wakes on stop and seek)
+            pthread_cond_timedwait(&d->cv, &d->mu, &dl);
+        }
+        if (d->stop) break;
+        uint64_t gen = d->gen;
+        int64_t e = d->pe, w = d->pw;
+        _vs_data_slot* s = &d->slot[d->produced % d->nslots];
+        pthread_mutex_unlock(&d->mu);
+        double t0 = _vs_now();
+        vs_result r = _vs_data_read(d, e, w, s);
+        double dt = _vs_now() - t0;
+        pthread_mutex_lock(&d->mu);
+        d->read_s += dt;
+        if (gen != d->gen) continue; // a seek came: dropped
+        d->produced++;
+        if (r) d->failed = 1;
+        else d->pe = s->next_epoch, d->pw = s->next_window;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+_VS_HL_PRIVATE int _vs_data_cmp(const void* a, const void* b)
+{
+    return strcmp(*(char* const*)a, *(char* const*)b);
+}
+
+/* Checks file i's header against its size; its token count into *ntok. */
+_VS_HL_PRIVATE vs_result _vs_data_check_file(const vs_data* d, int i, int64_t* ntok)
+{
+    const char* fn = "vs_data_open";
+    const char* p = d->path[i];
+    int fd = open(p, O_RDONLY);
+    if (fd < 0) return vs_set_error(VS_ERR_IO, "%s: cannot open %s: %s", fn, p, strerror(errno));
+    struct stat st;
+    unsigned char h[_VS_DATA_HEADER_BYTES];
+    int ok = fstat(fd, &st) == 0;
+    size_t got = ok ? _vs_data_pread(fd, h, sizeof h, 0) : 0;
+    close(fd);
+    if (!ok) return vs_set_error(VS_ERR_IO, "%s: cannot stat %s: %s", fn, p, strerror(errno));
+    int64_t size = (int64_t)st.st_size;
+    if (got < sizeof h)
+        return vs_set_error(VS_ERR_INVALID, "%s: %s holds %lld bytes, less than a token shard's %d-byte header "
+                            "(%d x int32)", fn, p, (long long)size, _VS_DATA_HEADER_BYTES, VS_DATA_HEADER_INTS);
+    int32_t magic = (int32_t)_vs_data_le32(h), version = (int32_t)_vs_data_le32(h + 4), n = (int32_t)_vs_data_le32(h + 8);
+    if (magic != VS_DATA_MAGIC)
+        return vs_set_error(VS_ERR_INVALID, "%s: %s: magic number %ld, not %d: not a token shard (a header of %d x "
+                            "int32: magic, version, token count; then the tokens as uint16)", fn, p, (long)magic,
+                            VS_DATA_MAGIC, VS_DATA_HEADER_INTS);
+    if (version != VS_DATA_VERSION)
+        return vs_set_error(VS_ERR_UNSUPPORTED, "%s: %s: version %ld; this reader knows version %d (uint16 tokens)", fn,
+                            p, (long)version, VS_DATA_VERSION);
+    int64_t want = _VS_DATA_HEADER_BYTES + 2 * (int64_t)n;
+    if (n < 0 || size < want)
+        return vs_set_error(VS_ERR_INVALID, "%s: %s is truncated: its header says %ld tokens (%lld bytes with the "
+                            "header), the file holds %lld bytes", fn, p, (long)n, (long long)want, (long long)size);
+    if (size > want)
+        return vs_set_error(VS_ERR_INVALID, "%s: %s holds %lld bytes, more than the %lld its header's %ld tokens take",
+                            fn, p, (long long)size, (long long)want, (long)n);
+    if (n < d->T + 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: %s holds %ld tokens, fewer than a row's seq_len + 1 = %lld: the "
+                            "sequence length is longer than this shard", fn, p, (long)n, (long long)(d->T + 1));
+    *ntok = n;
+    return VS_OK;
+}
+
+/* The position as a checkpoint blob (the same on every rank), and back. */
+#define _VS_DATA_POS_VERSION 1
+_VS_HL_PRIVATE void _vs_data_pos(const vs_data* d, unsigned char* blob)
+{
+    int64_t v[_VS_DATA_POS_BYTES / 8] = {_VS_DATA_POS_VERSION, d->ce, d->cw, d->T, d->B, d->shuffle,
+                                         (int64_t)d->seed, d->N, d->tokens, d->nshards};
+    memcpy(blob, v, sizeof v);
+}
+
+_VS_HL_PRIVATE vs_result _vs_data_restore(vs_data* d, const unsigned char* blob, size_t bytes, const char* fn,
+                                          const char* path)
+{
+    int64_t v[_VS_DATA_POS_BYTES / 8];
+    memset(v, 0, sizeof v);
+    memcpy(v, blob, bytes < sizeof v ? bytes : sizeof v);
+    if (bytes != sizeof v || v[0] != _VS_DATA_POS_VERSION)
+        return vs_set_error(VS_ERR_INVALID, "%s: %s: \"" _VS_DATA_ENTRY "\" holds %zu bytes, version %lld (%zu, %d)",
+                            fn, path, bytes, (long long)v[0], sizeof v, _VS_DATA_POS_VERSION);
+    if (v[3] != d->T || v[5] != d->shuffle || (uint64_t)v[6] != d->seed || v[7] != d->N || v[8] != d->tokens ||
+        v[9] != d->nshards)
+        return vs_set_error(VS_ERR_MISMATCH, "%s: %s: its data position is for seq_len %lld, shuffle %lld seed %llu, "
+                            "%lld windows of %lld tokens in %lld files; this loader has seq_len %lld, shuffle %d seed "
+                            "%llu, %lld windows of %lld tokens in %d files (the token stream would not continue)",
+                            fn, path, (long long)v[3], (long long)v[5], (unsigned long long)v[6], (long long)v[7],
+                            (long long)v[8], (long long)v[9], (long long)d->T, d->shuffle,
+                            (unsigned long long)d->seed, (long long)d->N, (long long)d->tokens, d->nshards);
+    if (v[1] < 0 || v[2] < 0 || v[2] >= d->N)
+        return vs_set_error(VS_ERR_INVALID, "%s: %s: data position epoch %lld, window %lld (0..%lld)", fn, path,
+                            (long long)v[1], (long long)v[2], (long long)d->N - 1);
+    vs_result r = vs_data_seek(d, v[1], v[2]);
+    return r ? vs_set_error(r, "%s: %s: %s", fn, path, vs_last_error()) : VS_OK;
+}
+
+_VS_HL_PRIVATE void _vs_data_detach(vs_data* d) { d->train = NULL; }
+
+/* Frees what open made (the thread stopped first). */
+_VS_HL_PRIVATE void _vs_data_release(vs_data* d)
+{
+    if (d->has_thread) {
+        pthread_mutex_lock(&d->mu);
+        d->stop = 1;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(d->th, NULL);
+        d->has_thread = 0;
+    }
+    if (d->train) d->train->data = NULL;
+    if (d->fd >= 0) close(d->fd);
+    for (int i = 0; d->slot && i < d->nslots; i++) vs_free(d->w, d->slot[i].tok), vs_free(d->w, d->slot[i].tgt);
+    for (int i = 0; d->path && i < d->nshards; i++) vs_free(d->w, d->path[i]);
+    vs_free(d->w, d->slot), vs_free(d->w, d->path), vs_free(d->w, d->win0), vs_free(d->w, d->raw);
+    vs_free(d->w, d->names[0]), vs_free(d->w, d->names[1]);
+    pthread_cond_destroy(&d->cv);
+    pthread_mutex_destroy(&d->mu);
+}
+
+_VS_HL_PRIVATE char* _vs_data_strdup(vs_world* w, const char* s)
+{
+    size_t n = strlen(s) + 1;
+    char* c = (char*)vs_alloc(w, n);
+    if (c) memcpy(c, s, n);
+    return c;
+}
+
+/* The ring's batches and the reader's row buffer. */
+_VS_HL_PRIVATE vs_result _vs_data_buffers(vs_data* d, size_t bytes)
+{
+    d->slot = (_vs_data_slot*)vs_alloc(d->w, (size_t)d->nslots * sizeof(_vs_data_slot));
+    if (d->slot) memset(d->slot, 0, (size_t)d->nslots * sizeof(_vs_data_slot));
+    int ok = d->slot != NULL;
+    for (int i = 0; ok && i < d->nslots; i++) {
+        d->slot[i].tok = (int32_t*)vs_alloc(d->w, bytes), d->slot[i].tgt = (int32_t*)vs_alloc(d->w, bytes);
+        ok = d->slot[i].tok && d->slot[i].tgt;
+    }
+    d->raw = ok ? (unsigned char*)vs_alloc(d->w, (size_t)(d->T + 1) * 2) : NULL;
+    if (!d->raw) return vs_set_error(VS_ERR_NOMEM, "vs_data_open: %d batches of %zu bytes", d->nslots, 2 * bytes);
+    return VS_OK;
+}
+
+/* The desc's values, checked; DP from the training state or the desc. */
+_VS_HL_PRIVATE vs_result _vs_data_check_desc(const vs_data_desc* desc, int* dp, int* dprank)
+{
+    const char* fn = "vs_data_open";
+    if (!desc->files || !*desc->files)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.files (a glob pattern of token shard files) is required", fn);
+    if (desc->batch < 1) return vs_set_error(VS_ERR_INVALID, "%s: desc.batch = %lld rows (>= 1)", fn, (long long)desc->batch);
+    if (desc->seq_len < 1 || desc->seq_len > ((int64_t)1 << 30))
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.seq_len = %lld (1 .. 2^30)", fn, (long long)desc->seq_len);
+    if (desc->batch > ((int64_t)1 << 40) / desc->seq_len)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.batch %lld x seq_len %lld tokens is too large", fn,
+                            (long long)desc->batch, (long long)desc->seq_len);
+    if (desc->prefetch < -1 || desc->prefetch > 64)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.prefetch = %d (-1: no thread, 0: 2, up to 64)", fn, desc->prefetch);
+    if (!(desc->timeout >= 0)) return vs_set_error(VS_ERR_INVALID, "%s: desc.timeout = %g s (>= 0; 0: 60)", fn, desc->timeout);
+    if (desc->vocab < 0) return vs_set_error(VS_ERR_INVALID, "%s: desc.vocab = %lld (0: any)", fn, (long long)desc->vocab);
+    if (desc->shuffle != 0 && desc->shuffle != 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.shuffle = %d (0 or 1)", fn, desc->shuffle);
+    if (desc->train) {
+        _VS_TRY(_VS_HL_GONE(fn, desc->train));
+        if (!desc->not_saved && desc->train->data)
+            return vs_set_error(VS_ERR_STATE, "%s: this training state has a data loader attached already (free it "
+                                "first, or open this one with desc.not_saved)", fn);
+        *dp = desc->train->dp, *dprank = desc->train->dp_rank;
+    } else {
+        *dp = desc->dp_size ? desc->dp_size : 1, *dprank = desc->dp_rank;
+        if (desc->dp_size < 0 || desc->dp_rank < 0 || desc->dp_rank >= *dp)
+            return vs_set_error(VS_ERR_INVALID, "%s: desc.dp_rank %d of dp_size %d", fn, desc->dp_rank, desc->dp_size);
+    }
+    if (desc->batch % *dp)
+        return vs_set_error(VS_ERR_INVALID, "%s: DP=%d does not divide the batch of %lld rows", fn, *dp,
+                            (long long)desc->batch);
+    return VS_OK;
+}
+
+/* The files the pattern names, sorted by strcmp (glob's own order follows the locale). */
+_VS_HL_PRIVATE vs_result _vs_data_glob(vs_data* d, const char* pattern)
+{
+    const char* fn = "vs_data_open";
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    int gr = glob(pattern, 0, NULL, &g);
+    if (gr == GLOB_NOMATCH || (gr == 0 && g.gl_pathc == 0)) {
+        globfree(&g);
+        return vs_set_error(VS_ERR_IO, "%s: no file matches \"%s\" (desc.files)", fn, pattern);
+    }
+    if (gr) {
+        globfree(&g);
+        return vs_set_error(VS_ERR_IO, "%s: glob(\"%s\") failed (%s)", fn, pattern,
+                            gr == GLOB_NOSPACE ? "out of memory" : "a folder could not be read");
+    }
+    vs_result r = g.gl_pathc > (size_t)INT32_MAX / 2 ? vs_set_error(VS_ERR_INVALID, "%s: %zu files", fn, (size_t)g.gl_pathc) : VS_OK;
+    if (!r) d->path = (char**)vs_alloc(d->w, g.gl_pathc * sizeof(char*));
+    if (!r && !d->path) r = vs_set_error(VS_ERR_NOMEM, "%s: %zu file names", fn, (size_t)g.gl_pathc);
+    for (size_t i = 0; !r && i < g.gl_pathc; i++) {
+        d->path[i] = _vs_data_strdup(d->w, g.gl_pathv[i]);
+        if (!d->path[i]) r = vs_set_error(VS_ERR_NOMEM, "%s: a file name", fn);
+        else d->nshards = (int)i + 1;
+    }
+    if (!r) qsort(d->path, (size_t)d->nshards, sizeof(char*), _vs_data_cmp);
+    globfree(&g);
+    return r;
+}
+
+VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
+{
+    const char* fn = "vs_data_open";
+    if (!desc || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, desc ? "out" : "desc");
+    *out = NULL;
+    int dp = 1, dprank = 0;
+    _VS_TRY(_vs_data_check_desc(desc, &dp, &dprank));
+    vs_world* w = desc->train ? desc->train->w : NULL;
+    vs_data* d = (vs_data*)vs_alloc(w, sizeof *d);
+    if (!d) return vs_set_error(VS_ERR_NOMEM, "%s: the loader", fn);
+    memset(d, 0, sizeof *d);
+    d->w = w, d->fd = d->fd_file = -1;
+    pthread_mutex_init(&d->mu, NULL);
+    _vs_cond_init(&d->cv);
+    d->T = desc->seq_len, d->B = desc->batch, d->dp = dp, d->dprank = dprank, d->rows = desc->batch / dp;
+    d->shuffle = desc->shuffle, d->seed = desc->seed, d->vocab = desc->vocab;
+    d->timeout = desc->timeout > 0 ? desc->timeout : 60;
+    d->nslots = desc->prefetch < 0 ? 1 : (desc->prefetch ? desc->prefetch : 2) + 1;
+    d->names[0] = _vs_data_strdup(w, desc->input_name ? desc->input_name : "tokens");
+    d->names[1] = _vs_data_strdup(w, desc->target_name ? desc->target_name : "targets");
+    vs_result r = d->names[0] && d->names[1] ? VS_OK : vs_set_error(VS_ERR_NOMEM, "%s: names", fn);
+    if (!r) r = _vs_data_glob(d, desc->files);
+    if (!r) d->win0 = (int64_t*)vs_alloc(w, (size_t)(d->nshards + 1) * sizeof(int64_t));
+    if (!r && !d->win0) r = vs_set_error(VS_ERR_NOMEM, "%s: %d files", fn, d->nshards);
+    if (!r) d->win0[0] = 0;
+    for (int i = 0; !r && i < d->nshards; i++) {
+        int64_t n = 0;
+        r = _vs_data_check_file(d, i, &n);
+        d->win0[i + 1] = d->win0[i] + (n - 1) / d->T, d->tokens += n;
+    }
+    if (!r) d->N = d->win0[d->nshards];
+    if (!r && d->N < d->B)
+        r = vs_set_error(VS_ERR_INVALID, "%s: \"%s\" holds %lld rows of seq_len %lld + 1 tokens (%lld tokens in %d "
+                         "files), fewer than a batch of %lld", fn, desc->files, (long long)d->N, (long long)d->T,
+                         (long long)d->tokens, d->nshards, (long long)d->B);
+    size_t bytes = (size_t)(d->rows * d->T) * sizeof(int32_t);
+    if (!r) r = _vs_data_buffers(d, bytes);
+    d->magic = _VS_DATA_LIVE;
+    if (!r && desc->train && !desc->not_saved) { // attached: a position loaded before it opened applies now
+        d->train = desc->train, desc->train->data = d;
+        if (desc->train->has_data_pos) r = _vs_data_restore(d, desc->train->data_pos, _VS_DATA_POS_BYTES, fn, "the loaded checkpoint");
+        desc->train->has_data_pos = 0;
+    }
+    if (!r && desc->prefetch >= 0) {
+        int e = pthread_create(&d->th, NULL, _vs_data_thread, d);
+        if (e) r = vs_set_error(VS_ERR_BACKEND, "%s: cannot start the read-ahead thread: %s", fn, strerror(e));
+        else d->has_thread = 1;
+    }
+    if (r) {
+        d->magic = _VS_DATA_DEAD;
+        _vs_data_release(d);
+        vs_free(w, d);
+        return r;
+    }
+    *out = d;
+    return VS_OK;
+}
+
+VS_API vs_result vs_data_next(vs_data* d, vs_batch* out)
+{
+    const char* fn = "vs_data_next";
+    _VS_TRY(_vs_data_gone(fn, d));
+    if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
+    double t0 = _vs_now();
+    _vs_data_slot* s = &d->slot[0];
+    if (!d->has_thread) { // read here
+        if (!d->failed) {
+            vs_result r = _vs_data_read(d, d->pe, d->pw, s);
+            d->read_s += _vs_now() - t0;
+            if (r) d->failed = 1;
+            else d->pe = s->next_epoch, d->pw = s->next_window;
+        }
+        if (d->failed) return vs_set_error(s->err, "%s", s->msg);
+    } else {
+        pthread_mutex_lock(&d->mu);
+        double deadline = t0 + d->timeout;
+        while (d->produced <= d->consumed && _vs_now() < deadline) {
+            struct timespec dl = _vs_abs_deadline(deadline - _vs_now());
+            pthread_cond_timedwait(&d->cv, &d->mu, &dl);
+        }
+        if (d->produced <= d->consumed) {
+            pthread_mutex_unlock(&d->mu);
+            return vs_set_error(VS_ERR_TIMEOUT, "%s: the read-ahead thread has not read batch %lld (epoch %lld, window "
+                                "%lld) within %g s (vs_data_desc.timeout)", fn, (long long)d->batches,
+                                (long long)d->ce, (long long)d->cw, d->timeout);
+        }
+        s = &d->slot[d->consumed % d->nslots];
+        if (!s->err) d->consumed++; // (an error stays: every later call returns it, until a seek)
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        if (s->err) return vs_set_error(s->err, "%s", s->msg);
+    }
+    d->ce = s->next_epoch, d->cw = s->next_window;
+    d->batches++;
+    d->last_wait_s = _vs_now() - t0;
+    d->wait_s += d->last_wait_s;
+    memset(out, 0, sizeof *out);
+    out->n = 2;
+    for (int i = 0; i < 2; i++) {
+        out->name[i] = d->names[i];
+        out->dtype[i] = VS_I32;
+        out->ndim[i] = 2;
+        out->shape[i][0] = d->rows, out->shape[i][1] = d->T;
+    }
+    out->data[0] = s->tok, out->data[1] = s->tgt;
+    out->dp_local = d->dp;
+    return VS_OK;
+}
+
+VS_API vs_result vs_data_seek(vs_data* d, int64_t epoch, int64_t window)
+{
+    _VS_TRY(_vs_data_gone("vs_data_seek", d));
+    if (epoch < 0 || window < 0 || window >= d->N)
+        return vs_set_error(VS_ERR_INVALID, "vs_data_seek: epoch %lld, window %lld (epoch >= 0, window 0..%lld)",
+                            (long long)epoch, (long long)window, (long long)d->N - 1);
+    _vs_data_norm(d, &epoch, &window);
+    pthread_mutex_lock(&d->mu);
+    d->gen++;
+    d->produced = d->consumed = 0;
+    d->failed = 0;
+    d->pe = d->ce = epoch, d->pw = d->cw = window;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    return VS_OK;
+}
+
+VS_API vs_result vs_data_query(const vs_data* d, vs_data_info* out)
+{
+    _VS_TRY(_vs_data_gone("vs_data_query", d));
+    if (!out) return vs_set_error(VS_ERR_NULL, "vs_data_query: out is NULL");
+    memset(out, 0, sizeof *out);
+    out->nshards = d->nshards, out->tokens = d->tokens, out->windows = d->N, out->batches_per_epoch = d->N / d->B;
+    out->rows = d->rows, out->dp_size = d->dp, out->dp_rank = d->dprank;
+    out->epoch = d->ce, out->window = d->cw, out->batches = d->batches;
+    out->wait_s = d->wait_s, out->last_wait_s = d->last_wait_s;
+    vs_data* m = (vs_data*)d; // (the thread adds to read_s under the lock)
+    pthread_mutex_lock(&m->mu);
+    out->read_s = d->read_s;
+    pthread_mutex_unlock(&m->mu);
+    return VS_OK;
+}
+
+VS_API vs_result vs_data_window(const vs_data* d, int64_t epoch, int64_t k, int* file, int64_t* first_token)
+{
+    _VS_TRY(_vs_data_gone("vs_data_window", d));
+    if (!file || !first_token) return vs_set_error(VS_ERR_NULL, "vs_data_window: %s is NULL", file ? "first_token" : "file");
+    if (epoch < 0 || k < 0 || k >= d->N)
+        return vs_set_error(VS_ERR_INVALID, "vs_data_window: epoch %lld, entry %lld (0..%lld)", (long long)epoch,
+                            (long long)k, (long long)d->N - 1);
+    _vs_data_locate(d, epoch, k, file, first_token);
+    return VS_OK;
+}
+
+VS_API const char* vs_data_file(const vs_data* d, int file)
+{
+    if (_vs_data_gone("vs_data_file", d)) return NULL;
+    if (file < 0 || file >= d->nshards)
+        return vs_set_error(VS_ERR_INVALID, "vs_data_file: file %d (0..%d)", file, d->nshards - 1), (const char*)NULL;
+    return d->path[file];
+}
+
+VS_API vs_result vs_data_free(vs_data* d)
+{
+    if (!d) return VS_OK;
+    _VS_TRY(_vs_data_gone("vs_data_free", d));
+    d->magic = _VS_DATA_DEAD;
+    _vs_data_release(d);
+    vs_free_later(d->w, d);
+    return VS_OK;
 }
 
 #ifdef __cplusplus

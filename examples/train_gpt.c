@@ -8,7 +8,7 @@
        train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K]
                  [--zero Z] [--microbatches M] [--save DIR/NAME] [--resume DIR/NAME|auto]
                  [--ckpt-dir DIR] [--sp] [--recompute GLOBS] [--no-reference] [--explain]
-                 [--device cpu|cuda] [--dtype f32|bf16]
+                 [--device cpu|cuda] [--dtype f32|bf16] [--data GLOB [--shuffle SEED]]
      --mesh 2x2x2       the plan's mesh (default 2x2x2: PP2 x DP2 x TP2)
      --sp               sequence parallelism over TP (plan.sequence_parallel)
      --recompute GLOBS  recompute these layers' activations in the backward
@@ -35,6 +35,15 @@
                         A build without CUDA, or no GPU: says so and exits 0.
      --dtype bf16       bf16 parameters (f32 masters and gradients: vs_train_desc
                         .grad_fp32), on the host or the GPUs (default f32)
+     --data GLOB        train on token shards (vescale.h's vs_data_*; llm.c's
+                        format) instead of the synthetic task: each DP rank reads
+                        its rows of every batch, a thread reads ahead, and the
+                        position is saved and resumed with the checkpoint (on any
+                        mesh). tools/vescale-shards writes shards of this GPT's
+                        64-token vocabulary from any text:
+                            build/vescale-shards build/shards/readme README.md
+                            build/train_gpt --mesh 1x2x2 --data "build/shards/readme_*.bin"
+     --shuffle SEED     with --data: every epoch's rows in an order drawn from SEED
    Thread ranks by default; built with -DVESCALE_MPI and started by mpirun, one
    process per rank (each also runs the one-rank reference by itself).
 
@@ -61,6 +70,9 @@ static gpt_config CFG = {64, 16, 64, 4, 2, 1234};
 static vs_dtype DTYPE = VS_F32; // the parameters' (--dtype)
 static gpt_model_storage STORE;
 static vs_model_desc MODEL;
+static const char* DATA;      // --data: token shards (NULL: gpt_batch's synthetic task)
+static int SHUFFLE;           // --shuffle given
+static uint64_t SEED;         // its seed
 
 typedef struct job {
     vs_plan plan;
@@ -111,7 +123,21 @@ static int train(vs_world* w, void* arg)
     d.grad_fp32 = DTYPE == VS_BF16 || DTYPE == VS_F16; // f32 gradients for bf16 parameters
     vs_train* t;
     CHECK(vs_parallelize(w, &d, &t));
-    if (J->resume) CHECK(vs_train_load(t, J->resume, NULL, 0));
+    vs_data* data = NULL; // --data: this DP rank's rows of each batch, read ahead; attached: saved and resumed with t
+    if (DATA) {
+        vs_data_desc dd;
+        memset(&dd, 0, sizeof dd);
+        dd.files = DATA, dd.batch = ROWS, dd.seq_len = CFG.seq, dd.train = t, dd.vocab = CFG.vocab;
+        dd.shuffle = SHUFFLE, dd.seed = SEED;
+        CHECK(vs_data_open(&dd, &data));
+        vs_data_info di;
+        CHECK(vs_data_query(data, &di));
+        if (vs_world_rank(w) == 0 && !J->quiet)
+            printf("data: %d files, %lld tokens, %lld rows of %d + 1 (%lld batches an epoch)%s\n", di.nshards,
+                   (long long)di.tokens, (long long)di.windows, CFG.seq, (long long)di.batches_per_epoch,
+                   SHUFFLE ? ", shuffled" : "");
+    }
+    if (J->resume) CHECK(vs_train_load(t, J->resume, NULL, 0)); // (and the data position)
     int32_t tokens_h[ROWS * 64], targets_h[ROWS * 64], *tokens = tokens_h, *targets = targets_h;
 #ifdef VESCALE_NCCL
     if (J->device) { // pinned: the batch's copies to the device are asynchronous (each step's done by its loss read)
@@ -127,8 +153,9 @@ static int train(vs_world* w, void* arg)
     // the data position: 0, or where the checkpoint stopped (a step skipped for a NaN took its batch too)
     int s0 = (int)(vs_train_steps(t) + vs_train_skipped_steps(t));
     for (int s = s0; s < s0 + J->steps && s < MAXSTEPS; s++) {
-        gpt_batch(&CFG, s, ROWS, tokens, targets); // the global batch of step s
         double t0 = now();
+        if (data) CHECK(vs_data_next(data, &b)); // this DP rank's rows (b.dp_local)
+        else gpt_batch(&CFG, s, ROWS, tokens, targets); // the global batch of step s
         vs_train_stats st; // the step's metrics: loss, gradient norm before clipping, lr, ...
         CHECK(vs_train_step_ex(t, &b, &st));
         double loss = st.loss;
@@ -157,6 +184,7 @@ static int train(vs_world* w, void* arg)
         CHECK(vs_train_save(t, J->save, NULL, 0, 0));
         if (rank0 && !J->quiet) printf("saved step %lld to %s\n", (long long)vs_train_steps(t), J->save);
     }
+    CHECK(vs_data_free(data));
     CHECK(vs_train_free(t));
 #ifdef VESCALE_NCCL
     if (J->device) cudaFreeHost(tokens), cudaFreeHost(targets);
@@ -222,10 +250,13 @@ int main(int argc, char** argv)
         else if (!strcmp(a, "--explain")) explain = 1;
         else if (!strcmp(a, "--sp")) sp = 1;
         else if (!strcmp(a, "--recompute") && v && strlen(v) < sizeof p->recompute) strcpy(p->recompute, argv[++i]);
+        else if (!strcmp(a, "--data") && v) DATA = argv[++i];
+        else if (!strcmp(a, "--shuffle") && v) SHUFFLE = 1, SEED = strtoull(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "usage: train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K] "
                             "[--zero Z] [--microbatches M] [--save P] [--resume P|auto] [--ckpt-dir D] [--save-every N] "
-                            "[--sp] [--recompute GLOBS] [--no-reference] [--explain] [--device cpu|cuda] [--dtype f32|bf16]\n");
+                            "[--sp] [--recompute GLOBS] [--no-reference] [--explain] [--device cpu|cuda] [--dtype f32|bf16] "
+                            "[--data GLOB [--shuffle SEED]]\n");
             return 2;
         }
     }

@@ -82,6 +82,11 @@ if [ -x "$B/train_gpt" ]; then
     run_one "train_gpt_kill.sh" env B="$B" bash tests/train_gpt_kill.sh
     # --explain names the plan that then trains (issue 19.7), numbers for people
     run_one "train_gpt_explain.sh" env B="$B" bash tests/train_gpt_explain.sh
+    # --data (issue 23): shards tools/vescale-shards writes from README.md; the loss falls;
+    # saved on 1x2x2, resumed on DP4 and PP2 x TP2 beside one rank that read the same stream
+    if [ -x "$B/vescale-shards" ]; then
+        run_one "train_gpt_data.sh" env B="$B" bash tests/train_gpt_data.sh
+    fi
 fi
 # --- examples/train_gpt.c --device cuda over the strict stand-in (8 simulated GPUs): f32 on
 # PP2 x DP2 x TP2 beside the host run, bf16 on the GPUs the program picks (no GPU needed) ---

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 B=${B:-build}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 CLANG=${CLANG:-clang}
-NAMES=${FUZZ_NAMES:-"layout_parse layout_local dims env ckpt_index safetensors sched plan profile ckpt_dir"}
+NAMES=${FUZZ_NAMES:-"layout_parse layout_local dims env ckpt_index safetensors sched plan profile ckpt_dir data"}
 OUT="$B/fuzz"
 mkdir -p "$OUT"
 
