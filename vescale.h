@@ -4080,7 +4080,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
         return VS_OK;
     }
     t->acc_n = 0;
-    if (r) return r;
+    if (r) return vs_set_error(r, "%s (step %lld): %s", fn, (long long)step, vs_last_error());
     l = (t->acc_loss + l) / nacc; // (nacc 1: l)
     if (!dloss && t->dpm) r = vs_all_reduce(vs_mesh_comm(t->dpm), &l, &l, 1, VS_F64, VS_OP_AVG, NULL);
     st->stepped = 1;

@@ -572,6 +572,7 @@ VS_API vs_result vs_ddp_free(vs_ddp* d);
 #define VESCALE_DDP_IMPLEMENTED
 
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1483,8 +1484,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_check_storage(const vs_ddp* d, const vs_ddp_pa
     if (d->dev) {
         char what[160];
         snprintf(what, sizeof what, "%s: '%.100s'", fn, p->name);
-        _VS_TRY(_vs_nccl_check_buf(what, "storage", p->storage));
-        _VS_TRY(_vs_nccl_check_buf(what, "grad_storage", p->grad_storage));
+        vs_result r = vs_device_check(what, "storage", p->storage);
+        if (!r) r = vs_device_check(what, "grad_storage", p->grad_storage);
+        if (r) return r;
     }
 #endif
     return VS_OK;

@@ -874,6 +874,11 @@ VS_API void vs_log(const vs_world* w, vs_log_level level, const char* fmt, ...)
 VS_API void* vs_alloc(const vs_world* w, size_t size);
 VS_API void vs_free(const vs_world* w, void* ptr);
 VS_API void* vs_device_alloc(const vs_world* w, size_t size);
+/* The NCCL build: VS_OK when p is NULL, device memory or pinned host memory
+   (what NCCL may be given), else VS_ERR_INVALID "<fn>: <which> <p> is host
+   memory ...". Other builds: VS_OK (their buffers are host memory). For the
+   parts built on this header (a DDP's trainer-owned storage). */
+VS_API vs_result vs_device_check(const char* fn, const char* which, const void* p);
 VS_API void vs_device_free(const vs_world* w, void* ptr);
 /* vs_free, later: for the handles of the parts built on this header (vs_pipe,
    vs_pipe_sched, vs_ckpt, vs_train), which mark themselves freed (a magic
@@ -6402,6 +6407,16 @@ VS_API void* vs_device_alloc(const vs_world* w, size_t size)
     (void)size;
     _vs_err(VS_ERR_UNAVAILABLE, "vs_device_alloc: built without VESCALE_NCCL (no CUDA)");
     return NULL;
+#endif
+}
+
+VS_API vs_result vs_device_check(const char* fn, const char* which, const void* p)
+{
+#ifdef VESCALE_NCCL
+    return _vs_nccl_check_buf(fn ? fn : "vs_device_check", which ? which : "a buffer", p);
+#else
+    (void)fn, (void)which, (void)p;
+    return VS_OK;
 #endif
 }
 

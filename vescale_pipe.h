@@ -1868,6 +1868,7 @@ VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_sched_check: max_live_activations = %lld (0: no bound, else >= 1)",
                             (long long)d->max_live_activations);
     const int P = s->stages, K = s->nchunks, M = s->mbs;
+    const int fwd = _vs_pipe_fwd_only(s, -1); // (a forward-only schedule: no B or W to find)
     _vs_pipe_vstate v;
     memset(&v, 0, sizeof v);
     v.s = s;
@@ -1929,7 +1930,6 @@ VS_API vs_result vs_pipe_sched_check(const vs_pipe_sched* s, const vs_pipe_check
             goto done;
         }
     }
-    int fwd = _vs_pipe_fwd_only(s, -1);
     for (int k = 0; k < K; k++) // completeness
         for (int m = 0; m < M; m++) {
             unsigned char dn = v.done[k * M + m];

@@ -727,8 +727,8 @@ static int sp_rank(vs_world* w, void* arg)
     sp_run* R = (sp_run*)arg;
     int me = vs_world_rank(w);
     static const vs_pipe_unit units[2] = {
-        {"a", "x:f32[*,8]", "h:f32[*,8]", sp_a_fwd, sp_a_bwd, NULL, NULL, NULL, 0, 1, 0, 0, 0, NULL},
-        {"b", "h:f32[*,8]", "loss:f32[]", sp_b_fwd, sp_b_bwd, NULL, NULL, NULL, 0, 1, 0, 0, 0, NULL}};
+        {"a", "x:f32[*,8]", "h:f32[*,8]", sp_a_fwd, sp_a_bwd, NULL, NULL, NULL, 0, 1, 0, 0, 0, NULL, 0},
+        {"b", "h:f32[*,8]", "loss:f32[]", sp_b_fwd, sp_b_bwd, NULL, NULL, NULL, 0, 1, 0, 0, 0, NULL, 0}};
     vs_mesh* mesh = NULL;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
