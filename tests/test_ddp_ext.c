@@ -119,6 +119,24 @@ static void from_mem(void* dst, const void* src, size_t n)
 #endif
 }
 
+/* A 1-D mesh over the world and a DDP on it (ZeRO stage z, SGD). */
+static vs_ddp* open_ddp(vs_world* w, vs_zero_stage z, vs_mesh** mesh)
+{
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    *mesh = NULL;
+    VT_OK(vs_mesh_init(w, &md, mesh));
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = *mesh;
+    dd.zero = z;
+    dd.optim.kind = VS_OPTIM_SGD;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    return d;
+}
+
 static int train_rank(vs_world* w, void* arg)
 {
     const cfg* c = (const cfg*)arg;
@@ -371,16 +389,7 @@ static int rank_alloc(vs_world* w, void* arg)
     int ext = *(const int*)arg;
     int64_t T = total_elems();
     vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
-    vs_ddp_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.mesh = mesh;
-    dd.optim.kind = VS_OPTIM_SGD;
-    vs_ddp* d = NULL;
-    VT_OK(vs_ddp_init(&dd, &d));
+    vs_ddp* d = open_ddp(w, VS_ZERO_0, &mesh);
     float* P = (float*)calloc((size_t)T, sizeof(float));
     float* G = (float*)calloc((size_t)T, sizeof(float));
     for (int l = 0; l < L; l++)
@@ -536,17 +545,7 @@ static int rank_debug(vs_world* w, void* arg)
     const int* mode = (const int*)arg; // [0] wait, [1] trainer-owned storage (else a kept vs_ddp_param pointer)
     int wait = mode[0], ext = mode[1], me = vs_world_rank(w);
     vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
-    vs_ddp_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.mesh = mesh;
-    dd.zero = VS_ZERO_1;
-    dd.optim.kind = VS_OPTIM_SGD;
-    vs_ddp* d = NULL;
-    VT_OK(vs_ddp_init(&dd, &d));
+    vs_ddp* d = open_ddp(w, VS_ZERO_1, &mesh);
     enum { N = 8192 }; // 32 KiB: whole pages outside each rank's half
     float* P = (float*)mem_alloc(N * sizeof(float));
     float* G = (float*)mem_alloc(N * sizeof(float));
@@ -627,15 +626,7 @@ static int rank_host_ptr(vs_world* w, void* arg)
 {
     (void)arg;
     vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
-    vs_ddp_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.mesh = mesh;
-    vs_ddp* d = NULL;
-    VT_OK(vs_ddp_init(&dd, &d));
+    vs_ddp* d = open_ddp(w, VS_ZERO_0, &mesh);
     float* host = (float*)malloc(64 * sizeof(float));
     void* dev = mem_alloc(64 * sizeof(float));
     vs_ddp_param_desc pd;
