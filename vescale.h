@@ -571,6 +571,19 @@ typedef struct vs_train_desc {
        count steps, not calls; save between the calls of a step is
        VS_ERR_STATE. */
     int accumulate;
+    /* Trainer-owned parameter memory (vs_ddp_param_desc.storage: DDP uses it
+       in place). Called by vs_parallelize for each parameter this rank holds,
+       in registration order, with its name, its dtype, its gradient's dtype
+       and its local shard's element count; it sets *param and *grad to the
+       trainer's memory for the shard and its gradient (device memory on NCCL;
+       aligned to the element; kept until vs_train_free, then freed by the
+       trainer; views into one flat buffer are fine), or returns an error that
+       vs_parallelize passes on. vescale writes the initial values into *param.
+       NULL: vescale allocates. ZeRO-2 refuses it (the gradient is the
+       trainer's, full size). */
+    vs_result (*storage)(const char* name, vs_dtype dtype, vs_dtype grad_dtype, int64_t local_numel, void** param,
+                         void** grad, void* user);
+    void* storage_user;
 } vs_train_desc;
 
 typedef struct vs_train vs_train;
@@ -3798,10 +3811,20 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
             q->lnumel = 1;
             for (int e = 0; e < q->d->ndim; e++) q->lnumel *= q->lshape[e];
             size_t ib = (size_t)(q->lnumel ? q->lnumel : 1) * psz;
-            void* init = r ? NULL : (t->dev ? vs_device_alloc(w, ib) : vs_alloc(w, ib)); // (on the device there)
-            if (!r && !init)
-                r = vs_set_error(VS_ERR_NOMEM, "%s: %lld %s elements for \"%s\"", fn, (long long)q->lnumel,
-                                 vs_dtype_name(pdt), q->d->name);
+            void *init = NULL, *grad = NULL;
+            if (!r && d->storage) { // the trainer's memory: initialized in place, used in place
+                vs_dtype gdt = d->grad_fp32 && pdt != VS_F32 ? VS_F32 : pdt;
+                r = d->storage(q->d->name, pdt, gdt, q->lnumel, &init, &grad, d->storage_user);
+                if (r) r = vs_set_error(r, "%s: desc.storage for \"%s\": %s", fn, q->d->name, vs_last_error());
+                else if (!init || !grad)
+                    r = vs_set_error(VS_ERR_NULL, "%s: desc.storage gave \"%s\" no %s", fn, q->d->name,
+                                     init ? "gradient" : "parameter");
+            } else if (!r) {
+                init = t->dev ? vs_device_alloc(w, ib) : vs_alloc(w, ib); // (on the device there)
+                if (!init)
+                    r = vs_set_error(VS_ERR_NOMEM, "%s: %lld %s elements for \"%s\"", fn, (long long)q->lnumel,
+                                     vs_dtype_name(pdt), q->d->name);
+            }
             if (!r) {
                 live += q->lnumel * (int64_t)psz; // (the shard, never the whole tensor)
                 if (live > t->init_peak) t->init_peak = live;
@@ -3812,12 +3835,15 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
                 r = vs_init_fill(&dt, &id);
                 if (r) r = vs_set_error(r, "%s: init of \"%s\": %s", fn, q->d->name, vs_last_error());
             }
-            pdsc.data = init;
-            if (!r) r = vs_ddp_add_param(t->ddp, &pdsc, &q->ddp);
-            if (t->dev)
-                vs_device_free(w, init); // (vs_ddp_add_param copied it: a cudaMemcpy, done)
+            if (d->storage)
+                pdsc.storage = init, pdsc.grad_storage = grad;
             else
-                vs_free(w, init);
+                pdsc.data = init;
+            if (!r) r = vs_ddp_add_param(t->ddp, &pdsc, &q->ddp);
+            if (!d->storage && t->dev)
+                vs_device_free(w, init); // (vs_ddp_add_param copied it: a cudaMemcpy, done)
+            else if (!d->storage)
+                vs_free(w, init); // (the trainer's memory stays: DDP uses it)
             live -= q->lnumel * (int64_t)psz;
         }
     if (!r) r = vs_ddp_finalize(t->ddp);

@@ -298,13 +298,51 @@ typedef struct run {
     int eval_bad;       // steps whose loss was not the evaluation's of the same batch, bit for bit
     double eval_loss;   // the evaluation after the steps (rank 0)
     size_t eval_peak, train_peak; // the engine's activation memory at its peak: evaluations, steps (rank 0, max)
+    int storage;        // vs_train_desc.storage: the parameters in one flat arena per rank (the trainer's)
+    int storage_bad;    // ranks where DDP held parameter memory of its own, or the arena was not used
     float params[NPARAM][D * H];
     int64_t init_peak, model_bytes;
 } run;
 
+/* vs_train_desc.storage: a rank's parameters and gradients as views into two
+   flat arenas, as a trainer with its own buffers keeps them. */
+typedef struct arena {
+    float p[4096], g[4096];
+    int64_t used;
+} arena;
+static vs_result arena_take(const char* name, vs_dtype dt, vs_dtype gdt, int64_t n, void** param, void** grad, void* user)
+{
+    arena* a = (arena*)user;
+    if (dt != VS_F32 || gdt != VS_F32 || a->used + n > 4096)
+        return vs_set_error(VS_ERR_NOMEM, "arena: %s: %lld %s elements", name, (long long)n, vs_dtype_name(dt));
+    *param = a->p + a->used, *grad = a->g + a->used;
+    a->used += n;
+    return VS_OK;
+}
+
+/* ZeRO-2 with trainer-owned memory: refused by vs_parallelize on every rank, named. */
+static int storage_zero2_rank(vs_world* w, void* arg)
+{
+    run* R = (run*)arg;
+    arena* ar = (arena*)calloc(1, sizeof(arena));
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL;
+    d.plan = &R->plan;
+    d.storage = arena_take, d.storage_user = ar;
+    vs_train* t = NULL;
+    vs_result r = vs_parallelize(w, &d, &t);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "ZeRO-2") && !t, "rank %d: %s", vs_world_rank(w),
+             vs_last_error());
+    if (t) vs_train_free(t);
+    free(ar);
+    return 0;
+}
+
 static int rank_fn(vs_world* w, void* arg)
 {
     run* R = (run*)arg;
+    arena* ar = R->storage ? (arena*)calloc(1, sizeof(arena)) : NULL;
     vs_train_desc d;
     memset(&d, 0, sizeof d);
     d.model = &MODEL;
@@ -314,6 +352,7 @@ static int rank_fn(vs_world* w, void* arg)
     d.lr.lr = 0.02;
     d.clip = 1.0;
     d.accumulate = R->accumulate;
+    if (ar) d.storage = arena_take, d.storage_user = ar;
     d.lr.warmup_steps = 2; // (a schedule: the stats' lr is checked against vs_lr_at)
     vs_train* t;
     vs_result r = vs_parallelize(w, &d, &t);
@@ -384,7 +423,13 @@ static int rank_fn(vs_world* w, void* arg)
         if (vs_world_rank(w) == 0) memcpy(R->params[p], buf, sizeof(float) * (size_t)PSIZE[p]);
     }
     if (vs_world_rank(w) == 0) vs_train_memory(t, &R->init_peak, &R->model_bytes);
+    if (ar) {
+        vs_ddp_memory mu;
+        VT_OK(vs_ddp_memory_usage(vs_train_ddp(t), &mu));
+        if (mu.params != 0 || ar->used == 0) __atomic_add_fetch(&R->storage_bad, 1, __ATOMIC_SEQ_CST);
+    }
     VT_OK(vs_train_free(t));
+    free(ar);
     return 0;
 }
 
@@ -688,6 +733,33 @@ int main(void)
             free(base);
             free(rc);
         }
+    /* Trainer-owned parameter memory through vescale.h (vs_train_desc.storage):
+       bit for bit the run in DDP's memory, on every ZeRO stage it allows. */
+    static const int st_mesh[][4] = {{1, 1, 1, 0}, {2, 2, 2, 0}, {2, 2, 2, 1}, {1, 2, 2, 1}};
+    for (size_t m = 0; m < sizeof st_mesh / sizeof st_mesh[0]; m++) {
+        const int* sm = st_mesh[m];
+        run* base = mk(sm[0], sm[1], sm[2], VS_PIPE_1F1B, 4 / sm[1], (vs_zero_stage)sm[3]);
+        run* own = mk(sm[0], sm[1], sm[2], VS_PIPE_1F1B, 4 / sm[1], (vs_zero_stage)sm[3]);
+        own->storage = 1;
+        snprintf(name, sizeof name, "train/storage_PP%d_DP%d_TP%d_zero%d", sm[0], sm[1], sm[2], sm[3]);
+        vt_begin(name);
+        go(base);
+        go(own);
+        compare(own, base, 1, name);
+        VT_CHECK(own->storage_bad == 0, "%s: %d ranks kept parameters in DDP's memory", name, own->storage_bad);
+        vt_end(name);
+        free(base);
+        free(own);
+    }
+
+    vt_begin("train/storage_zero2_refused");
+    {
+        run* z2 = mk(1, 2, 1, VS_PIPE_1F1B, 2, VS_ZERO_2);
+        VT_OK(vs_launch(2, storage_zero2_rank, z2));
+        free(z2);
+    }
+    vt_end("train/storage_zero2_refused");
+
     vt_begin("train/recompute_bad_input");
     {
         vs_plan bad;
