@@ -469,13 +469,12 @@ static void gpt_alloc_activations(GPT* m, int B, int T)
 #ifdef DP_TP
 
 /* Row-parallel matmul_forward: w holds this TP rank's IC input columns, so out gets a
-   partial sum, added up over TP; the replicated bias is added once, on TP rank 0, by
-   hand (the spot for a vescale row-parallel bias helper). */
+   partial sum; vescale adds it up over TP and then the replicated bias, once. */
 static void matmul_forward_row_parallel(GPT* m, float* out, const float* inp, const float* w, const float* bias, int N,
                                         int IC, int OC)
 {
-    matmul_forward(out, inp, w, m->tp_rank == 0 ? bias : NULL, N, IC, OC);
-    vsCheck(vs_tp_reduce_forward(m->tp_mesh, out, (size_t)N * OC, VS_F32));
+    matmul_forward(out, inp, w, NULL, N, IC, OC);
+    vsCheck(vs_tp_reduce_forward_bias(m->tp_mesh, out, N, OC, VS_F32, bias, VS_F32));
 }
 #endif
 
