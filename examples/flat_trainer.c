@@ -335,7 +335,7 @@ typedef struct {
     const int *inputs, *targets; // of the last forward
     double mean_loss;
 #ifdef DP_TP
-    int tp, tp_rank;  // this rank's TP group: tp ranks, holding a 1/tp shard of the sharded kinds
+    int tp;           // this rank's TP group: tp ranks, holding a 1/tp shard of the sharded kinds
     vs_mesh *mesh, *tp_mesh;
     vs_ddp* ddp;
     int ddp_index[NUM_PARAMETER_TENSORS][MAX_LAYERS]; // [kind][layer]: vescale's parameter index
@@ -658,7 +658,7 @@ static void gpt_parallelize(GPT* m, const GPT* full, vs_world* w, int dp, int tp
 {
     vsCheck(vs_mesh_init(w, &(vs_mesh_desc){.shape = {dp, tp}}, &m->mesh)); // dims (DP, TP)
     vsCheck(vs_mesh_submesh(m->mesh, "TP", &m->tp_mesh));
-    m->tp = tp, m->tp_rank = vs_mesh_coord_along(m->mesh, "TP");
+    m->tp = tp;
     gpt_alloc(m, &full->config);
     vsCheck(vs_ddp_init(&(vs_ddp_desc){.mesh = m->mesh, .zero = VS_ZERO_1,
                                        .optim = {.kind = VS_OPTIM_ADAMW, .beta2 = 0.95, .weight_decay = 0.1}},
