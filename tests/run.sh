@@ -136,7 +136,12 @@ fi
 
 # libFuzzer harnesses (tests/fuzz/), FUZZ_SECONDS each; 0 skips them
 if [ "${FUZZ_SECONDS:-0}" != 0 ]; then
+    # its own limit: each harness runs FUZZ_SECONDS after a sanitizer build of some 10-20 s
+    # (11 harnesses at 15 s took some 300 s, the other stages' limit)
+    saved=$LIMIT
+    LIMIT=$((12 * (FUZZ_SECONDS + 30)))
     run_one "fuzz" env B="$B" FUZZ_SECONDS="$FUZZ_SECONDS" bash tests/fuzz/run.sh
+    LIMIT=$saved
 fi
 
 if [ "$COMPILE_CHECK" = 1 ]; then
