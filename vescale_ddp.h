@@ -51,6 +51,14 @@
            vs_ddp_clip_grad_norm(ddp, 1.0, &norm);
            vs_ddp_step(ddp, vs_lr_at(&sched, step));
 
+   A trainer with its own flat buffers (llm.c style) registers views into them
+   instead, layer by layer, each with its name: `.storage = params + off,
+   .grad_storage = grads + off, .ready_group = layer + 1` (no copy, a bucket a
+   layer wherever its tensors lie; rules at vs_ddp_param_desc), and calls
+   vs_ddp_wait_params after each ZeRO step before anything reads parameters
+   (VESCALE_DEBUG=params makes a read before it fault, naming the parameter).
+   examples/flat_trainer.c is such a trainer, and its port.
+
    Semantics
    - Buckets hold the gradients of parameters in reverse registration order (the
      order backward produces them), up to bucket_bytes each, padded so every DP
