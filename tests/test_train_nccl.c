@@ -506,6 +506,7 @@ typedef struct run {
     double loss[STEPS];
     int accumulate;    /* vs_train_desc.accumulate: each step's rows in that many calls */
     int eval, eval_bad; /* vs_train_eval before each step on its batch; steps whose loss differed by > 1e-6 */
+    int storage;        /* vs_train_desc.storage: the parameters in one device arena per rank (the trainer's) */
     float params[NPARAM][D * H];
     long steady_allocs; /* device allocations during the last step (rank 0's process: all ranks) */
     double steady_syncs; /* host syncs during the last step, per rank */
@@ -513,6 +514,24 @@ typedef struct run {
 } run;
 
 static pthread_barrier_t bar;
+
+/* vs_train_desc.storage on a device: each rank's parameters and gradients as
+   views into two arenas of device memory, as a trainer's own buffers. */
+typedef struct dev_arena {
+    char *p, *g;
+    size_t used, cap;
+} dev_arena;
+static vs_result arena_take(const char* name, vs_dtype dt, vs_dtype gdt, int64_t n, void** param, void** grad, void* user)
+{
+    dev_arena* a = (dev_arena*)user;
+    size_t at = (a->used + 255) / 256 * 256, bytes = (size_t)n * 4; /* (room for f32 either way) */
+    if (at + bytes > a->cap)
+        return vs_set_error(VS_ERR_NOMEM, "arena: %s: %lld %s elements", name, (long long)n, vs_dtype_name(dt));
+    (void)gdt;
+    *param = a->p + at, *grad = a->g + at;
+    a->used = at + bytes;
+    return VS_OK;
+}
 
 static int rank_fn(vs_world* w, void* arg)
 {
@@ -540,6 +559,13 @@ static int rank_fn(vs_world* w, void* arg)
     d.grad_fp32 = R->grad_fp32;
     d.loss_scale = R->ls;
     d.accumulate = R->accumulate;
+    dev_arena ar;
+    memset(&ar, 0, sizeof ar);
+    if (R->storage && dev_mode) {
+        ar.cap = (size_t)1 << 16;
+        ar.p = (char*)vs_device_alloc(w, ar.cap), ar.g = (char*)vs_device_alloc(w, ar.cap);
+        d.storage = arena_take, d.storage_user = &ar;
+    }
     vs_train* t = NULL;
     vs_result r = vs_parallelize(w, &d, &t);
     VT_CHECK(r == VS_OK, "parallelize: %s", vs_last_error());
@@ -608,6 +634,8 @@ static int rank_fn(vs_world* w, void* arg)
             R->params[p][i] = R->dtype == VS_BF16 ? vs_bf16_to_f32(h[i]) : R->dtype == VS_F16 ? vs_f16_to_f32(h[i]) : buf[i];
     }
     VT_OK(vs_train_free(t));
+    VT_CHECK(!R->storage || ar.used > 0, "the trainer's arena was not used");
+    if (ar.p) vs_device_free(w, ar.p), vs_device_free(w, ar.g);
     if (dev_mode) {
         vs_device_free(w, s_part), vs_device_free(w, s_y), vs_device_free(w, s_gy);
         cudaFreeHost(X), cudaFreeHost(T);
@@ -732,6 +760,24 @@ static void case_eval(vs_pipe_kind k, vs_zero_stage z)
     go(&R, 8, VS_TRANSPORT_NCCL);
     compare("evaluations before every step", &R, &REF, STEPS, 0);
     VT_CHECK(R.eval_bad == 0, "%d steps' losses differ from their evaluation", R.eval_bad);
+}
+
+/* The trainer's own device memory for every parameter (vs_train_desc.storage):
+   PP2 x DP2 x TP2 ZeRO-1, equal to one host rank. */
+static void case_storage(void)
+{
+    static run R;
+    memset(&R, 0, sizeof R);
+    R.plan.pp = 2, R.plan.dp = 2, R.plan.tp = 2;
+    R.plan.schedule = VS_PIPE_1F1B;
+    R.plan.zero = VS_ZERO_1;
+    R.plan.microbatches = 2;
+    R.storage = 1;
+    R.steps = STEPS;
+    go(&R, 8, VS_TRANSPORT_NCCL);
+    compare("the trainer's device memory", &R, &REF, STEPS, 0);
+    VT_CHECK(R.steady_allocs == 0 && R.steady_syncs <= 1 + 1e-9, "a steady step: %ld allocations, %.2f host syncs",
+             R.steady_allocs, R.steady_syncs);
 }
 
 static void case_resume(void)
@@ -927,6 +973,8 @@ int main(void)
                 case_eval(VS_PIPE_ZBV, VS_ZERO_1);
                 case_eval(VS_PIPE_1F1B, VS_ZERO_2);
             });
+    VT_CASE("train/nccl: the trainer's device memory for the parameters (desc.storage), PP2 x DP2 x TP2 ZeRO-1, equals "
+            "one host rank; a steady step: one host wait, no allocation", case_storage());
     VT_CASE("train/nccl: saved on PP2 x DP2 x TP2, loaded on DP2 x TP2, the next steps equal the uninterrupted run",
             case_resume());
     VT_CASE("train/bf16: bf16 parameters with f32 masters track the f32 run (host, one rank; simulated GPUs, "
