@@ -264,6 +264,8 @@ bench-ddp: $(B)/bench_ddp_ext
 	B=$(B) bash bench/run_ddp.sh
 	$(B)/bench_ddp_ext --dp 2
 	$(B)/bench_ddp_ext --dp 4
+	$(B)/bench_ddp_ext --dp 2 --zero 1
+	$(B)/bench_ddp_ext --dp 4 --zero 1
 # a trainer's own flat buffers: staged copy vs grouped in place vs DDP's own buckets
 $(B)/bench_ddp_ext: bench/ddp_ext.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)

@@ -259,13 +259,12 @@ typedef struct vs_ddp_desc {
     int no_overlap;      // 1: reduce only in vs_ddp_finish_grad_sync
     int grad_fp32;       // f16/bf16 parameters accumulate gradients in f32
     int zero2_buffers;   // staging buffers of ZeRO-2 and of trainer-owned buckets (0: VS_DDP_DEFAULT_ZERO2_BUFFERS)
-    /* Trainer-owned buckets (vs_ddp_param_desc.storage) under ZeRO-0, not
-       partial: 0 (default) reduces each parameter's gradient where it lies,
-       one call a parameter in one group, no copy; 1 packs the bucket into a
-       staging buffer and reduces that with one call (two copies, one larger
-       call). bench/ddp_ext measures both (thread ranks: grouped 1.11x DDP's
-       own contiguous buckets, staged 1.54x at DP2). ZeRO-1 is always staged:
-       its owned range spans parameters. */
+    /* Trainer-owned buckets (vs_ddp_param_desc.storage), not partial: 0
+       (default) reduces each parameter's gradient where it lies, in one group
+       (ZeRO-0: an all-reduce a parameter; ZeRO-1: a reduce a piece, each piece
+       to the DP rank that owns it), no copy; 1 packs the bucket into a staging
+       buffer and reduces that with one call (a copy in, and for ZeRO-0 one
+       out). bench/ddp_ext measures both. */
     int staged;
     vs_optim_desc optim;
     void* stream;        // device buffers: the cudaStream_t backward and forward run on (NULL: default stream)
@@ -1880,7 +1879,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         // gradients and all-gather, an all-gather staged for VESCALE_DEBUG=params
         size_t pbytes = (size_t)k->numel * _vs_dsz(k->pdtype);
         if (d->desc.zero == VS_ZERO_2) d->pool_bytes = d->max_grad_bytes > d->pool_bytes ? d->max_grad_bytes : d->pool_bytes;
-        k->grouped = k->ext && !d->desc.staged && d->desc.zero == VS_ZERO_0 && !k->partial_mask;
+        k->grouped = k->ext && !d->desc.staged && d->desc.zero != VS_ZERO_2 && !k->partial_mask;
         if (k->ext && !k->grouped && (size_t)k->numel * gsz > d->pool_bytes) d->pool_bytes = (size_t)k->numel * gsz;
         if ((k->ext || _vs_ddp_staged_gather(d, k)) && d->desc.zero != VS_ZERO_0 && pbytes > d->pool_bytes)
             d->pool_bytes = pbytes;
@@ -2101,6 +2100,17 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     if (r || !k->launched) return r;
     if (k->acc_used && k->grad && (r = _vs_ddp_add_f32(d, k->grad_shard, base, k->gdtype, cnt))) // a later pass adds up in the accumulator
         return r;
+    if (k->grouped && k->consume) { // ZeRO-1 in place: the owned pieces into the accumulator, the rest cleared
+        size_t gz = _vs_dsz(k->gdtype);
+        for (int j = k->first; j < k->last && !r; j++) {
+            const _vs_dparam* q = &d->params[d->order[j]];
+            int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + cnt ? q->offset + q->numel : lo + cnt;
+            if (a < e) r = _vs_ddp_add_f32(d, k->grad_shard + (a - lo), (char*)q->gext + (size_t)(a - q->offset) * gz,
+                                           k->gdtype, e - a);
+            if (!r) r = _vs_ddp_zero(d, q->gext, (size_t)q->numel * gz);
+        }
+        if (r) return r;
+    }
     if (k->ext && k->staged) { // the trainer's gradients: cleared (taken by the accumulator) or averaged
         size_t gz = _vs_dsz(k->gdtype);
         for (int j = k->first; j < k->last && !r; j++) {
@@ -2136,9 +2146,22 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
     if (k->grouped) { // each of the trainer's gradients in place, one group
         vs_result r = _vs_ddp_fence(d, c);
         if (r || (r = vs_group_start(c))) return r;
+        size_t gz = _vs_dsz(k->gdtype);
         for (int j = k->first; j < k->last && !r; j++) {
             const _vs_dparam* q = &d->params[d->order[j]];
-            r = vs_all_reduce(c, q->gext, q->gext, (size_t)q->numel, k->gdtype, VS_OP_AVG, NULL);
+            if (d->desc.zero == VS_ZERO_0) {
+                r = vs_all_reduce(c, q->gext, q->gext, (size_t)q->numel, k->gdtype, VS_OP_AVG, NULL);
+                continue;
+            }
+            /* ZeRO-1: each piece of the parameter to the DP rank that owns it (the
+               reduce-scatter of the bucket, a call per piece) */
+            for (int o = 0; o < d->dp_size && !r; o++) {
+                int64_t a = q->offset > k->shard * o ? q->offset : k->shard * o;
+                int64_t e = q->offset + q->numel < k->shard * (o + 1) ? q->offset + q->numel : k->shard * (o + 1);
+                if (a >= e) continue;
+                char* at = (char*)q->gext + (size_t)(a - q->offset) * gz;
+                r = vs_reduce(c, at, at, (size_t)(e - a), k->gdtype, VS_OP_AVG, o, NULL);
+            }
         }
         vs_result re = vs_group_end(c, r ? NULL : wp);
         k->launched = 1;

@@ -3,15 +3,16 @@
    grouped call a parameter in place (vs_ddp_desc.staged 0, the default), both against DDP's
    own contiguous buckets, measured in the same run.
 
-       build/bench_ddp_ext [--dp N] [--dim C] [--layers L] [--steps S]
+       build/bench_ddp_ext [--dp N] [--zero Z] [--dim C] [--layers L] [--steps S]
 
    The model has the layout of a plain-C GPT-2 trainer: 12 tensor kinds a layer
    (ln1 w/b, qkv w/b, attention projection w/b, ln2 w/b, fc w/b, fc projection
    w/b; 12 C^2 + 13 C floats), each kind contiguous across the L layers, so one
    layer's gradients are 12 pieces spread over the whole buffer. Registered layer
    by layer, a ready group a layer (one bucket a layer in all three variants:
-   DDP's own buckets get bucket_bytes = one layer). ZeRO-0, f32, AdamW is not
-   run: a step is the sync alone,
+   DDP's own buckets get bucket_bytes = one layer). ZeRO-0 (default) or 1
+   (--zero 1: the in-place variant reduces each piece to its owner), f32, SGD
+   not run: a step is the sync alone,
 
        for l = L-1 .. 0: vs_ddp_grad_ready for the layer's 12 tensors
        vs_ddp_finish_grad_sync
@@ -35,7 +36,7 @@
 static const char* var_name[NVAR] = {"DDP-owned buckets", "trainer's, staged copy", "trainer's, grouped in place"};
 
 typedef struct bcfg {
-    int dp, dim, layers, steps, warmup;
+    int dp, zero, dim, layers, steps, warmup;
     double* times[NVAR]; // [rounds]: rank 0 writes the max over ranks
 } bcfg;
 
@@ -74,6 +75,7 @@ static int bench_rank(vs_world* w, void* arg)
         memset(&dd, 0, sizeof dd);
         dd.mesh = mesh;
         dd.optim.kind = VS_OPTIM_SGD;
+        dd.zero = (vs_zero_stage)b->zero;
         dd.bucket_bytes = layer * 4;
         dd.staged = v == 1;
         if (vs_ddp_init(&dd, &d[v])) return 1;
@@ -141,16 +143,17 @@ int main(int argc, char** argv)
     b.dp = 2, b.dim = 256, b.layers = 12, b.steps = 15, b.warmup = 3;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--dp")) b.dp = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--zero")) b.zero = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dim")) b.dim = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--layers")) b.layers = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) b.steps = atoi(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s [--dp N] [--dim C] [--layers L] [--steps S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--dp N] [--zero 0|1] [--dim C] [--layers L] [--steps S]\n", argv[0]);
             return 2;
         }
     }
-    if (b.dp < 1 || b.dim < 1 || b.layers < 1 || b.steps < 1) {
-        fprintf(stderr, "bench_ddp_ext: --dp, --dim, --layers and --steps must be >= 1\n");
+    if (b.dp < 1 || b.dim < 1 || b.layers < 1 || b.steps < 1 || b.zero < 0 || b.zero > 1) {
+        fprintf(stderr, "bench_ddp_ext: --dp, --dim, --layers and --steps must be >= 1, --zero 0 or 1\n");
         return 2;
     }
     for (int v = 0; v < NVAR; v++) b.times[v] = (double*)calloc((size_t)b.steps, sizeof(double));
@@ -161,8 +164,8 @@ int main(int argc, char** argv)
     int64_t ks[NKIND], layer = 0;
     kind_sizes(b.dim, ks);
     for (int k = 0; k < NKIND; k++) layer += ks[k];
-    printf("gradient sync of flat buffers, DP%d, %d layers x %.2f MiB (f32), median of %d:\n\n", b.dp, b.layers,
-           (double)layer * 4 / (1 << 20), b.steps);
+    printf("gradient sync of flat buffers, DP%d, ZeRO-%d, %d layers x %.2f MiB (f32), median of %d:\n\n", b.dp, b.zero,
+           b.layers, (double)layer * 4 / (1 << 20), b.steps);
     printf("| variant | median ms | vs DDP-owned |\n|---|---|---|\n");
     double med[NVAR];
     for (int v = 0; v < NVAR; v++) {
