@@ -2188,7 +2188,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
     return vs_reduce_scatter(c, k->grad, mine, (size_t)k->shard, k->gdtype, VS_OP_AVG, wp);
 }
 
-/* Launches, in bucket order, every bucket whose gradients are all ready. */
+/* Launches, in bucket order, every bucket whose gradients are all ready. On the
+   host, trainer-owned ZeRO-1 buckets reduced in place whose reduction is done
+   are completed too (their accumulation and clearing then overlap the rest of
+   the backward, rather than all waiting for finish_grad_sync). */
 _VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all)
 {
     while (d->next_launch < d->nbuckets) {
@@ -2197,6 +2200,14 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all)
         vs_result r = _vs_ddp_launch(d, d->next_launch);
         if (r) return r;
         d->next_launch++;
+    }
+    for (int b = 0; b < d->next_launch && !d->cu && !all; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        int done = 0;
+        if (!k->grouped || !k->consume || k->done || !k->work) continue;
+        vs_result r = vs_test(k->work, &done);
+        if (!r && done) r = _vs_ddp_complete(d, b);
+        if (r) return r;
     }
     return VS_OK;
 }
