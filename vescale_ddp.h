@@ -2201,12 +2201,15 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all)
         if (r) return r;
         d->next_launch++;
     }
+    /* (in launch order, from the first not completed: a reduction still in
+       flight ends the look, as the later ones were launched after it) */
     for (int b = 0; b < d->next_launch && !d->cu && !all; b++) {
         _vs_dbucket* k = &d->buckets[b];
         int done = 0;
         if (!k->grouped || !k->consume || k->done || !k->work) continue;
         vs_result r = vs_test(k->work, &done);
-        if (!r && done) r = _vs_ddp_complete(d, b);
+        if (!r && !done) break;
+        if (!r) r = _vs_ddp_complete(d, b);
         if (r) return r;
     }
     return VS_OK;
