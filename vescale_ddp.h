@@ -300,10 +300,11 @@ typedef struct vs_ddp_param_desc {
          and the rest arrives by all-gathers that vs_ddp_wait_params writes in
          (read no parameter before it); ZeRO-2 is refused (the gradient
          buffer is the trainer's, full size: ZeRO-2 would save nothing);
-       - communication goes through a pool of zero2_buffers staging buffers of
-         the largest such bucket (bounded by bucket_bytes: no parameter-sized
-         allocation), and a bucket holds only trainer-owned parameters or only
-         DDP-owned ones. */
+       - gradients are reduced where they lie (vs_ddp_desc.staged: packed into
+         staging buffers instead), and ZeRO-1's all-gathers go through a pool
+         of zero2_buffers staging buffers of the largest such bucket (bounded
+         by bucket_bytes: no parameter-sized allocation); a bucket holds only
+         trainer-owned parameters or only DDP-owned ones. */
     void* storage;
     void* grad_storage;
     /* Buckets by readiness: parameters registered one after another with the
@@ -403,7 +404,8 @@ VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* in
    (DP, and TP where parameters are sharded, replicated or partial alike): the
    DDP settings (zero stage, bucket_bytes, grad_fp32, optimizer kind, staged)
    and, in registration order, each parameter's name, dtype, global shape,
-   placements, group, no_decay, trainer-owned storage or not, and ready_group. A disagreement is VS_ERR_MISMATCH on every rank, naming
+   placements, group, no_decay, trainer-owned storage or not, and ready_group.
+   A disagreement is VS_ERR_MISMATCH on every rank, naming
    the first differing parameter (index and name), the field, and two world ranks
    with their values. */
 VS_API vs_result vs_ddp_finalize(vs_ddp* d);
@@ -717,7 +719,7 @@ typedef struct _vs_dbucket {
     int ext;        // its parameters are trainer-owned (param and grad NULL but while staged)
     int rgroup;     // their ready_group
     int consume;    // ext with an accumulator: the reduced range goes there, the trainer's gradient is cleared
-    int grouped;    // ext, ZeRO-0: reduced in place, a grouped call a parameter (vs_ddp_desc.staged 0)
+    int grouped;    // ext, not partial, ZeRO-0/1: reduced in place, one group (vs_ddp_desc.staged 0)
     void* gbuf;     // a pool buffer holding the all-gather in flight (trainer-owned, or VESCALE_DEBUG=params)
     int guarded;    // VESCALE_DEBUG=params: its parameters' stale pages are guarded until the unpack
 } _vs_dbucket;
@@ -1653,6 +1655,15 @@ _VS_DDP_PRIVATE void _vs_ddp_owned(const vs_ddp* d, const _vs_dbucket* k, int64_
     *n = d->desc.zero == VS_ZERO_0 ? k->numel : k->shard;
 }
 
+/* [*a, *e): the part of parameter q (bucket indices) inside [lo, lo + n); 1
+   when it is not empty. */
+_VS_DDP_PRIVATE int _vs_ddp_meet(const _vs_dparam* q, int64_t lo, int64_t n, int64_t* a, int64_t* e)
+{
+    *a = q->offset > lo ? q->offset : lo;
+    *e = q->offset + q->numel < lo + n ? q->offset + q->numel : lo + n;
+    return *a < *e;
+}
+
 /* Element a (an index into bucket k, inside q) of q's value and of its
    gradient: in DDP's bucket buffers, or in the trainer's storage. */
 _VS_DDP_PRIVATE void* _vs_ddp_pat(const _vs_dbucket* k, const _vs_dparam* q, int64_t a)
@@ -1777,7 +1788,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_each_stale(vs_ddp* d, _vs_dbucket* k, _vs_dsta
     return r;
 }
 
-/* Lifts bucket k's guards (all of d's when k is NULL... each bucket's own). */
+/* Lifts bucket k's guards: d's ranges inside k's parameters. */
 _VS_DDP_PRIVATE void _vs_ddp_unguard(vs_ddp* d, _vs_dbucket* k)
 {
     if (!k->guarded) return;
@@ -1914,9 +1925,9 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         if (k->master && !r && !k->ext) r = _vs_ddp_to_f32(d, k->master, (char*)k->param + (size_t)first * pz, k->pdtype, own);
         for (int j = k->first; j < k->last && !r && k->ext && k->master; j++) { // the owned parts of the trainer's values
             _vs_dparam* q = &d->params[d->order[j]];
-            int64_t a = q->offset > first ? q->offset : first, e = q->offset + q->numel;
-            if (e > first + own) e = first + own;
-            if (a < e) r = _vs_ddp_to_f32(d, k->master + (a - first), _vs_ddp_pat(k, q, a), k->pdtype, e - a);
+            int64_t a, e;
+            if (_vs_ddp_meet(q, first, own, &a, &e))
+                r = _vs_ddp_to_f32(d, k->master + (a - first), _vs_ddp_pat(k, q, a), k->pdtype, e - a);
         }
         if (r) goto fail;
     }
@@ -1973,6 +1984,14 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_done(const vs_ddp* d, vs_work* w)
     return vs_wait(w);
 }
 
+/* The staging buffer `owner` holds (b: bucket b's gradients; -2 - b: its
+   all-gather) back to the pool. */
+_VS_DDP_PRIVATE void _vs_ddp_pool_give(vs_ddp* d, int owner)
+{
+    for (int i = 0; i < d->npool; i++)
+        if (d->pool_owner[i] == owner) d->pool_owner[i] = -1;
+}
+
 /* Bucket b's parameter all-gather, if one is in flight, before what comes
    next; a staged one is then written into the parameters (device: in stream
    order) and its buffer goes back to the pool. */
@@ -1991,8 +2010,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_params_ready(vs_ddp* d, int b)
         const _vs_dparam* q = &d->params[d->order[j]];
         r = _vs_ddp_copy(d, _vs_ddp_pat(k, q, q->offset), (char*)k->gbuf + (size_t)q->offset * pz, (size_t)q->numel * pz);
     }
-    for (int i = 0; i < d->npool; i++)
-        if (d->pool_owner[i] == -2 - b) d->pool_owner[i] = -1;
+    _vs_ddp_pool_give(d, -2 - b);
     k->gbuf = NULL;
     return r;
 }
@@ -2100,29 +2118,24 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     if (r || !k->launched) return r;
     if (k->acc_used && k->grad && (r = _vs_ddp_add_f32(d, k->grad_shard, base, k->gdtype, cnt))) // a later pass adds up in the accumulator
         return r;
-    if (k->grouped && k->consume) { // ZeRO-1 in place: the owned pieces into the accumulator, the rest cleared
+    /* the trainer's gradients: with an accumulator, cleared once it has taken
+       the reduced range (in place: the owned pieces added from them first; a
+       staging buffer: added above); else, staged, the average copied back (in
+       place it is there already) */
+    for (int j = k->first; j < k->last && k->ext && !r; j++) {
+        const _vs_dparam* q = &d->params[d->order[j]];
         size_t gz = _vs_dsz(k->gdtype);
-        for (int j = k->first; j < k->last && !r; j++) {
-            const _vs_dparam* q = &d->params[d->order[j]];
-            int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + cnt ? q->offset + q->numel : lo + cnt;
-            if (a < e) r = _vs_ddp_add_f32(d, k->grad_shard + (a - lo), (char*)q->gext + (size_t)(a - q->offset) * gz,
-                                           k->gdtype, e - a);
-            if (!r) r = _vs_ddp_zero(d, q->gext, (size_t)q->numel * gz);
-        }
-        if (r) return r;
+        int64_t a, e;
+        if (k->consume && !k->staged && _vs_ddp_meet(q, lo, cnt, &a, &e))
+            r = _vs_ddp_add_f32(d, k->grad_shard + (a - lo), _vs_ddp_gat(k, q, a), k->gdtype, e - a);
+        if (!r && k->consume)
+            r = _vs_ddp_zero(d, q->gext, (size_t)q->numel * gz);
+        else if (!r && k->staged)
+            r = _vs_ddp_copy(d, q->gext, (char*)k->grad + (size_t)q->offset * gz, (size_t)q->numel * gz);
     }
-    if (k->ext && k->staged) { // the trainer's gradients: cleared (taken by the accumulator) or averaged
-        size_t gz = _vs_dsz(k->gdtype);
-        for (int j = k->first; j < k->last && !r; j++) {
-            const _vs_dparam* q = &d->params[d->order[j]];
-            r = k->consume ? _vs_ddp_zero(d, q->gext, (size_t)q->numel * gz)
-                           : _vs_ddp_copy(d, q->gext, (char*)k->grad + (size_t)q->offset * gz, (size_t)q->numel * gz);
-        }
-        if (r) return r;
-    }
+    if (r) return r;
     if ((d->desc.zero == VS_ZERO_2 || k->ext) && k->staged) {
-        for (int i = 0; i < d->npool; i++)
-            if (d->pool_owner[i] == b) d->pool_owner[i] = -1;
+        _vs_ddp_pool_give(d, b);
         k->grad = NULL;
         k->staged = 0;
     }
@@ -2156,9 +2169,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
             /* ZeRO-1: each piece of the parameter to the DP rank that owns it (the
                reduce-scatter of the bucket, a call per piece) */
             for (int o = 0; o < d->dp_size && !r; o++) {
-                int64_t a = q->offset > k->shard * o ? q->offset : k->shard * o;
-                int64_t e = q->offset + q->numel < k->shard * (o + 1) ? q->offset + q->numel : k->shard * (o + 1);
-                if (a >= e) continue;
+                int64_t a, e;
+                if (!_vs_ddp_meet(q, k->shard * o, k->shard, &a, &e)) continue;
                 char* at = (char*)q->gext + (size_t)(a - q->offset) * gz;
                 r = vs_reduce(c, at, at, (size_t)(e - a), k->gdtype, VS_OP_AVG, o, NULL);
             }
@@ -2524,8 +2536,8 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
         r = _vs_ddp_owned_grad(d, k, own_lo, own_n, &g);
         for (int j = k->first; j < k->last && !r; j++) {
             _vs_dparam* q = &d->params[d->order[j]];
-            int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + n ? q->offset + q->numel : lo + n;
-            if (a >= e) continue;
+            int64_t a, e;
+            if (!_vs_ddp_meet(q, lo, n, &a, &e)) continue;
             double* acc = q->counted ? &ss : &ssc;
             double before = *acc;
             float* gs = NULL;
@@ -2612,8 +2624,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_gather_staged(vs_ddp* d, int b, vs_work** wp)
     vs_result r = _vs_ddp_pool_take(d, -2 - b, 0, &buf);
     for (int j = k->first; j < k->last && !r; j++) {
         const _vs_dparam* q = &d->params[d->order[j]];
-        int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + n ? q->offset + q->numel : lo + n;
-        if (a < e) r = _vs_ddp_copy(d, (char*)buf + (size_t)a * pz, _vs_ddp_pat(k, q, a), (size_t)(e - a) * pz);
+        int64_t a, e;
+        if (_vs_ddp_meet(q, lo, n, &a, &e))
+            r = _vs_ddp_copy(d, (char*)buf + (size_t)a * pz, _vs_ddp_pat(k, q, a), (size_t)(e - a) * pz);
     }
     if (r) return r;
     k->gbuf = buf;
@@ -2660,8 +2673,8 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
         r = _vs_ddp_owned_grad(d, k, lo, n, &g);
         for (int j = k->first; j < k->last && !r; j++) {
             _vs_dparam* q = &d->params[d->order[j]];
-            int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + n ? q->offset + q->numel : lo + n;
-            if (a >= e) continue;
+            int64_t a, e;
+            if (!_vs_ddp_meet(q, lo, n, &a, &e)) continue;
             double glr, gwd;
             _vs_ddp_group(d, q, lr, &glr, &gwd);
             if (glr == 0 && o->kind != VS_OPTIM_CUSTOM) continue; // frozen: parameters and state stay
@@ -2717,8 +2730,9 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
             r = _vs_ddp_from_f32(d, (char*)k->param + (size_t)lo * _vs_dsz(k->pdtype), k->pdtype, k->master, n);
         for (int j = k->first; j < k->last && !r && k->master && k->ext; j++) { // (the trainer's: each its part)
             _vs_dparam* q = &d->params[d->order[j]];
-            int64_t a = q->offset > lo ? q->offset : lo, e = q->offset + q->numel < lo + n ? q->offset + q->numel : lo + n;
-            if (a < e) r = _vs_ddp_from_f32(d, _vs_ddp_pat(k, q, a), k->pdtype, k->master + (a - lo), e - a);
+            int64_t a, e;
+            if (_vs_ddp_meet(q, lo, n, &a, &e))
+                r = _vs_ddp_from_f32(d, _vs_ddp_pat(k, q, a), k->pdtype, k->master + (a - lo), e - a);
         }
     }
     if (!r && d->desc.zero != VS_ZERO_0) r = _vs_ddp_fence(d, vs_mesh_comm(d->dp)); // the update before the gathers
