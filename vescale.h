@@ -3405,9 +3405,8 @@ _VS_HL_PRIVATE vs_result _vs_hl_tied_add(vs_train* t, void* g, void* scr, int dt
    mean is not a collective of its own: the norm's all-reduce sums it over the
    mesh (vs_clip_desc.carry, added by the loss carriers alone) and its one read
    brings it to the host with the norm; the step divides by DP. */
-_VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t, double* out, int add)
+_VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t, double* out, int add, const char* fn)
 {
-    const char* fn = "vs_train_step";
     const float* ml = NULL;
     int m = 0;
     _VS_TRY(vs_pipe_loss_device(t->pipe, &ml, &m));
@@ -4037,16 +4036,16 @@ VS_API vs_result vs_train_eval(vs_train* t, const vs_batch* batch, double* loss)
     if (!r && t->dev) { // the DP mean on the device, then the one host wait
         double* d = t->dloss + 1;
         vs_work* wk = NULL;
-        r = _vs_hl_loss_device(t, d, 0);
+        r = _vs_hl_loss_device(t, d, 0, fn);
         if (!r && t->dpm) {
             vs_comm* dc = vs_mesh_comm(t->dpm);
             r = _vs_hl_fence(t, dc, fn);
             if (!r) r = vs_all_reduce(dc, d, d, 1, VS_F64, VS_OP_AVG, &wk);
             if (!r) r = vs_wait_stream(wk, t->stream);
         }
+        if (!r) r = vs_sync_stream(vs_mesh_comm(t->mesh), t->stream); // (the wait, with the deadline)
         cudaError_t e = r ? cudaSuccess : cudaMemcpyAsync(&l, d, sizeof l, cudaMemcpyDeviceToHost, (cudaStream_t)t->stream);
         if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the loss to the host");
-        if (!r) r = vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
     } else
 #endif
     if (!r && t->dpm) r = vs_all_reduce(vs_mesh_comm(t->dpm), &l, &l, 1, VS_F64, VS_OP_AVG, NULL);
@@ -4095,7 +4094,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     int dloss = 0; // device: the mean is in t->dloss, read with the norm
 #ifdef VESCALE_NCCL
     if (!r && t->dev) {
-        r = _vs_hl_loss_device(t, t->dloss, !first); // (read with the norm below; accumulating: added up)
+        r = _vs_hl_loss_device(t, t->dloss, !first, fn); // (read with the norm below; accumulating: added up)
         dloss = 1;
     }
 #endif

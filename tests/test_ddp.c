@@ -1362,6 +1362,30 @@ static void case_custom(run_cfg* c)
 /* vs_ddp_grad_synced: the averaged gradient after the sync (rank r adds r + 1:
    the DP=2 average is 1.5), refused during a pass and where only the f32
    accumulator holds it (ZeRO-2). */
+/* A finalized SGD DDP (ZeRO stage z) on mesh with one f32 parameter "w" of n
+   elements, gradients zeroed; *idx its index. */
+static vs_ddp* one_param_ddp(vs_mesh* mesh, vs_zero_stage z, int64_t n, int* idx)
+{
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    dd.zero = z;
+    dd.optim.kind = VS_OPTIM_SGD;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    vs_ddp_param_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "w";
+    pd.dtype = VS_F32;
+    pd.ndim = 1;
+    pd.shape[0] = n;
+    *idx = -1;
+    VT_OK(vs_ddp_add_param(d, &pd, idx));
+    VT_OK(vs_ddp_finalize(d));
+    VT_OK(vs_ddp_zero_grad(d));
+    return d;
+}
+
 static int rank_synced(vs_world* w, void* arg)
 {
     (void)arg;
@@ -1372,23 +1396,8 @@ static int rank_synced(vs_world* w, void* arg)
     md.shape[0] = vs_world_size(w);
     VT_OK(vs_mesh_init(w, &md, &mesh));
     for (int z = 0; z < 3; z++) {
-        vs_ddp_desc dd;
-        memset(&dd, 0, sizeof dd);
-        dd.mesh = mesh;
-        dd.zero = (vs_zero_stage)z;
-        dd.optim.kind = VS_OPTIM_SGD;
-        vs_ddp* d = NULL;
-        VT_OK(vs_ddp_init(&dd, &d));
-        vs_ddp_param_desc pd;
-        memset(&pd, 0, sizeof pd);
-        pd.name = "w";
-        pd.dtype = VS_F32;
-        pd.ndim = 1;
-        pd.shape[0] = 40;
-        int idx = -1;
-        VT_OK(vs_ddp_add_param(d, &pd, &idx));
-        VT_OK(vs_ddp_finalize(d));
-        VT_OK(vs_ddp_zero_grad(d));
+        int idx;
+        vs_ddp* d = one_param_ddp(mesh, (vs_zero_stage)z, 40, &idx);
         float* g = (float*)vs_ddp_grad(d, idx);
         VT_CHECK(g != NULL, "vs_ddp_grad: %s", vs_last_error());
         for (int i = 0; g && i < 40; i++) g[i] += (float)(me + 1);
@@ -1424,22 +1433,8 @@ static int rank_carry(vs_world* w, void* arg)
     memset(&md, 0, sizeof md);
     md.shape[0] = n;
     VT_OK(vs_mesh_init(w, &md, &mesh));
-    vs_ddp_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.mesh = mesh;
-    dd.optim.kind = VS_OPTIM_SGD;
-    vs_ddp* d = NULL;
-    VT_OK(vs_ddp_init(&dd, &d));
-    vs_ddp_param_desc pd;
-    memset(&pd, 0, sizeof pd);
-    pd.name = "w";
-    pd.dtype = VS_F32;
-    pd.ndim = 1;
-    pd.shape[0] = 24;
-    int idx = -1;
-    VT_OK(vs_ddp_add_param(d, &pd, &idx));
-    VT_OK(vs_ddp_finalize(d));
-    VT_OK(vs_ddp_zero_grad(d));
+    int idx;
+    vs_ddp* d = one_param_ddp(mesh, VS_ZERO_0, 24, &idx);
     float* g = (float*)vs_ddp_grad(d, idx);
     for (int i = 0; g && i < 24; i++) g[i] = (float)(i % 5) - 1.0f + (float)me; // averaged: i%5 - 1 + (n-1)/2
     VT_OK(vs_ddp_grad_ready(d, idx));

@@ -120,6 +120,17 @@ static void from_mem(void* dst, const void* src, size_t n)
 }
 
 /* A 1-D mesh over the world and a DDP on it (ZeRO stage z, SGD). */
+static vs_ddp* ddp_on(vs_mesh* mesh, vs_zero_stage z)
+{
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    dd.zero = z;
+    dd.optim.kind = VS_OPTIM_SGD;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    return d;
+}
 static vs_ddp* open_ddp(vs_world* w, vs_zero_stage z, vs_mesh** mesh)
 {
     vs_mesh_desc md;
@@ -127,14 +138,18 @@ static vs_ddp* open_ddp(vs_world* w, vs_zero_stage z, vs_mesh** mesh)
     md.shape[0] = vs_world_size(w);
     *mesh = NULL;
     VT_OK(vs_mesh_init(w, &md, mesh));
-    vs_ddp_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.mesh = *mesh;
-    dd.zero = z;
-    dd.optim.kind = VS_OPTIM_SGD;
-    vs_ddp* d = NULL;
-    VT_OK(vs_ddp_init(&dd, &d));
-    return d;
+    return ddp_on(*mesh, z);
+}
+/* The f32 parameter "w" of n elements (nothing else set). */
+static vs_ddp_param_desc w_param(int64_t n)
+{
+    vs_ddp_param_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "w";
+    pd.dtype = VS_F32;
+    pd.ndim = 1;
+    pd.shape[0] = n;
+    return pd;
 }
 
 static int train_rank(vs_world* w, void* arg)
@@ -478,24 +493,11 @@ static int rank_bad(vs_world* w, void* arg)
 {
     (void)arg;
     vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_ddp* d = open_ddp(w, VS_ZERO_0, &mesh);
     float buf[64], gbuf[64];
     for (int z = 0; z < 3; z++) {
-        vs_ddp_desc dd;
-        memset(&dd, 0, sizeof dd);
-        dd.mesh = mesh;
-        dd.zero = (vs_zero_stage)z;
-        vs_ddp* d = NULL;
-        VT_OK(vs_ddp_init(&dd, &d));
-        vs_ddp_param_desc pd;
-        memset(&pd, 0, sizeof pd);
-        pd.name = "w";
-        pd.dtype = VS_F32;
-        pd.ndim = 1;
-        pd.shape[0] = 16;
+        if (z) d = ddp_on(mesh, (vs_zero_stage)z);
+        vs_ddp_param_desc pd = w_param(16);
         pd.storage = buf;
         vs_result r = vs_ddp_add_param(d, &pd, NULL);
         VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "'w'") && strstr(vs_last_error(), "grad_storage is NULL"),
@@ -518,17 +520,8 @@ static int rank_bad(vs_world* w, void* arg)
         VT_OK(vs_ddp_free(d));
     }
     // ranks that disagree on trainer-owned storage: a mismatch naming it, not a hang
-    vs_ddp_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.mesh = mesh;
-    vs_ddp* d = NULL;
-    VT_OK(vs_ddp_init(&dd, &d));
-    vs_ddp_param_desc pd;
-    memset(&pd, 0, sizeof pd);
-    pd.name = "w";
-    pd.dtype = VS_F32;
-    pd.ndim = 1;
-    pd.shape[0] = 16;
+    d = ddp_on(mesh, VS_ZERO_0);
+    vs_ddp_param_desc pd = w_param(16);
     if (vs_world_rank(w) == 1) pd.storage = buf, pd.grad_storage = gbuf;
     VT_OK(vs_ddp_add_param(d, &pd, NULL));
     vs_result r = vs_ddp_finalize(d);
@@ -629,12 +622,7 @@ static int rank_host_ptr(vs_world* w, void* arg)
     vs_ddp* d = open_ddp(w, VS_ZERO_0, &mesh);
     float* host = (float*)malloc(64 * sizeof(float));
     void* dev = mem_alloc(64 * sizeof(float));
-    vs_ddp_param_desc pd;
-    memset(&pd, 0, sizeof pd);
-    pd.name = "w";
-    pd.dtype = VS_F32;
-    pd.ndim = 1;
-    pd.shape[0] = 64;
+    vs_ddp_param_desc pd = w_param(64);
     pd.storage = dev, pd.grad_storage = host;
     vs_result r = vs_ddp_add_param(d, &pd, NULL);
     VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "'w'") && strstr(vs_last_error(), "grad_storage") &&

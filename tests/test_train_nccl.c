@@ -724,6 +724,17 @@ static void case_mesh(const mesh_case* m)
              m->name, R.steady_events, R.steady_libs);
 }
 
+/* R cleared for a run of STEPS steps on PP2 x DP2 x TP2 (8 simulated GPUs). */
+static void pp2dp2tp2(run* R, vs_pipe_kind k, vs_zero_stage z, int mbs)
+{
+    memset(R, 0, sizeof *R);
+    R->plan.pp = 2, R->plan.dp = 2, R->plan.tp = 2;
+    R->plan.schedule = k;
+    R->plan.zero = z;
+    R->plan.microbatches = mbs;
+    R->steps = STEPS;
+}
+
 /* Gradient accumulation on simulated GPUs: each step's rows in two calls (one
    microbatch each), PP2 x DP2 x TP2 and ZeRO-1 / ZeRO-2: one host rank's steps
    on the whole batch within 1e-5 (the loss summed on the device call by call,
@@ -731,13 +742,8 @@ static void case_mesh(const mesh_case* m)
 static void case_accumulate(vs_zero_stage z)
 {
     static run R;
-    memset(&R, 0, sizeof R);
-    R.plan.pp = 2, R.plan.dp = 2, R.plan.tp = 2;
-    R.plan.schedule = VS_PIPE_1F1B;
-    R.plan.zero = z;
-    R.plan.microbatches = 1;
+    pp2dp2tp2(&R, VS_PIPE_1F1B, z, 1);
     R.accumulate = 2;
-    R.steps = STEPS;
     go(&R, 8, VS_TRANSPORT_NCCL);
     compare(z == VS_ZERO_1 ? "accumulate 2, ZeRO-1" : "accumulate 2, ZeRO-2", &R, &REF, STEPS, 0);
 }
@@ -750,13 +756,8 @@ static void case_accumulate(vs_zero_stage z)
 static void case_eval(vs_pipe_kind k, vs_zero_stage z)
 {
     static run R;
-    memset(&R, 0, sizeof R);
-    R.plan.pp = 2, R.plan.dp = 2, R.plan.tp = 2;
-    R.plan.schedule = k;
-    R.plan.zero = z;
-    R.plan.microbatches = 2;
+    pp2dp2tp2(&R, k, z, 2);
     R.eval = 1;
-    R.steps = STEPS;
     go(&R, 8, VS_TRANSPORT_NCCL);
     compare("evaluations before every step", &R, &REF, STEPS, 0);
     VT_CHECK(R.eval_bad == 0, "%d steps' losses differ from their evaluation", R.eval_bad);
@@ -767,13 +768,8 @@ static void case_eval(vs_pipe_kind k, vs_zero_stage z)
 static void case_storage(void)
 {
     static run R;
-    memset(&R, 0, sizeof R);
-    R.plan.pp = 2, R.plan.dp = 2, R.plan.tp = 2;
-    R.plan.schedule = VS_PIPE_1F1B;
-    R.plan.zero = VS_ZERO_1;
-    R.plan.microbatches = 2;
+    pp2dp2tp2(&R, VS_PIPE_1F1B, VS_ZERO_1, 2);
     R.storage = 1;
-    R.steps = STEPS;
     go(&R, 8, VS_TRANSPORT_NCCL);
     compare("the trainer's device memory", &R, &REF, STEPS, 0);
     VT_CHECK(R.steady_allocs == 0 && R.steady_syncs <= 1 + 1e-9, "a steady step: %ld allocations, %.2f host syncs",
