@@ -737,6 +737,7 @@ struct vs_ddp {
     int nbuckets;
     _vs_dbucket* buckets;
     int next_launch; // buckets launch in order
+    int next_done;   // launched buckets before it need no completion from _vs_ddp_launch_ready
     int sync, in_pass, finalized, grads_pending;
     int synced;      // the gradients hold a synchronized pass's reduced values (vs_ddp_grad_synced_owned)
     int skip_next;   // the clip norm was not finite: the next step is skipped
@@ -2215,13 +2216,13 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all)
     }
     /* (in launch order, from the first not completed: a reduction still in
        flight ends the look, as the later ones were launched after it) */
-    for (int b = 0; b < d->next_launch && !d->cu && !all; b++) {
-        _vs_dbucket* k = &d->buckets[b];
+    for (; d->next_done < d->next_launch && !d->cu && !all; d->next_done++) {
+        _vs_dbucket* k = &d->buckets[d->next_done];
         int done = 0;
         if (!k->grouped || !k->consume || k->done || !k->work) continue;
         vs_result r = vs_test(k->work, &done);
         if (!r && !done) break;
-        if (!r) r = _vs_ddp_complete(d, b);
+        if (!r) r = _vs_ddp_complete(d, d->next_done);
         if (r) return r;
     }
     return VS_OK;
@@ -2391,7 +2392,7 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
     d->synced = d->sync && r == VS_OK;
     for (int i = 0; i < d->nparams; i++) d->params[i].ready = 0;
     for (int b = 0; b < d->nbuckets; b++) d->buckets[b].nready = 0, d->buckets[b].launched = 0, d->buckets[b].done = 0;
-    d->next_launch = 0;
+    d->next_launch = d->next_done = 0;
     d->in_pass = 0;
     return r;
 }
