@@ -91,6 +91,7 @@
        // >>nccl       the NCCL transport
        // >>bootstrap  world init from launcher environment, TCP and file rendezvous
        // >>mesh       the device mesh
+       // >>elastic    failure as a normal event: shrink, grow, replacement ranks
        // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
                        vs_nvrtc_compile; the kernel framework the parts share
                        (vs_kernels_get: compiled once per process and architecture)
@@ -971,6 +972,94 @@ VS_API int vs_mesh_is_first(const vs_mesh* m, const char* dim);
 VS_API int vs_mesh_is_last(const vs_mesh* m, const char* dim);
 /* Writes "(PP=2, DP=2, TP=2)" into buf. Returns the length it needs. */
 VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
+
+// >>elastic ------------------------------------------------------------------
+
+/* Failure as a normal event: the survivors of a failed rank agree on what
+   failed, shrink the world (and a mesh, by whole DP replicas), go on, and later
+   grow back with a replacement. The loop a trainer writes (vescale.h's
+   vs_train_reconfigure moves the training state; examples/train_gpt.c
+   --elastic is the whole of it):
+
+       r = vs_train_step(t, &batch, &loss);
+       if (r == VS_ERR_ABORTED || r == VS_ERR_TIMEOUT) {   // a rank failed
+           vs_mesh* small;
+           r = vs_mesh_shrink(vs_train_mesh(t), "DP", &small, &info);
+           if (r == VS_OK && small) r = vs_train_reconfigure(&t, &desc, small, ckpt_dir);
+           if (r == VS_OK && !small) { vs_train_free(t); t = NULL; ... wait in vs_world_grow }
+       }
+
+   What the transports do:
+   - threads (vs_launch): a rank whose function returned while the others go on
+     is failed; the survivors' agreement is the job's own (every live rank must
+     arrive; a rank that dies during it joins the failed set, so the agreement
+     never waits for the dead and never ends on two different sets).
+     vs_world_respawn starts a replacement thread.
+   - NCCL and MPI: VS_ERR_UNSUPPORTED, naming what is missing (NCCL: the
+     revoke-and-shrink of the world's ncclComm_t is not wired yet; MPI: this
+     build has no ULFM (MPIX_Comm_shrink)); their jobs end on a failure as
+     before and resume from a checkpoint (vs_train_load on fewer ranks).
+
+   Every wait has the world's timeout: a live rank that never arrives makes
+   the call VS_ERR_TIMEOUT on the others, naming it; nothing hangs. */
+
+#define VS_REFORM_LIST 64 // world ranks listed in a vs_reform_info (the counts are whole)
+
+typedef struct vs_reform_info {
+    int epoch;    // reconfigurations the world has taken part in (1 after the first)
+    int nfailed;  // world ranks the survivors agreed have failed in this one
+    int failed[VS_REFORM_LIST];
+    int ndropped; // vs_mesh_shrink: live ranks that left with a failed rank's DP replica
+    int dropped[VS_REFORM_LIST];
+    int njoined;  // vs_world_grow: ranks that came in (replacements, dropped ranks)
+    int joined[VS_REFORM_LIST];
+    int nlive;    // ranks in the world's communicator afterwards
+    int left;     // 1: this rank left (dropped with its replica): it holds no communicator until vs_world_grow
+} vs_reform_info;
+
+/* Collective over the live ranks of the world after a failure (a call that
+   returned VS_ERR_ABORTED or VS_ERR_TIMEOUT): they agree on the failed set
+   (the ranks gone: returned from their function), and the world's
+   communicator becomes a new one over the survivors, in world-rank order
+   (vs_world_rank stays; vs_comm_size(vs_world_comm(w)) is the live count).
+   The old communicators stay aborted: free what was made on them. info may be
+   NULL. Errors: no failure since the last reconfiguration (VS_ERR_STATE: there
+   is nothing to shrink from); a rank that neither arrives nor fails within the
+   timeout (VS_ERR_TIMEOUT naming it; the failure stands, call again); a rank
+   that left (info.left) calls vs_world_grow instead (VS_ERR_STATE). */
+VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info);
+/* vs_world_shrink for a mesh: the failed ranks' whole replicas along `dim`
+   (NULL: "DP") leave too, so every other dim stays whole. *out: the smaller
+   mesh (same dim names, `dim` smaller, the ranks in the old order), or NULL on
+   a rank that left (info->left = 1: it keeps no communicator and may come back
+   with vs_world_grow). The mesh must be over the world's communicator (as
+   vs_parallelize's is) and every live rank calls this, not vs_world_shrink.
+   Errors: a submesh (shrink its root); a mesh shrunk before (VS_ERR_STATE: the
+   smaller mesh it gave is the one to shrink); no failure (VS_ERR_STATE); every
+   replica lost a rank (VS_ERR_STATE naming the failed ranks: no replica holds
+   their part; resume from a checkpoint). m stays the caller's to free. */
+VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_reform_info* info);
+/* Collective over every rank of the job that is alive: the world's members, the
+   ranks that left at a shrink, and replacements (vs_world_respawn): the world's
+   communicator becomes one over all of them, in world-rank order (with every
+   failed rank replaced: the original one). Make the mesh again on it
+   (vs_mesh_init). Ranks already in the world call it at a step boundary, all at
+   the same one: vs_world_joiners says when someone waits. A failure while
+   ranks wait here: VS_ERR_ABORTED on each (the members then shrink; the others
+   call this again). Threads only (else VS_ERR_UNSUPPORTED). */
+VS_API vs_result vs_world_grow(vs_world* w, vs_reform_info* info);
+/* Collective over the world's communicator: *n = ranks waiting in
+   vs_world_grow to come in (the same on every member: the largest any saw). */
+VS_API vs_result vs_world_joiners(vs_world* w, int* n);
+/* Threads (vs_launch): starts a replacement for world rank `rank`, which has
+   failed (its function returned): a new thread runs the job's function with a
+   new world of that rank, where vs_world_joining is 1; it comes in with
+   vs_world_grow. vs_launch waits for it too and reports its result instead of
+   the failed one's. A rank that is alive is VS_ERR_INVALID. Any rank, any time. */
+VS_API vs_result vs_world_respawn(vs_world* w, int rank);
+/* 1 on a replacement's world, and on a rank that left at a shrink, until its
+   vs_world_grow succeeds; 0 otherwise. */
+VS_API int vs_world_joining(const vs_world* w);
 
 // >>kernels ------------------------------------------------------------------
 /* Compiles CUDA C++ `src` at run time with NVRTC for `arch` ("sm_90": a cubin,
@@ -2194,6 +2283,7 @@ struct vs_comm {
     vs_work* qtail;
     int qbusy, qstop, qthread_on;
     pthread_t qthread;
+    vs_comm* rnext; // the world's retired communicators (>>elastic)
     // threads transport
     _vs_tshared* sh;
     const void** srcs; // per-rank scratch pointer tables, size `size`
@@ -2248,6 +2338,14 @@ struct vs_world {
     _vs_hooks hooks;
     vs_comm* comm;
     _vs_tjob* job; // threads transport: the vs_launch job this rank belongs to
+    /* >>elastic: after a reconfiguration the world's communicator is over the
+       live ranks only: wranks[i] is the world rank of its rank i (NULL: i);
+       the communicators it replaced (aborted; meshes made on them may still
+       point at them) wait in `retired` for vs_world_free */
+    int* wranks;
+    int epoch;   // reconfigurations taken (vs_reform_info.epoch)
+    int joining; // a replacement, or a rank that left at a shrink: no communicator until vs_world_grow
+    vs_comm* retired;
     vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
     int ndead;
     void* dead_h[_VS_QUARANTINE];  // other freed handles (vs_free_later), the same way
@@ -3264,6 +3362,17 @@ struct _vs_tjob {
     vs_result cause_res;
     int cause_rank;     // the world rank whose failure it is
     char cause[_VS_CAUSE_MSG];
+    /* Reconfiguration (>>elastic), under mu: who is in the world's communicator
+       (live), who failed and was recovered from (vs_launch leaves them out),
+       each rank's pending arrival at an agreement (tk: the round's answer is
+       written there, NULL: none), the rounds taken (epoch), and the
+       replacements' threads (vs_world_respawn). */
+    pthread_cond_t rcv; // an arrival, an exit, a completed round
+    int* live;
+    int* recovered;
+    struct _vs_rticket** tk;
+    int epoch;
+    struct _vs_textra* extra;
 #ifdef VESCALE_NCCL
     ncclUniqueId id;
 #endif
@@ -3427,6 +3536,7 @@ _VS_PRIVATE void _vs_job_exit(_vs_tjob* job, int rank)
 {
     __atomic_store_n(&job->exited[rank], 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&job->mu);
+    pthread_cond_broadcast(&job->rcv); // (an agreement counts it failed)
     for (_vs_tshared* t = job->comms; t; t = t->jnext) {
         int member = 0;
         for (int i = 0; i < t->n && !member; i++) member = t->granks[i] == rank;
@@ -3447,6 +3557,234 @@ _VS_PRIVATE int _vs_t_gone(const _vs_tshared* s, int g)
     for (int i = 0; i < s->n; i++)
         if (__atomic_load_n(&s->job->exited[s->granks[i]], __ATOMIC_ACQUIRE) && (g < 0 || s->at[i] != g)) return i;
     return -1;
+}
+
+_VS_PRIVATE void _vs_world_retire_comm(vs_world* w);
+
+/* The threads transport's agreement (>>elastic: vs_world_shrink, vs_mesh_shrink,
+   vs_world_grow). It is the job's own memory, so it needs no communicator:
+   each rank arrives with a ticket and waits; the last to make the round
+   complete writes every participant's answer into its ticket. A shrink round
+   is complete when every live rank has arrived or returned from its function
+   (the ones that returned are the failed set: one set, the same for all, and a
+   rank that dies while the others wait joins it instead of being waited for);
+   a grow round when every rank that has not returned has arrived. */
+enum { _VS_REFORM_SHRINK = 1, _VS_REFORM_GROW = 2 };
+
+/* A shrink's choice of who stays (vs_mesh_shrink: not a failed rank's replica):
+   1 when world rank `rank` stays, given the failed set. */
+typedef int (*_vs_keep_fn)(const int* failed, int nfailed, int rank, void* ctx);
+
+typedef struct _vs_rticket {
+    int kind;            // _VS_REFORM_*
+    _vs_keep_fn keep;    // shrink: who stays (NULL: every survivor)
+    void* keep_ctx;
+    int done;            // set by the round's completer, with the rest
+    _vs_tshared* sh;     // the new world communicator's state (NULL: this rank left)
+    int index, n;        // this rank's place in it, and its size
+    vs_reform_info info;
+} _vs_rticket;
+
+_VS_PRIVATE void _vs_rlist(int* list, int* n, int v)
+{
+    if (*n < VS_REFORM_LIST) list[*n] = v;
+    (*n)++;
+}
+
+/* Completes the open round of `kind` when it can (job->mu held): 1 when done. */
+_VS_PRIVATE int _vs_t_reform_complete(_vs_tjob* job, int kind)
+{
+    const int n = job->desc.nranks;
+    int nf = 0, np = 0;
+    int* failed = _VS_HNEW(&job->hooks, int, n);
+    int* stay = _VS_HNEW(&job->hooks, int, n);
+    if (!failed || !stay) {
+        _vs_hfree(&job->hooks, failed);
+        _vs_hfree(&job->hooks, stay);
+        return 0; // (the waiters' deadline ends it)
+    }
+    for (int x = 0; x < n; x++) {
+        int gone = __atomic_load_n(&job->exited[x], __ATOMIC_ACQUIRE);
+        _vs_rticket* t = job->tk[x];
+        if (kind == _VS_REFORM_SHRINK) {
+            if (!job->live[x]) continue;
+            if (gone) failed[nf++] = x;
+            else if (!t || t->kind != kind) goto not_yet;
+            else np++;
+        } else if (!gone) {
+            if (!t || t->kind != kind) goto not_yet;
+            np++;
+        }
+    }
+    if (np == 0) goto not_yet;
+    int ns = 0;
+    _vs_rticket* first = NULL;
+    for (int x = 0; x < n; x++) {
+        _vs_rticket* t = job->tk[x];
+        stay[x] = 0;
+        if (!t || t->kind != kind || __atomic_load_n(&job->exited[x], __ATOMIC_ACQUIRE)) continue;
+        if (kind == _VS_REFORM_SHRINK && !job->live[x]) continue;
+        if (!first) first = t;
+        stay[x] = !first->keep || first->keep(failed, nf, x, first->keep_ctx);
+        ns += stay[x];
+    }
+    int* members = _VS_HNEW(&job->hooks, int, ns ? ns : 1);
+    _vs_tshared* sh = NULL;
+    if (members) {
+        int k = 0;
+        for (int x = 0; x < n; x++)
+            if (stay[x]) members[k++] = x;
+        if (ns) sh = _vs_tshared_new(ns, members, NULL, &job->hooks);
+    }
+    if (!members || (ns && !sh)) {
+        _vs_hfree(&job->hooks, members);
+        goto not_yet;
+    }
+    // registered with the job by hand: _vs_tshared_new would take job->mu, held here
+    if (sh) {
+        sh->job = job;
+        sh->long_spin = n <= _vs_online_cpus();
+        sh->jnext = job->comms;
+        job->comms = sh;
+    }
+    job->epoch++;
+    vs_reform_info ri;
+    memset(&ri, 0, sizeof ri);
+    ri.epoch = job->epoch;
+    ri.nlive = ns;
+    for (int i = 0; i < nf; i++) {
+        _vs_rlist(ri.failed, &ri.nfailed, failed[i]);
+        job->live[failed[i]] = 0;
+        job->recovered[failed[i]] = 1; // (its failure no longer ends the job)
+    }
+    for (int x = 0; x < n; x++) {
+        _vs_rticket* t = job->tk[x];
+        if (!t || t->kind != kind || __atomic_load_n(&job->exited[x], __ATOMIC_ACQUIRE)) continue;
+        if (kind == _VS_REFORM_SHRINK && !job->live[x]) continue;
+        if (kind == _VS_REFORM_SHRINK && !stay[x]) _vs_rlist(ri.dropped, &ri.ndropped, x);
+        if (kind == _VS_REFORM_GROW && !job->live[x]) _vs_rlist(ri.joined, &ri.njoined, x);
+    }
+    int k = 0;
+    for (int x = 0; x < n; x++) {
+        _vs_rticket* t = job->tk[x];
+        if (!t || t->kind != kind || __atomic_load_n(&job->exited[x], __ATOMIC_ACQUIRE)) continue;
+        if (kind == _VS_REFORM_SHRINK && !job->live[x]) continue;
+        t->info = ri;
+        t->info.left = !stay[x];
+        t->sh = stay[x] ? sh : NULL;
+        t->index = stay[x] ? k++ : -1;
+        t->n = ns;
+        t->done = 1;
+        job->tk[x] = NULL;
+    }
+    for (int x = 0; x < n; x++)
+        if (stay[x]) job->live[x] = 1;
+        else if (kind == _VS_REFORM_SHRINK && job->live[x]) job->live[x] = 0;
+    if (kind == _VS_REFORM_SHRINK) __atomic_store_n(&job->failed, 0, __ATOMIC_RELEASE); // recovered
+    pthread_cond_broadcast(&job->rcv);
+    _vs_hfree(&job->hooks, members);
+    _vs_hfree(&job->hooks, failed);
+    _vs_hfree(&job->hooks, stay);
+    return 1;
+not_yet:
+    _vs_hfree(&job->hooks, failed);
+    _vs_hfree(&job->hooks, stay);
+    return 0;
+}
+
+/* "1, 5 and 6": the ranks x of the job with pick(job, x), the first 16. */
+_VS_PRIVATE void _vs_t_reform_missing(_vs_tjob* job, int kind, char* buf, size_t cap)
+{
+    size_t len = 0;
+    int cnt = 0;
+    buf[0] = 0;
+    for (int x = 0; x < job->desc.nranks; x++) {
+        if (__atomic_load_n(&job->exited[x], __ATOMIC_ACQUIRE) || (kind == _VS_REFORM_SHRINK && !job->live[x])) continue;
+        if (job->tk[x] && job->tk[x]->kind == kind) continue;
+        if (++cnt <= 16 && len < cap) len += (size_t)_vs_fmt(buf + len, cap - len, "%s%d", cnt > 1 ? ", " : "", x);
+    }
+    if (cnt > 16 && len < cap) _vs_fmt(buf + len, cap - len, ", ... (%d in all)", cnt);
+}
+
+/* Arrives at an agreement of `kind` and waits for its answer (the world's
+   timeout). On success the world's communicator is the new one (or none: this
+   rank left) and *info the round's answer. */
+_VS_PRIVATE vs_result _vs_t_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info)
+{
+    const char* fn = kind == _VS_REFORM_SHRINK ? "vs_world_shrink" : "vs_world_grow";
+    _vs_tjob* job = w->job;
+    if (!job) return _vs_err(VS_ERR_UNSUPPORTED, "%s: this world is not a vs_launch job's", fn);
+    const int me = w->rank;
+    _vs_rticket tk;
+    memset(&tk, 0, sizeof tk);
+    tk.kind = kind;
+    tk.keep = keep;
+    tk.keep_ctx = ctx;
+    double end = _vs_now() + w->timeout;
+    vs_result r = VS_OK;
+    pthread_mutex_lock(&job->mu);
+    if (kind == _VS_REFORM_SHRINK && !job->live[me])
+        r = _vs_err(VS_ERR_STATE, "%s: world rank %d left the world at a shrink: it comes back with vs_world_grow",
+                    fn, me);
+    else if (kind == _VS_REFORM_SHRINK && !__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE))
+        r = _vs_err(VS_ERR_STATE, "%s: no rank failed since the world's last reconfiguration (epoch %d): nothing to "
+                    "shrink from", fn, job->epoch);
+    else if (kind == _VS_REFORM_GROW && job->live[me] && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE))
+        r = _vs_err_from(job->cause_rank, job->cause, VS_ERR_ABORTED, "%s: a rank failed: shrink first (%s)", fn,
+                         job->cause);
+    if (r) {
+        pthread_mutex_unlock(&job->mu);
+        return r;
+    }
+    job->tk[me] = &tk;
+    pthread_cond_broadcast(&job->rcv);
+    while (!tk.done) {
+        if (_vs_t_reform_complete(job, kind)) continue;
+        if (kind == _VS_REFORM_GROW && job->live[me] && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) {
+            r = _vs_err_from(job->cause_rank, job->cause, VS_ERR_ABORTED, "%s: a rank failed while the world waited to "
+                             "grow: shrink first (%s)", fn, job->cause);
+            break;
+        }
+        double left = end - _vs_now();
+        if (left <= 0) {
+            char miss[256];
+            _vs_t_reform_missing(job, kind, miss, sizeof miss);
+            r = _vs_err(VS_ERR_TIMEOUT, "%s: world rank%s %s neither arrived nor failed within %g s (world rank %d "
+                        "waited)", fn, strchr(miss, ',') ? "s" : "", miss[0] ? miss : "?", w->timeout, me);
+            break;
+        }
+        struct timespec dl = _vs_abs_deadline(left < 0.05 ? left : 0.05);
+        pthread_cond_timedwait(&job->rcv, &job->mu, &dl);
+    }
+    if (!tk.done) job->tk[me] = NULL; // (withdrawn: the round goes on without this arrival)
+    pthread_mutex_unlock(&job->mu);
+    if (r) return r;
+    vs_comm* nc = NULL;
+    if (tk.sh) {
+        nc = _vs_comm_new(w, VS_TRANSPORT_THREADS, tk.index, tk.n);
+        int* wr = nc ? _VS_HNEW(&w->hooks, int, tk.n) : NULL;
+        if (!nc || !wr) {
+            if (nc) _vs_comm_destroy(nc);
+            _vs_hfree(&w->hooks, wr);
+            _vs_tshared_unref(tk.sh);
+            return _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
+        }
+        memcpy(wr, tk.sh->granks, sizeof(int) * (size_t)tk.n);
+        nc->sh = tk.sh;
+        nc->kind = _VS_COMM_WORLD;
+        _vs_fmt(nc->label, sizeof nc->label, "world (epoch %d: %d rank%s)", tk.info.epoch, tk.n, tk.n == 1 ? "" : "s");
+        _vs_hfree(&w->hooks, w->wranks);
+        w->wranks = wr;
+    } else {
+        _vs_hfree(&w->hooks, w->wranks);
+        w->wranks = NULL;
+    }
+    _vs_world_retire_comm(w);
+    w->comm = nc;
+    w->epoch = tk.info.epoch;
+    w->joining = nc == NULL;
+    if (info) *info = tk.info;
+    return VS_OK;
 }
 
 /* "all_reduce #7 (f32 x 1024, sum)": an operation's fingerprint for messages. */
@@ -4155,6 +4493,14 @@ typedef struct _vs_trank {
     int rank;
 } _vs_trank;
 
+/* A replacement rank's thread (vs_world_respawn), joined by vs_launch. */
+typedef struct _vs_textra {
+    pthread_t th;
+    _vs_trank tr;
+    struct _vs_textra* next;
+} _vs_textra;
+
+
 #ifdef VESCALE_NCCL
 _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int device_select, int cuda_device);
 #endif
@@ -4167,12 +4513,15 @@ _VS_PRIVATE void* _vs_rank_main(void* arg)
     vs_result r = VS_OK;
     _vs_err_world(w);
 #ifdef VESCALE_NCCL
-    if (job->desc.transport == VS_TRANSPORT_NCCL)
+    if (job->desc.transport == VS_TRANSPORT_NCCL && !w->joining)
         r = _vs_nccl_world_comm(w, &job->id, VS_DEVICE_BY_LOCAL_RANK, 0);
 #endif
     if (r == VS_OK) r = job->fn(w, job->arg);
     job->results[tr->rank] = r;
-    if (r) {
+    pthread_mutex_lock(&job->mu);
+    int live = job->live[tr->rank]; // (a rank that left at a shrink fails no one)
+    pthread_mutex_unlock(&job->mu);
+    if (r && live) {
         // fail first: the world's queue then drains at once instead of waiting on peers.
         // An error that reports another rank's failure is not a cause of its own.
         char cause[_VS_CAUSE_MSG];
@@ -4228,6 +4577,23 @@ _VS_PRIVATE vs_result _vs_launch_desc_defaults(const vs_launch_desc* d, vs_launc
     return VS_OK;
 }
 
+/* World rank i of a vs_launch job, without its communicator. */
+_VS_PRIVATE vs_world* _vs_launch_world(_vs_tjob* job, int i)
+{
+    const vs_launch_desc* d = &job->desc;
+    int local = d->ranks_per_node ? i % d->ranks_per_node : i;
+    vs_world* w = _vs_world_new(d->transport, i, d->nranks, local, d->timeout_s, &d->logger, d->log_level,
+                                &d->allocator);
+    if (w) { // what vs_world_query_desc reports for a rank of vs_launch
+        vs_world_desc wd;
+        memset(&wd, 0, sizeof wd);
+        wd.logger = d->logger;
+        wd.allocator = d->allocator;
+        _vs_world_keep_desc(w, &wd);
+    }
+    return w;
+}
+
 VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* arg)
 {
     _VS_CHECK_NULL(desc, "desc");
@@ -4238,7 +4604,6 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* a
     const vs_launch_desc* d = &rd;
     int n = rd.nranks;
     vs_transport tr = rd.transport;
-    double timeout = rd.timeout_s;
     vs_log_level level = rd.log_level;
     _vs_tjob job;
     memset(&job, 0, sizeof job);
@@ -4251,12 +4616,17 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* a
     job.worlds = _VS_HNEW(h, vs_world*, n);
     job.results = _VS_HNEW(h, vs_result, n);
     job.exited = _VS_HNEW(h, int, n);
+    job.live = _VS_HNEW(h, int, n);
+    job.recovered = _VS_HNEW(h, int, n);
+    job.tk = _VS_HNEW(h, _vs_rticket*, n);
     pthread_mutex_init(&job.mu, NULL);
+    _vs_cond_init(&job.rcv);
+    for (int i = 0; job.live && i < n; i++) job.live[i] = 1;
     _vs_trank* ranks = _VS_HNEW(h, _vs_trank, n);
     pthread_t* th = _VS_HNEW(h, pthread_t, n);
     vs_result r = VS_OK;
     int started = 0;
-    if (!job.worlds || !job.results || !job.exited || !ranks || !th) {
+    if (!job.worlds || !job.results || !job.exited || !job.live || !job.recovered || !job.tk || !ranks || !th) {
         r = _vs_err(VS_ERR_NOMEM, "vs_launch: out of memory for %d ranks", n);
         goto done;
     }
@@ -4274,15 +4644,7 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* a
         goto done;
     }
     for (int i = 0; i < n; i++) {
-        int local = d->ranks_per_node ? i % d->ranks_per_node : i;
-        vs_world* w = _vs_world_new(tr, i, n, local, timeout, &d->logger, level, &d->allocator);
-        if (w) { // what vs_world_query_desc reports for a rank of vs_launch
-            vs_world_desc wd;
-            memset(&wd, 0, sizeof wd);
-            wd.logger = d->logger;
-            wd.allocator = d->allocator;
-            _vs_world_keep_desc(w, &wd);
-        }
+        vs_world* w = _vs_launch_world(&job, i);
         if (w && tr == VS_TRANSPORT_THREADS) {
             w->comm = _vs_comm_new(w, tr, i, n);
             if (w->comm) {
@@ -4315,6 +4677,15 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* a
         started++;
     }
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (;;) { // the replacements (vs_world_respawn), and theirs
+        pthread_mutex_lock(&job.mu);
+        _vs_textra* x = job.extra;
+        if (x) job.extra = x->next;
+        pthread_mutex_unlock(&job.mu);
+        if (!x) break;
+        pthread_join(x->th, NULL);
+        _vs_hfree(h, x);
+    }
     // the cause: the first rank that failed, aborted, timed out or left peers waiting
     if (r == VS_OK && __atomic_load_n(&job.failed, __ATOMIC_ACQUIRE)) {
         r = job.cause_res ? job.cause_res : VS_ERR_ABORTED;
@@ -4322,13 +4693,17 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* a
     }
     if (r == VS_OK)
         for (int i = 0; i < n; i++)
-            if (job.results[i]) {
+            if (job.results[i] && !job.recovered[i]) { // (a failure the survivors recovered from is not the job's)
                 r = job.results[i];
                 _vs_err(r, "vs_launch: rank %d returned %d (%s)", i, r, vs_result_string(r));
                 break;
             }
 done:
     pthread_mutex_destroy(&job.mu);
+    pthread_cond_destroy(&job.rcv);
+    _vs_hfree(h, job.live);
+    _vs_hfree(h, job.recovered);
+    _vs_hfree(h, job.tk);
     _vs_hfree(h, job.worlds);
     _vs_hfree(h, job.results);
     _vs_hfree(h, job.exited);
@@ -6474,16 +6849,30 @@ VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
     return VS_OK;
 }
 
+/* The world's communicator joins the retired ones (>>elastic: a reconfiguration
+   replaced it; meshes made on it may still use it until they are freed). */
+_VS_PRIVATE void _vs_world_retire_comm(vs_world* w)
+{
+    if (!w->comm) return;
+    w->comm->rnext = w->retired;
+    w->retired = w->comm;
+    w->comm = NULL;
+}
+
 VS_API vs_result vs_world_free(vs_world* w)
 {
     if (!w) return VS_OK;
     if (_vs_err_tls()->world == w) _vs_err_world(NULL);
     if (w->kcache_free) w->kcache_free(w);
     for (int i = 0; i < _VS_QUARANTINE; i++) _vs_hfree(&w->hooks, w->dead[i]), _vs_hfree(&w->hooks, w->dead_h[i]);
-    if (w->comm) {
-        w->comm->kind = _VS_COMM_USER;
-        _vs_comm_destroy(w->comm);
+    _vs_world_retire_comm(w);
+    while (w->retired) {
+        vs_comm* c = w->retired;
+        w->retired = c->rnext;
+        c->kind = _VS_COMM_USER;
+        _vs_comm_destroy(c);
     }
+    _vs_hfree(&w->hooks, w->wranks);
 #ifdef VESCALE_NCCL
     _vs_wd_stop(w); // (every communicator has left it)
 #endif
@@ -7626,6 +8015,7 @@ struct vs_mesh {
     int idhead, idpend;
     vs_mesh* parent; // submeshes: the mesh that made (and frees) this one
     int users;       // handles built on this mesh or its submeshes (DDP, ...) still alive
+    int shrunk;      // >>elastic: the world's reconfiguration that shrank it (0: none)
 };
 
 /* The root of a submesh chain: dependents count there, so freeing the root sees them. */
@@ -7775,8 +8165,8 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
         _vs_hfree(h, m);
         return _vs_err(VS_ERR_NOMEM, "vs_mesh_init: out of memory");
     }
-    if (c == w->comm) {
-        for (int i = 0; i < m->nranks; i++) m->granks[i] = i;
+    if (c == w->comm) { // (its ranks in world order: all of them, or the live ones after a reconfiguration)
+        for (int i = 0; i < m->nranks; i++) m->granks[i] = w->wranks ? w->wranks[i] : i;
     } else { // ranks of a sub-communicator: learn their world ranks
         int32_t mine = (int32_t)w->rank;
         int32_t* all = _VS_HNEW(h, int32_t, m->nranks);
@@ -8194,6 +8584,192 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
     return (int)l;
 }
 
+
+// >>elastic -------------------------------------------------------------------
+
+/* An agreement of `kind` (_VS_REFORM_*) on w: the threads transport's (a
+   vs_launch job's memory); the others cannot yet, and say what is missing. */
+_VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                 const char* fn)
+{
+    if (w->tr == VS_TRANSPORT_THREADS && w->job) return _vs_t_reform(w, kind, keep, ctx, info);
+    if (w->tr == VS_TRANSPORT_MPI)
+        return _vs_err(VS_ERR_UNSUPPORTED, "%s: the MPI transport needs ULFM (MPIX_Comm_agree, MPIX_Comm_shrink) to "
+                       "survive a rank, and this build has none: the job ends on a failure; resume it from a "
+                       "checkpoint on the ranks left (vs_train_load reshards)", fn);
+    return _vs_err(VS_ERR_UNSUPPORTED, "%s: the %s transport cannot reconfigure yet (NCCL: ncclCommRevoke and "
+                   "ncclCommShrink of the world's communicator are not wired): resume from a checkpoint on the ranks "
+                   "left", fn, vs_transport_name(w->tr));
+}
+
+VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info)
+{
+    _VS_CHECK_NULL(w, "world");
+    return _vs_reform(w, _VS_REFORM_SHRINK, NULL, NULL, info, "vs_world_shrink");
+}
+
+/* vs_mesh_shrink's choice: world rank `rank` stays unless a failed rank of the
+   mesh has its coordinate along the dim (ranks outside the mesh stay). */
+typedef struct _vs_keep_mesh {
+    const vs_mesh* m;
+    int dim;
+} _vs_keep_mesh;
+
+_VS_PRIVATE int _vs_mesh_index_of(const vs_mesh* m, int world_rank)
+{
+    for (int i = 0; i < m->nranks; i++)
+        if (m->granks[i] == world_rank) return i;
+    return -1;
+}
+
+_VS_PRIVATE int _vs_keep_replica(const int* failed, int nfailed, int rank, void* ctx)
+{
+    const _vs_keep_mesh* k = (const _vs_keep_mesh*)ctx;
+    int i = _vs_mesh_index_of(k->m, rank), c[VS_MESH_MAX_DIMS], f[VS_MESH_MAX_DIMS];
+    if (i < 0) return 1;
+    _vs_mesh_coord_calc(k->m, i, c);
+    for (int j = 0; j < nfailed; j++) {
+        int fi = _vs_mesh_index_of(k->m, failed[j]);
+        if (fi < 0) continue;
+        _vs_mesh_coord_calc(k->m, fi, f);
+        if (f[k->dim] == c[k->dim]) return 0;
+    }
+    return 1;
+}
+
+VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_reform_info* info)
+{
+    const char* fn = "vs_mesh_shrink";
+    _VS_CHECK_NULL(m, "mesh");
+    _VS_CHECK_NULL(out, "out");
+    *out = NULL;
+    vs_world* w = m->world;
+    if (m->parent) return _vs_err(VS_ERR_INVALID, "%s: a submesh: shrink the mesh it belongs to", fn);
+    if (m->shrunk)
+        return _vs_err(VS_ERR_STATE, "%s: this mesh was shrunk before (at the world's reconfiguration %d): shrink the "
+                       "mesh that gave", fn, m->shrunk);
+    if (m->comm != w->comm)
+        return _vs_err(VS_ERR_INVALID, "%s: the mesh must be over the world's communicator (as vs_parallelize's is): "
+                       "its replicas are chosen among all the world's live ranks", fn);
+    const char* dn = dim ? dim : "DP";
+    int di = -1;
+    for (int i = 0; i < m->ndims; i++)
+        if (!strcmp(m->names[i], dn)) di = i;
+    if (di < 0) {
+        char desc[128];
+        vs_mesh_describe(m, desc, sizeof desc);
+        return _vs_err(VS_ERR_INVALID, "%s: the mesh %s has no dim '%s' to drop replicas along", fn, desc, dn);
+    }
+    _vs_keep_mesh k = {m, di};
+    vs_reform_info ri;
+    _VS_TRY(_vs_reform(w, _VS_REFORM_SHRINK, _vs_keep_replica, &k, &ri, fn));
+    m->shrunk = ri.epoch;
+    if (info) *info = ri;
+    if (ri.left) {
+        if (ri.nlive == 0) {
+            char failed[256] = "";
+            size_t len = 0;
+            for (int i = 0; i < ri.nfailed && i < VS_REFORM_LIST && len < sizeof failed; i++)
+                len += (size_t)_vs_fmt(failed + len, sizeof failed - len, "%s%d", i ? ", " : "", ri.failed[i]);
+            return _vs_err(VS_ERR_STATE, "%s: every replica along %s lost a rank (failed world ranks %s): no replica "
+                           "holds the whole model; resume from a checkpoint (vs_train_load on a new mesh)", fn, dn,
+                           failed);
+        }
+        return VS_OK; // (this rank left with its replica: it comes back with vs_world_grow)
+    }
+    // the new shape: the dim keeps the coordinates some staying rank still has
+    int nd = 0, c[VS_MESH_MAX_DIMS];
+    int* seen = _VS_HNEW(&w->hooks, int, m->shape[di]);
+    if (!seen) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    for (int i = 0; i < w->comm->size; i++) {
+        int mi = _vs_mesh_index_of(m, w->wranks ? w->wranks[i] : i);
+        if (mi < 0) continue;
+        _vs_mesh_coord_calc(m, mi, c);
+        if (!seen[c[di]]) seen[c[di]] = 1, nd++;
+    }
+    _vs_hfree(&w->hooks, seen);
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.ndims = m->ndims;
+    for (int i = 0; i < m->ndims; i++) md.shape[i] = i == di ? nd : m->shape[i], md.dim_names[i] = m->names[i];
+    return vs_mesh_init(w, &md, out);
+}
+
+VS_API vs_result vs_world_grow(vs_world* w, vs_reform_info* info)
+{
+    _VS_CHECK_NULL(w, "world");
+    return _vs_reform(w, _VS_REFORM_GROW, NULL, NULL, info, "vs_world_grow");
+}
+
+VS_API vs_result vs_world_joiners(vs_world* w, int* n)
+{
+    _VS_CHECK_NULL(w, "world");
+    _VS_CHECK_NULL(n, "n");
+    *n = 0;
+    if (!w->comm) return _vs_err(VS_ERR_STATE, "vs_world_joiners: world rank %d is not in the world's communicator "
+                                 "(it left at a shrink, or is a replacement): it joins with vs_world_grow", w->rank);
+    int32_t mine = 0, all = 0;
+    if (w->tr == VS_TRANSPORT_THREADS && w->job) {
+        _vs_tjob* job = w->job;
+        pthread_mutex_lock(&job->mu);
+        for (int x = 0; x < job->desc.nranks; x++)
+            mine += job->tk[x] && job->tk[x]->kind == _VS_REFORM_GROW && !job->live[x];
+        pthread_mutex_unlock(&job->mu);
+    }
+    _VS_TRY(vs_all_reduce(w->comm, &mine, &all, 1, VS_I32, VS_OP_MAX, NULL));
+    *n = all;
+    return VS_OK;
+}
+
+VS_API vs_result vs_world_respawn(vs_world* w, int rank)
+{
+    const char* fn = "vs_world_respawn";
+    _VS_CHECK_NULL(w, "world");
+    _vs_tjob* job = w->job;
+    if (w->tr != VS_TRANSPORT_THREADS || !job)
+        return _vs_err(VS_ERR_UNSUPPORTED, "%s: only a vs_launch job on the threads transport starts replacements "
+                       "(this world is %s)", fn, vs_transport_name(w->tr));
+    if (rank < 0 || rank >= job->desc.nranks)
+        return _vs_err(VS_ERR_INVALID, "%s: rank %d out of range [0, %d)", fn, rank, job->desc.nranks);
+    vs_result r = VS_OK;
+    pthread_mutex_lock(&job->mu);
+    if (!__atomic_load_n(&job->exited[rank], __ATOMIC_ACQUIRE))
+        r = _vs_err(VS_ERR_INVALID, "%s: world rank %d is alive: a replacement comes only for a rank that failed", fn,
+                    rank);
+    else if (job->live[rank])
+        r = _vs_err(VS_ERR_STATE, "%s: world rank %d failed but the survivors have not agreed on it yet: shrink first "
+                    "(vs_mesh_shrink or vs_world_shrink)", fn, rank);
+    _vs_textra* x = r ? NULL : _VS_HNEW(&job->hooks, _vs_textra, 1);
+    vs_world* nw = x ? _vs_launch_world(job, rank) : NULL;
+    if (!r && (!x || !nw)) r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for world rank %d", fn, rank);
+    if (!r) {
+        nw->job = job;
+        nw->joining = 1;
+        nw->epoch = job->epoch;
+        job->worlds[rank] = nw;
+        job->results[rank] = VS_OK;
+        job->recovered[rank] = 0;
+        __atomic_store_n(&job->exited[rank], 0, __ATOMIC_RELEASE);
+        x->tr.job = job;
+        x->tr.rank = rank;
+        if (pthread_create(&x->th, NULL, _vs_rank_main, &x->tr) != 0) {
+            r = _vs_err_backend(VS_ERR_BACKEND, errno, "%s: cannot start a thread for world rank %d", fn, rank);
+            job->worlds[rank] = NULL;
+            job->recovered[rank] = 1;
+            __atomic_store_n(&job->exited[rank], 1, __ATOMIC_RELEASE);
+        } else {
+            x->next = job->extra;
+            job->extra = x;
+            x = NULL, nw = NULL;
+        }
+    }
+    pthread_mutex_unlock(&job->mu);
+    if (nw) vs_world_free(nw);
+    _vs_hfree(&job->hooks, x);
+    return r;
+}
+
+VS_API int vs_world_joining(const vs_world* w) { return w && w->joining; }
 
 // >>kernels --------------------------------------------------------------------
 #if defined(VESCALE_NCCL) && !defined(_VS_MESH_CUDA)
