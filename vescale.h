@@ -691,6 +691,48 @@ VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out);
    while its memory is among its world's last 16 freed handles (vs_free_later);
    past that window it is freed memory (undefined). */
 VS_API vs_result vs_train_free(vs_train* t);
+/* Elastic training (vescale_mesh.h's >>elastic): after vs_mesh_shrink gave a
+   smaller mesh, or vs_world_grow and vs_mesh_init the whole one again, the
+   training state moves onto it in memory, without a restart:
+
+       vs_mesh* small = NULL;
+       r = vs_mesh_shrink(vs_train_mesh(t), "DP", &small, NULL);
+       if (!r && small) r = vs_train_reconfigure(&t, &desc, small, "ckpt/step_000100", NULL);
+
+   Collective over `mesh`'s ranks. *t: this rank's training state from before
+   (it is freed, and *t is the new one), or NULL on a rank that has none (a
+   replacement, a rank that left at a shrink: it frees its own first). desc:
+   the desc the state was made with (its plan's DP is taken from the mesh; PP,
+   TP and everything else stay). The mesh has the dims PP, DP and TP with the
+   plan's PP and TP; the training state takes it over (vs_train_free frees it;
+   on a failure it stays the caller's).
+   Where the state comes from: the ranks whose old state is current (the
+   largest step count among them) hold it. Parameters, and the optimizer
+   state of ZeRO-0 (every DP rank holds all of it), come from a DP peer of the
+   same PP and TP coordinate: on a shrink from this rank's own memory (a copy),
+   on a grow from one holder (a gather over DP). ZeRO-1/2 shard the optimizer
+   state (and bf16/f16 masters) over DP: the ranges a failed rank owned exist
+   nowhere else. They are read from the checkpoint `ckpt` (the whole
+   checkpoint is loaded, and its values kept for those ranges only: they are
+   from the checkpoint's step, logged at warn with the count); with ckpt NULL
+   that is VS_ERR_STATE naming the first lost range and its owner's state.
+   The step count, skipped steps and loss scale continue; the global batch is
+   split over the new DP by vs_train_step (its rows must divide by DP x
+   microbatches); gradients of an unfinished step are dropped (the step is
+   taken again). A data loader attached to the old state (>>data) is not moved:
+   open it again for the new DP rank and seek it. info (may be NULL) gets what
+   was moved. Threads and MPI (host memory) only: on device buffers
+   VS_ERR_UNSUPPORTED (the NCCL transport cannot shrink yet). */
+typedef struct vs_reconfig_info {
+    int64_t steps;       // the step count the state continues from
+    int holders;         // ranks of the mesh whose old state was current
+    int64_t bytes_local; // state bytes this rank copied from its own old state
+    int64_t bytes_moved; // state bytes this rank received from other ranks
+    int64_t lost;        // elements (whole mesh) no live rank held: taken from ckpt
+    double seconds;      // the call's wall time on this rank
+} vs_reconfig_info;
+VS_API vs_result vs_train_reconfigure(vs_train** t, const vs_train_desc* desc, vs_mesh* mesh, const char* ckpt,
+                                      vs_reconfig_info* info);
 
 // >>data -----------------------------------------------------------------------
 
@@ -3603,9 +3645,18 @@ VS_API vs_result vs_train_free(vs_train* t)
     return r;
 }
 
+/* vs_parallelize on `mesh` (NULL: a new (PP, DP, TP) mesh over the world),
+   which the training state takes over (vs_train_free frees it; on a failure
+   it stays the caller's). fn names the caller in messages. */
+_VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mesh* mesh, const char* fn, vs_train** out);
+
 VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out)
 {
-    const char* fn = "vs_parallelize";
+    return _vs_hl_make(w, d, NULL, "vs_parallelize", out);
+}
+
+_VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mesh* mesh, const char* fn, vs_train** out)
+{
     if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
     *out = NULL;
     if (!w || !d || !d->plan) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !w ? "world" : !d ? "desc" : "desc.plan");
@@ -3621,7 +3672,7 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
     const vs_plan* pl = d->plan;
     const vs_model_desc* m = d->model;
     int pp = _vs_hl_sz(pl->pp), dp = _vs_hl_sz(pl->dp), tp = _vs_hl_sz(pl->tp);
-    if (pp * dp * tp != vs_world_size(w))
+    if (!mesh && pp * dp * tp != vs_world_size(w))
         return vs_set_error(VS_ERR_MISMATCH, "%s: the plan's mesh PP=%d x DP=%d x TP=%d is %d ranks, the world has %d", fn,
                             pp, dp, tp, pp * dp * tp, vs_world_size(w));
     vs_train* t = (vs_train*)vs_alloc(w, sizeof *t);
@@ -3660,7 +3711,8 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
     memset(&md, 0, sizeof md);
     md.shape[0] = pp, md.shape[1] = dp, md.shape[2] = tp;
     md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
-    if (!r) r = vs_mesh_init(w, &md, &t->mesh);
+    if (!r && mesh) t->mesh = mesh; // (checked by vs_train_reconfigure)
+    else if (!r) r = vs_mesh_init(w, &md, &t->mesh);
     if (!r && tp > 1) r = vs_mesh_submesh(t->mesh, "TP", &t->tpm);
     if (!r && dp > 1) r = vs_mesh_submesh(t->mesh, "DP", &t->dpm);
     if (!r && pp > 1) r = vs_mesh_submesh(t->mesh, "PP", &t->ppm);
@@ -3902,8 +3954,10 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
         if (ml >= sizeof msg) ml = sizeof msg - 1;
         memcpy(msg, vs_last_error(), ml);
         msg[ml] = 0;
+        if (mesh) t->mesh = NULL; // (the caller's again)
         vs_train_free(t);
-        return vs_set_error(r, "%s%s", strncmp(msg, fn, strlen(fn)) ? "vs_parallelize: " : "", msg);
+        return vs_set_error(r, "%s%s%s", strncmp(msg, fn, strlen(fn)) ? fn : "", strncmp(msg, fn, strlen(fn)) ? ": " : "",
+                            msg);
     }
     *out = t;
     return VS_OK;
@@ -4473,6 +4527,242 @@ VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out)
     }
     _vs_ckpt_index_free(NULL, &ix);
     return r ? r : vs_plan_parse(plan, out);
+}
+
+/* One piece of state vs_train_reconfigure moves: a parameter's values (which
+   NONE) or one of its optimizer states, old and new: where they lie and which
+   flat range of the local shard each holds. */
+typedef struct _vs_hl_move {
+    const char* name;
+    vs_ddp_state which;
+    size_t esize;
+    int64_t n;      // elements of the local shard
+    char* oldp;     // element ob of the old state (NULL: none here)
+    int64_t ob, oe; // [ob, oe): the old state's range here (empty: not a holder)
+    char* newp;     // element nb of the new state
+    int64_t nb, ne;
+} _vs_hl_move;
+
+static const char* const _vs_hl_state_names[] = {"value", "master", "exp_avg", "exp_avg_sq", "momentum", "custom0",
+                                                 "custom1"};
+
+/* The pieces of [0, n) the DP group's members hold, each taken once: member j
+   gives [from[j], to[j]) (empty: none), the first holder of each element in
+   order of their ranges; the elements nobody holds are lost (their count). */
+_VS_HL_PRIVATE int64_t _vs_hl_pieces(const int64_t* rg, int dp, int64_t n, int64_t* from, int64_t* to)
+{
+    int64_t cov = 0;
+    for (int j = 0; j < dp; j++) from[j] = to[j] = 0;
+    int64_t lost = 0;
+    for (;;) { // the member whose range starts first among those reaching past cov
+        int best = -1;
+        for (int j = 0; j < dp; j++)
+            if (rg[4 * j + 1] > cov && rg[4 * j + 1] > rg[4 * j] && (best < 0 || rg[4 * j] < rg[4 * best])) best = j;
+        if (best < 0) break;
+        int64_t b = rg[4 * best] > cov ? rg[4 * best] : cov;
+        lost += b - cov;
+        from[best] = b, to[best] = rg[4 * best + 1];
+        cov = to[best];
+    }
+    return lost + (n > cov ? n - cov : 0);
+}
+
+/* vs_train_reconfigure's move of the state from the old training state (NULL:
+   none here) into nt, the new one on its mesh. */
+_VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const char* ckpt, vs_reconfig_info* inf)
+{
+    const char* fn = "vs_train_reconfigure";
+    vs_world* w = nt->w;
+    vs_comm* mc = vs_mesh_comm(nt->mesh);
+    vs_comm* dc = nt->dpm ? vs_mesh_comm(nt->dpm) : NULL;
+    const int dp = nt->dp, me = nt->dp_rank;
+    // the current state: the largest step count any rank holds, and its counters
+    int64_t steps = old ? vs_ddp_step_count(old->ddp) : -1, top = -1;
+    _VS_TRY(vs_all_reduce(mc, &steps, &top, 1, VS_I64, VS_OP_MAX, NULL));
+    if (top < 0) return vs_set_error(VS_ERR_STATE, "%s: no rank of the mesh holds a training state", fn);
+    int holder = old && steps == top;
+    double cnt[4] = {-1, -1, -1, 0}, all[4];
+    if (holder) cnt[0] = (double)old->skipped, cnt[1] = old->scale, cnt[2] = (double)old->good;
+    _VS_TRY(vs_all_reduce(mc, cnt, all, 3, VS_F64, VS_OP_MAX, NULL));
+    int32_t h = holder, hs = 0;
+    _VS_TRY(vs_all_reduce(mc, &h, &hs, 1, VS_I32, VS_OP_SUM, NULL));
+    inf->steps = top;
+    inf->holders = hs;
+    // the moves, in the new DDP's order: each parameter, then its optimizer states
+    vs_ddp* nd = nt->ddp;
+    int np = vs_ddp_num_params(nd), K = 0;
+    _vs_hl_move* mv = (_vs_hl_move*)vs_alloc(w, sizeof(_vs_hl_move) * (size_t)(np ? np : 1) * 7);
+    if (!mv) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    vs_result r = VS_OK;
+    for (int i = 0; i < np && !r; i++) {
+        const _vs_dparam* q = &nd->params[i];
+        int oi = -1;
+        if (holder) {
+            int ox = _vs_hl_find(old, q->name);
+            oi = ox >= 0 ? old->prm[ox].ddp : -1;
+            if (oi < 0 || vs_ddp_local_numel(old->ddp, oi) != q->numel)
+                r = vs_set_error(VS_ERR_MISMATCH, "%s: \"%s\": the old state holds %s here: PP and TP must stay as they "
+                                 "were", fn, q->name, oi < 0 ? "no shard of it" : "a shard of another size");
+        }
+        for (int s = 0; s < 7 && !r; s++) {
+            vs_ddp_state which = (vs_ddp_state)s;
+            if (s && vs_ddp_has_optim_state(nd, i, which) != 1) continue;
+            _vs_hl_move* m = &mv[K++];
+            memset(m, 0, sizeof *m);
+            m->name = q->name;
+            m->which = which;
+            m->n = q->numel;
+            if (s == 0) {
+                m->esize = vs_dtype_size(q->dtype);
+                m->newp = (char*)_vs_ddp_pat(&nd->buckets[q->bucket], q, q->offset);
+                m->ne = q->numel;
+                if (holder) {
+                    const _vs_dparam* oq = &old->ddp->params[oi];
+                    m->oldp = (char*)_vs_ddp_pat(&old->ddp->buckets[oq->bucket], oq, oq->offset);
+                    m->oe = oq->numel;
+                }
+                continue;
+            }
+            vs_ddp_span sp;
+            m->esize = sizeof(float);
+            r = vs_ddp_optim_state(nd, i, which, &sp);
+            m->newp = (char*)sp.data, m->nb = sp.begin, m->ne = sp.end;
+            if (!r && holder) {
+                r = vs_ddp_optim_state(old->ddp, oi, which, &sp);
+                m->oldp = (char*)sp.data, m->ob = sp.begin, m->oe = sp.end;
+            }
+        }
+    }
+    // every member's ranges (DP group), and what nobody holds any more
+    int64_t* rg = r ? NULL : (int64_t*)vs_alloc(w, sizeof(int64_t) * 4 * (size_t)(K ? K : 1) * (size_t)dp);
+    int64_t* mine = r ? NULL : (int64_t*)vs_alloc(w, sizeof(int64_t) * 4 * (size_t)(K ? K : 1));
+    int64_t *from = r ? NULL : (int64_t*)vs_alloc(w, sizeof(int64_t) * (size_t)dp * 2), *to = from ? from + dp : NULL;
+    if (!r && (!rg || !mine || !from)) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    for (int k = 0; !r && k < K; k++)
+        mine[4 * k] = mv[k].ob, mine[4 * k + 1] = mv[k].oe, mine[4 * k + 2] = mv[k].nb, mine[4 * k + 3] = mv[k].ne;
+    if (!r && dc) r = vs_all_gather(dc, mine, rg, (size_t)K * 4, VS_I64, NULL);
+    else if (!r) memcpy(rg, mine, sizeof(int64_t) * 4 * (size_t)K);
+    int64_t lost = 0, lost_all = 0;
+    char first[300] = "";
+    int64_t* g = r ? NULL : (int64_t*)vs_alloc(w, sizeof(int64_t) * 4 * (size_t)dp); // one move's ranges, by member
+    if (!r && !g) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    for (int k = 0; !r && k < K; k++) {
+        for (int j = 0; j < dp; j++) memcpy(&g[4 * j], &rg[((size_t)j * (size_t)K + (size_t)k) * 4], 4 * sizeof(int64_t));
+        int64_t l = _vs_hl_pieces(g, dp, mv[k].n, from, to);
+        if (l && !first[0])
+            snprintf(first, sizeof first, "the %s of \"%s\" (%lld of its %lld local elements on DP group %d's PP %d, "
+                     "TP %d)", _vs_hl_state_names[mv[k].which], mv[k].name, (long long)l, (long long)mv[k].n, me,
+                     nt->stage, nt->tpm ? vs_mesh_rank(nt->tpm) : 0);
+        lost += l;
+    }
+    int64_t lost_here = me == 0 ? lost : 0; // (each DP group counted once)
+    if (!r) r = vs_all_reduce(mc, &lost_here, &lost_all, 1, VS_I64, VS_OP_SUM, NULL);
+    inf->lost = lost_all;
+    if (!r && lost_all && !ckpt)
+        r = vs_set_error(VS_ERR_STATE, "%s: %lld elements of the state lived only on failed ranks (ZeRO shards the "
+                         "optimizer state over DP; %s): pass the last checkpoint to take those ranges from", fn,
+                         (long long)lost_all, first[0] ? first : "on another PP or TP coordinate");
+    if (!r && lost_all) { // the whole checkpoint, then memory over it: only the lost ranges keep its values
+        r = vs_train_load(nt, ckpt, NULL, 0);
+        if (!r && vs_world_rank(w) == vs_mesh_global_rank(nt->mesh, 0))
+            vs_log(w, VS_LOG_WARN, "%s: %lld state elements no live rank held come from %s (%s...), older than step "
+                   "%lld", fn, (long long)lost_all, ckpt, first[0] ? first : "", (long long)top);
+    }
+    // the data: a copy where every member's new range lies in its old one, else a gather over DP
+    size_t* counts = r ? NULL : (size_t*)vs_alloc(w, sizeof(size_t) * 2 * (size_t)dp);
+    size_t* displs = counts ? counts + dp : NULL;
+    if (!r && !counts) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    for (int k = 0; !r && k < K; k++) {
+        _vs_hl_move* m = &mv[k];
+        int local = 1;
+        for (int j = 0; j < dp; j++) {
+            const int64_t* x = &rg[((size_t)j * (size_t)K + (size_t)k) * 4];
+            memcpy(&g[4 * j], x, 4 * sizeof(int64_t));
+            if (x[3] > x[2] && (x[2] < x[0] || x[3] > x[1])) local = 0;
+        }
+        if (local) {
+            if (m->ne > m->nb) memcpy(m->newp, m->oldp + (size_t)(m->nb - m->ob) * m->esize, (size_t)(m->ne - m->nb) * m->esize);
+            inf->bytes_local += (m->ne - m->nb) * (int64_t)m->esize;
+            continue;
+        }
+        (void)_vs_hl_pieces(g, dp, m->n, from, to);
+        char* full = (char*)vs_alloc(w, (size_t)(m->n ? m->n : 1) * m->esize);
+        if (!full) {
+            r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory (%lld elements of \"%s\")", fn, (long long)m->n, m->name);
+            break;
+        }
+        for (int j = 0; j < dp; j++)
+            counts[j] = (size_t)(to[j] - from[j]) * m->esize, displs[j] = (size_t)from[j] * m->esize;
+        const char* send = counts[me] ? m->oldp + (size_t)(from[me] - m->ob) * m->esize : full;
+        r = vs_all_gatherv(dc, send, full, counts, displs, VS_U8, NULL);
+        for (int j = 0; !r && j < dp; j++) { // the covered parts of this rank's new range
+            int64_t b = from[j] > m->nb ? from[j] : m->nb, e = to[j] < m->ne ? to[j] : m->ne;
+            if (e <= b) continue;
+            memcpy(m->newp + (size_t)(b - m->nb) * m->esize, full + (size_t)b * m->esize, (size_t)(e - b) * m->esize);
+            if (j == me) inf->bytes_local += (e - b) * (int64_t)m->esize;
+            else inf->bytes_moved += (e - b) * (int64_t)m->esize;
+        }
+        vs_free(w, full);
+    }
+    if (!r) { // the counters continue
+        r = vs_ddp_set_step_count(nd, top);
+        nt->skipped = (int64_t)all[0];
+        if (nt->ls.enable) nt->scale = all[1], nt->good = (int64_t)all[2];
+    }
+    vs_free(w, counts);
+    vs_free(w, g);
+    vs_free(w, from);
+    vs_free(w, mine);
+    vs_free(w, rg);
+    vs_free(w, mv);
+    return r;
+}
+
+VS_API vs_result vs_train_reconfigure(vs_train** tp, const vs_train_desc* d, vs_mesh* mesh, const char* ckpt,
+                                      vs_reconfig_info* info)
+{
+    const char* fn = "vs_train_reconfigure";
+    double t0 = _vs_now();
+    if (!tp || !d || !mesh || !d->plan)
+        return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !tp ? "t" : !d ? "desc" : !mesh ? "mesh" : "desc.plan");
+    vs_train* old = *tp;
+    _VS_TRY(_VS_HL_GONE(fn, old));
+    static const char* const dims[3] = {"PP", "DP", "TP"};
+    for (int i = 0; i < 3; i++)
+        if (vs_mesh_ndims(mesh) != 3 || vs_mesh_dim_index(mesh, dims[i]) != i) {
+            char desc[128];
+            vs_mesh_describe(mesh, desc, sizeof desc);
+            return vs_set_error(VS_ERR_INVALID, "%s: the mesh %s must have the dims (PP, DP, TP)", fn, desc);
+        }
+    int pp = _vs_hl_sz(d->plan->pp), tps = _vs_hl_sz(d->plan->tp);
+    if (vs_mesh_size(mesh, "PP") != pp || vs_mesh_size(mesh, "TP") != tps)
+        return vs_set_error(VS_ERR_MISMATCH, "%s: the mesh has PP=%d, TP=%d, the plan PP=%d, TP=%d: only DP changes",
+                            fn, vs_mesh_size(mesh, "PP"), vs_mesh_size(mesh, "TP"), pp, tps);
+    if (vs_comm_device(vs_mesh_comm(mesh)) == 1)
+        return vs_set_error(VS_ERR_UNSUPPORTED, "%s: device buffers (NCCL): the NCCL transport cannot shrink or grow "
+                            "yet; resume from a checkpoint", fn);
+    vs_plan plan = *d->plan;
+    plan.dp = vs_mesh_size(mesh, "DP");
+    vs_train_desc nd = *d;
+    nd.plan = &plan;
+    vs_train* nt = NULL;
+    _VS_TRY(_vs_hl_make(vs_mesh_world(mesh), &nd, mesh, fn, &nt));
+    nt->desc.plan = d->plan; // (as vs_parallelize keeps it: the caller's)
+    vs_reconfig_info inf;
+    memset(&inf, 0, sizeof inf);
+    vs_result r = _vs_hl_move_state(old, nt, ckpt, &inf);
+    if (r) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", vs_last_error());
+        nt->mesh = NULL; // (the caller's again)
+        vs_train_free(nt);
+        return vs_set_error(r, "%s", msg);
+    }
+    if (old) (void)vs_train_free(old); // (its communicators were aborted: what their release says is known)
+    *tp = nt;
+    inf.seconds = _vs_now() - t0;
+    if (info) *info = inf;
+    return VS_OK;
 }
 
 // >>data -----------------------------------------------------------------------
