@@ -1490,6 +1490,9 @@ VS_API vs_result vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_h
 #define MPICH_SKIP_MPICXX 1
 #endif
 #include <mpi.h>
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h> /* (Open MPI's extensions: ULFM's MPIX_ calls where it was built with them) */
+#endif
 #endif
 #ifdef VESCALE_NCCL
 #include <cuda_runtime.h>
@@ -8593,10 +8596,16 @@ _VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* 
                                  const char* fn)
 {
     if (w->tr == VS_TRANSPORT_THREADS && w->job) return _vs_t_reform(w, kind, keep, ctx, info);
-    if (w->tr == VS_TRANSPORT_MPI)
-        return _vs_err(VS_ERR_UNSUPPORTED, "%s: the MPI transport needs ULFM (MPIX_Comm_agree, MPIX_Comm_shrink) to "
-                       "survive a rank, and this build has none: the job ends on a failure; resume it from a "
-                       "checkpoint on the ranks left (vs_train_load reshards)", fn);
+    if (w->tr == VS_TRANSPORT_MPI) {
+#if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
+        const char* why = "this MPI has ULFM, but vescale's MPI transport does not use it yet";
+#else
+        const char* why = "this build's MPI has no ULFM (MPIX_Comm_agree, MPIX_Comm_shrink: Open MPI 5 or MPICH "
+                          "built with it)";
+#endif
+        return _vs_err(VS_ERR_UNSUPPORTED, "%s: the MPI transport cannot survive a rank: %s; the job ends on a "
+                       "failure: resume it from a checkpoint on the ranks left (vs_train_load reshards)", fn, why);
+    }
     return _vs_err(VS_ERR_UNSUPPORTED, "%s: the %s transport cannot reconfigure yet (NCCL: ncclCommRevoke and "
                    "ncclCommShrink of the world's communicator are not wired): resume from a checkpoint on the ranks "
                    "left", fn, vs_transport_name(w->tr));
