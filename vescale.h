@@ -721,8 +721,8 @@ VS_API vs_result vs_train_free(vs_train* t);
    microbatches); gradients of an unfinished step are dropped (the step is
    taken again). A data loader attached to the old state (>>data) is not moved:
    open it again for the new DP rank and seek it. info (may be NULL) gets what
-   was moved. Threads and MPI (host memory) only: on device buffers
-   VS_ERR_UNSUPPORTED (the NCCL transport cannot shrink yet). */
+   was moved. On GPUs the state moves in device memory (copies and a gather
+   over the DP communicator; a few host values are staged through the device). */
 typedef struct vs_reconfig_info {
     int64_t steps;       // the step count the state continues from
     int holders;         // ranks of the mesh whose old state was current
@@ -4567,6 +4567,50 @@ _VS_HL_PRIVATE int64_t _vs_hl_pieces(const int64_t* rg, int dp, int64_t n, int64
     return lost + (n > cov ? n - cov : 0);
 }
 
+/* vs_train_reconfigure's collectives of a few host values on c (gather 1: an
+   all-gather; 0: an all-reduce with op). Device buffers (NCCL takes nothing
+   else): staged through device memory on c's stream, read back with its
+   deadline (not a steady-state step: the allocation and the wait are fine). */
+_VS_HL_PRIVATE vs_result _vs_hl_hcoll(vs_train* t, vs_comm* c, int gather, const void* send, void* recv, size_t count,
+                                      vs_dtype dt, vs_op op)
+{
+    if (!t->dev) return gather ? vs_all_gather(c, send, recv, count, dt, NULL) : vs_all_reduce(c, send, recv, count, dt, op, NULL);
+#ifdef VESCALE_NCCL
+    size_t sb = count * vs_dtype_size(dt), rb = gather ? sb * (size_t)vs_comm_size(c) : sb;
+    char* d = (char*)vs_device_alloc(t->w, sb + rb + 1);
+    if (!d) return vs_set_error(VS_ERR_NOMEM, "vs_train_reconfigure: %zu bytes of device memory", sb + rb);
+    cudaStream_t st = (cudaStream_t)vs_comm_stream(c);
+    cudaError_t e = cudaMemcpyAsync(d, send, sb, cudaMemcpyHostToDevice, st);
+    vs_result r = e != cudaSuccess ? vs_cuda_error((int)e, "vs_train_reconfigure", "staging host values")
+                  : gather         ? vs_all_gather(c, d, d + sb, count, dt, NULL)
+                                   : vs_all_reduce(c, d, d + sb, count, dt, op, NULL);
+    if (!r && (e = cudaMemcpyAsync(recv, d + sb, rb, cudaMemcpyDeviceToHost, st)) != cudaSuccess)
+        r = vs_cuda_error((int)e, "vs_train_reconfigure", "reading host values back");
+    if (!r) r = vs_sync_stream(c, NULL);
+    vs_device_free(t->w, d);
+    return r;
+#else
+    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_train_reconfigure: device buffers without VESCALE_NCCL");
+#endif
+}
+
+/* A copy of state bytes: host memory, or device memory on GPUs (after the
+   collectives that wrote src: the caller synchronised their stream). */
+_VS_HL_PRIVATE vs_result _vs_hl_copy(vs_train* t, void* dst, const void* src, size_t bytes)
+{
+    if (!bytes) return VS_OK;
+    if (!t->dev) {
+        memcpy(dst, src, bytes);
+        return VS_OK;
+    }
+#ifdef VESCALE_NCCL
+    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice);
+    return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "vs_train_reconfigure", "copying state");
+#else
+    return VS_ERR_UNSUPPORTED;
+#endif
+}
+
 /* vs_train_reconfigure's move of the state from the old training state (NULL:
    none here) into nt, the new one on its mesh. */
 _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const char* ckpt, vs_reconfig_info* inf)
@@ -4576,16 +4620,19 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
     vs_comm* mc = vs_mesh_comm(nt->mesh);
     vs_comm* dc = nt->dpm ? vs_mesh_comm(nt->dpm) : NULL;
     const int dp = nt->dp, me = nt->dp_rank;
+#ifdef VESCALE_NCCL
+    if (old && old->dev && old->stream) cudaStreamSynchronize((cudaStream_t)old->stream); // (its state is read below)
+#endif
     // the current state: the largest step count any rank holds, and its counters
     int64_t steps = old ? vs_ddp_step_count(old->ddp) : -1, top = -1;
-    _VS_TRY(vs_all_reduce(mc, &steps, &top, 1, VS_I64, VS_OP_MAX, NULL));
+    _VS_TRY(_vs_hl_hcoll(nt, mc, 0, &steps, &top, 1, VS_I64, VS_OP_MAX));
     if (top < 0) return vs_set_error(VS_ERR_STATE, "%s: no rank of the mesh holds a training state", fn);
     int holder = old && steps == top;
     double cnt[4] = {-1, -1, -1, 0}, all[4];
     if (holder) cnt[0] = (double)old->skipped, cnt[1] = old->scale, cnt[2] = (double)old->good;
-    _VS_TRY(vs_all_reduce(mc, cnt, all, 3, VS_F64, VS_OP_MAX, NULL));
+    _VS_TRY(_vs_hl_hcoll(nt, mc, 0, cnt, all, 3, VS_F64, VS_OP_MAX));
     int32_t h = holder, hs = 0;
-    _VS_TRY(vs_all_reduce(mc, &h, &hs, 1, VS_I32, VS_OP_SUM, NULL));
+    _VS_TRY(_vs_hl_hcoll(nt, mc, 0, &h, &hs, 1, VS_I32, VS_OP_SUM));
     inf->steps = top;
     inf->holders = hs;
     // the moves, in the new DDP's order: each parameter, then its optimizer states
@@ -4640,7 +4687,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
     if (!r && (!rg || !mine || !from)) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     for (int k = 0; !r && k < K; k++)
         mine[4 * k] = mv[k].ob, mine[4 * k + 1] = mv[k].oe, mine[4 * k + 2] = mv[k].nb, mine[4 * k + 3] = mv[k].ne;
-    if (!r && dc) r = vs_all_gather(dc, mine, rg, (size_t)K * 4, VS_I64, NULL);
+    if (!r && dc) r = _vs_hl_hcoll(nt, dc, 1, mine, rg, (size_t)K * 4, VS_I64, VS_OP_SUM);
     else if (!r) memcpy(rg, mine, sizeof(int64_t) * 4 * (size_t)K);
     int64_t lost = 0, lost_all = 0;
     char first[300] = "";
@@ -4656,7 +4703,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
         lost += l;
     }
     int64_t lost_here = me == 0 ? lost : 0; // (each DP group counted once)
-    if (!r) r = vs_all_reduce(mc, &lost_here, &lost_all, 1, VS_I64, VS_OP_SUM, NULL);
+    if (!r) r = _vs_hl_hcoll(nt, mc, 0, &lost_here, &lost_all, 1, VS_I64, VS_OP_SUM);
     inf->lost = lost_all;
     if (!r && lost_all && !ckpt)
         r = vs_set_error(VS_ERR_STATE, "%s: %lld elements of the state lived only on failed ranks (ZeRO shards the "
@@ -4681,12 +4728,14 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
             if (x[3] > x[2] && (x[2] < x[0] || x[3] > x[1])) local = 0;
         }
         if (local) {
-            if (m->ne > m->nb) memcpy(m->newp, m->oldp + (size_t)(m->nb - m->ob) * m->esize, (size_t)(m->ne - m->nb) * m->esize);
+            if (m->ne > m->nb)
+                r = _vs_hl_copy(nt, m->newp, m->oldp + (size_t)(m->nb - m->ob) * m->esize, (size_t)(m->ne - m->nb) * m->esize);
             inf->bytes_local += (m->ne - m->nb) * (int64_t)m->esize;
             continue;
         }
         (void)_vs_hl_pieces(g, dp, m->n, from, to);
-        char* full = (char*)vs_alloc(w, (size_t)(m->n ? m->n : 1) * m->esize);
+        size_t fb = (size_t)(m->n ? m->n : 1) * m->esize;
+        char* full = (char*)(nt->dev ? vs_device_alloc(w, fb) : vs_alloc(w, fb));
         if (!full) {
             r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory (%lld elements of \"%s\")", fn, (long long)m->n, m->name);
             break;
@@ -4695,14 +4744,17 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
             counts[j] = (size_t)(to[j] - from[j]) * m->esize, displs[j] = (size_t)from[j] * m->esize;
         const char* send = counts[me] ? m->oldp + (size_t)(from[me] - m->ob) * m->esize : full;
         r = vs_all_gatherv(dc, send, full, counts, displs, VS_U8, NULL);
+        if (!r && nt->dev) r = vs_sync_stream(dc, NULL); // (the copies below read what it wrote)
         for (int j = 0; !r && j < dp; j++) { // the covered parts of this rank's new range
             int64_t b = from[j] > m->nb ? from[j] : m->nb, e = to[j] < m->ne ? to[j] : m->ne;
             if (e <= b) continue;
-            memcpy(m->newp + (size_t)(b - m->nb) * m->esize, full + (size_t)b * m->esize, (size_t)(e - b) * m->esize);
+            r = _vs_hl_copy(nt, m->newp + (size_t)(b - m->nb) * m->esize, full + (size_t)b * m->esize,
+                            (size_t)(e - b) * m->esize);
             if (j == me) inf->bytes_local += (e - b) * (int64_t)m->esize;
             else inf->bytes_moved += (e - b) * (int64_t)m->esize;
         }
-        vs_free(w, full);
+        if (nt->dev) vs_device_free(w, full);
+        else vs_free(w, full);
     }
     if (!r) { // the counters continue
         r = vs_ddp_set_step_count(nd, top);
@@ -4738,9 +4790,6 @@ VS_API vs_result vs_train_reconfigure(vs_train** tp, const vs_train_desc* d, vs_
     if (vs_mesh_size(mesh, "PP") != pp || vs_mesh_size(mesh, "TP") != tps)
         return vs_set_error(VS_ERR_MISMATCH, "%s: the mesh has PP=%d, TP=%d, the plan PP=%d, TP=%d: only DP changes",
                             fn, vs_mesh_size(mesh, "PP"), vs_mesh_size(mesh, "TP"), pp, tps);
-    if (vs_comm_device(vs_mesh_comm(mesh)) == 1)
-        return vs_set_error(VS_ERR_UNSUPPORTED, "%s: device buffers (NCCL): the NCCL transport cannot shrink or grow "
-                            "yet; resume from a checkpoint", fn);
     vs_plan plan = *d->plan;
     plan.dp = vs_mesh_size(mesh, "DP");
     vs_train_desc nd = *d;
