@@ -9,7 +9,8 @@
    execution is the host build of the same kernel text.
 
    What it enforces, each failure reported on stderr as
-   "vs_strict: VIOLATION <class>: <what>" (and counted: vs_strict_violations()):
+   "vs_strict: VIOLATION <class>: <what>" (and counted: vs_strict_violations(),
+   by class vs_strict_violations_of(class)):
    - Device memory is not host memory. cudaMalloc returns an address in a
      PROT_NONE view of a memfd; kernels, copies and collectives work through a
      second, read-write view of the same pages. Host code that touches device
@@ -297,6 +298,14 @@ static double st_now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The violations by class (cls: a string literal), for vs_strict_violations_of. */
+#define ST_NCLASS 48
+static struct {
+    const char* cls;
+    long n;
+} st_vclass[ST_NCLASS];
+static pthread_mutex_t st_vmu = PTHREAD_MUTEX_INITIALIZER;
+
 static void st_violation(const char* cls, const char* fmt, ...)
 {
     char msg[480];
@@ -306,12 +315,28 @@ static void st_violation(const char* cls, const char* fmt, ...)
     va_end(ap);
     fprintf(stderr, "vs_strict: VIOLATION %s: %s\n", cls, msg);
     fflush(stderr);
+    pthread_mutex_lock(&st_vmu);
+    for (int i = 0; i < ST_NCLASS; i++)
+        if (!st_vclass[i].cls || !strcmp(st_vclass[i].cls, cls)) {
+            st_vclass[i].cls = cls, st_vclass[i].n++;
+            break;
+        }
+    pthread_mutex_unlock(&st_vmu);
     if (__atomic_fetch_add(&st_nviol, 1, __ATOMIC_SEQ_CST) == 0)
         snprintf(st_first_viol, sizeof st_first_viol, "%s: %s", cls, msg);
 }
 
 /* What the tests read. */
 static __attribute__((unused)) long vs_strict_violations(void) { return __atomic_load_n(&st_nviol, __ATOMIC_SEQ_CST); }
+static __attribute__((unused)) long vs_strict_violations_of(const char* cls)
+{
+    long n = 0;
+    pthread_mutex_lock(&st_vmu);
+    for (int i = 0; i < ST_NCLASS && st_vclass[i].cls; i++)
+        if (!strcmp(st_vclass[i].cls, cls)) n = st_vclass[i].n;
+    pthread_mutex_unlock(&st_vmu);
+    return n;
+}
 static __attribute__((unused)) const char* vs_strict_first_violation(void) { return st_first_viol; }
 static __attribute__((unused)) vs_strict_counts vs_strict_get_counts(void)
 {
@@ -323,10 +348,14 @@ static __attribute__((unused)) vs_strict_counts vs_strict_get_counts(void)
 
 /* A wait of the stand-in's that passed its deadline: say what every stream
    waits for, then end the process (the hardware would hang forever). */
+static const char* st_nccl_hang_note(void* bcomm); /* vs_strict_nccl.h */
 static void st_hang(const char* what)
 {
     char buf[2048];
-    int k = snprintf(buf, sizeof buf, "%s did not finish within %.0f s (streams:", what, st_hang_s);
+    const char* note = ""; /* first: the report is cut at st_violation's length */
+    for (struct CUstream_st* s = st_streams; s; s = s->next)
+        if (s->enq > s->done && s->bcomm && *st_nccl_hang_note(s->bcomm)) note = st_nccl_hang_note(s->bcomm);
+    int k = snprintf(buf, sizeof buf, "%s did not finish within %.0f s%s (streams:", what, st_hang_s, note);
     for (struct CUstream_st* s = st_streams; s && k < (int)sizeof buf - 100; s = s->next)
         if (s->enq > s->done)
             k += snprintf(buf + k, sizeof buf - (size_t)k, " [stream %ld, device %d: %ld pending, at %s]", s->id, s->dev,
