@@ -50,6 +50,25 @@
      collectives (class nccl-mismatch). Sums start at a rank that rotates with
      every collective (no rank-order promise) and round to the dtype after each
      addition; ncclAvg on floats pre-multiplies by 1/n.
+   - NCCL's fault tolerance (2.28): ncclCommRevoke stops the caller's in-flight
+     and queued operations on the communicator (their kernels end writing
+     nothing; non-blocking: ncclInProgress until they have stopped, then
+     ncclSuccess, an earlier async error reset as NCCL's revoke job does) and
+     refuses its collectives, send/recv, finalize and a second revoke (class
+     use-after-revoke). It is local, as NCCL's: a peer that does not revoke
+     stays blocked, and the hang report says a peer revoked. ncclCommShrink:
+     the ranks not excluded, in their order, call it and nobody waits for the
+     excluded (a dead rank never calls); NCCL_SHRINK_ABORT first stops the
+     parent's operations; the list is sorted in place, as NCCL does; the child
+     takes its config or, NULL, the parent's, and the call blocks as the parent
+     does (ncclCommSplit too). Reported: different lists (nccl-mismatch: every
+     caller fails, no hang), an excluded rank calling (nccl-shrink-excluded),
+     a rank outside or twice in the list (nccl-shrink-list), undefined flag
+     bits (nccl-flags), NCCL_SHRINK_DEFAULT with the parent's operations in
+     flight (nccl-shrink-busy), a shrink before the parent settled, e.g. during
+     a non-blocking revoke (nccl-not-ready, ncclInvalidArgument as NCCL's
+     ncclCommEnsureReady). A parent's async error is returned, as NCCL 2.28
+     does even with NCCL_SHRINK_ABORT: revoke first.
    - Missing waits (class missing-wait, tests/strict/vs_strict_race.h): a
      happens-before check with vector clocks over streams (stream order,
      events, the legacy stream's implicit waits, host waits, collectives):
@@ -90,7 +109,15 @@
    for itself, so work handed to another thread after a host wait may be
    reported), does not order ranks by send/recv, takes a strided kernel
    argument's envelope, and tracks device memory only (not pinned host
-   memory an asynchronous copy still uses while the host touches it). */
+   memory an asynchronous copy still uses while the host touches it). Of
+   NCCL's fault tolerance: no failure is ever detected (a dead rank is a
+   thread that stops calling: its peers block, with no ncclRemoteError, RAS or
+   timeout; the program must learn of it itself); no resources, so
+   splitShare/shrinkShare and what a revoke frees are not modelled; a blocking
+   revoke, or NCCL_SHRINK_ABORT, waits for the communicator's queued
+   operations to reach the head of their streams (NCCL synchronises its own
+   streams); ncclCommSplit does not check that its parent settled; no
+   ncclCommGrow, ncclCommSuspend or ncclCommResume (NCCL 2.29). */
 #ifndef VS_STRICT_H
 #define VS_STRICT_H
 

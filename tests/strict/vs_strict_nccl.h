@@ -1,7 +1,10 @@
 /* tests/strict/vs_strict_nccl.h - the stand-in NCCL of tests/strict/vs_strict.h
    (included by it; see its top comment). Ranks are threads of one process;
    a communicator's operations run on the caller's stream's worker, each
-   blocking that stream until its peers arrive, as an NCCL kernel does. */
+   blocking that stream until its peers arrive, as an NCCL kernel does. A rank's
+   abort, revoke or NCCL_SHRINK_ABORT stops its own operations only (st_stopped:
+   NCCL's abort flag), as on the GPU; split and shrink meet their ranks' calls
+   in an instance per call (st_split), made by the last to arrive. */
 
 typedef struct st_clique st_clique;
 
