@@ -39,6 +39,7 @@ typedef struct scen {
     int mode;              /* M_* */
     int blocking;          /* the world communicator's mode */
     int reverse_odd;       /* odd ranks pass the exclude list in descending order */
+    int p2p;               /* what the dead rank leaves blocked: a send to it and a receive from it */
     ncclUniqueId id;
 } scen;
 
@@ -245,11 +246,19 @@ static void* recover_rank(rank_arg* a)
     check_comm(c, me, s->n, 0, st, &e.b); /* the world works */
     if (s->dead >> me & 1) return NULL; /* dies: never calls again */
 
+    int excl[8], nexcl = sorted_list(s->dead, excl);
     bufs_fill(&stuck, me, st);
-    VT_CHECK(ncclAllReduce(stuck.sb, stuck.rb, NV, ncclFloat32, ncclSum, c, st) == ncclSuccess, "rank %d: all-reduce", me);
+    if (s->p2p) {
+        ncclGroupStart();
+        ncclSend(stuck.sb, NV, ncclFloat32, excl[0], c, st);
+        ncclRecv(stuck.rb, NV, ncclFloat32, excl[0], c, st);
+        VT_CHECK(ncclGroupEnd() == (s->blocking ? ncclSuccess : ncclInProgress), "rank %d: send/recv", me);
+    } else {
+        VT_CHECK(ncclAllReduce(stuck.sb, stuck.rb, NV, ncclFloat32, ncclSum, c, st) == ncclSuccess, "rank %d: all-reduce",
+                 me);
+    }
     wait_blocked(me);
 
-    int excl[8], nexcl = sorted_list(s->dead, excl);
     if (s->reverse_odd && me % 2)
         for (int i = 0; i < nexcl / 2; i++) {
             int t = excl[i];
@@ -295,11 +304,11 @@ static void* recover_rank(rank_arg* a)
     return NULL;
 }
 
-static void recover(int n, unsigned dead, int mode, int blocking, int reverse_odd)
+static void recover(int n, unsigned dead, int mode, int blocking, int reverse_odd, int p2p)
 {
     scen s;
     memset(&s, 0, sizeof s);
-    s.n = n, s.dead = dead, s.mode = mode, s.blocking = blocking, s.reverse_odd = reverse_odd;
+    s.n = n, s.dead = dead, s.mode = mode, s.blocking = blocking, s.reverse_odd = reverse_odd, s.p2p = p2p;
     vsnap v = vsnap_take("nccl-shrink-busy", NULL);
     run_ranks(&s, recover_rank);
     vsnap_check(v, mode == M_BUSY ? n - __builtin_popcount(dead) : 0, 0); /* one per survivor */
@@ -489,21 +498,25 @@ int main(void)
     setenv("VS_STRICT_DELAY_US", "50", 0); /* a random delay before every stream operation */
     setenv("VS_STRICT_HANG_S", "60", 0);   /* a stand-in wait that long is a hang: reported, then exit */
     VT_CASE("shrink/revoke: 8 ranks, rank 5 dies mid all-reduce; the 7 revoke, shrink, and reduce exactly",
-            recover(8, 1u << 5, M_REVOKE, 1, 0));
+            recover(8, 1u << 5, M_REVOKE, 1, 0, 0));
     VT_CASE("shrink/abort: 8 ranks, rank 5 dies mid all-reduce; NCCL_SHRINK_ABORT stops it, no revoke",
-            recover(8, 1u << 5, M_ABORT, 1, 0));
+            recover(8, 1u << 5, M_ABORT, 1, 0, 0));
     VT_CASE("shrink/two failures: ranks 2 and 6 die; lists in either order, sorted in place",
-            recover(8, 1u << 2 | 1u << 6, M_REVOKE, 1, 1));
+            recover(8, 1u << 2 | 1u << 6, M_REVOKE, 1, 1, 0));
     VT_CASE("shrink/non-blocking: revoke answers ncclInProgress, settles; the child inherits non-blocking",
-            recover(8, 1u << 3, M_REVOKE, 0, 0));
+            recover(8, 1u << 3, M_REVOKE, 0, 0, 0));
     VT_CASE("shrink/non-blocking abort: NCCL_SHRINK_ABORT on non-blocking communicators, two failures",
-            recover(8, 1u << 0 | 1u << 7, M_ABORT, 0, 1));
+            recover(8, 1u << 0 | 1u << 7, M_ABORT, 0, 1, 0));
+    VT_CASE("shrink/p2p: a send to and a receive from the dead rank stop on revoke, nothing received",
+            recover(4, 1u << 1, M_REVOKE, 1, 0, 1));
+    VT_CASE("shrink/p2p abort: the same on non-blocking communicators, stopped by NCCL_SHRINK_ABORT",
+            recover(4, 1u << 2, M_ABORT, 0, 0, 1));
     VT_CASE("shrink/config: a non-blocking parent, a child configured blocking; a live rank left out",
             nonblocking_config_case());
     VT_CASE("shrink/async error: the parent's error returned by the shrink until a revoke resets it",
             async_error_case());
     VT_CASE("misuse/default shrink with the parent's all-reduce in flight: nccl-shrink-busy on each of 3",
-            recover(4, 1u << 3, M_BUSY, 1, 0));
+            recover(4, 1u << 3, M_BUSY, 1, 0, 0));
     VT_CASE("misuse/mismatched exclude lists: nccl-mismatch once, every caller fails, no hang",
             misuse_case(4, U_MISMATCH, "nccl-mismatch", 1, NULL, 0));
     VT_CASE("misuse/an excluded rank calls ncclCommShrink: nccl-shrink-excluded, the others' child works",

@@ -640,24 +640,22 @@ ST_C ncclResult_t ncclCommShrink(ncclComm_t c, int* excl, int nexcl, ncclComm_t*
         memcpy(sp->excl, excl, (size_t)nexcl * sizeof(int));
         sp->nexcl = nexcl, sp->first = me;
     }
-    if (differ && !sp->failed) {
-        st_rank_list(theirs, sizeof theirs, sp->excl, sp->nexcl);
-        pthread_mutex_unlock(&st_mu);
-        st_violation("nccl-mismatch",
-                     "ncclCommShrink %ld of a communicator of %d: rank %d excludes %s, rank %d excludes %s (every "
-                     "caller must pass the same ranks; NCCL would hang or make mismatched communicators)",
-                     sp->seq, n, sp->first, theirs, me, mine);
-        pthread_mutex_lock(&st_mu);
-        if (!sp->done) { /* the callers so far fail with it */
+    if (differ || sp->failed) {
+        int report = differ && !sp->failed; /* once per shrink, or per late caller of one made */
+        if (report) st_rank_list(theirs, sizeof theirs, sp->excl, sp->nexcl);
+        if (report && !sp->done) { /* the callers so far fail with it */
             sp->failed = 1, sp->done = 1;
             for (int r = 0; r < n; r++)
                 if (sp->slot[r]) cq->ranks[r]->async = ncclInvalidUsage;
             pthread_cond_broadcast(&st_cv);
         }
-    }
-    if (differ || sp->failed) {
         c->async = ncclInvalidUsage;
         pthread_mutex_unlock(&st_mu);
+        if (report)
+            st_violation("nccl-mismatch",
+                         "ncclCommShrink %ld of a communicator of %d: rank %d excludes %s, rank %d excludes %s (every "
+                         "caller must pass the same ranks; NCCL would hang or make mismatched communicators)",
+                         sp->seq, n, sp->first, theirs, me, mine);
         return c->blocking ? ncclInvalidUsage : ncclSuccess;
     }
     sp->color[me] = 0, sp->key[me] = me, sp->slot[me] = out, sp->blocking[me] = st_child_blocking(c, cfg);
