@@ -2,8 +2,8 @@
 # The strict stand-in's negative suite: runs each program of tests/strict/neg/
 # (built by make into $B/strict_neg_<name>; this script builds nothing) and checks
 # that the stand-in reported its bug by class ("vs_strict: VIOLATION <class>"),
-# that the program ended as expected (status 0, or 86 for the host-access fault),
-# and that the control reported nothing (nor did a sanitizer). Prints
+# that the program ended as expected (status 0, 86 for the host-access fault, 87
+# for a hang), and that the control reported nothing (nor did a sanitizer). Prints
 # "ok strict-neg/<class>" or "not ok ..." per program.
 set -u
 B=${B:-build}
@@ -20,7 +20,9 @@ missing_wait_kernel missing-wait 0 missing-wait/kernel
 cross_device cross-device 0 cross-device/stream
 cross_device_mem cross-device 0 cross-device/memory
 free_during_collective free-during-collective 0 free-during-collective
-nccl_threads nccl-threads 0 nccl-threads"
+nccl_threads nccl-threads 0 nccl-threads
+use_after_revoke use-after-revoke 0 use-after-revoke
+revoke_one_rank hang 87 hang/revoke-is-local"
 
 if ! [ -x "$B/strict_neg_control" ]; then
     echo "skip strict-neg: not built (no CUDA toolkit with NVRTC and nccl.h)"

@@ -9,7 +9,8 @@
    execution is the host build of the same kernel text.
 
    What it enforces, each failure reported on stderr as
-   "vs_strict: VIOLATION <class>: <what>" (and counted: vs_strict_violations()):
+   "vs_strict: VIOLATION <class>: <what>" (and counted: vs_strict_violations(),
+   by class vs_strict_violations_of(class)):
    - Device memory is not host memory. cudaMalloc returns an address in a
      PROT_NONE view of a memfd; kernels, copies and collectives work through a
      second, read-write view of the same pages. Host code that touches device
@@ -49,6 +50,25 @@
      collectives (class nccl-mismatch). Sums start at a rank that rotates with
      every collective (no rank-order promise) and round to the dtype after each
      addition; ncclAvg on floats pre-multiplies by 1/n.
+   - NCCL's fault tolerance (2.28): ncclCommRevoke stops the caller's in-flight
+     and queued operations on the communicator (their kernels end writing
+     nothing; non-blocking: ncclInProgress until they have stopped, then
+     ncclSuccess, an earlier async error reset as NCCL's revoke job does) and
+     refuses its collectives, send/recv, finalize and a second revoke (class
+     use-after-revoke). It is local, as NCCL's: a peer that does not revoke
+     stays blocked, and the hang report says a peer revoked. ncclCommShrink:
+     the ranks not excluded, in their order, call it and nobody waits for the
+     excluded (a dead rank never calls); NCCL_SHRINK_ABORT first stops the
+     parent's operations; the list is sorted in place, as NCCL does; the child
+     takes its config or, NULL, the parent's, and the call blocks as the parent
+     does (ncclCommSplit too). Reported: different lists (nccl-mismatch: every
+     caller fails, no hang), an excluded rank calling (nccl-shrink-excluded),
+     a rank outside or twice in the list (nccl-shrink-list), undefined flag
+     bits (nccl-flags), NCCL_SHRINK_DEFAULT with the parent's operations in
+     flight (nccl-shrink-busy), a shrink before the parent settled, e.g. during
+     a non-blocking revoke (nccl-not-ready, ncclInvalidArgument as NCCL's
+     ncclCommEnsureReady). A parent's async error is returned, as NCCL 2.28
+     does even with NCCL_SHRINK_ABORT: revoke first.
    - Missing waits (class missing-wait, tests/strict/vs_strict_race.h): a
      happens-before check with vector clocks over streams (stream order,
      events, the legacy stream's implicit waits, host waits, collectives):
@@ -89,7 +109,15 @@
    for itself, so work handed to another thread after a host wait may be
    reported), does not order ranks by send/recv, takes a strided kernel
    argument's envelope, and tracks device memory only (not pinned host
-   memory an asynchronous copy still uses while the host touches it). */
+   memory an asynchronous copy still uses while the host touches it). Of
+   NCCL's fault tolerance: no failure is ever detected (a dead rank is a
+   thread that stops calling: its peers block, with no ncclRemoteError, RAS or
+   timeout; the program must learn of it itself); no resources, so
+   splitShare/shrinkShare and what a revoke frees are not modelled; a blocking
+   revoke, or NCCL_SHRINK_ABORT, waits for the communicator's queued
+   operations to reach the head of their streams (NCCL synchronises its own
+   streams); ncclCommSplit does not check that its parent settled; no
+   ncclCommGrow, ncclCommSuspend or ncclCommResume (NCCL 2.29). */
 #ifndef VS_STRICT_H
 #define VS_STRICT_H
 
@@ -297,6 +325,14 @@ static double st_now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The violations by class (cls: a string literal), for vs_strict_violations_of. */
+#define ST_NCLASS 48
+static struct {
+    const char* cls;
+    long n;
+} st_vclass[ST_NCLASS];
+static pthread_mutex_t st_vmu = PTHREAD_MUTEX_INITIALIZER;
+
 static void st_violation(const char* cls, const char* fmt, ...)
 {
     char msg[480];
@@ -306,12 +342,28 @@ static void st_violation(const char* cls, const char* fmt, ...)
     va_end(ap);
     fprintf(stderr, "vs_strict: VIOLATION %s: %s\n", cls, msg);
     fflush(stderr);
+    pthread_mutex_lock(&st_vmu);
+    for (int i = 0; i < ST_NCLASS; i++)
+        if (!st_vclass[i].cls || !strcmp(st_vclass[i].cls, cls)) {
+            st_vclass[i].cls = cls, st_vclass[i].n++;
+            break;
+        }
+    pthread_mutex_unlock(&st_vmu);
     if (__atomic_fetch_add(&st_nviol, 1, __ATOMIC_SEQ_CST) == 0)
         snprintf(st_first_viol, sizeof st_first_viol, "%s: %s", cls, msg);
 }
 
 /* What the tests read. */
 static __attribute__((unused)) long vs_strict_violations(void) { return __atomic_load_n(&st_nviol, __ATOMIC_SEQ_CST); }
+static __attribute__((unused)) long vs_strict_violations_of(const char* cls)
+{
+    long n = 0;
+    pthread_mutex_lock(&st_vmu);
+    for (int i = 0; i < ST_NCLASS && st_vclass[i].cls; i++)
+        if (!strcmp(st_vclass[i].cls, cls)) n = st_vclass[i].n;
+    pthread_mutex_unlock(&st_vmu);
+    return n;
+}
 static __attribute__((unused)) const char* vs_strict_first_violation(void) { return st_first_viol; }
 static __attribute__((unused)) vs_strict_counts vs_strict_get_counts(void)
 {
@@ -323,10 +375,14 @@ static __attribute__((unused)) vs_strict_counts vs_strict_get_counts(void)
 
 /* A wait of the stand-in's that passed its deadline: say what every stream
    waits for, then end the process (the hardware would hang forever). */
+static const char* st_nccl_hang_note(void* bcomm); /* vs_strict_nccl.h */
 static void st_hang(const char* what)
 {
     char buf[2048];
-    int k = snprintf(buf, sizeof buf, "%s did not finish within %.0f s (streams:", what, st_hang_s);
+    const char* note = ""; /* first: the report is cut at st_violation's length */
+    for (struct CUstream_st* s = st_streams; s; s = s->next)
+        if (s->enq > s->done && s->bcomm && *st_nccl_hang_note(s->bcomm)) note = st_nccl_hang_note(s->bcomm);
+    int k = snprintf(buf, sizeof buf, "%s did not finish within %.0f s%s (streams:", what, st_hang_s, note);
     for (struct CUstream_st* s = st_streams; s && k < (int)sizeof buf - 100; s = s->next)
         if (s->enq > s->done)
             k += snprintf(buf + k, sizeof buf - (size_t)k, " [stream %ld, device %d: %ld pending, at %s]", s->id, s->dev,

@@ -1,7 +1,10 @@
 /* tests/strict/vs_strict_nccl.h - the stand-in NCCL of tests/strict/vs_strict.h
    (included by it; see its top comment). Ranks are threads of one process;
    a communicator's operations run on the caller's stream's worker, each
-   blocking that stream until its peers arrive, as an NCCL kernel does. */
+   blocking that stream until its peers arrive, as an NCCL kernel does. A rank's
+   abort, revoke or NCCL_SHRINK_ABORT stops its own operations only (st_stopped:
+   NCCL's abort flag), as on the GPU; split and shrink meet their ranks' calls
+   in an instance per call (st_split), made by the last to arrive. */
 
 typedef struct st_clique st_clique;
 
@@ -25,16 +28,18 @@ static const char* const st_nnames[] = {"ncclAllReduce", "ncclReduce",   "ncclBr
 typedef struct st_inst { /* one collective of a clique, across its ranks */
     long seq;
     int arrived, left, done;
+    int broken; /* a rank's operation stopped (abort, revoke) before the others came: it never runs */
     st_nop** part;
     struct st_inst* next;
     struct st_vc* vc; /* vs_strict_race.h: the participants' clocks joined */
 } st_inst;
 
-typedef struct st_split {
+typedef struct st_split { /* one ncclCommSplit or ncclCommShrink of a clique */
     long seq;
     int arrived, done;
-    int *color, *key, *blocking;
-    struct ncclComm*** slot;
+    int *color, *key, *blocking; /* blocking: the child's */
+    struct ncclComm*** slot;     /* NULL: that rank has not called (a shrink's excluded ranks never do) */
+    int *excl, nexcl, first, failed; /* a shrink: the first caller's sorted exclude list; mismatched lists */
     struct st_split* next;
 } st_split;
 
@@ -44,7 +49,7 @@ struct st_clique {
     struct ncclComm** ranks;
     st_inst* insts;
     st_nop* posted; /* send/recv posted, not yet matched */
-    st_split* splits;
+    st_split *splits, *shrinks;
     st_clique* next;
 };
 
@@ -54,6 +59,9 @@ struct ncclComm {
     long coll_seq, split_seq, *send_seq, *recv_seq;
     ncclResult_t async;
     int aborted, destroyed, finalized;
+    int revoked, revoking; /* ncclCommRevoke called; its operations still stopping */
+    int halt;              /* ncclCommShrink's NCCL_SHRINK_ABORT stopping them */
+    long shrink_seq;
     long pending; /* operations enqueued, not finished */
     struct ncclComm* gnext;
 };
@@ -65,6 +73,18 @@ static long st_dev_pend[ST_MAXDEV];
 static pthread_t st_dev_tid[ST_MAXDEV];
 static __thread int st_gdepth;
 static __thread st_nop *st_ghead, *st_gtail;
+
+/* c's operations stop waiting for their peers and end without writing (their
+   kernels exit, as NCCL's abort flag makes them): aborted, being revoked, or
+   ncclCommShrink's NCCL_SHRINK_ABORT. Only this rank's: a peer still waits. */
+static int st_stopped(const struct ncclComm* c) { return c->aborted || c->revoking || c->halt; }
+
+/* A revoke is done once c is quiescent: its async state becomes ncclSuccess
+   (NCCL's revoke job writes its own result there, an earlier error included). */
+static void st_revoke_settle_locked(struct ncclComm* c)
+{
+    if (c->revoking && !c->pending) c->revoking = 0, c->async = ncclSuccess;
+}
 
 static size_t st_nsize(int dt)
 {
@@ -221,12 +241,12 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
 {
     pthread_mutex_lock(&st_mu);
     for (st_nop* q = op->nops; q; q = q->next)
-        if ((q->kind == ST_N_SEND || q->kind == ST_N_RECV) && !q->comm->aborted) st_p2p_try_locked(q->comm->cq, q);
+        if ((q->kind == ST_N_SEND || q->kind == ST_N_RECV) && !st_stopped(q->comm)) st_p2p_try_locked(q->comm->cq, q);
     for (st_nop* q = op->nops; q; q = q->next) {
         if (q->kind == ST_N_SEND || q->kind == ST_N_RECV) continue;
         struct ncclComm* c = q->comm;
         st_clique* cq = c->cq;
-        if (c->aborted) continue;
+        if (st_stopped(c)) continue; /* queued behind the stop: the kernel exits at once */
         st_inst* in = cq->insts;
         while (in && in->seq != q->seq) in = in->next;
         if (!in) {
@@ -236,32 +256,31 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
         }
         in->part[c->rank] = q;
         st_race_coll_arrive_locked(in, op);
-        if (++in->arrived == cq->n) {
+        if (++in->arrived == cq->n && !in->broken) {
             st_collective_locked(cq, in);
             in->done = 1;
             pthread_cond_broadcast(&st_cv);
         }
         s->blocked = q->what, s->bcomm = c;
-        ST_WAIT_UNTIL(in->done || c->aborted, q->what);
+        ST_WAIT_UNTIL(in->done || st_stopped(c), q->what);
         s->blocked = NULL, s->bcomm = NULL;
         if (in->done) st_race_coll_leave_locked(in, op);
-        if (++in->left == cq->n || c->aborted) { /* the last one out frees it (an abort leaves it to leak) */
-            if (in->left == cq->n) {
-                st_inst** pp = &cq->insts;
-                while (*pp != in) pp = &(*pp)->next;
-                *pp = in->next;
-                st_race_inst_free_locked(in);
-                free(in->part);
-                free(in);
-            }
+        else in->broken = 1, in->part[c->rank] = NULL; /* stopped: the peers that come wait in vain */
+        if (++in->left == cq->n) { /* the last one out frees it (one that never came leaves it) */
+            st_inst** pp = &cq->insts;
+            while (*pp != in) pp = &(*pp)->next;
+            *pp = in->next;
+            st_race_inst_free_locked(in);
+            free(in->part);
+            free(in);
         }
     }
     for (st_nop* q = op->nops; q; q = q->next)
         if (q->kind == ST_N_SEND || q->kind == ST_N_RECV) {
             s->blocked = q->what, s->bcomm = q->comm;
-            ST_WAIT_UNTIL(q->matched || q->comm->aborted, q->what);
+            ST_WAIT_UNTIL(q->matched || st_stopped(q->comm), q->what);
             s->blocked = NULL, s->bcomm = NULL;
-            if (!q->matched) { /* aborted: take it off the posted list */
+            if (!q->matched) { /* stopped: take it off the posted list */
                 for (st_nop** pp = &q->comm->cq->posted; *pp; pp = &(*pp)->pnext)
                     if (*pp == q) {
                         *pp = q->pnext;
@@ -274,6 +293,7 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
         op->nops = q->next;
         q->comm->pending--;
         st_dev_pend[q->comm->dev]--;
+        st_revoke_settle_locked(q->comm);
         free(q);
     }
     st_count.nccl_ops++;
@@ -285,9 +305,23 @@ static const char* st_nccl_waiting_locked(int dev)
 {
     for (struct CUstream_st* s = st_streams; s; s = s->next)
         if (s->dev == dev && s->head && s->head->fn == st_nccl_run && s->blocked && s->bcomm &&
-            !((struct ncclComm*)s->bcomm)->aborted) /* (an aborted communicator's kernels end) */
+            !st_stopped((struct ncclComm*)s->bcomm)) /* (a stopped communicator's kernels end) */
             return s->blocked;
     return NULL;
+}
+
+/* For the hang report: why a stream blocked in bcomm's operation waits in vain. */
+static const char* st_nccl_hang_note(void* bcomm)
+{
+    struct ncclComm* c = (struct ncclComm*)bcomm;
+    if (!c || st_stopped(c)) return "";
+    for (int r = 0; r < c->cq->n; r++) {
+        struct ncclComm* p = c->cq->ranks[r];
+        if (p && p != c && (p->revoked || p->aborted || p->halt))
+            return "; a peer revoked or aborted this communicator, which stops that rank's operations only: this "
+                   "rank must revoke (or abort) it too";
+    }
+    return "";
 }
 
 /* ---- the API ------------------------------------------------------------------- */
@@ -393,15 +427,17 @@ static ncclResult_t st_comm_ok_locked(struct ncclComm* c, const char* fn)
     return ncclSuccess;
 }
 
+static ncclResult_t st_async_locked(const struct ncclComm* c)
+{
+    if (c->cq->joined < c->cq->n || (c->finalized && c->pending) || c->revoking) return ncclInProgress;
+    return c->async;
+}
+
 ST_C ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* r)
 {
     pthread_mutex_lock(&st_mu);
     ncclResult_t e = st_comm_ok_locked(c, "ncclCommGetAsyncError");
-    if (!e) {
-        if (c->cq->joined < c->cq->n) *r = ncclInProgress;
-        else if (c->finalized && c->pending) *r = ncclInProgress;
-        else *r = c->async;
-    }
+    if (!e) *r = st_async_locked(c);
     pthread_mutex_unlock(&st_mu);
     return e;
 }
@@ -422,71 +458,248 @@ ST_C ncclResult_t ncclCommCuDevice(const ncclComm_t c, int* d)
     return ncclSuccess;
 }
 
+/* The instance of a split or shrink (list: cq->splits or cq->shrinks) at a
+   rank's seq-th such call: the ranks' calls meet there. */
+static st_split* st_split_get_locked(st_split** list, int n, long seq)
+{
+    st_split* sp = *list;
+    while (sp && sp->seq != seq) sp = sp->next;
+    if (!sp) {
+        sp = (st_split*)calloc(1, sizeof *sp);
+        sp->seq = seq;
+        sp->color = (int*)calloc((size_t)n, sizeof(int));
+        sp->key = (int*)calloc((size_t)n, sizeof(int));
+        sp->blocking = (int*)calloc((size_t)n, sizeof(int));
+        sp->slot = (struct ncclComm***)calloc((size_t)n, sizeof(struct ncclComm**));
+        sp->next = *list, *list = sp;
+    }
+    return sp;
+}
+
+/* The last caller of a split or shrink makes every child and writes every
+   caller's slot (other ranks see theirs written later, by another thread). */
+static void st_split_make_locked(st_clique* cq, st_split* sp)
+{
+    int n = cq->n;
+    int* done = (int*)calloc((size_t)n, sizeof(int));
+    for (int r = 0; r < n; r++) {
+        if (done[r]) continue;
+        if (sp->color[r] == NCCL_SPLIT_NOCOLOR) {
+            if (sp->slot[r]) __atomic_store_n(sp->slot[r], (struct ncclComm*)NULL, __ATOMIC_RELEASE);
+            done[r] = 1;
+            continue;
+        }
+        int members[64], m = 0;
+        for (int q = 0; q < n; q++)
+            if (!done[q] && sp->color[q] == sp->color[r]) members[m++] = q;
+        for (int i = 1; i < m; i++) /* by key, then parent rank */
+            for (int j = i; j > 0 && (sp->key[members[j]] < sp->key[members[j - 1]] ||
+                                      (sp->key[members[j]] == sp->key[members[j - 1]] && members[j] < members[j - 1]));
+                 j--) {
+                int t = members[j];
+                members[j] = members[j - 1], members[j - 1] = t;
+            }
+        st_clique* child = st_clique_new_locked(m);
+        snprintf(child->id, sizeof child->id, "vs_strict-split-%ld", __atomic_add_fetch(&st_idctr, 1, __ATOMIC_SEQ_CST));
+        child->joined = m;
+        for (int i = 0; i < m; i++) {
+            int q = members[i];
+            struct ncclComm* nc = st_comm_new_locked(child, i, cq->ranks[q]->dev, sp->blocking[q]);
+            __atomic_store_n(sp->slot[q], nc, __ATOMIC_RELEASE);
+            done[q] = 1;
+        }
+    }
+    free(done);
+    for (int r = 0; r < n; r++)
+        if (sp->slot[r] && cq->ranks[r]->async == ncclInProgress) cq->ranks[r]->async = ncclSuccess;
+    sp->done = 1;
+    pthread_cond_broadcast(&st_cv);
+}
+
+/* A child's blocking mode: its config's, else its parent's (NCCL: config NULL
+   inherits the parent's configuration). The call itself blocks as the parent
+   does (NCCL runs it as a job of the parent's group). */
+static int st_child_blocking(const struct ncclComm* parent, const ncclConfig_t* cfg)
+{
+    return cfg ? st_blocking(cfg) : parent->blocking;
+}
+
 ST_C ncclResult_t ncclCommSplit(ncclComm_t c, int color, int key, ncclComm_t* out, ncclConfig_t* cfg)
 {
     pthread_mutex_lock(&st_mu);
-    ncclResult_t e = st_comm_ok_locked(c, "ncclCommSplit");
+    ncclResult_t e = out ? st_comm_ok_locked(c, "ncclCommSplit") : ncclInvalidArgument;
     if (e) {
         pthread_mutex_unlock(&st_mu);
         return e;
     }
     st_clique* cq = c->cq;
-    long seq = c->split_seq++;
-    st_split* sp = cq->splits;
-    while (sp && sp->seq != seq) sp = sp->next;
-    if (!sp) {
-        sp = (st_split*)calloc(1, sizeof *sp);
-        sp->seq = seq;
-        sp->color = (int*)calloc((size_t)cq->n, sizeof(int));
-        sp->key = (int*)calloc((size_t)cq->n, sizeof(int));
-        sp->blocking = (int*)calloc((size_t)cq->n, sizeof(int));
-        sp->slot = (struct ncclComm***)calloc((size_t)cq->n, sizeof(struct ncclComm**));
-        sp->next = cq->splits, cq->splits = sp;
-    }
-    sp->color[c->rank] = color, sp->key[c->rank] = key, sp->slot[c->rank] = out, sp->blocking[c->rank] = st_blocking(cfg);
+    st_split* sp = st_split_get_locked(&cq->splits, cq->n, c->split_seq++);
+    sp->color[c->rank] = color, sp->key[c->rank] = key, sp->slot[c->rank] = out;
+    sp->blocking[c->rank] = st_child_blocking(c, cfg);
     c->async = ncclInProgress;
-    if (++sp->arrived == cq->n) {
-        /* the last to arrive makes every child and writes every rank's slot:
-           other ranks see theirs written later, by another thread */
-        int n = cq->n;
-        int* done = (int*)calloc((size_t)n, sizeof(int));
-        for (int r = 0; r < n; r++) {
-            if (done[r]) continue;
-            if (sp->color[r] == NCCL_SPLIT_NOCOLOR) {
-                __atomic_store_n(sp->slot[r], (struct ncclComm*)NULL, __ATOMIC_RELEASE);
-                done[r] = 1;
-                continue;
-            }
-            int members[64], m = 0;
-            for (int q = 0; q < n; q++)
-                if (!done[q] && sp->color[q] == sp->color[r]) members[m++] = q;
-            for (int i = 1; i < m; i++) /* by key, then parent rank */
-                for (int j = i; j > 0 && (sp->key[members[j]] < sp->key[members[j - 1]] ||
-                                          (sp->key[members[j]] == sp->key[members[j - 1]] &&
-                                           members[j] < members[j - 1]));
-                     j--) {
-                    int t = members[j];
-                    members[j] = members[j - 1], members[j - 1] = t;
-                }
-            st_clique* child = st_clique_new_locked(m);
-            snprintf(child->id, sizeof child->id, "vs_strict-split-%ld", __atomic_add_fetch(&st_idctr, 1, __ATOMIC_SEQ_CST));
-            child->joined = m;
-            for (int i = 0; i < m; i++) {
-                int q = members[i];
-                struct ncclComm* nc = st_comm_new_locked(child, i, cq->ranks[q]->dev, sp->blocking[q]);
-                __atomic_store_n(sp->slot[q], nc, __ATOMIC_RELEASE);
-                done[q] = 1;
-            }
-        }
-        free(done);
-        for (int r = 0; r < n; r++)
-            if (cq->ranks[r]->async == ncclInProgress) cq->ranks[r]->async = ncclSuccess;
-        sp->done = 1;
-        pthread_cond_broadcast(&st_cv);
-    }
-    if (sp->blocking[c->rank]) ST_WAIT_UNTIL(sp->done, "ncclCommSplit");
+    if (++sp->arrived == cq->n) st_split_make_locked(cq, sp);
+    if (c->blocking) ST_WAIT_UNTIL(sp->done, "ncclCommSplit");
     pthread_mutex_unlock(&st_mu);
     return ncclSuccess; /* as NCCL 2.28 answers a non-blocking split that still runs */
+}
+
+static int st_cmp_int(const void* a, const void* b)
+{
+    int x = *(const int*)a, y = *(const int*)b;
+    return x < y ? -1 : x > y;
+}
+
+/* "{2, 6}" */
+static const char* st_rank_list(char* buf, size_t cap, const int* r, int n)
+{
+    size_t k = (size_t)snprintf(buf, cap, "{");
+    for (int i = 0; i < n && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, "%s%d", i ? ", " : "", r[i]);
+    if (k < cap) snprintf(buf + k, cap - k, "}");
+    return buf;
+}
+
+/* ncclCommShrink: a split of the ranks not excluded, in their order, called by
+   those ranks only (an excluded rank may be dead: nobody waits for it). */
+ST_C ncclResult_t ncclCommShrink(ncclComm_t c, int* excl, int nexcl, ncclComm_t* out, ncclConfig_t* cfg, int flags)
+{
+    pthread_mutex_lock(&st_mu);
+    ncclResult_t e = st_comm_ok_locked(c, "ncclCommShrink");
+    if (e) {
+        pthread_mutex_unlock(&st_mu);
+        return e;
+    }
+    int n = c->cq->n, me = c->rank;
+    if (flags & ~NCCL_SHRINK_ABORT) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("nccl-flags",
+                     "ncclCommShrink(shrinkFlags 0x%x) on rank %d of %d: bits NCCL 2.28 does not define (it has "
+                     "NCCL_SHRINK_DEFAULT 0 and NCCL_SHRINK_ABORT 1) and ignores",
+                     (unsigned)flags, me, n);
+        pthread_mutex_lock(&st_mu);
+    }
+    if (flags & NCCL_SHRINK_ABORT) { /* NCCL: raise the abort flag, synchronise, lower it */
+        c->halt = 1;
+        pthread_cond_broadcast(&st_cv);
+        ST_WAIT_UNTIL(!c->pending, "ncclCommShrink's NCCL_SHRINK_ABORT (the parent's operations stopping)");
+        c->halt = 0;
+    }
+    if (!excl || nexcl <= 0 || !out) {
+        pthread_mutex_unlock(&st_mu);
+        return ncclInvalidArgument;
+    }
+    qsort(excl, (size_t)nexcl, sizeof(int), st_cmp_int); /* in place, as NCCL does */
+    char mine[256], theirs[256];
+    st_rank_list(mine, sizeof mine, excl, nexcl);
+    int self = 0, isbad = 0, bad = 0;
+    for (int i = 0; i < nexcl; i++) {
+        self |= excl[i] == me;
+        if (excl[i] < 0 || excl[i] >= n || (i && excl[i] == excl[i - 1])) isbad = 1, bad = excl[i];
+    }
+    if (self || isbad) {
+        pthread_mutex_unlock(&st_mu);
+        if (self)
+            st_violation("nccl-shrink-excluded",
+                         "ncclCommShrink on rank %d of %d, which its excludeRanksList %s excludes (excluded ranks "
+                         "must not call it; NCCL answers ncclInvalidArgument)",
+                         me, n, mine);
+        else
+            st_violation("nccl-shrink-list",
+                         "ncclCommShrink on rank %d of %d: excludeRanksList %s names rank %d %s (NCCL would make a "
+                         "communicator of the wrong size)",
+                         me, n, mine, bad, bad < 0 || bad >= n ? "outside the communicator" : "twice");
+        return ncclInvalidArgument;
+    }
+    ncclResult_t st = st_async_locked(c); /* NCCL's ncclCommEnsureReady */
+    if (st == ncclInProgress) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("nccl-not-ready",
+                     "ncclCommShrink on rank %d of %d while the communicator's state is ncclInProgress (%s): poll "
+                     "ncclCommGetAsyncError until ncclSuccess first (NCCL answers ncclInvalidArgument)",
+                     me, n, c->revoking ? "its revoke still stopping operations" : "an operation not settled");
+        return ncclInvalidArgument;
+    }
+    if (st != ncclSuccess) { /* NCCL 2.28 returns the parent's async error, NCCL_SHRINK_ABORT or not */
+        pthread_mutex_unlock(&st_mu);
+        return st;
+    }
+    if (!(flags & NCCL_SHRINK_ABORT) && c->pending) {
+        long p = c->pending;
+        pthread_mutex_unlock(&st_mu);
+        st_violation("nccl-shrink-busy",
+                     "ncclCommShrink(NCCL_SHRINK_DEFAULT) on rank %d of %d with %ld operations of the parent in "
+                     "flight: they must be quiesced first (or NCCL_SHRINK_ABORT, or ncclCommRevoke, stops them)",
+                     me, n, p);
+        pthread_mutex_lock(&st_mu);
+    }
+    __atomic_store_n(out, (struct ncclComm*)NULL, __ATOMIC_RELEASE); /* NCCL: NULL until the child is made */
+    st_clique* cq = c->cq;
+    st_split* sp = st_split_get_locked(&cq->shrinks, n, c->shrink_seq++);
+    int differ = sp->excl && (nexcl != sp->nexcl || memcmp(excl, sp->excl, (size_t)nexcl * sizeof(int)));
+    if (!sp->excl) {
+        sp->excl = (int*)malloc((size_t)nexcl * sizeof(int));
+        memcpy(sp->excl, excl, (size_t)nexcl * sizeof(int));
+        sp->nexcl = nexcl, sp->first = me;
+    }
+    if (differ || sp->failed) {
+        int report = differ && !sp->failed; /* once per shrink, or per late caller of one made */
+        if (report) st_rank_list(theirs, sizeof theirs, sp->excl, sp->nexcl);
+        if (report && !sp->done) { /* the callers so far fail with it */
+            sp->failed = 1, sp->done = 1;
+            for (int r = 0; r < n; r++)
+                if (sp->slot[r]) cq->ranks[r]->async = ncclInvalidUsage;
+            pthread_cond_broadcast(&st_cv);
+        }
+        c->async = ncclInvalidUsage;
+        pthread_mutex_unlock(&st_mu);
+        if (report)
+            st_violation("nccl-mismatch",
+                         "ncclCommShrink %ld of a communicator of %d: rank %d excludes %s, rank %d excludes %s (every "
+                         "caller must pass the same ranks; NCCL would hang or make mismatched communicators)",
+                         sp->seq, n, sp->first, theirs, me, mine);
+        return c->blocking ? ncclInvalidUsage : ncclSuccess;
+    }
+    sp->color[me] = 0, sp->key[me] = me, sp->slot[me] = out, sp->blocking[me] = st_child_blocking(c, cfg);
+    c->async = ncclInProgress;
+    if (++sp->arrived == n - sp->nexcl) {
+        for (int i = 0; i < sp->nexcl; i++) sp->color[sp->excl[i]] = NCCL_SPLIT_NOCOLOR;
+        st_split_make_locked(cq, sp);
+    }
+    char what[384];
+    snprintf(what, sizeof what, "ncclCommShrink (rank %d of %d excluding %s: every other rank must call it)", me, n, mine);
+    if (c->blocking) ST_WAIT_UNTIL(sp->done, what);
+    e = c->blocking && sp->failed ? ncclInvalidUsage : ncclSuccess;
+    pthread_mutex_unlock(&st_mu);
+    return e; /* non-blocking: as a split, ncclSuccess while it runs */
+}
+
+/* ncclCommRevoke: this rank's operations on c stop (in flight and queued: their
+   kernels end without writing), later ones are refused; c stays for destroy,
+   split and shrink. Local, as NCCL's: a peer blocked in a collective of c waits
+   until it revokes (or aborts) c too. */
+ST_C ncclResult_t ncclCommRevoke(ncclComm_t c, int flags)
+{
+    if (!c) return ncclSuccess;
+    if (flags != NCCL_REVOKE_DEFAULT) return ncclInvalidArgument;
+    pthread_mutex_lock(&st_mu);
+    ncclResult_t e = st_comm_ok_locked(c, "ncclCommRevoke");
+    if (!e && c->revoked) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("use-after-revoke", "ncclCommRevoke of a communicator already revoked (rank %d of %d)", c->rank,
+                     c->n);
+        return ncclInvalidArgument;
+    }
+    if (!e && c->finalized) e = ncclInvalidArgument; /* NCCL refuses a revoke after ncclCommFinalize */
+    if (e) {
+        pthread_mutex_unlock(&st_mu);
+        return e;
+    }
+    c->revoked = 1, c->revoking = 1;
+    st_revoke_settle_locked(c);
+    pthread_cond_broadcast(&st_cv); /* its streams blocked in its operations stop waiting */
+    if (c->blocking) ST_WAIT_UNTIL(!c->revoking, "ncclCommRevoke (the communicator's operations stopping)");
+    e = c->revoking ? ncclInProgress : ncclSuccess;
+    pthread_mutex_unlock(&st_mu);
+    return e;
 }
 
 ST_C ncclResult_t ncclCommAbort(ncclComm_t c)
@@ -508,6 +721,14 @@ ST_C ncclResult_t ncclCommFinalize(ncclComm_t c)
 {
     pthread_mutex_lock(&st_mu);
     ncclResult_t e = st_comm_ok_locked(c, "ncclCommFinalize");
+    if (!e && c->revoked) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("use-after-revoke",
+                     "ncclCommFinalize of a revoked communicator (rank %d of %d): invalid after ncclCommRevoke (NCCL "
+                     "answers ncclInvalidArgument); destroy it",
+                     c->rank, c->n);
+        return ncclInvalidArgument;
+    }
     if (!e) {
         c->finalized = 1;
         if (c->blocking) ST_WAIT_UNTIL(!c->pending, "ncclCommFinalize");
@@ -524,7 +745,9 @@ ST_C ncclResult_t ncclCommDestroy(ncclComm_t c)
     if (!e && c->pending) {
         long p = c->pending;
         pthread_mutex_unlock(&st_mu);
-        st_violation("nccl-destroy-busy", "ncclCommDestroy with %ld operations in flight (finalize first)", p);
+        st_violation("nccl-destroy-busy", "ncclCommDestroy with %ld operations in flight (%s)", p,
+                     c->revoked ? "a revoked communicator: wait until ncclCommGetAsyncError answers ncclSuccess"
+                                : "finalize first");
         pthread_mutex_lock(&st_mu);
     }
     if (!e) c->destroyed = 1;
@@ -563,6 +786,12 @@ static ncclResult_t st_nccl_call(int kind, const void* sb, void* rb, size_t coun
     if (e) {
         pthread_mutex_unlock(&st_mu);
         return e;
+    }
+    if (c->revoked) {
+        pthread_mutex_unlock(&st_mu);
+        st_violation("use-after-revoke", "%s on a revoked communicator (rank %d of %d): NCCL refuses it (ncclInvalidUsage)",
+                     fn, c->rank, c->n);
+        return ncclInvalidUsage;
     }
     if ((int)dt < 0 || dt > ncclBfloat16 || op < 0 || op > ncclAvg ||
         ((kind == ST_N_REDUCE || kind == ST_N_BCAST || kind == ST_N_SEND || kind == ST_N_RECV) && (peer < 0 || peer >= c->n))) {

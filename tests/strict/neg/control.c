@@ -127,9 +127,33 @@ static void streams(void)
     cudaStreamDestroy(b);
 }
 
+/* use-after-revoke, hang/revoke-is-local: rank 2 dies mid all-reduce; every
+   survivor revokes the world, shrinks it, and all-reduces on the shrunk one */
+static void recovery_rank(int me)
+{
+    ncclComm_t c = NULL, nc = NULL;
+    cudaStream_t st;
+    float* d = NULL;
+    if (!neg_dead_peer(me, 3, 2, &c, &st, &d)) return;
+    NEG_CHECK(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT) == ncclSuccess, "rank %d: revoke", me);
+    int excl[1] = {2};
+    NEG_CHECK(ncclCommShrink(c, excl, 1, &nc, NULL, NCCL_SHRINK_DEFAULT) == ncclSuccess, "rank %d: shrink", me);
+    float h[64];
+    for (int i = 0; i < 64; i++) h[i] = (float)(me + i);
+    cudaMemcpyAsync(d, h, sizeof h, cudaMemcpyHostToDevice, st);
+    NEG_CHECK(ncclAllReduce(d, d, 64, ncclFloat32, ncclSum, nc, st) == ncclSuccess, "rank %d: all-reduce", me);
+    cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, st);
+    NEG_CHECK(h[0] == 1 && h[63] == 127, "rank %d: the survivors' sum %g %g, want 1 127", me, h[0], h[63]);
+    ncclCommDestroy(nc);
+    ncclCommDestroy(c);
+    cudaFree(d);
+    cudaStreamDestroy(st);
+}
+
 int main(void)
 {
     streams();
+    neg_raw_launch(3, recovery_rank);
     NEG_CHECK(!neg_launch(2, rank, NULL), "launch");
     neg_done("control");
     return bad;

@@ -67,6 +67,49 @@ static __attribute__((unused)) vs_result neg_side_all_reduce(vs_comm* comm, floa
     return j.r;
 }
 
+/* A raw NCCL job of n plain threads (rank r on device r), each running fn(r). */
+static ncclUniqueId neg_id;
+typedef struct {
+    int rank;
+    void (*fn)(int);
+} neg_raw_arg;
+
+static void* neg_raw_main(void* p)
+{
+    neg_raw_arg* a = (neg_raw_arg*)p;
+    cudaSetDevice(a->rank);
+    a->fn(a->rank);
+    return NULL;
+}
+
+static __attribute__((unused)) void neg_raw_launch(int n, void (*fn)(int))
+{
+    pthread_t t[8];
+    neg_raw_arg a[8];
+    ncclGetUniqueId(&neg_id);
+    for (int r = 0; r < n; r++) {
+        a[r].rank = r, a[r].fn = fn;
+        pthread_create(&t[r], NULL, neg_raw_main, &a[r]);
+    }
+    for (int r = 0; r < n; r++) pthread_join(t[r], NULL);
+}
+
+/* Where the recovery programs start: rank me of n joins the world *c; rank
+   `dead` then dies (returns 0: it never calls again), the others enqueue an
+   all-reduce of 64 floats of *d on *st, which waits for the dead rank, and
+   return 1 once it does. */
+static __attribute__((unused)) int neg_dead_peer(int me, int n, int dead, ncclComm_t* c, cudaStream_t* st, float** d)
+{
+    ncclCommInitRank(c, n, neg_id, me);
+    if (me == dead) return 0;
+    cudaStreamCreateWithFlags(st, cudaStreamNonBlocking);
+    cudaMalloc((void**)d, 64 * sizeof(float));
+    cudaMemsetAsync(*d, 0, 64 * sizeof(float), *st);
+    ncclAllReduce(*d, *d, 64, ncclFloat32, ncclSum, *c, *st);
+    neg_wait_collective_blocked(me);
+    return 1;
+}
+
 /* The last line of every program. */
 static int neg_done(const char* name)
 {
