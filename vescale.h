@@ -3647,15 +3647,20 @@ VS_API vs_result vs_train_free(vs_train* t)
 
 /* vs_parallelize on `mesh` (NULL: a new (PP, DP, TP) mesh over the world),
    which the training state takes over (vs_train_free frees it; on a failure
-   it stays the caller's). fn names the caller in messages. */
-_VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mesh* mesh, const char* fn, vs_train** out);
+   it stays the caller's). fn names the caller in messages. noinit: the
+   parameters are not drawn (vs_train_reconfigure writes every element after:
+   from memory or from the checkpoint; drawing them was two thirds of its
+   time). */
+_VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mesh* mesh, int noinit, const char* fn,
+                                     vs_train** out);
 
 VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out)
 {
-    return _vs_hl_make(w, d, NULL, "vs_parallelize", out);
+    return _vs_hl_make(w, d, NULL, 0, "vs_parallelize", out);
 }
 
-_VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mesh* mesh, const char* fn, vs_train** out)
+_VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mesh* mesh, int noinit, const char* fn,
+                                     vs_train** out)
 {
     if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
     *out = NULL;
@@ -3883,7 +3888,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
                 vs_init_desc id = q->d->init;
                 id.seed = m->seed;
                 id.name = q->d->name;
-                r = vs_init_fill(&dt, &id);
+                r = noinit ? VS_OK : vs_init_fill(&dt, &id);
                 if (r) r = vs_set_error(r, "%s: init of \"%s\": %s", fn, q->d->name, vs_last_error());
             }
             if (d->storage)
@@ -4795,7 +4800,7 @@ VS_API vs_result vs_train_reconfigure(vs_train** tp, const vs_train_desc* d, vs_
     vs_train_desc nd = *d;
     nd.plan = &plan;
     vs_train* nt = NULL;
-    _VS_TRY(_vs_hl_make(vs_mesh_world(mesh), &nd, mesh, fn, &nt));
+    _VS_TRY(_vs_hl_make(vs_mesh_world(mesh), &nd, mesh, 1, fn, &nt));
     nt->desc.plan = d->plan; // (as vs_parallelize keeps it: the caller's)
     vs_reconfig_info inf;
     memset(&inf, 0, sizeof inf);

@@ -907,6 +907,7 @@ struct _vs_dcuda {
     cudaEvent_t ev; // orders the stream's work before a collective on a comm's stream
     double* part;   // _VS_KPART_ALL: partial sums of squares (device), the counted elements', the copies', the carry
     double* norm;   // the norm's all-reduce buffer (device)
+    double* hpart;  // pinned host memory: part's read lands here, waited for with the deadline (vs_sync_stream)
 };
 
 _VS_DDP_PRIVATE vs_result _vs_ddp_cuerr(cudaError_t e, const char* what) { return vs_cuda_error((int)e, "vs_ddp", what); }
@@ -917,6 +918,7 @@ _VS_DDP_PRIVATE void _vs_ddp_cuda_free(vs_ddp* d)
     if (!cu) return;
     if (cu->part) vs_device_free(d->world, cu->part);
     if (cu->norm) vs_device_free(d->world, cu->norm);
+    if (cu->hpart) cudaFreeHost(cu->hpart);
     if (cu->ev) cudaEventDestroy(cu->ev);
     vs_free(d->world, cu);
     d->cu = NULL;
@@ -937,6 +939,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_cuda_init(vs_ddp* d)
     cu->part = (double*)vs_device_alloc(d->world, sizeof(double) * _VS_KPART_ALL);
     cu->norm = (double*)vs_device_alloc(d->world, sizeof(double));
     if (!cu->part || !cu->norm) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of device memory");
+    e = cudaMallocHost((void**)&cu->hpart, sizeof(double) * _VS_KPART_ALL);
+    if (e != cudaSuccess) return _vs_ddp_cuerr(e, "cudaMallocHost");
     return VS_OK;
 }
 
@@ -2461,9 +2465,12 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc,
 #ifdef _VS_DDP_CUDA
     if (d->cu) {
         double part[_VS_KPART_ALL];
-        /* NCCL: the read is queued on the all-reduce's stream, and a copy to
-           pageable memory returns when done, so it is the one wait (the handle
-           is complete then); a host transport's all-reduce blocks instead */
+        /* NCCL: the read is queued on the all-reduce's stream into pinned
+           memory, and the one wait is for that stream, with the deadline and
+           the job's faults watched (vs_sync_stream: a copy to pageable memory
+           would wait as long as a dead peer leaves the all-reduce unfinished);
+           the handle is complete then. A host transport's all-reduce blocks
+           instead */
         int ordered = vs_comm_device(c);
         vs_work* w = NULL;
         vs_result r = VS_OK;
@@ -2472,9 +2479,11 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc,
         if (!r) r = _vs_ddp_fence(d, c);
         if (!r) r = vs_all_reduce(c, d->cu->part, d->cu->part, _VS_KPART_ALL, VS_F64, VS_OP_SUM, ordered ? &w : NULL);
         if (!r && ordered) {
-            cudaError_t e = cudaMemcpyAsync(part, d->cu->part, sizeof part, cudaMemcpyDefault,
+            cudaError_t e = cudaMemcpyAsync(d->cu->hpart, d->cu->part, sizeof part, cudaMemcpyDefault,
                                             (cudaStream_t)vs_comm_stream(c));
             if (e != cudaSuccess) r = _vs_ddp_cuerr(e, "reading the partial sums of squares");
+            if (!r) r = vs_sync_stream(c, vs_comm_stream(c));
+            if (!r) memcpy(part, d->cu->hpart, sizeof part);
         } else if (!r) {
             r = _vs_ddp_copy(d, part, d->cu->part, sizeof part);
         }

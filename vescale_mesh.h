@@ -985,7 +985,7 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
        if (r == VS_ERR_ABORTED || r == VS_ERR_TIMEOUT) {   // a rank failed
            vs_mesh* small;
            r = vs_mesh_shrink(vs_train_mesh(t), "DP", &small, &info);
-           if (r == VS_OK && small) r = vs_train_reconfigure(&t, &desc, small, ckpt_dir);
+           if (r == VS_OK && small) r = vs_train_reconfigure(&t, &desc, small, last_ckpt, NULL);
            if (r == VS_OK && !small) { vs_train_free(t); t = NULL; ... wait in vs_world_grow }
        }
 
@@ -2287,6 +2287,7 @@ struct vs_comm {
     int qbusy, qstop, qthread_on;
     pthread_t qthread;
     vs_comm* rnext; // the world's retired communicators (>>elastic)
+    int epoch;      // the world's reconfigurations when it was made (>>elastic: older ones may have dead peers)
     // threads transport
     _vs_tshared* sh;
     const void** srcs; // per-rank scratch pointer tables, size `size`
@@ -2310,6 +2311,11 @@ struct vs_comm {
        writes the child here when the split completes, after ncclCommSplit has
        returned ncclSuccess; so it lives as long as the parent, not on a stack. */
     ncclComm_t split_out;
+    /* >>elastic: the world's ncclComm_t after the job failed (revoked, not
+       aborted: vs_world_shrink shrinks it with ncclCommShrink), or after a
+       reconfiguration retired it; c->nc is NULL then (every path reads that as
+       aborted) and this is aborted with the communicator */
+    ncclComm_t revoked_nc;
     /* Stream-ordered completion (vs_wait_stream) and the watchdog. The host no
        longer waits for such work, so its deadline is watched here: events
        recorded after it, oldest first (under qmu; a full ring merges its two
@@ -2487,6 +2493,7 @@ _VS_PRIVATE vs_comm* _vs_comm_new(vs_world* w, vs_transport tr, int rank, int si
     c->rank = rank;
     c->size = size;
     c->timeout = w ? w->timeout : 300.0;
+    c->epoch = w ? w->epoch : 0;
     snprintf(c->label, sizeof c->label, "a %d-rank %s communicator", size, vs_transport_name(tr));
     pthread_mutex_init(&c->qmu, NULL);
     _vs_cond_init(&c->qcv);
@@ -3585,6 +3592,10 @@ typedef struct _vs_rticket {
     int done;            // set by the round's completer, with the rest
     _vs_tshared* sh;     // the new world communicator's state (NULL: this rank left)
     int index, n;        // this rank's place in it, and its size
+    int* members;        // its members' world ranks (the completer's copy for this rank: it frees it)
+    int can_shrink;      // NCCL: this rank's world ncclComm_t is still there (revoked or whole)
+    int use_shrink;      // NCCL: every staying rank's is: ncclCommShrink it; else a new one from id
+    unsigned char id[128]; // NCCL: the new communicator's ncclUniqueId (opaque here)
     vs_reform_info info;
 } _vs_rticket;
 
@@ -3594,32 +3605,35 @@ _VS_PRIVATE void _vs_rlist(int* list, int* n, int v)
     (*n)++;
 }
 
-/* Completes the open round of `kind` when it can (job->mu held): 1 when done. */
-_VS_PRIVATE int _vs_t_reform_complete(_vs_tjob* job, int kind)
+/* 1 when the open round of `kind` can complete (job->mu held): every member
+   arrived or returned from its function; those that returned (a shrink's) in
+   failed[*nf]. */
+_VS_PRIVATE int _vs_t_reform_ready(_vs_tjob* job, int kind, int* failed, int* nf)
 {
-    const int n = job->desc.nranks;
-    int nf = 0, np = 0;
-    int* failed = _VS_HNEW(&job->hooks, int, n);
-    int* stay = _VS_HNEW(&job->hooks, int, n);
-    if (!failed || !stay) {
-        _vs_hfree(&job->hooks, failed);
-        _vs_hfree(&job->hooks, stay);
-        return 0; // (the waiters' deadline ends it)
-    }
-    for (int x = 0; x < n; x++) {
+    int np = 0;
+    *nf = 0;
+    for (int x = 0; x < job->desc.nranks; x++) {
         int gone = __atomic_load_n(&job->exited[x], __ATOMIC_ACQUIRE);
         _vs_rticket* t = job->tk[x];
         if (kind == _VS_REFORM_SHRINK) {
             if (!job->live[x]) continue;
-            if (gone) failed[nf++] = x;
-            else if (!t || t->kind != kind) goto not_yet;
+            if (gone) failed[(*nf)++] = x;
+            else if (!t || t->kind != kind) return 0;
             else np++;
         } else if (!gone) {
-            if (!t || t->kind != kind) goto not_yet;
+            if (!t || t->kind != kind) return 0;
             np++;
         }
     }
-    if (np == 0) goto not_yet;
+    return np > 0;
+}
+
+/* Completes a round _vs_t_reform_ready found complete: who stays, the new
+   communicator's state, every participant's answer in its ticket. 0 when out
+   of memory (the waiters' deadline ends it). */
+_VS_PRIVATE int _vs_t_reform_finish(_vs_tjob* job, int kind, const int* failed, int nf, int* stay)
+{
+    const int n = job->desc.nranks;
     int ns = 0;
     _vs_rticket* first = NULL;
     for (int x = 0; x < n; x++) {
@@ -3633,15 +3647,24 @@ _VS_PRIVATE int _vs_t_reform_complete(_vs_tjob* job, int kind)
     }
     int* members = _VS_HNEW(&job->hooks, int, ns ? ns : 1);
     _vs_tshared* sh = NULL;
+    int threads = job->desc.transport == VS_TRANSPORT_THREADS, use_shrink = kind == _VS_REFORM_SHRINK;
+    unsigned char id[128];
+    memset(id, 0, sizeof id);
     if (members) {
         int k = 0;
         for (int x = 0; x < n; x++)
-            if (stay[x]) members[k++] = x;
-        if (ns) sh = _vs_tshared_new(ns, members, NULL, &job->hooks);
+            if (stay[x]) members[k++] = x, use_shrink &= job->tk[x]->can_shrink;
     }
-    if (!members || (ns && !sh)) {
+    int made = members != NULL; // the new communicator's state: threads, a shared state; NCCL, an id (or a shrink)
+    if (made && ns && threads) made = (sh = _vs_tshared_new(ns, members, NULL, &job->hooks)) != NULL;
+#ifdef VESCALE_NCCL
+    ncclUniqueId uid;
+    if (made && ns && !threads && !use_shrink) made = ncclGetUniqueId(&uid) == ncclSuccess;
+    if (made && ns && !threads && !use_shrink) memcpy(id, &uid, sizeof uid);
+#endif
+    if (!made) {
         _vs_hfree(&job->hooks, members);
-        goto not_yet;
+        return 0;
     }
     // registered with the job by hand: _vs_tshared_new would take job->mu, held here
     if (sh) {
@@ -3677,6 +3700,10 @@ _VS_PRIVATE int _vs_t_reform_complete(_vs_tjob* job, int kind)
         t->sh = stay[x] ? sh : NULL;
         t->index = stay[x] ? k++ : -1;
         t->n = ns;
+        t->use_shrink = use_shrink;
+        memcpy(t->id, id, sizeof id);
+        t->members = stay[x] ? _VS_HNEW(&job->hooks, int, ns) : NULL; // (NULL: the arriver reports no memory)
+        if (t->members) memcpy(t->members, members, sizeof(int) * (size_t)ns);
         t->done = 1;
         job->tk[x] = NULL;
     }
@@ -3686,14 +3713,22 @@ _VS_PRIVATE int _vs_t_reform_complete(_vs_tjob* job, int kind)
     if (kind == _VS_REFORM_SHRINK) __atomic_store_n(&job->failed, 0, __ATOMIC_RELEASE); // recovered
     pthread_cond_broadcast(&job->rcv);
     _vs_hfree(&job->hooks, members);
-    _vs_hfree(&job->hooks, failed);
-    _vs_hfree(&job->hooks, stay);
     return 1;
-not_yet:
+}
+
+/* Completes the open round of `kind` when it can (job->mu held): 1 when done. */
+_VS_PRIVATE int _vs_t_reform_complete(_vs_tjob* job, int kind)
+{
+    int nf = 0;
+    int* failed = _VS_HNEW(&job->hooks, int, job->desc.nranks);
+    int* stay = _VS_HNEW(&job->hooks, int, job->desc.nranks);
+    int done = failed && stay && _vs_t_reform_ready(job, kind, failed, &nf) &&
+               _vs_t_reform_finish(job, kind, failed, nf, stay);
     _vs_hfree(&job->hooks, failed);
     _vs_hfree(&job->hooks, stay);
-    return 0;
+    return done;
 }
+
 
 /* "1, 5 and 6": the ranks x of the job with pick(job, x), the first 16. */
 _VS_PRIVATE void _vs_t_reform_missing(_vs_tjob* job, int kind, char* buf, size_t cap)
@@ -3709,6 +3744,10 @@ _VS_PRIVATE void _vs_t_reform_missing(_vs_tjob* job, int kind, char* buf, size_t
     if (cnt > 16 && len < cap) _vs_fmt(buf + len, cap - len, ", ... (%d in all)", cnt);
 }
 
+#ifdef VESCALE_NCCL
+_VS_PRIVATE vs_result _vs_nccl_reform(vs_world* w, const _vs_rticket* tk, const char* fn, vs_comm** out);
+#endif
+
 /* Arrives at an agreement of `kind` and waits for its answer (the world's
    timeout). On success the world's communicator is the new one (or none: this
    rank left) and *info the round's answer. */
@@ -3723,6 +3762,9 @@ _VS_PRIVATE vs_result _vs_t_reform(vs_world* w, int kind, _vs_keep_fn keep, void
     tk.kind = kind;
     tk.keep = keep;
     tk.keep_ctx = ctx;
+#ifdef VESCALE_NCCL
+    tk.can_shrink = w->comm && (w->comm->nc || w->comm->revoked_nc);
+#endif
     double end = _vs_now() + w->timeout;
     vs_result r = VS_OK;
     pthread_mutex_lock(&job->mu);
@@ -3763,28 +3805,31 @@ _VS_PRIVATE vs_result _vs_t_reform(vs_world* w, int kind, _vs_keep_fn keep, void
     pthread_mutex_unlock(&job->mu);
     if (r) return r;
     vs_comm* nc = NULL;
-    if (tk.sh) {
-        nc = _vs_comm_new(w, VS_TRANSPORT_THREADS, tk.index, tk.n);
-        int* wr = nc ? _VS_HNEW(&w->hooks, int, tk.n) : NULL;
-        if (!nc || !wr) {
-            if (nc) _vs_comm_destroy(nc);
-            _vs_hfree(&w->hooks, wr);
-            _vs_tshared_unref(tk.sh);
-            return _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
-        }
-        memcpy(wr, tk.sh->granks, sizeof(int) * (size_t)tk.n);
-        nc->sh = tk.sh;
+    int* wr = tk.members;
+    if (tk.index >= 0 && !wr) r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
+    if (!r && tk.sh) { // threads: a handle on the round's shared state
+        if ((nc = _vs_comm_new(w, VS_TRANSPORT_THREADS, tk.index, tk.n))) nc->sh = tk.sh;
+        else r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
+    }
+#ifdef VESCALE_NCCL
+    if (!r && tk.index >= 0 && w->tr == VS_TRANSPORT_NCCL) r = _vs_nccl_reform(w, &tk, fn, &nc);
+#endif
+    if (r) {
+        if (tk.sh) _vs_tshared_unref(tk.sh);
+        if (nc) _vs_comm_destroy(nc);
+        _vs_hfree(&job->hooks, wr);
+        return r;
+    }
+    if (nc) {
         nc->kind = _VS_COMM_WORLD;
         _vs_fmt(nc->label, sizeof nc->label, "world (epoch %d: %d rank%s)", tk.info.epoch, tk.n, tk.n == 1 ? "" : "s");
-        _vs_hfree(&w->hooks, w->wranks);
-        w->wranks = wr;
-    } else {
-        _vs_hfree(&w->hooks, w->wranks);
-        w->wranks = NULL;
     }
+    _vs_hfree(&w->hooks, w->wranks);
+    w->wranks = nc ? wr : NULL;
+    if (!nc) _vs_hfree(&job->hooks, wr);
     _vs_world_retire_comm(w);
     w->comm = nc;
-    w->epoch = tk.info.epoch;
+    __atomic_store_n(&w->epoch, tk.info.epoch, __ATOMIC_RELEASE); // (the watchdog reads it)
     w->joining = nc == NULL;
     if (info) *info = tk.info;
     return VS_OK;
@@ -5751,7 +5796,12 @@ _VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
     if (!job || !__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) return VS_OK;
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
     if (c->nc) {
-        ncclCommAbort(c->nc);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+        if (c->kind == _VS_COMM_WORLD) // revoked, kept for vs_world_shrink (ncclCommShrink); aborted when freed
+            ncclCommRevoke(c->nc, NCCL_REVOKE_DEFAULT), c->revoked_nc = c->nc;
+        else
+#endif
+            ncclCommAbort(c->nc);
         c->nc = NULL;
     }
     char cause[_VS_CAUSE_MSG];
@@ -6364,6 +6414,8 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
     _vs_wd_unlist(c); // the watchdog no longer looks at c
     for (int i = 0; i < c->nwatch; i++) cudaEventDestroy(c->watch[i].ev);
     c->nwatch = 0;
+    if (c->nc && c->world && c->epoch < c->world->epoch) // (made before a reconfiguration: its peers may be gone,
+        ncclCommAbort(c->nc), c->nc = NULL;               //  finalizing would wait for them)
     if (c->nc) {
         ncclResult_t r = ncclCommFinalize(c->nc);
         double deadline = _vs_now() + c->timeout;
@@ -6377,6 +6429,7 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
             ncclCommAbort(c->nc);
         c->nc = NULL;
     }
+    if (c->revoked_nc) ncclCommAbort(c->revoked_nc), c->revoked_nc = NULL;
     if (c->own_stream) cudaStreamDestroy(c->own);
     if (c->fence) cudaEventDestroy(c->fence);
     for (int i = 0; i < c->nev; i++) cudaEventDestroy(c->evpool[i]);
@@ -6422,6 +6475,88 @@ _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int devic
         return res;
     }
     w->comm = c;
+    return VS_OK;
+}
+
+/* vs_world_shrink / vs_world_grow on NCCL (a vs_launch job: the agreement is
+   the job's, _vs_t_reform): this rank's new world communicator, rank
+   tk->index of tk->n. A shrink whose staying ranks all still hold the world's
+   ncclComm_t (revoked by the job's fail-fast, or whole) makes it with
+   ncclCommShrink (NCCL_SHRINK_ABORT: it first ends what is still in flight on
+   the parent), the ranks not staying excluded; otherwise (a grow, or a parent
+   some rank had to abort) a new communicator from the id the agreement made.
+   Non-blocking, each wait with the world's deadline. */
+_VS_PRIVATE vs_result _vs_nccl_reform(vs_world* w, const _vs_rticket* tk, const char* fn, vs_comm** out)
+{
+    *out = NULL;
+    int ndev = 0;
+    if (!w->comm && cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) // a replacement: its GPU first
+        cudaSetDevice(w->local_rank % ndev);
+    vs_comm* c = _vs_comm_new(w, VS_TRANSPORT_NCCL, tk->index, tk->n);
+    if (!c) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    double deadline = _vs_now() + w->timeout;
+    ncclComm_t nc = NULL;
+    ncclResult_t nr = ncclSuccess;
+    const char* call = "ncclCommInitRankConfig";
+    vs_comm* old = w->comm;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    if (tk->use_shrink && old) {
+        call = "ncclCommShrink";
+        int* excl = _VS_HNEW(&w->hooks, int, old->size);
+        if (!excl) {
+            _vs_comm_destroy(c);
+            return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+        }
+        int ne = 0;
+        for (int i = 0; i < old->size; i++) {
+            int wr = w->wranks ? w->wranks[i] : i, in = 0;
+            for (int j = 0; j < tk->n && !in; j++) in = tk->members[j] == wr;
+            if (!in) excl[ne++] = i;
+        }
+        /* revoked first (every survivor: a revoke is local), and quiet: a shrink
+           does not get past an error the parent still reports */
+        if (old->nc) ncclCommRevoke(old->nc, NCCL_REVOKE_DEFAULT), old->revoked_nc = old->nc, old->nc = NULL;
+        ncclComm_t parent = old->revoked_nc;
+        nr = ncclInProgress;
+        while (nr == ncclInProgress && _vs_now() < deadline)
+            if (ncclCommGetAsyncError(parent, &nr) != ncclSuccess || nr == ncclInProgress) _vs_sleep_us(50);
+        __atomic_store_n(&old->split_out, (ncclComm_t)NULL, __ATOMIC_RELEASE);
+        if (nr == ncclSuccess) nr = ncclCommShrink(parent, excl, ne, &old->split_out, &cfg, NCCL_SHRINK_ABORT);
+        _vs_hfree(&w->hooks, excl);
+        /* non-blocking, as ncclCommSplit: the parent reads ncclInProgress until
+           NCCL's job has written the child, which then settles on its own */
+        if (nr == ncclSuccess) nr = ncclInProgress;
+        while (nr == ncclInProgress && _vs_now() < deadline)
+            if (ncclCommGetAsyncError(parent, &nr) != ncclSuccess || nr == ncclInProgress) _vs_sleep_us(50);
+        nc = nr == ncclSuccess ? __atomic_load_n(&old->split_out, __ATOMIC_ACQUIRE) : NULL;
+        if (nc) nr = ncclInProgress;
+        while (nc && nr == ncclInProgress && _vs_now() < deadline)
+            if (ncclCommGetAsyncError(nc, &nr) != ncclSuccess || nr == ncclInProgress) _vs_sleep_us(50);
+    } else
+#endif
+    {
+        ncclUniqueId id;
+        memcpy(&id, tk->id, sizeof id);
+        nr = ncclCommInitRankConfig(&nc, tk->n, id, tk->index, &cfg);
+        while (nr == ncclInProgress && nc && _vs_now() < deadline) {
+            _vs_sleep_us(50);
+            ncclCommGetAsyncError(nc, &nr);
+        }
+    }
+    vs_result r = VS_OK;
+    if (nr == ncclInProgress)
+        r = _vs_err(VS_ERR_TIMEOUT, "%s: %s of a %d-rank world did not complete within %g s", fn, call, tk->n, w->timeout);
+    else if (nr != ncclSuccess || !nc)
+        r = _vs_err_backend(VS_ERR_BACKEND, (int)nr, "%s: %s: %s", fn, call, ncclGetErrorString(nr));
+    if (!r) r = _vs_nccl_comm_setup(c, nc);
+    else if (nc) ncclCommAbort(nc);
+    if (r) {
+        _vs_comm_destroy(c);
+        return r;
+    }
+    *out = c;
     return VS_OK;
 }
 
@@ -6512,9 +6647,24 @@ _VS_PRIVATE void _vs_nccl_abort_comm(vs_comm* c, vs_result why, int origin, cons
     /* ncclCommAbort tells no peer; in a vs_launch job the job does (_vs_nccl_job_check) */
     _vs_tjob* job = c->world ? c->world->job : NULL;
     if (!job) return;
+    // (a communicator from before a reconfiguration: what it left unfinished is not the new world's failure)
+    if (c->epoch < __atomic_load_n(&c->world->epoch, __ATOMIC_ACQUIRE)) return;
     char msg[300];
     if (!cause) origin = _vs_abort_cause(c, msg, sizeof msg), cause = msg, why = VS_ERR_ABORTED;
     _vs_job_fail(job, NULL, why, origin, cause);
+}
+
+/* >>elastic: c belongs to a mesh a failure is replacing: its operations still in
+   flight (waiting for a dead peer) stop here, on this rank, so the streams
+   waiting for them go on; no peer is told (a vs_mesh_shrink: they all do it). */
+_VS_PRIVATE void _vs_nccl_drop(vs_comm* c)
+{
+    if (c->tr != VS_TRANSPORT_NCCL) return;
+    __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
+    if (c->ncmu_made) pthread_mutex_lock(&c->ncmu); // (not beside the watchdog)
+    if (c->nc) ncclCommAbort(c->nc), c->nc = NULL;
+    if (c->ncmu_made) pthread_mutex_unlock(&c->ncmu);
+    _vs_wd_unlist(c); // (its work will never finish: the watchdog would end the next epoch's job for it)
 }
 
 /* NULL gives back the communicator's own stream; the caller's is never destroyed here. */
@@ -6857,6 +7007,10 @@ VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
 _VS_PRIVATE void _vs_world_retire_comm(vs_world* w)
 {
     if (!w->comm) return;
+#ifdef VESCALE_NCCL
+    if (w->comm->nc) w->comm->revoked_nc = w->comm->nc, w->comm->nc = NULL; // (aborted when freed: its peers are gone)
+    _vs_wd_unlist(w->comm); // (what it left in flight is not the new world's failure)
+#endif
     w->comm->rnext = w->retired;
     w->retired = w->comm;
     w->comm = NULL;
@@ -8595,7 +8749,8 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
 _VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
                                  const char* fn)
 {
-    if (w->tr == VS_TRANSPORT_THREADS && w->job) return _vs_t_reform(w, kind, keep, ctx, info);
+    if ((w->tr == VS_TRANSPORT_THREADS || w->tr == VS_TRANSPORT_NCCL) && w->job) // (a vs_launch job's agreement)
+        return _vs_t_reform(w, kind, keep, ctx, info);
     if (w->tr == VS_TRANSPORT_MPI) {
 #if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
         const char* why = "this MPI has ULFM, but vescale's MPI transport does not use it yet";
@@ -8606,9 +8761,9 @@ _VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* 
         return _vs_err(VS_ERR_UNSUPPORTED, "%s: the MPI transport cannot survive a rank: %s; the job ends on a "
                        "failure: resume it from a checkpoint on the ranks left (vs_train_load reshards)", fn, why);
     }
-    return _vs_err(VS_ERR_UNSUPPORTED, "%s: the %s transport cannot reconfigure yet (NCCL: ncclCommRevoke and "
-                   "ncclCommShrink of the world's communicator are not wired): resume from a checkpoint on the ranks "
-                   "left", fn, vs_transport_name(w->tr));
+    return _vs_err(VS_ERR_UNSUPPORTED, "%s: a %s job of processes has no agreement of its survivors yet (vs_launch's "
+                   "thread ranks have one: NCCL ranks there shrink with ncclCommShrink): resume from a checkpoint on "
+                   "the ranks left", fn, vs_transport_name(w->tr));
 }
 
 VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info)
@@ -8669,6 +8824,15 @@ VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_r
         vs_mesh_describe(m, desc, sizeof desc);
         return _vs_err(VS_ERR_INVALID, "%s: the mesh %s has no dim '%s' to drop replicas along", fn, desc, dn);
     }
+#ifdef VESCALE_NCCL
+    /* a failure to recover from (else the agreement's error, and m stays whole):
+       the submeshes' operations in flight stop first, so the streams behind
+       them go on and the world's communicator can come quiet for its shrink */
+    _vs_tjob* job = w->job;
+    if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE))
+        for (int i = 0; i < m->nsubs; i++)
+            if (m->subs[i].mesh && m->subs[i].mesh->comm) _vs_nccl_drop(m->subs[i].mesh->comm);
+#endif
     _vs_keep_mesh k = {m, di};
     vs_reform_info ri;
     _VS_TRY(_vs_reform(w, _VS_REFORM_SHRINK, _vs_keep_replica, &k, &ri, fn));
@@ -8718,16 +8882,34 @@ VS_API vs_result vs_world_joiners(vs_world* w, int* n)
     if (!w->comm) return _vs_err(VS_ERR_STATE, "vs_world_joiners: world rank %d is not in the world's communicator "
                                  "(it left at a shrink, or is a replacement): it joins with vs_world_grow", w->rank);
     int32_t mine = 0, all = 0;
-    if (w->tr == VS_TRANSPORT_THREADS && w->job) {
+    if (w->job) { // (a vs_launch job's: threads or NCCL)
         _vs_tjob* job = w->job;
         pthread_mutex_lock(&job->mu);
         for (int x = 0; x < job->desc.nranks; x++)
             mine += job->tk[x] && job->tk[x]->kind == _VS_REFORM_GROW && !job->live[x];
         pthread_mutex_unlock(&job->mu);
     }
-    _VS_TRY(vs_all_reduce(w->comm, &mine, &all, 1, VS_I32, VS_OP_MAX, NULL));
-    *n = all;
-    return VS_OK;
+    if (!vs_comm_device(w->comm)) {
+        _VS_TRY(vs_all_reduce(w->comm, &mine, &all, 1, VS_I32, VS_OP_MAX, NULL));
+        *n = all;
+        return VS_OK;
+    }
+#ifdef VESCALE_NCCL
+    int32_t* d = (int32_t*)vs_device_alloc(w, 2 * sizeof(int32_t)); // (NCCL takes device memory only)
+    if (!d) return _vs_err(VS_ERR_NOMEM, "vs_world_joiners: out of device memory");
+    cudaStream_t st = (cudaStream_t)vs_comm_stream(w->comm);
+    cudaError_t e = cudaMemcpyAsync(d, &mine, sizeof mine, cudaMemcpyHostToDevice, st);
+    vs_result r = e == cudaSuccess ? vs_all_reduce(w->comm, d, d + 1, 1, VS_I32, VS_OP_MAX, NULL)
+                                   : _vs_err(VS_ERR_BACKEND, "vs_world_joiners: %s", cudaGetErrorString(e));
+    if (!r && (e = cudaMemcpyAsync(&all, d + 1, sizeof all, cudaMemcpyDeviceToHost, st)) != cudaSuccess)
+        r = _vs_err(VS_ERR_BACKEND, "vs_world_joiners: %s", cudaGetErrorString(e));
+    if (!r) r = vs_sync_stream(w->comm, NULL);
+    vs_device_free(w, d);
+    *n = r ? 0 : all;
+    return r;
+#else
+    return VS_ERR_UNSUPPORTED;
+#endif
 }
 
 VS_API vs_result vs_world_respawn(vs_world* w, int rank)
@@ -8735,9 +8917,9 @@ VS_API vs_result vs_world_respawn(vs_world* w, int rank)
     const char* fn = "vs_world_respawn";
     _VS_CHECK_NULL(w, "world");
     _vs_tjob* job = w->job;
-    if (w->tr != VS_TRANSPORT_THREADS || !job)
-        return _vs_err(VS_ERR_UNSUPPORTED, "%s: only a vs_launch job on the threads transport starts replacements "
-                       "(this world is %s)", fn, vs_transport_name(w->tr));
+    if (!job)
+        return _vs_err(VS_ERR_UNSUPPORTED, "%s: only a vs_launch job starts replacements (a job of processes starts "
+                       "its own, and has no agreement to join yet)", fn);
     if (rank < 0 || rank >= job->desc.nranks)
         return _vs_err(VS_ERR_INVALID, "%s: rank %d out of range [0, %d)", fn, rank, job->desc.nranks);
     vs_result r = VS_OK;

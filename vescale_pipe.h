@@ -2724,6 +2724,7 @@ typedef struct _vs_pipe_link { // the 2-rank communicator that carries src -> ds
     int64_t* pre_hdr;   // the header being received (sized for the largest boundary)
     vs_work* pre_hw;    // its receive, or NULL
     int pre_hdone;      // the header is in
+    vs_result pre_err;  // its receive failed (found by _vs_pipe_progress): the next receive reports it
     char* pre_buf;      // the bytes being received, or NULL
     vs_work* pre_bw;
     size_t pre_hn;      // the posted header's length (int64 words)
@@ -4090,6 +4091,13 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_recv(vs_pipe* p, int b, int mb, int grad, in
     vs_result r = VS_OK;
     _vs_pipe_link* lk = _vs_pipe_link_of(p, src, p->stage);
     if (!h) return vs_set_error(VS_ERR_NOMEM, "receive: out of memory");
+    if (lk && lk->pre_err) { // the header's receive ahead failed: its communicator says why (aborted, timed out)
+        vs_result e = lk->pre_err;
+        lk->pre_err = VS_OK;
+        r = vs_recv(c, h, hn, VS_I64, 0, NULL);
+        if (!r) r = vs_set_error(e, "receive: the header received ahead failed (%s)", vs_result_string(e));
+        goto done;
+    }
     if (lk && (lk->pre_hw || lk->pre_hdone)) { // received ahead
         if (lk->pre_hn != hn) { // (cannot be: the same schedule chose both)
             r = vs_set_error(VS_ERR_STATE, "receive: the header received ahead has %zu words, this one %zu", lk->pre_hn, hn);
@@ -4279,9 +4287,14 @@ _VS_PIPE_PRIVATE void _vs_pipe_progress(vs_pipe* p)
         if (!l->pre_hw || vs_test(l->pre_hw, &done) != VS_OK || !done) continue;
         vs_result r = vs_wait(l->pre_hw);
         l->pre_hw = NULL;
+        if (r) { // (the receive reports it: not the header left from the message before)
+            l->pre_err = r;
+            vs_clear_error();
+            continue;
+        }
         l->pre_hdone = 1;
         size_t bytes = (size_t)l->pre_hdr[5];
-        if (r || l->pre_hdr[0] != _VS_PIPE_MAGIC || !bytes) continue; // (the receive reports it)
+        if (l->pre_hdr[0] != _VS_PIPE_MAGIC || !bytes) continue; // (the receive reports it)
         size_t sum = 0;
         int64_t nt = l->pre_hdr[4];
         if (nt < 0 || nt > p->maxnt || _VS_PIPE_HDR(nt) != l->pre_hn ||
@@ -4312,6 +4325,7 @@ _VS_PIPE_PRIVATE void _vs_pipe_drain(vs_pipe* p)
         l->pre_hw = l->pre_bw = NULL;
         l->pre_buf = NULL;
         l->pre_hdone = 0;
+        l->pre_err = VS_OK;
     }
 }
 

@@ -30,7 +30,7 @@
 
 #include "strict/vs_strict.h"
 
-enum { D = 8, H = 16, ROWS = 16, STEPS = 6 };
+enum { D = 8, H = 16, ROWS = 24, STEPS = 6 }; /* (24 rows: DP 4, 3 and 2 x 2 microbatches) */
 
 /* --- the model's math, once: host C and NVRTC ------------------------------ */
 #define TK(x) _VS_MKSEL(tk_##x, vs_tk_##x)
@@ -140,9 +140,14 @@ static const vs_kernel_text tk_text = {"test_train_nccl_kernels.cu", tk_body, KI
 static __thread int dev_mode;
 static __thread void* kern[KI_N];
 static __thread float *s_part, *s_y, *s_gy; /* ROWS x H floats each, on the rank's device (or host) */
+static __thread int tl_kill = -1, tl_killed; /* the elastic case: kernel launches before this rank dies */
 
 static vs_result launch(const vs_pipe_call* c, int ki, long long n, void** args)
 {
+    if (tl_kill >= 0 && tl_kill-- == 0) {
+        tl_killed = 1;
+        return vs_set_error(VS_ERR_INVALID, "killed by the test");
+    }
     long long blocks = (n + 255) / 256;
     dim3 g, b;
     g.x = (unsigned)(blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks), g.y = g.z = 1;
@@ -511,6 +516,10 @@ typedef struct run {
     long steady_allocs; /* device allocations during the last step (rank 0's process: all ranks) */
     double steady_syncs; /* host syncs during the last step, per rank */
     long steady_events, steady_libs; /* CUDA events created, NVRTC libraries loaded in it */
+    /* elastic: world rank kill_rank dies at its kill_at-th kernel launch of step kill_step; the others shrink the
+       mesh by its DP replica (ncclCommShrink) and go on; at step grow_step (0: never) a replacement joins */
+    int elastic, kill_rank, kill_step, kill_at, grow_step;
+    int shrinks, grows; /* seen by the lowest live rank */
 } run;
 
 static pthread_barrier_t bar;
@@ -533,9 +542,24 @@ static vs_result arena_take(const char* name, vs_dtype dt, vs_dtype gdt, int64_t
     return VS_OK;
 }
 
+/* The elastic case's way back in: the world grows (every live rank of the job, at
+   one step), the whole mesh again, and the state from the ranks that have it. */
+static vs_result el_join(vs_world* w, const vs_train_desc* d, run* R, vs_train** t, int grown)
+{
+    vs_mesh* m = NULL;
+    vs_mesh_desc md = {{R->plan.pp, R->plan.dp, R->plan.tp}, 0, {"PP", "DP", "TP"}, NULL};
+    vs_result r = grown ? VS_OK : vs_world_grow(w, NULL);
+    if (!r) r = vs_mesh_init(w, &md, &m);
+    if (!r) r = vs_train_reconfigure(t, d, m, NULL, NULL);
+    if (!r && vs_comm_rank(vs_world_comm(w)) == 0) R->grows++;
+    return r;
+}
+
 static int rank_fn(vs_world* w, void* arg)
 {
     run* R = (run*)arg;
+    int joining = R->elastic && vs_world_joining(w);
+    if (joining) VT_OK(vs_world_grow(w, NULL)); /* a replacement: in first (its GPU is chosen there) */
     dev_mode = vs_comm_device(vs_world_comm(w)) == 1;
     size_t sb = sizeof(float) * ROWS * H;
     float *X, *T;
@@ -567,11 +591,31 @@ static int rank_fn(vs_world* w, void* arg)
         d.storage = arena_take, d.storage_user = &ar;
     }
     vs_train* t = NULL;
-    vs_result r = vs_parallelize(w, &d, &t);
+    vs_result r = joining ? el_join(w, &d, R, &t, 1) : vs_parallelize(w, &d, &t);
     VT_CHECK(r == VS_OK, "parallelize: %s", vs_last_error());
     if (r) return 1;
     if (R->load) VT_OK(vs_train_load(t, R->load, NULL, 0));
+    int respawned = 0, shrunk = 0, grown = 0;
     for (int s = 0; s < R->steps; s++) {
+        if (R->elastic) { /* the step the state is at (a failure takes it again) */
+            s = (int)vs_train_steps(t);
+            if (s >= R->steps) break;
+            if (R->grow_step && shrunk && !grown && s >= R->grow_step) {
+                if (vs_comm_rank(vs_world_comm(w)) == 0 && !respawned) VT_OK(vs_world_respawn(w, R->kill_rank));
+                respawned = 1;
+                int j = 0;
+                VT_OK(vs_world_joiners(w, &j));
+                if (j == R->plan.pp * R->plan.tp) { /* the replacement and the ranks that left with the victim */
+                    VT_OK(el_join(w, &d, R, &t, 0));
+                    grown = 1;
+                    if (!t) return 1;
+                } else
+                    usleep(200);
+                s = -1;
+                continue;
+            }
+            if (vs_world_rank(w) == R->kill_rank && s == R->kill_step) tl_kill = R->kill_at;
+        }
         batch_of(R->first + s, X, T);
         vs_batch b;
         memset(&b, 0, sizeof b);
@@ -583,7 +627,7 @@ static int rank_fn(vs_world* w, void* arg)
         b.shape[0][1] = b.shape[1][1] = D;
         b.data[0] = X, b.data[1] = T;
         int nacc = R->accumulate > 1 ? R->accumulate : 1;
-        int last = s == R->steps - 1 && R->steps > 2 && nacc == 1;
+        int last = s == R->steps - 1 && R->steps > 2 && nacc == 1 && !R->elastic;
         vs_strict_counts c0;
         if (last && dev_mode) {
             pthread_barrier_wait(&bar);
@@ -609,6 +653,35 @@ static int rank_fn(vs_world* w, void* arg)
             }
         double ev = NAN;
         if (R->eval) VT_OK(vs_train_eval(t, &b, &ev));
+        if (R->elastic) {
+            r = vs_train_step(t, &b, &l);
+            tl_kill = -1;
+            if (tl_killed) { /* dead: its peers wait for it */
+                vs_train_free(t);
+                goto out;
+            }
+            if (r) { /* a rank failed: shrink by its replica (ncclCommShrink), move the state, take the step again */
+                VT_CHECK(r == VS_ERR_ABORTED || r == VS_ERR_TIMEOUT, "rank %d: %s", vs_world_rank(w), vs_last_error());
+                vs_mesh* small = NULL;
+                VT_OK(vs_mesh_shrink(vs_train_mesh(t), "DP", &small, NULL));
+                shrunk = 1;
+                if (small) {
+                    VT_OK(vs_train_reconfigure(&t, &d, small, NULL, NULL));
+                    if (vs_comm_rank(vs_world_comm(w)) == 0) R->shrinks++;
+                } else { /* left with the victim's replica: back at the grow */
+                    vs_train_free(t);
+                    t = NULL;
+                    if (!R->grow_step) goto out;
+                    VT_OK(el_join(w, &d, R, &t, 0));
+                    grown = 1;
+                }
+                if (!t) goto out;
+                s = -1;
+                continue;
+            }
+            if (vs_comm_rank(vs_world_comm(w)) == 0) R->loss[s] = l;
+            continue;
+        }
         VT_OK(vs_train_step(t, &b, &l));
         if (R->eval && !(fabs(ev - l) <= 1e-6 * fabs(l))) R->eval_bad++;
         if (vs_world_rank(w) == 0) R->skip_at[s] = vs_train_skipped_steps(t) != sk0;
@@ -627,14 +700,18 @@ static int rank_fn(vs_world* w, void* arg)
     if (vs_world_rank(w) == 0) R->skipped = vs_train_skipped_steps(t), R->scale = vs_train_loss_scale(t);
     if (R->save) VT_OK(vs_train_save(t, R->save, NULL, 0, 0));
     float buf[D * H];
+    int lead = vs_comm_rank(vs_world_comm(w)) == 0; /* (world rank 0 unless a failure moved it) */
     for (int p = 0; p < NPARAM; p++) { /* (in the parameter's dtype) */
         VT_OK(vs_train_get_param(t, PNAMES[p], buf, sizeof buf));
         const uint16_t* h = (const uint16_t*)buf;
-        for (int i = 0; vs_world_rank(w) == 0 && i < PSIZE[p]; i++)
+        for (int i = 0; lead && i < PSIZE[p]; i++)
             R->params[p][i] = R->dtype == VS_BF16 ? vs_bf16_to_f32(h[i]) : R->dtype == VS_F16 ? vs_f16_to_f32(h[i]) : buf[i];
     }
     VT_OK(vs_train_free(t));
     VT_CHECK(!R->storage || ar.used > 0, "the trainer's arena was not used");
+out:;
+    int killed = tl_killed; /* (a rank that dies returns an error: the job's fail-fast tells the others) */
+    tl_kill = -1, tl_killed = 0;
     if (ar.p) vs_device_free(w, ar.p), vs_device_free(w, ar.g);
     if (dev_mode) {
         vs_device_free(w, s_part), vs_device_free(w, s_y), vs_device_free(w, s_gy);
@@ -642,7 +719,7 @@ static int rank_fn(vs_world* w, void* arg)
     } else {
         free(s_part), free(s_y), free(s_gy), free(X), free(T);
     }
-    return 0;
+    return killed ? VS_ERR_INVALID : 0;
 }
 
 static void go(run* R, int nranks, vs_transport tr)
@@ -774,6 +851,29 @@ static void case_storage(void)
     compare("the trainer's device memory", &R, &REF, STEPS, 0);
     VT_CHECK(R.steady_allocs == 0 && R.steady_syncs <= 1 + 1e-9, "a steady step: %ld allocations, %.2f host syncs",
              R.steady_allocs, R.steady_syncs);
+}
+
+/* A rank dies in the middle of a step on simulated GPUs: the survivors shrink
+   the world with ncclCommShrink and the mesh by the victim's DP replica, move
+   the state in device memory and go on; with grow, the victim's replacement
+   comes back at a later step (a new communicator) and the mesh is whole again.
+   Every step's loss and the final parameters equal one host rank's
+   uninterrupted run (1e-5), with no stand-in violation. */
+static void case_elastic(int pp, int dp, int tp, int kill_rank, int kill_step, int kill_at, int grow)
+{
+    static run R;
+    memset(&R, 0, sizeof R);
+    R.plan.pp = pp, R.plan.dp = dp, R.plan.tp = tp;
+    R.plan.microbatches = 2;
+    R.steps = STEPS;
+    R.elastic = 1;
+    R.kill_rank = kill_rank, R.kill_step = kill_step, R.kill_at = kill_at, R.grow_step = grow;
+    char name[160];
+    snprintf(name, sizeof name, "PP%d x DP%d x TP%d, world rank %d dies at step %d%s", pp, dp, tp, kill_rank, kill_step,
+             grow ? ", replaced" : "");
+    go(&R, pp * dp * tp, VS_TRANSPORT_NCCL);
+    compare(name, &R, &REF, STEPS, 0);
+    VT_CHECK(R.shrinks == 1 && R.grows == (grow ? 1 : 0), "%s: %d shrinks, %d grows", name, R.shrinks, R.grows);
 }
 
 static void case_resume(void)
@@ -973,6 +1073,12 @@ int main(void)
             "one host rank; a steady step: one host wait, no allocation", case_storage());
     VT_CASE("train/nccl: saved on PP2 x DP2 x TP2, loaded on DP2 x TP2, the next steps equal the uninterrupted run",
             case_resume());
+    VT_CASE("train/nccl elastic: a rank dies mid-step on PP2 x DP4 x TP1 and PP1 x DP4 x TP2 GPUs, the survivors shrink "
+            "(ncclCommShrink) and go on, a replacement grows the mesh back: equal to one host rank", {
+                case_elastic(2, 4, 1, 5, 2, 7, 0);
+                case_elastic(1, 4, 2, 2, 1, 12, 4);
+                case_elastic(2, 4, 1, 3, 3, 2, 5);
+            });
     VT_CASE("train/bf16: bf16 parameters with f32 masters track the f32 run (host, one rank; simulated GPUs, "
             "PP2 x DP2 x TP2); bf16 gradients and reductions too, within the stated tolerances", case_bf16());
     VT_CASE("train/dtype: a bf16 run resumes in f32 (from its masters) and an f32 run in bf16, on other meshes",
