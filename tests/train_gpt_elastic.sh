@@ -9,7 +9,7 @@
 # mesh before and after), the time to the next completed step and the grow
 # (the ranks that left, back). Also: the printing rank (world rank 0) killed and
 # no replacement (the job ends on DP 3); ZeRO-1, whose lost optimizer shards
-# come from the checkpoint of --save-every 1; --kill without --elastic ends
+# come from the checkpoint of --save-every 1, grown back at the last step; --kill without --elastic ends
 # the job naming the killed rank. Prints "ok/not ok example/train_gpt_elastic ..." lines.
 set -u
 B=${B:-build}
@@ -67,14 +67,15 @@ ok=$([ $rc = 0 ] && [ "${cmp%% *}" = ok ] && [ -n "$shrink" ] && ! grep -q joine
 say "$ok" "1x4x2 --elastic --kill 0@2 (the printing rank), no replacement: $cmp, ended on DP 3 (status $rc)"
 [ "$ok" = 1 ] || show $rc "$tmp/run.log"
 
-# ZeRO-1: the failed replica's optimizer shards from the newest checkpoint (one a step)
+# ZeRO-1: the failed replica's optimizer shards from the newest checkpoint (one a step); the
+# replacement starts at the last step, which grows at once (vs_world_grow waits for it)
 "$bin" --mesh 1x4x2 --elastic --zero 1 --save-every 1 --ckpt-dir "$tmp/ck0" --steps $steps --no-reference >"$tmp/ref.log" 2>&1
-"$bin" --mesh 1x4x2 --elastic --zero 1 --save-every 1 --ckpt-dir "$tmp/ck" --kill 5@2 --replace 4 --steps $steps \
+"$bin" --mesh 1x4x2 --elastic --zero 1 --save-every 1 --ckpt-dir "$tmp/ck" --kill 5@2 --replace 6 --steps $steps \
     --no-reference >"$tmp/run.log" 2>&1
 rc=$?
 cmp=$(compare "$tmp/run.log" "$tmp/ref.log")
-ok=$([ $rc = 0 ] && [ "${cmp%% *}" = ok ] && grep -q "world rank 5 failed" "$tmp/run.log" && grep -q joined "$tmp/run.log" && echo 1)
-say "$ok" "1x4x2 --elastic --zero 1 --save-every 1 --kill 5@2 --replace 4: $cmp (status $rc)"
+ok=$([ $rc = 0 ] && [ "${cmp%% *}" = ok ] && grep -q "world rank 5 failed" "$tmp/run.log" && grep -q "^  elastic: step 6: world ranks 4 5 joined" "$tmp/run.log" && echo 1)
+say "$ok" "1x4x2 --elastic --zero 1 --save-every 1 --kill 5@2 --replace 6: $cmp, grown back at step 6 (status $rc)"
 [ "$ok" = 1 ] || show $rc "$tmp/run.log"
 
 # without --elastic a killed rank ends the job, as any fault does
