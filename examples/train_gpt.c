@@ -9,6 +9,7 @@
                  [--zero Z] [--microbatches M] [--save DIR/NAME] [--resume DIR/NAME|auto]
                  [--ckpt-dir DIR] [--sp] [--recompute GLOBS] [--no-reference] [--explain]
                  [--device cpu|cuda] [--dtype f32|bf16] [--data GLOB [--shuffle SEED]]
+                 [--elastic [--kill R@S [--replace S2]]]
      --mesh 2x2x2       the plan's mesh (default 2x2x2: PP2 x DP2 x TP2)
      --sp               sequence parallelism over TP (plan.sequence_parallel)
      --recompute GLOBS  recompute these layers' activations in the backward
@@ -44,6 +45,24 @@
                             build/vescale-shards build/shards/readme README.md
                             build/train_gpt --mesh 1x2x2 --data "build/shards/readme_*.bin"
      --shuffle SEED     with --data: every epoch's rows in an order drawn from SEED
+     --elastic          a failed rank does not end the job (thread ranks): the
+                        survivors shrink the mesh by its DP replica
+                        (vs_mesh_shrink), move the training state onto the
+                        smaller mesh in memory (vs_train_reconfigure) and take
+                        the failed step again; a replacement grows it back
+                        (vs_world_grow). A step is then 24 rows (not 16), which
+                        DP x microbatches divide on DP 4 and on DP 3 (the default
+                        microbatches: 8 / DP); ZeRO-0 unless --zero is given
+                        (ZeRO-1/2 shard the optimizer state: the failed replica's
+                        shards come from the newest checkpoint of --save-every)
+     --kill R@S         a demo and test aid: world rank R dies in the middle of
+                        step S (a layer's forward fails on it, and its rank
+                        function returns, leaving its peers waiting). Without
+                        --elastic the job ends, as any fault does
+     --replace S2       with --kill: a replacement for rank R starts at step S2
+                        (vs_world_respawn); the mesh grows back to the plan's at
+                        the first step boundary where it waits (the last step
+                        waits for it)
    Thread ranks by default; built with -DVESCALE_MPI and started by mpirun, one
    process per rank (each also runs the one-rank reference by itself).
 
@@ -64,7 +83,9 @@
 #include <cuda_runtime.h>
 #endif
 
-enum { ROWS = 16, MAXSTEPS = 1000 };
+enum { MAXROWS = 24, MAXSTEPS = 1000 };
+
+static int ROWS = 16; // rows of a step's global batch (--elastic: 24)
 
 static gpt_config CFG = {64, 16, 64, 4, 2, 1234};
 static vs_dtype DTYPE = VS_F32; // the parameters' (--dtype)
@@ -80,6 +101,10 @@ typedef struct job {
     const char* save;
     const char* resume;
     int save_every;         // also save every N steps into ckdir (keeping the newest 3)
+    int elastic;            // a failed rank's DP replica leaves and the others go on (--elastic)
+    int replace;            // the step a replacement starts at (--replace; 0: none)
+    int end;                // the step this run stops before (a replacement rank reads it)
+    int victim, kill_step;  // --kill R@S (victim -1: none)
     const char* ckdir;
     double loss[MAXSTEPS];  // by step
     double secs[MAXSTEPS];
@@ -99,6 +124,20 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* --kill R@S, a demo and test aid (no part of a trainer): world rank R dies in
+   the middle of step S. Every layer's forward goes through kill_forward, which
+   fails on that rank at the step's middle microbatch; the rank then returns
+   from its function, leaving its peers waiting in a pipeline transfer, a TP
+   all-reduce or a gradient bucket, as a crashed rank would. */
+static __thread int kill_armed; // this thread is rank R, in step S
+static int kill_mb;             // the microbatch it dies in
+static vs_pipe_fn unit_forward[GPT_MAX_UNITS];
+static vs_result kill_forward(vs_pipe_call* c)
+{
+    if (kill_armed && c->mb == kill_mb) return vs_set_error(VS_ERR_INVALID, "killed by --kill");
+    return unit_forward[c->unit](c);
+}
+
 #define CHECK(x)                                                                                                      \
     do {                                                                                                              \
         vs_result r_ = (x);                                                                                           \
@@ -107,6 +146,43 @@ static double now(void)
             return 1;                                                                                                 \
         }                                                                                                             \
     } while (0)
+
+/* The first rank of the world's communicator prints (world rank 0, until a
+   failure takes it away). */
+static int lead(vs_world* w) { return vs_comm_rank(vs_world_comm(w)) == 0; }
+
+/* The data position: the batches taken (a step skipped for a NaN took its batch too). */
+static int position(vs_train* t) { return (int)(vs_train_steps(t) + vs_train_skipped_steps(t)); }
+
+static void print_ranks(const char* what, const int* r, int n)
+{
+    printf("%s%s", what, n == 1 ? "" : "s");
+    for (int i = 0; i < n && i < VS_REFORM_LIST; i++) printf(" %d", r[i]);
+}
+
+/* --elastic --replace: the world grows back (vs_world_grow: the ranks of the
+   mesh, the ones that left with a failed replica and the replacements, at one
+   step boundary), the plan's mesh is made again and the training state moves
+   onto it (*t NULL on a rank that comes in: its state comes from a DP peer). */
+static vs_result grow(vs_world* w, const job* J, const vs_train_desc* d, vs_train** t)
+{
+    const vs_plan* p = &J->plan;
+    vs_mesh_desc md = {{p->pp, p->dp, p->tp}, 0, {"PP", "DP", "TP"}, NULL};
+    vs_mesh* m = NULL;
+    vs_reform_info ri;
+    vs_reconfig_info ci;
+    vs_result r = vs_world_grow(w, &ri);
+    if (!r) r = vs_mesh_init(w, &md, &m);
+    if (!r) r = vs_train_reconfigure(t, d, m, NULL, &ci);
+    if (r && m) vs_mesh_free(m);
+    if (!r && lead(w) && !J->quiet) {
+        printf("  elastic: step %d: ", position(*t));
+        print_ranks("world rank", ri.joined, ri.njoined);
+        printf(" joined: (PP=%d, DP=%d, TP=%d) -> (PP=%d, DP=%d, TP=%d), the state moved in %.1f ms\n", p->pp,
+               (ri.nlive - ri.njoined) / (p->pp * p->tp), p->tp, p->pp, p->dp, p->tp, 1e3 * ci.seconds);
+    }
+    return r;
+}
 
 /* The trainer: the same on one rank and on a mesh. */
 static int train(vs_world* w, void* arg)
@@ -121,8 +197,10 @@ static int train(vs_world* w, void* arg)
     d.lr = (vs_lr_schedule){VS_LR_COSINE, 3e-3, 3e-4, 5, 200, 0, 0};
     d.clip = 1.0;
     d.grad_fp32 = DTYPE == VS_BF16 || DTYPE == VS_F16; // f32 gradients for bf16 parameters
-    vs_train* t;
-    CHECK(vs_parallelize(w, &d, &t));
+    vs_train* t = NULL;
+    int joining = vs_world_joining(w); // a replacement rank (--replace)
+    if (joining) CHECK(grow(w, J, &d, &t));
+    else CHECK(vs_parallelize(w, &d, &t));
     vs_data* data = NULL; // --data: this DP rank's rows of each batch, read ahead; attached: saved and resumed with t
     if (DATA) {
         vs_data_desc dd;
@@ -137,8 +215,8 @@ static int train(vs_world* w, void* arg)
                    (long long)di.tokens, (long long)di.windows, CFG.seq, (long long)di.batches_per_epoch,
                    SHUFFLE ? ", shuffled" : "");
     }
-    if (J->resume) CHECK(vs_train_load(t, J->resume, NULL, 0)); // (and the data position)
-    int32_t tokens_h[ROWS * 64], targets_h[ROWS * 64], *tokens = tokens_h, *targets = targets_h;
+    if (J->resume && !joining) CHECK(vs_train_load(t, J->resume, NULL, 0)); // (and the data position)
+    int32_t tokens_h[MAXROWS * 64], targets_h[MAXROWS * 64], *tokens = tokens_h, *targets = targets_h;
 #ifdef VESCALE_NCCL
     if (J->device) { // pinned: the batch's copies to the device are asynchronous (each step's done by its loss read)
         if (cudaMallocHost((void**)&tokens, sizeof tokens_h) != cudaSuccess ||
@@ -149,23 +227,77 @@ static int train(vs_world* w, void* arg)
     }
 #endif
     vs_batch b = gpt_batch_view(ROWS, CFG.seq, tokens, targets);
-    int rank0 = vs_world_rank(w) == 0;
-    // the data position: 0, or where the checkpoint stopped (a step skipped for a NaN took its batch too)
-    int s0 = (int)(vs_train_steps(t) + vs_train_skipped_steps(t));
-    for (int s = s0; s < s0 + J->steps && s < MAXSTEPS; s++) {
+    // the data position: 0, or where the checkpoint stopped (a replacement rank: where the others are)
+    int s0 = position(t), end = joining ? J->end : s0 + J->steps;
+    if (vs_world_rank(w) == 0 && !joining) J->end = end;
+    vs_reform_info lost;         // --elastic: the ranks the last shrink lost (nfailed 0: none, or grown back)
+    double failed_at = 0, agreed = 0, moved = 0; // when this rank learnt of a failure it survived; the shrink's parts
+    lost.nfailed = 0;
+    for (int s = s0; s < end && s < MAXSTEPS; s++) {
+        if (lost.nfailed && J->replace && s >= J->replace) { // a replacement starts; the mesh grows when it waits
+            if (s == J->replace && lead(w))
+                for (int i = 0; i < lost.nfailed; i++) {
+                    CHECK(vs_world_respawn(w, lost.failed[i])); // (threads: a new thread runs train)
+                    if (!J->quiet) printf("  elastic: step %d: a replacement for world rank %d starts\n", s, lost.failed[i]);
+                }
+            int n = 0, want = J->plan.pp * J->plan.dp * J->plan.tp - vs_comm_size(vs_world_comm(w));
+            CHECK(vs_world_joiners(w, &n)); // ranks waiting to come in (the same on every rank)
+            if (n == want || s == end - 1) { // (the last step grows anyway: vs_world_grow waits for who started)
+                CHECK(grow(w, J, &d, &t));
+                lost.nfailed = 0;
+            }
+        }
         double t0 = now();
         if (data) CHECK(vs_data_next(data, &b)); // this DP rank's rows (b.dp_local)
         else gpt_batch(&CFG, s, ROWS, tokens, targets); // the global batch of step s
         vs_train_stats st; // the step's metrics: loss, gradient norm before clipping, lr, ...
-        CHECK(vs_train_step_ex(t, &b, &st));
-        double loss = st.loss;
+        kill_armed = vs_world_rank(w) == J->victim && s == J->kill_step; // (--kill)
+        vs_result step = vs_train_step_ex(t, &b, &st);
+        if (J->elastic && (step == VS_ERR_ABORTED || step == VS_ERR_TIMEOUT)) { // a rank failed: go on without its DP replica
+            char before[64], ck[1100];
+            vs_mesh* small;
+            vs_reconfig_info ci;
+            double seen = now(); // (the failure, as this rank learns of it)
+            vs_mesh_describe(vs_train_mesh(t), before, sizeof before);
+            CHECK(vs_mesh_shrink(vs_train_mesh(t), "DP", &small, &lost)); // the survivors agree on the failed ranks
+            agreed = now() - seen;
+            if (!small) { // this rank left with a failed rank's replica: it frees its state and waits to come back
+                CHECK(vs_train_free(t));
+                t = NULL;
+                if (!J->replace) return 0;
+                CHECK(grow(w, J, &d, &t));
+                s = position(t) - 1, lost.nfailed = 0;
+                continue;
+            }
+            // ZeRO-1/2: the failed replica's optimizer shards exist nowhere else: from the newest checkpoint
+            const char* ckpt = J->save_every && vs_ckpt_latest(J->ckdir, ck, sizeof ck) == VS_OK ? ck : NULL;
+            CHECK(vs_train_reconfigure(&t, &d, small, ckpt, &ci)); // the state onto the smaller mesh, in memory
+            failed_at = seen, moved = ci.seconds;
+            if (lead(w) && !J->quiet) {
+                char after[64];
+                vs_mesh_describe(vs_train_mesh(t), after, sizeof after);
+                printf("  elastic: step %d: ", s);
+                print_ranks("world rank", lost.failed, lost.nfailed);
+                print_ranks(" failed; world rank", lost.dropped, lost.ndropped);
+                printf(" left with the DP replica%s: %s -> %s\n", lost.nfailed == 1 ? "" : "s", before, after);
+            }
+            s--; // the step again, on the smaller mesh
+            continue;
+        }
+        if (step) { // this rank's own failure (--kill's too), or any without --elastic: it ends here
+            fprintf(stderr, "rank %d: vs_train_step_ex: %s\n", vs_world_rank(w), vs_last_error());
+            vs_train_free(t);
+            return step;
+        }
+        double loss = st.loss, recovered = failed_at ? now() - failed_at : 0; // (the first step done after a failure)
+        failed_at = 0;
         if (J->save_every && (s + 1) % J->save_every == 0) { // a checkpoint that a killed job resumes from
             char path[1100];
             snprintf(path, sizeof path, "%s/step-%06d", J->ckdir, s + 1);
             CHECK(vs_train_save(t, path, NULL, 0, 0));
-            if (rank0) CHECK(vs_ckpt_retain(J->ckdir, 3));
+            if (lead(w)) CHECK(vs_ckpt_retain(J->ckdir, 3));
         }
-        if (!rank0) continue;
+        if (!lead(w)) continue;
         J->loss[s] = loss, J->secs[s] = now() - t0, J->have[s] = 1;
         if (st.act_peak > J->act_peak) J->act_peak = st.act_peak;
         if (J->quiet) continue;
@@ -178,11 +310,14 @@ static int train(vs_world* w, void* arg)
         } else
             printf("  %4d   %10.6f   %10s   %9s   %6.3f%s  %8.2e   %9.0f\n", s, loss, "-", "-", st.grad_norm,
                    st.clipped ? "*" : " ", st.lr, tps);
+        if (recovered)
+            printf("  elastic: %.1f ms from the failure to step %d done again (the agreement %.1f ms, moving the "
+                   "state %.1f ms, the step %.1f ms)\n", 1e3 * recovered, s, 1e3 * agreed, 1e3 * moved, 1e3 * J->secs[s]);
         fflush(stdout);
     }
     if (J->save) {
         CHECK(vs_train_save(t, J->save, NULL, 0, 0));
-        if (rank0 && !J->quiet) printf("saved step %lld to %s\n", (long long)vs_train_steps(t), J->save);
+        if (lead(w) && !J->quiet) printf("saved step %lld to %s\n", (long long)vs_train_steps(t), J->save);
     }
     CHECK(vs_data_free(data));
     CHECK(vs_train_free(t));
@@ -214,6 +349,17 @@ static int prof_rank(vs_world* w, void* arg)
 }
 #endif
 
+static const char USAGE[] =
+    "usage: train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K] [--zero Z] [--microbatches M]\n"
+    "                 [--save P] [--resume P|auto] [--ckpt-dir D] [--save-every N] [--sp] [--recompute GLOBS]\n"
+    "                 [--no-reference] [--explain] [--device cpu|cuda] [--dtype f32|bf16] [--data GLOB [--shuffle SEED]]\n"
+    "                 [--elastic [--kill R@S [--replace S2]]]\n"
+    "  --elastic      a failed rank's DP replica leaves, the others shrink the mesh, move the state and go on\n"
+    "                 (thread ranks; 24 rows a step; ZeRO-0 unless --zero: ZeRO-1/2 need --save-every)\n"
+    "  --kill R@S     (a demo) world rank R dies in the middle of step S\n"
+    "  --replace S2   a replacement for it starts at step S2; the mesh grows back when it is in\n"
+    "  (every option: examples/train_gpt.c's top comment; README.md)\n";
+
 static int parse_mesh(const char* s, vs_plan* p)
 {
     return sscanf(s, "%dx%dx%d", &p->pp, &p->dp, &p->tp) == 3 && p->pp > 0 && p->dp > 0 && p->tp > 0 ? 0 : -1;
@@ -226,7 +372,7 @@ int main(int argc, char** argv)
     p->pp = p->dp = p->tp = 2;
     p->schedule = VS_PIPE_1F1B;
     int steps = 20, world = 0, autoplan = 0, reference = 1, explain = 0, zero = 1, mbs = 0, every = 0, zero_given = 0;
-    int sp = 0, device = 0, mesh_given = 0;
+    int sp = 0, device = 0, mesh_given = 0, kill = 0;
     (void)mesh_given; // (a CUDA build's)
     const char *save = NULL, *resume = NULL, *ckdir = "build/ckpt";
     for (int i = 1; i < argc; i++) {
@@ -252,14 +398,32 @@ int main(int argc, char** argv)
         else if (!strcmp(a, "--recompute") && v && strlen(v) < sizeof p->recompute) strcpy(p->recompute, argv[++i]);
         else if (!strcmp(a, "--data") && v) DATA = argv[++i];
         else if (!strcmp(a, "--shuffle") && v) SHUFFLE = 1, SEED = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--elastic")) par.elastic = 1;
+        else if (!strcmp(a, "--kill") && v && sscanf(v, "%d@%d", &par.victim, &par.kill_step) == 2) i++, kill = 1;
+        else if (!strcmp(a, "--replace") && v) par.replace = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K] "
-                            "[--zero Z] [--microbatches M] [--save P] [--resume P|auto] [--ckpt-dir D] [--save-every N] "
-                            "[--sp] [--recompute GLOBS] [--no-reference] [--explain] [--device cpu|cuda] [--dtype f32|bf16] "
-                            "[--data GLOB [--shuffle SEED]]\n");
-            return 2;
+            int help = !strcmp(a, "--help");
+            fprintf(help ? stdout : stderr, "%s", USAGE);
+            return help ? 0 : 2;
         }
     }
+    if (!kill) par.victim = -1;
+    ref.victim = -1;
+    if (par.elastic) { // (vescale_mesh.h's >>elastic)
+#ifdef VESCALE_MPI
+        return fprintf(stderr, "--elastic: thread ranks only (this MPI build cannot shrink its communicators)\n"), 2;
+#endif
+        if (device || DATA)
+            return fprintf(stderr, "--elastic: thread ranks on the host, the synthetic batches (not --device cuda, "
+                                   "--data)\n"), 2;
+        ROWS = 24; // DP x microbatches divide it on DP 4 and on DP 3 (and on 2 and 1)
+        if (!zero_given) zero = 0;
+        if (zero && !every) // (vs_train_reconfigure would say so, naming the state)
+            return fprintf(stderr, "--elastic --zero %d: a failed replica's optimizer shards are then nowhere else: "
+                                   "give --save-every N (they come from the newest checkpoint)\n", zero), 2;
+    }
+    if (par.replace && (!par.elastic || !kill || par.replace <= par.kill_step || (!resume && par.replace >= steps)))
+        return fprintf(stderr, "--replace %d: with --elastic --kill R@S, S < S2 < the last step\n", par.replace), 2;
     if (device) { // the GPUs: a CUDA build and a visible device, else a clear skip (make run-gpu on a machine without)
 #if !defined(VESCALE_NCCL)
         printf("train_gpt: --device cuda: this build has no CUDA (build with -DVESCALE_NCCL, -lcudart -lnccl -lnvrtc: "
@@ -355,7 +519,17 @@ int main(int argc, char** argv)
     }
     if (ROWS % (p->dp * p->microbatches))
         return fprintf(stderr, "DP %d x %d microbatches do not divide the %d rows of a step\n", p->dp, p->microbatches, ROWS), 2;
+    if (par.elastic && p->dp > 1 && ROWS % ((p->dp - 1) * p->microbatches))
+        return fprintf(stderr, "--elastic: DP %d x %d microbatches (after a failure) do not divide the %d rows of a step\n",
+                       p->dp - 1, p->microbatches, ROWS), 2;
     int nranks = p->pp * p->dp * p->tp;
+    if (kill) { // (the --kill demo: every layer's forward through kill_forward)
+        if (par.victim < 0 || par.victim >= nranks || par.kill_step < 0)
+            return fprintf(stderr, "--kill %d@%d: a world rank 0..%d, a step >= 0\n", par.victim, par.kill_step, nranks - 1), 2;
+        kill_mb = p->microbatches / 2;
+        for (int u = 0; u < MODEL.nlayers; u++)
+            unit_forward[u] = STORE.layers[u].unit.forward, STORE.layers[u].unit.forward = kill_forward;
+    }
 
     char text[4096];
     vs_plan_print(p, text, sizeof text);

@@ -80,6 +80,9 @@ if [ -x "$B/train_gpt" ]; then
     rm -rf "$ck"
     # killed (SIGKILL) on PP2 x DP2 x TP2 mid-run, resumed with --resume auto on 4 ranks (planner) and on 1x1x2
     run_one "train_gpt_kill.sh" env B="$B" bash tests/train_gpt_kill.sh
+    # --elastic (issue 24): a rank killed mid-step on PP1 x DP4 x TP2 and PP2 x DP4 x TP1, the mesh shrinks
+    # by its DP replica and grows back with a replacement; every step equals the uninterrupted run
+    run_one "train_gpt_elastic.sh" env B="$B" bash tests/train_gpt_elastic.sh
     # --explain names the plan that then trains (issue 19.7), numbers for people
     run_one "train_gpt_explain.sh" env B="$B" bash tests/train_gpt_explain.sh
     # --data (issue 23): shards tools/vescale-shards writes from README.md; the loss falls;
