@@ -27,7 +27,7 @@ TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 MPI_NAMES := collectives mesh errors layout ddp_procs
 MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
 
-.PHONY: all run run-gpu test test-asan test-tsan test-gpu bench bench-redistribute bench-ddp bench-data compile-check clean
+.PHONY: all run run-gpu test test-asan test-tsan test-gpu bench bench-redistribute bench-ddp bench-data bench-elastic compile-check clean
 all: $(TESTS) $(MPI_TESTS) $(B)/demo
 
 $(B):
@@ -299,6 +299,14 @@ bench-ckpt:
 bench-data: $(B)/bench_data
 	$(B)/bench_data
 $(B)/bench_data: bench/data.c bench/bench_util.h $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+# issue 24's figures: failure -> first step on the smaller mesh against a checkpoint
+# restart, and a replacement's state against memcpy (the example GPT on 8 thread ranks)
+.PHONY: bench-elastic
+bench-elastic: $(B)/bench_elastic
+	$(B)/bench_elastic
+$(B)/bench_elastic: bench/elastic.c bench/bench_util.h examples/gpt.h examples/gpt_kernels.h $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
 
 .PHONY: bench-train
