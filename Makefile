@@ -27,7 +27,7 @@ TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 MPI_NAMES := collectives mesh errors layout ddp_procs
 MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
 
-.PHONY: all run run-gpu test test-asan test-tsan test-gpu bench bench-redistribute bench-ddp bench-data bench-elastic compile-check clean
+.PHONY: all run run-gpu test test-long test-asan test-tsan test-gpu bench bench-redistribute bench-ddp bench-data bench-elastic compile-check clean
 all: $(TESTS) $(MPI_TESTS) $(B)/demo
 
 $(B):
@@ -233,6 +233,12 @@ test-bins: $(TESTS) $(MPI_TESTS)
 test:
 	$(MAKE) --no-print-directory -j$(JOBS) test-bins
 	B=$(B) MPIRUN="$(MPIRUN)" COMPILE_CHECK=$(COMPILE_CHECK) FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/run.sh
+
+# the long sweeps (not in make test): issue 24's random kills, 1000 on thread ranks and 100 on
+# simulated GPUs (ncclCommShrink)
+test-long: $(B)/test_elastic_train $(if $(HAVE_STRICT),$(B)/test_train_nccl)
+	VS_ELASTIC_KILLS=1000 $(B)/test_elastic_train
+	$(if $(HAVE_STRICT),VS_ELASTIC_STRICT_KILLS=100 $(B)/test_train_nccl)
 
 test-asan:
 	$(MAKE) test B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" COMPILE_CHECK=0 FUZZ_SECONDS=0

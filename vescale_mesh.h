@@ -995,10 +995,20 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
      arrive; a rank that dies during it joins the failed set, so the agreement
      never waits for the dead and never ends on two different sets).
      vs_world_respawn starts a replacement thread.
-   - NCCL and MPI: VS_ERR_UNSUPPORTED, naming what is missing (NCCL: the
-     revoke-and-shrink of the world's ncclComm_t is not wired yet; MPI: this
-     build has no ULFM (MPIX_Comm_shrink)); their jobs end on a failure as
-     before and resume from a checkpoint (vs_train_load on fewer ranks).
+   - NCCL, ranks of a vs_launch job (one GPU each): the same agreement. The
+     job's fail-fast revokes the world's ncclComm_t (ncclCommRevoke: it stops
+     this rank's operations and keeps the handle) instead of aborting it; a
+     shrink waits until it is quiet and makes the new world with
+     ncclCommShrink (NCCL_SHRINK_ABORT), the ranks that leave excluded; a grow
+     (or a shrink where some rank's world handle was aborted) makes a new
+     communicator from an id the agreement draws. The shrinking mesh's other
+     communicators are aborted first, so the streams waiting on a dead peer go
+     on. Needs NCCL 2.27 or later (else the new world comes from a new id).
+   - NCCL jobs of processes and MPI: VS_ERR_UNSUPPORTED, naming what is
+     missing (processes: a side channel for the survivors' agreement; MPI:
+     ULFM, detected at build time: MPIX_Comm_agree, MPIX_Comm_shrink); their
+     jobs end on a failure as before and resume from a checkpoint
+     (vs_train_load on fewer ranks).
 
    Every wait has the world's timeout: a live rank that never arrives makes
    the call VS_ERR_TIMEOUT on the others, naming it; nothing hangs. */
@@ -1046,15 +1056,17 @@ VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_r
    (vs_mesh_init). Ranks already in the world call it at a step boundary, all at
    the same one: vs_world_joiners says when someone waits. A failure while
    ranks wait here: VS_ERR_ABORTED on each (the members then shrink; the others
-   call this again). Threads only (else VS_ERR_UNSUPPORTED). */
+   call this again). vs_launch jobs (threads, NCCL) only (else
+   VS_ERR_UNSUPPORTED). */
 VS_API vs_result vs_world_grow(vs_world* w, vs_reform_info* info);
 /* Collective over the world's communicator: *n = ranks waiting in
    vs_world_grow to come in (the same on every member: the largest any saw). */
 VS_API vs_result vs_world_joiners(vs_world* w, int* n);
-/* Threads (vs_launch): starts a replacement for world rank `rank`, which has
-   failed (its function returned): a new thread runs the job's function with a
-   new world of that rank, where vs_world_joining is 1; it comes in with
-   vs_world_grow. vs_launch waits for it too and reports its result instead of
+/* vs_launch jobs (threads, NCCL): starts a replacement for world rank `rank`,
+   which has failed (its function returned): a new thread runs the job's
+   function with a new world of that rank, where vs_world_joining is 1 and
+   vs_world_comm is NULL; it comes in with vs_world_grow (on NCCL its GPU is
+   chosen there, by local rank, as the first one's was). vs_launch waits for it too and reports its result instead of
    the failed one's. A rank that is alive is VS_ERR_INVALID. Any rank, any time. */
 VS_API vs_result vs_world_respawn(vs_world* w, int rank);
 /* 1 on a replacement's world, and on a rank that left at a shrink, until its

@@ -520,6 +520,7 @@ typedef struct run {
        mesh by its DP replica (ncclCommShrink) and go on; at step grow_step (0: never) a replacement joins */
     int elastic, kill_rank, kill_step, kill_at, grow_step;
     int shrinks, grows; /* seen by the lowest live rank */
+    int have[STEPS];    /* elastic: step s's loss was recorded (by the first rank that finished it) */
 } run;
 
 static pthread_barrier_t bar;
@@ -679,7 +680,12 @@ static int rank_fn(vs_world* w, void* arg)
                 s = -1;
                 continue;
             }
-            if (vs_comm_rank(vs_world_comm(w)) == 0) R->loss[s] = l;
+            /* any rank that finished the step records it: a rank the failure stopped in the last wait of a
+               step its peers finished takes that step's state from them (vs_train_reconfigure) */
+            static pthread_mutex_t lmu = PTHREAD_MUTEX_INITIALIZER;
+            pthread_mutex_lock(&lmu);
+            if (!R->have[s]) R->loss[s] = l, R->have[s] = 1;
+            pthread_mutex_unlock(&lmu);
             continue;
         }
         VT_OK(vs_train_step(t, &b, &l));
@@ -874,6 +880,17 @@ static void case_elastic(int pp, int dp, int tp, int kill_rank, int kill_step, i
     go(&R, pp * dp * tp, VS_TRANSPORT_NCCL);
     compare(name, &R, &REF, STEPS, 0);
     VT_CHECK(R.shrinks == 1 && R.grows == (grow ? 1 : 0), "%s: %d shrinks, %d grows", name, R.shrinks, R.grows);
+}
+
+/* make test-long: n random kills (VS_ELASTIC_STRICT_KILLS), PP2 x DP4 x TP1 and
+   PP1 x DP4 x TP2 in turn, every third grown back. */
+static void case_elastic_random(int n)
+{
+    srand(29);
+    for (int i = 0; i < n; i++) {
+        int pp = i % 2 ? 1 : 2, tp = 3 - pp, victim = rand() % 8, step = 1 + rand() % 3, at = rand() % 6;
+        case_elastic(pp, 4, tp, victim, step, at, i % 3 == 2 ? step + 2 : 0);
+    }
 }
 
 static void case_resume(void)
@@ -1079,6 +1096,9 @@ int main(void)
                 case_elastic(1, 4, 2, 2, 1, 12, 4);
                 case_elastic(2, 4, 1, 3, 3, 2, 5);
             });
+    const char* sk = getenv("VS_ELASTIC_STRICT_KILLS"); /* (make test-long) */
+    if (sk && atoi(sk) > 0) VT_CASE("train/nccl elastic: random kills (VS_ELASTIC_STRICT_KILLS), shrink and grow back, "
+                                    "each equal to one host rank", case_elastic_random(atoi(sk)));
     VT_CASE("train/bf16: bf16 parameters with f32 masters track the f32 run (host, one rank; simulated GPUs, "
             "PP2 x DP2 x TP2); bf16 gradients and reductions too, within the stated tolerances", case_bf16());
     VT_CASE("train/dtype: a bf16 run resumes in f32 (from its masters) and an f32 run in bf16, on other meshes",
