@@ -3381,6 +3381,7 @@ struct _vs_tjob {
     _vs_tshared* comms; // live shared states (jnext)
     int* exited;        // [n] 1 once a rank's function returned and its world was freed (atomic)
     int failed;         // atomic; cause_* are written before it is set
+    int64_t failed_us;  // atomic: when (microseconds of _vs_now) it was set (_vs_job_settled)
     vs_result cause_res;
     int cause_rank;     // the world rank whose failure it is
     char cause[_VS_CAUSE_MSG];
@@ -3530,6 +3531,7 @@ _VS_PRIVATE void _vs_job_fail(_vs_tjob* job, _vs_tshared* s, vs_result res, int 
         job->cause_res = res;
         job->cause_rank = origin;
         _vs_fmt(job->cause, sizeof job->cause, "%s", cause);
+        __atomic_store_n(&job->failed_us, (int64_t)(_vs_now() * 1e6), __ATOMIC_RELEASE);
         __atomic_store_n(&job->failed, 1, __ATOMIC_RELEASE);
         const vs_world* lw = _vs_err_tls()->world; // the cause, once for the job
         if (lw) vs_log(lw, VS_LOG_ERROR, "job aborted: %s", job->cause);
@@ -3538,6 +3540,19 @@ _VS_PRIVATE void _vs_job_fail(_vs_tjob* job, _vs_tshared* s, vs_result res, int 
     for (_vs_tshared* t = job->comms; t; t = t->jnext)
         _vs_tshared_abort(t, VS_ERR_ABORTED, job->cause_rank, "job aborted: ", job->cause);
     pthread_mutex_unlock(&job->mu);
+}
+
+/* 1 once the job has failed and a short grace has passed (NCCL's waits, the
+   watchdog): work every rank had joined before the failure still completes, so
+   ranks waiting for the same finished step see it finish alike instead of some
+   aborting before it and some after (>>elastic: the survivors' states must
+   agree on the step; vs_train_reconfigure takes it from those who have it). */
+#define _VS_FAIL_GRACE_S 0.25
+_VS_PRIVATE int _vs_job_settled(const _vs_tjob* job, double timeout)
+{
+    if (!job || !__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) return 0;
+    double grace = timeout > 0 && timeout < _VS_FAIL_GRACE_S ? timeout : _VS_FAIL_GRACE_S;
+    return _vs_now() - (double)__atomic_load_n(&job->failed_us, __ATOMIC_ACQUIRE) * 1e-6 >= grace;
 }
 
 /* World rank `rank`'s function returned `res` with its own error `msg`: when that
@@ -5923,6 +5938,10 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
     msg[0] = 0;
     int origin = c->world ? c->world->rank : 0;
     ncclResult_t ar = ncclSuccess;
+    if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE) && !_vs_job_settled(job, c->timeout)) {
+        pthread_mutex_unlock(&c->ncmu); // (a moment for what every rank joined: _vs_job_settled)
+        return;
+    }
     if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&job->mu);
         origin = job->cause_rank;
@@ -6055,6 +6074,11 @@ _VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what
         }
         if (e != cudaErrorNotReady)
             return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)e, what, cudaGetErrorString(e));
+        _vs_tjob* job = c->world ? c->world->job : NULL;
+        if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE) && !_vs_job_settled(job, c->timeout)) {
+            _vs_sleep_us(20); // (what every rank joined may still finish: _vs_job_settled)
+            continue;
+        }
         vs_result jr = _vs_nccl_job_check(c, what);
         if (jr) return jr;
         if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) // vs_comm_abort from another thread
