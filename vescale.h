@@ -4331,10 +4331,11 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
         if (!r) r = vs_broadcast(vs_mesh_comm(ppm), out, out, (size_t)n, pdt, owner, NULL);
     }
 #ifdef VESCALE_NCCL
-    if (t->dev) { // to the caller's memory: after the compute stream (the blocking broadcast is done)
-        cudaError_t e = r ? cudaSuccess : cudaMemcpyAsync(host_out, out, nb, cudaMemcpyDefault, (cudaStream_t)t->stream);
-        if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "copying the parameter out");
+    if (t->dev) { // to the caller's memory: after the compute stream, waited for with the deadline first (a
+                  // pageable copy would wait without one, as long as a dead peer left the stream unfinished)
         if (!r) r = vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
+        cudaError_t e = r ? cudaSuccess : cudaMemcpy(host_out, out, nb, cudaMemcpyDefault);
+        if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "copying the parameter out");
         vs_device_free(t->w, out);
     }
 #else
