@@ -5969,7 +5969,9 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
         c->nc = NULL;
         _vs_fmt(c->wd_msg, sizeof c->wd_msg, "%s", msg);
         c->wd_res = code;
-        if (job && code != VS_ERR_ABORTED) _vs_job_fail(job, NULL, code, origin, msg);
+        // (a communicator from before a reconfiguration: its work left unfinished is not the new world's failure)
+        if (job && code != VS_ERR_ABORTED && c->epoch >= __atomic_load_n(&c->world->epoch, __ATOMIC_ACQUIRE))
+            _vs_job_fail(job, NULL, code, origin, msg);
     }
     pthread_mutex_unlock(&c->ncmu);
 }
@@ -6701,6 +6703,25 @@ _VS_PRIVATE void _vs_nccl_drop(vs_comm* c)
     if (c->nc) ncclCommAbort(c->nc), c->nc = NULL;
     if (c->ncmu_made) pthread_mutex_unlock(&c->ncmu);
     _vs_wd_unlist(c); // (its work will never finish: the watchdog would end the next epoch's job for it)
+}
+
+/* _vs_nccl_drop for every communicator of w with stream-ordered work watched
+   (the pipeline's links, DDP's, TP's: whoever made them), but the world's own
+   (a shrink revokes it): their work waiting on a dead peer would keep the
+   streams, and with them the world's communicator, from ever coming quiet. */
+_VS_PRIVATE void _vs_nccl_drop_watched(vs_world* w)
+{
+    int n;
+    do {
+        vs_comm* l[64];
+        n = 0;
+        if (!w->wd_on) return;
+        pthread_mutex_lock(&w->wdmu);
+        for (vs_comm* c = w->wd_comms; c && n < 64; c = c->wd_next)
+            if (c != w->comm) l[n++] = c;
+        pthread_mutex_unlock(&w->wdmu);
+        for (int i = 0; i < n; i++) _vs_nccl_drop(l[i]); // (each leaves the list)
+    } while (n == 64);
 }
 
 /* NULL gives back the communicator's own stream; the caller's is never destroyed here. */
@@ -8865,9 +8886,11 @@ VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_r
        the submeshes' operations in flight stop first, so the streams behind
        them go on and the world's communicator can come quiet for its shrink */
     _vs_tjob* job = w->job;
-    if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE))
+    if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) {
         for (int i = 0; i < m->nsubs; i++)
             if (m->subs[i].mesh && m->subs[i].mesh->comm) _vs_nccl_drop(m->subs[i].mesh->comm);
+        _vs_nccl_drop_watched(w); // (and the others of this world with work in flight: a pipeline's links)
+    }
 #endif
     _vs_keep_mesh k = {m, di};
     vs_reform_info ri;
