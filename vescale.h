@@ -4573,33 +4573,6 @@ _VS_HL_PRIVATE int64_t _vs_hl_pieces(const int64_t* rg, int dp, int64_t n, int64
     return lost + (n > cov ? n - cov : 0);
 }
 
-/* vs_train_reconfigure's collectives of a few host values on c (gather 1: an
-   all-gather; 0: an all-reduce with op). Device buffers (NCCL takes nothing
-   else): staged through device memory on c's stream, read back with its
-   deadline (not a steady-state step: the allocation and the wait are fine). */
-_VS_HL_PRIVATE vs_result _vs_hl_hcoll(vs_train* t, vs_comm* c, int gather, const void* send, void* recv, size_t count,
-                                      vs_dtype dt, vs_op op)
-{
-    if (!t->dev) return gather ? vs_all_gather(c, send, recv, count, dt, NULL) : vs_all_reduce(c, send, recv, count, dt, op, NULL);
-#ifdef VESCALE_NCCL
-    size_t sb = count * vs_dtype_size(dt), rb = gather ? sb * (size_t)vs_comm_size(c) : sb;
-    char* d = (char*)vs_device_alloc(t->w, sb + rb + 1);
-    if (!d) return vs_set_error(VS_ERR_NOMEM, "vs_train_reconfigure: %zu bytes of device memory", sb + rb);
-    cudaStream_t st = (cudaStream_t)vs_comm_stream(c);
-    cudaError_t e = cudaMemcpyAsync(d, send, sb, cudaMemcpyHostToDevice, st);
-    vs_result r = e != cudaSuccess ? vs_cuda_error((int)e, "vs_train_reconfigure", "staging host values")
-                  : gather         ? vs_all_gather(c, d, d + sb, count, dt, NULL)
-                                   : vs_all_reduce(c, d, d + sb, count, dt, op, NULL);
-    if (!r && (e = cudaMemcpyAsync(recv, d + sb, rb, cudaMemcpyDeviceToHost, st)) != cudaSuccess)
-        r = vs_cuda_error((int)e, "vs_train_reconfigure", "reading host values back");
-    if (!r) r = vs_sync_stream(c, NULL);
-    vs_device_free(t->w, d);
-    return r;
-#else
-    return vs_set_error(VS_ERR_UNSUPPORTED, "vs_train_reconfigure: device buffers without VESCALE_NCCL");
-#endif
-}
-
 /* A copy of state bytes: host memory, or device memory on GPUs (after the
    collectives that wrote src: the caller synchronised their stream). */
 _VS_HL_PRIVATE vs_result _vs_hl_copy(vs_train* t, void* dst, const void* src, size_t bytes)
@@ -4631,14 +4604,14 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
 #endif
     // the current state: the largest step count any rank holds, and its counters
     int64_t steps = old ? vs_ddp_step_count(old->ddp) : -1, top = -1;
-    _VS_TRY(_vs_hl_hcoll(nt, mc, 0, &steps, &top, 1, VS_I64, VS_OP_MAX));
+    _VS_TRY(_vs_host_coll(mc, 0, &steps, &top, 1, VS_I64, VS_OP_MAX, fn));
     if (top < 0) return vs_set_error(VS_ERR_STATE, "%s: no rank of the mesh holds a training state", fn);
     int holder = old && steps == top;
     double cnt[4] = {-1, -1, -1, 0}, all[4];
     if (holder) cnt[0] = (double)old->skipped, cnt[1] = old->scale, cnt[2] = (double)old->good;
-    _VS_TRY(_vs_hl_hcoll(nt, mc, 0, cnt, all, 3, VS_F64, VS_OP_MAX));
+    _VS_TRY(_vs_host_coll(mc, 0, cnt, all, 3, VS_F64, VS_OP_MAX, fn));
     int32_t h = holder, hs = 0;
-    _VS_TRY(_vs_hl_hcoll(nt, mc, 0, &h, &hs, 1, VS_I32, VS_OP_SUM));
+    _VS_TRY(_vs_host_coll(mc, 0, &h, &hs, 1, VS_I32, VS_OP_SUM, fn));
     inf->steps = top;
     inf->holders = hs;
     // the moves, in the new DDP's order: each parameter, then its optimizer states
@@ -4693,7 +4666,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
     if (!r && (!rg || !mine || !from)) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     for (int k = 0; !r && k < K; k++)
         mine[4 * k] = mv[k].ob, mine[4 * k + 1] = mv[k].oe, mine[4 * k + 2] = mv[k].nb, mine[4 * k + 3] = mv[k].ne;
-    if (!r && dc) r = _vs_hl_hcoll(nt, dc, 1, mine, rg, (size_t)K * 4, VS_I64, VS_OP_SUM);
+    if (!r && dc) r = _vs_host_coll(dc, 1, mine, rg, (size_t)K * 4, VS_I64, VS_OP_SUM, fn);
     else if (!r) memcpy(rg, mine, sizeof(int64_t) * 4 * (size_t)K);
     int64_t lost = 0, lost_all = 0;
     char first[300] = "";
@@ -4709,7 +4682,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
         lost += l;
     }
     int64_t lost_here = me == 0 ? lost : 0; // (each DP group counted once)
-    if (!r) r = _vs_hl_hcoll(nt, mc, 0, &lost_here, &lost_all, 1, VS_I64, VS_OP_SUM);
+    if (!r) r = _vs_host_coll(mc, 0, &lost_here, &lost_all, 1, VS_I64, VS_OP_SUM, fn);
     inf->lost = lost_all;
     if (!r && lost_all && !ckpt)
         r = vs_set_error(VS_ERR_STATE, "%s: %lld elements of the state lived only on failed ranks (ZeRO shards the "

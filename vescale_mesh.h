@@ -8326,27 +8326,39 @@ _VS_PRIVATE vs_result _vs_mesh_desc_defaults(vs_world* w, const vs_mesh_desc* d,
     return VS_OK;
 }
 
-/* Every rank's world rank over communicator c (host memory out). NCCL takes
-   only device memory: there the values go through a device buffer, copied in
-   and out on the communicator's stream. */
-_VS_PRIVATE vs_result _vs_mesh_gather_ranks(vs_comm* c, int32_t mine, int32_t* all)
+/* A collective of a few host values over c (gather 1: an all-gather of count
+   each into recv; 0: an all-reduce with op). NCCL takes only device memory:
+   there the values go through a device buffer on c's stream, read back with
+   c's deadline and fault watch (vs_sync_stream). For set-up and recovery, not
+   a steady-state step (it allocates and waits). fn names the caller. */
+_VS_PRIVATE vs_result _vs_host_coll(vs_comm* c, int gather, const void* send, void* recv, size_t count, vs_dtype dt,
+                                    vs_op op, const char* fn)
 {
 #ifdef VESCALE_NCCL
     if (c->tr == VS_TRANSPORT_NCCL) {
-        const size_t n = (size_t)c->size;
-        int32_t* d = (int32_t*)vs_device_alloc(c->world, sizeof(int32_t) * (n + 1));
-        if (!d) return _vs_err(VS_ERR_NOMEM, "vs_mesh_init: out of device memory");
-        cudaError_t e = cudaMemcpyAsync(d + n, &mine, sizeof mine, cudaMemcpyDefault, c->stream);
-        vs_result r = e == cudaSuccess ? vs_all_gather(c, d + n, d, 1, VS_I32, NULL)
-                                       : _vs_err(VS_ERR_BACKEND, "vs_mesh_init: %s", cudaGetErrorString(e));
-        if (!r) e = cudaMemcpyAsync(all, d, sizeof(int32_t) * n, cudaMemcpyDefault, c->stream);
-        if (!r && e == cudaSuccess) e = cudaStreamSynchronize(c->stream); // (the gather is done: the copy is left)
-        if (!r && e != cudaSuccess) r = _vs_err(VS_ERR_BACKEND, "vs_mesh_init: %s", cudaGetErrorString(e));
+        size_t sb = count * vs_dtype_size(dt), rb = gather ? sb * (size_t)c->size : sb;
+        char* d = (char*)vs_device_alloc(c->world, sb + rb + 1);
+        if (!d) return _vs_err(VS_ERR_NOMEM, "%s: %zu bytes of device memory", fn, sb + rb);
+        cudaStream_t st = c->stream;
+        cudaError_t e = cudaMemcpyAsync(d, send, sb, cudaMemcpyHostToDevice, st);
+        vs_result r = e != cudaSuccess ? _vs_err(VS_ERR_BACKEND, "%s: %s", fn, cudaGetErrorString(e))
+                      : gather         ? vs_all_gather(c, d, d + sb, count, dt, NULL)
+                                       : vs_all_reduce(c, d, d + sb, count, dt, op, NULL);
+        if (!r && (e = cudaMemcpyAsync(recv, d + sb, rb, cudaMemcpyDeviceToHost, st)) != cudaSuccess)
+            r = _vs_err(VS_ERR_BACKEND, "%s: %s", fn, cudaGetErrorString(e));
+        if (!r) r = vs_sync_stream(c, st);
         vs_device_free(c->world, d);
         return r;
     }
 #endif
-    return vs_all_gather(c, &mine, all, 1, VS_I32, NULL);
+    (void)fn;
+    return gather ? vs_all_gather(c, send, recv, count, dt, NULL) : vs_all_reduce(c, send, recv, count, dt, op, NULL);
+}
+
+/* Every rank's world rank over communicator c (host memory out). */
+_VS_PRIVATE vs_result _vs_mesh_gather_ranks(vs_comm* c, int32_t mine, int32_t* all)
+{
+    return _vs_host_coll(c, 1, &mine, all, 1, VS_I32, VS_OP_SUM, "vs_mesh_init");
 }
 
 VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** out)
@@ -8948,27 +8960,9 @@ VS_API vs_result vs_world_joiners(vs_world* w, int* n)
             mine += job->tk[x] && job->tk[x]->kind == _VS_REFORM_GROW && !job->live[x];
         pthread_mutex_unlock(&job->mu);
     }
-    if (!vs_comm_device(w->comm)) {
-        _VS_TRY(vs_all_reduce(w->comm, &mine, &all, 1, VS_I32, VS_OP_MAX, NULL));
-        *n = all;
-        return VS_OK;
-    }
-#ifdef VESCALE_NCCL
-    int32_t* d = (int32_t*)vs_device_alloc(w, 2 * sizeof(int32_t)); // (NCCL takes device memory only)
-    if (!d) return _vs_err(VS_ERR_NOMEM, "vs_world_joiners: out of device memory");
-    cudaStream_t st = (cudaStream_t)vs_comm_stream(w->comm);
-    cudaError_t e = cudaMemcpyAsync(d, &mine, sizeof mine, cudaMemcpyHostToDevice, st);
-    vs_result r = e == cudaSuccess ? vs_all_reduce(w->comm, d, d + 1, 1, VS_I32, VS_OP_MAX, NULL)
-                                   : _vs_err(VS_ERR_BACKEND, "vs_world_joiners: %s", cudaGetErrorString(e));
-    if (!r && (e = cudaMemcpyAsync(&all, d + 1, sizeof all, cudaMemcpyDeviceToHost, st)) != cudaSuccess)
-        r = _vs_err(VS_ERR_BACKEND, "vs_world_joiners: %s", cudaGetErrorString(e));
-    if (!r) r = vs_sync_stream(w->comm, NULL);
-    vs_device_free(w, d);
-    *n = r ? 0 : all;
-    return r;
-#else
-    return VS_ERR_UNSUPPORTED;
-#endif
+    _VS_TRY(_vs_host_coll(w->comm, 0, &mine, &all, 1, VS_I32, VS_OP_MAX, "vs_world_joiners"));
+    *n = all;
+    return VS_OK;
 }
 
 VS_API vs_result vs_world_respawn(vs_world* w, int rank)

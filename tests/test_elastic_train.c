@@ -73,6 +73,18 @@ static void plan_of(const job* J, int dp, vs_plan* p)
     p->microbatches = J->pp;
 }
 
+/* Every run's training desc: the job's plan (into *plan) on its DP, lr 0.05. */
+static vs_train_desc desc_of(const job* J, vs_plan* plan)
+{
+    plan_of(J, J->dp, plan);
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL;
+    d.plan = plan;
+    d.lr.lr = 0.05;
+    return d;
+}
+
 static void record(job* J, vs_world* w, vs_train* t, int step, double loss)
 {
     (void)t;
@@ -100,12 +112,7 @@ static int rank_fn(vs_world* w, void* arg)
     job* J = (job*)arg;
     const int me = vs_world_rank(w);
     vs_plan plan;
-    plan_of(J, J->dp, &plan);
-    vs_train_desc d;
-    memset(&d, 0, sizeof d);
-    d.model = &MODEL;
-    d.plan = &plan;
-    d.lr.lr = 0.05;
+    vs_train_desc d = desc_of(J, &plan);
     vs_train* t = NULL;
     char buf[300];
     float X[ROWS * D], T[ROWS * D];
@@ -345,12 +352,7 @@ static int small_fn(vs_world* w, void* arg)
 {
     job* R = (job*)arg;
     vs_plan plan;
-    plan_of(R, R->dp, &plan);
-    vs_train_desc d;
-    memset(&d, 0, sizeof d);
-    d.model = &MODEL;
-    d.plan = &plan;
-    d.lr.lr = 0.05;
+    vs_train_desc d = desc_of(R, &plan);
     vs_train* t = NULL;
     VT_OK(vs_parallelize(w, &d, &t));
     if (!t) return 1;
