@@ -20,7 +20,7 @@ MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
-TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_strict_shrink.c tests/test_train_nccl.c tests/test_gpt_nccl.c tests/test_nccl_vendor.c,$(wildcard tests/test_*.c)))
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_strict_shrink.c tests/test_elastic_procs.c tests/test_train_nccl.c tests/test_gpt_nccl.c tests/test_nccl_vendor.c,$(wildcard tests/test_*.c)))
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
@@ -105,6 +105,10 @@ $(B)/test_strict_counts: tests/test_strict_counts.c bench/strict_counts.c $(STRI
 # the stand-in's ncclCommRevoke and ncclCommShrink: ranks that die, the survivors' recovery
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_shrink)
 $(B)/test_strict_shrink: tests/test_strict_shrink.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# NCCL jobs of processes that survive a rank: the elastic directory's agreement (issue 24)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_elastic_procs)
+$(B)/test_elastic_procs: tests/test_elastic_procs.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)

@@ -762,6 +762,13 @@ typedef struct vs_world_desc {
        master_addr:master_port). See vs_world_init. */
     const char* init_file;
     double timeout_s;        // 0: VESCALE_TIMEOUT or 300
+    /* NCCL jobs of processes that survive a rank (>>elastic): a directory every
+       rank sees (NULL: VESCALE_ELASTIC_DIR; neither: none, and a failure ends
+       the job). It carries failure notices and the survivors' agreement. */
+    const char* elastic_dir;
+    /* 1 (or VESCALE_ELASTIC_JOIN=1): this process replaces a failed rank of a
+       running elastic job: no rendezvous, no communicator until vs_world_grow. */
+    int join;
     vs_device_select device_select;
     int cuda_device;
     void* mpi_comm; // optional MPI_Comm* to build on instead of MPI_COMM_WORLD
@@ -1475,6 +1482,7 @@ VS_API vs_result vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_h
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2367,6 +2375,16 @@ struct vs_world {
     int epoch;   // reconfigurations taken (vs_reform_info.epoch)
     int joining; // a replacement, or a rank that left at a shrink: no communicator until vs_world_grow
     vs_comm* retired;
+    /* >>elastic, NCCL jobs of processes: the store, a directory every rank sees
+       (edir[0] == 0: none), that carries failure notices and the agreement */
+    char edir[_VS_INIT_FILE_MAX + 1];
+    uint64_t ekey;     // the job's key (its files' names)
+    uint64_t enonce;   // this process's (a join request's mark)
+    int64_t epoll_us;  // atomic: the last look for a failure notice
+    int efail;         // atomic: 1 when a notice of this epoch was seen (eorigin, ecause set first), 2 writing
+    int eorigin;
+    char ecause[800];
+    int esaw;          // vs_mesh_shrink: a communicator of the mesh failed on this rank
     vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
     int ndead;
     void* dead_h[_VS_QUARANTINE];  // other freed handles (vs_free_later), the same way
@@ -3775,6 +3793,26 @@ _VS_PRIVATE void _vs_t_reform_missing(_vs_tjob* job, int kind, char* buf, size_t
 _VS_PRIVATE vs_result _vs_nccl_reform(vs_world* w, const _vs_rticket* tk, const char* fn, vs_comm** out);
 #endif
 
+/* The end of every agreement: nc (NULL: this rank left) becomes the world's
+   communicator over the world ranks wr[0, tk->n) (taken; freed with the
+   world's hooks), the old one retires, *info gets the round's answer. */
+_VS_PRIVATE void _vs_reform_adopt(vs_world* w, vs_comm* nc, int* wr, const _vs_rticket* tk, vs_reform_info* info)
+{
+    if (nc) {
+        nc->kind = _VS_COMM_WORLD;
+        _vs_fmt(nc->label, sizeof nc->label, "world (epoch %d: %d rank%s)", tk->info.epoch, tk->n,
+                tk->n == 1 ? "" : "s");
+    }
+    _vs_hfree(&w->hooks, w->wranks);
+    w->wranks = nc ? wr : NULL;
+    if (!nc) _vs_hfree(&w->hooks, wr);
+    _vs_world_retire_comm(w);
+    w->comm = nc;
+    __atomic_store_n(&w->epoch, tk->info.epoch, __ATOMIC_RELEASE); // (the watchdog reads it)
+    w->joining = nc == NULL;
+    if (info) *info = tk->info;
+}
+
 /* Arrives at an agreement of `kind` and waits for its answer (the world's
    timeout). On success the world's communicator is the new one (or none: this
    rank left) and *info the round's answer. */
@@ -3847,18 +3885,7 @@ _VS_PRIVATE vs_result _vs_t_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         _vs_hfree(&job->hooks, wr);
         return r;
     }
-    if (nc) {
-        nc->kind = _VS_COMM_WORLD;
-        _vs_fmt(nc->label, sizeof nc->label, "world (epoch %d: %d rank%s)", tk.info.epoch, tk.n, tk.n == 1 ? "" : "s");
-    }
-    _vs_hfree(&w->hooks, w->wranks);
-    w->wranks = nc ? wr : NULL;
-    if (!nc) _vs_hfree(&job->hooks, wr);
-    _vs_world_retire_comm(w);
-    w->comm = nc;
-    __atomic_store_n(&w->epoch, tk.info.epoch, __ATOMIC_RELEASE); // (the watchdog reads it)
-    w->joining = nc == NULL;
-    if (info) *info = tk.info;
+    _vs_reform_adopt(w, nc, wr, &tk, info);
     return VS_OK;
 }
 
@@ -5817,10 +5844,15 @@ _VS_PRIVATE vs_result _vs_nccl_abort(vs_comm* c, vs_result code, int raw, const 
    VS_ERR_ABORTED naming that rank and its message, at once instead of after the
    timeout. (A job of processes has no such channel: there each rank's deadline
    ends it; see "Faults" in the top comment.) */
+_VS_PRIVATE int _vs_store_poll(vs_world* w, int now_);
+
 _VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
 {
     _vs_tjob* job = c->world ? c->world->job : NULL;
-    if (!job || !__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) return VS_OK;
+    /* a job of processes with a store (>>elastic): a failure notice another
+       rank posted there, for this world's epoch, does the same */
+    vs_world* sw = !job && c->world && c->world->edir[0] && c->epoch >= c->world->epoch ? c->world : NULL;
+    if (sw ? !_vs_store_poll(sw, 0) : (!job || !__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE))) return VS_OK;
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
     if (c->nc) {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
@@ -5832,10 +5864,14 @@ _VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
         c->nc = NULL;
     }
     char cause[_VS_CAUSE_MSG];
-    pthread_mutex_lock(&job->mu); // (the cause's rank may still be rewording it: _vs_job_final)
-    int origin = job->cause_rank;
-    _vs_fmt(cause, sizeof cause, "%s", job->cause);
-    pthread_mutex_unlock(&job->mu);
+    int origin = sw ? sw->eorigin : 0;
+    if (sw) _vs_fmt(cause, sizeof cause, "%s", sw->ecause);
+    else {
+        pthread_mutex_lock(&job->mu); // (the cause's rank may still be rewording it: _vs_job_final)
+        origin = job->cause_rank;
+        _vs_fmt(cause, sizeof cause, "%s", job->cause);
+        pthread_mutex_unlock(&job->mu);
+    }
     return _vs_err_from(origin, cause, VS_ERR_ABORTED, "%s: job aborted: %s (NCCL communicator aborted)", what, cause);
 }
 
@@ -5947,6 +5983,10 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
         origin = job->cause_rank;
         _vs_fmt(msg, sizeof msg, "job aborted: %s (NCCL communicator aborted)", job->cause);
         pthread_mutex_unlock(&job->mu);
+        code = VS_ERR_ABORTED;
+    } else if (!job && c->epoch >= c->world->epoch && _vs_store_poll(c->world, 0)) { // (>>elastic: a notice)
+        origin = c->world->eorigin;
+        _vs_fmt(msg, sizeof msg, "job aborted: %s (NCCL communicator aborted)", c->world->ecause);
         code = VS_ERR_ABORTED;
     } else if (ncclCommGetAsyncError(c->nc, &ar), ar != ncclSuccess && ar != ncclInProgress) {
         code = VS_ERR_BACKEND;
@@ -7049,6 +7089,8 @@ _VS_PRIVATE void _vs_world_keep_desc(vs_world* w, const vs_world_desc* d)
     w->desc.master_addr = w->master;
     snprintf(w->init_file, sizeof w->init_file, "%s", d->init_file ? d->init_file : "");
     w->desc.init_file = d->init_file ? w->init_file : NULL;
+    w->desc.elastic_dir = w->edir[0] ? w->edir : NULL;
+    w->desc.join = w->edir[0] ? w->desc.join : 0;
 }
 
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
@@ -7101,11 +7143,22 @@ VS_API vs_result vs_world_free(vs_world* w)
 // (vs_world_abort: its MPI part above)
 
 
+_VS_PRIVATE void _vs_store_notice(vs_world* w, const char* cause);
+
 VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
 {
     _VS_CHECK_NULL(w, "world");
     const _vs_transport_ops* t = _vs_transport_of(w->tr);
     if (t && t->world_abort) return t->world_abort(w, why);
+    const _vs_errstate* es = _vs_err_tls();
+    if (w->edir[0] && w->comm && !(es->origin && es->origin - 1 != w->rank)) {
+        /* an NCCL job of processes with a store (>>elastic): the others learn
+           of it there, as a vs_launch job's ranks do from the job */
+        char cause[_VS_ERR_MSG];
+        _vs_fmt(cause, sizeof cause, "world rank %d failed (%s)%s%s", w->rank, vs_result_string(why < 0 ? why : VS_ERR_ABORTED),
+                es->msg[0] ? ": " : "", es->msg);
+        _vs_store_notice(w, cause);
+    }
     if (w->comm) { // this rank's fault, its last error, is the cause
         if (why < 0)
             vs_comm_abort_with(w->comm, why, NULL);
@@ -8098,6 +8151,22 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     if (f && strlen(f) > _VS_INIT_FILE_MAX)
         return _vs_err(VS_ERR_INVALID, "environment: VESCALE_INIT_FILE is longer than %d bytes", _VS_INIT_FILE_MAX);
     out->init_file = f && *f ? f : NULL;
+    if (d->elastic_dir && !*d->elastic_dir)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: elastic_dir is empty (NULL: VESCALE_ELASTIC_DIR, else none)");
+    const char* ed = d->elastic_dir ? d->elastic_dir : getenv("VESCALE_ELASTIC_DIR");
+    if (ed && strlen(ed) > _VS_INIT_FILE_MAX - 64)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: the elastic directory is longer than %d bytes",
+                       _VS_INIT_FILE_MAX - 64);
+    out->elastic_dir = ed && *ed ? ed : NULL;
+    if (d->join != 0 && d->join != 1) return _vs_err(VS_ERR_INVALID, "vs_world_init: join %d is not 0 or 1", d->join);
+    const char* je = getenv("VESCALE_ELASTIC_JOIN");
+    if (!d->join && je && *je && strcmp(je, "0") && strcmp(je, "1"))
+        return _vs_err(VS_ERR_INVALID, "environment: VESCALE_ELASTIC_JOIN='%s' is not 0 or 1", je);
+    out->join = d->join || (je && !strcmp(je, "1"));
+    if (out->join && (tr != VS_TRANSPORT_NCCL || !out->elastic_dir))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: join: only an NCCL job of processes with an elastic directory "
+                       "(elastic_dir or VESCALE_ELASTIC_DIR) takes a replacement rank (transport %s, %s)",
+                       vs_transport_name(tr), out->elastic_dir ? "a directory" : "no directory");
     out->world_size = bi->world_size;
     out->rank = bi->rank;
     out->local_rank = bi->local_rank;
@@ -8105,6 +8174,8 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     out->master_port = bi->master_port;
     return VS_OK;
 }
+
+_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir);
 
 VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
 {
@@ -8161,7 +8232,10 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
             }
         }
 #endif
-        if (!over_mpi) {
+        if (rd.elastic_dir) r = _vs_store_open(w, rd.elastic_dir);
+        if (!r && rd.join) { // a replacement: no rendezvous; it comes in with vs_world_grow
+            w->joining = 1;
+        } else if (!r && !over_mpi) {
             if (w->rank == 0) r = _vs_nccl_unique_id(&id);
             if (!r && w->size > 1 && rd.init_file)
                 r = _vs_file_bcast(w, rd.init_file, w->rank, w->size, &id, sizeof id, w->timeout);
@@ -8169,7 +8243,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
                 r = _vs_tcp_bcast_log(w, bi.master_addr, bi.master_port, w->rank, w->size, &id, sizeof id,
                                       w->timeout);
         }
-        if (!r) r = _vs_nccl_world_comm(w, &id, d->device_select, d->cuda_device);
+        if (!r && !w->joining) r = _vs_nccl_world_comm(w, &id, d->device_select, d->cuda_device);
     }
 #endif
     if (r) {
@@ -8813,6 +8887,469 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
 
 // >>elastic -------------------------------------------------------------------
 
+/* The store of an NCCL job of processes (vs_world_desc.elastic_dir): a
+   directory every rank sees, the side channel its survivors agree through
+   (NCCL cannot: its communicators are what failed; and no rank, rank 0
+   included, is needed alive). Small text files named vs-<job key>-<what>, each
+   written beside its name and renamed over it, or linked to it (the first one
+   wins: a decision, a first notice):
+     f<E>           the first failure notice of epoch E: "<origin> <message>"
+     f<E>r<R>       world rank R failed at epoch E (it said so: vs_world_abort)
+     a<E>s<R>       world rank R arrived at the shrink from epoch E: "<can ncclCommShrink>"
+     a<E>g<R>       ... at the grow from epoch E
+     j<R>           world rank R asks to come in: "<nonce> <pid> <host>"
+     d<E>           the decision that made epoch E (linked: there is one)
+   A round from epoch E ends when a member links d<E+1>: once every member has
+   arrived (a shrink: or posted its failure, or half the world's timeout has
+   passed: who has not arrived then failed). Every rank follows the d<E+1> it
+   reads, so no two ranks act on different sets, and no rank is waited for
+   past the deadline. A decision carries the ranks and the new NCCL id; the
+   training state never goes through files. Left behind: the decisions (a few
+   hundred bytes each); remove the directory with the job. */
+#define _VS_STORE_PATH (_VS_INIT_FILE_MAX + 160)
+
+_VS_PRIVATE _VS_PRINTF(4, 5) void _vs_store_name(const vs_world* w, char* buf, size_t cap, const char* fmt, ...)
+{
+    int k = snprintf(buf, cap, "%s/vs-%016llx-", w->edir, (unsigned long long)w->ekey);
+    va_list ap;
+    va_start(ap, fmt);
+    if (k > 0 && (size_t)k < cap) vsnprintf(buf + k, cap - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+/* text to path: renamed over it (excl 0), or linked (excl 1: 1 when it was
+   there first). -1 with errno on an error. */
+_VS_PRIVATE int _vs_store_write(const vs_world* w, const char* path, const char* text, int excl)
+{
+    char tmp[_VS_STORE_PATH + 64];
+    snprintf(tmp, sizeof tmp, "%s.t%d.%ld.%llx", path, w->rank, (long)getpid(), (unsigned long long)_vs_random64());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644), e = 0, res = 0;
+    if (fd < 0) return -1;
+    size_t n = strlen(text);
+    for (size_t off = 0; off < n && !e;) {
+        ssize_t k = write(fd, text + off, n - off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) e = k < 0 ? errno : EIO;
+        else off += (size_t)k;
+    }
+    if (close(fd) != 0 && !e) e = errno;
+    if (!e && excl && link(tmp, path) != 0) {
+        if (errno == EEXIST) res = 1;
+        else e = errno;
+    }
+    if (!e && !excl && rename(tmp, path) != 0) e = errno;
+    if (excl || e) unlink(tmp);
+    if (e) errno = e;
+    return e ? -1 : res;
+}
+
+/* The file at path, NUL-terminated, in buf: its length, 0 when missing (or
+   empty), -1 on an error (errno). */
+_VS_PRIVATE long _vs_store_read(const char* path, char* buf, size_t cap)
+{
+    size_t got = 0;
+    int fr = _vs_file_slurp(path, (unsigned char*)buf, cap - 1, &got);
+    buf[fr == _VS_FILE_OK ? got : 0] = 0;
+    return fr == _VS_FILE_ERROR ? -1 : (long)(fr == _VS_FILE_OK ? got : 0);
+}
+
+_VS_PRIVATE int _vs_store_has(const vs_world* w, const char* fmt, int a, int b)
+{
+    char path[_VS_STORE_PATH], sfx[64];
+    snprintf(sfx, sizeof sfx, fmt, a, b);
+    _vs_store_name(w, path, sizeof path, "%s", sfx);
+    return access(path, F_OK) == 0;
+}
+
+/* vs_world_init: the store at dir, checked writable at once. */
+_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir)
+{
+    snprintf(w->edir, sizeof w->edir, "%s", dir);
+    w->ekey = _vs_job_key(dir, "the elastic directory", w->size, NULL);
+    w->enonce = _vs_random64();
+    char path[_VS_STORE_PATH];
+    _vs_store_name(w, path, sizeof path, "probe%d", w->rank);
+    if (_vs_store_write(w, path, "", 0) != 0)
+        return _vs_err_backend(VS_ERR_IO, errno, "vs_world_init: rank %d cannot write in the elastic directory %s "
+                               "(every rank writes there): %s", w->rank, dir, strerror(errno));
+    unlink(path);
+    return VS_OK;
+}
+
+/* 1 when a failure notice of the world's epoch from another rank is known
+   (w->eorigin, w->ecause say whose and what). Looks at the store at most every
+   50 ms (now: at once); any thread. */
+_VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
+{
+    if (!w || !w->edir[0]) return 0;
+    int f = __atomic_load_n(&w->efail, __ATOMIC_ACQUIRE);
+    if (f) return f == 1;
+    int64_t now = (int64_t)(_vs_now() * 1e6), last = __atomic_load_n(&w->epoll_us, __ATOMIC_RELAXED);
+    if (!now_ && now - last < 50000) return 0;
+    if (!__atomic_compare_exchange_n(&w->epoll_us, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) && !now_)
+        return 0; // (another thread is looking)
+    char path[_VS_STORE_PATH], text[sizeof w->ecause + 16];
+    _vs_store_name(w, path, sizeof path, "f%d", __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE));
+    if (_vs_store_read(path, text, sizeof text) <= 0) return 0;
+    char* end = NULL;
+    long origin = strtol(text, &end, 10);
+    if (end == text || origin == w->rank) return 0; // (this rank's own: it knows)
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&w->efail, &expect, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return expect == 1;
+    w->eorigin = origin >= 0 && origin < w->size ? (int)origin : -1;
+    _vs_fmt(w->ecause, sizeof w->ecause, "%s", *end ? end + 1 : "");
+    __atomic_store_n(&w->efail, 1, __ATOMIC_RELEASE);
+    return 1;
+}
+
+/* Posts this rank's failure at the world's epoch: its own notice, and the
+   epoch's first one when none is there (origin: this rank). */
+_VS_PRIVATE void _vs_store_notice(vs_world* w, const char* cause)
+{
+    char path[_VS_STORE_PATH], text[900];
+    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
+    _vs_fmt(text, sizeof text, "%d %s", w->rank, cause);
+    _vs_store_name(w, path, sizeof path, "f%dr%d", e, w->rank);
+    if (_vs_store_write(w, path, text, 0) != 0) vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, strerror(errno));
+    _vs_store_name(w, path, sizeof path, "f%d", e);
+    if (_vs_store_write(w, path, text, 1) < 0) vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, strerror(errno));
+}
+
+/* A join request's rank is alive as far as this host can tell: its process
+   is on another host, or it is there. */
+_VS_PRIVATE int _vs_store_alive(const char* text)
+{
+    unsigned long long nonce = 0;
+    long pid = 0;
+    char host[256] = "", mine[256] = "";
+    if (sscanf(text, "%llx %ld %255s", &nonce, &pid, host) != 3) return 1;
+    if (gethostname(mine, sizeof mine - 1) != 0 || strcmp(host, mine) || pid <= 0) return 1;
+    return !(kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+/* A decision: the new epoch, its kind, the ranks. */
+typedef struct _vs_sdec {
+    int epoch, kind, use_shrink;
+    unsigned char id[128];
+    int nm, nf, nd, nj;
+    int *members, *failed, *dropped, *joined; // each up to the world's size
+    unsigned long long* jnonce;               // the joined ranks' request marks
+} _vs_sdec;
+
+_VS_PRIVATE int _vs_sdec_alloc(vs_world* w, _vs_sdec* d)
+{
+    memset(d, 0, sizeof *d);
+    d->members = _VS_HNEW(&w->hooks, int, 4 * (size_t)w->size);
+    d->jnonce = _VS_HNEW(&w->hooks, unsigned long long, w->size);
+    if (!d->members || !d->jnonce) return 0;
+    d->failed = d->members + w->size, d->dropped = d->failed + w->size, d->joined = d->dropped + w->size;
+    return 1;
+}
+
+_VS_PRIVATE void _vs_sdec_free(vs_world* w, _vs_sdec* d)
+{
+    _vs_hfree(&w->hooks, d->members);
+    _vs_hfree(&w->hooks, d->jnonce);
+}
+
+_VS_PRIVATE char* _vs_sdec_text(vs_world* w, const _vs_sdec* d)
+{
+    size_t cap = 512 + 40 * (size_t)(d->nm + d->nf + d->nd + 2 * d->nj), len = 0;
+    char* t = _VS_HNEW(&w->hooks, char, cap);
+    if (!t) return NULL;
+    len += (size_t)snprintf(t + len, cap - len, "vescale-elastic 1 epoch %d kind %d shrink %d id ", d->epoch, d->kind,
+                            d->use_shrink);
+    for (int i = 0; i < 128; i++) len += (size_t)snprintf(t + len, cap - len, "%02x", d->id[i]);
+    const int* lists[3] = {d->members, d->failed, d->dropped};
+    const int counts[3] = {d->nm, d->nf, d->nd};
+    for (int l = 0; l < 3; l++) {
+        len += (size_t)snprintf(t + len, cap - len, "\n%d", counts[l]);
+        for (int i = 0; i < counts[l]; i++) len += (size_t)snprintf(t + len, cap - len, " %d", lists[l][i]);
+    }
+    len += (size_t)snprintf(t + len, cap - len, "\n%d", d->nj);
+    for (int i = 0; i < d->nj; i++) len += (size_t)snprintf(t + len, cap - len, " %d %llx", d->joined[i], d->jnonce[i]);
+    snprintf(t + len, cap - len, "\nend\n");
+    return t;
+}
+
+/* Reads the decision at path: 1 read, 0 not there, -1 damaged or unreadable. */
+_VS_PRIVATE int _vs_sdec_read(vs_world* w, const char* path, _vs_sdec* d)
+{
+    size_t cap = 1024 + 48 * 5 * (size_t)w->size;
+    char* t = _VS_HNEW(&w->hooks, char, cap);
+    if (!t) return -1;
+    long n = _vs_store_read(path, t, cap);
+    int ok = n > 0 ? -1 : (int)n;
+    char* p = t;
+    char id[257];
+    int used = 0;
+    if (n > 0 && sscanf(p, "vescale-elastic 1 epoch %d kind %d shrink %d id %256s%n", &d->epoch, &d->kind,
+                        &d->use_shrink, id, &used) == 4 && strlen(id) == 256) {
+        for (int i = 0; i < 128; i++) {
+            unsigned v = 0;
+            sscanf(id + 2 * i, "%2x", &v);
+            d->id[i] = (unsigned char)v;
+        }
+        p += used;
+        int* lists[3] = {d->members, d->failed, d->dropped};
+        int* counts[3] = {&d->nm, &d->nf, &d->nd};
+        int good = 1;
+        for (int l = 0; l < 4 && good; l++) {
+            long c = strtol(p, &p, 10);
+            good = c >= 0 && c <= w->size;
+            if (l < 3) *counts[l] = (int)c;
+            else d->nj = (int)c;
+            for (long i = 0; i < c && good; i++) {
+                long r = strtol(p, &p, 10);
+                good = r >= 0 && r < w->size;
+                if (l < 3) lists[l][i] = (int)r;
+                else d->joined[i] = (int)r, d->jnonce[i] = strtoull(p, &p, 16);
+            }
+        }
+        if (good && !strncmp(p, "\nend\n", 5)) ok = 1;
+    }
+    _vs_hfree(&w->hooks, t);
+    return ok;
+}
+
+/* The first 16 world ranks x with pick[x]: "1, 5, 6". */
+_VS_PRIVATE void _vs_rank_list_text(const int* pick, int n, char* buf, size_t cap)
+{
+    size_t len = 0;
+    int cnt = 0;
+    buf[0] = 0;
+    for (int x = 0; x < n; x++)
+        if (pick[x] && ++cnt <= 16 && len < cap) len += (size_t)_vs_fmt(buf + len, cap - len, "%s%d", cnt > 1 ? ", " : "", x);
+    if (cnt > 16 && len < cap) _vs_fmt(buf + len, cap - len, ", ... (%d in all)", cnt);
+}
+
+/* A member's look at the round from epoch E: when it can be decided, the
+   decision linked (by this rank or another: the caller reads it back). 1 when
+   there is one to read, 0 not yet, else an error (a grow a failure ended:
+   VS_ERR_ABORTED). in[x]: the members; st[x] scratch of the world's size. */
+_VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* in, int* st, double half,
+                                       _vs_keep_fn keep, void* ctx, _vs_sdec* d, int* decided, const char* fn)
+{
+    const int n = w->size;
+    const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
+    char path[_VS_STORE_PATH], text[600];
+    int missing = 0, nf = 0;
+    *decided = 0;
+    for (int x = 0; x < n; x++) { // st: 0 not a member, 1 arrived, 3 arrived able to shrink, 4 failed, 5 missing
+        st[x] = 0;
+        if (!in[x]) continue;
+        _vs_store_name(w, path, sizeof path, "a%d%c%d", E, kc, x);
+        long k = _vs_store_read(path, text, sizeof text);
+        if (k > 0) st[x] = text[0] == '1' ? 3 : 1;
+        else st[x] = _vs_store_has(w, "f%dr%d", E, x) ? 4 : 5;
+        missing += st[x] == 5;
+    }
+    if (kind == _VS_REFORM_GROW && _vs_store_poll(w, 1))
+        return _vs_err_from(w->eorigin, w->ecause, VS_ERR_ABORTED, "%s: a rank failed while the world waited to grow: "
+                            "shrink first (%s)", fn, w->ecause);
+    if (missing && (kind == _VS_REFORM_GROW || _vs_now() < half)) return VS_OK;
+    memset(d->id, 0, sizeof d->id);
+    d->epoch = E + 1, d->kind = kind, d->nm = d->nf = d->nd = d->nj = 0;
+    for (int x = 0; x < n; x++)
+        if (st[x] >= 4) d->failed[nf++] = x;
+    d->nf = nf;
+    int use_shrink = kind == _VS_REFORM_SHRINK;
+    for (int x = 0; x < n; x++) {
+        int stay = 0;
+        if (st[x] == 1 || st[x] == 3) {
+            stay = !keep || keep(d->failed, nf, x, ctx);
+            if (!stay) d->dropped[d->nd++] = x;
+        } else if (!st[x] && kind == _VS_REFORM_GROW) { // not a member: a join request?
+            _vs_store_name(w, path, sizeof path, "j%d", x);
+            if (_vs_store_read(path, text, sizeof text) > 0 && _vs_store_alive(text)) {
+                d->joined[d->nj] = x, d->jnonce[d->nj++] = strtoull(text, NULL, 16);
+                stay = 1;
+            }
+        }
+        if (stay) d->members[d->nm++] = x, use_shrink &= st[x] == 3;
+    }
+    d->use_shrink = use_shrink && d->nm > 0;
+#ifdef VESCALE_NCCL
+    if (!d->use_shrink && d->nm) {
+        ncclUniqueId uid;
+        ncclResult_t nr = ncclGetUniqueId(&uid);
+        if (nr != ncclSuccess)
+            return _vs_err_backend(VS_ERR_BACKEND, (int)nr, "%s: ncclGetUniqueId: %s", fn, ncclGetErrorString(nr));
+        memcpy(d->id, &uid, sizeof uid);
+    }
+#endif
+    char* t = _vs_sdec_text(w, d);
+    if (!t) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    _vs_store_name(w, path, sizeof path, "d%d", E + 1);
+    int wr = _vs_store_write(w, path, t, 1);
+    _vs_hfree(&w->hooks, t);
+    if (wr < 0)
+        return _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write the decision %s: %s", fn, path, strerror(errno));
+    *decided = 1;
+    return VS_OK;
+}
+
+/* An agreement of `kind` through the store (_vs_reform for an NCCL job of
+   processes): arrive, wait for the decision (deciding when this rank can),
+   follow it. A member the decision counts failed (it came after half the
+   timeout) gets VS_ERR_ABORTED saying so, and may come back with
+   vs_world_grow. */
+_VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                   const char* fn)
+{
+    const int n = w->size, me = w->rank, joiner = w->comm == NULL;
+    const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
+    if (joiner && kind == _VS_REFORM_SHRINK)
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d holds no communicator (it left at a shrink, or is a "
+                       "replacement): it comes in with vs_world_grow", fn, me);
+    int saw = !joiner && (_vs_store_poll(w, 1) || w->esaw || __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE));
+    if (kind == _VS_REFORM_SHRINK && !saw)
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d saw no failure since the world's last reconfiguration (epoch "
+                       "%d): nothing to shrink from (a shrink follows a call that returned VS_ERR_ABORTED or "
+                       "VS_ERR_TIMEOUT)", fn, me, w->epoch);
+    const int notice = __atomic_load_n(&w->efail, __ATOMIC_ACQUIRE) == 1;
+    if (kind == _VS_REFORM_GROW && saw)
+        return _vs_err_from(notice ? w->eorigin : me, notice ? w->ecause : "", VS_ERR_ABORTED,
+                            "%s: world rank %d saw a failure (%s): shrink first", fn, me,
+                            notice ? w->ecause : "its communicator failed");
+    int E = w->epoch;
+    const double start = _vs_now(), end = start + w->timeout, half = start + 0.5 * w->timeout;
+    char path[_VS_STORE_PATH], apath[_VS_STORE_PATH], text[600];
+    int* in = _VS_HNEW(&w->hooks, int, 2 * (size_t)n);
+    _vs_sdec d;
+    if (!in || !_vs_sdec_alloc(w, &d)) {
+        _vs_hfree(&w->hooks, in);
+        _vs_sdec_free(w, &d);
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    int* st = in + n;
+    if (!joiner)
+        for (int i = 0; i < w->comm->size; i++) in[w->wranks ? w->wranks[i] : i] = 1;
+    vs_result r = VS_OK;
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    if (joiner) {
+        _vs_store_name(w, path, sizeof path, "j%d", me);
+        _vs_fmt(text, sizeof text, "%llx %ld %s\n", (unsigned long long)w->enonce, (long)getpid(), host);
+    } else {
+        _vs_store_name(w, path, sizeof path, "a%d%c%d", E, kc, me);
+        int can = 0;
+#ifdef VESCALE_NCCL
+        can = w->comm->nc != NULL || w->comm->revoked_nc != NULL; // (ncclCommShrink needs every staying rank's)
+#endif
+        _vs_fmt(text, sizeof text, "%d\n", can);
+    }
+    _vs_fmt(apath, sizeof apath, "%s", path);
+    if (_vs_store_write(w, path, text, 0) != 0)
+        r = _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write %s: %s", fn, path, strerror(errno));
+    if (!r && kind == _VS_REFORM_SHRINK && !_vs_store_has(w, "f%d", E, 0)) { // the others stop their waits now
+        char cause[400];
+        _vs_fmt(cause, sizeof cause, "world rank %d saw a failure and began a shrink (%s)", me,
+                notice ? w->ecause : "its communicator failed");
+        _vs_store_notice(w, cause);
+    }
+    int got = 0;
+    for (long it = 0; !r; it++) {
+        _vs_store_name(w, path, sizeof path, "d%d", E + 1);
+        int pr = _vs_sdec_read(w, path, &d);
+        if (pr < 0) {
+            r = _vs_err(VS_ERR_IO, "%s: the decision %s is damaged or unreadable", fn, path);
+            break;
+        }
+        if (pr > 0 && joiner) {
+            for (int i = 0; i < d.nj && !got; i++) got = d.joined[i] == me && d.jnonce[i] == w->enonce;
+            if (got) break;
+            E++; // (a round without this rank: the next one may take it)
+            continue;
+        }
+        if (pr > 0) {
+            got = 1;
+            break;
+        }
+        int decided = 0;
+        if (!joiner) r = _vs_store_decide(w, kind, E, in, st, half, keep, ctx, &d, &decided, fn);
+        if (r || decided) continue;
+        if (_vs_now() > end) {
+            char miss[256];
+            for (int x = 0; x < n; x++) st[x] = st[x] == 5;
+            _vs_rank_list_text(st, n, miss, sizeof miss);
+            if (joiner)
+                r = _vs_err(VS_ERR_TIMEOUT, "%s: no grow of the world took world rank %d in within %g s (the world "
+                            "is at epoch %d: its members call vs_world_grow when vs_world_joiners counts this rank)",
+                            fn, me, w->timeout, E);
+            else
+                r = _vs_err(VS_ERR_TIMEOUT, "%s: world rank%s %s did not arrive within %g s (world rank %d waited)",
+                            fn, strchr(miss, ',') ? "s" : "", miss[0] ? miss : "?", w->timeout, me);
+            break;
+        }
+        _vs_sleep_us(it < 200 ? 500 : 5000);
+    }
+    _vs_rticket tk;
+    memset(&tk, 0, sizeof tk);
+    int* wr = NULL;
+    if (!r) { // the decision, as this rank's ticket
+        tk.kind = kind;
+        tk.index = -1;
+        tk.n = d.nm;
+        tk.use_shrink = d.use_shrink;
+        memcpy(tk.id, d.id, sizeof tk.id);
+        tk.info.epoch = d.epoch;
+        tk.info.nlive = d.nm;
+        for (int i = 0; i < d.nf; i++) _vs_rlist(tk.info.failed, &tk.info.nfailed, d.failed[i]);
+        for (int i = 0; i < d.nd; i++) _vs_rlist(tk.info.dropped, &tk.info.ndropped, d.dropped[i]);
+        for (int i = 0; i < d.nj; i++) _vs_rlist(tk.info.joined, &tk.info.njoined, d.joined[i]);
+        for (int i = 0; i < d.nm; i++)
+            if (d.members[i] == me) tk.index = i;
+        tk.info.left = tk.index < 0;
+        int was_failed = 0, was_dropped = 0;
+        for (int i = 0; i < d.nf; i++) was_failed |= d.failed[i] == me;
+        for (int i = 0; i < d.nd; i++) was_dropped |= d.dropped[i] == me;
+        if (tk.index >= 0 && !(wr = _VS_HNEW(&w->hooks, int, d.nm)))
+            r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
+        if (wr) memcpy(wr, d.members, sizeof(int) * (size_t)d.nm), tk.members = wr;
+        if (!r && tk.index < 0 && !was_dropped) { // counted failed: out, alive
+            _vs_reform_adopt(w, NULL, NULL, &tk, NULL);
+            __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE);
+            r = _vs_err(VS_ERR_ABORTED, "%s: the survivors agreed world rank %d had failed (it %s): it holds no "
+                        "communicator now and may come back with vs_world_grow", fn, me,
+                        was_failed ? "did not arrive within half the timeout" : "was not in the decision");
+        }
+    }
+    vs_comm* nc = NULL;
+#ifdef VESCALE_NCCL
+    if (!r && tk.index >= 0) r = _vs_nccl_reform(w, &tk, fn, &nc);
+#endif
+    if (!r) {
+        _vs_reform_adopt(w, nc, wr, &tk, info);
+        wr = NULL;
+        w->esaw = 0;
+        __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE); // (a new epoch: its own notices)
+    }
+    _vs_hfree(&w->hooks, wr);
+    unlink(apath); // (read by the decision, or withdrawn: an arrival or a request lasts only while its rank waits)
+    _vs_hfree(&w->hooks, in);
+    _vs_sdec_free(w, &d);
+    return r;
+}
+
+/* vs_world_joiners on the store: the ranks asking to come in (alive as far as
+   this host can tell) that are not members. */
+_VS_PRIVATE int _vs_store_joiners(vs_world* w)
+{
+    int* in = _VS_HNEW(&w->hooks, int, w->size), cnt = 0;
+    if (!in) return 0;
+    for (int i = 0; w->comm && i < w->comm->size; i++) in[w->wranks ? w->wranks[i] : i] = 1;
+    char path[_VS_STORE_PATH], text[600];
+    for (int x = 0; x < w->size; x++) {
+        if (in[x]) continue;
+        _vs_store_name(w, path, sizeof path, "j%d", x);
+        cnt += _vs_store_read(path, text, sizeof text) > 0 && _vs_store_alive(text);
+    }
+    _vs_hfree(&w->hooks, in);
+    return cnt;
+}
+
 /* An agreement of `kind` (_VS_REFORM_*) on w: the threads transport's (a
    vs_launch job's memory); the others cannot yet, and say what is missing. */
 _VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
@@ -8820,6 +9357,7 @@ _VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* 
 {
     if ((w->tr == VS_TRANSPORT_THREADS || w->tr == VS_TRANSPORT_NCCL) && w->job) // (a vs_launch job's agreement)
         return _vs_t_reform(w, kind, keep, ctx, info);
+    if (w->tr == VS_TRANSPORT_NCCL && w->edir[0]) return _vs_s_reform(w, kind, keep, ctx, info, fn); // (the store's)
     if (w->tr == VS_TRANSPORT_MPI) {
 #if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
         const char* why = "this MPI has ULFM, but vescale's MPI transport does not use it yet";
@@ -8830,9 +9368,9 @@ _VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* 
         return _vs_err(VS_ERR_UNSUPPORTED, "%s: the MPI transport cannot survive a rank: %s; the job ends on a "
                        "failure: resume it from a checkpoint on the ranks left (vs_train_load reshards)", fn, why);
     }
-    return _vs_err(VS_ERR_UNSUPPORTED, "%s: a %s job of processes has no agreement of its survivors yet (vs_launch's "
-                   "thread ranks have one: NCCL ranks there shrink with ncclCommShrink): resume from a checkpoint on "
-                   "the ranks left", fn, vs_transport_name(w->tr));
+    return _vs_err(VS_ERR_UNSUPPORTED, "%s: this %s job of processes has no elastic directory for its survivors' "
+                   "agreement: give every rank one they all see (vs_world_desc.elastic_dir or VESCALE_ELASTIC_DIR); "
+                   "else resume from a checkpoint on the ranks left", fn, vs_transport_name(w->tr));
 }
 
 VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info)
@@ -8898,7 +9436,12 @@ VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_r
        the submeshes' operations in flight stop first, so the streams behind
        them go on and the world's communicator can come quiet for its shrink */
     _vs_tjob* job = w->job;
-    if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) {
+    if (!job && w->edir[0])
+        for (int i = 0; i < m->nsubs; i++) // (a job of processes: a submesh's failure is one this rank saw)
+            w->esaw |= m->subs[i].mesh && m->subs[i].mesh->comm &&
+                       __atomic_load_n(&m->subs[i].mesh->comm->aborted, __ATOMIC_ACQUIRE);
+    if ((job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) ||
+        (!job && w->edir[0] && (w->esaw || _vs_store_poll(w, 1) || (w->comm && __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))))) {
         for (int i = 0; i < m->nsubs; i++)
             if (m->subs[i].mesh && m->subs[i].mesh->comm) _vs_nccl_drop(m->subs[i].mesh->comm);
         _vs_nccl_drop_watched(w); // (and the others of this world with work in flight: a pipeline's links)
@@ -8959,6 +9502,8 @@ VS_API vs_result vs_world_joiners(vs_world* w, int* n)
         for (int x = 0; x < job->desc.nranks; x++)
             mine += job->tk[x] && job->tk[x]->kind == _VS_REFORM_GROW && !job->live[x];
         pthread_mutex_unlock(&job->mu);
+    } else if (w->edir[0]) { // (an NCCL job of processes: the store's requests)
+        mine = _vs_store_joiners(w);
     }
     _VS_TRY(_vs_host_coll(w->comm, 0, &mine, &all, 1, VS_I32, VS_OP_MAX, "vs_world_joiners"));
     *n = all;
@@ -8972,7 +9517,7 @@ VS_API vs_result vs_world_respawn(vs_world* w, int rank)
     _vs_tjob* job = w->job;
     if (!job)
         return _vs_err(VS_ERR_UNSUPPORTED, "%s: only a vs_launch job starts replacements (a job of processes starts "
-                       "its own, and has no agreement to join yet)", fn);
+                       "its own: a process with vs_world_desc.join = 1 or VESCALE_ELASTIC_JOIN=1)", fn);
     if (rank < 0 || rank >= job->desc.nranks)
         return _vs_err(VS_ERR_INVALID, "%s: rank %d out of range [0, %d)", fn, rank, job->desc.nranks);
     vs_result r = VS_OK;

@@ -1,0 +1,414 @@
+/* test_elastic_procs.c - issue 24 for NCCL jobs of processes: their survivors
+   agree through the elastic directory (vs_world_desc.elastic_dir, >>elastic's
+   store), shrink with ncclCommShrink (or a new communicator when theirs was
+   aborted), and take a replacement process back in (vs_world_desc.join).
+
+   Over the strict CUDA + NCCL stand-in (tests/strict/; 8 simulated GPUs). Each
+   rank is a thread that stands in for a process: its own vs_world_init
+   through the file rendezvous, nothing shared with the others but the
+   directory and the stand-in's NCCL. Every result is an all-reduce of small
+   integers (exact in any order) checked against its formula, and every
+   vs_reform_info against the ranks the case killed:
+     - a rank that fails and says so (vs_world_abort): the others' all-reduce
+       stops with VS_ERR_ABORTED naming it and its message well before the
+       timeout, they shrink to 3 with ncclCommShrink, a replacement process
+       joins (vs_world_joiners counts it) and the world is 4 again;
+     - a rank that stops without a word (a crash on another host): the others
+       time out, the first to shrink posts a notice, half the timeout later
+       the agreement counts it failed, the survivors reduce on 3;
+     - DP2 x TP2: vs_mesh_shrink drops the failed rank's whole DP replica, the
+       replica's other rank leaves and comes back with the replacement at a
+       grow, and the 2 x 2 mesh is made again;
+     - bad input: each misuse a clear error naming the value. */
+#define VESCALE_IMPLEMENTATION
+#include "vescale_mesh.h"
+#include "vs_test.h"
+
+#include <cuda_runtime.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "strict/vs_strict.h"
+
+enum { W = 4 };
+
+typedef struct proc proc;
+typedef struct job {
+    char dir[64];      /* the elastic directory */
+    char idfile[128];  /* the file rendezvous */
+    double timeout;
+    int victim;        /* the world rank that fails */
+    int silent;        /* 1: it stops without a word */
+    int mesh;          /* 1: DP2 x TP2, vs_mesh_shrink */
+    int released;      /* atomic: the survivors are done with the silent one */
+    proc* p;
+} job;
+
+struct proc {
+    job* j;
+    int rank;
+    int failed_fast;   /* the step after the failure returned VS_ERR_ABORTED naming the victim */
+    double detect_s;   /* how long that took */
+    vs_reform_info shrink, grow;
+    float after_shrink, after_grow; /* all-reduce results */
+    int left;          /* vs_mesh_shrink: this rank left with the failed replica */
+    int ok;
+    char msg[900];
+};
+
+static vs_world* open_world(job* j, int rank, int join, vs_result* res)
+{
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_NCCL;
+    wd.world_size = W;
+    wd.rank = rank;
+    wd.local_rank = rank;
+    wd.device_select = VS_DEVICE_EXPLICIT;
+    wd.cuda_device = rank;
+    wd.init_file = j->idfile;
+    wd.elastic_dir = j->dir;
+    wd.join = join;
+    wd.timeout_s = j->timeout;
+    vs_world* w = NULL;
+    *res = vs_world_init(&wd, &w);
+    return w;
+}
+
+/* The sum of (world rank + 1) over c's ranks. */
+static vs_result reduce(vs_world* w, vs_comm* c, float* out)
+{
+    float* x = (float*)vs_device_alloc(w, sizeof(float));
+    if (!x) return VS_ERR_NOMEM;
+    float v = (float)(vs_world_rank(w) + 1);
+    cudaMemcpy(x, &v, sizeof v, cudaMemcpyHostToDevice);
+    vs_result r = vs_all_reduce(c, x, x, 1, VS_F32, VS_OP_SUM, NULL);
+    if (!r) r = cudaMemcpy(out, x, sizeof *out, cudaMemcpyDeviceToHost) == cudaSuccess ? VS_OK : VS_ERR_BACKEND;
+    vs_device_free(w, x);
+    return r;
+}
+
+#define FAIL(...)                                      \
+    do {                                               \
+        snprintf(p->msg, sizeof p->msg, __VA_ARGS__);  \
+        goto out;                                      \
+    } while (0)
+
+/* A replacement process for the victim: starts with join = 1, comes in. */
+static void replacement(proc* p)
+{
+    job* j = p->j;
+    vs_result r;
+    vs_world* w = open_world(j, p->rank, 1, &r);
+    if (r) FAIL("replacement: vs_world_init: %s", vs_last_error());
+    if (!vs_world_joining(w) || vs_world_comm(w)) FAIL("replacement: not joining");
+    if ((r = vs_world_grow(w, &p->grow))) FAIL("replacement: vs_world_grow: %s", vs_last_error());
+    vs_mesh* m = NULL;
+    vs_mesh_desc md = {{2, 2}, 0, {0}, NULL};
+    if (j->mesh && (r = vs_mesh_init(w, &md, &m))) FAIL("replacement: vs_mesh_init: %s", vs_last_error());
+    if ((r = reduce(w, vs_world_comm(w), &p->after_grow))) FAIL("replacement: all-reduce: %s", vs_last_error());
+    p->ok = 1;
+    vs_mesh_free(m);
+out:
+    vs_world_free(w);
+}
+
+static void* proc_main(void* arg)
+{
+    proc* p = (proc*)arg;
+    job* j = p->j;
+    vs_result r;
+    vs_mesh* m = NULL;
+    vs_mesh* small = NULL;
+    vs_world* w = open_world(j, p->rank, 0, &r);
+    if (r) FAIL("vs_world_init: %s", vs_last_error());
+    float got = 0;
+    if (j->mesh) {
+        vs_mesh_desc md = {{2, 2}, 0, {0}, NULL};
+        vs_mesh* tp = NULL;
+        if ((r = vs_mesh_init(w, &md, &m)) || (r = vs_mesh_submesh(m, "TP", &tp)))
+            FAIL("mesh: %s", vs_last_error());
+    }
+    if ((r = reduce(w, vs_world_comm(w), &got)) || got != W * (W + 1) / 2)
+        FAIL("step 1: %s, %g", vs_result_string(r), got);
+    if (p->rank == j->victim) {
+        if (j->silent) { // a crash: nothing said, nothing freed until the others are done
+            while (!__atomic_load_n(&j->released, __ATOMIC_ACQUIRE)) _vs_sleep_us(1000);
+            vs_comm_abort(vs_world_comm(w));
+            vs_mesh_free(m);
+            vs_world_free(w);
+            p->ok = 1;
+            return NULL;
+        }
+        vs_all_reduce(NULL, NULL, NULL, 1, VS_F32, VS_OP_SUM, NULL); // this rank's own error
+        vs_world_abort(w, VS_ERR_INVALID);
+        vs_mesh_free(m);
+        vs_world_free(w); // (the process ends; a new one takes its place)
+        w = NULL;
+        _vs_sleep_us(200000);
+        replacement(p);
+        return NULL;
+    }
+    double t0 = _vs_now();
+    r = reduce(w, vs_world_comm(w), &got); // the victim never joins it
+    p->detect_s = _vs_now() - t0;
+    char want[64];
+    snprintf(want, sizeof want, "world rank %d", j->victim);
+    p->failed_fast = r == VS_ERR_ABORTED && strstr(vs_last_error(), want) &&
+                     strstr(vs_last_error(), j->silent ? "began a shrink" : "VS_ERR_INVALID");
+    if (r != VS_ERR_ABORTED && r != VS_ERR_TIMEOUT) FAIL("step 2 gave %s, not a failure", vs_result_string(r));
+    if (!j->mesh) {
+        if ((r = vs_world_shrink(w, &p->shrink))) FAIL("vs_world_shrink: %s", vs_last_error());
+    } else {
+        if ((r = vs_mesh_shrink(m, "DP", &small, &p->shrink))) FAIL("vs_mesh_shrink: %s", vs_last_error());
+        p->left = small == NULL;
+    }
+    if (!p->left && (r = reduce(w, vs_world_comm(w), &p->after_shrink)))
+        FAIL("all-reduce after the shrink: %s", vs_last_error());
+    if (j->silent) {
+        p->ok = 1;
+        goto out;
+    }
+    if (p->left) { // it comes back with the replacement
+        vs_mesh_free(m);
+        m = NULL;
+        if ((r = vs_world_grow(w, &p->grow))) FAIL("left rank: vs_world_grow: %s", vs_last_error());
+    } else {
+        double end = _vs_now() + 30;
+        int n = 0, want = j->mesh ? 2 : 1; // (the mesh: the rank that left and the replacement)
+        while (n < want && _vs_now() < end) { // step boundaries: is everyone waiting?
+            if ((r = vs_world_joiners(w, &n))) FAIL("vs_world_joiners: %s", vs_last_error());
+            if (n < want) _vs_sleep_us(20000);
+        }
+        if (n != want) FAIL("vs_world_joiners counted %d, want %d", n, want);
+        vs_mesh_free(small);
+        small = NULL;
+        vs_mesh_free(m);
+        m = NULL;
+        if ((r = vs_world_grow(w, &p->grow))) FAIL("vs_world_grow: %s", vs_last_error());
+    }
+    if (j->mesh) {
+        vs_mesh_desc md = {{2, 2}, 0, {0}, NULL};
+        if ((r = vs_mesh_init(w, &md, &m))) FAIL("vs_mesh_init after the grow: %s", vs_last_error());
+    }
+    if ((r = reduce(w, vs_world_comm(w), &p->after_grow))) FAIL("all-reduce after the grow: %s", vs_last_error());
+    p->ok = 1;
+out:
+    vs_mesh_free(small);
+    vs_mesh_free(m);
+    vs_world_free(w);
+    return NULL;
+}
+
+/* Files left in dir whose names hold `part`. */
+static int files_with(const char* dir, const char* part)
+{
+    DIR* d = opendir(dir);
+    int n = 0;
+    for (struct dirent* e; d && (e = readdir(d));) n += strstr(e->d_name, part) != NULL;
+    if (d) closedir(d);
+    return n;
+}
+
+/* The text of the file in dir whose name ends in `tail` ("" when none). */
+static void file_text(const char* dir, const char* tail, char* buf, size_t cap)
+{
+    DIR* d = opendir(dir);
+    char path[400];
+    buf[0] = 0;
+    for (struct dirent* e; d && (e = readdir(d));) {
+        size_t n = strlen(e->d_name), t = strlen(tail);
+        if (n < t || strcmp(e->d_name + n - t, tail)) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE* f = fopen(path, "r");
+        size_t k = f ? fread(buf, 1, cap - 1, f) : 0;
+        buf[k] = 0;
+        if (f) fclose(f);
+    }
+    if (d) closedir(d);
+}
+
+static void clear_dir(const char* dir)
+{
+    DIR* d = opendir(dir);
+    char path[400];
+    for (struct dirent* e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.') snprintf(path, sizeof path, "%s/%s", dir, e->d_name), unlink(path);
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+static void run_job(job* j, proc* p)
+{
+    snprintf(j->dir, sizeof j->dir, "/tmp/vs_elastic_procs_XXXXXX");
+    VT_CHECK(mkdtemp(j->dir) != NULL, "mkdtemp");
+    snprintf(j->idfile, sizeof j->idfile, "%s/nccl_id", j->dir);
+    j->p = p;
+    pthread_t th[W];
+    for (int i = 0; i < W; i++) {
+        memset(&p[i], 0, sizeof p[i]);
+        p[i].j = j, p[i].rank = i;
+        pthread_create(&th[i], NULL, proc_main, &p[i]);
+    }
+    if (j->silent) { // released once every survivor is done
+        for (int i = 0; i < W; i++)
+            if (i != j->victim) pthread_join(th[i], NULL);
+        __atomic_store_n(&j->released, 1, __ATOMIC_RELEASE);
+        pthread_join(th[j->victim], NULL);
+    } else {
+        for (int i = 0; i < W; i++) pthread_join(th[i], NULL);
+    }
+    for (int i = 0; i < W; i++) VT_CHECK(p[i].ok, "rank %d: %s", i, p[i].msg);
+}
+
+static void case_notice(void)
+{
+    job j;
+    memset(&j, 0, sizeof j);
+    j.timeout = 30, j.victim = 2;
+    proc p[W];
+    run_job(&j, p);
+    for (int i = 0; i < W; i++) {
+        if (i == j.victim) {
+            VT_CHECK(p[i].after_grow == 10, "replacement: all-reduce %g, want 10", p[i].after_grow);
+            VT_CHECK(p[i].grow.njoined == 1 && p[i].grow.joined[0] == 2 && p[i].grow.nlive == 4 && p[i].grow.epoch == 2,
+                     "replacement's grow: joined %d [%d], live %d, epoch %d", p[i].grow.njoined, p[i].grow.joined[0],
+                     p[i].grow.nlive, p[i].grow.epoch);
+            continue;
+        }
+        VT_CHECK(p[i].failed_fast && p[i].detect_s < j.timeout / 4, "rank %d: the failure seen %s after %.2f s",
+                 i, p[i].failed_fast ? "" : "without naming rank 2 and its error", p[i].detect_s);
+        VT_CHECK(p[i].shrink.nfailed == 1 && p[i].shrink.failed[0] == 2 && p[i].shrink.nlive == 3 &&
+                     p[i].shrink.epoch == 1 && !p[i].shrink.left,
+                 "rank %d: shrink failed %d [%d], live %d, epoch %d", i, p[i].shrink.nfailed, p[i].shrink.failed[0],
+                 p[i].shrink.nlive, p[i].shrink.epoch);
+        VT_CHECK(p[i].after_shrink == 1 + 2 + 4, "rank %d: all-reduce on 3: %g, want 7", i, p[i].after_shrink);
+        VT_CHECK(p[i].after_grow == 10 && p[i].grow.nlive == 4 && p[i].grow.njoined == 1,
+                 "rank %d: after the grow %g (live %d, joined %d)", i, p[i].after_grow, p[i].grow.nlive,
+                 p[i].grow.njoined);
+    }
+    VT_CHECK(files_with(j.dir, "-a") == 0 && files_with(j.dir, "-j") == 0, "arrivals or requests left in %s", j.dir);
+    VT_CHECK(files_with(j.dir, "-d") == 2, "%d decisions in %s, want 2", files_with(j.dir, "-d"), j.dir);
+    char dec[4096];
+    file_text(j.dir, "-d1", dec, sizeof dec); // (the survivors' world handles were revoked, not aborted)
+    VT_CHECK(strstr(dec, " shrink 1 "), "the shrink did not use ncclCommShrink: %s", dec);
+    file_text(j.dir, "-d2", dec, sizeof dec);
+    VT_CHECK(strstr(dec, " shrink 0 "), "a grow needs a new communicator: %s", dec);
+    clear_dir(j.dir);
+}
+
+static void case_silent(void)
+{
+    job j;
+    memset(&j, 0, sizeof j);
+    j.timeout = 3, j.victim = 1, j.silent = 1;
+    proc p[W];
+    run_job(&j, p);
+    for (int i = 0; i < W; i++) {
+        if (i == j.victim) continue;
+        VT_CHECK(p[i].shrink.nfailed == 1 && p[i].shrink.failed[0] == 1 && p[i].shrink.nlive == 3,
+                 "rank %d: shrink failed %d [%d], live %d", i, p[i].shrink.nfailed, p[i].shrink.failed[0],
+                 p[i].shrink.nlive);
+        VT_CHECK(p[i].after_shrink == 1 + 3 + 4, "rank %d: all-reduce on 3: %g, want 8", i, p[i].after_shrink);
+    }
+    clear_dir(j.dir);
+}
+
+static void case_mesh(void)
+{
+    job j;
+    memset(&j, 0, sizeof j);
+    j.timeout = 30, j.victim = 3, j.mesh = 1;
+    proc p[W];
+    run_job(&j, p);
+    /* DP2 x TP2: replica 1 is world ranks 2 and 3; rank 3 failed, rank 2 leaves */
+    for (int i = 0; i < W; i++) {
+        if (i == j.victim) {
+            VT_CHECK(p[i].after_grow == 10, "replacement: all-reduce %g", p[i].after_grow);
+            continue;
+        }
+        VT_CHECK(p[i].left == (i == 2), "rank %d: left %d", i, p[i].left);
+        VT_CHECK(p[i].shrink.nfailed == 1 && p[i].shrink.failed[0] == 3 && p[i].shrink.ndropped == 1 &&
+                     p[i].shrink.dropped[0] == 2 && p[i].shrink.nlive == 2,
+                 "rank %d: shrink failed %d, dropped %d [%d], live %d", i, p[i].shrink.nfailed, p[i].shrink.ndropped,
+                 p[i].shrink.dropped[0], p[i].shrink.nlive);
+        if (i != 2) VT_CHECK(p[i].after_shrink == 1 + 2, "rank %d: all-reduce on DP1 x TP2: %g", i, p[i].after_shrink);
+        VT_CHECK(p[i].after_grow == 10 && p[i].grow.nlive == 4 && p[i].grow.njoined == 2,
+                 "rank %d: after the grow %g (live %d, joined %d)", i, p[i].after_grow, p[i].grow.nlive,
+                 p[i].grow.njoined);
+    }
+    clear_dir(j.dir);
+}
+
+static void case_bad_input(void)
+{
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_NCCL;
+    wd.world_size = 1;
+    wd.device_select = VS_DEVICE_EXPLICIT;
+    wd.timeout_s = 1;
+    vs_world* w = NULL;
+    wd.join = 1;
+    VT_EXPECT_ERR(vs_world_init(&wd, &w), VS_ERR_INVALID, "join", "elastic directory");
+    wd.join = 2;
+    wd.elastic_dir = "/tmp";
+    VT_EXPECT_ERR(vs_world_init(&wd, &w), VS_ERR_INVALID, "join 2", NULL);
+    wd.join = 0;
+    wd.elastic_dir = "";
+    VT_EXPECT_ERR(vs_world_init(&wd, &w), VS_ERR_INVALID, "elastic_dir is empty", NULL);
+    wd.elastic_dir = "/nonexistent/vescale";
+    VT_EXPECT_ERR(vs_world_init(&wd, &w), VS_ERR_IO, "/nonexistent/vescale", NULL);
+    wd.elastic_dir = NULL;
+    setenv("VESCALE_ELASTIC_JOIN", "yes", 1);
+    VT_EXPECT_ERR(vs_world_init(&wd, &w), VS_ERR_INVALID, "VESCALE_ELASTIC_JOIN='yes'", NULL);
+    unsetenv("VESCALE_ELASTIC_JOIN");
+    /* a world of processes without a directory: no agreement, said how to get one */
+    VT_OK(vs_world_init(&wd, &w));
+    VT_EXPECT_ERR(vs_world_shrink(w, NULL), VS_ERR_UNSUPPORTED, "VESCALE_ELASTIC_DIR", NULL);
+    VT_EXPECT_ERR(vs_world_respawn(w, 0), VS_ERR_UNSUPPORTED, "VESCALE_ELASTIC_JOIN", NULL);
+    vs_world_free(w);
+    /* with one: a shrink with no failure, a joiner that nobody takes in */
+    char dir[] = "/tmp/vs_elastic_bad_XXXXXX";
+    VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    wd.elastic_dir = dir;
+    VT_OK(vs_world_init(&wd, &w));
+    vs_world_desc q;
+    VT_OK(vs_world_query_desc(w, &q));
+    VT_CHECK(q.elastic_dir && !strcmp(q.elastic_dir, dir) && !q.join, "query: elastic_dir %s, join %d",
+             q.elastic_dir ? q.elastic_dir : "(null)", q.join);
+    VT_EXPECT_ERR(vs_world_shrink(w, NULL), VS_ERR_STATE, "saw no failure", NULL);
+    vs_world_free(w);
+    wd.world_size = 2;
+    wd.rank = 1;
+    wd.local_rank = 1;
+    wd.join = 1;
+    VT_OK(vs_world_init(&wd, &w));
+    VT_CHECK(vs_world_joining(w) && !vs_world_comm(w), "a joiner holds no communicator");
+    VT_EXPECT_ERR(vs_world_shrink(w, NULL), VS_ERR_STATE, "vs_world_grow", NULL);
+    int n = 0;
+    VT_EXPECT_ERR(vs_world_joiners(w, &n), VS_ERR_STATE, NULL, NULL);
+    VT_EXPECT_ERR(vs_world_grow(w, NULL), VS_ERR_TIMEOUT, "no grow of the world took world rank 1", NULL);
+    vs_world_free(w);
+    VT_CHECK(files_with(dir, "-j") == 0, "the joiner's request was not withdrawn");
+    clear_dir(dir);
+}
+
+int main(void)
+{
+    setenv("VS_STRICT_DELAY_US", "50", 0); /* a random delay before every stream operation */
+    setenv("VS_STRICT_HANG_S", "60", 0);   /* a stand-in wait that long is a hang: reported, then exit */
+    setenv("NCCL_CHECK_POINTERS", "1", 0);
+    VT_CASE("procs/notice: rank 2 fails and says so; 3 shrink with ncclCommShrink; a replacement process joins",
+            case_notice());
+    VT_CASE("procs/silent: rank 1 stops without a word; the others time out, agree it failed, reduce on 3",
+            case_silent());
+    VT_CASE("procs/mesh: DP2 x TP2, rank 3 fails: its replica leaves, comes back with the replacement, 2 x 2 again",
+            case_mesh());
+    VT_CASE("procs/bad input: join without a directory, bad values, no failure, a joiner nobody takes in",
+            case_bad_input());
+    return vt_summary();
+}
