@@ -60,6 +60,10 @@
                                            and file rendezvous (see _vs_tcp_bcast)
        VESCALE_INIT_FILE=<path>            NCCL without MPI: the rendezvous through
                                            a shared file system (vs_world_desc.init_file)
+       VESCALE_ELASTIC_DIR=<dir>           NCCL jobs of processes: survive a rank
+                                           (vs_world_desc.elastic_dir; >>elastic)
+       VESCALE_ELASTIC_JOIN=0|1            1: this process replaces a failed rank
+                                           (vs_world_desc.join; >>elastic)
        RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT   (torchrun style)
        SLURM_PROCID SLURM_NTASKS SLURM_LOCALID              (srun)
        OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK (mpirun)
@@ -1011,11 +1015,33 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
      communicator from an id the agreement draws. The shrinking mesh's other
      communicators are aborted first, so the streams waiting on a dead peer go
      on. Needs NCCL 2.27 or later (else the new world comes from a new id).
-   - NCCL jobs of processes and MPI: VS_ERR_UNSUPPORTED, naming what is
-     missing (processes: a side channel for the survivors' agreement; MPI:
-     ULFM, detected at build time: MPIX_Comm_agree, MPIX_Comm_shrink); their
-     jobs end on a failure as before and resume from a checkpoint
-     (vs_train_load on fewer ranks).
+   - NCCL jobs of processes (torchrun-style, vs_world_init), given a directory
+     every rank sees (vs_world_desc.elastic_dir or VESCALE_ELASTIC_DIR: a local
+     disk for one node, NFS or Lustre across nodes): the survivors agree
+     through files there, no rank needed alive (rank 0 included): each
+     arrives, and the first that can decide links the decision (a link has one
+     winner: every rank follows the same one). A shrink decides when every
+     member has arrived or said it failed, or half the world's timeout after
+     this rank arrived: who has not come by then is failed (a process on
+     another host that died cannot be told from a slow one but by time), and
+     if it was only slow it learns so (VS_ERR_ABORTED) and may come back with
+     vs_world_grow. How the survivors learn of a failure: a rank that calls
+     vs_world_abort (the error path of a trainer) posts a notice there, which
+     every other rank's waits and watchdog read within 50 ms (VS_ERR_ABORTED
+     naming it and its message); a rank that dies without a word (a signal)
+     is found by the others' deadlines, and the first of them to shrink posts
+     the notice that stops the rest. The world handle is revoked, not aborted,
+     on a notice, so the shrink is ncclCommShrink; after a timeout (aborted) a
+     new communicator from an id the decision carries. A replacement is a new
+     process of the failed rank started with vs_world_desc.join = 1 (or
+     VESCALE_ELASTIC_JOIN=1): it makes no rendezvous, asks to come in, and
+     waits in vs_world_grow; the members see it in vs_world_joiners. What is
+     left in the directory: one decision per reconfiguration (a few hundred
+     bytes); remove it with the job. Jobs that share a directory need
+     different run ids (VESCALE_RUN_ID).
+   - MPI: VS_ERR_UNSUPPORTED (ULFM, MPIX_Comm_agree and MPIX_Comm_shrink, is
+     detected at build time but not used yet): the job ends on a failure as
+     before and resumes from a checkpoint (vs_train_load on fewer ranks).
 
    Every wait has the world's timeout: a live rank that never arrives makes
    the call VS_ERR_TIMEOUT on the others, naming it; nothing hangs. */
@@ -1043,7 +1069,11 @@ typedef struct vs_reform_info {
    NULL. Errors: no failure since the last reconfiguration (VS_ERR_STATE: there
    is nothing to shrink from); a rank that neither arrives nor fails within the
    timeout (VS_ERR_TIMEOUT naming it; the failure stands, call again); a rank
-   that left (info.left) calls vs_world_grow instead (VS_ERR_STATE). */
+   that left (info.left) calls vs_world_grow instead (VS_ERR_STATE). NCCL jobs
+   of processes (an elastic directory): "no failure" is none this rank saw (a
+   notice, or its own communicator's fault); a rank that came after half the
+   timeout is counted failed (VS_ERR_ABORTED saying so on it); see the notes
+   above. */
 VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info);
 /* vs_world_shrink for a mesh: the failed ranks' whole replicas along `dim`
    (NULL: "DP") leave too, so every other dim stays whole. *out: the smaller
@@ -1063,8 +1093,9 @@ VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_r
    (vs_mesh_init). Ranks already in the world call it at a step boundary, all at
    the same one: vs_world_joiners says when someone waits. A failure while
    ranks wait here: VS_ERR_ABORTED on each (the members then shrink; the others
-   call this again). vs_launch jobs (threads, NCCL) only (else
-   VS_ERR_UNSUPPORTED). */
+   call this again). vs_launch jobs (threads, NCCL) and NCCL jobs of processes
+   with an elastic directory (else VS_ERR_UNSUPPORTED); there a replacement
+   nobody takes in within the timeout is VS_ERR_TIMEOUT, its request withdrawn. */
 VS_API vs_result vs_world_grow(vs_world* w, vs_reform_info* info);
 /* Collective over the world's communicator: *n = ranks waiting in
    vs_world_grow to come in (the same on every member: the largest any saw). */

@@ -203,12 +203,13 @@ out:
     return NULL;
 }
 
-/* Files left in dir whose names hold `part`. */
-static int files_with(const char* dir, const char* part)
+/* The store's files left in dir of a kind: "vs-<key>-<kind>..." ("-a": arrivals). */
+static int files_with(const char* dir, const char* kind)
 {
     DIR* d = opendir(dir);
     int n = 0;
-    for (struct dirent* e; d && (e = readdir(d));) n += strstr(e->d_name, part) != NULL;
+    for (struct dirent* e; d && (e = readdir(d));)
+        n += !strncmp(e->d_name, "vs-", 3) && strlen(e->d_name) > 19 && !strncmp(e->d_name + 19, kind, strlen(kind));
     if (d) closedir(d);
     return n;
 }
@@ -229,6 +230,19 @@ static void file_text(const char* dir, const char* tail, char* buf, size_t cap)
         if (f) fclose(f);
     }
     if (d) closedir(d);
+}
+
+/* The names in dir, for messages. */
+static const char* names_in(const char* dir)
+{
+    static char buf[2048];
+    size_t len = 0;
+    DIR* d = opendir(dir);
+    buf[0] = 0;
+    for (struct dirent* e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.' && len < sizeof buf) len += (size_t)snprintf(buf + len, sizeof buf - len, " %s", e->d_name);
+    if (d) closedir(d);
+    return buf;
 }
 
 static void clear_dir(const char* dir)
@@ -290,8 +304,9 @@ static void case_notice(void)
                  "rank %d: after the grow %g (live %d, joined %d)", i, p[i].after_grow, p[i].grow.nlive,
                  p[i].grow.njoined);
     }
-    VT_CHECK(files_with(j.dir, "-a") == 0 && files_with(j.dir, "-j") == 0, "arrivals or requests left in %s", j.dir);
-    VT_CHECK(files_with(j.dir, "-d") == 2, "%d decisions in %s, want 2", files_with(j.dir, "-d"), j.dir);
+    VT_CHECK(files_with(j.dir, "-a") == 0 && files_with(j.dir, "-j") == 0, "arrivals or requests left:%s",
+             names_in(j.dir));
+    VT_CHECK(files_with(j.dir, "-d") == 2, "%d decisions, want 2:%s", files_with(j.dir, "-d"), names_in(j.dir));
     char dec[4096];
     file_text(j.dir, "-d1", dec, sizeof dec); // (the survivors' world handles were revoked, not aborted)
     VT_CHECK(strstr(dec, " shrink 1 "), "the shrink did not use ncclCommShrink: %s", dec);
