@@ -2416,6 +2416,7 @@ struct vs_world {
     int eorigin;
     char ecause[800];
     int esaw;          // vs_mesh_shrink: a communicator of the mesh failed on this rank
+    int eself;         // this rank posted its failure (vs_world_abort): its communicators are aborted when freed
     vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
     int ndead;
     void* dead_h[_VS_QUARANTINE];  // other freed handles (vs_free_later), the same way
@@ -5883,7 +5884,8 @@ _VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
     /* a job of processes with a store (>>elastic): a failure notice another
        rank posted there, for this world's epoch, does the same */
     vs_world* sw = !job && c->world && c->world->edir[0] && c->epoch >= c->world->epoch ? c->world : NULL;
-    if (sw ? !_vs_store_poll(sw, 0) : (!job || !__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE))) return VS_OK;
+    int own = sw && __atomic_load_n(&sw->eself, __ATOMIC_ACQUIRE); // (this rank posted its own: nothing waits)
+    if (sw ? !own && !_vs_store_poll(sw, 0) : (!job || !__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE))) return VS_OK;
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
     if (c->nc) {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
@@ -5895,8 +5897,8 @@ _VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
         c->nc = NULL;
     }
     char cause[_VS_CAUSE_MSG];
-    int origin = sw ? sw->eorigin : 0;
-    if (sw) _vs_fmt(cause, sizeof cause, "%s", sw->ecause);
+    int origin = sw ? (own ? sw->rank : sw->eorigin) : 0;
+    if (sw) _vs_fmt(cause, sizeof cause, "%s", own ? "this rank failed (vs_world_abort)" : sw->ecause);
     else {
         pthread_mutex_lock(&job->mu); // (the cause's rank may still be rewording it: _vs_job_final)
         origin = job->cause_rank;
@@ -6015,9 +6017,12 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
         _vs_fmt(msg, sizeof msg, "job aborted: %s (NCCL communicator aborted)", job->cause);
         pthread_mutex_unlock(&job->mu);
         code = VS_ERR_ABORTED;
-    } else if (!job && c->epoch >= c->world->epoch && _vs_store_poll(c->world, 0)) { // (>>elastic: a notice)
-        origin = c->world->eorigin;
-        _vs_fmt(msg, sizeof msg, "job aborted: %s (NCCL communicator aborted)", c->world->ecause);
+    } else if (!job && c->epoch >= c->world->epoch &&
+               (__atomic_load_n(&c->world->eself, __ATOMIC_ACQUIRE) || _vs_store_poll(c->world, 0))) { // (a notice)
+        int own = __atomic_load_n(&c->world->eself, __ATOMIC_ACQUIRE);
+        origin = own ? c->world->rank : c->world->eorigin;
+        _vs_fmt(msg, sizeof msg, "job aborted: %s (NCCL communicator aborted)",
+                own ? "this rank failed (vs_world_abort)" : c->world->ecause);
         code = VS_ERR_ABORTED;
     } else if (ncclCommGetAsyncError(c->nc, &ar), ar != ncclSuccess && ar != ncclInProgress) {
         code = VS_ERR_BACKEND;
@@ -6523,8 +6528,8 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
     _vs_wd_unlist(c); // the watchdog no longer looks at c
     for (int i = 0; i < c->nwatch; i++) cudaEventDestroy(c->watch[i].ev);
     c->nwatch = 0;
-    if (c->nc && c->world && c->epoch < c->world->epoch) // (made before a reconfiguration: its peers may be gone,
-        ncclCommAbort(c->nc), c->nc = NULL;               //  finalizing would wait for them)
+    if (c->nc && c->world && (c->epoch < c->world->epoch || c->world->eself)) // (made before a reconfiguration, or
+        ncclCommAbort(c->nc), c->nc = NULL; // this rank failed: its peers may be gone, finalizing would wait for them)
     if (c->nc) {
         ncclResult_t r = ncclCommFinalize(c->nc);
         double deadline = _vs_now() + c->timeout;
@@ -7189,6 +7194,7 @@ VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
         _vs_fmt(cause, sizeof cause, "world rank %d failed (%s)%s%s", w->rank, vs_result_string(why < 0 ? why : VS_ERR_ABORTED),
                 es->msg[0] ? ": " : "", es->msg);
         _vs_store_notice(w, cause);
+        __atomic_store_n(&w->eself, 1, __ATOMIC_RELEASE); // (its peers drop what they share with it: waits end)
     }
     if (w->comm) { // this rank's fault, its last error, is the cause
         if (why < 0)

@@ -519,6 +519,8 @@ typedef struct run {
     /* elastic: world rank kill_rank dies at its kill_at-th kernel launch of step kill_step; the others shrink the
        mesh by its DP replica (ncclCommShrink) and go on; at step grow_step (0: never) a replacement joins */
     int elastic, kill_rank, kill_step, kill_at, grow_step;
+    int procs;          /* elastic: ranks as processes would be (vs_world_init each, an elastic directory) */
+    char edir[64];
     int shrinks, grows; /* seen by the lowest live rank */
     int have[STEPS];    /* elastic: step s's loss was recorded (by the first rank that finished it) */
 } run;
@@ -602,7 +604,8 @@ static int rank_fn(vs_world* w, void* arg)
             s = (int)vs_train_steps(t);
             if (s >= R->steps) break;
             if (R->grow_step && shrunk && !grown && s >= R->grow_step) {
-                if (vs_comm_rank(vs_world_comm(w)) == 0 && !respawned) VT_OK(vs_world_respawn(w, R->kill_rank));
+                if (vs_comm_rank(vs_world_comm(w)) == 0 && !respawned && !R->procs) /* (processes: started by the job) */
+                    VT_OK(vs_world_respawn(w, R->kill_rank));
                 respawned = 1;
                 int j = 0;
                 VT_OK(vs_world_joiners(w, &j));
@@ -658,6 +661,7 @@ static int rank_fn(vs_world* w, void* arg)
             r = vs_train_step(t, &b, &l);
             tl_kill = -1;
             if (tl_killed) { /* dead: its peers wait for it */
+                if (R->procs) vs_world_abort(w, VS_ERR_INVALID); /* (a process's error path: the others learn of it) */
                 vs_train_free(t);
                 goto out;
             }
@@ -739,6 +743,64 @@ static void go(run* R, int nranks, vs_transport tr)
     ld.timeout_s = 60;
     VT_OK(vs_launch_ex(&ld, rank_fn, R));
     pthread_barrier_destroy(&bar);
+}
+
+/* The elastic case as an NCCL job of processes: each rank a thread with its own
+   vs_world_init (the file rendezvous, an elastic directory); the victim's
+   thread, once dead, starts its replacement as a launcher would (join = 1). */
+typedef struct proc_arg {
+    run* R;
+    int rank, n;
+} proc_arg;
+
+static vs_world* proc_world(run* R, int rank, int n, int join)
+{
+    char idf[96];
+    snprintf(idf, sizeof idf, "%s/nccl_id", R->edir);
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_NCCL;
+    wd.world_size = n, wd.rank = rank, wd.local_rank = rank;
+    wd.device_select = VS_DEVICE_EXPLICIT, wd.cuda_device = rank;
+    wd.init_file = idf;
+    wd.elastic_dir = R->edir;
+    wd.join = join;
+    wd.timeout_s = 60;
+    vs_world* w = NULL;
+    VT_CHECK(vs_world_init(&wd, &w) == VS_OK, "rank %d: vs_world_init: %s", rank, vs_last_error());
+    return w;
+}
+
+static void* proc_main(void* p)
+{
+    proc_arg* a = (proc_arg*)p;
+    vs_world* w = proc_world(a->R, a->rank, a->n, 0);
+    int rc = w ? rank_fn(w, a->R) : 1;
+    vs_world_free(w);
+    if (rc && a->rank == a->R->kill_rank && a->R->grow_step) { /* the replacement process */
+        w = proc_world(a->R, a->rank, a->n, 1);
+        rc = w ? rank_fn(w, a->R) : 1;
+        VT_CHECK(rc == 0, "the replacement of rank %d failed", a->rank);
+        vs_world_free(w);
+    }
+    return NULL;
+}
+
+static void go_procs(run* R, int nranks)
+{
+    build_model(R->dtype ? R->dtype : VS_F32);
+    pthread_barrier_init(&bar, NULL, (unsigned)nranks);
+    snprintf(R->edir, sizeof R->edir, "/tmp/vs_train_procs_XXXXXX");
+    VT_CHECK(mkdtemp(R->edir) != NULL, "mkdtemp");
+    pthread_t th[8];
+    proc_arg a[8];
+    for (int i = 0; i < nranks; i++) a[i].R = R, a[i].rank = i, a[i].n = nranks, pthread_create(&th[i], NULL, proc_main, &a[i]);
+    for (int i = 0; i < nranks; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&bar);
+    char cmd[120];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", R->edir);
+    if (system(cmd)) {
+    }
 }
 
 static double rel(double a, double b) { return fabs(a - b) / (fabs(b) > 1e-3 ? fabs(b) : 1e-3); }
@@ -865,21 +927,28 @@ static void case_storage(void)
    comes back at a later step (a new communicator) and the mesh is whole again.
    Every step's loss and the final parameters equal one host rank's
    uninterrupted run (1e-5), with no stand-in violation. */
-static void case_elastic(int pp, int dp, int tp, int kill_rank, int kill_step, int kill_at, int grow)
+static void case_elastic_in(int pp, int dp, int tp, int kill_rank, int kill_step, int kill_at, int grow, int procs)
 {
     static run R;
     memset(&R, 0, sizeof R);
+    R.procs = procs;
     R.plan.pp = pp, R.plan.dp = dp, R.plan.tp = tp;
     R.plan.microbatches = 2;
     R.steps = STEPS;
     R.elastic = 1;
     R.kill_rank = kill_rank, R.kill_step = kill_step, R.kill_at = kill_at, R.grow_step = grow;
     char name[160];
-    snprintf(name, sizeof name, "PP%d x DP%d x TP%d, world rank %d dies at step %d%s", pp, dp, tp, kill_rank, kill_step,
-             grow ? ", replaced" : "");
-    go(&R, pp * dp * tp, VS_TRANSPORT_NCCL);
+    snprintf(name, sizeof name, "%sPP%d x DP%d x TP%d, world rank %d dies at step %d%s", procs ? "processes: " : "", pp,
+             dp, tp, kill_rank, kill_step, grow ? ", replaced" : "");
+    if (procs) go_procs(&R, pp * dp * tp);
+    else go(&R, pp * dp * tp, VS_TRANSPORT_NCCL);
     compare(name, &R, &REF, STEPS, 0);
     VT_CHECK(R.shrinks == 1 && R.grows == (grow ? 1 : 0), "%s: %d shrinks, %d grows", name, R.shrinks, R.grows);
+}
+
+static void case_elastic(int pp, int dp, int tp, int kill_rank, int kill_step, int kill_at, int grow)
+{
+    case_elastic_in(pp, dp, tp, kill_rank, kill_step, kill_at, grow, 0);
 }
 
 /* make test-long: n random kills (VS_ELASTIC_STRICT_KILLS), PP2 x DP4 x TP1 and
@@ -1062,6 +1131,7 @@ int main(void)
     REF.plan.microbatches = 2;
     REF.steps = STEPS;
     VT_CASE("train/host: one rank (the reference)", go(&REF, 1, VS_TRANSPORT_THREADS));
+    if (!vt_selected("train/host: one rank (the reference)")) go(&REF, 1, VS_TRANSPORT_THREADS); /* (VT_ONLY: still) */
     if (getenv("VS_ELASTIC_STRICT_ONLY")) { /* make test-long: the random kills alone, a batch a process (the
                                                stand-in's race detector grows with every thread a process made) */
         const char* k = getenv("VS_ELASTIC_STRICT_KILLS");
@@ -1105,6 +1175,11 @@ int main(void)
                 case_elastic(2, 4, 1, 5, 2, 7, 0);
                 case_elastic(1, 4, 2, 2, 1, 12, 4);
                 case_elastic(2, 4, 1, 3, 3, 2, 5);
+            });
+    VT_CASE("train/nccl elastic processes: a rank of an NCCL job of processes dies mid-step; the survivors agree "
+            "through the elastic directory, shrink, go on, and a replacement process joins: equal to one host rank", {
+                case_elastic_in(1, 4, 2, 2, 1, 12, 4, 1);
+                case_elastic_in(2, 4, 1, 6, 2, 3, 4, 1);
             });
     /* random kills: 5 here, 100 in make test-long (ten a process, VS_ELASTIC_STRICT_ONLY above) */
     const char* sk = getenv("VS_ELASTIC_STRICT_KILLS");
