@@ -45,8 +45,10 @@
                             build/vescale-shards build/shards/readme README.md
                             build/train_gpt --mesh 1x2x2 --data "build/shards/readme_*.bin"
      --shuffle SEED     with --data: every epoch's rows in an order drawn from SEED
-     --elastic          a failed rank does not end the job (thread ranks): the
-                        survivors shrink the mesh by its DP replica
+     --elastic          a failed rank does not end the job (thread ranks, or
+                        GPUs with --device cuda: there the smaller world is
+                        ncclCommShrink's and the state moves in device memory;
+                        not with --data): the survivors shrink the mesh by its DP replica
                         (vs_mesh_shrink), move the training state onto the
                         smaller mesh in memory (vs_train_reconfigure) and take
                         the failed step again; a replacement grows it back
@@ -355,7 +357,7 @@ static const char USAGE[] =
     "                 [--no-reference] [--explain] [--device cpu|cuda] [--dtype f32|bf16] [--data GLOB [--shuffle SEED]]\n"
     "                 [--elastic [--kill R@S [--replace S2]]]\n"
     "  --elastic      a failed rank's DP replica leaves, the others shrink the mesh, move the state and go on\n"
-    "                 (thread ranks; 24 rows a step; ZeRO-0 unless --zero: ZeRO-1/2 need --save-every)\n"
+    "                 (threads or --device cuda; 24 rows a step; ZeRO-0 unless --zero: ZeRO-1/2 need --save-every)\n"
     "  --kill R@S     (a demo) world rank R dies in the middle of step S\n"
     "  --replace S2   a replacement for it starts at step S2; the mesh grows back when it is in\n"
     "  (every option: examples/train_gpt.c's top comment; README.md)\n";
@@ -413,9 +415,9 @@ int main(int argc, char** argv)
 #ifdef VESCALE_MPI
         return fprintf(stderr, "--elastic: thread ranks only (this MPI build cannot shrink its communicators)\n"), 2;
 #endif
-        if (device || DATA)
-            return fprintf(stderr, "--elastic: thread ranks on the host, the synthetic batches (not --device cuda, "
-                                   "--data)\n"), 2;
+        if (DATA)
+            return fprintf(stderr, "--elastic: the synthetic batches (not --data: a data loader does not move with "
+                                   "the state yet)\n"), 2;
         ROWS = 24; // DP x microbatches divide it on DP 4 and on DP 3 (and on 2 and 1)
         if (!zero_given) zero = 0;
         if (zero && !every) // (vs_train_reconfigure would say so, naming the state)

@@ -95,6 +95,9 @@ fi
 # PP2 x DP2 x TP2 beside the host run, bf16 on the GPUs the program picks (no GPU needed) ---
 if [ -x "$B/train_gpt_strict" ]; then
     run_one "train_gpt --device cuda (strict stand-in)" bash -c '"$1" --device cuda --mesh 2x2x2 --steps 3 && "$1" --device cuda --dtype bf16 --steps 2 && echo "ok example/train_gpt --device cuda on 8 simulated GPUs (f32, bf16)"' _ "$B/train_gpt_strict"
+    # --elastic on GPUs: rank 3 dies in step 2, the survivors shrink (ncclCommShrink) and move the state in device
+    # memory, a replacement grows the mesh back at step 4; every loss equals the one-rank host run's
+    run_one "train_gpt --device cuda --elastic (strict stand-in)" bash -c 'out=$("$1" --device cuda --mesh 1x4x2 --elastic --kill 3@2 --replace 4 --steps 6 2>&1) && echo "$out" | grep -q "world rank 3 failed; world rank 2 left with the DP replica" && echo "$out" | grep -q "world ranks 2 3 joined" && echo "$out" | grep -q "equals one rank within" && echo "ok example/train_gpt --device cuda --elastic: a GPU rank dies, shrink, grow back, equal to one rank" || { echo "$out"; echo "not ok example/train_gpt --device cuda --elastic"; }' _ "$B/train_gpt_strict"
 fi
 # --- examples/flat_trainer.c (issue 22): the single-device trainer, its vescale port on DP2 x TP2
 # beside one rank (1e-6), the port on one rank against the trainer's own AdamW, the diff size in README ---
