@@ -1028,9 +1028,11 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
      vs_world_grow. How the survivors learn of a failure: a rank that calls
      vs_world_abort (the error path of a trainer) posts a notice there, which
      every other rank's waits and watchdog read within 50 ms (VS_ERR_ABORTED
-     naming it and its message); a rank that dies without a word (a signal)
-     is found by the others' deadlines, and the first of them to shrink posts
-     the notice that stops the rest. The world handle is revoked, not aborted,
+     naming it and its message); a rank whose process ends without a word (a
+     signal) is seen gone by the ranks on its host within about 200 ms (each
+     rank writes its pid there; kill(pid, 0)), which post the notice for it;
+     one on another host that dies or hangs is found by the others' deadlines,
+     and the first of them to shrink posts the notice that stops the rest. The world handle is revoked, not aborted,
      on a notice, so the shrink is ncclCommShrink; after a timeout (aborted) a
      new communicator from an id the decision carries. A replacement is a new
      process of the failed rank started with vs_world_desc.join = 1 (or
@@ -2417,6 +2419,9 @@ struct vs_world {
     char ecause[800];
     int esaw;          // vs_mesh_shrink: a communicator of the mesh failed on this rank
     int eself;         // this rank posted its failure (vs_world_abort): its communicators are aborted when freed
+    int* epid;         // atomic entries: a member's pid on this host (0: another host, this process, not a member;
+                       // -1: not read yet), read from the store's p<rank> files
+    int64_t elive_us;  // atomic: the last look at them
     vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
     int ndead;
     void* dead_h[_VS_QUARANTINE];  // other freed handles (vs_free_later), the same way
@@ -7139,6 +7144,8 @@ VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
 
 /* The world's communicator joins the retired ones (>>elastic: a reconfiguration
    replaced it; meshes made on it may still use it until they are freed). */
+_VS_PRIVATE void _vs_store_close(vs_world* w);
+
 _VS_PRIVATE void _vs_world_retire_comm(vs_world* w)
 {
     if (!w->comm) return;
@@ -7168,6 +7175,7 @@ VS_API vs_result vs_world_free(vs_world* w)
 #ifdef VESCALE_NCCL
     _vs_wd_stop(w); // (every communicator has left it)
 #endif
+    if (w->edir[0]) _vs_store_close(w);
     vs_result r = VS_OK;
     const _vs_transport_ops* t = _vs_transport_of(w->tr);
     if (t && t->world_free) r = t->world_free(w); // MPI: see vs_world_abort
@@ -8213,6 +8221,7 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
 }
 
 _VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir);
+_VS_PRIVATE void _vs_store_members(vs_world* w);
 
 VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
 {
@@ -8281,6 +8290,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
                                       w->timeout);
         }
         if (!r && !w->joining) r = _vs_nccl_world_comm(w, &id, d->device_select, d->cuda_device);
+        if (!r && w->edir[0]) _vs_store_members(w); // (the members' pids: every one wrote its own before the rendezvous)
     }
 #endif
     if (r) {
@@ -8935,6 +8945,7 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
      a<E>s<R>       world rank R arrived at the shrink from epoch E: "<can ncclCommShrink>"
      a<E>g<R>       ... at the grow from epoch E
      j<R>           world rank R asks to come in: "<nonce> <pid> <host>"
+     p<R>           world rank R's process: "<pid> <host>" (removed by vs_world_free)
      d<E>           the decision that made epoch E (linked: there is one)
    A round from epoch E ends when a member links d<E+1>: once every member has
    arrived (a shrink: or posted its failure, or half the world's timeout has
@@ -9005,12 +9016,81 @@ _VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir)
     w->ekey = _vs_job_key(dir, "the elastic directory", w->size, NULL);
     w->enonce = _vs_random64();
     char path[_VS_STORE_PATH];
-    _vs_store_name(w, path, sizeof path, "probe%d", w->rank);
-    if (_vs_store_write(w, path, "", 0) != 0)
+    char text[300], host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    _vs_fmt(text, sizeof text, "%ld %s\n", (long)getpid(), host);
+    _vs_store_name(w, path, sizeof path, "p%d", w->rank); // (this process: the others see it end)
+    if (_vs_store_write(w, path, text, 0) != 0)
         return _vs_err_backend(VS_ERR_IO, errno, "vs_world_init: rank %d cannot write in the elastic directory %s "
                                "(every rank writes there): %s", w->rank, dir, strerror(errno));
-    unlink(path);
+    if (!(w->epid = _VS_HNEW(&w->hooks, int, w->size))) return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
     return VS_OK;
+}
+
+/* vs_world_free: this process's entry goes (a rank that ends cleanly is not
+   reported gone). */
+_VS_PRIVATE void _vs_store_close(vs_world* w)
+{
+    char path[_VS_STORE_PATH];
+    _vs_store_name(w, path, sizeof path, "p%d", w->rank);
+    unlink(path);
+    _vs_hfree(&w->hooks, w->epid);
+    w->epid = NULL;
+}
+
+/* The members whose process _vs_store_poll watches: the world communicator's
+   ranks (none while it is being replaced: (re)set at vs_world_init's end and
+   after each agreement, by the thread that makes them). */
+_VS_PRIVATE void _vs_store_members(vs_world* w)
+{
+    for (int x = 0; x < w->size; x++) __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
+    for (int i = 0; w->comm && i < w->comm->size; i++) {
+        int x = w->wranks ? w->wranks[i] : i;
+        if (x != w->rank) __atomic_store_n(&w->epid[x], -1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&w->elive_us, (int64_t)0, __ATOMIC_RELEASE);
+}
+
+/* One look at the members' processes on this host (every 200 ms; their p
+   files read again each second, as a replacement writes its own): one that
+   has ended is failed, posted for it (origin: that rank). 1 when posted. */
+_VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
+{
+    int64_t last = __atomic_load_n(&w->elive_us, __ATOMIC_ACQUIRE);
+    if (now - last < 200000) return 0;
+    __atomic_store_n(&w->elive_us, now, __ATOMIC_RELEASE);
+    int reread = now / 1000000 != last / 1000000;
+    char path[_VS_STORE_PATH], text[300], host[256], mine[256] = "";
+    gethostname(mine, sizeof mine - 1);
+    for (int x = 0; x < w->size; x++) {
+        int pid = __atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE);
+        if (pid == 0 || (pid > 0 && !reread && kill((pid_t)pid, 0) == 0) || (pid > 0 && !reread && errno != ESRCH))
+            continue;
+        if (pid < 0 || reread) { // (read: unknown yet, or a second passed)
+            long p = 0;
+            _vs_store_name(w, path, sizeof path, "p%d", x);
+            if (_vs_store_read(path, text, sizeof text) <= 0 || sscanf(text, "%ld %255s", &p, host) != 2) continue;
+            pid = strcmp(host, mine) || p <= 0 || p == (long)getpid() ? 0 : (int)p;
+            int expect = __atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE);
+            if (expect == 0 || !__atomic_compare_exchange_n(&w->epid[x], &expect, pid, 0, __ATOMIC_ACQ_REL,
+                                                            __ATOMIC_ACQUIRE))
+                continue; // (no longer a member)
+            if (pid == 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        }
+        char cause[400];
+        _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process (pid %d on %s) ended "
+                "without a word", x, pid, mine);
+        char t2[500];
+        int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
+        _vs_fmt(t2, sizeof t2, "%d %s", x, cause);
+        _vs_store_name(w, path, sizeof path, "f%dr%d", e, x);
+        (void)_vs_store_write(w, path, t2, 0);
+        _vs_store_name(w, path, sizeof path, "f%d", e);
+        (void)_vs_store_write(w, path, t2, 1);
+        __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
+        return 1;
+    }
+    return 0;
 }
 
 /* 1 when a failure notice of the world's epoch from another rank is known
@@ -9027,7 +9107,9 @@ _VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
         return 0; // (another thread is looking)
     char path[_VS_STORE_PATH], text[sizeof w->ecause + 16];
     _vs_store_name(w, path, sizeof path, "f%d", __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE));
-    if (_vs_store_read(path, text, sizeof text) <= 0) return 0;
+    if (_vs_store_read(path, text, sizeof text) <= 0 && !(w->epid && _vs_store_liveness(w, now) &&
+                                                          _vs_store_read(path, text, sizeof text) > 0))
+        return 0;
     char* end = NULL;
     long origin = strtol(text, &end, 10);
     if (end == text || origin == w->rank) return 0; // (this rank's own: it knows)
@@ -9252,6 +9334,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
                             notice ? w->ecause : "its communicator failed");
     int E = w->epoch;
     const double start = _vs_now(), end = start + w->timeout, half = start + 0.5 * w->timeout;
+    for (int x = 0; w->epid && x < n; x++) __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE); // (its own deadline)
     char path[_VS_STORE_PATH], apath[_VS_STORE_PATH], text[600];
     int* in = _VS_HNEW(&w->hooks, int, 2 * (size_t)n);
     _vs_sdec d;
@@ -9362,6 +9445,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         wr = NULL;
         w->esaw = 0;
         __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE); // (a new epoch: its own notices)
+        _vs_store_members(w);
     }
     _vs_hfree(&w->hooks, wr);
     unlink(apath); // (read by the decision, or withdrawn: an arrival or a request lasts only while its rank waits)

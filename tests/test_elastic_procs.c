@@ -16,6 +16,9 @@
      - a rank that stops without a word (a crash on another host): the others
        time out, the first to shrink posts a notice, half the timeout later
        the agreement counts it failed, the survivors reduce on 3;
+     - a rank whose process has ended (its entry in the directory names a
+       child process reaped here): the others see it gone well before their
+       timeout, and shrink;
      - DP2 x TP2: vs_mesh_shrink drops the failed rank's whole DP replica, the
        replica's other rank leaves and comes back with the replacement at a
        grow, and the 2 x 2 mesh is made again;
@@ -30,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "strict/vs_strict.h"
 
@@ -42,6 +47,7 @@ typedef struct job {
     double timeout;
     int victim;        /* the world rank that fails */
     int silent;        /* 1: it stops without a word */
+    int gone;          /* with silent: its process has ended, as far as the others' host can tell */
     int mesh;          /* 1: DP2 x TP2, vs_mesh_shrink */
     int released;      /* atomic: the survivors are done with the silent one */
     proc* p;
@@ -136,6 +142,17 @@ static void* proc_main(void* arg)
         FAIL("step 1: %s, %g", vs_result_string(r), got);
     if (p->rank == j->victim) {
         if (j->silent) { // a crash: nothing said, nothing freed until the others are done
+            if (j->gone) { // its process entry now names one that has ended (a child reaped here)
+                pid_t c = fork();
+                if (c == 0) _exit(0);
+                waitpid(c, NULL, 0);
+                char path[200], text[300], host[256] = "?";
+                gethostname(host, sizeof host - 1);
+                snprintf(path, sizeof path, "%s/vs-%016llx-p%d", j->dir, (unsigned long long)w->ekey, p->rank);
+                snprintf(text, sizeof text, "%ld %s\n", (long)c, host);
+                FILE* f = fopen(path, "w");
+                if (f) fputs(text, f), fclose(f);
+            }
             while (!__atomic_load_n(&j->released, __ATOMIC_ACQUIRE)) _vs_sleep_us(1000);
             vs_comm_abort(vs_world_comm(w));
             vs_mesh_free(m);
@@ -158,7 +175,7 @@ static void* proc_main(void* arg)
     char want[64];
     snprintf(want, sizeof want, "world rank %d", j->victim);
     p->failed_fast = r == VS_ERR_ABORTED && strstr(vs_last_error(), want) &&
-                     strstr(vs_last_error(), j->silent ? "began a shrink" : "VS_ERR_INVALID");
+                     strstr(vs_last_error(), j->gone ? "ended without a word" : j->silent ? "began a shrink" : "VS_ERR_INVALID");
     if (r != VS_ERR_ABORTED && r != VS_ERR_TIMEOUT) FAIL("step 2 gave %s, not a failure", vs_result_string(r));
     if (!j->mesh) {
         if ((r = vs_world_shrink(w, &p->shrink))) FAIL("vs_world_shrink: %s", vs_last_error());
@@ -276,6 +293,10 @@ static void run_job(job* j, proc* p)
         for (int i = 0; i < W; i++) pthread_join(th[i], NULL);
     }
     for (int i = 0; i < W; i++) VT_CHECK(p[i].ok, "rank %d: %s", i, p[i].msg);
+    double worst = 0;
+    for (int i = 0; i < W; i++)
+        if (i != j->victim && p[i].detect_s > worst) worst = p[i].detect_s;
+    printf("    the survivors' step after the failure returned within %.0f ms (timeout %g s)\n", 1e3 * worst, j->timeout);
 }
 
 static void case_notice(void)
@@ -324,6 +345,25 @@ static void case_silent(void)
     run_job(&j, p);
     for (int i = 0; i < W; i++) {
         if (i == j.victim) continue;
+        VT_CHECK(p[i].shrink.nfailed == 1 && p[i].shrink.failed[0] == 1 && p[i].shrink.nlive == 3,
+                 "rank %d: shrink failed %d [%d], live %d", i, p[i].shrink.nfailed, p[i].shrink.failed[0],
+                 p[i].shrink.nlive);
+        VT_CHECK(p[i].after_shrink == 1 + 3 + 4, "rank %d: all-reduce on 3: %g, want 8", i, p[i].after_shrink);
+    }
+    clear_dir(j.dir);
+}
+
+static void case_gone(void)
+{
+    job j;
+    memset(&j, 0, sizeof j);
+    j.timeout = 20, j.victim = 1, j.silent = 1, j.gone = 1;
+    proc p[W];
+    run_job(&j, p);
+    for (int i = 0; i < W; i++) {
+        if (i == j.victim) continue;
+        VT_CHECK(p[i].failed_fast && p[i].detect_s < 5, "rank %d: the failure seen %s after %.2f s (timeout %g s)", i,
+                 p[i].failed_fast ? "" : "without naming rank 1's process", p[i].detect_s, j.timeout);
         VT_CHECK(p[i].shrink.nfailed == 1 && p[i].shrink.failed[0] == 1 && p[i].shrink.nlive == 3,
                  "rank %d: shrink failed %d [%d], live %d", i, p[i].shrink.nfailed, p[i].shrink.failed[0],
                  p[i].shrink.nlive);
@@ -421,6 +461,8 @@ int main(void)
             case_notice());
     VT_CASE("procs/silent: rank 1 stops without a word; the others time out, agree it failed, reduce on 3",
             case_silent());
+    VT_CASE("procs/gone: rank 1's process ends without a word: the others see it gone within a second, not at "
+            "their 20 s timeout, and shrink", case_gone());
     VT_CASE("procs/mesh: DP2 x TP2, rank 3 fails: its replica leaves, comes back with the replacement, 2 x 2 again",
             case_mesh());
     VT_CASE("procs/bad input: join without a directory, bad values, no failure, a joiner nobody takes in",
