@@ -719,8 +719,12 @@ VS_API vs_result vs_train_free(vs_train* t);
    The step count, skipped steps and loss scale continue; the global batch is
    split over the new DP by vs_train_step (its rows must divide by DP x
    microbatches); gradients of an unfinished step are dropped (the step is
-   taken again). A data loader attached to the old state (>>data) is not moved:
-   open it again for the new DP rank and seek it. info (may be NULL) gets what
+   taken again). A data loader attached to the old state (>>data) goes on with
+   the new one: its rows for the new DP rank, at the position of the last step
+   done (the failed step's batch is read again; read-ahead dropped); a rank
+   that comes in (t NULL) opens its loader on the new state (desc.train) and
+   it starts where the others are; a batch DP does not divide is
+   VS_ERR_INVALID before anything moves. info (may be NULL) gets what
    was moved. On GPUs the state moves in device memory (copies and a gather
    over the DP communicator; a few host values are staged through the device). */
 typedef struct vs_reconfig_info {
@@ -3350,6 +3354,10 @@ struct vs_train {
     vs_data* data;
     unsigned char data_pos[_VS_DATA_POS_BYTES];
     int has_data_pos;
+    /* the attached loader's position that goes with the state: at the last
+       step done (or seek): a step that failed took its batch, not the state's */
+    unsigned char step_pos[_VS_DATA_POS_BYTES];
+    int has_step_pos;
 };
 
 /* The attached data loader's hooks (>>data, below). */
@@ -3357,6 +3365,8 @@ _VS_HL_PRIVATE void _vs_data_detach(vs_data* d);
 _VS_HL_PRIVATE void _vs_data_pos(const vs_data* d, unsigned char* blob);
 _VS_HL_PRIVATE vs_result _vs_data_restore(vs_data* d, const unsigned char* blob, size_t bytes, const char* fn,
                                           const char* path);
+_VS_HL_PRIVATE vs_result _vs_data_rebind(vs_data* d, vs_train* nt);
+_VS_HL_PRIVATE int64_t _vs_data_batch(const vs_data* d);
 
 /* A training state can tell it was freed (vs_train_free's comment): its magic,
    kept readable a while by vs_free_later. */
@@ -4216,6 +4226,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     } else if (t->ls.enable && ++t->good >= t->ls.interval) {
         t->scale *= t->ls.growth, t->good = 0;
     }
+    if (t->data) _vs_data_pos(t->data, t->step_pos), t->has_step_pos = 1; // (the batches the state has taken)
     return VS_OK;
 }
 
@@ -4614,6 +4625,25 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
     _VS_TRY(_vs_host_coll(mc, 0, &h, &hs, 1, VS_I32, VS_OP_SUM, fn));
     inf->steps = top;
     inf->holders = hs;
+    /* the data position (an attached loader's, or one loaded for a loader not
+       yet open) from the first holder that has one: a loader a rank opens on
+       the new state starts there (vs_data_open), the moved ones seek to it */
+    size_t pb = 8 + _VS_DATA_POS_BYTES;
+    unsigned char* pos = (unsigned char*)vs_alloc(w, pb * (size_t)(vs_comm_size(mc) + 1));
+    if (!pos) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    memset(pos, 0, pb);
+    if (holder && ((old->data && old->has_step_pos) || old->has_data_pos)) {
+        pos[0] = 1;
+        memcpy(pos + 8, old->data ? old->step_pos : old->data_pos, _VS_DATA_POS_BYTES);
+    }
+    vs_result pr = _vs_host_coll(mc, 1, pos, pos + pb, pb, VS_U8, VS_OP_SUM, fn);
+    for (int i = 0; !pr && i < vs_comm_size(mc); i++)
+        if (pos[pb * (size_t)(i + 1)]) {
+            memcpy(nt->data_pos, pos + pb * (size_t)(i + 1) + 8, _VS_DATA_POS_BYTES), nt->has_data_pos = 1;
+            break;
+        }
+    vs_free(w, pos);
+    _VS_TRY(pr);
     // the moves, in the new DDP's order: each parameter, then its optimizer states
     vs_ddp* nd = nt->ddp;
     int np = vs_ddp_num_params(nd), K = 0;
@@ -4769,6 +4799,9 @@ VS_API vs_result vs_train_reconfigure(vs_train** tp, const vs_train_desc* d, vs_
     if (vs_mesh_size(mesh, "PP") != pp || vs_mesh_size(mesh, "TP") != tps)
         return vs_set_error(VS_ERR_MISMATCH, "%s: the mesh has PP=%d, TP=%d, the plan PP=%d, TP=%d: only DP changes",
                             fn, vs_mesh_size(mesh, "PP"), vs_mesh_size(mesh, "TP"), pp, tps);
+    if (old && old->data && _vs_data_batch(old->data) % vs_mesh_size(mesh, "DP"))
+        return vs_set_error(VS_ERR_INVALID, "%s: the attached data loader's batch of %lld rows does not split over DP "
+                            "%d", fn, (long long)_vs_data_batch(old->data), vs_mesh_size(mesh, "DP"));
     vs_plan plan = *d->plan;
     plan.dp = vs_mesh_size(mesh, "DP");
     vs_train_desc nd = *d;
@@ -4786,8 +4819,11 @@ VS_API vs_result vs_train_reconfigure(vs_train** tp, const vs_train_desc* d, vs_
         vs_train_free(nt);
         return vs_set_error(r, "%s", msg);
     }
+    vs_data* data = old ? old->data : NULL;
+    if (data) old->data = NULL; // (it goes on with the new state)
     if (old) (void)vs_train_free(old); // (its communicators were aborted: what their release says is known)
     *tp = nt;
+    if (data && (r = _vs_data_rebind(data, nt))) return r; // (the state moved: *t is the new one either way)
     inf.seconds = _vs_now() - t0;
     if (info) *info = inf;
     return VS_OK;
@@ -5229,6 +5265,7 @@ VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
     d->magic = _VS_DATA_LIVE;
     if (!r && desc->train && !desc->not_saved) { // attached: a position loaded before it opened applies now
         d->train = desc->train, desc->train->data = d;
+        _vs_data_pos(d, desc->train->step_pos), desc->train->has_step_pos = 1;
         if (desc->train->has_data_pos) r = _vs_data_restore(d, desc->train->data_pos, _VS_DATA_POS_BYTES, fn, "the loaded checkpoint");
         desc->train->has_data_pos = 0;
     }
@@ -5312,6 +5349,7 @@ VS_API vs_result vs_data_seek(vs_data* d, int64_t epoch, int64_t window)
     d->pe = d->ce = epoch, d->pw = d->cw = window;
     pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
+    if (d->train) _vs_data_pos(d, d->train->step_pos), d->train->has_step_pos = 1; // (the state's position now)
     return VS_OK;
 }
 
@@ -5348,6 +5386,39 @@ VS_API const char* vs_data_file(const vs_data* d, int file)
     if (file < 0 || file >= d->nshards)
         return vs_set_error(VS_ERR_INVALID, "vs_data_file: file %d (0..%d)", file, d->nshards - 1), (const char*)NULL;
     return d->path[file];
+}
+
+_VS_HL_PRIVATE int64_t _vs_data_batch(const vs_data* d) { return d->B; }
+
+/* vs_train_reconfigure: the loader attached to the old state goes on with the
+   new one: its DP rank and rows from the new mesh, at the position the moved
+   state is at (nt->data_pos; what was read ahead is dropped). */
+_VS_HL_PRIVATE vs_result _vs_data_rebind(vs_data* d, vs_train* nt)
+{
+    const char* fn = "vs_train_reconfigure";
+    int thread = d->has_thread;
+    if (thread) { // stopped while its buffers change
+        pthread_mutex_lock(&d->mu);
+        d->stop = 1;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(d->th, NULL);
+        d->has_thread = 0, d->stop = 0;
+    }
+    for (int i = 0; d->slot && i < d->nslots; i++) vs_free(d->w, d->slot[i].tok), vs_free(d->w, d->slot[i].tgt);
+    vs_free(d->w, d->slot), vs_free(d->w, d->raw);
+    d->slot = NULL, d->raw = NULL;
+    d->dp = nt->dp, d->dprank = nt->dp_rank, d->rows = d->B / nt->dp;
+    d->train = nt, nt->data = d;
+    vs_result r = _vs_data_buffers(d, (size_t)(d->rows * d->T) * sizeof(int32_t));
+    if (!r && thread) {
+        int e = pthread_create(&d->th, NULL, _vs_data_thread, d);
+        if (e) r = vs_set_error(VS_ERR_BACKEND, "%s: cannot start the data loader's thread again: %s", fn, strerror(e));
+        else d->has_thread = 1;
+    }
+    if (!r && nt->has_data_pos) r = _vs_data_restore(d, nt->data_pos, _VS_DATA_POS_BYTES, fn, "the moved state");
+    nt->has_data_pos = 0;
+    return r;
 }
 
 VS_API vs_result vs_data_free(vs_data* d)

@@ -48,7 +48,7 @@
      --elastic          a failed rank does not end the job (thread ranks, or
                         GPUs with --device cuda: there the smaller world is
                         ncclCommShrink's and the state moves in device memory;
-                        not with --data): the survivors shrink the mesh by its DP replica
+                        --data moves with the state): the survivors shrink the mesh by its DP replica
                         (vs_mesh_shrink), move the training state onto the
                         smaller mesh in memory (vs_train_reconfigure) and take
                         the failed step again; a replacement grows it back
@@ -204,11 +204,12 @@ static int train(vs_world* w, void* arg)
     if (joining) CHECK(grow(w, J, &d, &t));
     else CHECK(vs_parallelize(w, &d, &t));
     vs_data* data = NULL; // --data: this DP rank's rows of each batch, read ahead; attached: saved and resumed with t
+    vs_data_desc dd;      // (and moved with it by vs_train_reconfigure)
+    memset(&dd, 0, sizeof dd);
+    dd.files = DATA, dd.batch = ROWS, dd.seq_len = CFG.seq, dd.vocab = CFG.vocab;
+    dd.shuffle = SHUFFLE, dd.seed = SEED;
     if (DATA) {
-        vs_data_desc dd;
-        memset(&dd, 0, sizeof dd);
-        dd.files = DATA, dd.batch = ROWS, dd.seq_len = CFG.seq, dd.train = t, dd.vocab = CFG.vocab;
-        dd.shuffle = SHUFFLE, dd.seed = SEED;
+        dd.train = t;
         CHECK(vs_data_open(&dd, &data));
         vs_data_info di;
         CHECK(vs_data_query(data, &di));
@@ -264,10 +265,15 @@ static int train(vs_world* w, void* arg)
             CHECK(vs_mesh_shrink(vs_train_mesh(t), "DP", &small, &lost)); // the survivors agree on the failed ranks
             agreed = now() - seen;
             if (!small) { // this rank left with a failed rank's replica: it frees its state and waits to come back
-                CHECK(vs_train_free(t));
+                CHECK(vs_train_free(t)); // (its data loader is detached: opened again on the state that comes)
                 t = NULL;
-                if (!J->replace) return 0;
+                if (!J->replace) return vs_data_free(data) ? 1 : 0;
                 CHECK(grow(w, J, &d, &t));
+                if (data) { // at the others' data position (vs_train_reconfigure brought it)
+                    CHECK(vs_data_free(data));
+                    dd.train = t, data = NULL;
+                    CHECK(vs_data_open(&dd, &data));
+                }
                 s = position(t) - 1, lost.nfailed = 0;
                 continue;
             }
@@ -415,9 +421,6 @@ int main(int argc, char** argv)
 #ifdef VESCALE_MPI
         return fprintf(stderr, "--elastic: thread ranks only (this MPI build cannot shrink its communicators)\n"), 2;
 #endif
-        if (DATA)
-            return fprintf(stderr, "--elastic: the synthetic batches (not --data: a data loader does not move with "
-                                   "the state yet)\n"), 2;
         ROWS = 24; // DP x microbatches divide it on DP 4 and on DP 3 (and on 2 and 1)
         if (!zero_given) zero = 0;
         if (zero && !every) // (vs_train_reconfigure would say so, naming the state)

@@ -9,7 +9,8 @@
 # mesh before and after), the time to the next completed step and the grow
 # (the ranks that left, back). Also: the printing rank (world rank 0) killed and
 # no replacement (the job ends on DP 3); ZeRO-1, whose lost optimizer shards
-# come from the checkpoint of --save-every 1, grown back at the last step; --kill without --elastic ends
+# come from the checkpoint of --save-every 1, grown back at the last step; --data, whose loader moves
+# with the state; --kill without --elastic ends
 # the job naming the killed rank. Prints "ok/not ok example/train_gpt_elastic ..." lines.
 set -u
 B=${B:-build}
@@ -77,6 +78,22 @@ cmp=$(compare "$tmp/run.log" "$tmp/ref.log")
 ok=$([ $rc = 0 ] && [ "${cmp%% *}" = ok ] && grep -q "world rank 5 failed" "$tmp/run.log" && grep -q "^  elastic: step 6: world ranks 4 5 joined" "$tmp/run.log" && echo 1)
 say "$ok" "1x4x2 --elastic --zero 1 --save-every 1 --kill 5@2 --replace 6: $cmp, grown back at step 6 (status $rc)"
 [ "$ok" = 1 ] || show $rc "$tmp/run.log"
+
+# --data: the loader moves with the state (vs_train_reconfigure): the failed step's batch is read
+# again on DP 3, the rank that left and the replacement open theirs at the others' position
+if [ -x "$B/vescale-shards" ]; then
+    mkdir -p "$tmp/sh" && "$B/vescale-shards" "$tmp/sh/readme" README.md >/dev/null
+    for mesh in 1x4x2 2x4x1; do
+        "$bin" --mesh $mesh --elastic --data "$tmp/sh/readme_*.bin" --steps $steps --no-reference >"$tmp/ref.log" 2>&1
+        "$bin" --mesh $mesh --elastic --data "$tmp/sh/readme_*.bin" --kill 3@2 --replace 4 --steps $steps \
+            --no-reference >"$tmp/run.log" 2>&1
+        rc=$?
+        cmp=$(compare "$tmp/run.log" "$tmp/ref.log")
+        ok=$([ $rc = 0 ] && [ "${cmp%% *}" = ok ] && grep -q "world rank 3 failed" "$tmp/run.log" && grep -q "^  elastic: step 4: world ranks .* joined" "$tmp/run.log" && echo 1)
+        say "$ok" "$mesh --elastic --data (the loader moves): --kill 3@2 --replace 4: $cmp (status $rc)"
+        [ "$ok" = 1 ] || show $rc "$tmp/run.log"
+    done
+fi
 
 # without --elastic a killed rank ends the job, as any fault does
 "$bin" --mesh 1x4x2 --kill 3@2 --steps $steps --no-reference >"$tmp/run.log" 2>&1
