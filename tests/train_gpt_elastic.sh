@@ -68,30 +68,32 @@ ok=$([ $rc = 0 ] && [ "${cmp%% *}" = ok ] && [ -n "$shrink" ] && ! grep -q joine
 say "$ok" "1x4x2 --elastic --kill 0@2 (the printing rank), no replacement: $cmp, ended on DP 3 (status $rc)"
 [ "$ok" = 1 ] || show $rc "$tmp/run.log"
 
+# the same options run twice, uninterrupted and with --kill V@2 --replace G: every loss equal,
+# the failure and the grow-back in the table
+kill_and_grow() { # label victim grow-step options...
+    local label=$1 v=$2 g=$3 rc cmp ok
+    shift 3
+    "$bin" "$@" --elastic --ckpt-dir "$tmp/ck-ref" --steps $steps --no-reference >"$tmp/ref.log" 2>&1
+    "$bin" "$@" --elastic --ckpt-dir "$tmp/ck-run" --kill $v@2 --replace $g --steps $steps --no-reference >"$tmp/run.log" 2>&1
+    rc=$?
+    cmp=$(compare "$tmp/run.log" "$tmp/ref.log")
+    # (the grow: at the first step boundary from g where the replacement waits; the last one at the latest)
+    grow=$(grep -oE "^  elastic: step [0-9]+: world ranks [0-9 ]+ joined" "$tmp/run.log" | grep -oE "step [0-9]+")
+    ok=$([ $rc = 0 ] && [ "${cmp%% *}" = ok ] && grep -q "world rank $v failed" "$tmp/run.log" && [ -n "$grow" ] && [ "${grow#step }" -ge $g ] && echo 1)
+    say "$ok" "$label --kill $v@2 --replace $g: $cmp, grown back at ${grow:-no step} (status $rc)"
+    [ "$ok" = 1 ] || show $rc "$tmp/run.log"
+}
+
 # ZeRO-1: the failed replica's optimizer shards from the newest checkpoint (one a step); the
 # replacement starts at the last step, which grows at once (vs_world_grow waits for it)
-"$bin" --mesh 1x4x2 --elastic --zero 1 --save-every 1 --ckpt-dir "$tmp/ck0" --steps $steps --no-reference >"$tmp/ref.log" 2>&1
-"$bin" --mesh 1x4x2 --elastic --zero 1 --save-every 1 --ckpt-dir "$tmp/ck" --kill 5@2 --replace 6 --steps $steps \
-    --no-reference >"$tmp/run.log" 2>&1
-rc=$?
-cmp=$(compare "$tmp/run.log" "$tmp/ref.log")
-ok=$([ $rc = 0 ] && [ "${cmp%% *}" = ok ] && grep -q "world rank 5 failed" "$tmp/run.log" && grep -q "^  elastic: step 6: world ranks 4 5 joined" "$tmp/run.log" && echo 1)
-say "$ok" "1x4x2 --elastic --zero 1 --save-every 1 --kill 5@2 --replace 6: $cmp, grown back at step 6 (status $rc)"
-[ "$ok" = 1 ] || show $rc "$tmp/run.log"
+kill_and_grow "1x4x2 --elastic --zero 1 --save-every 1" 5 6 --mesh 1x4x2 --zero 1 --save-every 1
 
 # --data: the loader moves with the state (vs_train_reconfigure): the failed step's batch is read
 # again on DP 3, the rank that left and the replacement open theirs at the others' position
 if [ -x "$B/vescale-shards" ]; then
     mkdir -p "$tmp/sh" && "$B/vescale-shards" "$tmp/sh/readme" README.md >/dev/null
     for mesh in 1x4x2 2x4x1; do
-        "$bin" --mesh $mesh --elastic --data "$tmp/sh/readme_*.bin" --steps $steps --no-reference >"$tmp/ref.log" 2>&1
-        "$bin" --mesh $mesh --elastic --data "$tmp/sh/readme_*.bin" --kill 3@2 --replace 4 --steps $steps \
-            --no-reference >"$tmp/run.log" 2>&1
-        rc=$?
-        cmp=$(compare "$tmp/run.log" "$tmp/ref.log")
-        ok=$([ $rc = 0 ] && [ "${cmp%% *}" = ok ] && grep -q "world rank 3 failed" "$tmp/run.log" && grep -q "^  elastic: step 4: world ranks .* joined" "$tmp/run.log" && echo 1)
-        say "$ok" "$mesh --elastic --data (the loader moves): --kill 3@2 --replace 4: $cmp (status $rc)"
-        [ "$ok" = 1 ] || show $rc "$tmp/run.log"
+        kill_and_grow "$mesh --elastic --data (the loader moves)" 3 4 --mesh $mesh --data "$tmp/sh/readme_*.bin"
     done
 fi
 
