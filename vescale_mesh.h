@@ -1037,7 +1037,12 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
      new communicator from an id the decision carries. A replacement is a new
      process of the failed rank started with vs_world_desc.join = 1 (or
      VESCALE_ELASTIC_JOIN=1): it makes no rendezvous, asks to come in, and
-     waits in vs_world_grow; the members see it in vs_world_joiners. What is
+     waits in vs_world_grow; the members see it in vs_world_joiners (a
+     replacement for a rank whose process still runs on its host is
+     VS_ERR_INVALID at vs_world_init). A member that dies inside a shrink,
+     after it arrived, makes the new communicator time out on the others:
+     they are then at the decision's epoch with a communicator that failed,
+     and a second shrink goes on without it. What is
      left in the directory: one decision per reconfiguration (a few hundred
      bytes); remove it with the job. Jobs that share a directory need
      different run ids (VESCALE_RUN_ID).
@@ -8220,7 +8225,7 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     return VS_OK;
 }
 
-_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir);
+_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join);
 _VS_PRIVATE void _vs_store_members(vs_world* w);
 
 VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
@@ -8278,7 +8283,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
             }
         }
 #endif
-        if (rd.elastic_dir) r = _vs_store_open(w, rd.elastic_dir);
+        if (rd.elastic_dir) r = _vs_store_open(w, rd.elastic_dir, rd.join);
         if (!r && rd.join) { // a replacement: no rendezvous; it comes in with vs_world_grow
             w->joining = 1;
         } else if (!r && !over_mpi) {
@@ -9009,15 +9014,22 @@ _VS_PRIVATE int _vs_store_has(const vs_world* w, const char* fmt, int a, int b)
     return access(path, F_OK) == 0;
 }
 
-/* vs_world_init: the store at dir, checked writable at once. */
-_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir)
+/* vs_world_init: the store at dir, checked writable at once. A replacement
+   (join) for a rank whose process is alive on this host is VS_ERR_INVALID. */
+_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join)
 {
     snprintf(w->edir, sizeof w->edir, "%s", dir);
     w->ekey = _vs_job_key(dir, "the elastic directory", w->size, NULL);
     w->enonce = _vs_random64();
     char path[_VS_STORE_PATH];
-    char text[300], host[256] = "?";
+    char text[300], host[256] = "?", other[256];
     gethostname(host, sizeof host - 1);
+    long pid = 0;
+    _vs_store_name(w, path, sizeof path, "p%d", w->rank);
+    if (join && _vs_store_read(path, text, sizeof text) > 0 && sscanf(text, "%ld %255s", &pid, other) == 2 &&
+        !strcmp(other, host) && pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: join: world rank %d is alive (its process, pid %ld on %s, is "
+                       "running): a replacement comes only for a rank that failed", w->rank, pid, host);
     _vs_fmt(text, sizeof text, "%ld %s\n", (long)getpid(), host);
     _vs_store_name(w, path, sizeof path, "p%d", w->rank); // (this process: the others see it end)
     if (_vs_store_write(w, path, text, 0) != 0)
@@ -9438,7 +9450,25 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
     }
     vs_comm* nc = NULL;
 #ifdef VESCALE_NCCL
-    if (!r && tk.index >= 0) r = _vs_nccl_reform(w, &tk, fn, &nc);
+    if (!r && tk.index >= 0 && (r = _vs_nccl_reform(w, &tk, fn, &nc))) {
+        /* a member of the decision failed before its communicator was made (a
+           second failure): the decision stands, so this rank takes its epoch
+           with a communicator that failed, and the next shrink (the one this
+           error asks for) starts from there, without the new dead */
+        char msg[_VS_ERR_MSG];
+        _vs_save_error(msg, sizeof msg);
+        vs_comm* dead = _vs_comm_new(w, VS_TRANSPORT_NCCL, tk.index, tk.n);
+        if (dead) {
+            __atomic_store_n(&dead->aborted, 1, __ATOMIC_SEQ_CST);
+            _vs_reform_adopt(w, dead, wr, &tk, NULL);
+            wr = NULL;
+            w->esaw = 0;
+            __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE);
+            _vs_store_members(w);
+        }
+        r = _vs_err(r == VS_ERR_TIMEOUT ? VS_ERR_TIMEOUT : VS_ERR_ABORTED, "%s (the world is now at epoch %d, %d "
+                    "ranks: a rank among them failed too; shrink again)", msg, tk.info.epoch, tk.n);
+    }
 #endif
     if (!r) {
         _vs_reform_adopt(w, nc, wr, &tk, info);

@@ -19,10 +19,14 @@
      - a rank whose process has ended (its entry in the directory names a
        child process reaped here): the others see it gone well before their
        timeout, and shrink;
+     - a second failure inside the shrink (a rank that arrived, then died):
+       the shrink times out, the world is at the decision's epoch, and a
+       second shrink goes on without it;
      - DP2 x TP2: vs_mesh_shrink drops the failed rank's whole DP replica, the
        replica's other rank leaves and comes back with the replacement at a
        grow, and the 2 x 2 mesh is made again;
-     - bad input: each misuse a clear error naming the value. */
+     - bad input: each misuse a clear error naming the value (a replacement
+       for a rank whose process runs among them). */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vs_test.h"
@@ -49,6 +53,7 @@ typedef struct job {
     int silent;        /* 1: it stops without a word */
     int gone;          /* with silent: its process has ended, as far as the others' host can tell */
     int mesh;          /* 1: DP2 x TP2, vs_mesh_shrink */
+    int second;        /* > 0: world rank second dies after arriving at the shrink (its arrival written, then silent) */
     int released;      /* atomic: the survivors are done with the silent one */
     proc* p;
 } job;
@@ -165,8 +170,24 @@ static void* proc_main(void* arg)
         vs_mesh_free(m);
         vs_world_free(w); // (the process ends; a new one takes its place)
         w = NULL;
+        if (j->second) { // (no replacement: the survivors shrink twice)
+            p->ok = 1;
+            return NULL;
+        }
         _vs_sleep_us(200000);
         replacement(p);
+        return NULL;
+    }
+    if (j->second && p->rank == j->second) { // sees the failure, arrives at the shrink, dies there
+        r = reduce(w, vs_world_comm(w), &got);
+        char path[200];
+        snprintf(path, sizeof path, "%s/vs-%016llx-a0s%d", j->dir, (unsigned long long)w->ekey, p->rank);
+        FILE* f = fopen(path, "w");
+        if (f) fputs("1\n", f), fclose(f);
+        while (!__atomic_load_n(&j->released, __ATOMIC_ACQUIRE)) _vs_sleep_us(1000);
+        vs_comm_abort(vs_world_comm(w));
+        vs_world_free(w);
+        p->ok = 1;
         return NULL;
     }
     double t0 = _vs_now();
@@ -177,6 +198,16 @@ static void* proc_main(void* arg)
     p->failed_fast = r == VS_ERR_ABORTED && strstr(vs_last_error(), want) &&
                      strstr(vs_last_error(), j->gone ? "ended without a word" : j->silent ? "began a shrink" : "VS_ERR_INVALID");
     if (r != VS_ERR_ABORTED && r != VS_ERR_TIMEOUT) FAIL("step 2 gave %s, not a failure", vs_result_string(r));
+    if (j->second) { // the first shrink's communicator never comes (a member died in it): shrink again
+        r = vs_world_shrink(w, &p->shrink);
+        if (r != VS_ERR_TIMEOUT || !strstr(vs_last_error(), "shrink again"))
+            FAIL("the first shrink gave %s: %s", vs_result_string(r), vs_last_error());
+        p->left = vs_comm_size(vs_world_comm(w)); // (the decision's size: 3)
+        if ((r = vs_world_shrink(w, &p->grow))) FAIL("the second vs_world_shrink: %s", vs_last_error());
+        if ((r = reduce(w, vs_world_comm(w), &p->after_shrink))) FAIL("all-reduce: %s", vs_last_error());
+        p->ok = 1;
+        goto out;
+    }
     if (!j->mesh) {
         if ((r = vs_world_shrink(w, &p->shrink))) FAIL("vs_world_shrink: %s", vs_last_error());
     } else {
@@ -284,11 +315,12 @@ static void run_job(job* j, proc* p)
         p[i].j = j, p[i].rank = i;
         pthread_create(&th[i], NULL, proc_main, &p[i]);
     }
-    if (j->silent) { // released once every survivor is done
+    if (j->silent || j->second) { // released once every survivor is done
         for (int i = 0; i < W; i++)
-            if (i != j->victim) pthread_join(th[i], NULL);
+            if (i != j->victim && !(j->second && i == j->second)) pthread_join(th[i], NULL);
         __atomic_store_n(&j->released, 1, __ATOMIC_RELEASE);
         pthread_join(th[j->victim], NULL);
+        if (j->second) pthread_join(th[j->second], NULL);
     } else {
         for (int i = 0; i < W; i++) pthread_join(th[i], NULL);
     }
@@ -372,6 +404,24 @@ static void case_gone(void)
     clear_dir(j.dir);
 }
 
+static void case_second(void)
+{
+    job j;
+    memset(&j, 0, sizeof j);
+    j.timeout = 4, j.victim = 2, j.second = 1;
+    proc p[W];
+    run_job(&j, p);
+    for (int i = 0; i < W; i++) {
+        if (i == j.victim || i == j.second) continue;
+        VT_CHECK(p[i].left == 3, "rank %d: after the first shrink the world has %d ranks, want 3", i, p[i].left);
+        VT_CHECK(p[i].grow.epoch == 2 && p[i].grow.nfailed == 1 && p[i].grow.failed[0] == 1 && p[i].grow.nlive == 2,
+                 "rank %d: the second shrink: epoch %d, failed %d [%d], live %d", i, p[i].grow.epoch,
+                 p[i].grow.nfailed, p[i].grow.failed[0], p[i].grow.nlive);
+        VT_CHECK(p[i].after_shrink == 1 + 4, "rank %d: all-reduce on 2: %g, want 5", i, p[i].after_shrink);
+    }
+    clear_dir(j.dir);
+}
+
 static void case_mesh(void)
 {
     job j;
@@ -447,7 +497,16 @@ static void case_bad_input(void)
     int n = 0;
     VT_EXPECT_ERR(vs_world_joiners(w, &n), VS_ERR_STATE, NULL, NULL);
     VT_EXPECT_ERR(vs_world_grow(w, NULL), VS_ERR_TIMEOUT, "no grow of the world took world rank 1", NULL);
+    /* a replacement for a rank whose process runs on this host (here: this test's parent) */
+    char pf[200], text[300], host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    snprintf(pf, sizeof pf, "%s/vs-%016llx-p1", dir, (unsigned long long)w->ekey);
     vs_world_free(w);
+    snprintf(text, sizeof text, "%ld %s\n", (long)getppid(), host);
+    FILE* f = fopen(pf, "w");
+    if (f) fputs(text, f), fclose(f);
+    VT_EXPECT_ERR(vs_world_init(&wd, &w), VS_ERR_INVALID, "world rank 1 is alive", NULL);
+    unlink(pf);
     VT_CHECK(files_with(dir, "-j") == 0, "the joiner's request was not withdrawn");
     clear_dir(dir);
 }
@@ -463,6 +522,8 @@ int main(void)
             case_silent());
     VT_CASE("procs/gone: rank 1's process ends without a word: the others see it gone within a second, not at "
             "their 20 s timeout, and shrink", case_gone());
+    VT_CASE("procs/second failure: rank 1 dies inside the shrink (after it arrived): the shrink times out, the "
+            "world is at the decision's epoch, a second shrink goes on without rank 1", case_second());
     VT_CASE("procs/mesh: DP2 x TP2, rank 3 fails: its replica leaves, comes back with the replacement, 2 x 2 again",
             case_mesh());
     VT_CASE("procs/bad input: join without a directory, bad values, no failure, a joiner nobody takes in",
