@@ -7192,7 +7192,7 @@ VS_API vs_result vs_world_free(vs_world* w)
 // (vs_world_abort: its MPI part above)
 
 
-_VS_PRIVATE void _vs_store_notice(vs_world* w, const char* cause);
+_VS_PRIVATE void _vs_store_notice(vs_world* w, const char* cause, int failed);
 
 VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
 {
@@ -7206,7 +7206,7 @@ VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
         char cause[_VS_ERR_MSG];
         _vs_fmt(cause, sizeof cause, "world rank %d failed (%s)%s%s", w->rank, vs_result_string(why < 0 ? why : VS_ERR_ABORTED),
                 es->msg[0] ? ": " : "", es->msg);
-        _vs_store_notice(w, cause);
+        _vs_store_notice(w, cause, 1);
         __atomic_store_n(&w->eself, 1, __ATOMIC_RELEASE); // (its peers drop what they share with it: waits end)
     }
     if (w->comm) { // this rank's fault, its last error, is the cause
@@ -9134,15 +9134,16 @@ _VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
     return 1;
 }
 
-/* Posts this rank's failure at the world's epoch: its own notice, and the
-   epoch's first one when none is there (origin: this rank). */
-_VS_PRIVATE void _vs_store_notice(vs_world* w, const char* cause)
+/* Posts a notice at the world's epoch, origin this rank: the epoch's first
+   one when none is there, and with failed (this rank failed) its own. */
+_VS_PRIVATE void _vs_store_notice(vs_world* w, const char* cause, int failed)
 {
     char path[_VS_STORE_PATH], text[900];
     int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
     _vs_fmt(text, sizeof text, "%d %s", w->rank, cause);
     _vs_store_name(w, path, sizeof path, "f%dr%d", e, w->rank);
-    if (_vs_store_write(w, path, text, 0) != 0) vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, strerror(errno));
+    if (failed && _vs_store_write(w, path, text, 0) != 0)
+        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, strerror(errno));
     _vs_store_name(w, path, sizeof path, "f%d", e);
     if (_vs_store_write(w, path, text, 1) < 0) vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, strerror(errno));
 }
@@ -9379,7 +9380,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         char cause[400];
         _vs_fmt(cause, sizeof cause, "world rank %d saw a failure and began a shrink (%s)", me,
                 notice ? w->ecause : "its communicator failed");
-        _vs_store_notice(w, cause);
+        _vs_store_notice(w, cause, 0); // (a wake-up: this rank is well)
     }
     int got = 0;
     for (long it = 0; !r; it++) {
