@@ -245,6 +245,8 @@ test-long: $(B)/test_elastic_train $(if $(HAVE_STRICT),$(B)/test_train_nccl)
 	VS_ELASTIC_KILLS=1000 $(B)/test_elastic_train
 	$(if $(HAVE_STRICT),for f in 0 10 20 30 40 50 60 70 80 90; do \
 	    VS_ELASTIC_STRICT_ONLY=1 VS_ELASTIC_STRICT_FIRST=$$f VS_ELASTIC_STRICT_KILLS=$$((f + 10)) $(B)/test_train_nccl || exit 1; done)
+	$(if $(HAVE_STRICT),for f in 0 10 20 30 40 50 60 70 80 90; do \
+	    VS_ELASTIC_PROCS=1 VS_ELASTIC_STRICT_ONLY=1 VS_ELASTIC_STRICT_FIRST=$$f VS_ELASTIC_STRICT_KILLS=$$((f + 10)) $(B)/test_train_nccl || exit 1; done)
 
 test-asan:
 	$(MAKE) test B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" COMPILE_CHECK=0 FUZZ_SECONDS=0
