@@ -2424,8 +2424,8 @@ struct vs_world {
     char ecause[800];
     int esaw;          // vs_mesh_shrink: a communicator of the mesh failed on this rank
     int eself;         // this rank posted its failure (vs_world_abort): its communicators are aborted when freed
-    int* epid;         // atomic entries: a member's pid on this host (0: another host, this process, not a member;
-                       // -1: not read yet), read from the store's p<rank> files
+    int* epid;         // atomic entries: a member's pid on this host, read from the store's p<rank> files
+                       // (_vs_store_liveness says what 0 and the negative values mean)
     int64_t elive_us;  // atomic: the last look at them
     vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
     int ndead;
@@ -9065,7 +9065,10 @@ _VS_PRIVATE void _vs_store_members(vs_world* w)
 
 /* One look at the members' processes on this host (every 200 ms; their p
    files read again each second, as a replacement writes its own): one that
-   has ended is failed, posted for it (origin: that rank). 1 when posted. */
+   has ended is failed, posted for it (origin: that rank). 1 when posted.
+   epid[x]: 0 not a member, -1 not read yet, -2 on another host (not read
+   again until the next agreement), -3 this process (ranks as threads: read
+   again), else the pid. */
 _VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
 {
     int64_t last = __atomic_load_n(&w->elive_us, __ATOMIC_ACQUIRE);
@@ -9076,19 +9079,17 @@ _VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
     gethostname(mine, sizeof mine - 1);
     for (int x = 0; x < w->size; x++) {
         int pid = __atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE);
-        if (pid == 0 || (pid > 0 && !reread && kill((pid_t)pid, 0) == 0) || (pid > 0 && !reread && errno != ESRCH))
-            continue;
-        if (pid < 0 || reread) { // (read: unknown yet, or a second passed)
+        if (pid == 0 || pid == -2) continue;
+        if (pid == -1 || (reread && (pid == -3 || pid > 0))) {
             long p = 0;
             _vs_store_name(w, path, sizeof path, "p%d", x);
             if (_vs_store_read(path, text, sizeof text) <= 0 || sscanf(text, "%ld %255s", &p, host) != 2) continue;
-            pid = strcmp(host, mine) || p <= 0 || p == (long)getpid() ? 0 : (int)p;
-            int expect = __atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE);
-            if (expect == 0 || !__atomic_compare_exchange_n(&w->epid[x], &expect, pid, 0, __ATOMIC_ACQ_REL,
-                                                            __ATOMIC_ACQUIRE))
-                continue; // (no longer a member)
-            if (pid == 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+            int np = strcmp(host, mine) ? -2 : p == (long)getpid() ? -3 : p > 0 && p <= INT_MAX ? (int)p : -2;
+            if (!__atomic_compare_exchange_n(&w->epid[x], &pid, np, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                continue; // (no longer a member: an agreement reset them)
+            pid = np;
         }
+        if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         char cause[400];
         _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process (pid %d on %s) ended "
                 "without a word", x, pid, mine);
