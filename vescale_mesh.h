@@ -846,7 +846,10 @@ VS_API vs_result vs_world_free(vs_world* w);
      2-rank communicator (a pipeline link, a TP pair: the other rank), and for
      other collectives with VESCALE_DEBUG=desync. vs_comm_split honours the
      timeout.
-   - NCCL: vs_comm_abort calls ncclCommAbort on this rank only.
+   - NCCL: vs_comm_abort calls ncclCommAbort on this rank only. In a vs_launch
+     job the others learn of it from the job; in a job of processes with an
+     elastic directory, vs_world_abort posts a notice there that the others'
+     waits read (>>elastic); else each rank's deadline ends the job.
 
    VESCALE_DEBUG (MPI; comma-separated, read at vs_world_init; an unknown value is
    VS_ERR_INVALID): "desync" checks before every collective (and every group
@@ -5884,7 +5887,8 @@ _VS_PRIVATE vs_result _vs_nccl_abort(vs_comm* c, vs_result code, int raw, const 
    communicator also watches the job. Once any rank has failed, aborted or
    returned an error, a waiting rank aborts its own communicator and returns
    VS_ERR_ABORTED naming that rank and its message, at once instead of after the
-   timeout. (A job of processes has no such channel: there each rank's deadline
+   timeout. (A job of processes has this channel only with an elastic
+   directory: the notices >>elastic's store carries; else each rank's deadline
    ends it; see "Faults" in the top comment.) */
 _VS_PRIVATE int _vs_store_poll(vs_world* w, int now_);
 
