@@ -14,14 +14,7 @@
 #    beside the host's one rank, no violation.
 # Prints "ok/not ok example/train_gpt_data ..." lines.
 set -u
-B=${B:-build}
-bin=$B/train_gpt
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-say() { # ok?, what
-    if [ "$1" = 1 ]; then echo "ok example/train_gpt_data $2"; else echo "not ok example/train_gpt_data $2"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/train_gpt_common.sh" train_gpt_data # (B, bin, tmp, fails, say)
 data="$tmp/readme_*.bin"
 
 "$B/vescale-shards" --shard-tokens 8000 "$tmp/readme" README.md >"$tmp/shards.log" 2>&1

@@ -13,14 +13,7 @@
 # with the state; --kill without --elastic ends
 # the job naming the killed rank. Prints "ok/not ok example/train_gpt_elastic ..." lines.
 set -u
-B=${B:-build}
-bin=$B/train_gpt
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-say() { # ok?, what
-    if [ "$1" = 1 ]; then echo "ok example/train_gpt_elastic $2"; else echo "not ok example/train_gpt_elastic $2"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/train_gpt_common.sh" train_gpt_elastic # (B, bin, tmp, fails, say)
 steps=7
 # "step loss" for each row of the table
 losses() { sed -n '/^  step   loss/,$p' "$1" | awk '$1 ~ /^[0-9]+$/ && NF == 7 { print $1, $2 }'; }

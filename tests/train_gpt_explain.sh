@@ -10,14 +10,7 @@
 # no number in the profile or the explanation has more than 6 significant
 # digits. Prints "ok/not ok example/train_gpt_explain ..." lines.
 set -u
-B=${B:-build}
-bin=$B/train_gpt
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-say() { # ok?, what
-    if [ "$1" = 1 ]; then echo "ok example/train_gpt_explain $2"; else echo "not ok example/train_gpt_explain $2"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/train_gpt_common.sh" train_gpt_explain # (B, bin, tmp, fails, say)
 
 check() { # what, train_gpt's arguments...
     local what=$1

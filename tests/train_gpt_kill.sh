@@ -8,14 +8,7 @@
 # losses within 1e-5. Prints "ok/not ok example/train_gpt_kill ..." lines.
 # (--steps 400 for the killed job: it is to die mid-run, not finish first.)
 set -u
-B=${B:-build}
-bin=$B/train_gpt
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-say() { # ok?, what
-    if [ "$1" = 1 ]; then echo "ok example/train_gpt_kill $2"; else echo "not ok example/train_gpt_kill $2"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/train_gpt_common.sh" train_gpt_kill # (B, bin, tmp, fails, say)
 
 "$bin" --mesh 2x2x2 --save-every 2 --ckpt-dir "$tmp/ck" --steps 400 --no-reference >"$tmp/killed.log" 2>&1 &
 pid=$!
