@@ -3820,18 +3820,29 @@ _VS_PRIVATE int _vs_t_reform_complete(_vs_tjob* job, int kind)
 }
 
 
-/* "1, 5 and 6": the ranks x of the job with pick(job, x), the first 16. */
-_VS_PRIVATE void _vs_t_reform_missing(_vs_tjob* job, int kind, char* buf, size_t cap)
+/* The first 16 world ranks x with pick[x]: "1, 5, 6". */
+_VS_PRIVATE void _vs_rank_list_text(const int* pick, int n, char* buf, size_t cap)
 {
     size_t len = 0;
     int cnt = 0;
     buf[0] = 0;
-    for (int x = 0; x < job->desc.nranks; x++) {
-        if (__atomic_load_n(&job->exited[x], __ATOMIC_ACQUIRE) || (kind == _VS_REFORM_SHRINK && !job->live[x])) continue;
-        if (job->tk[x] && job->tk[x]->kind == kind) continue;
-        if (++cnt <= 16 && len < cap) len += (size_t)_vs_fmt(buf + len, cap - len, "%s%d", cnt > 1 ? ", " : "", x);
-    }
+    for (int x = 0; x < n; x++)
+        if (pick[x] && ++cnt <= 16 && len < cap) len += (size_t)_vs_fmt(buf + len, cap - len, "%s%d", cnt > 1 ? ", " : "", x);
     if (cnt > 16 && len < cap) _vs_fmt(buf + len, cap - len, ", ... (%d in all)", cnt);
+}
+
+/* The live ranks of the job not yet arrived at the open round of `kind`
+   (job->mu held), as _vs_rank_list_text words them. */
+_VS_PRIVATE void _vs_t_reform_missing(_vs_tjob* job, int kind, char* buf, size_t cap)
+{
+    int* pick = _VS_HNEW(&job->hooks, int, job->desc.nranks);
+    buf[0] = 0;
+    if (!pick) return;
+    for (int x = 0; x < job->desc.nranks; x++)
+        pick[x] = !__atomic_load_n(&job->exited[x], __ATOMIC_ACQUIRE) && (kind != _VS_REFORM_SHRINK || job->live[x]) &&
+                  !(job->tk[x] && job->tk[x]->kind == kind);
+    _vs_rank_list_text(pick, job->desc.nranks, buf, cap);
+    _vs_hfree(&job->hooks, pick);
 }
 
 #ifdef VESCALE_NCCL
@@ -7196,7 +7207,7 @@ VS_API vs_result vs_world_free(vs_world* w)
 // (vs_world_abort: its MPI part above)
 
 
-_VS_PRIVATE void _vs_store_notice(vs_world* w, const char* cause, int failed);
+_VS_PRIVATE void _vs_store_notice(vs_world* w, int origin, const char* cause, int failed);
 
 VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
 {
@@ -7210,7 +7221,7 @@ VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
         char cause[_VS_ERR_MSG];
         _vs_fmt(cause, sizeof cause, "world rank %d failed (%s)%s%s", w->rank, vs_result_string(why < 0 ? why : VS_ERR_ABORTED),
                 es->msg[0] ? ": " : "", es->msg);
-        _vs_store_notice(w, cause, 1);
+        _vs_store_notice(w, w->rank, cause, 1);
         __atomic_store_n(&w->eself, 1, __ATOMIC_RELEASE); // (its peers drop what they share with it: waits end)
     }
     if (w->comm) { // this rank's fault, its last error, is the cause
@@ -9067,6 +9078,21 @@ _VS_PRIVATE void _vs_store_members(vs_world* w)
     __atomic_store_n(&w->elive_us, (int64_t)0, __ATOMIC_RELEASE);
 }
 
+/* Posts a notice at the world's epoch, naming world rank `origin`: the
+   epoch's first one when none is there, and with failed (origin failed) its
+   own. */
+_VS_PRIVATE void _vs_store_notice(vs_world* w, int origin, const char* cause, int failed)
+{
+    char path[_VS_STORE_PATH], text[900];
+    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
+    _vs_fmt(text, sizeof text, "%d %s", origin, cause);
+    _vs_store_name(w, path, sizeof path, "f%dr%d", e, origin);
+    if (failed && _vs_store_write(w, path, text, 0) != 0)
+        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, strerror(errno));
+    _vs_store_name(w, path, sizeof path, "f%d", e);
+    if (_vs_store_write(w, path, text, 1) < 0) vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, strerror(errno));
+}
+
 /* One look at the members' processes on this host (every 200 ms; their p
    files read again each second, as a replacement writes its own): one that
    has ended is failed, posted for it (origin: that rank). 1 when posted.
@@ -9097,13 +9123,7 @@ _VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
         char cause[400];
         _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process (pid %d on %s) ended "
                 "without a word", x, pid, mine);
-        char t2[500];
-        int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
-        _vs_fmt(t2, sizeof t2, "%d %s", x, cause);
-        _vs_store_name(w, path, sizeof path, "f%dr%d", e, x);
-        (void)_vs_store_write(w, path, t2, 0);
-        _vs_store_name(w, path, sizeof path, "f%d", e);
-        (void)_vs_store_write(w, path, t2, 1);
+        _vs_store_notice(w, x, cause, 1); // (posted for it)
         __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
         return 1;
     }
@@ -9137,20 +9157,6 @@ _VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
     _vs_fmt(w->ecause, sizeof w->ecause, "%s", *end ? end + 1 : "");
     __atomic_store_n(&w->efail, 1, __ATOMIC_RELEASE);
     return 1;
-}
-
-/* Posts a notice at the world's epoch, origin this rank: the epoch's first
-   one when none is there, and with failed (this rank failed) its own. */
-_VS_PRIVATE void _vs_store_notice(vs_world* w, const char* cause, int failed)
-{
-    char path[_VS_STORE_PATH], text[900];
-    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
-    _vs_fmt(text, sizeof text, "%d %s", w->rank, cause);
-    _vs_store_name(w, path, sizeof path, "f%dr%d", e, w->rank);
-    if (failed && _vs_store_write(w, path, text, 0) != 0)
-        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, strerror(errno));
-    _vs_store_name(w, path, sizeof path, "f%d", e);
-    if (_vs_store_write(w, path, text, 1) < 0) vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, strerror(errno));
 }
 
 /* A join request's rank is alive as far as this host can tell: its process
@@ -9248,17 +9254,6 @@ _VS_PRIVATE int _vs_sdec_read(vs_world* w, const char* path, _vs_sdec* d)
     }
     _vs_hfree(&w->hooks, t);
     return ok;
-}
-
-/* The first 16 world ranks x with pick[x]: "1, 5, 6". */
-_VS_PRIVATE void _vs_rank_list_text(const int* pick, int n, char* buf, size_t cap)
-{
-    size_t len = 0;
-    int cnt = 0;
-    buf[0] = 0;
-    for (int x = 0; x < n; x++)
-        if (pick[x] && ++cnt <= 16 && len < cap) len += (size_t)_vs_fmt(buf + len, cap - len, "%s%d", cnt > 1 ? ", " : "", x);
-    if (cnt > 16 && len < cap) _vs_fmt(buf + len, cap - len, ", ... (%d in all)", cnt);
 }
 
 /* A member's look at the round from epoch E: when it can be decided, the
@@ -9385,7 +9380,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         char cause[400];
         _vs_fmt(cause, sizeof cause, "world rank %d saw a failure and began a shrink (%s)", me,
                 notice ? w->ecause : "its communicator failed");
-        _vs_store_notice(w, cause, 0); // (a wake-up: this rank is well)
+        _vs_store_notice(w, me, cause, 0); // (a wake-up: this rank is well)
     }
     int got = 0;
     for (long it = 0; !r; it++) {
