@@ -198,6 +198,12 @@ all: $(B)/vescale-shards
 test-bins: $(B)/vescale-shards
 $(B)/vescale-shards: tools/vescale-shards.c | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $<
+# tools/vescale-lighthouse: the store of an elastic NCCL job whose ranks share no directory
+# (issue 24); make test starts it and runs test_elastic_procs' lighthouse cases against it
+all: $(B)/vescale-lighthouse
+test-bins: $(B)/vescale-lighthouse
+$(B)/vescale-lighthouse: tools/vescale-lighthouse.c $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
 # ---------------------------------------------------------------------------------
 
 # The main job: the GPT example (examples/train_gpt.c) trained on 8 thread ranks as

@@ -61,7 +61,8 @@
        VESCALE_INIT_FILE=<path>            NCCL without MPI: the rendezvous through
                                            a shared file system (vs_world_desc.init_file)
        VESCALE_ELASTIC_DIR=<dir>           NCCL jobs of processes: survive a rank
-                                           (vs_world_desc.elastic_dir; >>elastic)
+         or tcp://host:port                (vs_world_desc.elastic_dir; >>elastic;
+                                           tcp: a vs_lighthouse's address)
        VESCALE_ELASTIC_JOIN=0|1            1: this process replaces a failed rank
                                            (vs_world_desc.join; >>elastic)
        RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT   (torchrun style)
@@ -767,8 +768,9 @@ typedef struct vs_world_desc {
     const char* init_file;
     double timeout_s;        // 0: VESCALE_TIMEOUT or 300
     /* NCCL jobs of processes that survive a rank (>>elastic): a directory every
-       rank sees (NULL: VESCALE_ELASTIC_DIR; neither: none, and a failure ends
-       the job). It carries failure notices and the survivors' agreement. */
+       rank sees, or "tcp://host:port", a vs_lighthouse's address (NULL:
+       VESCALE_ELASTIC_DIR; neither: none, and a failure ends the job). It
+       carries failure notices and the survivors' agreement. */
     const char* elastic_dir;
     /* 1 (or VESCALE_ELASTIC_JOIN=1): this process replaces a failed rank of a
        running elastic job: no rendezvous, no communicator until vs_world_grow. */
@@ -1048,7 +1050,10 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
      and a second shrink goes on without it. What is
      left in the directory: one decision per reconfiguration (a few hundred
      bytes); remove it with the job. Jobs that share a directory need
-     different run ids (VESCALE_RUN_ID).
+     different run ids (VESCALE_RUN_ID). Ranks that share no directory use a
+     lighthouse instead (elastic_dir = "tcp://host:port", vs_lighthouse_start
+     below): the same agreement, and a process that ends on any host is seen
+     within about 200 ms, since its connection to the lighthouse closes.
    - MPI: VS_ERR_UNSUPPORTED (ULFM, MPIX_Comm_agree and MPIX_Comm_shrink, is
      detected at build time but not used yet): the job ends on a failure as
      before and resumes from a checkpoint (vs_train_load on fewer ranks).
@@ -1120,6 +1125,23 @@ VS_API vs_result vs_world_respawn(vs_world* w, int rank);
 /* 1 on a replacement's world, and on a rank that left at a shrink, until its
    vs_world_grow succeeds; 0 otherwise. */
 VS_API int vs_world_joining(const vs_world* w);
+
+/* A lighthouse: the store of an NCCL job of processes whose ranks share no
+   directory. Start one where it outlives every rank (the launcher's node:
+   tools/vescale_lighthouse, or this call in the launcher), and give every
+   rank elastic_dir = "tcp://host:port" (or VESCALE_ELASTIC_DIR). It serves on
+   a thread of its own until vs_lighthouse_stop; what the ranks post lives in
+   its memory. Its extra: a rank's process that ends, on any host, is seen by
+   the others within about 200 ms (its connection closes), where a directory
+   sees only those on its own host. Jobs that share one need different run
+   ids (VESCALE_RUN_ID). addr: the address to listen on (NULL or "": every
+   one); port 0: any free one (vs_lighthouse_port says which). Errors: a port
+   out of range (VS_ERR_INVALID); an address that does not resolve or a port
+   in use (VS_ERR_IO naming it). */
+typedef struct vs_lighthouse vs_lighthouse;
+VS_API vs_result vs_lighthouse_start(const char* addr, int port, vs_lighthouse** out);
+VS_API int vs_lighthouse_port(const vs_lighthouse* lh); // 0 for NULL
+VS_API void vs_lighthouse_stop(vs_lighthouse* lh);      // NULL: nothing
 
 // >>kernels ------------------------------------------------------------------
 /* Compiles CUDA C++ `src` at run time with NVRTC for `arch` ("sm_90": a cubin,
@@ -2430,6 +2452,10 @@ struct vs_world {
     int* epid;         // atomic entries: a member's pid on this host, read from the store's p<rank> files
                        // (_vs_store_liveness says what 0 and the negative values mean)
     int64_t elive_us;  // atomic: the last look at them
+    int etcp;          // the store is a lighthouse (edir "tcp://host:port"): its connection efd (-1: lost)
+    int efd;
+    pthread_mutex_t emu; // one request at a time on efd
+    uint64_t egone;    // atomic: the lighthouse's count of ended processes at the last look (0: look again)
     vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
     int ndead;
     void* dead_h[_VS_QUARANTINE];  // other freed handles (vs_free_later), the same way
@@ -8974,11 +9000,416 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
    past the deadline. A decision carries the ranks and the new NCCL id; the
    training state never goes through files. Left behind: the decisions (a few
    hundred bytes each); remove the directory with the job. */
+/* The lighthouse (vs_lighthouse_start; tools/vescale_lighthouse.c): the store
+   served over TCP, for a job whose ranks share no directory (elastic_dir =
+   "tcp://host:port"). One thread polls every connection; the entries live in
+   its memory. Wire format, integers big-endian:
+     request  "vsl1", op, key length, value length (4 bytes each), key, value
+     answer   "vsL1", status, value length (4 bytes each), value
+   The ops: PUT (replace); LINK (create; status 1: it was there, unchanged);
+   GET (status 1: missing); DEL; OWN (PUT, and the entry is this connection's:
+   when the connection ends while it holds it, its value becomes "gone" and
+   the lighthouse's count of those rises: how the others learn that a process
+   ended, on any host); GONE (that count, as text); LIST (the keys that begin
+   with the key, one a line). A connection that sends anything else, or a key
+   over _VS_LH_KEY_MAX or a value over _VS_LH_VAL_MAX bytes, is closed; an
+   answer a client does not take within 5 s closes it too, so no client holds
+   the others up longer. Like the rendezvous, it trusts what it is sent: the
+   job key in every name keeps jobs apart, not attackers out. */
+enum { _VS_LH_PUT = 1, _VS_LH_LINK, _VS_LH_GET, _VS_LH_DEL, _VS_LH_OWN, _VS_LH_GONE, _VS_LH_LIST };
+#define _VS_LH_MAGIC 0x76736c31u  /* "vsl1" */
+#define _VS_LH_ANSWER 0x76734c31u /* "vsL1" */
+#define _VS_LH_KEY_MAX 512u
+#define _VS_LH_VAL_MAX (64u << 20)
+#define _VS_LH_BUCKETS 1024
+
+typedef struct _vs_lh_ent {
+    struct _vs_lh_ent* next;
+    char* key; // NUL-terminated
+    char* val; // vlen bytes (and a NUL)
+    size_t vlen;
+    long owner; // the connection that holds it (OWN), else 0
+} _vs_lh_ent;
+
+typedef struct _vs_lh_conn {
+    int fd;
+    long id;
+    unsigned char* buf;
+    size_t got, cap;
+} _vs_lh_conn;
+
+struct vs_lighthouse {
+    int lfd, port, wake[2];
+    pthread_t th;
+    _vs_lh_ent* tab[_VS_LH_BUCKETS];
+    _vs_lh_conn* conn;
+    int nconn, capconn;
+    long next_id;
+    unsigned long long gone;
+};
+
+_VS_PRIVATE _vs_lh_ent** _vs_lh_slot(vs_lighthouse* lh, const char* key, size_t klen)
+{
+    _vs_lh_ent** e = &lh->tab[_vs_fnv1a64(_VS_FNV64_BASIS, key, klen) % _VS_LH_BUCKETS];
+    while (*e && (strlen((*e)->key) != klen || memcmp((*e)->key, key, klen))) e = &(*e)->next;
+    return e;
+}
+
+/* The value of an entry (made when missing): 0 when out of memory. */
+_VS_PRIVATE int _vs_lh_set(vs_lighthouse* lh, const char* key, size_t klen, const void* val, size_t vlen, long owner)
+{
+    _vs_lh_ent** s = _vs_lh_slot(lh, key, klen);
+    char* v = _VS_HNEW(NULL, char, vlen + 1);
+    if (!v) return 0;
+    memcpy(v, val, vlen);
+    if (!*s) {
+        _vs_lh_ent* e = _VS_HNEW(NULL, _vs_lh_ent, 1);
+        char* k = _VS_HNEW(NULL, char, klen + 1);
+        if (!e || !k) {
+            _vs_hfree(NULL, e), _vs_hfree(NULL, k), _vs_hfree(NULL, v);
+            return 0;
+        }
+        memcpy(k, key, klen);
+        e->key = k;
+        *s = e;
+    }
+    _vs_hfree(NULL, (*s)->val);
+    (*s)->val = v, (*s)->vlen = vlen, (*s)->owner = owner;
+    return 1;
+}
+
+_VS_PRIVATE void _vs_lh_drop(vs_lighthouse* lh, int i)
+{
+    _vs_lh_conn* c = &lh->conn[i];
+    for (int b = 0; b < _VS_LH_BUCKETS; b++) // (what it still holds: its process ended without a word)
+        for (_vs_lh_ent* e = lh->tab[b]; e; e = e->next)
+            if (e->owner == c->id && _vs_lh_set(lh, e->key, strlen(e->key), "gone", 4, 0)) lh->gone++;
+    close(c->fd);
+    _vs_hfree(NULL, c->buf);
+    lh->conn[i] = lh->conn[--lh->nconn];
+}
+
+_VS_PRIVATE int _vs_lh_answer(int fd, uint32_t status, const void* val, size_t vlen)
+{
+    unsigned char h[12];
+    _vs_be_put32(h, _VS_LH_ANSWER);
+    _vs_be_put32(h + 4, status);
+    _vs_be_put32(h + 8, (uint32_t)vlen);
+    double until = _vs_now() + 5;
+    return _vs_io_full(fd, h, sizeof h, 1, until) == VS_OK &&
+           (!vlen || _vs_io_full(fd, (void*)(uintptr_t)val, vlen, 1, until) == VS_OK);
+}
+
+/* One request of connection i: 0 when the connection is to be dropped. */
+_VS_PRIVATE int _vs_lh_do(vs_lighthouse* lh, int i, uint32_t op, const char* key, size_t klen, const char* val,
+                          size_t vlen)
+{
+    _vs_lh_conn* c = &lh->conn[i];
+    _vs_lh_ent** s = _vs_lh_slot(lh, key, klen);
+    switch (op) {
+    case _VS_LH_PUT:
+    case _VS_LH_OWN:
+        return _vs_lh_set(lh, key, klen, val, vlen, op == _VS_LH_OWN ? c->id : 0) && _vs_lh_answer(c->fd, 0, NULL, 0);
+    case _VS_LH_LINK:
+        if (*s) return _vs_lh_answer(c->fd, 1, NULL, 0);
+        return _vs_lh_set(lh, key, klen, val, vlen, 0) && _vs_lh_answer(c->fd, 0, NULL, 0);
+    case _VS_LH_GET:
+        return *s ? _vs_lh_answer(c->fd, 0, (*s)->val, (*s)->vlen) : _vs_lh_answer(c->fd, 1, NULL, 0);
+    case _VS_LH_DEL:
+        if (*s) {
+            _vs_lh_ent* e = *s;
+            *s = e->next;
+            _vs_hfree(NULL, e->key), _vs_hfree(NULL, e->val), _vs_hfree(NULL, e);
+        }
+        return _vs_lh_answer(c->fd, 0, NULL, 0);
+    case _VS_LH_GONE: {
+        char t[32];
+        int n = snprintf(t, sizeof t, "%llu", lh->gone);
+        return _vs_lh_answer(c->fd, 0, t, (size_t)n);
+    }
+    case _VS_LH_LIST: {
+        size_t len = 0, cap = 256;
+        char* t = _VS_HNEW(NULL, char, cap);
+        for (int b = 0; t && b < _VS_LH_BUCKETS; b++)
+            for (_vs_lh_ent* e = lh->tab[b]; t && e; e = e->next) {
+                size_t n = strlen(e->key);
+                if (n < klen || memcmp(e->key, key, klen)) continue;
+                if (len + n + 2 > cap) {
+                    char* g = _VS_HNEW(NULL, char, 2 * cap + n);
+                    if (g) memcpy(g, t, len), cap = 2 * cap + n;
+                    _vs_hfree(NULL, t);
+                    t = g;
+                    if (!t) break;
+                }
+                memcpy(t + len, e->key, n);
+                len += n;
+                t[len++] = '\n';
+            }
+        int ok = t && _vs_lh_answer(c->fd, 0, t, len);
+        _vs_hfree(NULL, t);
+        return ok;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* What connection i sent: every whole request in it served. 0: drop it. */
+_VS_PRIVATE int _vs_lh_read(vs_lighthouse* lh, int i)
+{
+    _vs_lh_conn* c = &lh->conn[i];
+    if (c->cap - c->got < 4096) {
+        size_t cap = c->cap ? 2 * c->cap : 8192;
+        if (cap > 16 + _VS_LH_KEY_MAX + _VS_LH_VAL_MAX) cap = 16 + _VS_LH_KEY_MAX + _VS_LH_VAL_MAX;
+        if (cap > c->cap) {
+            unsigned char* b = _VS_HNEW(NULL, unsigned char, cap);
+            if (!b) return 0;
+            if (c->got) memcpy(b, c->buf, c->got);
+            _vs_hfree(NULL, c->buf);
+            c->buf = b, c->cap = cap;
+        }
+    }
+    ssize_t k = recv(c->fd, c->buf + c->got, c->cap - c->got, 0);
+    if (k < 0) return errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK;
+    if (k == 0) return 0;
+    c->got += (size_t)k;
+    size_t off = 0;
+    while (c->got - off >= 16) {
+        const unsigned char* h = c->buf + off;
+        uint32_t op = _vs_be_get32(h + 4), klen = _vs_be_get32(h + 8), vlen = _vs_be_get32(h + 12);
+        if (_vs_be_get32(h) != _VS_LH_MAGIC || klen > _VS_LH_KEY_MAX || vlen > _VS_LH_VAL_MAX) return 0;
+        if (c->got - off < 16 + (size_t)klen + vlen) break;
+        if (!_vs_lh_do(lh, i, op, (const char*)h + 16, klen, (const char*)h + 16 + klen, vlen)) return 0;
+        c = &lh->conn[i];
+        off += 16 + (size_t)klen + vlen;
+    }
+    if (off) memmove(c->buf, c->buf + off, c->got - off), c->got -= off;
+    return 1;
+}
+
+_VS_PRIVATE void* _vs_lh_main(void* arg)
+{
+    vs_lighthouse* lh = (vs_lighthouse*)arg;
+    struct pollfd* pf = NULL;
+    int cap = 0;
+    for (;;) {
+        if (cap < lh->nconn + 2) {
+            _vs_hfree(NULL, pf);
+            cap = 2 * (lh->nconn + 2);
+            if (!(pf = _VS_HNEW(NULL, struct pollfd, cap))) { // (out of memory: wait, the stop still works)
+                cap = 0;
+                _vs_sleep_us(100000);
+                continue;
+            }
+        }
+        int n = lh->nconn;
+        pf[0].fd = lh->wake[0], pf[1].fd = lh->lfd;
+        for (int i = 0; i < n; i++) pf[i + 2].fd = lh->conn[i].fd;
+        for (int i = 0; i < n + 2; i++) pf[i].events = POLLIN, pf[i].revents = 0;
+        if (poll(pf, (nfds_t)(n + 2), 1000) <= 0) continue;
+        if (pf[0].revents) break;
+        for (int i = n - 1; i >= 0; i--) // (downwards: a dropped one's slot takes the last, already seen)
+            if (pf[i + 2].revents && !_vs_lh_read(lh, i)) _vs_lh_drop(lh, i);
+        if (pf[1].revents & POLLIN) {
+            int fd = accept(lh->lfd, NULL, NULL);
+            if (fd < 0) continue;
+            int fl = fcntl(fd, F_GETFL, 0), one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            if (lh->nconn == lh->capconn) {
+                int nc = lh->capconn ? 2 * lh->capconn : 64;
+                _vs_lh_conn* g = _VS_HNEW(NULL, _vs_lh_conn, nc);
+                if (g && lh->nconn) memcpy(g, lh->conn, sizeof *g * (size_t)lh->nconn);
+                if (g) _vs_hfree(NULL, lh->conn), lh->conn = g, lh->capconn = nc;
+            }
+            if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || lh->nconn == lh->capconn) {
+                close(fd);
+                continue;
+            }
+            _vs_lh_conn* c = &lh->conn[lh->nconn++];
+            memset(c, 0, sizeof *c);
+            c->fd = fd, c->id = ++lh->next_id;
+        }
+    }
+    _vs_hfree(NULL, pf);
+    return NULL;
+}
+
+VS_API vs_result vs_lighthouse_start(const char* addr, int port, vs_lighthouse** out)
+{
+    if (!out) return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: out is NULL");
+    *out = NULL;
+    if (port < 0 || port > 65535) return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: port %d out of range [0, 65535]", port);
+    char ports[16];
+    snprintf(ports, sizeof ports, "%d", port);
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int gr = getaddrinfo(addr && *addr ? addr : NULL, ports, &hints, &ai);
+    if (gr != 0 || !ai)
+        return _vs_err_backend(VS_ERR_IO, gr, "vs_lighthouse_start: cannot resolve '%s': %s", addr ? addr : "",
+                               gai_strerror(gr));
+    vs_lighthouse* lh = _VS_HNEW(NULL, vs_lighthouse, 1);
+    vs_result r = VS_OK;
+    int one = 1;
+    if (!lh) {
+        freeaddrinfo(ai);
+        return _vs_err(VS_ERR_NOMEM, "vs_lighthouse_start: out of memory");
+    }
+    lh->wake[0] = lh->wake[1] = -1;
+    lh->lfd = socket(ai->ai_family, SOCK_STREAM, 0);
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    if (lh->lfd < 0 || setsockopt(lh->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(lh->lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(lh->lfd, SOMAXCONN) != 0 ||
+        getsockname(lh->lfd, (struct sockaddr*)&sa, &sl) != 0)
+        r = _vs_err_backend(VS_ERR_IO, errno, "vs_lighthouse_start: cannot listen on %s:%d: %s",
+                            addr && *addr ? addr : "*", port, strerror(errno));
+    freeaddrinfo(ai);
+    if (!r) lh->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6*)&sa)->sin6_port
+                                                      : ((struct sockaddr_in*)&sa)->sin_port);
+    if (!r && pipe(lh->wake) != 0)
+        r = _vs_err_backend(VS_ERR_IO, errno, "vs_lighthouse_start: pipe: %s", strerror(errno));
+    if (!r && pthread_create(&lh->th, NULL, _vs_lh_main, lh) != 0)
+        r = _vs_err(VS_ERR_NOMEM, "vs_lighthouse_start: cannot start its thread");
+    if (r) {
+        if (lh->lfd >= 0) close(lh->lfd);
+        if (lh->wake[0] >= 0) close(lh->wake[0]), close(lh->wake[1]);
+        _vs_hfree(NULL, lh);
+        return r;
+    }
+    *out = lh;
+    return VS_OK;
+}
+
+VS_API int vs_lighthouse_port(const vs_lighthouse* lh) { return lh ? lh->port : 0; }
+
+VS_API void vs_lighthouse_stop(vs_lighthouse* lh)
+{
+    if (!lh) return;
+    char b = 1;
+    while (write(lh->wake[1], &b, 1) < 0 && errno == EINTR) {}
+    pthread_join(lh->th, NULL);
+    while (lh->nconn) {
+        _vs_lh_conn* c = &lh->conn[--lh->nconn];
+        close(c->fd);
+        _vs_hfree(NULL, c->buf);
+    }
+    for (int b = 0; b < _VS_LH_BUCKETS; b++)
+        while (lh->tab[b]) {
+            _vs_lh_ent* e = lh->tab[b];
+            lh->tab[b] = e->next;
+            _vs_hfree(NULL, e->key), _vs_hfree(NULL, e->val), _vs_hfree(NULL, e);
+        }
+    close(lh->lfd), close(lh->wake[0]), close(lh->wake[1]);
+    _vs_hfree(NULL, lh->conn);
+    _vs_hfree(NULL, lh);
+}
+
+/* The world's side of the lighthouse: one connection, one request at a time
+   (the watchdog and the waits share it). The answer's status (0; 1: LINK
+   found the entry there, GET found none), -1 with errno when the lighthouse
+   cannot be reached (the connection is then closed, and said once in the
+   log: the job trains on, but survives no failure). A GET's value goes to
+   out (cap bytes, NUL-terminated; what does not fit is dropped), its length
+   to *len. */
+_VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const char* val, char* out, size_t cap,
+                            size_t* len)
+{
+    size_t klen = strlen(key), vlen = val ? strlen(val) : 0, got = 0;
+    unsigned char h[16];
+    _vs_be_put32(h, _VS_LH_MAGIC);
+    _vs_be_put32(h + 4, op);
+    _vs_be_put32(h + 8, (uint32_t)klen);
+    _vs_be_put32(h + 12, (uint32_t)vlen);
+    char msg[_VS_ERR_MSG] = "";
+    int st = -1;
+    pthread_mutex_lock(&w->emu);
+    if (w->efd >= 0) {
+        double until = _vs_now() + (w->timeout > 0 && w->timeout < 30 ? w->timeout : 30);
+        vs_result r = _vs_io_full(w->efd, h, sizeof h, 1, until);
+        if (!r) r = _vs_io_full(w->efd, (void*)(uintptr_t)key, klen, 1, until);
+        if (!r && vlen) r = _vs_io_full(w->efd, (void*)(uintptr_t)val, vlen, 1, until);
+        if (!r) r = _vs_io_full(w->efd, h, 12, 0, until);
+        if (!r && _vs_be_get32(h) != _VS_LH_ANSWER) r = _vs_err(VS_ERR_IO, "it answered 0x%08x", _vs_be_get32(h));
+        for (size_t n = r ? 0 : _vs_be_get32(h + 8); !r && got < n;) { // (what does not fit in out: read, dropped)
+            char sink[256];
+            size_t room = out && got + 1 < cap ? cap - 1 - got : 0, k = n - got;
+            if (!room && k > sizeof sink) k = sizeof sink;
+            if (room && k > room) k = room;
+            r = _vs_io_full(w->efd, room ? out + got : sink, k, 0, until);
+            got += k;
+        }
+        if (!r) {
+            st = (int)_vs_be_get32(h + 4);
+            if (out && cap) out[got < cap ? got : cap - 1] = 0;
+        } else {
+            _vs_save_error(msg, sizeof msg);
+            close(w->efd);
+            w->efd = -1;
+        }
+    }
+    pthread_mutex_unlock(&w->emu);
+    if (msg[0]) vs_log(w, VS_LOG_WARN, "elastic: the lighthouse at %s is gone (%s): this rank can no longer survive "
+                       "a failure", w->edir, msg);
+    if (len) *len = st == 0 && out && cap ? (got < cap ? got : cap - 1) : 0;
+    if (st < 0) errno = ENOTCONN;
+    return st;
+}
+
+/* vs_world_init: the world's connection to the lighthouse at edir
+   ("tcp://host:port"), tried until the world's timeout (it may come up after
+   the ranks). */
+_VS_PRIVATE vs_result _vs_lh_open(vs_world* w)
+{
+    char host[256];
+    const char* hp = w->edir + 6;
+    const char* colon = strrchr(hp, ':');
+    char* end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    size_t hl = colon ? (size_t)(colon - hp) : 0;
+    if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') hp++, hl -= 2; // ("[::1]:29400")
+    if (!colon || !hl || hl >= sizeof host || !end || *end || end == colon + 1 || port < 1 || port > 65535)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: elastic_dir '%s' is not tcp://host:port (a lighthouse's "
+                       "address, port in [1, 65535])", w->edir);
+    memcpy(host, hp, hl);
+    host[hl] = 0;
+    char ports[16];
+    snprintf(ports, sizeof ports, "%ld", port);
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int gr = getaddrinfo(host, ports, &hints, &ai);
+    if (gr != 0 || !ai)
+        return _vs_err_backend(VS_ERR_IO, gr, "vs_world_init: cannot resolve the lighthouse's host '%s': %s", host,
+                               gai_strerror(gr));
+    double deadline = _vs_now() + (w->timeout > 0 ? w->timeout : 300);
+    int err = 0, fd = -1;
+    for (int attempt = 0; fd < 0 && (attempt == 0 || _vs_now() < deadline); attempt++) {
+        if (attempt) _vs_sleep_us(20000);
+        fd = _vs_rdv_connect(ai, deadline, &err);
+    }
+    freeaddrinfo(ai);
+    if (fd < 0)
+        return _vs_err_backend(VS_ERR_IO, err, "vs_world_init: rank %d cannot reach the lighthouse at %s within %g s: "
+                               "%s (start one there: tools/vescale_lighthouse, or vs_lighthouse_start)", w->rank,
+                               w->edir, w->timeout, strerror(err));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    pthread_mutex_init(&w->emu, NULL);
+    w->efd = fd;
+    w->etcp = 1;
+    return VS_OK;
+}
+
 #define _VS_STORE_PATH (_VS_INIT_FILE_MAX + 160)
 
 _VS_PRIVATE _VS_PRINTF(4, 5) void _vs_store_name(const vs_world* w, char* buf, size_t cap, const char* fmt, ...)
 {
-    int k = snprintf(buf, cap, "%s/vs-%016llx-", w->edir, (unsigned long long)w->ekey);
+    int k = w->etcp ? snprintf(buf, cap, "vs-%016llx-", (unsigned long long)w->ekey) // (a lighthouse's key)
+                    : snprintf(buf, cap, "%s/vs-%016llx-", w->edir, (unsigned long long)w->ekey);
     va_list ap;
     va_start(ap, fmt);
     if (k > 0 && (size_t)k < cap) vsnprintf(buf + k, cap - (size_t)k, fmt, ap);
@@ -8986,9 +9417,13 @@ _VS_PRIVATE _VS_PRINTF(4, 5) void _vs_store_name(const vs_world* w, char* buf, s
 }
 
 /* text to path: renamed over it (excl 0), or linked (excl 1: 1 when it was
-   there first). -1 with errno on an error. */
-_VS_PRIVATE int _vs_store_write(const vs_world* w, const char* path, const char* text, int excl)
+   there first); excl 2: as 0, and on a lighthouse the entry is this
+   process's (it reads "gone" once the process has ended). -1 with errno on
+   an error. */
+_VS_PRIVATE int _vs_store_write(vs_world* w, const char* path, const char* text, int excl)
 {
+    if (w->etcp) return _vs_lh_call(w, excl == 1 ? _VS_LH_LINK : excl == 2 ? _VS_LH_OWN : _VS_LH_PUT, path, text,
+                                    NULL, 0, NULL);
     char tmp[_VS_STORE_PATH + 64];
     snprintf(tmp, sizeof tmp, "%s.t%d.%ld.%llx", path, w->rank, (long)getpid(), (unsigned long long)_vs_random64());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644), e = 0, res = 0;
@@ -9001,32 +9436,47 @@ _VS_PRIVATE int _vs_store_write(const vs_world* w, const char* path, const char*
         else off += (size_t)k;
     }
     if (close(fd) != 0 && !e) e = errno;
-    if (!e && excl && link(tmp, path) != 0) {
+    if (!e && excl == 1 && link(tmp, path) != 0) {
         if (errno == EEXIST) res = 1;
         else e = errno;
     }
-    if (!e && !excl && rename(tmp, path) != 0) e = errno;
-    if (excl || e) unlink(tmp);
+    if (!e && excl != 1 && rename(tmp, path) != 0) e = errno;
+    if (excl == 1 || e) unlink(tmp);
     if (e) errno = e;
     return e ? -1 : res;
 }
 
 /* The file at path, NUL-terminated, in buf: its length, 0 when missing (or
    empty), -1 on an error (errno). */
-_VS_PRIVATE long _vs_store_read(const char* path, char* buf, size_t cap)
+_VS_PRIVATE long _vs_store_read(vs_world* w, const char* path, char* buf, size_t cap)
 {
+    if (w->etcp) {
+        size_t len = 0;
+        int st = _vs_lh_call(w, _VS_LH_GET, path, NULL, buf, cap, &len);
+        if (st != 0) buf[0] = 0;
+        return st < 0 ? -1 : st ? 0 : (long)len;
+    }
     size_t got = 0;
     int fr = _vs_file_slurp(path, (unsigned char*)buf, cap - 1, &got);
     buf[fr == _VS_FILE_OK ? got : 0] = 0;
     return fr == _VS_FILE_ERROR ? -1 : (long)(fr == _VS_FILE_OK ? got : 0);
 }
 
-_VS_PRIVATE int _vs_store_has(const vs_world* w, const char* fmt, int a, int b)
+_VS_PRIVATE int _vs_store_has(vs_world* w, const char* fmt, int a, int b)
 {
-    char path[_VS_STORE_PATH], sfx[64];
+    char path[_VS_STORE_PATH], sfx[64], t[8];
     snprintf(sfx, sizeof sfx, fmt, a, b);
     _vs_store_name(w, path, sizeof path, "%s", sfx);
+    if (w->etcp) return _vs_lh_call(w, _VS_LH_GET, path, NULL, t, sizeof t, NULL) == 0;
     return access(path, F_OK) == 0;
+}
+
+_VS_PRIVATE void _vs_store_del(vs_world* w, const char* path)
+{
+    if (w->etcp)
+        _vs_lh_call(w, _VS_LH_DEL, path, NULL, NULL, 0, NULL);
+    else
+        unlink(path);
 }
 
 /* vs_world_init: the store at dir, checked writable at once. A replacement
@@ -9034,22 +9484,35 @@ _VS_PRIVATE int _vs_store_has(const vs_world* w, const char* fmt, int a, int b)
 _VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join)
 {
     snprintf(w->edir, sizeof w->edir, "%s", dir);
-    w->ekey = _vs_job_key(dir, "the elastic directory", w->size, NULL);
     w->enonce = _vs_random64();
+    w->efd = -1;
+    if (!strncmp(dir, "tcp://", 6)) { // a lighthouse: the key leaves its address out (ranks may spell it apart)
+        _VS_TRY(_vs_lh_open(w));
+        char place[48];
+        snprintf(place, sizeof place, "lighthouse port %s", strrchr(dir, ':') + 1);
+        w->ekey = _vs_job_key(place, "the lighthouse's port (no run id: one job a lighthouse)", w->size, NULL);
+    } else {
+        w->ekey = _vs_job_key(dir, "the elastic directory", w->size, NULL);
+    }
     char path[_VS_STORE_PATH];
     char text[300], host[256] = "?", other[256];
     gethostname(host, sizeof host - 1);
     long pid = 0;
     _vs_store_name(w, path, sizeof path, "p%d", w->rank);
-    if (join && _vs_store_read(path, text, sizeof text) > 0 && sscanf(text, "%ld %255s", &pid, other) == 2 &&
+    if (join && w->etcp && _vs_store_read(w, path, text, sizeof text) > 0 && strcmp(text, "gone"))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: join: world rank %d is alive (its process, %.*s, holds its "
+                       "entry at the lighthouse %s): a replacement comes only for a rank that failed", w->rank,
+                       (int)strcspn(text, "\n"), text, dir);
+    if (join && _vs_store_read(w, path, text, sizeof text) > 0 && sscanf(text, "%ld %255s", &pid, other) == 2 &&
         !strcmp(other, host) && pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
         return _vs_err(VS_ERR_INVALID, "vs_world_init: join: world rank %d is alive (its process, pid %ld on %s, is "
                        "running): a replacement comes only for a rank that failed", w->rank, pid, host);
     _vs_fmt(text, sizeof text, "%ld %s\n", (long)getpid(), host);
     _vs_store_name(w, path, sizeof path, "p%d", w->rank); // (this process: the others see it end)
-    if (_vs_store_write(w, path, text, 0) != 0)
-        return _vs_err_backend(VS_ERR_IO, errno, "vs_world_init: rank %d cannot write in the elastic directory %s "
-                               "(every rank writes there): %s", w->rank, dir, strerror(errno));
+    if (_vs_store_write(w, path, text, 2) != 0)
+        return _vs_err_backend(VS_ERR_IO, errno, "vs_world_init: rank %d cannot write in the elastic %s %s "
+                               "(every rank writes there): %s", w->rank, w->etcp ? "lighthouse" : "directory", dir,
+                               strerror(errno));
     if (!(w->epid = _VS_HNEW(&w->hooks, int, w->size))) return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
     return VS_OK;
 }
@@ -9060,9 +9523,14 @@ _VS_PRIVATE void _vs_store_close(vs_world* w)
 {
     char path[_VS_STORE_PATH];
     _vs_store_name(w, path, sizeof path, "p%d", w->rank);
-    unlink(path);
+    _vs_store_del(w, path);
     _vs_hfree(&w->hooks, w->epid);
     w->epid = NULL;
+    if (w->etcp) {
+        if (w->efd >= 0) close(w->efd);
+        pthread_mutex_destroy(&w->emu);
+        w->etcp = 0;
+    }
 }
 
 /* The members whose process _vs_store_poll watches: the world communicator's
@@ -9076,6 +9544,7 @@ _VS_PRIVATE void _vs_store_members(vs_world* w)
         if (x != w->rank) __atomic_store_n(&w->epid[x], -1, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&w->elive_us, (int64_t)0, __ATOMIC_RELEASE);
+    __atomic_store_n(&w->egone, (uint64_t)0, __ATOMIC_RELEASE);
 }
 
 /* Posts a notice at the world's epoch, naming world rank `origin`: the
@@ -9104,8 +9573,27 @@ _VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
     int64_t last = __atomic_load_n(&w->elive_us, __ATOMIC_ACQUIRE);
     if (now - last < 200000) return 0;
     __atomic_store_n(&w->elive_us, now, __ATOMIC_RELEASE);
-    int reread = now / 1000000 != last / 1000000;
     char path[_VS_STORE_PATH], text[300], host[256], mine[256] = "";
+    if (w->etcp) { // a lighthouse: the members' entries read only when its count of ended processes moved
+        uint64_t seen = __atomic_load_n(&w->egone, __ATOMIC_ACQUIRE), gone = 0;
+        if (_vs_lh_call(w, _VS_LH_GONE, "", NULL, text, sizeof text, NULL) != 0) return 0;
+        gone = strtoull(text, NULL, 10) + 1; // (+1: 0 means "look again")
+        if (gone == seen) return 0;
+        for (int x = 0; x < w->size; x++) {
+            if (!__atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE)) continue;
+            _vs_store_name(w, path, sizeof path, "p%d", x);
+            if (_vs_store_read(w, path, text, sizeof text) <= 0 || strcmp(text, "gone")) continue;
+            char cause[400];
+            _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process ended without a word "
+                    "(its connection to the lighthouse at %s closed)", x, w->edir);
+            _vs_store_notice(w, x, cause, 1);
+            __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
+            return 1;
+        }
+        __atomic_compare_exchange_n(&w->egone, &seen, gone, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        return 0;
+    }
+    int reread = now / 1000000 != last / 1000000;
     gethostname(mine, sizeof mine - 1);
     for (int x = 0; x < w->size; x++) {
         int pid = __atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE);
@@ -9113,7 +9601,7 @@ _VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
         if (pid == -1 || (reread && (pid == -3 || pid > 0))) {
             long p = 0;
             _vs_store_name(w, path, sizeof path, "p%d", x);
-            if (_vs_store_read(path, text, sizeof text) <= 0 || sscanf(text, "%ld %255s", &p, host) != 2) continue;
+            if (_vs_store_read(w, path, text, sizeof text) <= 0 || sscanf(text, "%ld %255s", &p, host) != 2) continue;
             int np = strcmp(host, mine) ? -2 : p == (long)getpid() ? -3 : p > 0 && p <= INT_MAX ? (int)p : -2;
             if (!__atomic_compare_exchange_n(&w->epid[x], &pid, np, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
                 continue; // (no longer a member: an agreement reset them)
@@ -9144,8 +9632,8 @@ _VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
         return 0; // (another thread is looking)
     char path[_VS_STORE_PATH], text[sizeof w->ecause + 16];
     _vs_store_name(w, path, sizeof path, "f%d", __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE));
-    if (_vs_store_read(path, text, sizeof text) <= 0 && !(w->epid && _vs_store_liveness(w, now) &&
-                                                          _vs_store_read(path, text, sizeof text) > 0))
+    if (_vs_store_read(w, path, text, sizeof text) <= 0 && !(w->epid && _vs_store_liveness(w, now) &&
+                                                          _vs_store_read(w, path, text, sizeof text) > 0))
         return 0;
     char* end = NULL;
     long origin = strtol(text, &end, 10);
@@ -9166,6 +9654,7 @@ _VS_PRIVATE int _vs_store_alive(const char* text)
     unsigned long long nonce = 0;
     long pid = 0;
     char host[256] = "", mine[256] = "";
+    if (!strcmp(text, "gone")) return 0; // (a lighthouse's: the process ended)
     if (sscanf(text, "%llx %ld %255s", &nonce, &pid, host) != 3) return 1;
     if (gethostname(mine, sizeof mine - 1) != 0 || strcmp(host, mine) || pid <= 0) return 1;
     return !(kill((pid_t)pid, 0) != 0 && errno == ESRCH);
@@ -9222,7 +9711,7 @@ _VS_PRIVATE int _vs_sdec_read(vs_world* w, const char* path, _vs_sdec* d)
     size_t cap = 1024 + 48 * 5 * (size_t)w->size;
     char* t = _VS_HNEW(&w->hooks, char, cap);
     if (!t) return -1;
-    long n = _vs_store_read(path, t, cap);
+    long n = _vs_store_read(w, path, t, cap);
     int ok = n > 0 ? -1 : (int)n;
     char* p = t;
     char id[257];
@@ -9272,7 +9761,7 @@ _VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* 
         st[x] = 0;
         if (!in[x]) continue;
         _vs_store_name(w, path, sizeof path, "a%d%c%d", E, kc, x);
-        long k = _vs_store_read(path, text, sizeof text);
+        long k = _vs_store_read(w, path, text, sizeof text);
         if (k > 0) st[x] = text[0] == '1' ? 3 : 1;
         else st[x] = _vs_store_has(w, "f%dr%d", E, x) ? 4 : 5;
         missing += st[x] == 5;
@@ -9294,7 +9783,7 @@ _VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* 
             if (!stay) d->dropped[d->nd++] = x;
         } else if (!st[x] && kind == _VS_REFORM_GROW) { // not a member: a join request?
             _vs_store_name(w, path, sizeof path, "j%d", x);
-            if (_vs_store_read(path, text, sizeof text) > 0 && _vs_store_alive(text)) {
+            if (_vs_store_read(w, path, text, sizeof text) > 0 && _vs_store_alive(text)) {
                 d->joined[d->nj] = x, d->jnonce[d->nj++] = strtoull(text, NULL, 16);
                 stay = 1;
             }
@@ -9374,7 +9863,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         _vs_fmt(text, sizeof text, "%d\n", can);
     }
     _vs_fmt(apath, sizeof apath, "%s", path);
-    if (_vs_store_write(w, path, text, 0) != 0)
+    if (_vs_store_write(w, path, text, joiner ? 2 : 0) != 0)
         r = _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write %s: %s", fn, path, strerror(errno));
     if (!r && kind == _VS_REFORM_SHRINK && !_vs_store_has(w, "f%d", E, 0)) { // the others stop their waits now
         char cause[400];
@@ -9479,7 +9968,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         _vs_store_members(w);
     }
     _vs_hfree(&w->hooks, wr);
-    unlink(apath); // (read by the decision, or withdrawn: an arrival or a request lasts only while its rank waits)
+    _vs_store_del(w, apath); // (read by the decision, or withdrawn: an arrival or a request lasts only while its rank waits)
     _vs_hfree(&w->hooks, in);
     _vs_sdec_free(w, &d);
     return r;
@@ -9496,7 +9985,7 @@ _VS_PRIVATE int _vs_store_joiners(vs_world* w)
     for (int x = 0; x < w->size; x++) {
         if (in[x]) continue;
         _vs_store_name(w, path, sizeof path, "j%d", x);
-        cnt += _vs_store_read(path, text, sizeof text) > 0 && _vs_store_alive(text);
+        cnt += _vs_store_read(w, path, text, sizeof text) > 0 && _vs_store_alive(text);
     }
     _vs_hfree(&w->hooks, in);
     return cnt;

@@ -133,6 +133,12 @@ if [ -x "$B/vescale-ckpt" ] && [ -x "$B/test_ckpt_format" ]; then
 fi
 # -----------------------------------------------------------------------------------
 
+# --- tools/vescale-lighthouse (issue 24) as a process, the elastic cases over it ---
+if [ -x "$B/vescale-lighthouse" ] && [ -x "$B/test_elastic_procs" ]; then
+    run_one "lighthouse.sh" env B="$B" bash tests/lighthouse.sh
+fi
+# -----------------------------------------------------------------------------------
+
 # --- MPI fault suite (issue 8): 4 processes, one bounded mpirun per fault ---------
 if [ -x "$B/test_faults_mpi" ]; then
     MPIRUN="$MPIRUN" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \

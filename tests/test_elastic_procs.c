@@ -26,13 +26,19 @@
        replica's other rank leaves and comes back with the replacement at a
        grow, and the 2 x 2 mesh is made again;
      - bad input: each misuse a clear error naming the value (a replacement
-       for a rank whose process runs among them). */
+       for a rank whose process runs among them).
+   Each case runs twice: over a directory, and over a lighthouse (elastic_dir
+   "tcp://127.0.0.1:<port>", vs_lighthouse_start here; a fresh one a case).
+   There a process that ends is a connection that closes (the test shuts the
+   victim's down), and the store's entries are read through the lighthouse
+   (its LIST and GET) where the directory's are read as files. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vs_test.h"
 
 #include <cuda_runtime.h>
 #include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +52,10 @@ enum { W = 4 };
 
 typedef struct proc proc;
 typedef struct job {
-    char dir[64];      /* the elastic directory */
+    int tcp;           /* 1: the store is a lighthouse */
+    vs_lighthouse* lh;
+    char dir[64];      /* the elastic directory (and the file rendezvous') */
+    char store[96];    /* elastic_dir: dir, or the lighthouse's tcp:// address */
     char idfile[128];  /* the file rendezvous */
     double timeout;
     int victim;        /* the world rank that fails */
@@ -81,7 +90,7 @@ static vs_world* open_world(job* j, int rank, int join, vs_result* res)
     wd.device_select = VS_DEVICE_EXPLICIT;
     wd.cuda_device = rank;
     wd.init_file = j->idfile;
-    wd.elastic_dir = j->dir;
+    wd.elastic_dir = j->store;
     wd.join = join;
     wd.timeout_s = j->timeout;
     vs_world* w = NULL;
@@ -148,7 +157,9 @@ static void* proc_main(void* arg)
         FAIL("step 1: %s, %g", vs_result_string(r), got);
     if (p->rank == j->victim) {
         if (j->silent) { // a crash: nothing said, nothing freed until the others are done
-            if (j->gone) { // its process entry now names one that has ended (a child reaped here)
+            if (j->gone && j->tcp) { // its connection to the lighthouse closes, as when its process ends
+                shutdown(w->efd, SHUT_RDWR);
+            } else if (j->gone) { // its process entry now names one that has ended (a child reaped here)
                 pid_t c = fork();
                 if (c == 0) _exit(0);
                 waitpid(c, NULL, 0);
@@ -181,10 +192,9 @@ static void* proc_main(void* arg)
     }
     if (j->second && p->rank == j->second) { // sees the failure, arrives at the shrink, dies there
         r = reduce(w, vs_world_comm(w), &got);
-        char path[200];
-        snprintf(path, sizeof path, "%s/vs-%016llx-a0s%d", j->dir, (unsigned long long)w->ekey, p->rank);
-        FILE* f = fopen(path, "w");
-        if (f) fputs("1\n", f), fclose(f);
+        char path[_VS_STORE_PATH];
+        _vs_store_name(w, path, sizeof path, "a0s%d", p->rank);
+        _vs_store_write(w, path, "1\n", 0);
         while (!__atomic_load_n(&j->released, __ATOMIC_ACQUIRE)) _vs_sleep_us(1000);
         vs_comm_abort(vs_world_comm(w));
         vs_world_free(w);
@@ -252,46 +262,81 @@ out:
     return NULL;
 }
 
-/* The store's files left in dir of a kind: "vs-<key>-<kind>..." ("-a": arrivals). */
-static int files_with(const char* dir, const char* kind)
+/* The store's names, one a line ("vs-<key>-<what>"): the directory's files,
+   or the lighthouse's keys (its LIST, on a connection of the test's own). */
+static vs_world* lh_client(const job* j)
 {
-    DIR* d = opendir(dir);
-    int n = 0;
+    static vs_world c; /* (the fields _vs_lh_call uses) */
+    memset(&c, 0, sizeof c);
+    c.rank = -1, c.timeout = 5, c.efd = -1;
+    snprintf(c.edir, sizeof c.edir, "%s", j->store);
+    pthread_mutex_init(&c.emu, NULL);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)atoi(strrchr(j->store, ':') + 1));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    c.efd = socket(AF_INET, SOCK_STREAM, 0);
+    if (c.efd >= 0 && connect(c.efd, (struct sockaddr*)&a, sizeof a) != 0) close(c.efd), c.efd = -1;
+    return &c;
+}
+
+static void lh_done(vs_world* c)
+{
+    if (c->efd >= 0) close(c->efd);
+    pthread_mutex_destroy(&c->emu);
+}
+
+static const char* store_names(const job* j)
+{
+    static char buf[8192];
+    size_t len = 0;
+    buf[0] = 0;
+    if (j->tcp) {
+        vs_world* c = lh_client(j);
+        _vs_lh_call(c, _VS_LH_LIST, "vs-", NULL, buf, sizeof buf, NULL);
+        lh_done(c);
+        return buf;
+    }
+    DIR* d = opendir(j->dir);
     for (struct dirent* e; d && (e = readdir(d));)
-        n += !strncmp(e->d_name, "vs-", 3) && strlen(e->d_name) > 19 && !strncmp(e->d_name + 19, kind, strlen(kind));
+        if (!strncmp(e->d_name, "vs-", 3) && len < sizeof buf)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s\n", e->d_name);
     if (d) closedir(d);
+    return buf;
+}
+
+/* The store's entries of a kind: "vs-<key>-<kind>..." ("-a": arrivals). */
+static int files_with(const job* j, const char* kind)
+{
+    int n = 0;
+    for (const char* l = store_names(j); *l; l = strchr(l, '\n') + 1)
+        n += strlen(l) > 19 && !strncmp(l + 19, kind, strlen(kind));
     return n;
 }
 
-/* The text of the file in dir whose name ends in `tail` ("" when none). */
-static void file_text(const char* dir, const char* tail, char* buf, size_t cap)
+/* The text of the store's entry whose name ends in `tail` ("" when none). */
+static void file_text(const job* j, const char* tail, char* buf, size_t cap)
 {
-    DIR* d = opendir(dir);
-    char path[400];
-    buf[0] = 0;
-    for (struct dirent* e; d && (e = readdir(d));) {
-        size_t n = strlen(e->d_name), t = strlen(tail);
-        if (n < t || strcmp(e->d_name + n - t, tail)) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        FILE* f = fopen(path, "r");
-        size_t k = f ? fread(buf, 1, cap - 1, f) : 0;
-        buf[k] = 0;
-        if (f) fclose(f);
+    char name[128] = "", path[400];
+    const char* l = store_names(j);
+    for (size_t n, t = strlen(tail); *l; l += n + 1) {
+        n = strcspn(l, "\n");
+        if (n >= t && n < sizeof name && !strncmp(l + n - t, tail, t)) memcpy(name, l, n), name[n] = 0;
     }
-    if (d) closedir(d);
-}
-
-/* The names in dir, for messages. */
-static const char* names_in(const char* dir)
-{
-    static char buf[2048];
-    size_t len = 0;
-    DIR* d = opendir(dir);
     buf[0] = 0;
-    for (struct dirent* e; d && (e = readdir(d));)
-        if (e->d_name[0] != '.' && len < sizeof buf) len += (size_t)snprintf(buf + len, sizeof buf - len, " %s", e->d_name);
-    if (d) closedir(d);
-    return buf;
+    if (!name[0]) return;
+    if (j->tcp) {
+        vs_world* c = lh_client(j);
+        _vs_lh_call(c, _VS_LH_GET, name, NULL, buf, cap, NULL);
+        lh_done(c);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/%s", j->dir, name);
+    FILE* f = fopen(path, "r");
+    size_t k = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[k] = 0;
+    if (f) fclose(f);
 }
 
 static void clear_dir(const char* dir)
@@ -304,11 +349,33 @@ static void clear_dir(const char* dir)
     rmdir(dir);
 }
 
+static int g_tcp;          /* the cases' store: 1 a lighthouse */
+static const char* g_ext; /* VS_TEST_LIGHTHOUSE=host:port: one running elsewhere (tools/vescale-lighthouse) */
+
+static void end_job(job* j)
+{
+    vs_lighthouse_stop(j->lh);
+    j->lh = NULL;
+    clear_dir(j->dir);
+}
+
 static void run_job(job* j, proc* p)
 {
     snprintf(j->dir, sizeof j->dir, "/tmp/vs_elastic_procs_XXXXXX");
     VT_CHECK(mkdtemp(j->dir) != NULL, "mkdtemp");
     snprintf(j->idfile, sizeof j->idfile, "%s/nccl_id", j->dir);
+    snprintf(j->store, sizeof j->store, "%s", j->dir);
+    j->tcp = g_tcp;
+    if (j->tcp && g_ext) { // (one lighthouse for every case: a run id a case keeps them apart)
+        static int cases;
+        char id[64];
+        snprintf(id, sizeof id, "test-elastic-procs-%ld-%d", (long)getpid(), ++cases);
+        setenv("VESCALE_RUN_ID", id, 1);
+        snprintf(j->store, sizeof j->store, "tcp://%s", g_ext);
+    } else if (j->tcp) {
+        VT_OK(vs_lighthouse_start("127.0.0.1", 0, &j->lh));
+        snprintf(j->store, sizeof j->store, "tcp://127.0.0.1:%d", vs_lighthouse_port(j->lh));
+    }
     j->p = p;
     pthread_t th[W];
     for (int i = 0; i < W; i++) {
@@ -358,15 +425,15 @@ static void case_notice(void)
                  "rank %d: after the grow %g (live %d, joined %d)", i, p[i].after_grow, p[i].grow.nlive,
                  p[i].grow.njoined);
     }
-    VT_CHECK(files_with(j.dir, "-a") == 0 && files_with(j.dir, "-j") == 0, "arrivals or requests left:%s",
-             names_in(j.dir));
-    VT_CHECK(files_with(j.dir, "-d") == 2, "%d decisions, want 2:%s", files_with(j.dir, "-d"), names_in(j.dir));
+    VT_CHECK(files_with(&j, "-a") == 0 && files_with(&j, "-j") == 0, "arrivals or requests left:%s",
+             store_names(&j));
+    VT_CHECK(files_with(&j, "-d") == 2, "%d decisions, want 2:%s", files_with(&j, "-d"), store_names(&j));
     char dec[4096];
-    file_text(j.dir, "-d1", dec, sizeof dec); // (the survivors' world handles were revoked, not aborted)
+    file_text(&j, "-d1", dec, sizeof dec); // (the survivors' world handles were revoked, not aborted)
     VT_CHECK(strstr(dec, " shrink 1 "), "the shrink did not use ncclCommShrink: %s", dec);
-    file_text(j.dir, "-d2", dec, sizeof dec);
+    file_text(&j, "-d2", dec, sizeof dec);
     VT_CHECK(strstr(dec, " shrink 0 "), "a grow needs a new communicator: %s", dec);
-    clear_dir(j.dir);
+    end_job(&j);
 }
 
 /* A silent victim (world rank 1): gone 0, it stops without a word and the
@@ -389,7 +456,7 @@ static void case_silent(int gone)
                  p[i].shrink.nlive);
         VT_CHECK(p[i].after_shrink == 1 + 3 + 4, "rank %d: all-reduce on 3: %g, want 8", i, p[i].after_shrink);
     }
-    clear_dir(j.dir);
+    end_job(&j);
 }
 
 static void case_second(void)
@@ -407,7 +474,7 @@ static void case_second(void)
                  p[i].grow.nfailed, p[i].grow.failed[0], p[i].grow.nlive);
         VT_CHECK(p[i].after_shrink == 1 + 4, "rank %d: all-reduce on 2: %g, want 5", i, p[i].after_shrink);
     }
-    clear_dir(j.dir);
+    end_job(&j);
 }
 
 static void case_mesh(void)
@@ -433,7 +500,7 @@ static void case_mesh(void)
                  "rank %d: after the grow %g (live %d, joined %d)", i, p[i].after_grow, p[i].grow.nlive,
                  p[i].grow.njoined);
     }
-    clear_dir(j.dir);
+    end_job(&j);
 }
 
 static void case_bad_input(void)
@@ -495,8 +562,104 @@ static void case_bad_input(void)
     if (f) fputs(text, f), fclose(f);
     VT_EXPECT_ERR(vs_world_init(&wd, &w), VS_ERR_INVALID, "world rank 1 is alive", NULL);
     unlink(pf);
-    VT_CHECK(files_with(dir, "-j") == 0, "the joiner's request was not withdrawn");
+    job j;
+    memset(&j, 0, sizeof j);
+    snprintf(j.dir, sizeof j.dir, "%s", dir);
+    VT_CHECK(files_with(&j, "-j") == 0, "the joiner's request was not withdrawn");
     clear_dir(dir);
+}
+
+/* A lighthouse's own misuse, and a job's misuse of one. */
+static void case_bad_lighthouse(void)
+{
+    vs_lighthouse* lh = NULL;
+    VT_EXPECT_ERR(vs_lighthouse_start(NULL, 70000, &lh), VS_ERR_INVALID, "port 70000", NULL);
+    VT_EXPECT_ERR(vs_lighthouse_start(NULL, 0, NULL), VS_ERR_INVALID, "out is NULL", NULL);
+    VT_EXPECT_ERR(vs_lighthouse_start("no.such.host.invalid", 0, &lh), VS_ERR_IO, "no.such.host.invalid", NULL);
+    VT_OK(vs_lighthouse_start("127.0.0.1", 0, &lh));
+    int port = vs_lighthouse_port(lh);
+    VT_CHECK(port > 0 && vs_lighthouse_port(NULL) == 0, "port %d", port);
+    vs_lighthouse* two = NULL;
+    VT_EXPECT_ERR(vs_lighthouse_start("127.0.0.1", port, &two), VS_ERR_IO, "cannot listen", NULL);
+    vs_lighthouse_stop(NULL);
+    /* a stranger's garbage: that connection closed, the lighthouse serves on */
+    job j;
+    memset(&j, 0, sizeof j);
+    j.lh = lh;
+    snprintf(j.store, sizeof j.store, "tcp://127.0.0.1:%d", port);
+    vs_world* c = lh_client(&j);
+    VT_CHECK(c->efd >= 0, "connect");
+    VT_CHECK(write(c->efd, "GET / HTTP/1.0\r\n\r\n", 18) == 18, "write");
+    char t[64];
+    VT_CHECK(recv(c->efd, t, sizeof t, 0) == 0, "the lighthouse answered garbage instead of closing");
+    lh_done(c);
+    c = lh_client(&j);
+    VT_CHECK(_vs_lh_call(c, _VS_LH_LINK, "k", "one", NULL, 0, NULL) == 0, "LINK a new key");
+    VT_CHECK(_vs_lh_call(c, _VS_LH_LINK, "k", "two", NULL, 0, NULL) == 1, "LINK an old key: not there first");
+    VT_CHECK(_vs_lh_call(c, _VS_LH_GET, "k", NULL, t, sizeof t, NULL) == 0 && !strcmp(t, "one"), "GET k: %s", t);
+    VT_CHECK(_vs_lh_call(c, _VS_LH_OWN, "p", "mine", NULL, 0, NULL) == 0, "OWN");
+    lh_done(c); /* (its process ended: what it held reads "gone") */
+    c = lh_client(&j);
+    for (int i = 0; i < 100 && (_vs_lh_call(c, _VS_LH_GET, "p", NULL, t, sizeof t, NULL), strcmp(t, "gone")); i++)
+        _vs_sleep_us(10000);
+    VT_CHECK(!strcmp(t, "gone"), "an ended connection's entry reads '%s', want 'gone'", t);
+    VT_CHECK(_vs_lh_call(c, _VS_LH_GONE, "", NULL, t, sizeof t, NULL) == 0 && !strcmp(t, "1"), "GONE: %s", t);
+    lh_done(c);
+    /* a process killed (SIGKILL) while it holds an entry: gone too */
+    int ready[2];
+    VT_CHECK(pipe(ready) == 0, "pipe");
+    pid_t kid = fork();
+    if (kid == 0) {
+        vs_world* k = lh_client(&j);
+        int ok = _vs_lh_call(k, _VS_LH_OWN, "q", "child", NULL, 0, NULL) == 0;
+        if (write(ready[1], &ok, sizeof ok) != (ssize_t)sizeof ok) _exit(1);
+        for (;;) pause();
+    }
+    int ok = 0;
+    VT_CHECK(kid > 0 && read(ready[0], &ok, sizeof ok) == (ssize_t)sizeof ok && ok, "the child's OWN");
+    close(ready[0]), close(ready[1]);
+    c = lh_client(&j);
+    VT_CHECK(_vs_lh_call(c, _VS_LH_GET, "q", NULL, t, sizeof t, NULL) == 0 && !strcmp(t, "child"), "q: %s", t);
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    for (int i = 0; i < 100 && (_vs_lh_call(c, _VS_LH_GET, "q", NULL, t, sizeof t, NULL), strcmp(t, "gone")); i++)
+        _vs_sleep_us(10000);
+    VT_CHECK(!strcmp(t, "gone"), "a killed process's entry reads '%s', want 'gone'", t);
+    lh_done(c);
+    /* a job's misuse */
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_NCCL;
+    wd.world_size = 1;
+    wd.device_select = VS_DEVICE_EXPLICIT;
+    wd.timeout_s = 1;
+    vs_world* w = NULL;
+    const char* bad[] = {"tcp://127.0.0.1", "tcp://:80", "tcp://127.0.0.1:0", "tcp://127.0.0.1:99999", "tcp://h:8x"};
+    for (int i = 0; i < 5; i++) {
+        wd.elastic_dir = bad[i];
+        VT_EXPECT_ERR(vs_world_init(&wd, &w), VS_ERR_INVALID, bad[i], "tcp://host:port");
+    }
+    vs_lighthouse* gone = NULL; /* a port where nobody listens (a lighthouse's, stopped) */
+    VT_OK(vs_lighthouse_start("127.0.0.1", 0, &gone));
+    char addr[64];
+    snprintf(addr, sizeof addr, "tcp://127.0.0.1:%d", vs_lighthouse_port(gone));
+    vs_lighthouse_stop(gone);
+    wd.elastic_dir = addr;
+    VT_EXPECT_ERR(vs_world_init(&wd, &w), VS_ERR_IO, "cannot reach the lighthouse", addr);
+    /* no failure; a joiner nobody takes in; a replacement for a rank that is alive */
+    wd.elastic_dir = j.store;
+    VT_OK(vs_world_init(&wd, &w));
+    VT_EXPECT_ERR(vs_world_shrink(w, NULL), VS_ERR_STATE, "saw no failure", NULL);
+    vs_world_free(w);
+    wd.world_size = 2, wd.rank = 1, wd.local_rank = 1, wd.join = 1;
+    VT_OK(vs_world_init(&wd, &w));
+    VT_EXPECT_ERR(vs_world_grow(w, NULL), VS_ERR_TIMEOUT, "no grow of the world took world rank 1", NULL);
+    vs_world* w2 = NULL; /* (w holds rank 1's entry while it lives) */
+    VT_EXPECT_ERR(vs_world_init(&wd, &w2), VS_ERR_INVALID, "world rank 1 is alive", "lighthouse");
+    vs_world_free(w);
+    j.tcp = 1;
+    VT_CHECK(files_with(&j, "-j") == 0, "the joiner's request was not withdrawn:\n%s", store_names(&j));
+    vs_lighthouse_stop(lh);
 }
 
 int main(void)
@@ -504,6 +667,14 @@ int main(void)
     setenv("VS_STRICT_DELAY_US", "50", 0); /* a random delay before every stream operation */
     setenv("VS_STRICT_HANG_S", "60", 0);   /* a stand-in wait that long is a hang: reported, then exit */
     setenv("NCCL_CHECK_POINTERS", "1", 0);
+    if ((g_ext = getenv("VS_TEST_LIGHTHOUSE")) && *g_ext) { // (tests/run.sh: the tool, a process of its own)
+        g_tcp = 1;
+        VT_CASE("procs/lighthouse process notice: as procs/notice, over tools/vescale-lighthouse", case_notice());
+        VT_CASE("procs/lighthouse process gone: as procs/lighthouse gone, over tools/vescale-lighthouse",
+                case_silent(1));
+        VT_CASE("procs/lighthouse process mesh: as procs/mesh, over tools/vescale-lighthouse", case_mesh());
+        return vt_summary();
+    }
     VT_CASE("procs/notice: rank 2 fails and says so; 3 shrink with ncclCommShrink; a replacement process joins",
             case_notice());
     VT_CASE("procs/silent: rank 1 stops without a word; the others time out, agree it failed, reduce on 3",
@@ -516,5 +687,14 @@ int main(void)
             case_mesh());
     VT_CASE("procs/bad input: join without a directory, bad values, no failure, a joiner nobody takes in",
             case_bad_input());
+    g_tcp = 1;
+    VT_CASE("procs/lighthouse notice: as procs/notice, the store a lighthouse", case_notice());
+    VT_CASE("procs/lighthouse silent: as procs/silent, the store a lighthouse", case_silent(0));
+    VT_CASE("procs/lighthouse gone: rank 1's connection to the lighthouse closes (its process ended, on any host): "
+            "the others see it within a second and shrink", case_silent(1));
+    VT_CASE("procs/lighthouse second failure: as procs/second failure, the store a lighthouse", case_second());
+    VT_CASE("procs/lighthouse mesh: as procs/mesh, the store a lighthouse", case_mesh());
+    VT_CASE("procs/lighthouse bad input: its port, garbage from a stranger, a bad address, none there, a "
+            "replacement for a live rank", case_bad_lighthouse());
     return vt_summary();
 }

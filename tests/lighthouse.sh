@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# tools/vescale-lighthouse as a process of its own (issue 24): test_elastic_procs'
+# lighthouse cases over it (a rank that fails and says so, one whose connection
+# closes, a DP2 x TP2 mesh), then its stop on SIGTERM and its bad usage.
+set -u
+B=${B:-build}
+lh=$B/vescale-lighthouse
+out=$(mktemp)
+pid=
+trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; rm -f "$out"' EXIT
+fails=0
+say() { # ok|not, label
+    if [ "$1" = ok ]; then echo "ok lighthouse/$2"; else echo "not ok lighthouse/$2"; fails=$((fails + 1)); fi
+}
+
+"$lh" --addr 127.0.0.1 --port 0 >"$out" 2>&1 &
+pid=$!
+port=
+for _ in $(seq 100); do
+    port=$(sed -n 's/^vescale-lighthouse: listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$out")
+    [ -n "$port" ] && break
+    sleep 0.05
+done
+if [ -z "$port" ]; then
+    say not "start: no 'listening on' line: $(cat "$out")"
+    exit 1
+fi
+say ok "start: listening on 127.0.0.1:$port"
+VS_TEST_LIGHTHOUSE=127.0.0.1:$port "$B/test_elastic_procs"
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+pid=
+if [ $rc -eq 0 ] && grep -q 'stopped (SIGTERM)' "$out"; then say ok "stops on SIGTERM (status 0)"
+else say not "SIGTERM: status $rc: $(cat "$out")"; fi
+"$lh" --port 70000 >"$out" 2>&1; rc=$?
+if [ $rc -eq 2 ] && grep -q "'70000' is not a port" "$out"; then say ok "bad port: status 2, named"
+else say not "bad port: status $rc: $(cat "$out")"; fi
+"$lh" --addr no.such.host.invalid --port 0 >"$out" 2>&1; rc=$?
+if [ $rc -eq 1 ] && grep -q "no.such.host.invalid" "$out"; then say ok "an address that does not resolve: status 1, named"
+else say not "bad address: status $rc: $(cat "$out")"; fi
+[ $fails -eq 0 ]
