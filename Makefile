@@ -161,7 +161,7 @@ EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(B)/flat_trainer $(B)/f
 all: $(EXAMPLES)
 # the examples and the checkpoint tool alone (`make` also builds every test)
 .PHONY: examples
-examples: $(EXAMPLES) $(B)/demo $(B)/vescale-ckpt
+examples: $(EXAMPLES) $(B)/demo $(B)/vescale-ckpt $(B)/vescale-lighthouse
 test-bins: $(EXAMPLES)
 $(B)/mlp_dp_tp: examples/mlp_dp_tp.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
@@ -244,15 +244,18 @@ test:
 	$(MAKE) --no-print-directory -j$(JOBS) test-bins
 	B=$(B) MPIRUN="$(MPIRUN)" COMPILE_CHECK=$(COMPILE_CHECK) FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/run.sh
 
-# the long sweeps (not in make test): issue 24's random kills, 1000 on thread ranks and 100 on
-# simulated GPUs (ncclCommShrink), ten a process (the stand-in's race detector slows down with
-# every thread a process has made: one process of 100 kills crawls after about 60)
+# the long sweeps (not in make test): issue 24's random kills, 1000 on thread ranks, 100 on
+# simulated GPUs (ncclCommShrink), 100 on processes (an elastic directory) and 30 over a
+# lighthouse, ten a process (the stand-in's race detector slows down with every thread a
+# process has made: one process of 100 kills crawls after about 60)
 test-long: $(B)/test_elastic_train $(if $(HAVE_STRICT),$(B)/test_train_nccl)
 	VS_ELASTIC_KILLS=1000 $(B)/test_elastic_train
 	$(if $(HAVE_STRICT),for f in 0 10 20 30 40 50 60 70 80 90; do \
 	    VS_ELASTIC_STRICT_ONLY=1 VS_ELASTIC_STRICT_FIRST=$$f VS_ELASTIC_STRICT_KILLS=$$((f + 10)) $(B)/test_train_nccl || exit 1; done)
 	$(if $(HAVE_STRICT),for f in 0 10 20 30 40 50 60 70 80 90; do \
 	    VS_ELASTIC_PROCS=1 VS_ELASTIC_STRICT_ONLY=1 VS_ELASTIC_STRICT_FIRST=$$f VS_ELASTIC_STRICT_KILLS=$$((f + 10)) $(B)/test_train_nccl || exit 1; done)
+	$(if $(HAVE_STRICT),for f in 0 10 20; do \
+	    VS_ELASTIC_PROCS=2 VS_ELASTIC_STRICT_ONLY=1 VS_ELASTIC_STRICT_FIRST=$$f VS_ELASTIC_STRICT_KILLS=$$((f + 10)) $(B)/test_train_nccl || exit 1; done)
 
 test-asan:
 	$(MAKE) test B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" COMPILE_CHECK=0 FUZZ_SECONDS=0
@@ -344,7 +347,7 @@ fuzz:
 # --- install (issue 9): headers, pkg-config files, CMake package -----------------
 # make install [PREFIX=/usr/local] [DESTDIR=stage] [CUDA=...] [NCCL_INCLUDE=...] [NCCL_LIB=...]
 #   $(INCLUDEDIR)/vescale*.h
-#   $(BINDIR)/vescale-ckpt
+#   $(BINDIR)/vescale-ckpt vescale-lighthouse
 #   $(LIBDIR)/pkgconfig/vescale.pc vescale-mpi.pc vescale-nccl.pc
 #   $(LIBDIR)/cmake/vescale/vescale-config.cmake vescale-config-version.cmake
 # Nothing is built: the library is the headers.
@@ -367,17 +370,17 @@ _VS_SUBST    = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|
 _VS_PC       = vescale vescale-mpi vescale-nccl
 
 .PHONY: install uninstall install-check
-install: $(B)/vescale-ckpt
+install: $(B)/vescale-ckpt $(B)/vescale-lighthouse
 	@test -n "$(VERSION)" || { echo "install: no VESCALE_VERSION_STRING in vescale_mesh.h"; exit 1; }
 	install -d "$(DESTDIR)$(INCLUDEDIR)" "$(DESTDIR)$(LIBDIR)/pkgconfig" "$(DESTDIR)$(LIBDIR)/cmake/vescale" "$(DESTDIR)$(BINDIR)"
 	install -m 644 $(HEADERS) "$(DESTDIR)$(INCLUDEDIR)/"
-	install -m 755 $(B)/vescale-ckpt "$(DESTDIR)$(BINDIR)/"
+	install -m 755 $(B)/vescale-ckpt $(B)/vescale-lighthouse "$(DESTDIR)$(BINDIR)/"
 	for f in $(_VS_PC); do $(_VS_SUBST) pkg/$$f.pc.in > "$(DESTDIR)$(LIBDIR)/pkgconfig/$$f.pc" || exit 1; done
 	$(_VS_SUBST) cmake/vescale-config.cmake.in > "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config.cmake"
 	$(_VS_SUBST) cmake/vescale-config-version.cmake.in > "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config-version.cmake"
 
 uninstall:
-	rm -f $(addprefix "$(DESTDIR)$(INCLUDEDIR)"/,$(HEADERS)) "$(DESTDIR)$(BINDIR)/vescale-ckpt"
+	rm -f $(addprefix "$(DESTDIR)$(INCLUDEDIR)"/,$(HEADERS)) "$(DESTDIR)$(BINDIR)/vescale-ckpt" "$(DESTDIR)$(BINDIR)/vescale-lighthouse"
 	rm -f $(foreach f,$(_VS_PC),"$(DESTDIR)$(LIBDIR)/pkgconfig/$(f).pc")
 	rm -f "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config.cmake" "$(DESTDIR)$(LIBDIR)/cmake/vescale/vescale-config-version.cmake"
 	-rmdir "$(DESTDIR)$(LIBDIR)/cmake/vescale" 2>/dev/null

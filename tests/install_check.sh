@@ -25,10 +25,11 @@ check "make-install" $MAKE -s install PREFIX="$P"
 for f in include/vescale.h include/vescale_mesh.h include/vescale_ddp.h include/vescale_pipe.h \
          include/vescale_ckpt.h lib/pkgconfig/vescale.pc lib/pkgconfig/vescale-mpi.pc \
          lib/pkgconfig/vescale-nccl.pc lib/cmake/vescale/vescale-config.cmake \
-         lib/cmake/vescale/vescale-config-version.cmake bin/vescale-ckpt; do
+         lib/cmake/vescale/vescale-config-version.cmake bin/vescale-ckpt bin/vescale-lighthouse; do
     [ -f "$P/$f" ] || { echo "not ok install/files: $f missing"; exit 0; }
 done
 check "vescale-ckpt-runs" bash -c "'$P/bin/vescale-ckpt' 2>&1 | grep -q 'usage: vescale-ckpt ls'"
+check "vescale-lighthouse-runs" bash -c "'$P/bin/vescale-lighthouse' --help 2>&1 | grep -q 'usage: vescale-lighthouse'"
 
 # The consumer: the implementation in this file, the header from the prefix only
 # (angle brackets, no -I. anywhere below).

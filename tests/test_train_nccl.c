@@ -521,6 +521,8 @@ typedef struct run {
     int elastic, kill_rank, kill_step, kill_at, grow_step;
     int procs;          /* elastic: ranks as processes would be (vs_world_init each, an elastic directory) */
     char edir[64];
+    char store[96];     /* elastic_dir: edir, or a lighthouse's tcp:// address (procs 2) */
+    vs_lighthouse* lh;
     int shrinks, grows; /* seen by the lowest live rank */
     int have[STEPS];    /* elastic: step s's loss was recorded (by the first rank that finished it) */
 } run;
@@ -763,7 +765,7 @@ static vs_world* proc_world(run* R, int rank, int n, int join)
     wd.world_size = n, wd.rank = rank, wd.local_rank = rank;
     wd.device_select = VS_DEVICE_EXPLICIT, wd.cuda_device = rank;
     wd.init_file = idf;
-    wd.elastic_dir = R->edir;
+    wd.elastic_dir = R->store;
     wd.join = join;
     wd.timeout_s = 60;
     vs_world* w = NULL;
@@ -792,11 +794,18 @@ static void go_procs(run* R, int nranks)
     pthread_barrier_init(&bar, NULL, (unsigned)nranks);
     snprintf(R->edir, sizeof R->edir, "/tmp/vs_train_procs_XXXXXX");
     VT_CHECK(mkdtemp(R->edir) != NULL, "mkdtemp");
+    snprintf(R->store, sizeof R->store, "%s", R->edir);
+    if (R->procs == 2) { /* the store a lighthouse (vs_lighthouse_start), not the directory */
+        VT_OK(vs_lighthouse_start("127.0.0.1", 0, &R->lh));
+        snprintf(R->store, sizeof R->store, "tcp://127.0.0.1:%d", vs_lighthouse_port(R->lh));
+    }
     pthread_t th[8];
     proc_arg a[8];
     for (int i = 0; i < nranks; i++) a[i].R = R, a[i].rank = i, a[i].n = nranks, pthread_create(&th[i], NULL, proc_main, &a[i]);
     for (int i = 0; i < nranks; i++) pthread_join(th[i], NULL);
     pthread_barrier_destroy(&bar);
+    vs_lighthouse_stop(R->lh);
+    R->lh = NULL;
     char cmd[120];
     snprintf(cmd, sizeof cmd, "rm -rf %s", R->edir);
     if (system(cmd)) {
@@ -938,7 +947,8 @@ static void case_elastic_in(int pp, int dp, int tp, int kill_rank, int kill_step
     R.elastic = 1;
     R.kill_rank = kill_rank, R.kill_step = kill_step, R.kill_at = kill_at, R.grow_step = grow;
     char name[160];
-    snprintf(name, sizeof name, "%sPP%d x DP%d x TP%d, world rank %d dies at step %d%s", procs ? "processes: " : "", pp,
+    snprintf(name, sizeof name, "%sPP%d x DP%d x TP%d, world rank %d dies at step %d%s",
+             procs == 2 ? "processes, a lighthouse: " : procs ? "processes: " : "", pp,
              dp, tp, kill_rank, kill_step, grow ? ", replaced" : "");
     if (procs) go_procs(&R, pp * dp * tp);
     else go(&R, pp * dp * tp, VS_TRANSPORT_NCCL);
@@ -955,7 +965,7 @@ static void case_elastic(int pp, int dp, int tp, int kill_rank, int kill_step, i
    PP1 x DP4 x TP2 in turn, every third grown back. */
 static void case_elastic_random_in(int n, int procs)
 {
-    srand(procs ? 31 : 29);
+    srand(procs == 2 ? 37 : procs ? 31 : 29);
     const char* f = getenv("VS_ELASTIC_STRICT_FIRST"); /* (to rerun one: the kills before it are skipped) */
     int first = f ? atoi(f) : 0;
     for (int i = 0; i < n; i++) {
@@ -1136,7 +1146,9 @@ int main(void)
     if (getenv("VS_ELASTIC_STRICT_ONLY")) { /* make test-long: the random kills alone, a batch a process (the
                                                stand-in's race detector grows with every thread a process made) */
         const char* k = getenv("VS_ELASTIC_STRICT_KILLS");
-        VT_CASE("train/nccl elastic: random kills", case_elastic_random_in(k ? atoi(k) : 10, getenv("VS_ELASTIC_PROCS") != NULL));
+        const char* pe = getenv("VS_ELASTIC_PROCS"); /* 1: processes, an elastic directory; 2: a lighthouse */
+        int procs = pe ? (atoi(pe) == 2 ? 2 : 1) : 0;
+        VT_CASE("train/nccl elastic: random kills", case_elastic_random_in(k ? atoi(k) : 10, procs));
         VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
                                                  vs_strict_violations(), vs_strict_first_violation()));
         return vt_summary();
@@ -1178,9 +1190,11 @@ int main(void)
                 case_elastic(2, 4, 1, 3, 3, 2, 5);
             });
     VT_CASE("train/nccl elastic processes: a rank of an NCCL job of processes dies mid-step; the survivors agree "
-            "through the elastic directory, shrink, go on, and a replacement process joins: equal to one host rank", {
+            "through the elastic directory (or a lighthouse), shrink, go on, and a replacement process joins: equal to one "
+            "host rank", {
                 case_elastic_in(1, 4, 2, 2, 1, 12, 4, 1);
                 case_elastic_in(2, 4, 1, 6, 2, 3, 4, 1);
+                case_elastic_in(1, 4, 2, 5, 2, 7, 3, 2); /* (the store a lighthouse: elastic_dir tcp://) */
             });
     /* random kills: 5 here, 100 in make test-long (ten a process, VS_ELASTIC_STRICT_ONLY above) */
     const char* sk = getenv("VS_ELASTIC_STRICT_KILLS");
