@@ -821,7 +821,8 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out);
 VS_API vs_result vs_world_free(vs_world* w);
 /* Ends the job after a fault. MPI: MPI_Abort on the world, which ends every
    process of the job with exit status -why (1 when that is not in 1..255), after
-   printing this rank, `why` and the last error to stderr; does not return.
+   printing this rank, `why` and the last error to stderr; does not return. MPI
+   run with ULFM (>>elastic): ends this process only, the others told why.
    Threads and NCCL: aborts the world's communicator and returns VS_OK: with
    vs_comm_abort_with(why, this thread's last error) when why < 0, else
    vs_comm_abort.
@@ -1054,9 +1055,20 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
      lighthouse instead (elastic_dir = "tcp://host:port", vs_lighthouse_start
      below): the same agreement, and a process that ends on any host is seen
      within about 200 ms, since its connection to the lighthouse closes.
-   - MPI: VS_ERR_UNSUPPORTED (ULFM, MPIX_Comm_agree and MPIX_Comm_shrink, is
-     detected at build time but not used yet): the job ends on a failure as
-     before and resumes from a checkpoint (vs_train_load on fewer ranks).
+   - MPI with ULFM (built with an MPI that has it, MPIX_Comm_shrink, and run
+     with it: Open MPI 5's mpirun --with-ft ulfm): a process that ends is
+     seen by the first rank whose operation involves it (MPI's error), which
+     sends the others a notice naming it (VS_ERR_ABORTED "world rank 2
+     failed ... its process ended"); vs_world_abort ends this process only
+     (SIGKILL, after its notice: the others hear its error; Open MPI's
+     runtime ends the whole job on a non-zero exit status, not on a killed
+     process). The shrink revokes the world's communicator and shrinks it
+     (MPIX_Comm_shrink: MPI's own agreement on who ended); a mesh's dropped
+     replica leaves by a split. MPI jobs do not grow back (vs_world_grow:
+     VS_ERR_UNSUPPORTED); a rank that left ends its process with status 0.
+     Without ULFM, or not run with it: VS_ERR_UNSUPPORTED saying which; the
+     job ends on a failure as before and resumes from a checkpoint
+     (vs_train_load on fewer ranks).
 
    Every wait has the world's timeout: a live rank that never arrives makes
    the call VS_ERR_TIMEOUT on the others, naming it; nothing hangs. */
@@ -2480,6 +2492,7 @@ struct vs_world {
     pthread_mutex_t mmu; // guards abreq and the leak list
     int mmu_made;
     struct _vs_mpi_leak* leaks; // requests a fault left in flight
+    int mft;                   // >>elastic: ULFM is built in and the job runs with it (mpirun --with-ft ulfm)
 #endif
 #ifdef VESCALE_NCCL
     // the watchdog of stream-ordered NCCL work (_vs_wd_main), started at its first use
@@ -5191,7 +5204,15 @@ _VS_PRIVATE int _vs_mpi_aborted(vs_world* w)
     if (w->abreq != MPI_REQUEST_NULL) {
         int flag = 0;
         MPI_Status st;
-        if (MPI_Test(&w->abreq, &flag, &st) == MPI_SUCCESS && flag) _vs_mpi_mark_notice_locked(w, st.MPI_SOURCE);
+        int e = MPI_Test(&w->abreq, &flag, &st);
+#ifdef MPIX_ERR_PROC_FAILED
+        int cls = 0;
+        if (e != MPI_SUCCESS && w->mft && MPI_Error_class(e, &cls) == MPI_SUCCESS && cls == MPIX_ERR_PROC_FAILED_PENDING) {
+            MPIX_Comm_failure_ack(w->mab); // (a peer ended: the receive from any source goes on, from the others)
+            e = MPI_Test(&w->abreq, &flag, &st);
+        }
+#endif
+        if (e == MPI_SUCCESS && flag) _vs_mpi_mark_notice_locked(w, st.MPI_SOURCE);
     }
     pthread_mutex_unlock(&w->mmu);
     return __atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE);
@@ -5201,7 +5222,15 @@ _VS_PRIVATE int _vs_mpi_aborted(vs_world* w)
    failure `why` worded `text`, and, when this rank is the cause recorded (the
    world was not aborted yet, or by this rank), sends the notice to every other
    rank of the world (once). Any thread. */
+_VS_PRIVATE void _vs_mpi_fault_ex(vs_comm* c, int why, int origin, const char* text, int relay);
+
 _VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int origin, const char* text)
+{
+    _vs_mpi_fault_ex(c, why, origin, text, 0);
+}
+
+/* relay 1: the notice is sent for `origin` (a process that ended: ULFM). */
+_VS_PRIVATE void _vs_mpi_fault_ex(vs_comm* c, int why, int origin, const char* text, int relay)
 {
     const _vs_hooks* h = _VS_WH(c->world);
     vs_world* w = c->world;
@@ -5213,12 +5242,13 @@ _VS_PRIVATE void _vs_mpi_fault(vs_comm* c, int why, int origin, const char* text
     _vs_mpi_aborted(w); // a peer's notice that came in first is the cause
     pthread_mutex_lock(&w->mmu);
     _vs_mpi_mark_locked(w, origin, why, text);
-    int send = !w->ab_sent && w->ab_rank == w->rank && w->mab != MPI_COMM_NULL && w->abmsg;
+    int send = !w->ab_sent && (w->ab_rank == w->rank || (relay && w->ab_rank == origin)) && w->mab != MPI_COMM_NULL &&
+               w->abmsg;
     if (send) {
         w->ab_sent = 1;
         _vs_mpi_notice* m = w->abmsg;
         memset(m, 0, sizeof *m);
-        m->magic = _VS_MPI_MAGIC, m->origin = w->rank, m->why = w->ab_why;
+        m->magic = _VS_MPI_MAGIC, m->origin = w->ab_rank, m->why = w->ab_why;
         _vs_fmt(m->text, sizeof m->text, "%s", w->ab_text ? w->ab_text : "");
     }
     pthread_mutex_unlock(&w->mmu);
@@ -5377,6 +5407,53 @@ _VS_PRIVATE void _vs_mpi_ranklist(const vs_comm* c, const int* ranks, int n, cha
     }
 }
 
+/* ULFM (w->mft): after an MPI error, the ranks of c whose processes ended, as
+   MPI knows them. When there is one: the world is aborted naming the first
+   (a notice sent for it to every other rank), *r is VS_ERR_ABORTED saying so,
+   and 1 is returned. */
+_VS_PRIVATE int _vs_mpi_dead(vs_comm* c, _vs_mpi_what* wh, vs_result* r)
+{
+#ifdef MPIX_ERR_PROC_FAILED
+    vs_world* w = c->world;
+    if (!w || !w->mft) return 0;
+    int cls = 0;
+    if (MPI_Error_class(vs_last_backend_code(), &cls) == MPI_SUCCESS && cls == MPIX_ERR_REVOKED) {
+        /* a survivor began a shrink (it revokes the world's communicator): the
+           failure's notice is on its way, or was never needed by it */
+        for (double until = _vs_now() + 1.0; !_vs_mpi_aborted(w) && _vs_now() < until;) _vs_sleep_us(1000);
+        if (!_vs_mpi_aborted(w)) {
+            char text[_VS_CAUSE_MSG];
+            _vs_fmt(text, sizeof text, "world rank %d's %s was revoked: a rank began a shrink after a failure",
+                    w->rank, c->label);
+            _vs_mpi_fault(c, VS_ERR_ABORTED, w->rank, text);
+        }
+        *r = _vs_mpi_aborted_err(c, wh);
+        return 1;
+    }
+    MPI_Group fg, cg;
+    int n = 0, x = 0, dead = -1, me = w->rank;
+    if (MPIX_Comm_failure_ack(c->mc) != MPI_SUCCESS || MPIX_Comm_failure_get_acked(c->mc, &fg) != MPI_SUCCESS) return 0;
+    MPI_Group_size(fg, &n);
+    if (n > 0 && MPI_Comm_group(c->mc, &cg) == MPI_SUCCESS) {
+        MPI_Group_translate_ranks(fg, 1, &x, cg, &dead);
+        MPI_Group_free(&cg);
+    }
+    MPI_Group_free(&fg);
+    if (n <= 0 || dead == MPI_UNDEFINED || dead < 0) return 0;
+    int wd = _vs_mpi_wrank(c, dead);
+    char text[_VS_CAUSE_MSG], was[400];
+    _vs_save_error(was, sizeof was);
+    _vs_fmt(text, sizeof text, "world rank %d failed (VS_ERR_ABORTED): its process ended (ULFM: %d process%s of %s gone, "
+            "seen by world rank %d: %s)", wd, n, n == 1 ? "" : "es", c->label, me, was);
+    _vs_mpi_fault_ex(c, VS_ERR_ABORTED, wd, text, 1);
+    *r = _vs_mpi_aborted_err(c, wh);
+    return 1;
+#else
+    (void)c, (void)wh, (void)r;
+    return 0;
+#endif
+}
+
 /* After a failed wait: sets the message (timeout, abort), aborts the world (or
    notes a peer's abort) and hands the requests in flight to the world. reqop[i] is
    the op of req[i] (NULL: all ops[0]). Takes ownership of req, reqop, tmp, extra. */
@@ -5428,6 +5505,8 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
         for (int i = 0; i < nm; i++) miss[i] = _vs_mpi_wrank(c, miss[i]);
         _vs_mpi_fault_here(c, VS_ERR_TIMEOUT, kind, seq, miss, nm);
         _vs_hfree(h, miss);
+    } else if (_vs_mpi_dead(c, wh, &r)) {
+        // (ULFM: a peer's process ended; the others hear of it for it)
     } else {
         _vs_mpi_fault_here(c, r == VS_ERR_BACKEND ? VS_ERR_BACKEND : r, kind, seq, NULL, 0);
     }
@@ -5754,6 +5833,13 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
     }
     MPI_Op_create(_vs_mpi_u8_sum, 1, &w->u8_sum);
     w->u8_sum_made = 1;
+#ifdef MPIX_ERR_PROC_FAILED
+    { // ULFM built in: on when the job runs with it (Open MPI: mpirun --with-ft ulfm; MPICH: MPIR_CVAR_ENABLE_FT)
+        const char* ft[2] = {getenv("OMPI_MCA_mpi_ft_enable"), getenv("MPIR_CVAR_ENABLE_FT")};
+        for (int i = 0; i < 2; i++)
+            w->mft |= ft[i] && (!strcmp(ft[i], "1") || !strcmp(ft[i], "true") || !strcmp(ft[i], "yes"));
+    }
+#endif
     w->comm = _vs_comm_new(w, VS_TRANSPORT_MPI, w->rank, w->size);
     if (!w->comm) {
         MPI_Comm_free(&mc);
@@ -5873,6 +5959,20 @@ _VS_PRIVATE vs_result _vs_mpi_world_abort(vs_world* w, vs_result why)
         if (code < 1 || code > 255) code = 1;
         char last[512];
         _vs_save_error(last, sizeof last);
+        if (w->mft && w->comm) { // ULFM: this process ends, not the job: the others hear why, then shrink
+            char cause[_VS_CAUSE_MSG];
+            _vs_fmt(cause, sizeof cause, "world rank %d failed (%s)%s%s", w->rank,
+                    vs_result_string(why < 0 ? why : VS_ERR_ABORTED), last[0] ? ": " : "", last);
+            _vs_mpi_fault(w->comm, why < 0 ? why : VS_ERR_ABORTED, w->rank, cause);
+            double until = _vs_now() + 1.0; // (the notices out first: a moment for them)
+            for (_vs_mpi_leak* l = w->leaks; l; l = l->next)
+                for (int flag = 0; !flag && _vs_now() < until;)
+                    if (MPI_Testall(l->nreq, l->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) flag = 1;
+            fprintf(stderr, "vescale: world rank %d of %d leaves the MPI job (ULFM: the others go on): %s%s%s\n",
+                    w->rank, w->size, vs_result_string(why), last[0] ? "; last error: " : "", last);
+            fflush(stderr);
+            kill(getpid(), SIGKILL); // (what ULFM counts as a process failure; a non-zero exit ends the job)
+        }
         fprintf(stderr, "vescale: world rank %d of %d aborts the MPI job with exit status %d: %s%s%s\n", w->rank,
                 w->size, code, vs_result_string(why), last[0] ? "; last error: " : "", last);
         fflush(stderr);
@@ -9991,8 +10091,171 @@ _VS_PRIVATE int _vs_store_joiners(vs_world* w)
     return cnt;
 }
 
-/* An agreement of `kind` (_VS_REFORM_*) on w: the threads transport's (a
-   vs_launch job's memory); the others cannot yet, and say what is missing. */
+#if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
+/* MPIX_Comm_shrink on a thread of its own: it has no deadline, the caller's
+   wait has. */
+typedef struct _vs_m_shrink {
+    MPI_Comm in, out;
+    int rc, done;
+} _vs_m_shrink;
+
+_VS_PRIVATE void* _vs_m_shrink_main(void* a)
+{
+    _vs_m_shrink* s = (_vs_m_shrink*)a;
+    s->rc = MPIX_Comm_shrink(s->in, &s->out);
+    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* An agreement on an MPI job with ULFM (w->mft): a shrink only. The world's
+   communicator is revoked and shrunk (MPIX_Comm_shrink: the agreement, over
+   the live processes, on who has ended), the ranks `keep` drops leave by a
+   split, and the stayers get a new abort channel: the world's notices start
+   afresh. MPI jobs do not grow back. */
+_VS_PRIVATE vs_result _vs_m_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                   const char* fn)
+{
+    const _vs_hooks* h = &w->hooks;
+    if (kind == _VS_REFORM_GROW)
+        return _vs_err(VS_ERR_UNSUPPORTED, "%s: an MPI job does not grow back (a process cannot join a running MPI "
+                       "job here): it goes on smaller; the whole mesh comes back from a checkpoint (vs_train_load)", fn);
+    if (!w->comm)
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d left the world at a shrink: on MPI it cannot come back; end "
+                       "the process (status 0)", fn, w->rank);
+    if (!__atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE) && !_vs_mpi_aborted(w) &&
+        !__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d saw no failure since the world's last reconfiguration (epoch "
+                       "%d): nothing to shrink from (a shrink follows a call that returned VS_ERR_ABORTED or "
+                       "VS_ERR_TIMEOUT)", fn, w->rank, w->epoch);
+    MPI_Comm old = w->comm->mc;
+    MPIX_Comm_revoke(old); // (every live rank's operations on it stop)
+    _vs_m_shrink* sh = _VS_HNEW(h, _vs_m_shrink, 1);
+    pthread_t th;
+    if (!sh) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    sh->in = old;
+    if (pthread_create(&th, NULL, _vs_m_shrink_main, sh) != 0) {
+        _vs_hfree(h, sh);
+        return _vs_err(VS_ERR_NOMEM, "%s: cannot start a thread for MPIX_Comm_shrink", fn);
+    }
+    double end = _vs_now() + w->timeout;
+    while (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) && _vs_now() < end) _vs_sleep_us(1000);
+    if (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE)) {
+        pthread_detach(th); // (it writes into sh when MPI returns: sh stays)
+        return _vs_err(VS_ERR_TIMEOUT, "%s: MPIX_Comm_shrink did not return within %g s on world rank %d (a live "
+                       "rank that does not shrink: every live rank calls it)", fn, w->timeout, w->rank);
+    }
+    pthread_join(th, NULL);
+    MPI_Comm sc = sh->out;
+    int rc = sh->rc;
+    _vs_hfree(h, sh);
+    if (rc != MPI_SUCCESS) return _vs_mpi_fail(rc, "vs_world_shrink: MPIX_Comm_shrink");
+    MPI_Comm_set_errhandler(sc, MPI_ERRORS_RETURN);
+    /* the requests the failure left in flight complete now (in error: their
+       communicators are revoked or lost a rank); tested later, after their
+       communicators are freed, MPI would read freed memory */
+    pthread_mutex_lock(&w->mmu);
+    for (_vs_mpi_leak* l = w->leaks; l; l = l->next)
+        for (int i = 0; i < l->nreq; i++)
+            for (double until = _vs_now() + 0.5; l->req[i] != MPI_REQUEST_NULL && _vs_now() < until;) {
+                int flag = 0;
+                if (MPI_Test(&l->req[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) l->req[i] = MPI_REQUEST_NULL;
+            }
+    pthread_mutex_unlock(&w->mmu);
+    int on = w->comm->size, sn = 0;
+    MPI_Comm_size(sc, &sn);
+    int* oldx = _VS_HNEW(h, int, 3 * (size_t)on); // the old ranks' new ranks, then scratch
+    _vs_rticket tk;
+    memset(&tk, 0, sizeof tk);
+    if (!oldx) {
+        MPI_Comm_free(&sc);
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    int* idx = oldx + on;
+    MPI_Group og, sg;
+    MPI_Comm_group(old, &og);
+    MPI_Comm_group(sc, &sg);
+    for (int i = 0; i < on; i++) idx[i] = i;
+    MPI_Group_translate_ranks(og, on, idx, sg, oldx);
+    MPI_Group_free(&og);
+    MPI_Group_free(&sg);
+    tk.kind = kind;
+    tk.info.epoch = w->epoch + 1;
+    for (int i = 0; i < on; i++)
+        if (oldx[i] == MPI_UNDEFINED) _vs_rlist(tk.info.failed, &tk.info.nfailed, w->wranks ? w->wranks[i] : i);
+    int* failed = oldx + 2 * on, nf = 0;
+    for (int i = 0; i < on; i++)
+        if (oldx[i] == MPI_UNDEFINED) failed[nf++] = w->wranks ? w->wranks[i] : i;
+    int stay = !keep || keep(failed, nf, w->rank, ctx);
+    // every survivor's choice is the same function of the same set: who stays is known everywhere
+    int* wr = _VS_HNEW(h, int, sn > 0 ? sn : 1);
+    int n = 0;
+    for (int i = 0; wr && i < on; i++) {
+        if (oldx[i] == MPI_UNDEFINED) continue;
+        int x = w->wranks ? w->wranks[i] : i;
+        if (!keep || keep(failed, nf, x, ctx)) {
+            if (x == w->rank) tk.index = n;
+            wr[n++] = x;
+        } else {
+            _vs_rlist(tk.info.dropped, &tk.info.ndropped, x);
+        }
+    }
+    _vs_hfree(h, oldx);
+    MPI_Comm nc = MPI_COMM_NULL, nab = MPI_COMM_NULL;
+    int e = wr ? MPI_Comm_split(sc, stay ? 0 : MPI_UNDEFINED, 0, &nc) : MPI_ERR_NO_MEM;
+    MPI_Comm_free(&sc);
+    if (e == MPI_SUCCESS && nc != MPI_COMM_NULL) e = MPI_Comm_dup(nc, &nab);
+    if (e != MPI_SUCCESS) { // (a second failure inside: the next shrink goes on from the old world)
+        _vs_hfree(h, wr);
+        if (nc != MPI_COMM_NULL) MPI_Comm_free(&nc);
+        vs_result r = _vs_mpi_fail(e, "vs_world_shrink: the new world communicator");
+        return _vs_err(r == VS_ERR_NOMEM ? r : VS_ERR_ABORTED, "%s (a rank failed inside the shrink: shrink again)",
+                       vs_last_error());
+    }
+    tk.n = n;
+    tk.info.nlive = n;
+    tk.info.left = !stay;
+    if (!stay) tk.index = -1;
+    vs_comm* vc = NULL;
+    if (stay) {
+        MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(nab, MPI_ERRORS_RETURN);
+        int r = 0;
+        MPI_Comm_rank(nc, &r);
+        if (!(vc = _vs_comm_new(w, VS_TRANSPORT_MPI, r, n))) {
+            MPI_Comm_free(&nc), MPI_Comm_free(&nab);
+            _vs_hfree(h, wr);
+            return _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
+        }
+        vc->mc = nc;
+        vc->timeout = w->comm->timeout;
+        // the abort channel starts afresh: the old one's receive is withdrawn (its notices are the past)
+        pthread_mutex_lock(&w->mmu);
+        if (w->abreq != MPI_REQUEST_NULL) { // (a receive's cancel completes here: nothing stays in flight)
+            MPI_Cancel(&w->abreq);
+            for (double until = _vs_now() + 0.5; w->abreq != MPI_REQUEST_NULL && _vs_now() < until;) {
+                int flag = 0;
+                if (MPI_Test(&w->abreq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) w->abreq = MPI_REQUEST_NULL;
+            }
+        }
+        w->abreq = MPI_REQUEST_NULL;
+        w->mab = nab; // (the old one stays, with the leaked receive: freed with the world's MPI)
+        __atomic_store_n(&w->ab_state, 0, __ATOMIC_RELEASE);
+        w->ab_sent = 0, w->ab_rank = -1, w->ab_why = 0;
+        if (w->ab_text) w->ab_text[0] = 0;
+        MPI_Irecv(w->abin, (int)sizeof *w->abin, MPI_BYTE, MPI_ANY_SOURCE, _VS_MPI_TAG_ABORT, w->mab, &w->abreq);
+        pthread_mutex_unlock(&w->mmu);
+    } else {
+        _vs_hfree(h, wr);
+        wr = NULL;
+    }
+    _vs_reform_adopt(w, vc, wr, &tk, info);
+    return VS_OK;
+}
+#endif
+
+/* An agreement of `kind` (_VS_REFORM_*) on w: a vs_launch job's (its memory),
+   an NCCL job of processes' (its store), an MPI job's with ULFM; the others
+   cannot, and say what is missing. */
 _VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
                                  const char* fn)
 {
@@ -10001,7 +10264,9 @@ _VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* 
     if (w->tr == VS_TRANSPORT_NCCL && w->edir[0]) return _vs_s_reform(w, kind, keep, ctx, info, fn); // (the store's)
     if (w->tr == VS_TRANSPORT_MPI) {
 #if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
-        const char* why = "this MPI has ULFM, but vescale's MPI transport does not use it yet";
+        if (w->mft) return _vs_m_reform(w, kind, keep, ctx, info, fn);
+        const char* why = "this MPI has ULFM, but the job does not run with it (Open MPI: mpirun --with-ft ulfm; "
+                          "MPICH: MPIR_CVAR_ENABLE_FT=1)";
 #else
         const char* why = "this build's MPI has no ULFM (MPIX_Comm_agree, MPIX_Comm_shrink: Open MPI 5 or MPICH "
                           "built with it)";

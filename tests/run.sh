@@ -139,6 +139,10 @@ if [ -x "$B/vescale-lighthouse" ] && [ -x "$B/test_elastic_procs" ]; then
 fi
 # -----------------------------------------------------------------------------------
 
+# --- MPI with ULFM (issue 24): an Open MPI 5 at VESCALE_ULFM_MPI (.ci/run installs one) ---
+run_one "ulfm.sh" env B="$B" bash tests/ulfm.sh
+# -----------------------------------------------------------------------------------
+
 # --- MPI fault suite (issue 8): 4 processes, one bounded mpirun per fault ---------
 if [ -x "$B/test_faults_mpi" ]; then
     MPIRUN="$MPIRUN" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \

