@@ -13,17 +13,27 @@
        test_elastic_mpi bad     2 ranks, no failure: a shrink is VS_ERR_STATE, a
                                 grow VS_ERR_UNSUPPORTED
        test_elastic_mpi noft    run without --with-ft: a shrink says how to get it
+       test_elastic_mpi train   vs_train on PP1 x DP2 x TP2 (tests/train_model.h),
+                                world rank 3 killed before step 3: the survivors
+                                shrink (rank 2 leaves with the replica),
+                                vs_train_reconfigure onto DP1 x TP2 from memory
+                                and redo step 3; every loss and the final
+                                parameters equal one host rank's uninterrupted
+                                run (threads transport, in each process)
    Every result is an all-reduce of (world rank + 1) checked against its
    formula, every vs_reform_info against the ranks the case killed. The
    survivors agree on their verdict (an all-reduce of it); world rank 0 prints
    the ok or not ok line. */
 #define VESCALE_IMPLEMENTATION
-#include "vescale_mesh.h"
+#include "vescale.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "train_model.h"
 
 static int fails;
 #define CHECK(cond, ...)                                                                \
@@ -54,9 +64,127 @@ static int verdict(vs_comm* c, int me, const char* name)
     return all != 0;
 }
 
+enum { ROWS = 24, STEPS = 6, NPARAM = 9 };
+static const char* PNAMES[NPARAM] = {"proj", "b0.fc1.w", "b0.fc1.b", "b0.fc2.w", "b0.fc2.b",
+                                     "b1.fc1.w", "b1.fc1.b", "b1.fc2.w", "b1.fc2.b"};
+static const int PSIZE[NPARAM] = {D * D, D * H, H, H * D, D, D * H, H, H * D, D};
+static double ref_loss[STEPS];
+static float ref_param[NPARAM][D * H];
+
+static vs_train_desc desc_of(vs_plan* plan, int dp)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->pp = 1, plan->dp = dp, plan->tp = 2;
+    plan->microbatches = 1;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL;
+    d.plan = plan;
+    d.lr.lr = 0.05;
+    return d;
+}
+
+/* The reference: one host rank (threads), every step. */
+static int ref_fn(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_plan plan;
+    vs_train_desc d = desc_of(&plan, 1);
+    plan.tp = 1;
+    vs_train* t = NULL;
+    float X[ROWS * D], T[ROWS * D];
+    int bad = vs_parallelize(w, &d, &t) != VS_OK;
+    for (int k = 0; !bad && k < STEPS; k++) {
+        vs_batch b = tm_batch(k, X, T, ROWS);
+        bad = vs_train_step(t, &b, &ref_loss[k]) != VS_OK;
+    }
+    for (int i = 0; !bad && i < NPARAM; i++)
+        bad = vs_train_get_param(t, PNAMES[i], ref_param[i], sizeof(float) * (size_t)PSIZE[i]) != VS_OK;
+    if (bad) fprintf(stderr, "the reference: %s\n", vs_last_error());
+    vs_train_free(t);
+    return bad;
+}
+
+static double rel(double a, double b) { return fabs(a - b) / (fabs(b) > 1e-3 ? fabs(b) : 1e-3); }
+
+static int case_train(void)
+{
+    build_model();
+    if (vs_launch(1, ref_fn, NULL) != VS_OK) {
+        fprintf(stderr, "the reference run: %s\n", vs_last_error());
+        return 1;
+    }
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_MPI;
+    wd.timeout_s = 20;
+    vs_world* w = NULL;
+    if (vs_world_init(&wd, &w)) {
+        fprintf(stderr, "vs_world_init: %s\n", vs_last_error());
+        return 1;
+    }
+    int me = vs_world_rank(w), shrinks = 0;
+    vs_plan plan;
+    vs_train_desc d = desc_of(&plan, 2);
+    vs_train* t = NULL;
+    float X[ROWS * D], T[ROWS * D];
+    double loss[STEPS], worst = 0;
+    CHECK(vs_parallelize(w, &d, &t) == VS_OK, "vs_parallelize: %s", vs_last_error());
+    while (t && vs_train_steps(t) < STEPS) {
+        int k = (int)vs_train_steps(t);
+        if (me == 3 && k == 3) raise(SIGKILL); // (its process ends)
+        vs_batch b = tm_batch(k, X, T, ROWS);
+        vs_result r = vs_train_step(t, &b, &loss[k]);
+        if (!r) continue;
+        CHECK(r == VS_ERR_ABORTED && k == 3 && strstr(vs_last_error(), "world rank 3 failed"), "step %d: %s", k,
+              vs_last_error());
+        vs_mesh* small = NULL;
+        vs_reform_info ri;
+        r = vs_mesh_shrink(vs_train_mesh(t), "DP", &small, &ri);
+        CHECK(r == VS_OK && ri.nfailed == 1 && ri.failed[0] == 3 && ri.left == (me == 2), "shrink: %s",
+              r ? vs_last_error() : "a wrong answer");
+        shrinks++;
+        if (r || !small) { // (rank 2 left with the failed replica: on MPI it ends here)
+            vs_train_free(t);
+            t = NULL;
+            break;
+        }
+        vs_reconfig_info ci;
+        r = vs_train_reconfigure(&t, &d, small, NULL, &ci);
+        CHECK(r == VS_OK, "vs_train_reconfigure: %s", vs_last_error());
+        if (r) break;
+    }
+    if (t && vs_train_steps(t) == STEPS) {
+        for (int k = 0; k < STEPS; k++) {
+            double e = rel(loss[k], ref_loss[k]);
+            if (e > worst) worst = e;
+            CHECK(e < 1e-5, "step %d: loss %.9g, one host rank %.9g", k, loss[k], ref_loss[k]);
+        }
+        for (int i = 0; i < NPARAM; i++) {
+            float v[D * H], big = 1e-6f, dmax = 0;
+            CHECK(vs_train_get_param(t, PNAMES[i], v, sizeof v) == VS_OK, "get %s: %s", PNAMES[i], vs_last_error());
+            for (int j = 0; j < PSIZE[i]; j++) {
+                if (fabsf(ref_param[i][j]) > big) big = fabsf(ref_param[i][j]);
+                if (fabsf(v[j] - ref_param[i][j]) > dmax) dmax = fabsf(v[j] - ref_param[i][j]);
+            }
+            if (dmax / big > worst) worst = dmax / big;
+            CHECK(dmax / big < 1e-5, "%s differs from one host rank by %.3g of its largest", PNAMES[i], dmax / big);
+        }
+        CHECK(shrinks == 1, "%d shrinks", shrinks);
+        if (me == 0) printf("    largest relative difference from one host rank: %.2e\n", worst);
+    } else {
+        CHECK(me == 2, "world rank %d stopped at step %d", me, t ? (int)vs_train_steps(t) : -1);
+    }
+    int out = me == 2 ? fails != 0 : verdict(vs_world_comm(w), me, "train");
+    vs_train_free(t);
+    vs_world_free(w);
+    return out;
+}
+
 int main(int argc, char** argv)
 {
     const char* cs = argc > 1 ? argv[1] : "";
+    if (!strcmp(cs, "train")) return case_train();
     vs_world_desc wd;
     memset(&wd, 0, sizeof wd);
     wd.transport = VS_TRANSPORT_MPI;
