@@ -326,6 +326,11 @@ $(B)/bench_data: bench/data.c bench/bench_util.h $(HEADERS) | $(B)
 
 # issue 24's figures: failure -> first step on the smaller mesh against a checkpoint
 # restart, and a replacement's state against memcpy (the example GPT on 8 thread ranks)
+.PHONY: bench-elastic-mpi
+# issue 24 on processes: an MPI job with ULFM against its checkpoint restart (needs an
+# Open MPI 5: VESCALE_ULFM_MPI=<prefix>, as .ci/run installs at /opt/vescale-ulfm)
+bench-elastic-mpi:
+	B=$(B) bash bench/elastic_mpi.sh
 .PHONY: bench-elastic
 bench-elastic: $(B)/bench_elastic
 	$(B)/bench_elastic
