@@ -7865,6 +7865,22 @@ _VS_PRIVATE vs_result _vs_rdv_join(const struct addrinfo* ai, const char* addr, 
 
 /* Rank 0 sends data[0, len) to every other rank of `size`; the others receive it
    into data. `log` (may be NULL) gets a line per rejected peer. See above. */
+/* getaddrinfo for a TCP stream to (passive: on) host:port (host NULL: every
+   address); 0 or its error. */
+_VS_PRIVATE int _vs_tcp_resolve(const char* host, long port, int passive, struct addrinfo** ai)
+{
+    char ports[24];
+    snprintf(ports, sizeof ports, "%ld", port);
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (passive) hints.ai_flags = AI_PASSIVE;
+    *ai = NULL;
+    int gr = getaddrinfo(host, ports, &hints, ai);
+    return gr != 0 ? gr : *ai ? 0 : EAI_NONAME;
+}
+
 _VS_PRIVATE vs_result _vs_tcp_bcast_log(const vs_world* log, const char* addr, int port, int rank, int size,
                                         void* data, size_t len, double timeout)
 {
@@ -7880,15 +7896,9 @@ _VS_PRIVATE vs_result _vs_tcp_bcast_log(const vs_world* log, const char* addr, i
     const char* from = NULL;
     uint64_t key = _vs_rdv_key(port, size, &from);
     vs_log(log, VS_LOG_DEBUG, "rendezvous: rank %d of %d via %s:%d, job key from %s", rank, size, addr, port, from);
-    char ports[16];
-    snprintf(ports, sizeof ports, "%d", port);
-    struct addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    if (rank == 0) hints.ai_flags = AI_PASSIVE;
-    int gr = getaddrinfo(addr, ports, &hints, &ai);
-    if (gr != 0 || !ai)
+    struct addrinfo* ai = NULL;
+    int gr = _vs_tcp_resolve(addr, port, rank == 0, &ai);
+    if (gr != 0)
         return _vs_err_backend(VS_ERR_IO, gr, "rendezvous: cannot resolve '%s': %s", addr, gai_strerror(gr));
     vs_result r = VS_OK;
     if (rank != 0) {
@@ -9339,15 +9349,9 @@ VS_API vs_result vs_lighthouse_start(const char* addr, int port, vs_lighthouse**
     if (!out) return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: out is NULL");
     *out = NULL;
     if (port < 0 || port > 65535) return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: port %d out of range [0, 65535]", port);
-    char ports[16];
-    snprintf(ports, sizeof ports, "%d", port);
-    struct addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    int gr = getaddrinfo(addr && *addr ? addr : NULL, ports, &hints, &ai);
-    if (gr != 0 || !ai)
+    struct addrinfo* ai = NULL;
+    int gr = _vs_tcp_resolve(addr && *addr ? addr : NULL, port, 1, &ai);
+    if (gr != 0)
         return _vs_err_backend(VS_ERR_IO, gr, "vs_lighthouse_start: cannot resolve '%s': %s", addr ? addr : "",
                                gai_strerror(gr));
     vs_lighthouse* lh = _VS_HNEW(NULL, vs_lighthouse, 1);
@@ -9475,14 +9479,9 @@ _VS_PRIVATE vs_result _vs_lh_open(vs_world* w)
                        "address, port in [1, 65535])", w->edir);
     memcpy(host, hp, hl);
     host[hl] = 0;
-    char ports[16];
-    snprintf(ports, sizeof ports, "%ld", port);
-    struct addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    int gr = getaddrinfo(host, ports, &hints, &ai);
-    if (gr != 0 || !ai)
+    struct addrinfo* ai = NULL;
+    int gr = _vs_tcp_resolve(host, port, 0, &ai);
+    if (gr != 0)
         return _vs_err_backend(VS_ERR_IO, gr, "vs_world_init: cannot resolve the lighthouse's host '%s': %s", host,
                                gai_strerror(gr));
     double deadline = _vs_now() + (w->timeout > 0 ? w->timeout : 300);

@@ -64,6 +64,18 @@ static int verdict(vs_comm* c, int me, const char* name)
     return all != 0;
 }
 
+/* This process's MPI world (timeout 20 s); NULL, said, when it fails. */
+static vs_world* open_world(void)
+{
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_MPI;
+    wd.timeout_s = 20;
+    vs_world* w = NULL;
+    if (vs_world_init(&wd, &w)) fprintf(stderr, "vs_world_init: %s\n", vs_last_error());
+    return w;
+}
+
 enum { ROWS = 24, STEPS = 6, NPARAM = 9 };
 static const char* PNAMES[NPARAM] = {"proj", "b0.fc1.w", "b0.fc1.b", "b0.fc2.w", "b0.fc2.b",
                                      "b1.fc1.w", "b1.fc1.b", "b1.fc2.w", "b1.fc2.b"};
@@ -114,15 +126,8 @@ static int case_train(void)
         fprintf(stderr, "the reference run: %s\n", vs_last_error());
         return 1;
     }
-    vs_world_desc wd;
-    memset(&wd, 0, sizeof wd);
-    wd.transport = VS_TRANSPORT_MPI;
-    wd.timeout_s = 20;
-    vs_world* w = NULL;
-    if (vs_world_init(&wd, &w)) {
-        fprintf(stderr, "vs_world_init: %s\n", vs_last_error());
-        return 1;
-    }
+    vs_world* w = open_world();
+    if (!w) return 1;
     int me = vs_world_rank(w), shrinks = 0;
     vs_plan plan;
     vs_train_desc d = desc_of(&plan, 2);
@@ -185,15 +190,8 @@ int main(int argc, char** argv)
 {
     const char* cs = argc > 1 ? argv[1] : "";
     if (!strcmp(cs, "train")) return case_train();
-    vs_world_desc wd;
-    memset(&wd, 0, sizeof wd);
-    wd.transport = VS_TRANSPORT_MPI;
-    wd.timeout_s = 20;
-    vs_world* w = NULL;
-    if (vs_world_init(&wd, &w)) {
-        fprintf(stderr, "vs_world_init: %s\n", vs_last_error());
-        return 1;
-    }
+    vs_world* w = open_world();
+    if (!w) return 1;
     int me = vs_world_rank(w), n = vs_world_size(w), out = 0;
     vs_result r;
     float got = sum_ranks(vs_world_comm(w), me, &r);

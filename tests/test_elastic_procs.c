@@ -503,7 +503,8 @@ static void case_mesh(void)
     end_job(&j);
 }
 
-static void case_bad_input(void)
+/* A world of one NCCL process, timeout 1 s: the misuse cases' start. */
+static vs_world_desc one_rank_desc(void)
 {
     vs_world_desc wd;
     memset(&wd, 0, sizeof wd);
@@ -511,6 +512,12 @@ static void case_bad_input(void)
     wd.world_size = 1;
     wd.device_select = VS_DEVICE_EXPLICIT;
     wd.timeout_s = 1;
+    return wd;
+}
+
+static void case_bad_input(void)
+{
+    vs_world_desc wd = one_rank_desc();
     vs_world* w = NULL;
     wd.join = 1;
     VT_EXPECT_ERR(vs_world_init(&wd, &w), VS_ERR_INVALID, "join", "elastic directory");
@@ -627,12 +634,7 @@ static void case_bad_lighthouse(void)
     VT_CHECK(!strcmp(t, "gone"), "a killed process's entry reads '%s', want 'gone'", t);
     lh_done(c);
     /* a job's misuse */
-    vs_world_desc wd;
-    memset(&wd, 0, sizeof wd);
-    wd.transport = VS_TRANSPORT_NCCL;
-    wd.world_size = 1;
-    wd.device_select = VS_DEVICE_EXPLICIT;
-    wd.timeout_s = 1;
+    vs_world_desc wd = one_rank_desc();
     vs_world* w = NULL;
     const char* bad[] = {"tcp://127.0.0.1", "tcp://:80", "tcp://127.0.0.1:0", "tcp://127.0.0.1:99999", "tcp://h:8x"};
     for (int i = 0; i < 5; i++) {
