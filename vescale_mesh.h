@@ -817,7 +817,10 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out);
    after a timeout or abort left operations in flight that do not complete within
    0.2 s, MPI is not finalized (MPI_Finalize would wait for them forever): the
    world is freed all the same and this returns VS_ERR_ABORTED; end the process.
-   MPI cannot start twice: vs_world_init after MPI was finalized is VS_ERR_STATE. */
+   MPI cannot start twice: vs_world_init after MPI was finalized is VS_ERR_STATE.
+   MPI with ULFM, after the job lost a process: MPI_Finalize is given at most
+   the world's timeout (10 s at most; Open MPI 5 can wait for good on a message
+   to a process that ended): past it, VS_ERR_ABORTED; end the process. */
 VS_API vs_result vs_world_free(vs_world* w);
 /* Ends the job after a fault. MPI: MPI_Abort on the world, which ends every
    process of the job with exit status -why (1 when that is not in 1..255), after
@@ -2959,6 +2962,10 @@ _VS_PRIVATE vs_result _vs_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_work*
     return c->tp->submit(c, ops, nops, out);
 }
 
+#ifdef VESCALE_MPI
+_VS_PRIVATE int _vs_mpi_aborted(vs_world* w); // (>>mpi: 1 when the MPI world is aborted, its notices read)
+#endif
+
 /* The threads transport's fail-fast state (>>threads, below): whether the
    communicator's job was aborted, and the error naming its cause. */
 _VS_PRIVATE int _vs_t_job_aborted(const _vs_tshared* sh);
@@ -2977,6 +2984,16 @@ _VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
     }
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
         _vs_op_release(op);
+#ifdef VESCALE_MPI
+        /* MPI: the world's abort names the origin; it is marked just after the
+           communicator (_vs_mpi_fault): a moment for it, under load */
+        vs_world* mw = c->tr == VS_TRANSPORT_MPI ? c->world : NULL;
+        for (double until = _vs_now() + 0.1; mw && mw->mmu_made && !_vs_mpi_aborted(mw) && _vs_now() < until;)
+            _vs_sleep_us(1000);
+        if (mw && mw->mmu_made && __atomic_load_n(&mw->ab_state, __ATOMIC_ACQUIRE))
+            return _vs_err_from(mw->ab_rank, mw->ab_text ? mw->ab_text : "", VS_ERR_ABORTED,
+                                "%s: communicator was aborted: %s", what, mw->ab_text ? mw->ab_text : "");
+#endif
         return _vs_err(VS_ERR_ABORTED, "%s: communicator was aborted (an earlier error or timeout)", what);
     }
     if (c->group_depth > 0) {
@@ -5253,13 +5270,40 @@ _VS_PRIVATE void _vs_mpi_fault_ex(vs_comm* c, int why, int origin, const char* t
     }
     pthread_mutex_unlock(&w->mmu);
     if (!send) return;
-    MPI_Request* rq = _VS_HNEW(h, MPI_Request, w->size);
-    if (!rq) return;
+    int msize = 0, mrank = 0; // (the channel's ranks: the world's live ones after a shrink, not world ranks)
+    MPI_Comm_size(w->mab, &msize);
+    MPI_Comm_rank(w->mab, &mrank);
+    MPI_Request* rq = _VS_HNEW(h, MPI_Request, msize);
+    int* dead = _VS_HNEW(h, int, msize);
+    if (!rq || !dead) {
+        _vs_hfree(h, rq), _vs_hfree(h, dead);
+        return;
+    }
+#ifdef MPIX_ERR_PROC_FAILED
+    /* ULFM: none to a process MPI knows has ended (a send to one left in
+       flight can keep Open MPI's MPI_Finalize waiting for good) */
+    MPI_Group fg, mg;
+    int nf = 0;
+    if (w->mft && MPIX_Comm_failure_ack(w->mab) == MPI_SUCCESS && MPIX_Comm_failure_get_acked(w->mab, &fg) == MPI_SUCCESS) {
+        MPI_Group_size(fg, &nf);
+        int* in = nf > 0 ? _VS_HNEW(h, int, 2 * (size_t)nf) : NULL;
+        if (in && MPI_Comm_group(w->mab, &mg) == MPI_SUCCESS) {
+            for (int i = 0; i < nf; i++) in[i] = i;
+            MPI_Group_translate_ranks(fg, nf, in, mg, in + nf);
+            for (int i = 0; i < nf; i++)
+                if (in[nf + i] >= 0 && in[nf + i] < msize) dead[in[nf + i]] = 1;
+            MPI_Group_free(&mg);
+        }
+        _vs_hfree(h, in);
+        MPI_Group_free(&fg);
+    }
+#endif
     int k = 0;
-    for (int r = 0; r < w->size; r++)
-        if (r != w->rank &&
+    for (int r = 0; r < msize; r++)
+        if (r != mrank && !dead[r] &&
             MPI_Isend(w->abmsg, (int)sizeof *w->abmsg, MPI_BYTE, r, _VS_MPI_TAG_ABORT, w->mab, &rq[k]) == MPI_SUCCESS)
             k++;
+    _vs_hfree(h, dead);
     _vs_mpi_leak_add(w, rq, k, NULL, 0, NULL); // small: they complete at once, but may not
 }
 
@@ -5416,36 +5460,43 @@ _VS_PRIVATE int _vs_mpi_dead(vs_comm* c, _vs_mpi_what* wh, vs_result* r)
 #ifdef MPIX_ERR_PROC_FAILED
     vs_world* w = c->world;
     if (!w || !w->mft) return 0;
-    int cls = 0;
-    if (MPI_Error_class(vs_last_backend_code(), &cls) == MPI_SUCCESS && cls == MPIX_ERR_REVOKED) {
-        /* a survivor began a shrink (it revokes the world's communicator): the
-           failure's notice is on its way, or was never needed by it */
-        for (double until = _vs_now() + 1.0; !_vs_mpi_aborted(w) && _vs_now() < until;) _vs_sleep_us(1000);
-        if (!_vs_mpi_aborted(w)) {
+    int cls = 0, revoked = MPI_Error_class(vs_last_backend_code(), &cls) == MPI_SUCCESS && cls == MPIX_ERR_REVOKED;
+    char was[400];
+    _vs_save_error(was, sizeof was);
+    /* MPI's error may come before what explains it: the failed rank's own
+       notice (its words), or MPI's knowledge of which process ended (an error
+       of a collective's round can be a plain one): a moment for either */
+    for (double until = _vs_now() + 1.0;;) {
+        if (_vs_mpi_aborted(w)) break; // (a notice: the origin in its own words, or a rank that named the dead)
+        MPI_Group fg, cg;
+        int n = 0, x = 0, dead = MPI_UNDEFINED;
+        if (!revoked && MPIX_Comm_failure_ack(c->mc) == MPI_SUCCESS &&
+            MPIX_Comm_failure_get_acked(c->mc, &fg) == MPI_SUCCESS) {
+            MPI_Group_size(fg, &n);
+            if (n > 0 && MPI_Comm_group(c->mc, &cg) == MPI_SUCCESS) {
+                MPI_Group_translate_ranks(fg, 1, &x, cg, &dead);
+                MPI_Group_free(&cg);
+            }
+            MPI_Group_free(&fg);
+        }
+        if (n > 0 && dead != MPI_UNDEFINED && dead >= 0) {
+            int wd = _vs_mpi_wrank(c, dead);
             char text[_VS_CAUSE_MSG];
+            _vs_fmt(text, sizeof text, "world rank %d failed (VS_ERR_ABORTED): its process ended (ULFM: %d process%s "
+                    "of %s gone, seen by world rank %d: %s)", wd, n, n == 1 ? "" : "es", c->label, w->rank, was);
+            _vs_mpi_fault_ex(c, VS_ERR_ABORTED, wd, text, 1); // (sent for it: the others learn it from this rank)
+            break;
+        }
+        if (_vs_now() > until) {
+            if (!revoked) return 0; // (an MPI error of its own: the caller's path)
+            char text[_VS_CAUSE_MSG]; // (a survivor began a shrink: the failure's notice never came here)
             _vs_fmt(text, sizeof text, "world rank %d's %s was revoked: a rank began a shrink after a failure",
                     w->rank, c->label);
             _vs_mpi_fault(c, VS_ERR_ABORTED, w->rank, text);
+            break;
         }
-        *r = _vs_mpi_aborted_err(c, wh);
-        return 1;
+        _vs_sleep_us(1000);
     }
-    MPI_Group fg, cg;
-    int n = 0, x = 0, dead = -1, me = w->rank;
-    if (MPIX_Comm_failure_ack(c->mc) != MPI_SUCCESS || MPIX_Comm_failure_get_acked(c->mc, &fg) != MPI_SUCCESS) return 0;
-    MPI_Group_size(fg, &n);
-    if (n > 0 && MPI_Comm_group(c->mc, &cg) == MPI_SUCCESS) {
-        MPI_Group_translate_ranks(fg, 1, &x, cg, &dead);
-        MPI_Group_free(&cg);
-    }
-    MPI_Group_free(&fg);
-    if (n <= 0 || dead == MPI_UNDEFINED || dead < 0) return 0;
-    int wd = _vs_mpi_wrank(c, dead);
-    char text[_VS_CAUSE_MSG], was[400];
-    _vs_save_error(was, sizeof was);
-    _vs_fmt(text, sizeof text, "world rank %d failed (VS_ERR_ABORTED): its process ended (ULFM: %d process%s of %s gone, "
-            "seen by world rank %d: %s)", wd, n, n == 1 ? "" : "es", c->label, me, was);
-    _vs_mpi_fault_ex(c, VS_ERR_ABORTED, wd, text, 1);
     *r = _vs_mpi_aborted_err(c, wh);
     return 1;
 #else
@@ -5864,6 +5915,15 @@ _VS_PRIVATE vs_result _vs_mpi_check_launcher(const vs_world* w, const vs_bootstr
                    "rank %d of %d (%s)", bi->rank, bi->world_size, w->rank, w->size, in);
 }
 
+#ifdef MPIX_ERR_PROC_FAILED
+_VS_PRIVATE void* _vs_mpi_finalize_main(void* done)
+{
+    MPI_Finalize();
+    __atomic_store_n((int*)done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+#endif
+
 _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
 {
     const _vs_hooks* h = &w->hooks;
@@ -5894,8 +5954,10 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
             if (!flag) pending += l->nreq;
         }
         // after an abort MPI_Finalize waits for every process, dead or stopped ones too:
-        // finalize only when every rank reaches this point soon
-        if (!pending && w->mpi_finalize && w->size > 1 && __atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE)) {
+        // finalize only when every rank reaches this point soon. (ULFM: a rank that left at
+        // a shrink finalizes; MPI waits there for the others' ends, not for the dead.)
+        if (!pending && w->mpi_finalize && w->size > 1 && __atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE) &&
+            !(w->mft && !w->comm && w->epoch > 0)) {
             MPI_Request* b = _VS_HNEW(h, MPI_Request, 1);
             double wait = w->timeout < 2.0 ? w->timeout : 2.0;
             int flag = 0;
@@ -5940,6 +6002,26 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
         return _vs_err(VS_ERR_ABORTED, "vs_world_free: world rank %d: the world was aborted and not every rank reached "
                        "vs_world_free within %g s, so MPI was not finalized (MPI_Finalize would wait for them): "
                        "end the process, or end the job with vs_world_abort", w->rank, w->timeout < 2.0 ? w->timeout : 2.0);
+#ifdef MPIX_ERR_PROC_FAILED
+    if (w->mpi_finalize && !fin && w->mft && w->epoch > 0) { // (a job that lost a process: bounded)
+        int* done = _VS_HNEW(NULL, int, 1); // (the thread's: left to it when MPI does not return)
+        pthread_t th;
+        if (done && pthread_create(&th, NULL, _vs_mpi_finalize_main, done) == 0) {
+            double end = _vs_now() + (w->timeout < 10 ? w->timeout : 10);
+            while (!__atomic_load_n(done, __ATOMIC_ACQUIRE) && _vs_now() < end) _vs_sleep_us(1000);
+            if (!__atomic_load_n(done, __ATOMIC_ACQUIRE)) {
+                pthread_detach(th);
+                return _vs_err(VS_ERR_ABORTED, "vs_world_free: world rank %d: MPI_Finalize did not return within %g s "
+                               "after the job lost a process (Open MPI's ULFM can wait for a message to a process that "
+                               "ended): end the process (status 0)", w->rank, w->timeout < 10 ? w->timeout : 10);
+            }
+            pthread_join(th, NULL);
+            _vs_hfree(NULL, done);
+            return VS_OK;
+        }
+        _vs_hfree(NULL, done);
+    }
+#endif
     if (w->mpi_finalize && !fin) MPI_Finalize();
     return VS_OK;
 }
@@ -10153,6 +10235,7 @@ _VS_PRIVATE vs_result _vs_m_reform(vs_world* w, int kind, _vs_keep_fn keep, void
        communicators are revoked or lost a rank); tested later, after their
        communicators are freed, MPI would read freed memory */
     pthread_mutex_lock(&w->mmu);
+    if (w->mab != MPI_COMM_NULL) MPIX_Comm_revoke(w->mab); // (the notices in flight: to the dead among them)
     for (_vs_mpi_leak* l = w->leaks; l; l = l->next)
         for (int i = 0; i < l->nreq; i++)
             for (double until = _vs_now() + 0.5; l->req[i] != MPI_REQUEST_NULL && _vs_now() < until;) {

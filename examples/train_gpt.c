@@ -57,6 +57,10 @@
                         microbatches: 8 / DP); ZeRO-0 unless --zero is given
                         (ZeRO-1/2 shard the optimizer state: the failed replica's
                         shards come from the newest checkpoint of --save-every)
+                        With -DVESCALE_MPI, under an MPI with ULFM run with it
+                        (mpirun --with-ft ulfm): the failed rank's process ends
+                        (vs_world_abort), the ranks that leave with its replica
+                        end with status 0, and the others go on (no --replace)
      --kill R@S         a demo and test aid: world rank R dies in the middle of
                         step S (a layer's forward fails on it, and its rank
                         function returns, leaving its peers waiting). Without
@@ -418,8 +422,8 @@ int main(int argc, char** argv)
     if (!kill) par.victim = -1;
     ref.victim = -1;
     if (par.elastic) { // (vescale_mesh.h's >>elastic)
-#ifdef VESCALE_MPI
-        return fprintf(stderr, "--elastic: thread ranks only (this MPI build cannot shrink its communicators)\n"), 2;
+#ifdef VESCALE_MPI // (an MPI with ULFM, run with it: mpirun --with-ft ulfm; else vs_mesh_shrink says what is missing)
+        if (par.replace) return fprintf(stderr, "--replace: an MPI job does not grow back (ULFM shrinks only)\n"), 2;
 #endif
         ROWS = 24; // DP x microbatches divide it on DP 4 and on DP 3 (and on 2 and 1)
         if (!zero_given) zero = 0;

