@@ -6,7 +6,7 @@
 # points VESCALE_ULFM_MPI at it. Without one every case is a skip saying so.
 set -u
 B=${B:-build}
-cases="kill abort mesh train bad noft"
+cases="kill abort mesh second train bad noft"
 root=${VESCALE_ULFM_MPI:-}
 if [ -z "$root" ] || [ ! -x "$root/bin/mpicc" ] || [ ! -f "$root/include/mpi-ext.h" ] ||
    ! grep -q OMPI_HAVE_MPI_EXT_FTMPI "$root/include/mpi-ext.h"; then
