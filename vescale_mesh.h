@@ -1143,7 +1143,7 @@ VS_API int vs_world_joining(const vs_world* w);
 
 /* A lighthouse: the store of an NCCL job of processes whose ranks share no
    directory. Start one where it outlives every rank (the launcher's node:
-   tools/vescale_lighthouse, or this call in the launcher), and give every
+   tools/vescale-lighthouse, or this call in the launcher), and give every
    rank elastic_dir = "tcp://host:port" (or VESCALE_ELASTIC_DIR). It serves on
    a thread of its own until vs_lighthouse_stop; what the ranks post lives in
    its memory. Its extra: a rank's process that ends, on any host, is seen by
@@ -9192,7 +9192,7 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
    past the deadline. A decision carries the ranks and the new NCCL id; the
    training state never goes through files. Left behind: the decisions (a few
    hundred bytes each); remove the directory with the job. */
-/* The lighthouse (vs_lighthouse_start; tools/vescale_lighthouse.c): the store
+/* The lighthouse (vs_lighthouse_start; tools/vescale-lighthouse.c): the store
    served over TCP, for a job whose ranks share no directory (elastic_dir =
    "tcp://host:port"). One thread polls every connection; the entries live in
    its memory. Wire format, integers big-endian:
@@ -9575,7 +9575,7 @@ _VS_PRIVATE vs_result _vs_lh_open(vs_world* w)
     freeaddrinfo(ai);
     if (fd < 0)
         return _vs_err_backend(VS_ERR_IO, err, "vs_world_init: rank %d cannot reach the lighthouse at %s within %g s: "
-                               "%s (start one there: tools/vescale_lighthouse, or vs_lighthouse_start)", w->rank,
+                               "%s (start one there: tools/vescale-lighthouse, or vs_lighthouse_start)", w->rank,
                                w->edir, w->timeout, strerror(err));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
