@@ -5169,6 +5169,16 @@ _VS_PRIVATE void _vs_mpi_leak_add(vs_world* w, MPI_Request* req, int nreq, _vs_m
     pthread_mutex_unlock(&w->mmu);
 }
 
+/* Tests *rq until it completes (in error too: then it is dropped) or the
+   deadline; MPI_REQUEST_NULL once done. */
+_VS_PRIVATE void _vs_mpi_settle(MPI_Request* rq, double until)
+{
+    while (*rq != MPI_REQUEST_NULL && _vs_now() < until) {
+        int flag = 0;
+        if (MPI_Test(rq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) *rq = MPI_REQUEST_NULL;
+    }
+}
+
 /* The world rank of rank r of c (-1 when MPI cannot say). */
 _VS_PRIVATE int _vs_mpi_wrank(const vs_comm* c, int r)
 {
@@ -6048,8 +6058,7 @@ _VS_PRIVATE vs_result _vs_mpi_world_abort(vs_world* w, vs_result why)
             _vs_mpi_fault(w->comm, why < 0 ? why : VS_ERR_ABORTED, w->rank, cause);
             double until = _vs_now() + 1.0; // (the notices out first: a moment for them)
             for (_vs_mpi_leak* l = w->leaks; l; l = l->next)
-                for (int flag = 0; !flag && _vs_now() < until;)
-                    if (MPI_Testall(l->nreq, l->req, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) flag = 1;
+                for (int i = 0; i < l->nreq; i++) _vs_mpi_settle(&l->req[i], until);
             fprintf(stderr, "vescale: world rank %d of %d leaves the MPI job (ULFM: the others go on): %s%s%s\n",
                     w->rank, w->size, vs_result_string(why), last[0] ? "; last error: " : "", last);
             fflush(stderr);
@@ -10237,15 +10246,11 @@ _VS_PRIVATE vs_result _vs_m_reform(vs_world* w, int kind, _vs_keep_fn keep, void
     pthread_mutex_lock(&w->mmu);
     if (w->mab != MPI_COMM_NULL) MPIX_Comm_revoke(w->mab); // (the notices in flight: to the dead among them)
     for (_vs_mpi_leak* l = w->leaks; l; l = l->next)
-        for (int i = 0; i < l->nreq; i++)
-            for (double until = _vs_now() + 0.5; l->req[i] != MPI_REQUEST_NULL && _vs_now() < until;) {
-                int flag = 0;
-                if (MPI_Test(&l->req[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) l->req[i] = MPI_REQUEST_NULL;
-            }
+        for (int i = 0; i < l->nreq; i++) _vs_mpi_settle(&l->req[i], _vs_now() + 0.5);
     pthread_mutex_unlock(&w->mmu);
     int on = w->comm->size, sn = 0;
     MPI_Comm_size(sc, &sn);
-    int* oldx = _VS_HNEW(h, int, 3 * (size_t)on); // the old ranks' new ranks, then scratch
+    int* oldx = _VS_HNEW(h, int, 3 * (size_t)on); // the old ranks' new ranks, their indices, the failed
     _vs_rticket tk;
     memset(&tk, 0, sizeof tk);
     if (!oldx) {
@@ -10262,15 +10267,16 @@ _VS_PRIVATE vs_result _vs_m_reform(vs_world* w, int kind, _vs_keep_fn keep, void
     MPI_Group_free(&sg);
     tk.kind = kind;
     tk.info.epoch = w->epoch + 1;
-    for (int i = 0; i < on; i++)
-        if (oldx[i] == MPI_UNDEFINED) _vs_rlist(tk.info.failed, &tk.info.nfailed, w->wranks ? w->wranks[i] : i);
     int* failed = oldx + 2 * on, nf = 0;
     for (int i = 0; i < on; i++)
-        if (oldx[i] == MPI_UNDEFINED) failed[nf++] = w->wranks ? w->wranks[i] : i;
-    int stay = !keep || keep(failed, nf, w->rank, ctx);
+        if (oldx[i] == MPI_UNDEFINED) {
+            failed[nf++] = w->wranks ? w->wranks[i] : i;
+            _vs_rlist(tk.info.failed, &tk.info.nfailed, failed[nf - 1]);
+        }
     // every survivor's choice is the same function of the same set: who stays is known everywhere
     int* wr = _VS_HNEW(h, int, sn > 0 ? sn : 1);
     int n = 0;
+    tk.index = -1;
     for (int i = 0; wr && i < on; i++) {
         if (oldx[i] == MPI_UNDEFINED) continue;
         int x = w->wranks ? w->wranks[i] : i;
@@ -10282,6 +10288,7 @@ _VS_PRIVATE vs_result _vs_m_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         }
     }
     _vs_hfree(h, oldx);
+    const int stay = tk.index >= 0;
     MPI_Comm nc = MPI_COMM_NULL, nab = MPI_COMM_NULL;
     int e = wr ? MPI_Comm_split(sc, stay ? 0 : MPI_UNDEFINED, 0, &nc) : MPI_ERR_NO_MEM;
     MPI_Comm_free(&sc);
@@ -10296,7 +10303,6 @@ _VS_PRIVATE vs_result _vs_m_reform(vs_world* w, int kind, _vs_keep_fn keep, void
     tk.n = n;
     tk.info.nlive = n;
     tk.info.left = !stay;
-    if (!stay) tk.index = -1;
     vs_comm* vc = NULL;
     if (stay) {
         MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
@@ -10314,10 +10320,7 @@ _VS_PRIVATE vs_result _vs_m_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         pthread_mutex_lock(&w->mmu);
         if (w->abreq != MPI_REQUEST_NULL) { // (a receive's cancel completes here: nothing stays in flight)
             MPI_Cancel(&w->abreq);
-            for (double until = _vs_now() + 0.5; w->abreq != MPI_REQUEST_NULL && _vs_now() < until;) {
-                int flag = 0;
-                if (MPI_Test(&w->abreq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) w->abreq = MPI_REQUEST_NULL;
-            }
+            _vs_mpi_settle(&w->abreq, _vs_now() + 0.5);
         }
         w->abreq = MPI_REQUEST_NULL;
         w->mab = nab; // (the old one stays, with the leaked receive: freed with the world's MPI)
