@@ -772,6 +772,10 @@ typedef struct vs_world_desc {
        VESCALE_ELASTIC_DIR; neither: none, and a failure ends the job). It
        carries failure notices and the survivors' agreement. */
     const char* elastic_dir;
+    /* The lighthouse's shared token (elastic_dir "tcp://..."; NULL:
+       VESCALE_LIGHTHOUSE_TOKEN; neither: none): every request is signed with
+       it. A lighthouse that has one refuses a rank without it. */
+    const char* elastic_token;
     /* 1 (or VESCALE_ELASTIC_JOIN=1): this process replaces a failed rank of a
        running elastic job: no rendezvous, no communicator until vs_world_grow. */
     int join;
@@ -1142,19 +1146,69 @@ VS_API vs_result vs_world_respawn(vs_world* w, int rank);
 VS_API int vs_world_joining(const vs_world* w);
 
 /* A lighthouse: the store of an NCCL job of processes whose ranks share no
-   directory. Start one where it outlives every rank (the launcher's node:
-   tools/vescale-lighthouse, or this call in the launcher), and give every
-   rank elastic_dir = "tcp://host:port" (or VESCALE_ELASTIC_DIR). It serves on
-   a thread of its own until vs_lighthouse_stop; what the ranks post lives in
-   its memory. Its extra: a rank's process that ends, on any host, is seen by
-   the others within about 200 ms (its connection closes), where a directory
+   directory.
+
+       vs_lighthouse* lh = NULL;
+       vs_lighthouse_start_desc(&(vs_lighthouse_desc){ .port = 29400, .token = secret }, &lh);
+       ... every rank: elastic_dir = "tcp://<this host>:29400", elastic_token = secret
+       vs_lighthouse_stop(lh);
+
+   Start one where it outlives every rank (the launcher's node:
+   tools/vescale-lighthouse, or this call in the launcher). It serves on a
+   thread of its own until vs_lighthouse_stop; what the ranks post lives in
+   its memory. A rank's process that ends, on any host, is seen by the
+   others within about 200 ms (its connection closes), where a directory
    sees only those on its own host. Jobs that share one need different run
-   ids (VESCALE_RUN_ID). addr: the address to listen on (NULL or "": every
-   one); port 0: any free one (vs_lighthouse_port says which). Errors: a port
-   out of range (VS_ERR_INVALID); an address that does not resolve or a port
-   in use (VS_ERR_IO naming it). */
+   ids (VESCALE_RUN_ID).
+
+   It can never end a healthy job:
+   - ranks never wait on it inside a collective (a watcher thread per rank
+     looks every 50 ms); a request it does not answer within 5 s makes every
+     rank give it up, once, with a warning ("the lighthouse at ... does not
+     answer: this job can no longer survive a failure"), and train on;
+   - it never blocks on a client: an answer a client does not take waits in
+     that connection's buffer, and the connection is closed after stall_s;
+   - it caps what clients hold (connections, value size, entries per job,
+     bytes in all) and refuses beyond with a message naming the limit; idle
+     connections that hold no rank's entry are closed after idle_s (and at
+     max_conns the longest idle one makes room); a job nobody holds or
+     touched for expire_s is forgotten;
+   - with a token, every request is signed (HMAC-SHA256 of the connection's
+     nonce, a sequence number, the key and value): a client without the
+     token cannot read, write or post a notice, and a captured request is
+     refused when replayed. Without one it says so once (a warning) and
+     trusts what it is sent.
+   Errors: a port or limit out of range (VS_ERR_INVALID); an address that
+   does not resolve or a port in use (VS_ERR_IO naming it). */
 typedef struct vs_lighthouse vs_lighthouse;
-VS_API vs_result vs_lighthouse_start(const char* addr, int port, vs_lighthouse** out);
+typedef struct vs_lighthouse_desc {
+    const char* addr;   // the address to listen on (NULL or "": every one)
+    int port;           // 0: any free one (vs_lighthouse_port says which)
+    const char* token;  // the jobs' shared secret (NULL: VESCALE_LIGHTHOUSE_TOKEN; neither: none); not read back
+    int max_conns;      // 0: 512, at most the descriptor limit (ulimit -n) less 24
+    double idle_s;      // 0: 60; a connection holding no rank's entry and silent this long is closed
+    double stall_s;     // 0: 5; a connection that does not take its answer this long is closed
+    size_t max_value;   // 0: 1 MiB; a longer value is refused
+    int max_keys;       // 0: 65536 entries per job
+    size_t max_bytes;   // 0: 256 MiB: entries (keys, values, 64 bytes each) and answers waiting, in all
+    double expire_s;    // 0: 600; a job no connection holds an entry of, untouched this long, is forgotten
+    vs_logger logger;   // its warnings (NULL fn: stderr at the level below)
+    vs_log_level log_level; // DEFAULT: VESCALE_LOG
+} vs_lighthouse_desc;
+/* What a lighthouse holds now (refreshed once a second). */
+typedef struct vs_lighthouse_stats {
+    int conns, jobs;
+    long long entries;
+    long long bytes;    // entries' bytes, as max_bytes counts them
+    long long pending;  // answers not yet taken by their clients
+    long long refused;  // requests refused (a limit, a bad signature) and connections turned away
+    long long closed;   // connections closed for idling or for not taking their answers
+} vs_lighthouse_stats;
+VS_API vs_result vs_lighthouse_start_desc(const vs_lighthouse_desc* desc, vs_lighthouse** out);
+VS_API vs_result vs_lighthouse_start(const char* addr, int port, vs_lighthouse** out); // the defaults otherwise
+/* desc (NULL: all defaults) as vs_lighthouse_start_desc resolves it. */
+VS_API vs_result vs_lighthouse_query_desc(const vs_lighthouse_desc* desc, vs_lighthouse_desc* out);
+VS_API vs_result vs_lighthouse_query_stats(vs_lighthouse* lh, vs_lighthouse_stats* out);
 VS_API int vs_lighthouse_port(const vs_lighthouse* lh); // 0 for NULL
 VS_API void vs_lighthouse_stop(vs_lighthouse* lh);      // NULL: nothing
 
@@ -1572,7 +1626,9 @@ VS_API vs_result vs_philox(uint64_t key, uint64_t counter_lo, uint64_t counter_h
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #if defined(__SSE2__) && !defined(VESCALE_NO_SIMD)
@@ -2438,6 +2494,8 @@ typedef struct _vs_tjob _vs_tjob;
 
 #define _VS_INIT_FILE_MAX 1000 /* bytes of vs_world_desc.init_file (its suffixes fit beside it) */
 
+#define _VS_LH_TOKEN_MAX 256 /* a lighthouse token's bytes, at most */
+
 struct vs_world {
     vs_transport tr;
     int rank, size, local_rank;
@@ -2471,6 +2529,16 @@ struct vs_world {
     int efd;
     pthread_mutex_t emu; // one request at a time on efd
     uint64_t egone;    // atomic: the lighthouse's count of ended processes at the last look (0: look again)
+    int elost;         // atomic: the lighthouse did not answer in time: given up (said once)
+    uint64_t eseq;     // requests sent on efd (under emu)
+    char etoken[_VS_LH_TOKEN_MAX + 1]; // the job's lighthouse token ("": none, or the lighthouse checks none)
+    unsigned char elh_nonce[16];       // the lighthouse's hello on efd: what this connection's requests sign
+    char ewhy[256];    // the lighthouse's last refusal (status 2, 3)
+    unsigned char* ejoin; // atomic per world rank: a replacement waits (the watcher's last look at the lighthouse)
+    pthread_t ew;      // the lighthouse's watcher (_vs_lh_watch_main)
+    pthread_mutex_t ewmu;
+    pthread_cond_t ewcv;
+    int ew_on, ew_stop;
     vs_comm* dead[_VS_QUARANTINE]; // freed split communicators, released when pushed out
     int ndead;
     void* dead_h[_VS_QUARANTINE];  // other freed handles (vs_free_later), the same way
@@ -7369,6 +7437,7 @@ _VS_PRIVATE void _vs_world_keep_desc(vs_world* w, const vs_world_desc* d)
     w->desc.init_file = d->init_file ? w->init_file : NULL;
     w->desc.elastic_dir = w->edir[0] ? w->edir : NULL;
     w->desc.join = w->edir[0] ? w->desc.join : 0;
+    w->desc.elastic_token = NULL; // (the secret is not read back)
 }
 
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
@@ -7639,30 +7708,36 @@ _VS_PRIVATE int _vs_poll_ms(double deadline)
     return left >= 1.0 ? 1000 : (int)(left * 1000) + 1;
 }
 
-/* Sends or receives exactly len bytes before the deadline. */
-_VS_PRIVATE vs_result _vs_io_full(int fd, void* buf, size_t len, int sending, double deadline)
+/* Sends or receives exactly len bytes before the deadline; errors name the
+   peer as who. */
+_VS_PRIVATE vs_result _vs_io_full_as(int fd, void* buf, size_t len, int sending, double deadline, const char* who)
 {
     char* p = (char*)buf;
     while (len) {
         if (_vs_now() >= deadline)
-            return _vs_err(VS_ERR_TIMEOUT, "rendezvous: peer did not %s in time", sending ? "take the data" : "answer");
+            return _vs_err(VS_ERR_TIMEOUT, "%s: peer did not %s in time", who, sending ? "take the data" : "answer");
         struct pollfd pf;
         pf.fd = fd;
         pf.events = sending ? POLLOUT : POLLIN;
         pf.revents = 0;
         int pr = poll(&pf, 1, _vs_poll_ms(deadline));
-        if (pr < 0 && errno != EINTR) return _vs_err_backend(VS_ERR_IO, errno, "rendezvous: poll: %s", strerror(errno));
+        if (pr < 0 && errno != EINTR) return _vs_err_backend(VS_ERR_IO, errno, "%s: poll: %s", who, strerror(errno));
         if (pr <= 0) continue;
         ssize_t k = sending ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
-        if (k == 0) return _vs_err(VS_ERR_IO, "rendezvous: connection closed by peer");
+        if (k == 0) return _vs_err(VS_ERR_IO, "%s: connection closed by peer", who);
         if (k < 0) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-            return _vs_err_backend(VS_ERR_IO, errno, "rendezvous: %s", strerror(errno));
+            return _vs_err_backend(VS_ERR_IO, errno, "%s: %s", who, strerror(errno));
         }
         p += k;
         len -= (size_t)k;
     }
     return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_io_full(int fd, void* buf, size_t len, int sending, double deadline)
+{
+    return _vs_io_full_as(fd, buf, len, sending, deadline, "rendezvous");
 }
 
 /* "3,5-7" for the ranks in [1, size) that have not joined, cut with "..." to fit. */
@@ -8450,6 +8525,8 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
         return _vs_err(VS_ERR_INVALID, "vs_world_init: the elastic directory is longer than %d bytes",
                        _VS_INIT_FILE_MAX - 64);
     out->elastic_dir = ed && *ed ? ed : NULL;
+    const char* tk = d->elastic_token ? d->elastic_token : getenv("VESCALE_LIGHTHOUSE_TOKEN");
+    out->elastic_token = tk && *tk ? tk : NULL;
     if (d->join != 0 && d->join != 1) return _vs_err(VS_ERR_INVALID, "vs_world_init: join %d is not 0 or 1", d->join);
     const char* je = getenv("VESCALE_ELASTIC_JOIN");
     if (!d->join && je && *je && strcmp(je, "0") && strcmp(je, "1"))
@@ -8467,7 +8544,7 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     return VS_OK;
 }
 
-_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join);
+_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join, const char* token);
 _VS_PRIVATE void _vs_store_members(vs_world* w);
 
 VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
@@ -8525,7 +8602,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
             }
         }
 #endif
-        if (rd.elastic_dir) r = _vs_store_open(w, rd.elastic_dir, rd.join);
+        if (rd.elastic_dir) r = _vs_store_open(w, rd.elastic_dir, rd.join, rd.elastic_token);
         if (!r && rd.join) { // a replacement: no rendezvous; it comes in with vs_world_grow
             w->joining = 1;
         } else if (!r && !over_mpi) {
@@ -9203,26 +9280,176 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
    hundred bytes each); remove the directory with the job. */
 /* The lighthouse (vs_lighthouse_start; tools/vescale-lighthouse.c): the store
    served over TCP, for a job whose ranks share no directory (elastic_dir =
-   "tcp://host:port"). One thread polls every connection; the entries live in
-   its memory. Wire format, integers big-endian:
-     request  "vsl1", op, key length, value length (4 bytes each), key, value
+   "tcp://host:port"). One thread polls every connection and never blocks on
+   one: its sockets are non-blocking, an answer a client does not take waits
+   in that connection's buffer (no more of its requests are read meanwhile),
+   and a connection whose answer has not moved for stall_s is closed. The
+   entries live in its memory. Wire format, integers big-endian:
+     hello    "vsH1", flags (bit 0: requests must be signed), 16-byte nonce:
+              the lighthouse's first words on a connection (a refusal, an
+              answer of status 2, instead when it takes no more)
+     request  "vsl2", op, key length, value length (4 bytes each), sequence
+              (8), MAC (32), key, value
      answer   "vsL1", status, value length (4 bytes each), value
+   Status 0 done; 1 LINK found it there, GET found none; 2 refused by a limit
+   (the value says which); 3 not signed by the lighthouse's token (the
+   connection is then closed). With a token, the MAC is HMAC-SHA256 under it
+   of the nonce, the request's first 24 bytes, its key and its value, and the
+   sequence counts the connection's requests from 1: a request captured on
+   one connection is refused on another (another nonce) and again on its own
+   (an old number). Without one the MAC and sequence are not looked at.
    The ops: PUT (replace); LINK (create; status 1: it was there, unchanged);
    GET (status 1: missing); DEL; OWN (PUT, and the entry is this connection's:
    when the connection ends while it holds it, its value becomes "gone" and
    the lighthouse's count of those rises: how the others learn that a process
    ended, on any host); GONE (that count, as text); LIST (the keys that begin
    with the key, one a line). A connection that sends anything else, or a key
-   over _VS_LH_KEY_MAX or a value over _VS_LH_VAL_MAX bytes, is closed; an
-   answer a client does not take within 5 s closes it too, so no client holds
-   the others up longer. Like the rendezvous, it trusts what it is sent: the
-   job key in every name keeps jobs apart, not attackers out. */
+   over _VS_LH_KEY_MAX bytes, is closed. A job is a key's part up to its
+   second '-' ("vs-<job key>-"): what a job may hold is capped (max_keys), as
+   is everything held (max_bytes, stored entries and answers waiting alike);
+   a job no connection holds an entry of, that no request touched for
+   expire_s, is forgotten. */
 enum { _VS_LH_PUT = 1, _VS_LH_LINK, _VS_LH_GET, _VS_LH_DEL, _VS_LH_OWN, _VS_LH_GONE, _VS_LH_LIST };
-#define _VS_LH_MAGIC 0x76736c31u  /* "vsl1" */
+#define _VS_LH_MAGIC 0x76736c32u  /* "vsl2" */
 #define _VS_LH_ANSWER 0x76734c31u /* "vsL1" */
+#define _VS_LH_HELLO 0x76734831u  /* "vsH1" */
+#define _VS_LH_REQ 56             /* a request's fixed part */
+#define _VS_LH_HELLO_LEN 24
 #define _VS_LH_KEY_MAX 512u
-#define _VS_LH_VAL_MAX (64u << 20)
 #define _VS_LH_BUCKETS 1024
+#define _VS_LH_JOBS_MAX 1024
+#define _VS_LH_ENTRY_COST 64      /* what an entry costs beside its key and value, counted in max_bytes */
+#define _VS_LH_ANSWER_S 5.0       /* a rank gives the lighthouse up when a request is not answered within this */
+
+/* SHA-256 (FIPS 180-4) and HMAC (RFC 2104): the lighthouse's signatures. */
+typedef struct _vs_sha256 {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char blk[64];
+    size_t used;
+} _vs_sha256;
+
+_VS_PRIVATE void _vs_sha256_init(_vs_sha256* s)
+{
+    static const uint32_t h0[8] = {0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au,
+                                   0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u};
+    memcpy(s->h, h0, sizeof h0);
+    s->len = 0, s->used = 0;
+}
+
+#define _VS_ROR32(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+_VS_PRIVATE void _vs_sha256_block(_vs_sha256* s, const unsigned char* p)
+{
+    static const uint32_t k[64] = {
+        0x428a2f98u, 0x71374491u, 0xb5c0fbcfu, 0xe9b5dba5u, 0x3956c25bu, 0x59f111f1u, 0x923f82a4u, 0xab1c5ed5u,
+        0xd807aa98u, 0x12835b01u, 0x243185beu, 0x550c7dc3u, 0x72be5d74u, 0x80deb1feu, 0x9bdc06a7u, 0xc19bf174u,
+        0xe49b69c1u, 0xefbe4786u, 0x0fc19dc6u, 0x240ca1ccu, 0x2de92c6fu, 0x4a7484aau, 0x5cb0a9dcu, 0x76f988dau,
+        0x983e5152u, 0xa831c66du, 0xb00327c8u, 0xbf597fc7u, 0xc6e00bf3u, 0xd5a79147u, 0x06ca6351u, 0x14292967u,
+        0x27b70a85u, 0x2e1b2138u, 0x4d2c6dfcu, 0x53380d13u, 0x650a7354u, 0x766a0abbu, 0x81c2c92eu, 0x92722c85u,
+        0xa2bfe8a1u, 0xa81a664bu, 0xc24b8b70u, 0xc76c51a3u, 0xd192e819u, 0xd6990624u, 0xf40e3585u, 0x106aa070u,
+        0x19a4c116u, 0x1e376c08u, 0x2748774cu, 0x34b0bcb5u, 0x391c0cb3u, 0x4ed8aa4au, 0x5b9cca4fu, 0x682e6ff3u,
+        0x748f82eeu, 0x78a5636fu, 0x84c87814u, 0x8cc70208u, 0x90befffau, 0xa4506cebu, 0xbef9a3f7u, 0xc67178f2u};
+    uint32_t m[64], v[8];
+    for (int i = 0; i < 16; i++) m[i] = _vs_be_get32(p + 4 * i);
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = _VS_ROR32(m[i - 15], 7) ^ _VS_ROR32(m[i - 15], 18) ^ (m[i - 15] >> 3);
+        uint32_t s1 = _VS_ROR32(m[i - 2], 17) ^ _VS_ROR32(m[i - 2], 19) ^ (m[i - 2] >> 10);
+        m[i] = m[i - 16] + s0 + m[i - 7] + s1;
+    }
+    memcpy(v, s->h, sizeof v);
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = v[7] + (_VS_ROR32(v[4], 6) ^ _VS_ROR32(v[4], 11) ^ _VS_ROR32(v[4], 25)) +
+                      ((v[4] & v[5]) ^ (~v[4] & v[6])) + k[i] + m[i];
+        uint32_t t2 = (_VS_ROR32(v[0], 2) ^ _VS_ROR32(v[0], 13) ^ _VS_ROR32(v[0], 22)) +
+                      ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
+        memmove(v + 1, v, 7 * sizeof v[0]);
+        v[4] += t1;
+        v[0] = t1 + t2;
+    }
+    for (int i = 0; i < 8; i++) s->h[i] += v[i];
+}
+#undef _VS_ROR32
+
+_VS_PRIVATE void _vs_sha256_add(_vs_sha256* s, const void* data, size_t n)
+{
+    const unsigned char* p = (const unsigned char*)data;
+    s->len += n;
+    while (n) {
+        size_t k = 64 - s->used < n ? 64 - s->used : n;
+        memcpy(s->blk + s->used, p, k);
+        s->used += k, p += k, n -= k;
+        if (s->used == 64) _vs_sha256_block(s, s->blk), s->used = 0;
+    }
+}
+
+_VS_PRIVATE void _vs_sha256_end(_vs_sha256* s, unsigned char out[32])
+{
+    unsigned char pad[72] = {0x80};
+    uint64_t bits = s->len * 8;
+    size_t k = (s->used < 56 ? 56 : 120) - s->used;
+    _vs_be_put64(pad + k, bits);
+    _vs_sha256_add(s, pad, k + 8);
+    for (int i = 0; i < 8; i++) _vs_be_put32(out + 4 * i, s->h[i]);
+}
+
+/* HMAC-SHA256 under key of the n parts. */
+_VS_PRIVATE void _vs_hmac_sha256(const char* key, size_t klen, const void* const* part, const size_t* len, int n,
+                                 unsigned char out[32])
+{
+    unsigned char k[64], pad[64];
+    _vs_sha256 s;
+    memset(k, 0, sizeof k);
+    if (klen > 64) {
+        _vs_sha256_init(&s);
+        _vs_sha256_add(&s, key, klen);
+        _vs_sha256_end(&s, k);
+    } else if (klen) {
+        memcpy(k, key, klen);
+    }
+    for (int i = 0; i < 64; i++) pad[i] = (unsigned char)(k[i] ^ 0x36);
+    _vs_sha256_init(&s);
+    _vs_sha256_add(&s, pad, 64);
+    for (int i = 0; i < n; i++) _vs_sha256_add(&s, part[i], len[i]);
+    _vs_sha256_end(&s, out);
+    for (int i = 0; i < 64; i++) pad[i] = (unsigned char)(k[i] ^ 0x5c);
+    _vs_sha256_init(&s);
+    _vs_sha256_add(&s, pad, 64);
+    _vs_sha256_add(&s, out, 32);
+    _vs_sha256_end(&s, out);
+}
+
+/* A request's fixed part (h: _VS_LH_REQ bytes), signed under token (""
+   none: the MAC stays zero) for the connection whose hello gave nonce. */
+_VS_PRIVATE void _vs_lh_request_head(unsigned char* h, uint32_t op, const char* key, size_t klen, const void* val,
+                                     size_t vlen, uint64_t seq, const char* token, const unsigned char* nonce)
+{
+    memset(h, 0, _VS_LH_REQ);
+    _vs_be_put32(h, _VS_LH_MAGIC);
+    _vs_be_put32(h + 4, op);
+    _vs_be_put32(h + 8, (uint32_t)klen);
+    _vs_be_put32(h + 12, (uint32_t)vlen);
+    _vs_be_put64(h + 16, seq);
+    if (!token || !*token) return;
+    const void* part[4] = {nonce, h, key, val ? val : ""};
+    size_t len[4] = {16, 24, klen, vlen};
+    _vs_hmac_sha256(token, strlen(token), part, len, 4, h + 24);
+}
+
+/* a == b over n bytes, in a time that does not depend on where they differ */
+_VS_PRIVATE int _vs_same_bytes(const unsigned char* a, const unsigned char* b, size_t n)
+{
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++) d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+typedef struct _vs_lh_job {
+    char name[64]; // the keys' part up to their second '-'
+    size_t nlen;
+    long keys, owned; // its entries, those a connection holds
+    size_t bytes;     // what they cost (max_bytes' measure)
+    double touched;   // the last request on one of its keys
+} _vs_lh_job;
 
 typedef struct _vs_lh_ent {
     struct _vs_lh_ent* next;
@@ -9230,24 +9457,72 @@ typedef struct _vs_lh_ent {
     char* val; // vlen bytes (and a NUL)
     size_t vlen;
     long owner; // the connection that holds it (OWN), else 0
+    _vs_lh_job* job;
 } _vs_lh_ent;
 
 typedef struct _vs_lh_conn {
     int fd;
     long id;
-    unsigned char* buf;
+    unsigned char* in; // what it sent, not yet served
     size_t got, cap;
+    unsigned char* out; // its answer, not yet taken (osent of olen bytes sent)
+    size_t osent, olen;
+    size_t skip;   // bytes of a refused request still to discard
+    double last;   // its last request (or its accept)
+    double moved;  // the last time its answer moved
+    int holds;     // 1 once it owned an entry (a rank's liveness connection): never closed for idling
+    int closing;   // told a refusal it cannot come back from: closed once that is sent
+    uint64_t seq;  // requests it sent
+    unsigned char nonce[16];
 } _vs_lh_conn;
 
 struct vs_lighthouse {
-    int lfd, port, wake[2];
+    vs_lighthouse_desc d; // as resolved
+    _vs_hooks hooks;      // its logger
+    char token[_VS_LH_TOKEN_MAX + 1];
+    int lfd, port, wake[2], spare;
     pthread_t th;
     _vs_lh_ent* tab[_VS_LH_BUCKETS];
     _vs_lh_conn* conn;
     int nconn, capconn;
+    _vs_lh_job* jobs[_VS_LH_JOBS_MAX];
+    int njobs;
     long next_id;
     unsigned long long gone;
+    size_t bytes, pending;   // held in entries; in answers not yet taken
+    double accept_after;     // out of descriptors: accept again after this
+    pthread_mutex_t smu;     // st, copied out by vs_lighthouse_query_stats
+    vs_lighthouse_stats st;
+    long long refused, closed; // (the thread's own counts, published in st)
 };
+
+_VS_PRIVATE _VS_PRINTF(3, 4) void _vs_lh_log(const vs_lighthouse* lh, vs_log_level level, const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    _vs_vlog(&lh->hooks, -1, level, fmt, ap);
+    va_end(ap);
+}
+
+/* The job of a key (made when missing and make): NULL when there is none, or
+   no room for another. */
+_VS_PRIVATE _vs_lh_job* _vs_lh_job_of(vs_lighthouse* lh, const char* key, size_t klen, int make)
+{
+    const char* d1 = (const char*)memchr(key, '-', klen);
+    const char* d2 = d1 ? (const char*)memchr(d1 + 1, '-', klen - (size_t)(d1 + 1 - key)) : NULL;
+    size_t n = d2 ? (size_t)(d2 + 1 - key) : klen;
+    if (n > sizeof lh->jobs[0]->name - 1) n = sizeof lh->jobs[0]->name - 1;
+    for (int i = 0; i < lh->njobs; i++)
+        if (lh->jobs[i]->nlen == n && !memcmp(lh->jobs[i]->name, key, n)) return lh->jobs[i];
+    if (!make || lh->njobs == _VS_LH_JOBS_MAX) return NULL;
+    _vs_lh_job* j = _VS_HNEW(NULL, _vs_lh_job, 1);
+    if (!j) return NULL;
+    memcpy(j->name, key, n);
+    j->nlen = n;
+    j->touched = _vs_now();
+    lh->jobs[lh->njobs++] = j;
+    return j;
+}
 
 _VS_PRIVATE _vs_lh_ent** _vs_lh_slot(vs_lighthouse* lh, const char* key, size_t klen)
 {
@@ -9256,10 +9531,27 @@ _VS_PRIVATE _vs_lh_ent** _vs_lh_slot(vs_lighthouse* lh, const char* key, size_t 
     return e;
 }
 
-/* The value of an entry (made when missing): 0 when out of memory. */
-_VS_PRIVATE int _vs_lh_set(vs_lighthouse* lh, const char* key, size_t klen, const void* val, size_t vlen, long owner)
+/* The value of an entry (made when missing): 1 done, 0 out of memory, -1
+   refused by a limit (why says which). */
+_VS_PRIVATE int _vs_lh_set(vs_lighthouse* lh, const char* key, size_t klen, const void* val, size_t vlen, long owner,
+                           char* why, size_t wcap)
 {
     _vs_lh_ent** s = _vs_lh_slot(lh, key, klen);
+    _vs_lh_job* job = *s ? (*s)->job : _vs_lh_job_of(lh, key, klen, 1);
+    size_t old = *s ? (*s)->vlen : 0, add = *s ? 0 : klen + _VS_LH_ENTRY_COST;
+    if (!job) {
+        snprintf(why, wcap, "the lighthouse holds %d jobs, its most", lh->njobs);
+        return lh->njobs == _VS_LH_JOBS_MAX ? -1 : 0;
+    }
+    if (!*s && job->keys >= (long)lh->d.max_keys) {
+        snprintf(why, wcap, "job '%s' holds %ld entries, the lighthouse's max_keys", job->name, job->keys);
+        return -1;
+    }
+    if (vlen > old && lh->bytes + lh->pending + add + (vlen - old) > lh->d.max_bytes) {
+        snprintf(why, wcap, "the lighthouse holds %zu bytes; %zu more would pass its max_bytes %zu", lh->bytes +
+                 lh->pending, add + vlen - old, lh->d.max_bytes);
+        return -1;
+    }
     char* v = _VS_HNEW(NULL, char, vlen + 1);
     if (!v) return 0;
     memcpy(v, val, vlen);
@@ -9271,34 +9563,86 @@ _VS_PRIVATE int _vs_lh_set(vs_lighthouse* lh, const char* key, size_t klen, cons
             return 0;
         }
         memcpy(k, key, klen);
-        e->key = k;
+        e->key = k, e->job = job;
         *s = e;
+        job->keys++;
     }
-    _vs_hfree(NULL, (*s)->val);
-    (*s)->val = v, (*s)->vlen = vlen, (*s)->owner = owner;
+    _vs_lh_ent* e = *s;
+    job->owned += (owner != 0) - (e->owner != 0);
+    job->bytes = job->bytes + add + vlen - old;
+    lh->bytes = lh->bytes + add + vlen - old;
+    job->touched = _vs_now();
+    _vs_hfree(NULL, e->val);
+    e->val = v, e->vlen = vlen, e->owner = owner;
     return 1;
 }
 
+/* Removes the entry at s. */
+_VS_PRIVATE void _vs_lh_unlink(vs_lighthouse* lh, _vs_lh_ent** s)
+{
+    _vs_lh_ent* e = *s;
+    size_t cost = strlen(e->key) + e->vlen + _VS_LH_ENTRY_COST;
+    e->job->keys--, e->job->owned -= e->owner != 0, e->job->bytes -= cost;
+    lh->bytes -= cost;
+    *s = e->next;
+    _vs_hfree(NULL, e->key), _vs_hfree(NULL, e->val), _vs_hfree(NULL, e);
+}
+
+/* Connection i goes: what it still holds reads "gone" (its process ended
+   without a word). */
 _VS_PRIVATE void _vs_lh_drop(vs_lighthouse* lh, int i)
 {
     _vs_lh_conn* c = &lh->conn[i];
-    for (int b = 0; b < _VS_LH_BUCKETS; b++) // (what it still holds: its process ended without a word)
+    char why[8];
+    for (int b = 0; c->holds && b < _VS_LH_BUCKETS; b++)
         for (_vs_lh_ent* e = lh->tab[b]; e; e = e->next)
-            if (e->owner == c->id && _vs_lh_set(lh, e->key, strlen(e->key), "gone", 4, 0)) lh->gone++;
+            if (e->owner == c->id && _vs_lh_set(lh, e->key, strlen(e->key), "gone", 4, 0, why, sizeof why) == 1)
+                lh->gone++;
     close(c->fd);
-    _vs_hfree(NULL, c->buf);
+    lh->pending -= c->olen - c->osent;
+    _vs_hfree(NULL, c->in), _vs_hfree(NULL, c->out);
     lh->conn[i] = lh->conn[--lh->nconn];
 }
 
-_VS_PRIVATE int _vs_lh_answer(int fd, uint32_t status, const void* val, size_t vlen)
+/* Queues an answer on connection c: sent at once as far as its socket takes
+   it, the rest kept for later (nothing else of c is read until it has gone).
+   0 when c is to be dropped. */
+_VS_PRIVATE int _vs_lh_answer(vs_lighthouse* lh, _vs_lh_conn* c, uint32_t status, const void* val, size_t vlen)
 {
     unsigned char h[12];
     _vs_be_put32(h, _VS_LH_ANSWER);
     _vs_be_put32(h + 4, status);
     _vs_be_put32(h + 8, (uint32_t)vlen);
-    double until = _vs_now() + 5;
-    return _vs_io_full(fd, h, sizeof h, 1, until) == VS_OK &&
-           (!vlen || _vs_io_full(fd, (void*)(uintptr_t)val, vlen, 1, until) == VS_OK);
+    size_t sent = 0, total = sizeof h + vlen;
+    while (sent < total) {
+        const unsigned char* p = sent < sizeof h ? h + sent : (const unsigned char*)val + (sent - sizeof h);
+        size_t n = sent < sizeof h ? sizeof h - sent : total - sent;
+        ssize_t k = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (k <= 0) return 0;
+        sent += (size_t)k;
+    }
+    if (sent == total) return 1;
+    size_t rest = total - sent;
+    unsigned char* o = _VS_HNEW(NULL, unsigned char, rest);
+    if (!o) return 0;
+    if (sent < sizeof h) {
+        memcpy(o, h + sent, sizeof h - sent);
+        if (vlen) memcpy(o + sizeof h - sent, val, vlen);
+    } else {
+        memcpy(o, (const unsigned char*)val + (sent - sizeof h), rest);
+    }
+    c->out = o, c->osent = 0, c->olen = rest, c->moved = _vs_now();
+    lh->pending += rest;
+    return 1;
+}
+
+/* A refusal (status 2 or 3) that names why. */
+_VS_PRIVATE int _vs_lh_refuse(vs_lighthouse* lh, _vs_lh_conn* c, uint32_t status, const char* why)
+{
+    lh->refused++;
+    return _vs_lh_answer(lh, c, status, why, strlen(why));
 }
 
 /* One request of connection i: 0 when the connection is to be dropped. */
@@ -9307,26 +9651,32 @@ _VS_PRIVATE int _vs_lh_do(vs_lighthouse* lh, int i, uint32_t op, const char* key
 {
     _vs_lh_conn* c = &lh->conn[i];
     _vs_lh_ent** s = _vs_lh_slot(lh, key, klen);
+    char why[200] = "";
+    int k;
+    if (*s) (*s)->job->touched = _vs_now();
     switch (op) {
     case _VS_LH_PUT:
     case _VS_LH_OWN:
-        return _vs_lh_set(lh, key, klen, val, vlen, op == _VS_LH_OWN ? c->id : 0) && _vs_lh_answer(c->fd, 0, NULL, 0);
     case _VS_LH_LINK:
-        if (*s) return _vs_lh_answer(c->fd, 1, NULL, 0);
-        return _vs_lh_set(lh, key, klen, val, vlen, 0) && _vs_lh_answer(c->fd, 0, NULL, 0);
+        if (op == _VS_LH_LINK && *s) return _vs_lh_answer(lh, c, 1, NULL, 0);
+        k = _vs_lh_set(lh, key, klen, val, vlen, op == _VS_LH_OWN ? c->id : 0, why, sizeof why);
+        if (k < 0) return _vs_lh_refuse(lh, c, 2, why);
+        c->holds |= k > 0 && op == _VS_LH_OWN;
+        return k > 0 && _vs_lh_answer(lh, c, 0, NULL, 0);
     case _VS_LH_GET:
-        return *s ? _vs_lh_answer(c->fd, 0, (*s)->val, (*s)->vlen) : _vs_lh_answer(c->fd, 1, NULL, 0);
-    case _VS_LH_DEL:
-        if (*s) {
-            _vs_lh_ent* e = *s;
-            *s = e->next;
-            _vs_hfree(NULL, e->key), _vs_hfree(NULL, e->val), _vs_hfree(NULL, e);
+        if (*s && lh->pending + (*s)->vlen > lh->d.max_bytes) {
+            snprintf(why, sizeof why, "answers of %zu bytes wait for their clients; %zu more would pass the "
+                     "lighthouse's max_bytes %zu", lh->pending, (*s)->vlen, lh->d.max_bytes);
+            return _vs_lh_refuse(lh, c, 2, why);
         }
-        return _vs_lh_answer(c->fd, 0, NULL, 0);
+        return *s ? _vs_lh_answer(lh, c, 0, (*s)->val, (*s)->vlen) : _vs_lh_answer(lh, c, 1, NULL, 0);
+    case _VS_LH_DEL:
+        if (*s) _vs_lh_unlink(lh, s);
+        return _vs_lh_answer(lh, c, 0, NULL, 0);
     case _VS_LH_GONE: {
         char t[32];
         int n = snprintf(t, sizeof t, "%llu", lh->gone);
-        return _vs_lh_answer(c->fd, 0, t, (size_t)n);
+        return _vs_lh_answer(lh, c, 0, t, (size_t)n);
     }
     case _VS_LH_LIST: {
         size_t len = 0, cap = 256;
@@ -9346,7 +9696,7 @@ _VS_PRIVATE int _vs_lh_do(vs_lighthouse* lh, int i, uint32_t op, const char* key
                 len += n;
                 t[len++] = '\n';
             }
-        int ok = t && _vs_lh_answer(c->fd, 0, t, len);
+        int ok = t && _vs_lh_answer(lh, c, 0, t, len);
         _vs_hfree(NULL, t);
         return ok;
     }
@@ -9355,37 +9705,200 @@ _VS_PRIVATE int _vs_lh_do(vs_lighthouse* lh, int i, uint32_t op, const char* key
     }
 }
 
-/* What connection i sent: every whole request in it served. 0: drop it. */
+/* Serves the whole requests connection i has sent, while it has no answer
+   waiting. 0: drop it. */
+_VS_PRIVATE int _vs_lh_serve(vs_lighthouse* lh, int i)
+{
+    _vs_lh_conn* c = &lh->conn[i];
+    size_t off = 0;
+    int ok = 1;
+    while (ok && !c->closing && !c->out && c->got - off >= 4) {
+        const unsigned char* h = c->in + off;
+        if (_vs_be_get32(h) != _VS_LH_MAGIC) return 0; // (not a vescale rank: closed at its first word)
+        if (c->got - off < _VS_LH_REQ) break;
+        uint32_t op = _vs_be_get32(h + 4), klen = _vs_be_get32(h + 8), vlen = _vs_be_get32(h + 12);
+        if (klen > _VS_LH_KEY_MAX) return 0;
+        if (vlen > lh->d.max_value) { // (read and dropped: the connection stays a rank's)
+            char why[160];
+            size_t have = c->got - off - _VS_LH_REQ, need = (size_t)klen + vlen;
+            snprintf(why, sizeof why, "a value of %u bytes: over the lighthouse's max_value %zu", vlen,
+                     lh->d.max_value);
+            c->seq++;
+            c->skip = need - (have < need ? have : need);
+            off += _VS_LH_REQ + (have < need ? have : need);
+            ok = _vs_lh_refuse(lh, c, 2, why);
+            c = &lh->conn[i];
+            continue;
+        }
+        if (c->got - off < _VS_LH_REQ + (size_t)klen + vlen) break;
+        const char* key = (const char*)h + _VS_LH_REQ;
+        c->last = _vs_now();
+        if (lh->token[0]) {
+            unsigned char mac[_VS_LH_REQ];
+            _vs_lh_request_head(mac, op, key, klen, key + klen, vlen, c->seq + 1, lh->token, c->nonce);
+            if (_vs_be_get64(h + 16) != c->seq + 1 || !_vs_same_bytes(mac + 24, h + 24, 32)) {
+                c->closing = 1;
+                ok = _vs_lh_refuse(lh, c, 3, _vs_be_get64(h + 16) != c->seq + 1
+                                                 ? "a request out of sequence (a replay?): refused, connection closed"
+                                                 : "a request not signed by the lighthouse's token: refused, "
+                                                   "connection closed (give the job's VESCALE_LIGHTHOUSE_TOKEN)");
+                break;
+            }
+        }
+        c->seq++;
+        ok = _vs_lh_do(lh, i, op, key, klen, key + klen, vlen);
+        c = &lh->conn[i];
+        off += _VS_LH_REQ + (size_t)klen + vlen;
+    }
+    if (off) memmove(c->in, c->in + off, c->got - off), c->got -= off;
+    return ok && !(c->closing && !c->out);
+}
+
+/* What connection i sent: read, and its whole requests served. 0: drop it. */
 _VS_PRIVATE int _vs_lh_read(vs_lighthouse* lh, int i)
 {
     _vs_lh_conn* c = &lh->conn[i];
-    if (c->cap - c->got < 4096) {
+    size_t most = _VS_LH_REQ + _VS_LH_KEY_MAX + lh->d.max_value;
+    if (c->cap - c->got < 4096 && c->cap < most) {
         size_t cap = c->cap ? 2 * c->cap : 8192;
-        if (cap > 16 + _VS_LH_KEY_MAX + _VS_LH_VAL_MAX) cap = 16 + _VS_LH_KEY_MAX + _VS_LH_VAL_MAX;
-        if (cap > c->cap) {
-            unsigned char* b = _VS_HNEW(NULL, unsigned char, cap);
-            if (!b) return 0;
-            if (c->got) memcpy(b, c->buf, c->got);
-            _vs_hfree(NULL, c->buf);
-            c->buf = b, c->cap = cap;
-        }
+        if (cap > most) cap = most;
+        unsigned char* b = _VS_HNEW(NULL, unsigned char, cap);
+        if (!b) return 0;
+        if (c->got) memcpy(b, c->in, c->got);
+        _vs_hfree(NULL, c->in);
+        c->in = b, c->cap = cap;
     }
-    ssize_t k = recv(c->fd, c->buf + c->got, c->cap - c->got, 0);
+    unsigned char sink[4096];
+    int skipping = c->skip > 0;
+    size_t room = skipping ? (c->skip < sizeof sink ? c->skip : sizeof sink) : c->cap - c->got;
+    if (!room) return _vs_lh_serve(lh, i); // (a whole request is there: it waits for its turn)
+    ssize_t k = recv(c->fd, skipping ? sink : c->in + c->got, room, MSG_DONTWAIT);
     if (k < 0) return errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK;
     if (k == 0) return 0;
-    c->got += (size_t)k;
-    size_t off = 0;
-    while (c->got - off >= 16) {
-        const unsigned char* h = c->buf + off;
-        uint32_t op = _vs_be_get32(h + 4), klen = _vs_be_get32(h + 8), vlen = _vs_be_get32(h + 12);
-        if (_vs_be_get32(h) != _VS_LH_MAGIC || klen > _VS_LH_KEY_MAX || vlen > _VS_LH_VAL_MAX) return 0;
-        if (c->got - off < 16 + (size_t)klen + vlen) break;
-        if (!_vs_lh_do(lh, i, op, (const char*)h + 16, klen, (const char*)h + 16 + klen, vlen)) return 0;
-        c = &lh->conn[i];
-        off += 16 + (size_t)klen + vlen;
+    if (skipping) c->skip -= (size_t)k;
+    else c->got += (size_t)k;
+    return _vs_lh_serve(lh, i);
+}
+
+/* Sends what connection i's answer has left; once all is sent, serves what it
+   sent meanwhile. 0: drop it. */
+_VS_PRIVATE int _vs_lh_flush(vs_lighthouse* lh, int i)
+{
+    _vs_lh_conn* c = &lh->conn[i];
+    while (c->out && c->osent < c->olen) {
+        ssize_t k = send(c->fd, c->out + c->osent, c->olen - c->osent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
+        if (k <= 0) return 0;
+        c->osent += (size_t)k, lh->pending -= (size_t)k, c->moved = _vs_now();
     }
-    if (off) memmove(c->buf, c->buf + off, c->got - off), c->got -= off;
-    return 1;
+    _vs_hfree(NULL, c->out);
+    c->out = NULL, c->osent = c->olen = 0;
+    return !c->closing && _vs_lh_serve(lh, i);
+}
+
+/* A connection turned away: told why (as far as its socket takes it at
+   once), closed. */
+_VS_PRIVATE void _vs_lh_turn_away(vs_lighthouse* lh, int fd, const char* why)
+{
+    unsigned char h[12 + 200];
+    size_t n = strlen(why) < 200 ? strlen(why) : 200;
+    _vs_be_put32(h, _VS_LH_ANSWER);
+    _vs_be_put32(h + 4, 2);
+    _vs_be_put32(h + 8, (uint32_t)n);
+    memcpy(h + 12, why, n);
+    if (send(fd, h, 12 + n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {} // (best effort: it is closed either way)
+    close(fd);
+    lh->refused++;
+}
+
+/* Takes the connections that wait. At the cap, the longest idle one that
+   holds nothing (idle a second at least) makes room, else the newcomer is
+   told and closed; out of descriptors, the spare one makes room to tell it
+   (then accepting pauses 100 ms if even that fails: never a busy loop). */
+_VS_PRIVATE void _vs_lh_accept(vs_lighthouse* lh)
+{
+    for (int n = 0; n < 64; n++) {
+        int fd = accept(lh->lfd, NULL, NULL);
+        double now = _vs_now();
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+            if (lh->spare >= 0) close(lh->spare), lh->spare = -1;
+            fd = accept(lh->lfd, NULL, NULL);
+            if (fd >= 0) _vs_lh_turn_away(lh, fd, "the lighthouse is out of file descriptors: try again later");
+            lh->spare = open("/dev/null", O_RDONLY);
+            if (fd < 0 || lh->spare < 0) lh->accept_after = now + 0.1;
+            return;
+        }
+        if (fd < 0) return; // (EAGAIN: none waits; else the next poll says)
+        if (lh->nconn >= lh->d.max_conns) {
+            int old = -1;
+            for (int i = 0; i < lh->nconn; i++)
+                if (!lh->conn[i].holds && !lh->conn[i].out && now - lh->conn[i].last >= 1 &&
+                    (old < 0 || lh->conn[i].last < lh->conn[old].last))
+                    old = i;
+            if (old < 0) {
+                char why[160];
+                snprintf(why, sizeof why, "the lighthouse serves %d connections, its max_conns: try again later",
+                         lh->nconn);
+                _vs_lh_turn_away(lh, fd, why);
+                continue;
+            }
+            lh->closed++;
+            _vs_lh_drop(lh, old);
+        }
+        if (lh->nconn == lh->capconn) {
+            int nc = lh->capconn ? 2 * lh->capconn : 64;
+            _vs_lh_conn* g = _VS_HNEW(NULL, _vs_lh_conn, nc);
+            if (g && lh->nconn) memcpy(g, lh->conn, sizeof *g * (size_t)lh->nconn);
+            if (g) _vs_hfree(NULL, lh->conn), lh->conn = g, lh->capconn = nc;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (lh->nconn == lh->capconn) {
+            _vs_lh_turn_away(lh, fd, "the lighthouse is out of memory");
+            continue;
+        }
+        _vs_lh_conn* c = &lh->conn[lh->nconn++];
+        memset(c, 0, sizeof *c);
+        c->fd = fd, c->id = ++lh->next_id, c->last = now;
+        uint64_t r1 = _vs_random64(), r2 = _vs_random64();
+        memcpy(c->nonce, &r1, 8), memcpy(c->nonce + 8, &r2, 8);
+        unsigned char hello[_VS_LH_HELLO_LEN];
+        _vs_be_put32(hello, _VS_LH_HELLO);
+        _vs_be_put32(hello + 4, lh->token[0] ? 1u : 0u);
+        memcpy(hello + 8, c->nonce, 16);
+        if (send(fd, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof hello)
+            _vs_lh_drop(lh, lh->nconn - 1);
+    }
+}
+
+/* Once a second: connections idle past idle_s that hold nothing, and those
+   whose answer has not moved for stall_s, closed; jobs nobody holds or
+   touched for expire_s forgotten. */
+_VS_PRIVATE void _vs_lh_sweep(vs_lighthouse* lh, double now)
+{
+    for (int i = lh->nconn - 1; i >= 0; i--) {
+        _vs_lh_conn* c = &lh->conn[i];
+        if ((c->out && now - c->moved > lh->d.stall_s) || (!c->out && !c->holds && now - c->last > lh->d.idle_s))
+            lh->closed++, _vs_lh_drop(lh, i);
+    }
+    for (int j = lh->njobs - 1; j >= 0; j--) {
+        _vs_lh_job* job = lh->jobs[j];
+        if (job->keys && (job->owned || now - job->touched <= lh->d.expire_s)) continue;
+        for (int b = 0; job->keys && b < _VS_LH_BUCKETS; b++)
+            for (_vs_lh_ent** s = &lh->tab[b]; *s;)
+                if ((*s)->job == job) _vs_lh_unlink(lh, s);
+                else s = &(*s)->next;
+        _vs_hfree(NULL, job);
+        lh->jobs[j] = lh->jobs[--lh->njobs];
+    }
+    pthread_mutex_lock(&lh->smu);
+    lh->st.conns = lh->nconn, lh->st.jobs = lh->njobs;
+    lh->st.bytes = (long long)lh->bytes, lh->st.pending = (long long)lh->pending;
+    lh->st.entries = 0;
+    for (int j = 0; j < lh->njobs; j++) lh->st.entries += lh->jobs[j]->keys;
+    lh->st.refused = lh->refused, lh->st.closed = lh->closed;
+    pthread_mutex_unlock(&lh->smu);
 }
 
 _VS_PRIVATE void* _vs_lh_main(void* arg)
@@ -9393,6 +9906,7 @@ _VS_PRIVATE void* _vs_lh_main(void* arg)
     vs_lighthouse* lh = (vs_lighthouse*)arg;
     struct pollfd* pf = NULL;
     int cap = 0;
+    double swept = 0;
     for (;;) {
         if (cap < lh->nconn + 2) {
             _vs_hfree(NULL, pf);
@@ -9404,44 +9918,73 @@ _VS_PRIVATE void* _vs_lh_main(void* arg)
             }
         }
         int n = lh->nconn;
-        pf[0].fd = lh->wake[0], pf[1].fd = lh->lfd;
-        for (int i = 0; i < n; i++) pf[i + 2].fd = lh->conn[i].fd;
-        for (int i = 0; i < n + 2; i++) pf[i].events = POLLIN, pf[i].revents = 0;
-        if (poll(pf, (nfds_t)(n + 2), 1000) <= 0) continue;
-        if (pf[0].revents) break;
-        for (int i = n - 1; i >= 0; i--) // (downwards: a dropped one's slot takes the last, already seen)
-            if (pf[i + 2].revents && !_vs_lh_read(lh, i)) _vs_lh_drop(lh, i);
-        if (pf[1].revents & POLLIN) {
-            int fd = accept(lh->lfd, NULL, NULL);
-            if (fd < 0) continue;
-            int fl = fcntl(fd, F_GETFL, 0), one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            if (lh->nconn == lh->capconn) {
-                int nc = lh->capconn ? 2 * lh->capconn : 64;
-                _vs_lh_conn* g = _VS_HNEW(NULL, _vs_lh_conn, nc);
-                if (g && lh->nconn) memcpy(g, lh->conn, sizeof *g * (size_t)lh->nconn);
-                if (g) _vs_hfree(NULL, lh->conn), lh->conn = g, lh->capconn = nc;
-            }
-            if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || lh->nconn == lh->capconn) {
-                close(fd);
-                continue;
-            }
-            _vs_lh_conn* c = &lh->conn[lh->nconn++];
-            memset(c, 0, sizeof *c);
-            c->fd = fd, c->id = ++lh->next_id;
+        double now = _vs_now();
+        pf[0].fd = lh->wake[0], pf[0].events = POLLIN;
+        pf[1].fd = now >= lh->accept_after ? lh->lfd : -1, pf[1].events = POLLIN;
+        for (int i = 0; i < n; i++)
+            pf[i + 2].fd = lh->conn[i].fd, pf[i + 2].events = lh->conn[i].out ? POLLOUT : POLLIN;
+        for (int i = 0; i < n + 2; i++) pf[i].revents = 0;
+        int pr = poll(pf, (nfds_t)(n + 2), 250);
+        if (pr > 0 && pf[0].revents) break;
+        for (int i = pr > 0 ? n - 1 : -1; i >= 0; i--) { // (downwards: a dropped one's slot takes the last, already seen)
+            short ev = pf[i + 2].revents;
+            if (!ev) continue;
+            int ok = lh->conn[i].out ? ((ev & (POLLOUT | POLLERR | POLLHUP)) ? _vs_lh_flush(lh, i) : 1)
+                                     : _vs_lh_read(lh, i);
+            if (!ok) _vs_lh_drop(lh, i);
         }
+        if (pr > 0 && (pf[1].revents & POLLIN)) _vs_lh_accept(lh);
+        if ((now = _vs_now()) - swept >= 1) swept = now, _vs_lh_sweep(lh, now);
     }
     _vs_hfree(NULL, pf);
     return NULL;
 }
 
-VS_API vs_result vs_lighthouse_start(const char* addr, int port, vs_lighthouse** out)
+VS_API vs_result vs_lighthouse_query_desc(const vs_lighthouse_desc* d, vs_lighthouse_desc* out)
+{
+    _VS_CHECK_NULL(out, "out");
+    vs_lighthouse_desc z;
+    memset(&z, 0, sizeof z);
+    if (!d) d = &z;
+    if (d->port < 0 || d->port > 65535)
+        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: port %d out of range [0, 65535]", d->port);
+    if (d->max_conns < 0 || d->max_keys < 0 || d->idle_s < 0 || d->stall_s < 0 || d->expire_s < 0 ||
+        d->idle_s != d->idle_s || d->stall_s != d->stall_s || d->expire_s != d->expire_s)
+        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: a negative or NaN limit (max_conns %d, max_keys %d, "
+                       "idle_s %g, stall_s %g, expire_s %g; 0: the default)", d->max_conns, d->max_keys, d->idle_s,
+                       d->stall_s, d->expire_s);
+    *out = *d;
+    const char* tok = d->token ? d->token : getenv("VESCALE_LIGHTHOUSE_TOKEN");
+    out->token = tok && *tok ? tok : NULL;
+    if (out->token && strlen(out->token) > _VS_LH_TOKEN_MAX)
+        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: the token is %zu bytes, over %d", strlen(out->token),
+                       _VS_LH_TOKEN_MAX);
+    struct rlimit rl;
+    int fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 1u << 20
+                  ? (int)rl.rlim_cur : 1 << 20;
+    if (!out->max_conns) out->max_conns = 512;
+    if (out->max_conns > fds - 24) out->max_conns = fds - 24 > 8 ? fds - 24 : 8; // (the process's other descriptors)
+    if (!out->idle_s) out->idle_s = 60;
+    if (!out->stall_s) out->stall_s = 5;
+    if (!out->max_value) out->max_value = 1u << 20;
+    if (!out->max_keys) out->max_keys = 65536;
+    if (!out->max_bytes) out->max_bytes = (size_t)256 << 20;
+    if (!out->expire_s) out->expire_s = 600;
+    _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
+    if (out->max_value > 0x7fffffffu)
+        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: max_value %zu over 2^31 - 1", out->max_value);
+    return VS_OK;
+}
+
+VS_API vs_result vs_lighthouse_start_desc(const vs_lighthouse_desc* desc, vs_lighthouse** out)
 {
     if (!out) return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: out is NULL");
     *out = NULL;
-    if (port < 0 || port > 65535) return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: port %d out of range [0, 65535]", port);
+    vs_lighthouse_desc d;
+    _VS_TRY(vs_lighthouse_query_desc(desc, &d));
+    const char* addr = d.addr;
     struct addrinfo* ai = NULL;
-    int gr = _vs_tcp_resolve(addr && *addr ? addr : NULL, port, 1, &ai);
+    int gr = _vs_tcp_resolve(addr && *addr ? addr : NULL, d.port, 1, &ai);
     if (gr != 0)
         return _vs_err_backend(VS_ERR_IO, gr, "vs_lighthouse_start: cannot resolve '%s': %s", addr ? addr : "",
                                gai_strerror(gr));
@@ -9452,33 +9995,65 @@ VS_API vs_result vs_lighthouse_start(const char* addr, int port, vs_lighthouse**
         freeaddrinfo(ai);
         return _vs_err(VS_ERR_NOMEM, "vs_lighthouse_start: out of memory");
     }
+    lh->d = d;
+    _vs_hooks_init(&lh->hooks, &d.logger, d.log_level, NULL);
+    if (d.token) snprintf(lh->token, sizeof lh->token, "%s", d.token);
+    lh->d.token = NULL; // (the secret is not kept where the desc is read back)
     lh->wake[0] = lh->wake[1] = -1;
+    lh->spare = open("/dev/null", O_RDONLY);
     lh->lfd = socket(ai->ai_family, SOCK_STREAM, 0);
     struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
+    int fl = lh->lfd >= 0 ? fcntl(lh->lfd, F_GETFL, 0) : -1;
     if (lh->lfd < 0 || setsockopt(lh->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(lh->lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(lh->lfd, SOMAXCONN) != 0 ||
-        getsockname(lh->lfd, (struct sockaddr*)&sa, &sl) != 0)
+        getsockname(lh->lfd, (struct sockaddr*)&sa, &sl) != 0 || fl < 0 || fcntl(lh->lfd, F_SETFL, fl | O_NONBLOCK) != 0)
         r = _vs_err_backend(VS_ERR_IO, errno, "vs_lighthouse_start: cannot listen on %s:%d: %s",
-                            addr && *addr ? addr : "*", port, strerror(errno));
+                            addr && *addr ? addr : "*", d.port, strerror(errno));
     freeaddrinfo(ai);
     if (!r) lh->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6*)&sa)->sin6_port
                                                       : ((struct sockaddr_in*)&sa)->sin_port);
     if (!r && pipe(lh->wake) != 0)
         r = _vs_err_backend(VS_ERR_IO, errno, "vs_lighthouse_start: pipe: %s", strerror(errno));
-    if (!r && pthread_create(&lh->th, NULL, _vs_lh_main, lh) != 0)
+    if (!r) pthread_mutex_init(&lh->smu, NULL);
+    if (!r && pthread_create(&lh->th, NULL, _vs_lh_main, lh) != 0) {
+        pthread_mutex_destroy(&lh->smu);
         r = _vs_err(VS_ERR_NOMEM, "vs_lighthouse_start: cannot start its thread");
+    }
     if (r) {
         if (lh->lfd >= 0) close(lh->lfd);
+        if (lh->spare >= 0) close(lh->spare);
         if (lh->wake[0] >= 0) close(lh->wake[0]), close(lh->wake[1]);
         _vs_hfree(NULL, lh);
         return r;
     }
+    if (!lh->token[0]) // (said once, as it starts)
+        _vs_lh_log(lh, VS_LOG_WARN, "the lighthouse on port %d has no token: anyone who reaches it can read its "
+                   "jobs' entries and end them (give one: vs_lighthouse_desc.token, VESCALE_LIGHTHOUSE_TOKEN, "
+                   "vescale-lighthouse --token-file)", lh->port);
     *out = lh;
     return VS_OK;
 }
 
+VS_API vs_result vs_lighthouse_start(const char* addr, int port, vs_lighthouse** out)
+{
+    vs_lighthouse_desc d;
+    memset(&d, 0, sizeof d);
+    d.addr = addr, d.port = port;
+    return vs_lighthouse_start_desc(&d, out);
+}
+
 VS_API int vs_lighthouse_port(const vs_lighthouse* lh) { return lh ? lh->port : 0; }
+
+VS_API vs_result vs_lighthouse_query_stats(vs_lighthouse* lh, vs_lighthouse_stats* out)
+{
+    _VS_CHECK_NULL(lh, "lighthouse");
+    _VS_CHECK_NULL(out, "out");
+    pthread_mutex_lock(&lh->smu);
+    *out = lh->st;
+    pthread_mutex_unlock(&lh->smu);
+    return VS_OK;
+}
 
 VS_API void vs_lighthouse_stop(vs_lighthouse* lh)
 {
@@ -9489,74 +10064,84 @@ VS_API void vs_lighthouse_stop(vs_lighthouse* lh)
     while (lh->nconn) {
         _vs_lh_conn* c = &lh->conn[--lh->nconn];
         close(c->fd);
-        _vs_hfree(NULL, c->buf);
+        _vs_hfree(NULL, c->in), _vs_hfree(NULL, c->out);
     }
     for (int b = 0; b < _VS_LH_BUCKETS; b++)
-        while (lh->tab[b]) {
-            _vs_lh_ent* e = lh->tab[b];
-            lh->tab[b] = e->next;
-            _vs_hfree(NULL, e->key), _vs_hfree(NULL, e->val), _vs_hfree(NULL, e);
-        }
+        while (lh->tab[b]) _vs_lh_unlink(lh, &lh->tab[b]);
+    for (int j = 0; j < lh->njobs; j++) _vs_hfree(NULL, lh->jobs[j]);
     close(lh->lfd), close(lh->wake[0]), close(lh->wake[1]);
+    if (lh->spare >= 0) close(lh->spare);
+    pthread_mutex_destroy(&lh->smu);
     _vs_hfree(NULL, lh->conn);
     _vs_hfree(NULL, lh);
 }
 
 /* The world's side of the lighthouse: one connection, one request at a time
-   (the watchdog and the waits share it). The answer's status (0; 1: LINK
-   found the entry there, GET found none), -1 with errno when the lighthouse
-   cannot be reached (the connection is then closed, and said once in the
-   log: the job trains on, but survives no failure). A GET's value goes to
-   out (cap bytes, NUL-terminated; what does not fit is dropped), its length
-   to *len. */
+   (the watcher and the agreement share it). The answer's status (0; 1: LINK
+   found the entry there, GET found none), or -1 with errno: ENOSPC or
+   EACCES when the lighthouse refused it (w->ewhy says why), ENOTCONN when
+   it cannot be reached. A request not answered within _VS_LH_ANSWER_S gives
+   the lighthouse up for good on this rank: said once in the log, and the
+   job trains on without surviving a failure. The connection then stays
+   open (closed, the lighthouse would count this process as ended). A GET's
+   value goes to out (cap bytes, NUL-terminated; what does not fit is
+   dropped), its length to *len. */
 _VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const char* val, char* out, size_t cap,
                             size_t* len)
 {
     size_t klen = strlen(key), vlen = val ? strlen(val) : 0, got = 0;
-    unsigned char h[16];
-    _vs_be_put32(h, _VS_LH_MAGIC);
-    _vs_be_put32(h + 4, op);
-    _vs_be_put32(h + 8, (uint32_t)klen);
-    _vs_be_put32(h + 12, (uint32_t)vlen);
+    unsigned char h[_VS_LH_REQ];
     char msg[_VS_ERR_MSG] = "";
-    int st = -1;
+    int st = -1, err = ENOTCONN;
     pthread_mutex_lock(&w->emu);
-    if (w->efd >= 0) {
-        double until = _vs_now() + (w->timeout > 0 && w->timeout < 30 ? w->timeout : 30);
-        vs_result r = _vs_io_full(w->efd, h, sizeof h, 1, until);
-        if (!r) r = _vs_io_full(w->efd, (void*)(uintptr_t)key, klen, 1, until);
-        if (!r && vlen) r = _vs_io_full(w->efd, (void*)(uintptr_t)val, vlen, 1, until);
-        if (!r) r = _vs_io_full(w->efd, h, 12, 0, until);
+    if (w->efd >= 0 && !__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
+        _vs_lh_request_head(h, op, key, klen, val, vlen, ++w->eseq, w->etoken, w->elh_nonce);
+        double until = _vs_now() + _VS_LH_ANSWER_S;
+        const char* what = "the lighthouse";
+        vs_result r = _vs_io_full_as(w->efd, h, sizeof h, 1, until, what);
+        if (!r) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)key, klen, 1, until, what);
+        if (!r && vlen) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)val, vlen, 1, until, what);
+        if (!r) r = _vs_io_full_as(w->efd, h, 12, 0, until, what);
         if (!r && _vs_be_get32(h) != _VS_LH_ANSWER) r = _vs_err(VS_ERR_IO, "it answered 0x%08x", _vs_be_get32(h));
+        uint32_t status = r ? 0 : _vs_be_get32(h + 4);
+        if (status >= 2) out = w->ewhy, cap = sizeof w->ewhy; // (a refusal: its reason)
         for (size_t n = r ? 0 : _vs_be_get32(h + 8); !r && got < n;) { // (what does not fit in out: read, dropped)
             char sink[256];
             size_t room = out && got + 1 < cap ? cap - 1 - got : 0, k = n - got;
             if (!room && k > sizeof sink) k = sizeof sink;
             if (room && k > room) k = room;
-            r = _vs_io_full(w->efd, room ? out + got : sink, k, 0, until);
+            r = _vs_io_full_as(w->efd, room ? out + got : sink, k, 0, until, what);
             got += k;
         }
         if (!r) {
-            st = (int)_vs_be_get32(h + 4);
+            st = status >= 2 ? -1 : (int)status;
+            err = status == 3 ? EACCES : ENOSPC;
             if (out && cap) out[got < cap ? got : cap - 1] = 0;
         } else {
             _vs_save_error(msg, sizeof msg);
-            close(w->efd);
-            w->efd = -1;
+            __atomic_store_n(&w->elost, 1, __ATOMIC_RELEASE);
         }
     }
     pthread_mutex_unlock(&w->emu);
-    if (msg[0]) vs_log(w, VS_LOG_WARN, "elastic: the lighthouse at %s is gone (%s): this rank can no longer survive "
-                       "a failure", w->edir, msg);
+    if (msg[0]) vs_log(w, VS_LOG_WARN, "elastic: the lighthouse at %s does not answer (%s): this job can no longer "
+                       "survive a failure (it trains on)", w->edir, msg);
     if (len) *len = st == 0 && out && cap ? (got < cap ? got : cap - 1) : 0;
-    if (st < 0) errno = ENOTCONN;
+    if (st < 0) errno = err;
     return st;
+}
+
+/* Why the last store call on w failed (errno as it left it). */
+_VS_PRIVATE const char* _vs_store_why(const vs_world* w)
+{
+    if (w->etcp && (errno == EACCES || errno == ENOSPC) && w->ewhy[0]) return w->ewhy;
+    if (w->etcp && errno == ENOTCONN) return "the lighthouse does not answer (given up: see the log)";
+    return strerror(errno);
 }
 
 /* vs_world_init: the world's connection to the lighthouse at edir
    ("tcp://host:port"), tried until the world's timeout (it may come up after
-   the ranks). */
-_VS_PRIVATE vs_result _vs_lh_open(vs_world* w)
+   the ranks), and the lighthouse's hello read. */
+_VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
 {
     char host[256];
     const char* hp = w->edir + 6;
@@ -9568,6 +10153,10 @@ _VS_PRIVATE vs_result _vs_lh_open(vs_world* w)
     if (!colon || !hl || hl >= sizeof host || !end || *end || end == colon + 1 || port < 1 || port > 65535)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: elastic_dir '%s' is not tcp://host:port (a lighthouse's "
                        "address, port in [1, 65535])", w->edir);
+    if (token && strlen(token) > _VS_LH_TOKEN_MAX)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse token is %zu bytes, over %d", strlen(token),
+                       _VS_LH_TOKEN_MAX);
+    snprintf(w->etoken, sizeof w->etoken, "%s", token ? token : "");
     memcpy(host, hp, hl);
     host[hl] = 0;
     struct addrinfo* ai = NULL;
@@ -9588,10 +10177,97 @@ _VS_PRIVATE vs_result _vs_lh_open(vs_world* w)
                                w->edir, w->timeout, strerror(err));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    unsigned char hello[_VS_LH_HELLO_LEN];
+    double until = _vs_now() + _VS_LH_ANSWER_S;
+    vs_result r = _vs_io_full_as(fd, hello, 12, 0, until, "the lighthouse");
+    if (!r && _vs_be_get32(hello) == _VS_LH_ANSWER) { // (turned away: why)
+        char why[201] = "";
+        size_t n = _vs_be_get32(hello + 8) < 200 ? _vs_be_get32(hello + 8) : 200;
+        if (_vs_io_full_as(fd, why, n, 0, until, "the lighthouse") == VS_OK) why[n] = 0;
+        close(fd);
+        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s turned this connection away: %s",
+                       w->rank, w->edir, why);
+    }
+    if (!r) r = _vs_io_full_as(fd, hello + 12, sizeof hello - 12, 0, until, "the lighthouse");
+    if (!r && _vs_be_get32(hello) != _VS_LH_HELLO)
+        r = _vs_err(VS_ERR_IO, "it greeted with 0x%08x, not a vescale lighthouse's hello", _vs_be_get32(hello));
+    if (r) {
+        char msg[_VS_ERR_MSG];
+        _vs_save_error(msg, sizeof msg);
+        close(fd);
+        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s: %s", w->rank, w->edir, msg);
+    }
+    int auth = _vs_be_get32(hello + 4) & 1;
+    if (auth && !w->etoken[0]) {
+        close(fd);
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse at %s takes only requests signed by its token: "
+                       "give the job's (vs_world_desc.elastic_token or VESCALE_LIGHTHOUSE_TOKEN)", w->edir);
+    }
+    if (!auth) // (the token is not needed there: said, the job goes on)
+        vs_log(w, w->etoken[0] ? VS_LOG_WARN : VS_LOG_INFO, "elastic: the lighthouse at %s checks no token: anyone "
+               "who reaches it can end this job%s", w->edir, w->etoken[0] ? " (this rank's token is not used)" : "");
+    if (!auth) w->etoken[0] = 0;
+    memcpy(w->elh_nonce, hello + 8, 16);
     pthread_mutex_init(&w->emu, NULL);
     w->efd = fd;
     w->etcp = 1;
     return VS_OK;
+}
+
+/* The watcher of a world whose store is a lighthouse: it looks there for a
+   failure notice every 50 ms, for ended processes and replacements every
+   200 ms, so that a collective's wait only reads what it found (never waits
+   on the lighthouse: a stopped or unreachable one cannot take a wait's
+   time). */
+_VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now);
+_VS_PRIVATE void _vs_lh_joiners_look(vs_world* w);
+
+_VS_PRIVATE void* _vs_lh_watch_main(void* arg)
+{
+    vs_world* w = (vs_world*)arg;
+    double joiners = 0;
+    pthread_mutex_lock(&w->ewmu);
+    while (!w->ew_stop) {
+        pthread_mutex_unlock(&w->ewmu);
+        double now = _vs_now();
+        if (!__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
+            if (!__atomic_load_n(&w->efail, __ATOMIC_ACQUIRE)) _vs_store_look(w, (int64_t)(now * 1e6));
+            if (now - joiners >= 0.2) joiners = now, _vs_lh_joiners_look(w);
+        }
+        pthread_mutex_lock(&w->ewmu);
+        if (!w->ew_stop) {
+            struct timespec ts = _vs_abs_deadline(0.05);
+            pthread_cond_timedwait(&w->ewcv, &w->ewmu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&w->ewmu);
+    return NULL;
+}
+
+_VS_PRIVATE vs_result _vs_lh_watch_start(vs_world* w)
+{
+    pthread_mutex_init(&w->ewmu, NULL);
+    _vs_cond_init(&w->ewcv);
+    if (pthread_create(&w->ew, NULL, _vs_lh_watch_main, w) != 0) {
+        pthread_cond_destroy(&w->ewcv);
+        pthread_mutex_destroy(&w->ewmu);
+        return _vs_err(VS_ERR_NOMEM, "vs_world_init: cannot start the lighthouse's watcher thread");
+    }
+    w->ew_on = 1;
+    return VS_OK;
+}
+
+_VS_PRIVATE void _vs_lh_watch_stop(vs_world* w)
+{
+    if (!w->ew_on) return;
+    pthread_mutex_lock(&w->ewmu);
+    w->ew_stop = 1;
+    pthread_cond_signal(&w->ewcv);
+    pthread_mutex_unlock(&w->ewmu);
+    pthread_join(w->ew, NULL);
+    pthread_cond_destroy(&w->ewcv);
+    pthread_mutex_destroy(&w->ewmu);
+    w->ew_on = 0;
 }
 
 #define _VS_STORE_PATH (_VS_INIT_FILE_MAX + 160)
@@ -9669,15 +10345,42 @@ _VS_PRIVATE void _vs_store_del(vs_world* w, const char* path)
         unlink(path);
 }
 
+/* This host as the store's entries name it: "<hostname>/<boot id>.<pid
+   namespace>", so that two containers with one hostname (one boot, two pid
+   namespaces) or two machines with one name (two boots) are two hosts, and
+   a pid is looked at (kill(pid, 0)) only where it means this process's
+   neighbour. Parts that cannot be read are left out (the hostname alone:
+   the old behaviour). */
+_VS_PRIVATE void _vs_host_id(char* buf, size_t cap)
+{
+    char host[128] = "?", boot[64] = "";
+    gethostname(host, sizeof host - 1);
+    host[strcspn(host, " \t\n")] = 0;
+    FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        size_t k = 0;
+        for (int ch; (ch = fgetc(f)) != EOF && ch != '\n' && k < 12;)
+            if (ch != '-') boot[k++] = (char)ch;
+        boot[k] = 0;
+        fclose(f);
+    }
+    struct stat ns;
+    if (stat("/proc/self/ns/pid", &ns) == 0)
+        snprintf(buf, cap, "%s/%s.%llu", host, boot[0] ? boot : "-", (unsigned long long)ns.st_ino);
+    else
+        snprintf(buf, cap, "%s%s%s", host, boot[0] ? "/" : "", boot);
+}
+
 /* vs_world_init: the store at dir, checked writable at once. A replacement
-   (join) for a rank whose process is alive on this host is VS_ERR_INVALID. */
-_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join)
+   (join) for a rank whose process is alive on this host is VS_ERR_INVALID.
+   token: a lighthouse's (NULL: none). */
+_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join, const char* token)
 {
     snprintf(w->edir, sizeof w->edir, "%s", dir);
     w->enonce = _vs_random64();
     w->efd = -1;
     if (!strncmp(dir, "tcp://", 6)) { // a lighthouse: the key leaves its address out (ranks may spell it apart)
-        _VS_TRY(_vs_lh_open(w));
+        _VS_TRY(_vs_lh_open(w, token));
         char place[48];
         snprintf(place, sizeof place, "lighthouse port %s", strrchr(dir, ':') + 1);
         w->ekey = _vs_job_key(place, "the lighthouse's port (no run id: one job a lighthouse)", w->size, NULL);
@@ -9685,8 +10388,8 @@ _VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join)
         w->ekey = _vs_job_key(dir, "the elastic directory", w->size, NULL);
     }
     char path[_VS_STORE_PATH];
-    char text[300], host[256] = "?", other[256];
-    gethostname(host, sizeof host - 1);
+    char text[300], host[256], other[256];
+    _vs_host_id(host, sizeof host);
     long pid = 0;
     _vs_store_name(w, path, sizeof path, "p%d", w->rank);
     if (join && w->etcp && _vs_store_read(w, path, text, sizeof text) > 0 && strcmp(text, "gone"))
@@ -9700,11 +10403,12 @@ _VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join)
     _vs_fmt(text, sizeof text, "%ld %s\n", (long)getpid(), host);
     _vs_store_name(w, path, sizeof path, "p%d", w->rank); // (this process: the others see it end)
     if (_vs_store_write(w, path, text, 2) != 0)
-        return _vs_err_backend(VS_ERR_IO, errno, "vs_world_init: rank %d cannot write in the elastic %s %s "
-                               "(every rank writes there): %s", w->rank, w->etcp ? "lighthouse" : "directory", dir,
-                               strerror(errno));
-    if (!(w->epid = _VS_HNEW(&w->hooks, int, w->size))) return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
-    return VS_OK;
+        return _vs_err_backend(errno == EACCES ? VS_ERR_INVALID : VS_ERR_IO, errno, "vs_world_init: rank %d cannot "
+                               "write in the elastic %s %s (every rank writes there): %s", w->rank,
+                               w->etcp ? "lighthouse" : "directory", dir, _vs_store_why(w));
+    if (!(w->epid = _VS_HNEW(&w->hooks, int, w->size)) || !(w->ejoin = _VS_HNEW(&w->hooks, unsigned char, w->size)))
+        return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
+    return w->etcp ? _vs_lh_watch_start(w) : VS_OK;
 }
 
 /* vs_world_free: this process's entry goes (a rank that ends cleanly is not
@@ -9712,10 +10416,12 @@ _VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join)
 _VS_PRIVATE void _vs_store_close(vs_world* w)
 {
     char path[_VS_STORE_PATH];
+    _vs_lh_watch_stop(w);
     _vs_store_name(w, path, sizeof path, "p%d", w->rank);
     _vs_store_del(w, path);
     _vs_hfree(&w->hooks, w->epid);
-    w->epid = NULL;
+    _vs_hfree(&w->hooks, w->ejoin);
+    w->epid = NULL, w->ejoin = NULL;
     if (w->etcp) {
         if (w->efd >= 0) close(w->efd);
         pthread_mutex_destroy(&w->emu);
@@ -9747,9 +10453,9 @@ _VS_PRIVATE void _vs_store_notice(vs_world* w, int origin, const char* cause, in
     _vs_fmt(text, sizeof text, "%d %s", origin, cause);
     _vs_store_name(w, path, sizeof path, "f%dr%d", e, origin);
     if (failed && _vs_store_write(w, path, text, 0) != 0)
-        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, strerror(errno));
+        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w));
     _vs_store_name(w, path, sizeof path, "f%d", e);
-    if (_vs_store_write(w, path, text, 1) < 0) vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, strerror(errno));
+    if (_vs_store_write(w, path, text, 1) < 0) vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w));
 }
 
 /* One look at the members' processes on this host (every 200 ms; their p
@@ -9784,7 +10490,7 @@ _VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
         return 0;
     }
     int reread = now / 1000000 != last / 1000000;
-    gethostname(mine, sizeof mine - 1);
+    _vs_host_id(mine, sizeof mine);
     for (int x = 0; x < w->size; x++) {
         int pid = __atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE);
         if (pid == 0 || pid == -2) continue;
@@ -9808,20 +10514,16 @@ _VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
     return 0;
 }
 
-/* 1 when a failure notice of the world's epoch from another rank is known
-   (w->eorigin, w->ecause say whose and what). Looks at the store at most every
-   50 ms (now: at once); any thread. */
-_VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
+/* One look at the store for a failure notice of the world's epoch from
+   another rank (and at the members' processes): 1 when one is known
+   (w->eorigin, w->ecause say whose and what). A notice read while the world
+   moved on to another epoch is dropped (efail goes 0 -> 2 -> 1 only while
+   the epoch stays the one looked at; an agreement clears it). */
+_VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now)
 {
-    if (!w || !w->edir[0]) return 0;
-    int f = __atomic_load_n(&w->efail, __ATOMIC_ACQUIRE);
-    if (f) return f == 1;
-    int64_t now = (int64_t)(_vs_now() * 1e6), last = __atomic_load_n(&w->epoll_us, __ATOMIC_RELAXED);
-    if (!now_ && now - last < 50000) return 0;
-    if (!__atomic_compare_exchange_n(&w->epoll_us, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) && !now_)
-        return 0; // (another thread is looking)
     char path[_VS_STORE_PATH], text[sizeof w->ecause + 16];
-    _vs_store_name(w, path, sizeof path, "f%d", __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE));
+    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
+    _vs_store_name(w, path, sizeof path, "f%d", e);
     if (_vs_store_read(w, path, text, sizeof text) <= 0 && !(w->epid && _vs_store_liveness(w, now) &&
                                                           _vs_store_read(w, path, text, sizeof text) > 0))
         return 0;
@@ -9831,10 +10533,31 @@ _VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
     int expect = 0;
     if (!__atomic_compare_exchange_n(&w->efail, &expect, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return expect == 1;
+    if (__atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE) != e) {
+        __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE);
+        return 0;
+    }
     w->eorigin = origin >= 0 && origin < w->size ? (int)origin : -1;
     _vs_fmt(w->ecause, sizeof w->ecause, "%s", *end ? end + 1 : "");
-    __atomic_store_n(&w->efail, 1, __ATOMIC_RELEASE);
-    return 1;
+    expect = 2;
+    return __atomic_compare_exchange_n(&w->efail, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* 1 when a failure notice of the world's epoch from another rank is known.
+   Looks at a directory at most every 50 ms (now: at once); any thread. A
+   lighthouse is looked at by the world's watcher: without now this only
+   reads what it found, so that no collective's wait ever waits on it. */
+_VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
+{
+    if (!w || !w->edir[0]) return 0;
+    int f = __atomic_load_n(&w->efail, __ATOMIC_ACQUIRE);
+    if (f) return f == 1;
+    if (w->etcp && !now_) return 0;
+    int64_t now = (int64_t)(_vs_now() * 1e6), last = __atomic_load_n(&w->epoll_us, __ATOMIC_RELAXED);
+    if (!now_ && now - last < 50000) return 0;
+    if (!__atomic_compare_exchange_n(&w->epoll_us, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) && !now_)
+        return 0; // (another thread is looking)
+    return _vs_store_look(w, now);
 }
 
 /* A join request's rank is alive as far as this host can tell: its process
@@ -9846,7 +10569,8 @@ _VS_PRIVATE int _vs_store_alive(const char* text)
     char host[256] = "", mine[256] = "";
     if (!strcmp(text, "gone")) return 0; // (a lighthouse's: the process ended)
     if (sscanf(text, "%llx %ld %255s", &nonce, &pid, host) != 3) return 1;
-    if (gethostname(mine, sizeof mine - 1) != 0 || strcmp(host, mine) || pid <= 0) return 1;
+    _vs_host_id(mine, sizeof mine);
+    if (strcmp(host, mine) || pid <= 0) return 1;
     return !(kill((pid_t)pid, 0) != 0 && errno == ESRCH);
 }
 
@@ -9996,7 +10720,7 @@ _VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* 
     int wr = _vs_store_write(w, path, t, 1);
     _vs_hfree(&w->hooks, t);
     if (wr < 0)
-        return _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write the decision %s: %s", fn, path, strerror(errno));
+        return _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write the decision %s: %s", fn, path, _vs_store_why(w));
     *decided = 1;
     return VS_OK;
 }
@@ -10039,8 +10763,8 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
     if (!joiner)
         for (int i = 0; i < w->comm->size; i++) in[w->wranks ? w->wranks[i] : i] = 1;
     vs_result r = VS_OK;
-    char host[256] = "?";
-    gethostname(host, sizeof host - 1);
+    char host[256];
+    _vs_host_id(host, sizeof host);
     if (joiner) {
         _vs_store_name(w, path, sizeof path, "j%d", me);
         _vs_fmt(text, sizeof text, "%llx %ld %s\n", (unsigned long long)w->enonce, (long)getpid(), host);
@@ -10054,7 +10778,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
     }
     _vs_fmt(apath, sizeof apath, "%s", path);
     if (_vs_store_write(w, path, text, joiner ? 2 : 0) != 0)
-        r = _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write %s: %s", fn, path, strerror(errno));
+        r = _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write %s: %s", fn, path, _vs_store_why(w));
     if (!r && kind == _VS_REFORM_SHRINK && !_vs_store_has(w, "f%d", E, 0)) { // the others stop their waits now
         char cause[400];
         _vs_fmt(cause, sizeof cause, "world rank %d saw a failure and began a shrink (%s)", me,
@@ -10174,11 +10898,42 @@ _VS_PRIVATE int _vs_store_joiners(vs_world* w)
     char path[_VS_STORE_PATH], text[600];
     for (int x = 0; x < w->size; x++) {
         if (in[x]) continue;
+        if (w->etcp) { // (the watcher's last look: a step boundary never waits on the lighthouse)
+            cnt += __atomic_load_n(&w->ejoin[x], __ATOMIC_ACQUIRE);
+            continue;
+        }
         _vs_store_name(w, path, sizeof path, "j%d", x);
         cnt += _vs_store_read(w, path, text, sizeof text) > 0 && _vs_store_alive(text);
     }
     _vs_hfree(&w->hooks, in);
     return cnt;
+}
+
+/* The watcher's look at the replacements waiting at the lighthouse (their
+   requests, LIST then GET): w->ejoin[x] = 1 for each whose process lives. */
+_VS_PRIVATE void _vs_lh_joiners_look(vs_world* w)
+{
+    char prefix[_VS_STORE_PATH], text[600];
+    size_t cap = 64 * (size_t)w->size + 64;
+    char* list = _VS_HNEW(&w->hooks, char, cap);
+    unsigned char* now = _VS_HNEW(&w->hooks, unsigned char, w->size);
+    _vs_store_name(w, prefix, sizeof prefix, "j");
+    if (list && now && _vs_lh_call(w, _VS_LH_LIST, prefix, NULL, list, cap, NULL) == 0) {
+        size_t pl = strlen(prefix);
+        for (char* l = list; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] ? 1 : 0)) {
+            char* nl = l + strcspn(l, "\n");
+            char save = *nl;
+            *nl = 0;
+            char* end = NULL;
+            long x = strlen(l) > pl ? strtol(l + pl, &end, 10) : -1;
+            if (end && !*end && x >= 0 && x < w->size && _vs_lh_call(w, _VS_LH_GET, l, NULL, text, sizeof text, NULL) == 0)
+                now[x] = (unsigned char)_vs_store_alive(text);
+            *nl = save;
+        }
+        for (int x = 0; x < w->size; x++) __atomic_store_n(&w->ejoin[x], now[x], __ATOMIC_RELEASE);
+    }
+    _vs_hfree(&w->hooks, list);
+    _vs_hfree(&w->hooks, now);
 }
 
 #if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
