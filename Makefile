@@ -20,7 +20,7 @@ MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
-TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_strict_shrink.c tests/test_elastic_procs.c tests/test_train_nccl.c tests/test_gpt_nccl.c tests/test_nccl_vendor.c tests/test_elastic_mpi.c,$(wildcard tests/test_*.c)))
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_strict_shrink.c tests/test_elastic_procs.c tests/test_lighthouse.c tests/test_train_nccl.c tests/test_gpt_nccl.c tests/test_nccl_vendor.c tests/test_elastic_mpi.c,$(wildcard tests/test_*.c)))
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
@@ -80,7 +80,7 @@ $(B)/test_nccl_vendor: tests/test_nccl_vendor.c $(STRICT_H) $(HEADERS) tests/vs_
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # vescale.h's high-level API on device buffers (issue 21), same stand-in
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_train_nccl)
-$(B)/test_train_nccl: tests/test_train_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+$(B)/test_train_nccl: tests/test_train_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B) $(B)/vescale-lighthouse
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # the example GPT (examples/gpt.h) on 8 simulated GPUs: its units as gpt_kernels.h's
 # kernels on the compute stream, PP2 x DP2 x TP2 and DP2 x TP2 + SP against one host
@@ -109,6 +109,11 @@ $(B)/test_strict_shrink: tests/test_strict_shrink.c $(STRICT_H) $(HEADERS) tests
 # NCCL jobs of processes that survive a rank: the elastic directory's agreement (issue 24)
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_elastic_procs)
 $(B)/test_elastic_procs: tests/test_elastic_procs.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
+# a lighthouse that misbehaves beside a healthy job (issue 33): stopped, black-holed, slow
+# readers, 2,000 idle connections, a flood of values, a token; it runs $(B)/vescale-lighthouse
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_lighthouse)
+$(B)/test_lighthouse: tests/test_lighthouse.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B) $(B)/vescale-lighthouse
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)

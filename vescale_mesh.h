@@ -1190,7 +1190,7 @@ typedef struct vs_lighthouse_desc {
     double stall_s;     // 0: 5; a connection that does not take its answer this long is closed
     size_t max_value;   // 0: 1 MiB; a longer value is refused
     int max_keys;       // 0: 65536 entries per job
-    size_t max_bytes;   // 0: 256 MiB: entries (keys, values, 64 bytes each) and answers waiting, in all
+    size_t max_bytes;   // 0: 64 MiB: entries (keys, values, 64 bytes each) and answers waiting, in all
     double expire_s;    // 0: 600; a job no connection holds an entry of, untouched this long, is forgotten
     vs_logger logger;   // its warnings (NULL fn: stderr at the level below)
     vs_log_level log_level; // DEFAULT: VESCALE_LOG
@@ -2534,6 +2534,7 @@ struct vs_world {
     char etoken[_VS_LH_TOKEN_MAX + 1]; // the job's lighthouse token ("": none, or the lighthouse checks none)
     unsigned char elh_nonce[16];       // the lighthouse's hello on efd: what this connection's requests sign
     char ewhy[256];    // the lighthouse's last refusal (status 2, 3)
+    int ebadtoken;     // it refused a request as not signed by its token (under emu)
     unsigned char* ejoin; // atomic per world rank: a replacement waits (the watcher's last look at the lighthouse)
     pthread_t ew;      // the lighthouse's watcher (_vs_lh_watch_main)
     pthread_mutex_t ewmu;
@@ -9968,7 +9969,7 @@ VS_API vs_result vs_lighthouse_query_desc(const vs_lighthouse_desc* d, vs_lighth
     if (!out->stall_s) out->stall_s = 5;
     if (!out->max_value) out->max_value = 1u << 20;
     if (!out->max_keys) out->max_keys = 65536;
-    if (!out->max_bytes) out->max_bytes = (size_t)256 << 20;
+    if (!out->max_bytes) out->max_bytes = (size_t)64 << 20;
     if (!out->expire_s) out->expire_s = 600;
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
     if (out->max_value > 0x7fffffffu)
@@ -10094,7 +10095,9 @@ _VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const cha
     char msg[_VS_ERR_MSG] = "";
     int st = -1, err = ENOTCONN;
     pthread_mutex_lock(&w->emu);
-    if (w->efd >= 0 && !__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
+    if (w->efd >= 0 && w->ebadtoken) { // (refused as unsigned: the lighthouse closed the connection)
+        err = EACCES;
+    } else if (w->efd >= 0 && !__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
         _vs_lh_request_head(h, op, key, klen, val, vlen, ++w->eseq, w->etoken, w->elh_nonce);
         double until = _vs_now() + _VS_LH_ANSWER_S;
         const char* what = "the lighthouse";
@@ -10116,6 +10119,7 @@ _VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const cha
         if (!r) {
             st = status >= 2 ? -1 : (int)status;
             err = status == 3 ? EACCES : ENOSPC;
+            w->ebadtoken |= status == 3;
             if (out && cap) out[got < cap ? got : cap - 1] = 0;
         } else {
             _vs_save_error(msg, sizeof msg);

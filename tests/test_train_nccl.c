@@ -25,7 +25,9 @@
 #include "vs_test.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "strict/vs_strict.h"
@@ -523,6 +525,9 @@ typedef struct run {
     char edir[64];
     char store[96];     /* elastic_dir: edir, or a lighthouse's tcp:// address (procs 2) */
     vs_lighthouse* lh;
+    pid_t lh_pid;       /* procs 3: the lighthouse is tools/vescale-lighthouse, a process (SIGSTOPped at lh_stop_step) */
+    int lh_stop_step, lh_stopped;
+    double timeout;     /* procs: the world's (0: 60 s) */
     int shrinks, grows; /* seen by the lowest live rank */
     int have[STEPS];    /* elastic: step s's loss was recorded (by the first rank that finished it) */
 } run;
@@ -621,6 +626,8 @@ static int rank_fn(vs_world* w, void* arg)
                 continue;
             }
             if (vs_world_rank(w) == R->kill_rank && s == R->kill_step) tl_kill = R->kill_at;
+            if (R->lh_pid > 0 && s == R->lh_stop_step && vs_world_rank(w) == 0 && !R->lh_stopped)
+                kill(R->lh_pid, SIGSTOP), R->lh_stopped = 1; /* (the job trains on without it) */
         }
         batch_of(R->first + s, X, T);
         vs_batch b;
@@ -767,7 +774,7 @@ static vs_world* proc_world(run* R, int rank, int n, int join)
     wd.init_file = idf;
     wd.elastic_dir = R->store;
     wd.join = join;
-    wd.timeout_s = 60;
+    wd.timeout_s = R->timeout > 0 ? R->timeout : 60;
     vs_world* w = NULL;
     VT_CHECK(vs_world_init(&wd, &w) == VS_OK, "rank %d: vs_world_init: %s", rank, vs_last_error());
     return w;
@@ -788,6 +795,34 @@ static void* proc_main(void* p)
     return NULL;
 }
 
+static char g_tool[600]; /* tools/vescale-lighthouse, beside this binary */
+
+/* Starts the tool on a free port of 127.0.0.1: its pid (-1: it did not start). */
+static pid_t start_tool(int* port)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        execl(g_tool, g_tool, "--addr", "127.0.0.1", "--port", "0", (char*)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char line[256] = "";
+    size_t n = 0;
+    while (n < sizeof line - 1 && !strchr(line, '\n')) {
+        ssize_t k = read(pfd[0], line + n, sizeof line - 1 - n);
+        if (k <= 0) break;
+        line[n += (size_t)k] = 0;
+    }
+    close(pfd[0]);
+    const char* c = strrchr(line, ':');
+    *port = c ? atoi(c + 1) : 0;
+    return pid;
+}
+
 static void go_procs(run* R, int nranks)
 {
     build_model(R->dtype ? R->dtype : VS_F32);
@@ -799,6 +834,12 @@ static void go_procs(run* R, int nranks)
         VT_OK(vs_lighthouse_start("127.0.0.1", 0, &R->lh));
         snprintf(R->store, sizeof R->store, "tcp://127.0.0.1:%d", vs_lighthouse_port(R->lh));
     }
+    if (R->procs == 3) { /* the lighthouse a process of its own (the tool), to be stopped */
+        int port = 0;
+        R->lh_pid = start_tool(&port);
+        VT_CHECK(R->lh_pid > 0 && port > 0, "%s did not start", g_tool);
+        snprintf(R->store, sizeof R->store, "tcp://127.0.0.1:%d", port);
+    }
     pthread_t th[8];
     proc_arg a[8];
     for (int i = 0; i < nranks; i++) a[i].R = R, a[i].rank = i, a[i].n = nranks, pthread_create(&th[i], NULL, proc_main, &a[i]);
@@ -806,6 +847,7 @@ static void go_procs(run* R, int nranks)
     pthread_barrier_destroy(&bar);
     vs_lighthouse_stop(R->lh);
     R->lh = NULL;
+    if (R->lh_pid > 0) kill(R->lh_pid, SIGCONT), kill(R->lh_pid, SIGKILL), waitpid(R->lh_pid, NULL, 0), R->lh_pid = 0;
     char cmd[120];
     snprintf(cmd, sizeof cmd, "rm -rf %s", R->edir);
     if (system(cmd)) {
@@ -954,6 +996,26 @@ static void case_elastic_in(int pp, int dp, int tp, int kill_rank, int kill_step
     else go(&R, pp * dp * tp, VS_TRANSPORT_NCCL);
     compare(name, &R, &REF, STEPS, 0);
     VT_CHECK(R.shrinks == 1 && R.grows == (grow ? 1 : 0), "%s: %d shrinks, %d grows", name, R.shrinks, R.grows);
+}
+
+/* An NCCL job of processes whose lighthouse (the tool, a process) is stopped
+   (SIGSTOP) before step 1, with a 3 s timeout: every step completes and every
+   loss and the final parameters equal one host rank's run (issue 33: a
+   lighthouse can never end a healthy job). */
+static void case_lighthouse_stopped(void)
+{
+    static run R;
+    memset(&R, 0, sizeof R);
+    R.procs = 3;
+    R.plan.pp = 1, R.plan.dp = 4, R.plan.tp = 2;
+    R.plan.microbatches = 2;
+    R.steps = STEPS;
+    R.elastic = 1;
+    R.kill_rank = -1, R.lh_stop_step = 1, R.timeout = 3;
+    go_procs(&R, 8);
+    VT_CHECK(R.lh_stopped, "the lighthouse was not stopped");
+    compare("processes, the lighthouse stopped at step 1, timeout 3 s", &R, &REF, STEPS, 0);
+    VT_CHECK(R.shrinks == 0, "%d shrinks in a healthy job", R.shrinks);
 }
 
 static void case_elastic(int pp, int dp, int tp, int kill_rank, int kill_step, int kill_at, int grow)
@@ -1134,8 +1196,11 @@ static void case_dtype_resume(void)
     }
 }
 
-int main(void)
+int main(int argc, char** argv)
 {
+    (void)argc;
+    const char* slash = strrchr(argv[0], '/');
+    snprintf(g_tool, sizeof g_tool, "%.*svescale-lighthouse", slash ? (int)(slash - argv[0] + 1) : 0, argv[0]);
     setenv("VS_STRICT_DELAY_US", "20", 0); /* a random delay before every stream operation */
     vs_strict_add_kernels(sk_table);
     memset(&REF, 0, sizeof REF);
@@ -1196,6 +1261,8 @@ int main(void)
                 case_elastic_in(2, 4, 1, 6, 2, 3, 4, 1);
                 case_elastic_in(1, 4, 2, 5, 2, 7, 3, 2); /* (the store a lighthouse: elastic_dir tcp://) */
             });
+    VT_CASE("train/nccl lighthouse stopped: an NCCL job of processes trains on while its lighthouse is stopped "
+            "(SIGSTOP), with a 3 s timeout: equal to one host rank", case_lighthouse_stopped());
     /* random kills: 5 here, 100 in make test-long (ten a process, VS_ELASTIC_STRICT_ONLY above) */
     const char* sk = getenv("VS_ELASTIC_STRICT_KILLS");
     int nk = sk ? atoi(sk) : 5;
