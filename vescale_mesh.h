@@ -65,6 +65,9 @@
                                            tcp: a vs_lighthouse's address)
        VESCALE_ELASTIC_JOIN=0|1            1: this process replaces a failed rank
                                            (vs_world_desc.join; >>elastic)
+       VESCALE_LIGHTHOUSE_TOKEN=<secret>   a lighthouse's shared token: ranks sign
+                                           with it (vs_world_desc.elastic_token), a
+                                           lighthouse checks it (vs_lighthouse_desc.token)
        RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT   (torchrun style)
        SLURM_PROCID SLURM_NTASKS SLURM_LOCALID              (srun)
        OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK (mpirun)
@@ -1061,7 +1064,10 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
      different run ids (VESCALE_RUN_ID). Ranks that share no directory use a
      lighthouse instead (elastic_dir = "tcp://host:port", vs_lighthouse_start
      below): the same agreement, and a process that ends on any host is seen
-     within about 200 ms, since its connection to the lighthouse closes.
+     within about 200 ms, since its connection to the lighthouse closes. A
+     lighthouse can never end a healthy job: no wait waits on it, one that
+     does not answer is given up with a warning, and it caps and signs what
+     clients send (see vs_lighthouse_desc).
    - MPI with ULFM (built with an MPI that has it, MPIX_Comm_shrink, and run
      with it: Open MPI 5's mpirun --with-ft ulfm): a process that ends is
      seen by the first rank whose operation involves it (MPI's error), which
@@ -10134,12 +10140,20 @@ _VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const cha
     return st;
 }
 
-/* Why the last store call on w failed (errno as it left it). */
-_VS_PRIVATE const char* _vs_store_why(const vs_world* w)
+/* Why the last store call on w failed (errno as it left it), in buf
+   (ewhy copied under emu: the watcher may be writing it). */
+_VS_PRIVATE const char* _vs_store_why(vs_world* w, char* buf, size_t cap)
 {
-    if (w->etcp && (errno == EACCES || errno == ENOSPC) && w->ewhy[0]) return w->ewhy;
-    if (w->etcp && errno == ENOTCONN) return "the lighthouse does not answer (given up: see the log)";
-    return strerror(errno);
+    int e = errno;
+    if (w->etcp && (e == EACCES || e == ENOSPC)) {
+        pthread_mutex_lock(&w->emu);
+        snprintf(buf, cap, "%s", w->ewhy);
+        pthread_mutex_unlock(&w->emu);
+        if (buf[0]) return buf;
+    }
+    if (w->etcp && e == ENOTCONN) return "the lighthouse does not answer (given up: see the log)";
+    snprintf(buf, cap, "%s", strerror(e));
+    return buf;
 }
 
 /* vs_world_init: the world's connection to the lighthouse at edir
@@ -10380,6 +10394,7 @@ _VS_PRIVATE void _vs_host_id(char* buf, size_t cap)
    token: a lighthouse's (NULL: none). */
 _VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join, const char* token)
 {
+    char why[256]; // (_vs_store_why's text)
     snprintf(w->edir, sizeof w->edir, "%s", dir);
     w->enonce = _vs_random64();
     w->efd = -1;
@@ -10409,7 +10424,7 @@ _VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join, con
     if (_vs_store_write(w, path, text, 2) != 0)
         return _vs_err_backend(errno == EACCES ? VS_ERR_INVALID : VS_ERR_IO, errno, "vs_world_init: rank %d cannot "
                                "write in the elastic %s %s (every rank writes there): %s", w->rank,
-                               w->etcp ? "lighthouse" : "directory", dir, _vs_store_why(w));
+                               w->etcp ? "lighthouse" : "directory", dir, _vs_store_why(w, why, sizeof why));
     if (!(w->epid = _VS_HNEW(&w->hooks, int, w->size)) || !(w->ejoin = _VS_HNEW(&w->hooks, unsigned char, w->size)))
         return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
     return w->etcp ? _vs_lh_watch_start(w) : VS_OK;
@@ -10452,14 +10467,16 @@ _VS_PRIVATE void _vs_store_members(vs_world* w)
    own. */
 _VS_PRIVATE void _vs_store_notice(vs_world* w, int origin, const char* cause, int failed)
 {
+    char why[256]; // (_vs_store_why's text)
     char path[_VS_STORE_PATH], text[900];
     int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
     _vs_fmt(text, sizeof text, "%d %s", origin, cause);
     _vs_store_name(w, path, sizeof path, "f%dr%d", e, origin);
     if (failed && _vs_store_write(w, path, text, 0) != 0)
-        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w));
+        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w, why, sizeof why));
     _vs_store_name(w, path, sizeof path, "f%d", e);
-    if (_vs_store_write(w, path, text, 1) < 0) vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w));
+    if (_vs_store_write(w, path, text, 1) < 0)
+        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w, why, sizeof why));
 }
 
 /* One look at the members' processes on this host (every 200 ms; their p
@@ -10670,6 +10687,7 @@ _VS_PRIVATE int _vs_sdec_read(vs_world* w, const char* path, _vs_sdec* d)
 _VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* in, int* st, double half,
                                        _vs_keep_fn keep, void* ctx, _vs_sdec* d, int* decided, const char* fn)
 {
+    char why[256]; // (_vs_store_why's text)
     const int n = w->size;
     const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
     char path[_VS_STORE_PATH], text[600];
@@ -10724,7 +10742,8 @@ _VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* 
     int wr = _vs_store_write(w, path, t, 1);
     _vs_hfree(&w->hooks, t);
     if (wr < 0)
-        return _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write the decision %s: %s", fn, path, _vs_store_why(w));
+        return _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write the decision %s: %s", fn, path,
+                               _vs_store_why(w, why, sizeof why));
     *decided = 1;
     return VS_OK;
 }
@@ -10737,6 +10756,7 @@ _VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* 
 _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
                                    const char* fn)
 {
+    char why[256]; // (_vs_store_why's text)
     const int n = w->size, me = w->rank, joiner = w->comm == NULL;
     const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
     if (joiner && kind == _VS_REFORM_SHRINK)
@@ -10782,7 +10802,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
     }
     _vs_fmt(apath, sizeof apath, "%s", path);
     if (_vs_store_write(w, path, text, joiner ? 2 : 0) != 0)
-        r = _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write %s: %s", fn, path, _vs_store_why(w));
+        r = _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write %s: %s", fn, path, _vs_store_why(w, why, sizeof why));
     if (!r && kind == _VS_REFORM_SHRINK && !_vs_store_has(w, "f%d", E, 0)) { // the others stop their waits now
         char cause[400];
         _vs_fmt(cause, sizeof cause, "world rank %d saw a failure and began a shrink (%s)", me,
