@@ -709,7 +709,7 @@ static void other_container(fjob* j)
     pid_t c = fork();
     if (c == 0) _exit(0);
     waitpid(c, NULL, 0);
-    char host[256], path[300], text[400], mine[256];
+    char host[256], path[400], text[400], mine[256];
     _vs_host_id(mine, sizeof mine);
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
