@@ -141,13 +141,14 @@ static void clear_dir(const char* dir)
     rmdir(dir);
 }
 
-/* Runs the job; store: "tcp://..." (NULL: a directory of its own). */
-static void run_fjob(fjob* j, const char* store)
+/* Runs the job over the lighthouse at 127.0.0.1:port (0: a directory of its own). */
+static void run_fjob(fjob* j, int port)
 {
     snprintf(j->dir, sizeof j->dir, "/tmp/vs_lighthouse_XXXXXX");
     VT_CHECK(mkdtemp(j->dir) != NULL, "mkdtemp");
     snprintf(j->idfile, sizeof j->idfile, "%s/nccl_id", j->dir);
-    snprintf(j->store, sizeof j->store, "%s", store ? store : j->dir);
+    if (port) snprintf(j->store, sizeof j->store, "tcp://127.0.0.1:%d", port);
+    else snprintf(j->store, sizeof j->store, "%s", j->dir);
     static int runs;
     char id[64];
     snprintf(id, sizeof id, "test-lighthouse-%ld-%d", (long)getpid(), ++runs);
@@ -244,9 +245,7 @@ static void case_stopped(void)
     fjob j;
     memset(&j, 0, sizeof j);
     j.timeout = 3, j.steps = 36, j.fault_step = 4, j.step_us = 200000, j.fault = fault_stop, j.arg = &t;
-    char store[64];
-    snprintf(store, sizeof store, "tcp://127.0.0.1:%d", t.port);
-    run_fjob(&j, store);
+    run_fjob(&j, t.port);
     check_warned(&j);
     tool_stop(&t);
 }
@@ -328,9 +327,7 @@ static void case_black_hole(void)
     fjob j;
     memset(&j, 0, sizeof j);
     j.timeout = 3, j.steps = 36, j.fault_step = 4, j.step_us = 200000, j.fault = fault_hole, j.arg = &p;
-    char store[64];
-    snprintf(store, sizeof store, "tcp://127.0.0.1:%d", p.port);
-    run_fjob(&j, store);
+    run_fjob(&j, p.port);
     check_warned(&j);
     proxy_stop(&p);
     vs_lighthouse_stop(lh);
@@ -433,9 +430,7 @@ static void case_slow_readers(void)
     fjob j;
     memset(&j, 0, sizeof j);
     j.timeout = 3, j.steps = 20, j.step_us = 200000, j.beside = probe, j.arg = &sl;
-    char store[64];
-    snprintf(store, sizeof store, "tcp://127.0.0.1:%d", sl.port);
-    run_fjob(&j, store);
+    run_fjob(&j, sl.port);
     for (int i = 0; i < W; i++) VT_CHECK(j.warned[i] == 0, "rank %d gave the lighthouse up", i);
     vs_lighthouse_stats st;
     _vs_sleep_us(1500000); /* (the stats are a second old at most) */
@@ -476,9 +471,7 @@ static void case_idle_flood(void)
     fjob j;
     memset(&j, 0, sizeof j);
     j.timeout = 5, j.steps = 10, j.step_us = 100000;
-    char store[64];
-    snprintf(store, sizeof store, "tcp://127.0.0.1:%d", t.port);
-    run_fjob(&j, store);
+    run_fjob(&j, t.port);
     double cpu = cpu_of(t.pid) - c0, wall = _vs_now() - t0;
     printf("    %d idle connections opened; the tool used %.2f s of CPU in %.1f s while the job ran\n", opened, cpu,
            wall);
@@ -533,9 +526,7 @@ static void case_flood(void)
     fjob j;
     memset(&j, 0, sizeof j);
     j.timeout = 3, j.steps = 20, j.step_us = 50000, j.beside = flood_some, j.arg = &f;
-    char store[64];
-    snprintf(store, sizeof store, "tcp://127.0.0.1:%d", f.port);
-    run_fjob(&j, store);
+    run_fjob(&j, f.port);
     vs_lighthouse_stats st;
     _vs_sleep_us(1200000);
     VT_OK(vs_lighthouse_query_stats(lh, &st));
@@ -645,14 +636,12 @@ static void case_token(void)
     fjob j;
     memset(&j, 0, sizeof j);
     j.timeout = 5, j.steps = 5, j.token = tok;
-    char store[64];
-    snprintf(store, sizeof store, "tcp://127.0.0.1:%d", port);
-    run_fjob(&j, store);
+    run_fjob(&j, port);
     vs_world_desc wd;
     memset(&wd, 0, sizeof wd);
     wd.transport = VS_TRANSPORT_NCCL, wd.world_size = 2, wd.rank = 1, wd.local_rank = 1;
     wd.device_select = VS_DEVICE_EXPLICIT, wd.cuda_device = 1, wd.join = 1, wd.timeout_s = 5;
-    wd.elastic_dir = store;
+    wd.elastic_dir = j.store;
     vs_world* w = NULL;
     unsetenv("VESCALE_LIGHTHOUSE_TOKEN");
     VT_EXPECT_ERR(vs_world_init(&wd, &w), VS_ERR_INVALID, "signed by its token", "VESCALE_LIGHTHOUSE_TOKEN");
@@ -730,7 +719,7 @@ static void case_same_name(void)
     fjob j;
     memset(&j, 0, sizeof j);
     j.timeout = 5, j.steps = 14, j.fault_step = 2, j.step_us = 200000, j.fault = other_container;
-    run_fjob(&j, NULL);
+    run_fjob(&j, 0);
 }
 
 int main(int argc, char** argv)
