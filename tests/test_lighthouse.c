@@ -141,14 +141,15 @@ static void clear_dir(const char* dir)
     rmdir(dir);
 }
 
-/* Runs the job over the lighthouse at 127.0.0.1:port (0: a directory of its own). */
+/* Runs the job over the lighthouse at 127.0.0.1:port (0: j->store when set,
+   else a directory of its own). */
 static void run_fjob(fjob* j, int port)
 {
     snprintf(j->dir, sizeof j->dir, "/tmp/vs_lighthouse_XXXXXX");
     VT_CHECK(mkdtemp(j->dir) != NULL, "mkdtemp");
     snprintf(j->idfile, sizeof j->idfile, "%s/nccl_id", j->dir);
     if (port) snprintf(j->store, sizeof j->store, "tcp://127.0.0.1:%d", port);
-    else snprintf(j->store, sizeof j->store, "%s", j->dir);
+    else if (!j->store[0]) snprintf(j->store, sizeof j->store, "%s", j->dir);
     static int runs;
     char id[64];
     snprintf(id, sizeof id, "test-lighthouse-%ld-%d", (long)getpid(), ++runs);
@@ -722,6 +723,23 @@ static void case_same_name(void)
     run_fjob(&j, 0);
 }
 
+/* --- another host's lighthouse, partitioned (tests/hosts_lighthouse.sh) ---- */
+static void fault_cmd(fjob* j)
+{
+    const char* cmd = (const char*)j->arg;
+    VT_CHECK(system(cmd) == 0, "the partition command failed: %s", cmd);
+}
+
+static void case_partition(const char* addr, const char* cmd)
+{
+    fjob j;
+    memset(&j, 0, sizeof j);
+    j.timeout = 3, j.steps = 36, j.fault_step = 4, j.step_us = 200000, j.fault = fault_cmd, j.arg = (void*)cmd;
+    snprintf(j.store, sizeof j.store, "tcp://%s", addr);
+    run_fjob(&j, 0);
+    check_warned(&j);
+}
+
 int main(int argc, char** argv)
 {
     (void)argc;
@@ -734,6 +752,12 @@ int main(int argc, char** argv)
     if (access(g_bin, X_OK) != 0) {
         printf("not ok lighthouse: %s is not there (make builds it beside the tests)\n", g_bin);
         return 1;
+    }
+    const char* ext = getenv("VS_TEST_LIGHTHOUSE"), *cut = getenv("VS_TEST_PARTITION");
+    if (ext && *ext && cut && *cut) { /* (tests/hosts_lighthouse.sh: its host, and how to cut it off) */
+        VT_CASE("hosts/lighthouse partitioned: the lighthouse's host is cut off mid-job: every step completes within a "
+                "3 s timeout, every rank warns once", case_partition(ext, cut));
+        return vt_summary();
     }
     VT_CASE("lighthouse/sha: SHA-256 and HMAC-SHA256 against FIPS 180-2 and RFC 4231", case_sha());
     VT_CASE("lighthouse/stopped: the lighthouse process stopped (SIGSTOP) mid-job: every step completes within a "
