@@ -10106,7 +10106,7 @@ _VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const cha
     } else if (w->efd >= 0 && !__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
         _vs_lh_request_head(h, op, key, klen, val, vlen, ++w->eseq, w->etoken, w->elh_nonce);
         double until = _vs_now() + _VS_LH_ANSWER_S;
-        const char* what = "the lighthouse";
+        const char* what = "lighthouse";
         vs_result r = _vs_io_full_as(w->efd, h, sizeof h, 1, until, what);
         if (!r) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)key, klen, 1, until, what);
         if (!r && vlen) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)val, vlen, 1, until, what);
@@ -10128,7 +10128,10 @@ _VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const cha
             w->ebadtoken |= status == 3;
             if (out && cap) out[got < cap ? got : cap - 1] = 0;
         } else {
-            _vs_save_error(msg, sizeof msg);
+            if (r == VS_ERR_TIMEOUT)
+                snprintf(msg, sizeof msg, "waited %g s", _VS_LH_ANSWER_S);
+            else
+                _vs_save_error(msg, sizeof msg);
             __atomic_store_n(&w->elost, 1, __ATOMIC_RELEASE);
         }
     }
