@@ -692,7 +692,9 @@ VS_API vs_result vs_group_end(vs_comm* c, vs_work** work);
    (vs_group_end of an empty group gives *work = NULL: nothing to wait for.)
    Times out like a blocking call. Only the thread that issued it. */
 VS_API vs_result vs_wait(vs_work* w);
-/* Completes an asynchronous operation in stream order and frees its handle: the
+/* vs_wait_stream and vs_sync_stream, apart: the first makes a stream wait for one
+   operation (the host goes on); the second makes the host wait for a stream.
+   Completes an asynchronous operation in stream order and frees its handle: the
    work enqueued on `stream` after this call runs after the operation, and the
    host does not wait (NCCL). stream NULL: the caller's stream (the one given to
    vs_comm_set_stream, else the legacy default stream). This keeps the host ahead
