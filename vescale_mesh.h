@@ -5130,6 +5130,9 @@ typedef struct _vs_mpi_notice {
 typedef struct _vs_mpi_leak {
     MPI_Request* req;
     int nreq;
+    MPI_Comm mc; // the communicator they are on; `own`: freed here, once they complete (its vs_comm is gone)
+    int own;
+    int p2p; // every one is point-to-point: it can be cancelled
     _vs_mpi_tmp* tmp;
     int ntmp;
     void* extra;
@@ -5147,10 +5150,11 @@ _VS_PRIVATE void _vs_mpi_tmp_free(const _vs_hooks* h, _vs_mpi_tmp* t, int n)
     _vs_hfree(h, t);
 }
 
-/* Hands requests a fault left in flight, and the memory they may still write, to
-   the world (takes ownership of every pointer). */
-_VS_PRIVATE void _vs_mpi_leak_add(vs_world* w, MPI_Request* req, int nreq, _vs_mpi_tmp* tmp, int ntmp,
-                                  void* extra)
+/* Hands requests a fault left in flight on communicator mc (p2p: all of them
+   point-to-point), and the memory they may still write, to the world (takes
+   ownership of every pointer). */
+_VS_PRIVATE void _vs_mpi_leak_add(vs_world* w, MPI_Comm mc, int p2p, MPI_Request* req, int nreq, _vs_mpi_tmp* tmp,
+                                  int ntmp, void* extra)
 {
     const _vs_hooks* h = _VS_WH(w);
     _vs_mpi_leak* l = _VS_HNEW(h, _vs_mpi_leak, 1);
@@ -5160,6 +5164,9 @@ _VS_PRIVATE void _vs_mpi_leak_add(vs_world* w, MPI_Request* req, int nreq, _vs_m
     }
     l->req = req;
     l->nreq = nreq;
+    l->mc = mc;
+    l->own = 0;
+    l->p2p = p2p;
     l->tmp = tmp;
     l->ntmp = ntmp;
     l->extra = extra;
@@ -5177,6 +5184,37 @@ _VS_PRIVATE void _vs_mpi_settle(MPI_Request* rq, double until)
         int flag = 0;
         if (MPI_Test(rq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) *rq = MPI_REQUEST_NULL;
     }
+}
+
+/* Frees communicator *mc of world w once no request a fault left in flight is
+   pending on it: they get a moment to complete (a late peer's message), then a
+   point-to-point one is cancelled. A collective still pending keeps the
+   communicator: the leak list owns it then, and vs_world_free frees it once the
+   requests complete (freed under them, Open MPI reads freed memory when the late
+   message arrives). */
+_VS_PRIVATE void _vs_mpi_comm_release(vs_world* w, MPI_Comm* mc)
+{
+    int fin = 0, kept = 0;
+    MPI_Finalized(&fin);
+    if (*mc == MPI_COMM_NULL || fin) return;
+    if (w && w->mmu_made) {
+        pthread_mutex_lock(&w->mmu);
+        double until = _vs_now() + 0.2;
+        for (_vs_mpi_leak* l = w->leaks; l; l = l->next) {
+            if (l->mc != *mc || l->own) continue;
+            int open = 0;
+            for (int i = 0; i < l->nreq; i++) {
+                _vs_mpi_settle(&l->req[i], until);
+                if (l->req[i] != MPI_REQUEST_NULL && l->p2p && MPI_Cancel(&l->req[i]) == MPI_SUCCESS)
+                    _vs_mpi_settle(&l->req[i], _vs_now() + 0.2);
+                open |= l->req[i] != MPI_REQUEST_NULL;
+            }
+            if (open && !kept) l->own = kept = 1;
+        }
+        pthread_mutex_unlock(&w->mmu);
+    }
+    if (!kept) MPI_Comm_free(mc);
+    *mc = MPI_COMM_NULL;
 }
 
 /* The world rank of rank r of c (-1 when MPI cannot say). */
@@ -5314,7 +5352,7 @@ _VS_PRIVATE void _vs_mpi_fault_ex(vs_comm* c, int why, int origin, const char* t
             MPI_Isend(w->abmsg, (int)sizeof *w->abmsg, MPI_BYTE, r, _VS_MPI_TAG_ABORT, w->mab, &rq[k]) == MPI_SUCCESS)
             k++;
     _vs_hfree(h, dead);
-    _vs_mpi_leak_add(w, rq, k, NULL, 0, NULL); // small: they complete at once, but may not
+    _vs_mpi_leak_add(w, w->mab, 1, rq, k, NULL, 0, NULL); // small: they complete at once, but may not
 }
 
 /* A fault this rank found in operation `kind` #seq (a timeout naming the world
@@ -5571,8 +5609,13 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
     } else {
         _vs_mpi_fault_here(c, r == VS_ERR_BACKEND ? VS_ERR_BACKEND : r, kind, seq, NULL, 0);
     }
+    int p2p = 1;
+    for (int i = 0; i < nreq; i++) {
+        int k = ops[reqop ? reqop[i] : 0].kind;
+        p2p &= k == _VS_K_SEND || k == _VS_K_RECV;
+    }
     _vs_hfree(h, reqop);
-    _vs_mpi_leak_add(c->world, req, nreq, tmp, ntmp, extra);
+    _vs_mpi_leak_add(c->world, c->mc, p2p, req, nreq, tmp, ntmp, extra);
     return r;
 }
 
@@ -5674,7 +5717,7 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
     if (r) {
         _vs_hfree(h, st);
         _vs_hfree(h, who);
-        _vs_mpi_leak_add(c->world, req, k, NULL, 0, fp);
+        _vs_mpi_leak_add(c->world, c->mc, 1, req, k, NULL, 0, fp);
         return r;
     }
     // the verdict: the call most ranks made is the reference (ties: the lowest rank)
@@ -5976,7 +6019,7 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
                     if (MPI_Test(b, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag || _vs_now() > end) break;
                     _vs_sleep_us(1000);
                 }
-                if (!flag) _vs_mpi_leak_add(w, b, 1, NULL, 0, NULL), b = NULL;
+                if (!flag) _vs_mpi_leak_add(w, w->mab, 0, b, 1, NULL, 0, NULL), b = NULL;
             }
             _vs_hfree(h, b);
             late = !flag;
@@ -5985,6 +6028,7 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
             _vs_mpi_leak* l = w->leaks;
             w->leaks = l->next;
             if (!pending && !late) { // else MPI may still write into them: they stay
+                if (l->own) MPI_Comm_free(&l->mc);
                 _vs_hfree(h, l->req);
                 _vs_mpi_tmp_free(h, l->tmp, l->ntmp);
                 _vs_hfree(h, l->extra);
@@ -6954,7 +6998,7 @@ static const _vs_transport_ops _vs_threads_ops = {
 #ifdef VESCALE_MPI
 _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
 {
-    if (c->mc != MPI_COMM_NULL) MPI_Comm_free(&c->mc);
+    _vs_mpi_comm_release(c->world, &c->mc); // (after the requests a fault left on it)
 }
 
 _VS_PRIVATE void* _vs_mpi_handle(const vs_comm* c) { return (void*)&c->mc; }
