@@ -2495,6 +2495,9 @@ struct vs_world {
     pthread_mutex_t mmu; // guards abreq and the leak list
     int mmu_made;
     struct _vs_mpi_leak* leaks; // requests a fault left in flight
+    MPI_Request pbreq;         // posted receive for a peer's question "where are you?" (a timeout's probe)
+    int64_t pbin[4];           // the question: magic, asker's world rank
+    int64_t where[2];          // the op this rank waits in (kind, seq; kind 0: none), as an answer says
     int mft;                   // >>elastic: ULFM is built in and the job runs with it (mpirun --with-ft ulfm)
 #endif
 #ifdef VESCALE_NCCL
@@ -5112,6 +5115,8 @@ _VS_PRIVATE void _vs_mpi_finish(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t)
 
 #define _VS_MPI_TAG_FP 0x7673    /* desync fingerprints: p2p on the comm itself (vs_send uses tag 0) */
 #define _VS_MPI_TAG_ABORT 0x7674 /* abort notices, on the world's abort channel */
+#define _VS_MPI_TAG_PROBE 0x7675 /* a timeout's question "where are you?", on the abort channel */
+#define _VS_MPI_TAG_ANSWER 0x7676 /* its answer: world rank, the op it waits in */
 #define _VS_MPI_MAGIC ((int64_t)0x7673616274LL)
 #define _VS_FP_N 10 /* fingerprint: seq, kind, count, dtype, op, root, nops, hash | world rank, rank */
 #define _VS_FP_CMP 8
@@ -5174,6 +5179,17 @@ _VS_PRIVATE void _vs_mpi_leak_add(vs_world* w, MPI_Comm mc, int p2p, MPI_Request
     l->next = w->leaks;
     w->leaks = l;
     pthread_mutex_unlock(&w->mmu);
+}
+
+/* _vs_mpi_leak_add under w->mmu (which w has made). */
+_VS_PRIVATE void _vs_mpi_leak_push_locked(vs_world* w, MPI_Comm mc, int p2p, MPI_Request* req, int nreq, void* extra)
+{
+    _vs_mpi_leak* l = _VS_HNEW(_VS_WH(w), _vs_mpi_leak, 1);
+    if (!l) return; // (out of memory: leaked for good)
+    memset(l, 0, sizeof *l);
+    l->mc = mc, l->p2p = p2p, l->req = req, l->nreq = nreq, l->extra = extra;
+    l->next = w->leaks;
+    w->leaks = l;
 }
 
 /* Tests *rq until it completes (in error too: then it is dropped) or the
@@ -5261,6 +5277,32 @@ _VS_PRIVATE void _vs_mpi_mark_notice_locked(vs_world* w, int source)
     }
 }
 
+/* A peer that timed out asks every rank where it is (_vs_mpi_probe): the answer
+   is the op this rank waits in, sent from any wait (they all poll here). The
+   answer's buffer and request go to the leak list (rare: a timeout's). Under w->mmu. */
+_VS_PRIVATE void _vs_mpi_answer_locked(vs_world* w)
+{
+    const _vs_hooks* h = _VS_WH(w);
+    for (int k = 0; k < 8 && w->pbreq != MPI_REQUEST_NULL; k++) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Test(&w->pbreq, &flag, &st) != MPI_SUCCESS || !flag) return;
+        int64_t* a = _VS_HNEW(h, int64_t, 4);
+        MPI_Request* rq = _VS_HNEW(h, MPI_Request, 1);
+        if (a && rq && w->pbin[0] == _VS_MPI_MAGIC) {
+            a[0] = _VS_MPI_MAGIC, a[1] = w->rank;
+            a[2] = __atomic_load_n(&w->where[0], __ATOMIC_RELAXED), a[3] = __atomic_load_n(&w->where[1], __ATOMIC_RELAXED);
+            if (MPI_Isend(a, 4, MPI_INT64_T, st.MPI_SOURCE, _VS_MPI_TAG_ANSWER, w->mab, rq) == MPI_SUCCESS) {
+                _vs_mpi_leak_push_locked(w, w->mab, 1, rq, 1, a);
+                a = NULL, rq = NULL;
+            }
+        }
+        _vs_hfree(h, a), _vs_hfree(h, rq);
+        if (MPI_Irecv(w->pbin, 4, MPI_INT64_T, MPI_ANY_SOURCE, _VS_MPI_TAG_PROBE, w->mab, &w->pbreq) != MPI_SUCCESS)
+            w->pbreq = MPI_REQUEST_NULL;
+    }
+}
+
 /* 1 when the world is aborted: by this rank, or a peer's notice has arrived. */
 _VS_PRIVATE int _vs_mpi_aborted(vs_world* w)
 {
@@ -5279,6 +5321,7 @@ _VS_PRIVATE int _vs_mpi_aborted(vs_world* w)
 #endif
         if (e == MPI_SUCCESS && flag) _vs_mpi_mark_notice_locked(w, st.MPI_SOURCE);
     }
+    _vs_mpi_answer_locked(w);
     pthread_mutex_unlock(&w->mmu);
     return __atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE);
 }
@@ -5553,6 +5596,105 @@ _VS_PRIVATE int _vs_mpi_dead(vs_comm* c, _vs_mpi_what* wh, vs_result* r)
 #endif
 }
 
+/* A timeout's probe: asks every other rank of c where it is, over the abort
+   channel (each answers from whatever wait it polls, _vs_mpi_answer_locked), and
+   waits up to `wait` s. ans (2 per rank of c): the op each answering rank waits
+   in (kind, seq; kind 0: none), kind -1 for a rank that did not answer. Returns
+   how many did not, or -1 when there is no probe: ULFM (MPI names the dead
+   there) or after a shrink (the channel's ranks are not the world's). */
+_VS_PRIVATE int _vs_mpi_probe(vs_comm* c, int64_t* ans, double wait)
+{
+    vs_world* w = c->world;
+    const _vs_hooks* h = _VS_WH(w);
+    int n = c->size, me = c->rank, silent = 0;
+    for (int q = 0; q < n; q++) ans[2 * q] = q == me ? 0 : -1, ans[2 * q + 1] = -1;
+    if (!w || w->mft || w->epoch > 0 || w->mab == MPI_COMM_NULL || w->pbreq == MPI_REQUEST_NULL || n < 2) return -1;
+    MPI_Request* rq = _VS_HNEW(h, MPI_Request, 2 * (size_t)n);
+    int64_t* buf = _VS_HNEW(h, int64_t, 4 * (size_t)n + 4); // the answers, then the question
+    if (!rq || !buf) {
+        _vs_hfree(h, rq), _vs_hfree(h, buf);
+        return -1;
+    }
+    int64_t* qn = buf + 4 * (size_t)n;
+    qn[0] = _VS_MPI_MAGIC, qn[1] = w->rank, qn[2] = qn[3] = 0;
+    for (int q = 0; q < n; q++) {
+        int wq = q == me ? -1 : _vs_mpi_wrank(c, q);
+        rq[q] = rq[n + q] = MPI_REQUEST_NULL;
+        if (wq < 0) continue;
+        if (MPI_Irecv(buf + 4 * q, 4, MPI_INT64_T, wq, _VS_MPI_TAG_ANSWER, w->mab, &rq[q]) != MPI_SUCCESS)
+            rq[q] = MPI_REQUEST_NULL;
+        if (MPI_Isend(qn, 4, MPI_INT64_T, wq, _VS_MPI_TAG_PROBE, w->mab, &rq[n + q]) != MPI_SUCCESS)
+            rq[n + q] = MPI_REQUEST_NULL;
+    }
+    for (double end = _vs_now() + wait;;) {
+        int flag = 0;
+        if (MPI_Testall(n, rq, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS || flag || _vs_now() > end) break;
+        _vs_mpi_aborted(w); // (answers the others' probes: they time out too)
+        _vs_sleep_us(200);
+    }
+    int open = 0;
+    for (int q = 0; q < n; q++) {
+        if (q == me) continue;
+        int flag = 0;
+        if (rq[q] != MPI_REQUEST_NULL && MPI_Test(&rq[q], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
+            rq[q] = MPI_REQUEST_NULL;
+        else
+            flag = 0;
+        if (flag && buf[4 * q] == _VS_MPI_MAGIC) {
+            ans[2 * q] = buf[4 * q + 2], ans[2 * q + 1] = buf[4 * q + 3];
+        } else {
+            silent++;
+            if (rq[q] != MPI_REQUEST_NULL && MPI_Cancel(&rq[q]) == MPI_SUCCESS) _vs_mpi_settle(&rq[q], _vs_now() + 0.1);
+        }
+        _vs_mpi_settle(&rq[n + q], _vs_now()); // (one test)
+        open |= rq[q] != MPI_REQUEST_NULL || rq[n + q] != MPI_REQUEST_NULL;
+    }
+    if (open) // (a question to a rank cut off: still in flight)
+        _vs_mpi_leak_add(w, w->mab, 1, rq, 2 * n, NULL, 0, buf);
+    else
+        _vs_hfree(h, rq), _vs_hfree(h, buf);
+    return silent;
+}
+
+/* The probe's findings, for a timeout's message: the ranks that did not answer
+   (listed in *miss as world ranks, *nmiss of them), and where those that did
+   wait when it is not where this rank waits. */
+_VS_PRIVATE void _vs_mpi_probe_str(vs_comm* c, const int64_t* ans, int silent, double wait, int* miss, int* nmiss,
+                                   char* buf, size_t cap)
+{
+    vs_world* w = c->world;
+    int n = c->size, me = c->rank;
+    size_t len = 0;
+    buf[0] = 0;
+    *nmiss = 0;
+    if (silent < 0) return;
+    if (silent > 0) {
+        int* s = miss; // (c's ranks first, made world ranks below)
+        for (int q = 0; q < n; q++)
+            if (ans[2 * q] < 0) s[(*nmiss)++] = q;
+        char list[300];
+        _vs_mpi_ranklist(c, s, *nmiss, list, sizeof list);
+        len += (size_t)_vs_fmt(buf, cap, "; rank%s %s did not answer within %g s (stopped, cut off, or busy outside "
+                               "vescale)", *nmiss == 1 ? "" : "s", list, wait);
+        for (int i = 0; i < *nmiss; i++) s[i] = _vs_mpi_wrank(c, s[i]);
+    } else {
+        len += (size_t)_vs_fmt(buf, cap, "; every other rank answered within %g s", wait);
+    }
+    int k = 0, mk = (int)__atomic_load_n(&w->where[0], __ATOMIC_RELAXED);
+    int64_t ms = __atomic_load_n(&w->where[1], __ATOMIC_RELAXED);
+    for (int q = 0; q < n && len + 1 < cap && k < 4; q++) {
+        if (q == me || ans[2 * q] < 0 || (ans[2 * q] == mk && ans[2 * q + 1] == ms)) continue;
+        int kd = (int)ans[2 * q];
+        const char* kn = kd >= 1 && kd < _VS_K_COUNT ? _vs_kind_names[kd] : "no operation";
+        char one[64];
+        _vs_mpi_ranklist(c, &q, 1, one, sizeof one);
+        len += (size_t)_vs_fmt(buf + len, cap - len, "%s rank %s waits in %s", k ? "," : ", alive elsewhere:", one, kn);
+        if (kd >= 1 && ans[2 * q + 1] >= 0 && len + 1 < cap)
+            len += (size_t)_vs_fmt(buf + len, cap - len, " #%lld", (long long)ans[2 * q + 1]);
+        k++;
+    }
+}
+
 /* After a failed wait: sets the message (timeout, abort), aborts the world (or
    notes a peer's abort) and hands the requests in flight to the world. reqop[i] is
    the op of req[i] (NULL: all ops[0]). Takes ownership of req, reqop, tmp, extra. */
@@ -5566,7 +5708,7 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
     } else if (r == VS_ERR_TIMEOUT) {
         // a p2p request that is still open names its peer; a collective cannot say who is
         // missing, but for a pair: the other rank
-        int* miss = _VS_HNEW(h, int, nreq + 1);
+        int* miss = _VS_HNEW(h, int, nreq + 1 + (size_t)c->size);
         int nm = 0, coll = 0;
         for (int i = 0; i < nreq; i++) {
             const _vs_opdesc* o = &ops[reqop ? reqop[i] : 0];
@@ -5579,8 +5721,19 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
                 coll = 1;
             }
         }
-        char who[200] = "";
+        char who[200] = "", probe[400] = "";
         int pair = coll && c->size == 2 && miss; // the other rank is the only one who can be missing
+        int64_t* ans = coll && !pair && !nm ? _VS_HNEW(h, int64_t, 2 * (size_t)c->size) : NULL;
+        int* pm = ans ? _VS_HNEW(h, int, c->size) : NULL;
+        if (ans && pm) { // MPI cannot tell who is missing: ask who is where (a moment)
+            double pw = c->timeout / 4 < 0.5 ? c->timeout / 4 : 0.5;
+            int np = 0;
+            _vs_mpi_probe_str(c, ans, _vs_mpi_probe(c, ans, pw), pw, pm, &np, probe, sizeof probe);
+            for (int i = 0; i < np && miss; i++) miss[nm++] = pm[i]; // (world ranks: named as such below)
+            if (np) coll = 2;
+        }
+        _vs_hfree(h, ans);
+        _vs_hfree(h, pm);
         if (pair) {
             int peer = 1 - c->rank, have = 0;
             for (int i = 0; i < nm; i++) have |= miss[i] == peer;
@@ -5593,15 +5746,20 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
             r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: rank %s, the other rank of this pair, did not arrive within %g s "
                         "(this is rank %d, world rank %d; MPI)", _vs_mpi_wstr(wh), c->label, who, c->timeout, c->rank,
                         c->world->rank);
+        else if (coll == 2)
+            r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: not every one of its %d ranks arrived within %g s "
+                        "(this is rank %d, world rank %d)%s", _vs_mpi_wstr(wh), c->label, c->size, c->timeout, c->rank,
+                        c->world->rank, probe);
         else if (coll)
             r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: not every one of its %d ranks arrived within %g s "
-                        "(this is rank %d, world rank %d); MPI cannot tell which is missing: VESCALE_DEBUG=desync names it%s%s",
+                        "(this is rank %d, world rank %d); MPI cannot tell which is missing: VESCALE_DEBUG=desync names it%s%s%s",
                         _vs_mpi_wstr(wh), c->label, c->size, c->timeout, c->rank, c->world->rank,
-                        nm ? "; no p2p match from rank " : "", who);
+                        nm ? "; no p2p match from rank " : "", who, probe);
         else
             r = _vs_err(VS_ERR_TIMEOUT, "%s: no match from rank %s within %g s (this is rank %d of %d, world rank %d; MPI)",
                         _vs_mpi_wstr(wh), nm ? who : "?", c->timeout, c->rank, c->size, c->world->rank);
-        for (int i = 0; i < nm; i++) miss[i] = _vs_mpi_wrank(c, miss[i]);
+        if (coll != 2) // (the probe's are world ranks already)
+            for (int i = 0; i < nm; i++) miss[i] = _vs_mpi_wrank(c, miss[i]);
         _vs_mpi_fault_here(c, VS_ERR_TIMEOUT, kind, seq, miss, nm);
         _vs_hfree(h, miss);
     } else if (_vs_mpi_dead(c, wh, &r)) {
@@ -5702,13 +5860,27 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
             MPI_Test(&req[i++], &flag, MPI_STATUS_IGNORE);
             if (!flag) who[nm++] = q;
         }
-        char list[300];
+        char list[300], probe[400] = "";
         _vs_mpi_ranklist(c, who, nm, list, sizeof list);
+        /* a rank that did not arrive may be alive, waiting in an earlier op on
+           another rank: ask who is where (a moment); the silent ones are named */
+        int64_t* ans = _VS_HNEW(h, int64_t, 2 * (size_t)n);
+        int* pm = _VS_HNEW(h, int, n);
+        int np = 0;
+        if (ans && pm) {
+            double pw = c->timeout / 4 < 0.5 ? c->timeout / 4 : 0.5;
+            _vs_mpi_probe_str(c, ans, _vs_mpi_probe(c, ans, pw), pw, pm, &np, probe, sizeof probe);
+        }
         r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: rank%s %s of its %d ranks did not arrive within %g s "
-                    "(this is rank %d, world rank %d; desync check)",
-                    _vs_mpi_wstr(wh), c->label, nm == 1 ? "" : "s", nm ? list : "?", n, c->timeout, me, c->world->rank);
+                    "(this is rank %d, world rank %d; desync check)%s",
+                    _vs_mpi_wstr(wh), c->label, nm == 1 ? "" : "s", nm ? list : "?", n, c->timeout, me, c->world->rank,
+                    probe);
         for (int i = 0; i < nm; i++) who[i] = _vs_mpi_wrank(c, who[i]);
-        _vs_mpi_fault_here(c, VS_ERR_TIMEOUT, ops[0].kind, seq, who, nm);
+        if (np) // (the notice names the silent: the late ones that answered are alive)
+            _vs_mpi_fault_here(c, VS_ERR_TIMEOUT, ops[0].kind, seq, pm, np);
+        else
+            _vs_mpi_fault_here(c, VS_ERR_TIMEOUT, ops[0].kind, seq, who, nm);
+        _vs_hfree(h, ans), _vs_hfree(h, pm);
     } else if (r == VS_ERR_ABORTED) {
         r = _vs_mpi_aborted_err(c, wh);
     } else if (r) {
@@ -5794,7 +5966,7 @@ _VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o, int64_t seq, doub
 /* Runs one batch: checks the world is not aborted, with VESCALE_DEBUG=desync
    checks every rank makes the same call, starts every op as a non-blocking MPI
    request and polls them to completion, the deadline or an abort. */
-_VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
+_VS_PRIVATE vs_result _vs_mpi_exec_batch(vs_comm* c, _vs_opdesc* ops, int nops)
 {
     const _vs_hooks* h = _VS_WH(c->world);
     vs_world* w = c->world;
@@ -5860,6 +6032,20 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     return r;
 }
 
+/* _vs_mpi_exec_batch, with where this rank waits noted for a peer's probe. */
+_VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
+{
+    vs_world* w = c->world;
+    int64_t seq = -1;
+    for (int i = 0; i < nops && seq < 0; i++)
+        if (ops[i].kind != _VS_K_SEND && ops[i].kind != _VS_K_RECV) seq = (int64_t)ops[i].seq;
+    __atomic_store_n(&w->where[1], seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->where[0], (int64_t)ops[0].kind, __ATOMIC_RELAXED);
+    vs_result r = _vs_mpi_exec_batch(c, ops, nops);
+    __atomic_store_n(&w->where[0], (int64_t)0, __ATOMIC_RELAXED);
+    return r;
+}
+
 /* VESCALE_DEBUG: a comma-separated list; "desync" is the one value known. */
 _VS_PRIVATE vs_result _vs_mpi_debug_from_env(int* desync)
 {
@@ -5885,6 +6071,7 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
 {
     w->mab = MPI_COMM_NULL;
     w->abreq = MPI_REQUEST_NULL;
+    w->pbreq = MPI_REQUEST_NULL;
     if (!w->mmu_made) pthread_mutex_init(&w->mmu, NULL);
     w->mmu_made = 1;
     int init = 0, fin = 0;
@@ -5944,6 +6131,9 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
             w->mft |= ft[i] && (!strcmp(ft[i], "1") || !strcmp(ft[i], "true") || !strcmp(ft[i], "yes"));
     }
 #endif
+    if (!w->mft && // a timeout's probe (none under ULFM: MPI names the dead there)
+        MPI_Irecv(w->pbin, 4, MPI_INT64_T, MPI_ANY_SOURCE, _VS_MPI_TAG_PROBE, w->mab, &w->pbreq) != MPI_SUCCESS)
+        w->pbreq = MPI_REQUEST_NULL;
     w->comm = _vs_comm_new(w, VS_TRANSPORT_MPI, w->rank, w->size);
     if (!w->comm) {
         MPI_Comm_free(&mc);
@@ -5994,6 +6184,10 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
                 _vs_mpi_mark_notice_locked(w, st.MPI_SOURCE);
                 pthread_mutex_unlock(&w->mmu);
             }
+        }
+        if (w->pbreq != MPI_REQUEST_NULL) { // (a question that came meanwhile goes unanswered)
+            MPI_Cancel(&w->pbreq);
+            MPI_Wait(&w->pbreq, MPI_STATUS_IGNORE);
         }
         // requests a fault left in flight may still complete (a late peer): a moment for them
         double until = _vs_now() + 0.2;

@@ -116,7 +116,7 @@ run_fault() {
     sleep 0.5
     sweep
     wait $pid 2>/dev/null
-    grep -E '^# loop rank [0-9]* ended|^not ok' "$log"
+    grep -E "^# loop rank [0-9]* ended|^not ok" "$log" | sed "s|^|    |"
     local r line at msg dt named
     for r in 0 1 2 3; do
         [ "$name" = sigstop ] && [ "$r" = "$lost" ] && continue
