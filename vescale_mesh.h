@@ -6388,17 +6388,34 @@ _VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
     return _vs_err_from(origin, cause, VS_ERR_ABORTED, "%s: job aborted: %s (NCCL communicator aborted)", what, cause);
 }
 
+/* A timeout's error, worded as MPI's: the op and its number (kind 0: none), the
+   group, this rank; NCCL cannot say which rank is missing. */
+_VS_PRIVATE vs_result _vs_nccl_timeout(vs_comm* c, const char* what, int kind, uint64_t seq)
+{
+    char why[400];
+    int wr = c->world ? c->world->rank : c->rank;
+    if (kind >= 1 && kind < _VS_K_COUNT)
+        _vs_fmt(why, sizeof why, "timed out: %s #%llu on %s did not complete on all of its %d ranks within %g s (this is "
+                "rank %d, world rank %d; NCCL cannot tell which rank is missing)", _vs_kind_names[kind],
+                (unsigned long long)seq, c->label, c->size, c->timeout, c->rank, wr);
+    else
+        _vs_fmt(why, sizeof why, "timed out: not every one of the %d ranks of %s arrived within %g s (this is rank %d, "
+                "world rank %d)", c->size, c->label, c->timeout, c->rank, wr);
+    return _vs_nccl_abort(c, VS_ERR_TIMEOUT, 0, what, why);
+}
+
 /* Non-blocking communicators answer ncclInProgress; poll until settled or the
-   deadline, then abort: a dead peer ends in an error, never a hang. */
+   deadline, then abort: a dead peer ends in an error, never a hang. o: the
+   batch's first op (NULL: none, as for a split). */
 _VS_PRIVATE vs_result _vs_nccl_settle(vs_comm* c, ncclComm_t nc, ncclResult_t r, const char* what,
-                                      double deadline)
+                                      double deadline, const _vs_opdesc* o)
 {
     while (r == ncclInProgress) {
         vs_result jr = _vs_nccl_job_check(c, what);
         if (jr) return jr;
         if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) && c->nc == nc)
             return _vs_nccl_abort(c, VS_ERR_ABORTED, 0, what, "the communicator was aborted (vs_comm_abort)");
-        if (_vs_now() > deadline) return _vs_nccl_abort(c, VS_ERR_TIMEOUT, 0, what, "timed out");
+        if (_vs_now() > deadline) return _vs_nccl_timeout(c, what, o ? o->kind : 0, o ? o->seq : 0);
         _vs_sleep_us(50);
         ncclCommGetAsyncError(nc, &r);
     }
@@ -6619,8 +6636,9 @@ _VS_PRIVATE vs_result _vs_nccl_wait_stream(vs_work* w, void* stream)
 }
 
 /* Waits for an event (or the whole stream when ev is NULL) while watching NCCL's
-   asynchronous errors and the deadline. */
-_VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what)
+   asynchronous errors and the deadline; kind, seq: the op waited for, as a
+   timeout names it (kind 0: none known). */
+_VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what, int kind, uint64_t seq)
 {
     double deadline = _vs_now() + c->timeout;
     _VS_TRY(_vs_nccl_wd_check(c, what));
@@ -6645,7 +6663,7 @@ _VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what
         if (c->nc) ncclCommGetAsyncError(c->nc, &ar);
         if (ar != ncclSuccess && ar != ncclInProgress)
             return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)ar, what, ncclGetErrorString(ar));
-        if (_vs_now() > deadline) return _vs_nccl_abort(c, VS_ERR_TIMEOUT, 0, what, "timed out");
+        if (_vs_now() > deadline) return _vs_nccl_timeout(c, what, kind, seq);
         if (it > 1000) _vs_sleep_us(20);
     }
 }
@@ -6724,7 +6742,7 @@ _VS_PRIVATE vs_result _vs_nccl_vscratch(vs_comm* c, const _vs_opdesc* ops, int n
     while (cap < need && cap <= SIZE_MAX / 2) cap *= 2;
     if (cap < need) cap = need;
     if (c->vscratch) { // the old one may still be read by this communicator's stream-ordered work: drained first
-        vs_result r = _vs_nccl_sync(c, NULL, what); // (with the deadline; every rank grows at the same call)
+        vs_result r = _vs_nccl_sync(c, NULL, what, 0, 0); // (with the deadline; every rank grows at the same call)
         if (r) return r;
     }
     vs_device_free(c->world, c->vscratch);
@@ -6887,7 +6905,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         }
         ncclResult_t r2 = ncclGroupEnd();
         if (r == ncclSuccess || r == ncclInProgress) r = r2;
-        res = _vs_nccl_settle(c, c->nc, r, what, deadline);
+        res = _vs_nccl_settle(c, c->nc, r, what, deadline, &ops[0]);
     }
     if (!res) {
         cudaError_t e = _vs_nccl_vpost(c, ops, nops);
@@ -6917,7 +6935,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         pthread_mutex_unlock(&c->qmu);
         *out = w;
     } else {
-        res = _vs_nccl_sync(c, NULL, what);
+        res = _vs_nccl_sync(c, NULL, what, ops[0].kind, ops[0].seq);
     }
 done:
     for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
@@ -6926,7 +6944,7 @@ done:
 
 _VS_PRIVATE vs_result _vs_nccl_wait(vs_work* w)
 {
-    vs_result r = _vs_nccl_sync(w->comm, w->ev, "vs_wait");
+    vs_result r = _vs_nccl_sync(w->comm, w->ev, "vs_wait", w->ekind, w->opseq);
     if (!r) _vs_nccl_watch_done(w->comm, w->eseq); // (stream order: what was recorded before is done too)
     return r;
 }
@@ -6948,7 +6966,7 @@ _VS_PRIVATE vs_result _vs_nccl_comm_setup(vs_comm* c, ncclComm_t nc)
 _VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** out)
 {
     if (!c->nc) return _vs_err(VS_ERR_ABORTED, "vs_comm_split: NCCL communicator was aborted");
-    vs_result r = _vs_nccl_sync(c, NULL, "vs_comm_split"); // earlier work first (stream order)
+    vs_result r = _vs_nccl_sync(c, NULL, "vs_comm_split", 0, 0); // earlier work first (stream order)
     if (r) return r;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
@@ -6961,7 +6979,7 @@ _VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** o
        the parent whatever the answer (seen on an H200: the child came after the
        return, into a stack slot that was gone). */
     if (nr == ncclSuccess) nr = ncclInProgress;
-    r = _vs_nccl_settle(c, c->nc, nr, "vs_comm_split", deadline);
+    r = _vs_nccl_settle(c, c->nc, nr, "vs_comm_split", deadline, NULL);
     if (r) return r;
     ncclComm_t nc = __atomic_load_n(&c->split_out, __ATOMIC_ACQUIRE);
     if (!nc && color != VS_COLOR_NONE)
@@ -7060,7 +7078,7 @@ _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int devic
     memcpy(&uid, id, sizeof uid);
     ncclResult_t r = ncclCommInitRankConfig(&nc, w->size, uid, w->rank, &cfg);
     c->nc = nc;
-    vs_result res = nc ? _vs_nccl_settle(c, nc, r, "ncclCommInitRankConfig", _vs_now() + w->timeout)
+    vs_result res = nc ? _vs_nccl_settle(c, nc, r, "ncclCommInitRankConfig", _vs_now() + w->timeout, NULL)
                        : _vs_err_backend(VS_ERR_BACKEND, (int)r, "ncclCommInitRankConfig: %s", ncclGetErrorString(r));
     if (!res) res = _vs_nccl_comm_setup(c, c->nc);
     if (res) {
@@ -7224,7 +7242,7 @@ _VS_PRIVATE vs_result _vs_nccl_test(vs_work* w, int* done)
    cudaEventSynchronize here never returned). */
 _VS_PRIVATE void _vs_nccl_detach(vs_work* w)
 {
-    vs_result r = w->ev && w->comm ? _vs_nccl_sync(w->comm, w->ev, "vs_comm_free: unwaited work") : VS_OK;
+    vs_result r = w->ev && w->comm ? _vs_nccl_sync(w->comm, w->ev, "vs_comm_free: unwaited work", w->ekind, w->opseq) : VS_OK;
     w->res = r;
     if (r) _vs_fmt(w->err, sizeof w->err, "%s", vs_last_error());
 }
@@ -7354,7 +7372,7 @@ _VS_PRIVATE vs_result _vs_nccl_raw_end(vs_comm* c)
     } else if (c->nc) {
         ncclResult_t ar = ncclSuccess;
         ncclCommGetAsyncError(c->nc, &ar);
-        r = _vs_nccl_settle(c, c->nc, ar, what, _vs_now() + c->timeout);
+        r = _vs_nccl_settle(c, c->nc, ar, what, _vs_now() + c->timeout, NULL);
     } else {
         r = _vs_err(VS_ERR_ABORTED, "%s: the NCCL communicator of %s was aborted", what, c->label);
     }
@@ -7409,7 +7427,7 @@ _VS_PRIVATE vs_result _vs_nccl_sync_stream(vs_comm* c, void* stream)
         if (ev) _vs_nccl_event_put(c, ev);
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
     }
-    vs_result r = _vs_nccl_sync(c, ev, what);
+    vs_result r = _vs_nccl_sync(c, ev, what, 0, 0);
     _vs_nccl_event_put(c, ev);
     return r;
 }
