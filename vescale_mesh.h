@@ -5598,16 +5598,18 @@ _VS_PRIVATE int _vs_mpi_dead(vs_comm* c, _vs_mpi_what* wh, vs_result* r)
 
 /* A timeout's probe: asks every other rank of c where it is, over the abort
    channel (each answers from whatever wait it polls, _vs_mpi_answer_locked), and
-   waits up to `wait` s. ans (2 per rank of c): the op each answering rank waits
-   in (kind, seq; kind 0: none), kind -1 for a rank that did not answer. Returns
-   how many did not, or -1 when there is no probe: ULFM (MPI names the dead
-   there) or after a shrink (the channel's ranks are not the world's). */
+   waits up to `wait` s. ans (_VS_MPI_ANS per rank of c): the op each answering
+   rank waits in (kind, seq; kind 0: none) and its answer's time in microseconds;
+   kind -1 for a rank that did not answer. Returns how many did not, or -1 when
+   there is no probe: ULFM (MPI names the dead there) or after a shrink (the
+   channel's ranks are not the world's). */
+#define _VS_MPI_ANS 3
 _VS_PRIVATE int _vs_mpi_probe(vs_comm* c, int64_t* ans, double wait)
 {
     vs_world* w = c->world;
     const _vs_hooks* h = _VS_WH(w);
     int n = c->size, me = c->rank, silent = 0;
-    for (int q = 0; q < n; q++) ans[2 * q] = q == me ? 0 : -1, ans[2 * q + 1] = -1;
+    for (int q = 0; q < n; q++) ans[_VS_MPI_ANS * q] = q == me ? 0 : -1, ans[_VS_MPI_ANS * q + 1] = -1, ans[_VS_MPI_ANS * q + 2] = 0;
     if (!w || w->mft || w->epoch > 0 || w->mab == MPI_COMM_NULL || w->pbreq == MPI_REQUEST_NULL || n < 2) return -1;
     MPI_Request* rq = _VS_HNEW(h, MPI_Request, 2 * (size_t)n);
     int64_t* buf = _VS_HNEW(h, int64_t, 4 * (size_t)n + 4); // the answers, then the question
@@ -5615,33 +5617,38 @@ _VS_PRIVATE int _vs_mpi_probe(vs_comm* c, int64_t* ans, double wait)
         _vs_hfree(h, rq), _vs_hfree(h, buf);
         return -1;
     }
+    memset(buf, 0, (4 * (size_t)n + 4) * sizeof *buf);
     int64_t* qn = buf + 4 * (size_t)n;
-    qn[0] = _VS_MPI_MAGIC, qn[1] = w->rank, qn[2] = qn[3] = 0;
+    qn[0] = _VS_MPI_MAGIC, qn[1] = w->rank;
+    double t0 = _vs_now();
+    int want = 0;
     for (int q = 0; q < n; q++) {
         int wq = q == me ? -1 : _vs_mpi_wrank(c, q);
         rq[q] = rq[n + q] = MPI_REQUEST_NULL;
         if (wq < 0) continue;
-        if (MPI_Irecv(buf + 4 * q, 4, MPI_INT64_T, wq, _VS_MPI_TAG_ANSWER, w->mab, &rq[q]) != MPI_SUCCESS)
+        if (MPI_Irecv(buf + 4 * q, 4, MPI_INT64_T, wq, _VS_MPI_TAG_ANSWER, w->mab, &rq[q]) == MPI_SUCCESS)
+            want++;
+        else
             rq[q] = MPI_REQUEST_NULL;
         if (MPI_Isend(qn, 4, MPI_INT64_T, wq, _VS_MPI_TAG_PROBE, w->mab, &rq[n + q]) != MPI_SUCCESS)
             rq[n + q] = MPI_REQUEST_NULL;
     }
-    for (double end = _vs_now() + wait;;) {
-        int flag = 0;
-        if (MPI_Testall(n, rq, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS || flag || _vs_now() > end) break;
+    // each answer's time: a rank behind a slow link answers last, from the back of its queue
+    for (double end = t0 + wait; want > 0 && _vs_now() <= end;) {
+        for (int q = 0; q < n; q++) {
+            int flag = 0;
+            if (rq[q] == MPI_REQUEST_NULL || MPI_Test(&rq[q], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) continue;
+            rq[q] = MPI_REQUEST_NULL, want--;
+            ans[_VS_MPI_ANS * q + 2] = (int64_t)((_vs_now() - t0) * 1e6);
+        }
         _vs_mpi_aborted(w); // (answers the others' probes: they time out too)
-        _vs_sleep_us(200);
+        _vs_sleep_us(100);
     }
     int open = 0;
     for (int q = 0; q < n; q++) {
         if (q == me) continue;
-        int flag = 0;
-        if (rq[q] != MPI_REQUEST_NULL && MPI_Test(&rq[q], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag)
-            rq[q] = MPI_REQUEST_NULL;
-        else
-            flag = 0;
-        if (flag && buf[4 * q] == _VS_MPI_MAGIC) {
-            ans[2 * q] = buf[4 * q + 2], ans[2 * q + 1] = buf[4 * q + 3];
+        if (rq[q] == MPI_REQUEST_NULL && buf[4 * q] == _VS_MPI_MAGIC) {
+            ans[_VS_MPI_ANS * q] = buf[4 * q + 2], ans[_VS_MPI_ANS * q + 1] = buf[4 * q + 3];
         } else {
             silent++;
             if (rq[q] != MPI_REQUEST_NULL && MPI_Cancel(&rq[q]) == MPI_SUCCESS) _vs_mpi_settle(&rq[q], _vs_now() + 0.1);
@@ -5656,9 +5663,10 @@ _VS_PRIVATE int _vs_mpi_probe(vs_comm* c, int64_t* ans, double wait)
     return silent;
 }
 
-/* The probe's findings, for a timeout's message: the ranks that did not answer
-   (listed in *miss as world ranks, *nmiss of them), and where those that did
-   wait when it is not where this rank waits. */
+/* The probe's findings, for a timeout's message: the ranks that did not answer,
+   or else one that answered far behind every other (a slow link; listed in
+   *miss as world ranks, *nmiss of them), and where those that answered wait
+   when it is not where this rank waits. */
 _VS_PRIVATE void _vs_mpi_probe_str(vs_comm* c, const int64_t* ans, int silent, double wait, int* miss, int* nmiss,
                                    char* buf, size_t cap)
 {
@@ -5671,26 +5679,43 @@ _VS_PRIVATE void _vs_mpi_probe_str(vs_comm* c, const int64_t* ans, int silent, d
     if (silent > 0) {
         int* s = miss; // (c's ranks first, made world ranks below)
         for (int q = 0; q < n; q++)
-            if (ans[2 * q] < 0) s[(*nmiss)++] = q;
+            if (ans[_VS_MPI_ANS * q] < 0) s[(*nmiss)++] = q;
         char list[300];
         _vs_mpi_ranklist(c, s, *nmiss, list, sizeof list);
         len += (size_t)_vs_fmt(buf, cap, "; rank%s %s did not answer within %g s (stopped, cut off, or busy outside "
                                "vescale)", *nmiss == 1 ? "" : "s", list, wait);
         for (int i = 0; i < *nmiss; i++) s[i] = _vs_mpi_wrank(c, s[i]);
     } else {
-        len += (size_t)_vs_fmt(buf, cap, "; every other rank answered within %g s", wait);
+        int slow = -1; // the last answer, when the others all came far sooner
+        int64_t t1 = -1, t2 = 0;
+        for (int q = 0; q < n; q++) {
+            if (q == me) continue;
+            int64_t t = ans[_VS_MPI_ANS * q + 2];
+            if (t > t1) t2 = t1 > t2 ? t1 : t2, t1 = t, slow = q;
+            else if (t > t2) t2 = t;
+        }
+        if (n > 2 && t1 > 20000 && t1 > 8 * t2) {
+            char one[64];
+            _vs_mpi_ranklist(c, &slow, 1, one, sizeof one);
+            len += (size_t)_vs_fmt(buf, cap, "; rank %s answered last, after %.3f s, the others within %.3f s (a slow "
+                                   "link or a loaded host: the rank the others wait on)", one, (double)t1 * 1e-6,
+                                   (double)t2 * 1e-6);
+            miss[(*nmiss)++] = _vs_mpi_wrank(c, slow);
+        } else {
+            len += (size_t)_vs_fmt(buf, cap, "; every other rank answered within %.3f s", (double)t1 * 1e-6);
+        }
     }
     int k = 0, mk = (int)__atomic_load_n(&w->where[0], __ATOMIC_RELAXED);
     int64_t ms = __atomic_load_n(&w->where[1], __ATOMIC_RELAXED);
     for (int q = 0; q < n && len + 1 < cap && k < 4; q++) {
-        if (q == me || ans[2 * q] < 0 || (ans[2 * q] == mk && ans[2 * q + 1] == ms)) continue;
-        int kd = (int)ans[2 * q];
+        const int64_t* a = ans + _VS_MPI_ANS * q;
+        if (q == me || a[0] < 0 || (a[0] == mk && a[1] == ms)) continue;
+        int kd = (int)a[0];
         const char* kn = kd >= 1 && kd < _VS_K_COUNT ? _vs_kind_names[kd] : "no operation";
         char one[64];
         _vs_mpi_ranklist(c, &q, 1, one, sizeof one);
-        len += (size_t)_vs_fmt(buf + len, cap - len, "%s rank %s waits in %s", k ? "," : ", alive elsewhere:", one, kn);
-        if (kd >= 1 && ans[2 * q + 1] >= 0 && len + 1 < cap)
-            len += (size_t)_vs_fmt(buf + len, cap - len, " #%lld", (long long)ans[2 * q + 1]);
+        len += (size_t)_vs_fmt(buf + len, cap - len, "%s rank %s waits in %s", k ? "," : "; alive elsewhere:", one, kn);
+        if (kd >= 1 && a[1] >= 0 && len + 1 < cap) len += (size_t)_vs_fmt(buf + len, cap - len, " #%lld", (long long)a[1]);
         k++;
     }
 }
@@ -5723,7 +5748,7 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
         }
         char who[200] = "", probe[400] = "";
         int pair = coll && c->size == 2 && miss; // the other rank is the only one who can be missing
-        int64_t* ans = coll && !pair && !nm ? _VS_HNEW(h, int64_t, 2 * (size_t)c->size) : NULL;
+        int64_t* ans = coll && !pair && !nm ? _VS_HNEW(h, int64_t, _VS_MPI_ANS * (size_t)c->size) : NULL;
         int* pm = ans ? _VS_HNEW(h, int, c->size) : NULL;
         if (ans && pm) { // MPI cannot tell who is missing: ask who is where (a moment)
             double pw = c->timeout / 4 < 0.5 ? c->timeout / 4 : 0.5;
@@ -5864,7 +5889,7 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
         _vs_mpi_ranklist(c, who, nm, list, sizeof list);
         /* a rank that did not arrive may be alive, waiting in an earlier op on
            another rank: ask who is where (a moment); the silent ones are named */
-        int64_t* ans = _VS_HNEW(h, int64_t, 2 * (size_t)n);
+        int64_t* ans = _VS_HNEW(h, int64_t, _VS_MPI_ANS * (size_t)n);
         int* pm = _VS_HNEW(h, int, n);
         int np = 0;
         if (ans && pm) {
