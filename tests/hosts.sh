@@ -122,6 +122,9 @@ run_fault() {
     end=$(awk -v t="$tf" -v d="$bound" 'BEGIN { printf "%.3f", t + d + 3 }')
     while [ "$(grep -c '^# loop rank [0-9]* ended' "$log")" -lt $want ] && later "$(now)" "$end"; do sleep 0.1; done
     eval "$heal"
+    # (a cut-off rank's lines reach the launcher once its link is back: they carry their own time)
+    end=$(awk -v t="$(now)" 'BEGIN { printf "%.3f", t + 4 }')
+    while [ "$(grep -c '^# loop rank [0-9]* ended' "$log")" -lt $want ] && later "$(now)" "$end"; do sleep 0.1; done
     sleep 0.5
     sweep
     wait $pid 2>/dev/null
