@@ -852,7 +852,18 @@ VS_API vs_result vs_world_free(vs_world* w);
      2-rank communicator (a pipeline link, a TP pair: the other rank), and for
      other collectives with VESCALE_DEBUG=desync. vs_comm_split honours the
      timeout.
-   - NCCL: vs_comm_abort calls ncclCommAbort on this rank only. In a vs_launch
+     Where MPI cannot say who is missing (a collective; desync's late ranks, who
+     may be alive in the op before), the rank that timed out asks every rank of
+     the communicator where it is (a probe over the abort channel, answered from
+     any wait; a quarter of the timeout, at most 0.5 s): the ranks that do not
+     answer (stopped, cut off) are named, else one that answers far behind all
+     the others (a slow link), and those that answer from another op are listed.
+     The notice names them too ("missing world rank 2"). Not under ULFM, nor
+     after a shrink. A communicator a fault left requests on is freed only once
+     they complete (a moment, then kept until vs_world_free).
+   - NCCL: a timeout names the operation with its sequence number, the
+     communicator, its size and this rank (NCCL cannot say who is missing).
+     vs_comm_abort calls ncclCommAbort on this rank only. In a vs_launch
      job the others learn of it from the job; in a job of processes with an
      elastic directory, vs_world_abort posts a notice there that the others'
      waits read (>>elastic); else each rank's deadline ends the job.
