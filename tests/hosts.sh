@@ -34,8 +34,8 @@ P=vsh$$ # this run's namespaces: ${P}sw (the bridge), ${P}h0..3 (the hosts)
 tmp=$(mktemp -d)
 cleanup() {
     for ns in ${P}h0 ${P}h1 ${P}h2 ${P}h3 ${P}sw; do
-        ip netns pids $ns 2>/dev/null | while read -r p; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
-        ip netns del $ns 2>/dev/null
+        ip netns pids "$ns" 2>/dev/null | while read -r p; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+        ip netns del "$ns" 2>/dev/null
     done
     rm -rf "$tmp"
 }
@@ -43,7 +43,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 ip netns add ${P}sw 2>"$tmp/err" || skip "cannot make a network namespace: $(cat "$tmp/err")"
-ip -n ${P}sw link add br0 type bridge && ip -n ${P}sw link set br0 up || skip "cannot make a bridge"
+{ ip -n ${P}sw link add br0 type bridge && ip -n ${P}sw link set br0 up; } || skip "cannot make a bridge"
 for i in 0 1 2 3; do
     { ip netns add ${P}h$i &&
       ip link add ${P}e$i type veth peer name eth0 netns ${P}h$i &&
@@ -162,6 +162,7 @@ run_fault() {
 
 t_start=$(now)
 want partition && run_fault partition 2 "ip -n ${P}sw link set ${P}e2 down" "ip -n ${P}sw link set ${P}e2 up" 1024
+# shellcheck disable=SC2016 # run_fault evaluates it, once the log names the pid
 want sigstop && run_fault sigstop 3 'kill -STOP $(sed -n "s/^# loop rank 3 pid \([0-9]*\).*/\1/p" "$log")' ":" 1024
 # host 1's link at 2 Mbit/s, queueing up to a second: 256 KiB all-reduces crawl through it
 want slow && run_fault slow 1 "tc -n ${P}h1 qdisc add dev eth0 root tbf rate 2mbit burst 16kb latency 1000ms" \
