@@ -164,12 +164,12 @@ t_start=$(now)
 want partition && run_fault partition 2 "ip -n ${P}sw link set ${P}e2 down" "ip -n ${P}sw link set ${P}e2 up" 1024
 # shellcheck disable=SC2016 # run_fault evaluates it, once the log names the pid
 want sigstop && run_fault sigstop 3 'kill -STOP $(sed -n "s/^# loop rank 3 pid \([0-9]*\).*/\1/p" "$log")' ":" 1024
-# host 1's link at 2 Mbit/s, queueing up to a second: 256 KiB all-reduces crawl through it
-want slow && run_fault slow 1 "tc -n ${P}h1 qdisc add dev eth0 root tbf rate 2mbit burst 16kb latency 1000ms" \
+# host 1's link at 512 kbit/s, queueing up to 0.2 s: a 256 KiB all-reduce outlasts the timeout
+want slow && run_fault slow 1 "tc -n ${P}h1 qdisc add dev eth0 root tbf rate 512kbit burst 16kb latency 200ms" \
     "tc -n ${P}h1 qdisc del dev eth0 root" 65536 "" $((3 * TMO + 3))
 # the same with VESCALE_DEBUG=desync: a rank that did not arrive may be alive, still in
 # the op before and waiting on the slow one (it blamed a healthy rank)
-want slow_desync && run_fault slow_desync 1 "tc -n ${P}h1 qdisc add dev eth0 root tbf rate 1mbit burst 16kb latency 1000ms" \
+want slow_desync && run_fault slow_desync 1 "tc -n ${P}h1 qdisc add dev eth0 root tbf rate 512kbit burst 16kb latency 200ms" \
     "tc -n ${P}h1 qdisc del dev eth0 root" 65536 desync $((3 * TMO + 3))
 echo "# hosts: the fault cases took $(awk -v a="$t_start" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }') s"
 [ "$fail" -eq 0 ]
