@@ -852,15 +852,17 @@ VS_API vs_result vs_world_free(vs_world* w);
      2-rank communicator (a pipeline link, a TP pair: the other rank), and for
      other collectives with VESCALE_DEBUG=desync. vs_comm_split honours the
      timeout.
-     Where MPI cannot say who is missing (a collective; desync's late ranks, who
-     may be alive in the op before), the rank that timed out asks every rank of
-     the communicator where it is (a probe over the abort channel, answered from
-     any wait; a quarter of the timeout, at most 0.5 s): the ranks that do not
-     answer (stopped, cut off) are named, else one that answers far behind all
-     the others (a slow link), and those that answer from another op are listed.
-     The notice names them too ("missing world rank 2"). Not under ULFM, nor
-     after a shrink. A communicator a fault left requests on is freed only once
-     they complete (a moment, then kept until vs_world_free).
+     Where MPI cannot say who is missing (a collective; desync's late ranks may
+     be alive in the op before), the rank that timed out asks every rank of the
+     communicator where it is: a probe over the abort channel, answered from any
+     wait, for a quarter of the timeout (at most 0.5 s). Its message and notice
+     ("missing world rank 2") then name:
+       - the ranks that did not answer (stopped, cut off), else
+       - one that answered far behind all the others (a slow link),
+       - and list those that answered from another op.
+     No probe under ULFM, nor after a shrink.
+     A communicator a fault left requests on is freed once they complete (a
+     moment; else vs_world_free frees it).
    - NCCL: a timeout names the operation with its sequence number, the
      communicator, its size and this rank (NCCL cannot say who is missing).
      vs_comm_abort calls ncclCommAbort on this rank only. In a vs_launch
