@@ -862,7 +862,7 @@ VS_API vs_result vs_world_free(vs_world* w);
        - and list those that answered from another op.
      No probe under ULFM, nor after a shrink.
      A communicator a fault left requests on is freed once they complete (a
-     moment; else vs_world_free frees it).
+     moment; else it stays, and vs_world_free frees it if they have completed).
    - NCCL: a timeout names the operation with its sequence number, the
      communicator, its size and this rank (NCCL cannot say who is missing).
      vs_comm_abort calls ncclCommAbort on this rank only. In a vs_launch
@@ -5170,39 +5170,26 @@ _VS_PRIVATE void _vs_mpi_tmp_free(const _vs_hooks* h, _vs_mpi_tmp* t, int n)
 
 /* Hands requests a fault left in flight on communicator mc (p2p: all of them
    point-to-point), and the memory they may still write, to the world (takes
-   ownership of every pointer). */
+   ownership of every pointer). Under w->mmu (which w has made). */
+_VS_PRIVATE void _vs_mpi_leak_push_locked(vs_world* w, MPI_Comm mc, int p2p, MPI_Request* req, int nreq,
+                                          _vs_mpi_tmp* tmp, int ntmp, void* extra)
+{
+    _vs_mpi_leak* l = _VS_HNEW(_VS_WH(w), _vs_mpi_leak, 1);
+    if (!l) return; // (out of memory: these stay leaked for good)
+    memset(l, 0, sizeof *l);
+    l->mc = mc, l->p2p = p2p, l->req = req, l->nreq = nreq, l->tmp = tmp, l->ntmp = ntmp, l->extra = extra;
+    l->next = w->leaks;
+    w->leaks = l;
+}
+
+/* _vs_mpi_leak_push_locked, taking w->mmu. */
 _VS_PRIVATE void _vs_mpi_leak_add(vs_world* w, MPI_Comm mc, int p2p, MPI_Request* req, int nreq, _vs_mpi_tmp* tmp,
                                   int ntmp, void* extra)
 {
-    const _vs_hooks* h = _VS_WH(w);
-    _vs_mpi_leak* l = _VS_HNEW(h, _vs_mpi_leak, 1);
-    if (!l || !w || !w->mmu_made) {
-        _vs_hfree(h, l); // out of memory: these stay leaked for good
-        return;
-    }
-    l->req = req;
-    l->nreq = nreq;
-    l->mc = mc;
-    l->own = 0;
-    l->p2p = p2p;
-    l->tmp = tmp;
-    l->ntmp = ntmp;
-    l->extra = extra;
+    if (!w || !w->mmu_made) return; // (no world: these stay leaked for good)
     pthread_mutex_lock(&w->mmu);
-    l->next = w->leaks;
-    w->leaks = l;
+    _vs_mpi_leak_push_locked(w, mc, p2p, req, nreq, tmp, ntmp, extra);
     pthread_mutex_unlock(&w->mmu);
-}
-
-/* _vs_mpi_leak_add under w->mmu (which w has made). */
-_VS_PRIVATE void _vs_mpi_leak_push_locked(vs_world* w, MPI_Comm mc, int p2p, MPI_Request* req, int nreq, void* extra)
-{
-    _vs_mpi_leak* l = _VS_HNEW(_VS_WH(w), _vs_mpi_leak, 1);
-    if (!l) return; // (out of memory: leaked for good)
-    memset(l, 0, sizeof *l);
-    l->mc = mc, l->p2p = p2p, l->req = req, l->nreq = nreq, l->extra = extra;
-    l->next = w->leaks;
-    w->leaks = l;
 }
 
 /* Tests *rq until it completes (in error too: then it is dropped) or the
@@ -5306,7 +5293,7 @@ _VS_PRIVATE void _vs_mpi_answer_locked(vs_world* w)
             a[0] = _VS_MPI_MAGIC, a[1] = w->rank;
             a[2] = __atomic_load_n(&w->where[0], __ATOMIC_RELAXED), a[3] = __atomic_load_n(&w->where[1], __ATOMIC_RELAXED);
             if (MPI_Isend(a, 4, MPI_INT64_T, st.MPI_SOURCE, _VS_MPI_TAG_ANSWER, w->mab, rq) == MPI_SUCCESS) {
-                _vs_mpi_leak_push_locked(w, w->mab, 1, rq, 1, a);
+                _vs_mpi_leak_push_locked(w, w->mab, 1, rq, 1, NULL, 0, a);
                 a = NULL, rq = NULL;
             }
         }
