@@ -27,7 +27,7 @@ TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 MPI_NAMES := collectives mesh errors layout ddp_procs
 MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
 
-.PHONY: all run run-gpu test test-long test-asan test-tsan test-gpu bench bench-redistribute bench-ddp bench-data bench-elastic compile-check clean
+.PHONY: all run run-gpu test test-long test-hosts test-asan test-tsan test-gpu bench bench-redistribute bench-ddp bench-data bench-elastic compile-check clean
 all: $(TESTS) $(MPI_TESTS) $(B)/demo
 
 $(B):
@@ -261,6 +261,12 @@ test-long: $(B)/test_elastic_train $(if $(HAVE_STRICT),$(B)/test_train_nccl)
 	    VS_ELASTIC_PROCS=1 VS_ELASTIC_STRICT_ONLY=1 VS_ELASTIC_STRICT_FIRST=$$f VS_ELASTIC_STRICT_KILLS=$$((f + 10)) $(B)/test_train_nccl || exit 1; done)
 	$(if $(HAVE_STRICT),for f in 0 10 20; do \
 	    VS_ELASTIC_PROCS=2 VS_ELASTIC_STRICT_ONLY=1 VS_ELASTIC_STRICT_FIRST=$$f VS_ELASTIC_STRICT_KILLS=$$((f + 10)) $(B)/test_train_nccl || exit 1; done)
+
+# ranks on several hosts (issue 33.2, not in make test): four network namespaces joined by a
+# bridge, one MPI rank on each over TCP; a late split's vs_world_free, a partition, a
+# stopped rank, a slow link (tc). Root only: otherwise it prints a skip line.
+test-hosts: $(B)/test_faults_mpi
+	bash tests/hosts.sh $(B)/test_faults_mpi
 
 test-asan:
 	$(MAKE) test B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" COMPILE_CHECK=0 FUZZ_SECONDS=0

@@ -861,7 +861,20 @@ VS_API vs_result vs_world_free(vs_world* w);
      2-rank communicator (a pipeline link, a TP pair: the other rank), and for
      other collectives with VESCALE_DEBUG=desync. vs_comm_split honours the
      timeout.
-   - NCCL: vs_comm_abort calls ncclCommAbort on this rank only. In a vs_launch
+     Where MPI cannot say who is missing (a collective; desync's late ranks may
+     be alive in the op before), the rank that timed out asks every rank of the
+     communicator where it is: a probe over the abort channel, answered from any
+     wait, for a quarter of the timeout (at most 0.5 s). Its message and notice
+     ("missing world rank 2") then name:
+       - the ranks that did not answer (stopped, cut off), else
+       - one that answered far behind all the others (a slow link),
+       - and list those that answered from another op.
+     No probe under ULFM, nor after a shrink.
+     A communicator a fault left requests on is freed once they complete (a
+     moment; else it stays, and vs_world_free frees it if they have completed).
+   - NCCL: a timeout names the operation with its sequence number, the
+     communicator, its size and this rank (NCCL cannot say who is missing).
+     vs_comm_abort calls ncclCommAbort on this rank only. In a vs_launch
      job the others learn of it from the job; in a job of processes with an
      elastic directory, vs_world_abort posts a notice there that the others'
      waits read (>>elastic); else each rank's deadline ends the job.
@@ -2572,6 +2585,9 @@ struct vs_world {
     pthread_mutex_t mmu; // guards abreq and the leak list
     int mmu_made;
     struct _vs_mpi_leak* leaks; // requests a fault left in flight
+    MPI_Request pbreq;         // posted receive for a peer's question "where are you?" (a timeout's probe)
+    int64_t pbin[4];           // the question: magic, asker's world rank
+    int64_t where[2];          // the op this rank waits in (kind, seq; kind 0: none), as an answer says
     int mft;                   // >>elastic: ULFM is built in and the job runs with it (mpirun --with-ft ulfm)
 #endif
 #ifdef VESCALE_NCCL
@@ -5189,6 +5205,8 @@ _VS_PRIVATE void _vs_mpi_finish(vs_comm* c, _vs_opdesc* o, _vs_mpi_tmp* t)
 
 #define _VS_MPI_TAG_FP 0x7673    /* desync fingerprints: p2p on the comm itself (vs_send uses tag 0) */
 #define _VS_MPI_TAG_ABORT 0x7674 /* abort notices, on the world's abort channel */
+#define _VS_MPI_TAG_PROBE 0x7675 /* a timeout's question "where are you?", on the abort channel */
+#define _VS_MPI_TAG_ANSWER 0x7676 /* its answer: world rank, the op it waits in */
 #define _VS_MPI_MAGIC ((int64_t)0x7673616274LL)
 #define _VS_FP_N 10 /* fingerprint: seq, kind, count, dtype, op, root, nops, hash | world rank, rank */
 #define _VS_FP_CMP 8
@@ -5207,6 +5225,9 @@ typedef struct _vs_mpi_notice {
 typedef struct _vs_mpi_leak {
     MPI_Request* req;
     int nreq;
+    MPI_Comm mc; // the communicator they are on; `own`: freed here, once they complete (its vs_comm is gone)
+    int own;
+    int p2p; // every one is point-to-point: it can be cancelled
     _vs_mpi_tmp* tmp;
     int ntmp;
     void* extra;
@@ -5224,25 +5245,27 @@ _VS_PRIVATE void _vs_mpi_tmp_free(const _vs_hooks* h, _vs_mpi_tmp* t, int n)
     _vs_hfree(h, t);
 }
 
-/* Hands requests a fault left in flight, and the memory they may still write, to
-   the world (takes ownership of every pointer). */
-_VS_PRIVATE void _vs_mpi_leak_add(vs_world* w, MPI_Request* req, int nreq, _vs_mpi_tmp* tmp, int ntmp,
-                                  void* extra)
+/* Hands requests a fault left in flight on communicator mc (p2p: all of them
+   point-to-point), and the memory they may still write, to the world (takes
+   ownership of every pointer). Under w->mmu (which w has made). */
+_VS_PRIVATE void _vs_mpi_leak_push_locked(vs_world* w, MPI_Comm mc, int p2p, MPI_Request* req, int nreq,
+                                          _vs_mpi_tmp* tmp, int ntmp, void* extra)
 {
-    const _vs_hooks* h = _VS_WH(w);
-    _vs_mpi_leak* l = _VS_HNEW(h, _vs_mpi_leak, 1);
-    if (!l || !w || !w->mmu_made) {
-        _vs_hfree(h, l); // out of memory: these stay leaked for good
-        return;
-    }
-    l->req = req;
-    l->nreq = nreq;
-    l->tmp = tmp;
-    l->ntmp = ntmp;
-    l->extra = extra;
-    pthread_mutex_lock(&w->mmu);
+    _vs_mpi_leak* l = _VS_HNEW(_VS_WH(w), _vs_mpi_leak, 1);
+    if (!l) return; // (out of memory: these stay leaked for good)
+    memset(l, 0, sizeof *l);
+    l->mc = mc, l->p2p = p2p, l->req = req, l->nreq = nreq, l->tmp = tmp, l->ntmp = ntmp, l->extra = extra;
     l->next = w->leaks;
     w->leaks = l;
+}
+
+/* _vs_mpi_leak_push_locked, taking w->mmu. */
+_VS_PRIVATE void _vs_mpi_leak_add(vs_world* w, MPI_Comm mc, int p2p, MPI_Request* req, int nreq, _vs_mpi_tmp* tmp,
+                                  int ntmp, void* extra)
+{
+    if (!w || !w->mmu_made) return; // (no world: these stay leaked for good)
+    pthread_mutex_lock(&w->mmu);
+    _vs_mpi_leak_push_locked(w, mc, p2p, req, nreq, tmp, ntmp, extra);
     pthread_mutex_unlock(&w->mmu);
 }
 
@@ -5254,6 +5277,37 @@ _VS_PRIVATE void _vs_mpi_settle(MPI_Request* rq, double until)
         int flag = 0;
         if (MPI_Test(rq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag) *rq = MPI_REQUEST_NULL;
     }
+}
+
+/* Frees communicator *mc of world w once no request a fault left in flight is
+   pending on it: they get a moment to complete (a late peer's message), then a
+   point-to-point one is cancelled. A collective still pending keeps the
+   communicator: the leak list owns it then, and vs_world_free frees it once the
+   requests complete (freed under them, Open MPI reads freed memory when the late
+   message arrives). */
+_VS_PRIVATE void _vs_mpi_comm_release(vs_world* w, MPI_Comm* mc)
+{
+    int fin = 0, kept = 0;
+    MPI_Finalized(&fin);
+    if (*mc == MPI_COMM_NULL || fin) return;
+    if (w && w->mmu_made) {
+        pthread_mutex_lock(&w->mmu);
+        double until = _vs_now() + 0.2;
+        for (_vs_mpi_leak* l = w->leaks; l; l = l->next) {
+            if (l->mc != *mc || l->own) continue;
+            int open = 0;
+            for (int i = 0; i < l->nreq; i++) {
+                _vs_mpi_settle(&l->req[i], until);
+                if (l->req[i] != MPI_REQUEST_NULL && l->p2p && MPI_Cancel(&l->req[i]) == MPI_SUCCESS)
+                    _vs_mpi_settle(&l->req[i], _vs_now() + 0.2);
+                open |= l->req[i] != MPI_REQUEST_NULL;
+            }
+            if (open && !kept) l->own = kept = 1;
+        }
+        pthread_mutex_unlock(&w->mmu);
+    }
+    if (!kept) MPI_Comm_free(mc);
+    *mc = MPI_COMM_NULL;
 }
 
 /* The world rank of rank r of c (-1 when MPI cannot say). */
@@ -5300,6 +5354,32 @@ _VS_PRIVATE void _vs_mpi_mark_notice_locked(vs_world* w, int source)
     }
 }
 
+/* A peer that timed out asks every rank where it is (_vs_mpi_probe): the answer
+   is the op this rank waits in, sent from any wait (they all poll here). The
+   answer's buffer and request go to the leak list (rare: a timeout's). Under w->mmu. */
+_VS_PRIVATE void _vs_mpi_answer_locked(vs_world* w)
+{
+    const _vs_hooks* h = _VS_WH(w);
+    for (int k = 0; k < 8 && w->pbreq != MPI_REQUEST_NULL; k++) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Test(&w->pbreq, &flag, &st) != MPI_SUCCESS || !flag) return;
+        int64_t* a = _VS_HNEW(h, int64_t, 4);
+        MPI_Request* rq = _VS_HNEW(h, MPI_Request, 1);
+        if (a && rq && w->pbin[0] == _VS_MPI_MAGIC) {
+            a[0] = _VS_MPI_MAGIC, a[1] = w->rank;
+            a[2] = __atomic_load_n(&w->where[0], __ATOMIC_RELAXED), a[3] = __atomic_load_n(&w->where[1], __ATOMIC_RELAXED);
+            if (MPI_Isend(a, 4, MPI_INT64_T, st.MPI_SOURCE, _VS_MPI_TAG_ANSWER, w->mab, rq) == MPI_SUCCESS) {
+                _vs_mpi_leak_push_locked(w, w->mab, 1, rq, 1, NULL, 0, a);
+                a = NULL, rq = NULL;
+            }
+        }
+        _vs_hfree(h, a), _vs_hfree(h, rq);
+        if (MPI_Irecv(w->pbin, 4, MPI_INT64_T, MPI_ANY_SOURCE, _VS_MPI_TAG_PROBE, w->mab, &w->pbreq) != MPI_SUCCESS)
+            w->pbreq = MPI_REQUEST_NULL;
+    }
+}
+
 /* 1 when the world is aborted: by this rank, or a peer's notice has arrived. */
 _VS_PRIVATE int _vs_mpi_aborted(vs_world* w)
 {
@@ -5318,6 +5398,7 @@ _VS_PRIVATE int _vs_mpi_aborted(vs_world* w)
 #endif
         if (e == MPI_SUCCESS && flag) _vs_mpi_mark_notice_locked(w, st.MPI_SOURCE);
     }
+    _vs_mpi_answer_locked(w);
     pthread_mutex_unlock(&w->mmu);
     return __atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE);
 }
@@ -5391,7 +5472,7 @@ _VS_PRIVATE void _vs_mpi_fault_ex(vs_comm* c, int why, int origin, const char* t
             MPI_Isend(w->abmsg, (int)sizeof *w->abmsg, MPI_BYTE, r, _VS_MPI_TAG_ABORT, w->mab, &rq[k]) == MPI_SUCCESS)
             k++;
     _vs_hfree(h, dead);
-    _vs_mpi_leak_add(w, rq, k, NULL, 0, NULL); // small: they complete at once, but may not
+    _vs_mpi_leak_add(w, w->mab, 1, rq, k, NULL, 0, NULL); // small: they complete at once, but may not
 }
 
 /* A fault this rank found in operation `kind` #seq (a timeout naming the world
@@ -5592,6 +5673,130 @@ _VS_PRIVATE int _vs_mpi_dead(vs_comm* c, _vs_mpi_what* wh, vs_result* r)
 #endif
 }
 
+/* A timeout's probe: asks every other rank of c where it is, over the abort
+   channel (each answers from whatever wait it polls, _vs_mpi_answer_locked), and
+   waits up to `wait` s. ans (_VS_MPI_ANS per rank of c): the op each answering
+   rank waits in (kind, seq; kind 0: none) and its answer's time in microseconds;
+   kind -1 for a rank that did not answer. Returns how many did not, or -1 when
+   there is no probe: ULFM (MPI names the dead there) or after a shrink (the
+   channel's ranks are not the world's). */
+#define _VS_MPI_ANS 3
+_VS_PRIVATE int _vs_mpi_probe(vs_comm* c, int64_t* ans, double wait)
+{
+    vs_world* w = c->world;
+    const _vs_hooks* h = _VS_WH(w);
+    int n = c->size, me = c->rank, silent = 0;
+    for (int q = 0; q < n; q++) ans[_VS_MPI_ANS * q] = q == me ? 0 : -1, ans[_VS_MPI_ANS * q + 1] = -1, ans[_VS_MPI_ANS * q + 2] = 0;
+    if (!w || w->mft || w->epoch > 0 || w->mab == MPI_COMM_NULL || w->pbreq == MPI_REQUEST_NULL || n < 2) return -1;
+    MPI_Request* rq = _VS_HNEW(h, MPI_Request, 2 * (size_t)n);
+    int64_t* buf = _VS_HNEW(h, int64_t, 4 * (size_t)n + 4); // the answers, then the question
+    if (!rq || !buf) {
+        _vs_hfree(h, rq), _vs_hfree(h, buf);
+        return -1;
+    }
+    memset(buf, 0, (4 * (size_t)n + 4) * sizeof *buf);
+    int64_t* qn = buf + 4 * (size_t)n;
+    qn[0] = _VS_MPI_MAGIC, qn[1] = w->rank;
+    double t0 = _vs_now();
+    int want = 0;
+    for (int q = 0; q < n; q++) {
+        int wq = q == me ? -1 : _vs_mpi_wrank(c, q);
+        rq[q] = rq[n + q] = MPI_REQUEST_NULL;
+        if (wq < 0) continue;
+        if (MPI_Irecv(buf + 4 * q, 4, MPI_INT64_T, wq, _VS_MPI_TAG_ANSWER, w->mab, &rq[q]) == MPI_SUCCESS)
+            want++;
+        else
+            rq[q] = MPI_REQUEST_NULL;
+        if (MPI_Isend(qn, 4, MPI_INT64_T, wq, _VS_MPI_TAG_PROBE, w->mab, &rq[n + q]) != MPI_SUCCESS)
+            rq[n + q] = MPI_REQUEST_NULL;
+    }
+    // each answer's time: a rank behind a slow link answers last, from the back of its queue
+    for (double end = t0 + wait; want > 0 && _vs_now() <= end;) {
+        for (int q = 0; q < n; q++) {
+            int flag = 0;
+            if (rq[q] == MPI_REQUEST_NULL || MPI_Test(&rq[q], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) continue;
+            rq[q] = MPI_REQUEST_NULL, want--;
+            ans[_VS_MPI_ANS * q + 2] = (int64_t)((_vs_now() - t0) * 1e6);
+        }
+        _vs_mpi_aborted(w); // (answers the others' probes: they time out too)
+        _vs_sleep_us(100);
+    }
+    int open = 0;
+    for (int q = 0; q < n; q++) {
+        if (q == me) continue;
+        if (rq[q] == MPI_REQUEST_NULL && buf[4 * q] == _VS_MPI_MAGIC) {
+            ans[_VS_MPI_ANS * q] = buf[4 * q + 2], ans[_VS_MPI_ANS * q + 1] = buf[4 * q + 3];
+        } else {
+            silent++;
+            if (rq[q] != MPI_REQUEST_NULL && MPI_Cancel(&rq[q]) == MPI_SUCCESS) _vs_mpi_settle(&rq[q], _vs_now() + 0.1);
+        }
+        _vs_mpi_settle(&rq[n + q], _vs_now()); // (one test)
+        open |= rq[q] != MPI_REQUEST_NULL || rq[n + q] != MPI_REQUEST_NULL;
+    }
+    if (open) // (a question to a rank cut off: still in flight)
+        _vs_mpi_leak_add(w, w->mab, 1, rq, 2 * n, NULL, 0, buf);
+    else
+        _vs_hfree(h, rq), _vs_hfree(h, buf);
+    return silent;
+}
+
+/* The probe's findings, for a timeout's message: the ranks that did not answer,
+   or else one that answered far behind every other (a slow link; listed in
+   *miss as world ranks, *nmiss of them), and where those that answered wait
+   when it is not where this rank waits. */
+_VS_PRIVATE void _vs_mpi_probe_str(vs_comm* c, const int64_t* ans, int silent, double wait, int* miss, int* nmiss,
+                                   char* buf, size_t cap)
+{
+    vs_world* w = c->world;
+    int n = c->size, me = c->rank;
+    size_t len = 0;
+    buf[0] = 0;
+    *nmiss = 0;
+    if (silent < 0) return;
+    if (silent > 0) {
+        int* s = miss; // (c's ranks first, made world ranks below)
+        for (int q = 0; q < n; q++)
+            if (ans[_VS_MPI_ANS * q] < 0) s[(*nmiss)++] = q;
+        char list[300];
+        _vs_mpi_ranklist(c, s, *nmiss, list, sizeof list);
+        len += (size_t)_vs_fmt(buf, cap, "; rank%s %s did not answer within %g s (stopped, cut off, or busy outside "
+                               "vescale)", *nmiss == 1 ? "" : "s", list, wait);
+        for (int i = 0; i < *nmiss; i++) s[i] = _vs_mpi_wrank(c, s[i]);
+    } else {
+        int slow = -1; // the last answer, when the others all came far sooner
+        int64_t t1 = -1, t2 = 0;
+        for (int q = 0; q < n; q++) {
+            if (q == me) continue;
+            int64_t t = ans[_VS_MPI_ANS * q + 2];
+            if (t > t1) t2 = t1 > t2 ? t1 : t2, t1 = t, slow = q;
+            else if (t > t2) t2 = t;
+        }
+        if (n > 2 && t1 > 20000 && t1 > 8 * t2) {
+            char one[64];
+            _vs_mpi_ranklist(c, &slow, 1, one, sizeof one);
+            len += (size_t)_vs_fmt(buf, cap, "; rank %s answered last, after %.3f s, the others within %.3f s (a slow "
+                                   "link or a loaded host: the rank the others wait on)", one, (double)t1 * 1e-6,
+                                   (double)t2 * 1e-6);
+            miss[(*nmiss)++] = _vs_mpi_wrank(c, slow);
+        } else {
+            len += (size_t)_vs_fmt(buf, cap, "; every other rank answered within %.3f s", (double)t1 * 1e-6);
+        }
+    }
+    int k = 0, mk = (int)__atomic_load_n(&w->where[0], __ATOMIC_RELAXED);
+    int64_t ms = __atomic_load_n(&w->where[1], __ATOMIC_RELAXED);
+    for (int q = 0; q < n && len + 1 < cap && k < 4; q++) {
+        const int64_t* a = ans + _VS_MPI_ANS * q;
+        if (q == me || a[0] < 0 || (a[0] == mk && a[1] == ms)) continue;
+        int kd = (int)a[0];
+        const char* kn = kd >= 1 && kd < _VS_K_COUNT ? _vs_kind_names[kd] : "no operation";
+        char one[64];
+        _vs_mpi_ranklist(c, &q, 1, one, sizeof one);
+        len += (size_t)_vs_fmt(buf + len, cap - len, "%s rank %s waits in %s", k ? "," : "; alive elsewhere:", one, kn);
+        if (kd >= 1 && a[1] >= 0 && len + 1 < cap) len += (size_t)_vs_fmt(buf + len, cap - len, " #%lld", (long long)a[1]);
+        k++;
+    }
+}
+
 /* After a failed wait: sets the message (timeout, abort), aborts the world (or
    notes a peer's abort) and hands the requests in flight to the world. reqop[i] is
    the op of req[i] (NULL: all ops[0]). Takes ownership of req, reqop, tmp, extra. */
@@ -5605,7 +5810,7 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
     } else if (r == VS_ERR_TIMEOUT) {
         // a p2p request that is still open names its peer; a collective cannot say who is
         // missing, but for a pair: the other rank
-        int* miss = _VS_HNEW(h, int, nreq + 1);
+        int* miss = _VS_HNEW(h, int, nreq + 1 + (size_t)c->size);
         int nm = 0, coll = 0;
         for (int i = 0; i < nreq; i++) {
             const _vs_opdesc* o = &ops[reqop ? reqop[i] : 0];
@@ -5618,8 +5823,19 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
                 coll = 1;
             }
         }
-        char who[200] = "";
+        char who[200] = "", probe[400] = "";
         int pair = coll && c->size == 2 && miss; // the other rank is the only one who can be missing
+        int64_t* ans = coll && !pair && !nm ? _VS_HNEW(h, int64_t, _VS_MPI_ANS * (size_t)c->size) : NULL;
+        int* pm = ans ? _VS_HNEW(h, int, c->size) : NULL;
+        if (ans && pm) { // MPI cannot tell who is missing: ask who is where (a moment)
+            double pw = c->timeout / 4 < 0.5 ? c->timeout / 4 : 0.5;
+            int np = 0;
+            _vs_mpi_probe_str(c, ans, _vs_mpi_probe(c, ans, pw), pw, pm, &np, probe, sizeof probe);
+            for (int i = 0; i < np && miss; i++) miss[nm++] = pm[i]; // (world ranks: named as such below)
+            if (np) coll = 2;
+        }
+        _vs_hfree(h, ans);
+        _vs_hfree(h, pm);
         if (pair) {
             int peer = 1 - c->rank, have = 0;
             for (int i = 0; i < nm; i++) have |= miss[i] == peer;
@@ -5632,15 +5848,20 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
             r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: rank %s, the other rank of this pair, did not arrive within %g s "
                         "(this is rank %d, world rank %d; MPI)", _vs_mpi_wstr(wh), c->label, who, c->timeout, c->rank,
                         c->world->rank);
+        else if (coll == 2)
+            r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: not every one of its %d ranks arrived within %g s "
+                        "(this is rank %d, world rank %d)%s", _vs_mpi_wstr(wh), c->label, c->size, c->timeout, c->rank,
+                        c->world->rank, probe);
         else if (coll)
             r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: not every one of its %d ranks arrived within %g s "
-                        "(this is rank %d, world rank %d); MPI cannot tell which is missing: VESCALE_DEBUG=desync names it%s%s",
+                        "(this is rank %d, world rank %d); MPI cannot tell which is missing: VESCALE_DEBUG=desync names it%s%s%s",
                         _vs_mpi_wstr(wh), c->label, c->size, c->timeout, c->rank, c->world->rank,
-                        nm ? "; no p2p match from rank " : "", who);
+                        nm ? "; no p2p match from rank " : "", who, probe);
         else
             r = _vs_err(VS_ERR_TIMEOUT, "%s: no match from rank %s within %g s (this is rank %d of %d, world rank %d; MPI)",
                         _vs_mpi_wstr(wh), nm ? who : "?", c->timeout, c->rank, c->size, c->world->rank);
-        for (int i = 0; i < nm; i++) miss[i] = _vs_mpi_wrank(c, miss[i]);
+        if (coll != 2) // (the probe's are world ranks already)
+            for (int i = 0; i < nm; i++) miss[i] = _vs_mpi_wrank(c, miss[i]);
         _vs_mpi_fault_here(c, VS_ERR_TIMEOUT, kind, seq, miss, nm);
         _vs_hfree(h, miss);
     } else if (_vs_mpi_dead(c, wh, &r)) {
@@ -5648,8 +5869,13 @@ _VS_PRIVATE vs_result _vs_mpi_failed(vs_comm* c, vs_result r, const _vs_opdesc* 
     } else {
         _vs_mpi_fault_here(c, r == VS_ERR_BACKEND ? VS_ERR_BACKEND : r, kind, seq, NULL, 0);
     }
+    int p2p = 1;
+    for (int i = 0; i < nreq; i++) {
+        int k = ops[reqop ? reqop[i] : 0].kind;
+        p2p &= k == _VS_K_SEND || k == _VS_K_RECV;
+    }
     _vs_hfree(h, reqop);
-    _vs_mpi_leak_add(c->world, req, nreq, tmp, ntmp, extra);
+    _vs_mpi_leak_add(c->world, c->mc, p2p, req, nreq, tmp, ntmp, extra);
     return r;
 }
 
@@ -5736,13 +5962,27 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
             MPI_Test(&req[i++], &flag, MPI_STATUS_IGNORE);
             if (!flag) who[nm++] = q;
         }
-        char list[300];
+        char list[300], probe[400] = "";
         _vs_mpi_ranklist(c, who, nm, list, sizeof list);
+        /* a rank that did not arrive may be alive, waiting in an earlier op on
+           another rank: ask who is where (a moment); the silent ones are named */
+        int64_t* ans = _VS_HNEW(h, int64_t, _VS_MPI_ANS * (size_t)n);
+        int* pm = _VS_HNEW(h, int, n);
+        int np = 0;
+        if (ans && pm) {
+            double pw = c->timeout / 4 < 0.5 ? c->timeout / 4 : 0.5;
+            _vs_mpi_probe_str(c, ans, _vs_mpi_probe(c, ans, pw), pw, pm, &np, probe, sizeof probe);
+        }
         r = _vs_err(VS_ERR_TIMEOUT, "%s on %s: rank%s %s of its %d ranks did not arrive within %g s "
-                    "(this is rank %d, world rank %d; desync check)",
-                    _vs_mpi_wstr(wh), c->label, nm == 1 ? "" : "s", nm ? list : "?", n, c->timeout, me, c->world->rank);
+                    "(this is rank %d, world rank %d; desync check)%s",
+                    _vs_mpi_wstr(wh), c->label, nm == 1 ? "" : "s", nm ? list : "?", n, c->timeout, me, c->world->rank,
+                    probe);
         for (int i = 0; i < nm; i++) who[i] = _vs_mpi_wrank(c, who[i]);
-        _vs_mpi_fault_here(c, VS_ERR_TIMEOUT, ops[0].kind, seq, who, nm);
+        if (np) // (the notice names the silent: the late ones that answered are alive)
+            _vs_mpi_fault_here(c, VS_ERR_TIMEOUT, ops[0].kind, seq, pm, np);
+        else
+            _vs_mpi_fault_here(c, VS_ERR_TIMEOUT, ops[0].kind, seq, who, nm);
+        _vs_hfree(h, ans), _vs_hfree(h, pm);
     } else if (r == VS_ERR_ABORTED) {
         r = _vs_mpi_aborted_err(c, wh);
     } else if (r) {
@@ -5751,7 +5991,7 @@ _VS_PRIVATE vs_result _vs_mpi_desync(vs_comm* c, const _vs_opdesc* ops, int nops
     if (r) {
         _vs_hfree(h, st);
         _vs_hfree(h, who);
-        _vs_mpi_leak_add(c->world, req, k, NULL, 0, fp);
+        _vs_mpi_leak_add(c->world, c->mc, 1, req, k, NULL, 0, fp);
         return r;
     }
     // the verdict: the call most ranks made is the reference (ties: the lowest rank)
@@ -5828,7 +6068,7 @@ _VS_PRIVATE vs_result _vs_mpi_split(vs_comm* c, _vs_opdesc* o, int64_t seq, doub
 /* Runs one batch: checks the world is not aborted, with VESCALE_DEBUG=desync
    checks every rank makes the same call, starts every op as a non-blocking MPI
    request and polls them to completion, the deadline or an abort. */
-_VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
+_VS_PRIVATE vs_result _vs_mpi_exec_batch(vs_comm* c, _vs_opdesc* ops, int nops)
 {
     const _vs_hooks* h = _VS_WH(c->world);
     vs_world* w = c->world;
@@ -5894,6 +6134,20 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     return r;
 }
 
+/* _vs_mpi_exec_batch, with where this rank waits noted for a peer's probe. */
+_VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
+{
+    vs_world* w = c->world;
+    int64_t seq = -1;
+    for (int i = 0; i < nops && seq < 0; i++)
+        if (ops[i].kind != _VS_K_SEND && ops[i].kind != _VS_K_RECV) seq = (int64_t)ops[i].seq;
+    __atomic_store_n(&w->where[1], seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->where[0], (int64_t)ops[0].kind, __ATOMIC_RELAXED);
+    vs_result r = _vs_mpi_exec_batch(c, ops, nops);
+    __atomic_store_n(&w->where[0], (int64_t)0, __ATOMIC_RELAXED);
+    return r;
+}
+
 /* VESCALE_DEBUG: a comma-separated list; "desync" is the one value known. */
 _VS_PRIVATE vs_result _vs_mpi_debug_from_env(int* desync)
 {
@@ -5919,6 +6173,7 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
 {
     w->mab = MPI_COMM_NULL;
     w->abreq = MPI_REQUEST_NULL;
+    w->pbreq = MPI_REQUEST_NULL;
     if (!w->mmu_made) pthread_mutex_init(&w->mmu, NULL);
     w->mmu_made = 1;
     int init = 0, fin = 0;
@@ -5978,6 +6233,9 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
             w->mft |= ft[i] && (!strcmp(ft[i], "1") || !strcmp(ft[i], "true") || !strcmp(ft[i], "yes"));
     }
 #endif
+    if (!w->mft && // a timeout's probe (none under ULFM: MPI names the dead there)
+        MPI_Irecv(w->pbin, 4, MPI_INT64_T, MPI_ANY_SOURCE, _VS_MPI_TAG_PROBE, w->mab, &w->pbreq) != MPI_SUCCESS)
+        w->pbreq = MPI_REQUEST_NULL;
     w->comm = _vs_comm_new(w, VS_TRANSPORT_MPI, w->rank, w->size);
     if (!w->comm) {
         MPI_Comm_free(&mc);
@@ -6029,6 +6287,10 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
                 pthread_mutex_unlock(&w->mmu);
             }
         }
+        if (w->pbreq != MPI_REQUEST_NULL) { // (a question that came meanwhile goes unanswered)
+            MPI_Cancel(&w->pbreq);
+            MPI_Wait(&w->pbreq, MPI_STATUS_IGNORE);
+        }
         // requests a fault left in flight may still complete (a late peer): a moment for them
         double until = _vs_now() + 0.2;
         for (_vs_mpi_leak* l = w->leaks; l; l = l->next) {
@@ -6053,7 +6315,7 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
                     if (MPI_Test(b, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag || _vs_now() > end) break;
                     _vs_sleep_us(1000);
                 }
-                if (!flag) _vs_mpi_leak_add(w, b, 1, NULL, 0, NULL), b = NULL;
+                if (!flag) _vs_mpi_leak_add(w, w->mab, 0, b, 1, NULL, 0, NULL), b = NULL;
             }
             _vs_hfree(h, b);
             late = !flag;
@@ -6062,6 +6324,7 @@ _VS_PRIVATE vs_result _vs_mpi_world_fini(vs_world* w)
             _vs_mpi_leak* l = w->leaks;
             w->leaks = l->next;
             if (!pending && !late) { // else MPI may still write into them: they stay
+                if (l->own) MPI_Comm_free(&l->mc);
                 _vs_hfree(h, l->req);
                 _vs_mpi_tmp_free(h, l->tmp, l->ntmp);
                 _vs_hfree(h, l->extra);
@@ -6227,17 +6490,34 @@ _VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
     return _vs_err_from(origin, cause, VS_ERR_ABORTED, "%s: job aborted: %s (NCCL communicator aborted)", what, cause);
 }
 
+/* A timeout's error, worded as MPI's: the op and its number (kind 0: none), the
+   group, this rank; NCCL cannot say which rank is missing. */
+_VS_PRIVATE vs_result _vs_nccl_timeout(vs_comm* c, const char* what, int kind, uint64_t seq)
+{
+    char why[400];
+    int wr = c->world ? c->world->rank : c->rank;
+    if (kind >= 1 && kind < _VS_K_COUNT)
+        _vs_fmt(why, sizeof why, "timed out: %s #%llu on %s did not complete on all of its %d ranks within %g s (this is "
+                "rank %d, world rank %d; NCCL cannot tell which rank is missing)", _vs_kind_names[kind],
+                (unsigned long long)seq, c->label, c->size, c->timeout, c->rank, wr);
+    else
+        _vs_fmt(why, sizeof why, "timed out: not every one of the %d ranks of %s arrived within %g s (this is rank %d, "
+                "world rank %d)", c->size, c->label, c->timeout, c->rank, wr);
+    return _vs_nccl_abort(c, VS_ERR_TIMEOUT, 0, what, why);
+}
+
 /* Non-blocking communicators answer ncclInProgress; poll until settled or the
-   deadline, then abort: a dead peer ends in an error, never a hang. */
+   deadline, then abort: a dead peer ends in an error, never a hang. o: the
+   batch's first op (NULL: none, as for a split). */
 _VS_PRIVATE vs_result _vs_nccl_settle(vs_comm* c, ncclComm_t nc, ncclResult_t r, const char* what,
-                                      double deadline)
+                                      double deadline, const _vs_opdesc* o)
 {
     while (r == ncclInProgress) {
         vs_result jr = _vs_nccl_job_check(c, what);
         if (jr) return jr;
         if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE) && c->nc == nc)
             return _vs_nccl_abort(c, VS_ERR_ABORTED, 0, what, "the communicator was aborted (vs_comm_abort)");
-        if (_vs_now() > deadline) return _vs_nccl_abort(c, VS_ERR_TIMEOUT, 0, what, "timed out");
+        if (_vs_now() > deadline) return _vs_nccl_timeout(c, what, o ? o->kind : 0, o ? o->seq : 0);
         _vs_sleep_us(50);
         ncclCommGetAsyncError(nc, &r);
     }
@@ -6458,8 +6738,9 @@ _VS_PRIVATE vs_result _vs_nccl_wait_stream(vs_work* w, void* stream)
 }
 
 /* Waits for an event (or the whole stream when ev is NULL) while watching NCCL's
-   asynchronous errors and the deadline. */
-_VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what)
+   asynchronous errors and the deadline; kind, seq: the op waited for, as a
+   timeout names it (kind 0: none known). */
+_VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what, int kind, uint64_t seq)
 {
     double deadline = _vs_now() + c->timeout;
     _VS_TRY(_vs_nccl_wd_check(c, what));
@@ -6484,7 +6765,7 @@ _VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what
         if (c->nc) ncclCommGetAsyncError(c->nc, &ar);
         if (ar != ncclSuccess && ar != ncclInProgress)
             return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)ar, what, ncclGetErrorString(ar));
-        if (_vs_now() > deadline) return _vs_nccl_abort(c, VS_ERR_TIMEOUT, 0, what, "timed out");
+        if (_vs_now() > deadline) return _vs_nccl_timeout(c, what, kind, seq);
         if (it > 1000) _vs_sleep_us(20);
     }
 }
@@ -6563,7 +6844,7 @@ _VS_PRIVATE vs_result _vs_nccl_vscratch(vs_comm* c, const _vs_opdesc* ops, int n
     while (cap < need && cap <= SIZE_MAX / 2) cap *= 2;
     if (cap < need) cap = need;
     if (c->vscratch) { // the old one may still be read by this communicator's stream-ordered work: drained first
-        vs_result r = _vs_nccl_sync(c, NULL, what); // (with the deadline; every rank grows at the same call)
+        vs_result r = _vs_nccl_sync(c, NULL, what, 0, 0); // (with the deadline; every rank grows at the same call)
         if (r) return r;
     }
     vs_device_free(c->world, c->vscratch);
@@ -6726,7 +7007,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         }
         ncclResult_t r2 = ncclGroupEnd();
         if (r == ncclSuccess || r == ncclInProgress) r = r2;
-        res = _vs_nccl_settle(c, c->nc, r, what, deadline);
+        res = _vs_nccl_settle(c, c->nc, r, what, deadline, &ops[0]);
     }
     if (!res) {
         cudaError_t e = _vs_nccl_vpost(c, ops, nops);
@@ -6756,7 +7037,7 @@ _VS_PRIVATE vs_result _vs_nccl_submit(vs_comm* c, _vs_opdesc* ops, int nops, vs_
         pthread_mutex_unlock(&c->qmu);
         *out = w;
     } else {
-        res = _vs_nccl_sync(c, NULL, what);
+        res = _vs_nccl_sync(c, NULL, what, ops[0].kind, ops[0].seq);
     }
 done:
     for (int i = 0; i < nops; i++) _vs_op_release(&ops[i]);
@@ -6765,7 +7046,7 @@ done:
 
 _VS_PRIVATE vs_result _vs_nccl_wait(vs_work* w)
 {
-    vs_result r = _vs_nccl_sync(w->comm, w->ev, "vs_wait");
+    vs_result r = _vs_nccl_sync(w->comm, w->ev, "vs_wait", w->ekind, w->opseq);
     if (!r) _vs_nccl_watch_done(w->comm, w->eseq); // (stream order: what was recorded before is done too)
     return r;
 }
@@ -6787,7 +7068,7 @@ _VS_PRIVATE vs_result _vs_nccl_comm_setup(vs_comm* c, ncclComm_t nc)
 _VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** out)
 {
     if (!c->nc) return _vs_err(VS_ERR_ABORTED, "vs_comm_split: NCCL communicator was aborted");
-    vs_result r = _vs_nccl_sync(c, NULL, "vs_comm_split"); // earlier work first (stream order)
+    vs_result r = _vs_nccl_sync(c, NULL, "vs_comm_split", 0, 0); // earlier work first (stream order)
     if (r) return r;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
@@ -6800,7 +7081,7 @@ _VS_PRIVATE vs_result _vs_nccl_split(vs_comm* c, int color, int key, vs_comm** o
        the parent whatever the answer (seen on an H200: the child came after the
        return, into a stack slot that was gone). */
     if (nr == ncclSuccess) nr = ncclInProgress;
-    r = _vs_nccl_settle(c, c->nc, nr, "vs_comm_split", deadline);
+    r = _vs_nccl_settle(c, c->nc, nr, "vs_comm_split", deadline, NULL);
     if (r) return r;
     ncclComm_t nc = __atomic_load_n(&c->split_out, __ATOMIC_ACQUIRE);
     if (!nc && color != VS_COLOR_NONE)
@@ -6899,7 +7180,7 @@ _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int devic
     memcpy(&uid, id, sizeof uid);
     ncclResult_t r = ncclCommInitRankConfig(&nc, w->size, uid, w->rank, &cfg);
     c->nc = nc;
-    vs_result res = nc ? _vs_nccl_settle(c, nc, r, "ncclCommInitRankConfig", _vs_now() + w->timeout)
+    vs_result res = nc ? _vs_nccl_settle(c, nc, r, "ncclCommInitRankConfig", _vs_now() + w->timeout, NULL)
                        : _vs_err_backend(VS_ERR_BACKEND, (int)r, "ncclCommInitRankConfig: %s", ncclGetErrorString(r));
     if (!res) res = _vs_nccl_comm_setup(c, c->nc);
     if (res) {
@@ -7031,7 +7312,7 @@ static const _vs_transport_ops _vs_threads_ops = {
 #ifdef VESCALE_MPI
 _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
 {
-    if (c->mc != MPI_COMM_NULL) MPI_Comm_free(&c->mc);
+    _vs_mpi_comm_release(c->world, &c->mc); // (after the requests a fault left on it)
 }
 
 _VS_PRIVATE void* _vs_mpi_handle(const vs_comm* c) { return (void*)&c->mc; }
@@ -7063,7 +7344,7 @@ _VS_PRIVATE vs_result _vs_nccl_test(vs_work* w, int* done)
    cudaEventSynchronize here never returned). */
 _VS_PRIVATE void _vs_nccl_detach(vs_work* w)
 {
-    vs_result r = w->ev && w->comm ? _vs_nccl_sync(w->comm, w->ev, "vs_comm_free: unwaited work") : VS_OK;
+    vs_result r = w->ev && w->comm ? _vs_nccl_sync(w->comm, w->ev, "vs_comm_free: unwaited work", w->ekind, w->opseq) : VS_OK;
     w->res = r;
     if (r) _vs_fmt(w->err, sizeof w->err, "%s", vs_last_error());
 }
@@ -7193,7 +7474,7 @@ _VS_PRIVATE vs_result _vs_nccl_raw_end(vs_comm* c)
     } else if (c->nc) {
         ncclResult_t ar = ncclSuccess;
         ncclCommGetAsyncError(c->nc, &ar);
-        r = _vs_nccl_settle(c, c->nc, ar, what, _vs_now() + c->timeout);
+        r = _vs_nccl_settle(c, c->nc, ar, what, _vs_now() + c->timeout, NULL);
     } else {
         r = _vs_err(VS_ERR_ABORTED, "%s: the NCCL communicator of %s was aborted", what, c->label);
     }
@@ -7248,7 +7529,7 @@ _VS_PRIVATE vs_result _vs_nccl_sync_stream(vs_comm* c, void* stream)
         if (ev) _vs_nccl_event_put(c, ev);
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
     }
-    vs_result r = _vs_nccl_sync(c, ev, what);
+    vs_result r = _vs_nccl_sync(c, ev, what, 0, 0);
     _vs_nccl_event_put(c, ev);
     return r;
 }

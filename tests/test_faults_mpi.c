@@ -19,6 +19,10 @@
        test_faults_mpi pair       world rank 3 never joins an all-reduce of its pair
                                   {2,3}: rank 2's timeout names it (the only one who can
                                   be missing), and ranks 0, 1 and 3 name rank 2's timeout
+       test_faults_mpi loop       (tests/hosts.sh) all-reduces, each sum checked, until a
+                                  fault from outside (a partition, a stopped process, a
+                                  slow link); each rank prints when (CLOCK_REALTIME: the
+                                  script compares it with the fault's time) and its error
    The fault happens at a time rank 0 plans and broadcasts (CLOCK_MONOTONIC: the
    ranks share one host). Every rank prints one line per check,
        ok|not ok faults_mpi/<case> rank R: <result> <s> s after the fault: <message>
@@ -447,6 +451,49 @@ static int case_pair(vs_world* w)
     return fails;
 }
 
+/* (h) all-reduces of VS_LOOP_COUNT floats (default 1024), each sum checked, until
+   an error or VS_LOOP_SECONDS (default 60): tests/hosts.sh brings the fault from
+   outside and checks every rank's "ended" line (its time: CLOCK_REALTIME, which
+   the hosts of that script share). */
+static int case_loop(vs_world* w)
+{
+    vs_comm* c = vs_world_comm(w);
+    int me = vs_world_rank(w), n = vs_world_size(w);
+    const char* e = getenv("VS_LOOP_COUNT");
+    size_t count = e ? (size_t)strtoul(e, NULL, 10) : 1024;
+    e = getenv("VS_LOOP_SECONDS");
+    double limit = e ? atof(e) : 60, t0 = now_s();
+    float* x = (float*)malloc((count ? count : 1) * sizeof(float));
+    char host[64] = "?";
+    gethostname(host, sizeof host);
+    printf("# loop rank %d pid %ld on %s\n", me, (long)getpid(), host);
+    fflush(stdout);
+    vs_result r = VS_OK;
+    long step = 0;
+    int bad = !x;
+    for (; x && !bad && now_s() - t0 < limit; step++) {
+        for (size_t i = 0; i < count; i++) x[i] = (float)(me + (int)(i % 5));
+        if ((r = vs_all_reduce(c, x, x, count, VS_F32, VS_OP_SUM, NULL)) != VS_OK) break;
+        for (size_t i = 0; i < count && !bad; i++)
+            bad = x[i] != (float)(n * (n - 1) / 2 + n * (int)(i % 5));
+        if (step == 20) {
+            printf("# loop rank %d runs\n", me);
+            fflush(stdout);
+        }
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (bad)
+        printf("not ok faults_mpi/loop rank %d: the sum of step %ld differs from n(n-1)/2 + n(i mod 5)\n", me, step);
+    else
+        printf("# loop rank %d ended at %.3f (step %ld) %s: %s\n", me, (double)ts.tv_sec + ts.tv_nsec * 1e-9, step,
+               vs_result_string(r), r ? vs_last_error() : "no fault came");
+    fflush(stdout);
+    free(x);
+    vs_world_free(w); // (bounded: MPI left unfinalized after the fault)
+    return bad;
+}
+
 int main(int argc, char** argv)
 {
     g_case = argc > 1 ? argv[1] : "";
@@ -464,7 +511,7 @@ int main(int argc, char** argv)
         return 1;
     }
     g_rank = vs_world_rank(w);
-    int need = !strcmp(g_case, "layer") ? 8 : 4;
+    int need = !strcmp(g_case, "layer") ? 8 : !strcmp(g_case, "loop") ? vs_world_size(w) : 4;
     if (vs_world_size(w) != need) {
         printf("not ok faults_mpi/%s: needs %d processes, got %d\n", g_case, need, vs_world_size(w));
         vs_world_free(w);
@@ -485,8 +532,10 @@ int main(int argc, char** argv)
         fails = case_layer(w);
     } else if (!strcmp(g_case, "pair")) {
         fails = case_pair(w);
+    } else if (!strcmp(g_case, "loop")) {
+        return case_loop(w) ? 1 : 0;
     } else {
-        printf("not ok faults_mpi/%s: unknown case (mismatch, abort, sigstop, kill, init, layer, pair)\n", g_case);
+        printf("not ok faults_mpi/%s: unknown case (mismatch, abort, sigstop, kill, init, layer, pair, loop)\n", g_case);
         return 1;
     }
     return fails ? 1 : 0;

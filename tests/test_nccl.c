@@ -608,7 +608,11 @@ static void case_fault(int kind)
                  "peer failed: rank 0's error does not name the cause: %s", f.msg[0]);
         VT_CHECK(r == VS_ERR_INVALID, "peer failed: vs_launch gave %s, want the cause's VS_ERR_INVALID", vs_result_string(r));
     } else if (kind == 1) {
-        VT_CHECK(f.got[0] == VS_ERR_TIMEOUT && strstr(f.msg[0], "timed out"), "hung peer: rank 0 got %s (%s)",
+        /* worded as MPI's timeout (issue 33.2): the op and its number, the group, this rank */
+        VT_CHECK(f.got[0] == VS_ERR_TIMEOUT && strstr(f.msg[0], "timed out") && strstr(f.msg[0], "all_reduce #1 on ") &&
+                     strstr(f.msg[0], "of its 2 ranks within 1 s") &&
+                     strstr(f.msg[0], "this is rank 0, world rank 0"),
+                 "hung peer: rank 0 got %s (%s), want a timeout naming the all-reduce's number, the group and the rank",
                  vs_result_string(f.got[0]), f.msg[0]);
     } else if (kind == 4) {
         VT_CHECK(f.waited_ok, "stream-ordered: vs_wait_stream failed");
