@@ -265,8 +265,9 @@ test-long: $(B)/test_elastic_train $(if $(HAVE_STRICT),$(B)/test_train_nccl)
 # ranks on several hosts (issue 33.2, not in make test): four network namespaces joined by a
 # bridge, one MPI rank on each over TCP; a late split's vs_world_free, a partition, a
 # stopped rank, a slow link (tc). Root only: otherwise it prints a skip line.
-test-hosts: $(B)/test_faults_mpi
+test-hosts: $(B)/test_faults_mpi $(if $(HAVE_STRICT),$(B)/test_lighthouse)
 	bash tests/hosts.sh $(B)/test_faults_mpi
+	$(if $(HAVE_STRICT),B=$(B) bash tests/hosts_lighthouse.sh)
 
 test-asan:
 	$(MAKE) test B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" COMPILE_CHECK=0 FUZZ_SECONDS=0
