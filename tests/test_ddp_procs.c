@@ -131,6 +131,10 @@ int main(void)
 #else
 int main(void)
 {
+    /* Both debug modes, as one list: MPI's world checks every collective
+       (desync) and DDP catches early parameter reads (params). The MPI world
+       once refused "params" as unknown (issue 33): one parser reads the list. */
+    setenv("VESCALE_DEBUG", "desync,params", 0);
     vs_world* w = NULL;
     if (vs_world_init(&(vs_world_desc){.transport = VS_TRANSPORT_MPI}, &w)) {
         printf("not ok ddp/mpi/init: %s\n", vs_last_error());
