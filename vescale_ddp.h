@@ -54,9 +54,11 @@
    A trainer with its own flat buffers (llm.c style) registers views into them
    instead, layer by layer, each with its name: `.storage = params + off,
    .grad_storage = grads + off, .ready_group = layer + 1` (no copy, a bucket a
-   layer wherever its tensors lie; rules at vs_ddp_param_desc), and calls
-   vs_ddp_wait_params after each ZeRO step before anything reads parameters
-   (VESCALE_DEBUG=params makes a read before it fault, naming the parameter).
+   layer wherever its tensors lie; rules at vs_ddp_param_desc), marks a layer's
+   gradients ready with vs_ddp_group_ready(ddp, layer + 1), may keep its own
+   zero_grad (vs_ddp_desc.trainer_zero_grad), and calls vs_ddp_wait_params
+   after each ZeRO step before anything reads parameters (VESCALE_DEBUG=params
+   makes a read before it fault, naming the parameter).
    examples/flat_trainer.c is such a trainer, and its port.
 
    Semantics
