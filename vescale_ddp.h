@@ -282,7 +282,9 @@ typedef struct vs_ddp_desc {
        DDP never writes zeros into them, and the trainer zeroes them before
        every backward pass that is reduced (ZeRO-1: after the reduction they
        hold unspecified values). DDP-owned gradients are DDP's to zero either
-       way (vs_ddp_zero_grad). */
+       way (vs_ddp_zero_grad); for trainer-owned ones vs_ddp_zero_grad then
+       only waits for the gathers, so a trainer whose parameters are all its
+       own and that calls vs_ddp_wait_params may leave it out. */
     int trainer_zero_grad;
     vs_optim_desc optim;
     void* stream;        // device buffers: the cudaStream_t backward and forward run on (NULL: default stream)
