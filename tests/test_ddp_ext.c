@@ -397,8 +397,8 @@ static int rank_group_bad(vs_world* w, void* arg)
     (void)arg;
     vs_mesh* mesh = NULL;
     vs_ddp* d = open_ddp(w, VS_ZERO_0, &mesh);
-    float P[64], G[64];
-    memset(P, 0, sizeof P), memset(G, 0, sizeof G);
+    float* P = (float*)mem_alloc(64 * sizeof(float)); // (device memory on NCCL)
+    float* G = (float*)mem_alloc(64 * sizeof(float));
     int idx[4];
     for (int i = 0; i < 4; i++) { // two groups of two: h.0.* in group 1, h.1.* in group 2
         char name[16];
@@ -424,6 +424,8 @@ static int rank_group_bad(vs_world* w, void* arg)
     VT_OK(vs_ddp_finish_grad_sync(d));
     VT_OK(vs_ddp_free(d));
     VT_OK(vs_mesh_free(mesh));
+    mem_free(P);
+    mem_free(G);
     return 0;
 }
 
@@ -1092,13 +1094,13 @@ int main(void)
     });
     VT_CASE("trainer_zero_grad: the trainer zeroes its own gradients, ZeRO-0 and ZeRO-1 DP2 equal to DDP-owned memory", {
         case_equal_x(2, 0, 0, 0, 1, 1);
-        case_equal_x(2, 1, 0, 0, 1, 1);
-        case_equal_x(4, 1, 1, 0, 1, 1);
+        case_equal_x(2, 1, 1, 0, 1, 1);
+        case_equal_x(4, 1, 0, 0, 1, 1);
     });
     VT_CASE("ZeRO-1 gathers in place, staged ones through staging buffers: DP2 and DP4, f32 and bf16, equal", {
         case_equal_x(2, 1, 0, 1, 1, 0);
-        case_equal_x(4, 1, 1, 0, 0, 0);
-        case_equal_x(4, 1, 1, 1, 0, 0);
+        case_equal_x(2, 1, 1, 1, 0, 0);
+        case_equal_x(4, 1, 0, 1, 0, 0);
     });
     VT_CASE("vs_ddp_group_ready refuses group 0, an unknown group and a group with a member marked (marking none)",
             VT_OK(launch(2, rank_group_bad, NULL)));
