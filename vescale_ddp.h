@@ -2822,8 +2822,12 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_gather_staged(vs_ddp* d, int b, vs_work** wp)
 }
 
 /* A trainer-owned bucket's ZeRO all-gather in place, with no staging: each
-   piece of a parameter broadcast from the DP rank that owns it, one group a
-   bucket (the mirror of the grouped reduce in _vs_ddp_launch). Nothing here
+   piece of a parameter sent by the DP rank that owns it to every other, where
+   it lands in place, one group a bucket (the mirror of the grouped reduce in
+   _vs_ddp_launch; point-to-point, since a piece has one source: on threads a
+   pair matches without a rendezvous of all ranks, as NCCL's all-gather is
+   sends and receives too). Every rank posts in the same order, so each pair's
+   messages match in order. Nothing here
    waits: the group runs while the trainer goes on, and _vs_ddp_params_ready
    (vs_ddp_wait_params, vs_ddp_param) completes it. On a device under
    VESCALE_DEBUG=params the stale pieces are NaN until their values land. */
@@ -2844,7 +2848,12 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_gather_grouped(vs_ddp* d, int b, vs_work** wp)
             int64_t a, e;
             if (!_vs_ddp_meet(q, k->shard * o, k->shard, &a, &e)) continue;
             char* at = (char*)q->pext + (size_t)(a - q->offset) * pz;
-            r = vs_broadcast(c, at, at, (size_t)(e - a), k->pdtype, o, NULL);
+            if (o != d->dp_rank) {
+                r = vs_recv(c, at, (size_t)(e - a), k->pdtype, o, NULL);
+                continue;
+            }
+            for (int p = 0; p < d->dp_size && !r; p++)
+                if (p != o) r = vs_send(c, at, (size_t)(e - a), k->pdtype, p, NULL);
         }
     }
     vs_result re = vs_group_end(c, r ? NULL : wp);
