@@ -497,6 +497,12 @@ VS_API const void* vs_ddp_grad_synced(vs_ddp* d, int index);
 VS_API vs_result vs_ddp_grad_synced_owned(vs_ddp* d, int index, vs_ddp_span* out);
 VS_API vs_dtype vs_ddp_grad_dtype(const vs_ddp* d, int index);
 VS_API int64_t vs_ddp_local_numel(const vs_ddp* d, int index);
+/* Zeroes DDP's own gradients and accumulators, and the trainer-owned ones
+   unless vs_ddp_desc.trainer_zero_grad, once a step: not again where DDP
+   cleared them since the last backward pass began (after a ZeRO-1 reduction,
+   or an earlier vs_ddp_zero_grad), so gradients written outside a backward
+   pass (before the next vs_ddp_grad / vs_ddp_grad_ready) are not cleared.
+   Waits for a ZeRO step's gathers first. Not during a backward pass. */
 VS_API vs_result vs_ddp_zero_grad(vs_ddp* d);
 /* 0: the next backward accumulates without reducing (ZeRO-0/1). */
 VS_API vs_result vs_ddp_set_sync(vs_ddp* d, int sync);
