@@ -629,32 +629,38 @@ static int rank_debug(vs_world* w, void* arg)
     return 0;
 }
 
+/* Runs fn on 2 thread ranks in a child process; its exit status and stderr. */
+static int in_child(int (*fn)(vs_world*, void*), void* arg, const char* debug, char* out, size_t cap)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        if (debug) setenv("VESCALE_DEBUG", debug, 1);
+        int before = vt_failures;
+        vs_result r = vs_launch(2, fn, arg);
+        _exit(r == VS_OK && vt_failures == before ? 0 : 3);
+    }
+    close(pfd[1]);
+    size_t n = 0;
+    ssize_t got;
+    while (n + 1 < cap && (got = read(pfd[0], out + n, cap - 1 - n)) > 0) n += (size_t)got;
+    out[n] = 0;
+    close(pfd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
 static void case_debug(int ext)
 {
     for (int wait = 0; wait < 2; wait++) {
         int mode[2] = {wait, ext};
-        int pfd[2];
-        VT_CHECK(pipe(pfd) == 0, "pipe");
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pid = fork();
-        if (pid == 0) {
-            dup2(pfd[1], 2);
-            close(pfd[0]);
-            setenv("VESCALE_DEBUG", "params", 1);
-            int before = vt_failures; // (the parent's earlier cases)
-            vs_result r = vs_launch(2, rank_debug, mode);
-            _exit(r == VS_OK && vt_failures == before ? 0 : 3);
-        }
-        close(pfd[1]);
         char out[8192];
-        size_t n = 0;
-        ssize_t got;
-        while (n + 1 < sizeof out && (got = read(pfd[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)got;
-        out[n] = 0;
-        close(pfd[0]);
-        int status = 0;
-        waitpid(pid, &status, 0);
+        int status = in_child(rank_debug, mode, "params", out, sizeof out);
         if (wait)
             VT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "with the wait the child failed (status %d): %s",
                      status, out);
@@ -825,32 +831,6 @@ static int rank_zero(vs_world* w, void* arg)
     mem_free(P);
     mem_free(G);
     return 0;
-}
-/* Runs fn on 2 thread ranks in a child process; its exit status and stderr. */
-static int in_child(int (*fn)(vs_world*, void*), void* arg, const char* debug, char* out, size_t cap)
-{
-    int pfd[2];
-    if (pipe(pfd) != 0) return -1;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pfd[1], 2);
-        close(pfd[0]);
-        if (debug) setenv("VESCALE_DEBUG", debug, 1);
-        int before = vt_failures;
-        vs_result r = vs_launch(2, fn, arg);
-        _exit(r == VS_OK && vt_failures == before ? 0 : 3);
-    }
-    close(pfd[1]);
-    size_t n = 0;
-    ssize_t got;
-    while (n + 1 < cap && (got = read(pfd[0], out + n, cap - 1 - n)) > 0) n += (size_t)got;
-    out[n] = 0;
-    close(pfd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return status;
 }
 static void case_zero(int zero, int own)
 {
