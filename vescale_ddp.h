@@ -54,9 +54,11 @@
    A trainer with its own flat buffers (llm.c style) registers views into them
    instead, layer by layer, each with its name: `.storage = params + off,
    .grad_storage = grads + off, .ready_group = layer + 1` (no copy, a bucket a
-   layer wherever its tensors lie; rules at vs_ddp_param_desc), and calls
-   vs_ddp_wait_params after each ZeRO step before anything reads parameters
-   (VESCALE_DEBUG=params makes a read before it fault, naming the parameter).
+   layer wherever its tensors lie; rules at vs_ddp_param_desc), marks a layer's
+   gradients ready with vs_ddp_group_ready(ddp, layer + 1), may keep its own
+   zero_grad (vs_ddp_desc.trainer_zero_grad), and calls vs_ddp_wait_params
+   after each ZeRO step before anything reads parameters (VESCALE_DEBUG=params
+   makes a read before it fault, naming the parameter).
    examples/flat_trainer.c is such a trainer, and its port.
 
    Semantics
@@ -258,14 +260,32 @@ typedef struct vs_ddp_desc {
     vs_zero_stage zero;
     int no_overlap;      // 1: reduce only in vs_ddp_finish_grad_sync
     int grad_fp32;       // f16/bf16 parameters accumulate gradients in f32
-    int zero2_buffers;   // staging buffers of ZeRO-2 and of trainer-owned buckets (0: VS_DDP_DEFAULT_ZERO2_BUFFERS)
+    /* Staging buffers (0: VS_DDP_DEFAULT_ZERO2_BUFFERS), each the size of the
+       largest bucket that uses one: ZeRO-2's gradients; trainer-owned buckets
+       with `staged` 1 or partial over TP (their gradients, and with `staged`
+       their ZeRO-1 all-gathers); the host's all-gathers under
+       VESCALE_DEBUG=params. When all are held, the next bucket waits for one. */
+    int zero2_buffers;
     /* Trainer-owned buckets (vs_ddp_param_desc.storage), not partial: 0
        (default) reduces each parameter's gradient where it lies, in one group
        (ZeRO-0: an all-reduce a parameter; ZeRO-1: a reduce a piece, each piece
        to the DP rank that owns it), no copy; 1 packs the bucket into a staging
        buffer and reduces that with one call (a copy in, and for ZeRO-0 one
-       out). bench/ddp_ext measures both. */
+       out), and ZeRO-1 gathers the updated bucket through one too (written
+       into the parameters when waited for). bench/ddp_ext measures both. */
     int staged;
+    /* Who zeroes trainer-owned gradients (vs_ddp_param_desc.grad_storage), once
+       a step. 0 (default): DDP, right after their reduction where the reduced
+       values move to its accumulator (ZeRO-1, partial over TP), else in
+       vs_ddp_zero_grad (ZeRO-0: the buffer holds the average until then);
+       never twice. 1: the trainer, as its own zero_grad did before the port:
+       DDP never writes zeros into them, and the trainer zeroes them before
+       every backward pass that is reduced (ZeRO-1: after the reduction they
+       hold unspecified values). DDP-owned gradients are DDP's to zero either
+       way (vs_ddp_zero_grad); for trainer-owned ones vs_ddp_zero_grad then
+       only waits for the gathers, so a trainer whose parameters are all its
+       own and that calls vs_ddp_wait_params may leave it out. */
+    int trainer_zero_grad;
     vs_optim_desc optim;
     void* stream;        // device buffers: the cudaStream_t backward and forward run on (NULL: default stream)
 } vs_ddp_desc;
@@ -291,19 +311,25 @@ typedef struct vs_ddp_param_desc {
        its own name, so checkpoints name each). The rules:
        - alignment: the element size; on NCCL both are device memory (a plain
          host pointer is VS_ERR_INVALID naming the parameter);
+       - both exist at vs_ddp_add_param: a trainer that allocates its
+         gradient buffer lazily (llm.c does, at the first backward) allocates
+         it before registering;
        - `storage` holds the initial value at vs_ddp_finalize (`data` must be
          NULL); the trainer keeps both alive until vs_ddp_free and frees them;
        - ZeRO-0: after vs_ddp_finish_grad_sync the gradient holds the average;
          ZeRO-1: the reduced owned range goes to DDP's f32 accumulator
          (vs_ddp_grad_synced_owned) and the trainer's gradient is cleared for
-         the next pass; the step updates the owned range of `storage` in place
-         and the rest arrives by all-gathers that vs_ddp_wait_params writes in
-         (read no parameter before it); ZeRO-2 is refused (the gradient
-         buffer is the trainer's, full size: ZeRO-2 would save nothing);
-       - gradients are reduced where they lie (vs_ddp_desc.staged: packed into
-         staging buffers instead), and ZeRO-1's all-gathers go through a pool
-         of zero2_buffers staging buffers of the largest such bucket (bounded
-         by bucket_bytes: no parameter-sized allocation); a bucket holds only
+         the next pass (vs_ddp_desc.trainer_zero_grad: by the trainer); the
+         step updates the owned range of `storage` in place and the rest
+         arrives by all-gathers straight into `storage`, bucket after bucket
+         in registration order (the first layer's first), which the step
+         starts and does not wait for: vs_ddp_wait_params (or vs_ddp_param
+         for one bucket) waits (read no parameter before it); ZeRO-2 is
+         refused (the gradient buffer is the trainer's, full size: ZeRO-2
+         would save nothing);
+       - gradients are reduced and parameters gathered where they lie, a
+         group of calls a bucket (vs_ddp_desc.staged: packed into staging
+         buffers instead, one call a bucket); a bucket holds only
          trainer-owned parameters or only DDP-owned ones. */
     void* storage;
     void* grad_storage;
@@ -428,7 +454,13 @@ VS_API void* vs_ddp_param(vs_ddp* d, int index);
    Debugging a missed wait: with VESCALE_DEBUG=params, on the host the pages of
    the parameters being gathered are made inaccessible until the wait (a read
    faults with a message naming the parameter and this function); on a device
-   the stale ranges are filled with NaN until the gathered values land. */
+   the stale ranges are filled with NaN until the gathered values land.
+   mprotect covers whole pages only: on the host the rest of a stale range (a
+   parameter smaller than a page, a layernorm's weight, or the ends of a larger
+   one that share a page) is filled with NaN until the wait instead, so a read
+   gives NaN, and the clip's non-finite norm (vs_ddp_clip_grad_norm) then names
+   the parameter whose gather was still in flight when the backward began. On
+   the host these gathers go through staging buffers (zero2_buffers). */
 VS_API vs_result vs_ddp_wait_params(vs_ddp* d);
 /* Blocks the host until the DDP's work is done: every bucket's parameter
    all-gather in flight (ZeRO) and, on device buffers, everything it queued on
@@ -465,12 +497,29 @@ VS_API const void* vs_ddp_grad_synced(vs_ddp* d, int index);
 VS_API vs_result vs_ddp_grad_synced_owned(vs_ddp* d, int index, vs_ddp_span* out);
 VS_API vs_dtype vs_ddp_grad_dtype(const vs_ddp* d, int index);
 VS_API int64_t vs_ddp_local_numel(const vs_ddp* d, int index);
+/* Zeroes DDP's own gradients and accumulators, and the trainer-owned ones
+   unless vs_ddp_desc.trainer_zero_grad, once a step: not again where DDP
+   cleared them since the last backward pass began (after a ZeRO-1 reduction,
+   or an earlier vs_ddp_zero_grad), so gradients written outside a backward
+   pass (before the next vs_ddp_grad / vs_ddp_grad_ready) are not cleared.
+   Waits for a ZeRO step's gathers first. Not during a backward pass. */
 VS_API vs_result vs_ddp_zero_grad(vs_ddp* d);
 /* 0: the next backward accumulates without reducing (ZeRO-0/1). */
 VS_API vs_result vs_ddp_set_sync(vs_ddp* d, int sync);
 /* The parameter's gradient is complete for this backward pass (a second time in
-   one pass: VS_ERR_STATE). */
+   one pass: VS_ERR_STATE). Buckets reduce in bucket order (the reverse of
+   registration): a gradient that completes a bucket while an earlier bucket
+   is still open waits for it, and the first such wait of a DDP is logged at
+   warn, naming both tensors (a tied embedding registered where its gradient
+   does not complete is the usual cause). VESCALE_LOG=debug logs each
+   bucket's launch with its tensors. */
 VS_API vs_result vs_ddp_grad_ready(vs_ddp* d, int index);
+/* vs_ddp_grad_ready for every parameter registered with ready_group `group`
+   (vs_ddp_param_desc.ready_group; a layer's, say): a port marks a layer ready
+   in one call, with no table of indices. VS_ERR_INVALID for group 0 or a
+   group no parameter declares, VS_ERR_STATE naming a parameter of the group
+   already marked ready in this pass (then none of the group is marked). */
+VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
 /* Reduces what is left and waits for every bucket; ends the backward pass.
    Called again with nothing new since (no vs_ddp_grad / vs_ddp_grad_ready): the
    gradients are reduced already, VS_ERR_STATE. */
@@ -698,6 +747,7 @@ typedef struct _vs_dparam {
     void* pext;       // trainer-owned storage (vs_ddp_param_desc.storage), or NULL
     void* gext;       // and its gradient
     int rgroup;       // vs_ddp_param_desc.ready_group
+    int poisoned;     // VESCALE_DEBUG=params: part of its stale range holds NaN until the gather lands
 } _vs_dparam;
 
 typedef struct _vs_dbucket {
@@ -720,8 +770,9 @@ typedef struct _vs_dbucket {
     int rgroup;     // their ready_group
     int consume;    // ext with an accumulator: the reduced range goes there, the trainer's gradient is cleared
     int grouped;    // ext, not partial, ZeRO-0/1: reduced in place, one group (vs_ddp_desc.staged 0)
-    void* gbuf;     // a pool buffer holding the all-gather in flight (trainer-owned, or VESCALE_DEBUG=params)
+    void* gbuf;     // a pool buffer holding the all-gather in flight (staged, or VESCALE_DEBUG=params)
     int guarded;    // VESCALE_DEBUG=params: its parameters' stale pages are guarded until the unpack
+    int gclean;     // ext: DDP zeroed the trainer's gradients and no backward pass began since
 } _vs_dbucket;
 
 struct vs_ddp {
@@ -747,6 +798,10 @@ struct vs_ddp {
     int npool;
     size_t pool_bytes;
     int debug_params; // VESCALE_DEBUG=params (vs_ddp_wait_params)
+    int log_debug;    // the world logs at debug: each bucket's launch is logged
+    int warned_order; // the out-of-order readiness warning was given (once a DDP)
+    const char* stale_read; // VESCALE_DEBUG=params: a poisoned parameter still gathered as a backward began
+    int nstale;             // how many such
     int64_t max_bucket;
     size_t max_grad_bytes; // largest bucket's gradient buffer (ZeRO-2 staging size)
     float* scratch; // f32 conversion space, max bucket shard
@@ -1408,6 +1463,8 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     _vs_ddp_desc_defaults(&rd);
     vs_result rv = _vs_ddp_optim_check(&rd.optim);
     if (rv) return rv;
+    unsigned dbg = 0; // VESCALE_DEBUG, parsed by the mesh's one parser
+    if ((rv = vs_debug_modes(NULL, &dbg))) return vs_set_error(rv, "vs_ddp_init: %s", vs_last_error());
     vs_mesh* m = desc->mesh;
     int dpi = vs_mesh_dim_index(m, rd.dp_dim);
     if (dpi < 0) return vs_set_error(dpi, "vs_ddp_init: dp_dim '%s' is not a dim of the mesh", rd.dp_dim);
@@ -1428,8 +1485,10 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
 #ifdef _VS_DDP_CUDA
     d->dev = _VS_DDP_FORCE_DEVICE || vs_comm_device(vs_mesh_comm(m));
 #endif
-    const char* dbg = getenv("VESCALE_DEBUG"); // comma-separated; "params": vs_ddp_wait_params's checks
-    d->debug_params = dbg && strstr(dbg, "params") != NULL;
+    d->debug_params = (dbg & VS_DEBUG_PARAMS) != 0; // vs_ddp_wait_params's checks
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    d->log_debug = vs_world_query_desc(d->world, &wd) == VS_OK && wd.log_level >= VS_LOG_DEBUG;
     _vs_ddp_mesh_use(m, +1);
     *out = d;
     return VS_OK;
@@ -1689,8 +1748,10 @@ _VS_DDP_PRIVATE void* _vs_ddp_gat(const _vs_dbucket* k, const _vs_dparam* q, int
    the process as usual. The ranges live in one process-wide table (each DDP its
    own entries; a full table guards nothing more and says so once), which the
    handler reads without locks. A fault elsewhere goes to the handler that was
-   installed before. Only pages wholly inside a range are guarded: a parameter
-   smaller than a page, or the part of one that shares a page, is not. */
+   installed before. Only pages wholly inside a range are guarded: the rest of
+   the range (a parameter smaller than a page, or the ends of one that share a
+   page with other data) is filled with NaN instead (all-ones bytes: NaN in f32,
+   bf16 and f16), which the unpack overwrites. */
 #define _VS_DDP_NGUARD 1024
 typedef struct _vs_dguard {
     uintptr_t lo, hi; // hi 0: a free entry
@@ -1742,11 +1803,16 @@ _VS_DDP_PRIVATE void _vs_ddp_segv(int sig, siginfo_t* si, void* uc)
         _vs_ddp_old_segv.sa_handler(sig);
 }
 
-/* Guards the pages wholly inside [lo, hi) for parameter q of d. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_guard_range(vs_ddp* d, const _vs_dparam* q, char* lo, char* hi)
+/* Guards the pages wholly inside [lo, hi) for parameter q of d, and fills the
+   rest of the range with NaN. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_guard_range(vs_ddp* d, _vs_dparam* q, char* lo, char* hi)
 {
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a = ((uintptr_t)lo + pg - 1) / pg * pg, b = (uintptr_t)hi / pg * pg;
+    if (a >= b) a = b = (uintptr_t)hi; // no whole page: all of it is poisoned
+    if ((uintptr_t)lo < a) memset(lo, 0xff, (size_t)(a - (uintptr_t)lo));
+    if (b < (uintptr_t)hi) memset((void*)b, 0xff, (size_t)((uintptr_t)hi - b));
+    if ((uintptr_t)lo < a || b < (uintptr_t)hi) q->poisoned = 1;
     if (a >= b) return VS_OK;
     pthread_mutex_lock(&_vs_ddp_guard_mu);
     if (!_vs_ddp_segv_on) {
@@ -1776,7 +1842,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_guard_range(vs_ddp* d, const _vs_dparam* q, ch
 
 /* f on each stale byte range of bucket k: its parameters' parts outside this
    rank's owned range, which a ZeRO all-gather brings. */
-typedef vs_result (*_vs_dstale_fn)(vs_ddp* d, const _vs_dparam* q, char* lo, char* hi);
+typedef vs_result (*_vs_dstale_fn)(vs_ddp* d, _vs_dparam* q, char* lo, char* hi);
 _VS_DDP_PRIVATE vs_result _vs_ddp_each_stale(vs_ddp* d, _vs_dbucket* k, _vs_dstale_fn f)
 {
     int64_t lo, n;
@@ -1784,7 +1850,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_each_stale(vs_ddp* d, _vs_dbucket* k, _vs_dsta
     size_t pz = _vs_dsz(k->pdtype);
     vs_result r = VS_OK;
     for (int j = k->first; j < k->last && !r; j++) {
-        const _vs_dparam* q = &d->params[d->order[j]];
+        _vs_dparam* q = &d->params[d->order[j]];
         int64_t s = q->offset, e = q->offset + q->numel, e1 = e < lo ? e : lo, a2 = s > lo + n ? s : lo + n;
         char* base = (char*)_vs_ddp_pat(k, q, s);
         if (s < e1) r = f(d, q, base, base + (size_t)(e1 - s) * pz);
@@ -1816,12 +1882,13 @@ _VS_DDP_PRIVATE void _vs_ddp_unguard(vs_ddp* d, _vs_dbucket* k)
 }
 
 /* A bucket's all-gather goes through a staging buffer (written into the
-   parameters when waited for): trainer-owned storage, and DDP's own buffers on
-   the host under VESCALE_DEBUG=params (their pages are guarded meanwhile, so
-   the gather must not write them). */
+   parameters when waited for): trainer-owned storage with vs_ddp_desc.staged,
+   and every bucket on the host under VESCALE_DEBUG=params (their pages are
+   guarded meanwhile, so the gather must not write them). Else it lands in
+   place: DDP's contiguous bucket, or the trainer's pieces (_vs_ddp_gather_grouped). */
 _VS_DDP_PRIVATE int _vs_ddp_staged_gather(const vs_ddp* d, const _vs_dbucket* k)
 {
-    return k->ext || (d->debug_params && !d->dev);
+    return (k->ext && d->desc.staged) || (d->debug_params && !d->dev);
 }
 
 // (finalize, the backward pass, clipping, the optimizer step, queries, free)
@@ -1897,7 +1964,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         if (d->desc.zero == VS_ZERO_2) d->pool_bytes = d->max_grad_bytes > d->pool_bytes ? d->max_grad_bytes : d->pool_bytes;
         k->grouped = k->ext && !d->desc.staged && d->desc.zero != VS_ZERO_2 && !k->partial_mask;
         if (k->ext && !k->grouped && (size_t)k->numel * gsz > d->pool_bytes) d->pool_bytes = (size_t)k->numel * gsz;
-        if ((k->ext || _vs_ddp_staged_gather(d, k)) && d->desc.zero != VS_ZERO_0 && pbytes > d->pool_bytes)
+        if (_vs_ddp_staged_gather(d, k) && d->desc.zero != VS_ZERO_0 && pbytes > d->pool_bytes)
             d->pool_bytes = pbytes;
         d->nbuckets++;
     }
@@ -2012,8 +2079,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_params_ready(vs_ddp* d, int b)
     _vs_ddp_unguard(d, k);
     size_t pz = _vs_dsz(k->pdtype);
     for (int j = k->first; j < k->last && !r; j++) {
-        const _vs_dparam* q = &d->params[d->order[j]];
+        _vs_dparam* q = &d->params[d->order[j]];
         r = _vs_ddp_copy(d, _vs_ddp_pat(k, q, q->offset), (char*)k->gbuf + (size_t)q->offset * pz, (size_t)q->numel * pz);
+        q->poisoned = 0; // (the NaN of VESCALE_DEBUG=params overwritten)
     }
     _vs_ddp_pool_give(d, -2 - b);
     k->gbuf = NULL;
@@ -2066,6 +2134,25 @@ VS_API int64_t vs_ddp_local_numel(const vs_ddp* d, int i)
     return r ? r : d->params[i].numel;
 }
 
+/* VESCALE_DEBUG=params on the host, as a backward pass begins: a parameter
+   whose stale part holds NaN (smaller than a page) and whose gather is still
+   in flight was read so by the forward, or not at all; remembered for the
+   clip's non-finite norm to name (no page fault catches such a read). */
+_VS_DDP_PRIVATE void _vs_ddp_note_stale(vs_ddp* d)
+{
+    d->stale_read = NULL;
+    d->nstale = 0;
+    for (int b = d->nbuckets - 1; b >= 0 && d->debug_params; b--) {
+        const _vs_dbucket* k = &d->buckets[b];
+        for (int j = k->first; j < k->last && k->gbuf; j++) {
+            const _vs_dparam* q = &d->params[d->order[j]];
+            if (!q->poisoned) continue;
+            if (!d->stale_read) d->stale_read = q->name;
+            d->nstale++;
+        }
+    }
+}
+
 /* A pass starts while reduced gradients of an earlier synced pass wait for a
    step: their owned ranges move into the accumulators and the buffers are
    cleared, so the new pass's local gradients reduce on their own. The usual
@@ -2075,6 +2162,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_begin_pass(vs_ddp* d)
     if (d->in_pass) return VS_OK;
     d->in_pass = 1;
     d->synced = 0; // local gradients are added from now on
+    for (int b = 0; b < d->nbuckets; b++) d->buckets[b].gclean = 0; // (the backward writes them)
+    _vs_ddp_note_stale(d);
     vs_result r = VS_OK;
     for (int b = 0; b < d->nbuckets && !r && !d->grads_pending; b++) // the last step took them: a new sum
         if (d->buckets[b].consume) {
@@ -2125,20 +2214,23 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         return r;
     /* the trainer's gradients: with an accumulator, cleared once it has taken
        the reduced range (in place: the owned pieces added from them first; a
-       staging buffer: added above); else, staged, the average copied back (in
+       staging buffer: added above), the step's one zeroing of them, unless the
+       trainer zeroes them itself; else, staged, the average copied back (in
        place it is there already) */
+    int clear = k->consume && !d->desc.trainer_zero_grad;
     for (int j = k->first; j < k->last && k->ext && !r; j++) {
         const _vs_dparam* q = &d->params[d->order[j]];
         size_t gz = _vs_dsz(k->gdtype);
         int64_t a, e;
         if (k->consume && !k->staged && _vs_ddp_meet(q, lo, cnt, &a, &e))
             r = _vs_ddp_add_f32(d, k->grad_shard + (a - lo), _vs_ddp_gat(k, q, a), k->gdtype, e - a);
-        if (!r && k->consume)
+        if (!r && clear)
             r = _vs_ddp_zero(d, q->gext, (size_t)q->numel * gz);
-        else if (!r && k->staged)
+        else if (!r && k->staged && !k->consume)
             r = _vs_ddp_copy(d, q->gext, (char*)k->grad + (size_t)q->offset * gz, (size_t)q->numel * gz);
     }
     if (r) return r;
+    k->gclean = clear; // (vs_ddp_zero_grad need not zero them again)
     if ((d->desc.zero == VS_ZERO_2 || k->ext) && k->staged) {
         _vs_ddp_pool_give(d, b);
         k->grad = NULL;
@@ -2152,10 +2244,31 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_stage(vs_ddp* d, int b);
 _VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all);
 _VS_DDP_PRIVATE vs_result _vs_ddp_pool_take(vs_ddp* d, int owner, int may_launch, void** buf);
 
+/* VESCALE_LOG=debug: bucket b's launch with its tensors, in bucket order. */
+_VS_DDP_PRIVATE void _vs_ddp_log_launch(const vs_ddp* d, int b)
+{
+    const _vs_dbucket* k = &d->buckets[b];
+    char names[640];
+    size_t n = 0;
+    names[0] = 0;
+    for (int j = k->first; j < k->last; j++) {
+        const char* nm = d->params[d->order[j]].name;
+        if (n + strlen(nm) + 24 >= sizeof names) {
+            snprintf(names + n, sizeof names - n, " and %d more", k->last - j);
+            break;
+        }
+        n += (size_t)snprintf(names + n, sizeof names - n, "%s'%s'", j > k->first ? ", " : "", nm);
+    }
+    vs_log(d->world, VS_LOG_DEBUG, "vs_ddp: bucket %d of %d launches its %s (%lld elements, %d tensors): %s", b,
+           d->nbuckets, d->desc.zero == VS_ZERO_0 ? "all-reduce" : "reduce-scatter", (long long)k->numel,
+           k->last - k->first, names);
+}
+
 _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
 {
     _vs_dbucket* k = &d->buckets[b];
     vs_comm* c = vs_mesh_comm(d->dp);
+    if (d->log_debug) _vs_ddp_log_launch(d, b);
     vs_work** wp = d->desc.no_overlap && !d->cu ? NULL : &k->work; // (a device never blocks the host here)
     if (d->desc.zero == VS_ZERO_2 && !k->staged) { // no gradient asked for here: take part with zeros
         vs_result r = _vs_ddp_stage(d, b);
@@ -2332,8 +2445,11 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
         int64_t lo, own;
         _vs_ddp_owned(d, k, &lo, &own);
         if (k->grad && d->desc.zero != VS_ZERO_2 && !k->ext) r = _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
-        for (int j = k->first; j < k->last && k->ext && !r; j++) // the trainer's gradients
+        // the trainer's gradients: once a step, by DDP unless the trainer does it (trainer_zero_grad)
+        int zero_ext = k->ext && !k->gclean && !d->desc.trainer_zero_grad;
+        for (int j = k->first; j < k->last && zero_ext && !r; j++)
             r = _vs_ddp_zero(d, d->params[d->order[j]].gext, (size_t)d->params[d->order[j]].numel * _vs_dsz(k->gdtype));
+        if (zero_ext && !r) k->gclean = 1;
         if (k->grad_shard && !r) r = _vs_ddp_zero(d, k->grad_shard, sizeof(float) * (size_t)own);
         k->acc_used = d->desc.zero == VS_ZERO_2 || k->consume;
     }
@@ -2355,20 +2471,75 @@ VS_API vs_result vs_ddp_set_sync(vs_ddp* d, int sync)
     return VS_OK;
 }
 
-VS_API vs_result vs_ddp_grad_ready(vs_ddp* d, int i)
+/* Parameter i may be marked ready now (fn: the caller's name). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_may_ready(const char* fn, const vs_ddp* d, int i)
 {
-    vs_result r = _vs_ddp_check_index("vs_ddp_grad_ready", d, i);
-    if (r) return r;
+    const _vs_dparam* q = &d->params[i];
+    if (q->ready) return vs_set_error(VS_ERR_STATE, "%s: '%s' marked ready twice in one backward pass", fn, q->name);
+    if (d->desc.zero == VS_ZERO_2 && !d->buckets[q->bucket].staged)
+        return vs_set_error(VS_ERR_STATE, "%s: '%s': ask vs_ddp_grad for its gradient first (ZeRO-2)", fn, q->name);
+    return VS_OK;
+}
+
+/* Marks parameter i ready. A bucket it completes that must wait for an
+   earlier one still open (buckets launch in order) has lost its overlap with
+   the backward: said once a DDP, naming the two tensors. */
+_VS_DDP_PRIVATE void _vs_ddp_mark_ready(vs_ddp* d, int i)
+{
     _vs_dparam* q = &d->params[i];
-    if (q->ready)
-        return vs_set_error(VS_ERR_STATE, "vs_ddp_grad_ready: '%s' marked ready twice in one backward pass", q->name);
     _vs_dbucket* k = &d->buckets[q->bucket];
-    if (d->desc.zero == VS_ZERO_2 && !k->staged)
-        return vs_set_error(VS_ERR_STATE, "vs_ddp_grad_ready: '%s': ask vs_ddp_grad for its gradient first (ZeRO-2)",
-                            q->name);
-    if ((r = _vs_ddp_begin_pass(d))) return r;
     q->ready = 1;
     k->nready++;
+    if (d->warned_order || !d->sync || d->desc.no_overlap || k->nready < k->last - k->first) return;
+    int ob = -1; // the first bucket before it still open
+    for (int b = d->next_launch; b < q->bucket && ob < 0; b++)
+        if (d->buckets[b].nready < d->buckets[b].last - d->buckets[b].first) ob = b;
+    if (ob < 0) return;
+    const _vs_dbucket* open = &d->buckets[ob];
+    const char* held = "?";
+    for (int j = open->first; j < open->last; j++)
+        if (!d->params[d->order[j]].ready) {
+            held = d->params[d->order[j]].name;
+            break;
+        }
+    d->warned_order = 1;
+    vs_log(d->world, VS_LOG_WARN,
+           "vs_ddp: gradients become ready out of registration order: '%s' completes bucket %d, which waits for "
+           "bucket %d, whose '%s' is not ready yet: buckets reduce in bucket order (the reverse of registration), so "
+           "bucket %d cannot overlap the backward. Register parameters in the order the forward first uses them, and a "
+           "tensor used first and last (a tied embedding) where its gradient completes (said once)",
+           q->name, q->bucket, ob, held, q->bucket);
+}
+
+VS_API vs_result vs_ddp_grad_ready(vs_ddp* d, int i)
+{
+    const char* fn = "vs_ddp_grad_ready";
+    vs_result r = _vs_ddp_check_index(fn, d, i);
+    if (r || (r = _vs_ddp_may_ready(fn, d, i))) return r;
+    if ((r = _vs_ddp_begin_pass(d))) return r;
+    _vs_ddp_mark_ready(d, i);
+    if (!d->sync || d->desc.no_overlap) return VS_OK;
+    return _vs_ddp_launch_ready(d, 0);
+}
+
+VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group)
+{
+    const char* fn = "vs_ddp_group_ready";
+    if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
+    if (!d->finalized) return vs_set_error(VS_ERR_STATE, "%s: call vs_ddp_finalize first", fn);
+    if (group == 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: group 0 is no ready group (it means buckets by size): mark those "
+                            "parameters with vs_ddp_grad_ready", fn);
+    int n = 0;
+    vs_result r = VS_OK;
+    for (int i = 0; i < d->nparams && !r; i++) // all checked before any is marked
+        if (d->params[i].rgroup == group) n++, r = _vs_ddp_may_ready(fn, d, i);
+    if (r) return r;
+    if (!n)
+        return vs_set_error(VS_ERR_INVALID, "%s: no parameter was registered with ready_group %d", fn, group);
+    if ((r = _vs_ddp_begin_pass(d))) return r;
+    for (int j = 0; j < d->nparams; j++) // in bucket order (a group over two buckets completes the first first)
+        if (d->params[d->order[j]].rgroup == group) _vs_ddp_mark_ready(d, d->order[j]);
     if (!d->sync || d->desc.no_overlap) return VS_OK;
     return _vs_ddp_launch_ready(d, 0);
 }
@@ -2562,12 +2733,17 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
     if (norm) *norm = total;
     if (!_vs_ddp_finite(total)) { // the same total on every rank: they all skip
         d->skip_next = 1;
-        if (!clip->error_if_nonfinite) return VS_OK;
-        char where[200] = "";
+        char where[200] = "", stale[400] = "";
         if (bad >= 0) snprintf(where, sizeof where, " (on this rank first in '%.150s')", d->params[bad].name);
+        if (d->stale_read) // VESCALE_DEBUG=params: the likely cause
+            snprintf(stale, sizeof stale, "; VESCALE_DEBUG=params: '%.150s'%s was still being all-gathered (its stale "
+                     "part NaN) when the backward pass began: read before vs_ddp_wait_params", d->stale_read,
+                     d->nstale > 1 ? " and others" : "");
+        if (stale[0]) vs_log(d->world, VS_LOG_WARN, "%s: the gradient norm is %g%s", fn, total, stale);
+        if (!clip->error_if_nonfinite) return VS_OK;
         return vs_set_error(VS_ERR_NONFINITE,
                             "%s: the total gradient norm is %g, not finite%s (error_if_nonfinite): gradients and "
-                            "parameters left untouched, the next vs_ddp_step is skipped", fn, total, where);
+                            "parameters left untouched, the next vs_ddp_step is skipped%s", fn, total, where, stale);
     }
     double coef = max_norm > 0 && total > max_norm ? max_norm / (total + 1e-6) : 1.0;
     if (coef == 1.0 && unscale == 1.0) return VS_OK;
@@ -2611,7 +2787,7 @@ _VS_DDP_PRIVATE void _vs_ddp_group(const vs_ddp* d, const _vs_dparam* q, double 
 /* VESCALE_DEBUG=params on a device: bucket k's stale ranges filled with NaN
    (all-ones bytes: a NaN in f32, bf16 and f16) on the DDP's stream, where the
    gathered values then land; a read not ordered after them sees NaN. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_poison_range(vs_ddp* d, const _vs_dparam* q, char* lo, char* hi)
+_VS_DDP_PRIVATE vs_result _vs_ddp_poison_range(vs_ddp* d, _vs_dparam* q, char* lo, char* hi)
 {
     (void)q;
     _VS_DDP_DEV(d, cudaMemsetAsync(lo, 0xff, (size_t)(hi - lo), _vs_ddp_stream(d)));
@@ -2649,6 +2825,45 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_gather_staged(vs_ddp* d, int b, vs_work** wp)
     if (!r) r = vs_all_gather(c, (char*)buf + (size_t)lo * pz, buf, (size_t)k->shard, k->pdtype, wp);
     if (!r && (d->cu || !wp)) r = _vs_ddp_params_ready(d, b);
     return r;
+}
+
+/* A trainer-owned bucket's ZeRO all-gather in place, with no staging: each
+   piece of a parameter sent by the DP rank that owns it to every other, where
+   it lands in place, one group a bucket (the mirror of the grouped reduce in
+   _vs_ddp_launch; point-to-point, since a piece has one source: on threads a
+   pair matches without a rendezvous of all ranks, as NCCL's all-gather is
+   sends and receives too). Every rank posts in the same order, so each pair's
+   messages match in order. Nothing here
+   waits: the group runs while the trainer goes on, and _vs_ddp_params_ready
+   (vs_ddp_wait_params, vs_ddp_param) completes it. On a device under
+   VESCALE_DEBUG=params the stale pieces are NaN until their values land. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_gather_grouped(vs_ddp* d, int b, vs_work** wp)
+{
+    _vs_dbucket* k = &d->buckets[b];
+    vs_comm* c = vs_mesh_comm(d->dp);
+    vs_result r = VS_OK;
+    if (d->debug_params && d->cu) {
+        r = _vs_ddp_each_stale(d, k, _vs_ddp_poison_range);
+        if (!r) r = _vs_ddp_fence(d, c); // the poison before the values
+    }
+    if (r || (r = vs_group_start(c))) return r;
+    size_t pz = _vs_dsz(k->pdtype);
+    for (int j = k->first; j < k->last && !r; j++) {
+        const _vs_dparam* q = &d->params[d->order[j]];
+        for (int o = 0; o < d->dp_size && !r; o++) {
+            int64_t a, e;
+            if (!_vs_ddp_meet(q, k->shard * o, k->shard, &a, &e)) continue;
+            char* at = (char*)q->pext + (size_t)(a - q->offset) * pz;
+            if (o != d->dp_rank) {
+                r = vs_recv(c, at, (size_t)(e - a), k->pdtype, o, NULL);
+                continue;
+            }
+            for (int p = 0; p < d->dp_size && !r; p++)
+                if (p != o) r = vs_send(c, at, (size_t)(e - a), k->pdtype, p, NULL);
+        }
+    }
+    vs_result re = vs_group_end(c, r ? NULL : wp);
+    return r ? r : re;
 }
 
 VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
@@ -2748,8 +2963,9 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
     if (!r && d->desc.zero != VS_ZERO_0) r = _vs_ddp_fence(d, vs_mesh_comm(d->dp)); // the update before the gathers
     if (r) return r;
     // ZeRO: every rank gets the updated ranges of the others (in place), the
-    // first layers' buckets first; vs_ddp_param waits for its bucket, so the
-    // gathers overlap with the next forward
+    // first layers' buckets first, as the next forward reads them; nothing
+    // waits here: vs_ddp_param waits for its bucket and vs_ddp_wait_params
+    // for all, so the gathers overlap whatever the trainer does meanwhile
     if (d->desc.zero != VS_ZERO_0)
         for (int b = d->nbuckets - 1; b >= 0 && !r; b--) {
             _vs_dbucket* k = &d->buckets[b];
@@ -2757,6 +2973,10 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
             vs_work** wp = d->desc.no_overlap && !d->cu ? NULL : &k->pwork;
             if (_vs_ddp_staged_gather(d, k)) {
                 r = _vs_ddp_gather_staged(d, b, wp);
+                continue;
+            }
+            if (k->ext) {
+                r = _vs_ddp_gather_grouped(d, b, wp);
                 continue;
             }
             void* mine = (char*)k->param + (size_t)(k->shard * d->dp_rank) * pz;

@@ -54,8 +54,10 @@
                                            inf or 0: no timeout (wait forever)
        VESCALE_TRANSPORT=threads|mpi|nccl  transport for vs_world_init (default: mpi
                                            when compiled in, else nccl)
-       VESCALE_DEBUG=desync                MPI: check every collective's arguments
-                                           across ranks (see vs_world_abort)
+       VESCALE_DEBUG=desync,params         a list of debug modes (vs_debug_modes): desync,
+                                           MPI: check every collective's arguments across
+                                           ranks (see vs_world_abort); params: DDP
+                                           (vescale_ddp.h, vs_ddp_wait_params)
        VESCALE_RUN_ID (or TORCHELASTIC_RUN_ID)  a per-job secret for the NCCL TCP
                                            and file rendezvous (see _vs_tcp_bcast)
        VESCALE_INIT_FILE=<path>            NCCL without MPI: the rendezvous through
@@ -475,6 +477,17 @@ typedef struct vs_allocator {
 #define VS_ASSERT(c) assert(c)
 #endif
 
+/* VESCALE_DEBUG's modes, a comma-separated list ("desync,params"); each header
+   reads the bits it owns through this one parser. */
+typedef enum vs_debug_mode {
+    VS_DEBUG_DESYNC = 1, // MPI: every collective's arguments checked across ranks (vs_world_init)
+    VS_DEBUG_PARAMS = 2  // DDP: a parameter read before vs_ddp_wait_params is caught (vescale_ddp.h)
+} vs_debug_mode;
+/* The modes named in `text` (NULL: the VESCALE_DEBUG environment variable;
+   unset or empty: none) as VS_DEBUG_* bits in *modes. An unknown name is
+   VS_ERR_INVALID naming it and the known ones. Any thread. */
+VS_API vs_result vs_debug_modes(const char* text, unsigned* modes);
+
 // >>dtype --------------------------------------------------------------------
 
 typedef enum vs_dtype {
@@ -879,8 +892,8 @@ VS_API vs_result vs_world_free(vs_world* w);
      elastic directory, vs_world_abort posts a notice there that the others'
      waits read (>>elastic); else each rank's deadline ends the job.
 
-   VESCALE_DEBUG (MPI; comma-separated, read at vs_world_init; an unknown value is
-   VS_ERR_INVALID): "desync" checks before every collective (and every group
+   VESCALE_DEBUG (comma-separated, parsed by vs_debug_modes, read by MPI at
+   vs_world_init; an unknown value is VS_ERR_INVALID): "desync" checks before every collective (and every group
    holding one, but no p2p) that all ranks make the same call: each rank sends an
    80-byte fingerprint (per-communicator sequence number, kind, count, dtype, op,
    root, and a hash of the group and of the counts ranks must agree on) to every
@@ -1984,6 +1997,30 @@ _VS_PRIVATE vs_result _vs_resolve_level(vs_log_level lv, vs_log_level* out)
     *out = VS_LOG_OFF;
     const char* e = getenv("VESCALE_LOG");
     return e && *e ? _vs_parse_log_level(e, out) : VS_OK;
+}
+
+static const char* const _vs_debug_names[] = {"desync", "params"}; // bit k: 1 << k
+
+VS_API vs_result vs_debug_modes(const char* text, unsigned* modes)
+{
+    if (!modes) return _vs_err(VS_ERR_NULL, "vs_debug_modes: modes is NULL");
+    const char* e = text ? text : getenv("VESCALE_DEBUG");
+    const char* what = text ? "vs_debug_modes" : "environment: VESCALE_DEBUG";
+    *modes = 0;
+    for (const char* p = e ? e : ""; *p;) {
+        while (*p == ',' || *p == ' ') p++;
+        const char* q = p;
+        while (*q && *q != ',') q++;
+        size_t len = (size_t)(q - p), k = 0, n = sizeof _vs_debug_names / sizeof *_vs_debug_names;
+        while (len > 0 && p[len - 1] == ' ') len--;
+        while (k < n && !(strlen(_vs_debug_names[k]) == len && !strncmp(p, _vs_debug_names[k], len))) k++;
+        if (len > 0 && k == n)
+            return _vs_err(VS_ERR_INVALID, "%s='%.100s': unknown value '%.*s' (known: desync, params)", what, e,
+                           (int)(len < 64 ? len : 64), p);
+        if (len > 0) *modes |= 1u << k;
+        p = q;
+    }
+    return VS_OK;
 }
 
 /* Timeouts above this many seconds (~31 years) mean "no timeout". */
@@ -6148,25 +6185,13 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     return r;
 }
 
-/* VESCALE_DEBUG: a comma-separated list; "desync" is the one value known. */
+/* VESCALE_DEBUG (vs_debug_modes, the one parser): desync is this transport's. */
 _VS_PRIVATE vs_result _vs_mpi_debug_from_env(int* desync)
 {
-    const char* e = getenv("VESCALE_DEBUG");
-    *desync = 0;
-    for (const char* p = e ? e : ""; *p;) {
-        while (*p == ',' || *p == ' ') p++;
-        const char* q = p;
-        while (*q && *q != ',') q++;
-        int len = (int)(q - p);
-        while (len > 0 && p[len - 1] == ' ') len--;
-        if (len == 6 && !strncmp(p, "desync", 6))
-            *desync = 1;
-        else if (len > 0)
-            return _vs_err(VS_ERR_INVALID, "environment: VESCALE_DEBUG='%s': unknown value '%.*s' (known: desync)", e,
-                           len, p);
-        p = q;
-    }
-    return VS_OK;
+    unsigned modes = 0;
+    vs_result r = vs_debug_modes(NULL, &modes);
+    *desync = (modes & VS_DEBUG_DESYNC) != 0;
+    return r;
 }
 
 _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)

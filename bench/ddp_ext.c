@@ -4,6 +4,7 @@
    own contiguous buckets, measured in the same run.
 
        build/bench_ddp_ext [--dp N] [--zero Z] [--dim C] [--layers L] [--steps S]
+                           [--step K] [--work W]
 
    The model has the layout of a plain-C GPT-2 trainer: 12 tensor kinds a layer
    (ln1 w/b, qkv w/b, attention projection w/b, ln2 w/b, fc w/b, fc projection
@@ -21,7 +22,26 @@
    compute to hide it). A round runs the three variants once each in a rotated
    order; S rounds (default 15) after 3 warm-up; a step's time is the max over
    ranks (a barrier first); the median per variant is reported with its ratio to
-   DDP's own buckets. */
+   DDP's own buckets.
+
+   --step K times whole training steps instead, K in a row per variant and
+   round (a barrier before, the last step's gathers waited for inside the
+   time), per step:
+
+       forward:  for l = 0 .. L-1: vs_ddp_param(first tensor of layer l) (waits
+                 for that layer's ZeRO all-gather), then W multiply-adds an
+                 element of the layer's parameters
+       backward: for l = L-1 .. 0: W multiply-adds an element, written into the
+                 layer's gradients, then the layer marked ready (a ready group
+                 for the trainer's buffers, vs_ddp_grad_ready a tensor for DDP's)
+       vs_ddp_finish_grad_sync; vs_ddp_step (SGD)
+
+   so ZeRO-1's gathers of the next step overlap the forward as far as the step
+   lets them: in place they all start in vs_ddp_step, which returns at once;
+   staged, vs_ddp_step itself waits for most of them (zero2_buffers staging
+   buffers, default 2). The trainer's variants zero their own gradients
+   (trainer_zero_grad), DDP's own are zeroed by vs_ddp_zero_grad, both inside
+   the time. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
@@ -37,6 +57,7 @@ static const char* var_name[NVAR] = {"DDP-owned buckets", "trainer's, staged cop
 
 typedef struct bcfg {
     int dp, zero, dim, layers, steps, warmup;
+    int step, work; // --step K (whole steps, K in a row), --work W (multiply-adds an element)
     double* times[NVAR]; // [rounds]: rank 0 writes the max over ranks
 } bcfg;
 
@@ -54,6 +75,59 @@ static void kind_sizes(int C, int64_t* s)
     memcpy(s, v, sizeof v);
 }
 
+/* W multiply-adds on each of n elements: the modelled compute of a layer. */
+static float layer_forward(const float* p, int64_t n, int work)
+{
+    float acc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float x = p[i];
+        for (int r = 0; r < work; r++) x = x * 0.999f + 1e-4f;
+        acc += x;
+    }
+    return acc;
+}
+static void layer_backward(float* g, const float* p, int64_t n, int work)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float x = p[i];
+        for (int r = 0; r < work; r++) x = x * 0.999f + 1e-4f;
+        g[i] += 1e-3f * x;
+    }
+}
+
+/* One whole training step of variant v (--step): see the top comment. */
+static int one_step(vs_ddp* d, int v, int L, const int64_t* ks, const int* idx, float* P, float* G, int64_t T,
+                    int work, volatile float* sink)
+{
+    if (v > 0) memset(G, 0, (size_t)T * sizeof(float)); // the trainer's own zero_grad (trainer_zero_grad)
+    else if (vs_ddp_zero_grad(d)) return 1;
+    float acc = 0;
+    for (int l = 0; l < L; l++) {
+        if (!vs_ddp_param(d, idx[l * NKIND])) return 1; // this layer's gather, waited for
+        for (int k = 0; k < NKIND; k++) {
+            const float* p = (const float*)vs_ddp_param(d, idx[l * NKIND + k]);
+            acc += layer_forward(p, ks[k], work);
+        }
+    }
+    *sink = acc;
+    (void)P;
+    for (int l = L - 1; l >= 0; l--) {
+        for (int k = 0; k < NKIND; k++) {
+            int i = idx[l * NKIND + k];
+            float* g = (float*)vs_ddp_grad(d, i);
+            if (!g) return 1;
+            layer_backward(g, (const float*)vs_ddp_param(d, i), ks[k], work);
+        }
+        if (v > 0) {
+            if (vs_ddp_group_ready(d, l + 1)) return 1;
+        } else
+            for (int k = 0; k < NKIND; k++)
+                if (vs_ddp_grad_ready(d, idx[l * NKIND + k])) return 1;
+    }
+    if (vs_ddp_finish_grad_sync(d) || vs_ddp_step(d, 1e-3)) return 1;
+    return 0;
+}
+
 static int bench_rank(vs_world* w, void* arg)
 {
     bcfg* b = (bcfg*)arg;
@@ -66,8 +140,13 @@ static int bench_rank(vs_world* w, void* arg)
     memset(&md, 0, sizeof md);
     md.shape[0] = b->dp;
     if (vs_mesh_init(w, &md, &mesh)) return 1;
-    float* P = (float*)calloc((size_t)T, sizeof(float));
-    float* G = (float*)calloc((size_t)T, sizeof(float));
+    float* Pv[NVAR];
+    float* Gv[NVAR]; // the trainer's buffers, each variant its own (their gathers may still run)
+    for (int v = 0; v < NVAR; v++) {
+        Pv[v] = (float*)calloc((size_t)T, sizeof(float));
+        Gv[v] = (float*)calloc((size_t)T, sizeof(float));
+        for (int64_t i = 0; i < T; i++) Pv[v][i] = 0.01f * (float)(i % 97);
+    }
     vs_ddp* d[NVAR];
     int* idx = (int*)malloc(sizeof(int) * (size_t)(L * NKIND) * NVAR);
     for (int v = 0; v < NVAR; v++) {
@@ -78,6 +157,7 @@ static int bench_rank(vs_world* w, void* arg)
         dd.zero = (vs_zero_stage)b->zero;
         dd.bucket_bytes = layer * 4;
         dd.staged = v == 1;
+        dd.trainer_zero_grad = v > 0 && b->step; // (the sync alone: vs_ddp_zero_grad, untimed, as before)
         if (vs_ddp_init(&dd, &d[v])) return 1;
         for (int l = 0; l < L; l++)
             for (int k = 0; k < NKIND; k++) {
@@ -93,9 +173,10 @@ static int bench_rank(vs_world* w, void* arg)
                 pd.ndim = 1;
                 pd.shape[0] = ks[k];
                 if (v > 0) {
-                    pd.storage = P + off, pd.grad_storage = G + off;
+                    pd.storage = Pv[v] + off, pd.grad_storage = Gv[v] + off;
                     pd.ready_group = l + 1;
-                }
+                } else
+                    pd.data = Pv[v] + off;
                 if (vs_ddp_add_param(d[v], &pd, &idx[(v * L + l) * NKIND + k])) return 1;
             }
         if (vs_ddp_finalize(d[v])) {
@@ -105,7 +186,23 @@ static int bench_rank(vs_world* w, void* arg)
     }
     vs_comm* c = vs_mesh_comm(mesh);
     int rounds = b->warmup + b->steps;
-    for (int r = 0; r < rounds; r++)
+    volatile float sink = 0;
+    for (int r = 0; r < rounds && b->step; r++)
+        for (int i = 0; i < NVAR; i++) {
+            int v = (i + r) % NVAR;
+            if (vs_barrier(c, NULL)) return 1;
+            double t0 = now();
+            for (int s = 0; s < b->step; s++)
+                if (one_step(d[v], v, L, ks, idx + v * L * NKIND, Pv[v], Gv[v], T, b->work, &sink)) {
+                    fprintf(stderr, "step: %s\n", vs_last_error());
+                    return 1;
+                }
+            if (vs_ddp_wait_params(d[v])) return 1; // the last step's gathers, inside the time
+            double t = (now() - t0) / b->step;
+            if (vs_all_reduce(c, &t, &t, 1, VS_F64, VS_OP_MAX, NULL)) return 1;
+            if (vs_world_rank(w) == 0 && r >= b->warmup) b->times[v][r - b->warmup] = t;
+        }
+    for (int r = 0; r < rounds && !b->step; r++)
         for (int i = 0; i < NVAR; i++) {
             int v = (i + r) % NVAR;
             if (vs_barrier(c, NULL)) return 1;
@@ -124,8 +221,7 @@ static int bench_rank(vs_world* w, void* arg)
         }
     for (int v = 0; v < NVAR; v++) vs_ddp_free(d[v]);
     vs_mesh_free(mesh);
-    free(P);
-    free(G);
+    for (int v = 0; v < NVAR; v++) free(Pv[v]), free(Gv[v]);
     free(idx);
     return 0;
 }
@@ -140,20 +236,24 @@ int main(int argc, char** argv)
 {
     bcfg b;
     memset(&b, 0, sizeof b);
-    b.dp = 2, b.dim = 256, b.layers = 12, b.steps = 15, b.warmup = 3;
+    b.dp = 2, b.dim = 256, b.layers = 12, b.steps = 15, b.warmup = 3, b.work = 4;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--dp")) b.dp = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--zero")) b.zero = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dim")) b.dim = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--layers")) b.layers = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) b.steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--step")) b.step = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--work")) b.work = atoi(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s [--dp N] [--zero 0|1] [--dim C] [--layers L] [--steps S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--dp N] [--zero 0|1] [--dim C] [--layers L] [--steps S] [--step K] [--work W]\n",
+                    argv[0]);
             return 2;
         }
     }
-    if (b.dp < 1 || b.dim < 1 || b.layers < 1 || b.steps < 1 || b.zero < 0 || b.zero > 1) {
-        fprintf(stderr, "bench_ddp_ext: --dp, --dim, --layers and --steps must be >= 1, --zero 0 or 1\n");
+    if (b.dp < 1 || b.dim < 1 || b.layers < 1 || b.steps < 1 || b.zero < 0 || b.zero > 1 || b.step < 0 || b.work < 0) {
+        fprintf(stderr, "bench_ddp_ext: --dp, --dim, --layers and --steps must be >= 1, --zero 0 or 1, --step and "
+                        "--work >= 0\n");
         return 2;
     }
     for (int v = 0; v < NVAR; v++) b.times[v] = (double*)calloc((size_t)b.steps, sizeof(double));
@@ -164,8 +264,13 @@ int main(int argc, char** argv)
     int64_t ks[NKIND], layer = 0;
     kind_sizes(b.dim, ks);
     for (int k = 0; k < NKIND; k++) layer += ks[k];
-    printf("gradient sync of flat buffers, DP%d, ZeRO-%d, %d layers x %.2f MiB (f32), median of %d:\n\n", b.dp, b.zero,
-           b.layers, (double)layer * 4 / (1 << 20), b.steps);
+    if (b.step)
+        printf("whole steps (forward, backward, sync, step; %d multiply-adds an element), %d in a row, DP%d, ZeRO-%d, "
+               "%d layers x %.2f MiB (f32), median of %d:\n\n", b.work, b.step, b.dp, b.zero, b.layers,
+               (double)layer * 4 / (1 << 20), b.steps);
+    else
+        printf("gradient sync of flat buffers, DP%d, ZeRO-%d, %d layers x %.2f MiB (f32), median of %d:\n\n", b.dp,
+               b.zero, b.layers, (double)layer * 4 / (1 << 20), b.steps);
     printf("| variant | median ms | vs DDP-owned |\n|---|---|---|\n");
     double med[NVAR];
     for (int v = 0; v < NVAR; v++) {

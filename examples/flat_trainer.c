@@ -24,11 +24,14 @@
      hold its TP shards). Every tensor of every layer is registered with vescale's
      DDP as a view into them (`storage`, `grad_storage`: used in place) under its own name
      ("h.1.attn.qkv.weight"), layer by layer, one bucket per layer (`ready_group`):
-     a layer's gradients start their DP all-reduce as soon as its backward ends
-     (vs_ddp_grad_ready), although they lie all over the gradient buffer.
+     a layer's gradients start their DP reduction as soon as its backward ends
+     (vs_ddp_group_ready, one call a layer), although they lie all over the
+     gradient buffer. The trainer still zeroes its gradients itself, once a step
+     (vs_ddp_desc.trainer_zero_grad: DDP writes no zeros into them).
    - its AdamW loop becomes vescale's ZeRO-1 (each DP rank steps 1/DP of every
      bucket and keeps the moments of that part only; the rest of the parameters
-     arrive by all-gather, written into the flat buffer by vs_ddp_wait_params before
+     arrive by all-gathers straight into the flat buffer, first layer first, which
+     run on while the next batch loads: vs_ddp_wait_params waits for them before
      the next forward reads them).
    - tensor parallel (Megatron): qkv and fc are column-parallel (a TP rank holds
      NH/TP heads and 4C/TP hidden units), the attention and MLP projections
@@ -293,7 +296,6 @@ static int param_shape(const GPTConfig* c, int k, int shape[3])
 }
 #ifdef DP_TP
 
-#define MAX_LAYERS 8 /* of the parallel form's index table */
 /* What vescale needs besides: each kind's name and the dim TP shards (-1: none). */
 static const struct {
     const char* name;
@@ -338,7 +340,6 @@ typedef struct {
     int tp;           // this rank's TP group: tp ranks, holding a 1/tp shard of the sharded kinds
     vs_mesh *mesh, *tp_mesh;
     vs_ddp* ddp;
-    int ddp_index[NUM_PARAMETER_TENSORS][MAX_LAYERS]; // [kind][layer]: vescale's parameter index
 #endif
 } GPT;
 #ifdef DP_TP
@@ -512,15 +513,6 @@ static void gpt_forward(GPT* m, const int* inputs, const int* targets, int B, in
     m->mean_loss = crossentropy_forward(m->acts[PROBS], m->acts[LOSSES], m->acts[LOGITS], targets, BT, V);
     m->inputs = inputs, m->targets = targets;
 }
-#ifdef DP_TP
-
-/* Kinds k0..k1 of layer l have their gradients: their bucket starts its all-reduce
-   when it is complete. */
-static void grads_ready(GPT* m, int k0, int k1, int l)
-{
-    for (int k = k0; k <= k1; k++) vsCheck(vs_ddp_grad_ready(m->ddp, m->ddp_index[k][l]));
-}
-#endif
 
 /* The gradients of the last forward's mean loss, added into grads. */
 static void gpt_backward(GPT* m)
@@ -539,7 +531,7 @@ static void gpt_backward(GPT* m)
     layernorm_backward(dlast, m->grads[LNFW], m->grads[LNFB], m->grads_acts[LNF], last, m->params[LNFW],
                        m->acts[LNF_MEAN], m->acts[LNF_RSTD], BT, C);
 #ifdef DP_TP
-    grads_ready(m, LNFW, LNFB, 0);
+    vsCheck(vs_ddp_group_ready(m->ddp, 2 + L)); // ln_f's group: its bucket starts its reduction
 #endif
     for (int l = L - 1; l >= 0; l--) {
         float* residual = l == 0 ? m->acts[ENCODED] : layer(m->acts, m->act_sizes, RESIDUAL3, l - 1, L);
@@ -563,20 +555,21 @@ static void gpt_backward(GPT* m)
         layernorm_backward(dresidual, GL(LN1W), GL(LN1B), DL(LN1), residual, PL(LN1W), AL(LN1_MEAN), AL(LN1_RSTD), BT,
                            C);
 #ifdef DP_TP
-        grads_ready(m, LN1W, FCPROJB, l); // the layer is done: its bucket reduces during the next layer's backward
+        vsCheck(vs_ddp_group_ready(m->ddp, 2 + l)); // the layer's bucket reduces during the next layer's backward
 #endif
     }
     encoder_backward(m->grads[WTE], m->grads[WPE], m->grads_acts[ENCODED], m->inputs, B, T, C);
 #ifdef DP_TP
-    grads_ready(m, WTE, WPE, 0);
+    vsCheck(vs_ddp_group_ready(m->ddp, 1)); // the embeddings (wte's gradient is complete only now)
 #endif
 }
+
+/* Before each backward (the port keeps it: vescale is told, trainer_zero_grad). */
+static void gpt_zero_grad(GPT* m) { memset(m->grads_memory, 0, m->num_parameters * sizeof(float)); }
 #ifndef DP_TP
 
-/* The trainer's own optimizer (the port hands it to vescale): zero_grad, the
-   gradient clip and AdamW. */
-static void gpt_zero_grad(GPT* m) { memset(m->grads_memory, 0, m->num_parameters * sizeof(float)); }
-
+/* The trainer's own optimizer (the port hands it to vescale): the gradient clip
+   and AdamW. */
 /* Scales the gradients to a global L2 norm of at most max_norm; returns the norm. */
 static float gpt_clip_grad_norm(GPT* m, float max_norm)
 {
@@ -649,7 +642,7 @@ static void register_param(GPT* m, const GPT* full, int k, int l, int group)
                            .storage = PL(k), .grad_storage = GL(k), .ready_group = group};
     for (int i = 0; i < nd; i++) p.shape[i] = shape[i];
     p.placements[1] = shard.layout.p[1];
-    vsCheck(vs_ddp_add_param(m->ddp, &p, &m->ddp_index[k][l]));
+    vsCheck(vs_ddp_add_param(m->ddp, &p, NULL));
 }
 
 /* This rank's part of `full` on a DP x TP mesh: its shards in flat buffers of their
@@ -660,15 +653,11 @@ static void gpt_parallelize(GPT* m, const GPT* full, vs_world* w, int dp, int tp
     vsCheck(vs_mesh_submesh(m->mesh, "TP", &m->tp_mesh));
     m->tp = tp;
     gpt_alloc(m, &full->config);
-    vsCheck(vs_ddp_init(&(vs_ddp_desc){.mesh = m->mesh, .zero = VS_ZERO_1,
+    vsCheck(vs_ddp_init(&(vs_ddp_desc){.mesh = m->mesh, .zero = VS_ZERO_1, .trainer_zero_grad = 1,
                                        .optim = {.kind = VS_OPTIM_ADAMW, .beta2 = 0.95, .weight_decay = 0.1}},
                         &m->ddp));
     // registered in the reverse order of the backward (ln_f, layers L-1..0, embeddings)
     const int L = m->config.num_layers;
-    if (L > MAX_LAYERS) {
-        fprintf(stderr, "%d layers: raise MAX_LAYERS (%d)\n", L, MAX_LAYERS);
-        exit(EXIT_FAILURE);
-    }
     register_param(m, full, WTE, 0, 1);
     register_param(m, full, WPE, 0, 1);
     for (int l = 0; l < L; l++)
@@ -738,9 +727,9 @@ static int train(Run* run)
         load_batch(inputs, targets, B, SEQ, config.vocab_size, (int64_t)step * BATCH);
 #endif
         gpt_forward(&model, inputs, targets, B, SEQ);
+        gpt_zero_grad(&model);
+        gpt_backward(&model);
 #ifdef DP_TP
-        vsCheck(vs_ddp_zero_grad(model.ddp));
-        gpt_backward(&model); // each layer's bucket reduces while the layers before it compute
         vsCheck(vs_ddp_finish_grad_sync(model.ddp));
         double norm, loss = model.mean_loss;
         vsCheck(vs_ddp_clip_grad_norm(model.ddp, 1.0, &norm));
@@ -748,8 +737,6 @@ static int train(Run* run)
         vsCheck(vs_all_reduce(vs_mesh_comm(dp_mesh), &loss, &loss, 1, VS_F64, VS_OP_AVG, NULL));
         if (vs_mesh_rank(model.mesh) == 0) run->loss[step] = loss, run->norm[step] = norm;
 #else
-        gpt_zero_grad(&model);
-        gpt_backward(&model);
         float norm = gpt_clip_grad_norm(&model, 1.0f);
         gpt_update(&model, LR, 0.9f, 0.95f, 1e-8f, 0.1f, step + 1);
         run->loss[step] = model.mean_loss, run->norm[step] = norm;

@@ -24,8 +24,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef VS_STRICT
@@ -59,6 +62,8 @@ typedef struct cfg {
     int dp, zero, bf16, steps, ext;
     int staged;     // vs_ddp_desc.staged (ZeRO-0: copy into a staging buffer, else grouped in place)
     int read_stale; // the race: read the parameters after a step without vs_ddp_wait_params
+    int group;      // mark each layer ready with vs_ddp_group_ready (ext only)
+    int own_zero;   // vs_ddp_desc.trainer_zero_grad: the trainer zeroes its gradients (ext only)
     double* out;    // [total]: the final parameters as f64 (rank 0 writes)
     double* stale_sum; // read_stale: the sum read without the wait, and with it (two values)
     const char* save;  // a checkpoint of the DDP after the steps (vs_ckpt_save_ddp)
@@ -170,6 +175,7 @@ static int train_rank(vs_world* w, void* arg)
     dd.zero = (vs_zero_stage)c->zero;
     dd.bucket_bytes = 4096; // small: without ready groups a layer would span buckets
     dd.staged = c->staged;
+    dd.trainer_zero_grad = c->own_zero;
     dd.optim.kind = VS_OPTIM_ADAMW;
     dd.optim.weight_decay = 0.01;
     vs_ddp* d = NULL;
@@ -264,7 +270,10 @@ static int train_rank(vs_world* w, void* arg)
                 if (c->ext) VT_CHECK(g == (char*)G + (size_t)flat_off(k, l) * gz, "vs_ddp_grad is not the trainer's");
                 if (g) to_mem(g, (char*)hg + (size_t)flat_off(k, l) * gz, (size_t)kind_size[k] * gz);
             }
-            for (int k = 0; k < K; k++) VT_OK(vs_ddp_grad_ready(d, idx[l][k]));
+            if (c->ext && c->group) // the layer in one call: no table of indices
+                VT_OK(vs_ddp_group_ready(d, l + 1));
+            else
+                for (int k = 0; k < K; k++) VT_OK(vs_ddp_grad_ready(d, idx[l][k]));
         }
         VT_OK(vs_ddp_finish_grad_sync(d));
         if (c->ext && c->zero == 0) { // the trainer's gradient holds the average (a formula: no reference run)
@@ -290,6 +299,10 @@ static int train_rank(vs_world* w, void* arg)
         VT_OK(vs_ddp_clip_grad_norm(d, c->bf16 ? 1e9 : 0.5, &norm));
         VT_CHECK(c->bf16 || norm > 0.5, "the clip did not scale (norm %g): the case tests nothing", norm);
         VT_OK(vs_ddp_step(d, 1e-2));
+        if (c->own_zero) { // the trainer's own zero_grad
+            memset(hg, 0, (size_t)T * gz);
+            to_mem(G, hg, (size_t)T * gz);
+        }
     }
     if (c->ext && c->read_stale) { // the race of issue 22: an evaluation that reads its own pointers
         double before = 0, after = 0;
@@ -341,7 +354,7 @@ static vs_result launch(int n, int (*fn)(vs_world*, void*), void* arg)
 /* trainer-owned storage equals DDP-owned memory bit for bit (staged: ZeRO-0's
    buckets copied into a staging buffer, else reduced in place, a call a
    parameter) */
-static void case_equal_s(int dp, int zero, int bf16, int staged)
+static void case_equal_x(int dp, int zero, int bf16, int staged, int group, int own_zero)
 {
     int64_t T = total_elems();
     double* a = (double*)calloc((size_t)T, sizeof(double));
@@ -349,8 +362,9 @@ static void case_equal_s(int dp, int zero, int bf16, int staged)
     cfg ce, co;
     memset(&ce, 0, sizeof ce);
     ce.dp = dp, ce.zero = zero, ce.bf16 = bf16, ce.steps = 3, ce.ext = 1, ce.out = a, ce.staged = staged;
+    ce.group = group, ce.own_zero = own_zero;
     co = ce;
-    co.ext = 0, co.out = b;
+    co.ext = 0, co.out = b, co.group = co.own_zero = 0;
     VT_OK(launch(dp, train_rank, &ce));
     VT_OK(launch(dp, train_rank, &co));
     /* bit for bit, but NCCL sums more than two ranks in an order that depends on
@@ -373,7 +387,47 @@ static void case_equal_s(int dp, int zero, int bf16, int staged)
     free(b);
 }
 
+static void case_equal_s(int dp, int zero, int bf16, int staged) { case_equal_x(dp, zero, bf16, staged, 0, 0); }
 static void case_equal(int dp, int zero, int bf16) { case_equal_s(dp, zero, bf16, 0); }
+
+/* vs_ddp_group_ready's refusals: group 0, a group nobody declared, a group
+   with a member marked already (none of it is marked then). */
+static int rank_group_bad(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_mesh* mesh = NULL;
+    vs_ddp* d = open_ddp(w, VS_ZERO_0, &mesh);
+    float* P = (float*)mem_alloc(64 * sizeof(float)); // (device memory on NCCL)
+    float* G = (float*)mem_alloc(64 * sizeof(float));
+    int idx[4];
+    for (int i = 0; i < 4; i++) { // two groups of two: h.0.* in group 1, h.1.* in group 2
+        char name[16];
+        snprintf(name, sizeof name, "h.%d.%s", i / 2, i % 2 ? "b" : "w");
+        vs_ddp_param_desc pd = w_param(16);
+        pd.name = name;
+        pd.storage = P + 16 * i, pd.grad_storage = G + 16 * i, pd.ready_group = 1 + i / 2;
+        VT_OK(vs_ddp_add_param(d, &pd, &idx[i]));
+    }
+    vs_result r = vs_ddp_group_ready(d, 1);
+    VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "finalize"), "before finalize: %s", vs_last_error());
+    VT_OK(vs_ddp_finalize(d));
+    r = vs_ddp_group_ready(d, 0);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "group 0"), "group 0: %s", vs_last_error());
+    r = vs_ddp_group_ready(d, 7);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "ready_group 7"), "an unknown group: %s", vs_last_error());
+    VT_OK(vs_ddp_grad_ready(d, idx[3])); // h.1.b alone, then its group
+    r = vs_ddp_group_ready(d, 2);
+    VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "'h.1.b'") && strstr(vs_last_error(), "twice"),
+             "a member marked already: %s", vs_last_error());
+    VT_OK(vs_ddp_grad_ready(d, idx[2])); // not marked by the refused call
+    VT_OK(vs_ddp_group_ready(d, 1));
+    VT_OK(vs_ddp_finish_grad_sync(d));
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    mem_free(P);
+    mem_free(G);
+    return 0;
+}
 
 #if !DEV
 /* Zero copy, shown by the allocator hooks: what DDP allocates for a model in
@@ -575,32 +629,38 @@ static int rank_debug(vs_world* w, void* arg)
     return 0;
 }
 
+/* Runs fn on 2 thread ranks in a child process; its exit status and stderr. */
+static int in_child(int (*fn)(vs_world*, void*), void* arg, const char* debug, char* out, size_t cap)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        if (debug) setenv("VESCALE_DEBUG", debug, 1);
+        int before = vt_failures;
+        vs_result r = vs_launch(2, fn, arg);
+        _exit(r == VS_OK && vt_failures == before ? 0 : 3);
+    }
+    close(pfd[1]);
+    size_t n = 0;
+    ssize_t got;
+    while (n + 1 < cap && (got = read(pfd[0], out + n, cap - 1 - n)) > 0) n += (size_t)got;
+    out[n] = 0;
+    close(pfd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
 static void case_debug(int ext)
 {
     for (int wait = 0; wait < 2; wait++) {
         int mode[2] = {wait, ext};
-        int pfd[2];
-        VT_CHECK(pipe(pfd) == 0, "pipe");
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pid = fork();
-        if (pid == 0) {
-            dup2(pfd[1], 2);
-            close(pfd[0]);
-            setenv("VESCALE_DEBUG", "params", 1);
-            int before = vt_failures; // (the parent's earlier cases)
-            vs_result r = vs_launch(2, rank_debug, mode);
-            _exit(r == VS_OK && vt_failures == before ? 0 : 3);
-        }
-        close(pfd[1]);
         char out[8192];
-        size_t n = 0;
-        ssize_t got;
-        while (n + 1 < sizeof out && (got = read(pfd[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)got;
-        out[n] = 0;
-        close(pfd[0]);
-        int status = 0;
-        waitpid(pid, &status, 0);
+        int status = in_child(rank_debug, mode, "params", out, sizeof out);
         if (wait)
             VT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "with the wait the child failed (status %d): %s",
                      status, out);
@@ -609,6 +669,328 @@ static void case_debug(int ext)
                          strstr(out, "read parameter 'h.0.attn.qkv.weight'") && strstr(out, "vs_ddp_wait_params"),
                      "a read before the wait: status %d (signal %d), stderr: %s", status,
                      WIFSIGNALED(status) ? WTERMSIG(status) : 0, out);
+    }
+}
+#endif
+
+#if !DEV
+/* The log, captured: every message at warn and at debug, one a line. */
+typedef struct logcap {
+    pthread_mutex_t mu;
+    char text[16384];
+    size_t n;
+} logcap;
+static void cap_log(vs_log_level level, const char* msg, void* user)
+{
+    logcap* c = (logcap*)user;
+    if (level != VS_LOG_WARN && level != VS_LOG_DEBUG) return;
+    pthread_mutex_lock(&c->mu);
+    int w = snprintf(c->text + c->n, sizeof c->text - c->n, "%s %s\n", level == VS_LOG_WARN ? "W" : "D", msg);
+    if (w > 0) c->n = c->n + (size_t)w < sizeof c->text ? c->n + (size_t)w : sizeof c->text - 1;
+    pthread_mutex_unlock(&c->mu);
+}
+static int count_in(const char* s, const char* what)
+{
+    int n = 0;
+    for (const char* p = s; (p = strstr(p, what)); p++) n++;
+    return n;
+}
+
+/* A tied embedding registered with the layers in forward order and marked
+   ready where its gradient is first made (the LM head, at the backward's
+   start): its bucket is the last, so it completes while every other is open. */
+static int rank_order(vs_world* w, void* arg)
+{
+    int tied_first = *(const int*)arg; // 1: the embedding's readiness comes first (out of order)
+    vs_mesh* mesh = NULL;
+    vs_ddp* d = open_ddp(w, VS_ZERO_0, &mesh);
+    static const char* names[3] = {"wte", "h.0.w", "h.1.w"}; // forward order: one bucket each (ready groups)
+    float* P = (float*)calloc(3 * 64, sizeof(float));
+    float* G = (float*)calloc(3 * 64, sizeof(float));
+    int idx[3];
+    for (int i = 0; i < 3; i++) {
+        vs_ddp_param_desc pd = w_param(64);
+        pd.name = names[i];
+        pd.storage = P + 64 * i, pd.grad_storage = G + 64 * i, pd.ready_group = i + 1;
+        VT_OK(vs_ddp_add_param(d, &pd, &idx[i]));
+    }
+    VT_OK(vs_ddp_finalize(d));
+    for (int step = 0; step < 2; step++) { // twice: the warning is said once
+        for (int i = 0; i < 3 * 64; i++) G[i] = (float)(i % 5 + vs_world_rank(w));
+        if (tied_first) VT_OK(vs_ddp_grad_ready(d, idx[0]));
+        VT_OK(vs_ddp_group_ready(d, 3));
+        VT_OK(vs_ddp_group_ready(d, 2));
+        if (!tied_first) VT_OK(vs_ddp_grad_ready(d, idx[0]));
+        VT_OK(vs_ddp_finish_grad_sync(d));
+        for (int i = 0; i < 3 * 64; i++) VT_CHECK(G[i] == (float)(i % 5) + 0.5f, "G[%d] = %g", i, (double)G[i]);
+        VT_OK(vs_ddp_zero_grad(d));
+    }
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    free(P);
+    free(G);
+    return 0;
+}
+static void case_order(void)
+{
+    for (int tied_first = 0; tied_first < 2; tied_first++) {
+        static logcap cap;
+        memset(&cap, 0, sizeof cap);
+        pthread_mutex_init(&cap.mu, NULL);
+        vs_launch_desc ld;
+        memset(&ld, 0, sizeof ld);
+        ld.nranks = 2;
+        ld.logger.fn = cap_log;
+        ld.logger.user = &cap;
+        ld.log_level = VS_LOG_DEBUG;
+        VT_OK(vs_launch_ex(&ld, rank_order, &tied_first));
+        int warns = count_in(cap.text, "out of registration order");
+        if (tied_first)
+            VT_CHECK(warns == 2 && count_in(cap.text, "'wte' completes bucket 2") == 2 &&
+                         count_in(cap.text, "whose 'h.1.w' is not ready") == 2,
+                     "want one warning a rank naming 'wte' and 'h.1.w', got %d:\n%s", warns, cap.text);
+        else
+            VT_CHECK(warns == 0, "in order, yet warned:\n%s", cap.text);
+        // debug: each bucket's launch with its tensors, 3 buckets x 2 steps x 2 ranks
+        VT_CHECK(count_in(cap.text, "launches its all-reduce") == 12 &&
+                     count_in(cap.text, "bucket 0 of 3 launches its all-reduce (64 elements, 1 tensors): 'h.1.w'") == 4 &&
+                     count_in(cap.text, "bucket 2 of 3 launches its all-reduce (64 elements, 1 tensors): 'wte'") == 4,
+                 "the debug log of launches:\n%s", cap.text);
+        pthread_mutex_destroy(&cap.mu);
+    }
+}
+
+/* Who zeroes the trainer's gradients, once: after the reduction (ZeRO-1) or
+   in vs_ddp_zero_grad (ZeRO-0) by DDP, or by the trainer alone
+   (trainer_zero_grad). The gradient buffer is made read-only from the moment
+   DDP must have stopped writing it: a write faults. In a child process. */
+static int rank_zero(vs_world* w, void* arg)
+{
+    const int* mode = (const int*)arg; // [0] ZeRO stage, [1] trainer_zero_grad
+    int zero = mode[0], own = mode[1], me = vs_world_rank(w);
+    int64_t T = total_elems();
+    size_t bytes = ((size_t)T * 4 + 4095) / 4096 * 4096;
+    vs_mesh* mesh = NULL;
+    vs_ddp* d = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = 2;
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    dd.zero = (vs_zero_stage)zero;
+    dd.optim.kind = VS_OPTIM_SGD;
+    dd.trainer_zero_grad = own;
+    VT_OK(vs_ddp_init(&dd, &d));
+    float* P = (float*)mem_alloc(bytes);
+    float* G = (float*)mem_alloc(bytes);
+    for (int64_t i = 0; i < T; i++) P[i] = (float)init_val(i), G[i] = 0;
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < K; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "h.%d.%s", l, kind_name[k]);
+            vs_ddp_param_desc pd = w_param(kind_size[k]);
+            pd.name = name;
+            pd.storage = P + flat_off(k, l), pd.grad_storage = G + flat_off(k, l), pd.ready_group = l + 1;
+            VT_OK(vs_ddp_add_param(d, &pd, NULL));
+        }
+    VT_OK(vs_ddp_finalize(d));
+    for (int t = 0; t < 3; t++) {
+        if (own) memset(G, 0, (size_t)T * 4); // the trainer's zero_grad
+        // after a step the gradients are zero already (DDP or the trainer just did it): no second time
+        if (t > 0) VT_CHECK(mprotect(G, bytes, PROT_READ) == 0, "mprotect");
+        VT_OK(vs_ddp_zero_grad(d));
+        VT_OK(vs_ddp_wait_params(d));
+        VT_CHECK(mprotect(G, bytes, PROT_READ | PROT_WRITE) == 0, "mprotect");
+        for (int64_t i = 0; i < T; i++) G[i] += grad_val(i, me, t, P[i]);
+        for (int l = L - 1; l >= 0; l--) VT_OK(vs_ddp_group_ready(d, l + 1));
+        VT_OK(vs_ddp_finish_grad_sync(d));
+        int64_t nonzero = 0;
+        for (int64_t i = 0; i < T; i++) nonzero += G[i] != 0;
+        if (zero == 1 && !own) // DDP's one zeroing: right after the reduction took the values
+            VT_CHECK(nonzero == 0, "ZeRO-1: %lld gradients not zeroed after the reduction", (long long)nonzero);
+        else
+            VT_CHECK(nonzero > T / 2, "ZeRO-%d%s: only %lld of %lld gradients are nonzero after the reduction", zero,
+                     own ? ", the trainer zeroes" : "", (long long)nonzero, (long long)T);
+        double norm = 0;
+        VT_OK(vs_ddp_clip_grad_norm(d, 1e9, &norm)); // (measures only: no write)
+        VT_CHECK(mprotect(G, bytes, PROT_READ) == 0, "mprotect");
+        VT_OK(vs_ddp_step(d, 1e-2)); // from here on DDP writes no gradient (a write faults)
+        VT_OK(vs_ddp_wait_params(d));
+        if (zero == 0 && !own) VT_CHECK(mprotect(G, bytes, PROT_READ | PROT_WRITE) == 0, "mprotect"); // its one zeroing is next
+        VT_OK(vs_ddp_zero_grad(d));
+        VT_CHECK(mprotect(G, bytes, PROT_READ | PROT_WRITE) == 0, "mprotect");
+        nonzero = 0;
+        for (int64_t i = 0; i < T; i++) nonzero += G[i] != 0;
+        VT_CHECK(own ? nonzero > T / 2 : nonzero == 0, "after vs_ddp_zero_grad %lld gradients are nonzero%s",
+                 (long long)nonzero, own ? " (the trainer's to zero: DDP left them)" : "");
+    }
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    mem_free(P);
+    mem_free(G);
+    return 0;
+}
+static void case_zero(int zero, int own)
+{
+    int mode[2] = {zero, own};
+    char out[8192];
+    int status = in_child(rank_zero, mode, NULL, out, sizeof out);
+    VT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "ZeRO-%d%s: the child failed (status %d%s): %s", zero,
+             own ? ", trainer_zero_grad" : "", status,
+             WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV ? ", SIGSEGV: DDP wrote the read-only gradients" : "", out);
+}
+
+/* ZeRO-1's gathers into the trainer's storage: vs_ddp_step starts them and
+   returns; it does not wait for them, so a rank's step returns while its peer
+   has not stepped yet (with staging buffers it waited for the peer's part of
+   the earlier gathers to free a buffer). The peer waits for that return (10 s
+   at most, so a step that waits ends in a failed check, not a hang). */
+static int rank_nowait(vs_world* w, void* arg)
+{
+    int* returned = (int*)arg, me = vs_world_rank(w);
+    int64_t T = total_elems();
+    vs_mesh* mesh = NULL;
+    vs_ddp* d = open_ddp(w, VS_ZERO_1, &mesh);
+    float* P = (float*)mem_alloc((size_t)T * 4);
+    float* G = (float*)mem_alloc((size_t)T * 4);
+    for (int64_t i = 0; i < T; i++) P[i] = (float)init_val(i), G[i] = grad_val(i, me, 0, P[i]);
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < K; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "h.%d.%s", l, kind_name[k]);
+            vs_ddp_param_desc pd = w_param(kind_size[k]);
+            pd.name = name;
+            pd.storage = P + flat_off(k, l), pd.grad_storage = G + flat_off(k, l), pd.ready_group = l + 1;
+            VT_OK(vs_ddp_add_param(d, &pd, NULL));
+        }
+    VT_OK(vs_ddp_finalize(d));
+    for (int l = L - 1; l >= 0; l--) VT_OK(vs_ddp_group_ready(d, l + 1));
+    VT_OK(vs_ddp_finish_grad_sync(d));
+    if (me == 1)
+        for (int i = 0; i < 10000 && !__atomic_load_n(returned, __ATOMIC_ACQUIRE); i++) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+    VT_CHECK(me == 0 || __atomic_load_n(returned, __ATOMIC_ACQUIRE),
+             "rank 0's vs_ddp_step did not return before rank 1 stepped: it waits for the gathers");
+    VT_OK(vs_ddp_step(d, 1e-2));
+    if (me == 0) __atomic_store_n(returned, 1, __ATOMIC_RELEASE);
+    VT_OK(vs_ddp_wait_params(d));
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    mem_free(P);
+    mem_free(G);
+    return 0;
+}
+static void case_nowait(void)
+{
+    int returned = 0;
+    VT_OK(vs_launch(2, rank_nowait, &returned));
+}
+
+/* VESCALE_DEBUG=params below a page: a parameter smaller than a page (a
+   layernorm's weight) cannot be guarded by mprotect; its stale part is NaN
+   until the wait, so a forward that reads it early gets NaN, and the clip's
+   non-finite norm names it. With the wait, nothing is NaN. */
+static int rank_subpage(vs_world* w, void* arg)
+{
+    int wait = *(const int*)arg, me = vs_world_rank(w);
+    vs_mesh* mesh = NULL;
+    vs_ddp* d = open_ddp(w, VS_ZERO_1, &mesh);
+    enum { N = 64 }; // 256 bytes
+    float* P = (float*)mem_alloc(4096);
+    float* G = (float*)mem_alloc(4096);
+    for (int i = 0; i < N; i++) P[i] = 1.0f, G[i] = 0;
+    vs_ddp_param_desc pd = w_param(N);
+    pd.name = "h.0.ln_1.weight";
+    pd.storage = P, pd.grad_storage = G;
+    int i0 = -1;
+    VT_OK(vs_ddp_add_param(d, &pd, &i0));
+    VT_OK(vs_ddp_finalize(d));
+    VT_CHECK(d->debug_params, "VESCALE_DEBUG=params not seen");
+    for (int t = 0; t < 2; t++) {
+        if (wait) VT_OK(vs_ddp_wait_params(d));
+        for (int i = 0; i < N; i++) G[i] = P[i]; // the forward reads every element
+        VT_OK(vs_ddp_grad_ready(d, i0));
+        VT_OK(vs_ddp_finish_grad_sync(d));
+        vs_clip_desc cd;
+        memset(&cd, 0, sizeof cd);
+        cd.max_norm = 1e9;
+        cd.error_if_nonfinite = 1;
+        double norm = 0;
+        vs_result r = vs_ddp_clip_grad_norm_ex(d, &cd, &norm);
+        if (wait || t == 0)
+            VT_CHECK(r == VS_OK && isfinite(norm), "rank %d step %d: norm %g: %s", me, t, norm, vs_last_error());
+        else
+            VT_CHECK(r == VS_ERR_NONFINITE && strstr(vs_last_error(), "'h.0.ln_1.weight'") &&
+                         strstr(vs_last_error(), "VESCALE_DEBUG=params") && strstr(vs_last_error(), "vs_ddp_wait_params"),
+                     "rank %d: a stale read below a page: norm %g, %s", me, norm, vs_last_error());
+        VT_OK(vs_ddp_step(d, 0.1));
+    }
+    VT_OK(vs_ddp_wait_params(d));
+    for (int i = 0; i < N; i++) VT_CHECK(!wait || isfinite(P[i]), "P[%d] = %g after the wait", i, (double)P[i]);
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    mem_free(P);
+    mem_free(G);
+    return 0;
+}
+static void case_subpage(void)
+{
+    for (int wait = 0; wait < 2; wait++) {
+        char out[8192];
+        int status = in_child(rank_subpage, &wait, "params", out, sizeof out);
+        VT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s the wait: the child failed (status %d): %s",
+                 wait ? "with" : "without", status, out);
+    }
+}
+
+/* VESCALE_DEBUG is one list, parsed once (vs_debug_modes): MPI's desync and
+   DDP's params together, and an unknown mode named by vs_ddp_init. */
+static int rank_dbg_env(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    vs_ddp* d = NULL;
+    vs_result r = vs_ddp_init(&dd, &d);
+    const char* e = getenv("VESCALE_DEBUG");
+    if (strstr(e, "bogus"))
+        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "'bogus'") && strstr(vs_last_error(), "params"),
+                 "VESCALE_DEBUG=%s: %s", e, vs_last_error());
+    else
+        VT_CHECK(r == VS_OK && d && d->debug_params, "VESCALE_DEBUG=%s: debug_params %d: %s", e, d ? d->debug_params : -1,
+                 vs_last_error());
+    if (d) VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+static void case_debug_modes(void)
+{
+    unsigned m = 0;
+    VT_OK(vs_debug_modes("desync,params", &m));
+    VT_CHECK(m == (VS_DEBUG_DESYNC | VS_DEBUG_PARAMS), "desync,params: %u", m);
+    VT_OK(vs_debug_modes(" params ", &m));
+    VT_CHECK(m == VS_DEBUG_PARAMS, "' params ': %u", m);
+    VT_OK(vs_debug_modes("", &m));
+    VT_CHECK(m == 0, "'': %u", m);
+    vs_result r = vs_debug_modes("desync,paramz", &m);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "unknown value 'paramz'") &&
+                 strstr(vs_last_error(), "known: desync, params"), "paramz: %s", vs_last_error());
+    static const char* envs[3] = {"params", "desync,params", "params,bogus"};
+    for (int i = 0; i < 3; i++) {
+        char out[8192];
+        int status = in_child(rank_dbg_env, NULL, envs[i], out, sizeof out);
+        VT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "VESCALE_DEBUG=%s: the child failed (status %d): %s",
+                 envs[i], status, out);
     }
 }
 #endif
@@ -635,22 +1017,30 @@ static int rank_host_ptr(vs_world* w, void* arg)
 }
 #endif
 
-/* The race of issue 22 with the trainer's pointers, and the wait that ends it. */
+/* The race of issue 22 with the trainer's pointers, and the wait that ends it.
+   The gathers land in place as they run, so a read before the wait sees old,
+   new or half-gathered values: the staged form (gathered into a staging
+   buffer, written in at the wait) shows the stale values deterministically;
+   the in-place form is read after the wait only (an early read races with the
+   gather: ThreadSanitizer would rightly say so). */
 static void case_race(void)
 {
     int64_t T = total_elems();
     double* ref = (double*)calloc((size_t)T, sizeof(double));
-    double sums[2] = {0, 0};
-    cfg c;
-    memset(&c, 0, sizeof c);
-    c.dp = 2, c.zero = 1, c.steps = 2, c.ext = 1, c.out = ref, c.read_stale = 1, c.stale_sum = sums;
-    VT_OK(launch(2, train_rank, &c));
-    double want = 0;
-    for (int64_t i = 0; i < T; i++) want += ref[i];
-    VT_CHECK(sums[1] == want, "after the wait: sum %.17g, want %.17g", sums[1], want);
+    for (int staged = 1; staged >= 0; staged--) {
+        double sums[2] = {0, 0};
+        cfg c;
+        memset(&c, 0, sizeof c);
+        c.dp = 2, c.zero = 1, c.steps = 2, c.ext = 1, c.out = ref, c.read_stale = staged, c.stale_sum = sums;
+        c.staged = staged;
+        VT_OK(launch(2, train_rank, &c));
+        double want = 0;
+        for (int64_t i = 0; i < T; i++) want += ref[i];
+        VT_CHECK(!staged || sums[1] == want, "after the wait: sum %.17g, want %.17g", sums[1], want);
 #if !DEV
-    VT_CHECK(sums[0] != want, "without the wait the sum %.17g is already the updated one", sums[0]);
+        VT_CHECK(!staged || sums[0] != want, "without the wait the sum %.17g is already the updated one", sums[0]);
 #endif
+    }
     free(ref);
 }
 
@@ -678,6 +1068,22 @@ int main(void)
     });
     VT_CASE("the race: reading own pointers after a ZeRO-1 step sees stale values; after vs_ddp_wait_params the updated",
             case_race());
+    VT_CASE("vs_ddp_group_ready marks a layer in one call: ZeRO-0 and ZeRO-1 DP2 equal to DDP-owned memory", {
+        case_equal_x(2, 0, 0, 0, 1, 0);
+        case_equal_x(2, 1, 0, 0, 1, 0);
+    });
+    VT_CASE("trainer_zero_grad: the trainer zeroes its own gradients, ZeRO-0 and ZeRO-1 DP2 equal to DDP-owned memory", {
+        case_equal_x(2, 0, 0, 0, 1, 1);
+        case_equal_x(2, 1, 1, 0, 1, 1);
+        case_equal_x(4, 1, 0, 0, 1, 1);
+    });
+    VT_CASE("ZeRO-1 gathers in place, staged ones through staging buffers: DP2 and DP4, f32 and bf16, equal", {
+        case_equal_x(2, 1, 0, 1, 1, 0);
+        case_equal_x(2, 1, 1, 1, 0, 0);
+        case_equal_x(4, 1, 0, 1, 0, 0);
+    });
+    VT_CASE("vs_ddp_group_ready refuses group 0, an unknown group and a group with a member marked (marking none)",
+            VT_OK(launch(2, rank_group_bad, NULL)));
 #if !DEV
     VT_CASE("zero copy: the allocator hooks see no parameter-sized allocation for trainer-owned storage", case_alloc());
     VT_CASE("checkpoint of trainer-owned ZeRO-1 DP2 storage, each parameter by name, loaded on DP4 by DDP-owned ZeRO-0 and trainer-owned ZeRO-1",
@@ -686,6 +1092,21 @@ int main(void)
     VT_CASE("VESCALE_DEBUG=params: a read of trainer-owned storage before vs_ddp_wait_params faults naming the parameter",
             case_debug(1));
     VT_CASE("VESCALE_DEBUG=params: a read through a kept vs_ddp_param pointer before the wait faults too", case_debug(0));
+    VT_CASE("VESCALE_DEBUG=params below a page: the stale part is NaN until the wait; the clip's non-finite norm names "
+            "the parameter", case_subpage());
+    VT_CASE("VESCALE_DEBUG is one list (vs_debug_modes): desync,params, params; an unknown mode is named by vs_ddp_init",
+            case_debug_modes());
+    VT_CASE("out-of-order readiness (a tied embedding first): one warning a rank naming both tensors; VESCALE_LOG=debug "
+            "logs each bucket's launch with its tensors", case_order());
+    VT_CASE("the gradients are zeroed once a step: by DDP after a ZeRO-1 reduction (vs_ddp_zero_grad writes nothing)",
+            case_zero(1, 0));
+    VT_CASE("the gradients are zeroed once a step: by DDP in vs_ddp_zero_grad under ZeRO-0", case_zero(0, 0));
+    VT_CASE("trainer_zero_grad: DDP writes no zeros into the trainer's gradients, ZeRO-0 and ZeRO-1", {
+        case_zero(0, 1);
+        case_zero(1, 1);
+    });
+    VT_CASE("ZeRO-1 into the trainer's storage: vs_ddp_step starts the gathers and returns without waiting for them",
+            case_nowait());
 #endif
 #if DEV
     /* the device form of the debug mode: stale ranges filled with NaN until the
