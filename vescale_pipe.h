@@ -293,7 +293,10 @@ typedef struct vs_pipe_unit {
     /* Activation recompute: what the forward keeps for the backward
        (vs_pipe_save) is let go right after it, and the forward runs again just
        before the unit's backward (vs_pipe_output then hands back the outputs
-       made the first time, which the forward writes again). The forward must
+       made the first time, which the forward writes again); what it saved
+       then is let go after the unit's last backward part (B, or W when the
+       backward is split), so on a stage of many units only one unit's saved
+       state is live in the backward. The forward must
        be deterministic and may run collectives (every rank of its group
        recomputes at the same point); gradients are then bit for bit those
        without recompute, for one more forward's time. Ignored in a
@@ -3701,7 +3704,14 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
         else if (!(r = un->backward_input(&c))) r = un->backward_weight(&c);
     }
     if (r) return vs_set_error(r, "unit \"%s\" %s, microbatch %d: %s", un->name, part, mb, vs_last_error());
-    if (what == _VS_PIPE_CALL_F && un->recompute && !p->fwd) { // kept for nothing: it is made again before B
+    /* A recomputed unit lets go of what it saves as soon as it is of no more use:
+       after its forward (made again before B), and after its last backward part
+       (B when the unit has no split backward, else W), not when the whole chunk's
+       backward ends: on one stage, every unit's recomputed state would otherwise
+       be live at once at the end of the backward, as much as without recompute. */
+    if (un->recompute && !p->fwd &&
+        (what == _VS_PIPE_CALL_F || what == _VS_PIPE_CALL_BW || what == _VS_PIPE_CALL_W ||
+         (what == _VS_PIPE_CALL_B && !un->backward_input))) {
         _vs_pipe_buf_free(p, p->saved[at]);
         p->saved[at] = NULL;
         p->saved_bytes[at] = 0;
