@@ -67,6 +67,12 @@
                         step S (a layer's forward fails on it, and its rank
                         function returns, leaving its peers waiting). Without
                         --elastic the job ends, as any fault does
+     --nan-from S       a test aid: from step S on, the gradients are NaN (the
+                        last layer's backward writes one NaN into its input
+                        gradient on every rank): each such step is skipped
+                        (vs_train_desc.nonfinite's default), says so at warn
+                        (the default log level) and shows "skipped" in the table;
+                        a run whose every step was skipped ends with status 1
      --replace S2       with --kill: a replacement for rank R starts at step S2
                         (vs_world_respawn); the mesh grows back to the plan's at
                         the first step boundary where it waits (the last step
@@ -130,6 +136,7 @@ typedef struct job {
     int victim, kill_step;  // --kill R@S (victim -1: none)
     const char* ckdir;
     double loss[MAXSTEPS];  // by step
+    int skipped[MAXSTEPS];  // the step was skipped (non-finite gradients)
     double secs[MAXSTEPS];
     int have[MAXSTEPS];
     const struct job* ref;  // print beside this run's losses
@@ -176,6 +183,22 @@ static int lead(vs_world* w) { return vs_comm_rank(vs_world_comm(w)) == 0; }
 
 /* The data position: the batches taken (a step skipped for a NaN took its batch too). */
 static int position(vs_train* t) { return (int)(vs_train_steps(t) + vs_train_skipped_steps(t)); }
+
+/* --nan-from S, a test aid: from step S on, the last layer's backward puts a NaN
+   into its input gradient, so every parameter's gradient becomes NaN. */
+static int nan_from = -1;
+static __thread int nan_armed; // this rank thread is at a step >= S
+static vs_pipe_fn last_backward;
+static vs_result nan_backward(vs_pipe_call* c)
+{
+    vs_result r = last_backward(c);
+    for (int i = 0; !r && nan_armed && i < c->n_in; i++)
+        if (c->in[i].grad && c->in[i].dtype == VS_F32) {
+            ((float*)c->in[i].grad)[0] = NAN;
+            break;
+        }
+    return r;
+}
 
 static void print_ranks(const char* what, const int* r, int n)
 {
@@ -276,6 +299,7 @@ static int train(vs_world* w, void* arg)
         else gpt_batch(&CFG, s, ROWS, tokens, targets); // the global batch of step s
         vs_train_stats st; // the step's metrics: loss, gradient norm before clipping, lr, ...
         kill_armed = vs_world_rank(w) == J->victim && s == J->kill_step; // (--kill)
+        nan_armed = nan_from >= 0 && s >= nan_from;                      // (--nan-from)
         vs_result step = vs_train_step_ex(t, &b, &st);
         if (J->elastic && (step == VS_ERR_ABORTED || step == VS_ERR_TIMEOUT)) { // a rank failed: go on without its DP replica
             char before[64], ck[1100];
@@ -327,11 +351,14 @@ static int train(vs_world* w, void* arg)
             if (lead(w)) CHECK(vs_ckpt_retain(J->ckdir, 3));
         }
         if (!lead(w)) continue;
-        J->loss[s] = loss, J->secs[s] = now() - t0, J->have[s] = 1;
+        J->loss[s] = loss, J->secs[s] = now() - t0, J->have[s] = 1, J->skipped[s] = st.skipped_step;
         if (st.act_peak > J->act_peak) J->act_peak = st.act_peak;
         if (J->quiet) continue;
         double tps = ROWS * CFG.seq / J->secs[s];
-        if (J->ref && J->ref->have[s]) {
+        if (st.skipped_step) // (vs_train_step logged why at warn)
+            printf("  %4d   %10s   %10s   %9s   %6.3f   %8.2e   %9.0f   skipped: the gradients are not finite\n", s,
+                   "-", "-", "-", st.grad_norm, st.lr, tps);
+        else if (J->ref && J->ref->have[s]) {
             double rel = fabs(loss - J->ref->loss[s]) / fabs(J->ref->loss[s]);
             printf("  %4d   %10.6f   %10.6f   %9.2e   %6.3f%s  %8.2e   %9.0f\n", s, loss, J->ref->loss[s], rel,
                    st.grad_norm, st.clipped ? "*" : " ", st.lr, tps);
@@ -433,6 +460,7 @@ int main(int argc, char** argv)
         else if (!strcmp(a, "--elastic")) par.elastic = 1;
         else if (!strcmp(a, "--kill") && v && sscanf(v, "%d@%d", &par.victim, &par.kill_step) == 2) i++, kill = 1;
         else if (!strcmp(a, "--replace") && v) par.replace = atoi(argv[++i]);
+        else if (!strcmp(a, "--nan-from") && v && atoi(v) >= 0) nan_from = atoi(argv[++i]);
         else {
             int help = !strcmp(a, "--help");
             fprintf(help ? stdout : stderr, "%s", USAGE);
@@ -552,6 +580,11 @@ int main(int argc, char** argv)
         return fprintf(stderr, "--elastic: DP %d x %d microbatches (after a failure) do not divide the %d rows of a step\n",
                        p->dp - 1, p->microbatches, ROWS), 2;
     int nranks = p->pp * p->dp * p->tp;
+    if (nan_from >= 0) { // (--nan-from: the last layer's backward through nan_backward)
+        if (device) return fprintf(stderr, "--nan-from: host ranks only (not with --device cuda)\n"), 2;
+        vs_pipe_unit* last = &STORE.layers[MODEL.nlayers - 1].unit;
+        last_backward = last->backward, last->backward = nan_backward;
+    }
     if (kill) { // (the --kill demo: every layer's forward through kill_forward)
         if (par.victim < 0 || par.victim >= nranks || par.kill_step < 0)
             return fprintf(stderr, "--kill %d@%d: a world rank 0..%d, a step >= 0\n", par.victim, par.kill_step, nranks - 1), 2;
@@ -665,5 +698,12 @@ int main(int argc, char** argv)
     if (lo >= 0)
         printf("activation memory at its peak (rank 0, the pipeline engine's accounting): %.1f KiB%s%s\n",
                (double)par.act_peak / 1024, p->recompute[0] ? ", recomputing " : "", p->recompute);
+    int nrun = 0, nskip = 0; // (--nan-from) the steps taken and how many were skipped
+    for (int s = 0; s < MAXSTEPS; s++) nrun += par.have[s], nskip += par.have[s] && par.skipped[s];
+    if (nskip) printf("%d of %d steps skipped: their gradients were not finite (vescale's warnings say which)\n", nskip, nrun);
+    if (nrun && nskip == nrun) {
+        fprintf(stderr, "train_gpt: every step was skipped (non-finite gradients): nothing was trained\n");
+        return 1;
+    }
     return par.failed;
 }

@@ -250,6 +250,7 @@ typedef struct job {
     int64_t steps[MAXR], skipped[MAXR];
     int64_t loaded_pos[MAXR]; // steps + skipped right after the load
     int warn_lines;           // warn lines of vs_train_step that name the skipped step
+    int default_log;          // launch at VS_LOG_DEFAULT with VESCALE_LOG unset (else at VS_LOG_WARN)
     float params[NPARAM][D * H];
 } job;
 
@@ -373,7 +374,8 @@ static void go(job* J)
     ld.nranks = nranks(&J->plan);
     ld.logger.fn = on_log;
     ld.logger.user = J;
-    ld.log_level = VS_LOG_WARN;
+    ld.log_level = J->default_log ? VS_LOG_DEFAULT : VS_LOG_WARN;
+    if (J->default_log) unsetenv("VESCALE_LOG");
     VT_CHECK(vs_launch_ex(&ld, rank_train, J) == VS_OK, "launch: %s", vs_last_error());
 }
 
@@ -451,6 +453,22 @@ static void t_nonfinite(const nf_case* c)
              J->warn_lines, step);
     same_params(J, ref, "the run after the poisoned batch vs a run without it");
     free(ref);
+    free(J);
+}
+
+/* A skipped step says so by default (issue 33): a logger, the launch's level
+   left at VS_LOG_DEFAULT and VESCALE_LOG unset (the default level is warn),
+   DP2 x TP2: every rank logs one warn line naming the skipped step. */
+static void t_skip_warns_by_default(void)
+{
+    INJ = (inject){3, 2, "fc1", 0, NAN};
+    job* J = mk(1, 2, 2, VS_ZERO_1);
+    J->default_log = 1;
+    go(J);
+    INJ = (inject){-1, -1, NULL, 0, 0};
+    for (int r = 0; r < 4; r++) VT_CHECK(J->skipped[r] == 1, "rank %d: %lld skipped", r, (long long)J->skipped[r]);
+    VT_CHECK(J->warn_lines == 4, "%d warn lines naming the skipped step (step 3) at the default level, want 4",
+             J->warn_lines);
     free(J);
 }
 
@@ -674,6 +692,7 @@ int main(void)
         {"nonfinite/pp2_dp2_clip_off_error", 2, 2, 1, VS_ZERO_1, 0, VS_NONFINITE_ERROR, {4, 3, "fc2", 0, INFINITY}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) VT_CASE(cases[i].name, t_nonfinite(&cases[i]));
+    VT_CASE("nonfinite/skip_warns_at_the_default_level_dp2_tp2", t_skip_warns_by_default());
     VT_CASE("nonfinite/bad_desc", VT_OK(vs_launch(1, rank_bad_desc, NULL)));
     VT_CASE("nonfinite/save_load_after_skip_pp2_dp2", t_save_load(2, 2, 1));
     VT_CASE("nonfinite/save_load_after_skip_dp2_tp2", t_save_load(1, 2, 2));
