@@ -584,6 +584,14 @@ typedef struct vs_train_desc {
     vs_result (*storage)(const char* name, vs_dtype dtype, vs_dtype grad_dtype, int64_t local_numel, void** param,
                          void** grad, void* user);
     void* storage_user;
+    /* vs_train_load and a checkpoint with tensors this model lacks (entries
+       whose parameter, without .master / .exp_avg / .exp_avg_sq / .momentum, is
+       no parameter of desc.model, nor one of the load's extra entries): 0 is
+       VS_ERR_MISMATCH listing them (resuming a 3-block model from a 4-block
+       checkpoint is then an error, as a parameter the checkpoint lacks is);
+       1 loads what the model has and ignores them (a partial load, e.g. a
+       smaller model started from a bigger one's checkpoint). */
+    int load_partial;
 } vs_train_desc;
 
 typedef struct vs_train vs_train;
@@ -678,7 +686,9 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
    (VS_ERR_STATE). async = 1: the state is copied and the call returns while a
    background thread writes the files; vs_train_wait (or the next save, load or
    vs_train_free), on every rank, commits the checkpoint and returns the
-   result: until then it is not in place. */
+   result: until then it is not in place. vs_train_load: a parameter the
+   checkpoint lacks, and a tensor of the checkpoint the model lacks (unless
+   desc.load_partial), is an error naming it. */
 VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async);
 VS_API vs_result vs_train_wait(vs_train* t);
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra);
@@ -4444,6 +4454,49 @@ VS_API vs_result vs_train_wait(vs_train* t)
     return t->ck ? vs_ckpt_wait(t->ck) : VS_OK;
 }
 
+/* VS_ERR_MISMATCH listing the checkpoint's tensors this model lacks (desc.load_partial
+   0): an entry whose name, without an optimizer-state suffix, is none of the model's
+   parameters and none of the caller's extra entries. Blobs and "__" names are the
+   training state's own. */
+_VS_HL_PRIVATE vs_result _vs_hl_unexpected(const vs_train* t, const char* path, const _vs_ckpt_index* ix,
+                                           const vs_ckpt_entry* extra, int nextra)
+{
+    static const char* const sfx[] = {".master", ".exp_avg_sq", ".exp_avg", ".momentum"};
+    const vs_model_desc* m = t->desc.model;
+    char list[600];
+    size_t len = 0;
+    int n = 0;
+    list[0] = 0;
+    for (int i = 0; i < ix->ne; i++) {
+        const char* name = ix->e[i].name;
+        if (ix->e[i].kind == VS_CKPT_BLOB || !strncmp(name, "__", 2)) continue;
+        int known = 0;
+        for (int x = 0; x < nextra && !known; x++) known = extra[x].name && !strcmp(extra[x].name, name);
+        size_t base = strlen(name);
+        for (size_t k = 0; k < sizeof sfx / sizeof sfx[0]; k++) {
+            size_t sl = strlen(sfx[k]);
+            if (base > sl && !strcmp(name + base - sl, sfx[k])) {
+                base -= sl;
+                break;
+            }
+        }
+        for (int l = 0; l < m->nlayers && !known; l++)
+            for (int q = 0; q < m->layers[l].nparams && !known; q++) {
+                const char* pn = m->layers[l].params[q].name;
+                known = pn && strlen(pn) == base && !strncmp(pn, name, base);
+            }
+        if (known) continue;
+        if (n < 8 && len < sizeof list - 1)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s\"%s\"", n ? ", " : "", name);
+        if (len > sizeof list - 1) len = sizeof list - 1;
+        n++;
+    }
+    if (!n) return VS_OK;
+    return vs_set_error(VS_ERR_MISMATCH, "vs_train_load: %s holds %d tensor%s this model lacks: %s%s (another model's "
+                        "checkpoint? vs_train_desc.load_partial = 1 loads what the model has and ignores them)", path, n,
+                        n == 1 ? "" : "s", list, n > 8 ? ", ..." : "");
+}
+
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra)
 {
     _VS_TRY(_VS_HL_GONE("vs_train_load", t));
@@ -4461,7 +4514,9 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     int has_skipped = _vs_ckpt_find(&ix, _VS_HL_SKIPPED_ENTRY) != NULL;
     int has_scale = has_skipped && _vs_ckpt_find(&ix, _VS_HL_SCALE_ENTRY) != NULL; // (older checkpoints lack it)
     int has_data = _vs_ckpt_find(&ix, _VS_DATA_ENTRY) != NULL; // (a data loader's position: >>data)
+    if (!t->desc.load_partial) r = _vs_hl_unexpected(t, path, &ix, extra, nextra);
     _vs_ckpt_index_free(t->ck->w, &ix);
+    if (r) return r;
     vs_ckpt_entry e[63];
     memset(e, 0, sizeof e);
     for (int i = 0; i < nextra; i++) e[i] = extra[i];

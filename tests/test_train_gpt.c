@@ -17,6 +17,8 @@
      0/1/2), PP2xTP2 (1f1b, zbv) and PP2xDP2xTP2 (zbh1, ZeRO 2) within 1e-5 of
      one rank, PP2xTP2 bit for bit equal to TP2; saved on PP2xDP2xTP2 with it
      and resumed on one rank; a sequence TP does not divide is refused;
+   - a checkpoint of it loaded into a 1-block GPT: an error listing the
+     tensors it lacks, or with vs_train_desc.load_partial its values;
    - recompute of every block lowers the activation peak on one rank, DP2 x
      TP2 and PP2 (zbh1), losses and parameters bit for bit the same. */
 #define VESCALE_IMPLEMENTATION
@@ -127,6 +129,57 @@ static int rank_fn(vs_world* w, void* arg)
     }
     free(buf);
     VT_OK(vs_train_free(t));
+    return 0;
+}
+
+/* A checkpoint of this 2-block GPT loaded into a 1-block one (issue 33): without
+   desc.load_partial, VS_ERR_MISMATCH listing block 1's tensors (nothing loaded
+   silently); with it, VS_OK, and block 0's and the shared tensors' values and the
+   step count are the checkpoint's. */
+static gpt_config CFG1 = {32, 8, 32, 4, 1, 99};
+static gpt_model_storage STORE1;
+static vs_model_desc MODEL1;
+typedef struct small_load {
+    const char* path;
+    const run* saved; // the run that saved it (its parameters, PNAME order)
+} small_load;
+
+static int small_rank(vs_world* w, void* arg)
+{
+    const small_load* S = (const small_load*)arg;
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.pp = plan.dp = plan.tp = 1;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL1;
+    d.plan = &plan;
+    for (int partial = 0; partial < 2; partial++) {
+        d.load_partial = partial;
+        vs_train* t;
+        VT_OK(vs_parallelize(w, &d, &t));
+        vs_result r = vs_train_load(t, S->path, NULL, 0);
+        if (!partial) {
+            const char* m = vs_last_error();
+            VT_CHECK(r == VS_ERR_MISMATCH && strstr(m, "this model lacks") && strstr(m, "\"h.1.attn.") &&
+                         strstr(m, "load_partial") && !strstr(m, "\"h.0."),
+                     "a 2-block checkpoint into a 1-block model: %s: %s", vs_result_string(r), m);
+        } else {
+            VT_CHECK(r == VS_OK, "load_partial: %s", vs_last_error());
+            VT_CHECK(vs_train_steps(t) == SAVE_AT, "load_partial: %lld steps", (long long)vs_train_steps(t));
+            static float buf[4096];
+            int checked = 0;
+            for (int p = 0; p < NP && !r; p++) {
+                if (!strncmp(PNAME[p], "h.1.", 4)) continue; // (the block the small model lacks)
+                VT_OK(vs_train_get_param(t, PNAME[p], buf, sizeof buf));
+                VT_CHECK(!memcmp(buf, S->saved->params + POFF[p], sizeof(float) * (size_t)PSIZE[p]),
+                         "load_partial: %s is not the checkpoint's", PNAME[p]);
+                checked++;
+            }
+            VT_CHECK(checked == NP - 15, "%d parameters compared", checked);
+        }
+        VT_OK(vs_train_free(t));
+    }
     return 0;
 }
 
@@ -390,6 +443,13 @@ int main(void)
     VT_CHECK(saved.pp == 2 && saved.dp == 2 && saved.tp == 2 && saved.zero == VS_ZERO_1 && saved.microbatches == MB / 2,
              "saved plan PP%d DP%d TP%d zero %d M %d", saved.pp, saved.dp, saved.tp, (int)saved.zero, saved.microbatches);
     vt_end("train_gpt/save_PP2_DP2_TP2");
+    vt_begin("train_gpt/load_into_a_smaller_model");
+    {
+        VT_CHECK(gpt_model(&CFG1, &STORE1, &MODEL1) == VS_OK, "gpt_model: %s", vs_last_error());
+        small_load S = {path, s};
+        VT_CHECK(vs_launch(1, small_rank, &S) == VS_OK, "launch: %s", vs_last_error());
+    }
+    vt_end("train_gpt/load_into_a_smaller_model");
     drop(s);
     drop(ref5);
     // (and PP2 x TP2 on zbv with ZeRO 2: a V places embed and the tied head on one stage)
