@@ -853,7 +853,10 @@ VS_API vs_result vs_data_query(const vs_data* d, vs_data_info* out);
 VS_API vs_result vs_data_window(const vs_data* d, int64_t epoch, int64_t k, int* file, int64_t* first_token);
 VS_API const char* vs_data_file(const vs_data* d, int file);
 /* Stops the read-ahead thread and frees the loader (detached from its
-   training state). NULL: VS_OK. */
+   training state). NULL: VS_OK. The loader may outlive its training state and
+   its world (it keeps its own copy of the world's allocator); a second free is
+   VS_ERR_STATE while it is attached to a live training state, and undefined, as
+   free's, after that. */
 VS_API vs_result vs_data_free(vs_data* d);
 
 #ifdef __cplusplus
@@ -4902,7 +4905,8 @@ typedef struct _vs_data_slot {
 
 struct vs_data {
     uint32_t magic;
-    vs_world* w;    // allocations (the training state's world, or NULL: malloc)
+    vs_allocator al; // allocations: the training state's world's allocator (copied: the loader may outlive
+                     // the world), or malloc
     vs_train* train; // attached (NULL: none, or detached by vs_train_free)
     char* names[2];  // the batch's input and target names (copies)
     int nshards;
@@ -4931,6 +4935,17 @@ struct vs_data {
     int64_t batches;
     double wait_s, last_wait_s;
 };
+
+/* The loader's memory, through its own copy of the world's allocator. */
+_VS_HL_PRIVATE void* _vs_data_mem(const vs_data* d, size_t n)
+{
+    return d->al.alloc ? d->al.alloc(n ? n : 1, d->al.user) : malloc(n ? n : 1);
+}
+_VS_HL_PRIVATE void _vs_data_unmem(const vs_data* d, void* p)
+{
+    if (p && d->al.free) d->al.free(p, d->al.user);
+    else free(p);
+}
 
 _VS_HL_PRIVATE vs_result _vs_data_gone(const char* fn, const vs_data* d)
 {
@@ -5185,18 +5200,18 @@ _VS_HL_PRIVATE void _vs_data_release(vs_data* d)
     }
     if (d->train) d->train->data = NULL;
     if (d->fd >= 0) close(d->fd);
-    for (int i = 0; d->slot && i < d->nslots; i++) vs_free(d->w, d->slot[i].tok), vs_free(d->w, d->slot[i].tgt);
-    for (int i = 0; d->path && i < d->nshards; i++) vs_free(d->w, d->path[i]);
-    vs_free(d->w, d->slot), vs_free(d->w, d->path), vs_free(d->w, d->win0), vs_free(d->w, d->raw);
-    vs_free(d->w, d->names[0]), vs_free(d->w, d->names[1]);
+    for (int i = 0; d->slot && i < d->nslots; i++) _vs_data_unmem(d, d->slot[i].tok), _vs_data_unmem(d, d->slot[i].tgt);
+    for (int i = 0; d->path && i < d->nshards; i++) _vs_data_unmem(d, d->path[i]);
+    _vs_data_unmem(d, d->slot), _vs_data_unmem(d, d->path), _vs_data_unmem(d, d->win0), _vs_data_unmem(d, d->raw);
+    _vs_data_unmem(d, d->names[0]), _vs_data_unmem(d, d->names[1]);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->mu);
 }
 
-_VS_HL_PRIVATE char* _vs_data_strdup(vs_world* w, const char* s)
+_VS_HL_PRIVATE char* _vs_data_strdup(const vs_data* d, const char* s)
 {
     size_t n = strlen(s) + 1;
-    char* c = (char*)vs_alloc(w, n);
+    char* c = (char*)_vs_data_mem(d, n);
     if (c) memcpy(c, s, n);
     return c;
 }
@@ -5204,14 +5219,14 @@ _VS_HL_PRIVATE char* _vs_data_strdup(vs_world* w, const char* s)
 /* The ring's batches and the reader's row buffer. */
 _VS_HL_PRIVATE vs_result _vs_data_buffers(vs_data* d, size_t bytes)
 {
-    d->slot = (_vs_data_slot*)vs_alloc(d->w, (size_t)d->nslots * sizeof(_vs_data_slot));
+    d->slot = (_vs_data_slot*)_vs_data_mem(d, (size_t)d->nslots * sizeof(_vs_data_slot));
     if (d->slot) memset(d->slot, 0, (size_t)d->nslots * sizeof(_vs_data_slot));
     int ok = d->slot != NULL;
     for (int i = 0; ok && i < d->nslots; i++) {
-        d->slot[i].tok = (int32_t*)vs_alloc(d->w, bytes), d->slot[i].tgt = (int32_t*)vs_alloc(d->w, bytes);
+        d->slot[i].tok = (int32_t*)_vs_data_mem(d, bytes), d->slot[i].tgt = (int32_t*)_vs_data_mem(d, bytes);
         ok = d->slot[i].tok && d->slot[i].tgt;
     }
-    d->raw = ok ? (unsigned char*)vs_alloc(d->w, (size_t)(d->T + 1) * 2) : NULL;
+    d->raw = ok ? (unsigned char*)_vs_data_mem(d, (size_t)(d->T + 1) * 2) : NULL;
     if (!d->raw) return vs_set_error(VS_ERR_NOMEM, "vs_data_open: %d batches of %zu bytes", d->nslots, 2 * bytes);
     return VS_OK;
 }
@@ -5268,10 +5283,10 @@ _VS_HL_PRIVATE vs_result _vs_data_glob(vs_data* d, const char* pattern)
                             gr == GLOB_NOSPACE ? "out of memory" : "a folder could not be read");
     }
     vs_result r = g.gl_pathc > (size_t)INT32_MAX / 2 ? vs_set_error(VS_ERR_INVALID, "%s: %zu files", fn, (size_t)g.gl_pathc) : VS_OK;
-    if (!r) d->path = (char**)vs_alloc(d->w, g.gl_pathc * sizeof(char*));
+    if (!r) d->path = (char**)_vs_data_mem(d, g.gl_pathc * sizeof(char*));
     if (!r && !d->path) r = vs_set_error(VS_ERR_NOMEM, "%s: %zu file names", fn, (size_t)g.gl_pathc);
     for (size_t i = 0; !r && i < g.gl_pathc; i++) {
-        d->path[i] = _vs_data_strdup(d->w, g.gl_pathv[i]);
+        d->path[i] = _vs_data_strdup(d, g.gl_pathv[i]);
         if (!d->path[i]) r = vs_set_error(VS_ERR_NOMEM, "%s: a file name", fn);
         else d->nshards = (int)i + 1;
     }
@@ -5287,22 +5302,27 @@ VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
     *out = NULL;
     int dp = 1, dprank = 0;
     _VS_TRY(_vs_data_check_desc(desc, &dp, &dprank));
-    vs_world* w = desc->train ? desc->train->w : NULL;
-    vs_data* d = (vs_data*)vs_alloc(w, sizeof *d);
+    vs_world_desc wd; // (the allocator: the loader keeps its own copy)
+    memset(&wd, 0, sizeof wd);
+    if (desc->train) _VS_TRY(vs_world_query_desc(desc->train->w, &wd));
+    vs_data tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.al = wd.allocator;
+    vs_data* d = (vs_data*)_vs_data_mem(&tmp, sizeof *d);
     if (!d) return vs_set_error(VS_ERR_NOMEM, "%s: the loader", fn);
     memset(d, 0, sizeof *d);
-    d->w = w, d->fd = d->fd_file = -1;
+    d->al = wd.allocator, d->fd = d->fd_file = -1;
     pthread_mutex_init(&d->mu, NULL);
     _vs_cond_init(&d->cv);
     d->T = desc->seq_len, d->B = desc->batch, d->dp = dp, d->dprank = dprank, d->rows = desc->batch / dp;
     d->shuffle = desc->shuffle, d->seed = desc->seed, d->vocab = desc->vocab;
     d->timeout = desc->timeout > 0 ? desc->timeout : 60;
     d->nslots = desc->prefetch < 0 ? 1 : (desc->prefetch ? desc->prefetch : 2) + 1;
-    d->names[0] = _vs_data_strdup(w, desc->input_name ? desc->input_name : "tokens");
-    d->names[1] = _vs_data_strdup(w, desc->target_name ? desc->target_name : "targets");
+    d->names[0] = _vs_data_strdup(d, desc->input_name ? desc->input_name : "tokens");
+    d->names[1] = _vs_data_strdup(d, desc->target_name ? desc->target_name : "targets");
     vs_result r = d->names[0] && d->names[1] ? VS_OK : vs_set_error(VS_ERR_NOMEM, "%s: names", fn);
     if (!r) r = _vs_data_glob(d, desc->files);
-    if (!r) d->win0 = (int64_t*)vs_alloc(w, (size_t)(d->nshards + 1) * sizeof(int64_t));
+    if (!r) d->win0 = (int64_t*)_vs_data_mem(d, (size_t)(d->nshards + 1) * sizeof(int64_t));
     if (!r && !d->win0) r = vs_set_error(VS_ERR_NOMEM, "%s: %d files", fn, d->nshards);
     if (!r) d->win0[0] = 0;
     for (int i = 0; !r && i < d->nshards; i++) {
@@ -5332,7 +5352,7 @@ VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
     if (r) {
         d->magic = _VS_DATA_DEAD;
         _vs_data_release(d);
-        vs_free(w, d);
+        _vs_data_unmem(d, d);
         return r;
     }
     *out = d;
@@ -5460,8 +5480,8 @@ _VS_HL_PRIVATE vs_result _vs_data_rebind(vs_data* d, vs_train* nt)
         pthread_join(d->th, NULL);
         d->has_thread = 0, d->stop = 0;
     }
-    for (int i = 0; d->slot && i < d->nslots; i++) vs_free(d->w, d->slot[i].tok), vs_free(d->w, d->slot[i].tgt);
-    vs_free(d->w, d->slot), vs_free(d->w, d->raw);
+    for (int i = 0; d->slot && i < d->nslots; i++) _vs_data_unmem(d, d->slot[i].tok), _vs_data_unmem(d, d->slot[i].tgt);
+    _vs_data_unmem(d, d->slot), _vs_data_unmem(d, d->raw);
     d->slot = NULL, d->raw = NULL;
     d->dp = nt->dp, d->dprank = nt->dp_rank, d->rows = d->B / nt->dp;
     d->train = nt, nt->data = d;
@@ -5481,8 +5501,10 @@ VS_API vs_result vs_data_free(vs_data* d)
     if (!d) return VS_OK;
     _VS_TRY(_vs_data_gone("vs_data_free", d));
     d->magic = _VS_DATA_DEAD;
+    vs_train* t = d->train; // (attached: its world lives, and keeps the freed handle readable a while)
     _vs_data_release(d);
-    vs_free_later(d->w, d);
+    if (t) vs_free_later(t->w, d);
+    else _vs_data_unmem(d, d); // (its training state, maybe its world, ended: nothing of theirs is touched)
     return VS_OK;
 }
 
