@@ -721,7 +721,8 @@ VS_API vs_result vs_test(vs_work* w, int* done);
 
 // >>threads ------------------------------------------------------------------
 
-/* A rank's entry point under vs_launch; a non-zero return is reported by vs_launch. */
+/* A rank's entry point under vs_launch; a non-zero return is reported by vs_launch
+   (unless the job's survivors recovered from that rank's failure: see vs_launch). */
 typedef int (*vs_rank_fn)(vs_world* world, void* arg);
 
 typedef struct vs_launch_desc {
@@ -735,7 +736,11 @@ typedef struct vs_launch_desc {
 } vs_launch_desc;
 
 /* Runs fn on nranks ranks, each a thread of this process, and joins them. Returns
-   VS_OK, a launch error, or the first non-zero value a rank returned. The world
+   VS_OK, a launch error, the failed job's cause, or the first non-zero value a
+   rank returned, by rank order; in an elastic job, not the value of a rank whose
+   failure the survivors recovered from (a rank vs_world_shrink / vs_mesh_shrink
+   counted as failed: the job went on without it, so its 1 is not the job's; its
+   replacement's value counts). The world
    each rank gets is freed when fn returns. Jobs are independent: several may run
    at once in one process. */
 VS_API vs_result vs_launch(int nranks, vs_rank_fn fn, void* arg);
