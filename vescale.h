@@ -3336,6 +3336,7 @@ struct vs_train {
     int np;
     int* layer_prm; // [layer * VS_LAYER_MAX_PARAMS + i]: index into prm
     const vs_batch* batch; // during a step
+    const char* batch_fn;  // the call that gave it (vs_train_step or vs_train_eval), for the data callback's errors
     int64_t rows_dp, rows_mb;
     int64_t skipped;  // steps skipped for non-finite gradients (the steps taken are DDP's count)
     vs_loss_scale ls; // resolved (ls.enable 1: scaling)
@@ -3385,7 +3386,7 @@ _VS_HL_PRIVATE int64_t _vs_data_batch(const vs_data* d);
    kept readable a while by vs_free_later. */
 #define _VS_HL_LIVE 0x7673544cu /* "vsTL" */
 #define _VS_HL_DEAD 0x76734444u /* "vsDD": freed */
-#define _VS_HL_OWNER "a training state (vs_train_free frees it)"
+#define _VS_HL_OWNER "a training state (vs_train_free)" // (the refusals add "which frees it")
 _VS_HL_PRIVATE vs_result _vs_hl_gone(const char* fn, const vs_train* t)
 {
     if (t->magic == _VS_HL_DEAD) return vs_set_error(VS_ERR_STATE, "%s: this training state was already freed", fn);
@@ -3540,13 +3541,15 @@ _VS_HL_PRIVATE vs_result _vs_hl_data(vs_pipe_call* c)
 #ifdef VESCALE_NCCL
         if (t->dev) { // host (pinned: asynchronous) or device memory, on the compute stream
             cudaError_t e = cudaMemcpyAsync(out, src, (size_t)t->rows_mb * row, cudaMemcpyDefault, (cudaStream_t)c->stream);
-            return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "vs_train_step", "copying the batch to the device");
+            return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, t->batch_fn ? t->batch_fn : "vs_train_step",
+                                                                 "copying the batch to the device");
         }
 #endif
         memcpy(out, src, (size_t)t->rows_mb * row);
         return VS_OK;
     }
-    return vs_set_error(VS_ERR_INVALID, "vs_train_step: the batch has no \"%s\", which the model takes", name);
+    return vs_set_error(VS_ERR_INVALID, "%s: the batch has no \"%s\", which the model takes",
+                        t->batch_fn ? t->batch_fn : "vs_train_step", name);
 }
 
 /* Before a layer's backward part: its gradient views for this pass (asking DDP
@@ -4108,7 +4111,7 @@ VS_API vs_result vs_train_eval(vs_train* t, const vs_batch* batch, double* loss)
     int64_t rows_dp = t->rows_dp, rows_mb = t->rows_mb; // (a step's, between its accumulating calls)
     t->rows_dp = rows / t->dp;
     t->rows_mb = t->rows_dp / t->M;
-    t->batch = batch;
+    t->batch = batch, t->batch_fn = fn;
     double l = 0;
     vs_result r = _vs_hl_bind(t);
     if (!r) r = vs_pipe_run(t->pipe, t->esched, t->dev ? NULL : &l);
@@ -4154,7 +4157,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     t->acc_tokens += tokens;
     t->rows_dp = rows / t->dp;
     t->rows_mb = t->rows_dp / t->M;
-    t->batch = batch;
+    t->batch = batch, t->batch_fn = fn;
     vs_result r = first ? vs_ddp_zero_grad(t->ddp) : VS_OK; // (accumulating: the earlier calls' gradients stay)
     if (!r) r = _vs_hl_bind(t);
     double l = 0, norm = NAN;
@@ -4567,20 +4570,20 @@ VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out)
     if (!path || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, path ? "out" : "path");
     char file[4200];
     snprintf(file, sizeof file, "%s/" _VS_CKPT_INDEX, path);
-    FILE* f = fopen(file, "rb");
-    if (!f) return vs_set_error(VS_ERR_IO, "%s: cannot open %s", fn, file);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
+    int fd;
+    struct stat st; // (a FIFO or device in a file's place is refused, never opened blocking: the checkpoint loader's open)
+    vs_result r = _vs_ckpt_open_file(file, &fd, &st);
+    if (r) return vs_set_error(r, "%s: %s", fn, vs_last_error());
+    long len = (long)st.st_size;
     char* text = len > 0 && len < (1L << 30) ? (char*)vs_alloc(NULL, (size_t)len + 1) : NULL;
-    size_t got = text ? fread(text, 1, (size_t)len, f) : 0;
-    fclose(f);
-    if (!text || got != (size_t)len) {
+    r = text ? _vs_ckpt_pread(fd, file, text, (size_t)len, 0) : VS_ERR_IO;
+    close(fd);
+    if (!text || r) {
         vs_free(NULL, text);
         return vs_set_error(VS_ERR_IO, "%s: cannot read %s", fn, file);
     }
     _vs_ckpt_index ix;
-    vs_result r = _vs_ckpt_index_parse(NULL, file, text, (size_t)len, &ix);
+    r = _vs_ckpt_index_parse(NULL, file, text, (size_t)len, &ix);
     vs_free(NULL, text);
     if (r) return r;
     const _vs_ckpt_ientry* e = NULL;
@@ -4591,11 +4594,11 @@ VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out)
         r = vs_set_error(VS_ERR_INVALID, "%s: %s holds no plan", fn, path);
     if (!r) {
         snprintf(file, sizeof file, "%s/%s", path, ix.files[e->pieces[0].file]);
-        FILE* g = fopen(file, "rb");
-        if (!g || fseek(g, (long)e->pieces[0].data_begin, SEEK_SET) ||
-            fread(plan, 1, (size_t)e->blob_bytes, g) != (size_t)e->blob_bytes)
-            r = vs_set_error(VS_ERR_IO, "%s: cannot read the plan from %s", fn, file);
-        if (g) fclose(g);
+        int g = -1;
+        r = _vs_ckpt_open_file(file, &g, &st);
+        if (!r) r = _vs_ckpt_pread(g, file, plan, (size_t)e->blob_bytes, e->pieces[0].data_begin);
+        if (r) r = vs_set_error(VS_ERR_IO, "%s: cannot read the plan from %s: %s", fn, file, vs_last_error());
+        if (g >= 0) close(g);
         if (!r && ix.block && e->pieces[0].ncrc && _vs_crc32c(0, plan, (size_t)e->blob_bytes) != e->pieces[0].crc[0])
             r = vs_set_error(VS_ERR_IO, "%s: the plan in %s fails its checksum", fn, file);
         plan[r ? 0 : e->blob_bytes] = 0;
