@@ -4767,9 +4767,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
         for (int j = 0; j < dp; j++) memcpy(&g[4 * j], &rg[((size_t)j * (size_t)K + (size_t)k) * 4], 4 * sizeof(int64_t));
         int64_t l = _vs_hl_pieces(g, dp, mv[k].n, from, to);
         if (l && !first[0])
-            snprintf(first, sizeof first, "the %s of \"%s\" (%lld of its %lld local elements on DP group %d's PP %d, "
-                     "TP %d)", _vs_hl_state_names[mv[k].which], mv[k].name, (long long)l, (long long)mv[k].n, me,
-                     nt->stage, nt->tpm ? vs_mesh_rank(nt->tpm) : 0);
+            snprintf(first, sizeof first, "the %s of \"%s\" (%lld of its %lld local elements, in the DP group at PP %d, "
+                     "TP %d)", _vs_hl_state_names[mv[k].which], mv[k].name, (long long)l, (long long)mv[k].n,
+                     nt->stage, nt->tpm ? vs_mesh_rank(nt->tpm) : 0); // (the group, as every member names it)
         lost += l;
     }
     int64_t lost_here = me == 0 ? lost : 0; // (each DP group counted once)
