@@ -4448,8 +4448,11 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         if (ml >= sizeof msg) ml = sizeof msg - 1;
         memcpy(msg, vs_last_error(), ml);
         msg[ml] = 0;
-        // this stage's own failure is the job's cause (an abort that reached it is not: NULL keeps that)
-        for (int i = 0; i < p->nlinks; i++) vs_comm_abort_with(p->links[i].c, r, NULL);
+        /* this stage's own failure is the job's cause (an abort that reached it is not: NULL keeps that).
+           Only the links this stage is on: another pair's has no communicator here, and its abort's
+           "comm is NULL" would become this rank's last error, the cause the next abort tells every rank. */
+        for (int i = 0; i < p->nlinks; i++)
+            if (p->links[i].c) vs_comm_abort_with(p->links[i].c, r, NULL);
         _vs_pipe_drain(p);
         _vs_pipe_reap(p, 1);
         return vs_set_error(r, "%s", msg);
