@@ -267,7 +267,8 @@ VS_API void* vs_layer_grad(const vs_pipe_call* call, int i);  // where its gradi
 VS_API vs_result vs_layer_param_box(const vs_pipe_call* call, int i, int64_t* local_shape, int64_t* offset);
 VS_API vs_mesh* vs_layer_tp(const vs_pipe_call* call); // the TP submesh, NULL without TP
 
-/* Checks a model (names, shapes, roles, tied parameters agree, sp_ok 0 or 1)
+/* Checks a model (names, shapes, roles, tied parameters agree, sp_ok 0 or 1,
+   every layer has a forward, the specs of a tensor's maker and takers agree)
    without a mesh; each parameter's f32 bytes, and the model's, fit an int64. */
 VS_API vs_result vs_model_check(const vs_model_desc* m);
 
@@ -933,6 +934,55 @@ VS_API vs_mesh* vs_layer_tp(const vs_pipe_call* call)
 
 _VS_HL_PRIVATE vs_dtype _vs_hl_dt(const vs_param_decl* d) { return d->dtype ? d->dtype : VS_F32; }
 
+/* The specs of the tensors between layers agree (vs_pipe_init's rule, checked
+   without a mesh): a layer's input that an earlier layer makes admits the maker's
+   spec ("h:f32[*,64]" vs "h:f32[*,32]" is an error naming both). */
+_VS_HL_PRIVATE vs_result _vs_hl_model_specs(const vs_model_desc* m, const char* fn)
+{
+    typedef struct made {
+        char name[VS_PIPE_NAME_MAX];
+        _vs_pipe_spec sp;
+        int layer;
+    } made;
+    size_t cap = (size_t)m->nlayers * VS_PIPE_MAX_IO;
+    made* t = (made*)vs_alloc(NULL, cap * sizeof *t);
+    if (!t) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    int nt = 0;
+    vs_result r = VS_OK;
+    for (int l = 0; l < m->nlayers && !r; l++)
+        for (int out = 0; out < 2 && !r; out++) { // inputs first: a layer's input is an earlier layer's output
+            const char* q = out ? m->layers[l].unit.outputs : m->layers[l].unit.inputs;
+            for (int k = 0; q && *q && !r; k++) {
+                while (*q == ' ' || *q == ',') q++;
+                if (!*q) break;
+                const char* e = q;
+                for (int depth = 0; *e && (depth || (*e != ',' && *e != ' ')); e++) depth += *e == '[' ? 1 : *e == ']' ? -1 : 0;
+                char name[VS_PIPE_NAME_MAX];
+                _vs_pipe_spec sp;
+                r = k < VS_PIPE_MAX_IO ? _vs_pipe_parse_spec(fn, q, (size_t)(e - q), name, &sp)
+                                       : vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\" has more than %d %s", fn,
+                                                      m->layers[l].unit.name, VS_PIPE_MAX_IO, out ? "outputs" : "inputs");
+                q = e;
+                if (r) break;
+                int at = -1;
+                for (int i = 0; i < nt && at < 0; i++)
+                    if (!strcmp(t[i].name, name)) at = i;
+                if (!out && at >= 0 && !_vs_pipe_spec_agree(&t[at].sp, &sp)) {
+                    char a[160], b[160];
+                    r = vs_set_error(VS_ERR_MISMATCH, "%s: tensor \"%s\": layer \"%s\" makes %s but layer \"%s\" takes %s",
+                                     fn, name, m->layers[t[at].layer].unit.name, _vs_pipe_spec_text(name, &t[at].sp, a, sizeof a),
+                                     m->layers[l].unit.name, _vs_pipe_spec_text(name, &sp, b, sizeof b));
+                }
+                if (out && at < 0 && (size_t)nt < cap) {
+                    memcpy(t[nt].name, name, sizeof name);
+                    t[nt].sp = sp, t[nt].layer = l, nt++;
+                }
+            }
+        }
+    vs_free(NULL, t);
+    return r;
+}
+
 VS_API vs_result vs_model_check(const vs_model_desc* m)
 {
     const char* fn = "vs_model_check";
@@ -943,6 +993,7 @@ VS_API vs_result vs_model_check(const vs_model_desc* m)
         const vs_layer_decl* L = &m->layers[l];
         const char* ln = L->unit.name ? L->unit.name : "(no name)";
         if (!L->unit.name || !L->unit.name[0]) return vs_set_error(VS_ERR_INVALID, "%s: layer %d has no name", fn, l);
+        if (!L->unit.forward) return vs_set_error(VS_ERR_NULL, "%s: layer \"%s\" has no forward", fn, ln);
         if (L->sp_ok != 0 && L->sp_ok != 1)
             return vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\": sp_ok = %d (0 or 1)", fn, ln, L->sp_ok);
         if (L->nparams < 0 || L->nparams > VS_LAYER_MAX_PARAMS)
@@ -1000,7 +1051,7 @@ VS_API vs_result vs_model_check(const vs_model_desc* m)
             if (!tied) total += numel * 4;
         }
     }
-    return VS_OK;
+    return _vs_hl_model_specs(m, fn);
 }
 
 // >>plan -----------------------------------------------------------------------

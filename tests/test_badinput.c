@@ -2651,6 +2651,18 @@ static void sweep_model(sw_ctx* x)
         mc.l[1].unit.name = NULL;
         R(vs_model_check(m), "layer 1 has no name");
     }
+    if (E(A, "vs_model_check", "a layer without a forward", FX_NONE)) { // (issue 33: vs_parallelize found it later)
+        mc.l[1].unit.forward = NULL;
+        R(vs_model_check(m), "layer \"loss\" has no forward");
+    }
+    if (E(A, "vs_model_check", "specs that disagree", FX_NONE)) { // (issue 33: vs_parallelize found it later)
+        mc.l[1].unit.inputs = "y:f32[*,5],t";
+        R(vs_model_check(m), "layer \"lin\" makes y:f32[*,4] but layer \"loss\" takes y:f32[*,5]");
+    }
+    if (E(A, "vs_model_check", "a spec that does not parse", FX_NONE)) {
+        mc.l[1].unit.inputs = "y:f99[*,4],t";
+        R(vs_model_check(m), "unknown dtype");
+    }
     if (E(A, "vs_model_check", "nparams 17", FX_NONE)) {
         mc.l[0].nparams = 17;
         R(vs_model_check(m), "17 parameters");
