@@ -983,6 +983,36 @@ _VS_HL_PRIVATE vs_result _vs_hl_model_specs(const vs_model_desc* m, const char* 
     return r;
 }
 
+/* Megatron pairs line up: a row-parallel weight's rows (its input, split over TP)
+   are the columns of a column-parallel weight since the last row-parallel one
+   (the activation between them is split by those columns). A row-parallel weight
+   with no column-parallel one before it is not checked. */
+_VS_HL_PRIVATE vs_result _vs_hl_model_pairs(const vs_model_desc* m, const char* fn)
+{
+    int64_t cols[32];
+    const char* cname[32];
+    int nc = 0;
+    for (int l = 0; l < m->nlayers; l++)
+        for (int i = 0; i < m->layers[l].nparams; i++) {
+            const vs_param_decl* p = &m->layers[l].params[i];
+            if (p->ndim < 2 || (p->role != VS_ROLE_COLUMN && p->role != VS_ROLE_ROW)) continue;
+            if (p->role == VS_ROLE_COLUMN) {
+                if (nc == 32) memmove(cols, cols + 1, 31 * sizeof cols[0]), memmove(cname, cname + 1, 31 * sizeof cname[0]), nc--;
+                cols[nc] = p->shape[1], cname[nc++] = p->name;
+                continue;
+            }
+            int ok = nc == 0;
+            for (int c = 0; c < nc && !ok; c++) ok = cols[c] == p->shape[0];
+            if (!ok)
+                return vs_set_error(VS_ERR_INVALID, "%s: the row-parallel weight \"%s\" has %lld rows, but the "
+                                    "column-parallel weight before it, \"%s\", has %lld columns (weights are [in, out]: "
+                                    "the rows of the one are the columns of the other)", fn, p->name,
+                                    (long long)p->shape[0], cname[nc - 1], (long long)cols[nc - 1]);
+            nc = 0;
+        }
+    return VS_OK;
+}
+
 VS_API vs_result vs_model_check(const vs_model_desc* m)
 {
     const char* fn = "vs_model_check";
@@ -1051,6 +1081,7 @@ VS_API vs_result vs_model_check(const vs_model_desc* m)
             if (!tied) total += numel * 4;
         }
     }
+    _VS_TRY(_vs_hl_model_pairs(m, fn));
     return _vs_hl_model_specs(m, fn);
 }
 
