@@ -8865,7 +8865,8 @@ VS_API vs_result vs_mesh_free(vs_mesh* m)
                                      "free the mesh vs_mesh_init returned");
     if (m->users > 0)
         return _vs_err(VS_ERR_STATE, "vs_mesh_free: %d handle(s) built on this mesh (DDP, ...) are still alive; "
-                                     "free them first", m->users);
+                                     "free them first (a training state's mesh, vs_train_mesh: vs_train_free frees "
+                                     "it with them; it is left as it was)", m->users);
     vs_result r = _vs_mesh_ids_final(m); // (an id out of range found after its call returned: reported, freed anyway)
     if (m->comm) _vs_dev_drain(m->comm); // device: the calls returned when enqueued; their work done before the frees
     _vs_mesh_destroy(m);
