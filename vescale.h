@@ -267,7 +267,8 @@ VS_API void* vs_layer_grad(const vs_pipe_call* call, int i);  // where its gradi
 VS_API vs_result vs_layer_param_box(const vs_pipe_call* call, int i, int64_t* local_shape, int64_t* offset);
 VS_API vs_mesh* vs_layer_tp(const vs_pipe_call* call); // the TP submesh, NULL without TP
 
-/* Checks a model (names, shapes, roles, tied parameters agree, sp_ok 0 or 1)
+/* Checks a model (names, shapes, roles, tied parameters agree, sp_ok 0 or 1,
+   every layer has a forward, the specs of a tensor's maker and takers agree)
    without a mesh; each parameter's f32 bytes, and the model's, fit an int64. */
 VS_API vs_result vs_model_check(const vs_model_desc* m);
 
@@ -584,6 +585,14 @@ typedef struct vs_train_desc {
     vs_result (*storage)(const char* name, vs_dtype dtype, vs_dtype grad_dtype, int64_t local_numel, void** param,
                          void** grad, void* user);
     void* storage_user;
+    /* vs_train_load and a checkpoint with tensors this model lacks (entries
+       whose parameter, without .master / .exp_avg / .exp_avg_sq / .momentum, is
+       no parameter of desc.model, nor one of the load's extra entries): 0 is
+       VS_ERR_MISMATCH listing them (resuming a 3-block model from a 4-block
+       checkpoint is then an error, as a parameter the checkpoint lacks is);
+       1 loads what the model has and ignores them (a partial load, e.g. a
+       smaller model started from a bigger one's checkpoint). */
+    int load_partial;
 } vs_train_desc;
 
 typedef struct vs_train vs_train;
@@ -678,7 +687,9 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
    (VS_ERR_STATE). async = 1: the state is copied and the call returns while a
    background thread writes the files; vs_train_wait (or the next save, load or
    vs_train_free), on every rank, commits the checkpoint and returns the
-   result: until then it is not in place. */
+   result: until then it is not in place. vs_train_load: a parameter the
+   checkpoint lacks, and a tensor of the checkpoint the model lacks (unless
+   desc.load_partial), is an error naming it. */
 VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async);
 VS_API vs_result vs_train_wait(vs_train* t);
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra);
@@ -843,7 +854,10 @@ VS_API vs_result vs_data_query(const vs_data* d, vs_data_info* out);
 VS_API vs_result vs_data_window(const vs_data* d, int64_t epoch, int64_t k, int* file, int64_t* first_token);
 VS_API const char* vs_data_file(const vs_data* d, int file);
 /* Stops the read-ahead thread and frees the loader (detached from its
-   training state). NULL: VS_OK. */
+   training state). NULL: VS_OK. The loader may outlive its training state and
+   its world (it keeps its own copy of the world's allocator); a second free is
+   VS_ERR_STATE while it is attached to a live training state, and undefined, as
+   free's, after that. */
 VS_API vs_result vs_data_free(vs_data* d);
 
 #ifdef __cplusplus
@@ -920,6 +934,85 @@ VS_API vs_mesh* vs_layer_tp(const vs_pipe_call* call)
 
 _VS_HL_PRIVATE vs_dtype _vs_hl_dt(const vs_param_decl* d) { return d->dtype ? d->dtype : VS_F32; }
 
+/* The specs of the tensors between layers agree (vs_pipe_init's rule, checked
+   without a mesh): a layer's input that an earlier layer makes admits the maker's
+   spec ("h:f32[*,64]" vs "h:f32[*,32]" is an error naming both). */
+_VS_HL_PRIVATE vs_result _vs_hl_model_specs(const vs_model_desc* m, const char* fn)
+{
+    typedef struct made {
+        char name[VS_PIPE_NAME_MAX];
+        _vs_pipe_spec sp;
+        int layer;
+    } made;
+    size_t cap = (size_t)m->nlayers * VS_PIPE_MAX_IO;
+    made* t = (made*)vs_alloc(NULL, cap * sizeof *t);
+    if (!t) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    int nt = 0;
+    vs_result r = VS_OK;
+    for (int l = 0; l < m->nlayers && !r; l++)
+        for (int out = 0; out < 2 && !r; out++) { // inputs first: a layer's input is an earlier layer's output
+            const char* q = out ? m->layers[l].unit.outputs : m->layers[l].unit.inputs;
+            for (int k = 0; q && *q && !r; k++) {
+                while (*q == ' ' || *q == ',') q++;
+                if (!*q) break;
+                const char* e = q;
+                for (int depth = 0; *e && (depth || (*e != ',' && *e != ' ')); e++) depth += *e == '[' ? 1 : *e == ']' ? -1 : 0;
+                char name[VS_PIPE_NAME_MAX];
+                _vs_pipe_spec sp;
+                r = k < VS_PIPE_MAX_IO ? _vs_pipe_parse_spec(fn, q, (size_t)(e - q), name, &sp)
+                                       : vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\" has more than %d %s", fn,
+                                                      m->layers[l].unit.name, VS_PIPE_MAX_IO, out ? "outputs" : "inputs");
+                q = e;
+                if (r) break;
+                int at = -1;
+                for (int i = 0; i < nt && at < 0; i++)
+                    if (!strcmp(t[i].name, name)) at = i;
+                if (!out && at >= 0 && !_vs_pipe_spec_agree(&t[at].sp, &sp)) {
+                    char a[160], b[160];
+                    r = vs_set_error(VS_ERR_MISMATCH, "%s: tensor \"%s\": layer \"%s\" makes %s but layer \"%s\" takes %s",
+                                     fn, name, m->layers[t[at].layer].unit.name, _vs_pipe_spec_text(name, &t[at].sp, a, sizeof a),
+                                     m->layers[l].unit.name, _vs_pipe_spec_text(name, &sp, b, sizeof b));
+                }
+                if (out && at < 0 && (size_t)nt < cap) {
+                    memcpy(t[nt].name, name, sizeof name);
+                    t[nt].sp = sp, t[nt].layer = l, nt++;
+                }
+            }
+        }
+    vs_free(NULL, t);
+    return r;
+}
+
+/* Megatron pairs line up: a row-parallel weight's rows (its input, split over TP)
+   are the columns of a column-parallel weight since the last row-parallel one
+   (the activation between them is split by those columns). A row-parallel weight
+   with no column-parallel one before it is not checked. */
+_VS_HL_PRIVATE vs_result _vs_hl_model_pairs(const vs_model_desc* m, const char* fn)
+{
+    int64_t cols[32];
+    const char* cname[32];
+    int nc = 0;
+    for (int l = 0; l < m->nlayers; l++)
+        for (int i = 0; i < m->layers[l].nparams; i++) {
+            const vs_param_decl* p = &m->layers[l].params[i];
+            if (p->ndim < 2 || (p->role != VS_ROLE_COLUMN && p->role != VS_ROLE_ROW)) continue;
+            if (p->role == VS_ROLE_COLUMN) {
+                if (nc == 32) memmove(cols, cols + 1, 31 * sizeof cols[0]), memmove(cname, cname + 1, 31 * sizeof cname[0]), nc--;
+                cols[nc] = p->shape[1], cname[nc++] = p->name;
+                continue;
+            }
+            int ok = nc == 0;
+            for (int c = 0; c < nc && !ok; c++) ok = cols[c] == p->shape[0];
+            if (!ok)
+                return vs_set_error(VS_ERR_INVALID, "%s: the row-parallel weight \"%s\" has %lld rows, but the "
+                                    "column-parallel weight before it, \"%s\", has %lld columns (weights are [in, out]: "
+                                    "the rows of the one are the columns of the other)", fn, p->name,
+                                    (long long)p->shape[0], cname[nc - 1], (long long)cols[nc - 1]);
+            nc = 0;
+        }
+    return VS_OK;
+}
+
 VS_API vs_result vs_model_check(const vs_model_desc* m)
 {
     const char* fn = "vs_model_check";
@@ -930,6 +1023,7 @@ VS_API vs_result vs_model_check(const vs_model_desc* m)
         const vs_layer_decl* L = &m->layers[l];
         const char* ln = L->unit.name ? L->unit.name : "(no name)";
         if (!L->unit.name || !L->unit.name[0]) return vs_set_error(VS_ERR_INVALID, "%s: layer %d has no name", fn, l);
+        if (!L->unit.forward) return vs_set_error(VS_ERR_NULL, "%s: layer \"%s\" has no forward", fn, ln);
         if (L->sp_ok != 0 && L->sp_ok != 1)
             return vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\": sp_ok = %d (0 or 1)", fn, ln, L->sp_ok);
         if (L->nparams < 0 || L->nparams > VS_LAYER_MAX_PARAMS)
@@ -987,7 +1081,8 @@ VS_API vs_result vs_model_check(const vs_model_desc* m)
             if (!tied) total += numel * 4;
         }
     }
-    return VS_OK;
+    _VS_TRY(_vs_hl_model_pairs(m, fn));
+    return _vs_hl_model_specs(m, fn);
 }
 
 // >>plan -----------------------------------------------------------------------
@@ -3323,6 +3418,7 @@ struct vs_train {
     int np;
     int* layer_prm; // [layer * VS_LAYER_MAX_PARAMS + i]: index into prm
     const vs_batch* batch; // during a step
+    const char* batch_fn;  // the call that gave it (vs_train_step or vs_train_eval), for the data callback's errors
     int64_t rows_dp, rows_mb;
     int64_t skipped;  // steps skipped for non-finite gradients (the steps taken are DDP's count)
     vs_loss_scale ls; // resolved (ls.enable 1: scaling)
@@ -3372,7 +3468,7 @@ _VS_HL_PRIVATE int64_t _vs_data_batch(const vs_data* d);
    kept readable a while by vs_free_later. */
 #define _VS_HL_LIVE 0x7673544cu /* "vsTL" */
 #define _VS_HL_DEAD 0x76734444u /* "vsDD": freed */
-#define _VS_HL_OWNER "a training state (vs_train_free frees it)"
+#define _VS_HL_OWNER "a training state (vs_train_free)" // (the refusals add "which frees it")
 _VS_HL_PRIVATE vs_result _vs_hl_gone(const char* fn, const vs_train* t)
 {
     if (t->magic == _VS_HL_DEAD) return vs_set_error(VS_ERR_STATE, "%s: this training state was already freed", fn);
@@ -3527,13 +3623,15 @@ _VS_HL_PRIVATE vs_result _vs_hl_data(vs_pipe_call* c)
 #ifdef VESCALE_NCCL
         if (t->dev) { // host (pinned: asynchronous) or device memory, on the compute stream
             cudaError_t e = cudaMemcpyAsync(out, src, (size_t)t->rows_mb * row, cudaMemcpyDefault, (cudaStream_t)c->stream);
-            return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "vs_train_step", "copying the batch to the device");
+            return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, t->batch_fn ? t->batch_fn : "vs_train_step",
+                                                                 "copying the batch to the device");
         }
 #endif
         memcpy(out, src, (size_t)t->rows_mb * row);
         return VS_OK;
     }
-    return vs_set_error(VS_ERR_INVALID, "vs_train_step: the batch has no \"%s\", which the model takes", name);
+    return vs_set_error(VS_ERR_INVALID, "%s: the batch has no \"%s\", which the model takes",
+                        t->batch_fn ? t->batch_fn : "vs_train_step", name);
 }
 
 /* Before a layer's backward part: its gradient views for this pass (asking DDP
@@ -4095,7 +4193,7 @@ VS_API vs_result vs_train_eval(vs_train* t, const vs_batch* batch, double* loss)
     int64_t rows_dp = t->rows_dp, rows_mb = t->rows_mb; // (a step's, between its accumulating calls)
     t->rows_dp = rows / t->dp;
     t->rows_mb = t->rows_dp / t->M;
-    t->batch = batch;
+    t->batch = batch, t->batch_fn = fn;
     double l = 0;
     vs_result r = _vs_hl_bind(t);
     if (!r) r = vs_pipe_run(t->pipe, t->esched, t->dev ? NULL : &l);
@@ -4141,7 +4239,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     t->acc_tokens += tokens;
     t->rows_dp = rows / t->dp;
     t->rows_mb = t->rows_dp / t->M;
-    t->batch = batch;
+    t->batch = batch, t->batch_fn = fn;
     vs_result r = first ? vs_ddp_zero_grad(t->ddp) : VS_OK; // (accumulating: the earlier calls' gradients stay)
     if (!r) r = _vs_hl_bind(t);
     double l = 0, norm = NAN;
@@ -4444,6 +4542,49 @@ VS_API vs_result vs_train_wait(vs_train* t)
     return t->ck ? vs_ckpt_wait(t->ck) : VS_OK;
 }
 
+/* VS_ERR_MISMATCH listing the checkpoint's tensors this model lacks (desc.load_partial
+   0): an entry whose name, without an optimizer-state suffix, is none of the model's
+   parameters and none of the caller's extra entries. Blobs and "__" names are the
+   training state's own. */
+_VS_HL_PRIVATE vs_result _vs_hl_unexpected(const vs_train* t, const char* path, const _vs_ckpt_index* ix,
+                                           const vs_ckpt_entry* extra, int nextra)
+{
+    static const char* const sfx[] = {".master", ".exp_avg_sq", ".exp_avg", ".momentum"};
+    const vs_model_desc* m = t->desc.model;
+    char list[600];
+    size_t len = 0;
+    int n = 0;
+    list[0] = 0;
+    for (int i = 0; i < ix->ne; i++) {
+        const char* name = ix->e[i].name;
+        if (ix->e[i].kind == VS_CKPT_BLOB || !strncmp(name, "__", 2)) continue;
+        int known = 0;
+        for (int x = 0; x < nextra && !known; x++) known = extra[x].name && !strcmp(extra[x].name, name);
+        size_t base = strlen(name);
+        for (size_t k = 0; k < sizeof sfx / sizeof sfx[0]; k++) {
+            size_t sl = strlen(sfx[k]);
+            if (base > sl && !strcmp(name + base - sl, sfx[k])) {
+                base -= sl;
+                break;
+            }
+        }
+        for (int l = 0; l < m->nlayers && !known; l++)
+            for (int q = 0; q < m->layers[l].nparams && !known; q++) {
+                const char* pn = m->layers[l].params[q].name;
+                known = pn && strlen(pn) == base && !strncmp(pn, name, base);
+            }
+        if (known) continue;
+        if (n < 8 && len < sizeof list - 1)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s\"%s\"", n ? ", " : "", name);
+        if (len > sizeof list - 1) len = sizeof list - 1;
+        n++;
+    }
+    if (!n) return VS_OK;
+    return vs_set_error(VS_ERR_MISMATCH, "vs_train_load: %s holds %d tensor%s this model lacks: %s%s (another model's "
+                        "checkpoint? vs_train_desc.load_partial = 1 loads what the model has and ignores them)", path, n,
+                        n == 1 ? "" : "s", list, n > 8 ? ", ..." : "");
+}
+
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra)
 {
     _VS_TRY(_VS_HL_GONE("vs_train_load", t));
@@ -4461,7 +4602,9 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     int has_skipped = _vs_ckpt_find(&ix, _VS_HL_SKIPPED_ENTRY) != NULL;
     int has_scale = has_skipped && _vs_ckpt_find(&ix, _VS_HL_SCALE_ENTRY) != NULL; // (older checkpoints lack it)
     int has_data = _vs_ckpt_find(&ix, _VS_DATA_ENTRY) != NULL; // (a data loader's position: >>data)
+    if (!t->desc.load_partial) r = _vs_hl_unexpected(t, path, &ix, extra, nextra);
     _vs_ckpt_index_free(t->ck->w, &ix);
+    if (r) return r;
     vs_ckpt_entry e[63];
     memset(e, 0, sizeof e);
     for (int i = 0; i < nextra; i++) e[i] = extra[i];
@@ -4509,20 +4652,20 @@ VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out)
     if (!path || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, path ? "out" : "path");
     char file[4200];
     snprintf(file, sizeof file, "%s/" _VS_CKPT_INDEX, path);
-    FILE* f = fopen(file, "rb");
-    if (!f) return vs_set_error(VS_ERR_IO, "%s: cannot open %s", fn, file);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
+    int fd;
+    struct stat st; // (a FIFO or device in a file's place is refused, never opened blocking: the checkpoint loader's open)
+    vs_result r = _vs_ckpt_open_file(file, &fd, &st);
+    if (r) return vs_set_error(r, "%s: %s", fn, vs_last_error());
+    long len = (long)st.st_size;
     char* text = len > 0 && len < (1L << 30) ? (char*)vs_alloc(NULL, (size_t)len + 1) : NULL;
-    size_t got = text ? fread(text, 1, (size_t)len, f) : 0;
-    fclose(f);
-    if (!text || got != (size_t)len) {
+    r = text ? _vs_ckpt_pread(fd, file, text, (size_t)len, 0) : VS_ERR_IO;
+    close(fd);
+    if (!text || r) {
         vs_free(NULL, text);
         return vs_set_error(VS_ERR_IO, "%s: cannot read %s", fn, file);
     }
     _vs_ckpt_index ix;
-    vs_result r = _vs_ckpt_index_parse(NULL, file, text, (size_t)len, &ix);
+    r = _vs_ckpt_index_parse(NULL, file, text, (size_t)len, &ix);
     vs_free(NULL, text);
     if (r) return r;
     const _vs_ckpt_ientry* e = NULL;
@@ -4533,11 +4676,11 @@ VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out)
         r = vs_set_error(VS_ERR_INVALID, "%s: %s holds no plan", fn, path);
     if (!r) {
         snprintf(file, sizeof file, "%s/%s", path, ix.files[e->pieces[0].file]);
-        FILE* g = fopen(file, "rb");
-        if (!g || fseek(g, (long)e->pieces[0].data_begin, SEEK_SET) ||
-            fread(plan, 1, (size_t)e->blob_bytes, g) != (size_t)e->blob_bytes)
-            r = vs_set_error(VS_ERR_IO, "%s: cannot read the plan from %s", fn, file);
-        if (g) fclose(g);
+        int g = -1;
+        r = _vs_ckpt_open_file(file, &g, &st);
+        if (!r) r = _vs_ckpt_pread(g, file, plan, (size_t)e->blob_bytes, e->pieces[0].data_begin);
+        if (r) r = vs_set_error(VS_ERR_IO, "%s: cannot read the plan from %s: %s", fn, file, vs_last_error());
+        if (g >= 0) close(g);
         if (!r && ix.block && e->pieces[0].ncrc && _vs_crc32c(0, plan, (size_t)e->blob_bytes) != e->pieces[0].crc[0])
             r = vs_set_error(VS_ERR_IO, "%s: the plan in %s fails its checksum", fn, file);
         plan[r ? 0 : e->blob_bytes] = 0;
@@ -4706,9 +4849,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
         for (int j = 0; j < dp; j++) memcpy(&g[4 * j], &rg[((size_t)j * (size_t)K + (size_t)k) * 4], 4 * sizeof(int64_t));
         int64_t l = _vs_hl_pieces(g, dp, mv[k].n, from, to);
         if (l && !first[0])
-            snprintf(first, sizeof first, "the %s of \"%s\" (%lld of its %lld local elements on DP group %d's PP %d, "
-                     "TP %d)", _vs_hl_state_names[mv[k].which], mv[k].name, (long long)l, (long long)mv[k].n, me,
-                     nt->stage, nt->tpm ? vs_mesh_rank(nt->tpm) : 0);
+            snprintf(first, sizeof first, "the %s of \"%s\" (%lld of its %lld local elements, in the DP group at PP %d, "
+                     "TP %d)", _vs_hl_state_names[mv[k].which], mv[k].name, (long long)l, (long long)mv[k].n,
+                     nt->stage, nt->tpm ? vs_mesh_rank(nt->tpm) : 0); // (the group, as every member names it)
         lost += l;
     }
     int64_t lost_here = me == 0 ? lost : 0; // (each DP group counted once)
@@ -4847,7 +4990,8 @@ typedef struct _vs_data_slot {
 
 struct vs_data {
     uint32_t magic;
-    vs_world* w;    // allocations (the training state's world, or NULL: malloc)
+    vs_allocator al; // allocations: the training state's world's allocator (copied: the loader may outlive
+                     // the world), or malloc
     vs_train* train; // attached (NULL: none, or detached by vs_train_free)
     char* names[2];  // the batch's input and target names (copies)
     int nshards;
@@ -4876,6 +5020,17 @@ struct vs_data {
     int64_t batches;
     double wait_s, last_wait_s;
 };
+
+/* The loader's memory, through its own copy of the world's allocator. */
+_VS_HL_PRIVATE void* _vs_data_mem(const vs_data* d, size_t n)
+{
+    return d->al.alloc ? d->al.alloc(n ? n : 1, d->al.user) : malloc(n ? n : 1);
+}
+_VS_HL_PRIVATE void _vs_data_unmem(const vs_data* d, void* p)
+{
+    if (p && d->al.free) d->al.free(p, d->al.user);
+    else free(p);
+}
 
 _VS_HL_PRIVATE vs_result _vs_data_gone(const char* fn, const vs_data* d)
 {
@@ -5130,18 +5285,18 @@ _VS_HL_PRIVATE void _vs_data_release(vs_data* d)
     }
     if (d->train) d->train->data = NULL;
     if (d->fd >= 0) close(d->fd);
-    for (int i = 0; d->slot && i < d->nslots; i++) vs_free(d->w, d->slot[i].tok), vs_free(d->w, d->slot[i].tgt);
-    for (int i = 0; d->path && i < d->nshards; i++) vs_free(d->w, d->path[i]);
-    vs_free(d->w, d->slot), vs_free(d->w, d->path), vs_free(d->w, d->win0), vs_free(d->w, d->raw);
-    vs_free(d->w, d->names[0]), vs_free(d->w, d->names[1]);
+    for (int i = 0; d->slot && i < d->nslots; i++) _vs_data_unmem(d, d->slot[i].tok), _vs_data_unmem(d, d->slot[i].tgt);
+    for (int i = 0; d->path && i < d->nshards; i++) _vs_data_unmem(d, d->path[i]);
+    _vs_data_unmem(d, d->slot), _vs_data_unmem(d, d->path), _vs_data_unmem(d, d->win0), _vs_data_unmem(d, d->raw);
+    _vs_data_unmem(d, d->names[0]), _vs_data_unmem(d, d->names[1]);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->mu);
 }
 
-_VS_HL_PRIVATE char* _vs_data_strdup(vs_world* w, const char* s)
+_VS_HL_PRIVATE char* _vs_data_strdup(const vs_data* d, const char* s)
 {
     size_t n = strlen(s) + 1;
-    char* c = (char*)vs_alloc(w, n);
+    char* c = (char*)_vs_data_mem(d, n);
     if (c) memcpy(c, s, n);
     return c;
 }
@@ -5149,14 +5304,14 @@ _VS_HL_PRIVATE char* _vs_data_strdup(vs_world* w, const char* s)
 /* The ring's batches and the reader's row buffer. */
 _VS_HL_PRIVATE vs_result _vs_data_buffers(vs_data* d, size_t bytes)
 {
-    d->slot = (_vs_data_slot*)vs_alloc(d->w, (size_t)d->nslots * sizeof(_vs_data_slot));
+    d->slot = (_vs_data_slot*)_vs_data_mem(d, (size_t)d->nslots * sizeof(_vs_data_slot));
     if (d->slot) memset(d->slot, 0, (size_t)d->nslots * sizeof(_vs_data_slot));
     int ok = d->slot != NULL;
     for (int i = 0; ok && i < d->nslots; i++) {
-        d->slot[i].tok = (int32_t*)vs_alloc(d->w, bytes), d->slot[i].tgt = (int32_t*)vs_alloc(d->w, bytes);
+        d->slot[i].tok = (int32_t*)_vs_data_mem(d, bytes), d->slot[i].tgt = (int32_t*)_vs_data_mem(d, bytes);
         ok = d->slot[i].tok && d->slot[i].tgt;
     }
-    d->raw = ok ? (unsigned char*)vs_alloc(d->w, (size_t)(d->T + 1) * 2) : NULL;
+    d->raw = ok ? (unsigned char*)_vs_data_mem(d, (size_t)(d->T + 1) * 2) : NULL;
     if (!d->raw) return vs_set_error(VS_ERR_NOMEM, "vs_data_open: %d batches of %zu bytes", d->nslots, 2 * bytes);
     return VS_OK;
 }
@@ -5213,10 +5368,10 @@ _VS_HL_PRIVATE vs_result _vs_data_glob(vs_data* d, const char* pattern)
                             gr == GLOB_NOSPACE ? "out of memory" : "a folder could not be read");
     }
     vs_result r = g.gl_pathc > (size_t)INT32_MAX / 2 ? vs_set_error(VS_ERR_INVALID, "%s: %zu files", fn, (size_t)g.gl_pathc) : VS_OK;
-    if (!r) d->path = (char**)vs_alloc(d->w, g.gl_pathc * sizeof(char*));
+    if (!r) d->path = (char**)_vs_data_mem(d, g.gl_pathc * sizeof(char*));
     if (!r && !d->path) r = vs_set_error(VS_ERR_NOMEM, "%s: %zu file names", fn, (size_t)g.gl_pathc);
     for (size_t i = 0; !r && i < g.gl_pathc; i++) {
-        d->path[i] = _vs_data_strdup(d->w, g.gl_pathv[i]);
+        d->path[i] = _vs_data_strdup(d, g.gl_pathv[i]);
         if (!d->path[i]) r = vs_set_error(VS_ERR_NOMEM, "%s: a file name", fn);
         else d->nshards = (int)i + 1;
     }
@@ -5232,22 +5387,27 @@ VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
     *out = NULL;
     int dp = 1, dprank = 0;
     _VS_TRY(_vs_data_check_desc(desc, &dp, &dprank));
-    vs_world* w = desc->train ? desc->train->w : NULL;
-    vs_data* d = (vs_data*)vs_alloc(w, sizeof *d);
+    vs_world_desc wd; // (the allocator: the loader keeps its own copy)
+    memset(&wd, 0, sizeof wd);
+    if (desc->train) _VS_TRY(vs_world_query_desc(desc->train->w, &wd));
+    vs_data tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.al = wd.allocator;
+    vs_data* d = (vs_data*)_vs_data_mem(&tmp, sizeof *d);
     if (!d) return vs_set_error(VS_ERR_NOMEM, "%s: the loader", fn);
     memset(d, 0, sizeof *d);
-    d->w = w, d->fd = d->fd_file = -1;
+    d->al = wd.allocator, d->fd = d->fd_file = -1;
     pthread_mutex_init(&d->mu, NULL);
     _vs_cond_init(&d->cv);
     d->T = desc->seq_len, d->B = desc->batch, d->dp = dp, d->dprank = dprank, d->rows = desc->batch / dp;
     d->shuffle = desc->shuffle, d->seed = desc->seed, d->vocab = desc->vocab;
     d->timeout = desc->timeout > 0 ? desc->timeout : 60;
     d->nslots = desc->prefetch < 0 ? 1 : (desc->prefetch ? desc->prefetch : 2) + 1;
-    d->names[0] = _vs_data_strdup(w, desc->input_name ? desc->input_name : "tokens");
-    d->names[1] = _vs_data_strdup(w, desc->target_name ? desc->target_name : "targets");
+    d->names[0] = _vs_data_strdup(d, desc->input_name ? desc->input_name : "tokens");
+    d->names[1] = _vs_data_strdup(d, desc->target_name ? desc->target_name : "targets");
     vs_result r = d->names[0] && d->names[1] ? VS_OK : vs_set_error(VS_ERR_NOMEM, "%s: names", fn);
     if (!r) r = _vs_data_glob(d, desc->files);
-    if (!r) d->win0 = (int64_t*)vs_alloc(w, (size_t)(d->nshards + 1) * sizeof(int64_t));
+    if (!r) d->win0 = (int64_t*)_vs_data_mem(d, (size_t)(d->nshards + 1) * sizeof(int64_t));
     if (!r && !d->win0) r = vs_set_error(VS_ERR_NOMEM, "%s: %d files", fn, d->nshards);
     if (!r) d->win0[0] = 0;
     for (int i = 0; !r && i < d->nshards; i++) {
@@ -5277,7 +5437,7 @@ VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
     if (r) {
         d->magic = _VS_DATA_DEAD;
         _vs_data_release(d);
-        vs_free(w, d);
+        _vs_data_unmem(d, d);
         return r;
     }
     *out = d;
@@ -5405,8 +5565,8 @@ _VS_HL_PRIVATE vs_result _vs_data_rebind(vs_data* d, vs_train* nt)
         pthread_join(d->th, NULL);
         d->has_thread = 0, d->stop = 0;
     }
-    for (int i = 0; d->slot && i < d->nslots; i++) vs_free(d->w, d->slot[i].tok), vs_free(d->w, d->slot[i].tgt);
-    vs_free(d->w, d->slot), vs_free(d->w, d->raw);
+    for (int i = 0; d->slot && i < d->nslots; i++) _vs_data_unmem(d, d->slot[i].tok), _vs_data_unmem(d, d->slot[i].tgt);
+    _vs_data_unmem(d, d->slot), _vs_data_unmem(d, d->raw);
     d->slot = NULL, d->raw = NULL;
     d->dp = nt->dp, d->dprank = nt->dp_rank, d->rows = d->B / nt->dp;
     d->train = nt, nt->data = d;
@@ -5426,8 +5586,10 @@ VS_API vs_result vs_data_free(vs_data* d)
     if (!d) return VS_OK;
     _VS_TRY(_vs_data_gone("vs_data_free", d));
     d->magic = _VS_DATA_DEAD;
+    vs_train* t = d->train; // (attached: its world lives, and keeps the freed handle readable a while)
     _vs_data_release(d);
-    vs_free_later(d->w, d);
+    if (t) vs_free_later(t->w, d);
+    else _vs_data_unmem(d, d); // (its training state, maybe its world, ended: nothing of theirs is touched)
     return VS_OK;
 }
 

@@ -2318,7 +2318,7 @@ _VS_CKPT_PRIVATE void _vs_ckpt_parent(const char* path, char* out, size_t cap)
    warning, and so is the directory that holds it. */
 
 /* A warning through w's logger, or (no world: vs_ckpt_retain, vs_ckpt_latest)
-   to stderr when VESCALE_LOG asks for warnings. */
+   to stderr unless VESCALE_LOG is off or error (the default level is warn). */
 _VS_CKPT_PRIVATE void _vs_ckpt_warn(const vs_world* w, const char* fmt, ...)
 {
     char m[1200];
@@ -2330,9 +2330,8 @@ _VS_CKPT_PRIVATE void _vs_ckpt_warn(const vs_world* w, const char* fmt, ...)
         vs_log(w, VS_LOG_WARN, "%s", m);
         return;
     }
-    const char* e = getenv("VESCALE_LOG");
-    if (e && (!strcmp(e, "warn") || !strcmp(e, "info") || !strcmp(e, "debug") || !strcmp(e, "3") ||
-              !strcmp(e, "4") || !strcmp(e, "5")))
+    const char* e = getenv("VESCALE_LOG"); // (warn by default: quiet only at off or error)
+    if (!e || !*e || !(!strcmp(e, "off") || !strcmp(e, "error") || !strcmp(e, "1") || !strcmp(e, "2")))
         fprintf(stderr, "vescale warn: %s\n", m);
 }
 

@@ -49,7 +49,9 @@
    {2, 2} }; (g++ -Wextra then needs -Wno-missing-field-initializers).
 
    Environment read (only when the corresponding desc field is left zero):
-       VESCALE_LOG=off|error|warn|info|debug  log level when no logger is set (default: off)
+       VESCALE_LOG=off|error|warn|info|debug  log level (default: warn: warnings and a failed
+                                           job's cause print; see "Faults" on the errors
+                                           functions return)
        VESCALE_TIMEOUT=<seconds>|inf|0     default communication timeout (default 300);
                                            inf or 0: no timeout (wait forever)
        VESCALE_TRANSPORT=threads|mpi|nccl  transport for vs_world_init (default: mpi
@@ -192,8 +194,10 @@
      their deadline (VS_ERR_TIMEOUT) or on NCCL's own asynchronous error. MPI:
      see the >>mpi notes on what vs_comm_abort reaches.
    - Every error a function returns is logged once at warn, with the rank, when
-     the log level (VESCALE_LOG or the desc's) is warn or more verbose; a job's
-     cause is logged once at error; the consequences (errors that report
+     the log level (VESCALE_LOG or the desc's) is warn or more verbose and was
+     asked for (VESCALE_LOG set, a logger given, or a desc level other than
+     warn); by default (nothing set: warn) they are not, the caller has them. A
+     job's cause is logged once at error; the consequences (errors that report
      another rank's failure) at info.
 
    Getters
@@ -253,13 +257,16 @@
    rank with VS_ERR_ABORTED naming the cause, the world rank it happened on and
    its own message; that rank keeps its own error, and vs_launch returns it:
    see Faults above.
-   The library prints nothing unless asked. Give a logger (vs_logger in the launch
-   or world desc: a function called with a level and a message without newline)
-   and a log_level, or set VESCALE_LOG=error|warn|info|debug to log to stderr when
-   no logger is given. At warn, every error a function returns is logged once with
-   its rank; the cause of a failed job once at error, and the errors it causes
-   on the other ranks at info. Loggers are called from any
-   thread (progress threads too) and must be re-entrant.
+   The default log level is warn: without a logger, warnings (a skipped step,
+   a lost lighthouse, ...) and a failed job's cause print to stderr; VESCALE_LOG=off
+   silences them. Give a logger (vs_logger in the launch or world desc: a function
+   called with a level and a message without newline) and a log_level, or set
+   VESCALE_LOG=off|error|warn|info|debug (stderr when no logger is given). When a
+   level is asked for (VESCALE_LOG, a logger, or a desc level other than warn),
+   at warn every error a function returns is logged once with its rank too (by
+   default it is not: the caller has it); the cause of a failed job once at
+   error, and the errors it causes on the other ranks at info. Loggers are
+   called from any thread (progress threads too) and must be re-entrant.
 
    Threads and streams
    -------------------
@@ -443,7 +450,7 @@ VS_API const char* vs_version_string(void);
 // >>hooks --------------------------------------------------------------------
 
 typedef enum vs_log_level {
-    VS_LOG_DEFAULT = 0, // take VESCALE_LOG from the environment (off when unset)
+    VS_LOG_DEFAULT = 0, // take VESCALE_LOG from the environment (warn when unset)
     VS_LOG_OFF,
     VS_LOG_ERROR,
     VS_LOG_WARN,
@@ -732,7 +739,8 @@ VS_API vs_result vs_test(vs_work* w, int* done);
 
 // >>threads ------------------------------------------------------------------
 
-/* A rank's entry point under vs_launch; a non-zero return is reported by vs_launch. */
+/* A rank's entry point under vs_launch; a non-zero return is reported by vs_launch
+   (unless the job's survivors recovered from that rank's failure: see vs_launch). */
 typedef int (*vs_rank_fn)(vs_world* world, void* arg);
 
 typedef struct vs_launch_desc {
@@ -746,7 +754,11 @@ typedef struct vs_launch_desc {
 } vs_launch_desc;
 
 /* Runs fn on nranks ranks, each a thread of this process, and joins them. Returns
-   VS_OK, a launch error, or the first non-zero value a rank returned. The world
+   VS_OK, a launch error, the failed job's cause, or the first non-zero value a
+   rank returned, by rank order; in an elastic job, not the value of a rank whose
+   failure the survivors recovered from (a rank vs_world_shrink / vs_mesh_shrink
+   counted as failed: the job went on without it, so its 1 is not the job's; its
+   replacement's value counts). The world
    each rank gets is freed when fn returns. Jobs are independent: several may run
    at once in one process. */
 VS_API vs_result vs_launch(int nranks, vs_rank_fn fn, void* arg);
@@ -1970,6 +1982,7 @@ _VS_PRIVATE void _vs_cpu_relax(void)
 typedef struct _vs_hooks {
     vs_logger logger;
     vs_log_level level;
+    int log_returns; // errors functions return are logged (at warn): a level was asked for, not the default's
     vs_allocator alloc;
 } _vs_hooks;
 
@@ -1987,14 +2000,14 @@ _VS_PRIVATE vs_result _vs_parse_log_level(const char* text, vs_log_level* out)
     return _vs_err(VS_ERR_INVALID, "VESCALE_LOG='%.64s' is not one of off, error, warn, info, debug", text);
 }
 
-/* The level a desc asks for: its own, else VESCALE_LOG, else off. */
+/* The level a desc asks for: its own, else VESCALE_LOG, else warn. */
 _VS_PRIVATE vs_result _vs_resolve_level(vs_log_level lv, vs_log_level* out)
 {
     if ((int)lv < VS_LOG_DEFAULT || lv > VS_LOG_DEBUG)
         return _vs_err(VS_ERR_INVALID, "log_level %d out of range [VS_LOG_DEFAULT, VS_LOG_DEBUG]", (int)lv);
     *out = lv;
     if (lv != VS_LOG_DEFAULT) return VS_OK;
-    *out = VS_LOG_OFF;
+    *out = VS_LOG_WARN;
     const char* e = getenv("VESCALE_LOG");
     return e && *e ? _vs_parse_log_level(e, out) : VS_OK;
 }
@@ -2067,6 +2080,9 @@ _VS_PRIVATE void _vs_hooks_init(_vs_hooks* h, const vs_logger* lg, vs_log_level 
     if (lg) h->logger = *lg;
     if (al) h->alloc = *al;
     h->level = lv; // resolved by _vs_resolve_level
+    const char* e = getenv("VESCALE_LOG");
+    // warn with neither a logger nor VESCALE_LOG is the default's (or a desc's warn): returned errors stay quiet
+    h->log_returns = lv != VS_LOG_WARN || (lg && lg->fn) || (e && *e);
 }
 
 _VS_PRIVATE void _vs_vlog(const _vs_hooks* h, int rank, vs_log_level level, const char* fmt,
@@ -7649,7 +7665,7 @@ _VS_PRIVATE void _vs_log_error(const vs_world* w, vs_result code, const char* ms
 {
     vs_log_level lv = consequence ? VS_LOG_INFO : VS_LOG_WARN;
     if (w) {
-        if (w->hooks.level >= lv) vs_log(w, lv, "%s: %s", vs_result_string(code), msg);
+        if (w->hooks.level >= lv && w->hooks.log_returns) vs_log(w, lv, "%s: %s", vs_result_string(code), msg);
         return;
     }
     const char* e = getenv("VESCALE_LOG"); // (not parsed: a bad value is reported where it is read)
@@ -9241,7 +9257,8 @@ VS_API vs_result vs_mesh_free(vs_mesh* m)
                                      "free the mesh vs_mesh_init returned");
     if (m->users > 0)
         return _vs_err(VS_ERR_STATE, "vs_mesh_free: %d handle(s) built on this mesh (DDP, ...) are still alive; "
-                                     "free them first", m->users);
+                                     "free them first (a training state's mesh, vs_train_mesh: vs_train_free frees "
+                                     "it with them; it is left as it was)", m->users);
     vs_result r = _vs_mesh_ids_final(m); // (an id out of range found after its call returned: reported, freed anyway)
     if (m->comm) _vs_dev_drain(m->comm); // device: the calls returned when enqueued; their work done before the frees
     _vs_mesh_destroy(m);

@@ -293,7 +293,10 @@ typedef struct vs_pipe_unit {
     /* Activation recompute: what the forward keeps for the backward
        (vs_pipe_save) is let go right after it, and the forward runs again just
        before the unit's backward (vs_pipe_output then hands back the outputs
-       made the first time, which the forward writes again). The forward must
+       made the first time, which the forward writes again); what it saved
+       then is let go after the unit's last backward part (B, or W when the
+       backward is split), so on a stage of many units only one unit's saved
+       state is live in the backward. The forward must
        be deterministic and may run collectives (every rank of its group
        recomputes at the same point); gradients are then bit for bit those
        without recompute, for one more forward's time. Ignored in a
@@ -3701,7 +3704,14 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
         else if (!(r = un->backward_input(&c))) r = un->backward_weight(&c);
     }
     if (r) return vs_set_error(r, "unit \"%s\" %s, microbatch %d: %s", un->name, part, mb, vs_last_error());
-    if (what == _VS_PIPE_CALL_F && un->recompute && !p->fwd) { // kept for nothing: it is made again before B
+    /* A recomputed unit lets go of what it saves as soon as it is of no more use:
+       after its forward (made again before B), and after its last backward part
+       (B when the unit has no split backward, else W), not when the whole chunk's
+       backward ends: on one stage, every unit's recomputed state would otherwise
+       be live at once at the end of the backward, as much as without recompute. */
+    if (un->recompute && !p->fwd &&
+        (what == _VS_PIPE_CALL_F || what == _VS_PIPE_CALL_BW || what == _VS_PIPE_CALL_W ||
+         (what == _VS_PIPE_CALL_B && !un->backward_input))) {
         _vs_pipe_buf_free(p, p->saved[at]);
         p->saved[at] = NULL;
         p->saved_bytes[at] = 0;
@@ -4438,8 +4448,11 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         if (ml >= sizeof msg) ml = sizeof msg - 1;
         memcpy(msg, vs_last_error(), ml);
         msg[ml] = 0;
-        // this stage's own failure is the job's cause (an abort that reached it is not: NULL keeps that)
-        for (int i = 0; i < p->nlinks; i++) vs_comm_abort_with(p->links[i].c, r, NULL);
+        /* this stage's own failure is the job's cause (an abort that reached it is not: NULL keeps that).
+           Only the links this stage is on: another pair's has no communicator here, and its abort's
+           "comm is NULL" would become this rank's last error, the cause the next abort tells every rank. */
+        for (int i = 0; i < p->nlinks; i++)
+            if (p->links[i].c) vs_comm_abort_with(p->links[i].c, r, NULL);
         _vs_pipe_drain(p);
         _vs_pipe_reap(p, 1);
         return vs_set_error(r, "%s", msg);

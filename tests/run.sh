@@ -83,6 +83,8 @@ if [ -x "$B/train_gpt" ]; then
     # --elastic (issue 24): a rank killed mid-step on PP1 x DP4 x TP2 and PP2 x DP4 x TP1, the mesh shrinks
     # by its DP replica and grows back with a replacement; every step equals the uninterrupted run
     run_one "train_gpt_elastic.sh" env B="$B" bash tests/train_gpt_elastic.sh
+    # --nan-from (issue 33): skipped steps warn at the default level; every step skipped ends with status 1
+    run_one "train_gpt_nonfinite.sh" env B="$B" bash tests/train_gpt_nonfinite.sh
     # --explain names the plan that then trains (issue 19.7), numbers for people
     run_one "train_gpt_explain.sh" env B="$B" bash tests/train_gpt_explain.sh
     # --data (issue 23): shards tools/vescale-shards writes from README.md; the loss falls;

@@ -2651,6 +2651,26 @@ static void sweep_model(sw_ctx* x)
         mc.l[1].unit.name = NULL;
         R(vs_model_check(m), "layer 1 has no name");
     }
+    if (E(A, "vs_model_check", "a layer without a forward", FX_NONE)) { // (issue 33: vs_parallelize found it later)
+        mc.l[1].unit.forward = NULL;
+        R(vs_model_check(m), "layer \"loss\" has no forward");
+    }
+    if (E(A, "vs_model_check", "specs that disagree", FX_NONE)) { // (issue 33: vs_parallelize found it later)
+        mc.l[1].unit.inputs = "y:f32[*,5],t";
+        R(vs_model_check(m), "layer \"lin\" makes y:f32[*,4] but layer \"loss\" takes y:f32[*,5]");
+    }
+    if (E(A, "vs_model_check", "a row-parallel W2 whose rows are not W1's columns", FX_NONE)) { // (issue 33)
+        mc.l[0].nparams = 2;
+        mc.l[0].params[0].role = VS_ROLE_COLUMN, mc.l[0].params[0].shape[0] = SW_W, mc.l[0].params[0].shape[1] = 8;
+        mc.l[0].params[1] = mc.l[0].params[0];
+        mc.l[0].params[1].name = "lin.w2", mc.l[0].params[1].role = VS_ROLE_ROW;
+        mc.l[0].params[1].shape[0] = 6, mc.l[0].params[1].shape[1] = SW_W;
+        R(vs_model_check(m), "\"lin.w2\" has 6 rows, but the column-parallel weight before it, \"lin.w\", has 8");
+    }
+    if (E(A, "vs_model_check", "a spec that does not parse", FX_NONE)) {
+        mc.l[1].unit.inputs = "y:f99[*,4],t";
+        R(vs_model_check(m), "unknown dtype");
+    }
     if (E(A, "vs_model_check", "nparams 17", FX_NONE)) {
         mc.l[0].nparams = 17;
         R(vs_model_check(m), "17 parameters");

@@ -23,7 +23,10 @@
      unknown version, a truncated shard, trailing bytes, a glob matching
      nothing, a sequence longer than a shard, fewer rows than a batch, a token
      beyond the vocabulary (at read time, with and without the thread);
-   - a read-ahead thread that delivers nothing: vs_data_next times out. */
+   - a read-ahead thread that delivers nothing: vs_data_next times out;
+   - vs_data_free after the training state and its world ended: VS_OK, every
+     block it took from the world's allocator given back, nothing of the
+     freed world read. */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale.h"
 #include "../examples/gpt.h"
@@ -454,6 +457,74 @@ static void resume_case(void)
 }
 
 /* ---- bad input ---- */
+/* The loader outlives its training state and its world (issue 33): DP2 ranks
+   open attached loaders, take a step, free their training states and end; after
+   vs_launch returned (the worlds freed, their memory overwritten by this
+   allocator), vs_data_free of each loader is VS_OK and gives back everything
+   it allocated through the world's allocator (nothing of the world is read). */
+static long PZ_LIVE; // blocks allocated through pz_alloc and not freed
+static void* pz_alloc(size_t n, void* user)
+{
+    (void)user;
+    size_t* p = (size_t*)malloc(n + 16);
+    if (!p) return NULL;
+    p[0] = n;
+    __atomic_add_fetch(&PZ_LIVE, 1, __ATOMIC_SEQ_CST);
+    return (char*)p + 16;
+}
+static void pz_free(void* q, void* user)
+{
+    (void)user;
+    if (!q) return;
+    size_t* p = (size_t*)((char*)q - 16);
+    memset(p, 0x5a, p[0] + 16); // a later read of a freed world sees garbage, not its old values
+    free(p);
+    __atomic_sub_fetch(&PZ_LIVE, 1, __ATOMIC_SEQ_CST);
+}
+static int outlive_rank(vs_world* w, void* arg)
+{
+    vs_data** out = (vs_data**)arg;
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.pp = 1, plan.dp = 2, plan.tp = 1, plan.microbatches = 1;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL;
+    d.plan = &plan;
+    vs_train* t;
+    VT_OK(vs_parallelize(w, &d, &t));
+    char pat[512];
+    snprintf(pat, sizeof pat, "%s/t_*.bin", DIR_);
+    vs_data_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.files = pat, dd.batch = TB, dd.seq_len = TT, dd.vocab = CFG.vocab, dd.train = t;
+    vs_data* data = NULL;
+    VT_OK(vs_data_open(&dd, &data));
+    vs_batch b;
+    double loss;
+    VT_OK(vs_data_next(data, &b));
+    VT_OK(vs_train_step(t, &b, &loss));
+    VT_OK(vs_train_free(t)); // (the loader is detached and lives on)
+    out[vs_world_rank(w)] = data;
+    return 0;
+}
+static void outlive_case(void)
+{
+    vs_data* data[2] = {NULL, NULL};
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = 2;
+    ld.allocator.alloc = pz_alloc, ld.allocator.free = pz_free;
+    VT_OK(vs_launch_ex(&ld, outlive_rank, data));
+    long before = __atomic_load_n(&PZ_LIVE, __ATOMIC_SEQ_CST);
+    VT_CHECK(data[0] && data[1] && before > 0, "loaders %p %p, %ld blocks live after the job", (void*)data[0],
+             (void*)data[1], before);
+    for (int r = 0; r < 2; r++)
+        if (data[r]) VT_OK(vs_data_free(data[r]));
+    long after = __atomic_load_n(&PZ_LIVE, __ATOMIC_SEQ_CST);
+    VT_CHECK(after == 0, "%ld blocks of the world's allocator still live after vs_data_free (%ld before)", after, before);
+}
+
 static vs_result open_one(const char* pattern, int T, int B, vs_data** out)
 {
     vs_data_desc dd;
@@ -572,6 +643,7 @@ int main(void)
     VT_CASE("train/dp-local=global/PP2xDP2", dp_local_case(2, 2, 2));
     VT_CASE("train/resume-DP2-to-DP4-and-1", resume_case());
     VT_CASE("bad-input", bad_input_case());
+    VT_CASE("lifetime/free-after-the-world-ended", outlive_case());
     VT_CASE("timeout", timeout_case());
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", DIR_);

@@ -53,6 +53,8 @@ typedef struct job {
     float params[NPARAM][D * H];
     int params_from; // world rank that stored them (-1: none)
     int shrinks, grows, mismatch, reconf_fail;
+    char reconf_msg[64][400]; // no_ckpt: each world rank's refusal, and the PP x TP coordinate of its DP group
+    int reconf_key[64];
     double worst;    // largest relative difference from the reference (filled by compare)
     vs_reconfig_info info;
 } job;
@@ -180,6 +182,11 @@ static int rank_fn(vs_world* w, void* arg)
             if (J->no_ckpt) {
                 VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "pass the last checkpoint"), "%s",
                          vs_last_error());
+                if (vs_world_rank(w) < 64) { // (the members of one DP group must name the same lost state)
+                    snprintf(J->reconf_msg[vs_world_rank(w)], sizeof J->reconf_msg[0], "%s", vs_last_error());
+                    J->reconf_key[vs_world_rank(w)] = 1 + vs_mesh_coord_along(small, "PP") * 64 +
+                                                      vs_mesh_coord_along(small, "TP");
+                }
                 __atomic_add_fetch(&J->reconf_fail, 1, __ATOMIC_SEQ_CST);
                 vs_mesh_free(small);
                 vs_train_free(t);
@@ -406,6 +413,11 @@ static void case_zero(int pp, int dp, int tp, vs_zero_stage z, int nkills, unsig
     J->k.victim = 1, J->k.step = 2, J->k.at = 3, J->no_ckpt = 1;
     go(J);
     VT_CHECK(J->reconf_fail == pp * (dp - 1) * tp, "%d ranks refused without a checkpoint", J->reconf_fail);
+    for (int a = 0; a < 64; a++) // (issue 33: each member named another "DP group", its own DP index)
+        for (int b = a + 1; b < 64; b++)
+            if (J->reconf_key[a] && J->reconf_key[a] == J->reconf_key[b])
+                VT_CHECK(!strcmp(J->reconf_msg[a], J->reconf_msg[b]), "world ranks %d and %d of one DP group name "
+                         "different lost state:\n      %s\n      %s", a, b, J->reconf_msg[a], J->reconf_msg[b]);
     free(J);
     printf("    ZeRO-%d, %d kills on PP%d x DP%d x TP%d: %ld lost elements taken from checkpoints, largest difference "
            "%.2e\n", (int)z, nkills, pp, dp, tp, lost, worst);

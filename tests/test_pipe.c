@@ -1294,10 +1294,18 @@ static void case_wire_mb_mismatch(void)
 
 typedef struct wjob {
     int P;
+    int fail_last; // instead of the stall: the last unit's forward (the last stage) fails in microbatch 1
     double dt[8];
     int rc[8];
     char msg[8][1024];
 } wjob;
+
+static vs_pipe_fn wd_last_fwd; // (fail_last: the last unit's own forward)
+static vs_result wd_fail_fwd(vs_pipe_call* c)
+{
+    if (c->mb == 1) return vs_set_error(VS_ERR_INVALID, "the last stage's injected failure");
+    return wd_last_fwd(c);
+}
 
 static int wd_rank(vs_world* w, void* arg)
 {
@@ -1314,7 +1322,11 @@ static int wd_rank(vs_world* w, void* arg)
     pm_data dd = {PM_A, VS_F32, 0};
     vs_pipe_plan plan;
     hand_plan(&plan, E->nu, P, 1, 0);
-    E->sleep_unit = 0, E->sleep_mb = 1, E->sleep_s = 3.0; // stage 0 stalls in mb 1's first forward
+    if (J->fail_last) {
+        wd_last_fwd = E->U[E->nu - 1].forward;
+        E->U[E->nu - 1].forward = wd_fail_fwd;
+    } else
+        E->sleep_unit = 0, E->sleep_mb = 1, E->sleep_s = 3.0; // stage 0 stalls in mb 1's first forward
     vs_pipe_desc pd;
     memset(&pd, 0, sizeof pd);
     pd.mesh = mesh, pd.units = E->U, pd.nunits = E->nu, pd.plan = &plan, pd.data = pm_data_fn, pd.data_user = &dd;
@@ -1359,6 +1371,24 @@ static void case_watchdog(int P)
         const char* second = strstr(J.msg[st], instr);
         second = second ? strstr(second + 1, instr) : NULL;
         VT_CHECK(second == NULL, "stage %d: \"%s\" says its context twice", st, J.msg[st]);
+    }
+}
+
+/* A failure on the last of 4 stages (issue 33): every stage's error carries the
+   origin's message. The last stage aborts its links, among them the ones of
+   other stages, which have no communicator on it: that abort's "comm is NULL"
+   must not become the cause the others are told. */
+static void case_last_stage_failure(void)
+{
+    wjob J;
+    memset(&J, 0, sizeof J);
+    J.P = 4, J.fail_last = 1;
+    vs_result r = launch_t(4, 10.0, wd_rank, &J);
+    VT_CHECK(r == VS_ERR_INVALID, "the job gave %s: %s", vs_result_string(r), vs_last_error());
+    for (int st = 0; st < 4; st++) {
+        VT_CHECK(J.rc[st] != VS_OK, "stage %d: vs_pipe_run returned VS_OK", st);
+        VT_CHECK(strstr(J.msg[st], "the last stage's injected failure") && !strstr(J.msg[st], "is NULL"),
+                 "stage %d: \"%s\" is not the origin's message", st, J.msg[st]);
     }
 }
 
@@ -1407,6 +1437,7 @@ int main(void)
     }
     VT_CASE("wire_mb_mismatch", case_wire_mb_mismatch());
     VT_CASE("watchdog P=4", case_watchdog(4));
+    VT_CASE("last_stage_failure P=4: the origin's message everywhere", case_last_stage_failure());
     printf("# %d stage-runs compared bit for bit with the single-device reference\n", nruns);
     return vt_summary();
 }

@@ -95,7 +95,7 @@ int main(void)
 {
     unsetenv("VESCALE_TIMEOUT");
     unsetenv("VESCALE_LOG");
-    VT_CASE("query/defaults", run(0, NULL, NULL, VS_LOG_DEFAULT, 300.0, VS_LOG_OFF));
+    VT_CASE("query/defaults", run(0, NULL, NULL, VS_LOG_DEFAULT, 300.0, VS_LOG_WARN)); // (warn: issue 33)
     VT_CASE("query/from_the_environment", run(0, "inf", "warn", VS_LOG_DEFAULT, INFINITY, VS_LOG_WARN));
     VT_CASE("query/desc_wins", run(7.5, "inf", "warn", VS_LOG_ERROR, 7.5, VS_LOG_ERROR));
     return vt_summary();

@@ -15,7 +15,10 @@
                                                 entry by entry: missing, kind/dtype/
                                                 shape, how many elements differ by more
                                                 than A + R |b| (default 0: any bit) and
-                                                the largest difference
+                                                the largest difference; the training
+                                                state's plan ("__plan": the mesh it was
+                                                saved on) is a note, not a difference,
+                                                so checkpoints of two meshes compare
 
    Exit status: 0 fine (diff: the same), 1 a failed check, a difference or an
    entry that cannot be read (the message names file, entry, piece and block),
@@ -951,6 +954,25 @@ static int diff_entry(const _vs_ckpt_ientry* x, const unsigned char* bx, const u
     return 1;
 }
 
+/* The plans of two training states' checkpoints (vescale.h's "__plan", text):
+   a note naming the first line that differs; the values compare whatever mesh
+   saved them, so a plan difference is not a difference of the checkpoints. */
+static void plan_note(const unsigned char* bx, size_t nx, const unsigned char* by, size_t ny)
+{
+    if (nx == ny && !memcmp(bx, by, nx)) return;
+    size_t i = 0, line = 0;
+    while (i < nx && i < ny && bx[i] == by[i]) {
+        if (bx[i] == '\n') line = i + 1;
+        i++;
+    }
+    size_t ex = line, ey = line;
+    while (ex < nx && bx[ex] != '\n') ex++;
+    while (ey < ny && by[ey] != '\n') ey++;
+    printf("note: __plan: saved on another plan (\"%.*s\" vs \"%.*s\"): values compared regardless\n",
+           (int)(ex - line > 120 ? 120 : ex - line), (const char*)bx + line, (int)(ey - line > 120 ? 120 : ey - line),
+           (const char*)by + line);
+}
+
 static int cmd_diff(const char* da, const char* db, double atol, double rtol)
 {
     ck a, b;
@@ -977,6 +999,16 @@ static int cmd_diff(const char* da, const char* db, double atol, double rtol)
                 ndiff++;
                 continue;
             }
+        }
+        if (x->kind == VS_CKPT_BLOB && y->kind == VS_CKPT_BLOB && !strcmp(x->name, "__plan")) { // a note, never a difference
+            size_t nx = 0, ny = 0;
+            unsigned char* bx = ck_assemble(&a, x, &nx);
+            unsigned char* by = bx ? ck_assemble(&b, y, &ny) : NULL;
+            if (!bx || !by) err++;
+            else plan_note(bx, nx, by, ny), same++;
+            free(bx);
+            free(by);
+            continue;
         }
         if (x->dtype != y->dtype || strcmp(sx, sy)) {
             printf("%s: %s %s vs %s %s\n", x->name, vs_dtype_name(x->dtype), sx, vs_dtype_name(y->dtype), sy);

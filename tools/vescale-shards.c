@@ -5,7 +5,8 @@
    vescale-shards [--bytes] [--shard-tokens N] OUT_PREFIX FILE...
        writes OUT_PREFIX_000000.bin, OUT_PREFIX_000001.bin, ... of at most N
        tokens each (default 1048576), the files' texts one after another, and
-       prints one line per shard (its name and tokens).
+       prints one line per shard (its name and tokens). Folders of OUT_PREFIX
+       that do not exist are created (as mkdir -p would).
 
    A shard: a header of 256 little-endian int32 (magic 20240520, version 1, the
    token count, the rest zero), then the tokens as little-endian uint16.
@@ -21,12 +22,15 @@
        63           anything else (other punctuation, bytes of UTF-8 beyond ASCII)
    --bytes: each byte is its token (a vocabulary of 256), no end-of-text token.
 
-   Exit status: 0 written; 1 a file that cannot be read or written (named); 2 bad usage. */
+   Exit status: 0 written; 1 a file that cannot be read or written, or a folder
+   that cannot be created (named); 2 bad usage. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 enum { HEADER_INTS = 256, MAGIC = 20240520, VERSION = 1, EOT = 0, UNKNOWN = 63 };
 static const char PUNCT[] = ".,;:!?'\"()[]{}<>-+*/=_#`"; // tokens 39 .. 62
@@ -82,6 +86,30 @@ static int flush_shard(shards* s)
     return 0;
 }
 
+/* Creates the folders of prefix (everything before its last '/') that do not
+   exist yet, so `vescale-shards build/shards/readme ...` works in a fresh tree. */
+static int make_folders(const char* prefix)
+{
+    char dir[4096];
+    const char* slash = strrchr(prefix, '/');
+    if (!slash || slash == prefix) return 0;
+    if ((size_t)(slash - prefix) >= sizeof dir) return fprintf(stderr, "vescale-shards: %s: path too long\n", prefix), 1;
+    memcpy(dir, prefix, (size_t)(slash - prefix));
+    dir[slash - prefix] = 0;
+    for (char* p = dir + 1;; p++) { // each level in turn, the whole path last
+        int last = *p == 0;
+        if (*p != '/' && !last) continue;
+        *p = 0;
+        struct stat st;
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            return fprintf(stderr, "vescale-shards: cannot create the folder %s: %s\n", dir, strerror(errno)), 1;
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            return fprintf(stderr, "vescale-shards: cannot create the folder %s: a file of that name is in the way\n", dir), 1;
+        if (last) return 0;
+        *p = '/';
+    }
+}
+
 static int put(shards* s, int t)
 {
     s->tok[s->n++] = (uint16_t)t;
@@ -106,7 +134,7 @@ int main(int argc, char** argv)
     s.prefix = argv[i++];
     s.tok = (uint16_t*)malloc((size_t)s.max * sizeof(uint16_t));
     if (!s.tok) return fprintf(stderr, "vescale-shards: out of memory\n"), 1;
-    int rc = 0;
+    int rc = make_folders(s.prefix);
     for (; i < argc && !rc; i++) {
         FILE* f = fopen(argv[i], "rb");
         if (!f) {
