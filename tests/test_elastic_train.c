@@ -150,10 +150,15 @@ static void snap_take(vs_train* t, snapshot* s)
         }
     }
 }
+static void snap_free(snapshot* s)
+{
+    for (int i = 0; i < s->n; i++) free(s->copy[i]);
+    s->n = 0;
+}
 static void snap_put(vs_train* t, snapshot* s)
 {
-    for (int i = 0; i < s->n; i++) memcpy(s->at[i], s->copy[i], s->bytes[i]), free(s->copy[i]);
-    s->n = 0;
+    for (int i = 0; i < s->n; i++) memcpy(s->at[i], s->copy[i], s->bytes[i]);
+    snap_free(s);
     VT_OK(vs_ddp_set_step_count(vs_train_ddp(t), s->steps));
 }
 
@@ -229,7 +234,6 @@ static int rank_fn(vs_world* w, void* arg)
         if (small) {
             vs_reconfig_info ci;
             if (snap.n) snap_put(t, &snap); // this survivor's state a step behind its peers'
-
             r = vs_train_reconfigure(&t, &d, small, J->no_ckpt ? NULL : latest(J, buf, sizeof buf), &ci);
             if (!r && vs_mesh_rank(small) == 0) J->info = ci; // (one rank's; the lost count is the mesh's)
             if (J->no_ckpt) {
@@ -270,6 +274,8 @@ static int rank_fn(vs_world* w, void* arg)
         if (vs_comm_rank(vs_world_comm(w)) == 0) memcpy(J->params[i], v, sizeof(float) * (size_t)PSIZE[i]);
     }
     if (vs_comm_rank(vs_world_comm(w)) == 0) J->params_from = me;
+    VT_CHECK(snap.n == 0, "world rank %d: its state was never put back a step", me);
+    snap_free(&snap);
     vs_train_free(t);
     return 0;
 }
