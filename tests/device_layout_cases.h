@@ -332,6 +332,87 @@ static int dl_rank_vocab(vs_world* w, void* arg)
     return 0;
 }
 
+/* A float of dtype dt (f32, f64, f16, bf16) at p[i]. */
+static void dl_put_f(vs_dtype dt, void* p, int64_t i, double v)
+{
+    switch (dt) {
+    case VS_F64: ((double*)p)[i] = v; break;
+    case VS_F16: ((uint16_t*)p)[i] = vs_f32_to_f16((float)v); break;
+    case VS_BF16: ((uint16_t*)p)[i] = vs_f32_to_bf16((float)v); break;
+    default: ((float*)p)[i] = (float)v; break;
+    }
+}
+static double dl_get_f(vs_dtype dt, const void* p, int64_t i)
+{
+    switch (dt) {
+    case VS_F64: return ((const double*)p)[i];
+    case VS_F16: return vs_f16_to_f32(((const uint16_t*)p)[i]);
+    case VS_BF16: return vs_bf16_to_f32(((const uint16_t*)p)[i]);
+    default: return ((const float*)p)[i];
+    }
+}
+
+/* vs_tp_reduce_forward_bias (the row-parallel output's TP sum, its bias added
+   once after it): y f32, f64, f16 and bf16 with a bias of y's dtype, f16 and bf16
+   with an f32 bias; rows x cols with cols > 256. Every rank's y is checked
+   against the sum of the ranks' parts (small integers: exact in every dtype and
+   transport) plus the bias, rounded as the kernel does (f64: a double add; else
+   an f32 add rounded once to y's dtype), and logged. */
+static int dl_rank_bias(vs_world* w, void* arg)
+{
+    int dev = *(int*)arg, me = vs_world_rank(w), n = vs_world_size(w);
+    vs_mesh* tp = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = n;
+    md.dim_names[0] = "TP";
+    VT_OK(vs_mesh_init(w, &md, &tp));
+    if (!tp) return 1;
+    const vs_dtype ydt[] = {VS_F32, VS_F64, VS_F16, VS_BF16, VS_F16, VS_BF16};
+    const vs_dtype bdt[] = {VS_F32, VS_F64, VS_F16, VS_BF16, VS_F32, VS_F32};
+    const int64_t rows = 7, cols = 300;
+    for (int c = 0; c < 6; c++) {
+        size_t ye = vs_dtype_size(ydt[c]), be = vs_dtype_size(bdt[c]);
+        unsigned char* hy = (unsigned char*)malloc((size_t)(rows * cols) * ye);
+        unsigned char* hb = (unsigned char*)malloc((size_t)cols * be);
+        unsigned char* got = (unsigned char*)malloc((size_t)(rows * cols) * ye);
+        for (int64_t i = 0; i < rows * cols; i++) dl_put_f(ydt[c], hy, i, val((uint64_t)i, me));
+        for (int64_t j = 0; j < cols; j++) dl_put_f(bdt[c], hb, j, 0.1 * val((uint64_t)j, 5) + 0.03);
+        void* y = dl_new(w, dev, (size_t)(rows * cols) * ye);
+        void* b = dl_new(w, dev, (size_t)cols * be);
+        dl_upload(dev, y, hy, (size_t)(rows * cols) * ye);
+        dl_upload(dev, b, hb, (size_t)cols * be);
+        VT_OK(vs_tp_reduce_forward_bias(tp, y, rows, cols, ydt[c], b, bdt[c]));
+        if (dev)
+            VT_CHECK(cudaStreamSynchronize(0) == cudaSuccess && cudaMemcpy(got, y, (size_t)(rows * cols) * ye,
+                                                                          cudaMemcpyDefault) == cudaSuccess,
+                     "copy y back");
+        else
+            memcpy(got, y, (size_t)(rows * cols) * ye);
+        int64_t bad = -1;
+        double want = 0;
+        for (int64_t i = 0; i < rows * cols && bad < 0; i++) {
+            double sum = 0, bv = dl_get_f(bdt[c], hb, i % cols);
+            for (int r = 0; r < n; r++) sum += val((uint64_t)i, r);
+            want = ydt[c] == VS_F64 ? sum + bv : (double)(float)(sum + bv); /* (float + float: exact in double) */
+            if (ydt[c] == VS_F16 || ydt[c] == VS_BF16) { /* rounded once more, to y's dtype */
+                uint16_t h[1];
+                dl_put_f(ydt[c], h, 0, want);
+                want = dl_get_f(ydt[c], h, 0);
+            }
+            if (dl_get_f(ydt[c], got, i) != want) bad = i;
+        }
+        VT_CHECK(bad < 0, "rank %d, %s y, %s bias: y[%lld] = %.9g, want %.9g", me, vs_dtype_name(ydt[c]),
+                 vs_dtype_name(bdt[c]), (long long)bad, bad < 0 ? 0.0 : dl_get_f(ydt[c], got, bad), want);
+        dl_log_out(dev, me, y, (size_t)(rows * cols) * ye);
+        dl_free(w, dev, y);
+        dl_free(w, dev, b);
+        free(hy), free(hb), free(got);
+    }
+    VT_OK(vs_mesh_free(tp));
+    return 0;
+}
+
 /* vs_init_fill: every kind, on shards of a 2x2 mesh, every dtype it takes */
 static int dl_rank_init(vs_world* w, void* arg)
 {

@@ -6,11 +6,13 @@
    - round trip on the same mesh, every dtype, every layout kind (Shard on each
      dim, nested shards, Replicate, uneven and empty shards), ZeRO ranges, blobs;
    - the resharding matrix: save on (8), (2,4), (4,2) and (2,2,2), load on each
-     of them and on 1 rank;
+     of them and on 1 rank; a copy with one bit of a shard flipped fails to
+     load on each, every rank alike (not only those that read the piece);
    - A -> B -> A: what comes back equals the first save byte for byte;
    - commit: an existing path is refused, overwrite replaces it, latest/retain;
    - bad input: unknown names, shape and dtype mismatches, overlapping ranges,
-     mismatched blobs; corrupt and truncated files (checksums). */
+     mismatched blobs; corrupt and truncated files (checksums): every rank
+     fails alike. */
 #define VESCALE_IMPLEMENTATION
 #define _VS_CKPT_RA_MIN 1 // the load's read-ahead thread runs on these small files too
 #define _VS_CKPT_RA_SPAN_MIN 1
@@ -66,11 +68,12 @@ typedef struct job {
     int zero_dim;   // the mesh dim whose ranks split "z" into ranges
     vs_result want; // the expected result of the save or load
     const char* want_msg;
-    int any;        // corrupt files: only the ranks that read the bad bytes see the error
+    int any;        // corrupt files: only the ranks that read the bad bytes see them; every rank returns the error
     const char* resave; // load: then save what was loaded here (from this mesh)
+    const char* want_msg2; // the error names this too
 } job;
 
-static int hits; // ranks that got the expected error (any jobs)
+static int hits; // ranks that got the expected result (any jobs: each must)
 
 /* This rank's entries for the job's mesh; data filled from the formula when fill. */
 static int make_entries(vs_mesh* m, const job* j, vs_ckpt_entry* en, void** bufs, int fill, uint64_t* blob)
@@ -168,12 +171,14 @@ static int rank_fn(vs_world* w, void* arg)
             if (j->resave) VT_OK(vs_ckpt_save(ck, j->resave, en, NE, NULL)); // B saves what it loaded
         }
     }
-    if (j->any && r == j->want) __atomic_add_fetch(&hits, 1, __ATOMIC_SEQ_CST);
-    if (!j->any || r)
-        VT_CHECK(r == j->want, "%s %s: %s (want %s): %s", j->save ? "save" : "load", j->path, vs_result_string(r),
-                 vs_result_string(j->want), vs_last_error());
+    if (r == j->want) __atomic_add_fetch(&hits, 1, __ATOMIC_SEQ_CST);
+    VT_CHECK(r == j->want, "%s %s on rank %d of (%d,%d,%d): %s (want %s): %s", j->save ? "save" : "load", j->path,
+             vs_world_rank(w), j->shape[0], j->shape[1], j->shape[2], vs_result_string(r), vs_result_string(j->want),
+             vs_last_error());
     if (j->want_msg && r) VT_CHECK(strstr(vs_last_error(), j->want_msg) != NULL, "message \"%s\" lacks \"%s\"",
                                    vs_last_error(), j->want_msg);
+    if (j->want_msg2 && r) VT_CHECK(strstr(vs_last_error(), j->want_msg2) != NULL, "message \"%s\" lacks \"%s\"",
+                                    vs_last_error(), j->want_msg2);
     for (int e = 0; e < NE - 1; e++) free(bufs[e]);
     VT_OK(vs_ckpt_free(ck));
     VT_OK(vs_mesh_free(m));
@@ -191,18 +196,51 @@ static void run(job j) { VT_CHECK(vs_launch(nranks(&j), rank_fn, &j) == VS_OK, "
 
 static char root[256];
 
+/* Flips one bit of the last tensor bytes of a file (3 bytes before its end). */
+static void flip_tail(const char* file)
+{
+    FILE* f = fopen(file, "r+b");
+    VT_CHECK(f != NULL, "open %s", file);
+    if (!f) return;
+    fseek(f, -3, SEEK_END);
+    int c = fgetc(f);
+    fseek(f, -3, SEEK_END);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+}
+
+/* Each saved checkpoint loads on every mesh; and a copy of it with one bit of
+   shard-00001's data flipped fails on every mesh, on every rank alike
+   (VS_ERR_IO naming the file), though only the ranks whose boxes need that
+   piece read it. */
 static void case_matrix(void)
 {
     static const int shapes[5][3] = {{8, 0, 0}, {2, 4, 0}, {4, 2, 0}, {2, 2, 2}, {1, 0, 0}};
     for (int s = 0; s < 4; s++) {
-        char path[512];
+        char path[512], bad[560], cmd[1200], file[600];
         snprintf(path, sizeof path, "%s/m%d", root, s);
-        job j = {{shapes[s][0], shapes[s][1], shapes[s][2]}, path, 1, 0, 0, VS_OK, NULL, 0, NULL};
+        job j = {{shapes[s][0], shapes[s][1], shapes[s][2]}, path, 1, 0, 0, VS_OK, NULL, 0, NULL, NULL};
         run(j);
         for (int l = 0; l < 5; l++) {
-            job k = {{shapes[l][0], shapes[l][1], shapes[l][2]}, path, 0, 0, l == 3 ? 1 : 0, VS_OK, NULL, 0, NULL};
+            job k = {{shapes[l][0], shapes[l][1], shapes[l][2]}, path, 0, 0, l == 3 ? 1 : 0, VS_OK, NULL, 0, NULL, NULL};
             run(k);
         }
+        snprintf(bad, sizeof bad, "%s/bad-m%d", root, s);
+        snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", path, bad);
+        VT_CHECK(system(cmd) == 0, "%s", cmd);
+        snprintf(file, sizeof file, "%s/shard-00001.safetensors", bad);
+        flip_tail(file);
+        for (int l = 0; l < 5; l++) {
+            job k = {{shapes[l][0], shapes[l][1], shapes[l][2]}, bad, 0, 0, l == 3 ? 1 : 0, VS_ERR_IO,
+                     "shard-00001.safetensors", 1, NULL, "checksum mismatch"};
+            hits = 0;
+            run(k);
+            VT_CHECK(hits == nranks(&k), "saved on (%d,%d,%d), loaded on (%d,%d,%d): %d of %d ranks failed the load of "
+                     "a flipped bit", shapes[s][0], shapes[s][1], shapes[s][2], shapes[l][0], shapes[l][1],
+                     shapes[l][2], hits, nranks(&k));
+        }
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", bad);
+        VT_CHECK(system(cmd) == 0, "%s", cmd);
     }
 }
 
@@ -214,11 +252,11 @@ static void case_aba(void)
     char a[512], b[512];
     snprintf(a, sizeof a, "%s/m3", root);
     snprintf(b, sizeof b, "%s/aba", root);
-    job toB = {{4, 2, 0}, a, 0, 0, 0, VS_OK, NULL, 0, b};
+    job toB = {{4, 2, 0}, a, 0, 0, 0, VS_OK, NULL, 0, b, NULL};
     run(toB);
-    job backA = {{2, 2, 2}, b, 0, 0, 0, VS_OK, NULL, 0, NULL};
+    job backA = {{2, 2, 2}, b, 0, 0, 0, VS_OK, NULL, 0, NULL, NULL};
     run(backA);
-    job one = {{1, 0, 0}, b, 0, 0, 0, VS_OK, NULL, 0, NULL};
+    job one = {{1, 0, 0}, b, 0, 0, 0, VS_OK, NULL, 0, NULL, NULL};
     run(one);
 }
 
@@ -226,11 +264,11 @@ static void case_commit(void)
 {
     char path[512], latest[600];
     snprintf(path, sizeof path, "%s/m0", root);
-    job again = {{2, 4, 0}, path, 1, 0, 0, VS_ERR_STATE, "exists", 0, NULL};
+    job again = {{2, 4, 0}, path, 1, 0, 0, VS_ERR_STATE, "exists", 0, NULL, NULL};
     run(again); // an existing checkpoint is refused...
-    job over = {{2, 4, 0}, path, 1, 1, 0, VS_OK, NULL, 0, NULL};
+    job over = {{2, 4, 0}, path, 1, 1, 0, VS_OK, NULL, 0, NULL, NULL};
     run(over);  // ...or replaced on request, and still loads
-    job back = {{4, 2, 0}, path, 0, 0, 0, VS_OK, NULL, 0, NULL};
+    job back = {{4, 2, 0}, path, 0, 0, 0, VS_OK, NULL, 0, NULL, NULL};
     run(back);
     VT_OK(vs_ckpt_latest(root, latest, sizeof latest));
     VT_CHECK(strstr(latest, "/m3") != NULL, "latest %s", latest);
@@ -253,23 +291,16 @@ static void case_corrupt(void)
     char path[512], file[600];
     snprintf(path, sizeof path, "%s/m3", root);
     snprintf(file, sizeof file, "%s/shard-00001.safetensors", path);
-    FILE* f = fopen(file, "r+b");
-    VT_CHECK(f != NULL, "open %s", file);
-    if (!f) return;
-    fseek(f, -3, SEEK_END);
-    int c = fgetc(f);
-    fseek(f, -3, SEEK_END);
-    fputc(c ^ 0x10, f); // one flipped bit
-    fclose(f);
-    job k = {{2, 2, 2}, path, 0, 0, 1, VS_ERR_IO, "checksum mismatch", 1, NULL};
+    flip_tail(file); // one flipped bit
+    job k = {{2, 2, 2}, path, 0, 0, 1, VS_ERR_IO, "checksum mismatch", 1, NULL, NULL};
     hits = 0;
     run(k);
-    VT_CHECK(hits > 0, "no rank saw the flipped bit");
+    VT_CHECK(hits == 8, "%d of 8 ranks failed with the flipped bit", hits);
     VT_CHECK(truncate(file, 100) == 0, "truncate");
-    job t = {{2, 2, 2}, path, 0, 0, 1, VS_ERR_IO, "shard-00001.safetensors", 1, NULL};
+    job t = {{2, 2, 2}, path, 0, 0, 1, VS_ERR_IO, "shard-00001.safetensors", 1, NULL, NULL};
     hits = 0;
     run(t);
-    VT_CHECK(hits > 0, "no rank saw the truncation");
+    VT_CHECK(hits == 8, "%d of 8 ranks failed with the truncation", hits);
 }
 
 int main(void)

@@ -13,7 +13,7 @@
      continues it; a seek while reading ahead restarts there;
    - vs_train_step on a DP-local batch (vs_batch.dp_local) equals the global
      batch on every rank bit for bit (losses and parameters), on DP2 and
-     PP2 x DP2;
+     PP2 x DP2, and its stats count the global batch's tokens (B x T);
    - resume across meshes: trained on DP2 with the loader attached, saved,
      resumed on DP4 and on one rank (the loader opened before the load, and
      after it); the rows every later step sees equal an uninterrupted one-rank
@@ -322,6 +322,7 @@ typedef struct trun {
     float wte[32 * 32];
     vs_result load_r;
     char load_msg[512];
+    int tokens_bad;      // steps whose stats.tokens was not the global batch's B x T (any rank)
 } trun;
 
 static int train_rank(vs_world* w, void* arg)
@@ -370,7 +371,10 @@ static int train_rank(vs_world* w, void* arg)
             VT_CHECK(vs_train_step(t, &x, &loss) == VS_ERR_MISMATCH && strstr(vs_last_error(), "dp_local"), "%s",
                      vs_last_error());
         }
-        VT_OK(vs_train_step(t, &b, &loss));
+        vs_train_stats st;
+        VT_OK(vs_train_step_ex(t, &b, &st));
+        loss = st.loss;
+        if (st.tokens != (int64_t)TB * TT) __atomic_add_fetch(&R->tokens_bad, 1, __ATOMIC_SEQ_CST); // (the global batch's)
         if (vs_world_rank(w) == 0) R->loss[s] = loss;
     }
     if (R->save) VT_OK(vs_train_save(t, R->save, NULL, 0, 0));
@@ -412,6 +416,8 @@ static void dp_local_case(int pp, int dp, int mb)
         VT_CHECK(!memcmp(a.seen[s], b.seen[s], sizeof a.seen[s]), "step %d: the DP ranks' rows are not the global batch", s);
     }
     VT_CHECK(!memcmp(a.wte, b.wte, sizeof a.wte), "PP%d x DP%d: wte after 6 steps differs", pp, dp);
+    VT_CHECK(a.tokens_bad == 0 && b.tokens_bad == 0, "PP%d x DP%d: %d steps (DP-local), %d (global) reported "
+             "stats.tokens other than B x T = %d", pp, dp, a.tokens_bad, b.tokens_bad, TB * TT);
 }
 
 /* Saved on DP2 after 5 steps, resumed on DP4 and one rank: the same rows and losses as one uninterrupted rank. */

@@ -13,6 +13,9 @@
    - the issue's own reference, once per mesh: after the shrink the run equals
      a job started on the smaller mesh from a checkpoint of the state before
      the failed step.
+   - a survivor whose state is a step behind its peers' at the shrink: only
+     the up-to-date ranks hold the state, and the run equals the
+     uninterrupted one.
    - ZeRO-1 and ZeRO-2: the optimizer ranges the victim owned are gone; they
      come from the checkpoint each step saves, and the run still equals the
      uninterrupted one; without a checkpoint the call fails naming the state.
@@ -44,6 +47,7 @@ typedef struct job {
     int pp, dp, tp;
     vs_zero_stage zero;
     int save;          // save a checkpoint after every step (ZeRO-1/2: the lost ranges come from it)
+    int stale;         // a survivor (world rank) whose state is put back a step before the shrink (-1: none)
     int no_ckpt;       // pass no checkpoint to vs_train_reconfigure (it must fail, naming the state)
     kill_at k;
     char dir[256];
@@ -109,6 +113,57 @@ static const char* latest(const job* J, char* buf, size_t cap)
     return J->save && vs_ckpt_latest(J->dir, buf, cap) == VS_OK ? buf : NULL;
 }
 
+/* A rank's state as it was before a step: the values of its parameters' local
+   shards and of their optimizer states (vs_ddp_param, vs_ddp_optim_state) and
+   the step count, put back later, as a rank stopped in the last wait of a step
+   its peers finished holds it (a GPU job meets that; thread ranks finish a step
+   together, so the test makes it). */
+typedef struct snapshot {
+    int n;
+    void* at[4 * 16];
+    char* copy[4 * 16];
+    size_t bytes[4 * 16];
+    int64_t steps;
+} snapshot;
+static void snap_add(snapshot* s, void* at, size_t bytes)
+{
+    VT_CHECK(s->n < 4 * 16 && at, "snapshot: %d pieces, at %p", s->n, at);
+    if (s->n >= 4 * 16 || !at) return;
+    s->at[s->n] = at, s->bytes[s->n] = bytes;
+    s->copy[s->n] = (char*)malloc(bytes ? bytes : 1);
+    memcpy(s->copy[s->n++], at, bytes);
+}
+static void snap_take(vs_train* t, snapshot* s)
+{
+    vs_ddp* d = vs_train_ddp(t);
+    memset(s, 0, sizeof *s);
+    s->steps = vs_train_steps(t);
+    static const vs_ddp_state st[] = {VS_DDP_STATE_MASTER, VS_DDP_STATE_EXP_AVG, VS_DDP_STATE_EXP_AVG_SQ,
+                                      VS_DDP_STATE_MOMENTUM};
+    for (int i = 0; i < vs_ddp_num_params(d); i++) {
+        vs_ddp_param_info pi;
+        VT_OK(vs_ddp_query_param_info(d, i, &pi));
+        snap_add(s, vs_ddp_param(d, i), (size_t)pi.local_numel * vs_dtype_size(pi.dtype));
+        for (int k = 0; k < 4; k++) {
+            vs_ddp_span sp;
+            if (vs_ddp_has_optim_state(d, i, st[k]) != 1) continue;
+            VT_OK(vs_ddp_optim_state(d, i, st[k], &sp));
+            if (sp.end > sp.begin) snap_add(s, sp.data, (size_t)(sp.end - sp.begin) * sizeof(float));
+        }
+    }
+}
+static void snap_free(snapshot* s)
+{
+    for (int i = 0; i < s->n; i++) free(s->copy[i]);
+    s->n = 0;
+}
+static void snap_put(vs_train* t, snapshot* s)
+{
+    for (int i = 0; i < s->n; i++) memcpy(s->at[i], s->copy[i], s->bytes[i]);
+    snap_free(s);
+    VT_OK(vs_ddp_set_step_count(vs_train_ddp(t), s->steps));
+}
+
 static int rank_fn(vs_world* w, void* arg)
 {
     job* J = (job*)arg;
@@ -119,6 +174,8 @@ static int rank_fn(vs_world* w, void* arg)
     char buf[300];
     float X[ROWS * D], T[ROWS * D];
     int grown = 0, shrunk = 0;
+    snapshot snap;
+    snap.n = 0;
     if (vs_world_joining(w)) goto join; // a replacement
     VT_OK(vs_parallelize(w, &d, &t));
     if (!t) return 1;
@@ -145,6 +202,7 @@ static int rank_fn(vs_world* w, void* arg)
             { struct timespec ts = {0, 200000}; nanosleep(&ts, NULL); }
         }
         if (me == J->k.victim && k == J->k.step && J->k.at >= 0) tl_countdown = J->k.at;
+        if (me == J->stale && k == J->k.step - 1 && !shrunk) snap_take(t, &snap); // (before the step before the kill)
         vs_batch b = tm_batch(k, X, T, ROWS);
         double loss = 0;
         vs_result r = vs_train_step(t, &b, &loss);
@@ -177,6 +235,7 @@ static int rank_fn(vs_world* w, void* arg)
         shrunk = 1;
         if (small) {
             vs_reconfig_info ci;
+            if (snap.n) snap_put(t, &snap); // this survivor's state a step behind its peers'
             r = vs_train_reconfigure(&t, &d, small, J->no_ckpt ? NULL : latest(J, buf, sizeof buf), &ci);
             if (!r && vs_mesh_rank(small) == 0) J->info = ci; // (one rank's; the lost count is the mesh's)
             if (J->no_ckpt) {
@@ -222,6 +281,8 @@ static int rank_fn(vs_world* w, void* arg)
         if (vs_comm_rank(vs_world_comm(w)) == 0) memcpy(J->params[i], v, sizeof(float) * (size_t)PSIZE[i]);
     }
     if (vs_comm_rank(vs_world_comm(w)) == 0) J->params_from = me;
+    VT_CHECK(snap.n == 0, "world rank %d: its state was never put back a step", me);
+    snap_free(&snap);
     vs_train_free(t);
     return 0;
 }
@@ -282,7 +343,33 @@ static job* mk(int pp, int dp, int tp, vs_zero_stage z)
     job* J = (job*)calloc(1, sizeof(job));
     J->pp = pp, J->dp = dp, J->tp = tp, J->zero = z;
     J->k.victim = -1;
+    J->stale = -1;
     return J;
+}
+
+/* One survivor's state is a step behind its peers' at the shrink: only the
+   up-to-date ranks are holders (the mesh's ranks less the stale one), the
+   stale rank takes the state from them, and the run still equals the
+   uninterrupted one. */
+static void case_stale(int pp, int dp, int tp, int stale, int victim)
+{
+    job* ref = mk(pp, dp, tp, VS_ZERO_0);
+    go(ref);
+    job* J = mk(pp, dp, tp, VS_ZERO_0);
+    J->k.victim = victim, J->k.step = 3, J->k.at = 2;
+    J->stale = stale;
+    go(J);
+    int survivors = pp * (dp - 1) * tp;
+    VT_CHECK(J->shrinks == 1, "%d shrinks", J->shrinks);
+    VT_CHECK(J->info.steps == 3 && J->info.holders == survivors - 1, "the state continues from step %lld held by %d "
+             "ranks; want step 3, %d holders (world rank %d a step behind)", (long long)J->info.steps, J->info.holders,
+             survivors - 1, stale);
+    char what[160];
+    snprintf(what, sizeof what, "PP%d x DP%d x TP%d, world rank %d a step behind, rank %d killed", pp, dp, tp, stale,
+             victim);
+    compare(J, ref, 1e-5, what);
+    free(J);
+    free(ref);
 }
 
 /* 100 random kills on one mesh (ZeRO-0), every 4th growing back. */
@@ -467,6 +554,10 @@ int main(void)
             case_small_reference(2, 4, 1));
     VT_CASE("PP1 x DP4 x TP2 after a shrink equals a job started on DP3 from the same state",
             case_small_reference(1, 4, 2));
+    VT_CASE("a survivor a step behind: only the up-to-date ranks hold the state, PP1 x DP4 x TP2",
+            case_stale(1, 4, 2, 2, 7));
+    VT_CASE("a survivor a step behind: only the up-to-date ranks hold the state, PP2 x DP4 x TP1",
+            case_stale(2, 4, 1, 4, 1));
     VT_CASE("ZeRO-1: lost optimizer ranges from the checkpoint, PP2 x DP4 x TP1", case_zero(2, 4, 1, VS_ZERO_1, 6, 5));
     VT_CASE("ZeRO-2: lost optimizer ranges from the checkpoint, PP1 x DP4 x TP2", case_zero(1, 4, 2, VS_ZERO_2, 6, 7));
     return vt_summary();

@@ -3,7 +3,8 @@
    references, async work, groups, split, and the explicit-world bootstrap; then
    DDP / ZeRO on device buffers (the kernels NVRTC compiles at run time) against
    the same training run on host buffers and thread ranks; then vs_redistribute,
-   the vocab-parallel embedding and cross-entropy and vs_init_fill on device
+   the vocab-parallel embedding and cross-entropy, vs_init_fill and
+   vs_tp_reduce_forward_bias on device
    buffers (vescale_mesh.h's NVRTC kernels) against host buffers and thread ranks
    (tests/device_layout_cases.h: bit for bit up to 2 ranks; with more, the
    cross-entropy within 1e-6, as NCCL's sums may round apart).
@@ -705,6 +706,8 @@ int main(void)
     VT_CASE(name, case_dl(n, dl_gpu_redist));
     snprintf(name, sizeof name, "tp/device = host, n=%d: embedding, cross-entropy", n);
     VT_CASE(name, case_dl(n, dl_rank_vocab));
+    snprintf(name, sizeof name, "tp/device = host, n=%d: vs_tp_reduce_forward_bias", n);
+    VT_CASE(name, case_dl(n, dl_rank_bias));
     snprintf(name, sizeof name, "init/device = host, n=%d: vs_init_fill", n);
     VT_CASE(name, case_dl(n, dl_rank_init));
     snprintf(name, sizeof name, "layout/nccl, n=%d: redistribute on a caller's stream", n);

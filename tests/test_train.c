@@ -40,6 +40,7 @@ typedef struct run {
     vs_train_stats st[STEPS]; // the stats of each step's last call (rank 0)
     int stats_bad;      // calls whose stats broke a rule checked in rank_fn
     int eval;           // vs_train_eval before every step on its batch, and after the steps on a new one
+    int eval_mid;       // accumulating: vs_train_eval of another batch, of another row count, between a step's calls
     int eval_bad;       // steps whose loss was not the evaluation's of the same batch, bit for bit
     double eval_loss;   // the evaluation after the steps (rank 0)
     size_t eval_peak, train_peak; // the engine's activation memory at its peak: evaluations, steps (rank 0, max)
@@ -147,6 +148,14 @@ static int rank_fn(vs_world* w, void* arg)
                      st.loss_scale == 1.0;
             if (!ok) R->stats_bad++;
             if (last && vs_world_rank(w) == 0) R->loss[s] = st.loss, R->st[s] = st;
+            if (R->eval_mid && !last) { // the whole batch of another step (ROWS rows, the calls ROWS / nacc)
+                float EX[ROWS * D], ET[ROWS * D];
+                vs_batch eb = batch_of(50 + s, EX, ET);
+                double ev = NAN;
+                VT_OK(vs_train_eval(t, &eb, &ev));
+                VT_CHECK(isfinite(ev) && vs_train_steps(t) == before, "an evaluation between a step's calls: loss %g, "
+                         "%lld steps (want %lld)", ev, (long long)vs_train_steps(t), (long long)before);
+            }
             if (c == 0 && s == 0) { // a save between a step's calls is refused
                 vs_result r = vs_train_save(t, "/tmp/vs_train_never_written", NULL, 0, 0);
                 VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "middle of a step"), "save mid-step: %s",
@@ -453,6 +462,31 @@ int main(void)
         free(R);
     }
 
+    /* An evaluation between the calls of an accumulating step, on a batch of
+       another row count (the whole batch, the calls half of it): the step is
+       the run without it, bit for bit (it left the step's rows and gradients
+       as they were). */
+    static const int mid_mesh[][4] = {{1, 1, 1, 0}, {1, 2, 1, 1}, {2, 2, 1, 0}, {1, 2, 2, 2}, {2, 2, 2, 1}};
+    for (size_t m = 0; m < sizeof mid_mesh / sizeof mid_mesh[0]; m++) {
+        const int* mm = mid_mesh[m];
+        int mbs = 4 / mm[1] / 2 ? 4 / mm[1] / 2 : 1;
+        run* base = mk(mm[0], mm[1], mm[2], VS_PIPE_1F1B, mbs, (vs_zero_stage)mm[3]);
+        run* mid = mk(mm[0], mm[1], mm[2], VS_PIPE_1F1B, mbs, (vs_zero_stage)mm[3]);
+        base->accumulate = mid->accumulate = 2;
+        mid->eval_mid = 1;
+        snprintf(name, sizeof name, "train/accumulate2_eval_between_calls_PP%d_DP%d_TP%d_zero%d", mm[0], mm[1], mm[2],
+                 mm[3]);
+        vt_begin(name);
+        go(base);
+        go(mid);
+        compare(mid, base, 1, name);
+        VT_CHECK(base->stats_bad == 0 && mid->stats_bad == 0, "%s: %d, %d calls reported stats that break the rules",
+                 name, base->stats_bad, mid->stats_bad);
+        vt_end(name);
+        free(base);
+        free(mid);
+    }
+
     VT_CASE("train/progress: one line a step from rank 0 at info, the step's stats in it", case_progress());
 
     /* Activation recompute (plan.recompute): every layer but the loss runs its
@@ -534,14 +568,20 @@ int main(void)
        batch: the one-rank evaluation's loss within 1e-5. */
     run* eref = mk(1, 1, 1, VS_PIPE_GPIPE, 4, VS_ZERO_0);
     eref->eval = 1;
+    vt_begin("train/eval_one_rank");
     go(eref);
     VT_CHECK(eref->eval_bad == 0 && isfinite(eref->eval_loss), "one rank: %d steps' losses differ from their evaluation",
              eref->eval_bad);
     compare(eref, ref, 1, "one rank with evaluations vs without");
+    vt_end("train/eval_one_rank");
+    /* GPipe holds all 4 microbatches' activations for the backward; an
+       evaluation lets each go once the next layer has it */
+    vt_begin("train/eval_peak_below_step");
     printf("    one rank, GPipe, 4 microbatches: activation memory at its peak %zu bytes in a step, %zu in an evaluation\n",
            eref->train_peak, eref->eval_peak);
     VT_CHECK(eref->eval_peak > 0 && 2 * eref->eval_peak < eref->train_peak,
              "an evaluation held %zu bytes of activations at its peak, a step %zu", eref->eval_peak, eref->train_peak);
+    vt_end("train/eval_peak_below_step");
     static const int ev_mesh[][4] = {{2, 2, 2, 0}, {2, 2, 2, 1}, {1, 2, 2, 2}, {2, 1, 1, 0}, {2, 2, 1, 2}};
     for (size_t m = 0; m < sizeof ev_mesh / sizeof ev_mesh[0]; m++)
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {

@@ -507,6 +507,8 @@ typedef struct run {
     int64_t skipped;     /* after the run (rank 0) */
     int skip_at[STEPS];  /* 1: step s was skipped (rank 0) */
     double scale;        /* the loss scale after the run */
+    double scale_at[STEPS]; /* the loss scale after step s (rank 0) */
+    vs_nonfinite_policy nonfinite;
     int first, steps;  /* the batches first .. first + steps - 1 */
     const char* save;  /* after the steps */
     const char* load;  /* before them */
@@ -592,6 +594,7 @@ static int rank_fn(vs_world* w, void* arg)
     d.clip = 1.0;
     d.grad_fp32 = R->grad_fp32;
     d.loss_scale = R->ls;
+    d.nonfinite = R->nonfinite;
     d.accumulate = R->accumulate;
     dev_arena ar;
     memset(&ar, 0, sizeof ar);
@@ -703,7 +706,7 @@ static int rank_fn(vs_world* w, void* arg)
         }
         VT_OK(vs_train_step(t, &b, &l));
         if (R->eval && !(fabs(ev - l) <= 1e-6 * fabs(l))) R->eval_bad++;
-        if (vs_world_rank(w) == 0) R->skip_at[s] = vs_train_skipped_steps(t) != sk0;
+        if (vs_world_rank(w) == 0) R->skip_at[s] = vs_train_skipped_steps(t) != sk0, R->scale_at[s] = vs_train_loss_scale(t);
         if (last && dev_mode) {
             pthread_barrier_wait(&bar);
             if (vs_world_rank(w) == 0) {
@@ -1143,6 +1146,74 @@ static void case_f16(void)
     compare_tol("f16 gradients from scale 2^20, PP2 x DP2 x TP2 GPUs", &db, &hb, STEPS, 0, 1e-3, "f16 on one host rank");
 }
 
+/* f16 from scale 2^20 on one host rank (hb of case_f16): its skips and scales. */
+static void f16_overflowing(run* R)
+{
+    memset(R, 0, sizeof *R);
+    R->dtype = VS_F16, R->grad_fp32 = 0, R->plan.microbatches = 2, R->steps = STEPS;
+    R->ls.init = 1048576.0, R->ls.interval = 2;
+}
+
+/* An f16 overflow under VS_NONFINITE_ERROR is how the loss scale learns it is
+   too large: the step is skipped and the scale backs off, as under the default
+   policy, not an error (rank_fn checks every step is VS_OK). */
+static void case_f16_error(void)
+{
+    static run skip, err;
+    f16_overflowing(&skip);
+    go(&skip, 1, VS_TRANSPORT_THREADS);
+    f16_overflowing(&err);
+    err.nonfinite = VS_NONFINITE_ERROR;
+    go(&err, 1, VS_TRANSPORT_THREADS);
+    VT_CHECK(skip.skipped >= 1, "f16 at scale 2^20: no step overflowed (%lld skipped)", (long long)skip.skipped);
+    VT_CHECK(err.skipped == skip.skipped && !memcmp(err.skip_at, skip.skip_at, sizeof err.skip_at) &&
+                 !memcmp(err.scale_at, skip.scale_at, sizeof err.scale_at),
+             "VS_NONFINITE_ERROR: %lld steps skipped, scale %g after the run; the skip policy: %lld, %g",
+             (long long)err.skipped, err.scale, (long long)skip.skipped, skip.scale);
+    for (int k = 0; k < STEPS; k++)
+        VT_CHECK(!memcmp(&err.loss[k], &skip.loss[k], sizeof(double)), "VS_NONFINITE_ERROR: step %d loss %.17g, the "
+                 "skip policy %.17g", k, err.loss[k], skip.loss[k]);
+}
+
+/* The loss scale and its count of good steps in a row are saved and loaded: a
+   run saved where the count is between 0 and the interval, resumed, skips and
+   grows at the steps the uninterrupted run did, with its losses. */
+static void case_f16_resume(void)
+{
+    static run u, a, b;
+    f16_overflowing(&u);
+    go(&u, 1, VS_TRANSPORT_THREADS);
+    /* after k steps: the good steps in a row since the scale last changed */
+    int k = 0, good = 0;
+    for (int j = 0; j < STEPS - 1 && !k; j++) {
+        good = u.skip_at[j] ? 0 : good + 1 >= u.ls.interval ? 0 : good + 1;
+        if (good > 0 && j + 1 >= 2 && !u.skip_at[j + 1]) k = j + 1; // (the next step grows the scale only with it)
+    }
+    VT_CHECK(k > 0, "no step of the run leaves a count of good steps to save, then grows");
+    if (!k) return;
+    char dir[] = "/tmp/vs_train_ls_XXXXXX", path[300];
+    VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/step-%d", dir, k);
+    f16_overflowing(&a);
+    a.steps = k, a.save = path;
+    go(&a, 1, VS_TRANSPORT_THREADS);
+    f16_overflowing(&b);
+    b.first = k, b.steps = STEPS - k, b.load = path;
+    go(&b, 1, VS_TRANSPORT_THREADS);
+    printf("    f16 from scale 2^20: saved after %d steps (scale %g, %d good in a row), resumed\n", k, a.scale, good);
+    VT_CHECK(a.scale == u.scale_at[k - 1], "saved at scale %g, the uninterrupted run had %g", a.scale, u.scale_at[k - 1]);
+    for (int j = 0; j < STEPS - k; j++) {
+        VT_CHECK(b.skip_at[j] == u.skip_at[k + j] && b.scale_at[j] == u.scale_at[k + j],
+                 "resumed: step %d %s, scale %g after it; uninterrupted: %s, %g", k + j, b.skip_at[j] ? "skipped" : "taken",
+                 b.scale_at[j], u.skip_at[k + j] ? "skipped" : "taken", u.scale_at[k + j]);
+        VT_CHECK(!memcmp(&b.loss[j], &u.loss[k + j], sizeof(double)), "resumed: step %d loss %.17g, uninterrupted %.17g",
+                 k + j, b.loss[j], u.loss[k + j]);
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    VT_CHECK(system(cmd) == 0, "%s", cmd);
+}
+
 /* Resume across dtypes: a bf16 run saved on GPUs loads into the f32 model (its
    parameters from the f32 masters: they round to the bf16 run's parameters
    exactly) and the f32 run saved loads into the bf16 model (masters from the
@@ -1274,6 +1345,10 @@ int main(int argc, char** argv)
             case_dtype_resume());
     VT_CASE("train/f16: dynamic loss scaling: tracks f32 at 65536; from 2^20 skips overflowing steps, halves and grows "
             "the scale; PP2 x DP2 x TP2 GPUs skip the same steps as one host rank", case_f16());
+    VT_CASE("train/f16: an overflow under VS_NONFINITE_ERROR is skipped and backs the scale off (not an error), as "
+            "under the skip policy", case_f16_error());
+    VT_CASE("train/f16: the loss scale and its count of good steps survive a save and load: the resumed run skips and "
+            "grows where the uninterrupted one did", case_f16_resume());
     VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
                                              vs_strict_violations(), vs_strict_first_violation()));
     return vt_summary();

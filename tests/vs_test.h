@@ -4,11 +4,15 @@
    ran (checks may run on any rank thread). Each case prints one line:
        ok <name> | not ok <name> | skip <name>: <why>
    and main ends with vt_summary(), which prints "N passed, N failed, N skipped".
-   tests/run.sh adds up those lines over all binaries. */
+   tests/run.sh adds up those lines over all binaries. A check that fails outside
+   a case (setup, cleanup, a check between cases) fails the binary too: it is
+   reported as "not ok checks outside a case (...)" at the next vt_begin or at
+   vt_summary, counted as a failure, and vt_summary then returns 1. */
 #ifndef VS_TEST_H
 #define VS_TEST_H
 #include <stdio.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -20,6 +24,7 @@
 static int vt_failures; /* touched with __atomic builtins: checks run on rank threads */
 static int vt_npass, vt_nfail, vt_nskip;
 static int vt_case_start;
+static int vt_counted; /* failures reported by a line so far (a case's, or an outside one's) */
 
 VT_UNUSED static void vt_fail_msg(const char* file, int line, const char* cond, const char* fmt, ...)
 {
@@ -47,15 +52,28 @@ VT_UNUSED static void vt_fail_msg(const char* file, int line, const char* cond, 
                         vs_result_string(vt_r_), vs_last_error());            \
     } while (0)
 
+/* Failures since the last line that reported some: checks outside a case. */
+VT_UNUSED static void vt_outside(const char* where, const char* name)
+{
+    int now = __atomic_load_n(&vt_failures, __ATOMIC_SEQ_CST);
+    if (now == vt_counted) return;
+    vt_nfail++;
+    printf("not ok checks outside a case (%s%s%s): %d failed\n", where, name ? name : "", name ? "\"" : "",
+           now - vt_counted);
+    fflush(stdout);
+    vt_counted = now;
+}
+
 VT_UNUSED static void vt_begin(const char* name)
 {
-    (void)name;
+    vt_outside("before \"", name);
     vt_case_start = __atomic_load_n(&vt_failures, __ATOMIC_SEQ_CST);
 }
 
 VT_UNUSED static int vt_end(const char* name)
 {
-    int failed = __atomic_load_n(&vt_failures, __ATOMIC_SEQ_CST) != vt_case_start;
+    int now = __atomic_load_n(&vt_failures, __ATOMIC_SEQ_CST), failed = now != vt_case_start;
+    vt_counted = now;
     if (failed) vt_nfail++; else vt_npass++;
     printf("%s %s\n", failed ? "not ok" : "ok", name);
     fflush(stdout);
@@ -119,6 +137,7 @@ VT_UNUSED static void vt_expect_err(const char* file, int line, const char* what
 
 VT_UNUSED static int vt_summary(void)
 {
+    vt_outside("after the last case", NULL);
     printf("%d passed, %d failed, %d skipped\n", vt_npass, vt_nfail, vt_nskip);
     fflush(stdout);
     return vt_nfail ? 1 : 0;
