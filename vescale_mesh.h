@@ -8781,7 +8781,7 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
 _VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m);
 _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes);
 _VS_PRIVATE void _vs_mesh_ids_free(vs_mesh* m);
-_VS_PRIVATE void _vs_dev_drain(vs_comm* c);
+_VS_PRIVATE vs_result _vs_dev_drain(vs_comm* c, const char* fn);
 _VS_PRIVATE vs_result _vs_ids_reclaim(vs_mesh* tp, const char* fn, int wait);
 
 /* The id checks still in flight on m and its submeshes, waited for (>>tp). */
@@ -8797,6 +8797,19 @@ _VS_PRIVATE vs_result _vs_mesh_ids_final(vs_mesh* m)
         if (!r) r = ri;
     }
     return r;
+}
+
+/* Every device call on m and its submeshes done (_vs_dev_drain of each
+   communicator): their scratch goes next. The first error is kept. */
+_VS_PRIVATE vs_result _vs_mesh_drain(vs_mesh* m)
+{
+    vs_result r = VS_OK;
+    for (int i = 0; i < m->nsubs; i++) {
+        vs_result ri = _vs_mesh_drain(m->subs[i].mesh);
+        if (!r) r = ri;
+    }
+    vs_result rc = m->comm ? _vs_dev_drain(m->comm, "vs_mesh_free") : VS_OK;
+    return r ? r : rc;
 }
 
 _VS_PRIVATE void _vs_mesh_destroy(vs_mesh* m)
@@ -8851,8 +8864,9 @@ VS_API vs_result vs_mesh_free(vs_mesh* m)
         return _vs_err(VS_ERR_STATE, "vs_mesh_free: %d handle(s) built on this mesh (DDP, ...) are still alive; "
                                      "free them first", m->users);
     vs_result r = _vs_mesh_ids_final(m); // (an id out of range found after its call returned: reported, freed anyway)
-    if (m->comm) _vs_dev_drain(m->comm); // device: the calls returned when enqueued; their work done before the frees
+    vs_result rd = _vs_mesh_drain(m); // device: the calls returned when enqueued; their work done before the frees
     _vs_mesh_destroy(m);
+    if (!r) r = rd;
     return r;
 }
 
@@ -11447,15 +11461,41 @@ _VS_PRIVATE vs_result _vs_dev_link(vs_comm* via, void* from, void* to, const cha
 #endif
 }
 
-/* Before a device scratch buffer grows (its free): the device drained, so no
-   kernel or collective still uses it and none waits for its peers during the
-   cudaFree. A host sync, only when a buffer grows (never in a steady state). */
-_VS_PRIVATE void _vs_dev_drain(vs_comm* c)
+/* The device paths' one host wait: for event ev, or (ev NULL) for all that is
+   enqueued so far on c's stream, with c's deadline and fault watch on NCCL
+   (_vs_nccl_sync, as vs_sync_stream: a peer that stalls or fails ends it in
+   VS_ERR_TIMEOUT / VS_ERR_ABORTED, where a cudaEventSynchronize or
+   cudaDeviceSynchronize waited for good). Over a host transport (the tests'
+   forced device path) no peer holds a stream: a plain wait. */
+_VS_PRIVATE vs_result _vs_dev_wait(vs_comm* c, void* ev, const char* what)
 {
 #ifdef VESCALE_NCCL
-    if (c->tp->device) cudaDeviceSynchronize();
+    if (c->tp->device) {
+        _VS_NCCL_LOCKED(c, _vs_nccl_sync(c, (cudaEvent_t)ev, what));
+    }
 #endif
-    (void)c;
+#ifdef _VS_MESH_CUDA
+    if (_VS_ON_DEVICE(c)) {
+        cudaError_t e = ev ? cudaEventSynchronize((cudaEvent_t)ev) : cudaStreamSynchronize((cudaStream_t)vs_comm_stream(c));
+        if (e != cudaSuccess) return _vs_cuda_err(e, what, "the host's wait for the device");
+    }
+#endif
+    (void)c, (void)ev, (void)what;
+    return VS_OK;
+}
+
+/* Before a device scratch buffer of c's goes (a growth's free, vs_mesh_free):
+   the work of the calls that used it done. Each call enqueued it on c's stream
+   and ordered c's caller stream after it (_vs_mk_run's fences, _vs_dev_link),
+   so waiting for both, with the deadline (_vs_dev_wait), covers them. A host
+   sync, only when a buffer grows or goes (never in a steady state). */
+_VS_PRIVATE vs_result _vs_dev_drain(vs_comm* c, const char* fn)
+{
+    if (!_VS_ON_DEVICE(c)) return VS_OK;
+    vs_result r = _vs_dev_wait(c, NULL, fn);
+    void* caller = _vs_dev_caller(c);
+    if (!r && caller && caller != vs_comm_stream(c)) r = vs_sync_stream(c, caller);
+    return r;
 }
 
 /* A buffer on c's side through the world's hooks (device: vs_device_alloc). */
@@ -12654,8 +12694,10 @@ _VS_PRIVATE vs_result _vs_ids_reclaim(vs_mesh* tp, const char* fn, int wait)
     int k = tp->idhead;
     cudaEvent_t ev = (cudaEvent_t)tp->idev[k];
     cudaError_t e = wait ? cudaErrorNotReady : cudaEventQuery(ev);
-    if (e == cudaErrorNotReady) e = cudaEventSynchronize(ev);
-    vs_result r = e != cudaSuccess ? _vs_cuda_err(e, fn, "the id check's event") : _vs_ids_report(tp, fn, k);
+    vs_result r = e == cudaErrorNotReady ? _vs_dev_wait(tp->comm, ev, fn) // (behind the stream's collectives: the deadline)
+                  : e != cudaSuccess     ? _vs_cuda_err(e, fn, "the id check's event")
+                                         : VS_OK;
+    if (!r) r = _vs_ids_report(tp, fn, k);
     tp->idhead = (k + 1) % _VS_IDSLOTS, tp->idpend--; // (leaves the ring whatever the answer)
     return r;
 #else
@@ -12976,7 +13018,10 @@ _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes)
     size_t cap = 256;
     while (cap < bytes && cap <= SIZE_MAX / 2) cap *= 2;
     if (cap < bytes) cap = bytes;
-    if (m->mscratch[i]) _vs_dev_drain(m->comm), _vs_mem_free(m->comm, m->mscratch[i]);
+    if (m->mscratch[i]) {
+        if (_vs_dev_drain(m->comm, "the mesh's scratch growth")) return NULL; // (kept: still in use, freed with the mesh)
+        _vs_mem_free(m->comm, m->mscratch[i]);
+    }
     m->mscratch[i] = _vs_mem_alloc(m->comm, cap);
     m->mscratch_cap[i] = m->mscratch[i] ? cap : 0;
     return m->mscratch[i];
