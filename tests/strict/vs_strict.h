@@ -32,10 +32,11 @@
      belong to a device; a kernel launched on another device's stream, an event
      recorded on another device's stream, a kernel given another device's memory
      fail as CUDA does (class cross-device).
-   - cudaMalloc and cudaFree synchronise the device. Freeing while a collective
-     on the device waits for its peers is reported at once (class
-     free-during-collective: the deadlock of NCCL's guide when the peer does the
-     same), and every wait of the stand-in has a deadline (class hang,
+   - cudaMalloc, cudaFree and cudaDeviceSynchronize synchronise the device.
+     Calling one while a collective on the device waits for its peers is
+     reported at once (classes malloc-during-collective, free-during-collective,
+     device-sync-during-collective: the deadlock of NCCL's guide when the peer
+     does the same), and every wait of the stand-in has a deadline (class hang,
      VS_STRICT_HANG_S, default 120 s) after which it reports what each stream
      waits for and exits.
    - NCCL: init from a unique id, split (non-blocking: returns ncclSuccess and
@@ -768,19 +769,37 @@ static cudaError_t st_alloc_locked(void** p, size_t n, int dev)
     return cudaSuccess;
 }
 
+/* A collective of device dev's that waits for its peers (st_mu held). */
+static const char* st_nccl_waiting_locked(int dev);
+
+/* A call that synchronises device dev (st_mu held) while a collective there waits
+   for its peers: reported at once as class cls (two ranks doing this deadlock,
+   NCCL's guide), not only when the peer's doing the same hangs this run. */
+static void st_sync_beside_collective_locked(int dev, const char* cls, const char* call)
+{
+    const char* w = st_nccl_waiting_locked(dev);
+    if (!w) return;
+    char buf[200];
+    snprintf(buf, sizeof buf, "%s", w);
+    pthread_mutex_unlock(&st_mu);
+    st_violation(cls,
+                 "%s on device %d synchronises the device while %s waits for its peers (two ranks doing this "
+                 "deadlock: NCCL's guide)",
+                 call, dev, buf);
+    pthread_mutex_lock(&st_mu);
+}
+
 ST_C cudaError_t cudaMalloc(void** p, size_t n)
 {
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     int dev = st_cur_dev;
+    st_sync_beside_collective_locked(dev, "malloc-during-collective", "cudaMalloc");
     st_device_idle_locked(dev, "cudaMalloc (it synchronises the device)");
     cudaError_t e = n ? st_alloc_locked(p, n, dev) : (*p = NULL, cudaSuccess);
     pthread_mutex_unlock(&st_mu);
     return e;
 }
-
-/* A collective of device dev's that waits for its peers (st_mu held). */
-static const char* st_nccl_waiting_locked(int dev);
 
 ST_C cudaError_t cudaFree(void* p)
 {
@@ -795,17 +814,7 @@ ST_C cudaError_t cudaFree(void* p)
                                                                                    : "not the start of an allocation");
         return st_err(cudaErrorInvalidValue);
     }
-    const char* w = st_nccl_waiting_locked(a->dev);
-    if (w) {
-        char buf[200];
-        snprintf(buf, sizeof buf, "%s", w);
-        pthread_mutex_unlock(&st_mu);
-        st_violation("free-during-collective",
-                     "cudaFree on device %d synchronises the device while %s waits for its peers (two ranks doing "
-                     "this deadlock: NCCL's guide)",
-                     a->dev, buf);
-        pthread_mutex_lock(&st_mu);
-    }
+    st_sync_beside_collective_locked(a->dev, "free-during-collective", "cudaFree");
     st_device_idle_locked(a->dev, "cudaFree (it synchronises the device)");
     a = st_find_locked(p, 1);
     a->live = 0;
@@ -1004,6 +1013,7 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     st_count.host_syncs++;
+    st_sync_beside_collective_locked(st_cur_dev, "device-sync-during-collective", "cudaDeviceSynchronize");
     st_device_idle_locked(st_cur_dev, "cudaDeviceSynchronize");
     for (struct CUstream_st* q = st_streams; q; q = q->next)
         if (q->dev == st_cur_dev) st_seen_locked(q, q->done), st_seen_comp_locked(st_vc_ref(q->cvc));
