@@ -6475,8 +6475,32 @@ _VS_PRIVATE cudaError_t _vs_nccl_vpost(vs_comm* c, const _vs_opdesc* ops, int no
     return e;
 }
 
-/* The scratch for every uneven reduce-scatter of ops (grown as needed: a cudaFree
-   synchronises the device, so only a growth pays it). */
+/* A communicator's own device scratch. Without device hooks in the world it is
+   stream-ordered (cudaMallocAsync / cudaFreeAsync on c's stream, which alone
+   uses it): neither call synchronises the device, so none waits beside a
+   collective of another communicator that waits for its peers (NCCL's
+   deadlock when a peer does the same; made as a comm is split, or an uneven
+   reduce-scatter first runs, in the middle of a vs_redistribute). Through the
+   hooks otherwise (theirs to make safe). */
+_VS_PRIVATE int _vs_nccl_sasync(const vs_comm* c) { return !c->world || !c->world->hooks.alloc.device_alloc; }
+
+_VS_PRIVATE void* _vs_nccl_salloc(vs_comm* c, size_t bytes)
+{
+    void* p = NULL;
+    if (!_vs_nccl_sasync(c)) return vs_device_alloc(c->world, bytes);
+    return cudaMallocAsync(&p, bytes ? bytes : 1, c->stream) == cudaSuccess ? p : NULL;
+}
+
+_VS_PRIVATE void _vs_nccl_sfree(vs_comm* c, void* p)
+{
+    if (p && _vs_nccl_sasync(c))
+        cudaFreeAsync(p, c->stream); // (after its users, in c's stream order)
+    else if (p)
+        vs_device_free(c->world, p);
+}
+
+/* The scratch for every uneven reduce-scatter of ops (grown as needed: only a
+   growth frees and allocates). */
 _VS_PRIVATE vs_result _vs_nccl_vscratch(vs_comm* c, const _vs_opdesc* ops, int nops, const char* what)
 {
     size_t need = 0;
@@ -6485,12 +6509,12 @@ _VS_PRIVATE vs_result _vs_nccl_vscratch(vs_comm* c, const _vs_opdesc* ops, int n
     size_t cap = 4096;
     while (cap < need && cap <= SIZE_MAX / 2) cap *= 2;
     if (cap < need) cap = need;
-    if (c->vscratch) { // the old one may still be read by this communicator's stream-ordered work: drained first
+    if (c->vscratch && !_vs_nccl_sasync(c)) { // the old one may still be read by c's stream-ordered work: drained
         vs_result r = _vs_nccl_sync(c, NULL, what); // (with the deadline; every rank grows at the same call)
         if (r) return r;
     }
-    vs_device_free(c->world, c->vscratch);
-    c->vscratch = vs_device_alloc(c->world, cap);
+    _vs_nccl_sfree(c, c->vscratch);
+    c->vscratch = _vs_nccl_salloc(c, cap);
     c->vscratch_cap = c->vscratch ? cap : 0;
     return c->vscratch ? VS_OK : _vs_err(VS_ERR_NOMEM, "%s: out of device memory for %zu bytes of scratch", what, cap);
 }
@@ -6700,7 +6724,7 @@ _VS_PRIVATE vs_result _vs_nccl_comm_setup(vs_comm* c, ncclComm_t nc)
     cudaGetDevice(&c->dev);
     cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) c->own_stream = 1, c->own = c->stream, e = cudaEventCreateWithFlags(&c->fence, cudaEventDisableTiming);
-    if (e == cudaSuccess && !(c->scratch = vs_device_alloc(c->world, sizeof(float)))) // (through the hooks)
+    if (e == cudaSuccess && !(c->scratch = _vs_nccl_salloc(c, sizeof(float))))
         e = cudaErrorMemoryAllocation;
     if (e != cudaSuccess)
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "NCCL communicator setup: %s", cudaGetErrorString(e));
@@ -6786,14 +6810,16 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
         c->nc = NULL;
     }
     if (c->revoked_nc) ncclCommAbort(c->revoked_nc), c->revoked_nc = NULL;
+    // (cudaFree, through the hooks or not: it takes stream-ordered memory too, and the caller's stream may be gone)
+    vs_device_free(c->world, c->vscratch);
+    c->vscratch = NULL, c->vscratch_cap = 0;
+    vs_device_free(c->world, c->scratch);
+    c->scratch = NULL;
     if (c->own_stream) cudaStreamDestroy(c->own);
     if (c->fence) cudaEventDestroy(c->fence);
     for (int i = 0; i < c->nev; i++) cudaEventDestroy(c->evpool[i]);
-    vs_device_free(c->world, c->vscratch);
-    c->vscratch = NULL, c->vscratch_cap = 0;
     _vs_hfree(_VS_WH(c->world), c->evpool);
     c->evpool = NULL, c->nev = c->evcap = 0;
-    if (c->scratch) vs_device_free(c->world, c->scratch);
     if (c->ncmu_made) pthread_mutex_destroy(&c->ncmu), c->ncmu_made = 0;
 }
 
@@ -7045,7 +7071,15 @@ _VS_PRIVATE void _vs_nccl_drop_watched(vs_world* w)
 /* NULL gives back the communicator's own stream; the caller's is never destroyed here. */
 _VS_PRIVATE vs_result _vs_nccl_set_stream(vs_comm* c, void* stream)
 {
-    c->stream = stream ? (cudaStream_t)stream : c->own;
+    cudaStream_t to = stream ? (cudaStream_t)stream : c->own;
+    // what c enqueued on the stream it leaves happens before its work on the next, so its stream-ordered
+    // scratch (_vs_nccl_salloc) is freed or reused there only after its last users
+    cudaError_t e = to == c->stream || !c->fence ? cudaSuccess : cudaEventRecord(c->fence, c->stream);
+    if (e == cudaSuccess && to != c->stream && c->fence) e = cudaStreamWaitEvent(to, c->fence, 0);
+    if (e != cudaSuccess)
+        return _vs_err_backend(VS_ERR_BACKEND, (int)e, "vs_comm_set_stream: ordering the new stream after the old: %s",
+                               cudaGetErrorString(e));
+    c->stream = to;
     return VS_OK;
 }
 

@@ -610,6 +610,70 @@ static void case_ddp_fault(int kind)
                  "1, well within the 30 s deadline", vs_result_string(f.got), f.secs, f.msg);
 }
 
+/* The mesh's own device waits under a stalled peer: rank 0 of a TP mesh of 2
+   enqueues two vocab-parallel embeddings (device ids: each call's id check
+   records an event on the TP stream, the second's behind the first's
+   all-reduce, which waits for rank 1, who stalls past the 1 s deadline), then
+   frees the mesh, which waits for the checks (_vs_ids_reclaim) and drains the
+   scratch (_vs_dev_drain): with the deadline, ending in an error naming the
+   fault (a cudaEventSynchronize there returned success once the watchdog had
+   aborted the communicator, or never without it). */
+typedef struct tp_fault_run {
+    vs_result fwd[2], got;
+    double secs;
+    char msg[512];
+} tp_fault_run;
+
+static int tp_fault_rank(vs_world* w, void* arg)
+{
+    tp_fault_run* f = (tp_fault_run*)arg;
+    int me = vs_world_rank(w);
+    vs_mesh* tp = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = 2;
+    md.dim_names[0] = "TP";
+    VT_OK(vs_mesh_init(w, &md, &tp));
+    if (!tp) return 1;
+    int32_t hids[4] = {0, 9, 2, 15};
+    float* dtab = (float*)vs_device_alloc(w, 8 * 4 * sizeof(float));
+    float* dout = (float*)vs_device_alloc(w, 4 * 4 * sizeof(float));
+    int32_t* dids = (int32_t*)vs_device_alloc(w, sizeof hids);
+    cudaMemset(dtab, 0, 8 * 4 * sizeof(float));
+    cudaMemcpy(dids, hids, sizeof hids, cudaMemcpyHostToDevice);
+    vs_result r = VS_OK;
+    if (me == 1) {
+        usleep(2500 * 1000); /* past rank 0's 1 s deadline, never joining */
+    } else {
+        for (int i = 0; i < 2; i++) f->fwd[i] = vs_vocab_embedding_forward(tp, dtab, 16, 4, dids, 4, dout);
+        double t0 = ddp_fault_now();
+        r = f->got = vs_mesh_free(tp);
+        f->secs = ddp_fault_now() - t0;
+        snprintf(f->msg, sizeof f->msg, "%s", r ? vs_last_error() : "");
+        tp = NULL;
+    }
+    if (tp) vs_mesh_free(tp);
+    vs_device_free(w, dtab), vs_device_free(w, dout), vs_device_free(w, dids);
+    return r;
+}
+
+static void case_tp_fault(void)
+{
+    static tp_fault_run f;
+    memset(&f, 0, sizeof f);
+    vs_launch_desc d;
+    memset(&d, 0, sizeof d);
+    d.nranks = 2;
+    d.transport = VS_TRANSPORT_NCCL;
+    d.timeout_s = 1; /* the stand-in's hang deadline is 60 s */
+    VT_CHECK(vs_launch_ex(&d, tp_fault_rank, &f) != VS_OK, "tp fault: vs_launch succeeded");
+    VT_CHECK(f.fwd[0] == VS_OK && f.fwd[1] == VS_OK, "the embeddings (enqueued, no host wait) gave %s, %s",
+             vs_result_string(f.fwd[0]), vs_result_string(f.fwd[1]));
+    VT_CHECK((f.got == VS_ERR_TIMEOUT || f.got == VS_ERR_ABORTED) && strstr(f.msg, "vs_mesh_free") && f.secs < 20,
+             "TP peer stalls: rank 0's vs_mesh_free gave %s after %.1f s (%s), want VS_ERR_TIMEOUT / VS_ERR_ABORTED "
+             "within the 1 s deadline", vs_result_string(f.got), f.secs, f.msg);
+}
+
 /* NCCL takes device or pinned memory only: a malloc'd buffer is VS_ERR_INVALID
    naming it (no work starts, so the stand-in sees no host pointer); pinned
    memory all-reduces as device memory does. */
@@ -869,6 +933,8 @@ int main(void)
             case_ddp_fault(0));
     VT_CASE("fault/nccl ddp: a DDP peer that fails in a step: vs_ddp_synchronize ends at once, naming it",
             case_ddp_fault(1));
+    VT_CASE("fault/nccl tp: a TP peer that stalls: vs_mesh_free's waits for the id checks end at the deadline",
+            case_tp_fault());
     vs_strict_counts sc = vs_strict_get_counts();
     printf("strict stand-in: %d devices; %ld device allocations, %ld frees, %ld host syncs, "
            "%ld/%ld/%ld H2D/D2H/D2D copies, %ld libraries loaded, %ld kernels, %ld NCCL operations\n",

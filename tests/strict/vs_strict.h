@@ -87,6 +87,9 @@
      (class no-kernel-image): a cubin runs on its SM's major with an equal or
      later minor, PTX on its architecture and later ones.
 
+   VS_STRICT_BACKTRACE=1 prints the caller's stack after each violation
+   (addr2line -e <binary> on the +offsets names the lines).
+
    Counts (vs_strict_counts): device allocations, host-blocking waits, copies
    between host and device, NVRTC libraries loaded (and of them, those from
    PTX), kernels launched. A host wait counts only for work the host has not
@@ -135,6 +138,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <execinfo.h>
 
 #ifdef __cplusplus
 #define ST_C extern "C"
@@ -342,6 +346,10 @@ static void st_violation(const char* cls, const char* fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "vs_strict: VIOLATION %s: %s\n", cls, msg);
+    if (getenv("VS_STRICT_BACKTRACE")) { /* where (addr2line -e the binary on the +offsets) */
+        void* bt[24];
+        backtrace_symbols_fd(bt, backtrace(bt, 24), 2);
+    }
     fflush(stderr);
     pthread_mutex_lock(&st_vmu);
     for (int i = 0; i < ST_NCLASS; i++)
