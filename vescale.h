@@ -4309,6 +4309,9 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
     vs_result r = VS_OK;
     void* host_out = out;
 #ifdef VESCALE_NCCL
+    // the last step's ZeRO gathers done first, with the deadline: a cudaMalloc beside a collective that waits for
+    // its peers can deadlock (NCCL's guide; the stand-in's malloc-during-collective)
+    if (t->dev && t->ddp) _VS_TRY(vs_ddp_synchronize(t->ddp));
     if (t->dev && !(out = vs_device_alloc(t->w, nb))) // staged on the device (NCCL's memory)
         return vs_set_error(VS_ERR_NOMEM, "%s: \"%s\": out of device memory for %lld floats", fn, name, (long long)n);
 #endif
