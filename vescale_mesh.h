@@ -13052,6 +13052,20 @@ _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes)
     size_t cap = 256;
     while (cap < bytes && cap <= SIZE_MAX / 2) cap *= 2;
     if (cap < bytes) cap = bytes;
+#ifdef VESCALE_NCCL
+    if (m->comm->tp->device && _vs_nccl_sasync(m->comm)) {
+        /* no device hooks: stream-ordered on the caller's stream, which every earlier call's work comes before
+           and every call's first work waits for (as _vs_nccl_salloc: no cudaMalloc / cudaFree beside a collective
+           that waits for a peer); c's stream, where the cross-entropy uses it at once, ordered after it */
+        cudaStream_t st = (cudaStream_t)_vs_dev_caller(m->comm);
+        void* p = NULL;
+        if (m->mscratch[i]) cudaFreeAsync(m->mscratch[i], st);
+        m->mscratch[i] = cudaMallocAsync(&p, cap, st) == cudaSuccess ? p : NULL;
+        m->mscratch_cap[i] = p ? cap : 0;
+        if (p && _vs_dev_link(m->comm, st, vs_comm_stream(m->comm), "the mesh's scratch")) return NULL;
+        return p;
+    }
+#endif
     if (m->mscratch[i]) {
         if (_vs_dev_drain(m->comm, "the mesh's scratch growth")) return NULL; // (kept: still in use, freed with the mesh)
         _vs_mem_free(m->comm, m->mscratch[i]);

@@ -34,9 +34,10 @@
      fail as CUDA does (class cross-device).
    - cudaMalloc, cudaFree and cudaDeviceSynchronize synchronise the device.
      Calling one while a collective on the device waits for its peers is
-     reported at once (classes malloc-during-collective, free-during-collective,
+     reported at once (classes free-during-collective, malloc-during-collective,
      device-sync-during-collective: the deadlock of NCCL's guide when the peer
-     does the same), and every wait of the stand-in has a deadline (class hang,
+     does the same; the last two while a peer has not enqueued its side yet,
+     the only state in which they can deadlock), and every wait of the stand-in has a deadline (class hang,
      VS_STRICT_HANG_S, default 120 s) after which it reports what each stream
      waits for and exits.
    - NCCL: init from a unique id, split (non-blocking: returns ncclSuccess and
@@ -777,15 +778,21 @@ static cudaError_t st_alloc_locked(void** p, size_t n, int dev)
     return cudaSuccess;
 }
 
-/* A collective of device dev's that waits for its peers (st_mu held). */
+/* A collective of device dev's that waits for its peers (st_mu held); one that
+   waits for a peer that has not enqueued its side yet. */
 static const char* st_nccl_waiting_locked(int dev);
+static const char* st_nccl_unmatched_locked(int dev);
 
 /* A call that synchronises device dev (st_mu held) while a collective there waits
    for its peers: reported at once as class cls (two ranks doing this deadlock,
-   NCCL's guide), not only when the peer's doing the same hangs this run. */
-static void st_sync_beside_collective_locked(int dev, const char* cls, const char* call)
+   NCCL's guide), not only when the peer's doing the same hangs this run.
+   cudaFree: any such collective; cudaMalloc and cudaDeviceSynchronize: one whose
+   peer has not enqueued its side yet (all: unmatched 0), the state in which the
+   deadlock is possible (a program that makes every rank enqueue first, e.g.
+   behind a host barrier, may drain the device). */
+static void st_sync_beside_collective_locked(int dev, const char* cls, const char* call, int unmatched)
 {
-    const char* w = st_nccl_waiting_locked(dev);
+    const char* w = unmatched ? st_nccl_unmatched_locked(dev) : st_nccl_waiting_locked(dev);
     if (!w) return;
     char buf[200];
     snprintf(buf, sizeof buf, "%s", w);
@@ -802,7 +809,7 @@ ST_C cudaError_t cudaMalloc(void** p, size_t n)
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     int dev = st_cur_dev;
-    st_sync_beside_collective_locked(dev, "malloc-during-collective", "cudaMalloc");
+    st_sync_beside_collective_locked(dev, "malloc-during-collective", "cudaMalloc", 1);
     st_device_idle_locked(dev, "cudaMalloc (it synchronises the device)");
     cudaError_t e = n ? st_alloc_locked(p, n, dev) : (*p = NULL, cudaSuccess);
     pthread_mutex_unlock(&st_mu);
@@ -822,7 +829,7 @@ ST_C cudaError_t cudaFree(void* p)
                                                                                    : "not the start of an allocation");
         return st_err(cudaErrorInvalidValue);
     }
-    st_sync_beside_collective_locked(a->dev, "free-during-collective", "cudaFree");
+    st_sync_beside_collective_locked(a->dev, "free-during-collective", "cudaFree", 0);
     st_device_idle_locked(a->dev, "cudaFree (it synchronises the device)");
     a = st_find_locked(p, 1);
     a->live = 0;
@@ -1021,7 +1028,7 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     st_count.host_syncs++;
-    st_sync_beside_collective_locked(st_cur_dev, "device-sync-during-collective", "cudaDeviceSynchronize");
+    st_sync_beside_collective_locked(st_cur_dev, "device-sync-during-collective", "cudaDeviceSynchronize", 1);
     st_device_idle_locked(st_cur_dev, "cudaDeviceSynchronize");
     for (struct CUstream_st* q = st_streams; q; q = q->next)
         if (q->dev == st_cur_dev) st_seen_locked(q, q->done), st_seen_comp_locked(st_vc_ref(q->cvc));
