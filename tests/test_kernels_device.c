@@ -24,6 +24,7 @@
    a wrong value, not surely). Written in C99 with POSIX threads. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
+#include "examples/gpt_kernels.h"
 #include "vs_test.h"
 
 #include <math.h>
@@ -71,11 +72,12 @@ static long long __double_as_longlong(double d)
     return u;
 }
 
-/* The device build of the mesh's kernel text, as NVRTC compiles it (after the
-   prelude's dtype helpers). */
+/* The device builds of the mesh's kernel text and of gpt_kernels.h's, as NVRTC
+   compiles them (after the prelude's dtype helpers). */
 #define _VS_MK_DEVICE 1
 _VS_MK_DTYPES
 _VS_MESH_KERNELS
+GPT__KERNELS
 #undef _VS_MK_DEVICE
 
 /* ---- launches ----------------------------------------------------------------- */
@@ -311,6 +313,172 @@ static void case_mesh(unsigned blocks)
     free(lg), free(mx), free(se), free(tl), free(loss), free(g), free(tab), free(out), free(gt);
 }
 
+
+/* ---- examples/gpt_kernels.h --------------------------------------------------------- */
+
+/* gpt_kernel_host's dispatch, onto the device build (gptk_*). */
+static void kd_gpt_call(int ki, void** a)
+{
+#define A_(T, i) (*(T*)a[i])
+#define V_(i) A_(void*, i)
+#define C_(i) A_(const void*, i)
+#define F_(i) A_(float*, i)
+#define CF_(i) A_(const float*, i)
+#define I_(i) A_(int, i)
+#define L_(i) A_(long long, i)
+    switch (ki) {
+    case GPT_KI_EMBED: gptk_embed(V_(0), I_(1), C_(2), C_(3), I_(4), A_(const int*, 5), L_(6), L_(7), L_(8), L_(9), L_(10)); break;
+    case GPT_KI_EMBED_BWD: gptk_embed_bwd(V_(0), I_(1), C_(2), I_(3), A_(const int*, 4), L_(5), L_(6), L_(7), L_(8), L_(9)); break;
+    case GPT_KI_ADD_ROWS: gptk_add_rows(V_(0), I_(1), C_(2), I_(3), L_(4), L_(5), L_(6), L_(7)); break;
+    case GPT_KI_SUM_ROWS: gptk_sum_rows(V_(0), I_(1), C_(2), I_(3), L_(4), L_(5), L_(6), L_(7)); break;
+    case GPT_KI_LN_FWD: gptk_ln_fwd(V_(0), I_(1), F_(2), F_(3), C_(4), I_(5), C_(6), C_(7), I_(8), L_(9), L_(10)); break;
+    case GPT_KI_LN_BWD:
+        gptk_ln_bwd(V_(0), I_(1), C_(2), I_(3), C_(4), I_(5), C_(6), I_(7), CF_(8), CF_(9), L_(10), L_(11));
+        break;
+    case GPT_KI_LN_BWD_W: gptk_ln_bwd_w(V_(0), V_(1), I_(2), C_(3), I_(4), C_(5), I_(6), CF_(7), CF_(8), L_(9), L_(10)); break;
+    case GPT_KI_MM: gptk_mm(V_(0), I_(1), C_(2), I_(3), C_(4), I_(5), C_(6), I_(7), L_(8), L_(9), L_(10), I_(11), I_(12)); break;
+    case GPT_KI_GELU_FWD: gptk_gelu_fwd(V_(0), I_(1), C_(2), I_(3), L_(4)); break;
+    case GPT_KI_GELU_BWD: gptk_gelu_bwd(V_(0), I_(1), C_(2), I_(3), C_(4), I_(5), L_(6)); break;
+    case GPT_KI_ATTN_FWD: gptk_attn_fwd(F_(0), V_(1), I_(2), C_(3), C_(4), C_(5), I_(6), L_(7), L_(8), L_(9), L_(10)); break;
+    case GPT_KI_ATTN_BWD_ROWS: gptk_attn_bwd_rows(F_(0), CF_(1), C_(2), C_(3), I_(4), L_(5), L_(6), L_(7), L_(8)); break;
+    case GPT_KI_ATTN_BWD:
+        gptk_attn_bwd(V_(0), V_(1), V_(2), I_(3), CF_(4), CF_(5), C_(6), C_(7), C_(8), I_(9), L_(10), L_(11), L_(12), L_(13));
+        break;
+    case GPT_KI_CE: gptk_ce(F_(0), F_(1), C_(2), I_(3), A_(const int*, 4), L_(5), L_(6)); break;
+    case GPT_KI_MEAN: gptk_mean(F_(0), CF_(1), L_(2)); break;
+    default: gptk_scale(V_(0), I_(1), CF_(2), CF_(3), L_(4), L_(5)); break;
+    }
+#undef A_
+#undef V_
+#undef C_
+#undef F_
+#undef CF_
+#undef I_
+#undef L_
+}
+
+/* Every pointer argument is a buffer of KD_GB floats (ids: ints in range); the
+   ones gpt_kernel_args marks written are compared whole: the host build in the
+   device's order (gpt_kernel_host(.., 1), what the strict stand-in runs)
+   against the device meaning over `blocks`. */
+enum { KD_GB = 1 << 15 };
+static void kd_gpt_compare(const char* what, int ki, void** a, long long blocks)
+{
+    const char* sig = gpt_kernel_args[ki];
+    int nw = 0, wi[16];
+    for (int i = 0; sig[i]; i++)
+        if (sig[i] == 'w') wi[nw++] = i;
+    void *start[16], *host[16];
+    size_t nb = sizeof(float) * KD_GB;
+    for (int k = 0; k < nw; k++) {
+        void* p = *(void**)a[wi[k]];
+        start[k] = malloc(nb), host[k] = malloc(nb);
+        memcpy(start[k], p, nb);
+    }
+    gpt_kernel_host(ki, a, 1);
+    for (int k = 0; k < nw; k++) {
+        void* p = *(void**)a[wi[k]];
+        memcpy(host[k], p, nb), memcpy(p, start[k], nb);
+    }
+    unsigned g = (unsigned)(blocks < 1 ? 1 : blocks > 16384 ? 16384 : blocks);
+    kd_launch(kd_gpt_call, ki, a, g);
+    for (int k = 0; k < nw; k++) {
+        const unsigned char *h = (const unsigned char*)host[k], *d = (const unsigned char*)*(void**)a[wi[k]];
+        size_t bad = 0, first = 0;
+        for (size_t b = 0; b < nb; b++)
+            if (h[b] != d[b] && !bad++) first = b;
+        VT_CHECK(bad == 0, "%s (%s, grid %u): argument %d: %zu bytes differ, the first at byte %zu", what,
+                 gpt_kernel_names[ki], g, wi[k], bad, first);
+        memcpy(*(void**)a[wi[k]], start[k], nb);
+        free(start[k]), free(host[k]);
+    }
+}
+
+/* Every kernel of gpt_kernels.h in f32 (and bf16 storage for a few), rows long
+   enough that a block's threads each sum 3 or more terms, over the grid
+   gpt_kernels.h's launchers use (blocks 0) or over `blocks`. */
+static void case_gpt(long long blocks)
+{
+    static float buf[14][KD_GB];
+    static int ids[KD_GB];
+    for (int b = 0; b < 14; b++)
+        for (int i = 0; i < KD_GB; i++) buf[b][i] = (float)kd_rand();
+    float *x = buf[0], *y = buf[1], *z = buf[2], *u = buf[3], *v = buf[4], *w = buf[5], *m1 = buf[6], *m2 = buf[7];
+    float *o1 = buf[8], *o2 = buf[9], *o3 = buf[10], *o4 = buf[11];
+    for (int i = 0; i < KD_GB; i++) m2[i] = 0.5f + 0.25f * (float)kd_rand(); /* rstd-like, positive */
+    const int* ip = ids;
+    int f32 = GPT_KF32, bf16 = GPT_KBF16;
+    char what[96];
+#define KD_B(nblk) (blocks ? blocks : (long long)(nblk))
+#define KD_BLK(n) (((n) + GPT_KBLOCK - 1) / GPT_KBLOCK)
+    for (int pass = 0; pass < 2; pass++) { /* f32 storage, then bf16 (reductions in f32 alike) */
+        int t = pass ? bf16 : f32;
+        const char* tn = pass ? "bf16" : "f32";
+        long long n = 6, T = 3, D = 530, V = 40, v0 = 5, Vl = 30, p0 = 1;
+        for (int i = 0; i < KD_GB; i++) ids[i] = (int)((unsigned)(i * 7 + 3) % (unsigned)V);
+        snprintf(what, sizeof what, "embed %s", tn);
+        void* ae[] = {&o1, &t, &x, &y, &t, &ip, &n, &T, &D, &v0, &Vl};
+        kd_gpt_compare(what, GPT_KI_EMBED, ae, KD_B(KD_BLK(n * D)));
+        long long nb = 65536 / D;
+        if (nb > Vl) nb = Vl;
+        snprintf(what, sizeof what, "embed backward %s", tn);
+        void* aeb[] = {&o1, &t, &x, &t, &ip, &n, &D, &v0, &Vl, &nb};
+        kd_gpt_compare(what, GPT_KI_EMBED_BWD, aeb, KD_B(KD_BLK(D * nb)));
+        snprintf(what, sizeof what, "add_rows %s", tn);
+        void* aar[] = {&o1, &t, &x, &t, &n, &T, &D, &p0};
+        kd_gpt_compare(what, GPT_KI_ADD_ROWS, aar, KD_B(KD_BLK(n * D)));
+        snprintf(what, sizeof what, "sum_rows %s", tn);
+        void* asr[] = {&o1, &t, &x, &t, &n, &T, &D, &p0};
+        kd_gpt_compare(what, GPT_KI_SUM_ROWS, asr, KD_B(KD_BLK(T * D)));
+        snprintf(what, sizeof what, "layernorm %s", tn);
+        void* aln[] = {&o1, &t, &o2, &o3, &x, &t, &y, &z, &t, &n, &D};
+        kd_gpt_compare(what, GPT_KI_LN_FWD, aln, KD_B(n));
+        snprintf(what, sizeof what, "layernorm backward %s", tn);
+        void* alb[] = {&o1, &t, &x, &t, &y, &t, &z, &t, &m1, &m2, &n, &D};
+        kd_gpt_compare(what, GPT_KI_LN_BWD, alb, KD_B(n));
+        snprintf(what, sizeof what, "layernorm weight backward %s", tn);
+        void* alw[] = {&o1, &o2, &t, &x, &t, &y, &t, &m1, &m2, &n, &D};
+        kd_gpt_compare(what, GPT_KI_LN_BWD_W, alw, KD_B(KD_BLK(D)));
+        for (int tr = 0; tr < 3; tr++)
+            for (int beta = 0; beta < 2; beta++) {
+                long long M = 37, K = 45, N = 33;
+                snprintf(what, sizeof what, "matmul %s trans %d beta %d", tn, tr, beta);
+                void* amm[] = {&o1, &t, &x, &t, &y, &t, &z, &t, &M, &K, &N, &tr, &beta};
+                kd_gpt_compare(what, GPT_KI_MM, amm, KD_B((M + 31) / 32 * ((N + 31) / 32)));
+            }
+        long long ng = 700;
+        snprintf(what, sizeof what, "gelu %s", tn);
+        void* agf[] = {&o1, &t, &x, &t, &ng};
+        kd_gpt_compare(what, GPT_KI_GELU_FWD, agf, KD_B(KD_BLK(ng)));
+        snprintf(what, sizeof what, "gelu backward %s", tn);
+        void* agb[] = {&o1, &t, &x, &t, &y, &t, &ng};
+        kd_gpt_compare(what, GPT_KI_GELU_BWD, agb, KD_B(KD_BLK(ng)));
+        long long B = 2, TT = 7, H = 2, hd = 520;
+        snprintf(what, sizeof what, "attention %s", tn);
+        void* aat[] = {&o1, &o2, &t, &x, &y, &z, &t, &B, &TT, &H, &hd};
+        kd_gpt_compare(what, GPT_KI_ATTN_FWD, aat, KD_B(B * H * TT));
+        snprintf(what, sizeof what, "attention backward rows %s", tn);
+        void* abr[] = {&o1, &u, &x, &y, &t, &B, &TT, &H, &hd};
+        kd_gpt_compare(what, GPT_KI_ATTN_BWD_ROWS, abr, KD_B(B * H * TT));
+        snprintf(what, sizeof what, "attention backward %s", tn);
+        void* aab[] = {&o1, &o2, &o3, &t, &u, &v, &x, &y, &z, &t, &B, &TT, &H, &hd};
+        kd_gpt_compare(what, GPT_KI_ATTN_BWD, aab, KD_B(KD_BLK(B * TT * H * hd)));
+        long long nc = 5, VV = 700;
+        for (int i = 0; i < KD_GB; i++) ids[i] = (int)((unsigned)(i * 131 + 17) % (unsigned)VV);
+        snprintf(what, sizeof what, "cross-entropy %s", tn);
+        void* ace[] = {&o1, &o2, &x, &t, &ip, &nc, &VV};
+        kd_gpt_compare(what, GPT_KI_CE, ace, KD_B(nc));
+        long long nm = 900, den = 7;
+        void* amn[] = {&o4, &x, &nm};
+        kd_gpt_compare("mean", GPT_KI_MEAN, amn, KD_B(1));
+        snprintf(what, sizeof what, "scale %s", tn);
+        void* asc[] = {&o1, &t, &x, &w, &nm, &den};
+        kd_gpt_compare(what, GPT_KI_SCALE, asc, KD_B(KD_BLK(nm)));
+    }
+#undef KD_B
+#undef KD_BLK
+}
+
 int main(void)
 {
     VT_CASE("kernels/device meaning: the mesh's kernels over the library's grid equal the host build bit for bit",
@@ -318,5 +486,8 @@ int main(void)
     VT_CASE("kernels/device meaning: the mesh's kernels over 1 block (grid-stride loops) equal the host build",
             case_mesh(1));
     VT_CASE("kernels/device meaning: the mesh's kernels over 2 blocks equal the host build", case_mesh(2));
+    VT_CASE("kernels/device meaning: gpt_kernels.h's kernels over their launchers' grids equal the host build in the "
+            "device's order bit for bit", case_gpt(0));
+    VT_CASE("kernels/device meaning: gpt_kernels.h's kernels over 1 block equal the host build", case_gpt(1));
     return vt_summary();
 }

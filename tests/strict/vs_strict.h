@@ -80,7 +80,9 @@
    - Kernels run in their device order: the library's kernels are written so
      that their host build follows the grid and block decomposition (>>kernels);
      vs_k_sumsq, whose host build is sequential, runs here as the GPU runs it (a
-     tree per block).
+     tree per block). The texts' device meaning itself (what NVRTC compiles)
+     is not run here: tests/test_kernels_device.c runs it, CUDA's vocabulary
+     emulated on host threads, against the host build, bit for bit.
 
    - Devices have a compute capability (VS_STRICT_CC, default 9.0, an H100's;
      a list is repeated over the devices): cudaLibraryLoadData takes a cubin
