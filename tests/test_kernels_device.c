@@ -82,42 +82,61 @@ GPT__KERNELS
 
 /* ---- launches ----------------------------------------------------------------- */
 
-typedef struct {
-    void (*run)(int ki, void** a);
-    int ki;
-    void** a;
-    unsigned bx, tx;
-} kd_thread;
+/* _VS_MKT host threads made once, each one CUDA thread of every block: a launch
+   hands them the kernel (go), each runs the grid's blocks in order with a
+   barrier between blocks (the next block's shared memory is the same array),
+   and the launch returns when all are done. */
+static pthread_t kd_pool[_VS_MKT];
+static pthread_barrier_t kd_go, kd_done;
+static void (*kd_run)(int, void**);
+static int kd_ki, kd_quit, kd_made;
+static void** kd_args;
 
-static void* kd_thread_main(void* p)
+static void* kd_worker(void* p)
 {
-    kd_thread* t = (kd_thread*)p;
-    blockIdx.x = t->bx, blockIdx.y = blockIdx.z = 0;
-    threadIdx.x = t->tx, threadIdx.y = threadIdx.z = 0;
-    t->run(t->ki, t->a);
-    return NULL;
+    unsigned t = (unsigned)(size_t)p;
+    for (;;) {
+        pthread_barrier_wait(&kd_go);
+        if (kd_quit) return NULL;
+        threadIdx.x = t, threadIdx.y = threadIdx.z = 0;
+        for (unsigned b = 0; b < gridDim.x; b++) {
+            blockIdx.x = b, blockIdx.y = blockIdx.z = 0;
+            kd_run(kd_ki, kd_args);
+            pthread_barrier_wait(&kd_bar);
+        }
+        pthread_barrier_wait(&kd_done);
+    }
 }
 
 /* Runs kernel ki's device meaning (run: its call) over `blocks` blocks of
    _VS_MKT threads, one block after another. */
 static void kd_launch(void (*run)(int, void**), int ki, void** a, unsigned blocks)
 {
-    static pthread_t th[_VS_MKT];
-    static kd_thread arg[_VS_MKT];
-    gridDim.x = blocks, gridDim.y = gridDim.z = 1;
-    blockDim.x = _VS_MKT, blockDim.y = blockDim.z = 1;
-    pthread_barrier_init(&kd_bar, NULL, _VS_MKT);
-    for (unsigned b = 0; b < blocks; b++) {
-        for (int t = 0; t < _VS_MKT; t++) {
-            arg[t].run = run, arg[t].ki = ki, arg[t].a = a, arg[t].bx = b, arg[t].tx = (unsigned)t;
-            if (pthread_create(&th[t], NULL, kd_thread_main, &arg[t]) != 0) {
+    if (!kd_made) {
+        pthread_barrier_init(&kd_bar, NULL, _VS_MKT);
+        pthread_barrier_init(&kd_go, NULL, _VS_MKT + 1);
+        pthread_barrier_init(&kd_done, NULL, _VS_MKT + 1);
+        for (int t = 0; t < _VS_MKT; t++)
+            if (pthread_create(&kd_pool[t], NULL, kd_worker, (void*)(size_t)t) != 0) {
                 fprintf(stderr, "kd_launch: pthread_create failed\n");
                 exit(2);
             }
-        }
-        for (int t = 0; t < _VS_MKT; t++) pthread_join(th[t], NULL);
+        kd_made = 1;
     }
-    pthread_barrier_destroy(&kd_bar);
+    gridDim.x = blocks, gridDim.y = gridDim.z = 1;
+    blockDim.x = _VS_MKT, blockDim.y = blockDim.z = 1;
+    kd_run = run, kd_ki = ki, kd_args = a;
+    pthread_barrier_wait(&kd_go);
+    pthread_barrier_wait(&kd_done);
+}
+
+/* The pool's end (before the summary). */
+static void kd_pool_end(void)
+{
+    if (!kd_made) return;
+    kd_quit = 1;
+    pthread_barrier_wait(&kd_go);
+    for (int t = 0; t < _VS_MKT; t++) pthread_join(kd_pool[t], NULL);
 }
 
 /* The device build's kernel ki with the arguments as a launch passes them (as
@@ -489,5 +508,6 @@ int main(void)
     VT_CASE("kernels/device meaning: gpt_kernels.h's kernels over their launchers' grids equal the host build in the "
             "device's order bit for bit", case_gpt(0));
     VT_CASE("kernels/device meaning: gpt_kernels.h's kernels over 1 block equal the host build", case_gpt(1));
+    kd_pool_end();
     return vt_summary();
 }
