@@ -548,7 +548,8 @@ VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds);
    here: e.g. its communication stream, with vs_wait_stream(work, compute_stream)
    making its compute stream wait for a collective (the host does not). It may
    be changed between any two calls (it says where the next calls enqueue; work
-   already enqueued stays ordered on its stream). The stream must be of c's
+   already enqueued stays ordered on its stream, and the new stream waits for
+   it: an event, no host wait). The stream must be of c's
    device. Threads and MPI: VS_ERR_UNSUPPORTED. Only the thread using c. */
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream);
 /* The cudaStream_t c enqueues on now (the one set above, else its own); NULL on
@@ -6482,7 +6483,10 @@ _VS_PRIVATE cudaError_t _vs_nccl_vpost(vs_comm* c, const _vs_opdesc* ops, int no
    deadlock when a peer does the same; made as a comm is split, or an uneven
    reduce-scatter first runs, in the middle of a vs_redistribute). Through the
    hooks otherwise (theirs to make safe). */
-_VS_PRIVATE int _vs_nccl_sasync(const vs_comm* c) { return !c->world || !c->world->hooks.alloc.device_alloc; }
+_VS_PRIVATE int _vs_nccl_sasync(const vs_comm* c)
+{
+    return !c->world || (!c->world->hooks.alloc.device_alloc && !c->world->hooks.alloc.device_free);
+}
 
 _VS_PRIVATE void* _vs_nccl_salloc(vs_comm* c, size_t bytes)
 {
