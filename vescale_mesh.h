@@ -11514,7 +11514,8 @@ _VS_PRIVATE vs_result _vs_dev_wait(vs_comm* c, void* ev, const char* what)
 #endif
 #ifdef _VS_MESH_CUDA
     if (_VS_ON_DEVICE(c)) {
-        cudaError_t e = ev ? cudaEventSynchronize((cudaEvent_t)ev) : cudaStreamSynchronize((cudaStream_t)vs_comm_stream(c));
+        cudaError_t e = ev ? cudaEventSynchronize((cudaEvent_t)ev)
+                           : cudaStreamSynchronize((cudaStream_t)vs_comm_stream(c));
         if (e != cudaSuccess) return _vs_cuda_err(e, what, "the host's wait for the device");
     }
 #endif
@@ -12732,7 +12733,8 @@ _VS_PRIVATE vs_result _vs_ids_reclaim(vs_mesh* tp, const char* fn, int wait)
     int k = tp->idhead;
     cudaEvent_t ev = (cudaEvent_t)tp->idev[k];
     cudaError_t e = wait ? cudaErrorNotReady : cudaEventQuery(ev);
-    vs_result r = e == cudaErrorNotReady ? _vs_dev_wait(tp->comm, ev, fn) // (behind the stream's collectives: the deadline)
+    // (a wait behind the TP stream's collectives: with the deadline)
+    vs_result r = e == cudaErrorNotReady ? _vs_dev_wait(tp->comm, ev, fn)
                   : e != cudaSuccess     ? _vs_cuda_err(e, fn, "the id check's event")
                                          : VS_OK;
     if (!r) r = _vs_ids_report(tp, fn, k);
@@ -13071,7 +13073,7 @@ _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes)
     }
 #endif
     if (m->mscratch[i]) {
-        if (_vs_dev_drain(m->comm, "the mesh's scratch growth")) return NULL; // (kept: still in use, freed with the mesh)
+        if (_vs_dev_drain(m->comm, "the mesh's scratch growth")) return NULL; // (kept: freed with the mesh)
         _vs_mem_free(m->comm, m->mscratch[i]);
     }
     m->mscratch[i] = _vs_mem_alloc(m->comm, cap);
