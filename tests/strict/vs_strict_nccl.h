@@ -327,7 +327,10 @@ static const char* st_nccl_unmatched_locked(int dev)
                 struct ncclComm* p = c->cq->ranks[r];
                 int p2p = q->kind == ST_N_SEND || q->kind == ST_N_RECV;
                 if (r == c->rank || (p2p && r != q->peer)) continue;
-                long have = !p ? 0 : !p2p ? p->coll_seq : q->kind == ST_N_SEND ? p->recv_seq[c->rank] : p->send_seq[c->rank];
+                long have = !p     ? 0
+                            : !p2p ? p->coll_seq
+                            : q->kind == ST_N_SEND ? p->recv_seq[c->rank]
+                                                   : p->send_seq[c->rank];
                 if (have <= q->seq) return s->blocked;
             }
         }
