@@ -550,6 +550,12 @@ static int ddp_fault_rank(vs_world* w, void* arg)
     VT_OK(vs_ddp_finalize(d));
     vs_result r = VS_OK;
     for (int step = 0; step < 2 && !r; step++) {
+        if (step == 1 && me == 0 && f->kind == 0) { /* the deadline short only now: step 1 waited for the */
+            vs_mesh* dpm = NULL;                     /* slower rank's start (NVRTC's first compile) */
+            r = vs_mesh_submesh(mesh, vs_mesh_dim_name(mesh, 0), &dpm);
+            if (!r) r = vs_comm_set_timeout(vs_mesh_comm(dpm), 1);
+            if (r) break;
+        }
         if (step == 1 && me == 1) {
             if (f->kind == 1) {
                 usleep(300 * 1000); /* after rank 0's host waits in vs_ddp_synchronize */
@@ -576,8 +582,11 @@ static int ddp_fault_rank(vs_world* w, void* arg)
             snprintf(f->msg, sizeof f->msg, "%s", r ? vs_last_error() : "");
         }
         const void* pp = vs_ddp_param(d, 0);
-        if (me == 0 && step == 0 && pp) /* 0.5 * the mean gradient 1.5 off each element */
-            cudaMemcpy(f->before, pp, sizeof f->before, cudaMemcpyDeviceToHost);
+        if (me == 0 && step == 0 && pp) /* 0.5 * the mean gradient 1.5 off each element; on DDP's stream */
+            if (cudaMemcpyAsync(f->before, pp, sizeof f->before, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+                cudaStreamSynchronize(st) != cudaSuccess)
+                r = VS_ERR_BACKEND;
+        if (me == 0 && step == 0 && r) snprintf(f->msg, sizeof f->msg, "step 1: %s", vs_last_error());
     }
     vs_ddp_free(d);
     vs_mesh_free(mesh);
@@ -594,7 +603,7 @@ static void case_ddp_fault(int kind)
     memset(&d, 0, sizeof d);
     d.nranks = 2;
     d.transport = VS_TRANSPORT_NCCL;
-    d.timeout_s = kind == 0 ? 1 : 30; /* the stand-in's hang deadline is 60 s */
+    d.timeout_s = 30; /* stall: rank 0's DP communicator's 1 s from step 2 on; the stand-in's hang deadline is 60 s */
     vs_result r = vs_launch_ex(&d, ddp_fault_rank, &f);
     VT_CHECK(r != VS_OK, "ddp fault %d: vs_launch succeeded", kind);
     for (int e = 0; e < 4; e++)
@@ -645,7 +654,8 @@ static int tp_fault_rank(vs_world* w, void* arg)
     if (me == 1) {
         usleep(2500 * 1000); /* past rank 0's 1 s deadline, never joining */
     } else {
-        for (int i = 0; i < 2; i++) f->fwd[i] = vs_vocab_embedding_forward(tp, dtab, 16, 4, dids, 4, dout);
+        r = vs_comm_set_timeout(vs_mesh_comm(tp), 1); /* (short only now: the mesh's making waited for rank 1) */
+        for (int i = 0; i < 2 && !r; i++) f->fwd[i] = vs_vocab_embedding_forward(tp, dtab, 16, 4, dids, 4, dout);
         double t0 = ddp_fault_now();
         r = f->got = vs_mesh_free(tp);
         f->secs = ddp_fault_now() - t0;
@@ -665,7 +675,7 @@ static void case_tp_fault(void)
     memset(&d, 0, sizeof d);
     d.nranks = 2;
     d.transport = VS_TRANSPORT_NCCL;
-    d.timeout_s = 1; /* the stand-in's hang deadline is 60 s */
+    d.timeout_s = 30; /* rank 0's TP communicator: 1 s once made; the stand-in's hang deadline is 60 s */
     VT_CHECK(vs_launch_ex(&d, tp_fault_rank, &f) != VS_OK, "tp fault: vs_launch succeeded");
     VT_CHECK(f.fwd[0] == VS_OK && f.fwd[1] == VS_OK, "the embeddings (enqueued, no host wait) gave %s, %s",
              vs_result_string(f.fwd[0]), vs_result_string(f.fwd[1]));
