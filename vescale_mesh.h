@@ -7203,9 +7203,6 @@ _VS_PRIVATE vs_result _vs_nccl_sync_stream(vs_comm* c, void* stream)
 {
     const char* what = "vs_sync_stream";
     cudaStream_t st = stream ? (cudaStream_t)stream : _vs_nccl_caller(c);
-    // a stream seen idle (e.g. after a copy to pageable memory): no event to record and poll (a host wait more
-    // in the counts), a fault the watchdog found still reported
-    if (cudaStreamQuery(st) == cudaSuccess) return _vs_nccl_wd_check(c, what);
     cudaEvent_t ev = NULL;
     cudaError_t e = _vs_nccl_event_get(c, &ev);
     if (e == cudaSuccess) e = cudaEventRecord(ev, st);
