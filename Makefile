@@ -118,6 +118,10 @@ $(B)/test_lighthouse: tests/test_lighthouse.c $(STRICT_H) $(HEADERS) tests/vs_te
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
+# The kernel texts' device meaning (CUDA's vocabulary emulated on host threads) against their host builds.
+$(B)/test_kernels_device: tests/test_kernels_device.c examples/gpt_kernels.h $(HEADERS) tests/vs_test.h | $(B)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(LDLIBS)
+
 # DDP's device path over a stand-in CUDA runtime (tests/mock), NVRTC for real.
 $(B)/test_ddp_device: tests/test_ddp_device.c tests/mock/cuda_runtime.h tests/mock/mock_device.h tests/ddp_model.h $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -Itests/mock -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)

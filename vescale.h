@@ -3730,12 +3730,18 @@ VS_API vs_result vs_train_free(vs_train* t)
     if (t->esched) vs_pipe_sched_free(t->esched);
     if (t->pipe) t->pipe->owner = NULL, vs_pipe_free(t->pipe);
     if (t->ddp) t->ddp->owner = NULL, vs_ddp_free(t->ddp);
+    vs_result rs = VS_OK;
+#ifdef VESCALE_NCCL
+    // nothing of ours still queued before the device frees below, waited for with the mesh's deadline
+    // (a stalled peer's collective may hold the stream: a cudaStreamSynchronize waited for good)
+    if (t->dev && t->mesh && t->stream) rs = vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
+#endif
+    (void)rs; // (a fault there is the calls' that met it to report: an aborted mesh answers at once, as before)
     if (t->mesh) r = vs_mesh_free(t->mesh);
     vs_free(t->w, t->units);
     vs_free(t->w, t->lay);
 #ifdef VESCALE_NCCL
     if (t->dev) {
-        if (t->stream) cudaStreamSynchronize((cudaStream_t)t->stream); // (nothing of ours still queued)
         for (int i = 0; t->prm && i < t->np; i++) {
             vs_device_free(t->w, t->prm[i].scratch), t->prm[i].scratch = NULL;
             vs_device_free(t->w, t->prm[i].rscratch), t->prm[i].rscratch = NULL;
@@ -4401,6 +4407,9 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
     vs_result r = VS_OK;
     void* host_out = out;
 #ifdef VESCALE_NCCL
+    // the last step's ZeRO gathers done first, with the deadline: a cudaMalloc beside a collective that waits for
+    // its peers can deadlock (NCCL's guide; the stand-in's malloc-during-collective)
+    if (t->dev && t->ddp) _VS_TRY(vs_ddp_synchronize(t->ddp));
     if (t->dev && !(out = vs_device_alloc(t->w, nb))) // staged on the device (NCCL's memory)
         return vs_set_error(VS_ERR_NOMEM, "%s: \"%s\": out of device memory for %lld floats", fn, name, (long long)n);
 #endif
@@ -4754,7 +4763,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
     vs_comm* dc = nt->dpm ? vs_mesh_comm(nt->dpm) : NULL;
     const int dp = nt->dp, me = nt->dp_rank;
 #ifdef VESCALE_NCCL
-    if (old && old->dev && old->stream) cudaStreamSynchronize((cudaStream_t)old->stream); // (its state is read below)
+    // (its state is read below; a collective of the old mesh's that waits for a lost peer may hold its stream:
+    // waited for with the new mesh's deadline, never for good)
+    if (old && old->dev && old->stream) _VS_TRY(vs_sync_stream(mc, old->stream));
 #endif
     // the current state: the largest step count any rank holds, and its counters
     int64_t steps = old ? vs_ddp_step_count(old->ddp) : -1, top = -1;

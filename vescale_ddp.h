@@ -1033,6 +1033,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sync(const vs_ddp* d)
     vs_comm* c = vs_mesh_comm(d->dp);
     if (vs_comm_device(c) == 1)
         return vs_sync_stream(c, d->cu->stream ? (void*)d->cu->stream : (void*)cudaStreamLegacy);
+    // a host transport (the tests' forced device path): its collectives complete on the host, none holds the stream
     cudaError_t e = cudaStreamSynchronize(d->cu->stream);
     return e == cudaSuccess ? VS_OK : _vs_ddp_cuerr(e, "cudaStreamSynchronize");
 }

@@ -571,7 +571,8 @@ VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds);
    here: e.g. its communication stream, with vs_wait_stream(work, compute_stream)
    making its compute stream wait for a collective (the host does not). It may
    be changed between any two calls (it says where the next calls enqueue; work
-   already enqueued stays ordered on its stream). The stream must be of c's
+   already enqueued stays ordered on its stream, and the new stream waits for
+   it: an event, no host wait). The stream must be of c's
    device. Threads and MPI: VS_ERR_UNSUPPORTED. Only the thread using c. */
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream);
 /* The cudaStream_t c enqueues on now (the one set above, else its own); NULL on
@@ -6874,8 +6875,35 @@ _VS_PRIVATE cudaError_t _vs_nccl_vpost(vs_comm* c, const _vs_opdesc* ops, int no
     return e;
 }
 
-/* The scratch for every uneven reduce-scatter of ops (grown as needed: a cudaFree
-   synchronises the device, so only a growth pays it). */
+/* A communicator's own device scratch. Without device hooks in the world it is
+   stream-ordered (cudaMallocAsync / cudaFreeAsync on c's stream, which alone
+   uses it): neither call synchronises the device, so none waits beside a
+   collective of another communicator that waits for its peers (NCCL's
+   deadlock when a peer does the same; made as a comm is split, or an uneven
+   reduce-scatter first runs, in the middle of a vs_redistribute). Through the
+   hooks otherwise (theirs to make safe). */
+_VS_PRIVATE int _vs_nccl_sasync(const vs_comm* c)
+{
+    return !c->world || (!c->world->hooks.alloc.device_alloc && !c->world->hooks.alloc.device_free);
+}
+
+_VS_PRIVATE void* _vs_nccl_salloc(vs_comm* c, size_t bytes)
+{
+    void* p = NULL;
+    if (!_vs_nccl_sasync(c)) return vs_device_alloc(c->world, bytes);
+    return cudaMallocAsync(&p, bytes ? bytes : 1, c->stream) == cudaSuccess ? p : NULL;
+}
+
+_VS_PRIVATE void _vs_nccl_sfree(vs_comm* c, void* p)
+{
+    if (p && _vs_nccl_sasync(c))
+        cudaFreeAsync(p, c->stream); // (after its users, in c's stream order)
+    else if (p)
+        vs_device_free(c->world, p);
+}
+
+/* The scratch for every uneven reduce-scatter of ops (grown as needed: only a
+   growth frees and allocates). */
 _VS_PRIVATE vs_result _vs_nccl_vscratch(vs_comm* c, const _vs_opdesc* ops, int nops, const char* what)
 {
     size_t need = 0;
@@ -6884,12 +6912,12 @@ _VS_PRIVATE vs_result _vs_nccl_vscratch(vs_comm* c, const _vs_opdesc* ops, int n
     size_t cap = 4096;
     while (cap < need && cap <= SIZE_MAX / 2) cap *= 2;
     if (cap < need) cap = need;
-    if (c->vscratch) { // the old one may still be read by this communicator's stream-ordered work: drained first
+    if (c->vscratch && !_vs_nccl_sasync(c)) { // the old one may still be read by c's stream-ordered work: drained
         vs_result r = _vs_nccl_sync(c, NULL, what, 0, 0); // (with the deadline; every rank grows at the same call)
         if (r) return r;
     }
-    vs_device_free(c->world, c->vscratch);
-    c->vscratch = vs_device_alloc(c->world, cap);
+    _vs_nccl_sfree(c, c->vscratch);
+    c->vscratch = _vs_nccl_salloc(c, cap);
     c->vscratch_cap = c->vscratch ? cap : 0;
     return c->vscratch ? VS_OK : _vs_err(VS_ERR_NOMEM, "%s: out of device memory for %zu bytes of scratch", what, cap);
 }
@@ -7099,7 +7127,7 @@ _VS_PRIVATE vs_result _vs_nccl_comm_setup(vs_comm* c, ncclComm_t nc)
     cudaGetDevice(&c->dev);
     cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) c->own_stream = 1, c->own = c->stream, e = cudaEventCreateWithFlags(&c->fence, cudaEventDisableTiming);
-    if (e == cudaSuccess && !(c->scratch = vs_device_alloc(c->world, sizeof(float)))) // (through the hooks)
+    if (e == cudaSuccess && !(c->scratch = _vs_nccl_salloc(c, sizeof(float))))
         e = cudaErrorMemoryAllocation;
     if (e != cudaSuccess)
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "NCCL communicator setup: %s", cudaGetErrorString(e));
@@ -7185,14 +7213,16 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
         c->nc = NULL;
     }
     if (c->revoked_nc) ncclCommAbort(c->revoked_nc), c->revoked_nc = NULL;
+    // (cudaFree, through the hooks or not: it takes stream-ordered memory too, and the caller's stream may be gone)
+    vs_device_free(c->world, c->vscratch);
+    c->vscratch = NULL, c->vscratch_cap = 0;
+    vs_device_free(c->world, c->scratch);
+    c->scratch = NULL;
     if (c->own_stream) cudaStreamDestroy(c->own);
     if (c->fence) cudaEventDestroy(c->fence);
     for (int i = 0; i < c->nev; i++) cudaEventDestroy(c->evpool[i]);
-    vs_device_free(c->world, c->vscratch);
-    c->vscratch = NULL, c->vscratch_cap = 0;
     _vs_hfree(_VS_WH(c->world), c->evpool);
     c->evpool = NULL, c->nev = c->evcap = 0;
-    if (c->scratch) vs_device_free(c->world, c->scratch);
     if (c->ncmu_made) pthread_mutex_destroy(&c->ncmu), c->ncmu_made = 0;
 }
 
@@ -7444,7 +7474,15 @@ _VS_PRIVATE void _vs_nccl_drop_watched(vs_world* w)
 /* NULL gives back the communicator's own stream; the caller's is never destroyed here. */
 _VS_PRIVATE vs_result _vs_nccl_set_stream(vs_comm* c, void* stream)
 {
-    c->stream = stream ? (cudaStream_t)stream : c->own;
+    cudaStream_t to = stream ? (cudaStream_t)stream : c->own;
+    // what c enqueued on the stream it leaves happens before its work on the next, so its stream-ordered
+    // scratch (_vs_nccl_salloc) is freed or reused there only after its last users
+    cudaError_t e = to == c->stream || !c->fence ? cudaSuccess : cudaEventRecord(c->fence, c->stream);
+    if (e == cudaSuccess && to != c->stream && c->fence) e = cudaStreamWaitEvent(to, c->fence, 0);
+    if (e != cudaSuccess)
+        return _vs_err_backend(VS_ERR_BACKEND, (int)e, "vs_comm_set_stream: ordering the new stream after the old: %s",
+                               cudaGetErrorString(e));
+    c->stream = to;
     return VS_OK;
 }
 
@@ -7563,9 +7601,10 @@ _VS_PRIVATE vs_result _vs_nccl_wait_stream_l(vs_work* w, void* stream)
 _VS_PRIVATE vs_result _vs_nccl_sync_stream(vs_comm* c, void* stream)
 {
     const char* what = "vs_sync_stream";
+    cudaStream_t st = stream ? (cudaStream_t)stream : _vs_nccl_caller(c);
     cudaEvent_t ev = NULL;
     cudaError_t e = _vs_nccl_event_get(c, &ev);
-    if (e == cudaSuccess) e = cudaEventRecord(ev, stream ? (cudaStream_t)stream : _vs_nccl_caller(c));
+    if (e == cudaSuccess) e = cudaEventRecord(ev, st);
     if (e != cudaSuccess) {
         if (ev) _vs_nccl_event_put(c, ev);
         return _vs_err_backend(VS_ERR_BACKEND, (int)e, "%s: %s", what, cudaGetErrorString(e));
@@ -9189,7 +9228,7 @@ VS_API vs_result vs_mesh_init(vs_world* w, const vs_mesh_desc* desc, vs_mesh** o
 _VS_PRIVATE void _vs_mesh_mscratch_free(vs_mesh* m);
 _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes);
 _VS_PRIVATE void _vs_mesh_ids_free(vs_mesh* m);
-_VS_PRIVATE void _vs_dev_drain(vs_comm* c);
+_VS_PRIVATE vs_result _vs_dev_drain(vs_comm* c, const char* fn);
 _VS_PRIVATE vs_result _vs_ids_reclaim(vs_mesh* tp, const char* fn, int wait);
 
 /* The id checks still in flight on m and its submeshes, waited for (>>tp). */
@@ -9200,11 +9239,27 @@ _VS_PRIVATE vs_result _vs_mesh_ids_final(vs_mesh* m)
         vs_result ri = _vs_mesh_ids_final(m->subs[i].mesh);
         if (!r) r = ri;
     }
+    // (a communicator aborted before, a failed job's or one an elastic reform replaced: its waits answer at once,
+    // and what they say is not the free's to report)
+    int gone = m->comm && __atomic_load_n(&m->comm->aborted, __ATOMIC_ACQUIRE);
     while (m->idpend > 0) { // (every slot leaves the ring: the first error is kept)
         vs_result ri = _vs_ids_reclaim(m, "vs_mesh_free", 1);
-        if (!r) r = ri;
+        if (!r && !gone) r = ri;
     }
     return r;
+}
+
+/* Every device call on m and its submeshes done (_vs_dev_drain of each
+   communicator): their scratch goes next. The first error is kept. */
+_VS_PRIVATE vs_result _vs_mesh_drain(vs_mesh* m)
+{
+    vs_result r = VS_OK;
+    for (int i = 0; i < m->nsubs; i++) {
+        vs_result ri = _vs_mesh_drain(m->subs[i].mesh);
+        if (!r) r = ri;
+    }
+    vs_result rc = m->comm ? _vs_dev_drain(m->comm, "vs_mesh_free") : VS_OK;
+    return r ? r : rc;
 }
 
 _VS_PRIVATE void _vs_mesh_destroy(vs_mesh* m)
@@ -9260,7 +9315,9 @@ VS_API vs_result vs_mesh_free(vs_mesh* m)
                                      "free them first (a training state's mesh, vs_train_mesh: vs_train_free frees "
                                      "it with them; it is left as it was)", m->users);
     vs_result r = _vs_mesh_ids_final(m); // (an id out of range found after its call returned: reported, freed anyway)
-    if (m->comm) _vs_dev_drain(m->comm); // device: the calls returned when enqueued; their work done before the frees
+    // device: the calls returned when enqueued; their work done before the frees, with the deadline (its error is
+    // not the free's: an aborted communicator answers at once, as a failed job's survivors free theirs)
+    (void)_vs_mesh_drain(m);
     _vs_mesh_destroy(m);
     return r;
 }
@@ -12554,15 +12611,42 @@ _VS_PRIVATE vs_result _vs_dev_link(vs_comm* via, void* from, void* to, const cha
 #endif
 }
 
-/* Before a device scratch buffer grows (its free): the device drained, so no
-   kernel or collective still uses it and none waits for its peers during the
-   cudaFree. A host sync, only when a buffer grows (never in a steady state). */
-_VS_PRIVATE void _vs_dev_drain(vs_comm* c)
+/* The device paths' one host wait: for event ev, or (ev NULL) for all that is
+   enqueued so far on c's stream, with c's deadline and fault watch on NCCL
+   (_vs_nccl_sync, as vs_sync_stream: a peer that stalls or fails ends it in
+   VS_ERR_TIMEOUT / VS_ERR_ABORTED, where a cudaEventSynchronize or
+   cudaDeviceSynchronize waited for good). Over a host transport (the tests'
+   forced device path) no peer holds a stream: a plain wait. */
+_VS_PRIVATE vs_result _vs_dev_wait(vs_comm* c, void* ev, const char* what)
 {
 #ifdef VESCALE_NCCL
-    if (c->tp->device) cudaDeviceSynchronize();
+    if (c->tp->device) {
+        _VS_NCCL_LOCKED(c, _vs_nccl_sync(c, (cudaEvent_t)ev, what, 0, 0));
+    }
 #endif
-    (void)c;
+#ifdef _VS_MESH_CUDA
+    if (_VS_ON_DEVICE(c)) {
+        cudaError_t e = ev ? cudaEventSynchronize((cudaEvent_t)ev)
+                           : cudaStreamSynchronize((cudaStream_t)vs_comm_stream(c));
+        if (e != cudaSuccess) return _vs_cuda_err(e, what, "the host's wait for the device");
+    }
+#endif
+    (void)c, (void)ev, (void)what;
+    return VS_OK;
+}
+
+/* Before a device scratch buffer of c's goes (a growth's free, vs_mesh_free):
+   the work of the calls that used it done. Each call enqueued it on c's stream
+   and ordered c's caller stream after it (_vs_mk_run's fences, _vs_dev_link),
+   so waiting for both, with the deadline (_vs_dev_wait), covers them. A host
+   sync, only when a buffer grows or goes (never in a steady state). */
+_VS_PRIVATE vs_result _vs_dev_drain(vs_comm* c, const char* fn)
+{
+    if (!_VS_ON_DEVICE(c)) return VS_OK;
+    vs_result r = _vs_dev_wait(c, NULL, fn);
+    void* caller = _vs_dev_caller(c);
+    if (!r && caller && caller != vs_comm_stream(c)) r = vs_sync_stream(c, caller);
+    return r;
 }
 
 /* A buffer on c's side through the world's hooks (device: vs_device_alloc). */
@@ -13761,8 +13845,11 @@ _VS_PRIVATE vs_result _vs_ids_reclaim(vs_mesh* tp, const char* fn, int wait)
     int k = tp->idhead;
     cudaEvent_t ev = (cudaEvent_t)tp->idev[k];
     cudaError_t e = wait ? cudaErrorNotReady : cudaEventQuery(ev);
-    if (e == cudaErrorNotReady) e = cudaEventSynchronize(ev);
-    vs_result r = e != cudaSuccess ? _vs_cuda_err(e, fn, "the id check's event") : _vs_ids_report(tp, fn, k);
+    // (a wait behind the TP stream's collectives: with the deadline)
+    vs_result r = e == cudaErrorNotReady ? _vs_dev_wait(tp->comm, ev, fn)
+                  : e != cudaSuccess     ? _vs_cuda_err(e, fn, "the id check's event")
+                                         : VS_OK;
+    if (!r) r = _vs_ids_report(tp, fn, k);
     tp->idhead = (k + 1) % _VS_IDSLOTS, tp->idpend--; // (leaves the ring whatever the answer)
     return r;
 #else
@@ -14083,7 +14170,24 @@ _VS_PRIVATE void* _vs_mesh_mscratch(vs_mesh* m, int i, size_t bytes)
     size_t cap = 256;
     while (cap < bytes && cap <= SIZE_MAX / 2) cap *= 2;
     if (cap < bytes) cap = bytes;
-    if (m->mscratch[i]) _vs_dev_drain(m->comm), _vs_mem_free(m->comm, m->mscratch[i]);
+#ifdef VESCALE_NCCL
+    if (m->comm->tp->device && _vs_nccl_sasync(m->comm)) {
+        /* no device hooks: stream-ordered on the caller's stream, which every earlier call's work comes before
+           and every call's first work waits for (as _vs_nccl_salloc: no cudaMalloc / cudaFree beside a collective
+           that waits for a peer); c's stream, where the cross-entropy uses it at once, ordered after it */
+        cudaStream_t st = (cudaStream_t)_vs_dev_caller(m->comm);
+        void* p = NULL;
+        if (m->mscratch[i]) cudaFreeAsync(m->mscratch[i], st);
+        m->mscratch[i] = cudaMallocAsync(&p, cap, st) == cudaSuccess ? p : NULL;
+        m->mscratch_cap[i] = p ? cap : 0;
+        if (p && _vs_dev_link(m->comm, st, vs_comm_stream(m->comm), "the mesh's scratch")) return NULL;
+        return p;
+    }
+#endif
+    if (m->mscratch[i]) {
+        if (_vs_dev_drain(m->comm, "the mesh's scratch growth")) return NULL; // (kept: freed with the mesh)
+        _vs_mem_free(m->comm, m->mscratch[i]);
+    }
     m->mscratch[i] = _vs_mem_alloc(m->comm, cap);
     m->mscratch_cap[i] = m->mscratch[i] ? cap : 0;
     return m->mscratch[i];

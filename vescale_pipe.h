@@ -3064,11 +3064,21 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_copy(const vs_pipe* p, void* dst, const void
     return VS_OK;
 }
 
-/* The host waits for the compute stream (device path). */
+/* The host waits for the compute stream (device path): on NCCL with the mesh
+   communicator's deadline and fault watch (vs_sync_stream; the stream waits on
+   the links' sends and receives, which a stalled or failed stage holds for
+   good). Over a host transport (the tests' forced device path) the links
+   complete on the host, so no peer holds the stream: a plain wait. */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_sync(const vs_pipe* p)
 {
 #ifdef _VS_PIPE_CUDA
     if (p->dev) {
+        vs_comm* c = vs_mesh_comm(p->desc.mesh);
+#ifdef VESCALE_NCCL
+        // (a stream seen idle, e.g. after a copy to pageable memory: no event recorded and polled, no wait)
+        if (vs_comm_device(c) == 1)
+            return cudaStreamQuery((cudaStream_t)p->stream) == cudaSuccess ? VS_OK : vs_sync_stream(c, p->stream);
+#endif
         cudaError_t e = cudaStreamSynchronize((cudaStream_t)p->stream);
         return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "cudaStreamSynchronize");
     }

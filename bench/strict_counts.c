@@ -71,9 +71,12 @@ static int failed;
         }                                                                                                              \
     } while (0)
 
-/* Every rank calls it: the device drained, all ranks here, then the snapshot. */
+/* Every rank calls it: all ranks here (every collective's sides enqueued, so
+   the device sync below cannot deadlock beside one: the stand-in's
+   device-sync-during-collective), the device drained, then the snapshot. */
 static void snapshot(int me, vs_strict_counts* at, int in_window)
 {
+    pthread_barrier_wait(&bar);
     cudaDeviceSynchronize();
     if (in_window) __atomic_add_fetch(&own_syncs, 1, __ATOMIC_SEQ_CST);
     pthread_barrier_wait(&bar);

@@ -117,7 +117,11 @@ static void to_mem(void* dst, const void* src, size_t n)
 static void from_mem(void* dst, const void* src, size_t n)
 {
 #if DEV
-    cudaDeviceSynchronize();
+    /* DDP's work on these buffers is in the legacy stream's order (its stream:
+       vs_ddp_wait_params, vs_ddp_param and the gradient sync order it there); a
+       cudaDeviceSynchronize would also wait beside the DP all-reduces still
+       waiting for the peer (the stand-in's device-sync-during-collective) */
+    cudaStreamSynchronize(cudaStreamLegacy);
     cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost);
 #else
     memcpy(dst, src, n);

@@ -496,6 +496,195 @@ static int fault_rank(vs_world* w, void* arg)
     return r;
 }
 
+/* A DDP job of 2 NCCL ranks whose rank 1 stalls (kind 0: sleeps past rank 0's
+   deadline, never joining step 2's all-reduce) or fails (kind 1: returns an
+   error there). Rank 0's second step is stream-ordered up to its one host wait,
+   vs_ddp_synchronize's (_vs_ddp_sync): that wait must end in VS_ERR_TIMEOUT /
+   VS_ERR_ABORTED within the communicator's deadline (a plain
+   cudaStreamSynchronize there waits until the watchdog aborts the
+   communicator, then reports success over an all-reduce that never ran). */
+typedef struct ddp_fault_run {
+    int kind;
+    vs_result got;   /* rank 0: vs_ddp_step's error, else vs_ddp_synchronize's */
+    double secs;     /* from step 2's start to that error */
+    float before[4]; /* rank 0's parameter after step 1, and after the failed step */
+    float after[4];
+    char msg[512];
+} ddp_fault_run;
+
+static double ddp_fault_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int ddp_fault_rank(vs_world* w, void* arg)
+{
+    ddp_fault_run* f = (ddp_fault_run*)arg;
+    int me = vs_world_rank(w);
+    enum { N = 64 };
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = 2;
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    if (!mesh) return 1;
+    cudaStream_t st = NULL;
+    VT_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreate");
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    dd.zero = VS_ZERO_0;
+    dd.optim.kind = VS_OPTIM_SGD; /* plain: no momentum, no decay */
+    dd.optim.momentum = 0, dd.optim.weight_decay = 0;
+    dd.stream = st;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    if (!d) return 1;
+    float p0[N];
+    for (int e = 0; e < N; e++) p0[e] = (float)e;
+    vs_ddp_param_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "w", pd.dtype = VS_F32, pd.ndim = 1, pd.shape[0] = N, pd.data = p0;
+    VT_OK(vs_ddp_add_param(d, &pd, NULL));
+    VT_OK(vs_ddp_finalize(d));
+    vs_result r = VS_OK;
+    for (int step = 0; step < 2 && !r; step++) {
+        if (step == 1 && me == 0 && f->kind == 0) { /* the deadline short only now: step 1 waited for the */
+            vs_mesh* dpm = NULL;                     /* slower rank's start (NVRTC's first compile) */
+            r = vs_mesh_submesh(mesh, vs_mesh_dim_name(mesh, 0), &dpm);
+            if (!r) r = vs_comm_set_timeout(vs_mesh_comm(dpm), 1);
+            if (r) break;
+        }
+        if (step == 1 && me == 1) {
+            if (f->kind == 1) {
+                usleep(300 * 1000); /* after rank 0's host waits in vs_ddp_synchronize */
+                vs_ddp_free(d), vs_mesh_free(mesh), cudaStreamDestroy(st);
+                return vs_set_error(VS_ERR_INVALID, "rank 1 gives up in step 2");
+            }
+            usleep(2500 * 1000); /* past rank 0's 1 s deadline */
+            break;
+        }
+        double t0 = ddp_fault_now();
+        float g[N];
+        for (int e = 0; e < N; e++) g[e] = (float)(me + 1);
+        r = vs_ddp_zero_grad(d);
+        void* dg = r ? NULL : vs_ddp_grad(d, 0);
+        if (!r && !dg) r = VS_ERR_STATE;
+        /* pageable H2D on the DDP's stream: returns once staged, no host wait */
+        if (!r && cudaMemcpyAsync(dg, g, sizeof g, cudaMemcpyHostToDevice, st) != cudaSuccess) r = VS_ERR_BACKEND;
+        if (!r) r = vs_ddp_grad_ready(d, 0);
+        if (!r) r = vs_ddp_finish_grad_sync(d);
+        if (!r) r = vs_ddp_step(d, 0.5);
+        if (!r) r = vs_ddp_synchronize(d);
+        if (me == 0 && step == 1) {
+            f->got = r, f->secs = ddp_fault_now() - t0;
+            snprintf(f->msg, sizeof f->msg, "%s", r ? vs_last_error() : "");
+        }
+        const void* pp = vs_ddp_param(d, 0);
+        if (me == 0 && step == 0 && pp) /* 0.5 * the mean gradient 1.5 off each element; on DDP's stream */
+            if (cudaMemcpyAsync(f->before, pp, sizeof f->before, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+                cudaStreamSynchronize(st) != cudaSuccess)
+                r = VS_ERR_BACKEND;
+        if (me == 0 && step == 0 && r) snprintf(f->msg, sizeof f->msg, "step 1: %s", vs_last_error());
+    }
+    vs_ddp_free(d);
+    vs_mesh_free(mesh);
+    cudaStreamDestroy(st);
+    return r;
+}
+
+static void case_ddp_fault(int kind)
+{
+    static ddp_fault_run f;
+    memset(&f, 0, sizeof f);
+    f.kind = kind;
+    vs_launch_desc d;
+    memset(&d, 0, sizeof d);
+    d.nranks = 2;
+    d.transport = VS_TRANSPORT_NCCL;
+    d.timeout_s = 30; /* stall: rank 0's DP communicator's 1 s from step 2 on; the stand-in's hang deadline is 60 s */
+    vs_result r = vs_launch_ex(&d, ddp_fault_rank, &f);
+    VT_CHECK(r != VS_OK, "ddp fault %d: vs_launch succeeded", kind);
+    for (int e = 0; e < 4; e++)
+        VT_CHECK(f.before[e] == (float)e - 0.75f, "ddp fault %d: step 1 gave w[%d] = %g, want %g", kind, e,
+                 (double)f.before[e], (double)e - 0.75);
+    if (kind == 0)
+        VT_CHECK(f.got == VS_ERR_TIMEOUT && strstr(f.msg, "timed out") && f.secs < 20,
+                 "DDP peer stalls: rank 0's step/synchronize gave %s after %.1f s (%s), want VS_ERR_TIMEOUT within the "
+                 "1 s deadline", vs_result_string(f.got), f.secs, f.msg);
+    else
+        VT_CHECK(f.got == VS_ERR_ABORTED && strstr(f.msg, "world rank 1 failed") && f.secs < 20,
+                 "DDP peer fails: rank 0's step/synchronize gave %s after %.1f s (%s), want VS_ERR_ABORTED naming rank "
+                 "1, well within the 30 s deadline", vs_result_string(f.got), f.secs, f.msg);
+}
+
+/* The mesh's own device waits under a stalled peer: rank 0 of a TP mesh of 2
+   enqueues two vocab-parallel embeddings (device ids: each call's id check
+   records an event on the TP stream, the second's behind the first's
+   all-reduce, which waits for rank 1, who stalls past the 1 s deadline), then
+   frees the mesh, which waits for the checks (_vs_ids_reclaim) and drains the
+   scratch (_vs_dev_drain): with the deadline, ending in an error naming the
+   fault (a cudaEventSynchronize there returned success once the watchdog had
+   aborted the communicator, or never without it). */
+typedef struct tp_fault_run {
+    vs_result fwd[2], got;
+    double secs;
+    char msg[512];
+} tp_fault_run;
+
+static int tp_fault_rank(vs_world* w, void* arg)
+{
+    tp_fault_run* f = (tp_fault_run*)arg;
+    int me = vs_world_rank(w);
+    vs_mesh* tp = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = 2;
+    md.dim_names[0] = "TP";
+    VT_OK(vs_mesh_init(w, &md, &tp));
+    if (!tp) return 1;
+    int32_t hids[4] = {0, 9, 2, 15};
+    float* dtab = (float*)vs_device_alloc(w, 8 * 4 * sizeof(float));
+    float* dout = (float*)vs_device_alloc(w, 4 * 4 * sizeof(float));
+    int32_t* dids = (int32_t*)vs_device_alloc(w, sizeof hids);
+    cudaMemset(dtab, 0, 8 * 4 * sizeof(float));
+    cudaMemcpy(dids, hids, sizeof hids, cudaMemcpyHostToDevice);
+    vs_result r = VS_OK;
+    if (me == 1) {
+        usleep(2500 * 1000); /* past rank 0's 1 s deadline, never joining */
+    } else {
+        r = vs_comm_set_timeout(vs_mesh_comm(tp), 1); /* (short only now: the mesh's making waited for rank 1) */
+        for (int i = 0; i < 2 && !r; i++) f->fwd[i] = vs_vocab_embedding_forward(tp, dtab, 16, 4, dids, 4, dout);
+        double t0 = ddp_fault_now();
+        r = f->got = vs_mesh_free(tp);
+        f->secs = ddp_fault_now() - t0;
+        snprintf(f->msg, sizeof f->msg, "%s", r ? vs_last_error() : "");
+        tp = NULL;
+    }
+    if (tp) vs_mesh_free(tp);
+    vs_device_free(w, dtab), vs_device_free(w, dout), vs_device_free(w, dids);
+    return r;
+}
+
+static void case_tp_fault(void)
+{
+    static tp_fault_run f;
+    memset(&f, 0, sizeof f);
+    vs_launch_desc d;
+    memset(&d, 0, sizeof d);
+    d.nranks = 2;
+    d.transport = VS_TRANSPORT_NCCL;
+    d.timeout_s = 30; /* rank 0's TP communicator: 1 s once made; the stand-in's hang deadline is 60 s */
+    VT_CHECK(vs_launch_ex(&d, tp_fault_rank, &f) != VS_OK, "tp fault: vs_launch succeeded");
+    VT_CHECK(f.fwd[0] == VS_OK && f.fwd[1] == VS_OK, "the embeddings (enqueued, no host wait) gave %s, %s",
+             vs_result_string(f.fwd[0]), vs_result_string(f.fwd[1]));
+    VT_CHECK((f.got == VS_ERR_TIMEOUT || f.got == VS_ERR_ABORTED) && strstr(f.msg, "vs_mesh_free") && f.secs < 20,
+             "TP peer stalls: rank 0's vs_mesh_free gave %s after %.1f s (%s), want VS_ERR_TIMEOUT / VS_ERR_ABORTED "
+             "within the 1 s deadline", vs_result_string(f.got), f.secs, f.msg);
+}
+
 /* NCCL takes device or pinned memory only: a malloc'd buffer is VS_ERR_INVALID
    naming it (no work starts, so the stand-in sees no host pointer); pinned
    memory all-reduces as device memory does. */
@@ -757,6 +946,12 @@ int main(void)
             "releasing the trainer's own stream sync", case_fault(4));
     VT_CASE("fault/nccl: a failing peer under stream-ordered work: the watchdog ends it at once, naming the cause",
             case_fault(5));
+    VT_CASE("fault/nccl ddp: a DDP peer that stalls in a step: vs_ddp_synchronize ends at the deadline",
+            case_ddp_fault(0));
+    VT_CASE("fault/nccl ddp: a DDP peer that fails in a step: vs_ddp_synchronize ends at once, naming it",
+            case_ddp_fault(1));
+    VT_CASE("fault/nccl tp: a TP peer that stalls: vs_mesh_free's waits for the id checks end at the deadline",
+            case_tp_fault());
     vs_strict_counts sc = vs_strict_get_counts();
     printf("strict stand-in: %d devices; %ld device allocations, %ld frees, %ld host syncs, "
            "%ld/%ld/%ld H2D/D2H/D2D copies, %ld libraries loaded, %ld kernels, %ld NCCL operations\n",

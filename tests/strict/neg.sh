@@ -20,6 +20,8 @@ missing_wait_kernel missing-wait 0 missing-wait/kernel
 cross_device cross-device 0 cross-device/stream
 cross_device_mem cross-device 0 cross-device/memory
 free_during_collective free-during-collective 0 free-during-collective
+malloc_during_collective malloc-during-collective 0 malloc-during-collective
+device_sync_during_collective device-sync-during-collective 0 device-sync-during-collective
 nccl_threads nccl-threads 0 nccl-threads
 use_after_revoke use-after-revoke 0 use-after-revoke
 revoke_one_rank hang 87 hang/revoke-is-local"

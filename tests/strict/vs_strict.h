@@ -32,10 +32,12 @@
      belong to a device; a kernel launched on another device's stream, an event
      recorded on another device's stream, a kernel given another device's memory
      fail as CUDA does (class cross-device).
-   - cudaMalloc and cudaFree synchronise the device. Freeing while a collective
-     on the device waits for its peers is reported at once (class
-     free-during-collective: the deadlock of NCCL's guide when the peer does the
-     same), and every wait of the stand-in has a deadline (class hang,
+   - cudaMalloc, cudaFree and cudaDeviceSynchronize synchronise the device.
+     Calling one while a collective on the device waits for its peers is
+     reported at once (classes free-during-collective, malloc-during-collective,
+     device-sync-during-collective: the deadlock of NCCL's guide when the peer
+     does the same; the last two while a peer has not enqueued its side yet,
+     the only state in which they can deadlock), and every wait of the stand-in has a deadline (class hang,
      VS_STRICT_HANG_S, default 120 s) after which it reports what each stream
      waits for and exits.
    - NCCL: init from a unique id, split (non-blocking: returns ncclSuccess and
@@ -78,13 +80,18 @@
    - Kernels run in their device order: the library's kernels are written so
      that their host build follows the grid and block decomposition (>>kernels);
      vs_k_sumsq, whose host build is sequential, runs here as the GPU runs it (a
-     tree per block).
+     tree per block). The texts' device meaning itself (what NVRTC compiles)
+     is not run here: tests/test_kernels_device.c runs it, CUDA's vocabulary
+     emulated on host threads, against the host build, bit for bit.
 
    - Devices have a compute capability (VS_STRICT_CC, default 9.0, an H100's;
      a list is repeated over the devices): cudaLibraryLoadData takes a cubin
      or PTX text, and a launch on a device that cannot run the image fails
      (class no-kernel-image): a cubin runs on its SM's major with an equal or
      later minor, PTX on its architecture and later ones.
+
+   VS_STRICT_BACKTRACE=1 prints the caller's stack after each violation
+   (addr2line -e <binary> on the +offsets names the lines).
 
    Counts (vs_strict_counts): device allocations, host-blocking waits, copies
    between host and device, NVRTC libraries loaded (and of them, those from
@@ -134,6 +141,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <execinfo.h>
 
 #ifdef __cplusplus
 #define ST_C extern "C"
@@ -341,6 +349,10 @@ static void st_violation(const char* cls, const char* fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "vs_strict: VIOLATION %s: %s\n", cls, msg);
+    if (getenv("VS_STRICT_BACKTRACE")) { /* where (addr2line -e the binary on the +offsets) */
+        void* bt[24];
+        backtrace_symbols_fd(bt, backtrace(bt, 24), 2);
+    }
     fflush(stderr);
     pthread_mutex_lock(&st_vmu);
     for (int i = 0; i < ST_NCLASS; i++)
@@ -768,19 +780,43 @@ static cudaError_t st_alloc_locked(void** p, size_t n, int dev)
     return cudaSuccess;
 }
 
+/* A collective of device dev's that waits for its peers (st_mu held); one that
+   waits for a peer that has not enqueued its side yet. */
+static const char* st_nccl_waiting_locked(int dev);
+static const char* st_nccl_unmatched_locked(int dev);
+
+/* A call that synchronises device dev (st_mu held) while a collective there waits
+   for its peers: reported at once as class cls (two ranks doing this deadlock,
+   NCCL's guide), not only when the peer's doing the same hangs this run.
+   cudaFree: any such collective; cudaMalloc and cudaDeviceSynchronize: one whose
+   peer has not enqueued its side yet (all: unmatched 0), the state in which the
+   deadlock is possible (a program that makes every rank enqueue first, e.g.
+   behind a host barrier, may drain the device). */
+static void st_sync_beside_collective_locked(int dev, const char* cls, const char* call, int unmatched)
+{
+    const char* w = unmatched ? st_nccl_unmatched_locked(dev) : st_nccl_waiting_locked(dev);
+    if (!w) return;
+    char buf[200];
+    snprintf(buf, sizeof buf, "%s", w);
+    pthread_mutex_unlock(&st_mu);
+    st_violation(cls,
+                 "%s on device %d synchronises the device while %s waits for its peers (two ranks doing this "
+                 "deadlock: NCCL's guide)",
+                 call, dev, buf);
+    pthread_mutex_lock(&st_mu);
+}
+
 ST_C cudaError_t cudaMalloc(void** p, size_t n)
 {
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     int dev = st_cur_dev;
+    st_sync_beside_collective_locked(dev, "malloc-during-collective", "cudaMalloc", 1);
     st_device_idle_locked(dev, "cudaMalloc (it synchronises the device)");
     cudaError_t e = n ? st_alloc_locked(p, n, dev) : (*p = NULL, cudaSuccess);
     pthread_mutex_unlock(&st_mu);
     return e;
 }
-
-/* A collective of device dev's that waits for its peers (st_mu held). */
-static const char* st_nccl_waiting_locked(int dev);
 
 ST_C cudaError_t cudaFree(void* p)
 {
@@ -795,17 +831,7 @@ ST_C cudaError_t cudaFree(void* p)
                                                                                    : "not the start of an allocation");
         return st_err(cudaErrorInvalidValue);
     }
-    const char* w = st_nccl_waiting_locked(a->dev);
-    if (w) {
-        char buf[200];
-        snprintf(buf, sizeof buf, "%s", w);
-        pthread_mutex_unlock(&st_mu);
-        st_violation("free-during-collective",
-                     "cudaFree on device %d synchronises the device while %s waits for its peers (two ranks doing "
-                     "this deadlock: NCCL's guide)",
-                     a->dev, buf);
-        pthread_mutex_lock(&st_mu);
-    }
+    st_sync_beside_collective_locked(a->dev, "free-during-collective", "cudaFree", 0);
     st_device_idle_locked(a->dev, "cudaFree (it synchronises the device)");
     a = st_find_locked(p, 1);
     a->live = 0;
@@ -1004,6 +1030,7 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     st_count.host_syncs++;
+    st_sync_beside_collective_locked(st_cur_dev, "device-sync-during-collective", "cudaDeviceSynchronize", 1);
     st_device_idle_locked(st_cur_dev, "cudaDeviceSynchronize");
     for (struct CUstream_st* q = st_streams; q; q = q->next)
         if (q->dev == st_cur_dev) st_seen_locked(q, q->done), st_seen_comp_locked(st_vc_ref(q->cvc));

@@ -310,6 +310,34 @@ static const char* st_nccl_waiting_locked(int dev)
     return NULL;
 }
 
+/* A collective of device dev's that waits for a peer that has not enqueued its
+   side yet (st_mu held): what it is, or NULL. Then a call that synchronises the
+   device can deadlock (the peer's host thread may be in such a call itself,
+   before its side); beside operations whose peers all enqueued theirs it cannot
+   (they complete without any host's help). */
+static const char* st_nccl_unmatched_locked(int dev)
+{
+    for (struct CUstream_st* s = st_streams; s; s = s->next) {
+        if (s->dev != dev || !s->head || s->head->fn != st_nccl_run || !s->blocked || !s->bcomm ||
+            st_stopped((struct ncclComm*)s->bcomm))
+            continue;
+        for (st_nop* q = s->head->nops; q; q = q->next) {
+            struct ncclComm* c = q->comm;
+            for (int r = 0; r < c->cq->n; r++) {
+                struct ncclComm* p = c->cq->ranks[r];
+                int p2p = q->kind == ST_N_SEND || q->kind == ST_N_RECV;
+                if (r == c->rank || (p2p && r != q->peer)) continue;
+                long have = !p     ? 0
+                            : !p2p ? p->coll_seq
+                            : q->kind == ST_N_SEND ? p->recv_seq[c->rank]
+                                                   : p->send_seq[c->rank];
+                if (have <= q->seq) return s->blocked;
+            }
+        }
+    }
+    return NULL;
+}
+
 /* For the hang report: why a stream blocked in bcomm's operation waits in vain. */
 static const char* st_nccl_hang_note(void* bcomm)
 {

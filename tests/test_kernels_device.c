@@ -1,0 +1,518 @@
+/* test_kernels_device.c - the device meaning of the kernel texts, without a GPU.
+
+   vescale_mesh.h's >>kernels (and examples/gpt_kernels.h, in the same
+   vocabulary) are one text with two meanings: the host build (each kernel a
+   loop, each "block" a loop over its threads) and the device build NVRTC
+   compiles. The strict stand-in runs the host build, so a change that exists
+   only in the device meaning (a _VS_MKSEL whose device side sums in another
+   order, a tree that reads a partial before the barrier that publishes it) is
+   invisible there. Here the device build itself runs on the host: the text is
+   expanded with _VS_MK_DEVICE 1 (names vs_mk_*, as NVRTC gets them) over an
+   emulation of CUDA's vocabulary: blockIdx / threadIdx / blockDim / gridDim
+   per emulated thread, each block's _VS_MKT threads as host threads that meet
+   at a barrier for __syncthreads, __shared__ as one array per kernel (the
+   blocks of a launch run one after another, so one block owns it at a time),
+   and CUDA's bit-cast intrinsics. Each kernel runs over the launch grid the
+   library uses (_vs_mk_run: one block per row for the row kernels, else
+   ceil(work / _VS_MKT)), and over a smaller grid (grid-stride loops doing the
+   rest), and must give the host build's bits on the same inputs.
+
+   What this cannot see: the GPU's own arithmetic (NVRTC's flags make it IEEE;
+   the emulation uses the host's), warp-level behaviour (there is none in the
+   texts), and races between threads of a block beyond what a barrier orders
+   (the emulated threads do run concurrently, so a missing barrier may show as
+   a wrong value, not surely). Written in C99 with POSIX threads. */
+#define VESCALE_IMPLEMENTATION
+#include "vescale_mesh.h"
+#include "examples/gpt_kernels.h"
+#include "vs_test.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- CUDA's device vocabulary on the host -------------------------------------- */
+
+typedef struct {
+    unsigned x, y, z;
+} kd_dim3;
+static __thread kd_dim3 threadIdx, blockIdx; /* each emulated thread's */
+static kd_dim3 blockDim, gridDim;            /* the launch's */
+static pthread_barrier_t kd_bar;             /* the running block's __syncthreads */
+
+#define vs_rtc_device __attribute__((unused))
+#define vs_rtc_global static __attribute__((unused))
+#define vs_rtc_shared static
+#define vs_rtc_sync() pthread_barrier_wait(&kd_bar)
+static long kd_fence; /* (an atomic read-modify-write: ThreadSanitizer refuses a bare fence) */
+#define __threadfence_system() ((void)__atomic_fetch_add(&kd_fence, 0, __ATOMIC_SEQ_CST))
+
+static float __uint_as_float(unsigned int u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static unsigned int __float_as_uint(float f)
+{
+    unsigned int u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static double __longlong_as_double(long long u)
+{
+    double d;
+    memcpy(&d, &u, 8);
+    return d;
+}
+static long long __double_as_longlong(double d)
+{
+    long long u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+
+/* The device builds of the mesh's kernel text and of gpt_kernels.h's, as NVRTC
+   compiles them (after the prelude's dtype helpers). */
+#define _VS_MK_DEVICE 1
+_VS_MK_DTYPES
+_VS_MESH_KERNELS
+GPT__KERNELS
+#undef _VS_MK_DEVICE
+
+/* ---- launches ----------------------------------------------------------------- */
+
+/* _VS_MKT host threads made once, each one CUDA thread of every block: a launch
+   hands them the kernel (go), each runs the grid's blocks in order with a
+   barrier between blocks (the next block's shared memory is the same array),
+   and the launch returns when all are done. */
+static pthread_t kd_pool[_VS_MKT];
+static pthread_barrier_t kd_go, kd_done;
+static void (*kd_run)(int, void**);
+static int kd_ki, kd_quit, kd_made;
+static void** kd_args;
+
+static void* kd_worker(void* p)
+{
+    unsigned t = (unsigned)(size_t)p;
+    for (;;) {
+        pthread_barrier_wait(&kd_go);
+        if (kd_quit) return NULL;
+        threadIdx.x = t, threadIdx.y = threadIdx.z = 0;
+        for (unsigned b = 0; b < gridDim.x; b++) {
+            blockIdx.x = b, blockIdx.y = blockIdx.z = 0;
+            kd_run(kd_ki, kd_args);
+            pthread_barrier_wait(&kd_bar);
+        }
+        pthread_barrier_wait(&kd_done);
+    }
+}
+
+/* Runs kernel ki's device meaning (run: its call) over `blocks` blocks of
+   _VS_MKT threads, one block after another. */
+static void kd_launch(void (*run)(int, void**), int ki, void** a, unsigned blocks)
+{
+    if (!kd_made) {
+        pthread_barrier_init(&kd_bar, NULL, _VS_MKT);
+        pthread_barrier_init(&kd_go, NULL, _VS_MKT + 1);
+        pthread_barrier_init(&kd_done, NULL, _VS_MKT + 1);
+        for (int t = 0; t < _VS_MKT; t++)
+            if (pthread_create(&kd_pool[t], NULL, kd_worker, (void*)(size_t)t) != 0) {
+                fprintf(stderr, "kd_launch: pthread_create failed\n");
+                exit(2);
+            }
+        kd_made = 1;
+    }
+    gridDim.x = blocks, gridDim.y = gridDim.z = 1;
+    blockDim.x = _VS_MKT, blockDim.y = blockDim.z = 1;
+    kd_run = run, kd_ki = ki, kd_args = a;
+    pthread_barrier_wait(&kd_go);
+    pthread_barrier_wait(&kd_done);
+}
+
+/* The pool's end (before the summary). */
+static void kd_pool_end(void)
+{
+    if (!kd_made) return;
+    kd_quit = 1;
+    pthread_barrier_wait(&kd_go);
+    for (int t = 0; t < _VS_MKT; t++) pthread_join(kd_pool[t], NULL);
+}
+
+/* The device build's kernel ki with the arguments as a launch passes them (as
+   _vs_mk_host does for the host build). */
+static void kd_mesh_call(int ki, void** a)
+{
+#define A_(T, i) (*(T*)a[i])
+    switch (ki) {
+    case _VS_MK_INIT:
+        vs_mk_init(A_(void*, 0), A_(int, 1), A_(long long, 2), *(vs_mk_ibox*)a[3], A_(unsigned long long, 4), A_(int, 5),
+                   A_(double, 6), A_(double, 7), A_(double, 8));
+        break;
+    case _VS_MK_BOX: vs_mk_box(A_(char*, 0), A_(const char*, 1), A_(long long, 2), *(vs_mk_geo*)a[3]); break;
+    case _VS_MK_EMBED_FWD:
+        vs_mk_embed_fwd(A_(float*, 0), A_(const float*, 1), A_(const int*, 2), A_(long long, 3), A_(long long, 4),
+                        A_(long long, 5), A_(long long, 6));
+        break;
+    case _VS_MK_EMBED_BWD:
+        vs_mk_embed_bwd(A_(float*, 0), A_(const float*, 1), A_(const int*, 2), A_(long long, 3), A_(long long, 4),
+                        A_(long long, 5), A_(long long, 6), A_(long long, 7));
+        break;
+    case _VS_MK_CE_MAX: vs_mk_ce_max(A_(float*, 0), A_(const float*, 1), A_(long long, 2), A_(long long, 3)); break;
+    case _VS_MK_CE_SUM:
+        vs_mk_ce_sum(A_(float*, 0), A_(float*, 1), A_(const float*, 2), A_(const float*, 3), A_(const int*, 4),
+                     A_(long long, 5), A_(long long, 6), A_(long long, 7));
+        break;
+    case _VS_MK_CE_LOSS:
+        vs_mk_ce_loss(A_(float*, 0), A_(const float*, 1), A_(const float*, 2), A_(const float*, 3), A_(long long, 4));
+        break;
+    case _VS_MK_IDS_CHECK:
+        vs_mk_ids_check(A_(long long*, 0), A_(const int*, 1), A_(long long, 2), A_(long long, 3));
+        break;
+    case _VS_MK_BIAS_ADD:
+        vs_mk_bias_add(A_(void*, 0), A_(const void*, 1), A_(long long, 2), A_(long long, 3), A_(int, 4), A_(int, 5));
+        break;
+    default:
+        vs_mk_ce_grad(A_(float*, 0), A_(const float*, 1), A_(const float*, 2), A_(const float*, 3), A_(const int*, 4),
+                      A_(long long, 5), A_(long long, 6), A_(long long, 7));
+        break;
+    }
+#undef A_
+}
+
+/* ---- the comparison ------------------------------------------------------------- */
+
+/* A kernel's buffers: each outs[i] (bytes[i]) is written by the kernel; the
+   device meaning runs on copies, from the same starting bytes. */
+enum { KD_MAXB = 4 };
+typedef struct {
+    int n;
+    void* p[KD_MAXB];
+    size_t bytes[KD_MAXB];
+} kd_outs;
+
+static unsigned long long kd_seed = 0x9e3779b97f4a7c15ull;
+static double kd_rand(void) /* [-1, 1) */
+{
+    kd_seed = kd_seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(kd_seed >> 11) / 4503599627370496.0 - 1.0;
+}
+
+/* Runs kernel ki (a: its arguments, pointing into o's buffers where it writes)
+   as the host build and as the device meaning over `blocks` (0: the library's
+   grid for `work`) and compares every written byte. */
+static void kd_compare(const char* what, int ki, void** a, kd_outs* o, long long work, unsigned blocks)
+{
+    void* start[KD_MAXB];
+    void* host[KD_MAXB];
+    for (int i = 0; i < o->n; i++) {
+        start[i] = malloc(o->bytes[i]), host[i] = malloc(o->bytes[i]);
+        memcpy(start[i], o->p[i], o->bytes[i]);
+    }
+    _vs_mk_host(ki, a);
+    for (int i = 0; i < o->n; i++) memcpy(host[i], o->p[i], o->bytes[i]), memcpy(o->p[i], start[i], o->bytes[i]);
+    long long lib = _VS_MK_ROWKERNEL(ki) ? work : (work + _VS_MKT - 1) / _VS_MKT;
+    if (lib > 65535) lib = 65535;
+    unsigned g = blocks ? blocks : (unsigned)(lib > 0 ? lib : 1);
+    kd_launch(kd_mesh_call, ki, a, g);
+    for (int i = 0; i < o->n; i++) {
+        const unsigned char *h = (const unsigned char*)host[i], *d = (const unsigned char*)o->p[i];
+        size_t bad = 0, first = 0;
+        for (size_t k = 0; k < o->bytes[i]; k++)
+            if (h[k] != d[k] && !bad++) first = k;
+        VT_CHECK(bad == 0, "%s (%s, grid %u): output %d: %zu of %zu bytes differ, the first at byte %zu", what,
+                 _vs_mk_names[ki], g, i, bad, o->bytes[i], first);
+        memcpy(o->p[i], start[i], o->bytes[i]);
+        free(start[i]), free(host[i]);
+    }
+}
+
+/* Every kernel of the mesh's text on inputs of several shapes, over the
+   library's grid and over 1 and 2 blocks. */
+static void case_mesh(unsigned blocks)
+{
+    enum { N = 37, V = 700, D = 5 }; /* tokens, a vocab shard of 3 columns a thread (some), embedding width */
+    float* lg = (float*)malloc(sizeof(float) * N * V);
+    float *mx = (float*)malloc(sizeof(float) * N), *se = (float*)malloc(sizeof(float) * N);
+    float *tl = (float*)malloc(sizeof(float) * N), *loss = (float*)malloc(sizeof(float) * N);
+    float* g = (float*)malloc(sizeof(float) * N * V);
+    static int tga[N], idsa[N];
+    int *tg = tga, *ids = idsa;
+    for (int i = 0; i < N * V; i++) lg[i] = (float)(8 * kd_rand());
+    for (int i = 0; i < N; i++) tg[i] = (int)((unsigned)(kd_rand() * 1e6 + 1e6) % (2 * V)), ids[i] = tg[i] % 64;
+    long long n = N, rows = V, start = 300;
+    for (int w = 0; w < 2; w++) { /* a shard of 700 columns, and of 3 (fewer than a block's threads) */
+        long long r = w ? 3 : rows;
+        const char* what = w ? "3-column shard" : "700-column shard";
+        kd_outs o = {1, {mx}, {sizeof(float) * N}};
+        void* amax[] = {&mx, &lg, &n, &r};
+        kd_compare(what, _VS_MK_CE_MAX, amax, &o, n, blocks);
+        _vs_mk_host(_VS_MK_CE_MAX, amax);
+        kd_outs o2 = {2, {se, tl}, {sizeof(float) * N, sizeof(float) * N}};
+        void* asum[] = {&se, &tl, &lg, &mx, &tg, &n, &r, &start};
+        kd_compare(what, _VS_MK_CE_SUM, asum, &o2, n, blocks);
+        _vs_mk_host(_VS_MK_CE_SUM, asum);
+        kd_outs o3 = {1, {loss}, {sizeof(float) * N}};
+        void* aloss[] = {&loss, &mx, &se, &tl, &n};
+        kd_compare(what, _VS_MK_CE_LOSS, aloss, &o3, n, blocks);
+        kd_outs o4 = {1, {g}, {sizeof(float) * N * (size_t)r}};
+        void* agrad[] = {&g, &lg, &mx, &se, &tg, &n, &r, &start};
+        kd_compare(what, _VS_MK_CE_GRAD, agrad, &o4, n * r, blocks);
+    }
+    /* the embedding, forward and backward (table rows 10..73 of this shard) */
+    float* tab = (float*)malloc(sizeof(float) * 64 * D);
+    float* out = (float*)malloc(sizeof(float) * N * D);
+    float* gt = (float*)malloc(sizeof(float) * 64 * D);
+    for (int i = 0; i < 64 * D; i++) tab[i] = (float)kd_rand(), gt[i] = (float)kd_rand();
+    long long dim = D, est = 10, erows = 64, nb = 3;
+    kd_outs oe = {1, {out}, {sizeof(float) * N * D}};
+    void* afwd[] = {&out, &tab, &ids, &n, &dim, &est, &erows};
+    kd_compare("embedding", _VS_MK_EMBED_FWD, afwd, &oe, n * dim, blocks);
+    _vs_mk_host(_VS_MK_EMBED_FWD, afwd);
+    kd_outs ob = {1, {gt}, {sizeof(float) * 64 * D}};
+    void* abwd[] = {&gt, &out, &ids, &n, &dim, &est, &erows, &nb};
+    kd_compare("embedding backward", _VS_MK_EMBED_BWD, abwd, &ob, dim * nb, blocks);
+    /* the id check: one id out of range late, two, none */
+    int big[700];
+    for (int i = 0; i < 700; i++) big[i] = i % 50;
+    long long flag[2] = {-1, -1}, *fp = flag, nbig = 700, voc = 50;
+    const int* bp = big;
+    kd_outs of = {1, {flag}, {sizeof flag}};
+    void* aids[] = {&fp, &bp, &nbig, &voc};
+    kd_compare("ids all in range", _VS_MK_IDS_CHECK, aids, &of, 1, blocks);
+    big[613] = 77, big[650] = -3;
+    kd_compare("ids out of range at 613 and 650", _VS_MK_IDS_CHECK, aids, &of, 1, blocks);
+    /* the box copy: a 3-D box out of a strided source, 4-byte and 2-byte elements */
+    unsigned char src[4096], dst[4096];
+    for (int i = 0; i < 4096; i++) src[i] = (unsigned char)(kd_rand() * 128 + 128), dst[i] = 0;
+    vs_mk_geo geo;
+    memset(&geo, 0, sizeof geo);
+    geo.nd = 3, geo.dim[0] = 3, geo.dim[1] = 4, geo.dim[2] = 5;
+    geo.sstr[0] = 60, geo.sstr[1] = 12, geo.sstr[2] = 2, geo.dstr[0] = 20, geo.dstr[1] = 5, geo.dstr[2] = 1;
+    geo.soff = 7, geo.doff = 3;
+    for (int esz = 2; esz <= 4; esz += 2) {
+        geo.esz = esz;
+        long long nbox = 60;
+        char *dp = (char*)dst;
+        const char* sp = (const char*)src;
+        kd_outs ox = {1, {dst}, {sizeof dst}};
+        void* abox[] = {&dp, &sp, &nbox, &geo};
+        kd_compare(esz == 2 ? "box, 2-byte elements" : "box, 4-byte elements", _VS_MK_BOX, abox, &ox, nbox, blocks);
+    }
+    /* init: every kind into f32, bf16 and f64, of a shard at an offset in its tensor */
+    vs_mk_ibox ib;
+    memset(&ib, 0, sizeof ib);
+    ib.nd = 2, ib.ls[0] = 7, ib.ls[1] = 9, ib.off[0] = 3, ib.off[1] = 9, ib.shape[0] = 20, ib.shape[1] = 18;
+    static double buf[63];
+    for (int kind = 0; kind <= 5; kind++)
+        for (int dt = 1; dt <= 4; dt++) {
+            if (dt == 2) continue;
+            void* bp2 = buf;
+            long long ni = 63;
+            unsigned long long key = 0x1234abcdull + (unsigned long long)kind;
+            double a0 = -0.5, b0 = 0.75, sd = 0.02;
+            char what[64];
+            snprintf(what, sizeof what, "init kind %d dtype %d", kind, dt);
+            kd_outs oi = {1, {buf}, {sizeof buf}};
+            void* ai[] = {&bp2, &dt, &ni, &ib, &key, &kind, &a0, &b0, &sd};
+            kd_compare(what, _VS_MK_INIT, ai, &oi, ni, blocks);
+        }
+    /* the row-parallel bias: f32, bf16 with an f32 bias, f64 */
+    static double y[3 * 70], bias[70];
+    for (int i = 0; i < 3 * 70; i++) y[i] = kd_rand();
+    for (int i = 0; i < 70; i++) bias[i] = kd_rand();
+    int dts[3][2] = {{1, 1}, {3, 1}, {4, 4}};
+    for (int k = 0; k < 3; k++) {
+        void *yp = y, *bb = bias;
+        long long br = 3, bc = 70;
+        kd_outs oy = {1, {y}, {sizeof y}};
+        void* ab[] = {&yp, &bb, &br, &bc, &dts[k][0], &dts[k][1]};
+        kd_compare(k == 0 ? "bias f32" : k == 1 ? "bias bf16" : "bias f64", _VS_MK_BIAS_ADD, ab, &oy, br * bc, blocks);
+    }
+    free(lg), free(mx), free(se), free(tl), free(loss), free(g), free(tab), free(out), free(gt);
+}
+
+
+/* ---- examples/gpt_kernels.h --------------------------------------------------------- */
+
+/* gpt_kernel_host's dispatch, onto the device build (gptk_*). */
+static void kd_gpt_call(int ki, void** a)
+{
+#define A_(T, i) (*(T*)a[i])
+#define V_(i) A_(void*, i)
+#define C_(i) A_(const void*, i)
+#define F_(i) A_(float*, i)
+#define CF_(i) A_(const float*, i)
+#define I_(i) A_(int, i)
+#define L_(i) A_(long long, i)
+    switch (ki) {
+    case GPT_KI_EMBED: gptk_embed(V_(0), I_(1), C_(2), C_(3), I_(4), A_(const int*, 5), L_(6), L_(7), L_(8), L_(9), L_(10)); break;
+    case GPT_KI_EMBED_BWD: gptk_embed_bwd(V_(0), I_(1), C_(2), I_(3), A_(const int*, 4), L_(5), L_(6), L_(7), L_(8), L_(9)); break;
+    case GPT_KI_ADD_ROWS: gptk_add_rows(V_(0), I_(1), C_(2), I_(3), L_(4), L_(5), L_(6), L_(7)); break;
+    case GPT_KI_SUM_ROWS: gptk_sum_rows(V_(0), I_(1), C_(2), I_(3), L_(4), L_(5), L_(6), L_(7)); break;
+    case GPT_KI_LN_FWD: gptk_ln_fwd(V_(0), I_(1), F_(2), F_(3), C_(4), I_(5), C_(6), C_(7), I_(8), L_(9), L_(10)); break;
+    case GPT_KI_LN_BWD:
+        gptk_ln_bwd(V_(0), I_(1), C_(2), I_(3), C_(4), I_(5), C_(6), I_(7), CF_(8), CF_(9), L_(10), L_(11));
+        break;
+    case GPT_KI_LN_BWD_W: gptk_ln_bwd_w(V_(0), V_(1), I_(2), C_(3), I_(4), C_(5), I_(6), CF_(7), CF_(8), L_(9), L_(10)); break;
+    case GPT_KI_MM: gptk_mm(V_(0), I_(1), C_(2), I_(3), C_(4), I_(5), C_(6), I_(7), L_(8), L_(9), L_(10), I_(11), I_(12)); break;
+    case GPT_KI_GELU_FWD: gptk_gelu_fwd(V_(0), I_(1), C_(2), I_(3), L_(4)); break;
+    case GPT_KI_GELU_BWD: gptk_gelu_bwd(V_(0), I_(1), C_(2), I_(3), C_(4), I_(5), L_(6)); break;
+    case GPT_KI_ATTN_FWD: gptk_attn_fwd(F_(0), V_(1), I_(2), C_(3), C_(4), C_(5), I_(6), L_(7), L_(8), L_(9), L_(10)); break;
+    case GPT_KI_ATTN_BWD_ROWS: gptk_attn_bwd_rows(F_(0), CF_(1), C_(2), C_(3), I_(4), L_(5), L_(6), L_(7), L_(8)); break;
+    case GPT_KI_ATTN_BWD:
+        gptk_attn_bwd(V_(0), V_(1), V_(2), I_(3), CF_(4), CF_(5), C_(6), C_(7), C_(8), I_(9), L_(10), L_(11), L_(12), L_(13));
+        break;
+    case GPT_KI_CE: gptk_ce(F_(0), F_(1), C_(2), I_(3), A_(const int*, 4), L_(5), L_(6)); break;
+    case GPT_KI_MEAN: gptk_mean(F_(0), CF_(1), L_(2)); break;
+    default: gptk_scale(V_(0), I_(1), CF_(2), CF_(3), L_(4), L_(5)); break;
+    }
+#undef A_
+#undef V_
+#undef C_
+#undef F_
+#undef CF_
+#undef I_
+#undef L_
+}
+
+/* Every pointer argument is a buffer of KD_GB floats (ids: ints in range); the
+   ones gpt_kernel_args marks written are compared whole: the host build in the
+   device's order (gpt_kernel_host(.., 1), what the strict stand-in runs)
+   against the device meaning over `blocks`. */
+enum { KD_GB = 1 << 15 };
+static void kd_gpt_compare(const char* what, int ki, void** a, long long blocks)
+{
+    const char* sig = gpt_kernel_args[ki];
+    int nw = 0, wi[16];
+    for (int i = 0; sig[i]; i++)
+        if (sig[i] == 'w') wi[nw++] = i;
+    void *start[16], *host[16];
+    size_t nb = sizeof(float) * KD_GB;
+    for (int k = 0; k < nw; k++) {
+        void* p = *(void**)a[wi[k]];
+        start[k] = malloc(nb), host[k] = malloc(nb);
+        memcpy(start[k], p, nb);
+    }
+    gpt_kernel_host(ki, a, 1);
+    for (int k = 0; k < nw; k++) {
+        void* p = *(void**)a[wi[k]];
+        memcpy(host[k], p, nb), memcpy(p, start[k], nb);
+    }
+    unsigned g = (unsigned)(blocks < 1 ? 1 : blocks > 16384 ? 16384 : blocks);
+    kd_launch(kd_gpt_call, ki, a, g);
+    for (int k = 0; k < nw; k++) {
+        const unsigned char *h = (const unsigned char*)host[k], *d = (const unsigned char*)*(void**)a[wi[k]];
+        size_t bad = 0, first = 0;
+        for (size_t b = 0; b < nb; b++)
+            if (h[b] != d[b] && !bad++) first = b;
+        VT_CHECK(bad == 0, "%s (%s, grid %u): argument %d: %zu bytes differ, the first at byte %zu", what,
+                 gpt_kernel_names[ki], g, wi[k], bad, first);
+        memcpy(*(void**)a[wi[k]], start[k], nb);
+        free(start[k]), free(host[k]);
+    }
+}
+
+/* Every kernel of gpt_kernels.h in f32 (and bf16 storage for a few), rows long
+   enough that a block's threads each sum 3 or more terms, over the grid
+   gpt_kernels.h's launchers use (blocks 0) or over `blocks`. */
+static void case_gpt(long long blocks)
+{
+    static float buf[14][KD_GB];
+    static int ids[KD_GB];
+    for (int b = 0; b < 14; b++)
+        for (int i = 0; i < KD_GB; i++) buf[b][i] = (float)kd_rand();
+    float *x = buf[0], *y = buf[1], *z = buf[2], *u = buf[3], *v = buf[4], *w = buf[5], *m1 = buf[6], *m2 = buf[7];
+    float *o1 = buf[8], *o2 = buf[9], *o3 = buf[10], *o4 = buf[11];
+    for (int i = 0; i < KD_GB; i++) m2[i] = 0.5f + 0.25f * (float)kd_rand(); /* rstd-like, positive */
+    const int* ip = ids;
+    int f32 = GPT_KF32, bf16 = GPT_KBF16;
+    char what[96];
+#define KD_B(nblk) (blocks ? blocks : (long long)(nblk))
+#define KD_BLK(n) (((n) + GPT_KBLOCK - 1) / GPT_KBLOCK)
+    for (int pass = 0; pass < 2; pass++) { /* f32 storage, then bf16 (reductions in f32 alike) */
+        int t = pass ? bf16 : f32;
+        const char* tn = pass ? "bf16" : "f32";
+        if (pass) /* bf16 values in every half (no NaN, whose payload may take either operand's: not a meaning) */
+            for (int b = 0; b < 14; b++)
+                for (int i = 0; i < 2 * KD_GB; i++)
+                    ((uint16_t*)buf[b])[i] = vs_f32_to_bf16(b == 7 ? 0.5f + 0.25f * (float)kd_rand() : (float)kd_rand());
+        long long n = 6, T = 3, D = 530, V = 40, v0 = 5, Vl = 30, p0 = 1;
+        for (int i = 0; i < KD_GB; i++) ids[i] = (int)((unsigned)(i * 7 + 3) % (unsigned)V);
+        snprintf(what, sizeof what, "embed %s", tn);
+        void* ae[] = {&o1, &t, &x, &y, &t, &ip, &n, &T, &D, &v0, &Vl};
+        kd_gpt_compare(what, GPT_KI_EMBED, ae, KD_B(KD_BLK(n * D)));
+        long long nb = 65536 / D;
+        if (nb > Vl) nb = Vl;
+        snprintf(what, sizeof what, "embed backward %s", tn);
+        void* aeb[] = {&o1, &t, &x, &t, &ip, &n, &D, &v0, &Vl, &nb};
+        kd_gpt_compare(what, GPT_KI_EMBED_BWD, aeb, KD_B(KD_BLK(D * nb)));
+        snprintf(what, sizeof what, "add_rows %s", tn);
+        void* aar[] = {&o1, &t, &x, &t, &n, &T, &D, &p0};
+        kd_gpt_compare(what, GPT_KI_ADD_ROWS, aar, KD_B(KD_BLK(n * D)));
+        snprintf(what, sizeof what, "sum_rows %s", tn);
+        void* asr[] = {&o1, &t, &x, &t, &n, &T, &D, &p0};
+        kd_gpt_compare(what, GPT_KI_SUM_ROWS, asr, KD_B(KD_BLK(T * D)));
+        snprintf(what, sizeof what, "layernorm %s", tn);
+        void* aln[] = {&o1, &t, &o2, &o3, &x, &t, &y, &z, &t, &n, &D};
+        kd_gpt_compare(what, GPT_KI_LN_FWD, aln, KD_B(n));
+        snprintf(what, sizeof what, "layernorm backward %s", tn);
+        void* alb[] = {&o1, &t, &x, &t, &y, &t, &z, &t, &m1, &m2, &n, &D};
+        kd_gpt_compare(what, GPT_KI_LN_BWD, alb, KD_B(n));
+        snprintf(what, sizeof what, "layernorm weight backward %s", tn);
+        void* alw[] = {&o1, &o2, &t, &x, &t, &y, &t, &m1, &m2, &n, &D};
+        kd_gpt_compare(what, GPT_KI_LN_BWD_W, alw, KD_B(KD_BLK(D)));
+        for (int tr = 0; tr < 3; tr++)
+            for (int beta = 0; beta < 2; beta++) {
+                long long M = 37, K = 45, N = 33;
+                snprintf(what, sizeof what, "matmul %s trans %d beta %d", tn, tr, beta);
+                void* amm[] = {&o1, &t, &x, &t, &y, &t, &z, &t, &M, &K, &N, &tr, &beta};
+                kd_gpt_compare(what, GPT_KI_MM, amm, KD_B((M + 31) / 32 * ((N + 31) / 32)));
+            }
+        long long ng = 700;
+        snprintf(what, sizeof what, "gelu %s", tn);
+        void* agf[] = {&o1, &t, &x, &t, &ng};
+        kd_gpt_compare(what, GPT_KI_GELU_FWD, agf, KD_B(KD_BLK(ng)));
+        snprintf(what, sizeof what, "gelu backward %s", tn);
+        void* agb[] = {&o1, &t, &x, &t, &y, &t, &ng};
+        kd_gpt_compare(what, GPT_KI_GELU_BWD, agb, KD_B(KD_BLK(ng)));
+        long long B = 2, TT = 7, H = 2, hd = 520;
+        snprintf(what, sizeof what, "attention %s", tn);
+        void* aat[] = {&o1, &o2, &t, &x, &y, &z, &t, &B, &TT, &H, &hd};
+        kd_gpt_compare(what, GPT_KI_ATTN_FWD, aat, KD_B(B * H * TT));
+        snprintf(what, sizeof what, "attention backward rows %s", tn);
+        void* abr[] = {&o1, &u, &x, &y, &t, &B, &TT, &H, &hd};
+        kd_gpt_compare(what, GPT_KI_ATTN_BWD_ROWS, abr, KD_B(B * H * TT));
+        snprintf(what, sizeof what, "attention backward %s", tn);
+        void* aab[] = {&o1, &o2, &o3, &t, &u, &v, &x, &y, &z, &t, &B, &TT, &H, &hd};
+        kd_gpt_compare(what, GPT_KI_ATTN_BWD, aab, KD_B(KD_BLK(B * TT * H * hd)));
+        long long nc = 5, VV = 700;
+        for (int i = 0; i < KD_GB; i++) ids[i] = (int)((unsigned)(i * 131 + 17) % (unsigned)VV);
+        snprintf(what, sizeof what, "cross-entropy %s", tn);
+        void* ace[] = {&o1, &o2, &x, &t, &ip, &nc, &VV};
+        kd_gpt_compare(what, GPT_KI_CE, ace, KD_B(nc));
+        long long nm = 900, den = 7;
+        void* amn[] = {&o4, &x, &nm};
+        kd_gpt_compare("mean", GPT_KI_MEAN, amn, KD_B(1));
+        snprintf(what, sizeof what, "scale %s", tn);
+        void* asc[] = {&o1, &t, &x, &w, &nm, &den};
+        kd_gpt_compare(what, GPT_KI_SCALE, asc, KD_B(KD_BLK(nm)));
+    }
+#undef KD_B
+#undef KD_BLK
+}
+
+int main(void)
+{
+    VT_CASE("kernels/device meaning: the mesh's kernels over the library's grid equal the host build bit for bit",
+            case_mesh(0));
+    VT_CASE("kernels/device meaning: the mesh's kernels over 1 block (grid-stride loops) equal the host build",
+            case_mesh(1));
+    VT_CASE("kernels/device meaning: the mesh's kernels over 2 blocks equal the host build", case_mesh(2));
+    VT_CASE("kernels/device meaning: gpt_kernels.h's kernels over their launchers' grids equal the host build in the "
+            "device's order bit for bit", case_gpt(0));
+    VT_CASE("kernels/device meaning: gpt_kernels.h's kernels over 1 block equal the host build", case_gpt(1));
+    kd_pool_end();
+    return vt_summary();
+}
