@@ -207,10 +207,12 @@ if [ "${FUZZ_SECONDS:-0}" != 0 ]; then
 fi
 
 if [ "$COMPILE_CHECK" = 1 ]; then
-    run_one "compile_check" bash tests/compile_check.sh
+    # side by side: each is one compiler at a time, in its own temporary directory
+    run_bg "compile_check" bash tests/compile_check.sh
     # --- install + pkg-config / CMake consumers (issue 9) ---
-    run_one "install_check" bash tests/install_check.sh
+    run_bg "install_check" bash tests/install_check.sh
 fi
+drain
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
