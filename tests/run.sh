@@ -207,8 +207,10 @@ if [ "${FUZZ_SECONDS:-0}" != 0 ]; then
 fi
 
 if [ "$COMPILE_CHECK" = 1 ]; then
-    # side by side: each is one compiler at a time, in its own temporary directory
-    run_bg "compile_check" bash tests/compile_check.sh
+    # side by side, each one compiler at a time in its own temporary directory: the
+    # compile checks in two halves (every other check), then the install check
+    run_bg "compile_check (1 of 2)" env COMPILE_CHECK_SHARD=0/2 bash tests/compile_check.sh
+    run_bg "compile_check (2 of 2)" env COMPILE_CHECK_SHARD=1/2 bash tests/compile_check.sh
     # --- install + pkg-config / CMake consumers (issue 9) ---
     run_bg "install_check" bash tests/install_check.sh
 fi
