@@ -38,20 +38,21 @@ grep -q '_vs_parse_timeout' vescale_mesh.h && FLAGS="$FLAGS -DVS_FUZZ_ENV_PARSER
 export ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=32:malloc_context_size=20}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-# the library alone, instrumented for the fuzzer but without its main (fuzzer-no-link)
+# the library alone, instrumented for the fuzzer but without its main (fuzzer-no-link),
+# built beside the first harnesses that compile it in themselves; .rc says it is done
 IMPL_FLAGS=${FLAGS/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}
-impl=""
-if "$CLANG" $IMPL_FLAGS -c -o "$OUT/impl.o" tests/vs_impl.c >"$OUT/impl.log" 2>&1; then
-    impl="$OUT/impl.o"
-else
-    cat "$OUT/impl.log"
-    echo "    fuzz: tests/vs_impl.c did not build: every harness compiles the library in"
-fi
+rm -f "$OUT/impl.rc"
+own=$(cd tests/fuzz && grep -lE '\b_(vs|VS)_[A-Za-z]' $(printf 'fuzz_%s.c ' $NAMES) | sed 's/^fuzz_//; s/\.c$//')
+linked() { ! printf '%s\n' $own | grep -qx "$1"; }
+impl_ok() { # waits for the object's build: whether it built
+    while ! [ -f "$OUT/impl.rc" ]; do sleep 0.2; done
+    [ "$(cat "$OUT/impl.rc")" = 0 ]
+}
 
 one() { # name: builds and runs one harness; its lines go to $OUT/<name>.out, its status to .rc
     local n=$1 src="tests/fuzz/fuzz_$1.c" bin="$OUT/fuzz_$1" log="$OUT/$1.log"
-    if [ -n "$impl" ] && ! grep -qE '\b_(vs|VS)_[A-Za-z]' "$src" &&
-        "$CLANG" $FLAGS -include tests/vs_linked.h -o "$bin" "$src" "$impl" -lpthread -lm >"$log" 2>&1; then
+    if linked "$n" && impl_ok &&
+        "$CLANG" $FLAGS -include tests/vs_linked.h -o "$bin" "$src" "$OUT/impl.o" -lpthread -lm >"$log" 2>&1; then
         :
     elif ! "$CLANG" $FLAGS -o "$bin" "$src" -lpthread -lm >"$log" 2>&1; then
         cat "$log"
@@ -80,12 +81,21 @@ one() { # name: builds and runs one harness; its lines go to $OUT/<name>.out, it
 }
 
 JOBS=${FUZZ_JOBS:-2}
-for n in $NAMES; do
+{
+    "$CLANG" $IMPL_FLAGS -c -o "$OUT/impl.o" tests/vs_impl.c >"$OUT/impl.log" 2>&1
+    echo $? >"$OUT/impl.rc.tmp" && mv "$OUT/impl.rc.tmp" "$OUT/impl.rc"
+} &
+# the harnesses that compile the library in start first: they need no object
+for n in $own $(for m in $NAMES; do linked "$m" && echo "$m"; done); do
     while [ "$(jobs -pr | wc -l)" -ge "$JOBS" ]; do wait -n; done
     rm -f "$OUT/$n.rc"
     { one "$n" >"$OUT/$n.out" 2>&1; echo $? >"$OUT/$n.rc"; } &
 done
 wait
+if [ "$(cat "$OUT/impl.rc")" != 0 ]; then
+    cat "$OUT/impl.log"
+    echo "    fuzz: tests/vs_impl.c did not build: every harness compiled the library in"
+fi
 fail=0
 for n in $NAMES; do
     cat "$OUT/$n.out"
