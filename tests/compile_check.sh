@@ -13,10 +13,20 @@ MP="-Wmissing-prototypes"
 CUDA=${CUDA:-/usr/local/cuda}
 n=0
 
+# COMPILE_CHECK_SHARD=i/k (tests/run.sh runs k of these side by side): this run makes
+# every k-th check from the i-th on (and only shard 0 the others' lines), so the k runs
+# together make each check once; unset, all of them.
+SHARD=${COMPILE_CHECK_SHARD:-0/1}
+shard_i=${SHARD%/*} shard_k=${SHARD#*/}
+mine() { [ $(((n - 1) % shard_k)) -eq "$shard_i" ]; }
+
 check() { # name, command...
     local name=$1; shift
+    n=$((n + 1))
+    mine || return 0
     if "$@" >"$T/out" 2>&1; then echo "ok compile/$name"; else echo "not ok compile/$name"; sed 's/^/    /' "$T/out" | head -20; fi
 }
+say() { if [ "$shard_i" = 0 ]; then echo "$@"; fi; } # a line outside the checks: printed once
 
 for h in vescale.h vescale_mesh.h vescale_ddp.h vescale_pipe.h vescale_ckpt.h; do
     b=${h%.h}
@@ -43,7 +53,7 @@ if [ -f "$CUDA/include/nvrtc.h" ]; then
 fi
 
 # every public function declared and defined under one marker, every marker listed
-bash tests/check_markers.sh
+[ "$shard_i" = 0 ] && bash tests/check_markers.sh
 # ... and the check itself fails on a header whose marker is opened twice (and on
 # a public function defined but never declared)
 awk '/^#define VESCALE_DDP_IMPLEMENTED$/ { print; print "// >>lr --"; next } { print }' vescale_ddp.h >"$T/twice.h"
@@ -183,7 +193,7 @@ if command -v mpicc >/dev/null 2>&1; then
     check "mpi/c99" mpicc -std=c99 $W $MP -DVESCALE_MPI "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
     check "mpi/c++17" mpicxx -std=c++17 $W -DVESCALE_MPI -x c++ "$T/vescale.impl.c" -o "$T/a.out" -lpthread -lm
 else
-    echo "skip compile/mpi: mpicc not installed"
+    say "skip compile/mpi: mpicc not installed"
 fi
 
 # NCCL transport (and the DDP kernels NVRTC compiles): compile and link with a
@@ -212,8 +222,8 @@ if [ -f "$CUDA/include/nccl.h" ] || [ -f /usr/include/nccl.h ]; then
         check "nvcc/no-nccl" nvcc -x cu -I. -Xcompiler -Wall,-Wextra,-Werror -c "$T/vescale.impl.c" -o "$T/o.o"
         check "nccl/gpt_kernels-nvcc" nvcc -x cu -DVESCALE_NCCL -I. -Xcompiler -Wall,-Wextra,-Werror -c "$T/gk1.c" -o "$T/o.o"
     else
-        echo "skip compile/nvcc: nvcc not installed"
+        say "skip compile/nvcc: nvcc not installed"
     fi
 else
-    echo "skip compile/nccl: nccl.h not found"
+    say "skip compile/nccl: nccl.h not found"
 fi

@@ -9,26 +9,71 @@ MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 COMPILE_CHECK=${COMPILE_CHECK:-1}
 LIMIT=${TEST_TIMEOUT:-300}
 FUZZ_SECONDS=${FUZZ_SECONDS:-0}
+# The test binaries of the threads transport run TEST_JOBS at a time (default 2, the
+# CI machine's cores: many of them wait on timeouts and child processes more than
+# they compute); each one's output is kept apart and printed in order, as one run
+# after another prints it. They share no fixed port or path (temporary directories
+# are mkdtemp's or carry the pid; ports are ephemeral). Everything else (MPI jobs,
+# the scripts) runs alone, as before. TEST_JOBS=1 runs everything one by one.
+JOBS=${TEST_JOBS:-2}
 pass=0 fail=0 skip=0
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+nbg=0 shown=0
 
-run_one() { # label, command...
-    local label=$1; shift
-    local t0 t1
-    t0=$(date +%s.%N)
-    timeout "$LIMIT" "$@" >"$log" 2>&1
-    local rc=$?
-    t1=$(date +%s.%N)
-    printf '== %s (%s s)\n' "$label" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')"
+report() { # label, log, status, seconds: prints a run and counts its lines
+    local label=$1 log=$2 rc=$3
+    printf '== %s (%s s)\n' "$label" "$4"
     cat "$log"
     local p f s
     p=$(grep -c '^ok ' "$log"); f=$(grep -c '^not ok ' "$log"); s=$(grep -c '^skip ' "$log")
     pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
-    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "not ok $label: exited with status $rc"
         fail=$((fail + 1))
     fi
+}
+
+timed() { # out-prefix, command...: runs it under the limit; writes .log, .secs, then .rc
+    local out=$1; shift
+    local t0 t1 rc
+    t0=$(date +%s.%N)
+    timeout "$LIMIT" "$@" >"$out.log" 2>&1
+    rc=$?
+    t1=$(date +%s.%N)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }' >"$out.secs"
+    echo "$rc" >"$out.rc.tmp" && mv "$out.rc.tmp" "$out.rc"
+}
+
+flush() { # reports the background runs that ended, in the order they started
+    while [ "$shown" -lt "$nbg" ] && [ -f "$tmp/$shown.rc" ]; do
+        report "$(cat "$tmp/$shown.label")" "$tmp/$shown.log" "$(cat "$tmp/$shown.rc")" "$(cat "$tmp/$shown.secs")"
+        shown=$((shown + 1))
+    done
+}
+
+run_bg() { # label, command...: starts it once fewer than JOBS runs are going
+    while [ "$(jobs -pr | wc -l)" -ge "$JOBS" ]; do
+        wait -n
+        flush
+    done
+    printf '%s' "$1" >"$tmp/$nbg.label"
+    shift
+    timed "$tmp/$nbg" "$@" &
+    nbg=$((nbg + 1))
+}
+
+drain() { # waits for every background run and reports them
+    wait
+    flush
+}
+
+run_one() { # label, command...: runs it alone, after the background runs
+    drain
+    local label=$1; shift
+    timed "$tmp/one" "$@"
+    report "$label" "$tmp/one.log" "$(cat "$tmp/one.rc")" "$(cat "$tmp/one.secs")"
+    rm -f "$tmp/one.rc"
 }
 
 for t in "$B"/test_*; do
@@ -36,8 +81,9 @@ for t in "$B"/test_*; do
     case "$t" in *_mpi) continue ;; esac
     # `make test-gpu` builds test_nccl (nvcc, a real GPU) into $B: not part of this suite
     case "$(basename "$t")" in test_nccl) continue ;; esac
-    run_one "$(basename "$t")" "$t"
+    run_bg "$(basename "$t")" "$t"
 done
+drain
 
 # --- the strict stand-in's negative suite (issue 20): one GPU bug per program, each
 # reported by class, and a control that reports nothing (built when HAVE_STRICT)
@@ -163,10 +209,14 @@ if [ "${FUZZ_SECONDS:-0}" != 0 ]; then
 fi
 
 if [ "$COMPILE_CHECK" = 1 ]; then
-    run_one "compile_check" bash tests/compile_check.sh
+    # side by side, each one compiler at a time in its own temporary directory: the
+    # compile checks in two halves (every other check), then the install check
+    run_bg "compile_check (1 of 2)" env COMPILE_CHECK_SHARD=0/2 bash tests/compile_check.sh
+    run_bg "compile_check (2 of 2)" env COMPILE_CHECK_SHARD=1/2 bash tests/compile_check.sh
     # --- install + pkg-config / CMake consumers (issue 9) ---
-    run_one "install_check" bash tests/install_check.sh
+    run_bg "install_check" bash tests/install_check.sh
 fi
+drain
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

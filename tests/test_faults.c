@@ -464,7 +464,7 @@ typedef struct {
 } poison;
 static poison g_poison[2];
 static int g_npoison;
-static _VS_TLS int t_rank = -1, t_step = -1; // the calling rank thread's world rank and step
+static __thread int t_rank = -1, t_step = -1; // the calling rank thread's world rank and step (__thread: this test uses only the public API)
 
 static vs_result poisoned_attn_fwd(vs_pipe_call* c)
 {

@@ -5,7 +5,12 @@
 # Prints per harness "ok fuzz/<name> (N execs)" or "not ok fuzz/<name>" (a finding,
 # a build failure or a hang; the crashing input is kept as $B/fuzz/<name>-crash-*),
 # or "skip fuzz/<name>: ..." when clang or libFuzzer is missing. Exit status 1 when
-# any harness is not ok. Harnesses run one after another.
+# any harness is not ok. Harnesses run FUZZ_JOBS at a time (default 2: each fuzzes on
+# one core), their lines printed in order. The library is compiled once, instrumented
+# as the harnesses are ($B/fuzz/impl.o from tests/vs_impl.c), for the harnesses that
+# use only the public API (as the Makefile does for the tests); a harness that names
+# private parts (_vs_*, _VS_*) compiles it in, as does one that fails to build against
+# the object.
 set -u
 cd "$(dirname "$0")/../.."
 B=${B:-build}
@@ -33,16 +38,26 @@ grep -q '_vs_parse_timeout' vescale_mesh.h && FLAGS="$FLAGS -DVS_FUZZ_ENV_PARSER
 export ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=32:malloc_context_size=20}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-fail=0
-for n in $NAMES; do
-    src="tests/fuzz/fuzz_$n.c"
-    bin="$OUT/fuzz_$n"
-    log="$OUT/$n.log"
-    if ! "$CLANG" $FLAGS -o "$bin" "$src" -lpthread -lm >"$log" 2>&1; then
+# the library alone, instrumented for the fuzzer but without its main (fuzzer-no-link),
+# built beside the first harnesses that compile it in themselves; .rc says it is done
+IMPL_FLAGS=${FLAGS/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}
+rm -f "$OUT/impl.rc"
+own=$(cd tests/fuzz && grep -lE '\b_(vs|VS)_[A-Za-z]' $(printf 'fuzz_%s.c ' $NAMES) | sed 's/^fuzz_//; s/\.c$//')
+linked() { ! printf '%s\n' $own | grep -qx "$1"; }
+impl_ok() { # waits for the object's build: whether it built
+    while ! [ -f "$OUT/impl.rc" ]; do sleep 0.2; done
+    [ "$(cat "$OUT/impl.rc")" = 0 ]
+}
+
+one() { # name: builds and runs one harness; its lines go to $OUT/<name>.out, its status to .rc
+    local n=$1 src="tests/fuzz/fuzz_$1.c" bin="$OUT/fuzz_$1" log="$OUT/$1.log"
+    if linked "$n" && impl_ok &&
+        "$CLANG" $FLAGS -include tests/vs_linked.h -o "$bin" "$src" "$OUT/impl.o" -lpthread -lm >"$log" 2>&1; then
+        :
+    elif ! "$CLANG" $FLAGS -o "$bin" "$src" -lpthread -lm >"$log" 2>&1; then
         cat "$log"
         echo "not ok fuzz/$n (build failed)"
-        fail=1
-        continue
+        return 1
     fi
     work="$OUT/corpus/$n"
     mkdir -p "$work"
@@ -61,7 +76,29 @@ for n in $NAMES; do
         [ "$rc" -eq 124 ] && echo "    fuzz/$n: hung past $((FUZZ_SECONDS + 120)) s"
         ls "$OUT/$n"-* 2>/dev/null | sed 's/^/    finding: /'
         echo "not ok fuzz/$n"
-        fail=1
+        return 1
     fi
+}
+
+JOBS=${FUZZ_JOBS:-2}
+{
+    "$CLANG" $IMPL_FLAGS -c -o "$OUT/impl.o" tests/vs_impl.c >"$OUT/impl.log" 2>&1
+    echo $? >"$OUT/impl.rc.tmp" && mv "$OUT/impl.rc.tmp" "$OUT/impl.rc"
+} &
+# the harnesses that compile the library in start first: they need no object
+for n in $own $(for m in $NAMES; do linked "$m" && echo "$m"; done); do
+    while [ "$(jobs -pr | wc -l)" -ge "$JOBS" ]; do wait -n; done
+    rm -f "$OUT/$n.rc"
+    { one "$n" >"$OUT/$n.out" 2>&1; echo $? >"$OUT/$n.rc"; } &
+done
+wait
+if [ "$(cat "$OUT/impl.rc")" != 0 ]; then
+    cat "$OUT/impl.log"
+    echo "    fuzz: tests/vs_impl.c did not build: every harness compiled the library in"
+fi
+fail=0
+for n in $NAMES; do
+    cat "$OUT/$n.out"
+    [ "$(cat "$OUT/$n.rc" 2>/dev/null)" = 0 ] || fail=1
 done
 exit $fail
