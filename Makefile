@@ -55,7 +55,7 @@ $(B):
 #   hand (a new one not listed still builds: BUILD falls back, naming it).
 # A new tests/test_*.c needs no rule: the wildcard and the grep place it.
 IMPL_OWN    := $(patsubst tests/%.c,%,$(shell grep -lE '\b_(vs|VS)_[A-Za-z]|define[[:space:]]+(VESCALE_(NT_MIN|NO_SIMD|STATIC|MPI|NCCL|NVRTC)|VS_ASSERT|VS_API)\b' tests/test_*.c)) \
-               test_badinput test_data test_errors test_faults_mpi
+               test_badinput test_data test_errors test_faults_mpi test_ddp_ext
 IMPL_LINKED := $(filter-out $(IMPL_OWN),$(patsubst tests/%.c,%,$(wildcard tests/test_*.c))) \
                mlp_dp_tp pipe_mlp train_gpt flat_trainer vescale-lighthouse
 # $(call BUILD,<compiler and flags>,<config>,<libraries>) in a recipe: compiles $< into $@

@@ -3073,8 +3073,8 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_sync(const vs_pipe* p)
 {
 #ifdef _VS_PIPE_CUDA
     if (p->dev) {
-        vs_comm* c = vs_mesh_comm(p->desc.mesh);
 #ifdef VESCALE_NCCL
+        vs_comm* c = vs_mesh_comm(p->desc.mesh);
         // (a stream seen idle, e.g. after a copy to pageable memory: no event recorded and polled, no wait)
         if (vs_comm_device(c) == 1)
             return cudaStreamQuery((cudaStream_t)p->stream) == cudaSuccess ? VS_OK : vs_sync_stream(c, p->stream);
