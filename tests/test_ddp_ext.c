@@ -678,6 +678,22 @@ static void case_debug(int ext)
 #endif
 
 #if !DEV
+/* Every layer's parameters as views into the flat P and G, each layer its
+   ready group (l + 1); then finalize. */
+static void add_flat_params(vs_ddp* d, float* P, float* G)
+{
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < K; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "h.%d.%s", l, kind_name[k]);
+            vs_ddp_param_desc pd = w_param(kind_size[k]);
+            pd.name = name;
+            pd.storage = P + flat_off(k, l), pd.grad_storage = G + flat_off(k, l), pd.ready_group = l + 1;
+            VT_OK(vs_ddp_add_param(d, &pd, NULL));
+        }
+    VT_OK(vs_ddp_finalize(d));
+}
+
 /* The log, captured: every message at warn and at debug, one a line. */
 typedef struct logcap {
     pthread_mutex_t mu;
@@ -790,16 +806,7 @@ static int rank_zero(vs_world* w, void* arg)
     float* P = (float*)mem_alloc(bytes);
     float* G = (float*)mem_alloc(bytes);
     for (int64_t i = 0; i < T; i++) P[i] = (float)init_val(i), G[i] = 0;
-    for (int l = 0; l < L; l++)
-        for (int k = 0; k < K; k++) {
-            char name[32];
-            snprintf(name, sizeof name, "h.%d.%s", l, kind_name[k]);
-            vs_ddp_param_desc pd = w_param(kind_size[k]);
-            pd.name = name;
-            pd.storage = P + flat_off(k, l), pd.grad_storage = G + flat_off(k, l), pd.ready_group = l + 1;
-            VT_OK(vs_ddp_add_param(d, &pd, NULL));
-        }
-    VT_OK(vs_ddp_finalize(d));
+    add_flat_params(d, P, G);
     for (int t = 0; t < 3; t++) {
         if (own) memset(G, 0, (size_t)T * 4); // the trainer's zero_grad
         // after a step the gradients are zero already (DDP or the trainer just did it): no second time
@@ -860,16 +867,7 @@ static int rank_nowait(vs_world* w, void* arg)
     float* P = (float*)mem_alloc((size_t)T * 4);
     float* G = (float*)mem_alloc((size_t)T * 4);
     for (int64_t i = 0; i < T; i++) P[i] = (float)init_val(i), G[i] = grad_val(i, me, 0, P[i]);
-    for (int l = 0; l < L; l++)
-        for (int k = 0; k < K; k++) {
-            char name[32];
-            snprintf(name, sizeof name, "h.%d.%s", l, kind_name[k]);
-            vs_ddp_param_desc pd = w_param(kind_size[k]);
-            pd.name = name;
-            pd.storage = P + flat_off(k, l), pd.grad_storage = G + flat_off(k, l), pd.ready_group = l + 1;
-            VT_OK(vs_ddp_add_param(d, &pd, NULL));
-        }
-    VT_OK(vs_ddp_finalize(d));
+    add_flat_params(d, P, G);
     for (int l = L - 1; l >= 0; l--) VT_OK(vs_ddp_group_ready(d, l + 1));
     VT_OK(vs_ddp_finish_grad_sync(d));
     if (me == 1)
