@@ -127,7 +127,7 @@ $(B)/test_nccl_vendor: tests/test_nccl_vendor.c $(STRICT_H) $(HEADERS) tests/vs_
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # vescale.h's high-level API on device buffers (issue 21), same stand-in
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_train_nccl)
-$(B)/test_train_nccl: tests/test_train_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B) $(B)/vescale-lighthouse
+$(B)/test_train_nccl: tests/test_train_nccl.c tests/lighthouse_tool.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B) $(B)/vescale-lighthouse
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 # the example GPT (examples/gpt.h) on 8 simulated GPUs: its units as gpt_kernels.h's
 # kernels on the compute stream, PP2 x DP2 x TP2 and DP2 x TP2 + SP against one host
@@ -160,7 +160,7 @@ $(B)/test_elastic_procs: tests/test_elastic_procs.c $(STRICT_H) $(HEADERS) tests
 # a lighthouse that misbehaves beside a healthy job (issue 33): stopped, black-holed, slow
 # readers, 2,000 idle connections, a flood of values, a token; it runs $(B)/vescale-lighthouse
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_lighthouse)
-$(B)/test_lighthouse: tests/test_lighthouse.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B) $(B)/vescale-lighthouse
+$(B)/test_lighthouse: tests/test_lighthouse.c tests/lighthouse_tool.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B) $(B)/vescale-lighthouse
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -o $@ $< -lnvrtc $(LDLIBS)
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)

@@ -39,6 +39,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lighthouse_tool.h"
 #include "strict/vs_strict.h"
 
 enum { W = 4 };
@@ -173,36 +174,9 @@ typedef struct tool {
     int port;
 } tool;
 
-static int tool_start(tool* t, long nofile, const char* extra)
+static int tool_start(tool* t, long nofile)
 {
-    int pfd[2];
-    t->pid = -1, t->port = 0;
-    if (pipe(pfd) != 0) return 0;
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (nofile > 0) {
-            struct rlimit rl = {(rlim_t)nofile, (rlim_t)nofile};
-            setrlimit(RLIMIT_NOFILE, &rl);
-        }
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        if (extra) execl(g_bin, g_bin, "--addr", "127.0.0.1", "--port", "0", extra, (char*)NULL);
-        else execl(g_bin, g_bin, "--addr", "127.0.0.1", "--port", "0", (char*)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    char line[256] = "";
-    size_t n = 0;
-    double end = _vs_now() + 10;
-    while (n < sizeof line - 1 && _vs_now() < end && !strchr(line, '\n')) {
-        ssize_t k = read(pfd[0], line + n, sizeof line - 1 - n);
-        if (k <= 0) break;
-        line[n += (size_t)k] = 0;
-    }
-    close(pfd[0]);
-    const char* c = strrchr(line, ':');
-    t->pid = pid;
-    t->port = c ? atoi(c + 1) : 0;
+    t->pid = vt_lighthouse_spawn(g_bin, nofile, &t->port);
     return t->port > 0;
 }
 
@@ -242,7 +216,7 @@ static void check_warned(fjob* j)
 static void case_stopped(void)
 {
     tool t;
-    VT_CHECK(tool_start(&t, 0, NULL), "%s did not start", g_bin);
+    VT_CHECK(tool_start(&t, 0), "%s did not start", g_bin);
     fjob j;
     memset(&j, 0, sizeof j);
     j.timeout = 3, j.steps = 36, j.fault_step = 4, j.step_us = 200000, j.fault = fault_stop, j.arg = &t;
@@ -462,7 +436,7 @@ static void case_idle_flood(void)
         return;
     }
     tool t;
-    VT_CHECK(tool_start(&t, 1024, NULL), "%s did not start", g_bin);
+    VT_CHECK(tool_start(&t, 1024), "%s did not start", g_bin);
     static int fds[2000];
     int opened = 0;
     for (int i = 0; i < 2000; i++)

@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lighthouse_tool.h"
 #include "strict/vs_strict.h"
 
 enum { D = 8, H = 16, ROWS = 24, STEPS = 6 }; /* (24 rows: DP 4, 3 and 2 x 2 microbatches) */
@@ -800,31 +801,6 @@ static void* proc_main(void* p)
 
 static char g_tool[600]; /* tools/vescale-lighthouse, beside this binary */
 
-/* Starts the tool on a free port of 127.0.0.1: its pid (-1: it did not start). */
-static pid_t start_tool(int* port)
-{
-    int pfd[2];
-    if (pipe(pfd) != 0) return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        execl(g_tool, g_tool, "--addr", "127.0.0.1", "--port", "0", (char*)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    char line[256] = "";
-    size_t n = 0;
-    while (n < sizeof line - 1 && !strchr(line, '\n')) {
-        ssize_t k = read(pfd[0], line + n, sizeof line - 1 - n);
-        if (k <= 0) break;
-        line[n += (size_t)k] = 0;
-    }
-    close(pfd[0]);
-    const char* c = strrchr(line, ':');
-    *port = c ? atoi(c + 1) : 0;
-    return pid;
-}
 
 static void go_procs(run* R, int nranks)
 {
@@ -839,7 +815,7 @@ static void go_procs(run* R, int nranks)
     }
     if (R->procs == 3) { /* the lighthouse a process of its own (the tool), to be stopped */
         int port = 0;
-        R->lh_pid = start_tool(&port);
+        R->lh_pid = vt_lighthouse_spawn(g_tool, 0, &port);
         VT_CHECK(R->lh_pid > 0 && port > 0, "%s did not start", g_tool);
         snprintf(R->store, sizeof R->store, "tcp://127.0.0.1:%d", port);
     }
