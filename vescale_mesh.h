@@ -9928,10 +9928,11 @@ _VS_PRIVATE int _vs_lh_set(vs_lighthouse* lh, const char* key, size_t klen, cons
     _vs_lh_ent** s = _vs_lh_slot(lh, key, klen);
     _vs_lh_job* job = *s ? (*s)->job : _vs_lh_job_of(lh, key, klen, 1);
     size_t old = *s ? (*s)->vlen : 0, add = *s ? 0 : klen + _VS_LH_ENTRY_COST;
-    if (!job) {
+    if (!job && lh->njobs == _VS_LH_JOBS_MAX) {
         snprintf(why, wcap, "the lighthouse holds %d jobs, its most", lh->njobs);
-        return lh->njobs == _VS_LH_JOBS_MAX ? -1 : 0;
+        return -1;
     }
+    if (!job) return 0; // (out of memory)
     if (!*s && job->keys >= (long)lh->d.max_keys) {
         snprintf(why, wcap, "job '%s' holds %ld entries, the lighthouse's max_keys", job->name, job->keys);
         return -1;
@@ -11329,11 +11330,10 @@ _VS_PRIVATE void _vs_lh_joiners_look(vs_world* w)
     _vs_store_name(w, prefix, sizeof prefix, "j");
     if (list && now && _vs_lh_call(w, _VS_LH_LIST, prefix, NULL, list, cap, NULL) == 0) {
         size_t pl = strlen(prefix);
-        for (char* l = list; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] ? 1 : 0)) {
-            char* nl = l + strcspn(l, "\n");
-            char save = *nl;
+        for (char *l = list, *nl; *l; l = *nl ? nl + 1 : nl) { // (a key a line)
+            nl = l + strcspn(l, "\n");
+            char save = *nl, *end = NULL;
             *nl = 0;
-            char* end = NULL;
             long x = strlen(l) > pl ? strtol(l + pl, &end, 10) : -1;
             if (end && !*end && x >= 0 && x < w->size && _vs_lh_call(w, _VS_LH_GET, l, NULL, text, sizeof text, NULL) == 0)
                 now[x] = (unsigned char)_vs_store_alive(text);
