@@ -162,10 +162,11 @@
    Lifetimes. A schedule and a pipe remember being freed: a second
    vs_pipe_sched_free or vs_pipe_free, or any call on a freed one, is
    VS_ERR_STATE ("already freed") while its memory is among its world's last 16
-   freed handles (vescale_mesh.h's vs_free_later); a getter that returns an int
-   gives VS_ERR_STATE as its value, vs_pipe_sched_print and vs_pipe_draw -1. Past that window, and for a schedule made
-   with a NULL world (its memory goes at once), a freed handle is freed memory:
-   the call is undefined. The pipe of a training state (vs_train_pipe in
+   freed handles (vescale_mesh.h's vs_free_later), or, for a schedule made with
+   a NULL world, among the freeing thread's last 16 such (released when the
+   thread ends); a getter that returns an int gives VS_ERR_STATE as its value,
+   vs_pipe_sched_print and vs_pipe_draw -1. Past that window a freed handle is
+   freed memory: the call is undefined. The pipe of a training state (vs_train_pipe in
    vescale.h) is the training state's: vs_pipe_free on it is VS_ERR_STATE and
    leaves it working; vs_train_free frees it.
 
@@ -1376,14 +1377,53 @@ VS_API vs_result vs_pipe_sched_at(const vs_pipe_sched* s, int stage, int i, vs_p
     return VS_OK;
 }
 
+/* Freed schedules made without a world: with no world to keep them readable
+   (vs_free_later), the freeing thread keeps its last _VS_PIPE_KEPT, so a second
+   free or a call on one reads the mark, as with a world's. Per thread, as
+   vs_last_error: nothing is shared between threads or meshes; the oldest is
+   released when a newer one comes, the rest when the thread ends (the key's
+   destructor; the main thread's at exit are still reachable from it). */
+#define _VS_PIPE_KEPT 16
+typedef struct _vs_pipe_kept {
+    void* h[_VS_PIPE_KEPT];
+    int next, armed; // armed: the key's destructor will release them
+} _vs_pipe_kept;
+_VS_PIPE_PRIVATE void _vs_pipe_kept_end(void* arg)
+{
+    _vs_pipe_kept* k = (_vs_pipe_kept*)arg;
+    for (int i = 0; i < _VS_PIPE_KEPT; i++) vs_free(NULL, k->h[i]), k->h[i] = NULL;
+    k->armed = 0;
+}
+// (set once per process by pthread_once, read-only after: not state two meshes could share)
+_VS_PIPE_PRIVATE pthread_key_t _vs_pipe_kept_key;
+_VS_PIPE_PRIVATE int _vs_pipe_kept_keyed;
+_VS_PIPE_PRIVATE void _vs_pipe_kept_key_make(void)
+{
+    _vs_pipe_kept_keyed = pthread_key_create(&_vs_pipe_kept_key, _vs_pipe_kept_end) == 0;
+}
+_VS_PIPE_PRIVATE void _vs_pipe_keep(void* h)
+{
+    static _VS_TLS _vs_pipe_kept k;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (!k.armed) {
+        pthread_once(&once, _vs_pipe_kept_key_make);
+        k.armed = _vs_pipe_kept_keyed && pthread_setspecific(_vs_pipe_kept_key, &k) == 0;
+    }
+    vs_free(NULL, k.h[k.next]);
+    k.h[k.next] = h;
+    k.next = (k.next + 1) % _VS_PIPE_KEPT;
+}
+
 /* Frees a schedule now (the candidates vs_pipe_generate throws away), or, for
-   one the caller had, later: marked freed, its memory kept by vs_free_later. */
+   one the caller had, later: marked freed, its memory kept by vs_free_later
+   (no world: by _vs_pipe_keep). */
 _VS_PIPE_PRIVATE void _vs_pipe_sched_release(vs_pipe_sched* s, int later)
 {
     for (int st = 0; st < s->stages; st++) vs_free(s->world, s->ins[st]);
     s->magic = _VS_PIPE_DEAD;
-    if (later) vs_free_later(s->world, s);
-    else vs_free(s->world, s);
+    if (!later) vs_free(s->world, s);
+    else if (s->world) vs_free_later(s->world, s);
+    else _vs_pipe_keep(s);
 }
 
 VS_API vs_result vs_pipe_sched_free(vs_pipe_sched* s)

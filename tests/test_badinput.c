@@ -1755,6 +1755,15 @@ static vs_pipe_sched* sw_sched(const vs_world* w, const char* text)
     return s;
 }
 
+/* A schedule made without a world (vs_pipe_sched_new's), freed. */
+static vs_pipe_sched* sw_freed_sched(void)
+{
+    vs_pipe_sched* s = NULL;
+    vs_pipe_sched_new(NULL, 2, 2, NULL, 2, &s);
+    vs_pipe_sched_free(s);
+    return s;
+}
+
 /* The bad calls a unit's forward makes (FX_PIPE, x->probe; >= 100: after its output). */
 static vs_result sw_probe(sw_ctx* x, vs_pipe_call* c)
 {
@@ -1850,6 +1859,28 @@ static void sweep_pipe_sched(sw_ctx* x)
         vs_pipe_sched* s = sw_sched(x->w, NULL);
         vs_pipe_sched_free(s);
         R(vs_pipe_sched_push(s, 0, VS_PIPE_F, 0, 0), "already freed");
+    }
+    // made without a world (issue 33): this thread keeps the last freed ones readable, as a world keeps its own
+    if (E(A, "vs_pipe_sched_push", "freed schedule, NULL world", FX_NONE))
+        R(vs_pipe_sched_push(sw_freed_sched(), 0, VS_PIPE_F, 0, 0), "already freed");
+    if (E(A, "vs_pipe_sched_stages", "freed schedule, NULL world", FX_NONE)) R(vs_pipe_sched_stages(sw_freed_sched()), "already freed");
+    if (E(A, "vs_pipe_sched_free", "freed twice, NULL world", FX_NONE)) R(vs_pipe_sched_free(sw_freed_sched()), "already freed");
+    if (E(A, "vs_pipe_sched_print", "freed schedule, NULL world", FX_NONE)) {
+        char b[64];
+        R(vs_pipe_sched_print(sw_freed_sched(), b, sizeof b), "already freed");
+    }
+    if (E(A, "vs_pipe_simulate", "freed schedule, NULL world (vs_pipe_generate's)", FX_NONE)) {
+        vs_pipe_sim sim;
+        vs_pipe_sched* s = NULL;
+        vs_pipe_generate(NULL, VS_PIPE_1F1B, 2, 0, 2, &s);
+        vs_pipe_sched_free(s);
+        R(vs_pipe_simulate(s, NULL, &sim), "already freed");
+    }
+    if (E(A, "vs_pipe_sched_check", "freed schedule, NULL world (vs_pipe_sched_forward's)", FX_NONE)) {
+        vs_pipe_sched* s = NULL;
+        vs_pipe_sched_forward(sw_sched(NULL, NULL), &s);
+        vs_pipe_sched_free(s);
+        R(vs_pipe_sched_check(s, NULL), "already freed");
     }
     if (E(A, "vs_pipe_sched_stages", "schedule NULL", FX_NONE)) R(vs_pipe_sched_stages(NULL), "schedule is NULL");
     if (E(A, "vs_pipe_sched_stages", "freed schedule", FX_PIPE)) {

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <unistd.h>
 
 static int EQ(double a, double b) { return fabs(a - b) <= 1e-12 * (1 + fabs(b)); }
@@ -446,6 +447,53 @@ static void t_bad_input(void)
              vs_last_error());
 }
 
+/* Schedules made without a world, freed (issue 33): each use is VS_ERR_STATE
+   "already freed" while among this thread's last 16 such, not a use after free
+   (under ASan: a crash before the fix). What a thread keeps goes when it ends:
+   under ASan's leak check, a thread that freed some and ended leaks nothing. */
+static int freed_null_world(void)
+{
+    int bad = 0;
+    vs_pipe_sched* s[16] = {NULL};
+    for (int i = 0; i < 16; i++) {
+        vs_result r = i % 4 == 0 ? vs_pipe_sched_new(NULL, 2, 2, NULL, 2, &s[i])
+                      : i % 4 == 1 ? vs_pipe_generate(NULL, VS_PIPE_1F1B, 2, 0, 2, &s[i])
+                      : i % 4 == 2 ? vs_pipe_sched_parse(NULL, "pipe stages=1 chunks=1 mbs=1 place=0\n0: F0.0 BW0.0\n", &s[i])
+                                   : vs_pipe_sched_forward(s[i - 2], &s[i]);
+        bad += r != VS_OK;
+    }
+    for (int i = 0; i < 16; i++) bad += vs_pipe_sched_free(s[i]) != VS_OK;
+    char b[64];
+    vs_pipe_sim sim;
+    for (int i = 0; i < 16; i++) { // the four uses: a call, a getter, a second free, print
+        bad += vs_pipe_sched_push(s[i], 0, VS_PIPE_F, 0, 0) != VS_ERR_STATE || !strstr(vs_last_error(), "already freed");
+        bad += vs_pipe_sched_stages(s[i]) != VS_ERR_STATE || !strstr(vs_last_error(), "vs_pipe_sched_stages");
+        bad += vs_pipe_sched_free(s[i]) != VS_ERR_STATE || !strstr(vs_last_error(), "already freed");
+        bad += vs_pipe_sched_print(s[i], b, sizeof b) != -1 || !strstr(vs_last_error(), "already freed");
+        bad += vs_pipe_simulate(s[i], NULL, &sim) != VS_ERR_STATE;
+    }
+    return bad;
+}
+
+static void* freed_null_world_thread(void* arg)
+{
+    *(int*)arg = freed_null_world();
+    return NULL;
+}
+
+static void t_freed_null_world(void)
+{
+    VT_CHECK(freed_null_world() == 0, "main thread: %s", vs_last_error());
+    for (int round = 0; round < 3; round++) { // each thread keeps its own; its end releases them
+        pthread_t th;
+        int bad = -1;
+        VT_CHECK(pthread_create(&th, NULL, freed_null_world_thread, &bad) == 0, "pthread_create");
+        pthread_join(th, NULL);
+        VT_CHECK(bad == 0, "thread %d: %d wrong answers", round, bad);
+    }
+    VT_CHECK(freed_null_world() == 0, "main thread again: %s", vs_last_error());
+}
+
 int main(void)
 {
     vt_begin("generators: every kind, P in {1,2,3,4,8}, M in {1,2,P-1,P,2P,3P+1,3P+2}: scan + validator");
@@ -475,5 +523,8 @@ int main(void)
     vt_begin("bad input names the value");
     t_bad_input();
     vt_end("bad input names the value");
+    vt_begin("freed schedules made without a world: already freed, per thread, released at its end");
+    t_freed_null_world();
+    vt_end("freed schedules made without a world: already freed, per thread, released at its end");
     return vt_summary();
 }
