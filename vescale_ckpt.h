@@ -199,10 +199,13 @@ typedef struct vs_ckpt_entry {
 
 typedef struct vs_ckpt vs_ckpt;
 
+/* The default of vs_ckpt_desc (vs_ckpt_query_desc returns it resolved). */
+#define VS_CKPT_DEFAULT_ASYNC_MAX_BYTES ((size_t)4 << 30) // 4 GiB
+
 typedef struct vs_ckpt_desc {
     vs_mesh* mesh;            // required: every rank of it saves and loads together
     int no_checksum;          // 0: CRC32C of every 1 MiB block of every piece, verified on load
-    size_t async_max_bytes;   // async saves copy at most this much host memory (0: 4 GiB)
+    size_t async_max_bytes;   // async saves copy at most this much host memory (0: VS_CKPT_DEFAULT_ASYNC_MAX_BYTES)
     int keep_last;            // vs_ckpt_save into a folder keeps the newest N (0: all)
     int no_readahead;         // 1: vs_ckpt_load starts no read-ahead thread (Linux; see >>ckpt-api)
     int untouched_on_error;   // 1: an entry that fails to load leaves its buffer untouched (all its
@@ -213,6 +216,11 @@ typedef struct vs_ckpt_desc {
 /* Collective over desc->mesh: makes the checkpointer (its own communicator, so
    its metadata exchanges never meet the trainer's collectives). */
 VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out);
+/* The desc as the checkpointer uses it, every zero-is-default value resolved
+   (as sokol's sg_query_desc): async_max_bytes (0: VS_CKPT_DEFAULT_ASYNC_MAX_BYTES);
+   keep_last 0 stays (it means all) and the flags are 0 or 1 (vs_ckpt_init
+   refuses others). Passing the result to vs_ckpt_init gives the same settings. */
+VS_API vs_result vs_ckpt_query_desc(const vs_ckpt* ck, vs_ckpt_desc* out);
 /* Ends an async save first, as vs_ckpt_wait (collective then; its result is
    the return value). NULL: VS_OK; a second free: VS_ERR_STATE (top comment,
    "Lifetime"). */
@@ -2716,6 +2724,14 @@ struct vs_ckpt {
     size_t dstage_bytes;
 };
 
+/* Every zero-is-default value of a desc, resolved in this one place (sokol's
+   _sg_desc_defaults): vs_ckpt_init keeps the result, vs_ckpt_query_desc returns
+   it. It checks nothing (vs_ckpt_init checks first). */
+_VS_CKPT_PRIVATE void _vs_ckpt_desc_defaults(vs_ckpt_desc* d)
+{
+    if (!d->async_max_bytes) d->async_max_bytes = VS_CKPT_DEFAULT_ASYNC_MAX_BYTES;
+}
+
 VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out)
 {
     if (!out) return vs_set_error(VS_ERR_NULL, "vs_ckpt_init: out is NULL");
@@ -2735,7 +2751,7 @@ VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out)
     ck->mesh = desc->mesh;
     ck->w = w;
     ck->desc = *desc;
-    if (!ck->desc.async_max_bytes) ck->desc.async_max_bytes = (size_t)4 << 30;
+    _vs_ckpt_desc_defaults(&ck->desc);
     vs_comm* mc = vs_mesh_comm(desc->mesh);
     ck->rank = vs_comm_rank(mc);
     ck->size = vs_comm_size(mc);
@@ -4470,6 +4486,14 @@ VS_API vs_result vs_ckpt_async_memory(const vs_ckpt* ck, size_t* used, size_t* b
         return vs_set_error(VS_ERR_NULL, "vs_ckpt_async_memory: %s is NULL", !ck ? "ck" : !used ? "used" : "bound");
     *used = ck->async_used;
     *bound = ck->desc.async_max_bytes;
+    return VS_OK;
+}
+
+VS_API vs_result vs_ckpt_query_desc(const vs_ckpt* ck, vs_ckpt_desc* out)
+{
+    _VS_TRY(_VS_CKPT_GONE("vs_ckpt_query_desc", ck));
+    if (!ck || !out) return vs_set_error(VS_ERR_NULL, "vs_ckpt_query_desc: %s is NULL", ck ? "out" : "ck");
+    *out = ck->desc; // resolved by vs_ckpt_init (_vs_ckpt_desc_defaults)
     return VS_OK;
 }
 

@@ -25,6 +25,7 @@
            { .name = "loss", .inputs = "h7,target", .outputs = "loss:f32[]", .forward = mse_fwd,
              .backward = mse_bwd, .flops = 1 },
        };
+
        static int train(vs_world* w, void* arg) {
            vs_mesh* mesh;                              // PP x DP x TP works the same
            vs_mesh_init(w, &(vs_mesh_desc){ .shape = {4}, .dim_names = {"PP"} }, &mesh);
@@ -34,6 +35,7 @@
            vs_pipe* pipe;                              // 3. the engine (collective)
            vs_pipe_init(&(vs_pipe_desc){ .mesh = mesh, .units = units, .nunits = 9, .plan = &plan,
                         .data = load_batch, .on_step = adamw_step, .hook_user = arg }, &pipe);
+
            vs_pipe_sched* sched;                       // 4. a schedule: built in, or parsed from text
            vs_pipe_generate(w, VS_PIPE_ZBV, 4, 2, 8, &sched);      // 8 microbatches
            for (int step = 0; step < 100; step++) {
@@ -54,24 +56,28 @@
        // >>pipe-engine  the engine: vs_pipe_init, vs_pipe_run, hooks, tied gradients
 
    Bit for bit equal to one device. The engine reproduces, byte for byte, this
-   loop on one rank: for each microbatch m in order, every unit's forward in
-   model order, then (gradients zeroed, the loss's gradient seeded with 1/M for
-   a mean loss, 1 for a sum) every unit's backward in reverse order, each ADDING
-   into its inputs' gradients and its own parameter gradients; the minibatch
-   loss is the sum of the microbatch losses in order (as doubles), divided by M
-   for a mean. The validator enforces what this needs of a schedule: each
-   chunk's backwards and weight gradients run in increasing microbatch order, so
-   a parameter's gradient sums microbatches in the same order. Activations cross
+   loop on one rank, for each microbatch m in order:
+   - every unit's forward in model order;
+   - gradients zeroed, the loss's gradient seeded (1/M for a mean loss, 1 for
+     a sum), every unit's backward in reverse order, each ADDING into its
+     inputs' gradients and its own parameter gradients;
+   - the minibatch loss: the microbatch losses summed in order (as doubles),
+     divided by M for a mean.
+
+   The validator enforces what this needs of a schedule: each chunk's
+   backwards and weight gradients run in increasing microbatch order, so a
+   parameter's gradient sums microbatches in the same order. Activations cross
    stages as exact copies; nothing is reduced in another order.
 
    Tensors. A unit's inputs and outputs are comma-separated names with optional
    specs ("h:f32[*,64]", "loss:f32[]"). An input names any earlier unit's output
    (a skip connection may cross several stages: the engine carries it through
    the stages between) or a data input, which the data callback makes on
-   whichever stage needs it (each stage loads only what its units take). Shapes
-   may change from one microbatch to the next: the receiving stage learns them
-   from the message (or, with vs_pipe_desc.fixed_shapes, from the first run).
-   Specs that disagree between producer and consumer are an error at
+   whichever stage needs it (each stage loads only what its units take).
+
+   Shapes may change from one microbatch to the next: the receiving stage
+   learns them from the message (or, with vs_pipe_desc.fixed_shapes, from the
+   first run). Specs that disagree between producer and consumer are an error at
    vs_pipe_init; a tensor that breaks its spec at run time is an error
    naming the unit and tensor.
 
@@ -81,26 +87,31 @@
    per communicator, on threads as on NCCL. Sends are asynchronous (a copy of
    the tensors goes out, so the stage's memory can be let go at once); receives
    wait for the header (received ahead, as soon as the previous message on the
-   link was taken). Each message carries a header (the chunk, microbatch,
-   tensor ids, dtypes and shapes) that the receiver checks against its
-   schedule, so stages running different schedules get VS_ERR_MISMATCH, never
-   wrong data.
+   link was taken).
 
-   On NCCL each link runs on its own stream, ordered after the compute stream
-   by an event, and the host waits for nothing of the device but what it must
-   read: the compute stream, not the host, waits for each receive
-   (vs_wait_stream: the watchdog gives it its deadline), and for each send
-   before its buffer is reused (below). Gradients come without a header (the
-   receiver holds the activations: their shapes); activations too with
-   vs_pipe_desc.fixed_shapes, from a microbatch's second run on (the sender
-   checks the promise). Otherwise the receiving host waits for the header of
-   each activation message (pinned memory, received ahead): the shapes the
-   callbacks get are host values. At the run's end the last stage broadcasts
-   the microbatch losses from device memory to every stage's pinned memory,
-   ordered after each stage's compute stream: each stage's one host wait of
-   the run, after which its device work is done (counted exactly over the strict
-   stand-in, tests/test_pipe_nccl.c: one per rank and run, no device
-   allocation, no event created, in steady state).
+   Each message carries a header (the chunk, microbatch, tensor ids, dtypes
+   and shapes) that the receiver checks against its schedule, so stages
+   running different schedules get VS_ERR_MISMATCH, never wrong data.
+
+   On NCCL the host waits for nothing of the device but what it must read:
+   - each link runs on its own stream, ordered after the compute stream by an
+     event;
+   - the compute stream, not the host, waits for each receive (vs_wait_stream:
+     the watchdog gives it its deadline), and for each send before its buffer
+     is reused (Buffers, below);
+   - gradients come without a header (the receiver holds the activations:
+     their shapes); activations too with vs_pipe_desc.fixed_shapes, from a
+     microbatch's second run on (the sender checks the promise);
+   - otherwise the receiving host waits for the header of each activation
+     message (pinned memory, received ahead): the shapes the callbacks get are
+     host values;
+   - at the run's end the last stage broadcasts the microbatch losses from
+     device memory to every stage's pinned memory, ordered after each stage's
+     compute stream: each stage's one host wait of the run, after which its
+     device work is done.
+   Counted exactly over the strict stand-in (tests/test_pipe_nccl.c): one host
+   wait per rank and run, no device allocation, no event created, in steady
+   state.
 
    Memory. A chunk's activations, gradients and saved scratch for a microbatch
    are let go after its last backward part (W, or BW) and its gradient send. The
@@ -111,73 +122,79 @@
    Faults. A peer that does not come within the communicator's timeout gives
    every rank an error naming the instruction it waited at and the stage it
    waited for ("stage 2 at instruction 7 (RF2.1) waiting for stage 1: ...");
-   on threads the job's fail-fast ends the waits of all ranks at once. A stage
-   whose own instruction fails (a callback's error; a tensor off its spec,
+   on threads the job's fail-fast ends the waits of all ranks at once.
+
+   A stage whose own instruction fails (a callback's error; a tensor off its spec,
    "input \"x\" got f32[5,7], spec x:f32[*,8]"; a receive posted ahead, named
    by the instruction it is for) aborts its links with vs_comm_abort_with: its
    error is the job's cause, and every other rank's error names its world
    rank, stage, instruction and message ("world rank 5 failed
    (VS_ERR_INVALID): vs_pipe_run: stage 1 at instruction 5 (F1.1): ...").
 
-   With vescale_ddp.h: build one vs_ddp over the whole mesh, registering on
-   each rank the parameters of its stage's units (the DDP's pp_dim, "PP" by
-   default, knows stages hold different parameters, and its clipping sums the
-   norm over DP x TP x PP: a DDP per stage would clip each stage by its own
-   norm). on_sync(chunk) runs right after a chunk's last backward: call
-   vs_ddp_grad_ready for its parameters, so their reduction overlaps the rest of
-   the pipeline (buckets reduce in order: register a parameter that waits for
-   on_step, like a tied one, first, so its bucket is the last). on_step runs
-   last: finish the sync, clip, step. Tied parameters (an embedding on the
-   first stage, the LM head on the last): sum the two gradients with
-   vs_pipe_tie_grads before their DP reduction (in on_step, before
-   vs_ddp_grad_ready for them). On one stage vs_pipe_tie_grads does nothing:
-   keep one gradient buffer per user there too and add them once, so the bits
-   do not depend on where the model is cut. A tied parameter registered on two
-   stages counts twice in the clip norm; tests/test_pipe_mesh.c shows the
-   correction. The whole recipe, against one rank: tests/test_pipe_mesh.c.
+   With vescale_ddp.h (the whole recipe, against one rank:
+   tests/test_pipe_mesh.c):
+   - one vs_ddp over the whole mesh, registering on each rank the parameters
+     of its stage's units. The DDP's pp_dim ("PP" by default) knows stages hold
+     different parameters, and its clipping sums the norm over DP x TP x PP (a
+     DDP per stage would clip each stage by its own norm);
+   - on_sync(chunk) runs right after a chunk's last backward: call
+     vs_ddp_grad_ready for its parameters, so their reduction overlaps the rest
+     of the pipeline. Buckets reduce in order: register a parameter that waits
+     for on_step, like a tied one, first, so its bucket is the last;
+   - on_step runs last: finish the sync, clip, step;
+   - tied parameters (an embedding on the first stage, the LM head on the
+     last): sum the two gradients with vs_pipe_tie_grads before their DP
+     reduction (in on_step, before vs_ddp_grad_ready for them);
+   - on one stage vs_pipe_tie_grads does nothing: keep one gradient buffer per
+     user there too and add them once, so the bits do not depend on where the
+     model is cut;
+   - a tied parameter registered on two stages counts twice in the clip norm;
+     tests/test_pipe_mesh.c shows the correction.
 
-   Buffers. On threads and MPI the engine's buffers are host memory. On NCCL
-   every activation, gradient, saved scratch and message is device memory
-   (below), zeroed and copied on the compute stream (vs_pipe_desc.stream); the
-   microbatches' losses come to the host once, at the run's end. The engine
-   keeps the device blocks it lets go (sizes rounded to a power of two) and
-   hands them out again on the compute stream, so a steady-state run allocates
-   nothing; a block no run used for 16 runs is given back after a run, the rest
-   at vs_pipe_free. Blocks come from cudaMallocAsync and
-   go back with cudaFreeAsync on the compute stream: neither waits for the
-   device (cudaMalloc and cudaFree do, NCCL kernels waiting on peers included:
-   a cache miss mid-run with sends in flight both ways deadlocked two stages).
-   With the world's device hooks set they come from the hooks, which then must
-   not wait for the device (a caching or stream-ordered allocator). A block is
-   reused only after its last use is queued on the compute stream; a send's
-   buffer only once the compute stream has waited for the send, which the
-   engine does where the schedule proves it received (the receiver has since
-   sent this stage a message that the compute stream waited for: the receiver
-   sent it after its own compute stream waited for the first), or at the
-   run's end. (Waiting for a send earlier could deadlock: a receive fenced
-   after the compute stream would wait for a send whose receiver waits for
-   this stage.) So the blocks a run takes are the same every run. Headers and
-   the losses use pinned host memory (cudaMallocHost).
+   Buffers. On threads and MPI the engine's buffers are host memory. On NCCL:
+   - every activation, gradient, saved scratch and message is device memory,
+     zeroed and copied on the compute stream (vs_pipe_desc.stream); headers and
+     the losses use pinned host memory (cudaMallocHost); the microbatches'
+     losses come to the host once, at the run's end;
+   - the engine keeps the device blocks it lets go (sizes rounded to a power of
+     two) and hands them out again on the compute stream, so a steady-state run
+     allocates nothing; a block no run used for 16 runs is given back after a
+     run, the rest at vs_pipe_free;
+   - blocks come from cudaMallocAsync and go back with cudaFreeAsync on the
+     compute stream: neither waits for the device (cudaMalloc and cudaFree do,
+     NCCL kernels waiting on peers included: a cache miss mid-run with sends in
+     flight both ways deadlocked two stages);
+   - with the world's device hooks set they come from the hooks, which then
+     must not wait for the device (a caching or stream-ordered allocator);
+   - a block is reused only after its last use is queued on the compute
+     stream, a send's buffer only once the compute stream has waited for the
+     send (when, and why not sooner: _vs_pipe_retire's comment). So the
+     blocks a run takes are the same every run.
 
    Lifetimes. A schedule and a pipe remember being freed: a second
    vs_pipe_sched_free or vs_pipe_free, or any call on a freed one, is
-   VS_ERR_STATE ("already freed") while its memory is among its world's last 16
-   freed handles (vescale_mesh.h's vs_free_later), or, for a schedule made with
-   a NULL world, among the freeing thread's last 16 such (released when the
-   thread ends); a getter that returns an int gives VS_ERR_STATE as its value,
+   VS_ERR_STATE ("already freed"), while its memory is
+   - among its world's last 16 freed handles (vescale_mesh.h's vs_free_later);
+   - for a schedule made with a NULL world: among the freeing thread's last 16
+     such (released when the thread ends).
+   A getter that returns an int gives VS_ERR_STATE as its value,
    vs_pipe_sched_print and vs_pipe_draw -1. Past that window a freed handle is
-   freed memory: the call is undefined. The pipe of a training state (vs_train_pipe in
-   vescale.h) is the training state's: vs_pipe_free on it is VS_ERR_STATE and
-   leaves it working; vs_train_free frees it.
+   freed memory: the call is undefined.
 
-   Not yet: a cost-aware ZB-V generator (plans are made at unit costs), overlap
-   of DualPipe's paired F&B (in the engine and the simulator), and a run on real
-   GPUs: the NCCL path is tested over stand-ins only (tests/test_pipe_nccl.c on
-   the strict CUDA + NCCL stand-in, tests/test_pipe_device.c on the lax mock).
-   Several links' NCCL kernels may be in flight at once on one GPU (NCCL's guide
-   allows it only while they fit on the GPU together); grouping a stage's
-   paired send and receive into one NCCL group is not done (they are on two
-   communicators, one per direction; vs_group_start is per communicator).
+   The pipe of a training state (vs_train_pipe in vescale.h) is the training
+   state's: vs_pipe_free on it is VS_ERR_STATE and leaves it working;
+   vs_train_free frees it.
+
+   Not yet:
+   - a cost-aware ZB-V generator (plans are made at unit costs);
+   - overlap of DualPipe's paired F&B (in the engine and the simulator);
+   - a run on real GPUs: the NCCL path is tested over stand-ins only
+     (tests/test_pipe_nccl.c on the strict CUDA + NCCL stand-in,
+     tests/test_pipe_device.c on the lax mock);
+   - grouping a stage's paired send and receive into one NCCL group (they are
+     on two communicators, one per direction; vs_group_start is per
+     communicator). Several links' NCCL kernels may be in flight at once on one
+     GPU (NCCL's guide allows it only while they fit on the GPU together).
 */
 /* Before the guard, so a later include with VESCALE_IMPLEMENTATION still works. */
 /* VESCALE_STATIC: every part included is implemented here, static inline. */
@@ -227,19 +244,19 @@ struct _vs_pipe_rt;
 
 /* What a callback gets. in[i] follows the unit's `inputs` list, out[i] its
    `outputs` list.
-   forward:  reads in[].data, makes each output with vs_pipe_output (which sets its
-             shape) and writes it; may keep scratch for backward with vs_pipe_save.
-   backward: in[].data and out[].data are as forward left them; out[].grad holds the
-             gradient of the loss with respect to each output; the callback ADDS
-             (+=) the input gradients into in[].grad (zeroed by the engine, so a
-             tensor used by several units sums their parts, latest unit first, as
-             one device's reverse pass does) and adds parameter gradients into its
-             own buffers. backward_input does only the first part, backward_weight
-             only the second; W gets the same in, out (out[].grad still valid)
-             and saved as its B did. A unit with only a full backward runs it at B
-             (W then does nothing for it); one with only the split parts runs
-             both at BW.
-   vs_pipe_save in forward also sets call->saved. */
+   - forward: reads in[].data, makes each output with vs_pipe_output (which sets
+     its shape) and writes it; may keep scratch for backward with vs_pipe_save
+     (which also sets call->saved).
+   - backward: in[].data and out[].data are as forward left them; out[].grad
+     holds the gradient of the loss with respect to each output; the callback
+     ADDS (+=) the input gradients into in[].grad (zeroed by the engine, so a
+     tensor used by several units sums their parts, latest unit first, as one
+     device's reverse pass does) and adds parameter gradients into its own
+     buffers.
+   - backward_input does only the first part, backward_weight only the second;
+     W gets the same in, out (out[].grad still valid) and saved as its B did.
+   - a unit with only a full backward runs it at B (W then does nothing for
+     it); one with only the split parts runs both at BW. */
 typedef struct vs_pipe_call {
     void* user;  // the unit's (or the data callback's) user pointer
     int unit;    // unit index; -1 for the data callback
@@ -297,10 +314,11 @@ typedef struct vs_pipe_unit {
        made the first time, which the forward writes again); what it saved
        then is let go after the unit's last backward part (B, or W when the
        backward is split), so on a stage of many units only one unit's saved
-       state is live in the backward. The forward must
-       be deterministic and may run collectives (every rank of its group
-       recomputes at the same point); gradients are then bit for bit those
-       without recompute, for one more forward's time. Ignored in a
+       state is live in the backward.
+
+       The forward must be deterministic and may run collectives (every rank of
+       its group recomputes at the same point); gradients are then bit for bit
+       those without recompute, for one more forward's time. Ignored in a
        forward-only run. */
     int recompute;
 } vs_pipe_unit;
@@ -353,19 +371,23 @@ typedef struct vs_pipe_plan {
 } vs_pipe_plan;
 
 /* Splits the units into stages x chunks (P*V contiguous, non-empty chunks in model
-   order). Cuts fall only between groups: consecutive units with the same non-NULL
-   group name are one unsplittable block (a group name coming back after other
-   units is an error). Balanced kinds minimise the largest chunk cost exactly
-   (every unit counts, embedding and loss included); among the splits that reach it
-   they take the one with the least sum of squared chunk costs, then the earliest
-   cut positions (9 equal units in 4 chunks: 2, 2, 2, 3). Splitting by flops (the
-   default without points) when every unit's flops is 0 is an error, not a guess.
-   Bad input is VS_ERR_INVALID (VS_ERR_NULL for NULL pointers and unit names) with
-   the bad value named: more chunks than units or groups, unknown, repeated,
-   out-of-order or group-cutting split points, a wrong number of them, a negative
-   or non-finite cost, duplicate unit names. On error *out is zeroed. Any thread;
-   time O(P*V*units^2) at worst, near O(units^2) on ordinary models; memory
-   O(P*V*units). */
+   order).
+   - Cuts fall only between groups: consecutive units with the same non-NULL
+     group name are one unsplittable block (a group name coming back after
+     other units is an error).
+   - Balanced kinds minimise the largest chunk cost exactly (every unit counts,
+     embedding and loss included); among the splits that reach it they take the
+     one with the least sum of squared chunk costs, then the earliest cut
+     positions (9 equal units in 4 chunks: 2, 2, 2, 3).
+   - Splitting by flops (the default without points) when every unit's flops is
+     0 is an error, not a guess.
+   - Bad input is VS_ERR_INVALID (VS_ERR_NULL for NULL pointers and unit names)
+     with the bad value named: more chunks than units or groups, unknown,
+     repeated, out-of-order or group-cutting split points, a wrong number of
+     them, a negative or non-finite cost, duplicate unit names. On error *out
+     is zeroed.
+   - Any thread; time O(P*V*units^2) at worst, near O(units^2) on ordinary
+     models; memory O(P*V*units). */
 VS_API vs_result vs_pipe_split(const vs_pipe_unit* units, int nunits,
                                const vs_pipe_split_desc* desc, vs_pipe_plan* out);
 /* The chunk (pipeline order) that holds unit `unit` under plan, and its stage
@@ -597,18 +619,27 @@ typedef struct vs_pipe_desc {
    VS_ERR_NULL), and the tensor specs between producer and consumer (dtype and
    fixed dims must agree: VS_ERR_MISMATCH naming the tensor and both units). */
 VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out);
+/* The desc as the pipe uses it, every zero-is-default value resolved (as sokol's
+   sg_query_desc): pp_dim the mesh's name of the pipeline dim (NULL when the mesh
+   has no "PP": one stage), loss VS_PIPE_LOSS_MEAN for DEFAULT, fixed_shapes and
+   defer_loss 0 or 1, plan the pipe's copy. stream stays as given (NULL: the PP
+   communicator's, vs_comm_stream). Strings and the plan are owned by the mesh
+   and the pipe. Passing the result to vs_pipe_init gives the same pipe. */
+VS_API vs_result vs_pipe_query_desc(const vs_pipe* p, vs_pipe_desc* out);
 /* Runs one minibatch through the schedule (validated first, once per schedule
    handle and again after it changes: VS_ERR_INVALID before anything runs; a
    schedule for another plan: VS_ERR_MISMATCH). *loss (may be NULL) gets the
    minibatch loss on every stage. A callback's error, a tensor that breaks its
    spec (VS_ERR_MISMATCH) or a peer that times out ends the run with an error
-   naming the stage, the instruction and the unit. On NCCL it returns once the
-   run's work on the compute stream is done, the sends' completion included,
-   after one host wait (a header per activation message besides, without
-   desc.fixed_shapes): for the microbatch losses' broadcast from the last
-   stage, which every stage's PP communicator runs after its compute stream's
-   work (an event). Hooks run on the host thread between instructions, with
-   the units' work possibly still queued on the stream. */
+   naming the stage, the instruction and the unit.
+
+   On NCCL it returns once the run's work on the compute stream is done, the
+   sends' completion included, after one host wait (a header per activation
+   message besides, without desc.fixed_shapes): for the microbatch losses'
+   broadcast from the last stage, which every stage's PP communicator runs
+   after its compute stream's work (an event). Hooks run on the host thread
+   between instructions, with the units' work possibly still queued on the
+   stream. */
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss);
 /* Microbatch mb's loss and output tensor i of the last unit, from the last run;
    on the stage that holds the last chunk (VS_ERR_STATE elsewhere). The output's
@@ -2043,19 +2074,18 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_gen_push(vs_pipe_sched* s, int stage, vs_pip
    pattern. It plays the pipeline in unit time (F = B = W = 1, a full backward 2,
    no transfer time); whenever a stage is free it takes the first ready
    instruction its kind's rule allows:
-     GPipe        every forward, then the backwards;
-     1F1B, interleaved  the next backward of the stage's backward order when it
-                  is ready, else the next forward of its forward order while
-                  fewer than `limit` activations are held (1F1B: P - p; the
-                  interleaved order is Megatron's: microbatches in groups of
-                  P, chunk after chunk within a group, the last group smaller;
-                  limit 2(P-p-1) + (V-1)P + 1);
-     ZB-H1        B first, else F under 1F1B's limit (an activation is held
-                  until its W), else a deferred W: the W fill the bubbles;
-     ZB-V         the same on two chunks per stage (V placement), F of the
-                  later chunk first, with a limit of 2P chunk activations (1F1B's
-                  peak on stage 0), a few priority variants tried, the best
-                  makespan kept.
+   - GPipe: every forward, then the backwards;
+   - 1F1B, interleaved: the next backward of the stage's backward order when
+     it is ready, else the next forward of its forward order while fewer than
+     `limit` activations are held (1F1B: P - p; the interleaved order is
+     Megatron's: microbatches in groups of P, chunk after chunk within a group,
+     the last group smaller; limit 2(P-p-1) + (V-1)P + 1);
+   - ZB-H1: B first, else F under 1F1B's limit (an activation is held until
+     its W), else a deferred W: the W fill the bubbles;
+   - ZB-V: the same on two chunks per stage (V placement), F of the later
+     chunk first, with a limit of 2P chunk activations (1F1B's peak on stage
+     0), a few priority variants tried, the best makespan kept.
+
    Because the lists are an execution the play found, they are free of
    deadlock under any costs (sends never block). When a rule leaves every stage
    stuck (possible only with partial groups), the limits are raised by one:
@@ -3524,6 +3554,21 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_streams(vs_pipe* p)
 
 VS_API vs_result vs_pipe_free(vs_pipe* p);
 
+/* Every zero-is-default value of a desc, resolved in this one place (sokol's
+   _sg_desc_defaults): vs_pipe_init keeps the result, vs_pipe_query_desc returns
+   it. It checks nothing (vs_pipe_init checks the result); resolving again changes
+   nothing. pp_dim becomes the mesh's own name of the dim; a name the mesh lacks
+   stays, for vs_pipe_init to refuse. */
+_VS_PIPE_PRIVATE void _vs_pipe_desc_defaults(vs_pipe_desc* d)
+{
+    if (d->loss == VS_PIPE_LOSS_DEFAULT) d->loss = VS_PIPE_LOSS_MEAN;
+    d->fixed_shapes = d->fixed_shapes != 0;
+    d->defer_loss = d->defer_loss != 0;
+    const char* want = d->pp_dim ? d->pp_dim : "PP";
+    for (int k = 0; d->mesh && k < vs_mesh_ndims(d->mesh); k++)
+        if (!strcmp(vs_mesh_dim_name(d->mesh, k), want)) d->pp_dim = vs_mesh_dim_name(d->mesh, k);
+}
+
 VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out)
 {
     if (!out) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: out is NULL");
@@ -3536,14 +3581,15 @@ VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out)
     if (!desc->plan) return vs_set_error(VS_ERR_NULL, "vs_pipe_init: desc.plan is NULL (see vs_pipe_split)");
     if ((int)desc->loss < 0 || (int)desc->loss > VS_PIPE_LOSS_SUM)
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: desc.loss = %d is not a vs_pipe_reduce", (int)desc->loss);
-    const char* dim = desc->pp_dim ? desc->pp_dim : "PP";
+    vs_pipe_desc d = *desc;
+    _vs_pipe_desc_defaults(&d);
     int P = 1;
     vs_mesh* ppm = NULL;
-    if (desc->pp_dim || vs_mesh_dim_index(desc->mesh, dim) >= 0) {
-        P = vs_mesh_size(desc->mesh, dim);
-        if (P < 1) return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the mesh has no dim \"%s\"", dim);
+    if (d.pp_dim) {
+        P = vs_mesh_size(d.mesh, d.pp_dim);
+        if (P < 1) return vs_set_error(VS_ERR_INVALID, "vs_pipe_init: the mesh has no dim \"%s\"", d.pp_dim);
     }
-    _VS_TRY(_vs_pipe_check_plan(desc, desc->plan, P));
+    _VS_TRY(_vs_pipe_check_plan(&d, d.plan, P));
     vs_world* w = vs_mesh_world(desc->mesh);
     vs_pipe* p = _VS_PIPE_NEW(w, vs_pipe, 1);
     if (!p) return vs_set_error(VS_ERR_NOMEM, "vs_pipe_init: out of memory");
@@ -3551,13 +3597,13 @@ VS_API vs_result vs_pipe_init(const vs_pipe_desc* desc, vs_pipe** out)
     p->loss_scale = 1.0;
     p->mesh = desc->mesh;
     p->w = w;
-    p->desc = *desc;
-    p->fixed = desc->fixed_shapes != 0;
-    p->plan = *desc->plan;
+    p->desc = d;
+    p->fixed = d.fixed_shapes;
+    p->plan = *d.plan;
     p->P = P;
     vs_result r = VS_OK;
     if (P > 1) {
-        r = vs_mesh_submesh(desc->mesh, dim, &ppm);
+        r = vs_mesh_submesh(d.mesh, d.pp_dim, &ppm);
         if (r) goto fail;
         p->pp = vs_mesh_comm(ppm);
         p->stage = vs_comm_rank(p->pp);
@@ -3579,6 +3625,15 @@ VS_API int vs_pipe_stage(const vs_pipe* p)
     if (!p) return vs_set_error(VS_ERR_NULL, "vs_pipe_stage: pipe is NULL");
     _VS_TRY(_VS_PIPE_GONE("vs_pipe_stage", p));
     return p->stage;
+}
+
+VS_API vs_result vs_pipe_query_desc(const vs_pipe* p, vs_pipe_desc* out)
+{
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_query_desc", p));
+    if (!p || !out) return vs_set_error(VS_ERR_NULL, "vs_pipe_query_desc: %s is NULL", p ? "out" : "pipe");
+    *out = p->desc; // resolved by vs_pipe_init (_vs_pipe_desc_defaults)
+    out->plan = &p->plan;
+    return VS_OK;
 }
 
 /* Frees what the last run kept. */
@@ -4016,7 +4071,12 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_unpack(vs_pipe* p, int b, int mb, int grad, 
    NULL, the run's end) and its buffer goes back to the cache, for users on
    the compute stream or after it. A buffer is never reused before that: a
    user fenced after the compute stream (a receive) waiting for a send whose
-   receiver waits for this stage would deadlock. */
+   receiver waits for this stage would deadlock.
+
+   Called where the schedule
+   proves the send received: the receiver has since sent this stage a message
+   that the compute stream waited for, sent after its own compute stream waited
+   for the first (else at the run's end). */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_retire(vs_pipe* p, const _vs_pipe_link* l, int before)
 {
     vs_result r = VS_OK;

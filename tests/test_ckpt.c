@@ -303,6 +303,57 @@ static void case_corrupt(void)
     VT_CHECK(hits == 8, "%d of 8 ranks failed with the truncation", hits);
 }
 
+/* vs_ckpt_query_desc: the default resolved (async_max_bytes 0: 4 GiB), the
+   checkpointer uses it (vs_ckpt_async_memory's bound), given values kept, and
+   the resolved desc gives the same settings. */
+static int same_ckpt_desc(const vs_ckpt_desc* a, const vs_ckpt_desc* b)
+{
+    return a->mesh == b->mesh && a->no_checksum == b->no_checksum && a->async_max_bytes == b->async_max_bytes &&
+           a->keep_last == b->keep_last && a->no_readahead == b->no_readahead &&
+           a->untouched_on_error == b->untouched_on_error;
+}
+
+static int query_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_mesh* m = NULL;
+    VT_OK(vs_mesh_init(w, &(vs_mesh_desc){.shape = {2}}, &m));
+    if (!m) return 1;
+    vs_ckpt *ck = NULL, *again = NULL;
+    vs_ckpt_desc q, q2;
+    size_t used = 1, bound = 0;
+    VT_OK(vs_ckpt_init(&(vs_ckpt_desc){.mesh = m}, &ck));
+    if (!ck) return 1;
+    VT_OK(vs_ckpt_query_desc(ck, &q));
+    VT_CHECK(q.mesh == m && q.async_max_bytes == (size_t)4 << 30 && q.async_max_bytes == VS_CKPT_DEFAULT_ASYNC_MAX_BYTES,
+             "async_max_bytes %zu, documented 4 GiB", q.async_max_bytes);
+    VT_CHECK(q.keep_last == 0 && q.no_checksum == 0 && q.no_readahead == 0 && q.untouched_on_error == 0,
+             "unset fields stay zero");
+    VT_OK(vs_ckpt_async_memory(ck, &used, &bound));
+    VT_CHECK(used == 0 && bound == q.async_max_bytes, "the bound used %zu, resolved %zu", bound, q.async_max_bytes);
+    VT_ERR(vs_ckpt_query_desc(NULL, &q2), VS_ERR_NULL, "ck is NULL");
+    VT_ERR(vs_ckpt_query_desc(ck, NULL), VS_ERR_NULL, "out is NULL");
+    VT_OK(vs_ckpt_free(ck));
+    VT_ERR(vs_ckpt_query_desc(ck, &q2), VS_ERR_STATE, "already freed");
+    vs_ckpt_desc in = {.mesh = m, .no_checksum = 1, .async_max_bytes = 1024, .keep_last = 3, .no_readahead = 1,
+                       .untouched_on_error = 1};
+    VT_OK(vs_ckpt_init(&in, &ck));
+    if (!ck) return 1;
+    VT_OK(vs_ckpt_query_desc(ck, &q));
+    VT_CHECK(same_ckpt_desc(&q, &in), "given values: async_max_bytes %zu keep_last %d", q.async_max_bytes, q.keep_last);
+    VT_OK(vs_ckpt_init(&q, &again)); // round trip
+    if (again) {
+        VT_OK(vs_ckpt_query_desc(again, &q2));
+        VT_CHECK(same_ckpt_desc(&q, &q2), "round trip differs");
+        VT_OK(vs_ckpt_async_memory(again, &used, &bound));
+        VT_CHECK(bound == 1024, "round trip: bound %zu", bound);
+        VT_OK(vs_ckpt_free(again));
+    }
+    VT_OK(vs_ckpt_free(ck));
+    VT_OK(vs_mesh_free(m));
+    return 0;
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/vs_ckpt_XXXXXX");
@@ -319,6 +370,7 @@ int main(void)
     vt_begin("ckpt/corrupt");
     case_corrupt();
     vt_end("ckpt/corrupt");
+    VT_CASE("ckpt/query_desc", VT_CHECK(vs_launch(2, query_rank, NULL) == VS_OK, "launch: %s", vs_last_error()));
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd)) return 1;

@@ -598,16 +598,17 @@ static void case_no_pp_dim(void)
 
 /* A 1-D mesh of P stages named "PP", and a pipe desc over model A's units (f32,
    both backward kinds) on it: the setup of the small single-purpose cases. */
-static vs_mesh* pp_mesh(vs_world* w, int P)
+static vs_mesh* named_mesh(vs_world* w, int n, const char* name)
 {
     vs_mesh* mesh = NULL;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
-    md.shape[0] = P;
-    md.dim_names[0] = "PP";
+    md.shape[0] = n;
+    md.dim_names[0] = name;
     VT_OK(vs_mesh_init(w, &md, &mesh));
     return mesh;
 }
+static vs_mesh* pp_mesh(vs_world* w, int P) { return named_mesh(w, P, "PP"); }
 static void pa_desc(vs_pipe_desc* pd, vs_mesh* mesh, pm_inst* E, int P, vs_pipe_plan* plan, pm_data* dd)
 {
     hand_plan(plan, E->nu, P, 1, 0);
@@ -670,6 +671,83 @@ static int hooks_rank(vs_world* w, void* arg)
     if (pipe) vs_pipe_free(pipe);
     pm_free(E);
     vs_mesh_free(mesh);
+    return 0;
+}
+
+/* vs_pipe_query_desc: every default resolved, the run uses them (the default
+   loss is the mean: the sum's loss / M), and the resolved desc gives the same pipe. */
+static int query_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    const int P = 2, M = 3;
+    vs_mesh* mesh = pp_mesh(w, P);
+    if (!mesh) return 1;
+    pm_inst* E = pm_new(PM_A, VS_F32, PM_BK_BOTH);
+    pm_data dd = {PM_A, VS_F32, 0};
+    vs_pipe_plan plan;
+    vs_pipe_desc pd, q, q2;
+    pa_desc(&pd, mesh, E, P, &plan, &dd);
+    char ppname[8] = "PP";
+    vs_pipe *pipe = NULL, *sum = NULL, *again = NULL;
+    vs_pipe_sched* s = NULL;
+    VT_OK(vs_pipe_init(&pd, &pipe));
+    VT_OK(vs_pipe_generate(w, VS_PIPE_1F1B, P, 0, M, &s));
+    if (!pipe || !s) return 1;
+    VT_OK(vs_pipe_query_desc(pipe, &q));
+    VT_CHECK(q.pp_dim && !strcmp(q.pp_dim, "PP") && q.pp_dim == vs_mesh_dim_name(mesh, 0), "pp_dim '%s', the mesh's",
+             q.pp_dim ? q.pp_dim : "(null)");
+    VT_CHECK(q.loss == VS_PIPE_LOSS_MEAN, "loss %d, documented MEAN", (int)q.loss);
+    VT_CHECK(q.fixed_shapes == 0 && q.defer_loss == 0 && q.stream == NULL && q.on_sync == NULL, "unset fields stay zero");
+    VT_CHECK(q.mesh == mesh && q.units == E->U && q.nunits == E->nu && q.data == pm_data_fn && q.data_user == &dd,
+             "given fields as given");
+    VT_CHECK(q.plan && q.plan != &plan && !memcmp(q.plan, &plan, sizeof plan), "plan: the pipe's copy of the desc's");
+    /* the run uses them: the default loss is the sum's / M */
+    double lmean = 0, lsum = 0;
+    VT_OK(vs_pipe_run(pipe, s, &lmean));
+    pd.loss = VS_PIPE_LOSS_SUM;
+    pd.pp_dim = ppname;
+    pd.fixed_shapes = 7, pd.defer_loss = 3; // (ignored on threads; read back as 1)
+    VT_OK(vs_pipe_init(&pd, &sum));
+    memset(ppname, 0, sizeof ppname); // the caller's string is not kept
+    if (sum) {
+        VT_OK(vs_pipe_run(sum, s, &lsum));
+        VT_CHECK(lsum != 0 && lmean == lsum / M, "default loss %.17g, the sum's %.17g / %d", lmean, lsum, M);
+        VT_OK(vs_pipe_query_desc(sum, &q2));
+        VT_CHECK(q2.loss == VS_PIPE_LOSS_SUM && q2.fixed_shapes == 1 && q2.defer_loss == 1 && q2.pp_dim &&
+                     !strcmp(q2.pp_dim, "PP") && q2.pp_dim != ppname,
+                 "explicit: loss %d, flags %d %d, pp_dim the mesh's", (int)q2.loss, q2.fixed_shapes, q2.defer_loss);
+        VT_OK(vs_pipe_free(sum));
+    }
+    /* round trip: the resolved desc gives the same pipe */
+    VT_OK(vs_pipe_init(&q, &again));
+    if (again) {
+        double l2 = 0;
+        VT_OK(vs_pipe_run(again, s, &l2));
+        VT_OK(vs_pipe_query_desc(again, &q2));
+        VT_CHECK(l2 == lmean && q2.loss == q.loss && !strcmp(q2.pp_dim, q.pp_dim) && q2.fixed_shapes == q.fixed_shapes &&
+                     q2.defer_loss == q.defer_loss && !memcmp(q2.plan, q.plan, sizeof plan) && q2.units == q.units,
+                 "round trip: loss %.17g vs %.17g", l2, lmean);
+        VT_CHECK(vs_pipe_stage(again) == vs_pipe_stage(pipe), "round trip: stage");
+        VT_OK(vs_pipe_free(again));
+    }
+    VT_ERR(vs_pipe_query_desc(NULL, &q), VS_ERR_NULL, "pipe is NULL");
+    VT_ERR(vs_pipe_query_desc(pipe, NULL), VS_ERR_NULL, "out is NULL");
+    VT_OK(vs_pipe_free(pipe));
+    VT_ERR(vs_pipe_query_desc(pipe, &q), VS_ERR_STATE, "already freed");
+    vs_pipe_sched_free(s);
+    VT_OK(vs_mesh_free(mesh));
+    /* a mesh without "PP": one stage, pp_dim NULL */
+    mesh = named_mesh(w, vs_world_size(w), "DP");
+    if (!mesh) return 1;
+    pa_desc(&pd, mesh, E, 1, &plan, &dd);
+    VT_OK(vs_pipe_init(&pd, &pipe));
+    if (pipe) {
+        VT_OK(vs_pipe_query_desc(pipe, &q));
+        VT_CHECK(q.pp_dim == NULL && vs_pipe_stage(pipe) == 0, "no PP dim: pp_dim '%s'", q.pp_dim ? q.pp_dim : "(null)");
+        VT_OK(vs_pipe_free(pipe));
+    }
+    VT_OK(vs_mesh_free(mesh));
+    pm_free(E);
     return 0;
 }
 
@@ -1420,6 +1498,7 @@ int main(void)
     VT_CASE("no_pp_dim", case_no_pp_dim());
     VT_CASE("tie_grads", launch(4, tie_rank, NULL));
     VT_CASE("last_hooks", launch(1, hooks_rank, NULL));
+    VT_CASE("query_desc", launch(2, query_rank, NULL));
     VT_CASE("file", case_file());
     if (gen_ready) {
         VT_CASE("builtin_check", case_builtin_check());
