@@ -29,6 +29,7 @@
                         &(vs_ckpt_save_opts){ .async = 1 });   // returns once copied
        ...                                                     // train on
        vs_ckpt_wait(ck);                                       // (every rank) commits: the result
+
        // later, on any mesh shape (DP, TP, PP sizes or ZeRO stage may differ):
        char path[512];
        vs_ckpt_latest("ckpt", path, sizeof path);
@@ -43,13 +44,14 @@
 
    What is saved. Every rank gives its entries: tensors (a vs_dtensor: global
    shape, dtype, layout, this rank's shard), flat ranges of a shard (ZeRO
-   optimizer state), or byte blobs. Entries may differ between ranks (each PP
-   stage has its own parameters); ranks that hold the same piece (replicated
-   dims) write it once, the writer chosen by a hash so the work spreads. The
-   pieces of an entry must cover it exactly (checked: a ZeRO range skipped on
-   every rank, or two overlapping, is an error naming the entry). Tensors are
-   stored in their global, unflattened form: a checkpoint does not know the
-   mesh it came from, so any mesh loads it.
+   optimizer state), or byte blobs.
+   - Entries may differ between ranks (each PP stage has its own parameters).
+   - Ranks that hold the same piece (replicated dims) write it once, the writer
+     chosen by a hash so the work spreads.
+   - The pieces of an entry must cover it exactly (checked: a ZeRO range
+     skipped on every rank, or two overlapping, is an error naming the entry).
+   - Tensors are stored in their global, unflattened form: a checkpoint does
+     not know the mesh it came from, so any mesh loads it.
 
    Files. index.json (plain JSON) says for every entry its global shape, dtype,
    layout at save time, and which file holds which box or range at which bytes,
@@ -62,60 +64,69 @@
    checksum blocks around them: mapped with the pages read in at once, or
    pread where mapping fails), verifying each block right before its bytes
    are copied out, so a buffer only ever receives verified bytes and the data
-   crosses memory once. Every entry's dtype and global shape must match the
-   checkpoint's. `loaded` flags say exactly which entries arrived; after an
-   error, the entry that failed may be partly written in a host buffer (with
-   verified values only; blobs and device buffers go through host memory and
-   are untouched), and the entries after it are untouched. With
-   desc.untouched_on_error the failing entry is untouched too (each entry is
-   verified whole before its copy: one more pass over its bytes). Every rank
-   returns the same result: when one rank's bytes fail, every rank's error
-   names that rank, the file and the entry.
+   crosses memory once.
+   - Every entry's dtype and global shape must match the checkpoint's.
+   - `loaded` flags say exactly which entries arrived. After an error the
+     entry that failed may be partly written in a host buffer (with verified
+     values only; blobs and device buffers go through host memory and are
+     untouched), and the entries after it are untouched.
+   - With desc.untouched_on_error the failing entry is untouched too (each
+     entry is verified whole before its copy: one more pass over its bytes).
+   - Every rank returns the same result: when one rank's bytes fail, every
+     rank's error names that rank, the file and the entry.
 
    Commit. A save writes into <path>.tmp-<nonce>, fsyncs every file and the
    directory, renames it to <path> and fsyncs the parent. An existing <path>
    (overwrite) is renamed to <path>.old-<nonce> first and deleted only after
    the new one is durable. A crash leaves earlier checkpoints intact and at most
    a .tmp-/.old- leftover, which vs_ckpt_latest never returns and
-   vs_ckpt_retain deletes. The .tmp- of a killed save is debris: a save holds a
+   vs_ckpt_retain deletes.
+
+   The .tmp- of a killed save is debris: a save holds a
    lock on its .tmp- directory while it runs (Linux open file description
    locks, which the kernel drops when the process dies), so the next save
    into the folder and vs_ckpt_latest remove every .tmp- nobody holds (and any
    .del- left by a killed delete); saves of live jobs in the same folder are
    left alone.
 
-   Trust. Cleanup (vs_ckpt_retain, keep_last, overwrite, leftovers) trusts
-   nothing in the folder: it works relative to the folder's descriptor, never
-   follows a symbolic link, and deletes only regular files directly inside a
-   directory it would have made (a checkpoint, or a .tmp-/.old-/.del- leftover).
-   A link in the folder, whatever its name, is never a checkpoint: lists and
-   vs_ckpt_latest skip it, cleanup leaves it (and anything not a regular file
-   inside a checkpoint, with the directory holding it) with a warning. The
-   folder itself may be a link. The loader reads what index.json names; it
-   trusts the index's content no more than a hostile file's (every number is
-   checked, a name with '/' or ".." is refused) and follows links to shards (a
-   read cannot harm), but opens only regular files: a FIFO, device or
-   directory in place of index.json or a shard is VS_ERR_IO at once, never a
-   blocking open.
+   Trust.
+   - Cleanup (vs_ckpt_retain, keep_last, overwrite, leftovers) trusts nothing
+     in the folder: it works relative to the folder's descriptor, never follows
+     a symbolic link, and deletes only regular files directly inside a
+     directory it would have made (a checkpoint, or a .tmp-/.old-/.del-
+     leftover).
+   - A link in the folder, whatever its name, is never a checkpoint: lists and
+     vs_ckpt_latest skip it, cleanup leaves it (and anything not a regular file
+     inside a checkpoint, with the directory holding it) with a warning. The
+     folder itself may be a link.
+   - The loader reads what index.json names; it trusts the index's content no
+     more than a hostile file's (every number is checked, a name with '/' or
+     ".." is refused) and follows links to shards (a read cannot harm), but
+     opens only regular files: a FIFO, device or directory in place of
+     index.json or a shard is VS_ERR_IO at once, never a blocking open.
 
-   Async. opts.async copies every buffer into one block from the allocator
-   hooks (page-locked with cudaHostRegister when device memory is copied into
-   it, and kept for the next async save), at most desc.async_max_bytes
-   (default 4 GiB; where one rank's copies would exceed it, every rank saves
-   synchronously), agrees with the other ranks on the entries and on who
-   writes what, creates the temporary directory, and returns; a writer thread
-   writes this rank's shard file. The thread never communicates: NCCL forbids
-   two host threads issuing operations on one GPU at once, so every collective
-   of a save runs on the calling thread, in the call and in the vs_ckpt_wait
-   that ends it. That wait is collective: every rank joins it (vs_ckpt_wait,
-   or its next save, load or vs_ckpt_free, which wait first); there the ranks
-   agree that every shard is written, rank 0 writes the index and commits, and
-   the result (a write's error names the rank, the file and the entry) is
-   every rank's. Until then the checkpoint is not in place: a crash before it
-   leaves the earlier checkpoints and a .tmp- leftover. The call checks this
-   rank's entries first (nothing is copied from a bad one); a bad entry, or a
-   path rank 0 cannot create, is the call's error on every rank, and nothing
-   is left to wait for.
+   Async. A save with opts.async:
+   - copies every buffer into one block from the allocator hooks (page-locked
+     with cudaHostRegister when device memory is copied into it, and kept for
+     the next async save), at most desc.async_max_bytes (default 4 GiB,
+     VS_CKPT_DEFAULT_ASYNC_MAX_BYTES; where one rank's copies would exceed it,
+     every rank saves synchronously);
+   - agrees with the other ranks on the entries and on who writes what,
+     creates the temporary directory, and returns; a writer thread writes this
+     rank's shard file;
+   - checks this rank's entries first (nothing is copied from a bad one): a
+     bad entry, or a path rank 0 cannot create, is the call's error on every
+     rank, and nothing is left to wait for.
+   The thread never communicates: NCCL forbids two host threads issuing
+   operations on one GPU at once, so every collective of a save runs on the
+   calling thread, in the call and in the vs_ckpt_wait that ends it.
+
+   That wait is collective: every rank joins it (vs_ckpt_wait, or its next
+   save, load or vs_ckpt_free, which wait first); there the ranks agree that
+   every shard is written, rank 0 writes the index and commits, and the result
+   (a write's error names the rank, the file and the entry) is every rank's.
+   Until then the checkpoint is not in place: a crash before it leaves the
+   earlier checkpoints and a .tmp- leftover.
 
    Lifetime. A checkpointer remembers being freed: a second vs_ckpt_free, or
    any call on a freed one, is VS_ERR_STATE ("already freed") while its memory
@@ -172,20 +183,22 @@ typedef enum vs_ckpt_kind {
     VS_CKPT_BLOB        // bytes: small state (step, RNG, data position, plan text)
 } vs_ckpt_kind;
 
-/* One named thing to save or load. Names are unique in a checkpoint: 1 to 255
-   bytes (VS_CKPT_NAME_MAX with the NUL), any bytes but control characters
-   (below 0x20), '#' (it joins a name and its piece in the files' keys), '"'
-   and '\\'; a bad name is VS_ERR_INVALID naming it.
-   TENSOR/RANGE: t gives the global shape, dtype, layout (on any mesh or
-   submesh of the saving job: a PP stage's parameters live on that stage's
-   DP x TP submesh) and this rank's data. Partial placements are refused:
-   reduce first. On save, several ranks may hold the same box (replicated
-   dims) or the same range: it is written once, by one of them, chosen so the
-   work spreads over the ranks. skip = 1: this rank takes no part in the entry
-   (e.g. a ZeRO range it does not own as primary); the other ranks still save it.
-   BLOB: blob/blob_bytes; on save every rank that lists it must give the same
-   bytes (one writes them), at most 2^48; on load blob_bytes is the capacity,
-   and the entry's stored size comes back in blob_bytes. */
+/* One named thing to save or load.
+   - name: unique in a checkpoint, 1 to 255 bytes (VS_CKPT_NAME_MAX with the
+     NUL), any bytes but control characters (below 0x20), '#' (it joins a name
+     and its piece in the files' keys), '"' and '\\'; a bad name is
+     VS_ERR_INVALID naming it.
+   - TENSOR/RANGE: t gives the global shape, dtype, layout (on any mesh or
+     submesh of the saving job: a PP stage's parameters live on that stage's
+     DP x TP submesh) and this rank's data. Partial placements are refused:
+     reduce first. On save, several ranks may hold the same box (replicated
+     dims) or the same range: it is written once, by one of them, chosen so
+     the work spreads over the ranks.
+   - skip = 1: this rank takes no part in the entry (e.g. a ZeRO range it does
+     not own as primary); the other ranks still save it.
+   - BLOB: blob/blob_bytes; on save every rank that lists it must give the
+     same bytes (one writes them), at most 2^48; on load blob_bytes is the
+     capacity, and the entry's stored size comes back in blob_bytes. */
 typedef struct vs_ckpt_entry {
     const char* name;
     vs_ckpt_kind kind;
@@ -250,7 +263,9 @@ VS_API vs_result vs_ckpt_wait(vs_ckpt* ck);
    verifying checksums. loaded (may be NULL): n flags, 1 for each entry written
    into the caller's buffer. On an error the entry that failed may be partly
    written (a host tensor: verified values only), the ones after it are
-   untouched. On Linux, where a rank reads 16 MiB or more, a read-ahead thread
+   untouched.
+
+   On Linux, where a rank reads 16 MiB or more, a read-ahead thread
    brings its next ranges into the page cache while it checksums and copies
    (joined before the call returns; desc.no_readahead turns it off). */
 VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entries, int n, int* loaded);
