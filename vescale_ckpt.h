@@ -37,7 +37,7 @@
        vs_ckpt_free(ck);
 
    Topics (grep the markers):
-       // >>ckpt-api      entries, save, load, async save
+       // >>ckpt-api      entries, save, load, async save, vs_ckpt_query_desc
        // >>ckpt-format   the files: safetensors shards, index.json, CRC32C (written out there)
        // >>ckpt-commit   crash-safe commit, latest, retention
        // >>ckpt-ddp      a vs_ddp's whole state as entries
@@ -117,6 +117,7 @@
    - checks this rank's entries first (nothing is copied from a bad one): a
      bad entry, or a path rank 0 cannot create, is the call's error on every
      rank, and nothing is left to wait for.
+
    The thread never communicates: NCCL forbids two host threads issuing
    operations on one GPU at once, so every collective of a save runs on the
    calling thread, in the call and in the vs_ckpt_wait that ends it.

@@ -53,7 +53,7 @@
        // >>pipe-sched   schedules as instruction lists, their text form, add_comm, the validator
        // >>pipe-gen     the built-in schedule generators (any M >= 1)
        // >>pipe-sim     the simulator (makespan, bubble, memory), text timelines, Chrome traces
-       // >>pipe-engine  the engine: vs_pipe_init, vs_pipe_run, hooks, tied gradients
+       // >>pipe-engine  the engine: vs_pipe_init, vs_pipe_run, hooks, tied gradients, vs_pipe_query_desc
 
    Bit for bit equal to one device. The engine reproduces, byte for byte, this
    loop on one rank, for each microbatch m in order:
@@ -109,6 +109,7 @@
      device memory to every stage's pinned memory, ordered after each stage's
      compute stream: each stage's one host wait of the run, after which its
      device work is done.
+
    Counted exactly over the strict stand-in (tests/test_pipe_nccl.c): one host
    wait per rank and run, no device allocation, no event created, in steady
    state.
@@ -177,6 +178,7 @@
    - among its world's last 16 freed handles (vescale_mesh.h's vs_free_later);
    - for a schedule made with a NULL world: among the freeing thread's last 16
      such (released when the thread ends).
+
    A getter that returns an int gives VS_ERR_STATE as its value,
    vs_pipe_sched_print and vs_pipe_draw -1. Past that window a freed handle is
    freed memory: the call is undefined.
