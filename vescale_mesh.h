@@ -2586,21 +2586,21 @@ struct vs_world {
     int epoch;   // reconfigurations taken (vs_reform_info.epoch)
     int joining; // a replacement, or a rank that left at a shrink: no communicator until vs_world_grow
     vs_comm* retired;
-    /* >>elastic, NCCL jobs of processes: the store, a directory every rank sees
-       (edir[0] == 0: none), that carries failure notices and the agreement */
-    char edir[_VS_INIT_FILE_MAX + 1];
+    /* >>elastic, NCCL jobs of processes: the store that carries failure notices
+       and the agreement */
+    char elastic_dir[_VS_INIT_FILE_MAX + 1]; // its address: a directory every rank sees, or "tcp://host:port" ("": none)
     uint64_t ekey;     // the job's key (its files' names)
     uint64_t enonce;   // this process's (a join request's mark)
     int64_t epoll_us;  // atomic: the last look for a failure notice
-    int efail;         // atomic: 1 when a notice of this epoch was seen (eorigin, ecause set first), 2 writing
+    int fail_seen;     // atomic: 1 when a failure notice of this epoch was seen (eorigin, ecause set first), 2 writing
     int eorigin;
     char ecause[800];
     int esaw;          // vs_mesh_shrink: a communicator of the mesh failed on this rank
-    int eself;         // this rank posted its failure (vs_world_abort): its communicators are aborted when freed
+    int self_failed;   // this rank posted its own failure (vs_world_abort): its communicators are aborted when freed
     int* epid;         // atomic entries: a member's pid on this host, read from the store's p<rank> files
                        // (_vs_store_liveness says what 0 and the negative values mean)
     int64_t elive_us;  // atomic: the last look at them
-    int etcp;          // the store is a lighthouse (edir "tcp://host:port"): its connection efd (-1: lost)
+    int etcp;          // the store is a lighthouse (elastic_dir "tcp://host:port"): its connection efd (-1: lost)
     int efd;
     pthread_mutex_t emu; // one request at a time on efd
     uint64_t egone;    // atomic: the lighthouse's count of ended processes at the last look (0: look again)
@@ -3901,7 +3901,7 @@ _VS_PRIVATE void _vs_rlist(int* list, int* n, int v)
 /* 1 when the open round of `kind` can complete (job->mu held): every member
    arrived or returned from its function; those that returned (a shrink's) in
    failed[*nf]. */
-_VS_PRIVATE int _vs_t_reform_ready(_vs_tjob* job, int kind, int* failed, int* nf)
+_VS_PRIVATE int _vs_threads_reform_ready(_vs_tjob* job, int kind, int* failed, int* nf)
 {
     int np = 0;
     *nf = 0;
@@ -3921,10 +3921,10 @@ _VS_PRIVATE int _vs_t_reform_ready(_vs_tjob* job, int kind, int* failed, int* nf
     return np > 0;
 }
 
-/* Completes a round _vs_t_reform_ready found complete: who stays, the new
+/* Completes a round _vs_threads_reform_ready found complete: who stays, the new
    communicator's state, every participant's answer in its ticket. 0 when out
    of memory (the waiters' deadline ends it). */
-_VS_PRIVATE int _vs_t_reform_finish(_vs_tjob* job, int kind, const int* failed, int nf, int* stay)
+_VS_PRIVATE int _vs_threads_reform_finish(_vs_tjob* job, int kind, const int* failed, int nf, int* stay)
 {
     const int n = job->desc.nranks;
     int ns = 0;
@@ -4010,13 +4010,13 @@ _VS_PRIVATE int _vs_t_reform_finish(_vs_tjob* job, int kind, const int* failed, 
 }
 
 /* Completes the open round of `kind` when it can (job->mu held): 1 when done. */
-_VS_PRIVATE int _vs_t_reform_complete(_vs_tjob* job, int kind)
+_VS_PRIVATE int _vs_threads_reform_complete(_vs_tjob* job, int kind)
 {
     int nf = 0;
     int* failed = _VS_HNEW(&job->hooks, int, job->desc.nranks);
     int* stay = _VS_HNEW(&job->hooks, int, job->desc.nranks);
-    int done = failed && stay && _vs_t_reform_ready(job, kind, failed, &nf) &&
-               _vs_t_reform_finish(job, kind, failed, nf, stay);
+    int done = failed && stay && _vs_threads_reform_ready(job, kind, failed, &nf) &&
+               _vs_threads_reform_finish(job, kind, failed, nf, stay);
     _vs_hfree(&job->hooks, failed);
     _vs_hfree(&job->hooks, stay);
     return done;
@@ -4036,7 +4036,7 @@ _VS_PRIVATE void _vs_rank_list_text(const int* pick, int n, char* buf, size_t ca
 
 /* The live ranks of the job not yet arrived at the open round of `kind`
    (job->mu held), as _vs_rank_list_text words them. */
-_VS_PRIVATE void _vs_t_reform_missing(_vs_tjob* job, int kind, char* buf, size_t cap)
+_VS_PRIVATE void _vs_threads_reform_missing(_vs_tjob* job, int kind, char* buf, size_t cap)
 {
     int* pick = _VS_HNEW(&job->hooks, int, job->desc.nranks);
     buf[0] = 0;
@@ -4075,7 +4075,7 @@ _VS_PRIVATE void _vs_reform_adopt(vs_world* w, vs_comm* nc, int* wr, const _vs_r
 /* Arrives at an agreement of `kind` and waits for its answer (the world's
    timeout). On success the world's communicator is the new one (or none: this
    rank left) and *info the round's answer. */
-_VS_PRIVATE vs_result _vs_t_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info)
+_VS_PRIVATE vs_result _vs_threads_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info)
 {
     const char* fn = kind == _VS_REFORM_SHRINK ? "vs_world_shrink" : "vs_world_grow";
     _vs_tjob* job = w->job;
@@ -4108,7 +4108,7 @@ _VS_PRIVATE vs_result _vs_t_reform(vs_world* w, int kind, _vs_keep_fn keep, void
     job->tk[me] = &tk;
     pthread_cond_broadcast(&job->rcv);
     while (!tk.done) {
-        if (_vs_t_reform_complete(job, kind)) continue;
+        if (_vs_threads_reform_complete(job, kind)) continue;
         if (kind == _VS_REFORM_GROW && job->live[me] && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) {
             r = _vs_err_from(job->cause_rank, job->cause, VS_ERR_ABORTED, "%s: a rank failed while the world waited to "
                              "grow: shrink first (%s)", fn, job->cause);
@@ -4117,7 +4117,7 @@ _VS_PRIVATE vs_result _vs_t_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         double left = end - _vs_now();
         if (left <= 0) {
             char miss[256];
-            _vs_t_reform_missing(job, kind, miss, sizeof miss);
+            _vs_threads_reform_missing(job, kind, miss, sizeof miss);
             r = _vs_err(VS_ERR_TIMEOUT, "%s: world rank%s %s neither arrived nor failed within %g s (world rank %d "
                         "waited)", fn, strchr(miss, ',') ? "s" : "", miss[0] ? miss : "?", w->timeout, me);
             break;
@@ -4439,7 +4439,7 @@ _VS_PRIVATE void _vs_copy_nt(void* dst, const void* src, size_t bytes, int nt) {
 _VS_PRIVATE void _vs_copy(void* dst, const void* src, size_t bytes) { _vs_copy_nt(dst, src, bytes, 0); }
 
 /* Makes streamed stores visible before the barrier that publishes them. */
-_VS_PRIVATE void _vs_store_fence(void)
+_VS_PRIVATE void _vs_streamed_stores_fence(void)
 {
 #ifdef _VS_HAVE_NT
     _mm_sfence();
@@ -4609,7 +4609,7 @@ _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
             break;
         default: break;
         }
-        _vs_store_fence();
+        _vs_streamed_stores_fence();
     }
     // exit: peers may still read or write this rank's buffers until all are here
     vs_result r2 = _vs_t_barrier(c, 0, op);
@@ -4721,7 +4721,7 @@ _VS_PRIVATE vs_result _vs_t_shm(vs_comm* c, const _vs_opdesc* op)
     if (!r) {
         for (int k = 0; k < s->n; k++) c->peer_ops[k] = s->slots[k].op;
         op->shm(c, c->peer_ops);
-        _vs_store_fence();
+        _vs_streamed_stores_fence();
     }
     vs_result r2 = _vs_t_barrier(c, 0, op); // peers may still read this rank's buffers
     return r ? r : r2;
@@ -6507,8 +6507,8 @@ _VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
     _vs_tjob* job = c->world ? c->world->job : NULL;
     /* a job of processes with a store (>>elastic): a failure notice another
        rank posted there, for this world's epoch, does the same */
-    vs_world* sw = !job && c->world && c->world->edir[0] && c->epoch >= c->world->epoch ? c->world : NULL;
-    int own = sw && __atomic_load_n(&sw->eself, __ATOMIC_ACQUIRE); // (this rank posted its own: nothing waits)
+    vs_world* sw = !job && c->world && c->world->elastic_dir[0] && c->epoch >= c->world->epoch ? c->world : NULL;
+    int own = sw && __atomic_load_n(&sw->self_failed, __ATOMIC_ACQUIRE); // (this rank posted its own: nothing waits)
     if (sw ? !own && !_vs_store_poll(sw, 0) : (!job || !__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE))) return VS_OK;
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
     if (c->nc) {
@@ -6659,8 +6659,8 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
         pthread_mutex_unlock(&job->mu);
         code = VS_ERR_ABORTED;
     } else if (!job && c->epoch >= c->world->epoch &&
-               (__atomic_load_n(&c->world->eself, __ATOMIC_ACQUIRE) || _vs_store_poll(c->world, 0))) { // (a notice)
-        int own = __atomic_load_n(&c->world->eself, __ATOMIC_ACQUIRE);
+               (__atomic_load_n(&c->world->self_failed, __ATOMIC_ACQUIRE) || _vs_store_poll(c->world, 0))) { // (a notice)
+        int own = __atomic_load_n(&c->world->self_failed, __ATOMIC_ACQUIRE);
         origin = own ? c->world->rank : c->world->eorigin;
         _vs_fmt(msg, sizeof msg, "job aborted: %s (NCCL communicator aborted)",
                 own ? "this rank failed (vs_world_abort)" : c->world->ecause);
@@ -7197,7 +7197,7 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
     _vs_wd_unlist(c); // the watchdog no longer looks at c
     for (int i = 0; i < c->nwatch; i++) cudaEventDestroy(c->watch[i].ev);
     c->nwatch = 0;
-    if (c->nc && c->world && (c->epoch < c->world->epoch || c->world->eself)) // (made before a reconfiguration, or
+    if (c->nc && c->world && (c->epoch < c->world->epoch || c->world->self_failed)) // (made before a reconfiguration, or
         ncclCommAbort(c->nc), c->nc = NULL; // this rank failed: its peers may be gone, finalizing would wait for them)
     if (c->nc) {
         ncclResult_t r = ncclCommFinalize(c->nc);
@@ -7264,7 +7264,7 @@ _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int devic
 }
 
 /* vs_world_shrink / vs_world_grow on NCCL (a vs_launch job: the agreement is
-   the job's, _vs_t_reform): this rank's new world communicator, rank
+   the job's, _vs_threads_reform): this rank's new world communicator, rank
    tk->index of tk->n. A shrink whose staying ranks all still hold the world's
    ncclComm_t (revoked by the job's fail-fast, or whole) makes it with
    ncclCommShrink (NCCL_SHRINK_ABORT: it first ends what is still in flight on
@@ -7805,8 +7805,8 @@ _VS_PRIVATE void _vs_world_keep_desc(vs_world* w, const vs_world_desc* d)
     w->desc.master_addr = w->master;
     snprintf(w->init_file, sizeof w->init_file, "%s", d->init_file ? d->init_file : "");
     w->desc.init_file = d->init_file ? w->init_file : NULL;
-    w->desc.elastic_dir = w->edir[0] ? w->edir : NULL;
-    w->desc.join = w->edir[0] ? w->desc.join : 0;
+    w->desc.elastic_dir = w->elastic_dir[0] ? w->elastic_dir : NULL;
+    w->desc.join = w->elastic_dir[0] ? w->desc.join : 0;
     w->desc.elastic_token = NULL; // (the secret is not read back)
 }
 
@@ -7851,7 +7851,7 @@ VS_API vs_result vs_world_free(vs_world* w)
 #ifdef VESCALE_NCCL
     _vs_wd_stop(w); // (every communicator has left it)
 #endif
-    if (w->edir[0]) _vs_store_close(w);
+    if (w->elastic_dir[0]) _vs_store_close(w);
     vs_result r = VS_OK;
     const _vs_transport_ops* t = _vs_transport_of(w->tr);
     if (t && t->world_free) r = t->world_free(w); // MPI: see vs_world_abort
@@ -7871,14 +7871,14 @@ VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
     const _vs_transport_ops* t = _vs_transport_of(w->tr);
     if (t && t->world_abort) return t->world_abort(w, why);
     const _vs_errstate* es = _vs_err_tls();
-    if (w->edir[0] && w->comm && !(es->origin && es->origin - 1 != w->rank)) {
+    if (w->elastic_dir[0] && w->comm && !(es->origin && es->origin - 1 != w->rank)) {
         /* an NCCL job of processes with a store (>>elastic): the others learn
            of it there, as a vs_launch job's ranks do from the job */
         char cause[_VS_ERR_MSG];
         _vs_fmt(cause, sizeof cause, "world rank %d failed (%s)%s%s", w->rank, vs_result_string(why < 0 ? why : VS_ERR_ABORTED),
                 es->msg[0] ? ": " : "", es->msg);
         _vs_store_notice(w, w->rank, cause, 1);
-        __atomic_store_n(&w->eself, 1, __ATOMIC_RELEASE); // (its peers drop what they share with it: waits end)
+        __atomic_store_n(&w->self_failed, 1, __ATOMIC_RELEASE); // (its peers drop what they share with it: waits end)
     }
     if (w->comm) { // this rank's fault, its last error, is the cause
         if (why < 0)
@@ -8984,7 +8984,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
                                       w->timeout);
         }
         if (!r && !w->joining) r = _vs_nccl_world_comm(w, &id, d->device_select, d->cuda_device);
-        if (!r && w->edir[0]) _vs_store_members(w); // (the members' pids: every one wrote its own before the rendezvous)
+        if (!r && w->elastic_dir[0]) _vs_store_members(w); // (the members' pids: every one wrote its own before the rendezvous)
     }
 #endif
     if (r) {
@@ -10520,7 +10520,7 @@ _VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const cha
     }
     pthread_mutex_unlock(&w->emu);
     if (msg[0]) vs_log(w, VS_LOG_WARN, "elastic: the lighthouse at %s does not answer (%s): this job can no longer "
-                       "survive a failure (it trains on)", w->edir, msg);
+                       "survive a failure (it trains on)", w->elastic_dir, msg);
     if (len) *len = st == 0 && out && cap ? (got < cap ? got : cap - 1) : 0;
     if (st < 0) errno = err;
     return st;
@@ -10542,13 +10542,13 @@ _VS_PRIVATE const char* _vs_store_why(vs_world* w, char* buf, size_t cap)
     return buf;
 }
 
-/* vs_world_init: the world's connection to the lighthouse at edir
+/* vs_world_init: the world's connection to the lighthouse at elastic_dir
    ("tcp://host:port"), tried until the world's timeout (it may come up after
    the ranks), and the lighthouse's hello read. */
 _VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
 {
     char host[256];
-    const char* hp = w->edir + 6;
+    const char* hp = w->elastic_dir + 6;
     const char* colon = strrchr(hp, ':');
     char* end = NULL;
     long port = colon ? strtol(colon + 1, &end, 10) : 0;
@@ -10556,7 +10556,7 @@ _VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
     if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') hp++, hl -= 2; // ("[::1]:29400")
     if (!colon || !hl || hl >= sizeof host || !end || *end || end == colon + 1 || port < 1 || port > 65535)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: elastic_dir '%s' is not tcp://host:port (a lighthouse's "
-                       "address, port in [1, 65535])", w->edir);
+                       "address, port in [1, 65535])", w->elastic_dir);
     if (token && strlen(token) > _VS_LH_TOKEN_MAX)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse token is %zu bytes, over %d", strlen(token),
                        _VS_LH_TOKEN_MAX);
@@ -10578,7 +10578,7 @@ _VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
     if (fd < 0)
         return _vs_err_backend(VS_ERR_IO, err, "vs_world_init: rank %d cannot reach the lighthouse at %s within %g s: "
                                "%s (start one there: tools/vescale-lighthouse, or vs_lighthouse_start)", w->rank,
-                               w->edir, w->timeout, strerror(err));
+                               w->elastic_dir, w->timeout, strerror(err));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     unsigned char hello[_VS_LH_HELLO_LEN];
@@ -10590,7 +10590,7 @@ _VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
         if (_vs_io_full_as(fd, why, n, 0, until, "the lighthouse") == VS_OK) why[n] = 0;
         close(fd);
         return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s turned this connection away: %s",
-                       w->rank, w->edir, why);
+                       w->rank, w->elastic_dir, why);
     }
     if (!r) r = _vs_io_full_as(fd, hello + 12, sizeof hello - 12, 0, until, "the lighthouse");
     if (!r && _vs_be_get32(hello) != _VS_LH_HELLO)
@@ -10599,17 +10599,17 @@ _VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
         char msg[_VS_ERR_MSG];
         _vs_save_error(msg, sizeof msg);
         close(fd);
-        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s: %s", w->rank, w->edir, msg);
+        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s: %s", w->rank, w->elastic_dir, msg);
     }
     int auth = _vs_be_get32(hello + 4) & 1;
     if (auth && !w->etoken[0]) {
         close(fd);
         return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse at %s takes only requests signed by its token: "
-                       "give the job's (vs_world_desc.elastic_token or VESCALE_LIGHTHOUSE_TOKEN)", w->edir);
+                       "give the job's (vs_world_desc.elastic_token or VESCALE_LIGHTHOUSE_TOKEN)", w->elastic_dir);
     }
     if (!auth) // (the token is not needed there: said, the job goes on)
         vs_log(w, w->etoken[0] ? VS_LOG_WARN : VS_LOG_INFO, "elastic: the lighthouse at %s checks no token: anyone "
-               "who reaches it can end this job%s", w->edir, w->etoken[0] ? " (this rank's token is not used)" : "");
+               "who reaches it can end this job%s", w->elastic_dir, w->etoken[0] ? " (this rank's token is not used)" : "");
     if (!auth) w->etoken[0] = 0;
     memcpy(w->elh_nonce, hello + 8, 16);
     pthread_mutex_init(&w->emu, NULL);
@@ -10635,7 +10635,7 @@ _VS_PRIVATE void* _vs_lh_watch_main(void* arg)
         pthread_mutex_unlock(&w->ewmu);
         double now = _vs_now();
         if (!__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
-            if (!__atomic_load_n(&w->efail, __ATOMIC_ACQUIRE)) _vs_store_look(w, (int64_t)(now * 1e6));
+            if (!__atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE)) _vs_store_look(w, (int64_t)(now * 1e6));
             if (now - joiners >= 0.2) joiners = now, _vs_lh_joiners_look(w);
         }
         pthread_mutex_lock(&w->ewmu);
@@ -10679,7 +10679,7 @@ _VS_PRIVATE void _vs_lh_watch_stop(vs_world* w)
 _VS_PRIVATE _VS_PRINTF(4, 5) void _vs_store_name(const vs_world* w, char* buf, size_t cap, const char* fmt, ...)
 {
     int k = w->etcp ? snprintf(buf, cap, "vs-%016llx-", (unsigned long long)w->ekey) // (a lighthouse's key)
-                    : snprintf(buf, cap, "%s/vs-%016llx-", w->edir, (unsigned long long)w->ekey);
+                    : snprintf(buf, cap, "%s/vs-%016llx-", w->elastic_dir, (unsigned long long)w->ekey);
     va_list ap;
     va_start(ap, fmt);
     if (k > 0 && (size_t)k < cap) vsnprintf(buf + k, cap - (size_t)k, fmt, ap);
@@ -10781,7 +10781,7 @@ _VS_PRIVATE void _vs_host_id(char* buf, size_t cap)
 _VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join, const char* token)
 {
     char why[256]; // (_vs_store_why's text)
-    snprintf(w->edir, sizeof w->edir, "%s", dir);
+    snprintf(w->elastic_dir, sizeof w->elastic_dir, "%s", dir);
     w->enonce = _vs_random64();
     w->efd = -1;
     if (!strncmp(dir, "tcp://", 6)) { // a lighthouse: the key leaves its address out (ranks may spell it apart)
@@ -10888,7 +10888,7 @@ _VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
             if (_vs_store_read(w, path, text, sizeof text) <= 0 || strcmp(text, "gone")) continue;
             char cause[400];
             _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process ended without a word "
-                    "(its connection to the lighthouse at %s closed)", x, w->edir);
+                    "(its connection to the lighthouse at %s closed)", x, w->elastic_dir);
             _vs_store_notice(w, x, cause, 1);
             __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
             return 1;
@@ -10924,7 +10924,7 @@ _VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
 /* One look at the store for a failure notice of the world's epoch from
    another rank (and at the members' processes): 1 when one is known
    (w->eorigin, w->ecause say whose and what). A notice read while the world
-   moved on to another epoch is dropped (efail goes 0 -> 2 -> 1 only while
+   moved on to another epoch is dropped (fail_seen goes 0 -> 2 -> 1 only while
    the epoch stays the one looked at; an agreement clears it). */
 _VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now)
 {
@@ -10938,16 +10938,16 @@ _VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now)
     long origin = strtol(text, &end, 10);
     if (end == text || origin == w->rank) return 0; // (this rank's own: it knows)
     int expect = 0;
-    if (!__atomic_compare_exchange_n(&w->efail, &expect, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    if (!__atomic_compare_exchange_n(&w->fail_seen, &expect, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return expect == 1;
     if (__atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE) != e) {
-        __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
         return 0;
     }
     w->eorigin = origin >= 0 && origin < w->size ? (int)origin : -1;
     _vs_fmt(w->ecause, sizeof w->ecause, "%s", *end ? end + 1 : "");
     expect = 2;
-    return __atomic_compare_exchange_n(&w->efail, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return __atomic_compare_exchange_n(&w->fail_seen, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
 /* 1 when a failure notice of the world's epoch from another rank is known.
@@ -10956,8 +10956,8 @@ _VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now)
    reads what it found, so that no collective's wait ever waits on it. */
 _VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
 {
-    if (!w || !w->edir[0]) return 0;
-    int f = __atomic_load_n(&w->efail, __ATOMIC_ACQUIRE);
+    if (!w || !w->elastic_dir[0]) return 0;
+    int f = __atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE);
     if (f) return f == 1;
     if (w->etcp && !now_) return 0;
     int64_t now = (int64_t)(_vs_now() * 1e6), last = __atomic_load_n(&w->epoll_us, __ATOMIC_RELAXED);
@@ -11139,7 +11139,7 @@ _VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* 
    follow it. A member the decision counts failed (it came after half the
    timeout) gets VS_ERR_ABORTED saying so, and may come back with
    vs_world_grow. */
-_VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+_VS_PRIVATE vs_result _vs_store_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
                                    const char* fn)
 {
     char why[256]; // (_vs_store_why's text)
@@ -11153,7 +11153,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         return _vs_err(VS_ERR_STATE, "%s: world rank %d saw no failure since the world's last reconfiguration (epoch "
                        "%d): nothing to shrink from (a shrink follows a call that returned VS_ERR_ABORTED or "
                        "VS_ERR_TIMEOUT)", fn, me, w->epoch);
-    const int notice = __atomic_load_n(&w->efail, __ATOMIC_ACQUIRE) == 1;
+    const int notice = __atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE) == 1;
     if (kind == _VS_REFORM_GROW && saw)
         return _vs_err_from(notice ? w->eorigin : me, notice ? w->ecause : "", VS_ERR_ABORTED,
                             "%s: world rank %d saw a failure (%s): shrink first", fn, me,
@@ -11256,7 +11256,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         if (wr) memcpy(wr, d.members, sizeof(int) * (size_t)d.nm), tk.members = wr;
         if (!r && tk.index < 0 && !was_dropped) { // counted failed: out, alive
             _vs_reform_adopt(w, NULL, NULL, &tk, NULL);
-            __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
             r = _vs_err(VS_ERR_ABORTED, "%s: the survivors agreed world rank %d had failed (it %s): it holds no "
                         "communicator now and may come back with vs_world_grow", fn, me,
                         was_failed ? "did not arrive within half the timeout" : "was not in the decision");
@@ -11277,7 +11277,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
             _vs_reform_adopt(w, dead, wr, &tk, NULL);
             wr = NULL;
             w->esaw = 0;
-            __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
             _vs_store_members(w);
         }
         r = _vs_err(r == VS_ERR_TIMEOUT ? VS_ERR_TIMEOUT : VS_ERR_ABORTED, "%s (the world is now at epoch %d, %d "
@@ -11288,7 +11288,7 @@ _VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         _vs_reform_adopt(w, nc, wr, &tk, info);
         wr = NULL;
         w->esaw = 0;
-        __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE); // (a new epoch: its own notices)
+        __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE); // (a new epoch: its own notices)
         _vs_store_members(w);
     }
     _vs_hfree(&w->hooks, wr);
@@ -11366,7 +11366,7 @@ _VS_PRIVATE void* _vs_m_shrink_main(void* a)
    the live processes, on who has ended), the ranks `keep` drops leave by a
    split, and the stayers get a new abort channel: the world's notices start
    afresh. MPI jobs do not grow back. */
-_VS_PRIVATE vs_result _vs_m_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+_VS_PRIVATE vs_result _vs_mpi_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
                                    const char* fn)
 {
     const _vs_hooks* h = &w->hooks;
@@ -11509,11 +11509,11 @@ _VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* 
                                  const char* fn)
 {
     if ((w->tr == VS_TRANSPORT_THREADS || w->tr == VS_TRANSPORT_NCCL) && w->job) // (a vs_launch job's agreement)
-        return _vs_t_reform(w, kind, keep, ctx, info);
-    if (w->tr == VS_TRANSPORT_NCCL && w->edir[0]) return _vs_s_reform(w, kind, keep, ctx, info, fn); // (the store's)
+        return _vs_threads_reform(w, kind, keep, ctx, info);
+    if (w->tr == VS_TRANSPORT_NCCL && w->elastic_dir[0]) return _vs_store_reform(w, kind, keep, ctx, info, fn); // (the store's)
     if (w->tr == VS_TRANSPORT_MPI) {
 #if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
-        if (w->mft) return _vs_m_reform(w, kind, keep, ctx, info, fn);
+        if (w->mft) return _vs_mpi_reform(w, kind, keep, ctx, info, fn);
         const char* why = "this MPI has ULFM, but the job does not run with it (Open MPI: mpirun --with-ft ulfm; "
                           "MPICH: MPIR_CVAR_ENABLE_FT=1)";
 #else
@@ -11591,12 +11591,12 @@ VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_r
        the submeshes' operations in flight stop first, so the streams behind
        them go on and the world's communicator can come quiet for its shrink */
     _vs_tjob* job = w->job;
-    if (!job && w->edir[0])
+    if (!job && w->elastic_dir[0])
         for (int i = 0; i < m->nsubs; i++) // (a job of processes: a submesh's failure is one this rank saw)
             w->esaw |= m->subs[i].mesh && m->subs[i].mesh->comm &&
                        __atomic_load_n(&m->subs[i].mesh->comm->aborted, __ATOMIC_ACQUIRE);
     if ((job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) ||
-        (!job && w->edir[0] && (w->esaw || _vs_store_poll(w, 1) || (w->comm && __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))))) {
+        (!job && w->elastic_dir[0] && (w->esaw || _vs_store_poll(w, 1) || (w->comm && __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))))) {
         for (int i = 0; i < m->nsubs; i++)
             if (m->subs[i].mesh && m->subs[i].mesh->comm) _vs_nccl_drop(m->subs[i].mesh->comm);
         _vs_nccl_drop_watched(w); // (and the others of this world with work in flight: a pipeline's links)
@@ -11657,7 +11657,7 @@ VS_API vs_result vs_world_joiners(vs_world* w, int* n)
         for (int x = 0; x < job->desc.nranks; x++)
             mine += job->tk[x] && job->tk[x]->kind == _VS_REFORM_GROW && !job->live[x];
         pthread_mutex_unlock(&job->mu);
-    } else if (w->edir[0]) { // (an NCCL job of processes: the store's requests)
+    } else if (w->elastic_dir[0]) { // (an NCCL job of processes: the store's requests)
         mine = _vs_store_joiners(w);
     }
     _VS_TRY(_vs_host_coll(w->comm, 0, &mine, &all, 1, VS_I32, VS_OP_MAX, "vs_world_joiners"));
