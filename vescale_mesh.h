@@ -2683,7 +2683,20 @@ struct vs_world {
    - device   1: buffers are CUDA device memory (host loops must refuse them).
    - handle   the raw handle under c (NCCL: the ncclComm_t; MPI: &MPI_Comm),
               NULL: none (threads).
-   - raw_begin, raw_end  vs_comm_nccl_begin / _end (NULL: no NCCL). */
+   - raw_begin, raw_end  vs_comm_nccl_begin / _end (NULL: no NCCL).
+   - aborted_error  an operation on an aborted c: the error naming the world
+              abort's origin when the transport learns it apart from c (MPI:
+              its abort message arrives just after c is marked); VS_OK: none.
+   - world_init  vs_world_init's part for the transport (its world
+              communicator); NULL: vs_launch makes its worlds (threads).
+   - reform   vs_world_shrink / _grow: the survivors' agreement of `kind`
+              (_VS_REFORM_*) and the new world communicator, or an error
+              saying what the job lacks for one.
+   - quiesce  before a shrink (vs_mesh_shrink): stops the work in flight on
+              c's of a failing mesh (and the world's others with work watched) on
+              this rank, so the streams behind them go on (NULL: nothing waits).
+   - joins    1: a replacement rank may join a running job (vs_world_desc.join). */
+typedef int (*_vs_keep_fn)(const int* failed, int nfailed, int rank, void* ctx);
 struct _vs_transport_ops {
     vs_transport id;
     vs_result (*submit)(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out);
@@ -2705,6 +2718,11 @@ struct _vs_transport_ops {
     void* (*handle)(const vs_comm* c);
     vs_result (*raw_begin)(vs_comm* c, void** out);
     vs_result (*raw_end)(vs_comm* c);
+    vs_result (*aborted_error)(vs_comm* c, const char* what);
+    vs_result (*world_init)(vs_world* w, const vs_world_desc* d, const vs_bootstrap_info* bi);
+    vs_result (*reform)(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info, const char* fn);
+    void (*quiesce)(vs_world* w, vs_comm* const* comms, int n);
+    int joins;
 };
 
 /* The table of a transport compiled into this build, NULL otherwise (>>transports). */
@@ -3131,16 +3149,8 @@ _VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
     }
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
         _vs_op_release(op);
-#ifdef VESCALE_MPI
-        /* MPI: the world's abort names the origin; it is marked just after the
-           communicator (_vs_mpi_fault): a moment for it, under load */
-        vs_world* mw = c->tr == VS_TRANSPORT_MPI ? c->world : NULL;
-        for (double until = _vs_now() + 0.1; mw && mw->mmu_made && !_vs_mpi_aborted(mw) && _vs_now() < until;)
-            _vs_sleep_us(1000);
-        if (mw && mw->mmu_made && __atomic_load_n(&mw->ab_state, __ATOMIC_ACQUIRE))
-            return _vs_err_from(mw->ab_rank, mw->ab_text ? mw->ab_text : "", VS_ERR_ABORTED,
-                                "%s: communicator was aborted: %s", what, mw->ab_text ? mw->ab_text : "");
-#endif
+        vs_result why = c->tp->aborted_error ? c->tp->aborted_error(c, what) : VS_OK;
+        if (why) return why;
         return _vs_err(VS_ERR_ABORTED, "%s: communicator was aborted (an earlier error or timeout)", what);
     }
     if (c->group_depth > 0) {
@@ -3874,9 +3884,9 @@ _VS_PRIVATE void _vs_world_retire_comm(vs_world* w);
    a grow round when every rank that has not returned has arrived. */
 enum { _VS_REFORM_SHRINK = 1, _VS_REFORM_GROW = 2 };
 
-/* A shrink's choice of who stays (vs_mesh_shrink: not a failed rank's replica):
-   1 when world rank `rank` stays, given the failed set. */
-typedef int (*_vs_keep_fn)(const int* failed, int nfailed, int rank, void* ctx);
+/* _vs_keep_fn (declared with the transport table): a shrink's choice of who
+   stays (vs_mesh_shrink: not a failed rank's replica): 1 when world rank `rank`
+   stays, given the failed set. */
 
 typedef struct _vs_rticket {
     int kind;            // _VS_REFORM_*
@@ -4075,8 +4085,10 @@ _VS_PRIVATE void _vs_reform_adopt(vs_world* w, vs_comm* nc, int* wr, const _vs_r
 /* Arrives at an agreement of `kind` and waits for its answer (the world's
    timeout). On success the world's communicator is the new one (or none: this
    rank left) and *info the round's answer. */
-_VS_PRIVATE vs_result _vs_threads_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info)
+_VS_PRIVATE vs_result _vs_threads_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                         const char* caller)
 {
+    (void)caller; // (its messages name the world's call, vs_mesh_shrink's too)
     const char* fn = kind == _VS_REFORM_SHRINK ? "vs_world_shrink" : "vs_world_grow";
     _vs_tjob* job = w->job;
     if (!job) return _vs_err(VS_ERR_UNSUPPORTED, "%s: this world is not a vs_launch job's", fn);
@@ -7375,10 +7387,33 @@ _VS_PRIVATE void _vs_t_destroy(vs_comm* c)
 }
 
 static const _vs_transport_ops _vs_threads_ops = {
-    VS_TRANSPORT_THREADS, _vs_submit_host, _vs_t_exec, _vs_work_wait_host, _vs_work_test_host,
-    NULL /* detach: the queue drained */, NULL /* split: an op */, _vs_t_abort, _vs_t_destroy,
-    NULL, NULL /* no streams */, NULL, NULL, NULL, NULL /* wait_stream: vs_wait */, NULL, 1 /* shm */, 0,
-    NULL /* no raw handle */, NULL, NULL};
+    .id = VS_TRANSPORT_THREADS,
+    .submit = _vs_submit_host,
+    .exec = _vs_t_exec,
+    .wait = _vs_work_wait_host,
+    .test = _vs_work_test_host,
+    .detach = NULL, // the queue drained
+    .split = NULL,  // an op
+    .abort = _vs_t_abort,
+    .destroy = _vs_t_destroy,
+    .set_stream = NULL, // no streams
+    .stream = NULL,
+    .world_free = NULL,
+    .world_abort = NULL,
+    .work_release = NULL,
+    .wait_stream = NULL, // vs_wait
+    .sync_stream = NULL,
+    .shm = 1,
+    .device = 0,
+    .handle = NULL, // no raw handle
+    .raw_begin = NULL,
+    .raw_end = NULL,
+    .aborted_error = NULL,
+    .world_init = NULL, // vs_launch makes the worlds
+    .reform = _vs_threads_reform, // the vs_launch job's agreement, in its memory
+    .quiesce = NULL,
+    .joins = 0,
+};
 
 #ifdef VESCALE_MPI
 _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
@@ -7388,10 +7423,70 @@ _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
 
 _VS_PRIVATE void* _vs_mpi_handle(const vs_comm* c) { return (void*)&c->mc; }
 
+/* The world's abort names the origin; it is marked just after the communicator
+   (_vs_mpi_fault): a moment for it, under load. */
+_VS_PRIVATE vs_result _vs_mpi_aborted_error(vs_comm* c, const char* what)
+{
+    vs_world* mw = c->world;
+    for (double until = _vs_now() + 0.1; mw && mw->mmu_made && !_vs_mpi_aborted(mw) && _vs_now() < until;)
+        _vs_sleep_us(1000);
+    if (mw && mw->mmu_made && __atomic_load_n(&mw->ab_state, __ATOMIC_ACQUIRE))
+        return _vs_err_from(mw->ab_rank, mw->ab_text ? mw->ab_text : "", VS_ERR_ABORTED,
+                            "%s: communicator was aborted: %s", what, mw->ab_text ? mw->ab_text : "");
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_mpi_world_init(vs_world* w, const vs_world_desc* d, const vs_bootstrap_info* bi); // >>bootstrap
+#ifdef MPIX_ERR_PROC_FAILED
+_VS_PRIVATE vs_result _vs_mpi_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                     const char* fn); // >>elastic
+#endif
+
+/* MPI survives a rank only with ULFM, in a job run with it. */
+_VS_PRIVATE vs_result _vs_mpi_world_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                           const char* fn)
+{
+#ifdef MPIX_ERR_PROC_FAILED
+    if (w->mft) return _vs_mpi_reform(w, kind, keep, ctx, info, fn);
+    const char* why = "this MPI has ULFM, but the job does not run with it (Open MPI: mpirun --with-ft ulfm; "
+                      "MPICH: MPIR_CVAR_ENABLE_FT=1)";
+#else
+    (void)w, (void)kind, (void)keep, (void)ctx, (void)info;
+    const char* why = "this build's MPI has no ULFM (MPIX_Comm_agree, MPIX_Comm_shrink: Open MPI 5 or MPICH "
+                      "built with it)";
+#endif
+    return _vs_err(VS_ERR_UNSUPPORTED, "%s: the MPI transport cannot survive a rank: %s; the job ends on a "
+                   "failure: resume it from a checkpoint on the ranks left (vs_train_load reshards)", fn, why);
+}
+
 static const _vs_transport_ops _vs_mpi_ops = {
-    VS_TRANSPORT_MPI, _vs_submit_host, _vs_mpi_exec, _vs_work_wait_host, _vs_work_test_host,
-    NULL, NULL, _vs_mpi_comm_abort /* notifies every rank of the world */, _vs_mpi_destroy,
-    NULL, NULL, _vs_mpi_world_fini, _vs_mpi_world_abort, NULL, NULL, NULL, 0, 0, _vs_mpi_handle, NULL, NULL};
+    .id = VS_TRANSPORT_MPI,
+    .submit = _vs_submit_host,
+    .exec = _vs_mpi_exec,
+    .wait = _vs_work_wait_host,
+    .test = _vs_work_test_host,
+    .detach = NULL,
+    .split = NULL,
+    .abort = _vs_mpi_comm_abort, // notifies every rank of the world
+    .destroy = _vs_mpi_destroy,
+    .set_stream = NULL,
+    .stream = NULL,
+    .world_free = _vs_mpi_world_fini,
+    .world_abort = _vs_mpi_world_abort,
+    .work_release = NULL,
+    .wait_stream = NULL,
+    .sync_stream = NULL,
+    .shm = 0,
+    .device = 0,
+    .handle = _vs_mpi_handle,
+    .raw_begin = NULL,
+    .raw_end = NULL,
+    .aborted_error = _vs_mpi_aborted_error,
+    .world_init = _vs_mpi_world_init,
+    .reform = _vs_mpi_world_reform,
+    .quiesce = NULL,
+    .joins = 0,
+};
 #endif
 
 #ifdef VESCALE_NCCL
@@ -7469,6 +7564,25 @@ _VS_PRIVATE void _vs_nccl_drop_watched(vs_world* w)
         pthread_mutex_unlock(&w->wdmu);
         for (int i = 0; i < n; i++) _vs_nccl_drop(l[i]); // (each leaves the list)
     } while (n == 64);
+}
+
+/* The table's quiesce: on a failure to recover from (else the agreement's error,
+   and the mesh stays whole), a failing mesh's communicators' operations in
+   flight stop first, so the streams behind them go on and the world's
+   communicator can come quiet for its shrink. */
+_VS_PRIVATE void _vs_nccl_quiesce(vs_world* w, vs_comm* const* comms, int n)
+{
+    _vs_tjob* job = w->job;
+    if (!job && w->elastic_dir[0])
+        for (int i = 0; i < n; i++) // (a job of processes: a submesh's failure is one this rank saw)
+            w->esaw |= comms[i] && __atomic_load_n(&comms[i]->aborted, __ATOMIC_ACQUIRE);
+    if ((job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) ||
+        (!job && w->elastic_dir[0] &&
+         (w->esaw || _vs_store_poll(w, 1) || (w->comm && __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))))) {
+        for (int i = 0; i < n; i++)
+            if (comms[i]) _vs_nccl_drop(comms[i]);
+        _vs_nccl_drop_watched(w); // (and the others of this world with work in flight: a pipeline's links)
+    }
 }
 
 /* NULL gives back the communicator's own stream; the caller's is never destroyed here. */
@@ -7630,11 +7744,50 @@ _VS_PRIVATE void _vs_nccl_detach_l(vs_work* w)
     if (c) pthread_mutex_unlock(&c->ncmu);
 }
 
+_VS_PRIVATE vs_result _vs_nccl_world_init(vs_world* w, const vs_world_desc* d, const vs_bootstrap_info* bi); // >>bootstrap
+_VS_PRIVATE vs_result _vs_store_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                       const char* fn); // >>elastic
+
+/* A vs_launch job's agreement (its memory), else an NCCL job of processes'
+   (its store, when it has one). */
+_VS_PRIVATE vs_result _vs_nccl_world_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                            const char* fn)
+{
+    if (w->job) return _vs_threads_reform(w, kind, keep, ctx, info, fn);
+    if (w->elastic_dir[0]) return _vs_store_reform(w, kind, keep, ctx, info, fn);
+    return _vs_err(VS_ERR_UNSUPPORTED, "%s: this %s job of processes has no elastic directory for its survivors' "
+                   "agreement: give every rank one they all see (vs_world_desc.elastic_dir or VESCALE_ELASTIC_DIR); "
+                   "else resume from a checkpoint on the ranks left", fn, vs_transport_name(w->tr));
+}
+
 static const _vs_transport_ops _vs_nccl_ops = {
-    VS_TRANSPORT_NCCL, _vs_nccl_submit_l, NULL, _vs_nccl_wait_l, _vs_nccl_test_l, _vs_nccl_detach_l, _vs_nccl_split_l,
-    _vs_nccl_abort_comm, _vs_nccl_comm_destroy, _vs_nccl_set_stream, _vs_nccl_stream, _vs_nccl_world_free, NULL,
-    _vs_nccl_work_release, _vs_nccl_wait_stream_l, _vs_nccl_sync_stream_l, 0, 1, _vs_nccl_handle, _vs_nccl_raw_begin,
-    _vs_nccl_raw_end};
+    .id = VS_TRANSPORT_NCCL,
+    .submit = _vs_nccl_submit_l,
+    .exec = NULL,
+    .wait = _vs_nccl_wait_l,
+    .test = _vs_nccl_test_l,
+    .detach = _vs_nccl_detach_l,
+    .split = _vs_nccl_split_l,
+    .abort = _vs_nccl_abort_comm,
+    .destroy = _vs_nccl_comm_destroy,
+    .set_stream = _vs_nccl_set_stream,
+    .stream = _vs_nccl_stream,
+    .world_free = _vs_nccl_world_free,
+    .world_abort = NULL,
+    .work_release = _vs_nccl_work_release,
+    .wait_stream = _vs_nccl_wait_stream_l,
+    .sync_stream = _vs_nccl_sync_stream_l,
+    .shm = 0,
+    .device = 1,
+    .handle = _vs_nccl_handle,
+    .raw_begin = _vs_nccl_raw_begin,
+    .raw_end = _vs_nccl_raw_end,
+    .aborted_error = NULL,
+    .world_init = _vs_nccl_world_init,
+    .reform = _vs_nccl_world_reform,
+    .quiesce = _vs_nccl_quiesce,
+    .joins = 1, // with a store (vs_world_desc.elastic_dir)
+};
 #endif
 
 _VS_PRIVATE const _vs_transport_ops* _vs_transport_of(vs_transport tr)
@@ -8865,13 +9018,20 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     _VS_TRY(_vs_resolve_timeout("vs_world_init", d->timeout_s, &out->timeout_s));
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
     vs_transport tr = out->transport;
-    if (tr == VS_TRANSPORT_THREADS)
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: the threads transport runs ranks with vs_launch");
-    if (tr != VS_TRANSPORT_MPI && tr != VS_TRANSPORT_NCCL)
+    const _vs_transport_ops* tp = _vs_transport_of(tr);
+    if (tp && !tp->world_init)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: the %s transport runs ranks with vs_launch", vs_transport_name(tr));
+    if ((int)tr < VS_TRANSPORT_THREADS || (int)tr > VS_TRANSPORT_NCCL)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: invalid transport %d", (int)tr);
-    if (!vs_transport_available(tr))
+    if (!tp) {
+        char macro[16]; // VESCALE_<its name in capitals>
+        size_t i = 0;
+        for (const char* n = vs_transport_name(tr); *n && i + 1 < sizeof macro; n++)
+            macro[i++] = (char)(*n >= 'a' && *n <= 'z' ? *n - 'a' + 'A' : *n);
+        macro[i] = 0;
         return _vs_err(VS_ERR_UNAVAILABLE, "vs_world_init: transport '%s' not compiled in (build with -DVESCALE_%s)",
-                       vs_transport_name(tr), tr == VS_TRANSPORT_MPI ? "MPI" : "NCCL");
+                       vs_transport_name(tr), macro);
+    }
     if (d->world_size > 0) { // rank and local_rank checked above
         memset(bi, 0, sizeof *bi);
         bi->rank = d->rank;
@@ -8902,7 +9062,7 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     if (!d->join && je && *je && strcmp(je, "0") && strcmp(je, "1"))
         return _vs_err(VS_ERR_INVALID, "environment: VESCALE_ELASTIC_JOIN='%s' is not 0 or 1", je);
     out->join = d->join || (je && !strcmp(je, "1"));
-    if (out->join && (tr != VS_TRANSPORT_NCCL || !out->elastic_dir))
+    if (out->join && (!tp->joins || !out->elastic_dir))
         return _vs_err(VS_ERR_INVALID, "vs_world_init: join: only an NCCL job of processes with an elastic directory "
                        "(elastic_dir or VESCALE_ELASTIC_DIR) takes a replacement rank (transport %s, %s)",
                        vs_transport_name(tr), out->elastic_dir ? "a directory" : "no directory");
@@ -8916,6 +9076,70 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
 
 _VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join, const char* token);
 _VS_PRIVATE void _vs_store_members(vs_world* w);
+
+#ifdef VESCALE_MPI
+/* The MPI table's world_init: MPI's world, its numbering checked against the launcher's. */
+_VS_PRIVATE vs_result _vs_mpi_world_init(vs_world* w, const vs_world_desc* d, const vs_bootstrap_info* bi)
+{
+    vs_result r = _vs_mpi_world(w, d);
+    return r ? r : _vs_mpi_check_launcher(w, bi, d);
+}
+#endif
+
+#ifdef VESCALE_NCCL
+/* The NCCL table's world_init: rank 0's ncclUniqueId reaches every rank (over
+   MPI when an MPI launcher started the job, else the init file or TCP), then
+   the world communicator; with an elastic store, opened first. */
+_VS_PRIVATE vs_result _vs_nccl_world_init(vs_world* w, const vs_world_desc* d, const vs_bootstrap_info* bi)
+{
+    vs_result r = VS_OK;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    int over_mpi = 0;
+#ifdef VESCALE_MPI
+    // the id travels over MPI when the job was started by an MPI launcher: MPI's
+    // numbering is taken first (checked against explicit or torchrun values), so
+    // the rank that makes the id is the rank that broadcasts it
+    int mpi_up = 0;
+    MPI_Initialized(&mpi_up);
+    if (mpi_up || !strcmp(bi->source, "openmpi")) {
+        over_mpi = 1;
+        vs_world* mw = _vs_world_new(VS_TRANSPORT_MPI, 0, 1, 0, w->timeout, NULL, VS_LOG_OFF, &d->allocator);
+        r = mw ? _vs_mpi_world(mw, d) : _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
+        if (!r) r = _vs_mpi_check_launcher(mw, bi, d);
+        if (!r) {
+            w->mpi_finalize = mw->mpi_finalize;
+            mw->mpi_finalize = 0;
+            w->rank = mw->rank;
+            w->size = mw->size;
+            w->local_rank = mw->local_rank;
+            if (w->rank == 0) r = _vs_nccl_unique_id(&id);
+            // every rank takes part, so rank 0's failure is every rank's error
+            vs_result rb = vs_broadcast(mw->comm, &id, &id, sizeof id, VS_U8, 0, NULL);
+            if (!r) r = rb;
+        }
+        if (mw) {
+            if (mw->comm) mw->comm->kind = _VS_COMM_USER;
+            vs_world_free(mw);
+        }
+    }
+#endif
+    if (d->elastic_dir) r = _vs_store_open(w, d->elastic_dir, d->join, d->elastic_token);
+    if (!r && d->join) { // a replacement: no rendezvous; it comes in with vs_world_grow
+        w->joining = 1;
+    } else if (!r && !over_mpi) {
+        if (w->rank == 0) r = _vs_nccl_unique_id(&id);
+        if (!r && w->size > 1 && d->init_file)
+            r = _vs_file_bcast(w, d->init_file, w->rank, w->size, &id, sizeof id, w->timeout);
+        else if (!r && w->size > 1)
+            r = _vs_tcp_bcast_log(w, bi->master_addr, bi->master_port, w->rank, w->size, &id, sizeof id,
+                                  w->timeout);
+    }
+    if (!r && !w->joining) r = _vs_nccl_world_comm(w, &id, d->device_select, d->cuda_device);
+    if (!r && w->elastic_dir[0]) _vs_store_members(w); // (the members' pids: every one wrote its own before the rendezvous)
+    return r;
+}
+#endif
 
 VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
 {
@@ -8934,59 +9158,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
     vs_world* w = _vs_world_new(tr, bi.rank, bi.world_size, bi.local_rank, timeout, &d->logger, level,
                                 &d->allocator);
     if (!w) return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
-    vs_result r = VS_OK;
-#ifdef VESCALE_MPI
-    if (tr == VS_TRANSPORT_MPI) r = _vs_mpi_world(w, d);
-    if (tr == VS_TRANSPORT_MPI && !r) r = _vs_mpi_check_launcher(w, &bi, d);
-#endif
-#ifdef VESCALE_NCCL
-    if (tr == VS_TRANSPORT_NCCL) {
-        ncclUniqueId id;
-        memset(&id, 0, sizeof id);
-        int over_mpi = 0;
-#ifdef VESCALE_MPI
-        // the id travels over MPI when the job was started by an MPI launcher: MPI's
-        // numbering is taken first (checked against explicit or torchrun values), so
-        // the rank that makes the id is the rank that broadcasts it
-        int mpi_up = 0;
-        MPI_Initialized(&mpi_up);
-        if (mpi_up || !strcmp(bi.source, "openmpi")) {
-            over_mpi = 1;
-            vs_world* mw = _vs_world_new(VS_TRANSPORT_MPI, 0, 1, 0, w->timeout, NULL, VS_LOG_OFF, &d->allocator);
-            r = mw ? _vs_mpi_world(mw, d) : _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
-            if (!r) r = _vs_mpi_check_launcher(mw, &bi, d);
-            if (!r) {
-                w->mpi_finalize = mw->mpi_finalize;
-                mw->mpi_finalize = 0;
-                w->rank = mw->rank;
-                w->size = mw->size;
-                w->local_rank = mw->local_rank;
-                if (w->rank == 0) r = _vs_nccl_unique_id(&id);
-                // every rank takes part, so rank 0's failure is every rank's error
-                vs_result rb = vs_broadcast(mw->comm, &id, &id, sizeof id, VS_U8, 0, NULL);
-                if (!r) r = rb;
-            }
-            if (mw) {
-                if (mw->comm) mw->comm->kind = _VS_COMM_USER;
-                vs_world_free(mw);
-            }
-        }
-#endif
-        if (rd.elastic_dir) r = _vs_store_open(w, rd.elastic_dir, rd.join, rd.elastic_token);
-        if (!r && rd.join) { // a replacement: no rendezvous; it comes in with vs_world_grow
-            w->joining = 1;
-        } else if (!r && !over_mpi) {
-            if (w->rank == 0) r = _vs_nccl_unique_id(&id);
-            if (!r && w->size > 1 && rd.init_file)
-                r = _vs_file_bcast(w, rd.init_file, w->rank, w->size, &id, sizeof id, w->timeout);
-            else if (!r && w->size > 1)
-                r = _vs_tcp_bcast_log(w, bi.master_addr, bi.master_port, w->rank, w->size, &id, sizeof id,
-                                      w->timeout);
-        }
-        if (!r && !w->joining) r = _vs_nccl_world_comm(w, &id, d->device_select, d->cuda_device);
-        if (!r && w->elastic_dir[0]) _vs_store_members(w); // (the members' pids: every one wrote its own before the rendezvous)
-    }
-#endif
+    vs_result r = _vs_transport_of(tr)->world_init(w, d, &bi);
     if (r) {
         char keep[512];
         _vs_save_error(keep, sizeof keep);
@@ -9150,7 +9322,7 @@ _VS_PRIVATE vs_result _vs_host_coll(vs_comm* c, int gather, const void* send, vo
                                     vs_op op, const char* fn)
 {
 #ifdef VESCALE_NCCL
-    if (c->tr == VS_TRANSPORT_NCCL) {
+    if (c->tp->device) { // (NCCL's: only device memory)
         size_t sb = count * vs_dtype_size(dt), rb = gather ? sb * (size_t)c->size : sb;
         char* d = (char*)vs_device_alloc(c->world, sb + rb + 1);
         if (!d) return _vs_err(VS_ERR_NOMEM, "%s: %zu bytes of device memory", fn, sb + rb);
@@ -11502,30 +11674,15 @@ _VS_PRIVATE vs_result _vs_mpi_reform(vs_world* w, int kind, _vs_keep_fn keep, vo
 }
 #endif
 
-/* An agreement of `kind` (_VS_REFORM_*) on w: a vs_launch job's (its memory),
-   an NCCL job of processes' (its store), an MPI job's with ULFM; the others
-   cannot, and say what is missing. */
+/* An agreement of `kind` (_VS_REFORM_*) on w: the transport's (its table's
+   reform: a vs_launch job's in its memory, an NCCL job of processes' in its
+   store, an MPI job's with ULFM); the others cannot, and say what is missing. */
 _VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
                                  const char* fn)
 {
-    if ((w->tr == VS_TRANSPORT_THREADS || w->tr == VS_TRANSPORT_NCCL) && w->job) // (a vs_launch job's agreement)
-        return _vs_threads_reform(w, kind, keep, ctx, info);
-    if (w->tr == VS_TRANSPORT_NCCL && w->elastic_dir[0]) return _vs_store_reform(w, kind, keep, ctx, info, fn); // (the store's)
-    if (w->tr == VS_TRANSPORT_MPI) {
-#if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
-        if (w->mft) return _vs_mpi_reform(w, kind, keep, ctx, info, fn);
-        const char* why = "this MPI has ULFM, but the job does not run with it (Open MPI: mpirun --with-ft ulfm; "
-                          "MPICH: MPIR_CVAR_ENABLE_FT=1)";
-#else
-        const char* why = "this build's MPI has no ULFM (MPIX_Comm_agree, MPIX_Comm_shrink: Open MPI 5 or MPICH "
-                          "built with it)";
-#endif
-        return _vs_err(VS_ERR_UNSUPPORTED, "%s: the MPI transport cannot survive a rank: %s; the job ends on a "
-                       "failure: resume it from a checkpoint on the ranks left (vs_train_load reshards)", fn, why);
-    }
-    return _vs_err(VS_ERR_UNSUPPORTED, "%s: this %s job of processes has no elastic directory for its survivors' "
-                   "agreement: give every rank one they all see (vs_world_desc.elastic_dir or VESCALE_ELASTIC_DIR); "
-                   "else resume from a checkpoint on the ranks left", fn, vs_transport_name(w->tr));
+    const _vs_transport_ops* tp = _vs_transport_of(w->tr);
+    if (!tp || !tp->reform) return _vs_err(VS_ERR_UNSUPPORTED, "%s: transport %s has no agreement", fn, vs_transport_name(w->tr));
+    return tp->reform(w, kind, keep, ctx, info, fn);
 }
 
 VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info)
@@ -11586,22 +11743,14 @@ VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_r
         vs_mesh_describe(m, desc, sizeof desc);
         return _vs_err(VS_ERR_INVALID, "%s: the mesh %s has no dim '%s' to drop replicas along", fn, desc, dn);
     }
-#ifdef VESCALE_NCCL
-    /* a failure to recover from (else the agreement's error, and m stays whole):
-       the submeshes' operations in flight stop first, so the streams behind
-       them go on and the world's communicator can come quiet for its shrink */
-    _vs_tjob* job = w->job;
-    if (!job && w->elastic_dir[0])
-        for (int i = 0; i < m->nsubs; i++) // (a job of processes: a submesh's failure is one this rank saw)
-            w->esaw |= m->subs[i].mesh && m->subs[i].mesh->comm &&
-                       __atomic_load_n(&m->subs[i].mesh->comm->aborted, __ATOMIC_ACQUIRE);
-    if ((job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) ||
-        (!job && w->elastic_dir[0] && (w->esaw || _vs_store_poll(w, 1) || (w->comm && __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))))) {
-        for (int i = 0; i < m->nsubs; i++)
-            if (m->subs[i].mesh && m->subs[i].mesh->comm) _vs_nccl_drop(m->subs[i].mesh->comm);
-        _vs_nccl_drop_watched(w); // (and the others of this world with work in flight: a pipeline's links)
+    const _vs_transport_ops* tp = _vs_transport_of(w->tr);
+    if (tp && tp->quiesce) { // (the submeshes' work in flight, on a failure: NCCL's streams)
+        vs_comm** subs = _VS_HNEW(_VS_WH(w), vs_comm*, m->nsubs ? m->nsubs : 1);
+        if (!subs) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+        for (int i = 0; i < m->nsubs; i++) subs[i] = m->subs[i].mesh ? m->subs[i].mesh->comm : NULL;
+        tp->quiesce(w, subs, m->nsubs);
+        _vs_hfree(_VS_WH(w), subs);
     }
-#endif
     _vs_keep_mesh k = {m, di};
     vs_reform_info ri;
     _VS_TRY(_vs_reform(w, _VS_REFORM_SHRINK, _vs_keep_replica, &k, &ri, fn));
