@@ -104,6 +104,7 @@
        // >>bootstrap  world init from launcher environment, TCP and file rendezvous
        // >>mesh       the device mesh
        // >>elastic    failure as a normal event: shrink, grow, replacement ranks
+       // >>lighthouse the store served over TCP, for ranks that share no directory
        // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
                        vs_nvrtc_compile; the kernel framework the parts share
                        (vs_kernels_get: compiled once per process and architecture)
@@ -113,6 +114,7 @@
    Implementation only:
        // >>time       clocks, deadlines, spinning, condition variables on CLOCK_MONOTONIC
        // >>transports one table of operations per transport (see the checklists)
+       // >>store      an elastic job's store: a directory or a lighthouse, one table each
        // >>layout-device  redistribute on device buffers
    A public function is declared and defined under the same marker
    (tests/check_markers.sh checks it).
@@ -1191,6 +1193,8 @@ VS_API vs_result vs_world_respawn(vs_world* w, int rank);
 /* 1 on a replacement's world, and on a rank that left at a shrink, until its
    vs_world_grow succeeds; 0 otherwise. */
 VS_API int vs_world_joining(const vs_world* w);
+
+// >>lighthouse ---------------------------------------------------------------
 
 /* A lighthouse: the store of an NCCL job of processes whose ranks share no
    directory.
@@ -2469,6 +2473,7 @@ struct vs_work {
 typedef struct _vs_tshared _vs_tshared;
 
 typedef struct _vs_transport_ops _vs_transport_ops;
+typedef struct _vs_store_ops _vs_store_ops; // >>store
 
 /* The hooks of a world (NULL world: the C allocator). */
 #define _VS_WH(w) ((w) ? &(w)->hooks : (const _vs_hooks*)NULL)
@@ -2598,10 +2603,10 @@ struct vs_world {
     int esaw;          // vs_mesh_shrink: a communicator of the mesh failed on this rank
     int self_failed;   // this rank posted its own failure (vs_world_abort): its communicators are aborted when freed
     int* epid;         // atomic entries: a member's pid on this host, read from the store's p<rank> files
-                       // (_vs_store_liveness says what 0 and the negative values mean)
+                       // (_vs_dir_liveness says what 0 and the negative values mean)
     int64_t elive_us;  // atomic: the last look at them
-    int etcp;          // the store is a lighthouse (elastic_dir "tcp://host:port"): its connection efd (-1: lost)
-    int efd;
+    const _vs_store_ops* store; // the store's table (>>store): a directory or a lighthouse (NULL: none)
+    int efd;           // a lighthouse: the connection to it (-1: none)
     pthread_mutex_t emu; // one request at a time on efd
     uint64_t egone;    // atomic: the lighthouse's count of ended processes at the last look (0: look again)
     int elost;         // atomic: the lighthouse did not answer in time: given up (said once)
@@ -9817,70 +9822,80 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
 }
 
 
-// >>elastic -------------------------------------------------------------------
+// >>store ---------------------------------------------------------------------
+/* The store of an NCCL job of processes (vs_world_desc.elastic_dir): the side
+   channel its survivors agree through (NCCL cannot: its communicators are what
+   failed; and no rank, rank 0 included, is needed alive). Two kinds, a table
+   each (struct _vs_store_ops):
+     directory   one every rank sees; an entry is a file
+     lighthouse  "tcp://host:port": a vs_lighthouse's memory (>>lighthouse)
+   Entries are small texts named vs-<job key>-<what>, written beside the name
+   and renamed over it (replaced), or linked to it (the first one wins: a
+   decision, a first notice):
+     f<E>      the first failure notice of epoch E: "<origin> <message>"
+     f<E>r<R>  world rank R failed at epoch E (it said so: vs_world_abort)
+     a<E>s<R>  world rank R arrived at the shrink from epoch E: "<can ncclCommShrink>"
+     a<E>g<R>  ... at the grow from epoch E
+     j<R>      world rank R asks to come in: "<nonce> <pid> <host>"
+     p<R>      world rank R's process: "<pid> <host>" (removed by vs_world_free)
+     d<E>      the decision that made epoch E (linked: there is one)
+   The agreement over them: >>elastic. Left in a directory: the decisions (a
+   few hundred bytes each); remove it with the job. */
 
-/* The store of an NCCL job of processes (vs_world_desc.elastic_dir): a
-   directory every rank sees, the side channel its survivors agree through
-   (NCCL cannot: its communicators are what failed; and no rank, rank 0
-   included, is needed alive). Small text files named vs-<job key>-<what>, each
-   written beside its name and renamed over it, or linked to it (the first one
-   wins: a decision, a first notice):
-     f<E>           the first failure notice of epoch E: "<origin> <message>"
-     f<E>r<R>       world rank R failed at epoch E (it said so: vs_world_abort)
-     a<E>s<R>       world rank R arrived at the shrink from epoch E: "<can ncclCommShrink>"
-     a<E>g<R>       ... at the grow from epoch E
-     j<R>           world rank R asks to come in: "<nonce> <pid> <host>"
-     p<R>           world rank R's process: "<pid> <host>" (removed by vs_world_free)
-     d<E>           the decision that made epoch E (linked: there is one)
-   A round from epoch E ends when a member links d<E+1>: once every member has
-   arrived (a shrink: or posted its failure, or half the world's timeout has
-   passed: who has not arrived then failed). Every rank follows the d<E+1> it
-   reads, so no two ranks act on different sets, and no rank is waited for
-   past the deadline. A decision carries the ranks and the new NCCL id; the
-   training state never goes through files. Left behind: the decisions (a few
-   hundred bytes each); remove the directory with the job. */
-/* The lighthouse (vs_lighthouse_start; tools/vescale-lighthouse.c): the store
-   served over TCP, for a job whose ranks share no directory (elastic_dir =
-   "tcp://host:port"). One thread polls every connection and never blocks on
-   one: its sockets are non-blocking, an answer a client does not take waits
-   in that connection's buffer (no more of its requests are read meanwhile),
-   and a connection whose answer has not moved for stall_s is closed. The
-   entries live in its memory. Wire format, integers big-endian:
+/* The lighthouse's wire format, integers big-endian:
      hello    "vsH1", flags (bit 0: requests must be signed), 16-byte nonce:
-              the lighthouse's first words on a connection (a refusal, an
-              answer of status 2, instead when it takes no more)
+              its first words on a connection (when it takes no more: a
+              refusal instead, an answer of status 2)
      request  "vsl2", op, key length, value length (4 bytes each), sequence
               (8), MAC (32), key, value
      answer   "vsL1", status, value length (4 bytes each), value
-   Status 0 done; 1 LINK found it there, GET found none; 2 refused by a limit
-   (the value says which); 3 not signed by the lighthouse's token (the
-   connection is then closed). With a token, the MAC is HMAC-SHA256 under it
-   of the nonce, the request's first 24 bytes, its key and its value, and the
-   sequence counts the connection's requests from 1: a request captured on
-   one connection is refused on another (another nonce) and again on its own
-   (an old number). Without one the MAC and sequence are not looked at.
-   The ops: PUT (replace); LINK (create; status 1: it was there, unchanged);
-   GET (status 1: missing); DEL; OWN (PUT, and the entry is this connection's:
-   when the connection ends while it holds it, its value becomes "gone" and
-   the lighthouse's count of those rises: how the others learn that a process
-   ended, on any host); GONE (that count, as text); LIST (the keys that begin
-   with the key, one a line). A connection that sends anything else, or a key
-   over _VS_LH_KEY_MAX bytes, is closed. A job is a key's part up to its
-   second '-' ("vs-<job key>-"): what a job may hold is capped (max_keys), as
-   is everything held (max_bytes, stored entries and answers waiting alike);
-   a job no connection holds an entry of, that no request touched for
-   expire_s, is forgotten. */
+   Status:
+     0  done
+     1  LINK found the entry there; GET found none
+     2  refused by a limit (the value says which)
+     3  not signed by the lighthouse's token (the connection is then closed)
+   Ops:
+     PUT   replace
+     LINK  create (status 1: it was there, unchanged)
+     GET   read (status 1: missing)
+     DEL   remove
+     OWN   PUT, and the entry is this connection's: when the connection ends
+           holding it, its value becomes "gone" and the lighthouse's count of
+           those rises (how the others learn that a process ended, on any host)
+     GONE  that count, as text
+     LIST  the keys that begin with the key, one a line
+   Signing (with a token): the MAC is HMAC-SHA256 under it of the nonce, the
+   request's first 24 bytes, its key and its value; the sequence counts the
+   connection's requests from 1. A request captured on one connection is
+   refused on another (another nonce) and again on its own (an old number).
+   Without a token the MAC and sequence are not looked at. */
 enum { _VS_LH_PUT = 1, _VS_LH_LINK, _VS_LH_GET, _VS_LH_DEL, _VS_LH_OWN, _VS_LH_GONE, _VS_LH_LIST };
 #define _VS_LH_MAGIC 0x76736c32u  /* "vsl2" */
 #define _VS_LH_ANSWER 0x76734c31u /* "vsL1" */
 #define _VS_LH_HELLO 0x76734831u  /* "vsH1" */
 #define _VS_LH_REQ 56             /* a request's fixed part */
 #define _VS_LH_HELLO_LEN 24
-#define _VS_LH_KEY_MAX 512u
-#define _VS_LH_BUCKETS 1024
-#define _VS_LH_JOBS_MAX 1024
-#define _VS_LH_ENTRY_COST 64      /* what an entry costs beside its key and value, counted in max_bytes */
+#define _VS_LH_KEY_MAX 512u       /* a longer key closes the connection */
 #define _VS_LH_ANSWER_S 5.0       /* a rank gives the lighthouse up when a request is not answered within this */
+
+/* A store's operations (w->store; every path is a name _vs_store_name made). */
+struct _vs_store_ops {
+    const char* what; // "directory", "lighthouse" (messages)
+    int watched;      // 1: the world's watcher looks at it; a collective's poll only reads what it found
+    int owns_entries; // 1: an entry written with excl 2 reads "gone" once its process ended
+    vs_result (*open)(vs_world* w, const char* addr, const char* token); // reaches it; sets w->ekey
+    vs_result (*start)(vs_world* w); // once this rank's entry is there (NULL: nothing)
+    void (*stop)(vs_world* w);       // before it goes (NULL: nothing)
+    void (*close)(vs_world* w);      // after (NULL: nothing)
+    int (*prefix)(const vs_world* w, char* buf, size_t cap); // where the job's names begin (snprintf's result)
+    int (*write)(vs_world* w, const char* path, const char* text, int excl); // _vs_dir_write says how
+    long (*read)(vs_world* w, const char* path, char* buf, size_t cap);      // its length, 0 missing, -1 errno
+    int (*has)(vs_world* w, const char* path);
+    void (*del)(vs_world* w, const char* path);
+    const char* (*why)(vs_world* w, int e, char* buf, size_t cap); // its own text for errno e (NULL: strerror's)
+    int (*liveness)(vs_world* w, int64_t now, int64_t last); // a look at the members' processes: 1 when one ended
+    int (*joining)(vs_world* w, int x); // 1: world rank x asks to come in
+};
 
 /* SHA-256 (FIPS 180-4) and HMAC (RFC 2104): the lighthouse's signatures. */
 typedef struct _vs_sha256 {
@@ -10003,6 +10018,1376 @@ _VS_PRIVATE int _vs_same_bytes(const unsigned char* a, const unsigned char* b, s
     for (size_t i = 0; i < n; i++) d |= (unsigned char)(a[i] ^ b[i]);
     return d == 0;
 }
+
+/* The world's side of the lighthouse: one connection, one request at a time
+   (the watcher and the agreement share it). The answer's status (0; 1: LINK
+   found the entry there, GET found none), or -1 with errno: ENOSPC or
+   EACCES when the lighthouse refused it (w->ewhy says why), ENOTCONN when
+   it cannot be reached. A request not answered within _VS_LH_ANSWER_S gives
+   the lighthouse up for good on this rank: said once in the log, and the
+   job trains on without surviving a failure. The connection then stays
+   open (closed, the lighthouse would count this process as ended). A GET's
+   value goes to out (cap bytes, NUL-terminated; what does not fit is
+   dropped), its length to *len. */
+_VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const char* val, char* out, size_t cap,
+                            size_t* len)
+{
+    size_t klen = strlen(key), vlen = val ? strlen(val) : 0, got = 0;
+    unsigned char h[_VS_LH_REQ];
+    char msg[_VS_ERR_MSG] = "";
+    int st = -1, err = ENOTCONN;
+    if (w->efd < 0) { // (never connected: a world whose vs_world_init failed on the way)
+        if (len) *len = 0;
+        errno = ENOTCONN;
+        return -1;
+    }
+    pthread_mutex_lock(&w->emu);
+    if (w->efd >= 0 && w->ebadtoken) { // (refused as unsigned: the lighthouse closed the connection)
+        err = EACCES;
+    } else if (w->efd >= 0 && !__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
+        _vs_lh_request_head(h, op, key, klen, val, vlen, ++w->eseq, w->etoken, w->elh_nonce);
+        double until = _vs_now() + _VS_LH_ANSWER_S;
+        const char* what = "lighthouse";
+        vs_result r = _vs_io_full_as(w->efd, h, sizeof h, 1, until, what);
+        if (!r) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)key, klen, 1, until, what);
+        if (!r && vlen) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)val, vlen, 1, until, what);
+        if (!r) r = _vs_io_full_as(w->efd, h, 12, 0, until, what);
+        if (!r && _vs_be_get32(h) != _VS_LH_ANSWER) r = _vs_err(VS_ERR_IO, "it answered 0x%08x", _vs_be_get32(h));
+        uint32_t status = r ? 0 : _vs_be_get32(h + 4);
+        if (status >= 2) out = w->ewhy, cap = sizeof w->ewhy; // (a refusal: its reason)
+        for (size_t n = r ? 0 : _vs_be_get32(h + 8); !r && got < n;) { // (what does not fit in out: read, dropped)
+            char sink[256];
+            size_t room = out && got + 1 < cap ? cap - 1 - got : 0, k = n - got;
+            if (!room && k > sizeof sink) k = sizeof sink;
+            if (room && k > room) k = room;
+            r = _vs_io_full_as(w->efd, room ? out + got : sink, k, 0, until, what);
+            got += k;
+        }
+        if (!r) {
+            st = status >= 2 ? -1 : (int)status;
+            err = status == 3 ? EACCES : ENOSPC;
+            w->ebadtoken |= status == 3;
+            if (out && cap) out[got < cap ? got : cap - 1] = 0;
+        } else {
+            if (r == VS_ERR_TIMEOUT)
+                snprintf(msg, sizeof msg, "waited %g s", _VS_LH_ANSWER_S);
+            else
+                _vs_save_error(msg, sizeof msg);
+            __atomic_store_n(&w->elost, 1, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&w->emu);
+    if (msg[0]) vs_log(w, VS_LOG_WARN, "elastic: the lighthouse at %s does not answer (%s): this job can no longer "
+                       "survive a failure (it trains on)", w->elastic_dir, msg);
+    if (len) *len = st == 0 && out && cap ? (got < cap ? got : cap - 1) : 0;
+    if (st < 0) errno = err;
+    return st;
+}
+
+/* The store table's why: the lighthouse's reason for errno e, in buf (ewhy
+   copied under emu: the watcher may be writing it), or NULL: strerror's. */
+_VS_PRIVATE const char* _vs_lh_store_why(vs_world* w, int e, char* buf, size_t cap)
+{
+    if (e == EACCES || e == ENOSPC) {
+        pthread_mutex_lock(&w->emu);
+        snprintf(buf, cap, "%s", w->ewhy);
+        pthread_mutex_unlock(&w->emu);
+        if (buf[0]) return buf;
+    }
+    return e == ENOTCONN ? "the lighthouse does not answer (given up: see the log)" : NULL;
+}
+
+/* vs_world_init: the world's connection to the lighthouse at elastic_dir
+   ("tcp://host:port"), tried until the world's timeout (it may come up after
+   the ranks), and the lighthouse's hello read. */
+_VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
+{
+    char host[256];
+    const char* hp = w->elastic_dir + 6;
+    const char* colon = strrchr(hp, ':');
+    char* end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    size_t hl = colon ? (size_t)(colon - hp) : 0;
+    if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') hp++, hl -= 2; // ("[::1]:29400")
+    if (!colon || !hl || hl >= sizeof host || !end || *end || end == colon + 1 || port < 1 || port > 65535)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: elastic_dir '%s' is not tcp://host:port (a lighthouse's "
+                       "address, port in [1, 65535])", w->elastic_dir);
+    if (token && strlen(token) > _VS_LH_TOKEN_MAX)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse token is %zu bytes, over %d", strlen(token),
+                       _VS_LH_TOKEN_MAX);
+    snprintf(w->etoken, sizeof w->etoken, "%s", token ? token : "");
+    memcpy(host, hp, hl);
+    host[hl] = 0;
+    struct addrinfo* ai = NULL;
+    int gr = _vs_tcp_resolve(host, port, 0, &ai);
+    if (gr != 0)
+        return _vs_err_backend(VS_ERR_IO, gr, "vs_world_init: cannot resolve the lighthouse's host '%s': %s", host,
+                               gai_strerror(gr));
+    double deadline = _vs_now() + (w->timeout > 0 ? w->timeout : 300);
+    int err = 0, fd = -1;
+    for (int attempt = 0; fd < 0 && (attempt == 0 || _vs_now() < deadline); attempt++) {
+        if (attempt) _vs_sleep_us(20000);
+        fd = _vs_rdv_connect(ai, deadline, &err);
+    }
+    freeaddrinfo(ai);
+    if (fd < 0)
+        return _vs_err_backend(VS_ERR_IO, err, "vs_world_init: rank %d cannot reach the lighthouse at %s within %g s: "
+                               "%s (start one there: tools/vescale-lighthouse, or vs_lighthouse_start)", w->rank,
+                               w->elastic_dir, w->timeout, strerror(err));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    unsigned char hello[_VS_LH_HELLO_LEN];
+    double until = _vs_now() + _VS_LH_ANSWER_S;
+    vs_result r = _vs_io_full_as(fd, hello, 12, 0, until, "the lighthouse");
+    if (!r && _vs_be_get32(hello) == _VS_LH_ANSWER) { // (turned away: why)
+        char why[201] = "";
+        size_t n = _vs_be_get32(hello + 8) < 200 ? _vs_be_get32(hello + 8) : 200;
+        if (_vs_io_full_as(fd, why, n, 0, until, "the lighthouse") == VS_OK) why[n] = 0;
+        close(fd);
+        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s turned this connection away: %s",
+                       w->rank, w->elastic_dir, why);
+    }
+    if (!r) r = _vs_io_full_as(fd, hello + 12, sizeof hello - 12, 0, until, "the lighthouse");
+    if (!r && _vs_be_get32(hello) != _VS_LH_HELLO)
+        r = _vs_err(VS_ERR_IO, "it greeted with 0x%08x, not a vescale lighthouse's hello", _vs_be_get32(hello));
+    if (r) {
+        char msg[_VS_ERR_MSG];
+        _vs_save_error(msg, sizeof msg);
+        close(fd);
+        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s: %s", w->rank, w->elastic_dir, msg);
+    }
+    int auth = _vs_be_get32(hello + 4) & 1;
+    if (auth && !w->etoken[0]) {
+        close(fd);
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse at %s takes only requests signed by its token: "
+                       "give the job's (vs_world_desc.elastic_token or VESCALE_LIGHTHOUSE_TOKEN)", w->elastic_dir);
+    }
+    if (!auth) // (the token is not needed there: said, the job goes on)
+        vs_log(w, w->etoken[0] ? VS_LOG_WARN : VS_LOG_INFO, "elastic: the lighthouse at %s checks no token: anyone "
+               "who reaches it can end this job%s", w->elastic_dir, w->etoken[0] ? " (this rank's token is not used)" : "");
+    if (!auth) w->etoken[0] = 0;
+    memcpy(w->elh_nonce, hello + 8, 16);
+    pthread_mutex_init(&w->emu, NULL);
+    w->efd = fd;
+    return VS_OK;
+}
+
+/* The store table's open: the connection, and the job's key (it leaves the
+   address out: ranks may spell it apart). */
+_VS_PRIVATE vs_result _vs_lh_store_open(vs_world* w, const char* addr, const char* token)
+{
+    _VS_TRY(_vs_lh_open(w, token));
+    char place[48];
+    snprintf(place, sizeof place, "lighthouse port %s", strrchr(addr, ':') + 1);
+    w->ekey = _vs_job_key(place, "the lighthouse's port (no run id: one job a lighthouse)", w->size, NULL);
+    return VS_OK;
+}
+
+/* The store table's close: the connection (its entry gone first). */
+_VS_PRIVATE void _vs_lh_store_close(vs_world* w)
+{
+    if (w->efd < 0) return;
+    close(w->efd);
+    pthread_mutex_destroy(&w->emu);
+    w->efd = -1;
+}
+
+/* The watcher of a world whose store is a lighthouse: it looks there for a
+   failure notice every 50 ms, for ended processes and replacements every
+   200 ms, so that a collective's wait only reads what it found (never waits
+   on the lighthouse: a stopped or unreachable one cannot take a wait's
+   time). */
+_VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now);
+_VS_PRIVATE void _vs_lh_joiners_look(vs_world* w);
+
+_VS_PRIVATE void* _vs_lh_watch_main(void* arg)
+{
+    vs_world* w = (vs_world*)arg;
+    double joiners = 0;
+    pthread_mutex_lock(&w->ewmu);
+    while (!w->ew_stop) {
+        pthread_mutex_unlock(&w->ewmu);
+        double now = _vs_now();
+        if (!__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
+            if (!__atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE)) _vs_store_look(w, (int64_t)(now * 1e6));
+            if (now - joiners >= 0.2) joiners = now, _vs_lh_joiners_look(w);
+        }
+        pthread_mutex_lock(&w->ewmu);
+        if (!w->ew_stop) {
+            struct timespec ts = _vs_abs_deadline(0.05);
+            pthread_cond_timedwait(&w->ewcv, &w->ewmu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&w->ewmu);
+    return NULL;
+}
+
+_VS_PRIVATE vs_result _vs_lh_watch_start(vs_world* w)
+{
+    pthread_mutex_init(&w->ewmu, NULL);
+    _vs_cond_init(&w->ewcv);
+    if (pthread_create(&w->ew, NULL, _vs_lh_watch_main, w) != 0) {
+        pthread_cond_destroy(&w->ewcv);
+        pthread_mutex_destroy(&w->ewmu);
+        return _vs_err(VS_ERR_NOMEM, "vs_world_init: cannot start the lighthouse's watcher thread");
+    }
+    w->ew_on = 1;
+    return VS_OK;
+}
+
+_VS_PRIVATE void _vs_lh_watch_stop(vs_world* w)
+{
+    if (!w->ew_on) return;
+    pthread_mutex_lock(&w->ewmu);
+    w->ew_stop = 1;
+    pthread_cond_signal(&w->ewcv);
+    pthread_mutex_unlock(&w->ewmu);
+    pthread_join(w->ew, NULL);
+    pthread_cond_destroy(&w->ewcv);
+    pthread_mutex_destroy(&w->ewmu);
+    w->ew_on = 0;
+}
+
+#define _VS_STORE_PATH (_VS_INIT_FILE_MAX + 160)
+
+/* Where the names of w's job begin: a directory's files, a lighthouse's keys. */
+_VS_PRIVATE int _vs_dir_prefix(const vs_world* w, char* buf, size_t cap)
+{
+    return snprintf(buf, cap, "%s/vs-%016llx-", w->elastic_dir, (unsigned long long)w->ekey);
+}
+_VS_PRIVATE int _vs_lh_store_prefix(const vs_world* w, char* buf, size_t cap)
+{
+    return snprintf(buf, cap, "vs-%016llx-", (unsigned long long)w->ekey);
+}
+
+_VS_PRIVATE _VS_PRINTF(4, 5) void _vs_store_name(const vs_world* w, char* buf, size_t cap, const char* fmt, ...)
+{
+    int k = w->store->prefix(w, buf, cap);
+    va_list ap;
+    va_start(ap, fmt);
+    if (k > 0 && (size_t)k < cap) vsnprintf(buf + k, cap - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+/* The store table's write: text to path: renamed over it (excl 0), or linked
+   (excl 1: 1 when it was there first); excl 2: as 0, and on a lighthouse the
+   entry is this process's (it reads "gone" once the process has ended). -1
+   with errno on an error. */
+_VS_PRIVATE int _vs_lh_store_write(vs_world* w, const char* path, const char* text, int excl)
+{
+    return _vs_lh_call(w, excl == 1 ? _VS_LH_LINK : excl == 2 ? _VS_LH_OWN : _VS_LH_PUT, path, text, NULL, 0, NULL);
+}
+_VS_PRIVATE int _vs_dir_write(vs_world* w, const char* path, const char* text, int excl)
+{
+    char tmp[_VS_STORE_PATH + 64];
+    snprintf(tmp, sizeof tmp, "%s.t%d.%ld.%llx", path, w->rank, (long)getpid(), (unsigned long long)_vs_random64());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644), e = 0, res = 0;
+    if (fd < 0) return -1;
+    size_t n = strlen(text);
+    for (size_t off = 0; off < n && !e;) {
+        ssize_t k = write(fd, text + off, n - off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) e = k < 0 ? errno : EIO;
+        else off += (size_t)k;
+    }
+    if (close(fd) != 0 && !e) e = errno;
+    if (!e && excl == 1 && link(tmp, path) != 0) {
+        if (errno == EEXIST) res = 1;
+        else e = errno;
+    }
+    if (!e && excl != 1 && rename(tmp, path) != 0) e = errno;
+    if (excl == 1 || e) unlink(tmp);
+    if (e) errno = e;
+    return e ? -1 : res;
+}
+
+/* The store table's read: the entry at path, NUL-terminated, in buf: its
+   length, 0 when missing (or empty), -1 on an error (errno). */
+_VS_PRIVATE long _vs_lh_store_read(vs_world* w, const char* path, char* buf, size_t cap)
+{
+    size_t len = 0;
+    int st = _vs_lh_call(w, _VS_LH_GET, path, NULL, buf, cap, &len);
+    if (st != 0) buf[0] = 0;
+    return st < 0 ? -1 : st ? 0 : (long)len;
+}
+_VS_PRIVATE long _vs_dir_read(vs_world* w, const char* path, char* buf, size_t cap)
+{
+    (void)w;
+    size_t got = 0;
+    int fr = _vs_file_slurp(path, (unsigned char*)buf, cap - 1, &got);
+    buf[fr == _VS_FILE_OK ? got : 0] = 0;
+    return fr == _VS_FILE_ERROR ? -1 : (long)(fr == _VS_FILE_OK ? got : 0);
+}
+
+/* The store table's has: 1 when path is there. */
+_VS_PRIVATE int _vs_lh_store_has(vs_world* w, const char* path)
+{
+    char t[8];
+    return _vs_lh_call(w, _VS_LH_GET, path, NULL, t, sizeof t, NULL) == 0;
+}
+_VS_PRIVATE int _vs_dir_has(vs_world* w, const char* path)
+{
+    (void)w;
+    return access(path, F_OK) == 0;
+}
+
+_VS_PRIVATE void _vs_lh_store_del(vs_world* w, const char* path) { _vs_lh_call(w, _VS_LH_DEL, path, NULL, NULL, 0, NULL); }
+_VS_PRIVATE void _vs_dir_del(vs_world* w, const char* path)
+{
+    (void)w;
+    unlink(path);
+}
+
+/* The store's operations, through its table (w->store). */
+_VS_PRIVATE int _vs_store_write(vs_world* w, const char* path, const char* text, int excl)
+{
+    return w->store->write(w, path, text, excl);
+}
+_VS_PRIVATE long _vs_store_read(vs_world* w, const char* path, char* buf, size_t cap)
+{
+    return w->store->read(w, path, buf, cap);
+}
+_VS_PRIVATE int _vs_store_has(vs_world* w, const char* fmt, int a, int b)
+{
+    char path[_VS_STORE_PATH], sfx[64];
+    snprintf(sfx, sizeof sfx, fmt, a, b);
+    _vs_store_name(w, path, sizeof path, "%s", sfx);
+    return w->store->has(w, path);
+}
+_VS_PRIVATE void _vs_store_del(vs_world* w, const char* path) { w->store->del(w, path); }
+/* Why the last store call on w failed (errno as it left it), in buf. */
+_VS_PRIVATE const char* _vs_store_why(vs_world* w, char* buf, size_t cap)
+{
+    int e = errno;
+    const char* m = w->store->why ? w->store->why(w, e, buf, cap) : NULL;
+    if (m) return m;
+    snprintf(buf, cap, "%s", strerror(e));
+    return buf;
+}
+
+/* This host as the store's entries name it: "<hostname>/<boot id>.<pid
+   namespace>", so that two containers with one hostname (one boot, two pid
+   namespaces) or two machines with one name (two boots) are two hosts, and
+   a pid is looked at (kill(pid, 0)) only where it means this process's
+   neighbour. Parts that cannot be read are left out (the hostname alone:
+   the old behaviour). */
+_VS_PRIVATE void _vs_host_id(char* buf, size_t cap)
+{
+    char host[128] = "?", boot[64] = "";
+    gethostname(host, sizeof host - 1);
+    host[strcspn(host, " \t\n")] = 0;
+    FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        size_t k = 0;
+        for (int ch; (ch = fgetc(f)) != EOF && ch != '\n' && k < 12;)
+            if (ch != '-') boot[k++] = (char)ch;
+        boot[k] = 0;
+        fclose(f);
+    }
+    struct stat ns;
+    if (stat("/proc/self/ns/pid", &ns) == 0)
+        snprintf(buf, cap, "%s/%s.%llu", host, boot[0] ? boot : "-", (unsigned long long)ns.st_ino);
+    else
+        snprintf(buf, cap, "%s%s%s", host, boot[0] ? "/" : "", boot);
+}
+
+/* The members whose process _vs_store_poll watches: the world communicator's
+   ranks (none while it is being replaced: (re)set at vs_world_init's end and
+   after each agreement, by the thread that makes them). */
+_VS_PRIVATE void _vs_store_members(vs_world* w)
+{
+    for (int x = 0; x < w->size; x++) __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
+    for (int i = 0; w->comm && i < w->comm->size; i++) {
+        int x = w->wranks ? w->wranks[i] : i;
+        if (x != w->rank) __atomic_store_n(&w->epid[x], -1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&w->elive_us, (int64_t)0, __ATOMIC_RELEASE);
+    __atomic_store_n(&w->egone, (uint64_t)0, __ATOMIC_RELEASE);
+}
+
+/* Posts a notice at the world's epoch, naming world rank `origin`: the
+   epoch's first one when none is there, and with failed (origin failed) its
+   own. */
+_VS_PRIVATE void _vs_store_notice(vs_world* w, int origin, const char* cause, int failed)
+{
+    char why[256]; // (_vs_store_why's text)
+    char path[_VS_STORE_PATH], text[900];
+    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
+    _vs_fmt(text, sizeof text, "%d %s", origin, cause);
+    _vs_store_name(w, path, sizeof path, "f%dr%d", e, origin);
+    if (failed && _vs_store_write(w, path, text, 0) != 0)
+        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w, why, sizeof why));
+    _vs_store_name(w, path, sizeof path, "f%d", e);
+    if (_vs_store_write(w, path, text, 1) < 0)
+        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w, why, sizeof why));
+}
+
+/* The lighthouse table's liveness: the members' entries, read only when its
+   count of ended processes moved; one that reads "gone" is failed, posted for
+   it (origin: that rank). 1 when posted. */
+_VS_PRIVATE int _vs_lh_store_liveness(vs_world* w, int64_t now, int64_t last)
+{
+    (void)now, (void)last;
+    char path[_VS_STORE_PATH], text[300];
+    uint64_t seen = __atomic_load_n(&w->egone, __ATOMIC_ACQUIRE), gone = 0;
+    if (_vs_lh_call(w, _VS_LH_GONE, "", NULL, text, sizeof text, NULL) != 0) return 0;
+    gone = strtoull(text, NULL, 10) + 1; // (+1: 0 means "look again")
+    if (gone == seen) return 0;
+    for (int x = 0; x < w->size; x++) {
+        if (!__atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE)) continue;
+        _vs_store_name(w, path, sizeof path, "p%d", x);
+        if (_vs_store_read(w, path, text, sizeof text) <= 0 || strcmp(text, "gone")) continue;
+        char cause[400];
+        _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process ended without a word "
+                "(its connection to the lighthouse at %s closed)", x, w->elastic_dir);
+        _vs_store_notice(w, x, cause, 1);
+        __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
+        return 1;
+    }
+    __atomic_compare_exchange_n(&w->egone, &seen, gone, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return 0;
+}
+
+/* The directory table's liveness: the members' processes on this host (their
+   p files read again each second, as a replacement writes its own): one that
+   has ended is failed, posted for it (origin: that rank). 1 when posted.
+   epid[x]: 0 not a member, -1 not read yet, -2 on another host (not read
+   again until the next agreement), -3 this process (ranks as threads: read
+   again), else the pid. */
+_VS_PRIVATE int _vs_dir_liveness(vs_world* w, int64_t now, int64_t last)
+{
+    char path[_VS_STORE_PATH], text[300], host[256], mine[256] = "";
+    int reread = now / 1000000 != last / 1000000;
+    _vs_host_id(mine, sizeof mine);
+    for (int x = 0; x < w->size; x++) {
+        int pid = __atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE);
+        if (pid == 0 || pid == -2) continue;
+        if (pid == -1 || (reread && (pid == -3 || pid > 0))) {
+            long p = 0;
+            _vs_store_name(w, path, sizeof path, "p%d", x);
+            if (_vs_store_read(w, path, text, sizeof text) <= 0 || sscanf(text, "%ld %255s", &p, host) != 2) continue;
+            int np = strcmp(host, mine) ? -2 : p == (long)getpid() ? -3 : p > 0 && p <= INT_MAX ? (int)p : -2;
+            if (!__atomic_compare_exchange_n(&w->epid[x], &pid, np, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                continue; // (no longer a member: an agreement reset them)
+            pid = np;
+        }
+        if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char cause[400];
+        _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process (pid %d on %s) ended "
+                "without a word", x, pid, mine);
+        _vs_store_notice(w, x, cause, 1); // (posted for it)
+        __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
+        return 1;
+    }
+    return 0;
+}
+
+/* One look at the members' processes (every 200 ms), the store's way: 1 when
+   a failure was posted for one. */
+_VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
+{
+    int64_t last = __atomic_load_n(&w->elive_us, __ATOMIC_ACQUIRE);
+    if (now - last < 200000) return 0;
+    __atomic_store_n(&w->elive_us, now, __ATOMIC_RELEASE);
+    return w->store->liveness(w, now, last);
+}
+
+/* One look at the store for a failure notice of the world's epoch from
+   another rank (and at the members' processes): 1 when one is known
+   (w->eorigin, w->ecause say whose and what). A notice read while the world
+   moved on to another epoch is dropped (fail_seen goes 0 -> 2 -> 1 only while
+   the epoch stays the one looked at; an agreement clears it). */
+_VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now)
+{
+    char path[_VS_STORE_PATH], text[sizeof w->ecause + 16];
+    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
+    _vs_store_name(w, path, sizeof path, "f%d", e);
+    if (_vs_store_read(w, path, text, sizeof text) <= 0 && !(w->epid && _vs_store_liveness(w, now) &&
+                                                          _vs_store_read(w, path, text, sizeof text) > 0))
+        return 0;
+    char* end = NULL;
+    long origin = strtol(text, &end, 10);
+    if (end == text || origin == w->rank) return 0; // (this rank's own: it knows)
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&w->fail_seen, &expect, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return expect == 1;
+    if (__atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE) != e) {
+        __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
+        return 0;
+    }
+    w->eorigin = origin >= 0 && origin < w->size ? (int)origin : -1;
+    _vs_fmt(w->ecause, sizeof w->ecause, "%s", *end ? end + 1 : "");
+    expect = 2;
+    return __atomic_compare_exchange_n(&w->fail_seen, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* 1 when a failure notice of the world's epoch from another rank is known.
+   Looks at a directory at most every 50 ms (now: at once); any thread. A
+   lighthouse is looked at by the world's watcher: without now this only
+   reads what it found, so that no collective's wait ever waits on it. */
+_VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
+{
+    if (!w || !w->elastic_dir[0]) return 0;
+    int f = __atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE);
+    if (f) return f == 1;
+    if (w->store->watched && !now_) return 0; // (the watcher looks)
+    int64_t now = (int64_t)(_vs_now() * 1e6), last = __atomic_load_n(&w->epoll_us, __ATOMIC_RELAXED);
+    if (!now_ && now - last < 50000) return 0;
+    if (!__atomic_compare_exchange_n(&w->epoll_us, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) && !now_)
+        return 0; // (another thread is looking)
+    return _vs_store_look(w, now);
+}
+
+/* A join request's rank is alive as far as this host can tell: its process
+   is on another host, or it is there. */
+_VS_PRIVATE int _vs_store_alive(const char* text)
+{
+    unsigned long long nonce = 0;
+    long pid = 0;
+    char host[256] = "", mine[256] = "";
+    if (!strcmp(text, "gone")) return 0; // (a lighthouse's: the process ended)
+    if (sscanf(text, "%llx %ld %255s", &nonce, &pid, host) != 3) return 1;
+    _vs_host_id(mine, sizeof mine);
+    if (strcmp(host, mine) || pid <= 0) return 1;
+    return !(kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+/* The store tables' joining: 1 when world rank x asks to come in (a
+   lighthouse's: the watcher's last look, so a step boundary never waits on
+   it). */
+_VS_PRIVATE int _vs_dir_joining(vs_world* w, int x)
+{
+    char path[_VS_STORE_PATH], text[600];
+    _vs_store_name(w, path, sizeof path, "j%d", x);
+    return _vs_store_read(w, path, text, sizeof text) > 0 && _vs_store_alive(text);
+}
+_VS_PRIVATE int _vs_lh_store_joining(vs_world* w, int x) { return __atomic_load_n(&w->ejoin[x], __ATOMIC_ACQUIRE); }
+
+/* vs_world_joiners on the store: the ranks asking to come in (alive as far as
+   this host can tell) that are not members. */
+_VS_PRIVATE int _vs_store_joiners(vs_world* w)
+{
+    int* in = _VS_HNEW(&w->hooks, int, w->size), cnt = 0;
+    if (!in) return 0;
+    for (int i = 0; w->comm && i < w->comm->size; i++) in[w->wranks ? w->wranks[i] : i] = 1;
+    for (int x = 0; x < w->size; x++) {
+        if (in[x]) continue;
+        cnt += w->store->joining(w, x);
+    }
+    _vs_hfree(&w->hooks, in);
+    return cnt;
+}
+
+/* The watcher's look at the replacements waiting at the lighthouse (their
+   requests, LIST then GET): w->ejoin[x] = 1 for each whose process lives. */
+_VS_PRIVATE void _vs_lh_joiners_look(vs_world* w)
+{
+    char prefix[_VS_STORE_PATH], text[600];
+    size_t cap = 64 * (size_t)w->size + 64;
+    char* list = _VS_HNEW(&w->hooks, char, cap);
+    unsigned char* now = _VS_HNEW(&w->hooks, unsigned char, w->size);
+    _vs_store_name(w, prefix, sizeof prefix, "j");
+    if (list && now && _vs_lh_call(w, _VS_LH_LIST, prefix, NULL, list, cap, NULL) == 0) {
+        size_t pl = strlen(prefix);
+        for (char *l = list, *nl; *l; l = *nl ? nl + 1 : nl) { // (a key a line)
+            nl = l + strcspn(l, "\n");
+            char save = *nl, *end = NULL;
+            *nl = 0;
+            long x = strlen(l) > pl ? strtol(l + pl, &end, 10) : -1;
+            if (end && !*end && x >= 0 && x < w->size && _vs_lh_call(w, _VS_LH_GET, l, NULL, text, sizeof text, NULL) == 0)
+                now[x] = (unsigned char)_vs_store_alive(text);
+            *nl = save;
+        }
+        for (int x = 0; x < w->size; x++) __atomic_store_n(&w->ejoin[x], now[x], __ATOMIC_RELEASE);
+    }
+    _vs_hfree(&w->hooks, list);
+    _vs_hfree(&w->hooks, now);
+}
+
+/* The directory's open: the job's key from its path (and run id). */
+_VS_PRIVATE vs_result _vs_dir_open(vs_world* w, const char* addr, const char* token)
+{
+    (void)token;
+    w->ekey = _vs_job_key(addr, "the elastic directory", w->size, NULL);
+    return VS_OK;
+}
+
+/* The two stores, by member (struct _vs_store_ops says what each does). */
+static const _vs_store_ops _vs_dir_store = {
+    .what = "directory",
+    .watched = 0,
+    .owns_entries = 0,
+    .open = _vs_dir_open,
+    .start = NULL,
+    .stop = NULL,
+    .close = NULL,
+    .prefix = _vs_dir_prefix,
+    .write = _vs_dir_write,
+    .read = _vs_dir_read,
+    .has = _vs_dir_has,
+    .del = _vs_dir_del,
+    .why = NULL,
+    .liveness = _vs_dir_liveness,
+    .joining = _vs_dir_joining,
+};
+static const _vs_store_ops _vs_lh_store = {
+    .what = "lighthouse",
+    .watched = 1,
+    .owns_entries = 1,
+    .open = _vs_lh_store_open,
+    .start = _vs_lh_watch_start,
+    .stop = _vs_lh_watch_stop,
+    .close = _vs_lh_store_close,
+    .prefix = _vs_lh_store_prefix,
+    .write = _vs_lh_store_write,
+    .read = _vs_lh_store_read,
+    .has = _vs_lh_store_has,
+    .del = _vs_lh_store_del,
+    .why = _vs_lh_store_why,
+    .liveness = _vs_lh_store_liveness,
+    .joining = _vs_lh_store_joining,
+};
+
+/* vs_world_init: the store at addr (a directory, or "tcp://host:port": a
+   lighthouse), checked writable at once. A replacement (join) for a rank
+   whose process is alive (on this host; at a lighthouse, on any) is
+   VS_ERR_INVALID. token: a lighthouse's (NULL: none). */
+_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* addr, int join, const char* token)
+{
+    char why[256]; // (_vs_store_why's text)
+    snprintf(w->elastic_dir, sizeof w->elastic_dir, "%s", addr);
+    w->enonce = _vs_random64();
+    w->efd = -1;
+    w->store = !strncmp(addr, "tcp://", 6) ? &_vs_lh_store : &_vs_dir_store;
+    _VS_TRY(w->store->open(w, addr, token));
+    char path[_VS_STORE_PATH];
+    char text[300], host[256], other[256];
+    _vs_host_id(host, sizeof host);
+    long pid = 0;
+    _vs_store_name(w, path, sizeof path, "p%d", w->rank);
+    if (join && w->store->owns_entries && _vs_store_read(w, path, text, sizeof text) > 0 && strcmp(text, "gone"))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: join: world rank %d is alive (its process, %.*s, holds its "
+                       "entry at the lighthouse %s): a replacement comes only for a rank that failed", w->rank,
+                       (int)strcspn(text, "\n"), text, addr);
+    if (join && _vs_store_read(w, path, text, sizeof text) > 0 && sscanf(text, "%ld %255s", &pid, other) == 2 &&
+        !strcmp(other, host) && pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: join: world rank %d is alive (its process, pid %ld on %s, is "
+                       "running): a replacement comes only for a rank that failed", w->rank, pid, host);
+    _vs_fmt(text, sizeof text, "%ld %s\n", (long)getpid(), host);
+    _vs_store_name(w, path, sizeof path, "p%d", w->rank); // (this process: the others see it end)
+    if (_vs_store_write(w, path, text, 2) != 0)
+        return _vs_err_backend(errno == EACCES ? VS_ERR_INVALID : VS_ERR_IO, errno, "vs_world_init: rank %d cannot "
+                               "write in the elastic %s %s (every rank writes there): %s", w->rank, w->store->what,
+                               addr, _vs_store_why(w, why, sizeof why));
+    if (!(w->epid = _VS_HNEW(&w->hooks, int, w->size)) || !(w->ejoin = _VS_HNEW(&w->hooks, unsigned char, w->size)))
+        return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
+    return w->store->start ? w->store->start(w) : VS_OK;
+}
+
+/* vs_world_free: this process's entry goes (a rank that ends cleanly is not
+   reported gone). */
+_VS_PRIVATE void _vs_store_close(vs_world* w)
+{
+    char path[_VS_STORE_PATH];
+    if (!w->store) return; // (vs_world_init failed before the store was chosen)
+    if (w->store->stop) w->store->stop(w);
+    _vs_store_name(w, path, sizeof path, "p%d", w->rank);
+    _vs_store_del(w, path);
+    _vs_hfree(&w->hooks, w->epid);
+    _vs_hfree(&w->hooks, w->ejoin);
+    w->epid = NULL, w->ejoin = NULL;
+    if (w->store->close) w->store->close(w);
+}
+
+// >>elastic -------------------------------------------------------------------
+
+/* The agreement through the store (NCCL jobs of processes; the entries:
+   >>store). A round from epoch E ends when a member links d<E+1>, once every
+   member has arrived (a shrink: or posted its failure, or half the world's
+   timeout has passed: who has not arrived then failed). Every rank follows the
+   d<E+1> it reads, so no two ranks act on different sets, and no rank is
+   waited for past the deadline. A decision carries the ranks and the new NCCL
+   id; the training state never goes through the store. */
+/* A decision: the new epoch, its kind, the ranks. */
+typedef struct _vs_sdec {
+    int epoch, kind, use_shrink;
+    unsigned char id[128];
+    int nm, nf, nd, nj;
+    int *members, *failed, *dropped, *joined; // each up to the world's size
+    unsigned long long* jnonce;               // the joined ranks' request marks
+} _vs_sdec;
+
+_VS_PRIVATE int _vs_sdec_alloc(vs_world* w, _vs_sdec* d)
+{
+    memset(d, 0, sizeof *d);
+    d->members = _VS_HNEW(&w->hooks, int, 4 * (size_t)w->size);
+    d->jnonce = _VS_HNEW(&w->hooks, unsigned long long, w->size);
+    if (!d->members || !d->jnonce) return 0;
+    d->failed = d->members + w->size, d->dropped = d->failed + w->size, d->joined = d->dropped + w->size;
+    return 1;
+}
+
+_VS_PRIVATE void _vs_sdec_free(vs_world* w, _vs_sdec* d)
+{
+    _vs_hfree(&w->hooks, d->members);
+    _vs_hfree(&w->hooks, d->jnonce);
+}
+
+_VS_PRIVATE char* _vs_sdec_text(vs_world* w, const _vs_sdec* d)
+{
+    size_t cap = 512 + 40 * (size_t)(d->nm + d->nf + d->nd + 2 * d->nj), len = 0;
+    char* t = _VS_HNEW(&w->hooks, char, cap);
+    if (!t) return NULL;
+    len += (size_t)snprintf(t + len, cap - len, "vescale-elastic 1 epoch %d kind %d shrink %d id ", d->epoch, d->kind,
+                            d->use_shrink);
+    for (int i = 0; i < 128; i++) len += (size_t)snprintf(t + len, cap - len, "%02x", d->id[i]);
+    const int* lists[3] = {d->members, d->failed, d->dropped};
+    const int counts[3] = {d->nm, d->nf, d->nd};
+    for (int l = 0; l < 3; l++) {
+        len += (size_t)snprintf(t + len, cap - len, "\n%d", counts[l]);
+        for (int i = 0; i < counts[l]; i++) len += (size_t)snprintf(t + len, cap - len, " %d", lists[l][i]);
+    }
+    len += (size_t)snprintf(t + len, cap - len, "\n%d", d->nj);
+    for (int i = 0; i < d->nj; i++) len += (size_t)snprintf(t + len, cap - len, " %d %llx", d->joined[i], d->jnonce[i]);
+    snprintf(t + len, cap - len, "\nend\n");
+    return t;
+}
+
+/* Reads the decision at path: 1 read, 0 not there, -1 damaged or unreadable. */
+_VS_PRIVATE int _vs_sdec_read(vs_world* w, const char* path, _vs_sdec* d)
+{
+    size_t cap = 1024 + 48 * 5 * (size_t)w->size;
+    char* t = _VS_HNEW(&w->hooks, char, cap);
+    if (!t) return -1;
+    long n = _vs_store_read(w, path, t, cap);
+    int ok = n > 0 ? -1 : (int)n;
+    char* p = t;
+    char id[257];
+    int used = 0;
+    if (n > 0 && sscanf(p, "vescale-elastic 1 epoch %d kind %d shrink %d id %256s%n", &d->epoch, &d->kind,
+                        &d->use_shrink, id, &used) == 4 && strlen(id) == 256) {
+        for (int i = 0; i < 128; i++) {
+            unsigned v = 0;
+            sscanf(id + 2 * i, "%2x", &v);
+            d->id[i] = (unsigned char)v;
+        }
+        p += used;
+        int* lists[3] = {d->members, d->failed, d->dropped};
+        int* counts[3] = {&d->nm, &d->nf, &d->nd};
+        int good = 1;
+        for (int l = 0; l < 4 && good; l++) {
+            long c = strtol(p, &p, 10);
+            good = c >= 0 && c <= w->size;
+            if (l < 3) *counts[l] = (int)c;
+            else d->nj = (int)c;
+            for (long i = 0; i < c && good; i++) {
+                long r = strtol(p, &p, 10);
+                good = r >= 0 && r < w->size;
+                if (l < 3) lists[l][i] = (int)r;
+                else d->joined[i] = (int)r, d->jnonce[i] = strtoull(p, &p, 16);
+            }
+        }
+        if (good && !strncmp(p, "\nend\n", 5)) ok = 1;
+    }
+    _vs_hfree(&w->hooks, t);
+    return ok;
+}
+
+/* A member's look at the round from epoch E: when it can be decided, the
+   decision linked (by this rank or another: the caller reads it back). 1 when
+   there is one to read, 0 not yet, else an error (a grow a failure ended:
+   VS_ERR_ABORTED). in[x]: the members; st[x] scratch of the world's size. */
+_VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* in, int* st, double half,
+                                       _vs_keep_fn keep, void* ctx, _vs_sdec* d, int* decided, const char* fn)
+{
+    char why[256]; // (_vs_store_why's text)
+    const int n = w->size;
+    const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
+    char path[_VS_STORE_PATH], text[600];
+    int missing = 0, nf = 0;
+    *decided = 0;
+    for (int x = 0; x < n; x++) { // st: 0 not a member, 1 arrived, 3 arrived able to shrink, 4 failed, 5 missing
+        st[x] = 0;
+        if (!in[x]) continue;
+        _vs_store_name(w, path, sizeof path, "a%d%c%d", E, kc, x);
+        long k = _vs_store_read(w, path, text, sizeof text);
+        if (k > 0) st[x] = text[0] == '1' ? 3 : 1;
+        else st[x] = _vs_store_has(w, "f%dr%d", E, x) ? 4 : 5;
+        missing += st[x] == 5;
+    }
+    if (kind == _VS_REFORM_GROW && _vs_store_poll(w, 1))
+        return _vs_err_from(w->eorigin, w->ecause, VS_ERR_ABORTED, "%s: a rank failed while the world waited to grow: "
+                            "shrink first (%s)", fn, w->ecause);
+    if (missing && (kind == _VS_REFORM_GROW || _vs_now() < half)) return VS_OK;
+    memset(d->id, 0, sizeof d->id);
+    d->epoch = E + 1, d->kind = kind, d->nm = d->nf = d->nd = d->nj = 0;
+    for (int x = 0; x < n; x++)
+        if (st[x] >= 4) d->failed[nf++] = x;
+    d->nf = nf;
+    int use_shrink = kind == _VS_REFORM_SHRINK;
+    for (int x = 0; x < n; x++) {
+        int stay = 0;
+        if (st[x] == 1 || st[x] == 3) {
+            stay = !keep || keep(d->failed, nf, x, ctx);
+            if (!stay) d->dropped[d->nd++] = x;
+        } else if (!st[x] && kind == _VS_REFORM_GROW) { // not a member: a join request?
+            _vs_store_name(w, path, sizeof path, "j%d", x);
+            if (_vs_store_read(w, path, text, sizeof text) > 0 && _vs_store_alive(text)) {
+                d->joined[d->nj] = x, d->jnonce[d->nj++] = strtoull(text, NULL, 16);
+                stay = 1;
+            }
+        }
+        if (stay) d->members[d->nm++] = x, use_shrink &= st[x] == 3;
+    }
+    d->use_shrink = use_shrink && d->nm > 0;
+#ifdef VESCALE_NCCL
+    if (!d->use_shrink && d->nm) {
+        ncclUniqueId uid;
+        ncclResult_t nr = ncclGetUniqueId(&uid);
+        if (nr != ncclSuccess)
+            return _vs_err_backend(VS_ERR_BACKEND, (int)nr, "%s: ncclGetUniqueId: %s", fn, ncclGetErrorString(nr));
+        memcpy(d->id, &uid, sizeof uid);
+    }
+#endif
+    char* t = _vs_sdec_text(w, d);
+    if (!t) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    _vs_store_name(w, path, sizeof path, "d%d", E + 1);
+    int wr = _vs_store_write(w, path, t, 1);
+    _vs_hfree(&w->hooks, t);
+    if (wr < 0)
+        return _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write the decision %s: %s", fn, path,
+                               _vs_store_why(w, why, sizeof why));
+    *decided = 1;
+    return VS_OK;
+}
+
+/* An agreement of `kind` through the store (_vs_reform for an NCCL job of
+   processes): arrive, wait for the decision (deciding when this rank can),
+   follow it. A member the decision counts failed (it came after half the
+   timeout) gets VS_ERR_ABORTED saying so, and may come back with
+   vs_world_grow. */
+_VS_PRIVATE vs_result _vs_store_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                   const char* fn)
+{
+    char why[256]; // (_vs_store_why's text)
+    const int n = w->size, me = w->rank, joiner = w->comm == NULL;
+    const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
+    if (joiner && kind == _VS_REFORM_SHRINK)
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d holds no communicator (it left at a shrink, or is a "
+                       "replacement): it comes in with vs_world_grow", fn, me);
+    int saw = !joiner && (_vs_store_poll(w, 1) || w->esaw || __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE));
+    if (kind == _VS_REFORM_SHRINK && !saw)
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d saw no failure since the world's last reconfiguration (epoch "
+                       "%d): nothing to shrink from (a shrink follows a call that returned VS_ERR_ABORTED or "
+                       "VS_ERR_TIMEOUT)", fn, me, w->epoch);
+    const int notice = __atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE) == 1;
+    if (kind == _VS_REFORM_GROW && saw)
+        return _vs_err_from(notice ? w->eorigin : me, notice ? w->ecause : "", VS_ERR_ABORTED,
+                            "%s: world rank %d saw a failure (%s): shrink first", fn, me,
+                            notice ? w->ecause : "its communicator failed");
+    int E = w->epoch;
+    const double start = _vs_now(), end = start + w->timeout, half = start + 0.5 * w->timeout;
+    for (int x = 0; w->epid && x < n; x++) __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE); // (its own deadline)
+    char path[_VS_STORE_PATH], apath[_VS_STORE_PATH], text[600];
+    int* in = _VS_HNEW(&w->hooks, int, 2 * (size_t)n);
+    _vs_sdec d;
+    if (!in || !_vs_sdec_alloc(w, &d)) {
+        _vs_hfree(&w->hooks, in);
+        _vs_sdec_free(w, &d);
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    int* st = in + n;
+    if (!joiner)
+        for (int i = 0; i < w->comm->size; i++) in[w->wranks ? w->wranks[i] : i] = 1;
+    vs_result r = VS_OK;
+    char host[256];
+    _vs_host_id(host, sizeof host);
+    if (joiner) {
+        _vs_store_name(w, path, sizeof path, "j%d", me);
+        _vs_fmt(text, sizeof text, "%llx %ld %s\n", (unsigned long long)w->enonce, (long)getpid(), host);
+    } else {
+        _vs_store_name(w, path, sizeof path, "a%d%c%d", E, kc, me);
+        int can = 0;
+#ifdef VESCALE_NCCL
+        can = w->comm->nc != NULL || w->comm->revoked_nc != NULL; // (ncclCommShrink needs every staying rank's)
+#endif
+        _vs_fmt(text, sizeof text, "%d\n", can);
+    }
+    _vs_fmt(apath, sizeof apath, "%s", path);
+    if (_vs_store_write(w, path, text, joiner ? 2 : 0) != 0)
+        r = _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write %s: %s", fn, path, _vs_store_why(w, why, sizeof why));
+    if (!r && kind == _VS_REFORM_SHRINK && !_vs_store_has(w, "f%d", E, 0)) { // the others stop their waits now
+        char cause[400];
+        _vs_fmt(cause, sizeof cause, "world rank %d saw a failure and began a shrink (%s)", me,
+                notice ? w->ecause : "its communicator failed");
+        _vs_store_notice(w, me, cause, 0); // (a wake-up: this rank is well)
+    }
+    int got = 0;
+    for (long it = 0; !r; it++) {
+        _vs_store_name(w, path, sizeof path, "d%d", E + 1);
+        int pr = _vs_sdec_read(w, path, &d);
+        if (pr < 0) {
+            r = _vs_err(VS_ERR_IO, "%s: the decision %s is damaged or unreadable", fn, path);
+            break;
+        }
+        if (pr > 0 && joiner) {
+            for (int i = 0; i < d.nj && !got; i++) got = d.joined[i] == me && d.jnonce[i] == w->enonce;
+            if (got) break;
+            E++; // (a round without this rank: the next one may take it)
+            continue;
+        }
+        if (pr > 0) {
+            got = 1;
+            break;
+        }
+        int decided = 0;
+        if (!joiner) r = _vs_store_decide(w, kind, E, in, st, half, keep, ctx, &d, &decided, fn);
+        if (r || decided) continue;
+        if (_vs_now() > end) {
+            char miss[256];
+            for (int x = 0; x < n; x++) st[x] = st[x] == 5;
+            _vs_rank_list_text(st, n, miss, sizeof miss);
+            if (joiner)
+                r = _vs_err(VS_ERR_TIMEOUT, "%s: no grow of the world took world rank %d in within %g s (the world "
+                            "is at epoch %d: its members call vs_world_grow when vs_world_joiners counts this rank)",
+                            fn, me, w->timeout, E);
+            else
+                r = _vs_err(VS_ERR_TIMEOUT, "%s: world rank%s %s did not arrive within %g s (world rank %d waited)",
+                            fn, strchr(miss, ',') ? "s" : "", miss[0] ? miss : "?", w->timeout, me);
+            break;
+        }
+        _vs_sleep_us(it < 200 ? 500 : 5000);
+    }
+    _vs_rticket tk;
+    memset(&tk, 0, sizeof tk);
+    int* wr = NULL;
+    if (!r) { // the decision, as this rank's ticket
+        tk.kind = kind;
+        tk.index = -1;
+        tk.n = d.nm;
+        tk.use_shrink = d.use_shrink;
+        memcpy(tk.id, d.id, sizeof tk.id);
+        tk.info.epoch = d.epoch;
+        tk.info.nlive = d.nm;
+        for (int i = 0; i < d.nf; i++) _vs_rlist(tk.info.failed, &tk.info.nfailed, d.failed[i]);
+        for (int i = 0; i < d.nd; i++) _vs_rlist(tk.info.dropped, &tk.info.ndropped, d.dropped[i]);
+        for (int i = 0; i < d.nj; i++) _vs_rlist(tk.info.joined, &tk.info.njoined, d.joined[i]);
+        for (int i = 0; i < d.nm; i++)
+            if (d.members[i] == me) tk.index = i;
+        tk.info.left = tk.index < 0;
+        int was_failed = 0, was_dropped = 0;
+        for (int i = 0; i < d.nf; i++) was_failed |= d.failed[i] == me;
+        for (int i = 0; i < d.nd; i++) was_dropped |= d.dropped[i] == me;
+        if (tk.index >= 0 && !(wr = _VS_HNEW(&w->hooks, int, d.nm)))
+            r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
+        if (wr) memcpy(wr, d.members, sizeof(int) * (size_t)d.nm), tk.members = wr;
+        if (!r && tk.index < 0 && !was_dropped) { // counted failed: out, alive
+            _vs_reform_adopt(w, NULL, NULL, &tk, NULL);
+            __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
+            r = _vs_err(VS_ERR_ABORTED, "%s: the survivors agreed world rank %d had failed (it %s): it holds no "
+                        "communicator now and may come back with vs_world_grow", fn, me,
+                        was_failed ? "did not arrive within half the timeout" : "was not in the decision");
+        }
+    }
+    vs_comm* nc = NULL;
+#ifdef VESCALE_NCCL
+    if (!r && tk.index >= 0 && (r = _vs_nccl_reform(w, &tk, fn, &nc))) {
+        /* a member of the decision failed before its communicator was made (a
+           second failure): the decision stands, so this rank takes its epoch
+           with a communicator that failed, and the next shrink (the one this
+           error asks for) starts from there, without the new dead */
+        char msg[_VS_ERR_MSG];
+        _vs_save_error(msg, sizeof msg);
+        vs_comm* dead = _vs_comm_new(w, VS_TRANSPORT_NCCL, tk.index, tk.n);
+        if (dead) {
+            __atomic_store_n(&dead->aborted, 1, __ATOMIC_SEQ_CST);
+            _vs_reform_adopt(w, dead, wr, &tk, NULL);
+            wr = NULL;
+            w->esaw = 0;
+            __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
+            _vs_store_members(w);
+        }
+        r = _vs_err(r == VS_ERR_TIMEOUT ? VS_ERR_TIMEOUT : VS_ERR_ABORTED, "%s (the world is now at epoch %d, %d "
+                    "ranks: a rank among them failed too; shrink again)", msg, tk.info.epoch, tk.n);
+    }
+#endif
+    if (!r) {
+        _vs_reform_adopt(w, nc, wr, &tk, info);
+        wr = NULL;
+        w->esaw = 0;
+        __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE); // (a new epoch: its own notices)
+        _vs_store_members(w);
+    }
+    _vs_hfree(&w->hooks, wr);
+    _vs_store_del(w, apath); // (read by the decision, or withdrawn: an arrival or a request lasts only while its rank waits)
+    _vs_hfree(&w->hooks, in);
+    _vs_sdec_free(w, &d);
+    return r;
+}
+
+#if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
+/* MPIX_Comm_shrink on a thread of its own: it has no deadline, the caller's
+   wait has. */
+typedef struct _vs_m_shrink {
+    MPI_Comm in, out;
+    int rc, done;
+} _vs_m_shrink;
+
+_VS_PRIVATE void* _vs_m_shrink_main(void* a)
+{
+    _vs_m_shrink* s = (_vs_m_shrink*)a;
+    s->rc = MPIX_Comm_shrink(s->in, &s->out);
+    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* An agreement on an MPI job with ULFM (w->mft): a shrink only. The world's
+   communicator is revoked and shrunk (MPIX_Comm_shrink: the agreement, over
+   the live processes, on who has ended), the ranks `keep` drops leave by a
+   split, and the stayers get a new abort channel: the world's notices start
+   afresh. MPI jobs do not grow back. */
+_VS_PRIVATE vs_result _vs_mpi_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                   const char* fn)
+{
+    const _vs_hooks* h = &w->hooks;
+    if (kind == _VS_REFORM_GROW)
+        return _vs_err(VS_ERR_UNSUPPORTED, "%s: an MPI job does not grow back (a process cannot join a running MPI "
+                       "job here): it goes on smaller; the whole mesh comes back from a checkpoint (vs_train_load)", fn);
+    if (!w->comm)
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d left the world at a shrink: on MPI it cannot come back; end "
+                       "the process (status 0)", fn, w->rank);
+    if (!__atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE) && !_vs_mpi_aborted(w) &&
+        !__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d saw no failure since the world's last reconfiguration (epoch "
+                       "%d): nothing to shrink from (a shrink follows a call that returned VS_ERR_ABORTED or "
+                       "VS_ERR_TIMEOUT)", fn, w->rank, w->epoch);
+    MPI_Comm old = w->comm->mc;
+    MPIX_Comm_revoke(old); // (every live rank's operations on it stop)
+    _vs_m_shrink* sh = _VS_HNEW(h, _vs_m_shrink, 1);
+    pthread_t th;
+    if (!sh) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    sh->in = old;
+    if (pthread_create(&th, NULL, _vs_m_shrink_main, sh) != 0) {
+        _vs_hfree(h, sh);
+        return _vs_err(VS_ERR_NOMEM, "%s: cannot start a thread for MPIX_Comm_shrink", fn);
+    }
+    double end = _vs_now() + w->timeout;
+    while (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) && _vs_now() < end) _vs_sleep_us(1000);
+    if (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE)) {
+        pthread_detach(th); // (it writes into sh when MPI returns: sh stays)
+        return _vs_err(VS_ERR_TIMEOUT, "%s: MPIX_Comm_shrink did not return within %g s on world rank %d (a live "
+                       "rank that does not shrink: every live rank calls it)", fn, w->timeout, w->rank);
+    }
+    pthread_join(th, NULL);
+    MPI_Comm sc = sh->out;
+    int rc = sh->rc;
+    _vs_hfree(h, sh);
+    if (rc != MPI_SUCCESS) return _vs_mpi_fail(rc, "vs_world_shrink: MPIX_Comm_shrink");
+    MPI_Comm_set_errhandler(sc, MPI_ERRORS_RETURN);
+    /* the requests the failure left in flight complete now (in error: their
+       communicators are revoked or lost a rank); tested later, after their
+       communicators are freed, MPI would read freed memory */
+    pthread_mutex_lock(&w->mmu);
+    if (w->mab != MPI_COMM_NULL) MPIX_Comm_revoke(w->mab); // (the notices in flight: to the dead among them)
+    for (_vs_mpi_leak* l = w->leaks; l; l = l->next)
+        for (int i = 0; i < l->nreq; i++) _vs_mpi_settle(&l->req[i], _vs_now() + 0.5);
+    pthread_mutex_unlock(&w->mmu);
+    int on = w->comm->size, sn = 0;
+    MPI_Comm_size(sc, &sn);
+    int* oldx = _VS_HNEW(h, int, 3 * (size_t)on); // the old ranks' new ranks, their indices, the failed
+    _vs_rticket tk;
+    memset(&tk, 0, sizeof tk);
+    if (!oldx) {
+        MPI_Comm_free(&sc);
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    int* idx = oldx + on;
+    MPI_Group og, sg;
+    MPI_Comm_group(old, &og);
+    MPI_Comm_group(sc, &sg);
+    for (int i = 0; i < on; i++) idx[i] = i;
+    MPI_Group_translate_ranks(og, on, idx, sg, oldx);
+    MPI_Group_free(&og);
+    MPI_Group_free(&sg);
+    tk.kind = kind;
+    tk.info.epoch = w->epoch + 1;
+    int* failed = oldx + 2 * on, nf = 0;
+    for (int i = 0; i < on; i++)
+        if (oldx[i] == MPI_UNDEFINED) {
+            failed[nf++] = w->wranks ? w->wranks[i] : i;
+            _vs_rlist(tk.info.failed, &tk.info.nfailed, failed[nf - 1]);
+        }
+    // every survivor's choice is the same function of the same set: who stays is known everywhere
+    int* wr = _VS_HNEW(h, int, sn > 0 ? sn : 1);
+    int n = 0;
+    tk.index = -1;
+    for (int i = 0; wr && i < on; i++) {
+        if (oldx[i] == MPI_UNDEFINED) continue;
+        int x = w->wranks ? w->wranks[i] : i;
+        if (!keep || keep(failed, nf, x, ctx)) {
+            if (x == w->rank) tk.index = n;
+            wr[n++] = x;
+        } else {
+            _vs_rlist(tk.info.dropped, &tk.info.ndropped, x);
+        }
+    }
+    _vs_hfree(h, oldx);
+    const int stay = tk.index >= 0;
+    MPI_Comm nc = MPI_COMM_NULL, nab = MPI_COMM_NULL;
+    int e = wr ? MPI_Comm_split(sc, stay ? 0 : MPI_UNDEFINED, 0, &nc) : MPI_ERR_NO_MEM;
+    MPI_Comm_free(&sc);
+    if (e == MPI_SUCCESS && nc != MPI_COMM_NULL) e = MPI_Comm_dup(nc, &nab);
+    if (e != MPI_SUCCESS) { // (a second failure inside: the next shrink goes on from the old world)
+        _vs_hfree(h, wr);
+        if (nc != MPI_COMM_NULL) MPI_Comm_free(&nc);
+        vs_result r = _vs_mpi_fail(e, "vs_world_shrink: the new world communicator");
+        return _vs_err(r == VS_ERR_NOMEM ? r : VS_ERR_ABORTED, "%s (a rank failed inside the shrink: shrink again)",
+                       vs_last_error());
+    }
+    tk.n = n;
+    tk.info.nlive = n;
+    tk.info.left = !stay;
+    vs_comm* vc = NULL;
+    if (stay) {
+        MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(nab, MPI_ERRORS_RETURN);
+        int r = 0;
+        MPI_Comm_rank(nc, &r);
+        if (!(vc = _vs_comm_new(w, VS_TRANSPORT_MPI, r, n))) {
+            MPI_Comm_free(&nc), MPI_Comm_free(&nab);
+            _vs_hfree(h, wr);
+            return _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
+        }
+        vc->mc = nc;
+        vc->timeout = w->comm->timeout;
+        // the abort channel starts afresh: the old one's receive is withdrawn (its notices are the past)
+        pthread_mutex_lock(&w->mmu);
+        if (w->abreq != MPI_REQUEST_NULL) { // (a receive's cancel completes here: nothing stays in flight)
+            MPI_Cancel(&w->abreq);
+            _vs_mpi_settle(&w->abreq, _vs_now() + 0.5);
+        }
+        w->abreq = MPI_REQUEST_NULL;
+        w->mab = nab; // (the old one stays, with the leaked receive: freed with the world's MPI)
+        __atomic_store_n(&w->ab_state, 0, __ATOMIC_RELEASE);
+        w->ab_sent = 0, w->ab_rank = -1, w->ab_why = 0;
+        if (w->ab_text) w->ab_text[0] = 0;
+        MPI_Irecv(w->abin, (int)sizeof *w->abin, MPI_BYTE, MPI_ANY_SOURCE, _VS_MPI_TAG_ABORT, w->mab, &w->abreq);
+        pthread_mutex_unlock(&w->mmu);
+    } else {
+        _vs_hfree(h, wr);
+        wr = NULL;
+    }
+    _vs_reform_adopt(w, vc, wr, &tk, info);
+    return VS_OK;
+}
+#endif
+
+/* An agreement of `kind` (_VS_REFORM_*) on w: the transport's (its table's
+   reform: a vs_launch job's in its memory, an NCCL job of processes' in its
+   store, an MPI job's with ULFM); the others cannot, and say what is missing. */
+_VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                 const char* fn)
+{
+    const _vs_transport_ops* tp = _vs_transport_of(w->tr);
+    if (!tp || !tp->reform) return _vs_err(VS_ERR_UNSUPPORTED, "%s: transport %s has no agreement", fn, vs_transport_name(w->tr));
+    return tp->reform(w, kind, keep, ctx, info, fn);
+}
+
+VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info)
+{
+    _VS_CHECK_NULL(w, "world");
+    return _vs_reform(w, _VS_REFORM_SHRINK, NULL, NULL, info, "vs_world_shrink");
+}
+
+/* vs_mesh_shrink's choice: world rank `rank` stays unless a failed rank of the
+   mesh has its coordinate along the dim (ranks outside the mesh stay). */
+typedef struct _vs_keep_mesh {
+    const vs_mesh* m;
+    int dim;
+} _vs_keep_mesh;
+
+_VS_PRIVATE int _vs_mesh_index_of(const vs_mesh* m, int world_rank)
+{
+    for (int i = 0; i < m->nranks; i++)
+        if (m->granks[i] == world_rank) return i;
+    return -1;
+}
+
+_VS_PRIVATE int _vs_keep_replica(const int* failed, int nfailed, int rank, void* ctx)
+{
+    const _vs_keep_mesh* k = (const _vs_keep_mesh*)ctx;
+    int i = _vs_mesh_index_of(k->m, rank), c[VS_MESH_MAX_DIMS], f[VS_MESH_MAX_DIMS];
+    if (i < 0) return 1;
+    _vs_mesh_coord_calc(k->m, i, c);
+    for (int j = 0; j < nfailed; j++) {
+        int fi = _vs_mesh_index_of(k->m, failed[j]);
+        if (fi < 0) continue;
+        _vs_mesh_coord_calc(k->m, fi, f);
+        if (f[k->dim] == c[k->dim]) return 0;
+    }
+    return 1;
+}
+
+VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_reform_info* info)
+{
+    const char* fn = "vs_mesh_shrink";
+    _VS_CHECK_NULL(m, "mesh");
+    _VS_CHECK_NULL(out, "out");
+    *out = NULL;
+    vs_world* w = m->world;
+    if (m->parent) return _vs_err(VS_ERR_INVALID, "%s: a submesh: shrink the mesh it belongs to", fn);
+    if (m->shrunk)
+        return _vs_err(VS_ERR_STATE, "%s: this mesh was shrunk before (at the world's reconfiguration %d): shrink the "
+                       "mesh that gave", fn, m->shrunk);
+    if (m->comm != w->comm)
+        return _vs_err(VS_ERR_INVALID, "%s: the mesh must be over the world's communicator (as vs_parallelize's is): "
+                       "its replicas are chosen among all the world's live ranks", fn);
+    const char* dn = dim ? dim : "DP";
+    int di = -1;
+    for (int i = 0; i < m->ndims; i++)
+        if (!strcmp(m->names[i], dn)) di = i;
+    if (di < 0) {
+        char desc[128];
+        vs_mesh_describe(m, desc, sizeof desc);
+        return _vs_err(VS_ERR_INVALID, "%s: the mesh %s has no dim '%s' to drop replicas along", fn, desc, dn);
+    }
+    const _vs_transport_ops* tp = _vs_transport_of(w->tr);
+    if (tp && tp->quiesce) { // (the submeshes' work in flight, on a failure: NCCL's streams)
+        vs_comm** subs = _VS_HNEW(_VS_WH(w), vs_comm*, m->nsubs ? m->nsubs : 1);
+        if (!subs) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+        for (int i = 0; i < m->nsubs; i++) subs[i] = m->subs[i].mesh ? m->subs[i].mesh->comm : NULL;
+        tp->quiesce(w, subs, m->nsubs);
+        _vs_hfree(_VS_WH(w), subs);
+    }
+    _vs_keep_mesh k = {m, di};
+    vs_reform_info ri;
+    _VS_TRY(_vs_reform(w, _VS_REFORM_SHRINK, _vs_keep_replica, &k, &ri, fn));
+    m->shrunk = ri.epoch;
+    if (info) *info = ri;
+    if (ri.left) {
+        if (ri.nlive == 0) {
+            char failed[256] = "";
+            size_t len = 0;
+            for (int i = 0; i < ri.nfailed && i < VS_REFORM_LIST && len < sizeof failed; i++)
+                len += (size_t)_vs_fmt(failed + len, sizeof failed - len, "%s%d", i ? ", " : "", ri.failed[i]);
+            return _vs_err(VS_ERR_STATE, "%s: every replica along %s lost a rank (failed world ranks %s): no replica "
+                           "holds the whole model; resume from a checkpoint (vs_train_load on a new mesh)", fn, dn,
+                           failed);
+        }
+        return VS_OK; // (this rank left with its replica: it comes back with vs_world_grow)
+    }
+    // the new shape: the dim keeps the coordinates some staying rank still has
+    int nd = 0, c[VS_MESH_MAX_DIMS];
+    int* seen = _VS_HNEW(&w->hooks, int, m->shape[di]);
+    if (!seen) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    for (int i = 0; i < w->comm->size; i++) {
+        int mi = _vs_mesh_index_of(m, w->wranks ? w->wranks[i] : i);
+        if (mi < 0) continue;
+        _vs_mesh_coord_calc(m, mi, c);
+        if (!seen[c[di]]) seen[c[di]] = 1, nd++;
+    }
+    _vs_hfree(&w->hooks, seen);
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.ndims = m->ndims;
+    for (int i = 0; i < m->ndims; i++) md.shape[i] = i == di ? nd : m->shape[i], md.dim_names[i] = m->names[i];
+    return vs_mesh_init(w, &md, out);
+}
+
+VS_API vs_result vs_world_grow(vs_world* w, vs_reform_info* info)
+{
+    _VS_CHECK_NULL(w, "world");
+    return _vs_reform(w, _VS_REFORM_GROW, NULL, NULL, info, "vs_world_grow");
+}
+
+VS_API vs_result vs_world_joiners(vs_world* w, int* n)
+{
+    _VS_CHECK_NULL(w, "world");
+    _VS_CHECK_NULL(n, "n");
+    *n = 0;
+    if (!w->comm) return _vs_err(VS_ERR_STATE, "vs_world_joiners: world rank %d is not in the world's communicator "
+                                 "(it left at a shrink, or is a replacement): it joins with vs_world_grow", w->rank);
+    int32_t mine = 0, all = 0;
+    if (w->job) { // (a vs_launch job's: threads or NCCL)
+        _vs_tjob* job = w->job;
+        pthread_mutex_lock(&job->mu);
+        for (int x = 0; x < job->desc.nranks; x++)
+            mine += job->tk[x] && job->tk[x]->kind == _VS_REFORM_GROW && !job->live[x];
+        pthread_mutex_unlock(&job->mu);
+    } else if (w->elastic_dir[0]) { // (an NCCL job of processes: the store's requests)
+        mine = _vs_store_joiners(w);
+    }
+    _VS_TRY(_vs_host_coll(w->comm, 0, &mine, &all, 1, VS_I32, VS_OP_MAX, "vs_world_joiners"));
+    *n = all;
+    return VS_OK;
+}
+
+VS_API vs_result vs_world_respawn(vs_world* w, int rank)
+{
+    const char* fn = "vs_world_respawn";
+    _VS_CHECK_NULL(w, "world");
+    _vs_tjob* job = w->job;
+    if (!job)
+        return _vs_err(VS_ERR_UNSUPPORTED, "%s: only a vs_launch job starts replacements (a job of processes starts "
+                       "its own: a process with vs_world_desc.join = 1 or VESCALE_ELASTIC_JOIN=1)", fn);
+    if (rank < 0 || rank >= job->desc.nranks)
+        return _vs_err(VS_ERR_INVALID, "%s: rank %d out of range [0, %d)", fn, rank, job->desc.nranks);
+    vs_result r = VS_OK;
+    pthread_mutex_lock(&job->mu);
+    if (!__atomic_load_n(&job->exited[rank], __ATOMIC_ACQUIRE))
+        r = _vs_err(VS_ERR_INVALID, "%s: world rank %d is alive: a replacement comes only for a rank that failed", fn,
+                    rank);
+    else if (job->live[rank])
+        r = _vs_err(VS_ERR_STATE, "%s: world rank %d failed but the survivors have not agreed on it yet: shrink first "
+                    "(vs_mesh_shrink or vs_world_shrink)", fn, rank);
+    _vs_textra* x = r ? NULL : _VS_HNEW(&job->hooks, _vs_textra, 1);
+    vs_world* nw = x ? _vs_launch_world(job, rank) : NULL;
+    if (!r && (!x || !nw)) r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for world rank %d", fn, rank);
+    if (!r) {
+        nw->job = job;
+        nw->joining = 1;
+        nw->epoch = job->epoch;
+        job->worlds[rank] = nw;
+        job->results[rank] = VS_OK;
+        job->recovered[rank] = 0;
+        __atomic_store_n(&job->exited[rank], 0, __ATOMIC_RELEASE);
+        x->tr.job = job;
+        x->tr.rank = rank;
+        if (pthread_create(&x->th, NULL, _vs_rank_main, &x->tr) != 0) {
+            r = _vs_err_backend(VS_ERR_BACKEND, errno, "%s: cannot start a thread for world rank %d", fn, rank);
+            job->worlds[rank] = NULL;
+            job->recovered[rank] = 1;
+            __atomic_store_n(&job->exited[rank], 1, __ATOMIC_RELEASE);
+        } else {
+            x->next = job->extra;
+            job->extra = x;
+            x = NULL, nw = NULL;
+        }
+    }
+    pthread_mutex_unlock(&job->mu);
+    if (nw) vs_world_free(nw);
+    _vs_hfree(&job->hooks, x);
+    return r;
+}
+
+VS_API int vs_world_joining(const vs_world* w) { return w && w->joining; }
+
+// >>lighthouse ----------------------------------------------------------------
+/* The lighthouse (vs_lighthouse_start; tools/vescale-lighthouse.c): the store
+   served over TCP (its wire format: >>store), the entries in its memory.
+   - One thread polls every connection and never blocks on one: its sockets
+     are non-blocking; an answer a client does not take waits in that
+     connection's buffer (no more of its requests are read meanwhile); a
+     connection whose answer has not moved for stall_s is closed.
+   - A connection that sends an unknown op, or a key over _VS_LH_KEY_MAX
+     bytes, is closed.
+   - A job is a key's part up to its second '-' ("vs-<job key>-"). Capped:
+     a job's entries (max_keys), and everything held (max_bytes: entries and
+     answers waiting alike). A job no connection holds an entry of, that no
+     request touched for expire_s, is forgotten. */
+#define _VS_LH_BUCKETS 1024
+#define _VS_LH_JOBS_MAX 1024
+#define _VS_LH_ENTRY_COST 64 /* what an entry costs beside its key and value, counted in max_bytes */
 
 typedef struct _vs_lh_job {
     char name[64]; // the keys' part up to their second '-'
@@ -10637,1232 +12022,6 @@ VS_API void vs_lighthouse_stop(vs_lighthouse* lh)
     _vs_hfree(NULL, lh->conn);
     _vs_hfree(NULL, lh);
 }
-
-/* The world's side of the lighthouse: one connection, one request at a time
-   (the watcher and the agreement share it). The answer's status (0; 1: LINK
-   found the entry there, GET found none), or -1 with errno: ENOSPC or
-   EACCES when the lighthouse refused it (w->ewhy says why), ENOTCONN when
-   it cannot be reached. A request not answered within _VS_LH_ANSWER_S gives
-   the lighthouse up for good on this rank: said once in the log, and the
-   job trains on without surviving a failure. The connection then stays
-   open (closed, the lighthouse would count this process as ended). A GET's
-   value goes to out (cap bytes, NUL-terminated; what does not fit is
-   dropped), its length to *len. */
-_VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const char* val, char* out, size_t cap,
-                            size_t* len)
-{
-    size_t klen = strlen(key), vlen = val ? strlen(val) : 0, got = 0;
-    unsigned char h[_VS_LH_REQ];
-    char msg[_VS_ERR_MSG] = "";
-    int st = -1, err = ENOTCONN;
-    pthread_mutex_lock(&w->emu);
-    if (w->efd >= 0 && w->ebadtoken) { // (refused as unsigned: the lighthouse closed the connection)
-        err = EACCES;
-    } else if (w->efd >= 0 && !__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
-        _vs_lh_request_head(h, op, key, klen, val, vlen, ++w->eseq, w->etoken, w->elh_nonce);
-        double until = _vs_now() + _VS_LH_ANSWER_S;
-        const char* what = "lighthouse";
-        vs_result r = _vs_io_full_as(w->efd, h, sizeof h, 1, until, what);
-        if (!r) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)key, klen, 1, until, what);
-        if (!r && vlen) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)val, vlen, 1, until, what);
-        if (!r) r = _vs_io_full_as(w->efd, h, 12, 0, until, what);
-        if (!r && _vs_be_get32(h) != _VS_LH_ANSWER) r = _vs_err(VS_ERR_IO, "it answered 0x%08x", _vs_be_get32(h));
-        uint32_t status = r ? 0 : _vs_be_get32(h + 4);
-        if (status >= 2) out = w->ewhy, cap = sizeof w->ewhy; // (a refusal: its reason)
-        for (size_t n = r ? 0 : _vs_be_get32(h + 8); !r && got < n;) { // (what does not fit in out: read, dropped)
-            char sink[256];
-            size_t room = out && got + 1 < cap ? cap - 1 - got : 0, k = n - got;
-            if (!room && k > sizeof sink) k = sizeof sink;
-            if (room && k > room) k = room;
-            r = _vs_io_full_as(w->efd, room ? out + got : sink, k, 0, until, what);
-            got += k;
-        }
-        if (!r) {
-            st = status >= 2 ? -1 : (int)status;
-            err = status == 3 ? EACCES : ENOSPC;
-            w->ebadtoken |= status == 3;
-            if (out && cap) out[got < cap ? got : cap - 1] = 0;
-        } else {
-            if (r == VS_ERR_TIMEOUT)
-                snprintf(msg, sizeof msg, "waited %g s", _VS_LH_ANSWER_S);
-            else
-                _vs_save_error(msg, sizeof msg);
-            __atomic_store_n(&w->elost, 1, __ATOMIC_RELEASE);
-        }
-    }
-    pthread_mutex_unlock(&w->emu);
-    if (msg[0]) vs_log(w, VS_LOG_WARN, "elastic: the lighthouse at %s does not answer (%s): this job can no longer "
-                       "survive a failure (it trains on)", w->elastic_dir, msg);
-    if (len) *len = st == 0 && out && cap ? (got < cap ? got : cap - 1) : 0;
-    if (st < 0) errno = err;
-    return st;
-}
-
-/* Why the last store call on w failed (errno as it left it), in buf
-   (ewhy copied under emu: the watcher may be writing it). */
-_VS_PRIVATE const char* _vs_store_why(vs_world* w, char* buf, size_t cap)
-{
-    int e = errno;
-    if (w->etcp && (e == EACCES || e == ENOSPC)) {
-        pthread_mutex_lock(&w->emu);
-        snprintf(buf, cap, "%s", w->ewhy);
-        pthread_mutex_unlock(&w->emu);
-        if (buf[0]) return buf;
-    }
-    if (w->etcp && e == ENOTCONN) return "the lighthouse does not answer (given up: see the log)";
-    snprintf(buf, cap, "%s", strerror(e));
-    return buf;
-}
-
-/* vs_world_init: the world's connection to the lighthouse at elastic_dir
-   ("tcp://host:port"), tried until the world's timeout (it may come up after
-   the ranks), and the lighthouse's hello read. */
-_VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
-{
-    char host[256];
-    const char* hp = w->elastic_dir + 6;
-    const char* colon = strrchr(hp, ':');
-    char* end = NULL;
-    long port = colon ? strtol(colon + 1, &end, 10) : 0;
-    size_t hl = colon ? (size_t)(colon - hp) : 0;
-    if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') hp++, hl -= 2; // ("[::1]:29400")
-    if (!colon || !hl || hl >= sizeof host || !end || *end || end == colon + 1 || port < 1 || port > 65535)
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: elastic_dir '%s' is not tcp://host:port (a lighthouse's "
-                       "address, port in [1, 65535])", w->elastic_dir);
-    if (token && strlen(token) > _VS_LH_TOKEN_MAX)
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse token is %zu bytes, over %d", strlen(token),
-                       _VS_LH_TOKEN_MAX);
-    snprintf(w->etoken, sizeof w->etoken, "%s", token ? token : "");
-    memcpy(host, hp, hl);
-    host[hl] = 0;
-    struct addrinfo* ai = NULL;
-    int gr = _vs_tcp_resolve(host, port, 0, &ai);
-    if (gr != 0)
-        return _vs_err_backend(VS_ERR_IO, gr, "vs_world_init: cannot resolve the lighthouse's host '%s': %s", host,
-                               gai_strerror(gr));
-    double deadline = _vs_now() + (w->timeout > 0 ? w->timeout : 300);
-    int err = 0, fd = -1;
-    for (int attempt = 0; fd < 0 && (attempt == 0 || _vs_now() < deadline); attempt++) {
-        if (attempt) _vs_sleep_us(20000);
-        fd = _vs_rdv_connect(ai, deadline, &err);
-    }
-    freeaddrinfo(ai);
-    if (fd < 0)
-        return _vs_err_backend(VS_ERR_IO, err, "vs_world_init: rank %d cannot reach the lighthouse at %s within %g s: "
-                               "%s (start one there: tools/vescale-lighthouse, or vs_lighthouse_start)", w->rank,
-                               w->elastic_dir, w->timeout, strerror(err));
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    unsigned char hello[_VS_LH_HELLO_LEN];
-    double until = _vs_now() + _VS_LH_ANSWER_S;
-    vs_result r = _vs_io_full_as(fd, hello, 12, 0, until, "the lighthouse");
-    if (!r && _vs_be_get32(hello) == _VS_LH_ANSWER) { // (turned away: why)
-        char why[201] = "";
-        size_t n = _vs_be_get32(hello + 8) < 200 ? _vs_be_get32(hello + 8) : 200;
-        if (_vs_io_full_as(fd, why, n, 0, until, "the lighthouse") == VS_OK) why[n] = 0;
-        close(fd);
-        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s turned this connection away: %s",
-                       w->rank, w->elastic_dir, why);
-    }
-    if (!r) r = _vs_io_full_as(fd, hello + 12, sizeof hello - 12, 0, until, "the lighthouse");
-    if (!r && _vs_be_get32(hello) != _VS_LH_HELLO)
-        r = _vs_err(VS_ERR_IO, "it greeted with 0x%08x, not a vescale lighthouse's hello", _vs_be_get32(hello));
-    if (r) {
-        char msg[_VS_ERR_MSG];
-        _vs_save_error(msg, sizeof msg);
-        close(fd);
-        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s: %s", w->rank, w->elastic_dir, msg);
-    }
-    int auth = _vs_be_get32(hello + 4) & 1;
-    if (auth && !w->etoken[0]) {
-        close(fd);
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse at %s takes only requests signed by its token: "
-                       "give the job's (vs_world_desc.elastic_token or VESCALE_LIGHTHOUSE_TOKEN)", w->elastic_dir);
-    }
-    if (!auth) // (the token is not needed there: said, the job goes on)
-        vs_log(w, w->etoken[0] ? VS_LOG_WARN : VS_LOG_INFO, "elastic: the lighthouse at %s checks no token: anyone "
-               "who reaches it can end this job%s", w->elastic_dir, w->etoken[0] ? " (this rank's token is not used)" : "");
-    if (!auth) w->etoken[0] = 0;
-    memcpy(w->elh_nonce, hello + 8, 16);
-    pthread_mutex_init(&w->emu, NULL);
-    w->efd = fd;
-    w->etcp = 1;
-    return VS_OK;
-}
-
-/* The watcher of a world whose store is a lighthouse: it looks there for a
-   failure notice every 50 ms, for ended processes and replacements every
-   200 ms, so that a collective's wait only reads what it found (never waits
-   on the lighthouse: a stopped or unreachable one cannot take a wait's
-   time). */
-_VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now);
-_VS_PRIVATE void _vs_lh_joiners_look(vs_world* w);
-
-_VS_PRIVATE void* _vs_lh_watch_main(void* arg)
-{
-    vs_world* w = (vs_world*)arg;
-    double joiners = 0;
-    pthread_mutex_lock(&w->ewmu);
-    while (!w->ew_stop) {
-        pthread_mutex_unlock(&w->ewmu);
-        double now = _vs_now();
-        if (!__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
-            if (!__atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE)) _vs_store_look(w, (int64_t)(now * 1e6));
-            if (now - joiners >= 0.2) joiners = now, _vs_lh_joiners_look(w);
-        }
-        pthread_mutex_lock(&w->ewmu);
-        if (!w->ew_stop) {
-            struct timespec ts = _vs_abs_deadline(0.05);
-            pthread_cond_timedwait(&w->ewcv, &w->ewmu, &ts);
-        }
-    }
-    pthread_mutex_unlock(&w->ewmu);
-    return NULL;
-}
-
-_VS_PRIVATE vs_result _vs_lh_watch_start(vs_world* w)
-{
-    pthread_mutex_init(&w->ewmu, NULL);
-    _vs_cond_init(&w->ewcv);
-    if (pthread_create(&w->ew, NULL, _vs_lh_watch_main, w) != 0) {
-        pthread_cond_destroy(&w->ewcv);
-        pthread_mutex_destroy(&w->ewmu);
-        return _vs_err(VS_ERR_NOMEM, "vs_world_init: cannot start the lighthouse's watcher thread");
-    }
-    w->ew_on = 1;
-    return VS_OK;
-}
-
-_VS_PRIVATE void _vs_lh_watch_stop(vs_world* w)
-{
-    if (!w->ew_on) return;
-    pthread_mutex_lock(&w->ewmu);
-    w->ew_stop = 1;
-    pthread_cond_signal(&w->ewcv);
-    pthread_mutex_unlock(&w->ewmu);
-    pthread_join(w->ew, NULL);
-    pthread_cond_destroy(&w->ewcv);
-    pthread_mutex_destroy(&w->ewmu);
-    w->ew_on = 0;
-}
-
-#define _VS_STORE_PATH (_VS_INIT_FILE_MAX + 160)
-
-_VS_PRIVATE _VS_PRINTF(4, 5) void _vs_store_name(const vs_world* w, char* buf, size_t cap, const char* fmt, ...)
-{
-    int k = w->etcp ? snprintf(buf, cap, "vs-%016llx-", (unsigned long long)w->ekey) // (a lighthouse's key)
-                    : snprintf(buf, cap, "%s/vs-%016llx-", w->elastic_dir, (unsigned long long)w->ekey);
-    va_list ap;
-    va_start(ap, fmt);
-    if (k > 0 && (size_t)k < cap) vsnprintf(buf + k, cap - (size_t)k, fmt, ap);
-    va_end(ap);
-}
-
-/* text to path: renamed over it (excl 0), or linked (excl 1: 1 when it was
-   there first); excl 2: as 0, and on a lighthouse the entry is this
-   process's (it reads "gone" once the process has ended). -1 with errno on
-   an error. */
-_VS_PRIVATE int _vs_store_write(vs_world* w, const char* path, const char* text, int excl)
-{
-    if (w->etcp) return _vs_lh_call(w, excl == 1 ? _VS_LH_LINK : excl == 2 ? _VS_LH_OWN : _VS_LH_PUT, path, text,
-                                    NULL, 0, NULL);
-    char tmp[_VS_STORE_PATH + 64];
-    snprintf(tmp, sizeof tmp, "%s.t%d.%ld.%llx", path, w->rank, (long)getpid(), (unsigned long long)_vs_random64());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644), e = 0, res = 0;
-    if (fd < 0) return -1;
-    size_t n = strlen(text);
-    for (size_t off = 0; off < n && !e;) {
-        ssize_t k = write(fd, text + off, n - off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) e = k < 0 ? errno : EIO;
-        else off += (size_t)k;
-    }
-    if (close(fd) != 0 && !e) e = errno;
-    if (!e && excl == 1 && link(tmp, path) != 0) {
-        if (errno == EEXIST) res = 1;
-        else e = errno;
-    }
-    if (!e && excl != 1 && rename(tmp, path) != 0) e = errno;
-    if (excl == 1 || e) unlink(tmp);
-    if (e) errno = e;
-    return e ? -1 : res;
-}
-
-/* The file at path, NUL-terminated, in buf: its length, 0 when missing (or
-   empty), -1 on an error (errno). */
-_VS_PRIVATE long _vs_store_read(vs_world* w, const char* path, char* buf, size_t cap)
-{
-    if (w->etcp) {
-        size_t len = 0;
-        int st = _vs_lh_call(w, _VS_LH_GET, path, NULL, buf, cap, &len);
-        if (st != 0) buf[0] = 0;
-        return st < 0 ? -1 : st ? 0 : (long)len;
-    }
-    size_t got = 0;
-    int fr = _vs_file_slurp(path, (unsigned char*)buf, cap - 1, &got);
-    buf[fr == _VS_FILE_OK ? got : 0] = 0;
-    return fr == _VS_FILE_ERROR ? -1 : (long)(fr == _VS_FILE_OK ? got : 0);
-}
-
-_VS_PRIVATE int _vs_store_has(vs_world* w, const char* fmt, int a, int b)
-{
-    char path[_VS_STORE_PATH], sfx[64], t[8];
-    snprintf(sfx, sizeof sfx, fmt, a, b);
-    _vs_store_name(w, path, sizeof path, "%s", sfx);
-    if (w->etcp) return _vs_lh_call(w, _VS_LH_GET, path, NULL, t, sizeof t, NULL) == 0;
-    return access(path, F_OK) == 0;
-}
-
-_VS_PRIVATE void _vs_store_del(vs_world* w, const char* path)
-{
-    if (w->etcp)
-        _vs_lh_call(w, _VS_LH_DEL, path, NULL, NULL, 0, NULL);
-    else
-        unlink(path);
-}
-
-/* This host as the store's entries name it: "<hostname>/<boot id>.<pid
-   namespace>", so that two containers with one hostname (one boot, two pid
-   namespaces) or two machines with one name (two boots) are two hosts, and
-   a pid is looked at (kill(pid, 0)) only where it means this process's
-   neighbour. Parts that cannot be read are left out (the hostname alone:
-   the old behaviour). */
-_VS_PRIVATE void _vs_host_id(char* buf, size_t cap)
-{
-    char host[128] = "?", boot[64] = "";
-    gethostname(host, sizeof host - 1);
-    host[strcspn(host, " \t\n")] = 0;
-    FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f) {
-        size_t k = 0;
-        for (int ch; (ch = fgetc(f)) != EOF && ch != '\n' && k < 12;)
-            if (ch != '-') boot[k++] = (char)ch;
-        boot[k] = 0;
-        fclose(f);
-    }
-    struct stat ns;
-    if (stat("/proc/self/ns/pid", &ns) == 0)
-        snprintf(buf, cap, "%s/%s.%llu", host, boot[0] ? boot : "-", (unsigned long long)ns.st_ino);
-    else
-        snprintf(buf, cap, "%s%s%s", host, boot[0] ? "/" : "", boot);
-}
-
-/* vs_world_init: the store at dir, checked writable at once. A replacement
-   (join) for a rank whose process is alive on this host is VS_ERR_INVALID.
-   token: a lighthouse's (NULL: none). */
-_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join, const char* token)
-{
-    char why[256]; // (_vs_store_why's text)
-    snprintf(w->elastic_dir, sizeof w->elastic_dir, "%s", dir);
-    w->enonce = _vs_random64();
-    w->efd = -1;
-    if (!strncmp(dir, "tcp://", 6)) { // a lighthouse: the key leaves its address out (ranks may spell it apart)
-        _VS_TRY(_vs_lh_open(w, token));
-        char place[48];
-        snprintf(place, sizeof place, "lighthouse port %s", strrchr(dir, ':') + 1);
-        w->ekey = _vs_job_key(place, "the lighthouse's port (no run id: one job a lighthouse)", w->size, NULL);
-    } else {
-        w->ekey = _vs_job_key(dir, "the elastic directory", w->size, NULL);
-    }
-    char path[_VS_STORE_PATH];
-    char text[300], host[256], other[256];
-    _vs_host_id(host, sizeof host);
-    long pid = 0;
-    _vs_store_name(w, path, sizeof path, "p%d", w->rank);
-    if (join && w->etcp && _vs_store_read(w, path, text, sizeof text) > 0 && strcmp(text, "gone"))
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: join: world rank %d is alive (its process, %.*s, holds its "
-                       "entry at the lighthouse %s): a replacement comes only for a rank that failed", w->rank,
-                       (int)strcspn(text, "\n"), text, dir);
-    if (join && _vs_store_read(w, path, text, sizeof text) > 0 && sscanf(text, "%ld %255s", &pid, other) == 2 &&
-        !strcmp(other, host) && pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: join: world rank %d is alive (its process, pid %ld on %s, is "
-                       "running): a replacement comes only for a rank that failed", w->rank, pid, host);
-    _vs_fmt(text, sizeof text, "%ld %s\n", (long)getpid(), host);
-    _vs_store_name(w, path, sizeof path, "p%d", w->rank); // (this process: the others see it end)
-    if (_vs_store_write(w, path, text, 2) != 0)
-        return _vs_err_backend(errno == EACCES ? VS_ERR_INVALID : VS_ERR_IO, errno, "vs_world_init: rank %d cannot "
-                               "write in the elastic %s %s (every rank writes there): %s", w->rank,
-                               w->etcp ? "lighthouse" : "directory", dir, _vs_store_why(w, why, sizeof why));
-    if (!(w->epid = _VS_HNEW(&w->hooks, int, w->size)) || !(w->ejoin = _VS_HNEW(&w->hooks, unsigned char, w->size)))
-        return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
-    return w->etcp ? _vs_lh_watch_start(w) : VS_OK;
-}
-
-/* vs_world_free: this process's entry goes (a rank that ends cleanly is not
-   reported gone). */
-_VS_PRIVATE void _vs_store_close(vs_world* w)
-{
-    char path[_VS_STORE_PATH];
-    _vs_lh_watch_stop(w);
-    _vs_store_name(w, path, sizeof path, "p%d", w->rank);
-    _vs_store_del(w, path);
-    _vs_hfree(&w->hooks, w->epid);
-    _vs_hfree(&w->hooks, w->ejoin);
-    w->epid = NULL, w->ejoin = NULL;
-    if (w->etcp) {
-        if (w->efd >= 0) close(w->efd);
-        pthread_mutex_destroy(&w->emu);
-        w->etcp = 0;
-    }
-}
-
-/* The members whose process _vs_store_poll watches: the world communicator's
-   ranks (none while it is being replaced: (re)set at vs_world_init's end and
-   after each agreement, by the thread that makes them). */
-_VS_PRIVATE void _vs_store_members(vs_world* w)
-{
-    for (int x = 0; x < w->size; x++) __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
-    for (int i = 0; w->comm && i < w->comm->size; i++) {
-        int x = w->wranks ? w->wranks[i] : i;
-        if (x != w->rank) __atomic_store_n(&w->epid[x], -1, __ATOMIC_RELEASE);
-    }
-    __atomic_store_n(&w->elive_us, (int64_t)0, __ATOMIC_RELEASE);
-    __atomic_store_n(&w->egone, (uint64_t)0, __ATOMIC_RELEASE);
-}
-
-/* Posts a notice at the world's epoch, naming world rank `origin`: the
-   epoch's first one when none is there, and with failed (origin failed) its
-   own. */
-_VS_PRIVATE void _vs_store_notice(vs_world* w, int origin, const char* cause, int failed)
-{
-    char why[256]; // (_vs_store_why's text)
-    char path[_VS_STORE_PATH], text[900];
-    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
-    _vs_fmt(text, sizeof text, "%d %s", origin, cause);
-    _vs_store_name(w, path, sizeof path, "f%dr%d", e, origin);
-    if (failed && _vs_store_write(w, path, text, 0) != 0)
-        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w, why, sizeof why));
-    _vs_store_name(w, path, sizeof path, "f%d", e);
-    if (_vs_store_write(w, path, text, 1) < 0)
-        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w, why, sizeof why));
-}
-
-/* One look at the members' processes on this host (every 200 ms; their p
-   files read again each second, as a replacement writes its own): one that
-   has ended is failed, posted for it (origin: that rank). 1 when posted.
-   epid[x]: 0 not a member, -1 not read yet, -2 on another host (not read
-   again until the next agreement), -3 this process (ranks as threads: read
-   again), else the pid. */
-_VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
-{
-    int64_t last = __atomic_load_n(&w->elive_us, __ATOMIC_ACQUIRE);
-    if (now - last < 200000) return 0;
-    __atomic_store_n(&w->elive_us, now, __ATOMIC_RELEASE);
-    char path[_VS_STORE_PATH], text[300], host[256], mine[256] = "";
-    if (w->etcp) { // a lighthouse: the members' entries read only when its count of ended processes moved
-        uint64_t seen = __atomic_load_n(&w->egone, __ATOMIC_ACQUIRE), gone = 0;
-        if (_vs_lh_call(w, _VS_LH_GONE, "", NULL, text, sizeof text, NULL) != 0) return 0;
-        gone = strtoull(text, NULL, 10) + 1; // (+1: 0 means "look again")
-        if (gone == seen) return 0;
-        for (int x = 0; x < w->size; x++) {
-            if (!__atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE)) continue;
-            _vs_store_name(w, path, sizeof path, "p%d", x);
-            if (_vs_store_read(w, path, text, sizeof text) <= 0 || strcmp(text, "gone")) continue;
-            char cause[400];
-            _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process ended without a word "
-                    "(its connection to the lighthouse at %s closed)", x, w->elastic_dir);
-            _vs_store_notice(w, x, cause, 1);
-            __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
-            return 1;
-        }
-        __atomic_compare_exchange_n(&w->egone, &seen, gone, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-        return 0;
-    }
-    int reread = now / 1000000 != last / 1000000;
-    _vs_host_id(mine, sizeof mine);
-    for (int x = 0; x < w->size; x++) {
-        int pid = __atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE);
-        if (pid == 0 || pid == -2) continue;
-        if (pid == -1 || (reread && (pid == -3 || pid > 0))) {
-            long p = 0;
-            _vs_store_name(w, path, sizeof path, "p%d", x);
-            if (_vs_store_read(w, path, text, sizeof text) <= 0 || sscanf(text, "%ld %255s", &p, host) != 2) continue;
-            int np = strcmp(host, mine) ? -2 : p == (long)getpid() ? -3 : p > 0 && p <= INT_MAX ? (int)p : -2;
-            if (!__atomic_compare_exchange_n(&w->epid[x], &pid, np, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-                continue; // (no longer a member: an agreement reset them)
-            pid = np;
-        }
-        if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        char cause[400];
-        _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process (pid %d on %s) ended "
-                "without a word", x, pid, mine);
-        _vs_store_notice(w, x, cause, 1); // (posted for it)
-        __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
-        return 1;
-    }
-    return 0;
-}
-
-/* One look at the store for a failure notice of the world's epoch from
-   another rank (and at the members' processes): 1 when one is known
-   (w->eorigin, w->ecause say whose and what). A notice read while the world
-   moved on to another epoch is dropped (fail_seen goes 0 -> 2 -> 1 only while
-   the epoch stays the one looked at; an agreement clears it). */
-_VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now)
-{
-    char path[_VS_STORE_PATH], text[sizeof w->ecause + 16];
-    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
-    _vs_store_name(w, path, sizeof path, "f%d", e);
-    if (_vs_store_read(w, path, text, sizeof text) <= 0 && !(w->epid && _vs_store_liveness(w, now) &&
-                                                          _vs_store_read(w, path, text, sizeof text) > 0))
-        return 0;
-    char* end = NULL;
-    long origin = strtol(text, &end, 10);
-    if (end == text || origin == w->rank) return 0; // (this rank's own: it knows)
-    int expect = 0;
-    if (!__atomic_compare_exchange_n(&w->fail_seen, &expect, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        return expect == 1;
-    if (__atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE) != e) {
-        __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
-        return 0;
-    }
-    w->eorigin = origin >= 0 && origin < w->size ? (int)origin : -1;
-    _vs_fmt(w->ecause, sizeof w->ecause, "%s", *end ? end + 1 : "");
-    expect = 2;
-    return __atomic_compare_exchange_n(&w->fail_seen, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-}
-
-/* 1 when a failure notice of the world's epoch from another rank is known.
-   Looks at a directory at most every 50 ms (now: at once); any thread. A
-   lighthouse is looked at by the world's watcher: without now this only
-   reads what it found, so that no collective's wait ever waits on it. */
-_VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
-{
-    if (!w || !w->elastic_dir[0]) return 0;
-    int f = __atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE);
-    if (f) return f == 1;
-    if (w->etcp && !now_) return 0;
-    int64_t now = (int64_t)(_vs_now() * 1e6), last = __atomic_load_n(&w->epoll_us, __ATOMIC_RELAXED);
-    if (!now_ && now - last < 50000) return 0;
-    if (!__atomic_compare_exchange_n(&w->epoll_us, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) && !now_)
-        return 0; // (another thread is looking)
-    return _vs_store_look(w, now);
-}
-
-/* A join request's rank is alive as far as this host can tell: its process
-   is on another host, or it is there. */
-_VS_PRIVATE int _vs_store_alive(const char* text)
-{
-    unsigned long long nonce = 0;
-    long pid = 0;
-    char host[256] = "", mine[256] = "";
-    if (!strcmp(text, "gone")) return 0; // (a lighthouse's: the process ended)
-    if (sscanf(text, "%llx %ld %255s", &nonce, &pid, host) != 3) return 1;
-    _vs_host_id(mine, sizeof mine);
-    if (strcmp(host, mine) || pid <= 0) return 1;
-    return !(kill((pid_t)pid, 0) != 0 && errno == ESRCH);
-}
-
-/* A decision: the new epoch, its kind, the ranks. */
-typedef struct _vs_sdec {
-    int epoch, kind, use_shrink;
-    unsigned char id[128];
-    int nm, nf, nd, nj;
-    int *members, *failed, *dropped, *joined; // each up to the world's size
-    unsigned long long* jnonce;               // the joined ranks' request marks
-} _vs_sdec;
-
-_VS_PRIVATE int _vs_sdec_alloc(vs_world* w, _vs_sdec* d)
-{
-    memset(d, 0, sizeof *d);
-    d->members = _VS_HNEW(&w->hooks, int, 4 * (size_t)w->size);
-    d->jnonce = _VS_HNEW(&w->hooks, unsigned long long, w->size);
-    if (!d->members || !d->jnonce) return 0;
-    d->failed = d->members + w->size, d->dropped = d->failed + w->size, d->joined = d->dropped + w->size;
-    return 1;
-}
-
-_VS_PRIVATE void _vs_sdec_free(vs_world* w, _vs_sdec* d)
-{
-    _vs_hfree(&w->hooks, d->members);
-    _vs_hfree(&w->hooks, d->jnonce);
-}
-
-_VS_PRIVATE char* _vs_sdec_text(vs_world* w, const _vs_sdec* d)
-{
-    size_t cap = 512 + 40 * (size_t)(d->nm + d->nf + d->nd + 2 * d->nj), len = 0;
-    char* t = _VS_HNEW(&w->hooks, char, cap);
-    if (!t) return NULL;
-    len += (size_t)snprintf(t + len, cap - len, "vescale-elastic 1 epoch %d kind %d shrink %d id ", d->epoch, d->kind,
-                            d->use_shrink);
-    for (int i = 0; i < 128; i++) len += (size_t)snprintf(t + len, cap - len, "%02x", d->id[i]);
-    const int* lists[3] = {d->members, d->failed, d->dropped};
-    const int counts[3] = {d->nm, d->nf, d->nd};
-    for (int l = 0; l < 3; l++) {
-        len += (size_t)snprintf(t + len, cap - len, "\n%d", counts[l]);
-        for (int i = 0; i < counts[l]; i++) len += (size_t)snprintf(t + len, cap - len, " %d", lists[l][i]);
-    }
-    len += (size_t)snprintf(t + len, cap - len, "\n%d", d->nj);
-    for (int i = 0; i < d->nj; i++) len += (size_t)snprintf(t + len, cap - len, " %d %llx", d->joined[i], d->jnonce[i]);
-    snprintf(t + len, cap - len, "\nend\n");
-    return t;
-}
-
-/* Reads the decision at path: 1 read, 0 not there, -1 damaged or unreadable. */
-_VS_PRIVATE int _vs_sdec_read(vs_world* w, const char* path, _vs_sdec* d)
-{
-    size_t cap = 1024 + 48 * 5 * (size_t)w->size;
-    char* t = _VS_HNEW(&w->hooks, char, cap);
-    if (!t) return -1;
-    long n = _vs_store_read(w, path, t, cap);
-    int ok = n > 0 ? -1 : (int)n;
-    char* p = t;
-    char id[257];
-    int used = 0;
-    if (n > 0 && sscanf(p, "vescale-elastic 1 epoch %d kind %d shrink %d id %256s%n", &d->epoch, &d->kind,
-                        &d->use_shrink, id, &used) == 4 && strlen(id) == 256) {
-        for (int i = 0; i < 128; i++) {
-            unsigned v = 0;
-            sscanf(id + 2 * i, "%2x", &v);
-            d->id[i] = (unsigned char)v;
-        }
-        p += used;
-        int* lists[3] = {d->members, d->failed, d->dropped};
-        int* counts[3] = {&d->nm, &d->nf, &d->nd};
-        int good = 1;
-        for (int l = 0; l < 4 && good; l++) {
-            long c = strtol(p, &p, 10);
-            good = c >= 0 && c <= w->size;
-            if (l < 3) *counts[l] = (int)c;
-            else d->nj = (int)c;
-            for (long i = 0; i < c && good; i++) {
-                long r = strtol(p, &p, 10);
-                good = r >= 0 && r < w->size;
-                if (l < 3) lists[l][i] = (int)r;
-                else d->joined[i] = (int)r, d->jnonce[i] = strtoull(p, &p, 16);
-            }
-        }
-        if (good && !strncmp(p, "\nend\n", 5)) ok = 1;
-    }
-    _vs_hfree(&w->hooks, t);
-    return ok;
-}
-
-/* A member's look at the round from epoch E: when it can be decided, the
-   decision linked (by this rank or another: the caller reads it back). 1 when
-   there is one to read, 0 not yet, else an error (a grow a failure ended:
-   VS_ERR_ABORTED). in[x]: the members; st[x] scratch of the world's size. */
-_VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* in, int* st, double half,
-                                       _vs_keep_fn keep, void* ctx, _vs_sdec* d, int* decided, const char* fn)
-{
-    char why[256]; // (_vs_store_why's text)
-    const int n = w->size;
-    const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
-    char path[_VS_STORE_PATH], text[600];
-    int missing = 0, nf = 0;
-    *decided = 0;
-    for (int x = 0; x < n; x++) { // st: 0 not a member, 1 arrived, 3 arrived able to shrink, 4 failed, 5 missing
-        st[x] = 0;
-        if (!in[x]) continue;
-        _vs_store_name(w, path, sizeof path, "a%d%c%d", E, kc, x);
-        long k = _vs_store_read(w, path, text, sizeof text);
-        if (k > 0) st[x] = text[0] == '1' ? 3 : 1;
-        else st[x] = _vs_store_has(w, "f%dr%d", E, x) ? 4 : 5;
-        missing += st[x] == 5;
-    }
-    if (kind == _VS_REFORM_GROW && _vs_store_poll(w, 1))
-        return _vs_err_from(w->eorigin, w->ecause, VS_ERR_ABORTED, "%s: a rank failed while the world waited to grow: "
-                            "shrink first (%s)", fn, w->ecause);
-    if (missing && (kind == _VS_REFORM_GROW || _vs_now() < half)) return VS_OK;
-    memset(d->id, 0, sizeof d->id);
-    d->epoch = E + 1, d->kind = kind, d->nm = d->nf = d->nd = d->nj = 0;
-    for (int x = 0; x < n; x++)
-        if (st[x] >= 4) d->failed[nf++] = x;
-    d->nf = nf;
-    int use_shrink = kind == _VS_REFORM_SHRINK;
-    for (int x = 0; x < n; x++) {
-        int stay = 0;
-        if (st[x] == 1 || st[x] == 3) {
-            stay = !keep || keep(d->failed, nf, x, ctx);
-            if (!stay) d->dropped[d->nd++] = x;
-        } else if (!st[x] && kind == _VS_REFORM_GROW) { // not a member: a join request?
-            _vs_store_name(w, path, sizeof path, "j%d", x);
-            if (_vs_store_read(w, path, text, sizeof text) > 0 && _vs_store_alive(text)) {
-                d->joined[d->nj] = x, d->jnonce[d->nj++] = strtoull(text, NULL, 16);
-                stay = 1;
-            }
-        }
-        if (stay) d->members[d->nm++] = x, use_shrink &= st[x] == 3;
-    }
-    d->use_shrink = use_shrink && d->nm > 0;
-#ifdef VESCALE_NCCL
-    if (!d->use_shrink && d->nm) {
-        ncclUniqueId uid;
-        ncclResult_t nr = ncclGetUniqueId(&uid);
-        if (nr != ncclSuccess)
-            return _vs_err_backend(VS_ERR_BACKEND, (int)nr, "%s: ncclGetUniqueId: %s", fn, ncclGetErrorString(nr));
-        memcpy(d->id, &uid, sizeof uid);
-    }
-#endif
-    char* t = _vs_sdec_text(w, d);
-    if (!t) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
-    _vs_store_name(w, path, sizeof path, "d%d", E + 1);
-    int wr = _vs_store_write(w, path, t, 1);
-    _vs_hfree(&w->hooks, t);
-    if (wr < 0)
-        return _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write the decision %s: %s", fn, path,
-                               _vs_store_why(w, why, sizeof why));
-    *decided = 1;
-    return VS_OK;
-}
-
-/* An agreement of `kind` through the store (_vs_reform for an NCCL job of
-   processes): arrive, wait for the decision (deciding when this rank can),
-   follow it. A member the decision counts failed (it came after half the
-   timeout) gets VS_ERR_ABORTED saying so, and may come back with
-   vs_world_grow. */
-_VS_PRIVATE vs_result _vs_store_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
-                                   const char* fn)
-{
-    char why[256]; // (_vs_store_why's text)
-    const int n = w->size, me = w->rank, joiner = w->comm == NULL;
-    const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
-    if (joiner && kind == _VS_REFORM_SHRINK)
-        return _vs_err(VS_ERR_STATE, "%s: world rank %d holds no communicator (it left at a shrink, or is a "
-                       "replacement): it comes in with vs_world_grow", fn, me);
-    int saw = !joiner && (_vs_store_poll(w, 1) || w->esaw || __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE));
-    if (kind == _VS_REFORM_SHRINK && !saw)
-        return _vs_err(VS_ERR_STATE, "%s: world rank %d saw no failure since the world's last reconfiguration (epoch "
-                       "%d): nothing to shrink from (a shrink follows a call that returned VS_ERR_ABORTED or "
-                       "VS_ERR_TIMEOUT)", fn, me, w->epoch);
-    const int notice = __atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE) == 1;
-    if (kind == _VS_REFORM_GROW && saw)
-        return _vs_err_from(notice ? w->eorigin : me, notice ? w->ecause : "", VS_ERR_ABORTED,
-                            "%s: world rank %d saw a failure (%s): shrink first", fn, me,
-                            notice ? w->ecause : "its communicator failed");
-    int E = w->epoch;
-    const double start = _vs_now(), end = start + w->timeout, half = start + 0.5 * w->timeout;
-    for (int x = 0; w->epid && x < n; x++) __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE); // (its own deadline)
-    char path[_VS_STORE_PATH], apath[_VS_STORE_PATH], text[600];
-    int* in = _VS_HNEW(&w->hooks, int, 2 * (size_t)n);
-    _vs_sdec d;
-    if (!in || !_vs_sdec_alloc(w, &d)) {
-        _vs_hfree(&w->hooks, in);
-        _vs_sdec_free(w, &d);
-        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
-    }
-    int* st = in + n;
-    if (!joiner)
-        for (int i = 0; i < w->comm->size; i++) in[w->wranks ? w->wranks[i] : i] = 1;
-    vs_result r = VS_OK;
-    char host[256];
-    _vs_host_id(host, sizeof host);
-    if (joiner) {
-        _vs_store_name(w, path, sizeof path, "j%d", me);
-        _vs_fmt(text, sizeof text, "%llx %ld %s\n", (unsigned long long)w->enonce, (long)getpid(), host);
-    } else {
-        _vs_store_name(w, path, sizeof path, "a%d%c%d", E, kc, me);
-        int can = 0;
-#ifdef VESCALE_NCCL
-        can = w->comm->nc != NULL || w->comm->revoked_nc != NULL; // (ncclCommShrink needs every staying rank's)
-#endif
-        _vs_fmt(text, sizeof text, "%d\n", can);
-    }
-    _vs_fmt(apath, sizeof apath, "%s", path);
-    if (_vs_store_write(w, path, text, joiner ? 2 : 0) != 0)
-        r = _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write %s: %s", fn, path, _vs_store_why(w, why, sizeof why));
-    if (!r && kind == _VS_REFORM_SHRINK && !_vs_store_has(w, "f%d", E, 0)) { // the others stop their waits now
-        char cause[400];
-        _vs_fmt(cause, sizeof cause, "world rank %d saw a failure and began a shrink (%s)", me,
-                notice ? w->ecause : "its communicator failed");
-        _vs_store_notice(w, me, cause, 0); // (a wake-up: this rank is well)
-    }
-    int got = 0;
-    for (long it = 0; !r; it++) {
-        _vs_store_name(w, path, sizeof path, "d%d", E + 1);
-        int pr = _vs_sdec_read(w, path, &d);
-        if (pr < 0) {
-            r = _vs_err(VS_ERR_IO, "%s: the decision %s is damaged or unreadable", fn, path);
-            break;
-        }
-        if (pr > 0 && joiner) {
-            for (int i = 0; i < d.nj && !got; i++) got = d.joined[i] == me && d.jnonce[i] == w->enonce;
-            if (got) break;
-            E++; // (a round without this rank: the next one may take it)
-            continue;
-        }
-        if (pr > 0) {
-            got = 1;
-            break;
-        }
-        int decided = 0;
-        if (!joiner) r = _vs_store_decide(w, kind, E, in, st, half, keep, ctx, &d, &decided, fn);
-        if (r || decided) continue;
-        if (_vs_now() > end) {
-            char miss[256];
-            for (int x = 0; x < n; x++) st[x] = st[x] == 5;
-            _vs_rank_list_text(st, n, miss, sizeof miss);
-            if (joiner)
-                r = _vs_err(VS_ERR_TIMEOUT, "%s: no grow of the world took world rank %d in within %g s (the world "
-                            "is at epoch %d: its members call vs_world_grow when vs_world_joiners counts this rank)",
-                            fn, me, w->timeout, E);
-            else
-                r = _vs_err(VS_ERR_TIMEOUT, "%s: world rank%s %s did not arrive within %g s (world rank %d waited)",
-                            fn, strchr(miss, ',') ? "s" : "", miss[0] ? miss : "?", w->timeout, me);
-            break;
-        }
-        _vs_sleep_us(it < 200 ? 500 : 5000);
-    }
-    _vs_rticket tk;
-    memset(&tk, 0, sizeof tk);
-    int* wr = NULL;
-    if (!r) { // the decision, as this rank's ticket
-        tk.kind = kind;
-        tk.index = -1;
-        tk.n = d.nm;
-        tk.use_shrink = d.use_shrink;
-        memcpy(tk.id, d.id, sizeof tk.id);
-        tk.info.epoch = d.epoch;
-        tk.info.nlive = d.nm;
-        for (int i = 0; i < d.nf; i++) _vs_rlist(tk.info.failed, &tk.info.nfailed, d.failed[i]);
-        for (int i = 0; i < d.nd; i++) _vs_rlist(tk.info.dropped, &tk.info.ndropped, d.dropped[i]);
-        for (int i = 0; i < d.nj; i++) _vs_rlist(tk.info.joined, &tk.info.njoined, d.joined[i]);
-        for (int i = 0; i < d.nm; i++)
-            if (d.members[i] == me) tk.index = i;
-        tk.info.left = tk.index < 0;
-        int was_failed = 0, was_dropped = 0;
-        for (int i = 0; i < d.nf; i++) was_failed |= d.failed[i] == me;
-        for (int i = 0; i < d.nd; i++) was_dropped |= d.dropped[i] == me;
-        if (tk.index >= 0 && !(wr = _VS_HNEW(&w->hooks, int, d.nm)))
-            r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
-        if (wr) memcpy(wr, d.members, sizeof(int) * (size_t)d.nm), tk.members = wr;
-        if (!r && tk.index < 0 && !was_dropped) { // counted failed: out, alive
-            _vs_reform_adopt(w, NULL, NULL, &tk, NULL);
-            __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
-            r = _vs_err(VS_ERR_ABORTED, "%s: the survivors agreed world rank %d had failed (it %s): it holds no "
-                        "communicator now and may come back with vs_world_grow", fn, me,
-                        was_failed ? "did not arrive within half the timeout" : "was not in the decision");
-        }
-    }
-    vs_comm* nc = NULL;
-#ifdef VESCALE_NCCL
-    if (!r && tk.index >= 0 && (r = _vs_nccl_reform(w, &tk, fn, &nc))) {
-        /* a member of the decision failed before its communicator was made (a
-           second failure): the decision stands, so this rank takes its epoch
-           with a communicator that failed, and the next shrink (the one this
-           error asks for) starts from there, without the new dead */
-        char msg[_VS_ERR_MSG];
-        _vs_save_error(msg, sizeof msg);
-        vs_comm* dead = _vs_comm_new(w, VS_TRANSPORT_NCCL, tk.index, tk.n);
-        if (dead) {
-            __atomic_store_n(&dead->aborted, 1, __ATOMIC_SEQ_CST);
-            _vs_reform_adopt(w, dead, wr, &tk, NULL);
-            wr = NULL;
-            w->esaw = 0;
-            __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
-            _vs_store_members(w);
-        }
-        r = _vs_err(r == VS_ERR_TIMEOUT ? VS_ERR_TIMEOUT : VS_ERR_ABORTED, "%s (the world is now at epoch %d, %d "
-                    "ranks: a rank among them failed too; shrink again)", msg, tk.info.epoch, tk.n);
-    }
-#endif
-    if (!r) {
-        _vs_reform_adopt(w, nc, wr, &tk, info);
-        wr = NULL;
-        w->esaw = 0;
-        __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE); // (a new epoch: its own notices)
-        _vs_store_members(w);
-    }
-    _vs_hfree(&w->hooks, wr);
-    _vs_store_del(w, apath); // (read by the decision, or withdrawn: an arrival or a request lasts only while its rank waits)
-    _vs_hfree(&w->hooks, in);
-    _vs_sdec_free(w, &d);
-    return r;
-}
-
-/* vs_world_joiners on the store: the ranks asking to come in (alive as far as
-   this host can tell) that are not members. */
-_VS_PRIVATE int _vs_store_joiners(vs_world* w)
-{
-    int* in = _VS_HNEW(&w->hooks, int, w->size), cnt = 0;
-    if (!in) return 0;
-    for (int i = 0; w->comm && i < w->comm->size; i++) in[w->wranks ? w->wranks[i] : i] = 1;
-    char path[_VS_STORE_PATH], text[600];
-    for (int x = 0; x < w->size; x++) {
-        if (in[x]) continue;
-        if (w->etcp) { // (the watcher's last look: a step boundary never waits on the lighthouse)
-            cnt += __atomic_load_n(&w->ejoin[x], __ATOMIC_ACQUIRE);
-            continue;
-        }
-        _vs_store_name(w, path, sizeof path, "j%d", x);
-        cnt += _vs_store_read(w, path, text, sizeof text) > 0 && _vs_store_alive(text);
-    }
-    _vs_hfree(&w->hooks, in);
-    return cnt;
-}
-
-/* The watcher's look at the replacements waiting at the lighthouse (their
-   requests, LIST then GET): w->ejoin[x] = 1 for each whose process lives. */
-_VS_PRIVATE void _vs_lh_joiners_look(vs_world* w)
-{
-    char prefix[_VS_STORE_PATH], text[600];
-    size_t cap = 64 * (size_t)w->size + 64;
-    char* list = _VS_HNEW(&w->hooks, char, cap);
-    unsigned char* now = _VS_HNEW(&w->hooks, unsigned char, w->size);
-    _vs_store_name(w, prefix, sizeof prefix, "j");
-    if (list && now && _vs_lh_call(w, _VS_LH_LIST, prefix, NULL, list, cap, NULL) == 0) {
-        size_t pl = strlen(prefix);
-        for (char *l = list, *nl; *l; l = *nl ? nl + 1 : nl) { // (a key a line)
-            nl = l + strcspn(l, "\n");
-            char save = *nl, *end = NULL;
-            *nl = 0;
-            long x = strlen(l) > pl ? strtol(l + pl, &end, 10) : -1;
-            if (end && !*end && x >= 0 && x < w->size && _vs_lh_call(w, _VS_LH_GET, l, NULL, text, sizeof text, NULL) == 0)
-                now[x] = (unsigned char)_vs_store_alive(text);
-            *nl = save;
-        }
-        for (int x = 0; x < w->size; x++) __atomic_store_n(&w->ejoin[x], now[x], __ATOMIC_RELEASE);
-    }
-    _vs_hfree(&w->hooks, list);
-    _vs_hfree(&w->hooks, now);
-}
-
-#if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
-/* MPIX_Comm_shrink on a thread of its own: it has no deadline, the caller's
-   wait has. */
-typedef struct _vs_m_shrink {
-    MPI_Comm in, out;
-    int rc, done;
-} _vs_m_shrink;
-
-_VS_PRIVATE void* _vs_m_shrink_main(void* a)
-{
-    _vs_m_shrink* s = (_vs_m_shrink*)a;
-    s->rc = MPIX_Comm_shrink(s->in, &s->out);
-    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
-    return NULL;
-}
-
-/* An agreement on an MPI job with ULFM (w->mft): a shrink only. The world's
-   communicator is revoked and shrunk (MPIX_Comm_shrink: the agreement, over
-   the live processes, on who has ended), the ranks `keep` drops leave by a
-   split, and the stayers get a new abort channel: the world's notices start
-   afresh. MPI jobs do not grow back. */
-_VS_PRIVATE vs_result _vs_mpi_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
-                                   const char* fn)
-{
-    const _vs_hooks* h = &w->hooks;
-    if (kind == _VS_REFORM_GROW)
-        return _vs_err(VS_ERR_UNSUPPORTED, "%s: an MPI job does not grow back (a process cannot join a running MPI "
-                       "job here): it goes on smaller; the whole mesh comes back from a checkpoint (vs_train_load)", fn);
-    if (!w->comm)
-        return _vs_err(VS_ERR_STATE, "%s: world rank %d left the world at a shrink: on MPI it cannot come back; end "
-                       "the process (status 0)", fn, w->rank);
-    if (!__atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE) && !_vs_mpi_aborted(w) &&
-        !__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))
-        return _vs_err(VS_ERR_STATE, "%s: world rank %d saw no failure since the world's last reconfiguration (epoch "
-                       "%d): nothing to shrink from (a shrink follows a call that returned VS_ERR_ABORTED or "
-                       "VS_ERR_TIMEOUT)", fn, w->rank, w->epoch);
-    MPI_Comm old = w->comm->mc;
-    MPIX_Comm_revoke(old); // (every live rank's operations on it stop)
-    _vs_m_shrink* sh = _VS_HNEW(h, _vs_m_shrink, 1);
-    pthread_t th;
-    if (!sh) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
-    sh->in = old;
-    if (pthread_create(&th, NULL, _vs_m_shrink_main, sh) != 0) {
-        _vs_hfree(h, sh);
-        return _vs_err(VS_ERR_NOMEM, "%s: cannot start a thread for MPIX_Comm_shrink", fn);
-    }
-    double end = _vs_now() + w->timeout;
-    while (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) && _vs_now() < end) _vs_sleep_us(1000);
-    if (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE)) {
-        pthread_detach(th); // (it writes into sh when MPI returns: sh stays)
-        return _vs_err(VS_ERR_TIMEOUT, "%s: MPIX_Comm_shrink did not return within %g s on world rank %d (a live "
-                       "rank that does not shrink: every live rank calls it)", fn, w->timeout, w->rank);
-    }
-    pthread_join(th, NULL);
-    MPI_Comm sc = sh->out;
-    int rc = sh->rc;
-    _vs_hfree(h, sh);
-    if (rc != MPI_SUCCESS) return _vs_mpi_fail(rc, "vs_world_shrink: MPIX_Comm_shrink");
-    MPI_Comm_set_errhandler(sc, MPI_ERRORS_RETURN);
-    /* the requests the failure left in flight complete now (in error: their
-       communicators are revoked or lost a rank); tested later, after their
-       communicators are freed, MPI would read freed memory */
-    pthread_mutex_lock(&w->mmu);
-    if (w->mab != MPI_COMM_NULL) MPIX_Comm_revoke(w->mab); // (the notices in flight: to the dead among them)
-    for (_vs_mpi_leak* l = w->leaks; l; l = l->next)
-        for (int i = 0; i < l->nreq; i++) _vs_mpi_settle(&l->req[i], _vs_now() + 0.5);
-    pthread_mutex_unlock(&w->mmu);
-    int on = w->comm->size, sn = 0;
-    MPI_Comm_size(sc, &sn);
-    int* oldx = _VS_HNEW(h, int, 3 * (size_t)on); // the old ranks' new ranks, their indices, the failed
-    _vs_rticket tk;
-    memset(&tk, 0, sizeof tk);
-    if (!oldx) {
-        MPI_Comm_free(&sc);
-        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
-    }
-    int* idx = oldx + on;
-    MPI_Group og, sg;
-    MPI_Comm_group(old, &og);
-    MPI_Comm_group(sc, &sg);
-    for (int i = 0; i < on; i++) idx[i] = i;
-    MPI_Group_translate_ranks(og, on, idx, sg, oldx);
-    MPI_Group_free(&og);
-    MPI_Group_free(&sg);
-    tk.kind = kind;
-    tk.info.epoch = w->epoch + 1;
-    int* failed = oldx + 2 * on, nf = 0;
-    for (int i = 0; i < on; i++)
-        if (oldx[i] == MPI_UNDEFINED) {
-            failed[nf++] = w->wranks ? w->wranks[i] : i;
-            _vs_rlist(tk.info.failed, &tk.info.nfailed, failed[nf - 1]);
-        }
-    // every survivor's choice is the same function of the same set: who stays is known everywhere
-    int* wr = _VS_HNEW(h, int, sn > 0 ? sn : 1);
-    int n = 0;
-    tk.index = -1;
-    for (int i = 0; wr && i < on; i++) {
-        if (oldx[i] == MPI_UNDEFINED) continue;
-        int x = w->wranks ? w->wranks[i] : i;
-        if (!keep || keep(failed, nf, x, ctx)) {
-            if (x == w->rank) tk.index = n;
-            wr[n++] = x;
-        } else {
-            _vs_rlist(tk.info.dropped, &tk.info.ndropped, x);
-        }
-    }
-    _vs_hfree(h, oldx);
-    const int stay = tk.index >= 0;
-    MPI_Comm nc = MPI_COMM_NULL, nab = MPI_COMM_NULL;
-    int e = wr ? MPI_Comm_split(sc, stay ? 0 : MPI_UNDEFINED, 0, &nc) : MPI_ERR_NO_MEM;
-    MPI_Comm_free(&sc);
-    if (e == MPI_SUCCESS && nc != MPI_COMM_NULL) e = MPI_Comm_dup(nc, &nab);
-    if (e != MPI_SUCCESS) { // (a second failure inside: the next shrink goes on from the old world)
-        _vs_hfree(h, wr);
-        if (nc != MPI_COMM_NULL) MPI_Comm_free(&nc);
-        vs_result r = _vs_mpi_fail(e, "vs_world_shrink: the new world communicator");
-        return _vs_err(r == VS_ERR_NOMEM ? r : VS_ERR_ABORTED, "%s (a rank failed inside the shrink: shrink again)",
-                       vs_last_error());
-    }
-    tk.n = n;
-    tk.info.nlive = n;
-    tk.info.left = !stay;
-    vs_comm* vc = NULL;
-    if (stay) {
-        MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
-        MPI_Comm_set_errhandler(nab, MPI_ERRORS_RETURN);
-        int r = 0;
-        MPI_Comm_rank(nc, &r);
-        if (!(vc = _vs_comm_new(w, VS_TRANSPORT_MPI, r, n))) {
-            MPI_Comm_free(&nc), MPI_Comm_free(&nab);
-            _vs_hfree(h, wr);
-            return _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
-        }
-        vc->mc = nc;
-        vc->timeout = w->comm->timeout;
-        // the abort channel starts afresh: the old one's receive is withdrawn (its notices are the past)
-        pthread_mutex_lock(&w->mmu);
-        if (w->abreq != MPI_REQUEST_NULL) { // (a receive's cancel completes here: nothing stays in flight)
-            MPI_Cancel(&w->abreq);
-            _vs_mpi_settle(&w->abreq, _vs_now() + 0.5);
-        }
-        w->abreq = MPI_REQUEST_NULL;
-        w->mab = nab; // (the old one stays, with the leaked receive: freed with the world's MPI)
-        __atomic_store_n(&w->ab_state, 0, __ATOMIC_RELEASE);
-        w->ab_sent = 0, w->ab_rank = -1, w->ab_why = 0;
-        if (w->ab_text) w->ab_text[0] = 0;
-        MPI_Irecv(w->abin, (int)sizeof *w->abin, MPI_BYTE, MPI_ANY_SOURCE, _VS_MPI_TAG_ABORT, w->mab, &w->abreq);
-        pthread_mutex_unlock(&w->mmu);
-    } else {
-        _vs_hfree(h, wr);
-        wr = NULL;
-    }
-    _vs_reform_adopt(w, vc, wr, &tk, info);
-    return VS_OK;
-}
-#endif
-
-/* An agreement of `kind` (_VS_REFORM_*) on w: the transport's (its table's
-   reform: a vs_launch job's in its memory, an NCCL job of processes' in its
-   store, an MPI job's with ULFM); the others cannot, and say what is missing. */
-_VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
-                                 const char* fn)
-{
-    const _vs_transport_ops* tp = _vs_transport_of(w->tr);
-    if (!tp || !tp->reform) return _vs_err(VS_ERR_UNSUPPORTED, "%s: transport %s has no agreement", fn, vs_transport_name(w->tr));
-    return tp->reform(w, kind, keep, ctx, info, fn);
-}
-
-VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info)
-{
-    _VS_CHECK_NULL(w, "world");
-    return _vs_reform(w, _VS_REFORM_SHRINK, NULL, NULL, info, "vs_world_shrink");
-}
-
-/* vs_mesh_shrink's choice: world rank `rank` stays unless a failed rank of the
-   mesh has its coordinate along the dim (ranks outside the mesh stay). */
-typedef struct _vs_keep_mesh {
-    const vs_mesh* m;
-    int dim;
-} _vs_keep_mesh;
-
-_VS_PRIVATE int _vs_mesh_index_of(const vs_mesh* m, int world_rank)
-{
-    for (int i = 0; i < m->nranks; i++)
-        if (m->granks[i] == world_rank) return i;
-    return -1;
-}
-
-_VS_PRIVATE int _vs_keep_replica(const int* failed, int nfailed, int rank, void* ctx)
-{
-    const _vs_keep_mesh* k = (const _vs_keep_mesh*)ctx;
-    int i = _vs_mesh_index_of(k->m, rank), c[VS_MESH_MAX_DIMS], f[VS_MESH_MAX_DIMS];
-    if (i < 0) return 1;
-    _vs_mesh_coord_calc(k->m, i, c);
-    for (int j = 0; j < nfailed; j++) {
-        int fi = _vs_mesh_index_of(k->m, failed[j]);
-        if (fi < 0) continue;
-        _vs_mesh_coord_calc(k->m, fi, f);
-        if (f[k->dim] == c[k->dim]) return 0;
-    }
-    return 1;
-}
-
-VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_reform_info* info)
-{
-    const char* fn = "vs_mesh_shrink";
-    _VS_CHECK_NULL(m, "mesh");
-    _VS_CHECK_NULL(out, "out");
-    *out = NULL;
-    vs_world* w = m->world;
-    if (m->parent) return _vs_err(VS_ERR_INVALID, "%s: a submesh: shrink the mesh it belongs to", fn);
-    if (m->shrunk)
-        return _vs_err(VS_ERR_STATE, "%s: this mesh was shrunk before (at the world's reconfiguration %d): shrink the "
-                       "mesh that gave", fn, m->shrunk);
-    if (m->comm != w->comm)
-        return _vs_err(VS_ERR_INVALID, "%s: the mesh must be over the world's communicator (as vs_parallelize's is): "
-                       "its replicas are chosen among all the world's live ranks", fn);
-    const char* dn = dim ? dim : "DP";
-    int di = -1;
-    for (int i = 0; i < m->ndims; i++)
-        if (!strcmp(m->names[i], dn)) di = i;
-    if (di < 0) {
-        char desc[128];
-        vs_mesh_describe(m, desc, sizeof desc);
-        return _vs_err(VS_ERR_INVALID, "%s: the mesh %s has no dim '%s' to drop replicas along", fn, desc, dn);
-    }
-    const _vs_transport_ops* tp = _vs_transport_of(w->tr);
-    if (tp && tp->quiesce) { // (the submeshes' work in flight, on a failure: NCCL's streams)
-        vs_comm** subs = _VS_HNEW(_VS_WH(w), vs_comm*, m->nsubs ? m->nsubs : 1);
-        if (!subs) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
-        for (int i = 0; i < m->nsubs; i++) subs[i] = m->subs[i].mesh ? m->subs[i].mesh->comm : NULL;
-        tp->quiesce(w, subs, m->nsubs);
-        _vs_hfree(_VS_WH(w), subs);
-    }
-    _vs_keep_mesh k = {m, di};
-    vs_reform_info ri;
-    _VS_TRY(_vs_reform(w, _VS_REFORM_SHRINK, _vs_keep_replica, &k, &ri, fn));
-    m->shrunk = ri.epoch;
-    if (info) *info = ri;
-    if (ri.left) {
-        if (ri.nlive == 0) {
-            char failed[256] = "";
-            size_t len = 0;
-            for (int i = 0; i < ri.nfailed && i < VS_REFORM_LIST && len < sizeof failed; i++)
-                len += (size_t)_vs_fmt(failed + len, sizeof failed - len, "%s%d", i ? ", " : "", ri.failed[i]);
-            return _vs_err(VS_ERR_STATE, "%s: every replica along %s lost a rank (failed world ranks %s): no replica "
-                           "holds the whole model; resume from a checkpoint (vs_train_load on a new mesh)", fn, dn,
-                           failed);
-        }
-        return VS_OK; // (this rank left with its replica: it comes back with vs_world_grow)
-    }
-    // the new shape: the dim keeps the coordinates some staying rank still has
-    int nd = 0, c[VS_MESH_MAX_DIMS];
-    int* seen = _VS_HNEW(&w->hooks, int, m->shape[di]);
-    if (!seen) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
-    for (int i = 0; i < w->comm->size; i++) {
-        int mi = _vs_mesh_index_of(m, w->wranks ? w->wranks[i] : i);
-        if (mi < 0) continue;
-        _vs_mesh_coord_calc(m, mi, c);
-        if (!seen[c[di]]) seen[c[di]] = 1, nd++;
-    }
-    _vs_hfree(&w->hooks, seen);
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.ndims = m->ndims;
-    for (int i = 0; i < m->ndims; i++) md.shape[i] = i == di ? nd : m->shape[i], md.dim_names[i] = m->names[i];
-    return vs_mesh_init(w, &md, out);
-}
-
-VS_API vs_result vs_world_grow(vs_world* w, vs_reform_info* info)
-{
-    _VS_CHECK_NULL(w, "world");
-    return _vs_reform(w, _VS_REFORM_GROW, NULL, NULL, info, "vs_world_grow");
-}
-
-VS_API vs_result vs_world_joiners(vs_world* w, int* n)
-{
-    _VS_CHECK_NULL(w, "world");
-    _VS_CHECK_NULL(n, "n");
-    *n = 0;
-    if (!w->comm) return _vs_err(VS_ERR_STATE, "vs_world_joiners: world rank %d is not in the world's communicator "
-                                 "(it left at a shrink, or is a replacement): it joins with vs_world_grow", w->rank);
-    int32_t mine = 0, all = 0;
-    if (w->job) { // (a vs_launch job's: threads or NCCL)
-        _vs_tjob* job = w->job;
-        pthread_mutex_lock(&job->mu);
-        for (int x = 0; x < job->desc.nranks; x++)
-            mine += job->tk[x] && job->tk[x]->kind == _VS_REFORM_GROW && !job->live[x];
-        pthread_mutex_unlock(&job->mu);
-    } else if (w->elastic_dir[0]) { // (an NCCL job of processes: the store's requests)
-        mine = _vs_store_joiners(w);
-    }
-    _VS_TRY(_vs_host_coll(w->comm, 0, &mine, &all, 1, VS_I32, VS_OP_MAX, "vs_world_joiners"));
-    *n = all;
-    return VS_OK;
-}
-
-VS_API vs_result vs_world_respawn(vs_world* w, int rank)
-{
-    const char* fn = "vs_world_respawn";
-    _VS_CHECK_NULL(w, "world");
-    _vs_tjob* job = w->job;
-    if (!job)
-        return _vs_err(VS_ERR_UNSUPPORTED, "%s: only a vs_launch job starts replacements (a job of processes starts "
-                       "its own: a process with vs_world_desc.join = 1 or VESCALE_ELASTIC_JOIN=1)", fn);
-    if (rank < 0 || rank >= job->desc.nranks)
-        return _vs_err(VS_ERR_INVALID, "%s: rank %d out of range [0, %d)", fn, rank, job->desc.nranks);
-    vs_result r = VS_OK;
-    pthread_mutex_lock(&job->mu);
-    if (!__atomic_load_n(&job->exited[rank], __ATOMIC_ACQUIRE))
-        r = _vs_err(VS_ERR_INVALID, "%s: world rank %d is alive: a replacement comes only for a rank that failed", fn,
-                    rank);
-    else if (job->live[rank])
-        r = _vs_err(VS_ERR_STATE, "%s: world rank %d failed but the survivors have not agreed on it yet: shrink first "
-                    "(vs_mesh_shrink or vs_world_shrink)", fn, rank);
-    _vs_textra* x = r ? NULL : _VS_HNEW(&job->hooks, _vs_textra, 1);
-    vs_world* nw = x ? _vs_launch_world(job, rank) : NULL;
-    if (!r && (!x || !nw)) r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for world rank %d", fn, rank);
-    if (!r) {
-        nw->job = job;
-        nw->joining = 1;
-        nw->epoch = job->epoch;
-        job->worlds[rank] = nw;
-        job->results[rank] = VS_OK;
-        job->recovered[rank] = 0;
-        __atomic_store_n(&job->exited[rank], 0, __ATOMIC_RELEASE);
-        x->tr.job = job;
-        x->tr.rank = rank;
-        if (pthread_create(&x->th, NULL, _vs_rank_main, &x->tr) != 0) {
-            r = _vs_err_backend(VS_ERR_BACKEND, errno, "%s: cannot start a thread for world rank %d", fn, rank);
-            job->worlds[rank] = NULL;
-            job->recovered[rank] = 1;
-            __atomic_store_n(&job->exited[rank], 1, __ATOMIC_RELEASE);
-        } else {
-            x->next = job->extra;
-            job->extra = x;
-            x = NULL, nw = NULL;
-        }
-    }
-    pthread_mutex_unlock(&job->mu);
-    if (nw) vs_world_free(nw);
-    _vs_hfree(&job->hooks, x);
-    return r;
-}
-
-VS_API int vs_world_joining(const vs_world* w) { return w && w->joining; }
 
 // >>kernels --------------------------------------------------------------------
 #if defined(VESCALE_NCCL) && !defined(_VS_MESH_CUDA)
