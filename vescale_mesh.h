@@ -9,12 +9,22 @@
        #define VESCALE_MESH_IMPLEMENTATION
        #include "vescale_mesh.h"
 
-   Macros read (all optional):
-       VESCALE_STATIC       every function `static inline`, nothing exported; implies
-                            VESCALE_IMPLEMENTATION (define it alone, before the
-                            include, in each file): for single-translation-unit
-                            builds. Each TU then has its own implementation; never
-                            pass a handle between TUs.
+   Step by step (threads transport: 8 ranks as threads of this process):
+
+       static int train(vs_world* w, void* arg) {
+           (void)arg;
+           vs_mesh* mesh;
+           vs_mesh_init(w, &(vs_mesh_desc){ .shape = {2, 2, 2} }, &mesh); // PP,DP,TP
+           vs_mesh* dp;
+           vs_mesh_submesh(mesh, "DP", &dp);          // collective the first time
+           float g[1024] = {0};
+           vs_all_reduce(vs_mesh_comm(dp), g, g, 1024, VS_F32, VS_OP_AVG, NULL);
+           vs_mesh_free(mesh);
+           return 0;
+       }
+       int main(void) { return vs_launch(8, train, NULL) == VS_OK ? 0 : 1; }
+
+   Macros read (all optional). Transports:
        VESCALE_MPI          compile the MPI transport (link -lmpi, or use mpicc)
        VESCALE_NCCL         compile the NCCL transport (CUDA device buffers;
                             link -lcudart -lnccl -lnvrtc: NVRTC compiles the
@@ -23,12 +33,21 @@
                             compiled by vs_nvrtc_compile; link -lnvrtc) without the
                             NCCL transport: for offline checks of the kernels
                             (VESCALE_NCCL implies it)
-       VS_ASSERT(c)         internal-invariant check (default: assert(c))
-       VESCALE_NT_MIN       threads transport: buffers of at least this many bytes
-                            are written with non-temporal stores (default 4 MiB)
-       VESCALE_NO_SIMD      no SSE2 intrinsics (plain memcpy everywhere)
+
+   Linkage and checks:
+       VESCALE_STATIC       every function `static inline`, nothing exported; implies
+                            VESCALE_IMPLEMENTATION (define it alone, before the
+                            include, in each file): for single-translation-unit
+                            builds. Each TU then has its own implementation; never
+                            pass a handle between TUs.
        VS_API               linkage of public functions (default: extern, or
                             static inline under VESCALE_STATIC)
+       VS_ASSERT(c)         internal-invariant check (default: assert(c))
+
+   Copies on the threads transport:
+       VESCALE_NT_MIN       buffers of at least this many bytes are written with
+                            non-temporal stores (default 4 MiB)
+       VESCALE_NO_SIMD      no SSE2 intrinsics (plain memcpy everywhere)
 
    Link: -lpthread -lm always; the MPI library with VESCALE_MPI (mpicc, or -lmpi);
    -lcudart -lnccl -lnvrtc with VESCALE_NCCL.
@@ -48,7 +67,8 @@
    md.shape[1] = 2; vs_mesh_init(w, &md, &mesh); or C++20 vs_mesh_desc md{ .shape =
    {2, 2} }; (g++ -Wextra then needs -Wno-missing-field-initializers).
 
-   Environment read (only when the corresponding desc field is left zero):
+   Environment read (only when the corresponding desc field is left zero).
+   Logging, timeouts, the transport:
        VESCALE_LOG=off|error|warn|info|debug  log level (default: warn: warnings and a failed
                                            job's cause print; see "Faults" on the errors
                                            functions return)
@@ -60,10 +80,14 @@
                                            MPI: check every collective's arguments across
                                            ranks (see vs_world_abort); params: DDP
                                            (vescale_ddp.h, vs_ddp_wait_params)
+
+   Rendezvous (NCCL):
        VESCALE_RUN_ID (or TORCHELASTIC_RUN_ID)  a per-job secret for the NCCL TCP
                                            and file rendezvous (see _vs_tcp_bcast)
        VESCALE_INIT_FILE=<path>            NCCL without MPI: the rendezvous through
                                            a shared file system (vs_world_desc.init_file)
+
+   Elastic jobs (>>elastic):
        VESCALE_ELASTIC_DIR=<dir>           NCCL jobs of processes: survive a rank
          or tcp://host:port                (vs_world_desc.elastic_dir; >>elastic;
                                            tcp: a vs_lighthouse's address)
@@ -72,45 +96,36 @@
        VESCALE_LIGHTHOUSE_TOKEN=<secret>   a lighthouse's shared token: ranks sign
                                            with it (vs_world_desc.elastic_token), a
                                            lighthouse checks it (vs_lighthouse_desc.token)
+
+   Launchers (vs_bootstrap_from_env):
        RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT   (torchrun style)
        SLURM_PROCID SLURM_NTASKS SLURM_LOCALID              (srun)
        OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK (mpirun)
    A malformed value ("abc", "5s", a level of 99) is an error naming the variable,
    returned by vs_launch / vs_world_init; it is never silently taken as the default.
 
-   Step by step (threads transport: 8 ranks as threads of this process):
-
-       static int train(vs_world* w, void* arg) {
-           (void)arg;
-           vs_mesh* mesh;
-           vs_mesh_init(w, &(vs_mesh_desc){ .shape = {2, 2, 2} }, &mesh); // PP,DP,TP
-           vs_mesh* dp;
-           vs_mesh_submesh(mesh, "DP", &dp);          // collective the first time
-           float g[1024] = {0};
-           vs_all_reduce(vs_mesh_comm(dp), g, g, 1024, VS_F32, VS_OP_AVG, NULL);
-           vs_mesh_free(mesh);
-           return 0;
-       }
-       int main(void) { return vs_launch(8, train, NULL) == VS_OK ? 0 : 1; }
-
    Topics (grep the markers):
        // >>base       results, per-thread error message, version
        // >>hooks      allocator, logger, assert
        // >>dtype      dtypes and reduction ops
        // >>comm       the communicator interface: collectives, p2p, groups, async work
+
        // >>threads    the threads transport (vs_launch)
        // >>mpi        the MPI transport
        // >>nccl       the NCCL transport
        // >>bootstrap  world init from launcher environment, TCP and file rendezvous
+
        // >>mesh       the device mesh
        // >>elastic    failure as a normal event: shrink, grow, replacement ranks
        // >>lighthouse the store served over TCP, for ranks that share no directory
+
        // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
                        vs_nvrtc_compile; the kernel framework the parts share
                        (vs_kernels_get: compiled once per process and architecture)
        // >>layout     placements, local shards, redistribute
        // >>tp         Megatron TP/SP regions, vocab-parallel embedding and loss
        // >>init       sharding-invariant initialization (Philox4x32-10)
+
    Implementation only:
        // >>time       clocks, deadlines, spinning, condition variables on CLOCK_MONOTONIC
        // >>transports one table of operations per transport (see the checklists)
@@ -119,15 +134,20 @@
    A public function is declared and defined under the same marker
    (tests/check_markers.sh checks it).
 
-   Adding a transport: one section with its operations and one table entry in
-   >>transports (struct _vs_transport_ops says what each member does; the threads
-   transport is the reference), its case in _vs_transport_of, and its constructor
-   in vs_world_init (or vs_launch for in-process ranks): nothing else above the
-   transport asks which transport it runs on.
-   Adding a collective: an X(...) line in _VS_OP_KINDS, its public entry point
-   (>>comm, filled by _vs_op_make), its match rules in _vs_t_match (threads) and
-   the MPI fingerprint, and its data movement in each transport's exec/submit
-   (_vs_t_collective, _vs_mpi_start, _vs_nccl_launch); a test in test_collectives.
+   Adding a transport:
+   - one section with its operations;
+   - its table in >>transports, filled by member name (struct _vs_transport_ops
+     says what each member does; the threads transport is the reference),
+     world_init and reform included (vs_launch for in-process ranks);
+   - its case in _vs_transport_of.
+   Nothing else above the transport asks which transport it runs on.
+
+   Adding a collective:
+   - an X(...) line in _VS_OP_KINDS, its public entry point (>>comm, filled by
+     _vs_op_make);
+   - its match rules in _vs_t_match (threads) and the MPI fingerprint;
+   - its data movement in each transport's exec/submit (_vs_t_collective,
+     _vs_mpi_start, _vs_nccl_launch); a test in test_collectives.
 
    Semantics shared by every transport
    -----------------------------------
@@ -173,19 +193,21 @@
      naming the cause; vs_launch returns the cause's own result and message.
    - The cause is what users see. A rank whose own call failed is the cause;
      what the abort makes every other rank return is a consequence that names
-     the origin's world rank and its own words, e.g. when a layer callback of
-     the pipeline fails on world rank 5 (the engine aborts with
+     the origin's world rank and its own words. A layer callback of the
+     pipeline that fails on world rank 5 (the engine aborts with
      vs_comm_abort_with):
+
        rank 5:   VS_ERR_INVALID "vs_train_step (step 1): vs_pipe_run: stage 1 at
                  instruction 5 (F1.1): unit "h.1.attn" forward, microbatch 1: ..."
        others:   VS_ERR_ABORTED "...: job aborted: world rank 5 failed
                  (VS_ERR_INVALID): vs_pipe_run: stage 1 at instruction 5 (F1.1): ..."
        vs_launch: VS_ERR_INVALID and rank 5's message.
-     Two ranks that fail at once: the first recorded is the cause, everywhere.
+
+   - Two ranks that fail at once: the first recorded is the cause, everywhere.
      MPI: the abort notice carries the origin and its message to every rank.
-     Jobs are independent: one job's failure never touches another's. A rank's
-     function must complete (vs_wait) its asynchronous work before it returns:
-     once it has returned, peers waiting on it treat it as gone.
+   - Jobs are independent: one job's failure never touches another's.
+   - A rank's function must complete (vs_wait) its asynchronous work before it
+     returns: once it has returned, peers waiting on it treat it as gone.
    - A timeout names the missing ranks (group and world), the communicator and
      the operation with its sequence number.
    - NCCL in a vs_launch job (one process, a thread per GPU): the same
@@ -231,44 +253,52 @@
 
    Memory
    ------
-   The library allocates host and device memory through the world's allocator
-   hooks: vs_allocator in vs_launch_desc or vs_world_desc (alloc, free,
-   device_alloc, device_free, user; NULL members take malloc/free and
-   cudaMalloc/cudaFree). A trainer can route its own buffers through the same hooks
-   with vs_alloc / vs_free / vs_device_alloc / vs_device_free. Hooks are called from
-   every rank thread and from progress threads at once: they must be thread-safe.
-   Allocation failure is VS_ERR_NOMEM. Scratch space (redistribute's, DDP's buckets
-   and optimizer state) is kept in the handle that needs it and freed with it
-   (vs_mesh_free, vs_ddp_free). Buffers you pass are never freed or kept: they must
-   stay valid until the call returns, or until vs_wait for an asynchronous one.
-   Buffers are host memory on the threads and MPI transports and CUDA device memory
-   on NCCL; vs_ddp_memory_usage reports what a DDP holds.
+   - The library allocates host and device memory through the world's
+     allocator hooks: vs_allocator in vs_launch_desc or vs_world_desc (alloc,
+     free, device_alloc, device_free, user; NULL members take malloc/free and
+     cudaMalloc/cudaFree).
+   - A trainer can route its own buffers through the same hooks with vs_alloc /
+     vs_free / vs_device_alloc / vs_device_free.
+   - Hooks are called from every rank thread and from progress threads at once:
+     they must be thread-safe. Allocation failure is VS_ERR_NOMEM.
+   - Scratch space (redistribute's, DDP's buckets and optimizer state) is kept
+     in the handle that needs it and freed with it (vs_mesh_free, vs_ddp_free);
+     vs_ddp_memory_usage reports what a DDP holds.
+   - Buffers you pass are never freed or kept: they must stay valid until the
+     call returns, or until vs_wait for an asynchronous one. They are host
+     memory on the threads and MPI transports, CUDA device memory on NCCL.
 
    Errors and logging
    ------------------
-   A function that can fail returns a vs_result: VS_OK (0) or a negative code,
-   grouped by kind (-1..-19 your input, -20..-39 resources and availability,
-   -40..-59 communication and backends); vs_result_string names it. vs_last_error()
-   gives the calling thread's message for the last error, naming the call and the
-   bad value ("vs_mesh_init: shape 2x3 has 6 ranks but the communicator has 4");
-   vs_last_backend_code() the raw CUDA, NCCL, MPI or errno code behind
-   VS_ERR_BACKEND and VS_ERR_IO. A function that returns a pointer or a count says
-   in its comment what it returns on error; the message is set the same way.
-   Nothing exits or aborts on bad input; VS_ASSERT (default: assert) only guards
-   internal invariants. Faults (timeouts, a rank that fails) end the job on every
-   rank with VS_ERR_ABORTED naming the cause, the world rank it happened on and
-   its own message; that rank keeps its own error, and vs_launch returns it:
-   see Faults above.
-   The default log level is warn: without a logger, warnings (a skipped step,
-   a lost lighthouse, ...) and a failed job's cause print to stderr; VESCALE_LOG=off
-   silences them. Give a logger (vs_logger in the launch or world desc: a function
-   called with a level and a message without newline) and a log_level, or set
-   VESCALE_LOG=off|error|warn|info|debug (stderr when no logger is given). When a
-   level is asked for (VESCALE_LOG, a logger, or a desc level other than warn),
-   at warn every error a function returns is logged once with its rank too (by
-   default it is not: the caller has it); the cause of a failed job once at
-   error, and the errors it causes on the other ranks at info. Loggers are
-   called from any thread (progress threads too) and must be re-entrant.
+   - A function that can fail returns a vs_result: VS_OK (0) or a negative
+     code, grouped by kind: -1..-19 your input, -20..-39 resources and
+     availability, -40..-59 communication and backends. vs_result_string names it.
+   - vs_last_error(): the calling thread's message for the last error, naming
+     the call and the bad value ("vs_mesh_init: shape 2x3 has 6 ranks but the
+     communicator has 4"). vs_last_backend_code(): the raw CUDA, NCCL, MPI or
+     errno code behind VS_ERR_BACKEND and VS_ERR_IO.
+   - A function that returns a pointer or a count says in its comment what it
+     returns on error; the message is set the same way.
+   - Nothing exits or aborts on bad input; VS_ASSERT (default: assert) only
+     guards internal invariants.
+   - Faults (timeouts, a rank that fails) end the job on every rank with
+     VS_ERR_ABORTED naming the cause, the world rank it happened on and its own
+     message; that rank keeps its own error, and vs_launch returns it (Faults,
+     above).
+
+   Logging:
+   - The default level is warn: without a logger, warnings (a skipped step, a
+     lost lighthouse, ...) and a failed job's cause print to stderr;
+     VESCALE_LOG=off silences them.
+   - Give a logger (vs_logger in the launch or world desc: a function called
+     with a level and a message without newline) and a log_level, or set
+     VESCALE_LOG=off|error|warn|info|debug (stderr when no logger is given).
+   - When a level is asked for (VESCALE_LOG, a logger, or a desc level other
+     than warn), at warn every error a function returns is logged once with its
+     rank too (by default it is not: the caller has it); the cause of a failed
+     job once at error, and the errors it causes on the other ranks at info.
+   - Loggers are called from any thread (progress threads too) and must be
+     re-entrant.
 
    Threads and streams
    -------------------
@@ -295,11 +325,11 @@
      TP/SP regions, the vocab functions and vs_init_fill return when their work
      is enqueued, and the results are ready in stream order on the caller's
      stream (the communicator's: the one set with vs_comm_set_stream, else the
-     legacy default stream), whose earlier work they follow. Read a result after
-     a sync of that stream (vs_sync_stream, or a cudaMemcpy of the loss) or
-     enqueue work after it there; free a buffer only after its users' work
-     (>>tp has the id check that reports later). No host sync, allocation,
-     event or copy to the host in a steady state.
+     legacy default stream), whose earlier work they follow.
+   - So read a result after a sync of that stream (vs_sync_stream, or a
+     cudaMemcpy of the loss) or enqueue work after it there; free a buffer only
+     after its users' work (>>tp has the id check that reports later). No host
+     sync, allocation, event or copy to the host in a steady state.
    - CUDA graphs: the library's calls are not capturable (blocking calls and
      vs_wait query the stream or an event, an error while it captures).
    - Host and device kernels from one text give the same bits only without
@@ -328,7 +358,9 @@
        b2 [D]                      [Replicate, Replicate]
    (Stored [out, in] as in torch, column-parallel is Shard(0) and row-parallel
    Shard(1): the column-parallel layer splits its outputs, the row-parallel one
-   its inputs.) With tp = the "TP" submesh (vs_mesh_submesh(mesh, "TP", &tp)):
+   its inputs.)
+
+   Its steps, with tp = the "TP" submesh (vs_mesh_submesh(mesh, "TP", &tp)):
        forward                                          per TP rank
        x [B, D]        whole on every TP rank (the forward of copy is the identity)
        a = x W1 + b1   [B, H/TP], this rank's columns   no communication
@@ -337,6 +369,7 @@
        vs_tp_reduce_forward(tp, y, B * D, VS_F32)       all-reduce: y whole
        y += b2         once, after the sum (the two in one call:
                        vs_tp_reduce_forward_bias(tp, y, B, D, VS_F32, b2, VS_F32))
+
        backward
        dy              whole on every rank (the backward of reduce is the identity)
        db2 = sum_b dy; dW2 = z^T dy; dz = dy W2^T       this rank's rows of W2
@@ -344,6 +377,7 @@
        dx = da W1^T    a partial sum over TP
        vs_tp_copy_backward(tp, dx, B * D, VS_F32)       all-reduce: dx whole, for
                                                         the layer before
+
    One all-reduce forward, one backward. With sequence parallelism x and y stay
    Shard(seq) between blocks: vs_sp_gather_forward takes the place of the identity
    before W1 (its backward, vs_sp_gather_backward, of vs_tp_copy_backward) and
@@ -563,19 +597,20 @@ VS_API int vs_comm_device(const vs_comm* c);
    VS_ERR_INVALID. */
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds);
 /* NCCL: the cudaStream_t the comm's operations are enqueued on; NULL gives back
-   the communicator's own stream. The caller's stream stays the caller's (it is
-   never destroyed by the library); it must outlive its use here. Stream order:
-   on a stream you give, your work and the library's are ordered by that stream;
-   on its own (non-blocking) stream, every call waits for what you enqueued on
-   the legacy default stream before it, and your later work there waits for the
-   call's device work (events, no host wait). Work on other streams of yours:
-   give that stream, or order it yourself. A trainer's own stream is handed in
-   here: e.g. its communication stream, with vs_wait_stream(work, compute_stream)
-   making its compute stream wait for a collective (the host does not). It may
-   be changed between any two calls (it says where the next calls enqueue; work
+   the communicator's own stream. The stream must be of c's device; the
+   caller's stays the caller's (never destroyed here) and must outlive its use.
+   Stream order:
+   - on a stream you give, your work and the library's are ordered by it;
+   - on its own (non-blocking) stream, every call waits for what you enqueued
+     on the legacy default stream before it, and your later work there waits
+     for the call's device work (events, no host wait);
+   - work on other streams of yours: give that stream, or order it yourself.
+   A trainer's own stream is handed in here: e.g. its communication stream,
+   with vs_wait_stream(work, compute_stream) making its compute stream wait for
+   a collective (the host does not). It may change between any two calls: work
    already enqueued stays ordered on its stream, and the new stream waits for
-   it: an event, no host wait). The stream must be of c's
-   device. Threads and MPI: VS_ERR_UNSUPPORTED. Only the thread using c. */
+   it (an event, no host wait). Threads and MPI: VS_ERR_UNSUPPORTED. Only the
+   thread using c. */
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream);
 /* The cudaStream_t c enqueues on now (the one set above, else its own); NULL on
    threads and MPI, and on a bad handle (with vs_last_error()). */
@@ -586,18 +621,20 @@ VS_API void* vs_comm_stream(const vs_comm* c);
    finalize, abort or split them yourself (vs_comm_abort, vs_comm_split,
    vs_comm_free do that).
 
-   vs_comm_nccl: the ncclComm_t of an NCCL communicator, as void*. NULL, with
-   vs_last_error() naming the transport, on a threads or MPI communicator; NULL
-   too once the communicator was aborted (a timeout, vs_comm_abort, NCCL's
-   asynchronous error, a failed rank of a vs_launch job: NCCL's handle is gone).
-   Read it anew rather than keep it: a handle kept past an abort is freed memory.
-   vs_comm_mpi: a pointer to the communicator's MPI_Comm (MPI_Comm mc =
-   *(MPI_Comm*)vs_comm_mpi(c); void* so that this header needs no <mpi.h>); NULL
-   on threads and NCCL. It is vescale's own duplicate of the world's (or a
-   split of it): your operations on it must come in the same place of vescale's
-   order on every rank, with no vescale asynchronous work outstanding on it (a
-   progress thread issues that); MPI_Comm_dup it to be free of both. Both
-   getters: any thread that uses c.
+   - vs_comm_nccl: the ncclComm_t of an NCCL communicator, as void*. NULL, with
+     vs_last_error() naming the transport, on a threads or MPI communicator;
+     NULL too once the communicator was aborted (a timeout, vs_comm_abort,
+     NCCL's asynchronous error, a failed rank of a vs_launch job: NCCL's handle
+     is gone). Read it anew rather than keep it: a handle kept past an abort is
+     freed memory.
+   - vs_comm_mpi: a pointer to the communicator's MPI_Comm (MPI_Comm mc =
+     *(MPI_Comm*)vs_comm_mpi(c); void* so that this header needs no <mpi.h>);
+     NULL on threads and NCCL. It is vescale's own duplicate of the world's (or
+     a split of it): your operations on it must come in the same place of
+     vescale's order on every rank, with no vescale asynchronous work
+     outstanding on it (a progress thread issues that); MPI_Comm_dup it to be
+     free of both.
+   Both getters: any thread that uses c.
 
    Your own NCCL calls on c's ncclComm_t go between vs_comm_nccl_begin and
    vs_comm_nccl_end, on the thread that uses c:
@@ -606,16 +643,18 @@ VS_API void* vs_comm_stream(const vs_comm* c);
            ncclAllReduce(x, x, n, ncclFloat, ncclSum, (ncclComm_t)nc, my_stream);
            r = vs_comm_nccl_end(c);          // NCCL took it; the GPU runs it later
        }
-   begin takes the communicator's NCCL lock (the one vescale's own NCCL calls on
-   it hold), reports a fault already known as c's next call would (VS_ERR_ABORTED,
-   VS_ERR_TIMEOUT, VS_ERR_BACKEND with NCCL's asynchronous error) and gives the
-   ncclComm_t. end waits on the host only until NCCL has taken your calls (c is a
-   non-blocking communicator: a call may answer ncclInProgress, and end polls
-   ncclCommGetAsyncError with c's deadline; a failure aborts c, as vescale's own
-   calls do), then releases the lock. Your operations then complete in stream
-   order, as vescale's stream-ordered ones do: on the stream you gave them (any
-   stream of c's device: vs_comm_stream(c), or your own); vs_sync_stream(c,
-   stream) is the host wait that has the deadline and watches NCCL's errors.
+   - begin takes the communicator's NCCL lock (the one vescale's own NCCL calls
+     on it hold), reports a fault already known as c's next call would
+     (VS_ERR_ABORTED, VS_ERR_TIMEOUT, VS_ERR_BACKEND with NCCL's asynchronous
+     error) and gives the ncclComm_t.
+   - end waits on the host only until NCCL has taken your calls (c is a
+     non-blocking communicator: a call may answer ncclInProgress, and end polls
+     ncclCommGetAsyncError with c's deadline; a failure aborts c, as vescale's
+     own calls do), then releases the lock.
+   - Your operations then complete in stream order, as vescale's stream-ordered
+     ones do: on the stream you gave them (any stream of c's device:
+     vs_comm_stream(c), or your own); vs_sync_stream(c, stream) is the host
+     wait that has the deadline and watches NCCL's errors.
    What is safe to interleave, and why:
    - NCCL matches the operations on one communicator by their order, and takes
      them from one thread at a time. Every vescale call issues its NCCL
@@ -623,12 +662,13 @@ VS_API void* vs_comm_stream(const vs_comm* c);
      call order: the collectives, p2p and barrier (a group's at the outermost
      vs_group_end), vs_comm_split (and a mesh's first vs_mesh_submesh for a set
      of dims), vs_redistribute, the >>tp functions and vs_init_fill on a mesh
-     over c, DDP's reductions and gathers on its mesh's communicators. vs_wait,
-     vs_wait_stream, vs_test and vs_sync_stream issue none, and no thread of
-     vescale's issues any (the watchdog below only queries and aborts; a
-     checkpoint's writer thread does not communicate). So your calls may go
-     between any two vescale calls, with outstanding vescale work (vs_work) or
-     not, as long as every rank makes them in the same place of that order.
+     over c, DDP's reductions and gathers on its mesh's communicators.
+   - vs_wait, vs_wait_stream, vs_test and vs_sync_stream issue none, and no
+     thread of vescale's issues any (the watchdog below only queries and
+     aborts; a checkpoint's writer thread does not communicate). So your calls
+     may go between any two vescale calls, with outstanding vescale work
+     (vs_work) or not, as long as every rank makes them in the same place of
+     that order.
    - Never while a vescale call on c runs on another thread, and make no vescale
      call on c between begin and end (the calls that would issue NCCL there are
      VS_ERR_STATE naming c; begin inside an open vs_group_start is too).
