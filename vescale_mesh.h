@@ -757,17 +757,20 @@ VS_API vs_result vs_group_end(vs_comm* c, vs_work** work);
 VS_API vs_result vs_wait(vs_work* w);
 /* vs_wait_stream and vs_sync_stream, apart: the first makes a stream wait for one
    operation (the host goes on); the second makes the host wait for a stream.
+
    Completes an asynchronous operation in stream order and frees its handle: the
    work enqueued on `stream` after this call runs after the operation, and the
    host does not wait (NCCL). stream NULL: the caller's stream (the one given to
    vs_comm_set_stream, else the legacy default stream). This keeps the host ahead
-   of the GPU: a training step needs one host wait, for its loss. What goes wrong
-   later (a peer that never arrives, NCCL's asynchronous errors, a failed rank of
-   the job) is reported by the communicator's next call, and the world's watchdog
-   thread (started by the first such wait) aborts the communicator once the
-   operation is past the timeout or NCCL reports an error, so a stream waiting on
-   it never hangs, and ends a vs_launch job as a failed rank does. Threads and MPI
-   (no device streams): vs_wait. Only the thread that issued it. */
+   of the GPU: a training step needs one host wait, for its loss.
+   What goes wrong later (a peer that never arrives, NCCL's asynchronous errors,
+   a failed rank of the job):
+   - the communicator's next call reports it;
+   - the world's watchdog thread (started by the first such wait) aborts the
+     communicator once the operation is past the timeout or NCCL reports an
+     error, so a stream waiting on it never hangs, and ends a vs_launch job as
+     a failed rank does.
+   Threads and MPI (no device streams): vs_wait. Only the thread that issued it. */
 VS_API vs_result vs_wait_stream(vs_work* w, void* stream);
 /* The host waits for everything enqueued so far on `stream` (NULL: c's caller
    stream, as above), with c's deadline and fault watch: NCCL's asynchronous
@@ -863,41 +866,41 @@ typedef struct vs_world_desc {
 /* Starts this process's rank of a multi-process job (MPI or NCCL transport). For the
    threads transport use vs_launch. MPI is initialised (MPI_THREAD_MULTIPLE) unless
    the program already did.
-   NCCL: rank 0's unique id reaches the others over MPI when the job has it (MPI
-   initialised, or an Open MPI launcher), else through init_file when one is
-   given (or VESCALE_INIT_FILE), else over TCP on master_addr:master_port. Both
-   carry the same: the job key (VESCALE_RUN_ID, else TORCHELASTIC_RUN_ID, and the
-   world size; see the TCP rendezvous' notes in >>bootstrap), the world size, the
-   payload's length, the id, and each rank's claim, and rank 0 returns once every
-   rank has its id.
-   The file rendezvous: rank 0 writes the id file at init_file (a temporary file
-   in its directory, renamed over the path: a reader sees the old file or the
-   whole new one) with a fresh random nonce; rank r reads it and writes its claim
-   <init_file>.rank<r> the same way; rank 0 takes the claims that carry its
-   nonce, deletes them (each rank returns when its claim is gone) and then the id
-   file: nothing is left behind. A file from another job (its key differs:
-   another run id or world size) is never used: it is waited past until the
-   deadline, and rank 0 replaces it. A file left by an earlier run of the same
-   job (same key, e.g. an elastic restart after a crash) may be read first, but
-   its nonce is not the new rank 0's: the rank re-reads and claims again when
-   rank 0's file appears, and rank 0 takes only claims of its own nonce. Every
-   wait has the world's timeout (VESCALE_TIMEOUT) and a timeout names the file,
-   what was found there and, on rank 0, the ranks that never claimed. Errors
-   naming the path: a directory that does not exist or that the rank cannot
-   write in (VS_ERR_IO, at once on every rank), a file at the path that is not a
-   rendezvous file (VS_ERR_INVALID: rank 0 does not replace it), one that is
-   truncated or damaged (VS_ERR_IO), an init_file longer than 1000 bytes or
-   empty (VS_ERR_INVALID). The path must be on a file system with atomic rename
-   that every rank sees (NFS, Lustre, a local disk for one node). */
+
+   NCCL: rank 0's unique id reaches the others by the first of these that
+   applies:
+   - over MPI, when the job has it (MPI initialised, or an Open MPI launcher);
+   - through init_file (or VESCALE_INIT_FILE), a path every rank sees;
+   - over TCP on master_addr:master_port.
+   The two rendezvous carry the same: the job key (VESCALE_RUN_ID, else
+   TORCHELASTIC_RUN_ID, and the world size; see the TCP rendezvous' notes in
+   >>bootstrap), the world size, the payload's length, the id, and each rank's
+   claim; rank 0 returns once every rank has its id.
+
+   The file rendezvous (its steps: _vs_file_bcast) leaves nothing behind, never
+   uses a file of another job (another run id or world size: waited past, and
+   rank 0 replaces it), and survives one left by an earlier run of the same
+   job. Every wait has the world's timeout (VESCALE_TIMEOUT); a timeout names
+   the file, what was found there and, on rank 0, the ranks that never claimed.
+   Errors naming the path:
+   - a directory that does not exist or that the rank cannot write in
+     (VS_ERR_IO, at once on every rank);
+   - a file at the path that is not a rendezvous file (VS_ERR_INVALID: rank 0
+     does not replace it);
+   - one that is truncated or damaged (VS_ERR_IO);
+   - an init_file longer than 1000 bytes or empty (VS_ERR_INVALID).
+   The path must be on a file system with atomic rename that every rank sees
+   (NFS, Lustre, a local disk for one node). */
 VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out);
-/* Frees the world (and finalizes MPI if vs_world_init initialised it). On MPI,
-   after a timeout or abort left operations in flight that do not complete within
-   0.2 s, MPI is not finalized (MPI_Finalize would wait for them forever): the
-   world is freed all the same and this returns VS_ERR_ABORTED; end the process.
-   MPI cannot start twice: vs_world_init after MPI was finalized is VS_ERR_STATE.
-   MPI with ULFM, after the job lost a process: MPI_Finalize is given at most
-   the world's timeout (10 s at most; Open MPI 5 can wait for good on a message
-   to a process that ended): past it, VS_ERR_ABORTED; end the process. */
+/* Frees the world (and finalizes MPI if vs_world_init initialised it). MPI:
+   - after a timeout or abort left operations in flight that do not complete
+     within 0.2 s, MPI is not finalized (MPI_Finalize would wait for them
+     forever): the world is freed all the same and this returns VS_ERR_ABORTED;
+     end the process;
+   - MPI cannot start twice: vs_world_init after MPI was finalized is VS_ERR_STATE;
+   - with ULFM, after the job lost a process: MPI_Finalize is given at most the
+     world's timeout (10 s at most; Open MPI 5 can wait for good on a message to
+     a process that ended): past it, VS_ERR_ABORTED; end the process. */
 VS_API vs_result vs_world_free(vs_world* w);
 /* Ends the job after a fault. MPI: MPI_Abort on the world, which ends every
    process of the job with exit status -why (1 when that is not in 1..255), after
@@ -917,19 +920,19 @@ VS_API vs_result vs_world_free(vs_world* w);
      VS_ERR_ABORTED naming the origin (the world rank whose failure it was) and
      its message ("world rank 5 failed (VS_ERR_INVALID): ..."), within about a
      millisecond of the notice. Only the origin sends the notice: a rank that
-     learnt of the abort never names itself. Every MPI communicator the library makes has
-     MPI_ERRORS_RETURN, and so has MPI_COMM_WORLD when vs_world_init started MPI
-     (Open MPI reports errors of non-blocking collectives there; a program that
-     starts MPI itself sets it): MPI errors are VS_ERR_BACKEND, not the end of
-     the job.
+     learnt of the abort never names itself.
+   - MPI errors are VS_ERR_BACKEND, not the end of the job: every MPI
+     communicator the library makes has MPI_ERRORS_RETURN, and so has
+     MPI_COMM_WORLD when vs_world_init started MPI (Open MPI reports errors of
+     non-blocking collectives there; a program that starts MPI itself sets it).
      The buffers of an operation that failed this way may still be written by
      MPI until the job ends (MPI cannot cancel collectives): keep them.
-     A timeout names this rank, the communicator's size and the operation with its
-     sequence number; it names the missing ranks for p2p, for a collective of a
+   - MPI timeouts name this rank, the communicator's size and the operation with
+     its sequence number; the missing ranks for p2p, for a collective of a
      2-rank communicator (a pipeline link, a TP pair: the other rank), and for
      other collectives with VESCALE_DEBUG=desync. vs_comm_split honours the
      timeout.
-     Where MPI cannot say who is missing (a collective; desync's late ranks may
+   - Where MPI cannot say who is missing (a collective; desync's late ranks may
      be alive in the op before), the rank that timed out asks every rank of the
      communicator where it is: a probe over the abort channel, answered from any
      wait, for a quarter of the timeout (at most 0.5 s). Its message and notice
@@ -948,14 +951,17 @@ VS_API vs_result vs_world_free(vs_world* w);
      waits read (>>elastic); else each rank's deadline ends the job.
 
    VESCALE_DEBUG (comma-separated, parsed by vs_debug_modes, read by MPI at
-   vs_world_init; an unknown value is VS_ERR_INVALID): "desync" checks before every collective (and every group
-   holding one, but no p2p) that all ranks make the same call: each rank sends an
-   80-byte fingerprint (per-communicator sequence number, kind, count, dtype, op,
-   root, and a hash of the group and of the counts ranks must agree on) to every
-   other rank and compares all of them. A difference is VS_ERR_MISMATCH on every
-   rank, naming each differing rank's call and sequence number (group and world
-   ranks); no data moves and the communicator stays usable. Cost: 2(n-1) small
-   messages per rank and one message latency per collective: a debugging aid.
+   vs_world_init; an unknown value is VS_ERR_INVALID), "desync": before every
+   collective (and every group holding one, but no p2p), all ranks are checked
+   to make the same call.
+   - Each rank sends an 80-byte fingerprint (per-communicator sequence number,
+     kind, count, dtype, op, root, and a hash of the group and of the counts
+     ranks must agree on) to every other rank and compares all of them.
+   - A difference is VS_ERR_MISMATCH on every rank, naming each differing
+     rank's call and sequence number (group and world ranks); no data moves and
+     the communicator stays usable.
+   - Cost: 2(n-1) small messages per rank and one message latency per
+     collective: a debugging aid.
    Without it a mismatched call on MPI may give garbage or an MPI error on some
    ranks only (the erring rank then aborts the world, so the others fail their
    next call). */
@@ -1099,75 +1105,84 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
            if (r == VS_OK && !small) { vs_train_free(t); t = NULL; ... wait in vs_world_grow }
        }
 
-   What the transports do:
-   - threads (vs_launch): a rank whose function returned while the others go on
-     is failed; the survivors' agreement is the job's own (every live rank must
-     arrive; a rank that dies during it joins the failed set, so the agreement
-     never waits for the dead and never ends on two different sets).
-     vs_world_respawn starts a replacement thread.
-   - NCCL, ranks of a vs_launch job (one GPU each): the same agreement. The
-     job's fail-fast revokes the world's ncclComm_t (ncclCommRevoke: it stops
-     this rank's operations and keeps the handle) instead of aborting it; a
-     shrink waits until it is quiet and makes the new world with
-     ncclCommShrink (NCCL_SHRINK_ABORT), the ranks that leave excluded; a grow
-     (or a shrink where some rank's world handle was aborted) makes a new
-     communicator from an id the agreement draws. The shrinking mesh's other
-     communicators are aborted first, so the streams waiting on a dead peer go
-     on. Needs NCCL 2.27 or later (else the new world comes from a new id).
-   - NCCL jobs of processes (torchrun-style, vs_world_init), given a directory
-     every rank sees (vs_world_desc.elastic_dir or VESCALE_ELASTIC_DIR: a local
-     disk for one node, NFS or Lustre across nodes): the survivors agree
-     through files there, no rank needed alive (rank 0 included): each
-     arrives, and the first that can decide links the decision (a link has one
-     winner: every rank follows the same one). A shrink decides when every
-     member has arrived or said it failed, or half the world's timeout after
-     this rank arrived: who has not come by then is failed (a process on
-     another host that died cannot be told from a slow one but by time), and
-     if it was only slow it learns so (VS_ERR_ABORTED) and may come back with
-     vs_world_grow. How the survivors learn of a failure: a rank that calls
-     vs_world_abort (the error path of a trainer) posts a notice there, which
-     every other rank's waits and watchdog read within 50 ms (VS_ERR_ABORTED
-     naming it and its message); a rank whose process ends without a word (a
-     signal) is seen gone by the ranks on its host within about 200 ms (each
-     rank writes its pid there; kill(pid, 0)), which post the notice for it;
-     one on another host that dies or hangs is found by the others' deadlines,
-     and the first of them to shrink posts the notice that stops the rest. The world handle is revoked, not aborted,
-     on a notice, so the shrink is ncclCommShrink; after a timeout (aborted) a
-     new communicator from an id the decision carries. A replacement is a new
-     process of the failed rank started with vs_world_desc.join = 1 (or
-     VESCALE_ELASTIC_JOIN=1): it makes no rendezvous, asks to come in, and
-     waits in vs_world_grow; the members see it in vs_world_joiners (a
-     replacement for a rank whose process still runs on its host is
-     VS_ERR_INVALID at vs_world_init). A member that dies inside a shrink,
-     after it arrived, makes the new communicator time out on the others:
-     they are then at the decision's epoch with a communicator that failed,
-     and a second shrink goes on without it. What is
-     left in the directory: one decision per reconfiguration (a few hundred
-     bytes); remove it with the job. Jobs that share a directory need
-     different run ids (VESCALE_RUN_ID). Ranks that share no directory use a
-     lighthouse instead (elastic_dir = "tcp://host:port", vs_lighthouse_start
-     below): the same agreement, and a process that ends on any host is seen
-     within about 200 ms, since its connection to the lighthouse closes. A
-     lighthouse can never end a healthy job: no wait waits on it, one that
-     does not answer is given up with a warning, and it caps and signs what
-     clients send (see vs_lighthouse_desc).
-   - MPI with ULFM (built with an MPI that has it, MPIX_Comm_shrink, and run
-     with it: Open MPI 5's mpirun --with-ft ulfm): a process that ends is
-     seen by the first rank whose operation involves it (MPI's error), which
-     sends the others a notice naming it (VS_ERR_ABORTED "world rank 2
-     failed ... its process ended"); vs_world_abort ends this process only
-     (SIGKILL, after its notice: the others hear its error; Open MPI's
-     runtime ends the whole job on a non-zero exit status, not on a killed
-     process). The shrink revokes the world's communicator and shrinks it
-     (MPIX_Comm_shrink: MPI's own agreement on who ended); a mesh's dropped
-     replica leaves by a split. MPI jobs do not grow back (vs_world_grow:
-     VS_ERR_UNSUPPORTED); a rank that left ends its process with status 0.
-     Without ULFM, or not run with it: VS_ERR_UNSUPPORTED saying which; the
-     job ends on a failure as before and resumes from a checkpoint
-     (vs_train_load on fewer ranks).
+   What each transport does, phase by phase (the notes below the table):
+
+   | transport       | a failure is seen by        | the survivors agree   | the new world        | grow back        |
+   | threads         | its function returned (1)   | in the job's memory   | a new shared state   | vs_world_respawn |
+   | NCCL, vs_launch | the job; world comm revoked | in the job's memory   | ncclCommShrink (2)   | vs_world_respawn |
+   | NCCL, processes | a notice in the store (3)   | through the store (4) | ncclCommShrink (2)   | join = 1 (5)     |
+   | MPI with ULFM   | MPI's error; a notice (6)   | MPIX_Comm_shrink      | MPIX_Comm_shrink (7) | no (7)           |
+   | MPI without     | -                           | UNSUPPORTED (8)       | -                    | -                |
 
    Every wait has the world's timeout: a live rank that never arrives makes
-   the call VS_ERR_TIMEOUT on the others, naming it; nothing hangs. */
+   the call VS_ERR_TIMEOUT on the others, naming it; nothing hangs.
+
+   1)  threads: a rank whose function returned while the others go on is
+       failed. Every live rank must arrive at the agreement; a rank that dies
+       during it joins the failed set, so it never waits for the dead and never
+       ends on two different sets. vs_world_respawn starts a replacement thread.
+   2)  NCCL: the job's fail-fast (vs_launch), or a notice (processes), revokes
+       the world's ncclComm_t (ncclCommRevoke: it stops this rank's operations
+       and keeps the handle) instead of aborting it. A shrink waits until it is
+       quiet and makes the new world with ncclCommShrink (NCCL_SHRINK_ABORT),
+       the ranks that leave excluded.
+       - A grow, a shrink where some rank's world handle was aborted, or one
+         after a timeout (aborted): a new communicator from an id the agreement
+         (the decision) carries.
+       - The shrinking mesh's other communicators are aborted first, so the
+         streams waiting on a dead peer go on.
+       - Needs NCCL 2.27 or later (else the new world comes from a new id).
+   3)  NCCL jobs of processes (torchrun-style, vs_world_init) learn of a failure:
+       - a rank that calls vs_world_abort (the error path of a trainer) posts a
+         notice in the store, which every other rank's waits and watchdog read
+         within 50 ms (VS_ERR_ABORTED naming it and its message);
+       - a rank whose process ends without a word (a signal) is seen gone by the
+         ranks on its host within about 200 ms (each rank writes its pid there;
+         kill(pid, 0)), which post the notice for it; at a lighthouse, by every
+         rank on any host (its connection closes);
+       - one on another host that dies or hangs is found by the others'
+         deadlines, and the first of them to shrink posts the notice that stops
+         the rest.
+   4)  The store: a directory every rank sees (vs_world_desc.elastic_dir or
+       VESCALE_ELASTIC_DIR: a local disk for one node, NFS or Lustre across
+       nodes), or a lighthouse (elastic_dir = "tcp://host:port", >>lighthouse)
+       for ranks that share none. No rank is needed alive (rank 0 included):
+       each arrives, and the first that can decide links the decision (a link
+       has one winner: every rank follows the same one).
+       - A shrink decides when every member has arrived or said it failed, or
+         half the world's timeout after this rank arrived: who has not come by
+         then is failed (a process on another host that died cannot be told
+         from a slow one but by time); if it was only slow it learns so
+         (VS_ERR_ABORTED) and may come back with vs_world_grow.
+       - A member that dies inside a shrink, after it arrived, makes the new
+         communicator time out on the others: they are then at the decision's
+         epoch with a communicator that failed, and a second shrink goes on
+         without it.
+       - Left in a directory: one decision per reconfiguration (a few hundred
+         bytes); remove it with the job. Jobs that share a store need
+         different run ids (VESCALE_RUN_ID).
+       - A lighthouse can never end a healthy job: no wait waits on it, one
+         that does not answer is given up with a warning, and it caps and signs
+         what clients send (see vs_lighthouse_desc).
+   5)  A replacement is a new process of the failed rank started with
+       vs_world_desc.join = 1 (or VESCALE_ELASTIC_JOIN=1): it makes no
+       rendezvous, asks to come in, and waits in vs_world_grow; the members see
+       it in vs_world_joiners. A replacement for a rank whose process still
+       runs on its host is VS_ERR_INVALID at vs_world_init.
+   6)  MPI with ULFM (built with an MPI that has it, MPIX_Comm_shrink, and run
+       with it: Open MPI 5's mpirun --with-ft ulfm): a process that ends is seen
+       by the first rank whose operation involves it (MPI's error), which sends
+       the others a notice naming it (VS_ERR_ABORTED "world rank 2 failed ...
+       its process ended"). vs_world_abort ends this process only (SIGKILL,
+       after its notice: the others hear its error; Open MPI's runtime ends the
+       whole job on a non-zero exit status, not on a killed process).
+   7)  The shrink revokes the world's communicator and shrinks it
+       (MPIX_Comm_shrink: MPI's own agreement on who ended); a mesh's dropped
+       replica leaves by a split. MPI jobs do not grow back (vs_world_grow:
+       VS_ERR_UNSUPPORTED); a rank that left ends its process with status 0.
+   8)  Without ULFM, or not run with it: VS_ERR_UNSUPPORTED saying which; the
+       job ends on a failure as before and resumes from a checkpoint
+       (vs_train_load on fewer ranks). */
 
 #define VS_REFORM_LIST 64 // world ranks listed in a vs_reform_info (the counts are whole)
 
@@ -1189,14 +1204,16 @@ typedef struct vs_reform_info {
    communicator becomes a new one over the survivors, in world-rank order
    (vs_world_rank stays; vs_comm_size(vs_world_comm(w)) is the live count).
    The old communicators stay aborted: free what was made on them. info may be
-   NULL. Errors: no failure since the last reconfiguration (VS_ERR_STATE: there
-   is nothing to shrink from); a rank that neither arrives nor fails within the
-   timeout (VS_ERR_TIMEOUT naming it; the failure stands, call again); a rank
-   that left (info.left) calls vs_world_grow instead (VS_ERR_STATE). NCCL jobs
-   of processes (an elastic directory): "no failure" is none this rank saw (a
-   notice, or its own communicator's fault); a rank that came after half the
-   timeout is counted failed (VS_ERR_ABORTED saying so on it); see the notes
-   above. */
+   NULL. Errors:
+   - no failure since the last reconfiguration (VS_ERR_STATE: there is nothing
+     to shrink from);
+   - a rank that neither arrives nor fails within the timeout (VS_ERR_TIMEOUT
+     naming it; the failure stands, call again);
+   - a rank that left (info.left) calls vs_world_grow instead (VS_ERR_STATE).
+   NCCL jobs of processes (an elastic store): "no failure" is none this rank
+   saw (a notice, or its own communicator's fault); a rank that came after half
+   the timeout is counted failed (VS_ERR_ABORTED saying so on it); see the
+   notes above. */
 VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info);
 /* vs_world_shrink for a mesh: the failed ranks' whole replicas along `dim`
    (NULL: "DP") leave too, so every other dim stays whole. *out: the smaller
@@ -1204,21 +1221,25 @@ VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info);
    a rank that left (info->left = 1: it keeps no communicator and may come back
    with vs_world_grow). The mesh must be over the world's communicator (as
    vs_parallelize's is) and every live rank calls this, not vs_world_shrink.
-   Errors: a submesh (shrink its root); a mesh shrunk before (VS_ERR_STATE: the
-   smaller mesh it gave is the one to shrink); no failure (VS_ERR_STATE); every
-   replica lost a rank (VS_ERR_STATE naming the failed ranks: no replica holds
-   their part; resume from a checkpoint). m stays the caller's to free. */
+   m stays the caller's to free. Errors:
+   - a submesh (shrink its root);
+   - a mesh shrunk before (VS_ERR_STATE: the smaller mesh it gave is the one to
+     shrink);
+   - no failure (VS_ERR_STATE);
+   - every replica lost a rank (VS_ERR_STATE naming the failed ranks: no
+     replica holds their part; resume from a checkpoint). */
 VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_reform_info* info);
 /* Collective over every rank of the job that is alive: the world's members, the
    ranks that left at a shrink, and replacements (vs_world_respawn): the world's
    communicator becomes one over all of them, in world-rank order (with every
    failed rank replaced: the original one). Make the mesh again on it
    (vs_mesh_init). Ranks already in the world call it at a step boundary, all at
-   the same one: vs_world_joiners says when someone waits. A failure while
-   ranks wait here: VS_ERR_ABORTED on each (the members then shrink; the others
-   call this again). vs_launch jobs (threads, NCCL) and NCCL jobs of processes
-   with an elastic directory (else VS_ERR_UNSUPPORTED); there a replacement
-   nobody takes in within the timeout is VS_ERR_TIMEOUT, its request withdrawn. */
+   the same one: vs_world_joiners says when someone waits.
+   - A failure while ranks wait here: VS_ERR_ABORTED on each (the members then
+     shrink; the others call this again).
+   - vs_launch jobs (threads, NCCL) and NCCL jobs of processes with an elastic
+     store only (else VS_ERR_UNSUPPORTED); there a replacement nobody takes in
+     within the timeout is VS_ERR_TIMEOUT, its request withdrawn. */
 VS_API vs_result vs_world_grow(vs_world* w, vs_reform_info* info);
 /* Collective over the world's communicator: *n = ranks waiting in
    vs_world_grow to come in (the same on every member: the largest any saw). */
@@ -1227,8 +1248,8 @@ VS_API vs_result vs_world_joiners(vs_world* w, int* n);
    which has failed (its function returned): a new thread runs the job's
    function with a new world of that rank, where vs_world_joining is 1 and
    vs_world_comm is NULL; it comes in with vs_world_grow (on NCCL its GPU is
-   chosen there, by local rank, as the first one's was). vs_launch waits for it too and reports its result instead of
-   the failed one's. A rank that is alive is VS_ERR_INVALID. Any rank, any time. */
+   chosen there, by local rank, as the first one's was). vs_launch waits for it
+   too and reports its result instead of the failed one's. A rank that is alive is VS_ERR_INVALID. Any rank, any time. */
 VS_API vs_result vs_world_respawn(vs_world* w, int rank);
 /* 1 on a replacement's world, and on a rank that left at a shrink, until its
    vs_world_grow succeeds; 0 otherwise. */
@@ -8673,7 +8694,21 @@ _VS_PRIVATE vs_result _vs_tcp_bcast(const char* addr, int port, int rank, int si
 }
 
 /* The file rendezvous (vs_world_init's notes say what it guarantees): the same
-   exchange as the TCP one through a path every rank sees. Files, integers
+   exchange as the TCP one through a path every rank sees.
+   - Rank 0 writes the id file at init_file (a temporary file in its directory,
+     renamed over the path: a reader sees the old file or the whole new one)
+     with a fresh random nonce.
+   - Rank r reads it and writes its claim <init_file>.rank<r> the same way.
+   - Rank 0 takes the claims that carry its nonce, deletes them (each rank
+     returns when its claim is gone) and then the id file.
+   - A file from another job (its key differs) is never used: it is waited past
+     until the deadline, and rank 0 replaces it.
+   - A file left by an earlier run of the same job (same key, e.g. an elastic
+     restart after a crash) may be read first, but its nonce is not the new
+     rank 0's: the rank re-reads and claims again when rank 0's file appears,
+     and rank 0 takes only claims of its own nonce.
+
+   Files, integers
    big-endian, each ending in an FNV-1a 64 of the bytes before it:
      id file  <path>        "vsf1", world size, payload length, job key (8),
                             nonce (8: rank 0's, random, per run), payload
@@ -9869,6 +9904,7 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
    each (struct _vs_store_ops):
      directory   one every rank sees; an entry is a file
      lighthouse  "tcp://host:port": a vs_lighthouse's memory (>>lighthouse)
+
    Entries are small texts named vs-<job key>-<what>, written beside the name
    and renamed over it (replaced), or linked to it (the first one wins: a
    decision, a first notice):
@@ -9879,6 +9915,7 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
      j<R>      world rank R asks to come in: "<nonce> <pid> <host>"
      p<R>      world rank R's process: "<pid> <host>" (removed by vs_world_free)
      d<E>      the decision that made epoch E (linked: there is one)
+
    The agreement over them: >>elastic. Left in a directory: the decisions (a
    few hundred bytes each); remove it with the job. */
 
@@ -9889,11 +9926,13 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
      request  "vsl2", op, key length, value length (4 bytes each), sequence
               (8), MAC (32), key, value
      answer   "vsL1", status, value length (4 bytes each), value
+
    Status:
      0  done
      1  LINK found the entry there; GET found none
      2  refused by a limit (the value says which)
      3  not signed by the lighthouse's token (the connection is then closed)
+
    Ops:
      PUT   replace
      LINK  create (status 1: it was there, unchanged)
@@ -9904,6 +9943,7 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
            those rises (how the others learn that a process ended, on any host)
      GONE  that count, as text
      LIST  the keys that begin with the key, one a line
+
    Signing (with a token): the MAC is HMAC-SHA256 under it of the nonce, the
    request's first 24 bytes, its key and its value; the sequence counts the
    connection's requests from 1. A request captured on one connection is
