@@ -1351,18 +1351,19 @@ typedef struct vs_kernel_text {
     const char* const* kernels; /* their extern "C" names */
 } vs_kernel_text;
 /* t's kernels for the calling thread's current CUDA device: kernels[i] gets
-   t->kernels[i]'s cudaKernel_t. NVRTC compiles t once per process and device
-   architecture: a cubin for the device's sm_XY, or, for a device newer than
-   the NVRTC, PTX for the newest compute_XY that NVRTC knows (the driver
-   compiles it for the device). The image is loaded once per process too
-   (cudaLibraryLoadData: the library and its kernels are context-independent;
-   every device of that architecture runs them). Compiled images and libraries
-   are kept until the process exits (never unloaded: the driver releases them
-   with the process). Any thread; threads asking at once wait for one compile.
-   VS_ERR_UNAVAILABLE in a build without CUDA (VESCALE_NCCL); VS_ERR_BACKEND
-   with NVRTC's log or CUDA's error; messages start with fn (NULL:
-   "vs_kernels_get"). t and its strings must be static storage: the cache keeps
-   them. */
+   t->kernels[i]'s cudaKernel_t. t and its strings must be static storage: the
+   cache keeps them. Any thread; threads asking at once wait for one compile.
+   - NVRTC compiles t once per process and device architecture: a cubin for the
+     device's sm_XY, or, for a device newer than the NVRTC, PTX for the newest
+     compute_XY that NVRTC knows (the driver compiles it for the device).
+   - The image is loaded once per process too (cudaLibraryLoadData: the library
+     and its kernels are context-independent; every device of that
+     architecture runs them).
+   - Compiled images and libraries are kept until the process exits (never
+     unloaded: the driver releases them with the process).
+   Errors: VS_ERR_UNAVAILABLE in a build without CUDA (VESCALE_NCCL);
+   VS_ERR_BACKEND with NVRTC's log or CUDA's error; messages start with fn
+   (NULL: "vs_kernels_get"). */
 VS_API vs_result vs_kernels_get(const vs_kernel_text* t, const char* fn, void** kernels);
 /* VS_ERR_BACKEND with "fn: what: <CUDA's error string>" for the CUDA error code
    err (a cudaError_t), which vs_last_backend_code() then gives. */
@@ -1535,19 +1536,20 @@ VS_API vs_result vs_layout_local(const vs_layout* L, int ndim, const int64_t* sh
    `coord` holds of a tensor of global `shape` (ndim dims) under `placements`
    (mesh_ndims entries) on a mesh of mesh_ndims dims of sizes mesh_shape, outermost
    first. The same numbers vs_layout_local gives on a live mesh of that shape.
-   Checks: mesh_ndims in [1, VS_MESH_MAX_DIMS], sizes >= 1 and at most INT_MAX
-   ranks (as vs_mesh_init); placements as vs_layout_check (Shard dim in [0, ndim),
-   Partial with a valid op, no other kinds); shape dims >= 0 and fewer than 2^63
-   elements; 0 <= coord[k] < mesh_shape[k]. Replicate and Partial dims do not cut
-   the tensor (every coordinate along them holds the same box). Writes ndim entries
-   of local_shape and offset (either may be NULL), nothing on error.
+   Replicate and Partial dims do not cut the tensor (every coordinate along them
+   holds the same box). Writes ndim entries of local_shape and offset (either
+   may be NULL), nothing on error. No communication; any thread. Checks:
+   - mesh_ndims in [1, VS_MESH_MAX_DIMS], sizes >= 1 and at most INT_MAX ranks
+     (as vs_mesh_init);
+   - placements as vs_layout_check (Shard dim in [0, ndim), Partial with a
+     valid op, no other kinds);
+   - shape dims >= 0 and fewer than 2^63 elements; 0 <= coord[k] < mesh_shape[k].
    Empty shard: a coordinate past the last chunk of a dim holds size 0 there, at the
    offset where the chunk it cuts ends; with one mesh dim sharding that tensor dim,
    that is the dim's size (DTensor's convention: Shard(0) of 3 rows over 4 ranks
    gives coordinate 3 size 0 at offset 3). Several mesh dims sharding one tensor dim:
    the end of the enclosing chunk (Shard(0), Shard(0) of 4 rows on a 2x3 mesh:
-   coordinate (0, 2) holds size 0 at offset 2). A dim of size 0: size 0 at 0.
-   No communication; any thread. */
+   coordinate (0, 2) holds size 0 at offset 2). A dim of size 0: size 0 at 0. */
 VS_API vs_result vs_layout_box(int mesh_ndims, const int* mesh_shape, const vs_placement* placements, int ndim,
                                const int64_t* shape, const int* coord, int64_t* local_shape, int64_t* offset);
 /* The coordinate (mesh_ndims entries) of mesh rank `mesh_rank` in a mesh of this
@@ -1571,41 +1573,46 @@ VS_API vs_result vs_layout_parse_placements(int mesh_ndims, const char* text, vs
    Collective over the mesh: every rank calls it with the same layouts. Uses, per
    mesh dim: all-gather (S->R), all-reduce (P->R), reduce-scatter (P->S), local
    slices (R->S), all-to-all (S(i)->S(j)), zero fill (R->P, S->P). On error nothing
-   is written to dst->data. Host buffers on the threads and MPI transports (scratch
-   kept in the mesh for the next call; vs_mesh_free releases it); CUDA device
-   buffers on NCCL: strided blocks are packed and unpacked by kernels on each step's
-   communicator's stream, device scratch comes from the world's hooks and is kept
-   in the mesh too (grow-only, the device drained before it grows; vs_mesh_free
-   releases it), and the call returns when its work is enqueued: dst->data is
-   ready in stream order on the caller's stream of the mesh's communicator (the
-   one set with vs_comm_set_stream, else the legacy default stream), after what
-   was enqueued there before the call; the host does not wait (see Threads and
-   streams in the top comment). */
+   is written to dst->data.
+   - Threads and MPI: host buffers; scratch is kept in the mesh for the next
+     call (vs_mesh_free releases it).
+   - NCCL: CUDA device buffers; strided blocks are packed and unpacked by
+     kernels on each step's communicator's stream; device scratch comes from the
+     world's hooks and is kept in the mesh too (grow-only, the device drained
+     before it grows; vs_mesh_free releases it). The call returns when its work
+     is enqueued: dst->data is ready in stream order on the caller's stream of
+     the mesh's communicator (the one set with vs_comm_set_stream, else the
+     legacy default stream), after what was enqueued there before the call; the
+     host does not wait (see Threads and streams in the top comment). */
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
 // >>tp -----------------------------------------------------------------------
 /* Megatron's tensor- and sequence-parallel regions as named uses of redistribute,
    over a 1-D TP mesh (vs_mesh_submesh(mesh, "TP", &tp)). `shape` is the global
    (unsharded) shape, `seq_dim` the dim that sequence parallelism shards. Backward
-   counterparts carry gradients. All collective over tp. Buffers (ids and targets
-   too) are host memory, or CUDA device memory on NCCL: the gathers, scatter-adds
-   and the cross-entropy then run as kernels on tp's communicator's stream, and
-   every function here returns when its work is enqueued: results are ready in
-   stream order on the caller's stream (tp's communicator's: the one set with
-   vs_comm_set_stream, else the legacy default stream), after what was enqueued
-   there before the call; no host sync (a trainer's one a step: its loss read).
-   Ids out of range are VS_ERR_INVALID naming the first one and its position. On
-   the host: the call fails before anything runs. On the device a kernel finds
-   it (no copy of the ids, no sync) and the kernels leave that id out (the
-   outputs are not meaningful); the call has returned by then, so a later vocab
-   call on the same mesh fails instead, naming the earlier one:
-   "vs_vocab_cross_entropy: vs_vocab_embedding_forward (the previous call on
-   this mesh): id 512 at position 7 out of range [0, 301) ...". Each vocab call
-   reads the checks still in flight (without a CUDA call) before it runs
-   anything, so the report comes at the first vocab call after the check's
-   kernel ran (surely after a host sync, e.g. the loss read); up to 16 checks
-   stay in flight (one more waits for the oldest), and vs_mesh_free waits for
-   them, failing with the report if no call gave it. */
+   counterparts carry gradients. All collective over tp.
+
+   Buffers (ids and targets too) are host memory, or CUDA device memory on
+   NCCL: the gathers, scatter-adds and the cross-entropy then run as kernels on
+   tp's communicator's stream, and every function here returns when its work is
+   enqueued: results are ready in stream order on the caller's stream (tp's
+   communicator's: the one set with vs_comm_set_stream, else the legacy default
+   stream), after what was enqueued there before the call; no host sync (a
+   trainer's one a step: its loss read).
+
+   Ids out of range are VS_ERR_INVALID naming the first one and its position:
+   - on the host: the call fails before anything runs;
+   - on the device a kernel finds it (no copy of the ids, no sync) and the
+     kernels leave that id out (the outputs are not meaningful); the call has
+     returned by then, so a later vocab call on the same mesh fails instead,
+     naming the earlier one: "vs_vocab_cross_entropy:
+     vs_vocab_embedding_forward (the previous call on this mesh): id 512 at
+     position 7 out of range [0, 301) ...";
+   - each vocab call reads the checks still in flight (without a CUDA call)
+     before it runs anything, so the report comes at the first vocab call after
+     the check's kernel ran (surely after a host sync, e.g. the loss read);
+   - up to 16 checks stay in flight (one more waits for the oldest), and
+     vs_mesh_free waits for them, failing with the report if no call gave it. */
 
 /* Column-parallel input [copy_to_tensor_model_parallel_region]: forward is the
    identity; backward all-reduces (sums) the input gradient in place. */
@@ -1618,6 +1625,7 @@ VS_API vs_result vs_tp_reduce_forward(vs_mesh* tp, void* x, size_t count, vs_dty
    x_shard W_shard^T; it is summed over TP in place and the bias (cols entries,
    Replicate over TP: the same on every TP rank) is added to every row, once:
        y = sum over TP of y + bias          whole, on every TP rank.
+
    The bias is added after the sum, on every rank, rather than on TP coordinate 0
    before it: the sum then rounds as without a bias and the bias is rounded in
    once, as y = x W^T + b on one rank does (added to one partial first, it would
@@ -1625,10 +1633,12 @@ VS_API vs_result vs_tp_reduce_forward(vs_mesh* tp, void* x, size_t count, vs_dty
    can be lost). The cost is the same: one elementwise pass over y on the
    critical path either way (before the sum the other ranks wait for coordinate
    0's at the all-reduce).
+
    dt is y's dtype: f32, f64, f16 or bf16; bias_dt is dt, or f32 for f16/bf16 y
    (the add in f32, rounded to dt once). Host buffers, or CUDA device memory on
    NCCL: the all-reduce and one kernel on tp's communicator's stream, returning
    when enqueued (stream order as the other functions here, no host sync).
+
    Backward [the bias gradient]: the backward of the sum is the identity, so dy
    (rows x cols) is whole and the same on every TP rank; db[j] = sum over rows i
    of dy[i][j] is then the same on every TP rank too and needs no TP collective
@@ -8184,21 +8194,24 @@ VS_API vs_result vs_bootstrap_from_env(vs_bootstrap_info* out)
              8-byte job key
      answer  rank 0 -> rank r, 8 bytes:  magic "vsa2", status (0: accepted and the
              payload follows; else a _VS_RDV_* reason and the connection closes)
-   Rank 0 reads the hellos of all connected peers at once (poll), so a peer that
-   connects and says nothing holds only its own slot, for at most _VS_RDV_HELLO_S
-   seconds, and never delays real ranks. Rank 0 rejects a peer, logs it through the
-   world's logger (when there is one) and keeps serving when the peer sends a wrong
-   magic or garbage (closed without an answer: it is not one of ours), closes early,
-   stays silent, or presents a wrong key, world size or payload length, a rank
-   outside [1, size), or a rank that already joined. The first valid claim of a rank
-   wins; later claims of it are rejected as duplicates. Rejected ranks get the reason
-   in the answer, so a misconfigured rank fails at once instead of timing out. The
-   deadline bounds everything; rank 0's timeout names the ranks that never joined.
-   timeout_s <= 0 or infinite: no deadline.
+   - Rank 0 reads the hellos of all connected peers at once (poll), so a peer
+     that connects and says nothing holds only its own slot, for at most
+     _VS_RDV_HELLO_S seconds, and never delays real ranks.
+   - Rank 0 rejects a peer, logs it through the world's logger (when there is
+     one) and keeps serving when the peer sends a wrong magic or garbage (closed
+     without an answer: it is not one of ours), closes early, stays silent, or
+     presents a wrong key, world size or payload length, a rank outside
+     [1, size), or a rank that already joined.
+   - The first valid claim of a rank wins; later claims of it are rejected as
+     duplicates. Rejected ranks get the reason in the answer, so a
+     misconfigured rank fails at once instead of timing out.
+   - The deadline bounds everything; rank 0's timeout names the ranks that
+     never joined. timeout_s <= 0 or infinite: no deadline.
 
    The job key is FNV-1a 64 over the run id, VESCALE_RUN_ID, else TORCHELASTIC_RUN_ID
    (torchrun's --rdzv-id, ignored when it is torchrun's default "none"), plus the world
-   size. It is an equality token, not cryptography: it travels in clear, so it keeps
+   size.
+   It is an equality token, not cryptography: it travels in clear, so it keeps
    out stray connections, ranks of other jobs and strangers who do not know the run
    id, not an attacker who can read the traffic or the job's environment. Without a
    run id the key derives from MASTER_PORT and WORLD_SIZE, which are public: that
