@@ -76,7 +76,8 @@
                                            inf or 0: no timeout (wait forever)
        VESCALE_TRANSPORT=threads|mpi|nccl  transport for vs_world_init (default: mpi
                                            when compiled in, else nccl)
-       VESCALE_DEBUG=desync,params         a list of debug modes (vs_debug_modes): desync,
+       VESCALE_DEBUG=desync,params         a list of debug modes (vs_world_desc.debug;
+                                           vs_debug_modes parses them): desync,
                                            MPI: check every collective's arguments across
                                            ranks (see vs_world_abort); params: DDP
                                            (vescale_ddp.h, vs_ddp_wait_params)
@@ -861,6 +862,10 @@ typedef struct vs_world_desc {
     vs_logger logger;
     vs_log_level log_level;
     vs_allocator allocator;
+    /* Debug modes, comma-separated as vs_debug_modes reads them ("desync,params";
+       NULL: VESCALE_DEBUG; "": none). An unknown one is VS_ERR_INVALID. Read
+       back (vs_world_query_desc) as the modes' names, "" for none. */
+    const char* debug;
 } vs_world_desc;
 
 /* Starts this process's rank of a multi-process job (MPI or NCCL transport). For the
@@ -975,9 +980,10 @@ VS_API double vs_world_timeout(const vs_world* w);
 /* The desc as this world uses it, every zero-is-default resolved (as sokol's
    sg_query_desc): transport, world_size/rank/local_rank (the final ones: MPI's
    when it numbered the ranks), master_addr/port, init_file (NULL: none),
-   timeout_s (INFINITY: none), log_level, logger, allocator. Worlds of vs_launch
-   report the launch desc's values the same way. master_addr and init_file point
-   into the world. */
+   timeout_s (INFINITY: none), log_level, logger, allocator, debug (the modes'
+   names). Worlds of vs_launch report the launch desc's values the same way
+   (debug: VESCALE_DEBUG's modes). master_addr, init_file and debug point into
+   the world. */
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out);
 
 /* Logs through the world's logger at `level` (printf-style). */
@@ -2112,6 +2118,19 @@ VS_API vs_result vs_debug_modes(const char* text, unsigned* modes)
     return VS_OK;
 }
 
+/* The names of the VS_DEBUG_* bits in modes, comma-separated, in buf ("": none). */
+_VS_PRIVATE void _vs_debug_names_of(unsigned modes, char* buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (size_t k = 0; k < sizeof _vs_debug_names / sizeof *_vs_debug_names; k++)
+        if (modes & (1u << k)) {
+            int m = snprintf(buf + n, cap - n, "%s%s", n ? "," : "", _vs_debug_names[k]);
+            if (m < 0 || (size_t)m >= cap - n) break;
+            n += (size_t)m;
+        }
+}
+
 /* Timeouts above this many seconds (~31 years) mean "no timeout". */
 #define _VS_TIMEOUT_FOREVER_S 1e9
 
@@ -2698,6 +2717,8 @@ struct vs_world {
     vs_world_desc desc;                // as resolved (vs_world_query_desc); master_addr -> master
     char master[256];
     char init_file[_VS_INIT_FILE_MAX + 1]; // desc.init_file points here (when given)
+    unsigned debug_modes;              // VS_DEBUG_* bits, as resolved (desc.debug, else VESCALE_DEBUG)
+    char debug[32];                    // their names: desc.debug points here
     void* kcache;                      // >>kernels: this rank's compiled device kernels
     void (*kcache_free)(vs_world* w);  // set with it
     int mpi_finalize;
@@ -5038,6 +5059,7 @@ _VS_PRIVATE vs_world* _vs_launch_world(_vs_tjob* job, int i)
         memset(&wd, 0, sizeof wd);
         wd.logger = d->logger;
         wd.allocator = d->allocator;
+        wd.debug = getenv("VESCALE_DEBUG");
         _vs_world_keep_desc(w, &wd);
     }
     return w;
@@ -6290,11 +6312,12 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     return r;
 }
 
-/* VESCALE_DEBUG (vs_debug_modes, the one parser): desync is this transport's. */
-_VS_PRIVATE vs_result _vs_mpi_debug_from_env(int* desync)
+/* The debug modes (d->debug as resolved, NULL: VESCALE_DEBUG; vs_debug_modes,
+   the one parser): desync is this transport's. */
+_VS_PRIVATE vs_result _vs_mpi_debug(const vs_world_desc* d, int* desync)
 {
     unsigned modes = 0;
-    vs_result r = vs_debug_modes(NULL, &modes);
+    vs_result r = vs_debug_modes(d->debug, &modes);
     *desync = (modes & VS_DEBUG_DESYNC) != 0;
     return r;
 }
@@ -6311,7 +6334,7 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
     if (fin)
         return _vs_err(VS_ERR_STATE, "vs_world_init: MPI was already finalized in this process (by an earlier "
                        "vs_world_free or the program); MPI cannot be started twice");
-    _VS_TRY(_vs_mpi_debug_from_env(&w->mpi_desync));
+    _VS_TRY(_vs_mpi_debug(d, &w->mpi_desync));
     MPI_Initialized(&init);
     if (!init) {
         int provided = 0;
@@ -8037,6 +8060,10 @@ _VS_PRIVATE void _vs_world_keep_desc(vs_world* w, const vs_world_desc* d)
     w->desc.elastic_dir = w->elastic_dir[0] ? w->elastic_dir : NULL;
     w->desc.join = w->elastic_dir[0] ? w->desc.join : 0;
     w->desc.elastic_token = NULL; // (the secret is not read back)
+    w->debug_modes = 0;
+    if (vs_debug_modes(d->debug ? d->debug : "", &w->debug_modes)) w->debug_modes = 0; // (vs_launch's: DDP reports it)
+    _vs_debug_names_of(w->debug_modes, w->debug, sizeof w->debug);
+    w->desc.debug = w->debug;
 }
 
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
@@ -9110,6 +9137,11 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     if (out->transport == VS_TRANSPORT_DEFAULT) _VS_TRY(_vs_transport_from_env(&out->transport));
     _VS_TRY(_vs_resolve_timeout("vs_world_init", d->timeout_s, &out->timeout_s));
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
+    unsigned modes = 0; // (checked here; _vs_world_keep_desc keeps them)
+    if (d->debug && vs_debug_modes(d->debug, &modes))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: debug: %s", vs_last_error());
+    if (!d->debug) _VS_TRY(vs_debug_modes(NULL, &modes)); // (its message names the variable)
+    out->debug = d->debug ? d->debug : getenv("VESCALE_DEBUG");
     vs_transport tr = out->transport;
     const _vs_transport_ops* tp = _vs_transport_of(tr);
     if (tp && !tp->world_init)
