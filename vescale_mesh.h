@@ -9,12 +9,22 @@
        #define VESCALE_MESH_IMPLEMENTATION
        #include "vescale_mesh.h"
 
-   Macros read (all optional):
-       VESCALE_STATIC       every function `static inline`, nothing exported; implies
-                            VESCALE_IMPLEMENTATION (define it alone, before the
-                            include, in each file): for single-translation-unit
-                            builds. Each TU then has its own implementation; never
-                            pass a handle between TUs.
+   Step by step (threads transport: 8 ranks as threads of this process):
+
+       static int train(vs_world* w, void* arg) {
+           (void)arg;
+           vs_mesh* mesh;
+           vs_mesh_init(w, &(vs_mesh_desc){ .shape = {2, 2, 2} }, &mesh); // PP,DP,TP
+           vs_mesh* dp;
+           vs_mesh_submesh(mesh, "DP", &dp);          // collective the first time
+           float g[1024] = {0};
+           vs_all_reduce(vs_mesh_comm(dp), g, g, 1024, VS_F32, VS_OP_AVG, NULL);
+           vs_mesh_free(mesh);
+           return 0;
+       }
+       int main(void) { return vs_launch(8, train, NULL) == VS_OK ? 0 : 1; }
+
+   Macros read (all optional). Transports:
        VESCALE_MPI          compile the MPI transport (link -lmpi, or use mpicc)
        VESCALE_NCCL         compile the NCCL transport (CUDA device buffers;
                             link -lcudart -lnccl -lnvrtc: NVRTC compiles the
@@ -23,12 +33,21 @@
                             compiled by vs_nvrtc_compile; link -lnvrtc) without the
                             NCCL transport: for offline checks of the kernels
                             (VESCALE_NCCL implies it)
-       VS_ASSERT(c)         internal-invariant check (default: assert(c))
-       VESCALE_NT_MIN       threads transport: buffers of at least this many bytes
-                            are written with non-temporal stores (default 4 MiB)
-       VESCALE_NO_SIMD      no SSE2 intrinsics (plain memcpy everywhere)
+
+   Linkage and checks:
+       VESCALE_STATIC       every function `static inline`, nothing exported; implies
+                            VESCALE_IMPLEMENTATION (define it alone, before the
+                            include, in each file): for single-translation-unit
+                            builds. Each TU then has its own implementation; never
+                            pass a handle between TUs.
        VS_API               linkage of public functions (default: extern, or
                             static inline under VESCALE_STATIC)
+       VS_ASSERT(c)         internal-invariant check (default: assert(c))
+
+   Copies on the threads transport:
+       VESCALE_NT_MIN       buffers of at least this many bytes are written with
+                            non-temporal stores (default 4 MiB)
+       VESCALE_NO_SIMD      no SSE2 intrinsics (plain memcpy everywhere)
 
    Link: -lpthread -lm always; the MPI library with VESCALE_MPI (mpicc, or -lmpi);
    -lcudart -lnccl -lnvrtc with VESCALE_NCCL.
@@ -48,7 +67,8 @@
    md.shape[1] = 2; vs_mesh_init(w, &md, &mesh); or C++20 vs_mesh_desc md{ .shape =
    {2, 2} }; (g++ -Wextra then needs -Wno-missing-field-initializers).
 
-   Environment read (only when the corresponding desc field is left zero):
+   Environment read (only when the corresponding desc field is left zero).
+   Logging, timeouts, the transport:
        VESCALE_LOG=off|error|warn|info|debug  log level (default: warn: warnings and a failed
                                            job's cause print; see "Faults" on the errors
                                            functions return)
@@ -56,14 +76,19 @@
                                            inf or 0: no timeout (wait forever)
        VESCALE_TRANSPORT=threads|mpi|nccl  transport for vs_world_init (default: mpi
                                            when compiled in, else nccl)
-       VESCALE_DEBUG=desync,params         a list of debug modes (vs_debug_modes): desync,
+       VESCALE_DEBUG=desync,params         a list of debug modes (vs_world_desc.debug;
+                                           vs_debug_modes parses them): desync,
                                            MPI: check every collective's arguments across
                                            ranks (see vs_world_abort); params: DDP
                                            (vescale_ddp.h, vs_ddp_wait_params)
+
+   Rendezvous (NCCL):
        VESCALE_RUN_ID (or TORCHELASTIC_RUN_ID)  a per-job secret for the NCCL TCP
                                            and file rendezvous (see _vs_tcp_bcast)
        VESCALE_INIT_FILE=<path>            NCCL without MPI: the rendezvous through
                                            a shared file system (vs_world_desc.init_file)
+
+   Elastic jobs (>>elastic):
        VESCALE_ELASTIC_DIR=<dir>           NCCL jobs of processes: survive a rank
          or tcp://host:port                (vs_world_desc.elastic_dir; >>elastic;
                                            tcp: a vs_lighthouse's address)
@@ -72,60 +97,58 @@
        VESCALE_LIGHTHOUSE_TOKEN=<secret>   a lighthouse's shared token: ranks sign
                                            with it (vs_world_desc.elastic_token), a
                                            lighthouse checks it (vs_lighthouse_desc.token)
+
+   Launchers (vs_bootstrap_from_env):
        RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT   (torchrun style)
        SLURM_PROCID SLURM_NTASKS SLURM_LOCALID              (srun)
        OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK (mpirun)
    A malformed value ("abc", "5s", a level of 99) is an error naming the variable,
    returned by vs_launch / vs_world_init; it is never silently taken as the default.
 
-   Step by step (threads transport: 8 ranks as threads of this process):
-
-       static int train(vs_world* w, void* arg) {
-           (void)arg;
-           vs_mesh* mesh;
-           vs_mesh_init(w, &(vs_mesh_desc){ .shape = {2, 2, 2} }, &mesh); // PP,DP,TP
-           vs_mesh* dp;
-           vs_mesh_submesh(mesh, "DP", &dp);          // collective the first time
-           float g[1024] = {0};
-           vs_all_reduce(vs_mesh_comm(dp), g, g, 1024, VS_F32, VS_OP_AVG, NULL);
-           vs_mesh_free(mesh);
-           return 0;
-       }
-       int main(void) { return vs_launch(8, train, NULL) == VS_OK ? 0 : 1; }
-
    Topics (grep the markers):
        // >>base       results, per-thread error message, version
        // >>hooks      allocator, logger, assert
        // >>dtype      dtypes and reduction ops
        // >>comm       the communicator interface: collectives, p2p, groups, async work
+
        // >>threads    the threads transport (vs_launch)
        // >>mpi        the MPI transport
        // >>nccl       the NCCL transport
        // >>bootstrap  world init from launcher environment, TCP and file rendezvous
+
        // >>mesh       the device mesh
        // >>elastic    failure as a normal event: shrink, grow, replacement ranks
+       // >>lighthouse the store served over TCP, for ranks that share no directory
+
        // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
                        vs_nvrtc_compile; the kernel framework the parts share
                        (vs_kernels_get: compiled once per process and architecture)
        // >>layout     placements, local shards, redistribute
        // >>tp         Megatron TP/SP regions, vocab-parallel embedding and loss
        // >>init       sharding-invariant initialization (Philox4x32-10)
+
    Implementation only:
        // >>time       clocks, deadlines, spinning, condition variables on CLOCK_MONOTONIC
        // >>transports one table of operations per transport (see the checklists)
+       // >>store      an elastic job's store: a directory or a lighthouse, one table each
        // >>layout-device  redistribute on device buffers
    A public function is declared and defined under the same marker
    (tests/check_markers.sh checks it).
 
-   Adding a transport: one section with its operations and one table entry in
-   >>transports (struct _vs_transport_ops says what each member does; the threads
-   transport is the reference), its case in _vs_transport_of, and its constructor
-   in vs_world_init (or vs_launch for in-process ranks): nothing else above the
-   transport asks which transport it runs on.
-   Adding a collective: an X(...) line in _VS_OP_KINDS, its public entry point
-   (>>comm, filled by _vs_op_make), its match rules in _vs_t_match (threads) and
-   the MPI fingerprint, and its data movement in each transport's exec/submit
-   (_vs_t_collective, _vs_mpi_start, _vs_nccl_launch); a test in test_collectives.
+   Adding a transport:
+   - one section with its operations;
+   - its table in >>transports, filled by member name (struct _vs_transport_ops
+     says what each member does; the threads transport is the reference),
+     world_init and reform included (vs_launch for in-process ranks);
+   - its case in _vs_transport_of.
+   Nothing else above the transport asks which transport it runs on.
+
+   Adding a collective:
+   - an X(...) line in _VS_OP_KINDS, its public entry point (>>comm, filled by
+     _vs_op_make);
+   - its match rules in _vs_t_match (threads) and the MPI fingerprint;
+   - its data movement in each transport's exec/submit (_vs_t_collective,
+     _vs_mpi_start, _vs_nccl_launch); a test in test_collectives.
 
    Semantics shared by every transport
    -----------------------------------
@@ -171,19 +194,21 @@
      naming the cause; vs_launch returns the cause's own result and message.
    - The cause is what users see. A rank whose own call failed is the cause;
      what the abort makes every other rank return is a consequence that names
-     the origin's world rank and its own words, e.g. when a layer callback of
-     the pipeline fails on world rank 5 (the engine aborts with
+     the origin's world rank and its own words. A layer callback of the
+     pipeline that fails on world rank 5 (the engine aborts with
      vs_comm_abort_with):
+
        rank 5:   VS_ERR_INVALID "vs_train_step (step 1): vs_pipe_run: stage 1 at
                  instruction 5 (F1.1): unit "h.1.attn" forward, microbatch 1: ..."
        others:   VS_ERR_ABORTED "...: job aborted: world rank 5 failed
                  (VS_ERR_INVALID): vs_pipe_run: stage 1 at instruction 5 (F1.1): ..."
        vs_launch: VS_ERR_INVALID and rank 5's message.
-     Two ranks that fail at once: the first recorded is the cause, everywhere.
+
+   - Two ranks that fail at once: the first recorded is the cause, everywhere.
      MPI: the abort notice carries the origin and its message to every rank.
-     Jobs are independent: one job's failure never touches another's. A rank's
-     function must complete (vs_wait) its asynchronous work before it returns:
-     once it has returned, peers waiting on it treat it as gone.
+   - Jobs are independent: one job's failure never touches another's.
+   - A rank's function must complete (vs_wait) its asynchronous work before it
+     returns: once it has returned, peers waiting on it treat it as gone.
    - A timeout names the missing ranks (group and world), the communicator and
      the operation with its sequence number.
    - NCCL in a vs_launch job (one process, a thread per GPU): the same
@@ -229,44 +254,52 @@
 
    Memory
    ------
-   The library allocates host and device memory through the world's allocator
-   hooks: vs_allocator in vs_launch_desc or vs_world_desc (alloc, free,
-   device_alloc, device_free, user; NULL members take malloc/free and
-   cudaMalloc/cudaFree). A trainer can route its own buffers through the same hooks
-   with vs_alloc / vs_free / vs_device_alloc / vs_device_free. Hooks are called from
-   every rank thread and from progress threads at once: they must be thread-safe.
-   Allocation failure is VS_ERR_NOMEM. Scratch space (redistribute's, DDP's buckets
-   and optimizer state) is kept in the handle that needs it and freed with it
-   (vs_mesh_free, vs_ddp_free). Buffers you pass are never freed or kept: they must
-   stay valid until the call returns, or until vs_wait for an asynchronous one.
-   Buffers are host memory on the threads and MPI transports and CUDA device memory
-   on NCCL; vs_ddp_memory_usage reports what a DDP holds.
+   - The library allocates host and device memory through the world's
+     allocator hooks: vs_allocator in vs_launch_desc or vs_world_desc (alloc,
+     free, device_alloc, device_free, user; NULL members take malloc/free and
+     cudaMalloc/cudaFree).
+   - A trainer can route its own buffers through the same hooks with vs_alloc /
+     vs_free / vs_device_alloc / vs_device_free.
+   - Hooks are called from every rank thread and from progress threads at once:
+     they must be thread-safe. Allocation failure is VS_ERR_NOMEM.
+   - Scratch space (redistribute's, DDP's buckets and optimizer state) is kept
+     in the handle that needs it and freed with it (vs_mesh_free, vs_ddp_free);
+     vs_ddp_memory_usage reports what a DDP holds.
+   - Buffers you pass are never freed or kept: they must stay valid until the
+     call returns, or until vs_wait for an asynchronous one. They are host
+     memory on the threads and MPI transports, CUDA device memory on NCCL.
 
    Errors and logging
    ------------------
-   A function that can fail returns a vs_result: VS_OK (0) or a negative code,
-   grouped by kind (-1..-19 your input, -20..-39 resources and availability,
-   -40..-59 communication and backends); vs_result_string names it. vs_last_error()
-   gives the calling thread's message for the last error, naming the call and the
-   bad value ("vs_mesh_init: shape 2x3 has 6 ranks but the communicator has 4");
-   vs_last_backend_code() the raw CUDA, NCCL, MPI or errno code behind
-   VS_ERR_BACKEND and VS_ERR_IO. A function that returns a pointer or a count says
-   in its comment what it returns on error; the message is set the same way.
-   Nothing exits or aborts on bad input; VS_ASSERT (default: assert) only guards
-   internal invariants. Faults (timeouts, a rank that fails) end the job on every
-   rank with VS_ERR_ABORTED naming the cause, the world rank it happened on and
-   its own message; that rank keeps its own error, and vs_launch returns it:
-   see Faults above.
-   The default log level is warn: without a logger, warnings (a skipped step,
-   a lost lighthouse, ...) and a failed job's cause print to stderr; VESCALE_LOG=off
-   silences them. Give a logger (vs_logger in the launch or world desc: a function
-   called with a level and a message without newline) and a log_level, or set
-   VESCALE_LOG=off|error|warn|info|debug (stderr when no logger is given). When a
-   level is asked for (VESCALE_LOG, a logger, or a desc level other than warn),
-   at warn every error a function returns is logged once with its rank too (by
-   default it is not: the caller has it); the cause of a failed job once at
-   error, and the errors it causes on the other ranks at info. Loggers are
-   called from any thread (progress threads too) and must be re-entrant.
+   - A function that can fail returns a vs_result: VS_OK (0) or a negative
+     code, grouped by kind: -1..-19 your input, -20..-39 resources and
+     availability, -40..-59 communication and backends. vs_result_string names it.
+   - vs_last_error(): the calling thread's message for the last error, naming
+     the call and the bad value ("vs_mesh_init: shape 2x3 has 6 ranks but the
+     communicator has 4"). vs_last_backend_code(): the raw CUDA, NCCL, MPI or
+     errno code behind VS_ERR_BACKEND and VS_ERR_IO.
+   - A function that returns a pointer or a count says in its comment what it
+     returns on error; the message is set the same way.
+   - Nothing exits or aborts on bad input; VS_ASSERT (default: assert) only
+     guards internal invariants.
+   - Faults (timeouts, a rank that fails) end the job on every rank with
+     VS_ERR_ABORTED naming the cause, the world rank it happened on and its own
+     message; that rank keeps its own error, and vs_launch returns it (Faults,
+     above).
+
+   Logging:
+   - The default level is warn: without a logger, warnings (a skipped step, a
+     lost lighthouse, ...) and a failed job's cause print to stderr;
+     VESCALE_LOG=off silences them.
+   - Give a logger (vs_logger in the launch or world desc: a function called
+     with a level and a message without newline) and a log_level, or set
+     VESCALE_LOG=off|error|warn|info|debug (stderr when no logger is given).
+   - When a level is asked for (VESCALE_LOG, a logger, or a desc level other
+     than warn), at warn every error a function returns is logged once with its
+     rank too (by default it is not: the caller has it); the cause of a failed
+     job once at error, and the errors it causes on the other ranks at info.
+   - Loggers are called from any thread (progress threads too) and must be
+     re-entrant.
 
    Threads and streams
    -------------------
@@ -293,11 +326,11 @@
      TP/SP regions, the vocab functions and vs_init_fill return when their work
      is enqueued, and the results are ready in stream order on the caller's
      stream (the communicator's: the one set with vs_comm_set_stream, else the
-     legacy default stream), whose earlier work they follow. Read a result after
-     a sync of that stream (vs_sync_stream, or a cudaMemcpy of the loss) or
-     enqueue work after it there; free a buffer only after its users' work
-     (>>tp has the id check that reports later). No host sync, allocation,
-     event or copy to the host in a steady state.
+     legacy default stream), whose earlier work they follow.
+   - So read a result after a sync of that stream (vs_sync_stream, or a
+     cudaMemcpy of the loss) or enqueue work after it there; free a buffer only
+     after its users' work (>>tp has the id check that reports later). No host
+     sync, allocation, event or copy to the host in a steady state.
    - CUDA graphs: the library's calls are not capturable (blocking calls and
      vs_wait query the stream or an event, an error while it captures).
    - Host and device kernels from one text give the same bits only without
@@ -326,7 +359,9 @@
        b2 [D]                      [Replicate, Replicate]
    (Stored [out, in] as in torch, column-parallel is Shard(0) and row-parallel
    Shard(1): the column-parallel layer splits its outputs, the row-parallel one
-   its inputs.) With tp = the "TP" submesh (vs_mesh_submesh(mesh, "TP", &tp)):
+   its inputs.)
+
+   Its steps, with tp = the "TP" submesh (vs_mesh_submesh(mesh, "TP", &tp)):
        forward                                          per TP rank
        x [B, D]        whole on every TP rank (the forward of copy is the identity)
        a = x W1 + b1   [B, H/TP], this rank's columns   no communication
@@ -335,6 +370,7 @@
        vs_tp_reduce_forward(tp, y, B * D, VS_F32)       all-reduce: y whole
        y += b2         once, after the sum (the two in one call:
                        vs_tp_reduce_forward_bias(tp, y, B, D, VS_F32, b2, VS_F32))
+
        backward
        dy              whole on every rank (the backward of reduce is the identity)
        db2 = sum_b dy; dW2 = z^T dy; dz = dy W2^T       this rank's rows of W2
@@ -342,6 +378,7 @@
        dx = da W1^T    a partial sum over TP
        vs_tp_copy_backward(tp, dx, B * D, VS_F32)       all-reduce: dx whole, for
                                                         the layer before
+
    One all-reduce forward, one backward. With sequence parallelism x and y stay
    Shard(seq) between blocks: vs_sp_gather_forward takes the place of the identity
    before W1 (its backward, vs_sp_gather_backward, of vs_tp_copy_backward) and
@@ -561,19 +598,20 @@ VS_API int vs_comm_device(const vs_comm* c);
    VS_ERR_INVALID. */
 VS_API vs_result vs_comm_set_timeout(vs_comm* c, double seconds);
 /* NCCL: the cudaStream_t the comm's operations are enqueued on; NULL gives back
-   the communicator's own stream. The caller's stream stays the caller's (it is
-   never destroyed by the library); it must outlive its use here. Stream order:
-   on a stream you give, your work and the library's are ordered by that stream;
-   on its own (non-blocking) stream, every call waits for what you enqueued on
-   the legacy default stream before it, and your later work there waits for the
-   call's device work (events, no host wait). Work on other streams of yours:
-   give that stream, or order it yourself. A trainer's own stream is handed in
-   here: e.g. its communication stream, with vs_wait_stream(work, compute_stream)
-   making its compute stream wait for a collective (the host does not). It may
-   be changed between any two calls (it says where the next calls enqueue; work
+   the communicator's own stream. The stream must be of c's device; the
+   caller's stays the caller's (never destroyed here) and must outlive its use.
+   Stream order:
+   - on a stream you give, your work and the library's are ordered by it;
+   - on its own (non-blocking) stream, every call waits for what you enqueued
+     on the legacy default stream before it, and your later work there waits
+     for the call's device work (events, no host wait);
+   - work on other streams of yours: give that stream, or order it yourself.
+   A trainer's own stream is handed in here: e.g. its communication stream,
+   with vs_wait_stream(work, compute_stream) making its compute stream wait for
+   a collective (the host does not). It may change between any two calls: work
    already enqueued stays ordered on its stream, and the new stream waits for
-   it: an event, no host wait). The stream must be of c's
-   device. Threads and MPI: VS_ERR_UNSUPPORTED. Only the thread using c. */
+   it (an event, no host wait). Threads and MPI: VS_ERR_UNSUPPORTED. Only the
+   thread using c. */
 VS_API vs_result vs_comm_set_stream(vs_comm* c, void* cuda_stream);
 /* The cudaStream_t c enqueues on now (the one set above, else its own); NULL on
    threads and MPI, and on a bad handle (with vs_last_error()). */
@@ -584,18 +622,20 @@ VS_API void* vs_comm_stream(const vs_comm* c);
    finalize, abort or split them yourself (vs_comm_abort, vs_comm_split,
    vs_comm_free do that).
 
-   vs_comm_nccl: the ncclComm_t of an NCCL communicator, as void*. NULL, with
-   vs_last_error() naming the transport, on a threads or MPI communicator; NULL
-   too once the communicator was aborted (a timeout, vs_comm_abort, NCCL's
-   asynchronous error, a failed rank of a vs_launch job: NCCL's handle is gone).
-   Read it anew rather than keep it: a handle kept past an abort is freed memory.
-   vs_comm_mpi: a pointer to the communicator's MPI_Comm (MPI_Comm mc =
-   *(MPI_Comm*)vs_comm_mpi(c); void* so that this header needs no <mpi.h>); NULL
-   on threads and NCCL. It is vescale's own duplicate of the world's (or a
-   split of it): your operations on it must come in the same place of vescale's
-   order on every rank, with no vescale asynchronous work outstanding on it (a
-   progress thread issues that); MPI_Comm_dup it to be free of both. Both
-   getters: any thread that uses c.
+   - vs_comm_nccl: the ncclComm_t of an NCCL communicator, as void*. NULL, with
+     vs_last_error() naming the transport, on a threads or MPI communicator;
+     NULL too once the communicator was aborted (a timeout, vs_comm_abort,
+     NCCL's asynchronous error, a failed rank of a vs_launch job: NCCL's handle
+     is gone). Read it anew rather than keep it: a handle kept past an abort is
+     freed memory.
+   - vs_comm_mpi: a pointer to the communicator's MPI_Comm (MPI_Comm mc =
+     *(MPI_Comm*)vs_comm_mpi(c); void* so that this header needs no <mpi.h>);
+     NULL on threads and NCCL. It is vescale's own duplicate of the world's (or
+     a split of it): your operations on it must come in the same place of
+     vescale's order on every rank, with no vescale asynchronous work
+     outstanding on it (a progress thread issues that); MPI_Comm_dup it to be
+     free of both.
+   Both getters: any thread that uses c.
 
    Your own NCCL calls on c's ncclComm_t go between vs_comm_nccl_begin and
    vs_comm_nccl_end, on the thread that uses c:
@@ -604,16 +644,18 @@ VS_API void* vs_comm_stream(const vs_comm* c);
            ncclAllReduce(x, x, n, ncclFloat, ncclSum, (ncclComm_t)nc, my_stream);
            r = vs_comm_nccl_end(c);          // NCCL took it; the GPU runs it later
        }
-   begin takes the communicator's NCCL lock (the one vescale's own NCCL calls on
-   it hold), reports a fault already known as c's next call would (VS_ERR_ABORTED,
-   VS_ERR_TIMEOUT, VS_ERR_BACKEND with NCCL's asynchronous error) and gives the
-   ncclComm_t. end waits on the host only until NCCL has taken your calls (c is a
-   non-blocking communicator: a call may answer ncclInProgress, and end polls
-   ncclCommGetAsyncError with c's deadline; a failure aborts c, as vescale's own
-   calls do), then releases the lock. Your operations then complete in stream
-   order, as vescale's stream-ordered ones do: on the stream you gave them (any
-   stream of c's device: vs_comm_stream(c), or your own); vs_sync_stream(c,
-   stream) is the host wait that has the deadline and watches NCCL's errors.
+   - begin takes the communicator's NCCL lock (the one vescale's own NCCL calls
+     on it hold), reports a fault already known as c's next call would
+     (VS_ERR_ABORTED, VS_ERR_TIMEOUT, VS_ERR_BACKEND with NCCL's asynchronous
+     error) and gives the ncclComm_t.
+   - end waits on the host only until NCCL has taken your calls (c is a
+     non-blocking communicator: a call may answer ncclInProgress, and end polls
+     ncclCommGetAsyncError with c's deadline; a failure aborts c, as vescale's
+     own calls do), then releases the lock.
+   - Your operations then complete in stream order, as vescale's stream-ordered
+     ones do: on the stream you gave them (any stream of c's device:
+     vs_comm_stream(c), or your own); vs_sync_stream(c, stream) is the host
+     wait that has the deadline and watches NCCL's errors.
    What is safe to interleave, and why:
    - NCCL matches the operations on one communicator by their order, and takes
      them from one thread at a time. Every vescale call issues its NCCL
@@ -621,12 +663,13 @@ VS_API void* vs_comm_stream(const vs_comm* c);
      call order: the collectives, p2p and barrier (a group's at the outermost
      vs_group_end), vs_comm_split (and a mesh's first vs_mesh_submesh for a set
      of dims), vs_redistribute, the >>tp functions and vs_init_fill on a mesh
-     over c, DDP's reductions and gathers on its mesh's communicators. vs_wait,
-     vs_wait_stream, vs_test and vs_sync_stream issue none, and no thread of
-     vescale's issues any (the watchdog below only queries and aborts; a
-     checkpoint's writer thread does not communicate). So your calls may go
-     between any two vescale calls, with outstanding vescale work (vs_work) or
-     not, as long as every rank makes them in the same place of that order.
+     over c, DDP's reductions and gathers on its mesh's communicators.
+   - vs_wait, vs_wait_stream, vs_test and vs_sync_stream issue none, and no
+     thread of vescale's issues any (the watchdog below only queries and
+     aborts; a checkpoint's writer thread does not communicate). So your calls
+     may go between any two vescale calls, with outstanding vescale work
+     (vs_work) or not, as long as every rank makes them in the same place of
+     that order.
    - Never while a vescale call on c runs on another thread, and make no vescale
      call on c between begin and end (the calls that would issue NCCL there are
      VS_ERR_STATE naming c; begin inside an open vs_group_start is too).
@@ -715,17 +758,20 @@ VS_API vs_result vs_group_end(vs_comm* c, vs_work** work);
 VS_API vs_result vs_wait(vs_work* w);
 /* vs_wait_stream and vs_sync_stream, apart: the first makes a stream wait for one
    operation (the host goes on); the second makes the host wait for a stream.
+
    Completes an asynchronous operation in stream order and frees its handle: the
    work enqueued on `stream` after this call runs after the operation, and the
    host does not wait (NCCL). stream NULL: the caller's stream (the one given to
    vs_comm_set_stream, else the legacy default stream). This keeps the host ahead
-   of the GPU: a training step needs one host wait, for its loss. What goes wrong
-   later (a peer that never arrives, NCCL's asynchronous errors, a failed rank of
-   the job) is reported by the communicator's next call, and the world's watchdog
-   thread (started by the first such wait) aborts the communicator once the
-   operation is past the timeout or NCCL reports an error, so a stream waiting on
-   it never hangs, and ends a vs_launch job as a failed rank does. Threads and MPI
-   (no device streams): vs_wait. Only the thread that issued it. */
+   of the GPU: a training step needs one host wait, for its loss.
+   What goes wrong later (a peer that never arrives, NCCL's asynchronous errors,
+   a failed rank of the job):
+   - the communicator's next call reports it;
+   - the world's watchdog thread (started by the first such wait) aborts the
+     communicator once the operation is past the timeout or NCCL reports an
+     error, so a stream waiting on it never hangs, and ends a vs_launch job as
+     a failed rank does.
+   Threads and MPI (no device streams): vs_wait. Only the thread that issued it. */
 VS_API vs_result vs_wait_stream(vs_work* w, void* stream);
 /* The host waits for everything enqueued so far on `stream` (NULL: c's caller
    stream, as above), with c's deadline and fault watch: NCCL's asynchronous
@@ -816,46 +862,50 @@ typedef struct vs_world_desc {
     vs_logger logger;
     vs_log_level log_level;
     vs_allocator allocator;
+    /* Debug modes, comma-separated as vs_debug_modes reads them ("desync,params";
+       NULL: VESCALE_DEBUG; "": none). An unknown one is VS_ERR_INVALID. Read
+       back (vs_world_query_desc) as the modes' names, "" for none. */
+    const char* debug;
 } vs_world_desc;
 
 /* Starts this process's rank of a multi-process job (MPI or NCCL transport). For the
    threads transport use vs_launch. MPI is initialised (MPI_THREAD_MULTIPLE) unless
    the program already did.
-   NCCL: rank 0's unique id reaches the others over MPI when the job has it (MPI
-   initialised, or an Open MPI launcher), else through init_file when one is
-   given (or VESCALE_INIT_FILE), else over TCP on master_addr:master_port. Both
-   carry the same: the job key (VESCALE_RUN_ID, else TORCHELASTIC_RUN_ID, and the
-   world size; see the TCP rendezvous' notes in >>bootstrap), the world size, the
-   payload's length, the id, and each rank's claim, and rank 0 returns once every
-   rank has its id.
-   The file rendezvous: rank 0 writes the id file at init_file (a temporary file
-   in its directory, renamed over the path: a reader sees the old file or the
-   whole new one) with a fresh random nonce; rank r reads it and writes its claim
-   <init_file>.rank<r> the same way; rank 0 takes the claims that carry its
-   nonce, deletes them (each rank returns when its claim is gone) and then the id
-   file: nothing is left behind. A file from another job (its key differs:
-   another run id or world size) is never used: it is waited past until the
-   deadline, and rank 0 replaces it. A file left by an earlier run of the same
-   job (same key, e.g. an elastic restart after a crash) may be read first, but
-   its nonce is not the new rank 0's: the rank re-reads and claims again when
-   rank 0's file appears, and rank 0 takes only claims of its own nonce. Every
-   wait has the world's timeout (VESCALE_TIMEOUT) and a timeout names the file,
-   what was found there and, on rank 0, the ranks that never claimed. Errors
-   naming the path: a directory that does not exist or that the rank cannot
-   write in (VS_ERR_IO, at once on every rank), a file at the path that is not a
-   rendezvous file (VS_ERR_INVALID: rank 0 does not replace it), one that is
-   truncated or damaged (VS_ERR_IO), an init_file longer than 1000 bytes or
-   empty (VS_ERR_INVALID). The path must be on a file system with atomic rename
-   that every rank sees (NFS, Lustre, a local disk for one node). */
+
+   NCCL: rank 0's unique id reaches the others by the first of these that
+   applies:
+   - over MPI, when the job has it (MPI initialised, or an Open MPI launcher);
+   - through init_file (or VESCALE_INIT_FILE), a path every rank sees;
+   - over TCP on master_addr:master_port.
+   The two rendezvous carry the same: the job key (VESCALE_RUN_ID, else
+   TORCHELASTIC_RUN_ID, and the world size; see the TCP rendezvous' notes in
+   >>bootstrap), the world size, the payload's length, the id, and each rank's
+   claim; rank 0 returns once every rank has its id.
+
+   The file rendezvous (its steps: _vs_file_bcast) leaves nothing behind, never
+   uses a file of another job (another run id or world size: waited past, and
+   rank 0 replaces it), and survives one left by an earlier run of the same
+   job. Every wait has the world's timeout (VESCALE_TIMEOUT); a timeout names
+   the file, what was found there and, on rank 0, the ranks that never claimed.
+   Errors naming the path:
+   - a directory that does not exist or that the rank cannot write in
+     (VS_ERR_IO, at once on every rank);
+   - a file at the path that is not a rendezvous file (VS_ERR_INVALID: rank 0
+     does not replace it);
+   - one that is truncated or damaged (VS_ERR_IO);
+   - an init_file longer than 1000 bytes or empty (VS_ERR_INVALID).
+   The path must be on a file system with atomic rename that every rank sees
+   (NFS, Lustre, a local disk for one node). */
 VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out);
-/* Frees the world (and finalizes MPI if vs_world_init initialised it). On MPI,
-   after a timeout or abort left operations in flight that do not complete within
-   0.2 s, MPI is not finalized (MPI_Finalize would wait for them forever): the
-   world is freed all the same and this returns VS_ERR_ABORTED; end the process.
-   MPI cannot start twice: vs_world_init after MPI was finalized is VS_ERR_STATE.
-   MPI with ULFM, after the job lost a process: MPI_Finalize is given at most
-   the world's timeout (10 s at most; Open MPI 5 can wait for good on a message
-   to a process that ended): past it, VS_ERR_ABORTED; end the process. */
+/* Frees the world (and finalizes MPI if vs_world_init initialised it). MPI:
+   - after a timeout or abort left operations in flight that do not complete
+     within 0.2 s, MPI is not finalized (MPI_Finalize would wait for them
+     forever): the world is freed all the same and this returns VS_ERR_ABORTED;
+     end the process;
+   - MPI cannot start twice: vs_world_init after MPI was finalized is VS_ERR_STATE;
+   - with ULFM, after the job lost a process: MPI_Finalize is given at most the
+     world's timeout (10 s at most; Open MPI 5 can wait for good on a message to
+     a process that ended): past it, VS_ERR_ABORTED; end the process. */
 VS_API vs_result vs_world_free(vs_world* w);
 /* Ends the job after a fault. MPI: MPI_Abort on the world, which ends every
    process of the job with exit status -why (1 when that is not in 1..255), after
@@ -875,19 +925,19 @@ VS_API vs_result vs_world_free(vs_world* w);
      VS_ERR_ABORTED naming the origin (the world rank whose failure it was) and
      its message ("world rank 5 failed (VS_ERR_INVALID): ..."), within about a
      millisecond of the notice. Only the origin sends the notice: a rank that
-     learnt of the abort never names itself. Every MPI communicator the library makes has
-     MPI_ERRORS_RETURN, and so has MPI_COMM_WORLD when vs_world_init started MPI
-     (Open MPI reports errors of non-blocking collectives there; a program that
-     starts MPI itself sets it): MPI errors are VS_ERR_BACKEND, not the end of
-     the job.
+     learnt of the abort never names itself.
+   - MPI errors are VS_ERR_BACKEND, not the end of the job: every MPI
+     communicator the library makes has MPI_ERRORS_RETURN, and so has
+     MPI_COMM_WORLD when vs_world_init started MPI (Open MPI reports errors of
+     non-blocking collectives there; a program that starts MPI itself sets it).
      The buffers of an operation that failed this way may still be written by
      MPI until the job ends (MPI cannot cancel collectives): keep them.
-     A timeout names this rank, the communicator's size and the operation with its
-     sequence number; it names the missing ranks for p2p, for a collective of a
+   - MPI timeouts name this rank, the communicator's size and the operation with
+     its sequence number; the missing ranks for p2p, for a collective of a
      2-rank communicator (a pipeline link, a TP pair: the other rank), and for
      other collectives with VESCALE_DEBUG=desync. vs_comm_split honours the
      timeout.
-     Where MPI cannot say who is missing (a collective; desync's late ranks may
+   - Where MPI cannot say who is missing (a collective; desync's late ranks may
      be alive in the op before), the rank that timed out asks every rank of the
      communicator where it is: a probe over the abort channel, answered from any
      wait, for a quarter of the timeout (at most 0.5 s). Its message and notice
@@ -906,14 +956,17 @@ VS_API vs_result vs_world_free(vs_world* w);
      waits read (>>elastic); else each rank's deadline ends the job.
 
    VESCALE_DEBUG (comma-separated, parsed by vs_debug_modes, read by MPI at
-   vs_world_init; an unknown value is VS_ERR_INVALID): "desync" checks before every collective (and every group
-   holding one, but no p2p) that all ranks make the same call: each rank sends an
-   80-byte fingerprint (per-communicator sequence number, kind, count, dtype, op,
-   root, and a hash of the group and of the counts ranks must agree on) to every
-   other rank and compares all of them. A difference is VS_ERR_MISMATCH on every
-   rank, naming each differing rank's call and sequence number (group and world
-   ranks); no data moves and the communicator stays usable. Cost: 2(n-1) small
-   messages per rank and one message latency per collective: a debugging aid.
+   vs_world_init; an unknown value is VS_ERR_INVALID), "desync": before every
+   collective (and every group holding one, but no p2p), all ranks are checked
+   to make the same call.
+   - Each rank sends an 80-byte fingerprint (per-communicator sequence number,
+     kind, count, dtype, op, root, and a hash of the group and of the counts
+     ranks must agree on) to every other rank and compares all of them.
+   - A difference is VS_ERR_MISMATCH on every rank, naming each differing
+     rank's call and sequence number (group and world ranks); no data moves and
+     the communicator stays usable.
+   - Cost: 2(n-1) small messages per rank and one message latency per
+     collective: a debugging aid.
    Without it a mismatched call on MPI may give garbage or an MPI error on some
    ranks only (the erring rank then aborts the world, so the others fail their
    next call). */
@@ -927,9 +980,10 @@ VS_API double vs_world_timeout(const vs_world* w);
 /* The desc as this world uses it, every zero-is-default resolved (as sokol's
    sg_query_desc): transport, world_size/rank/local_rank (the final ones: MPI's
    when it numbered the ranks), master_addr/port, init_file (NULL: none),
-   timeout_s (INFINITY: none), log_level, logger, allocator. Worlds of vs_launch
-   report the launch desc's values the same way. master_addr and init_file point
-   into the world. */
+   timeout_s (INFINITY: none), log_level, logger, allocator, debug (the modes'
+   names). Worlds of vs_launch report the launch desc's values the same way
+   (debug: VESCALE_DEBUG's modes). master_addr, init_file and debug point into
+   the world. */
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out);
 
 /* Logs through the world's logger at `level` (printf-style). */
@@ -1057,75 +1111,84 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap);
            if (r == VS_OK && !small) { vs_train_free(t); t = NULL; ... wait in vs_world_grow }
        }
 
-   What the transports do:
-   - threads (vs_launch): a rank whose function returned while the others go on
-     is failed; the survivors' agreement is the job's own (every live rank must
-     arrive; a rank that dies during it joins the failed set, so the agreement
-     never waits for the dead and never ends on two different sets).
-     vs_world_respawn starts a replacement thread.
-   - NCCL, ranks of a vs_launch job (one GPU each): the same agreement. The
-     job's fail-fast revokes the world's ncclComm_t (ncclCommRevoke: it stops
-     this rank's operations and keeps the handle) instead of aborting it; a
-     shrink waits until it is quiet and makes the new world with
-     ncclCommShrink (NCCL_SHRINK_ABORT), the ranks that leave excluded; a grow
-     (or a shrink where some rank's world handle was aborted) makes a new
-     communicator from an id the agreement draws. The shrinking mesh's other
-     communicators are aborted first, so the streams waiting on a dead peer go
-     on. Needs NCCL 2.27 or later (else the new world comes from a new id).
-   - NCCL jobs of processes (torchrun-style, vs_world_init), given a directory
-     every rank sees (vs_world_desc.elastic_dir or VESCALE_ELASTIC_DIR: a local
-     disk for one node, NFS or Lustre across nodes): the survivors agree
-     through files there, no rank needed alive (rank 0 included): each
-     arrives, and the first that can decide links the decision (a link has one
-     winner: every rank follows the same one). A shrink decides when every
-     member has arrived or said it failed, or half the world's timeout after
-     this rank arrived: who has not come by then is failed (a process on
-     another host that died cannot be told from a slow one but by time), and
-     if it was only slow it learns so (VS_ERR_ABORTED) and may come back with
-     vs_world_grow. How the survivors learn of a failure: a rank that calls
-     vs_world_abort (the error path of a trainer) posts a notice there, which
-     every other rank's waits and watchdog read within 50 ms (VS_ERR_ABORTED
-     naming it and its message); a rank whose process ends without a word (a
-     signal) is seen gone by the ranks on its host within about 200 ms (each
-     rank writes its pid there; kill(pid, 0)), which post the notice for it;
-     one on another host that dies or hangs is found by the others' deadlines,
-     and the first of them to shrink posts the notice that stops the rest. The world handle is revoked, not aborted,
-     on a notice, so the shrink is ncclCommShrink; after a timeout (aborted) a
-     new communicator from an id the decision carries. A replacement is a new
-     process of the failed rank started with vs_world_desc.join = 1 (or
-     VESCALE_ELASTIC_JOIN=1): it makes no rendezvous, asks to come in, and
-     waits in vs_world_grow; the members see it in vs_world_joiners (a
-     replacement for a rank whose process still runs on its host is
-     VS_ERR_INVALID at vs_world_init). A member that dies inside a shrink,
-     after it arrived, makes the new communicator time out on the others:
-     they are then at the decision's epoch with a communicator that failed,
-     and a second shrink goes on without it. What is
-     left in the directory: one decision per reconfiguration (a few hundred
-     bytes); remove it with the job. Jobs that share a directory need
-     different run ids (VESCALE_RUN_ID). Ranks that share no directory use a
-     lighthouse instead (elastic_dir = "tcp://host:port", vs_lighthouse_start
-     below): the same agreement, and a process that ends on any host is seen
-     within about 200 ms, since its connection to the lighthouse closes. A
-     lighthouse can never end a healthy job: no wait waits on it, one that
-     does not answer is given up with a warning, and it caps and signs what
-     clients send (see vs_lighthouse_desc).
-   - MPI with ULFM (built with an MPI that has it, MPIX_Comm_shrink, and run
-     with it: Open MPI 5's mpirun --with-ft ulfm): a process that ends is
-     seen by the first rank whose operation involves it (MPI's error), which
-     sends the others a notice naming it (VS_ERR_ABORTED "world rank 2
-     failed ... its process ended"); vs_world_abort ends this process only
-     (SIGKILL, after its notice: the others hear its error; Open MPI's
-     runtime ends the whole job on a non-zero exit status, not on a killed
-     process). The shrink revokes the world's communicator and shrinks it
-     (MPIX_Comm_shrink: MPI's own agreement on who ended); a mesh's dropped
-     replica leaves by a split. MPI jobs do not grow back (vs_world_grow:
-     VS_ERR_UNSUPPORTED); a rank that left ends its process with status 0.
-     Without ULFM, or not run with it: VS_ERR_UNSUPPORTED saying which; the
-     job ends on a failure as before and resumes from a checkpoint
-     (vs_train_load on fewer ranks).
+   What each transport does, phase by phase (the notes below the table):
+
+   | transport       | a failure is seen by        | the survivors agree   | the new world        | grow back        |
+   | threads         | its function returned (1)   | in the job's memory   | a new shared state   | vs_world_respawn |
+   | NCCL, vs_launch | the job; world comm revoked | in the job's memory   | ncclCommShrink (2)   | vs_world_respawn |
+   | NCCL, processes | a notice in the store (3)   | through the store (4) | ncclCommShrink (2)   | join = 1 (5)     |
+   | MPI with ULFM   | MPI's error; a notice (6)   | MPIX_Comm_shrink      | MPIX_Comm_shrink (7) | no (7)           |
+   | MPI without     | -                           | UNSUPPORTED (8)       | -                    | -                |
 
    Every wait has the world's timeout: a live rank that never arrives makes
-   the call VS_ERR_TIMEOUT on the others, naming it; nothing hangs. */
+   the call VS_ERR_TIMEOUT on the others, naming it; nothing hangs.
+
+   1)  threads: a rank whose function returned while the others go on is
+       failed. Every live rank must arrive at the agreement; a rank that dies
+       during it joins the failed set, so it never waits for the dead and never
+       ends on two different sets. vs_world_respawn starts a replacement thread.
+   2)  NCCL: the job's fail-fast (vs_launch), or a notice (processes), revokes
+       the world's ncclComm_t (ncclCommRevoke: it stops this rank's operations
+       and keeps the handle) instead of aborting it. A shrink waits until it is
+       quiet and makes the new world with ncclCommShrink (NCCL_SHRINK_ABORT),
+       the ranks that leave excluded.
+       - A grow, a shrink where some rank's world handle was aborted, or one
+         after a timeout (aborted): a new communicator from an id the agreement
+         (the decision) carries.
+       - The shrinking mesh's other communicators are aborted first, so the
+         streams waiting on a dead peer go on.
+       - Needs NCCL 2.27 or later (else the new world comes from a new id).
+   3)  NCCL jobs of processes (torchrun-style, vs_world_init) learn of a failure:
+       - a rank that calls vs_world_abort (the error path of a trainer) posts a
+         notice in the store, which every other rank's waits and watchdog read
+         within 50 ms (VS_ERR_ABORTED naming it and its message);
+       - a rank whose process ends without a word (a signal) is seen gone by the
+         ranks on its host within about 200 ms (each rank writes its pid there;
+         kill(pid, 0)), which post the notice for it; at a lighthouse, by every
+         rank on any host (its connection closes);
+       - one on another host that dies or hangs is found by the others'
+         deadlines, and the first of them to shrink posts the notice that stops
+         the rest.
+   4)  The store: a directory every rank sees (vs_world_desc.elastic_dir or
+       VESCALE_ELASTIC_DIR: a local disk for one node, NFS or Lustre across
+       nodes), or a lighthouse (elastic_dir = "tcp://host:port", >>lighthouse)
+       for ranks that share none. No rank is needed alive (rank 0 included):
+       each arrives, and the first that can decide links the decision (a link
+       has one winner: every rank follows the same one).
+       - A shrink decides when every member has arrived or said it failed, or
+         half the world's timeout after this rank arrived: who has not come by
+         then is failed (a process on another host that died cannot be told
+         from a slow one but by time); if it was only slow it learns so
+         (VS_ERR_ABORTED) and may come back with vs_world_grow.
+       - A member that dies inside a shrink, after it arrived, makes the new
+         communicator time out on the others: they are then at the decision's
+         epoch with a communicator that failed, and a second shrink goes on
+         without it.
+       - Left in a directory: one decision per reconfiguration (a few hundred
+         bytes); remove it with the job. Jobs that share a store need
+         different run ids (VESCALE_RUN_ID).
+       - A lighthouse can never end a healthy job: no wait waits on it, one
+         that does not answer is given up with a warning, and it caps and signs
+         what clients send (see vs_lighthouse_desc).
+   5)  A replacement is a new process of the failed rank started with
+       vs_world_desc.join = 1 (or VESCALE_ELASTIC_JOIN=1): it makes no
+       rendezvous, asks to come in, and waits in vs_world_grow; the members see
+       it in vs_world_joiners. A replacement for a rank whose process still
+       runs on its host is VS_ERR_INVALID at vs_world_init.
+   6)  MPI with ULFM (built with an MPI that has it, MPIX_Comm_shrink, and run
+       with it: Open MPI 5's mpirun --with-ft ulfm): a process that ends is seen
+       by the first rank whose operation involves it (MPI's error), which sends
+       the others a notice naming it (VS_ERR_ABORTED "world rank 2 failed ...
+       its process ended"). vs_world_abort ends this process only (SIGKILL,
+       after its notice: the others hear its error; Open MPI's runtime ends the
+       whole job on a non-zero exit status, not on a killed process).
+   7)  The shrink revokes the world's communicator and shrinks it
+       (MPIX_Comm_shrink: MPI's own agreement on who ended); a mesh's dropped
+       replica leaves by a split. MPI jobs do not grow back (vs_world_grow:
+       VS_ERR_UNSUPPORTED); a rank that left ends its process with status 0.
+   8)  Without ULFM, or not run with it: VS_ERR_UNSUPPORTED saying which; the
+       job ends on a failure as before and resumes from a checkpoint
+       (vs_train_load on fewer ranks). */
 
 #define VS_REFORM_LIST 64 // world ranks listed in a vs_reform_info (the counts are whole)
 
@@ -1147,14 +1210,16 @@ typedef struct vs_reform_info {
    communicator becomes a new one over the survivors, in world-rank order
    (vs_world_rank stays; vs_comm_size(vs_world_comm(w)) is the live count).
    The old communicators stay aborted: free what was made on them. info may be
-   NULL. Errors: no failure since the last reconfiguration (VS_ERR_STATE: there
-   is nothing to shrink from); a rank that neither arrives nor fails within the
-   timeout (VS_ERR_TIMEOUT naming it; the failure stands, call again); a rank
-   that left (info.left) calls vs_world_grow instead (VS_ERR_STATE). NCCL jobs
-   of processes (an elastic directory): "no failure" is none this rank saw (a
-   notice, or its own communicator's fault); a rank that came after half the
-   timeout is counted failed (VS_ERR_ABORTED saying so on it); see the notes
-   above. */
+   NULL. Errors:
+   - no failure since the last reconfiguration (VS_ERR_STATE: there is nothing
+     to shrink from);
+   - a rank that neither arrives nor fails within the timeout (VS_ERR_TIMEOUT
+     naming it; the failure stands, call again);
+   - a rank that left (info.left) calls vs_world_grow instead (VS_ERR_STATE).
+   NCCL jobs of processes (an elastic store): "no failure" is none this rank
+   saw (a notice, or its own communicator's fault); a rank that came after half
+   the timeout is counted failed (VS_ERR_ABORTED saying so on it); see the
+   notes above. */
 VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info);
 /* vs_world_shrink for a mesh: the failed ranks' whole replicas along `dim`
    (NULL: "DP") leave too, so every other dim stays whole. *out: the smaller
@@ -1162,21 +1227,25 @@ VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info);
    a rank that left (info->left = 1: it keeps no communicator and may come back
    with vs_world_grow). The mesh must be over the world's communicator (as
    vs_parallelize's is) and every live rank calls this, not vs_world_shrink.
-   Errors: a submesh (shrink its root); a mesh shrunk before (VS_ERR_STATE: the
-   smaller mesh it gave is the one to shrink); no failure (VS_ERR_STATE); every
-   replica lost a rank (VS_ERR_STATE naming the failed ranks: no replica holds
-   their part; resume from a checkpoint). m stays the caller's to free. */
+   m stays the caller's to free. Errors:
+   - a submesh (shrink its root);
+   - a mesh shrunk before (VS_ERR_STATE: the smaller mesh it gave is the one to
+     shrink);
+   - no failure (VS_ERR_STATE);
+   - every replica lost a rank (VS_ERR_STATE naming the failed ranks: no
+     replica holds their part; resume from a checkpoint). */
 VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_reform_info* info);
 /* Collective over every rank of the job that is alive: the world's members, the
    ranks that left at a shrink, and replacements (vs_world_respawn): the world's
    communicator becomes one over all of them, in world-rank order (with every
    failed rank replaced: the original one). Make the mesh again on it
    (vs_mesh_init). Ranks already in the world call it at a step boundary, all at
-   the same one: vs_world_joiners says when someone waits. A failure while
-   ranks wait here: VS_ERR_ABORTED on each (the members then shrink; the others
-   call this again). vs_launch jobs (threads, NCCL) and NCCL jobs of processes
-   with an elastic directory (else VS_ERR_UNSUPPORTED); there a replacement
-   nobody takes in within the timeout is VS_ERR_TIMEOUT, its request withdrawn. */
+   the same one: vs_world_joiners says when someone waits.
+   - A failure while ranks wait here: VS_ERR_ABORTED on each (the members then
+     shrink; the others call this again).
+   - vs_launch jobs (threads, NCCL) and NCCL jobs of processes with an elastic
+     store only (else VS_ERR_UNSUPPORTED); there a replacement nobody takes in
+     within the timeout is VS_ERR_TIMEOUT, its request withdrawn. */
 VS_API vs_result vs_world_grow(vs_world* w, vs_reform_info* info);
 /* Collective over the world's communicator: *n = ranks waiting in
    vs_world_grow to come in (the same on every member: the largest any saw). */
@@ -1185,12 +1254,14 @@ VS_API vs_result vs_world_joiners(vs_world* w, int* n);
    which has failed (its function returned): a new thread runs the job's
    function with a new world of that rank, where vs_world_joining is 1 and
    vs_world_comm is NULL; it comes in with vs_world_grow (on NCCL its GPU is
-   chosen there, by local rank, as the first one's was). vs_launch waits for it too and reports its result instead of
-   the failed one's. A rank that is alive is VS_ERR_INVALID. Any rank, any time. */
+   chosen there, by local rank, as the first one's was). vs_launch waits for it
+   too and reports its result instead of the failed one's. A rank that is alive is VS_ERR_INVALID. Any rank, any time. */
 VS_API vs_result vs_world_respawn(vs_world* w, int rank);
 /* 1 on a replacement's world, and on a rank that left at a shrink, until its
    vs_world_grow succeeds; 0 otherwise. */
 VS_API int vs_world_joining(const vs_world* w);
+
+// >>lighthouse ---------------------------------------------------------------
 
 /* A lighthouse: the store of an NCCL job of processes whose ranks share no
    directory.
@@ -1286,18 +1357,19 @@ typedef struct vs_kernel_text {
     const char* const* kernels; /* their extern "C" names */
 } vs_kernel_text;
 /* t's kernels for the calling thread's current CUDA device: kernels[i] gets
-   t->kernels[i]'s cudaKernel_t. NVRTC compiles t once per process and device
-   architecture: a cubin for the device's sm_XY, or, for a device newer than
-   the NVRTC, PTX for the newest compute_XY that NVRTC knows (the driver
-   compiles it for the device). The image is loaded once per process too
-   (cudaLibraryLoadData: the library and its kernels are context-independent;
-   every device of that architecture runs them). Compiled images and libraries
-   are kept until the process exits (never unloaded: the driver releases them
-   with the process). Any thread; threads asking at once wait for one compile.
-   VS_ERR_UNAVAILABLE in a build without CUDA (VESCALE_NCCL); VS_ERR_BACKEND
-   with NVRTC's log or CUDA's error; messages start with fn (NULL:
-   "vs_kernels_get"). t and its strings must be static storage: the cache keeps
-   them. */
+   t->kernels[i]'s cudaKernel_t. t and its strings must be static storage: the
+   cache keeps them. Any thread; threads asking at once wait for one compile.
+   - NVRTC compiles t once per process and device architecture: a cubin for the
+     device's sm_XY, or, for a device newer than the NVRTC, PTX for the newest
+     compute_XY that NVRTC knows (the driver compiles it for the device).
+   - The image is loaded once per process too (cudaLibraryLoadData: the library
+     and its kernels are context-independent; every device of that
+     architecture runs them).
+   - Compiled images and libraries are kept until the process exits (never
+     unloaded: the driver releases them with the process).
+   Errors: VS_ERR_UNAVAILABLE in a build without CUDA (VESCALE_NCCL);
+   VS_ERR_BACKEND with NVRTC's log or CUDA's error; messages start with fn
+   (NULL: "vs_kernels_get"). */
 VS_API vs_result vs_kernels_get(const vs_kernel_text* t, const char* fn, void** kernels);
 /* VS_ERR_BACKEND with "fn: what: <CUDA's error string>" for the CUDA error code
    err (a cudaError_t), which vs_last_backend_code() then gives. */
@@ -1470,19 +1542,20 @@ VS_API vs_result vs_layout_local(const vs_layout* L, int ndim, const int64_t* sh
    `coord` holds of a tensor of global `shape` (ndim dims) under `placements`
    (mesh_ndims entries) on a mesh of mesh_ndims dims of sizes mesh_shape, outermost
    first. The same numbers vs_layout_local gives on a live mesh of that shape.
-   Checks: mesh_ndims in [1, VS_MESH_MAX_DIMS], sizes >= 1 and at most INT_MAX
-   ranks (as vs_mesh_init); placements as vs_layout_check (Shard dim in [0, ndim),
-   Partial with a valid op, no other kinds); shape dims >= 0 and fewer than 2^63
-   elements; 0 <= coord[k] < mesh_shape[k]. Replicate and Partial dims do not cut
-   the tensor (every coordinate along them holds the same box). Writes ndim entries
-   of local_shape and offset (either may be NULL), nothing on error.
+   Replicate and Partial dims do not cut the tensor (every coordinate along them
+   holds the same box). Writes ndim entries of local_shape and offset (either
+   may be NULL), nothing on error. No communication; any thread. Checks:
+   - mesh_ndims in [1, VS_MESH_MAX_DIMS], sizes >= 1 and at most INT_MAX ranks
+     (as vs_mesh_init);
+   - placements as vs_layout_check (Shard dim in [0, ndim), Partial with a
+     valid op, no other kinds);
+   - shape dims >= 0 and fewer than 2^63 elements; 0 <= coord[k] < mesh_shape[k].
    Empty shard: a coordinate past the last chunk of a dim holds size 0 there, at the
    offset where the chunk it cuts ends; with one mesh dim sharding that tensor dim,
    that is the dim's size (DTensor's convention: Shard(0) of 3 rows over 4 ranks
    gives coordinate 3 size 0 at offset 3). Several mesh dims sharding one tensor dim:
    the end of the enclosing chunk (Shard(0), Shard(0) of 4 rows on a 2x3 mesh:
-   coordinate (0, 2) holds size 0 at offset 2). A dim of size 0: size 0 at 0.
-   No communication; any thread. */
+   coordinate (0, 2) holds size 0 at offset 2). A dim of size 0: size 0 at 0. */
 VS_API vs_result vs_layout_box(int mesh_ndims, const int* mesh_shape, const vs_placement* placements, int ndim,
                                const int64_t* shape, const int* coord, int64_t* local_shape, int64_t* offset);
 /* The coordinate (mesh_ndims entries) of mesh rank `mesh_rank` in a mesh of this
@@ -1506,41 +1579,46 @@ VS_API vs_result vs_layout_parse_placements(int mesh_ndims, const char* text, vs
    Collective over the mesh: every rank calls it with the same layouts. Uses, per
    mesh dim: all-gather (S->R), all-reduce (P->R), reduce-scatter (P->S), local
    slices (R->S), all-to-all (S(i)->S(j)), zero fill (R->P, S->P). On error nothing
-   is written to dst->data. Host buffers on the threads and MPI transports (scratch
-   kept in the mesh for the next call; vs_mesh_free releases it); CUDA device
-   buffers on NCCL: strided blocks are packed and unpacked by kernels on each step's
-   communicator's stream, device scratch comes from the world's hooks and is kept
-   in the mesh too (grow-only, the device drained before it grows; vs_mesh_free
-   releases it), and the call returns when its work is enqueued: dst->data is
-   ready in stream order on the caller's stream of the mesh's communicator (the
-   one set with vs_comm_set_stream, else the legacy default stream), after what
-   was enqueued there before the call; the host does not wait (see Threads and
-   streams in the top comment). */
+   is written to dst->data.
+   - Threads and MPI: host buffers; scratch is kept in the mesh for the next
+     call (vs_mesh_free releases it).
+   - NCCL: CUDA device buffers; strided blocks are packed and unpacked by
+     kernels on each step's communicator's stream; device scratch comes from the
+     world's hooks and is kept in the mesh too (grow-only, the device drained
+     before it grows; vs_mesh_free releases it). The call returns when its work
+     is enqueued: dst->data is ready in stream order on the caller's stream of
+     the mesh's communicator (the one set with vs_comm_set_stream, else the
+     legacy default stream), after what was enqueued there before the call; the
+     host does not wait (see Threads and streams in the top comment). */
 VS_API vs_result vs_redistribute(const vs_dtensor* src, const vs_dtensor* dst);
 
 // >>tp -----------------------------------------------------------------------
 /* Megatron's tensor- and sequence-parallel regions as named uses of redistribute,
    over a 1-D TP mesh (vs_mesh_submesh(mesh, "TP", &tp)). `shape` is the global
    (unsharded) shape, `seq_dim` the dim that sequence parallelism shards. Backward
-   counterparts carry gradients. All collective over tp. Buffers (ids and targets
-   too) are host memory, or CUDA device memory on NCCL: the gathers, scatter-adds
-   and the cross-entropy then run as kernels on tp's communicator's stream, and
-   every function here returns when its work is enqueued: results are ready in
-   stream order on the caller's stream (tp's communicator's: the one set with
-   vs_comm_set_stream, else the legacy default stream), after what was enqueued
-   there before the call; no host sync (a trainer's one a step: its loss read).
-   Ids out of range are VS_ERR_INVALID naming the first one and its position. On
-   the host: the call fails before anything runs. On the device a kernel finds
-   it (no copy of the ids, no sync) and the kernels leave that id out (the
-   outputs are not meaningful); the call has returned by then, so a later vocab
-   call on the same mesh fails instead, naming the earlier one:
-   "vs_vocab_cross_entropy: vs_vocab_embedding_forward (the previous call on
-   this mesh): id 512 at position 7 out of range [0, 301) ...". Each vocab call
-   reads the checks still in flight (without a CUDA call) before it runs
-   anything, so the report comes at the first vocab call after the check's
-   kernel ran (surely after a host sync, e.g. the loss read); up to 16 checks
-   stay in flight (one more waits for the oldest), and vs_mesh_free waits for
-   them, failing with the report if no call gave it. */
+   counterparts carry gradients. All collective over tp.
+
+   Buffers (ids and targets too) are host memory, or CUDA device memory on
+   NCCL: the gathers, scatter-adds and the cross-entropy then run as kernels on
+   tp's communicator's stream, and every function here returns when its work is
+   enqueued: results are ready in stream order on the caller's stream (tp's
+   communicator's: the one set with vs_comm_set_stream, else the legacy default
+   stream), after what was enqueued there before the call; no host sync (a
+   trainer's one a step: its loss read).
+
+   Ids out of range are VS_ERR_INVALID naming the first one and its position:
+   - on the host: the call fails before anything runs;
+   - on the device a kernel finds it (no copy of the ids, no sync) and the
+     kernels leave that id out (the outputs are not meaningful); the call has
+     returned by then, so a later vocab call on the same mesh fails instead,
+     naming the earlier one: "vs_vocab_cross_entropy:
+     vs_vocab_embedding_forward (the previous call on this mesh): id 512 at
+     position 7 out of range [0, 301) ...";
+   - each vocab call reads the checks still in flight (without a CUDA call)
+     before it runs anything, so the report comes at the first vocab call after
+     the check's kernel ran (surely after a host sync, e.g. the loss read);
+   - up to 16 checks stay in flight (one more waits for the oldest), and
+     vs_mesh_free waits for them, failing with the report if no call gave it. */
 
 /* Column-parallel input [copy_to_tensor_model_parallel_region]: forward is the
    identity; backward all-reduces (sums) the input gradient in place. */
@@ -1553,6 +1631,7 @@ VS_API vs_result vs_tp_reduce_forward(vs_mesh* tp, void* x, size_t count, vs_dty
    x_shard W_shard^T; it is summed over TP in place and the bias (cols entries,
    Replicate over TP: the same on every TP rank) is added to every row, once:
        y = sum over TP of y + bias          whole, on every TP rank.
+
    The bias is added after the sum, on every rank, rather than on TP coordinate 0
    before it: the sum then rounds as without a bias and the bias is rounded in
    once, as y = x W^T + b on one rank does (added to one partial first, it would
@@ -1560,10 +1639,12 @@ VS_API vs_result vs_tp_reduce_forward(vs_mesh* tp, void* x, size_t count, vs_dty
    can be lost). The cost is the same: one elementwise pass over y on the
    critical path either way (before the sum the other ranks wait for coordinate
    0's at the all-reduce).
+
    dt is y's dtype: f32, f64, f16 or bf16; bias_dt is dt, or f32 for f16/bf16 y
    (the add in f32, rounded to dt once). Host buffers, or CUDA device memory on
    NCCL: the all-reduce and one kernel on tp's communicator's stream, returning
    when enqueued (stream order as the other functions here, no host sync).
+
    Backward [the bias gradient]: the backward of the sum is the identity, so dy
    (rows x cols) is whole and the same on every TP rank; db[j] = sum over rows i
    of dy[i][j] is then the same on every TP rank too and needs no TP collective
@@ -2037,6 +2118,19 @@ VS_API vs_result vs_debug_modes(const char* text, unsigned* modes)
     return VS_OK;
 }
 
+/* The names of the VS_DEBUG_* bits in modes, comma-separated, in buf ("": none). */
+_VS_PRIVATE void _vs_debug_names_of(unsigned modes, char* buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (size_t k = 0; k < sizeof _vs_debug_names / sizeof *_vs_debug_names; k++)
+        if (modes & (1u << k)) {
+            int m = snprintf(buf + n, cap - n, "%s%s", n ? "," : "", _vs_debug_names[k]);
+            if (m < 0 || (size_t)m >= cap - n) break;
+            n += (size_t)m;
+        }
+}
+
 /* Timeouts above this many seconds (~31 years) mean "no timeout". */
 #define _VS_TIMEOUT_FOREVER_S 1e9
 
@@ -2469,6 +2563,7 @@ struct vs_work {
 typedef struct _vs_tshared _vs_tshared;
 
 typedef struct _vs_transport_ops _vs_transport_ops;
+typedef struct _vs_store_ops _vs_store_ops; // >>store
 
 /* The hooks of a world (NULL world: the C allocator). */
 #define _VS_WH(w) ((w) ? &(w)->hooks : (const _vs_hooks*)NULL)
@@ -2586,22 +2681,22 @@ struct vs_world {
     int epoch;   // reconfigurations taken (vs_reform_info.epoch)
     int joining; // a replacement, or a rank that left at a shrink: no communicator until vs_world_grow
     vs_comm* retired;
-    /* >>elastic, NCCL jobs of processes: the store, a directory every rank sees
-       (edir[0] == 0: none), that carries failure notices and the agreement */
-    char edir[_VS_INIT_FILE_MAX + 1];
+    /* >>elastic, NCCL jobs of processes: the store that carries failure notices
+       and the agreement */
+    char elastic_dir[_VS_INIT_FILE_MAX + 1]; // its address: a directory every rank sees, or "tcp://host:port" ("": none)
     uint64_t ekey;     // the job's key (its files' names)
     uint64_t enonce;   // this process's (a join request's mark)
     int64_t epoll_us;  // atomic: the last look for a failure notice
-    int efail;         // atomic: 1 when a notice of this epoch was seen (eorigin, ecause set first), 2 writing
+    int fail_seen;     // atomic: 1 when a failure notice of this epoch was seen (eorigin, ecause set first), 2 writing
     int eorigin;
     char ecause[800];
     int esaw;          // vs_mesh_shrink: a communicator of the mesh failed on this rank
-    int eself;         // this rank posted its failure (vs_world_abort): its communicators are aborted when freed
+    int self_failed;   // this rank posted its own failure (vs_world_abort): its communicators are aborted when freed
     int* epid;         // atomic entries: a member's pid on this host, read from the store's p<rank> files
-                       // (_vs_store_liveness says what 0 and the negative values mean)
+                       // (_vs_dir_liveness says what 0 and the negative values mean)
     int64_t elive_us;  // atomic: the last look at them
-    int etcp;          // the store is a lighthouse (edir "tcp://host:port"): its connection efd (-1: lost)
-    int efd;
+    const _vs_store_ops* store; // the store's table (>>store): a directory or a lighthouse (NULL: none)
+    int efd;           // a lighthouse: the connection to it (-1: none)
     pthread_mutex_t emu; // one request at a time on efd
     uint64_t egone;    // atomic: the lighthouse's count of ended processes at the last look (0: look again)
     int elost;         // atomic: the lighthouse did not answer in time: given up (said once)
@@ -2622,6 +2717,8 @@ struct vs_world {
     vs_world_desc desc;                // as resolved (vs_world_query_desc); master_addr -> master
     char master[256];
     char init_file[_VS_INIT_FILE_MAX + 1]; // desc.init_file points here (when given)
+    unsigned debug_modes;              // VS_DEBUG_* bits, as resolved (desc.debug, else VESCALE_DEBUG)
+    char debug[32];                    // their names: desc.debug points here
     void* kcache;                      // >>kernels: this rank's compiled device kernels
     void (*kcache_free)(vs_world* w);  // set with it
     int mpi_finalize;
@@ -2683,7 +2780,20 @@ struct vs_world {
    - device   1: buffers are CUDA device memory (host loops must refuse them).
    - handle   the raw handle under c (NCCL: the ncclComm_t; MPI: &MPI_Comm),
               NULL: none (threads).
-   - raw_begin, raw_end  vs_comm_nccl_begin / _end (NULL: no NCCL). */
+   - raw_begin, raw_end  vs_comm_nccl_begin / _end (NULL: no NCCL).
+   - aborted_error  an operation on an aborted c: the error naming the world
+              abort's origin when the transport learns it apart from c (MPI:
+              its abort message arrives just after c is marked); VS_OK: none.
+   - world_init  vs_world_init's part for the transport (its world
+              communicator); NULL: vs_launch makes its worlds (threads).
+   - reform   vs_world_shrink / _grow: the survivors' agreement of `kind`
+              (_VS_REFORM_*) and the new world communicator, or an error
+              saying what the job lacks for one.
+   - quiesce  before a shrink (vs_mesh_shrink): stops the work in flight on
+              c's of a failing mesh (and the world's others with work watched) on
+              this rank, so the streams behind them go on (NULL: nothing waits).
+   - joins    1: a replacement rank may join a running job (vs_world_desc.join). */
+typedef int (*_vs_keep_fn)(const int* failed, int nfailed, int rank, void* ctx);
 struct _vs_transport_ops {
     vs_transport id;
     vs_result (*submit)(vs_comm* c, _vs_opdesc* ops, int nops, vs_work** out);
@@ -2705,6 +2815,11 @@ struct _vs_transport_ops {
     void* (*handle)(const vs_comm* c);
     vs_result (*raw_begin)(vs_comm* c, void** out);
     vs_result (*raw_end)(vs_comm* c);
+    vs_result (*aborted_error)(vs_comm* c, const char* what);
+    vs_result (*world_init)(vs_world* w, const vs_world_desc* d, const vs_bootstrap_info* bi);
+    vs_result (*reform)(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info, const char* fn);
+    void (*quiesce)(vs_world* w, vs_comm* const* comms, int n);
+    int joins;
 };
 
 /* The table of a transport compiled into this build, NULL otherwise (>>transports). */
@@ -3131,16 +3246,8 @@ _VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
     }
     if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
         _vs_op_release(op);
-#ifdef VESCALE_MPI
-        /* MPI: the world's abort names the origin; it is marked just after the
-           communicator (_vs_mpi_fault): a moment for it, under load */
-        vs_world* mw = c->tr == VS_TRANSPORT_MPI ? c->world : NULL;
-        for (double until = _vs_now() + 0.1; mw && mw->mmu_made && !_vs_mpi_aborted(mw) && _vs_now() < until;)
-            _vs_sleep_us(1000);
-        if (mw && mw->mmu_made && __atomic_load_n(&mw->ab_state, __ATOMIC_ACQUIRE))
-            return _vs_err_from(mw->ab_rank, mw->ab_text ? mw->ab_text : "", VS_ERR_ABORTED,
-                                "%s: communicator was aborted: %s", what, mw->ab_text ? mw->ab_text : "");
-#endif
+        vs_result why = c->tp->aborted_error ? c->tp->aborted_error(c, what) : VS_OK;
+        if (why) return why;
         return _vs_err(VS_ERR_ABORTED, "%s: communicator was aborted (an earlier error or timeout)", what);
     }
     if (c->group_depth > 0) {
@@ -3874,9 +3981,9 @@ _VS_PRIVATE void _vs_world_retire_comm(vs_world* w);
    a grow round when every rank that has not returned has arrived. */
 enum { _VS_REFORM_SHRINK = 1, _VS_REFORM_GROW = 2 };
 
-/* A shrink's choice of who stays (vs_mesh_shrink: not a failed rank's replica):
-   1 when world rank `rank` stays, given the failed set. */
-typedef int (*_vs_keep_fn)(const int* failed, int nfailed, int rank, void* ctx);
+/* _vs_keep_fn (declared with the transport table): a shrink's choice of who
+   stays (vs_mesh_shrink: not a failed rank's replica): 1 when world rank `rank`
+   stays, given the failed set. */
 
 typedef struct _vs_rticket {
     int kind;            // _VS_REFORM_*
@@ -3901,7 +4008,7 @@ _VS_PRIVATE void _vs_rlist(int* list, int* n, int v)
 /* 1 when the open round of `kind` can complete (job->mu held): every member
    arrived or returned from its function; those that returned (a shrink's) in
    failed[*nf]. */
-_VS_PRIVATE int _vs_t_reform_ready(_vs_tjob* job, int kind, int* failed, int* nf)
+_VS_PRIVATE int _vs_threads_reform_ready(_vs_tjob* job, int kind, int* failed, int* nf)
 {
     int np = 0;
     *nf = 0;
@@ -3921,10 +4028,10 @@ _VS_PRIVATE int _vs_t_reform_ready(_vs_tjob* job, int kind, int* failed, int* nf
     return np > 0;
 }
 
-/* Completes a round _vs_t_reform_ready found complete: who stays, the new
+/* Completes a round _vs_threads_reform_ready found complete: who stays, the new
    communicator's state, every participant's answer in its ticket. 0 when out
    of memory (the waiters' deadline ends it). */
-_VS_PRIVATE int _vs_t_reform_finish(_vs_tjob* job, int kind, const int* failed, int nf, int* stay)
+_VS_PRIVATE int _vs_threads_reform_finish(_vs_tjob* job, int kind, const int* failed, int nf, int* stay)
 {
     const int n = job->desc.nranks;
     int ns = 0;
@@ -4010,13 +4117,13 @@ _VS_PRIVATE int _vs_t_reform_finish(_vs_tjob* job, int kind, const int* failed, 
 }
 
 /* Completes the open round of `kind` when it can (job->mu held): 1 when done. */
-_VS_PRIVATE int _vs_t_reform_complete(_vs_tjob* job, int kind)
+_VS_PRIVATE int _vs_threads_reform_complete(_vs_tjob* job, int kind)
 {
     int nf = 0;
     int* failed = _VS_HNEW(&job->hooks, int, job->desc.nranks);
     int* stay = _VS_HNEW(&job->hooks, int, job->desc.nranks);
-    int done = failed && stay && _vs_t_reform_ready(job, kind, failed, &nf) &&
-               _vs_t_reform_finish(job, kind, failed, nf, stay);
+    int done = failed && stay && _vs_threads_reform_ready(job, kind, failed, &nf) &&
+               _vs_threads_reform_finish(job, kind, failed, nf, stay);
     _vs_hfree(&job->hooks, failed);
     _vs_hfree(&job->hooks, stay);
     return done;
@@ -4036,7 +4143,7 @@ _VS_PRIVATE void _vs_rank_list_text(const int* pick, int n, char* buf, size_t ca
 
 /* The live ranks of the job not yet arrived at the open round of `kind`
    (job->mu held), as _vs_rank_list_text words them. */
-_VS_PRIVATE void _vs_t_reform_missing(_vs_tjob* job, int kind, char* buf, size_t cap)
+_VS_PRIVATE void _vs_threads_reform_missing(_vs_tjob* job, int kind, char* buf, size_t cap)
 {
     int* pick = _VS_HNEW(&job->hooks, int, job->desc.nranks);
     buf[0] = 0;
@@ -4075,8 +4182,10 @@ _VS_PRIVATE void _vs_reform_adopt(vs_world* w, vs_comm* nc, int* wr, const _vs_r
 /* Arrives at an agreement of `kind` and waits for its answer (the world's
    timeout). On success the world's communicator is the new one (or none: this
    rank left) and *info the round's answer. */
-_VS_PRIVATE vs_result _vs_t_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info)
+_VS_PRIVATE vs_result _vs_threads_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                         const char* caller)
 {
+    (void)caller; // (its messages name the world's call, vs_mesh_shrink's too)
     const char* fn = kind == _VS_REFORM_SHRINK ? "vs_world_shrink" : "vs_world_grow";
     _vs_tjob* job = w->job;
     if (!job) return _vs_err(VS_ERR_UNSUPPORTED, "%s: this world is not a vs_launch job's", fn);
@@ -4108,7 +4217,7 @@ _VS_PRIVATE vs_result _vs_t_reform(vs_world* w, int kind, _vs_keep_fn keep, void
     job->tk[me] = &tk;
     pthread_cond_broadcast(&job->rcv);
     while (!tk.done) {
-        if (_vs_t_reform_complete(job, kind)) continue;
+        if (_vs_threads_reform_complete(job, kind)) continue;
         if (kind == _VS_REFORM_GROW && job->live[me] && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) {
             r = _vs_err_from(job->cause_rank, job->cause, VS_ERR_ABORTED, "%s: a rank failed while the world waited to "
                              "grow: shrink first (%s)", fn, job->cause);
@@ -4117,7 +4226,7 @@ _VS_PRIVATE vs_result _vs_t_reform(vs_world* w, int kind, _vs_keep_fn keep, void
         double left = end - _vs_now();
         if (left <= 0) {
             char miss[256];
-            _vs_t_reform_missing(job, kind, miss, sizeof miss);
+            _vs_threads_reform_missing(job, kind, miss, sizeof miss);
             r = _vs_err(VS_ERR_TIMEOUT, "%s: world rank%s %s neither arrived nor failed within %g s (world rank %d "
                         "waited)", fn, strchr(miss, ',') ? "s" : "", miss[0] ? miss : "?", w->timeout, me);
             break;
@@ -4439,7 +4548,7 @@ _VS_PRIVATE void _vs_copy_nt(void* dst, const void* src, size_t bytes, int nt) {
 _VS_PRIVATE void _vs_copy(void* dst, const void* src, size_t bytes) { _vs_copy_nt(dst, src, bytes, 0); }
 
 /* Makes streamed stores visible before the barrier that publishes them. */
-_VS_PRIVATE void _vs_store_fence(void)
+_VS_PRIVATE void _vs_streamed_stores_fence(void)
 {
 #ifdef _VS_HAVE_NT
     _mm_sfence();
@@ -4609,7 +4718,7 @@ _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
             break;
         default: break;
         }
-        _vs_store_fence();
+        _vs_streamed_stores_fence();
     }
     // exit: peers may still read or write this rank's buffers until all are here
     vs_result r2 = _vs_t_barrier(c, 0, op);
@@ -4721,7 +4830,7 @@ _VS_PRIVATE vs_result _vs_t_shm(vs_comm* c, const _vs_opdesc* op)
     if (!r) {
         for (int k = 0; k < s->n; k++) c->peer_ops[k] = s->slots[k].op;
         op->shm(c, c->peer_ops);
-        _vs_store_fence();
+        _vs_streamed_stores_fence();
     }
     vs_result r2 = _vs_t_barrier(c, 0, op); // peers may still read this rank's buffers
     return r ? r : r2;
@@ -4950,6 +5059,7 @@ _VS_PRIVATE vs_world* _vs_launch_world(_vs_tjob* job, int i)
         memset(&wd, 0, sizeof wd);
         wd.logger = d->logger;
         wd.allocator = d->allocator;
+        wd.debug = getenv("VESCALE_DEBUG");
         _vs_world_keep_desc(w, &wd);
     }
     return w;
@@ -6202,11 +6312,12 @@ _VS_PRIVATE vs_result _vs_mpi_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     return r;
 }
 
-/* VESCALE_DEBUG (vs_debug_modes, the one parser): desync is this transport's. */
-_VS_PRIVATE vs_result _vs_mpi_debug_from_env(int* desync)
+/* The debug modes (d->debug as resolved, NULL: VESCALE_DEBUG; vs_debug_modes,
+   the one parser): desync is this transport's. */
+_VS_PRIVATE vs_result _vs_mpi_debug(const vs_world_desc* d, int* desync)
 {
     unsigned modes = 0;
-    vs_result r = vs_debug_modes(NULL, &modes);
+    vs_result r = vs_debug_modes(d->debug, &modes);
     *desync = (modes & VS_DEBUG_DESYNC) != 0;
     return r;
 }
@@ -6223,7 +6334,7 @@ _VS_PRIVATE vs_result _vs_mpi_world(vs_world* w, const vs_world_desc* d)
     if (fin)
         return _vs_err(VS_ERR_STATE, "vs_world_init: MPI was already finalized in this process (by an earlier "
                        "vs_world_free or the program); MPI cannot be started twice");
-    _VS_TRY(_vs_mpi_debug_from_env(&w->mpi_desync));
+    _VS_TRY(_vs_mpi_debug(d, &w->mpi_desync));
     MPI_Initialized(&init);
     if (!init) {
         int provided = 0;
@@ -6507,8 +6618,8 @@ _VS_PRIVATE vs_result _vs_nccl_job_check(vs_comm* c, const char* what)
     _vs_tjob* job = c->world ? c->world->job : NULL;
     /* a job of processes with a store (>>elastic): a failure notice another
        rank posted there, for this world's epoch, does the same */
-    vs_world* sw = !job && c->world && c->world->edir[0] && c->epoch >= c->world->epoch ? c->world : NULL;
-    int own = sw && __atomic_load_n(&sw->eself, __ATOMIC_ACQUIRE); // (this rank posted its own: nothing waits)
+    vs_world* sw = !job && c->world && c->world->elastic_dir[0] && c->epoch >= c->world->epoch ? c->world : NULL;
+    int own = sw && __atomic_load_n(&sw->self_failed, __ATOMIC_ACQUIRE); // (this rank posted its own: nothing waits)
     if (sw ? !own && !_vs_store_poll(sw, 0) : (!job || !__atomic_load_n(&job->failed, __ATOMIC_ACQUIRE))) return VS_OK;
     __atomic_store_n(&c->aborted, 1, __ATOMIC_SEQ_CST);
     if (c->nc) {
@@ -6659,8 +6770,8 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
         pthread_mutex_unlock(&job->mu);
         code = VS_ERR_ABORTED;
     } else if (!job && c->epoch >= c->world->epoch &&
-               (__atomic_load_n(&c->world->eself, __ATOMIC_ACQUIRE) || _vs_store_poll(c->world, 0))) { // (a notice)
-        int own = __atomic_load_n(&c->world->eself, __ATOMIC_ACQUIRE);
+               (__atomic_load_n(&c->world->self_failed, __ATOMIC_ACQUIRE) || _vs_store_poll(c->world, 0))) { // (a notice)
+        int own = __atomic_load_n(&c->world->self_failed, __ATOMIC_ACQUIRE);
         origin = own ? c->world->rank : c->world->eorigin;
         _vs_fmt(msg, sizeof msg, "job aborted: %s (NCCL communicator aborted)",
                 own ? "this rank failed (vs_world_abort)" : c->world->ecause);
@@ -7197,7 +7308,7 @@ _VS_PRIVATE void _vs_nccl_comm_destroy(vs_comm* c)
     _vs_wd_unlist(c); // the watchdog no longer looks at c
     for (int i = 0; i < c->nwatch; i++) cudaEventDestroy(c->watch[i].ev);
     c->nwatch = 0;
-    if (c->nc && c->world && (c->epoch < c->world->epoch || c->world->eself)) // (made before a reconfiguration, or
+    if (c->nc && c->world && (c->epoch < c->world->epoch || c->world->self_failed)) // (made before a reconfiguration, or
         ncclCommAbort(c->nc), c->nc = NULL; // this rank failed: its peers may be gone, finalizing would wait for them)
     if (c->nc) {
         ncclResult_t r = ncclCommFinalize(c->nc);
@@ -7264,7 +7375,7 @@ _VS_PRIVATE vs_result _vs_nccl_world_comm(vs_world* w, const void* id, int devic
 }
 
 /* vs_world_shrink / vs_world_grow on NCCL (a vs_launch job: the agreement is
-   the job's, _vs_t_reform): this rank's new world communicator, rank
+   the job's, _vs_threads_reform): this rank's new world communicator, rank
    tk->index of tk->n. A shrink whose staying ranks all still hold the world's
    ncclComm_t (revoked by the job's fail-fast, or whole) makes it with
    ncclCommShrink (NCCL_SHRINK_ABORT: it first ends what is still in flight on
@@ -7375,10 +7486,33 @@ _VS_PRIVATE void _vs_t_destroy(vs_comm* c)
 }
 
 static const _vs_transport_ops _vs_threads_ops = {
-    VS_TRANSPORT_THREADS, _vs_submit_host, _vs_t_exec, _vs_work_wait_host, _vs_work_test_host,
-    NULL /* detach: the queue drained */, NULL /* split: an op */, _vs_t_abort, _vs_t_destroy,
-    NULL, NULL /* no streams */, NULL, NULL, NULL, NULL /* wait_stream: vs_wait */, NULL, 1 /* shm */, 0,
-    NULL /* no raw handle */, NULL, NULL};
+    .id = VS_TRANSPORT_THREADS,
+    .submit = _vs_submit_host,
+    .exec = _vs_t_exec,
+    .wait = _vs_work_wait_host,
+    .test = _vs_work_test_host,
+    .detach = NULL, // the queue drained
+    .split = NULL,  // an op
+    .abort = _vs_t_abort,
+    .destroy = _vs_t_destroy,
+    .set_stream = NULL, // no streams
+    .stream = NULL,
+    .world_free = NULL,
+    .world_abort = NULL,
+    .work_release = NULL,
+    .wait_stream = NULL, // vs_wait
+    .sync_stream = NULL,
+    .shm = 1,
+    .device = 0,
+    .handle = NULL, // no raw handle
+    .raw_begin = NULL,
+    .raw_end = NULL,
+    .aborted_error = NULL,
+    .world_init = NULL, // vs_launch makes the worlds
+    .reform = _vs_threads_reform, // the vs_launch job's agreement, in its memory
+    .quiesce = NULL,
+    .joins = 0,
+};
 
 #ifdef VESCALE_MPI
 _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
@@ -7388,10 +7522,70 @@ _VS_PRIVATE void _vs_mpi_destroy(vs_comm* c)
 
 _VS_PRIVATE void* _vs_mpi_handle(const vs_comm* c) { return (void*)&c->mc; }
 
+/* The world's abort names the origin; it is marked just after the communicator
+   (_vs_mpi_fault): a moment for it, under load. */
+_VS_PRIVATE vs_result _vs_mpi_aborted_error(vs_comm* c, const char* what)
+{
+    vs_world* mw = c->world;
+    for (double until = _vs_now() + 0.1; mw && mw->mmu_made && !_vs_mpi_aborted(mw) && _vs_now() < until;)
+        _vs_sleep_us(1000);
+    if (mw && mw->mmu_made && __atomic_load_n(&mw->ab_state, __ATOMIC_ACQUIRE))
+        return _vs_err_from(mw->ab_rank, mw->ab_text ? mw->ab_text : "", VS_ERR_ABORTED,
+                            "%s: communicator was aborted: %s", what, mw->ab_text ? mw->ab_text : "");
+    return VS_OK;
+}
+
+_VS_PRIVATE vs_result _vs_mpi_world_init(vs_world* w, const vs_world_desc* d, const vs_bootstrap_info* bi); // >>bootstrap
+#ifdef MPIX_ERR_PROC_FAILED
+_VS_PRIVATE vs_result _vs_mpi_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                     const char* fn); // >>elastic
+#endif
+
+/* MPI survives a rank only with ULFM, in a job run with it. */
+_VS_PRIVATE vs_result _vs_mpi_world_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                           const char* fn)
+{
+#ifdef MPIX_ERR_PROC_FAILED
+    if (w->mft) return _vs_mpi_reform(w, kind, keep, ctx, info, fn);
+    const char* why = "this MPI has ULFM, but the job does not run with it (Open MPI: mpirun --with-ft ulfm; "
+                      "MPICH: MPIR_CVAR_ENABLE_FT=1)";
+#else
+    (void)w, (void)kind, (void)keep, (void)ctx, (void)info;
+    const char* why = "this build's MPI has no ULFM (MPIX_Comm_agree, MPIX_Comm_shrink: Open MPI 5 or MPICH "
+                      "built with it)";
+#endif
+    return _vs_err(VS_ERR_UNSUPPORTED, "%s: the MPI transport cannot survive a rank: %s; the job ends on a "
+                   "failure: resume it from a checkpoint on the ranks left (vs_train_load reshards)", fn, why);
+}
+
 static const _vs_transport_ops _vs_mpi_ops = {
-    VS_TRANSPORT_MPI, _vs_submit_host, _vs_mpi_exec, _vs_work_wait_host, _vs_work_test_host,
-    NULL, NULL, _vs_mpi_comm_abort /* notifies every rank of the world */, _vs_mpi_destroy,
-    NULL, NULL, _vs_mpi_world_fini, _vs_mpi_world_abort, NULL, NULL, NULL, 0, 0, _vs_mpi_handle, NULL, NULL};
+    .id = VS_TRANSPORT_MPI,
+    .submit = _vs_submit_host,
+    .exec = _vs_mpi_exec,
+    .wait = _vs_work_wait_host,
+    .test = _vs_work_test_host,
+    .detach = NULL,
+    .split = NULL,
+    .abort = _vs_mpi_comm_abort, // notifies every rank of the world
+    .destroy = _vs_mpi_destroy,
+    .set_stream = NULL,
+    .stream = NULL,
+    .world_free = _vs_mpi_world_fini,
+    .world_abort = _vs_mpi_world_abort,
+    .work_release = NULL,
+    .wait_stream = NULL,
+    .sync_stream = NULL,
+    .shm = 0,
+    .device = 0,
+    .handle = _vs_mpi_handle,
+    .raw_begin = NULL,
+    .raw_end = NULL,
+    .aborted_error = _vs_mpi_aborted_error,
+    .world_init = _vs_mpi_world_init,
+    .reform = _vs_mpi_world_reform,
+    .quiesce = NULL,
+    .joins = 0,
+};
 #endif
 
 #ifdef VESCALE_NCCL
@@ -7469,6 +7663,25 @@ _VS_PRIVATE void _vs_nccl_drop_watched(vs_world* w)
         pthread_mutex_unlock(&w->wdmu);
         for (int i = 0; i < n; i++) _vs_nccl_drop(l[i]); // (each leaves the list)
     } while (n == 64);
+}
+
+/* The table's quiesce: on a failure to recover from (else the agreement's error,
+   and the mesh stays whole), a failing mesh's communicators' operations in
+   flight stop first, so the streams behind them go on and the world's
+   communicator can come quiet for its shrink. */
+_VS_PRIVATE void _vs_nccl_quiesce(vs_world* w, vs_comm* const* comms, int n)
+{
+    _vs_tjob* job = w->job;
+    if (!job && w->elastic_dir[0])
+        for (int i = 0; i < n; i++) // (a job of processes: a submesh's failure is one this rank saw)
+            w->esaw |= comms[i] && __atomic_load_n(&comms[i]->aborted, __ATOMIC_ACQUIRE);
+    if ((job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) ||
+        (!job && w->elastic_dir[0] &&
+         (w->esaw || _vs_store_poll(w, 1) || (w->comm && __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))))) {
+        for (int i = 0; i < n; i++)
+            if (comms[i]) _vs_nccl_drop(comms[i]);
+        _vs_nccl_drop_watched(w); // (and the others of this world with work in flight: a pipeline's links)
+    }
 }
 
 /* NULL gives back the communicator's own stream; the caller's is never destroyed here. */
@@ -7630,11 +7843,50 @@ _VS_PRIVATE void _vs_nccl_detach_l(vs_work* w)
     if (c) pthread_mutex_unlock(&c->ncmu);
 }
 
+_VS_PRIVATE vs_result _vs_nccl_world_init(vs_world* w, const vs_world_desc* d, const vs_bootstrap_info* bi); // >>bootstrap
+_VS_PRIVATE vs_result _vs_store_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                       const char* fn); // >>elastic
+
+/* A vs_launch job's agreement (its memory), else an NCCL job of processes'
+   (its store, when it has one). */
+_VS_PRIVATE vs_result _vs_nccl_world_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                            const char* fn)
+{
+    if (w->job) return _vs_threads_reform(w, kind, keep, ctx, info, fn);
+    if (w->elastic_dir[0]) return _vs_store_reform(w, kind, keep, ctx, info, fn);
+    return _vs_err(VS_ERR_UNSUPPORTED, "%s: this %s job of processes has no elastic directory for its survivors' "
+                   "agreement: give every rank one they all see (vs_world_desc.elastic_dir or VESCALE_ELASTIC_DIR); "
+                   "else resume from a checkpoint on the ranks left", fn, vs_transport_name(w->tr));
+}
+
 static const _vs_transport_ops _vs_nccl_ops = {
-    VS_TRANSPORT_NCCL, _vs_nccl_submit_l, NULL, _vs_nccl_wait_l, _vs_nccl_test_l, _vs_nccl_detach_l, _vs_nccl_split_l,
-    _vs_nccl_abort_comm, _vs_nccl_comm_destroy, _vs_nccl_set_stream, _vs_nccl_stream, _vs_nccl_world_free, NULL,
-    _vs_nccl_work_release, _vs_nccl_wait_stream_l, _vs_nccl_sync_stream_l, 0, 1, _vs_nccl_handle, _vs_nccl_raw_begin,
-    _vs_nccl_raw_end};
+    .id = VS_TRANSPORT_NCCL,
+    .submit = _vs_nccl_submit_l,
+    .exec = NULL,
+    .wait = _vs_nccl_wait_l,
+    .test = _vs_nccl_test_l,
+    .detach = _vs_nccl_detach_l,
+    .split = _vs_nccl_split_l,
+    .abort = _vs_nccl_abort_comm,
+    .destroy = _vs_nccl_comm_destroy,
+    .set_stream = _vs_nccl_set_stream,
+    .stream = _vs_nccl_stream,
+    .world_free = _vs_nccl_world_free,
+    .world_abort = NULL,
+    .work_release = _vs_nccl_work_release,
+    .wait_stream = _vs_nccl_wait_stream_l,
+    .sync_stream = _vs_nccl_sync_stream_l,
+    .shm = 0,
+    .device = 1,
+    .handle = _vs_nccl_handle,
+    .raw_begin = _vs_nccl_raw_begin,
+    .raw_end = _vs_nccl_raw_end,
+    .aborted_error = NULL,
+    .world_init = _vs_nccl_world_init,
+    .reform = _vs_nccl_world_reform,
+    .quiesce = _vs_nccl_quiesce,
+    .joins = 1, // with a store (vs_world_desc.elastic_dir)
+};
 #endif
 
 _VS_PRIVATE const _vs_transport_ops* _vs_transport_of(vs_transport tr)
@@ -7805,9 +8057,13 @@ _VS_PRIVATE void _vs_world_keep_desc(vs_world* w, const vs_world_desc* d)
     w->desc.master_addr = w->master;
     snprintf(w->init_file, sizeof w->init_file, "%s", d->init_file ? d->init_file : "");
     w->desc.init_file = d->init_file ? w->init_file : NULL;
-    w->desc.elastic_dir = w->edir[0] ? w->edir : NULL;
-    w->desc.join = w->edir[0] ? w->desc.join : 0;
+    w->desc.elastic_dir = w->elastic_dir[0] ? w->elastic_dir : NULL;
+    w->desc.join = w->elastic_dir[0] ? w->desc.join : 0;
     w->desc.elastic_token = NULL; // (the secret is not read back)
+    w->debug_modes = 0;
+    if (vs_debug_modes(d->debug ? d->debug : "", &w->debug_modes)) w->debug_modes = 0; // (vs_launch's: DDP reports it)
+    _vs_debug_names_of(w->debug_modes, w->debug, sizeof w->debug);
+    w->desc.debug = w->debug;
 }
 
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out)
@@ -7851,7 +8107,7 @@ VS_API vs_result vs_world_free(vs_world* w)
 #ifdef VESCALE_NCCL
     _vs_wd_stop(w); // (every communicator has left it)
 #endif
-    if (w->edir[0]) _vs_store_close(w);
+    if (w->elastic_dir[0]) _vs_store_close(w);
     vs_result r = VS_OK;
     const _vs_transport_ops* t = _vs_transport_of(w->tr);
     if (t && t->world_free) r = t->world_free(w); // MPI: see vs_world_abort
@@ -7871,14 +8127,14 @@ VS_API vs_result vs_world_abort(vs_world* w, vs_result why)
     const _vs_transport_ops* t = _vs_transport_of(w->tr);
     if (t && t->world_abort) return t->world_abort(w, why);
     const _vs_errstate* es = _vs_err_tls();
-    if (w->edir[0] && w->comm && !(es->origin && es->origin - 1 != w->rank)) {
+    if (w->elastic_dir[0] && w->comm && !(es->origin && es->origin - 1 != w->rank)) {
         /* an NCCL job of processes with a store (>>elastic): the others learn
            of it there, as a vs_launch job's ranks do from the job */
         char cause[_VS_ERR_MSG];
         _vs_fmt(cause, sizeof cause, "world rank %d failed (%s)%s%s", w->rank, vs_result_string(why < 0 ? why : VS_ERR_ABORTED),
                 es->msg[0] ? ": " : "", es->msg);
         _vs_store_notice(w, w->rank, cause, 1);
-        __atomic_store_n(&w->eself, 1, __ATOMIC_RELEASE); // (its peers drop what they share with it: waits end)
+        __atomic_store_n(&w->self_failed, 1, __ATOMIC_RELEASE); // (its peers drop what they share with it: waits end)
     }
     if (w->comm) { // this rank's fault, its last error, is the cause
         if (why < 0)
@@ -7965,21 +8221,24 @@ VS_API vs_result vs_bootstrap_from_env(vs_bootstrap_info* out)
              8-byte job key
      answer  rank 0 -> rank r, 8 bytes:  magic "vsa2", status (0: accepted and the
              payload follows; else a _VS_RDV_* reason and the connection closes)
-   Rank 0 reads the hellos of all connected peers at once (poll), so a peer that
-   connects and says nothing holds only its own slot, for at most _VS_RDV_HELLO_S
-   seconds, and never delays real ranks. Rank 0 rejects a peer, logs it through the
-   world's logger (when there is one) and keeps serving when the peer sends a wrong
-   magic or garbage (closed without an answer: it is not one of ours), closes early,
-   stays silent, or presents a wrong key, world size or payload length, a rank
-   outside [1, size), or a rank that already joined. The first valid claim of a rank
-   wins; later claims of it are rejected as duplicates. Rejected ranks get the reason
-   in the answer, so a misconfigured rank fails at once instead of timing out. The
-   deadline bounds everything; rank 0's timeout names the ranks that never joined.
-   timeout_s <= 0 or infinite: no deadline.
+   - Rank 0 reads the hellos of all connected peers at once (poll), so a peer
+     that connects and says nothing holds only its own slot, for at most
+     _VS_RDV_HELLO_S seconds, and never delays real ranks.
+   - Rank 0 rejects a peer, logs it through the world's logger (when there is
+     one) and keeps serving when the peer sends a wrong magic or garbage (closed
+     without an answer: it is not one of ours), closes early, stays silent, or
+     presents a wrong key, world size or payload length, a rank outside
+     [1, size), or a rank that already joined.
+   - The first valid claim of a rank wins; later claims of it are rejected as
+     duplicates. Rejected ranks get the reason in the answer, so a
+     misconfigured rank fails at once instead of timing out.
+   - The deadline bounds everything; rank 0's timeout names the ranks that
+     never joined. timeout_s <= 0 or infinite: no deadline.
 
    The job key is FNV-1a 64 over the run id, VESCALE_RUN_ID, else TORCHELASTIC_RUN_ID
    (torchrun's --rdzv-id, ignored when it is torchrun's default "none"), plus the world
-   size. It is an equality token, not cryptography: it travels in clear, so it keeps
+   size.
+   It is an equality token, not cryptography: it travels in clear, so it keeps
    out stray connections, ranks of other jobs and strangers who do not know the run
    id, not an attacker who can read the traffic or the job's environment. Without a
    run id the key derives from MASTER_PORT and WORLD_SIZE, which are public: that
@@ -8475,7 +8734,21 @@ _VS_PRIVATE vs_result _vs_tcp_bcast(const char* addr, int port, int rank, int si
 }
 
 /* The file rendezvous (vs_world_init's notes say what it guarantees): the same
-   exchange as the TCP one through a path every rank sees. Files, integers
+   exchange as the TCP one through a path every rank sees.
+   - Rank 0 writes the id file at init_file (a temporary file in its directory,
+     renamed over the path: a reader sees the old file or the whole new one)
+     with a fresh random nonce.
+   - Rank r reads it and writes its claim <init_file>.rank<r> the same way.
+   - Rank 0 takes the claims that carry its nonce, deletes them (each rank
+     returns when its claim is gone) and then the id file.
+   - A file from another job (its key differs) is never used: it is waited past
+     until the deadline, and rank 0 replaces it.
+   - A file left by an earlier run of the same job (same key, e.g. an elastic
+     restart after a crash) may be read first, but its nonce is not the new
+     rank 0's: the rank re-reads and claims again when rank 0's file appears,
+     and rank 0 takes only claims of its own nonce.
+
+   Files, integers
    big-endian, each ending in an FNV-1a 64 of the bytes before it:
      id file  <path>        "vsf1", world size, payload length, job key (8),
                             nonce (8: rank 0's, random, per run), payload
@@ -8864,14 +9137,26 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     if (out->transport == VS_TRANSPORT_DEFAULT) _VS_TRY(_vs_transport_from_env(&out->transport));
     _VS_TRY(_vs_resolve_timeout("vs_world_init", d->timeout_s, &out->timeout_s));
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
+    unsigned modes = 0; // (checked here; _vs_world_keep_desc keeps them)
+    if (d->debug && vs_debug_modes(d->debug, &modes))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: debug: %s", vs_last_error());
+    if (!d->debug) _VS_TRY(vs_debug_modes(NULL, &modes)); // (its message names the variable)
+    out->debug = d->debug ? d->debug : getenv("VESCALE_DEBUG");
     vs_transport tr = out->transport;
-    if (tr == VS_TRANSPORT_THREADS)
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: the threads transport runs ranks with vs_launch");
-    if (tr != VS_TRANSPORT_MPI && tr != VS_TRANSPORT_NCCL)
+    const _vs_transport_ops* tp = _vs_transport_of(tr);
+    if (tp && !tp->world_init)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: the %s transport runs ranks with vs_launch", vs_transport_name(tr));
+    if ((int)tr < VS_TRANSPORT_THREADS || (int)tr > VS_TRANSPORT_NCCL)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: invalid transport %d", (int)tr);
-    if (!vs_transport_available(tr))
+    if (!tp) {
+        char macro[16]; // VESCALE_<its name in capitals>
+        size_t i = 0;
+        for (const char* n = vs_transport_name(tr); *n && i + 1 < sizeof macro; n++)
+            macro[i++] = (char)(*n >= 'a' && *n <= 'z' ? *n - 'a' + 'A' : *n);
+        macro[i] = 0;
         return _vs_err(VS_ERR_UNAVAILABLE, "vs_world_init: transport '%s' not compiled in (build with -DVESCALE_%s)",
-                       vs_transport_name(tr), tr == VS_TRANSPORT_MPI ? "MPI" : "NCCL");
+                       vs_transport_name(tr), macro);
+    }
     if (d->world_size > 0) { // rank and local_rank checked above
         memset(bi, 0, sizeof *bi);
         bi->rank = d->rank;
@@ -8902,7 +9187,7 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
     if (!d->join && je && *je && strcmp(je, "0") && strcmp(je, "1"))
         return _vs_err(VS_ERR_INVALID, "environment: VESCALE_ELASTIC_JOIN='%s' is not 0 or 1", je);
     out->join = d->join || (je && !strcmp(je, "1"));
-    if (out->join && (tr != VS_TRANSPORT_NCCL || !out->elastic_dir))
+    if (out->join && (!tp->joins || !out->elastic_dir))
         return _vs_err(VS_ERR_INVALID, "vs_world_init: join: only an NCCL job of processes with an elastic directory "
                        "(elastic_dir or VESCALE_ELASTIC_DIR) takes a replacement rank (transport %s, %s)",
                        vs_transport_name(tr), out->elastic_dir ? "a directory" : "no directory");
@@ -8916,6 +9201,70 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
 
 _VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join, const char* token);
 _VS_PRIVATE void _vs_store_members(vs_world* w);
+
+#ifdef VESCALE_MPI
+/* The MPI table's world_init: MPI's world, its numbering checked against the launcher's. */
+_VS_PRIVATE vs_result _vs_mpi_world_init(vs_world* w, const vs_world_desc* d, const vs_bootstrap_info* bi)
+{
+    vs_result r = _vs_mpi_world(w, d);
+    return r ? r : _vs_mpi_check_launcher(w, bi, d);
+}
+#endif
+
+#ifdef VESCALE_NCCL
+/* The NCCL table's world_init: rank 0's ncclUniqueId reaches every rank (over
+   MPI when an MPI launcher started the job, else the init file or TCP), then
+   the world communicator; with an elastic store, opened first. */
+_VS_PRIVATE vs_result _vs_nccl_world_init(vs_world* w, const vs_world_desc* d, const vs_bootstrap_info* bi)
+{
+    vs_result r = VS_OK;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    int over_mpi = 0;
+#ifdef VESCALE_MPI
+    // the id travels over MPI when the job was started by an MPI launcher: MPI's
+    // numbering is taken first (checked against explicit or torchrun values), so
+    // the rank that makes the id is the rank that broadcasts it
+    int mpi_up = 0;
+    MPI_Initialized(&mpi_up);
+    if (mpi_up || !strcmp(bi->source, "openmpi")) {
+        over_mpi = 1;
+        vs_world* mw = _vs_world_new(VS_TRANSPORT_MPI, 0, 1, 0, w->timeout, NULL, VS_LOG_OFF, &d->allocator);
+        r = mw ? _vs_mpi_world(mw, d) : _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
+        if (!r) r = _vs_mpi_check_launcher(mw, bi, d);
+        if (!r) {
+            w->mpi_finalize = mw->mpi_finalize;
+            mw->mpi_finalize = 0;
+            w->rank = mw->rank;
+            w->size = mw->size;
+            w->local_rank = mw->local_rank;
+            if (w->rank == 0) r = _vs_nccl_unique_id(&id);
+            // every rank takes part, so rank 0's failure is every rank's error
+            vs_result rb = vs_broadcast(mw->comm, &id, &id, sizeof id, VS_U8, 0, NULL);
+            if (!r) r = rb;
+        }
+        if (mw) {
+            if (mw->comm) mw->comm->kind = _VS_COMM_USER;
+            vs_world_free(mw);
+        }
+    }
+#endif
+    if (d->elastic_dir) r = _vs_store_open(w, d->elastic_dir, d->join, d->elastic_token);
+    if (!r && d->join) { // a replacement: no rendezvous; it comes in with vs_world_grow
+        w->joining = 1;
+    } else if (!r && !over_mpi) {
+        if (w->rank == 0) r = _vs_nccl_unique_id(&id);
+        if (!r && w->size > 1 && d->init_file)
+            r = _vs_file_bcast(w, d->init_file, w->rank, w->size, &id, sizeof id, w->timeout);
+        else if (!r && w->size > 1)
+            r = _vs_tcp_bcast_log(w, bi->master_addr, bi->master_port, w->rank, w->size, &id, sizeof id,
+                                  w->timeout);
+    }
+    if (!r && !w->joining) r = _vs_nccl_world_comm(w, &id, d->device_select, d->cuda_device);
+    if (!r && w->elastic_dir[0]) _vs_store_members(w); // (the members' pids: every one wrote its own before the rendezvous)
+    return r;
+}
+#endif
 
 VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
 {
@@ -8934,59 +9283,7 @@ VS_API vs_result vs_world_init(const vs_world_desc* desc, vs_world** out)
     vs_world* w = _vs_world_new(tr, bi.rank, bi.world_size, bi.local_rank, timeout, &d->logger, level,
                                 &d->allocator);
     if (!w) return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
-    vs_result r = VS_OK;
-#ifdef VESCALE_MPI
-    if (tr == VS_TRANSPORT_MPI) r = _vs_mpi_world(w, d);
-    if (tr == VS_TRANSPORT_MPI && !r) r = _vs_mpi_check_launcher(w, &bi, d);
-#endif
-#ifdef VESCALE_NCCL
-    if (tr == VS_TRANSPORT_NCCL) {
-        ncclUniqueId id;
-        memset(&id, 0, sizeof id);
-        int over_mpi = 0;
-#ifdef VESCALE_MPI
-        // the id travels over MPI when the job was started by an MPI launcher: MPI's
-        // numbering is taken first (checked against explicit or torchrun values), so
-        // the rank that makes the id is the rank that broadcasts it
-        int mpi_up = 0;
-        MPI_Initialized(&mpi_up);
-        if (mpi_up || !strcmp(bi.source, "openmpi")) {
-            over_mpi = 1;
-            vs_world* mw = _vs_world_new(VS_TRANSPORT_MPI, 0, 1, 0, w->timeout, NULL, VS_LOG_OFF, &d->allocator);
-            r = mw ? _vs_mpi_world(mw, d) : _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
-            if (!r) r = _vs_mpi_check_launcher(mw, &bi, d);
-            if (!r) {
-                w->mpi_finalize = mw->mpi_finalize;
-                mw->mpi_finalize = 0;
-                w->rank = mw->rank;
-                w->size = mw->size;
-                w->local_rank = mw->local_rank;
-                if (w->rank == 0) r = _vs_nccl_unique_id(&id);
-                // every rank takes part, so rank 0's failure is every rank's error
-                vs_result rb = vs_broadcast(mw->comm, &id, &id, sizeof id, VS_U8, 0, NULL);
-                if (!r) r = rb;
-            }
-            if (mw) {
-                if (mw->comm) mw->comm->kind = _VS_COMM_USER;
-                vs_world_free(mw);
-            }
-        }
-#endif
-        if (rd.elastic_dir) r = _vs_store_open(w, rd.elastic_dir, rd.join, rd.elastic_token);
-        if (!r && rd.join) { // a replacement: no rendezvous; it comes in with vs_world_grow
-            w->joining = 1;
-        } else if (!r && !over_mpi) {
-            if (w->rank == 0) r = _vs_nccl_unique_id(&id);
-            if (!r && w->size > 1 && rd.init_file)
-                r = _vs_file_bcast(w, rd.init_file, w->rank, w->size, &id, sizeof id, w->timeout);
-            else if (!r && w->size > 1)
-                r = _vs_tcp_bcast_log(w, bi.master_addr, bi.master_port, w->rank, w->size, &id, sizeof id,
-                                      w->timeout);
-        }
-        if (!r && !w->joining) r = _vs_nccl_world_comm(w, &id, d->device_select, d->cuda_device);
-        if (!r && w->edir[0]) _vs_store_members(w); // (the members' pids: every one wrote its own before the rendezvous)
-    }
-#endif
+    vs_result r = _vs_transport_of(tr)->world_init(w, d, &bi);
     if (r) {
         char keep[512];
         _vs_save_error(keep, sizeof keep);
@@ -9150,7 +9447,7 @@ _VS_PRIVATE vs_result _vs_host_coll(vs_comm* c, int gather, const void* send, vo
                                     vs_op op, const char* fn)
 {
 #ifdef VESCALE_NCCL
-    if (c->tr == VS_TRANSPORT_NCCL) {
+    if (c->tp->device) { // (NCCL's: only device memory)
         size_t sb = count * vs_dtype_size(dt), rb = gather ? sb * (size_t)c->size : sb;
         char* d = (char*)vs_device_alloc(c->world, sb + rb + 1);
         if (!d) return _vs_err(VS_ERR_NOMEM, "%s: %zu bytes of device memory", fn, sb + rb);
@@ -9645,70 +9942,85 @@ VS_API int vs_mesh_describe(const vs_mesh* m, char* buf, size_t cap)
 }
 
 
-// >>elastic -------------------------------------------------------------------
+// >>store ---------------------------------------------------------------------
+/* The store of an NCCL job of processes (vs_world_desc.elastic_dir): the side
+   channel its survivors agree through (NCCL cannot: its communicators are what
+   failed; and no rank, rank 0 included, is needed alive). Two kinds, a table
+   each (struct _vs_store_ops):
+     directory   one every rank sees; an entry is a file
+     lighthouse  "tcp://host:port": a vs_lighthouse's memory (>>lighthouse)
 
-/* The store of an NCCL job of processes (vs_world_desc.elastic_dir): a
-   directory every rank sees, the side channel its survivors agree through
-   (NCCL cannot: its communicators are what failed; and no rank, rank 0
-   included, is needed alive). Small text files named vs-<job key>-<what>, each
-   written beside its name and renamed over it, or linked to it (the first one
-   wins: a decision, a first notice):
-     f<E>           the first failure notice of epoch E: "<origin> <message>"
-     f<E>r<R>       world rank R failed at epoch E (it said so: vs_world_abort)
-     a<E>s<R>       world rank R arrived at the shrink from epoch E: "<can ncclCommShrink>"
-     a<E>g<R>       ... at the grow from epoch E
-     j<R>           world rank R asks to come in: "<nonce> <pid> <host>"
-     p<R>           world rank R's process: "<pid> <host>" (removed by vs_world_free)
-     d<E>           the decision that made epoch E (linked: there is one)
-   A round from epoch E ends when a member links d<E+1>: once every member has
-   arrived (a shrink: or posted its failure, or half the world's timeout has
-   passed: who has not arrived then failed). Every rank follows the d<E+1> it
-   reads, so no two ranks act on different sets, and no rank is waited for
-   past the deadline. A decision carries the ranks and the new NCCL id; the
-   training state never goes through files. Left behind: the decisions (a few
-   hundred bytes each); remove the directory with the job. */
-/* The lighthouse (vs_lighthouse_start; tools/vescale-lighthouse.c): the store
-   served over TCP, for a job whose ranks share no directory (elastic_dir =
-   "tcp://host:port"). One thread polls every connection and never blocks on
-   one: its sockets are non-blocking, an answer a client does not take waits
-   in that connection's buffer (no more of its requests are read meanwhile),
-   and a connection whose answer has not moved for stall_s is closed. The
-   entries live in its memory. Wire format, integers big-endian:
+   Entries are small texts named vs-<job key>-<what>, written beside the name
+   and renamed over it (replaced), or linked to it (the first one wins: a
+   decision, a first notice):
+     f<E>      the first failure notice of epoch E: "<origin> <message>"
+     f<E>r<R>  world rank R failed at epoch E (it said so: vs_world_abort)
+     a<E>s<R>  world rank R arrived at the shrink from epoch E: "<can ncclCommShrink>"
+     a<E>g<R>  ... at the grow from epoch E
+     j<R>      world rank R asks to come in: "<nonce> <pid> <host>"
+     p<R>      world rank R's process: "<pid> <host>" (removed by vs_world_free)
+     d<E>      the decision that made epoch E (linked: there is one)
+
+   The agreement over them: >>elastic. Left in a directory: the decisions (a
+   few hundred bytes each); remove it with the job. */
+
+/* The lighthouse's wire format, integers big-endian:
      hello    "vsH1", flags (bit 0: requests must be signed), 16-byte nonce:
-              the lighthouse's first words on a connection (a refusal, an
-              answer of status 2, instead when it takes no more)
+              its first words on a connection (when it takes no more: a
+              refusal instead, an answer of status 2)
      request  "vsl2", op, key length, value length (4 bytes each), sequence
               (8), MAC (32), key, value
      answer   "vsL1", status, value length (4 bytes each), value
-   Status 0 done; 1 LINK found it there, GET found none; 2 refused by a limit
-   (the value says which); 3 not signed by the lighthouse's token (the
-   connection is then closed). With a token, the MAC is HMAC-SHA256 under it
-   of the nonce, the request's first 24 bytes, its key and its value, and the
-   sequence counts the connection's requests from 1: a request captured on
-   one connection is refused on another (another nonce) and again on its own
-   (an old number). Without one the MAC and sequence are not looked at.
-   The ops: PUT (replace); LINK (create; status 1: it was there, unchanged);
-   GET (status 1: missing); DEL; OWN (PUT, and the entry is this connection's:
-   when the connection ends while it holds it, its value becomes "gone" and
-   the lighthouse's count of those rises: how the others learn that a process
-   ended, on any host); GONE (that count, as text); LIST (the keys that begin
-   with the key, one a line). A connection that sends anything else, or a key
-   over _VS_LH_KEY_MAX bytes, is closed. A job is a key's part up to its
-   second '-' ("vs-<job key>-"): what a job may hold is capped (max_keys), as
-   is everything held (max_bytes, stored entries and answers waiting alike);
-   a job no connection holds an entry of, that no request touched for
-   expire_s, is forgotten. */
+
+   Status:
+     0  done
+     1  LINK found the entry there; GET found none
+     2  refused by a limit (the value says which)
+     3  not signed by the lighthouse's token (the connection is then closed)
+
+   Ops:
+     PUT   replace
+     LINK  create (status 1: it was there, unchanged)
+     GET   read (status 1: missing)
+     DEL   remove
+     OWN   PUT, and the entry is this connection's: when the connection ends
+           holding it, its value becomes "gone" and the lighthouse's count of
+           those rises (how the others learn that a process ended, on any host)
+     GONE  that count, as text
+     LIST  the keys that begin with the key, one a line
+
+   Signing (with a token): the MAC is HMAC-SHA256 under it of the nonce, the
+   request's first 24 bytes, its key and its value; the sequence counts the
+   connection's requests from 1. A request captured on one connection is
+   refused on another (another nonce) and again on its own (an old number).
+   Without a token the MAC and sequence are not looked at. */
 enum { _VS_LH_PUT = 1, _VS_LH_LINK, _VS_LH_GET, _VS_LH_DEL, _VS_LH_OWN, _VS_LH_GONE, _VS_LH_LIST };
 #define _VS_LH_MAGIC 0x76736c32u  /* "vsl2" */
 #define _VS_LH_ANSWER 0x76734c31u /* "vsL1" */
 #define _VS_LH_HELLO 0x76734831u  /* "vsH1" */
 #define _VS_LH_REQ 56             /* a request's fixed part */
 #define _VS_LH_HELLO_LEN 24
-#define _VS_LH_KEY_MAX 512u
-#define _VS_LH_BUCKETS 1024
-#define _VS_LH_JOBS_MAX 1024
-#define _VS_LH_ENTRY_COST 64      /* what an entry costs beside its key and value, counted in max_bytes */
+#define _VS_LH_KEY_MAX 512u       /* a longer key closes the connection */
 #define _VS_LH_ANSWER_S 5.0       /* a rank gives the lighthouse up when a request is not answered within this */
+
+/* A store's operations (w->store; every path is a name _vs_store_name made). */
+struct _vs_store_ops {
+    const char* what; // "directory", "lighthouse" (messages)
+    int watched;      // 1: the world's watcher looks at it; a collective's poll only reads what it found
+    int owns_entries; // 1: an entry written with excl 2 reads "gone" once its process ended
+    vs_result (*open)(vs_world* w, const char* addr, const char* token); // reaches it; sets w->ekey
+    vs_result (*start)(vs_world* w); // once this rank's entry is there (NULL: nothing)
+    void (*stop)(vs_world* w);       // before it goes (NULL: nothing)
+    void (*close)(vs_world* w);      // after (NULL: nothing)
+    int (*prefix)(const vs_world* w, char* buf, size_t cap); // where the job's names begin (snprintf's result)
+    int (*write)(vs_world* w, const char* path, const char* text, int excl); // _vs_dir_write says how
+    long (*read)(vs_world* w, const char* path, char* buf, size_t cap);      // its length, 0 missing, -1 errno
+    int (*has)(vs_world* w, const char* path);
+    void (*del)(vs_world* w, const char* path);
+    const char* (*why)(vs_world* w, int e, char* buf, size_t cap); // its own text for errno e (NULL: strerror's)
+    int (*liveness)(vs_world* w, int64_t now, int64_t last); // a look at the members' processes: 1 when one ended
+    int (*joining)(vs_world* w, int x); // 1: world rank x asks to come in
+};
 
 /* SHA-256 (FIPS 180-4) and HMAC (RFC 2104): the lighthouse's signatures. */
 typedef struct _vs_sha256 {
@@ -9831,6 +10143,1376 @@ _VS_PRIVATE int _vs_same_bytes(const unsigned char* a, const unsigned char* b, s
     for (size_t i = 0; i < n; i++) d |= (unsigned char)(a[i] ^ b[i]);
     return d == 0;
 }
+
+/* The world's side of the lighthouse: one connection, one request at a time
+   (the watcher and the agreement share it). The answer's status (0; 1: LINK
+   found the entry there, GET found none), or -1 with errno: ENOSPC or
+   EACCES when the lighthouse refused it (w->ewhy says why), ENOTCONN when
+   it cannot be reached. A request not answered within _VS_LH_ANSWER_S gives
+   the lighthouse up for good on this rank: said once in the log, and the
+   job trains on without surviving a failure. The connection then stays
+   open (closed, the lighthouse would count this process as ended). A GET's
+   value goes to out (cap bytes, NUL-terminated; what does not fit is
+   dropped), its length to *len. */
+_VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const char* val, char* out, size_t cap,
+                            size_t* len)
+{
+    size_t klen = strlen(key), vlen = val ? strlen(val) : 0, got = 0;
+    unsigned char h[_VS_LH_REQ];
+    char msg[_VS_ERR_MSG] = "";
+    int st = -1, err = ENOTCONN;
+    if (w->efd < 0) { // (never connected: a world whose vs_world_init failed on the way)
+        if (len) *len = 0;
+        errno = ENOTCONN;
+        return -1;
+    }
+    pthread_mutex_lock(&w->emu);
+    if (w->efd >= 0 && w->ebadtoken) { // (refused as unsigned: the lighthouse closed the connection)
+        err = EACCES;
+    } else if (w->efd >= 0 && !__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
+        _vs_lh_request_head(h, op, key, klen, val, vlen, ++w->eseq, w->etoken, w->elh_nonce);
+        double until = _vs_now() + _VS_LH_ANSWER_S;
+        const char* what = "lighthouse";
+        vs_result r = _vs_io_full_as(w->efd, h, sizeof h, 1, until, what);
+        if (!r) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)key, klen, 1, until, what);
+        if (!r && vlen) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)val, vlen, 1, until, what);
+        if (!r) r = _vs_io_full_as(w->efd, h, 12, 0, until, what);
+        if (!r && _vs_be_get32(h) != _VS_LH_ANSWER) r = _vs_err(VS_ERR_IO, "it answered 0x%08x", _vs_be_get32(h));
+        uint32_t status = r ? 0 : _vs_be_get32(h + 4);
+        if (status >= 2) out = w->ewhy, cap = sizeof w->ewhy; // (a refusal: its reason)
+        for (size_t n = r ? 0 : _vs_be_get32(h + 8); !r && got < n;) { // (what does not fit in out: read, dropped)
+            char sink[256];
+            size_t room = out && got + 1 < cap ? cap - 1 - got : 0, k = n - got;
+            if (!room && k > sizeof sink) k = sizeof sink;
+            if (room && k > room) k = room;
+            r = _vs_io_full_as(w->efd, room ? out + got : sink, k, 0, until, what);
+            got += k;
+        }
+        if (!r) {
+            st = status >= 2 ? -1 : (int)status;
+            err = status == 3 ? EACCES : ENOSPC;
+            w->ebadtoken |= status == 3;
+            if (out && cap) out[got < cap ? got : cap - 1] = 0;
+        } else {
+            if (r == VS_ERR_TIMEOUT)
+                snprintf(msg, sizeof msg, "waited %g s", _VS_LH_ANSWER_S);
+            else
+                _vs_save_error(msg, sizeof msg);
+            __atomic_store_n(&w->elost, 1, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&w->emu);
+    if (msg[0]) vs_log(w, VS_LOG_WARN, "elastic: the lighthouse at %s does not answer (%s): this job can no longer "
+                       "survive a failure (it trains on)", w->elastic_dir, msg);
+    if (len) *len = st == 0 && out && cap ? (got < cap ? got : cap - 1) : 0;
+    if (st < 0) errno = err;
+    return st;
+}
+
+/* The store table's why: the lighthouse's reason for errno e, in buf (ewhy
+   copied under emu: the watcher may be writing it), or NULL: strerror's. */
+_VS_PRIVATE const char* _vs_lh_store_why(vs_world* w, int e, char* buf, size_t cap)
+{
+    if (e == EACCES || e == ENOSPC) {
+        pthread_mutex_lock(&w->emu);
+        snprintf(buf, cap, "%s", w->ewhy);
+        pthread_mutex_unlock(&w->emu);
+        if (buf[0]) return buf;
+    }
+    return e == ENOTCONN ? "the lighthouse does not answer (given up: see the log)" : NULL;
+}
+
+/* vs_world_init: the world's connection to the lighthouse at elastic_dir
+   ("tcp://host:port"), tried until the world's timeout (it may come up after
+   the ranks), and the lighthouse's hello read. */
+_VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
+{
+    char host[256];
+    const char* hp = w->elastic_dir + 6;
+    const char* colon = strrchr(hp, ':');
+    char* end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    size_t hl = colon ? (size_t)(colon - hp) : 0;
+    if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') hp++, hl -= 2; // ("[::1]:29400")
+    if (!colon || !hl || hl >= sizeof host || !end || *end || end == colon + 1 || port < 1 || port > 65535)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: elastic_dir '%s' is not tcp://host:port (a lighthouse's "
+                       "address, port in [1, 65535])", w->elastic_dir);
+    if (token && strlen(token) > _VS_LH_TOKEN_MAX)
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse token is %zu bytes, over %d", strlen(token),
+                       _VS_LH_TOKEN_MAX);
+    snprintf(w->etoken, sizeof w->etoken, "%s", token ? token : "");
+    memcpy(host, hp, hl);
+    host[hl] = 0;
+    struct addrinfo* ai = NULL;
+    int gr = _vs_tcp_resolve(host, port, 0, &ai);
+    if (gr != 0)
+        return _vs_err_backend(VS_ERR_IO, gr, "vs_world_init: cannot resolve the lighthouse's host '%s': %s", host,
+                               gai_strerror(gr));
+    double deadline = _vs_now() + (w->timeout > 0 ? w->timeout : 300);
+    int err = 0, fd = -1;
+    for (int attempt = 0; fd < 0 && (attempt == 0 || _vs_now() < deadline); attempt++) {
+        if (attempt) _vs_sleep_us(20000);
+        fd = _vs_rdv_connect(ai, deadline, &err);
+    }
+    freeaddrinfo(ai);
+    if (fd < 0)
+        return _vs_err_backend(VS_ERR_IO, err, "vs_world_init: rank %d cannot reach the lighthouse at %s within %g s: "
+                               "%s (start one there: tools/vescale-lighthouse, or vs_lighthouse_start)", w->rank,
+                               w->elastic_dir, w->timeout, strerror(err));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    unsigned char hello[_VS_LH_HELLO_LEN];
+    double until = _vs_now() + _VS_LH_ANSWER_S;
+    vs_result r = _vs_io_full_as(fd, hello, 12, 0, until, "the lighthouse");
+    if (!r && _vs_be_get32(hello) == _VS_LH_ANSWER) { // (turned away: why)
+        char why[201] = "";
+        size_t n = _vs_be_get32(hello + 8) < 200 ? _vs_be_get32(hello + 8) : 200;
+        if (_vs_io_full_as(fd, why, n, 0, until, "the lighthouse") == VS_OK) why[n] = 0;
+        close(fd);
+        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s turned this connection away: %s",
+                       w->rank, w->elastic_dir, why);
+    }
+    if (!r) r = _vs_io_full_as(fd, hello + 12, sizeof hello - 12, 0, until, "the lighthouse");
+    if (!r && _vs_be_get32(hello) != _VS_LH_HELLO)
+        r = _vs_err(VS_ERR_IO, "it greeted with 0x%08x, not a vescale lighthouse's hello", _vs_be_get32(hello));
+    if (r) {
+        char msg[_VS_ERR_MSG];
+        _vs_save_error(msg, sizeof msg);
+        close(fd);
+        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s: %s", w->rank, w->elastic_dir, msg);
+    }
+    int auth = _vs_be_get32(hello + 4) & 1;
+    if (auth && !w->etoken[0]) {
+        close(fd);
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse at %s takes only requests signed by its token: "
+                       "give the job's (vs_world_desc.elastic_token or VESCALE_LIGHTHOUSE_TOKEN)", w->elastic_dir);
+    }
+    if (!auth) // (the token is not needed there: said, the job goes on)
+        vs_log(w, w->etoken[0] ? VS_LOG_WARN : VS_LOG_INFO, "elastic: the lighthouse at %s checks no token: anyone "
+               "who reaches it can end this job%s", w->elastic_dir, w->etoken[0] ? " (this rank's token is not used)" : "");
+    if (!auth) w->etoken[0] = 0;
+    memcpy(w->elh_nonce, hello + 8, 16);
+    pthread_mutex_init(&w->emu, NULL);
+    w->efd = fd;
+    return VS_OK;
+}
+
+/* The store table's open: the connection, and the job's key (it leaves the
+   address out: ranks may spell it apart). */
+_VS_PRIVATE vs_result _vs_lh_store_open(vs_world* w, const char* addr, const char* token)
+{
+    _VS_TRY(_vs_lh_open(w, token));
+    char place[48];
+    snprintf(place, sizeof place, "lighthouse port %s", strrchr(addr, ':') + 1);
+    w->ekey = _vs_job_key(place, "the lighthouse's port (no run id: one job a lighthouse)", w->size, NULL);
+    return VS_OK;
+}
+
+/* The store table's close: the connection (its entry gone first). */
+_VS_PRIVATE void _vs_lh_store_close(vs_world* w)
+{
+    if (w->efd < 0) return;
+    close(w->efd);
+    pthread_mutex_destroy(&w->emu);
+    w->efd = -1;
+}
+
+/* The watcher of a world whose store is a lighthouse: it looks there for a
+   failure notice every 50 ms, for ended processes and replacements every
+   200 ms, so that a collective's wait only reads what it found (never waits
+   on the lighthouse: a stopped or unreachable one cannot take a wait's
+   time). */
+_VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now);
+_VS_PRIVATE void _vs_lh_joiners_look(vs_world* w);
+
+_VS_PRIVATE void* _vs_lh_watch_main(void* arg)
+{
+    vs_world* w = (vs_world*)arg;
+    double joiners = 0;
+    pthread_mutex_lock(&w->ewmu);
+    while (!w->ew_stop) {
+        pthread_mutex_unlock(&w->ewmu);
+        double now = _vs_now();
+        if (!__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
+            if (!__atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE)) _vs_store_look(w, (int64_t)(now * 1e6));
+            if (now - joiners >= 0.2) joiners = now, _vs_lh_joiners_look(w);
+        }
+        pthread_mutex_lock(&w->ewmu);
+        if (!w->ew_stop) {
+            struct timespec ts = _vs_abs_deadline(0.05);
+            pthread_cond_timedwait(&w->ewcv, &w->ewmu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&w->ewmu);
+    return NULL;
+}
+
+_VS_PRIVATE vs_result _vs_lh_watch_start(vs_world* w)
+{
+    pthread_mutex_init(&w->ewmu, NULL);
+    _vs_cond_init(&w->ewcv);
+    if (pthread_create(&w->ew, NULL, _vs_lh_watch_main, w) != 0) {
+        pthread_cond_destroy(&w->ewcv);
+        pthread_mutex_destroy(&w->ewmu);
+        return _vs_err(VS_ERR_NOMEM, "vs_world_init: cannot start the lighthouse's watcher thread");
+    }
+    w->ew_on = 1;
+    return VS_OK;
+}
+
+_VS_PRIVATE void _vs_lh_watch_stop(vs_world* w)
+{
+    if (!w->ew_on) return;
+    pthread_mutex_lock(&w->ewmu);
+    w->ew_stop = 1;
+    pthread_cond_signal(&w->ewcv);
+    pthread_mutex_unlock(&w->ewmu);
+    pthread_join(w->ew, NULL);
+    pthread_cond_destroy(&w->ewcv);
+    pthread_mutex_destroy(&w->ewmu);
+    w->ew_on = 0;
+}
+
+#define _VS_STORE_PATH (_VS_INIT_FILE_MAX + 160)
+
+/* Where the names of w's job begin: a directory's files, a lighthouse's keys. */
+_VS_PRIVATE int _vs_dir_prefix(const vs_world* w, char* buf, size_t cap)
+{
+    return snprintf(buf, cap, "%s/vs-%016llx-", w->elastic_dir, (unsigned long long)w->ekey);
+}
+_VS_PRIVATE int _vs_lh_store_prefix(const vs_world* w, char* buf, size_t cap)
+{
+    return snprintf(buf, cap, "vs-%016llx-", (unsigned long long)w->ekey);
+}
+
+_VS_PRIVATE _VS_PRINTF(4, 5) void _vs_store_name(const vs_world* w, char* buf, size_t cap, const char* fmt, ...)
+{
+    int k = w->store->prefix(w, buf, cap);
+    va_list ap;
+    va_start(ap, fmt);
+    if (k > 0 && (size_t)k < cap) vsnprintf(buf + k, cap - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+/* The store table's write: text to path: renamed over it (excl 0), or linked
+   (excl 1: 1 when it was there first); excl 2: as 0, and on a lighthouse the
+   entry is this process's (it reads "gone" once the process has ended). -1
+   with errno on an error. */
+_VS_PRIVATE int _vs_lh_store_write(vs_world* w, const char* path, const char* text, int excl)
+{
+    return _vs_lh_call(w, excl == 1 ? _VS_LH_LINK : excl == 2 ? _VS_LH_OWN : _VS_LH_PUT, path, text, NULL, 0, NULL);
+}
+_VS_PRIVATE int _vs_dir_write(vs_world* w, const char* path, const char* text, int excl)
+{
+    char tmp[_VS_STORE_PATH + 64];
+    snprintf(tmp, sizeof tmp, "%s.t%d.%ld.%llx", path, w->rank, (long)getpid(), (unsigned long long)_vs_random64());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644), e = 0, res = 0;
+    if (fd < 0) return -1;
+    size_t n = strlen(text);
+    for (size_t off = 0; off < n && !e;) {
+        ssize_t k = write(fd, text + off, n - off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) e = k < 0 ? errno : EIO;
+        else off += (size_t)k;
+    }
+    if (close(fd) != 0 && !e) e = errno;
+    if (!e && excl == 1 && link(tmp, path) != 0) {
+        if (errno == EEXIST) res = 1;
+        else e = errno;
+    }
+    if (!e && excl != 1 && rename(tmp, path) != 0) e = errno;
+    if (excl == 1 || e) unlink(tmp);
+    if (e) errno = e;
+    return e ? -1 : res;
+}
+
+/* The store table's read: the entry at path, NUL-terminated, in buf: its
+   length, 0 when missing (or empty), -1 on an error (errno). */
+_VS_PRIVATE long _vs_lh_store_read(vs_world* w, const char* path, char* buf, size_t cap)
+{
+    size_t len = 0;
+    int st = _vs_lh_call(w, _VS_LH_GET, path, NULL, buf, cap, &len);
+    if (st != 0) buf[0] = 0;
+    return st < 0 ? -1 : st ? 0 : (long)len;
+}
+_VS_PRIVATE long _vs_dir_read(vs_world* w, const char* path, char* buf, size_t cap)
+{
+    (void)w;
+    size_t got = 0;
+    int fr = _vs_file_slurp(path, (unsigned char*)buf, cap - 1, &got);
+    buf[fr == _VS_FILE_OK ? got : 0] = 0;
+    return fr == _VS_FILE_ERROR ? -1 : (long)(fr == _VS_FILE_OK ? got : 0);
+}
+
+/* The store table's has: 1 when path is there. */
+_VS_PRIVATE int _vs_lh_store_has(vs_world* w, const char* path)
+{
+    char t[8];
+    return _vs_lh_call(w, _VS_LH_GET, path, NULL, t, sizeof t, NULL) == 0;
+}
+_VS_PRIVATE int _vs_dir_has(vs_world* w, const char* path)
+{
+    (void)w;
+    return access(path, F_OK) == 0;
+}
+
+_VS_PRIVATE void _vs_lh_store_del(vs_world* w, const char* path) { _vs_lh_call(w, _VS_LH_DEL, path, NULL, NULL, 0, NULL); }
+_VS_PRIVATE void _vs_dir_del(vs_world* w, const char* path)
+{
+    (void)w;
+    unlink(path);
+}
+
+/* The store's operations, through its table (w->store). */
+_VS_PRIVATE int _vs_store_write(vs_world* w, const char* path, const char* text, int excl)
+{
+    return w->store->write(w, path, text, excl);
+}
+_VS_PRIVATE long _vs_store_read(vs_world* w, const char* path, char* buf, size_t cap)
+{
+    return w->store->read(w, path, buf, cap);
+}
+_VS_PRIVATE int _vs_store_has(vs_world* w, const char* fmt, int a, int b)
+{
+    char path[_VS_STORE_PATH], sfx[64];
+    snprintf(sfx, sizeof sfx, fmt, a, b);
+    _vs_store_name(w, path, sizeof path, "%s", sfx);
+    return w->store->has(w, path);
+}
+_VS_PRIVATE void _vs_store_del(vs_world* w, const char* path) { w->store->del(w, path); }
+/* Why the last store call on w failed (errno as it left it), in buf. */
+_VS_PRIVATE const char* _vs_store_why(vs_world* w, char* buf, size_t cap)
+{
+    int e = errno;
+    const char* m = w->store->why ? w->store->why(w, e, buf, cap) : NULL;
+    if (m) return m;
+    snprintf(buf, cap, "%s", strerror(e));
+    return buf;
+}
+
+/* This host as the store's entries name it: "<hostname>/<boot id>.<pid
+   namespace>", so that two containers with one hostname (one boot, two pid
+   namespaces) or two machines with one name (two boots) are two hosts, and
+   a pid is looked at (kill(pid, 0)) only where it means this process's
+   neighbour. Parts that cannot be read are left out (the hostname alone:
+   the old behaviour). */
+_VS_PRIVATE void _vs_host_id(char* buf, size_t cap)
+{
+    char host[128] = "?", boot[64] = "";
+    gethostname(host, sizeof host - 1);
+    host[strcspn(host, " \t\n")] = 0;
+    FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        size_t k = 0;
+        for (int ch; (ch = fgetc(f)) != EOF && ch != '\n' && k < 12;)
+            if (ch != '-') boot[k++] = (char)ch;
+        boot[k] = 0;
+        fclose(f);
+    }
+    struct stat ns;
+    if (stat("/proc/self/ns/pid", &ns) == 0)
+        snprintf(buf, cap, "%s/%s.%llu", host, boot[0] ? boot : "-", (unsigned long long)ns.st_ino);
+    else
+        snprintf(buf, cap, "%s%s%s", host, boot[0] ? "/" : "", boot);
+}
+
+/* The members whose process _vs_store_poll watches: the world communicator's
+   ranks (none while it is being replaced: (re)set at vs_world_init's end and
+   after each agreement, by the thread that makes them). */
+_VS_PRIVATE void _vs_store_members(vs_world* w)
+{
+    for (int x = 0; x < w->size; x++) __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
+    for (int i = 0; w->comm && i < w->comm->size; i++) {
+        int x = w->wranks ? w->wranks[i] : i;
+        if (x != w->rank) __atomic_store_n(&w->epid[x], -1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&w->elive_us, (int64_t)0, __ATOMIC_RELEASE);
+    __atomic_store_n(&w->egone, (uint64_t)0, __ATOMIC_RELEASE);
+}
+
+/* Posts a notice at the world's epoch, naming world rank `origin`: the
+   epoch's first one when none is there, and with failed (origin failed) its
+   own. */
+_VS_PRIVATE void _vs_store_notice(vs_world* w, int origin, const char* cause, int failed)
+{
+    char why[256]; // (_vs_store_why's text)
+    char path[_VS_STORE_PATH], text[900];
+    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
+    _vs_fmt(text, sizeof text, "%d %s", origin, cause);
+    _vs_store_name(w, path, sizeof path, "f%dr%d", e, origin);
+    if (failed && _vs_store_write(w, path, text, 0) != 0)
+        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w, why, sizeof why));
+    _vs_store_name(w, path, sizeof path, "f%d", e);
+    if (_vs_store_write(w, path, text, 1) < 0)
+        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w, why, sizeof why));
+}
+
+/* The lighthouse table's liveness: the members' entries, read only when its
+   count of ended processes moved; one that reads "gone" is failed, posted for
+   it (origin: that rank). 1 when posted. */
+_VS_PRIVATE int _vs_lh_store_liveness(vs_world* w, int64_t now, int64_t last)
+{
+    (void)now, (void)last;
+    char path[_VS_STORE_PATH], text[300];
+    uint64_t seen = __atomic_load_n(&w->egone, __ATOMIC_ACQUIRE), gone = 0;
+    if (_vs_lh_call(w, _VS_LH_GONE, "", NULL, text, sizeof text, NULL) != 0) return 0;
+    gone = strtoull(text, NULL, 10) + 1; // (+1: 0 means "look again")
+    if (gone == seen) return 0;
+    for (int x = 0; x < w->size; x++) {
+        if (!__atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE)) continue;
+        _vs_store_name(w, path, sizeof path, "p%d", x);
+        if (_vs_store_read(w, path, text, sizeof text) <= 0 || strcmp(text, "gone")) continue;
+        char cause[400];
+        _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process ended without a word "
+                "(its connection to the lighthouse at %s closed)", x, w->elastic_dir);
+        _vs_store_notice(w, x, cause, 1);
+        __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
+        return 1;
+    }
+    __atomic_compare_exchange_n(&w->egone, &seen, gone, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return 0;
+}
+
+/* The directory table's liveness: the members' processes on this host (their
+   p files read again each second, as a replacement writes its own): one that
+   has ended is failed, posted for it (origin: that rank). 1 when posted.
+   epid[x]: 0 not a member, -1 not read yet, -2 on another host (not read
+   again until the next agreement), -3 this process (ranks as threads: read
+   again), else the pid. */
+_VS_PRIVATE int _vs_dir_liveness(vs_world* w, int64_t now, int64_t last)
+{
+    char path[_VS_STORE_PATH], text[300], host[256], mine[256] = "";
+    int reread = now / 1000000 != last / 1000000;
+    _vs_host_id(mine, sizeof mine);
+    for (int x = 0; x < w->size; x++) {
+        int pid = __atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE);
+        if (pid == 0 || pid == -2) continue;
+        if (pid == -1 || (reread && (pid == -3 || pid > 0))) {
+            long p = 0;
+            _vs_store_name(w, path, sizeof path, "p%d", x);
+            if (_vs_store_read(w, path, text, sizeof text) <= 0 || sscanf(text, "%ld %255s", &p, host) != 2) continue;
+            int np = strcmp(host, mine) ? -2 : p == (long)getpid() ? -3 : p > 0 && p <= INT_MAX ? (int)p : -2;
+            if (!__atomic_compare_exchange_n(&w->epid[x], &pid, np, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                continue; // (no longer a member: an agreement reset them)
+            pid = np;
+        }
+        if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char cause[400];
+        _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process (pid %d on %s) ended "
+                "without a word", x, pid, mine);
+        _vs_store_notice(w, x, cause, 1); // (posted for it)
+        __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
+        return 1;
+    }
+    return 0;
+}
+
+/* One look at the members' processes (every 200 ms), the store's way: 1 when
+   a failure was posted for one. */
+_VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
+{
+    int64_t last = __atomic_load_n(&w->elive_us, __ATOMIC_ACQUIRE);
+    if (now - last < 200000) return 0;
+    __atomic_store_n(&w->elive_us, now, __ATOMIC_RELEASE);
+    return w->store->liveness(w, now, last);
+}
+
+/* One look at the store for a failure notice of the world's epoch from
+   another rank (and at the members' processes): 1 when one is known
+   (w->eorigin, w->ecause say whose and what). A notice read while the world
+   moved on to another epoch is dropped (fail_seen goes 0 -> 2 -> 1 only while
+   the epoch stays the one looked at; an agreement clears it). */
+_VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now)
+{
+    char path[_VS_STORE_PATH], text[sizeof w->ecause + 16];
+    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
+    _vs_store_name(w, path, sizeof path, "f%d", e);
+    if (_vs_store_read(w, path, text, sizeof text) <= 0 && !(w->epid && _vs_store_liveness(w, now) &&
+                                                          _vs_store_read(w, path, text, sizeof text) > 0))
+        return 0;
+    char* end = NULL;
+    long origin = strtol(text, &end, 10);
+    if (end == text || origin == w->rank) return 0; // (this rank's own: it knows)
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&w->fail_seen, &expect, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return expect == 1;
+    if (__atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE) != e) {
+        __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
+        return 0;
+    }
+    w->eorigin = origin >= 0 && origin < w->size ? (int)origin : -1;
+    _vs_fmt(w->ecause, sizeof w->ecause, "%s", *end ? end + 1 : "");
+    expect = 2;
+    return __atomic_compare_exchange_n(&w->fail_seen, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* 1 when a failure notice of the world's epoch from another rank is known.
+   Looks at a directory at most every 50 ms (now: at once); any thread. A
+   lighthouse is looked at by the world's watcher: without now this only
+   reads what it found, so that no collective's wait ever waits on it. */
+_VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
+{
+    if (!w || !w->elastic_dir[0]) return 0;
+    int f = __atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE);
+    if (f) return f == 1;
+    if (w->store->watched && !now_) return 0; // (the watcher looks)
+    int64_t now = (int64_t)(_vs_now() * 1e6), last = __atomic_load_n(&w->epoll_us, __ATOMIC_RELAXED);
+    if (!now_ && now - last < 50000) return 0;
+    if (!__atomic_compare_exchange_n(&w->epoll_us, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) && !now_)
+        return 0; // (another thread is looking)
+    return _vs_store_look(w, now);
+}
+
+/* A join request's rank is alive as far as this host can tell: its process
+   is on another host, or it is there. */
+_VS_PRIVATE int _vs_store_alive(const char* text)
+{
+    unsigned long long nonce = 0;
+    long pid = 0;
+    char host[256] = "", mine[256] = "";
+    if (!strcmp(text, "gone")) return 0; // (a lighthouse's: the process ended)
+    if (sscanf(text, "%llx %ld %255s", &nonce, &pid, host) != 3) return 1;
+    _vs_host_id(mine, sizeof mine);
+    if (strcmp(host, mine) || pid <= 0) return 1;
+    return !(kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+/* The store tables' joining: 1 when world rank x asks to come in (a
+   lighthouse's: the watcher's last look, so a step boundary never waits on
+   it). */
+_VS_PRIVATE int _vs_dir_joining(vs_world* w, int x)
+{
+    char path[_VS_STORE_PATH], text[600];
+    _vs_store_name(w, path, sizeof path, "j%d", x);
+    return _vs_store_read(w, path, text, sizeof text) > 0 && _vs_store_alive(text);
+}
+_VS_PRIVATE int _vs_lh_store_joining(vs_world* w, int x) { return __atomic_load_n(&w->ejoin[x], __ATOMIC_ACQUIRE); }
+
+/* vs_world_joiners on the store: the ranks asking to come in (alive as far as
+   this host can tell) that are not members. */
+_VS_PRIVATE int _vs_store_joiners(vs_world* w)
+{
+    int* in = _VS_HNEW(&w->hooks, int, w->size), cnt = 0;
+    if (!in) return 0;
+    for (int i = 0; w->comm && i < w->comm->size; i++) in[w->wranks ? w->wranks[i] : i] = 1;
+    for (int x = 0; x < w->size; x++) {
+        if (in[x]) continue;
+        cnt += w->store->joining(w, x);
+    }
+    _vs_hfree(&w->hooks, in);
+    return cnt;
+}
+
+/* The watcher's look at the replacements waiting at the lighthouse (their
+   requests, LIST then GET): w->ejoin[x] = 1 for each whose process lives. */
+_VS_PRIVATE void _vs_lh_joiners_look(vs_world* w)
+{
+    char prefix[_VS_STORE_PATH], text[600];
+    size_t cap = 64 * (size_t)w->size + 64;
+    char* list = _VS_HNEW(&w->hooks, char, cap);
+    unsigned char* now = _VS_HNEW(&w->hooks, unsigned char, w->size);
+    _vs_store_name(w, prefix, sizeof prefix, "j");
+    if (list && now && _vs_lh_call(w, _VS_LH_LIST, prefix, NULL, list, cap, NULL) == 0) {
+        size_t pl = strlen(prefix);
+        for (char *l = list, *nl; *l; l = *nl ? nl + 1 : nl) { // (a key a line)
+            nl = l + strcspn(l, "\n");
+            char save = *nl, *end = NULL;
+            *nl = 0;
+            long x = strlen(l) > pl ? strtol(l + pl, &end, 10) : -1;
+            if (end && !*end && x >= 0 && x < w->size && _vs_lh_call(w, _VS_LH_GET, l, NULL, text, sizeof text, NULL) == 0)
+                now[x] = (unsigned char)_vs_store_alive(text);
+            *nl = save;
+        }
+        for (int x = 0; x < w->size; x++) __atomic_store_n(&w->ejoin[x], now[x], __ATOMIC_RELEASE);
+    }
+    _vs_hfree(&w->hooks, list);
+    _vs_hfree(&w->hooks, now);
+}
+
+/* The directory's open: the job's key from its path (and run id). */
+_VS_PRIVATE vs_result _vs_dir_open(vs_world* w, const char* addr, const char* token)
+{
+    (void)token;
+    w->ekey = _vs_job_key(addr, "the elastic directory", w->size, NULL);
+    return VS_OK;
+}
+
+/* The two stores, by member (struct _vs_store_ops says what each does). */
+static const _vs_store_ops _vs_dir_store = {
+    .what = "directory",
+    .watched = 0,
+    .owns_entries = 0,
+    .open = _vs_dir_open,
+    .start = NULL,
+    .stop = NULL,
+    .close = NULL,
+    .prefix = _vs_dir_prefix,
+    .write = _vs_dir_write,
+    .read = _vs_dir_read,
+    .has = _vs_dir_has,
+    .del = _vs_dir_del,
+    .why = NULL,
+    .liveness = _vs_dir_liveness,
+    .joining = _vs_dir_joining,
+};
+static const _vs_store_ops _vs_lh_store = {
+    .what = "lighthouse",
+    .watched = 1,
+    .owns_entries = 1,
+    .open = _vs_lh_store_open,
+    .start = _vs_lh_watch_start,
+    .stop = _vs_lh_watch_stop,
+    .close = _vs_lh_store_close,
+    .prefix = _vs_lh_store_prefix,
+    .write = _vs_lh_store_write,
+    .read = _vs_lh_store_read,
+    .has = _vs_lh_store_has,
+    .del = _vs_lh_store_del,
+    .why = _vs_lh_store_why,
+    .liveness = _vs_lh_store_liveness,
+    .joining = _vs_lh_store_joining,
+};
+
+/* vs_world_init: the store at addr (a directory, or "tcp://host:port": a
+   lighthouse), checked writable at once. A replacement (join) for a rank
+   whose process is alive (on this host; at a lighthouse, on any) is
+   VS_ERR_INVALID. token: a lighthouse's (NULL: none). */
+_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* addr, int join, const char* token)
+{
+    char why[256]; // (_vs_store_why's text)
+    snprintf(w->elastic_dir, sizeof w->elastic_dir, "%s", addr);
+    w->enonce = _vs_random64();
+    w->efd = -1;
+    w->store = !strncmp(addr, "tcp://", 6) ? &_vs_lh_store : &_vs_dir_store;
+    _VS_TRY(w->store->open(w, addr, token));
+    char path[_VS_STORE_PATH];
+    char text[300], host[256], other[256];
+    _vs_host_id(host, sizeof host);
+    long pid = 0;
+    _vs_store_name(w, path, sizeof path, "p%d", w->rank);
+    if (join && w->store->owns_entries && _vs_store_read(w, path, text, sizeof text) > 0 && strcmp(text, "gone"))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: join: world rank %d is alive (its process, %.*s, holds its "
+                       "entry at the lighthouse %s): a replacement comes only for a rank that failed", w->rank,
+                       (int)strcspn(text, "\n"), text, addr);
+    if (join && _vs_store_read(w, path, text, sizeof text) > 0 && sscanf(text, "%ld %255s", &pid, other) == 2 &&
+        !strcmp(other, host) && pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: join: world rank %d is alive (its process, pid %ld on %s, is "
+                       "running): a replacement comes only for a rank that failed", w->rank, pid, host);
+    _vs_fmt(text, sizeof text, "%ld %s\n", (long)getpid(), host);
+    _vs_store_name(w, path, sizeof path, "p%d", w->rank); // (this process: the others see it end)
+    if (_vs_store_write(w, path, text, 2) != 0)
+        return _vs_err_backend(errno == EACCES ? VS_ERR_INVALID : VS_ERR_IO, errno, "vs_world_init: rank %d cannot "
+                               "write in the elastic %s %s (every rank writes there): %s", w->rank, w->store->what,
+                               addr, _vs_store_why(w, why, sizeof why));
+    if (!(w->epid = _VS_HNEW(&w->hooks, int, w->size)) || !(w->ejoin = _VS_HNEW(&w->hooks, unsigned char, w->size)))
+        return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
+    return w->store->start ? w->store->start(w) : VS_OK;
+}
+
+/* vs_world_free: this process's entry goes (a rank that ends cleanly is not
+   reported gone). */
+_VS_PRIVATE void _vs_store_close(vs_world* w)
+{
+    char path[_VS_STORE_PATH];
+    if (!w->store) return; // (vs_world_init failed before the store was chosen)
+    if (w->store->stop) w->store->stop(w);
+    _vs_store_name(w, path, sizeof path, "p%d", w->rank);
+    _vs_store_del(w, path);
+    _vs_hfree(&w->hooks, w->epid);
+    _vs_hfree(&w->hooks, w->ejoin);
+    w->epid = NULL, w->ejoin = NULL;
+    if (w->store->close) w->store->close(w);
+}
+
+// >>elastic -------------------------------------------------------------------
+
+/* The agreement through the store (NCCL jobs of processes; the entries:
+   >>store). A round from epoch E ends when a member links d<E+1>, once every
+   member has arrived (a shrink: or posted its failure, or half the world's
+   timeout has passed: who has not arrived then failed). Every rank follows the
+   d<E+1> it reads, so no two ranks act on different sets, and no rank is
+   waited for past the deadline. A decision carries the ranks and the new NCCL
+   id; the training state never goes through the store. */
+/* A decision: the new epoch, its kind, the ranks. */
+typedef struct _vs_sdec {
+    int epoch, kind, use_shrink;
+    unsigned char id[128];
+    int nm, nf, nd, nj;
+    int *members, *failed, *dropped, *joined; // each up to the world's size
+    unsigned long long* jnonce;               // the joined ranks' request marks
+} _vs_sdec;
+
+_VS_PRIVATE int _vs_sdec_alloc(vs_world* w, _vs_sdec* d)
+{
+    memset(d, 0, sizeof *d);
+    d->members = _VS_HNEW(&w->hooks, int, 4 * (size_t)w->size);
+    d->jnonce = _VS_HNEW(&w->hooks, unsigned long long, w->size);
+    if (!d->members || !d->jnonce) return 0;
+    d->failed = d->members + w->size, d->dropped = d->failed + w->size, d->joined = d->dropped + w->size;
+    return 1;
+}
+
+_VS_PRIVATE void _vs_sdec_free(vs_world* w, _vs_sdec* d)
+{
+    _vs_hfree(&w->hooks, d->members);
+    _vs_hfree(&w->hooks, d->jnonce);
+}
+
+_VS_PRIVATE char* _vs_sdec_text(vs_world* w, const _vs_sdec* d)
+{
+    size_t cap = 512 + 40 * (size_t)(d->nm + d->nf + d->nd + 2 * d->nj), len = 0;
+    char* t = _VS_HNEW(&w->hooks, char, cap);
+    if (!t) return NULL;
+    len += (size_t)snprintf(t + len, cap - len, "vescale-elastic 1 epoch %d kind %d shrink %d id ", d->epoch, d->kind,
+                            d->use_shrink);
+    for (int i = 0; i < 128; i++) len += (size_t)snprintf(t + len, cap - len, "%02x", d->id[i]);
+    const int* lists[3] = {d->members, d->failed, d->dropped};
+    const int counts[3] = {d->nm, d->nf, d->nd};
+    for (int l = 0; l < 3; l++) {
+        len += (size_t)snprintf(t + len, cap - len, "\n%d", counts[l]);
+        for (int i = 0; i < counts[l]; i++) len += (size_t)snprintf(t + len, cap - len, " %d", lists[l][i]);
+    }
+    len += (size_t)snprintf(t + len, cap - len, "\n%d", d->nj);
+    for (int i = 0; i < d->nj; i++) len += (size_t)snprintf(t + len, cap - len, " %d %llx", d->joined[i], d->jnonce[i]);
+    snprintf(t + len, cap - len, "\nend\n");
+    return t;
+}
+
+/* Reads the decision at path: 1 read, 0 not there, -1 damaged or unreadable. */
+_VS_PRIVATE int _vs_sdec_read(vs_world* w, const char* path, _vs_sdec* d)
+{
+    size_t cap = 1024 + 48 * 5 * (size_t)w->size;
+    char* t = _VS_HNEW(&w->hooks, char, cap);
+    if (!t) return -1;
+    long n = _vs_store_read(w, path, t, cap);
+    int ok = n > 0 ? -1 : (int)n;
+    char* p = t;
+    char id[257];
+    int used = 0;
+    if (n > 0 && sscanf(p, "vescale-elastic 1 epoch %d kind %d shrink %d id %256s%n", &d->epoch, &d->kind,
+                        &d->use_shrink, id, &used) == 4 && strlen(id) == 256) {
+        for (int i = 0; i < 128; i++) {
+            unsigned v = 0;
+            sscanf(id + 2 * i, "%2x", &v);
+            d->id[i] = (unsigned char)v;
+        }
+        p += used;
+        int* lists[3] = {d->members, d->failed, d->dropped};
+        int* counts[3] = {&d->nm, &d->nf, &d->nd};
+        int good = 1;
+        for (int l = 0; l < 4 && good; l++) {
+            long c = strtol(p, &p, 10);
+            good = c >= 0 && c <= w->size;
+            if (l < 3) *counts[l] = (int)c;
+            else d->nj = (int)c;
+            for (long i = 0; i < c && good; i++) {
+                long r = strtol(p, &p, 10);
+                good = r >= 0 && r < w->size;
+                if (l < 3) lists[l][i] = (int)r;
+                else d->joined[i] = (int)r, d->jnonce[i] = strtoull(p, &p, 16);
+            }
+        }
+        if (good && !strncmp(p, "\nend\n", 5)) ok = 1;
+    }
+    _vs_hfree(&w->hooks, t);
+    return ok;
+}
+
+/* A member's look at the round from epoch E: when it can be decided, the
+   decision linked (by this rank or another: the caller reads it back). 1 when
+   there is one to read, 0 not yet, else an error (a grow a failure ended:
+   VS_ERR_ABORTED). in[x]: the members; st[x] scratch of the world's size. */
+_VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* in, int* st, double half,
+                                       _vs_keep_fn keep, void* ctx, _vs_sdec* d, int* decided, const char* fn)
+{
+    char why[256]; // (_vs_store_why's text)
+    const int n = w->size;
+    const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
+    char path[_VS_STORE_PATH], text[600];
+    int missing = 0, nf = 0;
+    *decided = 0;
+    for (int x = 0; x < n; x++) { // st: 0 not a member, 1 arrived, 3 arrived able to shrink, 4 failed, 5 missing
+        st[x] = 0;
+        if (!in[x]) continue;
+        _vs_store_name(w, path, sizeof path, "a%d%c%d", E, kc, x);
+        long k = _vs_store_read(w, path, text, sizeof text);
+        if (k > 0) st[x] = text[0] == '1' ? 3 : 1;
+        else st[x] = _vs_store_has(w, "f%dr%d", E, x) ? 4 : 5;
+        missing += st[x] == 5;
+    }
+    if (kind == _VS_REFORM_GROW && _vs_store_poll(w, 1))
+        return _vs_err_from(w->eorigin, w->ecause, VS_ERR_ABORTED, "%s: a rank failed while the world waited to grow: "
+                            "shrink first (%s)", fn, w->ecause);
+    if (missing && (kind == _VS_REFORM_GROW || _vs_now() < half)) return VS_OK;
+    memset(d->id, 0, sizeof d->id);
+    d->epoch = E + 1, d->kind = kind, d->nm = d->nf = d->nd = d->nj = 0;
+    for (int x = 0; x < n; x++)
+        if (st[x] >= 4) d->failed[nf++] = x;
+    d->nf = nf;
+    int use_shrink = kind == _VS_REFORM_SHRINK;
+    for (int x = 0; x < n; x++) {
+        int stay = 0;
+        if (st[x] == 1 || st[x] == 3) {
+            stay = !keep || keep(d->failed, nf, x, ctx);
+            if (!stay) d->dropped[d->nd++] = x;
+        } else if (!st[x] && kind == _VS_REFORM_GROW) { // not a member: a join request?
+            _vs_store_name(w, path, sizeof path, "j%d", x);
+            if (_vs_store_read(w, path, text, sizeof text) > 0 && _vs_store_alive(text)) {
+                d->joined[d->nj] = x, d->jnonce[d->nj++] = strtoull(text, NULL, 16);
+                stay = 1;
+            }
+        }
+        if (stay) d->members[d->nm++] = x, use_shrink &= st[x] == 3;
+    }
+    d->use_shrink = use_shrink && d->nm > 0;
+#ifdef VESCALE_NCCL
+    if (!d->use_shrink && d->nm) {
+        ncclUniqueId uid;
+        ncclResult_t nr = ncclGetUniqueId(&uid);
+        if (nr != ncclSuccess)
+            return _vs_err_backend(VS_ERR_BACKEND, (int)nr, "%s: ncclGetUniqueId: %s", fn, ncclGetErrorString(nr));
+        memcpy(d->id, &uid, sizeof uid);
+    }
+#endif
+    char* t = _vs_sdec_text(w, d);
+    if (!t) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    _vs_store_name(w, path, sizeof path, "d%d", E + 1);
+    int wr = _vs_store_write(w, path, t, 1);
+    _vs_hfree(&w->hooks, t);
+    if (wr < 0)
+        return _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write the decision %s: %s", fn, path,
+                               _vs_store_why(w, why, sizeof why));
+    *decided = 1;
+    return VS_OK;
+}
+
+/* An agreement of `kind` through the store (_vs_reform for an NCCL job of
+   processes): arrive, wait for the decision (deciding when this rank can),
+   follow it. A member the decision counts failed (it came after half the
+   timeout) gets VS_ERR_ABORTED saying so, and may come back with
+   vs_world_grow. */
+_VS_PRIVATE vs_result _vs_store_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                   const char* fn)
+{
+    char why[256]; // (_vs_store_why's text)
+    const int n = w->size, me = w->rank, joiner = w->comm == NULL;
+    const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
+    if (joiner && kind == _VS_REFORM_SHRINK)
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d holds no communicator (it left at a shrink, or is a "
+                       "replacement): it comes in with vs_world_grow", fn, me);
+    int saw = !joiner && (_vs_store_poll(w, 1) || w->esaw || __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE));
+    if (kind == _VS_REFORM_SHRINK && !saw)
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d saw no failure since the world's last reconfiguration (epoch "
+                       "%d): nothing to shrink from (a shrink follows a call that returned VS_ERR_ABORTED or "
+                       "VS_ERR_TIMEOUT)", fn, me, w->epoch);
+    const int notice = __atomic_load_n(&w->fail_seen, __ATOMIC_ACQUIRE) == 1;
+    if (kind == _VS_REFORM_GROW && saw)
+        return _vs_err_from(notice ? w->eorigin : me, notice ? w->ecause : "", VS_ERR_ABORTED,
+                            "%s: world rank %d saw a failure (%s): shrink first", fn, me,
+                            notice ? w->ecause : "its communicator failed");
+    int E = w->epoch;
+    const double start = _vs_now(), end = start + w->timeout, half = start + 0.5 * w->timeout;
+    for (int x = 0; w->epid && x < n; x++) __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE); // (its own deadline)
+    char path[_VS_STORE_PATH], apath[_VS_STORE_PATH], text[600];
+    int* in = _VS_HNEW(&w->hooks, int, 2 * (size_t)n);
+    _vs_sdec d;
+    if (!in || !_vs_sdec_alloc(w, &d)) {
+        _vs_hfree(&w->hooks, in);
+        _vs_sdec_free(w, &d);
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    int* st = in + n;
+    if (!joiner)
+        for (int i = 0; i < w->comm->size; i++) in[w->wranks ? w->wranks[i] : i] = 1;
+    vs_result r = VS_OK;
+    char host[256];
+    _vs_host_id(host, sizeof host);
+    if (joiner) {
+        _vs_store_name(w, path, sizeof path, "j%d", me);
+        _vs_fmt(text, sizeof text, "%llx %ld %s\n", (unsigned long long)w->enonce, (long)getpid(), host);
+    } else {
+        _vs_store_name(w, path, sizeof path, "a%d%c%d", E, kc, me);
+        int can = 0;
+#ifdef VESCALE_NCCL
+        can = w->comm->nc != NULL || w->comm->revoked_nc != NULL; // (ncclCommShrink needs every staying rank's)
+#endif
+        _vs_fmt(text, sizeof text, "%d\n", can);
+    }
+    _vs_fmt(apath, sizeof apath, "%s", path);
+    if (_vs_store_write(w, path, text, joiner ? 2 : 0) != 0)
+        r = _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write %s: %s", fn, path, _vs_store_why(w, why, sizeof why));
+    if (!r && kind == _VS_REFORM_SHRINK && !_vs_store_has(w, "f%d", E, 0)) { // the others stop their waits now
+        char cause[400];
+        _vs_fmt(cause, sizeof cause, "world rank %d saw a failure and began a shrink (%s)", me,
+                notice ? w->ecause : "its communicator failed");
+        _vs_store_notice(w, me, cause, 0); // (a wake-up: this rank is well)
+    }
+    int got = 0;
+    for (long it = 0; !r; it++) {
+        _vs_store_name(w, path, sizeof path, "d%d", E + 1);
+        int pr = _vs_sdec_read(w, path, &d);
+        if (pr < 0) {
+            r = _vs_err(VS_ERR_IO, "%s: the decision %s is damaged or unreadable", fn, path);
+            break;
+        }
+        if (pr > 0 && joiner) {
+            for (int i = 0; i < d.nj && !got; i++) got = d.joined[i] == me && d.jnonce[i] == w->enonce;
+            if (got) break;
+            E++; // (a round without this rank: the next one may take it)
+            continue;
+        }
+        if (pr > 0) {
+            got = 1;
+            break;
+        }
+        int decided = 0;
+        if (!joiner) r = _vs_store_decide(w, kind, E, in, st, half, keep, ctx, &d, &decided, fn);
+        if (r || decided) continue;
+        if (_vs_now() > end) {
+            char miss[256];
+            for (int x = 0; x < n; x++) st[x] = st[x] == 5;
+            _vs_rank_list_text(st, n, miss, sizeof miss);
+            if (joiner)
+                r = _vs_err(VS_ERR_TIMEOUT, "%s: no grow of the world took world rank %d in within %g s (the world "
+                            "is at epoch %d: its members call vs_world_grow when vs_world_joiners counts this rank)",
+                            fn, me, w->timeout, E);
+            else
+                r = _vs_err(VS_ERR_TIMEOUT, "%s: world rank%s %s did not arrive within %g s (world rank %d waited)",
+                            fn, strchr(miss, ',') ? "s" : "", miss[0] ? miss : "?", w->timeout, me);
+            break;
+        }
+        _vs_sleep_us(it < 200 ? 500 : 5000);
+    }
+    _vs_rticket tk;
+    memset(&tk, 0, sizeof tk);
+    int* wr = NULL;
+    if (!r) { // the decision, as this rank's ticket
+        tk.kind = kind;
+        tk.index = -1;
+        tk.n = d.nm;
+        tk.use_shrink = d.use_shrink;
+        memcpy(tk.id, d.id, sizeof tk.id);
+        tk.info.epoch = d.epoch;
+        tk.info.nlive = d.nm;
+        for (int i = 0; i < d.nf; i++) _vs_rlist(tk.info.failed, &tk.info.nfailed, d.failed[i]);
+        for (int i = 0; i < d.nd; i++) _vs_rlist(tk.info.dropped, &tk.info.ndropped, d.dropped[i]);
+        for (int i = 0; i < d.nj; i++) _vs_rlist(tk.info.joined, &tk.info.njoined, d.joined[i]);
+        for (int i = 0; i < d.nm; i++)
+            if (d.members[i] == me) tk.index = i;
+        tk.info.left = tk.index < 0;
+        int was_failed = 0, was_dropped = 0;
+        for (int i = 0; i < d.nf; i++) was_failed |= d.failed[i] == me;
+        for (int i = 0; i < d.nd; i++) was_dropped |= d.dropped[i] == me;
+        if (tk.index >= 0 && !(wr = _VS_HNEW(&w->hooks, int, d.nm)))
+            r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
+        if (wr) memcpy(wr, d.members, sizeof(int) * (size_t)d.nm), tk.members = wr;
+        if (!r && tk.index < 0 && !was_dropped) { // counted failed: out, alive
+            _vs_reform_adopt(w, NULL, NULL, &tk, NULL);
+            __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
+            r = _vs_err(VS_ERR_ABORTED, "%s: the survivors agreed world rank %d had failed (it %s): it holds no "
+                        "communicator now and may come back with vs_world_grow", fn, me,
+                        was_failed ? "did not arrive within half the timeout" : "was not in the decision");
+        }
+    }
+    vs_comm* nc = NULL;
+#ifdef VESCALE_NCCL
+    if (!r && tk.index >= 0 && (r = _vs_nccl_reform(w, &tk, fn, &nc))) {
+        /* a member of the decision failed before its communicator was made (a
+           second failure): the decision stands, so this rank takes its epoch
+           with a communicator that failed, and the next shrink (the one this
+           error asks for) starts from there, without the new dead */
+        char msg[_VS_ERR_MSG];
+        _vs_save_error(msg, sizeof msg);
+        vs_comm* dead = _vs_comm_new(w, VS_TRANSPORT_NCCL, tk.index, tk.n);
+        if (dead) {
+            __atomic_store_n(&dead->aborted, 1, __ATOMIC_SEQ_CST);
+            _vs_reform_adopt(w, dead, wr, &tk, NULL);
+            wr = NULL;
+            w->esaw = 0;
+            __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE);
+            _vs_store_members(w);
+        }
+        r = _vs_err(r == VS_ERR_TIMEOUT ? VS_ERR_TIMEOUT : VS_ERR_ABORTED, "%s (the world is now at epoch %d, %d "
+                    "ranks: a rank among them failed too; shrink again)", msg, tk.info.epoch, tk.n);
+    }
+#endif
+    if (!r) {
+        _vs_reform_adopt(w, nc, wr, &tk, info);
+        wr = NULL;
+        w->esaw = 0;
+        __atomic_store_n(&w->fail_seen, 0, __ATOMIC_RELEASE); // (a new epoch: its own notices)
+        _vs_store_members(w);
+    }
+    _vs_hfree(&w->hooks, wr);
+    _vs_store_del(w, apath); // (read by the decision, or withdrawn: an arrival or a request lasts only while its rank waits)
+    _vs_hfree(&w->hooks, in);
+    _vs_sdec_free(w, &d);
+    return r;
+}
+
+#if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
+/* MPIX_Comm_shrink on a thread of its own: it has no deadline, the caller's
+   wait has. */
+typedef struct _vs_m_shrink {
+    MPI_Comm in, out;
+    int rc, done;
+} _vs_m_shrink;
+
+_VS_PRIVATE void* _vs_m_shrink_main(void* a)
+{
+    _vs_m_shrink* s = (_vs_m_shrink*)a;
+    s->rc = MPIX_Comm_shrink(s->in, &s->out);
+    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* An agreement on an MPI job with ULFM (w->mft): a shrink only. The world's
+   communicator is revoked and shrunk (MPIX_Comm_shrink: the agreement, over
+   the live processes, on who has ended), the ranks `keep` drops leave by a
+   split, and the stayers get a new abort channel: the world's notices start
+   afresh. MPI jobs do not grow back. */
+_VS_PRIVATE vs_result _vs_mpi_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                   const char* fn)
+{
+    const _vs_hooks* h = &w->hooks;
+    if (kind == _VS_REFORM_GROW)
+        return _vs_err(VS_ERR_UNSUPPORTED, "%s: an MPI job does not grow back (a process cannot join a running MPI "
+                       "job here): it goes on smaller; the whole mesh comes back from a checkpoint (vs_train_load)", fn);
+    if (!w->comm)
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d left the world at a shrink: on MPI it cannot come back; end "
+                       "the process (status 0)", fn, w->rank);
+    if (!__atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE) && !_vs_mpi_aborted(w) &&
+        !__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))
+        return _vs_err(VS_ERR_STATE, "%s: world rank %d saw no failure since the world's last reconfiguration (epoch "
+                       "%d): nothing to shrink from (a shrink follows a call that returned VS_ERR_ABORTED or "
+                       "VS_ERR_TIMEOUT)", fn, w->rank, w->epoch);
+    MPI_Comm old = w->comm->mc;
+    MPIX_Comm_revoke(old); // (every live rank's operations on it stop)
+    _vs_m_shrink* sh = _VS_HNEW(h, _vs_m_shrink, 1);
+    pthread_t th;
+    if (!sh) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    sh->in = old;
+    if (pthread_create(&th, NULL, _vs_m_shrink_main, sh) != 0) {
+        _vs_hfree(h, sh);
+        return _vs_err(VS_ERR_NOMEM, "%s: cannot start a thread for MPIX_Comm_shrink", fn);
+    }
+    double end = _vs_now() + w->timeout;
+    while (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) && _vs_now() < end) _vs_sleep_us(1000);
+    if (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE)) {
+        pthread_detach(th); // (it writes into sh when MPI returns: sh stays)
+        return _vs_err(VS_ERR_TIMEOUT, "%s: MPIX_Comm_shrink did not return within %g s on world rank %d (a live "
+                       "rank that does not shrink: every live rank calls it)", fn, w->timeout, w->rank);
+    }
+    pthread_join(th, NULL);
+    MPI_Comm sc = sh->out;
+    int rc = sh->rc;
+    _vs_hfree(h, sh);
+    if (rc != MPI_SUCCESS) return _vs_mpi_fail(rc, "vs_world_shrink: MPIX_Comm_shrink");
+    MPI_Comm_set_errhandler(sc, MPI_ERRORS_RETURN);
+    /* the requests the failure left in flight complete now (in error: their
+       communicators are revoked or lost a rank); tested later, after their
+       communicators are freed, MPI would read freed memory */
+    pthread_mutex_lock(&w->mmu);
+    if (w->mab != MPI_COMM_NULL) MPIX_Comm_revoke(w->mab); // (the notices in flight: to the dead among them)
+    for (_vs_mpi_leak* l = w->leaks; l; l = l->next)
+        for (int i = 0; i < l->nreq; i++) _vs_mpi_settle(&l->req[i], _vs_now() + 0.5);
+    pthread_mutex_unlock(&w->mmu);
+    int on = w->comm->size, sn = 0;
+    MPI_Comm_size(sc, &sn);
+    int* oldx = _VS_HNEW(h, int, 3 * (size_t)on); // the old ranks' new ranks, their indices, the failed
+    _vs_rticket tk;
+    memset(&tk, 0, sizeof tk);
+    if (!oldx) {
+        MPI_Comm_free(&sc);
+        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    int* idx = oldx + on;
+    MPI_Group og, sg;
+    MPI_Comm_group(old, &og);
+    MPI_Comm_group(sc, &sg);
+    for (int i = 0; i < on; i++) idx[i] = i;
+    MPI_Group_translate_ranks(og, on, idx, sg, oldx);
+    MPI_Group_free(&og);
+    MPI_Group_free(&sg);
+    tk.kind = kind;
+    tk.info.epoch = w->epoch + 1;
+    int* failed = oldx + 2 * on, nf = 0;
+    for (int i = 0; i < on; i++)
+        if (oldx[i] == MPI_UNDEFINED) {
+            failed[nf++] = w->wranks ? w->wranks[i] : i;
+            _vs_rlist(tk.info.failed, &tk.info.nfailed, failed[nf - 1]);
+        }
+    // every survivor's choice is the same function of the same set: who stays is known everywhere
+    int* wr = _VS_HNEW(h, int, sn > 0 ? sn : 1);
+    int n = 0;
+    tk.index = -1;
+    for (int i = 0; wr && i < on; i++) {
+        if (oldx[i] == MPI_UNDEFINED) continue;
+        int x = w->wranks ? w->wranks[i] : i;
+        if (!keep || keep(failed, nf, x, ctx)) {
+            if (x == w->rank) tk.index = n;
+            wr[n++] = x;
+        } else {
+            _vs_rlist(tk.info.dropped, &tk.info.ndropped, x);
+        }
+    }
+    _vs_hfree(h, oldx);
+    const int stay = tk.index >= 0;
+    MPI_Comm nc = MPI_COMM_NULL, nab = MPI_COMM_NULL;
+    int e = wr ? MPI_Comm_split(sc, stay ? 0 : MPI_UNDEFINED, 0, &nc) : MPI_ERR_NO_MEM;
+    MPI_Comm_free(&sc);
+    if (e == MPI_SUCCESS && nc != MPI_COMM_NULL) e = MPI_Comm_dup(nc, &nab);
+    if (e != MPI_SUCCESS) { // (a second failure inside: the next shrink goes on from the old world)
+        _vs_hfree(h, wr);
+        if (nc != MPI_COMM_NULL) MPI_Comm_free(&nc);
+        vs_result r = _vs_mpi_fail(e, "vs_world_shrink: the new world communicator");
+        return _vs_err(r == VS_ERR_NOMEM ? r : VS_ERR_ABORTED, "%s (a rank failed inside the shrink: shrink again)",
+                       vs_last_error());
+    }
+    tk.n = n;
+    tk.info.nlive = n;
+    tk.info.left = !stay;
+    vs_comm* vc = NULL;
+    if (stay) {
+        MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(nab, MPI_ERRORS_RETURN);
+        int r = 0;
+        MPI_Comm_rank(nc, &r);
+        if (!(vc = _vs_comm_new(w, VS_TRANSPORT_MPI, r, n))) {
+            MPI_Comm_free(&nc), MPI_Comm_free(&nab);
+            _vs_hfree(h, wr);
+            return _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
+        }
+        vc->mc = nc;
+        vc->timeout = w->comm->timeout;
+        // the abort channel starts afresh: the old one's receive is withdrawn (its notices are the past)
+        pthread_mutex_lock(&w->mmu);
+        if (w->abreq != MPI_REQUEST_NULL) { // (a receive's cancel completes here: nothing stays in flight)
+            MPI_Cancel(&w->abreq);
+            _vs_mpi_settle(&w->abreq, _vs_now() + 0.5);
+        }
+        w->abreq = MPI_REQUEST_NULL;
+        w->mab = nab; // (the old one stays, with the leaked receive: freed with the world's MPI)
+        __atomic_store_n(&w->ab_state, 0, __ATOMIC_RELEASE);
+        w->ab_sent = 0, w->ab_rank = -1, w->ab_why = 0;
+        if (w->ab_text) w->ab_text[0] = 0;
+        MPI_Irecv(w->abin, (int)sizeof *w->abin, MPI_BYTE, MPI_ANY_SOURCE, _VS_MPI_TAG_ABORT, w->mab, &w->abreq);
+        pthread_mutex_unlock(&w->mmu);
+    } else {
+        _vs_hfree(h, wr);
+        wr = NULL;
+    }
+    _vs_reform_adopt(w, vc, wr, &tk, info);
+    return VS_OK;
+}
+#endif
+
+/* An agreement of `kind` (_VS_REFORM_*) on w: the transport's (its table's
+   reform: a vs_launch job's in its memory, an NCCL job of processes' in its
+   store, an MPI job's with ULFM); the others cannot, and say what is missing. */
+_VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
+                                 const char* fn)
+{
+    const _vs_transport_ops* tp = _vs_transport_of(w->tr);
+    if (!tp || !tp->reform) return _vs_err(VS_ERR_UNSUPPORTED, "%s: transport %s has no agreement", fn, vs_transport_name(w->tr));
+    return tp->reform(w, kind, keep, ctx, info, fn);
+}
+
+VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info)
+{
+    _VS_CHECK_NULL(w, "world");
+    return _vs_reform(w, _VS_REFORM_SHRINK, NULL, NULL, info, "vs_world_shrink");
+}
+
+/* vs_mesh_shrink's choice: world rank `rank` stays unless a failed rank of the
+   mesh has its coordinate along the dim (ranks outside the mesh stay). */
+typedef struct _vs_keep_mesh {
+    const vs_mesh* m;
+    int dim;
+} _vs_keep_mesh;
+
+_VS_PRIVATE int _vs_mesh_index_of(const vs_mesh* m, int world_rank)
+{
+    for (int i = 0; i < m->nranks; i++)
+        if (m->granks[i] == world_rank) return i;
+    return -1;
+}
+
+_VS_PRIVATE int _vs_keep_replica(const int* failed, int nfailed, int rank, void* ctx)
+{
+    const _vs_keep_mesh* k = (const _vs_keep_mesh*)ctx;
+    int i = _vs_mesh_index_of(k->m, rank), c[VS_MESH_MAX_DIMS], f[VS_MESH_MAX_DIMS];
+    if (i < 0) return 1;
+    _vs_mesh_coord_calc(k->m, i, c);
+    for (int j = 0; j < nfailed; j++) {
+        int fi = _vs_mesh_index_of(k->m, failed[j]);
+        if (fi < 0) continue;
+        _vs_mesh_coord_calc(k->m, fi, f);
+        if (f[k->dim] == c[k->dim]) return 0;
+    }
+    return 1;
+}
+
+VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_reform_info* info)
+{
+    const char* fn = "vs_mesh_shrink";
+    _VS_CHECK_NULL(m, "mesh");
+    _VS_CHECK_NULL(out, "out");
+    *out = NULL;
+    vs_world* w = m->world;
+    if (m->parent) return _vs_err(VS_ERR_INVALID, "%s: a submesh: shrink the mesh it belongs to", fn);
+    if (m->shrunk)
+        return _vs_err(VS_ERR_STATE, "%s: this mesh was shrunk before (at the world's reconfiguration %d): shrink the "
+                       "mesh that gave", fn, m->shrunk);
+    if (m->comm != w->comm)
+        return _vs_err(VS_ERR_INVALID, "%s: the mesh must be over the world's communicator (as vs_parallelize's is): "
+                       "its replicas are chosen among all the world's live ranks", fn);
+    const char* dn = dim ? dim : "DP";
+    int di = -1;
+    for (int i = 0; i < m->ndims; i++)
+        if (!strcmp(m->names[i], dn)) di = i;
+    if (di < 0) {
+        char desc[128];
+        vs_mesh_describe(m, desc, sizeof desc);
+        return _vs_err(VS_ERR_INVALID, "%s: the mesh %s has no dim '%s' to drop replicas along", fn, desc, dn);
+    }
+    const _vs_transport_ops* tp = _vs_transport_of(w->tr);
+    if (tp && tp->quiesce) { // (the submeshes' work in flight, on a failure: NCCL's streams)
+        vs_comm** subs = _VS_HNEW(_VS_WH(w), vs_comm*, m->nsubs ? m->nsubs : 1);
+        if (!subs) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+        for (int i = 0; i < m->nsubs; i++) subs[i] = m->subs[i].mesh ? m->subs[i].mesh->comm : NULL;
+        tp->quiesce(w, subs, m->nsubs);
+        _vs_hfree(_VS_WH(w), subs);
+    }
+    _vs_keep_mesh k = {m, di};
+    vs_reform_info ri;
+    _VS_TRY(_vs_reform(w, _VS_REFORM_SHRINK, _vs_keep_replica, &k, &ri, fn));
+    m->shrunk = ri.epoch;
+    if (info) *info = ri;
+    if (ri.left) {
+        if (ri.nlive == 0) {
+            char failed[256] = "";
+            size_t len = 0;
+            for (int i = 0; i < ri.nfailed && i < VS_REFORM_LIST && len < sizeof failed; i++)
+                len += (size_t)_vs_fmt(failed + len, sizeof failed - len, "%s%d", i ? ", " : "", ri.failed[i]);
+            return _vs_err(VS_ERR_STATE, "%s: every replica along %s lost a rank (failed world ranks %s): no replica "
+                           "holds the whole model; resume from a checkpoint (vs_train_load on a new mesh)", fn, dn,
+                           failed);
+        }
+        return VS_OK; // (this rank left with its replica: it comes back with vs_world_grow)
+    }
+    // the new shape: the dim keeps the coordinates some staying rank still has
+    int nd = 0, c[VS_MESH_MAX_DIMS];
+    int* seen = _VS_HNEW(&w->hooks, int, m->shape[di]);
+    if (!seen) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
+    for (int i = 0; i < w->comm->size; i++) {
+        int mi = _vs_mesh_index_of(m, w->wranks ? w->wranks[i] : i);
+        if (mi < 0) continue;
+        _vs_mesh_coord_calc(m, mi, c);
+        if (!seen[c[di]]) seen[c[di]] = 1, nd++;
+    }
+    _vs_hfree(&w->hooks, seen);
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.ndims = m->ndims;
+    for (int i = 0; i < m->ndims; i++) md.shape[i] = i == di ? nd : m->shape[i], md.dim_names[i] = m->names[i];
+    return vs_mesh_init(w, &md, out);
+}
+
+VS_API vs_result vs_world_grow(vs_world* w, vs_reform_info* info)
+{
+    _VS_CHECK_NULL(w, "world");
+    return _vs_reform(w, _VS_REFORM_GROW, NULL, NULL, info, "vs_world_grow");
+}
+
+VS_API vs_result vs_world_joiners(vs_world* w, int* n)
+{
+    _VS_CHECK_NULL(w, "world");
+    _VS_CHECK_NULL(n, "n");
+    *n = 0;
+    if (!w->comm) return _vs_err(VS_ERR_STATE, "vs_world_joiners: world rank %d is not in the world's communicator "
+                                 "(it left at a shrink, or is a replacement): it joins with vs_world_grow", w->rank);
+    int32_t mine = 0, all = 0;
+    if (w->job) { // (a vs_launch job's: threads or NCCL)
+        _vs_tjob* job = w->job;
+        pthread_mutex_lock(&job->mu);
+        for (int x = 0; x < job->desc.nranks; x++)
+            mine += job->tk[x] && job->tk[x]->kind == _VS_REFORM_GROW && !job->live[x];
+        pthread_mutex_unlock(&job->mu);
+    } else if (w->elastic_dir[0]) { // (an NCCL job of processes: the store's requests)
+        mine = _vs_store_joiners(w);
+    }
+    _VS_TRY(_vs_host_coll(w->comm, 0, &mine, &all, 1, VS_I32, VS_OP_MAX, "vs_world_joiners"));
+    *n = all;
+    return VS_OK;
+}
+
+VS_API vs_result vs_world_respawn(vs_world* w, int rank)
+{
+    const char* fn = "vs_world_respawn";
+    _VS_CHECK_NULL(w, "world");
+    _vs_tjob* job = w->job;
+    if (!job)
+        return _vs_err(VS_ERR_UNSUPPORTED, "%s: only a vs_launch job starts replacements (a job of processes starts "
+                       "its own: a process with vs_world_desc.join = 1 or VESCALE_ELASTIC_JOIN=1)", fn);
+    if (rank < 0 || rank >= job->desc.nranks)
+        return _vs_err(VS_ERR_INVALID, "%s: rank %d out of range [0, %d)", fn, rank, job->desc.nranks);
+    vs_result r = VS_OK;
+    pthread_mutex_lock(&job->mu);
+    if (!__atomic_load_n(&job->exited[rank], __ATOMIC_ACQUIRE))
+        r = _vs_err(VS_ERR_INVALID, "%s: world rank %d is alive: a replacement comes only for a rank that failed", fn,
+                    rank);
+    else if (job->live[rank])
+        r = _vs_err(VS_ERR_STATE, "%s: world rank %d failed but the survivors have not agreed on it yet: shrink first "
+                    "(vs_mesh_shrink or vs_world_shrink)", fn, rank);
+    _vs_textra* x = r ? NULL : _VS_HNEW(&job->hooks, _vs_textra, 1);
+    vs_world* nw = x ? _vs_launch_world(job, rank) : NULL;
+    if (!r && (!x || !nw)) r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for world rank %d", fn, rank);
+    if (!r) {
+        nw->job = job;
+        nw->joining = 1;
+        nw->epoch = job->epoch;
+        job->worlds[rank] = nw;
+        job->results[rank] = VS_OK;
+        job->recovered[rank] = 0;
+        __atomic_store_n(&job->exited[rank], 0, __ATOMIC_RELEASE);
+        x->tr.job = job;
+        x->tr.rank = rank;
+        if (pthread_create(&x->th, NULL, _vs_rank_main, &x->tr) != 0) {
+            r = _vs_err_backend(VS_ERR_BACKEND, errno, "%s: cannot start a thread for world rank %d", fn, rank);
+            job->worlds[rank] = NULL;
+            job->recovered[rank] = 1;
+            __atomic_store_n(&job->exited[rank], 1, __ATOMIC_RELEASE);
+        } else {
+            x->next = job->extra;
+            job->extra = x;
+            x = NULL, nw = NULL;
+        }
+    }
+    pthread_mutex_unlock(&job->mu);
+    if (nw) vs_world_free(nw);
+    _vs_hfree(&job->hooks, x);
+    return r;
+}
+
+VS_API int vs_world_joining(const vs_world* w) { return w && w->joining; }
+
+// >>lighthouse ----------------------------------------------------------------
+/* The lighthouse (vs_lighthouse_start; tools/vescale-lighthouse.c): the store
+   served over TCP (its wire format: >>store), the entries in its memory.
+   - One thread polls every connection and never blocks on one: its sockets
+     are non-blocking; an answer a client does not take waits in that
+     connection's buffer (no more of its requests are read meanwhile); a
+     connection whose answer has not moved for stall_s is closed.
+   - A connection that sends an unknown op, or a key over _VS_LH_KEY_MAX
+     bytes, is closed.
+   - A job is a key's part up to its second '-' ("vs-<job key>-"). Capped:
+     a job's entries (max_keys), and everything held (max_bytes: entries and
+     answers waiting alike). A job no connection holds an entry of, that no
+     request touched for expire_s, is forgotten. */
+#define _VS_LH_BUCKETS 1024
+#define _VS_LH_JOBS_MAX 1024
+#define _VS_LH_ENTRY_COST 64 /* what an entry costs beside its key and value, counted in max_bytes */
 
 typedef struct _vs_lh_job {
     char name[64]; // the keys' part up to their second '-'
@@ -10465,1255 +12147,6 @@ VS_API void vs_lighthouse_stop(vs_lighthouse* lh)
     _vs_hfree(NULL, lh->conn);
     _vs_hfree(NULL, lh);
 }
-
-/* The world's side of the lighthouse: one connection, one request at a time
-   (the watcher and the agreement share it). The answer's status (0; 1: LINK
-   found the entry there, GET found none), or -1 with errno: ENOSPC or
-   EACCES when the lighthouse refused it (w->ewhy says why), ENOTCONN when
-   it cannot be reached. A request not answered within _VS_LH_ANSWER_S gives
-   the lighthouse up for good on this rank: said once in the log, and the
-   job trains on without surviving a failure. The connection then stays
-   open (closed, the lighthouse would count this process as ended). A GET's
-   value goes to out (cap bytes, NUL-terminated; what does not fit is
-   dropped), its length to *len. */
-_VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const char* val, char* out, size_t cap,
-                            size_t* len)
-{
-    size_t klen = strlen(key), vlen = val ? strlen(val) : 0, got = 0;
-    unsigned char h[_VS_LH_REQ];
-    char msg[_VS_ERR_MSG] = "";
-    int st = -1, err = ENOTCONN;
-    pthread_mutex_lock(&w->emu);
-    if (w->efd >= 0 && w->ebadtoken) { // (refused as unsigned: the lighthouse closed the connection)
-        err = EACCES;
-    } else if (w->efd >= 0 && !__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
-        _vs_lh_request_head(h, op, key, klen, val, vlen, ++w->eseq, w->etoken, w->elh_nonce);
-        double until = _vs_now() + _VS_LH_ANSWER_S;
-        const char* what = "lighthouse";
-        vs_result r = _vs_io_full_as(w->efd, h, sizeof h, 1, until, what);
-        if (!r) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)key, klen, 1, until, what);
-        if (!r && vlen) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)val, vlen, 1, until, what);
-        if (!r) r = _vs_io_full_as(w->efd, h, 12, 0, until, what);
-        if (!r && _vs_be_get32(h) != _VS_LH_ANSWER) r = _vs_err(VS_ERR_IO, "it answered 0x%08x", _vs_be_get32(h));
-        uint32_t status = r ? 0 : _vs_be_get32(h + 4);
-        if (status >= 2) out = w->ewhy, cap = sizeof w->ewhy; // (a refusal: its reason)
-        for (size_t n = r ? 0 : _vs_be_get32(h + 8); !r && got < n;) { // (what does not fit in out: read, dropped)
-            char sink[256];
-            size_t room = out && got + 1 < cap ? cap - 1 - got : 0, k = n - got;
-            if (!room && k > sizeof sink) k = sizeof sink;
-            if (room && k > room) k = room;
-            r = _vs_io_full_as(w->efd, room ? out + got : sink, k, 0, until, what);
-            got += k;
-        }
-        if (!r) {
-            st = status >= 2 ? -1 : (int)status;
-            err = status == 3 ? EACCES : ENOSPC;
-            w->ebadtoken |= status == 3;
-            if (out && cap) out[got < cap ? got : cap - 1] = 0;
-        } else {
-            if (r == VS_ERR_TIMEOUT)
-                snprintf(msg, sizeof msg, "waited %g s", _VS_LH_ANSWER_S);
-            else
-                _vs_save_error(msg, sizeof msg);
-            __atomic_store_n(&w->elost, 1, __ATOMIC_RELEASE);
-        }
-    }
-    pthread_mutex_unlock(&w->emu);
-    if (msg[0]) vs_log(w, VS_LOG_WARN, "elastic: the lighthouse at %s does not answer (%s): this job can no longer "
-                       "survive a failure (it trains on)", w->edir, msg);
-    if (len) *len = st == 0 && out && cap ? (got < cap ? got : cap - 1) : 0;
-    if (st < 0) errno = err;
-    return st;
-}
-
-/* Why the last store call on w failed (errno as it left it), in buf
-   (ewhy copied under emu: the watcher may be writing it). */
-_VS_PRIVATE const char* _vs_store_why(vs_world* w, char* buf, size_t cap)
-{
-    int e = errno;
-    if (w->etcp && (e == EACCES || e == ENOSPC)) {
-        pthread_mutex_lock(&w->emu);
-        snprintf(buf, cap, "%s", w->ewhy);
-        pthread_mutex_unlock(&w->emu);
-        if (buf[0]) return buf;
-    }
-    if (w->etcp && e == ENOTCONN) return "the lighthouse does not answer (given up: see the log)";
-    snprintf(buf, cap, "%s", strerror(e));
-    return buf;
-}
-
-/* vs_world_init: the world's connection to the lighthouse at edir
-   ("tcp://host:port"), tried until the world's timeout (it may come up after
-   the ranks), and the lighthouse's hello read. */
-_VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
-{
-    char host[256];
-    const char* hp = w->edir + 6;
-    const char* colon = strrchr(hp, ':');
-    char* end = NULL;
-    long port = colon ? strtol(colon + 1, &end, 10) : 0;
-    size_t hl = colon ? (size_t)(colon - hp) : 0;
-    if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') hp++, hl -= 2; // ("[::1]:29400")
-    if (!colon || !hl || hl >= sizeof host || !end || *end || end == colon + 1 || port < 1 || port > 65535)
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: elastic_dir '%s' is not tcp://host:port (a lighthouse's "
-                       "address, port in [1, 65535])", w->edir);
-    if (token && strlen(token) > _VS_LH_TOKEN_MAX)
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse token is %zu bytes, over %d", strlen(token),
-                       _VS_LH_TOKEN_MAX);
-    snprintf(w->etoken, sizeof w->etoken, "%s", token ? token : "");
-    memcpy(host, hp, hl);
-    host[hl] = 0;
-    struct addrinfo* ai = NULL;
-    int gr = _vs_tcp_resolve(host, port, 0, &ai);
-    if (gr != 0)
-        return _vs_err_backend(VS_ERR_IO, gr, "vs_world_init: cannot resolve the lighthouse's host '%s': %s", host,
-                               gai_strerror(gr));
-    double deadline = _vs_now() + (w->timeout > 0 ? w->timeout : 300);
-    int err = 0, fd = -1;
-    for (int attempt = 0; fd < 0 && (attempt == 0 || _vs_now() < deadline); attempt++) {
-        if (attempt) _vs_sleep_us(20000);
-        fd = _vs_rdv_connect(ai, deadline, &err);
-    }
-    freeaddrinfo(ai);
-    if (fd < 0)
-        return _vs_err_backend(VS_ERR_IO, err, "vs_world_init: rank %d cannot reach the lighthouse at %s within %g s: "
-                               "%s (start one there: tools/vescale-lighthouse, or vs_lighthouse_start)", w->rank,
-                               w->edir, w->timeout, strerror(err));
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    unsigned char hello[_VS_LH_HELLO_LEN];
-    double until = _vs_now() + _VS_LH_ANSWER_S;
-    vs_result r = _vs_io_full_as(fd, hello, 12, 0, until, "the lighthouse");
-    if (!r && _vs_be_get32(hello) == _VS_LH_ANSWER) { // (turned away: why)
-        char why[201] = "";
-        size_t n = _vs_be_get32(hello + 8) < 200 ? _vs_be_get32(hello + 8) : 200;
-        if (_vs_io_full_as(fd, why, n, 0, until, "the lighthouse") == VS_OK) why[n] = 0;
-        close(fd);
-        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s turned this connection away: %s",
-                       w->rank, w->edir, why);
-    }
-    if (!r) r = _vs_io_full_as(fd, hello + 12, sizeof hello - 12, 0, until, "the lighthouse");
-    if (!r && _vs_be_get32(hello) != _VS_LH_HELLO)
-        r = _vs_err(VS_ERR_IO, "it greeted with 0x%08x, not a vescale lighthouse's hello", _vs_be_get32(hello));
-    if (r) {
-        char msg[_VS_ERR_MSG];
-        _vs_save_error(msg, sizeof msg);
-        close(fd);
-        return _vs_err(VS_ERR_IO, "vs_world_init: rank %d: the lighthouse at %s: %s", w->rank, w->edir, msg);
-    }
-    int auth = _vs_be_get32(hello + 4) & 1;
-    if (auth && !w->etoken[0]) {
-        close(fd);
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: the lighthouse at %s takes only requests signed by its token: "
-                       "give the job's (vs_world_desc.elastic_token or VESCALE_LIGHTHOUSE_TOKEN)", w->edir);
-    }
-    if (!auth) // (the token is not needed there: said, the job goes on)
-        vs_log(w, w->etoken[0] ? VS_LOG_WARN : VS_LOG_INFO, "elastic: the lighthouse at %s checks no token: anyone "
-               "who reaches it can end this job%s", w->edir, w->etoken[0] ? " (this rank's token is not used)" : "");
-    if (!auth) w->etoken[0] = 0;
-    memcpy(w->elh_nonce, hello + 8, 16);
-    pthread_mutex_init(&w->emu, NULL);
-    w->efd = fd;
-    w->etcp = 1;
-    return VS_OK;
-}
-
-/* The watcher of a world whose store is a lighthouse: it looks there for a
-   failure notice every 50 ms, for ended processes and replacements every
-   200 ms, so that a collective's wait only reads what it found (never waits
-   on the lighthouse: a stopped or unreachable one cannot take a wait's
-   time). */
-_VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now);
-_VS_PRIVATE void _vs_lh_joiners_look(vs_world* w);
-
-_VS_PRIVATE void* _vs_lh_watch_main(void* arg)
-{
-    vs_world* w = (vs_world*)arg;
-    double joiners = 0;
-    pthread_mutex_lock(&w->ewmu);
-    while (!w->ew_stop) {
-        pthread_mutex_unlock(&w->ewmu);
-        double now = _vs_now();
-        if (!__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
-            if (!__atomic_load_n(&w->efail, __ATOMIC_ACQUIRE)) _vs_store_look(w, (int64_t)(now * 1e6));
-            if (now - joiners >= 0.2) joiners = now, _vs_lh_joiners_look(w);
-        }
-        pthread_mutex_lock(&w->ewmu);
-        if (!w->ew_stop) {
-            struct timespec ts = _vs_abs_deadline(0.05);
-            pthread_cond_timedwait(&w->ewcv, &w->ewmu, &ts);
-        }
-    }
-    pthread_mutex_unlock(&w->ewmu);
-    return NULL;
-}
-
-_VS_PRIVATE vs_result _vs_lh_watch_start(vs_world* w)
-{
-    pthread_mutex_init(&w->ewmu, NULL);
-    _vs_cond_init(&w->ewcv);
-    if (pthread_create(&w->ew, NULL, _vs_lh_watch_main, w) != 0) {
-        pthread_cond_destroy(&w->ewcv);
-        pthread_mutex_destroy(&w->ewmu);
-        return _vs_err(VS_ERR_NOMEM, "vs_world_init: cannot start the lighthouse's watcher thread");
-    }
-    w->ew_on = 1;
-    return VS_OK;
-}
-
-_VS_PRIVATE void _vs_lh_watch_stop(vs_world* w)
-{
-    if (!w->ew_on) return;
-    pthread_mutex_lock(&w->ewmu);
-    w->ew_stop = 1;
-    pthread_cond_signal(&w->ewcv);
-    pthread_mutex_unlock(&w->ewmu);
-    pthread_join(w->ew, NULL);
-    pthread_cond_destroy(&w->ewcv);
-    pthread_mutex_destroy(&w->ewmu);
-    w->ew_on = 0;
-}
-
-#define _VS_STORE_PATH (_VS_INIT_FILE_MAX + 160)
-
-_VS_PRIVATE _VS_PRINTF(4, 5) void _vs_store_name(const vs_world* w, char* buf, size_t cap, const char* fmt, ...)
-{
-    int k = w->etcp ? snprintf(buf, cap, "vs-%016llx-", (unsigned long long)w->ekey) // (a lighthouse's key)
-                    : snprintf(buf, cap, "%s/vs-%016llx-", w->edir, (unsigned long long)w->ekey);
-    va_list ap;
-    va_start(ap, fmt);
-    if (k > 0 && (size_t)k < cap) vsnprintf(buf + k, cap - (size_t)k, fmt, ap);
-    va_end(ap);
-}
-
-/* text to path: renamed over it (excl 0), or linked (excl 1: 1 when it was
-   there first); excl 2: as 0, and on a lighthouse the entry is this
-   process's (it reads "gone" once the process has ended). -1 with errno on
-   an error. */
-_VS_PRIVATE int _vs_store_write(vs_world* w, const char* path, const char* text, int excl)
-{
-    if (w->etcp) return _vs_lh_call(w, excl == 1 ? _VS_LH_LINK : excl == 2 ? _VS_LH_OWN : _VS_LH_PUT, path, text,
-                                    NULL, 0, NULL);
-    char tmp[_VS_STORE_PATH + 64];
-    snprintf(tmp, sizeof tmp, "%s.t%d.%ld.%llx", path, w->rank, (long)getpid(), (unsigned long long)_vs_random64());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644), e = 0, res = 0;
-    if (fd < 0) return -1;
-    size_t n = strlen(text);
-    for (size_t off = 0; off < n && !e;) {
-        ssize_t k = write(fd, text + off, n - off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) e = k < 0 ? errno : EIO;
-        else off += (size_t)k;
-    }
-    if (close(fd) != 0 && !e) e = errno;
-    if (!e && excl == 1 && link(tmp, path) != 0) {
-        if (errno == EEXIST) res = 1;
-        else e = errno;
-    }
-    if (!e && excl != 1 && rename(tmp, path) != 0) e = errno;
-    if (excl == 1 || e) unlink(tmp);
-    if (e) errno = e;
-    return e ? -1 : res;
-}
-
-/* The file at path, NUL-terminated, in buf: its length, 0 when missing (or
-   empty), -1 on an error (errno). */
-_VS_PRIVATE long _vs_store_read(vs_world* w, const char* path, char* buf, size_t cap)
-{
-    if (w->etcp) {
-        size_t len = 0;
-        int st = _vs_lh_call(w, _VS_LH_GET, path, NULL, buf, cap, &len);
-        if (st != 0) buf[0] = 0;
-        return st < 0 ? -1 : st ? 0 : (long)len;
-    }
-    size_t got = 0;
-    int fr = _vs_file_slurp(path, (unsigned char*)buf, cap - 1, &got);
-    buf[fr == _VS_FILE_OK ? got : 0] = 0;
-    return fr == _VS_FILE_ERROR ? -1 : (long)(fr == _VS_FILE_OK ? got : 0);
-}
-
-_VS_PRIVATE int _vs_store_has(vs_world* w, const char* fmt, int a, int b)
-{
-    char path[_VS_STORE_PATH], sfx[64], t[8];
-    snprintf(sfx, sizeof sfx, fmt, a, b);
-    _vs_store_name(w, path, sizeof path, "%s", sfx);
-    if (w->etcp) return _vs_lh_call(w, _VS_LH_GET, path, NULL, t, sizeof t, NULL) == 0;
-    return access(path, F_OK) == 0;
-}
-
-_VS_PRIVATE void _vs_store_del(vs_world* w, const char* path)
-{
-    if (w->etcp)
-        _vs_lh_call(w, _VS_LH_DEL, path, NULL, NULL, 0, NULL);
-    else
-        unlink(path);
-}
-
-/* This host as the store's entries name it: "<hostname>/<boot id>.<pid
-   namespace>", so that two containers with one hostname (one boot, two pid
-   namespaces) or two machines with one name (two boots) are two hosts, and
-   a pid is looked at (kill(pid, 0)) only where it means this process's
-   neighbour. Parts that cannot be read are left out (the hostname alone:
-   the old behaviour). */
-_VS_PRIVATE void _vs_host_id(char* buf, size_t cap)
-{
-    char host[128] = "?", boot[64] = "";
-    gethostname(host, sizeof host - 1);
-    host[strcspn(host, " \t\n")] = 0;
-    FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (f) {
-        size_t k = 0;
-        for (int ch; (ch = fgetc(f)) != EOF && ch != '\n' && k < 12;)
-            if (ch != '-') boot[k++] = (char)ch;
-        boot[k] = 0;
-        fclose(f);
-    }
-    struct stat ns;
-    if (stat("/proc/self/ns/pid", &ns) == 0)
-        snprintf(buf, cap, "%s/%s.%llu", host, boot[0] ? boot : "-", (unsigned long long)ns.st_ino);
-    else
-        snprintf(buf, cap, "%s%s%s", host, boot[0] ? "/" : "", boot);
-}
-
-/* vs_world_init: the store at dir, checked writable at once. A replacement
-   (join) for a rank whose process is alive on this host is VS_ERR_INVALID.
-   token: a lighthouse's (NULL: none). */
-_VS_PRIVATE vs_result _vs_store_open(vs_world* w, const char* dir, int join, const char* token)
-{
-    char why[256]; // (_vs_store_why's text)
-    snprintf(w->edir, sizeof w->edir, "%s", dir);
-    w->enonce = _vs_random64();
-    w->efd = -1;
-    if (!strncmp(dir, "tcp://", 6)) { // a lighthouse: the key leaves its address out (ranks may spell it apart)
-        _VS_TRY(_vs_lh_open(w, token));
-        char place[48];
-        snprintf(place, sizeof place, "lighthouse port %s", strrchr(dir, ':') + 1);
-        w->ekey = _vs_job_key(place, "the lighthouse's port (no run id: one job a lighthouse)", w->size, NULL);
-    } else {
-        w->ekey = _vs_job_key(dir, "the elastic directory", w->size, NULL);
-    }
-    char path[_VS_STORE_PATH];
-    char text[300], host[256], other[256];
-    _vs_host_id(host, sizeof host);
-    long pid = 0;
-    _vs_store_name(w, path, sizeof path, "p%d", w->rank);
-    if (join && w->etcp && _vs_store_read(w, path, text, sizeof text) > 0 && strcmp(text, "gone"))
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: join: world rank %d is alive (its process, %.*s, holds its "
-                       "entry at the lighthouse %s): a replacement comes only for a rank that failed", w->rank,
-                       (int)strcspn(text, "\n"), text, dir);
-    if (join && _vs_store_read(w, path, text, sizeof text) > 0 && sscanf(text, "%ld %255s", &pid, other) == 2 &&
-        !strcmp(other, host) && pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
-        return _vs_err(VS_ERR_INVALID, "vs_world_init: join: world rank %d is alive (its process, pid %ld on %s, is "
-                       "running): a replacement comes only for a rank that failed", w->rank, pid, host);
-    _vs_fmt(text, sizeof text, "%ld %s\n", (long)getpid(), host);
-    _vs_store_name(w, path, sizeof path, "p%d", w->rank); // (this process: the others see it end)
-    if (_vs_store_write(w, path, text, 2) != 0)
-        return _vs_err_backend(errno == EACCES ? VS_ERR_INVALID : VS_ERR_IO, errno, "vs_world_init: rank %d cannot "
-                               "write in the elastic %s %s (every rank writes there): %s", w->rank,
-                               w->etcp ? "lighthouse" : "directory", dir, _vs_store_why(w, why, sizeof why));
-    if (!(w->epid = _VS_HNEW(&w->hooks, int, w->size)) || !(w->ejoin = _VS_HNEW(&w->hooks, unsigned char, w->size)))
-        return _vs_err(VS_ERR_NOMEM, "vs_world_init: out of memory");
-    return w->etcp ? _vs_lh_watch_start(w) : VS_OK;
-}
-
-/* vs_world_free: this process's entry goes (a rank that ends cleanly is not
-   reported gone). */
-_VS_PRIVATE void _vs_store_close(vs_world* w)
-{
-    char path[_VS_STORE_PATH];
-    _vs_lh_watch_stop(w);
-    _vs_store_name(w, path, sizeof path, "p%d", w->rank);
-    _vs_store_del(w, path);
-    _vs_hfree(&w->hooks, w->epid);
-    _vs_hfree(&w->hooks, w->ejoin);
-    w->epid = NULL, w->ejoin = NULL;
-    if (w->etcp) {
-        if (w->efd >= 0) close(w->efd);
-        pthread_mutex_destroy(&w->emu);
-        w->etcp = 0;
-    }
-}
-
-/* The members whose process _vs_store_poll watches: the world communicator's
-   ranks (none while it is being replaced: (re)set at vs_world_init's end and
-   after each agreement, by the thread that makes them). */
-_VS_PRIVATE void _vs_store_members(vs_world* w)
-{
-    for (int x = 0; x < w->size; x++) __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
-    for (int i = 0; w->comm && i < w->comm->size; i++) {
-        int x = w->wranks ? w->wranks[i] : i;
-        if (x != w->rank) __atomic_store_n(&w->epid[x], -1, __ATOMIC_RELEASE);
-    }
-    __atomic_store_n(&w->elive_us, (int64_t)0, __ATOMIC_RELEASE);
-    __atomic_store_n(&w->egone, (uint64_t)0, __ATOMIC_RELEASE);
-}
-
-/* Posts a notice at the world's epoch, naming world rank `origin`: the
-   epoch's first one when none is there, and with failed (origin failed) its
-   own. */
-_VS_PRIVATE void _vs_store_notice(vs_world* w, int origin, const char* cause, int failed)
-{
-    char why[256]; // (_vs_store_why's text)
-    char path[_VS_STORE_PATH], text[900];
-    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
-    _vs_fmt(text, sizeof text, "%d %s", origin, cause);
-    _vs_store_name(w, path, sizeof path, "f%dr%d", e, origin);
-    if (failed && _vs_store_write(w, path, text, 0) != 0)
-        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w, why, sizeof why));
-    _vs_store_name(w, path, sizeof path, "f%d", e);
-    if (_vs_store_write(w, path, text, 1) < 0)
-        vs_log(w, VS_LOG_WARN, "elastic: cannot write %s: %s", path, _vs_store_why(w, why, sizeof why));
-}
-
-/* One look at the members' processes on this host (every 200 ms; their p
-   files read again each second, as a replacement writes its own): one that
-   has ended is failed, posted for it (origin: that rank). 1 when posted.
-   epid[x]: 0 not a member, -1 not read yet, -2 on another host (not read
-   again until the next agreement), -3 this process (ranks as threads: read
-   again), else the pid. */
-_VS_PRIVATE int _vs_store_liveness(vs_world* w, int64_t now)
-{
-    int64_t last = __atomic_load_n(&w->elive_us, __ATOMIC_ACQUIRE);
-    if (now - last < 200000) return 0;
-    __atomic_store_n(&w->elive_us, now, __ATOMIC_RELEASE);
-    char path[_VS_STORE_PATH], text[300], host[256], mine[256] = "";
-    if (w->etcp) { // a lighthouse: the members' entries read only when its count of ended processes moved
-        uint64_t seen = __atomic_load_n(&w->egone, __ATOMIC_ACQUIRE), gone = 0;
-        if (_vs_lh_call(w, _VS_LH_GONE, "", NULL, text, sizeof text, NULL) != 0) return 0;
-        gone = strtoull(text, NULL, 10) + 1; // (+1: 0 means "look again")
-        if (gone == seen) return 0;
-        for (int x = 0; x < w->size; x++) {
-            if (!__atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE)) continue;
-            _vs_store_name(w, path, sizeof path, "p%d", x);
-            if (_vs_store_read(w, path, text, sizeof text) <= 0 || strcmp(text, "gone")) continue;
-            char cause[400];
-            _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process ended without a word "
-                    "(its connection to the lighthouse at %s closed)", x, w->edir);
-            _vs_store_notice(w, x, cause, 1);
-            __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
-            return 1;
-        }
-        __atomic_compare_exchange_n(&w->egone, &seen, gone, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-        return 0;
-    }
-    int reread = now / 1000000 != last / 1000000;
-    _vs_host_id(mine, sizeof mine);
-    for (int x = 0; x < w->size; x++) {
-        int pid = __atomic_load_n(&w->epid[x], __ATOMIC_ACQUIRE);
-        if (pid == 0 || pid == -2) continue;
-        if (pid == -1 || (reread && (pid == -3 || pid > 0))) {
-            long p = 0;
-            _vs_store_name(w, path, sizeof path, "p%d", x);
-            if (_vs_store_read(w, path, text, sizeof text) <= 0 || sscanf(text, "%ld %255s", &p, host) != 2) continue;
-            int np = strcmp(host, mine) ? -2 : p == (long)getpid() ? -3 : p > 0 && p <= INT_MAX ? (int)p : -2;
-            if (!__atomic_compare_exchange_n(&w->epid[x], &pid, np, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-                continue; // (no longer a member: an agreement reset them)
-            pid = np;
-        }
-        if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        char cause[400];
-        _vs_fmt(cause, sizeof cause, "world rank %d failed (VS_ERR_ABORTED): its process (pid %d on %s) ended "
-                "without a word", x, pid, mine);
-        _vs_store_notice(w, x, cause, 1); // (posted for it)
-        __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE);
-        return 1;
-    }
-    return 0;
-}
-
-/* One look at the store for a failure notice of the world's epoch from
-   another rank (and at the members' processes): 1 when one is known
-   (w->eorigin, w->ecause say whose and what). A notice read while the world
-   moved on to another epoch is dropped (efail goes 0 -> 2 -> 1 only while
-   the epoch stays the one looked at; an agreement clears it). */
-_VS_PRIVATE int _vs_store_look(vs_world* w, int64_t now)
-{
-    char path[_VS_STORE_PATH], text[sizeof w->ecause + 16];
-    int e = __atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE);
-    _vs_store_name(w, path, sizeof path, "f%d", e);
-    if (_vs_store_read(w, path, text, sizeof text) <= 0 && !(w->epid && _vs_store_liveness(w, now) &&
-                                                          _vs_store_read(w, path, text, sizeof text) > 0))
-        return 0;
-    char* end = NULL;
-    long origin = strtol(text, &end, 10);
-    if (end == text || origin == w->rank) return 0; // (this rank's own: it knows)
-    int expect = 0;
-    if (!__atomic_compare_exchange_n(&w->efail, &expect, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        return expect == 1;
-    if (__atomic_load_n(&w->epoch, __ATOMIC_ACQUIRE) != e) {
-        __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE);
-        return 0;
-    }
-    w->eorigin = origin >= 0 && origin < w->size ? (int)origin : -1;
-    _vs_fmt(w->ecause, sizeof w->ecause, "%s", *end ? end + 1 : "");
-    expect = 2;
-    return __atomic_compare_exchange_n(&w->efail, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-}
-
-/* 1 when a failure notice of the world's epoch from another rank is known.
-   Looks at a directory at most every 50 ms (now: at once); any thread. A
-   lighthouse is looked at by the world's watcher: without now this only
-   reads what it found, so that no collective's wait ever waits on it. */
-_VS_PRIVATE int _vs_store_poll(vs_world* w, int now_)
-{
-    if (!w || !w->edir[0]) return 0;
-    int f = __atomic_load_n(&w->efail, __ATOMIC_ACQUIRE);
-    if (f) return f == 1;
-    if (w->etcp && !now_) return 0;
-    int64_t now = (int64_t)(_vs_now() * 1e6), last = __atomic_load_n(&w->epoll_us, __ATOMIC_RELAXED);
-    if (!now_ && now - last < 50000) return 0;
-    if (!__atomic_compare_exchange_n(&w->epoll_us, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) && !now_)
-        return 0; // (another thread is looking)
-    return _vs_store_look(w, now);
-}
-
-/* A join request's rank is alive as far as this host can tell: its process
-   is on another host, or it is there. */
-_VS_PRIVATE int _vs_store_alive(const char* text)
-{
-    unsigned long long nonce = 0;
-    long pid = 0;
-    char host[256] = "", mine[256] = "";
-    if (!strcmp(text, "gone")) return 0; // (a lighthouse's: the process ended)
-    if (sscanf(text, "%llx %ld %255s", &nonce, &pid, host) != 3) return 1;
-    _vs_host_id(mine, sizeof mine);
-    if (strcmp(host, mine) || pid <= 0) return 1;
-    return !(kill((pid_t)pid, 0) != 0 && errno == ESRCH);
-}
-
-/* A decision: the new epoch, its kind, the ranks. */
-typedef struct _vs_sdec {
-    int epoch, kind, use_shrink;
-    unsigned char id[128];
-    int nm, nf, nd, nj;
-    int *members, *failed, *dropped, *joined; // each up to the world's size
-    unsigned long long* jnonce;               // the joined ranks' request marks
-} _vs_sdec;
-
-_VS_PRIVATE int _vs_sdec_alloc(vs_world* w, _vs_sdec* d)
-{
-    memset(d, 0, sizeof *d);
-    d->members = _VS_HNEW(&w->hooks, int, 4 * (size_t)w->size);
-    d->jnonce = _VS_HNEW(&w->hooks, unsigned long long, w->size);
-    if (!d->members || !d->jnonce) return 0;
-    d->failed = d->members + w->size, d->dropped = d->failed + w->size, d->joined = d->dropped + w->size;
-    return 1;
-}
-
-_VS_PRIVATE void _vs_sdec_free(vs_world* w, _vs_sdec* d)
-{
-    _vs_hfree(&w->hooks, d->members);
-    _vs_hfree(&w->hooks, d->jnonce);
-}
-
-_VS_PRIVATE char* _vs_sdec_text(vs_world* w, const _vs_sdec* d)
-{
-    size_t cap = 512 + 40 * (size_t)(d->nm + d->nf + d->nd + 2 * d->nj), len = 0;
-    char* t = _VS_HNEW(&w->hooks, char, cap);
-    if (!t) return NULL;
-    len += (size_t)snprintf(t + len, cap - len, "vescale-elastic 1 epoch %d kind %d shrink %d id ", d->epoch, d->kind,
-                            d->use_shrink);
-    for (int i = 0; i < 128; i++) len += (size_t)snprintf(t + len, cap - len, "%02x", d->id[i]);
-    const int* lists[3] = {d->members, d->failed, d->dropped};
-    const int counts[3] = {d->nm, d->nf, d->nd};
-    for (int l = 0; l < 3; l++) {
-        len += (size_t)snprintf(t + len, cap - len, "\n%d", counts[l]);
-        for (int i = 0; i < counts[l]; i++) len += (size_t)snprintf(t + len, cap - len, " %d", lists[l][i]);
-    }
-    len += (size_t)snprintf(t + len, cap - len, "\n%d", d->nj);
-    for (int i = 0; i < d->nj; i++) len += (size_t)snprintf(t + len, cap - len, " %d %llx", d->joined[i], d->jnonce[i]);
-    snprintf(t + len, cap - len, "\nend\n");
-    return t;
-}
-
-/* Reads the decision at path: 1 read, 0 not there, -1 damaged or unreadable. */
-_VS_PRIVATE int _vs_sdec_read(vs_world* w, const char* path, _vs_sdec* d)
-{
-    size_t cap = 1024 + 48 * 5 * (size_t)w->size;
-    char* t = _VS_HNEW(&w->hooks, char, cap);
-    if (!t) return -1;
-    long n = _vs_store_read(w, path, t, cap);
-    int ok = n > 0 ? -1 : (int)n;
-    char* p = t;
-    char id[257];
-    int used = 0;
-    if (n > 0 && sscanf(p, "vescale-elastic 1 epoch %d kind %d shrink %d id %256s%n", &d->epoch, &d->kind,
-                        &d->use_shrink, id, &used) == 4 && strlen(id) == 256) {
-        for (int i = 0; i < 128; i++) {
-            unsigned v = 0;
-            sscanf(id + 2 * i, "%2x", &v);
-            d->id[i] = (unsigned char)v;
-        }
-        p += used;
-        int* lists[3] = {d->members, d->failed, d->dropped};
-        int* counts[3] = {&d->nm, &d->nf, &d->nd};
-        int good = 1;
-        for (int l = 0; l < 4 && good; l++) {
-            long c = strtol(p, &p, 10);
-            good = c >= 0 && c <= w->size;
-            if (l < 3) *counts[l] = (int)c;
-            else d->nj = (int)c;
-            for (long i = 0; i < c && good; i++) {
-                long r = strtol(p, &p, 10);
-                good = r >= 0 && r < w->size;
-                if (l < 3) lists[l][i] = (int)r;
-                else d->joined[i] = (int)r, d->jnonce[i] = strtoull(p, &p, 16);
-            }
-        }
-        if (good && !strncmp(p, "\nend\n", 5)) ok = 1;
-    }
-    _vs_hfree(&w->hooks, t);
-    return ok;
-}
-
-/* A member's look at the round from epoch E: when it can be decided, the
-   decision linked (by this rank or another: the caller reads it back). 1 when
-   there is one to read, 0 not yet, else an error (a grow a failure ended:
-   VS_ERR_ABORTED). in[x]: the members; st[x] scratch of the world's size. */
-_VS_PRIVATE vs_result _vs_store_decide(vs_world* w, int kind, int E, const int* in, int* st, double half,
-                                       _vs_keep_fn keep, void* ctx, _vs_sdec* d, int* decided, const char* fn)
-{
-    char why[256]; // (_vs_store_why's text)
-    const int n = w->size;
-    const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
-    char path[_VS_STORE_PATH], text[600];
-    int missing = 0, nf = 0;
-    *decided = 0;
-    for (int x = 0; x < n; x++) { // st: 0 not a member, 1 arrived, 3 arrived able to shrink, 4 failed, 5 missing
-        st[x] = 0;
-        if (!in[x]) continue;
-        _vs_store_name(w, path, sizeof path, "a%d%c%d", E, kc, x);
-        long k = _vs_store_read(w, path, text, sizeof text);
-        if (k > 0) st[x] = text[0] == '1' ? 3 : 1;
-        else st[x] = _vs_store_has(w, "f%dr%d", E, x) ? 4 : 5;
-        missing += st[x] == 5;
-    }
-    if (kind == _VS_REFORM_GROW && _vs_store_poll(w, 1))
-        return _vs_err_from(w->eorigin, w->ecause, VS_ERR_ABORTED, "%s: a rank failed while the world waited to grow: "
-                            "shrink first (%s)", fn, w->ecause);
-    if (missing && (kind == _VS_REFORM_GROW || _vs_now() < half)) return VS_OK;
-    memset(d->id, 0, sizeof d->id);
-    d->epoch = E + 1, d->kind = kind, d->nm = d->nf = d->nd = d->nj = 0;
-    for (int x = 0; x < n; x++)
-        if (st[x] >= 4) d->failed[nf++] = x;
-    d->nf = nf;
-    int use_shrink = kind == _VS_REFORM_SHRINK;
-    for (int x = 0; x < n; x++) {
-        int stay = 0;
-        if (st[x] == 1 || st[x] == 3) {
-            stay = !keep || keep(d->failed, nf, x, ctx);
-            if (!stay) d->dropped[d->nd++] = x;
-        } else if (!st[x] && kind == _VS_REFORM_GROW) { // not a member: a join request?
-            _vs_store_name(w, path, sizeof path, "j%d", x);
-            if (_vs_store_read(w, path, text, sizeof text) > 0 && _vs_store_alive(text)) {
-                d->joined[d->nj] = x, d->jnonce[d->nj++] = strtoull(text, NULL, 16);
-                stay = 1;
-            }
-        }
-        if (stay) d->members[d->nm++] = x, use_shrink &= st[x] == 3;
-    }
-    d->use_shrink = use_shrink && d->nm > 0;
-#ifdef VESCALE_NCCL
-    if (!d->use_shrink && d->nm) {
-        ncclUniqueId uid;
-        ncclResult_t nr = ncclGetUniqueId(&uid);
-        if (nr != ncclSuccess)
-            return _vs_err_backend(VS_ERR_BACKEND, (int)nr, "%s: ncclGetUniqueId: %s", fn, ncclGetErrorString(nr));
-        memcpy(d->id, &uid, sizeof uid);
-    }
-#endif
-    char* t = _vs_sdec_text(w, d);
-    if (!t) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
-    _vs_store_name(w, path, sizeof path, "d%d", E + 1);
-    int wr = _vs_store_write(w, path, t, 1);
-    _vs_hfree(&w->hooks, t);
-    if (wr < 0)
-        return _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write the decision %s: %s", fn, path,
-                               _vs_store_why(w, why, sizeof why));
-    *decided = 1;
-    return VS_OK;
-}
-
-/* An agreement of `kind` through the store (_vs_reform for an NCCL job of
-   processes): arrive, wait for the decision (deciding when this rank can),
-   follow it. A member the decision counts failed (it came after half the
-   timeout) gets VS_ERR_ABORTED saying so, and may come back with
-   vs_world_grow. */
-_VS_PRIVATE vs_result _vs_s_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
-                                   const char* fn)
-{
-    char why[256]; // (_vs_store_why's text)
-    const int n = w->size, me = w->rank, joiner = w->comm == NULL;
-    const char kc = kind == _VS_REFORM_SHRINK ? 's' : 'g';
-    if (joiner && kind == _VS_REFORM_SHRINK)
-        return _vs_err(VS_ERR_STATE, "%s: world rank %d holds no communicator (it left at a shrink, or is a "
-                       "replacement): it comes in with vs_world_grow", fn, me);
-    int saw = !joiner && (_vs_store_poll(w, 1) || w->esaw || __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE));
-    if (kind == _VS_REFORM_SHRINK && !saw)
-        return _vs_err(VS_ERR_STATE, "%s: world rank %d saw no failure since the world's last reconfiguration (epoch "
-                       "%d): nothing to shrink from (a shrink follows a call that returned VS_ERR_ABORTED or "
-                       "VS_ERR_TIMEOUT)", fn, me, w->epoch);
-    const int notice = __atomic_load_n(&w->efail, __ATOMIC_ACQUIRE) == 1;
-    if (kind == _VS_REFORM_GROW && saw)
-        return _vs_err_from(notice ? w->eorigin : me, notice ? w->ecause : "", VS_ERR_ABORTED,
-                            "%s: world rank %d saw a failure (%s): shrink first", fn, me,
-                            notice ? w->ecause : "its communicator failed");
-    int E = w->epoch;
-    const double start = _vs_now(), end = start + w->timeout, half = start + 0.5 * w->timeout;
-    for (int x = 0; w->epid && x < n; x++) __atomic_store_n(&w->epid[x], 0, __ATOMIC_RELEASE); // (its own deadline)
-    char path[_VS_STORE_PATH], apath[_VS_STORE_PATH], text[600];
-    int* in = _VS_HNEW(&w->hooks, int, 2 * (size_t)n);
-    _vs_sdec d;
-    if (!in || !_vs_sdec_alloc(w, &d)) {
-        _vs_hfree(&w->hooks, in);
-        _vs_sdec_free(w, &d);
-        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
-    }
-    int* st = in + n;
-    if (!joiner)
-        for (int i = 0; i < w->comm->size; i++) in[w->wranks ? w->wranks[i] : i] = 1;
-    vs_result r = VS_OK;
-    char host[256];
-    _vs_host_id(host, sizeof host);
-    if (joiner) {
-        _vs_store_name(w, path, sizeof path, "j%d", me);
-        _vs_fmt(text, sizeof text, "%llx %ld %s\n", (unsigned long long)w->enonce, (long)getpid(), host);
-    } else {
-        _vs_store_name(w, path, sizeof path, "a%d%c%d", E, kc, me);
-        int can = 0;
-#ifdef VESCALE_NCCL
-        can = w->comm->nc != NULL || w->comm->revoked_nc != NULL; // (ncclCommShrink needs every staying rank's)
-#endif
-        _vs_fmt(text, sizeof text, "%d\n", can);
-    }
-    _vs_fmt(apath, sizeof apath, "%s", path);
-    if (_vs_store_write(w, path, text, joiner ? 2 : 0) != 0)
-        r = _vs_err_backend(VS_ERR_IO, errno, "%s: cannot write %s: %s", fn, path, _vs_store_why(w, why, sizeof why));
-    if (!r && kind == _VS_REFORM_SHRINK && !_vs_store_has(w, "f%d", E, 0)) { // the others stop their waits now
-        char cause[400];
-        _vs_fmt(cause, sizeof cause, "world rank %d saw a failure and began a shrink (%s)", me,
-                notice ? w->ecause : "its communicator failed");
-        _vs_store_notice(w, me, cause, 0); // (a wake-up: this rank is well)
-    }
-    int got = 0;
-    for (long it = 0; !r; it++) {
-        _vs_store_name(w, path, sizeof path, "d%d", E + 1);
-        int pr = _vs_sdec_read(w, path, &d);
-        if (pr < 0) {
-            r = _vs_err(VS_ERR_IO, "%s: the decision %s is damaged or unreadable", fn, path);
-            break;
-        }
-        if (pr > 0 && joiner) {
-            for (int i = 0; i < d.nj && !got; i++) got = d.joined[i] == me && d.jnonce[i] == w->enonce;
-            if (got) break;
-            E++; // (a round without this rank: the next one may take it)
-            continue;
-        }
-        if (pr > 0) {
-            got = 1;
-            break;
-        }
-        int decided = 0;
-        if (!joiner) r = _vs_store_decide(w, kind, E, in, st, half, keep, ctx, &d, &decided, fn);
-        if (r || decided) continue;
-        if (_vs_now() > end) {
-            char miss[256];
-            for (int x = 0; x < n; x++) st[x] = st[x] == 5;
-            _vs_rank_list_text(st, n, miss, sizeof miss);
-            if (joiner)
-                r = _vs_err(VS_ERR_TIMEOUT, "%s: no grow of the world took world rank %d in within %g s (the world "
-                            "is at epoch %d: its members call vs_world_grow when vs_world_joiners counts this rank)",
-                            fn, me, w->timeout, E);
-            else
-                r = _vs_err(VS_ERR_TIMEOUT, "%s: world rank%s %s did not arrive within %g s (world rank %d waited)",
-                            fn, strchr(miss, ',') ? "s" : "", miss[0] ? miss : "?", w->timeout, me);
-            break;
-        }
-        _vs_sleep_us(it < 200 ? 500 : 5000);
-    }
-    _vs_rticket tk;
-    memset(&tk, 0, sizeof tk);
-    int* wr = NULL;
-    if (!r) { // the decision, as this rank's ticket
-        tk.kind = kind;
-        tk.index = -1;
-        tk.n = d.nm;
-        tk.use_shrink = d.use_shrink;
-        memcpy(tk.id, d.id, sizeof tk.id);
-        tk.info.epoch = d.epoch;
-        tk.info.nlive = d.nm;
-        for (int i = 0; i < d.nf; i++) _vs_rlist(tk.info.failed, &tk.info.nfailed, d.failed[i]);
-        for (int i = 0; i < d.nd; i++) _vs_rlist(tk.info.dropped, &tk.info.ndropped, d.dropped[i]);
-        for (int i = 0; i < d.nj; i++) _vs_rlist(tk.info.joined, &tk.info.njoined, d.joined[i]);
-        for (int i = 0; i < d.nm; i++)
-            if (d.members[i] == me) tk.index = i;
-        tk.info.left = tk.index < 0;
-        int was_failed = 0, was_dropped = 0;
-        for (int i = 0; i < d.nf; i++) was_failed |= d.failed[i] == me;
-        for (int i = 0; i < d.nd; i++) was_dropped |= d.dropped[i] == me;
-        if (tk.index >= 0 && !(wr = _VS_HNEW(&w->hooks, int, d.nm)))
-            r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
-        if (wr) memcpy(wr, d.members, sizeof(int) * (size_t)d.nm), tk.members = wr;
-        if (!r && tk.index < 0 && !was_dropped) { // counted failed: out, alive
-            _vs_reform_adopt(w, NULL, NULL, &tk, NULL);
-            __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE);
-            r = _vs_err(VS_ERR_ABORTED, "%s: the survivors agreed world rank %d had failed (it %s): it holds no "
-                        "communicator now and may come back with vs_world_grow", fn, me,
-                        was_failed ? "did not arrive within half the timeout" : "was not in the decision");
-        }
-    }
-    vs_comm* nc = NULL;
-#ifdef VESCALE_NCCL
-    if (!r && tk.index >= 0 && (r = _vs_nccl_reform(w, &tk, fn, &nc))) {
-        /* a member of the decision failed before its communicator was made (a
-           second failure): the decision stands, so this rank takes its epoch
-           with a communicator that failed, and the next shrink (the one this
-           error asks for) starts from there, without the new dead */
-        char msg[_VS_ERR_MSG];
-        _vs_save_error(msg, sizeof msg);
-        vs_comm* dead = _vs_comm_new(w, VS_TRANSPORT_NCCL, tk.index, tk.n);
-        if (dead) {
-            __atomic_store_n(&dead->aborted, 1, __ATOMIC_SEQ_CST);
-            _vs_reform_adopt(w, dead, wr, &tk, NULL);
-            wr = NULL;
-            w->esaw = 0;
-            __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE);
-            _vs_store_members(w);
-        }
-        r = _vs_err(r == VS_ERR_TIMEOUT ? VS_ERR_TIMEOUT : VS_ERR_ABORTED, "%s (the world is now at epoch %d, %d "
-                    "ranks: a rank among them failed too; shrink again)", msg, tk.info.epoch, tk.n);
-    }
-#endif
-    if (!r) {
-        _vs_reform_adopt(w, nc, wr, &tk, info);
-        wr = NULL;
-        w->esaw = 0;
-        __atomic_store_n(&w->efail, 0, __ATOMIC_RELEASE); // (a new epoch: its own notices)
-        _vs_store_members(w);
-    }
-    _vs_hfree(&w->hooks, wr);
-    _vs_store_del(w, apath); // (read by the decision, or withdrawn: an arrival or a request lasts only while its rank waits)
-    _vs_hfree(&w->hooks, in);
-    _vs_sdec_free(w, &d);
-    return r;
-}
-
-/* vs_world_joiners on the store: the ranks asking to come in (alive as far as
-   this host can tell) that are not members. */
-_VS_PRIVATE int _vs_store_joiners(vs_world* w)
-{
-    int* in = _VS_HNEW(&w->hooks, int, w->size), cnt = 0;
-    if (!in) return 0;
-    for (int i = 0; w->comm && i < w->comm->size; i++) in[w->wranks ? w->wranks[i] : i] = 1;
-    char path[_VS_STORE_PATH], text[600];
-    for (int x = 0; x < w->size; x++) {
-        if (in[x]) continue;
-        if (w->etcp) { // (the watcher's last look: a step boundary never waits on the lighthouse)
-            cnt += __atomic_load_n(&w->ejoin[x], __ATOMIC_ACQUIRE);
-            continue;
-        }
-        _vs_store_name(w, path, sizeof path, "j%d", x);
-        cnt += _vs_store_read(w, path, text, sizeof text) > 0 && _vs_store_alive(text);
-    }
-    _vs_hfree(&w->hooks, in);
-    return cnt;
-}
-
-/* The watcher's look at the replacements waiting at the lighthouse (their
-   requests, LIST then GET): w->ejoin[x] = 1 for each whose process lives. */
-_VS_PRIVATE void _vs_lh_joiners_look(vs_world* w)
-{
-    char prefix[_VS_STORE_PATH], text[600];
-    size_t cap = 64 * (size_t)w->size + 64;
-    char* list = _VS_HNEW(&w->hooks, char, cap);
-    unsigned char* now = _VS_HNEW(&w->hooks, unsigned char, w->size);
-    _vs_store_name(w, prefix, sizeof prefix, "j");
-    if (list && now && _vs_lh_call(w, _VS_LH_LIST, prefix, NULL, list, cap, NULL) == 0) {
-        size_t pl = strlen(prefix);
-        for (char *l = list, *nl; *l; l = *nl ? nl + 1 : nl) { // (a key a line)
-            nl = l + strcspn(l, "\n");
-            char save = *nl, *end = NULL;
-            *nl = 0;
-            long x = strlen(l) > pl ? strtol(l + pl, &end, 10) : -1;
-            if (end && !*end && x >= 0 && x < w->size && _vs_lh_call(w, _VS_LH_GET, l, NULL, text, sizeof text, NULL) == 0)
-                now[x] = (unsigned char)_vs_store_alive(text);
-            *nl = save;
-        }
-        for (int x = 0; x < w->size; x++) __atomic_store_n(&w->ejoin[x], now[x], __ATOMIC_RELEASE);
-    }
-    _vs_hfree(&w->hooks, list);
-    _vs_hfree(&w->hooks, now);
-}
-
-#if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
-/* MPIX_Comm_shrink on a thread of its own: it has no deadline, the caller's
-   wait has. */
-typedef struct _vs_m_shrink {
-    MPI_Comm in, out;
-    int rc, done;
-} _vs_m_shrink;
-
-_VS_PRIVATE void* _vs_m_shrink_main(void* a)
-{
-    _vs_m_shrink* s = (_vs_m_shrink*)a;
-    s->rc = MPIX_Comm_shrink(s->in, &s->out);
-    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
-    return NULL;
-}
-
-/* An agreement on an MPI job with ULFM (w->mft): a shrink only. The world's
-   communicator is revoked and shrunk (MPIX_Comm_shrink: the agreement, over
-   the live processes, on who has ended), the ranks `keep` drops leave by a
-   split, and the stayers get a new abort channel: the world's notices start
-   afresh. MPI jobs do not grow back. */
-_VS_PRIVATE vs_result _vs_m_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
-                                   const char* fn)
-{
-    const _vs_hooks* h = &w->hooks;
-    if (kind == _VS_REFORM_GROW)
-        return _vs_err(VS_ERR_UNSUPPORTED, "%s: an MPI job does not grow back (a process cannot join a running MPI "
-                       "job here): it goes on smaller; the whole mesh comes back from a checkpoint (vs_train_load)", fn);
-    if (!w->comm)
-        return _vs_err(VS_ERR_STATE, "%s: world rank %d left the world at a shrink: on MPI it cannot come back; end "
-                       "the process (status 0)", fn, w->rank);
-    if (!__atomic_load_n(&w->ab_state, __ATOMIC_ACQUIRE) && !_vs_mpi_aborted(w) &&
-        !__atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))
-        return _vs_err(VS_ERR_STATE, "%s: world rank %d saw no failure since the world's last reconfiguration (epoch "
-                       "%d): nothing to shrink from (a shrink follows a call that returned VS_ERR_ABORTED or "
-                       "VS_ERR_TIMEOUT)", fn, w->rank, w->epoch);
-    MPI_Comm old = w->comm->mc;
-    MPIX_Comm_revoke(old); // (every live rank's operations on it stop)
-    _vs_m_shrink* sh = _VS_HNEW(h, _vs_m_shrink, 1);
-    pthread_t th;
-    if (!sh) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
-    sh->in = old;
-    if (pthread_create(&th, NULL, _vs_m_shrink_main, sh) != 0) {
-        _vs_hfree(h, sh);
-        return _vs_err(VS_ERR_NOMEM, "%s: cannot start a thread for MPIX_Comm_shrink", fn);
-    }
-    double end = _vs_now() + w->timeout;
-    while (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) && _vs_now() < end) _vs_sleep_us(1000);
-    if (!__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE)) {
-        pthread_detach(th); // (it writes into sh when MPI returns: sh stays)
-        return _vs_err(VS_ERR_TIMEOUT, "%s: MPIX_Comm_shrink did not return within %g s on world rank %d (a live "
-                       "rank that does not shrink: every live rank calls it)", fn, w->timeout, w->rank);
-    }
-    pthread_join(th, NULL);
-    MPI_Comm sc = sh->out;
-    int rc = sh->rc;
-    _vs_hfree(h, sh);
-    if (rc != MPI_SUCCESS) return _vs_mpi_fail(rc, "vs_world_shrink: MPIX_Comm_shrink");
-    MPI_Comm_set_errhandler(sc, MPI_ERRORS_RETURN);
-    /* the requests the failure left in flight complete now (in error: their
-       communicators are revoked or lost a rank); tested later, after their
-       communicators are freed, MPI would read freed memory */
-    pthread_mutex_lock(&w->mmu);
-    if (w->mab != MPI_COMM_NULL) MPIX_Comm_revoke(w->mab); // (the notices in flight: to the dead among them)
-    for (_vs_mpi_leak* l = w->leaks; l; l = l->next)
-        for (int i = 0; i < l->nreq; i++) _vs_mpi_settle(&l->req[i], _vs_now() + 0.5);
-    pthread_mutex_unlock(&w->mmu);
-    int on = w->comm->size, sn = 0;
-    MPI_Comm_size(sc, &sn);
-    int* oldx = _VS_HNEW(h, int, 3 * (size_t)on); // the old ranks' new ranks, their indices, the failed
-    _vs_rticket tk;
-    memset(&tk, 0, sizeof tk);
-    if (!oldx) {
-        MPI_Comm_free(&sc);
-        return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
-    }
-    int* idx = oldx + on;
-    MPI_Group og, sg;
-    MPI_Comm_group(old, &og);
-    MPI_Comm_group(sc, &sg);
-    for (int i = 0; i < on; i++) idx[i] = i;
-    MPI_Group_translate_ranks(og, on, idx, sg, oldx);
-    MPI_Group_free(&og);
-    MPI_Group_free(&sg);
-    tk.kind = kind;
-    tk.info.epoch = w->epoch + 1;
-    int* failed = oldx + 2 * on, nf = 0;
-    for (int i = 0; i < on; i++)
-        if (oldx[i] == MPI_UNDEFINED) {
-            failed[nf++] = w->wranks ? w->wranks[i] : i;
-            _vs_rlist(tk.info.failed, &tk.info.nfailed, failed[nf - 1]);
-        }
-    // every survivor's choice is the same function of the same set: who stays is known everywhere
-    int* wr = _VS_HNEW(h, int, sn > 0 ? sn : 1);
-    int n = 0;
-    tk.index = -1;
-    for (int i = 0; wr && i < on; i++) {
-        if (oldx[i] == MPI_UNDEFINED) continue;
-        int x = w->wranks ? w->wranks[i] : i;
-        if (!keep || keep(failed, nf, x, ctx)) {
-            if (x == w->rank) tk.index = n;
-            wr[n++] = x;
-        } else {
-            _vs_rlist(tk.info.dropped, &tk.info.ndropped, x);
-        }
-    }
-    _vs_hfree(h, oldx);
-    const int stay = tk.index >= 0;
-    MPI_Comm nc = MPI_COMM_NULL, nab = MPI_COMM_NULL;
-    int e = wr ? MPI_Comm_split(sc, stay ? 0 : MPI_UNDEFINED, 0, &nc) : MPI_ERR_NO_MEM;
-    MPI_Comm_free(&sc);
-    if (e == MPI_SUCCESS && nc != MPI_COMM_NULL) e = MPI_Comm_dup(nc, &nab);
-    if (e != MPI_SUCCESS) { // (a second failure inside: the next shrink goes on from the old world)
-        _vs_hfree(h, wr);
-        if (nc != MPI_COMM_NULL) MPI_Comm_free(&nc);
-        vs_result r = _vs_mpi_fail(e, "vs_world_shrink: the new world communicator");
-        return _vs_err(r == VS_ERR_NOMEM ? r : VS_ERR_ABORTED, "%s (a rank failed inside the shrink: shrink again)",
-                       vs_last_error());
-    }
-    tk.n = n;
-    tk.info.nlive = n;
-    tk.info.left = !stay;
-    vs_comm* vc = NULL;
-    if (stay) {
-        MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
-        MPI_Comm_set_errhandler(nab, MPI_ERRORS_RETURN);
-        int r = 0;
-        MPI_Comm_rank(nc, &r);
-        if (!(vc = _vs_comm_new(w, VS_TRANSPORT_MPI, r, n))) {
-            MPI_Comm_free(&nc), MPI_Comm_free(&nab);
-            _vs_hfree(h, wr);
-            return _vs_err(VS_ERR_NOMEM, "%s: out of memory for the new world communicator", fn);
-        }
-        vc->mc = nc;
-        vc->timeout = w->comm->timeout;
-        // the abort channel starts afresh: the old one's receive is withdrawn (its notices are the past)
-        pthread_mutex_lock(&w->mmu);
-        if (w->abreq != MPI_REQUEST_NULL) { // (a receive's cancel completes here: nothing stays in flight)
-            MPI_Cancel(&w->abreq);
-            _vs_mpi_settle(&w->abreq, _vs_now() + 0.5);
-        }
-        w->abreq = MPI_REQUEST_NULL;
-        w->mab = nab; // (the old one stays, with the leaked receive: freed with the world's MPI)
-        __atomic_store_n(&w->ab_state, 0, __ATOMIC_RELEASE);
-        w->ab_sent = 0, w->ab_rank = -1, w->ab_why = 0;
-        if (w->ab_text) w->ab_text[0] = 0;
-        MPI_Irecv(w->abin, (int)sizeof *w->abin, MPI_BYTE, MPI_ANY_SOURCE, _VS_MPI_TAG_ABORT, w->mab, &w->abreq);
-        pthread_mutex_unlock(&w->mmu);
-    } else {
-        _vs_hfree(h, wr);
-        wr = NULL;
-    }
-    _vs_reform_adopt(w, vc, wr, &tk, info);
-    return VS_OK;
-}
-#endif
-
-/* An agreement of `kind` (_VS_REFORM_*) on w: a vs_launch job's (its memory),
-   an NCCL job of processes' (its store), an MPI job's with ULFM; the others
-   cannot, and say what is missing. */
-_VS_PRIVATE vs_result _vs_reform(vs_world* w, int kind, _vs_keep_fn keep, void* ctx, vs_reform_info* info,
-                                 const char* fn)
-{
-    if ((w->tr == VS_TRANSPORT_THREADS || w->tr == VS_TRANSPORT_NCCL) && w->job) // (a vs_launch job's agreement)
-        return _vs_t_reform(w, kind, keep, ctx, info);
-    if (w->tr == VS_TRANSPORT_NCCL && w->edir[0]) return _vs_s_reform(w, kind, keep, ctx, info, fn); // (the store's)
-    if (w->tr == VS_TRANSPORT_MPI) {
-#if defined(VESCALE_MPI) && defined(MPIX_ERR_PROC_FAILED)
-        if (w->mft) return _vs_m_reform(w, kind, keep, ctx, info, fn);
-        const char* why = "this MPI has ULFM, but the job does not run with it (Open MPI: mpirun --with-ft ulfm; "
-                          "MPICH: MPIR_CVAR_ENABLE_FT=1)";
-#else
-        const char* why = "this build's MPI has no ULFM (MPIX_Comm_agree, MPIX_Comm_shrink: Open MPI 5 or MPICH "
-                          "built with it)";
-#endif
-        return _vs_err(VS_ERR_UNSUPPORTED, "%s: the MPI transport cannot survive a rank: %s; the job ends on a "
-                       "failure: resume it from a checkpoint on the ranks left (vs_train_load reshards)", fn, why);
-    }
-    return _vs_err(VS_ERR_UNSUPPORTED, "%s: this %s job of processes has no elastic directory for its survivors' "
-                   "agreement: give every rank one they all see (vs_world_desc.elastic_dir or VESCALE_ELASTIC_DIR); "
-                   "else resume from a checkpoint on the ranks left", fn, vs_transport_name(w->tr));
-}
-
-VS_API vs_result vs_world_shrink(vs_world* w, vs_reform_info* info)
-{
-    _VS_CHECK_NULL(w, "world");
-    return _vs_reform(w, _VS_REFORM_SHRINK, NULL, NULL, info, "vs_world_shrink");
-}
-
-/* vs_mesh_shrink's choice: world rank `rank` stays unless a failed rank of the
-   mesh has its coordinate along the dim (ranks outside the mesh stay). */
-typedef struct _vs_keep_mesh {
-    const vs_mesh* m;
-    int dim;
-} _vs_keep_mesh;
-
-_VS_PRIVATE int _vs_mesh_index_of(const vs_mesh* m, int world_rank)
-{
-    for (int i = 0; i < m->nranks; i++)
-        if (m->granks[i] == world_rank) return i;
-    return -1;
-}
-
-_VS_PRIVATE int _vs_keep_replica(const int* failed, int nfailed, int rank, void* ctx)
-{
-    const _vs_keep_mesh* k = (const _vs_keep_mesh*)ctx;
-    int i = _vs_mesh_index_of(k->m, rank), c[VS_MESH_MAX_DIMS], f[VS_MESH_MAX_DIMS];
-    if (i < 0) return 1;
-    _vs_mesh_coord_calc(k->m, i, c);
-    for (int j = 0; j < nfailed; j++) {
-        int fi = _vs_mesh_index_of(k->m, failed[j]);
-        if (fi < 0) continue;
-        _vs_mesh_coord_calc(k->m, fi, f);
-        if (f[k->dim] == c[k->dim]) return 0;
-    }
-    return 1;
-}
-
-VS_API vs_result vs_mesh_shrink(vs_mesh* m, const char* dim, vs_mesh** out, vs_reform_info* info)
-{
-    const char* fn = "vs_mesh_shrink";
-    _VS_CHECK_NULL(m, "mesh");
-    _VS_CHECK_NULL(out, "out");
-    *out = NULL;
-    vs_world* w = m->world;
-    if (m->parent) return _vs_err(VS_ERR_INVALID, "%s: a submesh: shrink the mesh it belongs to", fn);
-    if (m->shrunk)
-        return _vs_err(VS_ERR_STATE, "%s: this mesh was shrunk before (at the world's reconfiguration %d): shrink the "
-                       "mesh that gave", fn, m->shrunk);
-    if (m->comm != w->comm)
-        return _vs_err(VS_ERR_INVALID, "%s: the mesh must be over the world's communicator (as vs_parallelize's is): "
-                       "its replicas are chosen among all the world's live ranks", fn);
-    const char* dn = dim ? dim : "DP";
-    int di = -1;
-    for (int i = 0; i < m->ndims; i++)
-        if (!strcmp(m->names[i], dn)) di = i;
-    if (di < 0) {
-        char desc[128];
-        vs_mesh_describe(m, desc, sizeof desc);
-        return _vs_err(VS_ERR_INVALID, "%s: the mesh %s has no dim '%s' to drop replicas along", fn, desc, dn);
-    }
-#ifdef VESCALE_NCCL
-    /* a failure to recover from (else the agreement's error, and m stays whole):
-       the submeshes' operations in flight stop first, so the streams behind
-       them go on and the world's communicator can come quiet for its shrink */
-    _vs_tjob* job = w->job;
-    if (!job && w->edir[0])
-        for (int i = 0; i < m->nsubs; i++) // (a job of processes: a submesh's failure is one this rank saw)
-            w->esaw |= m->subs[i].mesh && m->subs[i].mesh->comm &&
-                       __atomic_load_n(&m->subs[i].mesh->comm->aborted, __ATOMIC_ACQUIRE);
-    if ((job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) ||
-        (!job && w->edir[0] && (w->esaw || _vs_store_poll(w, 1) || (w->comm && __atomic_load_n(&w->comm->aborted, __ATOMIC_ACQUIRE))))) {
-        for (int i = 0; i < m->nsubs; i++)
-            if (m->subs[i].mesh && m->subs[i].mesh->comm) _vs_nccl_drop(m->subs[i].mesh->comm);
-        _vs_nccl_drop_watched(w); // (and the others of this world with work in flight: a pipeline's links)
-    }
-#endif
-    _vs_keep_mesh k = {m, di};
-    vs_reform_info ri;
-    _VS_TRY(_vs_reform(w, _VS_REFORM_SHRINK, _vs_keep_replica, &k, &ri, fn));
-    m->shrunk = ri.epoch;
-    if (info) *info = ri;
-    if (ri.left) {
-        if (ri.nlive == 0) {
-            char failed[256] = "";
-            size_t len = 0;
-            for (int i = 0; i < ri.nfailed && i < VS_REFORM_LIST && len < sizeof failed; i++)
-                len += (size_t)_vs_fmt(failed + len, sizeof failed - len, "%s%d", i ? ", " : "", ri.failed[i]);
-            return _vs_err(VS_ERR_STATE, "%s: every replica along %s lost a rank (failed world ranks %s): no replica "
-                           "holds the whole model; resume from a checkpoint (vs_train_load on a new mesh)", fn, dn,
-                           failed);
-        }
-        return VS_OK; // (this rank left with its replica: it comes back with vs_world_grow)
-    }
-    // the new shape: the dim keeps the coordinates some staying rank still has
-    int nd = 0, c[VS_MESH_MAX_DIMS];
-    int* seen = _VS_HNEW(&w->hooks, int, m->shape[di]);
-    if (!seen) return _vs_err(VS_ERR_NOMEM, "%s: out of memory", fn);
-    for (int i = 0; i < w->comm->size; i++) {
-        int mi = _vs_mesh_index_of(m, w->wranks ? w->wranks[i] : i);
-        if (mi < 0) continue;
-        _vs_mesh_coord_calc(m, mi, c);
-        if (!seen[c[di]]) seen[c[di]] = 1, nd++;
-    }
-    _vs_hfree(&w->hooks, seen);
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.ndims = m->ndims;
-    for (int i = 0; i < m->ndims; i++) md.shape[i] = i == di ? nd : m->shape[i], md.dim_names[i] = m->names[i];
-    return vs_mesh_init(w, &md, out);
-}
-
-VS_API vs_result vs_world_grow(vs_world* w, vs_reform_info* info)
-{
-    _VS_CHECK_NULL(w, "world");
-    return _vs_reform(w, _VS_REFORM_GROW, NULL, NULL, info, "vs_world_grow");
-}
-
-VS_API vs_result vs_world_joiners(vs_world* w, int* n)
-{
-    _VS_CHECK_NULL(w, "world");
-    _VS_CHECK_NULL(n, "n");
-    *n = 0;
-    if (!w->comm) return _vs_err(VS_ERR_STATE, "vs_world_joiners: world rank %d is not in the world's communicator "
-                                 "(it left at a shrink, or is a replacement): it joins with vs_world_grow", w->rank);
-    int32_t mine = 0, all = 0;
-    if (w->job) { // (a vs_launch job's: threads or NCCL)
-        _vs_tjob* job = w->job;
-        pthread_mutex_lock(&job->mu);
-        for (int x = 0; x < job->desc.nranks; x++)
-            mine += job->tk[x] && job->tk[x]->kind == _VS_REFORM_GROW && !job->live[x];
-        pthread_mutex_unlock(&job->mu);
-    } else if (w->edir[0]) { // (an NCCL job of processes: the store's requests)
-        mine = _vs_store_joiners(w);
-    }
-    _VS_TRY(_vs_host_coll(w->comm, 0, &mine, &all, 1, VS_I32, VS_OP_MAX, "vs_world_joiners"));
-    *n = all;
-    return VS_OK;
-}
-
-VS_API vs_result vs_world_respawn(vs_world* w, int rank)
-{
-    const char* fn = "vs_world_respawn";
-    _VS_CHECK_NULL(w, "world");
-    _vs_tjob* job = w->job;
-    if (!job)
-        return _vs_err(VS_ERR_UNSUPPORTED, "%s: only a vs_launch job starts replacements (a job of processes starts "
-                       "its own: a process with vs_world_desc.join = 1 or VESCALE_ELASTIC_JOIN=1)", fn);
-    if (rank < 0 || rank >= job->desc.nranks)
-        return _vs_err(VS_ERR_INVALID, "%s: rank %d out of range [0, %d)", fn, rank, job->desc.nranks);
-    vs_result r = VS_OK;
-    pthread_mutex_lock(&job->mu);
-    if (!__atomic_load_n(&job->exited[rank], __ATOMIC_ACQUIRE))
-        r = _vs_err(VS_ERR_INVALID, "%s: world rank %d is alive: a replacement comes only for a rank that failed", fn,
-                    rank);
-    else if (job->live[rank])
-        r = _vs_err(VS_ERR_STATE, "%s: world rank %d failed but the survivors have not agreed on it yet: shrink first "
-                    "(vs_mesh_shrink or vs_world_shrink)", fn, rank);
-    _vs_textra* x = r ? NULL : _VS_HNEW(&job->hooks, _vs_textra, 1);
-    vs_world* nw = x ? _vs_launch_world(job, rank) : NULL;
-    if (!r && (!x || !nw)) r = _vs_err(VS_ERR_NOMEM, "%s: out of memory for world rank %d", fn, rank);
-    if (!r) {
-        nw->job = job;
-        nw->joining = 1;
-        nw->epoch = job->epoch;
-        job->worlds[rank] = nw;
-        job->results[rank] = VS_OK;
-        job->recovered[rank] = 0;
-        __atomic_store_n(&job->exited[rank], 0, __ATOMIC_RELEASE);
-        x->tr.job = job;
-        x->tr.rank = rank;
-        if (pthread_create(&x->th, NULL, _vs_rank_main, &x->tr) != 0) {
-            r = _vs_err_backend(VS_ERR_BACKEND, errno, "%s: cannot start a thread for world rank %d", fn, rank);
-            job->worlds[rank] = NULL;
-            job->recovered[rank] = 1;
-            __atomic_store_n(&job->exited[rank], 1, __ATOMIC_RELEASE);
-        } else {
-            x->next = job->extra;
-            job->extra = x;
-            x = NULL, nw = NULL;
-        }
-    }
-    pthread_mutex_unlock(&job->mu);
-    if (nw) vs_world_free(nw);
-    _vs_hfree(&job->hooks, x);
-    return r;
-}
-
-VS_API int vs_world_joining(const vs_world* w) { return w && w->joining; }
 
 // >>kernels --------------------------------------------------------------------
 #if defined(VESCALE_NCCL) && !defined(_VS_MESH_CUDA)

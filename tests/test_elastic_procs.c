@@ -269,7 +269,7 @@ static vs_world* lh_client(const job* j)
     static vs_world c; /* (the fields _vs_lh_call uses) */
     memset(&c, 0, sizeof c);
     c.rank = -1, c.timeout = 5, c.efd = -1;
-    snprintf(c.edir, sizeof c.edir, "%s", j->store); /* (its host and port, as the ranks dial them) */
+    snprintf(c.elastic_dir, sizeof c.elastic_dir, "%s", j->store); /* (its host and port, as the ranks dial them) */
     if (_vs_lh_open(&c, getenv("VESCALE_LIGHTHOUSE_TOKEN")) != VS_OK) pthread_mutex_init(&c.emu, NULL);
     return &c;
 }

@@ -91,6 +91,39 @@ static void run(double timeout_s, const char* env_timeout, const char* env_log, 
     unsetenv("VESCALE_LOG");
 }
 
+/* Debug modes as a world desc field (issue 33.8): a rank of vs_launch reads
+   VESCALE_DEBUG's back as the modes' names; vs_world_init checks desc.debug
+   first (the environment only when it is NULL). */
+static int debug_rank(vs_world* w, void* arg)
+{
+    const char* want = (const char*)arg;
+    vs_world_desc d;
+    memset(&d, 0x5a, sizeof d);
+    VT_OK(vs_world_query_desc(w, &d));
+    VT_CHECK(d.debug && !strcmp(d.debug, want), "debug '%s', want '%s'", d.debug ? d.debug : "(null)", want);
+    return 0;
+}
+static void debug_modes(void)
+{
+    setenv("VESCALE_DEBUG", " params , desync", 1);
+    VT_OK(vs_launch(2, debug_rank, (void*)"desync,params"));
+    unsetenv("VESCALE_DEBUG");
+    VT_OK(vs_launch(2, debug_rank, (void*)""));
+    vs_world* w = NULL;
+    vs_result r = vs_world_init(&(vs_world_desc){.transport = VS_TRANSPORT_MPI, .debug = "desync,bogus"}, &w);
+    VT_CHECK(r == VS_ERR_INVALID && w == NULL && strstr(vs_last_error(), "vs_world_init: debug") &&
+                 strstr(vs_last_error(), "'bogus'"),
+             "desc.debug bogus: %s: %s", vs_result_string(r), vs_last_error());
+    setenv("VESCALE_DEBUG", "bogus", 1);
+    r = vs_world_init(&(vs_world_desc){.transport = VS_TRANSPORT_MPI}, &w);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "VESCALE_DEBUG") && strstr(vs_last_error(), "'bogus'"),
+             "VESCALE_DEBUG=bogus: %s: %s", vs_result_string(r), vs_last_error());
+    r = vs_world_init(&(vs_world_desc){.transport = VS_TRANSPORT_MPI, .debug = "desync"}, &w); // (the desc wins)
+    VT_CHECK(r != VS_ERR_INVALID, "desc.debug over VESCALE_DEBUG: %s: %s", vs_result_string(r), vs_last_error());
+    if (r == VS_OK) vs_world_free(w);
+    unsetenv("VESCALE_DEBUG");
+}
+
 int main(void)
 {
     unsetenv("VESCALE_TIMEOUT");
@@ -98,5 +131,6 @@ int main(void)
     VT_CASE("query/defaults", run(0, NULL, NULL, VS_LOG_DEFAULT, 300.0, VS_LOG_WARN)); // (warn: issue 33)
     VT_CASE("query/from_the_environment", run(0, "inf", "warn", VS_LOG_DEFAULT, INFINITY, VS_LOG_WARN));
     VT_CASE("query/desc_wins", run(7.5, "inf", "warn", VS_LOG_ERROR, 7.5, VS_LOG_ERROR));
+    VT_CASE("query/debug_modes", debug_modes());
     return vt_summary();
 }
