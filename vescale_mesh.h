@@ -249,7 +249,8 @@
    - The parts' handles that mark themselves freed (vs_pipe, vs_pipe_sched,
      vs_ckpt, vs_train; see their headers): a second free, or any call on a
      freed one, is VS_ERR_STATE while it is among its world's last 16 freed
-     such handles (vs_free_later).
+     such handles (vs_free_later); a vs_pipe_sched made with a NULL world:
+     among the freeing thread's last 16 (released when that thread ends).
    - Past those windows a freed handle is freed memory: do not use it.
 
    Memory
@@ -1798,8 +1799,9 @@ extern "C" {
 #endif
 #define _VS_PRIVATE static _VS_UNUSED
 
-/* Thread-local storage for the per-thread error message (the one piece of state
-   that is not in a handle: errors must be reportable before any handle exists). */
+/* Thread-local storage for the per-thread error message (errors must be reportable
+   before any handle exists) and vescale_pipe.h's freed NULL-world schedules (no
+   world owns them). Both are per thread, so two meshes never share them. */
 #if defined(__cplusplus) && __cplusplus >= 201103L
 #define _VS_TLS thread_local
 #elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_THREADS__)
