@@ -2805,51 +2805,21 @@ _VS_HL_PRIVATE double _vs_gp_tp_resid(const vs_model_desc* m, const _vs_gp_prof_
     return nbytes > 0 ? extra / nbytes : 0;
 }
 
-/* This rank's layer times. tp 1: on a 1-rank mesh over `comm` (the rank's own),
-   fitted as time per forward flop of one row (out[0]), per callback call
-   (out[1]) and the engine's per compute instruction (out[2]). tp > 1: on a
-   PP1 x DP x TP mesh over `comm` (the world's), the parameters sharded by the
-   megatron policy, the TP groups all running at once; out[0] = the layers'
-   time beyond what pf's compute (flop_s / tp on sharded layers, call_s) and
-   its all-reduce table give their TP collectives, per byte those move (tp_s:
-   _vs_gp_tp_resid, the median of 8 runs after a warm-up). */
-_VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs_model_desc* m, vs_pipe_fn data,
-                                            void* data_user, int tp, const vs_profile* pf, double* out)
+/* _vs_gp_prof_layers' units: each layer's callbacks wrapped to time them
+   (pu[u]), its parameters this rank's shard (tp > 1: the megatron policy's)
+   of small finite values, a tied one a single buffer; *flops: the layers'
+   forward flops per row. */
+_VS_HL_PRIVATE vs_result _vs_gp_prof_units(vs_world* w, const vs_model_desc* m, int tp, vs_mesh* tpm,
+                                           _vs_gp_prof_unit* pu, vs_pipe_unit* units, double* flops)
 {
-    int nu = m->nlayers;
-    vs_result r = VS_OK;
-    vs_mesh* mesh = NULL;
-    vs_mesh* tpm = NULL;
-    vs_pipe* pipe = NULL;
-    vs_pipe_sched* sched = NULL;
-    vs_pipe_plan plan;
-    vs_pipe_desc pd;
-    vs_mesh_desc md;
     vs_plan tplan; // megatron along TP
-    _vs_gp_prof_data dd;
-    double flops = 0, wall = 0, xs[8] = {0, 0, 0, 0, 0, 0, 0, 0}; // xs: tp > 1, each run's figure
-    _vs_gp_prof_unit* pu = (_vs_gp_prof_unit*)vs_alloc(w, (size_t)nu * sizeof *pu);
-    vs_pipe_unit* units = (vs_pipe_unit*)vs_alloc(w, (size_t)nu * sizeof *units);
-    double* fit = (double*)vs_alloc(w, (size_t)nu * 3 * sizeof *fit);
-    double *ft, *fc, *fx; // fit's parts, per unit: time, calls, flop-seconds' work
-    if (!pu || !units || !fit) r = vs_set_error(VS_ERR_NOMEM, "vs_profile_measure: out of memory");
-    else memset(pu, 0, (size_t)nu * sizeof *pu);
-    memset(&md, 0, sizeof md);
     memset(&tplan, 0, sizeof tplan);
     tplan.tp = tp, tplan.policy = VS_TP_MEGATRON;
-    if (tp > 1) {
-        md.shape[0] = 1, md.shape[1] = vs_comm_size(comm) / tp, md.shape[2] = tp;
-        md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
-    } else {
-        md.shape[0] = 1, md.dim_names[0] = "PP";
-    }
-    md.comm = comm;
-    if (r == VS_OK) r = vs_mesh_init(w, &md, &mesh);
-    if (r == VS_OK && tp > 1) r = vs_mesh_submesh(mesh, "TP", &tpm);
-    for (int u = 0; u < nu && r == VS_OK; u++) {
+    vs_result r = VS_OK;
+    for (int u = 0; u < m->nlayers && r == VS_OK; u++) {
         const vs_layer_decl* L = &m->layers[u];
         _vs_gp_prof_unit* x = &pu[u];
-        flops += L->unit.flops;
+        *flops += L->unit.flops;
         units[u] = L->unit;
         units[u].user = x;
         x->f = L->unit.forward, x->b = L->unit.backward, x->bi = L->unit.backward_input, x->bw = L->unit.backward_weight;
@@ -2903,6 +2873,103 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs
             }
         }
     }
+    return r;
+}
+
+/* _vs_gp_prof_layers' runs and fit on the pipeline over the units (see there
+   for out[]). One run to warm up, then 4 (the sums); tp > 1: 8, each its own
+   figure. The engine's time: the runs' wall time less their callbacks'. Its
+   part that grows with the instructions (F, BW on one stage: 2 a microbatch)
+   is what runs of 3 microbatches take more than runs of 1 (medians), per
+   instruction; the rest is paid once a run (the schedule's setup, the loss)
+   and is not charged per microbatch. */
+_VS_HL_PRIVATE vs_result _vs_gp_prof_time(vs_world* w, const vs_model_desc* m, vs_pipe* pipe, _vs_gp_prof_unit* pu,
+                                          const _vs_gp_prof_data* dd, int tp, const vs_profile* pf, double flops,
+                                          double* fit, double* out)
+{
+    int nu = m->nlayers;
+    vs_pipe_sched* sched = NULL;
+    vs_result r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 1, &sched);
+    double wall = 0, xs[8] = {0, 0, 0, 0, 0, 0, 0, 0}; // xs: tp > 1, each run's figure
+    double *ft = fit, *fc = fit + nu, *fx = fit + 2 * nu; // fit's parts, per unit: time, calls, flop-seconds' work
+    memset(fit, 0, (size_t)nu * 3 * sizeof *fit);
+    double rest[2][4];
+    for (int pass = 0; pass < (tp == 1 ? 2 : 1) && r == VS_OK; pass++) {
+        if (pass == 1) {
+            vs_pipe_sched_free(sched);
+            sched = NULL;
+            if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 3, &sched)) != VS_OK) break;
+        }
+        for (int it = 0; it < (tp == 1 ? 5 : 9) && r == VS_OK; it++) {
+            for (int u = 0; u < nu; u++) pu[u].t = 0, pu[u].calls = 0;
+            double t0 = _vs_now();
+            r = vs_pipe_run(pipe, sched, NULL);
+            double t1 = _vs_now() - t0;
+            for (int u = 0; it > 0 && u < nu; u++) {
+                if (pass == 0) ft[u] += pu[u].t, fc[u] += pu[u].calls;
+                t1 -= pu[u].t;
+            }
+            if (it > 0 && tp == 1) rest[pass][it - 1] = t1;
+            if (it > 0 && tp > 1 && r == VS_OK) xs[it - 1] = _vs_gp_tp_resid(m, pu, tp, pf, (double)dd->rows);
+        }
+        if (r == VS_OK && tp == 1) qsort(rest[pass], 4, sizeof(double), _vs_gp_dcmp);
+    }
+    vs_pipe_sched_free(sched);
+    if (r == VS_OK && tp == 1) {
+        double d = (rest[1][1] + rest[1][2] - rest[0][1] - rest[0][2]) / 2; // medians
+        wall = d > 0 ? d / 4 : 0; // (3 - 1) x 2 instructions more
+    }
+    if (r != VS_OK) return r;
+    double rows = (double)(dd->rows > 0 ? dd->rows : 1);
+    if (!(flops * rows > 0)) r = vs_set_error(VS_ERR_INVALID, "vs_profile_measure: the model's layers have no flops (unit.flops: forward flops per row)");
+    for (int u = 0; u < nu; u++) fx[u] = 4 * 3 * m->layers[u].unit.flops * rows; // 4 runs of F + 2F
+    if (r == VS_OK && tp == 1) {
+        _vs_gp_fit(ft, fc, fx, nu, &out[1], &out[0]);
+        out[2] = wall;
+    } else if (r == VS_OK) {
+        qsort(xs, 8, sizeof(double), _vs_gp_dcmp);
+        out[0] = (xs[3] + xs[4]) / 2; // the median run
+    }
+    return r;
+}
+
+/* This rank's layer times. tp 1: on a 1-rank mesh over `comm` (the rank's own),
+   fitted as time per forward flop of one row (out[0]), per callback call
+   (out[1]) and the engine's per compute instruction (out[2]). tp > 1: on a
+   PP1 x DP x TP mesh over `comm` (the world's), the parameters sharded by the
+   megatron policy, the TP groups all running at once; out[0] = the layers'
+   time beyond what pf's compute (flop_s / tp on sharded layers, call_s) and
+   its all-reduce table give their TP collectives, per byte those move (tp_s:
+   _vs_gp_tp_resid, the median of 8 runs after a warm-up). */
+_VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs_model_desc* m, vs_pipe_fn data,
+                                            void* data_user, int tp, const vs_profile* pf, double* out)
+{
+    int nu = m->nlayers;
+    vs_result r = VS_OK;
+    vs_mesh* mesh = NULL;
+    vs_mesh* tpm = NULL;
+    vs_pipe* pipe = NULL;
+    vs_pipe_plan plan;
+    vs_pipe_desc pd;
+    vs_mesh_desc md;
+    _vs_gp_prof_data dd;
+    double flops = 0;
+    _vs_gp_prof_unit* pu = (_vs_gp_prof_unit*)vs_alloc(w, (size_t)nu * sizeof *pu);
+    vs_pipe_unit* units = (vs_pipe_unit*)vs_alloc(w, (size_t)nu * sizeof *units);
+    double* fit = (double*)vs_alloc(w, (size_t)nu * 3 * sizeof *fit);
+    if (!pu || !units || !fit) r = vs_set_error(VS_ERR_NOMEM, "vs_profile_measure: out of memory");
+    else memset(pu, 0, (size_t)nu * sizeof *pu);
+    memset(&md, 0, sizeof md);
+    if (tp > 1) {
+        md.shape[0] = 1, md.shape[1] = vs_comm_size(comm) / tp, md.shape[2] = tp;
+        md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
+    } else {
+        md.shape[0] = 1, md.dim_names[0] = "PP";
+    }
+    md.comm = comm;
+    if (r == VS_OK) r = vs_mesh_init(w, &md, &mesh);
+    if (r == VS_OK && tp > 1) r = vs_mesh_submesh(mesh, "TP", &tpm);
+    if (r == VS_OK) r = _vs_gp_prof_units(w, m, tp, tpm, pu, units, &flops);
     if (tp > 1) { // the layers' collectives need every rank: all set up, or none runs
         int ok = r == VS_OK, all = 0;
         vs_result ra = vs_all_reduce(comm, &ok, &all, 1, VS_I32, VS_OP_MIN, NULL);
@@ -2921,56 +2988,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs
     }
     pd.mesh = mesh, pd.units = units, pd.nunits = nu, pd.plan = &plan, pd.data = _vs_gp_prof_data_fn, pd.data_user = &dd;
     if ((r = vs_pipe_init(&pd, &pipe)) != VS_OK) goto done;
-    if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 1, &sched)) != VS_OK) goto done;
-    /* One run to warm up, then 4 (the sums). The engine's time: the runs' wall
-       time less their callbacks'. Its part that grows with the instructions
-       (F, BW on one stage: 2 a microbatch) is what runs of 3 microbatches take
-       more than runs of 1 (medians), per instruction; the rest is paid once a
-       run (the schedule's setup, the loss) and is not charged per
-       microbatch. */
-    memset(fit, 0, (size_t)nu * 3 * sizeof *fit);
-    ft = fit;
-    fc = fit + nu;
-    fx = fit + 2 * nu;
-    double rest[2][4];
-    for (int pass = 0; pass < (tp == 1 ? 2 : 1) && r == VS_OK; pass++) {
-        if (pass == 1) {
-            vs_pipe_sched_free(sched);
-            sched = NULL;
-            if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 3, &sched)) != VS_OK) break;
-        }
-        for (int it = 0; it < (tp == 1 ? 5 : 9) && r == VS_OK; it++) { // tp > 1: 8 runs, each its own figure
-            for (int u = 0; u < nu; u++) pu[u].t = 0, pu[u].calls = 0;
-            double t0 = _vs_now();
-            r = vs_pipe_run(pipe, sched, NULL);
-            double t1 = _vs_now() - t0;
-            for (int u = 0; it > 0 && u < nu; u++) {
-                if (pass == 0) ft[u] += pu[u].t, fc[u] += pu[u].calls;
-                t1 -= pu[u].t;
-            }
-            if (it > 0 && tp == 1) rest[pass][it - 1] = t1;
-            if (it > 0 && tp > 1 && r == VS_OK) xs[it - 1] = _vs_gp_tp_resid(m, pu, tp, pf, (double)dd.rows);
-        }
-        if (r == VS_OK && tp == 1) qsort(rest[pass], 4, sizeof(double), _vs_gp_dcmp);
-    }
-    if (r == VS_OK && tp == 1) {
-        double d = (rest[1][1] + rest[1][2] - rest[0][1] - rest[0][2]) / 2; // medians
-        wall = d > 0 ? d / 4 : 0; // (3 - 1) x 2 instructions more
-    }
-    if (r == VS_OK) {
-        double rows = (double)(dd.rows > 0 ? dd.rows : 1);
-        if (!(flops * rows > 0)) r = vs_set_error(VS_ERR_INVALID, "vs_profile_measure: the model's layers have no flops (unit.flops: forward flops per row)");
-        for (int u = 0; u < nu; u++) fx[u] = 4 * 3 * m->layers[u].unit.flops * rows; // 4 runs of F + 2F
-        if (r == VS_OK && tp == 1) {
-            _vs_gp_fit(ft, fc, fx, nu, &out[1], &out[0]);
-            out[2] = wall;
-        } else if (r == VS_OK) {
-            qsort(xs, 8, sizeof(double), _vs_gp_dcmp);
-            out[0] = (xs[3] + xs[4]) / 2; // the median run
-        }
-    }
+    r = _vs_gp_prof_time(w, m, pipe, pu, &dd, tp, pf, flops, fit, out);
 done:
-    vs_pipe_sched_free(sched);
     if (pipe) vs_pipe_free(pipe);
     if (mesh) vs_mesh_free(mesh);
     for (int u = 0; pu && units && u < nu; u++)
@@ -3773,12 +3792,12 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
     return _vs_hl_make(w, d, NULL, 0, "vs_parallelize", out);
 }
 
-_VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mesh* mesh, int noinit, const char* fn,
-                                     vs_train** out)
+/* _vs_hl_make's phases, in the order it runs them; each returns the first
+   error (t is then freed by _vs_hl_make) and names the caller with fn. */
+
+/* The desc's own numbers, before anything is made. */
+_VS_HL_PRIVATE vs_result _vs_hl_check_desc(const vs_train_desc* d, const char* fn)
 {
-    if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
-    *out = NULL;
-    if (!w || !d || !d->plan) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !w ? "world" : !d ? "desc" : "desc.plan");
     _VS_TRY(vs_plan_check(d->plan, d->model));
     if (!isfinite(d->clip) || d->clip < 0)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.clip = %g (finite and >= 0; 0: no clipping)", fn, d->clip);
@@ -3788,62 +3807,57 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
     if ((int)d->nonfinite < 0 || d->nonfinite > VS_NONFINITE_ERROR)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.nonfinite = %d (VS_NONFINITE_SKIP or VS_NONFINITE_ERROR)", fn,
                             (int)d->nonfinite);
-    const vs_plan* pl = d->plan;
-    const vs_model_desc* m = d->model;
-    int pp = _vs_hl_sz(pl->pp), dp = _vs_hl_sz(pl->dp), tp = _vs_hl_sz(pl->tp);
-    if (!mesh && pp * dp * tp != vs_world_size(w))
-        return vs_set_error(VS_ERR_MISMATCH, "%s: the plan's mesh PP=%d x DP=%d x TP=%d is %d ranks, the world has %d", fn,
-                            pp, dp, tp, pp * dp * tp, vs_world_size(w));
-    vs_train* t = (vs_train*)vs_alloc(w, sizeof *t);
-    if (!t) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-    memset(t, 0, sizeof *t);
-    t->magic = _VS_HL_LIVE;
-    t->grad_norm = NAN;
-    t->w = w;
-    t->model = m;
-    t->desc = *d;
-    t->plan = *pl;
-    t->pp = pp, t->dp = dp, t->tp = tp;
-    t->M = _vs_hl_mbs(pl);
-    if (t->desc.lr.lr == 0 && t->desc.lr.kind == 0) t->desc.lr.lr = 1e-3;
-    vs_result r = vs_lr_check(&t->desc.lr);
-    { // the loss scale: defaults, checks, on for f16 models unless turned off
-        vs_loss_scale* ls = &t->ls;
-        *ls = d->loss_scale;
-        int f16 = 0;
-        for (int l = 0; l < m->nlayers; l++)
-            for (int i = 0; i < m->layers[l].nparams; i++) f16 |= _vs_hl_dt(&m->layers[l].params[i]) == VS_F16;
-        if (ls->init == 0) ls->init = 65536;
-        if (ls->growth == 0) ls->growth = 2;
-        if (ls->backoff == 0) ls->backoff = 0.5;
-        if (ls->interval == 0) ls->interval = 2000;
-        if (!r && (ls->enable < -1 || ls->enable > 1))
-            r = vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale.enable = %d (0 auto, 1 on, -1 off)", fn, ls->enable);
-        if (!r && (!isfinite(ls->init) || ls->init <= 0 || !isfinite(ls->growth) || ls->growth <= 1 ||
-                   !(ls->backoff > 0 && ls->backoff < 1) || ls->interval < 1))
-            r = vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale: init %g (> 0), growth %g (> 1), backoff %g (in (0, 1)), "
-                             "interval %d (>= 1)", fn, ls->init, ls->growth, ls->backoff, ls->interval);
-        ls->enable = ls->enable == 1 || (ls->enable == 0 && f16);
-        t->scale = ls->enable ? ls->init : 1.0;
-    }
+    return VS_OK;
+}
+
+/* The loss scale: defaults, checks, on for f16 models unless turned off. */
+_VS_HL_PRIVATE vs_result _vs_hl_loss_scale(vs_train* t, const char* fn)
+{
+    const vs_model_desc* m = t->model;
+    vs_loss_scale* ls = &t->ls;
+    *ls = t->desc.loss_scale;
+    int f16 = 0;
+    for (int l = 0; l < m->nlayers; l++)
+        for (int i = 0; i < m->layers[l].nparams; i++) f16 |= _vs_hl_dt(&m->layers[l].params[i]) == VS_F16;
+    if (ls->init == 0) ls->init = 65536;
+    if (ls->growth == 0) ls->growth = 2;
+    if (ls->backoff == 0) ls->backoff = 0.5;
+    if (ls->interval == 0) ls->interval = 2000;
+    if (ls->enable < -1 || ls->enable > 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale.enable = %d (0 auto, 1 on, -1 off)", fn, ls->enable);
+    if (!isfinite(ls->init) || ls->init <= 0 || !isfinite(ls->growth) || ls->growth <= 1 ||
+        !(ls->backoff > 0 && ls->backoff < 1) || ls->interval < 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale: init %g (> 0), growth %g (> 1), backoff %g (in (0, "
+                            "1)), interval %d (>= 1)", fn, ls->init, ls->growth, ls->backoff, ls->interval);
+    ls->enable = ls->enable == 1 || (ls->enable == 0 && f16);
+    t->scale = ls->enable ? ls->init : 1.0;
+    return VS_OK;
+}
+
+/* The (PP, DP, TP) mesh (`mesh`, or a new one over the world), its submeshes
+   and this rank's place; on GPUs the compute stream, the loss's device scalar
+   and the kernels. */
+_VS_HL_PRIVATE vs_result _vs_hl_open_mesh(vs_train* t, vs_mesh* mesh, const char* fn)
+{
+    vs_result r = VS_OK;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
-    md.shape[0] = pp, md.shape[1] = dp, md.shape[2] = tp;
+    md.shape[0] = t->pp, md.shape[1] = t->dp, md.shape[2] = t->tp;
     md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
-    if (!r && mesh) t->mesh = mesh; // (checked by vs_train_reconfigure)
-    else if (!r) r = vs_mesh_init(w, &md, &t->mesh);
-    if (!r && tp > 1) r = vs_mesh_submesh(t->mesh, "TP", &t->tpm);
-    if (!r && dp > 1) r = vs_mesh_submesh(t->mesh, "DP", &t->dpm);
-    if (!r && pp > 1) r = vs_mesh_submesh(t->mesh, "PP", &t->ppm);
+    if (mesh) t->mesh = mesh; // (checked by vs_train_reconfigure)
+    else r = vs_mesh_init(t->w, &md, &t->mesh);
+    if (!r && t->tp > 1) r = vs_mesh_submesh(t->mesh, "TP", &t->tpm);
+    if (!r && t->dp > 1) r = vs_mesh_submesh(t->mesh, "DP", &t->dpm);
+    if (!r && t->pp > 1) r = vs_mesh_submesh(t->mesh, "PP", &t->ppm);
     if (!r) {
         t->stage = vs_mesh_coord_along(t->mesh, "PP");
         t->dp_rank = vs_mesh_coord_along(t->mesh, "DP");
     }
 #ifdef VESCALE_NCCL
-    t->dev = !r && vs_comm_device(vs_world_comm(w)) == 1;
-    if (t->dev) { // the compute stream, the loss's device scalar, the kernels
+    t->dev = !r && vs_comm_device(vs_world_comm(t->w)) == 1;
+    if (t->dev) {
         cudaError_t e = cudaSuccess;
-        t->stream = d->stream;
+        t->stream = t->desc.stream;
         if (!t->stream) {
             cudaStream_t st = NULL;
             e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
@@ -3854,53 +3868,70 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
         t->ev = ev;
         if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the compute stream and an event");
         t->loss_carrier = !r && t->stage == 0 && vs_mesh_coord_along(t->mesh, "TP") == 0;
-        if (!r && !(t->dloss = (double*)vs_device_alloc(w, 2 * sizeof(double)))) // (a step's, an evaluation's)
+        if (!r && !(t->dloss = (double*)vs_device_alloc(t->w, 2 * sizeof(double)))) // (a step's, an evaluation's)
             r = vs_set_error(VS_ERR_NOMEM, "%s: out of device memory", fn);
         if (!r) r = vs_kernels_get(&_vs_hl_text, fn, t->k);
         if (!r && t->tpm) r = vs_comm_set_stream(vs_mesh_comm(t->tpm), t->stream);
     }
+#else
+    (void)fn;
 #endif
-    // the pipeline units (vescale's user pointers) and the split
+    return r;
+}
+
+/* The pipeline units (vescale's user pointers, its backward wrappers) and the
+   split into stages. */
+_VS_HL_PRIVATE vs_result _vs_hl_split_units(vs_train* t, const char* fn)
+{
+    const vs_model_desc* m = t->model;
+    const vs_plan* pl = &t->plan;
     const int L = m->nlayers;
-    t->units = r ? NULL : (vs_pipe_unit*)vs_alloc(w, sizeof(vs_pipe_unit) * (size_t)L);
-    t->lay = r ? NULL : (_vs_hl_layer*)vs_alloc(w, sizeof(_vs_hl_layer) * (size_t)L);
-    t->prm = r ? NULL : (_vs_hl_param*)vs_alloc(w, sizeof(_vs_hl_param) * (size_t)L * VS_LAYER_MAX_PARAMS);
-    t->layer_prm = r ? NULL : (int*)vs_alloc(w, sizeof(int) * (size_t)L * VS_LAYER_MAX_PARAMS);
-    if (!r && (!t->units || !t->lay || !t->prm || !t->layer_prm)) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-    if (!r) {
-        memset(t->lay, 0, sizeof(_vs_hl_layer) * (size_t)L);
-        for (int l = 0; l < L; l++) {
-            const vs_pipe_unit* u = &m->layers[l].unit;
-            t->units[l] = *u;
-            t->units[l].user = &t->lay[l].ctx;
-            t->units[l].recompute = u->recompute || _vs_hl_recomputes(pl, u->name);
-            // backward parts go through vescale first: it hands them the gradient views of this pass
-            t->units[l].backward = u->backward ? _vs_hl_bwd : NULL;
-            t->units[l].backward_input = u->backward_input ? _vs_hl_bwd_input : NULL;
-            t->units[l].backward_weight = u->backward_weight ? _vs_hl_bwd_weight : NULL;
-            t->lay[l].t = t;
-            t->lay[l].ctx.user = m->layers[l].user;
-            t->lay[l].ctx.tp = t->tpm;
-            t->lay[l].ctx.tp_size = tp;
-            t->lay[l].ctx.tp_rank = t->tpm ? vs_mesh_rank(t->tpm) : 0;
-            t->lay[l].ctx.sp = pl->sequence_parallel && tp > 1;
-        }
-        vs_pipe_split_desc sd;
-        memset(&sd, 0, sizeof sd);
-        sd.stages = pp;
-        sd.chunks = _vs_hl_chunks(pl);
-        sd.kind = _vs_hl_split(pl);
-        if (sd.kind == VS_PIPE_SPLIT_FLOPS) { // a model without flops splits uniformly
-            int any = 0;
-            for (int l = 0; l < L; l++) any |= m->layers[l].unit.flops > 0;
-            if (!any) sd.kind = VS_PIPE_SPLIT_UNIFORM;
-        }
-        sd.points = pl->split_points[0] ? pl->split_points : NULL;
-        sd.schedule = _vs_hl_sched(pl); // (the split takes the placement the schedule needs)
-        r = vs_pipe_split(t->units, L, &sd, &t->pplan);
+    vs_world* w = t->w;
+    t->units = (vs_pipe_unit*)vs_alloc(w, sizeof(vs_pipe_unit) * (size_t)L);
+    t->lay = (_vs_hl_layer*)vs_alloc(w, sizeof(_vs_hl_layer) * (size_t)L);
+    t->prm = (_vs_hl_param*)vs_alloc(w, sizeof(_vs_hl_param) * (size_t)L * VS_LAYER_MAX_PARAMS);
+    t->layer_prm = (int*)vs_alloc(w, sizeof(int) * (size_t)L * VS_LAYER_MAX_PARAMS);
+    if (!t->units || !t->lay || !t->prm || !t->layer_prm) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    memset(t->lay, 0, sizeof(_vs_hl_layer) * (size_t)L);
+    for (int l = 0; l < L; l++) {
+        const vs_pipe_unit* u = &m->layers[l].unit;
+        t->units[l] = *u;
+        t->units[l].user = &t->lay[l].ctx;
+        t->units[l].recompute = u->recompute || _vs_hl_recomputes(pl, u->name);
+        // backward parts go through vescale first: it hands them the gradient views of this pass
+        t->units[l].backward = u->backward ? _vs_hl_bwd : NULL;
+        t->units[l].backward_input = u->backward_input ? _vs_hl_bwd_input : NULL;
+        t->units[l].backward_weight = u->backward_weight ? _vs_hl_bwd_weight : NULL;
+        t->lay[l].t = t;
+        t->lay[l].ctx.user = m->layers[l].user;
+        t->lay[l].ctx.tp = t->tpm;
+        t->lay[l].ctx.tp_size = t->tp;
+        t->lay[l].ctx.tp_rank = t->tpm ? vs_mesh_rank(t->tpm) : 0;
+        t->lay[l].ctx.sp = pl->sequence_parallel && t->tp > 1;
     }
-    // parameters: unique by name; where they are used
-    for (int l = 0; !r && l < L; l++) {
+    vs_pipe_split_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.stages = t->pp;
+    sd.chunks = _vs_hl_chunks(pl);
+    sd.kind = _vs_hl_split(pl);
+    if (sd.kind == VS_PIPE_SPLIT_FLOPS) { // a model without flops splits uniformly
+        int any = 0;
+        for (int l = 0; l < L; l++) any |= m->layers[l].unit.flops > 0;
+        if (!any) sd.kind = VS_PIPE_SPLIT_UNIFORM;
+    }
+    sd.points = pl->split_points[0] ? pl->split_points : NULL;
+    sd.schedule = _vs_hl_sched(pl); // (the split takes the placement the schedule needs)
+    return vs_pipe_split(t->units, L, &sd, &t->pplan);
+}
+
+/* The parameters, unique by name (a tied one is used by several layers), and
+   where they are used: which chunks, whether on another stage, this stage's
+   first user. */
+_VS_HL_PRIVATE vs_result _vs_hl_index_params(vs_train* t)
+{
+    const vs_model_desc* m = t->model;
+    vs_result r = VS_OK;
+    for (int l = 0; !r && l < m->nlayers; l++) {
         int st = 0, k = vs_pipe_unit_chunk(&t->pplan, l, &st);
         for (int i = 0; i < m->layers[l].nparams; i++) {
             const vs_param_decl* pd = &m->layers[l].params[i];
@@ -3914,7 +3945,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
                 q->chunk_lo = q->chunk_hi = -1;
                 q->chunk_a = q->chunk_b = k;
                 q->first_here = -1;
-                r = vs_plan_placement(pl, pd, &q->tp, NULL);
+                r = vs_plan_placement(&t->plan, pd, &q->tp, NULL);
                 int64_t n = 1;
                 for (int e = 0; e < pd->ndim; e++) n *= pd->shape[e];
                 t->model_bytes += n * (int64_t)vs_dtype_size(_vs_hl_dt(pd));
@@ -3932,92 +3963,110 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
             t->layer_prm[l * VS_LAYER_MAX_PARAMS + i] = x;
         }
     }
-    // DDP over the whole mesh: this stage's parameters, each initialized as its shard only
-    if (!r) {
-        vs_ddp_desc dd;
-        memset(&dd, 0, sizeof dd);
-        dd.mesh = t->mesh;
-        dd.zero = pl->zero;
-        t->zero = pl->zero;
-        dd.optim = d->optim;
-        /* ZeRO-2 stages a bucket's gradient from its first backward until its
-           chunk's SYNC; a pipeline keeps every bucket of a chunk (and, V-shaped,
-           of two) open across microbatches, so room for all of them. */
-        dd.zero2_buffers = L * VS_LAYER_MAX_PARAMS;
-        dd.stream = t->stream; // (NULL on the host transports)
-        dd.grad_fp32 = d->grad_fp32;
-        r = vs_ddp_init(&dd, &t->ddp);
-        if (!r) t->ddp->owner = _VS_HL_OWNER; // (vs_ddp_free(vs_train_ddp(t)) would leave t dangling)
+    return r;
+}
+
+/* DDP over the whole mesh, for this stage's parameters. */
+_VS_HL_PRIVATE vs_result _vs_hl_open_ddp(vs_train* t)
+{
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = t->mesh;
+    dd.zero = t->plan.zero;
+    t->zero = t->plan.zero;
+    dd.optim = t->desc.optim;
+    /* ZeRO-2 stages a bucket's gradient from its first backward until its
+       chunk's SYNC; a pipeline keeps every bucket of a chunk (and, V-shaped,
+       of two) open across microbatches, so room for all of them. */
+    dd.zero2_buffers = t->model->nlayers * VS_LAYER_MAX_PARAMS;
+    dd.stream = t->stream; // (NULL on the host transports)
+    dd.grad_fp32 = t->desc.grad_fp32;
+    vs_result r = vs_ddp_init(&dd, &t->ddp);
+    if (!r) t->ddp->owner = _VS_HL_OWNER; // (vs_ddp_free(vs_train_ddp(t)) would leave t dangling)
+    return r;
+}
+
+/* Parameter q into DDP: its shard's layout, its memory (the trainer's,
+   desc.storage, or vescale's), its initial values drawn as that shard only
+   (noinit: not drawn). *live: the host bytes held for initial values now (the
+   peak goes to t->init_peak). */
+_VS_HL_PRIVATE vs_result _vs_hl_add_param(vs_train* t, _vs_hl_param* q, int noinit, const char* fn, int64_t* live)
+{
+    vs_world* w = t->w;
+    const vs_train_desc* d = &t->desc;
+    vs_ddp_param_desc pdsc;
+    memset(&pdsc, 0, sizeof pdsc);
+    pdsc.name = q->d->name;
+    vs_dtype pdt = _vs_hl_dt(q->d);
+    size_t psz = vs_dtype_size(pdt);
+    pdsc.dtype = pdt;
+    pdsc.ndim = q->d->ndim;
+    for (int e = 0; e < q->d->ndim; e++) pdsc.shape[e] = q->d->shape[e];
+    pdsc.placements[2] = q->tp;
+    /* sequence parallelism: a TP-replicated parameter's gradient comes from
+       this rank's rows only, a partial sum over TP that DDP completes */
+    if (t->lay[0].ctx.sp && q->tp.kind == VS_PLACE_REPLICATE) pdsc.placements[2] = vs_partial(VS_OP_SUM);
+    pdsc.no_decay = q->d->no_decay;
+    // the copy on the later stage is left out of the clip norm (counted once)
+    pdsc.tied_copy = q->tied_remote && t->pplan.chunk_stage[q->chunk_b] == t->stage &&
+                     t->pplan.chunk_stage[q->chunk_a] != t->stage;
+    vs_dtensor dt;
+    memset(&dt, 0, sizeof dt);
+    dt.layout.mesh = t->mesh;
+    dt.layout.p[2] = q->tp;
+    dt.dtype = pdt; // (drawn in f32 and rounded: vs_init_fill)
+    dt.ndim = q->d->ndim;
+    for (int e = 0; e < q->d->ndim; e++) dt.shape[e] = q->d->shape[e];
+    vs_result r = vs_layout_local(&dt.layout, dt.ndim, dt.shape, vs_mesh_rank(t->mesh), q->lshape, q->loff);
+    q->lnumel = 1;
+    for (int e = 0; e < q->d->ndim; e++) q->lnumel *= q->lshape[e];
+    size_t ib = (size_t)(q->lnumel ? q->lnumel : 1) * psz;
+    void *init = NULL, *grad = NULL;
+    if (!r && d->storage) { // the trainer's memory: initialized in place, used in place
+        vs_dtype gdt = d->grad_fp32 && pdt != VS_F32 ? VS_F32 : pdt;
+        r = d->storage(q->d->name, pdt, gdt, q->lnumel, &init, &grad, d->storage_user);
+        if (r) r = vs_set_error(r, "%s: desc.storage for \"%s\": %s", fn, q->d->name, vs_last_error());
+        else if (!init || !grad)
+            r = vs_set_error(VS_ERR_NULL, "%s: desc.storage gave \"%s\" no %s", fn, q->d->name,
+                             init ? "gradient" : "parameter");
+    } else if (!r) {
+        init = t->dev ? vs_device_alloc(w, ib) : vs_alloc(w, ib); // (on the device there)
+        if (!init)
+            r = vs_set_error(VS_ERR_NOMEM, "%s: %lld %s elements for \"%s\"", fn, (long long)q->lnumel,
+                             vs_dtype_name(pdt), q->d->name);
     }
-    int64_t live = 0;
-    for (int pass = 0; pass < 2 && !r; pass++) // tied ones first: their bucket reduces last
-        for (int x = 0; x < t->np && !r; x++) {
-            _vs_hl_param* q = &t->prm[x];
-            if (q->chunk_lo < 0 || q->tied_remote != (pass == 0)) continue;
-            vs_ddp_param_desc pdsc;
-            memset(&pdsc, 0, sizeof pdsc);
-            pdsc.name = q->d->name;
-            vs_dtype pdt = _vs_hl_dt(q->d);
-            size_t psz = vs_dtype_size(pdt);
-            pdsc.dtype = pdt;
-            pdsc.ndim = q->d->ndim;
-            for (int e = 0; e < q->d->ndim; e++) pdsc.shape[e] = q->d->shape[e];
-            pdsc.placements[2] = q->tp;
-            /* sequence parallelism: a TP-replicated parameter's gradient comes from
-               this rank's rows only, a partial sum over TP that DDP completes */
-            if (t->lay[0].ctx.sp && q->tp.kind == VS_PLACE_REPLICATE) pdsc.placements[2] = vs_partial(VS_OP_SUM);
-            pdsc.no_decay = q->d->no_decay;
-            // the copy on the later stage is left out of the clip norm (counted once)
-            pdsc.tied_copy = q->tied_remote && t->pplan.chunk_stage[q->chunk_b] == t->stage &&
-                             t->pplan.chunk_stage[q->chunk_a] != t->stage;
-            vs_dtensor dt;
-            memset(&dt, 0, sizeof dt);
-            dt.layout.mesh = t->mesh;
-            dt.layout.p[2] = q->tp;
-            dt.dtype = pdt; // (drawn in f32 and rounded: vs_init_fill)
-            dt.ndim = q->d->ndim;
-            for (int e = 0; e < q->d->ndim; e++) dt.shape[e] = q->d->shape[e];
-            r = vs_layout_local(&dt.layout, dt.ndim, dt.shape, vs_mesh_rank(t->mesh), q->lshape, q->loff);
-            q->lnumel = 1;
-            for (int e = 0; e < q->d->ndim; e++) q->lnumel *= q->lshape[e];
-            size_t ib = (size_t)(q->lnumel ? q->lnumel : 1) * psz;
-            void *init = NULL, *grad = NULL;
-            if (!r && d->storage) { // the trainer's memory: initialized in place, used in place
-                vs_dtype gdt = d->grad_fp32 && pdt != VS_F32 ? VS_F32 : pdt;
-                r = d->storage(q->d->name, pdt, gdt, q->lnumel, &init, &grad, d->storage_user);
-                if (r) r = vs_set_error(r, "%s: desc.storage for \"%s\": %s", fn, q->d->name, vs_last_error());
-                else if (!init || !grad)
-                    r = vs_set_error(VS_ERR_NULL, "%s: desc.storage gave \"%s\" no %s", fn, q->d->name,
-                                     init ? "gradient" : "parameter");
-            } else if (!r) {
-                init = t->dev ? vs_device_alloc(w, ib) : vs_alloc(w, ib); // (on the device there)
-                if (!init)
-                    r = vs_set_error(VS_ERR_NOMEM, "%s: %lld %s elements for \"%s\"", fn, (long long)q->lnumel,
-                                     vs_dtype_name(pdt), q->d->name);
-            }
-            if (!r) {
-                live += q->lnumel * (int64_t)psz; // (the shard, never the whole tensor)
-                if (live > t->init_peak) t->init_peak = live;
-                dt.data = init;
-                vs_init_desc id = q->d->init;
-                id.seed = m->seed;
-                id.name = q->d->name;
-                r = noinit ? VS_OK : vs_init_fill(&dt, &id);
-                if (r) r = vs_set_error(r, "%s: init of \"%s\": %s", fn, q->d->name, vs_last_error());
-            }
-            if (d->storage)
-                pdsc.storage = init, pdsc.grad_storage = grad;
-            else
-                pdsc.data = init;
-            if (!r) r = vs_ddp_add_param(t->ddp, &pdsc, &q->ddp);
-            if (!d->storage && t->dev)
-                vs_device_free(w, init); // (vs_ddp_add_param copied it: a cudaMemcpy, done)
-            else if (!d->storage)
-                vs_free(w, init); // (the trainer's memory stays: DDP uses it)
-            live -= q->lnumel * (int64_t)psz;
-        }
-    if (!r) r = vs_ddp_finalize(t->ddp);
-    for (int l = 0; !r && l < L; l++) // the layers' views of their shards
+    if (!r) {
+        *live += q->lnumel * (int64_t)psz; // (the shard, never the whole tensor)
+        if (*live > t->init_peak) t->init_peak = *live;
+        dt.data = init;
+        vs_init_desc id = q->d->init;
+        id.seed = t->model->seed;
+        id.name = q->d->name;
+        r = noinit ? VS_OK : vs_init_fill(&dt, &id);
+        if (r) r = vs_set_error(r, "%s: init of \"%s\": %s", fn, q->d->name, vs_last_error());
+    }
+    if (d->storage)
+        pdsc.storage = init, pdsc.grad_storage = grad;
+    else
+        pdsc.data = init;
+    if (!r) r = vs_ddp_add_param(t->ddp, &pdsc, &q->ddp);
+    if (!d->storage && t->dev)
+        vs_device_free(w, init); // (vs_ddp_add_param copied it: a cudaMemcpy, done)
+    else if (!d->storage)
+        vs_free(w, init); // (the trainer's memory stays: DDP uses it)
+    *live -= q->lnumel * (int64_t)psz;
+    return r;
+}
+
+/* Each layer's views of its parameters' shards, and the scratch gradients of
+   a parameter a layer shares: another stage's part of a tied one (device), a
+   later user's on this stage. */
+_VS_HL_PRIVATE vs_result _vs_hl_layer_views(vs_train* t, const char* fn)
+{
+    const vs_model_desc* m = t->model;
+    vs_world* w = t->w;
+    vs_result r = VS_OK;
+    for (int l = 0; !r && l < m->nlayers; l++)
         for (int i = 0; i < m->layers[l].nparams; i++) {
             _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
             if (q->ddp < 0) continue;
@@ -4047,26 +4096,72 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
             for (int e = 0; e < VS_TENSOR_MAX_DIMS; e++)
                 t->lay[l].ctx.local_shape[i][e] = q->lshape[e], t->lay[l].ctx.offset[i][e] = q->loff[e];
         }
-    if (!r) {
-        vs_pipe_desc pd;
-        memset(&pd, 0, sizeof pd);
-        pd.mesh = t->mesh;
-        pd.units = t->units;
-        pd.nunits = L;
-        pd.plan = &t->pplan;
-        pd.data = _vs_hl_data;
-        pd.data_user = t;
-        pd.loss = VS_PIPE_LOSS_MEAN;
-        pd.on_sync = _vs_hl_on_sync;
-        pd.on_step = _vs_hl_on_step;
-        pd.hook_user = t;
-        pd.stream = t->stream; // (NULL on the host transports)
-        pd.fixed_shapes = t->dev && !d->variable_shapes;
-        pd.defer_loss = t->dev; // (the loss is read with the norm: one host wait a step)
-        r = vs_pipe_init(&pd, &t->pipe);
-        if (!r) t->pipe->owner = _VS_HL_OWNER;
-    }
-    if (!r) r = vs_pipe_generate(w, _vs_hl_sched(pl), pp, t->pplan.chunks, t->M, &t->sched);
+    return r;
+}
+
+/* The pipeline engine over the units, with vescale's data and hooks, and the
+   plan's schedule. */
+_VS_HL_PRIVATE vs_result _vs_hl_open_pipe(vs_train* t)
+{
+    vs_pipe_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.mesh = t->mesh;
+    pd.units = t->units;
+    pd.nunits = t->model->nlayers;
+    pd.plan = &t->pplan;
+    pd.data = _vs_hl_data;
+    pd.data_user = t;
+    pd.loss = VS_PIPE_LOSS_MEAN;
+    pd.on_sync = _vs_hl_on_sync;
+    pd.on_step = _vs_hl_on_step;
+    pd.hook_user = t;
+    pd.stream = t->stream; // (NULL on the host transports)
+    pd.fixed_shapes = t->dev && !t->desc.variable_shapes;
+    pd.defer_loss = t->dev; // (the loss is read with the norm: one host wait a step)
+    vs_result r = vs_pipe_init(&pd, &t->pipe);
+    if (!r) t->pipe->owner = _VS_HL_OWNER;
+    if (!r) r = vs_pipe_generate(t->w, _vs_hl_sched(&t->plan), t->pp, t->pplan.chunks, t->M, &t->sched);
+    return r;
+}
+
+_VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mesh* mesh, int noinit, const char* fn,
+                                     vs_train** out)
+{
+    if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!w || !d || !d->plan) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !w ? "world" : !d ? "desc" : "desc.plan");
+    _VS_TRY(_vs_hl_check_desc(d, fn));
+    const vs_plan* pl = d->plan;
+    int pp = _vs_hl_sz(pl->pp), dp = _vs_hl_sz(pl->dp), tp = _vs_hl_sz(pl->tp);
+    if (!mesh && pp * dp * tp != vs_world_size(w))
+        return vs_set_error(VS_ERR_MISMATCH, "%s: the plan's mesh PP=%d x DP=%d x TP=%d is %d ranks, the world has %d", fn,
+                            pp, dp, tp, pp * dp * tp, vs_world_size(w));
+    vs_train* t = (vs_train*)vs_alloc(w, sizeof *t);
+    if (!t) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    memset(t, 0, sizeof *t);
+    t->magic = _VS_HL_LIVE;
+    t->grad_norm = NAN;
+    t->w = w;
+    t->model = d->model;
+    t->desc = *d;
+    t->plan = *pl;
+    t->pp = pp, t->dp = dp, t->tp = tp;
+    t->M = _vs_hl_mbs(pl);
+    if (t->desc.lr.lr == 0 && t->desc.lr.kind == 0) t->desc.lr.lr = 1e-3;
+    vs_result r = vs_lr_check(&t->desc.lr);
+    if (!r) r = _vs_hl_loss_scale(t, fn);
+    if (!r) r = _vs_hl_open_mesh(t, mesh, fn);
+    if (!r) r = _vs_hl_split_units(t, fn);
+    if (!r) r = _vs_hl_index_params(t);
+    if (!r) r = _vs_hl_open_ddp(t);
+    int64_t live = 0;
+    for (int pass = 0; pass < 2 && !r; pass++) // tied ones first: their bucket reduces last
+        for (int x = 0; x < t->np && !r; x++)
+            if (t->prm[x].chunk_lo >= 0 && t->prm[x].tied_remote == (pass == 0))
+                r = _vs_hl_add_param(t, &t->prm[x], noinit, fn, &live);
+    if (!r) r = vs_ddp_finalize(t->ddp);
+    if (!r) r = _vs_hl_layer_views(t, fn);
+    if (!r) r = _vs_hl_open_pipe(t);
     if (r) {
         char msg[600];
         size_t ml = strlen(vs_last_error());
@@ -4753,40 +4848,35 @@ _VS_HL_PRIVATE vs_result _vs_hl_copy(vs_train* t, void* dst, const void* src, si
 #endif
 }
 
-/* vs_train_reconfigure's move of the state from the old training state (NULL:
-   none here) into nt, the new one on its mesh. */
-_VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const char* ckpt, vs_reconfig_info* inf)
+/* vs_train_reconfigure's counters: the largest step count any rank of the new
+   mesh holds (*top), whether this rank's old state is that current one
+   (*holder), the holders' skipped count, loss scale and good steps (cnt), and
+   the data position (an attached loader's, or one loaded for a loader not yet
+   open) from the first holder that has one: a loader a rank opens on the new
+   state starts there (vs_data_open), the moved ones seek to it. */
+_VS_HL_PRIVATE vs_result _vs_hl_move_counters(vs_train* old, vs_train* nt, vs_reconfig_info* inf, int64_t* top,
+                                              int* holder, double* cnt)
 {
     const char* fn = "vs_train_reconfigure";
     vs_world* w = nt->w;
     vs_comm* mc = vs_mesh_comm(nt->mesh);
-    vs_comm* dc = nt->dpm ? vs_mesh_comm(nt->dpm) : NULL;
-    const int dp = nt->dp, me = nt->dp_rank;
-#ifdef VESCALE_NCCL
-    // (its state is read below; a collective of the old mesh's that waits for a lost peer may hold its stream:
-    // waited for with the new mesh's deadline, never for good)
-    if (old && old->dev && old->stream) _VS_TRY(vs_sync_stream(mc, old->stream));
-#endif
-    // the current state: the largest step count any rank holds, and its counters
-    int64_t steps = old ? vs_ddp_step_count(old->ddp) : -1, top = -1;
-    _VS_TRY(_vs_host_coll(mc, 0, &steps, &top, 1, VS_I64, VS_OP_MAX, fn));
-    if (top < 0) return vs_set_error(VS_ERR_STATE, "%s: no rank of the mesh holds a training state", fn);
-    int holder = old && steps == top;
-    double cnt[4] = {-1, -1, -1, 0}, all[4];
-    if (holder) cnt[0] = (double)old->skipped, cnt[1] = old->scale, cnt[2] = (double)old->good;
-    _VS_TRY(_vs_host_coll(mc, 0, cnt, all, 3, VS_F64, VS_OP_MAX, fn));
-    int32_t h = holder, hs = 0;
+    int64_t steps = old ? vs_ddp_step_count(old->ddp) : -1;
+    *top = -1;
+    _VS_TRY(_vs_host_coll(mc, 0, &steps, top, 1, VS_I64, VS_OP_MAX, fn));
+    if (*top < 0) return vs_set_error(VS_ERR_STATE, "%s: no rank of the mesh holds a training state", fn);
+    *holder = old && steps == *top;
+    double mine[4] = {-1, -1, -1, 0};
+    if (*holder) mine[0] = (double)old->skipped, mine[1] = old->scale, mine[2] = (double)old->good;
+    _VS_TRY(_vs_host_coll(mc, 0, mine, cnt, 3, VS_F64, VS_OP_MAX, fn));
+    int32_t h = *holder, hs = 0;
     _VS_TRY(_vs_host_coll(mc, 0, &h, &hs, 1, VS_I32, VS_OP_SUM, fn));
-    inf->steps = top;
+    inf->steps = *top;
     inf->holders = hs;
-    /* the data position (an attached loader's, or one loaded for a loader not
-       yet open) from the first holder that has one: a loader a rank opens on
-       the new state starts there (vs_data_open), the moved ones seek to it */
     size_t pb = 8 + _VS_DATA_POS_BYTES;
     unsigned char* pos = (unsigned char*)vs_alloc(w, pb * (size_t)(vs_comm_size(mc) + 1));
     if (!pos) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     memset(pos, 0, pb);
-    if (holder && ((old->data && old->has_step_pos) || old->has_data_pos)) {
+    if (*holder && ((old->data && old->has_step_pos) || old->has_data_pos)) {
         pos[0] = 1;
         memcpy(pos + 8, old->data ? old->step_pos : old->data_pos, _VS_DATA_POS_BYTES);
     }
@@ -4797,40 +4887,47 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
             break;
         }
     vs_free(w, pos);
-    _VS_TRY(pr);
-    // the moves, in the new DDP's order: each parameter, then its optimizer states
+    return pr;
+}
+
+/* The moves, in the new DDP's order: each parameter's values, then its
+   optimizer states (mv: room for 7 a parameter; *K: how many), where they lie
+   in the new state and, on a holder, in the old one. Through DDP's public
+   calls: vs_ddp_query_param_info, vs_ddp_param, vs_ddp_optim_state. */
+_VS_HL_PRIVATE vs_result _vs_hl_list_moves(vs_train* old, vs_train* nt, int holder, _vs_hl_move* mv, int* K)
+{
+    const char* fn = "vs_train_reconfigure";
     vs_ddp* nd = nt->ddp;
-    int np = vs_ddp_num_params(nd), K = 0;
-    _vs_hl_move* mv = (_vs_hl_move*)vs_alloc(w, sizeof(_vs_hl_move) * (size_t)(np ? np : 1) * 7);
-    if (!mv) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     vs_result r = VS_OK;
-    for (int i = 0; i < np && !r; i++) {
-        const _vs_dparam* q = &nd->params[i];
+    *K = 0;
+    for (int i = 0; i < vs_ddp_num_params(nd) && !r; i++) {
+        vs_ddp_param_info q, oq;
+        memset(&oq, 0, sizeof oq);
+        r = vs_ddp_query_param_info(nd, i, &q);
         int oi = -1;
-        if (holder) {
-            int ox = _vs_hl_find(old, q->name);
+        if (!r && holder) {
+            int ox = _vs_hl_find(old, q.name);
             oi = ox >= 0 ? old->prm[ox].ddp : -1;
-            if (oi < 0 || vs_ddp_local_numel(old->ddp, oi) != q->numel)
+            if (oi >= 0) r = vs_ddp_query_param_info(old->ddp, oi, &oq);
+            if (!r && (oi < 0 || oq.local_numel != q.local_numel))
                 r = vs_set_error(VS_ERR_MISMATCH, "%s: \"%s\": the old state holds %s here: PP and TP must stay as they "
-                                 "were", fn, q->name, oi < 0 ? "no shard of it" : "a shard of another size");
+                                 "were", fn, q.name, oi < 0 ? "no shard of it" : "a shard of another size");
         }
         for (int s = 0; s < 7 && !r; s++) {
             vs_ddp_state which = (vs_ddp_state)s;
             if (s && vs_ddp_has_optim_state(nd, i, which) != 1) continue;
-            _vs_hl_move* m = &mv[K++];
+            _vs_hl_move* m = &mv[(*K)++];
             memset(m, 0, sizeof *m);
-            m->name = q->name;
+            m->name = q.name;
             m->which = which;
-            m->n = q->numel;
-            if (s == 0) {
-                m->esize = vs_dtype_size(q->dtype);
-                m->newp = (char*)_vs_ddp_pat(&nd->buckets[q->bucket], q, q->offset);
-                m->ne = q->numel;
-                if (holder) {
-                    const _vs_dparam* oq = &old->ddp->params[oi];
-                    m->oldp = (char*)_vs_ddp_pat(&old->ddp->buckets[oq->bucket], oq, oq->offset);
-                    m->oe = oq->numel;
-                }
+            m->n = q.local_numel;
+            if (s == 0) { // the values: the whole local shard
+                m->esize = vs_dtype_size(q.dtype);
+                m->newp = (char*)vs_ddp_param(nd, i);
+                m->ne = q.local_numel;
+                if (holder) m->oldp = (char*)vs_ddp_param(old->ddp, oi), m->oe = oq.local_numel;
+                if (q.local_numel > 0 && (!m->newp || (holder && !m->oldp)))
+                    r = vs_set_error(VS_ERR_STATE, "%s: the values of \"%s\": %s", fn, q.name, vs_last_error());
                 continue;
             }
             vs_ddp_span sp;
@@ -4843,6 +4940,80 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
             }
         }
     }
+    return r;
+}
+
+/* Move k's data: a copy where every DP member's new range lies in its old
+   one, else a gather over DP of the pieces (from, to: scratch of dp each; g:
+   of 4 dp) and a copy of this rank's new range out of it. rg: every member's
+   ranges of every move (K of them). */
+_VS_HL_PRIVATE vs_result _vs_hl_move_one(vs_train* nt, const _vs_hl_move* m, const int64_t* rg, int K, int k,
+                                         int64_t* g, int64_t* from, int64_t* to, size_t* counts, vs_reconfig_info* inf)
+{
+    const char* fn = "vs_train_reconfigure";
+    vs_world* w = nt->w;
+    vs_comm* dc = nt->dpm ? vs_mesh_comm(nt->dpm) : NULL;
+    const int dp = nt->dp, me = nt->dp_rank;
+    size_t* displs = counts + dp;
+    int local = 1;
+    for (int j = 0; j < dp; j++) {
+        const int64_t* x = &rg[((size_t)j * (size_t)K + (size_t)k) * 4];
+        memcpy(&g[4 * j], x, 4 * sizeof(int64_t));
+        if (x[3] > x[2] && (x[2] < x[0] || x[3] > x[1])) local = 0;
+    }
+    vs_result r = VS_OK;
+    if (local) {
+        if (m->ne > m->nb)
+            r = _vs_hl_copy(nt, m->newp, m->oldp + (size_t)(m->nb - m->ob) * m->esize, (size_t)(m->ne - m->nb) * m->esize);
+        inf->bytes_local += (m->ne - m->nb) * (int64_t)m->esize;
+        return r;
+    }
+    (void)_vs_hl_pieces(g, dp, m->n, from, to);
+    size_t fb = (size_t)(m->n ? m->n : 1) * m->esize;
+    char* full = (char*)(nt->dev ? vs_device_alloc(w, fb) : vs_alloc(w, fb));
+    if (!full) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory (%lld elements of \"%s\")", fn, (long long)m->n, m->name);
+    for (int j = 0; j < dp; j++)
+        counts[j] = (size_t)(to[j] - from[j]) * m->esize, displs[j] = (size_t)from[j] * m->esize;
+    const char* send = counts[me] ? m->oldp + (size_t)(from[me] - m->ob) * m->esize : full;
+    r = vs_all_gatherv(dc, send, full, counts, displs, VS_U8, NULL);
+    if (!r && nt->dev) r = vs_sync_stream(dc, NULL); // (the copies below read what it wrote)
+    for (int j = 0; !r && j < dp; j++) { // the covered parts of this rank's new range
+        int64_t b = from[j] > m->nb ? from[j] : m->nb, e = to[j] < m->ne ? to[j] : m->ne;
+        if (e <= b) continue;
+        r = _vs_hl_copy(nt, m->newp + (size_t)(b - m->nb) * m->esize, full + (size_t)b * m->esize,
+                        (size_t)(e - b) * m->esize);
+        if (j == me) inf->bytes_local += (e - b) * (int64_t)m->esize;
+        else inf->bytes_moved += (e - b) * (int64_t)m->esize;
+    }
+    if (nt->dev) vs_device_free(w, full);
+    else vs_free(w, full);
+    return r;
+}
+
+/* vs_train_reconfigure's move of the state from the old training state (NULL:
+   none here) into nt, the new one on its mesh: the counters, the list of
+   moves, every DP member's ranges and what nobody holds any more (from ckpt),
+   then each move's data. */
+_VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const char* ckpt, vs_reconfig_info* inf)
+{
+    const char* fn = "vs_train_reconfigure";
+    vs_world* w = nt->w;
+    vs_comm* mc = vs_mesh_comm(nt->mesh);
+    vs_comm* dc = nt->dpm ? vs_mesh_comm(nt->dpm) : NULL;
+    const int dp = nt->dp, me = nt->dp_rank;
+#ifdef VESCALE_NCCL
+    // (its state is read below; a collective of the old mesh's that waits for a lost peer may hold its stream:
+    // waited for with the new mesh's deadline, never for good)
+    if (old && old->dev && old->stream) _VS_TRY(vs_sync_stream(mc, old->stream));
+#endif
+    int64_t top = -1;
+    int holder = 0, K = 0;
+    double all[4];
+    _VS_TRY(_vs_hl_move_counters(old, nt, inf, &top, &holder, all));
+    int np = vs_ddp_num_params(nt->ddp);
+    _vs_hl_move* mv = (_vs_hl_move*)vs_alloc(w, sizeof(_vs_hl_move) * (size_t)(np ? np : 1) * 7);
+    if (!mv) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    vs_result r = _vs_hl_list_moves(old, nt, holder, mv, &K);
     // every member's ranges (DP group), and what nobody holds any more
     int64_t* rg = r ? NULL : (int64_t*)vs_alloc(w, sizeof(int64_t) * 4 * (size_t)(K ? K : 1) * (size_t)dp);
     int64_t* mine = r ? NULL : (int64_t*)vs_alloc(w, sizeof(int64_t) * 4 * (size_t)(K ? K : 1));
@@ -4878,49 +5049,12 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
             vs_log(w, VS_LOG_WARN, "%s: %lld state elements no live rank held come from %s (%s...), older than step "
                    "%lld", fn, (long long)lost_all, ckpt, first[0] ? first : "", (long long)top);
     }
-    // the data: a copy where every member's new range lies in its old one, else a gather over DP
+    // the data
     size_t* counts = r ? NULL : (size_t*)vs_alloc(w, sizeof(size_t) * 2 * (size_t)dp);
-    size_t* displs = counts ? counts + dp : NULL;
     if (!r && !counts) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-    for (int k = 0; !r && k < K; k++) {
-        _vs_hl_move* m = &mv[k];
-        int local = 1;
-        for (int j = 0; j < dp; j++) {
-            const int64_t* x = &rg[((size_t)j * (size_t)K + (size_t)k) * 4];
-            memcpy(&g[4 * j], x, 4 * sizeof(int64_t));
-            if (x[3] > x[2] && (x[2] < x[0] || x[3] > x[1])) local = 0;
-        }
-        if (local) {
-            if (m->ne > m->nb)
-                r = _vs_hl_copy(nt, m->newp, m->oldp + (size_t)(m->nb - m->ob) * m->esize, (size_t)(m->ne - m->nb) * m->esize);
-            inf->bytes_local += (m->ne - m->nb) * (int64_t)m->esize;
-            continue;
-        }
-        (void)_vs_hl_pieces(g, dp, m->n, from, to);
-        size_t fb = (size_t)(m->n ? m->n : 1) * m->esize;
-        char* full = (char*)(nt->dev ? vs_device_alloc(w, fb) : vs_alloc(w, fb));
-        if (!full) {
-            r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory (%lld elements of \"%s\")", fn, (long long)m->n, m->name);
-            break;
-        }
-        for (int j = 0; j < dp; j++)
-            counts[j] = (size_t)(to[j] - from[j]) * m->esize, displs[j] = (size_t)from[j] * m->esize;
-        const char* send = counts[me] ? m->oldp + (size_t)(from[me] - m->ob) * m->esize : full;
-        r = vs_all_gatherv(dc, send, full, counts, displs, VS_U8, NULL);
-        if (!r && nt->dev) r = vs_sync_stream(dc, NULL); // (the copies below read what it wrote)
-        for (int j = 0; !r && j < dp; j++) { // the covered parts of this rank's new range
-            int64_t b = from[j] > m->nb ? from[j] : m->nb, e = to[j] < m->ne ? to[j] : m->ne;
-            if (e <= b) continue;
-            r = _vs_hl_copy(nt, m->newp + (size_t)(b - m->nb) * m->esize, full + (size_t)b * m->esize,
-                            (size_t)(e - b) * m->esize);
-            if (j == me) inf->bytes_local += (e - b) * (int64_t)m->esize;
-            else inf->bytes_moved += (e - b) * (int64_t)m->esize;
-        }
-        if (nt->dev) vs_device_free(w, full);
-        else vs_free(w, full);
-    }
+    for (int k = 0; !r && k < K; k++) r = _vs_hl_move_one(nt, &mv[k], rg, K, k, g, from, to, counts, inf);
     if (!r) { // the counters continue
-        r = vs_ddp_set_step_count(nd, top);
+        r = vs_ddp_set_step_count(nt->ddp, top);
         nt->skipped = (int64_t)all[0];
         if (nt->ls.enable) nt->scale = all[1], nt->good = (int64_t)all[2];
     }
