@@ -597,6 +597,20 @@ typedef struct vs_train_desc {
 
 typedef struct vs_train vs_train;
 
+/* desc (NULL: all zero) as vs_parallelize resolves it, every zero-is-default
+   value filled (as sokol's sg_query_desc):
+   - lr: lr 0 with kind VS_LR_CONSTANT: 1e-3
+   - accumulate: 0: 1 (every call steps)
+   - optim: as DDP resolves it (vs_ddp_query_desc): beta1 0.9, beta2 0.999,
+     eps 1e-8 with their _set flags 1, ngroups at least 1, each group's
+     lr_scale 1 with lr_scale_set 1
+   - loss_scale: init 65536, growth 2, backoff 0.5, interval 2000; enable 0:
+     1 when desc.model has an f16 parameter, else -1
+   The rest stays as given (stream NULL: one the training state makes). Checks
+   clip, accumulate, nonfinite, lr and loss_scale as vs_parallelize does
+   (VS_ERR_INVALID naming the field); model and plan are vs_parallelize's to
+   check. Passing the result to vs_parallelize gives the same training state. */
+VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* out);
 /* Collective over the world: makes the (PP, DP, TP) mesh, allocates and
    initializes only this rank's shards (sharding-invariant init: the same values
    as one device), and wires DDP / ZeRO, the pipeline engine and TP. */
@@ -840,6 +854,17 @@ typedef struct vs_data_info {
    desc.prefetch starts the read-ahead thread. Not collective: every rank opens
    its own. Errors name the file or the pattern. */
 VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out);
+/* desc as vs_data_open resolves it, every zero-is-default value filled (as
+   sokol's sg_query_desc):
+   - dp_size, dp_rank: with desc.train its mesh's DP size and this rank's DP
+     coordinate; without, dp_size 0: 1
+   - prefetch: 0: 2 (-1 stays: no thread)
+   - timeout: 0: 60 s
+   - input_name: NULL: "tokens"; target_name: NULL: "targets"
+   The rest stays as given. Checks the desc as vs_data_open does
+   (VS_ERR_INVALID naming the field; an attached training state that has a
+   loader already: VS_ERR_STATE), without opening the files. Not collective. */
+VS_API vs_result vs_data_query_desc(const vs_data_desc* desc, vs_data_desc* out);
 /* This rank's rows of the next global batch: out->data[0] the inputs, [1] the
    targets, i32 [B/DP, T] (loader memory, valid until the next call), and
    out->dp_local = DP. Waits at most desc.timeout. */
@@ -3795,10 +3820,15 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
 /* _vs_hl_make's phases, in the order it runs them; each returns the first
    error (t is then freed by _vs_hl_make) and names the caller with fn. */
 
-/* The desc's own numbers, before anything is made. */
-_VS_HL_PRIVATE vs_result _vs_hl_check_desc(const vs_train_desc* d, const char* fn)
+/* Every zero-is-default value of a vs_train_desc, resolved and checked in this
+   one place (as sokol's _sg_desc_defaults): vs_train_query_desc returns the
+   result, vs_parallelize and vs_train_reconfigure make the training state from
+   it. fn names the caller in messages. */
+_VS_HL_PRIVATE vs_result _vs_hl_resolve(const vs_train_desc* in, vs_train_desc* out, const char* fn)
 {
-    _VS_TRY(vs_plan_check(d->plan, d->model));
+    vs_train_desc z;
+    memset(&z, 0, sizeof z);
+    const vs_train_desc* d = in ? in : &z;
     if (!isfinite(d->clip) || d->clip < 0)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.clip = %g (finite and >= 0; 0: no clipping)", fn, d->clip);
     if (d->accumulate < 0 || d->accumulate > 1 << 20)
@@ -3807,18 +3837,17 @@ _VS_HL_PRIVATE vs_result _vs_hl_check_desc(const vs_train_desc* d, const char* f
     if ((int)d->nonfinite < 0 || d->nonfinite > VS_NONFINITE_ERROR)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.nonfinite = %d (VS_NONFINITE_SKIP or VS_NONFINITE_ERROR)", fn,
                             (int)d->nonfinite);
-    return VS_OK;
-}
-
-/* The loss scale: defaults, checks, on for f16 models unless turned off. */
-_VS_HL_PRIVATE vs_result _vs_hl_loss_scale(vs_train* t, const char* fn)
-{
-    const vs_model_desc* m = t->model;
-    vs_loss_scale* ls = &t->ls;
-    *ls = t->desc.loss_scale;
-    int f16 = 0;
-    for (int l = 0; l < m->nlayers; l++)
-        for (int i = 0; i < m->layers[l].nparams; i++) f16 |= _vs_hl_dt(&m->layers[l].params[i]) == VS_F16;
+    *out = *d;
+    if (out->lr.lr == 0 && out->lr.kind == VS_LR_CONSTANT) out->lr.lr = 1e-3;
+    vs_result r = vs_lr_check(&out->lr);
+    if (r) return vs_set_error(r, "%s: %s", fn, vs_last_error());
+    if (out->accumulate == 0) out->accumulate = 1;
+    vs_ddp_desc dd; // the optimizer's defaults are DDP's
+    memset(&dd, 0, sizeof dd);
+    dd.optim = out->optim;
+    _vs_ddp_desc_defaults(&dd);
+    out->optim = dd.optim;
+    vs_loss_scale* ls = &out->loss_scale;
     if (ls->init == 0) ls->init = 65536;
     if (ls->growth == 0) ls->growth = 2;
     if (ls->backoff == 0) ls->backoff = 0.5;
@@ -3829,9 +3858,21 @@ _VS_HL_PRIVATE vs_result _vs_hl_loss_scale(vs_train* t, const char* fn)
         !(ls->backoff > 0 && ls->backoff < 1) || ls->interval < 1)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale: init %g (> 0), growth %g (> 1), backoff %g (in (0, "
                             "1)), interval %d (>= 1)", fn, ls->init, ls->growth, ls->backoff, ls->interval);
-    ls->enable = ls->enable == 1 || (ls->enable == 0 && f16);
-    t->scale = ls->enable ? ls->init : 1.0;
+    if (ls->enable == 0) { // on for f16 models
+        int f16 = 0;
+        const vs_model_desc* m = out->model;
+        for (int l = 0; m && m->layers && l < m->nlayers; l++)
+            for (int i = 0; i < m->layers[l].nparams && i < VS_LAYER_MAX_PARAMS; i++)
+                f16 |= _vs_hl_dt(&m->layers[l].params[i]) == VS_F16;
+        ls->enable = f16 ? 1 : -1;
+    }
     return VS_OK;
+}
+
+VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* out)
+{
+    if (!out) return vs_set_error(VS_ERR_NULL, "vs_train_query_desc: out is NULL");
+    return _vs_hl_resolve(desc, out, "vs_train_query_desc");
 }
 
 /* The (PP, DP, TP) mesh (`mesh`, or a new one over the world), its submeshes
@@ -4130,7 +4171,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
     if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
     *out = NULL;
     if (!w || !d || !d->plan) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !w ? "world" : !d ? "desc" : "desc.plan");
-    _VS_TRY(_vs_hl_check_desc(d, fn));
+    _VS_TRY(vs_plan_check(d->plan, d->model));
+    vs_train_desc rd; // resolved
+    _VS_TRY(_vs_hl_resolve(d, &rd, fn));
     const vs_plan* pl = d->plan;
     int pp = _vs_hl_sz(pl->pp), dp = _vs_hl_sz(pl->dp), tp = _vs_hl_sz(pl->tp);
     if (!mesh && pp * dp * tp != vs_world_size(w))
@@ -4143,14 +4186,14 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
     t->grad_norm = NAN;
     t->w = w;
     t->model = d->model;
-    t->desc = *d;
+    t->desc = rd;
     t->plan = *pl;
     t->pp = pp, t->dp = dp, t->tp = tp;
     t->M = _vs_hl_mbs(pl);
-    if (t->desc.lr.lr == 0 && t->desc.lr.kind == 0) t->desc.lr.lr = 1e-3;
-    vs_result r = vs_lr_check(&t->desc.lr);
-    if (!r) r = _vs_hl_loss_scale(t, fn);
-    if (!r) r = _vs_hl_open_mesh(t, mesh, fn);
+    t->ls = rd.loss_scale;
+    t->ls.enable = rd.loss_scale.enable == 1;
+    t->scale = t->ls.enable ? t->ls.init : 1.0;
+    vs_result r = _vs_hl_open_mesh(t, mesh, fn);
     if (!r) r = _vs_hl_split_units(t, fn);
     if (!r) r = _vs_hl_index_params(t);
     if (!r) r = _vs_hl_open_ddp(t);
@@ -5461,10 +5504,11 @@ _VS_HL_PRIVATE vs_result _vs_data_buffers(vs_data* d, size_t bytes)
     return VS_OK;
 }
 
-/* The desc's values, checked; DP from the training state or the desc. */
-_VS_HL_PRIVATE vs_result _vs_data_check_desc(const vs_data_desc* desc, int* dp, int* dprank)
+/* Every zero-is-default value of a vs_data_desc, resolved and checked in this
+   one place: vs_data_query_desc returns the result, vs_data_open opens it. fn
+   names the caller in messages. */
+_VS_HL_PRIVATE vs_result _vs_data_resolve(const vs_data_desc* desc, vs_data_desc* out, const char* fn)
 {
-    const char* fn = "vs_data_open";
     if (!desc->files || !*desc->files)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.files (a glob pattern of token shard files) is required", fn);
     if (desc->batch < 1) return vs_set_error(VS_ERR_INVALID, "%s: desc.batch = %lld rows (>= 1)", fn, (long long)desc->batch);
@@ -5479,21 +5523,33 @@ _VS_HL_PRIVATE vs_result _vs_data_check_desc(const vs_data_desc* desc, int* dp, 
     if (desc->vocab < 0) return vs_set_error(VS_ERR_INVALID, "%s: desc.vocab = %lld (0: any)", fn, (long long)desc->vocab);
     if (desc->shuffle != 0 && desc->shuffle != 1)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.shuffle = %d (0 or 1)", fn, desc->shuffle);
+    *out = *desc;
     if (desc->train) {
         _VS_TRY(_VS_HL_GONE(fn, desc->train));
         if (!desc->not_saved && desc->train->data)
             return vs_set_error(VS_ERR_STATE, "%s: this training state has a data loader attached already (free it "
                                 "first, or open this one with desc.not_saved)", fn);
-        *dp = desc->train->dp, *dprank = desc->train->dp_rank;
+        out->dp_size = desc->train->dp, out->dp_rank = desc->train->dp_rank;
     } else {
-        *dp = desc->dp_size ? desc->dp_size : 1, *dprank = desc->dp_rank;
-        if (desc->dp_size < 0 || desc->dp_rank < 0 || desc->dp_rank >= *dp)
+        out->dp_size = desc->dp_size ? desc->dp_size : 1;
+        if (desc->dp_size < 0 || desc->dp_rank < 0 || desc->dp_rank >= out->dp_size)
             return vs_set_error(VS_ERR_INVALID, "%s: desc.dp_rank %d of dp_size %d", fn, desc->dp_rank, desc->dp_size);
     }
-    if (desc->batch % *dp)
-        return vs_set_error(VS_ERR_INVALID, "%s: DP=%d does not divide the batch of %lld rows", fn, *dp,
+    if (desc->batch % out->dp_size)
+        return vs_set_error(VS_ERR_INVALID, "%s: DP=%d does not divide the batch of %lld rows", fn, out->dp_size,
                             (long long)desc->batch);
+    if (!out->prefetch) out->prefetch = 2;
+    if (!out->timeout) out->timeout = 60;
+    if (!out->input_name) out->input_name = "tokens";
+    if (!out->target_name) out->target_name = "targets";
     return VS_OK;
+}
+
+VS_API vs_result vs_data_query_desc(const vs_data_desc* desc, vs_data_desc* out)
+{
+    const char* fn = "vs_data_query_desc";
+    if (!desc || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, desc ? "out" : "desc");
+    return _vs_data_resolve(desc, out, fn);
 }
 
 /* The files the pattern names, sorted by strcmp (glob's own order follows the locale). */
@@ -5530,8 +5586,9 @@ VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
     const char* fn = "vs_data_open";
     if (!desc || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, desc ? "out" : "desc");
     *out = NULL;
-    int dp = 1, dprank = 0;
-    _VS_TRY(_vs_data_check_desc(desc, &dp, &dprank));
+    vs_data_desc rd; // resolved
+    _VS_TRY(_vs_data_resolve(desc, &rd, fn));
+    desc = &rd;
     vs_world_desc wd; // (the allocator: the loader keeps its own copy)
     memset(&wd, 0, sizeof wd);
     if (desc->train) _VS_TRY(vs_world_query_desc(desc->train->w, &wd));
@@ -5544,12 +5601,13 @@ VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
     d->al = wd.allocator, d->fd = d->fd_file = -1;
     pthread_mutex_init(&d->mu, NULL);
     _vs_cond_init(&d->cv);
-    d->T = desc->seq_len, d->B = desc->batch, d->dp = dp, d->dprank = dprank, d->rows = desc->batch / dp;
+    d->T = desc->seq_len, d->B = desc->batch, d->dp = desc->dp_size, d->dprank = desc->dp_rank;
+    d->rows = desc->batch / desc->dp_size;
     d->shuffle = desc->shuffle, d->seed = desc->seed, d->vocab = desc->vocab;
-    d->timeout = desc->timeout > 0 ? desc->timeout : 60;
-    d->nslots = desc->prefetch < 0 ? 1 : (desc->prefetch ? desc->prefetch : 2) + 1;
-    d->names[0] = _vs_data_strdup(d, desc->input_name ? desc->input_name : "tokens");
-    d->names[1] = _vs_data_strdup(d, desc->target_name ? desc->target_name : "targets");
+    d->timeout = desc->timeout;
+    d->nslots = desc->prefetch < 0 ? 1 : desc->prefetch + 1;
+    d->names[0] = _vs_data_strdup(d, desc->input_name);
+    d->names[1] = _vs_data_strdup(d, desc->target_name);
     vs_result r = d->names[0] && d->names[1] ? VS_OK : vs_set_error(VS_ERR_NOMEM, "%s: names", fn);
     if (!r) r = _vs_data_glob(d, desc->files);
     if (!r) d->win0 = (int64_t*)_vs_data_mem(d, (size_t)(d->nshards + 1) * sizeof(int64_t));
