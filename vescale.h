@@ -49,96 +49,122 @@
 
    From C++: the examples' `&(vs_mesh_desc){ .shape = {2, 2} }` is a C99 compound
    literal, which g++ rejects. Zero-initialize a named desc and set its fields:
+
        vs_mesh_desc md = {};            // every field zero: every default
        md.shape[0] = 2; md.shape[1] = 2;
        vs_mesh_init(w, &md, &mesh);
+
    or, from C++20, designated initializers in declaration order:
+
        vs_mesh_desc md{ .shape = {2, 2} };
+
    (g++ 12 with -Wextra warns there about every field left out; add
    -Wno-missing-field-initializers, or use the first form.)
    Every desc is a plain struct whose zero value means "defaults", so `= {}` is
    always a valid start. The headers have extern "C" linkage.
 
    High-level API, step by step (examples/train_gpt.c does exactly this):
+
        vs_layer_decl layers[] = { { .unit = { .name = "h.0.mlp", .inputs = "x0", .outputs = "x1",
                                               .forward = mlp_fwd, .backward = mlp_bwd, .flops = 1e6 },
                                     .params = { { .name = "h.0.mlp.fc", .ndim = 2, .shape = {64, 256},
                                                   .role = VS_ROLE_COLUMN,
                                                   .init = { .kind = VS_INIT_NORMAL, .b = 0.02 } } },
                                     .nparams = 1 }, ... };
+
        vs_model_desc model = { layers, n, 1234 };      // the seed of every parameter's init
        vs_plan plan = { .pp = 2, .dp = 2, .tp = 2, .schedule = VS_PIPE_1F1B, .zero = VS_ZERO_1 };
        vs_train* t;                                     // collective, on every rank:
        vs_parallelize(world, &(vs_train_desc){ .model = &model, .plan = &plan }, &t);
        for (...) vs_train_step(t, &global_batch, &loss);
-   In a layer's callbacks vs_layer(call) gives its shards (param[i]), the gradient
-   views to add into (grad[i]) and the TP submesh (tp). Roles give the Megatron
-   layout (COLUMN: weight [in, out] Shard(1), bias Shard(0); ROW: weight Shard(0),
-   bias replicated; EMBEDDING: Shard(0); HEAD: Shard(1)); plan rules (glob
-   patterns) override them; a sharded dim splits in whole blocks of the
-   parameter's shard_unit (a head's width: TP must divide the heads). With
-   plan.sequence_parallel the activations between layers are split over TP
-   along the sequence (vs_layer_ctx.sp says so; gather and reduce-scatter with
-   vs_sp_*) and DDP sums the TP-replicated parameters' gradients over TP; every
-   layer must declare that it does so (vs_layer_decl.sp_ok = 1), else the plan
-   is refused naming the layer (one that computes on its part of the sequence
-   as if it were the whole drifts silently). A
-   profile (vs_profile_measure: layer, optimizer and transport times, and the
-   layers TP-sharded in place; vs_profile_describe for people, vs_profile_print
-   exact, to save) calibrates vs_generate_plan; vs_plan_explain says why it
-   chose, vs_plan_explain_for how the plan that runs compares when the caller
-   fixed some of it. A name declared by two layers is one tied parameter
-   (an embedding and an LM head): its two gradients are summed in the same order
-   whether the layers share a stage or not. The global batch holds the model's
-   data inputs with the rows first; each DP rank takes its rows, each microbatch
-   its part. The loss layer returns the mean over the rows it was given (its
-   microbatch); vs_train_step averages those means over the microbatches and DP
-   ranks, so a step's loss and gradients are the global batch's mean whatever
-   the mesh. A 1-D parameter with role COLUMN (a column-parallel bias) is
-   Shard(0) over TP, one with role ROW replicated (added once, after the
-   reduction). Results equal one rank's within float rounding; bit for bit
-   where only PP differs and the microbatch count is the same (the sums then
-   run in the same order). Parameters are f32, bf16 or f16 (vs_param_decl.dtype;
-   fp32 masters and moments, vs_train_desc.grad_fp32, f16 loss scaling with
-   vs_train_desc.loss_scale). Limits: ZeRO-2 keeps a staging
-   buffer per bucket (a pipeline holds every bucket of a chunk open across
-   microbatches).
+
+   In a layer's callbacks vs_layer(call) gives its shards (param[i]), the
+   gradient views to add into (grad[i]) and the TP submesh (tp).
+
+   Layouts. Roles give the Megatron layout; plan rules (glob patterns) override
+   them; a sharded dim splits in whole blocks of the parameter's shard_unit (a
+   head's width: TP must divide the heads).
+   - COLUMN: weight [in, out] Shard(1), bias Shard(0) (a 1-D COLUMN parameter:
+     a column-parallel bias, Shard(0) over TP)
+   - ROW: weight Shard(0), bias replicated (added once, after the reduction)
+   - EMBEDDING: Shard(0); HEAD: Shard(1)
+   - A name declared by two layers is one tied parameter (an embedding and an
+     LM head): its two gradients are summed in the same order whether the
+     layers share a stage or not.
+
+   Sequence parallelism (plan.sequence_parallel): the activations between
+   layers are split over TP along the sequence (vs_layer_ctx.sp says so;
+   gather and reduce-scatter with vs_sp_*), and DDP sums the TP-replicated
+   parameters' gradients over TP. Every layer must declare that it does so
+   (vs_layer_decl.sp_ok = 1), else the plan is refused naming the layer (one
+   that computes on its part of the sequence as if it were the whole drifts
+   silently).
+
+   Planning. A profile calibrates vs_generate_plan:
+   - vs_profile_measure: layer, optimizer and transport times, and the layers
+     TP-sharded in place
+   - vs_profile_describe for people, vs_profile_print exact, to save
+   - vs_plan_explain says why the planner chose; vs_plan_explain_for how the
+     plan that runs compares when the caller fixed some of it
+
+   The batch and the loss. The global batch holds the model's data inputs with
+   the rows first; each DP rank takes its rows, each microbatch its part. The
+   loss layer returns the mean over the rows it was given (its microbatch);
+   vs_train_step averages those means over the microbatches and DP ranks, so a
+   step's loss and gradients are the global batch's mean whatever the mesh.
+
+   Results equal one rank's within float rounding; bit for bit where only PP
+   differs and the microbatch count is the same (the sums then run in the same
+   order).
+
+   Precision. Parameters are f32, bf16 or f16 (vs_param_decl.dtype); fp32
+   masters and moments; vs_train_desc.grad_fp32; f16 loss scaling with
+   vs_train_desc.loss_scale.
+
+   Limits: ZeRO-2 keeps a staging buffer per bucket (a pipeline holds every
+   bucket of a chunk open across microbatches).
 
    On GPUs (VESCALE_NCCL, a world on the NCCL transport: vs_launch_ex with
    VS_TRANSPORT_NCCL, or vs_world_init): parameters, gradients and activations
-   are device memory. Every rank has one compute stream (vs_train_desc.stream,
-   or one the state creates): the layers run on it (vs_pipe_call.stream: launch
-   your kernels there and nothing else is needed), and so do the pipeline's
-   copies, DDP's kernels and the TP communicator's collectives, so vs_tp_* and
-   vs_sp_* calls in a layer are in order with its kernels; the DP reductions
-   wait for the backward that wrote them (events). Shards are initialized on
-   the device (vs_init_fill); the batch (host memory, pinned for asynchronous
-   copies, or device memory) is copied to the device on the compute stream; a
-   tied parameter's two gradients are added by a kernel; the loss's DP mean is
-   taken on the device and read with the gradient norm: a steady-state step
-   makes one host wait, no device allocation and no CUDA event (the pipeline
-   leaves the losses on the device, vs_pipe_desc.defer_loss, and its
-   activations travel without shape headers, fixed_shapes: every step's batch
-   has the first one's shape unless vs_train_desc.variable_shapes; a parameter
-   tied across stages is exchanged and added in stream order);
-   vs_train_get_param, save and load stage through device memory.
+   are device memory.
+   - One compute stream a rank (vs_train_desc.stream, or one the state
+     creates). The layers run on it (vs_pipe_call.stream: launch your kernels
+     there and nothing else is needed), and so do the pipeline's copies, DDP's
+     kernels and the TP communicator's collectives: vs_tp_* and vs_sp_* calls
+     in a layer are in order with its kernels.
+   - The DP reductions wait for the backward that wrote them (events).
+   - Shards are initialized on the device (vs_init_fill).
+   - The batch (host memory, pinned for asynchronous copies, or device memory)
+     is copied to the device on the compute stream.
+   - A tied parameter's two gradients are added by a kernel; one tied across
+     stages is exchanged and added in stream order.
+   - The loss's DP mean is taken on the device and read with the gradient norm.
+   - A steady-state step makes one host wait, no device allocation and no CUDA
+     event: the pipeline leaves the losses on the device
+     (vs_pipe_desc.defer_loss), and its activations travel without shape
+     headers (fixed_shapes: every step's batch has the first one's shape
+     unless vs_train_desc.variable_shapes).
+   - vs_train_get_param, save and load stage through device memory.
 
    Non-finite gradients and the step counter
    -----------------------------------------
-   Every vs_train_step takes the global gradient norm (with or without
+   Every vs_train_step takes the global gradient norm, with or without
    desc.clip: one pass over each rank's gradients and one all-reduce of one
-   double, over every gradient element of the model: DP, TP and PP, ZeRO
-   shards, and every copy of a replicated one), so a NaN or inf anywhere is seen
-   by every rank and all decide alike. desc.nonfinite (vs_nonfinite_policy):
-   VS_NONFINITE_SKIP (0, the default) skips the step on every rank (parameters,
-   optimizer state, step count and LR schedule as they were), returns VS_OK,
-   counts it (vs_train_skipped_steps) and logs it at warn; VS_NONFINITE_ERROR
-   returns VS_ERR_NONFINITE naming the step and the policy, nothing changed.
-   vs_train_grad_norm gives the last norm. One step counter: vs_train_steps is
-   DDP's count, AdamW's bias correction and the LR schedule's position (a
-   skipped step does not advance it); the data position is vs_train_steps +
-   vs_train_skipped_steps. vs_train_save stores both, vs_train_load restores
-   them exactly.
+   double, over every gradient element of the model (DP, TP and PP, ZeRO
+   shards, and every copy of a replicated one). So a NaN or inf anywhere is
+   seen by every rank, and all decide alike. desc.nonfinite
+   (vs_nonfinite_policy):
+   - VS_NONFINITE_SKIP (0, the default): the step is skipped on every rank
+     (parameters, optimizer state, step count and LR schedule as they were);
+     VS_OK; counted (vs_train_skipped_steps) and logged at warn
+   - VS_NONFINITE_ERROR: VS_ERR_NONFINITE naming the step and the policy,
+     nothing changed
+   vs_train_grad_norm gives the last norm.
+
+   One step counter: vs_train_steps is DDP's count, AdamW's bias correction and
+   the LR schedule's position (a skipped step does not advance it); the data
+   position is vs_train_steps + vs_train_skipped_steps. vs_train_save stores
+   both, vs_train_load restores them exactly.
 
    Ownership and lifetimes: the training state owns its mesh, pipe, schedule,
    DDP and checkpointer. vs_train_mesh, vs_train_pipe and vs_train_ddp are for
@@ -320,25 +346,28 @@ typedef struct vs_plan {
     char recompute[256];
 } vs_plan;
 
-/* Text (one "key: value" per line; a rule is a line "shard: <pattern>
-   <placement>", e.g. "shard: h.*.attn.wq Shard(1)", in the order they apply)
-   or JSON; returns the length needed (snprintf-like; buf may be NULL when cap
-   is 0). The plan's strings (rule patterns and placements, split_points) are
-   UTF-8 without quotes, backslashes or control characters, and a pattern holds
-   no blank: so both forms carry them as they are, JSON output is valid UTF-8,
-   and what prints parses back to the same plan. A plan outside that, or with a
-   field out of range (as vs_plan_check says), a NULL plan, or buf NULL with
-   cap > 0: -1 and vs_last_error, nothing printed. */
+/* The plan as text or JSON; snprintf-like: returns the length needed (buf may
+   be NULL when cap is 0).
+   - text: one "key: value" per line; a rule is a line "shard: <pattern>
+     <placement>", e.g. "shard: h.*.attn.wq Shard(1)", in the order they apply
+   - strings (rule patterns and placements, split_points): UTF-8 without
+     quotes, backslashes or control characters, and a pattern holds no blank.
+     So both forms carry them as they are, JSON output is valid UTF-8, and what
+     prints parses back to the same plan.
+   - -1 and vs_last_error, nothing printed: a plan outside that, a field out of
+     range (as vs_plan_check says), a NULL plan, or buf NULL with cap > 0 */
 VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap);
 VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap);
-/* Either form; errors name the line and the key. Each key once (shard, a rule,
-   as often as there are rules); at least one key (an empty or comment-only
-   text is an error); values without their leading and trailing blanks; the
-   strings as vs_plan_print says (a byte that is not UTF-8 is an error, not an
-   escape: JSON "\u00e9" is the character, parsed to its UTF-8 bytes); JSON
-   numbers are integers. The text and JSON print each default as it resolves
-   (vs_plan_resolve): a plan with split 0 prints "split: flops" (or "manual"
-   with split_points), chunks 0 the schedule's count. */
+/* Either form; errors name the line and the key.
+   - each key once (shard, a rule, as often as there are rules); at least one
+     key (an empty or comment-only text is an error)
+   - values without their leading and trailing blanks
+   - the strings as vs_plan_print says: a byte that is not UTF-8 is an error,
+     not an escape (JSON "\u00e9" is the character, parsed to its UTF-8 bytes)
+   - JSON numbers are integers
+   The text and JSON print each default as it resolves (vs_plan_resolve): a
+   plan with split 0 prints "split: flops" (or "manual" with split_points),
+   chunks 0 the schedule's count. */
 VS_API vs_result vs_plan_parse(const char* text, vs_plan* out);
 /* The plan as vs_parallelize runs it, every 0 default made explicit: mesh sizes
    (1), schedule (1f1b), chunks (2 for zbv and dualpipev, else 1), microbatches
@@ -346,14 +375,17 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out);
    model whose layers declare no flops uniformly). Other fields are copied. *out
    may be p. */
 VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out);
-/* The layout of each parameter under a plan: its placement along TP, and why
-   (the rule or the role). Checks the plan against the model: every field in
-   its range (nothing is coerced to a default: policy, split, schedule, zero
-   are their enums, chunks and microbatches >= 0, strict and sequence_parallel
-   0 or 1, PP x DP x TP within an int, the strings as vs_plan_print says), a
-   strict rule that matches nothing, a TP size that does not divide a sharded
-   dim (the first such parameter), more stages x chunks than layers,
-   sequence_parallel with a layer that does not declare sp_ok. */
+/* vs_plan_check: the plan against the model. It refuses:
+   - a field out of its range (nothing is coerced to a default): policy,
+     split, schedule, zero not their enums; chunks or microbatches < 0; strict
+     or sequence_parallel not 0 or 1; PP x DP x TP past an int; the strings
+     not as vs_plan_print says
+   - a strict rule that matches nothing
+   - a TP size that does not divide a sharded dim (the first such parameter)
+   - more stages x chunks than layers
+   - sequence_parallel with a layer that does not declare sp_ok
+   vs_plan_placement: a parameter's placement along TP under the plan, and why
+   (the rule or the role). */
 VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m);
 VS_API vs_result vs_plan_placement(const vs_plan* p, const vs_param_decl* d, vs_placement* out, const char** why);
 
@@ -388,13 +420,15 @@ typedef struct vs_profile {
     double ar_s[VS_PROFILE_AR_GROUPS][VS_PROFILE_AR_SIZES];
     /* Measured in place (0: not measured): tp_s[g] is what the TP collectives
        a layer makes cost beyond their ar_s time, in seconds per byte they
-       move, on TP groups of ar_n[g] ranks: the model's layers run TP-sharded
-       on every rank at once, and their time less the compute flop_s and
-       call_s account for and less the table's all-reduces is divided by the
-       bytes those all-reduce. It holds what the table's calls on one warm
-       buffer miss: fresh activation buffers (their first touch: page faults
-       on the host), ranks arriving from their own work, the layer's work that
-       does not shrink with TP. Negative when the layers run faster. */
+       move, on TP groups of ar_n[g] ranks. The model's layers run TP-sharded
+       on every rank at once; their time, less the compute flop_s and call_s
+       account for and less the table's all-reduces, is divided by the bytes
+       those all-reduce.
+
+       It holds what the table's calls on one warm buffer miss: fresh
+       activation buffers (their first touch: page faults on the host), ranks
+       arriving from their own work, the layer's work that does not shrink
+       with TP. Negative when the layers run faster. */
     double tp_s[VS_PROFILE_AR_GROUPS];
 } vs_profile;
 
@@ -522,11 +556,12 @@ typedef enum vs_nonfinite_policy {
 /* Dynamic loss scaling for f16 (as PyTorch's GradScaler): the loss's gradient
    is seeded `scale` times larger so small f16 gradients do not flush to zero;
    the norm and the gradients are unscaled in the step's one pass over them
-   (vs_clip_desc.unscale). A step whose gradients overflow (inf or NaN) is
-   skipped on every rank, counted and logged as a non-finite step
-   (vs_train_skipped_steps, whatever vs_train_desc.nonfinite says: an overflow
-   is how the scale learns it is too large) and the scale is multiplied by
-   backoff; after `interval` good steps in a row it is multiplied by growth.
+   (vs_clip_desc.unscale).
+   - overflow (inf or NaN gradients): the step is skipped on every rank,
+     counted and logged as a non-finite step (vs_train_skipped_steps, whatever
+     vs_train_desc.nonfinite says: an overflow is how the scale learns it is
+     too large), and the scale is multiplied by backoff
+   - `interval` good steps in a row: the scale is multiplied by growth
    vs_train_loss_scale gives it; save and load keep it. */
 typedef struct vs_loss_scale {
     int enable;      // 0: on when a parameter is f16; 1: on; -1: off
@@ -562,26 +597,30 @@ typedef struct vs_train_desc {
        and MPI. */
     void* stream;
     /* Gradient accumulation across calls: a step takes `accumulate` calls of
-       vs_train_step (0 or 1: every call steps). The calls before the last run
-       forward and backward and add up the gradients without reducing them
-       (DDP's no_sync; ZeRO-2, which keeps no full gradients, reduces each call
-       into its owned f32 range); the last reduces, clips and steps. The result
-       is one step on the calls' batches together (the loss's gradient is
-       seeded 1/accumulate per call: equal within rounding); every call's batch
-       has the same rows. The step count, the LR schedule and vs_train_save
-       count steps, not calls; save between the calls of a step is
-       VS_ERR_STATE. */
+       vs_train_step (0 or 1: every call steps).
+       - the calls before the last run forward and backward and add up the
+         gradients without reducing them (DDP's no_sync; ZeRO-2, which keeps
+         no full gradients, reduces each call into its owned f32 range)
+       - the last reduces, clips and steps
+       The result is one step on the calls' batches together (the loss's
+       gradient is seeded 1/accumulate per call: equal within rounding); every
+       call's batch has the same rows. The step count, the LR schedule and
+       vs_train_save count steps, not calls; save between the calls of a step
+       is VS_ERR_STATE. */
     int accumulate;
     /* Trainer-owned parameter memory (vs_ddp_param_desc.storage: DDP uses it
-       in place). Called by vs_parallelize for each parameter this rank holds,
-       in registration order, with its name, its dtype, its gradient's dtype
-       and its local shard's element count; it sets *param and *grad to the
-       trainer's memory for the shard and its gradient (device memory on NCCL;
-       aligned to the element; kept until vs_train_free, then freed by the
-       trainer; views into one flat buffer are fine), or returns an error that
-       vs_parallelize passes on. vescale writes the initial values into *param.
-       NULL: vescale allocates. ZeRO-2 refuses it (the gradient is the
-       trainer's, full size). */
+       in place); NULL: vescale allocates. ZeRO-2 refuses it (the gradient is
+       the trainer's, full size).
+       Called by vs_parallelize for each parameter this rank holds, in
+       registration order, with its name, its dtype, its gradient's dtype and
+       its local shard's element count. It sets *param and *grad to the
+       trainer's memory for the shard and its gradient, or returns an error
+       that vs_parallelize passes on. vescale writes the initial values into
+       *param.
+
+       That memory: device memory on NCCL; aligned to the element; kept until
+       vs_train_free, then freed by the trainer; views into one flat buffer
+       are fine. */
     vs_result (*storage)(const char* name, vs_dtype dtype, vs_dtype grad_dtype, int64_t local_numel, void** param,
                          void** grad, void* user);
     void* storage_user;
@@ -692,18 +731,20 @@ VS_API vs_result vs_train_memory(const vs_train* t, int64_t* init_peak, int64_t*
    staged through the device). */
 VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, size_t bytes);
 
-/* The whole training state (parameters, optimizer, the step and skipped-step
-   counts, hence the LR schedule's position, plan text, and extra blobs such as
-   RNG and data position) into a checkpoint directory, and back, on any plan or
-   mesh. Collective. A checkpoint without the skipped count (saved before it
-   was kept) loads with 0. vs_train_save creates path's missing parent
-   directories (as PyTorch's checkpoint writers do); path itself must not exist
-   (VS_ERR_STATE). async = 1: the state is copied and the call returns while a
-   background thread writes the files; vs_train_wait (or the next save, load or
-   vs_train_free), on every rank, commits the checkpoint and returns the
-   result: until then it is not in place. vs_train_load: a parameter the
-   checkpoint lacks, and a tensor of the checkpoint the model lacks (unless
-   desc.load_partial), is an error naming it. */
+/* The whole training state into a checkpoint directory, and back, on any plan
+   or mesh. Collective. It holds the parameters, the optimizer, the step and
+   skipped-step counts (hence the LR schedule's position), the plan text, and
+   extra blobs such as RNG and data position.
+   - vs_train_save creates path's missing parent directories (as PyTorch's
+     checkpoint writers do); path itself must not exist (VS_ERR_STATE)
+   - async = 1: the state is copied and the call returns while a background
+     thread writes the files; vs_train_wait (or the next save, load or
+     vs_train_free), on every rank, commits the checkpoint and returns the
+     result: until then it is not in place
+   - vs_train_load: a parameter the checkpoint lacks, and a tensor of the
+     checkpoint the model lacks (unless desc.load_partial), is an error naming
+     it; a checkpoint without the skipped count (saved before it was kept)
+     loads with 0 */
 VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async);
 VS_API vs_result vs_train_wait(vs_train* t);
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra);
@@ -724,34 +765,44 @@ VS_API vs_result vs_train_free(vs_train* t);
        r = vs_mesh_shrink(vs_train_mesh(t), "DP", &small, NULL);
        if (!r && small) r = vs_train_reconfigure(&t, &desc, small, "ckpt/step_000100", NULL);
 
-   Collective over `mesh`'s ranks. *t: this rank's training state from before
-   (it is freed, and *t is the new one), or NULL on a rank that has none (a
-   replacement, a rank that left at a shrink: it frees its own first). desc:
-   the desc the state was made with (its plan's DP is taken from the mesh; PP,
-   TP and everything else stay). The mesh has the dims PP, DP and TP with the
-   plan's PP and TP; the training state takes it over (vs_train_free frees it;
-   on a failure it stays the caller's).
+   Collective over `mesh`'s ranks.
+   - *t: this rank's training state from before (it is freed, and *t is the
+     new one), or NULL on a rank that has none (a replacement, a rank that
+     left at a shrink: it frees its own first)
+   - desc: the desc the state was made with (its plan's DP is taken from the
+     mesh; PP, TP and everything else stay)
+   - mesh: the dims PP, DP and TP with the plan's PP and TP; the training
+     state takes it over (vs_train_free frees it; on a failure it stays the
+     caller's)
+   - info (may be NULL): what was moved
+
    Where the state comes from: the ranks whose old state is current (the
-   largest step count among them) hold it. Parameters, and the optimizer
-   state of ZeRO-0 (every DP rank holds all of it), come from a DP peer of the
-   same PP and TP coordinate: on a shrink from this rank's own memory (a copy),
-   on a grow from one holder (a gather over DP). ZeRO-1/2 shard the optimizer
-   state (and bf16/f16 masters) over DP: the ranges a failed rank owned exist
-   nowhere else. They are read from the checkpoint `ckpt` (the whole
-   checkpoint is loaded, and its values kept for those ranges only: they are
-   from the checkpoint's step, logged at warn with the count); with ckpt NULL
-   that is VS_ERR_STATE naming the first lost range and its owner's state.
-   The step count, skipped steps and loss scale continue; the global batch is
-   split over the new DP by vs_train_step (its rows must divide by DP x
-   microbatches); gradients of an unfinished step are dropped (the step is
-   taken again). A data loader attached to the old state (>>data) goes on with
-   the new one: its rows for the new DP rank, at the position of the last step
-   done (the failed step's batch is read again; read-ahead dropped); a rank
-   that comes in (t NULL) opens its loader on the new state (desc.train) and
-   it starts where the others are; a batch DP does not divide is
-   VS_ERR_INVALID before anything moves. info (may be NULL) gets what
-   was moved. On GPUs the state moves in device memory (copies and a gather
-   over the DP communicator; a few host values are staged through the device). */
+   largest step count among them) hold it.
+   - parameters, and the optimizer state of ZeRO-0 (every DP rank holds all
+     of it): from a DP peer of the same PP and TP coordinate; on a shrink from
+     this rank's own memory (a copy), on a grow from one holder (a gather over
+     DP)
+   - ZeRO-1/2 shard the optimizer state (and bf16/f16 masters) over DP: the
+     ranges a failed rank owned exist nowhere else. They are read from the
+     checkpoint `ckpt` (the whole checkpoint is loaded, and its values kept
+     for those ranges only: they are from the checkpoint's step, logged at
+     warn with the count)
+   - with ckpt NULL, a lost range is VS_ERR_STATE naming the first one and its
+     owner's state
+   - on GPUs the state moves in device memory (copies and a gather over the
+     DP communicator; a few host values are staged through the device)
+
+   What goes on:
+   - the step count, skipped steps and loss scale continue
+   - the global batch is split over the new DP by vs_train_step (its rows must
+     divide by DP x microbatches)
+   - gradients of an unfinished step are dropped (the step is taken again)
+   - a data loader attached to the old state (>>data) goes on with the new
+     one: its rows for the new DP rank, at the position of the last step done
+     (the failed step's batch is read again; read-ahead dropped); a batch DP
+     does not divide is VS_ERR_INVALID before anything moves
+   - a rank that comes in (t NULL) opens its loader on the new state
+     (desc.train), and it starts where the others are */
 typedef struct vs_reconfig_info {
     int64_t steps;       // the step count the state continues from
     int holders;         // ranks of the mesh whose old state was current
@@ -771,31 +822,42 @@ VS_API vs_result vs_train_reconfigure(vs_train** t, const vs_train_desc* desc, v
    the tokens as little-endian uint16. tools/vescale-shards.c writes such files
    from any text.
 
-   The token stream. The files matching desc.files, sorted by name (strcmp),
-   each cut into windows of T + 1 tokens that start every T tokens (window j of
-   a file: its tokens [j T, j T + T], inputs the first T, targets the last T);
-   a window never spans two files, and a file's last tokens that do not fill
-   one are not read. The windows of all files in file order are numbered 0 ..
-   N-1. An epoch takes them in order, or, with desc.shuffle, in an order drawn
-   from (seed, epoch) by a keyed permutation of 0 .. N-1 (no table; the same on
-   any mesh). Global batch i of an epoch is rows of that order from a cursor:
-   B consecutive entries, row r of the batch = window order[w + r]; when fewer
-   than B entries remain the epoch ends (the rest dropped) and the next starts
-   at 0. DP rank d gets rows [d B/DP, (d+1) B/DP), as vs_train_step splits a
-   global batch, and reads only those windows: vs_data_next's batch holds this
-   rank's rows (vs_batch.dp_local = DP), which vs_train_step takes as its part
-   of the global batch; losses and parameters equal those of the whole batch
-   given on every rank. (Every TP and PP rank of one DP coordinate reads the
-   same rows.)
+       vs_data* data;
+       vs_data_open(&(vs_data_desc){ .files = "data/train_*.bin", .batch = B, .seq_len = T,
+                                     .vocab = V, .train = t }, &data);
+       for (...) { vs_batch b; vs_data_next(data, &b); vs_train_step(t, &b, &loss); }
+       vs_data_free(data);
+
+   The token stream:
+   - the files matching desc.files, sorted by name (strcmp)
+   - each cut into windows of T + 1 tokens that start every T tokens (window
+     j of a file: its tokens [j T, j T + T], inputs the first T, targets the
+     last T); a window never spans two files, and a file's last tokens that do
+     not fill one are not read
+   - the windows of all files in file order are numbered 0 .. N-1
+   - an epoch takes them in order, or, with desc.shuffle, in an order drawn
+     from (seed, epoch) by a keyed permutation of 0 .. N-1 (no table; the same
+     on any mesh)
+   - global batch i of an epoch is rows of that order from a cursor: B
+     consecutive entries, row r of the batch = window order[w + r]; when fewer
+     than B entries remain the epoch ends (the rest dropped) and the next
+     starts at 0
+
+   DP: rank d gets rows [d B/DP, (d+1) B/DP), as vs_train_step splits a global
+   batch, and reads only those windows. vs_data_next's batch holds this rank's
+   rows (vs_batch.dp_local = DP), which vs_train_step takes as its part of the
+   global batch; losses and parameters equal those of the whole batch given on
+   every rank. (Every TP and PP rank of one DP coordinate reads the same rows.)
 
    Position and resume. The position is (epoch, window cursor) of the next
    batch. A loader opened with desc.train is attached to that training state:
    vs_train_save stores the position with it (an entry "__data", the same on
    every rank) and vs_train_load restores it, on any mesh: the next batch
-   continues the token stream exactly where the saved run stopped. A load
-   before the loader opens is kept and applied when it opens. The data must be
-   the same (shard count, tokens, T, shuffle and seed: a difference fails the
-   load naming both); the batch size may differ (the cursor counts windows).
+   continues the token stream exactly where the saved run stopped.
+   - a load before the loader opens is kept and applied when it opens
+   - the data must be the same (shard count, tokens, T, shuffle and seed: a
+     difference fails the load naming both)
+   - the batch size may differ (the cursor counts windows)
 
    Read-ahead. A thread (desc.prefetch > 0) reads the next batches into
    buffers of its own while the step runs; vs_data_next returns one that is
@@ -1674,18 +1736,21 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
    full backward B = 2 x forward and W = 0 (the engine runs it whole at B). A
    time is flops x rows x profile.flop_s.
 
-   What is enumerated. Every (pp, dp, tp) with pp x dp x tp = world that keeps the
-   fixed sizes. A mesh is rejected whole (one entry) when pp > layers, when tp > 1
-   under the policy none, when tp does not divide a TP-sharded dim (megatron
-   roles, as vs_plan_placement: column weights dim 1 and their biases dim 0, row
-   weights dim 0, embeddings dim 0, heads dim 1 (a head bias dim 0), norms and
-   others replicated), or when dp does not divide the global batch. For the
-   others: microbatches M in {pp, 2pp, 4pp} (or the fixed count); an M that does
-   not divide the rows per DP rank is one rejected entry. Schedules: 1f1b only
-   on one stage (one stage runs every schedule alike, and 1f1b holds the least);
-   on more, 1f1b, interleaved (2 chunks, when layers >= 2 pp), zbh1, zbv (2
-   chunks in a V, when layers >= 2 pp) and gpipe. ZeRO 0, 1, 2 (only 0 when
-   dp = 1: the stages are the same there).
+   What is enumerated:
+   - meshes: every (pp, dp, tp) with pp x dp x tp = world that keeps the fixed
+     sizes
+   - a mesh is rejected whole (one entry) when pp > layers, when tp > 1 under
+     the policy none, when dp does not divide the global batch, or when tp does
+     not divide a TP-sharded dim (megatron roles, as vs_plan_placement: column
+     weights dim 1 and their biases dim 0, row weights dim 0, embeddings dim 0,
+     heads dim 1 (a head bias dim 0), norms and others replicated)
+   - microbatches M in {pp, 2pp, 4pp} (or the fixed count); an M that does not
+     divide the rows per DP rank is one rejected entry
+   - schedules: 1f1b only on one stage (one stage runs every schedule alike,
+     and 1f1b holds the least); on more, 1f1b, interleaved (2 chunks, when
+     layers >= 2 pp), zbh1, zbv (2 chunks in a V, when layers >= 2 pp) and
+     gpipe
+   - ZeRO 0, 1, 2 (only 0 when dp = 1: the stages are the same there)
 
    The cost of one configuration, r = global_batch / dp / M rows a microbatch:
    - Compute. A layer with a TP-sharded parameter runs 1/tp of its flops on each
@@ -1700,14 +1765,15 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      and B costs: in the forward one all-reduce per row-parallel weight and per
      vocab-parallel embedding (partial sums), in the backward one per
      row-parallel weight (the column-parallel input's gradient) and per head
-     weight. A forward one moves the layer's output, a backward one its input
-     (the previous layer's output): bytes per row from the first output's spec
-     ("h:f32[*,16,64]": 4096) when every dim after the first is fixed, else
-     act_bytes_per_row; times r. An all-reduce over n ranks takes the
-     profile's measured time for groups of n (ar_s, interpolated in bytes)
-     plus its in-place extra per byte (tp_s: what the layers' calls cost
-     beyond the table's); without a table, the ring formula 2 (n-1)/n x
-     bytes / bw + latency.
+     weight.
+   - A TP all-reduce's bytes: a forward one moves the layer's output, a
+     backward one its input (the previous layer's output): bytes per row from
+     the first output's spec ("h:f32[*,16,64]": 4096) when every dim after the
+     first is fixed, else act_bytes_per_row; times r.
+   - A TP all-reduce's time over n ranks: the profile's measured time for
+     groups of n (ar_s, interpolated in bytes) plus its in-place extra per
+     byte (tp_s: what the layers' calls cost beyond the table's); without a
+     table, the ring formula 2 (n-1)/n x bytes / bw + latency.
    - The pipeline. The layers are cut into pp x V chunks by the constraints'
      split (vs_pipe_split, V placement for zbv), the schedule comes from
      vs_pipe_generate and is played by vs_pipe_simulate with each chunk's F, B
@@ -1717,12 +1783,12 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
    - DP. Each stage reduces its local parameter bytes over dp: ZeRO-0 an
      all-reduce, ZeRO-1/2 a reduce-scatter then an all-gather, each the
      measured all-reduce's 4 B time plus half the rest (ring formula:
-     (n-1)/n x bytes / bw + latency). A chunk's reduction starts at its SYNC,
-     after its last backward, so the stage's chunks that finish early are
-     reduced under the rest of its pipeline: only the share of the chunk that
-     finishes last (the stage's lowest chunk; all of it with one chunk per
-     stage) is exposed, and ZeRO's all-gather, which follows the optimizer
-     step, is exposed whole.
+     (n-1)/n x bytes / bw + latency).
+   - DP exposed: a chunk's reduction starts at its SYNC, after its last
+     backward, so the stage's chunks that finish early are reduced under the
+     rest of its pipeline: only the share of the chunk that finishes last (the
+     stage's lowest chunk; all of it with one chunk per stage) is exposed, and
+     ZeRO's all-gather, which follows the optimizer step, is exposed whole.
    - The optimizer step (profile opt_s per element a rank steps: the stage's
      local parameter elements, /dp under ZeRO-1/2), after the pipeline. The
      step: makespan + the largest exposed DP time + optimizer time of any
@@ -1737,11 +1803,12 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      state 2 x f32 per element (ZeRO-1/2: /dp), activations act_bytes_per_row
      x r x (layers of the stage's largest chunk) x the schedule's peak live
      (chunk, microbatch) activations on the stage (vs_pipe_simulate's
-     peak_live); activations are divided by tp only under sequence
-     parallelism (constraints.sequence_parallel; without it the norms and
-     residuals hold whole rows on every TP rank). Its TP communication counts
-     as the all-reduces it replaces (a reduce-scatter and an all-gather move
-     the same bytes).
+     peak_live).
+   - Sequence parallelism (constraints.sequence_parallel): activations are
+     divided by tp only under it (without it the norms and residuals hold
+     whole rows on every TP rank); its TP communication counts as the
+     all-reduces it replaces (a reduce-scatter and an all-gather move the same
+     bytes).
    Not counted: the engine's message copies, DDP's
    buckets, tied gradients' sums between stages, the vocab-parallel loss's
    small reductions.
@@ -2714,23 +2781,24 @@ VS_API int vs_plan_explain_for(const vs_plan* p, const vs_plan_estimate* est, in
     return _vs_gp_explain(p, est, n, buf, cap);
 }
 
-/* The profile. Layer times: every rank at once (as a job's ranks compute side by
-   side: on a machine whose ranks share cores, that is what each gets), the
-   model runs one microbatch through the pipe engine on a 1-rank mesh of its own
-   (the layers' callbacks wrapped to time each call), after one run to warm up;
-   flop_s matches the cost model's backward = 2 x forward (see the fit below).
-   Rows: the data callback's first dim. The fixed costs: over 4 runs after the
-   warm-up, each layer's callback time is fitted as call_s x calls + flop_s x 3
-   x flops x rows (weighted by 1/time, so that small layers tell the constant);
-   instr_s = what the runs' wall time less the callbacks' grows by per compute
-   instruction (F and BW: 2 a microbatch), runs of 3 microbatches against runs
-   of 1. The optimizer: _vs_gp_prof_opt. These are averaged over the
-   ranks. The transports: the all-reduce table (_vs_gp_prof_ar), bw and latency
-   from its world-size row, p2p from a ping-pong. Then tp_s: the layers again
-   for each group size n of the table, on a PP1 x DP x TPn mesh of the world,
-   sharded as the megatron policy says (a model whose shapes TP n does not
-   divide gets none for n). Every rank gets the same figures, so every rank
-   plans alike. */
+/* The profile. Every rank gets the same figures, so every rank plans alike.
+   - Layer times: every rank at once (as a job's ranks compute side by side: on
+     a machine whose ranks share cores, that is what each gets), the model runs
+     one microbatch through the pipe engine on a 1-rank mesh of its own (the
+     layers' callbacks wrapped to time each call), after one run to warm up;
+     flop_s matches the cost model's backward = 2 x forward (see the fit
+     below). Rows: the data callback's first dim.
+   - The fixed costs: over 4 runs after the warm-up, each layer's callback time
+     is fitted as call_s x calls + flop_s x 3 x flops x rows (weighted by
+     1/time, so that small layers tell the constant); instr_s = what the runs'
+     wall time less the callbacks' grows by per compute instruction (F and BW:
+     2 a microbatch), runs of 3 microbatches against runs of 1.
+   - The optimizer: _vs_gp_prof_opt. These are averaged over the ranks.
+   - The transports: the all-reduce table (_vs_gp_prof_ar), bw and latency from
+     its world-size row, p2p from a ping-pong.
+   - Then tp_s: the layers again for each group size n of the table, on a PP1 x
+     DP x TPn mesh of the world, sharded as the megatron policy says (a model
+     whose shapes TP n does not divide gets none for n). */
 typedef struct _vs_gp_prof_unit {
     vs_pipe_fn f, b, bi, bw;
     vs_layer_ctx ctx;
@@ -2958,14 +3026,16 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_time(vs_world* w, const vs_model_desc* m, v
     return r;
 }
 
-/* This rank's layer times. tp 1: on a 1-rank mesh over `comm` (the rank's own),
-   fitted as time per forward flop of one row (out[0]), per callback call
-   (out[1]) and the engine's per compute instruction (out[2]). tp > 1: on a
-   PP1 x DP x TP mesh over `comm` (the world's), the parameters sharded by the
-   megatron policy, the TP groups all running at once; out[0] = the layers'
-   time beyond what pf's compute (flop_s / tp on sharded layers, call_s) and
-   its all-reduce table give their TP collectives, per byte those move (tp_s:
-   _vs_gp_tp_resid, the median of 8 runs after a warm-up). */
+/* This rank's layer times.
+   - tp 1: on a 1-rank mesh over `comm` (the rank's own), fitted as time per
+     forward flop of one row (out[0]), per callback call (out[1]) and the
+     engine's per compute instruction (out[2])
+   - tp > 1: on a PP1 x DP x TP mesh over `comm` (the world's), the parameters
+     sharded by the megatron policy, the TP groups all running at once; out[0]
+     = the layers' time beyond what pf's compute (flop_s / tp on sharded
+     layers, call_s) and its all-reduce table give their TP collectives, per
+     byte those move (tp_s: _vs_gp_tp_resid, the median of 8 runs after a
+     warm-up) */
 _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs_model_desc* m, vs_pipe_fn data,
                                             void* data_user, int tp, const vs_profile* pf, double* out)
 {
