@@ -293,9 +293,29 @@ VS_API void* vs_layer_grad(const vs_pipe_call* call, int i);  // where its gradi
 VS_API vs_result vs_layer_param_box(const vs_pipe_call* call, int i, int64_t* local_shape, int64_t* offset);
 VS_API vs_mesh* vs_layer_tp(const vs_pipe_call* call); // the TP submesh, NULL without TP
 
-/* Checks a model (names, shapes, roles, tied parameters agree, sp_ok 0 or 1,
-   every layer has a forward, the specs of a tensor's maker and takers agree)
-   without a mesh; each parameter's f32 bytes, and the model's, fit an int64. */
+/* Data inputs. A layer's input that no earlier layer makes is a data input:
+   the batch input of that name (vs_batch; vs_profile_measure's data
+   callback). Its placement is vescale's, not the plan's:
+   - rows (dim 0) split over the DP ranks, then over the microbatches
+   - the same rows on every TP rank of a DP coordinate (Replicate over TP: the
+     layers' TP collectives need them alike, with sequence_parallel too) and
+     on every stage that takes it (each stage loads its own)
+   Its spec is optional ("tokens", or "tokens:i32[*,1024]"):
+   - without one it is taken as the batch gives it: the batch states its dtype
+     and shape, and one model serves batches of other shapes (another sequence
+     length, an evaluation's rows); what the layer reads is the layer's to check
+   - with one, each microbatch is checked against it (VS_ERR_MISMATCH naming
+     the layer and the input)
+   Its takers' specs must agree, and no later layer may make it (below). */
+
+/* Checks a model without a mesh:
+   - names, shapes, roles; tied parameters agree; sp_ok 0 or 1; every layer
+     has a forward
+   - the specs of a tensor's maker and takers agree (VS_ERR_MISMATCH naming
+     both layers), and a data input's takers' specs agree with each other
+   - a data input that a later layer makes is VS_ERR_INVALID naming both (a
+     layer's inputs come from earlier layers or the batch)
+   - each parameter's f32 bytes, and the model's, fit an int64 */
 VS_API vs_result vs_model_check(const vs_model_desc* m);
 
 // >>plan -----------------------------------------------------------------------
@@ -1023,15 +1043,19 @@ _VS_HL_PRIVATE vs_dtype _vs_hl_dt(const vs_param_decl* d) { return d->dtype ? d-
 
 /* The specs of the tensors between layers agree (vs_pipe_init's rule, checked
    without a mesh): a layer's input that an earlier layer makes admits the maker's
-   spec ("h:f32[*,64]" vs "h:f32[*,32]" is an error naming both). */
+   spec ("h:f32[*,64]" vs "h:f32[*,32]" is an error naming both). A data input
+   (no earlier layer makes it) is kept with the first spec a taker gives it:
+   takers that disagree are an error, and so is a later layer that makes it (the
+   pipeline would refuse that at vs_parallelize). */
 _VS_HL_PRIVATE vs_result _vs_hl_model_specs(const vs_model_desc* m, const char* fn)
 {
     typedef struct made {
         char name[VS_PIPE_NAME_MAX];
         _vs_pipe_spec sp;
         int layer;
+        int data; // a data input: sp is the first spec a taker gave (none yet: all free)
     } made;
-    size_t cap = (size_t)m->nlayers * VS_PIPE_MAX_IO;
+    size_t cap = (size_t)m->nlayers * VS_PIPE_MAX_IO * 2;
     made* t = (made*)vs_alloc(NULL, cap * sizeof *t);
     if (!t) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     int nt = 0;
@@ -1056,13 +1080,26 @@ _VS_HL_PRIVATE vs_result _vs_hl_model_specs(const vs_model_desc* m, const char* 
                     if (!strcmp(t[i].name, name)) at = i;
                 if (!out && at >= 0 && !_vs_pipe_spec_agree(&t[at].sp, &sp)) {
                     char a[160], b[160];
-                    r = vs_set_error(VS_ERR_MISMATCH, "%s: tensor \"%s\": layer \"%s\" makes %s but layer \"%s\" takes %s",
-                                     fn, name, m->layers[t[at].layer].unit.name, _vs_pipe_spec_text(name, &t[at].sp, a, sizeof a),
+                    r = vs_set_error(VS_ERR_MISMATCH, "%s: %s \"%s\": layer \"%s\" %s %s but layer \"%s\" takes %s", fn,
+                                     t[at].data ? "data input" : "tensor", name, m->layers[t[at].layer].unit.name,
+                                     t[at].data ? "takes" : "makes", _vs_pipe_spec_text(name, &t[at].sp, a, sizeof a),
                                      m->layers[l].unit.name, _vs_pipe_spec_text(name, &sp, b, sizeof b));
+                } else if (!out && at >= 0 && t[at].data) { // what this taker says more: the later ones agree with it
+                    _vs_pipe_spec* ds = &t[at].sp;
+                    int more = (ds->dt == VS_DTYPE_INVALID && sp.dt != VS_DTYPE_INVALID) || (ds->ndim < 0 && sp.ndim >= 0);
+                    if (ds->dt == VS_DTYPE_INVALID) ds->dt = sp.dt;
+                    if (ds->ndim < 0 && sp.ndim >= 0) ds->ndim = sp.ndim, memcpy(ds->dim, sp.dim, sizeof ds->dim);
+                    for (int d = 0; d < ds->ndim && d < sp.ndim; d++)
+                        if (ds->dim[d] < 0 && sp.dim[d] >= 0) ds->dim[d] = sp.dim[d], more = 1;
+                    if (more) t[at].layer = l;
+                } else if (out && at >= 0 && t[at].data) {
+                    r = vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\" makes \"%s\", which layer \"%s\" before it takes as "
+                                     "a data input (a layer's inputs come from earlier layers or the batch)", fn,
+                                     m->layers[l].unit.name, name, m->layers[t[at].layer].unit.name);
                 }
-                if (out && at < 0 && (size_t)nt < cap) {
+                if (at < 0 && (size_t)nt < cap) { // an output, or a data input's first taker
                     memcpy(t[nt].name, name, sizeof name);
-                    t[nt].sp = sp, t[nt].layer = l, nt++;
+                    t[nt].sp = sp, t[nt].layer = l, t[nt].data = !out, nt++;
                 }
             }
         }

@@ -137,6 +137,7 @@ static int rank_query_desc(vs_world* w, void* arg)
     VT_OK(vs_parallelize(w, &d, &t));
     if (!t) return 1;
     vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
     VT_OK(vs_ddp_query_desc(vs_train_ddp(t), &dd));
     VT_CHECK(dd.optim.beta1 == q.optim.beta1 && dd.optim.beta2 == q.optim.beta2 && dd.optim.eps == q.optim.eps &&
                  dd.optim.ngroups == q.optim.ngroups && dd.optim.kind == q.optim.kind,
@@ -159,6 +160,70 @@ static int rank_query_desc(vs_world* w, void* arg)
              vs_train_loss_scale(t), q.loss_scale.init);
     VT_OK(vs_train_free(t));
     return 0;
+}
+
+/* Data inputs (vs_model_check's doc): a spec is optional and checked where
+   given; takers whose specs disagree, and a data input a later layer makes,
+   are refused by vs_model_check (and so vs_plan_check, vs_parallelize) naming
+   the input and the layers; before, both passed it (the first failed only in
+   the middle of a step, the second only at vs_parallelize). */
+static vs_layer_decl DL[NL];
+static int rank_data_inputs(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_model_desc m = MODEL;
+    m.layers = DL;
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &m, d.plan = &plan;
+    vs_train* t = NULL;
+    VT_OK(vs_parallelize(w, &d, &t)); // with specs on both data inputs: trains
+    if (!t) return 1;
+    float X[ROWS * D], T[ROWS * D];
+    vs_batch b = batch_of(0, X, T);
+    double loss = NAN;
+    VT_OK(vs_train_step(t, &b, &loss));
+    VT_CHECK(isfinite(loss), "loss %g", loss);
+    b.dtype[0] = VS_I32; // (the same bytes, another dtype: the spec says f32)
+    VT_EXPECT_ERR(vs_train_step(t, &b, &loss), VS_ERR_MISMATCH, "input \"x\"", "spec x:f32[*,8]");
+    VT_OK(vs_train_free(t));
+    return 0;
+}
+
+static void case_data_inputs(void)
+{
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    vs_model_desc m = MODEL;
+    m.layers = DL;
+    /* the documented default: no spec, any taker's spec agrees with it */
+    memcpy(DL, LAYERS, sizeof DL);
+    DL[7].unit.inputs = "h2,t,x:f32[*,8]";
+    VT_OK(vs_model_check(&m));
+    /* takers that disagree */
+    memcpy(DL, LAYERS, sizeof DL);
+    DL[0].unit.inputs = "x:f32";
+    DL[7].unit.inputs = "h2,t,x:i32";
+    VT_EXPECT_ERR(vs_model_check(&m), VS_ERR_MISMATCH, "data input \"x\"",
+                  "layer \"in\" takes x:f32 but layer \"loss\" takes x:i32");
+    VT_EXPECT_ERR(vs_plan_check(&plan, &m), VS_ERR_MISMATCH, "data input \"x\"", "layer \"loss\" takes x:i32");
+    DL[1].unit.inputs = "h0,x:[*,8]"; // (what a later taker adds is kept too)
+    DL[7].unit.inputs = "h2,t,x:f32[*,9]";
+    VT_EXPECT_ERR(vs_model_check(&m), VS_ERR_MISMATCH, "data input \"x\"",
+                  "layer \"b0.fc1\" takes x:f32[*,8] but layer \"loss\" takes x:f32[*,9]");
+    /* a data input a later layer makes */
+    memcpy(DL, LAYERS, sizeof DL);
+    DL[7].unit.outputs = "loss:f32[],x";
+    VT_EXPECT_ERR(vs_model_check(&m), VS_ERR_INVALID, "layer \"loss\" makes \"x\"",
+                  "layer \"in\" before it takes as a data input");
+    /* with specs, each microbatch is checked against them */
+    memcpy(DL, LAYERS, sizeof DL);
+    DL[0].unit.inputs = "x:f32[*,8]";
+    DL[7].unit.inputs = "h2,t:f32[*,8]";
+    VT_OK(vs_model_check(&m));
+    VT_OK(vs_launch(1, rank_data_inputs, NULL));
 }
 
 /* ZeRO-2 with trainer-owned memory: refused by vs_parallelize on every rank, named. */
@@ -697,6 +762,8 @@ int main(void)
         }
     free(eref);
 
+    VT_CASE("train/data_inputs: specs optional, checked where given; takers that disagree and a later maker refused",
+            case_data_inputs());
     VT_CASE("train/query_desc: the documented defaults, resolved and used by vs_parallelize",
             VT_OK(vs_launch(1, rank_query_desc, NULL)));
 
