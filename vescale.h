@@ -4280,6 +4280,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
     if (!w || !d || !d->plan) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !w ? "world" : !d ? "desc" : "desc.plan");
     _VS_TRY(vs_plan_check(d->plan, d->model));
     vs_train_desc rd; // resolved
+    memset(&rd, 0, sizeof rd);
     _VS_TRY(_vs_hl_resolve(d, &rd, fn));
     const vs_plan* pl = d->plan;
     int pp = _vs_hl_sz(pl->pp), dp = _vs_hl_sz(pl->dp), tp = _vs_hl_sz(pl->tp);
@@ -5694,6 +5695,7 @@ VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
     if (!desc || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, desc ? "out" : "desc");
     *out = NULL;
     vs_data_desc rd; // resolved
+    memset(&rd, 0, sizeof rd);
     _VS_TRY(_vs_data_resolve(desc, &rd, fn));
     desc = &rd;
     vs_world_desc wd; // (the allocator: the loader keeps its own copy)
