@@ -49,96 +49,122 @@
 
    From C++: the examples' `&(vs_mesh_desc){ .shape = {2, 2} }` is a C99 compound
    literal, which g++ rejects. Zero-initialize a named desc and set its fields:
+
        vs_mesh_desc md = {};            // every field zero: every default
        md.shape[0] = 2; md.shape[1] = 2;
        vs_mesh_init(w, &md, &mesh);
+
    or, from C++20, designated initializers in declaration order:
+
        vs_mesh_desc md{ .shape = {2, 2} };
+
    (g++ 12 with -Wextra warns there about every field left out; add
    -Wno-missing-field-initializers, or use the first form.)
    Every desc is a plain struct whose zero value means "defaults", so `= {}` is
    always a valid start. The headers have extern "C" linkage.
 
    High-level API, step by step (examples/train_gpt.c does exactly this):
+
        vs_layer_decl layers[] = { { .unit = { .name = "h.0.mlp", .inputs = "x0", .outputs = "x1",
                                               .forward = mlp_fwd, .backward = mlp_bwd, .flops = 1e6 },
                                     .params = { { .name = "h.0.mlp.fc", .ndim = 2, .shape = {64, 256},
                                                   .role = VS_ROLE_COLUMN,
                                                   .init = { .kind = VS_INIT_NORMAL, .b = 0.02 } } },
                                     .nparams = 1 }, ... };
+
        vs_model_desc model = { layers, n, 1234 };      // the seed of every parameter's init
        vs_plan plan = { .pp = 2, .dp = 2, .tp = 2, .schedule = VS_PIPE_1F1B, .zero = VS_ZERO_1 };
        vs_train* t;                                     // collective, on every rank:
        vs_parallelize(world, &(vs_train_desc){ .model = &model, .plan = &plan }, &t);
        for (...) vs_train_step(t, &global_batch, &loss);
-   In a layer's callbacks vs_layer(call) gives its shards (param[i]), the gradient
-   views to add into (grad[i]) and the TP submesh (tp). Roles give the Megatron
-   layout (COLUMN: weight [in, out] Shard(1), bias Shard(0); ROW: weight Shard(0),
-   bias replicated; EMBEDDING: Shard(0); HEAD: Shard(1)); plan rules (glob
-   patterns) override them; a sharded dim splits in whole blocks of the
-   parameter's shard_unit (a head's width: TP must divide the heads). With
-   plan.sequence_parallel the activations between layers are split over TP
-   along the sequence (vs_layer_ctx.sp says so; gather and reduce-scatter with
-   vs_sp_*) and DDP sums the TP-replicated parameters' gradients over TP; every
-   layer must declare that it does so (vs_layer_decl.sp_ok = 1), else the plan
-   is refused naming the layer (one that computes on its part of the sequence
-   as if it were the whole drifts silently). A
-   profile (vs_profile_measure: layer, optimizer and transport times, and the
-   layers TP-sharded in place; vs_profile_describe for people, vs_profile_print
-   exact, to save) calibrates vs_generate_plan; vs_plan_explain says why it
-   chose, vs_plan_explain_for how the plan that runs compares when the caller
-   fixed some of it. A name declared by two layers is one tied parameter
-   (an embedding and an LM head): its two gradients are summed in the same order
-   whether the layers share a stage or not. The global batch holds the model's
-   data inputs with the rows first; each DP rank takes its rows, each microbatch
-   its part. The loss layer returns the mean over the rows it was given (its
-   microbatch); vs_train_step averages those means over the microbatches and DP
-   ranks, so a step's loss and gradients are the global batch's mean whatever
-   the mesh. A 1-D parameter with role COLUMN (a column-parallel bias) is
-   Shard(0) over TP, one with role ROW replicated (added once, after the
-   reduction). Results equal one rank's within float rounding; bit for bit
-   where only PP differs and the microbatch count is the same (the sums then
-   run in the same order). Parameters are f32, bf16 or f16 (vs_param_decl.dtype;
-   fp32 masters and moments, vs_train_desc.grad_fp32, f16 loss scaling with
-   vs_train_desc.loss_scale). Limits: ZeRO-2 keeps a staging
-   buffer per bucket (a pipeline holds every bucket of a chunk open across
-   microbatches).
+
+   In a layer's callbacks vs_layer(call) gives its shards (param[i]), the
+   gradient views to add into (grad[i]) and the TP submesh (tp).
+
+   Layouts. Roles give the Megatron layout; plan rules (glob patterns) override
+   them; a sharded dim splits in whole blocks of the parameter's shard_unit (a
+   head's width: TP must divide the heads).
+   - COLUMN: weight [in, out] Shard(1), bias Shard(0) (a 1-D COLUMN parameter:
+     a column-parallel bias, Shard(0) over TP)
+   - ROW: weight Shard(0), bias replicated (added once, after the reduction)
+   - EMBEDDING: Shard(0); HEAD: Shard(1)
+   - A name declared by two layers is one tied parameter (an embedding and an
+     LM head): its two gradients are summed in the same order whether the
+     layers share a stage or not.
+
+   Sequence parallelism (plan.sequence_parallel): the activations between
+   layers are split over TP along the sequence (vs_layer_ctx.sp says so;
+   gather and reduce-scatter with vs_sp_*), and DDP sums the TP-replicated
+   parameters' gradients over TP. Every layer must declare that it does so
+   (vs_layer_decl.sp_ok = 1), else the plan is refused naming the layer (one
+   that computes on its part of the sequence as if it were the whole drifts
+   silently).
+
+   Planning. A profile calibrates vs_generate_plan:
+   - vs_profile_measure: layer, optimizer and transport times, and the layers
+     TP-sharded in place
+   - vs_profile_describe for people, vs_profile_print exact, to save
+   - vs_plan_explain says why the planner chose; vs_plan_explain_for how the
+     plan that runs compares when the caller fixed some of it
+
+   The batch and the loss. The global batch holds the model's data inputs with
+   the rows first; each DP rank takes its rows, each microbatch its part. The
+   loss layer returns the mean over the rows it was given (its microbatch);
+   vs_train_step averages those means over the microbatches and DP ranks, so a
+   step's loss and gradients are the global batch's mean whatever the mesh.
+
+   Results equal one rank's within float rounding; bit for bit where only PP
+   differs and the microbatch count is the same (the sums then run in the same
+   order).
+
+   Precision. Parameters are f32, bf16 or f16 (vs_param_decl.dtype); fp32
+   masters and moments; vs_train_desc.grad_fp32; f16 loss scaling with
+   vs_train_desc.loss_scale.
+
+   Limits: ZeRO-2 keeps a staging buffer per bucket (a pipeline holds every
+   bucket of a chunk open across microbatches).
 
    On GPUs (VESCALE_NCCL, a world on the NCCL transport: vs_launch_ex with
    VS_TRANSPORT_NCCL, or vs_world_init): parameters, gradients and activations
-   are device memory. Every rank has one compute stream (vs_train_desc.stream,
-   or one the state creates): the layers run on it (vs_pipe_call.stream: launch
-   your kernels there and nothing else is needed), and so do the pipeline's
-   copies, DDP's kernels and the TP communicator's collectives, so vs_tp_* and
-   vs_sp_* calls in a layer are in order with its kernels; the DP reductions
-   wait for the backward that wrote them (events). Shards are initialized on
-   the device (vs_init_fill); the batch (host memory, pinned for asynchronous
-   copies, or device memory) is copied to the device on the compute stream; a
-   tied parameter's two gradients are added by a kernel; the loss's DP mean is
-   taken on the device and read with the gradient norm: a steady-state step
-   makes one host wait, no device allocation and no CUDA event (the pipeline
-   leaves the losses on the device, vs_pipe_desc.defer_loss, and its
-   activations travel without shape headers, fixed_shapes: every step's batch
-   has the first one's shape unless vs_train_desc.variable_shapes; a parameter
-   tied across stages is exchanged and added in stream order);
-   vs_train_get_param, save and load stage through device memory.
+   are device memory.
+   - One compute stream a rank (vs_train_desc.stream, or one the state
+     creates). The layers run on it (vs_pipe_call.stream: launch your kernels
+     there and nothing else is needed), and so do the pipeline's copies, DDP's
+     kernels and the TP communicator's collectives: vs_tp_* and vs_sp_* calls
+     in a layer are in order with its kernels.
+   - The DP reductions wait for the backward that wrote them (events).
+   - Shards are initialized on the device (vs_init_fill).
+   - The batch (host memory, pinned for asynchronous copies, or device memory)
+     is copied to the device on the compute stream.
+   - A tied parameter's two gradients are added by a kernel; one tied across
+     stages is exchanged and added in stream order.
+   - The loss's DP mean is taken on the device and read with the gradient norm.
+   - A steady-state step makes one host wait, no device allocation and no CUDA
+     event: the pipeline leaves the losses on the device
+     (vs_pipe_desc.defer_loss), and its activations travel without shape
+     headers (fixed_shapes: every step's batch has the first one's shape
+     unless vs_train_desc.variable_shapes).
+   - vs_train_get_param, save and load stage through device memory.
 
    Non-finite gradients and the step counter
    -----------------------------------------
-   Every vs_train_step takes the global gradient norm (with or without
+   Every vs_train_step takes the global gradient norm, with or without
    desc.clip: one pass over each rank's gradients and one all-reduce of one
-   double, over every gradient element of the model: DP, TP and PP, ZeRO
-   shards, and every copy of a replicated one), so a NaN or inf anywhere is seen
-   by every rank and all decide alike. desc.nonfinite (vs_nonfinite_policy):
-   VS_NONFINITE_SKIP (0, the default) skips the step on every rank (parameters,
-   optimizer state, step count and LR schedule as they were), returns VS_OK,
-   counts it (vs_train_skipped_steps) and logs it at warn; VS_NONFINITE_ERROR
-   returns VS_ERR_NONFINITE naming the step and the policy, nothing changed.
-   vs_train_grad_norm gives the last norm. One step counter: vs_train_steps is
-   DDP's count, AdamW's bias correction and the LR schedule's position (a
-   skipped step does not advance it); the data position is vs_train_steps +
-   vs_train_skipped_steps. vs_train_save stores both, vs_train_load restores
-   them exactly.
+   double, over every gradient element of the model (DP, TP and PP, ZeRO
+   shards, and every copy of a replicated one). So a NaN or inf anywhere is
+   seen by every rank, and all decide alike. desc.nonfinite
+   (vs_nonfinite_policy):
+   - VS_NONFINITE_SKIP (0, the default): the step is skipped on every rank
+     (parameters, optimizer state, step count and LR schedule as they were);
+     VS_OK; counted (vs_train_skipped_steps) and logged at warn
+   - VS_NONFINITE_ERROR: VS_ERR_NONFINITE naming the step and the policy,
+     nothing changed
+   vs_train_grad_norm gives the last norm.
+
+   One step counter: vs_train_steps is DDP's count, AdamW's bias correction and
+   the LR schedule's position (a skipped step does not advance it); the data
+   position is vs_train_steps + vs_train_skipped_steps. vs_train_save stores
+   both, vs_train_load restores them exactly.
 
    Ownership and lifetimes: the training state owns its mesh, pipe, schedule,
    DDP and checkpointer. vs_train_mesh, vs_train_pipe and vs_train_ddp are for
@@ -267,9 +293,29 @@ VS_API void* vs_layer_grad(const vs_pipe_call* call, int i);  // where its gradi
 VS_API vs_result vs_layer_param_box(const vs_pipe_call* call, int i, int64_t* local_shape, int64_t* offset);
 VS_API vs_mesh* vs_layer_tp(const vs_pipe_call* call); // the TP submesh, NULL without TP
 
-/* Checks a model (names, shapes, roles, tied parameters agree, sp_ok 0 or 1,
-   every layer has a forward, the specs of a tensor's maker and takers agree)
-   without a mesh; each parameter's f32 bytes, and the model's, fit an int64. */
+/* Data inputs. A layer's input that no earlier layer makes is a data input:
+   the batch input of that name (vs_batch; vs_profile_measure's data
+   callback). Its placement is vescale's, not the plan's:
+   - rows (dim 0) split over the DP ranks, then over the microbatches
+   - the same rows on every TP rank of a DP coordinate (Replicate over TP: the
+     layers' TP collectives need them alike, with sequence_parallel too) and
+     on every stage that takes it (each stage loads its own)
+   Its spec is optional ("tokens", or "tokens:i32[*,1024]"):
+   - without one it is taken as the batch gives it: the batch states its dtype
+     and shape, and one model serves batches of other shapes (another sequence
+     length, an evaluation's rows); what the layer reads is the layer's to check
+   - with one, each microbatch is checked against it (VS_ERR_MISMATCH naming
+     the layer and the input)
+   Its takers' specs must agree, and no later layer may make it (below). */
+
+/* Checks a model without a mesh:
+   - names, shapes, roles; tied parameters agree; sp_ok 0 or 1; every layer
+     has a forward
+   - the specs of a tensor's maker and takers agree (VS_ERR_MISMATCH naming
+     both layers), and a data input's takers' specs agree with each other
+   - a data input that a later layer makes is VS_ERR_INVALID naming both (a
+     layer's inputs come from earlier layers or the batch)
+   - each parameter's f32 bytes, and the model's, fit an int64 */
 VS_API vs_result vs_model_check(const vs_model_desc* m);
 
 // >>plan -----------------------------------------------------------------------
@@ -320,25 +366,28 @@ typedef struct vs_plan {
     char recompute[256];
 } vs_plan;
 
-/* Text (one "key: value" per line; a rule is a line "shard: <pattern>
-   <placement>", e.g. "shard: h.*.attn.wq Shard(1)", in the order they apply)
-   or JSON; returns the length needed (snprintf-like; buf may be NULL when cap
-   is 0). The plan's strings (rule patterns and placements, split_points) are
-   UTF-8 without quotes, backslashes or control characters, and a pattern holds
-   no blank: so both forms carry them as they are, JSON output is valid UTF-8,
-   and what prints parses back to the same plan. A plan outside that, or with a
-   field out of range (as vs_plan_check says), a NULL plan, or buf NULL with
-   cap > 0: -1 and vs_last_error, nothing printed. */
+/* The plan as text or JSON; snprintf-like: returns the length needed (buf may
+   be NULL when cap is 0).
+   - text: one "key: value" per line; a rule is a line "shard: <pattern>
+     <placement>", e.g. "shard: h.*.attn.wq Shard(1)", in the order they apply
+   - strings (rule patterns and placements, split_points): UTF-8 without
+     quotes, backslashes or control characters, and a pattern holds no blank.
+     So both forms carry them as they are, JSON output is valid UTF-8, and what
+     prints parses back to the same plan.
+   - -1 and vs_last_error, nothing printed: a plan outside that, a field out of
+     range (as vs_plan_check says), a NULL plan, or buf NULL with cap > 0 */
 VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap);
 VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap);
-/* Either form; errors name the line and the key. Each key once (shard, a rule,
-   as often as there are rules); at least one key (an empty or comment-only
-   text is an error); values without their leading and trailing blanks; the
-   strings as vs_plan_print says (a byte that is not UTF-8 is an error, not an
-   escape: JSON "\u00e9" is the character, parsed to its UTF-8 bytes); JSON
-   numbers are integers. The text and JSON print each default as it resolves
-   (vs_plan_resolve): a plan with split 0 prints "split: flops" (or "manual"
-   with split_points), chunks 0 the schedule's count. */
+/* Either form; errors name the line and the key.
+   - each key once (shard, a rule, as often as there are rules); at least one
+     key (an empty or comment-only text is an error)
+   - values without their leading and trailing blanks
+   - the strings as vs_plan_print says: a byte that is not UTF-8 is an error,
+     not an escape (JSON "\u00e9" is the character, parsed to its UTF-8 bytes)
+   - JSON numbers are integers
+   The text and JSON print each default as it resolves (vs_plan_resolve): a
+   plan with split 0 prints "split: flops" (or "manual" with split_points),
+   chunks 0 the schedule's count. */
 VS_API vs_result vs_plan_parse(const char* text, vs_plan* out);
 /* The plan as vs_parallelize runs it, every 0 default made explicit: mesh sizes
    (1), schedule (1f1b), chunks (2 for zbv and dualpipev, else 1), microbatches
@@ -346,14 +395,17 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out);
    model whose layers declare no flops uniformly). Other fields are copied. *out
    may be p. */
 VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out);
-/* The layout of each parameter under a plan: its placement along TP, and why
-   (the rule or the role). Checks the plan against the model: every field in
-   its range (nothing is coerced to a default: policy, split, schedule, zero
-   are their enums, chunks and microbatches >= 0, strict and sequence_parallel
-   0 or 1, PP x DP x TP within an int, the strings as vs_plan_print says), a
-   strict rule that matches nothing, a TP size that does not divide a sharded
-   dim (the first such parameter), more stages x chunks than layers,
-   sequence_parallel with a layer that does not declare sp_ok. */
+/* vs_plan_check: the plan against the model. It refuses:
+   - a field out of its range (nothing is coerced to a default): policy,
+     split, schedule, zero not their enums; chunks or microbatches < 0; strict
+     or sequence_parallel not 0 or 1; PP x DP x TP past an int; the strings
+     not as vs_plan_print says
+   - a strict rule that matches nothing
+   - a TP size that does not divide a sharded dim (the first such parameter)
+   - more stages x chunks than layers
+   - sequence_parallel with a layer that does not declare sp_ok
+   vs_plan_placement: a parameter's placement along TP under the plan, and why
+   (the rule or the role). */
 VS_API vs_result vs_plan_check(const vs_plan* p, const vs_model_desc* m);
 VS_API vs_result vs_plan_placement(const vs_plan* p, const vs_param_decl* d, vs_placement* out, const char** why);
 
@@ -388,13 +440,15 @@ typedef struct vs_profile {
     double ar_s[VS_PROFILE_AR_GROUPS][VS_PROFILE_AR_SIZES];
     /* Measured in place (0: not measured): tp_s[g] is what the TP collectives
        a layer makes cost beyond their ar_s time, in seconds per byte they
-       move, on TP groups of ar_n[g] ranks: the model's layers run TP-sharded
-       on every rank at once, and their time less the compute flop_s and
-       call_s account for and less the table's all-reduces is divided by the
-       bytes those all-reduce. It holds what the table's calls on one warm
-       buffer miss: fresh activation buffers (their first touch: page faults
-       on the host), ranks arriving from their own work, the layer's work that
-       does not shrink with TP. Negative when the layers run faster. */
+       move, on TP groups of ar_n[g] ranks. The model's layers run TP-sharded
+       on every rank at once; their time, less the compute flop_s and call_s
+       account for and less the table's all-reduces, is divided by the bytes
+       those all-reduce.
+
+       It holds what the table's calls on one warm buffer miss: fresh
+       activation buffers (their first touch: page faults on the host), ranks
+       arriving from their own work, the layer's work that does not shrink
+       with TP. Negative when the layers run faster. */
     double tp_s[VS_PROFILE_AR_GROUPS];
 } vs_profile;
 
@@ -522,11 +576,12 @@ typedef enum vs_nonfinite_policy {
 /* Dynamic loss scaling for f16 (as PyTorch's GradScaler): the loss's gradient
    is seeded `scale` times larger so small f16 gradients do not flush to zero;
    the norm and the gradients are unscaled in the step's one pass over them
-   (vs_clip_desc.unscale). A step whose gradients overflow (inf or NaN) is
-   skipped on every rank, counted and logged as a non-finite step
-   (vs_train_skipped_steps, whatever vs_train_desc.nonfinite says: an overflow
-   is how the scale learns it is too large) and the scale is multiplied by
-   backoff; after `interval` good steps in a row it is multiplied by growth.
+   (vs_clip_desc.unscale).
+   - overflow (inf or NaN gradients): the step is skipped on every rank,
+     counted and logged as a non-finite step (vs_train_skipped_steps, whatever
+     vs_train_desc.nonfinite says: an overflow is how the scale learns it is
+     too large), and the scale is multiplied by backoff
+   - `interval` good steps in a row: the scale is multiplied by growth
    vs_train_loss_scale gives it; save and load keep it. */
 typedef struct vs_loss_scale {
     int enable;      // 0: on when a parameter is f16; 1: on; -1: off
@@ -562,26 +617,30 @@ typedef struct vs_train_desc {
        and MPI. */
     void* stream;
     /* Gradient accumulation across calls: a step takes `accumulate` calls of
-       vs_train_step (0 or 1: every call steps). The calls before the last run
-       forward and backward and add up the gradients without reducing them
-       (DDP's no_sync; ZeRO-2, which keeps no full gradients, reduces each call
-       into its owned f32 range); the last reduces, clips and steps. The result
-       is one step on the calls' batches together (the loss's gradient is
-       seeded 1/accumulate per call: equal within rounding); every call's batch
-       has the same rows. The step count, the LR schedule and vs_train_save
-       count steps, not calls; save between the calls of a step is
-       VS_ERR_STATE. */
+       vs_train_step (0 or 1: every call steps).
+       - the calls before the last run forward and backward and add up the
+         gradients without reducing them (DDP's no_sync; ZeRO-2, which keeps
+         no full gradients, reduces each call into its owned f32 range)
+       - the last reduces, clips and steps
+       The result is one step on the calls' batches together (the loss's
+       gradient is seeded 1/accumulate per call: equal within rounding); every
+       call's batch has the same rows. The step count, the LR schedule and
+       vs_train_save count steps, not calls; save between the calls of a step
+       is VS_ERR_STATE. */
     int accumulate;
     /* Trainer-owned parameter memory (vs_ddp_param_desc.storage: DDP uses it
-       in place). Called by vs_parallelize for each parameter this rank holds,
-       in registration order, with its name, its dtype, its gradient's dtype
-       and its local shard's element count; it sets *param and *grad to the
-       trainer's memory for the shard and its gradient (device memory on NCCL;
-       aligned to the element; kept until vs_train_free, then freed by the
-       trainer; views into one flat buffer are fine), or returns an error that
-       vs_parallelize passes on. vescale writes the initial values into *param.
-       NULL: vescale allocates. ZeRO-2 refuses it (the gradient is the
-       trainer's, full size). */
+       in place); NULL: vescale allocates. ZeRO-2 refuses it (the gradient is
+       the trainer's, full size).
+       Called by vs_parallelize for each parameter this rank holds, in
+       registration order, with its name, its dtype, its gradient's dtype and
+       its local shard's element count. It sets *param and *grad to the
+       trainer's memory for the shard and its gradient, or returns an error
+       that vs_parallelize passes on. vescale writes the initial values into
+       *param.
+
+       That memory: device memory on NCCL; aligned to the element; kept until
+       vs_train_free, then freed by the trainer; views into one flat buffer
+       are fine. */
     vs_result (*storage)(const char* name, vs_dtype dtype, vs_dtype grad_dtype, int64_t local_numel, void** param,
                          void** grad, void* user);
     void* storage_user;
@@ -597,6 +656,20 @@ typedef struct vs_train_desc {
 
 typedef struct vs_train vs_train;
 
+/* desc (NULL: all zero) as vs_parallelize resolves it, every zero-is-default
+   value filled (as sokol's sg_query_desc):
+   - lr: lr 0 with kind VS_LR_CONSTANT: 1e-3
+   - accumulate: 0: 1 (every call steps)
+   - optim: as DDP resolves it (vs_ddp_query_desc): beta1 0.9, beta2 0.999,
+     eps 1e-8 with their _set flags 1, ngroups at least 1, each group's
+     lr_scale 1 with lr_scale_set 1
+   - loss_scale: init 65536, growth 2, backoff 0.5, interval 2000; enable 0:
+     1 when desc.model has an f16 parameter, else -1
+   The rest stays as given (stream NULL: one the training state makes). Checks
+   clip, accumulate, nonfinite, lr and loss_scale as vs_parallelize does
+   (VS_ERR_INVALID naming the field); model and plan are vs_parallelize's to
+   check. Passing the result to vs_parallelize gives the same training state. */
+VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* out);
 /* Collective over the world: makes the (PP, DP, TP) mesh, allocates and
    initializes only this rank's shards (sharding-invariant init: the same values
    as one device), and wires DDP / ZeRO, the pipeline engine and TP. */
@@ -678,18 +751,20 @@ VS_API vs_result vs_train_memory(const vs_train* t, int64_t* init_peak, int64_t*
    staged through the device). */
 VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, size_t bytes);
 
-/* The whole training state (parameters, optimizer, the step and skipped-step
-   counts, hence the LR schedule's position, plan text, and extra blobs such as
-   RNG and data position) into a checkpoint directory, and back, on any plan or
-   mesh. Collective. A checkpoint without the skipped count (saved before it
-   was kept) loads with 0. vs_train_save creates path's missing parent
-   directories (as PyTorch's checkpoint writers do); path itself must not exist
-   (VS_ERR_STATE). async = 1: the state is copied and the call returns while a
-   background thread writes the files; vs_train_wait (or the next save, load or
-   vs_train_free), on every rank, commits the checkpoint and returns the
-   result: until then it is not in place. vs_train_load: a parameter the
-   checkpoint lacks, and a tensor of the checkpoint the model lacks (unless
-   desc.load_partial), is an error naming it. */
+/* The whole training state into a checkpoint directory, and back, on any plan
+   or mesh. Collective. It holds the parameters, the optimizer, the step and
+   skipped-step counts (hence the LR schedule's position), the plan text, and
+   extra blobs such as RNG and data position.
+   - vs_train_save creates path's missing parent directories (as PyTorch's
+     checkpoint writers do); path itself must not exist (VS_ERR_STATE)
+   - async = 1: the state is copied and the call returns while a background
+     thread writes the files; vs_train_wait (or the next save, load or
+     vs_train_free), on every rank, commits the checkpoint and returns the
+     result: until then it is not in place
+   - vs_train_load: a parameter the checkpoint lacks, and a tensor of the
+     checkpoint the model lacks (unless desc.load_partial), is an error naming
+     it; a checkpoint without the skipped count (saved before it was kept)
+     loads with 0 */
 VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async);
 VS_API vs_result vs_train_wait(vs_train* t);
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra);
@@ -710,34 +785,44 @@ VS_API vs_result vs_train_free(vs_train* t);
        r = vs_mesh_shrink(vs_train_mesh(t), "DP", &small, NULL);
        if (!r && small) r = vs_train_reconfigure(&t, &desc, small, "ckpt/step_000100", NULL);
 
-   Collective over `mesh`'s ranks. *t: this rank's training state from before
-   (it is freed, and *t is the new one), or NULL on a rank that has none (a
-   replacement, a rank that left at a shrink: it frees its own first). desc:
-   the desc the state was made with (its plan's DP is taken from the mesh; PP,
-   TP and everything else stay). The mesh has the dims PP, DP and TP with the
-   plan's PP and TP; the training state takes it over (vs_train_free frees it;
-   on a failure it stays the caller's).
+   Collective over `mesh`'s ranks.
+   - *t: this rank's training state from before (it is freed, and *t is the
+     new one), or NULL on a rank that has none (a replacement, a rank that
+     left at a shrink: it frees its own first)
+   - desc: the desc the state was made with (its plan's DP is taken from the
+     mesh; PP, TP and everything else stay)
+   - mesh: the dims PP, DP and TP with the plan's PP and TP; the training
+     state takes it over (vs_train_free frees it; on a failure it stays the
+     caller's)
+   - info (may be NULL): what was moved
+
    Where the state comes from: the ranks whose old state is current (the
-   largest step count among them) hold it. Parameters, and the optimizer
-   state of ZeRO-0 (every DP rank holds all of it), come from a DP peer of the
-   same PP and TP coordinate: on a shrink from this rank's own memory (a copy),
-   on a grow from one holder (a gather over DP). ZeRO-1/2 shard the optimizer
-   state (and bf16/f16 masters) over DP: the ranges a failed rank owned exist
-   nowhere else. They are read from the checkpoint `ckpt` (the whole
-   checkpoint is loaded, and its values kept for those ranges only: they are
-   from the checkpoint's step, logged at warn with the count); with ckpt NULL
-   that is VS_ERR_STATE naming the first lost range and its owner's state.
-   The step count, skipped steps and loss scale continue; the global batch is
-   split over the new DP by vs_train_step (its rows must divide by DP x
-   microbatches); gradients of an unfinished step are dropped (the step is
-   taken again). A data loader attached to the old state (>>data) goes on with
-   the new one: its rows for the new DP rank, at the position of the last step
-   done (the failed step's batch is read again; read-ahead dropped); a rank
-   that comes in (t NULL) opens its loader on the new state (desc.train) and
-   it starts where the others are; a batch DP does not divide is
-   VS_ERR_INVALID before anything moves. info (may be NULL) gets what
-   was moved. On GPUs the state moves in device memory (copies and a gather
-   over the DP communicator; a few host values are staged through the device). */
+   largest step count among them) hold it.
+   - parameters, and the optimizer state of ZeRO-0 (every DP rank holds all
+     of it): from a DP peer of the same PP and TP coordinate; on a shrink from
+     this rank's own memory (a copy), on a grow from one holder (a gather over
+     DP)
+   - ZeRO-1/2 shard the optimizer state (and bf16/f16 masters) over DP: the
+     ranges a failed rank owned exist nowhere else. They are read from the
+     checkpoint `ckpt` (the whole checkpoint is loaded, and its values kept
+     for those ranges only: they are from the checkpoint's step, logged at
+     warn with the count)
+   - with ckpt NULL, a lost range is VS_ERR_STATE naming the first one and its
+     owner's state
+   - on GPUs the state moves in device memory (copies and a gather over the
+     DP communicator; a few host values are staged through the device)
+
+   What goes on:
+   - the step count, skipped steps and loss scale continue
+   - the global batch is split over the new DP by vs_train_step (its rows must
+     divide by DP x microbatches)
+   - gradients of an unfinished step are dropped (the step is taken again)
+   - a data loader attached to the old state (>>data) goes on with the new
+     one: its rows for the new DP rank, at the position of the last step done
+     (the failed step's batch is read again; read-ahead dropped); a batch DP
+     does not divide is VS_ERR_INVALID before anything moves
+   - a rank that comes in (t NULL) opens its loader on the new state
+     (desc.train), and it starts where the others are */
 typedef struct vs_reconfig_info {
     int64_t steps;       // the step count the state continues from
     int holders;         // ranks of the mesh whose old state was current
@@ -757,31 +842,42 @@ VS_API vs_result vs_train_reconfigure(vs_train** t, const vs_train_desc* desc, v
    the tokens as little-endian uint16. tools/vescale-shards.c writes such files
    from any text.
 
-   The token stream. The files matching desc.files, sorted by name (strcmp),
-   each cut into windows of T + 1 tokens that start every T tokens (window j of
-   a file: its tokens [j T, j T + T], inputs the first T, targets the last T);
-   a window never spans two files, and a file's last tokens that do not fill
-   one are not read. The windows of all files in file order are numbered 0 ..
-   N-1. An epoch takes them in order, or, with desc.shuffle, in an order drawn
-   from (seed, epoch) by a keyed permutation of 0 .. N-1 (no table; the same on
-   any mesh). Global batch i of an epoch is rows of that order from a cursor:
-   B consecutive entries, row r of the batch = window order[w + r]; when fewer
-   than B entries remain the epoch ends (the rest dropped) and the next starts
-   at 0. DP rank d gets rows [d B/DP, (d+1) B/DP), as vs_train_step splits a
-   global batch, and reads only those windows: vs_data_next's batch holds this
-   rank's rows (vs_batch.dp_local = DP), which vs_train_step takes as its part
-   of the global batch; losses and parameters equal those of the whole batch
-   given on every rank. (Every TP and PP rank of one DP coordinate reads the
-   same rows.)
+       vs_data* data;
+       vs_data_open(&(vs_data_desc){ .files = "data/train_*.bin", .batch = B, .seq_len = T,
+                                     .vocab = V, .train = t }, &data);
+       for (...) { vs_batch b; vs_data_next(data, &b); vs_train_step(t, &b, &loss); }
+       vs_data_free(data);
+
+   The token stream:
+   - the files matching desc.files, sorted by name (strcmp)
+   - each cut into windows of T + 1 tokens that start every T tokens (window
+     j of a file: its tokens [j T, j T + T], inputs the first T, targets the
+     last T); a window never spans two files, and a file's last tokens that do
+     not fill one are not read
+   - the windows of all files in file order are numbered 0 .. N-1
+   - an epoch takes them in order, or, with desc.shuffle, in an order drawn
+     from (seed, epoch) by a keyed permutation of 0 .. N-1 (no table; the same
+     on any mesh)
+   - global batch i of an epoch is rows of that order from a cursor: B
+     consecutive entries, row r of the batch = window order[w + r]; when fewer
+     than B entries remain the epoch ends (the rest dropped) and the next
+     starts at 0
+
+   DP: rank d gets rows [d B/DP, (d+1) B/DP), as vs_train_step splits a global
+   batch, and reads only those windows. vs_data_next's batch holds this rank's
+   rows (vs_batch.dp_local = DP), which vs_train_step takes as its part of the
+   global batch; losses and parameters equal those of the whole batch given on
+   every rank. (Every TP and PP rank of one DP coordinate reads the same rows.)
 
    Position and resume. The position is (epoch, window cursor) of the next
    batch. A loader opened with desc.train is attached to that training state:
    vs_train_save stores the position with it (an entry "__data", the same on
    every rank) and vs_train_load restores it, on any mesh: the next batch
-   continues the token stream exactly where the saved run stopped. A load
-   before the loader opens is kept and applied when it opens. The data must be
-   the same (shard count, tokens, T, shuffle and seed: a difference fails the
-   load naming both); the batch size may differ (the cursor counts windows).
+   continues the token stream exactly where the saved run stopped.
+   - a load before the loader opens is kept and applied when it opens
+   - the data must be the same (shard count, tokens, T, shuffle and seed: a
+     difference fails the load naming both)
+   - the batch size may differ (the cursor counts windows)
 
    Read-ahead. A thread (desc.prefetch > 0) reads the next batches into
    buffers of its own while the step runs; vs_data_next returns one that is
@@ -840,6 +936,17 @@ typedef struct vs_data_info {
    desc.prefetch starts the read-ahead thread. Not collective: every rank opens
    its own. Errors name the file or the pattern. */
 VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out);
+/* desc as vs_data_open resolves it, every zero-is-default value filled (as
+   sokol's sg_query_desc):
+   - dp_size, dp_rank: with desc.train its mesh's DP size and this rank's DP
+     coordinate; without, dp_size 0: 1
+   - prefetch: 0: 2 (-1 stays: no thread)
+   - timeout: 0: 60 s
+   - input_name: NULL: "tokens"; target_name: NULL: "targets"
+   The rest stays as given. Checks the desc as vs_data_open does
+   (VS_ERR_INVALID naming the field; an attached training state that has a
+   loader already: VS_ERR_STATE), without opening the files. Not collective. */
+VS_API vs_result vs_data_query_desc(const vs_data_desc* desc, vs_data_desc* out);
 /* This rank's rows of the next global batch: out->data[0] the inputs, [1] the
    targets, i32 [B/DP, T] (loader memory, valid until the next call), and
    out->dp_local = DP. Waits at most desc.timeout. */
@@ -936,15 +1043,19 @@ _VS_HL_PRIVATE vs_dtype _vs_hl_dt(const vs_param_decl* d) { return d->dtype ? d-
 
 /* The specs of the tensors between layers agree (vs_pipe_init's rule, checked
    without a mesh): a layer's input that an earlier layer makes admits the maker's
-   spec ("h:f32[*,64]" vs "h:f32[*,32]" is an error naming both). */
+   spec ("h:f32[*,64]" vs "h:f32[*,32]" is an error naming both). A data input
+   (no earlier layer makes it) is kept with the first spec a taker gives it:
+   takers that disagree are an error, and so is a later layer that makes it (the
+   pipeline would refuse that at vs_parallelize). */
 _VS_HL_PRIVATE vs_result _vs_hl_model_specs(const vs_model_desc* m, const char* fn)
 {
     typedef struct made {
         char name[VS_PIPE_NAME_MAX];
         _vs_pipe_spec sp;
         int layer;
+        int data; // a data input: sp is the first spec a taker gave (none yet: all free)
     } made;
-    size_t cap = (size_t)m->nlayers * VS_PIPE_MAX_IO;
+    size_t cap = (size_t)m->nlayers * VS_PIPE_MAX_IO * 2;
     made* t = (made*)vs_alloc(NULL, cap * sizeof *t);
     if (!t) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     int nt = 0;
@@ -969,13 +1080,26 @@ _VS_HL_PRIVATE vs_result _vs_hl_model_specs(const vs_model_desc* m, const char* 
                     if (!strcmp(t[i].name, name)) at = i;
                 if (!out && at >= 0 && !_vs_pipe_spec_agree(&t[at].sp, &sp)) {
                     char a[160], b[160];
-                    r = vs_set_error(VS_ERR_MISMATCH, "%s: tensor \"%s\": layer \"%s\" makes %s but layer \"%s\" takes %s",
-                                     fn, name, m->layers[t[at].layer].unit.name, _vs_pipe_spec_text(name, &t[at].sp, a, sizeof a),
+                    r = vs_set_error(VS_ERR_MISMATCH, "%s: %s \"%s\": layer \"%s\" %s %s but layer \"%s\" takes %s", fn,
+                                     t[at].data ? "data input" : "tensor", name, m->layers[t[at].layer].unit.name,
+                                     t[at].data ? "takes" : "makes", _vs_pipe_spec_text(name, &t[at].sp, a, sizeof a),
                                      m->layers[l].unit.name, _vs_pipe_spec_text(name, &sp, b, sizeof b));
+                } else if (!out && at >= 0 && t[at].data) { // what this taker says more: the later ones agree with it
+                    _vs_pipe_spec* ds = &t[at].sp;
+                    int more = (ds->dt == VS_DTYPE_INVALID && sp.dt != VS_DTYPE_INVALID) || (ds->ndim < 0 && sp.ndim >= 0);
+                    if (ds->dt == VS_DTYPE_INVALID) ds->dt = sp.dt;
+                    if (ds->ndim < 0 && sp.ndim >= 0) ds->ndim = sp.ndim, memcpy(ds->dim, sp.dim, sizeof ds->dim);
+                    for (int d = 0; d < ds->ndim && d < sp.ndim; d++)
+                        if (ds->dim[d] < 0 && sp.dim[d] >= 0) ds->dim[d] = sp.dim[d], more = 1;
+                    if (more) t[at].layer = l;
+                } else if (out && at >= 0 && t[at].data) {
+                    r = vs_set_error(VS_ERR_INVALID, "%s: layer \"%s\" makes \"%s\", which layer \"%s\" before it takes as "
+                                     "a data input (a layer's inputs come from earlier layers or the batch)", fn,
+                                     m->layers[l].unit.name, name, m->layers[t[at].layer].unit.name);
                 }
-                if (out && at < 0 && (size_t)nt < cap) {
+                if (at < 0 && (size_t)nt < cap) { // an output, or a data input's first taker
                     memcpy(t[nt].name, name, sizeof name);
-                    t[nt].sp = sp, t[nt].layer = l, nt++;
+                    t[nt].sp = sp, t[nt].layer = l, t[nt].data = !out, nt++;
                 }
             }
         }
@@ -1649,18 +1773,21 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
    full backward B = 2 x forward and W = 0 (the engine runs it whole at B). A
    time is flops x rows x profile.flop_s.
 
-   What is enumerated. Every (pp, dp, tp) with pp x dp x tp = world that keeps the
-   fixed sizes. A mesh is rejected whole (one entry) when pp > layers, when tp > 1
-   under the policy none, when tp does not divide a TP-sharded dim (megatron
-   roles, as vs_plan_placement: column weights dim 1 and their biases dim 0, row
-   weights dim 0, embeddings dim 0, heads dim 1 (a head bias dim 0), norms and
-   others replicated), or when dp does not divide the global batch. For the
-   others: microbatches M in {pp, 2pp, 4pp} (or the fixed count); an M that does
-   not divide the rows per DP rank is one rejected entry. Schedules: 1f1b only
-   on one stage (one stage runs every schedule alike, and 1f1b holds the least);
-   on more, 1f1b, interleaved (2 chunks, when layers >= 2 pp), zbh1, zbv (2
-   chunks in a V, when layers >= 2 pp) and gpipe. ZeRO 0, 1, 2 (only 0 when
-   dp = 1: the stages are the same there).
+   What is enumerated:
+   - meshes: every (pp, dp, tp) with pp x dp x tp = world that keeps the fixed
+     sizes
+   - a mesh is rejected whole (one entry) when pp > layers, when tp > 1 under
+     the policy none, when dp does not divide the global batch, or when tp does
+     not divide a TP-sharded dim (megatron roles, as vs_plan_placement: column
+     weights dim 1 and their biases dim 0, row weights dim 0, embeddings dim 0,
+     heads dim 1 (a head bias dim 0), norms and others replicated)
+   - microbatches M in {pp, 2pp, 4pp} (or the fixed count); an M that does not
+     divide the rows per DP rank is one rejected entry
+   - schedules: 1f1b only on one stage (one stage runs every schedule alike,
+     and 1f1b holds the least); on more, 1f1b, interleaved (2 chunks, when
+     layers >= 2 pp), zbh1, zbv (2 chunks in a V, when layers >= 2 pp) and
+     gpipe
+   - ZeRO 0, 1, 2 (only 0 when dp = 1: the stages are the same there)
 
    The cost of one configuration, r = global_batch / dp / M rows a microbatch:
    - Compute. A layer with a TP-sharded parameter runs 1/tp of its flops on each
@@ -1675,14 +1802,15 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      and B costs: in the forward one all-reduce per row-parallel weight and per
      vocab-parallel embedding (partial sums), in the backward one per
      row-parallel weight (the column-parallel input's gradient) and per head
-     weight. A forward one moves the layer's output, a backward one its input
-     (the previous layer's output): bytes per row from the first output's spec
-     ("h:f32[*,16,64]": 4096) when every dim after the first is fixed, else
-     act_bytes_per_row; times r. An all-reduce over n ranks takes the
-     profile's measured time for groups of n (ar_s, interpolated in bytes)
-     plus its in-place extra per byte (tp_s: what the layers' calls cost
-     beyond the table's); without a table, the ring formula 2 (n-1)/n x
-     bytes / bw + latency.
+     weight.
+   - A TP all-reduce's bytes: a forward one moves the layer's output, a
+     backward one its input (the previous layer's output): bytes per row from
+     the first output's spec ("h:f32[*,16,64]": 4096) when every dim after the
+     first is fixed, else act_bytes_per_row; times r.
+   - A TP all-reduce's time over n ranks: the profile's measured time for
+     groups of n (ar_s, interpolated in bytes) plus its in-place extra per
+     byte (tp_s: what the layers' calls cost beyond the table's); without a
+     table, the ring formula 2 (n-1)/n x bytes / bw + latency.
    - The pipeline. The layers are cut into pp x V chunks by the constraints'
      split (vs_pipe_split, V placement for zbv), the schedule comes from
      vs_pipe_generate and is played by vs_pipe_simulate with each chunk's F, B
@@ -1692,12 +1820,12 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
    - DP. Each stage reduces its local parameter bytes over dp: ZeRO-0 an
      all-reduce, ZeRO-1/2 a reduce-scatter then an all-gather, each the
      measured all-reduce's 4 B time plus half the rest (ring formula:
-     (n-1)/n x bytes / bw + latency). A chunk's reduction starts at its SYNC,
-     after its last backward, so the stage's chunks that finish early are
-     reduced under the rest of its pipeline: only the share of the chunk that
-     finishes last (the stage's lowest chunk; all of it with one chunk per
-     stage) is exposed, and ZeRO's all-gather, which follows the optimizer
-     step, is exposed whole.
+     (n-1)/n x bytes / bw + latency).
+   - DP exposed: a chunk's reduction starts at its SYNC, after its last
+     backward, so the stage's chunks that finish early are reduced under the
+     rest of its pipeline: only the share of the chunk that finishes last (the
+     stage's lowest chunk; all of it with one chunk per stage) is exposed, and
+     ZeRO's all-gather, which follows the optimizer step, is exposed whole.
    - The optimizer step (profile opt_s per element a rank steps: the stage's
      local parameter elements, /dp under ZeRO-1/2), after the pipeline. The
      step: makespan + the largest exposed DP time + optimizer time of any
@@ -1712,11 +1840,12 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      state 2 x f32 per element (ZeRO-1/2: /dp), activations act_bytes_per_row
      x r x (layers of the stage's largest chunk) x the schedule's peak live
      (chunk, microbatch) activations on the stage (vs_pipe_simulate's
-     peak_live); activations are divided by tp only under sequence
-     parallelism (constraints.sequence_parallel; without it the norms and
-     residuals hold whole rows on every TP rank). Its TP communication counts
-     as the all-reduces it replaces (a reduce-scatter and an all-gather move
-     the same bytes).
+     peak_live).
+   - Sequence parallelism (constraints.sequence_parallel): activations are
+     divided by tp only under it (without it the norms and residuals hold
+     whole rows on every TP rank); its TP communication counts as the
+     all-reduces it replaces (a reduce-scatter and an all-gather move the same
+     bytes).
    Not counted: the engine's message copies, DDP's
    buckets, tied gradients' sums between stages, the vocab-parallel loss's
    small reductions.
@@ -2689,23 +2818,24 @@ VS_API int vs_plan_explain_for(const vs_plan* p, const vs_plan_estimate* est, in
     return _vs_gp_explain(p, est, n, buf, cap);
 }
 
-/* The profile. Layer times: every rank at once (as a job's ranks compute side by
-   side: on a machine whose ranks share cores, that is what each gets), the
-   model runs one microbatch through the pipe engine on a 1-rank mesh of its own
-   (the layers' callbacks wrapped to time each call), after one run to warm up;
-   flop_s matches the cost model's backward = 2 x forward (see the fit below).
-   Rows: the data callback's first dim. The fixed costs: over 4 runs after the
-   warm-up, each layer's callback time is fitted as call_s x calls + flop_s x 3
-   x flops x rows (weighted by 1/time, so that small layers tell the constant);
-   instr_s = what the runs' wall time less the callbacks' grows by per compute
-   instruction (F and BW: 2 a microbatch), runs of 3 microbatches against runs
-   of 1. The optimizer: _vs_gp_prof_opt. These are averaged over the
-   ranks. The transports: the all-reduce table (_vs_gp_prof_ar), bw and latency
-   from its world-size row, p2p from a ping-pong. Then tp_s: the layers again
-   for each group size n of the table, on a PP1 x DP x TPn mesh of the world,
-   sharded as the megatron policy says (a model whose shapes TP n does not
-   divide gets none for n). Every rank gets the same figures, so every rank
-   plans alike. */
+/* The profile. Every rank gets the same figures, so every rank plans alike.
+   - Layer times: every rank at once (as a job's ranks compute side by side: on
+     a machine whose ranks share cores, that is what each gets), the model runs
+     one microbatch through the pipe engine on a 1-rank mesh of its own (the
+     layers' callbacks wrapped to time each call), after one run to warm up;
+     flop_s matches the cost model's backward = 2 x forward (see the fit
+     below). Rows: the data callback's first dim.
+   - The fixed costs: over 4 runs after the warm-up, each layer's callback time
+     is fitted as call_s x calls + flop_s x 3 x flops x rows (weighted by
+     1/time, so that small layers tell the constant); instr_s = what the runs'
+     wall time less the callbacks' grows by per compute instruction (F and BW:
+     2 a microbatch), runs of 3 microbatches against runs of 1.
+   - The optimizer: _vs_gp_prof_opt. These are averaged over the ranks.
+   - The transports: the all-reduce table (_vs_gp_prof_ar), bw and latency from
+     its world-size row, p2p from a ping-pong.
+   - Then tp_s: the layers again for each group size n of the table, on a PP1 x
+     DP x TPn mesh of the world, sharded as the megatron policy says (a model
+     whose shapes TP n does not divide gets none for n). */
 typedef struct _vs_gp_prof_unit {
     vs_pipe_fn f, b, bi, bw;
     vs_layer_ctx ctx;
@@ -2805,51 +2935,21 @@ _VS_HL_PRIVATE double _vs_gp_tp_resid(const vs_model_desc* m, const _vs_gp_prof_
     return nbytes > 0 ? extra / nbytes : 0;
 }
 
-/* This rank's layer times. tp 1: on a 1-rank mesh over `comm` (the rank's own),
-   fitted as time per forward flop of one row (out[0]), per callback call
-   (out[1]) and the engine's per compute instruction (out[2]). tp > 1: on a
-   PP1 x DP x TP mesh over `comm` (the world's), the parameters sharded by the
-   megatron policy, the TP groups all running at once; out[0] = the layers'
-   time beyond what pf's compute (flop_s / tp on sharded layers, call_s) and
-   its all-reduce table give their TP collectives, per byte those move (tp_s:
-   _vs_gp_tp_resid, the median of 8 runs after a warm-up). */
-_VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs_model_desc* m, vs_pipe_fn data,
-                                            void* data_user, int tp, const vs_profile* pf, double* out)
+/* _vs_gp_prof_layers' units: each layer's callbacks wrapped to time them
+   (pu[u]), its parameters this rank's shard (tp > 1: the megatron policy's)
+   of small finite values, a tied one a single buffer; *flops: the layers'
+   forward flops per row. */
+_VS_HL_PRIVATE vs_result _vs_gp_prof_units(vs_world* w, const vs_model_desc* m, int tp, vs_mesh* tpm,
+                                           _vs_gp_prof_unit* pu, vs_pipe_unit* units, double* flops)
 {
-    int nu = m->nlayers;
-    vs_result r = VS_OK;
-    vs_mesh* mesh = NULL;
-    vs_mesh* tpm = NULL;
-    vs_pipe* pipe = NULL;
-    vs_pipe_sched* sched = NULL;
-    vs_pipe_plan plan;
-    vs_pipe_desc pd;
-    vs_mesh_desc md;
     vs_plan tplan; // megatron along TP
-    _vs_gp_prof_data dd;
-    double flops = 0, wall = 0, xs[8] = {0, 0, 0, 0, 0, 0, 0, 0}; // xs: tp > 1, each run's figure
-    _vs_gp_prof_unit* pu = (_vs_gp_prof_unit*)vs_alloc(w, (size_t)nu * sizeof *pu);
-    vs_pipe_unit* units = (vs_pipe_unit*)vs_alloc(w, (size_t)nu * sizeof *units);
-    double* fit = (double*)vs_alloc(w, (size_t)nu * 3 * sizeof *fit);
-    double *ft, *fc, *fx; // fit's parts, per unit: time, calls, flop-seconds' work
-    if (!pu || !units || !fit) r = vs_set_error(VS_ERR_NOMEM, "vs_profile_measure: out of memory");
-    else memset(pu, 0, (size_t)nu * sizeof *pu);
-    memset(&md, 0, sizeof md);
     memset(&tplan, 0, sizeof tplan);
     tplan.tp = tp, tplan.policy = VS_TP_MEGATRON;
-    if (tp > 1) {
-        md.shape[0] = 1, md.shape[1] = vs_comm_size(comm) / tp, md.shape[2] = tp;
-        md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
-    } else {
-        md.shape[0] = 1, md.dim_names[0] = "PP";
-    }
-    md.comm = comm;
-    if (r == VS_OK) r = vs_mesh_init(w, &md, &mesh);
-    if (r == VS_OK && tp > 1) r = vs_mesh_submesh(mesh, "TP", &tpm);
-    for (int u = 0; u < nu && r == VS_OK; u++) {
+    vs_result r = VS_OK;
+    for (int u = 0; u < m->nlayers && r == VS_OK; u++) {
         const vs_layer_decl* L = &m->layers[u];
         _vs_gp_prof_unit* x = &pu[u];
-        flops += L->unit.flops;
+        *flops += L->unit.flops;
         units[u] = L->unit;
         units[u].user = x;
         x->f = L->unit.forward, x->b = L->unit.backward, x->bi = L->unit.backward_input, x->bw = L->unit.backward_weight;
@@ -2903,6 +3003,105 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs
             }
         }
     }
+    return r;
+}
+
+/* _vs_gp_prof_layers' runs and fit on the pipeline over the units (see there
+   for out[]). One run to warm up, then 4 (the sums); tp > 1: 8, each its own
+   figure. The engine's time: the runs' wall time less their callbacks'. Its
+   part that grows with the instructions (F, BW on one stage: 2 a microbatch)
+   is what runs of 3 microbatches take more than runs of 1 (medians), per
+   instruction; the rest is paid once a run (the schedule's setup, the loss)
+   and is not charged per microbatch. */
+_VS_HL_PRIVATE vs_result _vs_gp_prof_time(vs_world* w, const vs_model_desc* m, vs_pipe* pipe, _vs_gp_prof_unit* pu,
+                                          const _vs_gp_prof_data* dd, int tp, const vs_profile* pf, double flops,
+                                          double* fit, double* out)
+{
+    int nu = m->nlayers;
+    vs_pipe_sched* sched = NULL;
+    vs_result r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 1, &sched);
+    double wall = 0, xs[8] = {0, 0, 0, 0, 0, 0, 0, 0}; // xs: tp > 1, each run's figure
+    double *ft = fit, *fc = fit + nu, *fx = fit + 2 * nu; // fit's parts, per unit: time, calls, flop-seconds' work
+    memset(fit, 0, (size_t)nu * 3 * sizeof *fit);
+    double rest[2][4];
+    for (int pass = 0; pass < (tp == 1 ? 2 : 1) && r == VS_OK; pass++) {
+        if (pass == 1) {
+            vs_pipe_sched_free(sched);
+            sched = NULL;
+            if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 3, &sched)) != VS_OK) break;
+        }
+        for (int it = 0; it < (tp == 1 ? 5 : 9) && r == VS_OK; it++) {
+            for (int u = 0; u < nu; u++) pu[u].t = 0, pu[u].calls = 0;
+            double t0 = _vs_now();
+            r = vs_pipe_run(pipe, sched, NULL);
+            double t1 = _vs_now() - t0;
+            for (int u = 0; it > 0 && u < nu; u++) {
+                if (pass == 0) ft[u] += pu[u].t, fc[u] += pu[u].calls;
+                t1 -= pu[u].t;
+            }
+            if (it > 0 && tp == 1) rest[pass][it - 1] = t1;
+            if (it > 0 && tp > 1 && r == VS_OK) xs[it - 1] = _vs_gp_tp_resid(m, pu, tp, pf, (double)dd->rows);
+        }
+        if (r == VS_OK && tp == 1) qsort(rest[pass], 4, sizeof(double), _vs_gp_dcmp);
+    }
+    vs_pipe_sched_free(sched);
+    if (r == VS_OK && tp == 1) {
+        double d = (rest[1][1] + rest[1][2] - rest[0][1] - rest[0][2]) / 2; // medians
+        wall = d > 0 ? d / 4 : 0; // (3 - 1) x 2 instructions more
+    }
+    if (r != VS_OK) return r;
+    double rows = (double)(dd->rows > 0 ? dd->rows : 1);
+    if (!(flops * rows > 0)) r = vs_set_error(VS_ERR_INVALID, "vs_profile_measure: the model's layers have no flops (unit.flops: forward flops per row)");
+    for (int u = 0; u < nu; u++) fx[u] = 4 * 3 * m->layers[u].unit.flops * rows; // 4 runs of F + 2F
+    if (r == VS_OK && tp == 1) {
+        _vs_gp_fit(ft, fc, fx, nu, &out[1], &out[0]);
+        out[2] = wall;
+    } else if (r == VS_OK) {
+        qsort(xs, 8, sizeof(double), _vs_gp_dcmp);
+        out[0] = (xs[3] + xs[4]) / 2; // the median run
+    }
+    return r;
+}
+
+/* This rank's layer times.
+   - tp 1: on a 1-rank mesh over `comm` (the rank's own), fitted as time per
+     forward flop of one row (out[0]), per callback call (out[1]) and the
+     engine's per compute instruction (out[2])
+   - tp > 1: on a PP1 x DP x TP mesh over `comm` (the world's), the parameters
+     sharded by the megatron policy, the TP groups all running at once; out[0]
+     = the layers' time beyond what pf's compute (flop_s / tp on sharded
+     layers, call_s) and its all-reduce table give their TP collectives, per
+     byte those move (tp_s: _vs_gp_tp_resid, the median of 8 runs after a
+     warm-up) */
+_VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs_model_desc* m, vs_pipe_fn data,
+                                            void* data_user, int tp, const vs_profile* pf, double* out)
+{
+    int nu = m->nlayers;
+    vs_result r = VS_OK;
+    vs_mesh* mesh = NULL;
+    vs_mesh* tpm = NULL;
+    vs_pipe* pipe = NULL;
+    vs_pipe_plan plan;
+    vs_pipe_desc pd;
+    vs_mesh_desc md;
+    _vs_gp_prof_data dd;
+    double flops = 0;
+    _vs_gp_prof_unit* pu = (_vs_gp_prof_unit*)vs_alloc(w, (size_t)nu * sizeof *pu);
+    vs_pipe_unit* units = (vs_pipe_unit*)vs_alloc(w, (size_t)nu * sizeof *units);
+    double* fit = (double*)vs_alloc(w, (size_t)nu * 3 * sizeof *fit);
+    if (!pu || !units || !fit) r = vs_set_error(VS_ERR_NOMEM, "vs_profile_measure: out of memory");
+    else memset(pu, 0, (size_t)nu * sizeof *pu);
+    memset(&md, 0, sizeof md);
+    if (tp > 1) {
+        md.shape[0] = 1, md.shape[1] = vs_comm_size(comm) / tp, md.shape[2] = tp;
+        md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
+    } else {
+        md.shape[0] = 1, md.dim_names[0] = "PP";
+    }
+    md.comm = comm;
+    if (r == VS_OK) r = vs_mesh_init(w, &md, &mesh);
+    if (r == VS_OK && tp > 1) r = vs_mesh_submesh(mesh, "TP", &tpm);
+    if (r == VS_OK) r = _vs_gp_prof_units(w, m, tp, tpm, pu, units, &flops);
     if (tp > 1) { // the layers' collectives need every rank: all set up, or none runs
         int ok = r == VS_OK, all = 0;
         vs_result ra = vs_all_reduce(comm, &ok, &all, 1, VS_I32, VS_OP_MIN, NULL);
@@ -2921,56 +3120,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_layers(vs_world* w, vs_comm* comm, const vs
     }
     pd.mesh = mesh, pd.units = units, pd.nunits = nu, pd.plan = &plan, pd.data = _vs_gp_prof_data_fn, pd.data_user = &dd;
     if ((r = vs_pipe_init(&pd, &pipe)) != VS_OK) goto done;
-    if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 1, &sched)) != VS_OK) goto done;
-    /* One run to warm up, then 4 (the sums). The engine's time: the runs' wall
-       time less their callbacks'. Its part that grows with the instructions
-       (F, BW on one stage: 2 a microbatch) is what runs of 3 microbatches take
-       more than runs of 1 (medians), per instruction; the rest is paid once a
-       run (the schedule's setup, the loss) and is not charged per
-       microbatch. */
-    memset(fit, 0, (size_t)nu * 3 * sizeof *fit);
-    ft = fit;
-    fc = fit + nu;
-    fx = fit + 2 * nu;
-    double rest[2][4];
-    for (int pass = 0; pass < (tp == 1 ? 2 : 1) && r == VS_OK; pass++) {
-        if (pass == 1) {
-            vs_pipe_sched_free(sched);
-            sched = NULL;
-            if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 3, &sched)) != VS_OK) break;
-        }
-        for (int it = 0; it < (tp == 1 ? 5 : 9) && r == VS_OK; it++) { // tp > 1: 8 runs, each its own figure
-            for (int u = 0; u < nu; u++) pu[u].t = 0, pu[u].calls = 0;
-            double t0 = _vs_now();
-            r = vs_pipe_run(pipe, sched, NULL);
-            double t1 = _vs_now() - t0;
-            for (int u = 0; it > 0 && u < nu; u++) {
-                if (pass == 0) ft[u] += pu[u].t, fc[u] += pu[u].calls;
-                t1 -= pu[u].t;
-            }
-            if (it > 0 && tp == 1) rest[pass][it - 1] = t1;
-            if (it > 0 && tp > 1 && r == VS_OK) xs[it - 1] = _vs_gp_tp_resid(m, pu, tp, pf, (double)dd.rows);
-        }
-        if (r == VS_OK && tp == 1) qsort(rest[pass], 4, sizeof(double), _vs_gp_dcmp);
-    }
-    if (r == VS_OK && tp == 1) {
-        double d = (rest[1][1] + rest[1][2] - rest[0][1] - rest[0][2]) / 2; // medians
-        wall = d > 0 ? d / 4 : 0; // (3 - 1) x 2 instructions more
-    }
-    if (r == VS_OK) {
-        double rows = (double)(dd.rows > 0 ? dd.rows : 1);
-        if (!(flops * rows > 0)) r = vs_set_error(VS_ERR_INVALID, "vs_profile_measure: the model's layers have no flops (unit.flops: forward flops per row)");
-        for (int u = 0; u < nu; u++) fx[u] = 4 * 3 * m->layers[u].unit.flops * rows; // 4 runs of F + 2F
-        if (r == VS_OK && tp == 1) {
-            _vs_gp_fit(ft, fc, fx, nu, &out[1], &out[0]);
-            out[2] = wall;
-        } else if (r == VS_OK) {
-            qsort(xs, 8, sizeof(double), _vs_gp_dcmp);
-            out[0] = (xs[3] + xs[4]) / 2; // the median run
-        }
-    }
+    r = _vs_gp_prof_time(w, m, pipe, pu, &dd, tp, pf, flops, fit, out);
 done:
-    vs_pipe_sched_free(sched);
     if (pipe) vs_pipe_free(pipe);
     if (mesh) vs_mesh_free(mesh);
     for (int u = 0; pu && units && u < nu; u++)
@@ -3773,13 +3924,18 @@ VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** 
     return _vs_hl_make(w, d, NULL, 0, "vs_parallelize", out);
 }
 
-_VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mesh* mesh, int noinit, const char* fn,
-                                     vs_train** out)
+/* _vs_hl_make's phases, in the order it runs them; each returns the first
+   error (t is then freed by _vs_hl_make) and names the caller with fn. */
+
+/* Every zero-is-default value of a vs_train_desc, resolved and checked in this
+   one place (as sokol's _sg_desc_defaults): vs_train_query_desc returns the
+   result, vs_parallelize and vs_train_reconfigure make the training state from
+   it. fn names the caller in messages. */
+_VS_HL_PRIVATE vs_result _vs_hl_resolve(const vs_train_desc* in, vs_train_desc* out, const char* fn)
 {
-    if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
-    *out = NULL;
-    if (!w || !d || !d->plan) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !w ? "world" : !d ? "desc" : "desc.plan");
-    _VS_TRY(vs_plan_check(d->plan, d->model));
+    vs_train_desc z;
+    memset(&z, 0, sizeof z);
+    const vs_train_desc* d = in ? in : &z;
     if (!isfinite(d->clip) || d->clip < 0)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.clip = %g (finite and >= 0; 0: no clipping)", fn, d->clip);
     if (d->accumulate < 0 || d->accumulate > 1 << 20)
@@ -3788,62 +3944,68 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
     if ((int)d->nonfinite < 0 || d->nonfinite > VS_NONFINITE_ERROR)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.nonfinite = %d (VS_NONFINITE_SKIP or VS_NONFINITE_ERROR)", fn,
                             (int)d->nonfinite);
-    const vs_plan* pl = d->plan;
-    const vs_model_desc* m = d->model;
-    int pp = _vs_hl_sz(pl->pp), dp = _vs_hl_sz(pl->dp), tp = _vs_hl_sz(pl->tp);
-    if (!mesh && pp * dp * tp != vs_world_size(w))
-        return vs_set_error(VS_ERR_MISMATCH, "%s: the plan's mesh PP=%d x DP=%d x TP=%d is %d ranks, the world has %d", fn,
-                            pp, dp, tp, pp * dp * tp, vs_world_size(w));
-    vs_train* t = (vs_train*)vs_alloc(w, sizeof *t);
-    if (!t) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-    memset(t, 0, sizeof *t);
-    t->magic = _VS_HL_LIVE;
-    t->grad_norm = NAN;
-    t->w = w;
-    t->model = m;
-    t->desc = *d;
-    t->plan = *pl;
-    t->pp = pp, t->dp = dp, t->tp = tp;
-    t->M = _vs_hl_mbs(pl);
-    if (t->desc.lr.lr == 0 && t->desc.lr.kind == 0) t->desc.lr.lr = 1e-3;
-    vs_result r = vs_lr_check(&t->desc.lr);
-    { // the loss scale: defaults, checks, on for f16 models unless turned off
-        vs_loss_scale* ls = &t->ls;
-        *ls = d->loss_scale;
+    *out = *d;
+    if (out->lr.lr == 0 && out->lr.kind == VS_LR_CONSTANT) out->lr.lr = 1e-3;
+    vs_result r = vs_lr_check(&out->lr);
+    if (r) return vs_set_error(r, "%s: %s", fn, vs_last_error());
+    if (out->accumulate == 0) out->accumulate = 1;
+    vs_ddp_desc dd; // the optimizer's defaults are DDP's
+    memset(&dd, 0, sizeof dd);
+    dd.optim = out->optim;
+    _vs_ddp_desc_defaults(&dd);
+    out->optim = dd.optim;
+    vs_loss_scale* ls = &out->loss_scale;
+    if (ls->init == 0) ls->init = 65536;
+    if (ls->growth == 0) ls->growth = 2;
+    if (ls->backoff == 0) ls->backoff = 0.5;
+    if (ls->interval == 0) ls->interval = 2000;
+    if (ls->enable < -1 || ls->enable > 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale.enable = %d (0 auto, 1 on, -1 off)", fn, ls->enable);
+    if (!isfinite(ls->init) || ls->init <= 0 || !isfinite(ls->growth) || ls->growth <= 1 ||
+        !(ls->backoff > 0 && ls->backoff < 1) || ls->interval < 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale: init %g (> 0), growth %g (> 1), backoff %g (in (0, "
+                            "1)), interval %d (>= 1)", fn, ls->init, ls->growth, ls->backoff, ls->interval);
+    if (ls->enable == 0) { // on for f16 models
         int f16 = 0;
-        for (int l = 0; l < m->nlayers; l++)
-            for (int i = 0; i < m->layers[l].nparams; i++) f16 |= _vs_hl_dt(&m->layers[l].params[i]) == VS_F16;
-        if (ls->init == 0) ls->init = 65536;
-        if (ls->growth == 0) ls->growth = 2;
-        if (ls->backoff == 0) ls->backoff = 0.5;
-        if (ls->interval == 0) ls->interval = 2000;
-        if (!r && (ls->enable < -1 || ls->enable > 1))
-            r = vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale.enable = %d (0 auto, 1 on, -1 off)", fn, ls->enable);
-        if (!r && (!isfinite(ls->init) || ls->init <= 0 || !isfinite(ls->growth) || ls->growth <= 1 ||
-                   !(ls->backoff > 0 && ls->backoff < 1) || ls->interval < 1))
-            r = vs_set_error(VS_ERR_INVALID, "%s: desc.loss_scale: init %g (> 0), growth %g (> 1), backoff %g (in (0, 1)), "
-                             "interval %d (>= 1)", fn, ls->init, ls->growth, ls->backoff, ls->interval);
-        ls->enable = ls->enable == 1 || (ls->enable == 0 && f16);
-        t->scale = ls->enable ? ls->init : 1.0;
+        const vs_model_desc* m = out->model;
+        for (int l = 0; m && m->layers && l < m->nlayers; l++)
+            for (int i = 0; i < m->layers[l].nparams && i < VS_LAYER_MAX_PARAMS; i++)
+                f16 |= _vs_hl_dt(&m->layers[l].params[i]) == VS_F16;
+        ls->enable = f16 ? 1 : -1;
     }
+    return VS_OK;
+}
+
+VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* out)
+{
+    if (!out) return vs_set_error(VS_ERR_NULL, "vs_train_query_desc: out is NULL");
+    return _vs_hl_resolve(desc, out, "vs_train_query_desc");
+}
+
+/* The (PP, DP, TP) mesh (`mesh`, or a new one over the world), its submeshes
+   and this rank's place; on GPUs the compute stream, the loss's device scalar
+   and the kernels. */
+_VS_HL_PRIVATE vs_result _vs_hl_open_mesh(vs_train* t, vs_mesh* mesh, const char* fn)
+{
+    vs_result r = VS_OK;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
-    md.shape[0] = pp, md.shape[1] = dp, md.shape[2] = tp;
+    md.shape[0] = t->pp, md.shape[1] = t->dp, md.shape[2] = t->tp;
     md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
-    if (!r && mesh) t->mesh = mesh; // (checked by vs_train_reconfigure)
-    else if (!r) r = vs_mesh_init(w, &md, &t->mesh);
-    if (!r && tp > 1) r = vs_mesh_submesh(t->mesh, "TP", &t->tpm);
-    if (!r && dp > 1) r = vs_mesh_submesh(t->mesh, "DP", &t->dpm);
-    if (!r && pp > 1) r = vs_mesh_submesh(t->mesh, "PP", &t->ppm);
+    if (mesh) t->mesh = mesh; // (checked by vs_train_reconfigure)
+    else r = vs_mesh_init(t->w, &md, &t->mesh);
+    if (!r && t->tp > 1) r = vs_mesh_submesh(t->mesh, "TP", &t->tpm);
+    if (!r && t->dp > 1) r = vs_mesh_submesh(t->mesh, "DP", &t->dpm);
+    if (!r && t->pp > 1) r = vs_mesh_submesh(t->mesh, "PP", &t->ppm);
     if (!r) {
         t->stage = vs_mesh_coord_along(t->mesh, "PP");
         t->dp_rank = vs_mesh_coord_along(t->mesh, "DP");
     }
 #ifdef VESCALE_NCCL
-    t->dev = !r && vs_comm_device(vs_world_comm(w)) == 1;
-    if (t->dev) { // the compute stream, the loss's device scalar, the kernels
+    t->dev = !r && vs_comm_device(vs_world_comm(t->w)) == 1;
+    if (t->dev) {
         cudaError_t e = cudaSuccess;
-        t->stream = d->stream;
+        t->stream = t->desc.stream;
         if (!t->stream) {
             cudaStream_t st = NULL;
             e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
@@ -3854,53 +4016,70 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
         t->ev = ev;
         if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "the compute stream and an event");
         t->loss_carrier = !r && t->stage == 0 && vs_mesh_coord_along(t->mesh, "TP") == 0;
-        if (!r && !(t->dloss = (double*)vs_device_alloc(w, 2 * sizeof(double)))) // (a step's, an evaluation's)
+        if (!r && !(t->dloss = (double*)vs_device_alloc(t->w, 2 * sizeof(double)))) // (a step's, an evaluation's)
             r = vs_set_error(VS_ERR_NOMEM, "%s: out of device memory", fn);
         if (!r) r = vs_kernels_get(&_vs_hl_text, fn, t->k);
         if (!r && t->tpm) r = vs_comm_set_stream(vs_mesh_comm(t->tpm), t->stream);
     }
+#else
+    (void)fn;
 #endif
-    // the pipeline units (vescale's user pointers) and the split
+    return r;
+}
+
+/* The pipeline units (vescale's user pointers, its backward wrappers) and the
+   split into stages. */
+_VS_HL_PRIVATE vs_result _vs_hl_split_units(vs_train* t, const char* fn)
+{
+    const vs_model_desc* m = t->model;
+    const vs_plan* pl = &t->plan;
     const int L = m->nlayers;
-    t->units = r ? NULL : (vs_pipe_unit*)vs_alloc(w, sizeof(vs_pipe_unit) * (size_t)L);
-    t->lay = r ? NULL : (_vs_hl_layer*)vs_alloc(w, sizeof(_vs_hl_layer) * (size_t)L);
-    t->prm = r ? NULL : (_vs_hl_param*)vs_alloc(w, sizeof(_vs_hl_param) * (size_t)L * VS_LAYER_MAX_PARAMS);
-    t->layer_prm = r ? NULL : (int*)vs_alloc(w, sizeof(int) * (size_t)L * VS_LAYER_MAX_PARAMS);
-    if (!r && (!t->units || !t->lay || !t->prm || !t->layer_prm)) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-    if (!r) {
-        memset(t->lay, 0, sizeof(_vs_hl_layer) * (size_t)L);
-        for (int l = 0; l < L; l++) {
-            const vs_pipe_unit* u = &m->layers[l].unit;
-            t->units[l] = *u;
-            t->units[l].user = &t->lay[l].ctx;
-            t->units[l].recompute = u->recompute || _vs_hl_recomputes(pl, u->name);
-            // backward parts go through vescale first: it hands them the gradient views of this pass
-            t->units[l].backward = u->backward ? _vs_hl_bwd : NULL;
-            t->units[l].backward_input = u->backward_input ? _vs_hl_bwd_input : NULL;
-            t->units[l].backward_weight = u->backward_weight ? _vs_hl_bwd_weight : NULL;
-            t->lay[l].t = t;
-            t->lay[l].ctx.user = m->layers[l].user;
-            t->lay[l].ctx.tp = t->tpm;
-            t->lay[l].ctx.tp_size = tp;
-            t->lay[l].ctx.tp_rank = t->tpm ? vs_mesh_rank(t->tpm) : 0;
-            t->lay[l].ctx.sp = pl->sequence_parallel && tp > 1;
-        }
-        vs_pipe_split_desc sd;
-        memset(&sd, 0, sizeof sd);
-        sd.stages = pp;
-        sd.chunks = _vs_hl_chunks(pl);
-        sd.kind = _vs_hl_split(pl);
-        if (sd.kind == VS_PIPE_SPLIT_FLOPS) { // a model without flops splits uniformly
-            int any = 0;
-            for (int l = 0; l < L; l++) any |= m->layers[l].unit.flops > 0;
-            if (!any) sd.kind = VS_PIPE_SPLIT_UNIFORM;
-        }
-        sd.points = pl->split_points[0] ? pl->split_points : NULL;
-        sd.schedule = _vs_hl_sched(pl); // (the split takes the placement the schedule needs)
-        r = vs_pipe_split(t->units, L, &sd, &t->pplan);
+    vs_world* w = t->w;
+    t->units = (vs_pipe_unit*)vs_alloc(w, sizeof(vs_pipe_unit) * (size_t)L);
+    t->lay = (_vs_hl_layer*)vs_alloc(w, sizeof(_vs_hl_layer) * (size_t)L);
+    t->prm = (_vs_hl_param*)vs_alloc(w, sizeof(_vs_hl_param) * (size_t)L * VS_LAYER_MAX_PARAMS);
+    t->layer_prm = (int*)vs_alloc(w, sizeof(int) * (size_t)L * VS_LAYER_MAX_PARAMS);
+    if (!t->units || !t->lay || !t->prm || !t->layer_prm) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    memset(t->lay, 0, sizeof(_vs_hl_layer) * (size_t)L);
+    for (int l = 0; l < L; l++) {
+        const vs_pipe_unit* u = &m->layers[l].unit;
+        t->units[l] = *u;
+        t->units[l].user = &t->lay[l].ctx;
+        t->units[l].recompute = u->recompute || _vs_hl_recomputes(pl, u->name);
+        // backward parts go through vescale first: it hands them the gradient views of this pass
+        t->units[l].backward = u->backward ? _vs_hl_bwd : NULL;
+        t->units[l].backward_input = u->backward_input ? _vs_hl_bwd_input : NULL;
+        t->units[l].backward_weight = u->backward_weight ? _vs_hl_bwd_weight : NULL;
+        t->lay[l].t = t;
+        t->lay[l].ctx.user = m->layers[l].user;
+        t->lay[l].ctx.tp = t->tpm;
+        t->lay[l].ctx.tp_size = t->tp;
+        t->lay[l].ctx.tp_rank = t->tpm ? vs_mesh_rank(t->tpm) : 0;
+        t->lay[l].ctx.sp = pl->sequence_parallel && t->tp > 1;
     }
-    // parameters: unique by name; where they are used
-    for (int l = 0; !r && l < L; l++) {
+    vs_pipe_split_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.stages = t->pp;
+    sd.chunks = _vs_hl_chunks(pl);
+    sd.kind = _vs_hl_split(pl);
+    if (sd.kind == VS_PIPE_SPLIT_FLOPS) { // a model without flops splits uniformly
+        int any = 0;
+        for (int l = 0; l < L; l++) any |= m->layers[l].unit.flops > 0;
+        if (!any) sd.kind = VS_PIPE_SPLIT_UNIFORM;
+    }
+    sd.points = pl->split_points[0] ? pl->split_points : NULL;
+    sd.schedule = _vs_hl_sched(pl); // (the split takes the placement the schedule needs)
+    return vs_pipe_split(t->units, L, &sd, &t->pplan);
+}
+
+/* The parameters, unique by name (a tied one is used by several layers), and
+   where they are used: which chunks, whether on another stage, this stage's
+   first user. */
+_VS_HL_PRIVATE vs_result _vs_hl_index_params(vs_train* t)
+{
+    const vs_model_desc* m = t->model;
+    vs_result r = VS_OK;
+    for (int l = 0; !r && l < m->nlayers; l++) {
         int st = 0, k = vs_pipe_unit_chunk(&t->pplan, l, &st);
         for (int i = 0; i < m->layers[l].nparams; i++) {
             const vs_param_decl* pd = &m->layers[l].params[i];
@@ -3914,7 +4093,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
                 q->chunk_lo = q->chunk_hi = -1;
                 q->chunk_a = q->chunk_b = k;
                 q->first_here = -1;
-                r = vs_plan_placement(pl, pd, &q->tp, NULL);
+                r = vs_plan_placement(&t->plan, pd, &q->tp, NULL);
                 int64_t n = 1;
                 for (int e = 0; e < pd->ndim; e++) n *= pd->shape[e];
                 t->model_bytes += n * (int64_t)vs_dtype_size(_vs_hl_dt(pd));
@@ -3932,92 +4111,110 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
             t->layer_prm[l * VS_LAYER_MAX_PARAMS + i] = x;
         }
     }
-    // DDP over the whole mesh: this stage's parameters, each initialized as its shard only
-    if (!r) {
-        vs_ddp_desc dd;
-        memset(&dd, 0, sizeof dd);
-        dd.mesh = t->mesh;
-        dd.zero = pl->zero;
-        t->zero = pl->zero;
-        dd.optim = d->optim;
-        /* ZeRO-2 stages a bucket's gradient from its first backward until its
-           chunk's SYNC; a pipeline keeps every bucket of a chunk (and, V-shaped,
-           of two) open across microbatches, so room for all of them. */
-        dd.zero2_buffers = L * VS_LAYER_MAX_PARAMS;
-        dd.stream = t->stream; // (NULL on the host transports)
-        dd.grad_fp32 = d->grad_fp32;
-        r = vs_ddp_init(&dd, &t->ddp);
-        if (!r) t->ddp->owner = _VS_HL_OWNER; // (vs_ddp_free(vs_train_ddp(t)) would leave t dangling)
+    return r;
+}
+
+/* DDP over the whole mesh, for this stage's parameters. */
+_VS_HL_PRIVATE vs_result _vs_hl_open_ddp(vs_train* t)
+{
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = t->mesh;
+    dd.zero = t->plan.zero;
+    t->zero = t->plan.zero;
+    dd.optim = t->desc.optim;
+    /* ZeRO-2 stages a bucket's gradient from its first backward until its
+       chunk's SYNC; a pipeline keeps every bucket of a chunk (and, V-shaped,
+       of two) open across microbatches, so room for all of them. */
+    dd.zero2_buffers = t->model->nlayers * VS_LAYER_MAX_PARAMS;
+    dd.stream = t->stream; // (NULL on the host transports)
+    dd.grad_fp32 = t->desc.grad_fp32;
+    vs_result r = vs_ddp_init(&dd, &t->ddp);
+    if (!r) t->ddp->owner = _VS_HL_OWNER; // (vs_ddp_free(vs_train_ddp(t)) would leave t dangling)
+    return r;
+}
+
+/* Parameter q into DDP: its shard's layout, its memory (the trainer's,
+   desc.storage, or vescale's), its initial values drawn as that shard only
+   (noinit: not drawn). *live: the host bytes held for initial values now (the
+   peak goes to t->init_peak). */
+_VS_HL_PRIVATE vs_result _vs_hl_add_param(vs_train* t, _vs_hl_param* q, int noinit, const char* fn, int64_t* live)
+{
+    vs_world* w = t->w;
+    const vs_train_desc* d = &t->desc;
+    vs_ddp_param_desc pdsc;
+    memset(&pdsc, 0, sizeof pdsc);
+    pdsc.name = q->d->name;
+    vs_dtype pdt = _vs_hl_dt(q->d);
+    size_t psz = vs_dtype_size(pdt);
+    pdsc.dtype = pdt;
+    pdsc.ndim = q->d->ndim;
+    for (int e = 0; e < q->d->ndim; e++) pdsc.shape[e] = q->d->shape[e];
+    pdsc.placements[2] = q->tp;
+    /* sequence parallelism: a TP-replicated parameter's gradient comes from
+       this rank's rows only, a partial sum over TP that DDP completes */
+    if (t->lay[0].ctx.sp && q->tp.kind == VS_PLACE_REPLICATE) pdsc.placements[2] = vs_partial(VS_OP_SUM);
+    pdsc.no_decay = q->d->no_decay;
+    // the copy on the later stage is left out of the clip norm (counted once)
+    pdsc.tied_copy = q->tied_remote && t->pplan.chunk_stage[q->chunk_b] == t->stage &&
+                     t->pplan.chunk_stage[q->chunk_a] != t->stage;
+    vs_dtensor dt;
+    memset(&dt, 0, sizeof dt);
+    dt.layout.mesh = t->mesh;
+    dt.layout.p[2] = q->tp;
+    dt.dtype = pdt; // (drawn in f32 and rounded: vs_init_fill)
+    dt.ndim = q->d->ndim;
+    for (int e = 0; e < q->d->ndim; e++) dt.shape[e] = q->d->shape[e];
+    vs_result r = vs_layout_local(&dt.layout, dt.ndim, dt.shape, vs_mesh_rank(t->mesh), q->lshape, q->loff);
+    q->lnumel = 1;
+    for (int e = 0; e < q->d->ndim; e++) q->lnumel *= q->lshape[e];
+    size_t ib = (size_t)(q->lnumel ? q->lnumel : 1) * psz;
+    void *init = NULL, *grad = NULL;
+    if (!r && d->storage) { // the trainer's memory: initialized in place, used in place
+        vs_dtype gdt = d->grad_fp32 && pdt != VS_F32 ? VS_F32 : pdt;
+        r = d->storage(q->d->name, pdt, gdt, q->lnumel, &init, &grad, d->storage_user);
+        if (r) r = vs_set_error(r, "%s: desc.storage for \"%s\": %s", fn, q->d->name, vs_last_error());
+        else if (!init || !grad)
+            r = vs_set_error(VS_ERR_NULL, "%s: desc.storage gave \"%s\" no %s", fn, q->d->name,
+                             init ? "gradient" : "parameter");
+    } else if (!r) {
+        init = t->dev ? vs_device_alloc(w, ib) : vs_alloc(w, ib); // (on the device there)
+        if (!init)
+            r = vs_set_error(VS_ERR_NOMEM, "%s: %lld %s elements for \"%s\"", fn, (long long)q->lnumel,
+                             vs_dtype_name(pdt), q->d->name);
     }
-    int64_t live = 0;
-    for (int pass = 0; pass < 2 && !r; pass++) // tied ones first: their bucket reduces last
-        for (int x = 0; x < t->np && !r; x++) {
-            _vs_hl_param* q = &t->prm[x];
-            if (q->chunk_lo < 0 || q->tied_remote != (pass == 0)) continue;
-            vs_ddp_param_desc pdsc;
-            memset(&pdsc, 0, sizeof pdsc);
-            pdsc.name = q->d->name;
-            vs_dtype pdt = _vs_hl_dt(q->d);
-            size_t psz = vs_dtype_size(pdt);
-            pdsc.dtype = pdt;
-            pdsc.ndim = q->d->ndim;
-            for (int e = 0; e < q->d->ndim; e++) pdsc.shape[e] = q->d->shape[e];
-            pdsc.placements[2] = q->tp;
-            /* sequence parallelism: a TP-replicated parameter's gradient comes from
-               this rank's rows only, a partial sum over TP that DDP completes */
-            if (t->lay[0].ctx.sp && q->tp.kind == VS_PLACE_REPLICATE) pdsc.placements[2] = vs_partial(VS_OP_SUM);
-            pdsc.no_decay = q->d->no_decay;
-            // the copy on the later stage is left out of the clip norm (counted once)
-            pdsc.tied_copy = q->tied_remote && t->pplan.chunk_stage[q->chunk_b] == t->stage &&
-                             t->pplan.chunk_stage[q->chunk_a] != t->stage;
-            vs_dtensor dt;
-            memset(&dt, 0, sizeof dt);
-            dt.layout.mesh = t->mesh;
-            dt.layout.p[2] = q->tp;
-            dt.dtype = pdt; // (drawn in f32 and rounded: vs_init_fill)
-            dt.ndim = q->d->ndim;
-            for (int e = 0; e < q->d->ndim; e++) dt.shape[e] = q->d->shape[e];
-            r = vs_layout_local(&dt.layout, dt.ndim, dt.shape, vs_mesh_rank(t->mesh), q->lshape, q->loff);
-            q->lnumel = 1;
-            for (int e = 0; e < q->d->ndim; e++) q->lnumel *= q->lshape[e];
-            size_t ib = (size_t)(q->lnumel ? q->lnumel : 1) * psz;
-            void *init = NULL, *grad = NULL;
-            if (!r && d->storage) { // the trainer's memory: initialized in place, used in place
-                vs_dtype gdt = d->grad_fp32 && pdt != VS_F32 ? VS_F32 : pdt;
-                r = d->storage(q->d->name, pdt, gdt, q->lnumel, &init, &grad, d->storage_user);
-                if (r) r = vs_set_error(r, "%s: desc.storage for \"%s\": %s", fn, q->d->name, vs_last_error());
-                else if (!init || !grad)
-                    r = vs_set_error(VS_ERR_NULL, "%s: desc.storage gave \"%s\" no %s", fn, q->d->name,
-                                     init ? "gradient" : "parameter");
-            } else if (!r) {
-                init = t->dev ? vs_device_alloc(w, ib) : vs_alloc(w, ib); // (on the device there)
-                if (!init)
-                    r = vs_set_error(VS_ERR_NOMEM, "%s: %lld %s elements for \"%s\"", fn, (long long)q->lnumel,
-                                     vs_dtype_name(pdt), q->d->name);
-            }
-            if (!r) {
-                live += q->lnumel * (int64_t)psz; // (the shard, never the whole tensor)
-                if (live > t->init_peak) t->init_peak = live;
-                dt.data = init;
-                vs_init_desc id = q->d->init;
-                id.seed = m->seed;
-                id.name = q->d->name;
-                r = noinit ? VS_OK : vs_init_fill(&dt, &id);
-                if (r) r = vs_set_error(r, "%s: init of \"%s\": %s", fn, q->d->name, vs_last_error());
-            }
-            if (d->storage)
-                pdsc.storage = init, pdsc.grad_storage = grad;
-            else
-                pdsc.data = init;
-            if (!r) r = vs_ddp_add_param(t->ddp, &pdsc, &q->ddp);
-            if (!d->storage && t->dev)
-                vs_device_free(w, init); // (vs_ddp_add_param copied it: a cudaMemcpy, done)
-            else if (!d->storage)
-                vs_free(w, init); // (the trainer's memory stays: DDP uses it)
-            live -= q->lnumel * (int64_t)psz;
-        }
-    if (!r) r = vs_ddp_finalize(t->ddp);
-    for (int l = 0; !r && l < L; l++) // the layers' views of their shards
+    if (!r) {
+        *live += q->lnumel * (int64_t)psz; // (the shard, never the whole tensor)
+        if (*live > t->init_peak) t->init_peak = *live;
+        dt.data = init;
+        vs_init_desc id = q->d->init;
+        id.seed = t->model->seed;
+        id.name = q->d->name;
+        r = noinit ? VS_OK : vs_init_fill(&dt, &id);
+        if (r) r = vs_set_error(r, "%s: init of \"%s\": %s", fn, q->d->name, vs_last_error());
+    }
+    if (d->storage)
+        pdsc.storage = init, pdsc.grad_storage = grad;
+    else
+        pdsc.data = init;
+    if (!r) r = vs_ddp_add_param(t->ddp, &pdsc, &q->ddp);
+    if (!d->storage && t->dev)
+        vs_device_free(w, init); // (vs_ddp_add_param copied it: a cudaMemcpy, done)
+    else if (!d->storage)
+        vs_free(w, init); // (the trainer's memory stays: DDP uses it)
+    *live -= q->lnumel * (int64_t)psz;
+    return r;
+}
+
+/* Each layer's views of its parameters' shards, and the scratch gradients of
+   a parameter a layer shares: another stage's part of a tied one (device), a
+   later user's on this stage. */
+_VS_HL_PRIVATE vs_result _vs_hl_layer_views(vs_train* t, const char* fn)
+{
+    const vs_model_desc* m = t->model;
+    vs_world* w = t->w;
+    vs_result r = VS_OK;
+    for (int l = 0; !r && l < m->nlayers; l++)
         for (int i = 0; i < m->layers[l].nparams; i++) {
             _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
             if (q->ddp < 0) continue;
@@ -4047,26 +4244,75 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
             for (int e = 0; e < VS_TENSOR_MAX_DIMS; e++)
                 t->lay[l].ctx.local_shape[i][e] = q->lshape[e], t->lay[l].ctx.offset[i][e] = q->loff[e];
         }
-    if (!r) {
-        vs_pipe_desc pd;
-        memset(&pd, 0, sizeof pd);
-        pd.mesh = t->mesh;
-        pd.units = t->units;
-        pd.nunits = L;
-        pd.plan = &t->pplan;
-        pd.data = _vs_hl_data;
-        pd.data_user = t;
-        pd.loss = VS_PIPE_LOSS_MEAN;
-        pd.on_sync = _vs_hl_on_sync;
-        pd.on_step = _vs_hl_on_step;
-        pd.hook_user = t;
-        pd.stream = t->stream; // (NULL on the host transports)
-        pd.fixed_shapes = t->dev && !d->variable_shapes;
-        pd.defer_loss = t->dev; // (the loss is read with the norm: one host wait a step)
-        r = vs_pipe_init(&pd, &t->pipe);
-        if (!r) t->pipe->owner = _VS_HL_OWNER;
-    }
-    if (!r) r = vs_pipe_generate(w, _vs_hl_sched(pl), pp, t->pplan.chunks, t->M, &t->sched);
+    return r;
+}
+
+/* The pipeline engine over the units, with vescale's data and hooks, and the
+   plan's schedule. */
+_VS_HL_PRIVATE vs_result _vs_hl_open_pipe(vs_train* t)
+{
+    vs_pipe_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.mesh = t->mesh;
+    pd.units = t->units;
+    pd.nunits = t->model->nlayers;
+    pd.plan = &t->pplan;
+    pd.data = _vs_hl_data;
+    pd.data_user = t;
+    pd.loss = VS_PIPE_LOSS_MEAN;
+    pd.on_sync = _vs_hl_on_sync;
+    pd.on_step = _vs_hl_on_step;
+    pd.hook_user = t;
+    pd.stream = t->stream; // (NULL on the host transports)
+    pd.fixed_shapes = t->dev && !t->desc.variable_shapes;
+    pd.defer_loss = t->dev; // (the loss is read with the norm: one host wait a step)
+    vs_result r = vs_pipe_init(&pd, &t->pipe);
+    if (!r) t->pipe->owner = _VS_HL_OWNER;
+    if (!r) r = vs_pipe_generate(t->w, _vs_hl_sched(&t->plan), t->pp, t->pplan.chunks, t->M, &t->sched);
+    return r;
+}
+
+_VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mesh* mesh, int noinit, const char* fn,
+                                     vs_train** out)
+{
+    if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!w || !d || !d->plan) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !w ? "world" : !d ? "desc" : "desc.plan");
+    _VS_TRY(vs_plan_check(d->plan, d->model));
+    vs_train_desc rd; // resolved
+    memset(&rd, 0, sizeof rd);
+    _VS_TRY(_vs_hl_resolve(d, &rd, fn));
+    const vs_plan* pl = d->plan;
+    int pp = _vs_hl_sz(pl->pp), dp = _vs_hl_sz(pl->dp), tp = _vs_hl_sz(pl->tp);
+    if (!mesh && pp * dp * tp != vs_world_size(w))
+        return vs_set_error(VS_ERR_MISMATCH, "%s: the plan's mesh PP=%d x DP=%d x TP=%d is %d ranks, the world has %d", fn,
+                            pp, dp, tp, pp * dp * tp, vs_world_size(w));
+    vs_train* t = (vs_train*)vs_alloc(w, sizeof *t);
+    if (!t) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    memset(t, 0, sizeof *t);
+    t->magic = _VS_HL_LIVE;
+    t->grad_norm = NAN;
+    t->w = w;
+    t->model = d->model;
+    t->desc = rd;
+    t->plan = *pl;
+    t->pp = pp, t->dp = dp, t->tp = tp;
+    t->M = _vs_hl_mbs(pl);
+    t->ls = rd.loss_scale;
+    t->ls.enable = rd.loss_scale.enable == 1;
+    t->scale = t->ls.enable ? t->ls.init : 1.0;
+    vs_result r = _vs_hl_open_mesh(t, mesh, fn);
+    if (!r) r = _vs_hl_split_units(t, fn);
+    if (!r) r = _vs_hl_index_params(t);
+    if (!r) r = _vs_hl_open_ddp(t);
+    int64_t live = 0;
+    for (int pass = 0; pass < 2 && !r; pass++) // tied ones first: their bucket reduces last
+        for (int x = 0; x < t->np && !r; x++)
+            if (t->prm[x].chunk_lo >= 0 && t->prm[x].tied_remote == (pass == 0))
+                r = _vs_hl_add_param(t, &t->prm[x], noinit, fn, &live);
+    if (!r) r = vs_ddp_finalize(t->ddp);
+    if (!r) r = _vs_hl_layer_views(t, fn);
+    if (!r) r = _vs_hl_open_pipe(t);
     if (r) {
         char msg[600];
         size_t ml = strlen(vs_last_error());
@@ -4753,40 +4999,35 @@ _VS_HL_PRIVATE vs_result _vs_hl_copy(vs_train* t, void* dst, const void* src, si
 #endif
 }
 
-/* vs_train_reconfigure's move of the state from the old training state (NULL:
-   none here) into nt, the new one on its mesh. */
-_VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const char* ckpt, vs_reconfig_info* inf)
+/* vs_train_reconfigure's counters: the largest step count any rank of the new
+   mesh holds (*top), whether this rank's old state is that current one
+   (*holder), the holders' skipped count, loss scale and good steps (cnt), and
+   the data position (an attached loader's, or one loaded for a loader not yet
+   open) from the first holder that has one: a loader a rank opens on the new
+   state starts there (vs_data_open), the moved ones seek to it. */
+_VS_HL_PRIVATE vs_result _vs_hl_move_counters(vs_train* old, vs_train* nt, vs_reconfig_info* inf, int64_t* top,
+                                              int* holder, double* cnt)
 {
     const char* fn = "vs_train_reconfigure";
     vs_world* w = nt->w;
     vs_comm* mc = vs_mesh_comm(nt->mesh);
-    vs_comm* dc = nt->dpm ? vs_mesh_comm(nt->dpm) : NULL;
-    const int dp = nt->dp, me = nt->dp_rank;
-#ifdef VESCALE_NCCL
-    // (its state is read below; a collective of the old mesh's that waits for a lost peer may hold its stream:
-    // waited for with the new mesh's deadline, never for good)
-    if (old && old->dev && old->stream) _VS_TRY(vs_sync_stream(mc, old->stream));
-#endif
-    // the current state: the largest step count any rank holds, and its counters
-    int64_t steps = old ? vs_ddp_step_count(old->ddp) : -1, top = -1;
-    _VS_TRY(_vs_host_coll(mc, 0, &steps, &top, 1, VS_I64, VS_OP_MAX, fn));
-    if (top < 0) return vs_set_error(VS_ERR_STATE, "%s: no rank of the mesh holds a training state", fn);
-    int holder = old && steps == top;
-    double cnt[4] = {-1, -1, -1, 0}, all[4];
-    if (holder) cnt[0] = (double)old->skipped, cnt[1] = old->scale, cnt[2] = (double)old->good;
-    _VS_TRY(_vs_host_coll(mc, 0, cnt, all, 3, VS_F64, VS_OP_MAX, fn));
-    int32_t h = holder, hs = 0;
+    int64_t steps = old ? vs_ddp_step_count(old->ddp) : -1;
+    *top = -1;
+    _VS_TRY(_vs_host_coll(mc, 0, &steps, top, 1, VS_I64, VS_OP_MAX, fn));
+    if (*top < 0) return vs_set_error(VS_ERR_STATE, "%s: no rank of the mesh holds a training state", fn);
+    *holder = old && steps == *top;
+    double mine[4] = {-1, -1, -1, 0};
+    if (*holder) mine[0] = (double)old->skipped, mine[1] = old->scale, mine[2] = (double)old->good;
+    _VS_TRY(_vs_host_coll(mc, 0, mine, cnt, 3, VS_F64, VS_OP_MAX, fn));
+    int32_t h = *holder, hs = 0;
     _VS_TRY(_vs_host_coll(mc, 0, &h, &hs, 1, VS_I32, VS_OP_SUM, fn));
-    inf->steps = top;
+    inf->steps = *top;
     inf->holders = hs;
-    /* the data position (an attached loader's, or one loaded for a loader not
-       yet open) from the first holder that has one: a loader a rank opens on
-       the new state starts there (vs_data_open), the moved ones seek to it */
     size_t pb = 8 + _VS_DATA_POS_BYTES;
     unsigned char* pos = (unsigned char*)vs_alloc(w, pb * (size_t)(vs_comm_size(mc) + 1));
     if (!pos) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     memset(pos, 0, pb);
-    if (holder && ((old->data && old->has_step_pos) || old->has_data_pos)) {
+    if (*holder && ((old->data && old->has_step_pos) || old->has_data_pos)) {
         pos[0] = 1;
         memcpy(pos + 8, old->data ? old->step_pos : old->data_pos, _VS_DATA_POS_BYTES);
     }
@@ -4797,40 +5038,47 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
             break;
         }
     vs_free(w, pos);
-    _VS_TRY(pr);
-    // the moves, in the new DDP's order: each parameter, then its optimizer states
+    return pr;
+}
+
+/* The moves, in the new DDP's order: each parameter's values, then its
+   optimizer states (mv: room for 7 a parameter; *K: how many), where they lie
+   in the new state and, on a holder, in the old one. Through DDP's public
+   calls: vs_ddp_query_param_info, vs_ddp_param, vs_ddp_optim_state. */
+_VS_HL_PRIVATE vs_result _vs_hl_list_moves(vs_train* old, vs_train* nt, int holder, _vs_hl_move* mv, int* K)
+{
+    const char* fn = "vs_train_reconfigure";
     vs_ddp* nd = nt->ddp;
-    int np = vs_ddp_num_params(nd), K = 0;
-    _vs_hl_move* mv = (_vs_hl_move*)vs_alloc(w, sizeof(_vs_hl_move) * (size_t)(np ? np : 1) * 7);
-    if (!mv) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     vs_result r = VS_OK;
-    for (int i = 0; i < np && !r; i++) {
-        const _vs_dparam* q = &nd->params[i];
+    *K = 0;
+    for (int i = 0; i < vs_ddp_num_params(nd) && !r; i++) {
+        vs_ddp_param_info q, oq;
+        memset(&oq, 0, sizeof oq);
+        r = vs_ddp_query_param_info(nd, i, &q);
         int oi = -1;
-        if (holder) {
-            int ox = _vs_hl_find(old, q->name);
+        if (!r && holder) {
+            int ox = _vs_hl_find(old, q.name);
             oi = ox >= 0 ? old->prm[ox].ddp : -1;
-            if (oi < 0 || vs_ddp_local_numel(old->ddp, oi) != q->numel)
+            if (oi >= 0) r = vs_ddp_query_param_info(old->ddp, oi, &oq);
+            if (!r && (oi < 0 || oq.local_numel != q.local_numel))
                 r = vs_set_error(VS_ERR_MISMATCH, "%s: \"%s\": the old state holds %s here: PP and TP must stay as they "
-                                 "were", fn, q->name, oi < 0 ? "no shard of it" : "a shard of another size");
+                                 "were", fn, q.name, oi < 0 ? "no shard of it" : "a shard of another size");
         }
         for (int s = 0; s < 7 && !r; s++) {
             vs_ddp_state which = (vs_ddp_state)s;
             if (s && vs_ddp_has_optim_state(nd, i, which) != 1) continue;
-            _vs_hl_move* m = &mv[K++];
+            _vs_hl_move* m = &mv[(*K)++];
             memset(m, 0, sizeof *m);
-            m->name = q->name;
+            m->name = q.name;
             m->which = which;
-            m->n = q->numel;
-            if (s == 0) {
-                m->esize = vs_dtype_size(q->dtype);
-                m->newp = (char*)_vs_ddp_pat(&nd->buckets[q->bucket], q, q->offset);
-                m->ne = q->numel;
-                if (holder) {
-                    const _vs_dparam* oq = &old->ddp->params[oi];
-                    m->oldp = (char*)_vs_ddp_pat(&old->ddp->buckets[oq->bucket], oq, oq->offset);
-                    m->oe = oq->numel;
-                }
+            m->n = q.local_numel;
+            if (s == 0) { // the values: the whole local shard
+                m->esize = vs_dtype_size(q.dtype);
+                m->newp = (char*)vs_ddp_param(nd, i);
+                m->ne = q.local_numel;
+                if (holder) m->oldp = (char*)vs_ddp_param(old->ddp, oi), m->oe = oq.local_numel;
+                if (q.local_numel > 0 && (!m->newp || (holder && !m->oldp)))
+                    r = vs_set_error(VS_ERR_STATE, "%s: the values of \"%s\": %s", fn, q.name, vs_last_error());
                 continue;
             }
             vs_ddp_span sp;
@@ -4843,6 +5091,80 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
             }
         }
     }
+    return r;
+}
+
+/* Move k's data: a copy where every DP member's new range lies in its old
+   one, else a gather over DP of the pieces (from, to: scratch of dp each; g:
+   of 4 dp) and a copy of this rank's new range out of it. rg: every member's
+   ranges of every move (K of them). */
+_VS_HL_PRIVATE vs_result _vs_hl_move_one(vs_train* nt, const _vs_hl_move* m, const int64_t* rg, int K, int k,
+                                         int64_t* g, int64_t* from, int64_t* to, size_t* counts, vs_reconfig_info* inf)
+{
+    const char* fn = "vs_train_reconfigure";
+    vs_world* w = nt->w;
+    vs_comm* dc = nt->dpm ? vs_mesh_comm(nt->dpm) : NULL;
+    const int dp = nt->dp, me = nt->dp_rank;
+    size_t* displs = counts + dp;
+    int local = 1;
+    for (int j = 0; j < dp; j++) {
+        const int64_t* x = &rg[((size_t)j * (size_t)K + (size_t)k) * 4];
+        memcpy(&g[4 * j], x, 4 * sizeof(int64_t));
+        if (x[3] > x[2] && (x[2] < x[0] || x[3] > x[1])) local = 0;
+    }
+    vs_result r = VS_OK;
+    if (local) {
+        if (m->ne > m->nb)
+            r = _vs_hl_copy(nt, m->newp, m->oldp + (size_t)(m->nb - m->ob) * m->esize, (size_t)(m->ne - m->nb) * m->esize);
+        inf->bytes_local += (m->ne - m->nb) * (int64_t)m->esize;
+        return r;
+    }
+    (void)_vs_hl_pieces(g, dp, m->n, from, to);
+    size_t fb = (size_t)(m->n ? m->n : 1) * m->esize;
+    char* full = (char*)(nt->dev ? vs_device_alloc(w, fb) : vs_alloc(w, fb));
+    if (!full) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory (%lld elements of \"%s\")", fn, (long long)m->n, m->name);
+    for (int j = 0; j < dp; j++)
+        counts[j] = (size_t)(to[j] - from[j]) * m->esize, displs[j] = (size_t)from[j] * m->esize;
+    const char* send = counts[me] ? m->oldp + (size_t)(from[me] - m->ob) * m->esize : full;
+    r = vs_all_gatherv(dc, send, full, counts, displs, VS_U8, NULL);
+    if (!r && nt->dev) r = vs_sync_stream(dc, NULL); // (the copies below read what it wrote)
+    for (int j = 0; !r && j < dp; j++) { // the covered parts of this rank's new range
+        int64_t b = from[j] > m->nb ? from[j] : m->nb, e = to[j] < m->ne ? to[j] : m->ne;
+        if (e <= b) continue;
+        r = _vs_hl_copy(nt, m->newp + (size_t)(b - m->nb) * m->esize, full + (size_t)b * m->esize,
+                        (size_t)(e - b) * m->esize);
+        if (j == me) inf->bytes_local += (e - b) * (int64_t)m->esize;
+        else inf->bytes_moved += (e - b) * (int64_t)m->esize;
+    }
+    if (nt->dev) vs_device_free(w, full);
+    else vs_free(w, full);
+    return r;
+}
+
+/* vs_train_reconfigure's move of the state from the old training state (NULL:
+   none here) into nt, the new one on its mesh: the counters, the list of
+   moves, every DP member's ranges and what nobody holds any more (from ckpt),
+   then each move's data. */
+_VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const char* ckpt, vs_reconfig_info* inf)
+{
+    const char* fn = "vs_train_reconfigure";
+    vs_world* w = nt->w;
+    vs_comm* mc = vs_mesh_comm(nt->mesh);
+    vs_comm* dc = nt->dpm ? vs_mesh_comm(nt->dpm) : NULL;
+    const int dp = nt->dp, me = nt->dp_rank;
+#ifdef VESCALE_NCCL
+    // (its state is read below; a collective of the old mesh's that waits for a lost peer may hold its stream:
+    // waited for with the new mesh's deadline, never for good)
+    if (old && old->dev && old->stream) _VS_TRY(vs_sync_stream(mc, old->stream));
+#endif
+    int64_t top = -1;
+    int holder = 0, K = 0;
+    double all[4];
+    _VS_TRY(_vs_hl_move_counters(old, nt, inf, &top, &holder, all));
+    int np = vs_ddp_num_params(nt->ddp);
+    _vs_hl_move* mv = (_vs_hl_move*)vs_alloc(w, sizeof(_vs_hl_move) * (size_t)(np ? np : 1) * 7);
+    if (!mv) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    vs_result r = _vs_hl_list_moves(old, nt, holder, mv, &K);
     // every member's ranges (DP group), and what nobody holds any more
     int64_t* rg = r ? NULL : (int64_t*)vs_alloc(w, sizeof(int64_t) * 4 * (size_t)(K ? K : 1) * (size_t)dp);
     int64_t* mine = r ? NULL : (int64_t*)vs_alloc(w, sizeof(int64_t) * 4 * (size_t)(K ? K : 1));
@@ -4878,49 +5200,12 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
             vs_log(w, VS_LOG_WARN, "%s: %lld state elements no live rank held come from %s (%s...), older than step "
                    "%lld", fn, (long long)lost_all, ckpt, first[0] ? first : "", (long long)top);
     }
-    // the data: a copy where every member's new range lies in its old one, else a gather over DP
+    // the data
     size_t* counts = r ? NULL : (size_t*)vs_alloc(w, sizeof(size_t) * 2 * (size_t)dp);
-    size_t* displs = counts ? counts + dp : NULL;
     if (!r && !counts) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
-    for (int k = 0; !r && k < K; k++) {
-        _vs_hl_move* m = &mv[k];
-        int local = 1;
-        for (int j = 0; j < dp; j++) {
-            const int64_t* x = &rg[((size_t)j * (size_t)K + (size_t)k) * 4];
-            memcpy(&g[4 * j], x, 4 * sizeof(int64_t));
-            if (x[3] > x[2] && (x[2] < x[0] || x[3] > x[1])) local = 0;
-        }
-        if (local) {
-            if (m->ne > m->nb)
-                r = _vs_hl_copy(nt, m->newp, m->oldp + (size_t)(m->nb - m->ob) * m->esize, (size_t)(m->ne - m->nb) * m->esize);
-            inf->bytes_local += (m->ne - m->nb) * (int64_t)m->esize;
-            continue;
-        }
-        (void)_vs_hl_pieces(g, dp, m->n, from, to);
-        size_t fb = (size_t)(m->n ? m->n : 1) * m->esize;
-        char* full = (char*)(nt->dev ? vs_device_alloc(w, fb) : vs_alloc(w, fb));
-        if (!full) {
-            r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory (%lld elements of \"%s\")", fn, (long long)m->n, m->name);
-            break;
-        }
-        for (int j = 0; j < dp; j++)
-            counts[j] = (size_t)(to[j] - from[j]) * m->esize, displs[j] = (size_t)from[j] * m->esize;
-        const char* send = counts[me] ? m->oldp + (size_t)(from[me] - m->ob) * m->esize : full;
-        r = vs_all_gatherv(dc, send, full, counts, displs, VS_U8, NULL);
-        if (!r && nt->dev) r = vs_sync_stream(dc, NULL); // (the copies below read what it wrote)
-        for (int j = 0; !r && j < dp; j++) { // the covered parts of this rank's new range
-            int64_t b = from[j] > m->nb ? from[j] : m->nb, e = to[j] < m->ne ? to[j] : m->ne;
-            if (e <= b) continue;
-            r = _vs_hl_copy(nt, m->newp + (size_t)(b - m->nb) * m->esize, full + (size_t)b * m->esize,
-                            (size_t)(e - b) * m->esize);
-            if (j == me) inf->bytes_local += (e - b) * (int64_t)m->esize;
-            else inf->bytes_moved += (e - b) * (int64_t)m->esize;
-        }
-        if (nt->dev) vs_device_free(w, full);
-        else vs_free(w, full);
-    }
+    for (int k = 0; !r && k < K; k++) r = _vs_hl_move_one(nt, &mv[k], rg, K, k, g, from, to, counts, inf);
     if (!r) { // the counters continue
-        r = vs_ddp_set_step_count(nd, top);
+        r = vs_ddp_set_step_count(nt->ddp, top);
         nt->skipped = (int64_t)all[0];
         if (nt->ls.enable) nt->scale = all[1], nt->good = (int64_t)all[2];
     }
@@ -5327,10 +5612,11 @@ _VS_HL_PRIVATE vs_result _vs_data_buffers(vs_data* d, size_t bytes)
     return VS_OK;
 }
 
-/* The desc's values, checked; DP from the training state or the desc. */
-_VS_HL_PRIVATE vs_result _vs_data_check_desc(const vs_data_desc* desc, int* dp, int* dprank)
+/* Every zero-is-default value of a vs_data_desc, resolved and checked in this
+   one place: vs_data_query_desc returns the result, vs_data_open opens it. fn
+   names the caller in messages. */
+_VS_HL_PRIVATE vs_result _vs_data_resolve(const vs_data_desc* desc, vs_data_desc* out, const char* fn)
 {
-    const char* fn = "vs_data_open";
     if (!desc->files || !*desc->files)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.files (a glob pattern of token shard files) is required", fn);
     if (desc->batch < 1) return vs_set_error(VS_ERR_INVALID, "%s: desc.batch = %lld rows (>= 1)", fn, (long long)desc->batch);
@@ -5345,21 +5631,33 @@ _VS_HL_PRIVATE vs_result _vs_data_check_desc(const vs_data_desc* desc, int* dp, 
     if (desc->vocab < 0) return vs_set_error(VS_ERR_INVALID, "%s: desc.vocab = %lld (0: any)", fn, (long long)desc->vocab);
     if (desc->shuffle != 0 && desc->shuffle != 1)
         return vs_set_error(VS_ERR_INVALID, "%s: desc.shuffle = %d (0 or 1)", fn, desc->shuffle);
+    *out = *desc;
     if (desc->train) {
         _VS_TRY(_VS_HL_GONE(fn, desc->train));
         if (!desc->not_saved && desc->train->data)
             return vs_set_error(VS_ERR_STATE, "%s: this training state has a data loader attached already (free it "
                                 "first, or open this one with desc.not_saved)", fn);
-        *dp = desc->train->dp, *dprank = desc->train->dp_rank;
+        out->dp_size = desc->train->dp, out->dp_rank = desc->train->dp_rank;
     } else {
-        *dp = desc->dp_size ? desc->dp_size : 1, *dprank = desc->dp_rank;
-        if (desc->dp_size < 0 || desc->dp_rank < 0 || desc->dp_rank >= *dp)
+        out->dp_size = desc->dp_size ? desc->dp_size : 1;
+        if (desc->dp_size < 0 || desc->dp_rank < 0 || desc->dp_rank >= out->dp_size)
             return vs_set_error(VS_ERR_INVALID, "%s: desc.dp_rank %d of dp_size %d", fn, desc->dp_rank, desc->dp_size);
     }
-    if (desc->batch % *dp)
-        return vs_set_error(VS_ERR_INVALID, "%s: DP=%d does not divide the batch of %lld rows", fn, *dp,
+    if (desc->batch % out->dp_size)
+        return vs_set_error(VS_ERR_INVALID, "%s: DP=%d does not divide the batch of %lld rows", fn, out->dp_size,
                             (long long)desc->batch);
+    if (!out->prefetch) out->prefetch = 2;
+    if (!out->timeout) out->timeout = 60;
+    if (!out->input_name) out->input_name = "tokens";
+    if (!out->target_name) out->target_name = "targets";
     return VS_OK;
+}
+
+VS_API vs_result vs_data_query_desc(const vs_data_desc* desc, vs_data_desc* out)
+{
+    const char* fn = "vs_data_query_desc";
+    if (!desc || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, desc ? "out" : "desc");
+    return _vs_data_resolve(desc, out, fn);
 }
 
 /* The files the pattern names, sorted by strcmp (glob's own order follows the locale). */
@@ -5396,8 +5694,10 @@ VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
     const char* fn = "vs_data_open";
     if (!desc || !out) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, desc ? "out" : "desc");
     *out = NULL;
-    int dp = 1, dprank = 0;
-    _VS_TRY(_vs_data_check_desc(desc, &dp, &dprank));
+    vs_data_desc rd; // resolved
+    memset(&rd, 0, sizeof rd);
+    _VS_TRY(_vs_data_resolve(desc, &rd, fn));
+    desc = &rd;
     vs_world_desc wd; // (the allocator: the loader keeps its own copy)
     memset(&wd, 0, sizeof wd);
     if (desc->train) _VS_TRY(vs_world_query_desc(desc->train->w, &wd));
@@ -5410,12 +5710,13 @@ VS_API vs_result vs_data_open(const vs_data_desc* desc, vs_data** out)
     d->al = wd.allocator, d->fd = d->fd_file = -1;
     pthread_mutex_init(&d->mu, NULL);
     _vs_cond_init(&d->cv);
-    d->T = desc->seq_len, d->B = desc->batch, d->dp = dp, d->dprank = dprank, d->rows = desc->batch / dp;
+    d->T = desc->seq_len, d->B = desc->batch, d->dp = desc->dp_size, d->dprank = desc->dp_rank;
+    d->rows = desc->batch / desc->dp_size;
     d->shuffle = desc->shuffle, d->seed = desc->seed, d->vocab = desc->vocab;
-    d->timeout = desc->timeout > 0 ? desc->timeout : 60;
-    d->nslots = desc->prefetch < 0 ? 1 : (desc->prefetch ? desc->prefetch : 2) + 1;
-    d->names[0] = _vs_data_strdup(d, desc->input_name ? desc->input_name : "tokens");
-    d->names[1] = _vs_data_strdup(d, desc->target_name ? desc->target_name : "targets");
+    d->timeout = desc->timeout;
+    d->nslots = desc->prefetch < 0 ? 1 : desc->prefetch + 1;
+    d->names[0] = _vs_data_strdup(d, desc->input_name);
+    d->names[1] = _vs_data_strdup(d, desc->target_name);
     vs_result r = d->names[0] && d->names[1] ? VS_OK : vs_set_error(VS_ERR_NOMEM, "%s: names", fn);
     if (!r) r = _vs_data_glob(d, desc->files);
     if (!r) d->win0 = (int64_t*)_vs_data_mem(d, (size_t)(d->nshards + 1) * sizeof(int64_t));

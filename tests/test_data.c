@@ -604,6 +604,95 @@ static void bad_input_case(void)
     VT_CHECK(vs_data_free(NULL) == VS_OK && vs_data_next(NULL, NULL) == VS_ERR_NULL, "NULL handling");
 }
 
+/* vs_data_query_desc: every documented default, the given values kept, the
+   checks; and vs_data_open keeps the resolved values (read from the loader's
+   struct: timeout, read-ahead slots, names, DP). */
+static int query_train_rank(vs_world* w, void* arg)
+{
+    const char* pat = (const char*)arg;
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.dp = 2, plan.microbatches = 1;
+    vs_train_desc td;
+    memset(&td, 0, sizeof td);
+    td.model = &MODEL, td.plan = &plan;
+    vs_train* t = NULL;
+    VT_OK(vs_parallelize(w, &td, &t));
+    if (!t) return 1;
+    vs_data_desc dd, q;
+    memset(&dd, 0, sizeof dd);
+    dd.files = pat, dd.batch = 4, dd.seq_len = 8, dd.train = t;
+    dd.dp_size = 5, dd.dp_rank = 9; // (ignored with train)
+    VT_OK(vs_data_query_desc(&dd, &q));
+    VT_CHECK(q.dp_size == 2 && q.dp_rank == vs_mesh_coord_along(vs_train_mesh(t), "DP") && q.train == t,
+             "with train: dp_size %d dp_rank %d, want the mesh's 2 and %d", q.dp_size, q.dp_rank,
+             vs_mesh_coord_along(vs_train_mesh(t), "DP"));
+    vs_data* d = NULL;
+    VT_OK(vs_data_open(&dd, &d));
+    VT_CHECK(d && d->dp == q.dp_size && d->dprank == q.dp_rank && d->rows == 2, "the loader's DP %d/%d rows %lld",
+             d ? d->dprank : -1, d ? d->dp : -1, d ? (long long)d->rows : -1);
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_STATE, "vs_data_query_desc", "attached already");
+    VT_OK(vs_data_free(d));
+    VT_OK(vs_train_free(t));
+    return 0;
+}
+
+static void query_desc_case(void)
+{
+    char pat[512];
+    snprintf(pat, sizeof pat, "%s/t_*.bin", DIR_);
+    vs_data_desc dd, q, q2;
+    memset(&dd, 0, sizeof dd);
+    dd.files = pat, dd.batch = 8, dd.seq_len = 8;
+    VT_OK(vs_data_query_desc(&dd, &q));
+    VT_CHECK(q.prefetch == 2, "prefetch %d, documented 0: 2", q.prefetch);
+    VT_CHECK(q.timeout == 60, "timeout %g, documented 0: 60 s", q.timeout);
+    VT_CHECK(q.input_name && !strcmp(q.input_name, "tokens") && q.target_name && !strcmp(q.target_name, "targets"),
+             "names \"%s\" \"%s\", documented \"tokens\" \"targets\"", q.input_name ? q.input_name : "(null)",
+             q.target_name ? q.target_name : "(null)");
+    VT_CHECK(q.dp_size == 1 && q.dp_rank == 0, "dp %d/%d, documented 0: 1 rank", q.dp_rank, q.dp_size);
+    VT_CHECK(q.files == pat && q.batch == 8 && q.seq_len == 8 && !q.train && !q.shuffle && !q.seed && !q.vocab &&
+                 !q.not_saved,
+             "the rest stays as given");
+    VT_OK(vs_data_query_desc(&q, &q2));
+    VT_CHECK(!memcmp(&q, &q2, sizeof q), "resolving a resolved desc changed it");
+    vs_data* d = NULL;
+    VT_OK(vs_data_open(&dd, &d));
+    if (d) {
+        VT_CHECK(d->timeout == q.timeout && d->nslots == q.prefetch + 1 && d->has_thread && d->dp == 1 &&
+                     d->rows == 8 && !strcmp(d->names[0], q.input_name) && !strcmp(d->names[1], q.target_name),
+                 "the loader: timeout %g, %d slots, thread %d, dp %d, rows %lld, names %s %s", d->timeout, d->nslots,
+                 d->has_thread, d->dp, (long long)d->rows, d->names[0], d->names[1]);
+        VT_OK(vs_data_free(d));
+    }
+    /* given values stay */
+    dd.prefetch = -1, dd.timeout = 0.5, dd.input_name = "in", dd.target_name = "out", dd.dp_size = 4, dd.dp_rank = 3;
+    VT_OK(vs_data_query_desc(&dd, &q));
+    VT_CHECK(q.prefetch == -1 && q.timeout == 0.5 && !strcmp(q.input_name, "in") && !strcmp(q.target_name, "out") &&
+                 q.dp_size == 4 && q.dp_rank == 3,
+             "given: prefetch %d timeout %g dp %d/%d", q.prefetch, q.timeout, q.dp_rank, q.dp_size);
+    VT_OK(vs_data_open(&dd, &d));
+    if (d) {
+        VT_CHECK(d->timeout == 0.5 && d->nslots == 1 && !d->has_thread && d->dp == 4 && d->dprank == 3 && d->rows == 2,
+                 "the loader: timeout %g, %d slots, thread %d, dp %d/%d", d->timeout, d->nslots, d->has_thread,
+                 d->dprank, d->dp);
+        vs_batch b;
+        VT_OK(vs_data_next(d, &b));
+        VT_CHECK(!strcmp(b.name[0], "in") && !strcmp(b.name[1], "out"), "batch names %s %s", b.name[0], b.name[1]);
+        VT_OK(vs_data_free(d));
+    }
+    /* the checks, named after the caller */
+    dd.dp_size = 0, dd.dp_rank = 0, dd.timeout = -1;
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "vs_data_query_desc", "desc.timeout");
+    dd.timeout = 0, dd.prefetch = 65;
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "vs_data_query_desc", "desc.prefetch = 65");
+    dd.prefetch = 0, dd.dp_size = 3;
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "vs_data_query_desc", "DP=3 does not divide");
+    VT_EXPECT_ERR(vs_data_query_desc(NULL, &q), VS_ERR_NULL, "vs_data_query_desc", "desc");
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, NULL), VS_ERR_NULL, "vs_data_query_desc", "out");
+    VT_OK(vs_launch(2, query_train_rank, pat));
+}
+
 /* A read-ahead thread that never delivers: vs_data_next gives up after desc.timeout
    (the thread is stopped by hand here, reaching into the loader, so nothing is timed). */
 static void timeout_case(void)
@@ -651,6 +740,7 @@ int main(void)
     VT_CASE("bad-input", bad_input_case());
     VT_CASE("lifetime/free-after-the-world-ended", outlive_case());
     VT_CASE("timeout", timeout_case());
+    VT_CASE("query-desc: the documented defaults, resolved and kept by vs_data_open", query_desc_case());
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", DIR_);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", DIR_);

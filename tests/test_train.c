@@ -66,6 +66,166 @@ static vs_result arena_take(const char* name, vs_dtype dt, vs_dtype gdt, int64_t
     return VS_OK;
 }
 
+/* vs_train_query_desc: every documented default of a zero desc, the given
+   values kept, the checks; and vs_parallelize trains with the resolved values
+   (its DDP's optimizer, its loss scale, the step's lr and accumulation). */
+static int rank_query_desc(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    vs_train_desc d, q;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL;
+    d.plan = &plan;
+    VT_OK(vs_train_query_desc(&d, &q));
+    VT_CHECK(q.lr.kind == VS_LR_CONSTANT && q.lr.lr == 1e-3, "lr %g (kind %d), documented 1e-3 constant", q.lr.lr,
+             (int)q.lr.kind);
+    VT_CHECK(q.accumulate == 1, "accumulate %d, documented 0: 1", q.accumulate);
+    VT_CHECK(q.optim.kind == VS_OPTIM_ADAMW && q.optim.beta1 == 0.9 && q.optim.beta2 == 0.999 && q.optim.eps == 1e-8 &&
+                 q.optim.beta1_set == 1 && q.optim.beta2_set == 1 && q.optim.eps_set == 1 && q.optim.ngroups == 1,
+             "optim: kind %d beta1 %g beta2 %g eps %g ngroups %d", (int)q.optim.kind, q.optim.beta1, q.optim.beta2,
+             q.optim.eps, q.optim.ngroups);
+    VT_CHECK(q.loss_scale.init == 65536 && q.loss_scale.growth == 2 && q.loss_scale.backoff == 0.5 &&
+                 q.loss_scale.interval == 2000,
+             "loss_scale: init %g growth %g backoff %g interval %d", q.loss_scale.init, q.loss_scale.growth,
+             q.loss_scale.backoff, q.loss_scale.interval);
+    VT_CHECK(q.loss_scale.enable == -1, "an f32 model's loss_scale.enable resolves to %d, documented -1",
+             q.loss_scale.enable);
+    VT_CHECK(q.model == &MODEL && q.plan == &plan && q.clip == 0 && q.nonfinite == VS_NONFINITE_SKIP &&
+                 q.stream == NULL && q.storage == NULL && q.grad_fp32 == 0 && q.variable_shapes == 0 &&
+                 q.load_partial == 0,
+             "the rest stays as given");
+    /* an f16 parameter turns scaling on */
+    vs_layer_decl half[NL];
+    memcpy(half, LAYERS, sizeof half);
+    half[1].params[0].dtype = VS_F16;
+    vs_model_desc hm = MODEL;
+    hm.layers = half;
+    d.model = &hm;
+    VT_OK(vs_train_query_desc(&d, &q));
+    VT_CHECK(q.loss_scale.enable == 1, "an f16 model's loss_scale.enable resolves to %d, documented 1",
+             q.loss_scale.enable);
+    /* given values stay, resolving twice changes nothing */
+    d.model = &MODEL;
+    d.lr.lr = 0.5, d.accumulate = 3, d.optim.eps = 1e-6, d.optim.beta1_set = 1;
+    d.loss_scale.enable = 1, d.loss_scale.init = 8, d.loss_scale.interval = 7;
+    vs_train_desc q2;
+    VT_OK(vs_train_query_desc(&d, &q));
+    VT_OK(vs_train_query_desc(&q, &q2));
+    VT_CHECK(q.lr.lr == 0.5 && q.accumulate == 3 && q.optim.eps == 1e-6 && q.optim.beta1 == 0 &&
+                 q.loss_scale.enable == 1 && q.loss_scale.init == 8 && q.loss_scale.interval == 7 &&
+                 q.loss_scale.growth == 2,
+             "given values: lr %g accumulate %d eps %g beta1 %g scale %g/%d", q.lr.lr, q.accumulate, q.optim.eps,
+             q.optim.beta1, q.loss_scale.init, q.loss_scale.interval);
+    VT_CHECK(!memcmp(&q, &q2, sizeof q), "resolving a resolved desc changed it");
+    VT_OK(vs_train_query_desc(NULL, &q));
+    VT_CHECK(q.lr.lr == 1e-3 && q.accumulate == 1 && q.loss_scale.enable == -1 && !q.model, "NULL: the defaults");
+    d.clip = -1;
+    VT_EXPECT_ERR(vs_train_query_desc(&d, &q), VS_ERR_INVALID, "vs_train_query_desc", "desc.clip");
+    d.clip = 0, d.loss_scale.backoff = 2;
+    VT_EXPECT_ERR(vs_train_query_desc(&d, &q), VS_ERR_INVALID, "vs_train_query_desc", "backoff 2");
+    VT_EXPECT_ERR(vs_train_query_desc(&d, NULL), VS_ERR_NULL, "vs_train_query_desc", "out");
+
+    /* vs_parallelize uses them: a zero desc trains at lr 1e-3, one call a step,
+       no loss scale, with DDP's resolved optimizer */
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL;
+    d.plan = &plan;
+    VT_OK(vs_train_query_desc(&d, &q));
+    vs_train* t = NULL;
+    VT_OK(vs_parallelize(w, &d, &t));
+    if (!t) return 1;
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    VT_OK(vs_ddp_query_desc(vs_train_ddp(t), &dd));
+    VT_CHECK(dd.optim.beta1 == q.optim.beta1 && dd.optim.beta2 == q.optim.beta2 && dd.optim.eps == q.optim.eps &&
+                 dd.optim.ngroups == q.optim.ngroups && dd.optim.kind == q.optim.kind,
+             "the DDP's optimizer is not the resolved one");
+    VT_CHECK(vs_train_loss_scale(t) == 1, "loss scale %g with enable resolved to -1", vs_train_loss_scale(t));
+    float X[ROWS * D], T[ROWS * D];
+    vs_batch b = batch_of(0, X, T);
+    vs_train_stats st;
+    VT_OK(vs_train_step_ex(t, &b, &st));
+    VT_CHECK(st.lr == q.lr.lr && st.stepped == 1 && st.loss_scale == 1 && vs_train_steps(t) == 1,
+             "step: lr %g stepped %d loss scale %g steps %lld", st.lr, st.stepped, st.loss_scale,
+             (long long)vs_train_steps(t));
+    VT_OK(vs_train_free(t));
+    /* ... and the resolved loss scale when scaling is on */
+    d.loss_scale.enable = 1;
+    VT_OK(vs_train_query_desc(&d, &q));
+    VT_OK(vs_parallelize(w, &d, &t));
+    if (!t) return 1;
+    VT_CHECK(vs_train_loss_scale(t) == q.loss_scale.init && q.loss_scale.init == 65536, "loss scale %g, resolved %g",
+             vs_train_loss_scale(t), q.loss_scale.init);
+    VT_OK(vs_train_free(t));
+    return 0;
+}
+
+/* Data inputs (vs_model_check's doc): a spec is optional and checked where
+   given; takers whose specs disagree, and a data input a later layer makes,
+   are refused by vs_model_check (and so vs_plan_check, vs_parallelize) naming
+   the input and the layers; before, both passed it (the first failed only in
+   the middle of a step, the second only at vs_parallelize). */
+static vs_layer_decl DL[NL];
+static int rank_data_inputs(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_model_desc m = MODEL;
+    m.layers = DL;
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &m, d.plan = &plan;
+    vs_train* t = NULL;
+    VT_OK(vs_parallelize(w, &d, &t)); // with specs on both data inputs: trains
+    if (!t) return 1;
+    float X[ROWS * D], T[ROWS * D];
+    vs_batch b = batch_of(0, X, T);
+    double loss = NAN;
+    VT_OK(vs_train_step(t, &b, &loss));
+    VT_CHECK(isfinite(loss), "loss %g", loss);
+    b.dtype[0] = VS_I32; // (the same bytes, another dtype: the spec says f32)
+    VT_EXPECT_ERR(vs_train_step(t, &b, &loss), VS_ERR_MISMATCH, "input \"x\"", "spec x:f32[*,8]");
+    VT_OK(vs_train_free(t));
+    return 0;
+}
+
+static void case_data_inputs(void)
+{
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    vs_model_desc m = MODEL;
+    m.layers = DL;
+    /* the documented default: no spec, any taker's spec agrees with it */
+    memcpy(DL, LAYERS, sizeof DL);
+    DL[7].unit.inputs = "h2,t,x:f32[*,8]";
+    VT_OK(vs_model_check(&m));
+    /* takers that disagree */
+    memcpy(DL, LAYERS, sizeof DL);
+    DL[0].unit.inputs = "x:f32";
+    DL[7].unit.inputs = "h2,t,x:i32";
+    VT_EXPECT_ERR(vs_model_check(&m), VS_ERR_MISMATCH, "data input \"x\"",
+                  "layer \"in\" takes x:f32 but layer \"loss\" takes x:i32");
+    VT_EXPECT_ERR(vs_plan_check(&plan, &m), VS_ERR_MISMATCH, "data input \"x\"", "layer \"loss\" takes x:i32");
+    DL[1].unit.inputs = "h0,x:[*,8]"; // (what a later taker adds is kept too)
+    DL[7].unit.inputs = "h2,t,x:f32[*,9]";
+    VT_EXPECT_ERR(vs_model_check(&m), VS_ERR_MISMATCH, "data input \"x\"",
+                  "layer \"b0.fc1\" takes x:f32[*,8] but layer \"loss\" takes x:f32[*,9]");
+    /* a data input a later layer makes */
+    memcpy(DL, LAYERS, sizeof DL);
+    DL[7].unit.outputs = "loss:f32[],x";
+    VT_EXPECT_ERR(vs_model_check(&m), VS_ERR_INVALID, "layer \"loss\" makes \"x\"",
+                  "layer \"in\" before it takes as a data input");
+    /* with specs, each microbatch is checked against them */
+    memcpy(DL, LAYERS, sizeof DL);
+    DL[0].unit.inputs = "x:f32[*,8]";
+    DL[7].unit.inputs = "h2,t:f32[*,8]";
+    VT_OK(vs_model_check(&m));
+    VT_OK(vs_launch(1, rank_data_inputs, NULL));
+}
+
 /* ZeRO-2 with trainer-owned memory: refused by vs_parallelize on every rank, named. */
 static int storage_zero2_rank(vs_world* w, void* arg)
 {
@@ -601,6 +761,11 @@ int main(void)
             free(R);
         }
     free(eref);
+
+    VT_CASE("train/data_inputs: specs optional, checked where given; takers that disagree and a later maker refused",
+            case_data_inputs());
+    VT_CASE("train/query_desc: the documented defaults, resolved and used by vs_parallelize",
+            VT_OK(vs_launch(1, rank_query_desc, NULL)));
 
     vt_begin("train/deferred_init_peak");
     run* big = mk(1, 1, 2, VS_PIPE_1F1B, 4, VS_ZERO_0);
