@@ -510,7 +510,15 @@ static void case_gpt(long long blocks)
         void* ace[] = {&o1, &o2, &x, &t, &ip, &nc, &VV};
         kd_gpt_compare(what, GPT_KI_CE, ace, KD_B(nc));
         long long nm = 900, den = 7;
-        void* amn[] = {&o4, &x, &nm};
+        /* small losses, and big ones that cancel within one thread's strided
+           terms (i + 256 is -i's): what rounding leaves of the small ones
+           depends on the order of the sum (values in [-1, 1) add exactly in
+           double, and the float result would hide any order) */
+        float* wide = buf[12];
+        for (int i = 0; i < nm; i++)
+            wide[i] = i >= 256 && i < 512 ? ldexpf((float)kd_rand(), 50) : i >= 512 && i < 768 ? -wide[i - 256]
+                                                                                               : (float)kd_rand();
+        void* amn[] = {&o4, &wide, &nm};
         kd_gpt_compare("mean", GPT_KI_MEAN, amn, KD_B(1));
         snprintf(what, sizeof what, "scale %s", tn);
         void* asc[] = {&o1, &t, &x, &w, &nm, &den};
