@@ -4351,6 +4351,27 @@ _VS_PIPE_PRIVATE void _vs_pipe_drain(vs_pipe* p)
 
 _VS_PIPE_PRIVATE vs_result _vs_pipe_defer_loss(vs_pipe* p, int last, double* loss);
 
+/* A failed run's end (r, with its message set): the other stages' waits ended
+   too, and what this one posted: its links aborted (their operations for a
+   peer that is gone would hold the streams until their deadline), receives
+   posted ahead abandoned. Returns r with its message. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_abandon(vs_pipe* p, vs_result r)
+{
+    char msg[1024]; // (the aborts below may set their own)
+    size_t ml = strlen(vs_last_error());
+    if (ml >= sizeof msg) ml = sizeof msg - 1;
+    memcpy(msg, vs_last_error(), ml);
+    msg[ml] = 0;
+    /* this stage's own failure is the job's cause (an abort that reached it is not: NULL keeps that).
+       Only the links this stage is on: another pair's has no communicator here, and its abort's
+       "comm is NULL" would become this rank's last error, the cause the next abort tells every rank. */
+    for (int i = 0; i < p->nlinks; i++)
+        if (p->links[i].c) vs_comm_abort_with(p->links[i].c, r, NULL);
+    _vs_pipe_drain(p);
+    _vs_pipe_reap(p, 1);
+    return vs_set_error(r, "%s", msg);
+}
+
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
 {
     _VS_TRY(_VS_PIPE_GONE("vs_pipe_run", p));
@@ -4452,24 +4473,10 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
             r = _vs_pipe_reap(p, 0);
     }
     p->cur_s = NULL;
-    if (r) { // end the other stages' waits too, and what this one posted
-        char msg[1024]; // (the aborts below may set their own)
-        size_t ml = strlen(vs_last_error());
-        if (ml >= sizeof msg) ml = sizeof msg - 1;
-        memcpy(msg, vs_last_error(), ml);
-        msg[ml] = 0;
-        /* this stage's own failure is the job's cause (an abort that reached it is not: NULL keeps that).
-           Only the links this stage is on: another pair's has no communicator here, and its abort's
-           "comm is NULL" would become this rank's last error, the cause the next abort tells every rank. */
-        for (int i = 0; i < p->nlinks; i++)
-            if (p->links[i].c) vs_comm_abort_with(p->links[i].c, r, NULL);
-        _vs_pipe_drain(p);
-        _vs_pipe_reap(p, 1);
-        return vs_set_error(r, "%s", msg);
-    }
+    if (r) return _vs_pipe_abandon(p, r);
     // the sends: host path, the host waits; device path, the compute stream (their deadline: the watchdog's)
     vs_result r2 = p->dev ? _vs_pipe_retire(p, NULL, 0) : _vs_pipe_reap(p, 1);
-    if (r2) return vs_set_error(r2, "vs_pipe_run: stage %d, a send: %s", st, vs_last_error());
+    if (r2) return _vs_pipe_abandon(p, vs_set_error(r2, "vs_pipe_run: stage %d, a send: %s", st, vs_last_error()));
     /* The microbatch losses to the host. Device path with stages: the last
        stage broadcasts them from device memory into every stage's pinned
        memory, the broadcast ordered after each stage's compute stream (an
@@ -4495,7 +4502,9 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
         if (!r) r = vs_broadcast(p->pp, last ? p->dlosses : NULL, p->hloss, (size_t)M, VS_F32, root, &bw);
         if (!r) r = vs_wait(bw);
         if (!r) memcpy(p->mb_loss, p->hloss, sizeof(float) * (size_t)M);
-        if (r) return vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", st, vs_last_error());
+        if (r) /* (the links' operations for a peer that never came still hold the streams: aborted too) */
+            return _vs_pipe_abandon(p, vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", st,
+                                                    vs_last_error()));
     } else if (p->dev) {
         if ((r = _vs_pipe_copy(p, p->mb_loss, p->dlosses, sizeof(float) * (size_t)M)) == VS_OK) r = _vs_pipe_sync(p);
         if (r) return vs_set_error(r, "vs_pipe_run: stage %d: %s", st, vs_last_error());
@@ -4533,7 +4542,8 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_defer_loss(vs_pipe* p, int last, double* los
         if (!r) r = vs_wait_stream(bw, p->stream);
     }
 #endif
-    if (r) return vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", p->stage, vs_last_error());
+    if (r) return _vs_pipe_abandon(p, vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", p->stage,
+                                                   vs_last_error()));
     p->loss_pending = 1;
     if (loss) *loss = NAN;
     p->ran = 1;
