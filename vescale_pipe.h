@@ -3068,24 +3068,28 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_copy(const vs_pipe* p, void* dst, const void
    communicator's deadline and fault watch (vs_sync_stream; the stream waits on
    the links' sends and receives, which a stalled or failed stage holds for
    good). Over a host transport (the tests' forced device path) the links
-   complete on the host, so no peer holds the stream: a plain wait. */
-_VS_PIPE_PRIVATE vs_result _vs_pipe_sync(const vs_pipe* p)
+   complete on the host, so no peer holds the stream: a plain wait. query:
+   first ask whether the stream is idle (e.g. after a copy to pageable memory:
+   no event recorded and polled, no wait); 0 where it surely is not (the ask
+   would be a second poll). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_wait(const vs_pipe* p, int query)
 {
 #ifdef _VS_PIPE_CUDA
     if (p->dev) {
 #ifdef VESCALE_NCCL
         vs_comm* c = vs_mesh_comm(p->desc.mesh);
-        // (a stream seen idle, e.g. after a copy to pageable memory: no event recorded and polled, no wait)
         if (vs_comm_device(c) == 1)
-            return cudaStreamQuery((cudaStream_t)p->stream) == cudaSuccess ? VS_OK : vs_sync_stream(c, p->stream);
+            return query && cudaStreamQuery((cudaStream_t)p->stream) == cudaSuccess ? VS_OK
+                                                                                    : vs_sync_stream(c, p->stream);
 #endif
         cudaError_t e = cudaStreamSynchronize((cudaStream_t)p->stream);
         return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "cudaStreamSynchronize");
     }
 #endif
-    (void)p;
+    (void)p, (void)query;
     return VS_OK;
 }
+_VS_PIPE_PRIVATE vs_result _vs_pipe_sync(const vs_pipe* p) { return _vs_pipe_wait(p, 1); }
 
 /* What the compute stream has so far happens before what comes next on
    `stream` (device path; NULL or the compute stream: nothing to do). */
@@ -4485,17 +4489,17 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
        the last stage would. One stage: a copy after the compute stream's
        work, then the wait. */
     if (p->dev && p->desc.defer_loss) return _vs_pipe_defer_loss(p, last, loss);
-    if (p->dev && p->pp) {
-        if (M > p->hloss_cap) {
+    if (p->dev && M > p->hloss_cap) { // the losses' pinned landing place
 #ifdef _VS_PIPE_CUDA
-            if (p->hloss) cudaFreeHost(p->hloss);
-            p->hloss = NULL;
-            p->hloss_cap = 0;
-            cudaError_t e = cudaMallocHost((void**)&p->hloss, sizeof(float) * (size_t)M);
-            if (e != cudaSuccess) r = _vs_pipe_cuerr(e, "pinned memory for the losses");
-            else p->hloss_cap = M;
+        if (p->hloss) cudaFreeHost(p->hloss);
+        p->hloss = NULL;
+        p->hloss_cap = 0;
+        cudaError_t e = cudaMallocHost((void**)&p->hloss, sizeof(float) * (size_t)M);
+        if (e != cudaSuccess) r = _vs_pipe_cuerr(e, "pinned memory for the losses");
+        else p->hloss_cap = M;
 #endif
-        }
+    }
+    if (p->dev && p->pp) {
         vs_work* bw = NULL;
         const int root = p->plan.chunk_stage[K - 1];
         if (!r) r = _vs_pipe_fence_to(p, vs_comm_stream(p->pp));
@@ -4506,7 +4510,15 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
             return _vs_pipe_abandon(p, vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", st,
                                                     vs_last_error()));
     } else if (p->dev) {
-        if ((r = _vs_pipe_copy(p, p->mb_loss, p->dlosses, sizeof(float) * (size_t)M)) == VS_OK) r = _vs_pipe_sync(p);
+        /* into pinned memory in stream order, then the wait with the deadline: a copy to pageable memory
+           is itself a host wait for the stream, without one (a trainer's all-reduce on the compute stream
+           whose peer never came held it for good) */
+        int queued = 0;
+        if (!r) r = _vs_pipe_copy(p, p->hloss, p->dlosses, sizeof(float) * (size_t)M), queued = !r;
+        if (!r) r = _vs_pipe_wait(p, 0);
+        if (!r) memcpy(p->mb_loss, p->hloss, sizeof(float) * (size_t)M);
+        if (r && queued) /* the copy may still run once the stream is let go: its pinned memory is left to it */
+            p->hloss = NULL, p->hloss_cap = 0;
         if (r) return vs_set_error(r, "vs_pipe_run: stage %d: %s", st, vs_last_error());
     }
     _vs_pipe_buf_free(p, p->dlosses);

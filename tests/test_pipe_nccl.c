@@ -333,6 +333,7 @@ typedef struct pjob {
        returns an error); the first stage's run's result and time, and how long
        its vs_pipe_free took */
     int fault;
+    long sync0; /* fault 2: the stand-in's host waits as rank 0 began the run (-1 before) */
     vs_result fgot;
     double fsecs, free_secs;
     char fmsg[512];
@@ -440,7 +441,13 @@ static int prank(vs_world* w, void* arg)
         double ft0 = 0;
         if (J->fault && run == J->runs - 1 && !r) {
             if (vs_world_rank(w) == 1) { /* the fault (the last stage, or DP replica 1): it never runs it */
-                usleep(J->fault == 1 ? 2500 * 1000 : 300 * 1000); /* past the 1 s deadline; or once rank 0 waits */
+                if (J->fault == 2) /* once rank 0 waits in the run (a host wait counted since it began; 2 s at most) */
+                    for (int i = 0; i < 2000; i++) {
+                        long s0 = __atomic_load_n(&J->sync0, __ATOMIC_SEQ_CST);
+                        if (s0 >= 0 && vs_strict_get_counts().host_syncs > s0) break;
+                        usleep(1000);
+                    }
+                usleep(J->fault == 1 ? 2500 * 1000 : 200 * 1000); /* past the 1 s deadline; or into that wait */
                 r = vs_set_error(VS_ERR_INVALID, "test: world rank 1 %s", J->fault == 1 ? "stalled" : "gives up");
                 break;
             }
@@ -452,6 +459,7 @@ static int prank(vs_world* w, void* arg)
                 if (!r && S.dp) r = vs_comm_set_timeout(S.dp, 1);
             }
             ft0 = pj_now();
+            __atomic_store_n(&J->sync0, vs_strict_get_counts().host_syncs, __ATOMIC_SEQ_CST);
         }
         if (run == J->runs - 1 && !J->fault) pj_mark(J, w, &J->c0);
         if (J->trim && run == 16) pj_mark(J, w, &J->t0);
@@ -526,6 +534,9 @@ static int prank(vs_world* w, void* arg)
     if (r) fprintf(stderr, "    rank %d: %s\n", vs_world_rank(w), vs_last_error());
     vs_pipe_sched_free(sched);
     vs_pipe_sched_free(first);
+    /* rank 0's failed run: the DP all-reduces its hooks enqueued for the replica that is gone end first
+       (aborted, as a trainer's would be): vs_pipe_free's cudaFree beside them synchronised the device under them */
+    if (J->fault && r && S.dp && vs_world_rank(w) == 0) vs_comm_abort(S.dp);
     double f0 = pj_now();
     vs_pipe_free(pipe);
     if (J->fault && vs_world_rank(w) == 0) J->free_secs = pj_now() - f0;
@@ -657,13 +668,15 @@ static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int
    their own 60 s deadline (vs_pipe_free took 60 s: a failed run now aborts
    them). P=1 x DP=2: world rank 1 is the other replica, whose all-reduces
    (the test's DP hooks, on the compute stream) never come; the run's one wait
-   is _vs_pipe_sync's (plain: success over all-reduces that never ran). */
+   is _vs_pipe_sync's (plain: success over all-reduces that never ran), and
+   the losses' copy before it went to pageable memory, itself a wait without
+   a deadline (the run returned VS_OK once rank 1's exit aborted the job). */
 static void case_fault(int kind, int P, int DP)
 {
     static pjob d;
     memset(&d, 0, sizeof d);
     d.kind = VS_PIPE_1F1B, d.model = PM_B, d.P = P, d.DP = DP, d.M = 3, d.own_stream = 1, d.fixed = 1;
-    d.nccl = 1, d.runs = 2, d.fault = kind;
+    d.nccl = 1, d.runs = 2, d.fault = kind, d.sync0 = -1;
     long v0 = vs_strict_violations();
     VT_CHECK(plaunch(&d) != VS_OK, "pipe fault %d: vs_launch succeeded", kind);
     if (kind == 1)
@@ -748,10 +761,10 @@ int main(void)
             case_fault(1, 2, 1));
     VT_CASE("pipe/nccl fault: the last stage fails in a step: the first stage's run ends VS_ERR_ABORTED naming it",
             case_fault(2, 2, 1));
-    /* Open (not run): a DP replica that stalls or fails in a one-stage step, case_fault(1 or 2, 1, 2). The
-       run's one wait, _vs_pipe_sync's vs_sync_stream on the mesh's communicator, does not end at its 1 s
-       deadline while the compute stream is held by another communicator's all-reduce (the test's DP hook's);
-       it returns VS_OK once the job's abort ends that all-reduce, writing nothing. */
+    VT_CASE("pipe/nccl fault: a DP replica stalls in a one-stage step: the other's run and free end at the deadline",
+            case_fault(1, 1, 2));
+    VT_CASE("pipe/nccl fault: a DP replica fails in a one-stage step: the other's run ends VS_ERR_ABORTED naming it",
+            case_fault(2, 1, 2));
     /* defer_loss: the run waits for nothing; the caller's vs_sync_stream brings the losses, equal to the threads
        run's and one device's (the host syncs per run, the test's own included, still at most 1) */
     VT_CASE("pipe/nccl defer_loss: 1f1b, model skip, PP=2, M=3", (g_defer = 1, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 1, 3, 1, 0, 1)));
