@@ -700,7 +700,9 @@ VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out);
    checkpointer). NULL: VS_OK. A training state remembers being freed: a second
    vs_train_free, or any call on a freed one, is VS_ERR_STATE ("already freed")
    while its memory is among its world's last 16 freed handles (vs_free_later);
-   past that window it is freed memory (undefined). */
+   past that window it is freed memory (undefined). On GPUs it returns within
+   the mesh's timeout even while a peer stalls: work of a collective that never
+   completes has its communicators aborted before any memory is freed. */
 VS_API vs_result vs_train_free(vs_train* t);
 /* Elastic training (vescale_mesh.h's >>elastic): after vs_mesh_shrink gave a
    smaller mesh, or vs_world_grow and vs_mesh_init the whole one again, the

@@ -114,7 +114,8 @@
    on threads the job's fail-fast ends the waits of all ranks at once. A stage
    whose own instruction fails (a callback's error; a tensor off its spec,
    "input \"x\" got f32[5,7], spec x:f32[*,8]"; a receive posted ahead, named
-   by the instruction it is for) aborts its links with vs_comm_abort_with: its
+   by the instruction it is for), or whose run fails at its end (the losses'
+   wait, on GPUs), aborts its links with vs_comm_abort_with: its
    error is the job's cause, and every other rank's error names its world
    rank, stage, instruction and message ("world rank 5 failed
    (VS_ERR_INVALID): vs_pipe_run: stage 1 at instruction 5 (F1.1): ...").

@@ -1,7 +1,9 @@
 /* test_kernels_device.c - the device meaning of the kernel texts, without a GPU.
 
-   vescale_mesh.h's >>kernels (and examples/gpt_kernels.h, in the same
-   vocabulary) are one text with two meanings: the host build (each kernel a
+   Every kernel text of the library and of examples/gpt_kernels.h: the mesh's
+   10 (>>kernels), vescale_ddp.h's 7 (the optimizers, the casts, sumsq),
+   vescale.h's 2 (the tied-gradient add, the step's loss) and gpt_kernels.h's
+   16. Each is one text with two meanings: the host build (each kernel a
    loop, each "block" a loop over its threads) and the device build NVRTC
    compiles. The strict stand-in runs the host build, so a change that exists
    only in the device meaning (a _VS_MKSEL whose device side sums in another
@@ -16,6 +18,16 @@
    library uses (_vs_mk_run: one block per row for the row kernels, else
    ceil(work / _VS_MKT)), and over a smaller grid (grid-stride loops doing the
    rest), and must give the host build's bits on the same inputs.
+
+   Why here and not in the strict stand-in beside every launch: a block is
+   _VS_MKT host threads meeting at a barrier for each __syncthreads and
+   between blocks, so a launch costs milliseconds on 2 cores, more with rows
+   or blocks (this file's launches take about 20 s, mostly in the kernel's
+   futex wakeups); the strict tests launch thousands of kernels each, and
+   make test must fit 10 minutes. The kernels are the same
+   text whatever the shapes, so their meanings are compared here, on shapes
+   chosen to reach every branch and order (rows longer than a block, shards
+   narrower than one, 1, 2, 3 blocks and the launchers' grids).
 
    What this cannot see: the GPU's own arithmetic (NVRTC's flags make it IEEE;
    the emulation uses the host's), warp-level behaviour (there is none in the
