@@ -775,7 +775,9 @@ VS_API vs_result vs_train_saved_plan(const char* path, vs_plan* out);
    checkpointer). NULL: VS_OK. A training state remembers being freed: a second
    vs_train_free, or any call on a freed one, is VS_ERR_STATE ("already freed")
    while its memory is among its world's last 16 freed handles (vs_free_later);
-   past that window it is freed memory (undefined). */
+   past that window it is freed memory (undefined). On GPUs it returns within
+   the mesh's timeout even while a peer stalls: work of a collective that never
+   completes has its communicators aborted before any memory is freed. */
 VS_API vs_result vs_train_free(vs_train* t);
 /* Elastic training (vescale_mesh.h's >>elastic): after vs_mesh_shrink gave a
    smaller mesh, or vs_world_grow and vs_mesh_init the whole one again, the
@@ -3871,6 +3873,15 @@ VS_API vs_result vs_train_free(vs_train* t)
     vs_result r = VS_OK;
     if (t->data) _vs_data_detach(t->data); // (the loader lives on, unattached)
 #ifdef VESCALE_NCCL
+    // a stalled peer's collective (TP's, DP's) may hold the compute stream: waited for with the mesh's
+    // deadline, and if it does not end, the communicators that may hold it are aborted (their operations
+    // end), so that no cudaFree below synchronises the device under them (NCCL's deadlock)
+    if (t->dev && t->mesh && t->stream && vs_sync_stream(vs_mesh_comm(t->mesh), t->stream) != VS_OK) {
+        vs_mesh* held[3] = {t->tpm, t->dpm, t->ppm};
+        for (int i = 0; i < 3; i++)
+            if (held[i]) (void)vs_comm_abort(vs_mesh_comm(held[i]));
+        (void)vs_comm_abort(vs_mesh_comm(t->mesh));
+    }
     // the last step's ZeRO all-gathers may still be in flight on DDP's stream (nothing read
     // the parameters since): done before any communicator goes, whose cudaFree would
     // synchronise the device under them (NCCL's deadlock)

@@ -889,6 +889,29 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
     _VS_MKGLOBAL _VS_KN(scale)(void* a, int t, long long n, float s) \
     { \
         _VS_MKLOOP(x, n) _VS_KN(st)(a, t, x, _VS_KN(ld)(a, t, x) * s); \
+    } \
+    /* the sum of squares in _VS_KPARTS fixed parts (the same bits on any grid): \
+       part b's threads take strided partials in double, then a tree, added into \
+       part[b]; the host path sums in order instead (_vs_ddp_sumsq) */ \
+    _VS_MKGLOBAL _VS_KN(sumsq)(const float* g, long long n, double* part) \
+    { \
+        _VS_MKSHARED double s[_VS_MKT]; \
+        _VS_MKROWS(b, _VS_KPARTS) { \
+            int w; \
+            _VS_MKTHREADS(t) { \
+                double v = 0; \
+                long long i; \
+                for (i = b * _VS_MKT + t; i < n; i += (long long)_VS_KPARTS * _VS_MKT) v += (double)g[i] * (double)g[i]; \
+                s[t] = v; \
+            } \
+            _VS_MKSYNC; \
+            for (w = _VS_MKT / 2; w > 0; w /= 2) { \
+                _VS_MKTHREADS_BELOW(t, w) s[t] = s[t] + s[t + w]; \
+                _VS_MKSYNC; \
+            } \
+            _VS_MKTHREADS(t) if (t == 0) part[b] += s[0]; \
+            _VS_MKSYNC; \
+        } \
     }
 
 /* Blocks of the device sum of squares: a fixed number, each adding into its own
@@ -897,32 +920,18 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
 /* the partial sums buffer: the counted elements' parts, the copies', then the
    values carried with the norm (vs_clip_desc.carry) */
 #define _VS_KPART_ALL (2 * _VS_KPARTS + VS_CLIP_CARRY_MAX)
-#define _VS_KTHREADS 256
+#define _VS_KTHREADS 256 /* a block's threads: the vocabulary's (sumsq's tree assumes it) */
+typedef char _vs_kthreads_check[_VS_KTHREADS == _VS_MKT ? 1 : -1];
 
 /* Kernel indices, and their names in the device text. */
 enum { _VS_KI_ADAMW, _VS_KI_SGD, _VS_KI_TO_F32, _VS_KI_FROM_F32, _VS_KI_ADD_F32, _VS_KI_SCALE, _VS_KI_SUMSQ, _VS_KI_N };
 static const char* const _vs_ddp_knames[_VS_KI_N] _VS_DDP_UNUSED = {
     "vs_k_adamw", "vs_k_sgd", "vs_k_to_f32", "vs_k_from_f32", "vs_k_add_f32", "vs_k_scale", "vs_k_sumsq"};
 
-/* The kernels above as NVRTC source, plus the device-only reduction. */
+/* The kernels above as NVRTC source. */
 #ifdef _VS_DDP_NVRTC /* (a C99 compiler need not take a string this long: only NVRTC builds have it) */
 #define _VS_MK_DEVICE 1
-static const char _vs_ddp_body[] _VS_DDP_UNUSED = _VS_MKSTR(_VS_DDP_KERNELS) "\n"
-    "extern \"C\" __global__ void vs_k_sumsq(const float* g, long long n, double* part)\n"
-    "{\n"
-    "    __shared__ double s[" _VS_MKSTR(_VS_KTHREADS) "];\n"
-    "    double v = 0;\n"
-    "    for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n;\n"
-    "         x += (long long)gridDim.x * blockDim.x)\n"
-    "        v += (double)g[x] * (double)g[x];\n"
-    "    s[threadIdx.x] = v;\n"
-    "    __syncthreads();\n"
-    "    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {\n"
-    "        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];\n"
-    "        __syncthreads();\n"
-    "    }\n"
-    "    if (threadIdx.x == 0) part[blockIdx.x] += s[0];\n"
-    "}\n";
+static const char _vs_ddp_body[] _VS_DDP_UNUSED = _VS_MKSTR(_VS_DDP_KERNELS) "\n";
 #undef _VS_MK_DEVICE
 static const vs_kernel_text _vs_ddp_text _VS_DDP_UNUSED = {"vescale_ddp_kernels.cu", _vs_ddp_body, _VS_KI_N,
                                                            _vs_ddp_knames};

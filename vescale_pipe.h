@@ -127,7 +127,8 @@
 
    A stage whose own instruction fails (a callback's error; a tensor off its spec,
    "input \"x\" got f32[5,7], spec x:f32[*,8]"; a receive posted ahead, named
-   by the instruction it is for) aborts its links with vs_comm_abort_with: its
+   by the instruction it is for), or whose run fails at its end (the losses'
+   wait, on GPUs), aborts its links with vs_comm_abort_with: its
    error is the job's cause, and every other rank's error names its world
    rank, stage, instruction and message ("world rank 5 failed
    (VS_ERR_INVALID): vs_pipe_run: stage 1 at instruction 5 (F1.1): ...").
@@ -3140,24 +3141,28 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_copy(const vs_pipe* p, void* dst, const void
    communicator's deadline and fault watch (vs_sync_stream; the stream waits on
    the links' sends and receives, which a stalled or failed stage holds for
    good). Over a host transport (the tests' forced device path) the links
-   complete on the host, so no peer holds the stream: a plain wait. */
-_VS_PIPE_PRIVATE vs_result _vs_pipe_sync(const vs_pipe* p)
+   complete on the host, so no peer holds the stream: a plain wait. query:
+   first ask whether the stream is idle (e.g. after a copy to pageable memory:
+   no event recorded and polled, no wait); 0 where it surely is not (the ask
+   would be a second poll). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_wait(const vs_pipe* p, int query)
 {
 #ifdef _VS_PIPE_CUDA
     if (p->dev) {
 #ifdef VESCALE_NCCL
         vs_comm* c = vs_mesh_comm(p->desc.mesh);
-        // (a stream seen idle, e.g. after a copy to pageable memory: no event recorded and polled, no wait)
         if (vs_comm_device(c) == 1)
-            return cudaStreamQuery((cudaStream_t)p->stream) == cudaSuccess ? VS_OK : vs_sync_stream(c, p->stream);
+            return query && cudaStreamQuery((cudaStream_t)p->stream) == cudaSuccess ? VS_OK
+                                                                                    : vs_sync_stream(c, p->stream);
 #endif
         cudaError_t e = cudaStreamSynchronize((cudaStream_t)p->stream);
         return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "cudaStreamSynchronize");
     }
 #endif
-    (void)p;
+    (void)p, (void)query;
     return VS_OK;
 }
+_VS_PIPE_PRIVATE vs_result _vs_pipe_sync(const vs_pipe* p) { return _vs_pipe_wait(p, 1); }
 
 /* What the compute stream has so far happens before what comes next on
    `stream` (device path; NULL or the compute stream: nothing to do). */
@@ -4453,6 +4458,27 @@ _VS_PIPE_PRIVATE void _vs_pipe_drain(vs_pipe* p)
 
 _VS_PIPE_PRIVATE vs_result _vs_pipe_defer_loss(vs_pipe* p, int last, double* loss);
 
+/* A failed run's end (r, with its message set): the other stages' waits ended
+   too, and what this one posted: its links aborted (their operations for a
+   peer that is gone would hold the streams until their deadline), receives
+   posted ahead abandoned. Returns r with its message. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_abandon(vs_pipe* p, vs_result r)
+{
+    char msg[1024]; // (the aborts below may set their own)
+    size_t ml = strlen(vs_last_error());
+    if (ml >= sizeof msg) ml = sizeof msg - 1;
+    memcpy(msg, vs_last_error(), ml);
+    msg[ml] = 0;
+    /* this stage's own failure is the job's cause (an abort that reached it is not: NULL keeps that).
+       Only the links this stage is on: another pair's has no communicator here, and its abort's
+       "comm is NULL" would become this rank's last error, the cause the next abort tells every rank. */
+    for (int i = 0; i < p->nlinks; i++)
+        if (p->links[i].c) vs_comm_abort_with(p->links[i].c, r, NULL);
+    _vs_pipe_drain(p);
+    _vs_pipe_reap(p, 1);
+    return vs_set_error(r, "%s", msg);
+}
+
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
 {
     _VS_TRY(_VS_PIPE_GONE("vs_pipe_run", p));
@@ -4554,24 +4580,10 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
             r = _vs_pipe_reap(p, 0);
     }
     p->cur_s = NULL;
-    if (r) { // end the other stages' waits too, and what this one posted
-        char msg[1024]; // (the aborts below may set their own)
-        size_t ml = strlen(vs_last_error());
-        if (ml >= sizeof msg) ml = sizeof msg - 1;
-        memcpy(msg, vs_last_error(), ml);
-        msg[ml] = 0;
-        /* this stage's own failure is the job's cause (an abort that reached it is not: NULL keeps that).
-           Only the links this stage is on: another pair's has no communicator here, and its abort's
-           "comm is NULL" would become this rank's last error, the cause the next abort tells every rank. */
-        for (int i = 0; i < p->nlinks; i++)
-            if (p->links[i].c) vs_comm_abort_with(p->links[i].c, r, NULL);
-        _vs_pipe_drain(p);
-        _vs_pipe_reap(p, 1);
-        return vs_set_error(r, "%s", msg);
-    }
+    if (r) return _vs_pipe_abandon(p, r);
     // the sends: host path, the host waits; device path, the compute stream (their deadline: the watchdog's)
     vs_result r2 = p->dev ? _vs_pipe_retire(p, NULL, 0) : _vs_pipe_reap(p, 1);
-    if (r2) return vs_set_error(r2, "vs_pipe_run: stage %d, a send: %s", st, vs_last_error());
+    if (r2) return _vs_pipe_abandon(p, vs_set_error(r2, "vs_pipe_run: stage %d, a send: %s", st, vs_last_error()));
     /* The microbatch losses to the host. Device path with stages: the last
        stage broadcasts them from device memory into every stage's pinned
        memory, the broadcast ordered after each stage's compute stream (an
@@ -4580,26 +4592,36 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
        the last stage would. One stage: a copy after the compute stream's
        work, then the wait. */
     if (p->dev && p->desc.defer_loss) return _vs_pipe_defer_loss(p, last, loss);
-    if (p->dev && p->pp) {
-        if (M > p->hloss_cap) {
+    if (p->dev && M > p->hloss_cap) { // the losses' pinned landing place
 #ifdef _VS_PIPE_CUDA
-            if (p->hloss) cudaFreeHost(p->hloss);
-            p->hloss = NULL;
-            p->hloss_cap = 0;
-            cudaError_t e = cudaMallocHost((void**)&p->hloss, sizeof(float) * (size_t)M);
-            if (e != cudaSuccess) r = _vs_pipe_cuerr(e, "pinned memory for the losses");
-            else p->hloss_cap = M;
+        if (p->hloss) cudaFreeHost(p->hloss);
+        p->hloss = NULL;
+        p->hloss_cap = 0;
+        cudaError_t e = cudaMallocHost((void**)&p->hloss, sizeof(float) * (size_t)M);
+        if (e != cudaSuccess) r = _vs_pipe_cuerr(e, "pinned memory for the losses");
+        else p->hloss_cap = M;
 #endif
-        }
+    }
+    if (p->dev && p->pp) {
         vs_work* bw = NULL;
         const int root = p->plan.chunk_stage[K - 1];
         if (!r) r = _vs_pipe_fence_to(p, vs_comm_stream(p->pp));
         if (!r) r = vs_broadcast(p->pp, last ? p->dlosses : NULL, p->hloss, (size_t)M, VS_F32, root, &bw);
         if (!r) r = vs_wait(bw);
         if (!r) memcpy(p->mb_loss, p->hloss, sizeof(float) * (size_t)M);
-        if (r) return vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", st, vs_last_error());
+        if (r) /* (the links' operations for a peer that never came still hold the streams: aborted too) */
+            return _vs_pipe_abandon(p, vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", st,
+                                                    vs_last_error()));
     } else if (p->dev) {
-        if ((r = _vs_pipe_copy(p, p->mb_loss, p->dlosses, sizeof(float) * (size_t)M)) == VS_OK) r = _vs_pipe_sync(p);
+        /* into pinned memory in stream order, then the wait with the deadline: a copy to pageable memory
+           is itself a host wait for the stream, without one (a trainer's all-reduce on the compute stream
+           whose peer never came held it for good) */
+        int queued = 0;
+        if (!r) r = _vs_pipe_copy(p, p->hloss, p->dlosses, sizeof(float) * (size_t)M), queued = !r;
+        if (!r) r = _vs_pipe_wait(p, 0);
+        if (!r) memcpy(p->mb_loss, p->hloss, sizeof(float) * (size_t)M);
+        if (r && queued) /* the copy may still run once the stream is let go: its pinned memory is left to it */
+            p->hloss = NULL, p->hloss_cap = 0;
         if (r) return vs_set_error(r, "vs_pipe_run: stage %d: %s", st, vs_last_error());
     }
     _vs_pipe_buf_free(p, p->dlosses);
@@ -4635,7 +4657,8 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_defer_loss(vs_pipe* p, int last, double* los
         if (!r) r = vs_wait_stream(bw, p->stream);
     }
 #endif
-    if (r) return vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", p->stage, vs_last_error());
+    if (r) return _vs_pipe_abandon(p, vs_set_error(r, "vs_pipe_run: stage %d, sharing the losses: %s", p->stage,
+                                                   vs_last_error()));
     p->loss_pending = 1;
     if (loss) *loss = NAN;
     p->ran = 1;

@@ -1,7 +1,9 @@
 /* test_kernels_device.c - the device meaning of the kernel texts, without a GPU.
 
-   vescale_mesh.h's >>kernels (and examples/gpt_kernels.h, in the same
-   vocabulary) are one text with two meanings: the host build (each kernel a
+   Every kernel text of the library and of examples/gpt_kernels.h: the mesh's
+   10 (>>kernels), vescale_ddp.h's 7 (the optimizers, the casts, sumsq),
+   vescale.h's 2 (the tied-gradient add, the step's loss) and gpt_kernels.h's
+   16. Each is one text with two meanings: the host build (each kernel a
    loop, each "block" a loop over its threads) and the device build NVRTC
    compiles. The strict stand-in runs the host build, so a change that exists
    only in the device meaning (a _VS_MKSEL whose device side sums in another
@@ -16,6 +18,16 @@
    library uses (_vs_mk_run: one block per row for the row kernels, else
    ceil(work / _VS_MKT)), and over a smaller grid (grid-stride loops doing the
    rest), and must give the host build's bits on the same inputs.
+
+   Why here and not in the strict stand-in beside every launch: a block is
+   _VS_MKT host threads meeting at a barrier for each __syncthreads and
+   between blocks, so a launch costs milliseconds on 2 cores, more with rows
+   or blocks (this file's launches take about 20 s, mostly in the kernel's
+   futex wakeups); the strict tests launch thousands of kernels each, and
+   make test must fit 10 minutes. The kernels are the same
+   text whatever the shapes, so their meanings are compared here, on shapes
+   chosen to reach every branch and order (rows longer than a block, shards
+   narrower than one, 1, 2, 3 blocks and the launchers' grids).
 
    What this cannot see: the GPU's own arithmetic (NVRTC's flags make it IEEE;
    the emulation uses the host's), warp-level behaviour (there is none in the
@@ -79,6 +91,8 @@ static long long __double_as_longlong(double d)
 _VS_MK_DTYPES
 _VS_MESH_KERNELS
 GPT__KERNELS
+_VS_DDP_KERNELS
+_VS_HL_KERNELS
 #undef _VS_MK_DEVICE
 
 /* ---- launches ----------------------------------------------------------------- */
@@ -200,32 +214,47 @@ static double kd_rand(void) /* [-1, 1) */
 }
 
 /* Runs kernel ki (a: its arguments, pointing into o's buffers where it writes)
-   as the host build and as the device meaning over `blocks` (0: the library's
-   grid for `work`) and compares every written byte. */
-static void kd_compare(const char* what, int ki, void** a, kd_outs* o, long long work, unsigned blocks)
+   as the host build (host) and as the device meaning (dev) over g blocks and
+   compares every written byte. */
+static void kd_compare_with(const char* what, const char* name, void (*host)(int, void**), void (*dev)(int, void**),
+                            int ki, void** a, kd_outs* o, unsigned g)
 {
     void* start[KD_MAXB];
-    void* host[KD_MAXB];
+    void* hout[KD_MAXB];
     for (int i = 0; i < o->n; i++) {
-        start[i] = malloc(o->bytes[i]), host[i] = malloc(o->bytes[i]);
+        start[i] = malloc(o->bytes[i]), hout[i] = malloc(o->bytes[i]);
         memcpy(start[i], o->p[i], o->bytes[i]);
     }
-    _vs_mk_host(ki, a);
-    for (int i = 0; i < o->n; i++) memcpy(host[i], o->p[i], o->bytes[i]), memcpy(o->p[i], start[i], o->bytes[i]);
-    long long lib = _VS_MK_ROWKERNEL(ki) ? work : (work + _VS_MKT - 1) / _VS_MKT;
-    if (lib > 65535) lib = 65535;
-    unsigned g = blocks ? blocks : (unsigned)(lib > 0 ? lib : 1);
-    kd_launch(kd_mesh_call, ki, a, g);
+    host(ki, a);
+    for (int i = 0; i < o->n; i++) memcpy(hout[i], o->p[i], o->bytes[i]), memcpy(o->p[i], start[i], o->bytes[i]);
+    kd_launch(dev, ki, a, g);
     for (int i = 0; i < o->n; i++) {
-        const unsigned char *h = (const unsigned char*)host[i], *d = (const unsigned char*)o->p[i];
+        const unsigned char *h = (const unsigned char*)hout[i], *d = (const unsigned char*)o->p[i];
         size_t bad = 0, first = 0;
         for (size_t k = 0; k < o->bytes[i]; k++)
             if (h[k] != d[k] && !bad++) first = k;
-        VT_CHECK(bad == 0, "%s (%s, grid %u): output %d: %zu of %zu bytes differ, the first at byte %zu", what,
-                 _vs_mk_names[ki], g, i, bad, o->bytes[i], first);
+        VT_CHECK(bad == 0, "%s (%s, grid %u): output %d: %zu of %zu bytes differ, the first at byte %zu", what, name, g,
+                 i, bad, o->bytes[i], first);
         memcpy(o->p[i], start[i], o->bytes[i]);
-        free(start[i]), free(host[i]);
+        free(start[i]), free(hout[i]);
     }
+}
+
+/* The library's grid for a launch of `work` (one block per row for the row
+   kernels, else a block per _VS_MKT elements, at most cap), or `blocks`. */
+static unsigned kd_grid(long long work, int rowkernel, long long cap, unsigned blocks)
+{
+    long long lib = rowkernel ? work : (work + _VS_MKT - 1) / _VS_MKT;
+    if (lib > cap) lib = cap;
+    return blocks ? blocks : (unsigned)(lib > 0 ? lib : 1);
+}
+
+/* A mesh kernel (_vs_mk_host / the device build) over `blocks` (0: the
+   library's grid for `work`, _vs_mk_run's). */
+static void kd_compare(const char* what, int ki, void** a, kd_outs* o, long long work, unsigned blocks)
+{
+    kd_compare_with(what, _vs_mk_names[ki], _vs_mk_host, kd_mesh_call, ki, a, o,
+                    kd_grid(work, _VS_MK_ROWKERNEL(ki), 65535, blocks));
 }
 
 /* Every kernel of the mesh's text on inputs of several shapes, over the
@@ -493,7 +522,15 @@ static void case_gpt(long long blocks)
         void* ace[] = {&o1, &o2, &x, &t, &ip, &nc, &VV};
         kd_gpt_compare(what, GPT_KI_CE, ace, KD_B(nc));
         long long nm = 900, den = 7;
-        void* amn[] = {&o4, &x, &nm};
+        /* small losses, and big ones that cancel within one thread's strided
+           terms (i + 256 is -i's): what rounding leaves of the small ones
+           depends on the order of the sum (values in [-1, 1) add exactly in
+           double, and the float result would hide any order) */
+        float* wide = buf[12];
+        for (int i = 0; i < nm; i++)
+            wide[i] = i >= 256 && i < 512 ? ldexpf((float)kd_rand(), 50) : i >= 512 && i < 768 ? -wide[i - 256]
+                                                                                               : (float)kd_rand();
+        void* amn[] = {&o4, &wide, &nm};
         kd_gpt_compare("mean", GPT_KI_MEAN, amn, KD_B(1));
         snprintf(what, sizeof what, "scale %s", tn);
         void* asc[] = {&o1, &t, &x, &w, &nm, &den};
@@ -501,6 +538,140 @@ static void case_gpt(long long blocks)
     }
 #undef KD_B
 #undef KD_BLK
+}
+
+
+/* ---- vescale_ddp.h and vescale.h ------------------------------------------------ */
+
+/* The DDP's kernels: the host build (_vs_hk_*) and the device build (vs_k_*)
+   with a launch's arguments. */
+#define A_(T, i) (*(T*)a[i])
+#define KD_DDP_CALL(P)                                                                                                 \
+    switch (ki) {                                                                                                      \
+    case _VS_KI_ADAMW:                                                                                                 \
+        P##adamw(A_(float*, 0), A_(const float*, 1), A_(float*, 2), A_(float*, 3), A_(long long, 4), A_(float, 5),     \
+                 A_(float, 6), A_(float, 7), A_(float, 8), A_(float, 9), A_(float, 10), A_(float, 11), A_(float, 12)); \
+        break;                                                                                                         \
+    case _VS_KI_SGD:                                                                                                   \
+        P##sgd(A_(float*, 0), A_(const float*, 1), A_(float*, 2), A_(long long, 3), A_(float, 4), A_(float, 5),        \
+               A_(float, 6), A_(int, 7));                                                                              \
+        break;                                                                                                         \
+    case _VS_KI_TO_F32: P##to_f32(A_(float*, 0), A_(const void*, 1), A_(int, 2), A_(long long, 3)); break;             \
+    case _VS_KI_FROM_F32: P##from_f32(A_(void*, 0), A_(int, 1), A_(const float*, 2), A_(long long, 3)); break;         \
+    case _VS_KI_ADD_F32: P##add_f32(A_(float*, 0), A_(const void*, 1), A_(int, 2), A_(long long, 3)); break;           \
+    case _VS_KI_SCALE: P##scale(A_(void*, 0), A_(int, 1), A_(long long, 2), A_(float, 3)); break;                      \
+    default: P##sumsq(A_(const float*, 0), A_(long long, 1), A_(double*, 2)); break;                                   \
+    }
+static void kd_ddp_host(int ki, void** a) { KD_DDP_CALL(_vs_hk_) }
+static void kd_ddp_dev(int ki, void** a) { KD_DDP_CALL(vs_k_) }
+/* vescale.h's: 0 the tied-gradient add, 1 the step's loss */
+static void kd_hl_host(int ki, void** a)
+{
+    if (ki == 0) _vs_hlk_tied_add(A_(void*, 0), A_(void*, 1), A_(int, 2), A_(long long, 3));
+    else _vs_hlk_loss_mean(A_(double*, 0), A_(const float*, 1), A_(long long, 2), A_(int, 3));
+}
+static void kd_hl_dev(int ki, void** a)
+{
+    if (ki == 0) vs_hl_tied_add(A_(void*, 0), A_(void*, 1), A_(int, 2), A_(long long, 3));
+    else vs_hl_loss_mean(A_(double*, 0), A_(const float*, 1), A_(long long, 2), A_(int, 3));
+}
+#undef A_
+#undef KD_DDP_CALL
+
+/* n values of dtype t (0 f32, 1 bf16, 2 f16: the kernels' codes) into p. */
+static void kd_fill(void* p, int t, long long n, double scale)
+{
+    for (long long i = 0; i < n; i++) {
+        float v = (float)(scale * kd_rand());
+        if (t == 0) ((float*)p)[i] = v;
+        else ((uint16_t*)p)[i] = t == 1 ? vs_f32_to_bf16(v) : vs_f32_to_f16(v);
+    }
+}
+
+/* Every DDP kernel (f32, bf16, f16 where it takes a dtype) over DDP's grid
+   (_vs_ddp_kernel's: a block per _VS_KTHREADS elements up to 8192, sumsq on
+   _VS_KPARTS) or over `blocks`; then vescale.h's two. */
+static void case_ddp(unsigned blocks)
+{
+    enum { N = 1000, NS = 100003 }; /* NS: more than _VS_KPARTS x _VS_KTHREADS, so each thread sums several */
+    static float p[N], g[N], m1[N], m2[N], f[N];
+    static uint16_t h[N], h2[N];
+    static float big[NS];
+    kd_fill(p, 0, N, 1), kd_fill(g, 0, N, 1), kd_fill(m1, 0, N, 0.1);
+    for (int i = 0; i < N; i++) m2[i] = (float)(0.01 * (kd_rand() + 1.0));
+    long long n = N;
+    unsigned grid = kd_grid(n, 0, 8192, blocks);
+    float *pp = p, *gp = g, *m1p = m1, *m2p = m2, *fp = f;
+    float b1 = 0.9f, b2 = 0.999f, o1 = 0.1f, o2 = 0.001f, step = 1e-3f, c2 = 0.97f, eps = 1e-8f, dec = 0.9999f;
+    void* aa[] = {&pp, &gp, &m1p, &m2p, &n, &b1, &b2, &o1, &o2, &step, &c2, &eps, &dec};
+    kd_outs oa = {3, {p, m1, m2}, {sizeof p, sizeof m1, sizeof m2}};
+    kd_compare_with("adamw", "vs_k_adamw", kd_ddp_host, kd_ddp_dev, _VS_KI_ADAMW, aa, &oa, grid);
+    for (int k = 0; k < 3; k++) { /* momentum, Nesterov, none */
+        float mu = 0.9f, lr = 0.01f, wd = 0.001f;
+        int nest = k == 1;
+        float* mp = k == 2 ? NULL : m1;
+        void* as[] = {&pp, &gp, &mp, &n, &mu, &lr, &wd, &nest};
+        kd_outs os = {2, {p, m1}, {sizeof p, sizeof m1}};
+        kd_compare_with(k == 0 ? "sgd momentum" : k == 1 ? "sgd nesterov" : "sgd plain", "vs_k_sgd", kd_ddp_host,
+                        kd_ddp_dev, _VS_KI_SGD, as, &os, grid);
+    }
+    for (int t = 0; t < 3; t++) { /* src: g (f32) or h (dtype t's bits); dst: f or h */
+        char what[48];
+        void *sp = t ? (void*)h : (void*)g, *dp = t ? (void*)h : (void*)f;
+        size_t sb = t ? sizeof h : sizeof g;
+        if (t) kd_fill(h, t, N, 3);
+        snprintf(what, sizeof what, "to_f32 dtype %d", t);
+        void* at[] = {&fp, &sp, &t, &n};
+        kd_outs ot = {1, {f}, {sizeof f}};
+        kd_compare_with(what, "vs_k_to_f32", kd_ddp_host, kd_ddp_dev, _VS_KI_TO_F32, at, &ot, grid);
+        snprintf(what, sizeof what, "from_f32 dtype %d", t);
+        void* af[] = {&dp, &t, &gp, &n};
+        kd_outs of = {1, {dp}, {sb}};
+        kd_compare_with(what, "vs_k_from_f32", kd_ddp_host, kd_ddp_dev, _VS_KI_FROM_F32, af, &of, grid);
+        snprintf(what, sizeof what, "add_f32 dtype %d", t);
+        void* ad[] = {&fp, &sp, &t, &n};
+        kd_outs od = {1, {f}, {sizeof f}};
+        kd_compare_with(what, "vs_k_add_f32", kd_ddp_host, kd_ddp_dev, _VS_KI_ADD_F32, ad, &od, grid);
+        snprintf(what, sizeof what, "scale dtype %d", t);
+        float sc = 0.3f;
+        void* ac[] = {&sp, &t, &n, &sc};
+        kd_outs oc = {1, {sp}, {sb}};
+        kd_compare_with(what, "vs_k_scale", kd_ddp_host, kd_ddp_dev, _VS_KI_SCALE, ac, &oc, grid);
+    }
+    /* the sum of squares, into parts that already hold sums (it adds) */
+    static double part[_VS_KPARTS];
+    double* pa = part;
+    for (int i = 0; i < _VS_KPARTS; i++) part[i] = kd_rand();
+    kd_fill(big, 0, NS, 4);
+    for (int k = 0; k < 2; k++) {
+        long long ns = k ? 300 : NS; /* many a thread, and fewer than one part's threads */
+        const float* bp = big;
+        void* aq[] = {&bp, &ns, &pa};
+        kd_outs oq = {1, {part}, {sizeof part}};
+        kd_compare_with(k ? "sumsq of 300" : "sumsq of 100003", "vs_k_sumsq", kd_ddp_host, kd_ddp_dev, _VS_KI_SUMSQ,
+                        aq, &oq, blocks ? blocks : _VS_KPARTS);
+    }
+    /* vescale.h: the tied-gradient add in each dtype, the loss's mean (one thread's) */
+    for (int t = 0; t < 3; t++) {
+        char what[48];
+        void *ga = t ? (void*)h : (void*)f, *sa = t ? (void*)h2 : (void*)m1;
+        kd_fill(ga, t, N, 2), kd_fill(sa, t, N, 2);
+        snprintf(what, sizeof what, "tied add dtype %d", t);
+        void* at[] = {&ga, &sa, &t, &n};
+        kd_outs ot = {2, {ga, sa}, {t ? sizeof h : sizeof f, t ? sizeof h2 : sizeof m1}};
+        kd_compare_with(what, "vs_hl_tied_add", kd_hl_host, kd_hl_dev, 0, at, &ot, kd_grid(n, 0, 8192, blocks));
+    }
+    static double out[1];
+    double* op = out;
+    for (int add = 0; add < 2; add++) {
+        long long m = 7;
+        out[0] = kd_rand();
+        const float* lp = g;
+        void* al[] = {&op, &lp, &m, &add};
+        kd_outs ol = {1, {out}, {sizeof out}};
+        kd_compare_with(add ? "loss mean, added" : "loss mean", "vs_hl_loss_mean", kd_hl_host, kd_hl_dev, 1, al, &ol,
+                        1);
+    }
 }
 
 int main(void)
@@ -513,6 +684,10 @@ int main(void)
     VT_CASE("kernels/device meaning: gpt_kernels.h's kernels over their launchers' grids equal the host build in the "
             "device's order bit for bit", case_gpt(0));
     VT_CASE("kernels/device meaning: gpt_kernels.h's kernels over 1 block equal the host build", case_gpt(1));
+    VT_CASE("kernels/device meaning: vescale_ddp.h's kernels (sumsq on its fixed parts) and vescale.h's over their "
+            "launchers' grids equal the host build bit for bit", case_ddp(0));
+    VT_CASE("kernels/device meaning: vescale_ddp.h's and vescale.h's kernels over 3 blocks (grid-stride loops, sumsq's "
+            "parts shared unevenly) equal the host build", case_ddp(3));
     kd_pool_end();
     return vt_summary();
 }

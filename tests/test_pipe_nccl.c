@@ -45,6 +45,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #ifdef VS_STRICT
 #include "strict/vs_strict.h"
@@ -326,7 +328,23 @@ typedef struct pjob {
     float tied[2][4][8];     /* [replica][stage]: a gradient after vs_pipe_tie_grads(first chunk, last chunk) */
     vs_strict_counts c0, c1; /* before and after the last run, all ranks */
     pthread_barrier_t bar;
+    /* fault (case_fault): in the last run the last stage's rank stalls (1: past
+       the others' 1 s deadline, never running it) or fails (2: its rank
+       returns an error); the first stage's run's result and time, and how long
+       its vs_pipe_free took */
+    int fault;
+    long sync0; /* fault 2: the stand-in's host waits as rank 0 began the run (-1 before) */
+    vs_result fgot;
+    double fsecs, free_secs;
+    char fmsg[512];
 } pjob;
+
+static double pj_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static pthread_mutex_t pj_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -420,7 +438,30 @@ static int prank(vs_world* w, void* arg)
     }
     double loss = 0;
     for (int run = 0; run < J->runs; run++) {
-        if (run == J->runs - 1) pj_mark(J, w, &J->c0);
+        double ft0 = 0;
+        if (J->fault && run == J->runs - 1 && !r) {
+            if (vs_world_rank(w) == 1) { /* the fault (the last stage, or DP replica 1): it never runs it */
+                if (J->fault == 2) /* once rank 0 waits in the run (a host wait counted since it began; 2 s at most) */
+                    for (int i = 0; i < 2000; i++) {
+                        long s0 = __atomic_load_n(&J->sync0, __ATOMIC_SEQ_CST);
+                        if (s0 >= 0 && vs_strict_get_counts().host_syncs > s0) break;
+                        usleep(1000);
+                    }
+                usleep(J->fault == 1 ? 2500 * 1000 : 200 * 1000); /* past the 1 s deadline; or into that wait */
+                r = vs_set_error(VS_ERR_INVALID, "test: world rank 1 %s", J->fault == 1 ? "stalled" : "gives up");
+                break;
+            }
+            if (J->fault == 1) { /* the others' deadline short only now (the first run waited for the slower start) */
+                vs_mesh* ppm = NULL;
+                r = vs_comm_set_timeout(vs_mesh_comm(mesh), 1);
+                if (!r && J->P > 1) r = vs_mesh_submesh(mesh, "PP", &ppm); /* (the pipe's: made already) */
+                if (!r && ppm) r = vs_comm_set_timeout(vs_mesh_comm(ppm), 1);
+                if (!r && S.dp) r = vs_comm_set_timeout(S.dp, 1);
+            }
+            ft0 = pj_now();
+            __atomic_store_n(&J->sync0, vs_strict_get_counts().host_syncs, __ATOMIC_SEQ_CST);
+        }
+        if (run == J->runs - 1 && !J->fault) pj_mark(J, w, &J->c0);
         if (J->trim && run == 16) pj_mark(J, w, &J->t0);
         g_shift = J->reshape && run > 0;
         if (!r) {
@@ -431,7 +472,11 @@ static int prank(vs_world* w, void* arg)
                 r = vs_sync_stream(vs_world_comm(w), (void*)st);
             }
         }
-        if (run == J->runs - 1) pj_mark(J, w, &J->c1);
+        if (J->fault && run == J->runs - 1 && vs_world_rank(w) == 0) {
+            J->fgot = r, J->fsecs = pj_now() - ft0;
+            snprintf(J->fmsg, sizeof J->fmsg, "%s", r ? vs_last_error() : "");
+        }
+        if (run == J->runs - 1 && !J->fault) pj_mark(J, w, &J->c1);
         if (!r && J->defer) r = vs_pipe_loss(pipe, &loss); /* (asked for: its own copy, outside the counted run) */
         /* the run's device work is done at its return (its one host wait, for
            the losses' broadcast, comes after the compute stream's work): the
@@ -461,7 +506,9 @@ static int prank(vs_world* w, void* arg)
     /* a tied gradient (first and last chunk), in engine-side memory (device on NCCL) */
     float tg[8];
     for (int i = 0; i < 8; i++) tg[i] = 0.1f * (float)(stage + 1) + 0.01f * (float)i + 0.001f * (float)rep;
-    void* tbuf = J->nccl ? vs_device_alloc(w, sizeof tg) : (void*)tg;
+    /* (not after a failed run: a cudaMalloc would synchronise the device under the links' operations for the
+       peer that is gone) */
+    void* tbuf = J->nccl ? (r ? NULL : vs_device_alloc(w, sizeof tg)) : (void*)tg;
     if (!r && !tbuf) r = vs_set_error(VS_ERR_NOMEM, "test: tied gradient");
     if (!r && J->nccl && cudaMemcpy(tbuf, tg, sizeof tg, cudaMemcpyHostToDevice)) r = vs_set_error(VS_ERR_BACKEND, "copy");
     if (!r && plan.nchunks > 1) r = vs_pipe_tie_grads(pipe, 0, plan.nchunks - 1, tbuf, 8, VS_F32);
@@ -487,7 +534,12 @@ static int prank(vs_world* w, void* arg)
     if (r) fprintf(stderr, "    rank %d: %s\n", vs_world_rank(w), vs_last_error());
     vs_pipe_sched_free(sched);
     vs_pipe_sched_free(first);
+    /* rank 0's failed run: the DP all-reduces its hooks enqueued for the replica that is gone end first
+       (aborted, as a trainer's would be): vs_pipe_free's cudaFree beside them synchronised the device under them */
+    if (J->fault && r && S.dp && vs_world_rank(w) == 0) vs_comm_abort(S.dp);
+    double f0 = pj_now();
     vs_pipe_free(pipe);
+    if (J->fault && vs_world_rank(w) == 0) J->free_secs = pj_now() - f0;
     if (S.xbuf && J->nccl) vs_device_free(w, S.xbuf);
     else free(S.xbuf);
     for (int u = 0; u < E->nu; u++) {
@@ -605,6 +657,44 @@ static void case_nccl(vs_pipe_kind kind, int model, int bf16, int P, int DP, int
              b.device_allocs - a.device_allocs, b.device_frees - a.device_frees, b.events - a.events);
 }
 
+/* A pipeline step in which world rank 1 stalls (kind 1: past rank 0's 1 s
+   deadline, never running the step) or fails (kind 2: its rank returns an
+   error, which aborts the job's communicators): rank 0's vs_pipe_run ends in
+   VS_ERR_TIMEOUT / VS_ERR_ABORTED naming world rank 1, within the deadline, not
+   a hang, and its vs_pipe_free returns within it too. PP=2: world rank 1 is the
+   last stage; rank 0's run waits for the losses' broadcast (a plain
+   cudaStreamSynchronize there: no error, or the stand-in's hang deadline), and
+   the links' operations for the absent stage held the compute stream until
+   their own 60 s deadline (vs_pipe_free took 60 s: a failed run now aborts
+   them). P=1 x DP=2: world rank 1 is the other replica, whose all-reduces
+   (the test's DP hooks, on the compute stream) never come; the run's one wait
+   is _vs_pipe_sync's (plain: success over all-reduces that never ran), and
+   the losses' copy before it went to pageable memory, itself a wait without
+   a deadline (the run returned VS_OK once rank 1's exit aborted the job). */
+static void case_fault(int kind, int P, int DP)
+{
+    static pjob d;
+    memset(&d, 0, sizeof d);
+    d.kind = VS_PIPE_1F1B, d.model = PM_B, d.P = P, d.DP = DP, d.M = 3, d.own_stream = 1, d.fixed = 1;
+    d.nccl = 1, d.runs = 2, d.fault = kind, d.sync0 = -1;
+    long v0 = vs_strict_violations();
+    VT_CHECK(plaunch(&d) != VS_OK, "pipe fault %d: vs_launch succeeded", kind);
+    if (kind == 1)
+        VT_CHECK(d.fgot == VS_ERR_TIMEOUT && strstr(d.fmsg, "vs_pipe_run") && strstr(d.fmsg, "timed out") && d.fsecs < 20,
+                 "P=%d DP=%d, world rank 1 stalls: rank 0's vs_pipe_run gave %s after %.1f s (%s), want VS_ERR_TIMEOUT "
+                 "within the 1 s deadline", P, DP, vs_result_string(d.fgot), d.fsecs, d.fmsg);
+    else
+        VT_CHECK(d.fgot == VS_ERR_ABORTED && strstr(d.fmsg, "vs_pipe_run") && strstr(d.fmsg, "world rank 1 failed") &&
+                     d.fsecs < 20,
+                 "P=%d DP=%d, world rank 1 fails: rank 0's vs_pipe_run gave %s after %.1f s (%s), want VS_ERR_ABORTED "
+                 "naming world rank 1, well within the 60 s deadline", P, DP, vs_result_string(d.fgot), d.fsecs, d.fmsg);
+    VT_CHECK(d.free_secs < 20, "pipe fault %d, P=%d DP=%d: rank 0's vs_pipe_free took %.1f s", kind, P, DP,
+             d.free_secs);
+    VT_CHECK(vs_strict_violations() == v0, "%ld stand-in violations, the first: %s", vs_strict_violations() - v0,
+             vs_strict_first_violation());
+    pj_free(&d);
+}
+
 /* Fixed shapes broken: microbatch 0's rows change in the second run. Stage 0's
    send sees it (no receiver reads a header) and fails the run, naming the
    tensor and both shapes; the other stages' waits end with it (the links are
@@ -667,6 +757,14 @@ int main(void)
         VT_CASE(name, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 2, 4, 1, 1, 1));
     }
     VT_CASE("pipe/nccl: fixed shapes that change fail the run (VS_ERR_MISMATCH)", case_reshape());
+    VT_CASE("pipe/nccl fault: the last stage stalls in a step: the first stage's run and free end at the deadline",
+            case_fault(1, 2, 1));
+    VT_CASE("pipe/nccl fault: the last stage fails in a step: the first stage's run ends VS_ERR_ABORTED naming it",
+            case_fault(2, 2, 1));
+    VT_CASE("pipe/nccl fault: a DP replica stalls in a one-stage step: the other's run and free end at the deadline",
+            case_fault(1, 1, 2));
+    VT_CASE("pipe/nccl fault: a DP replica fails in a one-stage step: the other's run ends VS_ERR_ABORTED naming it",
+            case_fault(2, 1, 2));
     /* defer_loss: the run waits for nothing; the caller's vs_sync_stream brings the losses, equal to the threads
        run's and one device's (the host syncs per run, the test's own included, still at most 1) */
     VT_CASE("pipe/nccl defer_loss: 1f1b, model skip, PP=2, M=3", (g_defer = 1, case_nccl(VS_PIPE_1F1B, PM_B, 0, 2, 1, 3, 1, 0, 1)));

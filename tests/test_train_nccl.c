@@ -28,6 +28,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lighthouse_tool.h"
@@ -533,6 +534,12 @@ typedef struct run {
     double timeout;     /* procs: the world's (0: 60 s) */
     int shrinks, grows; /* seen by the lowest live rank */
     int have[STEPS];    /* elastic: step s's loss was recorded (by the first rank that finished it) */
+    /* stall_free: at step 1 world rank 1 stalls (never taking it); rank 0 makes the step's first call (accumulate:
+       stream-ordered, its TP all-reduce waiting for rank 1 on the compute stream), then vs_train_free */
+    int stall_free;
+    vs_result sf_call, sf_free;
+    double sf_call_secs, sf_free_secs;
+    char sf_msg[512];
 } run;
 
 static pthread_barrier_t bar;
@@ -644,6 +651,31 @@ static int rank_fn(vs_world* w, void* arg)
         b.shape[0][1] = b.shape[1][1] = D;
         b.data[0] = X, b.data[1] = T;
         int nacc = R->accumulate > 1 ? R->accumulate : 1;
+        if (R->stall_free && s == 1) {
+            if (vs_world_rank(w) == 1) {
+                usleep(2500 * 1000); /* past rank 0's 1 s deadline, never taking the step */
+                vs_train_free(t);
+                goto out;
+            }
+            vs_mesh* m = vs_train_mesh(t);
+            vs_mesh* tpm = NULL;
+            VT_OK(vs_comm_set_timeout(vs_mesh_comm(m), 1)); /* (short only now: step 0 waited for NVRTC) */
+            for (int k = 0; k < 2; k++) /* TP's, and DP's (DDP's waits: 1 rank, made already) */
+                if (vs_mesh_submesh(m, k ? "DP" : "TP", &tpm) == VS_OK) VT_OK(vs_comm_set_timeout(vs_mesh_comm(tpm), 1));
+            vs_batch bc = b;
+            for (int i = 0; i < 2; i++) bc.shape[i][0] = ROWS / nacc;
+            vs_train_stats st;
+            struct timespec a0, a1, a2;
+            clock_gettime(CLOCK_MONOTONIC, &a0);
+            R->sf_call = vs_train_step_ex(t, &bc, &st);
+            clock_gettime(CLOCK_MONOTONIC, &a1);
+            R->sf_free = vs_train_free(t);
+            clock_gettime(CLOCK_MONOTONIC, &a2);
+            snprintf(R->sf_msg, sizeof R->sf_msg, "%s", R->sf_free ? vs_last_error() : "");
+            R->sf_call_secs = (double)(a1.tv_sec - a0.tv_sec) + 1e-9 * (double)(a1.tv_nsec - a0.tv_nsec);
+            R->sf_free_secs = (double)(a2.tv_sec - a1.tv_sec) + 1e-9 * (double)(a2.tv_nsec - a1.tv_nsec);
+            goto out;
+        }
         int last = s == R->steps - 1 && R->steps > 2 && nacc == 1 && !R->elastic;
         vs_strict_counts c0;
         if (last && dev_mode) {
@@ -908,6 +940,38 @@ static void pp2dp2tp2(run* R, vs_pipe_kind k, vs_zero_stage z, int mbs)
     R->plan.zero = z;
     R->plan.microbatches = mbs;
     R->steps = STEPS;
+}
+
+/* vs_train_free while a peer stalls: TP2 on simulated GPUs, two calls a step;
+   at step 1 world rank 1 stalls past rank 0's 1 s deadline, never taking the
+   step. Rank 0's first call of it enqueues (stream-ordered, no host wait) a TP
+   all-reduce rank 1 never joins; its vs_train_free then meets the held compute
+   stream and must return within the deadline, with nothing freed under the
+   all-reduce (a plain cudaStreamSynchronize in its wait: the stand-in's hang
+   deadline). */
+static void case_stall_free(void)
+{
+    static run R;
+    memset(&R, 0, sizeof R);
+    R.plan.pp = 1, R.plan.dp = 1, R.plan.tp = 2;
+    R.plan.microbatches = 1;
+    R.steps = 2, R.accumulate = 2, R.stall_free = 1;
+    build_model(VS_F32);
+    pthread_barrier_init(&bar, NULL, 2);
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = 2;
+    ld.transport = VS_TRANSPORT_NCCL;
+    ld.timeout_s = 60;
+    long v0 = vs_strict_violations();
+    vs_launch_ex(&ld, rank_fn, &R); /* (its result: rank 0's faults, or none) */
+    pthread_barrier_destroy(&bar);
+    VT_CHECK(R.sf_call == VS_OK && R.sf_call_secs < 20, "rank 0's first call of the step gave %s after %.1f s (want "
+             "VS_OK: it only enqueues)", vs_result_string(R.sf_call), R.sf_call_secs);
+    VT_CHECK(R.sf_free_secs < 20, "rank 0's vs_train_free took %.1f s (%s: %s)", R.sf_free_secs,
+             vs_result_string(R.sf_free), R.sf_msg);
+    VT_CHECK(vs_strict_violations() == v0, "%ld stand-in violations, the first: %s", vs_strict_violations() - v0,
+             vs_strict_first_violation());
 }
 
 /* Gradient accumulation on simulated GPUs: each step's rows in two calls (one
@@ -1286,6 +1350,8 @@ int main(int argc, char** argv)
                 case_accumulate(VS_ZERO_1);
                 case_accumulate(VS_ZERO_2);
             });
+    VT_CASE("train/nccl fault: vs_train_free while a TP peer stalls (its all-reduce held on the compute stream) returns "
+            "within the deadline", case_stall_free());
     VT_CASE("train/nccl: evaluation (forward only) on PP2 x DP2 x TP2, ZB-V ZeRO-1 and 1F1B ZeRO-2: the step's loss, "
             "nothing changed", {
                 case_eval(VS_PIPE_ZBV, VS_ZERO_1);

@@ -78,9 +78,8 @@
      allocation another stream wrote (or read, if it writes) with nothing
      ordering the two is reported, whichever of them ran first.
    - Kernels run in their device order: the library's kernels are written so
-     that their host build follows the grid and block decomposition (>>kernels);
-     vs_k_sumsq, whose host build is sequential, runs here as the GPU runs it (a
-     tree per block). The texts' device meaning itself (what NVRTC compiles)
+     that their host build follows the grid and block decomposition (>>kernels).
+     The texts' device meaning itself (what NVRTC compiles)
      is not run here: tests/test_kernels_device.c runs it, CUDA's vocabulary
      emulated on host threads, against the host build, bit for bit.
 
@@ -1494,24 +1493,10 @@ static void st_k_scale(void** a, dim3 g, dim3 b)
     (void)g, (void)b;
     _vs_hk_scale(ST_A(void*, 0), ST_A(int, 1), ST_A(long long, 2), ST_A(float, 3));
 }
-/* vs_k_sumsq as the GPU runs it: each block's threads sum a grid-strided slice
-   in double, then a tree over the block, added into the block's slot. */
 static void st_k_sumsq(void** a, dim3 g, dim3 b)
 {
-    const float* x = ST_A(const float*, 0);
-    long long n = ST_A(long long, 1);
-    double* part = ST_A(double*, 2);
-    double s[1024];
-    for (unsigned blk = 0; blk < g.x; blk++) {
-        for (unsigned t = 0; t < b.x; t++) {
-            double v = 0;
-            for (long long i = (long long)blk * b.x + t; i < n; i += (long long)g.x * b.x) v += (double)x[i] * (double)x[i];
-            s[t] = v;
-        }
-        for (unsigned w = b.x / 2; w > 0; w /= 2)
-            for (unsigned t = 0; t < w; t++) s[t] += s[t + w];
-        part[blk] += s[0];
-    }
+    (void)g, (void)b;
+    _vs_hk_sumsq(ST_A(const float*, 0), ST_A(long long, 1), ST_A(double*, 2));
 }
 #undef ST_A
 #endif
