@@ -3892,13 +3892,13 @@ VS_API vs_result vs_train_free(vs_train* t)
     if (t->esched) vs_pipe_sched_free(t->esched);
     if (t->pipe) t->pipe->owner = NULL, vs_pipe_free(t->pipe);
     if (t->ddp) t->ddp->owner = NULL, vs_ddp_free(t->ddp);
-    vs_result rs = VS_OK;
 #ifdef VESCALE_NCCL
     // nothing of ours still queued before the device frees below, waited for with the mesh's deadline
-    // (a stalled peer's collective may hold the stream: a cudaStreamSynchronize waited for good)
-    if (t->dev && t->mesh && t->stream) rs = vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
+    // (a stalled peer's collective may hold the stream: a cudaStreamSynchronize waited for good). Its
+    // result is not ours to report: a fault there is the calls' that met it, and an aborted mesh
+    // answers at once, as before.
+    if (t->dev && t->mesh && t->stream) (void)vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
 #endif
-    (void)rs; // (a fault there is the calls' that met it to report: an aborted mesh answers at once, as before)
     if (t->mesh) r = vs_mesh_free(t->mesh);
     vs_free(t->w, t->units);
     vs_free(t->w, t->lay);
