@@ -769,6 +769,8 @@ typedef struct _vs_dbucket {
     int ext;        // its parameters are trainer-owned (param and grad NULL but while staged)
     int rgroup;     // their ready_group
     int consume;    // ext with an accumulator: the reduced range goes there, the trainer's gradient is cleared
+    int fresh;      // consume: the accumulator holds nothing of this step yet: written, not zeroed and added to
+    int into_acc;   // this pass reduced straight into the accumulator (fresh f32: no copy after)
     int grouped;    // ext, not partial, ZeRO-0/1: reduced in place, one group (vs_ddp_desc.staged 0)
     void* gbuf;     // a pool buffer holding the all-gather in flight (staged, or VESCALE_DEBUG=params)
     int guarded;    // VESCALE_DEBUG=params: its parameters' stale pages are guarded until the unpack
@@ -2165,14 +2167,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_begin_pass(vs_ddp* d)
     d->synced = 0; // local gradients are added from now on
     for (int b = 0; b < d->nbuckets; b++) d->buckets[b].gclean = 0; // (the backward writes them)
     _vs_ddp_note_stale(d);
+    for (int b = 0; b < d->nbuckets && !d->grads_pending; b++) // the last step took them: a new sum
+        d->buckets[b].fresh = d->buckets[b].consume;
+    if (!d->grads_pending || d->desc.zero == VS_ZERO_2) return VS_OK;
     vs_result r = VS_OK;
-    for (int b = 0; b < d->nbuckets && !r && !d->grads_pending; b++) // the last step took them: a new sum
-        if (d->buckets[b].consume) {
-            int64_t lo, cnt;
-            _vs_ddp_owned(d, &d->buckets[b], &lo, &cnt);
-            r = _vs_ddp_zero(d, d->buckets[b].grad_shard, sizeof(float) * (size_t)cnt);
-        }
-    if (r || !d->grads_pending || d->desc.zero == VS_ZERO_2) return r;
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         if (!k->acc || k->ext) continue; // (trainer-owned: the reduced values are consumed already)
@@ -2211,11 +2209,14 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         if (!r && w) r = _vs_ddp_done(d, w);
     }
     if (r || !k->launched) return r;
-    if (k->acc_used && k->grad && (r = _vs_ddp_add_f32(d, k->grad_shard, base, k->gdtype, cnt))) // a later pass adds up in the accumulator
+    /* into the accumulator: written by the step's first pass (fresh), added
+       to by a later one; nothing to do where the reduction wrote it already */
+    vs_result (*take)(const vs_ddp*, float*, const void*, vs_dtype, int64_t) = k->fresh ? _vs_ddp_to_f32 : _vs_ddp_add_f32;
+    if (k->acc_used && k->grad && !k->into_acc && (r = take(d, k->grad_shard, base, k->gdtype, cnt)))
         return r;
     /* the trainer's gradients: with an accumulator, cleared once it has taken
-       the reduced range (in place: the owned pieces added from them first; a
-       staging buffer: added above), the step's one zeroing of them, unless the
+       the reduced range (in place: the owned pieces taken from them first; a
+       staging buffer: above), the step's one zeroing of them, unless the
        trainer zeroes them itself; else, staged, the average copied back (in
        place it is there already) */
     int clear = k->consume && !d->desc.trainer_zero_grad;
@@ -2223,8 +2224,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         const _vs_dparam* q = &d->params[d->order[j]];
         size_t gz = _vs_dsz(k->gdtype);
         int64_t a, e;
-        if (k->consume && !k->staged && _vs_ddp_meet(q, lo, cnt, &a, &e))
-            r = _vs_ddp_add_f32(d, k->grad_shard + (a - lo), _vs_ddp_gat(k, q, a), k->gdtype, e - a);
+        if (k->consume && !k->staged && !k->into_acc && _vs_ddp_meet(q, lo, cnt, &a, &e))
+            r = take(d, k->grad_shard + (a - lo), _vs_ddp_gat(k, q, a), k->gdtype, e - a);
         if (!r && clear)
             r = _vs_ddp_zero(d, q->gext, (size_t)q->numel * gz);
         else if (!r && k->staged && !k->consume)
@@ -2232,6 +2233,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     }
     if (r) return r;
     k->gclean = clear; // (vs_ddp_zero_grad need not zero them again)
+    k->fresh = k->into_acc = 0;
     if ((d->desc.zero == VS_ZERO_2 || k->ext) && k->staged) {
         _vs_ddp_pool_give(d, b);
         k->grad = NULL;
@@ -2275,6 +2277,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
         vs_result r = _vs_ddp_stage(d, b);
         if (r) return r;
     }
+    /* the step's first reduction of a trainer's f32 gradients lands in the
+       accumulator itself: no zeroing, no copy after (_vs_ddp_complete) */
+    k->into_acc = k->fresh && k->gdtype == VS_F32 && !k->partial_mask;
+    float* acc = k->into_acc ? k->grad_shard : NULL; // (the owned range's, from element shard x dp_rank)
     if (k->grouped) { // each of the trainer's gradients in place, one group
         vs_result r = _vs_ddp_fence(d, c);
         if (r || (r = vs_group_start(c))) return r;
@@ -2291,7 +2297,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
                 int64_t a, e;
                 if (!_vs_ddp_meet(q, k->shard * o, k->shard, &a, &e)) continue;
                 char* at = (char*)q->gext + (size_t)(a - q->offset) * gz;
-                r = vs_reduce(c, at, at, (size_t)(e - a), k->gdtype, VS_OP_AVG, o, NULL);
+                void* to = acc && o == d->dp_rank ? (void*)(acc + (a - k->shard * o)) : (void*)at;
+                r = vs_reduce(c, at, to, (size_t)(e - a), k->gdtype, VS_OP_AVG, o, NULL);
             }
         }
         vs_result re = vs_group_end(c, r ? NULL : wp);
@@ -2315,7 +2322,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
     if (r) return r;
     if (d->desc.zero == VS_ZERO_0)
         return vs_all_reduce(c, k->grad, k->grad, (size_t)k->numel, k->gdtype, VS_OP_AVG, wp);
-    void* mine = (char*)k->grad + (size_t)(k->shard * d->dp_rank) * _vs_dsz(k->gdtype);
+    void* mine = acc ? (void*)k->grad_shard : (char*)k->grad + (size_t)(k->shard * d->dp_rank) * _vs_dsz(k->gdtype);
     return vs_reduce_scatter(c, k->grad, mine, (size_t)k->shard, k->gdtype, VS_OP_AVG, wp);
 }
 

@@ -55,10 +55,16 @@
 #define NVAR 3
 static const char* var_name[NVAR] = {"DDP-owned buckets", "trainer's, staged copy", "trainer's, grouped in place"};
 
+/* --step's breakdown of a step, rank 0's own time in each phase */
+enum { PH_ZERO, PH_FWD, PH_WAIT, PH_BWD, PH_SYNC, PH_STEP, PH_GATHER, NPH };
+static const char* ph_name[NPH] = {"zero_grad", "forward", "(its gather waits)", "backward", "finish_grad_sync",
+                                   "vs_ddp_step", "gathers alone"};
+
 typedef struct bcfg {
     int dp, zero, dim, layers, steps, warmup;
     int step, work; // --step K (whole steps, K in a row), --work W (multiply-adds an element)
     double* times[NVAR]; // [rounds]: rank 0 writes the max over ranks
+    double* ph[NVAR][NPH]; // [rounds]: --step, rank 0's phases a step
 } bcfg;
 
 static double now(void)
@@ -95,22 +101,28 @@ static void layer_backward(float* g, const float* p, int64_t n, int work)
     }
 }
 
-/* One whole training step of variant v (--step): see the top comment. */
-static int one_step(vs_ddp* d, int v, int L, const int64_t* ks, const int* idx, float* P, float* G, int64_t T,
-                    int work, volatile float* sink)
+/* One whole training step of variant v (--step): see the top comment. Adds
+   each phase's time to ph; with `alone`, waits for the gathers right after
+   vs_ddp_step (none hidden) and adds that wait to ph[PH_GATHER]. */
+static int one_step(vs_ddp* d, int v, int L, const int64_t* ks, const int* idx, float* G, int64_t T, int work,
+                    volatile float* sink, double* ph, int alone)
 {
+    double t = now(), t1;
     if (v > 0) memset(G, 0, (size_t)T * sizeof(float)); // the trainer's own zero_grad (trainer_zero_grad)
     else if (vs_ddp_zero_grad(d)) return 1;
+    t1 = now(), ph[PH_ZERO] += t1 - t, t = t1;
     float acc = 0;
     for (int l = 0; l < L; l++) {
+        double tw = now();
         if (!vs_ddp_param(d, idx[l * NKIND])) return 1; // this layer's gather, waited for
+        ph[PH_WAIT] += now() - tw;
         for (int k = 0; k < NKIND; k++) {
             const float* p = (const float*)vs_ddp_param(d, idx[l * NKIND + k]);
             acc += layer_forward(p, ks[k], work);
         }
     }
     *sink = acc;
-    (void)P;
+    t1 = now(), ph[PH_FWD] += t1 - t, t = t1;
     for (int l = L - 1; l >= 0; l--) {
         for (int k = 0; k < NKIND; k++) {
             int i = idx[l * NKIND + k];
@@ -124,7 +136,13 @@ static int one_step(vs_ddp* d, int v, int L, const int64_t* ks, const int* idx, 
             for (int k = 0; k < NKIND; k++)
                 if (vs_ddp_grad_ready(d, idx[l * NKIND + k])) return 1;
     }
-    if (vs_ddp_finish_grad_sync(d) || vs_ddp_step(d, 1e-3)) return 1;
+    t1 = now(), ph[PH_BWD] += t1 - t, t = t1;
+    if (vs_ddp_finish_grad_sync(d)) return 1;
+    t1 = now(), ph[PH_SYNC] += t1 - t, t = t1;
+    if (vs_ddp_step(d, 1e-3)) return 1;
+    t1 = now(), ph[PH_STEP] += t1 - t, t = t1;
+    if (alone && vs_ddp_wait_params(d)) return 1;
+    ph[PH_GATHER] += now() - t;
     return 0;
 }
 
@@ -157,7 +175,7 @@ static int bench_rank(vs_world* w, void* arg)
         dd.zero = (vs_zero_stage)b->zero;
         dd.bucket_bytes = layer * 4;
         dd.staged = v == 1;
-        dd.trainer_zero_grad = v > 0 && b->step; // (the sync alone: vs_ddp_zero_grad, untimed, as before)
+        dd.trainer_zero_grad = v > 0; // (the sync alone: the zeroing untimed for every variant)
         if (vs_ddp_init(&dd, &d[v])) return 1;
         for (int l = 0; l < L; l++)
             for (int k = 0; k < NKIND; k++) {
@@ -190,16 +208,22 @@ static int bench_rank(vs_world* w, void* arg)
     for (int r = 0; r < rounds && b->step; r++)
         for (int i = 0; i < NVAR; i++) {
             int v = (i + r) % NVAR;
+            double ph[NPH] = {0}, alone[NPH] = {0};
             if (vs_barrier(c, NULL)) return 1;
             double t0 = now();
             for (int s = 0; s < b->step; s++)
-                if (one_step(d[v], v, L, ks, idx + v * L * NKIND, Pv[v], Gv[v], T, b->work, &sink)) {
+                if (one_step(d[v], v, L, ks, idx + v * L * NKIND, Gv[v], T, b->work, &sink, ph, 0)) {
                     fprintf(stderr, "step: %s\n", vs_last_error());
                     return 1;
                 }
             if (vs_ddp_wait_params(d[v])) return 1; // the last step's gathers, inside the time
             double t = (now() - t0) / b->step;
+            // one more step, untimed, whose gathers are waited for at once: their time alone
+            if (one_step(d[v], v, L, ks, idx + v * L * NKIND, Gv[v], T, b->work, &sink, alone, 1)) return 1;
+            ph[PH_GATHER] = alone[PH_GATHER] * b->step; // (the timed steps' own column holds nothing)
             if (vs_all_reduce(c, &t, &t, 1, VS_F64, VS_OP_MAX, NULL)) return 1;
+            for (int p = 0; p < NPH && vs_world_rank(w) == 0 && r >= b->warmup; p++)
+                b->ph[v][p][r - b->warmup] = ph[p] / b->step;
             if (vs_world_rank(w) == 0 && r >= b->warmup) b->times[v][r - b->warmup] = t;
         }
     for (int r = 0; r < rounds && !b->step; r++)
@@ -218,6 +242,7 @@ static int bench_rank(vs_world* w, void* arg)
             if (vs_all_reduce(c, &t, &t, 1, VS_F64, VS_OP_MAX, NULL)) return 1;
             if (vs_world_rank(w) == 0 && r >= b->warmup) b->times[v][r - b->warmup] = t;
             if (vs_ddp_zero_grad(d[v])) return 1;
+            if (v > 0) memset(Gv[v], 0, (size_t)T * sizeof(float)); // (trainer_zero_grad)
         }
     for (int v = 0; v < NVAR; v++) vs_ddp_free(d[v]);
     vs_mesh_free(mesh);
@@ -256,7 +281,10 @@ int main(int argc, char** argv)
                         "--work >= 0\n");
         return 2;
     }
-    for (int v = 0; v < NVAR; v++) b.times[v] = (double*)calloc((size_t)b.steps, sizeof(double));
+    for (int v = 0; v < NVAR; v++) {
+        b.times[v] = (double*)calloc((size_t)b.steps, sizeof(double));
+        for (int p = 0; p < NPH; p++) b.ph[v][p] = (double*)calloc((size_t)b.steps, sizeof(double));
+    }
     if (vs_launch(b.dp, bench_rank, &b)) {
         fprintf(stderr, "bench_ddp_ext: %s\n", vs_last_error());
         return 1;
@@ -278,6 +306,30 @@ int main(int argc, char** argv)
         med[v] = b.times[v][b.steps / 2];
     }
     for (int v = 0; v < NVAR; v++) printf("| %s | %.3f | %.3f |\n", var_name[v], 1e3 * med[v], med[v] / med[0]);
-    for (int v = 0; v < NVAR; v++) free(b.times[v]);
+    if (b.step) {
+        double pm[NVAR][NPH];
+        for (int v = 0; v < NVAR; v++)
+            for (int p = 0; p < NPH; p++) {
+                qsort(b.ph[v][p], (size_t)b.steps, sizeof(double), cmpd);
+                pm[v][p] = b.ph[v][p][b.steps / 2];
+            }
+        printf("\nwhere a step's time goes (rank 0, median ms a step; \"gathers alone\": an extra step's, waited for at "
+               "once after vs_ddp_step):\n\n| phase |");
+        for (int v = 0; v < NVAR; v++) printf(" %s |", var_name[v]);
+        printf("\n|---|%s\n", NVAR == 3 ? "---|---|---|" : "");
+        for (int p = 0; p < NPH; p++) {
+            printf("| %s |", ph_name[p]);
+            for (int v = 0; v < NVAR; v++) printf(" %.3f |", 1e3 * pm[v][p]);
+            printf("\n");
+        }
+        for (int v = 0; v < NVAR && b.zero; v++) // the next forward waits only for what it does not hide
+            printf("%s: ZeRO-1 gathers %.3f ms alone, %.3f ms waited for in the next forward: %.0f%% hidden\n",
+                   var_name[v], 1e3 * pm[v][PH_GATHER], 1e3 * pm[v][PH_WAIT],
+                   pm[v][PH_GATHER] > 0 ? 100 * (1 - pm[v][PH_WAIT] / pm[v][PH_GATHER]) : 0.0);
+    }
+    for (int v = 0; v < NVAR; v++) {
+        free(b.times[v]);
+        for (int p = 0; p < NPH; p++) free(b.ph[v][p]);
+    }
     return 0;
 }
