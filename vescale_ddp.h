@@ -323,8 +323,8 @@ typedef struct vs_ddp_param_desc {
          it before registering;
        - `storage` holds the initial value at vs_ddp_finalize (`data` must be
          NULL); the trainer keeps both alive until vs_ddp_free and frees them;
-       - ZeRO-0: after vs_ddp_finish_grad_sync the gradient holds the average;
-         ZeRO-1: the reduced owned range goes straight to DDP's f32 accumulator
+       - ZeRO-0: after vs_ddp_finish_grad_sync the gradient holds the average.
+       - ZeRO-1: the reduced owned range goes straight to DDP's f32 accumulator
          (vs_ddp_grad_synced_owned) and the trainer's gradient is cleared for
          the next pass (vs_ddp_desc.trainer_zero_grad: by the trainer); the
          step updates the owned range of `storage` in place and the rest
