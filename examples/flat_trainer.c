@@ -5,23 +5,28 @@
    all layers' qkv weights, ...), an array of pointers into the flat buffer, forward
    and backward as plain loops, and its own AdamW over the flat buffers.
 
-   It is also a manual for porting such a trainer to vescale. Built with -DDP_TP the
-   same file is the parallel form: everything the port changes is inside
-   `#ifdef DP_TP ... #else ... #endif`, so the two forms are this file read two ways
-   (tests/flat_trainer_diff.sh prints the diff between them; README.md gives its size).
+   It is also a manual for porting such a trainer to vescale, in two steps. Built
+   with -DDP the same file is its data-parallel port, with -DDP_TP the DP x TP one
+   (DP_TP defines DP: the DP form and TP's lines). Everything a port changes is
+   inside `#ifdef DP ...` / `#ifdef DP_TP ...` (`#else`, `#endif`), so the three
+   forms are this file read three ways (tests/flat_trainer_diff.sh prints the diffs
+   from the single-device form; README.md gives their sizes).
 
    Single device (no vescale at all):
        cc -std=c99 -O2 examples/flat_trainer.c -o flat_trainer -lm
        ./flat_trainer --steps 20              a loss per step
-   Parallel form (vescale_mesh.h + vescale_ddp.h; ranks are threads of this process):
+   Data parallel (vescale_mesh.h + vescale_ddp.h; ranks are threads of this process):
+       cc -std=c99 -O2 -I. -DDP examples/flat_trainer.c -o flat_trainer_dp -lpthread -lm
+       ./flat_trainer_dp --dp 2 --steps 20    the same losses (within 1e-6)
+   DP x TP:
        cc -std=c99 -O2 -I. -DDP_TP examples/flat_trainer.c -o flat_trainer_dp_tp -lpthread -lm
        ./flat_trainer_dp_tp --dp 2 --tp 2 --steps 20
    trains on one rank, then on DP x TP thread ranks, prints both losses per step and
    their largest relative difference, and exits 1 when it is above 1e-6.
 
    What the port does:
-   - parameters and gradients stay in the trainer's flat buffers (each rank's now
-     hold its TP shards). Every tensor of every layer is registered with vescale's
+   - parameters and gradients stay in the trainer's flat buffers (DP x TP: each
+     rank's hold its TP shards). Every tensor of every layer is registered with vescale's
      DDP as a view into them (`storage`, `grad_storage`: used in place) under its own name
      ("h.1.attn.qkv.weight"), layer by layer, one bucket per layer (`ready_group`):
      a layer's gradients start their DP reduction as soon as its backward ends
@@ -33,12 +38,13 @@
      arrive by all-gathers straight into the flat buffer, first layer first, which
      run on while the next batch loads: vs_ddp_wait_params waits for them before
      the next forward reads them).
-   - tensor parallel (Megatron): qkv and fc are column-parallel (a TP rank holds
-     NH/TP heads and 4C/TP hidden units), the attention and MLP projections
+   - DP x TP: tensor parallel (Megatron): qkv and fc are column-parallel (a TP rank
+     holds NH/TP heads and 4C/TP hidden units), the attention and MLP projections
      row-parallel (partial sums added up by vs_tp_reduce_forward); the gradients of
      the column-parallel layers' inputs are summed by vs_tp_copy_backward.
    - init: every rank builds the whole model as the single-device trainer does (a
-     checkpoint would be loaded the same way) and keeps its shards (vs_redistribute).
+     checkpoint would be loaded the same way); DP x TP keeps its shards
+     (vs_redistribute).
 
    Why the runs agree to ~1e-7 and not bit for bit: TP and DP sum the same numbers in
    another order (two partial sums over heads or hidden units, two half-batch means). */
