@@ -51,6 +51,9 @@
            vs_ddp_clip_grad_norm(ddp, 1.0, &norm);
            vs_ddp_step(ddp, vs_lr_at(&sched, step));
 
+   Plain data parallel needs no mesh: `.world = world` instead of `.mesh` is a DP
+   over all the world's ranks.
+
    A trainer with its own flat buffers (llm.c style) registers views into them
    instead, layer by layer, each with its name: `.storage = params + off,
    .grad_storage = grads + off, .ready_group = layer + 1` (no copy, a bucket a
@@ -257,6 +260,10 @@ typedef struct vs_optim_desc {
 
 typedef struct vs_ddp_desc {
     vs_mesh* mesh;
+    /* Plain data parallel without a mesh: with mesh NULL, a DP over all of the
+       world's ranks (the DDP makes a 1-D mesh and frees it; vs_ddp_query_desc
+       gives it as `mesh`, world NULL). Both set: VS_ERR_INVALID. */
+    vs_world* world;
     const char* dp_dim;   // NULL: "DP" (or the only dim of a 1-D mesh)
     const char* pp_dim;   // NULL: "PP" when the mesh has it (stages hold distinct parameters)
     int64_t bucket_bytes; // 0: VS_DDP_DEFAULT_BUCKET_BYTES (vs_ddp_set_bucket_bytes rejects 0); negative is an error
@@ -812,6 +819,7 @@ struct vs_ddp {
     _vs_dparam* params;
     vs_world* world; // allocator hooks
     const char* owner; // set: another handle's (a training state's), which frees it; vs_ddp_free refuses
+    int own_mesh;      // the mesh was made for vs_ddp_desc.world: vs_ddp_free frees it
     int* order; // bucket order (reverse registration)
     int nbuckets;
     _vs_dbucket* buckets;
@@ -1476,7 +1484,11 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
 {
     if (!desc || !out) return vs_set_error(VS_ERR_NULL, "vs_ddp_init: %s is NULL", desc ? "out" : "desc");
     *out = NULL;
-    if (!desc->mesh) return vs_set_error(VS_ERR_NULL, "vs_ddp_init: mesh is NULL");
+    if (!desc->mesh && !desc->world)
+        return vs_set_error(VS_ERR_NULL, "vs_ddp_init: mesh is NULL (and no world for a DP over all its ranks)");
+    if (desc->mesh && desc->world)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: mesh and world both set (world: a DP over all its ranks, "
+                                            "with mesh NULL)");
     if (desc->bucket_bytes < 0)
         return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: bucket_bytes %lld must be > 0 (0 takes the default)",
                             (long long)desc->bucket_bytes);
@@ -1498,14 +1510,28 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     unsigned dbg = 0; // VESCALE_DEBUG, parsed by the mesh's one parser
     if ((rv = vs_debug_modes(NULL, &dbg))) return vs_set_error(rv, "vs_ddp_init: %s", vs_last_error());
     vs_mesh* m = desc->mesh;
+    if (!m) { // desc->world: one dim over all its ranks
+        vs_mesh_desc md;
+        memset(&md, 0, sizeof md);
+        md.shape[0] = vs_world_size(desc->world);
+        if ((rv = vs_mesh_init(desc->world, &md, &m))) return vs_set_error(rv, "vs_ddp_init: %s", vs_last_error());
+        rd.mesh = m;
+        _vs_ddp_desc_defaults(&rd); // (again: the dims, now that there is a mesh)
+    }
     int dpi = vs_mesh_dim_index(m, rd.dp_dim);
-    if (dpi < 0) return vs_set_error(dpi, "vs_ddp_init: dp_dim '%s' is not a dim of the mesh", rd.dp_dim);
     int ppi = rd.pp_dim ? vs_mesh_dim_index(m, rd.pp_dim) : -1;
-    if (rd.pp_dim && ppi < 0)
-        return vs_set_error(ppi, "vs_ddp_init: pp_dim '%s' is not a dim of the mesh", rd.pp_dim);
-    vs_ddp* d = _VS_DDP_NEW(vs_mesh_world(m), vs_ddp, 1);
-    if (!d) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_init: out of memory");
+    vs_ddp* d = dpi < 0 || (rd.pp_dim && ppi < 0) ? NULL : _VS_DDP_NEW(vs_mesh_world(m), vs_ddp, 1);
+    if (!d) {
+        if (dpi < 0) vs_set_error(dpi, "vs_ddp_init: dp_dim '%s' is not a dim of the mesh", rd.dp_dim);
+        else if (rd.pp_dim && ppi < 0) vs_set_error(ppi, "vs_ddp_init: pp_dim '%s' is not a dim of the mesh", rd.pp_dim);
+        else vs_set_error(VS_ERR_NOMEM, "vs_ddp_init: out of memory");
+        vs_result re = dpi < 0 ? (vs_result)dpi : rd.pp_dim && ppi < 0 ? (vs_result)ppi : VS_ERR_NOMEM;
+        if (m != desc->mesh) (void)vs_mesh_free(m);
+        return re;
+    }
     d->desc = rd;
+    d->desc.mesh = m, d->desc.world = NULL; // (the mesh made for a world too: checkpoints read it here)
+    d->own_mesh = m != desc->mesh;
     // the dims by the mesh's names: the caller's strings are not kept
     d->desc.dp_dim = vs_mesh_dim_name(m, dpi);
     d->desc.pp_dim = ppi >= 0 ? vs_mesh_dim_name(m, ppi) : NULL;
@@ -3252,9 +3278,10 @@ VS_API vs_result vs_ddp_free(vs_ddp* d)
         vs_free(d->world, d->params[i].init);
     }
     vs_world* w = d->world;
+    vs_mesh* own = d->own_mesh ? d->mesh : NULL; // (made for vs_ddp_desc.world)
     vs_free(w, d->params);
     vs_free(w, d);
-    return VS_OK;
+    return vs_mesh_free(own);
 }
 
 #ifdef __cplusplus

@@ -19,7 +19,8 @@
        vs_ddp_finish_grad_sync
 
    on thread ranks, all gradients ready at once (the sync's own cost, no
-   compute to hide it). A round runs the three variants once each in a rotated
+   compute to hide it; the zeroing between steps untimed, the trainer's by the
+   trainer: trainer_zero_grad). A round runs the three variants once each in a rotated
    order; S rounds (default 15) after 3 warm-up; a step's time is the max over
    ranks (a barrier first); the median per variant is reported with its ratio to
    DDP's own buckets.
@@ -39,9 +40,15 @@
    so ZeRO-1's gathers of the next step overlap the forward as far as the step
    lets them: in place they all start in vs_ddp_step, which returns at once;
    staged, vs_ddp_step itself waits for most of them (zero2_buffers staging
-   buffers, default 2). The trainer's variants zero their own gradients
-   (trainer_zero_grad), DDP's own are zeroed by vs_ddp_zero_grad, both inside
-   the time. */
+   buffers, default 2); DDP's own buckets are all waited for before
+   vs_ddp_zero_grad (which would wait for them). The trainer's variants zero
+   their own gradients (trainer_zero_grad), DDP's own are zeroed by
+   vs_ddp_zero_grad, both inside the time.
+
+   Then where a step's time goes (rank 0's medians a phase), and the gathers'
+   overlap: their time alone (one more step a round, whose gathers are waited
+   for right after vs_ddp_step) against the time the next step waits for them;
+   hidden = 1 - waited / alone. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
@@ -57,8 +64,8 @@ static const char* var_name[NVAR] = {"DDP-owned buckets", "trainer's, staged cop
 
 /* --step's breakdown of a step, rank 0's own time in each phase */
 enum { PH_ZERO, PH_FWD, PH_WAIT, PH_BWD, PH_SYNC, PH_STEP, PH_GATHER, NPH };
-static const char* ph_name[NPH] = {"zero_grad", "forward", "(its gather waits)", "backward", "finish_grad_sync",
-                                   "vs_ddp_step", "gathers alone"};
+static const char* ph_name[NPH] = {"zero_grad", "forward", "gather waits (in the forward, or before zero_grad)",
+                                   "backward", "finish_grad_sync", "vs_ddp_step", "gathers alone"};
 
 typedef struct bcfg {
     int dp, zero, dim, layers, steps, warmup;
@@ -108,6 +115,10 @@ static int one_step(vs_ddp* d, int v, int L, const int64_t* ks, const int* idx, 
                     volatile float* sink, double* ph, int alone)
 {
     double t = now(), t1;
+    if (v == 0) { // vs_ddp_zero_grad waits for every gather: counted as the forward's wait
+        if (vs_ddp_wait_params(d)) return 1;
+        t1 = now(), ph[PH_WAIT] += t1 - t, t = t1;
+    }
     if (v > 0) memset(G, 0, (size_t)T * sizeof(float)); // the trainer's own zero_grad (trainer_zero_grad)
     else if (vs_ddp_zero_grad(d)) return 1;
     t1 = now(), ph[PH_ZERO] += t1 - t, t = t1;
@@ -323,7 +334,7 @@ int main(int argc, char** argv)
             printf("\n");
         }
         for (int v = 0; v < NVAR && b.zero; v++) // the next forward waits only for what it does not hide
-            printf("%s: ZeRO-1 gathers %.3f ms alone, %.3f ms waited for in the next forward: %.0f%% hidden\n",
+            printf("%s: ZeRO-1 gathers %.3f ms alone, %.3f ms waited for by the next step: %.0f%% hidden\n",
                    var_name[v], 1e3 * pm[v][PH_GATHER], 1e3 * pm[v][PH_WAIT],
                    pm[v][PH_GATHER] > 0 ? 100 * (1 - pm[v][PH_WAIT] / pm[v][PH_GATHER]) : 0.0);
     }

@@ -345,11 +345,10 @@ typedef struct {
     const int *inputs, *targets; // of the last forward
     double mean_loss;
 #ifdef DP
-    vs_mesh* mesh;
     vs_ddp* ddp;
 #ifdef DP_TP
     int tp;           // this rank's TP group: tp ranks, holding a 1/tp shard of the sharded kinds
-    vs_mesh* tp_mesh;
+    vs_mesh *mesh, *tp_mesh;
 #endif
 #endif
 } GPT;
@@ -607,7 +606,9 @@ static void gpt_free(GPT* m)
 {
 #ifdef DP
     if (m->ddp) vsCheck(vs_ddp_free(m->ddp)); // it uses the flat buffers: first
+#ifdef DP_TP
     if (m->mesh) vsCheck(vs_mesh_free(m->mesh));
+#endif
 #else
     free(m->m_memory);
     free(m->v_memory);
@@ -655,8 +656,8 @@ static void take_shard(GPT* m, const GPT* full, int k, int l)
 
 /* m on the world's ranks: every tensor registered with vescale's DDP (ZeRO-1 AdamW),
    one bucket a layer, in the reverse order of the backward: the embeddings (group 1),
-   layers 0..L-1 (2 + l), ln_f (2 + L). DP x TP: on a (DP, TP) mesh, m's flat
-   buffers hold this rank's shards of `full`. */
+   layers 0..L-1 (2 + l), ln_f (2 + L). DP: all the world's ranks, no mesh. DP x TP:
+   on a (DP, TP) mesh, m's flat buffers hold this rank's shards of `full`. */
 #ifdef DP_TP
 static void gpt_parallelize(GPT* m, const GPT* full, vs_world* w, int dp, int tp)
 {
@@ -666,12 +667,12 @@ static void gpt_parallelize(GPT* m, const GPT* full, vs_world* w, int dp, int tp
     gpt_alloc(m, &full->config);
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++)
         for (int l = 0; l < (per_layer(k) ? m->config.num_layers : 1); l++) take_shard(m, full, k, l);
+    vsCheck(vs_ddp_init(&(vs_ddp_desc){.mesh = m->mesh, .zero = VS_ZERO_1, .trainer_zero_grad = 1,
 #else
 static void gpt_parallelize(GPT* m, vs_world* w)
 {
-    vsCheck(vs_mesh_init(w, &(vs_mesh_desc){.shape = {vs_world_size(w)}}, &m->mesh)); // dim DP
+    vsCheck(vs_ddp_init(&(vs_ddp_desc){.world = w, .zero = VS_ZERO_1, .trainer_zero_grad = 1, // DP, every rank
 #endif
-    vsCheck(vs_ddp_init(&(vs_ddp_desc){.mesh = m->mesh, .zero = VS_ZERO_1, .trainer_zero_grad = 1,
                                        .optim = {.kind = VS_OPTIM_ADAMW, .beta2 = 0.95, .weight_decay = 0.1}},
                         &m->ddp));
     const int L = m->config.num_layers;
@@ -726,18 +727,13 @@ static int train(vs_world* w, void* arg)
     gpt_init(&full, 1234);
     gpt_parallelize(&model, &full, w, run->dp, run->tp);
     gpt_free(&full);
+    const int B = BATCH / run->dp, dp_rank = vs_mesh_coord_along(model.mesh, "DP"); // this rank's rows
 #else
     GPT model = {0};
     gpt_alloc(&model, &config);
     gpt_init(&model, 1234);
     gpt_parallelize(&model, w);
-#endif
-    const int B = BATCH / run->dp, dp_rank = vs_mesh_coord_along(model.mesh, "DP"); // this rank's rows
-#ifdef DP_TP
-    vs_mesh* dp_mesh; // the loss's mean over DP
-    vsCheck(vs_mesh_submesh(model.mesh, "DP", &dp_mesh));
-#else
-    vs_mesh* dp_mesh = model.mesh;
+    const int B = BATCH / run->dp, dp_rank = vs_world_rank(w); // this rank's rows
 #endif
 #else
 static int train(Run* run)
@@ -760,11 +756,11 @@ static int train(Run* run)
         gpt_backward(&model);
 #ifdef DP
         vsCheck(vs_ddp_finish_grad_sync(model.ddp));
-        double norm, loss = model.mean_loss;
+        double norm;
         vsCheck(vs_ddp_clip_grad_norm(model.ddp, 1.0, &norm));
         vsCheck(vs_ddp_step(model.ddp, LR));
-        vsCheck(vs_all_reduce(vs_mesh_comm(dp_mesh), &loss, &loss, 1, VS_F64, VS_OP_AVG, NULL));
-        if (vs_mesh_rank(model.mesh) == 0) run->loss[step] = loss, run->norm[step] = norm;
+        vsCheck(vs_all_reduce(vs_world_comm(w), &model.mean_loss, &model.mean_loss, 1, VS_F64, VS_OP_AVG, NULL));
+        if (vs_world_rank(w) == 0) run->loss[step] = model.mean_loss, run->norm[step] = norm; // (TP ranks: one loss)
 #else
         float norm = gpt_clip_grad_norm(&model, 1.0f);
         gpt_update(&model, LR, 0.9f, 0.95f, 1e-8f, 0.1f, step + 1);

@@ -444,6 +444,60 @@ static int rank_group_bad(vs_world* w, void* arg)
     return 0;
 }
 
+/* vs_ddp_desc.world: a DP over every rank with no mesh. A ZeRO-1 SGD step on
+   the trainer's storage gives p - lr x (the ranks' mean gradient), as on a 1-D
+   mesh; the made mesh is the desc's (query), freed with the DDP; mesh and world
+   both set are refused, neither too. */
+static int rank_world(vs_world* w, void* arg)
+{
+    (void)arg;
+    const int n = 64, R = vs_world_size(w), me = vs_world_rank(w);
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    vs_ddp* d = NULL;
+    VT_ERR(vs_ddp_init(&dd, &d), VS_ERR_NULL, "no world");
+    vs_mesh* mesh = NULL;
+    vs_ddp* other = open_ddp(w, VS_ZERO_1, &mesh);
+    dd.mesh = mesh, dd.world = w;
+    VT_ERR(vs_ddp_init(&dd, &d), VS_ERR_INVALID, "both set");
+    VT_OK(vs_ddp_free(other));
+    VT_OK(vs_mesh_free(mesh));
+    dd.mesh = NULL, dd.zero = VS_ZERO_1, dd.optim.kind = VS_OPTIM_SGD;
+    VT_OK(vs_ddp_init(&dd, &d));
+    float h[64];
+    float* P = (float*)mem_alloc((size_t)n * sizeof(float)); // (device memory on NCCL)
+    float* G = (float*)mem_alloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) h[i] = 0.01f * (float)i;
+    to_mem(P, h, sizeof h);
+    vs_ddp_param_desc pd = w_param(n);
+    pd.storage = P, pd.grad_storage = G;
+    VT_OK(vs_ddp_add_param(d, &pd, NULL));
+    VT_OK(vs_ddp_finalize(d));
+    for (int i = 0; i < n; i++) h[i] = 0.25f * (float)(i + me);
+    to_mem(G, h, sizeof h);
+    VT_OK(vs_ddp_grad_ready(d, 0));
+    VT_OK(vs_ddp_finish_grad_sync(d));
+    VT_OK(vs_ddp_step(d, 0.5));
+    VT_OK(vs_ddp_wait_params(d));
+    VT_OK(vs_ddp_synchronize(d));
+    from_mem(h, P, sizeof h);
+    int bad = 0;
+    for (int i = 0; i < n; i++) { // the mean of 0.25 (i + r) over r < R: 0.25 (i + (R - 1) / 2)
+        double want = 0.01 * i - 0.5 * 0.25 * (i + 0.5 * (R - 1));
+        if (fabs(h[i] - want) > 1e-5) bad++;
+    }
+    VT_CHECK(bad == 0, "rank %d: %d of %d parameters are not p - lr x mean gradient after the step", me, bad, n);
+    vs_ddp_desc q;
+    memset(&q, 0, sizeof q);
+    VT_OK(vs_ddp_query_desc(d, &q));
+    VT_CHECK(q.mesh && !q.world && vs_mesh_ndims(q.mesh) == 1 && vs_mesh_size(q.mesh, vs_mesh_dim_name(q.mesh, 0)) == R,
+             "query: mesh %p (%d dims), world %p", (void*)q.mesh, q.mesh ? vs_mesh_ndims(q.mesh) : -1, (void*)q.world);
+    VT_OK(vs_ddp_free(d)); // and its mesh
+    mem_free(P);
+    mem_free(G);
+    return 0;
+}
+
 #if !DEV
 /* Zero copy, shown by the allocator hooks: what DDP allocates for a model in
    the trainer's memory (ZeRO-0, SGD without momentum: no optimizer state)
@@ -1098,6 +1152,8 @@ int main(void)
     });
     VT_CASE("vs_ddp_group_ready refuses group 0, an unknown group and a group with a member marked (marking none)",
             VT_OK(launch(2, rank_group_bad, NULL)));
+    VT_CASE("vs_ddp_desc.world: plain DP over every rank without a mesh (made and freed by the DDP), ZeRO-1 DP3",
+            VT_OK(launch(3, rank_world, NULL)));
 #if !DEV
     VT_CASE("zero copy: the allocator hooks see no parameter-sized allocation for trainer-owned storage", case_alloc());
     VT_CASE("checkpoint of trainer-owned ZeRO-1 DP2 storage, each parameter by name, loaded on DP4 by DDP-owned ZeRO-0 and trainer-owned ZeRO-1",
