@@ -51,6 +51,9 @@
            vs_ddp_clip_grad_norm(ddp, 1.0, &norm);
            vs_ddp_step(ddp, vs_lr_at(&sched, step));
 
+   Plain data parallel needs no mesh: `.world = world` instead of `.mesh` is a DP
+   over all the world's ranks.
+
    A trainer with its own flat buffers (llm.c style) registers views into them
    instead, layer by layer, each with its name: `.storage = params + off,
    .grad_storage = grads + off, .ready_group = layer + 1` (no copy, a bucket a
@@ -93,24 +96,27 @@
      gradients become ready in, so ranks never disagree on the collective order.
    - Buffers: host memory on the threads and MPI transports. On NCCL (built with
      VESCALE_NCCL; link -lcudart -lnccl -lnvrtc) every DDP buffer is device
-     memory: vs_ddp_param / vs_ddp_grad / vs_ddp_grad_synced return device
-     pointers, vs_ddp_param_desc.data may be host or device memory, and the
-     optimizer (AdamW, SGD), the f32 casts, accumulation and clipping run as CUDA
-     kernels on desc.stream (the stream backward and forward use). The kernels are
-     written once (>>kernels): the host path runs the same text compiled as C, and
-     NVRTC compiles it for the rank's GPU in vs_ddp_finalize, so a trainer built by
-     gcc needs no nvcc (once per process and GPU architecture, shared by every
-     vs_ddp: vescale_mesh.h's vs_kernels_get). A bucket's collective waits
-     (cudaStreamWaitEvent) for the work already on desc.stream, and the work
-     enqueued on desc.stream after vs_ddp_finish_grad_sync (or vs_ddp_param,
-     after a ZeRO step) waits for the collectives (vs_wait_stream): the host
-     never waits for them, so a step's one host wait is the trainer's own (its
-     loss: vs_sync_stream gives that wait the communicator's deadline). A clip
-     reads its norm (one host wait). A fault in a collective the host did not
-     wait for (a peer that never arrives, NCCL's asynchronous error) is
-     reported by the next DDP call that communicates or synchronizes, and the
-     mesh's watchdog aborts the communicator at the deadline so desc.stream
-     never hangs. A custom step gets device pointers and vs_step_args.stream.
+     memory:
+     - vs_ddp_param / vs_ddp_grad / vs_ddp_grad_synced return device pointers;
+       vs_ddp_param_desc.data may be host or device memory.
+     - The optimizer (AdamW, SGD), the f32 casts, accumulation and clipping run
+       as CUDA kernels on desc.stream (the stream backward and forward use),
+       written once (>>kernels): the host path runs the same text compiled as C;
+       NVRTC compiles it for the rank's GPU in vs_ddp_finalize (once per process
+       and GPU architecture, shared by every vs_ddp: vescale_mesh.h's
+       vs_kernels_get), so a trainer built by gcc needs no nvcc.
+     - A bucket's collective waits (cudaStreamWaitEvent) for the work already on
+       desc.stream; work enqueued on desc.stream after vs_ddp_finish_grad_sync
+       (or vs_ddp_param, after a ZeRO step) waits for the collectives
+       (vs_wait_stream).
+     - The host never waits for the collectives: a step's one host wait is the
+       trainer's own (its loss: vs_sync_stream gives that wait the
+       communicator's deadline). A clip reads its norm (one host wait).
+     - A fault in a collective the host did not wait for (a peer that never
+       arrives, NCCL's asynchronous error) is reported by the next DDP call that
+       communicates or synchronizes; the mesh's watchdog aborts the communicator
+       at the deadline, so desc.stream never hangs.
+     - A custom step gets device pointers and vs_step_args.stream.
    One thread uses a vs_ddp at a time.
 
    Rules (each broken one is an error with a message naming the value, never a
@@ -254,6 +260,10 @@ typedef struct vs_optim_desc {
 
 typedef struct vs_ddp_desc {
     vs_mesh* mesh;
+    /* Plain data parallel without a mesh: with mesh NULL, a DP over all of the
+       world's ranks (the DDP makes a 1-D mesh and frees it; vs_ddp_query_desc
+       gives it as `mesh`, world NULL). Both set: VS_ERR_INVALID. */
+    vs_world* world;
     const char* dp_dim;   // NULL: "DP" (or the only dim of a 1-D mesh)
     const char* pp_dim;   // NULL: "PP" when the mesh has it (stages hold distinct parameters)
     int64_t bucket_bytes; // 0: VS_DDP_DEFAULT_BUCKET_BYTES (vs_ddp_set_bucket_bytes rejects 0); negative is an error
@@ -275,16 +285,20 @@ typedef struct vs_ddp_desc {
        into the parameters when waited for). bench/ddp_ext measures both. */
     int staged;
     /* Who zeroes trainer-owned gradients (vs_ddp_param_desc.grad_storage), once
-       a step. 0 (default): DDP, right after their reduction where the reduced
-       values move to its accumulator (ZeRO-1, partial over TP), else in
-       vs_ddp_zero_grad (ZeRO-0: the buffer holds the average until then);
-       never twice. 1: the trainer, as its own zero_grad did before the port:
-       DDP never writes zeros into them, and the trainer zeroes them before
-       every backward pass that is reduced (ZeRO-1: after the reduction they
-       hold unspecified values). DDP-owned gradients are DDP's to zero either
-       way (vs_ddp_zero_grad); for trainer-owned ones vs_ddp_zero_grad then
-       only waits for the gathers, so a trainer whose parameters are all its
-       own and that calls vs_ddp_wait_params may leave it out. */
+       a step, never twice:
+       - 0 (default): DDP, right after their reduction where the reduced values
+         move to its accumulator (ZeRO-1, partial over TP), else in
+         vs_ddp_zero_grad (ZeRO-0: the buffer holds the average until then).
+       - 1: the trainer, as its own zero_grad did before the port: DDP never
+         writes zeros into them, and the trainer zeroes them before every
+         backward pass that is reduced (ZeRO-1: after the reduction they hold
+         unspecified values; f32 ones reduced once a step keep the backward's,
+         as the reduction lands in DDP's accumulator).
+
+       DDP-owned gradients are DDP's to zero either way (vs_ddp_zero_grad); for
+       trainer-owned ones vs_ddp_zero_grad then only waits for the gathers, so
+       a trainer whose parameters are all its own and that calls
+       vs_ddp_wait_params may leave it out. */
     int trainer_zero_grad;
     vs_optim_desc optim;
     void* stream;        // device buffers: the cudaStream_t backward and forward run on (NULL: default stream)
@@ -316,8 +330,8 @@ typedef struct vs_ddp_param_desc {
          it before registering;
        - `storage` holds the initial value at vs_ddp_finalize (`data` must be
          NULL); the trainer keeps both alive until vs_ddp_free and frees them;
-       - ZeRO-0: after vs_ddp_finish_grad_sync the gradient holds the average;
-         ZeRO-1: the reduced owned range goes to DDP's f32 accumulator
+       - ZeRO-0: after vs_ddp_finish_grad_sync the gradient holds the average.
+       - ZeRO-1: the reduced owned range goes straight to DDP's f32 accumulator
          (vs_ddp_grad_synced_owned) and the trainer's gradient is cleared for
          the next pass (vs_ddp_desc.trainer_zero_grad: by the trainer); the
          step updates the owned range of `storage` in place and the rest
@@ -446,21 +460,25 @@ VS_API void* vs_ddp_param(vs_ddp* d, int index);
 /* Makes every parameter current after a ZeRO step: the all-gathers of the
    updated ranges are completed (device: in stream order on desc.stream, no
    host wait; host transports: waited for) and, for trainer-owned storage,
-   written into it. Needed when parameters are read through pointers kept from
-   before the step (trainer-owned storage, or a vs_ddp_param pointer kept
-   across steps), before the next forward or an evaluation: without it such a
-   read sees stale or half-gathered values. vs_ddp_param, vs_ddp_zero_grad,
-   vs_ddp_synchronize and the next step wait too. VS_OK at once under ZeRO-0.
-   Debugging a missed wait: with VESCALE_DEBUG=params, on the host the pages of
-   the parameters being gathered are made inaccessible until the wait (a read
-   faults with a message naming the parameter and this function); on a device
-   the stale ranges are filled with NaN until the gathered values land.
-   mprotect covers whole pages only: on the host the rest of a stale range (a
-   parameter smaller than a page, a layernorm's weight, or the ends of a larger
-   one that share a page) is filled with NaN until the wait instead, so a read
-   gives NaN, and the clip's non-finite norm (vs_ddp_clip_grad_norm) then names
-   the parameter whose gather was still in flight when the backward began. On
-   the host these gathers go through staging buffers (zero2_buffers). */
+   written into it. VS_OK at once under ZeRO-0.
+
+   Needed before the next forward or an evaluation when parameters are read
+   through pointers kept from before the step (trainer-owned storage, or a
+   vs_ddp_param pointer kept across steps): without it such a read sees stale
+   or half-gathered values. vs_ddp_param, vs_ddp_zero_grad, vs_ddp_synchronize
+   and the next step wait too.
+
+   A missed wait, with VESCALE_DEBUG=params:
+   - host: the pages of the parameters being gathered are inaccessible until
+     the wait (a read faults with a message naming the parameter and this
+     function). mprotect covers whole pages only: the rest of a stale range (a
+     parameter smaller than a page, a layernorm's weight, or the ends of a
+     larger one that share a page) holds NaN until the wait instead, and the
+     clip's non-finite norm (vs_ddp_clip_grad_norm) then names the parameter
+     whose gather was still in flight when the backward began. These gathers
+     go through staging buffers (zero2_buffers).
+   - device: the stale ranges are filled with NaN until the gathered values
+     land. */
 VS_API vs_result vs_ddp_wait_params(vs_ddp* d);
 /* Blocks the host until the DDP's work is done: every bucket's parameter
    all-gather in flight (ZeRO) and, on device buffers, everything it queued on
@@ -475,19 +493,25 @@ VS_API vs_result vs_ddp_synchronize(vs_ddp* d);
 VS_API void* vs_ddp_grad(vs_ddp* d, int index);
 /* The synchronized gradient after vs_ddp_finish_grad_sync, to read, as the
    whole local shard (vs_ddp_grad_dtype). Which part holds the averaged values:
-   ZeRO-0 every element; ZeRO-1 only the owned range [owned_begin, owned_end) of
-   vs_ddp_param_info: the rest is this rank's own, unreduced gradient (the
-   reduce-scatter gives each rank its range only). NULL (VS_ERR_UNSUPPORTED) where
-   the reduced values live only in the f32 accumulator: ZeRO-2, several synced
-   passes, or a ZeRO-0 bucket partial over TP after several passes. For the
-   averaged values under every stage use vs_ddp_grad_synced_owned. */
+   - ZeRO-0: every element;
+   - ZeRO-1: only the owned range [owned_begin, owned_end) of vs_ddp_param_info;
+     the rest is this rank's own, unreduced gradient (the reduce-scatter gives
+     each rank its range only).
+
+   NULL (VS_ERR_UNSUPPORTED) where the reduced values live only in the f32
+   accumulator: ZeRO-2, ZeRO-1 on trainer-owned storage, several synced passes,
+   or a ZeRO-0 bucket partial over TP after several passes. For the averaged
+   values under every stage use vs_ddp_grad_synced_owned. */
 VS_API const void* vs_ddp_grad_synced(vs_ddp* d, int index);
 /* The averaged (and, after vs_ddp_clip_grad_norm, clipped) gradient of exactly
-   the owned range of parameter `index`, under every ZeRO stage: out->begin and
-   out->end are vs_ddp_param_info's owned_begin and owned_end, out->data points at
-   the gradient of element begin, out->dtype is vs_ddp_grad_dtype or f32 where
-   the reduced values are summed in an f32 accumulator (ZeRO-2 always; ZeRO-1, and
-   ZeRO-0 buckets partial over TP, from a second synced pass before a step).
+   the owned range of parameter `index`, under every ZeRO stage:
+   - out->begin, out->end: vs_ddp_param_info's owned_begin and owned_end;
+   - out->data: the gradient of element begin;
+   - out->dtype: vs_ddp_grad_dtype, or f32 where the reduced values are summed
+     in an f32 accumulator (ZeRO-2 and ZeRO-1 on trainer-owned storage always;
+     ZeRO-1, and ZeRO-0 buckets partial over TP, from a second synced pass
+     before a step).
+
    To read, until the next backward pass or vs_ddp_zero_grad; vs_ddp_step leaves
    it as the gradient it used. Errors: VS_ERR_STATE before finalize, during a
    backward pass, or with no synchronized gradients (nothing since zero_grad, or
@@ -536,12 +560,13 @@ typedef struct vs_clip_desc {
     /* Values that travel with the norm (e.g. a step's loss): carry[0..ncarry)
        are summed over the whole mesh in the norm's one all-reduce and written to
        carry_out[0..ncarry) (host memory) in the same read, so a step that wants
-       its loss and its norm moves one copy to the host, not two. ncarry is 0 to
-       VS_CLIP_CARRY_MAX (else VS_ERR_INVALID); carry_out is required when ncarry
-       > 0. carry may be NULL (this rank adds zeros), and ncarry may differ
-       between ranks (each reads what it asks for). On a device DDP carry is
-       device memory written on the DDP's stream (vs_ddp_desc.stream) before the
-       call; on the host it is host memory. */
+       its loss and its norm moves one copy to the host, not two.
+       - ncarry: 0 to VS_CLIP_CARRY_MAX (else VS_ERR_INVALID); it may differ
+         between ranks (each reads what it asks for).
+       - carry_out: required when ncarry > 0.
+       - carry: may be NULL (this rank adds zeros). On a device DDP it is device
+         memory written on the DDP's stream (vs_ddp_desc.stream) before the
+         call; on the host, host memory. */
     const double* carry;
     int ncarry;
     double* carry_out;
@@ -550,16 +575,21 @@ typedef struct vs_clip_desc {
 /* Global L2 norm of the gradients over DP x TP x PP (each element once), into
    *norm (may be NULL); scales them by max_norm / norm when norm > max_norm.
    Collective over the mesh. A NaN or infinite max_norm is VS_ERR_INVALID.
+
    One pass over this rank's gradients and one all-reduce of one double: the
    elements it does not count (copies of a gradient replicated over TP, a tied
    parameter's second copy) are read too, and a NaN or inf in one of them makes
    the norm NaN on every rank without changing a finite norm's bits.
-   A non-finite norm (a NaN or inf gradient on any rank) scales nothing, and the
-   next vs_ddp_step is skipped on every rank: it returns VS_OK without touching
-   parameters, optimizer state or the step count, and vs_ddp_skipped_steps counts
-   it (a new backward pass or vs_ddp_zero_grad cancels the skip). With
-   error_if_nonfinite (as torch.nn.utils.clip_grad_norm_) the call also fails with
-   VS_ERR_NONFINITE naming the norm; gradients and parameters are left untouched.
+
+   A non-finite norm (a NaN or inf gradient on any rank) scales nothing, and:
+   - the next vs_ddp_step is skipped on every rank: it returns VS_OK without
+     touching parameters, optimizer state or the step count, and
+     vs_ddp_skipped_steps counts it (a new backward pass or vs_ddp_zero_grad
+     cancels the skip);
+   - with error_if_nonfinite (as torch.nn.utils.clip_grad_norm_) the call also
+     fails with VS_ERR_NONFINITE naming the norm; gradients and parameters are
+     left untouched.
+
    Device buffers: the host reads the norm (one host wait, which covers what was
    enqueued on desc.stream before the call). A trainer's loss rides along in
    vs_clip_desc.carry: one all-reduce, one copy and one host wait for the step's
@@ -596,15 +626,18 @@ VS_API vs_result vs_ddp_query_desc(const vs_ddp* d, vs_ddp_desc* out);
 VS_API vs_result vs_ddp_query_param_info(const vs_ddp* d, int index, vs_ddp_param_info* out);
 /* Optimizer state `which` of the owned range of parameter `index`: out->data
    points at the f32 state of flat element out->begin, out->end as owned_end
-   (vs_ddp_param_info); the state of element i is data[i - begin]. Map the range
-   to global indices with vs_ddp_param_info to save it in its global form; write
-   through data to restore it (between steps: vs_ddp_step reads and writes it;
-   a restored master is not copied into the parameter: restore that too, with
-   vs_ddp_param). After vs_ddp_finalize. Which states exist: MASTER for bf16/f16
-   parameters, EXP_AVG and EXP_AVG_SQ with AdamW, MOMENTUM with SGD and momentum
-   > 0, CUSTOM0 and CUSTOM1 with VS_OPTIM_CUSTOM; asking for another is
-   VS_ERR_INVALID naming it and the reason. Device buffers: a device pointer, as
-   vs_ddp_grad_synced_owned. */
+   (vs_ddp_param_info); the state of element i is data[i - begin]. After
+   vs_ddp_finalize.
+   - Save: map the range to global indices with vs_ddp_param_info (its global
+     form).
+   - Restore: write through data, between steps (vs_ddp_step reads and writes
+     it). A restored master is not copied into the parameter: restore that too,
+     with vs_ddp_param.
+   - Which states exist: MASTER for bf16/f16 parameters, EXP_AVG and EXP_AVG_SQ
+     with AdamW, MOMENTUM with SGD and momentum > 0, CUSTOM0 and CUSTOM1 with
+     VS_OPTIM_CUSTOM; asking for another is VS_ERR_INVALID naming it and the
+     reason.
+   - Device buffers: a device pointer, as vs_ddp_grad_synced_owned. */
 VS_API vs_result vs_ddp_optim_state(vs_ddp* d, int index, vs_ddp_state which, vs_ddp_span* out);
 /* 1 when vs_ddp_optim_state(d, index, which) has a state to give, 0 when the
    optimizer keeps none such (no error is set: a quiet probe, e.g. for a
@@ -769,6 +802,8 @@ typedef struct _vs_dbucket {
     int ext;        // its parameters are trainer-owned (param and grad NULL but while staged)
     int rgroup;     // their ready_group
     int consume;    // ext with an accumulator: the reduced range goes there, the trainer's gradient is cleared
+    int fresh;      // consume: the accumulator holds nothing of this step yet: written, not zeroed and added to
+    int into_acc;   // this pass reduced straight into the accumulator (fresh f32: no copy after)
     int grouped;    // ext, not partial, ZeRO-0/1: reduced in place, one group (vs_ddp_desc.staged 0)
     void* gbuf;     // a pool buffer holding the all-gather in flight (staged, or VESCALE_DEBUG=params)
     int guarded;    // VESCALE_DEBUG=params: its parameters' stale pages are guarded until the unpack
@@ -784,6 +819,7 @@ struct vs_ddp {
     _vs_dparam* params;
     vs_world* world; // allocator hooks
     const char* owner; // set: another handle's (a training state's), which frees it; vs_ddp_free refuses
+    int own_mesh;      // the mesh was made for vs_ddp_desc.world: vs_ddp_free frees it
     int* order; // bucket order (reverse registration)
     int nbuckets;
     _vs_dbucket* buckets;
@@ -828,15 +864,18 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
 // >>kernels --------------------------------------------------------------------
 
 /* The optimizer's elementwise kernels, written once in vescale_mesh.h's kernel
-   vocabulary (>>kernels there). The host path compiles this text as C (each
-   kernel a plain loop); the CUDA path hands the very same text, as a string, to
-   vs_kernels_get, which NVRTC-compiles it once per process and architecture
-   after the shared prelude, so a trainer built by gcc gets device kernels
-   without nvcc, and every test of the host path checks the device arithmetic
-   too (NVRTC runs with --fmad=false and IEEE division and square root, so both
-   give the same bits). The f16/bf16 conversions are the shared text's
-   (_VS_MK_DTYPES). Dtype codes: 0 f32, 1 bf16, 2 f16. Block comments only in
-   here: the text becomes one line. */
+   vocabulary (>>kernels there):
+   - host: this text compiled as C, each kernel a plain loop;
+   - CUDA: the very same text, as a string, to vs_kernels_get, which
+     NVRTC-compiles it once per process and architecture after the shared
+     prelude: a trainer built by gcc gets device kernels without nvcc, and every
+     test of the host path checks the device arithmetic too (NVRTC runs with
+     --fmad=false and IEEE division and square root, so both give the same
+     bits).
+
+   The f16/bf16 conversions are the shared text's (_VS_MK_DTYPES). Dtype codes:
+   0 f32, 1 bf16, 2 f16. Block comments only in here: the text becomes one
+   line. */
 #define _VS_KN(x) _VS_MKSEL(_vs_hk_##x, vs_k_##x)
 #define _VS_DDP_KERNELS \
     _VS_MKDEV float _VS_KN(ld)(const void* p, int t, long long i) \
@@ -1454,7 +1493,11 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
 {
     if (!desc || !out) return vs_set_error(VS_ERR_NULL, "vs_ddp_init: %s is NULL", desc ? "out" : "desc");
     *out = NULL;
-    if (!desc->mesh) return vs_set_error(VS_ERR_NULL, "vs_ddp_init: mesh is NULL");
+    if (!desc->mesh && !desc->world)
+        return vs_set_error(VS_ERR_NULL, "vs_ddp_init: mesh is NULL (and no world for a DP over all its ranks)");
+    if (desc->mesh && desc->world)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: mesh and world both set (world: a DP over all its ranks, "
+                                            "with mesh NULL)");
     if (desc->bucket_bytes < 0)
         return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: bucket_bytes %lld must be > 0 (0 takes the default)",
                             (long long)desc->bucket_bytes);
@@ -1476,14 +1519,28 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     unsigned dbg = 0; // VESCALE_DEBUG, parsed by the mesh's one parser
     if ((rv = vs_debug_modes(NULL, &dbg))) return vs_set_error(rv, "vs_ddp_init: %s", vs_last_error());
     vs_mesh* m = desc->mesh;
+    if (!m) { // desc->world: one dim over all its ranks
+        vs_mesh_desc md;
+        memset(&md, 0, sizeof md);
+        md.shape[0] = vs_world_size(desc->world);
+        if ((rv = vs_mesh_init(desc->world, &md, &m))) return vs_set_error(rv, "vs_ddp_init: %s", vs_last_error());
+        rd.mesh = m;
+        _vs_ddp_desc_defaults(&rd); // (again: the dims, now that there is a mesh)
+    }
     int dpi = vs_mesh_dim_index(m, rd.dp_dim);
-    if (dpi < 0) return vs_set_error(dpi, "vs_ddp_init: dp_dim '%s' is not a dim of the mesh", rd.dp_dim);
     int ppi = rd.pp_dim ? vs_mesh_dim_index(m, rd.pp_dim) : -1;
-    if (rd.pp_dim && ppi < 0)
-        return vs_set_error(ppi, "vs_ddp_init: pp_dim '%s' is not a dim of the mesh", rd.pp_dim);
-    vs_ddp* d = _VS_DDP_NEW(vs_mesh_world(m), vs_ddp, 1);
-    if (!d) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_init: out of memory");
+    vs_ddp* d = dpi < 0 || (rd.pp_dim && ppi < 0) ? NULL : _VS_DDP_NEW(vs_mesh_world(m), vs_ddp, 1);
+    if (!d) {
+        if (dpi < 0) vs_set_error(dpi, "vs_ddp_init: dp_dim '%s' is not a dim of the mesh", rd.dp_dim);
+        else if (rd.pp_dim && ppi < 0) vs_set_error(ppi, "vs_ddp_init: pp_dim '%s' is not a dim of the mesh", rd.pp_dim);
+        else vs_set_error(VS_ERR_NOMEM, "vs_ddp_init: out of memory");
+        vs_result re = dpi < 0 ? (vs_result)dpi : rd.pp_dim && ppi < 0 ? (vs_result)ppi : VS_ERR_NOMEM;
+        if (m != desc->mesh) (void)vs_mesh_free(m);
+        return re;
+    }
     d->desc = rd;
+    d->desc.mesh = m, d->desc.world = NULL; // (the mesh made for a world too: checkpoints read it here)
+    d->own_mesh = m != desc->mesh;
     // the dims by the mesh's names: the caller's strings are not kept
     d->desc.dp_dim = vs_mesh_dim_name(m, dpi);
     d->desc.pp_dim = ppi >= 0 ? vs_mesh_dim_name(m, ppi) : NULL;
@@ -1755,13 +1812,15 @@ _VS_DDP_PRIVATE void* _vs_ddp_gat(const _vs_dbucket* k, const _vs_dparam* q, int
    all-gather is in flight, the pages that lie wholly inside its parameters'
    stale ranges are made inaccessible (mprotect), so a read before the wait
    faults; the handler names the parameter and the rank, then the fault kills
-   the process as usual. The ranges live in one process-wide table (each DDP its
-   own entries; a full table guards nothing more and says so once), which the
-   handler reads without locks. A fault elsewhere goes to the handler that was
-   installed before. Only pages wholly inside a range are guarded: the rest of
-   the range (a parameter smaller than a page, or the ends of one that share a
-   page with other data) is filled with NaN instead (all-ones bytes: NaN in f32,
-   bf16 and f16), which the unpack overwrites. */
+   the process as usual. A fault elsewhere goes to the handler that was
+   installed before.
+
+   The ranges live in one process-wide table (each DDP its own entries; a full
+   table guards nothing more and says so once), which the handler reads without
+   locks. Only pages wholly inside a range are guarded: the rest of the range
+   (a parameter smaller than a page, or the ends of one that share a page with
+   other data) is filled with NaN instead (all-ones bytes: NaN in f32, bf16 and
+   f16), which the unpack overwrites. */
 #define _VS_DDP_NGUARD 1024
 typedef struct _vs_dguard {
     uintptr_t lo, hi; // hi 0: a free entry
@@ -2174,14 +2233,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_begin_pass(vs_ddp* d)
     d->synced = 0; // local gradients are added from now on
     for (int b = 0; b < d->nbuckets; b++) d->buckets[b].gclean = 0; // (the backward writes them)
     _vs_ddp_note_stale(d);
+    for (int b = 0; b < d->nbuckets && !d->grads_pending; b++) // the last step took them: a new sum
+        d->buckets[b].fresh = d->buckets[b].consume;
+    if (!d->grads_pending || d->desc.zero == VS_ZERO_2) return VS_OK;
     vs_result r = VS_OK;
-    for (int b = 0; b < d->nbuckets && !r && !d->grads_pending; b++) // the last step took them: a new sum
-        if (d->buckets[b].consume) {
-            int64_t lo, cnt;
-            _vs_ddp_owned(d, &d->buckets[b], &lo, &cnt);
-            r = _vs_ddp_zero(d, d->buckets[b].grad_shard, sizeof(float) * (size_t)cnt);
-        }
-    if (r || !d->grads_pending || d->desc.zero == VS_ZERO_2) return r;
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         if (!k->acc || k->ext) continue; // (trainer-owned: the reduced values are consumed already)
@@ -2220,11 +2275,14 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         if (!r && w) r = _vs_ddp_done(d, w);
     }
     if (r || !k->launched) return r;
-    if (k->acc_used && k->grad && (r = _vs_ddp_add_f32(d, k->grad_shard, base, k->gdtype, cnt))) // a later pass adds up in the accumulator
+    /* into the accumulator: written by the step's first pass (fresh), added
+       to by a later one; nothing to do where the reduction wrote it already */
+    vs_result (*take)(const vs_ddp*, float*, const void*, vs_dtype, int64_t) = k->fresh ? _vs_ddp_to_f32 : _vs_ddp_add_f32;
+    if (k->acc_used && k->grad && !k->into_acc && (r = take(d, k->grad_shard, base, k->gdtype, cnt)))
         return r;
     /* the trainer's gradients: with an accumulator, cleared once it has taken
-       the reduced range (in place: the owned pieces added from them first; a
-       staging buffer: added above), the step's one zeroing of them, unless the
+       the reduced range (in place: the owned pieces taken from them first; a
+       staging buffer: above), the step's one zeroing of them, unless the
        trainer zeroes them itself; else, staged, the average copied back (in
        place it is there already) */
     int clear = k->consume && !d->desc.trainer_zero_grad;
@@ -2232,8 +2290,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         const _vs_dparam* q = &d->params[d->order[j]];
         size_t gz = _vs_dsz(k->gdtype);
         int64_t a, e;
-        if (k->consume && !k->staged && _vs_ddp_meet(q, lo, cnt, &a, &e))
-            r = _vs_ddp_add_f32(d, k->grad_shard + (a - lo), _vs_ddp_gat(k, q, a), k->gdtype, e - a);
+        if (k->consume && !k->staged && !k->into_acc && _vs_ddp_meet(q, lo, cnt, &a, &e))
+            r = take(d, k->grad_shard + (a - lo), _vs_ddp_gat(k, q, a), k->gdtype, e - a);
         if (!r && clear)
             r = _vs_ddp_zero(d, q->gext, (size_t)q->numel * gz);
         else if (!r && k->staged && !k->consume)
@@ -2241,6 +2299,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     }
     if (r) return r;
     k->gclean = clear; // (vs_ddp_zero_grad need not zero them again)
+    k->fresh = k->into_acc = 0;
     if ((d->desc.zero == VS_ZERO_2 || k->ext) && k->staged) {
         _vs_ddp_pool_give(d, b);
         k->grad = NULL;
@@ -2284,6 +2343,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
         vs_result r = _vs_ddp_stage(d, b);
         if (r) return r;
     }
+    /* the step's first reduction of a trainer's f32 gradients lands in the
+       accumulator itself: no zeroing, no copy after (_vs_ddp_complete) */
+    k->into_acc = k->fresh && k->gdtype == VS_F32 && !k->partial_mask;
+    float* acc = k->into_acc ? k->grad_shard : NULL; // (the owned range's, from element shard x dp_rank)
     if (k->grouped) { // each of the trainer's gradients in place, one group
         vs_result r = _vs_ddp_fence(d, c);
         if (r || (r = vs_group_start(c))) return r;
@@ -2300,7 +2363,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
                 int64_t a, e;
                 if (!_vs_ddp_meet(q, k->shard * o, k->shard, &a, &e)) continue;
                 char* at = (char*)q->gext + (size_t)(a - q->offset) * gz;
-                r = vs_reduce(c, at, at, (size_t)(e - a), k->gdtype, VS_OP_AVG, o, NULL);
+                void* to = acc && o == d->dp_rank ? (void*)(acc + (a - k->shard * o)) : (void*)at;
+                r = vs_reduce(c, at, to, (size_t)(e - a), k->gdtype, VS_OP_AVG, o, NULL);
             }
         }
         vs_result re = vs_group_end(c, r ? NULL : wp);
@@ -2324,7 +2388,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
     if (r) return r;
     if (d->desc.zero == VS_ZERO_0)
         return vs_all_reduce(c, k->grad, k->grad, (size_t)k->numel, k->gdtype, VS_OP_AVG, wp);
-    void* mine = (char*)k->grad + (size_t)(k->shard * d->dp_rank) * _vs_dsz(k->gdtype);
+    void* mine = acc ? (void*)k->grad_shard : (char*)k->grad + (size_t)(k->shard * d->dp_rank) * _vs_dsz(k->gdtype);
     return vs_reduce_scatter(c, k->grad, mine, (size_t)k->shard, k->gdtype, VS_OP_AVG, wp);
 }
 
@@ -2631,14 +2695,15 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq(const vs_ddp* d, const float* g, int64_t
     return VS_OK;
 }
 
-/* The global sum of squares: this rank's, all-reduced over the whole mesh. The
-   copies' sum (ssc) adds 0 times itself: nothing when it is finite, a NaN when
-   it is not, so a NaN or inf in any copy of a gradient reaches every rank in the
-   same single all-reduce. On the device the partial sums stay there: they are
-   all-reduced element by element (ordered after the kernels that wrote them),
-   then read once, and every rank adds the same reduced partials in the same
-   order, so all get the same total (one host read a clip; it was a copy out, a
-   host sum, a copy in, the all-reduce and a copy out, with two stream syncs). */
+/* The global sum of squares: this rank's, all-reduced over the whole mesh.
+   - The copies' sum (ssc) adds 0 times itself: nothing when it is finite, a NaN
+     when it is not, so a NaN or inf in any copy of a gradient reaches every
+     rank in the same single all-reduce.
+   - On the device the partial sums stay there: they are all-reduced element by
+     element (ordered after the kernels that wrote them), then read once, and
+     every rank adds the same reduced partials in the same order, so all get
+     the same total (one host read a clip; it was a copy out, a host sum, a
+     copy in, the all-reduce and a copy out, with two stream syncs). */
 _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc, const vs_clip_desc* clip)
 {
     vs_comm* c = vs_mesh_comm(d->mesh);
@@ -2837,16 +2902,18 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_gather_staged(vs_ddp* d, int b, vs_work** wp)
     return r;
 }
 
-/* A trainer-owned bucket's ZeRO all-gather in place, with no staging: each
-   piece of a parameter sent by the DP rank that owns it to every other, where
-   it lands in place, one group a bucket (the mirror of the grouped reduce in
-   _vs_ddp_launch; point-to-point, since a piece has one source: on threads a
-   pair matches without a rendezvous of all ranks, as NCCL's all-gather is
-   sends and receives too). Every rank posts in the same order, so each pair's
-   messages match in order. Nothing here
-   waits: the group runs while the trainer goes on, and _vs_ddp_params_ready
-   (vs_ddp_wait_params, vs_ddp_param) completes it. On a device under
-   VESCALE_DEBUG=params the stale pieces are NaN until their values land. */
+/* A trainer-owned bucket's ZeRO all-gather in place, with no staging, one group
+   a bucket (the mirror of the grouped reduce in _vs_ddp_launch): each piece of
+   a parameter is sent by the DP rank that owns it to every other, where it
+   lands in place.
+   - Point-to-point, since a piece has one source: on threads a pair matches
+     without a rendezvous of all ranks (NCCL's all-gather is sends and receives
+     too). Every rank posts in the same order, so each pair's messages match in
+     order.
+   - Nothing here waits: the group runs while the trainer goes on, and
+     _vs_ddp_params_ready (vs_ddp_wait_params, vs_ddp_param) completes it.
+   - On a device under VESCALE_DEBUG=params the stale pieces are NaN until
+     their values land. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_gather_grouped(vs_ddp* d, int b, vs_work** wp)
 {
     _vs_dbucket* k = &d->buckets[b];
@@ -3220,9 +3287,10 @@ VS_API vs_result vs_ddp_free(vs_ddp* d)
         vs_free(d->world, d->params[i].init);
     }
     vs_world* w = d->world;
+    vs_mesh* own = d->own_mesh ? d->mesh : NULL; // (made for vs_ddp_desc.world)
     vs_free(w, d->params);
     vs_free(w, d);
-    return VS_OK;
+    return vs_mesh_free(own);
 }
 
 #ifdef __cplusplus

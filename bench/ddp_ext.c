@@ -19,7 +19,8 @@
        vs_ddp_finish_grad_sync
 
    on thread ranks, all gradients ready at once (the sync's own cost, no
-   compute to hide it). A round runs the three variants once each in a rotated
+   compute to hide it; the zeroing between steps untimed, the trainer's by the
+   trainer: trainer_zero_grad). A round runs the three variants once each in a rotated
    order; S rounds (default 15) after 3 warm-up; a step's time is the max over
    ranks (a barrier first); the median per variant is reported with its ratio to
    DDP's own buckets.
@@ -39,9 +40,15 @@
    so ZeRO-1's gathers of the next step overlap the forward as far as the step
    lets them: in place they all start in vs_ddp_step, which returns at once;
    staged, vs_ddp_step itself waits for most of them (zero2_buffers staging
-   buffers, default 2). The trainer's variants zero their own gradients
-   (trainer_zero_grad), DDP's own are zeroed by vs_ddp_zero_grad, both inside
-   the time. */
+   buffers, default 2); DDP's own buckets are all waited for before
+   vs_ddp_zero_grad (which would wait for them). The trainer's variants zero
+   their own gradients (trainer_zero_grad), DDP's own are zeroed by
+   vs_ddp_zero_grad, both inside the time.
+
+   Then where a step's time goes (rank 0's medians a phase), and the gathers'
+   overlap: their time alone (one more step a round, whose gathers are waited
+   for right after vs_ddp_step) against the time the next step waits for them;
+   hidden = 1 - waited / alone. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
@@ -55,10 +62,16 @@
 #define NVAR 3
 static const char* var_name[NVAR] = {"DDP-owned buckets", "trainer's, staged copy", "trainer's, grouped in place"};
 
+/* --step's breakdown of a step, rank 0's own time in each phase */
+enum { PH_ZERO, PH_FWD, PH_WAIT, PH_BWD, PH_SYNC, PH_STEP, PH_GATHER, NPH };
+static const char* ph_name[NPH] = {"zero_grad", "forward", "gather waits (in the forward, or before zero_grad)",
+                                   "backward", "finish_grad_sync", "vs_ddp_step", "gathers alone"};
+
 typedef struct bcfg {
     int dp, zero, dim, layers, steps, warmup;
     int step, work; // --step K (whole steps, K in a row), --work W (multiply-adds an element)
     double* times[NVAR]; // [rounds]: rank 0 writes the max over ranks
+    double* ph[NVAR][NPH]; // [rounds]: --step, rank 0's phases a step
 } bcfg;
 
 static double now(void)
@@ -95,22 +108,32 @@ static void layer_backward(float* g, const float* p, int64_t n, int work)
     }
 }
 
-/* One whole training step of variant v (--step): see the top comment. */
-static int one_step(vs_ddp* d, int v, int L, const int64_t* ks, const int* idx, float* P, float* G, int64_t T,
-                    int work, volatile float* sink)
+/* One whole training step of variant v (--step): see the top comment. Adds
+   each phase's time to ph; with `alone`, waits for the gathers right after
+   vs_ddp_step (none hidden) and adds that wait to ph[PH_GATHER]. */
+static int one_step(vs_ddp* d, int v, int L, const int64_t* ks, const int* idx, float* G, int64_t T, int work,
+                    volatile float* sink, double* ph, int alone)
 {
+    double t = now(), t1;
+    if (v == 0) { // vs_ddp_zero_grad waits for every gather: counted as the forward's wait
+        if (vs_ddp_wait_params(d)) return 1;
+        t1 = now(), ph[PH_WAIT] += t1 - t, t = t1;
+    }
     if (v > 0) memset(G, 0, (size_t)T * sizeof(float)); // the trainer's own zero_grad (trainer_zero_grad)
     else if (vs_ddp_zero_grad(d)) return 1;
+    t1 = now(), ph[PH_ZERO] += t1 - t, t = t1;
     float acc = 0;
     for (int l = 0; l < L; l++) {
+        double tw = now();
         if (!vs_ddp_param(d, idx[l * NKIND])) return 1; // this layer's gather, waited for
+        ph[PH_WAIT] += now() - tw;
         for (int k = 0; k < NKIND; k++) {
             const float* p = (const float*)vs_ddp_param(d, idx[l * NKIND + k]);
             acc += layer_forward(p, ks[k], work);
         }
     }
     *sink = acc;
-    (void)P;
+    t1 = now(), ph[PH_FWD] += t1 - t, t = t1;
     for (int l = L - 1; l >= 0; l--) {
         for (int k = 0; k < NKIND; k++) {
             int i = idx[l * NKIND + k];
@@ -124,7 +147,13 @@ static int one_step(vs_ddp* d, int v, int L, const int64_t* ks, const int* idx, 
             for (int k = 0; k < NKIND; k++)
                 if (vs_ddp_grad_ready(d, idx[l * NKIND + k])) return 1;
     }
-    if (vs_ddp_finish_grad_sync(d) || vs_ddp_step(d, 1e-3)) return 1;
+    t1 = now(), ph[PH_BWD] += t1 - t, t = t1;
+    if (vs_ddp_finish_grad_sync(d)) return 1;
+    t1 = now(), ph[PH_SYNC] += t1 - t, t = t1;
+    if (vs_ddp_step(d, 1e-3)) return 1;
+    t1 = now(), ph[PH_STEP] += t1 - t, t = t1;
+    if (alone && vs_ddp_wait_params(d)) return 1;
+    ph[PH_GATHER] += now() - t;
     return 0;
 }
 
@@ -157,7 +186,7 @@ static int bench_rank(vs_world* w, void* arg)
         dd.zero = (vs_zero_stage)b->zero;
         dd.bucket_bytes = layer * 4;
         dd.staged = v == 1;
-        dd.trainer_zero_grad = v > 0 && b->step; // (the sync alone: vs_ddp_zero_grad, untimed, as before)
+        dd.trainer_zero_grad = v > 0; // (the sync alone: the zeroing untimed for every variant)
         if (vs_ddp_init(&dd, &d[v])) return 1;
         for (int l = 0; l < L; l++)
             for (int k = 0; k < NKIND; k++) {
@@ -190,16 +219,22 @@ static int bench_rank(vs_world* w, void* arg)
     for (int r = 0; r < rounds && b->step; r++)
         for (int i = 0; i < NVAR; i++) {
             int v = (i + r) % NVAR;
+            double ph[NPH] = {0}, alone[NPH] = {0};
             if (vs_barrier(c, NULL)) return 1;
             double t0 = now();
             for (int s = 0; s < b->step; s++)
-                if (one_step(d[v], v, L, ks, idx + v * L * NKIND, Pv[v], Gv[v], T, b->work, &sink)) {
+                if (one_step(d[v], v, L, ks, idx + v * L * NKIND, Gv[v], T, b->work, &sink, ph, 0)) {
                     fprintf(stderr, "step: %s\n", vs_last_error());
                     return 1;
                 }
             if (vs_ddp_wait_params(d[v])) return 1; // the last step's gathers, inside the time
             double t = (now() - t0) / b->step;
+            // one more step, untimed, whose gathers are waited for at once: their time alone
+            if (one_step(d[v], v, L, ks, idx + v * L * NKIND, Gv[v], T, b->work, &sink, alone, 1)) return 1;
+            ph[PH_GATHER] = alone[PH_GATHER] * b->step; // (the timed steps' own column holds nothing)
             if (vs_all_reduce(c, &t, &t, 1, VS_F64, VS_OP_MAX, NULL)) return 1;
+            for (int p = 0; p < NPH && vs_world_rank(w) == 0 && r >= b->warmup; p++)
+                b->ph[v][p][r - b->warmup] = ph[p] / b->step;
             if (vs_world_rank(w) == 0 && r >= b->warmup) b->times[v][r - b->warmup] = t;
         }
     for (int r = 0; r < rounds && !b->step; r++)
@@ -218,6 +253,7 @@ static int bench_rank(vs_world* w, void* arg)
             if (vs_all_reduce(c, &t, &t, 1, VS_F64, VS_OP_MAX, NULL)) return 1;
             if (vs_world_rank(w) == 0 && r >= b->warmup) b->times[v][r - b->warmup] = t;
             if (vs_ddp_zero_grad(d[v])) return 1;
+            if (v > 0) memset(Gv[v], 0, (size_t)T * sizeof(float)); // (trainer_zero_grad)
         }
     for (int v = 0; v < NVAR; v++) vs_ddp_free(d[v]);
     vs_mesh_free(mesh);
@@ -256,7 +292,10 @@ int main(int argc, char** argv)
                         "--work >= 0\n");
         return 2;
     }
-    for (int v = 0; v < NVAR; v++) b.times[v] = (double*)calloc((size_t)b.steps, sizeof(double));
+    for (int v = 0; v < NVAR; v++) {
+        b.times[v] = (double*)calloc((size_t)b.steps, sizeof(double));
+        for (int p = 0; p < NPH; p++) b.ph[v][p] = (double*)calloc((size_t)b.steps, sizeof(double));
+    }
     if (vs_launch(b.dp, bench_rank, &b)) {
         fprintf(stderr, "bench_ddp_ext: %s\n", vs_last_error());
         return 1;
@@ -278,6 +317,30 @@ int main(int argc, char** argv)
         med[v] = b.times[v][b.steps / 2];
     }
     for (int v = 0; v < NVAR; v++) printf("| %s | %.3f | %.3f |\n", var_name[v], 1e3 * med[v], med[v] / med[0]);
-    for (int v = 0; v < NVAR; v++) free(b.times[v]);
+    if (b.step) {
+        double pm[NVAR][NPH];
+        for (int v = 0; v < NVAR; v++)
+            for (int p = 0; p < NPH; p++) {
+                qsort(b.ph[v][p], (size_t)b.steps, sizeof(double), cmpd);
+                pm[v][p] = b.ph[v][p][b.steps / 2];
+            }
+        printf("\nwhere a step's time goes (rank 0, median ms a step; \"gathers alone\": an extra step's, waited for at "
+               "once after vs_ddp_step):\n\n| phase |");
+        for (int v = 0; v < NVAR; v++) printf(" %s |", var_name[v]);
+        printf("\n|---|%s\n", NVAR == 3 ? "---|---|---|" : "");
+        for (int p = 0; p < NPH; p++) {
+            printf("| %s |", ph_name[p]);
+            for (int v = 0; v < NVAR; v++) printf(" %.3f |", 1e3 * pm[v][p]);
+            printf("\n");
+        }
+        for (int v = 0; v < NVAR && b.zero; v++) // the next forward waits only for what it does not hide
+            printf("%s: ZeRO-1 gathers %.3f ms alone, %.3f ms waited for by the next step: %.0f%% hidden\n",
+                   var_name[v], 1e3 * pm[v][PH_GATHER], 1e3 * pm[v][PH_WAIT],
+                   pm[v][PH_GATHER] > 0 ? 100 * (1 - pm[v][PH_WAIT] / pm[v][PH_GATHER]) : 0.0);
+    }
+    for (int v = 0; v < NVAR; v++) {
+        free(b.times[v]);
+        for (int p = 0; p < NPH; p++) free(b.ph[v][p]);
+    }
     return 0;
 }

@@ -5,23 +5,28 @@
    all layers' qkv weights, ...), an array of pointers into the flat buffer, forward
    and backward as plain loops, and its own AdamW over the flat buffers.
 
-   It is also a manual for porting such a trainer to vescale. Built with -DDP_TP the
-   same file is the parallel form: everything the port changes is inside
-   `#ifdef DP_TP ... #else ... #endif`, so the two forms are this file read two ways
-   (tests/flat_trainer_diff.sh prints the diff between them; README.md gives its size).
+   It is also a manual for porting such a trainer to vescale, in two steps. Built
+   with -DDP the same file is its data-parallel port, with -DDP_TP the DP x TP one
+   (DP_TP defines DP: the DP form and TP's lines). Everything a port changes is
+   inside `#ifdef DP ...` / `#ifdef DP_TP ...` (`#else`, `#endif`), so the three
+   forms are this file read three ways (tests/flat_trainer_diff.sh prints the diffs
+   from the single-device form; README.md gives their sizes).
 
    Single device (no vescale at all):
        cc -std=c99 -O2 examples/flat_trainer.c -o flat_trainer -lm
        ./flat_trainer --steps 20              a loss per step
-   Parallel form (vescale_mesh.h + vescale_ddp.h; ranks are threads of this process):
+   Data parallel (vescale_mesh.h + vescale_ddp.h; ranks are threads of this process):
+       cc -std=c99 -O2 -I. -DDP examples/flat_trainer.c -o flat_trainer_dp -lpthread -lm
+       ./flat_trainer_dp --dp 2 --steps 20    the same losses (within 1e-6)
+   DP x TP:
        cc -std=c99 -O2 -I. -DDP_TP examples/flat_trainer.c -o flat_trainer_dp_tp -lpthread -lm
        ./flat_trainer_dp_tp --dp 2 --tp 2 --steps 20
    trains on one rank, then on DP x TP thread ranks, prints both losses per step and
    their largest relative difference, and exits 1 when it is above 1e-6.
 
    What the port does:
-   - parameters and gradients stay in the trainer's flat buffers (each rank's now
-     hold its TP shards). Every tensor of every layer is registered with vescale's
+   - parameters and gradients stay in the trainer's flat buffers (DP x TP: each
+     rank's hold its TP shards). Every tensor of every layer is registered with vescale's
      DDP as a view into them (`storage`, `grad_storage`: used in place) under its own name
      ("h.1.attn.qkv.weight"), layer by layer, one bucket per layer (`ready_group`):
      a layer's gradients start their DP reduction as soon as its backward ends
@@ -33,18 +38,23 @@
      arrive by all-gathers straight into the flat buffer, first layer first, which
      run on while the next batch loads: vs_ddp_wait_params waits for them before
      the next forward reads them).
-   - tensor parallel (Megatron): qkv and fc are column-parallel (a TP rank holds
-     NH/TP heads and 4C/TP hidden units), the attention and MLP projections
+   - DP x TP: tensor parallel (Megatron): qkv and fc are column-parallel (a TP rank
+     holds NH/TP heads and 4C/TP hidden units), the attention and MLP projections
      row-parallel (partial sums added up by vs_tp_reduce_forward); the gradients of
      the column-parallel layers' inputs are summed by vs_tp_copy_backward.
    - init: every rank builds the whole model as the single-device trainer does (a
-     checkpoint would be loaded the same way) and keeps its shards (vs_redistribute).
+     checkpoint would be loaded the same way); DP x TP keeps its shards
+     (vs_redistribute).
 
    Why the runs agree to ~1e-7 and not bit for bit: TP and DP sum the same numbers in
    another order (two partial sums over heads or hidden units, two half-batch means). */
 #ifdef DP_TP
+#define DP /* the DP x TP form is the DP form and TP's lines (a switch, in no form) */
+#endif
+#ifdef DP
 #define VESCALE_IMPLEMENTATION
 #include "vescale_ddp.h" /* first: it sets _POSIX_C_SOURCE for the system headers */
+#define vsCheck(call) ((call) == VS_OK ? (void)0 : (fprintf(stderr, "%s: %s\n", #call, vs_last_error()), exit(1)))
 #endif
 #include <math.h>
 #include <stdint.h>
@@ -294,20 +304,18 @@ static int param_shape(const GPTConfig* c, int k, int shape[3])
     default: shape[0] = C; return 1; // layernorms, the projections' biases
     }
 }
-#ifdef DP_TP
+#ifdef DP
 
-/* What vescale needs besides: each kind's name and the dim TP shards (-1: none). */
-static const struct {
-    const char* name;
-    int tp_dim;
-} kinds[NUM_PARAMETER_TENSORS] = {
-    {"wte", -1}, {"wpe", -1}, {"ln_1.weight", -1}, {"ln_1.bias", -1},
-    {"attn.qkv.weight", 1}, {"attn.qkv.bias", 1}, // column-parallel: this rank's heads of q, k and v
-    {"attn.proj.weight", 1}, {"attn.proj.bias", -1}, // row-parallel: the columns of its heads
-    {"ln_2.weight", -1}, {"ln_2.bias", -1},
-    {"mlp.fc.weight", 0}, {"mlp.fc.bias", 0}, // column-parallel: its hidden units
-    {"mlp.proj.weight", 1}, {"mlp.proj.bias", -1}, // row-parallel
-    {"ln_f.weight", -1}, {"ln_f.bias", -1}};
+/* What vescale needs besides: each kind's name (checkpoints and messages use it). */
+static const char* names[NUM_PARAMETER_TENSORS] = {
+    "wte", "wpe", "ln_1.weight", "ln_1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
+    "attn.proj.bias", "ln_2.weight", "ln_2.bias", "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight",
+    "mlp.proj.bias", "ln_f.weight", "ln_f.bias"};
+#ifdef DP_TP
+/* The dim TP shards (-1: none): qkv and fc column-parallel (this rank's heads of q, k
+   and v; its hidden units), the projections' weights row-parallel (their columns). */
+static const int tp_dim[NUM_PARAMETER_TENSORS] = {-1, -1, -1, -1, 1, 1, 1, -1, -1, -1, 0, 0, 1, -1, -1, -1};
+#endif
 #endif
 
 /* Activation kinds; the per-layer ones hold L tensors back to back as well. */
@@ -324,7 +332,7 @@ typedef struct {
     float* grads_memory;  // every gradient: the same layout
     float* params[NUM_PARAMETER_TENSORS]; // kind k (all layers) in params_memory
     float* grads[NUM_PARAMETER_TENSORS];
-#ifndef DP_TP
+#ifndef DP
     float* m_memory; // AdamW moments, the same layout again
     float* v_memory;
 #endif
@@ -336,23 +344,14 @@ typedef struct {
     float* grads_acts[NUM_ACTIVATION_TENSORS];
     const int *inputs, *targets; // of the last forward
     double mean_loss;
+#ifdef DP
+    vs_ddp* ddp;
 #ifdef DP_TP
     int tp;           // this rank's TP group: tp ranks, holding a 1/tp shard of the sharded kinds
     vs_mesh *mesh, *tp_mesh;
-    vs_ddp* ddp;
+#endif
 #endif
 } GPT;
-#ifdef DP_TP
-
-/* Ends the program with the call, its line and vescale's message. */
-#define vsCheck(call)                                                                              \
-    do {                                                                                           \
-        if ((call) != VS_OK) {                                                                     \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, vs_last_error());       \
-            exit(EXIT_FAILURE);                                                                    \
-        }                                                                                          \
-    } while (0)
-#endif
 
 /* Layer l's tensor of kind k in a buffer grouped by kind. */
 static float* layer(float* const* kinds_of, const size_t* sizes, int k, int l, int L)
@@ -406,7 +405,7 @@ static void gpt_alloc(GPT* m, const GPTConfig* config)
         size_t n = per_layer(k) ? (size_t)config->num_layers : 1;
         for (int i = 0; i < nd; i++) n *= (size_t)shape[i];
 #ifdef DP_TP
-        if (kinds[k].tp_dim >= 0 && m->tp > 1) n /= (size_t)m->tp; // this rank's shard
+        if (tp_dim[k] >= 0 && m->tp > 1) n /= (size_t)m->tp; // this rank's shard
 #endif
         m->param_sizes[k] = n;
         m->num_parameters += n;
@@ -530,7 +529,7 @@ static void gpt_backward(GPT* m)
     float* dlast = layer(m->grads_acts, m->act_sizes, RESIDUAL3, L - 1, L);
     layernorm_backward(dlast, m->grads[LNFW], m->grads[LNFB], m->grads_acts[LNF], last, m->params[LNFW],
                        m->acts[LNF_MEAN], m->acts[LNF_RSTD], BT, C);
-#ifdef DP_TP
+#ifdef DP
     vsCheck(vs_ddp_group_ready(m->ddp, 2 + L)); // ln_f's group: its bucket starts its reduction
 #endif
     for (int l = L - 1; l >= 0; l--) {
@@ -554,19 +553,19 @@ static void gpt_backward(GPT* m)
 #endif
         layernorm_backward(dresidual, GL(LN1W), GL(LN1B), DL(LN1), residual, PL(LN1W), AL(LN1_MEAN), AL(LN1_RSTD), BT,
                            C);
-#ifdef DP_TP
+#ifdef DP
         vsCheck(vs_ddp_group_ready(m->ddp, 2 + l)); // the layer's bucket reduces during the next layer's backward
 #endif
     }
     encoder_backward(m->grads[WTE], m->grads[WPE], m->grads_acts[ENCODED], m->inputs, B, T, C);
-#ifdef DP_TP
+#ifdef DP
     vsCheck(vs_ddp_group_ready(m->ddp, 1)); // the embeddings (wte's gradient is complete only now)
 #endif
 }
 
 /* Before each backward (the port keeps it: vescale is told, trainer_zero_grad). */
 static void gpt_zero_grad(GPT* m) { memset(m->grads_memory, 0, m->num_parameters * sizeof(float)); }
-#ifndef DP_TP
+#ifndef DP
 
 /* The trainer's own optimizer (the port hands it to vescale): the gradient clip
    and AdamW. */
@@ -605,9 +604,11 @@ static void gpt_update(GPT* m, float lr, float beta1, float beta2, float eps, fl
 
 static void gpt_free(GPT* m)
 {
-#ifdef DP_TP
+#ifdef DP
     if (m->ddp) vsCheck(vs_ddp_free(m->ddp)); // it uses the flat buffers: first
+#ifdef DP_TP
     if (m->mesh) vsCheck(vs_mesh_free(m->mesh));
+#endif
 #else
     free(m->m_memory);
     free(m->v_memory);
@@ -617,53 +618,68 @@ static void gpt_free(GPT* m)
     free(m->acts_memory);
     free(m->grads_acts_memory);
 }
-#ifdef DP_TP
+#ifdef DP
 
-/* Registers kind k of layer l with the DDP: its value in `full` (the model as one
-   device has it) cut to this rank's shard in m's flat buffer, which DDP then uses in
-   place, as it uses m's gradient buffer. `group`: the bucket (one per layer). */
-static void register_param(GPT* m, const GPT* full, int k, int l, int group)
+/* Registers kind k of layer l with vescale's DDP as a view into m's flat buffers,
+   used in place (values and gradients), under its own name; `group`: its bucket. */
+static void register_param(GPT* m, int k, int l, int group)
 {
     const int L = m->config.num_layers;
     int shape[3], nd = param_shape(&m->config, k, shape);
     char name[64];
-    if (per_layer(k))
-        snprintf(name, sizeof name, "h.%d.%s", l, kinds[k].name); // e.g. h.1.attn.qkv.weight
-    else
-        snprintf(name, sizeof name, "%s", kinds[k].name);
-    vs_dtensor whole = {.layout = {.mesh = m->mesh}, .dtype = VS_F32, .ndim = nd}; // Replicate on (DP, TP)
-    for (int i = 0; i < nd; i++) whole.shape[i] = shape[i];
-    vs_dtensor shard = whole;
-    if (kinds[k].tp_dim >= 0) shard.layout.p[1] = vs_shard(kinds[k].tp_dim);
-    whole.data = layer(full->params, full->param_sizes, k, l, L);
-    shard.data = PL(k);
-    vsCheck(vs_redistribute(&whole, &shard)); // Replicate -> Shard: a local slice, no communication
+    snprintf(name, sizeof name, per_layer(k) ? "h.%d.%s" : "%.0d%s", l, names[k]); // e.g. h.1.attn.qkv.weight
     vs_ddp_param_desc p = {.name = name, .dtype = VS_F32, .ndim = nd, .no_decay = !decays(k),
                            .storage = PL(k), .grad_storage = GL(k), .ready_group = group};
     for (int i = 0; i < nd; i++) p.shape[i] = shape[i];
-    p.placements[1] = shard.layout.p[1];
+#ifdef DP_TP
+    if (tp_dim[k] >= 0) p.placements[1] = vs_shard(tp_dim[k]);
+#endif
     vsCheck(vs_ddp_add_param(m->ddp, &p, NULL));
 }
+#ifdef DP_TP
 
-/* This rank's part of `full` on a DP x TP mesh: its shards in flat buffers of their
-   own, every tensor registered with vescale's DDP and a ZeRO-1 AdamW. */
+/* Cuts kind k of layer l of `full` (the model as one device has it) to this rank's
+   shard in m's flat buffer: Replicate -> Shard, a local slice, no communication. */
+static void take_shard(GPT* m, const GPT* full, int k, int l)
+{
+    const int L = m->config.num_layers;
+    int shape[3], nd = param_shape(&m->config, k, shape);
+    vs_dtensor whole = {.layout = {.mesh = m->mesh}, .dtype = VS_F32, .ndim = nd}; // Replicate on (DP, TP)
+    for (int i = 0; i < nd; i++) whole.shape[i] = shape[i];
+    vs_dtensor shard = whole;
+    if (tp_dim[k] >= 0) shard.layout.p[1] = vs_shard(tp_dim[k]);
+    whole.data = layer(full->params, full->param_sizes, k, l, L);
+    shard.data = PL(k);
+    vsCheck(vs_redistribute(&whole, &shard));
+}
+#endif
+
+/* m on the world's ranks: every tensor registered with vescale's DDP (ZeRO-1 AdamW),
+   one bucket a layer, in the reverse order of the backward: the embeddings (group 1),
+   layers 0..L-1 (2 + l), ln_f (2 + L). DP: all the world's ranks, no mesh. DP x TP:
+   on a (DP, TP) mesh, m's flat buffers hold this rank's shards of `full`. */
+#ifdef DP_TP
 static void gpt_parallelize(GPT* m, const GPT* full, vs_world* w, int dp, int tp)
 {
     vsCheck(vs_mesh_init(w, &(vs_mesh_desc){.shape = {dp, tp}}, &m->mesh)); // dims (DP, TP)
     vsCheck(vs_mesh_submesh(m->mesh, "TP", &m->tp_mesh));
     m->tp = tp;
     gpt_alloc(m, &full->config);
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++)
+        for (int l = 0; l < (per_layer(k) ? m->config.num_layers : 1); l++) take_shard(m, full, k, l);
     vsCheck(vs_ddp_init(&(vs_ddp_desc){.mesh = m->mesh, .zero = VS_ZERO_1, .trainer_zero_grad = 1,
+#else
+static void gpt_parallelize(GPT* m, vs_world* w)
+{
+    vsCheck(vs_ddp_init(&(vs_ddp_desc){.world = w, .zero = VS_ZERO_1, .trainer_zero_grad = 1, // DP, every rank
+#endif
                                        .optim = {.kind = VS_OPTIM_ADAMW, .beta2 = 0.95, .weight_decay = 0.1}},
                         &m->ddp));
-    // registered in the reverse order of the backward (ln_f, layers L-1..0, embeddings)
     const int L = m->config.num_layers;
-    register_param(m, full, WTE, 0, 1);
-    register_param(m, full, WPE, 0, 1);
+    register_param(m, WTE, 0, 1), register_param(m, WPE, 0, 1);
     for (int l = 0; l < L; l++)
-        for (int k = LN1W; k <= FCPROJB; k++) register_param(m, full, k, l, 2 + l);
-    register_param(m, full, LNFW, 0, 2 + L);
-    register_param(m, full, LNFB, 0, 2 + L);
+        for (int k = LN1W; k <= FCPROJB; k++) register_param(m, k, l, 2 + l);
+    register_param(m, LNFW, 0, 2 + L), register_param(m, LNFB, 0, 2 + L);
     vsCheck(vs_ddp_finalize(m->ddp));
 }
 #endif
@@ -693,23 +709,32 @@ enum { BATCH = 8, SEQ = 16 }; // the global batch: BATCH rows of SEQ tokens
 typedef struct {
     int steps;
     double loss[MAX_STEPS], norm[MAX_STEPS]; // per step
+#ifdef DP
+    int dp;
+#endif
 #ifdef DP_TP
-    int dp, tp;
+    int tp;
 #endif
 } Run;
 
-#ifdef DP_TP
+#ifdef DP
 static int train(vs_world* w, void* arg)
 {
     Run* run = (Run*)arg;
+#ifdef DP_TP
     GPT full = {0}, model = {0};
     gpt_alloc(&full, &config); // the whole model, as on one device
     gpt_init(&full, 1234);
     gpt_parallelize(&model, &full, w, run->dp, run->tp);
     gpt_free(&full);
     const int B = BATCH / run->dp, dp_rank = vs_mesh_coord_along(model.mesh, "DP"); // this rank's rows
-    vs_mesh* dp_mesh;
-    vsCheck(vs_mesh_submesh(model.mesh, "DP", &dp_mesh));
+#else
+    GPT model = {0};
+    gpt_alloc(&model, &config);
+    gpt_init(&model, 1234);
+    gpt_parallelize(&model, w);
+    const int B = BATCH / run->dp, dp_rank = vs_world_rank(w); // this rank's rows
+#endif
 #else
 static int train(Run* run)
 {
@@ -720,7 +745,7 @@ static int train(Run* run)
 #endif
     int inputs[BATCH * SEQ], targets[BATCH * SEQ];
     for (int step = 0; step < run->steps; step++) {
-#ifdef DP_TP
+#ifdef DP
         load_batch(inputs, targets, B, SEQ, config.vocab_size, (int64_t)step * BATCH + dp_rank * B);
         vsCheck(vs_ddp_wait_params(model.ddp)); // the last step's all-gathers land in the flat buffer
 #else
@@ -729,13 +754,13 @@ static int train(Run* run)
         gpt_forward(&model, inputs, targets, B, SEQ);
         gpt_zero_grad(&model);
         gpt_backward(&model);
-#ifdef DP_TP
+#ifdef DP
         vsCheck(vs_ddp_finish_grad_sync(model.ddp));
-        double norm, loss = model.mean_loss;
+        double norm;
         vsCheck(vs_ddp_clip_grad_norm(model.ddp, 1.0, &norm));
         vsCheck(vs_ddp_step(model.ddp, LR));
-        vsCheck(vs_all_reduce(vs_mesh_comm(dp_mesh), &loss, &loss, 1, VS_F64, VS_OP_AVG, NULL));
-        if (vs_mesh_rank(model.mesh) == 0) run->loss[step] = loss, run->norm[step] = norm;
+        vsCheck(vs_all_reduce(vs_world_comm(w), &model.mean_loss, &model.mean_loss, 1, VS_F64, VS_OP_AVG, NULL));
+        if (vs_world_rank(w) == 0) run->loss[step] = model.mean_loss, run->norm[step] = norm; // (TP ranks: one loss)
 #else
         float norm = gpt_clip_grad_norm(&model, 1.0f);
         gpt_update(&model, LR, 0.9f, 0.95f, 1e-8f, 0.1f, step + 1);
@@ -749,15 +774,20 @@ static int train(Run* run)
 int main(int argc, char** argv)
 {
     Run run = {.steps = 20};
+#ifdef DP
+    run.dp = 2;
+#endif
 #ifdef DP_TP
-    run.dp = 2, run.tp = 2;
+    run.tp = 2;
 #endif
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && !strcmp(argv[i], "--steps"))
             run.steps = atoi(argv[++i]);
-#ifdef DP_TP
+#ifdef DP
         else if (i + 1 < argc && !strcmp(argv[i], "--dp"))
             run.dp = atoi(argv[++i]);
+#endif
+#ifdef DP_TP
         else if (i + 1 < argc && !strcmp(argv[i], "--tp"))
             run.tp = atoi(argv[++i]);
 #endif
@@ -787,11 +817,19 @@ int main(int argc, char** argv)
     printf("largest relative difference %.3g (bar 1e-6)\n", worst);
     return !(worst <= 1e-6);
 #else
+#ifdef DP
+    if (run.steps < 1 || run.steps > MAX_STEPS || run.dp < 1 || BATCH % run.dp) {
+        fprintf(stderr, "usage: %s [--steps 1..%d] [--dp D] (D divides %d)\n", argv[0], MAX_STEPS, BATCH);
+        return 2;
+    }
+    vsCheck(vs_launch(run.dp, train, &run));
+#else
     if (run.steps < 1 || run.steps > MAX_STEPS) {
         fprintf(stderr, "usage: %s [--steps 1..%d]\n", argv[0], MAX_STEPS);
         return 2;
     }
     train(&run);
+#endif
     printf("step  loss         grad norm\n");
     for (int s = 0; s < run.steps; s++) printf("%4d  %.9f  %9.6f\n", s, run.loss[s], run.norm[s]);
     return 0;

@@ -3,7 +3,9 @@
 #   1. the single-device trainer (its own AdamW, no vescale): its loss falls;
 #   2. its vescale port on DP2 x TP2 thread ranks beside one rank: within 1e-6 (its verdict);
 #   3. the port on one rank reproduces the single-device trainer's losses within 1e-6;
-#   4. README.md states the size of the diff between the two forms.
+#   4. the DP-only form (-DDP, compiled here into $B/flat_trainer_dp) on DP2 reproduces
+#      them within 1e-6 too;
+#   5. README.md states the size of the diff from the single-device form to each port.
 # Prints "ok ..." / "not ok ..." lines (tests/run.sh counts them).
 set -u
 B=${1:-build}
@@ -21,11 +23,26 @@ echo "$par"
 # 2. its own verdict
 [ $rc -eq 0 ] && echo "ok flat_trainer_dp_tp: DP2 x TP2 equals one rank within 1e-6" ||
     echo "not ok flat_trainer_dp_tp: exit status $rc"
+# same_losses ONE OTHER N WHAT: the loss columns (step, loss) of ONE and OTHER agree step by step
+same_losses() {
+    paste <(echo "$1" | awk 'NR > 1 { print $1, $2 }') <(echo "$2" | awk 'NR > 1 && $1 ~ /^[0-9]+$/ { print $1, $2 }') |
+        awk -v n="$3" -v what="$4" '{ rel = ($4 - $2) / $2; if (rel < 0) rel = -rel; if ($1 != $3) bad = 1; if (rel > worst) worst = rel; rows++ }
+            END { if (!bad && rows == n && worst <= 1e-6)
+                      printf "ok flat_trainer: %s equals the single-device trainer within %.2g (bar 1e-6)\n", what, worst;
+                  else printf "not ok flat_trainer: %s vs single device: %d rows, largest relative difference %.3g (bar 1e-6)\n", what, rows, worst }'
+}
 # 3. the one-rank column against the single-device trainer, step by step
-paste <(echo "$one" | awk 'NR > 1 { print $1, $2 }') <(echo "$par" | awk 'NR > 1 && $1 ~ /^[0-9]+$/ { print $1, $2 }') |
-    awk -v n=$steps '{ rel = ($4 - $2) / $2; if (rel < 0) rel = -rel; if ($1 != $3) bad = 1; if (rel > worst) worst = rel; rows++ }
-        END { if (!bad && rows == n && worst <= 1e-6)
-                  printf "ok flat_trainer: vescale on one rank (ZeRO-1 AdamW) equals the trainer'"'"'s own AdamW within %.2g (bar 1e-6)\n", worst;
-              else printf "not ok flat_trainer: one-rank port vs single device: %d rows, largest relative difference %.3g (bar 1e-6)\n", rows, worst }'
-# 4. the diff size in README.md
+same_losses "$one" "$par" $steps "vescale on one rank (ZeRO-1 AdamW)"
+# 4. the DP-only form, built here (the Makefile builds the other two)
+dp=$B/flat_trainer_dp
+if [ ! -x "$dp" ] || [ examples/flat_trainer.c -nt "$dp" ] || [ vescale_ddp.h -nt "$dp" ] || [ vescale_mesh.h -nt "$dp" ]; then
+    ${CC:-cc} -std=c99 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -I. -DDP -o "$dp" examples/flat_trainer.c \
+        -lpthread -lm || echo "not ok flat_trainer: the DP form (-DDP) does not build"
+fi
+dpo=$("$dp" --dp 2 --steps $steps)
+rc=$?
+echo "$dpo"
+[ $rc -eq 0 ] && same_losses "$one" "$dpo" $steps "the DP form on DP2 (ZeRO-1 AdamW, half the batch a rank)" ||
+    echo "not ok flat_trainer_dp: exit status $rc"
+# 5. the diff sizes in README.md
 bash tests/flat_trainer_diff.sh --stat --check README.md
