@@ -5046,6 +5046,8 @@ _VS_PRIVATE vs_result _vs_launch_desc_defaults(const vs_launch_desc* d, vs_launc
 #endif
     _VS_TRY(_vs_resolve_timeout("vs_launch", d->timeout_s, &out->timeout_s));
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
+    unsigned modes; // a malformed VESCALE_DEBUG is the launch's error (naming it), not modes silently off
+    _VS_TRY(vs_debug_modes(NULL, &modes));
     return VS_OK;
 }
 

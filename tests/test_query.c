@@ -118,6 +118,11 @@ static void debug_modes(void)
     r = vs_world_init(&(vs_world_desc){.transport = VS_TRANSPORT_MPI}, &w);
     VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "VESCALE_DEBUG") && strstr(vs_last_error(), "'bogus'"),
              "VESCALE_DEBUG=bogus: %s: %s", vs_result_string(r), vs_last_error());
+    /* vs_launch too: a malformed value is an error naming the variable, not
+       modes silently off (a new user's trainer without DDP saw VS_OK) */
+    r = vs_launch(2, debug_rank, (void*)"");
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "VESCALE_DEBUG") && strstr(vs_last_error(), "'bogus'"),
+             "vs_launch with VESCALE_DEBUG=bogus: %s: %s", vs_result_string(r), vs_last_error());
     r = vs_world_init(&(vs_world_desc){.transport = VS_TRANSPORT_MPI, .debug = "desync"}, &w); // (the desc wins)
     VT_CHECK(r != VS_ERR_INVALID, "desc.debug over VESCALE_DEBUG: %s: %s", vs_result_string(r), vs_last_error());
     if (r == VS_OK) vs_world_free(w);
