@@ -666,8 +666,8 @@ typedef struct vs_train vs_train;
    - loss_scale: init 65536, growth 2, backoff 0.5, interval 2000; enable 0:
      1 when desc.model has an f16 parameter, else -1
    The rest stays as given (stream NULL: one the training state makes). Checks
-   clip, accumulate, nonfinite, lr and loss_scale as vs_parallelize does
-   (VS_ERR_INVALID naming the field); model and plan are vs_parallelize's to
+   clip, accumulate, nonfinite, lr, optim's numbers and loss_scale as
+   vs_parallelize does (VS_ERR_INVALID naming the field); model and plan are vs_parallelize's to
    check. Passing the result to vs_parallelize gives the same training state. */
 VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* out);
 /* Collective over the world: makes the (PP, DP, TP) mesh, allocates and
@@ -3954,6 +3954,10 @@ _VS_HL_PRIVATE vs_result _vs_hl_resolve(const vs_train_desc* in, vs_train_desc* 
     dd.optim = out->optim;
     _vs_ddp_desc_defaults(&dd);
     out->optim = dd.optim;
+    if ((r = _vs_ddp_optim_check(&out->optim))) { // (as vs_parallelize's DDP will; its text less "vs_ddp_init: ")
+        const char* e = vs_last_error();
+        return vs_set_error(r, "%s: desc.%s", fn, strncmp(e, "vs_ddp_init: ", 13) ? e : e + 13);
+    }
     vs_loss_scale* ls = &out->loss_scale;
     if (ls->init == 0) ls->init = 65536;
     if (ls->growth == 0) ls->growth = 2;
