@@ -172,9 +172,9 @@
    VS_ERR_STATE and leave the state working; vs_train_free frees them. A second
    vs_train_free, or a call on a freed training state (likewise a freed
    schedule, pipe or checkpointer), is VS_ERR_STATE while its world keeps the
-   memory (its last 16 freed such handles, vs_free_later); past that window, or
-   for a schedule made with a NULL world, the call is undefined. A DDP cannot
-   tell it was freed.
+   memory (its last 16 freed such handles, vs_free_later; a schedule made with
+   a NULL world: the freeing thread's last 16); past that window the call is
+   undefined. A DDP cannot tell it was freed.
 
    Memory, errors and logging, threads and streams, layouts and tensor
    parallelism (a Megatron MLP by hand): vescale_mesh.h's top comment.
@@ -889,8 +889,8 @@ VS_API vs_result vs_train_reconfigure(vs_train** t, const vs_train_desc* desc, v
 
    Threads: one thread calls a loader's functions at a time (the read-ahead
    thread is internal). The loader allocates with the training state's world's
-   hooks (desc.train; free the loader before that world), else with malloc.
-   It may outlive its training state (vs_train_free detaches it). */
+   hooks (desc.train; it keeps its own copy of them), else with malloc. It may
+   outlive its training state (vs_train_free detaches it) and its world. */
 #define VS_DATA_MAGIC 20240520
 #define VS_DATA_VERSION 1
 #define VS_DATA_HEADER_INTS 256
