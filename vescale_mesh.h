@@ -12016,24 +12016,28 @@ _VS_PRIVATE void* _vs_lh_main(void* arg)
     return NULL;
 }
 
-VS_API vs_result vs_lighthouse_query_desc(const vs_lighthouse_desc* d, vs_lighthouse_desc* out)
+/* The defaults of vs_lighthouse_desc resolved and checked in this one place;
+   fn names the caller (vs_lighthouse_query_desc, vs_lighthouse_start). */
+_VS_PRIVATE vs_result _vs_lh_resolve(const vs_lighthouse_desc* d, vs_lighthouse_desc* out, const char* fn)
 {
-    _VS_CHECK_NULL(out, "out");
     vs_lighthouse_desc z;
     memset(&z, 0, sizeof z);
     if (!d) d = &z;
     if (d->port < 0 || d->port > 65535)
-        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: port %d out of range [0, 65535]", d->port);
-    if (d->max_conns < 0 || d->max_keys < 0 || d->idle_s < 0 || d->stall_s < 0 || d->expire_s < 0 ||
-        d->idle_s != d->idle_s || d->stall_s != d->stall_s || d->expire_s != d->expire_s)
-        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: a negative or NaN limit (max_conns %d, max_keys %d, "
-                       "idle_s %g, stall_s %g, expire_s %g; 0: the default)", d->max_conns, d->max_keys, d->idle_s,
-                       d->stall_s, d->expire_s);
+        return _vs_err(VS_ERR_INVALID, "%s: desc.port = %d (0 .. 65535; 0: any free one)", fn, d->port);
+    if (d->max_conns < 0 || d->max_keys < 0)
+        return _vs_err(VS_ERR_INVALID, "%s: desc.%s = %d (>= 0; 0: the default)", fn,
+                       d->max_conns < 0 ? "max_conns" : "max_keys", d->max_conns < 0 ? d->max_conns : d->max_keys);
+    const double secs[3] = {d->idle_s, d->stall_s, d->expire_s};
+    static const char* const sname[3] = {"idle_s", "stall_s", "expire_s"};
+    for (int i = 0; i < 3; i++)
+        if (!(secs[i] >= 0))
+            return _vs_err(VS_ERR_INVALID, "%s: desc.%s = %g (>= 0; 0: the default)", fn, sname[i], secs[i]);
     *out = *d;
     const char* tok = d->token ? d->token : getenv("VESCALE_LIGHTHOUSE_TOKEN");
     out->token = tok && *tok ? tok : NULL;
     if (out->token && strlen(out->token) > _VS_LH_TOKEN_MAX)
-        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: the token is %zu bytes, over %d", strlen(out->token),
+        return _vs_err(VS_ERR_INVALID, "%s: the token is %zu bytes, over %d", fn, strlen(out->token),
                        _VS_LH_TOKEN_MAX);
     struct rlimit rl;
     int fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 1u << 20
@@ -12048,8 +12052,14 @@ VS_API vs_result vs_lighthouse_query_desc(const vs_lighthouse_desc* d, vs_lighth
     if (!out->expire_s) out->expire_s = 600;
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
     if (out->max_value > 0x7fffffffu)
-        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: max_value %zu over 2^31 - 1", out->max_value);
+        return _vs_err(VS_ERR_INVALID, "%s: desc.max_value = %zu (at most 2^31 - 1)", fn, out->max_value);
     return VS_OK;
+}
+
+VS_API vs_result vs_lighthouse_query_desc(const vs_lighthouse_desc* d, vs_lighthouse_desc* out)
+{
+    _VS_CHECK_NULL(out, "out");
+    return _vs_lh_resolve(d, out, "vs_lighthouse_query_desc");
 }
 
 VS_API vs_result vs_lighthouse_start_desc(const vs_lighthouse_desc* desc, vs_lighthouse** out)
@@ -12057,7 +12067,7 @@ VS_API vs_result vs_lighthouse_start_desc(const vs_lighthouse_desc* desc, vs_lig
     if (!out) return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: out is NULL");
     *out = NULL;
     vs_lighthouse_desc d;
-    _VS_TRY(vs_lighthouse_query_desc(desc, &d));
+    _VS_TRY(_vs_lh_resolve(desc, &d, "vs_lighthouse_start"));
     const char* addr = d.addr;
     struct addrinfo* ai = NULL;
     int gr = _vs_tcp_resolve(addr && *addr ? addr : NULL, d.port, 1, &ai);

@@ -129,6 +129,30 @@ static void debug_modes(void)
     unsetenv("VESCALE_DEBUG");
 }
 
+/* vs_lighthouse_query_desc names itself and the one bad field (it said
+   "vs_lighthouse_start: a negative or NaN limit (...)" listing all five) */
+static void lighthouse_desc(void)
+{
+    vs_lighthouse_desc d, q;
+    memset(&d, 0, sizeof d);
+    d.port = 70000;
+    VT_EXPECT_ERR(vs_lighthouse_query_desc(&d, &q), VS_ERR_INVALID, "vs_lighthouse_query_desc: desc.port = 70000", NULL);
+    d.port = 0, d.idle_s = -1;
+    VT_EXPECT_ERR(vs_lighthouse_query_desc(&d, &q), VS_ERR_INVALID, "vs_lighthouse_query_desc: desc.idle_s = -1", NULL);
+    d.idle_s = 0, d.stall_s = NAN;
+    VT_EXPECT_ERR(vs_lighthouse_query_desc(&d, &q), VS_ERR_INVALID, "vs_lighthouse_query_desc: desc.stall_s = nan", NULL);
+    d.stall_s = 0, d.max_keys = -2;
+    VT_EXPECT_ERR(vs_lighthouse_query_desc(&d, &q), VS_ERR_INVALID, "vs_lighthouse_query_desc: desc.max_keys = -2", NULL);
+    d.max_keys = 0, d.max_conns = -1;
+    vs_lighthouse* lh = NULL;
+    VT_EXPECT_ERR(vs_lighthouse_start_desc(&d, &lh), VS_ERR_INVALID, "vs_lighthouse_start: desc.max_conns = -1", NULL);
+    VT_CHECK(!lh, "a refused start gave a lighthouse");
+    d.max_conns = 0;
+    VT_OK(vs_lighthouse_query_desc(&d, &q));
+    VT_CHECK(q.idle_s == 60 && q.stall_s == 5 && q.expire_s == 600, "defaults: idle %g stall %g expire %g", q.idle_s,
+             q.stall_s, q.expire_s);
+}
+
 int main(void)
 {
     unsetenv("VESCALE_TIMEOUT");
@@ -137,5 +161,6 @@ int main(void)
     VT_CASE("query/from_the_environment", run(0, "inf", "warn", VS_LOG_DEFAULT, INFINITY, VS_LOG_WARN));
     VT_CASE("query/desc_wins", run(7.5, "inf", "warn", VS_LOG_ERROR, 7.5, VS_LOG_ERROR));
     VT_CASE("query/debug_modes", debug_modes());
+    VT_CASE("query/lighthouse_desc", lighthouse_desc());
     return vt_summary();
 }
