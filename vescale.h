@@ -914,7 +914,7 @@ typedef struct vs_data_desc {
     int prefetch;        // batches read ahead by the loader's thread (0: 2); -1: no thread (vs_data_next reads)
     double timeout;      // seconds vs_data_next waits for a batch (0: 60)
     const char* input_name;  // the batch's inputs (NULL: "tokens"), i32 [rows, T]
-    const char* target_name; // its targets (NULL: "targets"), i32 [rows, T]
+    const char* target_name; // its targets (NULL: "targets"), i32 [rows, T]; not input_name's
 } vs_data_desc;
 
 typedef struct vs_data_info {
@@ -5644,7 +5644,9 @@ _VS_HL_PRIVATE vs_result _vs_data_resolve(const vs_data_desc* desc, vs_data_desc
         out->dp_size = desc->train->dp, out->dp_rank = desc->train->dp_rank;
     } else {
         out->dp_size = desc->dp_size ? desc->dp_size : 1;
-        if (desc->dp_size < 0 || desc->dp_rank < 0 || desc->dp_rank >= out->dp_size)
+        if (desc->dp_size < 0)
+            return vs_set_error(VS_ERR_INVALID, "%s: desc.dp_size = %d (>= 0; 0: 1)", fn, desc->dp_size);
+        if (desc->dp_rank < 0 || desc->dp_rank >= out->dp_size)
             return vs_set_error(VS_ERR_INVALID, "%s: desc.dp_rank %d of dp_size %d", fn, desc->dp_rank, desc->dp_size);
     }
     if (desc->batch % out->dp_size)
@@ -5654,6 +5656,12 @@ _VS_HL_PRIVATE vs_result _vs_data_resolve(const vs_data_desc* desc, vs_data_desc
     if (!out->timeout) out->timeout = 60;
     if (!out->input_name) out->input_name = "tokens";
     if (!out->target_name) out->target_name = "targets";
+    if (!*out->input_name || !*out->target_name)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.%s is empty (NULL: the default)", fn,
+                            *out->input_name ? "target_name" : "input_name");
+    if (!strcmp(out->input_name, out->target_name)) // (vs_train_step refuses a batch naming one input twice)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.input_name and target_name are both \"%s\"", fn,
+                            out->input_name);
     return VS_OK;
 }
 

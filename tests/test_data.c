@@ -690,6 +690,18 @@ static void query_desc_case(void)
     VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "vs_data_query_desc", "DP=3 does not divide");
     VT_EXPECT_ERR(vs_data_query_desc(NULL, &q), VS_ERR_NULL, "vs_data_query_desc", "desc");
     VT_EXPECT_ERR(vs_data_query_desc(&dd, NULL), VS_ERR_NULL, "vs_data_query_desc", "out");
+    /* a new user's misuse: one name for inputs and targets (a batch vs_train_step
+       then refuses, far from the cause), a negative dp_size (said as a bad dp_rank) */
+    dd.dp_size = 0, dd.input_name = "x", dd.target_name = "x";
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "vs_data_query_desc: desc.input_name and target_name",
+                  "\"x\"");
+    dd.target_name = NULL, dd.input_name = "targets";
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "desc.input_name and target_name", "\"targets\"");
+    dd.input_name = "";
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "vs_data_query_desc: desc.input_name", "empty");
+    dd.input_name = NULL, dd.dp_size = -1;
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "vs_data_query_desc: desc.dp_size = -1", NULL);
+    dd.dp_size = 0;
     VT_OK(vs_launch(2, query_train_rank, pat));
 }
 
