@@ -76,7 +76,8 @@
                                            inf or 0: no timeout (wait forever)
        VESCALE_TRANSPORT=threads|mpi|nccl  transport for vs_world_init (default: mpi
                                            when compiled in, else nccl)
-       VESCALE_DEBUG=desync,params         a list of debug modes (vs_world_desc.debug;
+       VESCALE_DEBUG=desync,params         a list of debug modes (vs_world_desc.debug,
+                                           vs_launch_desc.debug;
                                            vs_debug_modes parses them): desync,
                                            MPI: check every collective's arguments across
                                            ranks (see vs_world_abort); params: DDP
@@ -799,6 +800,10 @@ typedef struct vs_launch_desc {
     vs_logger logger;
     vs_log_level log_level;
     vs_allocator allocator;
+    /* Debug modes, as vs_world_desc.debug (NULL: VESCALE_DEBUG; "": none); an
+       unknown one is the launch's VS_ERR_INVALID. Every rank's world reads
+       them back (vs_world_query_desc). */
+    const char* debug;
 } vs_launch_desc;
 
 /* Runs fn on nranks ranks, each a thread of this process, and joins them. Returns
@@ -983,7 +988,7 @@ VS_API double vs_world_timeout(const vs_world* w);
    when it numbered the ranks), master_addr/port, init_file (NULL: none),
    timeout_s (INFINITY: none), log_level, logger, allocator, debug (the modes'
    names). Worlds of vs_launch report the launch desc's values the same way
-   (debug: VESCALE_DEBUG's modes). master_addr, init_file and debug point into
+   (debug: vs_launch_desc.debug's modes, else VESCALE_DEBUG's). master_addr, init_file and debug point into
    the world. */
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out);
 
@@ -5046,8 +5051,10 @@ _VS_PRIVATE vs_result _vs_launch_desc_defaults(const vs_launch_desc* d, vs_launc
 #endif
     _VS_TRY(_vs_resolve_timeout("vs_launch", d->timeout_s, &out->timeout_s));
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
-    unsigned modes; // a malformed VESCALE_DEBUG is the launch's error (naming it), not modes silently off
-    _VS_TRY(vs_debug_modes(NULL, &modes));
+    unsigned modes; // a malformed value is the launch's error (naming it), not modes silently off
+    if (d->debug && vs_debug_modes(d->debug, &modes))
+        return _vs_err(VS_ERR_INVALID, "vs_launch: desc.debug: %s", vs_last_error());
+    if (!d->debug) _VS_TRY(vs_debug_modes(NULL, &modes)); // (its message names the variable)
     return VS_OK;
 }
 
@@ -5063,7 +5070,7 @@ _VS_PRIVATE vs_world* _vs_launch_world(_vs_tjob* job, int i)
         memset(&wd, 0, sizeof wd);
         wd.logger = d->logger;
         wd.allocator = d->allocator;
-        wd.debug = getenv("VESCALE_DEBUG");
+        wd.debug = d->debug ? d->debug : getenv("VESCALE_DEBUG");
         _vs_world_keep_desc(w, &wd);
     }
     return w;

@@ -114,6 +114,18 @@ static void debug_modes(void)
     VT_CHECK(r == VS_ERR_INVALID && w == NULL && strstr(vs_last_error(), "vs_world_init: debug") &&
                  strstr(vs_last_error(), "'bogus'"),
              "desc.debug bogus: %s: %s", vs_result_string(r), vs_last_error());
+    /* thread ranks take them in vs_launch_desc.debug too (the environment the
+       fallback); a bad one is the launch's error naming the field */
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = 2, ld.debug = "params";
+    VT_OK(vs_launch_ex(&ld, debug_rank, (void*)"params"));
+    ld.debug = "";
+    setenv("VESCALE_DEBUG", "params", 1);
+    VT_OK(vs_launch_ex(&ld, debug_rank, (void*)"")); // ("": none, over the environment)
+    unsetenv("VESCALE_DEBUG");
+    ld.debug = "params,bogus";
+    VT_EXPECT_ERR(vs_launch_ex(&ld, debug_rank, (void*)""), VS_ERR_INVALID, "vs_launch: desc.debug", "'bogus'");
     setenv("VESCALE_DEBUG", "bogus", 1);
     r = vs_world_init(&(vs_world_desc){.transport = VS_TRANSPORT_MPI}, &w);
     VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "VESCALE_DEBUG") && strstr(vs_last_error(), "'bogus'"),
