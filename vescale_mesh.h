@@ -9619,9 +9619,10 @@ VS_API vs_result vs_mesh_free(vs_mesh* m)
         return _vs_err(VS_ERR_STATE, "vs_mesh_free: this is a submesh, owned and freed by its parent mesh; "
                                      "free the mesh vs_mesh_init returned");
     if (m->users > 0)
-        return _vs_err(VS_ERR_STATE, "vs_mesh_free: %d handle(s) built on this mesh (DDP, ...) are still alive; "
-                                     "free them first (a training state's mesh, vs_train_mesh: vs_train_free frees "
-                                     "it with them; it is left as it was)", m->users);
+        return _vs_err(VS_ERR_STATE, "vs_mesh_free: %d handle(s) built on this mesh or a submesh (a vs_ddp, vs_pipe "
+                                     "or vs_ckpt) are still alive: free them first (a training state's mesh, "
+                                     "vs_train_mesh: vs_train_free frees it with them); the mesh is left as it was",
+                       m->users);
     vs_result r = _vs_mesh_ids_final(m); // (an id out of range found after its call returned: reported, freed anyway)
     // device: the calls returned when enqueued; their work done before the frees, with the deadline (its error is
     // not the free's: an aborted communicator answers at once, as a failed job's survivors free theirs)
