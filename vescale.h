@@ -4411,6 +4411,20 @@ _VS_HL_PRIVATE vs_result _vs_hl_batch(vs_train* t, const vs_batch* batch, const 
             return vs_set_error(VS_ERR_INVALID, "%s: batch input \"%s\": %lld rows of %zu bytes overflow", fn,
                                 batch->name[i], (long long)rows, row);
     }
+    // every data input the model takes, refused here on every rank alike, not by the one stage that reads it
+    // (mid-schedule: a job abort); the pipe's tensor table holds the whole model's on every stage
+    for (int id = 0; t->pipe && id < t->pipe->ntensors; id++) {
+        const char* want = t->pipe->t[id].name;
+        int in = t->pipe->t[id].producer >= 0;
+        for (int i = 0; i < batch->n && !in; i++) in = !strcmp(batch->name[i], want);
+        if (in) continue;
+        char have[256];
+        int len = 0;
+        for (int i = 0; i < batch->n && len < (int)sizeof have; i++)
+            len += snprintf(have + len, sizeof have - (size_t)len, "%s\"%s\"", i ? ", " : "", batch->name[i]);
+        return vs_set_error(VS_ERR_INVALID, "%s: the batch has no \"%s\", which the model takes (it has %s)", fn, want,
+                            have);
+    }
     if (batch->dp_local < 0 || (batch->dp_local > 1 && batch->dp_local != t->dp))
         return vs_set_error(batch->dp_local < 0 ? VS_ERR_INVALID : VS_ERR_MISMATCH, "%s: batch.dp_local = %d: the batch "
                             "holds one DP rank's rows of DP=%d, this training state has DP=%d (0: the global batch)", fn,

@@ -626,6 +626,38 @@ static vs_result no_data(vs_pipe_call* c) // (the pipe below is made and freed, 
 
 /* A second free and a call on a freed schedule, pipe, checkpointer and training
    state: VS_ERR_STATE, "already freed". */
+/* A batch that lacks a data input the model takes is refused on every rank
+   before anything runs; on PP2 only the last stage takes "t", and it used to
+   fail there alone, mid-schedule, aborting the job (every later call then
+   VS_ERR_ABORTED). The state stays usable. */
+static int rank_missing_input(vs_world* w, void* arg)
+{
+    (void)arg;
+    job J;
+    memset(&J, 0, sizeof J);
+    J.plan.pp = 2;
+    J.plan.microbatches = 2;
+    vs_train_desc d;
+    train_desc(&J, &d);
+    vs_train* t = NULL;
+    VT_OK(vs_parallelize(w, &d, &t));
+    if (!t) return 1;
+    float X[ROWS * D], T[ROWS * D];
+    vs_batch bt = batch_of(0, X, T);
+    vs_batch no_t = bt;
+    no_t.n = 1;
+    double l;
+    VT_EXPECT_ERR(vs_train_step(t, &no_t, &l), VS_ERR_INVALID, "vs_train_step: the batch has no \"t\"", "takes");
+    VT_EXPECT_ERR(vs_train_eval(t, &no_t, &l), VS_ERR_INVALID, "vs_train_eval: the batch has no \"t\"", NULL);
+    no_t = bt, no_t.name[0] = "X"; // (a misspelt one: both named)
+    VT_EXPECT_ERR(vs_train_step(t, &no_t, &l), VS_ERR_INVALID, "the batch has no \"x\"", "\"X\"");
+    VT_OK(vs_train_step(t, &bt, &l));
+    VT_CHECK(isfinite(l) && vs_train_steps(t) == 1, "after the refusals: loss %g, %lld steps", l,
+             (long long)vs_train_steps(t));
+    VT_OK(vs_train_free(t));
+    return 0;
+}
+
 static int rank_freed(vs_world* w, void* arg)
 {
     (void)arg;
@@ -732,5 +764,6 @@ int main(void)
     VT_CASE("handles/owned_frees_refused_dp2_tp2", t_owned(1, 2, 2));
     VT_CASE("handles/owned_frees_refused_pp2_dp2", t_owned(2, 2, 1));
     VT_CASE("handles/second_free_and_use_after_free", VT_OK(vs_launch(2, rank_freed, NULL)));
+    VT_CASE("batch/missing_input_refused_on_every_rank_pp2", VT_OK(vs_launch(2, rank_missing_input, NULL)));
     return vt_summary();
 }
