@@ -624,8 +624,20 @@ static vs_result no_data(vs_pipe_call* c) // (the pipe below is made and freed, 
     return vs_set_error(VS_ERR_STATE, "not run");
 }
 
-/* A second free and a call on a freed schedule, pipe, checkpointer and training
-   state: VS_ERR_STATE, "already freed". */
+/* A training state of the test model on PP x DP, 2 microbatches (NULL: failed, checked). */
+static vs_train* two_mb_state(vs_world* w, int pp, int dp)
+{
+    job J;
+    memset(&J, 0, sizeof J);
+    J.plan.pp = pp, J.plan.dp = dp;
+    J.plan.microbatches = 2;
+    vs_train_desc d;
+    train_desc(&J, &d);
+    vs_train* t = NULL;
+    VT_OK(vs_parallelize(w, &d, &t));
+    return t;
+}
+
 /* A batch that lacks a data input the model takes is refused on every rank
    before anything runs; on PP2 only the last stage takes "t", and it used to
    fail there alone, mid-schedule, aborting the job (every later call then
@@ -633,14 +645,7 @@ static vs_result no_data(vs_pipe_call* c) // (the pipe below is made and freed, 
 static int rank_missing_input(vs_world* w, void* arg)
 {
     (void)arg;
-    job J;
-    memset(&J, 0, sizeof J);
-    J.plan.pp = 2;
-    J.plan.microbatches = 2;
-    vs_train_desc d;
-    train_desc(&J, &d);
-    vs_train* t = NULL;
-    VT_OK(vs_parallelize(w, &d, &t));
+    vs_train* t = two_mb_state(w, 2, 1);
     if (!t) return 1;
     float X[ROWS * D], T[ROWS * D];
     vs_batch bt = batch_of(0, X, T);
@@ -658,17 +663,12 @@ static int rank_missing_input(vs_world* w, void* arg)
     return 0;
 }
 
+/* A second free and a call on a freed schedule, pipe, checkpointer and training
+   state: VS_ERR_STATE, "already freed". */
 static int rank_freed(vs_world* w, void* arg)
 {
     (void)arg;
-    job J;
-    memset(&J, 0, sizeof J);
-    J.plan.dp = 2;
-    J.plan.microbatches = 2;
-    vs_train_desc d;
-    train_desc(&J, &d);
-    vs_train* t = NULL;
-    VT_OK(vs_parallelize(w, &d, &t));
+    vs_train* t = two_mb_state(w, 1, 2);
     if (!t) return 1;
     vs_mesh* mesh = NULL;
     VT_OK(vs_mesh_init(w, &(vs_mesh_desc){.shape = {2}, .dim_names = {"DP"}}, &mesh));
