@@ -756,7 +756,8 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
    skipped-step counts (hence the LR schedule's position), the plan text, and
    extra blobs such as RNG and data position.
    - vs_train_save creates path's missing parent directories (as PyTorch's
-     checkpoint writers do); path itself must not exist (VS_ERR_STATE)
+     checkpoint writers do); path itself must not exist (VS_ERR_STATE: a
+     checkpoint is never replaced)
    - async = 1: the state is copied and the call returns while a background
      thread writes the files; vs_train_wait (or the next save, load or
      vs_train_free), on every rank, commits the checkpoint and returns the
@@ -4772,6 +4773,10 @@ VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entr
     if (t->acc_n)
         return vs_set_error(VS_ERR_STATE, "vs_train_save: in the middle of a step (%d of its %d calls taken, "
                             "vs_train_desc.accumulate): save after the step's last call", t->acc_n, t->desc.accumulate);
+    struct stat st; // (every rank sees the folder, as the checkpointer's own check assumes: no collective)
+    if (lstat(path, &st) == 0)
+        return vs_set_error(VS_ERR_STATE, "vs_train_save: %s exists (a checkpoint is never replaced: save under a new "
+                            "name, or remove it first)", path);
     _VS_TRY(_vs_hl_mkdirs(path));
     _VS_TRY(_vs_hl_ck(t));
     char text[4096];

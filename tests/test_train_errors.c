@@ -644,7 +644,6 @@ static vs_train* two_mb_state(vs_world* w, int pp, int dp)
    VS_ERR_ABORTED). The state stays usable. */
 static int rank_missing_input(vs_world* w, void* arg)
 {
-    (void)arg;
     vs_train* t = two_mb_state(w, 2, 1);
     if (!t) return 1;
     float X[ROWS * D], T[ROWS * D];
@@ -659,6 +658,11 @@ static int rank_missing_input(vs_world* w, void* arg)
     VT_OK(vs_train_step(t, &bt, &l));
     VT_CHECK(isfinite(l) && vs_train_steps(t) == 1, "after the refusals: loss %g, %lld steps", l,
              (long long)vs_train_steps(t));
+    /* saving over a checkpoint: vs_train_save's refusal, not vs_ckpt_save's advice
+       to pass an overwrite flag that vs_train_save does not have */
+    const char* dir = (const char*)arg;
+    VT_EXPECT_ERR(vs_train_save(t, dir, NULL, 0, 0), VS_ERR_STATE, "vs_train_save: ", "exists");
+    VT_CHECK(!strstr(vs_last_error(), "overwrite"), "advice vs_train_save cannot follow: %s", vs_last_error());
     VT_OK(vs_train_free(t));
     return 0;
 }
@@ -764,6 +768,9 @@ int main(void)
     VT_CASE("handles/owned_frees_refused_dp2_tp2", t_owned(1, 2, 2));
     VT_CASE("handles/owned_frees_refused_pp2_dp2", t_owned(2, 2, 1));
     VT_CASE("handles/second_free_and_use_after_free", VT_OK(vs_launch(2, rank_freed, NULL)));
-    VT_CASE("batch/missing_input_refused_on_every_rank_pp2", VT_OK(vs_launch(2, rank_missing_input, NULL)));
+    char taken[] = "/tmp/vs_train_taken_XXXXXX"; // an existing path: vs_train_save refuses it
+    VT_CHECK(mkdtemp(taken) != NULL, "mkdtemp");
+    VT_CASE("misuse/missing_input_refused_on_every_rank_pp2_and_a_taken_path", VT_OK(vs_launch(2, rank_missing_input, taken)));
+    rmdir(taken);
     return vt_summary();
 }
