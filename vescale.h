@@ -5456,7 +5456,7 @@ _VS_HL_PRIVATE vs_result _vs_data_read(vs_data* d, int64_t epoch, int64_t window
         if (d->fd_file != f) {
             if (d->fd >= 0) close(d->fd);
             d->fd_file = -1;
-            d->fd = open(d->path[f], O_RDONLY);
+            d->fd = open(d->path[f], O_RDONLY | O_NONBLOCK); // (checked regular at open; replaced since: no wait)
             if (d->fd < 0) return _vs_data_fail(s, VS_ERR_IO, "%s: cannot open %s: %s", fn, d->path[f], strerror(errno));
             d->fd_file = f;
         }
@@ -5522,14 +5522,17 @@ _VS_HL_PRIVATE vs_result _vs_data_check_file(const vs_data* d, int i, int64_t* n
 {
     const char* fn = "vs_data_open";
     const char* p = d->path[i];
-    int fd = open(p, O_RDONLY);
+    int fd = open(p, O_RDONLY | O_NONBLOCK); // (a FIFO the glob matched: no open that waits for a writer)
     if (fd < 0) return vs_set_error(VS_ERR_IO, "%s: cannot open %s: %s", fn, p, strerror(errno));
     struct stat st;
     unsigned char h[_VS_DATA_HEADER_BYTES];
-    int ok = fstat(fd, &st) == 0;
-    size_t got = ok ? _vs_data_pread(fd, h, sizeof h, 0) : 0;
+    int ok = fstat(fd, &st) == 0, reg = ok && S_ISREG(st.st_mode);
+    size_t got = reg ? _vs_data_pread(fd, h, sizeof h, 0) : 0;
     close(fd);
     if (!ok) return vs_set_error(VS_ERR_IO, "%s: cannot stat %s: %s", fn, p, strerror(errno));
+    if (!reg)
+        return vs_set_error(VS_ERR_INVALID, "%s: %s is not a regular file (a %s): not a token shard", fn, p,
+                            S_ISDIR(st.st_mode) ? "folder" : S_ISFIFO(st.st_mode) ? "FIFO" : "device or socket");
     int64_t size = (int64_t)st.st_size;
     if (got < sizeof h)
         return vs_set_error(VS_ERR_INVALID, "%s: %s holds %lld bytes, less than a token shard's %d-byte header "
