@@ -172,9 +172,9 @@
    VS_ERR_STATE and leave the state working; vs_train_free frees them. A second
    vs_train_free, or a call on a freed training state (likewise a freed
    schedule, pipe or checkpointer), is VS_ERR_STATE while its world keeps the
-   memory (its last 16 freed such handles, vs_free_later); past that window, or
-   for a schedule made with a NULL world, the call is undefined. A DDP cannot
-   tell it was freed.
+   memory (its last 16 freed such handles, vs_free_later; a schedule made with
+   a NULL world: the freeing thread's last 16); past that window the call is
+   undefined. A DDP cannot tell it was freed.
 
    Memory, errors and logging, threads and streams, layouts and tensor
    parallelism (a Megatron MLP by hand): vescale_mesh.h's top comment.
@@ -666,8 +666,8 @@ typedef struct vs_train vs_train;
    - loss_scale: init 65536, growth 2, backoff 0.5, interval 2000; enable 0:
      1 when desc.model has an f16 parameter, else -1
    The rest stays as given (stream NULL: one the training state makes). Checks
-   clip, accumulate, nonfinite, lr and loss_scale as vs_parallelize does
-   (VS_ERR_INVALID naming the field); model and plan are vs_parallelize's to
+   clip, accumulate, nonfinite, lr, optim's numbers and loss_scale as
+   vs_parallelize does (VS_ERR_INVALID naming the field); model and plan are vs_parallelize's to
    check. Passing the result to vs_parallelize gives the same training state. */
 VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* out);
 /* Collective over the world: makes the (PP, DP, TP) mesh, allocates and
@@ -756,7 +756,8 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
    skipped-step counts (hence the LR schedule's position), the plan text, and
    extra blobs such as RNG and data position.
    - vs_train_save creates path's missing parent directories (as PyTorch's
-     checkpoint writers do); path itself must not exist (VS_ERR_STATE)
+     checkpoint writers do); path itself must not exist (VS_ERR_STATE: a
+     checkpoint is never replaced)
    - async = 1: the state is copied and the call returns while a background
      thread writes the files; vs_train_wait (or the next save, load or
      vs_train_free), on every rank, commits the checkpoint and returns the
@@ -891,8 +892,8 @@ VS_API vs_result vs_train_reconfigure(vs_train** t, const vs_train_desc* desc, v
 
    Threads: one thread calls a loader's functions at a time (the read-ahead
    thread is internal). The loader allocates with the training state's world's
-   hooks (desc.train; free the loader before that world), else with malloc.
-   It may outlive its training state (vs_train_free detaches it). */
+   hooks (desc.train; it keeps its own copy of them), else with malloc. It may
+   outlive its training state (vs_train_free detaches it) and its world. */
 #define VS_DATA_MAGIC 20240520
 #define VS_DATA_VERSION 1
 #define VS_DATA_HEADER_INTS 256
@@ -916,7 +917,7 @@ typedef struct vs_data_desc {
     int prefetch;        // batches read ahead by the loader's thread (0: 2); -1: no thread (vs_data_next reads)
     double timeout;      // seconds vs_data_next waits for a batch (0: 60)
     const char* input_name;  // the batch's inputs (NULL: "tokens"), i32 [rows, T]
-    const char* target_name; // its targets (NULL: "targets"), i32 [rows, T]
+    const char* target_name; // its targets (NULL: "targets"), i32 [rows, T]; not input_name's
 } vs_data_desc;
 
 typedef struct vs_data_info {
@@ -3965,6 +3966,10 @@ _VS_HL_PRIVATE vs_result _vs_hl_resolve(const vs_train_desc* in, vs_train_desc* 
     dd.optim = out->optim;
     _vs_ddp_desc_defaults(&dd);
     out->optim = dd.optim;
+    if ((r = _vs_ddp_optim_check(&out->optim))) { // (as vs_parallelize's DDP will; its text less "vs_ddp_init: ")
+        const char* e = vs_last_error();
+        return vs_set_error(r, "%s: desc.%s", fn, strncmp(e, "vs_ddp_init: ", 13) ? e : e + 13);
+    }
     vs_loss_scale* ls = &out->loss_scale;
     if (ls->init == 0) ls->init = 65536;
     if (ls->growth == 0) ls->growth = 2;
@@ -4418,6 +4423,20 @@ _VS_HL_PRIVATE vs_result _vs_hl_batch(vs_train* t, const vs_batch* batch, const 
             return vs_set_error(VS_ERR_INVALID, "%s: batch input \"%s\": %lld rows of %zu bytes overflow", fn,
                                 batch->name[i], (long long)rows, row);
     }
+    // every data input the model takes, refused here on every rank alike, not by the one stage that reads it
+    // (mid-schedule: a job abort); the pipe's tensor table holds the whole model's on every stage
+    for (int id = 0; t->pipe && id < t->pipe->ntensors; id++) {
+        const char* want = t->pipe->t[id].name;
+        int in = t->pipe->t[id].producer >= 0;
+        for (int i = 0; i < batch->n && !in; i++) in = !strcmp(batch->name[i], want);
+        if (in) continue;
+        char have[256];
+        int len = 0;
+        for (int i = 0; i < batch->n && len < (int)sizeof have; i++)
+            len += snprintf(have + len, sizeof have - (size_t)len, "%s\"%s\"", i ? ", " : "", batch->name[i]);
+        return vs_set_error(VS_ERR_INVALID, "%s: the batch has no \"%s\", which the model takes (it has %s)", fn, want,
+                            have);
+    }
     if (batch->dp_local < 0 || (batch->dp_local > 1 && batch->dp_local != t->dp))
         return vs_set_error(batch->dp_local < 0 ? VS_ERR_INVALID : VS_ERR_MISMATCH, "%s: batch.dp_local = %d: the batch "
                             "holds one DP rank's rows of DP=%d, this training state has DP=%d (0: the global batch)", fn,
@@ -4765,6 +4784,10 @@ VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entr
     if (t->acc_n)
         return vs_set_error(VS_ERR_STATE, "vs_train_save: in the middle of a step (%d of its %d calls taken, "
                             "vs_train_desc.accumulate): save after the step's last call", t->acc_n, t->desc.accumulate);
+    struct stat st; // (every rank sees the folder, as the checkpointer's own check assumes: no collective)
+    if (lstat(path, &st) == 0)
+        return vs_set_error(VS_ERR_STATE, "vs_train_save: %s exists (a checkpoint is never replaced: save under a new "
+                            "name, or remove it first)", path);
     _VS_TRY(_vs_hl_mkdirs(path));
     _VS_TRY(_vs_hl_ck(t));
     char text[4096];
@@ -5444,7 +5467,7 @@ _VS_HL_PRIVATE vs_result _vs_data_read(vs_data* d, int64_t epoch, int64_t window
         if (d->fd_file != f) {
             if (d->fd >= 0) close(d->fd);
             d->fd_file = -1;
-            d->fd = open(d->path[f], O_RDONLY);
+            d->fd = open(d->path[f], O_RDONLY | O_NONBLOCK); // (checked regular at open; replaced since: no wait)
             if (d->fd < 0) return _vs_data_fail(s, VS_ERR_IO, "%s: cannot open %s: %s", fn, d->path[f], strerror(errno));
             d->fd_file = f;
         }
@@ -5510,14 +5533,17 @@ _VS_HL_PRIVATE vs_result _vs_data_check_file(const vs_data* d, int i, int64_t* n
 {
     const char* fn = "vs_data_open";
     const char* p = d->path[i];
-    int fd = open(p, O_RDONLY);
+    int fd = open(p, O_RDONLY | O_NONBLOCK); // (a FIFO the glob matched: no open that waits for a writer)
     if (fd < 0) return vs_set_error(VS_ERR_IO, "%s: cannot open %s: %s", fn, p, strerror(errno));
     struct stat st;
     unsigned char h[_VS_DATA_HEADER_BYTES];
-    int ok = fstat(fd, &st) == 0;
-    size_t got = ok ? _vs_data_pread(fd, h, sizeof h, 0) : 0;
+    int ok = fstat(fd, &st) == 0, reg = ok && S_ISREG(st.st_mode);
+    size_t got = reg ? _vs_data_pread(fd, h, sizeof h, 0) : 0;
     close(fd);
     if (!ok) return vs_set_error(VS_ERR_IO, "%s: cannot stat %s: %s", fn, p, strerror(errno));
+    if (!reg)
+        return vs_set_error(VS_ERR_INVALID, "%s: %s is not a regular file (a %s): not a token shard", fn, p,
+                            S_ISDIR(st.st_mode) ? "folder" : S_ISFIFO(st.st_mode) ? "FIFO" : "device or socket");
     int64_t size = (int64_t)st.st_size;
     if (got < sizeof h)
         return vs_set_error(VS_ERR_INVALID, "%s: %s holds %lld bytes, less than a token shard's %d-byte header "
@@ -5651,7 +5677,9 @@ _VS_HL_PRIVATE vs_result _vs_data_resolve(const vs_data_desc* desc, vs_data_desc
         out->dp_size = desc->train->dp, out->dp_rank = desc->train->dp_rank;
     } else {
         out->dp_size = desc->dp_size ? desc->dp_size : 1;
-        if (desc->dp_size < 0 || desc->dp_rank < 0 || desc->dp_rank >= out->dp_size)
+        if (desc->dp_size < 0)
+            return vs_set_error(VS_ERR_INVALID, "%s: desc.dp_size = %d (>= 0; 0: 1)", fn, desc->dp_size);
+        if (desc->dp_rank < 0 || desc->dp_rank >= out->dp_size)
             return vs_set_error(VS_ERR_INVALID, "%s: desc.dp_rank %d of dp_size %d", fn, desc->dp_rank, desc->dp_size);
     }
     if (desc->batch % out->dp_size)
@@ -5661,6 +5689,12 @@ _VS_HL_PRIVATE vs_result _vs_data_resolve(const vs_data_desc* desc, vs_data_desc
     if (!out->timeout) out->timeout = 60;
     if (!out->input_name) out->input_name = "tokens";
     if (!out->target_name) out->target_name = "targets";
+    if (!*out->input_name || !*out->target_name)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.%s is empty (NULL: the default)", fn,
+                            *out->input_name ? "target_name" : "input_name");
+    if (!strcmp(out->input_name, out->target_name)) // (vs_train_step refuses a batch naming one input twice)
+        return vs_set_error(VS_ERR_INVALID, "%s: desc.input_name and target_name are both \"%s\"", fn,
+                            out->input_name);
     return VS_OK;
 }
 

@@ -2753,7 +2753,8 @@ VS_API vs_result vs_ckpt_init(const vs_ckpt_desc* desc, vs_ckpt** out)
     if (!out) return vs_set_error(VS_ERR_NULL, "vs_ckpt_init: out is NULL");
     *out = NULL;
     if (!desc || !desc->mesh) return vs_set_error(VS_ERR_NULL, "vs_ckpt_init: %s is NULL", desc ? "desc.mesh" : "desc");
-    if (desc->keep_last < 0) return vs_set_error(VS_ERR_INVALID, "vs_ckpt_init: keep_last = %d", desc->keep_last);
+    if (desc->keep_last < 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_ckpt_init: desc.keep_last = %d (>= 0; 0: keep all)", desc->keep_last);
     const int flags[3] = {desc->no_checksum, desc->no_readahead, desc->untouched_on_error};
     const char* const fname[3] = {"no_checksum", "no_readahead", "untouched_on_error"};
     for (int i = 0; i < 3; i++)

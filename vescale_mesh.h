@@ -76,7 +76,8 @@
                                            inf or 0: no timeout (wait forever)
        VESCALE_TRANSPORT=threads|mpi|nccl  transport for vs_world_init (default: mpi
                                            when compiled in, else nccl)
-       VESCALE_DEBUG=desync,params         a list of debug modes (vs_world_desc.debug;
+       VESCALE_DEBUG=desync,params         a list of debug modes (vs_world_desc.debug,
+                                           vs_launch_desc.debug;
                                            vs_debug_modes parses them): desync,
                                            MPI: check every collective's arguments across
                                            ranks (see vs_world_abort); params: DDP
@@ -799,6 +800,10 @@ typedef struct vs_launch_desc {
     vs_logger logger;
     vs_log_level log_level;
     vs_allocator allocator;
+    /* Debug modes, as vs_world_desc.debug (NULL: VESCALE_DEBUG; "": none); an
+       unknown one is the launch's VS_ERR_INVALID. Every rank's world reads
+       them back (vs_world_query_desc). */
+    const char* debug;
 } vs_launch_desc;
 
 /* Runs fn on nranks ranks, each a thread of this process, and joins them. Returns
@@ -983,7 +988,7 @@ VS_API double vs_world_timeout(const vs_world* w);
    when it numbered the ranks), master_addr/port, init_file (NULL: none),
    timeout_s (INFINITY: none), log_level, logger, allocator, debug (the modes'
    names). Worlds of vs_launch report the launch desc's values the same way
-   (debug: VESCALE_DEBUG's modes). master_addr, init_file and debug point into
+   (debug: vs_launch_desc.debug's modes, else VESCALE_DEBUG's). master_addr, init_file and debug point into
    the world. */
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out);
 
@@ -5046,6 +5051,10 @@ _VS_PRIVATE vs_result _vs_launch_desc_defaults(const vs_launch_desc* d, vs_launc
 #endif
     _VS_TRY(_vs_resolve_timeout("vs_launch", d->timeout_s, &out->timeout_s));
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
+    unsigned modes; // a malformed value is the launch's error (naming it), not modes silently off
+    if (d->debug && vs_debug_modes(d->debug, &modes))
+        return _vs_err(VS_ERR_INVALID, "vs_launch: desc.debug: %s", vs_last_error());
+    if (!d->debug) _VS_TRY(vs_debug_modes(NULL, &modes)); // (its message names the variable)
     return VS_OK;
 }
 
@@ -5061,7 +5070,7 @@ _VS_PRIVATE vs_world* _vs_launch_world(_vs_tjob* job, int i)
         memset(&wd, 0, sizeof wd);
         wd.logger = d->logger;
         wd.allocator = d->allocator;
-        wd.debug = getenv("VESCALE_DEBUG");
+        wd.debug = d->debug ? d->debug : getenv("VESCALE_DEBUG");
         _vs_world_keep_desc(w, &wd);
     }
     return w;
@@ -9610,9 +9619,10 @@ VS_API vs_result vs_mesh_free(vs_mesh* m)
         return _vs_err(VS_ERR_STATE, "vs_mesh_free: this is a submesh, owned and freed by its parent mesh; "
                                      "free the mesh vs_mesh_init returned");
     if (m->users > 0)
-        return _vs_err(VS_ERR_STATE, "vs_mesh_free: %d handle(s) built on this mesh (DDP, ...) are still alive; "
-                                     "free them first (a training state's mesh, vs_train_mesh: vs_train_free frees "
-                                     "it with them; it is left as it was)", m->users);
+        return _vs_err(VS_ERR_STATE, "vs_mesh_free: %d handle(s) built on this mesh or a submesh (a vs_ddp, vs_pipe "
+                                     "or vs_ckpt) are still alive: free them first (a training state's mesh, "
+                                     "vs_train_mesh: vs_train_free frees it with them); the mesh is left as it was",
+                       m->users);
     vs_result r = _vs_mesh_ids_final(m); // (an id out of range found after its call returned: reported, freed anyway)
     // device: the calls returned when enqueued; their work done before the frees, with the deadline (its error is
     // not the free's: an aborted communicator answers at once, as a failed job's survivors free theirs)
@@ -12014,24 +12024,28 @@ _VS_PRIVATE void* _vs_lh_main(void* arg)
     return NULL;
 }
 
-VS_API vs_result vs_lighthouse_query_desc(const vs_lighthouse_desc* d, vs_lighthouse_desc* out)
+/* The defaults of vs_lighthouse_desc resolved and checked in this one place;
+   fn names the caller (vs_lighthouse_query_desc, vs_lighthouse_start). */
+_VS_PRIVATE vs_result _vs_lh_resolve(const vs_lighthouse_desc* d, vs_lighthouse_desc* out, const char* fn)
 {
-    _VS_CHECK_NULL(out, "out");
     vs_lighthouse_desc z;
     memset(&z, 0, sizeof z);
     if (!d) d = &z;
     if (d->port < 0 || d->port > 65535)
-        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: port %d out of range [0, 65535]", d->port);
-    if (d->max_conns < 0 || d->max_keys < 0 || d->idle_s < 0 || d->stall_s < 0 || d->expire_s < 0 ||
-        d->idle_s != d->idle_s || d->stall_s != d->stall_s || d->expire_s != d->expire_s)
-        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: a negative or NaN limit (max_conns %d, max_keys %d, "
-                       "idle_s %g, stall_s %g, expire_s %g; 0: the default)", d->max_conns, d->max_keys, d->idle_s,
-                       d->stall_s, d->expire_s);
+        return _vs_err(VS_ERR_INVALID, "%s: desc.port = %d (0 .. 65535; 0: any free one)", fn, d->port);
+    if (d->max_conns < 0 || d->max_keys < 0)
+        return _vs_err(VS_ERR_INVALID, "%s: desc.%s = %d (>= 0; 0: the default)", fn,
+                       d->max_conns < 0 ? "max_conns" : "max_keys", d->max_conns < 0 ? d->max_conns : d->max_keys);
+    const double secs[3] = {d->idle_s, d->stall_s, d->expire_s};
+    static const char* const sname[3] = {"idle_s", "stall_s", "expire_s"};
+    for (int i = 0; i < 3; i++)
+        if (!(secs[i] >= 0))
+            return _vs_err(VS_ERR_INVALID, "%s: desc.%s = %g (>= 0; 0: the default)", fn, sname[i], secs[i]);
     *out = *d;
     const char* tok = d->token ? d->token : getenv("VESCALE_LIGHTHOUSE_TOKEN");
     out->token = tok && *tok ? tok : NULL;
     if (out->token && strlen(out->token) > _VS_LH_TOKEN_MAX)
-        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: the token is %zu bytes, over %d", strlen(out->token),
+        return _vs_err(VS_ERR_INVALID, "%s: the token is %zu bytes, over %d", fn, strlen(out->token),
                        _VS_LH_TOKEN_MAX);
     struct rlimit rl;
     int fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 1u << 20
@@ -12046,8 +12060,14 @@ VS_API vs_result vs_lighthouse_query_desc(const vs_lighthouse_desc* d, vs_lighth
     if (!out->expire_s) out->expire_s = 600;
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
     if (out->max_value > 0x7fffffffu)
-        return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: max_value %zu over 2^31 - 1", out->max_value);
+        return _vs_err(VS_ERR_INVALID, "%s: desc.max_value = %zu (at most 2^31 - 1)", fn, out->max_value);
     return VS_OK;
+}
+
+VS_API vs_result vs_lighthouse_query_desc(const vs_lighthouse_desc* d, vs_lighthouse_desc* out)
+{
+    _VS_CHECK_NULL(out, "out");
+    return _vs_lh_resolve(d, out, "vs_lighthouse_query_desc");
 }
 
 VS_API vs_result vs_lighthouse_start_desc(const vs_lighthouse_desc* desc, vs_lighthouse** out)
@@ -12055,7 +12075,7 @@ VS_API vs_result vs_lighthouse_start_desc(const vs_lighthouse_desc* desc, vs_lig
     if (!out) return _vs_err(VS_ERR_INVALID, "vs_lighthouse_start: out is NULL");
     *out = NULL;
     vs_lighthouse_desc d;
-    _VS_TRY(vs_lighthouse_query_desc(desc, &d));
+    _VS_TRY(_vs_lh_resolve(desc, &d, "vs_lighthouse_start"));
     const char* addr = d.addr;
     struct addrinfo* ai = NULL;
     int gr = _vs_tcp_resolve(addr && *addr ? addr : NULL, d.port, 1, &ai);

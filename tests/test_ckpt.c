@@ -335,6 +335,10 @@ static int query_rank(vs_world* w, void* arg)
     VT_ERR(vs_ckpt_query_desc(ck, NULL), VS_ERR_NULL, "out is NULL");
     VT_OK(vs_ckpt_free(ck));
     VT_ERR(vs_ckpt_query_desc(ck, &q2), VS_ERR_STATE, "already freed");
+    vs_ckpt* bad = NULL; // a refused desc names the field and its range (keep_last said only "keep_last = -3")
+    VT_EXPECT_ERR(vs_ckpt_init(&(vs_ckpt_desc){.mesh = m, .keep_last = -3}, &bad), VS_ERR_INVALID,
+                  "vs_ckpt_init: desc.keep_last = -3", "0: keep all");
+    VT_CHECK(!bad, "a refused desc gave a checkpointer");
     vs_ckpt_desc in = {.mesh = m, .no_checksum = 1, .async_max_bytes = 1024, .keep_last = 3, .no_readahead = 1,
                        .untouched_on_error = 1};
     VT_OK(vs_ckpt_init(&in, &ck));

@@ -34,7 +34,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char DIR_[256];
@@ -574,6 +576,28 @@ static void bad_input_case(void)
     expect_open("bad_short.bin", 16, 1, VS_ERR_INVALID, "sequence length is longer than this shard");
     expect_open("bad_hdr.bin", 8, 2, VS_ERR_INVALID, "less than a token shard's 1024-byte header");
     expect_open("nothing_*.bin", 8, 2, VS_ERR_IO, "no file matches");
+    /* what a glob may also match: a folder (said to be one, not "4096 bytes"),
+       and a FIFO, whose open blocked forever: a child, so a hang fails the case */
+    snprintf(p, sizeof p, "%s/bad_dir.bin", DIR_);
+    mkdir(p, 0700);
+    expect_open("bad_dir.bin", 8, 2, VS_ERR_INVALID, "not a regular file");
+    snprintf(p, sizeof p, "%s/bad_fifo.bin", DIR_);
+    VT_CHECK(mkfifo(p, 0600) == 0, "mkfifo %s", p);
+    fflush(stdout);
+    pid_t kid = fork();
+    if (kid == 0) {
+        alarm(10);
+        int before = vt_failures;
+        expect_open("bad_fifo.bin", 8, 2, VS_ERR_INVALID, "not a regular file");
+        _exit(vt_failures == before ? 0 : 1);
+    }
+    int st = -1;
+    waitpid(kid, &st, 0);
+    VT_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "vs_data_open on a FIFO: child status %d (%s)", st,
+             WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? "it hung" : "refused wrongly");
+    unlink(p);
+    snprintf(p, sizeof p, "%s/bad_dir.bin", DIR_);
+    rmdir(p);
     expect_open("bad_vocab.bin", 8, 13, VS_ERR_INVALID, "fewer than a batch of 13"); // 99 / 8 = 12 rows
     vs_data* d;
     snprintf(p, sizeof p, "%s/bad_vocab.bin", DIR_);
@@ -690,6 +714,18 @@ static void query_desc_case(void)
     VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "vs_data_query_desc", "DP=3 does not divide");
     VT_EXPECT_ERR(vs_data_query_desc(NULL, &q), VS_ERR_NULL, "vs_data_query_desc", "desc");
     VT_EXPECT_ERR(vs_data_query_desc(&dd, NULL), VS_ERR_NULL, "vs_data_query_desc", "out");
+    /* a new user's misuse: one name for inputs and targets (a batch vs_train_step
+       then refuses, far from the cause), a negative dp_size (said as a bad dp_rank) */
+    dd.dp_size = 0, dd.input_name = "x", dd.target_name = "x";
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "vs_data_query_desc: desc.input_name and target_name",
+                  "\"x\"");
+    dd.target_name = NULL, dd.input_name = "targets";
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "desc.input_name and target_name", "\"targets\"");
+    dd.input_name = "";
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "vs_data_query_desc: desc.input_name", "empty");
+    dd.input_name = NULL, dd.dp_size = -1;
+    VT_EXPECT_ERR(vs_data_query_desc(&dd, &q), VS_ERR_INVALID, "vs_data_query_desc: desc.dp_size = -1", NULL);
+    dd.dp_size = 0;
     VT_OK(vs_launch(2, query_train_rank, pat));
 }
 

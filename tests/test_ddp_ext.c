@@ -1056,7 +1056,8 @@ static void case_debug_modes(void)
     for (int i = 0; i < 3; i++) {
         char out[8192];
         int status = in_child(rank_dbg_env, NULL, envs[i], out, sizeof out);
-        VT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "VESCALE_DEBUG=%s: the child failed (status %d): %s",
+        int want = strstr(envs[i], "bogus") ? 3 : 0; // (a bad value: vs_launch refuses it before any rank runs)
+        VT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == want, "VESCALE_DEBUG=%s: the child's status %d: %s",
                  envs[i], status, out);
     }
 }

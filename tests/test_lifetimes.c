@@ -24,6 +24,8 @@ static int submesh_rank(vs_world* w, void* arg)
     // a dependent retains the mesh (through a submesh): free is refused until released
     VT_OK(vs_mesh_retain(dp));
     VT_ERR(vs_mesh_free(mesh), VS_ERR_STATE, "still alive");
+    // which handles those are (a user's checkpointer was told "DDP, ..." and about training states)
+    VT_EXPECT_ERR(vs_mesh_free(mesh), VS_ERR_STATE, "a vs_ddp, vs_pipe or vs_ckpt", "free them first");
     VT_OK(vs_mesh_release(dp));
     VT_ERR(vs_mesh_release(mesh), VS_ERR_STATE, "no vs_mesh_retain");
     VT_OK(vs_mesh_free(mesh));

@@ -114,14 +114,55 @@ static void debug_modes(void)
     VT_CHECK(r == VS_ERR_INVALID && w == NULL && strstr(vs_last_error(), "vs_world_init: debug") &&
                  strstr(vs_last_error(), "'bogus'"),
              "desc.debug bogus: %s: %s", vs_result_string(r), vs_last_error());
+    /* thread ranks take them in vs_launch_desc.debug too (the environment the
+       fallback); a bad one is the launch's error naming the field */
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = 2, ld.debug = "params";
+    VT_OK(vs_launch_ex(&ld, debug_rank, (void*)"params"));
+    ld.debug = "";
+    setenv("VESCALE_DEBUG", "params", 1);
+    VT_OK(vs_launch_ex(&ld, debug_rank, (void*)"")); // ("": none, over the environment)
+    unsetenv("VESCALE_DEBUG");
+    ld.debug = "params,bogus";
+    VT_EXPECT_ERR(vs_launch_ex(&ld, debug_rank, (void*)""), VS_ERR_INVALID, "vs_launch: desc.debug", "'bogus'");
     setenv("VESCALE_DEBUG", "bogus", 1);
     r = vs_world_init(&(vs_world_desc){.transport = VS_TRANSPORT_MPI}, &w);
     VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "VESCALE_DEBUG") && strstr(vs_last_error(), "'bogus'"),
              "VESCALE_DEBUG=bogus: %s: %s", vs_result_string(r), vs_last_error());
+    /* vs_launch too: a malformed value is an error naming the variable, not
+       modes silently off (a new user's trainer without DDP saw VS_OK) */
+    r = vs_launch(2, debug_rank, (void*)"");
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "VESCALE_DEBUG") && strstr(vs_last_error(), "'bogus'"),
+             "vs_launch with VESCALE_DEBUG=bogus: %s: %s", vs_result_string(r), vs_last_error());
     r = vs_world_init(&(vs_world_desc){.transport = VS_TRANSPORT_MPI, .debug = "desync"}, &w); // (the desc wins)
     VT_CHECK(r != VS_ERR_INVALID, "desc.debug over VESCALE_DEBUG: %s: %s", vs_result_string(r), vs_last_error());
     if (r == VS_OK) vs_world_free(w);
     unsetenv("VESCALE_DEBUG");
+}
+
+/* vs_lighthouse_query_desc names itself and the one bad field (it said
+   "vs_lighthouse_start: a negative or NaN limit (...)" listing all five) */
+static void lighthouse_desc(void)
+{
+    vs_lighthouse_desc d, q;
+    memset(&d, 0, sizeof d);
+    d.port = 70000;
+    VT_EXPECT_ERR(vs_lighthouse_query_desc(&d, &q), VS_ERR_INVALID, "vs_lighthouse_query_desc: desc.port = 70000", NULL);
+    d.port = 0, d.idle_s = -1;
+    VT_EXPECT_ERR(vs_lighthouse_query_desc(&d, &q), VS_ERR_INVALID, "vs_lighthouse_query_desc: desc.idle_s = -1", NULL);
+    d.idle_s = 0, d.stall_s = NAN;
+    VT_EXPECT_ERR(vs_lighthouse_query_desc(&d, &q), VS_ERR_INVALID, "vs_lighthouse_query_desc: desc.stall_s = nan", NULL);
+    d.stall_s = 0, d.max_keys = -2;
+    VT_EXPECT_ERR(vs_lighthouse_query_desc(&d, &q), VS_ERR_INVALID, "vs_lighthouse_query_desc: desc.max_keys = -2", NULL);
+    d.max_keys = 0, d.max_conns = -1;
+    vs_lighthouse* lh = NULL;
+    VT_EXPECT_ERR(vs_lighthouse_start_desc(&d, &lh), VS_ERR_INVALID, "vs_lighthouse_start: desc.max_conns = -1", NULL);
+    VT_CHECK(!lh, "a refused start gave a lighthouse");
+    d.max_conns = 0;
+    VT_OK(vs_lighthouse_query_desc(&d, &q));
+    VT_CHECK(q.idle_s == 60 && q.stall_s == 5 && q.expire_s == 600, "defaults: idle %g stall %g expire %g", q.idle_s,
+             q.stall_s, q.expire_s);
 }
 
 int main(void)
@@ -132,5 +173,6 @@ int main(void)
     VT_CASE("query/from_the_environment", run(0, "inf", "warn", VS_LOG_DEFAULT, INFINITY, VS_LOG_WARN));
     VT_CASE("query/desc_wins", run(7.5, "inf", "warn", VS_LOG_ERROR, 7.5, VS_LOG_ERROR));
     VT_CASE("query/debug_modes", debug_modes());
+    VT_CASE("query/lighthouse_desc", lighthouse_desc());
     return vt_summary();
 }

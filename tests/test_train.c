@@ -126,6 +126,12 @@ static int rank_query_desc(vs_world* w, void* arg)
     d.clip = 0, d.loss_scale.backoff = 2;
     VT_EXPECT_ERR(vs_train_query_desc(&d, &q), VS_ERR_INVALID, "vs_train_query_desc", "backoff 2");
     VT_EXPECT_ERR(vs_train_query_desc(&d, NULL), VS_ERR_NULL, "vs_train_query_desc", "out");
+    /* the optimizer's numbers as vs_parallelize's DDP checks them: a desc the
+       query passed used to fail only inside vs_parallelize */
+    d.loss_scale.backoff = 0, d.optim.beta1 = 2, d.optim.beta1_set = 1;
+    VT_EXPECT_ERR(vs_train_query_desc(&d, &q), VS_ERR_INVALID, "vs_train_query_desc: desc.optim.beta1 2", "[0, 1)");
+    d.optim.beta1 = 0, d.optim.weight_decay = NAN;
+    VT_EXPECT_ERR(vs_train_query_desc(&d, &q), VS_ERR_INVALID, "vs_train_query_desc", "optim.weight_decay nan");
 
     /* vs_parallelize uses them: a zero desc trains at lr 1e-3, one call a step,
        no loss scale, with DDP's resolved optimizer */

@@ -624,19 +624,55 @@ static vs_result no_data(vs_pipe_call* c) // (the pipe below is made and freed, 
     return vs_set_error(VS_ERR_STATE, "not run");
 }
 
-/* A second free and a call on a freed schedule, pipe, checkpointer and training
-   state: VS_ERR_STATE, "already freed". */
-static int rank_freed(vs_world* w, void* arg)
+/* A training state of the test model on PP x DP, 2 microbatches (NULL: failed, checked). */
+static vs_train* two_mb_state(vs_world* w, int pp, int dp)
 {
-    (void)arg;
     job J;
     memset(&J, 0, sizeof J);
-    J.plan.dp = 2;
+    J.plan.pp = pp, J.plan.dp = dp;
     J.plan.microbatches = 2;
     vs_train_desc d;
     train_desc(&J, &d);
     vs_train* t = NULL;
     VT_OK(vs_parallelize(w, &d, &t));
+    return t;
+}
+
+/* A batch that lacks a data input the model takes is refused on every rank
+   before anything runs; on PP2 only the last stage takes "t", and it used to
+   fail there alone, mid-schedule, aborting the job (every later call then
+   VS_ERR_ABORTED). The state stays usable. */
+static int rank_missing_input(vs_world* w, void* arg)
+{
+    vs_train* t = two_mb_state(w, 2, 1);
+    if (!t) return 1;
+    float X[ROWS * D], T[ROWS * D];
+    vs_batch bt = batch_of(0, X, T);
+    vs_batch no_t = bt;
+    no_t.n = 1;
+    double l;
+    VT_EXPECT_ERR(vs_train_step(t, &no_t, &l), VS_ERR_INVALID, "vs_train_step: the batch has no \"t\"", "takes");
+    VT_EXPECT_ERR(vs_train_eval(t, &no_t, &l), VS_ERR_INVALID, "vs_train_eval: the batch has no \"t\"", NULL);
+    no_t = bt, no_t.name[0] = "X"; // (a misspelt one: both named)
+    VT_EXPECT_ERR(vs_train_step(t, &no_t, &l), VS_ERR_INVALID, "the batch has no \"x\"", "\"X\"");
+    VT_OK(vs_train_step(t, &bt, &l));
+    VT_CHECK(isfinite(l) && vs_train_steps(t) == 1, "after the refusals: loss %g, %lld steps", l,
+             (long long)vs_train_steps(t));
+    /* saving over a checkpoint: vs_train_save's refusal, not vs_ckpt_save's advice
+       to pass an overwrite flag that vs_train_save does not have */
+    const char* dir = (const char*)arg;
+    VT_EXPECT_ERR(vs_train_save(t, dir, NULL, 0, 0), VS_ERR_STATE, "vs_train_save: ", "exists");
+    VT_CHECK(!strstr(vs_last_error(), "overwrite"), "advice vs_train_save cannot follow: %s", vs_last_error());
+    VT_OK(vs_train_free(t));
+    return 0;
+}
+
+/* A second free and a call on a freed schedule, pipe, checkpointer and training
+   state: VS_ERR_STATE, "already freed". */
+static int rank_freed(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_train* t = two_mb_state(w, 1, 2);
     if (!t) return 1;
     vs_mesh* mesh = NULL;
     VT_OK(vs_mesh_init(w, &(vs_mesh_desc){.shape = {2}, .dim_names = {"DP"}}, &mesh));
@@ -732,5 +768,9 @@ int main(void)
     VT_CASE("handles/owned_frees_refused_dp2_tp2", t_owned(1, 2, 2));
     VT_CASE("handles/owned_frees_refused_pp2_dp2", t_owned(2, 2, 1));
     VT_CASE("handles/second_free_and_use_after_free", VT_OK(vs_launch(2, rank_freed, NULL)));
+    char taken[] = "/tmp/vs_train_taken_XXXXXX"; // an existing path: vs_train_save refuses it
+    VT_CHECK(mkdtemp(taken) != NULL, "mkdtemp");
+    VT_CASE("misuse/missing_input_refused_on_every_rank_pp2_and_a_taken_path", VT_OK(vs_launch(2, rank_missing_input, taken)));
+    rmdir(taken);
     return vt_summary();
 }
