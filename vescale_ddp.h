@@ -1516,8 +1516,14 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     _vs_ddp_desc_defaults(&rd);
     vs_result rv = _vs_ddp_optim_check(&rd.optim);
     if (rv) return rv;
-    unsigned dbg = 0; // VESCALE_DEBUG, parsed by the mesh's one parser
-    if ((rv = vs_debug_modes(NULL, &dbg))) return vs_set_error(rv, "vs_ddp_init: %s", vs_last_error());
+    // the world's debug modes as it resolved them (vs_world_desc.debug / vs_launch_desc.debug, else
+    // VESCALE_DEBUG), parsed by the mesh's one parser
+    unsigned dbg = 0;
+    vs_world_desc wdesc;
+    memset(&wdesc, 0, sizeof wdesc); // (gcc cannot see that a failed query leaves it unread)
+    if ((rv = vs_world_query_desc(desc->mesh ? vs_mesh_world(desc->mesh) : desc->world, &wdesc)) ||
+        (rv = vs_debug_modes(wdesc.debug ? wdesc.debug : "", &dbg)))
+        return vs_set_error(rv, "vs_ddp_init: %s", vs_last_error());
     vs_mesh* m = desc->mesh;
     if (!m) { // desc->world: one dim over all its ranks
         vs_mesh_desc md;
@@ -2959,7 +2965,9 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
         d->skip_next = 0;
         d->grads_pending = 0;
         d->skipped++;
-        vs_log(d->world, VS_LOG_WARN, "vs_ddp_step: step skipped: the gradient norm was not finite (%lld skipped)",
+        // (a training state's DDP: vs_train_step says it once, naming the step; this is detail)
+        vs_log(d->world, d->owner ? VS_LOG_INFO : VS_LOG_WARN,
+               "vs_ddp_step: step skipped: the gradient norm was not finite (%lld skipped)",
                (long long)d->skipped);
         return VS_OK;
     }

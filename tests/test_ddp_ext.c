@@ -1040,6 +1040,41 @@ static int rank_dbg_env(vs_world* w, void* arg)
     VT_OK(vs_mesh_free(mesh));
     return 0;
 }
+/* The world's modes reach DDP: vs_launch_desc.debug turns DDP's params checks on
+   without VESCALE_DEBUG, and "" turns them off beside VESCALE_DEBUG=params. */
+static int rank_dbg_desc(vs_world* w, void* arg)
+{
+    int want = *(const int*)arg;
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.world = w;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    VT_CHECK(d && d->debug_params == want, "launch desc debug: debug_params %d, want %d", d ? d->debug_params : -1,
+             want);
+    if (d) VT_OK(vs_ddp_free(d));
+    return 0;
+}
+static void case_debug_desc(void)
+{
+    const char* had = getenv("VESCALE_DEBUG");
+    char keep[64];
+    snprintf(keep, sizeof keep, "%s", had ? had : "");
+    static const char* descs[2] = {"params", ""};
+    static const char* envs[2] = {NULL, "params"};
+    for (int i = 0; i < 2; i++) {
+        if (envs[i]) setenv("VESCALE_DEBUG", envs[i], 1);
+        else unsetenv("VESCALE_DEBUG");
+        int want = i == 0;
+        vs_launch_desc ld;
+        memset(&ld, 0, sizeof ld);
+        ld.nranks = 2;
+        ld.debug = descs[i];
+        VT_OK(vs_launch_ex(&ld, rank_dbg_desc, &want));
+    }
+    if (had) setenv("VESCALE_DEBUG", keep, 1);
+    else unsetenv("VESCALE_DEBUG");
+}
 static void case_debug_modes(void)
 {
     unsigned m = 0;
@@ -1167,6 +1202,9 @@ int main(void)
             "the parameter", case_subpage());
     VT_CASE("VESCALE_DEBUG is one list (vs_debug_modes): desync,params, params; an unknown mode is named by vs_ddp_init",
             case_debug_modes());
+    VT_CASE("vs_launch_desc.debug reaches DDP: \"params\" without VESCALE_DEBUG turns its checks on, \"\" beside "
+            "VESCALE_DEBUG=params turns them off",
+            case_debug_desc());
     VT_CASE("out-of-order readiness (a tied embedding first): one warning a rank naming both tensors; VESCALE_LOG=debug "
             "logs each bucket's launch with its tensors", case_order());
     VT_CASE("the gradients are zeroed once a step: by DDP after a ZeRO-1 reduction (vs_ddp_zero_grad writes nothing)",

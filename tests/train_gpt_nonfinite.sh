@@ -3,7 +3,8 @@
 # NaN, and nothing is silent by default (VESCALE_LOG unset: the level is warn):
 #  - 4 steps on PP1 x DP2 x TP2 beside one rank, NaN from step 2: status 0; each
 #    of the 4 ranks warns that steps 2 and 3 were skipped (vs_train_step's line
-#    naming the step), the table marks both, and the run counts 2 of 4 skipped;
+#    naming the step, and no second line from its DDP), the table marks both, and
+#    the run counts 2 of 4 skipped;
 #  - every step NaN: status 1, "every step was skipped";
 #  - VESCALE_LOG=off silences the warnings (the table and the count stay).
 # Prints "ok/not ok example/train_gpt_nonfinite ..." lines.
@@ -23,6 +24,9 @@ marked=$(grep -c 'skipped: the gradients are not finite' "$tmp/out.log")
 say "$([ $rc = 0 ] && [ $warns = 8 ] && [ "$marked" = 2 ] && grep -q '^2 of 4 steps skipped' "$tmp/out.log" && echo 1)" \
     "NaN from step 2 on 1x2x2: $warns of 8 warn lines (4 ranks x 2 steps), $marked steps marked skipped (status $rc)"
 [ $rc = 0 ] && [ $warns = 8 ] || { tail -5 "$tmp/out.log"; head -5 "$tmp/err.log"; }
+# one warning a rank and step: the training state's DDP says its own at info, not a second warning
+ddpwarns=$(grep -c "^vescale warn: .*vs_ddp_step: step skipped" "$tmp/err.log")
+say "$([ "$ddpwarns" = 0 ] && echo 1)" "NaN from step 2 on 1x2x2: $ddpwarns second warnings from the training state's DDP (want 0)"
 
 "$bin" --mesh 1x2x1 --steps 3 --nan-from 0 --no-reference >"$tmp/all.log" 2>&1
 rc=$?
