@@ -55,7 +55,8 @@ $(B):
 # - IMPL_OWN compiles the implementation into itself, as before: a test that sets a
 #   macro the implementation reads before its include (the mock runtime's, the
 #   checkpoint's read-ahead thresholds: found by awk), or that reads the library's
-#   static state (the kernel cache's counts: its own copy would be another one).
+#   static state (the kernel cache's counts: its own copy would be another one; the
+#   thread's error state is shared: tests/vs_private.awk).
 # A new tests/test_*.c needs no rule: the greps place it. A linked build that fails
 # is tried private, and a private one that fails is compiled the old way, with a
 # note naming it.

@@ -7,6 +7,21 @@
 # headers' layout (STYLE.md): a definition starts at column 0 with VS_API, its
 # body is "{" ... "}" at column 0, or the whole function is one line. Anything
 # else stops the build (exit 1), so a change of layout is not silently misread.
+# The one piece of the library's state outside a handle is each thread's error
+# (vescale_mesh.h: _vs_err_tls). The test's own copies of the private helpers must
+# report into the object's, which vs_last_error() shows: it returns that state's
+# message, so the state is found from it. (Were it ever a copy, the tests that check
+# a helper's message would fail, not pass.)
+/^_VS_PRIVATE _vs_errstate\* _vs_err_tls\(void\)$/ {
+    print
+    print "{"
+    print "    return (_vs_errstate*)(void*)((char*)(uintptr_t)vs_last_error() - offsetof(_vs_errstate, msg));"
+    print "}"
+    errtls = 1
+    inbody = 1
+    getline # its "{"
+    next
+}
 /^VS_API/ && !insig && !inbody {
     sig = ""
     insig = 1
@@ -51,6 +66,10 @@ inbody {
 }
 { print }
 END {
+    if (!bad && FILENAME ~ /vescale_mesh\.h$/ && !errtls) {
+        print FILENAME ": vs_private.awk: no _vs_err_tls (the thread's error state) to share" > "/dev/stderr"
+        exit 1
+    }
     if (!bad && (insig || inbody)) {
         print FILENAME ": vs_private.awk: the file ended inside a public function" > "/dev/stderr"
         exit 1
