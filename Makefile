@@ -317,8 +317,10 @@ run-gpu: | $(B)
 	./$(B)/train_gpt_gpu --device cuda --steps 10 --dtype bf16
 
 # The README's test command (and .ci/run's).
-# The fuzz harnesses run FUZZ_SECONDS each inside `make test` (0: not at all; 15 keeps the
-# fuzz part near 2 minutes on the 2-core CI machine; `make fuzz` runs 60 each).
+# The fuzz harnesses run FUZZ_SECONDS each inside `make test`, one at a time on one core
+# beside the other stages (0: not at all; at 15 the fuzz stage takes some 3 minutes, about
+# as long as the other stages on the other core of the 2-core CI machine; `make fuzz`
+# runs 60 each, two at a time).
 FUZZ_SECONDS ?= 15
 # The binaries are built first by a sub-make with one job per core (the builds were
 # half of a CI run on 2 cores); command-line variables (B, OPT, SAN, ...) pass down.
