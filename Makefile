@@ -73,8 +73,8 @@ IMPL_SHARED := $(IMPL_LINKED) $(IMPL_PRIV)
 # $(call BUILD,<compiler and flags>,<config>,<libraries>) in a recipe: compiles $< into
 # $@ in the way its program's list says, against $(B)/impl/<config>.o.
 _VS_OWN  = $(1) -o $@ $< $(3)
-_VS_LINK = $(1) -o $@ $< -include tests/vs_linked.h $(B)/impl/$(2).o $(3) 2>/dev/null
-_VS_PRIV = $(1) -iquote $(B)/priv -o $@ $< -include tests/vs_private.h $(B)/impl/$(2).o $(3) 2>/dev/null
+_VS_LINK = $(1) $(IMPL_FLAGS_$(2)) -o $@ $< -include tests/vs_linked.h $(B)/impl/$(2).o $(IMPL_OBJS_$(2)) $(3) 2>/dev/null
+_VS_PRIV = $(1) $(IMPL_FLAGS_$(2)) -iquote $(B)/priv -o $@ $< -include tests/vs_private.h $(B)/impl/$(2).o $(IMPL_OBJS_$(2)) $(3) 2>/dev/null
 _VS_NOTE = echo "note: $< does not build against $(B)/impl/$(2).o: compiled with the implementation (list it in IMPL_OWN, with the reason)"
 BUILD = $(if $(filter $(notdir $(basename $<)),$(IMPL_OWN)),$(_VS_OWN),\
 	$(if $(filter $(notdir $(basename $<)),$(IMPL_PRIV)),,$(_VS_LINK) || )$(_VS_PRIV) || { $(_VS_NOTE); $(_VS_OWN); })
@@ -123,6 +123,15 @@ STRICT_CFLAGS = -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/includ
 $(B)/impl/strict.o: tests/vs_impl.c $(HEADERS) | $(B)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -c -o $@ $<
+# ... and the stand-in itself compiled once too (tests/strict/vs_strict.c): the programs
+# that link the strict object get vs_strict.h's interface only (VS_STRICT_LINKED)
+$(B)/impl/standin.o: tests/strict/vs_strict.c $(STRICT_H) $(PRIV_H) tests/vs_private.h | $(B)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS) -iquote $(B)/priv -include tests/vs_private.h -c -o $@ $<
+# (test_strict_shrink reads the stand-in's communicator struct: it compiles the stand-in in)
+STRICT_WHOLE := test_strict_shrink
+IMPL_FLAGS_strict = $(if $(filter $(notdir $(basename $<)),$(STRICT_WHOLE)),,-DVS_STRICT_LINKED)
+IMPL_OBJS_strict = $(if $(filter $(notdir $(basename $<)),$(STRICT_WHOLE)),,$(B)/impl/standin.o)
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_nccl_strict)
 $(B)/test_nccl_strict: tests/test_nccl.c $(STRICT_H) tests/ddp_model.h tests/device_layout_cases.h $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
@@ -190,7 +199,7 @@ $(B)/test_lighthouse: tests/test_lighthouse.c tests/lighthouse_tool.h $(STRICT_H
 STRICT_PROGS := $(B)/test_ddp_ext_strict $(B)/test_ckpt_nccl $(B)/test_pipe_nccl $(B)/test_nccl_vendor \
                 $(B)/test_train_nccl $(B)/test_gpt_nccl $(B)/train_gpt_strict $(B)/test_gpt_kernels_strict \
                 $(B)/test_strict_counts $(B)/test_strict_shrink $(B)/test_elastic_procs $(B)/test_lighthouse $(STRICT_NEG)
-$(STRICT_PROGS): $(B)/impl/strict.o $(PRIV_H) tests/vs_private.h
+$(STRICT_PROGS): $(B)/impl/strict.o $(B)/impl/standin.o $(PRIV_H) tests/vs_private.h
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
 
