@@ -48,8 +48,10 @@ timed() { # out-prefix, command...: runs it under the limit; writes .log, .secs,
     rc=$?
     t1=$(date +%s.%N)
     awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }' >"$out.secs"
-    # the CPU time (user + system) of what this subshell waited for: the stage
-    times | awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); c += t[1] * 60 + t[2] } printf "%.1f", c }' >"$out.cpu"
+    # the CPU time (user + system) of what this subshell waited for: the stage (times
+    # into a file: in a pipe it would run in a subshell that waited for nothing)
+    times >"$out.times"
+    awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); c += t[1] * 60 + t[2] } printf "%.1f", c }' "$out.times" >"$out.cpu"
     echo "$rc" >"$out.rc.tmp" && mv "$out.rc.tmp" "$out.rc"
 }
 
