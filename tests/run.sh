@@ -9,21 +9,27 @@ MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 COMPILE_CHECK=${COMPILE_CHECK:-1}
 LIMIT=${TEST_TIMEOUT:-300}
 FUZZ_SECONDS=${FUZZ_SECONDS:-0}
-# The test binaries of the threads transport run TEST_JOBS at a time (default 2, the
-# CI machine's cores: many of them wait on timeouts and child processes more than
-# they compute); each one's output is kept apart and printed in order, as one run
-# after another prints it. They share no fixed port or path (temporary directories
-# are mkdtemp's or carry the pid; ports are ephemeral). Everything else (MPI jobs,
-# the scripts) runs alone, as before. TEST_JOBS=1 runs everything one by one.
-JOBS=${TEST_JOBS:-2}
+# Every stage (a test binary, an MPI run, a script, the fuzz harnesses, the compile
+# and install checks) runs in one pool, started in the order below (the longest
+# first: the suite ends when its longest stage does) and reported in that order,
+# each one's output kept apart. A stage has a weight: the cores it keeps busy. TEST_JOBS
+# (default: the cores, as nproc says) is how many cores the stages may keep busy
+# at once; stages that mostly wait (on timeouts, on processes that were killed, on a
+# lighthouse that does not answer) weigh 0 and run beside them, TEST_WAIT_JOBS
+# (default 3) of them at most. Stages share no fixed port or path (temporary
+# directories are mkdtemp's or carry the pid; ports are ephemeral). TEST_JOBS=1
+# TEST_WAIT_JOBS=0 runs everything one by one.
+JOBS=${TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
+WAIT_JOBS=${TEST_WAIT_JOBS:-3}
 pass=0 fail=0 skip=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 nbg=0 shown=0
+declare -A weight_of # pid -> weight, of the stages started
 
-report() { # label, log, status, seconds: prints a run and counts its lines
+report() { # label, log, status, seconds, cpu: prints a run and counts its lines
     local label=$1 log=$2 rc=$3
-    printf '== %s (%s s)\n' "$label" "$4"
+    printf '== %s (%s s) [cpu %s s]\n' "$label" "$4" "$5"
     cat "$log"
     local p f s
     p=$(grep -c '^ok ' "$log"); f=$(grep -c '^not ok ' "$log"); s=$(grep -c '^skip ' "$log")
@@ -34,7 +40,7 @@ report() { # label, log, status, seconds: prints a run and counts its lines
     fi
 }
 
-timed() { # out-prefix, command...: runs it under the limit; writes .log, .secs, then .rc
+timed() { # out-prefix, command...: runs it under the limit; writes .log, .secs, .cpu, then .rc
     local out=$1; shift
     local t0 t1 rc
     t0=$(date +%s.%N)
@@ -42,54 +48,107 @@ timed() { # out-prefix, command...: runs it under the limit; writes .log, .secs,
     rc=$?
     t1=$(date +%s.%N)
     awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }' >"$out.secs"
+    # the CPU time (user + system) of what this subshell waited for: the stage (times
+    # into a file: in a pipe it would run in a subshell that waited for nothing)
+    times >"$out.times"
+    awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); c += t[1] * 60 + t[2] } printf "%.1f", c }' "$out.times" >"$out.cpu"
     echo "$rc" >"$out.rc.tmp" && mv "$out.rc.tmp" "$out.rc"
 }
 
-flush() { # reports the background runs that ended, in the order they started
+flush() { # reports the runs that ended, in the order they started
     while [ "$shown" -lt "$nbg" ] && [ -f "$tmp/$shown.rc" ]; do
-        report "$(cat "$tmp/$shown.label")" "$tmp/$shown.log" "$(cat "$tmp/$shown.rc")" "$(cat "$tmp/$shown.secs")"
+        report "$(cat "$tmp/$shown.label")" "$tmp/$shown.log" "$(cat "$tmp/$shown.rc")" "$(cat "$tmp/$shown.secs")" "$(cat "$tmp/$shown.cpu")"
         shown=$((shown + 1))
     done
 }
 
-run_bg() { # label, command...: starts it once fewer than JOBS runs are going
-    while [ "$(jobs -pr | wc -l)" -ge "$JOBS" ]; do
+busy() { # sets nrun and wrun: the stages running and the sum of their weights
+    local p
+    nrun=0 wrun=0
+    for p in $(jobs -pr); do
+        nrun=$((nrun + 1)) wrun=$((wrun + ${weight_of[$p]:-1}))
+    done
+}
+
+stage() { # weight, label, command...: starts it once there is room for it
+    local w=$1
+    shift
+    while :; do
+        busy
+        [ "$nrun" -eq 0 ] && break
+        if [ "$nrun" -lt "$((JOBS + WAIT_JOBS))" ] && { [ "$w" -eq 0 ] || [ "$((wrun + w))" -le "$JOBS" ]; }; then break; fi
         wait -n
         flush
     done
     printf '%s' "$1" >"$tmp/$nbg.label"
     shift
     timed "$tmp/$nbg" "$@" &
+    weight_of[$!]=$w
     nbg=$((nbg + 1))
 }
 
-drain() { # waits for every background run and reports them
+drain() { # waits for every run and reports them
     wait
     flush
 }
 
-run_one() { # label, command...: runs it alone, after the background runs
-    drain
-    local label=$1; shift
-    timed "$tmp/one" "$@"
-    report "$label" "$tmp/one.log" "$(cat "$tmp/one.rc")" "$(cat "$tmp/one.secs")"
-    rm -f "$tmp/one.rc"
+# the stages that take longest, first (seconds on the 2-core CI machine, as measured):
+# the fuzz harnesses (~190 s, one at a time here), test_train_nccl (~65), the compile
+# checks (2 x ~75), the install check (~50), ulfm.sh (~40), test_pipe_nccl (~40);
+# those that wait: test_lighthouse (~40, 1 s of CPU), test_elastic_procs (~28, 4),
+# faults_mpi.sh (~30, 3). Then the other test binaries, the MPI runs, the scripts.
+has() { [ -x "$B/$1" ]; }
+ran=" " # the test binaries started by name below (the loop after them skips them)
+bin_stage() { # weight, name: runs $B/<name> when it was built
+    if has "$2"; then
+        stage "$1" "$2" "$B/$2"
+        ran="$ran$2 "
+    fi
 }
-
+# libFuzzer harnesses (tests/fuzz/), FUZZ_SECONDS each, one at a time (each keeps a
+# core busy for its seconds); 0 skips them
+if [ "${FUZZ_SECONDS:-0}" != 0 ]; then
+    # its own limit: each harness runs FUZZ_SECONDS after its build
+    saved=$LIMIT
+    LIMIT=$((12 * (FUZZ_SECONDS + 30)))
+    stage 1 "fuzz" env B="$B" FUZZ_SECONDS="$FUZZ_SECONDS" FUZZ_JOBS=1 bash tests/fuzz/run.sh
+    LIMIT=$saved
+fi
+bin_stage 0 test_lighthouse
+bin_stage 0 test_elastic_procs
+# --- MPI fault suite (issue 8): 4 processes, one bounded mpirun per fault (they wait on timeouts) ---
+if has test_faults_mpi; then
+    stage 0 "faults_mpi.sh" env MPIRUN="$MPIRUN" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+        bash tests/faults_mpi.sh "$B/test_faults_mpi"
+fi
+bin_stage 1 test_train_nccl
+if [ "$COMPILE_CHECK" = 1 ]; then
+    # each one compiler at a time in its own temporary directory: the compile checks
+    # in two halves (every other check), then the install check
+    stage 1 "compile_check (1 of 2)" env COMPILE_CHECK_SHARD=0/2 bash tests/compile_check.sh
+    stage 1 "compile_check (2 of 2)" env COMPILE_CHECK_SHARD=1/2 bash tests/compile_check.sh
+    # --- install + pkg-config / CMake consumers (issue 9) ---
+    stage 1 "install_check" bash tests/install_check.sh
+fi
+# --- MPI with ULFM (issue 24): an Open MPI 5 at VESCALE_ULFM_MPI (.ci/run installs one) ---
+stage 1 "ulfm.sh" env B="$B" bash tests/ulfm.sh
+for t in test_pipe_nccl test_nccl_strict test_layout test_gpt_nccl test_kernels_device test_train_gpt \
+         test_ckpt_crash test_rendezvous test_layout_nt; do
+    bin_stage 1 "$t"
+done
+# --- the strict stand-in's negative suite (issue 20): one GPU bug per program, each
+# reported by class, and a control that reports nothing (built when HAVE_STRICT)
+if has strict_neg_control; then
+    stage 1 "strict/neg.sh" env B="$B" bash tests/strict/neg.sh
+fi
 for t in "$B"/test_*; do
     [ -x "$t" ] || continue
     case "$t" in *_mpi) continue ;; esac
     # `make test-gpu` builds test_nccl (nvcc, a real GPU) into $B: not part of this suite
     case "$(basename "$t")" in test_nccl) continue ;; esac
-    run_bg "$(basename "$t")" "$t"
+    case "$ran" in *" $(basename "$t") "*) continue ;; esac
+    stage 1 "$(basename "$t")" "$t"
 done
-drain
-
-# --- the strict stand-in's negative suite (issue 20): one GPU bug per program, each
-# reported by class, and a control that reports nothing (built when HAVE_STRICT)
-if [ -x "$B/strict_neg_control" ]; then
-    run_one "strict/neg.sh" env B="$B" bash tests/strict/neg.sh
-fi
 
 # MPI builds: one run per process count (ranks are processes here).
 mpi_np() {
@@ -97,78 +156,75 @@ mpi_np() {
         test_collectives_mpi) echo "1 2 3 4" ;;
         test_mesh_mpi | test_layout_mpi) echo "1 2 4 8" ;;
         test_ddp_procs_mpi) echo "2 3 4" ;;
-        test_faults_mpi) echo "" ;; # one mpirun per fault: tests/faults_mpi.sh, below
+        test_faults_mpi) echo "" ;; # one mpirun per fault: tests/faults_mpi.sh, above
         *) echo "2" ;;
     esac
 }
+# Open MPI leaks from components it dlopens and unloads (their frames show as
+# "<unknown module>", which no suppression can name): leak checks of our code are
+# done by the threads runs of the same tests.
+NOLEAK="ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
 for t in "$B"/test_*_mpi; do
     [ -x "$t" ] || continue
     if ! command -v mpirun >/dev/null 2>&1; then
         echo "skip $(basename "$t"): mpirun not installed"; skip=$((skip + 1)); continue
     fi
     for np in $(mpi_np "$(basename "$t")"); do
-        # Open MPI leaks from components it dlopens and unloads (their frames show
-        # as "<unknown module>", which no suppression can name): leak checks of
-        # our code are done by the threads runs of the same tests.
-        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" run_one "$(basename "$t") np=$np" $MPIRUN -np "$np" "$t"
+        stage 1 "$(basename "$t") np=$np" env "$NOLEAK" $MPIRUN -np "$np" "$t"
     done
 done
 
 # --- examples/mlp_dp_tp.c (issue 9): DP2 x TP2 against one rank, losses within 1e-6 ---
-# (its exit status is its verdict: run_one reports a non-zero one as "not ok")
-if [ -x "$B/mlp_dp_tp" ]; then
-    run_one "mlp_dp_tp" bash -c '"$@" && echo "ok example/mlp_dp_tp"' _ "$B/mlp_dp_tp"
+# (its exit status is its verdict: report counts a non-zero one as "not ok")
+if has mlp_dp_tp; then
+    stage 1 "mlp_dp_tp" bash -c '"$@" && echo "ok example/mlp_dp_tp"' _ "$B/mlp_dp_tp"
 fi
 # --- examples/train_gpt.c (issue 12): PP2 x DP2 x TP2 beside one rank, save, resume on DP4 x TP2 ---
-if [ -x "$B/train_gpt" ]; then
-    ck=$(mktemp -d)
-    run_one "train_gpt" bash -c '"$1" --mesh 2x2x2 --steps 4 --save "$2/step-000004" && "$1" --mesh 1x4x2 --sp --steps 2 --resume auto --ckpt-dir "$2" && echo "ok example/train_gpt"' _ "$B/train_gpt" "$ck"
-    rm -rf "$ck"
+if has train_gpt; then
+    stage 1 "train_gpt" bash -c 'ck=$(mktemp -d) && trap "rm -rf \"\$ck\"" EXIT && "$1" --mesh 2x2x2 --steps 4 --save "$ck/step-000004" && "$1" --mesh 1x4x2 --sp --steps 2 --resume auto --ckpt-dir "$ck" && echo "ok example/train_gpt"' _ "$B/train_gpt"
     # killed (SIGKILL) on PP2 x DP2 x TP2 mid-run, resumed with --resume auto on 4 ranks (planner) and on 1x1x2
-    run_one "train_gpt_kill.sh" env B="$B" bash tests/train_gpt_kill.sh
+    stage 1 "train_gpt_kill.sh" env B="$B" bash tests/train_gpt_kill.sh
     # --elastic (issue 24): a rank killed mid-step on PP1 x DP4 x TP2 and PP2 x DP4 x TP1, the mesh shrinks
     # by its DP replica and grows back with a replacement; every step equals the uninterrupted run
-    run_one "train_gpt_elastic.sh" env B="$B" bash tests/train_gpt_elastic.sh
+    stage 1 "train_gpt_elastic.sh" env B="$B" bash tests/train_gpt_elastic.sh
     # --nan-from (issue 33): skipped steps warn at the default level; every step skipped ends with status 1
-    run_one "train_gpt_nonfinite.sh" env B="$B" bash tests/train_gpt_nonfinite.sh
+    stage 1 "train_gpt_nonfinite.sh" env B="$B" bash tests/train_gpt_nonfinite.sh
     # --explain names the plan that then trains (issue 19.7), numbers for people
-    run_one "train_gpt_explain.sh" env B="$B" bash tests/train_gpt_explain.sh
+    stage 1 "train_gpt_explain.sh" env B="$B" bash tests/train_gpt_explain.sh
     # --data (issue 23): shards tools/vescale-shards writes from README.md; the loss falls;
     # saved on 1x2x2, resumed on DP4 and PP2 x TP2 beside one rank that read the same stream
-    if [ -x "$B/vescale-shards" ]; then
-        run_one "train_gpt_data.sh" env B="$B" bash tests/train_gpt_data.sh
+    if has vescale-shards; then
+        stage 1 "train_gpt_data.sh" env B="$B" bash tests/train_gpt_data.sh
     fi
 fi
 # --- examples/train_gpt.c --device cuda over the strict stand-in (8 simulated GPUs): f32 on
 # PP2 x DP2 x TP2 beside the host run, bf16 on the GPUs the program picks (no GPU needed) ---
-if [ -x "$B/train_gpt_strict" ]; then
-    run_one "train_gpt --device cuda (strict stand-in)" bash -c '"$1" --device cuda --mesh 2x2x2 --steps 3 && "$1" --device cuda --dtype bf16 --steps 2 && echo "ok example/train_gpt --device cuda on 8 simulated GPUs (f32, bf16)"' _ "$B/train_gpt_strict"
+if has train_gpt_strict; then
+    stage 1 "train_gpt --device cuda (strict stand-in)" bash -c '"$1" --device cuda --mesh 2x2x2 --steps 3 && "$1" --device cuda --dtype bf16 --steps 2 && echo "ok example/train_gpt --device cuda on 8 simulated GPUs (f32, bf16)"' _ "$B/train_gpt_strict"
     # --elastic on GPUs: rank 3 dies in step 2, the survivors shrink (ncclCommShrink) and move the state in device
     # memory, a replacement grows the mesh back at step 4; every loss equals the one-rank host run's
-    run_one "train_gpt --device cuda --elastic (strict stand-in)" bash -c 'out=$("$1" --device cuda --mesh 1x4x2 --elastic --kill 3@2 --replace 4 --steps 6 2>&1) && echo "$out" | grep -q "world rank 3 failed; world rank 2 left with the DP replica" && echo "$out" | grep -q "world ranks 2 3 joined" && echo "$out" | grep -q "equals one rank within" && echo "ok example/train_gpt --device cuda --elastic: a GPU rank dies, shrink, grow back, equal to one rank" || { echo "$out"; echo "not ok example/train_gpt --device cuda --elastic"; }' _ "$B/train_gpt_strict"
+    stage 1 "train_gpt --device cuda --elastic (strict stand-in)" bash -c 'out=$("$1" --device cuda --mesh 1x4x2 --elastic --kill 3@2 --replace 4 --steps 6 2>&1) && echo "$out" | grep -q "world rank 3 failed; world rank 2 left with the DP replica" && echo "$out" | grep -q "world ranks 2 3 joined" && echo "$out" | grep -q "equals one rank within" && echo "ok example/train_gpt --device cuda --elastic: a GPU rank dies, shrink, grow back, equal to one rank" || { echo "$out"; echo "not ok example/train_gpt --device cuda --elastic"; }' _ "$B/train_gpt_strict"
 fi
 # --- examples/flat_trainer.c (issue 22): the single-device trainer, its vescale port on DP2 x TP2
 # beside one rank (1e-6), the port on one rank against the trainer's own AdamW, the diff size in README ---
-if [ -x "$B/flat_trainer" ] && [ -x "$B/flat_trainer_dp_tp" ]; then
-    run_one "flat_trainer" bash tests/flat_trainer_check.sh "$B"
+if has flat_trainer && has flat_trainer_dp_tp; then
+    stage 1 "flat_trainer" bash tests/flat_trainer_check.sh "$B"
 fi
 # --- examples/pipe_mlp.c (issue 10): every schedule on 4 stages equals one rank bit for bit ---
-if [ -x "$B/pipe_mlp" ]; then
-    run_one "pipe_mlp" bash -c '"$@" && echo "ok example/pipe_mlp"' _ "$B/pipe_mlp"
+if has pipe_mlp; then
+    stage 1 "pipe_mlp" bash -c '"$@" && echo "ok example/pipe_mlp"' _ "$B/pipe_mlp"
 fi
-if [ -x "$B/mlp_dp_tp_mpi" ]; then
+if has mlp_dp_tp_mpi; then
     if command -v mpirun >/dev/null 2>&1; then
-        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" run_one "mlp_dp_tp_mpi np=4" \
-            bash -c '"$@" && echo "ok example/mlp_dp_tp_mpi np=4"' _ $MPIRUN -np 4 "$B/mlp_dp_tp_mpi"
+        stage 1 "mlp_dp_tp_mpi np=4" env "$NOLEAK" bash -c '"$@" && echo "ok example/mlp_dp_tp_mpi np=4"' _ $MPIRUN -np 4 "$B/mlp_dp_tp_mpi"
     else
         echo "skip example/mlp_dp_tp_mpi: mpirun not installed"; skip=$((skip + 1))
     fi
 fi
 # examples/train_gpt.c built with MPI: 8 processes as PP2 x DP2 x TP2, each beside its own one-rank run
-if [ -x "$B/train_gpt_mpi" ]; then
+if has train_gpt_mpi; then
     if command -v mpirun >/dev/null 2>&1; then
-        ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" run_one "train_gpt_mpi np=8" \
-            bash -c '"$@" && echo "ok example/train_gpt_mpi np=8"' _ $MPIRUN -np 8 "$B/train_gpt_mpi" --mesh 2x2x2 --steps 3
+        stage 1 "train_gpt_mpi np=8" env "$NOLEAK" bash -c '"$@" && echo "ok example/train_gpt_mpi np=8"' _ $MPIRUN -np 8 "$B/train_gpt_mpi" --mesh 2x2x2 --steps 3
     else
         echo "skip example/train_gpt_mpi: mpirun not installed"; skip=$((skip + 1))
     fi
@@ -176,45 +232,12 @@ fi
 # -----------------------------------------------------------------------------------
 
 # --- tools/vescale-ckpt (issue 11) on hand-made checkpoints ---
-if [ -x "$B/vescale-ckpt" ] && [ -x "$B/test_ckpt_format" ]; then
-    run_one "ckpt_tool.sh" env B="$B" bash tests/ckpt_tool.sh
+if has vescale-ckpt && has test_ckpt_format; then
+    stage 1 "ckpt_tool.sh" env B="$B" bash tests/ckpt_tool.sh
 fi
-# -----------------------------------------------------------------------------------
-
 # --- tools/vescale-lighthouse (issue 24) as a process, the elastic cases over it ---
-if [ -x "$B/vescale-lighthouse" ] && [ -x "$B/test_elastic_procs" ]; then
-    run_one "lighthouse.sh" env B="$B" bash tests/lighthouse.sh
-fi
-# -----------------------------------------------------------------------------------
-
-# --- MPI with ULFM (issue 24): an Open MPI 5 at VESCALE_ULFM_MPI (.ci/run installs one) ---
-run_one "ulfm.sh" env B="$B" bash tests/ulfm.sh
-# -----------------------------------------------------------------------------------
-
-# --- MPI fault suite (issue 8): 4 processes, one bounded mpirun per fault ---------
-if [ -x "$B/test_faults_mpi" ]; then
-    MPIRUN="$MPIRUN" ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
-        run_one "faults_mpi.sh" bash tests/faults_mpi.sh "$B/test_faults_mpi"
-fi
-# -----------------------------------------------------------------------------------
-
-# libFuzzer harnesses (tests/fuzz/), FUZZ_SECONDS each; 0 skips them
-if [ "${FUZZ_SECONDS:-0}" != 0 ]; then
-    # its own limit: each harness runs FUZZ_SECONDS after a sanitizer build of some 10-20 s
-    # (11 harnesses at 15 s took some 300 s, the other stages' limit)
-    saved=$LIMIT
-    LIMIT=$((12 * (FUZZ_SECONDS + 30)))
-    run_one "fuzz" env B="$B" FUZZ_SECONDS="$FUZZ_SECONDS" bash tests/fuzz/run.sh
-    LIMIT=$saved
-fi
-
-if [ "$COMPILE_CHECK" = 1 ]; then
-    # side by side, each one compiler at a time in its own temporary directory: the
-    # compile checks in two halves (every other check), then the install check
-    run_bg "compile_check (1 of 2)" env COMPILE_CHECK_SHARD=0/2 bash tests/compile_check.sh
-    run_bg "compile_check (2 of 2)" env COMPILE_CHECK_SHARD=1/2 bash tests/compile_check.sh
-    # --- install + pkg-config / CMake consumers (issue 9) ---
-    run_bg "install_check" bash tests/install_check.sh
+if has vescale-lighthouse && has test_elastic_procs; then
+    stage 1 "lighthouse.sh" env B="$B" bash tests/lighthouse.sh
 fi
 drain
 

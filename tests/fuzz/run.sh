@@ -7,10 +7,11 @@
 # or "skip fuzz/<name>: ..." when clang or libFuzzer is missing. Exit status 1 when
 # any harness is not ok. Harnesses run FUZZ_JOBS at a time (default 2: each fuzzes on
 # one core), their lines printed in order. The library is compiled once, instrumented
-# as the harnesses are ($B/fuzz/impl.o from tests/vs_impl.c), for the harnesses that
-# use only the public API (as the Makefile does for the tests); a harness that names
-# private parts (_vs_*, _VS_*) compiles it in, as does one that fails to build against
-# the object.
+# as the harnesses are ($B/fuzz/impl.o from tests/vs_impl.c), and every harness links
+# it, as the Makefile's tests do: one that uses only the public API with
+# tests/vs_linked.h, one that names private parts (_vs_*, _VS_*) with
+# tests/vs_private.h (the private helpers it calls compiled into it, instrumented
+# the same); one that fails to build that way compiles the library in.
 set -u
 cd "$(dirname "$0")/../.."
 B=${B:-build}
@@ -38,10 +39,13 @@ grep -q '_vs_parse_timeout' vescale_mesh.h && FLAGS="$FLAGS -DVS_FUZZ_ENV_PARSER
 export ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=32:malloc_context_size=20}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-# the library alone, instrumented for the fuzzer but without its main (fuzzer-no-link),
-# built beside the first harnesses that compile it in themselves; .rc says it is done
+# the library alone, instrumented for the fuzzer but without its main (fuzzer-no-link);
+# .rc says it is done
 IMPL_FLAGS=${FLAGS/-fsanitize=fuzzer,/-fsanitize=fuzzer-no-link,}
 rm -f "$OUT/impl.rc"
+# the implementation with the public functions' bodies removed (tests/vs_private.h)
+mkdir -p "$OUT/priv"
+for h in vescale*.h; do awk -f tests/vs_private.awk "$h" >"$OUT/priv/$h" || rm -rf "$OUT/priv"; done
 own=$(cd tests/fuzz && grep -lE '\b_(vs|VS)_[A-Za-z]' $(printf 'fuzz_%s.c ' $NAMES) | sed 's/^fuzz_//; s/\.c$//')
 linked() { ! printf '%s\n' $own | grep -qx "$1"; }
 impl_ok() { # waits for the object's build: whether it built
@@ -50,9 +54,10 @@ impl_ok() { # waits for the object's build: whether it built
 }
 
 one() { # name: builds and runs one harness; its lines go to $OUT/<name>.out, its status to .rc
-    local n=$1 src="tests/fuzz/fuzz_$1.c" bin="$OUT/fuzz_$1" log="$OUT/$1.log"
-    if linked "$n" && impl_ok &&
-        "$CLANG" $FLAGS -include tests/vs_linked.h -o "$bin" "$src" "$OUT/impl.o" -lpthread -lm >"$log" 2>&1; then
+    local n=$1 src="tests/fuzz/fuzz_$1.c" bin="$OUT/fuzz_$1" log="$OUT/$1.log" how
+    if linked "$n"; then how="-include tests/vs_linked.h"; else how="-iquote $OUT/priv -include tests/vs_private.h"; fi
+    if impl_ok && { linked "$n" || [ -d "$OUT/priv" ]; } &&
+        "$CLANG" $FLAGS $how -o "$bin" "$src" "$OUT/impl.o" -lpthread -lm >"$log" 2>&1; then
         :
     elif ! "$CLANG" $FLAGS -o "$bin" "$src" -lpthread -lm >"$log" 2>&1; then
         cat "$log"
@@ -85,8 +90,7 @@ JOBS=${FUZZ_JOBS:-2}
     "$CLANG" $IMPL_FLAGS -c -o "$OUT/impl.o" tests/vs_impl.c >"$OUT/impl.log" 2>&1
     echo $? >"$OUT/impl.rc.tmp" && mv "$OUT/impl.rc.tmp" "$OUT/impl.rc"
 } &
-# the harnesses that compile the library in start first: they need no object
-for n in $own $(for m in $NAMES; do linked "$m" && echo "$m"; done); do
+for n in $NAMES; do
     while [ "$(jobs -pr | wc -l)" -ge "$JOBS" ]; do wait -n; done
     rm -f "$OUT/$n.rc"
     { one "$n" >"$OUT/$n.out" 2>&1; echo $? >"$OUT/$n.rc"; } &

@@ -148,9 +148,90 @@
 #define ST_C
 #endif
 
-/* ---- state ------------------------------------------------------------------ */
+/* ---- what a program reads of the stand-in ---------------------------------------
+   make compiles the stand-in once ($(B)/impl/standin.o from tests/strict/vs_strict.c);
+   a program built with VS_STRICT_LINKED gets only this part and links that object
+   (whose state is then the one state of the process, as in a one-file build). */
 
 #define ST_MAXDEV 16
+
+typedef struct st_ksig {
+    const char* name;
+    int nargs;
+    int size[16];
+    unsigned ptr; /* bit i: argument i is a pointer */
+    void (*run)(void** a, dim3 grid, dim3 block);
+    unsigned wr; /* bit i: pointer argument i is written (vs_strict_race.h) */
+    /* the byte offset and count each pointer argument touches (left: from the
+       pointer to its allocation's end) */
+    void (*range)(void** a, dim3 grid, size_t* off, size_t* bytes);
+} st_ksig;
+
+/* a kernel argument's size, for a table of st_ksig (vs_strict_add_kernels) */
+#define ST_P sizeof(void*)
+#define ST_LL sizeof(long long)
+#define ST_I sizeof(int)
+#define ST_F sizeof(float)
+#define ST_D sizeof(double)
+
+typedef struct vs_strict_counts {
+    long device_allocs, device_frees, h2d, d2h, d2d, libraries, launches, nccl_ops;
+    /* host_syncs: every call that blocks the host on device work it has not yet
+       seen complete, whether or not it had to wait (so the count does not depend
+       on timing): the synchronize calls, copies that
+       return when done, and each polled wait (the first cudaStreamQuery /
+       cudaEventQuery of a thread on a stream position or a recorded event). A
+       wait for work up to a position of its stream that the host has seen done
+       costs nothing and is not counted; seen done: by an earlier sync or query
+       of the host, or transitively, because an operation the host saw done had
+       to wait for it (stream order, an event wait, the legacy stream's implicit
+       waits; st_seen_comp_locked): reading the loss each step makes later
+       queries of the work it waited for free. events:
+       cudaEventCreate calls.
+       nccl_colls, nccl_p2p: NCCL collective calls, ncclSend/ncclRecv calls
+       (nccl_ops counts what the streams ran: a group once). */
+    long host_syncs, events, nccl_colls, nccl_p2p;
+    long ptx_libraries; /* of the libraries, those loaded from PTX (the rest: cubins) */
+} vs_strict_counts;
+
+ST_C long vs_strict_violations(void);
+ST_C long vs_strict_violations_of(const char* cls); /* cls: a class, e.g. "missing-wait" */
+ST_C const char* vs_strict_first_violation(void);
+ST_C vs_strict_counts vs_strict_get_counts(void);
+ST_C void vs_strict_add_kernels(const st_ksig* table);
+
+/* the stand-in's lock and wake-up, for a program that waits for its state (neg.h) */
+extern pthread_mutex_t st_mu;
+extern pthread_cond_t st_cv;
+extern double st_hang_s;
+extern long st_nviol;
+extern int st_delay_us; /* VS_STRICT_DELAY_US (test_pipe_nccl sets it for its second pass) */
+double st_now(void);
+void st_hang(const char* what);
+/* A collective of device dev's that waits for its peers (st_mu held): what it is, or NULL. */
+const char* st_nccl_waiting_locked(int dev);
+
+/* Waits on st_cv (st_mu held) until `done` says so, with the hang deadline. */
+#define ST_WAIT_UNTIL(cond, what)                                                                                     \
+    do {                                                                                                              \
+        double st_dl_ = st_now() + st_hang_s;                                                                        \
+        while (!(cond)) {                                                                                             \
+            struct timespec ts_;                                                                                      \
+            clock_gettime(CLOCK_REALTIME, &ts_);                                                                      \
+            ts_.tv_nsec += 20 * 1000 * 1000;                                                                          \
+            if (ts_.tv_nsec >= 1000000000) ts_.tv_sec++, ts_.tv_nsec -= 1000000000;                                   \
+            pthread_cond_timedwait(&st_cv, &st_mu, &ts_);                                                             \
+            if (!(cond) && st_now() > st_dl_) {                                                                       \
+                pthread_mutex_unlock(&st_mu);                                                                         \
+                st_hang(what);                                                                                        \
+            }                                                                                                         \
+        }                                                                                                             \
+    } while (0)
+
+#ifndef VS_STRICT_LINKED
+
+/* ---- state ------------------------------------------------------------------ */
+
 #define ST_PAGE 4096
 #define ST_ARENA ((size_t)16 << 30) /* address space of each view */
 
@@ -187,17 +268,6 @@ struct CUevent_st {
     struct CUevent_st* enext; /* every event (kept: a late use is reported) */
 };
 
-typedef struct st_ksig {
-    const char* name;
-    int nargs;
-    int size[16];
-    unsigned ptr; /* bit i: argument i is a pointer */
-    void (*run)(void** a, dim3 grid, dim3 block);
-    unsigned wr; /* bit i: pointer argument i is written (vs_strict_race.h) */
-    /* the byte offset and count each pointer argument touches (left: from the
-       pointer to its allocation's end) */
-    void (*range)(void** a, dim3 grid, size_t* off, size_t* bytes);
-} st_ksig;
 struct CUlib_st {
     int dead;
     struct CUlib_st* next; /* every library (kept, as events are) */
@@ -252,11 +322,12 @@ typedef struct st_pin {
     int registered;
 } st_pin;
 
-static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t st_cv = PTHREAD_COND_INITIALIZER;
-static int st_ready, st_ndev = 8, st_delay_us, st_serial;
+pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t st_cv = PTHREAD_COND_INITIALIZER;
+static int st_ready, st_ndev = 8, st_serial;
+int st_delay_us;
 static int st_cc[ST_MAXDEV]; /* each device's compute capability, major * 10 + minor */
-static double st_hang_s = 120;
+double st_hang_s = 120;
 static char *st_dbase, *st_sbase; /* the program's (PROT_NONE) and the stand-in's view */
 static size_t st_top;
 static st_alloc* st_allocs;
@@ -272,28 +343,9 @@ static long st_nextid = 1;
 static int st_sticky[ST_MAXDEV];
 static __thread int st_cur_dev;
 static __thread cudaError_t st_last_err;
-static long st_nviol;
+long st_nviol;
 static char st_first_viol[512];
 
-typedef struct vs_strict_counts {
-    long device_allocs, device_frees, h2d, d2h, d2d, libraries, launches, nccl_ops;
-    /* host_syncs: every call that blocks the host on device work it has not yet
-       seen complete, whether or not it had to wait (so the count does not depend
-       on timing): the synchronize calls, copies that
-       return when done, and each polled wait (the first cudaStreamQuery /
-       cudaEventQuery of a thread on a stream position or a recorded event). A
-       wait for work up to a position of its stream that the host has seen done
-       costs nothing and is not counted; seen done: by an earlier sync or query
-       of the host, or transitively, because an operation the host saw done had
-       to wait for it (stream order, an event wait, the legacy stream's implicit
-       waits; st_seen_comp_locked): reading the loss each step makes later
-       queries of the work it waited for free. events:
-       cudaEventCreate calls.
-       nccl_colls, nccl_p2p: NCCL collective calls, ncclSend/ncclRecv calls
-       (nccl_ops counts what the streams ran: a group once). */
-    long host_syncs, events, nccl_colls, nccl_p2p;
-    long ptx_libraries; /* of the libraries, those loaded from PTX (the rest: cubins) */
-} vs_strict_counts;
 static vs_strict_counts st_count;
 static __thread const void* st_poll_obj; /* the last polled stream or event, and its target */
 static __thread long st_poll_target;
@@ -325,7 +377,7 @@ static unsigned st_rand(void)
     return (unsigned)v;
 }
 
-static double st_now(void)
+double st_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -365,8 +417,8 @@ static void st_violation(const char* cls, const char* fmt, ...)
 }
 
 /* What the tests read. */
-static __attribute__((unused)) long vs_strict_violations(void) { return __atomic_load_n(&st_nviol, __ATOMIC_SEQ_CST); }
-static __attribute__((unused)) long vs_strict_violations_of(const char* cls)
+ST_C long vs_strict_violations(void) { return __atomic_load_n(&st_nviol, __ATOMIC_SEQ_CST); }
+ST_C long vs_strict_violations_of(const char* cls)
 {
     long n = 0;
     pthread_mutex_lock(&st_vmu);
@@ -375,8 +427,8 @@ static __attribute__((unused)) long vs_strict_violations_of(const char* cls)
     pthread_mutex_unlock(&st_vmu);
     return n;
 }
-static __attribute__((unused)) const char* vs_strict_first_violation(void) { return st_first_viol; }
-static __attribute__((unused)) vs_strict_counts vs_strict_get_counts(void)
+ST_C const char* vs_strict_first_violation(void) { return st_first_viol; }
+ST_C vs_strict_counts vs_strict_get_counts(void)
 {
     pthread_mutex_lock(&st_mu);
     vs_strict_counts c = st_count;
@@ -387,7 +439,7 @@ static __attribute__((unused)) vs_strict_counts vs_strict_get_counts(void)
 /* A wait of the stand-in's that passed its deadline: say what every stream
    waits for, then end the process (the hardware would hang forever). */
 static const char* st_nccl_hang_note(void* bcomm); /* vs_strict_nccl.h */
-static void st_hang(const char* what)
+void st_hang(const char* what)
 {
     char buf[2048];
     const char* note = ""; /* first: the report is cut at st_violation's length */
@@ -403,22 +455,6 @@ static void st_hang(const char* what)
     _exit(87);
 }
 
-/* Waits on st_cv (st_mu held) until `done` says so, with the hang deadline. */
-#define ST_WAIT_UNTIL(cond, what)                                                                                     \
-    do {                                                                                                              \
-        double st_dl_ = st_now() + st_hang_s;                                                                        \
-        while (!(cond)) {                                                                                             \
-            struct timespec ts_;                                                                                      \
-            clock_gettime(CLOCK_REALTIME, &ts_);                                                                      \
-            ts_.tv_nsec += 20 * 1000 * 1000;                                                                          \
-            if (ts_.tv_nsec >= 1000000000) ts_.tv_sec++, ts_.tv_nsec -= 1000000000;                                   \
-            pthread_cond_timedwait(&st_cv, &st_mu, &ts_);                                                             \
-            if (!(cond) && st_now() > st_dl_) {                                                                       \
-                pthread_mutex_unlock(&st_mu);                                                                         \
-                st_hang(what);                                                                                        \
-            }                                                                                                         \
-        }                                                                                                             \
-    } while (0)
 
 /* ---- memory ----------------------------------------------------------------- */
 
@@ -781,7 +817,6 @@ static cudaError_t st_alloc_locked(void** p, size_t n, int dev)
 
 /* A collective of device dev's that waits for its peers (st_mu held); one that
    waits for a peer that has not enqueued its side yet. */
-static const char* st_nccl_waiting_locked(int dev);
 static const char* st_nccl_unmatched_locked(int dev);
 
 /* A call that synchronises device dev (st_mu held) while a collective there waits
@@ -1438,11 +1473,6 @@ ST_C cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void*
    argument's size and whether it is a pointer, then the host build to run.
    The mesh kernels' host build already follows the device decomposition (row
    reductions are _VS_MKT strided partial sums, then a tree). */
-#define ST_P sizeof(void*)
-#define ST_LL sizeof(long long)
-#define ST_I sizeof(int)
-#define ST_F sizeof(float)
-#define ST_D sizeof(double)
 
 #ifdef _VS_MESH_CUDA
 static void st_mk(int ki, void** a) { _vs_mk_host(ki, a); }
@@ -1568,5 +1598,7 @@ static const st_ksig* st_ksig_find(const char* name)
 
 #include "vs_strict_nccl.h"
 #include "vs_strict_race.h" /* its NCCL part */
+
+#endif /* VS_STRICT_LINKED */
 
 #endif

@@ -301,7 +301,7 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
     pthread_mutex_unlock(&st_mu);
 }
 
-static const char* st_nccl_waiting_locked(int dev)
+const char* st_nccl_waiting_locked(int dev)
 {
     for (struct CUstream_st* s = st_streams; s; s = s->next)
         if (s->dev == dev && s->head && s->head->fn == st_nccl_run && s->blocked && s->bcomm &&
