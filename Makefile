@@ -83,7 +83,7 @@ PRIV_H := $(HEADERS:%=$(B)/priv/%)
 $(PRIV_H): $(B)/priv/%: % tests/vs_private.awk | $(B)
 	@mkdir -p $(@D)
 	awk -f tests/vs_private.awk $< >$@.tmp && mv $@.tmp $@
-$(IMPL_SHARED:%=$(B)/%) $(B)/flat_trainer_dp_tp: $(B)/impl/plain.o $(PRIV_H) tests/vs_private.h
+$(IMPL_SHARED:%=$(B)/%) $(B)/flat_trainer_dp_tp $(B)/flat_trainer_dp: $(B)/impl/plain.o $(PRIV_H) tests/vs_private.h
 $(IMPL_SHARED:%=$(B)/%_nt): $(B)/impl/nt.o $(PRIV_H) tests/vs_private.h
 $(IMPL_SHARED:%=$(B)/%_mpi): $(B)/impl/mpi.o $(PRIV_H) tests/vs_private.h
 $(B)/impl/plain.o: tests/vs_impl.c $(HEADERS) | $(B)
@@ -251,7 +251,7 @@ $(B)/demo: examples/demo.c $(HEADERS) | $(B)
 
 # --- examples/mlp_dp_tp.c: the first trainer (DP2 x TP2 beside one rank) ---------
 # built by `make`, run briefly by `make test`; the MPI build runs under mpirun -np 4
-EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(B)/flat_trainer $(B)/flat_trainer_dp_tp $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi $(B)/train_gpt_mpi)
+EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(B)/flat_trainer $(B)/flat_trainer_dp_tp $(B)/flat_trainer_dp $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi $(B)/train_gpt_mpi)
 all: $(EXAMPLES)
 # the examples and the checkpoint tool alone (`make` also builds every test)
 .PHONY: examples
@@ -268,12 +268,15 @@ $(B)/pipe_mlp: examples/pipe_mlp.c $(HEADERS) | $(B)
 $(B)/mlp_dp_tp_mpi: examples/mlp_dp_tp.c $(HEADERS) | $(B)
 	$(call BUILD,$(MPICC) $(CFLAGS) $(SAN) -DVESCALE_MPI,mpi,$(LDLIBS))
 # examples/flat_trainer.c (issue 22): a plain-C trainer with flat buffers (no vescale), and
-# the same file with -DDP_TP, its vescale port (DP x TP beside one rank); make test runs
+# the same file with -DDP_TP, its vescale port (DP x TP beside one rank), and with -DDP its
+# DP-only port; make test runs
 # tests/flat_trainer_check.sh, `make flat-diff` prints the diff between the two forms
 $(B)/flat_trainer: examples/flat_trainer.c | $(B)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< -lm
 $(B)/flat_trainer_dp_tp: examples/flat_trainer.c $(HEADERS) | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) -DDP_TP,plain,$(LDLIBS))
+$(B)/flat_trainer_dp: examples/flat_trainer.c $(HEADERS) | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) -DDP,plain,$(LDLIBS))
 .PHONY: flat-diff
 flat-diff:
 	@bash tests/flat_trainer_diff.sh

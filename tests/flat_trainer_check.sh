@@ -3,7 +3,7 @@
 #   1. the single-device trainer (its own AdamW, no vescale): its loss falls;
 #   2. its vescale port on DP2 x TP2 thread ranks beside one rank: within 1e-6 (its verdict);
 #   3. the port on one rank reproduces the single-device trainer's losses within 1e-6;
-#   4. the DP-only form (-DDP, compiled here into $B/flat_trainer_dp) on DP2 reproduces
+#   4. the DP-only form (-DDP, $B/flat_trainer_dp; built here if make did not) on DP2 reproduces
 #      them within 1e-6 too;
 #   5. README.md states the size of the diff from the single-device form to each port.
 # Prints "ok ..." / "not ok ..." lines (tests/run.sh counts them).
@@ -33,7 +33,7 @@ same_losses() {
 }
 # 3. the one-rank column against the single-device trainer, step by step
 same_losses "$one" "$par" $steps "vescale on one rank (ZeRO-1 AdamW)"
-# 4. the DP-only form, built here (the Makefile builds the other two)
+# 4. the DP-only form (the Makefile builds it against the shared object; built here alone if missing)
 dp=$B/flat_trainer_dp
 if [ ! -x "$dp" ] || [ examples/flat_trainer.c -nt "$dp" ] || [ vescale_ddp.h -nt "$dp" ] || [ vescale_mesh.h -nt "$dp" ]; then
     ${CC:-cc} -std=c99 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -I. -DDP -o "$dp" examples/flat_trainer.c \
