@@ -55,9 +55,10 @@
    over all the world's ranks.
 
    A trainer with its own flat buffers (llm.c style) registers views into them
-   instead, layer by layer, each with its name: `.storage = params + off,
-   .grad_storage = grads + off, .ready_group = layer + 1` (no copy, a bucket a
-   layer wherever its tensors lie; rules at vs_ddp_param_desc), marks a layer's
+   instead, each with its name: `.storage = params + off, .grad_storage =
+   grads + off, .ready_group = layer + 1` (no copy, a bucket a layer wherever
+   its tensors lie; rules at vs_ddp_param_desc), or a kind's tensors for all L
+   layers in one call (`.name = "h.%d.mlp.fc.weight", .layers = L`), marks a layer's
    gradients ready with vs_ddp_group_ready(ddp, layer + 1), may keep its own
    zero_grad (vs_ddp_desc.trainer_zero_grad), and calls vs_ddp_wait_params
    after each ZeRO step before anything reads parameters (VESCALE_DEBUG=params
@@ -347,11 +348,24 @@ typedef struct vs_ddp_param_desc {
          trainer-owned parameters or only DDP-owned ones. */
     void* storage;
     void* grad_storage;
-    /* Buckets by readiness: parameters registered one after another with the
-       same nonzero ready_group share one bucket (bucket_bytes notwithstanding)
-       and a bucket never spans two groups, e.g. one group a layer, whatever
-       the memory layout. 0: buckets by bucket_bytes as before. */
+    /* Buckets by readiness: the parameters with one nonzero ready_group share
+       one bucket wherever they were registered (bucket_bytes notwithstanding;
+       a dtype change splits it), and a bucket never spans two groups: e.g. one
+       group a layer, whatever the memory layout. Buckets reduce in the reverse
+       order of their groups' first registrations (register in forward order).
+       0: buckets by bucket_bytes, in reverse registration order. */
     int ready_group;
+    /* One kind's tensors for several layers in one call (llm.c's layout: a
+       kind's tensor for every layer, one after another). 0 or 1: one tensor.
+       layers = L > 1 registers L parameters of this shape:
+       - parameter l is named by `name` with its one "%d" replaced by l
+         ("h.%d.attn.qkv.weight" -> "h.3.attn.qkv.weight"); no other '%';
+       - its `storage`, `grad_storage` and `data` (those given) start l local
+         shards after the given ones;
+       - its ready_group is ready_group + l when ready_group is nonzero;
+       - `index` returns parameter 0's; the others follow it.
+       A failure registers none of them. */
+    int layers;
 } vs_ddp_param_desc;
 
 typedef struct vs_ddp_memory {
@@ -1638,7 +1652,71 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_check_storage(const vs_ddp* d, const vs_ddp_pa
     return VS_OK;
 }
 
+_VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p, int* index);
+_VS_DDP_PRIVATE void _vs_ddp_param_release(vs_ddp* d, _vs_dparam* q);
+
+/* vs_ddp_param_desc.layers > 1: `layers` parameters from one desc, or none. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_add_layers(vs_ddp* d, const vs_ddp_param_desc* p, int* index)
+{
+    const char* fn = "vs_ddp_add_param";
+    const char* pat = p->name ? p->name : "";
+    const char* at = strstr(pat, "%d");
+    int pct = 0;
+    for (const char* c = pat; *c; c++) pct += *c == '%';
+    if (!at || pct != 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s' with layers = %d needs one \"%%d\" (the layer) and no other '%%'",
+                            fn, pat, p->layers);
+    if (p->ready_group > 0 && p->ready_group > INT_MAX - (p->layers - 1))
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s': ready_group %d + layers %d overflows", fn, pat, p->ready_group,
+                            p->layers);
+    int first = d->nparams;
+    vs_result r = VS_OK;
+    size_t stride = 0; // bytes of one local shard, learned from layer 0
+    for (int l = 0; l < p->layers && !r; l++) {
+        char name[256];
+        int n = snprintf(name, sizeof name, "%.*s%d%s", (int)(at - pat), pat, l, at + 2);
+        if (n < 0 || (size_t)n >= sizeof name) {
+            r = vs_set_error(VS_ERR_INVALID, "%s: '%s': layer %d's name is longer than %d bytes", fn, pat, l,
+                             (int)sizeof name - 1);
+            break;
+        }
+        vs_ddp_param_desc one = *p;
+        one.name = name;
+        one.layers = 1;
+        if (p->ready_group) one.ready_group = p->ready_group + l;
+        size_t gstride = stride / _vs_dsz(p->dtype) * _vs_dsz(d->desc.grad_fp32 ? VS_F32 : p->dtype);
+        if (p->storage) one.storage = (char*)p->storage + stride * (size_t)l;
+        if (p->grad_storage) one.grad_storage = (char*)p->grad_storage + gstride * (size_t)l;
+        if (p->data) one.data = (const char*)p->data + stride * (size_t)l;
+        r = _vs_ddp_add_one(d, &one, NULL);
+        if (!r && l == 0) stride = (size_t)d->params[first].numel * _vs_dsz(p->dtype);
+    }
+    if (r) { // none of them: the ones added go again (the message stays the failure's)
+        while (d->nparams > first) _vs_ddp_param_release(d, &d->params[--d->nparams]);
+        return r;
+    }
+    if (index) *index = first;
+    return VS_OK;
+}
+
 VS_API vs_result vs_ddp_add_param(vs_ddp* d, const vs_ddp_param_desc* p, int* index)
+{
+    if (!d || !p) return vs_set_error(VS_ERR_NULL, "vs_ddp_add_param: %s is NULL", d ? "param desc" : "ddp");
+    if (p->layers < 0 || p->layers > (1 << 20))
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_add_param: '%s': layers %d out of range [0, %d]",
+                            p->name ? p->name : "", p->layers, 1 << 20);
+    if (p->layers > 1 && !d->finalized) return _vs_ddp_add_layers(d, p, index);
+    return _vs_ddp_add_one(d, p, index);
+}
+
+_VS_DDP_PRIVATE void _vs_ddp_param_release(vs_ddp* d, _vs_dparam* q)
+{
+    vs_free(d->world, q->name);
+    vs_free(d->world, q->init);
+    memset(q, 0, sizeof *q);
+}
+
+_VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p, int* index)
 {
     const char* fn = "vs_ddp_add_param";
     if (!d || !p) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, d ? "param desc" : "ddp");
@@ -1968,6 +2046,40 @@ _VS_DDP_PRIVATE int _vs_ddp_staged_gather(const vs_ddp* d, const _vs_dbucket* k)
 
 // (finalize, the backward pass, clipping, the optimizer step, queries, free)
 
+/* The order buckets reduce in (d->order: parameter indices, the first bucket's first): backward
+   produces the last registered first, so reverse registration order, except that the members of a
+   nonzero ready_group stand together where the group was first registered (a kind's tensors for
+   every layer registered one kind after another still make a bucket a layer, in the backward's
+   order). Two sorts of the n parameters at finalize. */
+typedef struct _vs_dorder { int key, index; } _vs_dorder;
+_VS_DDP_PRIVATE int _vs_ddp_by_group(const void* a, const void* b) // (group, index) ascending
+{
+    const _vs_dorder *x = (const _vs_dorder*)a, *y = (const _vs_dorder*)b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+_VS_DDP_PRIVATE int _vs_ddp_by_key_desc(const void* a, const void* b) // (key, index) descending
+{
+    return _vs_ddp_by_group(b, a);
+}
+_VS_DDP_PRIVATE vs_result _vs_ddp_bucket_order(vs_ddp* d)
+{
+    int n = d->nparams;
+    _vs_dorder* t = _VS_DDP_NEW(d->world, _vs_dorder, n);
+    if (!t) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory");
+    for (int i = 0; i < n; i++) t[i].key = d->params[i].rgroup, t[i].index = i;
+    qsort(t, (size_t)n, sizeof *t, _vs_ddp_by_group);
+    for (int i = 0, first = 0; i < n; i++) { // key: the group's first registration (a group of its own: itself)
+        if (i == 0 || t[i].key != t[i - 1].key) first = t[i].index;
+        d->order[t[i].index] = t[i].key ? first : t[i].index; // (d->order as scratch: the key of each)
+    }
+    for (int i = 0; i < n; i++) t[i].key = d->order[i], t[i].index = i;
+    qsort(t, (size_t)n, sizeof *t, _vs_ddp_by_key_desc);
+    for (int i = 0; i < n; i++) d->order[i] = t[i].index;
+    vs_free(d->world, t);
+    return VS_OK;
+}
+
 VS_API vs_result vs_ddp_finalize(vs_ddp* d)
 {
     const char* fn = "vs_ddp_finalize";
@@ -1996,7 +2108,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
     d->order = _VS_DDP_NEW(d->world, int, n);
     d->buckets = _VS_DDP_NEW(d->world, _vs_dbucket, n);
     if (!d->order || !d->buckets) goto nomem;
-    for (int i = 0; i < n; i++) d->order[i] = n - 1 - i; // backward produces the last ones first
+    if ((r = _vs_ddp_bucket_order(d))) goto fail;
     // buckets: consecutive parameters in bucket order with the same dtypes and
     // partial dims, up to bucket_bytes
     for (int i = 0; i < n;) {

@@ -12032,15 +12032,15 @@ _VS_PRIVATE vs_result _vs_lh_resolve(const vs_lighthouse_desc* d, vs_lighthouse_
     memset(&z, 0, sizeof z);
     if (!d) d = &z;
     if (d->port < 0 || d->port > 65535)
-        return _vs_err(VS_ERR_INVALID, "%s: desc.port = %d (0 .. 65535; 0: any free one)", fn, d->port);
+        return _vs_err(VS_ERR_INVALID, "%s: desc.port %d out of range (0 .. 65535; 0: any free one)", fn, d->port);
     if (d->max_conns < 0 || d->max_keys < 0)
-        return _vs_err(VS_ERR_INVALID, "%s: desc.%s = %d (>= 0; 0: the default)", fn,
+        return _vs_err(VS_ERR_INVALID, "%s: desc.%s %d out of range (>= 0; 0: the default)", fn,
                        d->max_conns < 0 ? "max_conns" : "max_keys", d->max_conns < 0 ? d->max_conns : d->max_keys);
     const double secs[3] = {d->idle_s, d->stall_s, d->expire_s};
     static const char* const sname[3] = {"idle_s", "stall_s", "expire_s"};
     for (int i = 0; i < 3; i++)
         if (!(secs[i] >= 0))
-            return _vs_err(VS_ERR_INVALID, "%s: desc.%s = %g (>= 0; 0: the default)", fn, sname[i], secs[i]);
+            return _vs_err(VS_ERR_INVALID, "%s: desc.%s %g out of range (>= 0; 0: the default)", fn, sname[i], secs[i]);
     *out = *d;
     const char* tok = d->token ? d->token : getenv("VESCALE_LIGHTHOUSE_TOKEN");
     out->token = tok && *tok ? tok : NULL;
@@ -12060,7 +12060,7 @@ _VS_PRIVATE vs_result _vs_lh_resolve(const vs_lighthouse_desc* d, vs_lighthouse_
     if (!out->expire_s) out->expire_s = 600;
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
     if (out->max_value > 0x7fffffffu)
-        return _vs_err(VS_ERR_INVALID, "%s: desc.max_value = %zu (at most 2^31 - 1)", fn, out->max_value);
+        return _vs_err(VS_ERR_INVALID, "%s: desc.max_value %zu out of range (at most 2^31 - 1)", fn, out->max_value);
     return VS_OK;
 }
 

@@ -289,7 +289,7 @@ static int per_layer(int k) { return k >= LN1W && k <= FCPROJB; }
 static int decays(int k) { return k == WTE || k == WPE || k == QKVW || k == ATTPROJW || k == FCW || k == FCPROJW; }
 
 /* The shape of one tensor of kind k (one layer's); returns its number of dims. */
-static int param_shape(const GPTConfig* c, int k, int shape[3])
+static int param_shape(const GPTConfig* c, int k, int64_t shape[3])
 {
     const int C = c->channels;
     switch (k) {
@@ -306,11 +306,11 @@ static int param_shape(const GPTConfig* c, int k, int shape[3])
 }
 #ifdef DP
 
-/* What vescale needs besides: each kind's name (checkpoints and messages use it). */
+/* What vescale needs besides: each kind's name (checkpoints and messages use it; %d: the layer). */
 static const char* names[NUM_PARAMETER_TENSORS] = {
-    "wte", "wpe", "ln_1.weight", "ln_1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.proj.weight",
-    "attn.proj.bias", "ln_2.weight", "ln_2.bias", "mlp.fc.weight", "mlp.fc.bias", "mlp.proj.weight",
-    "mlp.proj.bias", "ln_f.weight", "ln_f.bias"};
+    "wte", "wpe", "h.%d.ln_1.weight", "h.%d.ln_1.bias", "h.%d.attn.qkv.weight", "h.%d.attn.qkv.bias",
+    "h.%d.attn.proj.weight", "h.%d.attn.proj.bias", "h.%d.ln_2.weight", "h.%d.ln_2.bias", "h.%d.mlp.fc.weight",
+    "h.%d.mlp.fc.bias", "h.%d.mlp.proj.weight", "h.%d.mlp.proj.bias", "ln_f.weight", "ln_f.bias"};
 #ifdef DP_TP
 /* The dim TP shards (-1: none): qkv and fc column-parallel (this rank's heads of q, k
    and v; its hidden units), the projections' weights row-parallel (their columns). */
@@ -401,7 +401,8 @@ static void gpt_alloc(GPT* m, const GPTConfig* config)
     m->config = *config;
     m->num_parameters = 0;
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) {
-        int shape[3], nd = param_shape(config, k, shape);
+        int64_t shape[3];
+        int nd = param_shape(config, k, shape);
         size_t n = per_layer(k) ? (size_t)config->num_layers : 1;
         for (int i = 0; i < nd; i++) n *= (size_t)shape[i];
 #ifdef DP_TP
@@ -619,23 +620,6 @@ static void gpt_free(GPT* m)
     free(m->grads_acts_memory);
 }
 #ifdef DP
-
-/* Registers kind k of layer l with vescale's DDP as a view into m's flat buffers,
-   used in place (values and gradients), under its own name; `group`: its bucket. */
-static void register_param(GPT* m, int k, int l, int group)
-{
-    const int L = m->config.num_layers;
-    int shape[3], nd = param_shape(&m->config, k, shape);
-    char name[64];
-    snprintf(name, sizeof name, per_layer(k) ? "h.%d.%s" : "%.0d%s", l, names[k]); // e.g. h.1.attn.qkv.weight
-    vs_ddp_param_desc p = {.name = name, .dtype = VS_F32, .ndim = nd, .no_decay = !decays(k),
-                           .storage = PL(k), .grad_storage = GL(k), .ready_group = group};
-    for (int i = 0; i < nd; i++) p.shape[i] = shape[i];
-#ifdef DP_TP
-    if (tp_dim[k] >= 0) p.placements[1] = vs_shard(tp_dim[k]);
-#endif
-    vsCheck(vs_ddp_add_param(m->ddp, &p, NULL));
-}
 #ifdef DP_TP
 
 /* Cuts kind k of layer l of `full` (the model as one device has it) to this rank's
@@ -643,9 +627,8 @@ static void register_param(GPT* m, int k, int l, int group)
 static void take_shard(GPT* m, const GPT* full, int k, int l)
 {
     const int L = m->config.num_layers;
-    int shape[3], nd = param_shape(&m->config, k, shape);
-    vs_dtensor whole = {.layout = {.mesh = m->mesh}, .dtype = VS_F32, .ndim = nd}; // Replicate on (DP, TP)
-    for (int i = 0; i < nd; i++) whole.shape[i] = shape[i];
+    vs_dtensor whole = {.layout = {.mesh = m->mesh}, .dtype = VS_F32}; // Replicate on (DP, TP)
+    whole.ndim = param_shape(&m->config, k, whole.shape);
     vs_dtensor shard = whole;
     if (tp_dim[k] >= 0) shard.layout.p[1] = vs_shard(tp_dim[k]);
     whole.data = layer(full->params, full->param_sizes, k, l, L);
@@ -654,10 +637,9 @@ static void take_shard(GPT* m, const GPT* full, int k, int l)
 }
 #endif
 
-/* m on the world's ranks: every tensor registered with vescale's DDP (ZeRO-1 AdamW),
-   one bucket a layer, in the reverse order of the backward: the embeddings (group 1),
-   layers 0..L-1 (2 + l), ln_f (2 + L). DP: all the world's ranks, no mesh. DP x TP:
-   on a (DP, TP) mesh, m's flat buffers hold this rank's shards of `full`. */
+/* m on the world's ranks with vescale's DDP (ZeRO-1 AdamW). DP: all the world's
+   ranks, no mesh. DP x TP: on a (DP, TP) mesh, m's flat buffers hold this rank's
+   shards of `full`. */
 #ifdef DP_TP
 static void gpt_parallelize(GPT* m, const GPT* full, vs_world* w, int dp, int tp)
 {
@@ -676,10 +658,16 @@ static void gpt_parallelize(GPT* m, vs_world* w)
                                        .optim = {.kind = VS_OPTIM_ADAMW, .beta2 = 0.95, .weight_decay = 0.1}},
                         &m->ddp));
     const int L = m->config.num_layers;
-    register_param(m, WTE, 0, 1), register_param(m, WPE, 0, 1);
-    for (int l = 0; l < L; l++)
-        for (int k = LN1W; k <= FCPROJB; k++) register_param(m, k, l, 2 + l);
-    register_param(m, LNFW, 0, 2 + L), register_param(m, LNFB, 0, 2 + L);
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { // each kind for all its layers: views used in place
+        vs_ddp_param_desc p = {.name = names[k], .dtype = VS_F32, .no_decay = !decays(k), .storage = m->params[k],
+                               .grad_storage = m->grads[k], .layers = per_layer(k) ? L : 1, // a bucket a layer:
+                               .ready_group = k < LN1W ? 1 : per_layer(k) ? 2 : 2 + L};      // 1, 2 + l, 2 + L
+        p.ndim = param_shape(&m->config, k, p.shape);
+#ifdef DP_TP
+        if (tp_dim[k] >= 0) p.placements[1] = vs_shard(tp_dim[k]);
+#endif
+        vsCheck(vs_ddp_add_param(m->ddp, &p, NULL));
+    }
     vsCheck(vs_ddp_finalize(m->ddp));
 }
 #endif

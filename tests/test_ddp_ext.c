@@ -918,6 +918,132 @@ static void case_zero(int zero, int own)
              WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV ? ", SIGSEGV: DDP wrote the read-only gradients" : "", out);
 }
 
+/* vs_ddp_param_desc.layers: each kind registered once for its L layers, kind after
+   kind (llm.c's order), against every layer's views registered layer after layer
+   (add_flat_params): the same buckets (a layer each, the same members), the same
+   names, and the same parameters bit for bit after three steps on DP2, ZeRO-0 and 1. */
+static int rank_layers(vs_world* w, void* arg)
+{
+    int zero = *(const int*)arg, me = vs_world_rank(w);
+    int64_t T = total_elems();
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = 2;
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_ddp* d[2] = {NULL, NULL}; // [0] a view a call, [1] a kind a call
+    float *P[2], *G[2];
+    for (int v = 0; v < 2; v++) {
+        vs_ddp_desc dd;
+        memset(&dd, 0, sizeof dd);
+        dd.mesh = mesh;
+        dd.zero = (vs_zero_stage)zero;
+        dd.optim.kind = VS_OPTIM_ADAMW;
+        VT_OK(vs_ddp_init(&dd, &d[v]));
+        P[v] = (float*)mem_alloc((size_t)T * 4), G[v] = (float*)mem_alloc((size_t)T * 4);
+        for (int64_t i = 0; i < T; i++) P[v][i] = (float)init_val(i), G[v][i] = 0;
+    }
+    add_flat_params(d[0], P[0], G[0]);
+    for (int k = 0; k < K; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "h.%%d.%s", kind_name[k]);
+        vs_ddp_param_desc pd = w_param(kind_size[k]);
+        pd.name = name;
+        pd.storage = P[1] + flat_off(k, 0), pd.grad_storage = G[1] + flat_off(k, 0);
+        pd.ready_group = 1, pd.layers = L;
+        int first = -1;
+        VT_OK(vs_ddp_add_param(d[1], &pd, &first));
+        VT_CHECK(first == k * L, "kind %d: first index %d, want %d", k, first, k * L);
+    }
+    VT_OK(vs_ddp_finalize(d[1]));
+    VT_CHECK(d[0]->nbuckets == L && d[1]->nbuckets == L, "buckets: %d and %d, want %d (a layer each)", d[0]->nbuckets,
+             d[1]->nbuckets, L);
+    for (int b = 0; b < d[0]->nbuckets && b < d[1]->nbuckets; b++) { // the same members, the same order
+        const _vs_dbucket *ka = &d[0]->buckets[b], *kb = &d[1]->buckets[b];
+        VT_CHECK(ka->last - ka->first == kb->last - kb->first && ka->numel == kb->numel,
+                 "bucket %d: %d and %d parameters", b, ka->last - ka->first, kb->last - kb->first);
+        for (int j = 0; j < ka->last - ka->first && j < kb->last - kb->first; j++) {
+            const _vs_dparam* qa = &d[0]->params[d[0]->order[ka->first + j]];
+            const _vs_dparam* qb = &d[1]->params[d[1]->order[kb->first + j]];
+            VT_CHECK(!strcmp(qa->name, qb->name) && qa->offset == qb->offset, "bucket %d, place %d: '%s' at %lld and '%s' at %lld",
+                     b, j, qa->name, (long long)qa->offset, qb->name, (long long)qb->offset);
+        }
+    }
+    vs_ddp_param_info pi;
+    VT_OK(vs_ddp_query_param_info(d[1], 2 * L + 3, &pi));
+    VT_CHECK(!strcmp(pi.name, "h.3.w2"), "parameter %d is '%s', want h.3.w2", 2 * L + 3, pi.name);
+    for (int t = 0; t < 3; t++)
+        for (int v = 0; v < 2; v++) {
+            VT_OK(vs_ddp_zero_grad(d[v]));
+            VT_OK(vs_ddp_wait_params(d[v]));
+            for (int64_t i = 0; i < T; i++) G[v][i] += (float)grad_val(i, me, t, P[v][i]);
+            for (int l = L - 1; l >= 0; l--) VT_OK(vs_ddp_group_ready(d[v], l + 1));
+            VT_OK(vs_ddp_finish_grad_sync(d[v]));
+            VT_OK(vs_ddp_step(d[v], 1e-2));
+            VT_OK(vs_ddp_wait_params(d[v]));
+        }
+    int64_t differ = 0;
+    for (int64_t i = 0; i < T; i++) differ += memcmp(&P[0][i], &P[1][i], 4) != 0;
+    VT_CHECK(differ == 0, "ZeRO-%d: %lld of %lld parameters differ between the two registrations", zero, (long long)differ,
+             (long long)T);
+    for (int v = 0; v < 2; v++) {
+        VT_OK(vs_ddp_free(d[v]));
+        mem_free(P[v]), mem_free(G[v]);
+    }
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+static void case_layers(int zero)
+{
+    VT_OK(vs_launch(2, rank_layers, &zero));
+}
+
+/* vs_ddp_param_desc.layers refused: a name without one %d (or with another %), layers
+   out of range, ready_group overflowing; and a failure at layer 2 (a name taken)
+   registers none of them. */
+static int rank_layers_bad(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_mesh* mesh = NULL;
+    vs_ddp* d = open_ddp(w, VS_ZERO_0, &mesh);
+    static float buf[4 * 64], gbuf[4 * 64];
+    vs_ddp_param_desc pd = w_param(64);
+    pd.storage = buf, pd.grad_storage = gbuf, pd.layers = 4;
+    static const char* bad[3] = {"h.w", "h.%d.%d.w", "h.%s.w"};
+    for (int i = 0; i < 3; i++) {
+        pd.name = bad[i];
+        vs_result r = vs_ddp_add_param(d, &pd, NULL);
+        VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), bad[i]) && strstr(vs_last_error(), "%d"),
+                 "name '%s': %d %s", bad[i], r, vs_last_error());
+    }
+    pd.name = "h.%d.w";
+    pd.layers = -1;
+    VT_CHECK(vs_ddp_add_param(d, &pd, NULL) == VS_ERR_INVALID && strstr(vs_last_error(), "layers -1"), "layers -1: %s",
+             vs_last_error());
+    pd.layers = 4, pd.ready_group = INT_MAX - 1;
+    VT_CHECK(vs_ddp_add_param(d, &pd, NULL) == VS_ERR_INVALID && strstr(vs_last_error(), "overflows"),
+             "ready_group overflow: %s", vs_last_error());
+    pd.ready_group = 0;
+    vs_ddp_param_desc taken = w_param(64);
+    taken.name = "h.2.w";
+    VT_OK(vs_ddp_add_param(d, &taken, NULL));
+    vs_result r = vs_ddp_add_param(d, &pd, NULL);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "'h.2.w' registered twice"), "a taken name: %d %s", r,
+             vs_last_error());
+    VT_CHECK(d->nparams == 1, "after the failure %d parameters are registered, want 1 (none of the layers)", d->nparams);
+    pd.name = "h.%d.v"; // and the same desc under a free name goes in whole
+    int first = -1;
+    VT_OK(vs_ddp_add_param(d, &pd, &first));
+    VT_CHECK(first == 1 && d->nparams == 5, "first %d, %d parameters (want 1, 5)", first, d->nparams);
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+static void case_layers_bad(void)
+{
+    VT_OK(vs_launch(1, rank_layers_bad, NULL));
+}
+
 /* ZeRO-1's gathers into the trainer's storage: vs_ddp_step starts them and
    returns; it does not wait for them, so a rank's step returns while its peer
    has not stepped yet (with staging buffers it waited for the peer's part of
@@ -1202,6 +1328,11 @@ int main(void)
             "the parameter", case_subpage());
     VT_CASE("VESCALE_DEBUG is one list (vs_debug_modes): desync,params, params; an unknown mode is named by vs_ddp_init",
             case_debug_modes());
+    VT_CASE("layers: a kind a call for every layer (kind after kind) equals a view a call (layer after layer): the same "
+            "buckets, names and parameters bit for bit, ZeRO-0", case_layers(0));
+    VT_CASE("layers: the same, ZeRO-1", case_layers(1));
+    VT_CASE("layers refused: a name without one %d, layers -1, a ready_group overflow; a taken name at layer 2 registers "
+            "none", case_layers_bad());
     VT_CASE("vs_launch_desc.debug reaches DDP: \"params\" without VESCALE_DEBUG turns its checks on, \"\" beside "
             "VESCALE_DEBUG=params turns them off",
             case_debug_desc());
