@@ -1671,7 +1671,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_layers(vs_ddp* d, const vs_ddp_param_desc*
                             p->layers);
     int first = d->nparams;
     vs_result r = VS_OK;
-    size_t stride = 0; // bytes of one local shard, learned from layer 0
+    size_t stride = 0, gstride = 0; // bytes of one local shard and of its gradient, learned from layer 0
     for (int l = 0; l < p->layers && !r; l++) {
         char name[256];
         int n = snprintf(name, sizeof name, "%.*s%d%s", (int)(at - pat), pat, l, at + 2);
@@ -1684,12 +1684,14 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_layers(vs_ddp* d, const vs_ddp_param_desc*
         one.name = name;
         one.layers = 1;
         if (p->ready_group) one.ready_group = p->ready_group + l;
-        size_t gstride = stride / _vs_dsz(p->dtype) * _vs_dsz(d->desc.grad_fp32 ? VS_F32 : p->dtype);
         if (p->storage) one.storage = (char*)p->storage + stride * (size_t)l;
         if (p->grad_storage) one.grad_storage = (char*)p->grad_storage + gstride * (size_t)l;
         if (p->data) one.data = (const char*)p->data + stride * (size_t)l;
         r = _vs_ddp_add_one(d, &one, NULL);
-        if (!r && l == 0) stride = (size_t)d->params[first].numel * _vs_dsz(p->dtype);
+        if (!r && l == 0) {
+            const _vs_dparam* q = &d->params[first];
+            stride = (size_t)q->numel * _vs_dsz(q->dtype), gstride = (size_t)q->numel * _vs_dsz(q->gdtype);
+        }
     }
     if (r) { // none of them: the ones added go again (the message stays the failure's)
         while (d->nparams > first) _vs_ddp_param_release(d, &d->params[--d->nparams]);
