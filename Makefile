@@ -114,7 +114,7 @@ HAVE_NVRTC := $(if $(wildcard $(CUDA)/include/nvrtc.h),1)
 # the NCCL transport, DDP, layouts, TP, init and checkpoints on 8 simulated GPUs,
 # with the CUDA toolkit's own headers and NVRTC, and no GPU, libcudart or libnccl.
 HAVE_STRICT := $(if $(HAVE_NVRTC),$(if $(wildcard $(CUDA)/include/nccl.h),1))
-STRICT_H := tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h tests/strict/vs_strict_race.h
+STRICT_H := tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h tests/strict/vs_strict_race.h tests/strict/vs_strict_clock.h
 STRICT_CFLAGS = -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64
 # The library for NCCL compiled once ($(B)/impl/strict.o, without the stand-in): each
 # program below compiles the stand-in itself (tests/strict/vs_strict.h keeps its state
