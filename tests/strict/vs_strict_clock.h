@@ -165,19 +165,23 @@ ST_C int vs_strict_spec_builtin(const char* name, vs_strict_spec* out)
     return -1;
 }
 
-/* a file's keys: name, its unit's scale into the struct's, where it goes */
-#define ST_SK(k, f, scale) {k, scale, offsetof(vs_strict_spec, f)}
+/* a file's keys: name, its unit (the struct's value is the file's times mul, or
+   over div: 20 us is 20 / 1e6 s, as exact as the literal 20e-6), rate (must be
+   positive), where it goes */
+#define ST_SK(k, f, mul, div, rate) {k, mul, div, rate, offsetof(vs_strict_spec, f)}
 static const struct {
     const char* key;
-    double scale;
+    double mul, div;
+    int rate;
     size_t at;
 } st_spec_keys[] = {
-    ST_SK("bf16_tflops", flops_bf16, 1e12), ST_SK("f16_tflops", flops_f16, 1e12), ST_SK("tf32_tflops", flops_tf32, 1e12),
-    ST_SK("f32_tflops", flops_f32, 1e12),   ST_SK("mem_gbps", mem_bw, 1e9),         ST_SK("launch_us", launch_s, 1e-6),
-    ST_SK("host_gbps", host_bw, 1e9),       ST_SK("nvlink_gbps", nvlink_bw, 1e9),   ST_SK("net_gbps", net_bw, 1e9),
-    ST_SK("nvlink_latency_us", nvlink_latency_s, 1e-6), ST_SK("net_latency_us", net_latency_s, 1e-6),
-    ST_SK("host_call_us", host_call_s, 1e-6), ST_SK("host_factor", host_factor, 1),
-    ST_SK("kernel_default_us", kernel_default_s, 1e-6)};
+    ST_SK("bf16_tflops", flops_bf16, 1e12, 1, 1), ST_SK("f16_tflops", flops_f16, 1e12, 1, 1),
+    ST_SK("tf32_tflops", flops_tf32, 1e12, 1, 1), ST_SK("f32_tflops", flops_f32, 1e12, 1, 1),
+    ST_SK("mem_gbps", mem_bw, 1e9, 1, 1),         ST_SK("launch_us", launch_s, 1, 1e6, 0),
+    ST_SK("host_gbps", host_bw, 1e9, 1, 1),       ST_SK("nvlink_gbps", nvlink_bw, 1e9, 1, 1),
+    ST_SK("net_gbps", net_bw, 1e9, 1, 1),         ST_SK("nvlink_latency_us", nvlink_latency_s, 1, 1e6, 0),
+    ST_SK("net_latency_us", net_latency_s, 1, 1e6, 0), ST_SK("host_call_us", host_call_s, 1, 1e6, 0),
+    ST_SK("host_factor", host_factor, 1, 1, 0),   ST_SK("kernel_default_us", kernel_default_s, 1, 1e6, 0)};
 #undef ST_SK
 #define ST_NSK (int)(sizeof st_spec_keys / sizeof st_spec_keys[0])
 
@@ -196,7 +200,7 @@ static int st_spec_valid(const vs_strict_spec* s, const char* where, char* err, 
     for (int i = 0; i < ST_NSK; i++) {
         double v = *(const double*)(const void*)((const char*)s + st_spec_keys[i].at);
         if (seen && !(seen[0] >> i & 1)) return st_spec_err(err, cap, where, 0, "no '%s' (or a 'base = h100|h200' line)", st_spec_keys[i].key);
-        int rate = st_spec_keys[i].scale >= 1e9;
+        int rate = st_spec_keys[i].rate;
         if (!(v == v) || (rate ? v <= 0 : v < 0))
             return st_spec_err(err, cap, where, 0, rate ? "'%s' must be positive" : "'%s' must not be negative",
                                st_spec_keys[i].key);
@@ -254,10 +258,10 @@ ST_C int vs_strict_spec_parse(const char* text, const char* where, vs_strict_spe
         int i = 0;
         while (i < ST_NSK && strcmp(key, st_spec_keys[i].key)) i++;
         if (i == ST_NSK) return st_spec_err(err, cap, where, line, "unknown key '%s'", key);
-        int rate = st_spec_keys[i].scale >= 1e9;
+        int rate = st_spec_keys[i].rate;
         if (rate ? v <= 0 : v < 0)
             return st_spec_err(err, cap, where, line, rate ? "'%s' must be positive" : "'%s' must not be negative", key);
-        *(double*)(void*)((char*)&s + st_spec_keys[i].at) = v * st_spec_keys[i].scale;
+        *(double*)(void*)((char*)&s + st_spec_keys[i].at) = v * st_spec_keys[i].mul / st_spec_keys[i].div;
         seen |= 1u << i;
     }
     if (st_spec_valid(&s, where, err, cap, &seen)) return -1;
@@ -350,9 +354,12 @@ static FILE* st_trace;
 static pid_t st_trace_pid;
 static int st_trace_n;
 
+/* The spec (st_mu held, or after the stand-in's init: it is set then, and again
+   only by vs_strict_clock_set_spec, which a program calls while no other
+   thread makes CUDA calls). */
 static const vs_strict_spec* st_spec_get(void)
 {
-    if (!st_spec_ready) st_spec = st_spec_h100, st_spec_ready = 1;
+    if (!__atomic_load_n(&st_spec_ready, __ATOMIC_ACQUIRE)) st_spec = st_spec_h100, __atomic_store_n(&st_spec_ready, 1, __ATOMIC_RELEASE);
     return &st_spec;
 }
 
@@ -414,7 +421,7 @@ static void st_clock_init_locked(void)
             fprintf(stderr, "vs_strict: VS_STRICT_SPEC=%s: %s\n", e, err);
             _exit(85);
         }
-        st_spec_ready = 1;
+        __atomic_store_n(&st_spec_ready, 1, __ATOMIC_RELEASE);
     }
     st_spec_get();
     if ((e = getenv("VS_STRICT_TRACE")) && *e && !st_trace) {
@@ -444,7 +451,8 @@ ST_C vs_strict_spec vs_strict_clock_spec(void)
 ST_C void vs_strict_clock_set_spec(const vs_strict_spec* sp)
 {
     pthread_mutex_lock(&st_mu);
-    st_spec = *sp, st_spec_ready = 1;
+    st_spec = *sp;
+    __atomic_store_n(&st_spec_ready, 1, __ATOMIC_RELEASE);
     st_init_locked();
     pthread_mutex_unlock(&st_mu);
 }
@@ -471,6 +479,7 @@ ST_C double vs_strict_clock_host(void) { return st_hc()->t; }
 /* A CUDA/NCCL call of this thread's (at its start). */
 static void st_clock_call(void)
 {
+    if (!__atomic_load_n(&st_spec_ready, __ATOMIC_ACQUIRE)) st_init();
     st_hclk* h = st_hc();
     double f = st_spec_get()->host_factor;
     if (f > 0) {
