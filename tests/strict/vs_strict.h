@@ -89,6 +89,13 @@
      (class no-kernel-image): a cubin runs on its SM's major with an equal or
      later minor, PTX on its architecture and later ones.
 
+   - Virtual time (tests/strict/vs_strict_clock.h): every operation also gets
+     the time it would take on a GPU of a spec (VS_STRICT_SPEC=h100|h200|file;
+     H100 by default): stream, event and host clocks, collectives that start
+     with their latest rank, busy and exposed-communication times per device
+     (vs_strict_clock_*), a Chrome trace (VS_STRICT_TRACE=path). It only
+     observes: nothing it computes changes what runs or what is checked.
+
    VS_STRICT_BACKTRACE=1 prints the caller's stack after each violation
    (addr2line -e <binary> on the +offsets names the lines).
 
