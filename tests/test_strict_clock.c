@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "strict/vs_strict.h"
@@ -334,6 +335,34 @@ static void case_copies(void)
     cudaStreamDestroy(s);
 }
 
+/* host_factor: the host's own CPU time between two calls, scaled, moves its clock
+   (the one figure here that depends on the machine: a lower bound) */
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static void case_host_factor(void)
+{
+    vs_strict_spec f = S;
+    f.host_factor = 2;
+    vs_strict_clock_set_spec(&f);
+    double t0 = fresh(), c0 = thread_cpu(), spun;
+    volatile double sink = 0;
+    while ((spun = thread_cpu() - c0) < 0.01) sink += 1; /* 10 ms of the host's own work */
+    cudaMemsetAsync(B3, 0, 16, 0);
+    double dt = vs_strict_clock_host() - t0;
+    VT_CHECK(dt >= 2 * spun + S.host_call_s && dt < 2 * (spun + 1) + S.host_call_s,
+             "the host moved %.3f ms for %.3f ms of its own CPU time at factor 2", dt * 1e3, spun * 1e3);
+    vs_strict_clock_set_spec(&S);
+    cudaDeviceSynchronize();
+    double t1 = vs_strict_clock_host();
+    cudaMemsetAsync(B3, 0, 16, 0);
+    CHECK_T(vs_strict_clock_host(), t1 + S.host_call_s, "factor 0: the call's cost only");
+    (void)sink;
+}
+
 /* ---- collectives: thread ranks, one device each ------------------------------------------- */
 
 enum { J_PLAIN, J_LATE, J_OVERLAP, J_SERIAL };
@@ -519,6 +548,7 @@ int main(void)
     VT_CASE("clock/event: a stream waits for another's event; event sync and queries move the host", case_event_wait());
     VT_CASE("clock/legacy stream: implicit waits by clock, whatever already ran", case_legacy());
     VT_CASE("clock/copies: H2D, D2D, a blocking D2H", case_copies());
+    VT_CASE("clock/host factor: the host's own CPU time, scaled, moves its clock", case_host_factor());
     VT_CASE("clock/all-reduce of 2 and 8 ranks on one node (NVLink)", case_allreduce_node());
     VT_CASE("clock/all-reduce of 2 and 16 ranks across two nodes (the network)", case_allreduce_nodes());
     VT_CASE("clock/a collective whose last rank arrives late starts late on all", case_late_rank());
