@@ -9,8 +9,12 @@
 
    The spec (vs_strict_spec): VS_STRICT_SPEC=h100 (the default), h200, or a
    file of "key = value" lines (vs_strict_spec_parse: '#' comments; "base =
-   h100" starts from a built-in; keys below in the units they name); a bad file
-   stops the program at its first call, naming the line.
+   h100" starts from a built-in, else every key is needed); a bad file stops
+   the program at its first call, naming the line. Keys, in the units they name:
+   name, bf16_tflops, f16_tflops, tf32_tflops, f32_tflops (dense), mem_gbps,
+   launch_us, host_gbps, nvlink_gbps, net_gbps (each direction), gpus_per_node,
+   nvlink_latency_us, net_latency_us, host_call_us, host_factor,
+   kernel_default_us.
 
    Costs (vs_strict_cost_*, each formula here and nowhere else):
    - a kernel: max(flops / peak[dtype], bytes / mem_bw) + seconds + launch_s,
