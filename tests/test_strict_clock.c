@@ -521,6 +521,8 @@ static void case_trace(void)
     VT_CHECK(strstr(text, "\"args\":{\"name\":\"stream ") != NULL, "a row per stream");
     VT_CHECK(strstr(text, "{\"name\":\"clk_k\",\"cat\":\"compute\",\"ph\":\"X\",\"pid\":0,") != NULL, "the kernels");
     VT_CHECK(strstr(text, "{\"name\":\"ncclAllReduce\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":15,") != NULL, "the collectives");
+    VT_CHECK(strstr(text, "{\"name\":\"host wait\",\"cat\":\"host\",\"ph\":\"X\",\"pid\":0,\"tid\":0,") != NULL,
+             "the host's waits");
     VT_CHECK(x > 50, "%ld operations traced", x);
     unlink(trace_path);
 }

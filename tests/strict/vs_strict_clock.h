@@ -63,7 +63,8 @@
    NCCL's protocols and tree algorithms, p2p over shared NICs. Legacy-stream
    implicit waits beyond the stand-in's 16 a operation are not timed.
    VS_STRICT_TRACE=path writes a Chrome trace (chrome://tracing, Perfetto):
-   a process per device, a row per stream. */
+   a process per device, a row per stream, and a host row (the host waits of
+   the threads whose current device it is). */
 
 #ifndef VS_STRICT_CLOCK_API_H
 #define VS_STRICT_CLOCK_API_H
@@ -439,6 +440,8 @@ static void st_clock_init_locked(void)
             char buf[160];
             snprintf(buf, sizeof buf, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"device %d\"}}", d, d);
             st_trace_event_locked(buf);
+            snprintf(buf, sizeof buf, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"host\"}}", d);
+            st_trace_event_locked(buf);
         }
         atexit(st_trace_atexit);
     }
@@ -496,12 +499,15 @@ static void st_clock_call(void)
     h->t += st_spec_get()->host_call_s;
 }
 
-/* The host waited for cell c (ended), and drops it. */
+static void st_trace_x_locked(int dev, long tid, const char* cat, double a, double b, const char* name);
+
+/* The host waited for cell c (ended), and drops it; the trace's host row of the
+   thread's current device shows the wait. */
 static void st_clock_host_wait_locked(st_tcell* c)
 {
     if (!c) return;
     st_hclk* h = st_hc();
-    if (c->set && c->t > h->t) h->t = c->t;
+    if (c->set && c->t > h->t) st_trace_x_locked(st_cur_dev, 0, "host", h->t, c->t, "host wait"), h->t = c->t;
     st_tc_unref(c);
 }
 
@@ -587,13 +593,18 @@ static void st_clock_busy_locked(int dev, long sid, int cls, double a, double b,
         }
         l->v[l->n].a = a, l->v[l->n].b = b, l->n++;
     }
-    if (st_trace) {
-        static const char* const cat[] = {"", "compute", "copy", "comm"};
-        char buf[320];
-        snprintf(buf, sizeof buf, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%ld,\"ts\":%.4f,\"dur\":%.4f}",
-                 name, cat[cls], dev, sid, a * 1e6, (b - a) * 1e6);
-        st_trace_event_locked(buf);
-    }
+    static const char* const cat[] = {"", "compute", "copy", "comm"};
+    st_trace_x_locked(dev, sid, cat[cls], a, b, name);
+}
+
+/* An event [a, b) on device dev's row tid (0: the host's). */
+static void st_trace_x_locked(int dev, long tid, const char* cat, double a, double b, const char* name)
+{
+    if (!st_trace) return;
+    char buf[320];
+    snprintf(buf, sizeof buf, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%ld,\"ts\":%.4f,\"dur\":%.4f}",
+             name, cat, dev, tid, a * 1e6, (b - a) * 1e6);
+    st_trace_event_locked(buf);
 }
 
 /* Operation op ended on s (NCCL operations wrote their own busy time and op->t1). */
