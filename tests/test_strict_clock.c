@@ -555,6 +555,14 @@ int main(void)
     VT_CASE("clock/all-reduce of 2 and 16 ranks across two nodes (the network)", case_allreduce_nodes());
     VT_CASE("clock/a collective whose last rank arrives late starts late on all", case_late_rank());
     VT_CASE("clock/exposed communication: half hidden beside compute, all on the compute stream", case_exposed());
+    VT_CASE("clock/the same times with a random delay before every stream operation", {
+        st_delay_us = 300; /* the stand-in's threads run in another order; virtual time does not change */
+        case_event_wait();
+        case_legacy();
+        case_late_rank();
+        case_exposed();
+        st_delay_us = 0;
+    });
     VT_CASE("clock/trace: VS_STRICT_TRACE's Chrome trace", case_trace());
     VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
                                              vs_strict_violations(), vs_strict_first_violation()));
