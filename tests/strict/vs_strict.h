@@ -89,6 +89,13 @@
      (class no-kernel-image): a cubin runs on its SM's major with an equal or
      later minor, PTX on its architecture and later ones.
 
+   - Virtual time (tests/strict/vs_strict_clock.h): every operation also gets
+     the time it would take on a GPU of a spec (VS_STRICT_SPEC=h100|h200|file;
+     H100 by default): stream, event and host clocks, collectives that start
+     with their latest rank, busy and exposed-communication times per device
+     (vs_strict_clock_*), a Chrome trace (VS_STRICT_TRACE=path). It only
+     observes: nothing it computes changes what runs or what is checked.
+
    VS_STRICT_BACKTRACE=1 prints the caller's stack after each violation
    (addr2line -e <binary> on the +offsets names the lines).
 
@@ -200,6 +207,8 @@ ST_C const char* vs_strict_first_violation(void);
 ST_C vs_strict_counts vs_strict_get_counts(void);
 ST_C void vs_strict_add_kernels(const st_ksig* table);
 
+#include "vs_strict_clock.h" /* virtual time: its interface */
+
 /* the stand-in's lock and wake-up, for a program that waits for its state (neg.h) */
 extern pthread_mutex_t st_mu;
 extern pthread_cond_t st_cv;
@@ -256,6 +265,7 @@ struct CUstream_st {
     struct st_vc* vc; /* vs_strict_race.h: the clock of its last operation to start, */
     unsigned clk;     /* and how many have started */
     struct st_vc* cvc; /* that operation's completion clock (what its completion proves done) */
+    double vt;         /* vs_strict_clock.h: when its last operation to run ended */
 };
 
 struct CUevent_st {
@@ -265,6 +275,7 @@ struct CUevent_st {
     int dead;
     struct st_vc* vc; /* vs_strict_race.h: the recorded operation's clock */
     struct st_vc* cvc; /* and its completion clock */
+    struct st_tcell* tc; /* vs_strict_clock.h: the recorded position's end time */
     struct CUevent_st* enext; /* every event (kept: a late use is reported) */
 };
 
@@ -307,6 +318,12 @@ struct st_op {
     /* cudaLaunchHostFunc */
     cudaHostFn_t host_fn;
     void* host_arg;
+    /* vs_strict_clock.h: the host's time at enqueue, the latest end of what it
+       waits for that had ended then, its start, end, cost and class, its own
+       end's cell (when something waits for it), the cells it waits for */
+    double t_host, t_dep, t0, t1, cost;
+    int cls, ntcw;
+    struct st_tcell *tc, **tcw;
 };
 
 typedef struct st_alloc {
@@ -482,6 +499,7 @@ static void st_segv(int sig, siginfo_t* si, void* uc)
     raise(sig);
 }
 
+static void st_clock_init_locked(void); /* vs_strict_clock.h */
 static void st_init_locked(void)
 {
     if (st_ready) return;
@@ -528,6 +546,7 @@ static void st_init_locked(void)
     sigaction(SIGSEGV, &sa, NULL);
     sigaction(SIGBUS, &sa, NULL);
     st_ready = 1;
+    st_clock_init_locked();
 }
 
 static void st_init(void)
@@ -595,6 +614,8 @@ static void* st_sh(const void* p)
 }
 
 #include "vs_strict_race.h"
+#define VS_STRICT_CLOCK_IMPL_HERE
+#include "vs_strict_clock.h"
 
 /* ---- streams and events ------------------------------------------------------ */
 
@@ -606,6 +627,7 @@ static struct CUstream_st* st_stream_new_locked(int dev, unsigned flags, int leg
     s->dev = dev, s->flags = flags, s->legacy = legacy, s->id = st_nextid++;
     s->next = st_streams;
     st_streams = s;
+    st_clock_stream_named_locked(s);
     return s;
 }
 
@@ -632,6 +654,7 @@ static void st_push_locked(struct CUstream_st* s, st_op* op)
     if (s->dead) {
         st_violation("use-after-destroy", "%s enqueued on destroyed stream %ld", op->what, s->id);
         st_race_op_free_locked(op);
+        st_clock_op_free_locked(op);
         free(op);
         return;
     }
@@ -646,6 +669,7 @@ static void st_push_locked(struct CUstream_st* s, st_op* op)
             if (l && l->enq > l->done) op->ws[op->nwait] = l, op->wt[op->nwait++] = l->enq;
         }
     }
+    st_clock_push_locked(s, op);
     st_race_push_locked(s, op);
     op->next = NULL;
     if (s->tail) s->tail->next = op;
@@ -687,16 +711,19 @@ static void* st_worker(void* arg)
         }
         s->blocked = NULL;
         st_race_start_locked(s, op);
+        st_clock_start_locked(s, op);
         pthread_mutex_unlock(&st_mu);
         if (st_delay_us) usleep(st_rand() % (unsigned)(st_delay_us + 1));
         if (op->fn) op->fn(s, op);
         pthread_mutex_lock(&st_mu);
+        st_clock_end_locked(s, op);
         s->head = op->next;
         if (!s->head) s->tail = NULL;
         s->done++;
         s->blocked = NULL;
         free(op->staged);
         st_race_op_free_locked(op);
+        st_clock_op_free_locked(op);
         free(op);
         pthread_cond_broadcast(&st_cv);
     }
@@ -713,8 +740,10 @@ static void st_device_idle_locked(int dev, const char* what)
         if (s->dev == dev) {
             long t = s->enq;
             struct st_vc* v = st_race_target_locked(s);
+            st_tcell* c = st_clock_target_locked(s);
             ST_WAIT_UNTIL(s->done >= t, what);
             st_race_host_merge_locked(v);
+            st_clock_host_wait_locked(c);
         }
 }
 
@@ -842,6 +871,7 @@ static void st_sync_beside_collective_locked(int dev, const char* cls, const cha
 
 ST_C cudaError_t cudaMalloc(void** p, size_t n)
 {
+    st_clock_call();
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     int dev = st_cur_dev;
@@ -855,6 +885,7 @@ ST_C cudaError_t cudaMalloc(void** p, size_t n)
 ST_C cudaError_t cudaFree(void* p)
 {
     if (!p) return cudaSuccess;
+    st_clock_call();
     pthread_mutex_lock(&st_mu);
     st_alloc* a = st_find_locked(p, 1);
     if (!a || !a->live || a->dead_pending || st_dbase + a->off != (char*)p) {
@@ -883,6 +914,7 @@ ST_C cudaError_t cudaFree(void* p)
    on that stream still sees it, and a later use faults (device-bounds). */
 ST_C cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t h)
 {
+    st_clock_call();
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     struct CUstream_st* s = st_stream_locked(h);
@@ -904,6 +936,7 @@ static void st_free_async_run(struct CUstream_st* s, st_op* op)
 ST_C cudaError_t cudaFreeAsync(void* p, cudaStream_t h)
 {
     if (!p) return cudaSuccess;
+    st_clock_call();
     pthread_mutex_lock(&st_mu);
     st_alloc* a = st_find_locked(p, 1);
     if (!a || !a->live || a->dead_pending || st_dbase + a->off != (char*)p) {
@@ -1030,6 +1063,7 @@ ST_C cudaError_t cudaStreamGetDevice(cudaStream_t h, int* dev)
 
 ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
 {
+    st_clock_call();
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     struct CUstream_st* s = st_stream_locked(h);
@@ -1037,7 +1071,9 @@ ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
     st_count_sync_locked(s, t);
     struct st_vc* v = st_race_target_locked(s);
     struct st_vc* cv = st_comp_target_locked(s);
+    st_tcell* tc = st_clock_target_locked(s);
     ST_WAIT_UNTIL(s->done >= t, "cudaStreamSynchronize");
+    st_clock_host_wait_locked(tc);
     st_race_host_merge_locked(v);
     st_seen_locked(s, t);
     st_seen_comp_locked(cv);
@@ -1052,6 +1088,7 @@ ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
     struct CUstream_st* s = st_stream_locked(h);
     int busy = s->done < s->enq;
     st_count_poll_locked(s, s, s->enq);
+    if (!busy) st_clock_call(), st_clock_host_wait_locked(st_clock_target_locked(s));
     if (!busy) st_seen_locked(s, s->enq), st_seen_comp_locked(st_vc_ref(s->cvc));
     if (!busy) st_race_host_merge_locked(st_race_target_locked(s));
     pthread_mutex_unlock(&st_mu);
@@ -1061,6 +1098,7 @@ ST_C cudaError_t cudaStreamQuery(cudaStream_t h)
 
 ST_C cudaError_t cudaDeviceSynchronize(void)
 {
+    st_clock_call();
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     st_count.host_syncs++;
@@ -1103,6 +1141,7 @@ ST_C cudaError_t cudaEventDestroy(cudaEvent_t ev)
 
 ST_C cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t h)
 {
+    st_clock_call();
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     struct CUstream_st* s = st_stream_locked(h);
@@ -1120,6 +1159,8 @@ ST_C cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t h)
     /* an empty operation, so that legacy-stream rules apply to the record too */
     st_push_locked(s, st_op_new("event record", NULL));
     ev->s = s, ev->target = s->enq;
+    st_tc_unref(ev->tc);
+    ev->tc = st_clock_target_locked(s);
     st_race_event_record_locked(ev, s);
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
@@ -1128,6 +1169,7 @@ ST_C cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t h)
 ST_C cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t ev, unsigned flags)
 {
     (void)flags;
+    st_clock_call();
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     struct CUstream_st* s = st_stream_locked(h);
@@ -1139,6 +1181,7 @@ ST_C cudaError_t cudaStreamWaitEvent(cudaStream_t h, cudaEvent_t ev, unsigned fl
     st_op* op = st_op_new("cudaStreamWaitEvent", NULL);
     if (ev->s) op->ws[op->nwait] = ev->s, op->wt[op->nwait++] = ev->target; /* captured now, as CUDA does */
     if (ev->s) st_race_wait_event_locked(op, ev), st_comp_wait_event_locked(op, ev);
+    if (ev->s) st_clock_wait_event_locked(op, ev);
     st_push_locked(s, op);
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
@@ -1156,6 +1199,7 @@ ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
     int dev = ev->dev;
     if (ev->s) st_count_poll_locked(ev, ev->s, ev->target);
     if (ev->s && !busy) st_seen_locked(ev->s, ev->target), st_seen_comp_locked(st_vc_ref(ev->cvc));
+    if (!busy) st_clock_call(), st_clock_host_wait_locked(st_tc_ref(ev->tc));
     if (!busy) st_race_host_merge_locked(st_vc_ref(ev->vc));
     pthread_mutex_unlock(&st_mu);
     if (busy) return cudaErrorNotReady;
@@ -1165,6 +1209,7 @@ ST_C cudaError_t cudaEventQuery(cudaEvent_t ev)
 
 ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
+    st_clock_call();
     pthread_mutex_lock(&st_mu);
     if (!ev || ev->dead) {
         pthread_mutex_unlock(&st_mu);
@@ -1175,6 +1220,7 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     struct st_vc* v = st_vc_ref(ev->vc);
     struct st_vc* cv = st_vc_ref(ev->cvc);
     ST_WAIT_UNTIL(!ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
+    st_clock_host_wait_locked(st_tc_ref(ev->tc));
     st_race_host_merge_locked(v);
     if (ev->s) st_seen_locked(ev->s, ev->target);
     st_seen_comp_locked(cv);
@@ -1212,6 +1258,7 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
     const char* fn = async ? "cudaMemcpyAsync" : "cudaMemcpy";
     if (!n) return cudaSuccess;
     st_init();
+    st_clock_call();
     int wd = st_copy_side(dst, n, fn, "destination"), ws = st_copy_side(src, n, fn, "source");
     if (wd < 0 || ws < 0) return st_err(cudaErrorInvalidValue);
     int ddev = wd == ST_DEV, sdev = ws == ST_DEV;
@@ -1228,6 +1275,10 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
     else if (sdev) st_count.d2h++;
     st_op* op = st_op_new(fn, st_copy_run);
     op->dst = dst, op->src = (void*)(uintptr_t)src, op->n = n;
+    int ddv = -1, sdv = -1;
+    if (ddev) st_where_locked(dst, 1, &ddv);
+    if (sdev) st_where_locked(src, 1, &sdv);
+    st_clock_copy_locked(op, ddev && sdev ? VS_STRICT_D2D : ddev ? VS_STRICT_H2D : VS_STRICT_D2H, ddv, sdv);
     int wait = 0;
     if (!ddev && !sdev) {
         pthread_mutex_unlock(&st_mu);
@@ -1245,7 +1296,9 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
             st_count_sync_locked(s, t);
             struct st_vc* v = st_race_target_locked(s);
             struct st_vc* cv = st_comp_target_locked(s);
+            st_tcell* tc = st_clock_target_locked(s);
             ST_WAIT_UNTIL(s->done >= t, "cudaMemcpy's stream sync");
+            st_clock_host_wait_locked(tc);
             st_race_host_merge_locked(v);
             st_seen_locked(s, t);
             st_seen_comp_locked(cv);
@@ -1259,7 +1312,9 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
         st_count_sync_locked(s, t);
         struct st_vc* v = st_race_target_locked(s);
         struct st_vc* cv = st_comp_target_locked(s);
+        st_tcell* tc = st_clock_target_locked(s);
         ST_WAIT_UNTIL(s->done >= t, fn);
+        st_clock_host_wait_locked(tc);
         st_race_host_merge_locked(v);
         st_seen_locked(s, t);
         st_seen_comp_locked(cv);
@@ -1281,6 +1336,7 @@ static cudaError_t st_memset(void* p, int v, size_t n, cudaStream_t h, const cha
 {
     if (!n) return cudaSuccess;
     st_init();
+    st_clock_call();
     int w = st_copy_side(p, n, fn, "destination");
     if (w < 0) return st_err(cudaErrorInvalidValue);
     if (w != ST_DEV) {
@@ -1290,6 +1346,7 @@ static cudaError_t st_memset(void* p, int v, size_t n, cudaStream_t h, const cha
     pthread_mutex_lock(&st_mu);
     st_op* op = st_op_new(fn, st_set_run);
     op->dst = p, op->n = n, op->val = v;
+    st_clock_copy_locked(op, VS_STRICT_MEMSET, -1, -1);
     st_push_locked(st_stream_locked(h), op); /* cudaMemset too is asynchronous for device memory */
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
@@ -1315,9 +1372,11 @@ ST_C cudaError_t cudaLaunchHostFunc(cudaStream_t h, cudaHostFn_t fn, void* arg)
 {
     st_init();
     if (!fn) return st_err(cudaErrorInvalidValue);
+    st_clock_call();
     st_op* op = st_op_new("cudaLaunchHostFunc", st_host_fn_run);
     op->host_fn = fn, op->host_arg = arg;
     pthread_mutex_lock(&st_mu);
+    st_clock_host_fn_locked(op);
     struct CUstream_st* s = st_stream_locked(h);
     if (s->dev != st_cur_dev) {
         pthread_mutex_unlock(&st_mu);
@@ -1401,6 +1460,7 @@ static void st_kernel_run(struct CUstream_st* s, st_op* op)
 ST_C cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t h)
 {
     st_init();
+    st_clock_call();
     cudaError_t se = st_sticky_check();
     if (se) return se;
     const struct CUkern_st* kh = (const struct CUkern_st*)func;
@@ -1463,6 +1523,7 @@ ST_C cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void*
         }
         off += (sig->size[i] + 7) & ~7;
     }
+    st_clock_kernel_locked(op);
     st_count.launches++;
     st_push_locked(s, op);
     pthread_mutex_unlock(&st_mu);

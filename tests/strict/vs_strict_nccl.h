@@ -20,10 +20,14 @@ struct st_nop {
     size_t sbytes, rbytes; /* what it reads of sb and writes of rb */
     st_nop *next, *pnext; /* in its fused operation; in the clique's posted p2p list */
     char what[160];
+    double t_ready, t0, t1; /* vs_strict_clock.h: when its side could start; a send/recv's start and end */
 };
 enum { ST_N_ALLREDUCE, ST_N_REDUCE, ST_N_BCAST, ST_N_ALLGATHER, ST_N_REDSCAT, ST_N_SEND, ST_N_RECV };
 static const char* const st_nnames[] = {"ncclAllReduce", "ncclReduce",   "ncclBroadcast", "ncclAllGather",
                                         "ncclReduceScatter", "ncclSend", "ncclRecv"};
+typedef char st_nkinds_are_the_clocks[(int)ST_N_ALLREDUCE == (int)VS_STRICT_ALLREDUCE &&
+                                              (int)ST_N_REDSCAT == (int)VS_STRICT_REDSCAT &&
+                                              (int)ST_N_RECV == (int)VS_STRICT_RECV ? 1 : -1];
 
 typedef struct st_inst { /* one collective of a clique, across its ranks */
     long seq;
@@ -32,6 +36,7 @@ typedef struct st_inst { /* one collective of a clique, across its ranks */
     st_nop** part;
     struct st_inst* next;
     struct st_vc* vc; /* vs_strict_race.h: the participants' clocks joined */
+    double t0, t1;    /* vs_strict_clock.h: its start (the latest rank's) and end */
 } st_inst;
 
 typedef struct st_split { /* one ncclCommSplit or ncclCommShrink of a clique */
@@ -229,6 +234,9 @@ static int st_p2p_try_locked(st_clique* cq, st_nop* me)
         } else {
             memcpy(st_sh(r->rb), st_sh(s->sb), s->count * st_nsize(s->dt));
         }
+        int devs[2] = {s->comm->dev, r->comm->dev};
+        s->t0 = r->t0 = s->t_ready > r->t_ready ? s->t_ready : r->t_ready;
+        s->t1 = r->t1 = s->t0 + st_clock_nccl_cost_locked(ST_N_SEND, 2, devs, (double)(s->count * st_nsize(s->dt)));
         s->matched = r->matched = 1;
         return 1;
     }
@@ -237,9 +245,25 @@ static int st_p2p_try_locked(st_clique* cq, st_nop* me)
     return 0;
 }
 
+/* A collective whose ranks all arrived: its end (vs_strict_clock.h). */
+static void st_clock_coll_locked(st_clique* cq, st_inst* in)
+{
+    int devs[64], n = cq->n;
+    st_nop* p0 = in->part[0];
+    for (int r = 0; r < n; r++) devs[r] = in->part[r]->comm->dev;
+    double bytes = (double)p0->count * (double)st_nsize(p0->dt) *
+                   (p0->kind == ST_N_ALLGATHER || p0->kind == ST_N_REDSCAT ? n : 1);
+    in->t1 = in->t0 + st_clock_nccl_cost_locked(p0->kind, n, devs, bytes);
+}
+
+/* A fused operation: its collectives one after another from its start, its
+   send/recvs beside them, each pair from the later of its two sides. */
 static void st_nccl_run(struct CUstream_st* s, st_op* op)
 {
     pthread_mutex_lock(&st_mu);
+    double t = op->t0, tp = op->t0; /* vs_strict_clock.h: the collectives' end so far, the send/recvs' */
+    for (st_nop* q = op->nops; q; q = q->next)
+        q->t_ready = op->t0;
     for (st_nop* q = op->nops; q; q = q->next)
         if ((q->kind == ST_N_SEND || q->kind == ST_N_RECV) && !st_stopped(q->comm)) st_p2p_try_locked(q->comm->cq, q);
     for (st_nop* q = op->nops; q; q = q->next) {
@@ -256,8 +280,10 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
         }
         in->part[c->rank] = q;
         st_race_coll_arrive_locked(in, op);
+        if (!in->arrived || t > in->t0) in->t0 = t;
         if (++in->arrived == cq->n && !in->broken) {
             st_collective_locked(cq, in);
+            st_clock_coll_locked(cq, in);
             in->done = 1;
             pthread_cond_broadcast(&st_cv);
         }
@@ -266,6 +292,7 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
         s->blocked = NULL, s->bcomm = NULL;
         if (in->done) st_race_coll_leave_locked(in, op);
         else in->broken = 1, in->part[c->rank] = NULL; /* stopped: the peers that come wait in vain */
+        if (in->done) st_clock_busy_locked(s->dev, s->id, ST_CL_COMM, in->t0, in->t1, st_nnames[q->kind]), t = in->t1;
         if (++in->left == cq->n) { /* the last one out frees it (one that never came leaves it) */
             st_inst** pp = &cq->insts;
             while (*pp != in) pp = &(*pp)->next;
@@ -280,6 +307,8 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
             s->blocked = q->what, s->bcomm = q->comm;
             ST_WAIT_UNTIL(q->matched || st_stopped(q->comm), q->what);
             s->blocked = NULL, s->bcomm = NULL;
+            if (q->matched) st_clock_busy_locked(s->dev, s->id, ST_CL_COMM, q->t0, q->t1, st_nnames[q->kind]);
+            if (q->matched && q->t1 > tp) tp = q->t1;
             if (!q->matched) { /* stopped: take it off the posted list */
                 for (st_nop** pp = &q->comm->cq->posted; *pp; pp = &(*pp)->pnext)
                     if (*pp == q) {
@@ -296,6 +325,7 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
         st_revoke_settle_locked(q->comm);
         free(q);
     }
+    op->t1 = t > tp ? t : tp;
     st_count.nccl_ops++;
     pthread_cond_broadcast(&st_cv);
     pthread_mutex_unlock(&st_mu);
@@ -809,6 +839,7 @@ static ncclResult_t st_nccl_call(int kind, const void* sb, void* rb, size_t coun
                                  ncclComm_t c, cudaStream_t h)
 {
     const char* fn = st_nnames[kind];
+    st_clock_call();
     pthread_mutex_lock(&st_mu);
     ncclResult_t e = st_comm_ok_locked(c, fn);
     if (e) {
