@@ -40,17 +40,13 @@ enum { FULL_ONLY_UNIT = 3 }; // a unit with only a full backward: no W points, i
 static double now_s(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return clock_gettime(CLOCK_MONOTONIC, &ts) ? 0 : (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static vs_result launch_t(int n, double timeout, vs_rank_fn fn, void* arg)
 {
-    vs_launch_desc d;
-    memset(&d, 0, sizeof d);
-    d.nranks = n;
-    d.transport = VS_TRANSPORT_THREADS;
-    d.timeout_s = timeout;
+    vs_launch_desc d = {0};
+    d.nranks = n, d.transport = VS_TRANSPORT_THREADS, d.timeout_s = timeout;
     return vs_launch_ex(&d, fn, arg);
 }
 
@@ -216,6 +212,22 @@ static pm_inst* model(int recompute)
     return E;
 }
 
+/* This rank's part of a P-stage pipeline for schedule kind (0: any): the PP mesh,
+   the model (recomputed units: rc) and its uniform plan. NULL mesh on failure. */
+static vs_mesh* setup(vs_world* w, int P, vs_pipe_kind kind, int rc, pm_inst** E, vs_pipe_plan* plan)
+{
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md = {0};
+    md.shape[0] = P;
+    md.dim_names[0] = "PP";
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    *E = model(rc);
+    vs_pipe_split_desc sd = {0};
+    sd.stages = P, sd.kind = VS_PIPE_SPLIT_UNIFORM, sd.schedule = (int)kind;
+    VT_OK(vs_pipe_split((*E)->U, (*E)->nu, &sd, plan));
+    return mesh;
+}
+
 static vs_pipe* make_pipe(vs_mesh* mesh, pm_inst* E, const vs_pipe_plan* plan, pm_data* dd, hlog* L)
 {
     vs_pipe_desc pd;
@@ -244,25 +256,15 @@ static void check_order(const char* name, const char* what, vs_pipe* pipe, const
 static int order_rank(vs_world* w, void* arg)
 {
     const ojob* J = (const ojob*)arg;
-    vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = J->P;
-    md.dim_names[0] = "PP";
-    VT_OK(vs_mesh_init(w, &md, &mesh));
-    if (!mesh) return 1;
-    pm_inst* E0 = model(J->recompute); // without hooks
-    pm_inst* E1 = model(J->recompute); // with them
-    pm_data dd = {PM_A, VS_F32, 0};
+    pm_inst *E0, *E1; // without hooks, with them
     vs_pipe_plan plan;
-    vs_pipe_split_desc sd;
-    memset(&sd, 0, sizeof sd);
-    sd.stages = J->P, sd.kind = VS_PIPE_SPLIT_UNIFORM, sd.schedule = (int)J->kind;
-    VT_OK(vs_pipe_split(E0->U, E0->nu, &sd, &plan));
+    vs_mesh* mesh = setup(w, J->P, J->kind, J->recompute, &E0, &plan);
+    E1 = model(J->recompute);
+    pm_data dd = {PM_A, VS_F32, 0};
     hlog L;
     memset(&L, 0, sizeof L);
-    vs_pipe* p0 = make_pipe(mesh, E0, &plan, &dd, NULL);
-    vs_pipe* p1 = make_pipe(mesh, E1, &plan, &dd, &L);
+    vs_pipe* p0 = mesh ? make_pipe(mesh, E0, &plan, &dd, NULL) : NULL;
+    vs_pipe* p1 = mesh ? make_pipe(mesh, E1, &plan, &dd, &L) : NULL;
     vs_pipe_sched *s = NULL, *fs = NULL;
     VT_OK(vs_pipe_generate(w, J->kind, J->P, 0, J->M, &s));
     if (s) VT_OK(vs_pipe_sched_forward(s, &fs));
@@ -354,40 +356,30 @@ typedef struct fjob {
 static int fail_rank(vs_world* w, void* arg)
 {
     fjob* J = (fjob*)arg;
-    vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = J->P;
-    md.dim_names[0] = "PP";
-    VT_OK(vs_mesh_init(w, &md, &mesh));
-    if (!mesh) return 0;
-    pm_inst* E = model(0);
-    pm_data dd = {PM_A, VS_F32, 0};
+    pm_inst* E;
     vs_pipe_plan plan;
-    vs_pipe_split_desc sd;
-    memset(&sd, 0, sizeof sd);
-    sd.stages = J->P, sd.kind = VS_PIPE_SPLIT_UNIFORM, sd.schedule = (int)J->kind;
-    VT_OK(vs_pipe_split(E->U, E->nu, &sd, &plan));
+    vs_mesh* mesh = setup(w, J->P, J->kind, 0, &E, &plan);
+    pm_data dd = {PM_A, VS_F32, 0};
     hlog L;
     memset(&L, 0, sizeof L);
     const int rank = vs_world_rank(w);
     if (rank == J->fail_stage) L.fail_point = J->fail_point, L.fail_mb = J->fail_mb, L.fail_unit = J->fail_unit;
-    vs_pipe* pipe = make_pipe(mesh, E, &plan, &dd, &L);
+    vs_pipe* pipe = mesh ? make_pipe(mesh, E, &plan, &dd, &L) : NULL;
     vs_pipe_sched* s = NULL;
     VT_OK(vs_pipe_generate(w, J->kind, J->P, 0, J->M, &s));
     if (pipe && s) {
         VT_CHECK(vs_pipe_stage(pipe) == rank, "stage %d on world rank %d", vs_pipe_stage(pipe), rank);
-        double loss, t0 = now_s();
+        const double t0 = now_s();
         vs_clear_error();
-        J->rc[rank] = vs_pipe_run(pipe, s, &loss);
-        J->dt[rank] = now_s() - t0;
+        const vs_result r = vs_pipe_run(pipe, s, NULL); // (the loss: none, the run fails)
         snprintf(J->msg[rank], sizeof J->msg[rank], "%s", vs_last_error());
+        J->dt[rank] = now_s() - t0, J->rc[rank] = r;
     }
+    free(L.ev);
     vs_pipe_sched_free(s);
     if (pipe) vs_pipe_free(pipe);
     vs_mesh_free(mesh);
     pm_free(E);
-    free(L.ev);
     return 0;
 }
 
@@ -397,8 +389,7 @@ static void case_fail(vs_pipe_kind kind, int P, int stage, int point, int mb, in
 {
     pm_inst* E = model(0);
     vs_pipe_plan plan;
-    vs_pipe_split_desc sd;
-    memset(&sd, 0, sizeof sd);
+    vs_pipe_split_desc sd = {0};
     sd.stages = P, sd.kind = VS_PIPE_SPLIT_UNIFORM, sd.schedule = (int)kind;
     VT_OK(vs_pipe_split(E->U, E->nu, &sd, &plan));
     int k = 0;
@@ -437,21 +428,11 @@ static void case_fail(vs_pipe_kind kind, int P, int stage, int point, int mb, in
 static int bad_rank(vs_world* w, void* arg)
 {
     (void)arg;
-    vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = 2;
-    md.dim_names[0] = "PP";
-    VT_OK(vs_mesh_init(w, &md, &mesh));
-    if (!mesh) return 1;
-    pm_inst* E = model(0);
-    pm_data dd = {PM_A, VS_F32, 0};
+    pm_inst* E;
     vs_pipe_plan plan;
-    vs_pipe_split_desc sd;
-    memset(&sd, 0, sizeof sd);
-    sd.stages = 2, sd.kind = VS_PIPE_SPLIT_UNIFORM;
-    VT_OK(vs_pipe_split(E->U, E->nu, &sd, &plan));
-    vs_pipe* pipe = make_pipe(mesh, E, &plan, &dd, NULL);
+    vs_mesh* mesh = setup(w, 2, VS_PIPE_DEFAULT, 0, &E, &plan);
+    pm_data dd = {PM_A, VS_F32, 0};
+    vs_pipe* pipe = mesh ? make_pipe(mesh, E, &plan, &dd, NULL) : NULL;
     vs_pipe_sched *s = NULL, *other = NULL;
     VT_OK(vs_pipe_generate(w, VS_PIPE_1F1B, 2, 0, 3, &s));
     VT_OK(vs_pipe_generate(w, VS_PIPE_1F1B, 4, 0, 3, &other));
