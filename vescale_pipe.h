@@ -53,7 +53,7 @@
        // >>pipe-sched   schedules as instruction lists, their text form, add_comm, the validator
        // >>pipe-gen     the built-in schedule generators (any M >= 1)
        // >>pipe-sim     the simulator (makespan, bubble, memory), text timelines, Chrome traces
-       // >>pipe-engine  the engine: vs_pipe_init, vs_pipe_run, hooks (unit hooks too), tied gradients, vs_pipe_query_desc
+       // >>pipe-engine  the engine: vs_pipe_init, vs_pipe_run, hooks, unit hooks, tied gradients, query_desc
 
    Bit for bit equal to one device. The engine reproduces, byte for byte, this
    loop on one rank, for each microbatch m in order:
@@ -491,9 +491,10 @@ VS_API vs_result vs_pipe_sched_add_comm(vs_pipe_sched* s);
 /* The forward-only schedule of a schedule (an evaluation): its F instructions
    in their order on each stage, with the sends and receives they need. A run
    of it computes the losses and the last unit's outputs, keeps no gradient and
-   calls neither on_sync nor on_step (on_unit's forward points, yes); each microbatch's chunk lets go of its activations (what
-   vs_pipe_save kept, its inputs and outputs) after its forward, or, when it
-   sends them to another stage, once packed for the send. */
+   calls neither on_sync nor on_step (on_unit at forwards only); each
+   microbatch's chunk lets go of its activations (what vs_pipe_save kept, its
+   inputs and outputs) after its forward, or, when it sends them to another
+   stage, once packed for the send. */
 VS_API vs_result vs_pipe_sched_forward(const vs_pipe_sched* s, vs_pipe_sched** out);
 
 typedef struct vs_pipe_check_desc {
@@ -3832,8 +3833,9 @@ enum { _VS_PIPE_CALL_F, _VS_PIPE_CALL_B, _VS_PIPE_CALL_W, _VS_PIPE_CALL_BW, _VS_
 
 VS_API const char* vs_pipe_hook_point_name(vs_pipe_hook_point pt)
 {
-    static const char* const n[VS_PIPE_HOOK_POINT_COUNT] = {
-        "invalid", "forward_before", "forward_after", "backward_before", "backward_after", "weight_before", "weight_after"};
+    static const char* const n[VS_PIPE_HOOK_POINT_COUNT] = {"invalid",        "forward_before", "forward_after",
+                                                            "backward_before", "backward_after", "weight_before",
+                                                            "weight_after"};
     return (int)pt > 0 && (int)pt < VS_PIPE_HOOK_POINT_COUNT ? n[pt] : "invalid";
 }
 
@@ -3853,7 +3855,8 @@ _VS_PIPE_PRIVATE void _vs_pipe_hook_fill(const vs_pipe* p, int u, int mb, int M,
 {
     const vs_pipe_unit* un = &p->desc.units[u];
     /* the last backward part: W, the full backward (BW), or B of a unit without split parts */
-    const int last = what == _VS_PIPE_CALL_W || what == _VS_PIPE_CALL_BW || (what == _VS_PIPE_CALL_B && !un->backward_input);
+    const int last =
+        what == _VS_PIPE_CALL_W || what == _VS_PIPE_CALL_BW || (what == _VS_PIPE_CALL_B && !un->backward_input);
     memset(e, 0, sizeof *e);
     e->point = pt;
     e->unit = u;
@@ -4880,17 +4883,16 @@ VS_API vs_result vs_pipe_hook_order(const vs_pipe* p, const vs_pipe_sched* s, vs
     const int st = p->stage, M = s->mbs, fwd = _vs_pipe_fwd_only(s, st);
     for (int i = 0; i < s->len[st]; i++) {
         const vs_pipe_instr* in = &s->ins[st][i];
-        const int lo = p->plan.first_unit[in->chunk], hi = p->plan.first_unit[in->chunk + 1];
-        if (in->op == VS_PIPE_F)
+        const int op = in->op, comp = op == VS_PIPE_F || op == VS_PIPE_B || op == VS_PIPE_BW || op == VS_PIPE_W;
+        const int lo = comp ? p->plan.first_unit[in->chunk] : 0, hi = comp ? p->plan.first_unit[in->chunk + 1] : 0;
+        if (op == VS_PIPE_F)
             for (int u = lo; u < hi; u++) _vs_pipe_order_add(p, u, in->mb, M, _VS_PIPE_CALL_F, fwd, i, out, cap, n);
-        if (in->op == VS_PIPE_B || in->op == VS_PIPE_BW || in->op == VS_PIPE_W)
+        else if (comp)
             for (int u = hi - 1; u >= lo; u--) {
-                if (in->op != VS_PIPE_W && p->desc.units[u].recompute)
+                if (op != VS_PIPE_W && p->desc.units[u].recompute)
                     _vs_pipe_order_add(p, u, in->mb, M, _VS_PIPE_CALL_RF, fwd, i, out, cap, n);
-                _vs_pipe_order_add(p, u, in->mb, M,
-                                   in->op == VS_PIPE_B ? _VS_PIPE_CALL_B
-                                                       : in->op == VS_PIPE_W ? _VS_PIPE_CALL_W : _VS_PIPE_CALL_BW,
-                                   fwd, i, out, cap, n);
+                const int w = op == VS_PIPE_B ? _VS_PIPE_CALL_B : op == VS_PIPE_W ? _VS_PIPE_CALL_W : _VS_PIPE_CALL_BW;
+                _vs_pipe_order_add(p, u, in->mb, M, w, fwd, i, out, cap, n);
             }
     }
     return VS_OK;
