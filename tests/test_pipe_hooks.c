@@ -343,6 +343,148 @@ static void case_order(vs_pipe_kind kind, int P)
         }
 }
 
+/* ---- a ZeRO-3-like consumer: parameters live only while gathered ------------ */
+
+/* What the DDP will do with the hooks, on one rank: a unit's parameters hold
+   NaN unless gathered; the consumer gathers the first unit at the step's start
+   (from vs_pipe_hook_order), at each BEFORE prefetches the next other unit of
+   the order, at each AFTER releases the unit unless it comes next, and at
+   grads_final takes the unit's gradients (as a reduce-scatter would) and
+   poisons them. A hook called out of order, a part without its hooks or a
+   grads_final too early gives NaN or a missing contribution: the losses and
+   gradients then differ from the run without hooks. */
+typedef struct z3 {
+    pm_inst* E;
+    float* master[PM_MAXU];
+    float* taken[PM_MAXU]; // the gradients at grads_final
+    int ntaken[PM_MAXU];
+    int live[PM_MAXU], nlive, max_live;
+    vs_pipe_hook_event* order;
+    size_t n;
+} z3;
+
+static void z3_gather(z3* Z, int u)
+{
+    if (Z->live[u]) return;
+    memcpy(Z->E->L[u].p, Z->master[u], (size_t)Z->E->L[u].npar * sizeof(float));
+    Z->live[u] = 1;
+    if (++Z->nlive > Z->max_live) Z->max_live = Z->nlive;
+}
+
+static void z3_release(z3* Z, int u)
+{
+    if (!Z->live[u]) return;
+    for (int i = 0; i < Z->E->L[u].npar; i++) Z->E->L[u].p[i] = NAN;
+    Z->live[u] = 0;
+    Z->nlive--;
+}
+
+/* the unit of the first BEFORE after position seq whose unit is not `not` (-1: any), or -1 */
+static int z3_next(const z3* Z, int64_t seq, int not)
+{
+    for (size_t j = (size_t)seq + 1; j < Z->n; j++)
+        if (Z->order[j].point % 2 == 1 && Z->order[j].unit != not) return Z->order[j].unit;
+    return -1;
+}
+
+static vs_result z3_hook(void* user, const vs_pipe_hook_event* e)
+{
+    z3* Z = (z3*)user;
+    const int u = e->unit;
+    if (e->point % 2 == 1) { // BEFORE: it must be here already (gathered at the start, or prefetched)
+        if (!Z->live[u])
+            return vs_set_error(VS_ERR_STATE, "unit %d at %s, call %lld: not gathered", u,
+                                vs_pipe_hook_point_name((vs_pipe_hook_point)e->point), (long long)e->seq);
+        int nx = z3_next(Z, e->seq, u);
+        if (nx >= 0) z3_gather(Z, nx);
+        return VS_OK;
+    }
+    if (e->grads_final) {
+        pm_layer* L = &Z->E->L[u];
+        memcpy(Z->taken[u], L->g, (size_t)L->npar * sizeof(float));
+        for (int i = 0; i < L->npar; i++) L->g[i] = NAN;
+        Z->ntaken[u]++;
+    }
+    if (z3_next(Z, e->seq, -1) != u) z3_release(Z, u);
+    return VS_OK;
+}
+
+static int z3_rank(vs_world* w, void* arg)
+{
+    const ojob* J = (const ojob*)arg;
+    pm_inst *E0, *E1;
+    vs_pipe_plan plan;
+    vs_mesh* mesh = setup(w, J->P, J->kind, J->recompute, &E0, &plan);
+    E1 = model(J->recompute);
+    pm_data dd = {PM_A, VS_F32, 0};
+    z3 Z;
+    memset(&Z, 0, sizeof Z);
+    Z.E = E1;
+    vs_pipe* p0 = mesh ? make_pipe(mesh, E0, &plan, &dd, NULL) : NULL;
+    vs_pipe* p1 = NULL;
+    if (mesh) {
+        vs_pipe_desc pd = {0};
+        pd.mesh = mesh, pd.units = E1->U, pd.nunits = E1->nu, pd.plan = &plan, pd.data = pm_data_fn;
+        pd.data_user = &dd, pd.on_unit = z3_hook, pd.unit_user = &Z;
+        VT_OK(vs_pipe_init(&pd, &p1));
+    }
+    vs_pipe_sched* s = NULL;
+    VT_OK(vs_pipe_generate(w, J->kind, J->P, 0, J->M, &s));
+    const int st = p1 ? vs_pipe_stage(p1) : -1;
+    if (p0 && p1 && s) {
+        VT_OK(vs_pipe_hook_order(p1, s, NULL, 0, &Z.n));
+        Z.order = (vs_pipe_hook_event*)calloc(Z.n + 1, sizeof *Z.order);
+        VT_OK(vs_pipe_hook_order(p1, s, Z.order, Z.n, &Z.n));
+        for (int u = 0; u < E1->nu; u++) {
+            Z.master[u] = (float*)malloc(((size_t)E1->L[u].npar + 1) * sizeof(float));
+            Z.taken[u] = (float*)calloc((size_t)E1->L[u].npar + 1, sizeof(float));
+            memcpy(Z.master[u], E1->L[u].p, (size_t)E1->L[u].npar * sizeof(float));
+            Z.live[u] = 1, Z.nlive++;
+            z3_release(&Z, u); // at rest: nothing gathered
+        }
+        for (int run = 0; run < 2; run++) {
+            double l0 = -1, l1 = -2;
+            pm_zero_grads(E0);
+            pm_zero_grads(E1);
+            memset(Z.ntaken, 0, sizeof Z.ntaken);
+            if (Z.n) z3_gather(&Z, Z.order[0].unit); // the step's first unit, known ahead
+            VT_OK(vs_pipe_run(p0, s, &l0));
+            VT_OK(vs_pipe_run(p1, s, &l1));
+            VT_CHECK(memcmp(&l0, &l1, sizeof l0) == 0, "%s: stage %d, run %d: loss %.17g gathering by hooks, %.17g",
+                     J->name, st, run, l1, l0);
+            VT_CHECK(Z.nlive == 0 && Z.max_live <= 2, "%s: stage %d: %d units gathered after the run, %d at most",
+                     J->name, st, Z.nlive, Z.max_live);
+            for (int k = 0; k < plan.nchunks; k++)
+                for (int u = plan.first_unit[k]; u < plan.first_unit[k + 1] && plan.chunk_stage[k] == st; u++) {
+                    VT_CHECK(Z.ntaken[u] == 1, "%s: stage %d: unit %d's gradients taken %d times", J->name, st, u,
+                             Z.ntaken[u]);
+                    VT_CHECK(memcmp(Z.taken[u], E0->L[u].g, (size_t)E0->L[u].npar * sizeof(float)) == 0,
+                             "%s: stage %d, run %d: unit %d's gradients at grads_final differ", J->name, st, run, u);
+                }
+        }
+    }
+    for (int u = 0; u < E1->nu; u++) free(Z.master[u]), free(Z.taken[u]);
+    free(Z.order);
+    vs_pipe_sched_free(s);
+    if (p1) vs_pipe_free(p1);
+    if (p0) vs_pipe_free(p0);
+    vs_mesh_free(mesh);
+    pm_free(E0);
+    pm_free(E1);
+    return 0;
+}
+
+static void case_z3(vs_pipe_kind kind, int P)
+{
+    for (int rc = 0; rc < 2; rc++) {
+        ojob J;
+        memset(&J, 0, sizeof J);
+        J.kind = kind, J.P = P, J.M = 2 * P + 1, J.recompute = rc;
+        snprintf(J.name, sizeof J.name, "gather %s P=%d M=%d%s", vs_pipe_kind_name(kind), P, J.M, rc ? " recompute" : "");
+        VT_OK(launch_t(P, 30, z3_rank, &J));
+    }
+}
+
 /* ---- a failing hook ------------------------------------------------------------ */
 
 typedef struct fjob {
@@ -472,6 +614,12 @@ int main(void)
             char name[64];
             snprintf(name, sizeof name, "order P=%d %s", P, vs_pipe_kind_name(kinds[ki]));
             VT_CASE(name, case_order(kinds[ki], P));
+        }
+    for (int P = 2; P <= 4; P += 2)
+        for (int ki = 0; ki < NKINDS; ki++) {
+            char name[64];
+            snprintf(name, sizeof name, "gather by hooks P=%d %s", P, vs_pipe_kind_name(kinds[ki]));
+            VT_CASE(name, case_z3(kinds[ki], P));
         }
     /* 1F1B on 4 stages: stage 2's first unit in backward order, before its backward in microbatch 1 */
     VT_CASE("fail backward_before P=4 1f1b", case_fail(VS_PIPE_1F1B, 4, 2, VS_PIPE_HOOK_BACKWARD_BEFORE, 1, 1));
