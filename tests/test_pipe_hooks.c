@@ -13,7 +13,12 @@
      that split B and W; grads_final exactly once per unit of the stage, on the
      last of its gradient parts in the sequence (found here by position);
    - the losses and every parameter gradient with hooks equal those without,
-     bit for bit.
+     bit for bit;
+   - a consumer shaped like ZeRO-3 (parameters NaN unless gathered: the first
+     unit gathered at the step's start from vs_pipe_hook_order, the next one
+     prefetched at each BEFORE, released at each AFTER, gradients taken at
+     grads_final) trains bit for bit as without hooks, at most 2 units
+     gathered at once.
    A failing hook (in a middle stage's backward, and in a W at the run's end)
    ends every rank within the run, long before the communicators' deadline,
    each naming the hook's message; the failing stage names the point, unit and
@@ -214,7 +219,8 @@ static pm_inst* model(int recompute)
 
 /* This rank's part of a P-stage pipeline for schedule kind (0: any): the PP mesh,
    the model (recomputed units: rc) and its uniform plan. NULL mesh on failure. */
-static vs_mesh* setup(vs_world* w, int P, vs_pipe_kind kind, int rc, pm_inst** E, vs_pipe_plan* plan)
+static vs_mesh* setup(vs_world* w, int P, vs_pipe_kind kind, int rc, pm_inst** E, pm_inst** E1,
+                      vs_pipe_plan* plan)
 {
     vs_mesh* mesh = NULL;
     vs_mesh_desc md = {0};
@@ -222,21 +228,36 @@ static vs_mesh* setup(vs_world* w, int P, vs_pipe_kind kind, int rc, pm_inst** E
     md.dim_names[0] = "PP";
     VT_OK(vs_mesh_init(w, &md, &mesh));
     *E = model(rc);
+    if (E1) *E1 = model(rc); // a second copy (the run with hooks beside the one without)
     vs_pipe_split_desc sd = {0};
     sd.stages = P, sd.kind = VS_PIPE_SPLIT_UNIFORM, sd.schedule = (int)kind;
     VT_OK(vs_pipe_split((*E)->U, (*E)->nu, &sd, plan));
     return mesh;
 }
 
-static vs_pipe* make_pipe(vs_mesh* mesh, pm_inst* E, const vs_pipe_plan* plan, pm_data* dd, hlog* L)
+static vs_pipe* make_pipe(vs_mesh* mesh, pm_inst* E, const vs_pipe_plan* plan, pm_data* dd, vs_pipe_unit_hook hook,
+                          void* user)
 {
+    if (!mesh) return NULL;
     vs_pipe_desc pd;
     memset(&pd, 0, sizeof pd);
     pd.mesh = mesh, pd.units = E->U, pd.nunits = E->nu, pd.plan = plan, pd.data = pm_data_fn, pd.data_user = dd;
-    if (L) pd.on_unit = rec_hook, pd.unit_user = L;
+    pd.on_unit = hook, pd.unit_user = user;
     vs_pipe* pipe = NULL;
     VT_OK(vs_pipe_init(&pd, &pipe));
     return pipe;
+}
+
+/* The end of a rank function with two pipes (without and with hooks). */
+static int teardown(vs_pipe_sched* s, vs_pipe* p0, vs_pipe* p1, vs_mesh* mesh, pm_inst* E0, pm_inst* E1)
+{
+    vs_pipe_sched_free(s);
+    if (p1) vs_pipe_free(p1);
+    if (p0) vs_pipe_free(p0);
+    vs_mesh_free(mesh);
+    pm_free(E0);
+    pm_free(E1);
+    return 0;
 }
 
 static void check_order(const char* name, const char* what, vs_pipe* pipe, const vs_pipe_sched* s, const want* W, int st)
@@ -258,13 +279,12 @@ static int order_rank(vs_world* w, void* arg)
     const ojob* J = (const ojob*)arg;
     pm_inst *E0, *E1; // without hooks, with them
     vs_pipe_plan plan;
-    vs_mesh* mesh = setup(w, J->P, J->kind, J->recompute, &E0, &plan);
-    E1 = model(J->recompute);
+    vs_mesh* mesh = setup(w, J->P, J->kind, J->recompute, &E0, &E1, &plan);
     pm_data dd = {PM_A, VS_F32, 0};
     hlog L;
     memset(&L, 0, sizeof L);
-    vs_pipe* p0 = mesh ? make_pipe(mesh, E0, &plan, &dd, NULL) : NULL;
-    vs_pipe* p1 = mesh ? make_pipe(mesh, E1, &plan, &dd, &L) : NULL;
+    vs_pipe* p0 = make_pipe(mesh, E0, &plan, &dd, NULL, NULL);
+    vs_pipe* p1 = make_pipe(mesh, E1, &plan, &dd, rec_hook, &L);
     vs_pipe_sched *s = NULL, *fs = NULL;
     VT_OK(vs_pipe_generate(w, J->kind, J->P, 0, J->M, &s));
     if (s) VT_OK(vs_pipe_sched_forward(s, &fs));
@@ -321,25 +341,21 @@ static int order_rank(vs_world* w, void* arg)
     free(W.ev);
     free(L.ev);
     vs_pipe_sched_free(fs);
-    vs_pipe_sched_free(s);
-    if (p1) vs_pipe_free(p1);
-    if (p0) vs_pipe_free(p0);
-    vs_mesh_free(mesh);
-    pm_free(E0);
-    pm_free(E1);
-    return 0;
+    return teardown(s, p0, p1, mesh, E0, E1);
 }
 
-static void case_order(vs_pipe_kind kind, int P)
+/* rank_fn on P ranks for each M (M = 1 only with all_m) and with and without recompute */
+static void sweep(vs_rank_fn rank_fn, const char* what, vs_pipe_kind kind, int P, int all_m)
 {
-    const int Ms[2] = {1, 2 * P + 1};
-    for (int mi = 0; mi < 2; mi++)
+    const int Ms[2] = {2 * P + 1, 1};
+    for (int mi = 0; mi < 1 + all_m; mi++)
         for (int rc = 0; rc < 2; rc++) {
             ojob J;
             memset(&J, 0, sizeof J);
             J.kind = kind, J.P = P, J.M = Ms[mi], J.recompute = rc;
-            snprintf(J.name, sizeof J.name, "%s P=%d M=%d%s", vs_pipe_kind_name(kind), P, J.M, rc ? " recompute" : "");
-            VT_OK(launch_t(P, 30, order_rank, &J));
+            snprintf(J.name, sizeof J.name, "%s%s P=%d M=%d%s", what, vs_pipe_kind_name(kind), P, J.M,
+                     rc ? " recompute" : "");
+            VT_OK(launch_t(P, 30, rank_fn, &J));
         }
 }
 
@@ -414,20 +430,13 @@ static int z3_rank(vs_world* w, void* arg)
     const ojob* J = (const ojob*)arg;
     pm_inst *E0, *E1;
     vs_pipe_plan plan;
-    vs_mesh* mesh = setup(w, J->P, J->kind, J->recompute, &E0, &plan);
-    E1 = model(J->recompute);
+    vs_mesh* mesh = setup(w, J->P, J->kind, J->recompute, &E0, &E1, &plan);
     pm_data dd = {PM_A, VS_F32, 0};
     z3 Z;
     memset(&Z, 0, sizeof Z);
     Z.E = E1;
-    vs_pipe* p0 = mesh ? make_pipe(mesh, E0, &plan, &dd, NULL) : NULL;
-    vs_pipe* p1 = NULL;
-    if (mesh) {
-        vs_pipe_desc pd = {0};
-        pd.mesh = mesh, pd.units = E1->U, pd.nunits = E1->nu, pd.plan = &plan, pd.data = pm_data_fn;
-        pd.data_user = &dd, pd.on_unit = z3_hook, pd.unit_user = &Z;
-        VT_OK(vs_pipe_init(&pd, &p1));
-    }
+    vs_pipe* p0 = make_pipe(mesh, E0, &plan, &dd, NULL, NULL);
+    vs_pipe* p1 = make_pipe(mesh, E1, &plan, &dd, z3_hook, &Z);
     vs_pipe_sched* s = NULL;
     VT_OK(vs_pipe_generate(w, J->kind, J->P, 0, J->M, &s));
     const int st = p1 ? vs_pipe_stage(p1) : -1;
@@ -465,24 +474,7 @@ static int z3_rank(vs_world* w, void* arg)
     }
     for (int u = 0; u < E1->nu; u++) free(Z.master[u]), free(Z.taken[u]);
     free(Z.order);
-    vs_pipe_sched_free(s);
-    if (p1) vs_pipe_free(p1);
-    if (p0) vs_pipe_free(p0);
-    vs_mesh_free(mesh);
-    pm_free(E0);
-    pm_free(E1);
-    return 0;
-}
-
-static void case_z3(vs_pipe_kind kind, int P)
-{
-    for (int rc = 0; rc < 2; rc++) {
-        ojob J;
-        memset(&J, 0, sizeof J);
-        J.kind = kind, J.P = P, J.M = 2 * P + 1, J.recompute = rc;
-        snprintf(J.name, sizeof J.name, "gather %s P=%d M=%d%s", vs_pipe_kind_name(kind), P, J.M, rc ? " recompute" : "");
-        VT_OK(launch_t(P, 30, z3_rank, &J));
-    }
+    return teardown(s, p0, p1, mesh, E0, E1);
 }
 
 /* ---- a failing hook ------------------------------------------------------------ */
@@ -500,13 +492,13 @@ static int fail_rank(vs_world* w, void* arg)
     fjob* J = (fjob*)arg;
     pm_inst* E;
     vs_pipe_plan plan;
-    vs_mesh* mesh = setup(w, J->P, J->kind, 0, &E, &plan);
+    vs_mesh* mesh = setup(w, J->P, J->kind, 0, &E, NULL, &plan);
     pm_data dd = {PM_A, VS_F32, 0};
     hlog L;
     memset(&L, 0, sizeof L);
     const int rank = vs_world_rank(w);
     if (rank == J->fail_stage) L.fail_point = J->fail_point, L.fail_mb = J->fail_mb, L.fail_unit = J->fail_unit;
-    vs_pipe* pipe = mesh ? make_pipe(mesh, E, &plan, &dd, &L) : NULL;
+    vs_pipe* pipe = make_pipe(mesh, E, &plan, &dd, rec_hook, &L);
     vs_pipe_sched* s = NULL;
     VT_OK(vs_pipe_generate(w, J->kind, J->P, 0, J->M, &s));
     if (pipe && s) {
@@ -572,9 +564,9 @@ static int bad_rank(vs_world* w, void* arg)
     (void)arg;
     pm_inst* E;
     vs_pipe_plan plan;
-    vs_mesh* mesh = setup(w, 2, VS_PIPE_DEFAULT, 0, &E, &plan);
+    vs_mesh* mesh = setup(w, 2, VS_PIPE_DEFAULT, 0, &E, NULL, &plan);
     pm_data dd = {PM_A, VS_F32, 0};
-    vs_pipe* pipe = mesh ? make_pipe(mesh, E, &plan, &dd, NULL) : NULL;
+    vs_pipe* pipe = make_pipe(mesh, E, &plan, &dd, NULL, NULL);
     vs_pipe_sched *s = NULL, *other = NULL;
     VT_OK(vs_pipe_generate(w, VS_PIPE_1F1B, 2, 0, 3, &s));
     VT_OK(vs_pipe_generate(w, VS_PIPE_1F1B, 4, 0, 3, &other));
@@ -613,13 +605,13 @@ int main(void)
         for (int ki = 0; ki < NKINDS; ki++) {
             char name[64];
             snprintf(name, sizeof name, "order P=%d %s", P, vs_pipe_kind_name(kinds[ki]));
-            VT_CASE(name, case_order(kinds[ki], P));
+            VT_CASE(name, sweep(order_rank, "", kinds[ki], P, 1));
         }
     for (int P = 2; P <= 4; P += 2)
         for (int ki = 0; ki < NKINDS; ki++) {
             char name[64];
             snprintf(name, sizeof name, "gather by hooks P=%d %s", P, vs_pipe_kind_name(kinds[ki]));
-            VT_CASE(name, case_z3(kinds[ki], P));
+            VT_CASE(name, sweep(z3_rank, "gather ", kinds[ki], P, 0));
         }
     /* 1F1B on 4 stages: stage 2's first unit in backward order, before its backward in microbatch 1 */
     VT_CASE("fail backward_before P=4 1f1b", case_fail(VS_PIPE_1F1B, 4, 2, VS_PIPE_HOOK_BACKWARD_BEFORE, 1, 1));
