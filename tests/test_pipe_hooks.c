@@ -141,8 +141,8 @@ static void derive(const vs_pipe_sched* s, const vs_pipe_plan* pl, const vs_pipe
         vs_pipe_hook_event* e = &W->ev[j];
         if (e->point != VS_PIPE_HOOK_BACKWARD_AFTER && e->point != VS_PIPE_HOOK_WEIGHT_AFTER) continue;
         int later = 0;
-        for (size_t k = j + 1; k < W->n; k++) later |= W->ev[k].unit == e->unit && W->ev[k].point != VS_PIPE_HOOK_FORWARD_BEFORE &&
-                                                       W->ev[k].point != VS_PIPE_HOOK_FORWARD_AFTER;
+        for (size_t k = j + 1; k < W->n; k++)
+            later |= W->ev[k].unit == e->unit && W->ev[k].point >= VS_PIPE_HOOK_BACKWARD_BEFORE;
         e->grads_final = !later;
     }
 }
@@ -162,7 +162,8 @@ static void ev_text(const vs_pipe_hook_event* e, char* buf, size_t cap)
 }
 
 /* got[0..ng) equals want, naming the first difference. */
-static void same_seq(const char* what, const char* name, int st, const vs_pipe_hook_event* got, size_t ng, const want* W)
+static void same_seq(const char* what, const char* name, int st, const vs_pipe_hook_event* got, size_t ng,
+                     const want* W)
 {
     VT_CHECK(ng == W->n, "%s: stage %d, %s: %zu calls, the schedule's list gives %zu", name, st, what, ng, W->n);
     for (size_t j = 0; j < ng && j < W->n; j++)
@@ -260,7 +261,8 @@ static int teardown(vs_pipe_sched* s, vs_pipe* p0, vs_pipe* p1, vs_mesh* mesh, p
     return 0;
 }
 
-static void check_order(const char* name, const char* what, vs_pipe* pipe, const vs_pipe_sched* s, const want* W, int st)
+static void check_order(const char* name, const char* what, vs_pipe* pipe, const vs_pipe_sched* s, const want* W,
+                        int st)
 {
     size_t n = 0;
     VT_OK(vs_pipe_hook_order(pipe, s, NULL, 0, &n));
@@ -547,8 +549,8 @@ static void case_fail(vs_pipe_kind kind, int P, int stage, int point, int mb, in
     for (int st = 0; st < P; st++) {
         VT_CHECK(J.rc[st] != VS_OK, "stage %d: vs_pipe_run returned VS_OK", st);
         VT_CHECK(J.dt[st] < timeout / 4, "stage %d: vs_pipe_run returned after %.1f s", st, J.dt[st]);
-        VT_CHECK(strstr(J.msg[st], "injected hook failure") != NULL, "stage %d: \"%s\" does not carry the hook's message",
-                 st, J.msg[st]);
+        VT_CHECK(strstr(J.msg[st], "injected hook failure") != NULL,
+                 "stage %d: \"%s\" does not carry the hook's message", st, J.msg[st]);
     }
     char want[160];
     snprintf(want, sizeof want, "unit hook (vs_pipe_desc.on_unit) at %s of unit \"%s\", microbatch %d",
