@@ -53,7 +53,7 @@
        // >>pipe-sched   schedules as instruction lists, their text form, add_comm, the validator
        // >>pipe-gen     the built-in schedule generators (any M >= 1)
        // >>pipe-sim     the simulator (makespan, bubble, memory), text timelines, Chrome traces
-       // >>pipe-engine  the engine: vs_pipe_init, vs_pipe_run, hooks, tied gradients, vs_pipe_query_desc
+       // >>pipe-engine  the engine: vs_pipe_init, vs_pipe_run, hooks, unit hooks, tied gradients, query_desc
 
    Bit for bit equal to one device. The engine reproduces, byte for byte, this
    loop on one rank, for each microbatch m in order:
@@ -152,6 +152,28 @@
      model is cut;
    - a tied parameter registered on two stages counts twice in the clip norm;
      tests/test_pipe_mesh.c shows the correction.
+
+   Unit hooks (vs_pipe_desc.on_unit; ZeRO-3 gathers, prefetches, releases and
+   reduce-scatters a unit's parameters with them, in the schedule's order):
+   - called on the unit's stage, on the thread of vs_pipe_run, around each part:
+     FORWARD_BEFORE/AFTER, BACKWARD_BEFORE/AFTER (B, or the full backward),
+     WEIGHT_BEFORE/AFTER (W, only for a unit with split parts: the zero-bubble
+     kinds; W needs the parameters too);
+   - in the order the engine runs the parts: an F instruction its chunk's
+     units first to last, B or BW last to first, W last to first;
+   - a recomputed forward (vs_pipe_unit.recompute) calls the forward points
+     again, just before the unit's backward, with event.recompute set;
+   - an evaluation run (vs_pipe_sched_forward) calls the forward points only,
+     with event.forward_only set;
+   - grads_final marks the unit's last backward part of the last microbatch
+     (each chunk's backward parts run in microbatch order);
+   - on NCCL the unit's work may still be queued on event.stream;
+   - a hook's error ends the run as a unit's does: every stage's error names
+     it ("... at instruction 5 (B2.1): unit hook (vs_pipe_desc.on_unit) at
+     backward_before of unit \"l6\", microbatch 1: ...");
+   - vs_pipe_hook_order lists the calls a run of a schedule makes on this
+     stage, before the run: what comes next, for a prefetch.
+   Their time is not in vs_pipe_last_hooks.
 
    Buffers. On threads and MPI the engine's buffers are host memory. On NCCL:
    - every activation, gradient, saved scratch and message is device memory,
@@ -469,9 +491,10 @@ VS_API vs_result vs_pipe_sched_add_comm(vs_pipe_sched* s);
 /* The forward-only schedule of a schedule (an evaluation): its F instructions
    in their order on each stage, with the sends and receives they need. A run
    of it computes the losses and the last unit's outputs, keeps no gradient and
-   calls no hook; each microbatch's chunk lets go of its activations (what
-   vs_pipe_save kept, its inputs and outputs) after its forward, or, when it
-   sends them to another stage, once packed for the send. */
+   calls neither on_sync nor on_step (on_unit at forwards only); each
+   microbatch's chunk lets go of its activations (what vs_pipe_save kept, its
+   inputs and outputs) after its forward, or, when it sends them to another
+   stage, once packed for the send. */
 VS_API vs_result vs_pipe_sched_forward(const vs_pipe_sched* s, vs_pipe_sched** out);
 
 typedef struct vs_pipe_check_desc {
@@ -575,6 +598,43 @@ typedef enum vs_pipe_reduce {
 
 typedef struct vs_pipe vs_pipe;
 
+/* Where vs_pipe_desc.on_unit is called: around each unit's part (top
+   comment, "Unit hooks"). Each BEFORE is followed by its AFTER (the next
+   point) once the part succeeded. */
+typedef enum vs_pipe_hook_point {
+    VS_PIPE_HOOK_NONE = 0,
+    VS_PIPE_HOOK_FORWARD_BEFORE,  // a forward, a recomputed one too (event.recompute)
+    VS_PIPE_HOOK_FORWARD_AFTER,
+    VS_PIPE_HOOK_BACKWARD_BEFORE, // B (backward_input), or the full backward (BW; B of a unit without split parts)
+    VS_PIPE_HOOK_BACKWARD_AFTER,
+    VS_PIPE_HOOK_WEIGHT_BEFORE,   // W of a unit with split parts (backward_weight); zero-bubble kinds
+    VS_PIPE_HOOK_WEIGHT_AFTER,
+    VS_PIPE_HOOK_POINT_COUNT
+} vs_pipe_hook_point;
+
+/* "forward_before", "forward_after", "backward_before", "backward_after",
+   "weight_before", "weight_after"; "invalid" else. */
+VS_API const char* vs_pipe_hook_point_name(vs_pipe_hook_point pt);
+
+/* One call of on_unit, or one entry of vs_pipe_hook_order. */
+typedef struct vs_pipe_hook_event {
+    int point;        // vs_pipe_hook_point
+    int unit;         // index into vs_pipe_desc.units
+    int chunk;        // the chunk that holds it (on this stage)
+    int mb;           // microbatch, 0..mbs-1
+    int mbs;          // the run's M
+    int instr;        // the instruction's position in this stage's list
+    int64_t seq;      // this call's position in the run's sequence on this stage (vs_pipe_hook_order's index)
+    int recompute;    // forward points: the forward run again just before the unit's backward
+    int grads_final;  // BACKWARD_AFTER or WEIGHT_AFTER of the unit's last backward part of microbatch
+                      // mbs-1: its parameter gradients are final for the step (reduce them now)
+    int forward_only; // the run is an evaluation (vs_pipe_sched_forward): no backward follows
+    void* stream;     // NCCL: the compute stream the unit's work is queued on; NULL on threads and MPI
+                      // and in vs_pipe_hook_order
+} vs_pipe_hook_event;
+
+typedef vs_result (*vs_pipe_unit_hook)(void* user, const vs_pipe_hook_event* e);
+
 typedef struct vs_pipe_desc {
     vs_mesh* mesh;                 // required; its PP dim holds the stages
     const char* pp_dim;            // NULL: "PP" (a mesh without it: a 1-stage pipeline)
@@ -614,6 +674,11 @@ typedef struct vs_pipe_desc {
        the compute stream, with the deadline). 0: vs_pipe_run waits for them.
        Ignored on threads and MPI. */
     int defer_loss;
+    /* Unit hooks (top comment, "Unit hooks"): called on the stage that runs a
+       unit, before and after each part of it, in the schedule's order, with
+       unit_user; NULL: none. An error ends the run as a unit's own does. */
+    vs_pipe_unit_hook on_unit;
+    void* unit_user;
 } vs_pipe_desc;
 
 /* Collective over the mesh. Checks the plan against the units and the mesh (its
@@ -644,6 +709,14 @@ VS_API vs_result vs_pipe_query_desc(const vs_pipe* p, vs_pipe_desc* out);
    between instructions, with the units' work possibly still queued on the
    stream. */
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss);
+/* The on_unit calls a run of s makes on this stage, in their order (stream
+   NULL; seq is the index): at most cap into out (NULL when cap is 0), the
+   count into *n. The same for every run of s, with or without on_unit, so a
+   consumer can learn at a step's start which unit comes next (ZeRO-3's
+   prefetch). s is checked as vs_pipe_run checks it. Any thread but during
+   another thread's vs_pipe_run of p (within a hook is fine). */
+VS_API vs_result vs_pipe_hook_order(const vs_pipe* p, const vs_pipe_sched* s, vs_pipe_hook_event* out,
+                                    size_t cap, size_t* n);
 /* Microbatch mb's loss and output tensor i of the last unit, from the last run;
    on the stage that holds the last chunk (VS_ERR_STATE elsewhere). The output's
    data is engine memory (device memory on NCCL). */
@@ -2875,6 +2948,7 @@ struct vs_pipe {
     const double** all_t1;
     int* all_n;
     double hook_wall, hook_cpu; // in the SYNC and STEP hooks (vs_pipe_last_hooks)
+    int64_t hook_seq;           // the run's on_unit calls so far (vs_pipe_hook_event.seq)
     _vs_pipe_inflight* sends;
     int nsends, scap;
     const vs_pipe_sched* checked;
@@ -3757,7 +3831,60 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_data(vs_pipe* p, int mb, int id)
 
 enum { _VS_PIPE_CALL_F, _VS_PIPE_CALL_B, _VS_PIPE_CALL_W, _VS_PIPE_CALL_BW, _VS_PIPE_CALL_RF /* recompute */ };
 
-/* Runs one callback of unit u for microbatch mb. */
+VS_API const char* vs_pipe_hook_point_name(vs_pipe_hook_point pt)
+{
+    static const char* const n[VS_PIPE_HOOK_POINT_COUNT] = {"invalid",        "forward_before", "forward_after",
+                                                            "backward_before", "backward_after", "weight_before",
+                                                            "weight_after"};
+    return (int)pt > 0 && (int)pt < VS_PIPE_HOOK_POINT_COUNT ? n[pt] : "invalid";
+}
+
+/* The BEFORE point of part `what` of unit un (its AFTER is the next), or NONE:
+   W of a unit without split parts does nothing (its full backward ran at B). */
+_VS_PIPE_PRIVATE int _vs_pipe_hook_part(const vs_pipe_unit* un, int what)
+{
+    if (what == _VS_PIPE_CALL_F || what == _VS_PIPE_CALL_RF) return VS_PIPE_HOOK_FORWARD_BEFORE;
+    if (what == _VS_PIPE_CALL_W) return un->backward_input ? VS_PIPE_HOOK_WEIGHT_BEFORE : VS_PIPE_HOOK_NONE;
+    return VS_PIPE_HOOK_BACKWARD_BEFORE;
+}
+
+/* The event of point pt of part `what` of unit u, microbatch mb of M (the
+   engine's and vs_pipe_hook_order's one description). */
+_VS_PIPE_PRIVATE void _vs_pipe_hook_fill(const vs_pipe* p, int u, int mb, int M, int what, int pt, int fwd,
+                                         vs_pipe_hook_event* e)
+{
+    const vs_pipe_unit* un = &p->desc.units[u];
+    /* the last backward part: W, the full backward (BW), or B of a unit without split parts */
+    const int last =
+        what == _VS_PIPE_CALL_W || what == _VS_PIPE_CALL_BW || (what == _VS_PIPE_CALL_B && !un->backward_input);
+    memset(e, 0, sizeof *e);
+    e->point = pt;
+    e->unit = u;
+    e->chunk = p->u[u].chunk;
+    e->mb = mb;
+    e->mbs = M;
+    e->recompute = what == _VS_PIPE_CALL_RF;
+    e->grads_final = last && mb == M - 1 && (pt == VS_PIPE_HOOK_BACKWARD_AFTER || pt == VS_PIPE_HOOK_WEIGHT_AFTER);
+    e->forward_only = fwd;
+}
+
+/* Calls desc.on_unit at point pt of part `what` of unit u, microbatch mb. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_unit_hook(vs_pipe* p, int u, int mb, int what, int pt)
+{
+    vs_pipe_hook_event e;
+    _vs_pipe_hook_fill(p, u, mb, p->M, what, pt, p->fwd, &e);
+    e.instr = p->cur_pos;
+    e.seq = p->hook_seq++;
+    e.stream = p->stream;
+    vs_result r = p->desc.on_unit(p->desc.unit_user, &e);
+    if (r)
+        return vs_set_error(r, "unit hook (vs_pipe_desc.on_unit) at %s of unit \"%s\"%s, microbatch %d: %s",
+                            vs_pipe_hook_point_name((vs_pipe_hook_point)pt), p->desc.units[u].name,
+                            e.recompute ? " (recompute)" : "", mb, vs_last_error());
+    return VS_OK;
+}
+
+/* Runs one callback of unit u for microbatch mb, between its unit hooks. */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int what)
 {
     const _vs_pipe_uinfo* ui = &p->u[u];
@@ -3796,6 +3923,8 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
     c.stream = p->stream;
     vs_result r = VS_OK;
     const char* part = "forward";
+    const int hook = p->desc.on_unit ? _vs_pipe_hook_part(un, what) : VS_PIPE_HOOK_NONE;
+    if (hook) _VS_TRY(_vs_pipe_unit_hook(p, u, mb, what, hook));
     switch (what) {
     case _VS_PIPE_CALL_F: r = un->forward(&c); break;
     case _VS_PIPE_CALL_RF:
@@ -3833,7 +3962,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_call_unit(vs_pipe* p, int u, int mb, int wha
             if (!row[ui->out[i]].data)
                 return vs_set_error(VS_ERR_STATE, "unit \"%s\" forward, microbatch %d, did not make \"%s\" (vs_pipe_output)",
                                     un->name, mb, p->t[ui->out[i]].name);
-    return VS_OK;
+    return hook ? _vs_pipe_unit_hook(p, u, mb, what, hook + 1) : VS_OK;
 }
 
 /* Gradient buffers of what chunk k makes or takes, zeroed, where missing. */
@@ -4479,25 +4608,34 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_abandon(vs_pipe* p, vs_result r)
     return vs_set_error(r, "%s", msg);
 }
 
+/* Schedule s is for p's plan and valid (checked once per handle and version:
+   p->checked, which the caller may then set). */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_sched_fits(const vs_pipe* p, const vs_pipe_sched* s, const char* fn)
+{
+    const int K = p->plan.nchunks;
+    if (s->stages != p->P || s->nchunks != K)
+        return vs_set_error(VS_ERR_MISMATCH, "%s: the schedule has %d stages and %d chunks, the plan %d and %d", fn,
+                            s->stages, s->nchunks, p->P, K);
+    for (int k = 0; k < K; k++)
+        if (s->chunk_stage[k] != p->plan.chunk_stage[k])
+            return vs_set_error(VS_ERR_MISMATCH, "%s: the schedule puts chunk %d on stage %d, the plan on %d", fn, k,
+                                s->chunk_stage[k], p->plan.chunk_stage[k]);
+    if (p->checked != s || p->checked_ver != s->version) {
+        vs_result r = vs_pipe_sched_check(s, NULL);
+        if (r) return vs_set_error(r, "%s: %s", fn, vs_last_error());
+    }
+    return VS_OK;
+}
+
 VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
 {
     _VS_TRY(_VS_PIPE_GONE("vs_pipe_run", p));
     _VS_TRY(_VS_SCHED_GONE("vs_pipe_run", s));
     if (!p || !s) return vs_set_error(VS_ERR_NULL, "vs_pipe_run: %s is NULL", p ? "schedule" : "pipe");
     const int K = p->plan.nchunks;
-    if (s->stages != p->P || s->nchunks != K)
-        return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_run: the schedule has %d stages and %d chunks, the plan %d and %d",
-                            s->stages, s->nchunks, p->P, K);
-    for (int k = 0; k < K; k++)
-        if (s->chunk_stage[k] != p->plan.chunk_stage[k])
-            return vs_set_error(VS_ERR_MISMATCH, "vs_pipe_run: the schedule puts chunk %d on stage %d, the plan on %d", k,
-                                s->chunk_stage[k], p->plan.chunk_stage[k]);
-    if (p->checked != s || p->checked_ver != s->version) {
-        vs_result r = vs_pipe_sched_check(s, NULL);
-        if (r) return vs_set_error(r, "vs_pipe_run: %s", vs_last_error());
-        p->checked = s;
-        p->checked_ver = s->version;
-    }
+    _VS_TRY(_vs_pipe_sched_fits(p, s, "vs_pipe_run"));
+    p->checked = s;
+    p->checked_ver = s->version;
     _vs_pipe_clear(p);
     const int M = s->mbs, st = p->stage, n = s->len[st];
     p->M = M;
@@ -4550,6 +4688,7 @@ VS_API vs_result vs_pipe_run(vs_pipe* p, const vs_pipe_sched* s, double* loss)
     double t_start = _vs_pipe_now();
     p->tn = 0;
     p->hook_wall = p->hook_cpu = 0;
+    p->hook_seq = 0;
     p->cur_s = s;
     if (p->dev) r = _vs_pipe_peer_order(p, s);
     for (int i = 0; i < p->nlinks && !r; i++) r = _vs_pipe_prepost(p, s, &p->links[i], 0);
@@ -4712,6 +4851,50 @@ VS_API vs_result vs_pipe_set_loss_scale(vs_pipe* p, double scale)
     if (!(scale > 0) || !isfinite(scale))
         return vs_set_error(VS_ERR_INVALID, "vs_pipe_set_loss_scale: scale %g must be finite and > 0", scale);
     p->loss_scale = scale;
+    return VS_OK;
+}
+
+/* Adds one event to vs_pipe_hook_order's list. */
+_VS_PIPE_PRIVATE void _vs_pipe_order_add(const vs_pipe* p, int u, int mb, int M, int what, int fwd, int instr,
+                                         vs_pipe_hook_event* out, size_t cap, size_t* n)
+{
+    const int pt = _vs_pipe_hook_part(&p->desc.units[u], what);
+    for (int after = 0; pt && after < 2; after++, ++*n)
+        if (*n < cap) {
+            _vs_pipe_hook_fill(p, u, mb, M, what, pt + after, fwd, &out[*n]);
+            out[*n].instr = instr;
+            out[*n].seq = (int64_t)*n;
+        }
+}
+
+/* The parts _vs_pipe_exec runs, in its order: F the chunk's units first to
+   last; B and BW last to first, a recomputed forward before each such unit's
+   backward; W last to first. */
+VS_API vs_result vs_pipe_hook_order(const vs_pipe* p, const vs_pipe_sched* s, vs_pipe_hook_event* out, size_t cap,
+                                    size_t* n)
+{
+    _VS_TRY(_VS_PIPE_GONE("vs_pipe_hook_order", p));
+    _VS_TRY(_VS_SCHED_GONE("vs_pipe_hook_order", s));
+    if (!p || !s || !n || (!out && cap))
+        return vs_set_error(VS_ERR_NULL, "vs_pipe_hook_order: %s is NULL",
+                            !p ? "pipe" : !s ? "schedule" : !n ? "n" : "out (with cap > 0)");
+    *n = 0;
+    _VS_TRY(_vs_pipe_sched_fits(p, s, "vs_pipe_hook_order"));
+    const int st = p->stage, M = s->mbs, fwd = _vs_pipe_fwd_only(s, st);
+    for (int i = 0; i < s->len[st]; i++) {
+        const vs_pipe_instr* in = &s->ins[st][i];
+        const int op = in->op, comp = op == VS_PIPE_F || op == VS_PIPE_B || op == VS_PIPE_BW || op == VS_PIPE_W;
+        const int lo = comp ? p->plan.first_unit[in->chunk] : 0, hi = comp ? p->plan.first_unit[in->chunk + 1] : 0;
+        if (op == VS_PIPE_F)
+            for (int u = lo; u < hi; u++) _vs_pipe_order_add(p, u, in->mb, M, _VS_PIPE_CALL_F, fwd, i, out, cap, n);
+        else if (comp)
+            for (int u = hi - 1; u >= lo; u--) {
+                if (op != VS_PIPE_W && p->desc.units[u].recompute)
+                    _vs_pipe_order_add(p, u, in->mb, M, _VS_PIPE_CALL_RF, fwd, i, out, cap, n);
+                const int w = op == VS_PIPE_B ? _VS_PIPE_CALL_B : op == VS_PIPE_W ? _VS_PIPE_CALL_W : _VS_PIPE_CALL_BW;
+                _vs_pipe_order_add(p, u, in->mb, M, w, fwd, i, out, cap, n);
+            }
+    }
     return VS_OK;
 }
 

@@ -26,7 +26,8 @@
      communicator's broadcast from device memory: with 2 or more stages no copy);
    - each send is ordered after its packing: an event recorded on the compute
      stream and waited for on a non-blocking stream the engine created;
-   - vs_pipe_call.stream is the compute stream (NULL on the host path), the host
+   - vs_pipe_call.stream, and the unit hooks' event.stream (as many calls per
+     run as vs_pipe_hook_order lists), is the compute stream (NULL on the host path), the host
      path makes no runtime call at all;
    - no device memory, stream or event is left after vs_pipe_free.
    What it cannot check: real asynchrony, NCCL's own stream handling
@@ -212,7 +213,17 @@ typedef struct model {
     int dev;
     int step;
     long callbacks;
+    long unit_hooks; // vs_pipe_desc.on_unit calls, each with the compute stream (NULL on the host path)
 } model;
+
+static vs_result unit_hook(void* user, const vs_pipe_hook_event* e)
+{
+    model* m = (model*)user;
+    m->unit_hooks++;
+    VT_CHECK(e->stream == (m->dev ? (void*)MOCK_COMPUTE : NULL), "unit hook at %s of unit %d: stream %p",
+             vs_pipe_hook_point_name((vs_pipe_hook_point)e->point), e->unit, e->stream);
+    return VS_OK;
+}
 
 static int rows(int mb) { return 2 + mb % 3; } /* shapes change with the microbatch */
 
@@ -432,7 +443,8 @@ static int train(vs_world* w, void* arg)
                           &plan);
     if (!r)
         r = vs_pipe_init(&(vs_pipe_desc){.mesh = mesh, .units = m->units, .nunits = NU, .plan = &plan, .data = load,
-                                         .data_user = m, .stream = (void*)MOCK_COMPUTE},
+                                         .data_user = m, .stream = (void*)MOCK_COMPUTE, .on_unit = unit_hook,
+                                         .unit_user = m},
                          &pipe);
     if (!r) r = vs_pipe_generate(w, jb->kind, jb->P, chunks, jb->M, &sched);
     int stage = pipe ? vs_pipe_stage(pipe) : 0, last = plan.chunk_stage[plan.nchunks - 1];
@@ -456,6 +468,10 @@ static int train(vs_world* w, void* arg)
         if (!r && vs_world_rank(w) == 0) jb->allocs[s == 0 ? 0 : s == STEPS - 2 ? 1 : 2] = __atomic_load_n(&mock_allocs, __ATOMIC_SEQ_CST);
         if (!r) r = vs_barrier(vs_world_comm(w), NULL);
     }
+    size_t calls = 0; // every run made the unit hooks' calls its order lists
+    if (!r) r = vs_pipe_hook_order(pipe, sched, NULL, 0, &calls);
+    VT_CHECK(r || (calls > 0 && m->unit_hooks == STEPS * (long)calls), "stage %d: %ld unit hook calls in %d runs of %zu",
+             stage, m->unit_hooks, STEPS, calls);
     /* a tied gradient between the first and the last chunk, in engine-side memory */
     float tg[D];
     for (int i = 0; i < D; i++) tg[i] = 0.1f * (float)(stage + 1) + 0.01f * (float)i;
