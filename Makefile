@@ -65,7 +65,7 @@ IMPL_OWN    := $(sort $(patsubst tests/%.c,%,\
                             /^[ \t]*\#[ \t]*define[ \t]+(_VS_|VESCALE_|VS_ASSERT|VS_API)/ && !/VESCALE_IMPLEMENTATION/ { print FILENAME; done = 1 }' tests/test_*.c) \
                $(shell grep -lE '\b(_vs_kc|_vs_ddp_guards|_vs_ddp_guard_mu|_vs_ddp_segv_on|_vs_ddp_guard_full)\b' tests/test_*.c)))
 IMPL_PRIV   := $(filter-out $(IMPL_OWN),$(patsubst tests/%.c,%,$(shell grep -lE '\b_(vs|VS)_[A-Za-z]|\#include "[^"]*strict' tests/test_*.c)) \
-               test_badinput test_data test_errors test_faults_mpi test_ddp_ext) \
+               test_badinput test_data test_errors test_faults_mpi test_ddp_ext test_ddp_hsdp) \
                train_gpt_strict vescale-ckpt $(patsubst tests/strict/neg/%.c,%,$(wildcard tests/strict/neg/*.c))
 IMPL_LINKED := $(filter-out $(IMPL_OWN) $(IMPL_PRIV),$(patsubst tests/%.c,%,$(wildcard tests/test_*.c))) \
                mlp_dp_tp pipe_mlp train_gpt flat_trainer vescale-lighthouse
