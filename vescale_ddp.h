@@ -54,6 +54,21 @@
    Plain data parallel needs no mesh: `.world = world` instead of `.mesh` is a DP
    over all the world's ranks.
 
+   HSDP (shard within a host, replicate across hosts): a mesh with dims "DPR"
+   (replicate) and "DPS" (shard), PP x DPR x DPS x TP say, is found by name
+   (other names: vs_ddp_desc.dp_replicate_dim and dp_dim):
+
+       vs_mesh_init(world, &(vs_mesh_desc){ .shape = {2, 8}, .dim_names = {"DPR", "DPS"} }, &mesh);
+       vs_ddp_init(&(vs_ddp_desc){ .mesh = mesh, .zero = VS_ZERO_1 }, &ddp);
+
+   - ZeRO-1/2: a bucket's gradients are reduce-scattered over DPS, the owned
+     range then all-reduced over DPR (the average over all DPR x DPS ranks);
+     optimizer state sharded over DPS, the same on every replica; the updated
+     range all-gathered over DPS.
+   - ZeRO-0: one all-reduce over DPR x DPS.
+   - Parameters are Replicate along both dims; the clip's norm and checkpoints
+     (vs_ddp_param_info.primary) take each element once, from replica 0.
+
    A trainer with its own flat buffers (llm.c style) registers views into them
    instead, each with its name: `.storage = params + off, .grad_storage =
    grads + off, .ready_group = layer + 1` (no copy, a bucket a layer wherever
@@ -411,14 +426,15 @@ typedef struct vs_ddp_param_info {
                          // the ranks with primary 1 (of one pipeline stage) the owned ranges, mapped to
                          // global indices, cover each element of the parameter exactly once. It is the
                          // rank at coordinate 0 along every mesh dim but PP where the parameter is not
-                         // sharded: replicated or partial dims, and the DP dim under ZeRO-0 (every DP
-                         // rank owns everything there; under ZeRO-1/2 the DP ranks own disjoint ranges)
+                         // sharded: replicated or partial dims (HSDP's replicate dim too), and the DP dim
+                         // under ZeRO-0 (every DP rank owns everything there; under ZeRO-1/2 the DP ranks
+                         // own disjoint ranges)
     /* Set by vs_ddp_finalize; -1 before it. */
     int bucket;            // the gradient bucket holding it (buckets go in reverse registration order)
     int64_t bucket_offset; // element offset of the local shard in that bucket
     int64_t owned_begin;   // [owned_begin, owned_end): the flat range of the local shard this rank
     int64_t owned_end;     // steps and keeps optimizer state and master weights for. ZeRO-0: all of it,
-                           // [0, local_numel). ZeRO-1/2: its part of this rank's 1/DP range of the
+                           // [0, local_numel). ZeRO-1/2: its part of this rank's 1/DP (HSDP: 1/DPS) range of the
                            // bucket, often empty (owned_begin == owned_end); the DP ranks' ranges
                            // partition [0, local_numel) in DP rank order, with no gap or overlap
     int64_t owned_offset;  // where element owned_begin lives in this rank's owned range of the bucket
@@ -447,8 +463,11 @@ typedef enum vs_ddp_state {
     VS_DDP_STATE_CUSTOM1     // VS_OPTIM_CUSTOM: vs_step_args.state[1]
 } vs_ddp_state;
 
-/* Checks the desc (optimizer numbers: see vs_optim_desc) and registers the DDP
-   with the mesh: vs_mesh_free refuses (VS_ERR_STATE) until vs_ddp_free. */
+/* Checks the desc (optimizer numbers: see vs_optim_desc; the dims: each a dim
+   of the mesh, HSDP's replicate dim neither dp_dim nor pp_dim and never on a
+   1-D mesh, a mesh with only one of "DPR" and "DPS" named) and registers the
+   DDP with the mesh: vs_mesh_free refuses (VS_ERR_STATE) until vs_ddp_free.
+   A refusal is VS_ERR_INVALID naming the value, with nothing made. */
 VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out);
 /* Bucket size in bytes, before vs_ddp_finalize: bytes must be > 0 (this is how to
    ask for an explicit size; a zero in vs_ddp_desc means the default). */
