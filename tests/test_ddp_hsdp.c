@@ -40,14 +40,59 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { NP = 5, MAXE = 240, MAXR = 8, MAXSTEPS = 4, NS = 3 };
+#ifdef VS_STRICT /* test_ddp_hsdp_strict: every case on NCCL over the strict stand-in, device buffers */
+#include <cuda_runtime.h>
+#include "strict/vs_strict.h"
+#define DEV 1
+#else
+#define DEV 0
+#endif
+
+/* memory the DDP uses: device memory on the stand-in, host memory else */
+static void* mem_alloc(size_t n)
+{
+#if DEV
+    void* p = NULL;
+    return cudaMalloc(&p, n ? n : 1) == cudaSuccess ? p : NULL;
+#else
+    return calloc(n ? n : 1, 1);
+#endif
+}
+static void mem_free(void* p)
+{
+#if DEV
+    if (p) cudaFree(p);
+#else
+    free(p);
+#endif
+}
+static void to_mem(void* dst, const void* src, size_t n)
+{
+#if DEV
+    VT_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy");
+#else
+    memcpy(dst, src, n);
+#endif
+}
+/* DDP's work is in the legacy stream's order (its stream): synchronized, then copied */
+static void from_mem(void* dst, const void* src, size_t n)
+{
+#if DEV
+    VT_CHECK(cudaStreamSynchronize(cudaStreamLegacy) == cudaSuccess, "cudaStreamSynchronize");
+    VT_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost) == cudaSuccess, "cudaMemcpy");
+#else
+    memcpy(dst, src, n);
+#endif
+}
+
+enum { NP = 5, MAXE = 240, MAXR = 16, MAXSTEPS = 4, NS = 3 };
 static const char* const pname[NP] = {"in.scale", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
 static const int pndim[NP] = {1, 2, 1, 2, 1};
 static const int64_t pshape[NP][2] = {{10, 0}, {24, 10}, {24, 0}, {6, 24}, {6, 0}};
 static const vs_ddp_state sstate[NS] = {VS_DDP_STATE_MASTER, VS_DDP_STATE_EXP_AVG, VS_DDP_STATE_EXP_AVG_SQ};
 
 typedef struct run {
-    int dpr, dps, tp; // dpr 0: a plain DP mesh of dps ranks
+    int pp, dpr, dps, tp; // dpr 0: a plain DP mesh of dps ranks; pp 2: stage 0 holds in.scale and fc1, stage 1 fc2
     int vdp, vtp;     // > 0: the one-rank reference standing in for vdp data ranks x vtp TP parts
     vs_zero_stage zero;
     vs_optim_kind kind;
@@ -66,7 +111,7 @@ typedef struct run {
     int64_t steps_done;
 } run;
 
-static int nranks(const run* c) { return c->vdp ? 1 : (c->dpr ? c->dpr : 1) * c->dps * c->tp; }
+static int nranks(const run* c) { return c->vdp ? 1 : (c->pp ? c->pp : 1) * (c->dpr ? c->dpr : 1) * c->dps * c->tp; }
 
 static uint32_t hash3(uint32_t a, uint32_t b, uint32_t c)
 {
@@ -128,6 +173,7 @@ static vs_mesh* make_mesh(vs_world* w, const run* c)
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
     int k = 0;
+    if (c->pp) md.shape[k] = c->pp, md.dim_names[k++] = "PP";
     if (c->dpr) md.shape[k] = c->dpr, md.dim_names[k++] = "DPR";
     md.shape[k] = c->vdp ? 1 : c->dps, md.dim_names[k++] = c->dpr ? "DPS" : "DP";
     if (c->tp > 1) md.shape[k] = c->tp, md.dim_names[k++] = "TP";
@@ -144,13 +190,20 @@ static uint64_t sent_over(vs_mesh* m, const char* dims)
 }
 
 /* One backward pass: every gradient written, in reverse registration order. */
-static void backward(vs_ddp* d, const run* c, int r, int t, int st, const vs_ddp_param_info* pi)
+/* pi[p], loc[p]: parameter p's info and DDP index on this rank (-1: another stage's) */
+static void backward(vs_ddp* d, const run* c, int r, int t, int st, const vs_ddp_param_info* pi, const int* loc)
 {
+    float vbuf[MAXE], gbuf[MAXE];
     for (int p = NP - 1; p >= 0; p--) {
-        const void* val = vs_ddp_param(d, p);
-        void* g = vs_ddp_grad(d, p);
-        VT_CHECK(val && g, "%s: param %p grad %p (%s)", pname[p], val, g, vs_last_error());
-        if (!val || !g) return;
+        if (loc[p] < 0) continue;
+        const void* dval = vs_ddp_param(d, loc[p]);
+        void* dg = vs_ddp_grad(d, loc[p]);
+        VT_CHECK(dval && dg, "%s: param %p grad %p (%s)", pname[p], dval, dg, vs_last_error());
+        if (!dval || !dg) return;
+        size_t gz = vs_dtype_size(pi[p].grad_dtype);
+        from_mem(vbuf, dval, (size_t)pi[p].local_numel * vs_dtype_size(pi[p].dtype));
+        const void* val = vbuf;
+        void* g = gbuf;
         for (int64_t i = 0; i < pi[p].local_numel; i++) {
             int64_t e = global_of(&pi[p], i);
             float v = ld(val, pi[p].dtype, i);
@@ -161,32 +214,38 @@ static void backward(vs_ddp* d, const run* c, int r, int t, int st, const vs_ddp
                     sum += grad_of(c, c->vdp ? rr : r, c->vdp ? tt : (p == 0 ? t : 0), st, p, e, v);
             st_(g, pi[p].grad_dtype, i, (float)(sum / nr));
         }
-        VT_OK(vs_ddp_grad_ready(d, p));
+        to_mem(dg, g, (size_t)pi[p].local_numel * gz);
+        VT_OK(vs_ddp_grad_ready(d, loc[p]));
     }
 }
 
-static void collect(vs_ddp* d, run* c, int me, const vs_ddp_param_info* pi)
+static void collect(vs_ddp* d, run* c, int me, const vs_ddp_param_info* pi, const int* loc)
 {
     VT_OK(vs_ddp_synchronize(d));
     for (int p = 0; p < NP; p++) {
+        if (loc[p] < 0) continue;
         vs_ddp_param_info q;
-        VT_OK(vs_ddp_query_param_info(d, p, &q));
-        const void* val = vs_ddp_param(d, p);
+        VT_OK(vs_ddp_query_param_info(d, loc[p], &q));
+        float vbuf[MAXE], sbuf[MAXE];
+        const void* dval = vs_ddp_param(d, loc[p]);
+        const void* val = dval ? vbuf : NULL;
+        if (dval) from_mem(vbuf, dval, (size_t)pi[p].local_numel * vs_dtype_size(pi[p].dtype));
         for (int64_t i = 0; val && i < pi[p].local_numel; i++) {
             int64_t e = global_of(&pi[p], i);
             c->p[me][p][e] = ld(val, pi[p].dtype, i);
             c->has[me][p][e] = 1;
         }
         for (int s = 0; s < NS; s++) {
-            if (vs_ddp_has_optim_state(d, p, sstate[s]) != 1) continue;
+            if (vs_ddp_has_optim_state(d, loc[p], sstate[s]) != 1) continue;
             if (p == 0 && me == 0) c->nstates++;
             vs_ddp_span sp;
-            VT_OK(vs_ddp_optim_state(d, p, sstate[s], &sp));
+            VT_OK(vs_ddp_optim_state(d, loc[p], sstate[s], &sp));
             VT_CHECK(sp.begin == q.owned_begin && sp.end == q.owned_end, "%s: state range [%lld, %lld) owned [%lld, %lld)",
                      pname[p], (long long)sp.begin, (long long)sp.end, (long long)q.owned_begin, (long long)q.owned_end);
+            if (sp.end > sp.begin) from_mem(sbuf, sp.data, sizeof(float) * (size_t)(sp.end - sp.begin));
             for (int64_t i = sp.begin; q.primary && i < sp.end; i++) {
                 int64_t e = global_of(&pi[p], i);
-                c->st[s][p][e] = ((const float*)sp.data)[i - sp.begin];
+                c->st[s][p][e] = sbuf[i - sp.begin];
                 __atomic_fetch_add(&c->cover[s][p][e], 1, __ATOMIC_RELAXED);
             }
         }
@@ -229,7 +288,10 @@ static int rank_fn(vs_world* w, void* arg)
     vs_dtype dt = c->half ? VS_BF16 : VS_F32;
     vs_ddp_param_info pi[NP];
     void *own[NP] = {0}, *gown[NP] = {0};
+    int loc[NP], stage = c->pp ? vs_mesh_coord_along(mesh, "PP") : 0;
     for (int p = 0; p < NP; p++) {
+        loc[p] = -1;
+        if (c->pp && (p >= 3) != stage) continue; // (the other stage's)
         vs_ddp_param_desc pd;
         memset(&pd, 0, sizeof pd);
         pd.name = pname[p];
@@ -249,20 +311,25 @@ static int rank_fn(vs_world* w, void* arg)
             VT_OK(vs_ddp_free(probe));
         }
         size_t ez = vs_dtype_size(dt), gz = vs_dtype_size(c->grad_fp32 ? VS_F32 : dt);
-        void* init = calloc((size_t)q.local_numel, ez);
+        void* init = calloc((size_t)q.local_numel + 1, ez);
         for (int64_t i = 0; i < q.local_numel; i++) st_(init, dt, i, init_of(p, global_of(&q, i)));
         if (c->ext) {
-            own[p] = init, gown[p] = calloc((size_t)q.local_numel, gz);
+            own[p] = mem_alloc((size_t)q.local_numel * ez), gown[p] = mem_alloc((size_t)q.local_numel * gz);
+            to_mem(own[p], init, (size_t)q.local_numel * ez);
+            void* zeros = calloc((size_t)q.local_numel + 1, gz);
+            to_mem(gown[p], zeros, (size_t)q.local_numel * gz);
+            free(zeros);
             pd.storage = own[p], pd.grad_storage = gown[p];
         } else {
             pd.data = init;
         }
         VT_OK(vs_ddp_add_param(d, &pd, &idx));
-        VT_CHECK(idx == p, "index %d", idx);
-        if (!c->ext) free(init);
+        loc[p] = idx;
+        free(init);
     }
     VT_OK(vs_ddp_finalize(d));
-    for (int p = 0; p < NP; p++) VT_OK(vs_ddp_query_param_info(d, p, &pi[p]));
+    for (int p = 0; p < NP; p++)
+        if (loc[p] >= 0) VT_OK(vs_ddp_query_param_info(d, loc[p], &pi[p]));
     if (c->load) VT_OK(ckpt_io(mesh, d, c->load, 0));
     int64_t first = vs_ddp_step_count(d);
     for (int s = 0; s < c->steps; s++) {
@@ -270,7 +337,7 @@ static int rank_fn(vs_world* w, void* arg)
         uint64_t w0 = 0, a0 = 0, b0 = 0;
         if (s == 1 && c->dpr) w0 = sent_over(mesh, "DPS"), a0 = sent_over(mesh, "DPR"), b0 = sent_over(mesh, "DPR,DPS");
         VT_OK(vs_ddp_zero_grad(d));
-        backward(d, c, r, t, st, pi);
+        backward(d, c, r, t, st, pi, loc);
         VT_OK(vs_ddp_finish_grad_sync(d));
         double norm = 0;
         VT_OK(vs_ddp_clip_grad_norm(d, c->clip, &norm));
@@ -284,14 +351,14 @@ static int rank_fn(vs_world* w, void* arg)
             vs_ddp_memory mu;
             VT_OK(vs_ddp_memory_usage(d, &mu));
             c->elems = (int64_t)mu.padding;
-            for (int p = 0; p < NP; p++) c->elems += pi[p].local_numel;
+            for (int p = 0; p < NP; p++) c->elems += loc[p] >= 0 ? pi[p].local_numel : 0;
         }
     }
-    collect(d, c, me, pi);
+    collect(d, c, me, pi, loc);
     if (me == 0) c->steps_done = vs_ddp_step_count(d);
     if (c->save) VT_OK(ckpt_io(mesh, d, c->save, 1));
     VT_OK(vs_ddp_free(d));
-    for (int p = 0; p < NP; p++) free(own[p]), free(gown[p]);
+    for (int p = 0; p < NP; p++) mem_free(own[p]), mem_free(gown[p]);
     VT_OK(vs_mesh_free(mesh));
     return 0;
 }
@@ -301,7 +368,7 @@ static void launch(int n, vs_rank_fn fn, void* arg)
     vs_launch_desc ld_;
     memset(&ld_, 0, sizeof ld_);
     ld_.nranks = n;
-    ld_.transport = VS_TRANSPORT_THREADS;
+    ld_.transport = DEV ? VS_TRANSPORT_NCCL : VS_TRANSPORT_THREADS;
     ld_.timeout_s = 60;
     VT_OK(vs_launch_ex(&ld_, fn, arg));
 }
@@ -427,6 +494,25 @@ static void case_tp(void)
         free(h);
     }
     free(ref);
+}
+
+/* PP x DPR x DPS (x TP): each stage its own parameters; the clip's norm over
+   both stages. */
+static void case_pp(void)
+{
+    for (int tp = 1; tp <= 2; tp++) {
+        if (DEV && tp == 2) continue; // (16 ranks: the stand-in has 8 GPUs)
+        run* ref = go((run){.vdp = 4, .vtp = tp, .dps = 1, .tp = 1, .kind = VS_OPTIM_SGD, .steps = 3, .clip = 1.0});
+        for (int z = 1; z <= 2; z++) {
+            run* h = go((run){.pp = 2, .dpr = 2, .dps = 2, .tp = tp, .zero = (vs_zero_stage)z, .kind = VS_OPTIM_SGD,
+                              .steps = 3, .clip = 1.0});
+            char what[64];
+            snprintf(what, sizeof what, "ZeRO-%d PP2 x DPR2 x DPS2%s", z, tp > 1 ? " x TP2" : "");
+            expect_near(h, ref, 1e-6, what);
+            free(h);
+        }
+        free(ref);
+    }
 }
 
 /* HSDP against DP4 on the same data (DP rank r = DPR x DPS row-major). */
@@ -636,6 +722,7 @@ int main(void)
             case_f32());
     VT_CASE("HSDP DPR2 x DPS2, bf16 with f32 gradients, ZeRO-1/2: masters equal to one rank within 1e-6", case_bf16());
     VT_CASE("HSDP DPR2 x DPS2 x TP2 (8 ranks), ZeRO-0/1: equal to one rank within 1e-6", case_tp());
+    VT_CASE("HSDP PP2 x DPR2 x DPS2 (x TP2, 16 ranks), ZeRO-1/2: equal to one rank within 1e-6", case_pp());
     VT_CASE("HSDP ZeRO-1 equal to DP4 ZeRO-1 bit for bit where the sums are exact (f32, bf16, x TP2); ZeRO-0 always",
             case_dp4());
     VT_CASE("HSDP on trainer-owned storage (grouped and staged) equal to DDP-owned memory bit for bit", case_ext());
@@ -645,5 +732,8 @@ int main(void)
     VT_CASE("HSDP bad input: an unknown or repeated replicate dim, a dim missing, a 1-D mesh, a parameter sharded "
             "along DPR",
             launch(4, rank_bad, NULL));
+#ifdef VS_STRICT
+    VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%s", vs_strict_first_violation()));
+#endif
     return vt_summary();
 }
