@@ -846,6 +846,7 @@ typedef struct _vs_dbucket {
     void* gbuf;     // a pool buffer holding the all-gather in flight (staged, or VESCALE_DEBUG=params)
     int guarded;    // VESCALE_DEBUG=params: its parameters' stale pages are guarded until the unpack
     int gclean;     // ext: DDP zeroed the trainer's gradients and no backward pass began since
+    int across;     // HSDP: the owned range was averaged over the replicate group in this pass
 } _vs_dbucket;
 
 struct vs_ddp {
@@ -2495,9 +2496,12 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_replicas(vs_ddp* d, int b)
     if (!d->dpr || d->desc.zero == VS_ZERO_0) return VS_OK;
     int64_t lo = k->shard * d->dp_rank;
     size_t gz = _vs_dsz(k->gdtype);
-    if (!k->grouped || k->into_acc)
-        return _vs_ddp_replicas_avg(d, k->into_acc ? (void*)k->grad_shard : (char*)k->grad + (size_t)lo * gz, k->shard,
-                                    k->gdtype);
+    if (!k->grouped || k->into_acc) {
+        vs_result r = _vs_ddp_replicas_avg(d, k->into_acc ? (void*)k->grad_shard : (char*)k->grad + (size_t)lo * gz,
+                                           k->shard, k->gdtype);
+        k->across = !r;
+        return r;
+    }
     vs_comm* c = vs_mesh_comm(d->dpr);
     vs_work* w = NULL;
     vs_result r = _vs_ddp_fence(d, c);
@@ -2511,6 +2515,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_replicas(vs_ddp* d, int b)
     }
     vs_result re = vs_group_end(c, r || !d->cu ? NULL : &w);
     if (!r && !re && w) re = _vs_ddp_done(d, w);
+    k->across = !r && !re;
     return r ? r : re;
 }
 
@@ -2525,7 +2530,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         r = _vs_ddp_done(d, k->work);
         k->work = NULL;
     }
-    if (!r && k->launched) r = _vs_ddp_replicas(d, b);
+    if (!r && k->launched && !k->across) r = _vs_ddp_replicas(d, b);
     if (r) return r;
     // gradients that are also partial over other dims (sequence-parallel norms)
     int64_t lo, cnt;
@@ -2565,7 +2570,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     }
     if (r) return r;
     k->gclean = clear; // (vs_ddp_zero_grad need not zero them again)
-    k->fresh = k->into_acc = 0;
+    k->fresh = k->into_acc = k->across = 0;
     if ((d->desc.zero == VS_ZERO_2 || k->ext) && k->staged) {
         _vs_ddp_pool_give(d, b);
         k->grad = NULL;
@@ -2668,6 +2673,15 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all)
         _vs_dbucket* k = &d->buckets[d->next_launch];
         if (!all && k->nready < k->last - k->first) break;
         vs_result r = _vs_ddp_launch(d, d->next_launch);
+        /* HSDP on a device: the replicate group's all-reduce queued at once in
+           stream order after the reduce-scatter, so it overlaps the rest of the
+           backward as the reduce-scatter does (the host path must wait for the
+           reduce-scatter first: at completion, _vs_ddp_complete) */
+        if (!r && d->cu && d->dpr && d->desc.zero != VS_ZERO_0) {
+            if (k->work) r = _vs_ddp_done(d, k->work);
+            k->work = NULL;
+            if (!r) r = _vs_ddp_replicas(d, d->next_launch);
+        }
         if (r) return r;
         d->next_launch++;
     }
