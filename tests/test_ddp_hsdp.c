@@ -107,6 +107,7 @@ typedef struct run {
     int nstates;
     double norm[MAXSTEPS];
     uint64_t within, across, both; // bytes rank 0 sent in step 1 over DPS, DPR and DPR x DPS
+    uint64_t across_early;         // ... over DPR before vs_ddp_finish_grad_sync
     int64_t elems;                 // rank 0's padded gradient elements, all buckets
     int64_t steps_done;
 } run;
@@ -338,6 +339,7 @@ static int rank_fn(vs_world* w, void* arg)
         if (s == 1 && c->dpr) w0 = sent_over(mesh, "DPS"), a0 = sent_over(mesh, "DPR"), b0 = sent_over(mesh, "DPR,DPS");
         VT_OK(vs_ddp_zero_grad(d));
         backward(d, c, r, t, st, pi, loc);
+        if (s == 1 && c->dpr && me == 0) c->across_early = sent_over(mesh, "DPR") - a0; // (cached: not collective)
         VT_OK(vs_ddp_finish_grad_sync(d));
         double norm = 0;
         VT_OK(vs_ddp_clip_grad_norm(d, c->clip, &norm));
@@ -628,6 +630,9 @@ static void case_traffic(void)
             uint64_t within = z ? (S - 1) * G / S * (gz + pz) : 0, across = z ? 2 * (R - 1) * (G / S) * gz / R : 0;
             uint64_t both = z ? 0 : 2 * (R * S - 1) * G * gz / (R * S);
             VT_CHECK(G > 0 && G % 32 == 0, "padded gradient elements %llu", (unsigned long long)G);
+            // a device queues the replicate group's all-reduce with the reduce-scatter, during the backward
+            VT_CHECK(!DEV || h->across_early == across, "ZeRO-%d: %llu bytes across queued before finish_grad_sync, "
+                     "want all %llu", z, (unsigned long long)h->across_early, (unsigned long long)across);
             VT_CHECK(h->within == within && h->across == across && h->both == both,
                      "ZeRO-%d %s%s: sent within the shard group %llu, across the replicate group %llu, over both %llu; "
                      "the formula: %llu, %llu, %llu (%llu gradient elements)", z, half ? "bf16" : "f32",
