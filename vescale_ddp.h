@@ -1520,7 +1520,7 @@ _VS_DDP_PRIVATE const char* _vs_ddp_dims_str(vs_mesh* m, char* buf, size_t cap)
 _VS_DDP_PRIVATE vs_result _vs_ddp_dims(vs_mesh* m, const vs_ddp_desc* rd, int dims[3])
 {
     const char *fn = "vs_ddp_init", *rdim = rd->dp_replicate_dim;
-    char all[VS_MESH_MAX_DIMS * 64];
+    char all[VS_MESH_MAX_DIMS * (VS_MESH_NAME_MAX + 2) + 4];
     _vs_ddp_dims_str(m, all, sizeof all);
     dims[0] = dims[1] = dims[2] = -1;
     if (rdim && vs_mesh_ndims(m) == 1)
@@ -2170,7 +2170,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_groups(vs_ddp* d)
         if (k != d->dp_index) r = vs_mesh_submesh(d->mesh, vs_mesh_dim_name(d->mesh, k), k == d->dpr_index ? &d->dpr : &sub);
     }
     if (r || d->dpr_index < 0) return r;
-    char both[2 * 64 + 2];
+    char both[2 * VS_MESH_NAME_MAX + 2];
     snprintf(both, sizeof both, "%s,%s", vs_mesh_dim_name(d->mesh, d->dpr_index), vs_mesh_dim_name(d->mesh, d->dp_index));
     return vs_mesh_submesh(d->mesh, both, &d->dp_both); // (replicate-major: the world's rank order on a DPR x DPS mesh)
 }

@@ -3241,8 +3241,6 @@ _VS_PRIVATE int _vs_mpi_aborted(vs_world* w); // (>>mpi: 1 when the MPI world is
 _VS_PRIVATE int _vs_t_job_aborted(const _vs_tshared* sh);
 _VS_PRIVATE vs_result _vs_t_abort_result_op(vs_comm* c, const _vs_opdesc* op, int later);
 
-/* Entry of every operation: checks the comm, then groups, queues or runs it.
-   Takes ownership of op's arrays. */
 /* The bytes op sends from this rank as ring algorithms move them (NCCL's bus
    bandwidth accounting; any transport: a shared-memory one moves none really),
    added to c->sent: of a full buffer of N bytes over n ranks, an all-reduce
@@ -3266,6 +3264,8 @@ _VS_PRIVATE void _vs_tally(vs_comm* c, const _vs_opdesc* op)
     }
 }
 
+/* Entry of every operation: checks the comm, then groups, queues or runs it.
+   Takes ownership of op's arrays. */
 _VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
 {
     const char* what = _vs_kind_names[op->kind];
