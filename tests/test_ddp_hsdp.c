@@ -25,8 +25,11 @@
      "dyadic" gradients (small multiples of 1/16, exact in f32 and bf16 in any
      order). ZeRO-0 HSDP is one all-reduce over DPR x DPS, the DP4 order: bit
      for bit on any data.
-   The traffic case reads each communicator's byte count (vs_comm.sent, a
-   ring's count) over one step and compares it with the formula. */
+   Meshes: DPR2 x DPS2, DPR2 x DPS2 x TP2, PP2 x DPR2 x DPS2 (x TP2: 16
+   ranks, threads only). The traffic case reads each communicator's byte count
+   (vs_comm.sent, a ring's count) over one step and compares it with the
+   formula. Built with VS_STRICT (test_ddp_hsdp_strict) every case runs on
+   NCCL over the strict stand-in, on device buffers. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
