@@ -65,7 +65,7 @@ IMPL_OWN    := $(sort $(patsubst tests/%.c,%,\
                             /^[ \t]*\#[ \t]*define[ \t]+(_VS_|VESCALE_|VS_ASSERT|VS_API)/ && !/VESCALE_IMPLEMENTATION/ { print FILENAME; done = 1 }' tests/test_*.c) \
                $(shell grep -lE '\b(_vs_kc|_vs_ddp_guards|_vs_ddp_guard_mu|_vs_ddp_segv_on|_vs_ddp_guard_full)\b' tests/test_*.c)))
 IMPL_PRIV   := $(filter-out $(IMPL_OWN),$(patsubst tests/%.c,%,$(shell grep -lE '\b_(vs|VS)_[A-Za-z]|\#include "[^"]*strict' tests/test_*.c)) \
-               test_badinput test_data test_errors test_faults_mpi test_ddp_ext) \
+               test_badinput test_data test_errors test_faults_mpi test_ddp_ext test_ddp_hsdp) \
                train_gpt_strict vescale-ckpt $(patsubst tests/strict/neg/%.c,%,$(wildcard tests/strict/neg/*.c))
 IMPL_LINKED := $(filter-out $(IMPL_OWN) $(IMPL_PRIV),$(patsubst tests/%.c,%,$(wildcard tests/test_*.c))) \
                mlp_dp_tp pipe_mlp train_gpt flat_trainer vescale-lighthouse
@@ -145,6 +145,10 @@ $(B)/strict_neg_%: tests/strict/neg/%.c tests/strict/neg/neg.h $(STRICT_H) $(HEA
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ddp_ext_strict)
 $(B)/test_ddp_ext_strict: tests/test_ddp_ext.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
+# HSDP on device buffers (tests/test_ddp_hsdp.c over the same stand-in)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_ddp_hsdp_strict)
+$(B)/test_ddp_hsdp_strict: tests/test_ddp_hsdp.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # checkpoints over NCCL while the trainer's collectives run (tests/test_ckpt_nccl.c), same stand-in
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ckpt_nccl)
 $(B)/test_ckpt_nccl: tests/test_ckpt_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
@@ -200,7 +204,7 @@ TESTS   += $(if $(HAVE_STRICT),$(B)/test_lighthouse)
 $(B)/test_lighthouse: tests/test_lighthouse.c tests/lighthouse_tool.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B) $(B)/vescale-lighthouse
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # every program of the stand-in links the strict object (test_nccl_strict compiles its own: IMPL_OWN)
-STRICT_PROGS := $(B)/test_ddp_ext_strict $(B)/test_ckpt_nccl $(B)/test_pipe_nccl $(B)/test_nccl_vendor \
+STRICT_PROGS := $(B)/test_ddp_ext_strict $(B)/test_ddp_hsdp_strict $(B)/test_ckpt_nccl $(B)/test_pipe_nccl $(B)/test_nccl_vendor \
                 $(B)/test_train_nccl $(B)/test_gpt_nccl $(B)/train_gpt_strict $(B)/test_gpt_kernels_strict \
                 $(B)/test_strict_counts $(B)/test_strict_clock $(B)/test_strict_shrink $(B)/test_elastic_procs $(B)/test_lighthouse $(STRICT_NEG)
 $(STRICT_PROGS): $(B)/impl/strict.o $(B)/impl/standin.o $(PRIV_H) tests/vs_private.h

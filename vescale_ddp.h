@@ -54,6 +54,21 @@
    Plain data parallel needs no mesh: `.world = world` instead of `.mesh` is a DP
    over all the world's ranks.
 
+   HSDP (shard within a host, replicate across hosts): a mesh with dims "DPR"
+   (replicate) and "DPS" (shard), PP x DPR x DPS x TP say, is found by name
+   (other names: vs_ddp_desc.dp_replicate_dim and dp_dim):
+
+       vs_mesh_init(world, &(vs_mesh_desc){ .shape = {2, 8}, .dim_names = {"DPR", "DPS"} }, &mesh);
+       vs_ddp_init(&(vs_ddp_desc){ .mesh = mesh, .zero = VS_ZERO_1 }, &ddp);
+
+   - ZeRO-1/2: a bucket's gradients are reduce-scattered over DPS, the owned
+     range then all-reduced over DPR (the average over all DPR x DPS ranks);
+     optimizer state sharded over DPS, the same on every replica; the updated
+     range all-gathered over DPS.
+   - ZeRO-0: one all-reduce over DPR x DPS.
+   - Parameters are Replicate along both dims; the clip's norm and checkpoints
+     (vs_ddp_param_info.primary) take each element once, from replica 0.
+
    A trainer with its own flat buffers (llm.c style) registers views into them
    instead, each with its name: `.storage = params + off, .grad_storage =
    grads + off, .ready_group = layer + 1` (no copy, a bucket a layer wherever
@@ -267,6 +282,11 @@ typedef struct vs_ddp_desc {
     vs_world* world;
     const char* dp_dim;   // NULL: "DP" (or the only dim of a 1-D mesh)
     const char* pp_dim;   // NULL: "PP" when the mesh has it (stages hold distinct parameters)
+    /* HSDP (a 2-D DP: replicate across hosts x shard within a host): the
+       replicate dim, dp_dim then the shard dim. NULL: "DPR" when the mesh has
+       both "DPR" and "DPS" (dp_dim then defaults to "DPS"), else none (a plain
+       DP over dp_dim). ZeRO-1/2 shard over dp_dim only; see "HSDP" above. */
+    const char* dp_replicate_dim;
     int64_t bucket_bytes; // 0: VS_DDP_DEFAULT_BUCKET_BYTES (vs_ddp_set_bucket_bytes rejects 0); negative is an error
     vs_zero_stage zero;
     int no_overlap;      // 1: reduce only in vs_ddp_finish_grad_sync
@@ -406,14 +426,15 @@ typedef struct vs_ddp_param_info {
                          // the ranks with primary 1 (of one pipeline stage) the owned ranges, mapped to
                          // global indices, cover each element of the parameter exactly once. It is the
                          // rank at coordinate 0 along every mesh dim but PP where the parameter is not
-                         // sharded: replicated or partial dims, and the DP dim under ZeRO-0 (every DP
-                         // rank owns everything there; under ZeRO-1/2 the DP ranks own disjoint ranges)
+                         // sharded: replicated or partial dims (HSDP's replicate dim too), and the DP dim
+                         // under ZeRO-0 (every DP rank owns everything there; under ZeRO-1/2 the DP ranks
+                         // own disjoint ranges)
     /* Set by vs_ddp_finalize; -1 before it. */
     int bucket;            // the gradient bucket holding it (buckets go in reverse registration order)
     int64_t bucket_offset; // element offset of the local shard in that bucket
     int64_t owned_begin;   // [owned_begin, owned_end): the flat range of the local shard this rank
     int64_t owned_end;     // steps and keeps optimizer state and master weights for. ZeRO-0: all of it,
-                           // [0, local_numel). ZeRO-1/2: its part of this rank's 1/DP range of the
+                           // [0, local_numel). ZeRO-1/2: its part of this rank's 1/DP (HSDP: 1/DPS) range of the
                            // bucket, often empty (owned_begin == owned_end); the DP ranks' ranges
                            // partition [0, local_numel) in DP rank order, with no gap or overlap
     int64_t owned_offset;  // where element owned_begin lives in this rank's owned range of the bucket
@@ -442,8 +463,11 @@ typedef enum vs_ddp_state {
     VS_DDP_STATE_CUSTOM1     // VS_OPTIM_CUSTOM: vs_step_args.state[1]
 } vs_ddp_state;
 
-/* Checks the desc (optimizer numbers: see vs_optim_desc) and registers the DDP
-   with the mesh: vs_mesh_free refuses (VS_ERR_STATE) until vs_ddp_free. */
+/* Checks the desc (optimizer numbers: see vs_optim_desc; the dims: each a dim
+   of the mesh, HSDP's replicate dim neither dp_dim nor pp_dim and never on a
+   1-D mesh, a mesh with only one of "DPR" and "DPS" named) and registers the
+   DDP with the mesh: vs_mesh_free refuses (VS_ERR_STATE) until vs_ddp_free.
+   A refusal is VS_ERR_INVALID naming the value, with nothing made. */
 VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out);
 /* Bucket size in bytes, before vs_ddp_finalize: bytes must be > 0 (this is how to
    ask for an explicit size; a zero in vs_ddp_desc means the default). */
@@ -822,6 +846,7 @@ typedef struct _vs_dbucket {
     void* gbuf;     // a pool buffer holding the all-gather in flight (staged, or VESCALE_DEBUG=params)
     int guarded;    // VESCALE_DEBUG=params: its parameters' stale pages are guarded until the unpack
     int gclean;     // ext: DDP zeroed the trainer's gradients and no backward pass began since
+    int across;     // HSDP: the owned range was averaged over the replicate group in this pass
 } _vs_dbucket;
 
 struct vs_ddp {
@@ -829,6 +854,9 @@ struct vs_ddp {
     vs_mesh* mesh;
     vs_mesh* dp;
     int dp_size, dp_rank, dp_index, pp_index;
+    int dpr_index;       // HSDP: the replicate dim (-1: none); dp_index is then the shard dim
+    vs_mesh* dpr;        // HSDP: the replicate group (after finalize)
+    vs_mesh* dp_both;    // HSDP: replicate x shard, ZeRO-0's all-reduce
     int nparams, cap;
     _vs_dparam* params;
     vs_world* world; // allocator hooks
@@ -1463,12 +1491,56 @@ _VS_DDP_PRIVATE void _vs_ddp_desc_defaults(vs_ddp_desc* d)
     }
     vs_mesh* m = d->mesh;
     if (!m) return;
-    if (!d->dp_dim) d->dp_dim = vs_mesh_ndims(m) == 1 ? vs_mesh_dim_name(m, 0) : "DP";
-    if (!d->pp_dim) {
-        for (int k = 0; k < vs_mesh_ndims(m); k++)
-            if (!strcmp(vs_mesh_dim_name(m, k), "PP")) d->pp_dim = vs_mesh_dim_name(m, k);
-        vs_clear_error();
+    const char *dpr = NULL, *dps = NULL;
+    for (int k = 0; k < vs_mesh_ndims(m); k++) {
+        const char* nm = vs_mesh_dim_name(m, k);
+        if (!strcmp(nm, "PP") && !d->pp_dim) d->pp_dim = nm;
+        if (!strcmp(nm, "DPR")) dpr = nm;
+        if (!strcmp(nm, "DPS")) dps = nm;
     }
+    if (!d->dp_replicate_dim && dpr && dps) d->dp_replicate_dim = dpr;
+    if (!d->dp_dim) d->dp_dim = d->dp_replicate_dim ? "DPS" : vs_mesh_ndims(m) == 1 ? vs_mesh_dim_name(m, 0) : "DP";
+    vs_clear_error();
+}
+
+/* "(PP, DPR, DPS, TP)": the mesh's dims, for messages. */
+_VS_DDP_PRIVATE const char* _vs_ddp_dims_str(vs_mesh* m, char* buf, size_t cap)
+{
+    size_t n = 0;
+    for (int k = 0; k < vs_mesh_ndims(m) && n < cap; k++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? ", " : "(", vs_mesh_dim_name(m, k));
+    if (n < cap) snprintf(buf + n, cap - n, ")");
+    return buf;
+}
+
+/* The DP group setup's first half (the second: _vs_ddp_groups): the dims of
+   resolved desc rd on mesh m, dims[0] the DP dim (HSDP: the shard dim),
+   dims[1] the pipeline dim and dims[2] HSDP's replicate dim (-1: none), or
+   VS_ERR_INVALID naming the value. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_dims(vs_mesh* m, const vs_ddp_desc* rd, int dims[3])
+{
+    const char *fn = "vs_ddp_init", *rdim = rd->dp_replicate_dim;
+    char all[VS_MESH_MAX_DIMS * (VS_MESH_NAME_MAX + 2) + 4];
+    _vs_ddp_dims_str(m, all, sizeof all);
+    dims[0] = dims[1] = dims[2] = -1;
+    if (rdim && vs_mesh_ndims(m) == 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: dp_replicate_dim '%s' with a 1-D mesh %s: HSDP needs a replicate dim "
+                            "and a shard dim (dp_dim)", fn, rdim, all);
+    if (rdim && (dims[2] = vs_mesh_dim_index(m, rdim)) < 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: dp_replicate_dim '%s' is not a dim of the mesh %s", fn, rdim, all);
+    if ((dims[0] = vs_mesh_dim_index(m, rd->dp_dim)) < 0) {
+        int r = vs_mesh_dim_index(m, "DPR") >= 0, s = vs_mesh_dim_index(m, "DPS") >= 0;
+        return vs_set_error(VS_ERR_INVALID, "%s: dp_dim '%s'%s is not a dim of the mesh %s%s", fn, rd->dp_dim,
+                            rdim ? " (HSDP's shard dim)" : "", all,
+                            !rdim && r != s ? ": HSDP needs both 'DPR' (replicate) and 'DPS' (shard)" : "");
+    }
+    if (rd->pp_dim && (dims[1] = vs_mesh_dim_index(m, rd->pp_dim)) < 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: pp_dim '%s' is not a dim of the mesh %s", fn, rd->pp_dim, all);
+    if (rdim && (dims[2] == dims[0] || dims[2] == dims[1]))
+        return vs_set_error(VS_ERR_INVALID, "%s: dp_replicate_dim '%s' is %s too: HSDP's replicate dim must be "
+                            "another dim", fn, rdim, dims[2] == dims[0] ? "dp_dim (the shard dim)" : "pp_dim");
+    vs_clear_error(); // (the probes above)
+    return VS_OK;
 }
 
 /* Checks every number the chosen optimizer uses (defaults resolved). */
@@ -1547,16 +1619,14 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
         rd.mesh = m;
         _vs_ddp_desc_defaults(&rd); // (again: the dims, now that there is a mesh)
     }
-    int dpi = vs_mesh_dim_index(m, rd.dp_dim);
-    int ppi = rd.pp_dim ? vs_mesh_dim_index(m, rd.pp_dim) : -1;
-    vs_ddp* d = dpi < 0 || (rd.pp_dim && ppi < 0) ? NULL : _VS_DDP_NEW(vs_mesh_world(m), vs_ddp, 1);
+    int dims[3]; // the DP (HSDP: shard), pipeline and replicate dims
+    rv = _vs_ddp_dims(m, &rd, dims);
+    int dpi = dims[0], ppi = dims[1];
+    vs_ddp* d = rv ? NULL : _VS_DDP_NEW(vs_mesh_world(m), vs_ddp, 1);
     if (!d) {
-        if (dpi < 0) vs_set_error(dpi, "vs_ddp_init: dp_dim '%s' is not a dim of the mesh", rd.dp_dim);
-        else if (rd.pp_dim && ppi < 0) vs_set_error(ppi, "vs_ddp_init: pp_dim '%s' is not a dim of the mesh", rd.pp_dim);
-        else vs_set_error(VS_ERR_NOMEM, "vs_ddp_init: out of memory");
-        vs_result re = dpi < 0 ? (vs_result)dpi : rd.pp_dim && ppi < 0 ? (vs_result)ppi : VS_ERR_NOMEM;
+        if (!rv) rv = vs_set_error(VS_ERR_NOMEM, "vs_ddp_init: out of memory");
         if (m != desc->mesh) (void)vs_mesh_free(m);
-        return re;
+        return rv;
     }
     d->desc = rd;
     d->desc.mesh = m, d->desc.world = NULL; // (the mesh made for a world too: checkpoints read it here)
@@ -1564,6 +1634,8 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     // the dims by the mesh's names: the caller's strings are not kept
     d->desc.dp_dim = vs_mesh_dim_name(m, dpi);
     d->desc.pp_dim = ppi >= 0 ? vs_mesh_dim_name(m, ppi) : NULL;
+    d->desc.dp_replicate_dim = dims[2] >= 0 ? vs_mesh_dim_name(m, dims[2]) : NULL;
+    d->dpr_index = dims[2];
     d->mesh = m;
     d->world = vs_mesh_world(m);
     d->dp_index = dpi;
@@ -1739,9 +1811,12 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p,
     memcpy(L.p, p->placements, sizeof L.p);
     int nd = vs_mesh_ndims(d->mesh);
     for (int k = nd; k < VS_MESH_MAX_DIMS; k++) L.p[k] = vs_replicate();
-    if (L.p[d->dp_index].kind != VS_PLACE_REPLICATE)
-        return vs_set_error(VS_ERR_INVALID, "%s: '%s' must be Replicate along the DP dim %s", fn, p->name,
-                            vs_mesh_dim_name(d->mesh, d->dp_index));
+    for (int j = 0; j < 2; j++) { // the DP dim, and HSDP's replicate dim
+        int dim = j ? d->dpr_index : d->dp_index;
+        if (dim >= 0 && L.p[dim].kind != VS_PLACE_REPLICATE)
+            return vs_set_error(VS_ERR_INVALID, "%s: '%s' must be Replicate along the DP dim %s", fn, p->name,
+                                vs_mesh_dim_name(d->mesh, dim));
+    }
     vs_result r = _vs_ddp_check_size(fn, p);
     if (r) return r;
     if ((r = _vs_ddp_check_storage(d, p))) return r;
@@ -2082,17 +2157,31 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_bucket_order(vs_ddp* d)
     return VS_OK;
 }
 
+/* The DP group setup's second half (the first: _vs_ddp_dims), collective
+   over the mesh: the DP group (HSDP: the shard group, where ZeRO shards and
+   parameters are all-gathered), HSDP's replicate group (the owned ranges'
+   all-reduce) and replicate x shard (ZeRO-0's all-reduce), and every other
+   dim's group, made now while every rank is here. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_groups(vs_ddp* d)
+{
+    vs_result r = vs_mesh_submesh(d->mesh, vs_mesh_dim_name(d->mesh, d->dp_index), &d->dp);
+    for (int k = 0; k < vs_mesh_ndims(d->mesh) && !r; k++) {
+        vs_mesh* sub;
+        if (k != d->dp_index) r = vs_mesh_submesh(d->mesh, vs_mesh_dim_name(d->mesh, k), k == d->dpr_index ? &d->dpr : &sub);
+    }
+    if (r || d->dpr_index < 0) return r;
+    char both[2 * VS_MESH_NAME_MAX + 2];
+    snprintf(both, sizeof both, "%s,%s", vs_mesh_dim_name(d->mesh, d->dpr_index), vs_mesh_dim_name(d->mesh, d->dp_index));
+    return vs_mesh_submesh(d->mesh, both, &d->dp_both); // (replicate-major: the world's rank order on a DPR x DPS mesh)
+}
+
 VS_API vs_result vs_ddp_finalize(vs_ddp* d)
 {
     const char* fn = "vs_ddp_finalize";
     if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
     if (d->finalized) return vs_set_error(VS_ERR_STATE, "%s: called twice", fn);
-    vs_result r = vs_mesh_submesh(d->mesh, vs_mesh_dim_name(d->mesh, d->dp_index), &d->dp);
+    vs_result r = _vs_ddp_groups(d);
     if (r) return r;
-    for (int k = 0; k < vs_mesh_ndims(d->mesh); k++) { // the other dims' groups, made collectively now
-        vs_mesh* sub;
-        if (k != d->dp_index && (r = vs_mesh_submesh(d->mesh, vs_mesh_dim_name(d->mesh, k), &sub))) return r;
-    }
     // the ranks that must hold the same parameters: every dim but the pipeline's
     // (a rank with none registered takes part too, so its peers learn it)
     char dims[VS_MESH_MAX_DIMS * 64] = "";
@@ -2369,6 +2458,67 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_begin_pass(vs_ddp* d)
     return r;
 }
 
+/* The gradients' reduction, HSDP's part (the rest of the DP group handling:
+   _vs_ddp_dims and _vs_ddp_groups set the groups up, the all-gathers use the
+   DP group d->dp, which is the shard group, and the clip's norm counts each
+   element on replicate coordinate 0 only, _vs_ddp_counted):
+   - ZeRO-0 all-reduces over replicate x shard in one call (the average over
+     every DP rank), _vs_ddp_reduce_comm;
+   - ZeRO-1/2 reduce-scatter over the shard group, then _vs_ddp_replicas
+     averages the owned range over the replicate group, before anything reads
+     it (_vs_ddp_complete). */
+_VS_DDP_PRIVATE vs_comm* _vs_ddp_reduce_comm(vs_ddp* d)
+{
+    return vs_mesh_comm(d->dp_both && d->desc.zero == VS_ZERO_0 ? d->dp_both : d->dp);
+}
+
+/* HSDP: n elements at buf, this rank's owned range reduced over the shard
+   group, averaged over the replicate group (in place; VS_OK at once without
+   HSDP). Device: in stream order on the DDP's stream, no host wait. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_replicas_avg(vs_ddp* d, void* buf, int64_t n, vs_dtype dt)
+{
+    if (!d->dpr || n <= 0) return VS_OK;
+    vs_comm* c = vs_mesh_comm(d->dpr);
+    vs_work* w = NULL;
+    vs_result r = _vs_ddp_fence(d, c);
+    if (!r) r = vs_all_reduce(c, buf, buf, (size_t)n, dt, VS_OP_AVG, d->cu ? &w : NULL);
+    if (!r && w) r = _vs_ddp_done(d, w);
+    return r;
+}
+
+/* Bucket b's owned range, reduce-scattered over the shard group, averaged over
+   the replicate group: where the reduction left it (the accumulator, a
+   bucket or staging buffer, or, grouped, the owned pieces of the trainer's
+   gradients, one group of calls). ZeRO-0 reduced over both dims already. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_replicas(vs_ddp* d, int b)
+{
+    _vs_dbucket* k = &d->buckets[b];
+    if (!d->dpr || d->desc.zero == VS_ZERO_0) return VS_OK;
+    int64_t lo = k->shard * d->dp_rank;
+    size_t gz = _vs_dsz(k->gdtype);
+    if (!k->grouped || k->into_acc) {
+        vs_result r = _vs_ddp_replicas_avg(d, k->into_acc ? (void*)k->grad_shard : (char*)k->grad + (size_t)lo * gz,
+                                           k->shard, k->gdtype);
+        k->across = !r;
+        return r;
+    }
+    vs_comm* c = vs_mesh_comm(d->dpr);
+    vs_work* w = NULL;
+    vs_result r = _vs_ddp_fence(d, c);
+    if (r || (r = vs_group_start(c))) return r;
+    for (int j = k->first; j < k->last && !r; j++) {
+        const _vs_dparam* q = &d->params[d->order[j]];
+        int64_t a, e;
+        if (!_vs_ddp_meet(q, lo, k->shard, &a, &e)) continue;
+        char* at = (char*)q->gext + (size_t)(a - q->offset) * gz;
+        r = vs_all_reduce(c, at, at, (size_t)(e - a), k->gdtype, VS_OP_AVG, NULL);
+    }
+    vs_result re = vs_group_end(c, r || !d->cu ? NULL : &w);
+    if (!r && !re && w) re = _vs_ddp_done(d, w);
+    k->across = !r && !re;
+    return r ? r : re;
+}
+
 /* Waits for bucket b's reduction; ZeRO-2 then adds the owned range into the
    shard accumulator and gives the staging buffer back. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
@@ -2380,6 +2530,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         r = _vs_ddp_done(d, k->work);
         k->work = NULL;
     }
+    if (!r && k->launched && !k->across) r = _vs_ddp_replicas(d, b);
     if (r) return r;
     // gradients that are also partial over other dims (sequence-parallel norms)
     int64_t lo, cnt;
@@ -2419,7 +2570,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     }
     if (r) return r;
     k->gclean = clear; // (vs_ddp_zero_grad need not zero them again)
-    k->fresh = k->into_acc = 0;
+    k->fresh = k->into_acc = k->across = 0;
     if ((d->desc.zero == VS_ZERO_2 || k->ext) && k->staged) {
         _vs_ddp_pool_give(d, b);
         k->grad = NULL;
@@ -2456,7 +2607,7 @@ _VS_DDP_PRIVATE void _vs_ddp_log_launch(const vs_ddp* d, int b)
 _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
 {
     _vs_dbucket* k = &d->buckets[b];
-    vs_comm* c = vs_mesh_comm(d->dp);
+    vs_comm* c = _vs_ddp_reduce_comm(d);
     if (d->log_debug) _vs_ddp_log_launch(d, b);
     vs_work** wp = d->desc.no_overlap && !d->cu ? NULL : &k->work; // (a device never blocks the host here)
     if (d->desc.zero == VS_ZERO_2 && !k->staged) { // no gradient asked for here: take part with zeros
@@ -2522,6 +2673,15 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all)
         _vs_dbucket* k = &d->buckets[d->next_launch];
         if (!all && k->nready < k->last - k->first) break;
         vs_result r = _vs_ddp_launch(d, d->next_launch);
+        /* HSDP on a device: the replicate group's all-reduce queued at once in
+           stream order after the reduce-scatter, so it overlaps the rest of the
+           backward as the reduce-scatter does (the host path must wait for the
+           reduce-scatter first: at completion, _vs_ddp_complete) */
+        if (!r && d->cu && d->dpr && d->desc.zero != VS_ZERO_0) {
+            if (k->work) r = _vs_ddp_done(d, k->work);
+            k->work = NULL;
+            if (!r) r = _vs_ddp_replicas(d, d->next_launch);
+        }
         if (r) return r;
         d->next_launch++;
     }

@@ -2605,6 +2605,7 @@ struct vs_comm {
     vs_work* waited[_VS_QUARANTINE];      // waited handles, released when pushed out
     int nwaited;
     uint64_t seq;    // collectives issued on this handle
+    uint64_t sent;   // bytes this rank's operations send by a ring's count (_vs_tally; tests read it: HSDP's traffic)
     char label[128]; // names it in errors: "world", "DP group [0,2] of mesh (PP=2, DP=2, TP=2)"
     // groups
     int group_depth;
@@ -3240,11 +3241,35 @@ _VS_PRIVATE int _vs_mpi_aborted(vs_world* w); // (>>mpi: 1 when the MPI world is
 _VS_PRIVATE int _vs_t_job_aborted(const _vs_tshared* sh);
 _VS_PRIVATE vs_result _vs_t_abort_result_op(vs_comm* c, const _vs_opdesc* op, int later);
 
+/* The bytes op sends from this rank as ring algorithms move them (NCCL's bus
+   bandwidth accounting; any transport: a shared-memory one moves none really),
+   added to c->sent: of a full buffer of N bytes over n ranks, an all-reduce
+   2 (n-1)/n N, a reduce-scatter or all-gather (n-1)/n N (all but this rank's
+   piece), a reduce N off the root, a broadcast N from the root, a send and an
+   all-to-all what goes to the others. A test-only count: nothing reads it. */
+_VS_PRIVATE void _vs_tally(vs_comm* c, const _vs_opdesc* op)
+{
+    uint64_t esz = vs_dtype_size(op->dt), n = (uint64_t)c->size, full = 0, mine = 0;
+    for (int i = 0; op->counts && i < c->size; i++) full += op->counts[i];
+    if (op->counts) mine = op->counts[c->rank];
+    switch (op->kind) {
+    case _VS_K_ALLREDUCE: c->sent += 2 * (n - 1) * op->count * esz / n; break;
+    case _VS_K_ALLGATHER:
+    case _VS_K_REDSCAT: c->sent += (full - mine) * esz; break;
+    case _VS_K_ALLTOALL: c->sent += (full - mine) * esz; break;
+    case _VS_K_REDUCE: c->sent += c->rank != op->root ? op->count * esz : 0; break;
+    case _VS_K_BCAST: c->sent += c->rank == op->root ? op->count * esz : 0; break;
+    case _VS_K_SEND: c->sent += op->count * esz; break;
+    default: break;
+    }
+}
+
 /* Entry of every operation: checks the comm, then groups, queues or runs it.
    Takes ownership of op's arrays. */
 _VS_PRIVATE vs_result _vs_issue(vs_comm* c, _vs_opdesc* op, vs_work** work)
 {
     const char* what = _vs_kind_names[op->kind];
+    _vs_tally(c, op);
     if (work) *work = NULL;
     if (op->kind != _VS_K_SEND && op->kind != _VS_K_RECV) op->seq = ++c->seq;
     if (c->sh && _vs_t_job_aborted(c->sh)) { // with its cause
