@@ -3054,9 +3054,9 @@ _VS_HL_PRIVATE int _vs_gp_explain(const vs_plan* run, const vs_plan_estimate* es
         int cnt = 0, ex = -1;
         for (int i = 0; i < n; i++) {
             if ((best && i == 0) || i == j || i == ru[0] || i == ru[1]) continue;
-            _vs_gp_reason(&est[i], w, sizeof w);
+            const char* rs = _vs_gp_reason(&est[i], w, sizeof w); // (the reason alone: a plan's ", recompute" is no "compute")
             int k = 0;
-            while (key[k] && !strstr(w, key[k])) k++;
+            while (key[k] && !strstr(rs, key[k])) k++;
             if (k == g) {
                 if (ex < 0) ex = i;
                 cnt++;
