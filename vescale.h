@@ -537,8 +537,8 @@ typedef struct vs_plan_estimate {
     char why[256];                              // "<plan>: why it lost" or why it is infeasible
 } vs_plan_estimate;
 
-/* Enumerates every (pp, dp, tp, schedule, microbatches, zero) meeting the
-   constraints, estimates each with the cost model (compute, exposed
+/* Enumerates every (pp, dp, tp, schedule, microbatches, zero, HSDP shard size)
+   meeting the constraints, estimates each with the cost model (compute, exposed
    communication, the pipe simulator's bubble, memory), and returns the best in
    *out; est[0..cap) gets the best and the runners-up, then the rejected (with
    their reasons), *n how many. No configuration: VS_ERR_INVALID saying which
@@ -705,7 +705,9 @@ typedef struct vs_train vs_train;
 VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* out);
 /* Collective over the world: makes the (PP, DP, TP) mesh, allocates and
    initializes only this rank's shards (sharding-invariant init: the same values
-   as one device), and wires DDP / ZeRO, the pipeline engine and TP. */
+   as one device), and wires DDP / ZeRO, the pipeline engine and TP. A plan with
+   zero 3 or HSDP (dp_shard) is VS_ERR_UNSUPPORTED for now: the planner weighs
+   them, the DDP wiring is to come (issue 34). */
 VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out);
 /* One training step on a global batch (at least one row per DP rank and
    microbatch; each input named once, a known dtype, its bytes within a
@@ -1866,7 +1868,12 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      and 1f1b holds the least); on more, 1f1b, interleaved (2 chunks, when
      layers >= 2 pp), zbh1, zbv (2 chunks in a V, when layers >= 2 pp) and
      gpipe
-   - ZeRO 0, 1, 2 (only 0 when dp = 1: the stages are the same there)
+   - DP forms (only ZeRO-0 when dp = 1: the stages are the same there): ZeRO
+     0, 1, 2; ZeRO-3 (prefetch 1) and, with M > 1, ZeRO-3 kept gathered
+     (reshard_after_forward 0) as constraints.zero3 says (default: under a
+     memory limit); HSDP's ZeRO 1, 2, 3 for each shard size S that
+     _vs_gp_next_shard allows (constraints.node_ranks set, DP spanning hosts,
+     S x tp ranks dividing a host)
 
    The cost of one configuration, r = global_batch / dp / M rows a microbatch:
    - Compute. A layer with a TP-sharded parameter runs 1/tp of its flops on each
@@ -1899,14 +1906,29 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
    - DP. Each stage reduces its local parameter bytes over dp: ZeRO-0 an
      all-reduce, ZeRO-1/2 a reduce-scatter then an all-gather, each the
      measured all-reduce's 4 B time plus half the rest (ring formula:
-     (n-1)/n x bytes / bw + latency).
+     (n-1)/n x bytes / bw + latency). A group that spans hosts
+     (constraints.node_ranks) takes the ring formula at inter_bw_bytes_s.
+   - HSDP (shard size S, R = dp / S replicas): the reduce-scatter and the
+     all-gather run within S (a host), then the owned 1/S of the gradients is
+     all-reduced over the R replicas, across hosts, exposed as the SYNC share
+     below; the optimizer state and its step are /S.
+   - ZeRO-3, in the pipeline: a chunk's n groups (its layers with parameters,
+     of b bytes) are all-gathered over S, G = n x half(S, b / n), before the
+     forward and again before the backward, whose gradients are
+     reduce-scattered (G again) a group at a time. Per microbatch the forward
+     shows G/n + max(0, G (1 - 1/n) - F) and the backward 2G/n + max(0,
+     2G (1 - 1/n) - B) (F, B: the chunk's compute; the first group's share
+     cannot hide), added to the chunk's F and B costs before the simulation.
+     Without prefetch every gather shows. Kept gathered: no backward gather,
+     the forward's once a step (not per microbatch), exposed after the
+     pipeline.
    - DP exposed: a chunk's reduction starts at its SYNC, after its last
      backward, so the stage's chunks that finish early are reduced under the
      rest of its pipeline: only the share of the chunk that finishes last (the
      stage's lowest chunk; all of it with one chunk per stage) is exposed, and
      ZeRO's all-gather, which follows the optimizer step, is exposed whole.
    - The optimizer step (profile opt_s per element a rank steps: the stage's
-     local parameter elements, /dp under ZeRO-1/2), after the pipeline. The
+     local parameter elements, /S under ZeRO-1/2/3), after the pipeline. The
      step: makespan + the largest exposed DP time + optimizer time of any
      stage.
    - The parts, on the busiest stage (most busy time in the simulation):
@@ -1915,11 +1937,13 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      bubble_s = makespan - its busy time (idle and p2p waits). They add up to
      step_s.
    - Memory per rank, on the stage that needs most: parameters (local shards,
-     a tied parameter once per stage), gradients (the same; ZeRO-2: /dp), AdamW
-     state 2 x f32 per element (ZeRO-1/2: /dp), activations act_bytes_per_row
+     a tied parameter once per stage), gradients (the same; ZeRO-2: /S), AdamW
+     state 2 x f32 per element (ZeRO-1/2/3: /S), activations act_bytes_per_row
      x r x (layers of the stage's largest chunk) x the schedule's peak live
      (chunk, microbatch) activations on the stage (vs_pipe_simulate's
-     peak_live).
+     peak_live). ZeRO-3 at peak: parameters b/S + the groups gathered at once
+     (the current and the prefetched, 2 x the stage's largest group; kept
+     gathered: b), gradients b/S + one group's (before its reduce-scatter).
    - Sequence parallelism (constraints.sequence_parallel): activations are
      divided by tp only under it (without it the norms and residuals hold
      whole rows on every TP rank); its TP communication counts as the
