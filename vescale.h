@@ -532,7 +532,10 @@ typedef struct vs_plan_estimate {
     vs_plan plan;
     double step_s, compute_s, comm_s, bubble_s; // estimated step time and its parts (exposed)
     double mem_bytes;                           // per rank: params, grads, optimizer state, activations
-    double mem_params, mem_grads, mem_optim, mem_act; // mem_bytes's parts (on the stage that needs most)
+    /* mem_bytes's parts (on the stage that needs most); ZeRO-3's params and
+       grads hold the owned shards plus, at peak, the gathered groups and one
+       group's gradients */
+    double mem_params, mem_grads, mem_optim, mem_act;
     int feasible;
     char why[256];                              // "<plan>: why it lost" or why it is infeasible
 } vs_plan_estimate;
@@ -549,8 +552,10 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
                                   vs_plan* out, vs_plan_estimate* est, int cap, int* n);
 /* The explanation of vs_generate_plan's est[0..n): the chosen plan ("chosen:
    PP2 x DP2 x TP2, gpipe, 1 chunk per stage, 4 microbatches, ZeRO-2, split
-   flops", its step's parts and its memory's), the two runners-up and why each
-   lost, the others grouped by why. snprintf-like: returns the length needed
+   flops", its step's parts and its memory's; for a ZeRO-3 choice what ZeRO-1
+   and 2 would need, "it fits only with parameters sharded: ZeRO-1 needs 22.1
+   GB a rank" when they do not fit; for HSDP the same sharded over every DP
+   rank), the two runners-up and why each lost, the others grouped by why. snprintf-like: returns the length needed
    (buf may be NULL when cap is 0); n = 0 says "no configurations". -1
    (vs_last_error) for est NULL with n > 0, n < 0, or an estimate
    vs_generate_plan would not write (its why not terminated, feasible not 0 or
