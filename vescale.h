@@ -550,12 +550,14 @@ typedef struct vs_plan_estimate {
    profile whose figures make the estimates overflow is an error naming them. */
 VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* c, const vs_profile* prof,
                                   vs_plan* out, vs_plan_estimate* est, int cap, int* n);
-/* The explanation of vs_generate_plan's est[0..n): the chosen plan ("chosen:
-   PP2 x DP2 x TP2, gpipe, 1 chunk per stage, 4 microbatches, ZeRO-2, split
-   flops", its step's parts and its memory's; for a ZeRO-3 choice what ZeRO-1
-   and 2 would need, "it fits only with parameters sharded: ZeRO-1 needs 22.1
-   GB a rank" when they do not fit; for HSDP the same sharded over every DP
-   rank), the two runners-up and why each lost, the others grouped by why. snprintf-like: returns the length needed
+/* The explanation of vs_generate_plan's est[0..n):
+   - the chosen plan ("chosen: PP2 x DP2 x TP2, gpipe, 1 chunk per stage, 4
+     microbatches, ZeRO-2, split flops"), its step's parts and its memory's
+   - a ZeRO-3 choice: what ZeRO-1 and 2 would need ("it fits only with
+     parameters sharded: ZeRO-1 needs 22.1 GB a rank" when they do not fit);
+     HSDP: the same sharded over every DP rank
+   - the two runners-up and why each lost, the others grouped by why
+   snprintf-like: returns the length needed
    (buf may be NULL when cap is 0); n = 0 says "no configurations". -1
    (vs_last_error) for est NULL with n > 0, n < 0, or an estimate
    vs_generate_plan would not write (its why not terminated, feasible not 0 or
@@ -1920,13 +1922,13 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
    - ZeRO-3, in the pipeline: a chunk's n groups (its layers with parameters,
      of b bytes) are all-gathered over S, G = n x half(S, b / n), before the
      forward and again before the backward, whose gradients are
-     reduce-scattered (G again) a group at a time. Per microbatch the forward
-     shows G/n + max(0, G (1 - 1/n) - F) and the backward 2G/n + max(0,
-     2G (1 - 1/n) - B) (F, B: the chunk's compute; the first group's share
-     cannot hide), added to the chunk's F and B costs before the simulation.
-     Without prefetch every gather shows. Kept gathered: no backward gather,
-     the forward's once a step (not per microbatch), exposed after the
-     pipeline.
+     reduce-scattered (G again) a group at a time.
+   - ZeRO-3 exposed, per microbatch, added to the chunk's F and B costs
+     before the simulation (F, B: the chunk's compute; the first group's
+     share cannot hide): forward G/n + max(0, G (1 - 1/n) - F), backward
+     2G/n + max(0, 2G (1 - 1/n) - B). Without prefetch every gather shows.
+     Kept gathered: no backward gather, the forward's once a step (not per
+     microbatch), exposed after the pipeline.
    - DP exposed: a chunk's reduction starts at its SYNC, after its last
      backward, so the stage's chunks that finish early are reduced under the
      rest of its pipeline: only the share of the chunk that finishes last (the
