@@ -106,6 +106,10 @@
    - vs_profile_describe for people, vs_profile_print exact, to save
    - vs_plan_explain says why the planner chose; vs_plan_explain_for how the
      plan that runs compares when the caller fixed some of it
+   - ZeRO-3 (plan.zero 3) and HSDP (plan.dp_shard: shards within a host,
+     replicas across) are planned: ZeRO-3 weighed under a memory limit, HSDP
+     given the hosts (vs_constraints.node_ranks, inter_bw_bytes_s);
+     vs_parallelize refuses them until the DDP side is wired
 
    The batch and the loss. The global batch holds the model's data inputs with
    the rows first; each DP rank takes its rows, each microbatch its part. The
