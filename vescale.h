@@ -106,6 +106,10 @@
    - vs_profile_describe for people, vs_profile_print exact, to save
    - vs_plan_explain says why the planner chose; vs_plan_explain_for how the
      plan that runs compares when the caller fixed some of it
+   - ZeRO-3 (plan.zero 3) and HSDP (plan.dp_shard: shards within a host,
+     replicas across) are planned: ZeRO-3 weighed under a memory limit, HSDP
+     given the hosts (vs_constraints.node_ranks, inter_bw_bytes_s);
+     vs_parallelize refuses them until the DDP side is wired
 
    The batch and the loss. The global batch holds the model's data inputs with
    the rows first; each DP rank takes its rows, each microbatch its part. The
@@ -364,12 +368,29 @@ typedef struct vs_plan {
        forward's time; what a layer keeps with vs_pipe_save is the memory
        saved). A pattern that matches no layer is an error (vs_plan_check). */
     char recompute[256];
+    /* ZeRO-3 and HSDP (issue 34; vescale_ddp.h's VS_ZERO_3, zero = 3):
+       - dp_shard: HSDP, the shard group's size (a divisor of dp; the mesh is
+         PP x DPR x DPS x TP with DPS = dp_shard, DPR = dp / dp_shard replicas).
+         ZeRO-1/2/3 shard within DPS and all-reduce the owned shard over DPR;
+         ZeRO-0 all-reduces over both. 0: no HSDP (dp_shard = dp is the same).
+       - reshard_after_forward (0 or 1; 0 and not _set: 1): ZeRO-3 frees a
+         group's gathered parameters after its forward and gathers again in
+         its backward; 0 keeps them from the first forward to the last
+         backward of the step (one gather a step, the stage's parameters whole).
+       - prefetch (>= 0; 0 and not _set: 1): groups gathered ahead of the one
+         that computes.
+       Other stages ignore reshard_after_forward and prefetch. */
+    int dp_shard;
+    int reshard_after_forward, reshard_after_forward_set;
+    int prefetch, prefetch_set;
 } vs_plan;
 
 /* The plan as text or JSON; snprintf-like: returns the length needed (buf may
    be NULL when cap is 0).
    - text: one "key: value" per line; a rule is a line "shard: <pattern>
      <placement>", e.g. "shard: h.*.attn.wq Shard(1)", in the order they apply
+   - dp_shard, reshard_after_forward and prefetch print when set (a value
+     other than 0, or its _set flag): "dp_shard: 8", JSON "dp_shard": 8
    - strings (rule patterns and placements, split_points): UTF-8 without
      quotes, backslashes or control characters, and a pattern holds no blank.
      So both forms carry them as they are, JSON output is valid UTF-8, and what
@@ -392,14 +413,17 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out);
 /* The plan as vs_parallelize runs it, every 0 default made explicit: mesh sizes
    (1), schedule (1f1b), chunks (2 for zbv and dualpipev, else 1), microbatches
    (pp), split (manual with split_points, else flops; vs_parallelize cuts a
-   model whose layers declare no flops uniformly). Other fields are copied. *out
-   may be p. */
+   model whose layers declare no flops uniformly), and under zero 3
+   reshard_after_forward and prefetch (1 each, _set 1). Other fields are
+   copied. *out may be p. */
 VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out);
 /* vs_plan_check: the plan against the model. It refuses:
    - a field out of its range (nothing is coerced to a default): policy,
-     split, schedule, zero not their enums; chunks or microbatches < 0; strict
-     or sequence_parallel not 0 or 1; PP x DP x TP past an int; the strings
-     not as vs_plan_print says
+     split, schedule, zero not their enums (zero 0..3); chunks or
+     microbatches < 0; strict or sequence_parallel not 0 or 1; PP x DP x TP
+     past an int; the strings not as vs_plan_print says; dp_shard < 0 or not
+     dividing dp; reshard_after_forward not 0 or 1; prefetch < 0; a _set flag
+     not 0 or 1
    - a strict rule that matches nothing
    - a TP size that does not divide a sharded dim (the first such parameter)
    - more stages x chunks than layers
@@ -491,6 +515,19 @@ typedef struct vs_constraints {
        forward, so it wins only where the limit rules the rest out; without a
        limit it never would, and is not estimated), 1 always, -1 never. */
     int recompute;
+    /* The machine's hosts, which vs_profile_measure does not see (0: the world
+       is one host): node_ranks ranks a host (consecutive world ranks), and the
+       bandwidth of a collective whose group spans hosts (bytes/s per rank;
+       0: the profile's bw). With them the DP collectives that cross hosts
+       run at inter_bw_bytes_s, and the planner weighs HSDP (vs_plan.dp_shard)
+       with its shard groups within a host. */
+    int node_ranks;
+    double inter_bw_bytes_s;
+    /* ZeRO-3 (its HSDP form too): 0 the planner weighs it when there is a
+       memory limit (it buys memory with traffic, 1.5 x an all-reduce's a
+       microbatch, whose speed rests on the overlap the model grants it; without
+       a limit it is not estimated), 1 always, -1 never. */
+    int zero3;
 } vs_constraints;
 
 /* One configuration as the planner saw it. Its plan has every default explicit
@@ -499,13 +536,16 @@ typedef struct vs_plan_estimate {
     vs_plan plan;
     double step_s, compute_s, comm_s, bubble_s; // estimated step time and its parts (exposed)
     double mem_bytes;                           // per rank: params, grads, optimizer state, activations
-    double mem_params, mem_grads, mem_optim, mem_act; // mem_bytes's parts (on the stage that needs most)
+    /* mem_bytes's parts (on the stage that needs most); ZeRO-3's params and
+       grads hold the owned shards plus, at peak, the gathered groups and one
+       group's gradients */
+    double mem_params, mem_grads, mem_optim, mem_act;
     int feasible;
     char why[256];                              // "<plan>: why it lost" or why it is infeasible
 } vs_plan_estimate;
 
-/* Enumerates every (pp, dp, tp, schedule, microbatches, zero) meeting the
-   constraints, estimates each with the cost model (compute, exposed
+/* Enumerates every (pp, dp, tp, schedule, microbatches, zero, HSDP shard size)
+   meeting the constraints, estimates each with the cost model (compute, exposed
    communication, the pipe simulator's bubble, memory), and returns the best in
    *out; est[0..cap) gets the best and the runners-up, then the rejected (with
    their reasons), *n how many. No configuration: VS_ERR_INVALID saying which
@@ -514,10 +554,14 @@ typedef struct vs_plan_estimate {
    profile whose figures make the estimates overflow is an error naming them. */
 VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* c, const vs_profile* prof,
                                   vs_plan* out, vs_plan_estimate* est, int cap, int* n);
-/* The explanation of vs_generate_plan's est[0..n): the chosen plan ("chosen:
-   PP2 x DP2 x TP2, gpipe, 1 chunk per stage, 4 microbatches, ZeRO-2, split
-   flops", its step's parts and its memory's), the two runners-up and why each
-   lost, the others grouped by why. snprintf-like: returns the length needed
+/* The explanation of vs_generate_plan's est[0..n):
+   - the chosen plan ("chosen: PP2 x DP2 x TP2, gpipe, 1 chunk per stage, 4
+     microbatches, ZeRO-2, split flops"), its step's parts and its memory's
+   - a ZeRO-3 choice: what ZeRO-1 and 2 would need ("it fits only with
+     parameters sharded: ZeRO-1 needs 22.1 GB a rank" when they do not fit);
+     HSDP: the same sharded over every DP rank
+   - the two runners-up and why each lost, the others grouped by why
+   snprintf-like: returns the length needed
    (buf may be NULL when cap is 0); n = 0 says "no configurations". -1
    (vs_last_error) for est NULL with n > 0, n < 0, or an estimate
    vs_generate_plan would not write (its why not terminated, feasible not 0 or
@@ -672,7 +716,9 @@ typedef struct vs_train vs_train;
 VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* out);
 /* Collective over the world: makes the (PP, DP, TP) mesh, allocates and
    initializes only this rank's shards (sharding-invariant init: the same values
-   as one device), and wires DDP / ZeRO, the pipeline engine and TP. */
+   as one device), and wires DDP / ZeRO, the pipeline engine and TP. A plan with
+   zero 3 or HSDP (dp_shard) is VS_ERR_UNSUPPORTED for now: the planner weighs
+   them, the DDP wiring is to come (issue 34). */
 VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out);
 /* One training step on a global batch (at least one row per DP rank and
    microbatch; each input named once, a known dtype, its bytes within a
@@ -1261,6 +1307,17 @@ _VS_HL_PRIVATE vs_result _vs_hl_placement_text(const char* t, vs_placement* out)
 }
 
 _VS_HL_PRIVATE int _vs_hl_sz(int v) { return v > 0 ? v : 1; }
+/* vescale_ddp.h's VS_ZERO_3 (issue 34), named here until that header has it. */
+#define _VS_HL_ZERO_3 ((vs_zero_stage)3)
+#define _VS_HL_MAX_PREFETCH 1024
+/* A plan's ZeRO-3 settings as they resolve (0 and not _set: 1). */
+_VS_HL_PRIVATE int _vs_hl_reshard(const vs_plan* p)
+{
+    return p->reshard_after_forward || p->reshard_after_forward_set ? p->reshard_after_forward : 1;
+}
+_VS_HL_PRIVATE int _vs_hl_prefetch(const vs_plan* p) { return p->prefetch || p->prefetch_set ? p->prefetch : 1; }
+/* HSDP's shard group size, 0 without HSDP (dp_shard 0 or dp: one replica). */
+_VS_HL_PRIVATE int _vs_hl_shard(const vs_plan* p) { return p->dp_shard > 0 && p->dp_shard < _vs_hl_sz(p->dp) ? p->dp_shard : 0; }
 _VS_HL_PRIVATE vs_pipe_kind _vs_hl_sched(const vs_plan* p) { return p->schedule ? p->schedule : VS_PIPE_1F1B; }
 _VS_HL_PRIVATE int _vs_hl_chunks(const vs_plan* p)
 {
@@ -1333,7 +1390,17 @@ _VS_HL_PRIVATE vs_result _vs_plan_fields(const vs_plan* p, const char* fn)
         return vs_set_error(VS_ERR_INVALID, "%s: microbatches %d (0..%d; 0: pp)", fn, p->microbatches, VS_PIPE_MAX_MBS);
     if ((int)p->schedule < 0 || (int)p->schedule >= VS_PIPE_KIND_COUNT)
         return vs_set_error(VS_ERR_INVALID, "%s: schedule %d is not a vs_pipe_kind", fn, (int)p->schedule);
-    if ((int)p->zero < 0 || p->zero > VS_ZERO_2) return vs_set_error(VS_ERR_INVALID, "%s: zero %d (0..2)", fn, (int)p->zero);
+    if ((int)p->zero < 0 || p->zero > _VS_HL_ZERO_3) return vs_set_error(VS_ERR_INVALID, "%s: zero %d (0..3)", fn, (int)p->zero);
+    if (p->dp_shard < 0 || (p->dp_shard > 0 && _vs_hl_sz(p->dp) % p->dp_shard))
+        return vs_set_error(VS_ERR_INVALID, "%s: dp_shard %d does not divide DP=%d (HSDP: the shard group's size, a divisor "
+                            "of dp; 0: no HSDP)", fn, p->dp_shard, _vs_hl_sz(p->dp));
+    if (p->reshard_after_forward < 0 || p->reshard_after_forward > 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: reshard_after_forward %d (0 or 1)", fn, p->reshard_after_forward);
+    if (p->prefetch < 0 || p->prefetch > _VS_HL_MAX_PREFETCH)
+        return vs_set_error(VS_ERR_INVALID, "%s: prefetch %d (0..%d groups ahead)", fn, p->prefetch, _VS_HL_MAX_PREFETCH);
+    if ((p->reshard_after_forward_set | p->prefetch_set) & ~1)
+        return vs_set_error(VS_ERR_INVALID, "%s: reshard_after_forward_set %d, prefetch_set %d (0 or 1)", fn,
+                            p->reshard_after_forward_set, p->prefetch_set);
     if (p->sequence_parallel < 0 || p->sequence_parallel > 1)
         return vs_set_error(VS_ERR_INVALID, "%s: sequence_parallel %d (0 or 1)", fn, p->sequence_parallel);
     size_t at = 0;
@@ -1510,6 +1577,10 @@ VS_API int vs_plan_print(const vs_plan* p, char* buf, size_t cap)
                  vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero);
     if (p->sequence_parallel) _vs_pipe_cat(buf, cap, &len, "sequence_parallel: %d\n", p->sequence_parallel);
     if (p->recompute[0]) _vs_pipe_cat(buf, cap, &len, "recompute: %s\n", p->recompute);
+    if (p->dp_shard) _vs_pipe_cat(buf, cap, &len, "dp_shard: %d\n", p->dp_shard);
+    if (p->reshard_after_forward || p->reshard_after_forward_set)
+        _vs_pipe_cat(buf, cap, &len, "reshard_after_forward: %d\n", p->reshard_after_forward);
+    if (p->prefetch || p->prefetch_set) _vs_pipe_cat(buf, cap, &len, "prefetch: %d\n", p->prefetch);
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
@@ -1529,17 +1600,23 @@ VS_API int vs_plan_print_json(const vs_plan* p, char* buf, size_t cap)
                      p->rules[i].placement);
     _vs_pipe_cat(buf, cap, &len,
                  "], \"split\": \"%s\", \"split_points\": \"%s\", \"chunks\": %d, \"schedule\": \"%s\", "
-                 "\"microbatches\": %d, \"zero\": %d, \"sequence_parallel\": %d%s%s%s}\n",
+                 "\"microbatches\": %d, \"zero\": %d, \"sequence_parallel\": %d%s%s%s",
                  _vs_hl_split_name(p), p->split_points,
                  _vs_hl_chunks(p), vs_pipe_kind_name(_vs_hl_sched(p)), _vs_hl_mbs(p), (int)p->zero, p->sequence_parallel,
                  p->recompute[0] ? ", \"recompute\": \"" : "", p->recompute, p->recompute[0] ? "\"" : "");
+    if (p->dp_shard) _vs_pipe_cat(buf, cap, &len, ", \"dp_shard\": %d", p->dp_shard);
+    if (p->reshard_after_forward || p->reshard_after_forward_set)
+        _vs_pipe_cat(buf, cap, &len, ", \"reshard_after_forward\": %d", p->reshard_after_forward);
+    if (p->prefetch || p->prefetch_set) _vs_pipe_cat(buf, cap, &len, ", \"prefetch\": %d", p->prefetch);
+    _vs_pipe_cat(buf, cap, &len, "}\n");
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
 /* The keys of a plan's text; each once (shard, a rule, any number of times). */
 static const char* const _vs_plan_keys[] = {"mesh",   "policy",       "strict", "split", "split_points",
                                             "chunks", "schedule",     "microbatches", "zero",
-                                            "sequence_parallel", "shard", "recompute"};
+                                            "sequence_parallel", "shard", "recompute",
+                                            "dp_shard", "reshard_after_forward", "prefetch"};
 #define _VS_PLAN_NKEYS ((int)(sizeof _vs_plan_keys / sizeof _vs_plan_keys[0]))
 
 /* A decimal int in [lo, hi] that is the whole of v. */
@@ -1634,15 +1711,20 @@ _VS_HL_PRIVATE vs_result _vs_plan_set(vs_plan* p, const char* key, const char* v
         vs_pipe_kind s = VS_PIPE_1F1B;
         if (vs_pipe_kind_parse(v, &s)) return vs_set_error(VS_ERR_INVALID, "%s: %s: %s", fn, where, vs_last_error());
         p->schedule = s;
-    } else { // the numbers: strict, chunks, microbatches, zero, sequence_parallel
-        int hi = !strcmp(key, "zero") ? 2 : !strcmp(key, "strict") || !strcmp(key, "sequence_parallel") ? 1
-                 : !strcmp(key, "microbatches") ? VS_PIPE_MAX_MBS : 1000000;
+    } else { // the numbers: strict, chunks, microbatches, zero, sequence_parallel, dp_shard, reshard_after_forward, prefetch
+        int hi = !strcmp(key, "zero") ? 3 : !strcmp(key, "strict") || !strcmp(key, "sequence_parallel") ||
+                 !strcmp(key, "reshard_after_forward") ? 1
+                 : !strcmp(key, "microbatches") ? VS_PIPE_MAX_MBS : !strcmp(key, "dp_shard") ? INT_MAX
+                 : !strcmp(key, "prefetch") ? _VS_HL_MAX_PREFETCH : 1000000;
         if (!_vs_plan_int(v, 0, hi, &x)) return vs_set_error(VS_ERR_INVALID, "%s: %s: %s = \"%s\" (0..%d)", fn, where, key, v, hi);
         if (!strcmp(key, "sequence_parallel")) p->sequence_parallel = x;
         if (!strcmp(key, "strict")) p->strict = x;
         if (!strcmp(key, "chunks")) p->chunks = x;
         if (!strcmp(key, "microbatches")) p->microbatches = x;
         if (!strcmp(key, "zero")) p->zero = (vs_zero_stage)x;
+        if (!strcmp(key, "dp_shard")) p->dp_shard = x;
+        if (!strcmp(key, "reshard_after_forward")) p->reshard_after_forward = x, p->reshard_after_forward_set = 1;
+        if (!strcmp(key, "prefetch")) p->prefetch = x, p->prefetch_set = 1;
     }
     return VS_OK;
 }
@@ -1743,6 +1825,9 @@ VS_API vs_result vs_plan_parse(const char* text, vs_plan* out)
     if (!r && !nkeys)
         r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: the text holds no \"key: value\" (an empty plan; vs_plan_print "
                                          "writes every key of one)");
+    if (!r && p.dp_shard > 1 && _vs_hl_sz(p.dp) % p.dp_shard) // (keys in any order: checked once both are read)
+        r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: dp_shard %d does not divide the mesh's DP=%d", p.dp_shard,
+                         _vs_hl_sz(p.dp));
     if (!r) *out = p;
     return r;
 }
@@ -1762,6 +1847,10 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
     r.chunks = _vs_hl_chunks(p);
     r.microbatches = _vs_hl_mbs(p);
     r.split = _vs_hl_split(p);
+    if (p->zero == _VS_HL_ZERO_3) {
+        r.reshard_after_forward = _vs_hl_reshard(p), r.prefetch = _vs_hl_prefetch(p);
+        r.reshard_after_forward_set = r.prefetch_set = 1;
+    }
     *out = r;
     return VS_OK;
 }
@@ -1790,7 +1879,12 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      and 1f1b holds the least); on more, 1f1b, interleaved (2 chunks, when
      layers >= 2 pp), zbh1, zbv (2 chunks in a V, when layers >= 2 pp) and
      gpipe
-   - ZeRO 0, 1, 2 (only 0 when dp = 1: the stages are the same there)
+   - DP forms (only ZeRO-0 when dp = 1: the stages are the same there): ZeRO
+     0, 1, 2; ZeRO-3 (prefetch 1) and, with M > 1, ZeRO-3 kept gathered
+     (reshard_after_forward 0) as constraints.zero3 says (default: under a
+     memory limit); HSDP's ZeRO 1, 2, 3 for each shard size S that
+     _vs_gp_next_shard allows (constraints.node_ranks set, DP spanning hosts,
+     S x tp ranks dividing a host)
 
    The cost of one configuration, r = global_batch / dp / M rows a microbatch:
    - Compute. A layer with a TP-sharded parameter runs 1/tp of its flops on each
@@ -1823,14 +1917,29 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
    - DP. Each stage reduces its local parameter bytes over dp: ZeRO-0 an
      all-reduce, ZeRO-1/2 a reduce-scatter then an all-gather, each the
      measured all-reduce's 4 B time plus half the rest (ring formula:
-     (n-1)/n x bytes / bw + latency).
+     (n-1)/n x bytes / bw + latency). A group that spans hosts
+     (constraints.node_ranks) takes the ring formula at inter_bw_bytes_s.
+   - HSDP (shard size S, R = dp / S replicas): the reduce-scatter and the
+     all-gather run within S (a host), then the owned 1/S of the gradients is
+     all-reduced over the R replicas, across hosts, exposed as the SYNC share
+     below; the optimizer state and its step are /S.
+   - ZeRO-3, in the pipeline: a chunk's n groups (its layers with parameters,
+     of b bytes) are all-gathered over S, G = n x half(S, b / n), before the
+     forward and again before the backward, whose gradients are
+     reduce-scattered (G again) a group at a time.
+   - ZeRO-3 exposed, per microbatch, added to the chunk's F and B costs
+     before the simulation (F, B: the chunk's compute; the first group's
+     share cannot hide): forward G/n + max(0, G (1 - 1/n) - F), backward
+     2G/n + max(0, 2G (1 - 1/n) - B). Without prefetch every gather shows.
+     Kept gathered: no backward gather, the forward's once a step (not per
+     microbatch), exposed after the pipeline.
    - DP exposed: a chunk's reduction starts at its SYNC, after its last
      backward, so the stage's chunks that finish early are reduced under the
      rest of its pipeline: only the share of the chunk that finishes last (the
      stage's lowest chunk; all of it with one chunk per stage) is exposed, and
      ZeRO's all-gather, which follows the optimizer step, is exposed whole.
    - The optimizer step (profile opt_s per element a rank steps: the stage's
-     local parameter elements, /dp under ZeRO-1/2), after the pipeline. The
+     local parameter elements, /S under ZeRO-1/2/3), after the pipeline. The
      step: makespan + the largest exposed DP time + optimizer time of any
      stage.
    - The parts, on the busiest stage (most busy time in the simulation):
@@ -1839,11 +1948,13 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      bubble_s = makespan - its busy time (idle and p2p waits). They add up to
      step_s.
    - Memory per rank, on the stage that needs most: parameters (local shards,
-     a tied parameter once per stage), gradients (the same; ZeRO-2: /dp), AdamW
-     state 2 x f32 per element (ZeRO-1/2: /dp), activations act_bytes_per_row
+     a tied parameter once per stage), gradients (the same; ZeRO-2: /S), AdamW
+     state 2 x f32 per element (ZeRO-1/2/3: /S), activations act_bytes_per_row
      x r x (layers of the stage's largest chunk) x the schedule's peak live
      (chunk, microbatch) activations on the stage (vs_pipe_simulate's
-     peak_live).
+     peak_live). ZeRO-3 at peak: parameters b/S + the groups gathered at once
+     (the current and the prefetched, 2 x the stage's largest group; kept
+     gathered: b), gradients b/S + one group's (before its reduce-scatter).
    - Sequence parallelism (constraints.sequence_parallel): activations are
      divided by tp only under it (without it the norms and residuals hold
      whole rows on every TP rank); its TP communication counts as the
@@ -1888,6 +1999,8 @@ typedef struct _vs_gp {
     _vs_gp_unit* gu;
     _vs_gp_param* par;
     double act_row; // activation bytes a layer keeps per row
+    double inter_bw; // a DP collective's bandwidth across hosts (constraints.inter_bw_bytes_s, 0: bw)
+    double* ub;      // scratch: each unit's parameter bytes on its rank (_vs_gp_unit_bytes)
     _vs_gp_est* est;
     int nest, capest;
 } _vs_gp;
@@ -1979,13 +2092,19 @@ _VS_HL_PRIVATE const char* _vs_gp_fmt_bytes(double x, char* b, size_t n)
 }
 
 /* "PP2 x DP2 x TP2, zbv, 2 chunks per stage, 8 microbatches, ZeRO-1" (", sequence
-   parallel" with it), every default as it resolves. */
+   parallel" with it), every default as it resolves. HSDP: "ZeRO-3 HSDP DPR2 x
+   DPS4" (the mesh's replicate and shard dims); ZeRO-3 with
+   reshard_after_forward 0: "kept gathered"; a prefetch other than 1 named. */
 _VS_HL_PRIVATE const char* _vs_gp_fmt_plan(const vs_plan* p, char* b, size_t n)
 {
-    int V = _vs_hl_chunks(p), M = _vs_hl_mbs(p), tp = _vs_hl_sz(p->tp);
-    _vs_gp_fmt(b, n, "PP%d x DP%d x TP%d, %s, %d chunk%s per stage, %d microbatch%s, ZeRO-%d%s%s", _vs_hl_sz(p->pp),
+    int V = _vs_hl_chunks(p), M = _vs_hl_mbs(p), tp = _vs_hl_sz(p->tp), S = _vs_hl_shard(p), z3 = p->zero == _VS_HL_ZERO_3;
+    char h[48] = "", k[48] = "";
+    if (S) snprintf(h, sizeof h, " HSDP DPR%d x DPS%d", _vs_hl_sz(p->dp) / S, S);
+    if (z3 && !_vs_hl_reshard(p)) snprintf(k, sizeof k, ", kept gathered");
+    if (z3 && _vs_hl_prefetch(p) != 1) snprintf(k + strlen(k), sizeof k - strlen(k), ", prefetch %d", _vs_hl_prefetch(p));
+    _vs_gp_fmt(b, n, "PP%d x DP%d x TP%d, %s, %d chunk%s per stage, %d microbatch%s, ZeRO-%d%s%s%s%s", _vs_hl_sz(p->pp),
                _vs_hl_sz(p->dp), tp, vs_pipe_kind_name(_vs_hl_sched(p)), V, V == 1 ? "" : "s", M, M == 1 ? "" : "es",
-               (int)p->zero, p->sequence_parallel && tp > 1 ? ", sequence parallel" : "",
+               (int)p->zero, h, k, p->sequence_parallel && tp > 1 ? ", sequence parallel" : "",
                p->recompute[0] ? ", recompute" : "");
     return b;
 }
@@ -2148,13 +2267,60 @@ typedef struct _vs_gp_pipe {
     double makespan, comp, comm, busy; // comp, comm, busy: the busiest stage's
     double pbytes[VS_PIPE_MAX_CHUNKS], pnumel[VS_PIPE_MAX_CHUNKS], last_share[VS_PIPE_MAX_CHUNKS];
     double act[VS_PIPE_MAX_CHUNKS]; // activation bytes per stage
+    double gmax[VS_PIPE_MAX_CHUNKS];  // the stage's largest group (a unit's parameters), bytes
+    double once[VS_PIPE_MAX_CHUNKS];  // ZeRO-3 kept gathered: the stage's exposed gathers, once a step
 } _vs_gp_pipe;
 
+/* ZeRO-3's traffic inside the pipeline (NULL: none): the shard group's size and
+   span (ranks from its first to its last), reshard_after_forward, prefetch. */
+typedef struct _vs_gp_z3 {
+    int shard, span, reshard, prefetch;
+} _vs_gp_z3;
+
+/* A DP collective over n ranks whose group spans `span` consecutive ranks
+   (steps 2: an all-reduce, 1: a reduce-scatter or an all-gather): within a host
+   the profile's figures, across hosts (constraints.node_ranks, span larger)
+   the ring formula at the hosts' bandwidth. */
+_VS_HL_PRIVATE double _vs_gp_dpcoll(const _vs_gp* g, int n, int span, double bytes, int steps)
+{
+    if (n <= 1) return 0;
+    if (g->c->node_ranks > 0 && span > g->c->node_ranks)
+        return steps * (n - 1.0) / n * bytes / g->inter_bw + g->prof.latency_s;
+    return steps == 2 ? _vs_gp_allreduce(&g->prof, n, bytes) : _vs_gp_half(&g->prof, n, bytes);
+}
+
+/* The exposed part of a pass's ZeRO-3 traffic over its n groups: gathers G that
+   the compute waits for, reduce-scatters B behind it, compute C. Prefetched,
+   only the first group's share and what C cannot cover show; without, every
+   gather shows. (The last group's reduce-scatter always does.) */
+_VS_HL_PRIVATE double _vs_gp_z3_exposed(double G, double B, double C, int n, int prefetch)
+{
+    if (n < 1) return 0;
+    double hidden = prefetch ? (G + B) * (1 - 1.0 / n) : B * (1 - 1.0 / n);
+    return G + B - hidden + (hidden > C ? hidden - C : 0);
+}
+
+/* Each unit's parameter bytes on its rank under (pl, tp) into g->ub: TP shards
+   divided, a tied parameter once a stage. */
+_VS_HL_PRIVATE void _vs_gp_unit_bytes(_vs_gp* g, const vs_pipe_plan* pl, int tp)
+{
+    for (int u = 0; u < g->nu; u++) g->ub[u] = 0;
+    for (int i = 0; i < g->np; i++) {
+        const _vs_gp_param* q = &g->par[i];
+        int p = -1, pt = -1;
+        vs_pipe_unit_chunk(pl, q->unit, &p);
+        if (q->twin >= 0 && vs_pipe_unit_chunk(pl, q->twin, &pt) >= 0 && pt == p) continue;
+        g->ub[q->unit] += q->bytes / (q->shard_dim >= 0 ? tp : 1);
+    }
+}
+
 _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int tp, vs_pipe_kind kind, int M,
-                                         double rows, int rc, _vs_gp_pipe* out)
+                                         double rows, int rc, const _vs_gp_z3* z, _vs_gp_pipe* out)
 {
     const vs_profile* pf = &g->prof;
     int K = pl->nchunks, P = pl->stages;
+    memset(out, 0, sizeof *out);
+    _vs_gp_unit_bytes(g, pl, tp);
     double cf[VS_PIPE_MAX_CHUNKS], cb[VS_PIPE_MAX_CHUNKS], cw[VS_PIPE_MAX_CHUNKS];
     double comp[VS_PIPE_MAX_CHUNKS], comm[VS_PIPE_MAX_CHUNKS];
     double p2p = 0;
@@ -2181,6 +2347,16 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
         cf[k] += pf->instr_s, cb[k] += pf->instr_s;
         comp[k] += 2 * pf->instr_s;
         if (zb && nsplit) cw[k] += pf->instr_s, comp[k] += pf->instr_s;
+        if (z) { // ZeRO-3: the chunk's groups gathered (and its gradients reduce-scattered) on the comm stream
+            double kb = 0;
+            int ng = 0;
+            for (int u = pl->first_unit[k]; u < pl->first_unit[k + 1]; u++) kb += g->ub[u], ng += g->ub[u] > 0;
+            double G = ng ? ng * _vs_gp_dpcoll(g, z->shard, z->span, kb / ng, 1) : 0;
+            double ef = z->reshard ? _vs_gp_z3_exposed(G, 0, cf[k], ng, z->prefetch) : 0;
+            double eb = _vs_gp_z3_exposed(z->reshard ? G : 0, G, cb[k] + cw[k], ng, z->prefetch);
+            if (!z->reshard) out->once[pl->chunk_stage[k]] += _vs_gp_z3_exposed(G, 0, cf[k], ng, z->prefetch);
+            cf[k] += ef, cb[k] += eb, comm[k] += ef + eb;
+        }
         if (k + 1 < K && P > 1) {
             const _vs_gp_unit* x = &g->gu[pl->first_unit[k + 1] - 1];
             double t = (x->row_bytes > 0 ? x->row_bytes : g->act_row) * rows / pf->p2p_bw_bytes_s + pf->latency_s;
@@ -2196,7 +2372,6 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
     if (r == VS_OK) r = vs_pipe_simulate(s, &costs, &sim);
     vs_pipe_sched_free(s);
     if (r != VS_OK) return r;
-    memset(out, 0, sizeof *out);
     out->makespan = sim.makespan;
     int best = -1;
     for (int p = 0; p < P; p++) {
@@ -2220,6 +2395,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
         for (int u = pl->first_unit[k]; u < pl->first_unit[k + 1]; u++)
             kb += g->gu[u].row_bytes > 0 && g->gu[u].row_bytes < g->act_row ? g->gu[u].row_bytes : g->act_row;
         if (kb > keep[p]) keep[p] = kb;
+        for (int u = pl->first_unit[k]; u < pl->first_unit[k + 1]; u++)
+            if (g->ub[u] > out->gmax[p]) out->gmax[p] = g->ub[u];
     }
     for (int i = 0; i < g->np; i++) {
         const _vs_gp_param* q = &g->par[i];
@@ -2239,62 +2416,111 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
     return VS_OK;
 }
 
-/* Estimates every ZeRO stage of (pp, dp, tp, kind, V, M), without recompute
-   (rc 0) or with every layer recomputed (rc 1); pi: scratch. */
-_VS_HL_PRIVATE vs_result _vs_gp_config_rc(_vs_gp* g, const vs_pipe_plan* pl, int dp, int tp, vs_pipe_kind kind, int M,
-                                          int rc, _vs_gp_pipe* pi)
+/* The HSDP shard sizes the planner weighs after s (0: from the start), -1 when
+   none is left: divisors S of dp, 1 < S < dp, whose groups (S x tp
+   consecutive ranks) fit within a host, where DP spans hosts. Without
+   constraints.node_ranks none: on one host HSDP only adds memory. */
+_VS_HL_PRIVATE int _vs_gp_next_shard(const _vs_gp* g, int dp, int tp, int s)
+{
+    int N = g->c->node_ranks;
+    if (N <= 0 || (int64_t)dp * tp <= N) return -1;
+    for (int S = s < 2 ? 2 : s + 1; S < dp; S++)
+        if (dp % S == 0 && (int64_t)S * tp <= N && N % (S * tp) == 0) return S;
+    return -1;
+}
+
+/* Estimates one DP form (zero, HSDP shard size or 0, ZeRO-3's
+   reshard_after_forward) of a configuration whose pipeline is pi. */
+_VS_HL_PRIVATE vs_result _vs_gp_form(_vs_gp* g, const vs_pipe_plan* pl, int dp, int tp, vs_pipe_kind kind, int M, int rc,
+                                     int zero, int shard, int reshard, const _vs_gp_pipe* pi)
 {
     const vs_constraints* c = g->c;
     const vs_profile* pf = &g->prof;
-    int P = pl->stages;
-    double rows = (double)(c->global_batch / dp / M);
-    vs_result r = _vs_gp_pipeline(g, pl, tp, kind, M, rows, rc, pi);
+    const int P = pl->stages, S = shard ? shard : dp, R = dp / S, pf1 = 1; // (the planner weighs prefetch 1)
+    _vs_gp_est* e = _vs_gp_push(g, P, dp, tp, kind, pl->chunks, M, zero);
+    if (!e) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
+    vs_plan* plan = &e->e.plan;
+    if (rc) snprintf(plan->recompute, sizeof plan->recompute, "*"); // every layer
+    plan->dp_shard = shard;
+    if (zero == 3) plan->reshard_after_forward = reshard, plan->prefetch = pf1, plan->reshard_after_forward_set = plan->prefetch_set = 1;
+    double dpx = 0, opx = 0, mem = -1;
+    for (int p = 0; p < P; p++) {
+        /* the reduction starts at the chunk's SYNC: the lowest chunk's share shows;
+           ZeRO-1/2's gather follows the optimizer step, whole; HSDP all-reduces
+           the owned shard over the replicas; ZeRO-3's traffic is in the pipeline */
+        double b = pi->pbytes[p], ls = pi->last_share[p], x;
+        double xr = _vs_gp_dpcoll(g, R, dp * tp, b / S, 2) * ls;
+        if (zero == 0) x = _vs_gp_dpcoll(g, dp, dp * tp, b, 2) * ls;
+        else if (zero < 3) x = _vs_gp_dpcoll(g, S, S * tp, b, 1) * (ls + 1) + xr;
+        else x = xr + pi->once[p];
+        double o = pf->opt_s * pi->pnumel[p] / (zero ? S : 1); // the optimizer's step, after the pipeline
+        if (x + o > dpx + opx) dpx = x, opx = o;
+        /* ZeRO-3 at peak: the owned shards, the groups gathered at once (the
+           current and the prefetched; kept: the stage's all) and one group's
+           gradients before its reduce-scatter */
+        double held = reshard ? (1 + pf1) * pi->gmax[p] : b;
+        double mp = zero == 3 ? b / S + (held < b ? held : b) : b;
+        double mg = zero == 3 ? b / S + pi->gmax[p] : zero == 2 ? b / S : b;
+        double mo = 8 * pi->pnumel[p] / (zero ? S : 1), ma = pi->act[p];
+        if (mp + mg + mo + ma > mem) {
+            mem = mp + mg + mo + ma;
+            e->e.mem_params = mp, e->e.mem_grads = mg, e->e.mem_optim = mo, e->e.mem_act = ma;
+        }
+    }
+    vs_plan_estimate* x = &e->e;
+    x->compute_s = pi->comp + opx;
+    x->comm_s = pi->comm + dpx;
+    x->bubble_s = pi->makespan > pi->busy ? pi->makespan - pi->busy : 0;
+    x->step_s = x->compute_s + x->comm_s + x->bubble_s;
+    x->mem_bytes = mem;
+    x->feasible = !(c->mem_limit_bytes > 0 && mem > c->mem_limit_bytes);
+    if (!x->feasible) {
+        char a[32], b[32], d[32], cfg[192];
+        e->kind = 1;
+        _vs_gp_fmt(x->why, sizeof x->why, "%s: exceeds memory by %s (needs %s, limit %s)",
+                   _vs_gp_fmt_plan(&x->plan, cfg, sizeof cfg), _vs_gp_fmt_bytes(mem - c->mem_limit_bytes, a, sizeof a),
+                   _vs_gp_fmt_bytes(mem, b, sizeof b), _vs_gp_fmt_bytes(c->mem_limit_bytes, d, sizeof d));
+    }
+    return VS_OK;
+}
+
+/* Estimates every DP form of (pp, dp, tp, kind, V, M), without recompute (rc 0)
+   or with every layer recomputed (rc 1): ZeRO 0; then for no HSDP and each HSDP
+   shard size, ZeRO 1, 2, and where constraints.zero3 says, 3 and 3 kept
+   gathered (reshard_after_forward 0) when there are microbatches to keep it
+   over. pi: scratch for 2. */
+_VS_HL_PRIVATE vs_result _vs_gp_config_rc(_vs_gp* g, const vs_pipe_plan* pl, int dp, int tp, vs_pipe_kind kind, int M,
+                                          int rc, _vs_gp_pipe* pi)
+{
+    const int P = pl->stages;
+    double rows = (double)(g->c->global_batch / dp / M);
+    vs_result r = _vs_gp_pipeline(g, pl, tp, kind, M, rows, rc, NULL, pi);
     if (r != VS_OK) {
         char msg[120];
         _vs_gp_fmt(msg, sizeof msg, "%s", vs_last_error());
         vs_clear_error();
         return _vs_gp_reject(g, P, dp, tp, M, "%s: %s", vs_pipe_kind_name(kind), msg);
     }
-    for (int zero = 0; zero <= (dp > 1 ? 2 : 0); zero++) {
-        _vs_gp_est* e = _vs_gp_push(g, P, dp, tp, kind, pl->chunks, M, zero);
-        if (!e) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
-        if (rc) snprintf(e->e.plan.recompute, sizeof e->e.plan.recompute, "*"); // every layer
-        double dpx = 0, opx = 0, mem = -1;
-        for (int p = 0; p < P; p++) {
-            double b = pi->pbytes[p], x;
-            if (zero == 0) x = _vs_gp_allreduce(pf, dp, b) * pi->last_share[p];
-            else x = _vs_gp_half(pf, dp, b) * (pi->last_share[p] + 1);
-            double o = pf->opt_s * pi->pnumel[p] / (zero ? dp : 1); // the optimizer's step, after the pipeline
-            if (x + o > dpx + opx) dpx = x, opx = o;
-            double mp = b, mg = zero == 2 ? b / dp : b, mo = 8 * pi->pnumel[p] / (zero ? dp : 1), ma = pi->act[p];
-            if (mp + mg + mo + ma > mem) {
-                mem = mp + mg + mo + ma;
-                e->e.mem_params = mp, e->e.mem_grads = mg, e->e.mem_optim = mo, e->e.mem_act = ma;
+    r = _vs_gp_form(g, pl, dp, tp, kind, M, rc, 0, 0, 1, pi);
+    const int z3 = g->c->zero3 > 0 || (g->c->zero3 == 0 && g->c->mem_limit_bytes > 0);
+    for (int s = dp > 1 ? 0 : -1; s >= 0 && !r; s = _vs_gp_next_shard(g, dp, tp, s))
+        for (int v = 1; v <= (z3 ? 4 : 2) && !r; v++) {
+            if (v == 4 && M == 1) continue; // kept gathered: the same traffic, more memory
+            if (v >= 3) {
+                _vs_gp_z3 z = {s ? s : dp, (s ? s : dp) * tp, v == 3, 1};
+                r = _vs_gp_pipeline(g, pl, tp, kind, M, rows, rc, &z, &pi[1]);
+                if (r) return r; // (the same pipeline as above, with other costs)
             }
+            r = _vs_gp_form(g, pl, dp, tp, kind, M, rc, v >= 3 ? 3 : v, s, v == 3, v >= 3 ? &pi[1] : pi);
         }
-        vs_plan_estimate* x = &e->e;
-        x->compute_s = pi->comp + opx;
-        x->comm_s = pi->comm + dpx;
-        x->bubble_s = pi->makespan > pi->busy ? pi->makespan - pi->busy : 0;
-        x->step_s = x->compute_s + x->comm_s + x->bubble_s;
-        x->mem_bytes = mem;
-        x->feasible = !(c->mem_limit_bytes > 0 && mem > c->mem_limit_bytes);
-        if (!x->feasible) {
-            char a[32], b[32], d[32], cfg[128];
-            e->kind = 1;
-            _vs_gp_fmt(x->why, sizeof x->why, "%s: exceeds memory by %s (needs %s, limit %s)",
-                     _vs_gp_fmt_plan(&x->plan, cfg, sizeof cfg), _vs_gp_fmt_bytes(mem - c->mem_limit_bytes, a, sizeof a),
-                     _vs_gp_fmt_bytes(mem, b, sizeof b), _vs_gp_fmt_bytes(c->mem_limit_bytes, d, sizeof d));
-        }
-    }
-    return VS_OK;
+    return r;
 }
 
-/* Estimates every ZeRO stage of (pp, dp, tp, kind, V, M), with and without
+/* Estimates every DP form of (pp, dp, tp, kind, V, M), with and without
    recompute as the constraints allow. */
 _VS_HL_PRIVATE vs_result _vs_gp_config(_vs_gp* g, const vs_pipe_plan* pl, int dp, int tp, vs_pipe_kind kind, int M)
 {
-    _vs_gp_pipe* pi = (_vs_gp_pipe*)vs_alloc(NULL, sizeof *pi);
+    _vs_gp_pipe* pi = (_vs_gp_pipe*)vs_alloc(NULL, 2 * sizeof *pi);
     if (!pi) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
     vs_result r = VS_OK;
     int lo = g->c->recompute > 0, hi = g->c->recompute > 0 || (g->c->recompute == 0 && g->c->mem_limit_bytes > 0);
@@ -2329,7 +2555,7 @@ _VS_HL_PRIVATE void _vs_gp_why_lost(_vs_gp_est* e, const _vs_gp_est* best)
 {
     vs_plan_estimate *x = &e->e;
     const vs_plan_estimate* b = &best->e;
-    char cfg[128], t0[32], t1[32];
+    char cfg[192], t0[32], t1[32];
     double dc = x->compute_s - b->compute_s, dm = x->comm_s - b->comm_s, db = x->bubble_s - b->bubble_s;
     _vs_gp_fmt_plan(&x->plan, cfg, sizeof cfg);
     _vs_gp_fmt_time(x->step_s - b->step_s, t1, sizeof t1);
@@ -2365,7 +2591,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_setup(_vs_gp* g)
     g->units = (vs_pipe_unit*)vs_alloc(NULL, (size_t)g->nu * sizeof *g->units);
     g->gu = (_vs_gp_unit*)vs_alloc(NULL, (size_t)g->nu * sizeof *g->gu);
     g->par = (_vs_gp_param*)vs_alloc(NULL, (size_t)(g->np ? g->np : 1) * sizeof *g->par);
-    if (!g->units || !g->gu || !g->par) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
+    g->ub = (double*)vs_alloc(NULL, (size_t)g->nu * sizeof *g->ub);
+    if (!g->units || !g->gu || !g->par || !g->ub) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
     double maxdim = 0, total_flops = 0;
     for (int u = 0, i = 0; u < g->nu; u++) {
         const vs_layer_decl* L = &m->layers[u];
@@ -2488,7 +2715,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_enumerate(_vs_gp* g, int* ntriples)
 _VS_HL_PRIVATE vs_result _vs_gp_none(const _vs_gp* g, int ntriples)
 {
     const vs_constraints* c = g->c;
-    char a[32], b[32], d[32], cfg[128];
+    char a[32], b[32], d[32], cfg[192];
     if (!ntriples) {
         int f = (c->pp ? c->pp : 1) * (c->dp ? c->dp : 1) * (c->tp ? c->tp : 1);
         if (c->pp && c->dp && c->tp)
@@ -2542,6 +2769,12 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
     if (c->recompute < -1 || c->recompute > 1)
         return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: recompute %d (0: weighed under a memory limit, 1: always, "
                             "-1: never)", c->recompute);
+    if (c->zero3 < -1 || c->zero3 > 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: zero3 %d (0: weighed under a memory limit, 1: always, -1: "
+                            "never)", c->zero3);
+    if (c->node_ranks < 0 || !(c->inter_bw_bytes_s >= 0 && c->inter_bw_bytes_s < HUGE_VAL))
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: node_ranks = %d, inter_bw_bytes_s = %g (>= 0, finite; 0: "
+                            "one host, the profile's bw)", c->node_ranks, c->inter_bw_bytes_s);
     vs_pipe_split_kind split = c->split ? c->split : VS_PIPE_SPLIT_FLOPS;
     if (split == VS_PIPE_SPLIT_MANUAL || (int)split < 0 || split > VS_PIPE_SPLIT_TIME)
         return vs_set_error(VS_ERR_INVALID,
@@ -2572,6 +2805,7 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
     if (g.prof.bw_bytes_s == 0) g.prof.bw_bytes_s = 1e9;
     if (g.prof.latency_s == 0) g.prof.latency_s = 2e-5;
     if (g.prof.p2p_bw_bytes_s == 0) g.prof.p2p_bw_bytes_s = g.prof.bw_bytes_s;
+    g.inter_bw = c->inter_bw_bytes_s > 0 ? c->inter_bw_bytes_s : g.prof.bw_bytes_s;
     int ntriples = 0;
     vs_result r = _vs_gp_setup(&g);
     if (r == VS_OK) r = _vs_gp_enumerate(&g, &ntriples);
@@ -2611,7 +2845,7 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
         for (int i = 0; i < keep_i; i++) est[keep_f + i] = g.est[nfeas + i].e;
         if (n) *n = keep_f + keep_i;
     }
-    vs_free(NULL, g.units), vs_free(NULL, g.gu), vs_free(NULL, g.par), vs_free(NULL, g.est);
+    vs_free(NULL, g.units), vs_free(NULL, g.gu), vs_free(NULL, g.par), vs_free(NULL, g.ub), vs_free(NULL, g.est);
     return r;
 }
 
@@ -2655,7 +2889,7 @@ _VS_HL_PRIVATE const char* _vs_gp_reason(const vs_plan_estimate* x, char* w, siz
 /* "<label>: PP2 x DP2 x TP2, 1f1b, 1 chunk per stage, 4 microbatches, ZeRO-1, split flops" */
 _VS_HL_PRIVATE void _vs_gp_explain_head(const char* label, const vs_plan* p, char* buf, size_t cap, size_t* len)
 {
-    char cfg[128];
+    char cfg[192];
     _vs_gp_cat(buf, cap, len, "%s: %s, split %s", label, _vs_gp_fmt_plan(p, cfg, sizeof cfg), _vs_hl_split_name(p));
 }
 
@@ -2671,7 +2905,63 @@ _VS_HL_PRIVATE int _vs_gp_same_plan(const vs_plan* e, const vs_plan* p)
            x.microbatches == p->microbatches && x.zero == p->zero && x.split == p->split && x.policy == p->policy &&
            (x.sequence_parallel && x.tp > 1) == (p->sequence_parallel && p->tp > 1) &&
            (x.split != VS_PIPE_SPLIT_MANUAL || !strncmp(x.split_points, p->split_points, sizeof x.split_points)) &&
-           !strncmp(x.recompute, p->recompute, sizeof x.recompute);
+           !strncmp(x.recompute, p->recompute, sizeof x.recompute) && _vs_hl_shard(&x) == _vs_hl_shard(p) &&
+           (x.zero != _VS_HL_ZERO_3 || (x.reshard_after_forward == p->reshard_after_forward && x.prefetch == p->prefetch));
+}
+
+/* The estimate of plan want (resolved) in est, or NULL. */
+_VS_HL_PRIVATE const vs_plan_estimate* _vs_gp_find(const vs_plan_estimate* est, int n, const vs_plan* want)
+{
+    for (int i = 0; i < n; i++)
+        if (_vs_gp_same_plan(&est[i].plan, want)) return &est[i];
+    return NULL;
+}
+
+/* Why the choice shards its parameters (ZeRO-3: the same configuration at
+   ZeRO-1 and 2) or keeps its shards within a host (HSDP: the same sharded over
+   every DP rank). */
+_VS_HL_PRIVATE void _vs_gp_explain_dp(const vs_plan_estimate* best, const vs_plan_estimate* est, int n, char* buf,
+                                      size_t cap, size_t* len)
+{
+    char b0[32], b1[32], w[sizeof best->why + 1];
+    vs_plan q;
+    if (vs_plan_resolve(&best->plan, &q) != VS_OK) {
+        vs_clear_error();
+        return;
+    }
+    const int S = _vs_hl_shard(&q);
+    if (q.zero == _VS_HL_ZERO_3) {
+        const vs_plan_estimate* z[2];
+        for (int k = 0; k < 2; k++) {
+            vs_plan o = q;
+            o.zero = (vs_zero_stage)(k + 1), o.reshard_after_forward = o.prefetch = 0;
+            o.reshard_after_forward_set = o.prefetch_set = 0;
+            z[k] = _vs_gp_find(est, n, &o);
+        }
+        if (z[0] && !z[0]->feasible)
+            _vs_gp_cat(buf, cap, len, "  it fits only with parameters sharded: ZeRO-1 needs %s a rank%s%s%s\n",
+                       _vs_gp_fmt_bytes(z[0]->mem_bytes, b0, sizeof b0), z[1] ? ", ZeRO-2 " : "",
+                       z[1] ? _vs_gp_fmt_bytes(z[1]->mem_bytes, b1, sizeof b1) : "",
+                       z[1] && z[1]->feasible ? " (slower)" : "");
+        else
+            _vs_gp_cat(buf, cap, len, "  parameters sharded (ZeRO-3, %s): its gathers run under the compute%s%s\n",
+                       q.reshard_after_forward ? "gathered again for the backward" : "kept gathered from the first forward to "
+                       "the last backward", z[0] ? "; ZeRO-1: " : "", z[0] ? _vs_gp_reason(z[0], w, sizeof w) : "");
+    }
+    if (S) {
+        vs_plan o = q;
+        o.dp_shard = 0;
+        const vs_plan_estimate* f = _vs_gp_find(est, n, &o);
+        _vs_gp_cat(buf, cap, len, "  HSDP: shards within a host (DPS%d), %d replicas across hosts (DPR%d) all-reduce 1/%d of "
+                   "the gradients", S, q.dp / S, q.dp / S, S);
+        if (f && f->feasible && best->step_s > 0)
+            _vs_gp_cat(buf, cap, len, "; sharded over all %d DP ranks: step %s (%+.1f%%)\n", q.dp,
+                       _vs_gp_fmt_time(f->step_s, b0, sizeof b0), 100 * (f->step_s / best->step_s - 1));
+        else if (f)
+            _vs_gp_cat(buf, cap, len, "; sharded over all %d DP ranks: %s\n", q.dp, _vs_gp_reason(f, w, sizeof w));
+        else
+            _vs_gp_cat(buf, cap, len, "\n");
+    }
 }
 
 /* The explanation, of the planner's choice (run NULL) or of the plan that runs
@@ -2735,7 +3025,9 @@ _VS_HL_PRIVATE int _vs_gp_explain(const vs_plan* run, const vs_plan_estimate* es
         } else {
             _vs_gp_cat(buf, cap, &len,
                        ": not among the %d configurations estimated (the planner tries 1f1b, gpipe, zbh1 at 1 chunk per "
-                       "stage, interleaved and zbv at 2, ZeRO 0 to 2, the split its constraints give)\n",
+                       "stage, interleaved and zbv at 2, ZeRO 0 to 2 (3 with prefetch 1 as vs_constraints.zero3 says), HSDP where DP "
+                       "spans hosts, the split its "
+                       "constraints give)\n",
                        n);
         }
         if (run->nrules > 0)
@@ -2764,6 +3056,8 @@ _VS_HL_PRIVATE int _vs_gp_explain(const vs_plan* run, const vs_plan_estimate* es
         else
             _vs_gp_cat(buf, cap, &len, "  it recomputes every layer's activations (vs_constraints.recompute)\n");
     }
+    if (best && (best->plan.zero == _VS_HL_ZERO_3 || _vs_hl_shard(&best->plan)))
+        _vs_gp_explain_dp(best, est, n, buf, cap, &len);
     if (!best) {
         _vs_gp_cat(buf, cap, &len, "no configuration is feasible\n");
     }
@@ -2795,9 +3089,9 @@ _VS_HL_PRIVATE int _vs_gp_explain(const vs_plan* run, const vs_plan_estimate* es
         int cnt = 0, ex = -1;
         for (int i = 0; i < n; i++) {
             if ((best && i == 0) || i == j || i == ru[0] || i == ru[1]) continue;
-            _vs_gp_reason(&est[i], w, sizeof w);
+            const char* rs = _vs_gp_reason(&est[i], w, sizeof w); // (the reason alone: a plan's ", recompute" is no "compute")
             int k = 0;
-            while (key[k] && !strstr(w, key[k])) k++;
+            while (key[k] && !strstr(rs, key[k])) k++;
             if (k == g) {
                 if (ex < 0) ex = i;
                 cnt++;
@@ -4295,6 +4589,10 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
     *out = NULL;
     if (!w || !d || !d->plan) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !w ? "world" : !d ? "desc" : "desc.plan");
     _VS_TRY(vs_plan_check(d->plan, d->model));
+    if (d->plan->zero == _VS_HL_ZERO_3 || _vs_hl_shard(d->plan)) // (issue 34: the planner knows them, the DDP wiring is to come)
+        return vs_set_error(VS_ERR_UNSUPPORTED, "%s: plan zero %d, dp_shard %d: ZeRO-3 and HSDP are planned (vs_plan, "
+                            "vs_generate_plan) but vs_parallelize does not build them yet", fn, (int)d->plan->zero,
+                            d->plan->dp_shard);
     vs_train_desc rd; // resolved
     memset(&rd, 0, sizeof rd);
     _VS_TRY(_vs_hl_resolve(d, &rd, fn));

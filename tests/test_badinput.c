@@ -2854,7 +2854,11 @@ static void sweep_plan(sw_ctx* x)
     if (E(A, "vs_plan_parse", "policy 'magic'", FX_NONE)) R(PARSE("policy: magic\n"), "\"magic\"");
     if (E(A, "vs_plan_parse", "split 'random'", FX_NONE)) R(PARSE("split: random\n"), "\"random\"");
     if (E(A, "vs_plan_parse", "schedule 'zbx'", FX_NONE)) R(PARSE("schedule: zbx\n"), "\"zbx\"");
-    if (E(A, "vs_plan_parse", "zero 3", FX_NONE)) R(PARSE("zero: 3\n"), "zero = \"3\"");
+    if (E(A, "vs_plan_parse", "zero 4", FX_NONE)) R(PARSE("zero: 4\n"), "zero = \"4\"");
+    if (E(A, "vs_plan_parse", "dp_shard 3 of DP 8", FX_NONE)) R(PARSE("mesh: PP=1 DP=8 TP=1\ndp_shard: 3\n"), "dp_shard 3");
+    if (E(A, "vs_plan_parse", "dp_shard -2", FX_NONE)) R(PARSE("dp_shard: -2\n"), "dp_shard = \"-2\"");
+    if (E(A, "vs_plan_parse", "reshard_after_forward 2", FX_NONE)) R(PARSE("reshard_after_forward: 2\n"), "reshard_after_forward = \"2\"");
+    if (E(A, "vs_plan_parse", "prefetch -1", FX_NONE)) R(PARSE("prefetch: -1\n"), "prefetch = \"-1\"");
     if (E(A, "vs_plan_parse", "chunks -1", FX_NONE)) R(PARSE("chunks: -1\n"), "chunks = \"-1\"");
     if (E(A, "vs_plan_parse", "microbatches 'abc'", FX_NONE)) R(PARSE("microbatches: abc\n"), "microbatches = \"abc\"");
     if (E(A, "vs_plan_parse", "strict 2", FX_NONE)) R(PARSE("strict: 2\n"), "strict = \"2\"");
@@ -2928,6 +2932,18 @@ static void sweep_plan(sw_ctx* x)
     if (E(A, "vs_plan_check", "zero 7", FX_NONE)) {
         p.zero = (vs_zero_stage)7;
         R(vs_plan_check(&p, m), "zero 7");
+    }
+    if (E(A, "vs_plan_check", "dp_shard 3 of DP 2", FX_NONE)) {
+        p.dp = 2, p.dp_shard = 3;
+        R(vs_plan_check(&p, m), "dp_shard 3");
+    }
+    if (E(A, "vs_plan_check", "prefetch -1", FX_NONE)) {
+        p.prefetch = -1;
+        R(vs_plan_check(&p, m), "prefetch -1");
+    }
+    if (E(A, "vs_plan_check", "reshard_after_forward 5", FX_NONE)) {
+        p.reshard_after_forward = 5;
+        R(vs_plan_check(&p, m), "reshard_after_forward 5");
     }
     if (E(A, "vs_plan_check", "schedule 99", FX_NONE)) {
         p.schedule = (vs_pipe_kind)99;
@@ -3153,6 +3169,18 @@ static void sweep_generate(sw_ctx* x)
         c.act_bytes_per_row = -1;
         R(GEN(), "act_bytes_per_row = -1");
     }
+    if (E(A, "vs_generate_plan", "zero3 2", FX_NONE)) {
+        c.zero3 = 2;
+        R(GEN(), "zero3 2");
+    }
+    if (E(A, "vs_generate_plan", "node_ranks -1", FX_NONE)) {
+        c.node_ranks = -1;
+        R(GEN(), "node_ranks = -1");
+    }
+    if (E(A, "vs_generate_plan", "inter_bw_bytes_s inf", FX_NONE)) {
+        c.inter_bw_bytes_s = INFINITY;
+        R(GEN(), "inter_bw_bytes_s = inf");
+    }
     if (E(A, "vs_generate_plan", "profile flop_s NaN", FX_NONE)) {
         pf.flop_s = NAN;
         R(GEN(), "flop_s = nan|flop_s = -nan");
@@ -3235,6 +3263,10 @@ static void sweep_train(sw_ctx* x)
     if (E(A, "vs_parallelize", "model NULL", FX_W2)) {
         d.model = NULL;
         R(PAR(), "model is NULL");
+    }
+    if (E(A, "vs_parallelize", "zero 3 (planned, not built yet)", FX_W2)) {
+        p.zero = (vs_zero_stage)3;
+        R(PAR(), "zero 3");
     }
     if (E(A, "vs_parallelize", "mesh PP2 x DP2 on 2 ranks", FX_W2)) {
         p.pp = 2;

@@ -102,11 +102,23 @@ static void build(tmodel* t, int nblocks, int64_t D, int64_t V, int split_bw)
 
 static int divides_model(const tmodel* t, int tp) { return t->D % tp == 0 && (4 * t->D) % tp == 0 && t->V % tp == 0; }
 
+/* The HSDP shard sizes the planner weighs (its rule, counted here): divisors S
+   of dp, 1 < S < dp, whose S x tp ranks divide a host, where DP spans hosts. */
+static int hsdp_sizes(const vs_constraints* c, int dp, int tp)
+{
+    int n = 0, N = c->node_ranks;
+    for (int S = 2; N > 0 && dp * tp > N && S < dp; S++) n += dp % S == 0 && S * tp <= N && N % (S * tp) == 0;
+    return n;
+}
+
 /* How many entries the planner enumerates (its rules, counted here): a mesh that
    cannot work is one entry, a microbatch count that does not divide the rows
-   one entry, else one per schedule and ZeRO stage, twice (without and with
+   one entry, else one per schedule and DP form, twice (without and with
    recompute) where the planner weighs recompute: under a memory limit unless
-   told never, or only with it when told always. */
+   told never, or only with it when told always. The DP forms: ZeRO 0; then
+   without HSDP and for each HSDP size, ZeRO 1 and 2, and where ZeRO-3 is
+   weighed (under a memory limit unless told never, or when told always) ZeRO-3
+   and, with more than one microbatch, ZeRO-3 kept gathered. */
 static int expected_count(const tmodel* t, const vs_constraints* c)
 {
     int W = c->world, n = 0;
@@ -129,7 +141,9 @@ static int expected_count(const tmodel* t, const vs_constraints* c)
                 }
                 int nsched = pp == 1 ? 1 : 3 + (t->n >= 2 * pp ? 2 : 0);
                 int nrc = c->recompute == 0 && c->mem_limit_bytes > 0 ? 2 : 1;
-                n += nsched * (dp > 1 ? 3 : 1) * nrc;
+                int z3 = c->zero3 > 0 || (c->zero3 == 0 && c->mem_limit_bytes > 0);
+                int forms = dp > 1 ? 1 + (1 + hsdp_sizes(c, dp, tp)) * (2 + (z3 ? 1 + (Ms[i] > 1) : 0)) : 1;
+                n += nsched * forms * nrc;
             }
         }
     }
@@ -331,14 +345,17 @@ static void test_world8_and_memory(void)
     c.mem_limit_bytes = (lo + all[0].mem_bytes) / 2;
     VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
     check_choice(&tm, &c, &out, n, "world 8, memory limit");
-    int nplain = 0; // the limit adds the recompute variants (vs_constraints.recompute 0), no other
-    for (int i = 0; i < n; i++) nplain += !est[i].plan.recompute[0];
-    VT_CHECK(nplain == nall, "%d estimates without recompute with the limit, %d without a limit", nplain, nall);
-    double want = HUGE_VAL; // the fastest within the limit: of the set without a limit, or a recompute variant
+    /* the limit adds the recompute variants (vs_constraints.recompute 0) and
+       ZeRO-3's (vs_constraints.zero3 0), no other */
+    int nplain = 0;
+    for (int i = 0; i < n; i++) nplain += !est[i].plan.recompute[0] && est[i].plan.zero != 3;
+    VT_CHECK(nplain == nall, "%d estimates without recompute or ZeRO-3 with the limit, %d without a limit", nplain, nall);
+    double want = HUGE_VAL; // the fastest within the limit: of the set without a limit, or a variant the limit adds
     for (int i = 0; i < nall; i++)
         if (all[i].feasible && all[i].mem_bytes <= c.mem_limit_bytes && all[i].step_s < want) want = all[i].step_s;
     for (int i = 0; i < n; i++)
-        if (est[i].plan.recompute[0] && est[i].feasible && est[i].step_s < want) want = est[i].step_s;
+        if ((est[i].plan.recompute[0] || est[i].plan.zero == 3) && est[i].feasible && est[i].step_s < want)
+            want = est[i].step_s;
     VT_CHECK(est[0].step_s == want && est[0].mem_bytes <= c.mem_limit_bytes, "chose %g s, %g B; want %g s within %g B",
              est[0].step_s, est[0].mem_bytes, want, c.mem_limit_bytes);
     int over = 0;
@@ -482,10 +499,16 @@ static void test_large(void)
     double t = _vs_now() - t0;
     check_choice(&tm, &c, &out, n, "64 ranks");
     VT_CHECK(t < 3, "planning took %.2f s", t);
-    if (getenv("VT_VERBOSE")) {
-        vs_plan_explain(est, n, text, sizeof text);
-        printf("%d configurations in %.3f s\n%s", n, t, text);
+    vs_plan_explain(est, n, text, sizeof text);
+    /* each group holds its own reason (a recomputing plan over the limit was
+       grouped as "more compute": its name's ", recompute" matched) */
+    for (const char* l = text; (l = strstr(l, "\n  slower: ")) != NULL; l++) {
+        int k = (int)strcspn(l + 1, "\n");
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", k, l + 1);
+        VT_CHECK(!strstr(line, "exceeds memory"), "a group's example is another reason: %s", line);
     }
+    if (getenv("VT_VERBOSE")) printf("%d configurations in %.3f s\n%s", n, t, text);
 }
 
 static void test_profile_text(void)
@@ -1219,6 +1242,286 @@ static void test_recompute(void)
     VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "recompute 2"), "recompute 2: %s", vs_last_error());
 }
 
+/* The largest unit's parameter bytes (a ZeRO-3 group: the planner gathers a
+   layer at a time), TP 1. */
+static double largest_group(const tmodel* t)
+{
+    double g = 0;
+    for (int u = 0; u < t->n; u++) {
+        double b = 0;
+        for (int j = 0; j < t->L[u].nparams; j++) {
+            const vs_param_decl* d = &t->L[u].params[j];
+            b += 4.0 * (double)d->shape[0] * (d->ndim > 1 ? (double)d->shape[1] : 1);
+        }
+        g = fmax(g, b);
+    }
+    return g;
+}
+
+/* Memory per rank of every DP form on one stage, TP 1, by hand: P elements of
+   f32 (b = 4P bytes), the shard group S (dp, or HSDP's dp_shard), the largest
+   group g:
+   - ZeRO-1: b + b + 8P/S (AdamW's two f32 moments, sharded)
+   - ZeRO-2: b + b/S + 8P/S
+   - ZeRO-3: b/S + 2g (the current group and the prefetched one) + b/S + g (one
+     group's gradients before their reduce-scatter) + 8P/S; kept gathered
+     (reshard_after_forward 0): b/S + b + b/S + g + 8P/S
+   plus the activations: act_bytes_per_row x rows a microbatch x layers. */
+static void test_zero3_memory_by_hand(void)
+{
+    build(&tm, 4, 64, 256, 0);
+    const double P = tm.params, b = 4 * P, g = largest_group(&tm);
+    static const int dps[3] = {2, 4, 8}, nodes[3] = {0, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        vs_constraints c;
+        memset(&c, 0, sizeof c);
+        c.world = dps[i], c.pp = 1, c.tp = 1, c.global_batch = 32, c.act_bytes_per_row = 1000;
+        c.zero3 = 1, c.node_ranks = nodes[i];
+        vs_profile pf = prof();
+        vs_plan out;
+        int n = 0, dp = dps[i];
+        VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+        check_choice(&tm, &c, &out, n, "zero3 memory");
+        int seen[4][9][2]; // [zero][shard][kept]
+        memset(seen, 0, sizeof seen);
+        for (int k = 0; k < n; k++) {
+            const vs_plan_estimate* e = &est[k];
+            const vs_plan* q = &e->plan;
+            int S = q->dp_shard ? q->dp_shard : dp, kept = q->zero == 3 && !q->reshard_after_forward;
+            double act = 1000.0 * (32.0 / dp / q->microbatches) * tm.n, mp = b, mg = b, mo = 8 * P / S;
+            if (q->zero == 0) mo = 8 * P;
+            if (q->zero == 2) mg = b / S;
+            if (q->zero == 3) mp = b / S + (kept ? b : 2 * g), mg = b / S + g;
+            VT_CHECK(near(e->mem_bytes, mp + mg + mo + act, 1e-12) && near(e->mem_params, mp, 1e-12) &&
+                         near(e->mem_grads, mg, 1e-12) && near(e->mem_optim, mo, 1e-12),
+                     "DP%d ZeRO-%d shard %d kept %d M=%d: memory %.17g (params %.17g grads %.17g optim %.17g), want %.17g",
+                     dp, (int)q->zero, S, kept, q->microbatches, e->mem_bytes, e->mem_params, e->mem_grads, e->mem_optim,
+                     mp + mg + mo + act);
+            VT_CHECK(q->zero != 3 || (q->prefetch == 1 && q->prefetch_set && q->reshard_after_forward_set),
+                     "a ZeRO-3 estimate resolved: prefetch %d", q->prefetch);
+            if (S <= 8) seen[q->zero][S][kept]++;
+        }
+        // the forms: ZeRO 0..3 and kept over dp, and HSDP's shards within a host (DP2 on one host: none)
+        VT_CHECK(seen[0][dp][0] && seen[1][dp][0] && seen[2][dp][0] && seen[3][dp][0] && seen[3][dp][1],
+                 "DP%d: a form missing", dp);
+        for (int S = 2; S < dp; S++) {
+            int want = dp % S == 0 && nodes[i] % S == 0;
+            VT_CHECK(!!seen[1][S][0] == want && !!seen[2][S][0] == want && !!seen[3][S][0] == want &&
+                         !!seen[3][S][1] == want && !seen[0][S][0],
+                     "DP%d, %d ranks a host: HSDP shard %d %s", dp, nodes[i], S, want ? "missing" : "not expected");
+        }
+    }
+}
+
+/* ZeRO-3's time on one stage by hand, M microbatches, n groups (the layers
+   with parameters) of the shard group's all-gather G (ring: (S-1)/S x b/bw
+   + n latencies; across hosts at inter_bw), compute forward Cf and backward
+   2 Cf a microbatch. Prefetched, a pass shows its first group's share and
+   what the compute cannot cover: forward G/n + max(0, G (1 - 1/n) - Cf),
+   backward (its gathers and reduce-scatters) 2G/n + max(0, 2G (1 - 1/n) -
+   2Cf). HSDP adds the owned shard's all-reduce over the replicas, across
+   hosts: 2 (R-1)/R x (b/S) / inter_bw + latency. */
+static double z3_exposed(double G, double B, double C, int n)
+{
+    return (G + B) / n + fmax(0, (G + B) * (1 - 1.0 / n) - C);
+}
+
+static void test_zero3_time_by_hand(void)
+{
+    build(&tm, 16, 128, 512, 0);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.pp = 1, c.tp = 1, c.global_batch = 64, c.act_bytes_per_row = 1000, c.zero3 = 1;
+    c.node_ranks = 4, c.inter_bw_bytes_s = 1e8;
+    vs_profile pf = prof();
+    vs_plan out;
+    int n = 0, seen = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "zero3 time");
+    const double b = 4 * tm.params, F = tm.flops_sharded + tm.flops_loss, lat = 1e-5;
+    const int ng = tm.n - 1; // the loss holds no parameter
+    for (int k = 0; k < n; k++) {
+        const vs_plan* q = &est[k].plan;
+        if (q->zero != 3) continue;
+        int M = q->microbatches, S = q->dp_shard ? q->dp_shard : 8, R = 8 / S, kept = !q->reshard_after_forward;
+        double Cf = F * (64.0 / 8 / M) * 1e-9, bw = S == 8 ? 1e8 : 1e9; // the 8 ranks span 2 hosts
+        double G = (S - 1.0) / S * b / bw + ng * lat;
+        double xr = R > 1 ? 2.0 * (R - 1) / R * (b / S) / 1e8 + lat : 0;
+        /* kept gathered: the forward's gathers once a step, after the pipeline;
+           each backward only reduce-scatters */
+        double want = kept ? M * z3_exposed(0, G, 2 * Cf, ng) + z3_exposed(G, 0, Cf, ng) + xr
+                           : M * (z3_exposed(G, 0, Cf, ng) + z3_exposed(G, G, 2 * Cf, ng)) + xr;
+        VT_CHECK(near(est[k].comm_s, want, 1e-9), "ZeRO-3 shard %d M=%d kept %d: comm %.17g, want %.17g", S, M, kept,
+                 est[k].comm_s, want);
+        VT_CHECK(near(est[k].compute_s, 3 * F * 8 * 1e-9, 1e-12), "ZeRO-3 shard %d M=%d: compute %.17g", S, M,
+                 est[k].compute_s);
+        seen++;
+    }
+    VT_CHECK(seen == 3 * (3 + 2), "%d ZeRO-3 estimates (3 shard sizes x 3 microbatch counts, kept at 2 of them)", seen);
+}
+
+/* A memory limit only ZeRO-3 meets: the planner picks it and says why, naming
+   what ZeRO-1 would need. */
+static void test_zero3_only_fit(void)
+{
+    build(&tm, 8, 128, 512, 0);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.pp = 1, c.tp = 1, c.global_batch = 64, c.act_bytes_per_row = 1000, c.recompute = -1;
+    const double b = 4 * tm.params, g = largest_group(&tm);
+    c.mem_limit_bytes = 1.2 * b; // ZeRO-2 needs b + b/8 + b/4, ZeRO-3 b/2 + 3 g and the activations
+    VT_CHECK(b / 2 + 3 * g + 1e5 < c.mem_limit_bytes, "the model: ZeRO-3 would not fit either");
+    vs_profile pf = prof();
+    vs_plan out;
+    int n = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "only zero 3 fits");
+    VT_CHECK(out.zero == 3 && out.dp == 8 && out.dp_shard == 0, "chose ZeRO-%d DP%d shard %d", (int)out.zero, out.dp,
+             out.dp_shard);
+    for (int k = 0; k < n; k++)
+        VT_CHECK(!est[k].feasible || est[k].plan.zero == 3, "ZeRO-%d fits", (int)est[k].plan.zero);
+    int len = vs_plan_explain(est, n, text, sizeof text);
+    char want[160], mb[32];
+    double z1 = 2 * b + b / 4 + 1000.0 * (64.0 / 8 / out.microbatches) * tm.n;
+    snprintf(mb, sizeof mb, "%.4g MB", z1 / 1e6);
+    snprintf(want, sizeof want, "it fits only with parameters sharded: ZeRO-1 needs %s a rank, ZeRO-2 ", mb);
+    VT_CHECK(len > 0 && strstr(text, "chosen: PP1 x DP8 x TP1") && strstr(text, ", ZeRO-3, split") && strstr(text, want),
+             "explanation lacks '%s':\n%s", want, text);
+    VT_OK(vs_plan_check(&out, &tm.m));
+    // without the limit ZeRO-3 is not weighed (vs_constraints.zero3 0), told never it is not either
+    c.zero3 = -1;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "memory: the smallest configuration");
+    c.zero3 = 2;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "zero3 2");
+    c.zero3 = 0, c.node_ranks = -1;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "node_ranks = -1");
+    c.node_ranks = 0, c.inter_bw_bytes_s = NAN;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "inter_bw_bytes_s = nan");
+    if (getenv("VT_VERBOSE")) printf("%s", text);
+}
+
+/* Two hosts of 4 ranks, slow between them: under a limit that ZeRO-3 over the
+   8 ranks and HSDP (DPR2 x DPS4) both meet, HSDP is faster (its gathers stay
+   within a host; across, one all-reduce of a quarter of the gradients) and is
+   chosen, the explanation naming what ZeRO-3 over all 8 would take. */
+static void test_hsdp_cheaper(void)
+{
+    build(&tm, 16, 128, 512, 0);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 8, c.pp = 1, c.tp = 1, c.global_batch = 64, c.act_bytes_per_row = 1000, c.recompute = -1;
+    c.node_ranks = 4, c.inter_bw_bytes_s = 1e8;
+    const double b = 4 * tm.params, g = largest_group(&tm);
+    c.mem_limit_bytes = b + 3 * g + 1e6; // HSDP's ZeRO-3 (b/4 + 2g + b/4 + g + b/2) fits, ZeRO-2 (b + b/8 + b/4) not
+    VT_CHECK(c.mem_limit_bytes < 1.375 * b, "the model: ZeRO-2 would fit");
+    vs_profile pf = prof();
+    vs_plan out;
+    int n = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    check_choice(&tm, &c, &out, n, "hsdp");
+    VT_CHECK(out.zero == 3 && out.dp_shard == 4, "chose ZeRO-%d dp_shard %d", (int)out.zero, out.dp_shard);
+    const vs_plan_estimate* flat = NULL; // the same plan sharded over all 8
+    for (int k = 0; k < n && !flat; k++)
+        if (est[k].plan.zero == 3 && !est[k].plan.dp_shard && est[k].plan.microbatches == out.microbatches &&
+            est[k].plan.reshard_after_forward == out.reshard_after_forward)
+            flat = &est[k];
+    VT_CHECK(flat && flat->feasible && flat->mem_bytes < est[0].mem_bytes && flat->step_s > est[0].step_s,
+             "ZeRO-3 over 8: %s", flat ? flat->why : "not estimated");
+    int len = vs_plan_explain(est, n, text, sizeof text);
+    VT_CHECK(len > 0 && strstr(text, "ZeRO-3 HSDP DPR2 x DPS4") &&
+                 strstr(text, "HSDP: shards within a host (DPS4), 2 replicas across hosts (DPR2)") &&
+                 strstr(text, "sharded over all 8 DP ranks: step"),
+             "explanation:\n%s", text);
+    if (getenv("VT_VERBOSE")) printf("%s", text);
+    // one host of 8: no HSDP weighed (it would only add memory)
+    c.node_ranks = 8;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    for (int k = 0; k < n; k++) VT_CHECK(!est[k].plan.dp_shard, "HSDP on one host");
+}
+
+/* The plan's ZeRO-3 and HSDP fields through text and JSON, and the refusals. */
+static void test_plan_zero3_text(void)
+{
+    vs_plan p, q;
+    memset(&p, 0, sizeof p);
+    p.pp = 2, p.dp = 8, p.tp = 2, p.zero = (vs_zero_stage)3, p.dp_shard = 4;
+    p.reshard_after_forward_set = 1, p.prefetch = 2, p.prefetch_set = 1;
+    p.split = VS_PIPE_SPLIT_FLOPS, p.chunks = 1, p.schedule = VS_PIPE_1F1B, p.microbatches = 2; // (as they print)
+    char t1[2048], t2[2048];
+    for (int form = 0; form < 2; form++) {
+        int len = form ? vs_plan_print_json(&p, t1, sizeof t1) : vs_plan_print(&p, t1, sizeof t1);
+        VT_CHECK(len > 0, "print: %s", vs_last_error());
+        VT_CHECK(form ? strstr(t1, "\"zero\": 3") && strstr(t1, "\"dp_shard\": 4") &&
+                            strstr(t1, "\"reshard_after_forward\": 0") && strstr(t1, "\"prefetch\": 2")
+                      : strstr(t1, "zero: 3\n") && strstr(t1, "dp_shard: 4\n") && strstr(t1, "reshard_after_forward: 0\n") &&
+                            strstr(t1, "prefetch: 2\n"),
+                 "form %d:\n%s", form, t1);
+        VT_OK(vs_plan_parse(t1, &q));
+        VT_CHECK(!memcmp(&p, &q, sizeof p), "form %d: the parsed plan differs:\n%s", form, t1);
+        (form ? vs_plan_print_json : vs_plan_print)(&q, t2, sizeof t2);
+        VT_CHECK(!strcmp(t1, t2), "form %d reprinted:\n%s\n%s", form, t1, t2);
+    }
+    // keys in any order; the defaults resolve (zero 3: reshard_after_forward 1, prefetch 1)
+    VT_OK(vs_plan_parse("dp_shard: 8\nzero: 3\nmesh: PP=1 DP=16 TP=1\n", &q));
+    VT_CHECK(q.dp_shard == 8 && q.zero == 3 && !q.prefetch_set, "parsed shard %d zero %d", q.dp_shard, (int)q.zero);
+    VT_OK(vs_plan_resolve(&q, &q));
+    VT_CHECK(q.reshard_after_forward == 1 && q.prefetch == 1 && q.reshard_after_forward_set && q.prefetch_set,
+             "resolved reshard %d prefetch %d", q.reshard_after_forward, q.prefetch);
+    VT_OK(vs_plan_parse("{\"zero\": 3, \"dp_shard\": 2, \"mesh\": {\"pp\": 1, \"dp\": 4, \"tp\": 1}}", &q));
+    VT_CHECK(q.dp_shard == 2 && q.dp == 4 && q.zero == 3, "JSON parsed shard %d", q.dp_shard);
+    // old plans are unchanged: no new key printed
+    memset(&q, 0, sizeof q);
+    q.dp = 2, q.zero = VS_ZERO_1;
+    vs_plan_print(&q, t1, sizeof t1), vs_plan_print_json(&q, t2, sizeof t2);
+    VT_CHECK(!strstr(t1, "dp_shard") && !strstr(t1, "prefetch") && !strstr(t2, "reshard"), "%s%s", t1, t2);
+    // refusals, each naming the value
+    VT_ERR(vs_plan_parse("mesh: PP=1 DP=6 TP=1\ndp_shard: 4\n", &q), VS_ERR_INVALID, "dp_shard 4 does not divide the mesh's DP=6");
+    VT_ERR(vs_plan_parse("{\"dp_shard\": 3, \"mesh\": {\"pp\": 1, \"dp\": 8, \"tp\": 1}}", &q), VS_ERR_INVALID,
+           "dp_shard 3 does not divide");
+    VT_ERR(vs_plan_parse("dp_shard: -2\n", &q), VS_ERR_INVALID, "dp_shard = \"-2\"");
+    VT_ERR(vs_plan_parse("prefetch: -1\n", &q), VS_ERR_INVALID, "prefetch = \"-1\"");
+    VT_ERR(vs_plan_parse("reshard_after_forward: 2\n", &q), VS_ERR_INVALID, "reshard_after_forward = \"2\" (0..1)");
+    VT_ERR(vs_plan_parse("zero: 4\n", &q), VS_ERR_INVALID, "zero = \"4\" (0..3)");
+    VT_ERR(vs_plan_parse("zero: 3\nzero: 3\n", &q), VS_ERR_INVALID, "key \"zero\" twice");
+    q = p, q.dp_shard = 3;
+    VT_ERR(vs_plan_print(&q, t1, sizeof t1), -1, "dp_shard 3 does not divide DP=8");
+    q = p, q.dp_shard = -1;
+    VT_ERR(vs_plan_check(&q, &tm.m), VS_ERR_INVALID, "dp_shard -1");
+    q = p, q.prefetch = -1;
+    VT_ERR(vs_plan_print_json(&q, t1, sizeof t1), -1, "prefetch -1");
+    q = p, q.reshard_after_forward = 2;
+    VT_ERR(vs_plan_check(&q, &tm.m), VS_ERR_INVALID, "reshard_after_forward 2 (0 or 1)");
+    q = p, q.prefetch_set = 7;
+    VT_ERR(vs_plan_check(&q, &tm.m), VS_ERR_INVALID, "prefetch_set 7");
+    q = p, q.zero = (vs_zero_stage)4;
+    VT_ERR(vs_plan_check(&q, &tm.m), VS_ERR_INVALID, "zero 4 (0..3)");
+}
+
+/* vs_parallelize knows the plans and refuses to build them yet (the DDP's part
+   of issue 34 is to come): VS_ERR_UNSUPPORTED saying so, nothing built. */
+static vs_plan par_plan;
+static int par_rank(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &tm.m, d.plan = &par_plan;
+    vs_train* t = (vs_train*)&d; // (must come back NULL)
+    VT_ERR(vs_parallelize(w, &d, &t), VS_ERR_UNSUPPORTED, "vs_parallelize does not build them yet");
+    VT_CHECK(t == NULL, "a state came back");
+    return 0;
+}
+
+static void test_parallelize_refuses_zero3(void)
+{
+    build(&tm, 4, 64, 256, 0);
+    memset(&par_plan, 0, sizeof par_plan);
+    par_plan.zero = (vs_zero_stage)3;
+    VT_OK(vs_launch(1, par_rank, NULL));
+    par_plan.zero = VS_ZERO_1, par_plan.dp = 2, par_plan.dp_shard = 1; // HSDP: 2 replicas of 1
+    VT_OK(vs_launch(2, par_rank, NULL));
+}
+
 int main(void)
 {
     VT_CASE("generate_plan_one_rank_by_hand", test_one_rank());
@@ -1238,5 +1541,11 @@ int main(void)
     VT_CASE("plan_defaults_named_as_resolved", test_plan_defaults_named());
     VT_CASE("profile_describe_for_people", test_profile_describe());
     VT_CASE("profile_measure_2_ranks", test_profile_measure());
+    VT_CASE("generate_plan_zero3_memory_by_hand", test_zero3_memory_by_hand());
+    VT_CASE("generate_plan_zero3_time_by_hand", test_zero3_time_by_hand());
+    VT_CASE("generate_plan_zero3_only_fit_explained", test_zero3_only_fit());
+    VT_CASE("generate_plan_hsdp_cheaper_across_hosts", test_hsdp_cheaper());
+    VT_CASE("plan_zero3_hsdp_text_json_refusals", test_plan_zero3_text());
+    VT_CASE("parallelize_refuses_zero3_hsdp_for_now", test_parallelize_refuses_zero3());
     return vt_summary();
 }
