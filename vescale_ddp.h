@@ -51,6 +51,9 @@
            vs_ddp_clip_grad_norm(ddp, 1.0, &norm);
            vs_ddp_step(ddp, vs_lr_at(&sched, step));
 
+   With `.max_grad_norm = 1.0` in the desc the last three are one vs_ddp_step
+   (it ends the sync and clips; vs_ddp_grad_norm reads the norm).
+
    Plain data parallel needs no mesh: `.world = world` instead of `.mesh` is a DP
    over all the world's ranks.
 
@@ -124,7 +127,8 @@
    crash or a silent change)
    - Order of calls: init, add_param..., finalize, then per step zero_grad,
      backward (vs_ddp_grad / vs_ddp_grad_ready), finish_grad_sync, clip (optional),
-     step. Out of order is VS_ERR_STATE: add_param or set_bucket_bytes after
+     step (which does the two before it with vs_ddp_desc.finish_in_step and
+     max_grad_norm). Out of order is VS_ERR_STATE: add_param or set_bucket_bytes after
      finalize, finalize twice, anything that needs buffers before finalize, a
      gradient marked ready twice in one pass, zero_grad/set_sync/clip/step during
      a backward pass, finish_grad_sync twice with no backward pass between, step
@@ -137,7 +141,7 @@
      refused by vs_ddp_add_param (VS_ERR_INVALID naming it and its shape).
    - Numbers: optimizer hyper-parameters are checked by vs_ddp_init (ranges at
      vs_optim_desc), lr by vs_ddp_step (finite, >= 0), max_norm by the clip (finite;
-     <= 0 only measures), schedules by vs_lr_check (vs_lr_at gives NaN for a bad
+     <= 0 only measures), vs_ddp_desc.max_grad_norm by vs_ddp_init (finite, >= 0), schedules by vs_lr_check (vs_lr_at gives NaN for a bad
      one, which vs_ddp_step then refuses). Zero in a desc means "default" unless
      its `_set` flag says the zero is meant (beta1_set, beta2_set, eps_set,
      lr_scale_set): so beta1 = 0 and frozen groups (lr_scale = 0) are possible.
@@ -630,7 +634,9 @@ VS_API double vs_ddp_grad_norm(const vs_ddp* d);
    Collective over DP. The built-in optimizers leave a group whose lr is 0 (lr 0,
    or lr_scale 0) as it is: parameters and optimizer state; a custom step is
    called with lr 0. Needs gradients from vs_ddp_finish_grad_sync since the last
-   step (else VS_ERR_STATE). Skipped after a non-finite clip norm (see above). */
+   step (else VS_ERR_STATE), or ends the open backward pass itself
+   (vs_ddp_desc.finish_in_step) and clips (max_grad_norm) after checking lr.
+   Skipped after a non-finite clip norm (see above). */
 VS_API vs_result vs_ddp_step(vs_ddp* d, double lr);
 /* Steps taken (skipped ones not counted), and steps skipped for a non-finite
    gradient norm. */
@@ -643,7 +649,8 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out);
 /* The desc as the DDP uses it, every zero-is-default value resolved (as sokol's
    sg_query_desc): bucket_bytes (also after vs_ddp_set_bucket_bytes),
    zero2_buffers, optim.beta1/beta2/eps with their _set flags 1, optim.ngroups
-   at least 1, each group's lr_scale with lr_scale_set 1, and dp_dim / pp_dim
+   at least 1, each group's lr_scale with lr_scale_set 1, finish_in_step 1 when
+   max_grad_norm > 0, and dp_dim / pp_dim
    naming the mesh's dims (strings owned by the mesh; pp_dim NULL when there is no
    pipeline dim). stream stays as given (NULL is the default stream). Passing the
    result to vs_ddp_init gives the same DDP settings. Any time after vs_ddp_init. */
