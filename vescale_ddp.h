@@ -141,8 +141,9 @@
      refused by vs_ddp_add_param (VS_ERR_INVALID naming it and its shape).
    - Numbers: optimizer hyper-parameters are checked by vs_ddp_init (ranges at
      vs_optim_desc), lr by vs_ddp_step (finite, >= 0), max_norm by the clip (finite;
-     <= 0 only measures), vs_ddp_desc.max_grad_norm by vs_ddp_init (finite, >= 0), schedules by vs_lr_check (vs_lr_at gives NaN for a bad
-     one, which vs_ddp_step then refuses). Zero in a desc means "default" unless
+     <= 0 only measures), vs_ddp_desc.max_grad_norm by vs_ddp_init (finite, >= 0),
+     schedules by vs_lr_check (vs_lr_at gives NaN for a bad one, which vs_ddp_step
+     then refuses). Zero in a desc means "default" unless
      its `_set` flag says the zero is meant (beta1_set, beta2_set, eps_set,
      lr_scale_set): so beta1 = 0 and frozen groups (lr_scale = 0) are possible.
    - Non-finite gradients: when the clip's global norm is NaN or inf, the next
@@ -310,9 +311,10 @@ typedef struct vs_ddp_desc {
        - finish_in_step 1: ends the open backward pass (vs_ddp_finish_grad_sync)
          when the trainer has not;
        - max_grad_norm > 0: also clips the gradients to that global norm, as
-         vs_ddp_clip_grad_norm (unless the trainer clipped since the sync), and
-         implies finish_in_step; vs_ddp_grad_norm reads the norm. 0: no clip in
-         the step; negative, NaN or inf: VS_ERR_INVALID. */
+         vs_ddp_clip_grad_norm (unless the trainer clipped since the sync: with
+         loss scaling, clip with vs_ddp_clip_grad_norm_ex's unscale yourself),
+         and implies finish_in_step; vs_ddp_grad_norm reads the norm. 0: no
+         clip in the step; negative, NaN or inf: VS_ERR_INVALID. */
     int finish_in_step;
     double max_grad_norm;
     vs_optim_desc optim;
