@@ -401,6 +401,7 @@ bench-ddp: $(B)/bench_ddp_ext
 	$(B)/bench_ddp_ext --dp 4 --zero 1
 	$(B)/bench_ddp_ext --dp 2 --zero 1 --step 3
 	$(B)/bench_ddp_ext --dp 2 --zero 0 --step 3
+	$(B)/bench_ddp_ext --dp 2 --zero 1 --step 3 --one-call 1
 # a trainer's own flat buffers: staged copy vs grouped in place vs DDP's own buckets
 # (the sync alone, or with --step whole steps whose ZeRO-1 gathers overlap the next forward)
 $(B)/bench_ddp_ext: bench/ddp_ext.c $(HEADERS) | $(B)
