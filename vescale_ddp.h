@@ -629,7 +629,8 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
 VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm);
 /* The global gradient norm the last clip measured (vs_ddp_clip_grad_norm, or
    vs_ddp_step with vs_ddp_desc.max_grad_norm), before it clipped: what its
-   *norm was, NaN or inf included. -1 before the first clip, and for d NULL. */
+   *norm was, NaN or inf included. -1 before the first clip, and for d NULL
+   (with VS_ERR_NULL's message). */
 VS_API double vs_ddp_grad_norm(const vs_ddp* d);
 /* Optimizer step with learning rate `lr` (finite, >= 0: else VS_ERR_INVALID) on
    the owned ranges, then (ZeRO) the all-gather of the updated parameters.
@@ -3012,7 +3013,14 @@ VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm)
     return vs_ddp_clip_grad_norm_ex(d, &c, norm);
 }
 
-VS_API double vs_ddp_grad_norm(const vs_ddp* d) { return d ? d->grad_norm : -1; }
+VS_API double vs_ddp_grad_norm(const vs_ddp* d)
+{
+    if (!d) {
+        vs_set_error(VS_ERR_NULL, "vs_ddp_grad_norm: ddp is NULL");
+        return -1;
+    }
+    return d->grad_norm;
+}
 
 /* vs_ddp_desc.finish_in_step / max_grad_norm: what vs_ddp_step does first, by
    the public calls themselves (so the results are theirs, bit for bit). */
