@@ -145,6 +145,10 @@ $(B)/strict_neg_%: tests/strict/neg/%.c tests/strict/neg/neg.h $(STRICT_H) $(HEA
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ddp_ext_strict)
 $(B)/test_ddp_ext_strict: tests/test_ddp_ext.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
+# vs_ddp_step's own sync and clip on device memory (tests/test_ddp_step.c over the same stand-in)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_ddp_step_strict)
+$(B)/test_ddp_step_strict: tests/test_ddp_step.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # checkpoints over NCCL while the trainer's collectives run (tests/test_ckpt_nccl.c), same stand-in
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ckpt_nccl)
 $(B)/test_ckpt_nccl: tests/test_ckpt_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)

@@ -6,7 +6,11 @@
    (vs_ddp_finish_grad_sync, vs_ddp_clip_grad_norm, vs_ddp_step): parameters and
    norms must agree bit for bit, on trainer-owned flat buffers (ZeRO-0/1) and on
    DDP's own memory (ZeRO-0/1/2), over two thread ranks. The gradients are large
-   enough that the clip scales them at every step. */
+   enough that the clip scales them at every step.
+
+   Built twice: thread ranks with host memory (build/test_ddp_step), and over the
+   strict CUDA + NCCL stand-in with device memory (build/test_ddp_step_strict:
+   the clip's norm then comes back through the device path's one host read). */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
@@ -16,6 +20,59 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef VS_STRICT
+#include <cuda_runtime.h>
+#include "strict/vs_strict.h"
+#define DEV 1
+#else
+#define DEV 0
+#endif
+
+/* memory the DDP uses (device memory on the stand-in) and copies in and out of it;
+   reads wait for DDP's work in the legacy stream's order first */
+static void* mem_alloc(size_t n)
+{
+#if DEV
+    void* p = NULL;
+    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
+#else
+    return calloc(1, n);
+#endif
+}
+static void mem_free(void* p)
+{
+#if DEV
+    cudaFree(p);
+#else
+    free(p);
+#endif
+}
+static void to_mem(void* dst, const void* src, size_t n)
+{
+#if DEV
+    cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
+#else
+    memcpy(dst, src, n);
+#endif
+}
+static void from_mem(void* dst, const void* src, size_t n)
+{
+#if DEV
+    cudaStreamSynchronize(cudaStreamLegacy);
+    cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost);
+#else
+    memcpy(dst, src, n);
+#endif
+}
+static vs_result launch(int n, int (*fn)(vs_world*, void*), void* arg)
+{
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = n;
+    ld.transport = DEV ? VS_TRANSPORT_NCCL : VS_TRANSPORT_DEFAULT;
+    return vs_launch_ex(&ld, fn, arg);
+}
 
 #define L 4      /* layers, a ready group each */
 #define N 600    /* elements a layer's tensor */
@@ -52,30 +109,34 @@ static int rank_train(vs_world* w, void* arg)
     vs_ddp* d = NULL;
     VT_OK(vs_ddp_init(&dd, &d));
     if (!d) return 1;
-    float* P = (float*)calloc(L * N, sizeof(float));
-    float* G = (float*)calloc(L * N, sizeof(float));
+    float* P = (float*)calloc(L * N, sizeof(float)); // host: the initial values, then a layer read back
+    float* g = (float*)calloc(N, sizeof(float));     // host: a layer's gradient, copied in
     for (int64_t i = 0; i < L * N; i++) P[i] = init_val(i);
+    float* Pm = c->ext ? (float*)mem_alloc(sizeof(float) * L * N) : NULL; // the trainer's own (device on the stand-in)
+    float* Gm = c->ext ? (float*)mem_alloc(sizeof(float) * L * N) : NULL;
+    if (c->ext) to_mem(Pm, P, sizeof(float) * L * N);
     vs_ddp_param_desc pd;
     memset(&pd, 0, sizeof pd);
     pd.name = "h.%d.w", pd.dtype = VS_F32, pd.ndim = 1, pd.shape[0] = N, pd.layers = L, pd.ready_group = 1;
     if (c->ext)
-        pd.storage = P, pd.grad_storage = G;
+        pd.storage = Pm, pd.grad_storage = Gm;
     else
         pd.data = P;
     VT_OK(vs_ddp_add_param(d, &pd, NULL));
     VT_OK(vs_ddp_finalize(d));
     VT_CHECK(vs_ddp_grad_norm(d) == -1, "before any clip vs_ddp_grad_norm is %g, want -1", vs_ddp_grad_norm(d));
     for (int t = 0; t < STEPS; t++) {
-        if (c->ext) memset(G, 0, sizeof(float) * L * N);
-        VT_OK(vs_ddp_zero_grad(d));
+        VT_OK(vs_ddp_zero_grad(d)); // (the trainer's own are overwritten below: its zeroing)
         VT_OK(vs_ddp_wait_params(d));
         for (int l = L - 1; l >= 0; l--) { // backward: the last layer's gradient first
-            float* g = c->ext ? G + l * N : (float*)vs_ddp_grad(d, l);
-            const float* p = c->ext ? P + l * N : (const float*)vs_ddp_param(d, l);
-            VT_CHECK(g && p, "step %d layer %d: no gradient or parameter (%s)", t, l, vs_last_error());
-            if (!g || !p) break;
-            for (int64_t i = 0; i < N; i++) g[i] += grad_val(l * N + i, me, t, p[i]);
+            float* gm = c->ext ? Gm + l * N : (float*)vs_ddp_grad(d, l);
+            const float* pm = c->ext ? Pm + l * N : (const float*)vs_ddp_param(d, l);
+            VT_CHECK(gm && pm, "step %d layer %d: no gradient or parameter (%s)", t, l, vs_last_error());
+            if (!gm || !pm) break;
+            from_mem(P, pm, sizeof(float) * N);
+            for (int64_t i = 0; i < N; i++) g[i] = grad_val(l * N + i, me, t, P[i]);
             if (t == c->nan_step && me == 1 && l == 1) g[7] = NAN;
+            to_mem(gm, g, sizeof(float) * N);
             VT_OK(vs_ddp_group_ready(d, 1 + l));
         }
         double norm = -2;
@@ -92,11 +153,11 @@ static int rank_train(vs_world* w, void* arg)
     }
     VT_OK(vs_ddp_wait_params(d));
     if (me == 0)
-        for (int l = 0; l < L; l++) memcpy(c->out + l * N, vs_ddp_param(d, l), sizeof(float) * N);
+        for (int l = 0; l < L; l++) from_mem(c->out + l * N, vs_ddp_param(d, l), sizeof(float) * N);
     if (me == 0) c->skipped = vs_ddp_skipped_steps(d);
     VT_OK(vs_ddp_free(d));
-    free(P);
-    free(G);
+    mem_free(Pm), mem_free(Gm);
+    free(P), free(g);
     return 0;
 }
 
@@ -111,8 +172,8 @@ static void case_equal(int zero, int ext, int mode, int nan_step)
     b.mode = mode;
     a.out = (float*)calloc(L * N, sizeof(float));
     b.out = (float*)calloc(L * N, sizeof(float));
-    VT_OK(vs_launch(2, rank_train, &a));
-    VT_OK(vs_launch(2, rank_train, &b));
+    VT_OK(launch(2, rank_train, &a));
+    VT_OK(launch(2, rank_train, &b));
     int differ = 0, moved = 0;
     for (int64_t i = 0; i < L * N; i++) {
         differ += memcmp(&a.out[i], &b.out[i], sizeof(float)) != 0;
@@ -234,10 +295,15 @@ int main(void)
                 case_equal(1, 1, FINISH_IN_STEP, -1);
                 case_equal(2, 0, FINISH_IN_STEP, -1);
             });
+#if !DEV
     VT_CASE("max_grad_norm refused: -1, NaN, inf (named); vs_ddp_grad_norm -1 before a clip and for NULL; query_desc "
             "resolves finish_in_step; a step refused for its lr ends no pass and clips nothing",
             VT_OK(vs_launch(1, rank_bad, NULL)));
     VT_CASE("ranks disagreeing on max_grad_norm: VS_ERR_MISMATCH on both, naming it",
             VT_OK(vs_launch(2, rank_disagree, NULL)));
+#endif
+#ifdef VS_STRICT
+    VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%s", vs_strict_first_violation()));
+#endif
     return vt_summary();
 }
