@@ -149,6 +149,7 @@ $(B)/test_ddp_ext_strict: tests/test_ddp_ext.c $(STRICT_H) $(HEADERS) tests/vs_t
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ddp_step_strict)
 $(B)/test_ddp_step_strict: tests/test_ddp_step.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
+$(B)/test_ddp_step_strict: $(B)/impl/strict.o $(B)/impl/standin.o $(PRIV_H) tests/vs_private.h # (as STRICT_PROGS)
 # checkpoints over NCCL while the trainer's collectives run (tests/test_ckpt_nccl.c), same stand-in
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ckpt_nccl)
 $(B)/test_ckpt_nccl: tests/test_ckpt_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)

@@ -194,6 +194,7 @@ static void case_equal(int zero, int ext, int mode, int nan_step)
     free(b.out);
 }
 
+#if !DEV /* (their storage is host memory) */
 /* the refusals, the query and the defaults, on one rank */
 static int rank_bad(vs_world* w, void* arg)
 {
@@ -267,6 +268,7 @@ static int rank_disagree(vs_world* w, void* arg)
     VT_OK(vs_ddp_free(d));
     return 0;
 }
+#endif
 
 int main(void)
 {
