@@ -149,6 +149,11 @@ $(B)/test_ddp_ext_strict: tests/test_ddp_ext.c $(STRICT_H) $(HEADERS) tests/vs_t
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ddp_hsdp_strict)
 $(B)/test_ddp_hsdp_strict: tests/test_ddp_hsdp.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
+# vs_ddp_step's own sync and clip on device memory (tests/test_ddp_step.c over the same stand-in)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_ddp_step_strict)
+$(B)/test_ddp_step_strict: tests/test_ddp_step.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
+$(B)/test_ddp_step_strict: $(B)/impl/strict.o $(B)/impl/standin.o $(PRIV_H) tests/vs_private.h # (as STRICT_PROGS)
 # checkpoints over NCCL while the trainer's collectives run (tests/test_ckpt_nccl.c), same stand-in
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ckpt_nccl)
 $(B)/test_ckpt_nccl: tests/test_ckpt_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
@@ -409,6 +414,7 @@ bench-ddp: $(B)/bench_ddp_ext
 	$(B)/bench_ddp_ext --dp 4 --zero 1
 	$(B)/bench_ddp_ext --dp 2 --zero 1 --step 3
 	$(B)/bench_ddp_ext --dp 2 --zero 0 --step 3
+	$(B)/bench_ddp_ext --dp 2 --zero 1 --step 3 --one-call 1
 # a trainer's own flat buffers: staged copy vs grouped in place vs DDP's own buckets
 # (the sync alone, or with --step whole steps whose ZeRO-1 gathers overlap the next forward)
 $(B)/bench_ddp_ext: bench/ddp_ext.c $(HEADERS) | $(B)

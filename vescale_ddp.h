@@ -51,6 +51,9 @@
            vs_ddp_clip_grad_norm(ddp, 1.0, &norm);
            vs_ddp_step(ddp, vs_lr_at(&sched, step));
 
+   With `.max_grad_norm = 1.0` in the desc the last three are one vs_ddp_step
+   (it ends the sync and clips; vs_ddp_grad_norm reads the norm).
+
    Plain data parallel needs no mesh: `.world = world` instead of `.mesh` is a DP
    over all the world's ranks.
 
@@ -139,7 +142,8 @@
    crash or a silent change)
    - Order of calls: init, add_param..., finalize, then per step zero_grad,
      backward (vs_ddp_grad / vs_ddp_grad_ready), finish_grad_sync, clip (optional),
-     step. Out of order is VS_ERR_STATE: add_param or set_bucket_bytes after
+     step (which does the two before it with vs_ddp_desc.finish_in_step and
+     max_grad_norm). Out of order is VS_ERR_STATE: add_param or set_bucket_bytes after
      finalize, finalize twice, anything that needs buffers before finalize, a
      gradient marked ready twice in one pass, zero_grad/set_sync/clip/step during
      a backward pass, finish_grad_sync twice with no backward pass between, step
@@ -152,8 +156,9 @@
      refused by vs_ddp_add_param (VS_ERR_INVALID naming it and its shape).
    - Numbers: optimizer hyper-parameters are checked by vs_ddp_init (ranges at
      vs_optim_desc), lr by vs_ddp_step (finite, >= 0), max_norm by the clip (finite;
-     <= 0 only measures), schedules by vs_lr_check (vs_lr_at gives NaN for a bad
-     one, which vs_ddp_step then refuses). Zero in a desc means "default" unless
+     <= 0 only measures), vs_ddp_desc.max_grad_norm by vs_ddp_init (finite, >= 0),
+     schedules by vs_lr_check (vs_lr_at gives NaN for a bad one, which vs_ddp_step
+     then refuses). Zero in a desc means "default" unless
      its `_set` flag says the zero is meant (beta1_set, beta2_set, eps_set,
      lr_scale_set): so beta1 = 0 and frozen groups (lr_scale = 0) are possible.
    - Non-finite gradients: when the clip's global norm is NaN or inf, the next
@@ -321,6 +326,17 @@ typedef struct vs_ddp_desc {
        a trainer whose parameters are all its own and that calls
        vs_ddp_wait_params may leave it out. */
     int trainer_zero_grad;
+    /* What vs_ddp_step does first, so that a trainer's step is one call (the
+       same results as the explicit calls, bit for bit):
+       - finish_in_step 1: ends the open backward pass (vs_ddp_finish_grad_sync)
+         when the trainer has not;
+       - max_grad_norm > 0: also clips the gradients to that global norm, as
+         vs_ddp_clip_grad_norm (unless the trainer clipped since the sync: with
+         loss scaling, clip with vs_ddp_clip_grad_norm_ex's unscale yourself),
+         and implies finish_in_step; vs_ddp_grad_norm reads the norm. 0: no
+         clip in the step; negative, NaN or inf: VS_ERR_INVALID. */
+    int finish_in_step;
+    double max_grad_norm;
     vs_optim_desc optim;
     void* stream;        // device buffers: the cudaStream_t backward and forward run on (NULL: default stream)
 } vs_ddp_desc;
@@ -635,12 +651,19 @@ typedef struct vs_clip_desc {
 VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm);
 /* vs_ddp_clip_grad_norm_ex without error_if_nonfinite. */
 VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm);
+/* The global gradient norm the last clip measured (vs_ddp_clip_grad_norm, or
+   vs_ddp_step with vs_ddp_desc.max_grad_norm), before it clipped: what its
+   *norm was, NaN or inf included. -1 before the first clip, and for d NULL
+   (with VS_ERR_NULL's message). */
+VS_API double vs_ddp_grad_norm(const vs_ddp* d);
 /* Optimizer step with learning rate `lr` (finite, >= 0: else VS_ERR_INVALID) on
    the owned ranges, then (ZeRO) the all-gather of the updated parameters.
    Collective over DP. The built-in optimizers leave a group whose lr is 0 (lr 0,
    or lr_scale 0) as it is: parameters and optimizer state; a custom step is
    called with lr 0. Needs gradients from vs_ddp_finish_grad_sync since the last
-   step (else VS_ERR_STATE). Skipped after a non-finite clip norm (see above). */
+   step (else VS_ERR_STATE), or ends the open backward pass itself
+   (vs_ddp_desc.finish_in_step) and clips (max_grad_norm) after checking lr.
+   Skipped after a non-finite clip norm (see above). */
 VS_API vs_result vs_ddp_step(vs_ddp* d, double lr);
 /* Steps taken (skipped ones not counted), and steps skipped for a non-finite
    gradient norm. */
@@ -653,7 +676,8 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out);
 /* The desc as the DDP uses it, every zero-is-default value resolved (as sokol's
    sg_query_desc): bucket_bytes (also after vs_ddp_set_bucket_bytes),
    zero2_buffers, optim.beta1/beta2/eps with their _set flags 1, optim.ngroups
-   at least 1, each group's lr_scale with lr_scale_set 1, and dp_dim / pp_dim
+   at least 1, each group's lr_scale with lr_scale_set 1, finish_in_step 1 when
+   max_grad_norm > 0, and dp_dim / pp_dim
    naming the mesh's dims (strings owned by the mesh; pp_dim NULL when there is no
    pipeline dim). stream stays as given (NULL is the default stream). Passing the
    result to vs_ddp_init gives the same DDP settings. Any time after vs_ddp_init. */
@@ -870,6 +894,8 @@ struct vs_ddp {
     int sync, in_pass, finalized, grads_pending;
     int synced;      // the gradients hold a synchronized pass's reduced values (vs_ddp_grad_synced_owned)
     int skip_next;   // the clip norm was not finite: the next step is skipped
+    int clipped;      // clipped since the gradients were synchronized (vs_ddp_step's own clip: not again)
+    double grad_norm; // the last clip's norm (vs_ddp_grad_norm), -1 before one
     int64_t steps, skipped;
     void** pool; // staging buffers: ZeRO-2 gradients, trainer-owned buckets, staged all-gathers
     int* pool_owner; // -1 free; b: bucket b's gradients; -2 - b: bucket b's all-gather
@@ -1192,6 +1218,8 @@ typedef struct _vs_dsummary {
     int64_t nparams;
     uint64_t digest; // of every parameter's print, in order
     int64_t zero, bucket_bytes, grad_fp32, kind, staged;
+    int64_t finish_in_step; // what vs_ddp_step does first: a clip there is a collective
+    double max_grad_norm;
 } _vs_dsummary;
 
 /* All-gather of `bytes` per rank of host memory (device buffers in between on
@@ -1320,6 +1348,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
     mine.grad_fp32 = d->desc.grad_fp32 != 0;
     mine.kind = d->desc.optim.kind;
     mine.staged = d->desc.staged != 0;
+    mine.finish_in_step = d->desc.finish_in_step != 0;
+    mine.max_grad_norm = d->desc.max_grad_norm;
     _vs_dsummary* all = _VS_DDP_NEW(d->world, _vs_dsummary, G);
     if (!all) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
     vs_result r = _vs_ddp_gather_host(d, vs_mesh_comm(chk), &mine, all, sizeof mine);
@@ -1342,6 +1372,13 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
                          (long long)all[0].grad_fp32, (long long)all[0].kind, (long long)all[0].staged,
                          vs_mesh_global_rank(chk, odd), (long long)all[odd].zero, (long long)all[odd].bucket_bytes,
                          (long long)all[odd].grad_fp32, (long long)all[odd].kind, (long long)all[odd].staged);
+    for (int g = 1; g < G && !r; g++)
+        if (all[g].finish_in_step != all[0].finish_in_step || all[g].max_grad_norm != all[0].max_grad_norm)
+            r = vs_set_error(VS_ERR_MISMATCH, "vs_ddp_finalize: ranks disagree on vs_ddp_step's own sync and clip (over "
+                             "mesh dims %s): world rank %d has finish_in_step %lld, max_grad_norm %g; world rank %d "
+                             "has %lld, %g", dims, vs_mesh_global_rank(chk, 0), (long long)all[0].finish_in_step,
+                             all[0].max_grad_norm, vs_mesh_global_rank(chk, g), (long long)all[g].finish_in_step,
+                             all[g].max_grad_norm);
     if (!r && !same) {
         uint64_t* fps = _VS_DDP_NEW(d->world, uint64_t, (size_t)G * (size_t)maxn + 1);
         _vs_dprint* prints = _VS_DDP_NEW(d->world, _vs_dprint, G);
@@ -1480,6 +1517,7 @@ _VS_DDP_PRIVATE void _vs_ddp_desc_defaults(vs_ddp_desc* d)
     vs_optim_desc* o = &d->optim;
     if (d->bucket_bytes == 0) d->bucket_bytes = VS_DDP_DEFAULT_BUCKET_BYTES;
     if (d->zero2_buffers == 0) d->zero2_buffers = VS_DDP_DEFAULT_ZERO2_BUFFERS;
+    d->finish_in_step = d->finish_in_step || d->max_grad_norm > 0; // (a clip needs the sync)
     if (o->beta1 == 0 && !o->beta1_set) o->beta1 = 0.9;
     if (o->beta2 == 0 && !o->beta2_set) o->beta2 = 0.999;
     if (o->eps == 0 && !o->eps_set) o->eps = 1e-8;
@@ -1598,6 +1636,9 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
                             VS_DDP_MAX_GROUPS);
     if (desc->zero2_buffers < 0)
         return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: zero2_buffers %d < 0", desc->zero2_buffers);
+    if (!_vs_ddp_finite(desc->max_grad_norm) || desc->max_grad_norm < 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: max_grad_norm %g must be finite and >= 0 (0: no clip in "
+                                            "vs_ddp_step)", desc->max_grad_norm);
     vs_ddp_desc rd = *desc; // with the defaults resolved, kept below
     _vs_ddp_desc_defaults(&rd);
     vs_result rv = _vs_ddp_optim_check(&rd.optim);
@@ -1641,6 +1682,7 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     d->dp_index = dpi;
     d->pp_index = ppi;
     d->sync = 1;
+    d->grad_norm = -1;
 #ifdef _VS_DDP_CUDA
     d->dev = _VS_DDP_FORCE_DEVICE || vs_comm_device(vs_mesh_comm(m));
 #endif
@@ -2810,6 +2852,7 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
     d->grads_pending = 0;
     d->synced = 0;
     d->skip_next = 0;
+    d->clipped = 0;
     return r;
 }
 
@@ -2907,6 +2950,7 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
                                           "already and no backward pass started since (vs_ddp_grad / vs_ddp_grad_ready)");
     vs_result r = VS_OK;
     d->skip_next = 0; // new gradients: an earlier non-finite norm no longer applies
+    d->clipped = 0;   // (nor an earlier clip)
     if (d->sync) {
         r = _vs_ddp_launch_ready(d, 1);
         /* the last launched first: on a device the reductions queue on one
@@ -3086,6 +3130,8 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
     if (r) return r;
     double total = sqrt(ss) / unscale; // (the scaled gradients' norm, unscaled)
     if (norm) *norm = total;
+    d->grad_norm = total;
+    d->clipped = 1;
     if (!_vs_ddp_finite(total)) { // the same total on every rank: they all skip
         d->skip_next = 1;
         char where[200] = "", stale[400] = "";
@@ -3125,6 +3171,26 @@ VS_API vs_result vs_ddp_clip_grad_norm(vs_ddp* d, double max_norm, double* norm)
     memset(&c, 0, sizeof c);
     c.max_norm = max_norm;
     return vs_ddp_clip_grad_norm_ex(d, &c, norm);
+}
+
+VS_API double vs_ddp_grad_norm(const vs_ddp* d)
+{
+    if (!d) {
+        vs_set_error(VS_ERR_NULL, "vs_ddp_grad_norm: ddp is NULL");
+        return -1;
+    }
+    return d->grad_norm;
+}
+
+/* vs_ddp_desc.finish_in_step / max_grad_norm: what vs_ddp_step does first, by
+   the public calls themselves (so the results are theirs, bit for bit). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_step_prologue(vs_ddp* d)
+{
+    vs_result r = VS_OK;
+    if (d->desc.finish_in_step && d->in_pass) r = vs_ddp_finish_grad_sync(d);
+    if (!r && d->desc.max_grad_norm > 0 && d->grads_pending && !d->clipped)
+        r = vs_ddp_clip_grad_norm(d, d->desc.max_grad_norm, NULL);
+    return r ? vs_set_error(r, "vs_ddp_step: %s", vs_last_error()) : VS_OK;
 }
 
 _VS_DDP_PRIVATE void _vs_ddp_group(const vs_ddp* d, const _vs_dparam* q, double lr, double* glr, double* gwd)
@@ -3228,9 +3294,11 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
     const char* fn = "vs_ddp_step";
     if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
     if (!d->finalized) return vs_set_error(VS_ERR_STATE, "%s: call vs_ddp_finalize first", fn);
+    if (!_vs_ddp_finite(lr) || lr < 0) return vs_set_error(VS_ERR_INVALID, "%s: lr %g must be finite and >= 0", fn, lr);
+    vs_result r0 = _vs_ddp_step_prologue(d); // (after the lr check: a refused step changes nothing)
+    if (r0) return r0;
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "%s: gradient sync not finished (call vs_ddp_finish_grad_sync)", fn);
     if (!d->grads_pending) return vs_set_error(VS_ERR_STATE, "%s: no synchronized gradients since the last step", fn);
-    if (!_vs_ddp_finite(lr) || lr < 0) return vs_set_error(VS_ERR_INVALID, "%s: lr %g must be finite and >= 0", fn, lr);
     for (int b = 0; b < d->nbuckets; b++) {
         vs_result rw = _vs_ddp_params_ready(d, b);
         if (rw) return rw;

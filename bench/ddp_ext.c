@@ -4,7 +4,7 @@
    own contiguous buckets, measured in the same run.
 
        build/bench_ddp_ext [--dp N] [--zero Z] [--dim C] [--layers L] [--steps S]
-                           [--step K] [--work W]
+                           [--step K] [--work W] [--one-call 1]
 
    The model has the layout of a plain-C GPT-2 trainer: 12 tensor kinds a layer
    (ln1 w/b, qkv w/b, attention projection w/b, ln2 w/b, fc w/b, fc projection
@@ -45,6 +45,10 @@
    their own gradients (trainer_zero_grad), DDP's own are zeroed by
    vs_ddp_zero_grad, both inside the time.
 
+   --one-call 1 (with --step): the staged variant becomes the in-place one
+   whose vs_ddp_step ends the gradient sync itself (vs_ddp_desc.finish_in_step),
+   timed beside the in-place one's explicit vs_ddp_finish_grad_sync.
+
    Then where a step's time goes (rank 0's medians a phase), and the gathers'
    overlap: their time alone (one more step a round, whose gathers are waited
    for right after vs_ddp_step) against the time the next step waits for them;
@@ -70,6 +74,7 @@ static const char* ph_name[NPH] = {"zero_grad", "forward", "gather waits (in the
 typedef struct bcfg {
     int dp, zero, dim, layers, steps, warmup;
     int step, work; // --step K (whole steps, K in a row), --work W (multiply-adds an element)
+    int one_call;   // --one-call 1: variant 1 is in place with finish_in_step
     double* times[NVAR]; // [rounds]: rank 0 writes the max over ranks
     double* ph[NVAR][NPH]; // [rounds]: --step, rank 0's phases a step
 } bcfg;
@@ -112,7 +117,7 @@ static void layer_backward(float* g, const float* p, int64_t n, int work)
    each phase's time to ph; with `alone`, waits for the gathers right after
    vs_ddp_step (none hidden) and adds that wait to ph[PH_GATHER]. */
 static int one_step(vs_ddp* d, int v, int L, const int64_t* ks, const int* idx, float* G, int64_t T, int work,
-                    volatile float* sink, double* ph, int alone)
+                    volatile float* sink, double* ph, int alone, int one_call)
 {
     double t = now(), t1;
     if (v == 0) { // vs_ddp_zero_grad waits for every gather: counted as the forward's wait
@@ -148,7 +153,7 @@ static int one_step(vs_ddp* d, int v, int L, const int64_t* ks, const int* idx, 
                 if (vs_ddp_grad_ready(d, idx[l * NKIND + k])) return 1;
     }
     t1 = now(), ph[PH_BWD] += t1 - t, t = t1;
-    if (vs_ddp_finish_grad_sync(d)) return 1;
+    if (!one_call && vs_ddp_finish_grad_sync(d)) return 1; // (one_call: vs_ddp_step's own)
     t1 = now(), ph[PH_SYNC] += t1 - t, t = t1;
     if (vs_ddp_step(d, 1e-3)) return 1;
     t1 = now(), ph[PH_STEP] += t1 - t, t = t1;
@@ -185,7 +190,8 @@ static int bench_rank(vs_world* w, void* arg)
         dd.optim.kind = VS_OPTIM_SGD;
         dd.zero = (vs_zero_stage)b->zero;
         dd.bucket_bytes = layer * 4;
-        dd.staged = v == 1;
+        dd.staged = v == 1 && !b->one_call;
+        dd.finish_in_step = v == 1 && b->one_call;
         dd.trainer_zero_grad = v > 0; // (the sync alone: the zeroing untimed for every variant)
         if (vs_ddp_init(&dd, &d[v])) return 1;
         for (int l = 0; l < L; l++)
@@ -221,16 +227,17 @@ static int bench_rank(vs_world* w, void* arg)
             int v = (i + r) % NVAR;
             double ph[NPH] = {0}, alone[NPH] = {0};
             if (vs_barrier(c, NULL)) return 1;
+            int oc = v == 1 && b->one_call; // vs_ddp_step ends the sync
             double t0 = now();
             for (int s = 0; s < b->step; s++)
-                if (one_step(d[v], v, L, ks, idx + v * L * NKIND, Gv[v], T, b->work, &sink, ph, 0)) {
+                if (one_step(d[v], v, L, ks, idx + v * L * NKIND, Gv[v], T, b->work, &sink, ph, 0, oc)) {
                     fprintf(stderr, "step: %s\n", vs_last_error());
                     return 1;
                 }
             if (vs_ddp_wait_params(d[v])) return 1; // the last step's gathers, inside the time
             double t = (now() - t0) / b->step;
             // one more step, untimed, whose gathers are waited for at once: their time alone
-            if (one_step(d[v], v, L, ks, idx + v * L * NKIND, Gv[v], T, b->work, &sink, alone, 1)) return 1;
+            if (one_step(d[v], v, L, ks, idx + v * L * NKIND, Gv[v], T, b->work, &sink, alone, 1, oc)) return 1;
             ph[PH_GATHER] = alone[PH_GATHER] * b->step; // (the timed steps' own column holds nothing)
             if (vs_all_reduce(c, &t, &t, 1, VS_F64, VS_OP_MAX, NULL)) return 1;
             for (int p = 0; p < NPH && vs_world_rank(w) == 0 && r >= b->warmup; p++)
@@ -281,17 +288,20 @@ int main(int argc, char** argv)
         else if (!strcmp(argv[i], "--steps")) b.steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--step")) b.step = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--work")) b.work = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--one-call")) b.one_call = atoi(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s [--dp N] [--zero 0|1] [--dim C] [--layers L] [--steps S] [--step K] [--work W]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [--dp N] [--zero 0|1] [--dim C] [--layers L] [--steps S] [--step K] [--work W] "
+                            "[--one-call 1]\n", argv[0]);
             return 2;
         }
     }
-    if (b.dp < 1 || b.dim < 1 || b.layers < 1 || b.steps < 1 || b.zero < 0 || b.zero > 1 || b.step < 0 || b.work < 0) {
+    if (b.dp < 1 || b.dim < 1 || b.layers < 1 || b.steps < 1 || b.zero < 0 || b.zero > 1 || b.step < 0 || b.work < 0 ||
+        (b.one_call && !b.step)) {
         fprintf(stderr, "bench_ddp_ext: --dp, --dim, --layers and --steps must be >= 1, --zero 0 or 1, --step and "
-                        "--work >= 0\n");
+                        "--work >= 0, --one-call with --step\n");
         return 2;
     }
+    if (b.one_call) var_name[1] = "trainer's, in place, vs_ddp_step ends the sync";
     for (int v = 0; v < NVAR; v++) {
         b.times[v] = (double*)calloc((size_t)b.steps, sizeof(double));
         for (int p = 0; p < NPH; p++) b.ph[v][p] = (double*)calloc((size_t)b.steps, sizeof(double));

@@ -33,7 +33,9 @@
      (vs_ddp_group_ready, one call a layer), although they lie all over the
      gradient buffer. The trainer still zeroes its gradients itself, once a step
      (vs_ddp_desc.trainer_zero_grad: DDP writes no zeros into them).
-   - its AdamW loop becomes vescale's ZeRO-1 (each DP rank steps 1/DP of every
+   - its clip and AdamW loop become one vs_ddp_step: it ends the gradient sync,
+     clips (vs_ddp_desc.max_grad_norm; vs_ddp_grad_norm reads the norm) and steps
+     vescale's ZeRO-1 (each DP rank steps 1/DP of every
      bucket and keeps the moments of that part only; the rest of the parameters
      arrive by all-gathers straight into the flat buffer, first layer first, which
      run on while the next batch loads: vs_ddp_wait_params waits for them before
@@ -655,7 +657,8 @@ static void gpt_parallelize(GPT* m, vs_world* w)
 {
     vsCheck(vs_ddp_init(&(vs_ddp_desc){.world = w, .zero = VS_ZERO_1, .trainer_zero_grad = 1, // DP, every rank
 #endif
-                                       .optim = {.kind = VS_OPTIM_ADAMW, .beta2 = 0.95, .weight_decay = 0.1}},
+                                       .optim = {.kind = VS_OPTIM_ADAMW, .beta2 = 0.95, .weight_decay = 0.1},
+                                       .max_grad_norm = 1.0}, // vs_ddp_step ends the gradient sync and clips
                         &m->ddp));
     const int L = m->config.num_layers;
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { // each kind for all its layers: views used in place
@@ -743,12 +746,9 @@ static int train(Run* run)
         gpt_zero_grad(&model);
         gpt_backward(&model);
 #ifdef DP
-        vsCheck(vs_ddp_finish_grad_sync(model.ddp));
-        double norm;
-        vsCheck(vs_ddp_clip_grad_norm(model.ddp, 1.0, &norm));
         vsCheck(vs_ddp_step(model.ddp, LR));
         vsCheck(vs_all_reduce(vs_world_comm(w), &model.mean_loss, &model.mean_loss, 1, VS_F64, VS_OP_AVG, NULL));
-        if (vs_world_rank(w) == 0) run->loss[step] = model.mean_loss, run->norm[step] = norm; // (TP ranks: one loss)
+        if (vs_world_rank(w) == 0) run->loss[step] = model.mean_loss, run->norm[step] = vs_ddp_grad_norm(model.ddp);
 #else
         float norm = gpt_clip_grad_norm(&model, 1.0f);
         gpt_update(&model, LR, 0.9f, 0.95f, 1e-8f, 0.1f, step + 1);
