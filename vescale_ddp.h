@@ -206,7 +206,7 @@ VS_API double vs_lr_at(const vs_lr_schedule* s, int64_t step);
 
 #define VS_DDP_MAX_GROUPS 16
 
-typedef enum vs_zero_stage { VS_ZERO_0 = 0, VS_ZERO_1 = 1, VS_ZERO_2 = 2 } vs_zero_stage;
+typedef enum vs_zero_stage { VS_ZERO_0 = 0, VS_ZERO_1 = 1, VS_ZERO_2 = 2, VS_ZERO_3 = 3 } vs_zero_stage;
 typedef enum vs_optim_kind { VS_OPTIM_ADAMW = 0, VS_OPTIM_SGD, VS_OPTIM_CUSTOM } vs_optim_kind;
 
 /* What a custom step sees: one parameter's slice this rank owns, as f32. */
@@ -303,6 +303,10 @@ typedef struct vs_ddp_desc {
     int trainer_zero_grad;
     vs_optim_desc optim;
     void* stream;        // device buffers: the cudaStream_t backward and forward run on (NULL: default stream)
+    /* ZeRO-3 (see "ZeRO-3" above vs_ddp_gather); zero with the flag 0 takes the default. */
+    int reshard_after_forward, reshard_after_forward_set; // 0 or 1 (default 1): a release before the group's
+                                                          // backward frees its gathered buffer (0: kept until then)
+    int prefetch, prefetch_set; // >= 0 (default 1): groups gathered ahead in the order the first step gathered
 } vs_ddp_desc;
 
 typedef struct vs_ddp_param_desc {
@@ -374,6 +378,10 @@ typedef struct vs_ddp_memory {
     size_t optim_state;  // moments / momentum
     size_t master;       // fp32 master weights of half parameters
     size_t padding;      // elements of padding in the buckets (counted in the above)
+    size_t gathered;     // ZeRO-3: the pool of gathered parameter buffers (not in params): its buffers, each
+                         // the largest group's size; it grows to the most groups held at once (gathered,
+                         // kept or prefetched), which the first step shows, then stays
+    size_t grad_staging; // the staging pool's part of grads (ZeRO-2/3: full-size gradient buffers)
 } vs_ddp_memory;
 
 typedef struct vs_ddp vs_ddp;
@@ -558,6 +566,60 @@ VS_API vs_result vs_ddp_grad_ready(vs_ddp* d, int index);
    group no parameter declares, VS_ERR_STATE naming a parameter of the group
    already marked ready in this pass (then none of the group is marked). */
 VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
+/* ZeRO-3 (vs_ddp_desc.zero = VS_ZERO_3): parameters, f32 masters, optimizer
+   state and reduced gradients exist at rest only as this rank's 1/DP range of
+   each bucket (+ padding). The unit of gathering is a ready group
+   (vs_ddp_param_desc.ready_group: one bucket, or one per dtype). A step:
+       forward, per group g:  vs_ddp_gather(d, g); use vs_ddp_param(d, i) of g's
+                              parameters; vs_ddp_release(d, g)
+       backward, reverse:     vs_ddp_gather(d, g) (no traffic when kept);
+                              add into vs_ddp_grad(d, i); vs_ddp_group_ready(d, g);
+                              vs_ddp_release(d, g)
+       vs_ddp_finish_grad_sync, clip, vs_ddp_step as under ZeRO-1.
+   - Registration: every parameter needs a nonzero ready_group (a group-0
+     parameter is refused by vs_ddp_add_param, naming it: nothing would say
+     when to gather it, and keeping it whole would break the memory bound);
+     trainer-owned storage is refused (the gathered views are DDP's; the owned
+     shard's storage stays DDP's in this version).
+   - vs_ddp_param of a parameter whose group is not gathered: NULL,
+     VS_ERR_STATE naming the parameter and group. The views are valid until
+     vs_ddp_release.
+   - Gradients: vs_ddp_grad gives a full-size buffer from the staging pool
+     (zero2_buffers of them, as ZeRO-2); vs_ddp_group_ready reduce-scatters it
+     into the owned f32 accumulator, and the buffer returns to the pool once
+     that completes. Every backward reduces (vs_ddp_set_sync(d, 0) is refused):
+     accumulation adds up in the owned ranges.
+   - reshard_after_forward 1 (default): release frees the gathered buffer. 0
+     (vs_ddp_desc, or per group vs_ddp_set_group_reshard): a release before the
+     group's vs_ddp_group_ready in this pass keeps it, and the next gather
+     takes it without traffic; group_ready (or the release after it) frees it.
+   - Prefetch: the first step (up to its vs_ddp_step) records the order of
+     gathers; later, vs_ddp_gather of the recorded next group issues the
+     gathers of the `prefetch` groups after it (asynchronous: the host does
+     not wait for them), and vs_ddp_step issues the first ones.
+   - Memory: at peak the owned ranges plus the groups gathered at once
+     (held, kept, prefetched) plus the staging pool; vs_ddp_memory_usage gives
+     each part. The gathered pool grows only when no buffer is free: after
+     the first step a step allocates nothing.
+   - vs_ddp_step with a group still gathered (not released) is VS_ERR_STATE
+     naming it: the step changes the shards it was gathered from.
+   Other stages: gather and release check the group and do nothing. Both
+   after vs_ddp_finalize; a group no parameter declares (or 0) is
+   VS_ERR_INVALID; release of a group not gathered (released twice, or never
+   gathered) VS_ERR_STATE; nothing changes on an error. */
+VS_API vs_result vs_ddp_gather(vs_ddp* d, int group);
+VS_API vs_result vs_ddp_release(vs_ddp* d, int group);
+/* reshard_after_forward (0 or 1) for one group, overriding the desc's; after
+   its parameters are registered, any time but while it is gathered. */
+VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_after_forward);
+/* The value of exactly the owned range of parameter `index`, in its dtype,
+   under every stage (ZeRO-3 keeps nothing else at rest): out->begin and
+   out->end are vs_ddp_param_info's owned range, out->data its first element.
+   To read, or to write between steps (restoring a checkpoint: write the
+   master too, vs_ddp_optim_state). ZeRO-3: vs_ddp_step starts the gathers of
+   the first groups of the next step: restore before the first step (when
+   nothing is prefetched yet). Device buffers: a device pointer. */
+VS_API vs_result vs_ddp_param_owned(vs_ddp* d, int index, vs_ddp_span* out);
 /* Reduces what is left and waits for every bucket; ends the backward pass.
    Called again with nothing new since (no vs_ddp_grad / vs_ddp_grad_ready): the
    gradients are reduced already, VS_ERR_STATE. */
@@ -795,6 +857,7 @@ typedef struct _vs_dparam {
     void* gext;       // and its gradient
     int rgroup;       // vs_ddp_param_desc.ready_group
     int poisoned;     // VESCALE_DEBUG=params: part of its stale range holds NaN until the gather lands
+    int reshard;      // ZeRO-3: vs_ddp_set_group_reshard's value, -1: the desc's
 } _vs_dparam;
 
 typedef struct _vs_dbucket {
@@ -822,7 +885,14 @@ typedef struct _vs_dbucket {
     void* gbuf;     // a pool buffer holding the all-gather in flight (staged, or VESCALE_DEBUG=params)
     int guarded;    // VESCALE_DEBUG=params: its parameters' stale pages are guarded until the unpack
     int gclean;     // ext: DDP zeroed the trainer's gradients and no backward pass began since
+    /* ZeRO-3: param holds only the owned range, bucket elements [pbase, pbase + shard) */
+    int64_t pbase;  // 0 under the other stages
+    void* zbuf;     // the gathered bucket (a buffer of the gathered pool), or NULL
+    int zstate;     // _VS_Z3_REST, _VS_Z3_FLIGHT (prefetched: pwork, or complete), _VS_Z3_HELD, _VS_Z3_KEPT
+    int reshard;    // reshard_after_forward of its group
+    int zbwd;       // its group_ready came in this backward pass: a release frees
 } _vs_dbucket;
+enum { _VS_Z3_REST = 0, _VS_Z3_FLIGHT, _VS_Z3_HELD, _VS_Z3_KEPT };
 
 struct vs_ddp {
     vs_ddp_desc desc;
@@ -857,6 +927,14 @@ struct vs_ddp {
     float* scratch; // f32 conversion space, max bucket shard
     int dev;         // buffers on the CUDA device (NCCL transport)
     _vs_dcuda* cu;   // its kernels and stream (after finalize)
+    /* ZeRO-3: the gathered pool (buffers of zpool_bytes, zpool_owner: a bucket or
+       -1) and the gather order the first step recorded (zorder: groups) */
+    void** zpool;
+    int* zpool_owner;
+    int nzpool;
+    size_t zpool_bytes;
+    int* zorder;
+    int nzorder, capzorder, zrecorded, zpos;
 };
 
 _VS_DDP_PRIVATE size_t _vs_dsz(vs_dtype t) { return vs_dtype_size(t); }
@@ -1452,6 +1530,9 @@ _VS_DDP_PRIVATE void _vs_ddp_desc_defaults(vs_ddp_desc* d)
     vs_optim_desc* o = &d->optim;
     if (d->bucket_bytes == 0) d->bucket_bytes = VS_DDP_DEFAULT_BUCKET_BYTES;
     if (d->zero2_buffers == 0) d->zero2_buffers = VS_DDP_DEFAULT_ZERO2_BUFFERS;
+    if (d->reshard_after_forward == 0 && !d->reshard_after_forward_set) d->reshard_after_forward = 1;
+    if (d->prefetch == 0 && !d->prefetch_set) d->prefetch = 1;
+    d->reshard_after_forward_set = d->prefetch_set = 1;
     if (o->beta1 == 0 && !o->beta1_set) o->beta1 = 0.9;
     if (o->beta2 == 0 && !o->beta2_set) o->beta2 = 0.999;
     if (o->eps == 0 && !o->eps_set) o->eps = 1e-8;
@@ -1515,8 +1596,13 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     if (desc->bucket_bytes < 0)
         return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: bucket_bytes %lld must be > 0 (0 takes the default)",
                             (long long)desc->bucket_bytes);
-    if ((int)desc->zero < 0 || desc->zero > VS_ZERO_2)
-        return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: zero stage %d (0, 1 or 2)", (int)desc->zero);
+    if ((int)desc->zero < 0 || desc->zero > VS_ZERO_3)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: zero stage %d (0, 1, 2 or 3)", (int)desc->zero);
+    if (desc->reshard_after_forward < 0 || desc->reshard_after_forward > 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: reshard_after_forward %d (0 or 1)",
+                            desc->reshard_after_forward);
+    if (desc->prefetch < 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: prefetch %d < 0", desc->prefetch);
     if ((int)desc->optim.kind < 0 || desc->optim.kind > VS_OPTIM_CUSTOM)
         return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: optimizer kind %d", (int)desc->optim.kind);
     if (desc->optim.kind == VS_OPTIM_CUSTOM && !desc->optim.step)
@@ -1634,6 +1720,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_check_storage(const vs_ddp* d, const vs_ddp_pa
     if (d->desc.zero == VS_ZERO_2)
         return vs_set_error(VS_ERR_INVALID, "%s: '%s': trainer-owned storage under ZeRO-2: the gradient buffer is the "
                             "trainer's and full size, so ZeRO-2 would save nothing; use ZeRO-1", fn, p->name);
+    if (d->desc.zero == VS_ZERO_3)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s': trainer-owned storage under ZeRO-3: the full-size buffers it "
+                            "gives are what ZeRO-3 keeps sharded (the gathered views are DDP's); register it without "
+                            "storage and read vs_ddp_param after vs_ddp_gather", fn, p->name);
     size_t pz = _vs_dsz(p->dtype), gz = _vs_dsz(d->desc.grad_fp32 && p->dtype != VS_F32 ? VS_F32 : p->dtype);
     if ((uintptr_t)p->storage % pz || (uintptr_t)p->grad_storage % gz)
         return vs_set_error(VS_ERR_INVALID, "%s: '%s': %s %p is not aligned to its element size (%zu bytes)", fn, p->name,
@@ -1742,6 +1832,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p,
     if (L.p[d->dp_index].kind != VS_PLACE_REPLICATE)
         return vs_set_error(VS_ERR_INVALID, "%s: '%s' must be Replicate along the DP dim %s", fn, p->name,
                             vs_mesh_dim_name(d->mesh, d->dp_index));
+    if (d->desc.zero == VS_ZERO_3 && p->ready_group == 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s' has ready_group 0: ZeRO-3 gathers parameters by ready group "
+                            "(vs_ddp_gather), so each needs a nonzero one (a layer's, say)", fn, p->name);
     vs_result r = _vs_ddp_check_size(fn, p);
     if (r) return r;
     if ((r = _vs_ddp_check_storage(d, p))) return r;
@@ -1799,6 +1892,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p,
     q->no_decay = p->no_decay;
     q->tied_copy = p->tied_copy != 0;
     q->rgroup = p->ready_group;
+    q->reshard = -1;
     q->bucket = -1;
     if (index) *index = d->nparams;
     d->nparams++;
@@ -1840,13 +1934,20 @@ _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
         k->work = k->pwork = NULL;
         _vs_ddp_unguard(d, k);
         _vs_ddp_hfree(d, k->param);
-        if (d->desc.zero != VS_ZERO_2 && !k->ext) _vs_ddp_hfree(d, k->grad);
+        if (d->desc.zero < VS_ZERO_2 && !k->ext) _vs_ddp_hfree(d, k->grad);
+        k->zbuf = NULL, k->zstate = _VS_Z3_REST; // (the gathered pool's, freed below)
         _vs_ddp_hfree(d, k->grad_shard);
         _vs_ddp_hfree(d, k->master);
         _vs_ddp_hfree(d, k->state[0]);
         _vs_ddp_hfree(d, k->state[1]);
     }
     for (int i = 0; i < d->npool && d->pool; i++) _vs_ddp_hfree(d, d->pool[i]);
+    for (int i = 0; i < d->nzpool; i++) _vs_ddp_hfree(d, d->zpool[i]);
+    vs_free(d->world, d->zpool);
+    vs_free(d->world, d->zpool_owner);
+    vs_free(d->world, d->zorder);
+    d->zpool = NULL, d->zpool_owner = NULL, d->zorder = NULL;
+    d->nzpool = d->nzorder = d->capzorder = 0;
     vs_free(d->world, d->pool);
     vs_free(d->world, d->pool_owner);
     vs_free(d->world, d->buckets);
@@ -1886,7 +1987,7 @@ _VS_DDP_PRIVATE int _vs_ddp_meet(const _vs_dparam* q, int64_t lo, int64_t n, int
 _VS_DDP_PRIVATE void* _vs_ddp_pat(const _vs_dbucket* k, const _vs_dparam* q, int64_t a)
 {
     if (q->pext) return (char*)q->pext + (size_t)(a - q->offset) * _vs_dsz(q->dtype);
-    return (char*)k->param + (size_t)a * _vs_dsz(k->pdtype);
+    return (char*)k->param + (size_t)(a - k->pbase) * _vs_dsz(k->pdtype); // (ZeRO-3: a in the owned range)
 }
 _VS_DDP_PRIVATE void* _vs_ddp_gat(const _vs_dbucket* k, const _vs_dparam* q, int64_t a)
 {
@@ -2150,40 +2251,49 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         // the staging pool's buffer: ZeRO-2's gradients, a trainer-owned bucket's
         // gradients and all-gather, an all-gather staged for VESCALE_DEBUG=params
         size_t pbytes = (size_t)k->numel * _vs_dsz(k->pdtype);
-        if (d->desc.zero == VS_ZERO_2) d->pool_bytes = d->max_grad_bytes > d->pool_bytes ? d->max_grad_bytes : d->pool_bytes;
+        if (d->desc.zero >= VS_ZERO_2) d->pool_bytes = d->max_grad_bytes > d->pool_bytes ? d->max_grad_bytes : d->pool_bytes;
+        if (d->desc.zero == VS_ZERO_3 && pbytes > d->zpool_bytes) d->zpool_bytes = pbytes; // (the gathered pool's size)
         k->grouped = k->ext && !d->desc.staged && d->desc.zero != VS_ZERO_2 && !k->partial_mask;
         if (k->ext && !k->grouped && (size_t)k->numel * gsz > d->pool_bytes) d->pool_bytes = (size_t)k->numel * gsz;
-        if (_vs_ddp_staged_gather(d, k) && d->desc.zero != VS_ZERO_0 && pbytes > d->pool_bytes)
+        if (_vs_ddp_staged_gather(d, k) && d->desc.zero != VS_ZERO_0 && d->desc.zero != VS_ZERO_3 && pbytes > d->pool_bytes)
             d->pool_bytes = pbytes;
         d->nbuckets++;
     }
 #ifdef _VS_DDP_CUDA
     if (d->dev && (r = _vs_ddp_cuda_init(d))) goto fail;
 #endif
-    d->scratch = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)d->max_bucket);
+    // (f32 conversions of an owned range; ZeRO-3 keeps nothing bucket-sized at rest)
+    d->scratch = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)(d->max_bucket / (d->desc.zero == VS_ZERO_3 ? d->dp_size : 1)));
     if (!d->scratch) goto nomem;
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
         size_t pz = _vs_dsz(k->pdtype), gz = _vs_dsz(k->gdtype);
         int64_t first, own;
         _vs_ddp_owned(d, k, &first, &own);
-        if (!k->ext && !(k->param = _vs_ddp_zalloc(d, (size_t)k->numel * pz))) goto nomem;
+        int z3 = d->desc.zero == VS_ZERO_3;
+        k->pbase = z3 ? first : 0;
+        if (!k->ext && !(k->param = _vs_ddp_zalloc(d, (size_t)(z3 ? own : k->numel) * pz))) goto nomem;
         // an accumulator for the reduced owned range: ZeRO-1/2, and ZeRO-0 buckets
         // that are also summed over TP (their buffer cannot take a second pass)
         k->acc = d->desc.zero != VS_ZERO_0 || k->partial_mask != 0;
         k->consume = k->ext && k->acc;
-        k->acc_used = d->desc.zero == VS_ZERO_2 || k->consume;
+        k->acc_used = d->desc.zero >= VS_ZERO_2 || k->consume;
         if (k->acc && !(k->grad_shard = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
-        if (d->desc.zero != VS_ZERO_2 && !k->ext && !(k->grad = _vs_ddp_zalloc(d, (size_t)k->numel * gz))) goto nomem;
+        if (d->desc.zero < VS_ZERO_2 && !k->ext && !(k->grad = _vs_ddp_zalloc(d, (size_t)k->numel * gz))) goto nomem;
         if (k->pdtype != VS_F32 && !(k->master = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
         int nstate = d->desc.optim.kind == VS_OPTIM_SGD ? (d->desc.optim.momentum != 0) : 2;
         for (int s = 0; s < nstate; s++)
             if (!(k->state[s] = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
-        for (int j = k->first; j < k->last && !r && !k->ext; j++) {
+        for (int j = k->first; j < k->last && !r && !k->ext; j++) { // (ZeRO-3: the owned part only)
             _vs_dparam* q = &d->params[d->order[j]];
-            r = _vs_ddp_copy(d, (char*)k->param + (size_t)q->offset * pz, q->init, (size_t)q->numel * pz);
+            int64_t a = q->offset, e = q->offset + q->numel;
+            if (!z3 || _vs_ddp_meet(q, first, own, &a, &e))
+                r = _vs_ddp_copy(d, _vs_ddp_pat(k, q, a), (char*)q->init + (size_t)(a - q->offset) * pz, (size_t)(e - a) * pz);
         }
-        if (k->master && !r && !k->ext) r = _vs_ddp_to_f32(d, k->master, (char*)k->param + (size_t)first * pz, k->pdtype, own);
+        if (k->master && !r && !k->ext) r = _vs_ddp_to_f32(d, k->master, (char*)k->param + (size_t)(first - k->pbase) * pz, k->pdtype, own);
+        k->reshard = d->desc.reshard_after_forward;
+        for (int j = k->first; j < k->last; j++)
+            if (d->params[d->order[j]].reshard >= 0) k->reshard = d->params[d->order[j]].reshard;
         for (int j = k->first; j < k->last && !r && k->ext && k->master; j++) { // the owned parts of the trainer's values
             _vs_dparam* q = &d->params[d->order[j]];
             int64_t a, e;
@@ -2285,10 +2395,246 @@ VS_API vs_result vs_ddp_wait_params(vs_ddp* d)
     return r ? vs_set_error(r, "vs_ddp_wait_params: %s", vs_last_error()) : VS_OK;
 }
 
+/* ZeRO-3: the gathered pool, the gathers and the groups' states (the rules at
+   vs_ddp_gather). A group's buckets are those with rgroup == group; each goes
+   REST -> FLIGHT (gather issued) -> HELD (vs_ddp_gather) -> KEPT or REST
+   (vs_ddp_release) -> ... The collectives go through _vs_ddp_z3_all_gather
+   only (and the reduce-scatter of _vs_ddp_launch), so another DP layout
+   (HSDP) changes them in one place. */
+
+/* One more (free) buffer in the gathered pool. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_grow(vs_ddp* d)
+{
+    int n = d->nzpool + 1;
+    void** np = _VS_DDP_NEW(d->world, void*, n);
+    int* no = _VS_DDP_NEW(d->world, int, n);
+    void* nb = np && no ? _vs_ddp_zalloc(d, d->zpool_bytes) : NULL;
+    if (!nb) {
+        vs_free(d->world, np);
+        vs_free(d->world, no);
+        return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory for gathered buffer %d (%zu bytes)", n,
+                            d->zpool_bytes);
+    }
+    for (int i = 0; i < d->nzpool; i++) np[i] = d->zpool[i], no[i] = d->zpool_owner[i];
+    np[d->nzpool] = nb, no[d->nzpool] = -1;
+    vs_free(d->world, d->zpool);
+    vs_free(d->world, d->zpool_owner);
+    d->zpool = np, d->zpool_owner = no, d->nzpool = n;
+    return VS_OK;
+}
+
+/* A free buffer of the gathered pool for bucket b; none free: one more (the
+   pool grows to the most buckets gathered at once, which the first step shows). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_take(vs_ddp* d, int b, void** buf)
+{
+    for (int i = 0;; i++) {
+        if (i == d->nzpool) {
+            vs_result r = _vs_ddp_zpool_grow(d);
+            if (r) return r;
+        }
+        if (d->zpool_owner[i] >= 0) continue;
+        d->zpool_owner[i] = b;
+        *buf = d->zpool[i];
+        return VS_OK;
+    }
+}
+
+/* Bucket b's gathered buffer back to the pool (its gather completed). */
+_VS_DDP_PRIVATE void _vs_ddp_z3_free(vs_ddp* d, int b)
+{
+    for (int i = 0; i < d->nzpool; i++)
+        if (d->zpool_owner[i] == b) d->zpool_owner[i] = -1;
+    d->buckets[b].zbuf = NULL;
+    d->buckets[b].zstate = _VS_Z3_REST;
+}
+
+/* The all-gather of bucket k's owned ranges into k->zbuf over the DP group,
+   after the trainer's stream (the step wrote the owned range; earlier reads
+   of the buffer's last contents come first too). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_all_gather(vs_ddp* d, _vs_dbucket* k, vs_work** wp)
+{
+    vs_comm* c = vs_mesh_comm(d->dp);
+    vs_result r = _vs_ddp_fence(d, c);
+    if (!r) r = vs_all_gather(c, k->param, k->zbuf, (size_t)k->shard, k->pdtype, wp);
+    return r;
+}
+
+/* Issues the gathers of group g's buckets at rest (asynchronous). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_issue(vs_ddp* d, int g)
+{
+    vs_result r = VS_OK;
+    for (int b = 0; b < d->nbuckets && !r; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != g || k->zstate != _VS_Z3_REST) continue;
+        if ((r = _vs_ddp_zpool_take(d, b, &k->zbuf))) break;
+        k->zstate = _VS_Z3_FLIGHT;
+        if ((r = _vs_ddp_z3_all_gather(d, k, &k->pwork))) _vs_ddp_z3_free(d, b);
+    }
+    return r;
+}
+
+/* The `prefetch` groups of the recorded order from position `from` on. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_prefetch(vs_ddp* d, int from)
+{
+    vs_result r = VS_OK;
+    for (int i = from; i < d->nzorder && i - from < d->desc.prefetch && !r; i++) r = _vs_ddp_z3_issue(d, d->zorder[i]);
+    return r;
+}
+
+/* group names a ready group of d (its check for gather, release). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_group(const char* fn, const vs_ddp* d, int group)
+{
+    if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
+    if (!d->finalized) return vs_set_error(VS_ERR_STATE, "%s: call vs_ddp_finalize first", fn);
+    if (group == 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: group 0 is no ready group (it means buckets by size)", fn);
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].rgroup == group) return VS_OK;
+    return vs_set_error(VS_ERR_INVALID, "%s: no parameter was registered with ready_group %d", fn, group);
+}
+
+/* The first step: group g goes on the recorded order (its only allocations
+   after finalize besides the pools'). Later: *next, the position after g's. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_record(vs_ddp* d, int g, int* next)
+{
+    *next = -1;
+    if (d->zrecorded) {
+        for (int i = d->zpos; i < d->nzorder && *next < 0; i++)
+            if (d->zorder[i] == g) *next = i + 1;
+        if (*next >= 0) d->zpos = *next; // (else off the recorded order: no prefetch)
+        return VS_OK;
+    }
+    if (d->nzorder == d->capzorder) {
+        int cap = d->capzorder ? 2 * d->capzorder : 16;
+        int* no = _VS_DDP_NEW(d->world, int, cap);
+        if (!no) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_gather: out of memory recording the gather order");
+        for (int i = 0; i < d->nzorder; i++) no[i] = d->zorder[i];
+        vs_free(d->world, d->zorder);
+        d->zorder = no, d->capzorder = cap;
+    }
+    d->zorder[d->nzorder++] = g;
+    return VS_OK;
+}
+
+VS_API vs_result vs_ddp_gather(vs_ddp* d, int group)
+{
+    const char* fn = "vs_ddp_gather";
+    vs_result r = _vs_ddp_z3_group(fn, d, group);
+    if (r || d->desc.zero != VS_ZERO_3) return r;
+    int next;
+    if ((r = _vs_ddp_z3_record(d, group, &next))) return r;
+    r = _vs_ddp_z3_issue(d, group); // its own first, then the next ones', then the wait for its own
+    if (!r && next >= 0) r = _vs_ddp_z3_prefetch(d, next);
+    for (int b = 0; b < d->nbuckets && !r; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != group) continue;
+        if (k->zstate == _VS_Z3_FLIGHT) r = _vs_ddp_params_ready(d, b); // (device: in stream order)
+        if (!r) k->zstate = _VS_Z3_HELD; // (kept, or held already: a recompute's gather, no traffic)
+    }
+    return r ? vs_set_error(r, "%s: group %d: %s", fn, group, vs_last_error()) : VS_OK;
+}
+
+VS_API vs_result vs_ddp_release(vs_ddp* d, int group)
+{
+    const char* fn = "vs_ddp_release";
+    vs_result r = _vs_ddp_z3_group(fn, d, group);
+    if (r || d->desc.zero != VS_ZERO_3) return r;
+    for (int b = 0; b < d->nbuckets; b++) { // all checked before any changes
+        const _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != group || k->zstate == _VS_Z3_HELD) continue;
+        return vs_set_error(VS_ERR_STATE, "%s: group %d is not gathered (%s)", fn, group,
+                            k->zstate == _VS_Z3_KEPT     ? "released already; kept for its backward, reshard_after_forward 0"
+                            : k->zstate == _VS_Z3_FLIGHT ? "only prefetched: vs_ddp_gather it first"
+                                                         : "released already, or never gathered");
+    }
+    for (int b = 0; b < d->nbuckets; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != group) continue;
+        if (!k->reshard && !k->zbwd)
+            k->zstate = _VS_Z3_KEPT; // (a forward's release: the backward gathers it again for free)
+        else
+            _vs_ddp_z3_free(d, b);
+    }
+    return VS_OK;
+}
+
+/* vs_ddp_group_ready of group g: its backward is done; a kept buffer goes. */
+_VS_DDP_PRIVATE void _vs_ddp_z3_backward_done(vs_ddp* d, int g)
+{
+    for (int b = 0; b < d->nbuckets; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != g) continue;
+        k->zbwd = 1;
+        if (k->zstate == _VS_Z3_KEPT) _vs_ddp_z3_free(d, b);
+    }
+}
+
+/* Before a step (its gathers completed already): none held; the kept and
+   prefetched ones go (stale after the step). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_step_begin(vs_ddp* d)
+{
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].zstate == _VS_Z3_HELD)
+            return vs_set_error(VS_ERR_STATE, "vs_ddp_step: group %d is still gathered: vs_ddp_release it first (the "
+                                "step changes the shards it was gathered from)", d->buckets[b].rgroup);
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].zstate != _VS_Z3_REST) _vs_ddp_z3_free(d, b);
+    return VS_OK;
+}
+
+/* After a step: the order is recorded; the first groups' gathers start. The
+   first step ran without prefetch: the pool grows now by `prefetch` buffers
+   (at most one a bucket), so no later step allocates. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_step_end(vs_ddp* d)
+{
+    vs_result r = VS_OK;
+    if (!d->zrecorded && d->nzorder > 0) {
+        int want = d->nzpool + (d->desc.prefetch < d->nbuckets ? d->desc.prefetch : d->nbuckets);
+        if (want > d->nbuckets) want = d->nbuckets;
+        while (d->nzpool < want && !r) r = _vs_ddp_zpool_grow(d);
+        d->zrecorded = 1;
+    }
+    d->zpos = 0;
+    return r ? r : _vs_ddp_z3_prefetch(d, 0);
+}
+
+/* vs_ddp_param under ZeRO-3: the view into the gathered bucket. */
+_VS_DDP_PRIVATE void* _vs_ddp_z3_view(vs_ddp* d, const _vs_dparam* q)
+{
+    const _vs_dbucket* k = &d->buckets[q->bucket];
+    if (k->zstate != _VS_Z3_HELD) {
+        vs_set_error(VS_ERR_STATE, "vs_ddp_param: '%s' (ready group %d) is not gathered%s: ZeRO-3 keeps only the "
+                     "owned shard between uses; call vs_ddp_gather(d, %d) first", q->name, q->rgroup,
+                     k->zstate == _VS_Z3_KEPT ? " (released)" : "", q->rgroup);
+        return NULL;
+    }
+    return (char*)k->zbuf + (size_t)q->offset * _vs_dsz(k->pdtype);
+}
+
+VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_after_forward)
+{
+    const char* fn = "vs_ddp_set_group_reshard";
+    if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
+    if (reshard_after_forward != 0 && reshard_after_forward != 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: reshard_after_forward %d (0 or 1)", fn, reshard_after_forward);
+    int n = 0;
+    for (int i = 0; i < d->nparams && group; i++) n += d->params[i].rgroup == group;
+    if (!n) return vs_set_error(VS_ERR_INVALID, "%s: no parameter was registered with ready_group %d", fn, group);
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].rgroup == group && d->buckets[b].zstate != _VS_Z3_REST)
+            return vs_set_error(VS_ERR_STATE, "%s: group %d is gathered: set it between its uses", fn, group);
+    for (int i = 0; i < d->nparams; i++)
+        if (d->params[i].rgroup == group) d->params[i].reshard = reshard_after_forward;
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].rgroup == group) d->buckets[b].reshard = reshard_after_forward;
+    return VS_OK;
+}
+
 VS_API void* vs_ddp_param(vs_ddp* d, int i)
 {
     if (_vs_ddp_check_index("vs_ddp_param", d, i)) return NULL;
     _vs_dparam* q = &d->params[i];
+    if (d->desc.zero == VS_ZERO_3) return _vs_ddp_z3_view(d, q);
     if (_vs_ddp_params_ready(d, q->bucket)) return NULL;
     return _vs_ddp_pat(&d->buckets[q->bucket], q, q->offset);
 }
@@ -2355,7 +2701,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_begin_pass(vs_ddp* d)
     _vs_ddp_note_stale(d);
     for (int b = 0; b < d->nbuckets && !d->grads_pending; b++) // the last step took them: a new sum
         d->buckets[b].fresh = d->buckets[b].consume;
-    if (!d->grads_pending || d->desc.zero == VS_ZERO_2) return VS_OK;
+    if (!d->grads_pending || d->desc.zero >= VS_ZERO_2) return VS_OK;
     vs_result r = VS_OK;
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
@@ -2420,7 +2766,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     if (r) return r;
     k->gclean = clear; // (vs_ddp_zero_grad need not zero them again)
     k->fresh = k->into_acc = 0;
-    if ((d->desc.zero == VS_ZERO_2 || k->ext) && k->staged) {
+    if ((d->desc.zero >= VS_ZERO_2 || k->ext) && k->staged) {
         _vs_ddp_pool_give(d, b);
         k->grad = NULL;
         k->staged = 0;
@@ -2459,7 +2805,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
     vs_comm* c = vs_mesh_comm(d->dp);
     if (d->log_debug) _vs_ddp_log_launch(d, b);
     vs_work** wp = d->desc.no_overlap && !d->cu ? NULL : &k->work; // (a device never blocks the host here)
-    if (d->desc.zero == VS_ZERO_2 && !k->staged) { // no gradient asked for here: take part with zeros
+    if (d->desc.zero >= VS_ZERO_2 && !k->staged) { // no gradient asked for here: take part with zeros
         vs_result r = _vs_ddp_stage(d, b);
         if (r) return r;
     }
@@ -2576,7 +2922,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_pool_take(vs_ddp* d, int owner, int may_launch
             return vs_set_error(VS_ERR_STATE,
                                 "vs_ddp_grad: %s has %d staging buffers, all held by buckets still being filled "
                                 "(raise zero2_buffers or mark gradients ready sooner)",
-                                d->desc.zero == VS_ZERO_2 ? "ZeRO-2" : "vs_ddp", d->npool);
+                                d->desc.zero >= VS_ZERO_2 ? (d->desc.zero == VS_ZERO_3 ? "ZeRO-3" : "ZeRO-2") : "vs_ddp",
+                                d->npool);
         vs_result r = _vs_ddp_complete(d, oldest);
         if (r) return r;
     }
@@ -2604,7 +2951,7 @@ VS_API void* vs_ddp_grad(vs_ddp* d, int i)
     _vs_dbucket* k = &d->buckets[q->bucket];
     if (_vs_ddp_begin_pass(d)) return NULL;
     if (q->gext) return q->gext;
-    if (d->desc.zero == VS_ZERO_2 && _vs_ddp_stage(d, q->bucket)) return NULL;
+    if (d->desc.zero >= VS_ZERO_2 && _vs_ddp_stage(d, q->bucket)) return NULL;
     return (char*)k->grad + (size_t)q->offset * _vs_dsz(q->gdtype);
 }
 
@@ -2620,7 +2967,7 @@ VS_API const void* vs_ddp_grad_synced(vs_ddp* d, int i)
     if (k->acc_used || (!k->grad && !k->ext)) {
         vs_set_error(VS_ERR_UNSUPPORTED, "vs_ddp_grad_synced: '%s': its reduced gradient lives only in the owned f32 "
                      "range (ZeRO-%d%s): read it with vs_ddp_grad_synced_owned", q->name, (int)d->desc.zero,
-                     d->desc.zero == VS_ZERO_2 ? "" : k->consume ? ", trainer-owned storage" : ", several synced passes");
+                     d->desc.zero >= VS_ZERO_2 ? "" : k->consume ? ", trainer-owned storage" : ", several synced passes");
         return NULL;
     }
     return _vs_ddp_gat(k, q, q->offset);
@@ -2633,19 +2980,20 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
     if (d->in_pass)
         return vs_set_error(VS_ERR_STATE, "vs_ddp_zero_grad: a backward pass is in progress (call vs_ddp_finish_grad_sync)");
     vs_result r = VS_OK;
-    for (int b = d->nbuckets - 1; b >= 0 && !r; b--) r = _vs_ddp_params_ready(d, b); // (a ZeRO step's gathers)
+    for (int b = d->nbuckets - 1; b >= 0 && !r && d->desc.zero != VS_ZERO_3; b--) // (a ZeRO step's gathers; ZeRO-3's
+        r = _vs_ddp_params_ready(d, b);                                            // are prefetches: not waited for)
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo, own;
         _vs_ddp_owned(d, k, &lo, &own);
-        if (k->grad && d->desc.zero != VS_ZERO_2 && !k->ext) r = _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
+        if (k->grad && d->desc.zero < VS_ZERO_2 && !k->ext) r = _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
         // the trainer's gradients: once a step, by DDP unless the trainer does it (trainer_zero_grad)
         int zero_ext = k->ext && !k->gclean && !d->desc.trainer_zero_grad;
         for (int j = k->first; j < k->last && zero_ext && !r; j++)
             r = _vs_ddp_zero(d, d->params[d->order[j]].gext, (size_t)d->params[d->order[j]].numel * _vs_dsz(k->gdtype));
         if (zero_ext && !r) k->gclean = 1;
         if (k->grad_shard && !r) r = _vs_ddp_zero(d, k->grad_shard, sizeof(float) * (size_t)own);
-        k->acc_used = d->desc.zero == VS_ZERO_2 || k->consume;
+        k->acc_used = d->desc.zero >= VS_ZERO_2 || k->consume;
     }
     d->grads_pending = 0;
     d->synced = 0;
@@ -2657,10 +3005,10 @@ VS_API vs_result vs_ddp_set_sync(vs_ddp* d, int sync)
 {
     if (!d) return vs_set_error(VS_ERR_NULL, "vs_ddp_set_sync: ddp is NULL");
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "vs_ddp_set_sync: not during a backward pass");
-    if (!sync && d->desc.zero == VS_ZERO_2)
+    if (!sync && d->desc.zero >= VS_ZERO_2)
         return vs_set_error(VS_ERR_UNSUPPORTED,
-                            "vs_ddp_set_sync: ZeRO-2 keeps no full gradients, so it reduces every micro-batch "
-                            "(accumulation happens in the owned ranges)");
+                            "vs_ddp_set_sync: ZeRO-%d keeps no full gradients, so it reduces every micro-batch "
+                            "(accumulation happens in the owned ranges)", (int)d->desc.zero);
     d->sync = sync != 0;
     return VS_OK;
 }
@@ -2670,8 +3018,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_may_ready(const char* fn, const vs_ddp* d, int
 {
     const _vs_dparam* q = &d->params[i];
     if (q->ready) return vs_set_error(VS_ERR_STATE, "%s: '%s' marked ready twice in one backward pass", fn, q->name);
-    if (d->desc.zero == VS_ZERO_2 && !d->buckets[q->bucket].staged)
-        return vs_set_error(VS_ERR_STATE, "%s: '%s': ask vs_ddp_grad for its gradient first (ZeRO-2)", fn, q->name);
+    if (d->desc.zero >= VS_ZERO_2 && !d->buckets[q->bucket].staged)
+        return vs_set_error(VS_ERR_STATE, "%s: '%s': ask vs_ddp_grad for its gradient first (ZeRO-%d)", fn, q->name,
+                            (int)d->desc.zero);
     return VS_OK;
 }
 
@@ -2734,6 +3083,7 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group)
     if ((r = _vs_ddp_begin_pass(d))) return r;
     for (int j = 0; j < d->nparams; j++) // in bucket order (a group over two buckets completes the first first)
         if (d->params[d->order[j]].rgroup == group) _vs_ddp_mark_ready(d, d->order[j]);
+    if (d->desc.zero == VS_ZERO_3) _vs_ddp_z3_backward_done(d, group);
     if (!d->sync || d->desc.no_overlap) return VS_OK;
     return _vs_ddp_launch_ready(d, 0);
 }
@@ -2760,7 +3110,8 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
     }
     d->synced = d->sync && r == VS_OK;
     for (int i = 0; i < d->nparams; i++) d->params[i].ready = 0;
-    for (int b = 0; b < d->nbuckets; b++) d->buckets[b].nready = 0, d->buckets[b].launched = 0, d->buckets[b].done = 0;
+    for (int b = 0; b < d->nbuckets; b++)
+        d->buckets[b].nready = 0, d->buckets[b].launched = 0, d->buckets[b].done = 0, d->buckets[b].zbwd = 0;
     d->next_launch = d->next_done = 0;
     d->in_pass = 0;
     return r;
@@ -3075,10 +3426,18 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
         vs_result rw = _vs_ddp_params_ready(d, b);
         if (rw) return rw;
     }
+    if (d->desc.zero == VS_ZERO_3) { // the gathered copies become stale: none may be held
+        vs_result rz = _vs_ddp_z3_step_begin(d);
+        if (rz) return rz;
+    }
     if (d->skip_next) { // a non-finite gradient norm: every rank skips (nothing to gather)
         d->skip_next = 0;
         d->grads_pending = 0;
         d->skipped++;
+        if (d->desc.zero == VS_ZERO_3) {
+            vs_result rz = _vs_ddp_z3_step_end(d);
+            if (rz) return rz;
+        }
         // (a training state's DDP: vs_train_step says it once, naming the step; this is detail)
         vs_log(d->world, d->owner ? VS_LOG_INFO : VS_LOG_WARN,
                "vs_ddp_step: step skipped: the gradient norm was not finite (%lld skipped)",
@@ -3151,7 +3510,7 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
             }
         }
         if (k->master && !r && !k->ext) // write the rounded master weights into the owned parameters
-            r = _vs_ddp_from_f32(d, (char*)k->param + (size_t)lo * _vs_dsz(k->pdtype), k->pdtype, k->master, n);
+            r = _vs_ddp_from_f32(d, (char*)k->param + (size_t)(lo - k->pbase) * _vs_dsz(k->pdtype), k->pdtype, k->master, n);
         for (int j = k->first; j < k->last && !r && k->master && k->ext; j++) { // (the trainer's: each its part)
             _vs_dparam* q = &d->params[d->order[j]];
             int64_t a, e;
@@ -3165,7 +3524,8 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
     // first layers' buckets first, as the next forward reads them; nothing
     // waits here: vs_ddp_param waits for its bucket and vs_ddp_wait_params
     // for all, so the gathers overlap whatever the trainer does meanwhile
-    if (d->desc.zero != VS_ZERO_0)
+    if (d->desc.zero == VS_ZERO_3) r = _vs_ddp_z3_step_end(d); // (no gathers: the groups' prefetch instead)
+    if (d->desc.zero != VS_ZERO_0 && d->desc.zero != VS_ZERO_3)
         for (int b = d->nbuckets - 1; b >= 0 && !r; b--) {
             _vs_dbucket* k = &d->buckets[b];
             size_t pz = _vs_dsz(k->pdtype);
@@ -3213,14 +3573,17 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
         int64_t used = 0;
         for (int j = k->first; j < k->last; j++) used += d->params[d->order[j]].numel;
         out->padding += (size_t)(k->numel - used);
-        if (!k->ext) out->params += (size_t)k->numel * _vs_dsz(k->pdtype); // (trainer-owned storage: not DDP's)
-        if (d->desc.zero != VS_ZERO_2 && !k->ext) out->grads += (size_t)k->numel * _vs_dsz(k->gdtype);
+        // (trainer-owned storage: not DDP's; ZeRO-3: the owned range)
+        if (!k->ext) out->params += (size_t)(d->desc.zero == VS_ZERO_3 ? own : k->numel) * _vs_dsz(k->pdtype);
+        if (d->desc.zero < VS_ZERO_2 && !k->ext) out->grads += (size_t)k->numel * _vs_dsz(k->gdtype);
         if (k->acc) out->grads += (size_t)own * sizeof(float);
         if (k->master) out->master += (size_t)own * sizeof(float);
         for (int s = 0; s < 2; s++)
             if (k->state[s]) out->optim_state += (size_t)own * sizeof(float);
     }
-    out->grads += (size_t)d->npool * d->pool_bytes; // the staging pool
+    out->grad_staging = (size_t)d->npool * d->pool_bytes;
+    out->grads += out->grad_staging; // the staging pool
+    out->gathered = (size_t)d->nzpool * d->zpool_bytes;
     return VS_OK;
 }
 
@@ -3312,6 +3675,23 @@ VS_API vs_result vs_ddp_grad_synced_owned(vs_ddp* d, int i, vs_ddp_span* out)
         out->dtype = k->gdtype;
         out->data = out->begin < out->end ? _vs_ddp_gat(k, q, q->offset + out->begin) : NULL;
     }
+    return VS_OK;
+}
+
+VS_API vs_result vs_ddp_param_owned(vs_ddp* d, int i, vs_ddp_span* out)
+{
+    const char* fn = "vs_ddp_param_owned";
+    if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
+    memset(out, 0, sizeof *out);
+    vs_result r = _vs_ddp_check_index(fn, d, i);
+    if (r) return r;
+    const _vs_dparam* q = &d->params[i];
+    int64_t at;
+    _vs_ddp_param_owned(d, q, &out->begin, &out->end, &at);
+    out->dtype = q->dtype;
+    if (out->begin == out->end) return VS_OK;
+    if (d->desc.zero != VS_ZERO_3 && (r = _vs_ddp_params_ready(d, q->bucket))) return r; // (a ZeRO-1 gather writes it)
+    out->data = _vs_ddp_pat(&d->buckets[q->bucket], q, q->offset + out->begin);
     return VS_OK;
 }
 

@@ -1,0 +1,633 @@
+/* test_ddp_zero3.c - ZeRO-3 in vescale_ddp.h (issue 34, section 1): parameters,
+   f32 masters, optimizer state and gradients sharded at rest; vs_ddp_gather /
+   vs_ddp_release a ready group at a time; prefetch; reshard_after_forward.
+
+   The model: L layers of NK kinds, each (layer, kind) a 1-D parameter, registered
+   kind by kind for all layers at once (vs_ddp_param_desc.layers), a ready group a
+   layer. A step runs like a trainer's: per micro-batch a forward (gather, read
+   every parameter of the layer into a checksum, release) over the layers, then a
+   backward in reverse (gather, gradient g = 0.1 p + h(rank, step, micro, element)
+   added into vs_ddp_grad, vs_ddp_group_ready, release); then finish_grad_sync,
+   clip, step. The gradient reads the gathered parameters, so a wrong gather shows
+   in the results.
+
+   References:
+   - one rank: a world of one whose gradient is the average over the DP ranks'
+     (summed in float, in rank order): f32 results within 1e-6 relative;
+   - ZeRO-1 on the same mesh and buckets, syncing every micro-batch: bit for bit
+     (the same reduce-scatter per bucket and pass, the same sums into the f32
+     accumulator, the same optimizer on the same owned ranges, the same clip sums
+     in the same order), f32 and bf16.
+   Memory through vs_ddp_memory_usage and the world's allocator hooks (each
+   rank thread's allocations counted apart). Threads transport. */
+#define VESCALE_IMPLEMENTATION
+#include "vescale_mesh.h"
+#include "vescale_ddp.h"
+#include "vs_test.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define L 4
+#define NK 3
+#define STEPS 3
+#define MAXR 4
+static const int64_t ksz[NK] = {4400, 96, 3700}; // a layer: w1, b1, w2
+static const char* kname[NK] = {"h.%d.w1", "h.%d.b1", "h.%d.w2"};
+static int64_t per_layer(void) { return ksz[0] + ksz[1] + ksz[2]; }
+#define TOTAL (L * (4400 + 96 + 3700))
+
+/* the element's index in the flat result: layer-major, kinds in order */
+static int64_t flat(int l, int k, int64_t e)
+{
+    int64_t o = (int64_t)l * per_layer();
+    for (int j = 0; j < k; j++) o += ksz[j];
+    return o + e;
+}
+static float init_value(int64_t x, int k) { return (float)(0.5 * sin(0.37 * (double)x + 0.1 * k)); }
+static float h_value(int r, int dp, int step, int micro, int64_t x)
+{
+    return (float)(0.01 * cos(0.11 * (double)x + 0.7 * r + 1.3 * step + 0.5 * micro) + 0.02 * (r + 1) / dp);
+}
+
+/* ---- allocator hooks: live bytes and peak of each rank thread ----
+   Only allocations of BIG bytes or more count: every DDP buffer of this model
+   is larger (a bf16 shard of a layer at DP4: 4 KiB), the transport's
+   bookkeeping of an operation in flight (~1 KiB) is not. */
+#define BIG 2048
+static __thread int tl_rank = -1;
+typedef struct zacct {
+    long live[MAXR], peak[MAXR], big[MAXR]; // big: allocations so far
+} zacct;
+static void* acct_alloc(size_t n, void* user)
+{
+    zacct* a = (zacct*)user;
+    char* p = (char*)malloc(n + 16);
+    if (!p) return NULL;
+    memcpy(p, &n, sizeof n);
+    int r = tl_rank;
+    memcpy(p + 8, &r, sizeof r);
+    if (n < BIG) r = -1;
+    if (r >= 0 && r < MAXR) {
+        long v = __atomic_add_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
+        if (v > a->peak[r]) a->peak[r] = v; // (only this rank's thread writes its peak)
+        a->big[r]++;
+    }
+    return p + 16;
+}
+static void acct_free(void* q, void* user)
+{
+    if (!q) return;
+    zacct* a = (zacct*)user;
+    char* p = (char*)q - 16;
+    size_t n;
+    int r;
+    memcpy(&n, p, sizeof n);
+    memcpy(&r, p + 8, sizeof r);
+    if (r >= 0 && r < MAXR) __atomic_sub_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
+    free(p);
+}
+
+typedef struct cfg {
+    int dp;      // DP ranks (ref: the ranks whose average gradient the one rank takes)
+    int ref;     // a world of one rank
+    vs_zero_stage zero;
+    int bf16, grad_fp32, micro, sgd;
+    double clip; // > 0 clips; < 0 measures
+    int prefetch, prefetch_set, rsf, rsf_set;
+    int nan_step; // > 0: rank 1 writes a NaN gradient at this step (1-based): skipped everywhere
+    zacct* acct;   // the allocator hooks' counts (measure)
+    /* results */
+    float out[MAXR][TOTAL];
+    double norm[STEPS], fsum[MAXR][STEPS];
+    int64_t skipped;
+    vs_ddp_memory mem_rest[MAXR], mem_end[MAXR];
+    long base[MAXR], hook_rest[MAXR], hook_peak[MAXR], big_steady[MAXR];
+    int64_t own_b[MAXR][L * NK], own_e[MAXR][L * NK];
+    int owned_ok[MAXR];
+} cfg;
+
+static float getf(const void* p, int bf16, int64_t e)
+{
+    return bf16 ? vs_bf16_to_f32(((const uint16_t*)p)[e]) : ((const float*)p)[e];
+}
+static void addf(void* g, int bf16, int64_t e, float v)
+{
+    if (bf16)
+        ((uint16_t*)g)[e] = vs_f32_to_bf16(vs_bf16_to_f32(((uint16_t*)g)[e]) + v);
+    else
+        ((float*)g)[e] += v;
+}
+
+/* Registers the model (kind by kind, every layer in one call) into d. */
+static void add_model(vs_ddp* d, int bf16, int idx[NK][L])
+{
+    for (int k = 0; k < NK; k++) {
+        size_t es = bf16 ? 2 : 4;
+        char* data = (char*)malloc((size_t)(ksz[k] * L) * es);
+        for (int l = 0; l < L; l++)
+            for (int64_t e = 0; e < ksz[k]; e++) {
+                float v = init_value(flat(l, k, e), k);
+                if (bf16)
+                    ((uint16_t*)data)[l * ksz[k] + e] = vs_f32_to_bf16(v);
+                else
+                    ((float*)data)[l * ksz[k] + e] = v;
+            }
+        vs_ddp_param_desc pd;
+        memset(&pd, 0, sizeof pd);
+        pd.name = kname[k];
+        pd.dtype = bf16 ? VS_BF16 : VS_F32;
+        pd.ndim = 1;
+        pd.shape[0] = ksz[k];
+        pd.data = data;
+        pd.layers = L;
+        pd.ready_group = 1;
+        pd.no_decay = k == 1;
+        int first = -1;
+        VT_OK(vs_ddp_add_param(d, &pd, &first));
+        for (int l = 0; l < L; l++) idx[k][l] = first + l;
+        free(data);
+    }
+}
+
+static vs_ddp_desc make_desc(vs_mesh* mesh, const cfg* c, vs_zero_stage zero)
+{
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    dd.zero = zero;
+    dd.grad_fp32 = c->grad_fp32;
+    dd.optim.kind = c->sgd ? VS_OPTIM_SGD : VS_OPTIM_ADAMW;
+    dd.optim.weight_decay = 0.01;
+    dd.optim.momentum = 0.9;
+    dd.prefetch = c->prefetch, dd.prefetch_set = c->prefetch_set;
+    dd.reshard_after_forward = c->rsf, dd.reshard_after_forward_set = c->rsf_set;
+    return dd;
+}
+
+/* Layer l's backward on this rank: g += 0.1 p + h (the ref: the DP ranks' average). */
+static void backward_layer(vs_ddp* d, const cfg* c, int idx[NK][L], int me, int l, int s, int m)
+{
+    for (int k = 0; k < NK; k++) {
+        int i = idx[k][l];
+        const void* p = vs_ddp_param(d, i);
+        void* g = vs_ddp_grad(d, i);
+        VT_CHECK(p && g, "'%s': param %p grad %p: %s", kname[k], p, g, vs_last_error());
+        if (!p || !g) return;
+        int gb = c->bf16 && !c->grad_fp32;
+        for (int64_t e = 0; e < ksz[k]; e++) {
+            float pv = getf(p, c->bf16, e), v;
+            int64_t x = flat(l, k, e);
+            if (c->ref) {
+                float sum = 0;
+                for (int r = 0; r < c->dp; r++) sum += 0.1f * pv + h_value(r, c->dp, s, m, x);
+                v = sum / (float)c->dp;
+            } else {
+                v = 0.1f * pv + h_value(me, c->dp, s, m, x);
+            }
+            if (c->nan_step == s + 1 && me == 1 && x == 7) v = NAN;
+            addf(g, gb, e, v);
+        }
+    }
+}
+
+static int train_rank(vs_world* w, void* arg)
+{
+    cfg* c = (cfg*)arg;
+    int me = vs_world_rank(w);
+    tl_rank = me;
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    if (!mesh) return 1;
+    int idx[NK][L];
+    if (c->acct) { // a first DDP makes the mesh's DP groups, so the measure below sees only the second's memory
+        vs_ddp* d0 = NULL;
+        vs_ddp_desc d0d = make_desc(mesh, c, VS_ZERO_1);
+        VT_OK(vs_ddp_init(&d0d, &d0));
+        add_model(d0, c->bf16, idx);
+        VT_OK(vs_ddp_finalize(d0));
+        VT_OK(vs_ddp_free(d0));
+        c->base[me] = c->acct->live[me];
+        c->acct->peak[me] = c->acct->live[me];
+    }
+    vs_ddp* d = NULL;
+    vs_ddp_desc dd = make_desc(mesh, c, c->zero);
+    VT_OK(vs_ddp_init(&dd, &d));
+    if (!d) return 1;
+    add_model(d, c->bf16, idx);
+    VT_OK(vs_ddp_finalize(d));
+    VT_OK(vs_ddp_memory_usage(d, &c->mem_rest[me]));
+    if (c->acct) { // (from here: registration held a copy of each `data` until finalize)
+        c->hook_rest[me] = c->acct->live[me] - c->base[me];
+        c->acct->peak[me] = c->acct->live[me];
+    }
+    long big0 = 0;
+    for (int s = 0; s < STEPS; s++) {
+        if (s == 1 && c->acct) big0 = c->acct->big[me];
+        VT_OK(vs_ddp_zero_grad(d));
+        for (int m = 0; m < (c->micro ? c->micro : 1); m++) {
+            double fs = 0;
+            for (int l = 0; l < L; l++) { // forward
+                VT_OK(vs_ddp_gather(d, l + 1));
+                for (int k = 0; k < NK; k++) {
+                    const void* p = vs_ddp_param(d, idx[k][l]);
+                    VT_CHECK(p != NULL, "forward: '%s' layer %d: %s", kname[k], l, vs_last_error());
+                    for (int64_t e = 0; p && e < ksz[k]; e++) fs += getf(p, c->bf16, e) * (double)(e % 7 + 1);
+                }
+                VT_OK(vs_ddp_release(d, l + 1));
+            }
+            if (m == 0) c->fsum[me][s] = fs;
+            for (int l = L - 1; l >= 0; l--) { // backward
+                VT_OK(vs_ddp_gather(d, l + 1));
+                backward_layer(d, c, idx, me, l, s, m);
+                VT_OK(vs_ddp_group_ready(d, l + 1));
+                VT_OK(vs_ddp_release(d, l + 1));
+            }
+            VT_OK(vs_ddp_finish_grad_sync(d)); // (each micro-batch's pass reduced: added into the owned ranges)
+        }
+        double norm = 0;
+        if (c->clip != 0) VT_OK(vs_ddp_clip_grad_norm(d, c->clip, &norm));
+        if (me == 0) c->norm[s] = norm;
+        VT_OK(vs_ddp_step(d, 0.01));
+    }
+    if (c->acct) c->big_steady[me] = c->acct->big[me] - big0;
+    VT_OK(vs_ddp_memory_usage(d, &c->mem_end[me]));
+    if (c->acct) c->hook_peak[me] = c->acct->peak[me] - c->base[me];
+    c->skipped = vs_ddp_skipped_steps(d);
+    // the results: every parameter gathered, and each one's owned range as DDP reports it
+    c->owned_ok[me] = 1;
+    for (int l = 0; l < L; l++) {
+        VT_OK(vs_ddp_gather(d, l + 1));
+        for (int k = 0; k < NK; k++) {
+            int i = idx[k][l];
+            const void* p = vs_ddp_param(d, i);
+            for (int64_t e = 0; p && e < ksz[k]; e++) c->out[me][flat(l, k, e)] = getf(p, c->bf16, e);
+            vs_ddp_param_info info;
+            vs_ddp_span own, st;
+            VT_OK(vs_ddp_query_param_info(d, i, &info));
+            VT_OK(vs_ddp_param_owned(d, i, &own));
+            c->own_b[me][k * L + l] = info.owned_begin, c->own_e[me][k * L + l] = info.owned_end;
+            int ok = own.begin == info.owned_begin && own.end == info.owned_end && p;
+            for (int64_t e = own.begin; ok && e < own.end; e++) // the owned shard is the gathered view's range
+                ok = getf(own.data, c->bf16, e - own.begin) == getf(p, c->bf16, e);
+            if (!c->sgd) {
+                VT_OK(vs_ddp_optim_state(d, i, VS_DDP_STATE_EXP_AVG_SQ, &st));
+                ok = ok && st.begin == own.begin && st.end == own.end && (st.begin == st.end || st.data);
+            }
+            if (!ok) c->owned_ok[me] = 0;
+        }
+        VT_OK(vs_ddp_release(d, l + 1));
+    }
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+
+static cfg* run(int dp, vs_zero_stage zero, const cfg* tmpl)
+{
+    cfg* c = (cfg*)calloc(1, sizeof(cfg));
+    if (tmpl) *c = *tmpl;
+    c->dp = dp;
+    c->zero = zero;
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = c->ref ? 1 : dp;
+    if (c->acct) {
+        ld.allocator.alloc = acct_alloc;
+        ld.allocator.free = acct_free;
+        ld.allocator.user = c->acct;
+    }
+    VT_OK(vs_launch_ex(&ld, train_rank, c));
+    return c;
+}
+
+/* Every rank's parameters and checksums bit for bit equal to b's rank 0. */
+static void same_bits(const char* what, const cfg* a, const cfg* b)
+{
+    int n = a->ref ? 1 : a->dp;
+    for (int r = 0; r < n; r++) {
+        int64_t diff = 0, first = -1;
+        for (int64_t x = 0; x < TOTAL; x++)
+            if (memcmp(&a->out[r][x], &b->out[0][x], sizeof(float))) diff++, first = first < 0 ? x : first;
+        VT_CHECK(diff == 0, "%s: rank %d: %lld of %d parameters differ (first %lld: %.9g vs %.9g)", what, r,
+                 (long long)diff, TOTAL, (long long)first, first >= 0 ? a->out[r][first] : 0.0,
+                 first >= 0 ? b->out[0][first] : 0.0);
+        for (int s = 0; s < STEPS; s++)
+            VT_CHECK(a->fsum[r][s] == b->fsum[0][s], "%s: rank %d step %d: forward checksum %.17g vs %.17g", what, r,
+                     s, a->fsum[r][s], b->fsum[0][s]);
+    }
+    for (int s = 0; s < STEPS; s++)
+        VT_CHECK(a->norm[s] == b->norm[s], "%s: step %d: norm %.17g vs %.17g", what, s, a->norm[s], b->norm[s]);
+}
+
+/* Rank 0's parameters within tol relative (max |a-b| / max |b|) of b's. */
+static void close_to(const char* what, const cfg* a, const cfg* b, double tol)
+{
+    double md = 0, mb = 0;
+    for (int64_t x = 0; x < TOTAL; x++) {
+        double dd = fabs((double)a->out[0][x] - (double)b->out[0][x]);
+        if (dd > md || dd != dd) md = dd;
+        if (fabs((double)b->out[0][x]) > mb) mb = fabs((double)b->out[0][x]);
+    }
+    VT_CHECK(md / mb <= tol, "%s: max relative difference %.3g > %.1g", what, md / mb, tol);
+    for (int s = 0; s < STEPS && a->clip != 0; s++)
+        VT_CHECK(fabs(a->norm[s] - b->norm[s]) <= tol * fabs(b->norm[s]), "%s: step %d: norm %.17g vs %.17g", what, s,
+                 a->norm[s], b->norm[s]);
+}
+
+/* ZeRO-3 on DP ranks equal to ZeRO-`cmp` bit for bit, and (f32) to one rank within 1e-6. */
+static void case_equal(int dp, const cfg* t, int cmp)
+{
+    cfg* z3 = run(dp, VS_ZERO_3, t);
+    cfg* z1 = run(dp, (vs_zero_stage)cmp, t);
+    same_bits(cmp == 1 ? "ZeRO-3 vs ZeRO-1" : "ZeRO-3 vs ZeRO-2", z3, z1);
+    if (!t || !t->bf16) {
+        cfg* r = (cfg*)calloc(1, sizeof(cfg));
+        if (t) *r = *t;
+        r->ref = 1;
+        cfg* one = run(dp, VS_ZERO_1, r);
+        free(r);
+        close_to("ZeRO-3 vs one rank", z3, one, 1e-6);
+        free(one);
+    }
+    for (int r = 0; r < dp; r++)
+        VT_CHECK(z3->owned_ok[r], "rank %d: vs_ddp_param_owned / optim_state / query_param_info disagree", r);
+    // the owned ranges partition each parameter over the DP ranks, in rank order
+    for (int p = 0; p < L * NK; p++) {
+        int64_t at = 0;
+        for (int r = 0; r < dp; r++) {
+            if (z3->own_b[r][p] < z3->own_e[r][p]) {
+                VT_CHECK(z3->own_b[r][p] == at, "parameter %d rank %d: owned from %lld, want %lld", p, r,
+                         (long long)z3->own_b[r][p], (long long)at);
+                at = z3->own_e[r][p];
+            }
+        }
+        VT_CHECK(at == ksz[p / L], "parameter %d: owned ranges cover %lld of %lld", p, (long long)at,
+                 (long long)ksz[p / L]);
+    }
+    free(z3);
+    free(z1);
+}
+
+/* prefetch 0, 1, 3 and reshard_after_forward 0: the same bits. */
+static void case_prefetch(void)
+{
+    cfg t;
+    memset(&t, 0, sizeof t);
+    t.prefetch_set = 1; // prefetch 0
+    cfg* p0 = run(2, VS_ZERO_3, &t);
+    t.prefetch = 1;
+    cfg* p1 = run(2, VS_ZERO_3, &t);
+    t.prefetch = 3;
+    cfg* p3 = run(4, VS_ZERO_3, &t);
+    cfg* p3b = run(4, VS_ZERO_1, &t);
+    t.prefetch = 1, t.rsf_set = 1; // reshard_after_forward 0
+    cfg* k0 = run(2, VS_ZERO_3, &t);
+    same_bits("prefetch 1 vs 0", p1, p0);
+    same_bits("reshard_after_forward 0 vs 1", k0, p0);
+    same_bits("prefetch 3 vs ZeRO-1, DP4", p3, p3b);
+    // the pool shows what was gathered at once: 1 (no prefetch), 2 (one ahead), 4 (all kept)
+    size_t one = p0->mem_end[0].gathered;
+    VT_CHECK(one > 0, "prefetch 0: gathered pool %zu bytes", one);
+    VT_CHECK(p1->mem_end[0].gathered == 2 * one, "prefetch 1: gathered pool %zu bytes, want 2 x %zu",
+             p1->mem_end[0].gathered, one);
+    VT_CHECK(k0->mem_end[0].gathered == (size_t)L * one, "reshard_after_forward 0: gathered pool %zu, want %d x %zu",
+             k0->mem_end[0].gathered, L, one);
+    free(p0), free(p1), free(p3), free(p3b), free(k0);
+}
+
+/* Memory: at rest 1/DP of everything (+ padding); the peak the formula; a steady
+   step allocates nothing. */
+static void case_memory(int dp, int bf16)
+{
+    zacct a;
+    memset(&a, 0, sizeof a);
+    cfg t;
+    memset(&t, 0, sizeof t);
+    t.acct = &a;
+    t.bf16 = bf16;
+    cfg* c = run(dp, VS_ZERO_3, &t);
+    memset(&a, 0, sizeof a);
+    cfg* z1 = run(dp, VS_ZERO_1, &t);
+    size_t pz = bf16 ? 2 : 4, bpe = pz + 4 + 8 + (bf16 ? 4 : 0); // param, f32 gradient, AdamW's two, master
+    int64_t align = 16 * dp, group = (per_layer() + align - 1) / align * align;
+    for (int r = 0; r < dp; r++) {
+        const vs_ddp_memory* m = &c->mem_rest[r];
+        size_t rest = m->params + (m->grads - m->grad_staging) + m->optim_state + m->master;
+        double bound = 1.05 * (double)TOTAL * (double)bpe / dp + (double)m->padding * (double)bpe / dp;
+        const vs_ddp_memory* m1 = &z1->mem_rest[r];
+        size_t rest1 = m1->params + (m1->grads - m1->grad_staging) + m1->optim_state + m1->master;
+        if (r == 0)
+            printf("    DP%d %s: at rest %zu bytes a rank (ZeRO-1: %zu), bound %.0f; staging %zu, gathered pool %zu; "
+                   "hooks: %ld at rest, %ld at peak\n", dp, bf16 ? "bf16" : "f32", rest, rest1, bound,
+                   m->grad_staging, c->mem_end[r].gathered, c->hook_rest[r], c->hook_peak[r]);
+        VT_CHECK((double)rest <= bound, "rank %d: %zu bytes at rest, more than %.0f", r, rest, bound);
+        VT_CHECK(m->gathered == 0, "rank %d: %zu gathered bytes right after finalize", r, m->gathered);
+        // the hooks see what vs_ddp_memory_usage says, and bookkeeping (names, tables, the f32 scratch of a shard)
+        size_t reported = m->params + m->grads + m->optim_state + m->master;
+        long slack = 16384 + (long)(group / dp) * 4; // (the scratch: f32 of a shard)
+        VT_CHECK(c->hook_rest[r] >= (long)reported && c->hook_rest[r] <= (long)reported + slack,
+                 "rank %d: the hooks see %ld bytes at rest, vs_ddp_memory_usage %zu (+ at most %ld)", r,
+                 c->hook_rest[r], reported, slack);
+        // the peak: at rest + the gathered pool (current + one prefetched group) + the staging pool (in the above)
+        size_t gathered = 2 * (size_t)group * pz;
+        VT_CHECK(c->mem_end[r].gathered == gathered, "rank %d: gathered pool %zu bytes, want 2 groups, %zu", r,
+                 c->mem_end[r].gathered, gathered);
+        long formula = (long)(reported + gathered);
+        VT_CHECK(c->hook_peak[r] >= formula && c->hook_peak[r] <= formula + slack,
+                 "rank %d: peak %ld bytes through the hooks, the formula %ld (+ at most %ld)", r, c->hook_peak[r],
+                 formula, slack);
+        VT_CHECK(c->big_steady[r] == 0, "rank %d: %ld allocations of %d bytes or more after the first step", r,
+                 c->big_steady[r], BIG);
+        VT_CHECK(rest < rest1, "rank %d: ZeRO-3 at rest %zu not below ZeRO-1's %zu", r, rest, rest1);
+    }
+    free(c);
+    free(z1);
+}
+
+/* A NaN gradient on one rank: every rank skips that step; equal to ZeRO-1 doing the same. */
+static void case_nonfinite(void)
+{
+    cfg t;
+    memset(&t, 0, sizeof t);
+    t.clip = 1.0;
+    t.nan_step = 2;
+    cfg* z3 = run(2, VS_ZERO_3, &t);
+    cfg* z1 = run(2, VS_ZERO_1, &t);
+    VT_CHECK(z3->skipped == 1, "skipped %lld steps, want 1", (long long)z3->skipped);
+    VT_CHECK(!(z3->norm[1] == z3->norm[1]), "step 2's norm %g, want NaN", z3->norm[1]);
+    // (the NaN norm compares unequal to itself: compare parameters only)
+    int64_t diff = 0;
+    for (int64_t x = 0; x < TOTAL; x++) diff += memcmp(&z3->out[0][x], &z1->out[0][x], sizeof(float)) != 0;
+    VT_CHECK(diff == 0, "%lld parameters differ from ZeRO-1's", (long long)diff);
+    free(z3), free(z1);
+}
+
+/* ---- bad input ---- */
+static int rank_bad(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    if (!mesh) return 1;
+    cfg t;
+    memset(&t, 0, sizeof t);
+    vs_ddp* d = NULL;
+    vs_ddp_desc dd = make_desc(mesh, &t, (vs_zero_stage)4);
+    vs_result r = vs_ddp_init(&dd, &d);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "zero stage 4"), "zero 4: %d %s", r, vs_last_error());
+    dd = make_desc(mesh, &t, VS_ZERO_3);
+    dd.prefetch = -1;
+    r = vs_ddp_init(&dd, &d);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "prefetch -1"), "prefetch -1: %d %s", r, vs_last_error());
+    dd = make_desc(mesh, &t, VS_ZERO_3);
+    dd.reshard_after_forward = 2;
+    r = vs_ddp_init(&dd, &d);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "reshard_after_forward 2"), "rsf 2: %d %s", r,
+             vs_last_error());
+    dd = make_desc(mesh, &t, VS_ZERO_3);
+    VT_OK(vs_ddp_init(&dd, &d));
+    if (!d) return 1;
+    vs_ddp_desc q;
+    VT_OK(vs_ddp_query_desc(d, &q));
+    VT_CHECK(q.prefetch == 1 && q.reshard_after_forward == 1 && q.prefetch_set && q.reshard_after_forward_set,
+             "defaults: prefetch %d reshard_after_forward %d", q.prefetch, q.reshard_after_forward);
+    // registration: group 0 and trainer-owned storage refused, naming the parameter; nothing registered
+    float st[8], gst[8];
+    vs_ddp_param_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "loose";
+    pd.dtype = VS_F32;
+    pd.ndim = 1;
+    pd.shape[0] = 8;
+    r = vs_ddp_add_param(d, &pd, NULL);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "'loose'") && strstr(vs_last_error(), "ready_group 0"),
+             "group 0: %d %s", r, vs_last_error());
+    pd.ready_group = 9;
+    pd.storage = st, pd.grad_storage = gst;
+    r = vs_ddp_add_param(d, &pd, NULL);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "'loose'") && strstr(vs_last_error(), "ZeRO-3"),
+             "storage: %d %s", r, vs_last_error());
+    VT_CHECK(vs_ddp_num_params(d) == 0, "%d parameters registered by refused calls", vs_ddp_num_params(d));
+    int idx[NK][L];
+    add_model(d, 0, idx);
+    r = vs_ddp_gather(d, 1);
+    VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "finalize"), "gather before finalize: %d %s", r,
+             vs_last_error());
+    VT_CHECK(vs_ddp_set_group_reshard(d, 9, 0) == VS_ERR_INVALID && strstr(vs_last_error(), "ready_group 9"),
+             "reshard of group 9: %s", vs_last_error());
+    VT_CHECK(vs_ddp_set_group_reshard(d, 1, 3) == VS_ERR_INVALID && strstr(vs_last_error(), "3"),
+             "reshard 3: %s", vs_last_error());
+    VT_OK(vs_ddp_finalize(d));
+    // unknown groups, release of what is not gathered, a view of an ungathered parameter
+    r = vs_ddp_gather(d, 99);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "ready_group 99"), "gather 99: %d %s", r, vs_last_error());
+    r = vs_ddp_gather(d, 0);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "group 0"), "gather 0: %d %s", r, vs_last_error());
+    r = vs_ddp_release(d, 2);
+    VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "group 2 is not gathered"), "release 2: %d %s", r,
+             vs_last_error());
+    const void* p = vs_ddp_param(d, idx[0][1]);
+    VT_CHECK(!p && strstr(vs_last_error(), "'h.1.w1'") && strstr(vs_last_error(), "ready group 2") &&
+                 strstr(vs_last_error(), "vs_ddp_gather"),
+             "param of an ungathered group: %p %s", p, vs_last_error());
+    r = vs_ddp_set_sync(d, 0);
+    VT_CHECK(r == VS_ERR_UNSUPPORTED && strstr(vs_last_error(), "ZeRO-3"), "set_sync 0: %d %s", r, vs_last_error());
+    VT_OK(vs_ddp_gather(d, 2));
+    p = vs_ddp_param(d, idx[0][1]);
+    VT_CHECK(p && ((const float*)p)[5] == init_value(flat(1, 0, 5), 0), "the gathered view: %p", p);
+    r = vs_ddp_set_group_reshard(d, 2, 0);
+    VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "group 2 is gathered"), "reshard while gathered: %d %s", r,
+             vs_last_error());
+    // a step while a group is held: refused, nothing changed; after the release it goes
+    for (int l = L - 1; l >= 0; l--) {
+        for (int k = 0; k < NK; k++) {
+            float* g = (float*)vs_ddp_grad(d, idx[k][l]);
+            for (int64_t e = 0; g && e < ksz[k]; e++) g[e] = 1.0f;
+        }
+        VT_OK(vs_ddp_group_ready(d, l + 1));
+    }
+    VT_OK(vs_ddp_finish_grad_sync(d));
+    r = vs_ddp_step(d, 0.01);
+    VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "group 2 is still gathered"), "step while held: %d %s", r,
+             vs_last_error());
+    VT_CHECK(vs_ddp_step_count(d) == 0, "the refused step counted");
+    VT_CHECK(((const float*)p)[5] == init_value(flat(1, 0, 5), 0), "the refused step changed the view");
+    VT_OK(vs_ddp_release(d, 2));
+    r = vs_ddp_release(d, 2);
+    VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "group 2 is not gathered"), "release twice: %d %s", r,
+             vs_last_error());
+    VT_OK(vs_ddp_step(d, 0.01));
+    VT_CHECK(vs_ddp_step_count(d) == 1, "step count %lld", (long long)vs_ddp_step_count(d));
+    VT_OK(vs_ddp_gather(d, 2));
+    p = vs_ddp_param(d, idx[0][1]);
+    VT_CHECK(p && ((const float*)p)[5] != init_value(flat(1, 0, 5), 0), "the step did not reach the gathered view");
+    VT_OK(vs_ddp_release(d, 2));
+    VT_OK(vs_ddp_free(d));
+    // other stages: gather and release check the group, and do nothing
+    dd = make_desc(mesh, &t, VS_ZERO_1);
+    VT_OK(vs_ddp_init(&dd, &d));
+    add_model(d, 0, idx);
+    VT_OK(vs_ddp_finalize(d));
+    VT_OK(vs_ddp_gather(d, 1));
+    VT_OK(vs_ddp_release(d, 1));
+    VT_OK(vs_ddp_release(d, 1));
+    VT_CHECK(vs_ddp_gather(d, 99) == VS_ERR_INVALID, "ZeRO-1 gather 99: %s", vs_last_error());
+    VT_CHECK(vs_ddp_param(d, 0) != NULL, "ZeRO-1: vs_ddp_param %s", vs_last_error());
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+
+int main(void)
+{
+    static cfg t; // (large: not on the stack)
+    VT_CASE("ZeRO-3 DP2 f32 AdamW: bit for bit ZeRO-1, one rank within 1e-6; owned ranges partition", case_equal(2, NULL, 1));
+    VT_CASE("ZeRO-3 DP4 f32 AdamW", case_equal(4, NULL, 1));
+    VT_CASE("ZeRO-3 DP2 f32 SGD with momentum, clip (clipping every step): ZeRO-1 bits, one rank within 1e-6", {
+        memset(&t, 0, sizeof t);
+        t.sgd = 1;
+        t.clip = 0.5;
+        case_equal(2, &t, 1);
+    });
+    VT_CASE("ZeRO-3 DP4 accumulation over 3 micro-batches (a reduce-scatter each), clip measured", {
+        memset(&t, 0, sizeof t);
+        t.micro = 3;
+        t.clip = -1;
+        case_equal(4, &t, 1);
+    });
+    /* ZeRO-1 scales a bf16 gradient in its bf16 buffer (rounded), ZeRO-2/3 in the f32
+       accumulator: with a clip that scales, ZeRO-2 is the one with the same arithmetic */
+    VT_CASE("ZeRO-3 DP2 bf16 (f32 masters sharded, bf16 gradients): ZeRO-1 bit for bit; clipped: ZeRO-2 bit for bit", {
+        memset(&t, 0, sizeof t);
+        t.bf16 = 1;
+        case_equal(2, &t, 1);
+        t.clip = 1.0;
+        case_equal(2, &t, 2);
+    });
+    VT_CASE("ZeRO-3 DP4 bf16, grad_fp32, 2 micro-batches: ZeRO-1 bit for bit", {
+        memset(&t, 0, sizeof t);
+        t.bf16 = 1;
+        t.grad_fp32 = 1;
+        t.micro = 2;
+        case_equal(4, &t, 1);
+    });
+    VT_CASE("prefetch 0/1/3 and reshard_after_forward 0: equal results; the gathered pool holds 1, 2 or L groups",
+            case_prefetch());
+    VT_CASE("memory DP2 f32: at rest <= 1.05 x total/DP + padding; hooks equal vs_ddp_memory_usage; peak = formula; "
+            "no allocation after the first step", case_memory(2, 0));
+    VT_CASE("memory DP4 f32", case_memory(4, 0));
+    VT_CASE("memory DP4 bf16", case_memory(4, 1));
+    VT_CASE("a NaN gradient on one rank: the step is skipped on every rank, as ZeRO-1", case_nonfinite());
+    VT_CASE("bad input: zero 4, prefetch -1, reshard 2, group 0, storage, unknown group, release twice, a view "
+            "ungathered, set_sync 0, a step while held; ZeRO-1's calls do nothing", VT_OK(vs_launch(2, rank_bad, NULL)));
+    return vt_summary();
+}
