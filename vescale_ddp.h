@@ -1,5 +1,5 @@
 /* vescale_ddp.h - v0.1.0 (2026-11-23) - DDP (bucketed gradient sync overlapped
-   with backward) and the DistributedOptimizer (ZeRO-1/2), on the device mesh of
+   with backward) and the DistributedOptimizer (ZeRO-1/2/3), on the device mesh of
    vescale_mesh.h. MIT license (end of file).
 
    Do this in *one* C or C++ file:
@@ -81,6 +81,10 @@
      of staging buffers reused bucket after bucket (so vs_ddp_grad must be asked
      again each backward pass), and each pass's reduced shard is added to the
      owned range (gradient accumulation reduces every micro-batch).
+   - ZeRO-3: as ZeRO-2, and parameters (with their masters and optimizer
+     state) live only as the owned range between uses: a trainer gathers a
+     ready group around its use (vs_ddp_gather / vs_ddp_release, prefetched in
+     the order the first step used); the rules are at vs_ddp_gather.
    - Gradient accumulation (ZeRO-0/1): vs_ddp_set_sync(ddp, 0) before the backward
      of a micro-batch that must not reduce; gradients add up in the buckets until
      a backward with sync on. Several synced passes before a step also add up
