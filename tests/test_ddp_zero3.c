@@ -19,7 +19,14 @@
      accumulator, the same optimizer on the same owned ranges, the same clip sums
      in the same order), f32 and bf16.
    Memory through vs_ddp_memory_usage and the world's allocator hooks (each
-   rank thread's allocations counted apart). Threads transport. */
+   rank thread's allocations counted apart).
+
+   Built twice: thread ranks with host buffers (build/test_ddp_zero3), and over
+   the strict CUDA + NCCL stand-in with device buffers
+   (build/test_ddp_zero3_strict), where every read and write of DDP's memory is
+   a copy after the legacy stream (DDP's stream here), the stand-in checks that
+   each use of a gathered buffer is ordered after its gather, and the device
+   allocator hook counts device allocations after the first step (none). */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
@@ -29,6 +36,52 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef VS_STRICT
+#include <cuda_runtime.h>
+#include "strict/vs_strict.h"
+#define DEV 1
+#else
+#define DEV 0
+#endif
+
+/* DDP's memory to the host and back: on the device a copy after DDP's (the
+   legacy) stream; else the memory itself. */
+static const void* host_view(const void* p, size_t n, void* tmp)
+{
+#if DEV
+    cudaStreamSynchronize(cudaStreamLegacy);
+    VT_CHECK(cudaMemcpy(tmp, p, n, cudaMemcpyDeviceToHost) == cudaSuccess, "copy of %zu bytes from %p", n, p);
+    return tmp;
+#else
+    (void)n, (void)tmp;
+    return p;
+#endif
+}
+static void put_back(void* p, const void* h, size_t n)
+{
+#if DEV
+    VT_CHECK(cudaMemcpy(p, h, n, cudaMemcpyHostToDevice) == cudaSuccess, "copy of %zu bytes to %p", n, p);
+#else
+    (void)p, (void)h, (void)n;
+#endif
+}
+static float read_f32(const void* p, int64_t e)
+{
+    float v = NAN;
+    return *(const float*)host_view((const float*)p + e, sizeof v, &v);
+}
+static vs_result launch(int n, int (*fn)(vs_world*, void*), void* arg, const vs_allocator* al)
+{
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = n;
+    if (al) ld.allocator = *al;
+#if DEV
+    ld.transport = VS_TRANSPORT_NCCL;
+#endif
+    return vs_launch_ex(&ld, fn, arg);
+}
 
 #define L 4
 #define NK 3
@@ -60,7 +113,22 @@ static float h_value(int r, int dp, int step, int micro, int64_t x)
 static __thread int tl_rank = -1;
 typedef struct zacct {
     long live[MAXR], peak[MAXR], big[MAXR]; // big: allocations so far
+    long dev[MAXR];                         // device allocations so far
 } zacct;
+#if DEV
+static void* acct_dalloc(size_t n, void* user)
+{
+    zacct* a = (zacct*)user;
+    void* p = NULL;
+    if (tl_rank >= 0 && tl_rank < MAXR) __atomic_add_fetch(&a->dev[tl_rank], 1, __ATOMIC_SEQ_CST);
+    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
+}
+static void acct_dfree(void* p, void* user)
+{
+    (void)user;
+    cudaFree(p);
+}
+#endif
 static void* acct_alloc(size_t n, void* user)
 {
     zacct* a = (zacct*)user;
@@ -104,7 +172,7 @@ typedef struct cfg {
     double norm[STEPS], fsum[MAXR][STEPS];
     int64_t skipped;
     vs_ddp_memory mem_rest[MAXR], mem_end[MAXR];
-    long base[MAXR], hook_rest[MAXR], hook_peak[MAXR], big_steady[MAXR];
+    long base[MAXR], hook_rest[MAXR], hook_peak[MAXR], big_steady[MAXR], dev_steady[MAXR];
     int64_t own_b[MAXR][L * NK], own_e[MAXR][L * NK];
     int owned_ok[MAXR];
 } cfg;
@@ -168,15 +236,18 @@ static vs_ddp_desc make_desc(vs_mesh* mesh, const cfg* c, vs_zero_stage zero)
 }
 
 /* Layer l's backward on this rank: g += 0.1 p + h (the ref: the DP ranks' average). */
-static void backward_layer(vs_ddp* d, const cfg* c, int idx[NK][L], int me, int l, int s, int m)
+static void backward_layer(vs_ddp* d, const cfg* c, int idx[NK][L], int me, int l, int s, int m, float* tmp)
 {
     for (int k = 0; k < NK; k++) {
         int i = idx[k][l];
         const void* p = vs_ddp_param(d, i);
-        void* g = vs_ddp_grad(d, i);
-        VT_CHECK(p && g, "'%s': param %p grad %p: %s", kname[k], p, g, vs_last_error());
-        if (!p || !g) return;
+        void* gd = vs_ddp_grad(d, i);
+        VT_CHECK(p && gd, "'%s': param %p grad %p: %s", kname[k], p, gd, vs_last_error());
+        if (!p || !gd) return;
         int gb = c->bf16 && !c->grad_fp32;
+        size_t gbytes = (size_t)ksz[k] * (gb ? 2 : 4);
+        p = host_view(p, (size_t)ksz[k] * (c->bf16 ? 2 : 4), tmp);
+        void* g = (void*)host_view(gd, gbytes, tmp + ksz[0]);
         for (int64_t e = 0; e < ksz[k]; e++) {
             float pv = getf(p, c->bf16, e), v;
             int64_t x = flat(l, k, e);
@@ -190,6 +261,7 @@ static void backward_layer(vs_ddp* d, const cfg* c, int idx[NK][L], int me, int 
             if (c->nan_step == s + 1 && me == 1 && x == 7) v = NAN;
             addf(g, gb, e, v);
         }
+        put_back(gd, g, gbytes);
     }
 }
 
@@ -205,6 +277,7 @@ static int train_rank(vs_world* w, void* arg)
     VT_OK(vs_mesh_init(w, &md, &mesh));
     if (!mesh) return 1;
     int idx[NK][L];
+    float* tmp = (float*)malloc(2 * sizeof(float) * (size_t)ksz[0]); // host copies (DEV)
     if (c->acct) { // a first DDP makes the mesh's DP groups, so the measure below sees only the second's memory
         vs_ddp* d0 = NULL;
         vs_ddp_desc d0d = make_desc(mesh, c, VS_ZERO_1);
@@ -226,9 +299,9 @@ static int train_rank(vs_world* w, void* arg)
         c->hook_rest[me] = c->acct->live[me] - c->base[me];
         c->acct->peak[me] = c->acct->live[me];
     }
-    long big0 = 0;
+    long big0 = 0, dev0 = 0;
     for (int s = 0; s < STEPS; s++) {
-        if (s == 1 && c->acct) big0 = c->acct->big[me];
+        if (s == 1 && c->acct) big0 = c->acct->big[me], dev0 = c->acct->dev[me];
         VT_OK(vs_ddp_zero_grad(d));
         for (int m = 0; m < (c->micro ? c->micro : 1); m++) {
             double fs = 0;
@@ -237,6 +310,7 @@ static int train_rank(vs_world* w, void* arg)
                 for (int k = 0; k < NK; k++) {
                     const void* p = vs_ddp_param(d, idx[k][l]);
                     VT_CHECK(p != NULL, "forward: '%s' layer %d: %s", kname[k], l, vs_last_error());
+                    if (p) p = host_view(p, (size_t)ksz[k] * (c->bf16 ? 2 : 4), tmp);
                     for (int64_t e = 0; p && e < ksz[k]; e++) fs += getf(p, c->bf16, e) * (double)(e % 7 + 1);
                 }
                 VT_OK(vs_ddp_release(d, l + 1));
@@ -244,7 +318,7 @@ static int train_rank(vs_world* w, void* arg)
             if (m == 0) c->fsum[me][s] = fs;
             for (int l = L - 1; l >= 0; l--) { // backward
                 VT_OK(vs_ddp_gather(d, l + 1));
-                backward_layer(d, c, idx, me, l, s, m);
+                backward_layer(d, c, idx, me, l, s, m, tmp);
                 VT_OK(vs_ddp_group_ready(d, l + 1));
                 VT_OK(vs_ddp_release(d, l + 1));
             }
@@ -255,7 +329,7 @@ static int train_rank(vs_world* w, void* arg)
         if (me == 0) c->norm[s] = norm;
         VT_OK(vs_ddp_step(d, 0.01));
     }
-    if (c->acct) c->big_steady[me] = c->acct->big[me] - big0;
+    if (c->acct) c->big_steady[me] = c->acct->big[me] - big0, c->dev_steady[me] = c->acct->dev[me] - dev0;
     VT_OK(vs_ddp_memory_usage(d, &c->mem_end[me]));
     if (c->acct) c->hook_peak[me] = c->acct->peak[me] - c->base[me];
     c->skipped = vs_ddp_skipped_steps(d);
@@ -266,6 +340,8 @@ static int train_rank(vs_world* w, void* arg)
         for (int k = 0; k < NK; k++) {
             int i = idx[k][l];
             const void* p = vs_ddp_param(d, i);
+            size_t pz = c->bf16 ? 2 : 4;
+            if (p) p = host_view(p, (size_t)ksz[k] * pz, tmp);
             for (int64_t e = 0; p && e < ksz[k]; e++) c->out[me][flat(l, k, e)] = getf(p, c->bf16, e);
             vs_ddp_param_info info;
             vs_ddp_span own, st;
@@ -273,8 +349,9 @@ static int train_rank(vs_world* w, void* arg)
             VT_OK(vs_ddp_param_owned(d, i, &own));
             c->own_b[me][k * L + l] = info.owned_begin, c->own_e[me][k * L + l] = info.owned_end;
             int ok = own.begin == info.owned_begin && own.end == info.owned_end && p;
+            const void* oh = own.data ? host_view(own.data, (size_t)(own.end - own.begin) * pz, tmp + ksz[0]) : NULL;
             for (int64_t e = own.begin; ok && e < own.end; e++) // the owned shard is the gathered view's range
-                ok = getf(own.data, c->bf16, e - own.begin) == getf(p, c->bf16, e);
+                ok = getf(oh, c->bf16, e - own.begin) == getf(p, c->bf16, e);
             if (!c->sgd) {
                 VT_OK(vs_ddp_optim_state(d, i, VS_DDP_STATE_EXP_AVG_SQ, &st));
                 ok = ok && st.begin == own.begin && st.end == own.end && (st.begin == st.end || st.data);
@@ -285,6 +362,7 @@ static int train_rank(vs_world* w, void* arg)
     }
     VT_OK(vs_ddp_free(d));
     VT_OK(vs_mesh_free(mesh));
+    free(tmp);
     return 0;
 }
 
@@ -294,15 +372,16 @@ static cfg* run(int dp, vs_zero_stage zero, const cfg* tmpl)
     if (tmpl) *c = *tmpl;
     c->dp = dp;
     c->zero = zero;
-    vs_launch_desc ld;
-    memset(&ld, 0, sizeof ld);
-    ld.nranks = c->ref ? 1 : dp;
-    if (c->acct) {
-        ld.allocator.alloc = acct_alloc;
-        ld.allocator.free = acct_free;
-        ld.allocator.user = c->acct;
-    }
-    VT_OK(vs_launch_ex(&ld, train_rank, c));
+    vs_allocator al;
+    memset(&al, 0, sizeof al);
+    al.alloc = acct_alloc;
+    al.free = acct_free;
+#if DEV
+    al.device_alloc = acct_dalloc;
+    al.device_free = acct_dfree;
+#endif
+    al.user = c->acct;
+    VT_OK(launch(c->ref ? 1 : dp, train_rank, c, c->acct ? &al : NULL));
     return c;
 }
 
@@ -431,20 +510,22 @@ static void case_memory(int dp, int bf16)
         // the hooks see what vs_ddp_memory_usage says, and bookkeeping (names, tables, the f32 scratch of a shard)
         size_t reported = m->params + m->grads + m->optim_state + m->master;
         long slack = 16384 + (long)(group / dp) * 4; // (the scratch: f32 of a shard)
+        size_t gathered = 2 * (size_t)group * pz;
+        VT_CHECK(c->mem_end[r].gathered == gathered, "rank %d: gathered pool %zu bytes, want 2 groups, %zu", r,
+                 c->mem_end[r].gathered, gathered);
+        VT_CHECK(rest < rest1, "rank %d: ZeRO-3 at rest %zu not below ZeRO-1's %zu", r, rest, rest1);
+        VT_CHECK(c->dev_steady[r] == 0, "rank %d: %ld device allocations after the first step", r, c->dev_steady[r]);
+        if (DEV) continue; // (DDP's buffers are device memory, which the host hooks below do not see)
         VT_CHECK(c->hook_rest[r] >= (long)reported && c->hook_rest[r] <= (long)reported + slack,
                  "rank %d: the hooks see %ld bytes at rest, vs_ddp_memory_usage %zu (+ at most %ld)", r,
                  c->hook_rest[r], reported, slack);
         // the peak: at rest + the gathered pool (current + one prefetched group) + the staging pool (in the above)
-        size_t gathered = 2 * (size_t)group * pz;
-        VT_CHECK(c->mem_end[r].gathered == gathered, "rank %d: gathered pool %zu bytes, want 2 groups, %zu", r,
-                 c->mem_end[r].gathered, gathered);
         long formula = (long)(reported + gathered);
         VT_CHECK(c->hook_peak[r] >= formula && c->hook_peak[r] <= formula + slack,
                  "rank %d: peak %ld bytes through the hooks, the formula %ld (+ at most %ld)", r, c->hook_peak[r],
                  formula, slack);
         VT_CHECK(c->big_steady[r] == 0, "rank %d: %ld allocations of %d bytes or more after the first step", r,
                  c->big_steady[r], BIG);
-        VT_CHECK(rest < rest1, "rank %d: ZeRO-3 at rest %zu not below ZeRO-1's %zu", r, rest, rest1);
     }
     free(c);
     free(z1);
@@ -543,15 +624,21 @@ static int rank_bad(vs_world* w, void* arg)
     VT_CHECK(r == VS_ERR_UNSUPPORTED && strstr(vs_last_error(), "ZeRO-3"), "set_sync 0: %d %s", r, vs_last_error());
     VT_OK(vs_ddp_gather(d, 2));
     p = vs_ddp_param(d, idx[0][1]);
-    VT_CHECK(p && ((const float*)p)[5] == init_value(flat(1, 0, 5), 0), "the gathered view: %p", p);
+    VT_CHECK(p && read_f32(p, 5) == init_value(flat(1, 0, 5), 0), "the gathered view: %p", p);
     r = vs_ddp_set_group_reshard(d, 2, 0);
     VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "group 2 is gathered"), "reshard while gathered: %d %s", r,
              vs_last_error());
     // a step while a group is held: refused, nothing changed; after the release it goes
+    float* ones = (float*)malloc(sizeof(float) * (size_t)ksz[0]);
+    for (int64_t e = 0; e < ksz[0]; e++) ones[e] = 1.0f;
     for (int l = L - 1; l >= 0; l--) {
         for (int k = 0; k < NK; k++) {
             float* g = (float*)vs_ddp_grad(d, idx[k][l]);
-            for (int64_t e = 0; g && e < ksz[k]; e++) g[e] = 1.0f;
+#if DEV
+            if (g) put_back(g, ones, sizeof(float) * (size_t)ksz[k]);
+#else
+            if (g) memcpy(g, ones, sizeof(float) * (size_t)ksz[k]);
+#endif
         }
         VT_OK(vs_ddp_group_ready(d, l + 1));
     }
@@ -560,7 +647,8 @@ static int rank_bad(vs_world* w, void* arg)
     VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "group 2 is still gathered"), "step while held: %d %s", r,
              vs_last_error());
     VT_CHECK(vs_ddp_step_count(d) == 0, "the refused step counted");
-    VT_CHECK(((const float*)p)[5] == init_value(flat(1, 0, 5), 0), "the refused step changed the view");
+    VT_CHECK(read_f32(p, 5) == init_value(flat(1, 0, 5), 0), "the refused step changed the view");
+    free(ones);
     VT_OK(vs_ddp_release(d, 2));
     r = vs_ddp_release(d, 2);
     VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "group 2 is not gathered"), "release twice: %d %s", r,
@@ -569,7 +657,7 @@ static int rank_bad(vs_world* w, void* arg)
     VT_CHECK(vs_ddp_step_count(d) == 1, "step count %lld", (long long)vs_ddp_step_count(d));
     VT_OK(vs_ddp_gather(d, 2));
     p = vs_ddp_param(d, idx[0][1]);
-    VT_CHECK(p && ((const float*)p)[5] != init_value(flat(1, 0, 5), 0), "the step did not reach the gathered view");
+    VT_CHECK(p && read_f32(p, 5) != init_value(flat(1, 0, 5), 0), "the step did not reach the gathered view");
     VT_OK(vs_ddp_release(d, 2));
     VT_OK(vs_ddp_free(d));
     // other stages: gather and release check the group, and do nothing
@@ -628,6 +716,9 @@ int main(void)
     VT_CASE("memory DP4 bf16", case_memory(4, 1));
     VT_CASE("a NaN gradient on one rank: the step is skipped on every rank, as ZeRO-1", case_nonfinite());
     VT_CASE("bad input: zero 4, prefetch -1, reshard 2, group 0, storage, unknown group, release twice, a view "
-            "ungathered, set_sync 0, a step while held; ZeRO-1's calls do nothing", VT_OK(vs_launch(2, rank_bad, NULL)));
+            "ungathered, set_sync 0, a step while held; ZeRO-1's calls do nothing", VT_OK(launch(2, rank_bad, NULL, NULL)));
+#ifdef VS_STRICT
+    VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%s", vs_strict_first_violation()));
+#endif
     return vt_summary();
 }
