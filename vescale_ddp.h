@@ -382,9 +382,8 @@ typedef struct vs_ddp_memory {
     size_t optim_state;  // moments / momentum
     size_t master;       // fp32 master weights of half parameters
     size_t padding;      // elements of padding in the buckets (counted in the above)
-    size_t gathered;     // ZeRO-3: the pool of gathered parameter buffers (not in params): its buffers, each
-                         // the largest group's size; it grows to the most groups held at once (gathered,
-                         // kept or prefetched), which the first step shows, then stays
+    size_t gathered;     // ZeRO-3: the pool of gathered parameter buffers (not in params), each the size of
+                         // the largest bucket: the groups held at once (see vs_ddp_gather)
     size_t grad_staging; // the staging pool's part of grads (ZeRO-2/3: full-size gradient buffers)
 } vs_ddp_memory;
 
@@ -603,8 +602,10 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      not wait for them), and vs_ddp_step issues the first ones.
    - Memory: at peak the owned ranges plus the groups gathered at once
      (held, kept, prefetched) plus the staging pool; vs_ddp_memory_usage gives
-     each part. The gathered pool grows only when no buffer is free: after
-     the first step a step allocates nothing.
+     each part. vs_ddp_finalize makes the gathered pool (no allocation beside
+     a collective in flight): a buffer for each bucket of a kept group
+     (reshard_after_forward 0) and for 1 + prefetch groups, at most one a
+     bucket; a trainer holding more groups at once grows it then.
    - vs_ddp_step with a group still gathered (not released) is VS_ERR_STATE
      naming it: the step changes the shards it was gathered from.
    Other stages: gather and release check the group and do nothing. Both
@@ -1246,6 +1247,7 @@ typedef struct _vs_dsummary {
     int64_t nparams;
     uint64_t digest; // of every parameter's print, in order
     int64_t zero, bucket_bytes, grad_fp32, kind, staged;
+    int64_t prefetch, reshard; // ZeRO-3: they decide which gathers run, so they must match too
 } _vs_dsummary;
 
 /* All-gather of `bytes` per rank of host memory (device buffers in between on
@@ -1374,16 +1376,20 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
     mine.grad_fp32 = d->desc.grad_fp32 != 0;
     mine.kind = d->desc.optim.kind;
     mine.staged = d->desc.staged != 0;
+    mine.prefetch = d->desc.prefetch;
+    mine.reshard = d->desc.reshard_after_forward;
     _vs_dsummary* all = _VS_DDP_NEW(d->world, _vs_dsummary, G);
     if (!all) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
     vs_result r = _vs_ddp_gather_host(d, vs_mesh_comm(chk), &mine, all, sizeof mine);
-    int odd = -1, same = 1;
+    int odd = -1, odd3 = -1, same = 1;
     int64_t maxn = 0;
     for (int g = 0; g < G && !r; g++) {
         if (odd < 0 && (all[g].zero != all[0].zero || all[g].bucket_bytes != all[0].bucket_bytes ||
                         all[g].grad_fp32 != all[0].grad_fp32 || all[g].kind != all[0].kind ||
                         all[g].staged != all[0].staged))
             odd = g;
+        if (odd3 < 0 && all[0].zero == VS_ZERO_3 && (all[g].prefetch != all[0].prefetch || all[g].reshard != all[0].reshard))
+            odd3 = g;
         if (all[g].nparams != all[0].nparams || all[g].digest != all[0].digest) same = 0;
         if (all[g].nparams > maxn) maxn = all[g].nparams;
     }
@@ -1396,6 +1402,12 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
                          (long long)all[0].grad_fp32, (long long)all[0].kind, (long long)all[0].staged,
                          vs_mesh_global_rank(chk, odd), (long long)all[odd].zero, (long long)all[odd].bucket_bytes,
                          (long long)all[odd].grad_fp32, (long long)all[odd].kind, (long long)all[odd].staged);
+    if (!r && odd < 0 && odd3 >= 0)
+        r = vs_set_error(VS_ERR_MISMATCH,
+                         "vs_ddp_finalize: ranks disagree on the ZeRO-3 settings (over mesh dims %s): world rank %d has "
+                         "prefetch %lld, reshard_after_forward %lld; world rank %d has %lld, %lld", dims,
+                         vs_mesh_global_rank(chk, 0), (long long)all[0].prefetch, (long long)all[0].reshard,
+                         vs_mesh_global_rank(chk, odd3), (long long)all[odd3].prefetch, (long long)all[odd3].reshard);
     if (!r && !same) {
         uint64_t* fps = _VS_DDP_NEW(d->world, uint64_t, (size_t)G * (size_t)maxn + 1);
         _vs_dprint* prints = _VS_DDP_NEW(d->world, _vs_dprint, G);
@@ -1931,11 +1943,14 @@ _VS_DDP_PRIVATE void _vs_ddp_unguard(vs_ddp* d, _vs_dbucket* k);
 _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
 {
     (void)_vs_ddp_sync(d); // kernels still reading or writing the buffers
-    for (int b = 0; b < d->nbuckets; b++) {
+    for (int b = 0; b < d->nbuckets; b++) { // every collective first: a free beside one in flight can deadlock (NCCL)
         _vs_dbucket* k = &d->buckets[b];
         if (k->work) vs_wait(k->work);
         if (k->pwork) vs_wait(k->pwork);
         k->work = k->pwork = NULL;
+    }
+    for (int b = 0; b < d->nbuckets; b++) {
+        _vs_dbucket* k = &d->buckets[b];
         _vs_ddp_unguard(d, k);
         _vs_ddp_hfree(d, k->param);
         if (d->desc.zero < VS_ZERO_2 && !k->ext) _vs_ddp_hfree(d, k->grad);
@@ -2187,6 +2202,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_bucket_order(vs_ddp* d)
     return VS_OK;
 }
 
+_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_reserve(vs_ddp* d);
+
 VS_API vs_result vs_ddp_finalize(vs_ddp* d)
 {
     const char* fn = "vs_ddp_finalize";
@@ -2306,6 +2323,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         }
         if (r) goto fail;
     }
+    if ((r = _vs_ddp_zpool_reserve(d))) goto fail;
     if (d->pool_bytes) {
         d->npool = d->desc.zero2_buffers;
         d->pool = _VS_DDP_NEW(d->world, void*, d->npool);
@@ -2586,20 +2604,34 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_z3_step_begin(vs_ddp* d)
     return VS_OK;
 }
 
-/* After a step: the order is recorded; the first groups' gathers start. The
-   first step ran without prefetch: the pool grows now by `prefetch` buffers
-   (at most one a bucket), so no later step allocates. */
+/* After a step: the order is recorded; the first groups' gathers start. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_z3_step_end(vs_ddp* d)
 {
-    vs_result r = VS_OK;
-    if (!d->zrecorded && d->nzorder > 0) {
-        int want = d->nzpool + (d->desc.prefetch < d->nbuckets ? d->desc.prefetch : d->nbuckets);
-        if (want > d->nbuckets) want = d->nbuckets;
-        while (d->nzpool < want && !r) r = _vs_ddp_zpool_grow(d);
-        d->zrecorded = 1;
-    }
+    d->zrecorded = d->nzorder > 0;
     d->zpos = 0;
-    return r ? r : _vs_ddp_z3_prefetch(d, 0);
+    return _vs_ddp_z3_prefetch(d, 0);
+}
+
+/* The gathered pool made before any collective runs (vs_ddp_finalize; a
+   device allocation beside a collective waiting for its peers can deadlock on
+   NCCL): what a trainer that gathers one group at a time can hold at once,
+   the kept groups (reshard_after_forward 0) plus the current and `prefetch`
+   next groups, at most every bucket. One holding more grows it then. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_reserve(vs_ddp* d)
+{
+    if (d->desc.zero != VS_ZERO_3) return VS_OK;
+    int kept = 0, per = 1; // buckets of kept groups; the most buckets of one group
+    for (int b = 0; b < d->nbuckets; b++) {
+        int n = 0;
+        kept += !d->buckets[b].reshard;
+        for (int c = 0; c < d->nbuckets; c++) n += d->buckets[c].rgroup == d->buckets[b].rgroup;
+        if (n > per) per = n;
+    }
+    int64_t want = (int64_t)kept + (1 + (int64_t)d->desc.prefetch) * per;
+    if (want > d->nbuckets) want = d->nbuckets;
+    vs_result r = VS_OK;
+    while (d->nzpool < want && !r) r = _vs_ddp_zpool_grow(d);
+    return r;
 }
 
 /* vs_ddp_param under ZeRO-3: the view into the gathered bucket. */
@@ -2631,7 +2663,7 @@ VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_afte
         if (d->params[i].rgroup == group) d->params[i].reshard = reshard_after_forward;
     for (int b = 0; b < d->nbuckets; b++)
         if (d->buckets[b].rgroup == group) d->buckets[b].reshard = reshard_after_forward;
-    return VS_OK;
+    return _vs_ddp_zpool_reserve(d); // (a group kept now: one more buffer, made between uses)
 }
 
 VS_API void* vs_ddp_param(vs_ddp* d, int i)

@@ -301,7 +301,7 @@ static int train_rank(vs_world* w, void* arg)
     }
     long big0 = 0, dev0 = 0;
     for (int s = 0; s < STEPS; s++) {
-        if (s == 1 && c->acct) big0 = c->acct->big[me], dev0 = c->acct->dev[me];
+        if (s == 0 && c->acct) big0 = c->acct->big[me], dev0 = c->acct->dev[me]; // (none in any step)
         VT_OK(vs_ddp_zero_grad(d));
         for (int m = 0; m < (c->micro ? c->micro : 1); m++) {
             double fs = 0;
@@ -385,9 +385,18 @@ static cfg* run(int dp, vs_zero_stage zero, const cfg* tmpl)
     return c;
 }
 
-/* Every rank's parameters and checksums bit for bit equal to b's rank 0. */
+static void close_to(const char* what, const cfg* a, const cfg* b, double tol);
+
+/* Every rank's parameters and checksums bit for bit equal to b's rank 0. Over
+   the stand-in's NCCL, more than two ranks sum an element in an order that
+   depends on where it lies in the buffer (its ring chunk; ZeRO-3 reduces from
+   a staging buffer, ZeRO-1 from the bucket): there within 1e-6. */
 static void same_bits(const char* what, const cfg* a, const cfg* b)
 {
+    if (DEV && a->dp > 2 && !a->ref) {
+        close_to(what, a, b, 1e-6);
+        return;
+    }
     int n = a->ref ? 1 : a->dp;
     for (int r = 0; r < n; r++) {
         int64_t diff = 0, first = -1;
@@ -506,25 +515,26 @@ static void case_memory(int dp, int bf16)
                    "hooks: %ld at rest, %ld at peak\n", dp, bf16 ? "bf16" : "f32", rest, rest1, bound,
                    m->grad_staging, c->mem_end[r].gathered, c->hook_rest[r], c->hook_peak[r]);
         VT_CHECK((double)rest <= bound, "rank %d: %zu bytes at rest, more than %.0f", r, rest, bound);
-        VT_CHECK(m->gathered == 0, "rank %d: %zu gathered bytes right after finalize", r, m->gathered);
-        // the hooks see what vs_ddp_memory_usage says, and bookkeeping (names, tables, the f32 scratch of a shard)
-        size_t reported = m->params + m->grads + m->optim_state + m->master;
-        long slack = 16384 + (long)(group / dp) * 4; // (the scratch: f32 of a shard)
+        // the gathered pool, made by finalize: the current group and one prefetched
         size_t gathered = 2 * (size_t)group * pz;
-        VT_CHECK(c->mem_end[r].gathered == gathered, "rank %d: gathered pool %zu bytes, want 2 groups, %zu", r,
+        VT_CHECK(m->gathered == gathered && c->mem_end[r].gathered == gathered,
+                 "rank %d: gathered pool %zu bytes after finalize, %zu at the end, want 2 groups, %zu", r, m->gathered,
                  c->mem_end[r].gathered, gathered);
+        // the hooks see what vs_ddp_memory_usage says, and bookkeeping (names, tables, the f32 scratch of a shard)
+        size_t reported = m->params + m->grads + m->optim_state + m->master + m->gathered;
+        long slack = 16384 + (long)(group / dp) * 4; // (the scratch: f32 of a shard)
         VT_CHECK(rest < rest1, "rank %d: ZeRO-3 at rest %zu not below ZeRO-1's %zu", r, rest, rest1);
-        VT_CHECK(c->dev_steady[r] == 0, "rank %d: %ld device allocations after the first step", r, c->dev_steady[r]);
+        VT_CHECK(c->dev_steady[r] == 0, "rank %d: %ld device allocations in the steps", r, c->dev_steady[r]);
         if (DEV) continue; // (DDP's buffers are device memory, which the host hooks below do not see)
         VT_CHECK(c->hook_rest[r] >= (long)reported && c->hook_rest[r] <= (long)reported + slack,
                  "rank %d: the hooks see %ld bytes at rest, vs_ddp_memory_usage %zu (+ at most %ld)", r,
                  c->hook_rest[r], reported, slack);
-        // the peak: at rest + the gathered pool (current + one prefetched group) + the staging pool (in the above)
-        long formula = (long)(reported + gathered);
+        // the peak: at rest + the gathered pool + the staging pool (all in the above)
+        long formula = (long)reported;
         VT_CHECK(c->hook_peak[r] >= formula && c->hook_peak[r] <= formula + slack,
                  "rank %d: peak %ld bytes through the hooks, the formula %ld (+ at most %ld)", r, c->hook_peak[r],
                  formula, slack);
-        VT_CHECK(c->big_steady[r] == 0, "rank %d: %ld allocations of %d bytes or more after the first step", r,
+        VT_CHECK(c->big_steady[r] == 0, "rank %d: %ld allocations of %d bytes or more in the steps", r,
                  c->big_steady[r], BIG);
     }
     free(c);
@@ -675,6 +685,32 @@ static int rank_bad(vs_world* w, void* arg)
     return 0;
 }
 
+/* Ranks with different prefetch settings would run different gathers: refused by finalize. */
+static int rank_mismatch(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    if (!mesh) return 1;
+    cfg t;
+    memset(&t, 0, sizeof t);
+    t.prefetch = vs_world_rank(w) + 1;
+    vs_ddp* d = NULL;
+    vs_ddp_desc dd = make_desc(mesh, &t, VS_ZERO_3);
+    VT_OK(vs_ddp_init(&dd, &d));
+    int idx[NK][L];
+    add_model(d, 0, idx);
+    vs_result r = vs_ddp_finalize(d);
+    VT_CHECK(r == VS_ERR_MISMATCH && strstr(vs_last_error(), "prefetch 1") && strstr(vs_last_error(), "has 2"),
+             "finalize with prefetch %d: %d %s", t.prefetch, r, vs_last_error());
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+
 int main(void)
 {
     static cfg t; // (large: not on the stack)
@@ -717,6 +753,8 @@ int main(void)
     VT_CASE("a NaN gradient on one rank: the step is skipped on every rank, as ZeRO-1", case_nonfinite());
     VT_CASE("bad input: zero 4, prefetch -1, reshard 2, group 0, storage, unknown group, release twice, a view "
             "ungathered, set_sync 0, a step while held; ZeRO-1's calls do nothing", VT_OK(launch(2, rank_bad, NULL, NULL)));
+    VT_CASE("ranks with different prefetch: vs_ddp_finalize refuses on every rank, naming both values",
+            VT_OK(launch(2, rank_mismatch, NULL, NULL)));
 #ifdef VS_STRICT
     VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%s", vs_strict_first_violation()));
 #endif
