@@ -608,6 +608,12 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      bucket; a trainer holding more groups at once grows it then.
    - vs_ddp_step with a group still gathered (not released) is VS_ERR_STATE
      naming it: the step changes the shards it was gathered from.
+   - vs_ddp_wait_params and vs_ddp_synchronize complete prefetched gathers
+     too; vs_ddp_zero_grad waits for none. VESCALE_DEBUG=params guards
+     nothing here: a view exists only while its group is held.
+   - prefetch and reshard_after_forward must match over the ranks (finalize
+     compares them), and so must the order of gathers and per-group settings:
+     they decide which collectives run.
    Other stages: gather and release check the group and do nothing. Both
    after vs_ddp_finalize; a group no parameter declares (or 0) is
    VS_ERR_INVALID; release of a group not gathered (released twice, or never
