@@ -588,7 +588,8 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      VS_ERR_STATE naming the parameter and group. The views are valid until
      vs_ddp_release.
    - Gradients: vs_ddp_grad gives a full-size buffer from the staging pool
-     (zero2_buffers of them, as ZeRO-2); vs_ddp_group_ready reduce-scatters it
+     (zero2_buffers of them, as ZeRO-2, at least twice the buckets of the
+     largest group); vs_ddp_group_ready reduce-scatters it
      into the owned f32 accumulator, and the buffer returns to the pool once
      that completes. Every backward reduces (vs_ddp_set_sync(d, 0) is refused):
      accumulation adds up in the owned ranges.
@@ -2210,6 +2211,18 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_bucket_order(vs_ddp* d)
 
 _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_reserve(vs_ddp* d);
 
+/* The most buckets of one ready group (dtypes or partial dims split a group). */
+_VS_DDP_PRIVATE int _vs_ddp_group_buckets(const vs_ddp* d)
+{
+    int per = 1;
+    for (int b = 0; b < d->nbuckets; b++) {
+        int n = 0;
+        for (int c = 0; c < d->nbuckets && d->buckets[b].rgroup; c++) n += d->buckets[c].rgroup == d->buckets[b].rgroup;
+        if (n > per) per = n;
+    }
+    return per;
+}
+
 VS_API vs_result vs_ddp_finalize(vs_ddp* d)
 {
     const char* fn = "vs_ddp_finalize";
@@ -2332,6 +2345,8 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
     if ((r = _vs_ddp_zpool_reserve(d))) goto fail;
     if (d->pool_bytes) {
         d->npool = d->desc.zero2_buffers;
+        // ZeRO-3: a group's gradients all at once, and the last group's still reducing
+        if (d->desc.zero == VS_ZERO_3 && d->npool < 2 * _vs_ddp_group_buckets(d)) d->npool = 2 * _vs_ddp_group_buckets(d);
         d->pool = _VS_DDP_NEW(d->world, void*, d->npool);
         d->pool_owner = _VS_DDP_NEW(d->world, int, d->npool);
         if (!d->pool || !d->pool_owner) goto nomem;
@@ -2626,13 +2641,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_z3_step_end(vs_ddp* d)
 _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_reserve(vs_ddp* d)
 {
     if (d->desc.zero != VS_ZERO_3) return VS_OK;
-    int kept = 0, per = 1; // buckets of kept groups; the most buckets of one group
-    for (int b = 0; b < d->nbuckets; b++) {
-        int n = 0;
-        kept += !d->buckets[b].reshard;
-        for (int c = 0; c < d->nbuckets; c++) n += d->buckets[c].rgroup == d->buckets[b].rgroup;
-        if (n > per) per = n;
-    }
+    int kept = 0, per = _vs_ddp_group_buckets(d); // buckets of kept groups; the most buckets of one group
+    for (int b = 0; b < d->nbuckets; b++) kept += !d->buckets[b].reshard;
     int64_t want = (int64_t)kept + (1 + (int64_t)d->desc.prefetch) * per;
     if (want > d->nbuckets) want = d->nbuckets;
     vs_result r = VS_OK;

@@ -541,6 +541,132 @@ static void case_memory(int dp, int bf16)
     free(z1);
 }
 
+/* DP x TP2: w1 sharded over TP, b1 Replicate with a gradient partial over TP
+   (summed by DDP over TP on the owned range), w2 replicated; a layer's group is
+   then three buckets (the partial dims split it), gathered together. Each rank's
+   local parameters bit for bit equal to ZeRO-1's on the same mesh. */
+static int tp_rank(vs_world* w, void* arg)
+{
+    cfg* c = (cfg*)arg;
+    int me = vs_world_rank(w);
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = c->dp;
+    md.shape[1] = 2;
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    if (!mesh) return 1;
+    int dpc = vs_mesh_coord_along(mesh, "DP"), tpc = vs_mesh_coord_along(mesh, "TP");
+    vs_ddp* d = NULL;
+    vs_ddp_desc dd = make_desc(mesh, c, c->zero);
+    VT_OK(vs_ddp_init(&dd, &d));
+    if (!d) return 1;
+    int64_t n[NK], off[NK]; // local size and first global element of each kind
+    int idx[NK][L];
+    for (int k = 0; k < NK; k++) {
+        n[k] = k == 0 ? ksz[k] / 2 : ksz[k];
+        off[k] = k == 0 ? tpc * n[k] : 0;
+        float* data = (float*)malloc(sizeof(float) * (size_t)(n[k] * L));
+        for (int l = 0; l < L; l++)
+            for (int64_t e = 0; e < n[k]; e++) data[l * n[k] + e] = init_value(flat(l, k, off[k] + e), k);
+        vs_ddp_param_desc pd;
+        memset(&pd, 0, sizeof pd);
+        pd.name = kname[k];
+        pd.dtype = VS_F32;
+        pd.ndim = 1;
+        pd.shape[0] = ksz[k];
+        pd.placements[1] = k == 0 ? vs_shard(0) : k == 1 ? vs_partial(VS_OP_SUM) : vs_replicate();
+        pd.data = data;
+        pd.layers = L;
+        pd.ready_group = 1;
+        int first = -1;
+        VT_OK(vs_ddp_add_param(d, &pd, &first));
+        for (int l = 0; l < L; l++) idx[k][l] = first + l;
+        free(data);
+    }
+    VT_OK(vs_ddp_finalize(d));
+    float* tmp = (float*)malloc(2 * sizeof(float) * (size_t)ksz[0]);
+    for (int s = 0; s < STEPS; s++) {
+        VT_OK(vs_ddp_zero_grad(d));
+        double fs = 0;
+        for (int l = 0; l < L; l++) {
+            VT_OK(vs_ddp_gather(d, l + 1));
+            for (int k = 0; k < NK; k++) {
+                const void* p = vs_ddp_param(d, idx[k][l]);
+                VT_CHECK(p != NULL, "forward: '%s' layer %d: %s", kname[k], l, vs_last_error());
+                if (p) p = host_view(p, (size_t)n[k] * 4, tmp);
+                for (int64_t e = 0; p && e < n[k]; e++) fs += ((const float*)p)[e] * (double)(e % 7 + 1);
+            }
+            VT_OK(vs_ddp_release(d, l + 1));
+        }
+        c->fsum[me][s] = fs;
+        for (int l = L - 1; l >= 0; l--) {
+            VT_OK(vs_ddp_gather(d, l + 1));
+            for (int k = 0; k < NK; k++) {
+                const void* pd = vs_ddp_param(d, idx[k][l]);
+                void* gd = vs_ddp_grad(d, idx[k][l]);
+                VT_CHECK(pd && gd, "'%s': %s", kname[k], vs_last_error());
+                if (!pd || !gd) continue;
+                const float* p = (const float*)host_view(pd, (size_t)n[k] * 4, tmp);
+                float* g = (float*)host_view(gd, (size_t)n[k] * 4, tmp + ksz[0]);
+                for (int64_t e = 0; e < n[k]; e++) {
+                    float v = 0.1f * p[e] + h_value(dpc, c->dp, s, 0, flat(l, k, off[k] + e));
+                    g[e] += k == 1 ? v * (float)(tpc + 1) / 3.0f : v; // (partial: the TP ranks' parts sum to v)
+                }
+                put_back(gd, g, (size_t)n[k] * 4);
+            }
+            VT_OK(vs_ddp_group_ready(d, l + 1));
+            VT_OK(vs_ddp_release(d, l + 1));
+        }
+        VT_OK(vs_ddp_finish_grad_sync(d));
+        double norm = 0;
+        VT_OK(vs_ddp_clip_grad_norm(d, 0.5, &norm));
+        if (me == 0) c->norm[s] = norm;
+        VT_OK(vs_ddp_step(d, 0.01));
+    }
+    int64_t at = 0;
+    for (int l = 0; l < L; l++) {
+        VT_OK(vs_ddp_gather(d, l + 1));
+        for (int k = 0; k < NK; k++) {
+            const void* p = vs_ddp_param(d, idx[k][l]);
+            if (p) p = host_view(p, (size_t)n[k] * 4, tmp);
+            for (int64_t e = 0; p && e < n[k]; e++) c->out[me][at++] = ((const float*)p)[e];
+        }
+        VT_OK(vs_ddp_release(d, l + 1));
+    }
+    free(tmp);
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    return 0;
+}
+
+static void case_tp(int dp)
+{
+    cfg* z[2];
+    for (int i = 0; i < 2; i++) {
+        z[i] = (cfg*)calloc(1, sizeof(cfg));
+        z[i]->dp = dp;
+        z[i]->zero = i ? VS_ZERO_1 : VS_ZERO_3;
+        VT_OK(launch(2 * dp, tp_rank, z[i], NULL));
+    }
+    double tol = DEV && dp > 2 ? 1e-6 : 0; // (see same_bits)
+    for (int r = 0; r < 2 * dp; r++) {
+        int64_t diff = 0;
+        for (int64_t x = 0; x < TOTAL; x++) {
+            double a = z[0]->out[r][x], b = z[1]->out[r][x];
+            diff += tol ? fabs(a - b) > tol * (fabs(b) + 1e-3) : memcmp(&z[0]->out[r][x], &z[1]->out[r][x], 4) != 0;
+        }
+        VT_CHECK(diff == 0, "rank %d: %lld parameters differ from ZeRO-1's", r, (long long)diff);
+        for (int s = 0; s < STEPS && !tol; s++)
+            VT_CHECK(z[0]->fsum[r][s] == z[1]->fsum[r][s], "rank %d step %d: forward checksum %.17g vs %.17g", r, s,
+                     z[0]->fsum[r][s], z[1]->fsum[r][s]);
+    }
+    for (int s = 0; s < STEPS; s++)
+        VT_CHECK(tol ? fabs(z[0]->norm[s] - z[1]->norm[s]) <= tol * z[1]->norm[s] : z[0]->norm[s] == z[1]->norm[s],
+                 "step %d: norm %.17g vs %.17g", s, z[0]->norm[s], z[1]->norm[s]);
+    free(z[0]), free(z[1]);
+}
+
 /* A NaN gradient on one rank: every rank skips that step; equal to ZeRO-1 doing the same. */
 static void case_nonfinite(void)
 {
@@ -744,6 +870,8 @@ int main(void)
         t.micro = 2;
         case_equal(4, &t, 1);
     });
+    VT_CASE("DP2 x TP2: a TP-sharded, a TP-partial (a group of three buckets) and a replicated kind, clipped: each "
+            "rank bit for bit ZeRO-1", case_tp(2));
     VT_CASE("prefetch 0/1/3 and reshard_after_forward 0: equal results; the gathered pool holds 1, 2 or L groups",
             case_prefetch());
     VT_CASE("memory DP2 f32: at rest <= 1.05 x total/DP + padding; hooks equal vs_ddp_memory_usage; peak = formula; "
