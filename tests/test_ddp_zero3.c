@@ -175,7 +175,7 @@ typedef struct cfg {
     long base[MAXR], hook_rest[MAXR], hook_peak[MAXR], big_steady[MAXR], dev_steady[MAXR];
     int64_t own_b[MAXR][L * NK], own_e[MAXR][L * NK];
     int owned_ok[MAXR];
-    int prefetch_seen[MAXR], prefetch_bad[MAXR]; // forward gathers after which the next group was (not) in flight
+    int prefetch_seen[MAXR], prefetch_bad[MAXR]; // forward gathers and releases that left the state (not) as meant
 } cfg;
 
 /* The gather state of group g's first bucket (the private state: this test links
@@ -329,6 +329,11 @@ static int train_rank(vs_world* w, void* arg)
                     for (int64_t e = 0; p && e < ksz[k]; e++) fs += getf(p, c->bf16, e) * (double)(e % 7 + 1);
                 }
                 VT_OK(vs_ddp_release(d, l + 1));
+                if (c->zero == VS_ZERO_3) { // reshard_after_forward 0: kept for the backward, else given back
+                    int want = c->rsf_set && c->rsf == 0 ? _VS_Z3_KEPT : _VS_Z3_REST;
+                    c->prefetch_seen[me]++;
+                    if (group_state(d, l + 1) != want) c->prefetch_bad[me]++;
+                }
             }
             if (m == 0) c->fsum[me][s] = fs;
             for (int l = L - 1; l >= 0; l--) { // backward
@@ -494,13 +499,14 @@ static void case_prefetch(void)
     same_bits("prefetch 1 vs 0", p1, p0);
     same_bits("reshard_after_forward 0 vs 1", k0, p0);
     same_bits("prefetch 3 vs ZeRO-1, DP4", p3, p3b);
-    // after each forward gather of a later step the next layer's gather was in flight (none without prefetch)
+    // after each forward gather of a later step the next layer's gather was in flight (none without prefetch),
+    // and each forward release kept the group (reshard_after_forward 0) or gave it back
     const cfg* runs[4] = {p0, p1, p3, k0};
     for (int i = 0; i < 4; i++)
         for (int r = 0; r < runs[i]->dp; r++)
             VT_CHECK(runs[i]->prefetch_seen[r] > 0 && runs[i]->prefetch_bad[r] == 0,
-                     "run %d rank %d: %d of %d forward gathers found the next group's gather %s", i, r,
-                     runs[i]->prefetch_bad[r], runs[i]->prefetch_seen[r], i ? "not in flight" : "in flight");
+                     "run %d rank %d: %d of %d forward gathers and releases left a group's state as not meant", i,
+                     r, runs[i]->prefetch_bad[r], runs[i]->prefetch_seen[r]);
     // the pool made by finalize: 1 (no prefetch), 2 (one ahead), 4 (all kept)
     size_t one = p0->mem_end[0].gathered;
     VT_CHECK(one > 0, "prefetch 0: gathered pool %zu bytes", one);
