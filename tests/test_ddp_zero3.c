@@ -30,6 +30,7 @@
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
+#include "vescale_ckpt.h"
 #include "vs_test.h"
 
 #include <math.h>
@@ -167,6 +168,10 @@ typedef struct cfg {
     int prefetch, prefetch_set, rsf, rsf_set;
     int nan_step; // > 0: rank 1 writes a NaN gradient at this step (1-based): skipped everywhere
     zacct* acct;   // the allocator hooks' counts (measure)
+    int s0, s1;    // the steps to run: [s0, s1) (s1 0: STEPS)
+    const char* save; // vs_ckpt_save_ddp after step save_after (1-based)
+    int save_after;
+    const char* load; // vs_ckpt_load_ddp after finalize
     /* results */
     float out[MAXR][TOTAL];
     double norm[STEPS], fsum[MAXR][STEPS];
@@ -305,12 +310,20 @@ static int train_rank(vs_world* w, void* arg)
     add_model(d, c->bf16, idx);
     VT_OK(vs_ddp_finalize(d));
     VT_OK(vs_ddp_memory_usage(d, &c->mem_rest[me]));
+    vs_ckpt* ck = NULL;
+    if (c->save || c->load) {
+        vs_ckpt_desc cd;
+        memset(&cd, 0, sizeof cd);
+        cd.mesh = mesh;
+        VT_OK(vs_ckpt_init(&cd, &ck));
+    }
+    if (c->load && ck) VT_OK(vs_ckpt_load_ddp(ck, c->load, d, "", NULL, 0));
     if (c->acct) { // (from here: registration held a copy of each `data` until finalize)
         c->hook_rest[me] = c->acct->live[me] - c->base[me];
         c->acct->peak[me] = c->acct->live[me];
     }
     long big0 = 0, dev0 = 0;
-    for (int s = 0; s < STEPS; s++) {
+    for (int s = c->s0; s < (c->s1 ? c->s1 : STEPS); s++) {
         if (s == 0 && c->acct) big0 = c->acct->big[me], dev0 = c->acct->dev[me]; // (none in any step)
         VT_OK(vs_ddp_zero_grad(d));
         for (int m = 0; m < (c->micro ? c->micro : 1); m++) {
@@ -348,7 +361,9 @@ static int train_rank(vs_world* w, void* arg)
         if (c->clip != 0) VT_OK(vs_ddp_clip_grad_norm(d, c->clip, &norm));
         if (me == 0) c->norm[s] = norm;
         VT_OK(vs_ddp_step(d, 0.01));
+        if (c->save && ck && s + 1 == c->save_after) VT_OK(vs_ckpt_save_ddp(ck, c->save, d, "", NULL, 0, NULL));
     }
+    if (ck) VT_OK(vs_ckpt_free(ck));
     if (c->acct) c->big_steady[me] = c->acct->big[me] - big0, c->dev_steady[me] = c->acct->dev[me] - dev0;
     VT_OK(vs_ddp_memory_usage(d, &c->mem_end[me]));
     if (c->acct) c->hook_peak[me] = c->acct->peak[me] - c->base[me];
@@ -411,7 +426,7 @@ static void close_to(const char* what, const cfg* a, const cfg* b, double tol);
    the stand-in's NCCL, more than two ranks sum an element in an order that
    depends on where it lies in the buffer (its ring chunk; ZeRO-3 reduces from
    a staging buffer, ZeRO-1 from the bucket): there within 1e-6. */
-static void same_bits(const char* what, const cfg* a, const cfg* b)
+static void same_bits_from(const char* what, const cfg* a, const cfg* b, int s0)
 {
     if (DEV && a->dp > 2 && !a->ref) {
         close_to(what, a, b, 1e-6);
@@ -425,13 +440,14 @@ static void same_bits(const char* what, const cfg* a, const cfg* b)
         VT_CHECK(diff == 0, "%s: rank %d: %lld of %d parameters differ (first %lld: %.9g vs %.9g)", what, r,
                  (long long)diff, TOTAL, (long long)first, first >= 0 ? a->out[r][first] : 0.0,
                  first >= 0 ? b->out[0][first] : 0.0);
-        for (int s = 0; s < STEPS; s++)
+        for (int s = s0; s < STEPS; s++)
             VT_CHECK(a->fsum[r][s] == b->fsum[0][s], "%s: rank %d step %d: forward checksum %.17g vs %.17g", what, r,
                      s, a->fsum[r][s], b->fsum[0][s]);
     }
-    for (int s = 0; s < STEPS; s++)
+    for (int s = s0; s < STEPS; s++)
         VT_CHECK(a->norm[s] == b->norm[s], "%s: step %d: norm %.17g vs %.17g", what, s, a->norm[s], b->norm[s]);
 }
+static void same_bits(const char* what, const cfg* a, const cfg* b) { same_bits_from(what, a, b, 0); }
 
 /* Rank 0's parameters within tol relative (max |a-b| / max |b|) of b's. */
 static void close_to(const char* what, const cfg* a, const cfg* b, double tol)
@@ -695,6 +711,46 @@ static void case_tp(int dp)
     free(z[0]), free(z[1]);
 }
 
+/* Checkpoints of the DDP state: ZeRO-3 saves each parameter's owned range (as
+   the optimizer state); loads reshard to ZeRO-1 and to other DP sizes, and a
+   ZeRO-1 file loads into ZeRO-3. Training on from a load equals training on. */
+static void case_ckpt(void)
+{
+    char dir[] = "/tmp/vs_zero3_XXXXXX", p3[96], p1[96];
+    VT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(p3, sizeof p3, "%s/z3", dir);
+    snprintf(p1, sizeof p1, "%s/z1", dir);
+    cfg t;
+    memset(&t, 0, sizeof t);
+    t.save = p3, t.save_after = 2;
+    cfg* a = run(2, VS_ZERO_3, &t); // 3 steps, saved after 2
+    memset(&t, 0, sizeof t);
+    t.s1 = 2, t.save = p1, t.save_after = 2;
+    cfg* at2 = run(2, VS_ZERO_1, &t); // ZeRO-1's 2 steps, saved (equal to ZeRO-3's bit for bit)
+    memset(&t, 0, sizeof t);
+    t.load = p3, t.s0 = 2;
+    cfg* b = run(2, VS_ZERO_3, &t); // on from the file: step 3
+    cfg* c = run(2, VS_ZERO_1, &t);
+    same_bits_from("ZeRO-3 DP2 file, ZeRO-3 DP2 on from it", b, a, 2);
+    same_bits_from("ZeRO-3 DP2 file, ZeRO-1 DP2 on from it", c, a, 2);
+    t.s1 = 2; // no step: the loaded parameters
+    cfg* e = run(4, VS_ZERO_3, &t);
+    cfg* f = run(4, VS_ZERO_1, &t);
+    t.load = p1;
+    cfg* g = run(4, VS_ZERO_3, &t);
+    for (int r = 0; r < 4; r++) {
+        const cfg* got[3] = {e, f, g};
+        for (int i = 0; i < 3; i++)
+            VT_CHECK(memcmp(got[i]->out[r], at2->out[0], sizeof(float) * TOTAL) == 0,
+                     "%s DP4 rank %d: the loaded parameters differ from the saved ones",
+                     i == 0 ? "ZeRO-3 file into ZeRO-3" : i == 1 ? "ZeRO-3 file into ZeRO-1" : "ZeRO-1 file into ZeRO-3", r);
+    }
+    free(a), free(at2), free(b), free(c), free(e), free(f), free(g);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    VT_CHECK(system(cmd) == 0, "%s", cmd);
+}
+
 /* A NaN gradient on one rank: every rank skips that step; equal to ZeRO-1 doing the same. */
 static void case_nonfinite(void)
 {
@@ -906,6 +962,8 @@ int main(void)
             "no allocation in a step", case_memory(2, 0));
     VT_CASE("memory DP4 f32", case_memory(4, 0));
     VT_CASE("memory DP4 bf16", case_memory(4, 1));
+    VT_CASE("checkpoints: ZeRO-3 DP2 saved (owned ranges) trains on equal as ZeRO-3 and ZeRO-1; loads into ZeRO-3 and "
+            "ZeRO-1 DP4, and a ZeRO-1 file into ZeRO-3 DP4, give the saved parameters", case_ckpt());
     VT_CASE("a NaN gradient on one rank: the step is skipped on every rank, as ZeRO-1", case_nonfinite());
     VT_CASE("bad input: zero 4, prefetch -1, reshard 2, group 0, storage, unknown group, release twice, a view "
             "ungathered, set_sync 0, a step while held; ZeRO-1's calls do nothing", VT_OK(launch(2, rank_bad, NULL, NULL)));
