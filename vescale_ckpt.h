@@ -281,6 +281,8 @@ struct vs_ddp;
    step count) as entries "<prefix><param>", "<prefix><param>.master",
    ".exp_avg", ".exp_avg_sq", ".momentum", "<prefix>__step", in global,
    unflattened form: any DP size, ZeRO stage, TP layout or PP split loads it.
+   Under ZeRO-3 each rank saves and loads its parameters' owned ranges
+   (vs_ddp_param_owned), as the optimizer state; load before the first step.
    Collective (as vs_ckpt_save / vs_ckpt_load). Needs vescale_ddp.h included
    before this header's implementation. */
 VS_API vs_result vs_ckpt_save_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* ddp, const char* prefix,
