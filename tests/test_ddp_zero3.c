@@ -280,6 +280,21 @@ static void backward_layer(vs_ddp* d, const cfg* c, int idx[NK][L], int me, int 
     }
 }
 
+/* Saves or loads d's state at path with a checkpointer of its own, freed at once:
+   the save and load synchronize d, so no collective is in flight while the
+   checkpointer's device memory goes (a free beside one would be a device sync). */
+static vs_result ckpt_ddp(vs_mesh* mesh, vs_ddp* d, const char* path, int save)
+{
+    vs_ckpt* ck = NULL;
+    vs_ckpt_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.mesh = mesh;
+    vs_result r = vs_ckpt_init(&cd, &ck);
+    if (!r) r = save ? vs_ckpt_save_ddp(ck, path, d, "", NULL, 0, NULL) : vs_ckpt_load_ddp(ck, path, d, "", NULL, 0);
+    vs_result rf = vs_ckpt_free(ck);
+    return r ? r : rf;
+}
+
 static int train_rank(vs_world* w, void* arg)
 {
     cfg* c = (cfg*)arg;
@@ -310,14 +325,7 @@ static int train_rank(vs_world* w, void* arg)
     add_model(d, c->bf16, idx);
     VT_OK(vs_ddp_finalize(d));
     VT_OK(vs_ddp_memory_usage(d, &c->mem_rest[me]));
-    vs_ckpt* ck = NULL;
-    if (c->save || c->load) {
-        vs_ckpt_desc cd;
-        memset(&cd, 0, sizeof cd);
-        cd.mesh = mesh;
-        VT_OK(vs_ckpt_init(&cd, &ck));
-    }
-    if (c->load && ck) VT_OK(vs_ckpt_load_ddp(ck, c->load, d, "", NULL, 0));
+    if (c->load) VT_OK(ckpt_ddp(mesh, d, c->load, 0));
     if (c->acct) { // (from here: registration held a copy of each `data` until finalize)
         c->hook_rest[me] = c->acct->live[me] - c->base[me];
         c->acct->peak[me] = c->acct->live[me];
@@ -361,9 +369,8 @@ static int train_rank(vs_world* w, void* arg)
         if (c->clip != 0) VT_OK(vs_ddp_clip_grad_norm(d, c->clip, &norm));
         if (me == 0) c->norm[s] = norm;
         VT_OK(vs_ddp_step(d, 0.01));
-        if (c->save && ck && s + 1 == c->save_after) VT_OK(vs_ckpt_save_ddp(ck, c->save, d, "", NULL, 0, NULL));
+        if (c->save && s + 1 == c->save_after) VT_OK(ckpt_ddp(mesh, d, c->save, 1));
     }
-    if (ck) VT_OK(vs_ckpt_free(ck));
     if (c->acct) c->big_steady[me] = c->acct->big[me] - big0, c->dev_steady[me] = c->acct->dev[me] - dev0;
     VT_OK(vs_ddp_memory_usage(d, &c->mem_end[me]));
     if (c->acct) c->hook_peak[me] = c->acct->peak[me] - c->base[me];
