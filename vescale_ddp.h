@@ -595,8 +595,11 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      accumulation adds up in the owned ranges.
    - reshard_after_forward 1 (default): release frees the gathered buffer. 0
      (vs_ddp_desc, or per group vs_ddp_set_group_reshard): a release before the
-     group's vs_ddp_group_ready in this pass keeps it, and the next gather
-     takes it without traffic; group_ready (or the release after it) frees it.
+     group's gradients are all marked ready in this pass (vs_ddp_group_ready,
+     or vs_ddp_grad_ready of each) keeps it, and the next gather takes it
+     without traffic; the marking (or the release after it) frees it.
+   - A gather of a group held already (a recomputed forward) does nothing;
+     one release gives it back.
    - Prefetch: the first step (up to its vs_ddp_step) records the order of
      gathers; later, vs_ddp_gather of the recorded next group issues the
      gathers of the `prefetch` groups after it (asynchronous: the host does
@@ -2601,15 +2604,12 @@ VS_API vs_result vs_ddp_release(vs_ddp* d, int group)
     return VS_OK;
 }
 
-/* vs_ddp_group_ready of group g: its backward is done; a kept buffer goes. */
-_VS_DDP_PRIVATE void _vs_ddp_z3_backward_done(vs_ddp* d, int g)
+/* Bucket b's gradients are all marked ready in this pass: its backward is
+   done, so its release frees, and a kept buffer goes now. */
+_VS_DDP_PRIVATE void _vs_ddp_z3_backward_done(vs_ddp* d, int b)
 {
-    for (int b = 0; b < d->nbuckets; b++) {
-        _vs_dbucket* k = &d->buckets[b];
-        if (k->rgroup != g) continue;
-        k->zbwd = 1;
-        if (k->zstate == _VS_Z3_KEPT) _vs_ddp_z3_free(d, b);
-    }
+    d->buckets[b].zbwd = 1;
+    if (d->buckets[b].zstate == _VS_Z3_KEPT) _vs_ddp_z3_free(d, b);
 }
 
 /* Before a step (its gathers completed already): none held; the kept and
@@ -3085,6 +3085,7 @@ _VS_DDP_PRIVATE void _vs_ddp_mark_ready(vs_ddp* d, int i)
     _vs_dbucket* k = &d->buckets[q->bucket];
     q->ready = 1;
     k->nready++;
+    if (d->desc.zero == VS_ZERO_3 && k->nready == k->last - k->first) _vs_ddp_z3_backward_done(d, q->bucket);
     if (d->warned_order || !d->sync || d->desc.no_overlap || k->nready < k->last - k->first) return;
     int ob = -1; // the first bucket before it still open
     for (int b = d->next_launch; b < q->bucket && ob < 0; b++)
@@ -3135,7 +3136,6 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group)
     if ((r = _vs_ddp_begin_pass(d))) return r;
     for (int j = 0; j < d->nparams; j++) // in bucket order (a group over two buckets completes the first first)
         if (d->params[d->order[j]].rgroup == group) _vs_ddp_mark_ready(d, d->order[j]);
-    if (d->desc.zero == VS_ZERO_3) _vs_ddp_z3_backward_done(d, group);
     if (!d->sync || d->desc.no_overlap) return VS_OK;
     return _vs_ddp_launch_ready(d, 0);
 }

@@ -166,6 +166,7 @@ typedef struct cfg {
     int bf16, grad_fp32, micro, sgd;
     double clip; // > 0 clips; < 0 measures
     int prefetch, prefetch_set, rsf, rsf_set;
+    int per_param; // backward marks each parameter ready (vs_ddp_grad_ready), not the group
     int nan_step; // > 0: rank 1 writes a NaN gradient at this step (1-based): skipped everywhere
     zacct* acct;   // the allocator hooks' counts (measure)
     int s0, s1;    // the steps to run: [s0, s1) (s1 0: STEPS)
@@ -360,8 +361,13 @@ static int train_rank(vs_world* w, void* arg)
             for (int l = L - 1; l >= 0; l--) { // backward
                 VT_OK(vs_ddp_gather(d, l + 1));
                 backward_layer(d, c, idx, me, l, s, m, tmp);
-                VT_OK(vs_ddp_group_ready(d, l + 1));
+                for (int k = 0; k < NK && c->per_param; k++) VT_OK(vs_ddp_grad_ready(d, idx[k][l]));
+                if (!c->per_param) VT_OK(vs_ddp_group_ready(d, l + 1));
                 VT_OK(vs_ddp_release(d, l + 1));
+                if (c->zero == VS_ZERO_3) { // after its backward a group is given back, kept or not in the forward
+                    c->prefetch_seen[me]++;
+                    if (group_state(d, l + 1) != _VS_Z3_REST) c->prefetch_bad[me]++;
+                }
             }
             VT_OK(vs_ddp_finish_grad_sync(d)); // (each micro-batch's pass reduced: added into the owned ranges)
         }
@@ -519,13 +525,16 @@ static void case_prefetch(void)
     cfg* p3b = run(4, VS_ZERO_1, &t);
     t.prefetch = 1, t.rsf_set = 1; // reshard_after_forward 0
     cfg* k0 = run(2, VS_ZERO_3, &t);
+    t.per_param = 1; // ... with each parameter marked ready
+    cfg* k0p = run(2, VS_ZERO_3, &t);
     same_bits("prefetch 1 vs 0", p1, p0);
     same_bits("reshard_after_forward 0 vs 1", k0, p0);
+    same_bits("reshard_after_forward 0, vs_ddp_grad_ready, vs 1", k0p, p0);
     same_bits("prefetch 3 vs ZeRO-1, DP4", p3, p3b);
     // after each forward gather of a later step the next layer's gather was in flight (none without prefetch),
     // and each forward release kept the group (reshard_after_forward 0) or gave it back
-    const cfg* runs[4] = {p0, p1, p3, k0};
-    for (int i = 0; i < 4; i++)
+    const cfg* runs[5] = {p0, p1, p3, k0, k0p};
+    for (int i = 0; i < 5; i++)
         for (int r = 0; r < runs[i]->dp; r++)
             VT_CHECK(runs[i]->prefetch_seen[r] > 0 && runs[i]->prefetch_bad[r] == 0,
                      "run %d rank %d: %d of %d forward gathers and releases left a group's state as not meant", i,
@@ -537,7 +546,7 @@ static void case_prefetch(void)
              p1->mem_end[0].gathered, one);
     VT_CHECK(k0->mem_end[0].gathered == (size_t)L * one, "reshard_after_forward 0: gathered pool %zu, want %d x %zu",
              k0->mem_end[0].gathered, L, one);
-    free(p0), free(p1), free(p3), free(p3b), free(k0);
+    free(p0), free(p1), free(p3), free(p3b), free(k0), free(k0p);
 }
 
 /* Memory: at rest 1/DP of everything (+ padding); the peak the formula; a steady
