@@ -613,8 +613,10 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
    - vs_ddp_step with a group still gathered (not released) is VS_ERR_STATE
      naming it: the step changes the shards it was gathered from.
    - vs_ddp_wait_params and vs_ddp_synchronize complete prefetched gathers
-     too; vs_ddp_zero_grad waits for none. VESCALE_DEBUG=params guards
-     nothing here: a view exists only while its group is held.
+     too; vs_ddp_zero_grad waits for none.
+   - VESCALE_DEBUG=params on the host: a released group's buffer is
+     inaccessible until taken again, so a read through a view kept past its
+     release faults, naming the group and one of its parameters.
    - prefetch and reshard_after_forward must match over the ranks (finalize
      compares them), and so must the order of gathers and per-group settings:
      they decide which collectives run.
@@ -1949,6 +1951,7 @@ _VS_DDP_PRIVATE int _vs_ddp_counted(const vs_ddp* d, const _vs_dparam* q)
 }
 
 _VS_DDP_PRIVATE void _vs_ddp_unguard(vs_ddp* d, _vs_dbucket* k);
+_VS_DDP_PRIVATE void _vs_ddp_zpool_free(vs_ddp* d, void* p);
 
 _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
 {
@@ -1971,7 +1974,7 @@ _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
         _vs_ddp_hfree(d, k->state[1]);
     }
     for (int i = 0; i < d->npool && d->pool; i++) _vs_ddp_hfree(d, d->pool[i]);
-    for (int i = 0; i < d->nzpool; i++) _vs_ddp_hfree(d, d->zpool[i]);
+    for (int i = 0; i < d->nzpool; i++) _vs_ddp_zpool_free(d, d->zpool[i]);
     vs_free(d->world, d->zpool);
     vs_free(d->world, d->zpool_owner);
     vs_free(d->world, d->zorder);
@@ -2042,6 +2045,7 @@ typedef struct _vs_dguard {
     uintptr_t lo, hi; // hi 0: a free entry
     const void* owner;
     int rank;
+    int released; // a released ZeRO-3 view (a gathered pool buffer given back), not a gather in flight
     char name[96];
 } _vs_dguard;
 static _vs_dguard _vs_ddp_guards[_VS_DDP_NGUARD];
@@ -2070,10 +2074,17 @@ _VS_DDP_PRIVATE void _vs_ddp_segv(int sig, siginfo_t* si, void* uc)
             char c[2] = {num[--k], 0};
             _vs_ddp_put(msg, sizeof msg, &n, c);
         }
-        _vs_ddp_put(msg, sizeof msg, &n, " read parameter '");
-        _vs_ddp_put(msg, sizeof msg, &n, _vs_ddp_guards[i].name);
-        _vs_ddp_put(msg, sizeof msg, &n, "' while its ZeRO all-gather was in flight: call vs_ddp_wait_params after "
-                                         "vs_ddp_step before reading parameters\n");
+        if (_vs_ddp_guards[i].released) {
+            _vs_ddp_put(msg, sizeof msg, &n, " read a ZeRO-3 view of ");
+            _vs_ddp_put(msg, sizeof msg, &n, _vs_ddp_guards[i].name);
+            _vs_ddp_put(msg, sizeof msg, &n, " after vs_ddp_release: vs_ddp_gather the group before reading it (a "
+                                             "view is valid until its release)\n");
+        } else {
+            _vs_ddp_put(msg, sizeof msg, &n, " read parameter '");
+            _vs_ddp_put(msg, sizeof msg, &n, _vs_ddp_guards[i].name);
+            _vs_ddp_put(msg, sizeof msg, &n, "' while its ZeRO all-gather was in flight: call vs_ddp_wait_params "
+                                             "after vs_ddp_step before reading parameters\n");
+        }
         if (write(2, msg, n) < 0) n = 0;
         signal(SIGSEGV, SIG_DFL); // the read faults again and ends the process
         return;
@@ -2088,17 +2099,10 @@ _VS_DDP_PRIVATE void _vs_ddp_segv(int sig, siginfo_t* si, void* uc)
         _vs_ddp_old_segv.sa_handler(sig);
 }
 
-/* Guards the pages wholly inside [lo, hi) for parameter q of d, and fills the
-   rest of the range with NaN. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_guard_range(vs_ddp* d, _vs_dparam* q, char* lo, char* hi)
+/* Makes the whole pages [a, b) of d inaccessible, named `name` in the fault's
+   message (released: a ZeRO-3 view read after its release). */
+_VS_DDP_PRIVATE void _vs_ddp_guard_pages(vs_ddp* d, uintptr_t a, uintptr_t b, const char* name, int released)
 {
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)lo + pg - 1) / pg * pg, b = (uintptr_t)hi / pg * pg;
-    if (a >= b) a = b = (uintptr_t)hi; // no whole page: all of it is poisoned
-    if ((uintptr_t)lo < a) memset(lo, 0xff, (size_t)(a - (uintptr_t)lo));
-    if (b < (uintptr_t)hi) memset((void*)b, 0xff, (size_t)((uintptr_t)hi - b));
-    if ((uintptr_t)lo < a || b < (uintptr_t)hi) q->poisoned = 1;
-    if (a >= b) return VS_OK;
     pthread_mutex_lock(&_vs_ddp_guard_mu);
     if (!_vs_ddp_segv_on) {
         struct sigaction sa;
@@ -2113,16 +2117,42 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_guard_range(vs_ddp* d, _vs_dparam* q, char* lo
         if (!_vs_ddp_guards[i].hi) slot = i;
     if (slot >= 0 && mprotect((void*)a, b - a, PROT_NONE) == 0) {
         _vs_dguard* g = &_vs_ddp_guards[slot];
-        g->lo = a, g->owner = d, g->rank = vs_world_rank(d->world);
-        snprintf(g->name, sizeof g->name, "%s", q->name);
+        g->lo = a, g->owner = d, g->rank = vs_world_rank(d->world), g->released = released;
+        snprintf(g->name, sizeof g->name, "%s", name);
         __atomic_store_n(&g->hi, b, __ATOMIC_RELEASE);
     } else if (!_vs_ddp_guard_full) {
         _vs_ddp_guard_full = 1;
         vs_log(d->world, VS_LOG_WARN, "vs_ddp: VESCALE_DEBUG=params guards no more parameters (%s)",
                slot < 0 ? "its table is full" : "mprotect failed");
     }
+    pthread_mutex_unlock(&_vs_ddp_guard_mu); // (a debugging aid: a range left unguarded is said once, not an error)
+}
+
+/* Lifts d's guard that starts at page a (none: nothing). */
+_VS_DDP_PRIVATE void _vs_ddp_unguard_at(vs_ddp* d, uintptr_t a)
+{
+    pthread_mutex_lock(&_vs_ddp_guard_mu);
+    for (int i = 0; i < _VS_DDP_NGUARD; i++) {
+        _vs_dguard* g = &_vs_ddp_guards[i];
+        if (!g->hi || g->owner != d || g->lo != a) continue;
+        mprotect((void*)g->lo, g->hi - g->lo, PROT_READ | PROT_WRITE);
+        __atomic_store_n(&g->hi, 0, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&_vs_ddp_guard_mu);
-    return VS_OK; // (a debugging aid: a range left unguarded is said once, not an error)
+}
+
+/* Guards the pages wholly inside [lo, hi) for parameter q of d, and fills the
+   rest of the range with NaN. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_guard_range(vs_ddp* d, _vs_dparam* q, char* lo, char* hi)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)lo + pg - 1) / pg * pg, b = (uintptr_t)hi / pg * pg;
+    if (a >= b) a = b = (uintptr_t)hi; // no whole page: all of it is poisoned
+    if ((uintptr_t)lo < a) memset(lo, 0xff, (size_t)(a - (uintptr_t)lo));
+    if (b < (uintptr_t)hi) memset((void*)b, 0xff, (size_t)((uintptr_t)hi - b));
+    if ((uintptr_t)lo < a || b < (uintptr_t)hi) q->poisoned = 1;
+    if (a < b) _vs_ddp_guard_pages(d, a, b, q->name, 0);
+    return VS_OK;
 }
 
 /* f on each stale byte range of bucket k: its parameters' parts outside this
@@ -2448,13 +2478,46 @@ VS_API vs_result vs_ddp_wait_params(vs_ddp* d)
    only (and the reduce-scatter of _vs_ddp_launch), so another DP layout
    (HSDP) changes them in one place. */
 
+/* VESCALE_DEBUG=params on the host: the gathered pool's buffers are whole
+   pages, made inaccessible while given back, so a view read after its release
+   faults naming the group (_vs_ddp_segv). The allocation's start is kept
+   before the first page. */
+_VS_DDP_PRIVATE int _vs_ddp_zguarded(const vs_ddp* d) { return d->debug_params && !d->dev; }
+_VS_DDP_PRIVATE size_t _vs_ddp_zpages(const vs_ddp* d)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (d->zpool_bytes + pg - 1) / pg * pg;
+}
+_VS_DDP_PRIVATE void* _vs_ddp_zpool_alloc(const vs_ddp* d)
+{
+    if (!_vs_ddp_zguarded(d)) return _vs_ddp_zalloc(d, d->zpool_bytes);
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    char* raw = (char*)vs_alloc(d->world, _vs_ddp_zpages(d) + 2 * pg);
+    if (!raw) return NULL;
+    char* a = (char*)(((uintptr_t)raw + sizeof(void*) + pg - 1) / pg * pg);
+    memcpy(a - sizeof(void*), &raw, sizeof raw);
+    memset(a, 0, _vs_ddp_zpages(d));
+    return a;
+}
+_VS_DDP_PRIVATE void _vs_ddp_zpool_free(vs_ddp* d, void* p)
+{
+    if (!_vs_ddp_zguarded(d)) {
+        _vs_ddp_hfree(d, p);
+        return;
+    }
+    void* raw;
+    _vs_ddp_unguard_at(d, (uintptr_t)p);
+    memcpy(&raw, (char*)p - sizeof(void*), sizeof raw);
+    vs_free(d->world, raw);
+}
+
 /* One more (free) buffer in the gathered pool. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_grow(vs_ddp* d)
 {
     int n = d->nzpool + 1;
     void** np = _VS_DDP_NEW(d->world, void*, n);
     int* no = _VS_DDP_NEW(d->world, int, n);
-    void* nb = np && no ? _vs_ddp_zalloc(d, d->zpool_bytes) : NULL;
+    void* nb = np && no ? _vs_ddp_zpool_alloc(d) : NULL;
     if (!nb) {
         vs_free(d->world, np);
         vs_free(d->world, no);
@@ -2481,6 +2544,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_take(vs_ddp* d, int b, void** buf)
         if (d->zpool_owner[i] >= 0) continue;
         d->zpool_owner[i] = b;
         *buf = d->zpool[i];
+        if (_vs_ddp_zguarded(d)) _vs_ddp_unguard_at(d, (uintptr_t)*buf); // (the gather writes it)
         return VS_OK;
     }
 }
@@ -2488,6 +2552,13 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_take(vs_ddp* d, int b, void** buf)
 /* Bucket b's gathered buffer back to the pool (its gather completed). */
 _VS_DDP_PRIVATE void _vs_ddp_z3_free(vs_ddp* d, int b)
 {
+    _vs_dbucket* k = &d->buckets[b];
+    if (_vs_ddp_zguarded(d) && k->zbuf) {
+        char name[96];
+        snprintf(name, sizeof name, "ready group %d ('%.60s'%s)", k->rgroup, d->params[d->order[k->first]].name,
+                 k->last - k->first > 1 ? ", ..." : "");
+        _vs_ddp_guard_pages(d, (uintptr_t)k->zbuf, (uintptr_t)k->zbuf + _vs_ddp_zpages(d), name, 1);
+    }
     for (int i = 0; i < d->nzpool; i++)
         if (d->zpool_owner[i] == b) d->zpool_owner[i] = -1;
     d->buckets[b].zbuf = NULL;

@@ -34,9 +34,13 @@
 #include "vs_test.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #ifdef VS_STRICT
 #include <cuda_runtime.h>
@@ -911,6 +915,81 @@ static int rank_bad(vs_world* w, void* arg)
     return 0;
 }
 
+#if !DEV
+/* VESCALE_DEBUG=params: a view read after its group's release faults, naming the
+   group and a parameter (the released buffer's pages are inaccessible); reads
+   while it is gathered do not. Run in a child process, whose stderr and end
+   come back. */
+static int rank_stale(vs_world* w, void* arg)
+{
+    int read_after = *(int*)arg;
+    vs_mesh* mesh = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &mesh));
+    cfg t;
+    memset(&t, 0, sizeof t);
+    vs_ddp* d = NULL;
+    vs_ddp_desc dd = make_desc(mesh, &t, VS_ZERO_3);
+    VT_OK(vs_ddp_init(&dd, &d));
+    int idx[NK][L];
+    add_model(d, 0, idx);
+    VT_OK(vs_ddp_finalize(d));
+    VT_OK(vs_ddp_gather(d, 2));
+    volatile const float* p = (const float*)vs_ddp_param(d, idx[0][1]);
+    float v = p ? p[100] : 0;
+    VT_CHECK(v == init_value(flat(1, 0, 100), 0), "the gathered view holds %g", v);
+    VT_OK(vs_ddp_release(d, 2));
+    VT_OK(vs_barrier(vs_world_comm(w), NULL));
+    if (read_after && vs_world_rank(w) == 0) v = p[100]; // (faults here)
+    VT_OK(vs_barrier(vs_world_comm(w), NULL));
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+    return v == 12345.0f;
+}
+static int in_child(int (*fn)(vs_world*, void*), void* arg, char* out, size_t cap)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        setenv("VESCALE_DEBUG", "params", 1);
+        int before = vt_failures;
+        vs_result r = vs_launch(2, fn, arg);
+        _exit(r == VS_OK && vt_failures == before ? 0 : 3);
+    }
+    close(pfd[1]);
+    size_t n = 0;
+    ssize_t got;
+    while (n + 1 < cap && (got = read(pfd[0], out + n, cap - 1 - n)) > 0) n += (size_t)got;
+    out[n] = 0;
+    close(pfd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
+static void case_stale(void)
+{
+    for (int after = 0; after < 2; after++) {
+        char out[8192];
+        int status = in_child(rank_stale, &after, out, sizeof out);
+        if (!after)
+            VT_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "reads while gathered: the child failed (status "
+                     "%d): %s", status, out);
+        else
+            VT_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV && strstr(out, "ready group 2 ('h.1.") &&
+                         strstr(out, "after vs_ddp_release"),
+                     "a read after the release: status %d (signal %d), stderr: %s", status,
+                     WIFSIGNALED(status) ? WTERMSIG(status) : 0, out);
+    }
+}
+#endif
+
 /* Ranks with different prefetch settings would run different gathers: refused by finalize. */
 static int rank_mismatch(vs_world* w, void* arg)
 {
@@ -983,6 +1062,10 @@ int main(void)
     VT_CASE("a NaN gradient on one rank: the step is skipped on every rank, as ZeRO-1", case_nonfinite());
     VT_CASE("bad input: zero 4, prefetch -1, reshard 2, group 0, storage, unknown group, release twice, a view "
             "ungathered, set_sync 0, a step while held; ZeRO-1's calls do nothing", VT_OK(launch(2, rank_bad, NULL, NULL)));
+#if !DEV
+    VT_CASE("VESCALE_DEBUG=params: a view read after vs_ddp_release faults naming its group (and one of its parameters)",
+            case_stale());
+#endif
     VT_CASE("ranks with different prefetch: vs_ddp_finalize refuses on every rank, naming both values",
             VT_OK(launch(2, rank_mismatch, NULL, NULL)));
 #ifdef VS_STRICT
