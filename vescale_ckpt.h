@@ -281,6 +281,8 @@ struct vs_ddp;
    step count) as entries "<prefix><param>", "<prefix><param>.master",
    ".exp_avg", ".exp_avg_sq", ".momentum", "<prefix>__step", in global,
    unflattened form: any DP size, ZeRO stage, TP layout or PP split loads it.
+   Under ZeRO-3 each rank saves and loads its parameters' owned ranges
+   (vs_ddp_param_owned), as the optimizer state; load before the first step.
    Collective (as vs_ckpt_save / vs_ckpt_load). Needs vescale_ddp.h included
    before this header's implementation. */
 VS_API vs_result vs_ckpt_save_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* ddp, const char* prefix,
@@ -4583,7 +4585,17 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_ddp_entries(vs_ckpt* ck, vs_ddp* d, const ch
             if (s < 0) { // the parameter itself
                 _vs_ckpt_fmt(name, VS_CKPT_NAME_MAX, "%s%s", prefix, pi.name);
                 x->t.dtype = pi.dtype;
-                x->t.data = vs_ddp_param(d, i);
+                x->t.data = dd.zero == VS_ZERO_3 ? NULL : vs_ddp_param(d, i);
+                vs_ddp_span sp;
+                if (dd.zero == VS_ZERO_3 && (r = vs_ddp_param_owned(d, i, &sp)) == VS_OK) {
+                    // ZeRO-3 keeps only the owned range between uses: a range, as the optimizer state
+                    x->kind = VS_CKPT_RANGE;
+                    x->t.data = sp.data;
+                    x->range_begin = sp.begin;
+                    x->range_end = sp.end;
+                    x->skip = save && !pi.primary;
+                }
+                if (r) break;
             } else {
                 vs_ddp_span sp;
                 int has = vs_ddp_has_optim_state(d, i, _vs_ckpt_states[s]);

@@ -1,5 +1,5 @@
 /* vescale_ddp.h - v0.1.0 (2026-11-23) - DDP (bucketed gradient sync overlapped
-   with backward) and the DistributedOptimizer (ZeRO-1/2), on the device mesh of
+   with backward) and the DistributedOptimizer (ZeRO-1/2/3), on the device mesh of
    vescale_mesh.h. MIT license (end of file).
 
    Do this in *one* C or C++ file:
@@ -99,6 +99,10 @@
      of staging buffers reused bucket after bucket (so vs_ddp_grad must be asked
      again each backward pass), and each pass's reduced shard is added to the
      owned range (gradient accumulation reduces every micro-batch).
+   - ZeRO-3: as ZeRO-2, and parameters (with their masters and optimizer
+     state) live only as the owned range between uses: a trainer gathers a
+     ready group around its use (vs_ddp_gather / vs_ddp_release, prefetched in
+     the order the first step used); the rules are at vs_ddp_gather.
    - Gradient accumulation (ZeRO-0/1): vs_ddp_set_sync(ddp, 0) before the backward
      of a micro-batch that must not reduce; gradients add up in the buckets until
      a backward with sync on. Several synced passes before a step also add up
@@ -226,7 +230,7 @@ VS_API double vs_lr_at(const vs_lr_schedule* s, int64_t step);
 
 #define VS_DDP_MAX_GROUPS 16
 
-typedef enum vs_zero_stage { VS_ZERO_0 = 0, VS_ZERO_1 = 1, VS_ZERO_2 = 2 } vs_zero_stage;
+typedef enum vs_zero_stage { VS_ZERO_0 = 0, VS_ZERO_1 = 1, VS_ZERO_2 = 2, VS_ZERO_3 = 3 } vs_zero_stage;
 typedef enum vs_optim_kind { VS_OPTIM_ADAMW = 0, VS_OPTIM_SGD, VS_OPTIM_CUSTOM } vs_optim_kind;
 
 /* What a custom step sees: one parameter's slice this rank owns, as f32. */
@@ -339,6 +343,10 @@ typedef struct vs_ddp_desc {
     double max_grad_norm;
     vs_optim_desc optim;
     void* stream;        // device buffers: the cudaStream_t backward and forward run on (NULL: default stream)
+    /* ZeRO-3 (see "ZeRO-3" above vs_ddp_gather); zero with the flag 0 takes the default. */
+    int reshard_after_forward, reshard_after_forward_set; // 0 or 1 (default 1): a release before the group's
+                                                          // backward frees its gathered buffer (0: kept until then)
+    int prefetch, prefetch_set; // >= 0 (default 1): groups gathered ahead in the order the first step gathered
 } vs_ddp_desc;
 
 typedef struct vs_ddp_param_desc {
@@ -410,6 +418,9 @@ typedef struct vs_ddp_memory {
     size_t optim_state;  // moments / momentum
     size_t master;       // fp32 master weights of half parameters
     size_t padding;      // elements of padding in the buckets (counted in the above)
+    size_t gathered;     // ZeRO-3: the pool of gathered parameter buffers (not in params), each the size of
+                         // the largest bucket: the groups held at once (see vs_ddp_gather)
+    size_t grad_staging; // the staging pool's part of grads (ZeRO-2/3: full-size gradient buffers)
 } vs_ddp_memory;
 
 typedef struct vs_ddp vs_ddp;
@@ -598,6 +609,74 @@ VS_API vs_result vs_ddp_grad_ready(vs_ddp* d, int index);
    group no parameter declares, VS_ERR_STATE naming a parameter of the group
    already marked ready in this pass (then none of the group is marked). */
 VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
+/* ZeRO-3 (vs_ddp_desc.zero = VS_ZERO_3): parameters, f32 masters, optimizer
+   state and reduced gradients exist at rest only as this rank's 1/DP range of
+   each bucket (+ padding). The unit of gathering is a ready group
+   (vs_ddp_param_desc.ready_group: one bucket, or one per dtype). A step:
+       forward, per group g:  vs_ddp_gather(d, g); use vs_ddp_param(d, i) of g's
+                              parameters; vs_ddp_release(d, g)
+       backward, reverse:     vs_ddp_gather(d, g) (no traffic when kept);
+                              add into vs_ddp_grad(d, i); vs_ddp_group_ready(d, g);
+                              vs_ddp_release(d, g)
+       vs_ddp_finish_grad_sync, clip, vs_ddp_step as under ZeRO-1.
+   - Registration: every parameter needs a nonzero ready_group (a group-0
+     parameter is refused by vs_ddp_add_param, naming it: nothing would say
+     when to gather it, and keeping it whole would break the memory bound);
+     trainer-owned storage is refused (the gathered views are DDP's; the owned
+     shard's storage stays DDP's in this version).
+   - vs_ddp_param of a parameter whose group is not gathered: NULL,
+     VS_ERR_STATE naming the parameter and group. The views are valid until
+     vs_ddp_release.
+   - Gradients: vs_ddp_grad gives a full-size buffer from the staging pool
+     (zero2_buffers of them, as ZeRO-2, at least twice the buckets of the
+     largest group); vs_ddp_group_ready reduce-scatters it
+     into the owned f32 accumulator, and the buffer returns to the pool once
+     that completes. Every backward reduces (vs_ddp_set_sync(d, 0) is refused):
+     accumulation adds up in the owned ranges.
+   - reshard_after_forward 1 (default): release frees the gathered buffer. 0
+     (vs_ddp_desc, or per group vs_ddp_set_group_reshard): a release before the
+     group's gradients are all marked ready in this pass (vs_ddp_group_ready,
+     or vs_ddp_grad_ready of each) keeps it, and the next gather takes it
+     without traffic; the marking (or the release after it) frees it.
+   - A gather of a group held already (a recomputed forward) does nothing;
+     one release gives it back.
+   - Prefetch: the first step (up to its vs_ddp_step) records the order of
+     gathers; later, vs_ddp_gather of the recorded next group issues the
+     gathers of the `prefetch` groups after it (asynchronous: the host does
+     not wait for them), and vs_ddp_step issues the first ones.
+   - Memory: at peak the owned ranges plus the groups gathered at once
+     (held, kept, prefetched) plus the staging pool; vs_ddp_memory_usage gives
+     each part. vs_ddp_finalize makes the gathered pool (no allocation beside
+     a collective in flight): a buffer for each bucket of a kept group
+     (reshard_after_forward 0) and for 1 + prefetch groups, at most one a
+     bucket; a trainer holding more groups at once grows it then.
+   - vs_ddp_step with a group still gathered (not released) is VS_ERR_STATE
+     naming it: the step changes the shards it was gathered from.
+   - vs_ddp_wait_params and vs_ddp_synchronize complete prefetched gathers
+     too; vs_ddp_zero_grad waits for none.
+   - VESCALE_DEBUG=params on the host: a released group's buffer is
+     inaccessible until taken again, so a read through a view kept past its
+     release faults, naming the group and one of its parameters.
+   - prefetch and reshard_after_forward must match over the ranks (finalize
+     compares them), and so must the order of gathers and per-group settings:
+     they decide which collectives run.
+   Other stages: gather and release check the group and do nothing. Both
+   after vs_ddp_finalize; a group no parameter declares (or 0) is
+   VS_ERR_INVALID; release of a group not gathered (released twice, or never
+   gathered) VS_ERR_STATE; nothing changes on an error. */
+VS_API vs_result vs_ddp_gather(vs_ddp* d, int group);
+VS_API vs_result vs_ddp_release(vs_ddp* d, int group);
+/* reshard_after_forward (0 or 1) for one group, overriding the desc's; after
+   its parameters are registered, any time but while it is gathered. */
+VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_after_forward);
+/* The value of exactly the owned range of parameter `index`, in its dtype,
+   under every stage (ZeRO-3 keeps nothing else at rest): out->begin and
+   out->end are vs_ddp_param_info's owned range, out->data its first element.
+   To read, or to write between steps (restoring a checkpoint: write the
+   master too, vs_ddp_optim_state). ZeRO-3: vs_ddp_step starts the gathers of
+   the first groups of the next step: restore before the first step (when
+   nothing is prefetched yet). Device buffers: a device pointer. */
+VS_API vs_result vs_ddp_param_owned(vs_ddp* d, int index, vs_ddp_span* out);
 /* Reduces what is left and waits for every bucket; ends the backward pass.
    Called again with nothing new since (no vs_ddp_grad / vs_ddp_grad_ready): the
    gradients are reduced already, VS_ERR_STATE. */
@@ -843,6 +922,7 @@ typedef struct _vs_dparam {
     void* gext;       // and its gradient
     int rgroup;       // vs_ddp_param_desc.ready_group
     int poisoned;     // VESCALE_DEBUG=params: part of its stale range holds NaN until the gather lands
+    int reshard;      // ZeRO-3: vs_ddp_set_group_reshard's value, -1: the desc's
 } _vs_dparam;
 
 typedef struct _vs_dbucket {
@@ -871,7 +951,14 @@ typedef struct _vs_dbucket {
     int guarded;    // VESCALE_DEBUG=params: its parameters' stale pages are guarded until the unpack
     int gclean;     // ext: DDP zeroed the trainer's gradients and no backward pass began since
     int across;     // HSDP: the owned range was averaged over the replicate group in this pass
+    /* ZeRO-3: param holds only the owned range, bucket elements [pbase, pbase + shard) */
+    int64_t pbase;  // 0 under the other stages
+    void* zbuf;     // the gathered bucket (a buffer of the gathered pool), or NULL
+    int zstate;     // _VS_Z3_REST, _VS_Z3_FLIGHT (prefetched: pwork, or complete), _VS_Z3_HELD, _VS_Z3_KEPT
+    int reshard;    // reshard_after_forward of its group
+    int zbwd;       // its group_ready came in this backward pass: a release frees
 } _vs_dbucket;
+enum { _VS_Z3_REST = 0, _VS_Z3_FLIGHT, _VS_Z3_HELD, _VS_Z3_KEPT };
 
 struct vs_ddp {
     vs_ddp_desc desc;
@@ -911,6 +998,14 @@ struct vs_ddp {
     float* scratch; // f32 conversion space, max bucket shard
     int dev;         // buffers on the CUDA device (NCCL transport)
     _vs_dcuda* cu;   // its kernels and stream (after finalize)
+    /* ZeRO-3: the gathered pool (buffers of zpool_bytes, zpool_owner: a bucket or
+       -1) and the gather order the first step recorded (zorder: groups) */
+    void** zpool;
+    int* zpool_owner;
+    int nzpool;
+    size_t zpool_bytes;
+    int* zorder;
+    int nzorder, capzorder, zrecorded, zpos;
 };
 
 _VS_DDP_PRIVATE size_t _vs_dsz(vs_dtype t) { return vs_dtype_size(t); }
@@ -1220,6 +1315,7 @@ typedef struct _vs_dsummary {
     int64_t zero, bucket_bytes, grad_fp32, kind, staged;
     int64_t finish_in_step; // what vs_ddp_step does first: a clip there is a collective
     double max_grad_norm;
+    int64_t prefetch, reshard; // ZeRO-3: they decide which gathers run, so they must match too
 } _vs_dsummary;
 
 /* All-gather of `bytes` per rank of host memory (device buffers in between on
@@ -1350,16 +1446,20 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
     mine.staged = d->desc.staged != 0;
     mine.finish_in_step = d->desc.finish_in_step != 0;
     mine.max_grad_norm = d->desc.max_grad_norm;
+    mine.prefetch = d->desc.prefetch;
+    mine.reshard = d->desc.reshard_after_forward;
     _vs_dsummary* all = _VS_DDP_NEW(d->world, _vs_dsummary, G);
     if (!all) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
     vs_result r = _vs_ddp_gather_host(d, vs_mesh_comm(chk), &mine, all, sizeof mine);
-    int odd = -1, same = 1;
+    int odd = -1, odd3 = -1, same = 1;
     int64_t maxn = 0;
     for (int g = 0; g < G && !r; g++) {
         if (odd < 0 && (all[g].zero != all[0].zero || all[g].bucket_bytes != all[0].bucket_bytes ||
                         all[g].grad_fp32 != all[0].grad_fp32 || all[g].kind != all[0].kind ||
                         all[g].staged != all[0].staged))
             odd = g;
+        if (odd3 < 0 && all[0].zero == VS_ZERO_3 && (all[g].prefetch != all[0].prefetch || all[g].reshard != all[0].reshard))
+            odd3 = g;
         if (all[g].nparams != all[0].nparams || all[g].digest != all[0].digest) same = 0;
         if (all[g].nparams > maxn) maxn = all[g].nparams;
     }
@@ -1379,6 +1479,12 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
                              "has %lld, %g", dims, vs_mesh_global_rank(chk, 0), (long long)all[0].finish_in_step,
                              all[0].max_grad_norm, vs_mesh_global_rank(chk, g), (long long)all[g].finish_in_step,
                              all[g].max_grad_norm);
+    if (!r && odd < 0 && odd3 >= 0)
+        r = vs_set_error(VS_ERR_MISMATCH,
+                         "vs_ddp_finalize: ranks disagree on the ZeRO-3 settings (over mesh dims %s): world rank %d has "
+                         "prefetch %lld, reshard_after_forward %lld; world rank %d has %lld, %lld", dims,
+                         vs_mesh_global_rank(chk, 0), (long long)all[0].prefetch, (long long)all[0].reshard,
+                         vs_mesh_global_rank(chk, odd3), (long long)all[odd3].prefetch, (long long)all[odd3].reshard);
     if (!r && !same) {
         uint64_t* fps = _VS_DDP_NEW(d->world, uint64_t, (size_t)G * (size_t)maxn + 1);
         _vs_dprint* prints = _VS_DDP_NEW(d->world, _vs_dprint, G);
@@ -1518,6 +1624,9 @@ _VS_DDP_PRIVATE void _vs_ddp_desc_defaults(vs_ddp_desc* d)
     if (d->bucket_bytes == 0) d->bucket_bytes = VS_DDP_DEFAULT_BUCKET_BYTES;
     if (d->zero2_buffers == 0) d->zero2_buffers = VS_DDP_DEFAULT_ZERO2_BUFFERS;
     d->finish_in_step = d->finish_in_step || d->max_grad_norm > 0; // (a clip needs the sync)
+    if (d->reshard_after_forward == 0 && !d->reshard_after_forward_set) d->reshard_after_forward = 1;
+    if (d->prefetch == 0 && !d->prefetch_set) d->prefetch = 1;
+    d->reshard_after_forward_set = d->prefetch_set = 1;
     if (o->beta1 == 0 && !o->beta1_set) o->beta1 = 0.9;
     if (o->beta2 == 0 && !o->beta2_set) o->beta2 = 0.999;
     if (o->eps == 0 && !o->eps_set) o->eps = 1e-8;
@@ -1625,8 +1734,13 @@ VS_API vs_result vs_ddp_init(const vs_ddp_desc* desc, vs_ddp** out)
     if (desc->bucket_bytes < 0)
         return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: bucket_bytes %lld must be > 0 (0 takes the default)",
                             (long long)desc->bucket_bytes);
-    if ((int)desc->zero < 0 || desc->zero > VS_ZERO_2)
-        return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: zero stage %d (0, 1 or 2)", (int)desc->zero);
+    if ((int)desc->zero < 0 || desc->zero > VS_ZERO_3)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: zero stage %d (0, 1, 2 or 3)", (int)desc->zero);
+    if (desc->reshard_after_forward < 0 || desc->reshard_after_forward > 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: reshard_after_forward %d (0 or 1)",
+                            desc->reshard_after_forward);
+    if (desc->prefetch < 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: prefetch %d < 0", desc->prefetch);
     if ((int)desc->optim.kind < 0 || desc->optim.kind > VS_OPTIM_CUSTOM)
         return vs_set_error(VS_ERR_INVALID, "vs_ddp_init: optimizer kind %d", (int)desc->optim.kind);
     if (desc->optim.kind == VS_OPTIM_CUSTOM && !desc->optim.step)
@@ -1748,6 +1862,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_check_storage(const vs_ddp* d, const vs_ddp_pa
     if (d->desc.zero == VS_ZERO_2)
         return vs_set_error(VS_ERR_INVALID, "%s: '%s': trainer-owned storage under ZeRO-2: the gradient buffer is the "
                             "trainer's and full size, so ZeRO-2 would save nothing; use ZeRO-1", fn, p->name);
+    if (d->desc.zero == VS_ZERO_3)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s': trainer-owned storage under ZeRO-3: the full-size buffers it "
+                            "gives are what ZeRO-3 keeps sharded (the gathered views are DDP's); register it without "
+                            "storage and read vs_ddp_param after vs_ddp_gather", fn, p->name);
     size_t pz = _vs_dsz(p->dtype), gz = _vs_dsz(d->desc.grad_fp32 && p->dtype != VS_F32 ? VS_F32 : p->dtype);
     if ((uintptr_t)p->storage % pz || (uintptr_t)p->grad_storage % gz)
         return vs_set_error(VS_ERR_INVALID, "%s: '%s': %s %p is not aligned to its element size (%zu bytes)", fn, p->name,
@@ -1859,6 +1977,12 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p,
             return vs_set_error(VS_ERR_INVALID, "%s: '%s' must be Replicate along the DP dim %s", fn, p->name,
                                 vs_mesh_dim_name(d->mesh, dim));
     }
+    if (L.p[d->dp_index].kind != VS_PLACE_REPLICATE)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s' must be Replicate along the DP dim %s", fn, p->name,
+                            vs_mesh_dim_name(d->mesh, d->dp_index));
+    if (d->desc.zero == VS_ZERO_3 && p->ready_group == 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: '%s' has ready_group 0: ZeRO-3 gathers parameters by ready group "
+                            "(vs_ddp_gather), so each needs a nonzero one (a layer's, say)", fn, p->name);
     vs_result r = _vs_ddp_check_size(fn, p);
     if (r) return r;
     if ((r = _vs_ddp_check_storage(d, p))) return r;
@@ -1916,6 +2040,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p,
     q->no_decay = p->no_decay;
     q->tied_copy = p->tied_copy != 0;
     q->rgroup = p->ready_group;
+    q->reshard = -1;
     q->bucket = -1;
     if (index) *index = d->nparams;
     d->nparams++;
@@ -1946,24 +2071,35 @@ _VS_DDP_PRIVATE int _vs_ddp_counted(const vs_ddp* d, const _vs_dparam* q)
 }
 
 _VS_DDP_PRIVATE void _vs_ddp_unguard(vs_ddp* d, _vs_dbucket* k);
+_VS_DDP_PRIVATE void _vs_ddp_zpool_free(vs_ddp* d, void* p);
 
 _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
 {
     (void)_vs_ddp_sync(d); // kernels still reading or writing the buffers
-    for (int b = 0; b < d->nbuckets; b++) {
+    for (int b = 0; b < d->nbuckets; b++) { // every collective first: a free beside one in flight can deadlock (NCCL)
         _vs_dbucket* k = &d->buckets[b];
         if (k->work) vs_wait(k->work);
         if (k->pwork) vs_wait(k->pwork);
         k->work = k->pwork = NULL;
+    }
+    for (int b = 0; b < d->nbuckets; b++) {
+        _vs_dbucket* k = &d->buckets[b];
         _vs_ddp_unguard(d, k);
         _vs_ddp_hfree(d, k->param);
-        if (d->desc.zero != VS_ZERO_2 && !k->ext) _vs_ddp_hfree(d, k->grad);
+        if (d->desc.zero < VS_ZERO_2 && !k->ext) _vs_ddp_hfree(d, k->grad);
+        k->zbuf = NULL, k->zstate = _VS_Z3_REST; // (the gathered pool's, freed below)
         _vs_ddp_hfree(d, k->grad_shard);
         _vs_ddp_hfree(d, k->master);
         _vs_ddp_hfree(d, k->state[0]);
         _vs_ddp_hfree(d, k->state[1]);
     }
     for (int i = 0; i < d->npool && d->pool; i++) _vs_ddp_hfree(d, d->pool[i]);
+    for (int i = 0; i < d->nzpool; i++) _vs_ddp_zpool_free(d, d->zpool[i]);
+    vs_free(d->world, d->zpool);
+    vs_free(d->world, d->zpool_owner);
+    vs_free(d->world, d->zorder);
+    d->zpool = NULL, d->zpool_owner = NULL, d->zorder = NULL;
+    d->nzpool = d->nzorder = d->capzorder = 0;
     vs_free(d->world, d->pool);
     vs_free(d->world, d->pool_owner);
     vs_free(d->world, d->buckets);
@@ -2003,7 +2139,7 @@ _VS_DDP_PRIVATE int _vs_ddp_meet(const _vs_dparam* q, int64_t lo, int64_t n, int
 _VS_DDP_PRIVATE void* _vs_ddp_pat(const _vs_dbucket* k, const _vs_dparam* q, int64_t a)
 {
     if (q->pext) return (char*)q->pext + (size_t)(a - q->offset) * _vs_dsz(q->dtype);
-    return (char*)k->param + (size_t)a * _vs_dsz(k->pdtype);
+    return (char*)k->param + (size_t)(a - k->pbase) * _vs_dsz(k->pdtype); // (ZeRO-3: a in the owned range)
 }
 _VS_DDP_PRIVATE void* _vs_ddp_gat(const _vs_dbucket* k, const _vs_dparam* q, int64_t a)
 {
@@ -2029,6 +2165,7 @@ typedef struct _vs_dguard {
     uintptr_t lo, hi; // hi 0: a free entry
     const void* owner;
     int rank;
+    int released; // a released ZeRO-3 view (a gathered pool buffer given back), not a gather in flight
     char name[96];
 } _vs_dguard;
 static _vs_dguard _vs_ddp_guards[_VS_DDP_NGUARD];
@@ -2057,10 +2194,17 @@ _VS_DDP_PRIVATE void _vs_ddp_segv(int sig, siginfo_t* si, void* uc)
             char c[2] = {num[--k], 0};
             _vs_ddp_put(msg, sizeof msg, &n, c);
         }
-        _vs_ddp_put(msg, sizeof msg, &n, " read parameter '");
-        _vs_ddp_put(msg, sizeof msg, &n, _vs_ddp_guards[i].name);
-        _vs_ddp_put(msg, sizeof msg, &n, "' while its ZeRO all-gather was in flight: call vs_ddp_wait_params after "
-                                         "vs_ddp_step before reading parameters\n");
+        if (_vs_ddp_guards[i].released) {
+            _vs_ddp_put(msg, sizeof msg, &n, " read a ZeRO-3 view of ");
+            _vs_ddp_put(msg, sizeof msg, &n, _vs_ddp_guards[i].name);
+            _vs_ddp_put(msg, sizeof msg, &n, " after vs_ddp_release: vs_ddp_gather the group before reading it (a "
+                                             "view is valid until its release)\n");
+        } else {
+            _vs_ddp_put(msg, sizeof msg, &n, " read parameter '");
+            _vs_ddp_put(msg, sizeof msg, &n, _vs_ddp_guards[i].name);
+            _vs_ddp_put(msg, sizeof msg, &n, "' while its ZeRO all-gather was in flight: call vs_ddp_wait_params "
+                                             "after vs_ddp_step before reading parameters\n");
+        }
         if (write(2, msg, n) < 0) n = 0;
         signal(SIGSEGV, SIG_DFL); // the read faults again and ends the process
         return;
@@ -2075,17 +2219,10 @@ _VS_DDP_PRIVATE void _vs_ddp_segv(int sig, siginfo_t* si, void* uc)
         _vs_ddp_old_segv.sa_handler(sig);
 }
 
-/* Guards the pages wholly inside [lo, hi) for parameter q of d, and fills the
-   rest of the range with NaN. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_guard_range(vs_ddp* d, _vs_dparam* q, char* lo, char* hi)
+/* Makes the whole pages [a, b) of d inaccessible, named `name` in the fault's
+   message (released: a ZeRO-3 view read after its release). */
+_VS_DDP_PRIVATE void _vs_ddp_guard_pages(vs_ddp* d, uintptr_t a, uintptr_t b, const char* name, int released)
 {
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)lo + pg - 1) / pg * pg, b = (uintptr_t)hi / pg * pg;
-    if (a >= b) a = b = (uintptr_t)hi; // no whole page: all of it is poisoned
-    if ((uintptr_t)lo < a) memset(lo, 0xff, (size_t)(a - (uintptr_t)lo));
-    if (b < (uintptr_t)hi) memset((void*)b, 0xff, (size_t)((uintptr_t)hi - b));
-    if ((uintptr_t)lo < a || b < (uintptr_t)hi) q->poisoned = 1;
-    if (a >= b) return VS_OK;
     pthread_mutex_lock(&_vs_ddp_guard_mu);
     if (!_vs_ddp_segv_on) {
         struct sigaction sa;
@@ -2100,16 +2237,42 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_guard_range(vs_ddp* d, _vs_dparam* q, char* lo
         if (!_vs_ddp_guards[i].hi) slot = i;
     if (slot >= 0 && mprotect((void*)a, b - a, PROT_NONE) == 0) {
         _vs_dguard* g = &_vs_ddp_guards[slot];
-        g->lo = a, g->owner = d, g->rank = vs_world_rank(d->world);
-        snprintf(g->name, sizeof g->name, "%s", q->name);
+        g->lo = a, g->owner = d, g->rank = vs_world_rank(d->world), g->released = released;
+        snprintf(g->name, sizeof g->name, "%s", name);
         __atomic_store_n(&g->hi, b, __ATOMIC_RELEASE);
     } else if (!_vs_ddp_guard_full) {
         _vs_ddp_guard_full = 1;
         vs_log(d->world, VS_LOG_WARN, "vs_ddp: VESCALE_DEBUG=params guards no more parameters (%s)",
                slot < 0 ? "its table is full" : "mprotect failed");
     }
+    pthread_mutex_unlock(&_vs_ddp_guard_mu); // (a debugging aid: a range left unguarded is said once, not an error)
+}
+
+/* Lifts d's guard that starts at page a (none: nothing). */
+_VS_DDP_PRIVATE void _vs_ddp_unguard_at(vs_ddp* d, uintptr_t a)
+{
+    pthread_mutex_lock(&_vs_ddp_guard_mu);
+    for (int i = 0; i < _VS_DDP_NGUARD; i++) {
+        _vs_dguard* g = &_vs_ddp_guards[i];
+        if (!g->hi || g->owner != d || g->lo != a) continue;
+        mprotect((void*)g->lo, g->hi - g->lo, PROT_READ | PROT_WRITE);
+        __atomic_store_n(&g->hi, 0, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&_vs_ddp_guard_mu);
-    return VS_OK; // (a debugging aid: a range left unguarded is said once, not an error)
+}
+
+/* Guards the pages wholly inside [lo, hi) for parameter q of d, and fills the
+   rest of the range with NaN. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_guard_range(vs_ddp* d, _vs_dparam* q, char* lo, char* hi)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)lo + pg - 1) / pg * pg, b = (uintptr_t)hi / pg * pg;
+    if (a >= b) a = b = (uintptr_t)hi; // no whole page: all of it is poisoned
+    if ((uintptr_t)lo < a) memset(lo, 0xff, (size_t)(a - (uintptr_t)lo));
+    if (b < (uintptr_t)hi) memset((void*)b, 0xff, (size_t)((uintptr_t)hi - b));
+    if ((uintptr_t)lo < a || b < (uintptr_t)hi) q->poisoned = 1;
+    if (a < b) _vs_ddp_guard_pages(d, a, b, q->name, 0);
+    return VS_OK;
 }
 
 /* f on each stale byte range of bucket k: its parameters' parts outside this
@@ -2217,6 +2380,20 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_groups(vs_ddp* d)
     return vs_mesh_submesh(d->mesh, both, &d->dp_both); // (replicate-major: the world's rank order on a DPR x DPS mesh)
 }
 
+_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_reserve(vs_ddp* d);
+
+/* The most buckets of one ready group (dtypes or partial dims split a group). */
+_VS_DDP_PRIVATE int _vs_ddp_group_buckets(const vs_ddp* d)
+{
+    int per = 1;
+    for (int b = 0; b < d->nbuckets; b++) {
+        int n = 0;
+        for (int c = 0; c < d->nbuckets && d->buckets[b].rgroup; c++) n += d->buckets[c].rgroup == d->buckets[b].rgroup;
+        if (n > per) per = n;
+    }
+    return per;
+}
+
 VS_API vs_result vs_ddp_finalize(vs_ddp* d)
 {
     const char* fn = "vs_ddp_finalize";
@@ -2281,40 +2458,49 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         // the staging pool's buffer: ZeRO-2's gradients, a trainer-owned bucket's
         // gradients and all-gather, an all-gather staged for VESCALE_DEBUG=params
         size_t pbytes = (size_t)k->numel * _vs_dsz(k->pdtype);
-        if (d->desc.zero == VS_ZERO_2) d->pool_bytes = d->max_grad_bytes > d->pool_bytes ? d->max_grad_bytes : d->pool_bytes;
+        if (d->desc.zero >= VS_ZERO_2) d->pool_bytes = d->max_grad_bytes > d->pool_bytes ? d->max_grad_bytes : d->pool_bytes;
+        if (d->desc.zero == VS_ZERO_3 && pbytes > d->zpool_bytes) d->zpool_bytes = pbytes; // (the gathered pool's size)
         k->grouped = k->ext && !d->desc.staged && d->desc.zero != VS_ZERO_2 && !k->partial_mask;
         if (k->ext && !k->grouped && (size_t)k->numel * gsz > d->pool_bytes) d->pool_bytes = (size_t)k->numel * gsz;
-        if (_vs_ddp_staged_gather(d, k) && d->desc.zero != VS_ZERO_0 && pbytes > d->pool_bytes)
+        if (_vs_ddp_staged_gather(d, k) && d->desc.zero != VS_ZERO_0 && d->desc.zero != VS_ZERO_3 && pbytes > d->pool_bytes)
             d->pool_bytes = pbytes;
         d->nbuckets++;
     }
 #ifdef _VS_DDP_CUDA
     if (d->dev && (r = _vs_ddp_cuda_init(d))) goto fail;
 #endif
-    d->scratch = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)d->max_bucket);
+    // (f32 conversions of an owned range; ZeRO-3 keeps nothing bucket-sized at rest)
+    d->scratch = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)(d->max_bucket / (d->desc.zero == VS_ZERO_3 ? d->dp_size : 1)));
     if (!d->scratch) goto nomem;
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
         size_t pz = _vs_dsz(k->pdtype), gz = _vs_dsz(k->gdtype);
         int64_t first, own;
         _vs_ddp_owned(d, k, &first, &own);
-        if (!k->ext && !(k->param = _vs_ddp_zalloc(d, (size_t)k->numel * pz))) goto nomem;
+        int z3 = d->desc.zero == VS_ZERO_3;
+        k->pbase = z3 ? first : 0;
+        if (!k->ext && !(k->param = _vs_ddp_zalloc(d, (size_t)(z3 ? own : k->numel) * pz))) goto nomem;
         // an accumulator for the reduced owned range: ZeRO-1/2, and ZeRO-0 buckets
         // that are also summed over TP (their buffer cannot take a second pass)
         k->acc = d->desc.zero != VS_ZERO_0 || k->partial_mask != 0;
         k->consume = k->ext && k->acc;
-        k->acc_used = d->desc.zero == VS_ZERO_2 || k->consume;
+        k->acc_used = d->desc.zero >= VS_ZERO_2 || k->consume;
         if (k->acc && !(k->grad_shard = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
-        if (d->desc.zero != VS_ZERO_2 && !k->ext && !(k->grad = _vs_ddp_zalloc(d, (size_t)k->numel * gz))) goto nomem;
+        if (d->desc.zero < VS_ZERO_2 && !k->ext && !(k->grad = _vs_ddp_zalloc(d, (size_t)k->numel * gz))) goto nomem;
         if (k->pdtype != VS_F32 && !(k->master = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
         int nstate = d->desc.optim.kind == VS_OPTIM_SGD ? (d->desc.optim.momentum != 0) : 2;
         for (int s = 0; s < nstate; s++)
             if (!(k->state[s] = (float*)_vs_ddp_zalloc(d, sizeof(float) * (size_t)own))) goto nomem;
-        for (int j = k->first; j < k->last && !r && !k->ext; j++) {
+        for (int j = k->first; j < k->last && !r && !k->ext; j++) { // (ZeRO-3: the owned part only)
             _vs_dparam* q = &d->params[d->order[j]];
-            r = _vs_ddp_copy(d, (char*)k->param + (size_t)q->offset * pz, q->init, (size_t)q->numel * pz);
+            int64_t a = q->offset, e = q->offset + q->numel;
+            if (!z3 || _vs_ddp_meet(q, first, own, &a, &e))
+                r = _vs_ddp_copy(d, _vs_ddp_pat(k, q, a), (char*)q->init + (size_t)(a - q->offset) * pz, (size_t)(e - a) * pz);
         }
-        if (k->master && !r && !k->ext) r = _vs_ddp_to_f32(d, k->master, (char*)k->param + (size_t)first * pz, k->pdtype, own);
+        if (k->master && !r && !k->ext) r = _vs_ddp_to_f32(d, k->master, (char*)k->param + (size_t)(first - k->pbase) * pz, k->pdtype, own);
+        k->reshard = d->desc.reshard_after_forward;
+        for (int j = k->first; j < k->last; j++)
+            if (d->params[d->order[j]].reshard >= 0) k->reshard = d->params[d->order[j]].reshard;
         for (int j = k->first; j < k->last && !r && k->ext && k->master; j++) { // the owned parts of the trainer's values
             _vs_dparam* q = &d->params[d->order[j]];
             int64_t a, e;
@@ -2323,8 +2509,11 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         }
         if (r) goto fail;
     }
+    if ((r = _vs_ddp_zpool_reserve(d))) goto fail;
     if (d->pool_bytes) {
         d->npool = d->desc.zero2_buffers;
+        // ZeRO-3: a group's gradients all at once, and the last group's still reducing
+        if (d->desc.zero == VS_ZERO_3 && d->npool < 2 * _vs_ddp_group_buckets(d)) d->npool = 2 * _vs_ddp_group_buckets(d);
         d->pool = _VS_DDP_NEW(d->world, void*, d->npool);
         d->pool_owner = _VS_DDP_NEW(d->world, int, d->npool);
         if (!d->pool || !d->pool_owner) goto nomem;
@@ -2416,10 +2605,293 @@ VS_API vs_result vs_ddp_wait_params(vs_ddp* d)
     return r ? vs_set_error(r, "vs_ddp_wait_params: %s", vs_last_error()) : VS_OK;
 }
 
+/* ZeRO-3: the gathered pool, the gathers and the groups' states (the rules at
+   vs_ddp_gather). A group's buckets are those with rgroup == group; each goes
+   REST -> FLIGHT (gather issued) -> HELD (vs_ddp_gather) -> KEPT or REST
+   (vs_ddp_release) -> ... The collectives go through _vs_ddp_z3_all_gather
+   only (and the reduce-scatter of _vs_ddp_launch), so another DP layout
+   (HSDP) changes them in one place. */
+
+/* VESCALE_DEBUG=params on the host: the gathered pool's buffers are whole
+   pages, made inaccessible while given back, so a view read after its release
+   faults naming the group (_vs_ddp_segv). The allocation's start is kept
+   before the first page. */
+_VS_DDP_PRIVATE int _vs_ddp_zguarded(const vs_ddp* d) { return d->debug_params && !d->dev; }
+_VS_DDP_PRIVATE size_t _vs_ddp_zpages(const vs_ddp* d)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (d->zpool_bytes + pg - 1) / pg * pg;
+}
+_VS_DDP_PRIVATE void* _vs_ddp_zpool_alloc(const vs_ddp* d)
+{
+    if (!_vs_ddp_zguarded(d)) return _vs_ddp_zalloc(d, d->zpool_bytes);
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    char* raw = (char*)vs_alloc(d->world, _vs_ddp_zpages(d) + 2 * pg);
+    if (!raw) return NULL;
+    char* a = (char*)(((uintptr_t)raw + sizeof(void*) + pg - 1) / pg * pg);
+    memcpy(a - sizeof(void*), &raw, sizeof raw);
+    memset(a, 0, _vs_ddp_zpages(d));
+    return a;
+}
+_VS_DDP_PRIVATE void _vs_ddp_zpool_free(vs_ddp* d, void* p)
+{
+    if (!_vs_ddp_zguarded(d)) {
+        _vs_ddp_hfree(d, p);
+        return;
+    }
+    void* raw;
+    _vs_ddp_unguard_at(d, (uintptr_t)p);
+    memcpy(&raw, (char*)p - sizeof(void*), sizeof raw);
+    vs_free(d->world, raw);
+}
+
+/* One more (free) buffer in the gathered pool. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_grow(vs_ddp* d)
+{
+    int n = d->nzpool + 1;
+    void** np = _VS_DDP_NEW(d->world, void*, n);
+    int* no = _VS_DDP_NEW(d->world, int, n);
+    void* nb = np && no ? _vs_ddp_zpool_alloc(d) : NULL;
+    if (!nb) {
+        vs_free(d->world, np);
+        vs_free(d->world, no);
+        return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory for gathered buffer %d (%zu bytes)", n,
+                            d->zpool_bytes);
+    }
+    for (int i = 0; i < d->nzpool; i++) np[i] = d->zpool[i], no[i] = d->zpool_owner[i];
+    np[d->nzpool] = nb, no[d->nzpool] = -1;
+    vs_free(d->world, d->zpool);
+    vs_free(d->world, d->zpool_owner);
+    d->zpool = np, d->zpool_owner = no, d->nzpool = n;
+    return VS_OK;
+}
+
+/* A free buffer of the gathered pool for bucket b; none free: one more (the
+   pool grows to the most buckets gathered at once, which the first step shows). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_take(vs_ddp* d, int b, void** buf)
+{
+    for (int i = 0;; i++) {
+        if (i == d->nzpool) {
+            vs_result r = _vs_ddp_zpool_grow(d);
+            if (r) return r;
+        }
+        if (d->zpool_owner[i] >= 0) continue;
+        d->zpool_owner[i] = b;
+        *buf = d->zpool[i];
+        if (_vs_ddp_zguarded(d)) _vs_ddp_unguard_at(d, (uintptr_t)*buf); // (the gather writes it)
+        return VS_OK;
+    }
+}
+
+/* Bucket b's gathered buffer back to the pool (its gather completed). */
+_VS_DDP_PRIVATE void _vs_ddp_z3_free(vs_ddp* d, int b)
+{
+    _vs_dbucket* k = &d->buckets[b];
+    if (_vs_ddp_zguarded(d) && k->zbuf) {
+        char name[96];
+        snprintf(name, sizeof name, "ready group %d ('%.60s'%s)", k->rgroup, d->params[d->order[k->first]].name,
+                 k->last - k->first > 1 ? ", ..." : "");
+        _vs_ddp_guard_pages(d, (uintptr_t)k->zbuf, (uintptr_t)k->zbuf + _vs_ddp_zpages(d), name, 1);
+    }
+    for (int i = 0; i < d->nzpool; i++)
+        if (d->zpool_owner[i] == b) d->zpool_owner[i] = -1;
+    d->buckets[b].zbuf = NULL;
+    d->buckets[b].zstate = _VS_Z3_REST;
+}
+
+/* The all-gather of bucket k's owned ranges into k->zbuf over the DP group,
+   after the trainer's stream (the step wrote the owned range; earlier reads
+   of the buffer's last contents come first too). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_all_gather(vs_ddp* d, _vs_dbucket* k, vs_work** wp)
+{
+    vs_comm* c = vs_mesh_comm(d->dp);
+    vs_result r = _vs_ddp_fence(d, c);
+    if (!r) r = vs_all_gather(c, k->param, k->zbuf, (size_t)k->shard, k->pdtype, wp);
+    return r;
+}
+
+/* Issues the gathers of group g's buckets at rest (asynchronous). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_issue(vs_ddp* d, int g)
+{
+    vs_result r = VS_OK;
+    for (int b = 0; b < d->nbuckets && !r; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != g || k->zstate != _VS_Z3_REST) continue;
+        if ((r = _vs_ddp_zpool_take(d, b, &k->zbuf))) break;
+        k->zstate = _VS_Z3_FLIGHT;
+        if ((r = _vs_ddp_z3_all_gather(d, k, &k->pwork))) _vs_ddp_z3_free(d, b);
+    }
+    return r;
+}
+
+/* The `prefetch` groups of the recorded order from position `from` on. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_prefetch(vs_ddp* d, int from)
+{
+    vs_result r = VS_OK;
+    for (int i = from; i < d->nzorder && i - from < d->desc.prefetch && !r; i++) r = _vs_ddp_z3_issue(d, d->zorder[i]);
+    return r;
+}
+
+/* group names a ready group of d (its check for gather, release). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_group(const char* fn, const vs_ddp* d, int group)
+{
+    if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
+    if (!d->finalized) return vs_set_error(VS_ERR_STATE, "%s: call vs_ddp_finalize first", fn);
+    if (group == 0)
+        return vs_set_error(VS_ERR_INVALID, "%s: group 0 is no ready group (it means buckets by size)", fn);
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].rgroup == group) return VS_OK;
+    return vs_set_error(VS_ERR_INVALID, "%s: no parameter was registered with ready_group %d", fn, group);
+}
+
+/* The first step: group g goes on the recorded order (its only allocations
+   after finalize besides the pools'). Later: *next, the position after g's. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_record(vs_ddp* d, int g, int* next)
+{
+    *next = -1;
+    if (d->zrecorded) {
+        for (int i = d->zpos; i < d->nzorder && *next < 0; i++)
+            if (d->zorder[i] == g) *next = i + 1;
+        if (*next >= 0) d->zpos = *next; // (else off the recorded order: no prefetch)
+        return VS_OK;
+    }
+    if (d->nzorder == d->capzorder) {
+        int cap = d->capzorder ? 2 * d->capzorder : 16;
+        int* no = _VS_DDP_NEW(d->world, int, cap);
+        if (!no) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_gather: out of memory recording the gather order");
+        for (int i = 0; i < d->nzorder; i++) no[i] = d->zorder[i];
+        vs_free(d->world, d->zorder);
+        d->zorder = no, d->capzorder = cap;
+    }
+    d->zorder[d->nzorder++] = g;
+    return VS_OK;
+}
+
+VS_API vs_result vs_ddp_gather(vs_ddp* d, int group)
+{
+    const char* fn = "vs_ddp_gather";
+    vs_result r = _vs_ddp_z3_group(fn, d, group);
+    if (r || d->desc.zero != VS_ZERO_3) return r;
+    int next;
+    if ((r = _vs_ddp_z3_record(d, group, &next))) return r;
+    r = _vs_ddp_z3_issue(d, group); // its own first, then the next ones', then the wait for its own
+    if (!r && next >= 0) r = _vs_ddp_z3_prefetch(d, next);
+    for (int b = 0; b < d->nbuckets && !r; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != group) continue;
+        if (k->zstate == _VS_Z3_FLIGHT) r = _vs_ddp_params_ready(d, b); // (device: in stream order)
+        if (!r) k->zstate = _VS_Z3_HELD; // (kept, or held already: a recompute's gather, no traffic)
+    }
+    return r ? vs_set_error(r, "%s: group %d: %s", fn, group, vs_last_error()) : VS_OK;
+}
+
+VS_API vs_result vs_ddp_release(vs_ddp* d, int group)
+{
+    const char* fn = "vs_ddp_release";
+    vs_result r = _vs_ddp_z3_group(fn, d, group);
+    if (r || d->desc.zero != VS_ZERO_3) return r;
+    for (int b = 0; b < d->nbuckets; b++) { // all checked before any changes
+        const _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != group || k->zstate == _VS_Z3_HELD) continue;
+        return vs_set_error(VS_ERR_STATE, "%s: group %d is not gathered (%s)", fn, group,
+                            k->zstate == _VS_Z3_KEPT     ? "released already; kept for its backward, reshard_after_forward 0"
+                            : k->zstate == _VS_Z3_FLIGHT ? "only prefetched: vs_ddp_gather it first"
+                                                         : "released already, or never gathered");
+    }
+    for (int b = 0; b < d->nbuckets; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != group) continue;
+        if (!k->reshard && !k->zbwd)
+            k->zstate = _VS_Z3_KEPT; // (a forward's release: the backward gathers it again for free)
+        else
+            _vs_ddp_z3_free(d, b);
+    }
+    return VS_OK;
+}
+
+/* Bucket b's gradients are all marked ready in this pass: its backward is
+   done, so its release frees, and a kept buffer goes now. */
+_VS_DDP_PRIVATE void _vs_ddp_z3_backward_done(vs_ddp* d, int b)
+{
+    d->buckets[b].zbwd = 1;
+    if (d->buckets[b].zstate == _VS_Z3_KEPT) _vs_ddp_z3_free(d, b);
+}
+
+/* Before a step (its gathers completed already): none held; the kept and
+   prefetched ones go (stale after the step). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_step_begin(vs_ddp* d)
+{
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].zstate == _VS_Z3_HELD)
+            return vs_set_error(VS_ERR_STATE, "vs_ddp_step: group %d is still gathered: vs_ddp_release it first (the "
+                                "step changes the shards it was gathered from)", d->buckets[b].rgroup);
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].zstate != _VS_Z3_REST) _vs_ddp_z3_free(d, b);
+    return VS_OK;
+}
+
+/* After a step: the order is recorded; the first groups' gathers start. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_step_end(vs_ddp* d)
+{
+    d->zrecorded = d->nzorder > 0;
+    d->zpos = 0;
+    return _vs_ddp_z3_prefetch(d, 0);
+}
+
+/* The gathered pool made before any collective runs (vs_ddp_finalize; a
+   device allocation beside a collective waiting for its peers can deadlock on
+   NCCL): what a trainer that gathers one group at a time can hold at once,
+   the kept groups (reshard_after_forward 0) plus the current and `prefetch`
+   next groups, at most every bucket. One holding more grows it then. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_reserve(vs_ddp* d)
+{
+    if (d->desc.zero != VS_ZERO_3) return VS_OK;
+    int kept = 0, per = _vs_ddp_group_buckets(d); // buckets of kept groups; the most buckets of one group
+    for (int b = 0; b < d->nbuckets; b++) kept += !d->buckets[b].reshard;
+    int64_t want = (int64_t)kept + (1 + (int64_t)d->desc.prefetch) * per;
+    if (want > d->nbuckets) want = d->nbuckets;
+    vs_result r = VS_OK;
+    while (d->nzpool < want && !r) r = _vs_ddp_zpool_grow(d);
+    return r;
+}
+
+/* vs_ddp_param under ZeRO-3: the view into the gathered bucket. */
+_VS_DDP_PRIVATE void* _vs_ddp_z3_view(vs_ddp* d, const _vs_dparam* q)
+{
+    const _vs_dbucket* k = &d->buckets[q->bucket];
+    if (k->zstate != _VS_Z3_HELD) {
+        vs_set_error(VS_ERR_STATE, "vs_ddp_param: '%s' (ready group %d) is not gathered%s: ZeRO-3 keeps only the "
+                     "owned shard between uses; call vs_ddp_gather(d, %d) first", q->name, q->rgroup,
+                     k->zstate == _VS_Z3_KEPT ? " (released)" : "", q->rgroup);
+        return NULL;
+    }
+    return (char*)k->zbuf + (size_t)q->offset * _vs_dsz(k->pdtype);
+}
+
+VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_after_forward)
+{
+    const char* fn = "vs_ddp_set_group_reshard";
+    if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
+    if (reshard_after_forward != 0 && reshard_after_forward != 1)
+        return vs_set_error(VS_ERR_INVALID, "%s: reshard_after_forward %d (0 or 1)", fn, reshard_after_forward);
+    int n = 0;
+    for (int i = 0; i < d->nparams && group; i++) n += d->params[i].rgroup == group;
+    if (!n) return vs_set_error(VS_ERR_INVALID, "%s: no parameter was registered with ready_group %d", fn, group);
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].rgroup == group && d->buckets[b].zstate != _VS_Z3_REST)
+            return vs_set_error(VS_ERR_STATE, "%s: group %d is gathered: set it between its uses", fn, group);
+    for (int i = 0; i < d->nparams; i++)
+        if (d->params[i].rgroup == group) d->params[i].reshard = reshard_after_forward;
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].rgroup == group) d->buckets[b].reshard = reshard_after_forward;
+    return _vs_ddp_zpool_reserve(d); // (a group kept now: one more buffer, made between uses)
+}
+
 VS_API void* vs_ddp_param(vs_ddp* d, int i)
 {
     if (_vs_ddp_check_index("vs_ddp_param", d, i)) return NULL;
     _vs_dparam* q = &d->params[i];
+    if (d->desc.zero == VS_ZERO_3) return _vs_ddp_z3_view(d, q);
     if (_vs_ddp_params_ready(d, q->bucket)) return NULL;
     return _vs_ddp_pat(&d->buckets[q->bucket], q, q->offset);
 }
@@ -2486,7 +2958,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_begin_pass(vs_ddp* d)
     _vs_ddp_note_stale(d);
     for (int b = 0; b < d->nbuckets && !d->grads_pending; b++) // the last step took them: a new sum
         d->buckets[b].fresh = d->buckets[b].consume;
-    if (!d->grads_pending || d->desc.zero == VS_ZERO_2) return VS_OK;
+    if (!d->grads_pending || d->desc.zero >= VS_ZERO_2) return VS_OK;
     vs_result r = VS_OK;
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
@@ -2613,7 +3085,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
     if (r) return r;
     k->gclean = clear; // (vs_ddp_zero_grad need not zero them again)
     k->fresh = k->into_acc = k->across = 0;
-    if ((d->desc.zero == VS_ZERO_2 || k->ext) && k->staged) {
+    if ((d->desc.zero >= VS_ZERO_2 || k->ext) && k->staged) {
         _vs_ddp_pool_give(d, b);
         k->grad = NULL;
         k->staged = 0;
@@ -2652,7 +3124,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
     vs_comm* c = _vs_ddp_reduce_comm(d);
     if (d->log_debug) _vs_ddp_log_launch(d, b);
     vs_work** wp = d->desc.no_overlap && !d->cu ? NULL : &k->work; // (a device never blocks the host here)
-    if (d->desc.zero == VS_ZERO_2 && !k->staged) { // no gradient asked for here: take part with zeros
+    if (d->desc.zero >= VS_ZERO_2 && !k->staged) { // no gradient asked for here: take part with zeros
         vs_result r = _vs_ddp_stage(d, b);
         if (r) return r;
     }
@@ -2778,7 +3250,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_pool_take(vs_ddp* d, int owner, int may_launch
             return vs_set_error(VS_ERR_STATE,
                                 "vs_ddp_grad: %s has %d staging buffers, all held by buckets still being filled "
                                 "(raise zero2_buffers or mark gradients ready sooner)",
-                                d->desc.zero == VS_ZERO_2 ? "ZeRO-2" : "vs_ddp", d->npool);
+                                d->desc.zero >= VS_ZERO_2 ? (d->desc.zero == VS_ZERO_3 ? "ZeRO-3" : "ZeRO-2") : "vs_ddp",
+                                d->npool);
         vs_result r = _vs_ddp_complete(d, oldest);
         if (r) return r;
     }
@@ -2806,7 +3279,7 @@ VS_API void* vs_ddp_grad(vs_ddp* d, int i)
     _vs_dbucket* k = &d->buckets[q->bucket];
     if (_vs_ddp_begin_pass(d)) return NULL;
     if (q->gext) return q->gext;
-    if (d->desc.zero == VS_ZERO_2 && _vs_ddp_stage(d, q->bucket)) return NULL;
+    if (d->desc.zero >= VS_ZERO_2 && _vs_ddp_stage(d, q->bucket)) return NULL;
     return (char*)k->grad + (size_t)q->offset * _vs_dsz(q->gdtype);
 }
 
@@ -2822,7 +3295,7 @@ VS_API const void* vs_ddp_grad_synced(vs_ddp* d, int i)
     if (k->acc_used || (!k->grad && !k->ext)) {
         vs_set_error(VS_ERR_UNSUPPORTED, "vs_ddp_grad_synced: '%s': its reduced gradient lives only in the owned f32 "
                      "range (ZeRO-%d%s): read it with vs_ddp_grad_synced_owned", q->name, (int)d->desc.zero,
-                     d->desc.zero == VS_ZERO_2 ? "" : k->consume ? ", trainer-owned storage" : ", several synced passes");
+                     d->desc.zero >= VS_ZERO_2 ? "" : k->consume ? ", trainer-owned storage" : ", several synced passes");
         return NULL;
     }
     return _vs_ddp_gat(k, q, q->offset);
@@ -2835,19 +3308,20 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
     if (d->in_pass)
         return vs_set_error(VS_ERR_STATE, "vs_ddp_zero_grad: a backward pass is in progress (call vs_ddp_finish_grad_sync)");
     vs_result r = VS_OK;
-    for (int b = d->nbuckets - 1; b >= 0 && !r; b--) r = _vs_ddp_params_ready(d, b); // (a ZeRO step's gathers)
+    for (int b = d->nbuckets - 1; b >= 0 && !r && d->desc.zero != VS_ZERO_3; b--) // (a ZeRO step's gathers; ZeRO-3's
+        r = _vs_ddp_params_ready(d, b);                                            // are prefetches: not waited for)
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         int64_t lo, own;
         _vs_ddp_owned(d, k, &lo, &own);
-        if (k->grad && d->desc.zero != VS_ZERO_2 && !k->ext) r = _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
+        if (k->grad && d->desc.zero < VS_ZERO_2 && !k->ext) r = _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
         // the trainer's gradients: once a step, by DDP unless the trainer does it (trainer_zero_grad)
         int zero_ext = k->ext && !k->gclean && !d->desc.trainer_zero_grad;
         for (int j = k->first; j < k->last && zero_ext && !r; j++)
             r = _vs_ddp_zero(d, d->params[d->order[j]].gext, (size_t)d->params[d->order[j]].numel * _vs_dsz(k->gdtype));
         if (zero_ext && !r) k->gclean = 1;
         if (k->grad_shard && !r) r = _vs_ddp_zero(d, k->grad_shard, sizeof(float) * (size_t)own);
-        k->acc_used = d->desc.zero == VS_ZERO_2 || k->consume;
+        k->acc_used = d->desc.zero >= VS_ZERO_2 || k->consume;
     }
     d->grads_pending = 0;
     d->synced = 0;
@@ -2860,10 +3334,10 @@ VS_API vs_result vs_ddp_set_sync(vs_ddp* d, int sync)
 {
     if (!d) return vs_set_error(VS_ERR_NULL, "vs_ddp_set_sync: ddp is NULL");
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "vs_ddp_set_sync: not during a backward pass");
-    if (!sync && d->desc.zero == VS_ZERO_2)
+    if (!sync && d->desc.zero >= VS_ZERO_2)
         return vs_set_error(VS_ERR_UNSUPPORTED,
-                            "vs_ddp_set_sync: ZeRO-2 keeps no full gradients, so it reduces every micro-batch "
-                            "(accumulation happens in the owned ranges)");
+                            "vs_ddp_set_sync: ZeRO-%d keeps no full gradients, so it reduces every micro-batch "
+                            "(accumulation happens in the owned ranges)", (int)d->desc.zero);
     d->sync = sync != 0;
     return VS_OK;
 }
@@ -2873,8 +3347,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_may_ready(const char* fn, const vs_ddp* d, int
 {
     const _vs_dparam* q = &d->params[i];
     if (q->ready) return vs_set_error(VS_ERR_STATE, "%s: '%s' marked ready twice in one backward pass", fn, q->name);
-    if (d->desc.zero == VS_ZERO_2 && !d->buckets[q->bucket].staged)
-        return vs_set_error(VS_ERR_STATE, "%s: '%s': ask vs_ddp_grad for its gradient first (ZeRO-2)", fn, q->name);
+    if (d->desc.zero >= VS_ZERO_2 && !d->buckets[q->bucket].staged)
+        return vs_set_error(VS_ERR_STATE, "%s: '%s': ask vs_ddp_grad for its gradient first (ZeRO-%d)", fn, q->name,
+                            (int)d->desc.zero);
     return VS_OK;
 }
 
@@ -2887,6 +3362,7 @@ _VS_DDP_PRIVATE void _vs_ddp_mark_ready(vs_ddp* d, int i)
     _vs_dbucket* k = &d->buckets[q->bucket];
     q->ready = 1;
     k->nready++;
+    if (d->desc.zero == VS_ZERO_3 && k->nready == k->last - k->first) _vs_ddp_z3_backward_done(d, q->bucket);
     if (d->warned_order || !d->sync || d->desc.no_overlap || k->nready < k->last - k->first) return;
     int ob = -1; // the first bucket before it still open
     for (int b = d->next_launch; b < q->bucket && ob < 0; b++)
@@ -2964,7 +3440,8 @@ VS_API vs_result vs_ddp_finish_grad_sync(vs_ddp* d)
     }
     d->synced = d->sync && r == VS_OK;
     for (int i = 0; i < d->nparams; i++) d->params[i].ready = 0;
-    for (int b = 0; b < d->nbuckets; b++) d->buckets[b].nready = 0, d->buckets[b].launched = 0, d->buckets[b].done = 0;
+    for (int b = 0; b < d->nbuckets; b++)
+        d->buckets[b].nready = 0, d->buckets[b].launched = 0, d->buckets[b].done = 0, d->buckets[b].zbwd = 0;
     d->next_launch = d->next_done = 0;
     d->in_pass = 0;
     return r;
@@ -3303,10 +3780,18 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
         vs_result rw = _vs_ddp_params_ready(d, b);
         if (rw) return rw;
     }
+    if (d->desc.zero == VS_ZERO_3) { // the gathered copies become stale: none may be held
+        vs_result rz = _vs_ddp_z3_step_begin(d);
+        if (rz) return rz;
+    }
     if (d->skip_next) { // a non-finite gradient norm: every rank skips (nothing to gather)
         d->skip_next = 0;
         d->grads_pending = 0;
         d->skipped++;
+        if (d->desc.zero == VS_ZERO_3) {
+            vs_result rz = _vs_ddp_z3_step_end(d);
+            if (rz) return rz;
+        }
         // (a training state's DDP: vs_train_step says it once, naming the step; this is detail)
         vs_log(d->world, d->owner ? VS_LOG_INFO : VS_LOG_WARN,
                "vs_ddp_step: step skipped: the gradient norm was not finite (%lld skipped)",
@@ -3379,7 +3864,7 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
             }
         }
         if (k->master && !r && !k->ext) // write the rounded master weights into the owned parameters
-            r = _vs_ddp_from_f32(d, (char*)k->param + (size_t)lo * _vs_dsz(k->pdtype), k->pdtype, k->master, n);
+            r = _vs_ddp_from_f32(d, (char*)k->param + (size_t)(lo - k->pbase) * _vs_dsz(k->pdtype), k->pdtype, k->master, n);
         for (int j = k->first; j < k->last && !r && k->master && k->ext; j++) { // (the trainer's: each its part)
             _vs_dparam* q = &d->params[d->order[j]];
             int64_t a, e;
@@ -3393,7 +3878,8 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
     // first layers' buckets first, as the next forward reads them; nothing
     // waits here: vs_ddp_param waits for its bucket and vs_ddp_wait_params
     // for all, so the gathers overlap whatever the trainer does meanwhile
-    if (d->desc.zero != VS_ZERO_0)
+    if (d->desc.zero == VS_ZERO_3) r = _vs_ddp_z3_step_end(d); // (no gathers: the groups' prefetch instead)
+    if (d->desc.zero != VS_ZERO_0 && d->desc.zero != VS_ZERO_3)
         for (int b = d->nbuckets - 1; b >= 0 && !r; b--) {
             _vs_dbucket* k = &d->buckets[b];
             size_t pz = _vs_dsz(k->pdtype);
@@ -3441,14 +3927,17 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
         int64_t used = 0;
         for (int j = k->first; j < k->last; j++) used += d->params[d->order[j]].numel;
         out->padding += (size_t)(k->numel - used);
-        if (!k->ext) out->params += (size_t)k->numel * _vs_dsz(k->pdtype); // (trainer-owned storage: not DDP's)
-        if (d->desc.zero != VS_ZERO_2 && !k->ext) out->grads += (size_t)k->numel * _vs_dsz(k->gdtype);
+        // (trainer-owned storage: not DDP's; ZeRO-3: the owned range)
+        if (!k->ext) out->params += (size_t)(d->desc.zero == VS_ZERO_3 ? own : k->numel) * _vs_dsz(k->pdtype);
+        if (d->desc.zero < VS_ZERO_2 && !k->ext) out->grads += (size_t)k->numel * _vs_dsz(k->gdtype);
         if (k->acc) out->grads += (size_t)own * sizeof(float);
         if (k->master) out->master += (size_t)own * sizeof(float);
         for (int s = 0; s < 2; s++)
             if (k->state[s]) out->optim_state += (size_t)own * sizeof(float);
     }
-    out->grads += (size_t)d->npool * d->pool_bytes; // the staging pool
+    out->grad_staging = (size_t)d->npool * d->pool_bytes;
+    out->grads += out->grad_staging; // the staging pool
+    out->gathered = (size_t)d->nzpool * d->zpool_bytes;
     return VS_OK;
 }
 
@@ -3540,6 +4029,23 @@ VS_API vs_result vs_ddp_grad_synced_owned(vs_ddp* d, int i, vs_ddp_span* out)
         out->dtype = k->gdtype;
         out->data = out->begin < out->end ? _vs_ddp_gat(k, q, q->offset + out->begin) : NULL;
     }
+    return VS_OK;
+}
+
+VS_API vs_result vs_ddp_param_owned(vs_ddp* d, int i, vs_ddp_span* out)
+{
+    const char* fn = "vs_ddp_param_owned";
+    if (!out) return vs_set_error(VS_ERR_NULL, "%s: out is NULL", fn);
+    memset(out, 0, sizeof *out);
+    vs_result r = _vs_ddp_check_index(fn, d, i);
+    if (r) return r;
+    const _vs_dparam* q = &d->params[i];
+    int64_t at;
+    _vs_ddp_param_owned(d, q, &out->begin, &out->end, &at);
+    out->dtype = q->dtype;
+    if (out->begin == out->end) return VS_OK;
+    if (d->desc.zero != VS_ZERO_3 && (r = _vs_ddp_params_ready(d, q->bucket))) return r; // (a ZeRO-1 gather writes it)
+    out->data = _vs_ddp_pat(&d->buckets[q->bucket], q, q->offset + out->begin);
     return VS_OK;
 }
 

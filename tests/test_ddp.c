@@ -1044,7 +1044,7 @@ static int rank_errors(vs_world* w, void* arg)
     }
     /* other bad descriptors */
     d = (vs_ddp*)&rank;
-    VT_EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .zero = (vs_zero_stage)3}, &d), VS_ERR_INVALID, "zero", "3");
+    VT_EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .zero = (vs_zero_stage)4}, &d), VS_ERR_INVALID, "zero", "4");
     VT_CHECK(d == NULL, "vs_ddp_init failed but left *out non-NULL");
     VT_EXPECT_ERR(vs_ddp_init(&(vs_ddp_desc){.mesh = mesh, .optim = {.kind = VS_OPTIM_CUSTOM}}, &d), VS_ERR_NULL,
                "optim.step", NULL);

@@ -1,4 +1,4 @@
-/* test_ddp_procs.c - DDP and ZeRO-1/2 with ranks as MPI processes (built with
+/* test_ddp_procs.c - DDP and ZeRO-1/2/3 with ranks as MPI processes (built with
    -DVESCALE_MPI, run under mpirun) and, in the plain build, as thread ranks: the
    parameters after a few AdamW steps equal a plain AdamW run on the whole batch
    computed in this test. */
@@ -75,6 +75,7 @@ static int run(vs_world* w, vs_zero_stage zero, int ext)
         pd.name = p ? "w1" : "w0";
         pd.data = ext ? NULL : w0 + p * (D / 2);
         if (ext) pd.storage = P + p * (D / 2), pd.grad_storage = G + p * (D / 2);
+        pd.ready_group = zero == VS_ZERO_3 ? p + 1 : 0; // (ZeRO-3 gathers a tensor at a time)
         pd.dtype = VS_F32;
         pd.ndim = 1;
         pd.shape[0] = D / 2;
@@ -84,7 +85,13 @@ static int run(vs_world* w, vs_zero_stage zero, int ext)
     int per = B / n; /* B is a multiple of 1, 2, 3, 4 */
     for (int t = 0; t < STEPS; t++) {
         VT_OK(vs_ddp_zero_grad(d));
-        for (int p = 0; p < 2; p++) memcpy(wcur + p * (D / 2), vs_ddp_param(d, idx[p]), sizeof(float) * (D / 2));
+        for (int p = 0; p < 2; p++) { // (gather and release: ZeRO-3's; nothing to do under the others)
+            if (zero == VS_ZERO_3) VT_OK(vs_ddp_gather(d, p + 1));
+            const void* pv = vs_ddp_param(d, idx[p]);
+            VT_CHECK(pv != NULL, "vs_ddp_param: %s", vs_last_error());
+            if (pv) memcpy(wcur + p * (D / 2), pv, sizeof(float) * (D / 2));
+            if (zero == VS_ZERO_3) VT_OK(vs_ddp_release(d, p + 1));
+        }
         grad(wcur, me * per, (me + 1) * per, g);
         for (int p = 1; p >= 0; p--) { /* backward order: the last parameter first */
             float* gv = (float*)vs_ddp_grad(d, idx[p]);
@@ -96,6 +103,7 @@ static int run(vs_world* w, vs_zero_stage zero, int ext)
     }
     reference(ref);
     for (int p = 0; p < 2; p++) {
+        if (zero == VS_ZERO_3) VT_OK(vs_ddp_gather(d, p + 1)); // (held until vs_ddp_free)
         const float* pv = (const float*)vs_ddp_param(d, idx[p]);
         for (int i = 0; pv && i < D / 2; i++) {
             double a = pv[i], b = ref[p * (D / 2) + i];
@@ -112,10 +120,14 @@ static int run(vs_world* w, vs_zero_stage zero, int ext)
     return bad;
 }
 
+/* the runs: ZeRO-0, 1, 2; ZeRO-0, 1 on the trainer's own buffers; ZeRO-3 */
+#define NRUNS 6
+static const int run_zero[NRUNS] = {0, 1, 2, 0, 1, 3}, run_ext[NRUNS] = {0, 0, 0, 1, 1, 0};
+
 #ifndef VESCALE_MPI
 static int rank_fn(vs_world* w, void* arg)
 {
-    int z = *(int*)arg, bad = run(w, (vs_zero_stage)(z % 3), z >= 3);
+    int z = *(int*)arg, bad = run(w, (vs_zero_stage)run_zero[z], run_ext[z]);
     VT_CHECK(bad == 0, "rank %d: %d parameters differ from the plain AdamW run", vs_world_rank(w), bad);
     return 0;
 }
@@ -123,9 +135,10 @@ static int rank_fn(vs_world* w, void* arg)
 int main(void)
 {
     char name[96];
-    for (int z = 0; z < 5; z++) // 3, 4: ZeRO-0, 1 on the trainer's own buffers
+    for (int z = 0; z < NRUNS; z++)
         for (int n = 1; n <= 4; n++) {
-            snprintf(name, sizeof name, "ddp/threads/zero=%d%s/n=%d equals plain AdamW", z % 3, z >= 3 ? "/own" : "", n);
+            snprintf(name, sizeof name, "ddp/threads/zero=%d%s/n=%d equals plain AdamW", run_zero[z],
+                     run_ext[z] ? "/own" : "", n);
             VT_CASE(name, VT_OK(vs_launch(n, rank_fn, &z)));
         }
     return vt_summary();
@@ -144,10 +157,11 @@ int main(void)
     }
     int me = vs_world_rank(w), n = vs_world_size(w);
     char name[96];
-    for (int z = 0; z < 5; z++) { // 3, 4: ZeRO-0, 1 on the trainer's own buffers
-        snprintf(name, sizeof name, "ddp/mpi/zero=%d%s/n=%d equals plain AdamW", z % 3, z >= 3 ? "/own" : "", n);
+    for (int z = 0; z < NRUNS; z++) {
+        snprintf(name, sizeof name, "ddp/mpi/zero=%d%s/n=%d equals plain AdamW", run_zero[z], run_ext[z] ? "/own" : "",
+                 n);
         if (me == 0) vt_begin(name);
-        int bad = run(w, (vs_zero_stage)(z % 3), z >= 3), any = 0;
+        int bad = run(w, (vs_zero_stage)run_zero[z], run_ext[z]), any = 0;
         int failed = __atomic_load_n(&vt_failures, __ATOMIC_SEQ_CST) != vt_case_start || bad;
         MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (me == 0) {
