@@ -250,6 +250,10 @@ struct CUstream_st {
     st_op *head, *tail;
     pthread_t th;
     int quit, started, dead;
+    /* its worker's wait for work (st_mu's): signalled by a push and a destroy only.
+       On st_cv every idle worker woke at every broadcast of every stream, and most
+       of a run's CPU time was theirs, in futex calls. */
+    pthread_cond_t work;
     const char* blocked; /* what its running operation waits for (diagnostics) */
     void* bcomm;         /* the NCCL communicator it waits in, if any */
     struct CUstream_st* next;
@@ -604,6 +608,7 @@ static struct CUstream_st* st_stream_new_locked(int dev, unsigned flags, int leg
 {
     struct CUstream_st* s = (struct CUstream_st*)calloc(1, sizeof *s);
     s->dev = dev, s->flags = flags, s->legacy = legacy, s->id = st_nextid++;
+    pthread_cond_init(&s->work, NULL);
     s->next = st_streams;
     st_streams = s;
     return s;
@@ -660,6 +665,7 @@ static void st_push_locked(struct CUstream_st* s, st_op* op)
         pthread_create(&s->th, &at, st_worker, s);
         pthread_attr_destroy(&at);
     }
+    pthread_cond_signal(&s->work);
     pthread_cond_broadcast(&st_cv);
 }
 
@@ -675,7 +681,7 @@ static void* st_worker(void* arg)
     struct CUstream_st* s = (struct CUstream_st*)arg;
     pthread_mutex_lock(&st_mu);
     for (;;) {
-        while (!s->head && !s->quit) pthread_cond_wait(&st_cv, &st_mu);
+        while (!s->head && !s->quit) pthread_cond_wait(&s->work, &st_mu);
         if (!s->head) break;
         st_op* op = s->head;
         /* the implicit and explicit waits of this operation */
@@ -1015,6 +1021,7 @@ ST_C cudaError_t cudaStreamDestroy(cudaStream_t h)
     }
     /* CUDA lets the work finish in the background; the worker ends after it */
     s->dead = 1, s->quit = 1;
+    pthread_cond_signal(&s->work);
     pthread_cond_broadcast(&st_cv);
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
