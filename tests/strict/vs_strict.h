@@ -212,7 +212,10 @@ void st_hang(const char* what);
 const char* st_nccl_waiting_locked(int dev);
 
 /* Waits on st_cv (st_mu held) until `done` says so, with the hang deadline. */
-#define ST_WAIT_UNTIL(cond, what)                                                                                     \
+#define ST_WAIT_UNTIL(cond, what) ST_WAIT_ON(&st_cv, cond, what)
+/* ... on the condition variable cvp, which whatever makes cond true signals (a
+   stream's `progress` for its `done`: fewer wake-ups than st_cv's every change) */
+#define ST_WAIT_ON(cvp, cond, what)                                                                                   \
     do {                                                                                                              \
         double st_dl_ = st_now() + st_hang_s;                                                                        \
         while (!(cond)) {                                                                                             \
@@ -220,7 +223,7 @@ const char* st_nccl_waiting_locked(int dev);
             clock_gettime(CLOCK_REALTIME, &ts_);                                                                      \
             ts_.tv_nsec += 20 * 1000 * 1000;                                                                          \
             if (ts_.tv_nsec >= 1000000000) ts_.tv_sec++, ts_.tv_nsec -= 1000000000;                                   \
-            pthread_cond_timedwait(&st_cv, &st_mu, &ts_);                                                             \
+            pthread_cond_timedwait((cvp), &st_mu, &ts_);                                                              \
             if (!(cond) && st_now() > st_dl_) {                                                                       \
                 pthread_mutex_unlock(&st_mu);                                                                         \
                 st_hang(what);                                                                                        \
@@ -254,6 +257,7 @@ struct CUstream_st {
        On st_cv every idle worker woke at every broadcast of every stream, and most
        of a run's CPU time was theirs, in futex calls. */
     pthread_cond_t work;
+    pthread_cond_t progress; /* broadcast when `done` grows: a wait for it waits here (ST_WAIT_ON) */
     const char* blocked; /* what its running operation waits for (diagnostics) */
     void* bcomm;         /* the NCCL communicator it waits in, if any */
     struct CUstream_st* next;
@@ -609,6 +613,7 @@ static struct CUstream_st* st_stream_new_locked(int dev, unsigned flags, int leg
     struct CUstream_st* s = (struct CUstream_st*)calloc(1, sizeof *s);
     s->dev = dev, s->flags = flags, s->legacy = legacy, s->id = st_nextid++;
     pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->progress, NULL);
     s->next = st_streams;
     st_streams = s;
     return s;
@@ -689,7 +694,7 @@ static void* st_worker(void* arg)
             struct CUstream_st* o = op->ws[i];
             long t = op->wt[i];
             s->blocked = "an event or the legacy stream";
-            ST_WAIT_UNTIL(o->done >= t, "a stream's wait for an event");
+            ST_WAIT_ON(&o->progress, o->done >= t, "a stream's wait for an event");
         }
         s->blocked = NULL;
         st_race_start_locked(s, op);
@@ -704,6 +709,7 @@ static void* st_worker(void* arg)
         free(op->staged);
         st_race_op_free_locked(op);
         free(op);
+        pthread_cond_broadcast(&s->progress);
         pthread_cond_broadcast(&st_cv);
     }
     s->quit = 2;
@@ -719,7 +725,7 @@ static void st_device_idle_locked(int dev, const char* what)
         if (s->dev == dev) {
             long t = s->enq;
             struct st_vc* v = st_race_target_locked(s);
-            ST_WAIT_UNTIL(s->done >= t, what);
+            ST_WAIT_ON(&s->progress, s->done >= t, what);
             st_race_host_merge_locked(v);
         }
 }
@@ -1044,7 +1050,7 @@ ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
     st_count_sync_locked(s, t);
     struct st_vc* v = st_race_target_locked(s);
     struct st_vc* cv = st_comp_target_locked(s);
-    ST_WAIT_UNTIL(s->done >= t, "cudaStreamSynchronize");
+    ST_WAIT_ON(&s->progress, s->done >= t, "cudaStreamSynchronize");
     st_race_host_merge_locked(v);
     st_seen_locked(s, t);
     st_seen_comp_locked(cv);
@@ -1252,7 +1258,7 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
             st_count_sync_locked(s, t);
             struct st_vc* v = st_race_target_locked(s);
             struct st_vc* cv = st_comp_target_locked(s);
-            ST_WAIT_UNTIL(s->done >= t, "cudaMemcpy's stream sync");
+            ST_WAIT_ON(&s->progress, s->done >= t, "cudaMemcpy's stream sync");
             st_race_host_merge_locked(v);
             st_seen_locked(s, t);
             st_seen_comp_locked(cv);
@@ -1266,7 +1272,7 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
         st_count_sync_locked(s, t);
         struct st_vc* v = st_race_target_locked(s);
         struct st_vc* cv = st_comp_target_locked(s);
-        ST_WAIT_UNTIL(s->done >= t, fn);
+        ST_WAIT_ON(&s->progress, s->done >= t, fn);
         st_race_host_merge_locked(v);
         st_seen_locked(s, t);
         st_seen_comp_locked(cv);
