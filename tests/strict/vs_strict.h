@@ -722,7 +722,7 @@ static void* st_worker(void* arg)
 static void st_device_idle_locked(int dev, const char* what)
 {
     for (struct CUstream_st* s = st_streams; s; s = s->next)
-        if (s->dev == dev) {
+        if (s->dev == dev && !st_race_host_covers_locked(s)) {
             long t = s->enq;
             struct st_vc* v = st_race_target_locked(s);
             ST_WAIT_ON(&s->progress, s->done >= t, what);
