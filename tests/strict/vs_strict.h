@@ -670,8 +670,7 @@ static void st_push_locked(struct CUstream_st* s, st_op* op)
         pthread_create(&s->th, &at, st_worker, s);
         pthread_attr_destroy(&at);
     }
-    pthread_cond_signal(&s->work);
-    pthread_cond_broadcast(&st_cv);
+    pthread_cond_signal(&s->work); /* (no st_cv broadcast: no wait of st_cv's waits for an enqueue) */
 }
 
 static st_op* st_op_new(const char* what, void (*fn)(struct CUstream_st*, st_op*))
@@ -709,8 +708,11 @@ static void* st_worker(void* arg)
         free(op->staged);
         st_race_op_free_locked(op);
         free(op);
+        /* the waits for a stream's `done` wait on its `progress` (ST_WAIT_ON): no st_cv
+           broadcast, which woke every collective waiting for its peers at every
+           operation of every stream (what else waits on st_cv for a stream's
+           state, as neg.h's waits, sees it within ST_WAIT_ON's 20 ms slice) */
         pthread_cond_broadcast(&s->progress);
-        pthread_cond_broadcast(&st_cv);
     }
     s->quit = 2;
     pthread_cond_broadcast(&st_cv);
@@ -1187,7 +1189,8 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     if (ev->s) st_count_sync_locked(ev->s, ev->target);
     struct st_vc* v = st_vc_ref(ev->vc);
     struct st_vc* cv = st_vc_ref(ev->cvc);
-    ST_WAIT_UNTIL(!ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
+    /* (a record of ev meanwhile on another stream: seen within the 20 ms slice) */
+    ST_WAIT_ON(ev->s ? &ev->s->progress : &st_cv, !ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
     st_race_host_merge_locked(v);
     if (ev->s) st_seen_locked(ev->s, ev->target);
     st_seen_comp_locked(cv);
