@@ -200,7 +200,8 @@ ST_C const char* vs_strict_first_violation(void);
 ST_C vs_strict_counts vs_strict_get_counts(void);
 ST_C void vs_strict_add_kernels(const st_ksig* table);
 
-/* the stand-in's lock and wake-up, for a program that waits for its state (neg.h) */
+/* the stand-in's lock and wake-up, for a program that waits for its state (neg.h);
+   st_cv is broadcast when NCCL's state changes (a stream's progress has its own) */
 extern pthread_mutex_t st_mu;
 extern pthread_cond_t st_cv;
 extern double st_hang_s;
