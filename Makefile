@@ -205,12 +205,12 @@ $(B)/test_strict_shrink: tests/test_strict_shrink.c $(STRICT_H) $(HEADERS) tests
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # NCCL jobs of processes that survive a rank: the elastic directory's agreement (issue 24)
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_elastic_procs)
-$(B)/test_elastic_procs: tests/test_elastic_procs.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+$(B)/test_elastic_procs: tests/test_elastic_procs.c tests/vt_dir.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # a lighthouse that misbehaves beside a healthy job (issue 33): stopped, black-holed, slow
 # readers, 2,000 idle connections, a flood of values, a token; it runs $(B)/vescale-lighthouse
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_lighthouse)
-$(B)/test_lighthouse: tests/test_lighthouse.c tests/lighthouse_tool.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B) $(B)/vescale-lighthouse
+$(B)/test_lighthouse: tests/test_lighthouse.c tests/lighthouse_tool.h tests/vt_dir.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B) $(B)/vescale-lighthouse
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # every program of the stand-in links the strict object (test_nccl_strict compiles its own: IMPL_OWN)
 STRICT_PROGS := $(B)/test_ddp_ext_strict $(B)/test_ddp_hsdp_strict $(B)/test_ddp_zero3_strict $(B)/test_ckpt_nccl $(B)/test_pipe_nccl $(B)/test_nccl_vendor \

@@ -35,6 +35,7 @@
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vs_test.h"
+#include "vt_dir.h"
 
 #include <cuda_runtime.h>
 #include <dirent.h>
@@ -332,16 +333,6 @@ static void file_text(const job* j, const char* tail, char* buf, size_t cap)
     if (f) fclose(f);
 }
 
-static void clear_dir(const char* dir)
-{
-    DIR* d = opendir(dir);
-    char path[400];
-    for (struct dirent* e; d && (e = readdir(d));)
-        if (e->d_name[0] != '.') snprintf(path, sizeof path, "%s/%s", dir, e->d_name), unlink(path);
-    if (d) closedir(d);
-    rmdir(dir);
-}
-
 static int g_tcp;          /* the cases' store: 1 a lighthouse */
 static const char* g_ext; /* VS_TEST_LIGHTHOUSE=host:port: one running elsewhere (tools/vescale-lighthouse) */
 
@@ -349,7 +340,7 @@ static void end_job(job* j)
 {
     vs_lighthouse_stop(j->lh);
     j->lh = NULL;
-    clear_dir(j->dir);
+    vt_clear_dir(j->dir);
 }
 
 static void run_job(job* j, proc* p)
@@ -566,7 +557,7 @@ static void case_bad_input(void)
     memset(&j, 0, sizeof j);
     snprintf(j.dir, sizeof j.dir, "%s", dir);
     VT_CHECK(files_with(&j, "-j") == 0, "the joiner's request was not withdrawn");
-    clear_dir(dir);
+    vt_clear_dir(dir);
 }
 
 /* A lighthouse's own misuse, and a job's misuse of one. */

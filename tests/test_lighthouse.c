@@ -28,6 +28,7 @@
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vs_test.h"
+#include "vt_dir.h"
 
 #include <cuda_runtime.h>
 #include <dirent.h>
@@ -132,16 +133,6 @@ static void* frank_main(void* arg)
     return NULL;
 }
 
-static void clear_dir(const char* dir)
-{
-    DIR* d = opendir(dir);
-    char path[400];
-    for (struct dirent* e; d && (e = readdir(d));)
-        if (e->d_name[0] != '.') snprintf(path, sizeof path, "%s/%s", dir, e->d_name), unlink(path);
-    if (d) closedir(d);
-    rmdir(dir);
-}
-
 /* Runs the job over the lighthouse at 127.0.0.1:port (0: j->store when set,
    else a directory of its own). */
 static void run_fjob(fjob* j, int port)
@@ -165,7 +156,7 @@ static void run_fjob(fjob* j, int port)
         if (j->longest[i] > worst) worst = j->longest[i];
     }
     printf("    %d steps on %d ranks, the longest %.0f ms (timeout %g s)\n", j->steps, W, 1e3 * worst, j->timeout);
-    clear_dir(j->dir);
+    vt_clear_dir(j->dir);
 }
 
 /* --- the tool as a process of its own ------------------------------------- */

@@ -517,7 +517,7 @@ static int prank(vs_world* w, void* arg)
     pthread_mutex_lock(&pj_mu);
     memcpy(J->tied[rep][stage], tg, sizeof tg);
     if (stage == plan.chunk_stage[plan.nchunks - 1]) J->loss[rep] = loss;
-    J->bad += E->bad;
+    J->bad += __atomic_load_n(&E->bad, __ATOMIC_SEQ_CST); /* (after a failed run a stream function may still count: TSan) */
     for (int m = 0; m < J->M && !r && stage == plan.chunk_stage[plan.nchunks - 1]; m++) {
         double l;
         r = vs_pipe_mb_loss(pipe, m, &l);

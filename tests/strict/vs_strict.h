@@ -209,7 +209,8 @@ ST_C void vs_strict_add_kernels(const st_ksig* table);
 
 #include "vs_strict_clock.h" /* virtual time: its interface */
 
-/* the stand-in's lock and wake-up, for a program that waits for its state (neg.h) */
+/* the stand-in's lock and wake-up, for a program that waits for its state (neg.h);
+   st_cv is broadcast when NCCL's state changes (a stream's progress has its own) */
 extern pthread_mutex_t st_mu;
 extern pthread_cond_t st_cv;
 extern double st_hang_s;
@@ -221,7 +222,10 @@ void st_hang(const char* what);
 const char* st_nccl_waiting_locked(int dev);
 
 /* Waits on st_cv (st_mu held) until `done` says so, with the hang deadline. */
-#define ST_WAIT_UNTIL(cond, what)                                                                                     \
+#define ST_WAIT_UNTIL(cond, what) ST_WAIT_ON(&st_cv, cond, what)
+/* ... on the condition variable cvp, which whatever makes cond true signals (a
+   stream's `progress` for its `done`: fewer wake-ups than st_cv's every change) */
+#define ST_WAIT_ON(cvp, cond, what)                                                                                   \
     do {                                                                                                              \
         double st_dl_ = st_now() + st_hang_s;                                                                        \
         while (!(cond)) {                                                                                             \
@@ -229,7 +233,7 @@ const char* st_nccl_waiting_locked(int dev);
             clock_gettime(CLOCK_REALTIME, &ts_);                                                                      \
             ts_.tv_nsec += 20 * 1000 * 1000;                                                                          \
             if (ts_.tv_nsec >= 1000000000) ts_.tv_sec++, ts_.tv_nsec -= 1000000000;                                   \
-            pthread_cond_timedwait(&st_cv, &st_mu, &ts_);                                                             \
+            pthread_cond_timedwait((cvp), &st_mu, &ts_);                                                              \
             if (!(cond) && st_now() > st_dl_) {                                                                       \
                 pthread_mutex_unlock(&st_mu);                                                                         \
                 st_hang(what);                                                                                        \
@@ -259,6 +263,11 @@ struct CUstream_st {
     st_op *head, *tail;
     pthread_t th;
     int quit, started, dead;
+    /* its worker's wait for work (st_mu's): signalled by a push and a destroy only.
+       On st_cv every idle worker woke at every broadcast of every stream, and most
+       of a run's CPU time was theirs, in futex calls. */
+    pthread_cond_t work;
+    pthread_cond_t progress; /* broadcast when `done` grows: a wait for it waits here (ST_WAIT_ON) */
     const char* blocked; /* what its running operation waits for (diagnostics) */
     void* bcomm;         /* the NCCL communicator it waits in, if any */
     struct CUstream_st* next;
@@ -625,6 +634,8 @@ static struct CUstream_st* st_stream_new_locked(int dev, unsigned flags, int leg
 {
     struct CUstream_st* s = (struct CUstream_st*)calloc(1, sizeof *s);
     s->dev = dev, s->flags = flags, s->legacy = legacy, s->id = st_nextid++;
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->progress, NULL);
     s->next = st_streams;
     st_streams = s;
     st_clock_stream_named_locked(s);
@@ -684,7 +695,7 @@ static void st_push_locked(struct CUstream_st* s, st_op* op)
         pthread_create(&s->th, &at, st_worker, s);
         pthread_attr_destroy(&at);
     }
-    pthread_cond_broadcast(&st_cv);
+    pthread_cond_signal(&s->work); /* (no st_cv broadcast: no wait of st_cv's waits for an enqueue) */
 }
 
 static st_op* st_op_new(const char* what, void (*fn)(struct CUstream_st*, st_op*))
@@ -699,7 +710,7 @@ static void* st_worker(void* arg)
     struct CUstream_st* s = (struct CUstream_st*)arg;
     pthread_mutex_lock(&st_mu);
     for (;;) {
-        while (!s->head && !s->quit) pthread_cond_wait(&st_cv, &st_mu);
+        while (!s->head && !s->quit) pthread_cond_wait(&s->work, &st_mu);
         if (!s->head) break;
         st_op* op = s->head;
         /* the implicit and explicit waits of this operation */
@@ -707,7 +718,7 @@ static void* st_worker(void* arg)
             struct CUstream_st* o = op->ws[i];
             long t = op->wt[i];
             s->blocked = "an event or the legacy stream";
-            ST_WAIT_UNTIL(o->done >= t, "a stream's wait for an event");
+            ST_WAIT_ON(&o->progress, o->done >= t, "a stream's wait for an event");
         }
         s->blocked = NULL;
         st_race_start_locked(s, op);
@@ -725,7 +736,11 @@ static void* st_worker(void* arg)
         st_race_op_free_locked(op);
         st_clock_op_free_locked(op);
         free(op);
-        pthread_cond_broadcast(&st_cv);
+        /* the waits for a stream's `done` wait on its `progress` (ST_WAIT_ON): no st_cv
+           broadcast, which woke every collective waiting for its peers at every
+           operation of every stream (what else waits on st_cv for a stream's
+           state, as neg.h's waits, sees it within ST_WAIT_ON's 20 ms slice) */
+        pthread_cond_broadcast(&s->progress);
     }
     s->quit = 2;
     pthread_cond_broadcast(&st_cv);
@@ -737,11 +752,11 @@ static void* st_worker(void* arg)
 static void st_device_idle_locked(int dev, const char* what)
 {
     for (struct CUstream_st* s = st_streams; s; s = s->next)
-        if (s->dev == dev) {
+        if (s->dev == dev && !st_race_host_covers_locked(s)) {
             long t = s->enq;
             struct st_vc* v = st_race_target_locked(s);
             st_tcell* c = st_clock_target_locked(s);
-            ST_WAIT_UNTIL(s->done >= t, what);
+            ST_WAIT_ON(&s->progress, s->done >= t, what);
             st_race_host_merge_locked(v);
             st_clock_host_wait_locked(c);
         }
@@ -1048,6 +1063,7 @@ ST_C cudaError_t cudaStreamDestroy(cudaStream_t h)
     }
     /* CUDA lets the work finish in the background; the worker ends after it */
     s->dead = 1, s->quit = 1;
+    pthread_cond_signal(&s->work);
     pthread_cond_broadcast(&st_cv);
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
@@ -1072,7 +1088,7 @@ ST_C cudaError_t cudaStreamSynchronize(cudaStream_t h)
     struct st_vc* v = st_race_target_locked(s);
     struct st_vc* cv = st_comp_target_locked(s);
     st_tcell* tc = st_clock_target_locked(s);
-    ST_WAIT_UNTIL(s->done >= t, "cudaStreamSynchronize");
+    ST_WAIT_ON(&s->progress, s->done >= t, "cudaStreamSynchronize");
     st_clock_host_wait_locked(tc);
     st_race_host_merge_locked(v);
     st_seen_locked(s, t);
@@ -1219,7 +1235,8 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     if (ev->s) st_count_sync_locked(ev->s, ev->target);
     struct st_vc* v = st_vc_ref(ev->vc);
     struct st_vc* cv = st_vc_ref(ev->cvc);
-    ST_WAIT_UNTIL(!ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
+    /* (a record of ev meanwhile on another stream: seen within the 20 ms slice) */
+    ST_WAIT_ON(ev->s ? &ev->s->progress : &st_cv, !ev->s || ev->s->done >= ev->target, "cudaEventSynchronize");
     st_clock_host_wait_locked(st_tc_ref(ev->tc));
     st_race_host_merge_locked(v);
     if (ev->s) st_seen_locked(ev->s, ev->target);
@@ -1297,7 +1314,7 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
             struct st_vc* v = st_race_target_locked(s);
             struct st_vc* cv = st_comp_target_locked(s);
             st_tcell* tc = st_clock_target_locked(s);
-            ST_WAIT_UNTIL(s->done >= t, "cudaMemcpy's stream sync");
+            ST_WAIT_ON(&s->progress, s->done >= t, "cudaMemcpy's stream sync");
             st_clock_host_wait_locked(tc);
             st_race_host_merge_locked(v);
             st_seen_locked(s, t);
@@ -1313,7 +1330,7 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
         struct st_vc* v = st_race_target_locked(s);
         struct st_vc* cv = st_comp_target_locked(s);
         st_tcell* tc = st_clock_target_locked(s);
-        ST_WAIT_UNTIL(s->done >= t, fn);
+        ST_WAIT_ON(&s->progress, s->done >= t, fn);
         st_clock_host_wait_locked(tc);
         st_race_host_merge_locked(v);
         st_seen_locked(s, t);

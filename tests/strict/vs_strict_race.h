@@ -112,6 +112,17 @@ static st_vc* st_race_target_locked(struct CUstream_st* s)
     return st_vc_ref(s->vc);
 }
 
+/* Whether this host thread's clock already covers all that stream s ran: s idle
+   and the epoch of its last operation known to the thread (a clock that holds an
+   operation's epoch holds its whole clock), so a join would change nothing.
+   There is a clock entry per stream ever made, and a device-wide wait (cudaMalloc,
+   cudaFree) joined every stream's clock, most of them long idle. */
+static int st_race_host_covers_locked(struct CUstream_st* s)
+{
+    st_host* h = st_host_locked();
+    return s->enq == s->done && s->vc && h->vc && st_vc_get(h->vc, s->id) >= st_vc_get(s->vc, s->id);
+}
+
 /* A host wait for v ended: the thread's clock joins it (copied first when an
    enqueued operation still holds the old one). Drops the reference to v. */
 static void st_race_host_merge_locked(st_vc* v)
