@@ -3013,6 +3013,12 @@ typedef struct _vs_pipe_dblk {
     size_t bytes; // its size
     size_t req;   // the size asked for (the engine's accounting)
     long used;    // the run that last handed it out
+    /* the compute stream where it was last given back (a cudaEvent_t, made at
+       its first give-back; ev_ok: recorded): a receive into it waits for that,
+       not for all the compute queued since (the transfer then overlaps it) */
+    void* ev;
+    int ev_ok;
+    int msg; // last handed out for a receive's bytes (_VS_PIPE_BUF_RECV)
     struct _vs_pipe_dblk* next;
 } _vs_pipe_dblk;
 #define _VS_PIPE_DKEEP 16
@@ -3056,6 +3062,19 @@ _VS_PIPE_PRIVATE void _vs_pipe_dfree(const vs_pipe* p, void* ptr)
     vs_device_free(p->w, ptr);
 }
 
+/* A device block's memory and its event, and the block itself. */
+_VS_PIPE_PRIVATE void _vs_pipe_dblk_drop(const vs_pipe* p, _vs_pipe_dblk* b)
+{
+#ifdef _VS_PIPE_CUDA
+    if (b->ev) cudaEventDestroy((cudaEvent_t)b->ev);
+#endif
+    _vs_pipe_dfree(p, b->ptr);
+    vs_free(p->w, b);
+}
+
+/* zero: 1 zeroes the block (on the compute stream); | _VS_PIPE_BUF_RECV: for a
+   receive's bytes (device path: _vs_pipe_fence_recv) */
+#define _VS_PIPE_BUF_RECV 2
 _VS_PIPE_PRIVATE void* _vs_pipe_buf(const vs_pipe* p, size_t bytes, int zero)
 {
 #ifdef _VS_PIPE_CUDA
@@ -3063,8 +3082,21 @@ _VS_PIPE_PRIVATE void* _vs_pipe_buf(const vs_pipe* p, size_t bytes, int zero)
         vs_pipe* q = (vs_pipe*)p;
         _vs_pipe_dblk **at = NULL, **it = (_vs_pipe_dblk**)&q->dcache;
         const size_t cls = _vs_pipe_dclass(bytes);
-        for (; *it; it = &(*it)->next) // the smallest free block that fits, within twice the request's class
-            if ((*it)->bytes >= bytes && (*it)->bytes / 2 <= cls && (!at || (*it)->bytes < (*at)->bytes)) at = it;
+        const int msg = (zero & _VS_PIPE_BUF_RECV) != 0;
+        zero &= 1;
+        /* the smallest free block that fits, within twice the request's class,
+           given back last (so one no run needs ages out). Receives keep their
+           own blocks: a receive waits for the compute stream where its block
+           was given back, and a receive's block goes back right after its copy
+           out (early), while others go back after the units that used them
+           last (the compute stream's tail): so the transfer overlaps the
+           compute queued since. A receive takes another block when none of
+           theirs is free, other users never take theirs. */
+        for (; *it; it = &(*it)->next) {
+            if ((*it)->bytes < bytes || (*it)->bytes / 2 > cls || ((*it)->msg && !msg)) continue;
+            if (!at || (*it)->bytes < (*at)->bytes || ((*it)->bytes == (*at)->bytes && (*it)->msg > (*at)->msg))
+                at = it;
+        }
         _vs_pipe_dblk* b = at ? *at : NULL;
         if (b) {
             *at = b->next;
@@ -3079,6 +3111,7 @@ _VS_PIPE_PRIVATE void* _vs_pipe_buf(const vs_pipe* p, size_t bytes, int zero)
             }
         }
         b->req = bytes;
+        b->msg = msg;
         b->used = q->nruns;
         b->next = (_vs_pipe_dblk*)q->dlive;
         q->dlive = b;
@@ -3122,6 +3155,12 @@ _VS_PIPE_PRIVATE void _vs_pipe_buf_free(const vs_pipe* p, void* ptr)
         VS_ASSERT(b != NULL); // (a block the engine handed out)
         if (!b) return;
         *at = b->next;
+#ifdef _VS_PIPE_CUDA
+        cudaEvent_t ev = (cudaEvent_t)b->ev;
+        if (!ev && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) ev = NULL;
+        b->ev = (void*)ev;
+        b->ev_ok = ev && cudaEventRecord(ev, (cudaStream_t)p->stream) == cudaSuccess;
+#endif
         b->next = (_vs_pipe_dblk*)q->dcache;
         q->dcache = b;
         q->cache_bytes += b->bytes;
@@ -3164,8 +3203,7 @@ _VS_PIPE_PRIVATE void _vs_pipe_cache_trim(vs_pipe* p)
         }
         *at = b->next;
         p->cache_bytes -= b->bytes;
-        _vs_pipe_dfree(p, b->ptr);
-        vs_free(p->w, b);
+        _vs_pipe_dblk_drop(p, b);
     }
     p->nruns++;
     p->last_peak = p->peak_bytes;
@@ -3186,8 +3224,7 @@ _VS_PIPE_PRIVATE void _vs_pipe_cache_drop(vs_pipe* p)
         _vs_pipe_dblk* d = (_vs_pipe_dblk*)(list ? p->dlive : p->dcache);
         while (d) {
             _vs_pipe_dblk* n = d->next;
-            _vs_pipe_dfree(p, d->ptr);
-            vs_free(p->w, d);
+            _vs_pipe_dblk_drop(p, d);
             d = n;
         }
     }
@@ -4267,6 +4304,19 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_peer_order(vs_pipe* p, const vs_pipe_sched* 
 }
 
 #ifdef _VS_PIPE_CUDA
+/* A receive into engine block buf on link lk waits for the compute stream where
+   the block was last given back (its event), so the transfer overlaps the
+   compute queued since; a block without one (new: cudaMallocAsync'd on the
+   compute stream) after the compute stream so far. */
+_VS_PIPE_PRIVATE vs_result _vs_pipe_fence_recv(const vs_pipe* p, const _vs_pipe_link* lk, void* buf)
+{
+    const _vs_pipe_dblk* b = (const _vs_pipe_dblk*)p->dlive; // (the block just handed out: the first)
+    while (b && b->ptr != buf) b = b->next;
+    if (!b || !b->ev_ok || !lk->stream || lk->stream == p->stream) return _vs_pipe_fence(p, lk);
+    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)lk->stream, (cudaEvent_t)b->ev, 0);
+    return e == cudaSuccess ? VS_OK : _vs_pipe_cuerr(e, "ordering a receive after its block's last use");
+}
+
 /* Device path. Gradients, and with fixed shapes activations whose shapes an
    earlier run carried, come without a header (_vs_pipe_headless): the bytes'
    receive is posted on the link's stream and the compute stream waits for it
@@ -4274,8 +4324,7 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_peer_order(vs_pipe* p, const vs_pipe_sched* 
    the header lands in pinned host memory (received ahead when the schedule
    allows, _vs_pipe_prepost) and the host waits for it (the shapes of the
    callbacks' tensors are host values); the bytes follow as above. The bytes'
-   receive is ordered after the compute stream so far (their block may be one
-   the compute stream used last). */
+   receive is ordered after their block's last use (_vs_pipe_fence_recv). */
 _VS_PIPE_PRIVATE vs_result _vs_pipe_drecv(vs_pipe* p, int b, int mb, int grad, int chunk, int src)
 {
     int nt = p->boff[b + 1] - p->boff[b];
@@ -4308,9 +4357,10 @@ _VS_PIPE_PRIVATE vs_result _vs_pipe_drecv(vs_pipe* p, int b, int mb, int grad, i
     if (fh && fh[0] != _VS_PIPE_MAGIC) memcpy(fh, h, _VS_PIPE_HDR(nt) * sizeof(int64_t));
     char* buf = NULL;
     if (bytes) {
-        if (!(buf = (char*)_vs_pipe_buf(p, bytes, 0))) return vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
+        if (!(buf = (char*)_vs_pipe_buf(p, bytes, _VS_PIPE_BUF_RECV)))
+            return vs_set_error(VS_ERR_NOMEM, "receive: %zu bytes", bytes);
         vs_work* w = NULL;
-        if ((r = _vs_pipe_fence(p, lk)) == VS_OK && (r = vs_recv(lk->c, buf, bytes, VS_U8, 0, &w)) == VS_OK)
+        if ((r = _vs_pipe_fence_recv(p, lk, buf)) == VS_OK && (r = vs_recv(lk->c, buf, bytes, VS_U8, 0, &w)) == VS_OK)
             r = vs_wait_stream(w, p->stream); // (no streams, forced over threads: vs_wait)
         if (r) {
             _vs_pipe_buf_free(p, buf);

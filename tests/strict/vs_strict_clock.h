@@ -57,6 +57,9 @@
      memsets, copies within the device), copy (host <-> device and between
      devices), communication (NCCL); exposed communication is the
      communication time no compute of that device overlaps.
+   - Host-bound idle per device: the time the device ran nothing while an
+     operation waited only for its host's call (host_idle); a step whose
+     host-bound idle is at least its busy time is host-bound (host_bound).
 
    What it does not model: contention (concurrent kernels each get the whole
    GPU, concurrent transfers each the whole link), pageable copies' staging,
@@ -103,6 +106,12 @@ typedef struct vs_strict_clock_stats {
     double exposed_comm;        /* comm no compute overlaps */
     double first, last;         /* the earliest start and the latest end (0, 0: nothing ran) */
     long ops;                   /* operations that took time */
+    /* host-bound idle: time in [first, last] when the device ran nothing and an
+       operation was ready but for its host's enqueue (its stream and waits were
+       done before its host call); host_bound: that idle is at least the
+       device's busy time (the host's calls, not the GPU, set the step's pace) */
+    double host_idle;
+    int host_bound;
 } vs_strict_clock_stats;
 
 /* Specs: a built-in by name ("h100", "h200"); a file's text (err: "<where>:<line>:
@@ -349,6 +358,7 @@ static pthread_mutex_t st_hclk_mu = PTHREAD_MUTEX_INITIALIZER;
 static st_hclk* st_hclks; /* every host thread's (kept: reachable) */
 static __thread st_hclk* st_hclk_me;
 static st_ivls st_busy[ST_MAXDEV][3];
+static st_ivls st_hwait[ST_MAXDEV]; /* per device: [ready, enqueued) of operations the host held back */
 static long st_busy_ops[ST_MAXDEV];
 static struct {
     const char* name;
@@ -565,6 +575,8 @@ static void st_clock_op_free_locked(st_op* op)
     free(op->tcw);
 }
 
+static void st_ivls_add(st_ivls* l, double a, double b);
+
 /* Operation op starts on s (its waits are over). */
 static void st_clock_start_locked(struct CUstream_st* s, st_op* op)
 {
@@ -572,27 +584,36 @@ static void st_clock_start_locked(struct CUstream_st* s, st_op* op)
     if (op->t_dep > t) t = op->t_dep;
     for (int i = 0; i < op->ntcw; i++)
         if (op->tcw[i]->set && op->tcw[i]->t > t) t = op->tcw[i]->t;
+    double ready = s->vt > op->t_dep ? s->vt : op->t_dep;
+    for (int i = 0; i < op->ntcw; i++)
+        if (op->tcw[i]->set && op->tcw[i]->t > ready) ready = op->tcw[i]->t;
+    if (op->t_host > ready && s->dev >= 0 && s->dev < ST_MAXDEV) st_ivls_add(&st_hwait[s->dev], ready, op->t_host);
     op->t0 = t, op->t1 = t + op->cost;
 }
 
 static void st_ivls_merge(st_ivls* l);
 
+/* [a, b) onto l (merged with its last when they touch; merged in place past 4096) */
+static void st_ivls_add(st_ivls* l, double a, double b)
+{
+    if (l->n && l->v[l->n - 1].b >= a && l->v[l->n - 1].a <= a) {
+        if (b > l->v[l->n - 1].b) l->v[l->n - 1].b = b;
+        return;
+    }
+    if (l->n == l->cap && l->n >= 4096) st_ivls_merge(l);
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->v = (st_ivl*)realloc(l->v, sizeof l->v[0] * (size_t)l->cap);
+    }
+    l->v[l->n].a = a, l->v[l->n].b = b, l->n++;
+}
+
 /* [a, b) of class cls on device dev: busy time, and the trace's event. */
 static void st_clock_busy_locked(int dev, long sid, int cls, double a, double b, const char* name)
 {
     if (b <= a || cls == ST_CL_NONE || dev < 0 || dev >= ST_MAXDEV) return;
-    st_ivls* l = &st_busy[dev][cls - 1];
     st_busy_ops[dev]++;
-    if (l->n && l->v[l->n - 1].b >= a && l->v[l->n - 1].a <= a) { /* the stream's next operation, most often */
-        if (b > l->v[l->n - 1].b) l->v[l->n - 1].b = b;
-    } else {
-        if (l->n == l->cap && l->n >= 4096) st_ivls_merge(l); /* a step without a reset: bounded by the gaps */
-        if (l->n == l->cap) {
-            l->cap = l->cap ? 2 * l->cap : 64;
-            l->v = (st_ivl*)realloc(l->v, sizeof l->v[0] * (size_t)l->cap);
-        }
-        l->v[l->n].a = a, l->v[l->n].b = b, l->n++;
-    }
+    st_ivls_add(&st_busy[dev][cls - 1], a, b); /* (a step without a reset: bounded by the gaps) */
     static const char* const cat[] = {"", "compute", "copy", "comm"};
     st_trace_x_locked(dev, sid, cat[cls], a, b, name);
 }
@@ -773,6 +794,20 @@ ST_C vs_strict_clock_stats vs_strict_clock_device(int dev)
             if (!any || l[c].v[l[c].n - 1].b > r.last) r.last = l[c].v[l[c].n - 1].b;
             any = 1;
         }
+    /* host-bound idle: the host's holds in [first, last], less what any class's busy time covers */
+    st_ivls h = {NULL, 0, 0}, u = {NULL, 0, 0};
+    st_ivls_merge(&st_hwait[dev]);
+    for (int i = 0; any && i < st_hwait[dev].n; i++) {
+        double a = st_hwait[dev].v[i].a > r.first ? st_hwait[dev].v[i].a : r.first;
+        double b = st_hwait[dev].v[i].b < r.last ? st_hwait[dev].v[i].b : r.last;
+        if (b > a) st_ivls_add(&h, a, b);
+    }
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < l[c].n; i++) st_ivls_add(&u, l[c].v[i].a, l[c].v[i].b);
+    st_ivls_merge(&h), st_ivls_merge(&u);
+    r.host_idle = st_ivls_len(&h) - st_ivls_overlap(&h, &u);
+    r.host_bound = any && r.host_idle >= st_ivls_len(&u);
+    free(h.v), free(u.v);
     pthread_mutex_unlock(&st_mu);
     return r;
 }
@@ -785,6 +820,7 @@ ST_C void vs_strict_clock_reset(int dev)
         if (dev < 0 || d == dev) {
             if (d < st_ndev) st_clock_idle_locked(d);
             for (int c = 0; c < 3; c++) st_busy[d][c].n = 0;
+            st_hwait[d].n = 0;
             st_busy_ops[d] = 0;
         }
     pthread_mutex_unlock(&st_mu);
