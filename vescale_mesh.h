@@ -804,6 +804,10 @@ typedef struct vs_launch_desc {
        unknown one is the launch's VS_ERR_INVALID. Every rank's world reads
        them back (vs_world_query_desc). */
     const char* debug;
+    /* Each rank thread's stack in bytes (0: the system's default, ulimit -s;
+       below 16 KiB: VS_ERR_INVALID). Thousands of ranks in one
+       process want small ones: vescale's own calls need about 64 KiB. */
+    size_t stack_bytes;
 } vs_launch_desc;
 
 /* Runs fn on nranks ranks, each a thread of this process, and joins them. Returns
@@ -5017,6 +5021,7 @@ _VS_PRIVATE void* _vs_rank_main(void* arg)
 }
 
 #define _VS_LAUNCH_MAX_RANKS 4096
+#define _VS_LAUNCH_MIN_STACK 16384 // (PTHREAD_STACK_MIN is not a constant everywhere)
 
 /* A vs_launch_desc with every zero-is-default resolved and checked (the one place
    its defaults live): transport (threads), timeout_s, log_level, ranks_per_node
@@ -5040,6 +5045,8 @@ _VS_PRIVATE vs_result _vs_launch_desc_defaults(const vs_launch_desc* d, vs_launc
     if (d->ranks_per_node < 0)
         return _vs_err(VS_ERR_INVALID, "vs_launch: ranks_per_node %d must be >= 0", d->ranks_per_node);
     if (out->ranks_per_node == 0) out->ranks_per_node = n;
+    if (d->stack_bytes && d->stack_bytes < _VS_LAUNCH_MIN_STACK)
+        return _vs_err(VS_ERR_INVALID, "vs_launch: stack_bytes %zu below %d", d->stack_bytes, _VS_LAUNCH_MIN_STACK);
 #ifdef VESCALE_NCCL
     if (tr == VS_TRANSPORT_NCCL) { // each rank on its own GPU (local_rank % devices): NCCL refuses two on one
         int ndev = 0, local = out->ranks_per_node < n ? out->ranks_per_node : n;
@@ -5147,10 +5154,13 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* a
         w->job = &job;
         job.worlds[i] = w;
     }
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    if (d->stack_bytes) pthread_attr_setstacksize(&at, d->stack_bytes);
     for (int i = 0; i < n; i++) {
         ranks[i].job = &job;
         ranks[i].rank = i;
-        if (pthread_create(&th[i], NULL, _vs_rank_main, &ranks[i]) != 0) {
+        if (pthread_create(&th[i], &at, _vs_rank_main, &ranks[i]) != 0) {
             r = _vs_err_backend(VS_ERR_BACKEND, errno, "vs_launch: cannot start thread for rank %d", i);
             _vs_job_fail(&job, NULL, r, i, "vs_launch could not start every rank's thread");
             for (int k = i; k < n; k++) vs_world_free(job.worlds[k]);
@@ -5158,6 +5168,7 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* a
         }
         started++;
     }
+    pthread_attr_destroy(&at);
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     for (;;) { // the replacements (vs_world_respawn), and theirs
         pthread_mutex_lock(&job.mu);
@@ -11490,7 +11501,12 @@ VS_API vs_result vs_world_respawn(vs_world* w, int rank)
         __atomic_store_n(&job->exited[rank], 0, __ATOMIC_RELEASE);
         x->tr.job = job;
         x->tr.rank = rank;
-        if (pthread_create(&x->th, NULL, _vs_rank_main, &x->tr) != 0) {
+        pthread_attr_t at; // the job's stack size, as its first ranks'
+        pthread_attr_init(&at);
+        if (job->desc.stack_bytes) pthread_attr_setstacksize(&at, job->desc.stack_bytes);
+        int e = pthread_create(&x->th, &at, _vs_rank_main, &x->tr);
+        pthread_attr_destroy(&at);
+        if (e != 0) {
             r = _vs_err_backend(VS_ERR_BACKEND, errno, "%s: cannot start a thread for world rank %d", fn, rank);
             job->worlds[rank] = NULL;
             job->recovered[rank] = 1;
