@@ -32,7 +32,10 @@
 #include "strict/vs_strict.h"
 
 enum { TP = 8, NP = 4 };
-static const int64_t NUMEL = (int64_t)1 << 20; /* each parameter: 1 Mi f32, one bucket each */
+/* each parameter: NUMEL f32 (VS_SCALE_NUMEL, default 1 Mi), a bucket each. The DDP
+   holds a host copy of every parameter from vs_ddp_add_param to vs_ddp_finalize:
+   NP x 4 x NUMEL bytes a rank at once (make test-long's 1,024 ranks take 256 Ki) */
+static int64_t NUMEL = (int64_t)1 << 20;
 
 static int N, PP, DP;
 static pthread_barrier_t bar;
@@ -44,7 +47,8 @@ typedef struct snap {
     long rss_kb, maxrss_kb; /* resident now, and at most so far */
     long device_bytes, libraries;
 } snap;
-static snap s_start, s_mesh, s_ddp, s_step;
+static snap s_pre, s_start, s_mesh, s_ddp, s_step;
+static void report(const char* what, const snap* a, const snap* b);
 static double comm_s[1024], want_comm_s; /* each rank's modelled communication time of the step */
 static size_t ddp_bytes[1024];           /* each rank's vs_ddp_memory_usage total */
 
@@ -161,6 +165,61 @@ static int rank_main(vs_world* w, void* arg)
     return 0;
 }
 
+/* The threads transport (vescale's own, no stand-in): the same mesh and its
+   groups, a world barrier, an all-reduce over each DP group and a ring of
+   send/recv over the world (its point-to-point queues). */
+static snap t_pre, t_start, t_mesh, t_coll;
+static int threads_main(vs_world* w, void* arg)
+{
+    (void)arg;
+    int me = vs_world_rank(w);
+    phase(me, &t_start);
+    vs_mesh *mesh = NULL, *dp = NULL, *tp = NULL, *pp = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = PP, md.shape[1] = DP, md.shape[2] = TP;
+    CK(vs_mesh_init(w, &md, &mesh));
+    CK(vs_mesh_submesh(mesh, "DP", &dp));
+    CK(vs_mesh_submesh(mesh, "TP", &tp));
+    CK(vs_mesh_submesh(mesh, "PP", &pp));
+    phase(me, &t_mesh);
+    vs_comm* world = vs_world_comm(w);
+    CK(vs_barrier(world, NULL));
+    float x[256], y[256];
+    for (int i = 0; i < 256; i++) x[i] = (float)(me + i);
+    CK(vs_all_reduce(vs_mesh_comm(dp), x, y, 256, VS_F32, VS_OP_SUM, NULL));
+    /* the DP group's ranks are me's row: TP apart, DP of them */
+    int base = me - (me / TP % DP) * TP;
+    for (int i = 0; i < 256; i++) {
+        float want = 0;
+        for (int k = 0; k < DP; k++) want += (float)(base + k * TP + i);
+        if (y[i] != want) CK(vs_set_error(VS_ERR_STATE, "rank %d: DP all-reduce [%d] = %g, want %g", me, i, y[i], want));
+    }
+    int n = vs_world_size(w), got = -1;
+    CK(vs_group_start(world));
+    CK(vs_send(world, &me, 1, VS_I32, (me + 1) % n, NULL));
+    CK(vs_recv(world, &got, 1, VS_I32, (me + n - 1) % n, NULL));
+    CK(vs_group_end(world, NULL));
+    if (got != (me + n - 1) % n) CK(vs_set_error(VS_ERR_STATE, "rank %d: ring got %d", me, got));
+    phase(me, &t_coll);
+    CK(vs_mesh_free(mesh));
+    return 0;
+}
+
+static void case_threads(void)
+{
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = N;
+    ld.stack_bytes = (size_t)256 << 10;
+    t_pre = take();
+    VT_OK(vs_launch_ex(&ld, threads_main, NULL));
+    if (__atomic_load_n(&failed, __ATOMIC_SEQ_CST)) return;
+    report("threads: vs_launch", &t_pre, &t_start);
+    report("threads: mesh + 3 groups", &t_start, &t_mesh);
+    report("threads: barrier, DP, ring", &t_mesh, &t_coll);
+}
+
 static void report(const char* what, const snap* a, const snap* b)
 {
     printf("# %-24s %5d ranks: wall %8.3f ms, cpu %8.3f ms, resident +%8.1f KiB a rank (%ld MiB now, %ld at "
@@ -175,10 +234,12 @@ static void case_scale(void)
     ld.nranks = N;
     ld.transport = VS_TRANSPORT_NCCL;
     ld.stack_bytes = (size_t)256 << 10;
+    s_pre = take();
     VT_OK(vs_launch_ex(&ld, rank_main, NULL));
     if (__atomic_load_n(&failed, __ATOMIC_SEQ_CST)) return;
+    report("launch, NCCL world, stream", &s_pre, &s_start);
     report("mesh init + 3 submeshes", &s_start, &s_mesh);
-    report("DDP init (4 x 4 MiB)", &s_mesh, &s_ddp);
+    report("DDP init (4 parameters)", &s_mesh, &s_ddp);
     report("one DDP step", &s_ddp, &s_step);
 
     /* the ring formula for one all-reduce over the DP group: its ranks are TP = 8
@@ -220,6 +281,7 @@ int main(void)
 {
     const char* e = getenv("VS_SCALE_RANKS");
     N = e && atoi(e) > 0 ? atoi(e) : 64;
+    if ((e = getenv("VS_SCALE_NUMEL")) && atol(e) > 0) NUMEL = atol(e);
     if (N % TP || N > 1024) {
         fprintf(stderr, "VS_SCALE_RANKS=%d: want a multiple of %d up to 1024\n", N, TP);
         return 2;
@@ -235,6 +297,8 @@ int main(void)
     snprintf(name, sizeof name, "scale/%d simulated GPUs (PP %d x DP %d x TP %d): mesh, DDP step, cost only", N, PP,
              DP, TP);
     VT_CASE(name, case_scale());
+    snprintf(name, sizeof name, "scale/%d thread ranks (threads transport): mesh, groups, barrier, all-reduce, ring", N);
+    VT_CASE(name, case_threads());
     VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
                                              vs_strict_violations(), vs_strict_first_violation()));
     pthread_barrier_destroy(&bar);

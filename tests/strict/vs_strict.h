@@ -27,7 +27,8 @@
      memory returns when done). VS_STRICT_DELAY_US=n sleeps a random 0..n us
      before every stream operation, so a missing wait shows up as a wrong value
      or a TSan report.
-   - Devices are separate (VS_STRICT_DEVICES, default 8): cudaSetDevice is per
+   - Devices are separate (VS_STRICT_DEVICES, default 8, at most 1,024;
+     communicators of up to 1,024 ranks): cudaSetDevice is per
      thread (a new thread starts on device 0); streams, events and allocations
      belong to a device; a kernel launched on another device's stream, an event
      recorded on another device's stream, a kernel given another device's memory
@@ -95,6 +96,16 @@
      with their latest rank, busy and exposed-communication times per device
      (vs_strict_clock_*), a Chrome trace (VS_STRICT_TRACE=path). It only
      observes: nothing it computes changes what runs or what is checked.
+
+   - Cost-only mode (VS_STRICT_COST_ONLY=1, read at the first call): kernels,
+     copies, memsets and collectives are timed by the clock and checked as
+     ever (order, waits, devices, bounds of their arguments), but not run;
+     device memory is address space only (a 32 TiB PROT_NONE reservation,
+     never backed: a host access still faults), and stream threads get 256 KiB
+     stacks. So the library's control code runs on a thousand simulated GPUs
+     in one process (tests/test_strict_scale.c); values read back from the
+     device are whatever the host buffer held. vs_strict_counts.device_bytes
+     is the device memory allocated and not freed, in either mode.
 
    VS_STRICT_BACKTRACE=1 prints the caller's stack after each violation
    (addr2line -e <binary> on the +offsets names the lines).
