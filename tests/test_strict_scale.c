@@ -47,7 +47,7 @@ typedef struct snap {
     long rss_kb, maxrss_kb; /* resident now, and at most so far */
     long device_bytes, libraries;
 } snap;
-static snap s_pre, s_start, s_mesh, s_ddp, s_step;
+static snap s_pre, s_start, s_mesh, s_ddp, s_step, s_end, s_post;
 static void report(const char* what, const snap* a, const snap* b);
 static double comm_s[1024], want_comm_s; /* each rank's modelled communication time of the step */
 static size_t ddp_bytes[1024];           /* each rank's vs_ddp_memory_usage total */
@@ -162,6 +162,7 @@ static int rank_main(vs_world* w, void* arg)
     CK(vs_ddp_free(d));
     CK(vs_mesh_free(mesh));
     cudaStreamDestroy(st);
+    phase(me, &s_end);
     return 0;
 }
 
@@ -206,18 +207,55 @@ static int threads_main(vs_world* w, void* arg)
     return 0;
 }
 
-static void case_threads(void)
+/* the library's largest host allocation (its allocator hook) */
+static size_t max_alloc;
+static void* count_alloc(size_t n, void* user)
+{
+    (void)user;
+    size_t m = __atomic_load_n(&max_alloc, __ATOMIC_RELAXED);
+    while (n > m && !__atomic_compare_exchange_n(&max_alloc, &m, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return malloc(n);
+}
+static void count_free(void* p, void* user)
+{
+    (void)user;
+    free(p);
+}
+
+static size_t threads_run(int n, const char* label)
 {
     vs_launch_desc ld;
     memset(&ld, 0, sizeof ld);
-    ld.nranks = N;
+    ld.nranks = n;
     ld.stack_bytes = (size_t)256 << 10;
+    ld.allocator.alloc = count_alloc, ld.allocator.free = count_free;
+    max_alloc = 0;
+    int n0 = N, dp0 = DP;
+    N = n, DP = n / TP / PP; /* (the job's shape: DP scales) */
+    pthread_barrier_destroy(&bar);
+    pthread_barrier_init(&bar, NULL, (unsigned)n);
     t_pre = take();
     VT_OK(vs_launch_ex(&ld, threads_main, NULL));
-    if (__atomic_load_n(&failed, __ATOMIC_SEQ_CST)) return;
-    report("threads: vs_launch", &t_pre, &t_start);
-    report("threads: mesh + 3 groups", &t_start, &t_mesh);
-    report("threads: barrier, DP, ring", &t_mesh, &t_coll);
+    if (label && !__atomic_load_n(&failed, __ATOMIC_SEQ_CST)) {
+        report("threads: vs_launch", &t_pre, &t_start);
+        report("threads: mesh + 3 groups", &t_start, &t_mesh);
+        report("threads: barrier, DP, ring", &t_mesh, &t_coll);
+    }
+    N = n0, DP = dp0;
+    pthread_barrier_destroy(&bar);
+    pthread_barrier_init(&bar, NULL, (unsigned)N);
+    return max_alloc;
+}
+
+/* The same at N and N / 2 ranks: the largest allocation grows no faster than
+   the ranks (the point-to-point queues were n x n) */
+static void case_threads(void)
+{
+    size_t full = threads_run(N, "threads"), half = threads_run(N / 2, NULL);
+    printf("# threads transport: largest host allocation %zu bytes at %d ranks, %zu at %d\n", full, N, half, N / 2);
+    VT_CHECK(full <= half * 2 + 64, "the largest allocation grows faster than the ranks: %zu bytes at %d, %zu at %d",
+             full, N, half, N / 2);
 }
 
 static void report(const char* what, const snap* a, const snap* b)
@@ -236,11 +274,14 @@ static void case_scale(void)
     ld.stack_bytes = (size_t)256 << 10;
     s_pre = take();
     VT_OK(vs_launch_ex(&ld, rank_main, NULL));
+    s_post = take();
     if (__atomic_load_n(&failed, __ATOMIC_SEQ_CST)) return;
     report("launch, NCCL world, stream", &s_pre, &s_start);
     report("mesh init + 3 submeshes", &s_start, &s_mesh);
     report("DDP init (4 parameters)", &s_mesh, &s_ddp);
     report("one DDP step", &s_ddp, &s_step);
+    report("DDP, mesh, stream freed", &s_step, &s_end);
+    report("ranks' exit (world freed)", &s_end, &s_post);
 
     /* the ring formula for one all-reduce over the DP group: its ranks are TP = 8
        devices apart, one a node, so every ring edge crosses the network */
