@@ -12,9 +12,14 @@
      whose reserved device memory equals what vs_ddp_memory_usage reports;
    - nothing touches device memory (a host access would fault: the
      reservation is PROT_NONE), the process's resident memory stays far below
-     what the ranks reserved, and the stand-in reports no violation.
+     what the ranks reserved, and the stand-in reports no violation;
+   - the threads transport (no stand-in) on N and N / 2 ranks: the same mesh
+     and groups, a barrier, a DP all-reduce checked against its sum, a ring of
+     send/recv; the library's largest host allocation (its allocator hook)
+     grows no faster than the ranks (its point-to-point queues were n x n).
    It prints the host's wall and CPU time and the resident memory per rank of
-   each phase (the figures of issue 35's section 3). */
+   each phase (the figures of issue 35's section 3): totals over all ranks
+   divided by N, the stand-in's own work included (on 2 cores it is most of it). */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
