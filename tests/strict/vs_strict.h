@@ -100,8 +100,8 @@
    - Cost-only mode (VS_STRICT_COST_ONLY=1, read at the first call): kernels,
      copies, memsets and collectives are timed by the clock and checked as
      ever (order, waits, devices, bounds of their arguments), but not run;
-     device memory is address space only (a 32 TiB PROT_NONE reservation,
-     never backed: a host access still faults), and stream threads get 256 KiB
+     device memory is address space only (a PROT_NONE reservation of up to
+     32 TiB, never backed: a host access still faults), and stream threads get 256 KiB
      stacks. So the library's control code runs on a thousand simulated GPUs
      in one process (tests/test_strict_scale.c); values read back from the
      device are whatever the host buffer held. vs_strict_counts.device_bytes
@@ -546,9 +546,12 @@ static void st_init_locked(void)
         }
         st_cc[d] = maj * 10 + mnr;
     }
-    if (st_cost_only) { /* address space only: nothing may touch it (the host faults, no kernel runs) */
-        st_arena = ST_ARENA_COST_ONLY;
-        st_dbase = st_sbase = (char*)mmap(NULL, st_arena, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (st_cost_only) { /* address space only: nothing may touch it (the host faults, no kernel runs); */
+        for (st_arena = ST_ARENA_COST_ONLY; st_arena >= ST_ARENA; st_arena /= 4) { /* (a sanitizer's is smaller) */
+            st_dbase = (char*)mmap(NULL, st_arena, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (st_dbase != MAP_FAILED) break;
+        }
+        st_sbase = st_dbase;
     }
     int fd = st_cost_only ? -2 : (int)syscall(SYS_memfd_create, "vs_strict_device", 0);
     if (fd == -2) {
