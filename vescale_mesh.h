@@ -805,8 +805,8 @@ typedef struct vs_launch_desc {
        them back (vs_world_query_desc). */
     const char* debug;
     /* Each rank thread's stack in bytes (0: the system's default, ulimit -s;
-       below 16 KiB: VS_ERR_INVALID). Thousands of ranks in one
-       process want small ones: vescale's own calls need about 64 KiB. */
+       below 16 KiB: VS_ERR_INVALID). Thousands of ranks in one process want
+       small ones: tests/test_strict_scale.c runs 1,024 on 256 KiB. */
     size_t stack_bytes;
 } vs_launch_desc;
 
@@ -11515,7 +11515,7 @@ VS_API vs_result vs_world_respawn(vs_world* w, int rank)
         int e = pthread_create(&x->th, &at, _vs_rank_main, &x->tr);
         pthread_attr_destroy(&at);
         if (e != 0) {
-            r = _vs_err_backend(VS_ERR_BACKEND, errno, "%s: cannot start a thread for world rank %d", fn, rank);
+            r = _vs_err_backend(VS_ERR_BACKEND, e, "%s: cannot start a thread for world rank %d", fn, rank);
             job->worlds[rank] = NULL;
             job->recovered[rank] = 1;
             __atomic_store_n(&job->exited[rank], 1, __ATOMIC_RELEASE);

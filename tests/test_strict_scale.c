@@ -257,6 +257,10 @@ static size_t threads_run(int n, const char* label)
    the ranks (the point-to-point queues were n x n) */
 static void case_threads(void)
 {
+    vs_launch_desc bad;
+    memset(&bad, 0, sizeof bad);
+    bad.nranks = 2, bad.stack_bytes = 4096;
+    VT_ERR(vs_launch_ex(&bad, threads_main, NULL), VS_ERR_INVALID, "stack_bytes 4096");
     size_t full = threads_run(N, "threads"), half = threads_run(N / 2, NULL);
     printf("# threads transport: largest host allocation %zu bytes at %d ranks, %zu at %d\n", full, N, half, N / 2);
     VT_CHECK(full <= half * 2 + 64, "the largest allocation grows faster than the ranks: %zu bytes at %d, %zu at %d",
