@@ -329,8 +329,8 @@ static void case_scale(void)
         if (comm_s[r] - want_comm_s > 1e-12 || want_comm_s - comm_s[r] > 1e-12) bad++;
     VT_CHECK(!bad, "%d ranks' step communication differs from %d all-reduces of %.0f bytes over %d ranks (%.3f us; "
              "rank 0: %.3f us)", bad, NP, bytes, DP, want_comm_s * 1e6, comm_s[0] * 1e6);
-    printf("# modelled step communication %.3f us a rank (%d ring all-reduces of 4 MiB over DP %d, across nodes)\n",
-           comm_s[0] * 1e6, NP, DP);
+    printf("# modelled step communication %.3f us a rank (%d ring all-reduces of %.0f bytes over DP %d, across nodes)\n",
+           comm_s[0] * 1e6, NP, bytes, DP);
 
     /* memory: the DDP's reservations are what it reports, none of it resident */
     long reported = 0;
