@@ -20,7 +20,7 @@ MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
-TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_strict_clock.c tests/test_strict_model.c tests/test_strict_shrink.c tests/test_elastic_procs.c tests/test_lighthouse.c tests/test_train_nccl.c tests/test_gpt_nccl.c tests/test_nccl_vendor.c tests/test_elastic_mpi.c,$(wildcard tests/test_*.c)))
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_strict_clock.c tests/test_strict_model.c tests/test_strict_scale.c tests/test_strict_shrink.c tests/test_elastic_procs.c tests/test_lighthouse.c tests/test_train_nccl.c tests/test_gpt_nccl.c tests/test_nccl_vendor.c tests/test_elastic_mpi.c,$(wildcard tests/test_*.c)))
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
@@ -195,6 +195,10 @@ $(B)/test_gpt_kernels_strict: tests/test_gpt_kernels.c tests/gpt_strict_kernels.
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_counts)
 $(B)/test_strict_counts: tests/test_strict_counts.c bench/strict_counts.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
+# vescale's control code on 64 simulated GPUs in cost-only mode (make test-long: 256 and 1,024)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_scale)
+$(B)/test_strict_scale: tests/test_strict_scale.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # the stand-in's virtual time (tests/strict/vs_strict_clock.h): hand-worked timelines, formulas, the spec
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_clock)
 $(B)/test_strict_clock: tests/test_strict_clock.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
@@ -219,7 +223,7 @@ $(B)/test_lighthouse: tests/test_lighthouse.c tests/lighthouse_tool.h tests/vt_d
 # every program of the stand-in links the strict object (test_nccl_strict compiles its own: IMPL_OWN)
 STRICT_PROGS := $(B)/test_ddp_ext_strict $(B)/test_ddp_hsdp_strict $(B)/test_ddp_zero3_strict $(B)/test_ckpt_nccl $(B)/test_pipe_nccl $(B)/test_nccl_vendor \
                 $(B)/test_train_nccl $(B)/test_gpt_nccl $(B)/train_gpt_strict $(B)/test_gpt_kernels_strict \
-                $(B)/test_strict_counts $(B)/test_strict_clock $(B)/test_strict_model $(B)/test_strict_shrink $(B)/test_elastic_procs $(B)/test_lighthouse $(STRICT_NEG)
+                $(B)/test_strict_counts $(B)/test_strict_clock $(B)/test_strict_model $(B)/test_strict_scale $(B)/test_strict_shrink $(B)/test_elastic_procs $(B)/test_lighthouse $(STRICT_NEG)
 $(STRICT_PROGS): $(B)/impl/strict.o $(B)/impl/standin.o $(PRIV_H) tests/vs_private.h
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
@@ -367,9 +371,12 @@ test:
 # the long sweeps (not in make test): issue 24's random kills, 1000 on thread ranks, 100 on
 # simulated GPUs (ncclCommShrink), 100 on processes (an elastic directory) and 30 over a
 # lighthouse, ten a process (the stand-in's race detector slows down with every thread a
-# process has made: one process of 100 kills crawls after about 60)
-test-long: $(B)/test_elastic_train $(if $(HAVE_STRICT),$(B)/test_train_nccl)
+# process has made: one process of 100 kills crawls after about 60); vescale's control code
+# on 256 and 1,024 simulated GPUs in cost-only mode (tests/test_strict_scale.c)
+test-long: $(B)/test_elastic_train $(if $(HAVE_STRICT),$(B)/test_train_nccl $(B)/test_strict_scale)
 	VS_ELASTIC_KILLS=1000 $(B)/test_elastic_train
+	$(if $(HAVE_STRICT),VS_SCALE_RANKS=256 $(B)/test_strict_scale)
+	$(if $(HAVE_STRICT),VS_SCALE_RANKS=1024 VS_SCALE_NUMEL=262144 $(B)/test_strict_scale)
 	$(if $(HAVE_STRICT),for f in 0 10 20 30 40 50 60 70 80 90; do \
 	    VS_ELASTIC_STRICT_ONLY=1 VS_ELASTIC_STRICT_FIRST=$$f VS_ELASTIC_STRICT_KILLS=$$((f + 10)) $(B)/test_train_nccl || exit 1; done)
 	$(if $(HAVE_STRICT),for f in 0 10 20 30 40 50 60 70 80 90; do \

@@ -804,6 +804,10 @@ typedef struct vs_launch_desc {
        unknown one is the launch's VS_ERR_INVALID. Every rank's world reads
        them back (vs_world_query_desc). */
     const char* debug;
+    /* Each rank thread's stack in bytes (0: the system's default, ulimit -s;
+       below 16 KiB: VS_ERR_INVALID). Thousands of ranks in one process want
+       small ones: tests/test_strict_scale.c runs 1,024 on 256 KiB. */
+    size_t stack_bytes;
 } vs_launch_desc;
 
 /* Runs fn on nranks ranks, each a thread of this process, and joins them. Returns
@@ -3759,7 +3763,11 @@ struct _vs_tshared {
     int abort_cause_at;    // where the origin's own text starts in abort_msg (after "job aborted: ")
     char abort_msg[_VS_CAUSE_MSG + 16];
     _vs_tslot* slots;
-    _vs_tp2p** sendq; // [src*n+dst] FIFO of unmatched sends
+    /* [dst]: the unmatched sends to rank dst, and the receives it posted, in
+       posting order (a pair matches the first of its source: FIFO per pair).
+       Per destination, not per pair: n x n heads were 16 MiB at 1,024 ranks,
+       and a ring of send/recv touched a page of them per rank */
+    _vs_tp2p** sendq;
     _vs_tp2p** recvq;
     int* granks;      // world rank of each member
     int* at;          // barrier generation each member last arrived at (under mu)
@@ -3832,8 +3840,8 @@ _VS_PRIVATE _vs_tshared* _vs_tshared_new(int n, const int* granks, _vs_tjob* job
        cores took 2-7x the world's). */
     s->long_spin = (job && job->desc.nranks > n ? job->desc.nranks : n) <= _vs_online_cpus();
     s->slots = _VS_HNEW(h, _vs_tslot, n);
-    s->sendq = _VS_HNEW(h, _vs_tp2p*, (size_t)n * (size_t)n);
-    s->recvq = _VS_HNEW(h, _vs_tp2p*, (size_t)n * (size_t)n);
+    s->sendq = _VS_HNEW(h, _vs_tp2p*, n);
+    s->recvq = _VS_HNEW(h, _vs_tp2p*, n);
     s->granks = _VS_HNEW(h, int, n);
     s->at = _VS_HNEW(h, int, n);
     if (!s->slots || !s->sendq || !s->recvq || !s->granks || !s->at) {
@@ -4761,10 +4769,10 @@ _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
 _VS_PRIVATE void _vs_t_p2p_post(vs_comm* c, _vs_tp2p* p)
 {
     _vs_tshared* s = c->sh;
-    size_t q = (size_t)p->src * (size_t)s->n + (size_t)p->dst;
-    _vs_tp2p** other = p->is_send ? &s->recvq[q] : &s->sendq[q];
-    _vs_tp2p** mine = p->is_send ? &s->sendq[q] : &s->recvq[q];
+    _vs_tp2p** other = p->is_send ? &s->recvq[p->dst] : &s->sendq[p->dst];
+    _vs_tp2p** mine = p->is_send ? &s->sendq[p->dst] : &s->recvq[p->dst];
     pthread_mutex_lock(&s->mu);
+    while (*other && (*other)->src != p->src) other = &(*other)->next; // the pair's first
     _vs_tp2p* m = *other;
     if (!m) {
         p->next = NULL;
@@ -4806,8 +4814,7 @@ _VS_PRIVATE vs_result _vs_t_p2p_wait(vs_comm* c, _vs_tp2p* p, double deadline)
         int timed_out = _vs_now() >= deadline;
         if (p->state == _VS_P2P_POSTED && !s->aborted && s->job &&
             __atomic_load_n(&s->job->exited[s->granks[peer]], __ATOMIC_ACQUIRE)) {
-            size_t q = (size_t)p->src * (size_t)s->n + (size_t)p->dst;
-            _vs_tp2p** l = p->is_send ? &s->sendq[q] : &s->recvq[q];
+            _vs_tp2p** l = p->is_send ? &s->sendq[p->dst] : &s->recvq[p->dst];
             while (*l && *l != p) l = &(*l)->next;
             if (*l) *l = p->next;
             pthread_mutex_unlock(&s->mu);
@@ -4818,8 +4825,7 @@ _VS_PRIVATE vs_result _vs_t_p2p_wait(vs_comm* c, _vs_tp2p* p, double deadline)
             return _vs_err_from(s->granks[peer], msg, VS_ERR_ABORTED, "%s", msg);
         }
         if (p->state == _VS_P2P_POSTED && (timed_out || s->aborted)) {
-            size_t q = (size_t)p->src * (size_t)s->n + (size_t)p->dst;
-            _vs_tp2p** l = p->is_send ? &s->sendq[q] : &s->recvq[q];
+            _vs_tp2p** l = p->is_send ? &s->sendq[p->dst] : &s->recvq[p->dst];
             while (*l && *l != p) l = &(*l)->next;
             if (*l) *l = p->next;
             int aborted = s->aborted;
@@ -5042,6 +5048,7 @@ _VS_PRIVATE void* _vs_rank_main(void* arg)
 }
 
 #define _VS_LAUNCH_MAX_RANKS 4096
+#define _VS_LAUNCH_MIN_STACK 16384 // (PTHREAD_STACK_MIN is not a constant everywhere)
 
 /* A vs_launch_desc with every zero-is-default resolved and checked (the one place
    its defaults live): transport (threads), timeout_s, log_level, ranks_per_node
@@ -5065,6 +5072,8 @@ _VS_PRIVATE vs_result _vs_launch_desc_defaults(const vs_launch_desc* d, vs_launc
     if (d->ranks_per_node < 0)
         return _vs_err(VS_ERR_INVALID, "vs_launch: ranks_per_node %d must be >= 0", d->ranks_per_node);
     if (out->ranks_per_node == 0) out->ranks_per_node = n;
+    if (d->stack_bytes && d->stack_bytes < _VS_LAUNCH_MIN_STACK)
+        return _vs_err(VS_ERR_INVALID, "vs_launch: stack_bytes %zu below %d", d->stack_bytes, _VS_LAUNCH_MIN_STACK);
 #ifdef VESCALE_NCCL
     if (tr == VS_TRANSPORT_NCCL) { // each rank on its own GPU (local_rank % devices): NCCL refuses two on one
         int ndev = 0, local = out->ranks_per_node < n ? out->ranks_per_node : n;
@@ -5172,10 +5181,13 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* a
         w->job = &job;
         job.worlds[i] = w;
     }
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    if (d->stack_bytes) pthread_attr_setstacksize(&at, d->stack_bytes);
     for (int i = 0; i < n; i++) {
         ranks[i].job = &job;
         ranks[i].rank = i;
-        if (pthread_create(&th[i], NULL, _vs_rank_main, &ranks[i]) != 0) {
+        if (pthread_create(&th[i], &at, _vs_rank_main, &ranks[i]) != 0) {
             r = _vs_err_backend(VS_ERR_BACKEND, errno, "vs_launch: cannot start thread for rank %d", i);
             _vs_job_fail(&job, NULL, r, i, "vs_launch could not start every rank's thread");
             for (int k = i; k < n; k++) vs_world_free(job.worlds[k]);
@@ -5183,6 +5195,7 @@ VS_API vs_result vs_launch_ex(const vs_launch_desc* desc, vs_rank_fn fn, void* a
         }
         started++;
     }
+    pthread_attr_destroy(&at);
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     for (;;) { // the replacements (vs_world_respawn), and theirs
         pthread_mutex_lock(&job.mu);
@@ -6933,6 +6946,12 @@ _VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what
 {
     double deadline = _vs_now() + c->timeout;
     _VS_TRY(_vs_nccl_wd_check(c, what));
+    /* Poll 1,000 times, then every 20 us; thread ranks beyond the cores
+       (simulated GPUs at scale) sleep from the first: a poll of one takes the
+       core a rank with work needs (256 ranks on 2 cores polled 2 million times
+       in a DDP setup and step, 40 thousand so) */
+    _vs_tjob* job0 = c->world ? c->world->job : NULL;
+    long spin = job0 && job0->desc.nranks > _vs_online_cpus() ? 0 : 1000;
     for (long it = 0;; it++) {
         cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(c->stream);
         if (e == cudaSuccess) {
@@ -6955,7 +6974,7 @@ _VS_PRIVATE vs_result _vs_nccl_sync(vs_comm* c, cudaEvent_t ev, const char* what
         if (ar != ncclSuccess && ar != ncclInProgress)
             return _vs_nccl_abort(c, VS_ERR_BACKEND, (int)ar, what, ncclGetErrorString(ar));
         if (_vs_now() > deadline) return _vs_nccl_timeout(c, what, kind, seq);
-        if (it > 1000) _vs_sleep_us(20);
+        if (it >= spin) _vs_sleep_us(20);
     }
 }
 
@@ -11515,8 +11534,13 @@ VS_API vs_result vs_world_respawn(vs_world* w, int rank)
         __atomic_store_n(&job->exited[rank], 0, __ATOMIC_RELEASE);
         x->tr.job = job;
         x->tr.rank = rank;
-        if (pthread_create(&x->th, NULL, _vs_rank_main, &x->tr) != 0) {
-            r = _vs_err_backend(VS_ERR_BACKEND, errno, "%s: cannot start a thread for world rank %d", fn, rank);
+        pthread_attr_t at; // the job's stack size, as its first ranks'
+        pthread_attr_init(&at);
+        if (job->desc.stack_bytes) pthread_attr_setstacksize(&at, job->desc.stack_bytes);
+        int e = pthread_create(&x->th, &at, _vs_rank_main, &x->tr);
+        pthread_attr_destroy(&at);
+        if (e != 0) {
+            r = _vs_err_backend(VS_ERR_BACKEND, e, "%s: cannot start a thread for world rank %d", fn, rank);
             job->worlds[rank] = NULL;
             job->recovered[rank] = 1;
             __atomic_store_n(&job->exited[rank], 1, __ATOMIC_RELEASE);

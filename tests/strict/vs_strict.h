@@ -27,7 +27,8 @@
      memory returns when done). VS_STRICT_DELAY_US=n sleeps a random 0..n us
      before every stream operation, so a missing wait shows up as a wrong value
      or a TSan report.
-   - Devices are separate (VS_STRICT_DEVICES, default 8): cudaSetDevice is per
+   - Devices are separate (VS_STRICT_DEVICES, default 8, at most 1,024;
+     communicators of up to 1,024 ranks): cudaSetDevice is per
      thread (a new thread starts on device 0); streams, events and allocations
      belong to a device; a kernel launched on another device's stream, an event
      recorded on another device's stream, a kernel given another device's memory
@@ -96,6 +97,16 @@
      (vs_strict_clock_*), a Chrome trace (VS_STRICT_TRACE=path). It only
      observes: nothing it computes changes what runs or what is checked.
 
+   - Cost-only mode (VS_STRICT_COST_ONLY=1, read at the first call): kernels,
+     copies, memsets and collectives are timed by the clock and checked as
+     ever (order, waits, devices, bounds of their arguments), but not run;
+     device memory is address space only (a PROT_NONE reservation of up to
+     32 TiB, never backed: a host access still faults), and stream threads get 256 KiB
+     stacks. So the library's control code runs on a thousand simulated GPUs
+     in one process (tests/test_strict_scale.c); values read back from the
+     device are whatever the host buffer held. vs_strict_counts.device_bytes
+     is the device memory allocated and not freed, in either mode.
+
    VS_STRICT_BACKTRACE=1 prints the caller's stack after each violation
    (addr2line -e <binary> on the +offsets names the lines).
 
@@ -160,7 +171,8 @@
    a program built with VS_STRICT_LINKED gets only this part and links that object
    (whose state is then the one state of the process, as in a one-file build). */
 
-#define ST_MAXDEV 16
+#define ST_MAXDEV 1024 /* VS_STRICT_DEVICES at most (one per thread rank at scale) */
+#define ST_MAXWAIT 16  /* an operation's implicit and event waits */
 
 typedef struct st_ksig {
     const char* name;
@@ -199,6 +211,7 @@ typedef struct vs_strict_counts {
        (nccl_ops counts what the streams ran: a group once). */
     long host_syncs, events, nccl_colls, nccl_p2p;
     long ptx_libraries; /* of the libraries, those loaded from PTX (the rest: cubins) */
+    long device_bytes;  /* device memory allocated and not freed (bytes asked) */
 } vs_strict_counts;
 
 ST_C long vs_strict_violations(void);
@@ -247,6 +260,10 @@ const char* st_nccl_waiting_locked(int dev);
 
 #define ST_PAGE 4096
 #define ST_ARENA ((size_t)16 << 30) /* address space of each view */
+/* VS_STRICT_COST_ONLY=1: operations are timed (vs_strict_clock.h), not run;
+   device memory is address space only (one PROT_NONE reservation of this size,
+   never backed: the program's view and the stand-in's are the same pages) */
+#define ST_ARENA_COST_ONLY ((size_t)32 << 40)
 
 typedef struct st_op st_op;
 typedef struct st_nop st_nop;
@@ -310,8 +327,8 @@ struct st_op {
     char* staged;
     /* waits: up to 16 (stream, target) pairs */
     int nwait;
-    struct CUstream_st* ws[ST_MAXDEV + 1];
-    long wt[ST_MAXDEV + 1];
+    struct CUstream_st* ws[ST_MAXWAIT + 1];
+    long wt[ST_MAXWAIT + 1];
     /* kernels */
     const st_ksig* sig;
     dim3 grid, block;
@@ -321,9 +338,9 @@ struct st_op {
     st_nop* nops;
     /* vs_strict_race.h: its clock (filled when it starts), the enqueuing
        thread's, and that of each wait's target */
-    struct st_vc *rvc, *hvc, *wvc[ST_MAXDEV + 1];
+    struct st_vc *rvc, *hvc, *wvc[ST_MAXWAIT + 1];
     /* its completion clock (filled when it starts) and each wait target's */
-    struct st_vc *cvc, *cwvc[ST_MAXDEV + 1];
+    struct st_vc *cvc, *cwvc[ST_MAXWAIT + 1];
     /* cudaLaunchHostFunc */
     cudaHostFn_t host_fn;
     void* host_arg;
@@ -351,6 +368,8 @@ typedef struct st_pin {
 pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t st_cv = PTHREAD_COND_INITIALIZER;
 static int st_ready, st_ndev = 8, st_serial;
+static int st_cost_only;         /* VS_STRICT_COST_ONLY */
+static size_t st_arena = ST_ARENA; /* the views' size */
 int st_delay_us;
 static int st_cc[ST_MAXDEV]; /* each device's compute capability, major * 10 + minor */
 double st_hang_s = 120;
@@ -490,12 +509,12 @@ static void st_segv(int sig, siginfo_t* si, void* uc)
     char* a = (char*)si->si_addr;
     char msg[256];
     int n = 0;
-    if (st_dbase && a >= st_dbase && a < st_dbase + ST_ARENA)
+    if (st_dbase && a >= st_dbase && a < st_dbase + st_arena)
         n = snprintf(msg, sizeof msg,
                      "vs_strict: VIOLATION host-access: host code touched device memory at %p (device memory is not "
                      "host memory: copy it with cudaMemcpy)\n",
                      (void*)a);
-    else if (st_sbase && a >= st_sbase && a < st_sbase + ST_ARENA)
+    else if (!st_cost_only && st_sbase && a >= st_sbase && a < st_sbase + st_arena)
         n = snprintf(msg, sizeof msg,
                      "vs_strict: VIOLATION device-bounds: a kernel, copy or collective touched device memory past its "
                      "allocation or after cudaFree (device address %p)\n",
@@ -514,6 +533,7 @@ static void st_init_locked(void)
     if (st_ready) return;
     const char* e = getenv("VS_STRICT_DEVICES");
     if (e && atoi(e) > 0) st_ndev = atoi(e) > ST_MAXDEV ? ST_MAXDEV : atoi(e);
+    if ((e = getenv("VS_STRICT_COST_ONLY"))) st_cost_only = atoi(e) > 0;
     if ((e = getenv("VS_STRICT_DELAY_US"))) st_delay_us = atoi(e);
     if ((e = getenv("VS_STRICT_HANG_S")) && atof(e) > 0) st_hang_s = atof(e);
     if ((e = getenv("VS_STRICT_NCCL_SERIAL"))) st_serial = atoi(e);
@@ -535,18 +555,28 @@ static void st_init_locked(void)
         }
         st_cc[d] = maj * 10 + mnr;
     }
-    int fd = (int)syscall(SYS_memfd_create, "vs_strict_device", 0);
-    if (fd < 0 || ftruncate(fd, (off_t)ST_ARENA) != 0) {
+    if (st_cost_only) { /* address space only: nothing may touch it (the host faults, no kernel runs); */
+        for (st_arena = ST_ARENA_COST_ONLY; st_arena >= ST_ARENA; st_arena /= 4) { /* (a sanitizer's is smaller) */
+            st_dbase = (char*)mmap(NULL, st_arena, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (st_dbase != MAP_FAILED) break;
+        }
+        st_sbase = st_dbase;
+    }
+    int fd = st_cost_only ? -2 : (int)syscall(SYS_memfd_create, "vs_strict_device", 0);
+    if (fd == -2) {
+    } else if (fd < 0 || ftruncate(fd, (off_t)ST_ARENA) != 0) {
         fprintf(stderr, "vs_strict: memfd: %s\n", strerror(errno));
         _exit(85);
     }
-    st_dbase = (char*)mmap(NULL, ST_ARENA, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-    st_sbase = (char*)mmap(NULL, ST_ARENA, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (fd >= 0) {
+        st_dbase = (char*)mmap(NULL, ST_ARENA, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        st_sbase = (char*)mmap(NULL, ST_ARENA, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        close(fd);
+    }
     if (st_dbase == MAP_FAILED || st_sbase == MAP_FAILED) {
         fprintf(stderr, "vs_strict: mmap of the device arena: %s\n", strerror(errno));
         _exit(85);
     }
-    close(fd);
     st_top = ST_PAGE;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -602,7 +632,7 @@ static int st_where_locked(const void* p, size_t n, int* dev)
         if (!a->live) return ST_FREED;
         return (size_t)((const char*)p - st_dbase) + n <= a->off + a->n ? ST_DEV : ST_PAST_END;
     }
-    if (st_dbase && (const char*)p >= st_dbase && (const char*)p < st_dbase + ST_ARENA) return ST_FREED;
+    if (st_dbase && (const char*)p >= st_dbase && (const char*)p < st_dbase + st_arena) return ST_FREED;
     return st_pin_find_locked(p, n) ? ST_PINNED : ST_HOST;
 }
 
@@ -618,7 +648,7 @@ static int st_where(const void* p, size_t n, int* dev)
 static void* st_sh(const void* p)
 {
     const char* c = (const char*)p;
-    if (st_dbase && c >= st_dbase && c < st_dbase + ST_ARENA) return st_sbase + (c - st_dbase);
+    if (st_dbase && c >= st_dbase && c < st_dbase + st_arena) return st_sbase + (c - st_dbase);
     return (void*)(uintptr_t)p;
 }
 
@@ -673,7 +703,7 @@ static void st_push_locked(struct CUstream_st* s, st_op* op)
         if (s->legacy) {
             for (struct CUstream_st* o = st_streams; o; o = o->next)
                 if (o != s && o->dev == s->dev && !o->legacy && !(o->flags & cudaStreamNonBlocking) && !o->dead &&
-                    o->enq > o->done && op->nwait < ST_MAXDEV)
+                    o->enq > o->done && op->nwait < ST_MAXWAIT)
                     op->ws[op->nwait] = o, op->wt[op->nwait++] = o->enq;
         } else {
             struct CUstream_st* l = st_legacy[s->dev];
@@ -692,6 +722,8 @@ static void st_push_locked(struct CUstream_st* s, st_op* op)
         pthread_attr_t at;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        /* no kernel runs on it in cost-only mode: thousands of streams at scale */
+        if (st_cost_only) pthread_attr_setstacksize(&at, (size_t)256 << 10);
         pthread_create(&s->th, &at, st_worker, s);
         pthread_attr_destroy(&at);
     }
@@ -844,7 +876,7 @@ ST_C cudaError_t cudaRuntimeGetVersion(int* v)
 static cudaError_t st_alloc_locked(void** p, size_t n, int dev)
 {
     size_t body = (n + 255) & ~(size_t)255, span = (body + ST_PAGE - 1) / ST_PAGE * ST_PAGE;
-    if (st_top + span + ST_PAGE > ST_ARENA) return st_err(cudaErrorMemoryAllocation);
+    if (st_top + span + ST_PAGE > st_arena) return st_err(cudaErrorMemoryAllocation);
     if (st_nallocs == st_capallocs) {
         st_capallocs = st_capallocs ? 2 * st_capallocs : 1024;
         st_allocs = (st_alloc*)realloc(st_allocs, sizeof *st_allocs * (size_t)st_capallocs);
@@ -852,9 +884,12 @@ static cudaError_t st_alloc_locked(void** p, size_t n, int dev)
     st_alloc* a = &st_allocs[st_nallocs++];
     a->start = st_top, a->span = span, a->off = st_top + span - body, a->n = n, a->dev = dev, a->live = 1, a->dead_pending = 0, a->race = NULL;
     st_top += span + ST_PAGE; /* then a guard page, never accessible */
-    mprotect(st_sbase + a->start, span, PROT_READ | PROT_WRITE);
-    memset(st_sbase + a->off, 0xA5, body); /* cudaMalloc's memory is not zeroed */
+    if (!st_cost_only) {
+        mprotect(st_sbase + a->start, span, PROT_READ | PROT_WRITE);
+        memset(st_sbase + a->off, 0xA5, body); /* cudaMalloc's memory is not zeroed */
+    }
     st_count.device_allocs++;
+    st_count.device_bytes += n;
     *p = st_dbase + a->off;
     return cudaSuccess;
 }
@@ -916,9 +951,12 @@ ST_C cudaError_t cudaFree(void* p)
     a = st_find_locked(p, 1);
     a->live = 0;
     st_race_free_locked(a);
-    mprotect(st_sbase + a->start, a->span, PROT_NONE);
-    madvise(st_sbase + a->start, a->span, MADV_REMOVE);
+    if (!st_cost_only) {
+        mprotect(st_sbase + a->start, a->span, PROT_NONE);
+        madvise(st_sbase + a->start, a->span, MADV_REMOVE);
+    }
     st_count.device_frees++;
+    st_count.device_bytes -= a->n;
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
 }
@@ -944,8 +982,11 @@ static void st_free_async_run(struct CUstream_st* s, st_op* op)
     pthread_mutex_lock(&st_mu);
     st_alloc* a = st_find_locked(op->dst, 1);
     a->live = 0;
-    mprotect(st_sbase + a->start, a->span, PROT_NONE);
-    madvise(st_sbase + a->start, a->span, MADV_REMOVE);
+    st_count.device_bytes -= a->n;
+    if (!st_cost_only) {
+        mprotect(st_sbase + a->start, a->span, PROT_NONE);
+        madvise(st_sbase + a->start, a->span, MADV_REMOVE);
+    }
     pthread_mutex_unlock(&st_mu);
 }
 ST_C cudaError_t cudaFreeAsync(void* p, cudaStream_t h)
@@ -1250,12 +1291,12 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 static void st_copy_run(struct CUstream_st* s, st_op* op)
 {
     (void)s;
-    memcpy(st_sh(op->dst), op->staged ? op->staged : st_sh(op->src), op->n);
+    if (!st_cost_only) memcpy(st_sh(op->dst), op->staged ? op->staged : st_sh(op->src), op->n);
 }
 static void st_set_run(struct CUstream_st* s, st_op* op)
 {
     (void)s;
-    memset(st_sh(op->dst), op->val, op->n);
+    if (!st_cost_only) memset(st_sh(op->dst), op->val, op->n);
 }
 
 /* Checks one side of a copy: host memory, or n bytes inside one live device
@@ -1306,8 +1347,8 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
     if (ddev && ws == ST_HOST) {
         /* pageable to device: staged now; the DMA lands when the stream gets there
            (cudaMemcpy too returns before it lands) */
-        op->staged = (char*)malloc(n);
-        memcpy(op->staged, src, n);
+        op->staged = st_cost_only ? NULL : (char*)malloc(n);
+        if (op->staged) memcpy(op->staged, src, n);
         if (!async) {
             long t = s->enq; /* "a stream sync is performed before the copy is initiated" */
             st_count_sync_locked(s, t);
@@ -1471,7 +1512,7 @@ static void st_kernel_run(struct CUstream_st* s, st_op* op)
     void* a[16];
     int off = 0;
     for (int i = 0; i < op->sig->nargs; i++) a[i] = op->args + off, off += (op->sig->size[i] + 7) & ~7;
-    op->sig->run(a, op->grid, op->block);
+    if (!st_cost_only) op->sig->run(a, op->grid, op->block);
 }
 
 ST_C cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t h)

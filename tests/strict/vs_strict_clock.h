@@ -561,7 +561,7 @@ static void st_clock_push_locked(struct CUstream_st* s, st_op* op)
         int k = 0;
         for (struct CUstream_st* o = st_streams; o; o = o->next)
             if (o != s && o->dev == s->dev && !o->legacy && !(o->flags & cudaStreamNonBlocking) && !o->dead &&
-                (o->enq == o->done || k++ < ST_MAXDEV)) /* (past the stand-in's 16 real waits: not timed) */
+                (o->enq == o->done || k++ < ST_MAXWAIT)) /* (past the stand-in's 16 real waits: not timed) */
                 st_clock_dep_locked(op, st_clock_target_locked(o));
     } else if (st_legacy[s->dev]) {
         st_clock_dep_locked(op, st_clock_target_locked(st_legacy[s->dev]));

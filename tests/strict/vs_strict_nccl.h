@@ -194,8 +194,9 @@ static void st_collective_locked(st_clique* cq, st_inst* in)
             return;
         }
     }
+    if (st_cost_only) return; /* timed only */
     int start = (int)(in->seq % n); /* no rank-order promise */
-    const void* x[64];
+    const void** x = (const void**)malloc(sizeof(void*) * (size_t)n);
     size_t total = kind == ST_N_ALLGATHER ? cnt * (size_t)n : kind == ST_N_REDSCAT ? cnt * (size_t)n : cnt;
     char* tmp = (char*)malloc(total * es + 1);
     if (kind == ST_N_ALLREDUCE || kind == ST_N_REDUCE || kind == ST_N_REDSCAT) {
@@ -213,6 +214,7 @@ static void st_collective_locked(st_clique* cq, st_inst* in)
         else memcpy(rb, tmp, total * es);
     }
     free(tmp);
+    free((void*)x);
 }
 
 /* ---- a fused operation on a stream: a group's send/recv and collectives ---------- */
@@ -231,7 +233,7 @@ static int st_p2p_try_locked(st_clique* cq, st_nop* me)
             st_violation("nccl-mismatch", "ncclSend of %zu x type %d from rank %d met ncclRecv of %zu x type %d on rank %d",
                          s->count, s->dt, src, r->count, r->dt, dst);
             s->failed = r->failed = 1;
-        } else {
+        } else if (!st_cost_only) {
             memcpy(st_sh(r->rb), st_sh(s->sb), s->count * st_nsize(s->dt));
         }
         int devs[2] = {s->comm->dev, r->comm->dev};
@@ -248,7 +250,7 @@ static int st_p2p_try_locked(st_clique* cq, st_nop* me)
 /* A collective whose ranks all arrived: its end (vs_strict_clock.h). */
 static void st_clock_coll_locked(st_clique* cq, st_inst* in)
 {
-    int devs[64], n = cq->n;
+    int devs[ST_MAXDEV], n = cq->n;
     st_nop* p0 = in->part[0];
     for (int r = 0; r < n; r++) devs[r] = in->part[r]->comm->dev;
     double bytes = (double)p0->count * (double)st_nsize(p0->dt) *
@@ -442,7 +444,7 @@ static int st_blocking(const ncclConfig_t* cfg) { return !cfg || cfg->blocking =
 
 ST_C ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int n, ncclUniqueId id, int rank, ncclConfig_t* cfg)
 {
-    if (!out || n < 1 || n > 64 || rank < 0 || rank >= n) return ncclInvalidArgument;
+    if (!out || n < 1 || n > ST_MAXDEV || rank < 0 || rank >= n) return ncclInvalidArgument;
     pthread_mutex_lock(&st_mu);
     st_init_locked();
     st_clique* cq = st_cliques;
@@ -547,7 +549,7 @@ static void st_split_make_locked(st_clique* cq, st_split* sp)
             done[r] = 1;
             continue;
         }
-        int members[64], m = 0;
+        int members[ST_MAXDEV], m = 0;
         for (int q = 0; q < n; q++)
             if (!done[q] && sp->color[q] == sp->color[r]) members[m++] = q;
         for (int i = 1; i < m; i++) /* by key, then parent rank */

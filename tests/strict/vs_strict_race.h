@@ -298,7 +298,7 @@ static void st_race_inst_free_locked(struct st_inst* in);
 static const void* st_race_dev(const void* p)
 {
     const char* c = (const char*)p;
-    if (st_sbase && c >= st_sbase && c < st_sbase + ST_ARENA) return st_dbase + (c - st_sbase);
+    if (st_sbase && c >= st_sbase && c < st_sbase + st_arena) return st_dbase + (c - st_sbase);
     return p;
 }
 

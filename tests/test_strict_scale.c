@@ -1,0 +1,381 @@
+/* test_strict_scale.c - vescale's own control code at the scale users train at,
+   on the strict stand-in in cost-only mode (VS_STRICT_COST_ONLY=1: kernels,
+   copies and collectives timed by tests/strict/vs_strict_clock.h, not run;
+   device memory address space only). N thread ranks (64 in make test; 256 and
+   1,024 in make test-long: VS_SCALE_RANKS), each on its own simulated H100,
+   8 a node, vs_launch'ed with 256 KiB stacks, run:
+   - vs_mesh_init of a PP x DP x TP mesh (TP = 8, innermost: one node) and its
+     DP, TP and PP submeshes (each rank's communicators split from the world's);
+   - a DDP (vescale_ddp.h, ZeRO-0, AdamW) over the DP groups: one step whose
+     modelled communication time equals the ring formula for the DP group,
+     worked here from the spec (the DP group spans nodes: the network), and
+     whose reserved device memory is what vs_ddp_memory_usage reports, plus
+     its scratch of one bucket that the report leaves out;
+   - nothing touches device memory (a host access would fault: the
+     reservation is PROT_NONE): no page of the parameters and gradients is in
+     memory after the step (mincore), and the stand-in reports no violation;
+   - the threads transport (no stand-in) on N and N / 2 ranks: the same mesh
+     and groups, a barrier, a DP all-reduce checked against its sum, a ring of
+     send/recv; the library's largest host allocation (its allocator hook)
+     grows no faster than the ranks (its point-to-point queues were n x n).
+   It prints the host's wall and CPU time and the resident memory per rank of
+   each phase (the figures of issue 35's section 3): totals over all ranks
+   divided by N, the stand-in's own work included (on 2 cores it is most of it). */
+#define VESCALE_IMPLEMENTATION
+#include "vescale_mesh.h"
+#include "vescale_ddp.h"
+#include "vs_test.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "strict/vs_strict.h"
+
+enum { TP = 8, NP = 4 };
+/* each parameter: NUMEL f32 (VS_SCALE_NUMEL, default 1 Mi), a bucket each. The DDP
+   holds a host copy of every parameter from vs_ddp_add_param to vs_ddp_finalize:
+   NP x 4 x NUMEL bytes a rank at once (make test-long's 1,024 ranks take 256 Ki) */
+static int64_t NUMEL = (int64_t)1 << 20;
+
+static int N, PP, DP;
+static pthread_barrier_t bar;
+static int failed;
+
+/* the host's figures at a phase's ends, taken by rank 0 between barriers */
+typedef struct snap {
+    double wall, cpu;
+    long rss_kb, maxrss_kb; /* resident now, and at most so far */
+    long device_bytes, libraries;
+} snap;
+static snap s_pre, s_start, s_mesh, s_ddp, s_step, s_end, s_post;
+static void report(const char* what, const snap* a, const snap* b);
+static double comm_s[1024], want_comm_s; /* each rank's modelled communication time of the step */
+static size_t ddp_bytes[1024];           /* each rank's vs_ddp_memory_usage total */
+static long resident_pages, checked_pages; /* of the parameters' and gradients' device memory */
+
+/* Pages of [p, p + bytes) in memory (mincore: whatever their protection) */
+static void count_resident(const void* p, size_t bytes)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    char* a = (char*)((uintptr_t)p / pg * pg);
+    size_t len = (size_t)((const char*)p + bytes - a), np = (len + pg - 1) / pg, in = 0;
+    unsigned char* v = (unsigned char*)malloc(np);
+    if (!v || mincore(a, len, v) != 0) {
+        in = np; /* (counted as touched: the check cannot say otherwise) */
+    } else {
+        for (size_t i = 0; i < np; i++) in += v[i] & 1;
+    }
+    free(v);
+    __atomic_add_fetch(&resident_pages, (long)in, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&checked_pages, (long)np, __ATOMIC_SEQ_CST);
+}
+
+static snap take(void)
+{
+    snap s;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    s.wall = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    s.cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+            (double)ru.ru_stime.tv_usec * 1e-6;
+    s.maxrss_kb = ru.ru_maxrss;
+    long pages = 0, res = 0;
+    FILE* f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+    if (f) fclose(f);
+    s.rss_kb = res * (sysconf(_SC_PAGESIZE) / 1024);
+    vs_strict_counts c = vs_strict_get_counts();
+    s.device_bytes = c.device_bytes, s.libraries = c.libraries;
+    return s;
+}
+
+/* every rank: all here, then rank 0 takes the figures, then all go on */
+static void phase(int me, snap* at)
+{
+    pthread_barrier_wait(&bar);
+    if (me == 0) *at = take();
+    pthread_barrier_wait(&bar);
+}
+
+#define CK(x)                                                                                                          \
+    do {                                                                                                               \
+        vs_result r_ = (x);                                                                                            \
+        if (r_) {                                                                                                      \
+            VT_CHECK(0, "rank %d: %s: %s", me, #x, vs_last_error());                                                  \
+            __atomic_store_n(&failed, 1, __ATOMIC_SEQ_CST);                                                            \
+            return 1;                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+static int rank_main(vs_world* w, void* arg)
+{
+    (void)arg;
+    int me = vs_world_rank(w), dev = -1;
+    cudaGetDevice(&dev);
+    VT_CHECK(dev == me, "rank %d on device %d (one simulated GPU a rank)", me, dev);
+    cudaStream_t st;
+    if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) return 1;
+    phase(me, &s_start);
+
+    /* the mesh and its submeshes */
+    vs_mesh *mesh = NULL, *dp = NULL, *tp = NULL, *pp = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = PP, md.shape[1] = DP, md.shape[2] = TP;
+    md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
+    CK(vs_mesh_init(w, &md, &mesh));
+    CK(vs_mesh_submesh(mesh, "DP", &dp));
+    CK(vs_mesh_submesh(mesh, "TP", &tp));
+    CK(vs_mesh_submesh(mesh, "PP", &pp));
+    VT_CHECK(vs_comm_size(vs_mesh_comm(dp)) == DP && vs_comm_size(vs_mesh_comm(tp)) == TP &&
+                 vs_comm_size(vs_mesh_comm(pp)) == PP,
+             "rank %d: the groups' sizes", me);
+    phase(me, &s_mesh);
+
+    /* the DDP: NP parameters of NUMEL f32, replicated over TP, distinct per PP stage */
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = mesh;
+    dd.bucket_bytes = NUMEL * (int64_t)sizeof(float);
+    dd.optim.kind = VS_OPTIM_ADAMW;
+    dd.stream = (void*)st;
+    vs_ddp* d = NULL;
+    CK(vs_ddp_init(&dd, &d));
+    for (int p = 0; p < NP; p++) {
+        vs_ddp_param_desc pd;
+        memset(&pd, 0, sizeof pd);
+        char name[16];
+        snprintf(name, sizeof name, "p%d", p);
+        pd.name = name;
+        pd.dtype = VS_F32;
+        pd.ndim = 1;
+        pd.shape[0] = NUMEL;
+        CK(vs_ddp_add_param(d, &pd, NULL));
+    }
+    CK(vs_ddp_finalize(d));
+    vs_ddp_memory mu;
+    CK(vs_ddp_memory_usage(d, &mu));
+    ddp_bytes[me] = mu.params + mu.grads + mu.optim_state + mu.master;
+    phase(me, &s_ddp);
+
+    /* one step from a fresh clock: the backward's gradients ready last to first */
+    cudaDeviceSynchronize();
+    pthread_barrier_wait(&bar); /* (every device drained before any clock restarts) */
+    vs_strict_clock_reset(dev);
+    pthread_barrier_wait(&bar);
+    CK(vs_ddp_zero_grad(d));
+    for (int p = NP - 1; p >= 0; p--) {
+        if (!vs_ddp_grad(d, p)) CK(VS_ERR_STATE);
+        CK(vs_ddp_grad_ready(d, p));
+    }
+    CK(vs_ddp_finish_grad_sync(d));
+    CK(vs_sync_stream(vs_mesh_comm(mesh), st));
+    comm_s[me] = vs_strict_clock_device(dev).comm;
+    CK(vs_ddp_step(d, 1e-3));
+    CK(vs_sync_stream(vs_mesh_comm(mesh), st));
+    phase(me, &s_step);
+    for (int p = 0; p < NP; p++) { /* written by the init's memsets, the step's kernels and collectives */
+        count_resident(vs_ddp_param(d, p), (size_t)NUMEL * sizeof(float));
+        count_resident(vs_ddp_grad(d, p), (size_t)NUMEL * sizeof(float));
+    }
+
+    CK(vs_ddp_free(d));
+    CK(vs_mesh_free(mesh));
+    cudaStreamDestroy(st);
+    phase(me, &s_end);
+    return 0;
+}
+
+/* The threads transport (vescale's own, no stand-in): the same mesh and its
+   groups, a world barrier, an all-reduce over each DP group and a ring of
+   send/recv over the world (its point-to-point queues). */
+static snap t_pre, t_start, t_mesh, t_coll;
+static int threads_main(vs_world* w, void* arg)
+{
+    (void)arg;
+    int me = vs_world_rank(w);
+    phase(me, &t_start);
+    vs_mesh *mesh = NULL, *dp = NULL, *tp = NULL, *pp = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = PP, md.shape[1] = DP, md.shape[2] = TP;
+    CK(vs_mesh_init(w, &md, &mesh));
+    CK(vs_mesh_submesh(mesh, "DP", &dp));
+    CK(vs_mesh_submesh(mesh, "TP", &tp));
+    CK(vs_mesh_submesh(mesh, "PP", &pp));
+    phase(me, &t_mesh);
+    vs_comm* world = vs_world_comm(w);
+    CK(vs_barrier(world, NULL));
+    float x[256], y[256];
+    for (int i = 0; i < 256; i++) x[i] = (float)(me + i);
+    CK(vs_all_reduce(vs_mesh_comm(dp), x, y, 256, VS_F32, VS_OP_SUM, NULL));
+    /* the DP group's ranks are me's row: TP apart, DP of them */
+    int base = me - (me / TP % DP) * TP;
+    for (int i = 0; i < 256; i++) {
+        float want = 0;
+        for (int k = 0; k < DP; k++) want += (float)(base + k * TP + i);
+        if (y[i] != want) CK(vs_set_error(VS_ERR_STATE, "rank %d: DP all-reduce [%d] = %g, want %g", me, i, y[i], want));
+    }
+    int n = vs_world_size(w), got = -1;
+    CK(vs_group_start(world));
+    CK(vs_send(world, &me, 1, VS_I32, (me + 1) % n, NULL));
+    CK(vs_recv(world, &got, 1, VS_I32, (me + n - 1) % n, NULL));
+    CK(vs_group_end(world, NULL));
+    if (got != (me + n - 1) % n) CK(vs_set_error(VS_ERR_STATE, "rank %d: ring got %d", me, got));
+    phase(me, &t_coll);
+    CK(vs_mesh_free(mesh));
+    return 0;
+}
+
+/* the library's largest host allocation (its allocator hook) */
+static size_t max_alloc;
+static void* count_alloc(size_t n, void* user)
+{
+    (void)user;
+    size_t m = __atomic_load_n(&max_alloc, __ATOMIC_RELAXED);
+    while (n > m && !__atomic_compare_exchange_n(&max_alloc, &m, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return malloc(n);
+}
+static void count_free(void* p, void* user)
+{
+    (void)user;
+    free(p);
+}
+
+static size_t threads_run(int n, const char* label)
+{
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = n;
+    ld.stack_bytes = (size_t)256 << 10;
+    ld.allocator.alloc = count_alloc, ld.allocator.free = count_free;
+    max_alloc = 0;
+    int n0 = N, dp0 = DP;
+    N = n, DP = n / TP / PP; /* (the job's shape: DP scales) */
+    pthread_barrier_destroy(&bar);
+    pthread_barrier_init(&bar, NULL, (unsigned)n);
+    t_pre = take();
+    VT_OK(vs_launch_ex(&ld, threads_main, NULL));
+    if (label && !__atomic_load_n(&failed, __ATOMIC_SEQ_CST)) {
+        report("threads: vs_launch", &t_pre, &t_start);
+        report("threads: mesh + 3 groups", &t_start, &t_mesh);
+        report("threads: barrier, DP, ring", &t_mesh, &t_coll);
+    }
+    N = n0, DP = dp0;
+    pthread_barrier_destroy(&bar);
+    pthread_barrier_init(&bar, NULL, (unsigned)N);
+    return max_alloc;
+}
+
+/* The same at N and N / 2 ranks: the largest allocation grows no faster than
+   the ranks (the point-to-point queues were n x n) */
+static void case_threads(void)
+{
+    vs_launch_desc bad;
+    memset(&bad, 0, sizeof bad);
+    bad.nranks = 2, bad.stack_bytes = 4096;
+    VT_ERR(vs_launch_ex(&bad, threads_main, NULL), VS_ERR_INVALID, "stack_bytes 4096");
+    size_t full = threads_run(N, "threads"), half = threads_run(N / 2, NULL);
+    printf("# threads transport: largest host allocation %zu bytes at %d ranks, %zu at %d\n", full, N, half, N / 2);
+    VT_CHECK(full <= half * 2 + 64, "the largest allocation grows faster than the ranks: %zu bytes at %d, %zu at %d",
+             full, N, half, N / 2);
+}
+
+static void report(const char* what, const snap* a, const snap* b)
+{
+    printf("# %-24s %5d ranks: wall %8.3f ms, cpu %8.3f ms, resident +%8.1f KiB a rank (%ld MiB now, %ld at "
+           "most); NVRTC libraries %ld\n", what, N, (b->wall - a->wall) * 1e3 / N, (b->cpu - a->cpu) * 1e3 / N,
+           (double)(b->rss_kb - a->rss_kb) / N, b->rss_kb >> 10, b->maxrss_kb >> 10, b->libraries - a->libraries);
+}
+
+static void case_scale(void)
+{
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = N;
+    ld.transport = VS_TRANSPORT_NCCL;
+    ld.stack_bytes = (size_t)256 << 10;
+    s_pre = take();
+    VT_OK(vs_launch_ex(&ld, rank_main, NULL));
+    s_post = take();
+    if (__atomic_load_n(&failed, __ATOMIC_SEQ_CST)) return;
+    report("launch, NCCL world, stream", &s_pre, &s_start);
+    report("mesh init + 3 submeshes", &s_start, &s_mesh);
+    report("DDP init (4 parameters)", &s_mesh, &s_ddp);
+    report("one DDP step", &s_ddp, &s_step);
+    report("DDP, mesh, stream freed", &s_step, &s_end);
+    report("ranks' exit (world freed)", &s_end, &s_post);
+
+    /* the ring formula for one all-reduce over the DP group: its ranks are TP = 8
+       devices apart, one a node, so every ring edge crosses the network */
+    vs_strict_spec S = vs_strict_clock_spec();
+    double bytes = (double)NUMEL * sizeof(float);
+    int cross = DP > 1 && TP >= S.gpus_per_node;
+    double one = DP == 1 ? 0 : (cross ? S.net_latency_s : S.nvlink_latency_s) +
+                                  2.0 * (DP - 1) / DP * bytes / (cross ? S.net_bw : S.nvlink_bw);
+    want_comm_s = NP * one;
+    int bad = 0;
+    for (int r = 0; r < N; r++)
+        if (comm_s[r] - want_comm_s > 1e-12 || want_comm_s - comm_s[r] > 1e-12) bad++;
+    VT_CHECK(!bad, "%d ranks' step communication differs from %d all-reduces of %.0f bytes over %d ranks (%.3f us; "
+             "rank 0: %.3f us)", bad, NP, bytes, DP, want_comm_s * 1e6, comm_s[0] * 1e6);
+    printf("# modelled step communication %.3f us a rank (%d ring all-reduces of %.0f bytes over DP %d, across nodes)\n",
+           comm_s[0] * 1e6, NP, bytes, DP);
+
+    /* memory: the DDP's reservations are what it reports, none of it resident */
+    long reported = 0;
+    for (int r = 0; r < N; r++) reported += (long)ddp_bytes[r];
+    VT_CHECK(reported == (long)N * NP * NUMEL * 4 * (long)sizeof(float), "DDP reports %ld bytes, want %ld", reported,
+             (long)N * NP * NUMEL * 4 * (long)sizeof(float));
+    /* what it reserved besides: vs_ddp_memory_usage leaves out its f32 scratch of
+       the largest bucket and a few device scalars (the clip norm's partials) */
+    long extra = (s_ddp.device_bytes - s_mesh.device_bytes - reported) / N;
+    VT_CHECK(s_ddp.device_bytes - s_mesh.device_bytes - reported == extra * N &&
+                 extra >= NUMEL * (long)sizeof(float) && extra < NUMEL * (long)sizeof(float) + 8192,
+             "the DDP's init reserved %ld bytes of device memory, it reports %ld (+ %ld a rank)",
+             s_ddp.device_bytes - s_mesh.device_bytes, reported, extra);
+    printf("# device memory reserved %ld MiB (%ld a rank: %ld reported by vs_ddp_memory_usage + %ld not)\n",
+           (s_ddp.device_bytes - s_mesh.device_bytes) >> 20, (s_ddp.device_bytes - s_mesh.device_bytes) / N,
+           reported / N, extra);
+    VT_CHECK(checked_pages >= 2L * N * NP * NUMEL * (long)sizeof(float) / sysconf(_SC_PAGESIZE) && !resident_pages,
+             "%ld of the %ld pages of the parameters and gradients are in memory (device memory was backed)",
+             resident_pages, checked_pages);
+}
+
+int main(void)
+{
+    const char* e = getenv("VS_SCALE_RANKS");
+    N = e && atoi(e) > 0 ? atoi(e) : 64;
+    if ((e = getenv("VS_SCALE_NUMEL")) && atol(e) > 0) NUMEL = atol(e);
+    if (N % TP || N > 1024) {
+        fprintf(stderr, "VS_SCALE_RANKS=%d: want a multiple of %d up to 1024\n", N, TP);
+        return 2;
+    }
+    PP = N >= 256 ? N / 128 : 2;
+    DP = N / TP / PP;
+    char nd[16];
+    snprintf(nd, sizeof nd, "%d", N);
+    setenv("VS_STRICT_DEVICES", nd, 1); /* before the stand-in's first call */
+    setenv("VS_STRICT_COST_ONLY", "1", 1);
+    pthread_barrier_init(&bar, NULL, (unsigned)N);
+    char name[96];
+    snprintf(name, sizeof name, "scale/%d simulated GPUs (PP %d x DP %d x TP %d): mesh, DDP step, cost only", N, PP,
+             DP, TP);
+    VT_CASE(name, case_scale());
+    snprintf(name, sizeof name, "scale/%d thread ranks (threads transport): mesh, groups, barrier, all-reduce, ring", N);
+    VT_CASE(name, case_threads());
+    VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
+                                             vs_strict_violations(), vs_strict_first_violation()));
+    pthread_barrier_destroy(&bar);
+    return vt_summary();
+}
