@@ -282,7 +282,9 @@ struct vs_ddp;
    ".exp_avg", ".exp_avg_sq", ".momentum", "<prefix>__step", in global,
    unflattened form: any DP size, ZeRO stage, TP layout or PP split loads it.
    Under ZeRO-3 each rank saves and loads its parameters' owned ranges
-   (vs_ddp_param_owned), as the optimizer state; load before the first step.
+   (vs_ddp_param_owned), as the optimizer state; a load between steps drops
+   the gathers prefetched from the old shards (vs_ddp_owned_rewrite), one with
+   a group still gathered is VS_ERR_STATE naming it.
    Collective (as vs_ckpt_save / vs_ckpt_load). Needs vescale_ddp.h included
    before this header's implementation. */
 VS_API vs_result vs_ckpt_save_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* ddp, const char* prefix,
@@ -4764,10 +4766,13 @@ VS_API vs_result vs_ckpt_load_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* 
     _vs_ckpt_conv* conv = (_vs_ckpt_conv*)vs_alloc(ck->w, sizeof *conv * (size_t)(n ? n : 1));
     int nconv = 0;
     vs_result r = conv ? vs_ddp_synchronize(ddp) : vs_set_error(VS_ERR_NOMEM, "vs_ckpt_load_ddp: out of memory");
-    // (synchronized: nothing of the DDP's still reads or writes its buffers)
+    // (synchronized: nothing of the DDP's still reads or writes its buffers.) ZeRO-3 between
+    // steps: the next step's first gathers were made from the old shards: dropped, made again after
+    if (!r && (r = vs_ddp_owned_rewrite(ddp, 1)) != VS_OK) r = vs_set_error(r, "vs_ckpt_load_ddp: %s", vs_last_error());
     if (!r) r = _vs_ckpt_dtype_plan(ck, path, e, n - nextra, conv, &nconv);
     if (!r) r = vs_ckpt_load(ck, path, e, n, NULL);
     for (int i = 0; !r && i < nconv; i++) r = _vs_ckpt_dtype_finish(ck, &conv[i]);
+    if (!r) r = vs_ddp_owned_rewrite(ddp, 0);
     if (!r) r = vs_ddp_set_step_count(ddp, step);
     for (int i = 0; !r && i < nextra; i++) extra[i].blob_bytes = e[n - nextra + i].blob_bytes; // blobs' stored sizes
     for (int i = 0; i < nconv; i++) vs_free(ck->w, conv[i].tmp);
