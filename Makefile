@@ -360,12 +360,14 @@ test:
 	$(MAKE) --no-print-directory -j$(JOBS) test-bins
 	B=$(B) MPIRUN="$(MPIRUN)" COMPILE_CHECK=$(COMPILE_CHECK) FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/run.sh
 
-# the long sweeps (not in make test): issue 24's random kills, 1000 on thread ranks, 100 on
+# the long sweeps (not in make test): DDP checkpoints between every two of 24 (mesh, ZeRO stage)
+# pairs (tests/test_ckpt_zero3.c, issue 34), issue 24's random kills, 1000 on thread ranks, 100 on
 # simulated GPUs (ncclCommShrink), 100 on processes (an elastic directory) and 30 over a
 # lighthouse, ten a process (the stand-in's race detector slows down with every thread a
 # process has made: one process of 100 kills crawls after about 60)
-test-long: $(B)/test_elastic_train $(if $(HAVE_STRICT),$(B)/test_train_nccl)
+test-long: $(B)/test_elastic_train $(if $(HAVE_STRICT),$(B)/test_train_nccl) $(B)/test_ckpt_zero3
 	VS_ELASTIC_KILLS=1000 $(B)/test_elastic_train
+	VS_CKPT_ZERO3_ALL=1 $(B)/test_ckpt_zero3
 	$(if $(HAVE_STRICT),for f in 0 10 20 30 40 50 60 70 80 90; do \
 	    VS_ELASTIC_STRICT_ONLY=1 VS_ELASTIC_STRICT_FIRST=$$f VS_ELASTIC_STRICT_KILLS=$$((f + 10)) $(B)/test_train_nccl || exit 1; done)
 	$(if $(HAVE_STRICT),for f in 0 10 20 30 40 50 60 70 80 90; do \

@@ -68,6 +68,7 @@ typedef struct run {
     int s2; // more steps, then save2
     const char* save2;
     int hold; // > 0: group `hold` is gathered (held) at the load: it must be refused
+    int probe; // the load may fail (load_rc, load_msg)
     vs_result load_rc; // (hold: what the load returned on rank 0)
     char load_msg[512];
 } run;
@@ -226,16 +227,15 @@ static int rank_fn(vs_world* w, void* arg)
     for (int p = 0; p < NP; p++)
         if (x.loc[p] >= 0) VT_OK(vs_ddp_query_param_info(x.d, x.loc[p], &x.pi[p]));
     for (int s = 0; s < c->pre; s++) train_step(&x, 1);
-    if (c->load && c->hold) {
-        VT_OK(vs_ddp_gather(x.d, c->hold));
+    if (c->load) {
+        if (c->hold) VT_OK(vs_ddp_gather(x.d, c->hold));
         vs_result r = ckpt_io(mesh, x.d, c->load, 0);
         if (vs_world_rank(w) == 0) {
             c->load_rc = r;
-            snprintf(c->load_msg, sizeof c->load_msg, "%s", vs_last_error());
+            snprintf(c->load_msg, sizeof c->load_msg, "%s", r ? vs_last_error() : "");
         }
-        VT_OK(vs_ddp_release(x.d, c->hold));
-    } else if (c->load) {
-        VT_OK(ckpt_io(mesh, x.d, c->load, 0));
+        if (c->hold) VT_OK(vs_ddp_release(x.d, c->hold));
+        VT_CHECK(r == VS_OK || c->hold || c->probe, "load %s: %s", c->load, vs_last_error());
     }
     for (int s = 0; s < c->s1; s++) train_step(&x, 0);
     if (c->save1) VT_OK(ckpt_io(mesh, x.d, c->save1, 1));
@@ -413,6 +413,32 @@ static void case_matrix(void)
     pair(5, PP2DP2, VS_ZERO_2, DP4, VS_ZERO_3);
     pair(6, DP2, VS_ZERO_1, HSDPTP, VS_ZERO_3);
     pair(7, HSDPTP, VS_ZERO_0, DP2, VS_ZERO_2);
+    pair(8, HSDP, VS_ZERO_3, PP2DP2, VS_ZERO_1);
+    pair(9, PP2DP2, VS_ZERO_3, HSDPTP, VS_ZERO_2);
+}
+
+/* make test-long (VS_CKPT_ZERO3_ALL=1): every (mesh, stage) to every other, both ways */
+static void case_all(void)
+{
+    const mspec ms[6] = {DP2, DP4, HSDP, DP2TP2, HSDPTP, PP2DP2};
+    int id = 100;
+    for (int a = 0; a < 24; a++)
+        for (int b = a + 1; b < 24; b++) pair(id++, ms[a / 4], (vs_zero_stage)(a % 4), ms[b / 4], (vs_zero_stage)(b % 4));
+}
+
+/* --make DIR (tests/ckpt_tool.sh): DIR/z3, ZeRO-3 DP2 after S steps; DIR/hsdp, HSDP
+   ZeRO-1 DPR2 x DPS2 x TP2 loaded from it and saved; DIR/z3b, ZeRO-3 DP2 loaded
+   from that and saved; DIR/z3t, DIR/hsdpt: each of the first two trained T more steps. */
+static int make_sample(const char* dir)
+{
+    char z3[600], hs[600], z3b[600], z3t[600], hst[600];
+    snprintf(z3, sizeof z3, "%s/z3", dir), snprintf(hs, sizeof hs, "%s/hsdp", dir);
+    snprintf(z3b, sizeof z3b, "%s/z3b", dir), snprintf(z3t, sizeof z3t, "%s/z3t", dir);
+    snprintf(hst, sizeof hst, "%s/hsdpt", dir);
+    go((run){.m = DP2, .zero = VS_ZERO_3, .s1 = S, .save1 = z3, .s2 = T, .save2 = z3t});
+    go((run){.m = HSDPTP, .zero = VS_ZERO_1, .load = z3, .save1 = hs, .s2 = T, .save2 = hst});
+    go((run){.m = DP2, .zero = VS_ZERO_3, .load = hs, .save1 = z3b});
+    return vt_summary();
 }
 
 /* A held group at the load: VS_ERR_STATE naming it, the DDP trains on as before
@@ -429,6 +455,52 @@ static void case_held(void)
     canon* x = canon_of(h);
     VT_CHECK(x->step == 1 + T, "after the refused load: step %lld", (long long)x->step);
     free(x);
+}
+
+/* Replaces the first `from` after `after` in checkpoint dir's index.json by `to`. */
+static int edit_index(const char* dir, const char* after, const char* from, const char* to)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/index.json", dir);
+    FILE* f = fopen(p, "rb");
+    static char buf[1 << 16], out[1 << 16];
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    char* a = strstr(buf, after);
+    char* at = a ? strstr(a, from) : NULL;
+    VT_CHECK(at != NULL, "%s: no %s after %s", p, from, after);
+    if (!at) return 0;
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - buf), buf, to, at + strlen(from));
+    f = fopen(p, "wb");
+    int ok = f && fwrite(out, 1, strlen(out), f) == strlen(out);
+    if (f) fclose(f);
+    return ok;
+}
+
+/* A hostile checkpoint: an owned-range entry whose recorded size is wrong (the
+   entry's shape; a piece's range, longer or shorter than its bytes): the ZeRO-3
+   load fails on every rank with an error naming the entry. */
+static void case_hostile(void)
+{
+    char a[128], h[128], cmd[400];
+    path_of(a, sizeof a, "host", 0);
+    go((run){.m = DP2, .zero = VS_ZERO_3, .s1 = 1, .save1 = a});
+    const char* edits[][3] = {{"\"name\": \"a.b.exp_avg\"", "\"shape\": [40]", "\"shape\": [41]"},
+                              {"\"key\": \"a.b.exp_avg#0\"", "\"range\": [0, 40]", "\"range\": [0, 41]"},
+                              {"\"key\": \"a.b.exp_avg#0\"", "\"range\": [0, 40]", "\"range\": [0, 39]"},
+                              {"\"key\": \"a.b.exp_avg#0\"", "\"range\": [0, 40]", "\"range\": [1, 41]"}};
+    for (int i = 0; i < 4; i++) {
+        path_of(h, sizeof h, "hostile", i);
+        snprintf(cmd, sizeof cmd, "rm -rf %s && cp -r %s %s", h, a, h);
+        VT_CHECK(system(cmd) == 0, "%s", cmd);
+        if (!edit_index(h, edits[i][0], edits[i][1], edits[i][2])) continue;
+        run c = {.m = DP2, .zero = VS_ZERO_3, .load = h, .probe = 1};
+        VT_OK(launch(mranks(c.m), rank_fn, &c));
+        VT_CHECK(c.load_rc != VS_OK && strstr(c.load_msg, "a.b.exp_avg"), "%s -> %s: %d \"%s\"", edits[i][1],
+                 edits[i][2], (int)c.load_rc, c.load_msg);
+        printf("# %s -> %s: %s\n", edits[i][1], edits[i][2], c.load_msg);
+    }
 }
 
 /* ---- memory: the world's allocator hooks, each rank thread's live bytes and peak ---- */
@@ -569,16 +641,21 @@ static void case_memory(void)
     }
 }
 
-int main(void)
+int main(int argc, char** argv)
 {
     setenv("VESCALE_TIMEOUT", "60", 0);
+    if (argc == 3 && !strcmp(argv[1], "--make")) return make_sample(argv[2]);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/vs_ckz3_XXXXXX");
     VT_CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp");
     VT_CASE("DDP checkpoints A -> B -> A over ZeRO-0/1/2/3 x DP2, DP4, DPR2 x DPS2, DP2 x TP2, DPR2 x DPS2 x TP2, "
             "PP2 x DP2: every tensor and state bit for bit, the files byte for byte, training on equal, a load "
             "between steps too",
             case_matrix());
+    if (getenv("VS_CKPT_ZERO3_ALL"))
+        VT_CASE("DDP checkpoints A -> B -> A, every pair of (mesh, ZeRO stage) of the six meshes and four stages",
+                case_all());
     VT_CASE("a ZeRO-3 load with a group still gathered: VS_ERR_STATE naming it, nothing changed", case_held());
+    VT_CASE("a hostile ZeRO-3 checkpoint (an owned-range entry's size wrong): a clear error naming it", case_hostile());
     VT_CASE("a ZeRO-3 DP4 save and load hold at most one entry's piece beyond the shards; the load gathers nothing",
             case_memory());
     char cmd[128];
