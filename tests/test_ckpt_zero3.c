@@ -32,6 +32,7 @@
 #include "vs_test.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,6 +436,10 @@ static int make_sample(const char* dir)
     snprintf(z3, sizeof z3, "%s/z3", dir), snprintf(hs, sizeof hs, "%s/hsdp", dir);
     snprintf(z3b, sizeof z3b, "%s/z3b", dir), snprintf(z3t, sizeof z3t, "%s/z3t", dir);
     snprintf(hst, sizeof hst, "%s/hsdpt", dir);
+    if (mkdir(dir, 0755) && errno != EEXIST) {
+        fprintf(stderr, "test_ckpt_zero3 --make %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
     go((run){.m = DP2, .zero = VS_ZERO_3, .s1 = S, .save1 = z3, .s2 = T, .save2 = z3t});
     go((run){.m = HSDPTP, .zero = VS_ZERO_1, .load = z3, .save1 = hs, .s2 = T, .save2 = hst});
     go((run){.m = DP2, .zero = VS_ZERO_3, .load = hs, .save1 = z3b});
