@@ -3134,6 +3134,8 @@ _VS_CKPT_PRIVATE const void* _vs_ckpt_src(const vs_ckpt_entry* e)
     return e->t.data; // RANGE: data holds exactly the range; TENSOR: the whole box
 }
 
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_copy_mem(void* dst, const void* src, size_t n, int to_device, int from_device);
+
 /* Writes this rank's shard file: its pieces, one CRC per block of each. */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_shard(vs_ckpt* ck, const char* dir, const vs_ckpt_entry* entries,
                                                 _vs_ckpt_rec** mine, int nm, uint32_t** crcs, int* ncrc)
@@ -3173,9 +3175,22 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_shard(vs_ckpt* ck, const char* dir, co
     if (!r && (fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0)
         r = vs_set_error(VS_ERR_IO, "cannot create %s: %s", file, strerror(errno));
     if (!r) r = _vs_ckpt_pwrite(fd, file, hdr, hl, 0);
+    char* stage = NULL; // a sync save's device piece in host memory: one at a time, never the whole shard
+    size_t staged = 0;
     for (int i = 0; i < nm && !r; i++) {
         _vs_ckpt_rec* rc = mine[i];
         const char* src = (const char*)_vs_ckpt_src(&entries[rc->entry]);
+        if (entries[rc->entry].device && rc->bytes) {
+            if (rc->bytes > staged) {
+                vs_free(ck->w, stage);
+                staged = (stage = (char*)vs_alloc(ck->w, rc->bytes)) ? rc->bytes : 0;
+            }
+            r = stage ? _vs_ckpt_copy_mem(stage, src, rc->bytes, 0, 1)
+                      : vs_set_error(VS_ERR_NOMEM, "checkpoint: %llu bytes for \"%s\"", (unsigned long long)rc->bytes,
+                                     rc->name);
+            if (r) break;
+            src = stage;
+        }
         rc->data_begin = hl + ts[i].begin;
         rc->data_end = hl + ts[i].end;
         r = _vs_ckpt_pwrite(fd, file, src, rc->bytes, rc->data_begin);
@@ -3194,6 +3209,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_shard(vs_ckpt* ck, const char* dir, co
         if (!r && fsync(fd)) r = vs_set_error(VS_ERR_IO, "fsync %s: %s", file, strerror(errno));
         if (close(fd) && !r) r = vs_set_error(VS_ERR_IO, "closing %s: %s", file, strerror(errno));
     }
+    vs_free(ck->w, stage);
     vs_free(ck->w, hdr);
     vs_free(ck->w, ts);
     vs_free(ck->w, keys);
@@ -4439,7 +4455,7 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     const char* fn = "vs_ckpt_save";
     _VS_TRY(_VS_CKPT_GONE(fn, ck));
     if (!ck) return vs_set_error(VS_ERR_NULL, "%s: ck is NULL", fn);
-    int overwrite = opts ? opts->overwrite : 0, async = opts ? opts->async : 0, dev = 0;
+    int overwrite = opts ? opts->overwrite : 0, async = opts ? opts->async : 0;
     vs_result r = vs_ckpt_wait(ck);
     if (r) r = vs_set_error(r, "%s: the async save before it failed: %s", fn, vs_last_error());
     else if (!path) r = vs_set_error(VS_ERR_NULL, "%s: path is NULL", fn);
@@ -4450,7 +4466,6 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     else if (async) // known now, not at vs_ckpt_wait: every rank sees the folder (rank 0 commits what
         r = _vs_ckpt_taken(path, overwrite); // all ranks write), so each checks without a collective
     if (r) return r;
-    for (int i = 0; i < n; i++) dev |= entries[i].device && !entries[i].skip;
     /* This rank's entries are checked before anything is copied (a length past
        the caller's memory is an error here, not a copy); then the copies (async:
        within desc.async_max_bytes, else this rank saves now, and so do all). */
@@ -4458,12 +4473,9 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     _vs_ckpt_job* j = NULL;
     int64_t sync = !async;
     r = _vs_ckpt_saving_new(ck, path, overwrite, entries, n, &s);
-    if (!r && (async || dev)) {
-        r = _vs_ckpt_job_make(ck, entries, n, async ? ck->desc.async_max_bytes : 0, &j);
-        if (r == VS_ERR_UNSUPPORTED) {
-            sync = 1;
-            r = dev ? _vs_ckpt_job_make(ck, entries, n, 0, &j) : VS_OK;
-        }
+    if (!r && async) { // (a sync save streams device memory, a piece at a time: _vs_ckpt_write_shard)
+        r = _vs_ckpt_job_make(ck, entries, n, ck->desc.async_max_bytes, &j);
+        if (r == VS_ERR_UNSUPPORTED) sync = 1, r = VS_OK;
         if (j) s->entries = j->e;
     }
     r = _vs_ckpt_begin(ck, s, r, &sync); // (agreed: every rank's call fails, or none)
