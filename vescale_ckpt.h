@@ -110,7 +110,8 @@
      with cudaHostRegister when device memory is copied into it, and kept for
      the next async save), at most desc.async_max_bytes (default 4 GiB,
      VS_CKPT_DEFAULT_ASYNC_MAX_BYTES; where one rank's copies would exceed it,
-     every rank saves synchronously);
+     every rank saves synchronously: device memory then goes through host
+     memory one piece at a time, as in every sync save);
    - agrees with the other ranks on the entries and on who writes what,
      creates the temporary directory, and returns; a writer thread writes this
      rank's shard file;
@@ -207,7 +208,7 @@ typedef struct vs_ckpt_entry {
     int64_t range_begin, range_end; // RANGE
     void* blob;                     // BLOB
     size_t blob_bytes;
-    int device; // t.data is CUDA device memory (NCCL builds; copied through pinned host memory)
+    int device; // t.data is CUDA device memory (NCCL builds; copied through host memory: a piece at a time)
     int skip;
 } vs_ckpt_entry;
 
