@@ -235,7 +235,11 @@ static int rank_fn(vs_world* w, void* arg)
             c->load_rc = r;
             snprintf(c->load_msg, sizeof c->load_msg, "%s", r ? vs_last_error() : "");
         }
-        if (c->hold) VT_OK(vs_ddp_release(x.d, c->hold));
+        if (c->hold) {
+            VT_OK(vs_ddp_release(x.d, c->hold));
+            VT_ERR(vs_ddp_owned_rewrite(x.d, 2), VS_ERR_INVALID, "drop 2");
+            VT_ERR(vs_ddp_owned_rewrite(NULL, 1), VS_ERR_NULL, "ddp is NULL");
+        }
         VT_CHECK(r == VS_OK || c->hold || c->probe, "load %s: %s", c->load, vs_last_error());
     }
     for (int s = 0; s < c->s1; s++) train_step(&x, 0);
@@ -659,7 +663,9 @@ int main(int argc, char** argv)
     if (getenv("VS_CKPT_ZERO3_ALL"))
         VT_CASE("DDP checkpoints A -> B -> A, every pair of (mesh, ZeRO stage) of the six meshes and four stages",
                 case_all());
-    VT_CASE("a ZeRO-3 load with a group still gathered: VS_ERR_STATE naming it, nothing changed", case_held());
+    VT_CASE("a ZeRO-3 load with a group still gathered: VS_ERR_STATE naming it, nothing changed; "
+            "vs_ddp_owned_rewrite's bad input",
+            case_held());
     VT_CASE("a hostile ZeRO-3 checkpoint (an owned-range entry's size wrong): a clear error naming it", case_hostile());
     VT_CASE("a ZeRO-3 DP4 save and load hold at most one entry's piece beyond the shards; the load gathers nothing",
             case_memory());
