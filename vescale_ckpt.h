@@ -110,7 +110,8 @@
      with cudaHostRegister when device memory is copied into it, and kept for
      the next async save), at most desc.async_max_bytes (default 4 GiB,
      VS_CKPT_DEFAULT_ASYNC_MAX_BYTES; where one rank's copies would exceed it,
-     every rank saves synchronously);
+     every rank saves synchronously: device memory then goes through host
+     memory one piece at a time, as in every sync save);
    - agrees with the other ranks on the entries and on who writes what,
      creates the temporary directory, and returns; a writer thread writes this
      rank's shard file;
@@ -207,7 +208,7 @@ typedef struct vs_ckpt_entry {
     int64_t range_begin, range_end; // RANGE
     void* blob;                     // BLOB
     size_t blob_bytes;
-    int device; // t.data is CUDA device memory (NCCL builds; copied through pinned host memory)
+    int device; // t.data is CUDA device memory (NCCL builds; copied through host memory: a piece at a time)
     int skip;
 } vs_ckpt_entry;
 
@@ -282,7 +283,9 @@ struct vs_ddp;
    ".exp_avg", ".exp_avg_sq", ".momentum", "<prefix>__step", in global,
    unflattened form: any DP size, ZeRO stage, TP layout or PP split loads it.
    Under ZeRO-3 each rank saves and loads its parameters' owned ranges
-   (vs_ddp_param_owned), as the optimizer state; load before the first step.
+   (vs_ddp_param_owned), as the optimizer state; a load between steps drops
+   the gathers prefetched from the old shards (vs_ddp_owned_rewrite), one with
+   a group still gathered is VS_ERR_STATE naming it.
    Collective (as vs_ckpt_save / vs_ckpt_load). Needs vescale_ddp.h included
    before this header's implementation. */
 VS_API vs_result vs_ckpt_save_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* ddp, const char* prefix,
@@ -3132,6 +3135,8 @@ _VS_CKPT_PRIVATE const void* _vs_ckpt_src(const vs_ckpt_entry* e)
     return e->t.data; // RANGE: data holds exactly the range; TENSOR: the whole box
 }
 
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_copy_mem(void* dst, const void* src, size_t n, int to_device, int from_device);
+
 /* Writes this rank's shard file: its pieces, one CRC per block of each. */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_shard(vs_ckpt* ck, const char* dir, const vs_ckpt_entry* entries,
                                                 _vs_ckpt_rec** mine, int nm, uint32_t** crcs, int* ncrc)
@@ -3171,9 +3176,22 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_shard(vs_ckpt* ck, const char* dir, co
     if (!r && (fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0)
         r = vs_set_error(VS_ERR_IO, "cannot create %s: %s", file, strerror(errno));
     if (!r) r = _vs_ckpt_pwrite(fd, file, hdr, hl, 0);
+    char* stage = NULL; // a sync save's device piece in host memory: one at a time, never the whole shard
+    size_t staged = 0;
     for (int i = 0; i < nm && !r; i++) {
         _vs_ckpt_rec* rc = mine[i];
         const char* src = (const char*)_vs_ckpt_src(&entries[rc->entry]);
+        if (entries[rc->entry].device && rc->bytes) {
+            if (rc->bytes > staged) {
+                vs_free(ck->w, stage);
+                staged = (stage = (char*)vs_alloc(ck->w, rc->bytes)) ? rc->bytes : 0;
+            }
+            r = stage ? _vs_ckpt_copy_mem(stage, src, rc->bytes, 0, 1)
+                      : vs_set_error(VS_ERR_NOMEM, "checkpoint: %llu bytes for \"%s\"", (unsigned long long)rc->bytes,
+                                     rc->name);
+            if (r) break;
+            src = stage;
+        }
         rc->data_begin = hl + ts[i].begin;
         rc->data_end = hl + ts[i].end;
         r = _vs_ckpt_pwrite(fd, file, src, rc->bytes, rc->data_begin);
@@ -3192,6 +3210,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_write_shard(vs_ckpt* ck, const char* dir, co
         if (!r && fsync(fd)) r = vs_set_error(VS_ERR_IO, "fsync %s: %s", file, strerror(errno));
         if (close(fd) && !r) r = vs_set_error(VS_ERR_IO, "closing %s: %s", file, strerror(errno));
     }
+    vs_free(ck->w, stage);
     vs_free(ck->w, hdr);
     vs_free(ck->w, ts);
     vs_free(ck->w, keys);
@@ -4437,7 +4456,7 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     const char* fn = "vs_ckpt_save";
     _VS_TRY(_VS_CKPT_GONE(fn, ck));
     if (!ck) return vs_set_error(VS_ERR_NULL, "%s: ck is NULL", fn);
-    int overwrite = opts ? opts->overwrite : 0, async = opts ? opts->async : 0, dev = 0;
+    int overwrite = opts ? opts->overwrite : 0, async = opts ? opts->async : 0;
     vs_result r = vs_ckpt_wait(ck);
     if (r) r = vs_set_error(r, "%s: the async save before it failed: %s", fn, vs_last_error());
     else if (!path) r = vs_set_error(VS_ERR_NULL, "%s: path is NULL", fn);
@@ -4448,7 +4467,6 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     else if (async) // known now, not at vs_ckpt_wait: every rank sees the folder (rank 0 commits what
         r = _vs_ckpt_taken(path, overwrite); // all ranks write), so each checks without a collective
     if (r) return r;
-    for (int i = 0; i < n; i++) dev |= entries[i].device && !entries[i].skip;
     /* This rank's entries are checked before anything is copied (a length past
        the caller's memory is an error here, not a copy); then the copies (async:
        within desc.async_max_bytes, else this rank saves now, and so do all). */
@@ -4456,12 +4474,9 @@ VS_API vs_result vs_ckpt_save(vs_ckpt* ck, const char* path, const vs_ckpt_entry
     _vs_ckpt_job* j = NULL;
     int64_t sync = !async;
     r = _vs_ckpt_saving_new(ck, path, overwrite, entries, n, &s);
-    if (!r && (async || dev)) {
-        r = _vs_ckpt_job_make(ck, entries, n, async ? ck->desc.async_max_bytes : 0, &j);
-        if (r == VS_ERR_UNSUPPORTED) {
-            sync = 1;
-            r = dev ? _vs_ckpt_job_make(ck, entries, n, 0, &j) : VS_OK;
-        }
+    if (!r && async) { // (a sync save streams device memory, a piece at a time: _vs_ckpt_write_shard)
+        r = _vs_ckpt_job_make(ck, entries, n, ck->desc.async_max_bytes, &j);
+        if (r == VS_ERR_UNSUPPORTED) sync = 1, r = VS_OK;
         if (j) s->entries = j->e;
     }
     r = _vs_ckpt_begin(ck, s, r, &sync); // (agreed: every rank's call fails, or none)
@@ -4764,10 +4779,13 @@ VS_API vs_result vs_ckpt_load_ddp(vs_ckpt* ck, const char* path, struct vs_ddp* 
     _vs_ckpt_conv* conv = (_vs_ckpt_conv*)vs_alloc(ck->w, sizeof *conv * (size_t)(n ? n : 1));
     int nconv = 0;
     vs_result r = conv ? vs_ddp_synchronize(ddp) : vs_set_error(VS_ERR_NOMEM, "vs_ckpt_load_ddp: out of memory");
-    // (synchronized: nothing of the DDP's still reads or writes its buffers)
+    // (synchronized: nothing of the DDP's still reads or writes its buffers.) ZeRO-3 between
+    // steps: the next step's first gathers were made from the old shards: dropped, made again after
+    if (!r && (r = vs_ddp_owned_rewrite(ddp, 1)) != VS_OK) r = vs_set_error(r, "vs_ckpt_load_ddp: %s", vs_last_error());
     if (!r) r = _vs_ckpt_dtype_plan(ck, path, e, n - nextra, conv, &nconv);
     if (!r) r = vs_ckpt_load(ck, path, e, n, NULL);
     for (int i = 0; !r && i < nconv; i++) r = _vs_ckpt_dtype_finish(ck, &conv[i]);
+    if (!r) r = vs_ddp_owned_rewrite(ddp, 0);
     if (!r) r = vs_ddp_set_step_count(ddp, step);
     for (int i = 0; !r && i < nextra; i++) extra[i].blob_bytes = e[n - nextra + i].blob_bytes; // blobs' stored sizes
     for (int i = 0; i < nconv; i++) vs_free(ck->w, conv[i].tmp);

@@ -674,9 +674,16 @@ VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_afte
    out->end are vs_ddp_param_info's owned range, out->data its first element.
    To read, or to write between steps (restoring a checkpoint: write the
    master too, vs_ddp_optim_state). ZeRO-3: vs_ddp_step starts the gathers of
-   the first groups of the next step: restore before the first step (when
-   nothing is prefetched yet). Device buffers: a device pointer. */
+   the first groups of the next step: around writes between steps call
+   vs_ddp_owned_rewrite. Device buffers: a device pointer. */
 VS_API vs_result vs_ddp_param_owned(vs_ddp* d, int index, vs_ddp_span* out);
+/* ZeRO-3, around writes into the owned ranges outside a step (a checkpoint's
+   load: vs_ckpt_load_ddp calls it). drop 1, before: waits for the gathers
+   made from the old values (vs_ddp_step's prefetch, a kept group) and gives
+   their buffers back; a group still gathered (not released: the trainer
+   holds views of the old values) is VS_ERR_STATE naming it, nothing changed.
+   drop 0, after: issues the prefetch again. Other stages: nothing to do. */
+VS_API vs_result vs_ddp_owned_rewrite(vs_ddp* d, int drop);
 /* Reduces what is left and waits for every bucket; ends the backward pass.
    Called again with nothing new since (no vs_ddp_grad / vs_ddp_grad_ready): the
    gradients are reduced already, VS_ERR_STATE. */
@@ -4047,6 +4054,27 @@ VS_API vs_result vs_ddp_param_owned(vs_ddp* d, int i, vs_ddp_span* out)
     if (d->desc.zero != VS_ZERO_3 && (r = _vs_ddp_params_ready(d, q->bucket))) return r; // (a ZeRO-1 gather writes it)
     out->data = _vs_ddp_pat(&d->buckets[q->bucket], q, q->offset + out->begin);
     return VS_OK;
+}
+
+VS_API vs_result vs_ddp_owned_rewrite(vs_ddp* d, int drop)
+{
+    const char* fn = "vs_ddp_owned_rewrite";
+    if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
+    if (drop != 0 && drop != 1) return vs_set_error(VS_ERR_INVALID, "%s: drop %d (0 or 1)", fn, drop);
+    if (!d->finalized || d->desc.zero != VS_ZERO_3) return VS_OK;
+    if (!drop) return d->zrecorded ? _vs_ddp_z3_prefetch(d, d->zpos) : VS_OK; // (what the step would have issued)
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].zstate == _VS_Z3_HELD)
+            return vs_set_error(VS_ERR_STATE, "%s: group %d is gathered: vs_ddp_release it first (its views hold the "
+                                "values about to be replaced)", fn, d->buckets[b].rgroup);
+    vs_result r = VS_OK;
+    for (int b = 0; b < d->nbuckets; b++) {
+        if (d->buckets[b].zstate == _VS_Z3_REST) continue;
+        vs_result rb = _vs_ddp_params_ready(d, b); // (its gather done before its buffer is reused)
+        _vs_ddp_z3_free(d, b);
+        if (!r) r = rb;
+    }
+    return r;
 }
 
 _VS_DDP_PRIVATE const char* _vs_ddp_state_name(vs_ddp_state s)

@@ -6,7 +6,8 @@
 # against the original full tensors, when installed), export --weights-only (the
 # Hugging Face layout, also of a checkpoint vs_ckpt_save_ddp wrote on DP2 x TP2:
 # $B/test_ckpt_ddp --make; read through model.safetensors.index.json by
-# tests/check_hf_export.py), diff. One "ok / not ok / skip" line per check.
+# tests/check_hf_export.py), diff; verify and diff of ZeRO-3 and HSDP checkpoints ($B/test_ckpt_zero3 --make).
+# One "ok / not ok / skip" line per check.
 set -u
 B=${B:-build}
 TOOL="$B/vescale-ckpt"
@@ -244,6 +245,29 @@ check diff-rtol 1 '^7 entries the same, 3 different$' "$TOOL" diff "$T/a" "$T/b"
 check diff-rtol-tight 1 '^w1: 1 of 30 elements differ' "$TOOL" diff "$T/a" "$T/b" --rtol 0.6 --atol 0.05
 check diff-bad-tol 2 'usage' "$TOOL" diff "$T/a" "$T/b" --atol -1
 check usage 2 'usage' "$TOOL" verify "$T/a" -j 0
+
+# ZeRO-3 and HSDP checkpoints (issue 34): test_ckpt_zero3 --make writes z3 (ZeRO-3 DP2: every entry a range
+# entry, the parameters too), hsdp (ZeRO-1 DPR2 x DPS2 x TP2 loaded from z3), z3b (ZeRO-3 loaded back from hsdp),
+# and z3t, hsdpt (z3 and hsdp trained on, alike). verify each; diff finds them the same across the meshes, and
+# names what training on changed; a flipped byte of a ZeRO-3 shard is named by verify and diff
+if [ -x "$B/test_ckpt_zero3" ] && "$B/test_ckpt_zero3" --make "$T/z3" >"$T/out" 2>&1; then
+    check z3-verify 0 'z3: ok: 2 files, [0-9]+ pieces' "$TOOL" verify "$T/z3/z3"
+    # (HSDP's replica-1 ranks of a TP column hold nothing to save: no file, 0 bytes in the index)
+    check hsdp-verify 0 'hsdp: ok: [0-9]+ files, [0-9]+ pieces' "$TOOL" verify "$T/z3/hsdp"
+    check z3-ls 0 '^a\.w +range +bf16 +\[16, 24\]' "$TOOL" ls "$T/z3/z3"
+    check z3-hsdp-diff 0 '^16 entries the same, 0 different$' "$TOOL" diff "$T/z3/z3" "$T/z3/hsdp"
+    check z3-back-diff 0 '^16 entries the same, 0 different$' "$TOOL" diff "$T/z3/z3" "$T/z3/z3b"
+    check z3-trained-diff 1 '^a\.w\.exp_avg: [0-9]+ of 384 elements differ' "$TOOL" diff "$T/z3/z3" "$T/z3/z3t"
+    check z3-hsdp-trained-diff 0 '^16 entries the same, 0 different$' "$TOOL" diff "$T/z3/z3t" "$T/z3/hsdpt"
+    cp -r "$T/z3/z3" "$T/z3flip"
+    flip_last_byte "$T/z3flip/shard-00001.safetensors"
+    check z3-verify-bitflip 1 'shard-00001.safetensors: entry ".*" piece [0-9]+ block 0 .*crc32c' "$TOOL" verify "$T/z3flip"
+    check z3-diff-bitflip 1 'crc32c' "$TOOL" diff "$T/z3/z3" "$T/z3flip"
+elif [ -x "$B/test_ckpt_zero3" ]; then
+    bad z3-make "test_ckpt_zero3 --make: $(head -c 600 "$T/out")"
+else
+    echo "skip ckpt_tool/z3: $B/test_ckpt_zero3 not built"
+fi
 
 # diff of two meshes' checkpoints (issue 33): examples/train_gpt.c saves 2 steps on one rank and on PP2 (bit for
 # bit one rank's): the same, status 0, the plan ("__plan") only a note; DP2's rounding differs: status 1, and

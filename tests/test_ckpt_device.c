@@ -13,7 +13,9 @@
    - an async save copies the device buffers at the call (they may change at once);
    - a load that fails (a corrupt shard) leaves the device buffer untouched;
    - the copies go through cudaMemcpy (device -> host on save, host -> device
-     on load), and no device memory is leaked. */
+     on load), and no device memory is leaked;
+   - a sync save holds one device piece in host memory at a time (the world's
+     host allocator hooks), not the rank's whole shard. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,6 +252,86 @@ static int rank_fn(vs_world* w, void* arg)
     return 0;
 }
 
+/* A sync save of four device entries of 64 KiB a rank: the host memory it holds
+   at once (the world's host allocator hooks, each rank thread apart) stays
+   under one entry's piece plus the bookkeeping, never the rank's 256 KiB. */
+enum { BIG_E = 4, BIG_N = 16384 };
+static __thread int big_rank = -1;
+static long big_live[2], big_peak[2];
+static void* big_alloc(size_t n, void* user)
+{
+    (void)user;
+    char* p = (char*)malloc(n + 16);
+    if (!p) return NULL;
+    int r = big_rank;
+    memcpy(p, &n, sizeof n);
+    memcpy(p + 8, &r, sizeof r);
+    if (r >= 0 && r < 2) {
+        long v = __atomic_add_fetch(&big_live[r], (long)n, __ATOMIC_SEQ_CST);
+        if (v > big_peak[r]) big_peak[r] = v;
+    }
+    return p + 16;
+}
+static void big_free(void* q, void* user)
+{
+    (void)user;
+    if (!q) return;
+    char* p = (char*)q - 16;
+    size_t n;
+    int r;
+    memcpy(&n, p, sizeof n);
+    memcpy(&r, p + 8, sizeof r);
+    if (r >= 0 && r < 2) __atomic_sub_fetch(&big_live[r], (long)n, __ATOMIC_SEQ_CST);
+    free(p);
+}
+static int big_rank_fn(vs_world* w, void* arg)
+{
+    const char* path = (const char*)arg;
+    big_rank = vs_world_rank(w);
+    vs_mesh* m = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &m));
+    vs_ckpt* ck = NULL;
+    vs_ckpt_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.mesh = m;
+    VT_OK(vs_ckpt_init(&cd, &ck));
+    vs_ckpt_entry e[BIG_E];
+    char names[BIG_E][8];
+    float* host = (float*)malloc(sizeof(float) * BIG_N);
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < BIG_E; i++) {
+        snprintf(names[i], sizeof names[i], "big%d", i);
+        for (int k = 0; k < BIG_N; k++) host[k] = (float)(k + i + big_rank);
+        e[i].name = names[i];
+        e[i].kind = VS_CKPT_TENSOR;
+        e[i].device = 1;
+        e[i].t.layout.mesh = m;
+        e[i].t.layout.p[0] = vs_shard(0);
+        e[i].t.dtype = VS_F32;
+        e[i].t.ndim = 1;
+        e[i].t.shape[0] = (int64_t)BIG_N * vs_world_size(w);
+        e[i].t.data = vs_device_alloc(w, sizeof(float) * BIG_N);
+        VT_CHECK(e[i].t.data && cudaMemcpy(e[i].t.data, host, sizeof(float) * BIG_N, cudaMemcpyDefault) == cudaSuccess,
+                 "device buffer %d", i);
+    }
+    long l0 = big_live[big_rank];
+    big_peak[big_rank] = l0;
+    VT_OK(vs_ckpt_save(ck, path, e, BIG_E, NULL));
+    long extra = big_peak[big_rank] - l0, piece = (long)sizeof(float) * BIG_N;
+    VT_CHECK(extra <= piece + 32768, "rank %d: a sync save of %d device pieces of %ld bytes held %ld host bytes at once",
+             big_rank, BIG_E, piece, extra);
+    if (big_rank == 0)
+        printf("# sync save of %d device pieces of %ld bytes: %ld host bytes at peak\n", BIG_E, piece, extra);
+    for (int i = 0; i < BIG_E; i++) vs_device_free(w, e[i].t.data);
+    free(host);
+    VT_OK(vs_ckpt_free(ck));
+    VT_OK(vs_mesh_free(m));
+    return 0;
+}
+
 static void run(int nranks, job j)
 {
     vs_launch_desc ld;
@@ -313,6 +395,21 @@ int main(void)
         run(1, (job){0, 0, 1, a});
     }
     vt_end("ckpt_device/failed_load");
+
+    vt_begin("ckpt_device/sync_save_memory");
+    {
+        char bp[200];
+        snprintf(bp, sizeof bp, "%s/big", root);
+        vs_launch_desc ld;
+        memset(&ld, 0, sizeof ld);
+        ld.nranks = 2;
+        ld.allocator.alloc = big_alloc;
+        ld.allocator.free = big_free;
+        ld.allocator.device_alloc = mock_dalloc;
+        ld.allocator.device_free = mock_dfree;
+        VT_CHECK(vs_launch_ex(&ld, big_rank_fn, bp) == VS_OK, "launch: %s", vs_last_error());
+    }
+    vt_end("ckpt_device/sync_save_memory");
 
     vt_begin("ckpt_device/no_leaks");
     VT_CHECK(mock_live == 0, "%d device allocations not freed", mock_live);
