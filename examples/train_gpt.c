@@ -685,8 +685,12 @@ int main(int argc, char** argv)
     int lo = -1, hi = -1;
     for (int s = 0; s < MAXSTEPS; s++)
         if (par.have[s]) hi = s, lo = lo < 0 ? s : lo;
-    if (lo >= 0) printf("loss %.4f -> %.4f over steps %d..%d on PP%d x DP%d x TP%d%s", par.loss[lo], par.loss[hi], lo, hi,
-                        p->pp, p->dp, p->tp, reference ? (par.failed ? ": DIFFERS from one rank" : ": equals one rank within ") : "");
+    char dpt[48]; // HSDP: DPR x DPS
+    if (p->dp_shard > 0 && p->dp_shard < p->dp) snprintf(dpt, sizeof dpt, "DPR%d x DPS%d", p->dp / p->dp_shard, p->dp_shard);
+    else snprintf(dpt, sizeof dpt, "DP%d", p->dp);
+    if (lo >= 0) printf("loss %.4f -> %.4f over steps %d..%d on PP%d x %s x TP%d%s%s", par.loss[lo], par.loss[hi], lo, hi,
+                        p->pp, dpt, p->tp, p->zero == VS_ZERO_3 ? " (ZeRO-3)" : "",
+                        reference ? (par.failed ? ": DIFFERS from one rank" : ": equals one rank within ") : "");
     if (lo >= 0 && reference && !par.failed) { // (as 1e-5 or 2.5e-4: %e without its zeros)
         char tt[32], *e, *z;
         snprintf(tt, sizeof tt, "%.3e", par.tol);
