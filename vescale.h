@@ -108,8 +108,9 @@
      plan that runs compares when the caller fixed some of it
    - ZeRO-3 (plan.zero 3) and HSDP (plan.dp_shard: shards within a host,
      replicas across) are planned: ZeRO-3 weighed under a memory limit, HSDP
-     given the hosts (vs_constraints.node_ranks, inter_bw_bytes_s);
-     vs_parallelize refuses them until the DDP side is wired
+     given the hosts (vs_constraints.node_ranks, inter_bw_bytes_s); and
+     vs_parallelize builds them (a ready group a layer, gathered and released
+     by the pipeline's unit hooks in every schedule: at vs_parallelize)
 
    The batch and the loss. The global batch holds the model's data inputs with
    the rows first; each DP rank takes its rows, each microbatch its part. The
@@ -758,6 +759,11 @@ typedef struct vs_train_stats {
     double t_optim;      // the optimizer step (ZeRO: and starting the parameter all-gather)
     double t_total;      // the whole call
     size_t act_peak;     // activation memory at its peak in this call's pipeline run, bytes (vs_pipe_last_memory)
+    /* ZeRO-3: the unit hooks' host time within t_compute (gathers, the waits
+       for them, releases, gradients marked ready: reduce-scatters started),
+       and the gathers asked for (a held or kept group's too); 0 otherwise */
+    double t_gather;
+    int64_t gathers;
 } vs_train_stats;
 /* vs_train_step, and what it did into *stats (may be NULL). With VESCALE_LOG=info
    (or a logger at info) world rank 0 logs one progress line per step:
@@ -766,7 +772,8 @@ VS_API vs_result vs_train_step_ex(vs_train* t, const vs_batch* batch, vs_train_s
 /* Evaluation: the global mean loss of `batch` (as vs_train_step checks and
    splits it, and averages its loss), forward only, on any mesh and schedule
    (the training schedule's forwards: vs_pipe_sched_forward). No gradient, no
-   optimizer, no hook: parameters, optimizer state and counts are untouched,
+   optimizer, no hook (ZeRO-3: the gathers and releases around each layer's
+   forward only): parameters, optimizer state and counts are untouched,
    also between the calls of an accumulating step. Each microbatch's
    activations go as soon as the next stage has them. Collective. On GPUs the
    batch has the training batch's shape (unless desc.variable_shapes); one host
@@ -3884,6 +3891,8 @@ struct vs_train {
     double grad_norm; // the last step's global gradient norm (NaN before the first)
     int64_t init_peak, model_bytes;
     vs_result hook_err;
+    double z3_time;     // ZeRO-3: the unit hooks' time in the current call (vs_train_stats.t_gather)
+    int64_t z3_gathers; // and their gathers
     /* NCCL: parameters, gradients and activations are device memory, the layers
        run on `stream`; the loss's microbatch mean is taken on the device
        (dloss) and travels with the gradient norm's all-reduce and read
@@ -4179,9 +4188,17 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
    back). After the layer's last backward part of the step (grads_final) its
    parameters used by it alone are marked ready (reduce-scattered); shared ones
    wait for on_step. */
+_VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event* e);
 _VS_HL_PRIVATE vs_result _vs_hl_on_unit(void* user, const vs_pipe_hook_event* e)
 {
     vs_train* t = (vs_train*)user;
+    double t0 = _vs_now();
+    vs_result r = _vs_hl_on_unit_do(t, e);
+    t->z3_time += _vs_now() - t0;
+    return r;
+}
+_VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event* e)
+{
     const int l = e->unit, np = t->model->layers[l].nparams;
     const int before = e->point == VS_PIPE_HOOK_FORWARD_BEFORE || e->point == VS_PIPE_HOOK_BACKWARD_BEFORE ||
                        e->point == VS_PIPE_HOOK_WEIGHT_BEFORE;
@@ -4196,6 +4213,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_unit(void* user, const vs_pipe_hook_event* e)
         int seen = q->ddp < 0;
         for (int j = 0; j < i && !seen; j++) seen = t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + j]].group == q->group;
         if (!seen) _VS_TRY(before ? vs_ddp_gather(d, q->group) : vs_ddp_release(d, q->group));
+        t->z3_gathers += !seen && before;
     }
     for (int i = 0; i < np; i++) {
         const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
@@ -4889,8 +4907,10 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     if (!r && (t->ls.enable || nacc > 1)) r = vs_pipe_set_loss_scale(t->pipe, t->scale / nacc);
     if (!r && nacc > 1 && t->zero < VS_ZERO_2) r = vs_ddp_set_sync(t->ddp, last);
     double tc = _vs_now();
+    t->z3_time = 0, t->z3_gathers = 0;
     if (!r) r = vs_pipe_run(t->pipe, t->sched, t->dev ? NULL : &l); // (hooks: gradient sync as chunks finish)
     st->t_compute = _vs_now() - tc;
+    st->t_gather = t->z3_time, st->gathers = t->z3_gathers;
     if (!r) vs_pipe_last_memory(t->pipe, &st->act_peak);
     tc = _vs_now();
     t->batch = NULL;

@@ -38,6 +38,7 @@ typedef struct run {
     const char* save; // after `steps` steps
     const char* load; // before them
     double loss[STEPS];
+    int stats_bad;    // calls whose vs_train_stats gathers or t_gather broke the rule in rank_fn
     int eval_bad;     // steps whose evaluation of the same batch was not the step's loss, bit for bit
     int zero3_bad;    // ranks whose DDP was not ZeRO-3 with the plan's reshard_after_forward, or held a
                       // parameter gathered between steps
@@ -83,6 +84,13 @@ static int rank_fn(vs_world* w, void* arg)
             VT_OK(vs_train_step_ex(t, &bc, &st));
         }
         if (R->eval && memcmp(&ev, &st.loss, sizeof ev)) R->eval_bad++;
+        /* the stats' gathers: one rank, 6 layers with parameters, a gather each before every microbatch's
+           forward and backward (the tied projection's at "loss" is the group of "in"), and before each recomputed
+           forward; other meshes: some */
+        int64_t want = R->plan.zero != VS_ZERO_3 ? 0 : R->plan.pp < 2 && nacc == 1 ? (R->plan.recompute[0] ? 18 : 12) * R->plan.microbatches : -1;
+        if ((want >= 0 ? st.gathers != want : st.gathers < 1) || st.t_gather < 0 || st.t_gather > st.t_compute ||
+            (R->plan.zero != VS_ZERO_3 && st.t_gather != 0))
+            __atomic_add_fetch(&R->stats_bad, 1, __ATOMIC_SEQ_CST);
         if (vs_world_rank(w) == 0) R->loss[s] = st.loss;
     }
     if (R->save) VT_OK(vs_train_save(t, R->save, NULL, 0, 0));
@@ -103,6 +111,7 @@ static void go(run* R)
     VT_CHECK(vs_launch(n, rank_fn, R) == VS_OK, "launch: %s", vs_last_error());
     VT_CHECK(R->zero3_bad == 0, "%d ranks' DDP not ZeRO-3 with reshard_after_forward %d", R->zero3_bad,
              R->plan.reshard_after_forward);
+    VT_CHECK(R->stats_bad == 0, "%d calls' stats: gathers or t_gather wrong", R->stats_bad);
     VT_CHECK(R->eval_bad == 0, "%d evaluations differ from their step's loss", R->eval_bad);
 }
 
@@ -268,13 +277,16 @@ int main(void)
     /* recompute every layer: a recomputed forward keeps its groups for the
        backward (reshard_after_forward 1: gathered again for the recompute) */
     vt_begin("train_zero3/recompute");
-    for (int raf = 1; raf >= 0; raf--) {
-        run* z3 = mk(2, 2, 0, 1, VS_PIPE_1F1B, 4, VS_ZERO_3, raf);
-        snprintf(z3->plan.recompute, sizeof z3->plan.recompute, "*");
-        go(z3);
-        compare(z3, ref, 0, 0, raf ? "recompute, reshard_after_forward 1" : "recompute, reshard_after_forward 0");
-        free(z3);
-    }
+    for (int raf = 1; raf >= 0; raf--)
+        for (int pp = 1; pp <= 2; pp++) {
+            run* z3 = mk(pp, 2, 0, 1, VS_PIPE_1F1B, pp > 1 ? 4 : 2, VS_ZERO_3, raf);
+            snprintf(z3->plan.recompute, sizeof z3->plan.recompute, "*");
+            go(z3);
+            char what[96];
+            snprintf(what, sizeof what, "PP%d x DP2 recompute, reshard_after_forward %d", pp, raf);
+            compare(z3, ref, 0, 0, what);
+            free(z3);
+        }
     vt_end("train_zero3/recompute");
 
     /* accumulation over 2 calls (ZeRO-3 reduce-scatters every call into the owned ranges) */
