@@ -318,6 +318,19 @@ int main(void)
     rest->steps = STEPS - 3, rest->load = path;
     go(rest);
     compare(rest, whole, 3, 1, "ZeRO-3 DP4 resumed after 3 steps vs uninterrupted");
+    /* the same file on other meshes and stages: HSDP ZeRO-3 with PP, ZeRO-1 on DP2 x TP2 (1e-6 of one rank) */
+    static const int other[][5] = {{2, 4, 2, 1, 3}, {1, 2, 0, 2, 1}};
+    for (int i = 0; i < 2; i++) {
+        run* o = mk(other[i][0], other[i][1], other[i][2], other[i][3], VS_PIPE_1F1B, 4 / (other[i][0] > 1 ? 1 : other[i][1]),
+                    (vs_zero_stage)other[i][4], 1);
+        o->steps = STEPS - 3, o->load = path;
+        go(o);
+        char what[96];
+        snprintf(what, sizeof what, "resumed on PP%d x DP%d (dp_shard %d) x TP%d, ZeRO-%d", other[i][0], other[i][1],
+                 other[i][2], other[i][3], other[i][4]);
+        compare(o, ref, 3, 0, what);
+        free(o);
+    }
     free(whole), free(first), free(rest);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     VT_CHECK(system(cmd) == 0, "rm");
