@@ -4179,15 +4179,11 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
     return VS_OK;
 }
 
-/* ZeRO-3: the pipeline's unit hook. Before a part of layer l its ready groups
-   are gathered (its own and, for a parameter it shares, the first user's on
-   this stage) and the layer's views bound; after it they are released (kept
-   by the DDP until the backward with reshard_after_forward 0) and the views
-   cleared, but after a recomputed forward they stay gathered for the backward
-   that follows at once (its gather is then no traffic, its release gives them
-   back). After the layer's last backward part of the step (grads_final) its
-   parameters used by it alone are marked ready (reduce-scattered); shared ones
-   wait for on_step. */
+/* ZeRO-3's unit hook: before a part of layer l, its groups gathered (a shared
+   parameter's is its first user's) and its views bound; after it, released
+   and the views cleared. A recomputed forward keeps them for the backward
+   right after. After the layer's last backward part (grads_final), the
+   parameters it alone uses are marked ready; shared ones wait for on_step. */
 _VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event* e);
 _VS_HL_PRIVATE vs_result _vs_hl_on_unit(void* user, const vs_pipe_hook_event* e)
 {
@@ -5076,11 +5072,11 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
         dst = src;
         dst.layout.p[t->tpdim] = vs_replicate();
         if (q->group) r = vs_ddp_gather(t->ddp, q->group); // (ZeRO-3: collective over this stage's DP shard group)
+        const int held = q->group && !r;
         src.data = r ? NULL : vs_ddp_param(t->ddp, q->ddp);
         dst.data = out;
-        if (!r && !src.data) r = VS_ERR_STATE;
-        else if (r) {
-        } else if (t->tpm) { // gather along TP only: the other stages are not in this call
+        if (!r && !src.data) r = VS_ERR_STATE; // (vs_ddp_param said why)
+        if (!r && t->tpm) { // gather along TP only: the other stages are not in this call
             src.layout.mesh = dst.layout.mesh = t->tpm;
             src.layout.p[0] = q->tp;
             dst.layout.p[0] = vs_replicate();
@@ -5088,13 +5084,13 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
             r = vs_redistribute(&src, &dst); // (device: on the TP communicator's stream, the compute stream)
         }
 #ifdef VESCALE_NCCL
-        else if (t->dev) {
+        else if (!r && t->dev) {
             cudaError_t e = cudaMemcpyAsync(out, src.data, nb, cudaMemcpyDeviceToDevice, (cudaStream_t)t->stream);
             if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "copying the shard");
         }
 #endif
-        else memcpy(out, src.data, nb);
-        if (q->group) { // (device: the copy above is in stream order before the release's reuse)
+        else if (!r) memcpy(out, src.data, nb);
+        if (held) { // (device: the copy above is in stream order before the release's reuse)
             vs_result rr = vs_ddp_release(t->ddp, q->group);
             if (!r) r = rr;
         }
