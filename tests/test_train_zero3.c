@@ -14,7 +14,11 @@
      accumulation over calls, vs_train_eval (bit for bit the step's loss),
      save after 3 steps and resume on a fresh state;
    - refusals: dp_shard not dividing dp, ZeRO-3 with trainer-owned storage,
-     vs_train_reconfigure of a ZeRO-3 or HSDP state. */
+     vs_train_reconfigure of a ZeRO-3 or HSDP state. A parameter group held
+     past its backward (a recompute's gather not given back) cannot happen
+     here: the hooks release after every part, and the "sharded at rest" check
+     below sees no group gathered after the last step (vs_ddp_step itself
+     refuses a held group, tests/test_ddp_zero3.c). */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale.h"
 #include "vs_test.h"
@@ -223,14 +227,15 @@ static int refuse_storage_rank(vs_world* w, void* arg)
     return 0;
 }
 
-/* vs_train_reconfigure of a ZeRO-3 state: refused, naming the way through a
-   checkpoint; the state stays usable. */
+/* vs_train_reconfigure of a ZeRO-3 state, or of an HSDP one (its mesh has
+   DPR and DPS, a (PP, DP, TP) mesh would lose one): refused, naming the way
+   through a checkpoint; the state stays usable. */
 static int refuse_reconfig_rank(vs_world* w, void* arg)
 {
-    (void)arg;
+    int hsdp = *(int*)arg;
     vs_plan plan;
     memset(&plan, 0, sizeof plan);
-    plan.dp = 2, plan.zero = VS_ZERO_3;
+    plan.dp = 2, plan.zero = hsdp ? VS_ZERO_1 : VS_ZERO_3, plan.dp_shard = hsdp;
     vs_train_desc d;
     memset(&d, 0, sizeof d);
     d.model = &MODEL;
@@ -339,7 +344,7 @@ int main(void)
     vt_begin("train_zero3/refusals");
     VT_OK(vs_launch(1, refuse_rank, NULL));
     VT_OK(vs_launch(2, refuse_storage_rank, NULL));
-    VT_OK(vs_launch(2, refuse_reconfig_rank, NULL));
+    for (int hsdp = 0; hsdp <= 1; hsdp++) VT_OK(vs_launch(2, refuse_reconfig_rank, &hsdp));
     vt_end("train_zero3/refusals");
     free(ref);
     return vt_summary();
