@@ -68,7 +68,8 @@ static int rank_fn(vs_world* w, void* arg)
     if (r) return 1;
     vs_ddp_desc dd;
     VT_OK(vs_ddp_query_desc(vs_train_ddp(t), &dd));
-    if (R->plan.zero == VS_ZERO_3 && (dd.zero != VS_ZERO_3 || dd.reshard_after_forward != R->plan.reshard_after_forward))
+    if (R->plan.zero == VS_ZERO_3 &&
+        (dd.zero != VS_ZERO_3 || dd.reshard_after_forward != R->plan.reshard_after_forward))
         __atomic_add_fetch(&R->zero3_bad, 1, __ATOMIC_SEQ_CST);
     if (R->load) VT_OK(vs_train_load(t, R->load, NULL, 0));
     int64_t s0 = vs_train_steps(t);
@@ -91,7 +92,9 @@ static int rank_fn(vs_world* w, void* arg)
         /* the stats' gathers: one rank, 6 layers with parameters, a gather each before every microbatch's
            forward and backward (the tied projection's at "loss" is the group of "in"), and before each recomputed
            forward; other meshes: some */
-        int64_t want = R->plan.zero != VS_ZERO_3 ? 0 : R->plan.pp < 2 && nacc == 1 ? (R->plan.recompute[0] ? 18 : 12) * R->plan.microbatches : -1;
+        int64_t want = R->plan.zero != VS_ZERO_3              ? 0
+                       : R->plan.pp < 2 && nacc == 1 ? (R->plan.recompute[0] ? 18 : 12) * R->plan.microbatches
+                                                     : -1;
         if ((want >= 0 ? st.gathers != want : st.gathers < 1) || st.t_gather < 0 || st.t_gather > st.t_compute ||
             (R->plan.zero != VS_ZERO_3 && st.t_gather != 0))
             __atomic_add_fetch(&R->stats_bad, 1, __ATOMIC_SEQ_CST);
@@ -104,7 +107,8 @@ static int rank_fn(vs_world* w, void* arg)
         if (vs_world_rank(w) == 0) memcpy(R->params[p], buf, sizeof(float) * (size_t)PSIZE[p]);
     }
     for (int i = 0; R->plan.zero == VS_ZERO_3 && i < vs_ddp_num_params(vs_train_ddp(t)); i++)
-        if (vs_ddp_param(vs_train_ddp(t), i)) __atomic_add_fetch(&R->zero3_bad, 1, __ATOMIC_SEQ_CST); // (sharded at rest)
+        if (vs_ddp_param(vs_train_ddp(t), i)) // (sharded at rest: nothing gathered between steps)
+            __atomic_add_fetch(&R->zero3_bad, 1, __ATOMIC_SEQ_CST);
     VT_OK(vs_train_free(t));
     return 0;
 }
@@ -165,8 +169,8 @@ static void case_mesh(const run* ref, int pp, int dp, int shard, int tp, vs_pipe
     char name[160];
     char dps[16] = "";
     if (shard) snprintf(dps, sizeof dps, "_DPS%d", shard);
-    snprintf(name, sizeof name, "train_zero3/PP%d_%s%d%s_TP%d_%s", pp, shard ? "DPR" : "DP", shard ? dp / shard : dp, dps,
-             tp, vs_pipe_kind_name(k));
+    snprintf(name, sizeof name, "train_zero3/PP%d_%s%d%s_TP%d_%s", pp, shard ? "DPR" : "DP", shard ? dp / shard : dp,
+             dps, tp, vs_pipe_kind_name(k));
     vt_begin(name);
     int mbs = pp > 1 ? 4 : 4 / dp; // (one rank's 4 microbatches: the same rows a microbatch)
     run* z1 = mk(pp, dp, shard, tp, k, mbs, VS_ZERO_1, 0);
@@ -326,8 +330,9 @@ int main(void)
     /* the same file on other meshes and stages: HSDP ZeRO-3 with PP, ZeRO-1 on DP2 x TP2 (1e-6 of one rank) */
     static const int other[][5] = {{2, 4, 2, 1, 3}, {1, 2, 0, 2, 1}};
     for (int i = 0; i < 2; i++) {
-        run* o = mk(other[i][0], other[i][1], other[i][2], other[i][3], VS_PIPE_1F1B, 4 / (other[i][0] > 1 ? 1 : other[i][1]),
-                    (vs_zero_stage)other[i][4], 1);
+        int mbs = other[i][0] > 1 ? 4 : 4 / other[i][1];
+        const int* m = other[i];
+        run* o = mk(m[0], m[1], m[2], m[3], VS_PIPE_1F1B, mbs, (vs_zero_stage)m[4], 1);
         o->steps = STEPS - 3, o->load = path;
         go(o);
         char what[96];
