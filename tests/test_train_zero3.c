@@ -11,8 +11,11 @@
      give other bucket edges, but each element is summed over the same ranks in
      the same order);
    - recompute (a recomputed forward keeps its groups for the backward),
-     accumulation over calls, vs_train_eval (bit for bit the step's loss),
-     save after 3 steps and resume on a fresh state;
+     accumulation over calls (an evaluation between them), vs_train_eval (bit
+     for bit the step's loss), vs_train_stats' gather counts, save after 3
+     steps and resume on a fresh state, on HSDP with PP, on ZeRO-1;
+   - HSDP against plain DP is compared within 1e-6 only: its reduction is
+     another (a reduce-scatter over DPS, then an all-reduce over DPR);
    - refusals: dp_shard not dividing dp, ZeRO-3 with trainer-owned storage,
      vs_train_reconfigure of a ZeRO-3 or HSDP state. A parameter group held
      past its backward (a recompute's gather not given back) cannot happen
