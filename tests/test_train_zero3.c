@@ -71,8 +71,9 @@ static int rank_fn(vs_world* w, void* arg)
     if (r) return 1;
     vs_ddp_desc dd;
     VT_OK(vs_ddp_query_desc(vs_train_ddp(t), &dd));
+    int pf = R->plan.prefetch_set ? R->plan.prefetch : 1;
     if (R->plan.zero == VS_ZERO_3 &&
-        (dd.zero != VS_ZERO_3 || dd.reshard_after_forward != R->plan.reshard_after_forward))
+        (dd.zero != VS_ZERO_3 || dd.reshard_after_forward != R->plan.reshard_after_forward || dd.prefetch != pf))
         __atomic_add_fetch(&R->zero3_bad, 1, __ATOMIC_SEQ_CST);
     if (R->load) VT_OK(vs_train_load(t, R->load, NULL, 0));
     int64_t s0 = vs_train_steps(t);
@@ -292,6 +293,22 @@ int main(void)
     for (int k = 0; k < 6; k++) case_mesh(ref, 2, 2, 0, 2, kinds[k]); // PP2 x DPS2 x TP2
     case_mesh(ref, 2, 4, 2, 1, VS_PIPE_1F1B); // PP2 x DPR2 x DPS2
     case_mesh(ref, 2, 4, 2, 1, VS_PIPE_ZBV);
+
+    /* the plan's prefetch reaches the DDP (0: none, 2: two groups ahead); the same bits as ZeRO-1 */
+    vt_begin("train_zero3/prefetch");
+    run* z1 = mk(2, 2, 0, 2, VS_PIPE_1F1B, 4, VS_ZERO_1, 0);
+    go(z1);
+    for (int pf = 0; pf <= 2; pf += 2) {
+        run* z3 = mk(2, 2, 0, 2, VS_PIPE_1F1B, 4, VS_ZERO_3, 1);
+        z3->plan.prefetch = pf, z3->plan.prefetch_set = 1;
+        go(z3);
+        char what[64];
+        snprintf(what, sizeof what, "PP2 x DP2 x TP2 prefetch %d vs ZeRO-1", pf);
+        compare(z3, z1, 0, 1, what);
+        free(z3);
+    }
+    free(z1);
+    vt_end("train_zero3/prefetch");
 
     /* recompute every layer: a recomputed forward keeps its groups for the
        backward (reshard_after_forward 1: gathered again for the recompute) */
