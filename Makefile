@@ -331,11 +331,13 @@ $(B)/vescale-lighthouse: tools/vescale-lighthouse.c $(HEADERS) | $(B)
 # The main job: the GPT example (examples/train_gpt.c) trained on 8 thread ranks as
 # PP2 x DP2 x TP2 beside one rank, after the planner's explanation of the plan it
 # runs (a profile of this machine, then vs_plan_explain_for); saved, then resumed on DP4 x TP2
-# with sequence parallelism beside one rank.
+# with sequence parallelism beside one rank; then HSDP (ZeRO-3 over DPS2, replicated
+# over DPR2, x TP2) beside one rank.
 run: $(B)/train_gpt
 	rm -rf $(B)/run_ckpt
 	./$(B)/train_gpt --mesh 2x2x2 --explain --steps 20 --save $(B)/run_ckpt/step-000020
 	./$(B)/train_gpt --mesh 1x4x2 --sp --steps 10 --resume auto --ckpt-dir $(B)/run_ckpt
+	./$(B)/train_gpt --mesh 1x4x2 --zero 3 --dp-shard 2 --steps 5
 
 # The same GPT on the GPUs (examples/train_gpt.c --device cuda): built with nvcc
 # against CUDA and NCCL (as make test-gpu builds), run on every visible GPU (NCCL,

@@ -108,8 +108,9 @@
      plan that runs compares when the caller fixed some of it
    - ZeRO-3 (plan.zero 3) and HSDP (plan.dp_shard: shards within a host,
      replicas across) are planned: ZeRO-3 weighed under a memory limit, HSDP
-     given the hosts (vs_constraints.node_ranks, inter_bw_bytes_s);
-     vs_parallelize refuses them until the DDP side is wired
+     given the hosts (vs_constraints.node_ranks, inter_bw_bytes_s); and
+     vs_parallelize builds them (a ready group a layer, gathered and released
+     by the pipeline's unit hooks in every schedule: at vs_parallelize)
 
    The batch and the loss. The global batch holds the model's data inputs with
    the rows first; each DP rank takes its rows, each microbatch its part. The
@@ -716,9 +717,18 @@ typedef struct vs_train vs_train;
 VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* out);
 /* Collective over the world: makes the (PP, DP, TP) mesh, allocates and
    initializes only this rank's shards (sharding-invariant init: the same values
-   as one device), and wires DDP / ZeRO, the pipeline engine and TP. A plan with
-   zero 3 or HSDP (dp_shard) is VS_ERR_UNSUPPORTED for now: the planner weighs
-   them, the DDP wiring is to come (issue 34). */
+   as one device), and wires DDP / ZeRO, the pipeline engine and TP.
+   - zero 3 (ZeRO-3): a ready group a layer (a parameter goes with the first
+     layer on its stage that uses it); the pipeline's unit hooks gather a
+     layer's groups before each of its parts (forward, backward, W), release
+     them after (reshard_after_forward 1 frees, 0 keeps until the backward),
+     and mark its gradients ready after its last backward part; a recomputed
+     forward keeps its groups gathered for the backward that follows. The
+     DDP prefetches in the order of the first step. desc.storage is refused
+     (ZeRO-3 keeps the owned shards itself).
+   - dp_shard S (HSDP, 1 < S < dp): the mesh is PP x DPR x DPS x TP, DPS = S,
+     DPR = dp / S; the DDP shards over DPS and replicates over DPR.
+   vs_train_reconfigure refuses both (go through a checkpoint). */
 VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out);
 /* One training step on a global batch (at least one row per DP rank and
    microbatch; each input named once, a known dtype, its bytes within a
@@ -749,6 +759,11 @@ typedef struct vs_train_stats {
     double t_optim;      // the optimizer step (ZeRO: and starting the parameter all-gather)
     double t_total;      // the whole call
     size_t act_peak;     // activation memory at its peak in this call's pipeline run, bytes (vs_pipe_last_memory)
+    /* ZeRO-3: the unit hooks' host time within t_compute (gathers, the waits
+       for them, releases, gradients marked ready: reduce-scatters started),
+       and the gathers asked for (a held or kept group's too); 0 otherwise */
+    double t_gather;
+    int64_t gathers;
 } vs_train_stats;
 /* vs_train_step, and what it did into *stats (may be NULL). With VESCALE_LOG=info
    (or a logger at info) world rank 0 logs one progress line per step:
@@ -757,7 +772,8 @@ VS_API vs_result vs_train_step_ex(vs_train* t, const vs_batch* batch, vs_train_s
 /* Evaluation: the global mean loss of `batch` (as vs_train_step checks and
    splits it, and averages its loss), forward only, on any mesh and schedule
    (the training schedule's forwards: vs_pipe_sched_forward). No gradient, no
-   optimizer, no hook: parameters, optimizer state and counts are untouched,
+   optimizer, no hook (ZeRO-3: the gathers and releases around each layer's
+   forward only): parameters, optimizer state and counts are untouched,
    also between the calls of an accumulating step. Each microbatch's
    activations go as soon as the next stage has them. Collective. On GPUs the
    batch has the training batch's shape (unless desc.variable_shapes); one host
@@ -1307,8 +1323,6 @@ _VS_HL_PRIVATE vs_result _vs_hl_placement_text(const char* t, vs_placement* out)
 }
 
 _VS_HL_PRIVATE int _vs_hl_sz(int v) { return v > 0 ? v : 1; }
-/* vescale_ddp.h's VS_ZERO_3 (issue 34), named here until that header has it. */
-#define _VS_HL_ZERO_3 ((vs_zero_stage)3)
 #define _VS_HL_MAX_PREFETCH 1024
 /* A plan's ZeRO-3 settings as they resolve (0 and not _set: 1). */
 _VS_HL_PRIVATE int _vs_hl_reshard(const vs_plan* p)
@@ -1390,7 +1404,7 @@ _VS_HL_PRIVATE vs_result _vs_plan_fields(const vs_plan* p, const char* fn)
         return vs_set_error(VS_ERR_INVALID, "%s: microbatches %d (0..%d; 0: pp)", fn, p->microbatches, VS_PIPE_MAX_MBS);
     if ((int)p->schedule < 0 || (int)p->schedule >= VS_PIPE_KIND_COUNT)
         return vs_set_error(VS_ERR_INVALID, "%s: schedule %d is not a vs_pipe_kind", fn, (int)p->schedule);
-    if ((int)p->zero < 0 || p->zero > _VS_HL_ZERO_3) return vs_set_error(VS_ERR_INVALID, "%s: zero %d (0..3)", fn, (int)p->zero);
+    if ((int)p->zero < 0 || p->zero > VS_ZERO_3) return vs_set_error(VS_ERR_INVALID, "%s: zero %d (0..3)", fn, (int)p->zero);
     if (p->dp_shard < 0 || (p->dp_shard > 0 && _vs_hl_sz(p->dp) % p->dp_shard))
         return vs_set_error(VS_ERR_INVALID, "%s: dp_shard %d does not divide DP=%d (HSDP: the shard group's size, a divisor "
                             "of dp; 0: no HSDP)", fn, p->dp_shard, _vs_hl_sz(p->dp));
@@ -1847,7 +1861,7 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
     r.chunks = _vs_hl_chunks(p);
     r.microbatches = _vs_hl_mbs(p);
     r.split = _vs_hl_split(p);
-    if (p->zero == _VS_HL_ZERO_3) {
+    if (p->zero == VS_ZERO_3) {
         r.reshard_after_forward = _vs_hl_reshard(p), r.prefetch = _vs_hl_prefetch(p);
         r.reshard_after_forward_set = r.prefetch_set = 1;
     }
@@ -2097,7 +2111,7 @@ _VS_HL_PRIVATE const char* _vs_gp_fmt_bytes(double x, char* b, size_t n)
    reshard_after_forward 0: "kept gathered"; a prefetch other than 1 named. */
 _VS_HL_PRIVATE const char* _vs_gp_fmt_plan(const vs_plan* p, char* b, size_t n)
 {
-    int V = _vs_hl_chunks(p), M = _vs_hl_mbs(p), tp = _vs_hl_sz(p->tp), S = _vs_hl_shard(p), z3 = p->zero == _VS_HL_ZERO_3;
+    int V = _vs_hl_chunks(p), M = _vs_hl_mbs(p), tp = _vs_hl_sz(p->tp), S = _vs_hl_shard(p), z3 = p->zero == VS_ZERO_3;
     char h[48] = "", k[48] = "";
     if (S) snprintf(h, sizeof h, " HSDP DPR%d x DPS%d", _vs_hl_sz(p->dp) / S, S);
     if (z3 && !_vs_hl_reshard(p)) snprintf(k, sizeof k, ", kept gathered");
@@ -2906,7 +2920,7 @@ _VS_HL_PRIVATE int _vs_gp_same_plan(const vs_plan* e, const vs_plan* p)
            (x.sequence_parallel && x.tp > 1) == (p->sequence_parallel && p->tp > 1) &&
            (x.split != VS_PIPE_SPLIT_MANUAL || !strncmp(x.split_points, p->split_points, sizeof x.split_points)) &&
            !strncmp(x.recompute, p->recompute, sizeof x.recompute) && _vs_hl_shard(&x) == _vs_hl_shard(p) &&
-           (x.zero != _VS_HL_ZERO_3 || (x.reshard_after_forward == p->reshard_after_forward && x.prefetch == p->prefetch));
+           (x.zero != VS_ZERO_3 || (x.reshard_after_forward == p->reshard_after_forward && x.prefetch == p->prefetch));
 }
 
 /* The estimate of plan want (resolved) in est, or NULL. */
@@ -2930,7 +2944,7 @@ _VS_HL_PRIVATE void _vs_gp_explain_dp(const vs_plan_estimate* best, const vs_pla
         return;
     }
     const int S = _vs_hl_shard(&q);
-    if (q.zero == _VS_HL_ZERO_3) {
+    if (q.zero == VS_ZERO_3) {
         const vs_plan_estimate* z[2];
         for (int k = 0; k < 2; k++) {
             vs_plan o = q;
@@ -3056,7 +3070,7 @@ _VS_HL_PRIVATE int _vs_gp_explain(const vs_plan* run, const vs_plan_estimate* es
         else
             _vs_gp_cat(buf, cap, &len, "  it recomputes every layer's activations (vs_constraints.recompute)\n");
     }
-    if (best && (best->plan.zero == _VS_HL_ZERO_3 || _vs_hl_shard(&best->plan)))
+    if (best && (best->plan.zero == VS_ZERO_3 || _vs_hl_shard(&best->plan)))
         _vs_gp_explain_dp(best, est, n, buf, cap, &len);
     if (!best) {
         _vs_gp_cat(buf, cap, &len, "no configuration is feasible\n");
@@ -3827,6 +3841,7 @@ typedef struct _vs_hl_param {
     int chunk_a, chunk_b;       // tied: a chunk on each of the two stages (the lowest overall, the highest)
     int users;                  // layers that use it (2+: tied)
     int first_here;             // the first layer on this stage that uses it, or -1
+    int group;                  // ZeRO-3: its ready group, first_here + 1 (0: not on this stage, or not ZeRO-3)
     void* rscratch;             // device, tied across stages: the other stage's part lands here (on_step)
     void* scratch;              // a later user on this stage adds here (the gradient's dtype), summed once in on_step, so the
                                 // bits equal the two stages' sum when PP puts the users apart
@@ -3851,9 +3866,10 @@ struct vs_train {
     vs_plan plan;
     vs_mesh* mesh;
     vs_mesh* tpm;  // TP submesh (NULL: TP = 1)
-    vs_mesh* dpm;  // DP submesh (NULL: DP = 1)
+    vs_mesh* dpm;  // DP submesh (NULL: DP = 1); HSDP: over DPR and DPS
     vs_mesh* ppm;  // PP submesh (NULL: PP = 1)
     int pp, dp, tp, stage, dp_rank, M;
+    int tpdim; // the TP dim's index in the mesh: 2, or 3 with HSDP (PP, DPR, DPS, TP)
     vs_pipe_unit* units;
     _vs_hl_layer* lay;
     vs_pipe_plan pplan;
@@ -3875,6 +3891,8 @@ struct vs_train {
     double grad_norm; // the last step's global gradient norm (NaN before the first)
     int64_t init_peak, model_bytes;
     vs_result hook_err;
+    double z3_time;     // ZeRO-3: the unit hooks' time in the current call (vs_train_stats.t_gather)
+    int64_t z3_gathers; // and their gathers
     /* NCCL: parameters, gradients and activations are device memory, the layers
        run on `stream`; the loss's microbatch mean is taken on the device
        (dloss) and travels with the gradient norm's all-reduce and read
@@ -4123,7 +4141,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_bwd_weight(vs_pipe_call* c)
 _VS_HL_PRIVATE vs_result _vs_hl_on_sync(void* user, int chunk)
 {
     vs_train* t = (vs_train*)user;
-    for (int i = 0; i < t->np; i++) {
+    for (int i = 0; i < t->np && t->zero != VS_ZERO_3; i++) { // (ZeRO-3: marked by the unit hook, below)
         const _vs_hl_param* q = &t->prm[i];
         if (q->ddp < 0 || q->users > 1 || q->chunk_lo != chunk) continue;
         _VS_TRY(vs_ddp_grad_ready(t->ddp, q->ddp));
@@ -4149,7 +4167,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
         }
         /* accumulating: the stages' parts summed once, at the end (ZeRO-2 reduces
            every call's gradients on their own: summed every call) */
-        int last = t->acc_n + 1 >= t->desc.accumulate || t->zero == VS_ZERO_2;
+        int last = t->acc_n + 1 >= t->desc.accumulate || t->zero >= VS_ZERO_2;
 #ifdef VESCALE_NCCL
         if (q->tied_remote && t->dev && last)
             _VS_TRY(_vs_hl_tie_device(t, q, g, gdt));
@@ -4157,6 +4175,46 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
 #endif
         if (q->tied_remote && last) _VS_TRY(vs_pipe_tie_grads(t->pipe, q->chunk_a, q->chunk_b, g, (size_t)q->lnumel, gdt));
         _VS_TRY(vs_ddp_grad_ready(t->ddp, q->ddp));
+    }
+    return VS_OK;
+}
+
+/* ZeRO-3's unit hook: before a part of layer l, its groups gathered (a shared
+   parameter's is its first user's) and its views bound; after it, released
+   and the views cleared. A recomputed forward keeps them for the backward
+   right after. After the layer's last backward part (grads_final), the
+   parameters it alone uses are marked ready; shared ones wait for on_step. */
+_VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event* e);
+_VS_HL_PRIVATE vs_result _vs_hl_on_unit(void* user, const vs_pipe_hook_event* e)
+{
+    vs_train* t = (vs_train*)user;
+    double t0 = _vs_now();
+    vs_result r = _vs_hl_on_unit_do(t, e);
+    t->z3_time += _vs_now() - t0;
+    return r;
+}
+_VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event* e)
+{
+    const int l = e->unit, np = t->model->layers[l].nparams;
+    const int before = e->point == VS_PIPE_HOOK_FORWARD_BEFORE || e->point == VS_PIPE_HOOK_BACKWARD_BEFORE ||
+                       e->point == VS_PIPE_HOOK_WEIGHT_BEFORE;
+    if (!before && e->point == VS_PIPE_HOOK_FORWARD_AFTER && e->recompute && !e->forward_only) return VS_OK;
+    vs_ddp* d = t->ddp;
+    for (int i = 0; i < np && !before && e->grads_final; i++) {
+        const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
+        if (q->ddp >= 0 && q->users == 1) _VS_TRY(vs_ddp_grad_ready(d, q->ddp));
+    }
+    for (int i = 0; i < np; i++) {
+        const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
+        int seen = q->ddp < 0;
+        for (int j = 0; j < i && !seen; j++) seen = t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + j]].group == q->group;
+        if (!seen) _VS_TRY(before ? vs_ddp_gather(d, q->group) : vs_ddp_release(d, q->group));
+        t->z3_gathers += !seen && before;
+    }
+    for (int i = 0; i < np; i++) {
+        const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
+        t->lay[l].ctx.param[i] = q->ddp < 0 || !before ? NULL : vs_ddp_param(d, q->ddp);
+        if (before && q->ddp >= 0 && !t->lay[l].ctx.param[i]) return VS_ERR_STATE; // (vs_ddp_param said why)
     }
     return VS_OK;
 }
@@ -4300,16 +4358,20 @@ _VS_HL_PRIVATE vs_result _vs_hl_open_mesh(vs_train* t, vs_mesh* mesh, const char
     vs_result r = VS_OK;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
-    md.shape[0] = t->pp, md.shape[1] = t->dp, md.shape[2] = t->tp;
-    md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
+    const int S = _vs_hl_shard(&t->plan); // HSDP: PP x DPR x DPS x TP (the DDP finds DPR and DPS by name)
+    md.shape[0] = t->pp, md.shape[1] = S ? t->dp / S : t->dp, md.shape[2] = S ? S : t->tp, md.shape[3] = t->tp;
+    md.dim_names[0] = "PP", md.dim_names[1] = S ? "DPR" : "DP", md.dim_names[2] = S ? "DPS" : "TP";
+    md.dim_names[3] = S ? "TP" : NULL;
+    if (!S) md.shape[3] = 0;
+    t->tpdim = S ? 3 : 2;
     if (mesh) t->mesh = mesh; // (checked by vs_train_reconfigure)
     else r = vs_mesh_init(t->w, &md, &t->mesh);
     if (!r && t->tp > 1) r = vs_mesh_submesh(t->mesh, "TP", &t->tpm);
-    if (!r && t->dp > 1) r = vs_mesh_submesh(t->mesh, "DP", &t->dpm);
+    if (!r && t->dp > 1) r = vs_mesh_submesh(t->mesh, S ? "DPR,DPS" : "DP", &t->dpm); // (rank: DPR * DPS-size + DPS)
     if (!r && t->pp > 1) r = vs_mesh_submesh(t->mesh, "PP", &t->ppm);
     if (!r) {
         t->stage = vs_mesh_coord_along(t->mesh, "PP");
-        t->dp_rank = vs_mesh_coord_along(t->mesh, "DP");
+        t->dp_rank = t->dpm ? vs_mesh_rank(t->dpm) : 0;
     }
 #ifdef VESCALE_NCCL
     t->dev = !r && vs_comm_device(vs_world_comm(t->w)) == 1;
@@ -4414,7 +4476,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_index_params(vs_train* t)
             if (k > q->chunk_b) q->chunk_b = k;
             q->users++;
             if (st == t->stage) {
-                if (q->first_here < 0) q->first_here = l;
+                if (q->first_here < 0) q->first_here = l, q->group = t->plan.zero == VS_ZERO_3 ? l + 1 : 0;
                 if (q->chunk_lo < 0 || k < q->chunk_lo) q->chunk_lo = k;
                 if (k > q->chunk_hi) q->chunk_hi = k;
             }
@@ -4439,6 +4501,10 @@ _VS_HL_PRIVATE vs_result _vs_hl_open_ddp(vs_train* t)
     dd.zero2_buffers = t->model->nlayers * VS_LAYER_MAX_PARAMS;
     dd.stream = t->stream; // (NULL on the host transports)
     dd.grad_fp32 = t->desc.grad_fp32;
+    if (t->zero == VS_ZERO_3) { // (HSDP: the mesh's DPR and DPS dims, found by name)
+        dd.reshard_after_forward = _vs_hl_reshard(&t->plan), dd.prefetch = _vs_hl_prefetch(&t->plan);
+        dd.reshard_after_forward_set = dd.prefetch_set = 1;
+    }
     vs_result r = vs_ddp_init(&dd, &t->ddp);
     if (!r) t->ddp->owner = _VS_HL_OWNER; // (vs_ddp_free(vs_train_ddp(t)) would leave t dangling)
     return r;
@@ -4460,10 +4526,11 @@ _VS_HL_PRIVATE vs_result _vs_hl_add_param(vs_train* t, _vs_hl_param* q, int noin
     pdsc.dtype = pdt;
     pdsc.ndim = q->d->ndim;
     for (int e = 0; e < q->d->ndim; e++) pdsc.shape[e] = q->d->shape[e];
-    pdsc.placements[2] = q->tp;
+    pdsc.placements[t->tpdim] = q->tp;
+    pdsc.ready_group = q->group;
     /* sequence parallelism: a TP-replicated parameter's gradient comes from
        this rank's rows only, a partial sum over TP that DDP completes */
-    if (t->lay[0].ctx.sp && q->tp.kind == VS_PLACE_REPLICATE) pdsc.placements[2] = vs_partial(VS_OP_SUM);
+    if (t->lay[0].ctx.sp && q->tp.kind == VS_PLACE_REPLICATE) pdsc.placements[t->tpdim] = vs_partial(VS_OP_SUM);
     pdsc.no_decay = q->d->no_decay;
     // the copy on the later stage is left out of the clip norm (counted once)
     pdsc.tied_copy = q->tied_remote && t->pplan.chunk_stage[q->chunk_b] == t->stage &&
@@ -4471,7 +4538,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_add_param(vs_train* t, _vs_hl_param* q, int noin
     vs_dtensor dt;
     memset(&dt, 0, sizeof dt);
     dt.layout.mesh = t->mesh;
-    dt.layout.p[2] = q->tp;
+    dt.layout.p[t->tpdim] = q->tp;
     dt.dtype = pdt; // (drawn in f32 and rounded: vs_init_fill)
     dt.ndim = q->d->ndim;
     for (int e = 0; e < q->d->ndim; e++) dt.shape[e] = q->d->shape[e];
@@ -4573,6 +4640,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_open_pipe(vs_train* t)
     pd.on_sync = _vs_hl_on_sync;
     pd.on_step = _vs_hl_on_step;
     pd.hook_user = t;
+    if (t->zero == VS_ZERO_3) pd.on_unit = _vs_hl_on_unit, pd.unit_user = t;
     pd.stream = t->stream; // (NULL on the host transports)
     pd.fixed_shapes = t->dev && !t->desc.variable_shapes;
     pd.defer_loss = t->dev; // (the loss is read with the norm: one host wait a step)
@@ -4589,10 +4657,13 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
     *out = NULL;
     if (!w || !d || !d->plan) return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !w ? "world" : !d ? "desc" : "desc.plan");
     _VS_TRY(vs_plan_check(d->plan, d->model));
-    if (d->plan->zero == _VS_HL_ZERO_3 || _vs_hl_shard(d->plan)) // (issue 34: the planner knows them, the DDP wiring is to come)
-        return vs_set_error(VS_ERR_UNSUPPORTED, "%s: plan zero %d, dp_shard %d: ZeRO-3 and HSDP are planned (vs_plan, "
-                            "vs_generate_plan) but vs_parallelize does not build them yet", fn, (int)d->plan->zero,
-                            d->plan->dp_shard);
+    if (d->plan->zero == VS_ZERO_3 && d->storage)
+        return vs_set_error(VS_ERR_UNSUPPORTED, "%s: plan zero 3 with desc.storage: ZeRO-3 keeps only the owned shard "
+                            "of each parameter, in its own memory (use zero 1 or 2 with trainer-owned storage)", fn);
+    if (mesh && (d->plan->zero == VS_ZERO_3 || _vs_hl_shard(d->plan)))
+        return vs_set_error(VS_ERR_UNSUPPORTED, "%s: plan zero %d, dp_shard %d: ZeRO-3 and HSDP states are not moved "
+                            "in memory; save (vs_train_save), vs_parallelize the new mesh and vs_train_load", fn,
+                            (int)d->plan->zero, d->plan->dp_shard);
     vs_train_desc rd; // resolved
     memset(&rd, 0, sizeof rd);
     _VS_TRY(_vs_hl_resolve(d, &rd, fn));
@@ -4677,15 +4748,16 @@ VS_API vs_result vs_train_step_ex(vs_train* t, const vs_batch* batch, vs_train_s
 }
 
 /* The layers' parameter pointers, current (after a ZeRO step: its all-gather
-   completed), and their gradients asked for again when a backward needs them. */
+   completed; ZeRO-3: bound by the unit hook around each part, NULL here), and
+   their gradients asked for again when a backward needs them. */
 _VS_HL_PRIVATE vs_result _vs_hl_bind(vs_train* t)
 {
     for (int l = 0; l < t->model->nlayers; l++)
         for (int i = 0; i < t->model->layers[l].nparams; i++) {
             const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
-            t->lay[l].ctx.param[i] = q->ddp < 0 ? NULL : vs_ddp_param(t->ddp, q->ddp);
+            t->lay[l].ctx.param[i] = q->ddp < 0 || t->zero == VS_ZERO_3 ? NULL : vs_ddp_param(t->ddp, q->ddp);
             t->lay[l].ctx.grad[i] = NULL;
-            if (q->ddp >= 0 && !t->lay[l].ctx.param[i]) return VS_ERR_STATE;
+            if (q->ddp >= 0 && t->zero != VS_ZERO_3 && !t->lay[l].ctx.param[i]) return VS_ERR_STATE;
         }
     return VS_OK;
 }
@@ -4827,12 +4899,14 @@ _VS_HL_PRIVATE vs_result _vs_hl_step(vs_train* t, const vs_batch* batch, vs_trai
     st->loss_scale = t->scale;
     /* accumulating: every call seeds 1/nacc, so the calls' gradients add up to
        their mean; the calls before the last do not reduce (ZeRO-2 reduces each
-       into its owned range: it keeps no full gradients to add into) */
+       into its owned range: it keeps no full gradients to add into; ZeRO-3 too) */
     if (!r && (t->ls.enable || nacc > 1)) r = vs_pipe_set_loss_scale(t->pipe, t->scale / nacc);
-    if (!r && nacc > 1 && t->zero != VS_ZERO_2) r = vs_ddp_set_sync(t->ddp, last);
+    if (!r && nacc > 1 && t->zero < VS_ZERO_2) r = vs_ddp_set_sync(t->ddp, last);
     double tc = _vs_now();
+    t->z3_time = 0, t->z3_gathers = 0;
     if (!r) r = vs_pipe_run(t->pipe, t->sched, t->dev ? NULL : &l); // (hooks: gradient sync as chunks finish)
     st->t_compute = _vs_now() - tc;
+    st->t_gather = t->z3_time, st->gathers = t->z3_gathers;
     if (!r) vs_pipe_last_memory(t->pipe, &st->act_peak);
     tc = _vs_now();
     t->batch = NULL;
@@ -4991,28 +5065,35 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
         vs_dtensor src, dst;
         memset(&src, 0, sizeof src);
         src.layout.mesh = t->mesh;
-        src.layout.p[2] = q->tp;
+        src.layout.p[t->tpdim] = q->tp;
         src.dtype = pdt;
         src.ndim = q->d->ndim;
         for (int e = 0; e < q->d->ndim; e++) src.shape[e] = q->d->shape[e];
         dst = src;
-        dst.layout.p[2] = vs_replicate();
-        src.data = vs_ddp_param(t->ddp, q->ddp);
+        dst.layout.p[t->tpdim] = vs_replicate();
+        if (q->group) r = vs_ddp_gather(t->ddp, q->group); // (ZeRO-3: collective over this stage's DP shard group)
+        const int held = q->group && !r;
+        src.data = r ? NULL : vs_ddp_param(t->ddp, q->ddp);
         dst.data = out;
-        if (t->tpm) { // gather along TP only: the other stages are not in this call
+        if (!r && !src.data) r = VS_ERR_STATE; // (vs_ddp_param said why)
+        if (!r && t->tpm) { // gather along TP only: the other stages are not in this call
             src.layout.mesh = dst.layout.mesh = t->tpm;
             src.layout.p[0] = q->tp;
             dst.layout.p[0] = vs_replicate();
-            src.layout.p[2] = dst.layout.p[2] = vs_replicate();
+            src.layout.p[t->tpdim] = dst.layout.p[t->tpdim] = vs_replicate();
             r = vs_redistribute(&src, &dst); // (device: on the TP communicator's stream, the compute stream)
         }
 #ifdef VESCALE_NCCL
-        else if (t->dev) {
+        else if (!r && t->dev) {
             cudaError_t e = cudaMemcpyAsync(out, src.data, nb, cudaMemcpyDeviceToDevice, (cudaStream_t)t->stream);
             if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "copying the shard");
         }
 #endif
-        else memcpy(out, src.data, nb);
+        else if (!r) memcpy(out, src.data, nb);
+        if (held) { // (device: the copy above is in stream order before the release's reuse)
+            vs_result rr = vs_ddp_release(t->ddp, q->group);
+            if (!r) r = rr;
+        }
     }
     if (!r && t->pp > 1) {
         vs_mesh* ppm;
@@ -5210,6 +5291,11 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     memset(pos, 0, sizeof pos);
     vs_ckpt_entry* de = &e[nextra + has_skipped + has_scale];
     if (has_data) de->name = _VS_DATA_ENTRY, de->kind = VS_CKPT_BLOB, de->blob = pos, de->blob_bytes = sizeof pos;
+    if (t->zero == VS_ZERO_3) { // the next step's first groups, prefetched by the last step from the old shards, go
+        r = vs_ddp_synchronize(t->ddp);
+        if (!r) r = _vs_ddp_z3_step_begin(t->ddp);
+        if (r) return vs_set_error(r, "vs_train_load: %s", vs_last_error());
+    }
     r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", e, nextra + has_skipped + has_scale + has_data);
     if (r) {
         // a parameter the checkpoint lacks or holds with another shape: the model does not match

@@ -6,11 +6,16 @@
 
    Usage:
        train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K]
-                 [--zero Z] [--microbatches M] [--save DIR/NAME] [--resume DIR/NAME|auto]
+                 [--zero Z] [--dp-shard N] [--microbatches M] [--save DIR/NAME] [--resume DIR/NAME|auto]
                  [--ckpt-dir DIR] [--sp] [--recompute GLOBS] [--no-reference] [--explain]
                  [--device cpu|cuda] [--dtype f32|bf16] [--data GLOB [--shuffle SEED]]
                  [--tol REL] [--elastic [--kill R@S [--replace S2]]]
      --mesh 2x2x2       the plan's mesh (default 2x2x2: PP2 x DP2 x TP2)
+     --zero Z           0..3 (plan.zero; 3: ZeRO-3, parameters sharded at rest and
+                        gathered a layer at a time around its forward and backward)
+     --dp-shard N       HSDP (plan.dp_shard): DP is DPR x DPS with DPS = N (a
+                        divisor of DP): sharded within N ranks, replicated across
+                        DP / N; e.g. --mesh 1x4x2 --zero 3 --dp-shard 2
      --sp               sequence parallelism over TP (plan.sequence_parallel)
      --recompute GLOBS  recompute these layers' activations in the backward
                         (plan.recompute, e.g. "h.*": every block)
@@ -409,7 +414,8 @@ static int prof_rank(vs_world* w, void* arg)
 #endif
 
 static const char USAGE[] =
-    "usage: train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K] [--zero Z] [--microbatches M]\n"
+    "usage: train_gpt [--mesh PPxDPxTP | --world N --auto] [--steps S] [--schedule K] [--zero Z] [--dp-shard N]\n"
+    "                 [--microbatches M]\n"
     "                 [--save P] [--resume P|auto] [--ckpt-dir D] [--save-every N] [--sp] [--recompute GLOBS]\n"
     "                 [--no-reference] [--explain] [--device cpu|cuda] [--dtype f32|bf16] [--data GLOB [--shuffle SEED]]\n"
     "                 [--tol REL]\n"
@@ -432,7 +438,7 @@ int main(int argc, char** argv)
     p->pp = p->dp = p->tp = 2;
     p->schedule = VS_PIPE_1F1B;
     int steps = 20, world = 0, autoplan = 0, reference = 1, explain = 0, zero = 1, mbs = 0, every = 0, zero_given = 0;
-    int sp = 0, device = 0, mesh_given = 0, kill = 0;
+    int sp = 0, device = 0, mesh_given = 0, kill = 0, dp_shard = 0;
     double tol = 0; // --tol (0: the default of the run's kind)
     (void)mesh_given; // (a CUDA build's)
     const char *save = NULL, *resume = NULL, *ckdir = "build/ckpt";
@@ -448,6 +454,7 @@ int main(int argc, char** argv)
         else if (!strcmp(a, "--steps") && v) steps = atoi(argv[++i]);
         else if (!strcmp(a, "--schedule") && v && vs_pipe_kind_parse(v, &p->schedule) == VS_OK) i++;
         else if (!strcmp(a, "--zero") && v) zero = atoi(argv[++i]), zero_given = 1;
+        else if (!strcmp(a, "--dp-shard") && v && atoi(v) > 0) dp_shard = atoi(argv[++i]);
         else if (!strcmp(a, "--microbatches") && v) mbs = atoi(argv[++i]);
         else if (!strcmp(a, "--save") && v) save = argv[++i];
         else if (!strcmp(a, "--resume") && v) resume = argv[++i];
@@ -523,6 +530,7 @@ int main(int argc, char** argv)
     if (gpt_model(&CFG, &STORE, &MODEL) != VS_OK || gpt_model_dtype(&STORE, DTYPE) != VS_OK)
         return fprintf(stderr, "gpt_model: %s\n", vs_last_error()), 1;
     p->zero = (vs_zero_stage)zero;
+    p->dp_shard = dp_shard; // (vs_parallelize checks it divides DP)
     char latest[1024];
     if (resume && !strcmp(resume, "auto")) { // the newest complete checkpoint, whatever mesh saved it
         if (vs_ckpt_latest(ckdir, latest, sizeof latest) != VS_OK) {
@@ -569,6 +577,7 @@ int main(int argc, char** argv)
         if (autoplan) {
             *p = chosen;
             if (zero_given) p->zero = (vs_zero_stage)zero; // what the user fixed stays fixed
+            if (dp_shard) p->dp_shard = dp_shard;
         }
     }
     p->sequence_parallel = sp && p->tp > 1; // (the planner's choice keeps --microbatches: it was a constraint)
@@ -676,8 +685,12 @@ int main(int argc, char** argv)
     int lo = -1, hi = -1;
     for (int s = 0; s < MAXSTEPS; s++)
         if (par.have[s]) hi = s, lo = lo < 0 ? s : lo;
-    if (lo >= 0) printf("loss %.4f -> %.4f over steps %d..%d on PP%d x DP%d x TP%d%s", par.loss[lo], par.loss[hi], lo, hi,
-                        p->pp, p->dp, p->tp, reference ? (par.failed ? ": DIFFERS from one rank" : ": equals one rank within ") : "");
+    char dpt[48]; // HSDP: DPR x DPS
+    if (p->dp_shard > 0 && p->dp_shard < p->dp) snprintf(dpt, sizeof dpt, "DPR%d x DPS%d", p->dp / p->dp_shard, p->dp_shard);
+    else snprintf(dpt, sizeof dpt, "DP%d", p->dp);
+    if (lo >= 0) printf("loss %.4f -> %.4f over steps %d..%d on PP%d x %s x TP%d%s%s", par.loss[lo], par.loss[hi], lo, hi,
+                        p->pp, dpt, p->tp, p->zero == VS_ZERO_3 ? " (ZeRO-3)" : "",
+                        reference ? (par.failed ? ": DIFFERS from one rank" : ": equals one rank within ") : "");
     if (lo >= 0 && reference && !par.failed) { // (as 1e-5 or 2.5e-4: %e without its zeros)
         char tt[32], *e, *z;
         snprintf(tt, sizeof tt, "%.3e", par.tol);

@@ -201,6 +201,8 @@ fi
 # PP2 x DP2 x TP2 beside the host run, bf16 on the GPUs the program picks (no GPU needed) ---
 if has train_gpt_strict; then
     stage 1 "train_gpt --device cuda (strict stand-in)" bash -c '"$1" --device cuda --mesh 2x2x2 --steps 3 && "$1" --device cuda --dtype bf16 --steps 2 && echo "ok example/train_gpt --device cuda on 8 simulated GPUs (f32, bf16)"' _ "$B/train_gpt_strict"
+    # ZeRO-3 with HSDP on GPUs (DPR2 x DPS2 x TP2), and ZeRO-3 under ZB-V on PP2 x DP2 x TP2 (W gathers too)
+    stage 1 "train_gpt --device cuda --zero 3 (strict stand-in)" bash -c '"$1" --device cuda --mesh 1x4x2 --zero 3 --dp-shard 2 --steps 3 && "$1" --device cuda --mesh 2x2x2 --zero 3 --schedule zbv --steps 2 && echo "ok example/train_gpt --device cuda --zero 3: HSDP and ZB-V on 8 simulated GPUs"' _ "$B/train_gpt_strict"
     # --elastic on GPUs: rank 3 dies in step 2, the survivors shrink (ncclCommShrink) and move the state in device
     # memory, a replacement grows the mesh back at step 4; every loss equals the one-rank host run's
     stage 1 "train_gpt --device cuda --elastic (strict stand-in)" bash -c 'out=$("$1" --device cuda --mesh 1x4x2 --elastic --kill 3@2 --replace 4 --steps 6 2>&1) && echo "$out" | grep -q "world rank 3 failed; world rank 2 left with the DP replica" && echo "$out" | grep -q "world ranks 2 3 joined" && echo "$out" | grep -q "equals one rank within" && echo "ok example/train_gpt --device cuda --elastic: a GPU rank dies, shrink, grow back, equal to one rank" || { echo "$out"; echo "not ok example/train_gpt --device cuda --elastic"; }' _ "$B/train_gpt_strict"

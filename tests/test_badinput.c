@@ -3229,6 +3229,14 @@ static void sweep_generate(sw_ctx* x)
 #undef GEN
 }
 
+/* vs_train_desc.storage that must never be called (ZeRO-3 refuses it first). */
+static vs_result sw_storage_never(const char* name, vs_dtype dt, vs_dtype gdt, int64_t n, void** p, void** g, void* u)
+{
+    (void)name, (void)dt, (void)gdt, (void)n, (void)u;
+    *p = *g = NULL;
+    return vs_set_error(VS_ERR_STATE, "sw_storage_never: called");
+}
+
 static void sweep_train(sw_ctx* x)
 {
     const char* A = "train";
@@ -3264,9 +3272,14 @@ static void sweep_train(sw_ctx* x)
         d.model = NULL;
         R(PAR(), "model is NULL");
     }
-    if (E(A, "vs_parallelize", "zero 3 (planned, not built yet)", FX_W2)) {
-        p.zero = (vs_zero_stage)3;
-        R(PAR(), "zero 3");
+    if (E(A, "vs_parallelize", "zero 3 with trainer-owned storage (desc.storage)", FX_W2)) {
+        p.zero = VS_ZERO_3;
+        d.storage = sw_storage_never;
+        R(PAR(), "zero 3 with desc.storage");
+    }
+    if (E(A, "vs_parallelize", "dp_shard 3 of DP=2 (HSDP)", FX_W2)) {
+        p.dp_shard = 3;
+        R(PAR(), "dp_shard 3");
     }
     if (E(A, "vs_parallelize", "mesh PP2 x DP2 on 2 ranks", FX_W2)) {
         p.pp = 2;
