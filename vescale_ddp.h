@@ -351,7 +351,7 @@ typedef struct vs_ddp_desc {
 
 typedef struct vs_ddp_param_desc {
     const char* name;
-    const void* data; // initial value of this rank's shard (copied; NULL: zeros)
+    const void* data; // initial value of this rank's shard (copied; NULL: zeros, nothing kept: vs_ddp_write_param)
     vs_dtype dtype;   // f32, bf16 or f16
     int ndim;
     int64_t shape[VS_TENSOR_MAX_DIMS];           // global shape
@@ -622,8 +622,9 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
    - Registration: every parameter needs a nonzero ready_group (a group-0
      parameter is refused by vs_ddp_add_param, naming it: nothing would say
      when to gather it, and keeping it whole would break the memory bound);
-     trainer-owned storage is refused (the gathered views are DDP's; the owned
-     shard's storage stays DDP's in this version).
+     vs_ddp_param_desc.storage is refused (full-size buffers are what ZeRO-3
+     keeps sharded); a trainer gives its own memory for a group's owned shard
+     with vs_ddp_set_owned_storage instead (the gathered views stay DDP's).
    - vs_ddp_param of a parameter whose group is not gathered: NULL,
      VS_ERR_STATE naming the parameter and group. The views are valid until
      vs_ddp_release.
@@ -669,6 +670,25 @@ VS_API vs_result vs_ddp_release(vs_ddp* d, int group);
 /* reshard_after_forward (0 or 1) for one group, overriding the desc's; after
    its parameters are registered, any time but while it is gathered. */
 VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_after_forward);
+/* ZeRO-3, trainer-owned owned shards: the trainer's memory holds ready group
+   `group`'s owned parameter shard (what the gathers read and the step
+   writes), instead of DDP's. vs_ddp_owned_bytes gives its size (*bytes): the
+   group's buckets in bucket order, each its owned range in the parameters'
+   dtype (vs_ddp_param_owned of a parameter points into it) at an offset
+   rounded up to 16 bytes. vs_ddp_set_owned_storage copies the current values
+   in and frees DDP's buffer (the group's shard exists twice only during the
+   call; from registration to finalize DDP's copy is the only one).
+   - after vs_ddp_finalize, between steps: not during a backward pass, the
+     group not gathered or kept (VS_ERR_STATE); a prefetched gather of it is
+     completed and dropped (the next gather issues it again);
+   - storage: 16-byte aligned, vs_ddp_owned_bytes long, device memory on
+     NCCL; the trainer keeps it until vs_ddp_free and frees it; a second call
+     moves the group into another buffer;
+   - vs_ddp_memory_usage's params counts only DDP's buffers;
+   - ZeRO-3 only (else VS_ERR_UNSUPPORTED): the other stages take
+     vs_ddp_param_desc.storage. */
+VS_API vs_result vs_ddp_owned_bytes(const vs_ddp* d, int group, size_t* bytes);
+VS_API vs_result vs_ddp_set_owned_storage(vs_ddp* d, int group, void* storage);
 /* The value of exactly the owned range of parameter `index`, in its dtype,
    under every stage (ZeRO-3 keeps nothing else at rest): out->begin and
    out->end are vs_ddp_param_info's owned range, out->data its first element.
@@ -677,6 +697,20 @@ VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_afte
    the first groups of the next step: restore before the first step (when
    nothing is prefetched yet). Device buffers: a device pointer. */
 VS_API vs_result vs_ddp_param_owned(vs_ddp* d, int index, vs_ddp_span* out);
+/* Writes parameter `index`'s value from `data`, its whole local shard in its
+   dtype (host or device memory, as vs_ddp_param_desc.data), into what this
+   rank keeps of it: ZeRO-3 the owned range (the rest of `data` is not read),
+   the others the local shard; the owned range's f32 master too. After
+   vs_ddp_finalize, between steps; ZeRO-3: its group not gathered or kept
+   (VS_ERR_STATE; a prefetched copy is dropped). Returns once `data` may be
+   freed.
+   Registration at 1/DP under ZeRO-3: vs_ddp_add_param copies `data` whole
+   (a parameter's owned range is only known at vs_ddp_finalize: it depends on
+   the parameters of its group registered after it), and with data NULL it
+   keeps nothing. So register with data NULL, finalize, then write each
+   parameter here: no rank holds more than its owned shards plus the
+   trainer's one tensor in flight. */
+VS_API vs_result vs_ddp_write_param(vs_ddp* d, int index, const void* data);
 /* Reduces what is left and waits for every bucket; ends the backward pass.
    Called again with nothing new since (no vs_ddp_grad / vs_ddp_grad_ready): the
    gradients are reduced already, VS_ERR_STATE. */
@@ -957,6 +991,7 @@ typedef struct _vs_dbucket {
     int zstate;     // _VS_Z3_REST, _VS_Z3_FLIGHT (prefetched: pwork, or complete), _VS_Z3_HELD, _VS_Z3_KEPT
     int reshard;    // reshard_after_forward of its group
     int zbwd;       // its group_ready came in this backward pass: a release frees
+    int pown;       // param is the trainer's (vs_ddp_set_owned_storage): not freed, not counted
 } _vs_dbucket;
 enum { _VS_Z3_REST = 0, _VS_Z3_FLIGHT, _VS_Z3_HELD, _VS_Z3_KEPT };
 
@@ -1865,7 +1900,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_check_storage(const vs_ddp* d, const vs_ddp_pa
     if (d->desc.zero == VS_ZERO_3)
         return vs_set_error(VS_ERR_INVALID, "%s: '%s': trainer-owned storage under ZeRO-3: the full-size buffers it "
                             "gives are what ZeRO-3 keeps sharded (the gathered views are DDP's); register it without "
-                            "storage and read vs_ddp_param after vs_ddp_gather", fn, p->name);
+                            "storage and give the owned shards' with vs_ddp_set_owned_storage", fn, p->name);
     size_t pz = _vs_dsz(p->dtype), gz = _vs_dsz(d->desc.grad_fp32 && p->dtype != VS_F32 ? VS_F32 : p->dtype);
     if ((uintptr_t)p->storage % pz || (uintptr_t)p->grad_storage % gz)
         return vs_set_error(VS_ERR_INVALID, "%s: '%s': %s %p is not aligned to its element size (%zu bytes)", fn, p->name,
@@ -2008,8 +2043,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p,
     for (int k = 0; k < p->ndim; k++) q->numel *= ls[k]; // <= the global count, checked above
     size_t nlen = strlen(p->name);
     q->name = (char*)vs_alloc(d->world, nlen + 1);
-    q->init = p->storage ? NULL : vs_alloc(d->world, (size_t)q->numel * _vs_dsz(p->dtype) + 1); // (storage: no copy)
-    if (!q->name || (!q->init && !p->storage)) {
+    // (storage: no copy; no data: none either, the buffers finalize makes start zeroed)
+    q->init = p->storage || !p->data ? NULL : vs_alloc(d->world, (size_t)q->numel * _vs_dsz(p->dtype) + 1);
+    if (!q->name || (!q->init && p->data && !p->storage)) {
         vs_free(d->world, q->name);
         vs_free(d->world, q->init);
         return vs_set_error(VS_ERR_NOMEM, "%s: out of memory for '%s'", fn, p->name);
@@ -2028,8 +2064,6 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p,
 #endif
     } else if (p->data)
         memcpy(q->init, p->data, (size_t)q->numel * _vs_dsz(p->dtype));
-    else
-        memset(q->init, 0, (size_t)q->numel * _vs_dsz(p->dtype));
     q->dtype = p->dtype;
     q->gdtype = (d->desc.grad_fp32 && p->dtype != VS_F32) ? VS_F32 : p->dtype;
     q->ndim = p->ndim;
@@ -2085,7 +2119,7 @@ _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
         _vs_ddp_unguard(d, k);
-        _vs_ddp_hfree(d, k->param);
+        if (!k->pown) _vs_ddp_hfree(d, k->param);
         if (d->desc.zero < VS_ZERO_2 && !k->ext) _vs_ddp_hfree(d, k->grad);
         k->zbuf = NULL, k->zstate = _VS_Z3_REST; // (the gathered pool's, freed below)
         _vs_ddp_hfree(d, k->grad_shard);
@@ -2494,7 +2528,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         for (int j = k->first; j < k->last && !r && !k->ext; j++) { // (ZeRO-3: the owned part only)
             _vs_dparam* q = &d->params[d->order[j]];
             int64_t a = q->offset, e = q->offset + q->numel;
-            if (!z3 || _vs_ddp_meet(q, first, own, &a, &e))
+            if (q->init && (!z3 || _vs_ddp_meet(q, first, own, &a, &e)))
                 r = _vs_ddp_copy(d, _vs_ddp_pat(k, q, a), (char*)q->init + (size_t)(a - q->offset) * pz, (size_t)(e - a) * pz);
         }
         if (k->master && !r && !k->ext) r = _vs_ddp_to_f32(d, k->master, (char*)k->param + (size_t)(first - k->pbase) * pz, k->pdtype, own);
@@ -2885,6 +2919,87 @@ VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_afte
     for (int b = 0; b < d->nbuckets; b++)
         if (d->buckets[b].rgroup == group) d->buckets[b].reshard = reshard_after_forward;
     return _vs_ddp_zpool_reserve(d); // (a group kept now: one more buffer, made between uses)
+}
+
+/* vs_ddp_owned_bytes's layout: bucket k's offset in its group's owned storage,
+   and (*end) the bytes up to its end. */
+_VS_DDP_PRIVATE size_t _vs_ddp_owned_at(const vs_ddp* d, int group, int b, size_t* end)
+{
+    size_t at = 0, e = 0;
+    for (int j = 0; j <= b; j++) {
+        const _vs_dbucket* k = &d->buckets[j];
+        if (k->rgroup != group) continue;
+        at = (e + 15) / 16 * 16;
+        e = at + (size_t)k->shard * _vs_dsz(k->pdtype);
+    }
+    if (end) *end = e;
+    return at;
+}
+
+/* vs_ddp_owned_bytes for fn. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_owned_bytes(const char* fn, const vs_ddp* d, int group, size_t* bytes)
+{
+    *bytes = 0;
+    vs_result r = _vs_ddp_z3_group(fn, d, group);
+    if (r) return r;
+    if (d->desc.zero != VS_ZERO_3)
+        return vs_set_error(VS_ERR_UNSUPPORTED, "%s: ZeRO-%d keeps whole local shards: give them as "
+                            "vs_ddp_param_desc.storage", fn, (int)d->desc.zero);
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].rgroup == group) (void)_vs_ddp_owned_at(d, group, b, bytes);
+    return VS_OK;
+}
+
+VS_API vs_result vs_ddp_owned_bytes(const vs_ddp* d, int group, size_t* bytes)
+{
+    if (!bytes) return vs_set_error(VS_ERR_NULL, "vs_ddp_owned_bytes: bytes is NULL");
+    return _vs_ddp_owned_bytes("vs_ddp_owned_bytes", d, group, bytes);
+}
+
+VS_API vs_result vs_ddp_set_owned_storage(vs_ddp* d, int group, void* storage)
+{
+    const char* fn = "vs_ddp_set_owned_storage";
+    size_t bytes = 0;
+    vs_result r = _vs_ddp_owned_bytes(fn, d, group, &bytes);
+    if (r) return r;
+    if (!storage) return vs_set_error(VS_ERR_NULL, "%s: storage is NULL", fn);
+    if ((uintptr_t)storage % 16)
+        return vs_set_error(VS_ERR_INVALID, "%s: storage %p of group %d (%zu bytes) is not 16-byte aligned", fn, storage,
+                            group, bytes);
+    if (d->in_pass)
+        return vs_set_error(VS_ERR_STATE, "%s: group %d during a backward pass: set it between steps", fn, group);
+#ifdef VESCALE_NCCL // (the mesh's pointer check: not in a mock device build)
+    if (d->dev) {
+        char what[64];
+        snprintf(what, sizeof what, "%s: group %d", fn, group);
+        if ((r = vs_device_check(what, "storage", storage))) return r;
+    }
+#endif
+    for (int b = 0; b < d->nbuckets; b++) {
+        const _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup == group && (k->zstate == _VS_Z3_HELD || k->zstate == _VS_Z3_KEPT))
+            return vs_set_error(VS_ERR_STATE, "%s: group %d is gathered: set it between its uses", fn, group);
+    }
+    for (int b = 0; b < d->nbuckets && !r; b++) { // a prefetched gather reads the old buffer: completed, dropped
+        if (d->buckets[b].rgroup != group || d->buckets[b].zstate != _VS_Z3_FLIGHT) continue;
+        if (!(r = _vs_ddp_params_ready(d, b))) _vs_ddp_z3_free(d, b);
+    }
+    if (!r) r = _vs_ddp_sync(d); // (the step's writes of the owned range come first)
+    for (int b = 0; b < d->nbuckets && !r; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != group) continue;
+        char* to = (char*)storage + _vs_ddp_owned_at(d, group, b, NULL);
+        if (to != k->param) r = _vs_ddp_copy(d, to, k->param, (size_t)k->shard * _vs_dsz(k->pdtype));
+    }
+    if (!r) r = _vs_ddp_sync(d); // (the copies land before DDP's buffers go)
+    for (int b = 0; b < d->nbuckets && !r; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != group) continue;
+        char* to = (char*)storage + _vs_ddp_owned_at(d, group, b, NULL);
+        if (!k->pown) _vs_ddp_hfree(d, k->param);
+        k->param = to, k->pown = 1;
+    }
+    return r ? vs_set_error(r, "%s: group %d: %s", fn, group, vs_last_error()) : VS_OK;
 }
 
 VS_API void* vs_ddp_param(vs_ddp* d, int i)
@@ -3928,7 +4043,7 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
         for (int j = k->first; j < k->last; j++) used += d->params[d->order[j]].numel;
         out->padding += (size_t)(k->numel - used);
         // (trainer-owned storage: not DDP's; ZeRO-3: the owned range)
-        if (!k->ext) out->params += (size_t)(d->desc.zero == VS_ZERO_3 ? own : k->numel) * _vs_dsz(k->pdtype);
+        if (!k->ext && !k->pown) out->params += (size_t)(d->desc.zero == VS_ZERO_3 ? own : k->numel) * _vs_dsz(k->pdtype);
         if (d->desc.zero < VS_ZERO_2 && !k->ext) out->grads += (size_t)k->numel * _vs_dsz(k->gdtype);
         if (k->acc) out->grads += (size_t)own * sizeof(float);
         if (k->master) out->master += (size_t)own * sizeof(float);
@@ -4047,6 +4162,32 @@ VS_API vs_result vs_ddp_param_owned(vs_ddp* d, int i, vs_ddp_span* out)
     if (d->desc.zero != VS_ZERO_3 && (r = _vs_ddp_params_ready(d, q->bucket))) return r; // (a ZeRO-1 gather writes it)
     out->data = _vs_ddp_pat(&d->buckets[q->bucket], q, q->offset + out->begin);
     return VS_OK;
+}
+
+VS_API vs_result vs_ddp_write_param(vs_ddp* d, int i, const void* data)
+{
+    const char* fn = "vs_ddp_write_param";
+    vs_result r = _vs_ddp_check_index(fn, d, i);
+    if (r) return r;
+    if (!data) return vs_set_error(VS_ERR_NULL, "%s: data is NULL", fn);
+    const _vs_dparam* q = &d->params[i];
+    _vs_dbucket* k = &d->buckets[q->bucket];
+    if (d->in_pass) return vs_set_error(VS_ERR_STATE, "%s: '%s' during a backward pass: write it between steps", fn, q->name);
+    int z3 = d->desc.zero == VS_ZERO_3;
+    if (z3 && (k->zstate == _VS_Z3_HELD || k->zstate == _VS_Z3_KEPT))
+        return vs_set_error(VS_ERR_STATE, "%s: '%s': its ready group %d is gathered: write it between its uses", fn,
+                            q->name, q->rgroup);
+    if ((r = _vs_ddp_params_ready(d, q->bucket))) return r; // (a gather in flight reads or writes it)
+    if (z3 && k->zstate == _VS_Z3_FLIGHT) _vs_ddp_z3_free(d, q->bucket); // (a stale prefetched copy)
+    int64_t lo, cnt, a = q->offset, e = q->offset + q->numel, ma, me;
+    _vs_ddp_owned(d, k, &lo, &cnt);
+    size_t pz = _vs_dsz(q->dtype);
+    if ((!z3 || _vs_ddp_meet(q, lo, cnt, &a, &e)) && a < e)
+        r = _vs_ddp_copy(d, _vs_ddp_pat(k, q, a), (const char*)data + (size_t)(a - q->offset) * pz, (size_t)(e - a) * pz);
+    if (!r && k->master && _vs_ddp_meet(q, lo, cnt, &ma, &me))
+        r = _vs_ddp_to_f32(d, k->master + (ma - lo), _vs_ddp_pat(k, q, ma), q->dtype, me - ma);
+    if (!r) r = _vs_ddp_sync(d); // (data may go on return)
+    return r ? vs_set_error(r, "%s: '%s': %s", fn, q->name, vs_last_error()) : VS_OK;
 }
 
 _VS_DDP_PRIVATE const char* _vs_ddp_state_name(vs_ddp_state s)

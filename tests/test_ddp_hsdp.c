@@ -115,6 +115,7 @@ typedef struct run {
     uint64_t across_early;         // ... over DPR before vs_ddp_finish_grad_sync
     int64_t elems;                 // rank 0's padded gradient elements, all buckets
     int64_t steps_done;
+    int owned_bad;     // ZeRO-3 ext: ranks whose owned shards were not (only) in the trainer's buffers
 } run;
 
 static int nranks(const run* c) { return c->vdp ? 1 : (c->pp ? c->pp : 1) * (c->dpr ? c->dpr : 1) * c->dps * c->tp; }
@@ -340,7 +341,7 @@ static int rank_fn(vs_world* w, void* arg)
         size_t ez = vs_dtype_size(dt), gz = vs_dtype_size(c->grad_fp32 ? VS_F32 : dt);
         void* init = calloc((size_t)q.local_numel + 1, ez);
         for (int64_t i = 0; i < q.local_numel; i++) st_(init, dt, i, init_of(p, global_of(&q, i)));
-        if (c->ext) {
+        if (c->ext && c->zero != VS_ZERO_3) {
             own[p] = mem_alloc((size_t)q.local_numel * ez), gown[p] = mem_alloc((size_t)q.local_numel * gz);
             to_mem(own[p], init, (size_t)q.local_numel * ez);
             void* zeros = calloc((size_t)q.local_numel + 1, gz);
@@ -357,6 +358,13 @@ static int rank_fn(vs_world* w, void* arg)
     VT_OK(vs_ddp_finalize(d));
     for (int p = 0; p < NP; p++)
         if (loc[p] >= 0) VT_OK(vs_ddp_query_param_info(d, loc[p], &pi[p]));
+    size_t obytes[NP] = {0};
+    for (int p = 0; p < NP && c->ext && c->zero == VS_ZERO_3; p++) { // the owned shards in the trainer's buffers
+        if (loc[p] < 0) continue;
+        VT_OK(vs_ddp_owned_bytes(d, p + 1, &obytes[p]));
+        own[p] = mem_alloc(obytes[p]);
+        VT_OK(vs_ddp_set_owned_storage(d, p + 1, own[p]));
+    }
     if (c->load) VT_OK(ckpt_io(mesh, d, c->load, 0));
     int64_t first = vs_ddp_step_count(d);
     for (int s = 0; s < c->steps; s++) {
@@ -385,6 +393,18 @@ static int rank_fn(vs_world* w, void* arg)
     }
     collect(d, c, me, pi, loc);
     if (me == 0) c->steps_done = vs_ddp_step_count(d);
+    vs_ddp_memory mu;
+    VT_OK(vs_ddp_memory_usage(d, &mu));
+    int bad = obytes[0] + obytes[1] + obytes[2] + obytes[3] + obytes[4] > 0 && mu.params != 0;
+    for (int p = 0; p < NP && c->ext && c->zero == VS_ZERO_3; p++) { // each owned range lies in the trainer's buffer
+        vs_ddp_span sp;
+        if (loc[p] < 0) continue;
+        VT_OK(vs_ddp_param_owned(d, loc[p], &sp));
+        size_t len = (size_t)(sp.end - sp.begin) * vs_dtype_size(pi[p].dtype);
+        if (len && (!sp.data || (char*)sp.data < (char*)own[p] || (char*)sp.data + len > (char*)own[p] + obytes[p]))
+            bad = 1;
+    }
+    if (bad) __atomic_fetch_add(&c->owned_bad, 1, __ATOMIC_RELAXED);
     if (c->save) VT_OK(ckpt_io(mesh, d, c->save, 1));
     VT_OK(vs_ddp_free(d));
     for (int p = 0; p < NP; p++) mem_free(own[p]), mem_free(gown[p]);
@@ -709,6 +729,25 @@ static void case_zero3(void)
     free(h), free(h2), free(ref);
 }
 
+/* ZeRO-3 with the owned shards in the trainer's buffers
+   (vs_ddp_set_owned_storage): equal to DDP's own memory bit for bit, on
+   DPR2 x DPS2 x TP2 (f32, then bf16 with its f32 masters). */
+static void case_zero3_ext(void)
+{
+    for (int half = 0; half < 2; half++) {
+        run c = {.dpr = 2, .dps = 2, .tp = 2, .zero = VS_ZERO_3, .kind = VS_OPTIM_ADAMW, .half = half,
+                 .grad_fp32 = half, .steps = 3, .clip = 1.0};
+        run* a = go(c);
+        c.ext = 1;
+        run* b = go(c);
+        expect_same(b, a, half ? "ZeRO-3 owned shards in the trainer's buffers, bf16" :
+                                 "ZeRO-3 owned shards in the trainer's buffers, f32");
+        VT_CHECK(b->owned_bad == 0, "%d ranks: an owned range outside the trainer's buffer, or DDP still counts "
+                 "parameter bytes", b->owned_bad);
+        free(a), free(b);
+    }
+}
+
 /* ZeRO-3 on DPR2 x DPS2 x TP2 and PP2 x DPR2 x DPS2 (x TP2): equal to one rank
    within 1e-6, to HSDP ZeRO-1 (same buckets) bit for bit. */
 static void case_zero3_meshes(void)
@@ -852,6 +891,8 @@ int main(void)
             "HSDP ZeRO-1 (bf16: ZeRO-2) on the same buckets bit for bit", case_zero3());
     VT_CASE("ZeRO-3 on HSDP DPR2 x DPS2 x TP2, PP2 x DPR2 x DPS2 (x TP2): equal to one rank within 1e-6, to HSDP "
             "ZeRO-1 bit for bit", case_zero3_meshes());
+    VT_CASE("ZeRO-3 on HSDP with the owned shards in the trainer's buffers (vs_ddp_set_owned_storage): equal to "
+            "DDP's memory bit for bit (f32, bf16)", case_zero3_ext());
     VT_CASE("ZeRO-3 on HSDP traffic per step: gathers and reduce-scatter within, one all-reduce of 1/DPS across",
             case_zero3_traffic());
     VT_CASE("HSDP bad input: an unknown or repeated replicate dim, a dim missing, a 1-D mesh, a parameter sharded "
