@@ -69,6 +69,8 @@
      optimizer state sharded over DPS, the same on every replica; the updated
      range all-gathered over DPS.
    - ZeRO-0: one all-reduce over DPR x DPS.
+   - ZeRO-3: parameters sharded over DPS, gathered over DPS only; gradients
+     reduced as ZeRO-1/2.
    - Parameters are Replicate along both dims; the clip's norm and checkpoints
      (vs_ddp_param_info.primary) take each element once, from replica 0.
 
@@ -102,7 +104,9 @@
    - ZeRO-3: as ZeRO-2, and parameters (with their masters and optimizer
      state) live only as the owned range between uses: a trainer gathers a
      ready group around its use (vs_ddp_gather / vs_ddp_release, prefetched in
-     the order the first step used); the rules are at vs_ddp_gather.
+     the order the first step used); the rules are at vs_ddp_gather. The
+     owned shards may live in the trainer's memory (vs_ddp_set_owned_storage);
+     registration stays at 1/DP with data NULL and vs_ddp_write_param.
    - Gradient accumulation (ZeRO-0/1): vs_ddp_set_sync(ddp, 0) before the backward
      of a micro-batch that must not reduce; gradients add up in the buckets until
      a backward with sync on. Several synced passes before a step also add up
