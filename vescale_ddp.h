@@ -107,7 +107,7 @@
      the order the first step used); the rules are at vs_ddp_gather. The
      owned shards may live in the trainer's memory (vs_ddp_set_owned_storage);
      registration stays at 1/DP with data NULL and vs_ddp_write_param.
-   - Gradient accumulation (ZeRO-0/1): vs_ddp_set_sync(ddp, 0) before the backward
+   - Gradient accumulation (ZeRO-0/1/3): vs_ddp_set_sync(ddp, 0) before the backward
      of a micro-batch that must not reduce; gradients add up in the buckets until
      a backward with sync on. Several synced passes before a step also add up
      (ZeRO-1 and TP-partial buckets keep an f32 accumulator of their reduced owned
@@ -597,7 +597,8 @@ VS_API int64_t vs_ddp_local_numel(const vs_ddp* d, int index);
    pass (before the next vs_ddp_grad / vs_ddp_grad_ready) are not cleared.
    Waits for a ZeRO step's gathers first. Not during a backward pass. */
 VS_API vs_result vs_ddp_zero_grad(vs_ddp* d);
-/* 0: the next backward accumulates without reducing (ZeRO-0/1). */
+/* 0: the next backward accumulates without reducing (ZeRO-0/1/3; ZeRO-3's
+   memory at vs_ddp_gather; ZeRO-2: VS_ERR_UNSUPPORTED). */
 VS_API vs_result vs_ddp_set_sync(vs_ddp* d, int sync);
 /* The parameter's gradient is complete for this backward pass (a second time in
    one pass: VS_ERR_STATE). Buckets reduce in bucket order (the reverse of
@@ -636,8 +637,12 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      (zero2_buffers of them, as ZeRO-2, at least twice the buckets of the
      largest group); vs_ddp_group_ready reduce-scatters it
      into the owned f32 accumulator, and the buffer returns to the pool once
-     that completes. Every backward reduces (vs_ddp_set_sync(d, 0) is refused):
-     accumulation adds up in the owned ranges.
+     that completes. By default every backward reduces: accumulation adds up
+     in the owned ranges. vs_ddp_set_sync(d, 0) instead keeps each bucket's
+     full gradients in its buffer until a backward with sync on reduces them
+     once (less traffic; memory: the pool grows, in that call, to a buffer a
+     bucket, the whole model's gradients in the gradient dtype, and stays;
+     vs_ddp_zero_grad drops what a pass without sync left).
    - reshard_after_forward 1 (default): release frees the gathered buffer. 0
      (vs_ddp_desc, or per group vs_ddp_set_group_reshard): a release before the
      group's gradients are all marked ready in this pass (vs_ddp_group_ready,
@@ -2550,8 +2555,10 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
     if ((r = _vs_ddp_zpool_reserve(d))) goto fail;
     if (d->pool_bytes) {
         d->npool = d->desc.zero2_buffers;
-        // ZeRO-3: a group's gradients all at once, and the last group's still reducing
+        // ZeRO-3: a group's gradients all at once, and the last group's still reducing; accumulating
+        // without sync (vs_ddp_set_sync 0): every bucket's full gradients
         if (d->desc.zero == VS_ZERO_3 && d->npool < 2 * _vs_ddp_group_buckets(d)) d->npool = 2 * _vs_ddp_group_buckets(d);
+        if (d->desc.zero == VS_ZERO_3 && !d->sync && d->npool < d->nbuckets) d->npool = d->nbuckets;
         d->pool = _VS_DDP_NEW(d->world, void*, d->npool);
         d->pool_owner = _VS_DDP_NEW(d->world, int, d->npool);
         if (!d->pool || !d->pool_owner) goto nomem;
@@ -3434,6 +3441,10 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
         int64_t lo, own;
         _vs_ddp_owned(d, k, &lo, &own);
         if (k->grad && d->desc.zero < VS_ZERO_2 && !k->ext) r = _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
+        if (k->staged && d->desc.zero == VS_ZERO_3 && !r) { // (kept by passes without sync: dropped)
+            _vs_ddp_pool_give(d, b);
+            k->grad = NULL, k->staged = 0;
+        }
         // the trainer's gradients: once a step, by DDP unless the trainer does it (trainer_zero_grad)
         int zero_ext = k->ext && !k->gclean && !d->desc.trainer_zero_grad;
         for (int j = k->first; j < k->last && zero_ext && !r; j++)
@@ -3449,14 +3460,49 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
     return r;
 }
 
+/* ZeRO-3 without sync: the staging pool grows to a buffer a bucket (each
+   keeps its full gradients until a synced pass reduces them), made here
+   between steps with no collective in flight (the prefetched gathers
+   completed first), so no pass allocates. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_pool_for_all(vs_ddp* d)
+{
+    if (!d->finalized || d->npool >= d->nbuckets || !d->pool_bytes) return VS_OK;
+    vs_result r = vs_ddp_synchronize(d);
+    void** np = r ? NULL : _VS_DDP_NEW(d->world, void*, d->nbuckets);
+    int* no = np ? _VS_DDP_NEW(d->world, int, d->nbuckets) : NULL;
+    if (!r && !no) r = vs_set_error(VS_ERR_NOMEM, "vs_ddp_set_sync: out of memory");
+    for (int i = 0; i < d->nbuckets && !r; i++) {
+        np[i] = i < d->npool ? d->pool[i] : _vs_ddp_zalloc(d, d->pool_bytes);
+        no[i] = i < d->npool ? d->pool_owner[i] : -1;
+        if (!np[i]) {
+            for (int j = d->npool; j < i; j++) _vs_ddp_hfree(d, np[j]);
+            r = vs_set_error(VS_ERR_NOMEM, "vs_ddp_set_sync: out of memory for %d full-size gradient buffers of %zu "
+                             "bytes (ZeRO-3 without sync keeps every bucket's)", d->nbuckets, d->pool_bytes);
+        }
+    }
+    if (r) {
+        vs_free(d->world, np);
+        vs_free(d->world, no);
+        return r;
+    }
+    vs_free(d->world, d->pool);
+    vs_free(d->world, d->pool_owner);
+    d->pool = np, d->pool_owner = no, d->npool = d->nbuckets;
+    return VS_OK;
+}
+
 VS_API vs_result vs_ddp_set_sync(vs_ddp* d, int sync)
 {
     if (!d) return vs_set_error(VS_ERR_NULL, "vs_ddp_set_sync: ddp is NULL");
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "vs_ddp_set_sync: not during a backward pass");
-    if (!sync && d->desc.zero >= VS_ZERO_2)
+    if (!sync && d->desc.zero == VS_ZERO_2)
         return vs_set_error(VS_ERR_UNSUPPORTED,
-                            "vs_ddp_set_sync: ZeRO-%d keeps no full gradients, so it reduces every micro-batch "
-                            "(accumulation happens in the owned ranges)", (int)d->desc.zero);
+                            "vs_ddp_set_sync: ZeRO-2 keeps no full gradients, so it reduces every micro-batch "
+                            "(accumulation happens in the owned ranges)");
+    if (!sync && d->desc.zero == VS_ZERO_3) {
+        vs_result r = _vs_ddp_pool_for_all(d);
+        if (r) return r;
+    }
     d->sync = sync != 0;
     return VS_OK;
 }

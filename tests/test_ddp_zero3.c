@@ -171,6 +171,7 @@ typedef struct cfg {
     double clip; // > 0 clips; < 0 measures
     int prefetch, prefetch_set, rsf, rsf_set;
     int per_param; // backward marks each parameter ready (vs_ddp_grad_ready), not the group
+    int nosync;    // micro-batches but the last without sync (vs_ddp_set_sync 0): one reduction a step
     int lazy;      // registered with data NULL, each parameter written after finalize (vs_ddp_write_param)
     int nan_step; // > 0: rank 1 writes a NaN gradient at this step (1-based): skipped everywhere
     zacct* acct;   // the allocator hooks' counts (measure)
@@ -336,6 +337,7 @@ static int train_rank(vs_world* w, void* arg)
     add_model_ex(d, c->bf16, idx, c->lazy, 0);
     VT_OK(vs_ddp_finalize(d));
     if (c->lazy) add_model_ex(d, c->bf16, idx, 1, 1);
+    if (c->nosync) VT_OK(vs_ddp_set_sync(d, 0)); // (ZeRO-3: the staging pool for it made here, before the steps)
     if (c->acct) c->reg_peak[me] = c->acct->peak[me] - c->base[me];
     VT_OK(vs_ddp_memory_usage(d, &c->mem_rest[me]));
     if (c->load) VT_OK(ckpt_ddp(mesh, d, c->load, 0));
@@ -349,6 +351,7 @@ static int train_rank(vs_world* w, void* arg)
         VT_OK(vs_ddp_zero_grad(d));
         for (int m = 0; m < (c->micro ? c->micro : 1); m++) {
             double fs = 0;
+            if (c->nosync) VT_OK(vs_ddp_set_sync(d, m + 1 == c->micro));
             for (int l = 0; l < L; l++) { // forward
                 VT_OK(vs_ddp_gather(d, l + 1));
                 if (c->zero == VS_ZERO_3 && s >= 1 && l + 1 < L) { // prefetch: the next layer's gather is in flight
@@ -611,6 +614,44 @@ static void case_memory(int dp, int bf16)
     }
     free(c);
     free(z1);
+}
+
+/* Accumulation without sync: micro-batches but the last keep full gradients
+   (vs_ddp_set_sync 0), the last reduces once. Bit for bit ZeRO-1 doing the
+   same (the same sums in full buffers, one reduce-scatter), within 1e-6 of one
+   rank; the staging pool holds a buffer a bucket (reported), made before the
+   steps: none allocates. */
+static void case_nosync(int dp)
+{
+    zacct a;
+    memset(&a, 0, sizeof a);
+    cfg t;
+    memset(&t, 0, sizeof t);
+    t.micro = 3;
+    t.nosync = 1;
+    t.clip = 1.0;
+    t.acct = &a;
+    cfg* z3 = run(dp, VS_ZERO_3, &t);
+    t.acct = NULL;
+    cfg* z1 = run(dp, VS_ZERO_1, &t);
+    same_bits("ZeRO-3 without sync vs ZeRO-1 without sync", z3, z1);
+    t.ref = 1;
+    cfg* one = run(dp, VS_ZERO_1, &t);
+    close_to("ZeRO-3 without sync vs one rank", z3, one, 1e-6);
+    t.ref = 0, t.nosync = 0;
+    cfg* each = run(dp, VS_ZERO_3, &t);
+    for (int r = 0; r < dp; r++) {
+        const vs_ddp_memory* m = &z3->mem_end[r];
+        size_t per = each->mem_end[r].grad_staging / (size_t)(2 * 1); // (a group a bucket: 2 buffers by default)
+        if (r == 0)
+            printf("    DP%d: staging %zu bytes without sync (%d buckets), %zu reducing every micro-batch\n", dp,
+                   m->grad_staging, L, each->mem_end[r].grad_staging);
+        VT_CHECK(m->grad_staging == (size_t)L * per && per >= (size_t)per_layer() * 4,
+                 "rank %d: staging pool %zu bytes without sync, want %d buffers of %zu", r, m->grad_staging, L, per);
+        VT_CHECK(z3->big_steady[r] == 0 && z3->dev_steady[r] == 0, "rank %d: %ld allocations (%ld device) in the "
+                 "steps", r, z3->big_steady[r], z3->dev_steady[r]);
+    }
+    free(z3), free(z1), free(one), free(each);
 }
 
 /* Registration's peak through the hooks: add_param copies `data` whole until
@@ -902,8 +943,8 @@ static int rank_bad(vs_world* w, void* arg)
     VT_CHECK(!p && strstr(vs_last_error(), "'h.1.w1'") && strstr(vs_last_error(), "ready group 2") &&
                  strstr(vs_last_error(), "vs_ddp_gather"),
              "param of an ungathered group: %p %s", p, vs_last_error());
-    r = vs_ddp_set_sync(d, 0);
-    VT_CHECK(r == VS_ERR_UNSUPPORTED && strstr(vs_last_error(), "ZeRO-3"), "set_sync 0: %d %s", r, vs_last_error());
+    VT_OK(vs_ddp_set_sync(d, 0)); // (ZeRO-3 accumulates without sync: case_nosync)
+    VT_OK(vs_ddp_set_sync(d, 1));
     // the owned shards' storage and vs_ddp_write_param: refused while the group is gathered, bad arguments
     size_t ob = 0;
     VT_OK(vs_ddp_owned_bytes(d, 2, &ob));
@@ -986,6 +1027,12 @@ static int rank_bad(vs_world* w, void* arg)
     VT_CHECK(vs_ddp_param(d, 0) != NULL, "ZeRO-1: vs_ddp_param %s", vs_last_error());
     VT_CHECK(vs_ddp_owned_bytes(d, 1, &ob99) == VS_ERR_UNSUPPORTED && strstr(vs_last_error(), "ZeRO-1"),
              "ZeRO-1 owned_bytes: %s", vs_last_error());
+    VT_OK(vs_ddp_free(d));
+    dd = make_desc(mesh, &t, VS_ZERO_2);
+    VT_OK(vs_ddp_init(&dd, &d));
+    r = vs_ddp_set_sync(d, 0);
+    VT_CHECK(r == VS_ERR_UNSUPPORTED && strstr(vs_last_error(), "ZeRO-2"), "ZeRO-2 set_sync 0: %d %s", r,
+             vs_last_error());
     VT_OK(vs_ddp_free(d));
 #if DEV
     cudaFree(ostore);
@@ -1139,6 +1186,11 @@ int main(void)
             "no allocation in a step", case_memory(2, 0));
     VT_CASE("memory DP4 f32", case_memory(4, 0));
     VT_CASE("memory DP4 bf16", case_memory(4, 1));
+    VT_CASE("ZeRO-3 accumulation without sync (3 micro-batches, one reduce-scatter a step), DP2 and DP4: ZeRO-1 bit "
+            "for bit, one rank within 1e-6; the staging pool a buffer a bucket, no allocation in a step", {
+        case_nosync(2);
+        case_nosync(4);
+    });
     VT_CASE("registration DP4 f32 and DP2 bf16: data NULL + vs_ddp_write_param after finalize peaks at the owned "
             "shards (with data: the whole model); equal bit for bit", {
         case_registration(4, 0);
@@ -1148,7 +1200,7 @@ int main(void)
             "ZeRO-1 DP4, and a ZeRO-1 file into ZeRO-3 DP4, give the saved parameters", case_ckpt());
     VT_CASE("a NaN gradient on one rank: the step is skipped on every rank, as ZeRO-1", case_nonfinite());
     VT_CASE("bad input: zero 4, prefetch -1, reshard 2, group 0, storage, unknown group, release twice, a view "
-            "ungathered, set_sync 0, a step while held, owned storage (unaligned, NULL, while gathered, ZeRO-1), "
+            "ungathered, a step while held, ZeRO-2 set_sync 0, owned storage (unaligned, NULL, while gathered, ZeRO-1), "
             "write_param while gathered; ZeRO-1's calls do nothing", VT_OK(launch(2, rank_bad, NULL, NULL)));
 #if !DEV
     VT_CASE("VESCALE_DEBUG=params: a view read after vs_ddp_release faults naming its group (and one of its parameters)",
