@@ -298,7 +298,7 @@ typedef struct vs_ddp_desc {
     /* HSDP (a 2-D DP: replicate across hosts x shard within a host): the
        replicate dim, dp_dim then the shard dim. NULL: "DPR" when the mesh has
        both "DPR" and "DPS" (dp_dim then defaults to "DPS"), else none (a plain
-       DP over dp_dim). ZeRO-1/2 shard over dp_dim only; see "HSDP" above. */
+       DP over dp_dim). ZeRO-1/2/3 shard over dp_dim only; see "HSDP" above. */
     const char* dp_replicate_dim;
     int64_t bucket_bytes; // 0: VS_DDP_DEFAULT_BUCKET_BYTES (vs_ddp_set_bucket_bytes rejects 0); negative is an error
     vs_zero_stage zero;

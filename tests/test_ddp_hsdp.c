@@ -25,6 +25,10 @@
      "dyadic" gradients (small multiples of 1/16, exact in f32 and bf16 in any
      order). ZeRO-0 HSDP is one all-reduce over DPR x DPS, the DP4 order: bit
      for bit on any data.
+   - ZeRO-3 on HSDP (a ready group a parameter, gathered around each use):
+     HSDP ZeRO-1 with the same buckets, bit for bit (bf16: ZeRO-2, which
+     clips in the f32 accumulator as ZeRO-3 does); its owned shards in the
+     trainer's memory (vs_ddp_set_owned_storage) against DDP's, bit for bit.
    Meshes: DPR2 x DPS2, DPR2 x DPS2 x TP2, PP2 x DPR2 x DPS2 (x TP2: 16
    ranks, threads only). The traffic case reads each communicator's byte count
    (vs_comm.sent, a ring's count) over one step and compares it with the

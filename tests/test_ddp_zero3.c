@@ -19,7 +19,11 @@
      accumulator, the same optimizer on the same owned ranges, the same clip sums
      in the same order), f32 and bf16.
    Memory through vs_ddp_memory_usage and the world's allocator hooks (each
-   rank thread's allocations counted apart).
+   rank thread's allocations counted apart): at rest, at peak, and during
+   registration (data NULL + vs_ddp_write_param after finalize against data
+   copied whole). Accumulation without sync (vs_ddp_set_sync 0) against ZeRO-1
+   doing the same. (ZeRO-3 on HSDP, and the owned shards in the trainer's
+   memory: tests/test_ddp_hsdp.c.)
 
    Built twice: thread ranks with host buffers (build/test_ddp_zero3), and over
    the strict CUDA + NCCL stand-in with device buffers
