@@ -355,7 +355,7 @@ typedef struct vs_ddp_desc {
 
 typedef struct vs_ddp_param_desc {
     const char* name;
-    const void* data; // initial value of this rank's shard (copied; NULL: zeros, nothing kept: vs_ddp_write_param)
+    const void* data; // initial value of this rank's shard (copied; NULL: zeros; ZeRO-3: nothing kept, vs_ddp_write_param)
     vs_dtype dtype;   // f32, bf16 or f16
     int ndim;
     int64_t shape[VS_TENSOR_MAX_DIMS];           // global shape
@@ -716,7 +716,7 @@ VS_API vs_result vs_ddp_param_owned(vs_ddp* d, int index, vs_ddp_span* out);
    Registration at 1/DP under ZeRO-3: vs_ddp_add_param copies `data` whole
    (a parameter's owned range is only known at vs_ddp_finalize: it depends on
    the parameters of its group registered after it), and with data NULL it
-   keeps nothing. So register with data NULL, finalize, then write each
+   keeps nothing (ZeRO-3 only: the others keep zeros). So register with data NULL, finalize, then write each
    parameter here: no rank holds more than its owned shards plus the
    trainer's one tensor in flight. */
 VS_API vs_result vs_ddp_write_param(vs_ddp* d, int index, const void* data);
@@ -2052,9 +2052,13 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p,
     for (int k = 0; k < p->ndim; k++) q->numel *= ls[k]; // <= the global count, checked above
     size_t nlen = strlen(p->name);
     q->name = (char*)vs_alloc(d->world, nlen + 1);
-    // (storage: no copy; no data: none either, the buffers finalize makes start zeroed)
-    q->init = p->storage || !p->data ? NULL : vs_alloc(d->world, (size_t)q->numel * _vs_dsz(p->dtype) + 1);
-    if (!q->name || (!q->init && p->data && !p->storage)) {
+    /* storage: no copy; ZeRO-3 without data: none either (the owned buffers
+       finalize makes start zeroed; registration stays at 1/DP, and a shape too
+       large for memory fails there). The others keep a zeroed copy, so that
+       such a shape fails here. */
+    int none = p->storage || (!p->data && d->desc.zero == VS_ZERO_3);
+    q->init = none ? NULL : vs_alloc(d->world, (size_t)q->numel * _vs_dsz(p->dtype) + 1);
+    if (!q->name || (!q->init && !none)) {
         vs_free(d->world, q->name);
         vs_free(d->world, q->init);
         return vs_set_error(VS_ERR_NOMEM, "%s: out of memory for '%s'", fn, p->name);
@@ -2073,6 +2077,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p,
 #endif
     } else if (p->data)
         memcpy(q->init, p->data, (size_t)q->numel * _vs_dsz(p->dtype));
+    else if (q->init)
+        memset(q->init, 0, (size_t)q->numel * _vs_dsz(p->dtype));
     q->dtype = p->dtype;
     q->gdtype = (d->desc.grad_fp32 && p->dtype != VS_F32) ? VS_F32 : p->dtype;
     q->ndim = p->ndim;
