@@ -638,11 +638,11 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      largest group); vs_ddp_group_ready reduce-scatters it
      into the owned f32 accumulator, and the buffer returns to the pool once
      that completes. By default every backward reduces: accumulation adds up
-     in the owned ranges. vs_ddp_set_sync(d, 0) instead keeps each bucket's
-     full gradients in its buffer until a backward with sync on reduces them
-     once (less traffic; memory: the pool grows, in that call, to a buffer a
-     bucket, the whole model's gradients in the gradient dtype, and stays;
-     vs_ddp_zero_grad drops what a pass without sync left).
+     in the owned ranges.
+   - vs_ddp_set_sync(d, 0): each bucket's full gradients stay in its buffer
+     until a backward with sync on reduces them once. Memory: in that call
+     the pool grows to a buffer a bucket (the whole model's gradients in the
+     gradient dtype) and stays; vs_ddp_zero_grad drops what is left.
    - reshard_after_forward 1 (default): release frees the gathered buffer. 0
      (vs_ddp_desc, or per group vs_ddp_set_group_reshard): a release before the
      group's gradients are all marked ready in this pass (vs_ddp_group_ready,
@@ -708,17 +708,16 @@ VS_API vs_result vs_ddp_set_owned_storage(vs_ddp* d, int group, void* storage);
 VS_API vs_result vs_ddp_param_owned(vs_ddp* d, int index, vs_ddp_span* out);
 /* Writes parameter `index`'s value from `data`, its whole local shard in its
    dtype (host or device memory, as vs_ddp_param_desc.data), into what this
-   rank keeps of it: ZeRO-3 the owned range (the rest of `data` is not read),
-   the others the local shard; the owned range's f32 master too. After
-   vs_ddp_finalize, between steps; ZeRO-3: its group not gathered or kept
-   (VS_ERR_STATE; a prefetched copy is dropped). Returns once `data` may be
-   freed.
-   Registration at 1/DP under ZeRO-3: vs_ddp_add_param copies `data` whole
-   (a parameter's owned range is only known at vs_ddp_finalize: it depends on
-   the parameters of its group registered after it), and with data NULL it
-   keeps nothing (ZeRO-3 only: the others keep zeros). So register with data NULL, finalize, then write each
-   parameter here: no rank holds more than its owned shards plus the
-   trainer's one tensor in flight. */
+   rank keeps of it, and the owned range's f32 master:
+   - ZeRO-3: the owned range (the rest of `data` is not read); the others:
+     the local shard;
+   - after vs_ddp_finalize, between steps; ZeRO-3: its group not gathered or
+     kept (VS_ERR_STATE; a prefetched copy is dropped);
+   - returns once `data` may be freed.
+   Registration at 1/DP under ZeRO-3: register with data NULL (nothing kept),
+   finalize, then write each parameter here. (vs_ddp_add_param copies a given
+   `data` whole: a parameter's owned range is only known at finalize, as it
+   depends on the parameters of its group registered after it.) */
 VS_API vs_result vs_ddp_write_param(vs_ddp* d, int index, const void* data);
 /* Reduces what is left and waits for every bucket; ends the backward pass.
    Called again with nothing new since (no vs_ddp_grad / vs_ddp_grad_ready): the
