@@ -69,6 +69,8 @@
      optimizer state sharded over DPS, the same on every replica; the updated
      range all-gathered over DPS.
    - ZeRO-0: one all-reduce over DPR x DPS.
+   - ZeRO-3: parameters sharded over DPS, gathered over DPS only; gradients
+     reduced as ZeRO-1/2.
    - Parameters are Replicate along both dims; the clip's norm and checkpoints
      (vs_ddp_param_info.primary) take each element once, from replica 0.
 
@@ -102,8 +104,10 @@
    - ZeRO-3: as ZeRO-2, and parameters (with their masters and optimizer
      state) live only as the owned range between uses: a trainer gathers a
      ready group around its use (vs_ddp_gather / vs_ddp_release, prefetched in
-     the order the first step used); the rules are at vs_ddp_gather.
-   - Gradient accumulation (ZeRO-0/1): vs_ddp_set_sync(ddp, 0) before the backward
+     the order the first step used); the rules are at vs_ddp_gather. The
+     owned shards may live in the trainer's memory (vs_ddp_set_owned_storage);
+     registration stays at 1/DP with data NULL and vs_ddp_write_param.
+   - Gradient accumulation (ZeRO-0/1/3): vs_ddp_set_sync(ddp, 0) before the backward
      of a micro-batch that must not reduce; gradients add up in the buckets until
      a backward with sync on. Several synced passes before a step also add up
      (ZeRO-1 and TP-partial buckets keep an f32 accumulator of their reduced owned
@@ -294,7 +298,7 @@ typedef struct vs_ddp_desc {
     /* HSDP (a 2-D DP: replicate across hosts x shard within a host): the
        replicate dim, dp_dim then the shard dim. NULL: "DPR" when the mesh has
        both "DPR" and "DPS" (dp_dim then defaults to "DPS"), else none (a plain
-       DP over dp_dim). ZeRO-1/2 shard over dp_dim only; see "HSDP" above. */
+       DP over dp_dim). ZeRO-1/2/3 shard over dp_dim only; see "HSDP" above. */
     const char* dp_replicate_dim;
     int64_t bucket_bytes; // 0: VS_DDP_DEFAULT_BUCKET_BYTES (vs_ddp_set_bucket_bytes rejects 0); negative is an error
     vs_zero_stage zero;
@@ -351,7 +355,7 @@ typedef struct vs_ddp_desc {
 
 typedef struct vs_ddp_param_desc {
     const char* name;
-    const void* data; // initial value of this rank's shard (copied; NULL: zeros)
+    const void* data; // initial value of this rank's shard (copied; NULL: zeros; ZeRO-3: nothing kept, vs_ddp_write_param)
     vs_dtype dtype;   // f32, bf16 or f16
     int ndim;
     int64_t shape[VS_TENSOR_MAX_DIMS];           // global shape
@@ -593,7 +597,8 @@ VS_API int64_t vs_ddp_local_numel(const vs_ddp* d, int index);
    pass (before the next vs_ddp_grad / vs_ddp_grad_ready) are not cleared.
    Waits for a ZeRO step's gathers first. Not during a backward pass. */
 VS_API vs_result vs_ddp_zero_grad(vs_ddp* d);
-/* 0: the next backward accumulates without reducing (ZeRO-0/1). */
+/* 0: the next backward accumulates without reducing (ZeRO-0/1/3; ZeRO-3's
+   memory at vs_ddp_gather; ZeRO-2: VS_ERR_UNSUPPORTED). */
 VS_API vs_result vs_ddp_set_sync(vs_ddp* d, int sync);
 /* The parameter's gradient is complete for this backward pass (a second time in
    one pass: VS_ERR_STATE). Buckets reduce in bucket order (the reverse of
@@ -622,8 +627,9 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
    - Registration: every parameter needs a nonzero ready_group (a group-0
      parameter is refused by vs_ddp_add_param, naming it: nothing would say
      when to gather it, and keeping it whole would break the memory bound);
-     trainer-owned storage is refused (the gathered views are DDP's; the owned
-     shard's storage stays DDP's in this version).
+     vs_ddp_param_desc.storage is refused (full-size buffers are what ZeRO-3
+     keeps sharded); a trainer gives its own memory for a group's owned shard
+     with vs_ddp_set_owned_storage instead (the gathered views stay DDP's).
    - vs_ddp_param of a parameter whose group is not gathered: NULL,
      VS_ERR_STATE naming the parameter and group. The views are valid until
      vs_ddp_release.
@@ -631,8 +637,12 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      (zero2_buffers of them, as ZeRO-2, at least twice the buckets of the
      largest group); vs_ddp_group_ready reduce-scatters it
      into the owned f32 accumulator, and the buffer returns to the pool once
-     that completes. Every backward reduces (vs_ddp_set_sync(d, 0) is refused):
-     accumulation adds up in the owned ranges.
+     that completes. By default every backward reduces: accumulation adds up
+     in the owned ranges.
+   - vs_ddp_set_sync(d, 0): each bucket's full gradients stay in its buffer
+     until a backward with sync on reduces them once. Memory: in that call
+     the pool grows to a buffer a bucket (the whole model's gradients in the
+     gradient dtype) and stays; vs_ddp_zero_grad drops what is left.
    - reshard_after_forward 1 (default): release frees the gathered buffer. 0
      (vs_ddp_desc, or per group vs_ddp_set_group_reshard): a release before the
      group's gradients are all marked ready in this pass (vs_ddp_group_ready,
@@ -669,6 +679,25 @@ VS_API vs_result vs_ddp_release(vs_ddp* d, int group);
 /* reshard_after_forward (0 or 1) for one group, overriding the desc's; after
    its parameters are registered, any time but while it is gathered. */
 VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_after_forward);
+/* ZeRO-3, trainer-owned owned shards: the trainer's memory holds ready group
+   `group`'s owned parameter shard (what the gathers read and the step
+   writes), instead of DDP's. vs_ddp_owned_bytes gives its size (*bytes): the
+   group's buckets in bucket order, each its owned range in the parameters'
+   dtype (vs_ddp_param_owned of a parameter points into it) at an offset
+   rounded up to 16 bytes. vs_ddp_set_owned_storage copies the current values
+   in and frees DDP's buffer (the group's shard exists twice only during the
+   call; from registration to finalize DDP's copy is the only one).
+   - after vs_ddp_finalize, between steps: not during a backward pass, the
+     group not gathered or kept (VS_ERR_STATE); a prefetched gather of it is
+     completed and dropped (the next gather issues it again);
+   - storage: 16-byte aligned, vs_ddp_owned_bytes long, device memory on
+     NCCL; the trainer keeps it until vs_ddp_free and frees it; a second call
+     moves the group into another buffer;
+   - vs_ddp_memory_usage's params counts only DDP's buffers;
+   - ZeRO-3 only (else VS_ERR_UNSUPPORTED): the other stages take
+     vs_ddp_param_desc.storage. */
+VS_API vs_result vs_ddp_owned_bytes(const vs_ddp* d, int group, size_t* bytes);
+VS_API vs_result vs_ddp_set_owned_storage(vs_ddp* d, int group, void* storage);
 /* The value of exactly the owned range of parameter `index`, in its dtype,
    under every stage (ZeRO-3 keeps nothing else at rest): out->begin and
    out->end are vs_ddp_param_info's owned range, out->data its first element.
@@ -684,6 +713,19 @@ VS_API vs_result vs_ddp_param_owned(vs_ddp* d, int index, vs_ddp_span* out);
    holds views of the old values) is VS_ERR_STATE naming it, nothing changed.
    drop 0, after: issues the prefetch again. Other stages: nothing to do. */
 VS_API vs_result vs_ddp_owned_rewrite(vs_ddp* d, int drop);
+/* Writes parameter `index`'s value from `data`, its whole local shard in its
+   dtype (host or device memory, as vs_ddp_param_desc.data), into what this
+   rank keeps of it, and the owned range's f32 master:
+   - ZeRO-3: the owned range (the rest of `data` is not read); the others:
+     the local shard;
+   - after vs_ddp_finalize, between steps; ZeRO-3: its group not gathered or
+     kept (VS_ERR_STATE; a prefetched copy is dropped);
+   - returns once `data` may be freed.
+   Registration at 1/DP under ZeRO-3: register with data NULL (nothing kept),
+   finalize, then write each parameter here. (vs_ddp_add_param copies a given
+   `data` whole: a parameter's owned range is only known at finalize, as it
+   depends on the parameters of its group registered after it.) */
+VS_API vs_result vs_ddp_write_param(vs_ddp* d, int index, const void* data);
 /* Reduces what is left and waits for every bucket; ends the backward pass.
    Called again with nothing new since (no vs_ddp_grad / vs_ddp_grad_ready): the
    gradients are reduced already, VS_ERR_STATE. */
@@ -964,6 +1006,7 @@ typedef struct _vs_dbucket {
     int zstate;     // _VS_Z3_REST, _VS_Z3_FLIGHT (prefetched: pwork, or complete), _VS_Z3_HELD, _VS_Z3_KEPT
     int reshard;    // reshard_after_forward of its group
     int zbwd;       // its group_ready came in this backward pass: a release frees
+    int pown;       // param is the trainer's (vs_ddp_set_owned_storage): not freed, not counted
 } _vs_dbucket;
 enum { _VS_Z3_REST = 0, _VS_Z3_FLIGHT, _VS_Z3_HELD, _VS_Z3_KEPT };
 
@@ -1872,7 +1915,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_check_storage(const vs_ddp* d, const vs_ddp_pa
     if (d->desc.zero == VS_ZERO_3)
         return vs_set_error(VS_ERR_INVALID, "%s: '%s': trainer-owned storage under ZeRO-3: the full-size buffers it "
                             "gives are what ZeRO-3 keeps sharded (the gathered views are DDP's); register it without "
-                            "storage and read vs_ddp_param after vs_ddp_gather", fn, p->name);
+                            "storage and give the owned shards' with vs_ddp_set_owned_storage", fn, p->name);
     size_t pz = _vs_dsz(p->dtype), gz = _vs_dsz(d->desc.grad_fp32 && p->dtype != VS_F32 ? VS_F32 : p->dtype);
     if ((uintptr_t)p->storage % pz || (uintptr_t)p->grad_storage % gz)
         return vs_set_error(VS_ERR_INVALID, "%s: '%s': %s %p is not aligned to its element size (%zu bytes)", fn, p->name,
@@ -2015,8 +2058,13 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p,
     for (int k = 0; k < p->ndim; k++) q->numel *= ls[k]; // <= the global count, checked above
     size_t nlen = strlen(p->name);
     q->name = (char*)vs_alloc(d->world, nlen + 1);
-    q->init = p->storage ? NULL : vs_alloc(d->world, (size_t)q->numel * _vs_dsz(p->dtype) + 1); // (storage: no copy)
-    if (!q->name || (!q->init && !p->storage)) {
+    /* storage: no copy; ZeRO-3 without data: none either (the owned buffers
+       finalize makes start zeroed; registration stays at 1/DP, and a shape too
+       large for memory fails there). The others keep a zeroed copy, so that
+       such a shape fails here. */
+    int none = p->storage || (!p->data && d->desc.zero == VS_ZERO_3);
+    q->init = none ? NULL : vs_alloc(d->world, (size_t)q->numel * _vs_dsz(p->dtype) + 1);
+    if (!q->name || (!q->init && !none)) {
         vs_free(d->world, q->name);
         vs_free(d->world, q->init);
         return vs_set_error(VS_ERR_NOMEM, "%s: out of memory for '%s'", fn, p->name);
@@ -2035,7 +2083,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_add_one(vs_ddp* d, const vs_ddp_param_desc* p,
 #endif
     } else if (p->data)
         memcpy(q->init, p->data, (size_t)q->numel * _vs_dsz(p->dtype));
-    else
+    else if (q->init)
         memset(q->init, 0, (size_t)q->numel * _vs_dsz(p->dtype));
     q->dtype = p->dtype;
     q->gdtype = (d->desc.grad_fp32 && p->dtype != VS_F32) ? VS_F32 : p->dtype;
@@ -2092,7 +2140,7 @@ _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
         _vs_ddp_unguard(d, k);
-        _vs_ddp_hfree(d, k->param);
+        if (!k->pown) _vs_ddp_hfree(d, k->param);
         if (d->desc.zero < VS_ZERO_2 && !k->ext) _vs_ddp_hfree(d, k->grad);
         k->zbuf = NULL, k->zstate = _VS_Z3_REST; // (the gathered pool's, freed below)
         _vs_ddp_hfree(d, k->grad_shard);
@@ -2501,7 +2549,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
         for (int j = k->first; j < k->last && !r && !k->ext; j++) { // (ZeRO-3: the owned part only)
             _vs_dparam* q = &d->params[d->order[j]];
             int64_t a = q->offset, e = q->offset + q->numel;
-            if (!z3 || _vs_ddp_meet(q, first, own, &a, &e))
+            if (q->init && (!z3 || _vs_ddp_meet(q, first, own, &a, &e)))
                 r = _vs_ddp_copy(d, _vs_ddp_pat(k, q, a), (char*)q->init + (size_t)(a - q->offset) * pz, (size_t)(e - a) * pz);
         }
         if (k->master && !r && !k->ext) r = _vs_ddp_to_f32(d, k->master, (char*)k->param + (size_t)(first - k->pbase) * pz, k->pdtype, own);
@@ -2519,8 +2567,10 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
     if ((r = _vs_ddp_zpool_reserve(d))) goto fail;
     if (d->pool_bytes) {
         d->npool = d->desc.zero2_buffers;
-        // ZeRO-3: a group's gradients all at once, and the last group's still reducing
+        // ZeRO-3: a group's gradients all at once, and the last group's still reducing; accumulating
+        // without sync (vs_ddp_set_sync 0): every bucket's full gradients
         if (d->desc.zero == VS_ZERO_3 && d->npool < 2 * _vs_ddp_group_buckets(d)) d->npool = 2 * _vs_ddp_group_buckets(d);
+        if (d->desc.zero == VS_ZERO_3 && !d->sync && d->npool < d->nbuckets) d->npool = d->nbuckets;
         d->pool = _VS_DDP_NEW(d->world, void*, d->npool);
         d->pool_owner = _VS_DDP_NEW(d->world, int, d->npool);
         if (!d->pool || !d->pool_owner) goto nomem;
@@ -2892,6 +2942,87 @@ VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_afte
     for (int b = 0; b < d->nbuckets; b++)
         if (d->buckets[b].rgroup == group) d->buckets[b].reshard = reshard_after_forward;
     return _vs_ddp_zpool_reserve(d); // (a group kept now: one more buffer, made between uses)
+}
+
+/* vs_ddp_owned_bytes's layout: bucket k's offset in its group's owned storage,
+   and (*end) the bytes up to its end. */
+_VS_DDP_PRIVATE size_t _vs_ddp_owned_at(const vs_ddp* d, int group, int b, size_t* end)
+{
+    size_t at = 0, e = 0;
+    for (int j = 0; j <= b; j++) {
+        const _vs_dbucket* k = &d->buckets[j];
+        if (k->rgroup != group) continue;
+        at = (e + 15) / 16 * 16;
+        e = at + (size_t)k->shard * _vs_dsz(k->pdtype);
+    }
+    if (end) *end = e;
+    return at;
+}
+
+/* vs_ddp_owned_bytes for fn. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_owned_bytes(const char* fn, const vs_ddp* d, int group, size_t* bytes)
+{
+    *bytes = 0;
+    vs_result r = _vs_ddp_z3_group(fn, d, group);
+    if (r) return r;
+    if (d->desc.zero != VS_ZERO_3)
+        return vs_set_error(VS_ERR_UNSUPPORTED, "%s: ZeRO-%d keeps whole local shards: give them as "
+                            "vs_ddp_param_desc.storage", fn, (int)d->desc.zero);
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->buckets[b].rgroup == group) (void)_vs_ddp_owned_at(d, group, b, bytes);
+    return VS_OK;
+}
+
+VS_API vs_result vs_ddp_owned_bytes(const vs_ddp* d, int group, size_t* bytes)
+{
+    if (!bytes) return vs_set_error(VS_ERR_NULL, "vs_ddp_owned_bytes: bytes is NULL");
+    return _vs_ddp_owned_bytes("vs_ddp_owned_bytes", d, group, bytes);
+}
+
+VS_API vs_result vs_ddp_set_owned_storage(vs_ddp* d, int group, void* storage)
+{
+    const char* fn = "vs_ddp_set_owned_storage";
+    size_t bytes = 0;
+    vs_result r = _vs_ddp_owned_bytes(fn, d, group, &bytes);
+    if (r) return r;
+    if (!storage) return vs_set_error(VS_ERR_NULL, "%s: storage is NULL", fn);
+    if ((uintptr_t)storage % 16)
+        return vs_set_error(VS_ERR_INVALID, "%s: storage %p of group %d (%zu bytes) is not 16-byte aligned", fn, storage,
+                            group, bytes);
+    if (d->in_pass)
+        return vs_set_error(VS_ERR_STATE, "%s: group %d during a backward pass: set it between steps", fn, group);
+#ifdef VESCALE_NCCL // (the mesh's pointer check: not in a mock device build)
+    if (d->dev) {
+        char what[64];
+        snprintf(what, sizeof what, "%s: group %d", fn, group);
+        if ((r = vs_device_check(what, "storage", storage))) return r;
+    }
+#endif
+    for (int b = 0; b < d->nbuckets; b++) {
+        const _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup == group && (k->zstate == _VS_Z3_HELD || k->zstate == _VS_Z3_KEPT))
+            return vs_set_error(VS_ERR_STATE, "%s: group %d is gathered: set it between its uses", fn, group);
+    }
+    for (int b = 0; b < d->nbuckets && !r; b++) { // a prefetched gather reads the old buffer: completed, dropped
+        if (d->buckets[b].rgroup != group || d->buckets[b].zstate != _VS_Z3_FLIGHT) continue;
+        if (!(r = _vs_ddp_params_ready(d, b))) _vs_ddp_z3_free(d, b);
+    }
+    if (!r) r = _vs_ddp_sync(d); // (the step's writes of the owned range come first)
+    for (int b = 0; b < d->nbuckets && !r; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != group) continue;
+        char* to = (char*)storage + _vs_ddp_owned_at(d, group, b, NULL);
+        if (to != k->param) r = _vs_ddp_copy(d, to, k->param, (size_t)k->shard * _vs_dsz(k->pdtype));
+    }
+    if (!r) r = _vs_ddp_sync(d); // (the copies land before DDP's buffers go)
+    for (int b = 0; b < d->nbuckets && !r; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        if (k->rgroup != group) continue;
+        char* to = (char*)storage + _vs_ddp_owned_at(d, group, b, NULL);
+        if (!k->pown) _vs_ddp_hfree(d, k->param);
+        k->param = to, k->pown = 1;
+    }
+    return r ? vs_set_error(r, "%s: group %d: %s", fn, group, vs_last_error()) : VS_OK;
 }
 
 VS_API void* vs_ddp_param(vs_ddp* d, int i)
@@ -3322,6 +3453,10 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
         int64_t lo, own;
         _vs_ddp_owned(d, k, &lo, &own);
         if (k->grad && d->desc.zero < VS_ZERO_2 && !k->ext) r = _vs_ddp_zero(d, k->grad, (size_t)k->numel * _vs_dsz(k->gdtype));
+        if (k->staged && d->desc.zero == VS_ZERO_3 && !r) { // (kept by passes without sync: dropped)
+            _vs_ddp_pool_give(d, b);
+            k->grad = NULL, k->staged = 0;
+        }
         // the trainer's gradients: once a step, by DDP unless the trainer does it (trainer_zero_grad)
         int zero_ext = k->ext && !k->gclean && !d->desc.trainer_zero_grad;
         for (int j = k->first; j < k->last && zero_ext && !r; j++)
@@ -3337,14 +3472,49 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
     return r;
 }
 
+/* ZeRO-3 without sync: the staging pool grows to a buffer a bucket (each
+   keeps its full gradients until a synced pass reduces them), made here
+   between steps with no collective in flight (the prefetched gathers
+   completed first), so no pass allocates. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_pool_for_all(vs_ddp* d)
+{
+    if (!d->finalized || d->npool >= d->nbuckets || !d->pool_bytes) return VS_OK;
+    vs_result r = vs_ddp_synchronize(d);
+    void** np = r ? NULL : _VS_DDP_NEW(d->world, void*, d->nbuckets);
+    int* no = np ? _VS_DDP_NEW(d->world, int, d->nbuckets) : NULL;
+    if (!r && !no) r = vs_set_error(VS_ERR_NOMEM, "vs_ddp_set_sync: out of memory");
+    for (int i = 0; i < d->nbuckets && !r; i++) {
+        np[i] = i < d->npool ? d->pool[i] : _vs_ddp_zalloc(d, d->pool_bytes);
+        no[i] = i < d->npool ? d->pool_owner[i] : -1;
+        if (!np[i]) {
+            for (int j = d->npool; j < i; j++) _vs_ddp_hfree(d, np[j]);
+            r = vs_set_error(VS_ERR_NOMEM, "vs_ddp_set_sync: out of memory for %d full-size gradient buffers of %zu "
+                             "bytes (ZeRO-3 without sync keeps every bucket's)", d->nbuckets, d->pool_bytes);
+        }
+    }
+    if (r) {
+        vs_free(d->world, np);
+        vs_free(d->world, no);
+        return r;
+    }
+    vs_free(d->world, d->pool);
+    vs_free(d->world, d->pool_owner);
+    d->pool = np, d->pool_owner = no, d->npool = d->nbuckets;
+    return VS_OK;
+}
+
 VS_API vs_result vs_ddp_set_sync(vs_ddp* d, int sync)
 {
     if (!d) return vs_set_error(VS_ERR_NULL, "vs_ddp_set_sync: ddp is NULL");
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "vs_ddp_set_sync: not during a backward pass");
-    if (!sync && d->desc.zero >= VS_ZERO_2)
+    if (!sync && d->desc.zero == VS_ZERO_2)
         return vs_set_error(VS_ERR_UNSUPPORTED,
-                            "vs_ddp_set_sync: ZeRO-%d keeps no full gradients, so it reduces every micro-batch "
-                            "(accumulation happens in the owned ranges)", (int)d->desc.zero);
+                            "vs_ddp_set_sync: ZeRO-2 keeps no full gradients, so it reduces every micro-batch "
+                            "(accumulation happens in the owned ranges)");
+    if (!sync && d->desc.zero == VS_ZERO_3) {
+        vs_result r = _vs_ddp_pool_for_all(d);
+        if (r) return r;
+    }
     d->sync = sync != 0;
     return VS_OK;
 }
@@ -3935,7 +4105,7 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
         for (int j = k->first; j < k->last; j++) used += d->params[d->order[j]].numel;
         out->padding += (size_t)(k->numel - used);
         // (trainer-owned storage: not DDP's; ZeRO-3: the owned range)
-        if (!k->ext) out->params += (size_t)(d->desc.zero == VS_ZERO_3 ? own : k->numel) * _vs_dsz(k->pdtype);
+        if (!k->ext && !k->pown) out->params += (size_t)(d->desc.zero == VS_ZERO_3 ? own : k->numel) * _vs_dsz(k->pdtype);
         if (d->desc.zero < VS_ZERO_2 && !k->ext) out->grads += (size_t)k->numel * _vs_dsz(k->gdtype);
         if (k->acc) out->grads += (size_t)own * sizeof(float);
         if (k->master) out->master += (size_t)own * sizeof(float);
@@ -4075,6 +4245,32 @@ VS_API vs_result vs_ddp_owned_rewrite(vs_ddp* d, int drop)
         if (!r) r = rb;
     }
     return r;
+}
+
+VS_API vs_result vs_ddp_write_param(vs_ddp* d, int i, const void* data)
+{
+    const char* fn = "vs_ddp_write_param";
+    vs_result r = _vs_ddp_check_index(fn, d, i);
+    if (r) return r;
+    if (!data) return vs_set_error(VS_ERR_NULL, "%s: data is NULL", fn);
+    const _vs_dparam* q = &d->params[i];
+    _vs_dbucket* k = &d->buckets[q->bucket];
+    if (d->in_pass) return vs_set_error(VS_ERR_STATE, "%s: '%s' during a backward pass: write it between steps", fn, q->name);
+    int z3 = d->desc.zero == VS_ZERO_3;
+    if (z3 && (k->zstate == _VS_Z3_HELD || k->zstate == _VS_Z3_KEPT))
+        return vs_set_error(VS_ERR_STATE, "%s: '%s': its ready group %d is gathered: write it between its uses", fn,
+                            q->name, q->rgroup);
+    if ((r = _vs_ddp_params_ready(d, q->bucket))) return r; // (a gather in flight reads or writes it)
+    if (z3 && k->zstate == _VS_Z3_FLIGHT) _vs_ddp_z3_free(d, q->bucket); // (a stale prefetched copy)
+    int64_t lo, cnt, a = q->offset, e = q->offset + q->numel, ma, me;
+    _vs_ddp_owned(d, k, &lo, &cnt);
+    size_t pz = _vs_dsz(q->dtype);
+    if ((!z3 || _vs_ddp_meet(q, lo, cnt, &a, &e)) && a < e)
+        r = _vs_ddp_copy(d, _vs_ddp_pat(k, q, a), (const char*)data + (size_t)(a - q->offset) * pz, (size_t)(e - a) * pz);
+    if (!r && k->master && _vs_ddp_meet(q, lo, cnt, &ma, &me))
+        r = _vs_ddp_to_f32(d, k->master + (ma - lo), _vs_ddp_pat(k, q, ma), q->dtype, me - ma);
+    if (!r) r = _vs_ddp_sync(d); // (data may go on return)
+    return r ? vs_set_error(r, "%s: '%s': %s", fn, q->name, vs_last_error()) : VS_OK;
 }
 
 _VS_DDP_PRIVATE const char* _vs_ddp_state_name(vs_ddp_state s)

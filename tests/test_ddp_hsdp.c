@@ -25,6 +25,10 @@
      "dyadic" gradients (small multiples of 1/16, exact in f32 and bf16 in any
      order). ZeRO-0 HSDP is one all-reduce over DPR x DPS, the DP4 order: bit
      for bit on any data.
+   - ZeRO-3 on HSDP (a ready group a parameter, gathered around each use):
+     HSDP ZeRO-1 with the same buckets, bit for bit (bf16: ZeRO-2, which
+     clips in the f32 accumulator as ZeRO-3 does); its owned shards in the
+     trainer's memory (vs_ddp_set_owned_storage) against DDP's, bit for bit.
    Meshes: DPR2 x DPS2, DPR2 x DPS2 x TP2, PP2 x DPR2 x DPS2 (x TP2: 16
    ranks, threads only). The traffic case reads each communicator's byte count
    (vs_comm.sent, a ring's count) over one step and compares it with the
@@ -100,6 +104,8 @@ typedef struct run {
     vs_zero_stage zero;
     vs_optim_kind kind;
     int half, grad_fp32, dyadic, ext, steps;
+    int groups; // a ready group a parameter (p + 1): ZeRO-3's units of gathering (always under ZeRO-3)
+    int keep;   // ZeRO-3: reshard_after_forward 0 (a group kept from its forward to its backward)
     double clip;
     const char *save, *load;
     /* results */
@@ -113,6 +119,7 @@ typedef struct run {
     uint64_t across_early;         // ... over DPR before vs_ddp_finish_grad_sync
     int64_t elems;                 // rank 0's padded gradient elements, all buckets
     int64_t steps_done;
+    int owned_bad;     // ZeRO-3 ext: ranks whose owned shards were not (only) in the trainer's buffers
 } run;
 
 static int nranks(const run* c) { return c->vdp ? 1 : (c->pp ? c->pp : 1) * (c->dpr ? c->dpr : 1) * c->dps * c->tp; }
@@ -200,6 +207,7 @@ static void backward(vs_ddp* d, const run* c, int r, int t, int st, const vs_ddp
     float vbuf[MAXE], gbuf[MAXE];
     for (int p = NP - 1; p >= 0; p--) {
         if (loc[p] < 0) continue;
+        if (c->zero == VS_ZERO_3) VT_OK(vs_ddp_gather(d, p + 1));
         const void* dval = vs_ddp_param(d, loc[p]);
         void* dg = vs_ddp_grad(d, loc[p]);
         VT_CHECK(dval && dg, "%s: param %p grad %p (%s)", pname[p], dval, dg, vs_last_error());
@@ -220,6 +228,22 @@ static void backward(vs_ddp* d, const run* c, int r, int t, int st, const vs_ddp
         }
         to_mem(dg, g, (size_t)pi[p].local_numel * gz);
         VT_OK(vs_ddp_grad_ready(d, loc[p]));
+        if (c->zero == VS_ZERO_3) VT_OK(vs_ddp_release(d, p + 1));
+    }
+}
+
+/* ZeRO-3's forward: each group gathered (over the shard group only), its
+   view read, released (or kept for the backward). */
+static void forward(vs_ddp* d, const run* c, const vs_ddp_param_info* pi, const int* loc)
+{
+    float vbuf[MAXE];
+    for (int p = 0; p < NP && c->zero == VS_ZERO_3; p++) {
+        if (loc[p] < 0) continue;
+        VT_OK(vs_ddp_gather(d, p + 1));
+        const void* dval = vs_ddp_param(d, loc[p]);
+        VT_CHECK(dval != NULL, "forward: %s: %s", pname[p], vs_last_error());
+        if (dval) from_mem(vbuf, dval, (size_t)pi[p].local_numel * vs_dtype_size(pi[p].dtype));
+        VT_OK(vs_ddp_release(d, p + 1));
     }
 }
 
@@ -231,9 +255,11 @@ static void collect(vs_ddp* d, run* c, int me, const vs_ddp_param_info* pi, cons
         vs_ddp_param_info q;
         VT_OK(vs_ddp_query_param_info(d, loc[p], &q));
         float vbuf[MAXE], sbuf[MAXE];
+        if (c->zero == VS_ZERO_3) VT_OK(vs_ddp_gather(d, p + 1));
         const void* dval = vs_ddp_param(d, loc[p]);
         const void* val = dval ? vbuf : NULL;
         if (dval) from_mem(vbuf, dval, (size_t)pi[p].local_numel * vs_dtype_size(pi[p].dtype));
+        if (c->zero == VS_ZERO_3) VT_OK(vs_ddp_release(d, p + 1));
         for (int64_t i = 0; val && i < pi[p].local_numel; i++) {
             int64_t e = global_of(&pi[p], i);
             c->p[me][p][e] = ld(val, pi[p].dtype, i);
@@ -286,6 +312,7 @@ static int rank_fn(vs_world* w, void* arg)
     dd.optim.kind = c->kind;
     dd.optim.weight_decay = 0.05;
     dd.optim.momentum = 0.9;
+    dd.reshard_after_forward_set = c->keep; // (0: kept)
     vs_ddp* d = NULL;
     VT_OK(vs_ddp_init(&dd, &d));
     if (!d) return 1;
@@ -303,6 +330,7 @@ static int rank_fn(vs_world* w, void* arg)
         pd.ndim = pndim[p];
         pd.shape[0] = pshape[p][0], pd.shape[1] = pshape[p][1];
         pd.no_decay = p == 0 || p == 2 || p == 4;
+        pd.ready_group = c->groups || c->zero == VS_ZERO_3 ? p + 1 : 0;
         if (c->tp > 1) pd.placements[vs_mesh_dim_index(mesh, "TP")] = tp_place(p);
         int idx = -1;
         // the local shard's initial values: registered without data first to learn the layout
@@ -317,7 +345,7 @@ static int rank_fn(vs_world* w, void* arg)
         size_t ez = vs_dtype_size(dt), gz = vs_dtype_size(c->grad_fp32 ? VS_F32 : dt);
         void* init = calloc((size_t)q.local_numel + 1, ez);
         for (int64_t i = 0; i < q.local_numel; i++) st_(init, dt, i, init_of(p, global_of(&q, i)));
-        if (c->ext) {
+        if (c->ext && c->zero != VS_ZERO_3) {
             own[p] = mem_alloc((size_t)q.local_numel * ez), gown[p] = mem_alloc((size_t)q.local_numel * gz);
             to_mem(own[p], init, (size_t)q.local_numel * ez);
             void* zeros = calloc((size_t)q.local_numel + 1, gz);
@@ -334,6 +362,13 @@ static int rank_fn(vs_world* w, void* arg)
     VT_OK(vs_ddp_finalize(d));
     for (int p = 0; p < NP; p++)
         if (loc[p] >= 0) VT_OK(vs_ddp_query_param_info(d, loc[p], &pi[p]));
+    size_t obytes[NP] = {0};
+    for (int p = 0; p < NP && c->ext && c->zero == VS_ZERO_3; p++) { // the owned shards in the trainer's buffers
+        if (loc[p] < 0) continue;
+        VT_OK(vs_ddp_owned_bytes(d, p + 1, &obytes[p]));
+        own[p] = mem_alloc(obytes[p]);
+        VT_OK(vs_ddp_set_owned_storage(d, p + 1, own[p]));
+    }
     if (c->load) VT_OK(ckpt_io(mesh, d, c->load, 0));
     int64_t first = vs_ddp_step_count(d);
     for (int s = 0; s < c->steps; s++) {
@@ -341,6 +376,7 @@ static int rank_fn(vs_world* w, void* arg)
         uint64_t w0 = 0, a0 = 0, b0 = 0;
         if (s == 1 && c->dpr) w0 = sent_over(mesh, "DPS"), a0 = sent_over(mesh, "DPR"), b0 = sent_over(mesh, "DPR,DPS");
         VT_OK(vs_ddp_zero_grad(d));
+        forward(d, c, pi, loc);
         backward(d, c, r, t, st, pi, loc);
         if (s == 1 && c->dpr && me == 0) c->across_early = sent_over(mesh, "DPR") - a0; // (cached: not collective)
         VT_OK(vs_ddp_finish_grad_sync(d));
@@ -361,6 +397,18 @@ static int rank_fn(vs_world* w, void* arg)
     }
     collect(d, c, me, pi, loc);
     if (me == 0) c->steps_done = vs_ddp_step_count(d);
+    vs_ddp_memory mu;
+    VT_OK(vs_ddp_memory_usage(d, &mu));
+    int bad = obytes[0] + obytes[1] + obytes[2] + obytes[3] + obytes[4] > 0 && mu.params != 0;
+    for (int p = 0; p < NP && c->ext && c->zero == VS_ZERO_3; p++) { // each owned range lies in the trainer's buffer
+        vs_ddp_span sp;
+        if (loc[p] < 0) continue;
+        VT_OK(vs_ddp_param_owned(d, loc[p], &sp));
+        size_t len = (size_t)(sp.end - sp.begin) * vs_dtype_size(pi[p].dtype);
+        if (len && (!sp.data || (char*)sp.data < (char*)own[p] || (char*)sp.data + len > (char*)own[p] + obytes[p]))
+            bad = 1;
+    }
+    if (bad) __atomic_fetch_add(&c->owned_bad, 1, __ATOMIC_RELAXED);
     if (c->save) VT_OK(ckpt_io(mesh, d, c->save, 1));
     VT_OK(vs_ddp_free(d));
     for (int p = 0; p < NP; p++) mem_free(own[p]), mem_free(gown[p]);
@@ -646,6 +694,112 @@ static void case_traffic(void)
         }
 }
 
+/* ZeRO-3 on HSDP: parameters sharded over DPS at rest, gathered over DPS only;
+   a group's gradients reduce-scattered over DPS, the owned range averaged over
+   DPR. Equal to one rank within 1e-6, and bit for bit to HSDP ZeRO-1 with the
+   same buckets (a ready group a parameter: the same owned ranges, the same
+   two reductions in the same order, the same optimizer on them). bf16: ZeRO-1
+   clips a bf16 gradient in its bf16 buffer, ZeRO-2/3 in the f32 accumulator,
+   so the bit-for-bit reference is HSDP ZeRO-2. */
+static void case_zero3(void)
+{
+    for (int k = 0; k < 2; k++) { // SGD, then AdamW
+        vs_optim_kind kind = k ? VS_OPTIM_ADAMW : VS_OPTIM_SGD;
+        run* ref = go((run){.vdp = 4, .vtp = 1, .dps = 1, .tp = 1, .kind = kind, .steps = 3, .clip = 1.0});
+        for (int keep = 0; keep < 2; keep++) {
+            run c = {.dpr = 2, .dps = 2, .tp = 1, .zero = VS_ZERO_3, .kind = kind, .keep = keep, .steps = 3,
+                     .clip = 1.0};
+            run* h = go(c);
+            c.zero = VS_ZERO_1, c.groups = 1, c.keep = 0;
+            run* h1 = go(c);
+            char what[96];
+            snprintf(what, sizeof what, "%s ZeRO-3 DPR2 x DPS2%s", k ? "AdamW" : "SGD",
+                     keep ? " (reshard_after_forward 0)" : "");
+            expect_near(h, ref, 1e-6, what);
+            expect_same(h, h1, what);
+            free(h), free(h1);
+        }
+        free(ref);
+    }
+    run* ref = go((run){.vdp = 4, .vtp = 1, .dps = 1, .tp = 1, .half = 1, .grad_fp32 = 1, .kind = VS_OPTIM_ADAMW,
+                        .steps = 3, .clip = 1.0});
+    run c = {.dpr = 2, .dps = 2, .tp = 1, .zero = VS_ZERO_3, .half = 1, .grad_fp32 = 1, .kind = VS_OPTIM_ADAMW,
+             .steps = 3, .clip = 1.0};
+    run* h = go(c);
+    c.zero = VS_ZERO_2, c.groups = 1;
+    run* h2 = go(c);
+    expect_near(h, ref, 1e-6, "bf16 ZeRO-3 DPR2 x DPS2");
+    expect_same(h, h2, "bf16 ZeRO-3 DPR2 x DPS2 against HSDP ZeRO-2");
+    free(h), free(h2), free(ref);
+}
+
+/* ZeRO-3 with the owned shards in the trainer's buffers
+   (vs_ddp_set_owned_storage): equal to DDP's own memory bit for bit, on
+   DPR2 x DPS2 x TP2 (f32, then bf16 with its f32 masters). */
+static void case_zero3_ext(void)
+{
+    for (int half = 0; half < 2; half++) {
+        run c = {.dpr = 2, .dps = 2, .tp = 2, .zero = VS_ZERO_3, .kind = VS_OPTIM_ADAMW, .half = half,
+                 .grad_fp32 = half, .steps = 3, .clip = 1.0};
+        run* a = go(c);
+        c.ext = 1;
+        run* b = go(c);
+        expect_same(b, a, half ? "ZeRO-3 owned shards in the trainer's buffers, bf16" :
+                                 "ZeRO-3 owned shards in the trainer's buffers, f32");
+        VT_CHECK(b->owned_bad == 0, "%d ranks: an owned range outside the trainer's buffer, or DDP still counts "
+                 "parameter bytes", b->owned_bad);
+        free(a), free(b);
+    }
+}
+
+/* ZeRO-3 on DPR2 x DPS2 x TP2 and PP2 x DPR2 x DPS2 (x TP2): equal to one rank
+   within 1e-6, to HSDP ZeRO-1 (same buckets) bit for bit. */
+static void case_zero3_meshes(void)
+{
+    for (int pp = 0; pp <= 2; pp += 2)
+        for (int tp = 1; tp <= 2; tp++) {
+            if (!pp && tp == 1) continue; // (case_zero3)
+            if (DEV && pp && tp == 2) continue; // (16 ranks: the stand-in has 8 GPUs)
+            run* ref = go((run){.vdp = 4, .vtp = tp, .dps = 1, .tp = 1, .kind = VS_OPTIM_ADAMW, .steps = 3, .clip = 1.0});
+            run c = {.pp = pp, .dpr = 2, .dps = 2, .tp = tp, .zero = VS_ZERO_3, .kind = VS_OPTIM_ADAMW, .steps = 3,
+                     .clip = 1.0};
+            run* h = go(c);
+            c.zero = VS_ZERO_1, c.groups = 1;
+            run* h1 = go(c);
+            char what[80];
+            snprintf(what, sizeof what, "ZeRO-3 %sDPR2 x DPS2%s", pp ? "PP2 x " : "", tp > 1 ? " x TP2" : "");
+            expect_near(h, ref, 1e-6, what);
+            expect_same(h, h1, what);
+            free(h), free(h1), free(ref);
+        }
+}
+
+/* ZeRO-3 on HSDP, bytes a rank sends in one step: within the shard group the
+   forward's all-gathers, the backward's again (none when kept:
+   reshard_after_forward 0) and the reduce-scatter, each (DPS-1)/DPS of the
+   padded buckets; across the replicate group one all-reduce of the owned
+   1/DPS of the gradients (2 (DPR-1)/DPR of it); nothing over DPR x DPS. */
+static void case_zero3_traffic(void)
+{
+    for (int keep = 0; keep < 2; keep++)
+        for (int half = 0; half < 2; half++) {
+            run* h = go((run){.dpr = 2, .dps = 2, .tp = 1, .zero = VS_ZERO_3, .half = half, .keep = keep,
+                              .kind = VS_OPTIM_ADAMW, .steps = 2, .clip = 1.0});
+            uint64_t G = (uint64_t)h->elems, gz = half ? 2 : 4, pz = gz, R = 2, S = 2, gathers = keep ? 1 : 2;
+            uint64_t within = (S - 1) * G / S * (gz + gathers * pz), across = 2 * (R - 1) * (G / S) * gz / R;
+            VT_CHECK(G > 0 && G % 32 == 0, "padded gradient elements %llu", (unsigned long long)G);
+            VT_CHECK(!DEV || h->across_early == across, "ZeRO-3: %llu bytes across queued before finish_grad_sync, "
+                     "want all %llu", (unsigned long long)h->across_early, (unsigned long long)across);
+            VT_CHECK(h->within == within && h->across == across && h->both == 0,
+                     "ZeRO-3 %s%s: sent within the shard group %llu, across the replicate group %llu, over both %llu; "
+                     "the formula: %llu, %llu, 0 (%llu gradient elements)", half ? "bf16" : "f32",
+                     keep ? " kept" : "", (unsigned long long)h->within, (unsigned long long)h->across,
+                     (unsigned long long)h->both, (unsigned long long)within, (unsigned long long)across,
+                     (unsigned long long)G);
+            free(h);
+        }
+}
+
 /* Bad input: a clear error naming the value, no DDP made (the mesh is not
    held: vs_mesh_free works after). */
 static void bad_init(vs_world* w, const int* shape, const char* const* names, const char* rep, const char* dp,
@@ -737,6 +891,14 @@ int main(void)
     VT_CASE("HSDP's DDP checkpoint loads into DP4 ZeRO-1 and back, equal; DP4 trains on from it as HSDP", case_ckpt());
     VT_CASE("HSDP traffic per step: within the shard group and across the replicate group, as the formula",
             case_traffic());
+    VT_CASE("ZeRO-3 on HSDP DPR2 x DPS2 (f32 SGD and AdamW, kept or not; bf16): equal to one rank within 1e-6, to "
+            "HSDP ZeRO-1 (bf16: ZeRO-2) on the same buckets bit for bit", case_zero3());
+    VT_CASE("ZeRO-3 on HSDP DPR2 x DPS2 x TP2, PP2 x DPR2 x DPS2 (x TP2): equal to one rank within 1e-6, to HSDP "
+            "ZeRO-1 bit for bit", case_zero3_meshes());
+    VT_CASE("ZeRO-3 on HSDP with the owned shards in the trainer's buffers (vs_ddp_set_owned_storage): equal to "
+            "DDP's memory bit for bit (f32, bf16)", case_zero3_ext());
+    VT_CASE("ZeRO-3 on HSDP traffic per step: gathers and reduce-scatter within, one all-reduce of 1/DPS across",
+            case_zero3_traffic());
     VT_CASE("HSDP bad input: an unknown or repeated replicate dim, a dim missing, a 1-D mesh, a parameter sharded "
             "along DPR",
             launch(4, rank_bad, NULL));

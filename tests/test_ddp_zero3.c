@@ -19,7 +19,11 @@
      accumulator, the same optimizer on the same owned ranges, the same clip sums
      in the same order), f32 and bf16.
    Memory through vs_ddp_memory_usage and the world's allocator hooks (each
-   rank thread's allocations counted apart).
+   rank thread's allocations counted apart): at rest, at peak, and during
+   registration (data NULL + vs_ddp_write_param after finalize against data
+   copied whole). Accumulation without sync (vs_ddp_set_sync 0) against ZeRO-1
+   doing the same. (ZeRO-3 on HSDP, and the owned shards in the trainer's
+   memory: tests/test_ddp_hsdp.c.)
 
    Built twice: thread ranks with host buffers (build/test_ddp_zero3), and over
    the strict CUDA + NCCL stand-in with device buffers
@@ -171,6 +175,8 @@ typedef struct cfg {
     double clip; // > 0 clips; < 0 measures
     int prefetch, prefetch_set, rsf, rsf_set;
     int per_param; // backward marks each parameter ready (vs_ddp_grad_ready), not the group
+    int nosync;    // micro-batches but the last without sync (vs_ddp_set_sync 0): one reduction a step
+    int lazy;      // registered with data NULL, each parameter written after finalize (vs_ddp_write_param)
     int nan_step; // > 0: rank 1 writes a NaN gradient at this step (1-based): skipped everywhere
     zacct* acct;   // the allocator hooks' counts (measure)
     int s0, s1;    // the steps to run: [s0, s1) (s1 0: STEPS)
@@ -183,6 +189,7 @@ typedef struct cfg {
     int64_t skipped;
     vs_ddp_memory mem_rest[MAXR], mem_end[MAXR];
     long base[MAXR], hook_rest[MAXR], hook_peak[MAXR], big_steady[MAXR], dev_steady[MAXR];
+    long reg_peak[MAXR]; // the hooks' peak from vs_ddp_init through finalize (and the writes)
     int64_t own_b[MAXR][L * NK], own_e[MAXR][L * NK];
     int owned_ok[MAXR];
     int prefetch_seen[MAXR], prefetch_bad[MAXR]; // forward gathers and releases that left the state (not) as meant
@@ -209,8 +216,9 @@ static void addf(void* g, int bf16, int64_t e, float v)
         ((float*)g)[e] += v;
 }
 
-/* Registers the model (kind by kind, every layer in one call) into d. */
-static void add_model(vs_ddp* d, int bf16, int idx[NK][L])
+/* Registers the model (kind by kind, every layer in one call) into d; lazy:
+   without data (zeros), and write_model writes it after finalize. */
+static void add_model_ex(vs_ddp* d, int bf16, int idx[NK][L], int lazy, int write)
 {
     for (int k = 0; k < NK; k++) {
         size_t es = bf16 ? 2 : 4;
@@ -233,12 +241,15 @@ static void add_model(vs_ddp* d, int bf16, int idx[NK][L])
         pd.layers = L;
         pd.ready_group = 1;
         pd.no_decay = k == 1;
+        if (lazy) pd.data = NULL;
         int first = -1;
-        VT_OK(vs_ddp_add_param(d, &pd, &first));
-        for (int l = 0; l < L; l++) idx[k][l] = first + l;
+        if (!write) VT_OK(vs_ddp_add_param(d, &pd, &first));
+        for (int l = 0; l < L && !write; l++) idx[k][l] = first + l;
+        for (int l = 0; l < L && write; l++) VT_OK(vs_ddp_write_param(d, idx[k][l], data + (size_t)(l * ksz[k]) * es));
         free(data);
     }
 }
+static void add_model(vs_ddp* d, int bf16, int idx[NK][L]) { add_model_ex(d, bf16, idx, 0, 0); }
 
 static vs_ddp_desc make_desc(vs_mesh* mesh, const cfg* c, vs_zero_stage zero)
 {
@@ -327,8 +338,11 @@ static int train_rank(vs_world* w, void* arg)
     vs_ddp_desc dd = make_desc(mesh, c, c->zero);
     VT_OK(vs_ddp_init(&dd, &d));
     if (!d) return 1;
-    add_model(d, c->bf16, idx);
+    add_model_ex(d, c->bf16, idx, c->lazy, 0);
     VT_OK(vs_ddp_finalize(d));
+    if (c->lazy) add_model_ex(d, c->bf16, idx, 1, 1);
+    if (c->nosync) VT_OK(vs_ddp_set_sync(d, 0)); // (ZeRO-3: the staging pool for it made here, before the steps)
+    if (c->acct) c->reg_peak[me] = c->acct->peak[me] - c->base[me];
     VT_OK(vs_ddp_memory_usage(d, &c->mem_rest[me]));
     if (c->load) VT_OK(ckpt_ddp(mesh, d, c->load, 0));
     if (c->acct) { // (from here: registration held a copy of each `data` until finalize)
@@ -341,6 +355,7 @@ static int train_rank(vs_world* w, void* arg)
         VT_OK(vs_ddp_zero_grad(d));
         for (int m = 0; m < (c->micro ? c->micro : 1); m++) {
             double fs = 0;
+            if (c->nosync) VT_OK(vs_ddp_set_sync(d, m + 1 == c->micro));
             for (int l = 0; l < L; l++) { // forward
                 VT_OK(vs_ddp_gather(d, l + 1));
                 if (c->zero == VS_ZERO_3 && s >= 1 && l + 1 < L) { // prefetch: the next layer's gather is in flight
@@ -605,6 +620,77 @@ static void case_memory(int dp, int bf16)
     free(z1);
 }
 
+/* Accumulation without sync: micro-batches but the last keep full gradients
+   (vs_ddp_set_sync 0), the last reduces once. Bit for bit ZeRO-1 doing the
+   same (the same sums in full buffers, one reduce-scatter), within 1e-6 of one
+   rank; the staging pool holds a buffer a bucket (reported), made before the
+   steps: none allocates. */
+static void case_nosync(int dp)
+{
+    zacct a;
+    memset(&a, 0, sizeof a);
+    cfg t;
+    memset(&t, 0, sizeof t);
+    t.micro = 3;
+    t.nosync = 1;
+    t.clip = 1.0;
+    t.acct = &a;
+    cfg* z3 = run(dp, VS_ZERO_3, &t);
+    t.acct = NULL;
+    cfg* z1 = run(dp, VS_ZERO_1, &t);
+    same_bits("ZeRO-3 without sync vs ZeRO-1 without sync", z3, z1);
+    t.ref = 1;
+    cfg* one = run(dp, VS_ZERO_1, &t);
+    close_to("ZeRO-3 without sync vs one rank", z3, one, 1e-6);
+    t.ref = 0, t.nosync = 0;
+    cfg* each = run(dp, VS_ZERO_3, &t);
+    for (int r = 0; r < dp; r++) {
+        const vs_ddp_memory* m = &z3->mem_end[r];
+        size_t per = each->mem_end[r].grad_staging / (size_t)(2 * 1); // (a group a bucket: 2 buffers by default)
+        if (r == 0)
+            printf("    DP%d: staging %zu bytes without sync (%d buckets), %zu reducing every micro-batch\n", dp,
+                   m->grad_staging, L, each->mem_end[r].grad_staging);
+        VT_CHECK(m->grad_staging == (size_t)L * per && per >= (size_t)per_layer() * 4,
+                 "rank %d: staging pool %zu bytes without sync, want %d buffers of %zu", r, m->grad_staging, L, per);
+        VT_CHECK(z3->big_steady[r] == 0 && z3->dev_steady[r] == 0, "rank %d: %ld allocations (%ld device) in the "
+                 "steps", r, z3->big_steady[r], z3->dev_steady[r]);
+    }
+    free(z3), free(z1), free(one), free(each);
+}
+
+/* Registration's peak through the hooks: add_param copies `data` whole until
+   finalize (every rank holds its whole model once); with data NULL and each
+   parameter written after finalize (vs_ddp_write_param) the peak is the
+   owned shards (at rest + pools). Both train equal bit for bit. */
+static void case_registration(int dp, int bf16)
+{
+    zacct a;
+    memset(&a, 0, sizeof a);
+    cfg t;
+    memset(&t, 0, sizeof t);
+    t.acct = &a;
+    t.bf16 = bf16;
+    cfg* eager = run(dp, VS_ZERO_3, &t);
+    memset(&a, 0, sizeof a);
+    t.lazy = 1;
+    cfg* lazy = run(dp, VS_ZERO_3, &t);
+    same_bits("written after finalize vs registered with data", lazy, eager);
+    long whole = (long)TOTAL * (bf16 ? 2 : 4), slack = 16384 + (long)(per_layer() / dp + 64) * 4;
+    for (int r = 0; r < dp; r++) {
+        if (r == 0)
+            printf("    DP%d %s: registration peak %ld bytes with data (whole model %ld), %ld written after finalize "
+                   "(at rest %ld)\n", dp, bf16 ? "bf16" : "f32", eager->reg_peak[r], whole, lazy->reg_peak[r],
+                   lazy->hook_rest[r]);
+        // (with data: every rank's copy of the whole model sits beside the owned shards finalize makes)
+        long above = whole - whole / dp;
+        VT_CHECK(eager->reg_peak[r] >= lazy->hook_rest[r] + above, "rank %d: registered with data: peak %ld, not "
+                 "%ld above at rest (%ld)", r, eager->reg_peak[r], above, lazy->hook_rest[r]);
+        VT_CHECK(lazy->reg_peak[r] <= lazy->hook_rest[r] + slack, "rank %d: written after finalize: registration "
+                 "peak %ld bytes, more than at rest (%ld) + %ld", r, lazy->reg_peak[r], lazy->hook_rest[r], slack);
+    }
+    free(eager), free(lazy);
+}
+
 /* DP x TP2: w1 sharded over TP, b1 Replicate with a gradient partial over TP
    (summed by DDP over TP on the owned range), w2 replicated; a layer's group is
    then three buckets (the partial dims split it), gathered together. Each rank's
@@ -790,6 +876,7 @@ static void case_nonfinite(void)
 }
 
 /* ---- bad input ---- */
+
 static int rank_bad(vs_world* w, void* arg)
 {
     (void)arg;
@@ -860,9 +947,34 @@ static int rank_bad(vs_world* w, void* arg)
     VT_CHECK(!p && strstr(vs_last_error(), "'h.1.w1'") && strstr(vs_last_error(), "ready group 2") &&
                  strstr(vs_last_error(), "vs_ddp_gather"),
              "param of an ungathered group: %p %s", p, vs_last_error());
-    r = vs_ddp_set_sync(d, 0);
-    VT_CHECK(r == VS_ERR_UNSUPPORTED && strstr(vs_last_error(), "ZeRO-3"), "set_sync 0: %d %s", r, vs_last_error());
+    VT_OK(vs_ddp_set_sync(d, 0)); // (ZeRO-3 accumulates without sync: case_nosync)
+    VT_OK(vs_ddp_set_sync(d, 1));
+    // the owned shards' storage and vs_ddp_write_param: refused while the group is gathered, bad arguments
+    size_t ob = 0;
+    VT_OK(vs_ddp_owned_bytes(d, 2, &ob));
+    VT_CHECK(ob >= (size_t)per_layer() * 4 / 2 && ob <= ((size_t)per_layer() + 64) * 4, "group 2 owns %zu bytes", ob);
+    size_t ob99 = 1;
+    VT_CHECK(vs_ddp_owned_bytes(d, 99, &ob99) == VS_ERR_INVALID && strstr(vs_last_error(), "ready_group 99") && !ob99,
+             "owned_bytes 99: %zu %s", ob99, vs_last_error());
+    float* ostore = NULL;
+    float* ones1 = (float*)malloc(sizeof(float) * (size_t)ksz[0]);
+    for (int64_t e = 0; e < ksz[0]; e++) ones1[e] = 1.0f;
+#if DEV
+    VT_CHECK(cudaMalloc((void**)&ostore, ob + 64) == cudaSuccess, "cudaMalloc");
+#else
+    VT_CHECK(posix_memalign((void**)&ostore, 16, ob + 64) == 0, "posix_memalign");
+#endif
+    r = vs_ddp_set_owned_storage(d, 2, (char*)ostore + 4);
+    VT_CHECK(r == VS_ERR_INVALID && strstr(vs_last_error(), "16-byte"), "unaligned storage: %d %s", r, vs_last_error());
+    VT_CHECK(vs_ddp_set_owned_storage(d, 2, NULL) == VS_ERR_NULL, "NULL storage: %s", vs_last_error());
+    VT_CHECK(vs_ddp_write_param(d, idx[0][1], NULL) == VS_ERR_NULL, "write NULL: %s", vs_last_error());
     VT_OK(vs_ddp_gather(d, 2));
+    r = vs_ddp_set_owned_storage(d, 2, ostore);
+    VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "group 2 is gathered"), "storage while gathered: %d %s", r,
+             vs_last_error());
+    r = vs_ddp_write_param(d, idx[0][1], ones1);
+    VT_CHECK(r == VS_ERR_STATE && strstr(vs_last_error(), "'h.1.w1'") && strstr(vs_last_error(), "gathered"),
+             "write while gathered: %d %s", r, vs_last_error());
     p = vs_ddp_param(d, idx[0][1]);
     VT_CHECK(p && read_f32(p, 5) == init_value(flat(1, 0, 5), 0), "the gathered view: %p", p);
     r = vs_ddp_set_group_reshard(d, 2, 0);
@@ -895,9 +1007,16 @@ static int rank_bad(vs_world* w, void* arg)
              vs_last_error());
     VT_OK(vs_ddp_step(d, 0.01));
     VT_CHECK(vs_ddp_step_count(d) == 1, "step count %lld", (long long)vs_ddp_step_count(d));
+    VT_OK(vs_ddp_set_owned_storage(d, 2, ostore)); // (the stepped shard moves in: the gathers read it)
     VT_OK(vs_ddp_gather(d, 2));
     p = vs_ddp_param(d, idx[0][1]);
     VT_CHECK(p && read_f32(p, 5) != init_value(flat(1, 0, 5), 0), "the step did not reach the gathered view");
+    VT_OK(vs_ddp_release(d, 2));
+    VT_OK(vs_ddp_write_param(d, idx[0][1], ones1)); // (into the trainer's storage, read by the gather)
+    VT_OK(vs_ddp_gather(d, 2));
+    p = vs_ddp_param(d, idx[0][1]);
+    VT_CHECK(p && read_f32(p, 5) == 1.0f && read_f32(p, ksz[0] - 1) == 1.0f, "written ones, gathered: %g %g",
+             p ? read_f32(p, 5) : 0.0, p ? read_f32(p, ksz[0] - 1) : 0.0);
     VT_OK(vs_ddp_release(d, 2));
     VT_OK(vs_ddp_free(d));
     // other stages: gather and release check the group, and do nothing
@@ -910,7 +1029,21 @@ static int rank_bad(vs_world* w, void* arg)
     VT_OK(vs_ddp_release(d, 1));
     VT_CHECK(vs_ddp_gather(d, 99) == VS_ERR_INVALID, "ZeRO-1 gather 99: %s", vs_last_error());
     VT_CHECK(vs_ddp_param(d, 0) != NULL, "ZeRO-1: vs_ddp_param %s", vs_last_error());
+    VT_CHECK(vs_ddp_owned_bytes(d, 1, &ob99) == VS_ERR_UNSUPPORTED && strstr(vs_last_error(), "ZeRO-1"),
+             "ZeRO-1 owned_bytes: %s", vs_last_error());
     VT_OK(vs_ddp_free(d));
+    dd = make_desc(mesh, &t, VS_ZERO_2);
+    VT_OK(vs_ddp_init(&dd, &d));
+    r = vs_ddp_set_sync(d, 0);
+    VT_CHECK(r == VS_ERR_UNSUPPORTED && strstr(vs_last_error(), "ZeRO-2"), "ZeRO-2 set_sync 0: %d %s", r,
+             vs_last_error());
+    VT_OK(vs_ddp_free(d));
+#if DEV
+    cudaFree(ostore);
+#else
+    free(ostore);
+#endif
+    free(ones1);
     VT_OK(vs_mesh_free(mesh));
     return 0;
 }
@@ -1057,11 +1190,22 @@ int main(void)
             "no allocation in a step", case_memory(2, 0));
     VT_CASE("memory DP4 f32", case_memory(4, 0));
     VT_CASE("memory DP4 bf16", case_memory(4, 1));
+    VT_CASE("ZeRO-3 accumulation without sync (3 micro-batches, one reduce-scatter a step), DP2 and DP4: ZeRO-1 bit "
+            "for bit, one rank within 1e-6; the staging pool a buffer a bucket, no allocation in a step", {
+        case_nosync(2);
+        case_nosync(4);
+    });
+    VT_CASE("registration DP4 f32 and DP2 bf16: data NULL + vs_ddp_write_param after finalize peaks at the owned "
+            "shards (with data: the whole model); equal bit for bit", {
+        case_registration(4, 0);
+        case_registration(2, 1);
+    });
     VT_CASE("checkpoints: ZeRO-3 DP2 saved (owned ranges) trains on equal as ZeRO-3 and ZeRO-1; loads into ZeRO-3 and "
             "ZeRO-1 DP4, and a ZeRO-1 file into ZeRO-3 DP4, give the saved parameters", case_ckpt());
     VT_CASE("a NaN gradient on one rank: the step is skipped on every rank, as ZeRO-1", case_nonfinite());
     VT_CASE("bad input: zero 4, prefetch -1, reshard 2, group 0, storage, unknown group, release twice, a view "
-            "ungathered, set_sync 0, a step while held; ZeRO-1's calls do nothing", VT_OK(launch(2, rank_bad, NULL, NULL)));
+            "ungathered, a step while held, ZeRO-2 set_sync 0, owned storage (unaligned, NULL, while gathered, ZeRO-1), "
+            "write_param while gathered; ZeRO-1's calls do nothing", VT_OK(launch(2, rank_bad, NULL, NULL)));
 #if !DEV
     VT_CASE("VESCALE_DEBUG=params: a view read after vs_ddp_release faults naming its group (and one of its parameters)",
             case_stale());
