@@ -410,8 +410,10 @@ bench: $(B)/bench_collectives
 bench-redistribute:
 	B=$(B) bash bench/run_redistribute.sh
 
-bench-ddp: $(B)/bench_ddp_ext
+bench-ddp: $(B)/bench_ddp_ext $(B)/bench_ddp_zero3 $(B)/bench_ddp_memory
 	B=$(B) bash bench/run_ddp.sh
+	$(B)/bench_ddp_zero3
+	$(B)/bench_ddp_memory
 	$(B)/bench_ddp_ext --dp 2
 	$(B)/bench_ddp_ext --dp 4
 	$(B)/bench_ddp_ext --dp 2 --zero 1
@@ -423,6 +425,14 @@ bench-ddp: $(B)/bench_ddp_ext
 # (the sync alone, or with --step whole steps whose ZeRO-1 gathers overlap the next forward)
 $(B)/bench_ddp_ext: bench/ddp_ext.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+# ZeRO-3 (issue 34): a step's gathers and reduce-scatters against a modelled compute,
+# prefetch 1 vs 0; the example GPT's memory a rank under ZeRO-1/2/3 and HSDP
+$(B)/bench_ddp_zero3: bench/ddp_zero3.c bench/bench_util.h $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+$(B)/bench_ddp_memory: bench/ddp_memory.c $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+# (tests/test_ddp_memory.c asserts the bounds on bench/ddp_memory.c's measure)
+$(B)/test_ddp_memory: bench/ddp_memory.c
 
 # host syncs, device allocations, copies, libraries, kernels and NCCL operations per
 # steady-state step of the NCCL path, counted over the strict stand-in (no GPU)
