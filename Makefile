@@ -83,7 +83,7 @@ PRIV_H := $(HEADERS:%=$(B)/priv/%)
 $(PRIV_H): $(B)/priv/%: % tests/vs_private.awk | $(B)
 	@mkdir -p $(@D)
 	awk -f tests/vs_private.awk $< >$@.tmp && mv $@.tmp $@
-$(IMPL_SHARED:%=$(B)/%) $(B)/flat_trainer_dp_tp $(B)/flat_trainer_dp: $(B)/impl/plain.o $(PRIV_H) tests/vs_private.h
+$(IMPL_SHARED:%=$(B)/%) $(B)/flat_trainer_dp_tp $(B)/flat_trainer_dp $(B)/flat_trainer_fsdp: $(B)/impl/plain.o $(PRIV_H) tests/vs_private.h
 $(IMPL_SHARED:%=$(B)/%_nt): $(B)/impl/nt.o $(PRIV_H) tests/vs_private.h
 $(IMPL_SHARED:%=$(B)/%_mpi): $(B)/impl/mpi.o $(PRIV_H) tests/vs_private.h
 $(B)/impl/plain.o: tests/vs_impl.c $(HEADERS) | $(B)
@@ -268,7 +268,7 @@ $(B)/demo: examples/demo.c $(HEADERS) | $(B)
 
 # --- examples/mlp_dp_tp.c: the first trainer (DP2 x TP2 beside one rank) ---------
 # built by `make`, run briefly by `make test`; the MPI build runs under mpirun -np 4
-EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(B)/flat_trainer $(B)/flat_trainer_dp_tp $(B)/flat_trainer_dp $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi $(B)/train_gpt_mpi)
+EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(B)/flat_trainer $(B)/flat_trainer_dp_tp $(B)/flat_trainer_dp $(B)/flat_trainer_fsdp $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi $(B)/train_gpt_mpi)
 all: $(EXAMPLES)
 # the examples and the checkpoint tool alone (`make` also builds every test)
 .PHONY: examples
@@ -294,6 +294,9 @@ $(B)/flat_trainer_dp_tp: examples/flat_trainer.c $(HEADERS) | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) -DDP_TP,plain,$(LDLIBS))
 $(B)/flat_trainer_dp: examples/flat_trainer.c $(HEADERS) | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) -DDP,plain,$(LDLIBS))
+# ... and with -DFSDP its ZeRO-3 port (gather/release around its own layer loop, issue 34)
+$(B)/flat_trainer_fsdp: examples/flat_trainer.c $(HEADERS) | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) -DFSDP,plain,$(LDLIBS))
 .PHONY: flat-diff
 flat-diff:
 	@bash tests/flat_trainer_diff.sh

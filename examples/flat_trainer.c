@@ -23,6 +23,13 @@
        ./flat_trainer_dp_tp --dp 2 --tp 2 --steps 20
    trains on one rank, then on DP x TP thread ranks, prints both losses per step and
    their largest relative difference, and exits 1 when it is above 1e-6.
+   FSDP (ZeRO-3: -DFSDP, which defines DP: the DP form and ZeRO-3's lines):
+       cc -std=c99 -O2 -I. -DFSDP examples/flat_trainer.c -o flat_trainer_fsdp -lpthread -lm
+       ./flat_trainer_fsdp --dp 2 --steps 20  the same losses (within 1e-6)
+   DDP keeps the parameters (copied in at registration), gradients and AdamW state
+   sharded; the layer loop gathers a layer before its forward and its backward
+   (vs_ddp_gather: the next one is prefetched) and releases it after, and reads the
+   gathered views and DDP's gradients instead of the flat buffers (PL, GL).
 
    What the port does:
    - parameters and gradients stay in the trainer's flat buffers (DP x TP: each
