@@ -12,15 +12,20 @@
    sleeps to absolute deadlines, holding no core, so the transport's progress
    threads run the collectives):
 
-       t0 = now; k = 0
-       forward  l = 0 .. L-1:   vs_ddp_gather(l+1); sleep until t0 + (++k) t_layer;
-                                vs_ddp_release(l+1)
-       backward l = L-1 .. 0:   vs_ddp_gather(l+1); vs_ddp_grad(l); sleep until
-                                t0 + (++k) t_layer; vs_ddp_group_ready(l+1);
-                                vs_ddp_release(l+1)
+       t0 = now; dev = 0                      (the modelled device's timeline)
+       forward  l = 0 .. L-1:   vs_ddp_gather(l+1); dev = max(dev, now - t0) + t_layer;
+                                sleep until t0 + dev; vs_ddp_release(l+1)
+       backward l = L-1 .. 0:   vs_ddp_gather(l+1); vs_ddp_grad(l); dev = max(dev,
+                                now - t0) + t_layer; sleep until t0 + dev;
+                                vs_ddp_group_ready(l+1); vs_ddp_release(l+1)
        vs_ddp_finish_grad_sync; vs_ddp_step(lr 0)   (issues the next step's
                                 first gathers; lr 0 changes nothing)
    (each step starts with vs_ddp_zero_grad and a barrier, outside the timed region)
+   A layer's compute starts when the previous layer's ends and its gather is done
+   (on a GPU the compute stream waits for the gather's event; here the gather
+   returns), so a gather waited for delays the layers after it; prefetch hides it
+   behind the previous layer's compute. (bench/ddp.c's backward has no such
+   dependency: its deadlines are absolute.)
 
    Variants, one DDP each of prefetch 1 and prefetch 0:
        comm        the step with no sleeps on the prefetch-1 DDP: the gathers and
@@ -94,9 +99,9 @@ static float init_value(int l, int64_t e) { return (float)l + (float)(e % 1000) 
 static vs_result run_step(vs_ddp* d, int L, int64_t numel, long t_layer_ns, long* bad, double* tw)
 {
     struct timespec t0;
-    double tg;
+    double tg, ts = now();
+    long long dev = 0; /* ns after t0: the modelled device's compute timeline */
     vs_result r = VS_OK;
-    int k = 0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     tw[0] = tw[1] = 0;
     for (int l = 0; l < L && !r; l++) {
@@ -109,7 +114,11 @@ static vs_result run_step(vs_ddp* d, int L, int64_t numel, long t_layer_ns, long
             for (int64_t e = 0; e < numel; e += numel / 7 + 1)
                 if (p[e] != init_value(l, e)) ++*bad;
         }
-        if (t_layer_ns > 0) sleep_until(&t0, (long long)t_layer_ns * ++k);
+        if (t_layer_ns > 0) {
+            long long at = (long long)((now() - ts) * 1e9);
+            dev = (at > dev ? at : dev) + t_layer_ns;
+            sleep_until(&t0, dev);
+        }
         if (d) r = vs_ddp_release(d, l + 1);
     }
     for (int l = L - 1; l >= 0 && !r; l--) {
@@ -117,7 +126,11 @@ static vs_result run_step(vs_ddp* d, int L, int64_t numel, long t_layer_ns, long
         if (d && (r = vs_ddp_gather(d, l + 1))) break;
         tw[0] += now() - tg;
         if (d && !vs_ddp_grad(d, l)) return vs_set_error(VS_ERR_STATE, "%s", vs_last_error());
-        if (t_layer_ns > 0) sleep_until(&t0, (long long)t_layer_ns * ++k);
+        if (t_layer_ns > 0) {
+            long long at = (long long)((now() - ts) * 1e9);
+            dev = (at > dev ? at : dev) + t_layer_ns;
+            sleep_until(&t0, dev);
+        }
         if (d && !(r = vs_ddp_group_ready(d, l + 1))) r = vs_ddp_release(d, l + 1);
     }
     tg = now();

@@ -42,8 +42,13 @@ int main(void)
         snprintf(name, sizeof name, "counts/DDP %sZeRO-%d%s, n=%d: nothing allocated or copied, one host wait a step (the loss)%s%s",
                  cfgs[i].hsdp ? "HSDP " : "", (int)cfgs[i].zero, cfgs[i].clip > 0 ? " clipped" : "", n,
                  cfgs[i].clip > 0 ? ", the clip's read" : "", cfgs[i].zero == VS_ZERO_3 ? "; no gather waited for by the host" : "");
+        long v0 = vs_strict_violations();
         VT_CASE(name, {
             check_row(name, d[i] = ddp_row(n, i), cfgs[i].clip > 0 ? 1 : 0);
+            /* every use of a gathered (prefetched) buffer ordered after its gather, and
+               every gather into a reused buffer after the reads of its last contents */
+            VT_CHECK(vs_strict_violations() == v0, "%ld stand-in violations in this case, the first: %s",
+                     vs_strict_violations() - v0, vs_strict_first_violation());
             /* the reductions and the ZeRO gathers complete in stream order
                (vs_wait_stream): no host wait of DDP's own, so a step with its
                loss read makes one (the clip's read, which the loss's copy
