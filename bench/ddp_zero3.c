@@ -16,7 +16,7 @@
        forward  l = 0 .. L-1:   vs_ddp_gather(l+1); dev = max(dev, now - t0) + t_layer;
                                 sleep until t0 + dev; vs_ddp_release(l+1)
        backward l = L-1 .. 0:   vs_ddp_gather(l+1); vs_ddp_grad(l); dev = max(dev,
-                                now - t0) + t_layer; sleep until t0 + dev;
+                                now - t0) + 2 t_layer; sleep until t0 + dev;
                                 vs_ddp_group_ready(l+1); vs_ddp_release(l+1)
        vs_ddp_finish_grad_sync; vs_ddp_step(lr 0)   (issues the next step's
                                 first gathers; lr 0 changes nothing)
@@ -31,7 +31,11 @@
        comm        the step with no sleeps on the prefetch-1 DDP: the gathers and
                    reduce-scatters alone (the communication lower bound)
        comm_p0     the same on the prefetch-0 DDP (reported)
-   and per compute factor f (compute = f x comm, t_layer = f comm / 2L):
+   and per compute factor f (compute = f x comm, t_layer = f comm / 3L: a layer's
+   backward computes twice its forward, as a matmul's two gradients do, so the
+   backward's two collectives a layer (all-gather, reduce-scatter) get twice the
+   forward's one's time; with an even split the backward alone would be
+   communication-bound at f = 1, a step >= 3.5/3 = 1.17 x max by construction):
        compute     the sleeps alone, no DDP call
        prefetch1   the step above, prefetch 1 (default)
        prefetch0   the step above, prefetch 0: each gather waited for when asked
@@ -128,7 +132,7 @@ static vs_result run_step(vs_ddp* d, int L, int64_t numel, long t_layer_ns, long
         if (d && !vs_ddp_grad(d, l)) return vs_set_error(VS_ERR_STATE, "%s", vs_last_error());
         if (t_layer_ns > 0) {
             long long at = (long long)((now() - ts) * 1e9);
-            dev = (at > dev ? at : dev) + t_layer_ns;
+            dev = (at > dev ? at : dev) + 2 * (long long)t_layer_ns;
             sleep_until(&t0, dev);
         }
         if (d && !(r = vs_ddp_group_ready(d, l + 1))) r = vs_ddp_release(d, l + 1);
@@ -235,7 +239,7 @@ static int rank_fn(vs_world* w, void* arg)
                                                (after the first: it records the order and makes the pools) */
             double comm = med(T, find_v(T, V_COMM, 0), round > 0, round + 1);
             for (int i = 0; i < T->nv; i++)
-                if (T->v[i].kind >= V_COMPUTE) T->v[i].t_layer_ns = (long)(o->factors[T->v[i].fi] * comm / (2 * L) * 1e9);
+                if (T->v[i].kind >= V_COMPUTE) T->v[i].t_layer_ns = (long)(o->factors[T->v[i].fi] * comm / (3 * L) * 1e9);
         }
         THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
     }
