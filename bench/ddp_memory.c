@@ -274,7 +274,7 @@ static void dm_header(const dm_gpt* g)
 {
     printf("# %s (V%d T%d D%d L%d, f32, AdamW), bytes a rank; rest = params + grads + optimizer state (owned)\n",
            g->name, g->V, g->T, g->D, g->L);
-    printf("# %-6s %3s | %10s %10s %10s | %9s %9s %8s | %10s %10s %7s | %s\n", "stage", "DP", "rest", "total/DP",
+    printf("# %-6s %3s | %10s %10s %10s | %9s %9s %8s | %10s %10s %7s | %s\n", "stage", "DP", "rest", "tot/shard",
            "bound", "gathered", "staging", "scratch", "peak", "formula", "pk/frm", "other at rest");
 }
 static void dm_print(const dm_row* w)

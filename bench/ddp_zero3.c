@@ -80,6 +80,7 @@ typedef struct tctx {
     double* t; /* [v][rank][round] */
     double* tg; /* rank 0's host time in vs_ddp_gather [v][round], and in finish + step [v][round] */
     double* tf;
+    double* to; /* ... and in the backward's vs_ddp_grad, vs_ddp_group_ready and vs_ddp_release */
     int rounds;
     long bad[NRANKS];
     int err[NRANKS];
@@ -107,7 +108,7 @@ static vs_result run_step(vs_ddp* d, int L, int64_t numel, long t_layer_ns, long
     long long dev = 0; /* ns after t0: the modelled device's compute timeline */
     vs_result r = VS_OK;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    tw[0] = tw[1] = 0;
+    tw[0] = tw[1] = tw[2] = 0;
     for (int l = 0; l < L && !r; l++) {
         tg = now();
         if (d && (r = vs_ddp_gather(d, l + 1))) break;
@@ -129,13 +130,17 @@ static vs_result run_step(vs_ddp* d, int L, int64_t numel, long t_layer_ns, long
         tg = now();
         if (d && (r = vs_ddp_gather(d, l + 1))) break;
         tw[0] += now() - tg;
+        tg = now();
         if (d && !vs_ddp_grad(d, l)) return vs_set_error(VS_ERR_STATE, "%s", vs_last_error());
+        tw[2] += now() - tg;
         if (t_layer_ns > 0) {
             long long at = (long long)((now() - ts) * 1e9);
             dev = (at > dev ? at : dev) + 2 * (long long)t_layer_ns;
             sleep_until(&t0, dev);
         }
+        tg = now();
         if (d && !(r = vs_ddp_group_ready(d, l + 1))) r = vs_ddp_release(d, l + 1);
+        tw[2] += now() - tg;
     }
     tg = now();
     if (!r && d) r = vs_ddp_finish_grad_sync(d);
@@ -229,10 +234,11 @@ static int rank_fn(vs_world* w, void* arg)
             if (d) THR_CHK(T, c, r, vs_ddp_zero_grad(d), "vs_ddp_zero_grad");
             THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
             double ts = now();
-            double tw[2];
+            double tw[3];
             THR_CHK(T, c, r, run_step(d, L, T->numel, tl, &T->bad[r], tw), kind_name[v->kind]);
             T->t[((size_t)vi * NRANKS + r) * T->rounds + round] = now() - ts;
-            if (r == 0) T->tg[(size_t)vi * T->rounds + round] = tw[0], T->tf[(size_t)vi * T->rounds + round] = tw[1];
+            if (r == 0) T->tg[(size_t)vi * T->rounds + round] = tw[0], T->tf[(size_t)vi * T->rounds + round] = tw[1],
+                           T->to[(size_t)vi * T->rounds + round] = tw[2];
         }
         THR_CHK(T, c, r, vs_barrier(c, NULL), "vs_barrier");
         if (r == 0 && round < o->warmup) { /* t_layer from the median comm of the warm-up rounds so far
@@ -290,6 +296,7 @@ int main(int argc, char** argv)
     T.t = (double*)calloc((size_t)T.nv * NRANKS * (size_t)T.rounds, sizeof(double));
     T.tg = (double*)calloc((size_t)T.nv * (size_t)T.rounds, sizeof(double));
     T.tf = (double*)calloc((size_t)T.nv * (size_t)T.rounds, sizeof(double));
+    T.to = (double*)calloc((size_t)T.nv * (size_t)T.rounds, sizeof(double));
     char la[64];
     double t0 = now();
     vs_result r = vs_launch_ex(&(vs_launch_desc){.nranks = NRANKS, .timeout_s = 300}, rank_fn, &T);
@@ -325,14 +332,16 @@ int main(int argc, char** argv)
             printf("  %6.1f %8.2fms %8.2fms %8.2fms %10.2fms %10.2fms %9.3f %9.3f\n", o->factors[f], cp * 1e3,
                    comm * 1e3, fmax(cp, comm) * 1e3, p1 * 1e3, p0 * 1e3, q1, q0);
             printf("#        host in vs_ddp_gather a step (rank 0): prefetch1 %.2f ms, prefetch0 %.2f ms; in finish + "
-                   "step: %.2f ms, %.2f ms\n", medv(T.tg, v1, w0, w1, T.rounds) * 1e3, medv(T.tg, v0, w0, w1, T.rounds) * 1e3,
-                   medv(T.tf, v1, w0, w1, T.rounds) * 1e3, medv(T.tf, v0, w0, w1, T.rounds) * 1e3);
+                   "step: %.2f ms, %.2f ms; in grad, group_ready, release: %.2f ms, %.2f ms\n",
+                   medv(T.tg, v1, w0, w1, T.rounds) * 1e3, medv(T.tg, v0, w0, w1, T.rounds) * 1e3,
+                   medv(T.tf, v1, w0, w1, T.rounds) * 1e3, medv(T.tf, v0, w0, w1, T.rounds) * 1e3,
+                   medv(T.to, v1, w0, w1, T.rounds) * 1e3, medv(T.to, v0, w0, w1, T.rounds) * 1e3);
             printf("summary zero=3 compute=%.1fxcomm prefetch1_ratio=%.3f prefetch0_ratio=%.3f target=1.15 %s\n",
                    o->factors[f], q1, q0, q1 <= 1.15 ? "MET" : "MISS");
         }
     }
     printf("# bench_ddp_zero3 done: %.1f s; loadavg %s%s\n", now() - t0, loadavg(la, sizeof la), rc ? "; ERRORS" : "");
-    free(T.t), free(T.tg), free(T.tf);
+    free(T.t), free(T.tg), free(T.tf), free(T.to);
     return rc;
 usage:
     fprintf(stderr, "usage: bench_ddp_zero3 [--layers L>=2] [--layer-mib M] [--factors 1,2] [--steps S] [--warmup W]\n");
