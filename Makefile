@@ -83,7 +83,7 @@ PRIV_H := $(HEADERS:%=$(B)/priv/%)
 $(PRIV_H): $(B)/priv/%: % tests/vs_private.awk | $(B)
 	@mkdir -p $(@D)
 	awk -f tests/vs_private.awk $< >$@.tmp && mv $@.tmp $@
-$(IMPL_SHARED:%=$(B)/%) $(B)/flat_trainer_dp_tp $(B)/flat_trainer_dp: $(B)/impl/plain.o $(PRIV_H) tests/vs_private.h
+$(IMPL_SHARED:%=$(B)/%) $(B)/flat_trainer_dp_tp $(B)/flat_trainer_dp $(B)/flat_trainer_fsdp: $(B)/impl/plain.o $(PRIV_H) tests/vs_private.h
 $(IMPL_SHARED:%=$(B)/%_nt): $(B)/impl/nt.o $(PRIV_H) tests/vs_private.h
 $(IMPL_SHARED:%=$(B)/%_mpi): $(B)/impl/mpi.o $(PRIV_H) tests/vs_private.h
 $(B)/impl/plain.o: tests/vs_impl.c $(HEADERS) | $(B)
@@ -276,7 +276,7 @@ $(B)/demo: examples/demo.c $(HEADERS) | $(B)
 
 # --- examples/mlp_dp_tp.c: the first trainer (DP2 x TP2 beside one rank) ---------
 # built by `make`, run briefly by `make test`; the MPI build runs under mpirun -np 4
-EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(B)/flat_trainer $(B)/flat_trainer_dp_tp $(B)/flat_trainer_dp $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi $(B)/train_gpt_mpi)
+EXAMPLES := $(B)/mlp_dp_tp $(B)/pipe_mlp $(B)/train_gpt $(B)/flat_trainer $(B)/flat_trainer_dp_tp $(B)/flat_trainer_dp $(B)/flat_trainer_fsdp $(if $(MPI_TESTS),$(B)/mlp_dp_tp_mpi $(B)/train_gpt_mpi)
 all: $(EXAMPLES)
 # the examples and the checkpoint tool alone (`make` also builds every test)
 .PHONY: examples
@@ -302,6 +302,9 @@ $(B)/flat_trainer_dp_tp: examples/flat_trainer.c $(HEADERS) | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) -DDP_TP,plain,$(LDLIBS))
 $(B)/flat_trainer_dp: examples/flat_trainer.c $(HEADERS) | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) -DDP,plain,$(LDLIBS))
+# ... and with -DFSDP its ZeRO-3 port (gather/release around its own layer loop, issue 34)
+$(B)/flat_trainer_fsdp: examples/flat_trainer.c $(HEADERS) | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) -DFSDP,plain,$(LDLIBS))
 .PHONY: flat-diff
 flat-diff:
 	@bash tests/flat_trainer_diff.sh
@@ -425,8 +428,10 @@ bench: $(B)/bench_collectives
 bench-redistribute:
 	B=$(B) bash bench/run_redistribute.sh
 
-bench-ddp: $(B)/bench_ddp_ext
+bench-ddp: $(B)/bench_ddp_ext $(B)/bench_ddp_zero3 $(B)/bench_ddp_memory
 	B=$(B) bash bench/run_ddp.sh
+	$(B)/bench_ddp_zero3
+	$(B)/bench_ddp_memory
 	$(B)/bench_ddp_ext --dp 2
 	$(B)/bench_ddp_ext --dp 4
 	$(B)/bench_ddp_ext --dp 2 --zero 1
@@ -438,6 +443,14 @@ bench-ddp: $(B)/bench_ddp_ext
 # (the sync alone, or with --step whole steps whose ZeRO-1 gathers overlap the next forward)
 $(B)/bench_ddp_ext: bench/ddp_ext.c $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+# ZeRO-3 (issue 34): a step's gathers and reduce-scatters against a modelled compute,
+# prefetch 1 vs 0; the example GPT's memory a rank under ZeRO-1/2/3 and HSDP
+$(B)/bench_ddp_zero3: bench/ddp_zero3.c bench/bench_util.h $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+$(B)/bench_ddp_memory: bench/ddp_memory.c $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+# (tests/test_ddp_memory.c asserts the bounds on bench/ddp_memory.c's measure)
+$(B)/test_ddp_memory: bench/ddp_memory.c
 
 # host syncs, device allocations, copies, libraries, kernels and NCCL operations per
 # steady-state step of the NCCL path, counted over the strict stand-in (no GPU)

@@ -24,9 +24,12 @@
    The bench's own work (the gradient copies of a modelled backward, a device
    synchronisation before each snapshot) is subtracted.
 
-   Paths: (a) DDP on device buffers: ZeRO-0/1/2, AdamW, clipped or not (3
-   parameters, several buckets; the parameters read back as a forward would,
-   vs_ddp_param); (b) TP: vs_vocab_embedding_forward + backward +
+   Paths: (a) DDP on device buffers: ZeRO-0/1/2/3 and HSDP (ZeRO-3 over DPR2 x
+   DPS(n/2)), AdamW, clipped or not (4 parameters, several buckets; the
+   parameters read back as a forward would, vs_ddp_param; ZeRO-3: a group a
+   parameter, gathered around its forward and its backward, prefetch 1, so a
+   steady step's gathers are all prefetched but the first, which the previous
+   vs_ddp_step issued: none waited for by the host); (b) TP: vs_vocab_embedding_forward + backward +
    vs_vocab_cross_entropy (with its gradient), then the loss read to the host
    (cudaMemcpy) as a trainer makes it each step: counted, the step's one sync
    (its d2h copy is the bench's own); (c) vs_redistribute, one call per layout pair (its syncs: none, the
@@ -95,6 +98,7 @@ static void own_copy(void* dst, const void* src, size_t bytes, cudaStream_t st, 
 typedef struct ddp_cfg {
     vs_zero_stage zero;
     double clip; /* > 0: vs_ddp_clip_grad_norm every step; 0: none */
+    int hsdp;    /* ZeRO-3 over a DPR2 x DPS(n/2) mesh (issue 34) */
 } ddp_cfg;
 
 enum { NP = 4 };
@@ -110,11 +114,14 @@ static int ddp_rank(vs_world* w, void* arg)
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
     md.shape[0] = vs_world_size(w);
+    if (cfg->hsdp) md.shape[0] = 2, md.shape[1] = vs_world_size(w) / 2, md.dim_names[0] = "DPR", md.dim_names[1] = "DPS";
     CK(vs_mesh_init(w, &md, &mesh));
     vs_ddp_desc dd;
     memset(&dd, 0, sizeof dd);
     dd.mesh = mesh;
     dd.zero = cfg->zero;
+    if (cfg->hsdp) dd.dp_replicate_dim = "DPR", dd.dp_dim = "DPS";
+    int z3 = cfg->zero == VS_ZERO_3; /* a group a parameter, gathered around its use, prefetched (the default 1) */
     dd.bucket_bytes = 4096; /* several buckets */
     dd.optim.kind = VS_OPTIM_ADAMW;
     dd.optim.weight_decay = 0.01;
@@ -134,6 +141,7 @@ static int ddp_rank(vs_world* w, void* arg)
         pd.ndim = 1;
         pd.shape[0] = numel[p];
         pd.data = f;
+        pd.ready_group = z3 ? p + 1 : 0;
         CK(vs_ddp_add_param(d, &pd, NULL));
         gsrc[p] = vs_device_alloc(w, sizeof(float) * (size_t)numel[p]); /* the "backward's" gradients */
         cudaMemcpy(gsrc[p], f, sizeof(float) * (size_t)numel[p], cudaMemcpyHostToDevice);
@@ -148,18 +156,29 @@ static int ddp_rank(vs_world* w, void* arg)
     if (cudaMallocHost((void**)&hloss, sizeof(float)) != cudaSuccess || !dloss) CK(VS_ERR_NOMEM);
     for (int s = 0; s < WARMUP + STEPS; s++) {
         if (s == WARMUP) snapshot(me, &snap0, 0);
-        for (int p = 0; p < NP; p++) /* the forward reads the parameters */
-            if (!vs_ddp_param(d, p)) CK(VS_ERR_STATE);
         *hloss = NAN;
-        own_copy(dloss, vs_ddp_param(d, 0), sizeof(float), st, s >= WARMUP);
-        cudaMemcpyAsync(hloss, dloss, sizeof(float), cudaMemcpyDeviceToHost, st);
-        if (s >= WARMUP) __atomic_add_fetch(&own_d2h, 1, __ATOMIC_SEQ_CST);
+        for (int p = 0; p < NP; p++) { /* the forward reads the parameters (ZeRO-3: each group gathered) */
+            if (z3) CK(vs_ddp_gather(d, p + 1));
+            if (!vs_ddp_param(d, p)) CK(VS_ERR_STATE);
+            if (p == 0) {
+                own_copy(dloss, vs_ddp_param(d, 0), sizeof(float), st, s >= WARMUP);
+                cudaMemcpyAsync(hloss, dloss, sizeof(float), cudaMemcpyDeviceToHost, st);
+                if (s >= WARMUP) __atomic_add_fetch(&own_d2h, 1, __ATOMIC_SEQ_CST);
+            }
+            if (z3) CK(vs_ddp_release(d, p + 1));
+        }
         CK(vs_ddp_zero_grad(d));
         for (int p = NP - 1; p >= 0; p--) {
+            if (z3) CK(vs_ddp_gather(d, p + 1)); /* (the backward reads the parameters too) */
             void* g = vs_ddp_grad(d, p);
             if (!g) CK(VS_ERR_STATE);
             own_copy(g, gsrc[p], sizeof(float) * (size_t)numel[p], st, s >= WARMUP);
-            CK(vs_ddp_grad_ready(d, p));
+            if (z3) {
+                CK(vs_ddp_group_ready(d, p + 1));
+                CK(vs_ddp_release(d, p + 1));
+            } else {
+                CK(vs_ddp_grad_ready(d, p));
+            }
         }
         CK(vs_ddp_finish_grad_sync(d));
         double norm = 0;
@@ -396,8 +415,9 @@ static sc_row row(const char* path, int n, int (*fn)(vs_world*, void*), void* ar
     return o;
 }
 
-static const ddp_cfg cfgs[] = {{VS_ZERO_0, 0}, {VS_ZERO_0, 0.05}, {VS_ZERO_1, 0}, {VS_ZERO_1, 0.05},
-                               {VS_ZERO_2, 0}, {VS_ZERO_2, 0.05}};
+static const ddp_cfg cfgs[] = {{VS_ZERO_0, 0, 0}, {VS_ZERO_0, 0.05, 0}, {VS_ZERO_1, 0, 0}, {VS_ZERO_1, 0.05, 0},
+                               {VS_ZERO_2, 0, 0}, {VS_ZERO_2, 0.05, 0}, {VS_ZERO_3, 0, 0}, {VS_ZERO_3, 0.05, 0},
+                               {VS_ZERO_3, 0, 1}, {VS_ZERO_3, 0.05, 1}};
 enum { NCFGS = (int)(sizeof cfgs / sizeof cfgs[0]) };
 
 static void header(void)
@@ -411,7 +431,8 @@ static void header(void)
 static sc_row ddp_row(int n, int i)
 {
     char path[64];
-    snprintf(path, sizeof path, "DDP ZeRO-%d AdamW%s", (int)cfgs[i].zero, cfgs[i].clip > 0 ? ", clipped" : "");
+    snprintf(path, sizeof path, "DDP %s%d AdamW%s", cfgs[i].hsdp ? "HSDP (DPR2 x DPS) ZeRO-" : "ZeRO-", (int)cfgs[i].zero,
+             cfgs[i].clip > 0 ? ", clipped" : "");
     return row(path, n, ddp_rank, (void*)&cfgs[i], 1, 1);
 }
 static sc_row vocab_row(int n) { return row("TP vocab: embed fwd+bwd, CE, loss read", n, vocab_rank, NULL, 1, 1); }
@@ -435,7 +456,8 @@ int main(int argc, char** argv)
     header();
     const int ns[] = {2, 4};
     for (int ni = 0; ni < 2; ni++) {
-        for (int i = 0; i < NCFGS; i++) ddp_row(ns[ni], i);
+        for (int i = 0; i < NCFGS; i++)
+            if (!cfgs[i].hsdp || ns[ni] >= 4) ddp_row(ns[ni], i); /* (HSDP: DPS 2 at least) */
         vocab_row(ns[ni]);
         redist_row(ns[ni]);
         tpsp_row(ns[ni]);

@@ -23,6 +23,13 @@
        ./flat_trainer_dp_tp --dp 2 --tp 2 --steps 20
    trains on one rank, then on DP x TP thread ranks, prints both losses per step and
    their largest relative difference, and exits 1 when it is above 1e-6.
+   FSDP (ZeRO-3: -DFSDP, which defines DP: the DP form and ZeRO-3's lines):
+       cc -std=c99 -O2 -I. -DFSDP examples/flat_trainer.c -o flat_trainer_fsdp -lpthread -lm
+       ./flat_trainer_fsdp --dp 2 --steps 20  the same losses (within 1e-6)
+   DDP keeps the parameters (copied in at registration), gradients and AdamW state
+   sharded; the layer loop gathers a layer before its forward and its backward
+   (vs_ddp_gather: the next one is prefetched) and releases it after, and reads the
+   gathered views and DDP's gradients instead of the flat buffers (PL, GL).
 
    What the port does:
    - parameters and gradients stay in the trainer's flat buffers (DP x TP: each
@@ -52,6 +59,9 @@
    another order (two partial sums over heads or hidden units, two half-batch means). */
 #ifdef DP_TP
 #define DP /* the DP x TP form is the DP form and TP's lines (a switch, in no form) */
+#endif
+#ifdef FSDP
+#define DP /* the FSDP form is the DP form with ZeRO-3's lines (a switch, in no form) */
 #endif
 #ifdef DP
 #define VESCALE_IMPLEMENTATION
@@ -348,6 +358,9 @@ typedef struct {
     double mean_loss;
 #ifdef DP
     vs_ddp* ddp;
+#ifdef FSDP
+    int first[NUM_PARAMETER_TENSORS]; // kind k's first parameter index in the DDP (layer l: + l)
+#endif
 #ifdef DP_TP
     int tp;           // this rank's TP group: tp ranks, holding a 1/tp shard of the sharded kinds
     vs_mesh *mesh, *tp_mesh;
@@ -360,8 +373,15 @@ static float* layer(float* const* kinds_of, const size_t* sizes, int k, int l, i
 {
     return kinds_of[k] + (size_t)l * (sizes[k] / (size_t)L);
 }
+#ifdef FSDP
+/* ZeRO-3: layer l's tensors are DDP's gathered views (vs_ddp_gather) and its
+   gradients DDP's buffers, each its own parameter index. */
+#define PL(k) ((float*)vs_ddp_param(m->ddp, m->first[k] + l))
+#define GL(k) ((float*)vs_ddp_grad(m->ddp, m->first[k] + l))
+#else
 #define PL(k) layer(m->params, m->param_sizes, k, l, L)
 #define GL(k) layer(m->grads, m->param_sizes, k, l, L)
+#endif
 #define AL(k) layer(m->acts, m->act_sizes, k, l, L)
 #define DL(k) layer(m->grads_acts, m->act_sizes, k, l, L)
 
@@ -481,13 +501,38 @@ static void matmul_forward_row_parallel(GPT* m, float* out, const float* inp, co
 }
 #endif
 
+#ifdef FSDP
+
+/* Gathers group g (1: the embeddings, 2 + l: layer l, 2 + L: ln_f; the next is
+   prefetched) and points the whole-model kinds of g at their gathered views. */
+static void fsdp_gather(GPT* m, int g)
+{
+    vsCheck(vs_ddp_gather(m->ddp, g));
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++)
+        if (!per_layer(k) && (k < LN1W ? 1 : 2 + m->config.num_layers) == g)
+            m->params[k] = (float*)vs_ddp_param(m->ddp, m->first[k]);
+}
+/* The whole-model kinds' gradients: DDP's buffers (asked once a backward). */
+static void fsdp_grads(GPT* m)
+{
+    for (int k = 0; k < NUM_PARAMETER_TENSORS; k++)
+        if (!per_layer(k)) m->grads[k] = (float*)vs_ddp_grad(m->ddp, m->first[k]);
+}
+#endif
+
 static void gpt_forward(GPT* m, const int* inputs, const int* targets, int B, int T)
 {
     if (!m->acts_memory) gpt_alloc_activations(m, B, T);
     const Dims d = dims(m);
     const int L = m->config.num_layers, V = m->config.vocab_size, C = d.C, BT = B * T;
+#ifdef FSDP
+    fsdp_gather(m, 1); // held until the backward's end: the LM head is wte
+#endif
     encoder_forward(m->acts[ENCODED], inputs, m->params[WTE], m->params[WPE], B, T, C);
     for (int l = 0; l < L; l++) {
+#ifdef FSDP
+        fsdp_gather(m, 2 + l);
+#endif
         float* residual = l == 0 ? m->acts[ENCODED] : layer(m->acts, m->act_sizes, RESIDUAL3, l - 1, L);
         layernorm_forward(AL(LN1), AL(LN1_MEAN), AL(LN1_RSTD), residual, PL(LN1W), PL(LN1B), BT, C);
         matmul_forward(AL(QKV), AL(LN1), PL(QKVW), PL(QKVB), BT, C, 3 * d.AC);
@@ -507,7 +552,13 @@ static void gpt_forward(GPT* m, const int* inputs, const int* targets, int B, in
         matmul_forward(AL(FCPROJ), AL(FCH_GELU), PL(FCPROJW), PL(FCPROJB), BT, d.H, C);
 #endif
         residual_forward(AL(RESIDUAL3), AL(RESIDUAL2), AL(FCPROJ), (size_t)BT * C);
+#ifdef FSDP
+        vsCheck(vs_ddp_release(m->ddp, 2 + l));
+#endif
     }
+#ifdef FSDP
+    fsdp_gather(m, 2 + L); // held until its backward
+#endif
     float* last = layer(m->acts, m->act_sizes, RESIDUAL3, L - 1, L);
     layernorm_forward(m->acts[LNF], m->acts[LNF_MEAN], m->acts[LNF_RSTD], last, m->params[LNFW], m->params[LNFB], BT,
                       C);
@@ -524,6 +575,9 @@ static void gpt_backward(GPT* m)
     size_t total = 0;
     for (int k = 0; k < NUM_ACTIVATION_TENSORS; k++) total += m->act_sizes[k];
     memset(m->grads_acts_memory, 0, total * sizeof(float));
+#ifdef FSDP
+    fsdp_grads(m);
+#endif
 
     crossentropy_backward(m->grads_acts[LOGITS], m->acts[PROBS], m->targets, BT, V, 1.0f / (float)BT);
     matmul_backward(m->grads_acts[LNF], m->grads[WTE], NULL, m->grads_acts[LOGITS], m->acts[LNF], m->params[WTE], BT,
@@ -535,7 +589,13 @@ static void gpt_backward(GPT* m)
 #ifdef DP
     vsCheck(vs_ddp_group_ready(m->ddp, 2 + L)); // ln_f's group: its bucket starts its reduction
 #endif
+#ifdef FSDP
+    vsCheck(vs_ddp_release(m->ddp, 2 + L));
+#endif
     for (int l = L - 1; l >= 0; l--) {
+#ifdef FSDP
+        fsdp_gather(m, 2 + l);
+#endif
         float* residual = l == 0 ? m->acts[ENCODED] : layer(m->acts, m->act_sizes, RESIDUAL3, l - 1, L);
         float* dresidual = l == 0 ? m->grads_acts[ENCODED] : layer(m->grads_acts, m->act_sizes, RESIDUAL3, l - 1, L);
         residual_backward(DL(RESIDUAL2), DL(FCPROJ), DL(RESIDUAL3), (size_t)BT * C);
@@ -559,15 +619,25 @@ static void gpt_backward(GPT* m)
 #ifdef DP
         vsCheck(vs_ddp_group_ready(m->ddp, 2 + l)); // the layer's bucket reduces during the next layer's backward
 #endif
+#ifdef FSDP
+        vsCheck(vs_ddp_release(m->ddp, 2 + l));
+#endif
     }
     encoder_backward(m->grads[WTE], m->grads[WPE], m->grads_acts[ENCODED], m->inputs, B, T, C);
 #ifdef DP
     vsCheck(vs_ddp_group_ready(m->ddp, 1)); // the embeddings (wte's gradient is complete only now)
 #endif
+#ifdef FSDP
+    vsCheck(vs_ddp_release(m->ddp, 1));
+#endif
 }
 
 /* Before each backward (the port keeps it: vescale is told, trainer_zero_grad). */
+#ifdef FSDP
+static void gpt_zero_grad(GPT* m) { vsCheck(vs_ddp_zero_grad(m->ddp)); } // DDP's gradients (owned, accumulated)
+#else
 static void gpt_zero_grad(GPT* m) { memset(m->grads_memory, 0, m->num_parameters * sizeof(float)); }
+#endif
 #ifndef DP
 
 /* The trainer's own optimizer (the port hands it to vescale): the gradient clip
@@ -653,23 +723,38 @@ static void gpt_parallelize(GPT* m, const GPT* full, vs_world* w, int dp, int tp
         for (int l = 0; l < (per_layer(k) ? m->config.num_layers : 1); l++) take_shard(m, full, k, l);
     vsCheck(vs_ddp_init(&(vs_ddp_desc){.mesh = m->mesh, .zero = VS_ZERO_1, .trainer_zero_grad = 1,
 #else
+#ifdef FSDP
+static void gpt_parallelize(GPT* m, vs_world* w)
+{
+    vsCheck(vs_ddp_init(&(vs_ddp_desc){.world = w, .zero = VS_ZERO_3, // FSDP: DDP holds 1/DP of everything
+#else
 static void gpt_parallelize(GPT* m, vs_world* w)
 {
     vsCheck(vs_ddp_init(&(vs_ddp_desc){.world = w, .zero = VS_ZERO_1, .trainer_zero_grad = 1, // DP, every rank
+#endif
 #endif
                                        .optim = {.kind = VS_OPTIM_ADAMW, .beta2 = 0.95, .weight_decay = 0.1},
                                        .max_grad_norm = 1.0}, // vs_ddp_step ends the gradient sync and clips
                         &m->ddp));
     const int L = m->config.num_layers;
     for (int k = 0; k < NUM_PARAMETER_TENSORS; k++) { // each kind for all its layers: views used in place
+#ifdef FSDP
+        vs_ddp_param_desc p = {.name = names[k], .dtype = VS_F32, .no_decay = !decays(k), .data = m->params[k],
+                               .layers = per_layer(k) ? L : 1, // copied in: DDP keeps this rank's 1/DP
+#else
         vs_ddp_param_desc p = {.name = names[k], .dtype = VS_F32, .no_decay = !decays(k), .storage = m->params[k],
                                .grad_storage = m->grads[k], .layers = per_layer(k) ? L : 1, // a bucket a layer:
+#endif
                                .ready_group = k < LN1W ? 1 : per_layer(k) ? 2 : 2 + L};      // 1, 2 + l, 2 + L
         p.ndim = param_shape(&m->config, k, p.shape);
 #ifdef DP_TP
         if (tp_dim[k] >= 0) p.placements[1] = vs_shard(tp_dim[k]);
 #endif
+#ifdef FSDP
+        vsCheck(vs_ddp_add_param(m->ddp, &p, &m->first[k]));
+#else
         vsCheck(vs_ddp_add_param(m->ddp, &p, NULL));
+#endif
     }
     vsCheck(vs_ddp_finalize(m->ddp));
 }

@@ -5,7 +5,8 @@
 #   3. the port on one rank reproduces the single-device trainer's losses within 1e-6;
 #   4. the DP-only form (-DDP, $B/flat_trainer_dp; built here if make did not) on DP2 reproduces
 #      them within 1e-6 too;
-#   5. README.md states the size of the diff from the single-device form to each port.
+#   5. README.md states the size of the diff from the single-device form to each port;
+#   6. the FSDP form (-DFSDP, $B/flat_trainer_fsdp) on DP2 and DP4 reproduces them within 1e-6.
 # Prints "ok ..." / "not ok ..." lines (tests/run.sh counts them).
 set -u
 B=${1:-build}
@@ -44,5 +45,18 @@ rc=$?
 echo "$dpo"
 [ $rc -eq 0 ] && same_losses "$one" "$dpo" $steps "the DP form on DP2 (ZeRO-1 AdamW, half the batch a rank)" ||
     echo "not ok flat_trainer_dp: exit status $rc"
+# 6. the FSDP form (-DFSDP: ZeRO-3, gather/release around its layer loop) on DP2 and DP4
+fs=$B/flat_trainer_fsdp
+if [ ! -x "$fs" ] || [ examples/flat_trainer.c -nt "$fs" ] || [ vescale_ddp.h -nt "$fs" ] || [ vescale_mesh.h -nt "$fs" ]; then
+    ${CC:-cc} -std=c99 -O2 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -I. -DFSDP -o "$fs" examples/flat_trainer.c \
+        -lpthread -lm || echo "not ok flat_trainer: the FSDP form (-DFSDP) does not build"
+fi
+for n in 2 4; do
+    fso=$("$fs" --dp $n --steps $steps)
+    rc=$?
+    [ $n -eq 2 ] && echo "$fso"
+    [ $rc -eq 0 ] && same_losses "$one" "$fso" $steps "the FSDP form on DP$n (ZeRO-3 AdamW, gathered a layer at a time)" ||
+        echo "not ok flat_trainer_fsdp: --dp $n: exit status $rc"
+done
 # 5. the diff sizes in README.md
 bash tests/flat_trainer_diff.sh --stat --check README.md

@@ -6,7 +6,10 @@
    clip's norm: it was 2 copies out and 1 in, S2-7); the vocab functions and
    vs_redistribute copy nothing to the host (the ids were, S2-3); an uneven
    all-gather or reduce-scatter is at most one NCCL collective (it was one per
-   rank, S2-5). Host syncs: a DDP step with its loss read makes one (DDP's
+   rank, S2-5). ZeRO-3 and HSDP (issue 34) too: a steady step gathers every
+   group in the forward and the backward, prefetched, with no device
+   allocation, no event created, and no host wait but the loss's (so no gather
+   is waited for by the host: it completes in stream order). Host syncs: a DDP step with its loss read makes one (DDP's
    reductions and ZeRO gathers complete in stream order, vs_wait_stream: it was
    4 to 7.5 a step, the loss aside); a clip's read is that one (it added
    three); a TP step (the three vocab functions, which return when enqueued,
@@ -35,10 +38,17 @@ int main(void)
     char name[160];
     sc_row d[NCFGS];
     for (int i = 0; i < NCFGS; i++) {
-        snprintf(name, sizeof name, "counts/DDP ZeRO-%d%s, n=2: nothing allocated or copied, one host wait a step (the loss)%s", (int)cfgs[i].zero,
-                 cfgs[i].clip > 0 ? " clipped" : "", cfgs[i].clip > 0 ? ", the clip's read" : "");
+        int n = cfgs[i].hsdp ? 4 : 2; /* HSDP: DPR2 x DPS2 */
+        snprintf(name, sizeof name, "counts/DDP %sZeRO-%d%s, n=%d: nothing allocated or copied, one host wait a step (the loss)%s%s",
+                 cfgs[i].hsdp ? "HSDP " : "", (int)cfgs[i].zero, cfgs[i].clip > 0 ? " clipped" : "", n,
+                 cfgs[i].clip > 0 ? ", the clip's read" : "", cfgs[i].zero == VS_ZERO_3 ? "; no gather waited for by the host" : "");
+        long v0 = vs_strict_violations();
         VT_CASE(name, {
-            check_row(name, d[i] = ddp_row(2, i), cfgs[i].clip > 0 ? 1 : 0);
+            check_row(name, d[i] = ddp_row(n, i), cfgs[i].clip > 0 ? 1 : 0);
+            /* every use of a gathered (prefetched) buffer ordered after its gather, and
+               every gather into a reused buffer after the reads of its last contents */
+            VT_CHECK(vs_strict_violations() == v0, "%ld stand-in violations in this case, the first: %s",
+                     vs_strict_violations() - v0, vs_strict_first_violation());
             /* the reductions and the ZeRO gathers complete in stream order
                (vs_wait_stream): no host wait of DDP's own, so a step with its
                loss read makes one (the clip's read, which the loss's copy

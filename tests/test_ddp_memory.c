@@ -1,0 +1,67 @@
+/* test_ddp_memory.c - the memory bounds of issue 34 (section 5, "Memory") on the
+   example GPT's parameters, measured as bench/ddp_memory.c measures them (the
+   world's allocator hooks, each rank thread apart, and vs_ddp_memory_usage), at
+   DP 2, 4 and 8 for ZeRO-3 and HSDP (DPR2 x DPS(DP/2)):
+   - at rest, parameters + gradients + optimizer state a rank <= 1.05 x (total /
+     shard ranks) + one group's padding, and below ZeRO-1's;
+   - the peak through the hooks within 5% of the formula (owned state + the
+     gathered groups at once: current + prefetched + the gradient staging pool +
+     DDP's f32 scratch of a shard) on the larger GPT (bench/ddp_memory.c's "GPT D256
+     L4"); on the example GPT, whose state is ~1 MB, at most the formula plus the
+     DDP's bookkeeping measured at rest plus 32 KiB (the transport's operations in
+     flight, the recorded gather order);
+   - the gathered pool is 2 groups (the current and one prefetched), and no step
+     after the first allocates anything of 4 KiB or more. */
+#define DM_NO_MAIN
+#include "../bench/ddp_memory.c"
+#include "vs_test.h"
+
+static void check(const dm_gpt* g, int kind, int dp, int big_model)
+{
+    dm_row w, w1;
+    dm_measure(g, kind, dp, &w);
+    dm_measure(g, DM_Z1, dp, &w1);
+    VT_CHECK(w.ok && w1.ok, "%s DP%d: the run failed: %s %s", dm_kind_name[kind], dp, w.err, w1.err);
+    if (!w.ok || !w1.ok) return;
+    dm_print(&w);
+    VT_CHECK(w.rest <= w.bound, "%s DP%d: %zu bytes at rest, above the bound %zu", dm_kind_name[kind], dp, w.rest,
+             w.bound);
+    VT_CHECK(kind == DM_HSDP && dp == 2 ? w.rest <= 2 * w1.rest : w.rest < w1.rest,
+             "%s DP%d: %zu bytes at rest, ZeRO-1 %zu", dm_kind_name[kind], dp, w.rest, w1.rest);
+    VT_CHECK(w.peak >= w.formula, "%s DP%d: peak %zu below the formula %zu: a buffer the formula counts is missing",
+             dm_kind_name[kind], dp, w.peak, w.formula);
+    if (big_model)
+        VT_CHECK((double)w.peak <= 1.05 * (double)w.formula, "%s DP%d: peak %zu, more than 5%% above the formula %zu",
+                 dm_kind_name[kind], dp, w.peak, w.formula);
+    else
+        VT_CHECK(w.other >= 0 && (long)w.peak <= (long)w.formula + w.other + 32768,
+                 "%s DP%d: peak %zu, the formula %zu + bookkeeping %ld + 32 KiB", dm_kind_name[kind], dp, w.peak,
+                 w.formula, w.other);
+    VT_CHECK(w.big_steady == 0, "%s DP%d: %ld allocations of %d bytes or more in a steady step", dm_kind_name[kind],
+             dp, w.big_steady, DM_BIG);
+    /* the gathered pool: the current group and one prefetched, each the largest group over the shard ranks */
+    dm_param ps[DM_MAXP];
+    int np = dm_model(g, ps);
+    int64_t gsz[DM_MAXP] = {0}, maxg = 0;
+    for (int i = 0; i < np; i++) gsz[ps[i].group] += ps[i].numel;
+    for (int k = 1; k <= dm_ngroups(g); k++) maxg = gsz[k] > maxg ? gsz[k] : maxg;
+    int shard = kind == DM_HSDP ? dp / 2 : dp;
+    VT_CHECK(w.gathered == 2 * (size_t)gsz_pad(maxg, shard) * 4, "%s DP%d: gathered pool %zu bytes, want 2 x %lld",
+             dm_kind_name[kind], dp, w.gathered, (long long)gsz_pad(maxg, shard) * 4);
+}
+
+int main(void)
+{
+    static const int dps[3] = {2, 4, 8};
+    for (int m = 0; m < 2; m++) {
+        dm_header(&dm_gpts[m]);
+        for (int k = DM_Z3; k <= DM_HSDP; k++)
+            for (int i = 0; i < 3; i++) {
+                char name[160];
+                snprintf(name, sizeof name, "memory/%s %s DP%d: at rest <= 1.05 x total/DP + a group's padding, peak = "
+                         "the formula", dm_gpts[m].name, dm_kind_name[k], dps[i]);
+                VT_CASE(name, check(&dm_gpts[m], k, dps[i], m == 1));
+            }
+    }
+    return vt_summary();
+}
