@@ -335,8 +335,8 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
 
 const char* st_nccl_waiting_locked(int dev)
 {
-    for (struct CUstream_st* s = st_streams; s; s = s->next)
-        if (s->dev == dev && s->head && s->head->fn == st_nccl_run && s->blocked && s->bcomm &&
+    for (struct CUstream_st* s = st_dev_streams[dev]; s; s = s->dnext)
+        if (s->head && s->head->fn == st_nccl_run && s->blocked && s->bcomm &&
             !st_stopped((struct ncclComm*)s->bcomm)) /* (a stopped communicator's kernels end) */
             return s->blocked;
     return NULL;
@@ -349,8 +349,8 @@ const char* st_nccl_waiting_locked(int dev)
    (they complete without any host's help). */
 static const char* st_nccl_unmatched_locked(int dev)
 {
-    for (struct CUstream_st* s = st_streams; s; s = s->next) {
-        if (s->dev != dev || !s->head || s->head->fn != st_nccl_run || !s->blocked || !s->bcomm ||
+    for (struct CUstream_st* s = st_dev_streams[dev]; s; s = s->dnext) {
+        if (!s->head || s->head->fn != st_nccl_run || !s->blocked || !s->bcomm ||
             st_stopped((struct ncclComm*)s->bcomm))
             continue;
         for (st_nop* q = s->head->nops; q; q = q->next) {
