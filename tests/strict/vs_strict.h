@@ -223,7 +223,8 @@ ST_C void vs_strict_add_kernels(const st_ksig* table);
 #include "vs_strict_clock.h" /* virtual time: its interface */
 
 /* the stand-in's lock and wake-up, for a program that waits for its state (neg.h);
-   st_cv is broadcast when NCCL's state changes (a stream's progress has its own) */
+   st_cv is broadcast when NCCL's state changes (a stream's progress has its own, and
+   so has each NCCL clique for its streams blocked in its operations) */
 extern pthread_mutex_t st_mu;
 extern pthread_cond_t st_cv;
 extern double st_hang_s;
