@@ -223,7 +223,8 @@ ST_C void vs_strict_add_kernels(const st_ksig* table);
 #include "vs_strict_clock.h" /* virtual time: its interface */
 
 /* the stand-in's lock and wake-up, for a program that waits for its state (neg.h);
-   st_cv is broadcast when NCCL's state changes (a stream's progress has its own) */
+   st_cv is broadcast when NCCL's state changes (a stream's progress has its own, and
+   so has each NCCL clique for its streams blocked in its operations) */
 extern pthread_mutex_t st_mu;
 extern pthread_cond_t st_cv;
 extern double st_hang_s;
@@ -288,6 +289,7 @@ struct CUstream_st {
     const char* blocked; /* what its running operation waits for (diagnostics) */
     void* bcomm;         /* the NCCL communicator it waits in, if any */
     struct CUstream_st* next;
+    struct CUstream_st* dnext; /* the next of its device's (st_dev_streams) */
     struct st_vc* vc; /* vs_strict_race.h: the clock of its last operation to start, */
     unsigned clk;     /* and how many have started */
     struct st_vc* cvc; /* that operation's completion clock (what its completion proves done) */
@@ -380,6 +382,10 @@ static int st_nallocs, st_capallocs;
 static st_pin* st_pins;
 static int st_npins, st_cappins;
 static struct CUstream_st* st_streams;
+/* each device's streams (dnext): a device-wide wait or scan (cudaMalloc, cudaFree,
+   the legacy stream's implicit waits) touches its own, not every rank's (at 1,024
+   ranks the scan of all streams was most of a run) */
+static struct CUstream_st* st_dev_streams[ST_MAXDEV];
 static struct CUstream_st* st_legacy[ST_MAXDEV];
 static struct CUevent_st* st_events;
 static struct CUlib_st* st_libs;
@@ -668,6 +674,8 @@ static struct CUstream_st* st_stream_new_locked(int dev, unsigned flags, int leg
     pthread_cond_init(&s->progress, NULL);
     s->next = st_streams;
     st_streams = s;
+    s->dnext = st_dev_streams[dev];
+    st_dev_streams[dev] = s;
     st_clock_stream_named_locked(s);
     return s;
 }
@@ -701,8 +709,8 @@ static void st_push_locked(struct CUstream_st* s, st_op* op)
     }
     if (!(s->flags & cudaStreamNonBlocking)) {
         if (s->legacy) {
-            for (struct CUstream_st* o = st_streams; o; o = o->next)
-                if (o != s && o->dev == s->dev && !o->legacy && !(o->flags & cudaStreamNonBlocking) && !o->dead &&
+            for (struct CUstream_st* o = st_dev_streams[s->dev]; o; o = o->dnext)
+                if (o != s && !o->legacy && !(o->flags & cudaStreamNonBlocking) && !o->dead &&
                     o->enq > o->done && op->nwait < ST_MAXWAIT)
                     op->ws[op->nwait] = o, op->wt[op->nwait++] = o->enq;
         } else {
@@ -783,8 +791,8 @@ static void* st_worker(void* arg)
 /* Waits for every stream of device dev (st_mu held); a host-blocking wait. */
 static void st_device_idle_locked(int dev, const char* what)
 {
-    for (struct CUstream_st* s = st_streams; s; s = s->next)
-        if (s->dev == dev && !st_race_host_covers_locked(s)) {
+    for (struct CUstream_st* s = st_dev_streams[dev]; s; s = s->dnext)
+        if (!st_race_host_covers_locked(s)) {
             long t = s->enq;
             struct st_vc* v = st_race_target_locked(s);
             st_tcell* c = st_clock_target_locked(s);
@@ -1161,8 +1169,8 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
     st_count.host_syncs++;
     st_sync_beside_collective_locked(st_cur_dev, "device-sync-during-collective", "cudaDeviceSynchronize", 1);
     st_device_idle_locked(st_cur_dev, "cudaDeviceSynchronize");
-    for (struct CUstream_st* q = st_streams; q; q = q->next)
-        if (q->dev == st_cur_dev) st_seen_locked(q, q->done), st_seen_comp_locked(st_vc_ref(q->cvc));
+    for (struct CUstream_st* q = st_dev_streams[st_cur_dev]; q; q = q->dnext)
+        st_seen_locked(q, q->done), st_seen_comp_locked(st_vc_ref(q->cvc));
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
 }

@@ -559,8 +559,8 @@ static void st_clock_push_locked(struct CUstream_st* s, st_op* op)
     if (s->flags & cudaStreamNonBlocking) return;
     if (s->legacy) {
         int k = 0;
-        for (struct CUstream_st* o = st_streams; o; o = o->next)
-            if (o != s && o->dev == s->dev && !o->legacy && !(o->flags & cudaStreamNonBlocking) && !o->dead &&
+        for (struct CUstream_st* o = st_dev_streams[s->dev]; o; o = o->dnext)
+            if (o != s && !o->legacy && !(o->flags & cudaStreamNonBlocking) && !o->dead &&
                 (o->enq == o->done || k++ < ST_MAXWAIT)) /* (past the stand-in's 16 real waits: not timed) */
                 st_clock_dep_locked(op, st_clock_target_locked(o));
     } else if (st_legacy[s->dev]) {
@@ -753,11 +753,10 @@ static double st_ivls_overlap(const st_ivls* x, const st_ivls* y)
 /* Waits for every stream of device dev (st_mu held), without a host wait's effects. */
 static void st_clock_idle_locked(int dev)
 {
-    for (struct CUstream_st* s = st_streams; s; s = s->next)
-        if (s->dev == dev) {
-            long t = s->enq;
-            ST_WAIT_UNTIL(s->done >= t, "vs_strict_clock (waiting for the device's work)");
-        }
+    for (struct CUstream_st* s = st_dev_streams[dev]; s; s = s->dnext) {
+        long t = s->enq;
+        ST_WAIT_ON(&s->progress, s->done >= t, "vs_strict_clock (waiting for the device's work)");
+    }
 }
 
 ST_C double vs_strict_clock_stream(cudaStream_t h)
