@@ -1704,8 +1704,10 @@ _VS_DDP_PRIVATE void _vs_ddp_desc_defaults(vs_ddp_desc* d)
 _VS_DDP_PRIVATE const char* _vs_ddp_dims_str(vs_mesh* m, char* buf, size_t cap)
 {
     size_t n = 0;
-    for (int k = 0; k < vs_mesh_ndims(m) && n < cap; k++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? ", " : "(", vs_mesh_dim_name(m, k));
+    for (int k = 0; k < vs_mesh_ndims(m) && n < cap; k++) {
+        const char* name = vs_mesh_dim_name(m, k); // (NULL only for a bad dim: gcc -O3 cannot tell)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? ", " : "(", name ? name : "?");
+    }
     if (n < cap) snprintf(buf + n, cap - n, ")");
     return buf;
 }
