@@ -5291,11 +5291,7 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     memset(pos, 0, sizeof pos);
     vs_ckpt_entry* de = &e[nextra + has_skipped + has_scale];
     if (has_data) de->name = _VS_DATA_ENTRY, de->kind = VS_CKPT_BLOB, de->blob = pos, de->blob_bytes = sizeof pos;
-    if (t->zero == VS_ZERO_3) { // the next step's first groups, prefetched by the last step from the old shards, go
-        r = vs_ddp_synchronize(t->ddp);
-        if (!r) r = _vs_ddp_z3_step_begin(t->ddp);
-        if (r) return vs_set_error(r, "vs_train_load: %s", vs_last_error());
-    }
+    // (ZeRO-3: vs_ckpt_load_ddp drops the gathers the last step prefetched from the old shards)
     r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", e, nextra + has_skipped + has_scale + has_data);
     if (r) {
         // a parameter the checkpoint lacks or holds with another shape: the model does not match
