@@ -2731,7 +2731,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_take(vs_ddp* d, int b, void** buf)
 {
     for (int i = 0;; i++) {
         if (i == d->nzpool) {
-            vs_result r = _vs_ddp_zpool_grow(d);
+            /* (device: cudaMalloc synchronizes the device, so this rank's gathers in flight finish first,
+               on the host with a deadline, not inside the allocation while they wait for their peers) */
+            vs_result r = d->cu ? vs_ddp_synchronize(d) : VS_OK;
+            if (!r) r = _vs_ddp_zpool_grow(d);
             if (r) return r;
         }
         if (d->zpool_owner[i] >= 0) continue;
