@@ -1733,6 +1733,13 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_dims(vs_mesh* m, const vs_ddp_desc* rd, int di
                             rdim ? " (HSDP's shard dim)" : "", all,
                             !rdim && r != s ? ": HSDP needs both 'DPR' (replicate) and 'DPS' (shard)" : "");
     }
+    /* A mesh naming one of DPR/DPS beside its DP dim ("DPR" x "DP") would be a
+       DP over dp_dim alone: the other dim's replicas would train apart, silently. */
+    int has_r = vs_mesh_dim_index(m, "DPR") >= 0, has_s = vs_mesh_dim_index(m, "DPS") >= 0;
+    if (!rdim && has_r != has_s)
+        return vs_set_error(VS_ERR_INVALID, "%s: the mesh %s has '%s' but no '%s': HSDP needs both 'DPR' (replicate) "
+                            "and 'DPS' (shard), or set dp_replicate_dim and dp_dim", fn, all, has_r ? "DPR" : "DPS",
+                            has_r ? "DPS" : "DPR");
     if (rd->pp_dim && (dims[1] = vs_mesh_dim_index(m, rd->pp_dim)) < 0)
         return vs_set_error(VS_ERR_INVALID, "%s: pp_dim '%s' is not a dim of the mesh %s", fn, rd->pp_dim, all);
     if (rdim && (dims[2] == dims[0] || dims[2] == dims[1]))
