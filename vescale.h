@@ -5,7 +5,7 @@
    This header includes every part:
        vescale_mesh.h   results, hooks, dtypes, transports, bootstrap, device mesh,
                         layouts and redistribute, TP/SP regions, sharded init
-       vescale_ddp.h    DDP and the distributed optimizer (ZeRO-1/2)
+       vescale_ddp.h    DDP and the distributed optimizer (ZeRO-1/2/3, HSDP)
        vescale_pipe.h   pipeline stages, schedules as data, validator, simulator, engine
        vescale_ckpt.h   checkpoints of the whole training state, resharding on load
    and, here, the high-level API (// >>model, >>plan, >>generate-plan, >>train,
