@@ -373,7 +373,8 @@ typedef struct vs_plan {
        - dp_shard: HSDP, the shard group's size (a divisor of dp; the mesh is
          PP x DPR x DPS x TP with DPS = dp_shard, DPR = dp / dp_shard replicas).
          ZeRO-1/2/3 shard within DPS and all-reduce the owned shard over DPR;
-         ZeRO-0 all-reduces over both. 0: no HSDP (dp_shard = dp is the same).
+         ZeRO-0 all-reduces over both. 0: no HSDP (dp_shard = dp is the same);
+         1: DPS1, every rank a replica holding everything (DDP's memory).
        - reshard_after_forward (0 or 1; 0 and not _set: 1): ZeRO-3 frees a
          group's gathered parameters after its forward and gathers again in
          its backward; 0 keeps them from the first forward to the last
@@ -731,7 +732,7 @@ VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* o
      forward keeps its groups gathered for the backward that follows. The
      DDP prefetches in the order of the first step. desc.storage is refused
      (ZeRO-3 keeps the owned shards itself).
-   - dp_shard S (HSDP, 1 < S < dp): the mesh is PP x DPR x DPS x TP, DPS = S,
+   - dp_shard S (HSDP, 0 < S < dp): the mesh is PP x DPR x DPS x TP, DPS = S,
      DPR = dp / S; the DDP shards over DPS and replicates over DPR.
    vs_train_reconfigure refuses both (go through a checkpoint). */
 VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out);
