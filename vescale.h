@@ -5,7 +5,7 @@
    This header includes every part:
        vescale_mesh.h   results, hooks, dtypes, transports, bootstrap, device mesh,
                         layouts and redistribute, TP/SP regions, sharded init
-       vescale_ddp.h    DDP and the distributed optimizer (ZeRO-1/2)
+       vescale_ddp.h    DDP and the distributed optimizer (ZeRO-1/2/3, HSDP)
        vescale_pipe.h   pipeline stages, schedules as data, validator, simulator, engine
        vescale_ckpt.h   checkpoints of the whole training state, resharding on load
    and, here, the high-level API (// >>model, >>plan, >>generate-plan, >>train,
@@ -373,7 +373,8 @@ typedef struct vs_plan {
        - dp_shard: HSDP, the shard group's size (a divisor of dp; the mesh is
          PP x DPR x DPS x TP with DPS = dp_shard, DPR = dp / dp_shard replicas).
          ZeRO-1/2/3 shard within DPS and all-reduce the owned shard over DPR;
-         ZeRO-0 all-reduces over both. 0: no HSDP (dp_shard = dp is the same).
+         ZeRO-0 all-reduces over both. 0: no HSDP (dp_shard = dp is the same);
+         1: DPS1, every rank a replica holding everything (DDP's memory).
        - reshard_after_forward (0 or 1; 0 and not _set: 1): ZeRO-3 frees a
          group's gathered parameters after its forward and gathers again in
          its backward; 0 keeps them from the first forward to the last
@@ -390,6 +391,11 @@ typedef struct vs_plan {
    be NULL when cap is 0).
    - text: one "key: value" per line; a rule is a line "shard: <pattern>
      <placement>", e.g. "shard: h.*.attn.wq Shard(1)", in the order they apply
+   - the keys are the fields' names but for the sizes, one key: "mesh: PP=1
+     DP=4 TP=1" (all three; JSON "mesh": {"pp": 1, "dp": 4, "tp": 1}) and the
+     rules (JSON "rules": [{"pattern": ..., "placement": ...}]); a line
+     whose first non-blank is '#' is a comment. E.g. "mesh: PP=1 DP=8 TP=1\nzero: 3\n
+     dp_shard: 4\n" or {"mesh": {"pp": 1, "dp": 8, "tp": 1}, "zero": 3, "dp_shard": 4}
    - dp_shard, reshard_after_forward and prefetch print when set (a value
      other than 0, or its _set flag): "dp_shard: 8", JSON "dp_shard": 8
    - strings (rule patterns and placements, split_points): UTF-8 without
@@ -726,7 +732,7 @@ VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* o
      forward keeps its groups gathered for the backward that follows. The
      DDP prefetches in the order of the first step. desc.storage is refused
      (ZeRO-3 keeps the owned shards itself).
-   - dp_shard S (HSDP, 1 < S < dp): the mesh is PP x DPR x DPS x TP, DPS = S,
+   - dp_shard S (HSDP, 0 < S < dp): the mesh is PP x DPR x DPS x TP, DPS = S,
      DPR = dp / S; the DDP shards over DPS and replicates over DPR.
    vs_train_reconfigure refuses both (go through a checkpoint). */
 VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out);
@@ -1682,7 +1688,16 @@ _VS_HL_PRIVATE vs_result _vs_plan_set(vs_plan* p, const char* key, const char* v
     if (bad) return vs_set_error(VS_ERR_INVALID, "%s: %s: the value of %s %s (byte %zu)", fn, where, key, bad, at);
     int k = 0, x = 0;
     while (k < _VS_PLAN_NKEYS && strcmp(key, _vs_plan_keys[k])) k++;
-    if (k == _VS_PLAN_NKEYS) return vs_set_error(VS_ERR_INVALID, "%s: %s: unknown key \"%s\"", fn, where, key);
+    if (k == _VS_PLAN_NKEYS) { // name the keys: a newcomer writes "dp: 4" or "dp_shards: 2"
+        char keys[256];
+        size_t kn = 0;
+        for (int j = 0; j < _VS_PLAN_NKEYS && kn < sizeof keys; j++)
+            kn += (size_t)snprintf(keys + kn, sizeof keys - kn, "%s%s", j ? ", " : "", _vs_plan_keys[j]);
+        int size = !strcmp(key, "pp") || !strcmp(key, "dp") || !strcmp(key, "tp");
+        return vs_set_error(VS_ERR_INVALID, "%s: %s: unknown key \"%s\"%s (the keys: %s)", fn, where, key,
+                            size ? "; the sizes are one key, text \"mesh: PP=1 DP=4 TP=1\", JSON "
+                                   "\"mesh\": {\"pp\": 1, \"dp\": 4, \"tp\": 1}" : "", keys);
+    }
     if (strcmp(key, "shard")) {
         if (*seen & (1u << k)) return vs_set_error(VS_ERR_INVALID, "%s: %s: key \"%s\" twice", fn, where, key);
         *seen |= 1u << k;
@@ -1791,7 +1806,10 @@ _VS_HL_PRIVATE vs_result _vs_plan_parse_json(const char* text, vs_plan* p, int* 
         else if (_vs_plan_json_int(&J, c)) {
             snprintf(v, sizeof v, "%lld", (long long)x->i);
             r = _vs_plan_set(p, x->key, v, where, &seen);
-        } else r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: unexpected %s", where, _vs_json_what(&J, c));
+        } else
+            r = vs_set_error(VS_ERR_INVALID, "vs_plan_parse: %s: unexpected %s", where,
+                             x->type == _VS_J_NUM ? "a number that is not an integer (a plan's numbers are: 3, not 3.0)"
+                                                  : _vs_json_what(&J, c));
     }
     _vs_json_free(&J);
     return r;

@@ -298,7 +298,8 @@ typedef struct vs_ddp_desc {
     /* HSDP (a 2-D DP: replicate across hosts x shard within a host): the
        replicate dim, dp_dim then the shard dim. NULL: "DPR" when the mesh has
        both "DPR" and "DPS" (dp_dim then defaults to "DPS"), else none (a plain
-       DP over dp_dim). ZeRO-1/2/3 shard over dp_dim only; see "HSDP" above. */
+       DP over dp_dim; a mesh naming only one of the two: VS_ERR_INVALID).
+       ZeRO-1/2/3 shard over dp_dim only; see "HSDP" above. */
     const char* dp_replicate_dim;
     int64_t bucket_bytes; // 0: VS_DDP_DEFAULT_BUCKET_BYTES (vs_ddp_set_bucket_bytes rejects 0); negative is an error
     vs_zero_stage zero;
@@ -649,7 +650,7 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      or vs_ddp_grad_ready of each) keeps it, and the next gather takes it
      without traffic; the marking (or the release after it) frees it.
    - A gather of a group held already (a recomputed forward) does nothing;
-     one release gives it back.
+     one release gives it back. Held groups are released in any order.
    - Prefetch: the first step (up to its vs_ddp_step) records the order of
      gathers; later, vs_ddp_gather of the recorded next group issues the
      gathers of the `prefetch` groups after it (asynchronous: the host does
@@ -838,7 +839,8 @@ VS_API int vs_ddp_has_optim_state(const vs_ddp* d, int index, vs_ddp_state which
    step, reductions of an unfinished backward pass), then frees it and releases
    the mesh. Free the DDP, then the mesh: vs_mesh_free refuses while a DDP on it
    (or on one of its submeshes) is alive. Freeing the same DDP twice is undefined
-   (it cannot be detected). NULL: VS_OK. The DDP of a training state
+   (it cannot be detected). NULL: VS_OK. ZeRO-3 groups still gathered are freed
+   with it (their views die with it). The DDP of a training state
    (vs_train_ddp in vescale.h) is the training state's: VS_ERR_STATE, and it
    keeps working; vs_train_free frees it. */
 VS_API vs_result vs_ddp_free(vs_ddp* d);
@@ -1733,6 +1735,13 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_dims(vs_mesh* m, const vs_ddp_desc* rd, int di
                             rdim ? " (HSDP's shard dim)" : "", all,
                             !rdim && r != s ? ": HSDP needs both 'DPR' (replicate) and 'DPS' (shard)" : "");
     }
+    /* A mesh naming one of DPR/DPS beside its DP dim ("DPR" x "DP") would be a
+       DP over dp_dim alone: the other dim's replicas would train apart, silently. */
+    int has_r = vs_mesh_dim_index(m, "DPR") >= 0, has_s = vs_mesh_dim_index(m, "DPS") >= 0;
+    if (!rdim && has_r != has_s)
+        return vs_set_error(VS_ERR_INVALID, "%s: the mesh %s has '%s' but no '%s': HSDP needs both 'DPR' (replicate) "
+                            "and 'DPS' (shard), or set dp_replicate_dim and dp_dim", fn, all, has_r ? "DPR" : "DPS",
+                            has_r ? "DPS" : "DPR");
     if (rd->pp_dim && (dims[1] = vs_mesh_dim_index(m, rd->pp_dim)) < 0)
         return vs_set_error(VS_ERR_INVALID, "%s: pp_dim '%s' is not a dim of the mesh %s", fn, rd->pp_dim, all);
     if (rdim && (dims[2] == dims[0] || dims[2] == dims[1]))

@@ -179,9 +179,10 @@ done
 if has mlp_dp_tp; then
     stage 1 "mlp_dp_tp" bash -c '"$@" && echo "ok example/mlp_dp_tp"' _ "$B/mlp_dp_tp"
 fi
-# --- examples/train_gpt.c (issue 12): PP2 x DP2 x TP2 beside one rank, save, resume on DP4 x TP2 ---
+# --- examples/train_gpt.c (issue 12): PP2 x DP2 x TP2 beside one rank, save, resume on DP4 x TP2, then
+#     make run's third line, HSDP (ZeRO-3 over DPS2 x DPR2 x TP2) beside one rank (issue 34) ---
 if has train_gpt; then
-    stage 1 "train_gpt" bash -c 'ck=$(mktemp -d) && trap "rm -rf \"\$ck\"" EXIT && "$1" --mesh 2x2x2 --steps 4 --save "$ck/step-000004" && "$1" --mesh 1x4x2 --sp --steps 2 --resume auto --ckpt-dir "$ck" && echo "ok example/train_gpt"' _ "$B/train_gpt"
+    stage 1 "train_gpt" bash -c 'ck=$(mktemp -d) && trap "rm -rf \"\$ck\"" EXIT && "$1" --mesh 2x2x2 --steps 4 --save "$ck/step-000004" && "$1" --mesh 1x4x2 --sp --steps 2 --resume auto --ckpt-dir "$ck" && "$1" --mesh 1x4x2 --zero 3 --dp-shard 2 --steps 2 && echo "ok example/train_gpt (and make run'"'"'s HSDP: --zero 3 --dp-shard 2)"' _ "$B/train_gpt"
     # killed (SIGKILL) on PP2 x DP2 x TP2 mid-run, resumed with --resume auto on 4 ranks (planner) and on 1x1x2
     stage 1 "train_gpt_kill.sh" env B="$B" bash tests/train_gpt_kill.sh
     # --elastic (issue 24): a rank killed mid-step on PP1 x DP4 x TP2 and PP2 x DP4 x TP1, the mesh shrinks

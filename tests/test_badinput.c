@@ -2839,6 +2839,14 @@ static void sweep_plan(sw_ctx* x)
     if (E(A, "vs_plan_parse", "a JSON key twice (mesh)", FX_NONE))
         R(PARSE("{\"mesh\": {\"pp\": 1, \"dp\": 1, \"tp\": 1}, \"mesh\": {\"pp\": 2, \"dp\": 1, \"tp\": 1}}"), "\"mesh\" twice");
     if (E(A, "vs_plan_parse", "unknown key", FX_NONE)) R(PARSE("zerro: 1\n"), "unknown key \"zerro\"");
+    // a newcomer's first plan: the sizes are one key, and the message names the keys
+    if (E(A, "vs_plan_parse", "'dp: 4' (the sizes are mesh)", FX_NONE)) R(PARSE("dp: 4\nzero: 3\n"), "\"mesh: PP=1 DP=4 TP=1\"");
+    if (E(A, "vs_plan_parse", "JSON 'dp' (the sizes are mesh)", FX_NONE))
+        R(PARSE("{\"dp\": 4, \"zero\": 3}"), "\"mesh\": {\"pp\": 1, \"dp\": 4, \"tp\": 1}");
+    if (E(A, "vs_plan_parse", "'dp_shards: 2' (a typo)", FX_NONE))
+        R(PARSE("zero: 3\ndp_shards: 2\n"), "(the keys: mesh, policy, strict, split, split_points, chunks, schedule, "
+          "microbatches, zero, sequence_parallel, shard, recompute, dp_shard, reshard_after_forward, prefetch)");
+    if (E(A, "vs_plan_parse", "JSON zero 3.0", FX_NONE)) R(PARSE("{\"zero\": 3.0}"), "\"zero\": unexpected a number that is not an integer");
     if (E(A, "vs_plan_parse", "no colon", FX_NONE)) R(PARSE("zero 1\n"), "line 1");
     if (E(A, "vs_plan_parse", "a line of 600 bytes", FX_NONE)) {
         char t[700];

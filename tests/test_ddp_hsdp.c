@@ -835,6 +835,12 @@ static int rank_bad(vs_world* w, void* arg)
     static const char* const ns[] = {"DPS", "TP"};
     bad_init(w, s2, ns, NULL, NULL, NULL, "'DPR'");                    // ... and with the replicate dim missing
     bad_init(w, s2, nr, "DPR", NULL, NULL, "dp_dim 'DPS'");            // a replicate dim, no shard dim
+    // one of DPR/DPS beside a DP dim: a DP over "DP" alone would leave the other dim's replicas apart
+    static const char* const nrd[] = {"DPR", "DP"};
+    bad_init(w, s2, nrd, NULL, NULL, NULL, "has 'DPR' but no 'DPS'");
+    static const char* const nds[] = {"DP", "DPS"};
+    bad_init(w, s2, nds, NULL, NULL, NULL, "has 'DPS' but no 'DPR'");
+    bad_init(w, s2, nds, NULL, "DPS", NULL, "has 'DPS' but no 'DPR'"); // dp_dim named: still no replicate dim
     static const char* const np_[] = {"PP", "DPS"};
     bad_init(w, s2, np_, "PP", NULL, NULL, "pp_dim");                  // the pipeline dim
     static const char* const n1[] = {"DP"};
