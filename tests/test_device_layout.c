@@ -72,7 +72,7 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** a, 
     VT_CHECK(ki >= 0 && ki < _VS_MK_N, "mock: launch of an unknown kernel %p", func);
     if (ki < 0 || ki >= _VS_MK_N) return cudaErrorInvalidValue;
     MOCK_STREAM_IS(st, _vs_mk_names[ki]);
-    VT_CHECK(shmem == 0 && block.x == _VS_MKT && block.y == 1 && block.z == 1 && grid.y == 1 && grid.z == 1 &&
+    VT_CHECK(shmem == 0 && block.x == VS_MKT && block.y == 1 && block.z == 1 && grid.y == 1 && grid.z == 1 &&
                  grid.x >= 1 && grid.x <= 65535,
              "mock: %s launched with grid %u block %u shmem %zu", _vs_mk_names[ki], grid.x, block.x, shmem);
     __atomic_add_fetch(&mock_launches[ki], 1, __ATOMIC_SEQ_CST);

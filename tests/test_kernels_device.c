@@ -6,21 +6,21 @@
    16. Each is one text with two meanings: the host build (each kernel a
    loop, each "block" a loop over its threads) and the device build NVRTC
    compiles. The strict stand-in runs the host build, so a change that exists
-   only in the device meaning (a _VS_MKSEL whose device side sums in another
+   only in the device meaning (a VS_MKSEL whose device side sums in another
    order, a tree that reads a partial before the barrier that publishes it) is
    invisible there. Here the device build itself runs on the host: the text is
-   expanded with _VS_MK_DEVICE 1 (names vs_mk_*, as NVRTC gets them) over an
+   expanded with VS_MK_DEVICE 1 (names vs_mk_*, as NVRTC gets them) over an
    emulation of CUDA's vocabulary: blockIdx / threadIdx / blockDim / gridDim
-   per emulated thread, each block's _VS_MKT threads as host threads that meet
+   per emulated thread, each block's VS_MKT threads as host threads that meet
    at a barrier for __syncthreads, __shared__ as one array per kernel (the
    blocks of a launch run one after another, so one block owns it at a time),
    and CUDA's bit-cast intrinsics. Each kernel runs over the launch grid the
    library uses (_vs_mk_run: one block per row for the row kernels, else
-   ceil(work / _VS_MKT)), and over a smaller grid (grid-stride loops doing the
+   ceil(work / VS_MKT)), and over a smaller grid (grid-stride loops doing the
    rest), and must give the host build's bits on the same inputs.
 
    Why here and not in the strict stand-in beside every launch: a block is
-   _VS_MKT host threads meeting at a barrier for each __syncthreads and
+   VS_MKT host threads meeting at a barrier for each __syncthreads and
    between blocks, so a launch costs milliseconds on 2 cores, more with rows
    or blocks (this file's launches take about 20 s, mostly in the kernel's
    futex wakeups); the strict tests launch thousands of kernels each, and
@@ -87,21 +87,21 @@ static long long __double_as_longlong(double d)
 
 /* The device builds of the mesh's kernel text and of gpt_kernels.h's, as NVRTC
    compiles them (after the prelude's dtype helpers). */
-#define _VS_MK_DEVICE 1
-_VS_MK_DTYPES
+#define VS_MK_DEVICE 1
+VS_MK_DTYPES
 _VS_MESH_KERNELS
 GPT__KERNELS
 _VS_DDP_KERNELS
 _VS_HL_KERNELS
-#undef _VS_MK_DEVICE
+#undef VS_MK_DEVICE
 
 /* ---- launches ----------------------------------------------------------------- */
 
-/* _VS_MKT host threads made once, each one CUDA thread of every block: a launch
+/* VS_MKT host threads made once, each one CUDA thread of every block: a launch
    hands them the kernel (go), each runs the grid's blocks in order with a
    barrier between blocks (the next block's shared memory is the same array),
    and the launch returns when all are done. */
-static pthread_t kd_pool[_VS_MKT];
+static pthread_t kd_pool[VS_MKT];
 static pthread_barrier_t kd_go, kd_done;
 static void (*kd_run)(int, void**);
 static int kd_ki, kd_quit, kd_made;
@@ -124,14 +124,14 @@ static void* kd_worker(void* p)
 }
 
 /* Runs kernel ki's device meaning (run: its call) over `blocks` blocks of
-   _VS_MKT threads, one block after another. */
+   VS_MKT threads, one block after another. */
 static void kd_launch(void (*run)(int, void**), int ki, void** a, unsigned blocks)
 {
     if (!kd_made) {
-        pthread_barrier_init(&kd_bar, NULL, _VS_MKT);
-        pthread_barrier_init(&kd_go, NULL, _VS_MKT + 1);
-        pthread_barrier_init(&kd_done, NULL, _VS_MKT + 1);
-        for (int t = 0; t < _VS_MKT; t++)
+        pthread_barrier_init(&kd_bar, NULL, VS_MKT);
+        pthread_barrier_init(&kd_go, NULL, VS_MKT + 1);
+        pthread_barrier_init(&kd_done, NULL, VS_MKT + 1);
+        for (int t = 0; t < VS_MKT; t++)
             if (pthread_create(&kd_pool[t], NULL, kd_worker, (void*)(size_t)t) != 0) {
                 fprintf(stderr, "kd_launch: pthread_create failed\n");
                 exit(2);
@@ -139,7 +139,7 @@ static void kd_launch(void (*run)(int, void**), int ki, void** a, unsigned block
         kd_made = 1;
     }
     gridDim.x = blocks, gridDim.y = gridDim.z = 1;
-    blockDim.x = _VS_MKT, blockDim.y = blockDim.z = 1;
+    blockDim.x = VS_MKT, blockDim.y = blockDim.z = 1;
     kd_run = run, kd_ki = ki, kd_args = a;
     pthread_barrier_wait(&kd_go);
     pthread_barrier_wait(&kd_done);
@@ -151,7 +151,7 @@ static void kd_pool_end(void)
     if (!kd_made) return;
     kd_quit = 1;
     pthread_barrier_wait(&kd_go);
-    for (int t = 0; t < _VS_MKT; t++) pthread_join(kd_pool[t], NULL);
+    for (int t = 0; t < VS_MKT; t++) pthread_join(kd_pool[t], NULL);
 }
 
 /* The device build's kernel ki with the arguments as a launch passes them (as
@@ -241,10 +241,10 @@ static void kd_compare_with(const char* what, const char* name, void (*host)(int
 }
 
 /* The library's grid for a launch of `work` (one block per row for the row
-   kernels, else a block per _VS_MKT elements, at most cap), or `blocks`. */
+   kernels, else a block per VS_MKT elements, at most cap), or `blocks`. */
 static unsigned kd_grid(long long work, int rowkernel, long long cap, unsigned blocks)
 {
-    long long lib = rowkernel ? work : (work + _VS_MKT - 1) / _VS_MKT;
+    long long lib = rowkernel ? work : (work + VS_MKT - 1) / VS_MKT;
     if (lib > cap) lib = cap;
     return blocks ? blocks : (unsigned)(lib > 0 ? lib : 1);
 }
@@ -407,13 +407,13 @@ static void kd_gpt_call(int ki, void** a)
 }
 
 /* Every pointer argument is a buffer of KD_GB floats (ids: ints in range); the
-   ones gpt_kernel_args marks written are compared whole: the host build in the
+   ones gpt_kernel_decls marks written are compared whole: the host build in the
    device's order (gpt_kernel_host(.., 1), what the strict stand-in runs)
    against the device meaning over `blocks`. */
 enum { KD_GB = 1 << 15 };
 static void kd_gpt_compare(const char* what, int ki, void** a, long long blocks)
 {
-    const char* sig = gpt_kernel_args[ki];
+    const char* sig = gpt_kernel_decls[ki].args;
     int nw = 0, wi[16];
     for (int i = 0; sig[i]; i++)
         if (sig[i] == 'w') wi[nw++] = i;
@@ -437,7 +437,7 @@ static void kd_gpt_compare(const char* what, int ki, void** a, long long blocks)
         for (size_t b = 0; b < nb; b++)
             if (h[b] != d[b] && !bad++) first = b;
         VT_CHECK(bad == 0, "%s (%s, grid %u): argument %d: %zu bytes differ, the first at byte %zu", what,
-                 gpt_kernel_names[ki], g, wi[k], bad, first);
+                 gpt_kernel_decls[ki].name, g, wi[k], bad, first);
         memcpy(*(void**)a[wi[k]], start[k], nb);
         free(start[k]), free(host[k]);
     }

@@ -37,108 +37,108 @@
 enum { D = 8, H = 16, ROWS = 24, STEPS = 6 }; /* (24 rows: DP 4, 3 and 2 x 2 microbatches) */
 
 /* --- the model's math, once: host C and NVRTC ------------------------------ */
-#define TK(x) _VS_MKSEL(tk_##x, vs_tk_##x)
+#define TK(x) VS_MKSEL(tk_##x, vs_tk_##x)
 /* Parameters and their gradients in f32 (t 0), bf16 (1) or f16 (2), read and
-   written through ld/st (activations are f32). */
+   written through the vocabulary's ld/st (activations are f32). */
 #define TEST_KERNELS \
-    _VS_MKDEV float TK(ld)(const void* p, int t, long long i) \
-    { \
-        unsigned int h; \
-        if (t == 0) return ((const float*)p)[i]; \
-        h = ((const unsigned short*)p)[i]; \
-        return t == 1 ? _VS_MKU2F(h << 16) : _VS_MKN(from_f16)(h); \
-    } \
-    _VS_MKDEV void TK(st)(void* p, int t, long long i, float v) \
-    { \
-        if (t == 0) \
-            ((float*)p)[i] = v; \
-        else \
-            ((unsigned short*)p)[i] = t == 1 ? _VS_MKN(bf16)(v) : _VS_MKN(f16)(v); \
-    } \
     /* y[R,N] = x[R,K] W[K,N] (+ b[N]); W and b of dtype wt */ \
-    _VS_MKGLOBAL TK(mm)(float* y, const float* xin, const void* W, const void* b, int wt, long long R, long long K, \
+    VS_MKGLOBAL TK(mm)(float* y, const float* xin, const void* W, const void* b, int wt, long long R, long long K, \
                         long long N) \
     { \
-        _VS_MKLOOP(x, R * N) { \
+        VS_MKLOOP(x, R * N) { \
             long long i = x / N, j = x % N, k; \
-            float a = b ? TK(ld)(b, wt, j) : 0.0f; \
-            for (k = 0; k < K; k++) a += xin[i * K + k] * TK(ld)(W, wt, k * N + j); \
+            float a = b ? VS_MKN(ld)(b, wt, j) : 0.0f; \
+            for (k = 0; k < K; k++) a += xin[i * K + k] * VS_MKN(ld)(W, wt, k * N + j); \
             y[x] = a; \
         } \
     } \
     /* gx[R,K] (+)= gy[R,N] W[K,N]^T */ \
-    _VS_MKGLOBAL TK(mm_dx)(float* gx, const float* gy, const void* W, int wt, long long R, long long K, long long N, \
+    VS_MKGLOBAL TK(mm_dx)(float* gx, const float* gy, const void* W, int wt, long long R, long long K, long long N, \
                            int acc) \
     { \
-        _VS_MKLOOP(x, R * K) { \
+        VS_MKLOOP(x, R * K) { \
             long long i = x / K, k = x % K, j; \
             float a = 0.0f; \
-            for (j = 0; j < N; j++) a += gy[i * N + j] * TK(ld)(W, wt, k * N + j); \
+            for (j = 0; j < N; j++) a += gy[i * N + j] * VS_MKN(ld)(W, wt, k * N + j); \
             gx[x] = acc ? gx[x] + a : a; \
         } \
     } \
     /* gW[K,N] += x^T gy, gb[N] += the rows of gy; of dtype gt (one rounding each) */ \
-    _VS_MKGLOBAL TK(mm_dw)(void* gW, void* gb, int gt, const float* xin, const float* gy, long long R, long long K, \
+    VS_MKGLOBAL TK(mm_dw)(void* gW, void* gb, int gt, const float* xin, const float* gy, long long R, long long K, \
                            long long N) \
     { \
-        _VS_MKLOOP(x, K * N) { \
+        VS_MKLOOP(x, K * N) { \
             long long k = x / N, j = x % N, i; \
             float a = 0.0f; \
             for (i = 0; i < R; i++) a += xin[i * K + k] * gy[i * N + j]; \
-            TK(st)(gW, gt, x, TK(ld)(gW, gt, x) + a); \
+            VS_MKN(st)(gW, gt, x, VS_MKN(ld)(gW, gt, x) + a); \
             if (gb && k == 0) { \
                 float c = 0.0f; \
                 for (i = 0; i < R; i++) c += gy[i * N + j]; \
-                TK(st)(gb, gt, j, TK(ld)(gb, gt, j) + c); \
+                VS_MKN(st)(gb, gt, j, VS_MKN(ld)(gb, gt, j) + c); \
             } \
         } \
     } \
-    _VS_MKGLOBAL TK(bias)(float* y, const void* b, int bt, long long R, long long N) \
+    VS_MKGLOBAL TK(bias)(float* y, const void* b, int bt, long long R, long long N) \
     { \
-        _VS_MKLOOP(x, R * N) y[x] += TK(ld)(b, bt, x % N); \
+        VS_MKLOOP(x, R * N) y[x] += VS_MKN(ld)(b, bt, x % N); \
     } \
     /* (a loop variable not named x: the vocabulary's device loop once rewrote \
        blockIdx.x with it) */ \
-    _VS_MKGLOBAL TK(add)(float* y, const float* xin, long long n) \
+    VS_MKGLOBAL TK(add)(float* y, const float* xin, long long n) \
     { \
-        _VS_MKLOOP(e, n) y[e] += xin[e]; \
+        VS_MKLOOP(e, n) y[e] += xin[e]; \
     } \
     /* softsign: exact IEEE operations on both sides (tanhf's bits differ) */ \
-    _VS_MKGLOBAL TK(act)(float* z, const float* a, long long n) \
+    VS_MKGLOBAL TK(act)(float* z, const float* a, long long n) \
     { \
-        _VS_MKLOOP(x, n) z[x] = a[x] / (1.0f + fabsf(a[x])); \
+        VS_MKLOOP(x, n) z[x] = a[x] / (1.0f + fabsf(a[x])); \
     } \
-    _VS_MKGLOBAL TK(act_bwd)(float* ga, const float* gz, const float* a, long long n) \
+    VS_MKGLOBAL TK(act_bwd)(float* ga, const float* gz, const float* a, long long n) \
     { \
-        _VS_MKLOOP(x, n) { \
+        VS_MKLOOP(x, n) { \
             float d = 1.0f + fabsf(a[x]); \
             ga[x] += gz[x] / (d * d); \
         } \
     } \
-    _VS_MKGLOBAL TK(mse)(float* loss, const float* y, const float* t, long long n) \
+    VS_MKGLOBAL TK(mse)(float* loss, const float* y, const float* t, long long n) \
     { \
-        _VS_MKLOOP(x, 1) { \
+        VS_MKLOOP(x, 1) { \
             float s = 0.0f; \
             long long i; \
             for (i = 0; i < n; i++) s += (y[i] - t[i]) * (y[i] - t[i]); \
             loss[0] = s / (float)n; \
         } \
     } \
-    _VS_MKGLOBAL TK(mse_bwd)(float* gy, const float* y, const float* t, const float* g0, long long n) \
+    VS_MKGLOBAL TK(mse_bwd)(float* gy, const float* y, const float* t, const float* g0, long long n) \
     { \
-        _VS_MKLOOP(x, n) gy[x] = g0[0] * 2.0f * (y[x] - t[x]) / (float)n; \
+        VS_MKLOOP(x, n) gy[x] = g0[0] * 2.0f * (y[x] - t[x]) / (float)n; \
     }
 
-#define _VS_MK_DEVICE 0
+#define VS_MK_DEVICE 0
+#ifndef VS_MK_HOST_SHARED /* (the vocabulary's shared words, once per file) */
+#define VS_MK_HOST_SHARED
+VS_MK_HOSTBITS
+VS_MK_DTYPES
+#endif
 TEST_KERNELS
-#undef _VS_MK_DEVICE
-#define _VS_MK_DEVICE 1
-static const char tk_body[] = _VS_MKSTR(TEST_KERNELS) "\n";
-#undef _VS_MK_DEVICE
+#undef VS_MK_DEVICE
+#define VS_MK_DEVICE 1
+static const char tk_body[] = VS_MKSTR(TEST_KERNELS) "\n";
+#undef VS_MK_DEVICE
 enum { KI_MM, KI_MM_DX, KI_MM_DW, KI_BIAS, KI_ADD, KI_ACT, KI_ACT_BWD, KI_MSE, KI_MSE_BWD, KI_N };
-static const char* const tk_names[KI_N] = {"vs_tk_mm",  "vs_tk_mm_dx",   "vs_tk_mm_dw", "vs_tk_bias",   "vs_tk_add",
-                                           "vs_tk_act", "vs_tk_act_bwd", "vs_tk_mse",   "vs_tk_mse_bwd"};
-static const vs_kernel_text tk_text = {"test_train_nccl_kernels.cu", tk_body, KI_N, tk_names};
+/* (no cost functions: the stand-in's clock gives these its stated default) */
+static const vs_kernel_decl tk_decls[KI_N] = {
+    {"vs_tk_mm", "wrrrilll", "y x W b wt R K N", NULL, 0},
+    {"vs_tk_mm_dx", "wrrillli", "gx gy W wt R K N acc", NULL, 0},
+    {"vs_tk_mm_dw", "wwirrlll", "gW gb gt x gy R K N", NULL, 0},
+    {"vs_tk_bias", "wrill", "y b bt R N", NULL, 0},
+    {"vs_tk_add", "wrl", "y x n", NULL, 0},
+    {"vs_tk_act", "wrl", "z a n", NULL, 0},
+    {"vs_tk_act_bwd", "wrrl", "ga gz a n", NULL, 0},
+    {"vs_tk_mse", "wrrl", "loss y t n", NULL, 0},
+    {"vs_tk_mse_bwd", "wrrrl", "gy y t g0 n", NULL, 0}};
+static const vs_kernel_text tk_text = {"test_train_nccl_kernels.cu", tk_body, KI_N, tk_decls, NULL};
 
 /* Per rank (thread): device mode, its kernels, and the layers' scratch. */
 static __thread int dev_mode;
@@ -157,7 +157,7 @@ static vs_result launch(const vs_pipe_call* c, int ki, long long n, void** args)
     g.x = (unsigned)(blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks), g.y = g.z = 1;
     b.x = 256, b.y = b.z = 1;
     cudaError_t e = cudaLaunchKernel((const void*)kern[ki], g, b, args, 0, (cudaStream_t)c->stream);
-    return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "test layer", tk_names[ki]);
+    return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "test layer", tk_decls[ki].name);
 }
 #define RUN(c, name, KI, n, ...)                                                                                       \
     do {                                                                                                               \
