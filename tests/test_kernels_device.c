@@ -44,6 +44,105 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- the declarations ----------------------------------------------------------- */
+
+/* Each text's device build as NVRTC gets it (stringified before this file
+   defines the vs_rtc_* qualifiers below for its emulation). */
+#define VS_MK_DEVICE 1
+static const char kd_src_mesh[] = VS_MKSTR(_VS_MESH_KERNELS);
+static const char kd_src_ddp[] = VS_MKSTR(_VS_DDP_KERNELS);
+static const char kd_src_hl[] = VS_MKSTR(_VS_HL_KERNELS);
+static const char kd_src_gpt[] = VS_MKSTR(GPT__KERNELS);
+#undef VS_MK_DEVICE
+
+/* The letter vs_kernel_decl gives a parameter written as `p` in the text. */
+static char kd_letter(const char* p, size_t n)
+{
+    char t[160];
+    snprintf(t, sizeof t, "%.*s", (int)n, p);
+    if (strchr(t, '*')) return strncmp(t, "const ", 6) ? 'w' : 'r';
+    if (!strncmp(t, "unsigned long long ", 19)) return 'u';
+    if (!strncmp(t, "long long ", 10)) return 'l';
+    if (!strncmp(t, "int ", 4)) return 'i';
+    if (!strncmp(t, "float ", 6)) return 'f';
+    if (!strncmp(t, "double ", 7)) return 'd';
+    return 's';
+}
+
+/* Every kernel of text src (each "vs_rtc_global void name(...)") has a
+   declaration in decls[0, n) whose argument letters are its parameters', with a
+   cost function that gives finite, non-negative flops and bytes (bytes > 0 for a
+   kernel of no struct argument) on arguments of every size 64 and every code 1;
+   and every declaration names a kernel of the text. */
+static void kd_declared(const char* what, const char* src, const vs_kernel_decl* decls, int n)
+{
+    int found = 0;
+    for (const char* q = strstr(src, "vs_rtc_global void "); q; q = strstr(q + 1, "vs_rtc_global void ")) {
+        const char* name = q + strlen("vs_rtc_global void ");
+        const char* open = strchr(name, '(');
+        char nm[64], args[32];
+        snprintf(nm, sizeof nm, "%.*s", (int)(open - name), name);
+        int na = 0;
+        for (const char* p = open + 1; *p && *p != ')' && na < 31;) {
+            while (*p == ' ') p++;
+            const char* e = p;
+            while (*e && *e != ',' && *e != ')') e++;
+            args[na++] = kd_letter(p, (size_t)(e - p));
+            p = *e == ',' ? e + 1 : e;
+        }
+        args[na] = 0;
+        found++;
+        const vs_kernel_decl* d = NULL;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(decls[i].name, nm)) d = &decls[i];
+        VT_CHECK(d != NULL, "%s: kernel %s has no declaration", what, nm);
+        if (!d) continue;
+        VT_CHECK(!strcmp(d->args, args), "%s: %s declares arguments %s, its text has %s", what, nm, d->args, args);
+        int words = 1;
+        for (const char* w = d->argnames; *w; w++) words += *w == ' ';
+        VT_CHECK(words == (int)strlen(d->args), "%s: %s: %d names for %d arguments", what, nm, words,
+                 (int)strlen(d->args));
+        VT_CHECK((strchr(d->args, 's') != NULL) == (d->struct_size > 0), "%s: %s: struct size %d", what, nm,
+                 d->struct_size);
+        VT_CHECK(d->cost != NULL, "%s: %s declares no cost", what, nm);
+        if (!d->cost) continue;
+        static char ptrs[16][64];
+        unsigned char slot[16][256];
+        void* a[16];
+        for (int i = 0; i < na && i < 16; i++) {
+            void* p = ptrs[i];
+            int one = 1;
+            long long sz = 64;
+            memset(slot[i], 0, sizeof slot[i]);
+            if (args[i] == 'w' || args[i] == 'r') memcpy(slot[i], &p, sizeof p);
+            else if (args[i] == 'i') memcpy(slot[i], &one, sizeof one);
+            else if (args[i] == 'l' || args[i] == 'u') memcpy(slot[i], &sz, sizeof sz);
+            a[i] = slot[i];
+        }
+        vs_kernel_cost c;
+        VT_OK(vs_kernel_cost_get(d, a, &c));
+        VT_CHECK(isfinite(c.flops) && isfinite(c.bytes) && c.flops >= 0 && c.bytes >= 0 &&
+                     (c.bytes > 0 || d->struct_size > 0),
+                 "%s: %s: flops %g, bytes %g", what, nm, c.flops, c.bytes);
+    }
+    VT_CHECK(found == n, "%s: %d kernels in the text, %d declared", what, found, n);
+}
+
+static void case_declared(void)
+{
+    kd_declared("vescale_mesh.h", kd_src_mesh, _vs_mk_decls, _VS_MK_N);
+    kd_declared("vescale_ddp.h", kd_src_ddp, _vs_ddp_kdecls, _VS_KI_N);
+    kd_declared("vescale.h", kd_src_hl, _vs_hl_kdecls, 2);
+    kd_declared("gpt_kernels.h", kd_src_gpt, gpt_kernel_decls, GPT_KI_N);
+    /* a declaration without a cost is refused, naming the kernel */
+    vs_kernel_decl none = {"k_none", "wl", "p n", NULL, 0};
+    vs_kernel_cost c;
+    VT_CHECK(vs_kernel_cost_get(&none, NULL, &c) == VS_ERR_INVALID && strstr(vs_last_error(), "k_none"),
+             "no cost: %s", vs_last_error());
+    /* the counts: 10 + 7 + 2 + 16 */
+    VT_CHECK(_VS_MK_N == 10 && _VS_KI_N == 7 && GPT_KI_N == 16, "the texts' kernel counts");
+}
+
 /* ---- CUDA's device vocabulary on the host -------------------------------------- */
 
 typedef struct {
@@ -253,7 +352,7 @@ static unsigned kd_grid(long long work, int rowkernel, long long cap, unsigned b
    library's grid for `work`, _vs_mk_run's). */
 static void kd_compare(const char* what, int ki, void** a, kd_outs* o, long long work, unsigned blocks)
 {
-    kd_compare_with(what, _vs_mk_names[ki], _vs_mk_host, kd_mesh_call, ki, a, o,
+    kd_compare_with(what, _vs_mk_decls[ki].name, _vs_mk_host, kd_mesh_call, ki, a, o,
                     kd_grid(work, _VS_MK_ROWKERNEL(ki), 65535, blocks));
 }
 
@@ -676,6 +775,8 @@ static void case_ddp(unsigned blocks)
 
 int main(void)
 {
+    VT_CASE("kernels/declared: every kernel of the mesh's, DDP's, vescale.h's and gpt_kernels.h's texts has a "
+            "declaration whose arguments are its text's, with a cost", case_declared());
     VT_CASE("kernels/device meaning: the mesh's kernels over the library's grid equal the host build bit for bit",
             case_mesh(0));
     VT_CASE("kernels/device meaning: the mesh's kernels over 1 block (grid-stride loops) equal the host build",
