@@ -122,8 +122,10 @@
        // >>lighthouse the store served over TCP, for ranks that share no directory
 
        // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
-                       vs_nvrtc_compile; the kernel framework the parts share
-                       (vs_kernels_get: compiled once per process and architecture)
+                       vs_nvrtc_compile; the kernel vocabulary the parts and a
+                       trainer's own kernels share (VS_MK* words, each kernel
+                       declared once: vs_kernel_decl, its arguments and cost;
+                       vs_kernels_get: compiled once per process and architecture)
        // >>layout     placements, local shards, redistribute
        // >>tp         Megatron TP/SP regions, vocab-parallel embedding and loss
        // >>init       sharding-invariant initialization (Philox4x32-10)

@@ -262,9 +262,9 @@ static void case_same(int nranks, int (*fn)(vs_world*, void*), int want_kernel)
 
 /* vs_kernels_get from 8 threads at once, for a text not compiled yet: one
    compile and one load, the same kernel for everyone. */
-static const char* const kt_names[1] = {"vs_mk_box"}; /* a name the mock resolves */
+static const vs_kernel_decl kt_names[1] = {{"vs_mk_box", "w", "p", NULL, 0}}; /* a name the mock resolves */
 static const vs_kernel_text kt_text = {"kt.cu", "extern \"C\" __global__ void vs_mk_box(int* p) { if (p) *p = 1; }\n", 1,
-                                       kt_names};
+                                       kt_names, NULL};
 static void* kt_got[8];
 static void* kt_thread(void* arg)
 {
@@ -299,9 +299,9 @@ static void case_framework(void)
     void* k[1];
     VT_ERR(vs_kernels_get(NULL, NULL, k), VS_ERR_NULL, "t is NULL");
     VT_ERR(vs_kernels_get(&kt_text, NULL, NULL), VS_ERR_NULL, "kernels is NULL");
-    vs_kernel_text none = {"none.cu", "", 0, kt_names};
+    vs_kernel_text none = {"none.cu", "", 0, kt_names, NULL};
     VT_ERR(vs_kernels_get(&none, "f", k), VS_ERR_INVALID, "f: kernel text none.cu");
-    vs_kernel_text bad = {"bad.cu", "this is not CUDA", 1, kt_names};
+    vs_kernel_text bad = {"bad.cu", "this is not CUDA", 1, kt_names, NULL};
     VT_ERR(vs_kernels_get(&bad, "f", k), VS_ERR_BACKEND, "f: NVRTC cannot compile bad.cu for sm_90");
     VT_ERR(vs_cuda_error((int)cudaErrorInvalidValue, "f", "w"), VS_ERR_BACKEND, "f: w: mock error");
     VT_CHECK(vs_last_backend_code() == (int)cudaErrorInvalidValue, "backend code %d", vs_last_backend_code());
