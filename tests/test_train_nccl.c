@@ -115,12 +115,7 @@ enum { D = 8, H = 16, ROWS = 24, STEPS = 6 }; /* (24 rows: DP 4, 3 and 2 x 2 mic
         VS_MKLOOP(x, n) gy[x] = g0[0] * 2.0f * (y[x] - t[x]) / (float)n; \
     }
 
-#define VS_MK_DEVICE 0
-#ifndef VS_MK_HOST_SHARED /* (the vocabulary's shared words, once per file) */
-#define VS_MK_HOST_SHARED
-VS_MK_HOSTBITS
-VS_MK_DTYPES
-#endif
+#define VS_MK_DEVICE 0 /* (the shared words' host build: the library's implementation in this file made it) */
 TEST_KERNELS
 #undef VS_MK_DEVICE
 #define VS_MK_DEVICE 1
