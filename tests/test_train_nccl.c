@@ -122,18 +122,107 @@ TEST_KERNELS
 static const char tk_body[] = VS_MKSTR(TEST_KERNELS) "\n";
 #undef VS_MK_DEVICE
 enum { KI_MM, KI_MM_DX, KI_MM_DW, KI_BIAS, KI_ADD, KI_ACT, KI_ACT_BWD, KI_MSE, KI_MSE_BWD, KI_N };
-/* (no cost functions: the stand-in's clock gives these its stated default) */
+/* Each kernel declared as the library declares its own (vescale_mesh.h's
+   vs_kernel_decl): its arguments, and its cost from them (f32 activations, W
+   and b of the code wt: each operand's bytes once), with the bytes each
+   pointer argument touches, which the stand-in's missing-wait check follows. */
+#define TA(T, i) VS_MKARG(T, i)
+#define TL(i) ((double)VS_MKARG(long long, i))
+static void tc_mm(void** a, vs_kernel_cost* c) /* y[R,N], x[R,K], W[K,N], b[N], wt, R, K, N */
+{
+    double R = TL(5), K = TL(6), N = TL(7), e = VS_MKESZ(TA(int, 4)), hb = TA(const void*, 3) ? 1 : 0;
+    c->flops = 2 * R * K * N + hb * R * N;
+    c->bytes = R * K * 4 + K * N * e + R * N * 4 + hb * N * e;
+    c->len[0] = (long long)(R * N * 4), c->len[1] = (long long)(R * K * 4), c->len[2] = (long long)(K * N * e);
+    c->len[3] = (long long)(N * e);
+}
+static void tc_mm_dx(void** a, vs_kernel_cost* c) /* gx[R,K], gy[R,N], W[K,N], wt, R, K, N, acc */
+{
+    double R = TL(4), K = TL(5), N = TL(6), e = VS_MKESZ(TA(int, 3)), acc = TA(int, 7) ? 1 : 0;
+    c->flops = 2 * R * K * N + acc * R * K;
+    c->bytes = R * N * 4 + K * N * e + R * K * 4 * (1 + acc);
+    c->len[0] = (long long)(R * K * 4), c->len[1] = (long long)(R * N * 4), c->len[2] = (long long)(K * N * e);
+}
+static void tc_mm_dw(void** a, vs_kernel_cost* c) /* gW[K,N], gb[N], gt, x[R,K], gy[R,N], R, K, N */
+{
+    double R = TL(5), K = TL(6), N = TL(7), e = VS_MKESZ(TA(int, 2)), hb = TA(void*, 1) ? 1 : 0;
+    c->flops = 2 * R * K * N + hb * R * N;
+    c->bytes = R * K * 4 + R * N * 4 + 2 * K * N * e + hb * 2 * N * e;
+    c->len[0] = (long long)(K * N * e), c->len[1] = (long long)(N * e), c->len[3] = (long long)(R * K * 4);
+    c->len[4] = (long long)(R * N * 4);
+}
+static void tc_bias(void** a, vs_kernel_cost* c) /* y[R,N], b[N], bt, R, N */
+{
+    double R = TL(3), N = TL(4), e = VS_MKESZ(TA(int, 2));
+    c->flops = R * N;
+    c->bytes = 2 * R * N * 4 + N * e;
+    c->len[0] = (long long)(R * N * 4), c->len[1] = (long long)(N * e);
+}
+static void tc_add(void** a, vs_kernel_cost* c) /* y, x: n each */
+{
+    c->flops = TL(2), c->bytes = 12 * TL(2);
+    c->len[0] = c->len[1] = (long long)(4 * TL(2));
+}
+static void tc_act(void** a, vs_kernel_cost* c) /* z, a: n each */
+{
+    c->flops = 3 * TL(2), c->bytes = 8 * TL(2);
+    c->len[0] = c->len[1] = (long long)(4 * TL(2));
+}
+static void tc_act_bwd(void** a, vs_kernel_cost* c) /* ga (added to), gz, a: n each */
+{
+    c->flops = 5 * TL(3), c->bytes = 16 * TL(3);
+    c->len[0] = c->len[1] = c->len[2] = (long long)(4 * TL(3));
+}
+static void tc_mse(void** a, vs_kernel_cost* c) /* loss[1], y, t: n each */
+{
+    c->flops = 3 * TL(3), c->bytes = 8 * TL(3) + 4;
+    c->len[0] = 4, c->len[1] = c->len[2] = (long long)(4 * TL(3));
+}
+static void tc_mse_bwd(void** a, vs_kernel_cost* c) /* gy, y, t: n each, g0[1] */
+{
+    c->flops = 4 * TL(4), c->bytes = 12 * TL(4) + 4;
+    c->len[0] = c->len[1] = c->len[2] = (long long)(4 * TL(4)), c->len[3] = 4;
+}
+/* kernel ki's host build on a launch's arguments: what the stand-in runs (these
+   kernels have no reduction across threads: the host order is the GPU's) */
+static void tk_host(int ki, void** a)
+{
+    switch (ki) {
+    case KI_MM:
+        tk_mm(TA(float*, 0), TA(const float*, 1), TA(const void*, 2), TA(const void*, 3), TA(int, 4), TA(long long, 5),
+              TA(long long, 6), TA(long long, 7));
+        break;
+    case KI_MM_DX:
+        tk_mm_dx(TA(float*, 0), TA(const float*, 1), TA(const void*, 2), TA(int, 3), TA(long long, 4),
+                 TA(long long, 5), TA(long long, 6), TA(int, 7));
+        break;
+    case KI_MM_DW:
+        tk_mm_dw(TA(void*, 0), TA(void*, 1), TA(int, 2), TA(const float*, 3), TA(const float*, 4), TA(long long, 5),
+                 TA(long long, 6), TA(long long, 7));
+        break;
+    case KI_BIAS: tk_bias(TA(float*, 0), TA(const void*, 1), TA(int, 2), TA(long long, 3), TA(long long, 4)); break;
+    case KI_ADD: tk_add(TA(float*, 0), TA(const float*, 1), TA(long long, 2)); break;
+    case KI_ACT: tk_act(TA(float*, 0), TA(const float*, 1), TA(long long, 2)); break;
+    case KI_ACT_BWD: tk_act_bwd(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(long long, 3)); break;
+    case KI_MSE: tk_mse(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(long long, 3)); break;
+    default:
+        tk_mse_bwd(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(const float*, 3), TA(long long, 4));
+        break;
+    }
+}
+#undef TA
+#undef TL
 static const vs_kernel_decl tk_decls[KI_N] = {
-    {"vs_tk_mm", "wrrrilll", "y x W b wt R K N", NULL, 0},
-    {"vs_tk_mm_dx", "wrrillli", "gx gy W wt R K N acc", NULL, 0},
-    {"vs_tk_mm_dw", "wwirrlll", "gW gb gt x gy R K N", NULL, 0},
-    {"vs_tk_bias", "wrill", "y b bt R N", NULL, 0},
-    {"vs_tk_add", "wrl", "y x n", NULL, 0},
-    {"vs_tk_act", "wrl", "z a n", NULL, 0},
-    {"vs_tk_act_bwd", "wrrl", "ga gz a n", NULL, 0},
-    {"vs_tk_mse", "wrrl", "loss y t n", NULL, 0},
-    {"vs_tk_mse_bwd", "wrrrl", "gy y t g0 n", NULL, 0}};
-static const vs_kernel_text tk_text = {"test_train_nccl_kernels.cu", tk_body, KI_N, tk_decls, NULL};
+    {"vs_tk_mm", "wrrrilll", "y x W b wt R K N", tc_mm, 0},
+    {"vs_tk_mm_dx", "wrrillli", "gx gy W wt R K N acc", tc_mm_dx, 0},
+    {"vs_tk_mm_dw", "wwirrlll", "gW gb gt x gy R K N", tc_mm_dw, 0},
+    {"vs_tk_bias", "wrill", "y b bt R N", tc_bias, 0},
+    {"vs_tk_add", "wrl", "y x n", tc_add, 0},
+    {"vs_tk_act", "wrl", "z a n", tc_act, 0},
+    {"vs_tk_act_bwd", "wrrl", "ga gz a n", tc_act_bwd, 0},
+    {"vs_tk_mse", "wrrl", "loss y t n", tc_mse, 0},
+    {"vs_tk_mse_bwd", "wrrrl", "gy y t g0 n", tc_mse_bwd, 0}};
+static const vs_kernel_text tk_text = {"test_train_nccl_kernels.cu", tk_body, KI_N, tk_decls, tk_host};
 
 /* Per rank (thread): device mode, its kernels, and the layers' scratch. */
 static __thread int dev_mode;
@@ -217,118 +306,6 @@ static vs_result k_mse_bwd(const vs_pipe_call* c, int ki, long long n, float* gy
     return launch(c, ki, n, a);
 }
 
-/* The stand-in runs a kernel by name with its host build (these kernels have no
-   reduction across threads: the host order is the GPU's), and checks the
-   bytes each pointer argument reads and writes against the other streams. */
-#define TA(T, i) (*(T*)a[i])
-static void sk_mm(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_mm(TA(float*, 0), TA(const float*, 1), TA(const void*, 2), TA(const void*, 3), TA(int, 4), TA(long long, 5),
-          TA(long long, 6), TA(long long, 7));
-}
-static size_t dsz(int t) { return t == 0 ? 4 : 2; }
-static void sr_mm(void** a, dim3 g, size_t* off, size_t* n) /* y[R,N], x[R,K], W[K,N], b[N], wt */
-{
-    (void)g, (void)off;
-    size_t R = (size_t)TA(long long, 5), K = (size_t)TA(long long, 6), N = (size_t)TA(long long, 7), e = dsz(TA(int, 4));
-    n[0] = R * N * 4, n[1] = R * K * 4, n[2] = K * N * e, n[3] = N * e;
-}
-static void sk_mm_dx(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_mm_dx(TA(float*, 0), TA(const float*, 1), TA(const void*, 2), TA(int, 3), TA(long long, 4), TA(long long, 5),
-             TA(long long, 6), TA(int, 7));
-}
-static void sr_mm_dx(void** a, dim3 g, size_t* off, size_t* n) /* gx[R,K], gy[R,N], W[K,N], wt */
-{
-    (void)g, (void)off;
-    size_t R = (size_t)TA(long long, 4), K = (size_t)TA(long long, 5), N = (size_t)TA(long long, 6);
-    n[0] = R * K * 4, n[1] = R * N * 4, n[2] = K * N * dsz(TA(int, 3));
-}
-static void sk_mm_dw(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_mm_dw(TA(void*, 0), TA(void*, 1), TA(int, 2), TA(const float*, 3), TA(const float*, 4), TA(long long, 5),
-             TA(long long, 6), TA(long long, 7));
-}
-static void sr_mm_dw(void** a, dim3 g, size_t* off, size_t* n) /* gW[K,N], gb[N], gt, x[R,K], gy[R,N] */
-{
-    (void)g, (void)off;
-    size_t R = (size_t)TA(long long, 5), K = (size_t)TA(long long, 6), N = (size_t)TA(long long, 7), e = dsz(TA(int, 2));
-    n[0] = K * N * e, n[1] = N * e, n[3] = R * K * 4, n[4] = R * N * 4;
-}
-static void sk_bias(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_bias(TA(float*, 0), TA(const void*, 1), TA(int, 2), TA(long long, 3), TA(long long, 4));
-}
-static void sr_bias(void** a, dim3 g, size_t* off, size_t* n)
-{
-    (void)g, (void)off;
-    n[0] = (size_t)(TA(long long, 3) * TA(long long, 4)) * 4, n[1] = (size_t)TA(long long, 4) * dsz(TA(int, 2));
-}
-static void sk_add(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_add(TA(float*, 0), TA(const float*, 1), TA(long long, 2));
-}
-static void sr_n2(void** a, dim3 g, size_t* off, size_t* n) /* two arrays of n */
-{
-    (void)g, (void)off;
-    n[0] = n[1] = (size_t)TA(long long, 2) * 4;
-}
-static void sk_act(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_act(TA(float*, 0), TA(const float*, 1), TA(long long, 2));
-}
-static void sk_act_bwd(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_act_bwd(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(long long, 3));
-}
-static void sr_n3(void** a, dim3 g, size_t* off, size_t* n) /* three arrays of n */
-{
-    (void)g, (void)off;
-    n[0] = n[1] = n[2] = (size_t)TA(long long, 3) * 4;
-}
-static void sk_mse(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_mse(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(long long, 3));
-}
-static void sr_mse(void** a, dim3 g, size_t* off, size_t* n)
-{
-    (void)g, (void)off;
-    n[0] = 4, n[1] = n[2] = (size_t)TA(long long, 3) * 4;
-}
-static void sk_mse_bwd(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_mse_bwd(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(const float*, 3), TA(long long, 4));
-}
-static void sr_mse_bwd(void** a, dim3 g, size_t* off, size_t* n)
-{
-    (void)g, (void)off;
-    n[0] = n[1] = n[2] = (size_t)TA(long long, 4) * 4, n[3] = 4;
-}
-#undef TA
-#define P_ ST_P
-#define L_ ST_LL
-static const st_ksig sk_table[] = {
-    {"vs_tk_mm", 8, {P_, P_, P_, P_, ST_I, L_, L_, L_}, 15u, sk_mm, 1u, sr_mm},
-    {"vs_tk_mm_dx", 8, {P_, P_, P_, ST_I, L_, L_, L_, ST_I}, 7u, sk_mm_dx, 1u, sr_mm_dx},
-    {"vs_tk_mm_dw", 8, {P_, P_, ST_I, P_, P_, L_, L_, L_}, 27u, sk_mm_dw, 3u, sr_mm_dw},
-    {"vs_tk_bias", 5, {P_, P_, ST_I, L_, L_}, 3u, sk_bias, 1u, sr_bias},
-    {"vs_tk_add", 3, {P_, P_, L_}, 3u, sk_add, 1u, sr_n2},
-    {"vs_tk_act", 3, {P_, P_, L_}, 3u, sk_act, 1u, sr_n2},
-    {"vs_tk_act_bwd", 4, {P_, P_, P_, L_}, 7u, sk_act_bwd, 1u, sr_n3},
-    {"vs_tk_mse", 4, {P_, P_, P_, L_}, 7u, sk_mse, 1u, sr_mse},
-    {"vs_tk_mse_bwd", 5, {P_, P_, P_, P_, L_}, 15u, sk_mse_bwd, 1u, sr_mse_bwd},
-    {NULL, 0, {0}, 0, NULL, 0, NULL}};
-#undef P_
-#undef L_
 
 /* --- the layers ------------------------------------------------------------ */
 static int kdt(vs_dtype t) { return t == VS_BF16 ? 1 : t == VS_F16 ? 2 : 0; }
@@ -1308,7 +1285,7 @@ int main(int argc, char** argv)
     const char* slash = strrchr(argv[0], '/');
     snprintf(g_tool, sizeof g_tool, "%.*svescale-lighthouse", slash ? (int)(slash - argv[0] + 1) : 0, argv[0]);
     setenv("VS_STRICT_DELAY_US", "20", 0); /* a random delay before every stream operation */
-    vs_strict_add_kernels(sk_table);
+    vs_strict_add_text(&tk_text);
     memset(&REF, 0, sizeof REF);
     REF.plan.microbatches = 2;
     REF.steps = STEPS;
