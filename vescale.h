@@ -3966,50 +3966,66 @@ _VS_HL_PRIVATE vs_result _vs_hl_gone(const char* fn, const vs_train* t)
    stage), written once for the host loop and NVRTC. */
 /* t: the gradient's dtype, 0 f32, 1 bf16, 2 f16 (the sum rounded to it once). */
 #define _VS_HL_KERNELS \
-    _VS_MKGLOBAL _VS_MKSEL(_vs_hlk_tied_add, vs_hl_tied_add)(void* g, void* s, int t, long long n) \
+    VS_MKGLOBAL VS_MKSEL(_vs_hlk_tied_add, vs_hl_tied_add)(void* g, void* s, int t, long long n) \
     { \
-        _VS_MKLOOP(x, n) { \
-            if (t == 0) { \
-                ((float*)g)[x] = ((float*)g)[x] + ((float*)s)[x]; \
-                ((float*)s)[x] = 0.0f; \
-            } else { \
-                unsigned short* gh = (unsigned short*)g; \
-                unsigned short* sh = (unsigned short*)s; \
-                float a = t == 1 ? _VS_MKU2F((unsigned int)gh[x] << 16) : _VS_MKN(from_f16)(gh[x]); \
-                float b = t == 1 ? _VS_MKU2F((unsigned int)sh[x] << 16) : _VS_MKN(from_f16)(sh[x]); \
-                gh[x] = t == 1 ? _VS_MKN(bf16)(a + b) : _VS_MKN(f16)(a + b); \
-                sh[x] = 0; \
-            } \
+        VS_MKLOOP(x, n) { \
+            VS_MKN(st)(g, t, x, VS_MKN(ld)(g, t, x) + VS_MKN(ld)(s, t, x)); \
+            VS_MKN(st)(s, t, x, 0.0f); \
         } \
     } \
     /* the step's loss: the microbatch losses summed in order in double, over m \
        (vs_pipe_run's host sum); one thread */ \
-    _VS_MKGLOBAL _VS_MKSEL(_vs_hlk_loss_mean, vs_hl_loss_mean)(double* out, const float* l, long long m, int add) \
+    VS_MKGLOBAL VS_MKSEL(_vs_hlk_loss_mean, vs_hl_loss_mean)(double* out, const float* l, long long m, int add) \
     { \
-        _VS_MKLOOP(x, 1) { \
+        VS_MKLOOP(x, 1) { \
             double s = 0.0; \
             long long i; \
             for (i = 0; i < m; i++) s += (double)l[i]; \
             out[x] = add ? out[x] + s / (double)m : s / (double)m; \
         } \
     }
-#define _VS_MK_DEVICE 0
-#ifndef _VS_MK_HOST_SHARED /* (the shared conversions, once per file: vescale_ddp.h built them here already) */
-#define _VS_MK_HOST_SHARED
-_VS_MK_HOSTBITS
-_VS_MK_DTYPES
+#define VS_MK_DEVICE 0
+#ifndef VS_MK_HOST_SHARED /* (the shared conversions, once per file: vescale_ddp.h built them here already) */
+#define VS_MK_HOST_SHARED
+VS_MK_HOSTBITS
+VS_MK_DTYPES
 #endif
 _VS_HL_KERNELS
-#undef _VS_MK_DEVICE
+#undef VS_MK_DEVICE
 
 _VS_HL_PRIVATE int _vs_hl_kdt(vs_dtype t) { return t == VS_F32 ? 0 : t == VS_BF16 ? 1 : 2; }
 
+/* The kernels' declarations (vescale_mesh.h's vs_kernel_decl) and host builds. */
+_VS_HL_PRIVATE void _vs_hlc_tied_add(void** a, vs_kernel_cost* c) /* g, s, t, n */
+{
+    long long n = VS_MKARG(long long, 3);
+    double e = VS_MKESZ(VS_MKARG(int, 2));
+    c->flops = (double)n;
+    c->bytes = 4.0 * (double)n * e; // g and s read, g and s (cleared) written
+    c->len[0] = c->len[1] = (long long)((double)n * e);
+}
+_VS_HL_PRIVATE void _vs_hlc_loss_mean(void** a, vs_kernel_cost* c) /* out, l, m, add */
+{
+    long long m = VS_MKARG(long long, 2);
+    c->flops = (double)m + 1;
+    c->bytes = 4.0 * (double)m + (VS_MKARG(int, 3) ? 16 : 8);
+    c->len[0] = 8, c->len[1] = m * 4;
+}
+static const vs_kernel_decl _vs_hl_kdecls[2] _VS_UNUSED = {
+    {"vs_hl_tied_add", "wwil", "g s t n", _vs_hlc_tied_add, 0},
+    {"vs_hl_loss_mean", "wrli", "out l m add", _vs_hlc_loss_mean, 0}};
+_VS_HL_PRIVATE void _vs_hl_khost(int ki, void** a)
+{
+    if (ki == 0) _vs_hlk_tied_add(*(void**)a[0], *(void**)a[1], *(int*)a[2], *(long long*)a[3]);
+    else _vs_hlk_loss_mean(*(double**)a[0], *(const float**)a[1], *(long long*)a[2], *(int*)a[3]);
+}
+
 #ifdef VESCALE_NCCL
-#define _VS_MK_DEVICE 1
-static const char _vs_hl_body[] _VS_UNUSED = _VS_MKSTR(_VS_HL_KERNELS) "\n";
-#undef _VS_MK_DEVICE
-static const char* const _vs_hl_knames[2] _VS_UNUSED = {"vs_hl_tied_add", "vs_hl_loss_mean"};
-static const vs_kernel_text _vs_hl_text _VS_UNUSED = {"vescale_hl_kernels.cu", _vs_hl_body, 2, _vs_hl_knames};
+#define VS_MK_DEVICE 1
+static const char _vs_hl_body[] _VS_UNUSED = VS_MKSTR(_VS_HL_KERNELS) "\n";
+#undef VS_MK_DEVICE
+static const vs_kernel_text _vs_hl_text _VS_UNUSED = {"vescale_hl_kernels.cu", _vs_hl_body, 2, _vs_hl_kdecls,
+                                                      _vs_hl_khost};
 
 /* `c`'s stream after the compute stream: what the layers enqueued comes first. */
 _VS_HL_PRIVATE vs_result _vs_hl_fence(vs_train* t, vs_comm* c, const char* fn)
@@ -4024,10 +4040,10 @@ _VS_HL_PRIVATE vs_result _vs_hl_tied_add(vs_train* t, void* g, void* scr, int dt
     if (n <= 0) return VS_OK;
     long long nn = n;
     void* args[] = {&g, &scr, &dt, &nn};
-    int64_t blocks = (n + _VS_MKT - 1) / _VS_MKT;
+    int64_t blocks = (n + VS_MKT - 1) / VS_MKT;
     dim3 grid, block;
     grid.x = (unsigned)(blocks > 8192 ? 8192 : blocks), grid.y = grid.z = 1;
-    block.x = _VS_MKT, block.y = block.z = 1;
+    block.x = VS_MKT, block.y = block.z = 1;
     cudaError_t e = cudaLaunchKernel((const void*)t->k[0], grid, block, args, 0, (cudaStream_t)t->stream);
     return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "vs_train_step", "the tied-gradient kernel");
 }
@@ -4046,7 +4062,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_loss_device(vs_train* t, double* out, int add, c
     void* args[] = {&out, &ml, &mm, &add};
     dim3 one, block;
     one.x = one.y = one.z = 1;
-    block.x = _VS_MKT, block.y = block.z = 1;
+    block.x = VS_MKT, block.y = block.z = 1;
     cudaStream_t st = (cudaStream_t)t->stream;
     cudaError_t e = cudaLaunchKernel((const void*)t->k[1], one, block, args, 0, st);
     return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, fn, "the loss kernel");

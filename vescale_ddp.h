@@ -1088,38 +1088,25 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
      --fmad=false and IEEE division and square root, so both give the same
      bits).
 
-   The f16/bf16 conversions are the shared text's (_VS_MK_DTYPES). Dtype codes:
-   0 f32, 1 bf16, 2 f16. Block comments only in here: the text becomes one
+   The element loads and stores, and the f16/bf16 conversions, are the shared
+   text's (VS_MK_DTYPES; dtype codes 0 f32, 1 bf16, 2 f16), the sum of squares'
+   tree its VS_MKFOLD. Block comments only in here: the text becomes one
    line. */
-#define _VS_KN(x) _VS_MKSEL(_vs_hk_##x, vs_k_##x)
+#define _VS_KN(x) VS_MKSEL(_vs_hk_##x, vs_k_##x)
 #define _VS_DDP_KERNELS \
-    _VS_MKDEV float _VS_KN(ld)(const void* p, int t, long long i) \
-    { \
-        unsigned int h; \
-        if (t == 0) return ((const float*)p)[i]; \
-        h = ((const unsigned short*)p)[i]; \
-        return t == 1 ? _VS_MKU2F(h << 16) : _VS_MKN(from_f16)(h); \
-    } \
-    _VS_MKDEV void _VS_KN(st)(void* p, int t, long long i, float v) \
-    { \
-        if (t == 0) \
-            ((float*)p)[i] = v; \
-        else \
-            ((unsigned short*)p)[i] = t == 1 ? _VS_MKN(bf16)(v) : _VS_MKN(f16)(v); \
-    } \
-    _VS_MKGLOBAL _VS_KN(adamw)(float* p, const float* g, float* m1, float* m2, long long n, float b1, float b2, \
+    VS_MKGLOBAL _VS_KN(adamw)(float* p, const float* g, float* m1, float* m2, long long n, float b1, float b2, \
                                float omb1, float omb2, float step, float c2, float eps, float decay) \
     { \
-        _VS_MKLOOP(x, n) { \
+        VS_MKLOOP(x, n) { \
             m1[x] = b1 * m1[x] + omb1 * g[x]; \
             m2[x] = b2 * m2[x] + omb2 * g[x] * g[x]; \
             p[x] = p[x] * decay - step * m1[x] / (sqrtf(m2[x]) * c2 + eps); \
         } \
     } \
-    _VS_MKGLOBAL _VS_KN(sgd)(float* p, const float* g, float* m1, long long n, float mu, float lr, float wd, \
+    VS_MKGLOBAL _VS_KN(sgd)(float* p, const float* g, float* m1, long long n, float mu, float lr, float wd, \
                              int nesterov) \
     { \
-        _VS_MKLOOP(x, n) { \
+        VS_MKLOOP(x, n) { \
             float gx = g[x] + wd * p[x]; \
             if (m1) { \
                 m1[x] = mu * m1[x] + gx; \
@@ -1128,43 +1115,39 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
             p[x] -= lr * gx; \
         } \
     } \
-    _VS_MKGLOBAL _VS_KN(to_f32)(float* dst, const void* src, int t, long long n) \
+    VS_MKGLOBAL _VS_KN(to_f32)(float* dst, const void* src, int t, long long n) \
     { \
-        _VS_MKLOOP(x, n) dst[x] = _VS_KN(ld)(src, t, x); \
+        VS_MKLOOP(x, n) dst[x] = VS_MKN(ld)(src, t, x); \
     } \
-    _VS_MKGLOBAL _VS_KN(from_f32)(void* dst, int t, const float* src, long long n) \
+    VS_MKGLOBAL _VS_KN(from_f32)(void* dst, int t, const float* src, long long n) \
     { \
-        _VS_MKLOOP(x, n) _VS_KN(st)(dst, t, x, src[x]); \
+        VS_MKLOOP(x, n) VS_MKN(st)(dst, t, x, src[x]); \
     } \
-    _VS_MKGLOBAL _VS_KN(add_f32)(float* acc, const void* src, int t, long long n) \
+    VS_MKGLOBAL _VS_KN(add_f32)(float* acc, const void* src, int t, long long n) \
     { \
-        _VS_MKLOOP(x, n) acc[x] += _VS_KN(ld)(src, t, x); \
+        VS_MKLOOP(x, n) acc[x] += VS_MKN(ld)(src, t, x); \
     } \
-    _VS_MKGLOBAL _VS_KN(scale)(void* a, int t, long long n, float s) \
+    VS_MKGLOBAL _VS_KN(scale)(void* a, int t, long long n, float s) \
     { \
-        _VS_MKLOOP(x, n) _VS_KN(st)(a, t, x, _VS_KN(ld)(a, t, x) * s); \
+        VS_MKLOOP(x, n) VS_MKN(st)(a, t, x, VS_MKN(ld)(a, t, x) * s); \
     } \
     /* the sum of squares in _VS_KPARTS fixed parts (the same bits on any grid): \
        part b's threads take strided partials in double, then a tree, added into \
        part[b]; the host path sums in order instead (_vs_ddp_sumsq) */ \
-    _VS_MKGLOBAL _VS_KN(sumsq)(const float* g, long long n, double* part) \
+    VS_MKGLOBAL _VS_KN(sumsq)(const float* g, long long n, double* part) \
     { \
-        _VS_MKSHARED double s[_VS_MKT]; \
-        _VS_MKROWS(b, _VS_KPARTS) { \
-            int w; \
-            _VS_MKTHREADS(t) { \
+        VS_MKSHARED double s[VS_MKT]; \
+        VS_MKROWS(b, _VS_KPARTS) { \
+            VS_MKTHREADS(t) { \
                 double v = 0; \
                 long long i; \
-                for (i = b * _VS_MKT + t; i < n; i += (long long)_VS_KPARTS * _VS_MKT) v += (double)g[i] * (double)g[i]; \
+                for (i = b * VS_MKT + t; i < n; i += (long long)_VS_KPARTS * VS_MKT) v += (double)g[i] * (double)g[i]; \
                 s[t] = v; \
             } \
-            _VS_MKSYNC; \
-            for (w = _VS_MKT / 2; w > 0; w /= 2) { \
-                _VS_MKTHREADS_BELOW(t, w) s[t] = s[t] + s[t + w]; \
-                _VS_MKSYNC; \
-            } \
-            _VS_MKTHREADS(t) if (t == 0) part[b] += s[0]; \
-            _VS_MKSYNC; \
+            VS_MKSYNC; \
+            VS_MKFOLD(s, VS_MKT, VS_MKT, VS_MK_ADD) \
+            VS_MKTHREADS(t) if (t == 0) part[b] += s[0]; \
+            VS_MKSYNC; \
         } \
     }
 
@@ -1175,32 +1158,118 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
    values carried with the norm (vs_clip_desc.carry) */
 #define _VS_KPART_ALL (2 * _VS_KPARTS + VS_CLIP_CARRY_MAX)
 #define _VS_KTHREADS 256 /* a block's threads: the vocabulary's (sumsq's tree assumes it) */
-typedef char _vs_kthreads_check[_VS_KTHREADS == _VS_MKT ? 1 : -1];
+typedef char _vs_kthreads_check[_VS_KTHREADS == VS_MKT ? 1 : -1];
 
-/* Kernel indices, and their names in the device text. */
+/* Kernel indices. */
 enum { _VS_KI_ADAMW, _VS_KI_SGD, _VS_KI_TO_F32, _VS_KI_FROM_F32, _VS_KI_ADD_F32, _VS_KI_SCALE, _VS_KI_SUMSQ, _VS_KI_N };
-static const char* const _vs_ddp_knames[_VS_KI_N] _VS_DDP_UNUSED = {
-    "vs_k_adamw", "vs_k_sgd", "vs_k_to_f32", "vs_k_from_f32", "vs_k_add_f32", "vs_k_scale", "vs_k_sumsq"};
+
+/* The kernels above as host C: the shared part once per file (vescale_mesh.h's
+   implementation builds it when it is in this file), then the kernels. */
+#define VS_MK_DEVICE 0
+#ifndef VS_MK_HOST_SHARED
+#define VS_MK_HOST_SHARED
+VS_MK_HOSTBITS
+VS_MK_DTYPES
+#endif
+_VS_DDP_KERNELS
+#undef VS_MK_DEVICE
+
+/* Each kernel's declaration (vescale_mesh.h's vs_kernel_decl): its arguments,
+   and its cost from them, each operand's bytes once. */
+_VS_DDP_PRIVATE void _vs_kc_adamw(void** a, vs_kernel_cost* c) /* p, g, m1, m2, n, ... */
+{
+    long long n = VS_MKARG(long long, 4);
+    c->flops = 14.0 * (double)n;  // m1: 3, m2: 4, p: 7 (a sqrt and a division among them)
+    c->bytes = 28.0 * (double)n;  // p, g, m1, m2 read; p, m1, m2 written
+    c->len[0] = c->len[1] = c->len[2] = c->len[3] = n * 4;
+}
+_VS_DDP_PRIVATE void _vs_kc_sgd(void** a, vs_kernel_cost* c) /* p, g, m1 (may be NULL), n, mu, lr, wd, nesterov */
+{
+    long long n = VS_MKARG(long long, 3);
+    int mom = VS_MKARG(void*, 2) != NULL, nest = VS_MKARG(int, 7) != 0;
+    c->flops = (double)n * (mom ? (nest ? 8 : 6) : 4);
+    c->bytes = (double)n * (mom ? 20 : 12); // p, g (and m1) read; p (and m1) written
+    c->len[0] = c->len[1] = c->len[2] = n * 4;
+}
+_VS_DDP_PRIVATE void _vs_kc_to_f32(void** a, vs_kernel_cost* c) /* dst, src, t, n */
+{
+    long long n = VS_MKARG(long long, 3);
+    double e = VS_MKESZ(VS_MKARG(int, 2));
+    c->bytes = (double)n * (4 + e);
+    c->len[0] = n * 4, c->len[1] = (long long)((double)n * e);
+}
+_VS_DDP_PRIVATE void _vs_kc_from_f32(void** a, vs_kernel_cost* c) /* dst, t, src, n */
+{
+    long long n = VS_MKARG(long long, 3);
+    double e = VS_MKESZ(VS_MKARG(int, 1));
+    c->bytes = (double)n * (4 + e);
+    c->len[0] = (long long)((double)n * e), c->len[2] = n * 4;
+}
+_VS_DDP_PRIVATE void _vs_kc_add_f32(void** a, vs_kernel_cost* c) /* acc, src, t, n */
+{
+    long long n = VS_MKARG(long long, 3);
+    double e = VS_MKESZ(VS_MKARG(int, 2));
+    c->flops = (double)n;
+    c->bytes = (double)n * (8 + e);
+    c->len[0] = n * 4, c->len[1] = (long long)((double)n * e);
+}
+_VS_DDP_PRIVATE void _vs_kc_scale(void** a, vs_kernel_cost* c) /* a, t, n, s */
+{
+    long long n = VS_MKARG(long long, 2);
+    double e = VS_MKESZ(VS_MKARG(int, 1));
+    c->flops = (double)n;
+    c->bytes = 2.0 * (double)n * e;
+    c->len[0] = (long long)((double)n * e);
+}
+_VS_DDP_PRIVATE void _vs_kc_sumsq(void** a, vs_kernel_cost* c) /* g, n, part: _VS_KPARTS slots */
+{
+    long long n = VS_MKARG(long long, 1);
+    c->flops = 2.0 * (double)n;
+    c->bytes = 4.0 * (double)n + 2.0 * _VS_KPARTS * sizeof(double);
+    c->len[0] = n * 4, c->len[2] = _VS_KPARTS * (long long)sizeof(double);
+}
+static const vs_kernel_decl _vs_ddp_kdecls[_VS_KI_N] _VS_DDP_UNUSED = {
+    {"vs_k_adamw", "wrwwlffffffff", "p g m1 m2 n b1 b2 omb1 omb2 step c2 eps decay", _vs_kc_adamw, 0},
+    {"vs_k_sgd", "wrwlfffi", "p g m1 n mu lr wd nesterov", _vs_kc_sgd, 0},
+    {"vs_k_to_f32", "wril", "dst src t n", _vs_kc_to_f32, 0},
+    {"vs_k_from_f32", "wirl", "dst t src n", _vs_kc_from_f32, 0},
+    {"vs_k_add_f32", "wril", "acc src t n", _vs_kc_add_f32, 0},
+    {"vs_k_scale", "wilf", "a t n s", _vs_kc_scale, 0},
+    {"vs_k_sumsq", "rlw", "g n part", _vs_kc_sumsq, 0}};
+
+/* Kernel ki's host build on a launch's arguments (the text's host function). */
+_VS_DDP_PRIVATE void _vs_ddp_khost(int ki, void** a)
+{
+#define _VS_A(T, i) (*(T*)a[i])
+    switch (ki) {
+    case _VS_KI_ADAMW:
+        _vs_hk_adamw(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(float*, 2), _VS_A(float*, 3),
+                     _VS_A(long long, 4), _VS_A(float, 5), _VS_A(float, 6), _VS_A(float, 7), _VS_A(float, 8),
+                     _VS_A(float, 9), _VS_A(float, 10), _VS_A(float, 11), _VS_A(float, 12));
+        break;
+    case _VS_KI_SGD:
+        _vs_hk_sgd(_VS_A(float*, 0), _VS_A(const float*, 1), _VS_A(float*, 2), _VS_A(long long, 3), _VS_A(float, 4),
+                   _VS_A(float, 5), _VS_A(float, 6), _VS_A(int, 7));
+        break;
+    case _VS_KI_TO_F32: _vs_hk_to_f32(_VS_A(float*, 0), _VS_A(const void*, 1), _VS_A(int, 2), _VS_A(long long, 3)); break;
+    case _VS_KI_FROM_F32:
+        _vs_hk_from_f32(_VS_A(void*, 0), _VS_A(int, 1), _VS_A(const float*, 2), _VS_A(long long, 3));
+        break;
+    case _VS_KI_ADD_F32: _vs_hk_add_f32(_VS_A(float*, 0), _VS_A(const void*, 1), _VS_A(int, 2), _VS_A(long long, 3)); break;
+    case _VS_KI_SCALE: _vs_hk_scale(_VS_A(void*, 0), _VS_A(int, 1), _VS_A(long long, 2), _VS_A(float, 3)); break;
+    default: _vs_hk_sumsq(_VS_A(const float*, 0), _VS_A(long long, 1), _VS_A(double*, 2)); break;
+    }
+#undef _VS_A
+}
 
 /* The kernels above as NVRTC source. */
 #ifdef _VS_DDP_NVRTC /* (a C99 compiler need not take a string this long: only NVRTC builds have it) */
-#define _VS_MK_DEVICE 1
-static const char _vs_ddp_body[] _VS_DDP_UNUSED = _VS_MKSTR(_VS_DDP_KERNELS) "\n";
-#undef _VS_MK_DEVICE
+#define VS_MK_DEVICE 1
+static const char _vs_ddp_body[] _VS_DDP_UNUSED = VS_MKSTR(_VS_DDP_KERNELS) "\n";
+#undef VS_MK_DEVICE
 static const vs_kernel_text _vs_ddp_text _VS_DDP_UNUSED = {"vescale_ddp_kernels.cu", _vs_ddp_body, _VS_KI_N,
-                                                           _vs_ddp_knames};
+                                                           _vs_ddp_kdecls, _vs_ddp_khost};
 #endif
-
-/* ... and as host C: the shared part once per file (vescale_mesh.h's
-   implementation builds it when it is in this file), then the kernels. */
-#define _VS_MK_DEVICE 0
-#ifndef _VS_MK_HOST_SHARED
-#define _VS_MK_HOST_SHARED
-_VS_MK_HOSTBITS
-_VS_MK_DTYPES
-#endif
-_VS_DDP_KERNELS
-#undef _VS_MK_DEVICE
 
 _VS_DDP_PRIVATE int _vs_kdt(vs_dtype t) { return t == VS_F32 ? 0 : t == VS_BF16 ? 1 : 2; }
 
@@ -1274,7 +1343,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_kernel(const vs_ddp* d, int ki, int64_t n, voi
     cudaError_t e = cudaLaunchKernel((const void*)d->cu->k[ki], grid, block, args, 0, d->cu->stream);
     if (e == cudaSuccess) return VS_OK;
     char what[64];
-    snprintf(what, sizeof what, "kernel launch of %s", _vs_ddp_knames[ki]);
+    snprintf(what, sizeof what, "kernel launch of %s", _vs_ddp_kdecls[ki].name);
     return _vs_ddp_cuerr(e, what);
 }
 

@@ -122,8 +122,10 @@
        // >>lighthouse the store served over TCP, for ranks that share no directory
 
        // >>kernels    the layout/TP/init kernels, host C and NVRTC from one text;
-                       vs_nvrtc_compile; the kernel framework the parts share
-                       (vs_kernels_get: compiled once per process and architecture)
+                       vs_nvrtc_compile; the kernel vocabulary the parts and a
+                       trainer's own kernels share (VS_MK* words, each kernel
+                       declared once: vs_kernel_decl, its arguments and cost;
+                       vs_kernels_get: compiled once per process and architecture)
        // >>layout     placements, local shards, redistribute
        // >>tp         Megatron TP/SP regions, vocab-parallel embedding and loss
        // >>init       sharding-invariant initialization (Philox4x32-10)
@@ -1350,21 +1352,72 @@ VS_API void vs_lighthouse_stop(vs_lighthouse* lh);      // NULL: nothing
 VS_API vs_result vs_nvrtc_compile(const vs_world* w, const char* src, const char* name, const char* arch,
                                   char** image, size_t* size);
 
-/* vescale's device kernels, for the parts built on this header (vescale_ddp.h
-   uses them; not an API for trainers, and free to change). A part writes its
-   kernels once, as text in the _VS_MK* vocabulary below, and builds that text
-   twice: as host C with _VS_MK_DEVICE defined 0 (each kernel a plain loop: the
-   host path) and, with it 1, stringified into NVRTC source that vs_kernels_get
-   compiles and loads. The vocabulary and the text every part shares
-   (_VS_MK_DTYPES) are here, in the declarations, so that a part whose
-   implementation is in another file than this header's builds its host kernels
-   from them too. */
+/* The kernel vocabulary: device kernels written once, as text in the VS_MK*
+   words below, and built twice: as host C with VS_MK_DEVICE defined 0 (each
+   kernel a plain loop, each "thread block" a loop over its threads: the host
+   path) and, with it 1, stringified (VS_MKSTR) into NVRTC source that
+   vs_kernels_get compiles and loads, so a trainer built by gcc gets device
+   kernels without nvcc. The library's parts write theirs so, and a trainer's
+   own kernels may too (examples/gpt_kernels.h). A text:
+       #define MY_KERNELS \
+           VS_MKGLOBAL VS_MKSEL(my_h_axpy, my_axpy)(float* y, const float* x, float a, long long n) \
+           { \
+               VS_MKLOOP(i, n) y[i] = y[i] + a * x[i]; \
+           }
+       #define VS_MK_DEVICE 0
+       MY_KERNELS                                  (the host build: my_h_axpy)
+       #undef VS_MK_DEVICE
+       #define VS_MK_DEVICE 1
+       static const char my_body[] = VS_MKSTR(MY_KERNELS) "\n";   (the device build)
+       #undef VS_MK_DEVICE
+   Block comments only in a text (it becomes one line). The shared words
+   VS_MK_DTYPES define (bf16/f16 conversions, ld/st of an f32/bf16/f16 element)
+   are in NVRTC's prelude; a host build expands VS_MK_HOSTBITS and VS_MK_DTYPES
+   once per file (guard: VS_MK_HOST_SHARED, as the library's texts do).
+
+   Each kernel is declared once, beside its text (vs_kernel_decl): its name,
+   its arguments (one letter each) and a cost function giving its arithmetic,
+   its memory traffic and the bytes each pointer argument touches from its
+   arguments, so a launcher can marshal it, and a stand-in runtime can run and
+   time it, without a second copy of its signature (tests/strict/ builds its
+   kernel table and its clock from these). */
+#define VS_KERNEL_MAX_ARGS 16
+/* A launch's cost, as its declaration's cost function states it. */
+typedef struct vs_kernel_cost {
+    double flops;   /* arithmetic operations (an exp, log or tanh: a stated count, see the text's declarations) */
+    double bytes;   /* device memory traffic: bytes read plus bytes written, each operand once */
+    vs_dtype dtype; /* the arithmetic's precision: VS_F32 (also 0), or VS_BF16 / VS_F16 on tensor cores */
+    /* pointer argument i touches [off[i], off[i] + len[i]) bytes from where it
+       points; len[i] < 0 (the default): from it to its allocation's end */
+    long long off[VS_KERNEL_MAX_ARGS], len[VS_KERNEL_MAX_ARGS];
+} vs_kernel_cost;
+/* a[i] points at argument i, as a launch passes them (cudaLaunchKernel's args);
+   *c comes zeroed, len[] -1 (vs_kernel_cost_get) */
+typedef void (*vs_kernel_cost_fn)(void** a, vs_kernel_cost* c);
+typedef struct vs_kernel_decl {
+    const char* name;     /* its extern "C" name in the text ("vs_k_adamw") */
+    /* a letter an argument, in order: w a pointer the kernel writes (it may read it
+       too), r a pointer it only reads, i int, l long long, u unsigned long long,
+       f float, d double, s a struct passed by value (struct_size bytes) */
+    const char* args;
+    const char* argnames; /* their names, space-separated (messages) */
+    vs_kernel_cost_fn cost;
+    int struct_size;      /* the 's' argument's bytes (0: none) */
+} vs_kernel_decl;
+/* d's cost for a launch with arguments a: VS_ERR_INVALID naming the kernel when
+   it declares no cost function. */
+VS_API vs_result vs_kernel_cost_get(const vs_kernel_decl* d, void** a, vs_kernel_cost* out);
+
 typedef struct vs_kernel_text {
-    const char* name;           /* NVRTC's program name, for messages ("vescale_ddp_kernels.cu") */
-    const char* body;           /* the kernels' NVRTC source; compiled after the shared prelude
-                                   (the vs_rtc_* qualifiers, _VS_MK_DTYPES' device build) */
-    int count;                  /* kernels */
-    const char* const* kernels; /* their extern "C" names */
+    const char* name;              /* NVRTC's program name, for messages ("vescale_ddp_kernels.cu") */
+    const char* body;              /* the kernels' NVRTC source; compiled after the shared prelude
+                                      (the vs_rtc_* qualifiers, VS_MK_DTYPES' device build) */
+    int count;                     /* kernels */
+    const vs_kernel_decl* kernels; /* their declarations (kernels[i].name: its extern "C" name) */
+    /* kernel k's host build, computing what a launch computes (the device's
+       block decomposition where it matters), on a launch's arguments (a[i]
+       points at argument i): what a stand-in runtime runs (NULL: none) */
+    void (*host)(int k, void** a);
 } vs_kernel_text;
 /* t's kernels for the calling thread's current CUDA device: kernels[i] gets
    t->kernels[i]'s cudaKernel_t. t and its strings must be static storage: the
@@ -1385,9 +1438,11 @@ VS_API vs_result vs_kernels_get(const vs_kernel_text* t, const char* fn, void** 
    err (a cudaError_t), which vs_last_backend_code() then gives. */
 VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what);
 
-/* The vocabulary: each word is its host meaning where _VS_MK_DEVICE is 0 at the
-   point of use, its device meaning where it is 1. */
-#define _VS_MKSEL(h, d) _VS_MKSEL_(_VS_MK_DEVICE, h, d)
+/* The words: each is its host meaning where VS_MK_DEVICE is 0 at the point of
+   use, its device meaning where it is 1. A loop word's first parameter names
+   its variable (any name but x, y, z: blockIdx.x would become blockIdx.<it> in
+   the device build). */
+#define VS_MKSEL(h, d) _VS_MKSEL_(VS_MK_DEVICE, h, d)
 #define _VS_MKSEL_(m, h, d) _VS_MKSEL__(m, h, d)
 #define _VS_MKSEL__(m, h, d) _VS_MKSEL_##m(h, d)
 #define _VS_MKSEL_0(h, d) h
@@ -1397,20 +1452,20 @@ VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what);
 #else
 #define _VS_MKHOSTFN static
 #endif
-#define _VS_MKDEV _VS_MKSEL(_VS_MKHOSTFN, vs_rtc_device static)         /* a device function */
-#define _VS_MKGLOBAL _VS_MKSEL(_VS_MKHOSTFN void, vs_rtc_global void)   /* a kernel */
-#define _VS_MKN(x) _VS_MKSEL(_vs_mk_##x, vs_mk_##x)                     /* names of the shared text */
-#define _VS_MKLOOP _VS_MKSEL(_VS_MKLOOP_H, _VS_MKLOOP_D)                /* (x, n): x over [0, n), grid-strided */
-#define _VS_MKROWS _VS_MKSEL(_VS_MKROWS_H, _VS_MKROWS_D)                /* (i, n): row i of n, a block each */
-#define _VS_MKTHREADS _VS_MKSEL(_VS_MKTHREADS_H, _VS_MKTHREADS_D)       /* (t): each thread t of the block */
-#define _VS_MKTHREADS_BELOW _VS_MKSEL(_VS_MKTHREADS_BELOW_H, _VS_MKTHREADS_BELOW_D) /* (t, k): those below k */
-#define _VS_MKSYNC _VS_MKSEL(((void)0), vs_rtc_sync())                  /* __syncthreads */
-#define _VS_MKPUBLISH _VS_MKSEL(_VS_MKPUBLISH_H, _VS_MKPUBLISH_D)       /* (p, v): *p = v, after the writes before */
-#define _VS_MKSHARED _VS_MKSEL(, vs_rtc_shared)                         /* __shared__ */
-#define _VS_MKU2F _VS_MKSEL(_vs_mk_u2f, __uint_as_float)                /* bits as float, and back */
-#define _VS_MKF2U _VS_MKSEL(_vs_mk_f2u, __float_as_uint)
-#define _VS_MKU2D _VS_MKSEL(_vs_mk_u2d, _VS_MKU2D_D)                    /* bits as double, and back */
-#define _VS_MKD2U _VS_MKSEL(_vs_mk_d2u, _VS_MKD2U_D)
+#define VS_MKDEV VS_MKSEL(_VS_MKHOSTFN, vs_rtc_device static)         /* a device function */
+#define VS_MKGLOBAL VS_MKSEL(_VS_MKHOSTFN void, vs_rtc_global void)   /* a kernel */
+#define VS_MKN(x) VS_MKSEL(_vs_mk_##x, vs_mk_##x)                     /* names of the shared text */
+#define VS_MKLOOP VS_MKSEL(_VS_MKLOOP_H, _VS_MKLOOP_D)                /* (x, n): x over [0, n), grid-strided */
+#define VS_MKROWS VS_MKSEL(_VS_MKROWS_H, _VS_MKROWS_D)                /* (i, n): row i of n, a block each */
+#define VS_MKTHREADS VS_MKSEL(_VS_MKTHREADS_H, _VS_MKTHREADS_D)       /* (t): each thread t of the block */
+#define VS_MKTHREADS_BELOW VS_MKSEL(_VS_MKTHREADS_BELOW_H, _VS_MKTHREADS_BELOW_D) /* (t, k): those below k */
+#define VS_MKSYNC VS_MKSEL(((void)0), vs_rtc_sync())                  /* __syncthreads */
+#define VS_MKPUBLISH VS_MKSEL(_VS_MKPUBLISH_H, _VS_MKPUBLISH_D)       /* (p, v): *p = v, after the writes before */
+#define VS_MKSHARED VS_MKSEL(, vs_rtc_shared)                         /* __shared__ */
+#define VS_MKU2F VS_MKSEL(_vs_mk_u2f, __uint_as_float)                /* bits as float, and back */
+#define VS_MKF2U VS_MKSEL(_vs_mk_f2u, __float_as_uint)
+#define VS_MKU2D VS_MKSEL(_vs_mk_u2d, _VS_MKU2D_D)                    /* bits as double, and back */
+#define VS_MKD2U VS_MKSEL(_vs_mk_d2u, _VS_MKD2U_D)
 #define _VS_MKPUBLISH_H(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define _VS_MKPUBLISH_D(p, v) (__threadfence_system(), *(volatile long long*)(p) = (v))
 /* (the parameters' names are ones a kernel does not use: a parameter named x
@@ -1421,18 +1476,41 @@ VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what);
          vs_v_ += (long long)gridDim.x * blockDim.x)
 #define _VS_MKROWS_H(vs_v_, n) for (long long vs_v_ = 0; vs_v_ < (n); vs_v_++)
 #define _VS_MKROWS_D(vs_v_, n) for (long long vs_v_ = blockIdx.x; vs_v_ < (n); vs_v_ += gridDim.x)
-#define _VS_MKTHREADS_H(vs_v_) for (int vs_v_ = 0; vs_v_ < _VS_MKT; vs_v_++)
+#define _VS_MKTHREADS_H(vs_v_) for (int vs_v_ = 0; vs_v_ < VS_MKT; vs_v_++)
 #define _VS_MKTHREADS_D(vs_v_) for (int vs_v_ = (int)threadIdx.x, vs_v_##_once = 1; vs_v_##_once; vs_v_##_once = 0)
-#define _VS_MKTHREADS_BELOW_H(vs_v_, k) for (int vs_v_ = 0; vs_v_ < (k) && vs_v_ < _VS_MKT; vs_v_++)
+#define _VS_MKTHREADS_BELOW_H(vs_v_, k) for (int vs_v_ = 0; vs_v_ < (k) && vs_v_ < VS_MKT; vs_v_++)
 #define _VS_MKTHREADS_BELOW_D(vs_v_, k) _VS_MKTHREADS_D(vs_v_) if (vs_v_ < (k))
 #define _VS_MKU2D_D(u) __longlong_as_double((long long)(u))
 #define _VS_MKD2U_D(d) ((unsigned long long)__double_as_longlong(d))
-#define _VS_MKT 256 /* threads per block */
+#define VS_MKT 256 /* threads per block */
 #define _VS_MKSTR_(...) #__VA_ARGS__
-#define _VS_MKSTR(...) _VS_MKSTR_(__VA_ARGS__)
+#define VS_MKSTR(...) _VS_MKSTR_(__VA_ARGS__) /* a text as one string (its words expanded first) */
+/* (s, cnt, width, OP): a block's row reduction, after its threads below cnt
+   left their partials in s[0, cnt) (shared) and every thread of the block
+   reaches it: s[0] = the partials folded by a tree, OP(s[u], s[u + w]) for w =
+   width/2, width/4, ..., 1 (a barrier after each level), the same order on host
+   and device. width: the block's threads (VS_MKT; 1 folds nothing: a host
+   build that reduces in order); OP: VS_MK_ADD, VS_MK_MAX, VS_MK_MIN or a
+   macro of one's own. */
+#define VS_MKFOLD(s, cnt, width, OP) \
+    for (int vs_w_ = (width) / 2; vs_w_ > 0; vs_w_ /= 2) { \
+        VS_MKTHREADS_BELOW(vs_u_, vs_w_ < (cnt) - vs_w_ ? vs_w_ : (cnt) - vs_w_) \
+        (s)[vs_u_] = OP((s)[vs_u_], (s)[vs_u_ + vs_w_]); \
+        VS_MKSYNC; \
+    }
+#define VS_MK_ADD(a, b) ((a) + (b))
+#define VS_MK_MAX(a, b) ((b) > (a) ? (b) : (a))
+#define VS_MK_MIN(a, b) ((b) < (a) ? (b) : (a))
+/* (n, width): how many threads reduce n elements, each strided partial at least
+   one: min(n, width), and 1 when n <= 0 */
+#define VS_MKWIDTH(n, width) ((n) < (width) ? ((n) > 0 ? (int)(n) : 1) : (width))
+/* In a cost function (vs_kernel_cost_fn): argument i as type T; the bytes of
+   an element of the ld/st codes (0 f32, 1 bf16, 2 f16). */
+#define VS_MKARG(T, i) (*(T*)a[i])
+#define VS_MKESZ(t) ((t) == 0 ? 4.0 : 2.0)
 
 /* The host build's bit casts (the device has its intrinsics). */
-#define _VS_MK_HOSTBITS \
+#define VS_MK_HOSTBITS \
     _VS_MKHOSTFN float _vs_mk_u2f(unsigned int u) \
     { \
         float f; \
@@ -1458,20 +1536,22 @@ VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what);
         return u; \
     }
 
-/* f32 to bf16 and f16 and f16 to f32, round to nearest even (NaN stays quiet),
-   the same bits as vs_f32_to_bf16, vs_f32_to_f16 and vs_f16_to_f32 (bf16 to f32
-   is _VS_MKU2F(h << 16)). Block comments only in kernel text: it becomes one
-   line. */
-#define _VS_MK_DTYPES \
-    _VS_MKDEV unsigned short _VS_MKN(bf16)(float f) \
+/* The shared text, NVRTC's prelude: f32 to bf16 and f16 and f16 to f32, round
+   to nearest even (NaN stays quiet), the same bits as vs_f32_to_bf16,
+   vs_f32_to_f16 and vs_f16_to_f32 (bf16 to f32 is VS_MKU2F(h << 16)), and
+   element i of p as f32 and back, p of storage code t (0 f32, 1 bf16, 2 f16;
+   the stored value rounded once): VS_MKN(bf16), VS_MKN(f16), VS_MKN(from_f16),
+   VS_MKN(ld)(p, t, i), VS_MKN(st)(p, t, i, v). */
+#define VS_MK_DTYPES \
+    VS_MKDEV unsigned short VS_MKN(bf16)(float f) \
     { \
-        unsigned int u = _VS_MKF2U(f); \
+        unsigned int u = VS_MKF2U(f); \
         if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); \
         return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); \
     } \
-    _VS_MKDEV unsigned short _VS_MKN(f16)(float f) \
+    VS_MKDEV unsigned short VS_MKN(f16)(float f) \
     { \
-        unsigned int u = _VS_MKF2U(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu, sh, m, q, rem, half; \
+        unsigned int u = VS_MKF2U(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu, sh, m, q, rem, half; \
         if (a > 0x7f800000u) return (unsigned short)(sign | 0x7e00u); \
         if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); /* rounds to inf */ \
         if (a < 0x33000000u) return (unsigned short)sign; /* below half the smallest subnormal */ \
@@ -1483,16 +1563,29 @@ VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what);
         m = a - 0x38000000u, q = m >> 13, rem = m & 0x1fffu; /* rebias the exponent 127 -> 15 */ \
         return (unsigned short)(sign | (q + (rem > 0x1000u || (rem == 0x1000u && (q & 1u))))); \
     } \
-    _VS_MKDEV float _VS_MKN(from_f16)(unsigned int h) \
+    VS_MKDEV float VS_MKN(from_f16)(unsigned int h) \
     { \
         unsigned int sign = (h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu; \
         float f; \
-        if (ex == 0x1fu) return _VS_MKU2F(sign | 0x7f800000u | (man << 13)); \
+        if (ex == 0x1fu) return VS_MKU2F(sign | 0x7f800000u | (man << 13)); \
         if (ex == 0) { /* subnormal: man * 2^-24 */ \
             f = (float)man * (1.0f / 16777216.0f); \
             return sign ? -f : f; \
         } \
-        return _VS_MKU2F(sign | ((ex + 112u) << 23) | (man << 13)); \
+        return VS_MKU2F(sign | ((ex + 112u) << 23) | (man << 13)); \
+    } \
+    VS_MKDEV float VS_MKN(ld)(const void* p, int t, long long i) \
+    { \
+        if (t == 0) return ((const float*)p)[i]; \
+        if (t == 1) return VS_MKU2F((unsigned int)((const unsigned short*)p)[i] << 16); \
+        return VS_MKN(from_f16)(((const unsigned short*)p)[i]); \
+    } \
+    VS_MKDEV void VS_MKN(st)(void* p, int t, long long i, float v) \
+    { \
+        if (t == 0) \
+            ((float*)p)[i] = v; \
+        else \
+            ((unsigned short*)p)[i] = t == 1 ? VS_MKN(bf16)(v) : VS_MKN(f16)(v); \
     }
 
 // >>layout -------------------------------------------------------------------
@@ -12251,57 +12344,57 @@ extern "C" {
    --fmad=false and IEEE division and square root, and the text brings its own
    exp, log and cos (double, from + - * / only), so host and device give the same
    bits. Row reductions (cross-entropy's max and sum of exps) use one fixed order
-   on both: _VS_MKT strided partial sums, then a tree. Dtype and init-kind codes
+   on both: VS_MKT strided partial sums, then a tree. Dtype and init-kind codes
    are vs_dtype's and vs_init_kind's values. Block comments only in here: the
    text becomes one line. */
 #define _VS_MK_MAXD 8
 #define _VS_MESH_KERNELS \
-    typedef struct _VS_MKN(geo_s) { /* a strided box copy: element x of the box */ \
+    typedef struct VS_MKN(geo_s) { /* a strided box copy: element x of the box */ \
         long long dim[_VS_MK_MAXD], dstr[_VS_MK_MAXD], sstr[_VS_MK_MAXD]; \
         long long doff, soff; \
         int nd, esz; \
-    } _VS_MKN(geo); \
-    typedef struct _VS_MKN(ibox_s) { /* a shard's box in its tensor, for init */ \
+    } VS_MKN(geo); \
+    typedef struct VS_MKN(ibox_s) { /* a shard's box in its tensor, for init */ \
         long long ls[_VS_MK_MAXD], off[_VS_MK_MAXD], shape[_VS_MK_MAXD]; \
         int nd; \
-    } _VS_MKN(ibox); \
-    _VS_MKDEV double _VS_MKN(pow2)(long long k) /* 2^k for k in [-1022, 1023] */ \
+    } VS_MKN(ibox); \
+    VS_MKDEV double VS_MKN(pow2)(long long k) /* 2^k for k in [-1022, 1023] */ \
     { \
-        return _VS_MKU2D((unsigned long long)(k + 1023) << 52); \
+        return VS_MKU2D((unsigned long long)(k + 1023) << 52); \
     } \
-    _VS_MKDEV double _VS_MKN(exp)(double x) \
+    VS_MKDEV double VS_MKN(exp)(double x) \
     { \
         double k, r, p; \
         long long ki; \
         if (x != x) return x; \
-        if (x > 709.8) return _VS_MKU2D(0x7ff0000000000000ull); \
+        if (x > 709.8) return VS_MKU2D(0x7ff0000000000000ull); \
         if (x < -745.2) return 0.0; \
         ki = (long long)(x * 1.4426950408889634 + (x < 0 ? -0.5 : 0.5)); \
         k = (double)ki; \
         r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10; /* Cody-Waite */ \
         /* Taylor to r^13 (|r| < 0.35: below 1e-17), Horner */ \
         p = 1.6059043836821613e-10; p = p * r + 2.08767569878681e-09; p = p * r + 2.505210838544172e-08; p = p * r + 2.755731922398589e-07; p = p * r + 2.7557319223985893e-06; p = p * r + 2.48015873015873e-05; p = p * r + 0.0001984126984126984; p = p * r + 0.001388888888888889; p = p * r + 0.008333333333333333; p = p * r + 0.041666666666666664; p = p * r + 0.16666666666666666; p = p * r + 0.5; p = p * r + 1.0; p = p * r + 1.0; \
-        if (ki > 1023) return p * _VS_MKN(pow2)(ki - 1) * 2.0; \
-        if (ki < -1021) return p * _VS_MKN(pow2)(ki + 60) * _VS_MKN(pow2)(-60); \
-        return p * _VS_MKN(pow2)(ki); \
+        if (ki > 1023) return p * VS_MKN(pow2)(ki - 1) * 2.0; \
+        if (ki < -1021) return p * VS_MKN(pow2)(ki + 60) * VS_MKN(pow2)(-60); \
+        return p * VS_MKN(pow2)(ki); \
     } \
-    _VS_MKDEV double _VS_MKN(log)(double x) \
+    VS_MKDEV double VS_MKN(log)(double x) \
     { \
         unsigned long long u; \
         long long e = 0; \
         double m, s, s2, p; \
         if (x != x) return x; \
-        if (x < 0) return _VS_MKU2D(0x7ff8000000000000ull); \
-        if (x == 0) return _VS_MKU2D(0xfff0000000000000ull); \
+        if (x < 0) return VS_MKU2D(0x7ff8000000000000ull); \
+        if (x == 0) return VS_MKU2D(0xfff0000000000000ull); \
         if (x > 1.7976931348623157e308) return x; \
-        u = _VS_MKD2U(x); \
+        u = VS_MKD2U(x); \
         if (u < 0x0010000000000000ull) { /* subnormal */ \
             x *= 18014398509481984.0; \
-            u = _VS_MKD2U(x); \
+            u = VS_MKD2U(x); \
             e = -54; \
         } \
         e += (long long)(u >> 52) - 1023; \
-        m = _VS_MKU2D((u & 0x000fffffffffffffull) | 0x3ff0000000000000ull); \
+        m = VS_MKU2D((u & 0x000fffffffffffffull) | 0x3ff0000000000000ull); \
         if (m > 1.4142135623730951) { \
             m *= 0.5; \
             e += 1; \
@@ -12311,7 +12404,7 @@ extern "C" {
         p = 0.043478260869565216; p = p * s2 + 0.047619047619047616; p = p * s2 + 0.05263157894736842; p = p * s2 + 0.058823529411764705; p = p * s2 + 0.06666666666666667; p = p * s2 + 0.07692307692307693; p = p * s2 + 0.09090909090909091; p = p * s2 + 0.1111111111111111; p = p * s2 + 0.14285714285714285; p = p * s2 + 0.2; p = p * s2 + 0.3333333333333333; p = p * s2 + 1.0; /* sum of s2^j / (2j + 1) */ \
         return (double)e * 6.93147180369123816490e-01 + (2.0 * s * p + (double)e * 1.90821492927058770002e-10); \
     } \
-    _VS_MKDEV double _VS_MKN(cos2pi)(double v) /* cos(2 pi v), v in [0, 1) */ \
+    VS_MKDEV double VS_MKN(cos2pi)(double v) /* cos(2 pi v), v in [0, 1) */ \
     { \
         double w = v * 4.0, f, t, t2, c, sn; \
         long long q = (long long)w; \
@@ -12332,7 +12425,7 @@ extern "C" {
         default: return sn; \
         } \
     } \
-    _VS_MKDEV void _VS_MKN(philox)(unsigned long long key, unsigned long long lo, unsigned long long hi, \
+    VS_MKDEV void VS_MKN(philox)(unsigned long long key, unsigned long long lo, unsigned long long hi, \
                                    unsigned int* out) \
     { \
         unsigned int c0 = (unsigned int)lo, c1 = (unsigned int)(lo >> 32), c2 = (unsigned int)hi, \
@@ -12349,7 +12442,7 @@ extern "C" {
     } \
     /* element `index`'s value before rounding: kinds 0 zeros 1 ones 2 constant 3 \
        uniform 4 normal 5 scaled normal (std: b or its scaled value) */ \
-    _VS_MKDEV double _VS_MKN(draw)(int kind, unsigned long long key, unsigned long long index, double a, double b, \
+    VS_MKDEV double VS_MKN(draw)(int kind, unsigned long long key, unsigned long long index, double a, double b, \
                                    double std) \
     { \
         unsigned int x[4]; \
@@ -12357,14 +12450,14 @@ extern "C" {
         if (kind == 0) return 0.0; \
         if (kind == 1) return 1.0; \
         if (kind == 2) return a; \
-        _VS_MKN(philox)(key, index, 0, x); \
+        VS_MKN(philox)(key, index, 0, x); \
         u = (double)(((unsigned long long)x[0] << 21) ^ (x[1] >> 11)) * (1.0 / 9007199254740992.0); \
         if (kind == 3) return a + (b - a) * u; \
         v = (double)(((unsigned long long)x[2] << 21) ^ (x[3] >> 11)) * (1.0 / 9007199254740992.0); \
-        return a + std * (sqrt(-2.0 * _VS_MKN(log)(1.0 - u)) * _VS_MKN(cos2pi)(v)); \
+        return a + std * (sqrt(-2.0 * VS_MKN(log)(1.0 - u)) * VS_MKN(cos2pi)(v)); \
     } \
     /* stores v as dtype dt at element i; uniform draws that round up to b store a */ \
-    _VS_MKDEV void _VS_MKN(store)(void* p, int dt, long long i, double v, int kind, double a, double b) \
+    VS_MKDEV void VS_MKN(store)(void* p, int dt, long long i, double v, int kind, double a, double b) \
     { \
         float f; \
         unsigned short h; \
@@ -12375,13 +12468,13 @@ extern "C" {
             ((float*)p)[i] = f; \
             break; \
         case 2: /* f16 */ \
-            h = _VS_MKN(f16)((float)v); \
-            if (kind == 3 && (double)_VS_MKN(from_f16)(h) >= b) h = _VS_MKN(f16)((float)a); \
+            h = VS_MKN(f16)((float)v); \
+            if (kind == 3 && (double)VS_MKN(from_f16)(h) >= b) h = VS_MKN(f16)((float)a); \
             ((unsigned short*)p)[i] = h; \
             break; \
         case 3: /* bf16 */ \
-            h = _VS_MKN(bf16)((float)v); \
-            if (kind == 3 && (double)_VS_MKU2F((unsigned int)h << 16) >= b) h = _VS_MKN(bf16)((float)a); \
+            h = VS_MKN(bf16)((float)v); \
+            if (kind == 3 && (double)VS_MKU2F((unsigned int)h << 16) >= b) h = VS_MKN(bf16)((float)a); \
             ((unsigned short*)p)[i] = h; \
             break; \
         case 4: /* f64 */ \
@@ -12392,10 +12485,10 @@ extern "C" {
         default: ((unsigned char*)p)[i] = (unsigned char)v; break; \
         } \
     } \
-    _VS_MKGLOBAL _VS_MKN(init)(void* out, int dt, long long n, _VS_MKN(ibox) g, unsigned long long key, int kind, \
+    VS_MKGLOBAL VS_MKN(init)(void* out, int dt, long long n, VS_MKN(ibox) g, unsigned long long key, int kind, \
                                double a, double b, double std) \
     { \
-        _VS_MKLOOP(x, n) { \
+        VS_MKLOOP(x, n) { \
             long long rem = x, q; \
             unsigned long long gi = 0, mul = 1; \
             int d; \
@@ -12405,12 +12498,12 @@ extern "C" {
                 gi += (unsigned long long)(g.off[d] + q) * mul; \
                 mul *= (unsigned long long)g.shape[d]; \
             } \
-            _VS_MKN(store)(out, dt, x, _VS_MKN(draw)(kind, key, gi, a, b, std), kind, a, b); \
+            VS_MKN(store)(out, dt, x, VS_MKN(draw)(kind, key, gi, a, b, std), kind, a, b); \
         } \
     } \
-    _VS_MKGLOBAL _VS_MKN(box)(char* dst, const char* src, long long n, _VS_MKN(geo) g) \
+    VS_MKGLOBAL VS_MKN(box)(char* dst, const char* src, long long n, VS_MKN(geo) g) \
     { \
-        _VS_MKLOOP(x, n) { \
+        VS_MKLOOP(x, n) { \
             long long rem = x, q, so = g.soff, dof = g.doff; \
             int d; \
             for (d = g.nd - 1; d >= 0; d--) { \
@@ -12427,20 +12520,20 @@ extern "C" {
             } \
         } \
     } \
-    _VS_MKGLOBAL _VS_MKN(embed_fwd)(float* out, const float* table, const int* ids, long long n, long long dim, \
+    VS_MKGLOBAL VS_MKN(embed_fwd)(float* out, const float* table, const int* ids, long long n, long long dim, \
                                     long long start, long long rows) \
     { \
-        _VS_MKLOOP(x, n * dim) { \
+        VS_MKLOOP(x, n * dim) { \
             long long i = x / dim, r = ids[i] - start; \
             out[x] = r >= 0 && r < rows ? table[r * dim + (x - i * dim)] : 0.0f; \
         } \
     } \
     /* element (r, j) of the table gradient is owned by one thread (j, r % nb), \
        which adds the tokens in order: the host loop's order, for any nb */ \
-    _VS_MKGLOBAL _VS_MKN(embed_bwd)(float* gt, const float* gout, const int* ids, long long n, long long dim, \
+    VS_MKGLOBAL VS_MKN(embed_bwd)(float* gt, const float* gout, const int* ids, long long n, long long dim, \
                                     long long start, long long rows, long long nb) \
     { \
-        _VS_MKLOOP(x, dim * nb) { \
+        VS_MKLOOP(x, dim * nb) { \
             long long j = x % dim, b = x / dim, i, r; \
             for (i = 0; i < n; i++) { \
                 r = ids[i] - start; \
@@ -12448,69 +12541,61 @@ extern "C" {
             } \
         } \
     } \
-    _VS_MKGLOBAL _VS_MKN(ce_max)(float* mx, const float* lg, long long n, long long rows) \
+    VS_MKGLOBAL VS_MKN(ce_max)(float* mx, const float* lg, long long n, long long rows) \
     { \
-        _VS_MKSHARED float s[_VS_MKT]; \
+        VS_MKSHARED float s[VS_MKT]; \
         /* cnt threads have a column: the others' partials would be the identity \
            (-inf here, 0 in ce_sum), so the tree leaves them out: the same bits \
            as the full tree, without the host build's idle loops */ \
-        int cnt = rows < _VS_MKT ? (rows > 0 ? (int)rows : 1) : _VS_MKT; \
-        _VS_MKROWS(i, n) { \
-            int w; \
-            _VS_MKTHREADS_BELOW(t, cnt) { \
-                float m = _VS_MKU2F(0xff800000u), v; \
+        int cnt = VS_MKWIDTH(rows, VS_MKT); \
+        VS_MKROWS(i, n) { \
+            VS_MKTHREADS_BELOW(t, cnt) { \
+                float m = VS_MKU2F(0xff800000u), v; \
                 long long j; \
-                for (j = t; j < rows; j += _VS_MKT) { \
+                for (j = t; j < rows; j += VS_MKT) { \
                     v = lg[i * rows + j]; \
                     m = v > m ? v : m; \
                 } \
                 s[t] = m; \
             } \
-            _VS_MKSYNC; \
-            for (w = _VS_MKT / 2; w > 0; w /= 2) { \
-                _VS_MKTHREADS_BELOW(t, w < cnt - w ? w : cnt - w) if (s[t + w] > s[t]) s[t] = s[t + w]; /* t < w, t + w < cnt */ \
-                _VS_MKSYNC; \
-            } \
-            _VS_MKTHREADS(t) if (t == 0) mx[i] = s[0]; \
-            _VS_MKSYNC; \
+            VS_MKSYNC; \
+            VS_MKFOLD(s, cnt, VS_MKT, VS_MK_MAX) \
+            VS_MKTHREADS(t) if (t == 0) mx[i] = s[0]; \
+            VS_MKSYNC; \
         } \
     } \
-    _VS_MKGLOBAL _VS_MKN(ce_sum)(float* se, float* tl, const float* lg, const float* mx, const int* tg, long long n, \
+    VS_MKGLOBAL VS_MKN(ce_sum)(float* se, float* tl, const float* lg, const float* mx, const int* tg, long long n, \
                                  long long rows, long long start) \
     { \
-        _VS_MKSHARED float s[_VS_MKT]; \
-        int cnt = rows < _VS_MKT ? (rows > 0 ? (int)rows : 1) : _VS_MKT; /* as in ce_max */ \
-        _VS_MKROWS(i, n) { \
-            int w; \
-            _VS_MKTHREADS_BELOW(t, cnt) { \
+        VS_MKSHARED float s[VS_MKT]; \
+        int cnt = VS_MKWIDTH(rows, VS_MKT); /* as in ce_max */ \
+        VS_MKROWS(i, n) { \
+            VS_MKTHREADS_BELOW(t, cnt) { \
                 float acc = 0.0f; \
                 long long j; \
-                for (j = t; j < rows; j += _VS_MKT) acc += (float)_VS_MKN(exp)((double)(lg[i * rows + j] - mx[i])); \
+                for (j = t; j < rows; j += VS_MKT) acc += (float)VS_MKN(exp)((double)(lg[i * rows + j] - mx[i])); \
                 s[t] = acc; \
             } \
-            _VS_MKSYNC; \
-            for (w = _VS_MKT / 2; w > 0; w /= 2) { \
-                _VS_MKTHREADS_BELOW(t, w < cnt - w ? w : cnt - w) s[t] = s[t] + s[t + w]; \
-                _VS_MKSYNC; \
-            } \
-            _VS_MKTHREADS(t) if (t == 0) { \
+            VS_MKSYNC; \
+            VS_MKFOLD(s, cnt, VS_MKT, VS_MK_ADD) \
+            VS_MKTHREADS(t) if (t == 0) { \
                 long long q = tg[i] - start; \
                 se[i] = s[0]; \
                 tl[i] = q >= 0 && q < rows ? lg[i * rows + q] : 0.0f; \
             } \
-            _VS_MKSYNC; \
+            VS_MKSYNC; \
         } \
     } \
-    _VS_MKGLOBAL _VS_MKN(ce_loss)(float* loss, const float* mx, const float* se, const float* tl, long long n) \
+    VS_MKGLOBAL VS_MKN(ce_loss)(float* loss, const float* mx, const float* se, const float* tl, long long n) \
     { \
-        _VS_MKLOOP(x, n) loss[x] = (float)_VS_MKN(log)((double)se[x]) + mx[x] - tl[x]; \
+        VS_MKLOOP(x, n) loss[x] = (float)VS_MKN(log)((double)se[x]) + mx[x] - tl[x]; \
     } \
-    _VS_MKGLOBAL _VS_MKN(ce_grad)(float* g, const float* lg, const float* mx, const float* se, const int* tg, \
+    VS_MKGLOBAL VS_MKN(ce_grad)(float* g, const float* lg, const float* mx, const float* se, const int* tg, \
                                   long long n, long long rows, long long start) \
     { \
-        _VS_MKLOOP(x, n * rows) { \
+        VS_MKLOOP(x, n * rows) { \
             long long i = x / rows, j = x - i * rows; \
-            g[x] = (float)_VS_MKN(exp)((double)(lg[x] - mx[i])) / se[i] - (start + j == tg[i] ? 1.0f : 0.0f); \
+            g[x] = (float)VS_MKN(exp)((double)(lg[x] - mx[i])) / se[i] - (start + j == tg[i] ? 1.0f : 0.0f); \
         } \
     } \
     /* the vocab functions' id check on the device (>>tp): the first position whose \
@@ -12520,53 +12605,49 @@ extern "C" {
        after it); one block, each thread's \
        first strided position, then a tree of minima: the same answer however \
        the threads interleave */ \
-    _VS_MKGLOBAL _VS_MKN(ids_check)(long long* flag, const int* ids, long long n, long long vocab) \
+    VS_MKGLOBAL VS_MKN(ids_check)(long long* flag, const int* ids, long long n, long long vocab) \
     { \
-        _VS_MKSHARED long long s[_VS_MKT]; \
-        _VS_MKROWS(row, 1) { \
-            int w; \
-            _VS_MKTHREADS(t) { \
+        VS_MKSHARED long long s[VS_MKT]; \
+        VS_MKROWS(row, 1) { \
+            VS_MKTHREADS(t) { \
                 long long x, f = n; \
-                for (x = t; x < n; x += _VS_MKT) \
+                for (x = t; x < n; x += VS_MKT) \
                     if (ids[x] < 0 || ids[x] >= vocab) { \
                         f = x; \
                         break; \
                     } \
                 s[t] = f; \
             } \
-            _VS_MKSYNC; \
-            for (w = _VS_MKT / 2; w > 0; w /= 2) { \
-                _VS_MKTHREADS_BELOW(t, w) if (s[t + w] < s[t]) s[t] = s[t + w]; \
-                _VS_MKSYNC; \
-            } \
-            _VS_MKTHREADS(t) if (t == 0 && s[0] < n) { \
+            VS_MKSYNC; \
+            VS_MKFOLD(s, VS_MKT, VS_MKT, VS_MK_MIN) \
+            VS_MKTHREADS(t) if (t == 0 && s[0] < n) { \
                 flag[1] = ids[s[0]]; \
-                _VS_MKPUBLISH(&flag[0], s[0]); \
+                VS_MKPUBLISH(&flag[0], s[0]); \
             } \
-            _VS_MKSYNC; \
+            VS_MKSYNC; \
         } \
     } \
     /* the row-parallel bias (>>tp): y[x] + b[x % cols] in y's dtype dt (f32, f16, \
        bf16: an f32 add rounded once; f64: a double add), b of dtype bdt (dt, or \
        f32 for f16/bf16 y) */ \
-    _VS_MKDEV float _VS_MKN(ld16)(const unsigned short* p, long long i, int dt) \
+    VS_MKDEV float VS_MKN(ld16)(const unsigned short* p, long long i, int dt) \
     { \
-        return dt == 3 ? _VS_MKU2F((unsigned int)p[i] << 16) : _VS_MKN(from_f16)(p[i]); \
+        return dt == 3 ? VS_MKU2F((unsigned int)p[i] << 16) : VS_MKN(from_f16)(p[i]); \
     } \
-    _VS_MKGLOBAL _VS_MKN(bias_add)(void* y, const void* b, long long rows, long long cols, int dt, int bdt) \
+    VS_MKGLOBAL VS_MKN(bias_add)(void* y, const void* b, long long rows, long long cols, int dt, int bdt) \
     { \
-        _VS_MKLOOP(x, rows * cols) { \
+        VS_MKLOOP(x, rows * cols) { \
             long long j = x % cols; \
             float v, bv; \
             if (dt == 4) { \
                 ((double*)y)[x] = ((double*)y)[x] + ((const double*)b)[j]; \
                 continue; \
             } \
-            v = dt == 1 ? ((float*)y)[x] : _VS_MKN(ld16)((const unsigned short*)y, x, dt); \
-            bv = bdt == 1 ? ((const float*)b)[j] : _VS_MKN(ld16)((const unsigned short*)b, j, bdt); \
+            v = dt == 1 ? ((float*)y)[x] : VS_MKN(ld16)((const unsigned short*)y, x, dt); \
+            bv = bdt == 1 ? ((const float*)b)[j] : VS_MKN(ld16)((const unsigned short*)b, j, bdt); \
             v = v + bv; \
             if (dt == 1) ((float*)y)[x] = v; \
-            else ((unsigned short*)y)[x] = dt == 3 ? _VS_MKN(bf16)(v) : _VS_MKN(f16)(v); \
+            else ((unsigned short*)y)[x] = dt == 3 ? VS_MKN(bf16)(v) : VS_MKN(f16)(v); \
         } \
     }
 
@@ -12585,11 +12666,109 @@ enum {
     _VS_MK_BIAS_ADD,
     _VS_MK_N
 };
-static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "vs_mk_box",    "vs_mk_embed_fwd",
-                                                   "vs_mk_embed_bwd", "vs_mk_ce_max", "vs_mk_ce_sum",
-                                                   "vs_mk_ce_loss",   "vs_mk_ce_grad", "vs_mk_ids_check",
-                                                   "vs_mk_bias_add"};
 #define _VS_MK_ROWKERNEL(ki) ((ki) == _VS_MK_CE_MAX || (ki) == _VS_MK_CE_SUM || (ki) == _VS_MK_IDS_CHECK)
+
+/* The text as host C: the shared part once per file (vescale_ddp.h's
+   implementation builds it where this one is not), then the kernels. */
+#define VS_MK_DEVICE 0
+#ifndef VS_MK_HOST_SHARED
+#define VS_MK_HOST_SHARED
+VS_MK_HOSTBITS
+VS_MK_DTYPES
+#endif
+_VS_MESH_KERNELS
+#undef VS_MK_DEVICE
+
+/* Each kernel's declaration: its arguments and its cost from them (each
+   operand's bytes once; the text's exp and log, in double, as _VS_MK_TRANS
+   operations each: a stated count, not a measured one). */
+#define _VS_MK_TRANS 20.0
+_VS_PRIVATE double _vs_mk_esz(int dt) { return (double)vs_dtype_size((vs_dtype)dt); }
+_VS_PRIVATE void _vs_mkc_init(void** a, vs_kernel_cost* c) /* out, dt, n, g, key, kind, a, b, std */
+{
+    double n = (double)VS_MKARG(long long, 2);
+    c->flops = 64 * n; // Philox4x32-10's ten rounds and the draw's transform: 64 an element
+    c->bytes = n * _vs_mk_esz(VS_MKARG(int, 1));
+    c->len[0] = (long long)c->bytes;
+}
+_VS_PRIVATE void _vs_mkc_box(void** a, vs_kernel_cost* c) /* dst, src, n, g: each side's envelope */
+{
+    _vs_mk_geo g = VS_MKARG(_vs_mk_geo, 3);
+    long long n = VS_MKARG(long long, 2), dl = 0, sl = 0;
+    for (int d = 0; d < g.nd; d++) dl += (g.dim[d] - 1) * g.dstr[d], sl += (g.dim[d] - 1) * g.sstr[d];
+    c->bytes = 2.0 * (double)n * g.esz;
+    c->off[0] = g.doff * g.esz, c->off[1] = g.soff * g.esz;
+    c->len[0] = n > 0 ? (dl + 1) * g.esz : 0, c->len[1] = n > 0 ? (sl + 1) * g.esz : 0;
+}
+_VS_PRIVATE void _vs_mkc_embed_fwd(void** a, vs_kernel_cost* c) /* out, table, ids, n, dim, start, rows */
+{
+    long long t = VS_MKARG(long long, 3), dim = VS_MKARG(long long, 4), rows = VS_MKARG(long long, 6);
+    c->bytes = 4.0 * (double)t * (double)dim * 2 + 4.0 * (double)t; // out written, table rows read, ids
+    c->len[0] = t * dim * 4, c->len[1] = rows * dim * 4, c->len[2] = t * 4;
+}
+_VS_PRIVATE void _vs_mkc_embed_bwd(void** a, vs_kernel_cost* c) /* gt, gout, ids, n, dim, start, rows, nb */
+{
+    long long t = VS_MKARG(long long, 3), dim = VS_MKARG(long long, 4), rows = VS_MKARG(long long, 6);
+    c->flops = (double)t * (double)dim;
+    c->bytes = 4.0 * (double)t * (double)dim * 3 + 4.0 * (double)t; // gout read, gt's rows read and written, ids
+    c->len[0] = rows * dim * 4, c->len[1] = t * dim * 4, c->len[2] = t * 4;
+}
+_VS_PRIVATE void _vs_mkc_ce_max(void** a, vs_kernel_cost* c) /* mx, lg, n, rows */
+{
+    long long t = VS_MKARG(long long, 2), rows = VS_MKARG(long long, 3);
+    c->flops = (double)t * (double)rows;
+    c->bytes = 4.0 * (double)t * (double)rows + 4.0 * (double)t;
+    c->len[0] = t * 4, c->len[1] = t * rows * 4;
+}
+_VS_PRIVATE void _vs_mkc_ce_sum(void** a, vs_kernel_cost* c) /* se, tl, lg, mx, tg, n, rows, start */
+{
+    long long t = VS_MKARG(long long, 5), rows = VS_MKARG(long long, 6);
+    c->flops = (double)t * (double)rows * (_VS_MK_TRANS + 2);
+    c->bytes = 4.0 * (double)t * (double)rows + 16.0 * (double)t;
+    c->len[0] = c->len[1] = c->len[3] = c->len[4] = t * 4, c->len[2] = t * rows * 4;
+}
+_VS_PRIVATE void _vs_mkc_ce_loss(void** a, vs_kernel_cost* c) /* loss, mx, se, tl, n */
+{
+    long long t = VS_MKARG(long long, 4);
+    c->flops = (double)t * (_VS_MK_TRANS + 2);
+    c->bytes = 16.0 * (double)t;
+    c->len[0] = c->len[1] = c->len[2] = c->len[3] = t * 4;
+}
+_VS_PRIVATE void _vs_mkc_ce_grad(void** a, vs_kernel_cost* c) /* g, lg, mx, se, tg, n, rows, start */
+{
+    long long t = VS_MKARG(long long, 5), rows = VS_MKARG(long long, 6);
+    c->flops = (double)t * (double)rows * (_VS_MK_TRANS + 3);
+    c->bytes = 8.0 * (double)t * (double)rows + 12.0 * (double)t;
+    c->len[0] = c->len[1] = t * rows * 4, c->len[2] = c->len[3] = c->len[4] = t * 4;
+}
+_VS_PRIVATE void _vs_mkc_ids_check(void** a, vs_kernel_cost* c) /* flag (pinned), ids, n, vocab */
+{
+    long long t = VS_MKARG(long long, 2);
+    c->flops = 2.0 * (double)t;
+    c->bytes = 4.0 * (double)t + 16;
+    c->len[0] = 2 * (long long)sizeof(long long), c->len[1] = t * 4;
+}
+_VS_PRIVATE void _vs_mkc_bias_add(void** a, vs_kernel_cost* c) /* y, b, rows, cols, dt, bdt */
+{
+    long long rows = VS_MKARG(long long, 2), cols = VS_MKARG(long long, 3);
+    double ey = _vs_mk_esz(VS_MKARG(int, 4)), eb = _vs_mk_esz(VS_MKARG(int, 5));
+    c->flops = (double)rows * (double)cols;
+    c->bytes = 2.0 * (double)rows * (double)cols * ey + (double)cols * eb;
+    c->len[0] = (long long)((double)rows * (double)cols * ey), c->len[1] = (long long)((double)cols * eb);
+}
+static _VS_UNUSED const vs_kernel_decl _vs_mk_decls[_VS_MK_N] = {
+    {"vs_mk_init", "wilsuiddd", "out dt n g key kind a b std", _vs_mkc_init, (int)sizeof(_vs_mk_ibox)},
+    {"vs_mk_box", "wrls", "dst src n g", _vs_mkc_box, (int)sizeof(_vs_mk_geo)},
+    {"vs_mk_embed_fwd", "wrrllll", "out table ids n dim start rows", _vs_mkc_embed_fwd, 0},
+    {"vs_mk_embed_bwd", "wrrlllll", "gt gout ids n dim start rows nb", _vs_mkc_embed_bwd, 0},
+    {"vs_mk_ce_max", "wrll", "mx lg n rows", _vs_mkc_ce_max, 0},
+    {"vs_mk_ce_sum", "wwrrrlll", "se tl lg mx tg n rows start", _vs_mkc_ce_sum, 0},
+    {"vs_mk_ce_loss", "wrrrl", "loss mx se tl n", _vs_mkc_ce_loss, 0},
+    {"vs_mk_ce_grad", "wrrrrlll", "g lg mx se tg n rows start", _vs_mkc_ce_grad, 0},
+    {"vs_mk_ids_check", "wrll", "flag ids n vocab", _vs_mkc_ids_check, 0},
+    {"vs_mk_bias_add", "wrllii", "y b rows cols dt bdt", _vs_mkc_bias_add, 0}};
+
+_VS_PRIVATE void _vs_mk_host(int ki, void** a);
 
 /* The text as NVRTC source: the prelude every part's kernels are compiled
    after, then this header's kernels (a vs_kernel_text like any part's).
@@ -12599,25 +12778,15 @@ static _VS_UNUSED const char* const _vs_mk_names[_VS_MK_N] = {"vs_mk_init",   "v
    nothing, and the stringified text would lose them (the strict stand-in found
    it: NVRTC refused every kernel). */
 #ifdef _VS_MESH_NVRTC /* (a C99 compiler need not take a string this long: only NVRTC builds have it) */
-#define _VS_MK_DEVICE 1
+#define VS_MK_DEVICE 1
 static _VS_UNUSED const char _vs_mk_prelude[] =
     "#define vs_rtc_device __device__\n#define vs_rtc_global extern \"C\" __global__\n"
-    "#define vs_rtc_shared __shared__\n#define vs_rtc_sync __syncthreads\n" _VS_MKSTR(_VS_MK_DTYPES) "\n";
-static _VS_UNUSED const char _vs_mk_body[] = _VS_MKSTR(_VS_MESH_KERNELS) "\n";
-#undef _VS_MK_DEVICE
-static _VS_UNUSED const vs_kernel_text _vs_mk_text = {"vescale_mesh_kernels.cu", _vs_mk_body, _VS_MK_N, _vs_mk_names};
+    "#define vs_rtc_shared __shared__\n#define vs_rtc_sync __syncthreads\n" VS_MKSTR(VS_MK_DTYPES) "\n";
+static _VS_UNUSED const char _vs_mk_body[] = VS_MKSTR(_VS_MESH_KERNELS) "\n";
+#undef VS_MK_DEVICE
+static _VS_UNUSED const vs_kernel_text _vs_mk_text = {"vescale_mesh_kernels.cu", _vs_mk_body, _VS_MK_N, _vs_mk_decls,
+                                                      _vs_mk_host};
 #endif
-
-/* ... and as host C: the shared part once per file (vescale_ddp.h's
-   implementation builds it where this one is not), then the kernels. */
-#define _VS_MK_DEVICE 0
-#ifndef _VS_MK_HOST_SHARED
-#define _VS_MK_HOST_SHARED
-_VS_MK_HOSTBITS
-_VS_MK_DTYPES
-#endif
-_VS_MESH_KERNELS
-#undef _VS_MK_DEVICE
 
 /* The codes the text uses are these enums' values. */
 typedef char _vs_mk_codes_check[(VS_F32 == 1 && VS_F16 == 2 && VS_BF16 == 3 && VS_F64 == 4 && VS_I32 == 5 &&
@@ -12843,7 +13012,7 @@ _VS_PRIVATE int _vs_k_same(const vs_kernel_text* a, const vs_kernel_text* b)
     if (a == b) return 1;
     if (a->count != b->count || strcmp(a->body, b->body) || strcmp(a->name, b->name)) return 0;
     for (int i = 0; i < a->count; i++)
-        if (strcmp(a->kernels[i], b->kernels[i])) return 0;
+        if (strcmp(a->kernels[i].name, b->kernels[i].name)) return 0;
     return 1;
 }
 
@@ -12865,8 +13034,8 @@ _VS_PRIVATE vs_result _vs_k_build(const vs_kernel_text* t, const char* target, c
     }
     if (!r) _vs_kc.loads++;
     for (int i = 0; i < t->count && !r; i++)
-        if ((e = cudaLibraryGetKernel(&k[i], en->lib, t->kernels[i])) != cudaSuccess)
-            r = _vs_cuda_err(e, fn, t->kernels[i]);
+        if ((e = cudaLibraryGetKernel(&k[i], en->lib, t->kernels[i].name)) != cudaSuccess)
+            r = _vs_cuda_err(e, fn, t->kernels[i].name);
     _vs_hfree(NULL, image);
     if (r) {
         if (en && en->lib) cudaLibraryUnload(en->lib);
@@ -12952,6 +13121,19 @@ VS_API vs_result vs_kernels_get(const vs_kernel_text* t, const char* fn, void** 
 #endif
 }
 
+VS_API vs_result vs_kernel_cost_get(const vs_kernel_decl* d, void** a, vs_kernel_cost* out)
+{
+    _VS_CHECK_NULL(d, "d");
+    _VS_CHECK_NULL(out, "out");
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < VS_KERNEL_MAX_ARGS; i++) out->len[i] = -1;
+    out->dtype = VS_F32;
+    if (!d->cost) return _vs_err(VS_ERR_INVALID, "vs_kernel_cost_get: kernel %s declares no cost", d->name ? d->name : "(no name)");
+    _VS_CHECK_NULL(a, "a");
+    d->cost(a, out);
+    return VS_OK;
+}
+
 VS_API vs_result vs_cuda_error(int err, const char* fn, const char* what)
 {
     if (!fn) fn = "vescale";
@@ -13005,14 +13187,14 @@ _VS_PRIVATE vs_result _vs_mk_run(vs_comm* c, const char* fn, int ki, long long w
     if (_VS_ON_DEVICE(c)) {
         const _vs_mkmod* md = NULL;
         _VS_TRY(_vs_mk_module(c->world, fn, &md));
-        long long blocks = _VS_MK_ROWKERNEL(ki) ? work : (work + _VS_MKT - 1) / _VS_MKT;
+        long long blocks = _VS_MK_ROWKERNEL(ki) ? work : (work + VS_MKT - 1) / VS_MKT;
         if (blocks > 65535) blocks = 65535; // grid-stride loops do the rest
         dim3 grid, block;
         grid.x = (unsigned)blocks, grid.y = grid.z = 1;
-        block.x = _VS_MKT, block.y = block.z = 1;
+        block.x = VS_MKT, block.y = block.z = 1;
         _VS_TRY(_VS_DEV_FENCE(c, 1, fn));
         cudaError_t e = cudaLaunchKernel((const void*)md->k[ki], grid, block, args, 0, (cudaStream_t)vs_comm_stream(c));
-        return e == cudaSuccess ? _VS_DEV_FENCE(c, 0, fn) : _vs_cuda_err(e, fn, _vs_mk_names[ki]);
+        return e == cudaSuccess ? _VS_DEV_FENCE(c, 0, fn) : _vs_cuda_err(e, fn, _vs_mk_decls[ki].name);
     }
 #else
     (void)c, (void)fn;

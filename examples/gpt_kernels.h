@@ -33,7 +33,7 @@
    order), so in f32 the host build gives gpt.h's bits exactly (with gcc's
    default -ffp-contract=off of -std=c99: no FMA contraction). The device build
    reduces a row (layernorm's sums, the softmax denominators, attention's
-   backward dot product, the loss) with _VS_MKT strided partial sums and then a
+   backward dot product, the loss) with VS_MKT strided partial sums and then a
    tree, as a GPU block does: those differ from the host's by rounding
    (tests/test_gpt_kernels.c: f32 within 1e-5 of the tensor's largest value,
    measured 3.8e-7; bf16 storage: 1 element of 24542 one bf16 step apart). GPT_K_HOST_DEVICE_ORDER runs that decomposition on the host (the
@@ -42,9 +42,11 @@
    runs with --fmad=false, IEEE division and square root, as the library's
    kernels).
 
-   The _VS_MK* vocabulary is vescale_mesh.h's (its declarations part: usable
-   here, though private); every use goes through the GPT_K* spellings below,
-   so a public spelling in the library would change only those lines.
+   The VS_MK* vocabulary is vescale_mesh.h's public one (>>kernels there): the
+   element loads and stores (VS_MKN(ld), VS_MKN(st)) and the block's tree
+   (VS_MKFOLD) are its shared words, and each kernel is declared the library's way
+   (gpt_kernel_decls: arguments, flops and bytes from them), so the strict
+   stand-in runs and times them from the declarations alone.
 
    gpt.h's units run these on a device (call->stream) and, in their host build,
    for bf16/f16 parameters (gpt.h >>device); f32 on the host keeps gpt.h's own
@@ -85,32 +87,33 @@ enum {
 // >>vocabulary -----------------------------------------------------------------
 /* vescale_mesh.h's kernel vocabulary under this file's names. GPT_KT is the
    width of a block's reductions: 1 in the host build (a row summed in order),
-   _VS_MKT (a block's threads) in the device build and its host emulation;
+   VS_MKT (a block's threads) in the device build and its host emulation;
    GPT__KORDER says which host build is being expanded. (GPT_KLOOP's variable
    may have any name: vescale_mesh.h's loop words no longer name their
    parameter x, which rewrote blockIdx.x in the device build.) */
-#define GPT_KGLOBAL _VS_MKGLOBAL
-#define GPT_KDEV _VS_MKDEV
-#define GPT_KLOOP _VS_MKLOOP
-#define GPT_KROWS _VS_MKROWS
-#define GPT_KTHREADS _VS_MKTHREADS
-#define GPT_KTHREADS_BELOW _VS_MKTHREADS_BELOW
-#define GPT_KSYNC _VS_MKSYNC
-#define GPT_KSHARED _VS_MKSHARED
-#define GPT_KU2F _VS_MKU2F
-#define GPT_KBF16OF _VS_MKN(bf16)
-#define GPT_KF16OF _VS_MKN(f16)
-#define GPT_KFROMF16 _VS_MKN(from_f16)
-#define GPT_KBLOCK _VS_MKT
-#define GPT_KT _VS_MKSEL(GPT__KT_H(GPT__KORDER), _VS_MKT)
+#define GPT_KGLOBAL VS_MKGLOBAL
+#define GPT_KDEV VS_MKDEV
+#define GPT_KLOOP VS_MKLOOP
+#define GPT_KROWS VS_MKROWS
+#define GPT_KTHREADS VS_MKTHREADS
+#define GPT_KTHREADS_BELOW VS_MKTHREADS_BELOW
+#define GPT_KSYNC VS_MKSYNC
+#define GPT_KSHARED VS_MKSHARED
+#define GPT_KU2F VS_MKU2F
+#define GPT_KBF16OF VS_MKN(bf16)
+#define GPT_KF16OF VS_MKN(f16)
+#define GPT_KFROMF16 VS_MKN(from_f16)
+#define GPT_KBLOCK VS_MKT
+#define GPT_KT VS_MKSEL(GPT__KT_H(GPT__KORDER), VS_MKT)
 #define GPT__KT_H(o) GPT__KT_H_(o)
 #define GPT__KT_H_(o) GPT__KT_H##o
 #define GPT__KT_H0 1
-#define GPT__KT_H1 _VS_MKT
-#define GPT_KN(x) _VS_MKSEL(GPT__KN_H(GPT__KORDER, x), gptk_##x)
+#define GPT__KT_H1 VS_MKT
+#define GPT_KN(x) VS_MKSEL(GPT__KN_H(GPT__KORDER, x), gptk_##x)
 #define GPT__KN_H(o, x) GPT__KN_H_(o, x)
 #define GPT__KN_H_(o, x) gpt__k##o##_##x
 #define GPT__KORDER 0
+#define GPT__KFOLD_OP(a, b) (op ? VS_MK_MAX(a, b) : VS_MK_ADD(a, b)) /* fold's: op 1 maximum, 0 sum */
 
 // >>kernels --------------------------------------------------------------------
 /* The text. Block comments only (it becomes one line). Each reduction: the
@@ -119,32 +122,15 @@ enum {
    result (a value the whole block needs, as a row's mean: a block-scope local,
    the same in every thread and so in the host build's one variable). */
 #define GPT__KERNELS \
-    GPT_KDEV float GPT_KN(ld)(const void* p, int t, long long i) \
-    { \
-        if (t == 0) return ((const float*)p)[i]; \
-        if (t == 1) return GPT_KU2F((unsigned int)((const unsigned short*)p)[i] << 16); \
-        return GPT_KFROMF16(((const unsigned short*)p)[i]); \
-    } \
-    GPT_KDEV void GPT_KN(st)(void* p, int t, long long i, float v) \
-    { \
-        if (t == 0) \
-            ((float*)p)[i] = v; \
-        else \
-            ((unsigned short*)p)[i] = t == 1 ? GPT_KBF16OF(v) : GPT_KF16OF(v); \
-    } \
     /* the threads that reduce n elements: each one's strided partial has at least one */ \
-    GPT_KDEV int GPT_KN(width)(long long n) { return n < GPT_KT ? (n > 0 ? (int)n : 1) : GPT_KT; } \
+    GPT_KDEV int GPT_KN(width)(long long n) { return VS_MKWIDTH(n, GPT_KT); } \
     /* the sum (op 0) or the maximum (op 1) of the block's partials s[0, cnt), by a tree \
        (every thread calls it; s is free again when it returns) */ \
     GPT_KDEV float GPT_KN(fold)(float* s, int cnt, int op) \
     { \
-        int w; \
         float v; \
         GPT_KSYNC; \
-        for (w = GPT_KT / 2; w > 0; w /= 2) { \
-            GPT_KTHREADS_BELOW(u, w < cnt - w ? w : cnt - w) s[u] = op ? (s[u + w] > s[u] ? s[u + w] : s[u]) : s[u] + s[u + w]; \
-            GPT_KSYNC; \
-        } \
+        VS_MKFOLD(s, cnt, GPT_KT, GPT__KFOLD_OP) \
         v = s[0]; \
         GPT_KSYNC; \
         return v; \
@@ -160,7 +146,7 @@ enum {
             float a = GPT_KU2F(0xff800000u), v; \
             long long j; \
             for (j = u; j < len; j += GPT_KT) { \
-                v = GPT_KN(ld)(p, t, off + j); \
+                v = VS_MKN(ld)(p, t, off + j); \
                 a = v > a ? v : a; \
             } \
             red[u] = a; \
@@ -169,7 +155,7 @@ enum {
         GPT_KTHREADS_BELOW(u, cnt) { \
             float a = 0.0f; \
             long long j; \
-            for (j = u; j < len; j += GPT_KT) a += expf(GPT_KN(ld)(p, t, off + j) - m); \
+            for (j = u; j < len; j += GPT_KT) a += expf(VS_MKN(ld)(p, t, off + j) - m); \
             red[u] = a; \
         } \
         *se = GPT_KN(fold)(red, cnt, 0); \
@@ -181,9 +167,9 @@ enum {
     { \
         GPT_KLOOP(x, n * D) { \
             long long i = x / D, d = x - i * D, r = ids[i] - v0; \
-            float a = r >= 0 && r < Vl ? GPT_KN(ld)(wte, tw, r * D + d) : 0.0f; \
-            if (wpe) a = a + GPT_KN(ld)(wpe, tw, i % T * D + d); \
-            GPT_KN(st)(out, tx, x, a); \
+            float a = r >= 0 && r < Vl ? VS_MKN(ld)(wte, tw, r * D + d) : 0.0f; \
+            if (wpe) a = a + VS_MKN(ld)(wpe, tw, i % T * D + d); \
+            VS_MKN(st)(out, tx, x, a); \
         } \
     } \
     /* gwte[ids[i] - v0] += dx[i], tokens in order: element (r, d) belongs to thread (d, r % nb) */ \
@@ -195,7 +181,7 @@ enum {
             for (i = 0; i < n; i++) { \
                 r = ids[i] - v0; \
                 if (r >= 0 && r < Vl && r % nb == b) \
-                    GPT_KN(st)(gwte, tg, r * D + d, GPT_KN(ld)(gwte, tg, r * D + d) + GPT_KN(ld)(dx, tx, i * D + d)); \
+                    VS_MKN(st)(gwte, tg, r * D + d, VS_MKN(ld)(gwte, tg, r * D + d) + VS_MKN(ld)(dx, tx, i * D + d)); \
             } \
         } \
     } \
@@ -204,7 +190,7 @@ enum {
     { \
         GPT_KLOOP(x, n * D) { \
             long long i = x / D, d = x - i * D; \
-            GPT_KN(st)(y, ty, x, GPT_KN(ld)(y, ty, x) + GPT_KN(ld)(a, ta, (p0 + i % T) * D + d)); \
+            VS_MKN(st)(y, ty, x, VS_MKN(ld)(y, ty, x) + VS_MKN(ld)(a, ta, (p0 + i % T) * D + d)); \
         } \
     } \
     /* add_rows' gradient: g[p0 + t, d] += a[i, d] over the rows i = t mod T, in order */ \
@@ -213,9 +199,9 @@ enum {
         long long tt = T < n ? T : n; \
         GPT_KLOOP(x, tt * D) { \
             long long t = x / D, d = x - t * D, i; \
-            float acc = GPT_KN(ld)(g, tg, (p0 + t) * D + d); \
-            for (i = t; i < n; i += T) acc += GPT_KN(ld)(a, ta, i * D + d); \
-            GPT_KN(st)(g, tg, (p0 + t) * D + d, acc); \
+            float acc = VS_MKN(ld)(g, tg, (p0 + t) * D + d); \
+            for (i = t; i < n; i += T) acc += VS_MKN(ld)(a, ta, i * D + d); \
+            VS_MKN(st)(g, tg, (p0 + t) * D + d, acc); \
         } \
     } \
     GPT_KGLOBAL GPT_KN(ln_fwd)(void* y, int ty, float* mean, float* rstd, const void* xi, int tx, const void* g, \
@@ -228,7 +214,7 @@ enum {
             GPT_KTHREADS_BELOW(u, cnt) { \
                 float a = 0.0f; \
                 long long d; \
-                for (d = u; d < D; d += GPT_KT) a += GPT_KN(ld)(xi, tx, i * D + d); \
+                for (d = u; d < D; d += GPT_KT) a += VS_MKN(ld)(xi, tx, i * D + d); \
                 red[u] = a; \
             } \
             m = GPT_KN(fold)(red, cnt, 0) / (float)D; \
@@ -236,7 +222,7 @@ enum {
                 float a = 0.0f, r; \
                 long long d; \
                 for (d = u; d < D; d += GPT_KT) { \
-                    r = GPT_KN(ld)(xi, tx, i * D + d); \
+                    r = VS_MKN(ld)(xi, tx, i * D + d); \
                     a += (r - m) * (r - m); \
                 } \
                 red[u] = a; \
@@ -250,8 +236,8 @@ enum {
             GPT_KTHREADS_BELOW(u, GPT_KT) { \
                 long long d; \
                 for (d = u; d < D; d += GPT_KT) \
-                    GPT_KN(st)(y, ty, i * D + d, \
-                               (GPT_KN(ld)(xi, tx, i * D + d) - m) * s * GPT_KN(ld)(g, tw, d) + GPT_KN(ld)(b, tw, d)); \
+                    VS_MKN(st)(y, ty, i * D + d, \
+                               (VS_MKN(ld)(xi, tx, i * D + d) - m) * s * VS_MKN(ld)(g, tw, d) + VS_MKN(ld)(b, tw, d)); \
             } \
             GPT_KSYNC; \
         } \
@@ -269,7 +255,7 @@ enum {
                 float sa = 0.0f, sc = 0.0f, xh, dxh; \
                 long long d; \
                 for (d = u; d < D; d += GPT_KT) { \
-                    xh = (GPT_KN(ld)(xi, tx, i * D + d) - m) * s, dxh = GPT_KN(ld)(dy, tdy, i * D + d) * GPT_KN(ld)(g, tw, d); \
+                    xh = (VS_MKN(ld)(xi, tx, i * D + d) - m) * s, dxh = VS_MKN(ld)(dy, tdy, i * D + d) * VS_MKN(ld)(g, tw, d); \
                     sa += dxh, sc += dxh * xh; \
                 } \
                 ra[u] = sa, rc[u] = sc; \
@@ -280,8 +266,8 @@ enum {
                 float xh, dxh; \
                 long long d; \
                 for (d = u; d < D; d += GPT_KT) { \
-                    xh = (GPT_KN(ld)(xi, tx, i * D + d) - m) * s, dxh = GPT_KN(ld)(dy, tdy, i * D + d) * GPT_KN(ld)(g, tw, d); \
-                    GPT_KN(st)(dx, tdx, i * D + d, GPT_KN(ld)(dx, tdx, i * D + d) + s * (dxh - a - xh * c)); \
+                    xh = (VS_MKN(ld)(xi, tx, i * D + d) - m) * s, dxh = VS_MKN(ld)(dy, tdy, i * D + d) * VS_MKN(ld)(g, tw, d); \
+                    VS_MKN(st)(dx, tdx, i * D + d, VS_MKN(ld)(dx, tdx, i * D + d) + s * (dxh - a - xh * c)); \
                 } \
             } \
             GPT_KSYNC; \
@@ -293,15 +279,15 @@ enum {
     { \
         GPT_KLOOP(x, D) { \
             long long d = x; \
-            float ag = GPT_KN(ld)(dg, tg, d), ab = GPT_KN(ld)(db, tg, d), xh, gy; \
+            float ag = VS_MKN(ld)(dg, tg, d), ab = VS_MKN(ld)(db, tg, d), xh, gy; \
             long long i; \
             for (i = 0; i < n; i++) { \
-                xh = (GPT_KN(ld)(xi, tx, i * D + d) - mean[i]) * rstd[i], gy = GPT_KN(ld)(dy, tdy, i * D + d); \
+                xh = (VS_MKN(ld)(xi, tx, i * D + d) - mean[i]) * rstd[i], gy = VS_MKN(ld)(dy, tdy, i * D + d); \
                 ag += gy * xh; \
                 ab += gy; \
             } \
-            GPT_KN(st)(dg, tg, d, ag); \
-            GPT_KN(st)(db, tg, d, ab); \
+            VS_MKN(st)(dg, tg, d, ag); \
+            VS_MKN(st)(db, tg, d, ab); \
         } \
     } \
     /* C[M, N] = (beta ? C : 0) + op(A)[M, K] op(B)[K, N] (+ bias[N]); op(A) = A[K, M]^T where trans & 1, \
@@ -320,7 +306,7 @@ enum {
                 int q; \
                 for (q = 0; q < 4; q++) { \
                     long long i = i0 + u / 16 + 16 * (q >> 1), j = j0 + u % 16 + 16 * (q & 1); \
-                    acc[q][u] = beta && i < M && j < N ? GPT_KN(ld)(C, tc, i * N + j) : 0.0f; \
+                    acc[q][u] = beta && i < M && j < N ? VS_MKN(ld)(C, tc, i * N + j) : 0.0f; \
                 } \
             } \
             for (k0 = 0; k0 < K; k0 += 16) { \
@@ -332,10 +318,10 @@ enum {
                         int e = u + q * GPT_KBLOCK; \
                         kk = trans & 1 ? e / 32 : e % 16, c = trans & 1 ? e % 32 : e / 16; \
                         i = i0 + c, k = k0 + kk; \
-                        As[kk][c] = i < M && k < K ? GPT_KN(ld)(A, ta, trans & 1 ? k * M + i : i * K + k) : 0.0f; \
+                        As[kk][c] = i < M && k < K ? VS_MKN(ld)(A, ta, trans & 1 ? k * M + i : i * K + k) : 0.0f; \
                         kk = trans & 2 ? e % 16 : e / 32, c = trans & 2 ? e / 16 : e % 32; \
                         j = j0 + c, k = k0 + kk; \
-                        Bs[kk][c] = j < N && k < K ? GPT_KN(ld)(B, tb, trans & 2 ? j * K + k : k * N + j) : 0.0f; \
+                        Bs[kk][c] = j < N && k < K ? VS_MKN(ld)(B, tb, trans & 2 ? j * K + k : k * N + j) : 0.0f; \
                     } \
                 } \
                 GPT_KSYNC; \
@@ -356,8 +342,8 @@ enum {
                     long long i = i0 + u / 16 + 16 * (q >> 1), j = j0 + u % 16 + 16 * (q & 1); \
                     float v = acc[q][u]; \
                     if (i >= M || j >= N) continue; \
-                    if (bias) v = v + GPT_KN(ld)(bias, tbias, j); \
-                    GPT_KN(st)(C, tc, i * N + j, v); \
+                    if (bias) v = v + VS_MKN(ld)(bias, tbias, j); \
+                    VS_MKN(st)(C, tc, i * N + j, v); \
                 } \
             } \
         } \
@@ -373,12 +359,12 @@ enum {
     } \
     GPT_KGLOBAL GPT_KN(gelu_fwd)(void* z, int tz, const void* a, int ta, long long n) \
     { \
-        GPT_KLOOP(x, n) GPT_KN(st)(z, tz, x, GPT_KN(gelu)(GPT_KN(ld)(a, ta, x))); \
+        GPT_KLOOP(x, n) VS_MKN(st)(z, tz, x, GPT_KN(gelu)(VS_MKN(ld)(a, ta, x))); \
     } \
     /* da = dz * gelu'(a) (da may be dz) */ \
     GPT_KGLOBAL GPT_KN(gelu_bwd)(void* da, int tda, const void* dz, int tdz, const void* a, int ta, long long n) \
     { \
-        GPT_KLOOP(x, n) GPT_KN(st)(da, tda, x, GPT_KN(ld)(dz, tdz, x) * GPT_KN(gelu_grad)(GPT_KN(ld)(a, ta, x))); \
+        GPT_KLOOP(x, n) VS_MKN(st)(da, tda, x, VS_MKN(ld)(dz, tdz, x) * GPT_KN(gelu_grad)(VS_MKN(ld)(a, ta, x))); \
     } \
     /* causal attention, a block per (b, h, t): q, k, v, y [B*T, Hl*hd]; P [B, Hl, T, T] f32 */ \
     GPT_KGLOBAL GPT_KN(attn_fwd)(float* P, void* y, int ty, const void* q, const void* k, const void* v, int tq, \
@@ -396,7 +382,7 @@ enum {
                 long long s, j, ko; \
                 for (s = u; s <= t; s += GPT_KT) { \
                     ko = (b * T + s) * W + h * hd, a = 0.0f; \
-                    for (j = 0; j < hd; j++) a += GPT_KN(ld)(q, tq, qo + j) * GPT_KN(ld)(k, tq, ko + j); \
+                    for (j = 0; j < hd; j++) a += VS_MKN(ld)(q, tq, qo + j) * VS_MKN(ld)(k, tq, ko + j); \
                     p[s] = a * sc; \
                 } \
             } \
@@ -412,8 +398,8 @@ enum {
                 float a; \
                 for (j = u; j < hd; j += GPT_KT) { \
                     a = 0.0f; \
-                    for (s = 0; s <= t; s++) a += p[s] * GPT_KN(ld)(v, tq, (b * T + s) * W + h * hd + j); \
-                    GPT_KN(st)(y, ty, qo + j, a); \
+                    for (s = 0; s <= t; s++) a += p[s] * VS_MKN(ld)(v, tq, (b * T + s) * W + h * hd + j); \
+                    VS_MKN(st)(y, ty, qo + j, a); \
                 } \
             } \
             GPT_KSYNC; \
@@ -437,7 +423,7 @@ enum {
                 long long s, j, vo; \
                 for (s = u; s <= t; s += GPT_KT) { \
                     vo = (b * T + s) * W + h * hd, a = 0.0f; \
-                    for (j = 0; j < hd; j++) a += GPT_KN(ld)(dy, ta, yo + j) * GPT_KN(ld)(v, ta, vo + j); \
+                    for (j = 0; j < hd; j++) a += VS_MKN(ld)(dy, ta, yo + j) * VS_MKN(ld)(v, ta, vo + j); \
                     ds[s] = a; \
                     acc += p[s] * a; \
                 } \
@@ -461,16 +447,16 @@ enum {
             long long b = x / (T * W), u = x / W % T, h = x % W / hd, j = x % hd, s, t, o; \
             const float* ds = dS + (b * Hl + h) * T * T; \
             const float* p = P + (b * Hl + h) * T * T; \
-            float aq = GPT_KN(ld)(dq, tg, x), ak = GPT_KN(ld)(dk, tg, x), av = GPT_KN(ld)(dv, tg, x); \
-            for (s = 0; s <= u; s++) aq += ds[u * T + s] * GPT_KN(ld)(k, ta, (b * T + s) * W + h * hd + j); \
+            float aq = VS_MKN(ld)(dq, tg, x), ak = VS_MKN(ld)(dk, tg, x), av = VS_MKN(ld)(dv, tg, x); \
+            for (s = 0; s <= u; s++) aq += ds[u * T + s] * VS_MKN(ld)(k, ta, (b * T + s) * W + h * hd + j); \
             for (t = u; t < T; t++) { \
                 o = (b * T + t) * W + h * hd + j; \
-                ak += ds[t * T + u] * GPT_KN(ld)(q, ta, o); \
-                av += p[t * T + u] * GPT_KN(ld)(dy, ta, o); \
+                ak += ds[t * T + u] * VS_MKN(ld)(q, ta, o); \
+                av += p[t * T + u] * VS_MKN(ld)(dy, ta, o); \
             } \
-            GPT_KN(st)(dq, tg, x, aq); \
-            GPT_KN(st)(dk, tg, x, ak); \
-            GPT_KN(st)(dv, tg, x, av); \
+            VS_MKN(st)(dq, tg, x, aq); \
+            VS_MKN(st)(dk, tg, x, ak); \
+            VS_MKN(st)(dv, tg, x, av); \
         } \
     } \
     /* softmax cross-entropy over the whole vocab, a block per token: tl[i] the loss (NaN for a target \
@@ -483,14 +469,14 @@ enum {
             long long y = tg[i]; \
             GPT_KN(softmax_stats)(lg, tlg, i * V, V, red, &mx, &se); \
             GPT_KTHREADS_BELOW(u, 1) { \
-                tl[i] = y >= 0 && y < V ? logf(se) + mx - GPT_KN(ld)(lg, tlg, i * V + y) : GPT_KU2F(0x7fc00000u); \
+                tl[i] = y >= 0 && y < V ? logf(se) + mx - VS_MKN(ld)(lg, tlg, i * V + y) : GPT_KU2F(0x7fc00000u); \
             } \
             GPT_KSYNC; \
             GPT_KTHREADS_BELOW(u, GPT_KT) { \
                 long long j; \
                 float a; \
                 for (j = u; j < V; j += GPT_KT) { \
-                    a = expf(GPT_KN(ld)(lg, tlg, i * V + j) - mx) / se; \
+                    a = expf(VS_MKN(ld)(lg, tlg, i * V + j) - mx) / se; \
                     G[i * V + j] = j == y ? a - 1.0f : a; \
                 } \
             } \
@@ -501,7 +487,7 @@ enum {
     GPT_KGLOBAL GPT_KN(mean)(float* loss, const float* tl, long long n) \
     { \
         GPT_KSHARED double red[GPT_KT]; \
-        int cnt = GPT_KN(width)(n), w; \
+        int cnt = GPT_KN(width)(n); \
         GPT_KROWS(row, 1) { \
             GPT_KTHREADS_BELOW(u, cnt) { \
                 double a = 0; \
@@ -510,17 +496,14 @@ enum {
                 red[u] = a; \
             } \
             GPT_KSYNC; \
-            for (w = GPT_KT / 2; w > 0; w /= 2) { \
-                GPT_KTHREADS_BELOW(u, w < cnt - w ? w : cnt - w) red[u] = red[u] + red[u + w]; \
-                GPT_KSYNC; \
-            } \
+            VS_MKFOLD(red, cnt, GPT_KT, VS_MK_ADD) \
             GPT_KTHREADS_BELOW(u, 1) loss[0] = n ? (float)(red[0] / (double)n) : 0.0f; \
         } \
     } \
     /* y = xi * (num[0] / den) (0 when den is 0): the logits' gradient from the loss's */ \
     GPT_KGLOBAL GPT_KN(scale)(void* y, int ty, const float* xi, const float* num, long long n, long long den) \
     { \
-        GPT_KLOOP(x, n) GPT_KN(st)(y, ty, x, xi[x] * (den ? num[0] / (float)den : 0.0f)); \
+        GPT_KLOOP(x, n) VS_MKN(st)(y, ty, x, xi[x] * (den ? num[0] / (float)den : 0.0f)); \
     }
 
 /* Kernel indices; the device names are "gptk_" + the name, the host builds'
@@ -544,40 +527,140 @@ enum {
     GPT_KI_SCALE,
     GPT_KI_N
 };
-static const char* const gpt_kernel_names[GPT_KI_N] GPT__KUNUSED = {
-    "gptk_embed",    "gptk_embed_bwd", "gptk_add_rows",      "gptk_sum_rows", "gptk_ln_fwd", "gptk_ln_bwd",
-    "gptk_ln_bwd_w", "gptk_mm",        "gptk_gelu_fwd",      "gptk_gelu_bwd", "gptk_attn_fwd",
-    "gptk_attn_bwd_rows", "gptk_attn_bwd", "gptk_ce", "gptk_mean", "gptk_scale"};
-/* Each kernel's arguments, one letter each: w a pointer the kernel writes, r one
-   it only reads, i an int, l a long long (for a launcher or a stand-in runtime
-   that marshals them). */
-static const char* const gpt_kernel_args[GPT_KI_N] GPT__KUNUSED = {
-    "wirrirlllll", "wirirlllll", "wirillll", "wirillll", "wiwwrirrill", "wiriririrrll", "wwiririrrll",
-    "wiriririlllii", "wiril", "wiriril", "wwirrrillll", "wrrrillll", "wwwirrrrrillll", "wwrirll", "wrl", "wirrll"};
 
-/* Their names, space-separated (for messages). */
-static const char* const gpt_kernel_argnames[GPT_KI_N] GPT__KUNUSED = {
-    "x tx wte wpe tw ids n T D v0 Vl", "gwte tg dx tx ids n D v0 Vl nb", "y ty a ta n T D p0", "g tg a ta n T D p0",
-    "y ty mean rstd x tx g b tw n D", "dx tdx dy tdy x tx g tw mean rstd n D", "dg db tg dy tdy x tx mean rstd n D",
-    "C tc A ta B tb bias tbias M K N trans beta", "z tz a ta n", "da tda dz tdz a ta n",
-    "P y ty q k v tq B T Hl hd", "dS P dy v ta B T Hl hd", "dq dk dv tg dS P q k dy ta B T Hl hd",
-    "G tl lg tlg tg n V", "loss tl n", "y ty x num n den"};
-
-/* The text as NVRTC source (a C99 compiler need not take a string this long:
-   only builds with NVRTC have it). */
-#if defined(VESCALE_NCCL) || defined(VESCALE_NVRTC)
-#define _VS_MK_DEVICE 1
-static const char gpt__kbody[] GPT__KUNUSED = _VS_MKSTR(GPT__KERNELS) "\n";
-#undef _VS_MK_DEVICE
-static const vs_kernel_text gpt_kernel_text GPT__KUNUSED = {"gpt_kernels.cu", gpt__kbody, GPT_KI_N, gpt_kernel_names};
-#endif
+/* Each kernel's declaration (vescale_mesh.h's vs_kernel_decl): its arguments
+   (w a pointer the kernel writes, r one it only reads, i an int, l a long
+   long: what launches and the stand-in marshal; tests/test_gpt_kernels.c
+   checks them against the PTX) and its cost from them: each operand's bytes
+   once (a GPU's caches serve the re-reads: matmul's tiles, attention's k and v
+   rows, a row's passes), an expf, tanhf or logf as GPT_KTRANS operations (a
+   stated count), arithmetic in f32 on CUDA cores (the tiled matmul too). */
+#define GPT_KTRANS 8.0
+#define GPT__KLL(i) ((double)VS_MKARG(long long, i))
+#define GPT__KE(i) VS_MKESZ(VS_MKARG(int, i))
+GPT__KFN void gpt__kc_embed(void** a, vs_kernel_cost* c) /* out tx wte wpe tw ids n T D v0 Vl */
+{
+    double nd = GPT__KLL(6) * GPT__KLL(8), pos = VS_MKARG(const void*, 3) ? 1 : 0;
+    c->flops = pos * nd;
+    c->bytes = nd * (GPT__KE(4) * (1 + pos) + GPT__KE(1)) + 4 * GPT__KLL(6);
+}
+GPT__KFN void gpt__kc_embed_bwd(void** a, vs_kernel_cost* c) /* gwte tg dx tx ids n D v0 Vl nb */
+{
+    double nd = GPT__KLL(5) * GPT__KLL(6);
+    c->flops = nd;
+    c->bytes = nd * (GPT__KE(3) + 2 * GPT__KE(1)) + 4 * GPT__KLL(5);
+}
+GPT__KFN void gpt__kc_add_rows(void** a, vs_kernel_cost* c) /* y ty a ta n T D p0 */
+{
+    double n = GPT__KLL(4), T = GPT__KLL(5), D = GPT__KLL(6);
+    c->flops = n * D;
+    c->bytes = n * D * 2 * GPT__KE(1) + (T < n ? T : n) * D * GPT__KE(3);
+}
+GPT__KFN void gpt__kc_sum_rows(void** a, vs_kernel_cost* c) /* g tg a ta n T D p0 */
+{
+    double n = GPT__KLL(4), T = GPT__KLL(5), D = GPT__KLL(6);
+    c->flops = n * D;
+    c->bytes = (T < n ? T : n) * D * 2 * GPT__KE(1) + n * D * GPT__KE(3);
+}
+GPT__KFN void gpt__kc_ln_fwd(void** a, vs_kernel_cost* c) /* y ty mean rstd x tx g b tw n D */
+{
+    double n = GPT__KLL(9), D = GPT__KLL(10);
+    c->flops = 8 * n * D; // the sum 1, the variance 3, the normalization 4 an element
+    c->bytes = n * D * (GPT__KE(5) + GPT__KE(1)) + 2 * D * GPT__KE(8) + 8 * n;
+}
+GPT__KFN void gpt__kc_ln_bwd(void** a, vs_kernel_cost* c) /* dx tdx dy tdy x tx g tw mean rstd n D */
+{
+    double n = GPT__KLL(10), D = GPT__KLL(11);
+    c->flops = 14 * n * D;
+    c->bytes = n * D * (GPT__KE(3) + GPT__KE(5) + 2 * GPT__KE(1)) + D * GPT__KE(7) + 8 * n;
+}
+GPT__KFN void gpt__kc_ln_bwd_w(void** a, vs_kernel_cost* c) /* dg db tg dy tdy x tx mean rstd n D */
+{
+    double n = GPT__KLL(9), D = GPT__KLL(10);
+    c->flops = 5 * n * D;
+    c->bytes = n * D * (GPT__KE(4) + GPT__KE(6)) + 4 * D * GPT__KE(2) + 8 * n;
+}
+GPT__KFN void gpt__kc_mm(void** a, vs_kernel_cost* c) /* C tc A ta B tb bias tbias M K N trans beta */
+{
+    double M = GPT__KLL(8), K = GPT__KLL(9), N = GPT__KLL(10), bias = VS_MKARG(const void*, 6) ? 1 : 0;
+    double beta = VS_MKARG(int, 12) ? 1 : 0;
+    c->flops = 2 * M * N * K + (bias + beta) * M * N;
+    c->bytes = M * K * GPT__KE(3) + K * N * GPT__KE(5) + M * N * GPT__KE(1) * (1 + beta) + bias * N * GPT__KE(7);
+}
+GPT__KFN void gpt__kc_gelu_fwd(void** a, vs_kernel_cost* c) /* z tz a ta n */
+{
+    double n = GPT__KLL(4);
+    c->flops = n * (9 + GPT_KTRANS);
+    c->bytes = n * (GPT__KE(1) + GPT__KE(3));
+}
+GPT__KFN void gpt__kc_gelu_bwd(void** a, vs_kernel_cost* c) /* da tda dz tdz a ta n */
+{
+    double n = GPT__KLL(6);
+    c->flops = n * (20 + GPT_KTRANS);
+    c->bytes = n * (GPT__KE(1) + GPT__KE(3) + GPT__KE(5));
+}
+/* attention's rows: B*Hl*T, row t of its sequence over t + 1 keys: sum (t + 1) = T(T + 1)/2 a head */
+GPT__KFN void gpt__kc_attn_fwd(void** a, vs_kernel_cost* c) /* P y ty q k v tq B T Hl hd */
+{
+    double B = GPT__KLL(7), T = GPT__KLL(8), H = GPT__KLL(9), hd = GPT__KLL(10), pairs = B * H * T * (T + 1) / 2;
+    c->flops = pairs * (4 * hd + 2 * GPT_KTRANS + 4); // q.k and P v; the softmax's two exps, max, sum, scale
+    c->bytes = B * T * H * hd * (3 * GPT__KE(6) + GPT__KE(2)) + 8 * B * H * T * T; // P written and read back
+}
+GPT__KFN void gpt__kc_attn_bwd_rows(void** a, vs_kernel_cost* c) /* dS P dy v ta B T Hl hd */
+{
+    double B = GPT__KLL(5), T = GPT__KLL(6), H = GPT__KLL(7), hd = GPT__KLL(8), pairs = B * H * T * (T + 1) / 2;
+    c->flops = pairs * (2 * hd + 5);
+    c->bytes = B * T * H * hd * 2 * GPT__KE(4) + 12 * B * H * T * T; // P read, dS written and read back
+}
+GPT__KFN void gpt__kc_attn_bwd(void** a, vs_kernel_cost* c) /* dq dk dv tg dS P q k dy ta B T Hl hd */
+{
+    double B = GPT__KLL(10), T = GPT__KLL(11), H = GPT__KLL(12), hd = GPT__KLL(13);
+    c->flops = 3 * B * H * hd * T * (T + 1); // dq over s <= u, dk and dv over t >= u: 2 each
+    c->bytes = B * T * H * hd * (6 * GPT__KE(3) + 3 * GPT__KE(9)) + 8 * B * H * T * T;
+}
+GPT__KFN void gpt__kc_ce(void** a, vs_kernel_cost* c) /* G tl lg tlg tg n V */
+{
+    double n = GPT__KLL(5), V = GPT__KLL(6);
+    c->flops = n * V * (2 * GPT_KTRANS + 5);
+    c->bytes = n * V * (GPT__KE(3) + 4) + 8 * n;
+}
+GPT__KFN void gpt__kc_mean(void** a, vs_kernel_cost* c) /* loss tl n */
+{
+    c->flops = GPT__KLL(2);
+    c->bytes = 4 * GPT__KLL(2) + 4;
+}
+GPT__KFN void gpt__kc_scale(void** a, vs_kernel_cost* c) /* y ty x num n den */
+{
+    double n = GPT__KLL(4);
+    c->flops = n + 1;
+    c->bytes = n * (4 + GPT__KE(1)) + 4;
+}
+#undef GPT__KLL
+#undef GPT__KE
+static const vs_kernel_decl gpt_kernel_decls[GPT_KI_N] GPT__KUNUSED = {
+    {"gptk_embed", "wirrirlllll", "x tx wte wpe tw ids n T D v0 Vl", gpt__kc_embed, 0},
+    {"gptk_embed_bwd", "wirirlllll", "gwte tg dx tx ids n D v0 Vl nb", gpt__kc_embed_bwd, 0},
+    {"gptk_add_rows", "wirillll", "y ty a ta n T D p0", gpt__kc_add_rows, 0},
+    {"gptk_sum_rows", "wirillll", "g tg a ta n T D p0", gpt__kc_sum_rows, 0},
+    {"gptk_ln_fwd", "wiwwrirrill", "y ty mean rstd x tx g b tw n D", gpt__kc_ln_fwd, 0},
+    {"gptk_ln_bwd", "wiriririrrll", "dx tdx dy tdy x tx g tw mean rstd n D", gpt__kc_ln_bwd, 0},
+    {"gptk_ln_bwd_w", "wwiririrrll", "dg db tg dy tdy x tx mean rstd n D", gpt__kc_ln_bwd_w, 0},
+    {"gptk_mm", "wiriririlllii", "C tc A ta B tb bias tbias M K N trans beta", gpt__kc_mm, 0},
+    {"gptk_gelu_fwd", "wiril", "z tz a ta n", gpt__kc_gelu_fwd, 0},
+    {"gptk_gelu_bwd", "wiriril", "da tda dz tdz a ta n", gpt__kc_gelu_bwd, 0},
+    {"gptk_attn_fwd", "wwirrrillll", "P y ty q k v tq B T Hl hd", gpt__kc_attn_fwd, 0},
+    {"gptk_attn_bwd_rows", "wrrrillll", "dS P dy v ta B T Hl hd", gpt__kc_attn_bwd_rows, 0},
+    {"gptk_attn_bwd", "wwwirrrrrillll", "dq dk dv tg dS P q k dy ta B T Hl hd", gpt__kc_attn_bwd, 0},
+    {"gptk_ce", "wwrirll", "G tl lg tlg tg n V", gpt__kc_ce, 0},
+    {"gptk_mean", "wrl", "loss tl n", gpt__kc_mean, 0},
+    {"gptk_scale", "wirrll", "y ty x num n den", gpt__kc_scale, 0}};
 
 /* ... and as host C, twice: in gpt.h's order, then in the device's. */
-#define _VS_MK_DEVICE 0
-#ifndef _VS_MK_HOST_SHARED
-#define _VS_MK_HOST_SHARED
-_VS_MK_HOSTBITS
-_VS_MK_DTYPES
+#define VS_MK_DEVICE 0
+#ifndef VS_MK_HOST_SHARED
+#define VS_MK_HOST_SHARED
+VS_MK_HOSTBITS
+VS_MK_DTYPES
 #endif
 GPT__KERNELS
 #undef GPT__KORDER
@@ -585,7 +668,7 @@ GPT__KERNELS
 GPT__KERNELS
 #undef GPT__KORDER
 #define GPT__KORDER 0
-#undef _VS_MK_DEVICE
+#undef VS_MK_DEVICE
 
 /* Runs kernel ki's host build (device_order: the device's decomposition) on the
    arguments a launch would take (a[i] points at argument i). */
@@ -669,6 +752,20 @@ GPT__KFN void gpt_kernel_host(int ki, void** a, int device_order)
 #undef GPT__L
 }
 
+/* The host build a stand-in runtime runs for a launch: the device's order. */
+GPT__KFN void gpt__khost_device(int ki, void** a) { gpt_kernel_host(ki, a, 1); }
+
+/* The text as NVRTC source (a C99 compiler need not take a string this long:
+   only builds with NVRTC have it). */
+#if defined(VESCALE_NCCL) || defined(VESCALE_NVRTC)
+#define VS_MK_DEVICE 1
+static const char gpt__kbody[] GPT__KUNUSED = VS_MKSTR(GPT__KERNELS) "\n";
+#undef VS_MK_DEVICE
+static const vs_kernel_text gpt_kernel_text GPT__KUNUSED = {"gpt_kernels.cu", gpt__kbody, GPT_KI_N, gpt_kernel_decls,
+                                                        gpt__khost_device};
+#endif
+
+
 // >>launch ---------------------------------------------------------------------
 
 /* Where a layer's kernels run: host loops, or device kernels on a stream. */
@@ -710,8 +807,8 @@ GPT__KFN vs_result gpt__kpointers(const gpt_kctx* c, int ki, void** a)
 {
     int dev = 0;
     if (c->mode == GPT_K_DEVICE && cudaGetDevice(&dev) != cudaSuccess) dev = -1;
-    for (int i = 0; gpt_kernel_args[ki][i]; i++) {
-        if (gpt_kernel_args[ki][i] != 'w' && gpt_kernel_args[ki][i] != 'r') continue;
+    for (int i = 0; gpt_kernel_decls[ki].args[i]; i++) {
+        if (gpt_kernel_decls[ki].args[i] != 'w' && gpt_kernel_decls[ki].args[i] != 'r') continue;
         const void* p = *(void* const*)a[i];
         struct cudaPointerAttributes at;
         if (!p) continue;
@@ -726,10 +823,10 @@ GPT__KFN vs_result gpt__kpointers(const gpt_kctx* c, int ki, void** a)
         else if (c->mode == GPT_K_DEVICE && at.type == cudaMemoryTypeDevice && at.device != dev) bad = "another device's memory";
         else if (c->mode != GPT_K_DEVICE && is_dev) bad = "device memory in a host context";
         if (!bad) continue;
-        const char* nm = gpt_kernel_argnames[ki];
+        const char* nm = gpt_kernel_decls[ki].argnames;
         for (int k = 0; k < i && nm; k++) nm = strchr(nm, ' '), nm = nm ? nm + 1 : NULL;
         int len = nm ? (int)(strchr(nm, ' ') ? strchr(nm, ' ') - nm : (long)strlen(nm)) : 0;
-        return vs_set_error(VS_ERR_INVALID, "%s: argument %.*s (%p) is %s", gpt_kernel_names[ki], len, nm ? nm : "",
+        return vs_set_error(VS_ERR_INVALID, "%s: argument %.*s (%p) is %s", gpt_kernel_decls[ki].name, len, nm ? nm : "",
                             p, bad);
     }
     return VS_OK;
@@ -753,11 +850,11 @@ GPT__KFN vs_result gpt__klaunch(const gpt_kctx* c, int ki, void** a, long long b
     cudaError_t e = cudaLaunchKernel((const void*)c->k[ki], grid, block, a, 0, (cudaStream_t)c->stream);
     if (e == cudaSuccess) return VS_OK;
     char what[64];
-    snprintf(what, sizeof what, "launching %s", gpt_kernel_names[ki]);
+    snprintf(what, sizeof what, "launching %s", gpt_kernel_decls[ki].name);
     return vs_cuda_error((int)e, "gpt_kernels", what);
 #else
     (void)blocks;
-    return vs_set_error(VS_ERR_UNAVAILABLE, "gpt_kernels: %s on the device in a build without CUDA", gpt_kernel_names[ki]);
+    return vs_set_error(VS_ERR_UNAVAILABLE, "gpt_kernels: %s on the device in a build without CUDA", gpt_kernel_decls[ki].name);
 #endif
 }
 

@@ -50,7 +50,7 @@ static void case_widen(void)
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         uint16_t v = (uint16_t)h;
-        float kb = _vs_hk_ld(&v, 1, 0), kh = _vs_hk_ld(&v, 2, 0);
+        float kb = _vs_mk_ld(&v, 1, 0), kh = _vs_mk_ld(&v, 2, 0);
         float rb = vs_bf16_to_f32(v), rh = vs_f16_to_f32(v);
         if (f2u(kb) != f2u(rb) && bad++ < 5) VT_CHECK(0, "bf16 0x%04x: kernel 0x%08x, reference 0x%08x", h, f2u(kb), f2u(rb));
         if (f2u(kh) != f2u(rh) && bad++ < 5) VT_CHECK(0, "f16 0x%04x: kernel 0x%08x, reference 0x%08x", h, f2u(kh), f2u(rh));
@@ -58,18 +58,18 @@ static void case_widen(void)
     VT_CHECK(bad == 0, "%d of 131072 widened values differ", bad);
     /* a few by hand, independent of both */
     uint16_t one_h = 0x3c00, one_b = 0x3f80, min_sub = 0x0001, ninf = 0xfc00;
-    VT_CHECK(_vs_hk_ld(&one_h, 2, 0) == 1.0f, "f16 1.0");
-    VT_CHECK(_vs_hk_ld(&one_b, 1, 0) == 1.0f, "bf16 1.0");
-    VT_CHECK(_vs_hk_ld(&min_sub, 2, 0) == ldexpf(1.0f, -24), "f16 smallest subnormal");
-    VT_CHECK(isinf(_vs_hk_ld(&ninf, 2, 0)) && _vs_hk_ld(&ninf, 2, 0) < 0, "f16 -inf");
+    VT_CHECK(_vs_mk_ld(&one_h, 2, 0) == 1.0f, "f16 1.0");
+    VT_CHECK(_vs_mk_ld(&one_b, 1, 0) == 1.0f, "bf16 1.0");
+    VT_CHECK(_vs_mk_ld(&min_sub, 2, 0) == ldexpf(1.0f, -24), "f16 smallest subnormal");
+    VT_CHECK(isinf(_vs_mk_ld(&ninf, 2, 0)) && _vs_mk_ld(&ninf, 2, 0) < 0, "f16 -inf");
 }
 
 static int narrow_one(uint32_t bits)
 {
     float f = u2f(bits);
     uint16_t kb = 0, kh = 0;
-    _vs_hk_st(&kb, 1, 0, f);
-    _vs_hk_st(&kh, 2, 0, f);
+    _vs_mk_st(&kb, 1, 0, f);
+    _vs_mk_st(&kh, 2, 0, f);
     uint16_t rb = vs_f32_to_bf16(f), rh = vs_f32_to_f16(f);
     int bad = (kb != rb) + (kh != rh);
     if (bad) VT_CHECK(0, "f32 0x%08x: bf16 kernel 0x%04x ref 0x%04x, f16 kernel 0x%04x ref 0x%04x", bits, kb, rb, kh, rh);
@@ -183,14 +183,15 @@ static void case_source(void)
         char want[64];
         snprintf(want, sizeof want, "void %s(", knames[i]);
         VT_CHECK(strstr(src, want) != NULL, "the device source has no kernel %s", knames[i]);
-        VT_CHECK(!strcmp(_vs_ddp_text.kernels[i], knames[i]), "kernel %zu is %s, not %s", i, _vs_ddp_text.kernels[i],
-                 knames[i]);
+        VT_CHECK(!strcmp(_vs_ddp_text.kernels[i].name, knames[i]), "kernel %zu is %s, not %s", i,
+                 _vs_ddp_text.kernels[i].name, knames[i]);
     }
     VT_CHECK(_vs_ddp_text.count == (int)(sizeof knames / sizeof knames[0]), "%d kernels", _vs_ddp_text.count);
-    VT_CHECK(strstr(src, "vs_mk_from_f16(") && strstr(src, "vs_mk_bf16(") && strstr(src, "vs_mk_f16("),
-             "the body does not use the shared conversions");
-    VT_CHECK(!strstr(src, "unsigned short vs_mk_f16("), "the body defines the shared conversions itself");
-    VT_CHECK(strstr(_vs_mk_prelude, "unsigned short vs_mk_f16(") && strstr(_vs_mk_prelude, "float vs_mk_from_f16("),
+    VT_CHECK(strstr(src, "vs_mk_ld(") && strstr(src, "vs_mk_st("), "the body does not use the shared loads and stores");
+    VT_CHECK(!strstr(src, "unsigned short vs_mk_f16(") && !strstr(src, "float vs_mk_ld("),
+             "the body defines the shared conversions itself");
+    VT_CHECK(strstr(_vs_mk_prelude, "unsigned short vs_mk_f16(") && strstr(_vs_mk_prelude, "float vs_mk_from_f16(") &&
+                 strstr(_vs_mk_prelude, "float vs_mk_ld(") && strstr(_vs_mk_prelude, "void vs_mk_st("),
              "the shared prelude lacks the conversions");
     VT_CHECK(strstr(src, "vs_rtc_global void vs_k_adamw(") && strstr(src, "vs_rtc_global void vs_k_sumsq(") &&
                  !strstr(src, "__global__"),

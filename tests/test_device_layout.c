@@ -46,7 +46,8 @@ static int mock_force_device; /* the run's mode: 1 device path, 0 host path */
 
 /* ---- the stand-in runtime --------------------------------------------------- */
 
-#define MOCK_KERNEL_NAMES _vs_mk_names
+#define MOCK_KERNEL_NAMES _vs_mk_decls
+#define MOCK_KERNEL_NAME(i) (_vs_mk_decls[i].name)
 #define MOCK_NKERNELS _VS_MK_N
 #include "mock/mock_device.h"
 
@@ -71,10 +72,10 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** a, 
     int ki = (int)((uintptr_t)func - 0x1000);
     VT_CHECK(ki >= 0 && ki < _VS_MK_N, "mock: launch of an unknown kernel %p", func);
     if (ki < 0 || ki >= _VS_MK_N) return cudaErrorInvalidValue;
-    MOCK_STREAM_IS(st, _vs_mk_names[ki]);
-    VT_CHECK(shmem == 0 && block.x == _VS_MKT && block.y == 1 && block.z == 1 && grid.y == 1 && grid.z == 1 &&
+    MOCK_STREAM_IS(st, _vs_mk_decls[ki].name);
+    VT_CHECK(shmem == 0 && block.x == VS_MKT && block.y == 1 && block.z == 1 && grid.y == 1 && grid.z == 1 &&
                  grid.x >= 1 && grid.x <= 65535,
-             "mock: %s launched with grid %u block %u shmem %zu", _vs_mk_names[ki], grid.x, block.x, shmem);
+             "mock: %s launched with grid %u block %u shmem %zu", _vs_mk_decls[ki].name, grid.x, block.x, shmem);
     __atomic_add_fetch(&mock_launches[ki], 1, __ATOMIC_SEQ_CST);
     switch (ki) {
     case _VS_MK_INIT: MOCK_DEV(A(void*, 0), A(long long, 2) * mock_esz(A(int, 1)), "init out"); break;
@@ -246,7 +247,7 @@ static void case_same(int nranks, int (*fn)(vs_world*, void*), int want_kernel)
     mock_force_device = 0;
     VT_OK(launch(nranks, fn, &modes[0]));
     for (int k = 0; k < _VS_MK_N; k++)
-        VT_CHECK(mock_launches[k] == before[k], "the host path launched %s", _vs_mk_names[k]);
+        VT_CHECK(mock_launches[k] == before[k], "the host path launched %s", _vs_mk_decls[k].name);
     VT_CHECK(mock_copies == copies0, "the host path made a device copy");
     mock_force_device = 1;
     VT_OK(launch(nranks, fn, &modes[1]));
@@ -254,16 +255,16 @@ static void case_same(int nranks, int (*fn)(vs_world*, void*), int want_kernel)
     VT_CHECK(mock_live == 0, "%d device allocations leaked", mock_live);
     VT_CHECK(mock_events_live == 0, "%d events leaked", mock_events_live);
     VT_CHECK(mock_launches[want_kernel] > before[want_kernel], "the device path never launched %s",
-             _vs_mk_names[want_kernel]);
+             _vs_mk_decls[want_kernel].name);
     dl_all_exact = 1;
     dl_compare(nranks); /* exact: the threads transport sums the same way in both runs */
 }
 
 /* vs_kernels_get from 8 threads at once, for a text not compiled yet: one
    compile and one load, the same kernel for everyone. */
-static const char* const kt_names[1] = {"vs_mk_box"}; /* a name the mock resolves */
+static const vs_kernel_decl kt_names[1] = {{"vs_mk_box", "w", "p", NULL, 0}}; /* a name the mock resolves */
 static const vs_kernel_text kt_text = {"kt.cu", "extern \"C\" __global__ void vs_mk_box(int* p) { if (p) *p = 1; }\n", 1,
-                                       kt_names};
+                                       kt_names, NULL};
 static void* kt_got[8];
 static void* kt_thread(void* arg)
 {
@@ -298,9 +299,9 @@ static void case_framework(void)
     void* k[1];
     VT_ERR(vs_kernels_get(NULL, NULL, k), VS_ERR_NULL, "t is NULL");
     VT_ERR(vs_kernels_get(&kt_text, NULL, NULL), VS_ERR_NULL, "kernels is NULL");
-    vs_kernel_text none = {"none.cu", "", 0, kt_names};
+    vs_kernel_text none = {"none.cu", "", 0, kt_names, NULL};
     VT_ERR(vs_kernels_get(&none, "f", k), VS_ERR_INVALID, "f: kernel text none.cu");
-    vs_kernel_text bad = {"bad.cu", "this is not CUDA", 1, kt_names};
+    vs_kernel_text bad = {"bad.cu", "this is not CUDA", 1, kt_names, NULL};
     VT_ERR(vs_kernels_get(&bad, "f", k), VS_ERR_BACKEND, "f: NVRTC cannot compile bad.cu for sm_90");
     VT_ERR(vs_cuda_error((int)cudaErrorInvalidValue, "f", "w"), VS_ERR_BACKEND, "f: w: mock error");
     VT_CHECK(vs_last_backend_code() == (int)cudaErrorInvalidValue, "backend code %d", vs_last_backend_code());
@@ -331,7 +332,7 @@ int main(void)
     for (int k = 0; k < _VS_MK_N; k++) total += mock_launches[k];
     printf("# %ld kernel launches, %ld device copies\n", total, mock_copies);
     VT_CASE("device path: every kernel of the text ran", {
-        for (int k = 0; k < _VS_MK_N; k++) VT_CHECK(mock_launches[k] > 0, "kernel %s never ran", _vs_mk_names[k]);
+        for (int k = 0; k < _VS_MK_N; k++) VT_CHECK(mock_launches[k] > 0, "kernel %s never ran", _vs_mk_decls[k].name);
     });
     dl_release();
     return vt_summary();

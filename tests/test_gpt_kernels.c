@@ -927,16 +927,16 @@ static void t_errors(void)
 #endif
     for (int k = 0; k < GPT_KI_N; k++) { // the argument tables agree
         int words = 1;
-        for (const char* q = gpt_kernel_argnames[k]; *q; q++) words += *q == ' ';
-        VT_CHECK(words == (int)strlen(gpt_kernel_args[k]), "%s: %d names for %d arguments", gpt_kernel_names[k], words,
-                 (int)strlen(gpt_kernel_args[k]));
+        for (const char* q = gpt_kernel_decls[k].argnames; *q; q++) words += *q == ' ';
+        VT_CHECK(words == (int)strlen(gpt_kernel_decls[k].args), "%s: %d names for %d arguments", gpt_kernel_decls[k].name, words,
+                 (int)strlen(gpt_kernel_decls[k].args));
     }
 }
 
 // ---- the launch signatures against the compiled kernels ---------------------------
 
 #if defined(VESCALE_NCCL) || defined(VESCALE_NVRTC)
-/* gpt_kernel_args (what launches and the stand-in marshal) against each
+/* gpt_kernel_decls' argument letters (what launches and the stand-in marshal) against each
    kernel's parameters in the PTX NVRTC makes of the text: .u64 for a pointer
    or long long, .u32 for an int; a real GPU would misread any difference. */
 static void t_signatures(void)
@@ -950,9 +950,9 @@ static void t_signatures(void)
     if (!ptx) return;
     for (int k = 0; k < GPT_KI_N; k++) {
         char entry[64], got[32];
-        snprintf(entry, sizeof entry, ".entry %s(", gpt_kernel_names[k]);
+        snprintf(entry, sizeof entry, ".entry %s(", gpt_kernel_decls[k].name);
         const char* at = strstr(ptx, entry);
-        VT_CHECK(at != NULL, "%s not in the PTX", gpt_kernel_names[k]);
+        VT_CHECK(at != NULL, "%s not in the PTX", gpt_kernel_decls[k].name);
         if (!at) continue;
         const char* end = strchr(at, ')');
         int n = 0;
@@ -960,11 +960,11 @@ static void t_signatures(void)
             got[n++] = !strncmp(q, ".param .u64", 11) ? 'q' : !strncmp(q, ".param .u32", 11) ? 'd' : '?';
         got[n] = 0;
         char want[32];
-        const char* a = gpt_kernel_args[k];
+        const char* a = gpt_kernel_decls[k].args;
         int m = 0;
         for (; a[m] && m < 31; m++) want[m] = a[m] == 'i' ? 'd' : 'q';
         want[m] = 0;
-        VT_CHECK(!strcmp(got, want), "%s: the PTX's parameters %s, gpt_kernel_args %s (%s)", gpt_kernel_names[k], got,
+        VT_CHECK(!strcmp(got, want), "%s: the PTX's parameters %s, the declaration's %s (%s)", gpt_kernel_decls[k].name, got,
                  want, a);
     }
     vs_free(NULL, ptx);

@@ -6,21 +6,21 @@
    16. Each is one text with two meanings: the host build (each kernel a
    loop, each "block" a loop over its threads) and the device build NVRTC
    compiles. The strict stand-in runs the host build, so a change that exists
-   only in the device meaning (a _VS_MKSEL whose device side sums in another
+   only in the device meaning (a VS_MKSEL whose device side sums in another
    order, a tree that reads a partial before the barrier that publishes it) is
    invisible there. Here the device build itself runs on the host: the text is
-   expanded with _VS_MK_DEVICE 1 (names vs_mk_*, as NVRTC gets them) over an
+   expanded with VS_MK_DEVICE 1 (names vs_mk_*, as NVRTC gets them) over an
    emulation of CUDA's vocabulary: blockIdx / threadIdx / blockDim / gridDim
-   per emulated thread, each block's _VS_MKT threads as host threads that meet
+   per emulated thread, each block's VS_MKT threads as host threads that meet
    at a barrier for __syncthreads, __shared__ as one array per kernel (the
    blocks of a launch run one after another, so one block owns it at a time),
    and CUDA's bit-cast intrinsics. Each kernel runs over the launch grid the
    library uses (_vs_mk_run: one block per row for the row kernels, else
-   ceil(work / _VS_MKT)), and over a smaller grid (grid-stride loops doing the
+   ceil(work / VS_MKT)), and over a smaller grid (grid-stride loops doing the
    rest), and must give the host build's bits on the same inputs.
 
    Why here and not in the strict stand-in beside every launch: a block is
-   _VS_MKT host threads meeting at a barrier for each __syncthreads and
+   VS_MKT host threads meeting at a barrier for each __syncthreads and
    between blocks, so a launch costs milliseconds on 2 cores, more with rows
    or blocks (this file's launches take about 20 s, mostly in the kernel's
    futex wakeups); the strict tests launch thousands of kernels each, and
@@ -43,6 +43,105 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- the declarations ----------------------------------------------------------- */
+
+/* Each text's device build as NVRTC gets it (stringified before this file
+   defines the vs_rtc_* qualifiers below for its emulation). */
+#define VS_MK_DEVICE 1
+static const char kd_src_mesh[] = VS_MKSTR(_VS_MESH_KERNELS);
+static const char kd_src_ddp[] = VS_MKSTR(_VS_DDP_KERNELS);
+static const char kd_src_hl[] = VS_MKSTR(_VS_HL_KERNELS);
+static const char kd_src_gpt[] = VS_MKSTR(GPT__KERNELS);
+#undef VS_MK_DEVICE
+
+/* The letter vs_kernel_decl gives a parameter written as `p` in the text. */
+static char kd_letter(const char* p, size_t n)
+{
+    char t[160];
+    snprintf(t, sizeof t, "%.*s", (int)n, p);
+    if (strchr(t, '*')) return strncmp(t, "const ", 6) ? 'w' : 'r';
+    if (!strncmp(t, "unsigned long long ", 19)) return 'u';
+    if (!strncmp(t, "long long ", 10)) return 'l';
+    if (!strncmp(t, "int ", 4)) return 'i';
+    if (!strncmp(t, "float ", 6)) return 'f';
+    if (!strncmp(t, "double ", 7)) return 'd';
+    return 's';
+}
+
+/* Every kernel of text src (each "vs_rtc_global void name(...)") has a
+   declaration in decls[0, n) whose argument letters are its parameters', with a
+   cost function that gives finite, non-negative flops and bytes (bytes > 0 for a
+   kernel of no struct argument) on arguments of every size 64 and every code 1;
+   and every declaration names a kernel of the text. */
+static void kd_declared(const char* what, const char* src, const vs_kernel_decl* decls, int n)
+{
+    int found = 0;
+    for (const char* q = strstr(src, "vs_rtc_global void "); q; q = strstr(q + 1, "vs_rtc_global void ")) {
+        const char* name = q + strlen("vs_rtc_global void ");
+        const char* open = strchr(name, '(');
+        char nm[64], args[32];
+        snprintf(nm, sizeof nm, "%.*s", (int)(open - name), name);
+        int na = 0;
+        for (const char* p = open + 1; *p && *p != ')' && na < 31;) {
+            while (*p == ' ') p++;
+            const char* e = p;
+            while (*e && *e != ',' && *e != ')') e++;
+            args[na++] = kd_letter(p, (size_t)(e - p));
+            p = *e == ',' ? e + 1 : e;
+        }
+        args[na] = 0;
+        found++;
+        const vs_kernel_decl* d = NULL;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(decls[i].name, nm)) d = &decls[i];
+        VT_CHECK(d != NULL, "%s: kernel %s has no declaration", what, nm);
+        if (!d) continue;
+        VT_CHECK(!strcmp(d->args, args), "%s: %s declares arguments %s, its text has %s", what, nm, d->args, args);
+        int words = 1;
+        for (const char* w = d->argnames; *w; w++) words += *w == ' ';
+        VT_CHECK(words == (int)strlen(d->args), "%s: %s: %d names for %d arguments", what, nm, words,
+                 (int)strlen(d->args));
+        VT_CHECK((strchr(d->args, 's') != NULL) == (d->struct_size > 0), "%s: %s: struct size %d", what, nm,
+                 d->struct_size);
+        VT_CHECK(d->cost != NULL, "%s: %s declares no cost", what, nm);
+        if (!d->cost) continue;
+        static char ptrs[16][64];
+        unsigned char slot[16][256];
+        void* a[16];
+        for (int i = 0; i < na && i < 16; i++) {
+            void* p = ptrs[i];
+            int one = 1;
+            long long sz = 64;
+            memset(slot[i], 0, sizeof slot[i]);
+            if (args[i] == 'w' || args[i] == 'r') memcpy(slot[i], &p, sizeof p);
+            else if (args[i] == 'i') memcpy(slot[i], &one, sizeof one);
+            else if (args[i] == 'l' || args[i] == 'u') memcpy(slot[i], &sz, sizeof sz);
+            a[i] = slot[i];
+        }
+        vs_kernel_cost c;
+        VT_OK(vs_kernel_cost_get(d, a, &c));
+        VT_CHECK(isfinite(c.flops) && isfinite(c.bytes) && c.flops >= 0 && c.bytes >= 0 &&
+                     (c.bytes > 0 || d->struct_size > 0),
+                 "%s: %s: flops %g, bytes %g", what, nm, c.flops, c.bytes);
+    }
+    VT_CHECK(found == n, "%s: %d kernels in the text, %d declared", what, found, n);
+}
+
+static void case_declared(void)
+{
+    kd_declared("vescale_mesh.h", kd_src_mesh, _vs_mk_decls, _VS_MK_N);
+    kd_declared("vescale_ddp.h", kd_src_ddp, _vs_ddp_kdecls, _VS_KI_N);
+    kd_declared("vescale.h", kd_src_hl, _vs_hl_kdecls, 2);
+    kd_declared("gpt_kernels.h", kd_src_gpt, gpt_kernel_decls, GPT_KI_N);
+    /* a declaration without a cost is refused, naming the kernel */
+    vs_kernel_decl none = {"k_none", "wl", "p n", NULL, 0};
+    vs_kernel_cost c;
+    VT_CHECK(vs_kernel_cost_get(&none, NULL, &c) == VS_ERR_INVALID && strstr(vs_last_error(), "k_none"),
+             "no cost: %s", vs_last_error());
+    /* the counts: 10 + 7 + 2 + 16 */
+    VT_CHECK(_VS_MK_N == 10 && _VS_KI_N == 7 && GPT_KI_N == 16, "the texts' kernel counts");
+}
 
 /* ---- CUDA's device vocabulary on the host -------------------------------------- */
 
@@ -87,21 +186,21 @@ static long long __double_as_longlong(double d)
 
 /* The device builds of the mesh's kernel text and of gpt_kernels.h's, as NVRTC
    compiles them (after the prelude's dtype helpers). */
-#define _VS_MK_DEVICE 1
-_VS_MK_DTYPES
+#define VS_MK_DEVICE 1
+VS_MK_DTYPES
 _VS_MESH_KERNELS
 GPT__KERNELS
 _VS_DDP_KERNELS
 _VS_HL_KERNELS
-#undef _VS_MK_DEVICE
+#undef VS_MK_DEVICE
 
 /* ---- launches ----------------------------------------------------------------- */
 
-/* _VS_MKT host threads made once, each one CUDA thread of every block: a launch
+/* VS_MKT host threads made once, each one CUDA thread of every block: a launch
    hands them the kernel (go), each runs the grid's blocks in order with a
    barrier between blocks (the next block's shared memory is the same array),
    and the launch returns when all are done. */
-static pthread_t kd_pool[_VS_MKT];
+static pthread_t kd_pool[VS_MKT];
 static pthread_barrier_t kd_go, kd_done;
 static void (*kd_run)(int, void**);
 static int kd_ki, kd_quit, kd_made;
@@ -124,14 +223,14 @@ static void* kd_worker(void* p)
 }
 
 /* Runs kernel ki's device meaning (run: its call) over `blocks` blocks of
-   _VS_MKT threads, one block after another. */
+   VS_MKT threads, one block after another. */
 static void kd_launch(void (*run)(int, void**), int ki, void** a, unsigned blocks)
 {
     if (!kd_made) {
-        pthread_barrier_init(&kd_bar, NULL, _VS_MKT);
-        pthread_barrier_init(&kd_go, NULL, _VS_MKT + 1);
-        pthread_barrier_init(&kd_done, NULL, _VS_MKT + 1);
-        for (int t = 0; t < _VS_MKT; t++)
+        pthread_barrier_init(&kd_bar, NULL, VS_MKT);
+        pthread_barrier_init(&kd_go, NULL, VS_MKT + 1);
+        pthread_barrier_init(&kd_done, NULL, VS_MKT + 1);
+        for (int t = 0; t < VS_MKT; t++)
             if (pthread_create(&kd_pool[t], NULL, kd_worker, (void*)(size_t)t) != 0) {
                 fprintf(stderr, "kd_launch: pthread_create failed\n");
                 exit(2);
@@ -139,7 +238,7 @@ static void kd_launch(void (*run)(int, void**), int ki, void** a, unsigned block
         kd_made = 1;
     }
     gridDim.x = blocks, gridDim.y = gridDim.z = 1;
-    blockDim.x = _VS_MKT, blockDim.y = blockDim.z = 1;
+    blockDim.x = VS_MKT, blockDim.y = blockDim.z = 1;
     kd_run = run, kd_ki = ki, kd_args = a;
     pthread_barrier_wait(&kd_go);
     pthread_barrier_wait(&kd_done);
@@ -151,7 +250,7 @@ static void kd_pool_end(void)
     if (!kd_made) return;
     kd_quit = 1;
     pthread_barrier_wait(&kd_go);
-    for (int t = 0; t < _VS_MKT; t++) pthread_join(kd_pool[t], NULL);
+    for (int t = 0; t < VS_MKT; t++) pthread_join(kd_pool[t], NULL);
 }
 
 /* The device build's kernel ki with the arguments as a launch passes them (as
@@ -241,10 +340,10 @@ static void kd_compare_with(const char* what, const char* name, void (*host)(int
 }
 
 /* The library's grid for a launch of `work` (one block per row for the row
-   kernels, else a block per _VS_MKT elements, at most cap), or `blocks`. */
+   kernels, else a block per VS_MKT elements, at most cap), or `blocks`. */
 static unsigned kd_grid(long long work, int rowkernel, long long cap, unsigned blocks)
 {
-    long long lib = rowkernel ? work : (work + _VS_MKT - 1) / _VS_MKT;
+    long long lib = rowkernel ? work : (work + VS_MKT - 1) / VS_MKT;
     if (lib > cap) lib = cap;
     return blocks ? blocks : (unsigned)(lib > 0 ? lib : 1);
 }
@@ -253,7 +352,7 @@ static unsigned kd_grid(long long work, int rowkernel, long long cap, unsigned b
    library's grid for `work`, _vs_mk_run's). */
 static void kd_compare(const char* what, int ki, void** a, kd_outs* o, long long work, unsigned blocks)
 {
-    kd_compare_with(what, _vs_mk_names[ki], _vs_mk_host, kd_mesh_call, ki, a, o,
+    kd_compare_with(what, _vs_mk_decls[ki].name, _vs_mk_host, kd_mesh_call, ki, a, o,
                     kd_grid(work, _VS_MK_ROWKERNEL(ki), 65535, blocks));
 }
 
@@ -407,13 +506,13 @@ static void kd_gpt_call(int ki, void** a)
 }
 
 /* Every pointer argument is a buffer of KD_GB floats (ids: ints in range); the
-   ones gpt_kernel_args marks written are compared whole: the host build in the
+   ones gpt_kernel_decls marks written are compared whole: the host build in the
    device's order (gpt_kernel_host(.., 1), what the strict stand-in runs)
    against the device meaning over `blocks`. */
 enum { KD_GB = 1 << 15 };
 static void kd_gpt_compare(const char* what, int ki, void** a, long long blocks)
 {
-    const char* sig = gpt_kernel_args[ki];
+    const char* sig = gpt_kernel_decls[ki].args;
     int nw = 0, wi[16];
     for (int i = 0; sig[i]; i++)
         if (sig[i] == 'w') wi[nw++] = i;
@@ -437,7 +536,7 @@ static void kd_gpt_compare(const char* what, int ki, void** a, long long blocks)
         for (size_t b = 0; b < nb; b++)
             if (h[b] != d[b] && !bad++) first = b;
         VT_CHECK(bad == 0, "%s (%s, grid %u): argument %d: %zu bytes differ, the first at byte %zu", what,
-                 gpt_kernel_names[ki], g, wi[k], bad, first);
+                 gpt_kernel_decls[ki].name, g, wi[k], bad, first);
         memcpy(*(void**)a[wi[k]], start[k], nb);
         free(start[k]), free(host[k]);
     }
@@ -676,6 +775,8 @@ static void case_ddp(unsigned blocks)
 
 int main(void)
 {
+    VT_CASE("kernels/declared: every kernel of the mesh's, DDP's, vescale.h's and gpt_kernels.h's texts has a "
+            "declaration whose arguments are its text's, with a cost", case_declared());
     VT_CASE("kernels/device meaning: the mesh's kernels over the library's grid equal the host build bit for bit",
             case_mesh(0));
     VT_CASE("kernels/device meaning: the mesh's kernels over 1 block (grid-stride loops) equal the host build",

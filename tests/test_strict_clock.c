@@ -8,10 +8,14 @@
    2 and 16 across two nodes, a collective whose last rank comes late, the
    communication an all-reduce leaves exposed when compute hides half of it
    (and all of it when it runs on the compute stream), and the Chrome trace.
+   Kernels declared in the vocabulary (vescale_ddp.h's AdamW and sum of squares,
+   vescale.h's tied-gradient add, examples/gpt_kernels.h's matmul) cost what
+   their declarations state, checked against the formulas worked out here.
    Times are compared to a picosecond (the formulas in another order of
    additions differ by rounding only). */
 #define VESCALE_IMPLEMENTATION
-#include "vescale_mesh.h"
+#include "vescale.h"
+#include "examples/gpt_kernels.h"
 #include "vs_test.h"
 
 #include <cuda_runtime.h>
@@ -243,6 +247,72 @@ static void case_one_kernel(void)
     double cp = S.launch_s + (double)(NB * sizeof(float)) / S.mem_bw, cn = S.launch_s + S.kernel_default_s;
     CHECK_T(cm, 8e9 / S.mem_bw + S.launch_s, "memory-bound: bytes / bandwidth");
     CHECK_T(vs_strict_clock_stream(s), t0 + h + cm + cp + cn, "back to back: the three kernels' costs");
+    cudaStreamDestroy(s);
+}
+
+/* ---- kernels of the vocabulary: their declared costs --------------------------------- */
+
+/* One launch of kernel k (a launch's arguments a, a grid of `blocks`) on s from
+   a fresh start: its time on the stream. */
+static double declared_one(cudaKernel_t k, void** a, unsigned blocks, cudaStream_t s)
+{
+    double t0 = fresh();
+    dim3 g = {blocks, 1, 1}, b = {256, 1, 1};
+    VT_CHECK(cudaLaunchKernel((const void*)k, g, b, a, 0, s) == cudaSuccess, "launch");
+    return vs_strict_clock_stream(s) - t0 - S.host_call_s;
+}
+
+static void case_declared(void)
+{
+    void *kd[16], *kh[2], *kg[GPT_KI_N];
+    VT_OK(vs_kernels_get(&_vs_ddp_text, "test_strict_clock", kd));
+    VT_OK(vs_kernels_get(&_vs_hl_text, "test_strict_clock", kh));
+    vs_strict_add_text(&gpt_kernel_text);
+    VT_OK(vs_kernels_get(&gpt_kernel_text, "test_strict_clock", kg));
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    enum { N = 1 << 20 };
+    float *p, *g, *m1, *m2;
+    double* part;
+    cudaMalloc((void**)&p, 4 * N), cudaMalloc((void**)&g, 4 * N), cudaMalloc((void**)&m1, 4 * N);
+    cudaMalloc((void**)&m2, 4 * N), cudaMalloc((void**)&part, 64 * sizeof(double));
+    cudaMemset(p, 0, 4 * N), cudaMemset(g, 0, 4 * N), cudaMemset(m1, 0, 4 * N), cudaMemset(m2, 0, 4 * N);
+    cudaMemset(part, 0, 64 * sizeof(double));
+
+    /* AdamW over n = 2^20 f32 elements: p, g, m1, m2 read and p, m1, m2 written,
+       28 bytes an element = 29,360,128 bytes; 14 flops an element (m1 3, m2 4,
+       p 7) = 14,680,064 flops. On the H100: 29,360,128 / 3.35e12 s = 8.7642 us
+       beats 14,680,064 / 67e12 s = 0.2191 us; plus the 2 us launch. */
+    long long n = N;
+    float b1 = 0.9f, b2 = 0.999f, o1 = 0.1f, o2 = 0.001f, st = 1e-3f, c2 = 1, eps = 1e-8f, dec = 1;
+    void* aa[] = {&p, &g, &m1, &m2, &n, &b1, &b2, &o1, &o2, &st, &c2, &eps, &dec};
+    CHECK_T(declared_one((cudaKernel_t)kd[_VS_KI_ADAMW], aa, 4096, s), 29360128.0 / 3.35e12 + 2e-6, "AdamW of 2^20");
+
+    /* The sum of squares of n = 100,000 f32: g read (400,000 bytes) and the 64
+       partial sums read and written (1,024 bytes): 401,024 bytes, 2 flops an
+       element; 401,024 / 3.35e12 s = 0.1197 us + 2 us. */
+    n = 100000;
+    void* as[] = {&g, &n, &part};
+    CHECK_T(declared_one((cudaKernel_t)kd[_VS_KI_SUMSQ], as, 64, s), 401024.0 / 3.35e12 + 2e-6, "sumsq of 100,000");
+
+    /* vescale.h's tied-gradient add of n = 1,000 bf16: g and s read and
+       written, 2 bytes each: 8,000 bytes; 8,000 / 3.35e12 s + 2 us. */
+    int t = 1;
+    n = 1000;
+    void* at[] = {&p, &g, &t, &n};
+    CHECK_T(declared_one((cudaKernel_t)kh[0], at, 4, s), 8000.0 / 3.35e12 + 2e-6, "tied add of 1,000 bf16");
+
+    /* gpt_kernels.h's matmul C = A B, 256 x 256 x 256 in f32, no bias, beta 0:
+       2 * 256^3 = 33,554,432 flops at the f32 peak, 67e12/s: 0.5008 us,
+       beats its bytes, A, B and C once, 3 * 256^2 * 4 = 786,432: 0.2348 us;
+       + 2 us: compute-bound. */
+    int tc = 0, ta = 0, tb = 0, tbias = 0, tr = 0, beta = 0;
+    long long M = 256, K = 256, Nn = 256;
+    void* nob = NULL;
+    void* am[] = {&p, &tc, &g, &ta, &m1, &tb, &nob, &tbias, &M, &K, &Nn, &tr, &beta};
+    CHECK_T(declared_one((cudaKernel_t)kg[GPT_KI_MM], am, 64, s), 33554432.0 / 67e12 + 2e-6, "gpt matmul 256^3");
+    cudaStreamSynchronize(s);
+    cudaFree(p), cudaFree(g), cudaFree(m1), cudaFree(m2), cudaFree(part);
     cudaStreamDestroy(s);
 }
 
@@ -546,6 +616,7 @@ int main(void)
     kernels_load();
     VT_CASE("clock/formulas: kernels, copies, collectives against hand-worked values", case_formulas());
     VT_CASE("clock/one kernel: launch, its end, the host's sync; defaults for kernels without a cost", case_one_kernel());
+    VT_CASE("clock/declared kernels: AdamW, sumsq, the tied add and the GPT matmul cost their declarations", case_declared());
     VT_CASE("clock/two streams: two kernels overlap, busy is their union", case_two_streams());
     VT_CASE("clock/event: a stream waits for another's event; event sync and queries move the host", case_event_wait());
     VT_CASE("clock/legacy stream: implicit waits by clock, whatever already ran", case_legacy());

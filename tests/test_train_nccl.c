@@ -37,108 +37,192 @@
 enum { D = 8, H = 16, ROWS = 24, STEPS = 6 }; /* (24 rows: DP 4, 3 and 2 x 2 microbatches) */
 
 /* --- the model's math, once: host C and NVRTC ------------------------------ */
-#define TK(x) _VS_MKSEL(tk_##x, vs_tk_##x)
+#define TK(x) VS_MKSEL(tk_##x, vs_tk_##x)
 /* Parameters and their gradients in f32 (t 0), bf16 (1) or f16 (2), read and
-   written through ld/st (activations are f32). */
+   written through the vocabulary's ld/st (activations are f32). */
 #define TEST_KERNELS \
-    _VS_MKDEV float TK(ld)(const void* p, int t, long long i) \
-    { \
-        unsigned int h; \
-        if (t == 0) return ((const float*)p)[i]; \
-        h = ((const unsigned short*)p)[i]; \
-        return t == 1 ? _VS_MKU2F(h << 16) : _VS_MKN(from_f16)(h); \
-    } \
-    _VS_MKDEV void TK(st)(void* p, int t, long long i, float v) \
-    { \
-        if (t == 0) \
-            ((float*)p)[i] = v; \
-        else \
-            ((unsigned short*)p)[i] = t == 1 ? _VS_MKN(bf16)(v) : _VS_MKN(f16)(v); \
-    } \
     /* y[R,N] = x[R,K] W[K,N] (+ b[N]); W and b of dtype wt */ \
-    _VS_MKGLOBAL TK(mm)(float* y, const float* xin, const void* W, const void* b, int wt, long long R, long long K, \
+    VS_MKGLOBAL TK(mm)(float* y, const float* xin, const void* W, const void* b, int wt, long long R, long long K, \
                         long long N) \
     { \
-        _VS_MKLOOP(x, R * N) { \
+        VS_MKLOOP(x, R * N) { \
             long long i = x / N, j = x % N, k; \
-            float a = b ? TK(ld)(b, wt, j) : 0.0f; \
-            for (k = 0; k < K; k++) a += xin[i * K + k] * TK(ld)(W, wt, k * N + j); \
+            float a = b ? VS_MKN(ld)(b, wt, j) : 0.0f; \
+            for (k = 0; k < K; k++) a += xin[i * K + k] * VS_MKN(ld)(W, wt, k * N + j); \
             y[x] = a; \
         } \
     } \
     /* gx[R,K] (+)= gy[R,N] W[K,N]^T */ \
-    _VS_MKGLOBAL TK(mm_dx)(float* gx, const float* gy, const void* W, int wt, long long R, long long K, long long N, \
+    VS_MKGLOBAL TK(mm_dx)(float* gx, const float* gy, const void* W, int wt, long long R, long long K, long long N, \
                            int acc) \
     { \
-        _VS_MKLOOP(x, R * K) { \
+        VS_MKLOOP(x, R * K) { \
             long long i = x / K, k = x % K, j; \
             float a = 0.0f; \
-            for (j = 0; j < N; j++) a += gy[i * N + j] * TK(ld)(W, wt, k * N + j); \
+            for (j = 0; j < N; j++) a += gy[i * N + j] * VS_MKN(ld)(W, wt, k * N + j); \
             gx[x] = acc ? gx[x] + a : a; \
         } \
     } \
     /* gW[K,N] += x^T gy, gb[N] += the rows of gy; of dtype gt (one rounding each) */ \
-    _VS_MKGLOBAL TK(mm_dw)(void* gW, void* gb, int gt, const float* xin, const float* gy, long long R, long long K, \
+    VS_MKGLOBAL TK(mm_dw)(void* gW, void* gb, int gt, const float* xin, const float* gy, long long R, long long K, \
                            long long N) \
     { \
-        _VS_MKLOOP(x, K * N) { \
+        VS_MKLOOP(x, K * N) { \
             long long k = x / N, j = x % N, i; \
             float a = 0.0f; \
             for (i = 0; i < R; i++) a += xin[i * K + k] * gy[i * N + j]; \
-            TK(st)(gW, gt, x, TK(ld)(gW, gt, x) + a); \
+            VS_MKN(st)(gW, gt, x, VS_MKN(ld)(gW, gt, x) + a); \
             if (gb && k == 0) { \
                 float c = 0.0f; \
                 for (i = 0; i < R; i++) c += gy[i * N + j]; \
-                TK(st)(gb, gt, j, TK(ld)(gb, gt, j) + c); \
+                VS_MKN(st)(gb, gt, j, VS_MKN(ld)(gb, gt, j) + c); \
             } \
         } \
     } \
-    _VS_MKGLOBAL TK(bias)(float* y, const void* b, int bt, long long R, long long N) \
+    VS_MKGLOBAL TK(bias)(float* y, const void* b, int bt, long long R, long long N) \
     { \
-        _VS_MKLOOP(x, R * N) y[x] += TK(ld)(b, bt, x % N); \
+        VS_MKLOOP(x, R * N) y[x] += VS_MKN(ld)(b, bt, x % N); \
     } \
     /* (a loop variable not named x: the vocabulary's device loop once rewrote \
        blockIdx.x with it) */ \
-    _VS_MKGLOBAL TK(add)(float* y, const float* xin, long long n) \
+    VS_MKGLOBAL TK(add)(float* y, const float* xin, long long n) \
     { \
-        _VS_MKLOOP(e, n) y[e] += xin[e]; \
+        VS_MKLOOP(e, n) y[e] += xin[e]; \
     } \
     /* softsign: exact IEEE operations on both sides (tanhf's bits differ) */ \
-    _VS_MKGLOBAL TK(act)(float* z, const float* a, long long n) \
+    VS_MKGLOBAL TK(act)(float* z, const float* a, long long n) \
     { \
-        _VS_MKLOOP(x, n) z[x] = a[x] / (1.0f + fabsf(a[x])); \
+        VS_MKLOOP(x, n) z[x] = a[x] / (1.0f + fabsf(a[x])); \
     } \
-    _VS_MKGLOBAL TK(act_bwd)(float* ga, const float* gz, const float* a, long long n) \
+    VS_MKGLOBAL TK(act_bwd)(float* ga, const float* gz, const float* a, long long n) \
     { \
-        _VS_MKLOOP(x, n) { \
+        VS_MKLOOP(x, n) { \
             float d = 1.0f + fabsf(a[x]); \
             ga[x] += gz[x] / (d * d); \
         } \
     } \
-    _VS_MKGLOBAL TK(mse)(float* loss, const float* y, const float* t, long long n) \
+    VS_MKGLOBAL TK(mse)(float* loss, const float* y, const float* t, long long n) \
     { \
-        _VS_MKLOOP(x, 1) { \
+        VS_MKLOOP(x, 1) { \
             float s = 0.0f; \
             long long i; \
             for (i = 0; i < n; i++) s += (y[i] - t[i]) * (y[i] - t[i]); \
             loss[0] = s / (float)n; \
         } \
     } \
-    _VS_MKGLOBAL TK(mse_bwd)(float* gy, const float* y, const float* t, const float* g0, long long n) \
+    VS_MKGLOBAL TK(mse_bwd)(float* gy, const float* y, const float* t, const float* g0, long long n) \
     { \
-        _VS_MKLOOP(x, n) gy[x] = g0[0] * 2.0f * (y[x] - t[x]) / (float)n; \
+        VS_MKLOOP(x, n) gy[x] = g0[0] * 2.0f * (y[x] - t[x]) / (float)n; \
     }
 
-#define _VS_MK_DEVICE 0
+#define VS_MK_DEVICE 0 /* (the shared words' host build: the library's implementation in this file made it) */
 TEST_KERNELS
-#undef _VS_MK_DEVICE
-#define _VS_MK_DEVICE 1
-static const char tk_body[] = _VS_MKSTR(TEST_KERNELS) "\n";
-#undef _VS_MK_DEVICE
+#undef VS_MK_DEVICE
+#define VS_MK_DEVICE 1
+static const char tk_body[] = VS_MKSTR(TEST_KERNELS) "\n";
+#undef VS_MK_DEVICE
 enum { KI_MM, KI_MM_DX, KI_MM_DW, KI_BIAS, KI_ADD, KI_ACT, KI_ACT_BWD, KI_MSE, KI_MSE_BWD, KI_N };
-static const char* const tk_names[KI_N] = {"vs_tk_mm",  "vs_tk_mm_dx",   "vs_tk_mm_dw", "vs_tk_bias",   "vs_tk_add",
-                                           "vs_tk_act", "vs_tk_act_bwd", "vs_tk_mse",   "vs_tk_mse_bwd"};
-static const vs_kernel_text tk_text = {"test_train_nccl_kernels.cu", tk_body, KI_N, tk_names};
+/* Each kernel declared as the library declares its own (vescale_mesh.h's
+   vs_kernel_decl): its arguments, and its cost from them (f32 activations, W
+   and b of the code wt: each operand's bytes once), with the bytes each
+   pointer argument touches, which the stand-in's missing-wait check follows. */
+#define TA(T, i) VS_MKARG(T, i)
+#define TL(i) ((double)VS_MKARG(long long, i))
+static void tc_mm(void** a, vs_kernel_cost* c) /* y[R,N], x[R,K], W[K,N], b[N], wt, R, K, N */
+{
+    double R = TL(5), K = TL(6), N = TL(7), e = VS_MKESZ(TA(int, 4)), hb = TA(const void*, 3) ? 1 : 0;
+    c->flops = 2 * R * K * N + hb * R * N;
+    c->bytes = R * K * 4 + K * N * e + R * N * 4 + hb * N * e;
+    c->len[0] = (long long)(R * N * 4), c->len[1] = (long long)(R * K * 4), c->len[2] = (long long)(K * N * e);
+    c->len[3] = (long long)(N * e);
+}
+static void tc_mm_dx(void** a, vs_kernel_cost* c) /* gx[R,K], gy[R,N], W[K,N], wt, R, K, N, acc */
+{
+    double R = TL(4), K = TL(5), N = TL(6), e = VS_MKESZ(TA(int, 3)), acc = TA(int, 7) ? 1 : 0;
+    c->flops = 2 * R * K * N + acc * R * K;
+    c->bytes = R * N * 4 + K * N * e + R * K * 4 * (1 + acc);
+    c->len[0] = (long long)(R * K * 4), c->len[1] = (long long)(R * N * 4), c->len[2] = (long long)(K * N * e);
+}
+static void tc_mm_dw(void** a, vs_kernel_cost* c) /* gW[K,N], gb[N], gt, x[R,K], gy[R,N], R, K, N */
+{
+    double R = TL(5), K = TL(6), N = TL(7), e = VS_MKESZ(TA(int, 2)), hb = TA(void*, 1) ? 1 : 0;
+    c->flops = 2 * R * K * N + hb * R * N;
+    c->bytes = R * K * 4 + R * N * 4 + 2 * K * N * e + hb * 2 * N * e;
+    c->len[0] = (long long)(K * N * e), c->len[1] = (long long)(N * e), c->len[3] = (long long)(R * K * 4);
+    c->len[4] = (long long)(R * N * 4);
+}
+static void tc_bias(void** a, vs_kernel_cost* c) /* y[R,N], b[N], bt, R, N */
+{
+    double R = TL(3), N = TL(4), e = VS_MKESZ(TA(int, 2));
+    c->flops = R * N;
+    c->bytes = 2 * R * N * 4 + N * e;
+    c->len[0] = (long long)(R * N * 4), c->len[1] = (long long)(N * e);
+}
+static void tc_add(void** a, vs_kernel_cost* c) /* y, x: n each */
+{
+    c->flops = TL(2), c->bytes = 12 * TL(2);
+    c->len[0] = c->len[1] = (long long)(4 * TL(2));
+}
+static void tc_act(void** a, vs_kernel_cost* c) /* z, a: n each */
+{
+    c->flops = 3 * TL(2), c->bytes = 8 * TL(2);
+    c->len[0] = c->len[1] = (long long)(4 * TL(2));
+}
+static void tc_act_bwd(void** a, vs_kernel_cost* c) /* ga (added to), gz, a: n each */
+{
+    c->flops = 5 * TL(3), c->bytes = 16 * TL(3);
+    c->len[0] = c->len[1] = c->len[2] = (long long)(4 * TL(3));
+}
+static void tc_mse(void** a, vs_kernel_cost* c) /* loss[1], y, t: n each */
+{
+    c->flops = 3 * TL(3), c->bytes = 8 * TL(3) + 4;
+    c->len[0] = 4, c->len[1] = c->len[2] = (long long)(4 * TL(3));
+}
+static void tc_mse_bwd(void** a, vs_kernel_cost* c) /* gy, y, t: n each, g0[1] */
+{
+    c->flops = 4 * TL(4), c->bytes = 12 * TL(4) + 4;
+    c->len[0] = c->len[1] = c->len[2] = (long long)(4 * TL(4)), c->len[3] = 4;
+}
+/* kernel ki's host build on a launch's arguments: what the stand-in runs (these
+   kernels have no reduction across threads: the host order is the GPU's) */
+static void tk_host(int ki, void** a)
+{
+    switch (ki) {
+    case KI_MM:
+        tk_mm(TA(float*, 0), TA(const float*, 1), TA(const void*, 2), TA(const void*, 3), TA(int, 4), TA(long long, 5),
+              TA(long long, 6), TA(long long, 7));
+        break;
+    case KI_MM_DX:
+        tk_mm_dx(TA(float*, 0), TA(const float*, 1), TA(const void*, 2), TA(int, 3), TA(long long, 4),
+                 TA(long long, 5), TA(long long, 6), TA(int, 7));
+        break;
+    case KI_MM_DW:
+        tk_mm_dw(TA(void*, 0), TA(void*, 1), TA(int, 2), TA(const float*, 3), TA(const float*, 4), TA(long long, 5),
+                 TA(long long, 6), TA(long long, 7));
+        break;
+    case KI_BIAS: tk_bias(TA(float*, 0), TA(const void*, 1), TA(int, 2), TA(long long, 3), TA(long long, 4)); break;
+    case KI_ADD: tk_add(TA(float*, 0), TA(const float*, 1), TA(long long, 2)); break;
+    case KI_ACT: tk_act(TA(float*, 0), TA(const float*, 1), TA(long long, 2)); break;
+    case KI_ACT_BWD: tk_act_bwd(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(long long, 3)); break;
+    case KI_MSE: tk_mse(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(long long, 3)); break;
+    default:
+        tk_mse_bwd(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(const float*, 3), TA(long long, 4));
+        break;
+    }
+}
+#undef TA
+#undef TL
+static const vs_kernel_decl tk_decls[KI_N] = {
+    {"vs_tk_mm", "wrrrilll", "y x W b wt R K N", tc_mm, 0},
+    {"vs_tk_mm_dx", "wrrillli", "gx gy W wt R K N acc", tc_mm_dx, 0},
+    {"vs_tk_mm_dw", "wwirrlll", "gW gb gt x gy R K N", tc_mm_dw, 0},
+    {"vs_tk_bias", "wrill", "y b bt R N", tc_bias, 0},
+    {"vs_tk_add", "wrl", "y x n", tc_add, 0},
+    {"vs_tk_act", "wrl", "z a n", tc_act, 0},
+    {"vs_tk_act_bwd", "wrrl", "ga gz a n", tc_act_bwd, 0},
+    {"vs_tk_mse", "wrrl", "loss y t n", tc_mse, 0},
+    {"vs_tk_mse_bwd", "wrrrl", "gy y t g0 n", tc_mse_bwd, 0}};
+static const vs_kernel_text tk_text = {"test_train_nccl_kernels.cu", tk_body, KI_N, tk_decls, tk_host};
 
 /* Per rank (thread): device mode, its kernels, and the layers' scratch. */
 static __thread int dev_mode;
@@ -157,7 +241,7 @@ static vs_result launch(const vs_pipe_call* c, int ki, long long n, void** args)
     g.x = (unsigned)(blocks < 1 ? 1 : blocks > 4096 ? 4096 : blocks), g.y = g.z = 1;
     b.x = 256, b.y = b.z = 1;
     cudaError_t e = cudaLaunchKernel((const void*)kern[ki], g, b, args, 0, (cudaStream_t)c->stream);
-    return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "test layer", tk_names[ki]);
+    return e == cudaSuccess ? VS_OK : vs_cuda_error((int)e, "test layer", tk_decls[ki].name);
 }
 #define RUN(c, name, KI, n, ...)                                                                                       \
     do {                                                                                                               \
@@ -222,118 +306,6 @@ static vs_result k_mse_bwd(const vs_pipe_call* c, int ki, long long n, float* gy
     return launch(c, ki, n, a);
 }
 
-/* The stand-in runs a kernel by name with its host build (these kernels have no
-   reduction across threads: the host order is the GPU's), and checks the
-   bytes each pointer argument reads and writes against the other streams. */
-#define TA(T, i) (*(T*)a[i])
-static void sk_mm(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_mm(TA(float*, 0), TA(const float*, 1), TA(const void*, 2), TA(const void*, 3), TA(int, 4), TA(long long, 5),
-          TA(long long, 6), TA(long long, 7));
-}
-static size_t dsz(int t) { return t == 0 ? 4 : 2; }
-static void sr_mm(void** a, dim3 g, size_t* off, size_t* n) /* y[R,N], x[R,K], W[K,N], b[N], wt */
-{
-    (void)g, (void)off;
-    size_t R = (size_t)TA(long long, 5), K = (size_t)TA(long long, 6), N = (size_t)TA(long long, 7), e = dsz(TA(int, 4));
-    n[0] = R * N * 4, n[1] = R * K * 4, n[2] = K * N * e, n[3] = N * e;
-}
-static void sk_mm_dx(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_mm_dx(TA(float*, 0), TA(const float*, 1), TA(const void*, 2), TA(int, 3), TA(long long, 4), TA(long long, 5),
-             TA(long long, 6), TA(int, 7));
-}
-static void sr_mm_dx(void** a, dim3 g, size_t* off, size_t* n) /* gx[R,K], gy[R,N], W[K,N], wt */
-{
-    (void)g, (void)off;
-    size_t R = (size_t)TA(long long, 4), K = (size_t)TA(long long, 5), N = (size_t)TA(long long, 6);
-    n[0] = R * K * 4, n[1] = R * N * 4, n[2] = K * N * dsz(TA(int, 3));
-}
-static void sk_mm_dw(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_mm_dw(TA(void*, 0), TA(void*, 1), TA(int, 2), TA(const float*, 3), TA(const float*, 4), TA(long long, 5),
-             TA(long long, 6), TA(long long, 7));
-}
-static void sr_mm_dw(void** a, dim3 g, size_t* off, size_t* n) /* gW[K,N], gb[N], gt, x[R,K], gy[R,N] */
-{
-    (void)g, (void)off;
-    size_t R = (size_t)TA(long long, 5), K = (size_t)TA(long long, 6), N = (size_t)TA(long long, 7), e = dsz(TA(int, 2));
-    n[0] = K * N * e, n[1] = N * e, n[3] = R * K * 4, n[4] = R * N * 4;
-}
-static void sk_bias(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_bias(TA(float*, 0), TA(const void*, 1), TA(int, 2), TA(long long, 3), TA(long long, 4));
-}
-static void sr_bias(void** a, dim3 g, size_t* off, size_t* n)
-{
-    (void)g, (void)off;
-    n[0] = (size_t)(TA(long long, 3) * TA(long long, 4)) * 4, n[1] = (size_t)TA(long long, 4) * dsz(TA(int, 2));
-}
-static void sk_add(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_add(TA(float*, 0), TA(const float*, 1), TA(long long, 2));
-}
-static void sr_n2(void** a, dim3 g, size_t* off, size_t* n) /* two arrays of n */
-{
-    (void)g, (void)off;
-    n[0] = n[1] = (size_t)TA(long long, 2) * 4;
-}
-static void sk_act(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_act(TA(float*, 0), TA(const float*, 1), TA(long long, 2));
-}
-static void sk_act_bwd(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_act_bwd(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(long long, 3));
-}
-static void sr_n3(void** a, dim3 g, size_t* off, size_t* n) /* three arrays of n */
-{
-    (void)g, (void)off;
-    n[0] = n[1] = n[2] = (size_t)TA(long long, 3) * 4;
-}
-static void sk_mse(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_mse(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(long long, 3));
-}
-static void sr_mse(void** a, dim3 g, size_t* off, size_t* n)
-{
-    (void)g, (void)off;
-    n[0] = 4, n[1] = n[2] = (size_t)TA(long long, 3) * 4;
-}
-static void sk_mse_bwd(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    tk_mse_bwd(TA(float*, 0), TA(const float*, 1), TA(const float*, 2), TA(const float*, 3), TA(long long, 4));
-}
-static void sr_mse_bwd(void** a, dim3 g, size_t* off, size_t* n)
-{
-    (void)g, (void)off;
-    n[0] = n[1] = n[2] = (size_t)TA(long long, 4) * 4, n[3] = 4;
-}
-#undef TA
-#define P_ ST_P
-#define L_ ST_LL
-static const st_ksig sk_table[] = {
-    {"vs_tk_mm", 8, {P_, P_, P_, P_, ST_I, L_, L_, L_}, 15u, sk_mm, 1u, sr_mm},
-    {"vs_tk_mm_dx", 8, {P_, P_, P_, ST_I, L_, L_, L_, ST_I}, 7u, sk_mm_dx, 1u, sr_mm_dx},
-    {"vs_tk_mm_dw", 8, {P_, P_, ST_I, P_, P_, L_, L_, L_}, 27u, sk_mm_dw, 3u, sr_mm_dw},
-    {"vs_tk_bias", 5, {P_, P_, ST_I, L_, L_}, 3u, sk_bias, 1u, sr_bias},
-    {"vs_tk_add", 3, {P_, P_, L_}, 3u, sk_add, 1u, sr_n2},
-    {"vs_tk_act", 3, {P_, P_, L_}, 3u, sk_act, 1u, sr_n2},
-    {"vs_tk_act_bwd", 4, {P_, P_, P_, L_}, 7u, sk_act_bwd, 1u, sr_n3},
-    {"vs_tk_mse", 4, {P_, P_, P_, L_}, 7u, sk_mse, 1u, sr_mse},
-    {"vs_tk_mse_bwd", 5, {P_, P_, P_, P_, L_}, 15u, sk_mse_bwd, 1u, sr_mse_bwd},
-    {NULL, 0, {0}, 0, NULL, 0, NULL}};
-#undef P_
-#undef L_
 
 /* --- the layers ------------------------------------------------------------ */
 static int kdt(vs_dtype t) { return t == VS_BF16 ? 1 : t == VS_F16 ? 2 : 0; }
@@ -1313,7 +1285,7 @@ int main(int argc, char** argv)
     const char* slash = strrchr(argv[0], '/');
     snprintf(g_tool, sizeof g_tool, "%.*svescale-lighthouse", slash ? (int)(slash - argv[0] + 1) : 0, argv[0]);
     setenv("VS_STRICT_DELAY_US", "20", 0); /* a random delay before every stream operation */
-    vs_strict_add_kernels(sk_table);
+    vs_strict_add_text(&tk_text);
     memset(&REF, 0, sizeof REF);
     REF.plan.microbatches = 2;
     REF.steps = STEPS;

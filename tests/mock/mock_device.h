@@ -130,6 +130,9 @@ cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int dev)
 }
 
 #ifdef MOCK_KERNEL_NAMES
+#ifndef MOCK_KERNEL_NAME /* kernel i's name (a table of declarations defines its own) */
+#define MOCK_KERNEL_NAME(i) ((MOCK_KERNEL_NAMES)[i])
+#endif
 static long mock_loads, mock_unloads;
 static char mock_lib_token;
 
@@ -148,7 +151,7 @@ cudaError_t cudaLibraryGetKernel(cudaKernel_t* k, cudaLibrary_t lib, const char*
 {
     VT_CHECK(lib == (cudaLibrary_t)(void*)&mock_lib_token, "mock: unknown library");
     for (int i = 0; i < (MOCK_NKERNELS); i++)
-        if (!strcmp(name, (MOCK_KERNEL_NAMES)[i])) {
+        if (!strcmp(name, MOCK_KERNEL_NAME(i))) {
             *k = (cudaKernel_t)(uintptr_t)(0x1000 + i);
             return cudaSuccess;
         }

@@ -219,6 +219,11 @@ ST_C long vs_strict_violations_of(const char* cls); /* cls: a class, e.g. "missi
 ST_C const char* vs_strict_first_violation(void);
 ST_C vs_strict_counts vs_strict_get_counts(void);
 ST_C void vs_strict_add_kernels(const st_ksig* table);
+/* A kernel text's kernels beside the library's, from its declarations
+   (vescale_mesh.h's vs_kernel_decl: arguments and cost) and its host function:
+   a trainer's own (examples/gpt_kernels.h). Before the first
+   cudaLibraryGetKernel; t is kept by pointer (16 texts at most). */
+ST_C void vs_strict_add_text(const vs_kernel_text* t);
 
 #include "vs_strict_clock.h" /* virtual time: its interface */
 
@@ -658,6 +663,8 @@ static void* st_sh(const void* p)
     return (void*)(uintptr_t)p;
 }
 
+static void st_ksig_ranges(const st_ksig* sig, void** a, dim3 grid, size_t* off, size_t* bytes);
+static int st_ksig_cost(const st_ksig* sig, void** a, vs_strict_kcost* k);
 #include "vs_strict_race.h"
 #define VS_STRICT_CLOCK_IMPL_HERE
 #include "vs_strict_clock.h"
@@ -1460,6 +1467,7 @@ ST_C cudaError_t cudaLaunchHostFunc(cudaStream_t h, cudaHostFn_t fn, void* arg)
 /* ---- kernels -------------------------------------------------------------------- */
 
 static const st_ksig* st_ksig_find(const char* name);
+static void st_ksig_run(const st_ksig* sig, void** a, dim3 grid, dim3 block);
 
 ST_C cudaError_t cudaLibraryLoadData(cudaLibrary_t* lib, const void* code, enum cudaJitOption* jo, void** jv, unsigned njo,
                                     enum cudaLibraryOption* lo, void** lv, unsigned nlo)
@@ -1520,7 +1528,7 @@ static void st_kernel_run(struct CUstream_st* s, st_op* op)
     void* a[16];
     int off = 0;
     for (int i = 0; i < op->sig->nargs; i++) a[i] = op->args + off, off += (op->sig->size[i] + 7) & ~7;
-    if (!st_cost_only) op->sig->run(a, op->grid, op->block);
+    if (!st_cost_only) st_ksig_run(op->sig, a, op->grid, op->block);
 }
 
 ST_C cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t h)
@@ -1596,118 +1604,113 @@ ST_C cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void*
     return cudaSuccess;
 }
 
-/* The kernels of vescale_mesh.h (>>kernels) and vescale_ddp.h, by name: each
-   argument's size and whether it is a pointer, then the host build to run.
-   The mesh kernels' host build already follows the device decomposition (row
-   reductions are _VS_MKT strided partial sums, then a tree). */
+/* The kernel table: the library's kernel texts (vescale_mesh.h >>kernels,
+   vescale_ddp.h, vescale.h), a trainer's (vs_strict_add_text), each kernel from
+   its declaration (its argument letters: sizes, pointers, the ones written; its
+   cost function: the bytes each pointer touches, flops and bytes for the clock)
+   and run as its text's host build, which follows the device's block
+   decomposition; then a test's own st_ksig tables (vs_strict_add_kernels). */
+typedef struct st_kent { /* a kernel of a text: its st_ksig first (op->sig points at it) */
+    st_ksig s;
+    const vs_kernel_text* text;
+    int ki;
+} st_kent;
+static void st_kent_run(void** a, dim3 g, dim3 b) { (void)a, (void)g, (void)b; } /* marks an st_kent */
+static st_kent* st_kent_of(const st_ksig* sig) { return sig && sig->run == st_kent_run ? (st_kent*)(void*)sig : NULL; }
 
+/* t's kernels as table entries (kept: the kernel handles point at them) */
+static st_kent* st_kents_make(const vs_kernel_text* t)
+{
+    st_kent* e = (st_kent*)calloc((size_t)t->count, sizeof(st_kent));
+    for (int k = 0; e && k < t->count; k++) {
+        const vs_kernel_decl* d = &t->kernels[k];
+        st_ksig* s = &e[k].s;
+        int n = (int)strlen(d->args);
+        if (n > 16 || !t->host) {
+            fprintf(stderr, "vs_strict: %s: %s\n", d->name, n > 16 ? "more than 16 arguments" : "its text has no host build");
+            _exit(85);
+        }
+        s->name = d->name, s->nargs = n, s->run = st_kent_run;
+        for (int i = 0; i < n; i++) {
+            char c = d->args[i];
+            s->size[i] = c == 'w' || c == 'r' ? (int)sizeof(void*) : c == 'i' ? (int)sizeof(int)
+                       : c == 'f' ? (int)sizeof(float) : c == 's' ? d->struct_size : 8;
+            if (c == 'w' || c == 'r') s->ptr |= 1u << i;
+            if (c == 'w') s->wr |= 1u << i;
+        }
+        e[k].text = t, e[k].ki = k;
+    }
+    return e;
+}
+
+static pthread_once_t st_kents_once = PTHREAD_ONCE_INIT;
+static const vs_kernel_text* st_ktexts[20];
+static st_kent* st_kents[20];
+static int st_nktexts, st_nlib_texts;
+static void st_kents_lib(void)
+{
 #ifdef _VS_MESH_CUDA
-static void st_mk(int ki, void** a) { _vs_mk_host(ki, a); }
-static void st_mk_init(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_INIT, a); }
-static void st_mk_box(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_BOX, a); }
-static void st_mk_efwd(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_EMBED_FWD, a); }
-static void st_mk_ebwd(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_EMBED_BWD, a); }
-static void st_mk_cmax(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_MAX, a); }
-static void st_mk_ids(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_IDS_CHECK, a); }
-static void st_mk_csum(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_SUM, a); }
-static void st_mk_closs(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_LOSS, a); }
-static void st_mk_cgrad(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_CE_GRAD, a); }
-static void st_mk_bias(void** a, dim3 g, dim3 b) { (void)g, (void)b, st_mk(_VS_MK_BIAS_ADD, a); }
-#endif
-
-#if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
-#define ST_A(T, i) (*(T*)a[i])
-static void st_k_adamw(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    _vs_hk_adamw(ST_A(float*, 0), ST_A(const float*, 1), ST_A(float*, 2), ST_A(float*, 3), ST_A(long long, 4),
-                 ST_A(float, 5), ST_A(float, 6), ST_A(float, 7), ST_A(float, 8), ST_A(float, 9), ST_A(float, 10),
-                 ST_A(float, 11), ST_A(float, 12));
-}
-static void st_k_sgd(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    _vs_hk_sgd(ST_A(float*, 0), ST_A(const float*, 1), ST_A(float*, 2), ST_A(long long, 3), ST_A(float, 4),
-               ST_A(float, 5), ST_A(float, 6), ST_A(int, 7));
-}
-static void st_k_to_f32(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    _vs_hk_to_f32(ST_A(float*, 0), ST_A(const void*, 1), ST_A(int, 2), ST_A(long long, 3));
-}
-static void st_k_from_f32(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    _vs_hk_from_f32(ST_A(void*, 0), ST_A(int, 1), ST_A(const float*, 2), ST_A(long long, 3));
-}
-static void st_k_add_f32(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    _vs_hk_add_f32(ST_A(float*, 0), ST_A(const void*, 1), ST_A(int, 2), ST_A(long long, 3));
-}
-static void st_k_scale(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    _vs_hk_scale(ST_A(void*, 0), ST_A(int, 1), ST_A(long long, 2), ST_A(float, 3));
-}
-static void st_k_sumsq(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    _vs_hk_sumsq(ST_A(const float*, 0), ST_A(long long, 1), ST_A(double*, 2));
-}
-#undef ST_A
-#endif
-
-#if defined(VESCALE_HL_IMPLEMENTED) && defined(VESCALE_NCCL)
-static void st_hl_tied_add(void** a, dim3 g, dim3 b) /* vescale.h's tied-gradient add */
-{
-    (void)g, (void)b;
-    _vs_hlk_tied_add(*(void**)a[0], *(void**)a[1], *(int*)a[2], *(long long*)a[3]);
-}
-static void st_hr_tied_add(void** a, dim3 g, size_t* off, size_t* n) /* g, s, dtype, n */
-{
-    (void)g, (void)off;
-    n[0] = n[1] = (size_t)*(long long*)a[3] * (*(int*)a[2] == 0 ? 4 : 2);
-}
-static void st_hl_loss_mean(void** a, dim3 g, dim3 b)
-{
-    (void)g, (void)b;
-    _vs_hlk_loss_mean(*(double**)a[0], *(const float**)a[1], *(long long*)a[2], *(int*)a[3]);
-}
-static void st_hr_loss_mean(void** a, dim3 g, size_t* off, size_t* n) /* out, l, m, add */
-{
-    (void)g, (void)off;
-    n[0] = 8, n[1] = (size_t)*(long long*)a[2] * 4;
-}
-#endif
-
-static const st_ksig st_ksigs[] = {
-#ifdef _VS_MESH_CUDA
-    {"vs_mk_init", 9, {ST_P, ST_I, ST_LL, sizeof(_vs_mk_ibox), 8, ST_I, ST_D, ST_D, ST_D}, 1u, st_mk_init, 1u, st_mr_init},
-    {"vs_mk_box", 4, {ST_P, ST_P, ST_LL, sizeof(_vs_mk_geo)}, 3u, st_mk_box, 1u, st_mr_box},
-    {"vs_mk_embed_fwd", 7, {ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL, ST_LL}, 7u, st_mk_efwd, 1u, st_mr_efwd},
-    {"vs_mk_embed_bwd", 8, {ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL, ST_LL, ST_LL}, 7u, st_mk_ebwd, 1u, st_mr_ebwd},
-    {"vs_mk_ce_max", 4, {ST_P, ST_P, ST_LL, ST_LL}, 3u, st_mk_cmax, 1u, st_mr_cmax},
-    {"vs_mk_ce_sum", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_csum, 3u, st_mr_csum},
-    {"vs_mk_ce_loss", 5, {ST_P, ST_P, ST_P, ST_P, ST_LL}, 15u, st_mk_closs, 1u, st_mr_closs},
-    {"vs_mk_ce_grad", 8, {ST_P, ST_P, ST_P, ST_P, ST_P, ST_LL, ST_LL, ST_LL}, 31u, st_mk_cgrad, 1u, st_mr_cgrad},
-    {"vs_mk_ids_check", 4, {ST_P, ST_P, ST_LL, ST_LL}, 3u, st_mk_ids, 1u, st_mr_ids},
-    {"vs_mk_bias_add", 6, {ST_P, ST_P, ST_LL, ST_LL, ST_I, ST_I}, 3u, st_mk_bias, 1u, st_mr_bias},
+    st_ktexts[st_nktexts++] = &_vs_mk_text;
 #endif
 #if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
-    {"vs_k_adamw", 13, {ST_P, ST_P, ST_P, ST_P, ST_LL, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F, ST_F}, 15u, st_k_adamw, 13u, st_dr_adamw},
-    {"vs_k_sgd", 8, {ST_P, ST_P, ST_P, ST_LL, ST_F, ST_F, ST_F, ST_I}, 7u, st_k_sgd, 5u, st_dr_sgd},
-    {"vs_k_to_f32", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_k_to_f32, 1u, st_dr_to_f32},
-    {"vs_k_from_f32", 4, {ST_P, ST_I, ST_P, ST_LL}, 5u, st_k_from_f32, 1u, st_dr_from_f32},
-    {"vs_k_add_f32", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_k_add_f32, 1u, st_dr_add_f32},
-    {"vs_k_scale", 4, {ST_P, ST_I, ST_LL, ST_F}, 1u, st_k_scale, 1u, st_dr_scale},
-    {"vs_k_sumsq", 3, {ST_P, ST_LL, ST_P}, 5u, st_k_sumsq, 4u, st_dr_sumsq},
+    st_ktexts[st_nktexts++] = &_vs_ddp_text;
 #endif
 #if defined(VESCALE_HL_IMPLEMENTED) && defined(VESCALE_NCCL)
-    {"vs_hl_tied_add", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_hl_tied_add, 3u, st_hr_tied_add},
-    {"vs_hl_loss_mean", 4, {ST_P, ST_P, ST_LL, ST_I}, 3u, st_hl_loss_mean, 1u, st_hr_loss_mean},
+    st_ktexts[st_nktexts++] = &_vs_hl_text;
 #endif
-    {NULL, 0, {0}, 0, NULL, 0, NULL}};
+    st_nlib_texts = st_nktexts;
+    for (int i = 0; i < st_nktexts; i++) st_kents[i] = st_kents_make(st_ktexts[i]);
+}
+
+ST_C void vs_strict_add_text(const vs_kernel_text* t)
+{
+    pthread_once(&st_kents_once, st_kents_lib);
+    pthread_mutex_lock(&st_mu);
+    int i = 0;
+    while (i < st_nktexts && st_ktexts[i] != t) i++;
+    if (i == st_nktexts && i < st_nlib_texts + 16) {
+        st_ktexts[i] = t, st_kents[i] = st_kents_make(t);
+        __atomic_store_n(&st_nktexts, i + 1, __ATOMIC_RELEASE);
+    } else if (i == st_nktexts) {
+        fprintf(stderr, "vs_strict: vs_strict_add_text(%s): more than 16 texts\n", t->name);
+    }
+    pthread_mutex_unlock(&st_mu);
+}
+
+static void st_ksig_run(const st_ksig* sig, void** a, dim3 grid, dim3 block)
+{
+    st_kent* e = st_kent_of(sig);
+    if (e) e->text->host(e->ki, a);
+    else sig->run(a, grid, block);
+}
+
+/* the byte offset and count each pointer argument touches (count (size_t)-1:
+   to its allocation's end): the declaration's, or the st_ksig's range function */
+static void st_ksig_ranges(const st_ksig* sig, void** a, dim3 grid, size_t* off, size_t* bytes)
+{
+    st_kent* e = st_kent_of(sig);
+    for (int i = 0; i < sig->nargs; i++) off[i] = 0, bytes[i] = (size_t)-1;
+    if (e && e->text->kernels[e->ki].cost) {
+        vs_kernel_cost c;
+        vs_kernel_cost_get(&e->text->kernels[e->ki], a, &c);
+        for (int i = 0; i < sig->nargs; i++)
+            if (c.len[i] >= 0) off[i] = (size_t)c.off[i], bytes[i] = (size_t)c.len[i];
+    } else if (!e && sig->range) {
+        sig->range(a, grid, off, bytes);
+    }
+}
+
+/* the declaration's cost (1), or none declared (0) */
+static int st_ksig_cost(const st_ksig* sig, void** a, vs_strict_kcost* k)
+{
+    st_kent* e = st_kent_of(sig);
+    if (!e || !e->text->kernels[e->ki].cost) return 0;
+    vs_kernel_cost c;
+    vs_kernel_cost_get(&e->text->kernels[e->ki], a, &c);
+    k->flops = c.flops, k->bytes = c.bytes;
+    k->dtype = c.dtype == VS_BF16 ? VS_STRICT_BF16 : c.dtype == VS_F16 ? VS_STRICT_F16 : VS_STRICT_F32;
+    return 1;
+}
 
 /* A test's own kernels beside the library's (vs_strict_add_kernels, before the
    first cudaLibraryGetKernel): a table ending in a NULL name, kept by pointer. */
@@ -1716,10 +1719,14 @@ ST_C void vs_strict_add_kernels(const st_ksig* table) { st_ksigs_more = table; }
 
 static const st_ksig* st_ksig_find(const char* name)
 {
-    for (int i = 0; st_ksigs[i].name; i++)
-        if (name && (name == st_ksigs[i].name || !strcmp(name, st_ksigs[i].name))) return &st_ksigs[i];
+    if (!name) return NULL;
+    pthread_once(&st_kents_once, st_kents_lib);
+    int nt = __atomic_load_n(&st_nktexts, __ATOMIC_ACQUIRE);
+    for (int t = 0; t < nt; t++)
+        for (int k = 0; st_kents[t] && k < st_ktexts[t]->count; k++)
+            if (name == st_kents[t][k].s.name || !strcmp(name, st_kents[t][k].s.name)) return &st_kents[t][k].s;
     for (int i = 0; st_ksigs_more && st_ksigs_more[i].name; i++)
-        if (name && (name == st_ksigs_more[i].name || !strcmp(name, st_ksigs_more[i].name))) return &st_ksigs_more[i];
+        if (name == st_ksigs_more[i].name || !strcmp(name, st_ksigs_more[i].name)) return &st_ksigs_more[i];
     return NULL;
 }
 

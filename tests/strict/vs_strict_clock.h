@@ -18,10 +18,13 @@
 
    Costs (vs_strict_cost_*, each formula here and nowhere else):
    - a kernel: max(flops / peak[dtype], bytes / mem_bw) + seconds + launch_s,
-     flops, bytes, dtype and seconds from the kernel's cost function
-     (vs_strict_kernel_cost); without one, bytes = what its pointer arguments
-     touch (st_ksig's range function, else from the pointer to its
-     allocation's end), and with no pointer argument seconds = kernel_default_s.
+     flops, bytes, dtype and seconds from a cost function a test registers
+     (vs_strict_kernel_cost), else flops, bytes and dtype as the kernel's
+     declaration states them (vescale_mesh.h's vs_kernel_decl: every kernel of
+     the library's texts and of examples/gpt_kernels.h declares its cost beside
+     its text); without either, bytes = what its pointer arguments touch
+     (st_ksig's range function, else from the pointer to its allocation's
+     end), and with no pointer argument seconds = kernel_default_s.
      A host function (cudaLaunchHostFunc) costs vs_strict_clock_host_fn_cost's
      seconds (default kernel_default_s) + launch_s.
    - a copy: launch_s + bytes / link: host_bw between host and device, mem_bw / 2
@@ -660,11 +663,10 @@ static void st_clock_kernel_locked(st_op* op)
     while (i < st_nkcosts && strcmp(st_kcosts[i].name, sig->name)) i++;
     if (i < st_nkcosts && st_kcosts[i].fn) {
         st_kcosts[i].fn(a, op->grid, op->block, &k);
-    } else { /* what its pointer arguments touch */
+    } else if (!st_ksig_cost(sig, a, &k)) { /* no declared cost: what its pointer arguments touch */
         size_t off[16], bytes[16];
         int nptr = 0;
-        for (int j = 0; j < sig->nargs; j++) off[j] = 0, bytes[j] = (size_t)-1;
-        if (sig->range) sig->range(a, op->grid, off, bytes);
+        st_ksig_ranges(sig, a, op->grid, off, bytes);
         for (int j = 0; j < sig->nargs; j++) {
             if (!(sig->ptr >> j & 1)) continue;
             nptr++;

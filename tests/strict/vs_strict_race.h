@@ -18,9 +18,10 @@
 
    Accesses are kept per device allocation as byte ranges: copies and memsets
    know theirs, collectives theirs (count x the dtype's size, per kind), kernels
-   their pointer arguments' (st_ksig's range function where one is given, else
-   from the pointer to the end of its allocation; st_ksig's write mask says
-   which ones are written). A write must happen after the last write and the
+   their pointer arguments' (what the kernel's declaration states, vescale_mesh.h's
+   vs_kernel_cost off/len, or a test's st_ksig range function; else from the
+   pointer to the end of its allocation; the declaration's argument letters, or
+   st_ksig's write mask, say which ones are written). A write must happen after the last write and the
    reads since of every byte it touches, a read after the last write: else
    "VIOLATION missing-wait". The check is by clock, not by timing: a missing
    wait is reported whichever way the streams ran. All of it under st_mu. */
@@ -334,8 +335,7 @@ static void st_race_start_locked(struct CUstream_st* s, st_op* op)
         size_t off[16], bytes[16];
         int o = 0;
         for (int i = 0; i < sig->nargs; i++) a[i] = op->args + o, o += (sig->size[i] + 7) & ~7;
-        for (int i = 0; i < sig->nargs; i++) off[i] = 0, bytes[i] = (size_t)-1;
-        if (sig->range) sig->range(a, op->grid, off, bytes);
+        st_ksig_ranges(sig, a, op->grid, off, bytes);
         for (int pass = 0; pass < 2; pass++) /* reads, then writes */
             for (int i = 0; i < sig->nargs; i++)
                 if ((sig->ptr >> i & 1) && (int)(sig->wr >> i & 1) == pass)
@@ -344,118 +344,6 @@ static void st_race_start_locked(struct CUstream_st* s, st_op* op)
         st_race_nccl_locked(s, op, v, clk);
     }
 }
-
-/* ---- the kernels' ranges: byte offset and count of each pointer argument ---------- */
-
-#define ST_RA(T, i) (*(T*)a[i])
-#ifdef _VS_MESH_CUDA
-static size_t st_mk_dsz(int dt) { return dt == 1 || dt == 5 ? 4 : dt == 2 || dt == 3 ? 2 : dt == 4 || dt == 6 ? 8 : 1; }
-static void st_mr_init(void** a, dim3 g, size_t* off, size_t* n)
-{
-    (void)g, (void)off;
-    n[0] = (size_t)ST_RA(long long, 2) * st_mk_dsz(ST_RA(int, 1));
-}
-/* the box's envelope on each side: from its first element to its last */
-static void st_mr_box(void** a, dim3 g, size_t* off, size_t* n)
-{
-    (void)g;
-    _vs_mk_geo geo = ST_RA(_vs_mk_geo, 3);
-    long long dl = 0, sl = 0;
-    for (int d = 0; d < geo.nd; d++) dl += (geo.dim[d] - 1) * geo.dstr[d], sl += (geo.dim[d] - 1) * geo.sstr[d];
-    size_t e = (size_t)geo.esz;
-    off[0] = (size_t)geo.doff * e, off[1] = (size_t)geo.soff * e;
-    n[0] = ST_RA(long long, 2) > 0 ? (size_t)(dl + 1) * e : 0;
-    n[1] = ST_RA(long long, 2) > 0 ? (size_t)(sl + 1) * e : 0;
-}
-static void st_mr_efwd(void** a, dim3 g, size_t* off, size_t* n) /* out, table, ids, n, dim, start, rows */
-{
-    (void)g, (void)off;
-    size_t t = (size_t)ST_RA(long long, 3), dim = (size_t)ST_RA(long long, 4), rows = (size_t)ST_RA(long long, 6);
-    n[0] = t * dim * 4, n[1] = rows * dim * 4, n[2] = t * 4;
-}
-static void st_mr_ebwd(void** a, dim3 g, size_t* off, size_t* n) /* gt, gout, ids, n, dim, start, rows, nb */
-{
-    (void)g, (void)off;
-    size_t t = (size_t)ST_RA(long long, 3), dim = (size_t)ST_RA(long long, 4), rows = (size_t)ST_RA(long long, 6);
-    n[0] = rows * dim * 4, n[1] = t * dim * 4, n[2] = t * 4;
-}
-static void st_mr_cmax(void** a, dim3 g, size_t* off, size_t* n) /* mx, lg, n, rows */
-{
-    (void)g, (void)off;
-    size_t t = (size_t)ST_RA(long long, 2), rows = (size_t)ST_RA(long long, 3);
-    n[0] = t * 4, n[1] = t * rows * 4;
-}
-static void st_mr_csum(void** a, dim3 g, size_t* off, size_t* n) /* se, tl, lg, mx, tg, n, rows, start */
-{
-    (void)g, (void)off;
-    size_t t = (size_t)ST_RA(long long, 5), rows = (size_t)ST_RA(long long, 6);
-    n[0] = n[1] = n[3] = n[4] = t * 4, n[2] = t * rows * 4;
-}
-static void st_mr_closs(void** a, dim3 g, size_t* off, size_t* n) /* loss, mx, se, tl, n */
-{
-    (void)g, (void)off;
-    n[0] = n[1] = n[2] = n[3] = (size_t)ST_RA(long long, 4) * 4;
-}
-static void st_mr_cgrad(void** a, dim3 g, size_t* off, size_t* n) /* g, lg, mx, se, tg, n, rows, start */
-{
-    (void)g, (void)off;
-    size_t t = (size_t)ST_RA(long long, 5), rows = (size_t)ST_RA(long long, 6);
-    n[0] = n[1] = t * rows * 4, n[2] = n[3] = n[4] = t * 4;
-}
-static void st_mr_ids(void** a, dim3 g, size_t* off, size_t* n) /* flag (pinned), ids, n, vocab */
-{
-    (void)g, (void)off;
-    n[0] = 2 * sizeof(long long), n[1] = (size_t)ST_RA(long long, 2) * 4;
-}
-static void st_mr_bias(void** a, dim3 g, size_t* off, size_t* n) /* y, b, rows, cols, dt, bdt */
-{
-    (void)g, (void)off;
-    size_t rows = (size_t)ST_RA(long long, 2), cols = (size_t)ST_RA(long long, 3);
-    n[0] = rows * cols * st_mk_dsz(ST_RA(int, 4)), n[1] = cols * st_mk_dsz(ST_RA(int, 5));
-}
-#endif
-#if defined(VESCALE_DDP_INCLUDED) && defined(_VS_DDP_CUDA)
-static size_t st_dk_dsz(int t) { return t == 0 ? 4 : 2; } /* vescale_ddp.h's codes: 0 f32, 1 bf16, 2 f16 */
-static void st_dr_adamw(void** a, dim3 g, size_t* off, size_t* n) /* p, g, m1, m2, n, ... */
-{
-    (void)g, (void)off;
-    n[0] = n[1] = n[2] = n[3] = (size_t)ST_RA(long long, 4) * 4;
-}
-static void st_dr_sgd(void** a, dim3 g, size_t* off, size_t* n) /* p, g, m1, n, ... */
-{
-    (void)g, (void)off;
-    n[0] = n[1] = n[2] = (size_t)ST_RA(long long, 3) * 4;
-}
-static void st_dr_to_f32(void** a, dim3 g, size_t* off, size_t* n) /* dst, src, t, n */
-{
-    (void)g, (void)off;
-    size_t k = (size_t)ST_RA(long long, 3);
-    n[0] = k * 4, n[1] = k * st_dk_dsz(ST_RA(int, 2));
-}
-static void st_dr_from_f32(void** a, dim3 g, size_t* off, size_t* n) /* dst, t, src, n */
-{
-    (void)g, (void)off;
-    size_t k = (size_t)ST_RA(long long, 3);
-    n[0] = k * st_dk_dsz(ST_RA(int, 1)), n[2] = k * 4;
-}
-static void st_dr_add_f32(void** a, dim3 g, size_t* off, size_t* n) /* acc, src, t, n */
-{
-    (void)g, (void)off;
-    size_t k = (size_t)ST_RA(long long, 3);
-    n[0] = k * 4, n[1] = k * st_dk_dsz(ST_RA(int, 2));
-}
-static void st_dr_scale(void** a, dim3 g, size_t* off, size_t* n) /* a, t, n, s */
-{
-    (void)g, (void)off;
-    n[0] = (size_t)ST_RA(long long, 2) * st_dk_dsz(ST_RA(int, 1));
-}
-static void st_dr_sumsq(void** a, dim3 g, size_t* off, size_t* n) /* g, n, part: one slot per block */
-{
-    (void)off;
-    n[0] = (size_t)ST_RA(long long, 1) * 4, n[2] = (size_t)g.x * sizeof(double);
-}
-#endif
-#undef ST_RA
 
 #elif !defined(VS_STRICT_RACE_NCCL) /* the second include, after vs_strict_nccl.h */
 #define VS_STRICT_RACE_NCCL
