@@ -230,6 +230,13 @@ if has train_gpt_mpi; then
     else
         echo "skip example/train_gpt_mpi: mpirun not installed"; skip=$((skip + 1))
     fi
+    # the high-level ZeRO-3 path (vs_parallelize, vs_train) over MPI processes, issue 34: ZeRO-3 on DP4, HSDP
+    # (DPR2 x DPS2) on 4 processes, ZeRO-3 on PP2 x DP2 x TP2: every step's loss within 1e-6 of one rank's
+    if command -v mpirun >/dev/null 2>&1; then
+        stage 1 "train_gpt_mpi --zero 3" env "$NOLEAK" bash -c 'm=$1; shift; "$@" -np 4 "$m" --mesh 1x4x1 --zero 3 --steps 3 --tol 1e-6 && "$@" -np 4 "$m" --mesh 1x4x1 --zero 3 --dp-shard 2 --steps 3 --tol 1e-6 && "$@" -np 8 "$m" --mesh 2x2x2 --zero 3 --steps 3 --tol 1e-6 && echo "ok example/train_gpt_mpi --zero 3: DP4, DPR2 x DPS2 (np=4), PP2 x DP2 x TP2 (np=8) within 1e-6 of one rank"' _ "$B/train_gpt_mpi" $MPIRUN
+    else
+        echo "skip example/train_gpt_mpi --zero 3: mpirun not installed"; skip=$((skip + 1))
+    fi
 fi
 # -----------------------------------------------------------------------------------
 
