@@ -1655,6 +1655,17 @@ static void st_k_sumsq(void** a, dim3 g, dim3 b)
     (void)g, (void)b;
     _vs_hk_sumsq(ST_A(const float*, 0), ST_A(long long, 1), ST_A(double*, 2));
 }
+static void st_k_canary(void** a, dim3 g, dim3 b)
+{
+    (void)g, (void)b;
+    _vs_hk_canary(ST_A(unsigned short*, 0), ST_A(long long, 1), ST_A(unsigned int, 2), ST_A(unsigned int, 3));
+}
+static void st_k_canary_check(void** a, dim3 g, dim3 b)
+{
+    (void)g, (void)b;
+    _vs_hk_canary_check(ST_A(const unsigned short*, 0), ST_A(long long, 1), ST_A(unsigned int, 2),
+                        ST_A(unsigned int, 3), ST_A(double*, 4), ST_A(double, 5));
+}
 #undef ST_A
 #endif
 
@@ -1702,6 +1713,8 @@ static const st_ksig st_ksigs[] = {
     {"vs_k_add_f32", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_k_add_f32, 1u, st_dr_add_f32},
     {"vs_k_scale", 4, {ST_P, ST_I, ST_LL, ST_F}, 1u, st_k_scale, 1u, st_dr_scale},
     {"vs_k_sumsq", 3, {ST_P, ST_LL, ST_P}, 5u, st_k_sumsq, 4u, st_dr_sumsq},
+    {"vs_k_canary", 4, {ST_P, ST_LL, ST_I, ST_I}, 1u, st_k_canary, 1u, st_dr_canary},
+    {"vs_k_canary_check", 6, {ST_P, ST_LL, ST_I, ST_I, ST_P, ST_D}, 17u, st_k_canary_check, 16u, st_dr_canary_check},
 #endif
 #if defined(VESCALE_HL_IMPLEMENTED) && defined(VESCALE_NCCL)
     {"vs_hl_tied_add", 4, {ST_P, ST_P, ST_I, ST_LL}, 3u, st_hl_tied_add, 3u, st_hr_tied_add},

@@ -454,6 +454,16 @@ static void st_dr_sumsq(void** a, dim3 g, size_t* off, size_t* n) /* g, n, part:
     (void)off;
     n[0] = (size_t)ST_RA(long long, 1) * 4, n[2] = (size_t)g.x * sizeof(double);
 }
+static void st_dr_canary(void** a, dim3 g, size_t* off, size_t* n) /* p, n halfwords, lo, hi */
+{
+    (void)g, (void)off;
+    n[0] = (size_t)ST_RA(long long, 1) * 2;
+}
+static void st_dr_canary_check(void** a, dim3 g, size_t* off, size_t* n) /* p, n, lo, hi, rec, code */
+{
+    (void)g, (void)off;
+    n[0] = (size_t)ST_RA(long long, 1) * 2, n[4] = sizeof(double);
+}
 #endif
 #undef ST_RA
 
