@@ -665,8 +665,12 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
    - vs_ddp_wait_params and vs_ddp_synchronize complete prefetched gathers
      too; vs_ddp_zero_grad waits for none.
    - VESCALE_DEBUG=params on the host: a released group's buffer is
-     inaccessible until taken again, so a read through a view kept past its
-     release faults, naming the group and one of its parameters.
+     inaccessible until taken again, so a read or write through a view kept
+     past its release faults, naming the group and one of its parameters.
+   - On a device the release fills it with a NaN per parameter: a read gets
+     NaN, which the non-finite gradient norm names where it arrives unchanged;
+     a write is found when the pool hands the buffer out again, and the next
+     gradient norm refuses the step on every rank (VS_ERR_STATE), naming it.
    - prefetch and reshard_after_forward must match over the ranks (finalize
      compares them), and so must the order of gathers and per-group settings:
      they decide which collectives run.
@@ -773,7 +777,9 @@ typedef struct vs_clip_desc {
      left untouched.
 
    Device buffers: the host reads the norm (one host wait, which covers what was
-   enqueued on desc.stream before the call). A trainer's loss rides along in
+   enqueued on desc.stream before the call). ZeRO-3 under VESCALE_DEBUG=params:
+   VS_ERR_STATE on every rank after a write into a released buffer (the next
+   step skipped; vs_ddp_gather). A trainer's loss rides along in
    vs_clip_desc.carry: one all-reduce, one copy and one host wait for the step's
    norm and loss together. */
 VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm);
