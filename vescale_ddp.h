@@ -1404,6 +1404,7 @@ typedef struct _vs_dsummary {
     int64_t finish_in_step; // what vs_ddp_step does first: a clip there is a collective
     double max_grad_norm;
     int64_t prefetch, reshard; // ZeRO-3: they decide which gathers run, so they must match too
+    int64_t debug_params;      // ZeRO-3: VESCALE_DEBUG=params names a read after a release collectively
 } _vs_dsummary;
 
 /* All-gather of `bytes` per rank of host memory (device buffers in between on
@@ -1536,6 +1537,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
     mine.max_grad_norm = d->desc.max_grad_norm;
     mine.prefetch = d->desc.prefetch;
     mine.reshard = d->desc.reshard_after_forward;
+    mine.debug_params = d->debug_params;
     _vs_dsummary* all = _VS_DDP_NEW(d->world, _vs_dsummary, G);
     if (!all) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
     vs_result r = _vs_ddp_gather_host(d, vs_mesh_comm(chk), &mine, all, sizeof mine);
@@ -1546,7 +1548,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
                         all[g].grad_fp32 != all[0].grad_fp32 || all[g].kind != all[0].kind ||
                         all[g].staged != all[0].staged))
             odd = g;
-        if (odd3 < 0 && all[0].zero == VS_ZERO_3 && (all[g].prefetch != all[0].prefetch || all[g].reshard != all[0].reshard))
+        if (odd3 < 0 && all[0].zero == VS_ZERO_3 &&
+            (all[g].prefetch != all[0].prefetch || all[g].reshard != all[0].reshard ||
+             all[g].debug_params != all[0].debug_params))
             odd3 = g;
         if (all[g].nparams != all[0].nparams || all[g].digest != all[0].digest) same = 0;
         if (all[g].nparams > maxn) maxn = all[g].nparams;
@@ -1570,9 +1574,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
     if (!r && odd < 0 && odd3 >= 0)
         r = vs_set_error(VS_ERR_MISMATCH,
                          "vs_ddp_finalize: ranks disagree on the ZeRO-3 settings (over mesh dims %s): world rank %d has "
-                         "prefetch %lld, reshard_after_forward %lld; world rank %d has %lld, %lld", dims,
-                         vs_mesh_global_rank(chk, 0), (long long)all[0].prefetch, (long long)all[0].reshard,
-                         vs_mesh_global_rank(chk, odd3), (long long)all[odd3].prefetch, (long long)all[odd3].reshard);
+                         "prefetch %lld, reshard_after_forward %lld, VESCALE_DEBUG=params %lld; world rank %d has %lld, "
+                         "%lld, %lld", dims, vs_mesh_global_rank(chk, 0), (long long)all[0].prefetch,
+                         (long long)all[0].reshard, (long long)all[0].debug_params, vs_mesh_global_rank(chk, odd3),
+                         (long long)all[odd3].prefetch, (long long)all[odd3].reshard, (long long)all[odd3].debug_params);
     if (!r && !same) {
         uint64_t* fps = _VS_DDP_NEW(d->world, uint64_t, (size_t)G * (size_t)maxn + 1);
         _vs_dprint* prints = _VS_DDP_NEW(d->world, _vs_dprint, G);

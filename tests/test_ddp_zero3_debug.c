@@ -16,7 +16,8 @@
      past the group's backward: the recompute's gather costs no traffic, the
      step refuses the held group (VS_ERR_STATE naming it, nothing changed), a
      release then lets it go on, bit for bit a trainer that released in time; a
-     release more is VS_ERR_STATE.
+     release more is VS_ERR_STATE;
+   - ranks that disagree on VESCALE_DEBUG=params: vs_ddp_finalize refuses.
    Built twice: thread ranks with host buffers (build/test_ddp_zero3_debug) and
    over the strict CUDA + NCCL stand-in with device buffers
    (build/test_ddp_zero3_debug_strict). */
@@ -121,6 +122,35 @@ static void add_model(vs_ddp* d, int idx[NK][L])
     }
 }
 
+/* A ZeRO-3 DDP of the model over w's ranks (a 1-D mesh), registered, and
+   finalized unless finalize is 0; close_ddp frees both. */
+static vs_ddp* open_ddp(vs_world* w, vs_mesh** mesh, int idx[NK][L], int rsf0, int finalize)
+{
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, mesh));
+    if (!*mesh) return NULL;
+    vs_ddp_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.mesh = *mesh;
+    dd.zero = VS_ZERO_3;
+    dd.optim.kind = VS_OPTIM_ADAMW;
+    dd.optim.weight_decay = 0.01;
+    dd.reshard_after_forward = !rsf0, dd.reshard_after_forward_set = 1;
+    vs_ddp* d = NULL;
+    VT_OK(vs_ddp_init(&dd, &d));
+    if (!d) return NULL;
+    add_model(d, idx);
+    if (finalize) VT_OK(vs_ddp_finalize(d));
+    return d;
+}
+static void close_ddp(vs_ddp* d, vs_mesh* mesh)
+{
+    VT_OK(vs_ddp_free(d));
+    VT_OK(vs_mesh_free(mesh));
+}
+
 /* Layer l's gradients from p (read through a view), g = 0.1 p + h. */
 static void grads(vs_ddp* d, int idx[NK][L], int me, int s, int l, const void* const* p)
 {
@@ -141,24 +171,9 @@ static int rank_train(vs_world* w, void* arg)
     job* J = (job*)arg;
     int me = vs_world_rank(w);
     vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
-    if (!mesh) return 1;
-    vs_ddp_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.mesh = mesh;
-    dd.zero = VS_ZERO_3;
-    dd.optim.kind = VS_OPTIM_ADAMW;
-    dd.optim.weight_decay = 0.01;
-    dd.reshard_after_forward = !J->rsf0, dd.reshard_after_forward_set = 1;
-    vs_ddp* d = NULL;
-    VT_OK(vs_ddp_init(&dd, &d));
-    if (!d) return 1;
     int idx[NK][L];
-    add_model(d, idx);
-    VT_OK(vs_ddp_finalize(d));
+    vs_ddp* d = open_ddp(w, &mesh, idx, J->rsf0, 1);
+    if (!d) return 1;
     vs_comm* dpc = vs_mesh_comm(mesh);
     const int bad = J->bug == BUG_HOLD || me == 1;
     for (int s = 0; s < STEPS; s++) {
@@ -228,8 +243,7 @@ static int rank_train(vs_world* w, void* arg)
             VT_OK(vs_ddp_release(d, l + 1));
         }
     VT_OK(vs_ddp_synchronize(d));
-    VT_OK(vs_ddp_free(d));
-    VT_OK(vs_mesh_free(mesh));
+    close_ddp(d, mesh);
     return 0;
 }
 
@@ -251,20 +265,9 @@ static int rank_ungathered(vs_world* w, void* arg)
 {
     (void)arg;
     vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
-    vs_ddp_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.mesh = mesh;
-    dd.zero = VS_ZERO_3;
-    dd.optim.kind = VS_OPTIM_ADAMW;
-    vs_ddp* d = NULL;
-    VT_OK(vs_ddp_init(&dd, &d));
     int idx[NK][L];
-    add_model(d, idx);
-    VT_OK(vs_ddp_finalize(d));
+    vs_ddp* d = open_ddp(w, &mesh, idx, 0, 1);
+    if (!d) return 1;
     const void* p = vs_ddp_param(d, idx[1][2]);
     VT_CHECK(p == NULL && strstr(vs_last_error(), "'h.2.b'") &&
                  strstr(vs_last_error(), "ready group 3") && strstr(vs_last_error(), "vs_ddp_gather(d, 3)"),
@@ -274,8 +277,25 @@ static int rank_ungathered(vs_world* w, void* arg)
     p = vs_ddp_param(d, idx[1][2]); // (released: the same)
     VT_CHECK(p == NULL && strstr(vs_last_error(), "'h.2.b'") && strstr(vs_last_error(), "ready group 3"),
              "released: %p %s", p, vs_last_error());
-    VT_OK(vs_ddp_free(d));
-    VT_OK(vs_mesh_free(mesh));
+    close_ddp(d, mesh);
+    return 0;
+}
+
+/* Ranks that disagree on VESCALE_DEBUG=params (each process reads its own
+   environment; naming a read after a release is a collective): finalize refuses. */
+static int rank_debug_mismatch(vs_world* w, void* arg)
+{
+    (void)arg;
+    vs_mesh* mesh = NULL;
+    int idx[NK][L];
+    vs_ddp* d = open_ddp(w, &mesh, idx, 0, 0);
+    if (!d) return 1;
+    if (vs_world_rank(w) == 1) d->debug_params = 1; // (as if its process had VESCALE_DEBUG=params)
+    vs_result r = vs_ddp_finalize(d);
+    VT_CHECK(r == VS_ERR_MISMATCH && strstr(vs_last_error(), "VESCALE_DEBUG=params 0") &&
+                 strstr(vs_last_error(), "world rank 1 has 1, 1, 1"),
+             "finalize: %d %s", r, vs_last_error());
+    close_ddp(d, mesh);
     return 0;
 }
 
@@ -286,20 +306,9 @@ static int rank_write_after(vs_world* w, void* arg)
 {
     (void)arg;
     vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
-    vs_ddp_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.mesh = mesh;
-    dd.zero = VS_ZERO_3;
-    dd.optim.kind = VS_OPTIM_ADAMW;
-    vs_ddp* d = NULL;
-    VT_OK(vs_ddp_init(&dd, &d));
     int idx[NK][L];
-    add_model(d, idx);
-    VT_OK(vs_ddp_finalize(d));
+    vs_ddp* d = open_ddp(w, &mesh, idx, 0, 1);
+    if (!d) return 1;
     VT_OK(vs_ddp_gather(d, 3));
     volatile float* p = (float*)vs_ddp_param(d, idx[0][2]);
     if (p) p[5] = 1.0f; // (while gathered: allowed)
@@ -307,8 +316,7 @@ static int rank_write_after(vs_world* w, void* arg)
     VT_OK(vs_barrier(vs_world_comm(w), NULL));
     if (vs_world_rank(w) == 1 && p) p[5] = 2.0f; // (faults here)
     VT_OK(vs_barrier(vs_world_comm(w), NULL));
-    VT_OK(vs_ddp_free(d));
-    VT_OK(vs_mesh_free(mesh));
+    close_ddp(d, mesh);
     return 0;
 }
 static void case_host_write(void)
@@ -424,6 +432,8 @@ int main(void)
 {
     VT_CASE("a parameter used before its group is gathered (and after its release): NULL, VS_ERR_STATE naming the "
             "parameter and the group", VT_OK(launch(DP, rank_ungathered, NULL, NULL)));
+    VT_CASE("ranks disagreeing on VESCALE_DEBUG=params under ZeRO-3: vs_ddp_finalize refuses on every rank, naming "
+            "both", VT_OK(launch(DP, rank_debug_mismatch, NULL, NULL)));
 #if !DEV
     VT_CASE("VESCALE_DEBUG=params, host: a write through a view after its release faults naming the rank and group",
             case_host_write());
