@@ -10,8 +10,9 @@
      on every rank; a write after the release is found when the buffer is handed
      out again, and the next gradient norm refuses the step on every rank (the
      writer naming the parameter), the step skipped and the one after it
-     normal; a correct trainer's results are the same bits with and without
-     the debug mode;
+     normal; bf16 parameters: a read gets NaN too (unnamed: no room in a
+     16-bit NaN), a write is named; a correct trainer's results are the same
+     bits with and without the debug mode;
    - reshard_after_forward 0 with a recomputed forward whose gather is held
      past the group's backward: the recompute's gather costs no traffic, the
      step refuses the held group (VS_ERR_STATE naming it, nothing changed), a
@@ -79,6 +80,7 @@ typedef struct job {
     int bug;           // BUG_*: rank 1 (the hold: every rank) misuses a view at step 1
     int rsf0;          // reshard_after_forward 0
     int recompute;     // each backward's layer gathered for a recomputed forward first (one release)
+    int bf16;          // bf16 parameters (f32 gradients)
     /* results */
     float out[DP][TOTAL];
     vs_result clip_r[DP][STEPS];
@@ -100,16 +102,29 @@ static vs_result launch(int n, int (*fn)(vs_world*, void*), void* arg, const cha
     return vs_launch_ex(&ld, fn, arg);
 }
 
-static void add_model(vs_ddp* d, int idx[NK][L])
+/* A parameter of n elements at p (f32, or bf16) into f32 host memory. */
+static void read_param(float* dst, const void* p, int64_t n, int bf16)
+{
+    static __thread uint16_t h[1000];
+    if (!bf16) {
+        to_host(dst, p, sizeof(float) * (size_t)n);
+        return;
+    }
+    to_host(h, p, sizeof(uint16_t) * (size_t)n);
+    for (int64_t e = 0; e < n; e++) dst[e] = vs_bf16_to_f32(h[e]);
+}
+
+static void add_model(vs_ddp* d, int idx[NK][L], int bf16)
 {
     for (int k = 0; k < NK; k++) {
         float* data = (float*)malloc(sizeof(float) * (size_t)(ksz[k] * L));
         for (int l = 0; l < L; l++)
             for (int64_t e = 0; e < ksz[k]; e++) data[l * ksz[k] + e] = init_value(l, k, e);
+        for (int64_t e = 0; e < ksz[k] * L && bf16; e++) ((uint16_t*)data)[e] = vs_f32_to_bf16(data[e]); // (in place)
         vs_ddp_param_desc pd;
         memset(&pd, 0, sizeof pd);
         pd.name = kname[k];
-        pd.dtype = VS_F32;
+        pd.dtype = bf16 ? VS_BF16 : VS_F32;
         pd.ndim = 1;
         pd.shape[0] = ksz[k];
         pd.data = data;
@@ -123,8 +138,9 @@ static void add_model(vs_ddp* d, int idx[NK][L])
 }
 
 /* A ZeRO-3 DDP of the model over w's ranks (a 1-D mesh), registered, and
-   finalized unless finalize is 0; close_ddp frees both. */
-static vs_ddp* open_ddp(vs_world* w, vs_mesh** mesh, int idx[NK][L], int rsf0, int finalize)
+   finalized unless finalize is 0; bf16 parameters with f32 gradients, or f32;
+   close_ddp frees both. */
+static vs_ddp* open_ddp(vs_world* w, vs_mesh** mesh, int idx[NK][L], int rsf0, int finalize, int bf16)
 {
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
@@ -138,10 +154,11 @@ static vs_ddp* open_ddp(vs_world* w, vs_mesh** mesh, int idx[NK][L], int rsf0, i
     dd.optim.kind = VS_OPTIM_ADAMW;
     dd.optim.weight_decay = 0.01;
     dd.reshard_after_forward = !rsf0, dd.reshard_after_forward_set = 1;
+    dd.grad_fp32 = bf16; // (f32 gradients: the trainer adds in f32)
     vs_ddp* d = NULL;
     VT_OK(vs_ddp_init(&dd, &d));
     if (!d) return NULL;
-    add_model(d, idx);
+    add_model(d, idx, bf16);
     if (finalize) VT_OK(vs_ddp_finalize(d));
     return d;
 }
@@ -152,14 +169,14 @@ static void close_ddp(vs_ddp* d, vs_mesh* mesh)
 }
 
 /* Layer l's gradients from p (read through a view), g = 0.1 p + h. */
-static void grads(vs_ddp* d, int idx[NK][L], int me, int s, int l, const void* const* p)
+static void grads(vs_ddp* d, int idx[NK][L], int me, int s, int l, const void* const* p, int bf16)
 {
     static __thread float hp[1000], hg[1000];
     for (int k = 0; k < NK; k++) {
         void* gd = vs_ddp_grad(d, idx[k][l]);
         VT_CHECK(gd != NULL, "vs_ddp_grad: %s", vs_last_error());
         if (!gd || !p[k]) continue;
-        to_host(hp, p[k], sizeof(float) * (size_t)ksz[k]);
+        read_param(hp, p[k], ksz[k], bf16);
         to_host(hg, gd, sizeof(float) * (size_t)ksz[k]);
         for (int64_t e = 0; e < ksz[k]; e++) hg[e] += 0.1f * hp[e] + h_value(me, s, l, e);
         to_dev(gd, hg, sizeof(float) * (size_t)ksz[k]);
@@ -172,7 +189,7 @@ static int rank_train(vs_world* w, void* arg)
     int me = vs_world_rank(w);
     vs_mesh* mesh = NULL;
     int idx[NK][L];
-    vs_ddp* d = open_ddp(w, &mesh, idx, J->rsf0, 1);
+    vs_ddp* d = open_ddp(w, &mesh, idx, J->rsf0, 1, J->bf16);
     if (!d) return 1;
     vs_comm* dpc = vs_mesh_comm(mesh);
     const int bad = J->bug == BUG_HOLD || me == 1;
@@ -196,17 +213,17 @@ static int rank_train(vs_world* w, void* arg)
             for (int k = 0; k < NK; k++) p[k] = vs_ddp_param(d, idx[k][l]);
             if (bug == BUG_READ && l == 1) { // reads its views after their release
                 VT_OK(vs_ddp_release(d, g));
-                grads(d, idx, me, s, l, p);
+                grads(d, idx, me, s, l, p, J->bf16);
                 VT_OK(vs_ddp_group_ready(d, g));
                 continue;
             }
-            grads(d, idx, me, s, l, p);
+            grads(d, idx, me, s, l, p, J->bf16);
             VT_OK(vs_ddp_group_ready(d, g));
             if (bug == BUG_HOLD && l == 1) continue; // not released: held past its backward
             VT_OK(vs_ddp_release(d, g));
             if (bug == BUG_WRITE && l == 2) { // writes into a view after its release
                 float junk[4] = {1, 2, 3, 4};
-                to_dev((float*)p[1] + 10, junk, sizeof junk);
+                to_dev((char*)p[1] + 40, junk, sizeof junk);
             }
         }
         VT_OK(vs_ddp_finish_grad_sync(d));
@@ -239,7 +256,7 @@ static int rank_train(vs_world* w, void* arg)
         for (int l = 0; l < L; l++, at += (int)ksz[k]) {
             VT_OK(vs_ddp_gather(d, l + 1));
             const void* p = vs_ddp_param(d, idx[k][l]);
-            if (p) to_host(&J->out[me][at], p, sizeof(float) * (size_t)ksz[k]);
+            if (p) read_param(&J->out[me][at], p, ksz[k], J->bf16);
             VT_OK(vs_ddp_release(d, l + 1));
         }
     VT_OK(vs_ddp_synchronize(d));
@@ -247,13 +264,14 @@ static int rank_train(vs_world* w, void* arg)
     return 0;
 }
 
-static job* run(const char* debug, int bug, int rsf0, int recompute)
+static job* run_ex(const char* debug, int bug, int rsf0, int recompute, int bf16)
 {
     job* J = (job*)calloc(1, sizeof(job));
-    J->debug = debug, J->bug = bug, J->rsf0 = rsf0, J->recompute = recompute;
+    J->debug = debug, J->bug = bug, J->rsf0 = rsf0, J->recompute = recompute, J->bf16 = bf16;
     VT_OK(launch(DP, rank_train, J, debug));
     return J;
 }
+static job* run(const char* debug, int bug, int rsf0, int recompute) { return run_ex(debug, bug, rsf0, recompute, 0); }
 
 static int same_out(const job* a, const job* b, int r)
 {
@@ -266,7 +284,7 @@ static int rank_ungathered(vs_world* w, void* arg)
     (void)arg;
     vs_mesh* mesh = NULL;
     int idx[NK][L];
-    vs_ddp* d = open_ddp(w, &mesh, idx, 0, 1);
+    vs_ddp* d = open_ddp(w, &mesh, idx, 0, 1, 0);
     if (!d) return 1;
     const void* p = vs_ddp_param(d, idx[1][2]);
     VT_CHECK(p == NULL && strstr(vs_last_error(), "'h.2.b'") &&
@@ -288,7 +306,7 @@ static int rank_debug_mismatch(vs_world* w, void* arg)
     (void)arg;
     vs_mesh* mesh = NULL;
     int idx[NK][L];
-    vs_ddp* d = open_ddp(w, &mesh, idx, 0, 0);
+    vs_ddp* d = open_ddp(w, &mesh, idx, 0, 0, 0);
     if (!d) return 1;
     if (vs_world_rank(w) == 1) d->debug_params = 1; // (as if its process had VESCALE_DEBUG=params)
     vs_result r = vs_ddp_finalize(d);
@@ -307,7 +325,7 @@ static int rank_write_after(vs_world* w, void* arg)
     (void)arg;
     vs_mesh* mesh = NULL;
     int idx[NK][L];
-    vs_ddp* d = open_ddp(w, &mesh, idx, 0, 1);
+    vs_ddp* d = open_ddp(w, &mesh, idx, 0, 1, 0);
     if (!d) return 1;
     VT_OK(vs_ddp_gather(d, 3));
     volatile float* p = (float*)vs_ddp_param(d, idx[0][2]);
@@ -366,6 +384,29 @@ static void case_dev_read(void)
                  (long long)J->skipped[r], (long long)J->steps[r]);
     }
     free(J);
+}
+
+/* bf16 parameters: a read after the release gets NaN too (the step skipped on
+   every rank; a 16-bit NaN has no room to name the parameter); a write is
+   found and named as in f32. */
+static void case_dev_bf16(void)
+{
+    job* R = run_ex("params", BUG_READ, 0, 0, 1);
+    job* W = run_ex("params", BUG_WRITE, 0, 0, 1);
+    for (int r = 0; r < DP; r++) {
+        VT_CHECK(R->clip_r[r][1] == VS_ERR_NONFINITE && R->clip_r[r][0] == VS_OK && R->clip_r[r][2] == VS_OK &&
+                     R->skipped[r] == 1,
+                 "rank %d: a read: clips %d %d %d (%s), %lld skipped", r, R->clip_r[r][0], R->clip_r[r][1],
+                 R->clip_r[r][2], R->clip_msg[r][1], (long long)R->skipped[r]);
+        const char* want = r == 1 ? "rank 1 wrote into parameter 'h.2.b' of ready group 3 after vs_ddp_release(3)"
+                                  : "another rank wrote into a released ZeRO-3 buffer";
+        VT_CHECK(W->clip_r[r][1] == VS_ERR_STATE && strstr(W->clip_msg[r][1], want) && W->clip_r[r][2] == VS_OK &&
+                     W->skipped[r] == 1,
+                 "rank %d: a write: clip %d %s, %lld skipped", r, W->clip_r[r][1], W->clip_msg[r][1],
+                 (long long)W->skipped[r]);
+    }
+    free(R);
+    free(W);
 }
 
 /* Rank 1 writes into a released view: found when the buffer is handed out
@@ -443,6 +484,8 @@ int main(void)
     VT_CASE("VESCALE_DEBUG=params, device: a write after the release is found when the buffer is handed out again; "
             "every rank's next clip refuses (the writer naming the parameter); the step skipped, the next one normal",
             case_dev_write());
+    VT_CASE("VESCALE_DEBUG=params, device, bf16 parameters: a read after the release gets NaN (the step skipped); a "
+            "write is found and named", case_dev_bf16());
 #endif
     VT_CASE("VESCALE_DEBUG=params: a correct trainer's parameters the same bits as without it", case_same_bits());
     VT_CASE("reshard_after_forward 0 + recompute: the recompute's gather sends nothing; a group held past its backward "
