@@ -158,6 +158,10 @@ $(B)/test_ddp_step_strict: $(B)/impl/strict.o $(B)/impl/standin.o $(PRIV_H) test
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ddp_zero3_strict)
 $(B)/test_ddp_zero3_strict: tests/test_ddp_zero3.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
+# ZeRO-3's misuse of a gathered group on device buffers: VESCALE_DEBUG=params' canaries (tests/test_ddp_zero3_debug.c)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_ddp_zero3_debug_strict)
+$(B)/test_ddp_zero3_debug_strict: tests/test_ddp_zero3_debug.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # checkpoints over NCCL while the trainer's collectives run (tests/test_ckpt_nccl.c), same stand-in
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_ckpt_nccl)
 $(B)/test_ckpt_nccl: tests/test_ckpt_nccl.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
@@ -221,7 +225,7 @@ TESTS   += $(if $(HAVE_STRICT),$(B)/test_lighthouse)
 $(B)/test_lighthouse: tests/test_lighthouse.c tests/lighthouse_tool.h tests/vt_dir.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B) $(B)/vescale-lighthouse
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # every program of the stand-in links the strict object (test_nccl_strict compiles its own: IMPL_OWN)
-STRICT_PROGS := $(B)/test_ddp_ext_strict $(B)/test_ddp_hsdp_strict $(B)/test_ddp_zero3_strict $(B)/test_ckpt_nccl $(B)/test_pipe_nccl $(B)/test_nccl_vendor \
+STRICT_PROGS := $(B)/test_ddp_ext_strict $(B)/test_ddp_hsdp_strict $(B)/test_ddp_zero3_strict $(B)/test_ddp_zero3_debug_strict $(B)/test_ckpt_nccl $(B)/test_pipe_nccl $(B)/test_nccl_vendor \
                 $(B)/test_train_nccl $(B)/test_gpt_nccl $(B)/train_gpt_strict $(B)/test_gpt_kernels_strict \
                 $(B)/test_strict_counts $(B)/test_strict_clock $(B)/test_strict_model $(B)/test_strict_scale $(B)/test_strict_shrink $(B)/test_elastic_procs $(B)/test_lighthouse $(STRICT_NEG)
 $(STRICT_PROGS): $(B)/impl/strict.o $(B)/impl/standin.o $(PRIV_H) tests/vs_private.h

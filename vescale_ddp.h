@@ -666,8 +666,12 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
    - vs_ddp_wait_params and vs_ddp_synchronize complete prefetched gathers
      too; vs_ddp_zero_grad waits for none.
    - VESCALE_DEBUG=params on the host: a released group's buffer is
-     inaccessible until taken again, so a read through a view kept past its
-     release faults, naming the group and one of its parameters.
+     inaccessible until taken again, so a read or write through a view kept
+     past its release faults, naming the group and one of its parameters.
+   - On a device the release fills it with a NaN per parameter: a read gets
+     NaN, which the non-finite gradient norm names where it arrives unchanged;
+     a write is found when the pool hands the buffer out again, and the next
+     gradient norm refuses the step on every rank (VS_ERR_STATE), naming it.
    - prefetch and reshard_after_forward must match over the ranks (finalize
      compares them), and so must the order of gathers and per-group settings:
      they decide which collectives run.
@@ -774,7 +778,9 @@ typedef struct vs_clip_desc {
      left untouched.
 
    Device buffers: the host reads the norm (one host wait, which covers what was
-   enqueued on desc.stream before the call). A trainer's loss rides along in
+   enqueued on desc.stream before the call). ZeRO-3 under VESCALE_DEBUG=params:
+   VS_ERR_STATE on every rank after a write into a released buffer (the next
+   step skipped; vs_ddp_gather). A trainer's loss rides along in
    vs_clip_desc.carry: one all-reduce, one copy and one host wait for the step's
    norm and loss together. */
 VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm);
@@ -1149,19 +1155,35 @@ _VS_DDP_PRIVATE const char* _vs_ddp_shape_str(char* buf, size_t cap, int ndim, c
             VS_MKTHREADS(t) if (t == 0) part[b] += s[0]; \
             VS_MKSYNC; \
         } \
+    } \
+    /* VESCALE_DEBUG=params, ZeRO-3 on a device: a released buffer's canary, n \
+       halfwords alternately lo and hi (an f32 NaN word, or a 16-bit NaN twice); \
+       the check records code in rec[0] where a halfword differs (if none is there) */ \
+    VS_MKGLOBAL _VS_KN(canary)(unsigned short* p, long long n, int lo, int hi) \
+    { \
+        VS_MKLOOP(x, n) p[x] = (unsigned short)((x & 1) ? hi : lo); \
+    } \
+    VS_MKGLOBAL _VS_KN(canary_check)(const unsigned short* p, long long n, int lo, int hi, \
+                                      double* rec, double code) \
+    { \
+        VS_MKLOOP(x, n) if (p[x] != (unsigned short)((x & 1) ? hi : lo) && rec[0] == 0.0) rec[0] = code; \
     }
 
 /* Blocks of the device sum of squares: a fixed number, each adding into its own
    slot launch after launch, so the norm is the same bits every run. */
 #define _VS_KPARTS 64
 /* the partial sums buffer: the counted elements' parts, the copies', then the
-   values carried with the norm (vs_clip_desc.carry) */
-#define _VS_KPART_ALL (2 * _VS_KPARTS + VS_CLIP_CARRY_MAX)
+   values carried with the norm (vs_clip_desc.carry), then VESCALE_DEBUG=params'
+   record of a write into a released ZeRO-3 buffer (summed over the ranks: all
+   see one) */
+#define _VS_KPART_DBG (2 * _VS_KPARTS + VS_CLIP_CARRY_MAX)
+#define _VS_KPART_ALL (_VS_KPART_DBG + 1)
 #define _VS_KTHREADS 256 /* a block's threads: the vocabulary's (sumsq's tree assumes it) */
 typedef char _vs_kthreads_check[_VS_KTHREADS == VS_MKT ? 1 : -1];
 
 /* Kernel indices. */
-enum { _VS_KI_ADAMW, _VS_KI_SGD, _VS_KI_TO_F32, _VS_KI_FROM_F32, _VS_KI_ADD_F32, _VS_KI_SCALE, _VS_KI_SUMSQ, _VS_KI_N };
+enum { _VS_KI_ADAMW, _VS_KI_SGD, _VS_KI_TO_F32, _VS_KI_FROM_F32, _VS_KI_ADD_F32, _VS_KI_SCALE, _VS_KI_SUMSQ,
+       _VS_KI_CANARY, _VS_KI_CANARY_CHECK, _VS_KI_N };
 
 /* The kernels above as host C: the shared part once per file (vescale_mesh.h's
    implementation builds it when it is in this file), then the kernels. */
@@ -1228,6 +1250,19 @@ _VS_DDP_PRIVATE void _vs_kc_sumsq(void** a, vs_kernel_cost* c) /* g, n, part: _V
     c->bytes = 4.0 * (double)n + 2.0 * _VS_KPARTS * sizeof(double);
     c->len[0] = n * 4, c->len[2] = _VS_KPARTS * (long long)sizeof(double);
 }
+_VS_DDP_PRIVATE void _vs_kc_canary(void** a, vs_kernel_cost* c) /* p, n halfwords, lo, hi */
+{
+    long long n = VS_MKARG(long long, 1);
+    c->bytes = 2.0 * (double)n;
+    c->len[0] = n * 2;
+}
+_VS_DDP_PRIVATE void _vs_kc_canary_check(void** a, vs_kernel_cost* c) /* p, n, lo, hi, rec, code */
+{
+    long long n = VS_MKARG(long long, 1);
+    c->flops = (double)n; // a compare a halfword
+    c->bytes = 2.0 * (double)n + sizeof(double);
+    c->len[0] = n * 2, c->len[4] = (long long)sizeof(double);
+}
 static const vs_kernel_decl _vs_ddp_kdecls[_VS_KI_N] _VS_DDP_UNUSED = {
     {"vs_k_adamw", "wrwwlffffffff", "p g m1 m2 n b1 b2 omb1 omb2 step c2 eps decay", _vs_kc_adamw, 0},
     {"vs_k_sgd", "wrwlfffi", "p g m1 n mu lr wd nesterov", _vs_kc_sgd, 0},
@@ -1235,7 +1270,9 @@ static const vs_kernel_decl _vs_ddp_kdecls[_VS_KI_N] _VS_DDP_UNUSED = {
     {"vs_k_from_f32", "wirl", "dst t src n", _vs_kc_from_f32, 0},
     {"vs_k_add_f32", "wril", "acc src t n", _vs_kc_add_f32, 0},
     {"vs_k_scale", "wilf", "a t n s", _vs_kc_scale, 0},
-    {"vs_k_sumsq", "rlw", "g n part", _vs_kc_sumsq, 0}};
+    {"vs_k_sumsq", "rlw", "g n part", _vs_kc_sumsq, 0},
+    {"vs_k_canary", "wlii", "p n lo hi", _vs_kc_canary, 0},
+    {"vs_k_canary_check", "rliiwd", "p n lo hi rec code", _vs_kc_canary_check, 0}};
 
 /* Kernel ki's host build on a launch's arguments (the text's host function). */
 _VS_DDP_PRIVATE void _vs_ddp_khost(int ki, void** a)
@@ -1257,7 +1294,14 @@ _VS_DDP_PRIVATE void _vs_ddp_khost(int ki, void** a)
         break;
     case _VS_KI_ADD_F32: _vs_hk_add_f32(_VS_A(float*, 0), _VS_A(const void*, 1), _VS_A(int, 2), _VS_A(long long, 3)); break;
     case _VS_KI_SCALE: _vs_hk_scale(_VS_A(void*, 0), _VS_A(int, 1), _VS_A(long long, 2), _VS_A(float, 3)); break;
-    default: _vs_hk_sumsq(_VS_A(const float*, 0), _VS_A(long long, 1), _VS_A(double*, 2)); break;
+    case _VS_KI_SUMSQ: _vs_hk_sumsq(_VS_A(const float*, 0), _VS_A(long long, 1), _VS_A(double*, 2)); break;
+    case _VS_KI_CANARY:
+        _vs_hk_canary(_VS_A(unsigned short*, 0), _VS_A(long long, 1), _VS_A(int, 2), _VS_A(int, 3));
+        break;
+    default:
+        _vs_hk_canary_check(_VS_A(const unsigned short*, 0), _VS_A(long long, 1), _VS_A(int, 2),
+                            _VS_A(int, 3), _VS_A(double*, 4), _VS_A(double, 5));
+        break;
     }
 #undef _VS_A
 }
@@ -1295,6 +1339,12 @@ struct _vs_dcuda {
     double* part;   // _VS_KPART_ALL: partial sums of squares (device), the counted elements', the copies', the carry
     double* norm;   // the norm's all-reduce buffer (device)
     double* hpart;  // pinned host memory: part's read lands here, waited for with the deadline (vs_sync_stream)
+    /* VESCALE_DEBUG=params, ZeRO-3: the canaries of released buffers (_vs_ddp_canary) */
+    double* drec;   // device: this rank's record of a changed canary (_vs_ddp_canary's code), 0 none
+    double wrote[2]; // the last norm's read: drec summed over the ranks, and this rank's
+    void** cbuf;    // the gathered pool's buffers seen, and (cbucket) the bucket holding each (>= 0), or
+    int* cbucket;   // -2 - the bucket whose canary it holds (given back by vs_ddp_release), or -1
+    int ncbuf, capcbuf;
 };
 
 _VS_DDP_PRIVATE vs_result _vs_ddp_cuerr(cudaError_t e, const char* what) { return vs_cuda_error((int)e, "vs_ddp", what); }
@@ -1306,6 +1356,9 @@ _VS_DDP_PRIVATE void _vs_ddp_cuda_free(vs_ddp* d)
     if (cu->part) vs_device_free(d->world, cu->part);
     if (cu->norm) vs_device_free(d->world, cu->norm);
     if (cu->hpart) cudaFreeHost(cu->hpart);
+    if (cu->drec) vs_device_free(d->world, cu->drec);
+    vs_free(d->world, cu->cbuf);
+    vs_free(d->world, cu->cbucket);
     if (cu->ev) cudaEventDestroy(cu->ev);
     vs_free(d->world, cu);
     d->cu = NULL;
@@ -1326,8 +1379,14 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_cuda_init(vs_ddp* d)
     cu->part = (double*)vs_device_alloc(d->world, sizeof(double) * _VS_KPART_ALL);
     cu->norm = (double*)vs_device_alloc(d->world, sizeof(double));
     if (!cu->part || !cu->norm) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of device memory");
-    e = cudaMallocHost((void**)&cu->hpart, sizeof(double) * _VS_KPART_ALL);
+    e = cudaMallocHost((void**)&cu->hpart, sizeof(double) * (_VS_KPART_ALL + 1)); // (+ drec's read)
     if (e != cudaSuccess) return _vs_ddp_cuerr(e, "cudaMallocHost");
+    if (d->debug_params && d->desc.zero == VS_ZERO_3) { // (zeroed on the trainer's stream before any use)
+        cu->drec = (double*)vs_device_alloc(d->world, sizeof(double));
+        if (!cu->drec) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of device memory");
+        if ((e = cudaMemsetAsync(cu->drec, 0, sizeof(double), cu->stream)) != cudaSuccess)
+            return _vs_ddp_cuerr(e, "cudaMemsetAsync");
+    }
     return VS_OK;
 }
 
@@ -1437,6 +1496,7 @@ typedef struct _vs_dsummary {
     int64_t finish_in_step; // what vs_ddp_step does first: a clip there is a collective
     double max_grad_norm;
     int64_t prefetch, reshard; // ZeRO-3: they decide which gathers run, so they must match too
+    int64_t debug_params;      // ZeRO-3: VESCALE_DEBUG=params names a read after a release collectively
 } _vs_dsummary;
 
 /* All-gather of `bytes` per rank of host memory (device buffers in between on
@@ -1569,6 +1629,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
     mine.max_grad_norm = d->desc.max_grad_norm;
     mine.prefetch = d->desc.prefetch;
     mine.reshard = d->desc.reshard_after_forward;
+    mine.debug_params = d->debug_params;
     _vs_dsummary* all = _VS_DDP_NEW(d->world, _vs_dsummary, G);
     if (!all) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_finalize: out of memory checking that the ranks agree");
     vs_result r = _vs_ddp_gather_host(d, vs_mesh_comm(chk), &mine, all, sizeof mine);
@@ -1579,7 +1640,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
                         all[g].grad_fp32 != all[0].grad_fp32 || all[g].kind != all[0].kind ||
                         all[g].staged != all[0].staged))
             odd = g;
-        if (odd3 < 0 && all[0].zero == VS_ZERO_3 && (all[g].prefetch != all[0].prefetch || all[g].reshard != all[0].reshard))
+        if (odd3 < 0 && all[0].zero == VS_ZERO_3 &&
+            (all[g].prefetch != all[0].prefetch || all[g].reshard != all[0].reshard ||
+             all[g].debug_params != all[0].debug_params))
             odd3 = g;
         if (all[g].nparams != all[0].nparams || all[g].digest != all[0].digest) same = 0;
         if (all[g].nparams > maxn) maxn = all[g].nparams;
@@ -1603,9 +1666,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_agree(vs_ddp* d, vs_mesh* chk, const char* dim
     if (!r && odd < 0 && odd3 >= 0)
         r = vs_set_error(VS_ERR_MISMATCH,
                          "vs_ddp_finalize: ranks disagree on the ZeRO-3 settings (over mesh dims %s): world rank %d has "
-                         "prefetch %lld, reshard_after_forward %lld; world rank %d has %lld, %lld", dims,
-                         vs_mesh_global_rank(chk, 0), (long long)all[0].prefetch, (long long)all[0].reshard,
-                         vs_mesh_global_rank(chk, odd3), (long long)all[odd3].prefetch, (long long)all[odd3].reshard);
+                         "prefetch %lld, reshard_after_forward %lld, VESCALE_DEBUG=params %lld; world rank %d has %lld, "
+                         "%lld, %lld", dims, vs_mesh_global_rank(chk, 0), (long long)all[0].prefetch,
+                         (long long)all[0].reshard, (long long)all[0].debug_params, vs_mesh_global_rank(chk, odd3),
+                         (long long)all[odd3].prefetch, (long long)all[odd3].reshard, (long long)all[odd3].debug_params);
     if (!r && !same) {
         uint64_t* fps = _VS_DDP_NEW(d->world, uint64_t, (size_t)G * (size_t)maxn + 1);
         _vs_dprint* prints = _VS_DDP_NEW(d->world, _vs_dprint, G);
@@ -2396,6 +2460,130 @@ _VS_DDP_PRIVATE void _vs_ddp_unguard_at(vs_ddp* d, uintptr_t a)
     pthread_mutex_unlock(&_vs_ddp_guard_mu);
 }
 
+/* VESCALE_DEBUG=params, ZeRO-3 on a device, where no page can be made
+   inaccessible with the runtime API alone (cuMemSetAccess is the driver's):
+   - vs_ddp_release fills each buffer it gives back, on the trainer's stream,
+     with a canary: each parameter's range a NaN of its own (f32: payload
+     0xb << 18 | its index + 1; bf16 0x7fd5 and f16 0x7eab, too short to name
+     one), the padding another. A read through a view kept past the release
+     gets NaN, never the values of the group the buffer goes to next; where the
+     NaN reaches a gradient unchanged (copies, host arithmetic; a GPU's
+     arithmetic gives its canonical NaN instead), the non-finite gradient norm
+     names the parameter (_vs_ddp_z3_nan_source).
+   - When the pool hands the buffer out again, a kernel compares it with its
+     canary and records the first parameter whose range changed: a write after
+     the release. The next gradient norm reads the record beside its partial
+     sums (no host wait more), summed over the ranks, and every rank refuses
+     the step, the writer naming the parameter.
+   A kept buffer (reshard_after_forward 0) keeps its values for the backward:
+   no canary. */
+#ifdef _VS_DDP_CUDA
+#define _VS_DDP_CANARY 0x7fec0000u /* f32: a quiet NaN, bits 21..18 0xb, bits 17..0 the code */
+/* Elements [a, e) of bucket k's gathered buffer buf: code's canary written, or compared (check). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_canary_range(const vs_ddp* d, const _vs_dbucket* k, void* buf, int64_t a, int64_t e,
+                                               double code, int check)
+{
+    if (e <= a) return VS_OK;
+    size_t pz = _vs_dsz(k->pdtype);
+    int lo, hi; // halfwords, passed as int (the kernel vocabulary's argument kinds)
+    if (pz == 4) {
+        unsigned int w = _VS_DDP_CANARY | (code > 0 && code <= 0x3ffff ? (unsigned int)code : 0u);
+        lo = (int)(w & 0xffffu), hi = (int)(w >> 16); // (little-endian halves)
+    } else {
+        lo = hi = k->pdtype == VS_BF16 ? 0x7fd5 : 0x7eab;
+    }
+    unsigned short* p = (unsigned short*)((char*)buf + (size_t)a * pz);
+    long long n = (long long)((size_t)(e - a) * pz / 2);
+    double* rec = d->cu->drec;
+    void* fill[] = {&p, &n, &lo, &hi};
+    void* cmp[] = {&p, &n, &lo, &hi, &rec, &code};
+    return _vs_ddp_kernel(d, check ? _VS_KI_CANARY_CHECK : _VS_KI_CANARY, n, check ? cmp : fill);
+}
+
+/* Bucket b's canary in buf, written or compared: each parameter's range coded
+   by its index + 1, the padding by nparams + 1 + b (all > 0: the ranks' records
+   are summed). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_canary(const vs_ddp* d, int b, void* buf, int check)
+{
+    const _vs_dbucket* k = &d->buckets[b];
+    int64_t at = 0;
+    vs_result r = VS_OK;
+    for (int j = k->first; j <= k->last && !r; j++) {
+        const _vs_dparam* q = j < k->last ? &d->params[d->order[j]] : NULL;
+        int64_t lo = q ? q->offset : k->numel;
+        if (lo > at) r = _vs_ddp_canary_range(d, k, buf, at, lo, 1.0 + d->nparams + b, check);
+        if (q && !r) r = _vs_ddp_canary_range(d, k, buf, q->offset, q->offset + q->numel, 1.0 + d->order[j], check);
+        if (q && q->offset + q->numel > at) at = q->offset + q->numel;
+    }
+    return r;
+}
+
+/* Pool buffer buf's entry in the list of those seen (added: -1, or NULL out of memory). */
+_VS_DDP_PRIVATE int* _vs_ddp_canary_of(vs_ddp* d, void* buf)
+{
+    _vs_dcuda* cu = d->cu;
+    for (int i = 0; i < cu->ncbuf; i++)
+        if (cu->cbuf[i] == buf) return &cu->cbucket[i];
+    if (cu->ncbuf == cu->capcbuf) { // (grows with the pool: its first step)
+        int cap = cu->capcbuf ? 2 * cu->capcbuf : 8;
+        void** nb = _VS_DDP_NEW(d->world, void*, cap);
+        int* nk = _VS_DDP_NEW(d->world, int, cap);
+        if (!nb || !nk) {
+            vs_free(d->world, nb);
+            vs_free(d->world, nk);
+            return NULL;
+        }
+        for (int i = 0; i < cu->ncbuf; i++) nb[i] = cu->cbuf[i], nk[i] = cu->cbucket[i];
+        vs_free(d->world, cu->cbuf);
+        vs_free(d->world, cu->cbucket);
+        cu->cbuf = nb, cu->cbucket = nk, cu->capcbuf = cap;
+    }
+    cu->cbuf[cu->ncbuf] = buf;
+    cu->cbucket[cu->ncbuf] = -1;
+    return &cu->cbucket[cu->ncbuf++];
+}
+#endif
+
+/* VESCALE_DEBUG=params: the gathered pool hands buf to bucket b. Host: its
+   pages accessible again (the gather writes them); device: a canary in it
+   compared (a write since its release recorded). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_debug_take(vs_ddp* d, int b, void* buf)
+{
+    if (!d->dev) {
+        _vs_ddp_unguard_at(d, (uintptr_t)buf);
+        return VS_OK;
+    }
+#ifdef _VS_DDP_CUDA
+    if (!d->cu || !d->cu->drec) return VS_OK;
+    int* c = _vs_ddp_canary_of(d, buf);
+    if (!c) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory (VESCALE_DEBUG=params' list of buffers)");
+    vs_result r = *c <= -2 ? _vs_ddp_canary(d, -2 - *c, buf, 1) : VS_OK;
+    *c = b;
+    return r;
+#else
+    (void)b;
+    return VS_OK;
+#endif
+}
+
+/* VESCALE_DEBUG=params on a device, after vs_ddp_release(d, group): the buffers
+   its buckets gave back (not a kept one) get their canaries. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_debug_release(vs_ddp* d, int group)
+{
+    vs_result r = VS_OK;
+#ifdef _VS_DDP_CUDA
+    for (int i = 0; d->cu && i < d->cu->ncbuf && !r; i++) {
+        int b = d->cu->cbucket[i];
+        if (b < 0 || d->buckets[b].rgroup != group || d->buckets[b].zbuf == d->cu->cbuf[i]) continue;
+        r = _vs_ddp_canary(d, b, d->cu->cbuf[i], 0);
+        d->cu->cbucket[i] = -2 - b;
+    }
+#else
+    (void)d, (void)group;
+#endif
+    return r ? vs_set_error(r, "vs_ddp_release: VESCALE_DEBUG=params: %s", vs_last_error()) : VS_OK;
+}
+
 /* Guards the pages wholly inside [lo, hi) for parameter q of d, and fills the
    rest of the range with NaN. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_guard_range(vs_ddp* d, _vs_dparam* q, char* lo, char* hi)
@@ -2818,8 +3006,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_take(vs_ddp* d, int b, void** buf)
         if (d->zpool_owner[i] >= 0) continue;
         d->zpool_owner[i] = b;
         *buf = d->zpool[i];
-        if (_vs_ddp_zguarded(d)) _vs_ddp_unguard_at(d, (uintptr_t)*buf); // (the gather writes it)
-        return VS_OK;
+        return d->debug_params ? _vs_ddp_z3_debug_take(d, b, *buf) : VS_OK; // (the gather writes it)
     }
 }
 
@@ -2946,7 +3133,7 @@ VS_API vs_result vs_ddp_release(vs_ddp* d, int group)
         else
             _vs_ddp_z3_free(d, b);
     }
-    return VS_OK;
+    return d->debug_params ? _vs_ddp_z3_debug_release(d, group) : VS_OK;
 }
 
 /* Bucket b's gradients are all marked ready in this pass: its backward is
@@ -3783,17 +3970,24 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc,
         vs_result r = VS_OK;
         if (nc > 0 && clip->carry) // (after the caller's writes on the DDP's stream, into zeroed slots)
             r = _vs_ddp_copy(d, d->cu->part + 2 * _VS_KPARTS, clip->carry, sizeof(double) * (size_t)nc);
+        if (!r && d->cu->drec) r = _vs_ddp_copy(d, d->cu->part + _VS_KPART_DBG, d->cu->drec, sizeof(double));
         if (!r) r = _vs_ddp_fence(d, c);
         if (!r) r = vs_all_reduce(c, d->cu->part, d->cu->part, _VS_KPART_ALL, VS_F64, VS_OP_SUM, ordered ? &w : NULL);
         if (!r && ordered) {
             cudaError_t e = cudaMemcpyAsync(d->cu->hpart, d->cu->part, sizeof part, cudaMemcpyDefault,
                                             (cudaStream_t)vs_comm_stream(c));
+            if (e == cudaSuccess && d->cu->drec) // (this rank's own record, in the same read)
+                e = cudaMemcpyAsync(d->cu->hpart + _VS_KPART_ALL, d->cu->drec, sizeof(double), cudaMemcpyDefault,
+                                    (cudaStream_t)vs_comm_stream(c));
             if (e != cudaSuccess) r = _vs_ddp_cuerr(e, "reading the partial sums of squares");
             if (!r) r = vs_sync_stream(c, vs_comm_stream(c));
             if (!r) memcpy(part, d->cu->hpart, sizeof part);
+            d->cu->wrote[1] = d->cu->drec ? d->cu->hpart[_VS_KPART_ALL] : 0;
         } else if (!r) {
             r = _vs_ddp_copy(d, part, d->cu->part, sizeof part);
+            if (!r && d->cu->drec) r = _vs_ddp_copy(d, &d->cu->wrote[1], d->cu->drec, sizeof(double));
         }
+        d->cu->wrote[0] = r ? 0 : part[_VS_KPART_DBG];
         if (w) {
             vs_result rw = vs_wait(w);
             if (!r) r = rw;
@@ -3813,6 +4007,82 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc,
     *ss = v[0];
     for (int i = 0; i < nc && !r; i++) clip->carry_out[i] = v[1 + i];
     return r;
+}
+
+/* VESCALE_DEBUG=params, ZeRO-3 on a device, after the norm's read: a canary
+   found changed on some rank (a write into a released buffer) refuses the step
+   on every rank, the writer naming the parameter; the record starts again. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_written(vs_ddp* d, const char* fn)
+{
+#ifdef _VS_DDP_CUDA
+    if (!d->cu || !d->cu->drec || d->cu->wrote[0] == 0) return VS_OK;
+    double mine = d->cu->wrote[1];
+    d->cu->wrote[0] = d->cu->wrote[1] = 0;
+    d->skip_next = 1; // (the same on every rank)
+    vs_result r = _vs_ddp_zero(d, d->cu->drec, sizeof(double));
+    if (r) return r;
+    int i = mine > 0 ? (int)mine - 1 : -1, b = i - d->nparams; // (a parameter, or the padding of bucket b)
+    char what[300];
+    if (i >= 0 && i < d->nparams)
+        snprintf(what, sizeof what, "rank %d wrote into parameter '%.150s' of ready group %d after vs_ddp_release(%d)",
+                 vs_world_rank(d->world), d->params[i].name, d->params[i].rgroup, d->params[i].rgroup);
+    else if (b >= 0 && b < d->nbuckets)
+        snprintf(what, sizeof what, "rank %d wrote into the padding of ready group %d after vs_ddp_release(%d)",
+                 vs_world_rank(d->world), d->buckets[b].rgroup, d->buckets[b].rgroup);
+    else
+        snprintf(what, sizeof what, "another rank wrote into a released ZeRO-3 buffer (its error names the parameter)");
+    return vs_set_error(VS_ERR_STATE, "%s: VESCALE_DEBUG=params: %s (its canary had changed when the buffer was handed "
+                        "out again): a view is valid until its release; the next vs_ddp_step is skipped", fn, what);
+#else
+    (void)d, (void)fn;
+    return VS_OK;
+#endif
+}
+
+/* VESCALE_DEBUG=params, ZeRO-3 on a device, a non-finite gradient norm (every
+   rank here): the parameter whose released-buffer NaN reached this rank's
+   owned gradients with its payload (f32), agreed over the mesh (the largest
+   index: every rank names the same one); -1 none. A host wait or two: on this
+   error path only. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_nan_source(vs_ddp* d, int* param)
+{
+    *param = -1;
+#ifdef _VS_DDP_CUDA
+    if (!d->cu || !d->cu->drec) return VS_OK;
+    double code = 0;
+    vs_result r = VS_OK;
+    for (int b = 0; b < d->nbuckets && !r && code == 0; b++) {
+        _vs_dbucket* k = &d->buckets[b];
+        int64_t lo, n;
+        _vs_ddp_owned(d, k, &lo, &n);
+        float* g = NULL;
+        if (k->pdtype != VS_F32 || n <= 0 || (r = _vs_ddp_owned_grad(d, k, lo, n, &g)) || !g) continue;
+        uint32_t* h = (uint32_t*)vs_alloc(d->world, sizeof(uint32_t) * (size_t)n);
+        if (!h) return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory reading the gradients (VESCALE_DEBUG=params)");
+        if (!(r = _vs_ddp_copy(d, h, g, sizeof(uint32_t) * (size_t)n))) r = _vs_ddp_sync(d);
+        for (int64_t x = 0; x < n && !r && code == 0; x++)
+            if ((h[x] & 0x7ffc0000u) == _VS_DDP_CANARY && (h[x] & 0x3ffffu) >= 1 && (h[x] & 0x3ffffu) <= (uint32_t)d->nparams)
+                code = (double)(h[x] & 0x3ffffu);
+        vs_free(d->world, h);
+    }
+    vs_comm* c = vs_mesh_comm(d->mesh);
+    double* dv = d->cu->drec; // (its record was read and zeroed: free as the all-reduce's buffer until it is restored)
+    double keep = 0;
+    if (!r) r = _vs_ddp_copy(d, &keep, dv, sizeof keep);
+    if (!r) r = _vs_ddp_sync(d);
+    if (!r) r = _vs_ddp_copy(d, dv, &code, sizeof code);
+    if (!r) r = _vs_ddp_fence(d, c);
+    if (!r) r = vs_all_reduce(c, dv, dv, 1, VS_F64, VS_OP_MAX, NULL);
+    if (!r && vs_comm_device(c) == 1) r = vs_sync_stream(c, vs_comm_stream(c));
+    if (!r) r = _vs_ddp_copy(d, &code, dv, sizeof code);
+    if (!r) r = _vs_ddp_copy(d, dv, &keep, sizeof keep);
+    if (!r) r = _vs_ddp_sync(d);
+    if (!r && code >= 1) *param = (int)code - 1;
+    return r;
+#else
+    (void)d;
+    return VS_OK;
+#endif
 }
 
 VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, double* norm)
@@ -3864,6 +4134,7 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
         }
     }
     if (!r) r = _vs_ddp_sumsq_total(d, &ss, ssc, clip);
+    if (!r) r = _vs_ddp_z3_written(d, fn);
     if (r) return r;
     double total = sqrt(ss) / unscale; // (the scaled gradients' norm, unscaled)
     if (norm) *norm = total;
@@ -3873,10 +4144,17 @@ VS_API vs_result vs_ddp_clip_grad_norm_ex(vs_ddp* d, const vs_clip_desc* clip, d
         d->skip_next = 1;
         char where[200] = "", stale[400] = "";
         if (bad >= 0) snprintf(where, sizeof where, " (on this rank first in '%.150s')", d->params[bad].name);
+        int src = -1; // (ZeRO-3 on a device: a collective of every rank, which all come here)
+        vs_result rs = d->debug_params && d->desc.zero == VS_ZERO_3 ? _vs_ddp_z3_nan_source(d, &src) : VS_OK;
+        if (rs) return rs;
         if (d->stale_read) // VESCALE_DEBUG=params: the likely cause
             snprintf(stale, sizeof stale, "; VESCALE_DEBUG=params: '%.150s'%s was still being all-gathered (its stale "
                      "part NaN) when the backward pass began: read before vs_ddp_wait_params", d->stale_read,
                      d->nstale > 1 ? " and others" : "");
+        else if (src >= 0)
+            snprintf(stale, sizeof stale, "; VESCALE_DEBUG=params: parameter '%.150s' of ready group %d was read after "
+                     "vs_ddp_release(%d) (the NaN its released buffer holds reached the gradients)", d->params[src].name,
+                     d->params[src].rgroup, d->params[src].rgroup);
         if (stale[0]) vs_log(d->world, VS_LOG_WARN, "%s: the gradient norm is %g%s", fn, total, stale);
         if (!clip->error_if_nonfinite) return VS_OK;
         return vs_set_error(VS_ERR_NONFINITE,

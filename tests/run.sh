@@ -204,6 +204,9 @@ if has train_gpt_strict; then
     stage 1 "train_gpt --device cuda (strict stand-in)" bash -c '"$1" --device cuda --mesh 2x2x2 --steps 3 && "$1" --device cuda --dtype bf16 --steps 2 && echo "ok example/train_gpt --device cuda on 8 simulated GPUs (f32, bf16)"' _ "$B/train_gpt_strict"
     # ZeRO-3 with HSDP on GPUs (DPR2 x DPS2 x TP2), and ZeRO-3 under ZB-V on PP2 x DP2 x TP2 (W gathers too)
     stage 1 "train_gpt --device cuda --zero 3 (strict stand-in)" bash -c '"$1" --device cuda --mesh 1x4x2 --zero 3 --dp-shard 2 --steps 3 && "$1" --device cuda --mesh 2x2x2 --zero 3 --schedule zbv --steps 2 && echo "ok example/train_gpt --device cuda --zero 3: HSDP and ZB-V on 8 simulated GPUs"' _ "$B/train_gpt_strict"
+    # the same HSDP run under VESCALE_DEBUG=params: every released ZeRO-3 buffer gets its canary NaN, so a read of one
+    # by the high-level path (a view kept past its release) would show in the loss; a write would fail the clip
+    stage 1 "train_gpt --device cuda --zero 3, VESCALE_DEBUG=params (strict stand-in)" env VESCALE_DEBUG=params bash -c '"$1" --device cuda --mesh 1x4x2 --zero 3 --dp-shard 2 --steps 3 && echo "ok example/train_gpt --device cuda --zero 3 under VESCALE_DEBUG=params: no released buffer read or written"' _ "$B/train_gpt_strict"
     # --elastic on GPUs: rank 3 dies in step 2, the survivors shrink (ncclCommShrink) and move the state in device
     # memory, a replacement grows the mesh back at step 4; every loss equals the one-rank host run's
     stage 1 "train_gpt --device cuda --elastic (strict stand-in)" bash -c 'out=$("$1" --device cuda --mesh 1x4x2 --elastic --kill 3@2 --replace 4 --steps 6 2>&1) && echo "$out" | grep -q "world rank 3 failed; world rank 2 left with the DP replica" && echo "$out" | grep -q "world ranks 2 3 joined" && echo "$out" | grep -q "equals one rank within" && echo "ok example/train_gpt --device cuda --elastic: a GPU rank dies, shrink, grow back, equal to one rank" || { echo "$out"; echo "not ok example/train_gpt --device cuda --elastic"; }' _ "$B/train_gpt_strict"
@@ -230,6 +233,13 @@ if has train_gpt_mpi; then
         stage 1 "train_gpt_mpi np=8" env "$NOLEAK" bash -c '"$@" && echo "ok example/train_gpt_mpi np=8"' _ $MPIRUN -np 8 "$B/train_gpt_mpi" --mesh 2x2x2 --steps 3
     else
         echo "skip example/train_gpt_mpi: mpirun not installed"; skip=$((skip + 1))
+    fi
+    # the high-level ZeRO-3 path (vs_parallelize, vs_train) over MPI processes, issue 34: ZeRO-3 on DP4, HSDP
+    # (DPR2 x DPS2) on 4 processes, ZeRO-3 on PP2 x DP2 x TP2: every step's loss within 1e-6 of one rank's
+    if command -v mpirun >/dev/null 2>&1; then
+        stage 1 "train_gpt_mpi --zero 3" env "$NOLEAK" bash -c 'm=$1; shift; "$@" -np 4 "$m" --mesh 1x4x1 --zero 3 --steps 3 --tol 1e-6 && "$@" -np 4 "$m" --mesh 1x4x1 --zero 3 --dp-shard 2 --steps 3 --tol 1e-6 && "$@" -np 8 "$m" --mesh 2x2x2 --zero 3 --steps 3 --tol 1e-6 && echo "ok example/train_gpt_mpi --zero 3: DP4, DPR2 x DPS2 (np=4), PP2 x DP2 x TP2 (np=8) within 1e-6 of one rank"' _ "$B/train_gpt_mpi" $MPIRUN
+    else
+        echo "skip example/train_gpt_mpi --zero 3: mpirun not installed"; skip=$((skip + 1))
     fi
 fi
 # -----------------------------------------------------------------------------------

@@ -39,8 +39,9 @@ static int mock_force_device; /* the run's mode: 1 device path, 0 host path */
 /* ---- the stand-in runtime --------------------------------------------------- */
 
 #define MOCK_STREAM ((cudaStream_t)(uintptr_t)0x5151)
-static const char* const mock_knames[_VS_KI_N] = {"vs_k_adamw", "vs_k_sgd", "vs_k_to_f32", "vs_k_from_f32",
-                                                  "vs_k_add_f32", "vs_k_scale", "vs_k_sumsq"};
+static const char* const mock_knames[_VS_KI_N] = {"vs_k_adamw", "vs_k_sgd",   "vs_k_to_f32", "vs_k_from_f32",
+                                                  "vs_k_add_f32", "vs_k_scale", "vs_k_sumsq", "vs_k_canary",
+                                                  "vs_k_canary_check"};
 #define MOCK_KERNEL_NAMES mock_knames
 #define MOCK_NKERNELS _VS_KI_N
 #include "mock/mock_device.h"

@@ -169,8 +169,8 @@ static void case_casts(void)
 }
 
 #ifdef VESCALE_NVRTC
-static const char* const knames[] = {"vs_k_adamw", "vs_k_sgd", "vs_k_to_f32", "vs_k_from_f32",
-                                     "vs_k_add_f32", "vs_k_scale", "vs_k_sumsq"};
+static const char* const knames[] = {"vs_k_adamw", "vs_k_sgd",   "vs_k_to_f32", "vs_k_from_f32",    "vs_k_add_f32",
+                                     "vs_k_scale", "vs_k_sumsq", "vs_k_canary", "vs_k_canary_check"};
 
 /* The body DDP hands vescale_mesh.h's vs_kernels_get (compiled after the shared
    prelude, whose f16/bf16 conversions it calls). */

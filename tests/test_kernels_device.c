@@ -1,7 +1,7 @@
 /* test_kernels_device.c - the device meaning of the kernel texts, without a GPU.
 
    Every kernel text of the library and of examples/gpt_kernels.h: the mesh's
-   10 (>>kernels), vescale_ddp.h's 7 (the optimizers, the casts, sumsq),
+   10 (>>kernels), vescale_ddp.h's 9 (the optimizers, the casts, sumsq, the canary's two),
    vescale.h's 2 (the tied-gradient add, the step's loss) and gpt_kernels.h's
    16. Each is one text with two meanings: the host build (each kernel a
    loop, each "block" a loop over its threads) and the device build NVRTC
@@ -140,7 +140,7 @@ static void case_declared(void)
     VT_CHECK(vs_kernel_cost_get(&none, NULL, &c) == VS_ERR_INVALID && strstr(vs_last_error(), "k_none"),
              "no cost: %s", vs_last_error());
     /* the counts: 10 + 7 + 2 + 16 */
-    VT_CHECK(_VS_MK_N == 10 && _VS_KI_N == 7 && GPT_KI_N == 16, "the texts' kernel counts");
+    VT_CHECK(_VS_MK_N == 10 && _VS_KI_N == 9 && GPT_KI_N == 16, "the texts' kernel counts");
 }
 
 /* ---- CUDA's device vocabulary on the host -------------------------------------- */
@@ -659,6 +659,13 @@ static void case_gpt(long long blocks)
     case _VS_KI_FROM_F32: P##from_f32(A_(void*, 0), A_(int, 1), A_(const float*, 2), A_(long long, 3)); break;         \
     case _VS_KI_ADD_F32: P##add_f32(A_(float*, 0), A_(const void*, 1), A_(int, 2), A_(long long, 3)); break;           \
     case _VS_KI_SCALE: P##scale(A_(void*, 0), A_(int, 1), A_(long long, 2), A_(float, 3)); break;                      \
+    case _VS_KI_CANARY:                                                                                                \
+        P##canary(A_(unsigned short*, 0), A_(long long, 1), A_(int, 2), A_(int, 3));                                   \
+        break;                                                                                                         \
+    case _VS_KI_CANARY_CHECK:                                                                                          \
+        P##canary_check(A_(const unsigned short*, 0), A_(long long, 1), A_(int, 2), A_(int, 3),                        \
+                        A_(double*, 4), A_(double, 5));                                                                \
+        break;                                                                                                         \
     default: P##sumsq(A_(const float*, 0), A_(long long, 1), A_(double*, 2)); break;                                   \
     }
 static void kd_ddp_host(int ki, void** a) { KD_DDP_CALL(_vs_hk_) }
@@ -749,6 +756,33 @@ static void case_ddp(unsigned blocks)
         kd_outs oq = {1, {part}, {sizeof part}};
         kd_compare_with(k ? "sumsq of 300" : "sumsq of 100003", "vs_k_sumsq", kd_ddp_host, kd_ddp_dev, _VS_KI_SUMSQ,
                         aq, &oq, blocks ? blocks : _VS_KPARTS);
+    }
+    /* VESCALE_DEBUG=params' canary: written (an odd count of halfwords), then compared: intact (the record
+       stays 0), and with one halfword changed (the record gets the code) */
+    {
+        static uint16_t cv[N + 1];
+        static double rec[1];
+        uint16_t* cp = cv;
+        double* rp = rec;
+        long long nc = N + 1;
+        int lo = 0x0b, hi = 0x7fec;
+        void* af[] = {&cp, &nc, &lo, &hi};
+        kd_outs of = {1, {cv}, {sizeof cv}};
+        unsigned cg = kd_grid(nc, 0, 8192, blocks);
+        kd_compare_with("canary", "vs_k_canary", kd_ddp_host, kd_ddp_dev, _VS_KI_CANARY, af, &of, cg);
+        _vs_hk_canary(cv, nc, lo, hi); // (the comparison leaves its outputs as they were)
+        VT_CHECK(cv[0] == 0x0b && cv[1] == 0x7fec && cv[N] == 0x0b, "canary %#x %#x %#x", cv[0], cv[1], cv[N]);
+        for (int k = 0; k < 2; k++) {
+            double code = 7;
+            rec[0] = 0;
+            if (k) cv[N / 2] ^= 1;
+            void* ac[] = {&cp, &nc, &lo, &hi, &rp, &code};
+            kd_outs oc = {1, {rec}, {sizeof rec}};
+            kd_compare_with(k ? "canary_check, changed" : "canary_check, intact", "vs_k_canary_check", kd_ddp_host,
+                            kd_ddp_dev, _VS_KI_CANARY_CHECK, ac, &oc, cg);
+            _vs_hk_canary_check(cv, nc, lo, hi, rec, code);
+            VT_CHECK(rec[0] == (k ? 7 : 0), "canary_check %s: record %g", k ? "changed" : "intact", rec[0]);
+        }
     }
     /* vescale.h: the tied-gradient add in each dtype, the loss's mean (one thread's) */
     for (int t = 0; t < 3; t++) {
