@@ -3865,6 +3865,7 @@ struct vs_train {
     vs_train_desc desc;
     vs_plan plan;
     vs_mesh* mesh;
+    vs_mesh* given; // vs_train_reconfigure's (PP, DPR 1, DPS, TP) mesh, kept while mesh, (PP, DP, TP) over its ranks, lives
     vs_mesh* tpm;  // TP submesh (NULL: TP = 1)
     vs_mesh* dpm;  // DP submesh (NULL: DP = 1); HSDP: over DPR and DPS
     vs_mesh* ppm;  // PP submesh (NULL: PP = 1)
@@ -4253,6 +4254,10 @@ VS_API vs_result vs_train_free(vs_train* t)
     if (t->dev && t->mesh && t->stream) (void)vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
 #endif
     if (t->mesh) r = vs_mesh_free(t->mesh);
+    if (t->given) {
+        vs_result rg = vs_mesh_free(t->given);
+        if (!r) r = rg;
+    }
     vs_free(t->w, t->units);
     vs_free(t->w, t->lay);
 #ifdef VESCALE_NCCL
@@ -4660,10 +4665,6 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
     if (d->plan->zero == VS_ZERO_3 && d->storage)
         return vs_set_error(VS_ERR_UNSUPPORTED, "%s: plan zero 3 with desc.storage: ZeRO-3 keeps only the owned shard "
                             "of each parameter, in its own memory (use zero 1 or 2 with trainer-owned storage)", fn);
-    if (mesh && (d->plan->zero == VS_ZERO_3 || _vs_hl_shard(d->plan)))
-        return vs_set_error(VS_ERR_UNSUPPORTED, "%s: plan zero %d, dp_shard %d: ZeRO-3 and HSDP states are not moved "
-                            "in memory; save (vs_train_save), vs_parallelize the new mesh and vs_train_load", fn,
-                            (int)d->plan->zero, d->plan->dp_shard);
     vs_train_desc rd; // resolved
     memset(&rd, 0, sizeof rd);
     _VS_TRY(_vs_hl_resolve(d, &rd, fn));
@@ -5486,6 +5487,17 @@ _VS_HL_PRIVATE vs_result _vs_hl_list_moves(vs_train* old, vs_train* nt, int hold
             m->name = q.name;
             m->which = which;
             m->n = q.local_numel;
+            if (s == 0 && nt->zero == VS_ZERO_3) { // the values: ZeRO-3 keeps the owned range only
+                vs_ddp_span sp;
+                m->esize = vs_dtype_size(q.dtype);
+                r = vs_ddp_param_owned(nd, i, &sp);
+                m->newp = (char*)sp.data, m->nb = sp.begin, m->ne = sp.end;
+                if (!r && holder) {
+                    r = vs_ddp_param_owned(old->ddp, oi, &sp);
+                    m->oldp = (char*)sp.data, m->ob = sp.begin, m->oe = sp.end;
+                }
+                continue;
+            }
             if (s == 0) { // the values: the whole local shard
                 m->esize = vs_dtype_size(q.dtype);
                 m->newp = (char*)vs_ddp_param(nd, i);
@@ -5605,9 +5617,11 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
     if (!r) r = _vs_host_coll(mc, 0, &lost_here, &lost_all, 1, VS_I64, VS_OP_SUM, fn);
     inf->lost = lost_all;
     if (!r && lost_all && !ckpt)
-        r = vs_set_error(VS_ERR_STATE, "%s: %lld elements of the state lived only on failed ranks (ZeRO shards the "
-                         "optimizer state over DP; %s): pass the last checkpoint to take those ranges from", fn,
-                         (long long)lost_all, first[0] ? first : "on another PP or TP coordinate");
+        r = vs_set_error(VS_ERR_STATE, "%s: %lld elements of the state lived only on failed ranks (%s; %s): pass the "
+                         "last checkpoint to take those ranges from", fn, (long long)lost_all, nt->zero == VS_ZERO_3 ?
+                         "ZeRO-3 shards the parameters and their optimizer state over DP, and no live replica held "
+                         "these shards: they exist nowhere else" : "ZeRO shards the optimizer state over DP",
+                         first[0] ? first : "on another PP or TP coordinate");
     if (!r && lost_all) { // the whole checkpoint, then memory over it: only the lost ranges keep its values
         r = vs_train_load(nt, ckpt, NULL, 0);
         if (!r && vs_world_rank(w) == vs_mesh_global_rank(nt->mesh, 0))
@@ -5617,7 +5631,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
     // the data
     size_t* counts = r ? NULL : (size_t*)vs_alloc(w, sizeof(size_t) * 2 * (size_t)dp);
     if (!r && !counts) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    if (!r) r = vs_ddp_owned_rewrite(nt->ddp, 1); // (ZeRO-3: no gather holds the old values; else nothing)
     for (int k = 0; !r && k < K; k++) r = _vs_hl_move_one(nt, &mv[k], rg, K, k, g, from, to, counts, inf);
+    if (!r) r = vs_ddp_owned_rewrite(nt->ddp, 0);
     if (!r) { // the counters continue
         r = vs_ddp_set_step_count(nt->ddp, top);
         nt->skipped = (int64_t)all[0];
@@ -5641,26 +5657,52 @@ VS_API vs_result vs_train_reconfigure(vs_train** tp, const vs_train_desc* d, vs_
         return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !tp ? "t" : !d ? "desc" : !mesh ? "mesh" : "desc.plan");
     vs_train* old = *tp;
     _VS_TRY(_VS_HL_GONE(fn, old));
-    static const char* const dims[3] = {"PP", "DP", "TP"};
-    for (int i = 0; i < 3; i++)
-        if (vs_mesh_ndims(mesh) != 3 || vs_mesh_dim_index(mesh, dims[i]) != i) {
-            char desc[128];
-            vs_mesh_describe(mesh, desc, sizeof desc);
-            return vs_set_error(VS_ERR_INVALID, "%s: the mesh %s must have the dims (PP, DP, TP)", fn, desc);
-        }
+    /* The mesh's dims give the new form: (PP, DP, TP) plain DP; (PP, DPR, DPS, TP) HSDP over DPR x DPS, or,
+       with one replica left (DPR 1), plain DP over DPS on a (PP, DP, TP) mesh of the same ranks (what
+       vs_parallelize makes for that plan: the same state as a job started there). */
+    static const char* const d3[3] = {"PP", "DP", "TP"}, *const d4[4] = {"PP", "DPR", "DPS", "TP"};
+    const int nd = vs_mesh_ndims(mesh);
+    int dimsok = nd == 3 || nd == 4;
+    for (int i = 0; dimsok && i < nd; i++) dimsok = !strcmp(vs_mesh_dim_name(mesh, i), nd == 3 ? d3[i] : d4[i]);
+    if (!dimsok) {
+        char desc[128];
+        vs_mesh_describe(mesh, desc, sizeof desc);
+        return vs_set_error(VS_ERR_INVALID, "%s: the mesh %s must have the dims (PP, DP, TP), or (PP, DPR, DPS, TP) "
+                            "for HSDP", fn, desc);
+    }
     int pp = _vs_hl_sz(d->plan->pp), tps = _vs_hl_sz(d->plan->tp);
     if (vs_mesh_size(mesh, "PP") != pp || vs_mesh_size(mesh, "TP") != tps)
         return vs_set_error(VS_ERR_MISMATCH, "%s: the mesh has PP=%d, TP=%d, the plan PP=%d, TP=%d: only DP changes",
                             fn, vs_mesh_size(mesh, "PP"), vs_mesh_size(mesh, "TP"), pp, tps);
-    if (old && old->data && _vs_data_batch(old->data) % vs_mesh_size(mesh, "DP"))
+    const int dpr = nd == 4 ? vs_mesh_size(mesh, "DPR") : 1, dps = nd == 4 ? vs_mesh_size(mesh, "DPS") : 0;
+    const int ndp = nd == 4 ? dpr * dps : vs_mesh_size(mesh, "DP");
+    if (old && old->data && _vs_data_batch(old->data) % ndp)
         return vs_set_error(VS_ERR_INVALID, "%s: the attached data loader's batch of %lld rows does not split over DP "
-                            "%d", fn, (long long)_vs_data_batch(old->data), vs_mesh_size(mesh, "DP"));
+                            "%d", fn, (long long)_vs_data_batch(old->data), ndp);
     vs_plan plan = *d->plan;
-    plan.dp = vs_mesh_size(mesh, "DP");
-    vs_train_desc nd = *d;
-    nd.plan = &plan;
+    plan.dp = ndp;
+    plan.dp_shard = dpr > 1 ? dps : 0;
+    vs_mesh* given = NULL; // (DPR 1: the caller's mesh, kept beside the (PP, DP, TP) one made over its ranks)
+    if (nd == 4 && dpr == 1) {
+        if (vs_mesh_comm(mesh) != vs_world_comm(vs_mesh_world(mesh)))
+            return vs_set_error(VS_ERR_INVALID, "%s: a (PP, DPR 1, DPS, TP) mesh must be over the world's "
+                                "communicator (as vs_mesh_shrink's and vs_mesh_init's are)", fn);
+        vs_mesh_desc md;
+        memset(&md, 0, sizeof md);
+        md.shape[0] = pp, md.shape[1] = dps, md.shape[2] = tps;
+        md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
+        given = mesh;
+        _VS_TRY(vs_mesh_init(vs_mesh_world(mesh), &md, &mesh));
+    }
+    vs_train_desc ndesc = *d;
+    ndesc.plan = &plan;
     vs_train* nt = NULL;
-    _VS_TRY(_vs_hl_make(vs_mesh_world(mesh), &nd, mesh, 1, fn, &nt));
+    vs_result mr = _vs_hl_make(vs_mesh_world(mesh), &ndesc, mesh, 1, fn, &nt);
+    if (mr) {
+        if (given) vs_mesh_free(mesh);
+        return mr;
+    }
+    nt->given = given;
     nt->desc.plan = d->plan; // (as vs_parallelize keeps it: the caller's)
     vs_reconfig_info inf;
     memset(&inf, 0, sizeof inf);
@@ -5668,7 +5710,8 @@ VS_API vs_result vs_train_reconfigure(vs_train** tp, const vs_train_desc* d, vs_
     if (r) {
         char msg[600];
         snprintf(msg, sizeof msg, "%s", vs_last_error());
-        nt->mesh = NULL; // (the caller's again)
+        if (!given) nt->mesh = NULL; // (the caller's again; a mesh made here goes with nt)
+        nt->given = NULL;
         vs_train_free(nt);
         return vs_set_error(r, "%s", msg);
     }
