@@ -728,7 +728,8 @@ VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* o
      (ZeRO-3 keeps the owned shards itself).
    - dp_shard S (HSDP, 1 < S < dp): the mesh is PP x DPR x DPS x TP, DPS = S,
      DPR = dp / S; the DDP shards over DPS and replicates over DPR.
-   vs_train_reconfigure refuses both (go through a checkpoint). */
+   vs_train_reconfigure moves both (an HSDP shrink by a DPR replica from
+   memory; plain ZeRO-3's lost shards from a checkpoint). */
 VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out);
 /* One training step on a global batch (at least one row per DP rank and
    microbatch; each input named once, a known dtype, its bytes within a
@@ -854,24 +855,37 @@ VS_API vs_result vs_train_free(vs_train* t);
    - *t: this rank's training state from before (it is freed, and *t is the
      new one), or NULL on a rank that has none (a replacement, a rank that
      left at a shrink: it frees its own first)
-   - desc: the desc the state was made with (its plan's DP is taken from the
-     mesh; PP, TP and everything else stay)
-   - mesh: the dims PP, DP and TP with the plan's PP and TP; the training
-     state takes it over (vs_train_free frees it; on a failure it stays the
-     caller's)
+   - desc: the desc the state was made with (its plan's DP and dp_shard are
+     taken from the mesh; PP, TP, zero and everything else stay)
+   - mesh: the plan's PP and TP, and the dims (PP, DP, TP): plain DP, or
+     (PP, DPR, DPS, TP): HSDP (shrink an HSDP state along "DPR"). With one
+     replica left (DPR 1) the state becomes plain DP over DPS, as
+     vs_parallelize makes that plan: on a (PP, DP, TP) mesh of the same ranks
+     (vs_train_mesh), `mesh` kept beside it (it must be over the world's
+     communicator, as vs_mesh_shrink's is); a grow back passes the whole
+     (PP, DPR, DPS, TP) mesh again. The training state takes `mesh` over
+     (vs_train_free frees it; on a failure it stays the caller's)
    - info (may be NULL): what was moved
 
    Where the state comes from: the ranks whose old state is current (the
    largest step count among them) hold it.
-   - parameters, and the optimizer state of ZeRO-0 (every DP rank holds all
-     of it): from a DP peer of the same PP and TP coordinate; on a shrink from
+   - ZeRO-0's parameters and optimizer state (every DP rank holds all of
+     it): from a DP peer of the same PP and TP coordinate; on a shrink from
      this rank's own memory (a copy), on a grow from one holder (a gather over
      DP)
-   - ZeRO-1/2 shard the optimizer state (and bf16/f16 masters) over DP: the
-     ranges a failed rank owned exist nowhere else. They are read from the
-     checkpoint `ckpt` (the whole checkpoint is loaded, and its values kept
-     for those ranges only: they are from the checkpoint's step, logged at
-     warn with the count)
+   - ZeRO-1/2 shard the optimizer state (and bf16/f16 masters) over DP, and
+     ZeRO-3 the parameters too; ZeRO-1/2's parameters are gathered from their
+     owners' ranges as well (the rest of a rank's copy comes from the step's
+     all-gather, which a failure may have cut short). The ranges a failed rank
+     owned exist nowhere else. They are read from the checkpoint `ckpt` (the
+     whole checkpoint is loaded, and its values kept for those ranges only:
+     they are from the checkpoint's step, logged at warn with the count)
+   - HSDP (any stage): the failed rank's DPR replica leaves with it, and each
+     shard it owned lives on in the other replicas at the same DPS coordinate
+     (the same owned ranges): the survivors go on from their own memory,
+     info.lost is 0 and `ckpt` is not read. A shrink along DPS instead drops
+     every copy of the shards at the failed DPS coordinate: ZeRO-1..3 take
+     them from `ckpt`, as plain ZeRO does
    - with ckpt NULL, a lost range is VS_ERR_STATE naming the first one and its
      owner's state
    - on GPUs the state moves in device memory (copies and a gather over the
@@ -3865,7 +3879,7 @@ struct vs_train {
     vs_train_desc desc;
     vs_plan plan;
     vs_mesh* mesh;
-    vs_mesh* given; // vs_train_reconfigure's (PP, DPR 1, DPS, TP) mesh, kept while mesh, (PP, DP, TP) over its ranks, lives
+    vs_mesh* given; // vs_train_reconfigure's (PP, DPR 1, DPS, TP) mesh, kept while mesh (PP, DP, TP on its ranks) lives
     vs_mesh* tpm;  // TP submesh (NULL: TP = 1)
     vs_mesh* dpm;  // DP submesh (NULL: DP = 1); HSDP: over DPR and DPS
     vs_mesh* ppm;  // PP submesh (NULL: PP = 1)
@@ -5458,8 +5472,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_counters(vs_train* old, vs_train* nt, vs_re
 
 /* The moves, in the new DDP's order: each parameter's values, then its
    optimizer states (mv: room for 7 a parameter; *K: how many), where they lie
-   in the new state and, on a holder, in the old one. Through DDP's public
-   calls: vs_ddp_query_param_info, vs_ddp_param, vs_ddp_optim_state. */
+   in the new state and, on a holder, in the old one (ZeRO-3's values: the
+   owned range, as the optimizer states). Through DDP's public calls:
+   vs_ddp_query_param_info, vs_ddp_param(_owned), vs_ddp_optim_state. */
 _VS_HL_PRIVATE vs_result _vs_hl_list_moves(vs_train* old, vs_train* nt, int holder, _vs_hl_move* mv, int* K)
 {
     const char* fn = "vs_train_reconfigure";
@@ -5487,15 +5502,24 @@ _VS_HL_PRIVATE vs_result _vs_hl_list_moves(vs_train* old, vs_train* nt, int hold
             m->name = q.name;
             m->which = which;
             m->n = q.local_numel;
-            if (s == 0 && nt->zero == VS_ZERO_3) { // the values: ZeRO-3 keeps the owned range only
+            /* The values. ZeRO-1..3 take them from their owners only (ZeRO-3 keeps nothing else; under ZeRO-1/2
+               the rest of a rank's copy is written by the step's all-gather, which the failure may have cut
+               short, and a wait on it answers once), ZeRO-0 from any holder's whole copy. */
+            if (s == 0 && nt->zero != VS_ZERO_0) {
                 vs_ddp_span sp;
                 m->esize = vs_dtype_size(q.dtype);
-                r = vs_ddp_param_owned(nd, i, &sp);
-                m->newp = (char*)sp.data, m->nb = sp.begin, m->ne = sp.end;
+                if (nt->zero == VS_ZERO_3) {
+                    r = vs_ddp_param_owned(nd, i, &sp);
+                    m->newp = (char*)sp.data, m->nb = sp.begin, m->ne = sp.end;
+                } else { // (the new state: the whole local shard, gathered from the owners' pieces)
+                    m->newp = (char*)vs_ddp_param(nd, i), m->ne = q.local_numel;
+                    if (q.local_numel > 0 && !m->newp) r = VS_ERR_STATE;
+                }
                 if (!r && holder) {
                     r = vs_ddp_param_owned(old->ddp, oi, &sp);
                     m->oldp = (char*)sp.data, m->ob = sp.begin, m->oe = sp.end;
                 }
+                if (r) r = vs_set_error(r, "%s: the values of \"%s\": %s", fn, q.name, vs_last_error());
                 continue;
             }
             if (s == 0) { // the values: the whole local shard
@@ -5546,6 +5570,13 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_one(vs_train* nt, const _vs_hl_move* m, con
         return r;
     }
     (void)_vs_hl_pieces(g, dp, m->n, from, to);
+    if (!dc) { // (DP 1: the piece this rank holds, the rest from the checkpoint loaded before)
+        int64_t b = from[0] > m->nb ? from[0] : m->nb, e = to[0] < m->ne ? to[0] : m->ne;
+        if (e > b) r = _vs_hl_copy(nt, m->newp + (size_t)(b - m->nb) * m->esize, m->oldp + (size_t)(b - m->ob) * m->esize,
+                                   (size_t)(e - b) * m->esize);
+        inf->bytes_local += e > b ? (e - b) * (int64_t)m->esize : 0;
+        return r;
+    }
     size_t fb = (size_t)(m->n ? m->n : 1) * m->esize;
     char* full = (char*)(nt->dev ? vs_device_alloc(w, fb) : vs_alloc(w, fb));
     if (!full) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory (%lld elements of \"%s\")", fn, (long long)m->n, m->name);
@@ -5620,7 +5651,8 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
         r = vs_set_error(VS_ERR_STATE, "%s: %lld elements of the state lived only on failed ranks (%s; %s): pass the "
                          "last checkpoint to take those ranges from", fn, (long long)lost_all, nt->zero == VS_ZERO_3 ?
                          "ZeRO-3 shards the parameters and their optimizer state over DP, and no live replica held "
-                         "these shards: they exist nowhere else" : "ZeRO shards the optimizer state over DP",
+                         "these shards: they exist nowhere else" : "ZeRO shards the optimizer state over DP, and "
+                         "the parameters' current values live with their owners",
                          first[0] ? first : "on another PP or TP coordinate");
     if (!r && lost_all) { // the whole checkpoint, then memory over it: only the lost ranges keep its values
         r = vs_train_load(nt, ckpt, NULL, 0);
