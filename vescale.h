@@ -5124,6 +5124,10 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
         if (!r) r = vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
         cudaError_t e = r ? cudaSuccess : cudaMemcpy(host_out, out, nb, cudaMemcpyDefault);
         if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "copying the parameter out");
+        // (ZeRO-3: the gather above may have prefetched the next group's, which waits for its peers: done first,
+        // with the deadline, so that the cudaFree does not synchronise the device beside it)
+        vs_result rs = q->group && t->ddp ? vs_ddp_synchronize(t->ddp) : VS_OK;
+        if (!r) r = rs;
         vs_device_free(t->w, out);
     }
 #else
@@ -5613,6 +5617,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
     // (its state is read below; a collective of the old mesh's that waits for a lost peer may hold its stream:
     // waited for with the new mesh's deadline, never for good)
     if (old && old->dev && old->stream) _VS_TRY(vs_sync_stream(mc, old->stream));
+    // (ZeRO-3's prefetched gathers run on the DP communicator's stream: done, or dropped with a failed mesh, before
+    // the moves allocate beside them; what they say is the old state's, not ours)
+    if (old && old->dev && old->ddp) (void)vs_ddp_synchronize(old->ddp);
 #endif
     int64_t top = -1;
     int holder = 0, K = 0;
