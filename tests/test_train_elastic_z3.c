@@ -7,11 +7,16 @@
      another replica at the same DPS coordinate, so info.lost is 0 and no
      checkpoint is read (the path passed does not exist). DPR2 x DPS2 (and
      x TP2) becomes plain DP over DPS (DPR 1: a (PP, DP, TP) mesh); DPR3 x DPS2
-     stays HSDP (DPR2 x DPS2). A replica comes back (vs_world_grow) and the
-     mesh is whole again.
+     stays HSDP (DPR2 x DPS2), DPR2 x DPS1 goes on as one rank. A replica
+     comes back (vs_world_grow) and the mesh is whole again. Random kills
+     (VS_ELASTIC_Z3_KILLS, 12 here, 500 in make test-long) on DPR2 x DPS2,
+     x TP2 and PP2 x, ZeRO-1 and ZeRO-3.
+   - a shrink along DPS instead: every copy of that coordinate's shards goes;
+     they come from the checkpoint.
    - plain ZeRO-3 (DP4): the lost rank's parameter shards, masters and moments
-     exist nowhere else: they come from the checkpoint saved after each step;
-     with no checkpoint every survivor is refused (VS_ERR_STATE) saying so.
+     exist nowhere else: they come from the checkpoint saved after each step
+     (DP4 -> 3, and DP2 -> 1); with no checkpoint every survivor is refused
+     (VS_ERR_STATE) saying so.
    The reference of each run is computed independently, without
    vs_train_reconfigure: the same job on the whole mesh for the steps before
    the kill, a checkpoint, then a new job (vs_parallelize) on the smaller mesh
@@ -505,6 +510,8 @@ int main(void)
     }
     VT_CASE("HSDP ZeRO-3 DPR2 x DPS2 x TP2: a rank dies in the backward, the survivors go on from memory, bit for bit",
             case_hsdp(1, 2, 2, 2, VS_ZERO_3, 5, 3, 11, 0));
+    VT_CASE("HSDP ZeRO-2 DPR2 x DPS1: the survivor goes on alone (DP1) from memory, bit for bit",
+            case_hsdp(1, 2, 1, 1, VS_ZERO_2, 0, 2, 9, 0));
     VT_CASE("HSDP ZeRO-3 DPR3 x DPS2: the survivors stay HSDP (DPR2 x DPS2) from memory, bit for bit",
             case_hsdp(1, 3, 2, 1, VS_ZERO_3, 3, 2, 6, 0));
     VT_CASE("HSDP ZeRO-3 DPR2 x DPS2: a rank dies, the replica leaves and comes back two steps later (DP2 -> "
@@ -519,6 +526,8 @@ int main(void)
             "back: each bit for bit its reference", case_random(kills));
     VT_CASE("ZeRO-3 DP4: the lost shards come from the checkpoint, bit for bit a job loaded on DP3",
             case_zero3(1, 4, 1, 2, 3, 5, 1));
+    VT_CASE("ZeRO-3 DP2 -> DP1: the one survivor keeps its shards, the rest from the checkpoint, bit for bit a job "
+            "loaded on one rank", case_zero3(1, 2, 1, 1, 2, 5, 1));
     VT_CASE("ZeRO-3 DP4 without a checkpoint: every survivor refuses, the lost shard exists nowhere else",
             case_zero3(1, 4, 1, 1, 2, 7, 2));
     return vt_summary();
