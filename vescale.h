@@ -5508,7 +5508,8 @@ _VS_HL_PRIVATE vs_result _vs_hl_list_moves(vs_train* old, vs_train* nt, int hold
             m->n = q.local_numel;
             /* The values. ZeRO-1..3 take them from their owners only (ZeRO-3 keeps nothing else; under ZeRO-1/2
                the rest of a rank's copy is written by the step's all-gather, which the failure may have cut
-               short, and a wait on it answers once), ZeRO-0 from any holder's whole copy. */
+               short: its wait reports that once, and the stale values read as current after), ZeRO-0 from any
+               holder's whole copy. */
             if (s == 0 && nt->zero != VS_ZERO_0) {
                 vs_ddp_span sp;
                 m->esize = vs_dtype_size(q.dtype);
