@@ -1049,24 +1049,24 @@ static void case_elastic_in(int pp, int dp, int tp, int kill_rank, int kill_step
     VT_CHECK(R.shrinks == 1 && R.grows == (grow ? 1 : 0), "%s: %d shrinks, %d grows", name, R.shrinks, R.grows);
 }
 
-/* HSDP ZeRO-3 (DPR2 x DPS2, x TP2) on simulated GPUs: a rank dies mid-step,
+/* HSDP ZeRO-3 (DPR2 x DPS2, x TP2) and ZeRO-1 on simulated GPUs: a rank dies mid-step,
    the survivors shrink by its DPR replica and go on from device memory
    (nothing lost: the other replica holds every shard), as plain DP2 over DPS;
    with grow the replica comes back (DPR2 x DPS2 again). Equal to one host rank
    within 1e-5 (test_train_elastic_z3.c holds the same on thread ranks bit for
    bit to a job loaded from a checkpoint), no stand-in violation. */
-static void case_elastic_hsdp(int tp, int kill_rank, int kill_step, int kill_at, int grow)
+static void case_elastic_hsdp(vs_zero_stage z, int tp, int kill_rank, int kill_step, int kill_at, int grow)
 {
     static run R;
     memset(&R, 0, sizeof R);
-    R.plan.pp = 1, R.plan.dp = 4, R.plan.dp_shard = 2, R.plan.tp = tp, R.plan.zero = VS_ZERO_3;
+    R.plan.pp = 1, R.plan.dp = 4, R.plan.dp_shard = 2, R.plan.tp = tp, R.plan.zero = z;
     R.plan.microbatches = 2;
     R.steps = STEPS;
     R.elastic = 1;
     R.kill_rank = kill_rank, R.kill_step = kill_step, R.kill_at = kill_at, R.grow_step = grow;
     char name[160];
-    snprintf(name, sizeof name, "HSDP ZeRO-3 DPR2 x DPS2 x TP%d, world rank %d dies at step %d%s", tp, kill_rank,
-             kill_step, grow ? ", replaced" : "");
+    snprintf(name, sizeof name, "HSDP ZeRO-%d DPR2 x DPS2 x TP%d, world rank %d dies at step %d%s", (int)z, tp,
+             kill_rank, kill_step, grow ? ", replaced" : "");
     long v0 = vs_strict_violations();
     go(&R, 4 * tp, VS_TRANSPORT_NCCL);
     compare(name, &R, &REF, STEPS, 0);
@@ -1402,10 +1402,12 @@ int main(int argc, char** argv)
                 case_elastic(1, 4, 2, 2, 1, 12, 4);
                 case_elastic(2, 4, 1, 3, 3, 2, 5);
             });
-    VT_CASE("train/nccl elastic HSDP: a rank dies mid-step on DPR2 x DPS2 (x TP2) ZeRO-3 GPUs, the survivors shrink "
-            "by its DPR replica and go on from device memory, the replica comes back: equal to one host rank", {
-                case_elastic_hsdp(1, 3, 2, 5, 4);
-                case_elastic_hsdp(2, 2, 1, 9, 0);
+    VT_CASE("train/nccl elastic HSDP: a rank dies mid-step on DPR2 x DPS2 (x TP2) ZeRO-3 (and ZeRO-1) GPUs, the "
+            "survivors shrink by its DPR replica and go on from device memory, the replica comes back: equal to one "
+            "host rank", {
+                case_elastic_hsdp(VS_ZERO_3, 1, 3, 2, 5, 4);
+                case_elastic_hsdp(VS_ZERO_3, 2, 2, 1, 9, 0);
+                case_elastic_hsdp(VS_ZERO_1, 1, 0, 2, 3, 0); /* (the parameters gathered from their owners) */
             });
     VT_CASE("train/nccl elastic processes: a rank of an NCCL job of processes dies mid-step; the survivors agree "
             "through the elastic directory (or a lighthouse), shrink, go on, and a replacement process joins: equal to one "
