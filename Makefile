@@ -378,13 +378,15 @@ test:
 	B=$(B) MPIRUN="$(MPIRUN)" COMPILE_CHECK=$(COMPILE_CHECK) FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/run.sh
 
 # the long sweeps (not in make test): DDP checkpoints between every two of 24 (mesh, ZeRO stage)
-# pairs (tests/test_ckpt_zero3.c, issue 34), issue 24's random kills, 1000 on thread ranks, 100 on
+# pairs (tests/test_ckpt_zero3.c, issue 34), issue 24's random kills, 1000 on thread ranks (500 more
+# on HSDP, tests/test_train_elastic_z3.c, issue 34), 100 on
 # simulated GPUs (ncclCommShrink), 100 on processes (an elastic directory) and 30 over a
 # lighthouse, ten a process (the stand-in's race detector slows down with every thread a
 # process has made: one process of 100 kills crawls after about 60); vescale's control code
 # on 256 and 1,024 simulated GPUs in cost-only mode (tests/test_strict_scale.c)
-test-long: $(B)/test_elastic_train $(if $(HAVE_STRICT),$(B)/test_train_nccl $(B)/test_strict_scale) $(B)/test_ckpt_zero3
+test-long: $(B)/test_elastic_train $(B)/test_train_elastic_z3 $(if $(HAVE_STRICT),$(B)/test_train_nccl $(B)/test_strict_scale) $(B)/test_ckpt_zero3
 	VS_ELASTIC_KILLS=1000 $(B)/test_elastic_train
+	VS_ELASTIC_Z3_KILLS=500 $(B)/test_train_elastic_z3
 	VS_CKPT_ZERO3_ALL=1 $(B)/test_ckpt_zero3
 	$(if $(HAVE_STRICT),VS_SCALE_RANKS=256 $(B)/test_strict_scale)
 	$(if $(HAVE_STRICT),VS_SCALE_RANKS=1024 VS_SCALE_NUMEL=262144 $(B)/test_strict_scale)

@@ -734,7 +734,8 @@ VS_API vs_result vs_train_query_desc(const vs_train_desc* desc, vs_train_desc* o
      (ZeRO-3 keeps the owned shards itself).
    - dp_shard S (HSDP, 0 < S < dp): the mesh is PP x DPR x DPS x TP, DPS = S,
      DPR = dp / S; the DDP shards over DPS and replicates over DPR.
-   vs_train_reconfigure refuses both (go through a checkpoint). */
+   vs_train_reconfigure moves both (an HSDP shrink by a DPR replica from
+   memory; plain ZeRO-3's lost shards from a checkpoint). */
 VS_API vs_result vs_parallelize(vs_world* w, const vs_train_desc* d, vs_train** out);
 /* One training step on a global batch (at least one row per DP rank and
    microbatch; each input named once, a known dtype, its bytes within a
@@ -860,24 +861,37 @@ VS_API vs_result vs_train_free(vs_train* t);
    - *t: this rank's training state from before (it is freed, and *t is the
      new one), or NULL on a rank that has none (a replacement, a rank that
      left at a shrink: it frees its own first)
-   - desc: the desc the state was made with (its plan's DP is taken from the
-     mesh; PP, TP and everything else stay)
-   - mesh: the dims PP, DP and TP with the plan's PP and TP; the training
-     state takes it over (vs_train_free frees it; on a failure it stays the
-     caller's)
+   - desc: the desc the state was made with (its plan's DP and dp_shard are
+     taken from the mesh; PP, TP, zero and everything else stay)
+   - mesh: the plan's PP and TP, and the dims (PP, DP, TP): plain DP, or
+     (PP, DPR, DPS, TP): HSDP (shrink an HSDP state along "DPR"). With one
+     replica left (DPR 1) the state becomes plain DP over DPS, as
+     vs_parallelize makes that plan: on a (PP, DP, TP) mesh of the same ranks
+     (vs_train_mesh), `mesh` kept beside it (it must be over the world's
+     communicator, as vs_mesh_shrink's is); a grow back passes the whole
+     (PP, DPR, DPS, TP) mesh again. The training state takes `mesh` over
+     (vs_train_free frees it; on a failure it stays the caller's)
    - info (may be NULL): what was moved
 
    Where the state comes from: the ranks whose old state is current (the
    largest step count among them) hold it.
-   - parameters, and the optimizer state of ZeRO-0 (every DP rank holds all
-     of it): from a DP peer of the same PP and TP coordinate; on a shrink from
+   - ZeRO-0's parameters and optimizer state (every DP rank holds all of
+     it): from a DP peer of the same PP and TP coordinate; on a shrink from
      this rank's own memory (a copy), on a grow from one holder (a gather over
      DP)
-   - ZeRO-1/2 shard the optimizer state (and bf16/f16 masters) over DP: the
-     ranges a failed rank owned exist nowhere else. They are read from the
-     checkpoint `ckpt` (the whole checkpoint is loaded, and its values kept
-     for those ranges only: they are from the checkpoint's step, logged at
-     warn with the count)
+   - ZeRO-1/2 shard the optimizer state (and bf16/f16 masters) over DP, and
+     ZeRO-3 the parameters too; ZeRO-1/2's parameters are gathered from their
+     owners' ranges as well (the rest of a rank's copy comes from the step's
+     all-gather, which a failure may have cut short). The ranges a failed rank
+     owned exist nowhere else. They are read from the checkpoint `ckpt` (the
+     whole checkpoint is loaded, and its values kept for those ranges only:
+     they are from the checkpoint's step, logged at warn with the count)
+   - HSDP (any stage): the failed rank's DPR replica leaves with it, and each
+     shard it owned lives on in the other replicas at the same DPS coordinate
+     (the same owned ranges): the survivors go on from their own memory,
+     info.lost is 0 and `ckpt` is not read. A shrink along DPS instead drops
+     every copy of the shards at the failed DPS coordinate: ZeRO-1..3 take
+     them from `ckpt`, as plain ZeRO does
    - with ckpt NULL, a lost range is VS_ERR_STATE naming the first one and its
      owner's state
    - on GPUs the state moves in device memory (copies and a gather over the
@@ -3883,6 +3897,7 @@ struct vs_train {
     vs_train_desc desc;
     vs_plan plan;
     vs_mesh* mesh;
+    vs_mesh* given; // vs_train_reconfigure's (PP, DPR 1, DPS, TP) mesh, kept while mesh (PP, DP, TP on its ranks) lives
     vs_mesh* tpm;  // TP submesh (NULL: TP = 1)
     vs_mesh* dpm;  // DP submesh (NULL: DP = 1); HSDP: over DPR and DPS
     vs_mesh* ppm;  // PP submesh (NULL: PP = 1)
@@ -4287,6 +4302,10 @@ VS_API vs_result vs_train_free(vs_train* t)
     if (t->dev && t->mesh && t->stream) (void)vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
 #endif
     if (t->mesh) r = vs_mesh_free(t->mesh);
+    if (t->given) {
+        vs_result rg = vs_mesh_free(t->given);
+        if (!r) r = rg;
+    }
     vs_free(t->w, t->units);
     vs_free(t->w, t->lay);
 #ifdef VESCALE_NCCL
@@ -4694,10 +4713,6 @@ _VS_HL_PRIVATE vs_result _vs_hl_make(vs_world* w, const vs_train_desc* d, vs_mes
     if (d->plan->zero == VS_ZERO_3 && d->storage)
         return vs_set_error(VS_ERR_UNSUPPORTED, "%s: plan zero 3 with desc.storage: ZeRO-3 keeps only the owned shard "
                             "of each parameter, in its own memory (use zero 1 or 2 with trainer-owned storage)", fn);
-    if (mesh && (d->plan->zero == VS_ZERO_3 || _vs_hl_shard(d->plan)))
-        return vs_set_error(VS_ERR_UNSUPPORTED, "%s: plan zero %d, dp_shard %d: ZeRO-3 and HSDP states are not moved "
-                            "in memory; save (vs_train_save), vs_parallelize the new mesh and vs_train_load", fn,
-                            (int)d->plan->zero, d->plan->dp_shard);
     vs_train_desc rd; // resolved
     memset(&rd, 0, sizeof rd);
     _VS_TRY(_vs_hl_resolve(d, &rd, fn));
@@ -5143,6 +5158,10 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
         if (!r) r = vs_sync_stream(vs_mesh_comm(t->mesh), t->stream);
         cudaError_t e = r ? cudaSuccess : cudaMemcpy(host_out, out, nb, cudaMemcpyDefault);
         if (e != cudaSuccess) r = vs_cuda_error((int)e, fn, "copying the parameter out");
+        // (ZeRO-3: the gather above may have prefetched the next group's, which waits for its peers: done first,
+        // with the deadline, so that the cudaFree does not synchronise the device beside it)
+        vs_result rs = q->group && t->ddp ? vs_ddp_synchronize(t->ddp) : VS_OK;
+        if (!r) r = rs;
         vs_device_free(t->w, out);
     }
 #else
@@ -5491,8 +5510,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_counters(vs_train* old, vs_train* nt, vs_re
 
 /* The moves, in the new DDP's order: each parameter's values, then its
    optimizer states (mv: room for 7 a parameter; *K: how many), where they lie
-   in the new state and, on a holder, in the old one. Through DDP's public
-   calls: vs_ddp_query_param_info, vs_ddp_param, vs_ddp_optim_state. */
+   in the new state and, on a holder, in the old one (ZeRO-3's values: the
+   owned range, as the optimizer states). Through DDP's public calls:
+   vs_ddp_query_param_info, vs_ddp_param(_owned), vs_ddp_optim_state. */
 _VS_HL_PRIVATE vs_result _vs_hl_list_moves(vs_train* old, vs_train* nt, int holder, _vs_hl_move* mv, int* K)
 {
     const char* fn = "vs_train_reconfigure";
@@ -5520,6 +5540,27 @@ _VS_HL_PRIVATE vs_result _vs_hl_list_moves(vs_train* old, vs_train* nt, int hold
             m->name = q.name;
             m->which = which;
             m->n = q.local_numel;
+            /* The values. ZeRO-1..3 take them from their owners only (ZeRO-3 keeps nothing else; under ZeRO-1/2
+               the rest of a rank's copy is written by the step's all-gather, which the failure may have cut
+               short: its wait reports that once, and the stale values read as current after), ZeRO-0 from any
+               holder's whole copy. */
+            if (s == 0 && nt->zero != VS_ZERO_0) {
+                vs_ddp_span sp;
+                m->esize = vs_dtype_size(q.dtype);
+                if (nt->zero == VS_ZERO_3) {
+                    r = vs_ddp_param_owned(nd, i, &sp);
+                    m->newp = (char*)sp.data, m->nb = sp.begin, m->ne = sp.end;
+                } else { // (the new state: the whole local shard, gathered from the owners' pieces)
+                    m->newp = (char*)vs_ddp_param(nd, i), m->ne = q.local_numel;
+                    if (q.local_numel > 0 && !m->newp) r = VS_ERR_STATE;
+                }
+                if (!r && holder) {
+                    r = vs_ddp_param_owned(old->ddp, oi, &sp);
+                    m->oldp = (char*)sp.data, m->ob = sp.begin, m->oe = sp.end;
+                }
+                if (r) r = vs_set_error(r, "%s: the values of \"%s\": %s", fn, q.name, vs_last_error());
+                continue;
+            }
             if (s == 0) { // the values: the whole local shard
                 m->esize = vs_dtype_size(q.dtype);
                 m->newp = (char*)vs_ddp_param(nd, i);
@@ -5568,6 +5609,13 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_one(vs_train* nt, const _vs_hl_move* m, con
         return r;
     }
     (void)_vs_hl_pieces(g, dp, m->n, from, to);
+    if (!dc) { // (DP 1: the piece this rank holds, the rest from the checkpoint loaded before)
+        int64_t b = from[0] > m->nb ? from[0] : m->nb, e = to[0] < m->ne ? to[0] : m->ne;
+        if (e > b) r = _vs_hl_copy(nt, m->newp + (size_t)(b - m->nb) * m->esize, m->oldp + (size_t)(b - m->ob) * m->esize,
+                                   (size_t)(e - b) * m->esize);
+        inf->bytes_local += e > b ? (e - b) * (int64_t)m->esize : 0;
+        return r;
+    }
     size_t fb = (size_t)(m->n ? m->n : 1) * m->esize;
     char* full = (char*)(nt->dev ? vs_device_alloc(w, fb) : vs_alloc(w, fb));
     if (!full) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory (%lld elements of \"%s\")", fn, (long long)m->n, m->name);
@@ -5604,6 +5652,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
     // (its state is read below; a collective of the old mesh's that waits for a lost peer may hold its stream:
     // waited for with the new mesh's deadline, never for good)
     if (old && old->dev && old->stream) _VS_TRY(vs_sync_stream(mc, old->stream));
+    // (ZeRO-3's prefetched gathers run on the DP communicator's stream: done, or dropped with a failed mesh, before
+    // the moves allocate beside them; what they say is the old state's, not ours)
+    if (old && old->dev && old->ddp) (void)vs_ddp_synchronize(old->ddp);
 #endif
     int64_t top = -1;
     int holder = 0, K = 0;
@@ -5639,9 +5690,12 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
     if (!r) r = _vs_host_coll(mc, 0, &lost_here, &lost_all, 1, VS_I64, VS_OP_SUM, fn);
     inf->lost = lost_all;
     if (!r && lost_all && !ckpt)
-        r = vs_set_error(VS_ERR_STATE, "%s: %lld elements of the state lived only on failed ranks (ZeRO shards the "
-                         "optimizer state over DP; %s): pass the last checkpoint to take those ranges from", fn,
-                         (long long)lost_all, first[0] ? first : "on another PP or TP coordinate");
+        r = vs_set_error(VS_ERR_STATE, "%s: %lld elements of the state lived only on failed ranks (%s; %s): pass the "
+                         "last checkpoint to take those ranges from", fn, (long long)lost_all, nt->zero == VS_ZERO_3 ?
+                         "ZeRO-3 shards the parameters and their optimizer state over DP, and no live replica held "
+                         "these shards: they exist nowhere else" : "ZeRO shards the optimizer state over DP, and "
+                         "the parameters' current values live with their owners",
+                         first[0] ? first : "on another PP or TP coordinate");
     if (!r && lost_all) { // the whole checkpoint, then memory over it: only the lost ranges keep its values
         r = vs_train_load(nt, ckpt, NULL, 0);
         if (!r && vs_world_rank(w) == vs_mesh_global_rank(nt->mesh, 0))
@@ -5651,7 +5705,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_move_state(vs_train* old, vs_train* nt, const ch
     // the data
     size_t* counts = r ? NULL : (size_t*)vs_alloc(w, sizeof(size_t) * 2 * (size_t)dp);
     if (!r && !counts) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    if (!r) r = vs_ddp_owned_rewrite(nt->ddp, 1); // (ZeRO-3: no gather holds the old values; else nothing)
     for (int k = 0; !r && k < K; k++) r = _vs_hl_move_one(nt, &mv[k], rg, K, k, g, from, to, counts, inf);
+    if (!r) r = vs_ddp_owned_rewrite(nt->ddp, 0);
     if (!r) { // the counters continue
         r = vs_ddp_set_step_count(nt->ddp, top);
         nt->skipped = (int64_t)all[0];
@@ -5675,26 +5731,52 @@ VS_API vs_result vs_train_reconfigure(vs_train** tp, const vs_train_desc* d, vs_
         return vs_set_error(VS_ERR_NULL, "%s: %s is NULL", fn, !tp ? "t" : !d ? "desc" : !mesh ? "mesh" : "desc.plan");
     vs_train* old = *tp;
     _VS_TRY(_VS_HL_GONE(fn, old));
-    static const char* const dims[3] = {"PP", "DP", "TP"};
-    for (int i = 0; i < 3; i++)
-        if (vs_mesh_ndims(mesh) != 3 || vs_mesh_dim_index(mesh, dims[i]) != i) {
-            char desc[128];
-            vs_mesh_describe(mesh, desc, sizeof desc);
-            return vs_set_error(VS_ERR_INVALID, "%s: the mesh %s must have the dims (PP, DP, TP)", fn, desc);
-        }
+    /* The mesh's dims give the new form: (PP, DP, TP) plain DP; (PP, DPR, DPS, TP) HSDP over DPR x DPS, or,
+       with one replica left (DPR 1), plain DP over DPS on a (PP, DP, TP) mesh of the same ranks (what
+       vs_parallelize makes for that plan: the same state as a job started there). */
+    static const char* const d3[3] = {"PP", "DP", "TP"}, *const d4[4] = {"PP", "DPR", "DPS", "TP"};
+    const int nd = vs_mesh_ndims(mesh);
+    int dimsok = nd == 3 || nd == 4;
+    for (int i = 0; dimsok && i < nd; i++) dimsok = !strcmp(vs_mesh_dim_name(mesh, i), nd == 3 ? d3[i] : d4[i]);
+    if (!dimsok) {
+        char desc[128];
+        vs_mesh_describe(mesh, desc, sizeof desc);
+        return vs_set_error(VS_ERR_INVALID, "%s: the mesh %s must have the dims (PP, DP, TP), or (PP, DPR, DPS, TP) "
+                            "for HSDP", fn, desc);
+    }
     int pp = _vs_hl_sz(d->plan->pp), tps = _vs_hl_sz(d->plan->tp);
     if (vs_mesh_size(mesh, "PP") != pp || vs_mesh_size(mesh, "TP") != tps)
         return vs_set_error(VS_ERR_MISMATCH, "%s: the mesh has PP=%d, TP=%d, the plan PP=%d, TP=%d: only DP changes",
                             fn, vs_mesh_size(mesh, "PP"), vs_mesh_size(mesh, "TP"), pp, tps);
-    if (old && old->data && _vs_data_batch(old->data) % vs_mesh_size(mesh, "DP"))
+    const int dpr = nd == 4 ? vs_mesh_size(mesh, "DPR") : 1, dps = nd == 4 ? vs_mesh_size(mesh, "DPS") : 0;
+    const int ndp = nd == 4 ? dpr * dps : vs_mesh_size(mesh, "DP");
+    if (old && old->data && _vs_data_batch(old->data) % ndp)
         return vs_set_error(VS_ERR_INVALID, "%s: the attached data loader's batch of %lld rows does not split over DP "
-                            "%d", fn, (long long)_vs_data_batch(old->data), vs_mesh_size(mesh, "DP"));
+                            "%d", fn, (long long)_vs_data_batch(old->data), ndp);
     vs_plan plan = *d->plan;
-    plan.dp = vs_mesh_size(mesh, "DP");
-    vs_train_desc nd = *d;
-    nd.plan = &plan;
+    plan.dp = ndp;
+    plan.dp_shard = dpr > 1 ? dps : 0;
+    vs_mesh* given = NULL; // (DPR 1: the caller's mesh, kept beside the (PP, DP, TP) one made over its ranks)
+    if (nd == 4 && dpr == 1) {
+        if (vs_mesh_comm(mesh) != vs_world_comm(vs_mesh_world(mesh)))
+            return vs_set_error(VS_ERR_INVALID, "%s: a (PP, DPR 1, DPS, TP) mesh must be over the world's "
+                                "communicator (as vs_mesh_shrink's and vs_mesh_init's are)", fn);
+        vs_mesh_desc md;
+        memset(&md, 0, sizeof md);
+        md.shape[0] = pp, md.shape[1] = dps, md.shape[2] = tps;
+        md.dim_names[0] = "PP", md.dim_names[1] = "DP", md.dim_names[2] = "TP";
+        given = mesh;
+        _VS_TRY(vs_mesh_init(vs_mesh_world(mesh), &md, &mesh));
+    }
+    vs_train_desc ndesc = *d;
+    ndesc.plan = &plan;
     vs_train* nt = NULL;
-    _VS_TRY(_vs_hl_make(vs_mesh_world(mesh), &nd, mesh, 1, fn, &nt));
+    vs_result mr = _vs_hl_make(vs_mesh_world(mesh), &ndesc, mesh, 1, fn, &nt);
+    if (mr) {
+        if (given) vs_mesh_free(mesh);
+        return mr;
+    }
+    nt->given = given;
     nt->desc.plan = d->plan; // (as vs_parallelize keeps it: the caller's)
     vs_reconfig_info inf;
     memset(&inf, 0, sizeof inf);
@@ -5702,7 +5784,8 @@ VS_API vs_result vs_train_reconfigure(vs_train** tp, const vs_train_desc* d, vs_
     if (r) {
         char msg[600];
         snprintf(msg, sizeof msg, "%s", vs_last_error());
-        nt->mesh = NULL; // (the caller's again)
+        if (!given) nt->mesh = NULL; // (the caller's again; a mesh made here goes with nt)
+        nt->given = NULL;
         vs_train_free(nt);
         return vs_set_error(r, "%s", msg);
     }

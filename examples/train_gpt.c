@@ -62,8 +62,10 @@
                         (vs_world_grow). A step is then 24 rows (not 16), which
                         DP x microbatches divide on DP 4 and on DP 3 (the default
                         microbatches: 8 / DP); ZeRO-0 unless --zero is given
-                        (ZeRO-1/2 shard the optimizer state: the failed replica's
-                        shards come from the newest checkpoint of --save-every)
+                        (ZeRO-1..3 shard the optimizer state: the failed replica's
+                        shards come from the newest checkpoint of --save-every;
+                        with --dp-shard the whole DPR replica leaves and the
+                        others hold its shards: no checkpoint needed)
                         With -DVESCALE_MPI, under an MPI with ULFM run with it
                         (mpirun --with-ft ulfm): the failed rank's process ends
                         (vs_world_abort), the ranks that leave with its replica
@@ -221,7 +223,10 @@ static void print_ranks(const char* what, const int* r, int n)
 static vs_result grow(vs_world* w, const job* J, const vs_train_desc* d, vs_train** t)
 {
     const vs_plan* p = &J->plan;
+    int S = p->dp_shard > 0 && p->dp_shard < p->dp ? p->dp_shard : 0; // HSDP: (PP, DPR, DPS, TP)
     vs_mesh_desc md = {{p->pp, p->dp, p->tp}, 0, {"PP", "DP", "TP"}, NULL};
+    vs_mesh_desc mh = {{p->pp, S ? p->dp / S : 1, S, p->tp}, 0, {"PP", "DPR", "DPS", "TP"}, NULL};
+    if (S) md = mh;
     vs_mesh* m = NULL;
     vs_reform_info ri;
     vs_reconfig_info ci;
@@ -315,7 +320,8 @@ static int train(vs_world* w, void* arg)
             vs_reconfig_info ci;
             double seen = now(); // (the failure, as this rank learns of it)
             vs_mesh_describe(vs_train_mesh(t), before, sizeof before);
-            CHECK(vs_mesh_shrink(vs_train_mesh(t), "DP", &small, &lost)); // the survivors agree on the failed ranks
+            int hsdp = J->plan.dp_shard > 0 && J->plan.dp_shard < J->plan.dp; // (HSDP: a whole DPR replica leaves)
+            CHECK(vs_mesh_shrink(vs_train_mesh(t), hsdp ? "DPR" : "DP", &small, &lost)); // the survivors agree
             agreed = now() - seen;
             if (!small) { // this rank left with a failed rank's replica: it frees its state and waits to come back
                 CHECK(vs_train_free(t)); // (its data loader is detached: opened again on the state that comes)
@@ -485,7 +491,7 @@ int main(int argc, char** argv)
 #endif
         ROWS = 24; // DP x microbatches divide it on DP 4 and on DP 3 (and on 2 and 1)
         if (!zero_given) zero = 0;
-        if (zero && !every) // (vs_train_reconfigure would say so, naming the state)
+        if (zero && !every && !(dp_shard > 0)) // (vs_train_reconfigure would say so, naming the state)
             return fprintf(stderr, "--elastic --zero %d: a failed replica's optimizer shards are then nowhere else: "
                                    "give --save-every N (they come from the newest checkpoint)\n", zero), 2;
     }
@@ -588,9 +594,10 @@ int main(int argc, char** argv)
     }
     if (ROWS % (p->dp * p->microbatches))
         return fprintf(stderr, "DP %d x %d microbatches do not divide the %d rows of a step\n", p->dp, p->microbatches, ROWS), 2;
-    if (par.elastic && p->dp > 1 && ROWS % ((p->dp - 1) * p->microbatches))
+    int dp_after = p->dp - (p->dp_shard > 0 && p->dp_shard < p->dp ? p->dp_shard : 1); // (HSDP: a DPR replica leaves)
+    if (par.elastic && p->dp > 1 && ROWS % (dp_after * p->microbatches))
         return fprintf(stderr, "--elastic: DP %d x %d microbatches (after a failure) do not divide the %d rows of a step\n",
-                       p->dp - 1, p->microbatches, ROWS), 2;
+                       dp_after, p->microbatches, ROWS), 2;
     int nranks = p->pp * p->dp * p->tp;
     if (nan_from >= 0) { // (--nan-from: the last layer's backward through nan_backward)
         if (device) return fprintf(stderr, "--nan-from: host ranks only (not with --device cuda)\n"), 2;

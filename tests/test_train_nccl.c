@@ -505,6 +505,7 @@ typedef struct run {
     int lh_stop_step, lh_stopped;
     double timeout;     /* procs: the world's (0: 60 s) */
     int shrinks, grows; /* seen by the lowest live rank */
+    int64_t lost;       /* elastic: state no live rank held at a shrink (vs_reconfig_info.lost) */
     int have[STEPS];    /* elastic: step s's loss was recorded (by the first rank that finished it) */
     /* stall_free: at step 1 world rank 1 stalls (never taking it); rank 0 makes the step's first call (accumulate:
        stream-ordered, its TP all-reduce waiting for rank 1 on the compute stream), then vs_train_free */
@@ -539,7 +540,10 @@ static vs_result arena_take(const char* name, vs_dtype dt, vs_dtype gdt, int64_t
 static vs_result el_join(vs_world* w, const vs_train_desc* d, run* R, vs_train** t, int grown)
 {
     vs_mesh* m = NULL;
+    int S = R->plan.dp_shard; /* HSDP: PP x DPR x DPS x TP */
     vs_mesh_desc md = {{R->plan.pp, R->plan.dp, R->plan.tp}, 0, {"PP", "DP", "TP"}, NULL};
+    vs_mesh_desc mh = {{R->plan.pp, R->plan.dp / (S ? S : 1), S, R->plan.tp}, 0, {"PP", "DPR", "DPS", "TP"}, NULL};
+    if (S) md = mh;
     vs_result r = grown ? VS_OK : vs_world_grow(w, NULL);
     if (!r) r = vs_mesh_init(w, &md, &m);
     if (!r) r = vs_train_reconfigure(t, d, m, NULL, NULL);
@@ -599,7 +603,8 @@ static int rank_fn(vs_world* w, void* arg)
                 respawned = 1;
                 int j = 0;
                 VT_OK(vs_world_joiners(w, &j));
-                if (j == R->plan.pp * R->plan.tp) { /* the replacement and the ranks that left with the victim */
+                if (j == R->plan.pp * R->plan.tp * (R->plan.dp_shard ? R->plan.dp_shard : 1)) { /* the replacement
+                                                                       and the ranks that left with the victim */
                     VT_OK(el_join(w, &d, R, &t, 0));
                     grown = 1;
                     if (!t) return 1;
@@ -685,10 +690,13 @@ static int rank_fn(vs_world* w, void* arg)
             if (r) { /* a rank failed: shrink by its replica (ncclCommShrink), move the state, take the step again */
                 VT_CHECK(r == VS_ERR_ABORTED || r == VS_ERR_TIMEOUT, "rank %d: %s", vs_world_rank(w), vs_last_error());
                 vs_mesh* small = NULL;
-                VT_OK(vs_mesh_shrink(vs_train_mesh(t), "DP", &small, NULL));
+                VT_OK(vs_mesh_shrink(vs_train_mesh(t), R->plan.dp_shard ? "DPR" : "DP", &small, NULL));
                 shrunk = 1;
                 if (small) {
-                    VT_OK(vs_train_reconfigure(&t, &d, small, NULL, NULL));
+                    vs_reconfig_info ci;
+                    memset(&ci, 0, sizeof ci);
+                    VT_OK(vs_train_reconfigure(&t, &d, small, NULL, &ci));
+                    if (ci.lost) R->lost = ci.lost; /* (HSDP: none; the others' ZeRO-0 neither) */
                     if (vs_comm_rank(vs_world_comm(w)) == 0) R->shrinks++;
                 } else { /* left with the victim's replica: back at the grow */
                     vs_train_free(t);
@@ -1011,6 +1019,33 @@ static void case_elastic_in(int pp, int dp, int tp, int kill_rank, int kill_step
     else go(&R, pp * dp * tp, VS_TRANSPORT_NCCL);
     compare(name, &R, &REF, STEPS, 0);
     VT_CHECK(R.shrinks == 1 && R.grows == (grow ? 1 : 0), "%s: %d shrinks, %d grows", name, R.shrinks, R.grows);
+}
+
+/* HSDP ZeRO-3 (DPR2 x DPS2, x TP2) and ZeRO-1 on simulated GPUs: a rank dies mid-step,
+   the survivors shrink by its DPR replica and go on from device memory
+   (nothing lost: the other replica holds every shard), as plain DP2 over DPS;
+   with grow the replica comes back (DPR2 x DPS2 again). Equal to one host rank
+   within 1e-5 (test_train_elastic_z3.c holds the same on thread ranks bit for
+   bit to a job loaded from a checkpoint), no stand-in violation. */
+static void case_elastic_hsdp(vs_zero_stage z, int tp, int kill_rank, int kill_step, int kill_at, int grow)
+{
+    static run R;
+    memset(&R, 0, sizeof R);
+    R.plan.pp = 1, R.plan.dp = 4, R.plan.dp_shard = 2, R.plan.tp = tp, R.plan.zero = z;
+    R.plan.microbatches = 2;
+    R.steps = STEPS;
+    R.elastic = 1;
+    R.kill_rank = kill_rank, R.kill_step = kill_step, R.kill_at = kill_at, R.grow_step = grow;
+    char name[160];
+    snprintf(name, sizeof name, "HSDP ZeRO-%d DPR2 x DPS2 x TP%d, world rank %d dies at step %d%s", (int)z, tp,
+             kill_rank, kill_step, grow ? ", replaced" : "");
+    long v0 = vs_strict_violations();
+    go(&R, 4 * tp, VS_TRANSPORT_NCCL);
+    compare(name, &R, &REF, STEPS, 0);
+    VT_CHECK(vs_strict_violations() == v0, "%s: %ld stand-in violations, the first: %s", name, vs_strict_violations() - v0,
+             vs_strict_first_violation());
+    VT_CHECK(R.shrinks == 1 && R.grows == (grow ? 1 : 0) && R.lost == 0, "%s: %d shrinks, %d grows, %lld elements lost",
+             name, R.shrinks, R.grows, (long long)R.lost);
 }
 
 /* An NCCL job of processes whose lighthouse (the tool, a process) is stopped
@@ -1338,6 +1373,13 @@ int main(int argc, char** argv)
                 case_elastic(2, 4, 1, 5, 2, 7, 0);
                 case_elastic(1, 4, 2, 2, 1, 12, 4);
                 case_elastic(2, 4, 1, 3, 3, 2, 5);
+            });
+    VT_CASE("train/nccl elastic HSDP: a rank dies mid-step on DPR2 x DPS2 (x TP2) ZeRO-3 (and ZeRO-1) GPUs, the "
+            "survivors shrink by its DPR replica and go on from device memory, the replica comes back: equal to one "
+            "host rank", {
+                case_elastic_hsdp(VS_ZERO_3, 1, 3, 2, 5, 4);
+                case_elastic_hsdp(VS_ZERO_3, 2, 2, 1, 9, 0);
+                case_elastic_hsdp(VS_ZERO_1, 1, 0, 2, 3, 0); /* (the parameters gathered from their owners) */
             });
     VT_CASE("train/nccl elastic processes: a rank of an NCCL job of processes dies mid-step; the survivors agree "
             "through the elastic directory (or a lighthouse), shrink, go on, and a replacement process joins: equal to one "

@@ -16,8 +16,9 @@
      steps and resume on a fresh state, on HSDP with PP, on ZeRO-1;
    - HSDP against plain DP is compared within 1e-6 only: its reduction is
      another (a reduce-scatter over DPS, then an all-reduce over DPR);
-   - refusals: dp_shard not dividing dp, ZeRO-3 with trainer-owned storage,
-     vs_train_reconfigure of a ZeRO-3 or HSDP state. A parameter group held
+   - refusals: dp_shard not dividing dp, ZeRO-3 with trainer-owned storage;
+     vs_train_reconfigure of a ZeRO-3 or HSDP state onto a (PP, DP, TP) mesh
+     of the same ranks moves it in memory. A parameter group held
      past its backward (a recompute's gather not given back) cannot happen
      here: the hooks release after every part, and the "sharded at rest" check
      below sees no group gathered after the last step (vs_ddp_step itself
@@ -242,37 +243,49 @@ static int refuse_storage_rank(vs_world* w, void* arg)
     return 0;
 }
 
-/* vs_train_reconfigure of a ZeRO-3 state, or of an HSDP one (its mesh has
-   DPR and DPS, a (PP, DP, TP) mesh would lose one): refused, naming the way
-   through a checkpoint; the state stays usable. */
-static int refuse_reconfig_rank(vs_world* w, void* arg)
+/* vs_train_reconfigure of a ZeRO-3 state, or of an HSDP one (DPR2 x DPS1),
+   onto a (PP, DP, TP) mesh of the same ranks: moved in memory (nothing lost),
+   the state is the plain one that plan makes, and its next step equals a
+   state made there bit for bit (tests/test_train_elastic_z3.c: ranks that
+   die). */
+static int reconfig_rank(vs_world* w, void* arg)
 {
     int hsdp = *(int*)arg;
-    vs_plan plan;
+    vs_plan plan, plain;
     memset(&plan, 0, sizeof plan);
     plan.dp = 2, plan.zero = hsdp ? VS_ZERO_1 : VS_ZERO_3, plan.dp_shard = hsdp;
-    vs_train_desc d;
+    plain = plan;
+    plain.dp_shard = 0;
+    vs_train_desc d, dp;
     memset(&d, 0, sizeof d);
     d.model = &MODEL;
     d.plan = &plan;
-    vs_train* t = NULL;
+    dp = d;
+    dp.plan = &plain;
+    vs_train *t = NULL, *ref = NULL;
     VT_OK(vs_parallelize(w, &d, &t));
-    if (!t) return 1;
+    VT_OK(vs_parallelize(w, &dp, &ref));
+    if (!t || !ref) return 1;
     vs_mesh* m = NULL;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
     md.shape[0] = 1, md.shape[1] = 2, md.shape[2] = 1;
     VT_OK(vs_mesh_init(w, &md, &m));
     vs_train* old = t;
-    VT_EXPECT_ERR(vs_train_reconfigure(&t, &d, m, NULL, NULL), VS_ERR_UNSUPPORTED, "ZeRO-3 and HSDP", "vs_train_load");
-    VT_CHECK(t == old, "the state was replaced");
+    vs_reconfig_info info;
+    memset(&info, 0, sizeof info);
+    info.lost = -1;
+    VT_OK(vs_train_reconfigure(&t, &d, m, NULL, &info));
+    VT_CHECK(t != old && vs_train_mesh(t) == m && info.lost == 0, "state %p (was %p), lost %lld", (void*)t, (void*)old,
+             (long long)info.lost);
     float X[ROWS * D], T[ROWS * D];
     vs_batch b = tm_batch(0, X, T, ROWS);
-    double l = NAN;
+    double l = NAN, lr = NAN;
     VT_OK(vs_train_step(t, &b, &l));
-    VT_CHECK(isfinite(l), "loss %g", l);
-    VT_OK(vs_mesh_free(m));
-    VT_OK(vs_train_free(t));
+    VT_OK(vs_train_step(ref, &b, &lr));
+    VT_CHECK(isfinite(l) && !memcmp(&l, &lr, sizeof l), "loss %.17g, a state made on the mesh %.17g", l, lr);
+    VT_OK(vs_train_free(t)); // (and m)
+    VT_OK(vs_train_free(ref));
     return 0;
 }
 
@@ -377,7 +390,7 @@ int main(void)
     vt_begin("train_zero3/refusals");
     VT_OK(vs_launch(1, refuse_rank, NULL));
     VT_OK(vs_launch(2, refuse_storage_rank, NULL));
-    for (int hsdp = 0; hsdp <= 1; hsdp++) VT_OK(vs_launch(2, refuse_reconfig_rank, &hsdp));
+    for (int hsdp = 0; hsdp <= 1; hsdp++) VT_OK(vs_launch(2, reconfig_rank, &hsdp));
     vt_end("train_zero3/refusals");
     free(ref);
     return vt_summary();

@@ -9,7 +9,8 @@
 # mesh before and after), the time to the next completed step and the grow
 # (the ranks that left, back). Also: the printing rank (world rank 0) killed and
 # no replacement (the job ends on DP 3); ZeRO-1, whose lost optimizer shards
-# come from the checkpoint of --save-every 1, grown back at the last step; --data, whose loader moves
+# come from the checkpoint of --save-every 1, grown back at the last step; HSDP ZeRO-3, whose
+# failed DPR replica leaves while the other holds its shards; --data, whose loader moves
 # with the state; --kill without --elastic ends
 # the job naming the killed rank. Prints "ok/not ok example/train_gpt_elastic ..." lines.
 set -u
@@ -80,6 +81,10 @@ kill_and_grow() { # label victim grow-step options...
 # ZeRO-1: the failed replica's optimizer shards from the newest checkpoint (one a step); the
 # replacement starts at the last step, which grows at once (vs_world_grow waits for it)
 kill_and_grow "1x4x2 --elastic --zero 1 --save-every 1" 5 6 --mesh 1x4x2 --zero 1 --save-every 1
+
+# HSDP ZeRO-3 (--dp-shard 2: DPR2 x DPS2 x TP2): the failed rank's whole DPR replica leaves, the other
+# holds every shard (no checkpoint), the state is DP 2 over DPS until the replica comes back
+kill_and_grow "1x4x2 --elastic --zero 3 --dp-shard 2" 5 4 --mesh 1x4x2 --zero 3 --dp-shard 2
 
 # --data: the loader moves with the state (vs_train_reconfigure): the failed step's batch is read
 # again on DP 3, the rank that left and the replacement open theirs at the others' position
