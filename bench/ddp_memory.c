@@ -39,7 +39,7 @@
 #define DM_STEPS 3
 
 typedef struct dm_acct {
-    long live[DM_MAXR], peak[DM_MAXR], big[DM_MAXR];
+    long live[DM_MAXR], peak[DM_MAXR], big[DM_MAXR], n[DM_MAXR];
 } dm_acct;
 static __thread int dm_rank = -1;
 #define DM_BIG 4096 /* an allocation this large counts as big (a step makes none) */
@@ -56,6 +56,7 @@ static void* dm_alloc(size_t n, void* user)
         long v = __atomic_add_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
         if (v > a->peak[r]) a->peak[r] = v; /* (only this rank's thread writes its peak) */
         if (n >= DM_BIG) a->big[r]++;
+        a->n[r]++;
     }
     return p + 16;
 }
@@ -118,9 +119,10 @@ typedef struct dm_row {
     const dm_gpt* gpt;
     int kind, dp, ok;
     int64_t total; /* elements */
-    size_t rest, bound, hooks_rest, peak, formula, gathered, staging, scratch, padding, total_bytes, group_pad;
-    long other; /* hooks at rest - the DDP's buffers: its tables, names (bookkeeping) */
-    long big_steady;
+    size_t rest, bound, hooks_rest, peak, formula, gathered, staging, scratch, tables, padding, total_bytes, group_pad;
+    size_t scratch_want; /* the scratch as worked out here: a shard of the largest group (ZeRO-3), else the largest */
+    long other; /* hooks at rest - everything vs_ddp_memory_usage reports (0: it reports all the DDP holds) */
+    long big_steady, allocs_steady; /* a steady step's allocations: of DM_BIG bytes or more; all (per step) */
     char err[200];
 } dm_row;
 
@@ -128,7 +130,7 @@ typedef struct dm_ctx {
     dm_row* row;
     dm_acct acct;
     vs_ddp_memory mem[DM_MAXR];
-    long base[DM_MAXR], hrest[DM_MAXR], peak[DM_MAXR], big0[DM_MAXR];
+    long base[DM_MAXR], hrest[DM_MAXR], peak[DM_MAXR], big0[DM_MAXR], n0[DM_MAXR];
     int failed[DM_MAXR];
 } dm_ctx;
 
@@ -214,10 +216,11 @@ static int dm_rank_fn(vs_world* w, void* arg)
     if (!r) r = vs_ddp_memory_usage(d, &c->mem[me]);
     if (!r) c->hrest[me] = c->acct.live[me] - c->base[me], c->acct.peak[me] = c->acct.live[me];
     for (int s = 0; s < DM_STEPS && !r; s++) {
-        if (s == 1) c->big0[me] = c->acct.big[me]; /* (the first step records the gather order) */
+        if (s == 1) c->big0[me] = c->acct.big[me], c->n0[me] = c->acct.n[me]; /* (the first records the order) */
         r = dm_step(d, dm_ngroups(gpt), np, ps);
     }
     if (!r) c->peak[me] = c->acct.peak[me] - c->base[me], c->big0[me] = c->acct.big[me] - c->big0[me];
+    if (!r) c->n0[me] = c->acct.n[me] - c->n0[me];
     if (r && me == 0) snprintf(c->row->err, sizeof c->row->err, "%.190s", vs_last_error());
     if (r) c->failed[me] = 1, vs_comm_abort(vs_world_comm(w));
     vs_ddp_free(d);
@@ -262,20 +265,25 @@ static void dm_measure(const dm_gpt* gpt, int kind, int dp, dm_row* row)
     row->bound = (size_t)(1.05 * (double)row->total_bytes / shard) + row->group_pad;
     row->hooks_rest = (size_t)c.hrest[0];
     row->peak = (size_t)c.peak[0];
-    /* DDP's f32 scratch: a shard of the largest group (ZeRO-3), the largest bucket (else) */
-    row->scratch = (size_t)(kind >= DM_Z3 ? (gsz_pad(maxg, shard) / shard) : maxg) * 4;
-    row->formula = row->rest + row->gathered + row->staging + row->scratch;
+    /* DDP's f32 scratch: a shard of the largest group (ZeRO-3), the largest bucket padded (else) */
+    row->scratch = m->scratch, row->tables = m->tables;
+    row->scratch_want = (size_t)(kind >= DM_Z3 ? gsz_pad(maxg, shard) / shard : gsz_pad(maxg, shard)) * 4;
+    row->formula = row->rest + row->gathered + row->staging + row->scratch + row->tables;
     row->other = (long)row->hooks_rest - (long)row->formula;
-    for (int k = 0; k < dp; k++)
+    for (int k = 0; k < dp; k++) {
         if (c.big0[k] > row->big_steady) row->big_steady = c.big0[k];
+        if (c.n0[k] > row->allocs_steady) row->allocs_steady = c.n0[k];
+    }
+    row->allocs_steady = (row->allocs_steady + DM_STEPS - 2) / (DM_STEPS - 1); /* (per step, rounded up) */
 }
 
 static void dm_header(const dm_gpt* g)
 {
     printf("# %s (V%d T%d D%d L%d, f32, AdamW), bytes a rank; rest = params + grads + optimizer state (owned)\n",
            g->name, g->V, g->T, g->D, g->L);
-    printf("# %-6s %3s | %10s %10s %10s | %9s %9s %8s | %10s %10s %7s | %s\n", "stage", "DP", "rest", "tot/shard",
-           "bound", "gathered", "staging", "scratch", "peak", "formula", "pk/frm", "other at rest");
+    printf("# %-6s %3s | %10s %10s %10s | %9s %9s %8s %7s | %10s %10s %7s | %5s %6s\n", "stage", "DP", "rest",
+           "tot/shard", "bound", "gathered", "staging", "scratch", "tables", "peak", "formula", "pk/frm", "other",
+           "allocs");
 }
 static void dm_print(const dm_row* w)
 {
@@ -287,9 +295,9 @@ static void dm_print(const dm_row* w)
     int shard = w->kind == DM_HSDP ? w->dp / 2 : w->dp;
     char b[32] = "-";
     if (z3) snprintf(b, sizeof b, "%zu", w->bound);
-    printf("  %-6s %3d | %10zu %10zu %10s | %9zu %9zu %8zu | %10zu %10zu %7.3f | %ld\n", dm_kind_name[w->kind], w->dp,
-           w->rest, w->total_bytes / (size_t)shard, b, w->gathered, w->staging, w->scratch, w->peak, w->formula,
-           (double)w->peak / (double)w->formula, w->other);
+    printf("  %-6s %3d | %10zu %10zu %10s | %9zu %9zu %8zu %7zu | %10zu %10zu %7.3f | %5ld %6ld\n",
+           dm_kind_name[w->kind], w->dp, w->rest, w->total_bytes / (size_t)shard, b, w->gathered, w->staging, w->scratch,
+           w->tables, w->peak, w->formula, (double)w->peak / (double)w->formula, w->other, w->allocs_steady);
 }
 
 #ifndef DM_NO_MAIN
