@@ -659,11 +659,17 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      gathers of the `prefetch` groups after it (asynchronous: the host does
      not wait for them), and vs_ddp_step issues the first ones.
    - Memory: at peak the owned ranges plus the groups gathered at once
-     (held, kept, prefetched) plus the staging pool; vs_ddp_memory_usage gives
-     each part. vs_ddp_finalize makes the gathered pool (no allocation beside
-     a collective in flight): a buffer for each bucket of a kept group
-     (reshard_after_forward 0) and for 1 + prefetch groups, at most one a
-     bucket; a trainer holding more groups at once grows it then.
+     (held, kept, prefetched) plus the staging pool (two groups' gradients by
+     default: one reduces while the next is written) plus the f32 scratch (a
+     shard of the largest group) and DDP's tables; vs_ddp_memory_usage gives
+     each part, and they are all DDP allocates.
+   - The gathered pool: vs_ddp_finalize makes a buffer for each bucket of a
+     kept group (reshard_after_forward 0) and for 1 + prefetch groups. The
+     first step records the buckets held at each gather, and its vs_ddp_step
+     grows the pool to the most a later step holds (those plus the
+     prefetched), so no later step allocates. A trainer that holds more later
+     grows it at that gather (a device DDP waits for its work in flight
+     first: cudaMalloc synchronizes the device).
    - vs_ddp_step with a group still gathered (not released) is VS_ERR_STATE
      naming it: the step changes the shards it was gathered from.
    - vs_ddp_wait_params and vs_ddp_synchronize complete prefetched gathers
@@ -2981,7 +2987,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_z3_step_end(vs_ddp* d)
    device allocation beside a collective waiting for its peers can deadlock on
    NCCL): what a trainer that gathers one group at a time can hold at once,
    the kept groups (reshard_after_forward 0) plus the current and `prefetch`
-   next groups, at most every bucket. One holding more grows it then. */
+   next groups, at most every bucket. The first step's end sizes it for what
+   that step held (_vs_ddp_zpool_size). */
 _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_reserve(vs_ddp* d)
 {
     if (d->desc.zero != VS_ZERO_3) return VS_OK;
