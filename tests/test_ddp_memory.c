@@ -15,7 +15,9 @@
      a larger one (bench/ddp_memory.c's "GPT D256 L4"); what is left is the
      transport's (its handles of collectives waited for, kept a while to catch a
      second wait, and those in flight);
-   - no step after the first allocates anything of 4 KiB or more. */
+   - no step after the first allocates anything of 4 KiB or more, also when the
+     head's unit holds the tied embedding's group beside its own (3 groups at
+     once with the prefetch: the pool sized at the first step's end). */
 #define DM_NO_MAIN
 #include "../bench/ddp_memory.c"
 #include "vs_test.h"
@@ -55,6 +57,30 @@ static void check(const dm_gpt* g, int kind, int dp)
              dm_kind_name[kind], dp, w.staging, (long long)gsz_pad(maxg, shard) * 4);
 }
 
+/* The head's unit holding the embedding's group too (vs_parallelize's tied wte):
+   the first step holds 2 groups at once, a later one 3 with the prefetch; the
+   pool reaches 3 at the first step's end, so no later step allocates it. */
+static void check_tied(const dm_gpt* g, int kind, int dp)
+{
+    dm_row w;
+    dm_measure_ex(g, kind, dp, 1, &w);
+    VT_CHECK(w.ok, "%s DP%d tied: the run failed: %s", dm_kind_name[kind], dp, w.err);
+    if (!w.ok) return;
+    dm_print(&w);
+    dm_param ps[DM_MAXP];
+    int np = dm_model(g, ps);
+    int64_t gsz[DM_MAXP] = {0}, maxg = 0;
+    for (int i = 0; i < np; i++) gsz[ps[i].group] += ps[i].numel;
+    for (int k = 1; k <= dm_ngroups(g); k++) maxg = gsz[k] > maxg ? gsz[k] : maxg;
+    int shard = kind == DM_HSDP ? dp / 2 : dp;
+    VT_CHECK(w.gathered == 3 * (size_t)gsz_pad(maxg, shard) * 4, "%s DP%d tied: gathered pool %zu bytes, want 3 x %lld",
+             dm_kind_name[kind], dp, w.gathered, (long long)gsz_pad(maxg, shard) * 4);
+    VT_CHECK(w.big_steady == 0, "%s DP%d tied: %ld allocations of %d bytes or more in a step after the first (the "
+             "pool grew then)", dm_kind_name[kind], dp, w.big_steady, DM_BIG);
+    VT_CHECK(w.peak >= w.formula && (double)w.peak <= 1.05 * (double)w.formula,
+             "%s DP%d tied: peak %zu, the formula %zu", dm_kind_name[kind], dp, w.peak, w.formula);
+}
+
 int main(void)
 {
     static const int dps[3] = {2, 4, 8};
@@ -68,5 +94,13 @@ int main(void)
                 VT_CASE(name, check(&dm_gpts[m], k, dps[i]));
             }
     }
+    dm_header(&dm_gpts[0]);
+    for (int k = DM_Z3; k <= DM_HSDP; k++)
+        for (int i = 0; i < 3; i++) {
+            char name[160];
+            snprintf(name, sizeof name, "memory/example GPT %s DP%d, the head holding the tied embedding's group: the "
+                     "pool sized by the first step, no later step allocates", dm_kind_name[k], dps[i]);
+            VT_CASE(name, check_tied(&dm_gpts[0], k, dps[i]));
+        }
     return vt_summary();
 }
