@@ -22,6 +22,17 @@
 #include "../bench/ddp_memory.c"
 #include "vs_test.h"
 
+/* The largest group's elements, worked out from the model. */
+static int64_t dm_max_group(const dm_gpt* g)
+{
+    dm_param ps[DM_MAXP];
+    int np = dm_model(g, ps);
+    int64_t gsz[DM_MAXP] = {0}, maxg = 0;
+    for (int i = 0; i < np; i++) gsz[ps[i].group] += ps[i].numel;
+    for (int k = 1; k <= dm_ngroups(g); k++) maxg = gsz[k] > maxg ? gsz[k] : maxg;
+    return maxg;
+}
+
 static void check(const dm_gpt* g, int kind, int dp)
 {
     dm_row w, w1;
@@ -45,12 +56,8 @@ static void check(const dm_gpt* g, int kind, int dp)
     VT_CHECK(w.big_steady == 0, "%s DP%d: %ld allocations of %d bytes or more in a steady step", dm_kind_name[kind],
              dp, w.big_steady, DM_BIG);
     /* the gathered pool: the current group and one prefetched, each the largest group over the shard ranks */
-    dm_param ps[DM_MAXP];
-    int np = dm_model(g, ps);
-    int64_t gsz[DM_MAXP] = {0}, maxg = 0;
-    for (int i = 0; i < np; i++) gsz[ps[i].group] += ps[i].numel;
-    for (int k = 1; k <= dm_ngroups(g); k++) maxg = gsz[k] > maxg ? gsz[k] : maxg;
     int shard = kind == DM_HSDP ? dp / 2 : dp;
+    int64_t maxg = dm_max_group(g);
     VT_CHECK(w.gathered == 2 * (size_t)gsz_pad(maxg, shard) * 4, "%s DP%d: gathered pool %zu bytes, want 2 x %lld",
              dm_kind_name[kind], dp, w.gathered, (long long)gsz_pad(maxg, shard) * 4);
     VT_CHECK(w.staging == 2 * (size_t)gsz_pad(maxg, shard) * 4, "%s DP%d: gradient staging %zu bytes, want 2 x %lld",
@@ -67,12 +74,8 @@ static void check_tied(const dm_gpt* g, int kind, int dp)
     VT_CHECK(w.ok, "%s DP%d tied: the run failed: %s", dm_kind_name[kind], dp, w.err);
     if (!w.ok) return;
     dm_print(&w);
-    dm_param ps[DM_MAXP];
-    int np = dm_model(g, ps);
-    int64_t gsz[DM_MAXP] = {0}, maxg = 0;
-    for (int i = 0; i < np; i++) gsz[ps[i].group] += ps[i].numel;
-    for (int k = 1; k <= dm_ngroups(g); k++) maxg = gsz[k] > maxg ? gsz[k] : maxg;
     int shard = kind == DM_HSDP ? dp / 2 : dp;
+    int64_t maxg = dm_max_group(g);
     VT_CHECK(w.gathered == 3 * (size_t)gsz_pad(maxg, shard) * 4, "%s DP%d tied: gathered pool %zu bytes, want 3 x %lld",
              dm_kind_name[kind], dp, w.gathered, (long long)gsz_pad(maxg, shard) * 4);
     VT_CHECK(w.big_steady == 0, "%s DP%d tied: %ld allocations of %d bytes or more in a step after the first (the "
