@@ -426,6 +426,10 @@ typedef struct vs_ddp_memory {
     size_t gathered;     // ZeRO-3: the pool of gathered parameter buffers (not in params), each the size of
                          // the largest bucket: the groups held at once (see vs_ddp_gather)
     size_t grad_staging; // the staging pool's part of grads (ZeRO-2/3: full-size gradient buffers)
+    size_t scratch;      // DDP's f32 conversion space (the largest bucket; ZeRO-3: its shard) and, on a
+                         // device, the clip norm's partial sums (in the buffers' memory, not in the above)
+    size_t tables;       // DDP's host bookkeeping: its handle, the parameter and bucket tables, the names,
+                         // the pools' lists, the recorded gather order (not in the above)
 } vs_ddp_memory;
 
 typedef struct vs_ddp vs_ddp;
@@ -656,11 +660,17 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      gathers of the `prefetch` groups after it (asynchronous: the host does
      not wait for them), and vs_ddp_step issues the first ones.
    - Memory: at peak the owned ranges plus the groups gathered at once
-     (held, kept, prefetched) plus the staging pool; vs_ddp_memory_usage gives
-     each part. vs_ddp_finalize makes the gathered pool (no allocation beside
-     a collective in flight): a buffer for each bucket of a kept group
-     (reshard_after_forward 0) and for 1 + prefetch groups, at most one a
-     bucket; a trainer holding more groups at once grows it then.
+     (held, kept, prefetched) plus the staging pool (two groups' gradients by
+     default: one reduces while the next is written) plus the f32 scratch (a
+     shard of the largest group) and DDP's tables; vs_ddp_memory_usage gives
+     each part, and they are all DDP allocates.
+   - The gathered pool: vs_ddp_finalize makes a buffer for each bucket of a
+     kept group (reshard_after_forward 0) and for 1 + prefetch groups. The
+     first step records the buckets held at each gather, and its vs_ddp_step
+     grows the pool to the most a later step holds (those plus the
+     prefetched), so no later step allocates. A trainer that holds more later
+     grows it at that gather (a device DDP waits for its work in flight
+     first: cudaMalloc synchronizes the device).
    - vs_ddp_step with a group still gathered (not released) is VS_ERR_STATE
      naming it: the step changes the shards it was gathered from.
    - vs_ddp_wait_params and vs_ddp_synchronize complete prefetched gathers
@@ -1015,6 +1025,7 @@ typedef struct _vs_dbucket {
     int reshard;    // reshard_after_forward of its group
     int zbwd;       // its group_ready came in this backward pass: a release frees
     int pown;       // param is the trainer's (vs_ddp_set_owned_storage): not freed, not counted
+    int zrest;      // the gathers recorded when it last went back to rest (the first step's pool sizing)
 } _vs_dbucket;
 enum { _VS_Z3_REST = 0, _VS_Z3_FLIGHT, _VS_Z3_HELD, _VS_Z3_KEPT };
 
@@ -1062,6 +1073,8 @@ struct vs_ddp {
     int* zpool_owner;
     int nzpool;
     size_t zpool_bytes;
+    int* zheld; // the first step: the buckets a later step holds at each recorded gather (_vs_ddp_zpool_note)
+    int capzheld;
     int* zorder;
     int nzorder, capzorder, zrecorded, zpos;
 };
@@ -1703,24 +1716,26 @@ _VS_DDP_PRIVATE cudaStream_t _vs_ddp_stream(const vs_ddp* d) { return d->cu ? d-
 #define _VS_DDP_DEV(d, call) (void)(d)
 #endif
 
-/* Zeroed buffers through the world's allocator hooks. */
+/* Zeroed buffers through the world's allocator hooks (of the bytes asked, so
+   vs_ddp_memory_usage is what they take; at least one). */
 _VS_DDP_PRIVATE void* _vs_ddp_zalloc(const vs_ddp* d, size_t bytes)
 {
+    bytes = bytes ? bytes : 1;
 #ifdef _VS_DDP_CUDA
     if (d->dev) {
         /* on the trainer's stream, which is what uses the buffer (a cudaMemset on
            the legacy stream is asynchronous and unordered with a non-blocking
            stream: found by the strict stand-in's missing-wait check) */
-        void* p = vs_device_alloc(d->world, bytes + 1);
-        if (p && cudaMemsetAsync(p, 0, bytes + 1, _vs_ddp_stream(d)) != cudaSuccess) {
+        void* p = vs_device_alloc(d->world, bytes);
+        if (p && cudaMemsetAsync(p, 0, bytes, _vs_ddp_stream(d)) != cudaSuccess) {
             vs_device_free(d->world, p);
             p = NULL;
         }
         return p;
     }
 #endif
-    void* p = vs_alloc(d->world, bytes + 1);
-    if (p) memset(p, 0, bytes + 1);
+    void* p = vs_alloc(d->world, bytes);
+    if (p) memset(p, 0, bytes);
     return p;
 }
 
@@ -2297,8 +2312,9 @@ _VS_DDP_PRIVATE void _vs_ddp_release(vs_ddp* d)
     vs_free(d->world, d->zpool);
     vs_free(d->world, d->zpool_owner);
     vs_free(d->world, d->zorder);
-    d->zpool = NULL, d->zpool_owner = NULL, d->zorder = NULL;
-    d->nzpool = d->nzorder = d->capzorder = 0;
+    vs_free(d->world, d->zheld);
+    d->zpool = NULL, d->zpool_owner = NULL, d->zorder = NULL, d->zheld = NULL;
+    d->nzpool = d->nzorder = d->capzorder = d->capzheld = 0;
     vs_free(d->world, d->pool);
     vs_free(d->world, d->pool_owner);
     vs_free(d->world, d->buckets);
@@ -3024,6 +3040,72 @@ _VS_DDP_PRIVATE void _vs_ddp_z3_free(vs_ddp* d, int b)
         if (d->zpool_owner[i] == b) d->zpool_owner[i] = -1;
     d->buckets[b].zbuf = NULL;
     d->buckets[b].zstate = _VS_Z3_REST;
+    d->buckets[b].zrest = d->nzorder;
+}
+
+/* Bucket b's gathered copy dropped (stale, or about to be): its gather in
+   flight completes first, as the buffer is reused next, then the buffer goes
+   back to the pool (also when the wait failed: nothing is left to keep). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_drop(vs_ddp* d, int b)
+{
+    vs_result r = _vs_ddp_params_ready(d, b);
+    _vs_ddp_z3_free(d, b);
+    return r;
+}
+
+/* The first step's gather of group g, recorded at position j (before its
+   gathers are issued): zheld[j] = the buckets gathered (held, kept or in
+   flight) right after it, as later steps will have them, whose prefetch adds
+   the groups ahead: g's buckets at rest now are prefetched in a later step at
+   each of the `prefetch` gathers before j at which they are at rest already
+   (from zrest on, the gathers recorded when they went back), so they count
+   there too. The pool is only held between gathers, so its most is at one. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_note(vs_ddp* d, int g)
+{
+    int j = d->nzorder - 1, busy = 0, mine = 0, from = 0;
+    if (j >= d->capzheld) {
+        int cap = d->capzorder > j ? d->capzorder : j + 1;
+        int* nh = _VS_DDP_NEW(d->world, int, cap);
+        if (!nh) return vs_set_error(VS_ERR_NOMEM, "vs_ddp_gather: out of memory recording the gather order");
+        for (int i = 0; i < j; i++) nh[i] = d->zheld[i];
+        vs_free(d->world, d->zheld);
+        d->zheld = nh, d->capzheld = cap;
+    }
+    for (int b = 0; b < d->nbuckets; b++) {
+        const _vs_dbucket* k = &d->buckets[b];
+        if (k->zstate != _VS_Z3_REST) {
+            busy++;
+        } else if (k->rgroup == g) {
+            mine++;
+            from = k->zrest > from ? k->zrest : from;
+        }
+    }
+    d->zheld[j] = busy + mine;
+    for (int i = j - d->desc.prefetch > from ? j - d->desc.prefetch : from; i < j; i++) d->zheld[i] += mine;
+    return VS_OK;
+}
+
+/* At the end of the first step (vs_ddp_step, its gathers completed, the
+   groups given back): the gathered pool grows to the most buckets a later
+   step holds at once (zheld), so a steady step allocates nothing, beside a
+   collective or not. On a device the DDP's work in flight (the gradients'
+   reduce-scatters) completes first: cudaMalloc synchronizes the device, which
+   must not happen beside a collective still waiting for its peers. This once
+   only; a trainer whose pattern changes later grows it at its gather
+   (_vs_ddp_zpool_take), after the same wait. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_size(vs_ddp* d)
+{
+    if (d->desc.zero != VS_ZERO_3 || d->zrecorded || !d->zheld) return VS_OK;
+    int want = 0;
+    for (int i = 0; i < d->nzorder && i < d->capzheld; i++) want = d->zheld[i] > want ? d->zheld[i] : want;
+    vs_free(d->world, d->zheld);
+    d->zheld = NULL, d->capzheld = 0;
+    if (want > d->nbuckets) want = d->nbuckets;
+    vs_result r = VS_OK;
+    if (want > d->nzpool && d->cu) r = vs_ddp_synchronize(d);
+    while (d->nzpool < want && !r) r = _vs_ddp_zpool_grow(d);
+    return r ? vs_set_error(r, "vs_ddp_step: the gathered pool (%d buffers of %zu bytes, the first step's most held at "
+                            "once): %s", want, d->zpool_bytes, vs_last_error()) : VS_OK;
 }
 
 /* The all-gather of bucket k's owned ranges into k->zbuf over the DP group,
@@ -3101,6 +3183,7 @@ VS_API vs_result vs_ddp_gather(vs_ddp* d, int group)
     if (r || d->desc.zero != VS_ZERO_3) return r;
     int next;
     if ((r = _vs_ddp_z3_record(d, group, &next))) return r;
+    if (!d->zrecorded && (r = _vs_ddp_zpool_note(d, group))) return r; // (the pool's size, for the step's end)
     r = _vs_ddp_z3_issue(d, group); // its own first, then the next ones', then the wait for its own
     if (!r && next >= 0) r = _vs_ddp_z3_prefetch(d, next);
     for (int b = 0; b < d->nbuckets && !r; b++) {
@@ -3153,7 +3236,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_z3_step_begin(vs_ddp* d)
             return vs_set_error(VS_ERR_STATE, "vs_ddp_step: group %d is still gathered: vs_ddp_release it first (the "
                                 "step changes the shards it was gathered from)", d->buckets[b].rgroup);
     for (int b = 0; b < d->nbuckets; b++)
-        if (d->buckets[b].zstate != _VS_Z3_REST) _vs_ddp_z3_free(d, b);
+        if (d->buckets[b].zstate != _VS_Z3_REST) (void)_vs_ddp_z3_drop(d, b); // (vs_ddp_step waited for the gathers)
     return VS_OK;
 }
 
@@ -3169,7 +3252,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_z3_step_end(vs_ddp* d)
    device allocation beside a collective waiting for its peers can deadlock on
    NCCL): what a trainer that gathers one group at a time can hold at once,
    the kept groups (reshard_after_forward 0) plus the current and `prefetch`
-   next groups, at most every bucket. One holding more grows it then. */
+   next groups, at most every bucket. The first step's end sizes it for what
+   that step held (_vs_ddp_zpool_size). */
 _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_reserve(vs_ddp* d)
 {
     if (d->desc.zero != VS_ZERO_3) return VS_OK;
@@ -3275,7 +3359,7 @@ VS_API vs_result vs_ddp_set_owned_storage(vs_ddp* d, int group, void* storage)
     }
     for (int b = 0; b < d->nbuckets && !r; b++) { // a prefetched gather reads the old buffer: completed, dropped
         if (d->buckets[b].rgroup != group || d->buckets[b].zstate != _VS_Z3_FLIGHT) continue;
-        if (!(r = _vs_ddp_params_ready(d, b))) _vs_ddp_z3_free(d, b);
+        r = _vs_ddp_z3_drop(d, b);
     }
     if (!r) r = _vs_ddp_sync(d); // (the step's writes of the owned range come first)
     for (int b = 0; b < d->nbuckets && !r; b++) {
@@ -4320,6 +4404,7 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
     }
     if (d->desc.zero == VS_ZERO_3) { // the gathered copies become stale: none may be held
         vs_result rz = _vs_ddp_z3_step_begin(d);
+        if (!rz) rz = _vs_ddp_zpool_size(d); // (the first step's end: nothing in flight, nothing held)
         if (rz) return rz;
     }
     if (d->skip_next) { // a non-finite gradient norm: every rank skips (nothing to gather)
@@ -4454,6 +4539,20 @@ VS_API int64_t vs_ddp_skipped_steps(const vs_ddp* d)
     return d ? d->skipped : vs_set_error(VS_ERR_NULL, "vs_ddp_skipped_steps: ddp is NULL");
 }
 
+/* vs_ddp_memory.tables: what DDP allocated for its bookkeeping, as it did. */
+_VS_DDP_PRIVATE size_t _vs_ddp_tables(const vs_ddp* d)
+{
+    size_t n = sizeof(vs_ddp) + (size_t)d->cap * sizeof(_vs_dparam);
+    for (int i = 0; i < d->nparams; i++) n += strlen(d->params[i].name) + 1;
+    if (d->order) n += (size_t)d->nparams * (sizeof(int) + sizeof(_vs_dbucket)); // (one a parameter at most)
+    if (d->pool) n += (size_t)d->npool * (sizeof(void*) + sizeof(int));
+    n += (size_t)d->nzpool * (sizeof(void*) + sizeof(int)) + (size_t)(d->capzorder + d->capzheld) * sizeof(int);
+#ifdef _VS_DDP_CUDA
+    if (d->cu) n += sizeof(_vs_dcuda);
+#endif
+    return n;
+}
+
 VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
 {
     if (!d || !out) return vs_set_error(VS_ERR_NULL, "vs_ddp_memory_usage: %s is NULL", d ? "out" : "ddp");
@@ -4476,6 +4575,11 @@ VS_API vs_result vs_ddp_memory_usage(const vs_ddp* d, vs_ddp_memory* out)
     out->grad_staging = (size_t)d->npool * d->pool_bytes;
     out->grads += out->grad_staging; // the staging pool
     out->gathered = (size_t)d->nzpool * d->zpool_bytes;
+    if (d->scratch) out->scratch = sizeof(float) * (size_t)(d->max_bucket / (d->desc.zero == VS_ZERO_3 ? d->dp_size : 1));
+#ifdef _VS_DDP_CUDA
+    if (d->cu) out->scratch += sizeof(double) * (_VS_KPART_ALL + 1); // (its part and norm)
+#endif
+    out->tables = _vs_ddp_tables(d);
     return VS_OK;
 }
 
@@ -4600,9 +4704,7 @@ VS_API vs_result vs_ddp_owned_rewrite(vs_ddp* d, int drop)
                                 "values about to be replaced)", fn, d->buckets[b].rgroup);
     vs_result r = VS_OK;
     for (int b = 0; b < d->nbuckets; b++) {
-        if (d->buckets[b].zstate == _VS_Z3_REST) continue;
-        vs_result rb = _vs_ddp_params_ready(d, b); // (its gather done before its buffer is reused)
-        _vs_ddp_z3_free(d, b);
+        vs_result rb = d->buckets[b].zstate == _VS_Z3_REST ? VS_OK : _vs_ddp_z3_drop(d, b);
         if (!r) r = rb;
     }
     return r;
@@ -4621,8 +4723,11 @@ VS_API vs_result vs_ddp_write_param(vs_ddp* d, int i, const void* data)
     if (z3 && (k->zstate == _VS_Z3_HELD || k->zstate == _VS_Z3_KEPT))
         return vs_set_error(VS_ERR_STATE, "%s: '%s': its ready group %d is gathered: write it between its uses", fn,
                             q->name, q->rgroup);
-    if ((r = _vs_ddp_params_ready(d, q->bucket))) return r; // (a gather in flight reads or writes it)
-    if (z3 && k->zstate == _VS_Z3_FLIGHT) _vs_ddp_z3_free(d, q->bucket); // (a stale prefetched copy)
+    if (z3 && k->zstate == _VS_Z3_FLIGHT)
+        r = _vs_ddp_z3_drop(d, q->bucket); // (a stale prefetched copy)
+    else
+        r = _vs_ddp_params_ready(d, q->bucket); // (a gather in flight reads or writes it)
+    if (r) return r;
     int64_t lo, cnt, a = q->offset, e = q->offset + q->numel, ma, me;
     _vs_ddp_owned(d, k, &lo, &cnt);
     size_t pz = _vs_dsz(q->dtype);

@@ -16,16 +16,24 @@
                total = every parameter's bytes of parameter, f32 gradient and AdamW's
                two moments (16 bytes an element)
      hooks_rest  what the hooks see live after finalize (rest + the pools made
-               there: the gathered pool, the gradient staging pool, a scratch)
+               there: the gathered pool, the gradient staging pool, the scratch,
+               and DDP's tables)
      peak      the hooks' peak over 3 steps (forward gather/release per unit,
                backward gather, gradient, vs_ddp_group_ready, release; finish,
                step)
      formula   owned state + the gathered groups at once (current + prefetched:
                2 x the largest group) + the gradient staging (DDP's pool: 2 x the
                largest group's gradients, one reducing while the next is written)
-   The table prints peak / formula; the test (tests/test_ddp_memory.c) asserts
-   rest <= bound and |peak / formula - 1| <= 0.05 for ZeRO-3 and HSDP, and that a
-   step allocates nothing big. */
+               + the f32 scratch + DDP's tables (vs_ddp_memory.scratch, .tables)
+     other     hooks_rest - what vs_ddp_memory_usage reports after finalize: 0
+               when it reports all (gathered, tables and the formula: as
+               reported after the steps, the pool as the first step sized it)
+     allocs    allocations in a steady step (the transport's handles)
+   Then the example GPT with its head's unit holding the embedding's group too
+   (vs_parallelize's tied wte: two groups at once, and one prefetched). The
+   table prints peak / formula; the test (tests/test_ddp_memory.c) asserts
+   rest <= bound, other = 0 and peak <= 1.05 x formula for ZeRO-3 and HSDP, and
+   that a step allocates nothing big. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
@@ -39,7 +47,7 @@
 #define DM_STEPS 3
 
 typedef struct dm_acct {
-    long live[DM_MAXR], peak[DM_MAXR], big[DM_MAXR];
+    long live[DM_MAXR], peak[DM_MAXR], big[DM_MAXR], n[DM_MAXR];
 } dm_acct;
 static __thread int dm_rank = -1;
 #define DM_BIG 4096 /* an allocation this large counts as big (a step makes none) */
@@ -56,6 +64,7 @@ static void* dm_alloc(size_t n, void* user)
         long v = __atomic_add_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
         if (v > a->peak[r]) a->peak[r] = v; /* (only this rank's thread writes its peak) */
         if (n >= DM_BIG) a->big[r]++;
+        a->n[r]++;
     }
     return p + 16;
 }
@@ -117,18 +126,20 @@ static const char* const dm_kind_name[DM_NKIND] = {"ZeRO-1", "ZeRO-2", "ZeRO-3",
 typedef struct dm_row {
     const dm_gpt* gpt;
     int kind, dp, ok;
+    int tied; /* the head's unit also gathers the embedding's group (vs_parallelize's tied wte) */
     int64_t total; /* elements */
-    size_t rest, bound, hooks_rest, peak, formula, gathered, staging, scratch, padding, total_bytes, group_pad;
-    long other; /* hooks at rest - the DDP's buffers: its tables, names (bookkeeping) */
-    long big_steady;
+    size_t rest, bound, hooks_rest, peak, formula, gathered, staging, scratch, tables, padding, total_bytes, group_pad;
+    size_t scratch_want; /* the scratch as worked out here: a shard of the largest group (ZeRO-3), else the largest */
+    long other; /* hooks after finalize - everything vs_ddp_memory_usage reports then (0: it reports all the DDP holds) */
+    long big_steady, allocs_steady; /* a steady step's allocations: of DM_BIG bytes or more; all (per step) */
     char err[200];
 } dm_row;
 
 typedef struct dm_ctx {
     dm_row* row;
     dm_acct acct;
-    vs_ddp_memory mem[DM_MAXR];
-    long base[DM_MAXR], hrest[DM_MAXR], peak[DM_MAXR], big0[DM_MAXR];
+    vs_ddp_memory mem[DM_MAXR], mem_end[DM_MAXR]; /* after finalize; after the steps */
+    long base[DM_MAXR], hrest[DM_MAXR], peak[DM_MAXR], big0[DM_MAXR], n0[DM_MAXR];
     int failed[DM_MAXR];
 } dm_ctx;
 
@@ -165,14 +176,20 @@ static vs_result dm_make(vs_mesh* m, const dm_gpt* gpt, int kind, vs_ddp** out)
     return VS_OK;
 }
 
-/* One step of the GPT's unit order: forward gathers, backward gathers with a gradient each. */
-static vs_result dm_step(vs_ddp* d, int ng, int np, const dm_param* ps)
+/* One step of the GPT's unit order: forward gathers, backward gathers with a gradient each.
+   tied: the head's unit (the last group) holds the embedding's group too, as
+   vs_parallelize's unit hooks do for the tied wte: two groups at once. */
+static vs_result dm_step(vs_ddp* d, int ng, int np, const dm_param* ps, int tied)
 {
     vs_result r = vs_ddp_zero_grad(d);
-    for (int g = 1; g <= ng && !r; g++)
-        if (!(r = vs_ddp_gather(d, g))) r = vs_ddp_release(d, g);
+    for (int g = 1; g <= ng && !r; g++) {
+        if ((r = vs_ddp_gather(d, g))) break;
+        if (tied && g == ng && !(r = vs_ddp_gather(d, 1))) r = vs_ddp_release(d, 1);
+        if (!r) r = vs_ddp_release(d, g);
+    }
     for (int g = ng; g >= 1 && !r; g--) {
         if ((r = vs_ddp_gather(d, g))) break;
+        if (tied && g == ng && (r = vs_ddp_gather(d, 1))) break;
         for (int i = 0; i < np && !r; i++) {
             if (ps[i].group != g) continue;
             float* gr = (float*)vs_ddp_grad(d, i);
@@ -181,6 +198,7 @@ static vs_result dm_step(vs_ddp* d, int ng, int np, const dm_param* ps)
         }
         if (!r) r = vs_ddp_group_ready(d, g);
         if (!r) r = vs_ddp_release(d, g);
+        if (!r && tied && g == ng) r = vs_ddp_release(d, 1);
     }
     if (!r) r = vs_ddp_finish_grad_sync(d);
     if (!r) r = vs_ddp_step(d, 1e-3);
@@ -214,10 +232,12 @@ static int dm_rank_fn(vs_world* w, void* arg)
     if (!r) r = vs_ddp_memory_usage(d, &c->mem[me]);
     if (!r) c->hrest[me] = c->acct.live[me] - c->base[me], c->acct.peak[me] = c->acct.live[me];
     for (int s = 0; s < DM_STEPS && !r; s++) {
-        if (s == 1) c->big0[me] = c->acct.big[me]; /* (the first step records the gather order) */
-        r = dm_step(d, dm_ngroups(gpt), np, ps);
+        if (s == 1) c->big0[me] = c->acct.big[me], c->n0[me] = c->acct.n[me]; /* (the first records the order) */
+        r = dm_step(d, dm_ngroups(gpt), np, ps, c->row->tied);
     }
     if (!r) c->peak[me] = c->acct.peak[me] - c->base[me], c->big0[me] = c->acct.big[me] - c->big0[me];
+    if (!r) c->n0[me] = c->acct.n[me] - c->n0[me];
+    if (!r) r = vs_ddp_memory_usage(d, &c->mem_end[me]);
     if (r && me == 0) snprintf(c->row->err, sizeof c->row->err, "%.190s", vs_last_error());
     if (r) c->failed[me] = 1, vs_comm_abort(vs_world_comm(w));
     vs_ddp_free(d);
@@ -229,12 +249,12 @@ static int dm_rank_fn(vs_world* w, void* arg)
 static int64_t gsz_pad(int64_t n, int shard) { return (n + 16 * shard - 1) / (16 * shard) * (16 * shard); }
 
 /* Measures one config into *row (rank 0's figures; every rank's are alike but for padding). */
-static void dm_measure(const dm_gpt* gpt, int kind, int dp, dm_row* row)
+static void dm_measure_ex(const dm_gpt* gpt, int kind, int dp, int tied, dm_row* row)
 {
     static dm_ctx c; /* (large: 8 ranks' memory structs) */
     memset(&c, 0, sizeof c);
     memset(row, 0, sizeof *row);
-    row->gpt = gpt, row->kind = kind, row->dp = dp;
+    row->gpt = gpt, row->kind = kind, row->dp = dp, row->tied = tied;
     c.row = row;
     dm_param ps[DM_MAXP];
     int np = dm_model(gpt, ps);
@@ -262,20 +282,30 @@ static void dm_measure(const dm_gpt* gpt, int kind, int dp, dm_row* row)
     row->bound = (size_t)(1.05 * (double)row->total_bytes / shard) + row->group_pad;
     row->hooks_rest = (size_t)c.hrest[0];
     row->peak = (size_t)c.peak[0];
-    /* DDP's f32 scratch: a shard of the largest group (ZeRO-3), the largest bucket (else) */
-    row->scratch = (size_t)(kind >= DM_Z3 ? (gsz_pad(maxg, shard) / shard) : maxg) * 4;
-    row->formula = row->rest + row->gathered + row->staging + row->scratch;
-    row->other = (long)row->hooks_rest - (long)row->formula;
-    for (int k = 0; k < dp; k++)
+    /* DDP's f32 scratch: a shard of the largest group (ZeRO-3), the largest bucket padded (else) */
+    row->scratch = m->scratch, row->tables = m->tables;
+    row->scratch_want = (size_t)(kind >= DM_Z3 ? gsz_pad(maxg, shard) / shard : gsz_pad(maxg, shard)) * 4;
+    row->other = (long)row->hooks_rest - (long)(row->rest + row->gathered + row->staging + row->scratch + row->tables);
+    /* the formula with the pools as the first step left them (the gathered pool sized by it; the recorded order) */
+    const vs_ddp_memory* e = &c.mem_end[0];
+    row->gathered = e->gathered, row->tables = e->tables;
+    row->formula = row->rest + row->gathered + row->staging + row->scratch + row->tables;
+    for (int k = 0; k < dp; k++) {
         if (c.big0[k] > row->big_steady) row->big_steady = c.big0[k];
+        if (c.n0[k] > row->allocs_steady) row->allocs_steady = c.n0[k];
+    }
+    row->allocs_steady = (row->allocs_steady + DM_STEPS - 2) / (DM_STEPS - 1); /* (per step, rounded up) */
 }
+
+static void dm_measure(const dm_gpt* gpt, int kind, int dp, dm_row* row) { dm_measure_ex(gpt, kind, dp, 0, row); }
 
 static void dm_header(const dm_gpt* g)
 {
     printf("# %s (V%d T%d D%d L%d, f32, AdamW), bytes a rank; rest = params + grads + optimizer state (owned)\n",
            g->name, g->V, g->T, g->D, g->L);
-    printf("# %-6s %3s | %10s %10s %10s | %9s %9s %8s | %10s %10s %7s | %s\n", "stage", "DP", "rest", "tot/shard",
-           "bound", "gathered", "staging", "scratch", "peak", "formula", "pk/frm", "other at rest");
+    printf("# %-6s %3s | %10s %10s %10s | %9s %9s %8s %7s | %10s %10s %7s | %5s %6s\n", "stage", "DP", "rest",
+           "tot/shard", "bound", "gathered", "staging", "scratch", "tables", "peak", "formula", "pk/frm", "other",
+           "allocs");
 }
 static void dm_print(const dm_row* w)
 {
@@ -287,9 +317,9 @@ static void dm_print(const dm_row* w)
     int shard = w->kind == DM_HSDP ? w->dp / 2 : w->dp;
     char b[32] = "-";
     if (z3) snprintf(b, sizeof b, "%zu", w->bound);
-    printf("  %-6s %3d | %10zu %10zu %10s | %9zu %9zu %8zu | %10zu %10zu %7.3f | %ld\n", dm_kind_name[w->kind], w->dp,
-           w->rest, w->total_bytes / (size_t)shard, b, w->gathered, w->staging, w->scratch, w->peak, w->formula,
-           (double)w->peak / (double)w->formula, w->other);
+    printf("  %-6s %3d | %10zu %10zu %10s | %9zu %9zu %8zu %7zu | %10zu %10zu %7.3f | %5ld %6ld\n",
+           dm_kind_name[w->kind], w->dp, w->rest, w->total_bytes / (size_t)shard, b, w->gathered, w->staging, w->scratch,
+           w->tables, w->peak, w->formula, (double)w->peak / (double)w->formula, w->other, w->allocs_steady);
 }
 
 #ifndef DM_NO_MAIN
@@ -307,6 +337,15 @@ int main(void)
                 if (!w.ok) rc = 1;
             }
     }
+    printf("# the example GPT again, its head's unit holding the embedding's group too (vs_parallelize's tied wte):\n"
+           "# 2 groups at once + 1 prefetched, the gathered pool sized at the first step's end\n");
+    for (int k = DM_Z3; k <= DM_HSDP; k++)
+        for (int i = 0; i < 3; i++) {
+            dm_row w;
+            dm_measure_ex(&dm_gpts[0], k, dps[i], 1, &w);
+            dm_print(&w);
+            if (!w.ok) rc = 1;
+        }
     return rc;
 }
 #endif

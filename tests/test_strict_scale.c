@@ -9,8 +9,9 @@
    - a DDP (vescale_ddp.h, ZeRO-0, AdamW) over the DP groups: one step whose
      modelled communication time equals the ring formula for the DP group,
      worked here from the spec (the DP group spans nodes: the network), and
-     whose reserved device memory is what vs_ddp_memory_usage reports, plus
-     its scratch of one bucket that the report leaves out;
+     whose reserved device memory is exactly what vs_ddp_memory_usage reports:
+     the state, and its scratch (f32 space of the largest bucket and the clip
+     norm's partial sums, which the report used to leave out);
    - nothing touches device memory (a host access would fault: the
      reservation is PROT_NONE): no page of the parameters and gradients is in
      memory after the step (mincore), and the stand-in reports no violation;
@@ -57,7 +58,8 @@ typedef struct snap {
 static snap s_pre, s_start, s_mesh, s_ddp, s_step, s_end, s_post;
 static void report(const char* what, const snap* a, const snap* b);
 static double comm_s[1024], want_comm_s; /* each rank's modelled communication time of the step */
-static size_t ddp_bytes[1024];           /* each rank's vs_ddp_memory_usage total */
+static size_t ddp_bytes[1024];           /* each rank's vs_ddp_memory_usage total of the state */
+static size_t ddp_scratch[1024];         /* and of its scratch */
 static long resident_pages, checked_pages; /* of the parameters' and gradients' device memory */
 
 /* Pages of [p, p + bytes) in memory (mincore: whatever their protection) */
@@ -136,6 +138,10 @@ static int rank_main(vs_world* w, void* arg)
     CK(vs_mesh_submesh(mesh, "DP", &dp));
     CK(vs_mesh_submesh(mesh, "TP", &tp));
     CK(vs_mesh_submesh(mesh, "PP", &pp));
+    /* (and the group the DDP's finalize compares replicas over: its communicator's
+       4 device bytes are the mesh's, so the DDP phase below reserves only the DDP's) */
+    vs_mesh* dptp = NULL;
+    CK(vs_mesh_submesh(mesh, "DP,TP", &dptp));
     VT_CHECK(vs_comm_size(vs_mesh_comm(dp)) == DP && vs_comm_size(vs_mesh_comm(tp)) == TP &&
                  vs_comm_size(vs_mesh_comm(pp)) == PP,
              "rank %d: the groups' sizes", me);
@@ -164,7 +170,8 @@ static int rank_main(vs_world* w, void* arg)
     CK(vs_ddp_finalize(d));
     vs_ddp_memory mu;
     CK(vs_ddp_memory_usage(d, &mu));
-    ddp_bytes[me] = mu.params + mu.grads + mu.optim_state + mu.master;
+    ddp_bytes[me] = mu.params + mu.grads + mu.optim_state + mu.master + mu.gathered;
+    ddp_scratch[me] = mu.scratch;
     phase(me, &s_ddp);
 
     /* one step from a fresh clock: the backward's gradients ready last to first */
@@ -337,16 +344,22 @@ static void case_scale(void)
     for (int r = 0; r < N; r++) reported += (long)ddp_bytes[r];
     VT_CHECK(reported == (long)N * NP * NUMEL * 4 * (long)sizeof(float), "DDP reports %ld bytes, want %ld", reported,
              (long)N * NP * NUMEL * 4 * (long)sizeof(float));
-    /* what it reserved besides: vs_ddp_memory_usage leaves out its f32 scratch of
-       the largest bucket and a few device scalars (the clip norm's partials) */
-    long extra = (s_ddp.device_bytes - s_mesh.device_bytes - reported) / N;
-    VT_CHECK(s_ddp.device_bytes - s_mesh.device_bytes - reported == extra * N &&
-                 extra >= NUMEL * (long)sizeof(float) && extra < NUMEL * (long)sizeof(float) + 8192,
-             "the DDP's init reserved %ld bytes of device memory, it reports %ld (+ %ld a rank)",
-             s_ddp.device_bytes - s_mesh.device_bytes, reported, extra);
-    printf("# device memory reserved %ld MiB (%ld a rank: %ld reported by vs_ddp_memory_usage + %ld not)\n",
+    /* and its scratch: f32 space of the largest bucket (NUMEL), and the clip
+       norm's partial sums (a few doubles); the reservation is exactly the report */
+    long scratch = 0, odd = 0;
+    for (int r = 0; r < N; r++) {
+        long x = (long)ddp_scratch[r] - NUMEL * (long)sizeof(float);
+        scratch += (long)ddp_scratch[r];
+        odd += x <= 0 || x > 4096 || x % (long)sizeof(double);
+    }
+    VT_CHECK(!odd, "%ld ranks report a scratch other than %ld f32 bytes + the norm's partial sums (rank 0: %zu)", odd,
+             NUMEL * (long)sizeof(float), ddp_scratch[0]);
+    VT_CHECK(s_ddp.device_bytes - s_mesh.device_bytes == reported + scratch,
+             "the DDP's init reserved %ld bytes of device memory, it reports %ld (state %ld + scratch %ld)",
+             s_ddp.device_bytes - s_mesh.device_bytes, reported + scratch, reported, scratch);
+    printf("# device memory reserved %ld MiB (%ld a rank: as vs_ddp_memory_usage reports, %ld state + %ld scratch)\n",
            (s_ddp.device_bytes - s_mesh.device_bytes) >> 20, (s_ddp.device_bytes - s_mesh.device_bytes) / N,
-           reported / N, extra);
+           reported / N, scratch / N);
     VT_CHECK(checked_pages >= 2L * N * NP * NUMEL * (long)sizeof(float) / sysconf(_SC_PAGESIZE) && !resident_pages,
              "%ld of the %ld pages of the parameters and gradients are in memory (device memory was backed)",
              resident_pages, checked_pages);
