@@ -293,8 +293,9 @@ static size_t threads_run(int n, const char* label, size_t* peak)
 /* The same at N and N / 2 ranks: the largest allocation grows no faster than
    the ranks (the point-to-point queues were n x n), and the library's host
    memory a rank (its peak over the run: launch, mesh, groups, collectives,
-   divided by the ranks) does not grow with them (each rank's communicators held
-   24 B x n of pointer tables) */
+   divided by the ranks) grows by less than 8 B for each rank added: each
+   rank's communicators held 24 B x n of pointer tables (a rank's mesh still
+   keeps the world rank of each of its ranks, 4 B x n: >>mesh) */
 static void case_threads(void)
 {
     vs_launch_desc bad;
@@ -308,9 +309,9 @@ static void case_threads(void)
              full, N, half, N / 2);
     printf("# threads transport: the library's host memory at its peak %zu bytes a rank at %d ranks, %zu at %d\n",
            pf / (size_t)N, N, ph / (size_t)(N / 2), N / 2);
-    VT_CHECK(pf / (size_t)N <= ph / (size_t)(N / 2) + 64,
-             "the library's host memory a rank grows with the ranks: %zu bytes a rank at %d, %zu at %d", pf / (size_t)N,
-             N, ph / (size_t)(N / 2), N / 2);
+    VT_CHECK(pf / (size_t)N <= ph / (size_t)(N / 2) + 8 * (size_t)(N - N / 2) + 64,
+             "the library's host memory a rank grows by 8 B or more for each rank added: %zu bytes a rank at %d, %zu "
+             "at %d", pf / (size_t)N, N, ph / (size_t)(N / 2), N / 2);
 }
 
 static void report(const char* what, const snap* a, const snap* b)
