@@ -17,7 +17,9 @@
    - the threads transport (no stand-in) on N and N / 2 ranks: the same mesh
      and groups, a barrier, a DP all-reduce checked against its sum, a ring of
      send/recv; the library's largest host allocation (its allocator hook)
-     grows no faster than the ranks (its point-to-point queues were n x n).
+     grows no faster than the ranks (its point-to-point queues were n x n),
+     and its host memory a rank by less than 8 B a rank added (each rank's
+     communicators held 24 B x n of pointer tables).
    It prints the host's wall and CPU time and the resident memory per rank of
    each phase (the figures of issue 35's section 3): totals over all ranks
    divided by N, the stand-in's own work included (on 2 cores it is most of it). */
