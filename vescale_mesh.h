@@ -320,7 +320,8 @@
      (a stream waits for it, the host does not) and vs_sync_stream is the host
      wait with the deadline and fault watch (the loss read of a step). Work the
      host did not wait for is watched by one watchdog thread per world (started
-     by the first vs_wait_stream): past the timeout, on NCCL's asynchronous error
+     by the first vs_wait_stream; it looks every 20 ms while such work is in
+     flight and sleeps while none is): past the timeout, on NCCL's asynchronous error
      or when the job has failed, it aborts the communicator, so no stream waits
      forever, and the communicator's next call reports the fault. DDP completes
      its collectives this way.
@@ -6775,6 +6776,7 @@ _VS_PRIVATE void _vs_nccl_watch_add(vs_comm* c, vs_work* w)
 {
     cudaEvent_t drop = NULL;
     pthread_mutex_lock(&c->qmu);
+    int first = c->nwatch == 0;
     if (c->nwatch == _VS_NWATCH) drop = c->watch[--c->nwatch].ev;
     _vs_nwatch* e = &c->watch[c->nwatch++];
     e->ev = w->ev, e->eseq = w->eseq, e->opseq = w->opseq, e->kind = w->ekind;
@@ -6782,6 +6784,12 @@ _VS_PRIVATE void _vs_nccl_watch_add(vs_comm* c, vs_work* w)
     pthread_mutex_unlock(&c->qmu);
     w->ev = NULL;
     if (drop) _vs_nccl_event_put(c, drop);
+    vs_world* wd = c->world;
+    if (first && c->wd_listed && wd && wd->wd_on) { // the watchdog may sleep with nothing to watch: work now
+        pthread_mutex_lock(&wd->wdmu);
+        pthread_cond_signal(&wd->wdcv);
+        pthread_mutex_unlock(&wd->wdmu);
+    }
 }
 
 /* A fault the watchdog recorded, or an abort another thread asked for (its
@@ -6802,7 +6810,7 @@ _VS_PRIVATE vs_result _vs_nccl_wd_check(vs_comm* c, const char* what)
    stream waiting on a dead peer is released), records the fault for c's next
    call, and ends the job. Skipped while c's thread is in an NCCL call (ncmu):
    that call watches the same things with its own deadline. */
-_VS_PRIVATE void _vs_wd_check(vs_comm* c)
+_VS_PRIVATE int _vs_wd_check(vs_comm* c)
 {
     pthread_mutex_lock(&c->qmu);
     int n = c->nwatch;
@@ -6810,10 +6818,10 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
     memset(&e, 0, sizeof e);
     if (n) e = c->watch[0];
     pthread_mutex_unlock(&c->qmu);
-    if (!n || pthread_mutex_trylock(&c->ncmu)) return;
+    if (!n || pthread_mutex_trylock(&c->ncmu)) return n;
     if (!c->nc || c->wd_res) {
         pthread_mutex_unlock(&c->ncmu);
-        return;
+        return 0;
     }
     cudaSetDevice(c->dev);
     _vs_tjob* job = c->world ? c->world->job : NULL;
@@ -6824,7 +6832,7 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
     ncclResult_t ar = ncclSuccess;
     if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE) && !_vs_job_settled(job, c->timeout)) {
         pthread_mutex_unlock(&c->ncmu); // (a moment for what every rank joined: _vs_job_settled)
-        return;
+        return n;
     }
     if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&job->mu);
@@ -6847,7 +6855,7 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
         if (cudaEventQuery(e.ev) == cudaSuccess) { // done, unseen: the next one's turn
             pthread_mutex_unlock(&c->ncmu);
             _vs_nccl_watch_done(c, e.eseq);
-            return;
+            return n;
         }
         code = VS_ERR_TIMEOUT;
         _vs_fmt(msg, sizeof msg, "world rank %d failed (VS_ERR_TIMEOUT): %s #%llu on %s, completed in stream order "
@@ -6865,6 +6873,7 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
             _vs_job_fail(job, NULL, code, origin, msg);
     }
     pthread_mutex_unlock(&c->ncmu);
+    return code ? 0 : n;
 }
 
 _VS_PRIVATE void* _vs_wd_main(void* arg)
@@ -6872,7 +6881,12 @@ _VS_PRIVATE void* _vs_wd_main(void* arg)
     vs_world* w = (vs_world*)arg;
     pthread_mutex_lock(&w->wdmu);
     while (!w->wd_stop) {
-        for (vs_comm* c = w->wd_comms; c; c = c->wd_next) _vs_wd_check(c);
+        int watched = 0;
+        for (vs_comm* c = w->wd_comms; c; c = c->wd_next) watched += _vs_wd_check(c);
+        if (!watched) { // nothing in flight to watch: sleep until some is (_vs_nccl_watch_add) or the stop
+            pthread_cond_wait(&w->wdcv, &w->wdmu);
+            continue;
+        }
         struct timespec ts = _vs_abs_deadline(0.02);
         pthread_cond_timedwait(&w->wdcv, &w->wdmu, &ts);
     }
@@ -6900,6 +6914,7 @@ _VS_PRIVATE vs_result _vs_wd_list(vs_comm* c, const char* what)
     c->wd_next = w->wd_comms;
     w->wd_comms = c;
     c->wd_listed = 1;
+    pthread_cond_signal(&w->wdcv); // (it may sleep with nothing watched: c's work is)
     pthread_mutex_unlock(&w->wdmu);
     return VS_OK;
 }
