@@ -322,7 +322,8 @@
      (a stream waits for it, the host does not) and vs_sync_stream is the host
      wait with the deadline and fault watch (the loss read of a step). Work the
      host did not wait for is watched by one watchdog thread per world (started
-     by the first vs_wait_stream): past the timeout, on NCCL's asynchronous error
+     by the first vs_wait_stream; it looks every 20 ms while such work is in
+     flight and sleeps while none is): past the timeout, on NCCL's asynchronous error
      or when the job has failed, it aborts the communicator, so no stream waits
      forever, and the communicator's next call reports the fault. DDP completes
      its collectives this way.
@@ -2719,9 +2720,6 @@ struct vs_comm {
     int epoch;      // the world's reconfigurations when it was made (>>elastic: older ones may have dead peers)
     // threads transport
     _vs_tshared* sh;
-    const void** srcs; // per-rank scratch pointer tables, size `size`
-    void** dsts;
-    const _vs_opdesc** peer_ops; // _VS_K_SHM: every rank's op
 #ifdef VESCALE_MPI
     MPI_Comm mc;   // errors return (MPI_ERRORS_RETURN)
 #endif
@@ -2960,14 +2958,8 @@ _VS_PRIVATE vs_comm* _vs_comm_new(vs_world* w, vs_transport tr, int rank, int si
     const _vs_hooks* h = _VS_WH(w);
     vs_comm* c = _VS_HNEW(h, vs_comm, 1);
     if (!c) return NULL;
-    c->srcs = _VS_HNEW(h, const void*, size);
-    c->dsts = _VS_HNEW(h, void*, size);
-    c->peer_ops = _VS_HNEW(h, const _vs_opdesc*, size);
     c->tp = _vs_transport_of(tr);
-    if (!c->srcs || !c->dsts || !c->peer_ops || !c->tp) {
-        _vs_hfree(h, (void*)c->srcs);
-        _vs_hfree(h, c->dsts);
-        _vs_hfree(h, (void*)c->peer_ops);
+    if (!c->tp) {
         _vs_hfree(h, c);
         return NULL;
     }
@@ -3729,9 +3721,6 @@ _VS_PRIVATE void _vs_comm_teardown(vs_comm* c)
     c->tp->destroy(c);
     pthread_mutex_destroy(&c->qmu);
     pthread_cond_destroy(&c->qcv);
-    _vs_hfree(h, (void*)c->srcs);
-    _vs_hfree(h, c->dsts);
-    _vs_hfree(h, (void*)c->peer_ops);
 }
 
 _VS_PRIVATE void _vs_comm_destroy(vs_comm* c)
@@ -3832,11 +3821,6 @@ typedef struct _vs_tp2p {
     struct _vs_tp2p* next;
 } _vs_tp2p;
 
-typedef struct _vs_tslot {
-    const _vs_opdesc* op;
-    _vs_tshared* split_out;
-} _vs_tslot;
-
 /* A job's cause as ranks quote it: "world rank 5 failed (VS_ERR_INVALID): ..." */
 #define _VS_CAUSE_MSG 800
 
@@ -3855,7 +3839,16 @@ struct _vs_tshared {
     int abort_origin;      // the world rank whose failure it was
     int abort_cause_at;    // where the origin's own text starts in abort_msg (after "job aborted: ")
     char abort_msg[_VS_CAUSE_MSG + 16];
-    _vs_tslot* slots;
+    /* [i]: what member i called, and its send and receive buffers, each written
+       by member i before the entry barrier and read by all after it. Shared, not
+       a table of n a rank copied each call: 24 B x n a communicator a rank
+       (24 MiB for the world and its groups at 1,024 ranks) */
+    const _vs_opdesc** ops;
+    const void** srcs;
+    void** dsts;
+    /* a split: member i's new state and place in it, written by member 0 */
+    _vs_tshared** split_out;
+    int* split_at;
     /* [dst]: the unmatched sends to rank dst, and the receives it posted, in
        posting order (a pair matches the first of its source: FIFO per pair).
        Per destination, not per pair: n x n heads were 16 MiB at 1,024 ranks,
@@ -3910,7 +3903,11 @@ struct _vs_tjob {
 _VS_PRIVATE void _vs_tshared_free(_vs_tshared* s)
 {
     const _vs_hooks* h = s->h;
-    _vs_hfree(h, s->slots);
+    _vs_hfree(h, (void*)s->ops);
+    _vs_hfree(h, (void*)s->srcs);
+    _vs_hfree(h, s->dsts);
+    _vs_hfree(h, s->split_out);
+    _vs_hfree(h, s->split_at);
     _vs_hfree(h, s->sendq);
     _vs_hfree(h, s->recvq);
     _vs_hfree(h, s->granks);
@@ -3932,12 +3929,17 @@ _VS_PRIVATE _vs_tshared* _vs_tshared_new(int n, const int* granks, _vs_tjob* job
        pair that spins starves them (a TP pair's all-reduce on 8 ranks and 2
        cores took 2-7x the world's). */
     s->long_spin = (job && job->desc.nranks > n ? job->desc.nranks : n) <= _vs_online_cpus();
-    s->slots = _VS_HNEW(h, _vs_tslot, n);
+    s->ops = _VS_HNEW(h, const _vs_opdesc*, n);
+    s->srcs = _VS_HNEW(h, const void*, n);
+    s->dsts = _VS_HNEW(h, void*, n);
+    s->split_out = _VS_HNEW(h, _vs_tshared*, n);
+    s->split_at = _VS_HNEW(h, int, n);
     s->sendq = _VS_HNEW(h, _vs_tp2p*, n);
     s->recvq = _VS_HNEW(h, _vs_tp2p*, n);
     s->granks = _VS_HNEW(h, int, n);
     s->at = _VS_HNEW(h, int, n);
-    if (!s->slots || !s->sendq || !s->recvq || !s->granks || !s->at) {
+    if (!s->ops || !s->srcs || !s->dsts || !s->split_out || !s->split_at || !s->sendq || !s->recvq || !s->granks ||
+        !s->at) {
         _vs_tshared_free(s);
         return NULL;
     }
@@ -4537,12 +4539,12 @@ _VS_PRIVATE vs_result _vs_t_barrier(vs_comm* c, double timeout, const _vs_opdesc
    sequence number (the fingerprint). */
 _VS_PRIVATE int _vs_t_same_call(const _vs_tshared* s, int i, int k)
 {
-    const _vs_opdesc* a = s->slots[k].op;
-    const _vs_opdesc* b = s->slots[i].op;
+    const _vs_opdesc* a = s->ops[k];
+    const _vs_opdesc* b = s->ops[i];
     if (a->kind != b->kind || a->dt != b->dt || a->op != b->op || a->root != b->root || a->count != b->count ||
         a->seq != b->seq || a->uniform != b->uniform)
         return 0;
-    if (a->kind == _VS_K_ALLGATHER || a->kind == _VS_K_REDSCAT)
+    if ((a->kind == _VS_K_ALLGATHER || a->kind == _VS_K_REDSCAT) && !a->uniform) // (uniform: count says it all)
         for (int j = 0; j < s->n; j++)
             if (a->counts[j] != b->counts[j]) return 0;
     return 1;
@@ -4569,12 +4571,12 @@ _VS_PRIVATE vs_result _vs_t_match(vs_comm* c)
                 break;
             }
             _vs_t_rank_list(s, _vs_t_same_call, i, who, sizeof who);
-            _vs_op_text(s->slots[i].op, call, sizeof call);
+            _vs_op_text(s->ops[i], call, sizeof call);
             len += (size_t)_vs_fmt(msg + len, sizeof msg - len, "%s%s called %s", groups > 1 ? "; " : "", who, call);
         }
         // the first field that differs, named as the caller knows it
-        const _vs_opdesc* a = s->slots[0].op;
-        const _vs_opdesc* b = s->slots[k].op;
+        const _vs_opdesc* a = s->ops[0];
+        const _vs_opdesc* b = s->ops[k];
         if (len >= sizeof msg || a->kind != b->kind)
             ;
         else if (a->dt != b->dt)
@@ -4600,15 +4602,15 @@ _VS_PRIVATE vs_result _vs_t_match(vs_comm* c)
                 }
         return _vs_err(VS_ERR_MISMATCH, "%s", msg);
     }
-    if (s->slots[0].op->kind == _VS_K_ALLTOALL) {
+    if (s->ops[0]->kind == _VS_K_ALLTOALL) {
         for (int i = 0; i < n; i++)
             for (int j = 0; j < n; j++) {
-                size_t sc = s->slots[i].op->counts[j], rc = s->slots[j].op->rcounts[i];
+                size_t sc = s->ops[i]->counts[j], rc = s->ops[j]->rcounts[i];
                 if (sc != rc)
                     return _vs_err(VS_ERR_MISMATCH,
                                    "all_to_all #%llu on %s: rank %d (world %d) sends %zu elements to rank %d "
                                    "(world %d), which expects %zu",
-                                   (unsigned long long)s->slots[i].op->seq, c->label, i, s->granks[i], sc, j,
+                                   (unsigned long long)s->ops[i]->seq, c->label, i, s->granks[i], sc, j,
                                    s->granks[j], rc);
             }
     }
@@ -4768,7 +4770,7 @@ _VS_PRIVATE void _vs_reduce_stream_f32(const void* const* srcs, int n, int avg, 
 }
 #endif
 
-/* Reduces elements [off, off+len) of every rank's send buffer (c->srcs) and writes
+/* Reduces elements [off, off+len) of every rank's send buffer (c->sh->srcs) and writes
    them at element offset dst_off of each of dsts[0..ndst), block by block so the
    inputs of a block are all read before any output of it is written (in place). */
 _VS_PRIVATE void _vs_t_reduce_range(vs_comm* c, vs_dtype dt, vs_op op, size_t off, size_t len,
@@ -4778,20 +4780,21 @@ _VS_PRIVATE void _vs_t_reduce_range(vs_comm* c, vs_dtype dt, vs_op op, size_t of
     size_t esz = vs_dtype_size(dt);
     size_t blk = nt ? _VS_RED_STREAM_BYTES / esz : _VS_RED_BLOCK;
     int n = c->size;
+    const void* const* srcs = c->sh->srcs;
 #ifdef _VS_HAVE_NT
     // all-reduce of f32 sums over 4 or more ranks: segments (_vs_reduce_stream_f32)
     int seg = nt && ndst == n && n >= 4 && dt == VS_F32 && (op == VS_OP_SUM || op == VS_OP_AVG);
     for (int k = 0; k < ndst && seg; k++) seg = (((uintptr_t)dsts[k] + dst_off * esz) & 15) == 0;
     if (seg) {
-        _vs_reduce_stream_f32(c->srcs, n, op == VS_OP_AVG, off, len, dsts, dst_off);
+        _vs_reduce_stream_f32(srcs, n, op == VS_OP_AVG, off, len, dsts, dst_off);
         return;
     }
 #endif
     for (size_t b = 0; b < len; b += blk) {
         size_t m = len - b < blk ? len - b : blk, next = b + m;
-        _vs_reduce_block(dt, op, n, c->srcs, n, off + b, m, tmp);
+        _vs_reduce_block(dt, op, n, srcs, n, off + b, m, tmp);
         // destination k prefetches sources k, k + ndst, ... of the next block
-        _vs_pf pf = {c->srcs, 0, ndst, n, (off + next) * esz, (len - next < blk ? len - next : blk) * esz};
+        _vs_pf pf = {srcs, 0, ndst, n, (off + next) * esz, (len - next < blk ? len - next : blk) * esz};
         for (int k = 0; k < ndst; k++) {
             pf.first = k;
             _vs_copy_nt_pf((char*)dsts[k] + (dst_off + b) * esz, tmp, m * esz, nt, &pf);
@@ -4803,16 +4806,13 @@ _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
 {
     _vs_tshared* s = c->sh;
     int n = s->n, me = c->rank;
-    s->slots[me].op = op;
+    s->ops[me] = op;
+    s->srcs[me] = op->send, s->dsts[me] = op->recv;
     vs_result r = _vs_t_barrier(c, c->timeout, op);
     if (r) return r;
     r = _vs_t_match(c);
     size_t esz = vs_dtype_size(op->dt);
     if (r == VS_OK) {
-        for (int k = 0; k < n; k++) {
-            c->srcs[k] = s->slots[k].op->send;
-            c->dsts[k] = s->slots[k].op->recv;
-        }
         switch (op->kind) {
         case _VS_K_ALLREDUCE:
         case _VS_K_REDUCE: {
@@ -4823,17 +4823,17 @@ _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
             size_t len = op->count - lo < per ? op->count - lo : per;
             int nt = _VS_USE_NT(op->count * esz);
             if (op->kind == _VS_K_REDUCE)
-                _vs_t_reduce_range(c, op->dt, op->op, lo, len, &c->dsts[op->root], 1, lo, nt);
+                _vs_t_reduce_range(c, op->dt, op->op, lo, len, &s->dsts[op->root], 1, lo, nt);
             else
-                _vs_t_reduce_range(c, op->dt, op->op, lo, len, c->dsts, n, lo, nt);
+                _vs_t_reduce_range(c, op->dt, op->op, lo, len, s->dsts, n, lo, nt);
             break;
         }
         case _VS_K_BCAST:
-            _vs_copy_nt(op->recv, s->slots[op->root].op->send, op->count * esz, _VS_USE_NT(op->count * esz));
+            _vs_copy_nt(op->recv, s->ops[op->root]->send, op->count * esz, _VS_USE_NT(op->count * esz));
             break;
         case _VS_K_ALLGATHER: {
             size_t total = op->displs[n - 1] + op->counts[n - 1];
-            _vs_copy_fan(c->dsts, n, op->displs[me] * esz, op->send, op->counts[me] * esz, _VS_USE_NT(total * esz));
+            _vs_copy_fan(s->dsts, n, op->displs[me] * esz, op->send, op->counts[me] * esz, _VS_USE_NT(total * esz));
             break;
         }
         case _VS_K_REDSCAT: {
@@ -4845,7 +4845,7 @@ _VS_PRIVATE vs_result _vs_t_collective(vs_comm* c, const _vs_opdesc* op)
         }
         case _VS_K_ALLTOALL:
             for (int j = 0; j < n; j++)
-                _vs_copy_nt((char*)c->dsts[j] + s->slots[j].op->rdispls[me] * esz,
+                _vs_copy_nt((char*)s->dsts[j] + s->ops[j]->rdispls[me] * esz,
                             (const char*)op->send + op->displs[j] * esz, op->counts[j] * esz,
                             _VS_USE_NT(op->counts[j] * esz));
             break;
@@ -4949,18 +4949,18 @@ done:
 _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op);
 
 /* A shared-memory step: between the entry and exit barriers every rank runs
-   op->shm with every rank's op (their buffers, their ctx). The transport knows
-   nothing of what the step does. */
+   op->shm with every rank's op (their buffers, their ctx; c->sh->srcs holds
+   their send buffers). The transport knows nothing of what the step does. */
 _VS_PRIVATE vs_result _vs_t_shm(vs_comm* c, const _vs_opdesc* op)
 {
     _vs_tshared* s = c->sh;
-    s->slots[c->rank].op = op;
+    s->ops[c->rank] = op;
+    s->srcs[c->rank] = op->send, s->dsts[c->rank] = op->recv;
     vs_result r = _vs_t_barrier(c, c->timeout, op);
     if (r) return r;
     r = _vs_t_match(c);
     if (!r) {
-        for (int k = 0; k < s->n; k++) c->peer_ops[k] = s->slots[k].op;
-        op->shm(c, c->peer_ops);
+        op->shm(c, s->ops);
         _vs_streamed_stores_fence();
     }
     vs_result r2 = _vs_t_barrier(c, 0, op); // peers may still read this rank's buffers
@@ -5021,12 +5021,51 @@ _VS_PRIVATE vs_result _vs_t_exec(vs_comm* c, _vs_opdesc* ops, int nops)
     return r;
 }
 
+/* A split's member as member 0 sorts them: by color, then (key, rank). */
+typedef struct _vs_tsplit_ent {
+    int color, key, rank;
+} _vs_tsplit_ent;
+
+_VS_PRIVATE int _vs_tsplit_cmp(const void* x, const void* y)
+{
+    const _vs_tsplit_ent *a = (const _vs_tsplit_ent*)x, *b = (const _vs_tsplit_ent*)y;
+    if (a->color != b->color) return a->color < b->color ? -1 : 1;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+/* Member 0 makes every color's state and tells each member its state and place
+   (split_out, split_at): O(n log n) once, where each member sorting its own
+   color was O(n) of time and an n-entry table on every member at once. */
+_VS_PRIVATE void _vs_t_split_plan(_vs_tshared* s, const _vs_hooks* h)
+{
+    int n = s->n;
+    for (int i = 0; i < n; i++) s->split_out[i] = NULL, s->split_at[i] = -1;
+    _vs_tsplit_ent* e = _VS_HNEW(h, _vs_tsplit_ent, n);
+    int* g = _VS_HNEW(h, int, n);
+    if (!e || !g) { // (every member then reads NULL: out of memory)
+        _vs_hfree(h, e);
+        _vs_hfree(h, g);
+        return;
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (s->ops[i]->color != VS_COLOR_NONE) e[m].color = s->ops[i]->color, e[m].key = s->ops[i]->key, e[m++].rank = i;
+    qsort(e, (size_t)m, sizeof *e, _vs_tsplit_cmp);
+    for (int a = 0, b; a < m; a = b) {
+        for (b = a; b < m && e[b].color == e[a].color; b++) g[b - a] = s->granks[e[b].rank];
+        _vs_tshared* ns = _vs_tshared_new(b - a, g, s->job, s->h);
+        for (int i = a; ns && i < b; i++) s->split_out[e[i].rank] = ns, s->split_at[e[i].rank] = i - a;
+    }
+    _vs_hfree(h, e);
+    _vs_hfree(h, g);
+}
+
 _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
 {
     _vs_tshared* s = c->sh;
-    int n = s->n, me = c->rank;
-    s->slots[me].op = op;
-    s->slots[me].split_out = NULL;
+    int me = c->rank;
+    s->ops[me] = op;
     vs_result r = _vs_t_barrier(c, c->timeout, op);
     if (r) return r;
     if ((r = _vs_t_match(c)) != VS_OK) {
@@ -5034,41 +5073,18 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
         vs_result r2 = _vs_t_barrier(c, 0, op);
         return r ? r : r2;
     }
-    // members of my color ordered by (key, rank); the first one creates the state
-    const _vs_hooks* h = _VS_WH(c->world);
-    int* mem = _VS_HNEW(h, int, n);
-    int m = 0, my_index = -1;
-    if (mem && op->color != VS_COLOR_NONE) {
-        for (int k = 0; k < n; k++)
-            if (s->slots[k].op->color == op->color) mem[m++] = k;
-        for (int i = 1; i < m; i++) // insertion sort: stable, by key
-            for (int j = i; j > 0 && s->slots[mem[j]].op->key < s->slots[mem[j - 1]].op->key; j--) {
-                int t = mem[j];
-                mem[j] = mem[j - 1];
-                mem[j - 1] = t;
-            }
-        for (int i = 0; i < m; i++)
-            if (mem[i] == me) my_index = i;
-        if (my_index == 0) {
-            int* g = _VS_HNEW(h, int, m ? m : 1);
-            if (g) {
-                for (int i = 0; i < m; i++) g[i] = s->granks[mem[i]];
-                s->slots[me].split_out = _vs_tshared_new(m, g, s->job, s->h);
-                _vs_hfree(h, g);
-            }
-        }
-    }
+    if (me == 0) _vs_t_split_plan(s, _VS_WH(c->world));
     r = _vs_t_barrier(c, 0, op);
     vs_comm* nc = NULL;
-    if (!mem) {
-        r = _vs_err(VS_ERR_NOMEM, "split: out of memory");
-    } else if (op->color != VS_COLOR_NONE) {
-        _vs_tshared* ns = s->slots[mem[0]].split_out;
-        if (!ns)
-            r = _vs_err(VS_ERR_NOMEM, "split: out of memory for a %d-rank communicator", m);
-        else if (!(nc = _vs_comm_new(c->world, VS_TRANSPORT_THREADS, my_index, m))) {
+    _vs_tshared* ns = s->split_out[me];
+    int at = s->split_at[me];
+    if (op->color != VS_COLOR_NONE) { // (after a failed barrier too: each member holds a reference)
+        int m = ns ? ns->n : 0;
+        if (!ns) {
+            if (!r) r = _vs_err(VS_ERR_NOMEM, "split: out of memory for the communicator of color %d", op->color);
+        } else if (!(nc = _vs_comm_new(c->world, VS_TRANSPORT_THREADS, at, m))) {
             _vs_tshared_unref(ns);
-            r = _vs_err(VS_ERR_NOMEM, "split: out of memory");
+            if (!r) r = _vs_err(VS_ERR_NOMEM, "split: out of memory");
         } else {
             nc->sh = ns;
             nc->timeout = c->timeout;
@@ -5076,7 +5092,6 @@ _VS_PRIVATE vs_result _vs_t_split(vs_comm* c, const _vs_opdesc* op)
         }
     }
     vs_result r2 = _vs_t_barrier(c, 0, op);
-    _vs_hfree(h, mem);
     *op->split_out = nc;
     return r ? r : r2;
 }
@@ -6854,6 +6869,7 @@ _VS_PRIVATE void _vs_nccl_watch_add(vs_comm* c, vs_work* w)
 {
     cudaEvent_t drop = NULL;
     pthread_mutex_lock(&c->qmu);
+    int first = c->nwatch == 0;
     if (c->nwatch == _VS_NWATCH) drop = c->watch[--c->nwatch].ev;
     _vs_nwatch* e = &c->watch[c->nwatch++];
     e->ev = w->ev, e->eseq = w->eseq, e->opseq = w->opseq, e->kind = w->ekind;
@@ -6861,6 +6877,12 @@ _VS_PRIVATE void _vs_nccl_watch_add(vs_comm* c, vs_work* w)
     pthread_mutex_unlock(&c->qmu);
     w->ev = NULL;
     if (drop) _vs_nccl_event_put(c, drop);
+    vs_world* wd = c->world;
+    if (first && c->wd_listed && wd && wd->wd_on) { // the watchdog may sleep with nothing to watch: work now
+        pthread_mutex_lock(&wd->wdmu);
+        pthread_cond_signal(&wd->wdcv);
+        pthread_mutex_unlock(&wd->wdmu);
+    }
 }
 
 /* A fault the watchdog recorded, or an abort another thread asked for (its
@@ -6881,7 +6903,7 @@ _VS_PRIVATE vs_result _vs_nccl_wd_check(vs_comm* c, const char* what)
    stream waiting on a dead peer is released), records the fault for c's next
    call, and ends the job. Skipped while c's thread is in an NCCL call (ncmu):
    that call watches the same things with its own deadline. */
-_VS_PRIVATE void _vs_wd_check(vs_comm* c)
+_VS_PRIVATE int _vs_wd_check(vs_comm* c)
 {
     pthread_mutex_lock(&c->qmu);
     int n = c->nwatch;
@@ -6889,10 +6911,10 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
     memset(&e, 0, sizeof e);
     if (n) e = c->watch[0];
     pthread_mutex_unlock(&c->qmu);
-    if (!n || pthread_mutex_trylock(&c->ncmu)) return;
+    if (!n || pthread_mutex_trylock(&c->ncmu)) return n;
     if (!c->nc || c->wd_res) {
         pthread_mutex_unlock(&c->ncmu);
-        return;
+        return 0;
     }
     cudaSetDevice(c->dev);
     _vs_tjob* job = c->world ? c->world->job : NULL;
@@ -6903,7 +6925,7 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
     ncclResult_t ar = ncclSuccess;
     if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE) && !_vs_job_settled(job, c->timeout)) {
         pthread_mutex_unlock(&c->ncmu); // (a moment for what every rank joined: _vs_job_settled)
-        return;
+        return n;
     }
     if (job && __atomic_load_n(&job->failed, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&job->mu);
@@ -6926,7 +6948,7 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
         if (cudaEventQuery(e.ev) == cudaSuccess) { // done, unseen: the next one's turn
             pthread_mutex_unlock(&c->ncmu);
             _vs_nccl_watch_done(c, e.eseq);
-            return;
+            return n;
         }
         code = VS_ERR_TIMEOUT;
         _vs_fmt(msg, sizeof msg, "world rank %d failed (VS_ERR_TIMEOUT): %s #%llu on %s, completed in stream order "
@@ -6944,6 +6966,7 @@ _VS_PRIVATE void _vs_wd_check(vs_comm* c)
             _vs_job_fail(job, NULL, code, origin, msg);
     }
     pthread_mutex_unlock(&c->ncmu);
+    return code ? 0 : n;
 }
 
 _VS_PRIVATE void* _vs_wd_main(void* arg)
@@ -6951,7 +6974,12 @@ _VS_PRIVATE void* _vs_wd_main(void* arg)
     vs_world* w = (vs_world*)arg;
     pthread_mutex_lock(&w->wdmu);
     while (!w->wd_stop) {
-        for (vs_comm* c = w->wd_comms; c; c = c->wd_next) _vs_wd_check(c);
+        int watched = 0;
+        for (vs_comm* c = w->wd_comms; c; c = c->wd_next) watched += _vs_wd_check(c);
+        if (!watched) { // nothing in flight to watch: sleep until some is (_vs_nccl_watch_add) or the stop
+            pthread_cond_wait(&w->wdcv, &w->wdmu);
+            continue;
+        }
         struct timespec ts = _vs_abs_deadline(0.02);
         pthread_cond_timedwait(&w->wdcv, &w->wdmu, &ts);
     }
@@ -6979,6 +7007,7 @@ _VS_PRIVATE vs_result _vs_wd_list(vs_comm* c, const char* what)
     c->wd_next = w->wd_comms;
     w->wd_comms = c;
     c->wd_listed = 1;
+    pthread_cond_signal(&w->wdcv); // (it may sleep with nothing watched: c's work is)
     pthread_mutex_unlock(&w->wdmu);
     return VS_OK;
 }
@@ -13976,7 +14005,7 @@ _VS_PRIVATE void _vs_bstep_rows(const _vs_bstep* b)
     size_t esz = b->esz;
     int reduce = b->x->st->type == _VS_R_REDSCAT;
     vs_comm* c = b->c;
-    for (int i = 0; i < n; i++) c->srcs[i] = b->all[i]->send;
+    const void* const* srcs = c->sh->srcs; // (b->all[i]->send, published by _vs_t_shm)
     const _vs_hooks* h = _VS_WH(c->world);
     int64_t* tab = _VS_HNEW(h, int64_t, (size_t)n * 3 * VS_TENSOR_MAX_DIMS);
     int own = tab != NULL;
@@ -14002,7 +14031,7 @@ _VS_PRIVATE void _vs_bstep_rows(const _vs_bstep* b)
             int64_t mlen = rowlen - b0 < _VS_RED_BLOCK ? rowlen - b0 : _VS_RED_BLOCK;
             const unsigned char* row = (const unsigned char*)op->send + (size_t)(r * rowlen + b0) * esz;
             if (reduce) {
-                _vs_reduce_block(op->dt, op->op, n, c->srcs, n, (size_t)(r * rowlen + b0), (size_t)mlen, tmp);
+                _vs_reduce_block(op->dt, op->op, n, srcs, n, (size_t)(r * rowlen + b0), (size_t)mlen, tmp);
                 row = tmp;
             }
             for (int j = 0; j < n; j++) {
@@ -14061,8 +14090,7 @@ _VS_PRIVATE void _vs_box_step(vs_comm* c, const _vs_opdesc* const* all)
         _vs_bstep_blocks(&b);
     else if (_vs_numel(b.lb, nd) > 0 && b.me == 0) { // scalars: rank 0 reduces the one element
         unsigned char one[16];
-        for (int i = 0; i < b.n; i++) c->srcs[i] = all[i]->send;
-        _vs_reduce_block(b.op->dt, b.op->op, b.n, c->srcs, b.n, 0, 1, one);
+        _vs_reduce_block(b.op->dt, b.op->op, b.n, c->sh->srcs, b.n, 0, 1, one);
         memcpy(all[0]->recv, one, b.esz);
     }
 }

@@ -75,6 +75,40 @@ static int report(int cond, vs_result r, double dt, const char* what, const char
     return cond;
 }
 
+/* Every rank of `live` (a bit a world rank) has printed its reports before any
+   of them goes on to end the job: each tells the others so over MPI_COMM_WORLD
+   (raw MPI: vescale's communicators are the ones the fault failed) and waits
+   for theirs until `deadline`, no earlier than the end of the window in which
+   a report counts as in time. A fixed sleep instead cut reports off: the
+   survivors of sigstop report at timeout + the probe (0.5 s), the moment rank 0
+   slept until before vs_world_abort, and under load mpirun killed one first
+   (faults_mpi/sigstop/every_rank_reported, 1 run in 20 with a build beside it).
+   Returns how many of the others said so (a missing one: the script counts it). */
+static int all_reported(unsigned live, double deadline)
+{
+    enum { TAG = 0x7e57 };
+    int n = 0, me = g_rank, got = 0, flag = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    MPI_Request req[64];
+    int tok[32], mine = me, nr = 0, nrecv = 0;
+    for (int q = 0; q < n && q < 32; q++) {
+        if (q == me || !(live >> q & 1u)) continue;
+        MPI_Irecv(&tok[q], 1, MPI_INT, q, TAG, MPI_COMM_WORLD, &req[nr++]);
+        nrecv++;
+    }
+    for (int q = 0; q < n && q < 32; q++)
+        if (q != me && (live >> q & 1u)) MPI_Isend(&mine, 1, MPI_INT, q, TAG, MPI_COMM_WORLD, &req[nr++]);
+    while (!flag && now_s() < deadline) {
+        MPI_Testall(nrecv, req, &flag, MPI_STATUSES_IGNORE);
+        if (!flag) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    for (int i = 0; i < nrecv; i++) got += req[i] == MPI_REQUEST_NULL;
+    return got; // (requests left in flight: the job ends next)
+}
+
 /* Rank 0 plans the fault `lead` seconds ahead; every rank learns when. */
 static double plan(vs_comm* c, double lead)
 {
@@ -185,7 +219,7 @@ static int case_abort(vs_world* w)
     double dt = now_s() - t0;
     // the aborter waits up to 2 s for the others in vs_world_free, who cannot finalize
     fails += !report((r == VS_OK || r == VS_ERR_ABORTED) && dt < 2.5, r, dt, "world_free_returns", r ? vs_last_error() : "finalized");
-    if (me != 1) sleep_until(t + 3.0); // so the aborter reports before the launcher ends the job
+    all_reported(0xfu, t + 4.0); // so the aborter reports before the launcher ends the job
     return fails;
 }
 
@@ -215,8 +249,10 @@ static int case_sigstop(vs_world* w)
     int named = strstr(m, "3 (world 3)") || strstr(m, "missing world rank 3");
     fails += !report((r == VS_ERR_TIMEOUT || r == VS_ERR_ABORTED) && named && dt > tmo - 0.05 && dt < tmo + 1.0, r, dt,
                      "", m);
+    // each survivor reports within timeout + 1 s (the check above): rank 0 ends
+    // the job once all have, or at the end of that window
+    all_reported(0x7u, t + tmo + 1.5);
     if (me == 0) {
-        sleep_until(t + tmo + 0.5); // the others report first
         vs_world_abort(w, VS_ERR_TIMEOUT); // ends the job, the stopped rank too: does not return
         report(0, r, now_s() - t, "world_abort", "vs_world_abort returned");
         return 1;
@@ -401,7 +437,7 @@ static int case_layer(vs_world* w)
                              strstr(m, CALLBACK_MSG) && dt < tmo / 2,
                          r, dt, "", m);
     vs_train_free(t);
-    sleep_until(t0 + 3.0); // every rank reports before the first to exit makes the launcher end the job
+    all_reported(0xffu, t0 + tmo / 2 + 0.5); // every rank reports before the first to exit makes the launcher end the job
     vs_world_free(w);      // (after the abort: VS_ERR_ABORTED, MPI left to the end of the process)
     return fails;
 }
@@ -446,7 +482,7 @@ static int case_pair(vs_world* w)
                              strstr(m, "the other rank of this pair") && dt < 2.0,
                          r, dt, "", m);
     }
-    sleep_until(t + 2.5); // rank 3 reports before the first to exit makes the launcher end the job
+    all_reported(0xfu, t + 5.0); // rank 3 reports before the first to exit makes the launcher end the job
     vs_world_free(w);     // (requests in flight: VS_ERR_ABORTED, MPI left to the end of the process)
     return fails;
 }

@@ -18,7 +18,9 @@
    - the threads transport (no stand-in) on N and N / 2 ranks: the same mesh
      and groups, a barrier, a DP all-reduce checked against its sum, a ring of
      send/recv; the library's largest host allocation (its allocator hook)
-     grows no faster than the ranks (its point-to-point queues were n x n).
+     grows no faster than the ranks (its point-to-point queues were n x n),
+     and its host memory a rank by less than 8 B a rank added (each rank's
+     communicators held 24 B x n of pointer tables).
    It prints the host's wall and CPU time and the resident memory per rank of
    each phase (the figures of issue 35's section 3): totals over all ranks
    divided by N, the stand-in's own work included (on 2 cores it is most of it). */
@@ -243,30 +245,42 @@ static int threads_main(vs_world* w, void* arg)
     return 0;
 }
 
-/* the library's largest host allocation (its allocator hook) */
-static size_t max_alloc;
+/* the library's largest host allocation, and its bytes live now and at most
+   (its allocator hook; a header before each block keeps its size) */
+static size_t max_alloc, live_bytes, peak_bytes;
+enum { HDR = 16 };
 static void* count_alloc(size_t n, void* user)
 {
     (void)user;
     size_t m = __atomic_load_n(&max_alloc, __ATOMIC_RELAXED);
     while (n > m && !__atomic_compare_exchange_n(&max_alloc, &m, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
-    return malloc(n);
+    char* p = (char*)malloc(n + HDR);
+    if (!p) return NULL;
+    memcpy(p, &n, sizeof n);
+    size_t now = __atomic_add_fetch(&live_bytes, n, __ATOMIC_RELAXED), pk = __atomic_load_n(&peak_bytes, __ATOMIC_RELAXED);
+    while (now > pk && !__atomic_compare_exchange_n(&peak_bytes, &pk, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return p + HDR;
 }
 static void count_free(void* p, void* user)
 {
     (void)user;
-    free(p);
+    if (!p) return;
+    size_t n;
+    memcpy(&n, (char*)p - HDR, sizeof n);
+    __atomic_sub_fetch(&live_bytes, n, __ATOMIC_RELAXED);
+    free((char*)p - HDR);
 }
 
-static size_t threads_run(int n, const char* label)
+static size_t threads_run(int n, const char* label, size_t* peak)
 {
     vs_launch_desc ld;
     memset(&ld, 0, sizeof ld);
     ld.nranks = n;
     ld.stack_bytes = (size_t)256 << 10;
     ld.allocator.alloc = count_alloc, ld.allocator.free = count_free;
-    max_alloc = 0;
+    max_alloc = 0, live_bytes = 0, peak_bytes = 0;
     int n0 = N, dp0 = DP;
     N = n, DP = n / TP / PP; /* (the job's shape: DP scales) */
     pthread_barrier_destroy(&bar);
@@ -281,21 +295,32 @@ static size_t threads_run(int n, const char* label)
     N = n0, DP = dp0;
     pthread_barrier_destroy(&bar);
     pthread_barrier_init(&bar, NULL, (unsigned)N);
+    *peak = peak_bytes;
     return max_alloc;
 }
 
 /* The same at N and N / 2 ranks: the largest allocation grows no faster than
-   the ranks (the point-to-point queues were n x n) */
+   the ranks (the point-to-point queues were n x n), and the library's host
+   memory a rank (its peak over the run: launch, mesh, groups, collectives,
+   divided by the ranks) grows by less than 8 B for each rank added: each
+   rank's communicators held 24 B x n of pointer tables (a rank's mesh still
+   keeps the world rank of each of its ranks, 4 B x n: >>mesh) */
 static void case_threads(void)
 {
     vs_launch_desc bad;
     memset(&bad, 0, sizeof bad);
     bad.nranks = 2, bad.stack_bytes = 4096;
     VT_ERR(vs_launch_ex(&bad, threads_main, NULL), VS_ERR_INVALID, "stack_bytes 4096");
-    size_t full = threads_run(N, "threads"), half = threads_run(N / 2, NULL);
+    size_t pf = 0, ph = 0;
+    size_t full = threads_run(N, "threads", &pf), half = threads_run(N / 2, NULL, &ph);
     printf("# threads transport: largest host allocation %zu bytes at %d ranks, %zu at %d\n", full, N, half, N / 2);
     VT_CHECK(full <= half * 2 + 64, "the largest allocation grows faster than the ranks: %zu bytes at %d, %zu at %d",
              full, N, half, N / 2);
+    printf("# threads transport: the library's host memory at its peak %zu bytes a rank at %d ranks, %zu at %d\n",
+           pf / (size_t)N, N, ph / (size_t)(N / 2), N / 2);
+    VT_CHECK(pf / (size_t)N <= ph / (size_t)(N / 2) + 8 * (size_t)(N - N / 2) + 64,
+             "the library's host memory a rank grows by 8 B or more for each rank added: %zu bytes a rank at %d, %zu "
+             "at %d", pf / (size_t)N, N, ph / (size_t)(N / 2), N / 2);
 }
 
 static void report(const char* what, const snap* a, const snap* b)

@@ -387,6 +387,8 @@ static int st_nallocs, st_capallocs;
 static st_pin* st_pins;
 static int st_npins, st_cappins;
 static struct CUstream_st* st_streams;
+static struct CUstream_st** st_byid; /* [id]: the stream of that id (st_seen_comp_locked) */
+static int st_nbyid;
 /* each device's streams (dnext): a device-wide wait or scan (cudaMalloc, cudaFree,
    the legacy stream's implicit waits) touches its own, not every rank's (at 1,024
    ranks the scan of all streams was most of a run) */
@@ -677,6 +679,14 @@ static struct CUstream_st* st_stream_new_locked(int dev, unsigned flags, int leg
 {
     struct CUstream_st* s = (struct CUstream_st*)calloc(1, sizeof *s);
     s->dev = dev, s->flags = flags, s->legacy = legacy, s->id = st_nextid++;
+    if (s->id >= st_nbyid) {
+        int cap = st_nbyid ? 2 * st_nbyid : 1024;
+        while (cap <= s->id) cap *= 2;
+        st_byid = (struct CUstream_st**)realloc(st_byid, sizeof *st_byid * (size_t)cap);
+        memset(st_byid + st_nbyid, 0, sizeof *st_byid * (size_t)(cap - st_nbyid));
+        st_nbyid = cap;
+    }
+    st_byid[s->id] = s;
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->progress, NULL);
     s->next = st_streams;

@@ -32,6 +32,11 @@
 typedef struct st_vc { /* a vector clock, indexed by stream id; shared, counted */
     int refs, n;
     unsigned* c;
+    /* the ids whose entry is not 0: a join and the host's "seen" walk these, not
+       an entry per stream ever made (a clock of a rank's own streams among
+       thousands was a walk over all of them at every host sync) */
+    int nnz, capnz;
+    int* nz;
 } st_vc;
 
 typedef struct st_rrec { /* one access to a range of an allocation */
@@ -67,6 +72,7 @@ static void st_vc_unref(st_vc* v)
 {
     if (v && --v->refs < 0) {
         free(v->c);
+        free(v->nz);
         free(v);
     }
 }
@@ -82,12 +88,28 @@ static void st_vc_grow(st_vc* v, int n)
     v->n = cap;
 }
 
+/* v[i] = x, for x above v[i] */
+static void st_vc_raise(st_vc* v, int i, unsigned x)
+{
+    st_vc_grow(v, i + 1);
+    if (!v->c[i]) {
+        if (v->nnz == v->capnz) {
+            v->capnz = v->capnz ? 2 * v->capnz : 8;
+            v->nz = (int*)realloc(v->nz, sizeof(int) * (size_t)v->capnz);
+        }
+        v->nz[v->nnz++] = i;
+    }
+    v->c[i] = x;
+}
+
 static void st_vc_join(st_vc* d, const st_vc* s)
 {
     if (!s) return;
     st_vc_grow(d, s->n);
-    for (int i = 0; i < s->n; i++)
-        if (s->c[i] > d->c[i]) d->c[i] = s->c[i];
+    for (int k = 0; k < s->nnz; k++) {
+        int i = s->nz[k];
+        if (s->c[i] > d->c[i]) st_vc_raise(d, i, s->c[i]);
+    }
 }
 
 static st_host* st_host_locked(void)
@@ -176,9 +198,10 @@ static void st_comp_wait_event_locked(st_op* op, struct CUevent_st* ev)
 static void st_seen_comp_locked(st_vc* cv)
 {
     if (!cv) return;
-    for (struct CUstream_st* q = st_streams; q; q = q->next) {
-        long v = (long)st_vc_get(cv, q->id);
-        if (v > q->known) q->known = v;
+    for (int k = 0; k < cv->nnz; k++) {
+        int i = cv->nz[k];
+        struct CUstream_st* q = i < st_nbyid ? st_byid[i] : NULL;
+        if (q && (long)cv->c[i] > q->known) q->known = (long)cv->c[i];
     }
     st_vc_unref(cv);
 }
@@ -312,16 +335,14 @@ static void st_race_start_locked(struct CUstream_st* s, st_op* op)
     st_vc_join(v, op->hvc);
     for (int i = 0; i < op->nwait; i++) st_vc_join(v, op->wvc[i]);
     unsigned clk = ++s->clk;
-    st_vc_grow(v, (int)s->id + 1);
-    v->c[s->id] = clk;
+    st_vc_raise(v, (int)s->id, clk);
     st_vc_unref(s->vc);
     s->vc = st_vc_ref(v);
     if (!op->cvc) op->cvc = st_vc_new(); /* its completion clock (st_comp_cell_locked) */
     st_vc* cv = op->cvc;
     st_vc_join(cv, s->cvc);
     for (int i = 0; i < op->nwait; i++) st_vc_join(cv, op->cwvc[i]);
-    st_vc_grow(cv, (int)s->id + 1);
-    cv->c[s->id] = clk;
+    st_vc_raise(cv, (int)s->id, clk);
     st_vc_unref(s->cvc);
     s->cvc = st_vc_ref(cv);
     if (op->fn == st_copy_run) {
