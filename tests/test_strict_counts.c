@@ -7,7 +7,8 @@
    vs_redistribute copy nothing to the host (the ids were, S2-3); an uneven
    all-gather or reduce-scatter is at most one NCCL collective (it was one per
    rank, S2-5). ZeRO-3 and HSDP (issue 34) too: a steady step gathers every
-   group in the forward and the backward, prefetched, with no device
+   group in the forward and the backward (but the forward's last, kept for
+   it), prefetched, with no device
    allocation, no event created, and no host wait but the loss's (so no gather
    is waited for by the host: it completes in stream order). Host syncs: a DDP step with its loss read makes one (DDP's
    reductions and ZeRO gathers complete in stream order, vs_wait_stream: it was
