@@ -652,6 +652,8 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      recorded order keeps its buffer for that gather (no traffic, no more
      memory): the forward's last group is not released before its backward,
      as FSDP2 keeps its root module; a gather of another group drops it.
+     Kept so (as under reshard_after_forward 0) it stays readable:
+     VESCALE_DEBUG=params guards it once freed.
    - A gather of a group held already (a recomputed forward) does nothing;
      one release gives it back.
    - Prefetch: the first step (up to its vs_ddp_step) records the order of
