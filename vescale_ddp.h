@@ -653,12 +653,21 @@ VS_API vs_result vs_ddp_group_ready(vs_ddp* d, int group);
      group's gradients are all marked ready in this pass (vs_ddp_group_ready,
      or vs_ddp_grad_ready of each) keeps it, and the next gather takes it
      without traffic; the marking (or the release after it) frees it.
+   - From the second step, a release whose group is the next gather in the
+     recorded order keeps its buffer for that gather (no traffic, no more
+     memory): the forward's last group is not released before its backward,
+     as FSDP2 keeps its root module; a gather of another group drops it.
+     Kept so (as under reshard_after_forward 0) it stays readable:
+     VESCALE_DEBUG=params guards it once freed.
    - A gather of a group held already (a recomputed forward) does nothing;
      one release gives it back. Held groups are released in any order.
    - Prefetch: the first step (up to its vs_ddp_step) records the order of
      gathers; later, vs_ddp_gather of the recorded next group issues the
      gathers of the `prefetch` groups after it (asynchronous: the host does
-     not wait for them), and vs_ddp_step issues the first ones.
+     not wait for them), and vs_ddp_step issues the first ones. A gather off
+     the recorded order (a training forward after an evaluation's) finds its
+     place again: the order's first group starts it over, another group its
+     next place ahead, else its first.
    - Memory: at peak the owned ranges plus the groups gathered at once
      (held, kept, prefetched) plus the staging pool (two groups' gradients by
      default: one reduces while the next is written) plus the f32 scratch (a
@@ -1011,7 +1020,7 @@ typedef struct _vs_dbucket {
     int ext;        // its parameters are trainer-owned (param and grad NULL but while staged)
     int rgroup;     // their ready_group
     int consume;    // ext with an accumulator: the reduced range goes there, the trainer's gradient is cleared
-    int fresh;      // consume: the accumulator holds nothing of this step yet: written, not zeroed and added to
+    int fresh;      // consume (or ZeRO-2/3 after zero_grad): the accumulator holds nothing of this step yet: written, not added to
     int into_acc;   // this pass reduced straight into the accumulator (fresh f32: no copy after)
     int grouped;    // ext, not partial, ZeRO-0/1: reduced in place, one group (vs_ddp_desc.staged 0)
     void* gbuf;     // a pool buffer holding the all-gather in flight (staged, or VESCALE_DEBUG=params)
@@ -1024,6 +1033,7 @@ typedef struct _vs_dbucket {
     int zstate;     // _VS_Z3_REST, _VS_Z3_FLIGHT (prefetched: pwork, or complete), _VS_Z3_HELD, _VS_Z3_KEPT
     int reshard;    // reshard_after_forward of its group
     int zbwd;       // its group_ready came in this backward pass: a release frees
+    int zroot;      // KEPT for the next recorded gather, its own (_vs_ddp_z3_keeps); meaningful only when KEPT
     int pown;       // param is the trainer's (vs_ddp_set_owned_storage): not freed, not counted
     int zrest;      // the gathers recorded when it last went back to rest (the first step's pool sizing)
 } _vs_dbucket;
@@ -3133,12 +3143,37 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_z3_issue(vs_ddp* d, int g)
     return r;
 }
 
-/* The `prefetch` groups of the recorded order from position `from` on. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_z3_prefetch(vs_ddp* d, int from)
+/* The `prefetch` groups of the recorded order from position `from` on; the
+   group being gathered (cur, 0: none) takes no place in the window: held, its
+   next entry (the last forward group's backward) needs no gather. */
+_VS_DDP_PRIVATE vs_result _vs_ddp_z3_prefetch(vs_ddp* d, int from, int cur)
 {
     vs_result r = VS_OK;
-    for (int i = from; i < d->nzorder && i - from < d->desc.prefetch && !r; i++) r = _vs_ddp_z3_issue(d, d->zorder[i]);
+    for (int i = from, n = 0; i < d->nzorder && n < d->desc.prefetch && !r; i++)
+        if (d->zorder[i] != cur) r = _vs_ddp_z3_issue(d, d->zorder[i]), n++;
     return r;
+}
+
+/* A release of group g keeps its buffer when the recorded order's next gather
+   is g's own (the forward's last group, gathered again at once for its
+   backward, as FSDP2 keeps its root module; between micro-batches, the
+   backward's last group is the next forward's first): that gather then needs
+   no traffic, and the memory is what it would take anyway. */
+_VS_DDP_PRIVATE int _vs_ddp_z3_keeps(const vs_ddp* d, int g)
+{
+    return d->zrecorded && d->zpos < d->nzorder && d->zorder[d->zpos] == g;
+}
+
+/* Drops the buffers kept for a next gather (_vs_ddp_z3_keeps) of `group` (0:
+   every group) but `except`: that gather did not come next (an evaluation's
+   forward ended there), or the group's shard or setting is about to change. */
+_VS_DDP_PRIVATE void _vs_ddp_z3_unkeep(vs_ddp* d, int group, int except)
+{
+    for (int b = 0; b < d->nbuckets; b++) {
+        const _vs_dbucket* k = &d->buckets[b];
+        if (k->zstate == _VS_Z3_KEPT && k->zroot && (!group || k->rgroup == group) && k->rgroup != except)
+            _vs_ddp_z3_free(d, b);
+    }
 }
 
 /* group names a ready group of d (its check for gather, release). */
@@ -3154,14 +3189,20 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_z3_group(const char* fn, const vs_ddp* d, int 
 }
 
 /* The first step: group g goes on the recorded order (its only allocations
-   after finalize besides the pools'). Later: *next, the position after g's. */
+   after finalize besides the pools'). Later: *next, the position after g's:
+   the expected entry; else (off the order, as after an evaluation's forward)
+   the first entry when g is the order's first group (a new pass begins), else
+   g's next entry ahead (groups skipped), else its first from the start. */
 _VS_DDP_PRIVATE vs_result _vs_ddp_z3_record(vs_ddp* d, int g, int* next)
 {
     *next = -1;
     if (d->zrecorded) {
-        for (int i = d->zpos; i < d->nzorder && *next < 0; i++)
-            if (d->zorder[i] == g) *next = i + 1;
-        if (*next >= 0) d->zpos = *next; // (else off the recorded order: no prefetch)
+        int at = d->zpos < d->nzorder && d->zorder[d->zpos] == g ? d->zpos : d->zorder[0] == g ? 0 : -1;
+        for (int i = d->zpos; i < d->nzorder && at < 0; i++)
+            if (d->zorder[i] == g) at = i;
+        for (int i = 0; i < d->zpos && i < d->nzorder && at < 0; i++)
+            if (d->zorder[i] == g) at = i;
+        if (at >= 0) d->zpos = *next = at + 1; // (never recorded: no prefetch)
         return VS_OK;
     }
     if (d->nzorder == d->capzorder) {
@@ -3183,9 +3224,10 @@ VS_API vs_result vs_ddp_gather(vs_ddp* d, int group)
     if (r || d->desc.zero != VS_ZERO_3) return r;
     int next;
     if ((r = _vs_ddp_z3_record(d, group, &next))) return r;
+    _vs_ddp_z3_unkeep(d, 0, group);
     if (!d->zrecorded && (r = _vs_ddp_zpool_note(d, group))) return r; // (the pool's size, for the step's end)
     r = _vs_ddp_z3_issue(d, group); // its own first, then the next ones', then the wait for its own
-    if (!r && next >= 0) r = _vs_ddp_z3_prefetch(d, next);
+    if (!r && next >= 0) r = _vs_ddp_z3_prefetch(d, next, group);
     for (int b = 0; b < d->nbuckets && !r; b++) {
         _vs_dbucket* k = &d->buckets[b];
         if (k->rgroup != group) continue;
@@ -3204,17 +3246,21 @@ VS_API vs_result vs_ddp_release(vs_ddp* d, int group)
         const _vs_dbucket* k = &d->buckets[b];
         if (k->rgroup != group || k->zstate == _VS_Z3_HELD) continue;
         return vs_set_error(VS_ERR_STATE, "%s: group %d is not gathered (%s)", fn, group,
-                            k->zstate == _VS_Z3_KEPT     ? "released already; kept for its backward, reshard_after_forward 0"
+                            k->zstate == _VS_Z3_KEPT     ? k->zroot ? "released already; kept for its next gather"
+                                                                    : "released already; kept for its backward, reshard_after_forward 0"
                             : k->zstate == _VS_Z3_FLIGHT ? "only prefetched: vs_ddp_gather it first"
                                                          : "released already, or never gathered");
     }
+    int keep = _vs_ddp_z3_keeps(d, group);
     for (int b = 0; b < d->nbuckets; b++) {
         _vs_dbucket* k = &d->buckets[b];
         if (k->rgroup != group) continue;
-        if (!k->reshard && !k->zbwd)
-            k->zstate = _VS_Z3_KEPT; // (a forward's release: the backward gathers it again for free)
-        else
+        if ((!k->reshard && !k->zbwd) || keep) { // (a forward's release: the backward gathers it again for free)
+            k->zstate = _VS_Z3_KEPT;
+            k->zroot = k->reshard || k->zbwd;
+        } else {
             _vs_ddp_z3_free(d, b);
+        }
     }
     return d->debug_params ? _vs_ddp_z3_debug_release(d, group) : VS_OK;
 }
@@ -3245,7 +3291,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_z3_step_end(vs_ddp* d)
 {
     d->zrecorded = d->nzorder > 0;
     d->zpos = 0;
-    return _vs_ddp_z3_prefetch(d, 0);
+    return _vs_ddp_z3_prefetch(d, 0, 0);
 }
 
 /* The gathered pool made before any collective runs (vs_ddp_finalize; a
@@ -3288,6 +3334,7 @@ VS_API vs_result vs_ddp_set_group_reshard(vs_ddp* d, int group, int reshard_afte
     int n = 0;
     for (int i = 0; i < d->nparams && group; i++) n += d->params[i].rgroup == group;
     if (!n) return vs_set_error(VS_ERR_INVALID, "%s: no parameter was registered with ready_group %d", fn, group);
+    _vs_ddp_z3_unkeep(d, group, 0);
     for (int b = 0; b < d->nbuckets; b++)
         if (d->buckets[b].rgroup == group && d->buckets[b].zstate != _VS_Z3_REST)
             return vs_set_error(VS_ERR_STATE, "%s: group %d is gathered: set it between its uses", fn, group);
@@ -3352,6 +3399,7 @@ VS_API vs_result vs_ddp_set_owned_storage(vs_ddp* d, int group, void* storage)
         if ((r = vs_device_check(what, "storage", storage))) return r;
     }
 #endif
+    _vs_ddp_z3_unkeep(d, group, 0);
     for (int b = 0; b < d->nbuckets; b++) {
         const _vs_dbucket* k = &d->buckets[b];
         if (k->rgroup == group && (k->zstate == _VS_Z3_HELD || k->zstate == _VS_Z3_KEPT))
@@ -3448,8 +3496,10 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_begin_pass(vs_ddp* d)
     d->synced = 0; // local gradients are added from now on
     for (int b = 0; b < d->nbuckets; b++) d->buckets[b].gclean = 0; // (the backward writes them)
     _vs_ddp_note_stale(d);
-    for (int b = 0; b < d->nbuckets && !d->grads_pending; b++) // the last step took them: a new sum
-        d->buckets[b].fresh = d->buckets[b].consume;
+    for (int b = 0; b < d->nbuckets && !d->grads_pending; b++) { // the last step took them: a new sum
+        _vs_dbucket* k = &d->buckets[b];
+        k->fresh = k->consume || (k->fresh && d->desc.zero >= VS_ZERO_2); // (ZeRO-2/3: zeroed by vs_ddp_zero_grad)
+    }
     if (!d->grads_pending || d->desc.zero >= VS_ZERO_2) return VS_OK;
     vs_result r = VS_OK;
     for (int b = 0; b < d->nbuckets && !r; b++) {
@@ -3620,8 +3670,9 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
         vs_result r = _vs_ddp_stage(d, b);
         if (r) return r;
     }
-    /* the step's first reduction of a trainer's f32 gradients lands in the
-       accumulator itself: no zeroing, no copy after (_vs_ddp_complete) */
+    /* the step's first reduction of a trainer's f32 gradients (ZeRO-2/3: of
+       any, after vs_ddp_zero_grad) lands in the accumulator itself: no
+       zeroing, no copy after (_vs_ddp_complete) */
     k->into_acc = k->fresh && k->gdtype == VS_F32 && !k->partial_mask;
     float* acc = k->into_acc ? k->grad_shard : NULL; // (the owned range's, from element shard x dp_rank)
     if (k->grouped) { // each of the trainer's gradients in place, one group
@@ -3818,6 +3869,10 @@ VS_API vs_result vs_ddp_zero_grad(vs_ddp* d)
         if (zero_ext && !r) k->gclean = 1;
         if (k->grad_shard && !r) r = _vs_ddp_zero(d, k->grad_shard, sizeof(float) * (size_t)own);
         k->acc_used = d->desc.zero >= VS_ZERO_2 || k->consume;
+        /* ZeRO-2/3: the accumulator holds zeros, so the step's first reduction
+           writes it (f32: straight from the reduce-scatter, _vs_ddp_launch)
+           rather than adding to it: no pass over it on the host after */
+        k->fresh = k->consume || (d->desc.zero >= VS_ZERO_2 && !k->ext && k->grad_shard);
     }
     d->grads_pending = 0;
     d->synced = 0;
@@ -4697,7 +4752,7 @@ VS_API vs_result vs_ddp_owned_rewrite(vs_ddp* d, int drop)
     if (!d) return vs_set_error(VS_ERR_NULL, "%s: ddp is NULL", fn);
     if (drop != 0 && drop != 1) return vs_set_error(VS_ERR_INVALID, "%s: drop %d (0 or 1)", fn, drop);
     if (!d->finalized || d->desc.zero != VS_ZERO_3) return VS_OK;
-    if (!drop) return d->zrecorded ? _vs_ddp_z3_prefetch(d, d->zpos) : VS_OK; // (what the step would have issued)
+    if (!drop) return d->zrecorded ? _vs_ddp_z3_prefetch(d, d->zpos, 0) : VS_OK; // (what the step would have issued)
     for (int b = 0; b < d->nbuckets; b++)
         if (d->buckets[b].zstate == _VS_Z3_HELD)
             return vs_set_error(VS_ERR_STATE, "%s: group %d is gathered: vs_ddp_release it first (its views hold the "
@@ -4720,6 +4775,7 @@ VS_API vs_result vs_ddp_write_param(vs_ddp* d, int i, const void* data)
     _vs_dbucket* k = &d->buckets[q->bucket];
     if (d->in_pass) return vs_set_error(VS_ERR_STATE, "%s: '%s' during a backward pass: write it between steps", fn, q->name);
     int z3 = d->desc.zero == VS_ZERO_3;
+    if (z3) _vs_ddp_z3_unkeep(d, q->rgroup, 0);
     if (z3 && (k->zstate == _VS_Z3_HELD || k->zstate == _VS_Z3_KEPT))
         return vs_set_error(VS_ERR_STATE, "%s: '%s': its ready group %d is gathered: write it between its uses", fn,
                             q->name, q->rgroup);

@@ -5,6 +5,11 @@
        build/bench_ddp [--layers L] [--layer-mib M] [--bucket-layers K[,K..]]
                        [--zero 0,1,2] [--layouts ddp,contiguous,strided]
                        [--factors 1,2] [--steps S] [--warmup W] [--calib C] [--no-memory]
+       build/bench_ddp --zero 3 [options of bench_ddp_zero3]
+
+   --zero 3 (ZeRO-3: gathers in the forward and the backward, prefetch, another
+   step than the one below) runs build/bench_ddp_zero3 (bench/ddp_zero3.c), from
+   the directory of this program, with the other options.
 
    4 thread ranks (vs_launch_ex), a 1-D mesh {4} named DP. The model: L layers
    (default 16), each one f32 parameter of M MiB (default 4: 1 Mi floats, 64 MiB of
@@ -738,7 +743,7 @@ static void print_memory(const tctx* T)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: bench_ddp [--layers L] [--layer-mib M] [--bucket-layers K[,K..]] [--zero 0,1,2]\n"
+            "usage: bench_ddp [--layers L] [--layer-mib M] [--bucket-layers K[,K..]] [--zero 0,1,2 | --zero 3 ...]\n"
             "                 [--layouts ddp,contiguous,strided] [--factors 1,2] [--steps S] [--warmup W]\n"
             "                 [--calib C] [--no-memory]\n");
 }
@@ -843,8 +848,36 @@ static int parse_opts(int argc, char** argv, opts* o)
     return 0;
 }
 
+/* --zero 3: bench_ddp_zero3 beside this program, with the other options
+   (returns only when it cannot run it). */
+static int run_zero3(int argc, char** argv)
+{
+    char path[4096];
+    const char* slash = strrchr(argv[0], '/');
+    int n = slash ? (int)(slash - argv[0]) + 1 : 0;
+    snprintf(path, sizeof path, "%.*sbench_ddp_zero3", n, argv[0]);
+    char** av = (char**)calloc((size_t)argc + 1, sizeof *av);
+    int k = 0;
+    if (!av) return 1;
+    av[k++] = path;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--zero") && i + 1 < argc && !strcmp(argv[i + 1], "3")) {
+            i++;
+            continue;
+        }
+        av[k++] = argv[i];
+    }
+    fflush(stdout);
+    execv(path, av);
+    fprintf(stderr, "bench_ddp --zero 3: cannot run %s (%s): build it (make %s)\n", path, strerror(errno), path);
+    free(av);
+    return 1;
+}
+
 int main(int argc, char** argv)
 {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--zero") && !strcmp(argv[i + 1], "3")) return run_zero3(argc, argv);
     opts o;
     static tctx T;
     int bi, li, zi, fi, rc = 0;

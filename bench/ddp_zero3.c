@@ -3,10 +3,11 @@
    against prefetch 0 (the control), against the two lower bounds measured in the
    same run (issue 34, section 5: "Overlap"). Threads transport only.
 
-       build/bench_ddp_zero3 [--layers L] [--layer-mib M] [--factors 1,2]
+       build/bench_ddp_zero3 [--ranks N] [--layers L] [--layer-mib M] [--factors 1,2]
                              [--steps S] [--warmup W]
+       (build/bench_ddp --zero 3 [these options] runs it too)
 
-   4 thread ranks, a 1-D mesh {4} named DP. The model: L layers (default 16), each
+   N thread ranks (default 4, at most 8), a 1-D mesh {N} named DP. The model: L layers (default 16), each
    one f32 parameter of M MiB (default 4), each its own ready group (a layer).
    One step (as bench/ddp.c's, the compute is modelled device time: the thread
    sleeps to absolute deadlines, holding no core, so the transport's progress
@@ -59,13 +60,13 @@
 
 #include "bench_util.h"
 
-#define NRANKS 4
+#define MAXR 8
 #define MAXF 4
 enum { V_COMM, V_COMM_P0, V_COMPUTE, V_P1, V_P0, NKIND };
 static const char* const kind_name[NKIND] = {"comm", "comm_p0", "compute", "prefetch1", "prefetch0"};
 
 typedef struct opts {
-    int layers, steps, warmup, nfactors;
+    int ranks, layers, steps, warmup, nfactors;
     double layer_mib, factors[MAXF];
 } opts;
 typedef struct variant {
@@ -82,8 +83,8 @@ typedef struct tctx {
     double* tf;
     double* to; /* ... and in the backward's vs_ddp_grad, vs_ddp_group_ready and vs_ddp_release */
     int rounds;
-    long bad[NRANKS];
-    int err[NRANKS];
+    long bad[MAXR];
+    int err[MAXR];
 } tctx;
 
 static void sleep_until(const struct timespec* t0, long long ns)
@@ -184,8 +185,8 @@ static vs_result make_ddp(vs_mesh* mesh, const tctx* T, int prefetch, vs_ddp** o
 static double step_max(const tctx* T, int vi, int round)
 {
     double m = 0;
-    for (int r = 0; r < NRANKS; r++) {
-        double x = T->t[((size_t)vi * NRANKS + r) * T->rounds + round];
+    for (int r = 0; r < T->o.ranks; r++) {
+        double x = T->t[((size_t)vi * T->o.ranks + r) * T->rounds + round];
         if (x > m) m = x;
     }
     return m;
@@ -222,7 +223,7 @@ static int rank_fn(vs_world* w, void* arg)
     vs_comm* c = NULL;
     vs_ddp* dp[2] = {NULL, NULL}; /* prefetch 0, 1 */
     int r = vs_comm_rank(vs_world_comm(w)), L = o->layers;
-    THR_CHK(T, c, r, vs_mesh_init(w, &(vs_mesh_desc){.shape = {NRANKS}, .dim_names = {"DP"}}, &mesh), "vs_mesh_init");
+    THR_CHK(T, c, r, vs_mesh_init(w, &(vs_mesh_desc){.shape = {o->ranks}, .dim_names = {"DP"}}, &mesh), "vs_mesh_init");
     c = vs_mesh_comm(mesh);
     for (int k = 0; k < 2; k++) THR_CHK(T, c, r, make_ddp(mesh, T, k, &dp[k]), "make_ddp");
     for (int round = 0; round < o->warmup + o->steps; round++) {
@@ -236,7 +237,7 @@ static int rank_fn(vs_world* w, void* arg)
             double ts = now();
             double tw[3];
             THR_CHK(T, c, r, run_step(d, L, T->numel, tl, &T->bad[r], tw), kind_name[v->kind]);
-            T->t[((size_t)vi * NRANKS + r) * T->rounds + round] = now() - ts;
+            T->t[((size_t)vi * o->ranks + r) * T->rounds + round] = now() - ts;
             if (r == 0) T->tg[(size_t)vi * T->rounds + round] = tw[0], T->tf[(size_t)vi * T->rounds + round] = tw[1],
                            T->to[(size_t)vi * T->rounds + round] = tw[2];
         }
@@ -271,13 +272,14 @@ int main(int argc, char** argv)
 {
     static tctx T;
     opts* o = &T.o;
-    o->layers = 16, o->layer_mib = 4, o->steps = 15, o->warmup = 4, o->nfactors = 2;
+    o->ranks = 4, o->layers = 16, o->layer_mib = 4, o->steps = 15, o->warmup = 4, o->nfactors = 2;
     o->factors[0] = 1, o->factors[1] = 2;
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
         const char* v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) goto usage;
-        if (!strcmp(a, "--layers")) o->layers = atoi(v);
+        if (!strcmp(a, "--ranks")) o->ranks = atoi(v);
+        else if (!strcmp(a, "--layers")) o->layers = atoi(v);
         else if (!strcmp(a, "--layer-mib")) o->layer_mib = atof(v);
         else if (!strcmp(a, "--steps")) o->steps = atoi(v);
         else if (!strcmp(a, "--warmup")) o->warmup = atoi(v);
@@ -285,7 +287,7 @@ int main(int argc, char** argv)
         else goto usage;
         i++;
     }
-    if (o->layers < 2 || o->layer_mib <= 0 || o->steps < 1 || o->warmup < 1 || o->nfactors < 1 || o->steps > 500)
+    if (o->ranks < 2 || o->ranks > MAXR || o->layers < 2 || o->layer_mib <= 0 || o->steps < 1 || o->warmup < 1 || o->nfactors < 1 || o->steps > 500)
         goto usage;
     T.numel = (int64_t)(o->layer_mib * 1048576.0 / 4) / 64 * 64;
     T.v[T.nv++] = (variant){V_COMM, 0, 0};
@@ -293,25 +295,25 @@ int main(int argc, char** argv)
     for (int f = 0; f < o->nfactors; f++)
         for (int k = V_COMPUTE; k <= V_P0; k++) T.v[T.nv++] = (variant){k, f, 0};
     T.rounds = o->warmup + o->steps;
-    T.t = (double*)calloc((size_t)T.nv * NRANKS * (size_t)T.rounds, sizeof(double));
+    T.t = (double*)calloc((size_t)T.nv * (size_t)o->ranks * (size_t)T.rounds, sizeof(double));
     T.tg = (double*)calloc((size_t)T.nv * (size_t)T.rounds, sizeof(double));
     T.tf = (double*)calloc((size_t)T.nv * (size_t)T.rounds, sizeof(double));
     T.to = (double*)calloc((size_t)T.nv * (size_t)T.rounds, sizeof(double));
     char la[64];
     double t0 = now();
-    vs_result r = vs_launch_ex(&(vs_launch_desc){.nranks = NRANKS, .timeout_s = 300}, rank_fn, &T);
+    vs_result r = vs_launch_ex(&(vs_launch_desc){.nranks = o->ranks, .timeout_s = 300}, rank_fn, &T);
     int rc = 0;
     if (r) {
         fprintf(stderr, "bench: vs_launch_ex: %s\n", vs_last_error());
         rc = 1;
     }
-    for (int k = 0; k < NRANKS; k++)
+    for (int k = 0; k < o->ranks; k++)
         if (T.bad[k]) fprintf(stderr, "bench: rank %d: %ld gathered values wrong\n", k, T.bad[k]), rc = 1;
     if (!rc) {
         int w0 = o->warmup, w1 = T.rounds;
         double comm = med(&T, find_v(&T, V_COMM, 0), w0, w1), comm0 = med(&T, find_v(&T, V_COMM_P0, 0), w0, w1);
         printf("# ZeRO-3 step, %d thread ranks, %d layers of %.2f MiB f32 (a group a layer); medians of %d rounds\n",
-               NRANKS, o->layers, (double)T.numel * 4 / 1048576.0, o->steps);
+               o->ranks, o->layers, (double)T.numel * 4 / 1048576.0, o->steps);
         printf("# comm alone: prefetch 1 %.2f ms, prefetch 0 %.2f ms; host in vs_ddp_gather %.2f ms, %.2f ms; in finish "
                "+ step %.2f ms, %.2f ms\n", comm * 1e3, comm0 * 1e3, medv(T.tg, find_v(&T, V_COMM, 0), w0, w1, T.rounds) * 1e3,
                medv(T.tg, find_v(&T, V_COMM_P0, 0), w0, w1, T.rounds) * 1e3,
@@ -344,6 +346,6 @@ int main(int argc, char** argv)
     free(T.t), free(T.tg), free(T.tf), free(T.to);
     return rc;
 usage:
-    fprintf(stderr, "usage: bench_ddp_zero3 [--layers L>=2] [--layer-mib M] [--factors 1,2] [--steps S] [--warmup W]\n");
+    fprintf(stderr, "usage: bench_ddp_zero3 [--ranks 2..8] [--layers L>=2] [--layer-mib M] [--factors 1,2] [--steps S] [--warmup W]\n");
     return 2;
 }

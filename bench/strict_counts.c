@@ -29,7 +29,8 @@
    parameters read back as a forward would, vs_ddp_param; ZeRO-3: a group a
    parameter, gathered around its forward and its backward, prefetch 1, so a
    steady step's gathers are all prefetched but the first, which the previous
-   vs_ddp_step issued: none waited for by the host); (b) TP: vs_vocab_embedding_forward + backward +
+   vs_ddp_step issued, and the backward's first, which the forward's last group
+   kept needs none: none waited for by the host); (b) TP: vs_vocab_embedding_forward + backward +
    vs_vocab_cross_entropy (with its gradient), then the loss read to the host
    (cudaMemcpy) as a trainer makes it each step: counted, the step's one sync
    (its d2h copy is the bench's own); (c) vs_redistribute, one call per layout pair (its syncs: none, the

@@ -774,11 +774,13 @@ static void case_zero3_meshes(void)
         }
 }
 
-/* ZeRO-3 on HSDP, bytes a rank sends in one step: within the shard group the
-   forward's all-gathers, the backward's again (none when kept:
-   reshard_after_forward 0) and the reduce-scatter, each (DPS-1)/DPS of the
-   padded buckets; across the replicate group one all-reduce of the owned
-   1/DPS of the gradients (2 (DPR-1)/DPR of it); nothing over DPR x DPS. */
+/* ZeRO-3 on HSDP, bytes a rank sends in one step (the second: the gather order
+   recorded): within the shard group the forward's all-gathers, the backward's
+   again but the forward's last group's (kept for it, the next gather in the
+   recorded order; none at all when kept: reshard_after_forward 0) and the
+   reduce-scatter, each (DPS-1)/DPS of the padded buckets; across the replicate
+   group one all-reduce of the owned 1/DPS of the gradients (2 (DPR-1)/DPR of
+   it); nothing over DPR x DPS. */
 static void case_zero3_traffic(void)
 {
     for (int keep = 0; keep < 2; keep++)
@@ -786,7 +788,9 @@ static void case_zero3_traffic(void)
             run* h = go((run){.dpr = 2, .dps = 2, .tp = 1, .zero = VS_ZERO_3, .half = half, .keep = keep,
                               .kind = VS_OPTIM_ADAMW, .steps = 2, .clip = 1.0});
             uint64_t G = (uint64_t)h->elems, gz = half ? 2 : 4, pz = gz, R = 2, S = 2, gathers = keep ? 1 : 2;
-            uint64_t within = (S - 1) * G / S * (gz + gathers * pz), across = 2 * (R - 1) * (G / S) * gz / R;
+            uint64_t align = 16 * S, last = ((uint64_t)pshape[NP - 1][0] + align - 1) / align * align; // (fc2.bias's bucket)
+            uint64_t gathered = gathers * G - (keep ? 0 : last); // elements all-gathered in the step
+            uint64_t within = (S - 1) * (G * gz + gathered * pz) / S, across = 2 * (R - 1) * (G / S) * gz / R;
             VT_CHECK(G > 0 && G % 32 == 0, "padded gradient elements %llu", (unsigned long long)G);
             VT_CHECK(!DEV || h->across_early == across, "ZeRO-3: %llu bytes across queued before finish_grad_sync, "
                      "want all %llu", (unsigned long long)h->across_early, (unsigned long long)across);

@@ -177,6 +177,7 @@ typedef struct cfg {
     int per_param; // backward marks each parameter ready (vs_ddp_grad_ready), not the group
     int nosync;    // micro-batches but the last without sync (vs_ddp_set_sync 0): one reduction a step
     int lazy;      // registered with data NULL, each parameter written after finalize (vs_ddp_write_param)
+    int eval;      // before each step's training from the second on, an evaluation's forward (gather, read, release)
     int nan_step; // > 0: rank 1 writes a NaN gradient at this step (1-based): skipped everywhere
     zacct* acct;   // the allocator hooks' counts (measure)
     int s0, s1;    // the steps to run: [s0, s1) (s1 0: STEPS)
@@ -185,7 +186,7 @@ typedef struct cfg {
     const char* load; // vs_ckpt_load_ddp after finalize
     /* results */
     float out[MAXR][TOTAL];
-    double norm[STEPS], fsum[MAXR][STEPS];
+    double norm[STEPS], fsum[MAXR][STEPS], esum[MAXR][STEPS];
     int64_t skipped;
     vs_ddp_memory mem_rest[MAXR], mem_end[MAXR];
     long base[MAXR], hook_rest[MAXR], hook_peak[MAXR], big_steady[MAXR], dev_steady[MAXR];
@@ -352,6 +353,21 @@ static int train_rank(vs_world* w, void* arg)
     long big0 = 0, dev0 = 0;
     for (int s = c->s0; s < (c->s1 ? c->s1 : STEPS); s++) {
         if (s == 0 && c->acct) big0 = c->acct->big[me], dev0 = c->acct->dev[me]; // (none in any step)
+        int p0 = c->prefetch_set && c->prefetch == 0, kept = c->rsf_set && c->rsf == 0;
+        for (int l = 0; c->eval && s >= 1 && l < L; l++) { // an evaluation's forward, off the recorded order's end
+            VT_OK(vs_ddp_gather(d, l + 1));
+            for (int k = 0; k < NK; k++) {
+                const void* p = vs_ddp_param(d, idx[k][l]);
+                VT_CHECK(p != NULL, "eval: '%s' layer %d: %s", kname[k], l, vs_last_error());
+                if (p) p = host_view(p, (size_t)ksz[k] * (c->bf16 ? 2 : 4), tmp);
+                for (int64_t e = 0; p && e < ksz[k]; e++) c->esum[me][s] += getf(p, c->bf16, e) * (double)(e % 7 + 1);
+            }
+            VT_OK(vs_ddp_release(d, l + 1));
+            if (c->zero == VS_ZERO_3 && l + 1 == L) { // its last group kept: the recorded order gathers it next
+                c->prefetch_seen[me]++;
+                if (group_state(d, L) != _VS_Z3_KEPT) c->prefetch_bad[me]++;
+            }
+        }
         VT_OK(vs_ddp_zero_grad(d));
         for (int m = 0; m < (c->micro ? c->micro : 1); m++) {
             double fs = 0;
@@ -359,9 +375,19 @@ static int train_rank(vs_world* w, void* arg)
             for (int l = 0; l < L; l++) { // forward
                 VT_OK(vs_ddp_gather(d, l + 1));
                 if (c->zero == VS_ZERO_3 && s >= 1 && l + 1 < L) { // prefetch: the next layer's gather is in flight
-                    int want = c->prefetch_set && c->prefetch == 0 ? _VS_Z3_REST : _VS_Z3_FLIGHT;
+                    int want = p0 ? _VS_Z3_REST : _VS_Z3_FLIGHT;
                     c->prefetch_seen[me]++;
                     if (group_state(d, l + 2) != want) c->prefetch_bad[me]++;
+                }
+                if (c->zero == VS_ZERO_3 && s >= 1 && l + 1 == L) { // ... at the last, the backward's next one
+                    int want = kept ? _VS_Z3_KEPT : p0 ? _VS_Z3_REST : _VS_Z3_FLIGHT;
+                    c->prefetch_seen[me]++;
+                    if (group_state(d, L - 1) != want) c->prefetch_bad[me]++;
+                }
+                if (c->zero == VS_ZERO_3 && c->eval && !kept && s >= 1 && m == 0 && l == 0) { // the eval's kept
+                    int want = !p0 && c->prefetch >= L - 1 ? _VS_Z3_FLIGHT : _VS_Z3_REST;    // group dropped
+                    c->prefetch_seen[me]++;
+                    if (group_state(d, L) != want) c->prefetch_bad[me]++;
                 }
                 for (int k = 0; k < NK; k++) {
                     const void* p = vs_ddp_param(d, idx[k][l]);
@@ -371,7 +397,7 @@ static int train_rank(vs_world* w, void* arg)
                 }
                 VT_OK(vs_ddp_release(d, l + 1));
                 if (c->zero == VS_ZERO_3) { // reshard_after_forward 0: kept for the backward, else given back
-                    int want = c->rsf_set && c->rsf == 0 ? _VS_Z3_KEPT : _VS_Z3_REST;
+                    int want = kept || (s >= 1 && l + 1 == L) ? _VS_Z3_KEPT : _VS_Z3_REST; // (the last: gathered next)
                     c->prefetch_seen[me]++;
                     if (group_state(d, l + 1) != want) c->prefetch_bad[me]++;
                 }
@@ -383,9 +409,10 @@ static int train_rank(vs_world* w, void* arg)
                 for (int k = 0; k < NK && c->per_param; k++) VT_OK(vs_ddp_grad_ready(d, idx[k][l]));
                 if (!c->per_param) VT_OK(vs_ddp_group_ready(d, l + 1));
                 VT_OK(vs_ddp_release(d, l + 1));
-                if (c->zero == VS_ZERO_3) { // after its backward a group is given back, kept or not in the forward
+                if (c->zero == VS_ZERO_3) { // after its backward a group is given back, kept or not in the forward,
+                    int next = s >= 1 && l == 0 && m + 1 < (c->micro ? c->micro : 1); // but for the next forward
                     c->prefetch_seen[me]++;
-                    if (group_state(d, l + 1) != _VS_Z3_REST) c->prefetch_bad[me]++;
+                    if (group_state(d, l + 1) != (next ? _VS_Z3_KEPT : _VS_Z3_REST)) c->prefetch_bad[me]++;
                 }
             }
             VT_OK(vs_ddp_finish_grad_sync(d)); // (each micro-batch's pass reduced: added into the owned ranges)
@@ -566,6 +593,42 @@ static void case_prefetch(void)
     VT_CHECK(k0->mem_end[0].gathered == (size_t)L * one, "reshard_after_forward 0: gathered pool %zu, want %d x %zu",
              k0->mem_end[0].gathered, L, one);
     free(p0), free(p1), free(p3), free(p3b), free(k0), free(k0p);
+}
+
+/* An evaluation's forward (gathers and releases, no backward) before each
+   training step from the second: the next training forward's first gather finds
+   the recorded order's start again, so each of its gathers has the next one in
+   flight (the old search from the current position found the first group's
+   backward entry, and nothing after it prefetched); the eval's kept last group
+   goes at that gather; the eval read what the training forward reads; the
+   results equal a run without it. With 2 micro-batches the first pass's last
+   backward group is kept for the second pass's first gather. */
+static void case_eval(void)
+{
+    cfg t;
+    memset(&t, 0, sizeof t);
+    t.prefetch = 1, t.prefetch_set = 1;
+    cfg* plain = run(2, VS_ZERO_3, &t);
+    t.eval = 1;
+    cfg* ev = run(2, VS_ZERO_3, &t);
+    t.prefetch = 3;
+    cfg* ev3 = run(4, VS_ZERO_3, &t);
+    t.eval = 0, t.prefetch = 1, t.micro = 2;
+    cfg* mi = run(2, VS_ZERO_3, &t);
+    cfg* mi1 = run(2, VS_ZERO_1, &t);
+    same_bits("with an eval forward vs without", ev, plain);
+    same_bits("2 micro-batches vs ZeRO-1", mi, mi1);
+    const cfg* runs[3] = {ev, ev3, mi};
+    for (int i = 0; i < 3; i++)
+        for (int r = 0; r < runs[i]->dp; r++) {
+            VT_CHECK(runs[i]->prefetch_seen[r] > 0 && runs[i]->prefetch_bad[r] == 0,
+                     "run %d rank %d: %d of %d gathers and releases left a group's state as not meant", i, r,
+                     runs[i]->prefetch_bad[r], runs[i]->prefetch_seen[r]);
+            for (int s = 1; s < STEPS && i < 2; s++)
+                VT_CHECK(runs[i]->esum[r][s] == runs[i]->fsum[r][s], "run %d rank %d step %d: eval read %.17g, "
+                         "the training forward %.17g", i, r, s, runs[i]->esum[r][s], runs[i]->fsum[r][s]);
+        }
+    free(plain), free(ev), free(ev3), free(mi), free(mi1);
 }
 
 /* Memory: at rest 1/DP of everything (+ padding); the peak the formula; a steady
@@ -1186,6 +1249,8 @@ int main(void)
             "rank bit for bit ZeRO-1", case_tp(2));
     VT_CASE("prefetch 0/1/3 and reshard_after_forward 0: equal results; the gathered pool holds 1, 2 or L groups",
             case_prefetch());
+    VT_CASE("an eval forward between steps: the next training forward prefetches from its first gather, results "
+            "equal; 2 micro-batches keep the last backward group for the next pass", case_eval());
     VT_CASE("memory DP2 f32: at rest <= 1.05 x total/DP + padding; hooks equal vs_ddp_memory_usage; peak = formula; "
             "no allocation in a step", case_memory(2, 0));
     VT_CASE("memory DP4 f32", case_memory(4, 0));

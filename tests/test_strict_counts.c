@@ -7,7 +7,8 @@
    vs_redistribute copy nothing to the host (the ids were, S2-3); an uneven
    all-gather or reduce-scatter is at most one NCCL collective (it was one per
    rank, S2-5). ZeRO-3 and HSDP (issue 34) too: a steady step gathers every
-   group in the forward and the backward, prefetched, with no device
+   group in the forward and the backward (but the forward's last, kept for
+   it), prefetched, with no device
    allocation, no event created, and no host wait but the loss's (so no gather
    is waited for by the host: it completes in stream order). Host syncs: a DDP step with its loss read makes one (DDP's
    reductions and ZeRO gathers complete in stream order, vs_wait_stream: it was
@@ -54,6 +55,13 @@ int main(void)
                loss read makes one (the clip's read, which the loss's copy
                precedes, or vs_sync_stream) */
             VT_CHECK(d[i].sy <= 1 + 1e-9, "%.2f host syncs a step with its loss read (at most 1)", d[i].sy);
+            if (cfgs[i].zero == VS_ZERO_3) { /* NP groups of one f32 bucket each: NP gathers in the forward, NP - 1
+                                                in the backward (the forward's last group kept for it), NP
+                                                reduce-scatters; HSDP an all-reduce of each owned shard over DPR;
+                                                the clip one of the norm */
+                double want = NP + (NP - 1) + NP + (cfgs[i].hsdp ? NP : 0) + (cfgs[i].clip > 0 ? 1 : 0);
+                VT_CHECK(fabs(d[i].co - want) < 1e-9, "%.2f NCCL collectives a step, want %.0f", d[i].co, want);
+            }
             if (i % 2) /* cfgs: each stage without, then with the clip */
                 VT_CHECK(d[i].sy - d[i - 1].sy <= 1 + 1e-9, /* (per-step means: not exact in binary) */ "the clip adds %.2f host syncs a step", d[i].sy - d[i - 1].sy);
         });

@@ -16,6 +16,13 @@
      as buckets, since with fewer it reduces early by design), the DP
      communicator on the compute stream (vs_comm_set_stream), and a host wait
      for each bucket's reduction.
+   - ZeRO-3 with prefetch (the same layers, a ready group each, gathered
+     around its forward and its backward, released after; issue 35, section
+     2): a layer's forward kernel costs its all-gather, its backward kernel
+     its all-gather and reduce-scatter (compute = communication, the hard
+     point), the same bound. Control: prefetch 0 (each gather waits for the
+     previous layer's reads of the one gathered buffer, so gathers and compute
+     take turns).
    - The pipeline engine is as good as its simulator (vescale_pipe.h): every
      vs_pipe_kind on 2 stages (two simulated nodes), a unit a chunk whose
      forward, input-backward and weight-backward kernels cost 300 us each,
@@ -152,9 +159,9 @@ static cudaError_t launch_bwd(float* g, long long n, long long flops, int seed, 
 
 /* ---- DDP ------------------------------------------------------------------------------------- */
 
-enum { D_OVERLAP, D_NO_OVERLAP, D_COMPUTE_STREAM, D_HOST_WAIT, D_NCTL };
+enum { D_OVERLAP, D_NO_OVERLAP, D_COMPUTE_STREAM, D_HOST_WAIT, D_NCTL, D_PREFETCH0 = D_NCTL };
 static const char* const dctl_name[] = {"DDP", "no_overlap", "reductions on the compute stream",
-                                        "a host wait per bucket"};
+                                        "a host wait per bucket", "prefetch 0"};
 enum { DL = 16, DWARM = 2, DSTEPS = 3 };
 #define DN ((long long)1024 * 1024) /* a layer's weights */
 
@@ -183,6 +190,8 @@ static int ddp_rank(vs_world* w, void* arg)
     dd.bucket_bytes = DN * (long long)sizeof(float); /* a bucket a layer */
     dd.optim.kind = VS_OPTIM_ADAMW;
     dd.no_overlap = J->ctl == D_NO_OVERLAP;
+    int z3 = J->zero == VS_ZERO_3; /* a ready group a layer, gathered around each use */
+    dd.prefetch = J->ctl == D_PREFETCH0 ? 0 : 1, dd.prefetch_set = 1;
     if (J->ctl == D_NO_OVERLAP && J->zero == VS_ZERO_2) dd.zero2_buffers = DL; /* (else it reduces when out of them) */
     vs_ddp* d = NULL;
     CK(vs_ddp_init(&dd, &d));
@@ -192,16 +201,18 @@ static int ddp_rank(vs_world* w, void* arg)
         char name[16];
         snprintf(name, sizeof name, "l%d.w", i);
         pd.name = name, pd.dtype = VS_F32, pd.ndim = 2, pd.shape[0] = pd.shape[1] = 1024;
+        pd.ready_group = z3 ? i + 1 : 0;
         CK(vs_ddp_add_param(d, &pd, NULL));
     }
     CK(vs_ddp_finalize(d));
     if (J->ctl == D_COMPUTE_STREAM) CK(vs_comm_set_stream(vs_mesh_comm(d->dp), (void*)st));
     /* the costs: backward = the bucket's reduction, forward = half of it (ZeRO 0: the
-       forward has no communication to hide) or the bucket's all-gather */
+       forward has no communication to hide) or the bucket's all-gather; ZeRO-3's
+       backward also gathers: its kernel costs the all-gather and the reduction */
     double bytes = (double)DN * sizeof(float);
     double red = vs_strict_cost_nccl(&S, J->zero == VS_ZERO_0 ? VS_STRICT_ALLREDUCE : VS_STRICT_REDSCAT, 2, 1, bytes);
     double fwd = J->zero == VS_ZERO_0 ? red / 2 : vs_strict_cost_nccl(&S, VS_STRICT_ALLGATHER, 2, 1, bytes);
-    long long fb = flops_for(red), ff = flops_for(fwd);
+    long long fb = flops_for(z3 ? red + fwd : red), ff = flops_for(fwd);
     float* act = (float*)vs_device_alloc(w, (size_t)DN * sizeof(float));
     if (!act) CK(VS_ERR_NOMEM);
     cudaMemsetAsync(act, 0, (size_t)DN * sizeof(float), st);
@@ -213,14 +224,22 @@ static int ddp_rank(vs_world* w, void* arg)
             vs_strict_clock_reset(dev);
         }
         for (int i = 0; i < DL; i++) {
+            if (z3) CK(vs_ddp_gather(d, i + 1));
             const float* p = (const float*)vs_ddp_param(d, i);
             if (!p || launch_fwd(p, act, DN, ff, st) != cudaSuccess) CK(VS_ERR_BACKEND);
+            if (z3) CK(vs_ddp_release(d, i + 1));
         }
         CK(vs_ddp_zero_grad(d));
         for (int i = DL - 1; i >= 0; i--) {
+            if (z3) CK(vs_ddp_gather(d, i + 1)); /* (the stream waits for it: the backward reads the weights) */
             float* g = (float*)vs_ddp_grad(d, i);
             if (!g || launch_bwd(g, DN, fb, me + i, st) != cudaSuccess) CK(VS_ERR_BACKEND);
-            CK(vs_ddp_grad_ready(d, i));
+            if (z3) {
+                CK(vs_ddp_group_ready(d, i + 1));
+                CK(vs_ddp_release(d, i + 1));
+            } else {
+                CK(vs_ddp_grad_ready(d, i));
+            }
             if (J->ctl == D_HOST_WAIT && cudaStreamSynchronize((cudaStream_t)vs_comm_stream(vs_mesh_comm(d->dp))))
                 CK(VS_ERR_BACKEND);
         }
@@ -275,6 +294,16 @@ static void case_ddp(vs_zero_stage zero)
         VT_CHECK(y > 1.10, "ZeRO-%d control (%s): %.3f x max(compute, comm), want > 1.10: the test does not see "
                  "overlap", (int)zero, dctl_name[c], y);
     }
+}
+
+/* ZeRO-3: prefetch 1 within the bound, prefetch 0 not. */
+static void case_ddp3(void)
+{
+    double x = ddp_ratio(VS_ZERO_3, D_OVERLAP);
+    VT_CHECK(x > 0 && x <= 1.10, "ZeRO-3 prefetch 1: the steady step is %.3f x max(compute, comm), want <= 1.10", x);
+    double y = ddp_ratio(VS_ZERO_3, D_PREFETCH0);
+    VT_CHECK(y > 1.10, "ZeRO-3 control (prefetch 0): %.3f x max(compute, comm), want > 1.10: the test does not see "
+             "the prefetch", y);
 }
 
 /* ---- the pipeline engine against its simulator -------------------------------------------- */
@@ -531,6 +560,8 @@ int main(void)
             "the controls miss it",
             case_ddp(VS_ZERO_1));
     VT_CASE("model/DDP ZeRO-2 (2 staging buffers) overlaps as ZeRO-1; the controls miss it", case_ddp(VS_ZERO_2));
+    VT_CASE("model/DDP ZeRO-3 with prefetch 1 overlaps its gathers and reduce-scatters with the forward and the "
+            "backward (step <= 1.10 x max(compute, comm)); prefetch 0 misses it", case_ddp3());
     VT_CASE("model/host-bound: a step of 1000 tiny kernels (5 us host calls) is host-bound, one of 50 us kernels is not", case_host_bound());
     VT_CASE("model/pipeline: every schedule's device makespan within 5% of vs_pipe_simulate; units that wait for "
             "their sends miss it", case_pipe());
