@@ -1,0 +1,466 @@
+/* bench/gpu_model.c - the example GPT's steady step on GPUs that are not there:
+   examples/gpt.h through vs_parallelize and vs_train_step, device buffers over
+   the strict CUDA + NCCL stand-in (tests/strict/) in cost-only mode
+   (VS_STRICT_COST_ONLY=1: kernels, copies and collectives are timed by the
+   stand-in's clock, tests/strict/vs_strict_clock.h, and not run), on the H100
+   spec (VS_STRICT_SPEC to change it). make bench-gpu-model runs it.
+
+     gpu_model                 the table: the bench GPT on one GPU, DP8, TP8,
+                               TP8 with sequence parallelism, PP2 x DP2 x TP2
+                               (1F1B, interleaved, ZB-V; and 1F1B with SP)
+     gpu_model --ranks         ... and every rank's row
+     gpu_model --only NAME     one row of the table (its mesh's name)
+     gpu_model --published N   one published shape (N: 1.7b, 18.4b, 175b) on its
+                               published mesh, the planner's prediction beside it
+     gpu_model --plan1024      the planner's choice for a 13B model on 1,024 GPUs
+                               against the stand-in's step of its ranked plans
+
+   Per rank, over one steady step (the 3rd; the clock's busy times are reset
+   after the 2nd), from the clock's outputs (vs_strict_clock_device) and the
+   rank's host clock (vs_strict_clock_host):
+     step      the host's time for vs_train_step (it ends with the host's one
+               wait, the loss and norm: the step as the trainer sees it)
+     compute   busy with kernels, memsets and copies within the device
+     comm      busy with NCCL operations; exposed: of it, what no compute overlaps
+     bubble    step - busy - host idle: the device waits for another rank (a
+               pipeline stage's input, a collective's late peer)
+     host      host-bound idle: the device had work ready but for its host's
+               call (the clock's host_idle)
+   Exposed communication by kind: each NCCL operation is tagged when enqueued
+   (vs_strict_clock_tagger): a send/recv is PP; a collective whose ranks differ
+   only in their DP coordinate is DP; one within a TP group is TP all-reduce or
+   SP all-gather / reduce-scatter when a transformer block enqueued it,
+   vocab-parallel when the embedding or the head did (the bench wraps the
+   layers' functions to set the thread's tag), else "step" (the loss, the
+   gradient norm: the step's own collectives over TP or the world).
+
+   Kernel costs (until examples/gpt_kernels.h declares them beside their
+   texts): registered here with vs_strict_kernel_cost, per gpt_kernels.h's
+   argument lists (gpt_kernel_args); es(t) is dtype t's element size:
+     gptk_mm            flops 2 M K N; bytes M K es(A) + K N es(B) + M N es(C)
+                        (x2 when accumulating) + N es(bias); at the bf16 peak
+                        when A or B is bf16/f16 or the model's parameters are
+                        bf16 (the example keeps activations and gradients in
+                        f32; a production mixed-precision model runs all three
+                        GEMMs of a layer in bf16), else f32's
+     gptk_attn_fwd      flops 2 B Hl T^2 hd (QK^T and PV, causal: half of 4);
+                        bytes P's B Hl T^2 x 4 written + q, k, v, y
+     gptk_attn_bwd_rows flops B Hl T^2 hd (dP, causal half); bytes dS written,
+                        P read (2 B Hl T^2 x 4) + dy, v
+     gptk_attn_bwd      flops 3 B Hl T^2 hd (dq, dk, dv); bytes dS and P read
+                        + q, k, dy read and dq, dk, dv read and written
+                        (attention's dtype: bf16 when the model's parameters
+                        are bf16, as a fused production kernel; else f32)
+     gptk_ln_fwd        bytes n D (es(x) + es(y)) + 2 D es(w) + 8 n
+     gptk_ln_bwd        bytes n D (2 es(dx) + es(dy) + es(x)) + D es(w) + 8 n
+     gptk_ln_bwd_w      bytes n D (es(dy) + es(x)) + 4 D es(g) + 8 n
+     gptk_gelu_fwd      bytes n (es(a) + es(z)); gptk_gelu_bwd n (es(a) + es(dz) + 2 es(da))
+     gptk_embed         bytes n D (es(x) + 2 es(w)) + 4 n; gptk_embed_bwd n D (es(dx) + 2 es(g)) + 4 n
+     gptk_add_rows      bytes n D (2 es(y) + es(a)); gptk_sum_rows n D es(a) + 2 min(T, n) D es(g)
+     gptk_ce            bytes n V (es(lg) + 4) + 8 n; gptk_mean 4 n; gptk_scale n (4 + es(y))
+   (elementwise kernels: bytes only). The library's own kernels (DDP's optimizer,
+   casts, norms) keep the stand-in's default, the bytes their pointers touch,
+   but vs_mk_box (a box copy: 2 n esz, its elements read and written; the
+   default counts a strided box's whole envelope). */
+#define VESCALE_IMPLEMENTATION
+#include "vescale.h"
+#include "examples/gpt.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/strict/vs_strict.h"
+#include "tests/gpt_strict_kernels.h"
+
+/* ---- kernel costs ------------------------------------------------------------------ */
+
+static int attn_dtype = VS_STRICT_F32; /* the run's compute dtype: bf16 for a bf16 model */
+
+#define A_I(i) ((double)*(const int*)a[i])
+#define A_L(i) ((double)*(const long long*)a[i])
+static double es(int t) { return t == GPT_KF32 ? 4 : 2; }
+static int mm_dt(int ta, int tb) { return ta != GPT_KF32 || tb != GPT_KF32 ? VS_STRICT_BF16 : attn_dtype; }
+
+static void c_mm(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* C tc A ta B tb bias tbias M K N trans beta */
+    (void)g, (void)b;
+    double M = A_L(8), K = A_L(9), N = A_L(10), beta = A_I(12);
+    int tc = (int)A_I(1), ta = (int)A_I(3), tb = (int)A_I(5), tbias = (int)A_I(7);
+    k->flops = 2 * M * K * N, k->dtype = mm_dt(ta, tb);
+    k->bytes = M * K * es(ta) + K * N * es(tb) + M * N * es(tc) * (1 + (beta != 0)) +
+               (*(void**)a[6] ? N * es(tbias) : 0);
+}
+static void c_attn_fwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* P y ty q k v tq B T Hl hd */
+    (void)g, (void)b;
+    double B = A_L(7), T = A_L(8), H = A_L(9), hd = A_L(10);
+    k->flops = 2 * B * H * T * T * hd, k->dtype = attn_dtype;
+    k->bytes = B * H * T * T * 4 + B * T * H * hd * (3 * es((int)A_I(6)) + es((int)A_I(2)));
+}
+static void c_attn_bwd_rows(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* dS P dy v ta B T Hl hd */
+    (void)g, (void)b;
+    double B = A_L(5), T = A_L(6), H = A_L(7), hd = A_L(8);
+    k->flops = B * H * T * T * hd, k->dtype = attn_dtype;
+    k->bytes = 2 * B * H * T * T * 4 + 2 * B * T * H * hd * es((int)A_I(4));
+}
+static void c_attn_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* dq dk dv tg dS P q k dy ta B T Hl hd */
+    (void)g, (void)b;
+    double B = A_L(10), T = A_L(11), H = A_L(12), hd = A_L(13);
+    k->flops = 3 * B * H * T * T * hd, k->dtype = attn_dtype;
+    k->bytes = 2 * B * H * T * T * 4 + B * T * H * hd * (3 * es((int)A_I(9)) + 6 * es((int)A_I(3)));
+}
+static void c_ln_fwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* y ty mean rstd x tx g b tw n D */
+    (void)g, (void)b;
+    double n = A_L(9), D = A_L(10);
+    k->bytes = n * D * (es((int)A_I(5)) + es((int)A_I(1))) + 2 * D * es((int)A_I(8)) + 8 * n;
+}
+static void c_ln_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* dx tdx dy tdy x tx g tw mean rstd n D */
+    (void)g, (void)b;
+    double n = A_L(10), D = A_L(11);
+    k->bytes = n * D * (2 * es((int)A_I(1)) + es((int)A_I(3)) + es((int)A_I(5))) + D * es((int)A_I(7)) + 8 * n;
+}
+static void c_ln_bwd_w(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* dg db tg dy tdy x tx mean rstd n D */
+    (void)g, (void)b;
+    double n = A_L(9), D = A_L(10);
+    k->bytes = n * D * (es((int)A_I(4)) + es((int)A_I(6))) + 4 * D * es((int)A_I(2)) + 8 * n;
+}
+static void c_gelu_fwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* z tz a ta n */
+    (void)g, (void)b;
+    k->bytes = A_L(4) * (es((int)A_I(1)) + es((int)A_I(3)));
+}
+static void c_gelu_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* da tda dz tdz a ta n */
+    (void)g, (void)b;
+    k->bytes = A_L(6) * (2 * es((int)A_I(1)) + es((int)A_I(3)) + es((int)A_I(5)));
+}
+static void c_embed(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* x tx wte wpe tw ids n T D v0 Vl */
+    (void)g, (void)b;
+    double n = A_L(6), D = A_L(8);
+    k->bytes = n * D * (es((int)A_I(1)) + 2 * es((int)A_I(4))) + 4 * n;
+}
+static void c_embed_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* gwte tg dx tx ids n D v0 Vl nb */
+    (void)g, (void)b;
+    double n = A_L(5), D = A_L(6);
+    k->bytes = n * D * (es((int)A_I(3)) + 2 * es((int)A_I(1))) + 4 * n;
+}
+static void c_add_rows(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* y ty a ta n T D p0 */
+    (void)g, (void)b;
+    k->bytes = A_L(4) * A_L(6) * (2 * es((int)A_I(1)) + es((int)A_I(3)));
+}
+static void c_sum_rows(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* g tg a ta n T D p0 */
+    (void)g, (void)b;
+    double n = A_L(4), T = A_L(5), D = A_L(6);
+    k->bytes = n * D * es((int)A_I(3)) + 2 * (T < n ? T : n) * D * es((int)A_I(1));
+}
+static void c_ce(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* G loss lg tl tg n V */
+    (void)g, (void)b;
+    k->bytes = A_L(5) * A_L(6) * (es((int)A_I(3)) + 4) + 8 * A_L(5);
+}
+static void c_mean(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* loss tl n */
+    (void)g, (void)b;
+    k->bytes = 4 * A_L(2);
+}
+static void c_scale(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* y ty x num n den */
+    (void)g, (void)b;
+    k->bytes = A_L(4) * (4 + es((int)A_I(1)));
+}
+
+/* the library's box copy (vescale_mesh.h: redistribution, SP's moves): its n
+   elements read and written; the stand-in's default, the box's envelope, counts
+   a strided box's whole span */
+static void c_box(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* dst src n geo */
+    (void)g, (void)b;
+    k->bytes = 2 * A_L(2) * (double)(*(const _vs_mk_geo*)a[3]).esz;
+}
+
+static void register_costs(void)
+{
+    vs_strict_kernel_cost("vs_mk_box", c_box);
+    static const struct {
+        int ki;
+        vs_strict_cost_fn fn;
+    } c[] = {{GPT_KI_MM, c_mm},           {GPT_KI_ATTN_FWD, c_attn_fwd}, {GPT_KI_ATTN_BWD_ROWS, c_attn_bwd_rows},
+             {GPT_KI_ATTN_BWD, c_attn_bwd}, {GPT_KI_LN_FWD, c_ln_fwd},   {GPT_KI_LN_BWD, c_ln_bwd},
+             {GPT_KI_LN_BWD_W, c_ln_bwd_w}, {GPT_KI_GELU_FWD, c_gelu_fwd}, {GPT_KI_GELU_BWD, c_gelu_bwd},
+             {GPT_KI_EMBED, c_embed},     {GPT_KI_EMBED_BWD, c_embed_bwd}, {GPT_KI_ADD_ROWS, c_add_rows},
+             {GPT_KI_SUM_ROWS, c_sum_rows}, {GPT_KI_CE, c_ce},           {GPT_KI_MEAN, c_mean},
+             {GPT_KI_SCALE, c_scale}};
+    typedef char all_costed[sizeof c / sizeof c[0] == GPT_KI_N ? 1 : -1];
+    (void)sizeof(all_costed);
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) vs_strict_kernel_cost(gpt_kernel_names[c[i].ki], c[i].fn);
+}
+
+/* ---- communication by kind ------------------------------------------------------------ */
+
+enum { TAG_STEP, TAG_TP, TAG_SP, TAG_VOCAB, TAG_DP, TAG_PP, NTAG };
+static const char* const tag_names[NTAG] = {"step", "TP all-reduce", "SP gather/scatter", "vocab", "DP", "PP send/recv"};
+enum { THR_NONE, THR_BLOCK, THR_VOCAB }; /* the thread's tag: which layer enqueues */
+
+typedef struct mesh {
+    int pp, dp, tp;
+} mesh;
+
+static int tagger(int kind, int n, const int* devs, int thr, void* user)
+{
+    const mesh* m = (const mesh*)user;
+    int vary_tp = 0, vary_dp = 0, vary_pp = 0;
+    for (int i = 1; i < n; i++) {
+        int a = devs[0], b = devs[i];
+        vary_tp |= a % m->tp != b % m->tp;
+        vary_dp |= a / m->tp % m->dp != b / m->tp % m->dp;
+        vary_pp |= a / (m->tp * m->dp) != b / (m->tp * m->dp);
+    }
+    if (vary_pp && !vary_tp && !vary_dp) return TAG_PP;
+    if (vary_dp && !vary_tp && !vary_pp) return TAG_DP;
+    if (vary_tp && !vary_dp && !vary_pp) {
+        if (thr == THR_VOCAB) return TAG_VOCAB;
+        if (thr == THR_BLOCK) return kind == VS_STRICT_ALLREDUCE ? TAG_TP : TAG_SP; /* (SP's send/recv too) */
+    }
+    return TAG_STEP;
+}
+
+/* the layers' functions, wrapped to tag what they enqueue (by gpt_unit.kind) */
+static vs_pipe_fn orig_f[4], orig_b[4], orig_bi[4], orig_bw[4];
+static vs_result tagged(vs_pipe_fn* tab, vs_pipe_call* c)
+{
+    const gpt_unit* u = (const gpt_unit*)vs_layer(c)->user;
+    vs_strict_clock_tag(u->kind == GPT_EMBED || u->kind == GPT_HEAD ? THR_VOCAB : THR_BLOCK);
+    vs_result r = tab[u->kind](c);
+    vs_strict_clock_tag(THR_NONE);
+    return r;
+}
+static vs_result w_f(vs_pipe_call* c) { return tagged(orig_f, c); }
+static vs_result w_b(vs_pipe_call* c) { return tagged(orig_b, c); }
+static vs_result w_bi(vs_pipe_call* c) { return tagged(orig_bi, c); }
+static vs_result w_bw(vs_pipe_call* c) { return tagged(orig_bw, c); }
+static void wrap_layers(gpt_model_storage* st, vs_model_desc* m)
+{
+    (void)m;
+    for (int i = 0; i < 2 + 2 * st->cfg.layers; i++) {
+        vs_layer_decl* l = &st->layers[i];
+        int k = st->units[i].kind;
+        orig_f[k] = l->unit.forward, orig_b[k] = l->unit.backward;
+        orig_bi[k] = l->unit.backward_input, orig_bw[k] = l->unit.backward_weight;
+        l->unit.forward = w_f, l->unit.backward = w_b;
+        if (l->unit.backward_input) l->unit.backward_input = w_bi;
+        if (l->unit.backward_weight) l->unit.backward_weight = w_bw;
+    }
+}
+
+/* ---- one configuration's steady step -------------------------------------------------- */
+
+enum { WARM = 2 };
+typedef struct row {
+    double step, compute, comm, exposed, bubble, host, comm_tag[NTAG], exposed_tag[NTAG];
+} row;
+
+typedef struct run {
+    const char* name;
+    gpt_config cfg;
+    vs_dtype dt;
+    mesh m;
+    vs_pipe_kind sched;
+    int sp, microbatches, rows; /* rows: the global batch */
+    /* out */
+    row* r; /* a row per rank */
+    int failed;
+} run;
+
+static gpt_model_storage STORE;
+static vs_model_desc MODEL;
+static pthread_barrier_t bar;
+
+static int rank_fn(vs_world* w, void* arg)
+{
+    run* R = (run*)arg;
+    int me = vs_world_rank(w), dev = 0;
+    cudaGetDevice(&dev);
+    int32_t *tok = NULL, *tgt = NULL;
+    size_t bytes = sizeof(int32_t) * (size_t)R->rows * (size_t)R->cfg.seq;
+    if (cudaMallocHost((void**)&tok, bytes) != cudaSuccess || cudaMallocHost((void**)&tgt, bytes) != cudaSuccess)
+        return 1;
+    gpt_batch(&R->cfg, 0, R->rows, tok, tgt);
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.pp = R->m.pp, plan.dp = R->m.dp, plan.tp = R->m.tp, plan.schedule = R->sched;
+    plan.microbatches = R->microbatches, plan.sequence_parallel = R->sp;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL, d.plan = &plan;
+    d.optim.kind = VS_OPTIM_ADAMW, d.optim.weight_decay = 0.01;
+    d.lr.lr = 3e-4, d.clip = 1.0, d.grad_fp32 = R->dt != VS_F32;
+    vs_train* t = NULL;
+    vs_result r = vs_parallelize(w, &d, &t);
+    vs_batch b = gpt_batch_view(R->rows, R->cfg.seq, tok, tgt);
+    double h0 = 0;
+    for (int s = 0; s <= WARM; s++) {
+        if (s == WARM) { /* every rank idle: the busy times start here */
+            pthread_barrier_wait(&bar);
+            if (me == 0) vs_strict_clock_reset(-1);
+            pthread_barrier_wait(&bar);
+            h0 = vs_strict_clock_host();
+        }
+        double l = 0;
+        if (!r) r = vs_train_step(t, &b, &l);
+    }
+    double h1 = vs_strict_clock_host();
+    pthread_barrier_wait(&bar);
+    vs_strict_clock_stats st = vs_strict_clock_device(dev);
+    row* o = &R->r[me];
+    o->step = h1 - h0, o->compute = st.compute, o->comm = st.comm, o->exposed = st.exposed_comm;
+    o->host = st.host_idle, o->bubble = o->step - st.busy - st.host_idle;
+    if (o->bubble < 0) o->bubble = 0;
+    for (int k = 0; k < NTAG; k++) o->comm_tag[k] = st.comm_tag[k], o->exposed_tag[k] = st.exposed_tag[k];
+    if (r) {
+        fprintf(stderr, "%s: rank %d: %s\n", R->name, me, vs_last_error());
+        __atomic_store_n(&R->failed, 1, __ATOMIC_SEQ_CST);
+    }
+    pthread_barrier_wait(&bar);
+    vs_train_free(t);
+    cudaFreeHost(tok), cudaFreeHost(tgt);
+    return r ? 1 : 0;
+}
+
+static int run_one(run* R)
+{
+    int n = R->m.pp * R->m.dp * R->m.tp;
+    if (gpt_model(&R->cfg, &STORE, &MODEL) || gpt_model_dtype(&STORE, R->dt)) {
+        fprintf(stderr, "%s: %s\n", R->name, vs_last_error());
+        return 1;
+    }
+    wrap_layers(&STORE, &MODEL);
+    attn_dtype = R->dt == VS_F32 ? VS_STRICT_F32 : VS_STRICT_BF16;
+    vs_strict_clock_tagger(tagger, &R->m);
+    R->r = (row*)calloc((size_t)n, sizeof(row));
+    pthread_barrier_init(&bar, NULL, (unsigned)n);
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = n, ld.transport = VS_TRANSPORT_NCCL, ld.timeout_s = 600;
+    ld.stack_bytes = (size_t)512 << 10;
+    vs_result r = vs_launch_ex(&ld, rank_fn, R);
+    pthread_barrier_destroy(&bar);
+    vs_strict_clock_tagger(NULL, NULL);
+    return r || R->failed;
+}
+
+static int dcmp(const void* x, const void* y)
+{
+    double a = *(const double*)x, b = *(const double*)y;
+    return a < b ? -1 : a > b;
+}
+/* the median and the max over n ranks of the field at byte offset off */
+static void medmax(const row* r, int n, size_t off, double* med, double* max)
+{
+    double* v = (double*)malloc(sizeof(double) * (size_t)n);
+    for (int i = 0; i < n; i++) v[i] = *(const double*)(const void*)((const char*)&r[i] + off);
+    qsort(v, (size_t)n, sizeof v[0], dcmp);
+    *med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, *max = v[n - 1];
+    free(v);
+}
+
+static void print_row(const char* name, const row* r, int n)
+{
+    double md, mx;
+#define F(f) (medmax(r, n, offsetof(row, f), &md, &mx), printf(" %8.3f / %8.3f |", md * 1e3, mx * 1e3))
+    printf("| %-34s |", name);
+    F(step), F(compute), F(comm), F(exposed), F(bubble), F(host);
+    printf("\n");
+#undef F
+}
+static void print_kinds(const char* name, const row* r, int n)
+{
+    printf("| %-34s |", name);
+    for (int k = 0; k < NTAG; k++) {
+        double e = 0, c = 0; /* the median rank's figures would hide PP's two ends: the mean */
+        for (int i = 0; i < n; i++) e += r[i].exposed_tag[k], c += r[i].comm_tag[k];
+        printf(" %7.3f (%7.3f) |", e / n * 1e3, c / n * 1e3);
+    }
+    printf("\n");
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+/* the bench's GPT: 8 blocks of D 1024, 16 heads, sequence 512, vocab 8,192
+   (~110M parameters), bf16 parameters with f32 gradients, 32 rows a step */
+static const gpt_config BENCH = {8192, 512, 1024, 16, 8, 1234};
+
+static int table(int per_rank, const char* only)
+{
+    static run runs[] = {
+        {"1 GPU", {0}, VS_BF16, {1, 1, 1}, VS_PIPE_1F1B, 0, 1, 32, NULL, 0},
+        {"DP8", {0}, VS_BF16, {1, 8, 1}, VS_PIPE_1F1B, 0, 1, 32, NULL, 0},
+        {"TP8", {0}, VS_BF16, {1, 1, 8}, VS_PIPE_1F1B, 0, 1, 32, NULL, 0},
+        {"TP8, SP", {0}, VS_BF16, {1, 1, 8}, VS_PIPE_1F1B, 1, 1, 32, NULL, 0},
+        {"PP2 x DP2 x TP2, 1F1B", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_1F1B, 0, 8, 32, NULL, 0},
+        {"PP2 x DP2 x TP2, 1F1B, SP", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_1F1B, 1, 8, 32, NULL, 0},
+        {"PP2 x DP2 x TP2, interleaved", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_INTERLEAVED, 0, 8, 32, NULL, 0},
+        {"PP2 x DP2 x TP2, ZB-V", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_ZBV, 0, 8, 32, NULL, 0},
+    };
+    int nr = (int)(sizeof runs / sizeof runs[0]), bad = 0;
+    vs_strict_spec sp = vs_strict_clock_spec();
+    printf("the example GPT (V %d, T %d, D %d, %d heads, %d blocks; bf16 parameters, f32 gradients, AdamW) through "
+           "vs_train_step, %d rows a step, on the stand-in's %s spec, cost-only; one steady step (after %d)\n\n",
+           BENCH.vocab, BENCH.seq, BENCH.dim, BENCH.heads, BENCH.layers, 32, sp.name, WARM);
+    int k = 0;
+    for (int i = 0; i < nr; i++)
+        if (!only || !strcmp(only, runs[i].name)) runs[k++] = runs[i];
+    nr = k;
+    for (int i = 0; i < nr; i++) {
+        runs[i].cfg = BENCH;
+        if (run_one(&runs[i])) printf("%s: FAILED\n", runs[i].name), bad = 1;
+    }
+    printf("ms, median / max over ranks\n\n| mesh | step | compute | comm | comm exposed | bubble | host-bound idle |\n"
+           "|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nr; i++) {
+        int n = runs[i].m.pp * runs[i].m.dp * runs[i].m.tp;
+        print_row(runs[i].name, runs[i].r, n);
+        if (per_rank)
+            for (int k = 0; k < n; k++) {
+                char nm[48];
+                snprintf(nm, sizeof nm, "  rank %d", k);
+                print_row(nm, &runs[i].r[k], 1);
+            }
+    }
+    printf("\nexposed communication by kind, ms (all of it in parentheses), the mean over ranks\n\n| mesh |");
+    for (int k = 0; k < NTAG; k++) printf(" %s |", tag_names[k]);
+    printf("\n|---|");
+    for (int k = 0; k < NTAG; k++) printf("---|");
+    printf("\n");
+    for (int i = 0; i < nr; i++) print_kinds(runs[i].name, runs[i].r, runs[i].m.pp * runs[i].m.dp * runs[i].m.tp);
+    for (int i = 0; i < nr; i++) free(runs[i].r);
+    return bad;
+}
+
+int main(int argc, char** argv)
+{
+    int per_rank = 0;
+    const char* only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ranks")) per_rank = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else return fprintf(stderr, "gpu_model: unknown argument '%s'\n", argv[i]), 2;
+    }
+    setenv("VS_STRICT_COST_ONLY", "1", 0); /* before the stand-in's first call */
+    gpt_strict_register();
+    register_costs();
+    int bad = table(per_rank, only);
+    long v = vs_strict_violations();
+    if (v) printf("\n%ld stand-in violations, the first: %s\n", v, vs_strict_first_violation());
+    return bad || v ? 1 : 0;
+}
