@@ -64,12 +64,14 @@
    default counts a strided box's whole envelope). */
 #define VESCALE_IMPLEMENTATION
 #include "vescale.h"
+#define GPT_MAX_LAYERS 96 /* GPT-3 175B's */
 #include "examples/gpt.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/strict/vs_strict.h"
 #include "tests/gpt_strict_kernels.h"
@@ -265,7 +267,7 @@ static void wrap_layers(gpt_model_storage* st, vs_model_desc* m)
 
 /* ---- one configuration's steady step -------------------------------------------------- */
 
-enum { WARM = 2 };
+static int WARM = 2; /* steps before the one measured */
 typedef struct row {
     double step, compute, comm, exposed, bubble, host, comm_tag[NTAG], exposed_tag[NTAG];
 } row;
@@ -447,19 +449,188 @@ static int table(int per_rank, const char* only)
     return bad;
 }
 
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- published shapes: the stand-in, the planner, the published figure ----------------- */
+
+/* Model FLOPs of a step (Narayanan et al. 2021, eq. (3) less recompute's
+   forward, as MFU counts them: 72 B s l h^2 (1 + s / 6h + V / 12lh)) */
+static double model_flops(const gpt_config* c, double rows)
+{
+    double s = c->seq, l = c->layers, h = c->dim, V = c->vocab;
+    return 72 * rows * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+}
+
+typedef struct pubcfg {
+    const char* name;
+    gpt_config cfg;
+    int pp, dp, tp;
+    vs_pipe_kind sched;
+    int gbs, mbs;       /* the global batch (sequences) and the microbatch's */
+    int m1, m2;         /* microbatches a DP rank runs in the stand-in (m2 0: the whole M) */
+    double pub_tflops;  /* published per-GPU model TFLOP/s (0: none found) */
+    double pub_peak;    /* the peak it was measured against, TFLOP/s */
+    const char* source;
+} pubcfg;
+
+/* GPT-3's shapes (Brown et al. 2020, Table 2.1; 13B with D 5120: 5140 has no
+   whole head size), vocab 51,200 and sequence 2,048 as Megatron-LM's runs */
+static const pubcfg PUBS[] = {
+    {"1.3b", {51200, 2048, 2048, 16, 24, 1}, 1, 64, 1, VS_PIPE_1F1B, 512, 4, 2, 0, 0, 0, "none found"},
+    {"13b", {51200, 2048, 5120, 40, 40, 1}, 1, 32, 8, VS_PIPE_1F1B, 1024, 1, 2, 4, 0, 0, "none found"},
+    {"175b", {51200, 2048, 12288, 96, 96, 1}, 8, 4, 4, VS_PIPE_INTERLEAVED, 256, 1, 8, 16, 771, 1979,
+     "NVIDIA NeMo 24.12 performance summary: GPT3-175B, 128 H100, GBS 256, MBS 1, TP4 PP8 VP6, FP8"},
+};
+
+/* the planner's view of the spec: compute at the bf16 peak, NVLink within a
+   node, the network across, AdamW's bytes a parameter */
+static vs_profile spec_profile(const vs_strict_spec* sp, int pp_crosses)
+{
+    vs_profile p;
+    memset(&p, 0, sizeof p);
+    p.flop_s = 1 / sp->flops_bf16;
+    p.bw_bytes_s = sp->nvlink_bw;
+    p.latency_s = sp->nvlink_latency_s;
+    p.p2p_bw_bytes_s = pp_crosses ? sp->net_bw : sp->nvlink_bw;
+    p.opt_s = 32 / sp->mem_bw; /* f32 master, m, v, gradient: read and written */
+    return p;
+}
+
+/* the planner's estimate of (pp, dp, tp, sched, M, ZeRO-0) for cfg: its step, or
+   -1 (est: the planner's list, n entries) */
+static double flop_scale = 1; /* the planner's flop_s x this (calibrated: the stand-in's compute) */
+static double planner_step(const gpt_config* cfg, int pp, int dp, int tp, vs_pipe_kind sched, int M, int gbs,
+                           vs_plan_estimate* out)
+{
+    static vs_plan_estimate est[4096];
+    gpt_model_storage st;
+    vs_model_desc m;
+    if (gpt_model(cfg, &st, &m) || gpt_model_dtype(&st, VS_BF16)) return -1;
+    vs_strict_spec sp = vs_strict_clock_spec();
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = pp * dp * tp, c.pp = pp, c.dp = dp, c.tp = tp, c.microbatches = M, c.global_batch = gbs;
+    c.act_bytes_per_row = (int64_t)cfg->seq * cfg->dim * 4;
+    c.node_ranks = sp.gpus_per_node, c.inter_bw_bytes_s = sp.net_bw;
+    vs_profile pf = spec_profile(&sp, dp * tp >= sp.gpus_per_node);
+    pf.flop_s *= flop_scale;
+    vs_plan plan;
+    int n = 0;
+    if (vs_generate_plan(&m, &c, &pf, &plan, est, 4096, &n)) {
+        fprintf(stderr, "planner: %s\n", vs_last_error());
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (est[i].feasible && est[i].plan.schedule == sched && est[i].plan.zero == VS_ZERO_0 &&
+            est[i].plan.microbatches == M) {
+            if (out) *out = est[i];
+            return est[i].step_s;
+        }
+    return -1;
+}
+
+/* the stand-in's step for m microbatches a DP rank: the max over ranks */
+static int standin_step(const char* name, const gpt_config* cfg, int pp, int dp, int tp, vs_pipe_kind sched, int mbs,
+                        int m, row* worst)
+{
+    run R;
+    memset(&R, 0, sizeof R);
+    R.name = name, R.cfg = *cfg, R.dt = VS_BF16, R.m.pp = pp, R.m.dp = dp, R.m.tp = tp, R.sched = sched;
+    R.microbatches = m, R.rows = dp * m * mbs;
+    int n = pp * dp * tp;
+    if (run_one(&R)) return 1;
+    memset(worst, 0, sizeof *worst);
+    for (int i = 0; i < n; i++)
+        if (R.r[i].step > worst->step) *worst = R.r[i];
+    free(R.r);
+    return 0;
+}
+
+static int published(const char* which)
+{
+    const pubcfg* P = NULL;
+    for (size_t i = 0; i < sizeof PUBS / sizeof PUBS[0]; i++)
+        if (!strcmp(which, PUBS[i].name)) P = &PUBS[i];
+    if (!P) return fprintf(stderr, "gpu_model: --published %s: 1.3b, 13b or 175b\n", which), 2;
+    vs_strict_spec sp = vs_strict_clock_spec();
+    int n = P->pp * P->dp * P->tp, M = P->gbs / P->dp / P->mbs;
+    WARM = 1;
+    printf("%s: V %d, T %d, D %d, %d heads, %d layers; PP %d x DP %d x TP %d = %d GPUs (%s), %s, global batch %d, "
+           "microbatch %d (M %d a DP rank), bf16; spec %s\n",
+           P->name, P->cfg.vocab, P->cfg.seq, P->cfg.dim, P->cfg.heads, P->cfg.layers, P->pp, P->dp, P->tp, n,
+           "simulated", vs_pipe_kind_name(P->sched), P->gbs, P->mbs, M, sp.name);
+    fflush(stdout);
+    double t0 = wall();
+    row a, b;
+    if (standin_step(P->name, &P->cfg, P->pp, P->dp, P->tp, P->sched, P->mbs, P->m1, &a)) return 1;
+    double step = a.step, comp = a.compute;
+    if (P->m2 && P->m2 != P->m1) { /* the step for M from two shorter ones: each microbatch more adds the same */
+        if (standin_step(P->name, &P->cfg, P->pp, P->dp, P->tp, P->sched, P->mbs, P->m2, &b)) return 1;
+        step = b.step + (b.step - a.step) / (P->m2 - P->m1) * (M - P->m2);
+        comp = b.compute + (b.compute - a.compute) / (P->m2 - P->m1) * (M - P->m2);
+        printf("  stand-in: M %d step %.4f s, M %d step %.4f s; M %d by the line through them: %.4f s\n", P->m1, a.step,
+               P->m2, b.step, M, step);
+    } else {
+        printf("  stand-in: M %d step %.4f s (compute %.4f, comm %.4f, exposed %.4f, bubble %.4f)\n", P->m1, a.step,
+               a.compute, a.comm, a.exposed, a.bubble);
+    }
+    printf("  stand-in's host time %.1f s\n", wall() - t0);
+    vs_plan_estimate e;
+    double plan = planner_step(&P->cfg, P->pp, P->dp, P->tp, P->sched, M, P->gbs, &e);
+    double F = model_flops(&P->cfg, P->gbs), peak = sp.flops_bf16 / 1e12;
+    double mfu_s = F / n / step / 1e12, mfu_p = plan > 0 ? F / n / plan / 1e12 : 0;
+    printf("  planner: step %.4f s (compute %.4f, comm %.4f, bubble %.4f)\n", plan, e.compute_s, e.comm_s, e.bubble_s);
+    /* the planner fed the stand-in's compute instead of the peak (its profile's
+       flop_s as vs_profile_measure would find it: memory-bound kernels
+       included): what is left to disagree on is communication and bubble */
+    vs_plan_estimate ec = e;
+    double cal = plan;
+    for (int it = 0; it < 3 && cal > 0 && ec.compute_s > 0; it++) {
+        flop_scale *= comp / ec.compute_s;
+        cal = planner_step(&P->cfg, P->pp, P->dp, P->tp, P->sched, M, P->gbs, &ec);
+    }
+    printf("  planner, flop_s x %.3f (the stand-in's compute %.4f s): step %.4f s (compute %.4f, comm %.4f, bubble "
+           "%.4f): %.2f of the stand-in's\n",
+           flop_scale, comp, cal, ec.compute_s, ec.comm_s, ec.bubble_s, cal / step);
+    flop_scale = 1;
+    printf("| %s | PP%d x DP%d x TP%d = %d, %s, GBS %d, MBS %d | %.3f s, %.0f TFLOP/s (%.1f%%) | %.3f s, %.0f TFLOP/s "
+           "(%.1f%%) | ",
+           P->name, P->pp, P->dp, P->tp, n, vs_pipe_kind_name(P->sched), P->gbs, P->mbs, step, mfu_s,
+           100 * mfu_s / peak, plan, mfu_p, 100 * mfu_p / peak);
+    if (P->pub_tflops > 0)
+        printf("%.0f TFLOP/s of %.0f (%.1f%%) | %.2f | %.2f | %.2f | %s |\n", P->pub_tflops, P->pub_peak,
+               100 * P->pub_tflops / P->pub_peak, plan / step, cal / step,
+               (mfu_s / peak) / (P->pub_tflops / P->pub_peak), P->source);
+    else
+        printf("— | %.2f | %.2f | — | %s |\n", plan / step, cal / step, P->source);
+    return 0;
+}
+
 int main(int argc, char** argv)
 {
     int per_rank = 0;
-    const char* only = NULL;
+    const char *only = NULL, *pub = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ranks")) per_rank = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--published") && i + 1 < argc) pub = argv[++i];
         else return fprintf(stderr, "gpu_model: unknown argument '%s'\n", argv[i]), 2;
     }
     setenv("VS_STRICT_COST_ONLY", "1", 0); /* before the stand-in's first call */
+    for (size_t i = 0; pub && i < sizeof PUBS / sizeof PUBS[0]; i++)
+        if (!strcmp(pub, PUBS[i].name)) {
+            char nd[16];
+            snprintf(nd, sizeof nd, "%d", PUBS[i].pp * PUBS[i].dp * PUBS[i].tp);
+            setenv("VS_STRICT_DEVICES", nd, 1);
+        }
     gpt_strict_register();
     register_costs();
-    int bad = table(per_rank, only);
+    int bad = pub ? published(pub) : table(per_rank, only);
     long v = vs_strict_violations();
     if (v) printf("\n%ld stand-in violations, the first: %s\n", v, vs_strict_first_violation());
     return bad || v ? 1 : 0;
