@@ -12,8 +12,10 @@
      gpu_model --only NAME     one row of the table (its mesh's name)
      gpu_model --published N   one published shape (N: 1.7b, 18.4b, 175b) on its
                                published mesh, the planner's prediction beside it
-     gpu_model --plan1024      the planner's choice for a 13B model on 1,024 GPUs
-                               against the stand-in's step of its ranked plans
+     gpu_model --plan1024 [--top K] [--flop-scale X]
+                               the planner's K best plans (5) for GPT-3 13B on 1,024
+                               GPUs (its flop_s x X: the stand-in's compute rate,
+                               from --published 13b) in the stand-in
 
    Per rank, over one steady step (the 3rd; the clock's busy times are reset
    after the 2nd), from the clock's outputs (vs_strict_clock_device) and the
@@ -279,6 +281,8 @@ typedef struct run {
     mesh m;
     vs_pipe_kind sched;
     int sp, microbatches, rows; /* rows: the global batch */
+    int zero, chunks;           /* the plan's (0: ZeRO-0, the schedule's chunks) */
+    int recompute;              /* 1: every layer's activations recomputed ("*") */
     /* out */
     row* r; /* a row per rank */
     int failed;
@@ -302,6 +306,8 @@ static int rank_fn(vs_world* w, void* arg)
     memset(&plan, 0, sizeof plan);
     plan.pp = R->m.pp, plan.dp = R->m.dp, plan.tp = R->m.tp, plan.schedule = R->sched;
     plan.microbatches = R->microbatches, plan.sequence_parallel = R->sp;
+    plan.zero = (vs_zero_stage)R->zero, plan.chunks = R->chunks;
+    if (R->recompute) snprintf(plan.recompute, sizeof plan.recompute, "*");
     vs_train_desc d;
     memset(&d, 0, sizeof d);
     d.model = &MODEL, d.plan = &plan;
@@ -405,14 +411,14 @@ static const gpt_config BENCH = {8192, 512, 1024, 16, 8, 1234};
 static int table(int per_rank, const char* only)
 {
     static run runs[] = {
-        {"1 GPU", {0}, VS_BF16, {1, 1, 1}, VS_PIPE_1F1B, 0, 1, 32, NULL, 0},
-        {"DP8", {0}, VS_BF16, {1, 8, 1}, VS_PIPE_1F1B, 0, 1, 32, NULL, 0},
-        {"TP8", {0}, VS_BF16, {1, 1, 8}, VS_PIPE_1F1B, 0, 1, 32, NULL, 0},
-        {"TP8, SP", {0}, VS_BF16, {1, 1, 8}, VS_PIPE_1F1B, 1, 1, 32, NULL, 0},
-        {"PP2 x DP2 x TP2, 1F1B", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_1F1B, 0, 8, 32, NULL, 0},
-        {"PP2 x DP2 x TP2, 1F1B, SP", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_1F1B, 1, 8, 32, NULL, 0},
-        {"PP2 x DP2 x TP2, interleaved", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_INTERLEAVED, 0, 8, 32, NULL, 0},
-        {"PP2 x DP2 x TP2, ZB-V", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_ZBV, 0, 8, 32, NULL, 0},
+        {"1 GPU", {0}, VS_BF16, {1, 1, 1}, VS_PIPE_1F1B, 0, 1, 32, 0, 0, 0, NULL, 0},
+        {"DP8", {0}, VS_BF16, {1, 8, 1}, VS_PIPE_1F1B, 0, 1, 32, 0, 0, 0, NULL, 0},
+        {"TP8", {0}, VS_BF16, {1, 1, 8}, VS_PIPE_1F1B, 0, 1, 32, 0, 0, 0, NULL, 0},
+        {"TP8, SP", {0}, VS_BF16, {1, 1, 8}, VS_PIPE_1F1B, 1, 1, 32, 0, 0, 0, NULL, 0},
+        {"PP2 x DP2 x TP2, 1F1B", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_1F1B, 0, 8, 32, 0, 0, 0, NULL, 0},
+        {"PP2 x DP2 x TP2, 1F1B, SP", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_1F1B, 1, 8, 32, 0, 0, 0, NULL, 0},
+        {"PP2 x DP2 x TP2, interleaved", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_INTERLEAVED, 0, 8, 32, 0, 0, 0, NULL, 0},
+        {"PP2 x DP2 x TP2, ZB-V", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_ZBV, 0, 8, 32, 0, 0, 0, NULL, 0},
     };
     int nr = (int)(sizeof runs / sizeof runs[0]), bad = 0;
     vs_strict_spec sp = vs_strict_clock_spec();
@@ -466,6 +472,18 @@ static double model_flops(const gpt_config* c, double rows)
     return 72 * rows * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
 }
 
+/* A plan run with dpr DP ranks in place of dp: the DP collectives' exposed
+   time (worst's, tagged DP) scaled to dp ranks across hosts (the flat ring's
+   ((dp - 1) / dp) / ((dpr - 1) / dpr), and the network's bandwidth for the
+   2-rank run's, NVLink when its pair shares a host): what to add to its step. */
+static double dp_scaled(const row* worst, int dp, int dpr, int tp)
+{
+    if (dp <= dpr || dpr < 2) return 0;
+    vs_strict_spec sp = vs_strict_clock_spec();
+    double bwr = dpr * tp > sp.gpus_per_node ? sp.net_bw : sp.nvlink_bw;
+    return worst->exposed_tag[TAG_DP] * (((dp - 1.0) / dp) / ((dpr - 1.0) / dpr) * (bwr / sp.net_bw) - 1);
+}
+
 typedef struct pubcfg {
     const char* name;
     gpt_config cfg;
@@ -473,6 +491,8 @@ typedef struct pubcfg {
     vs_pipe_kind sched;
     int gbs, mbs;       /* the global batch (sequences) and the microbatch's */
     int m1, m2;         /* microbatches a DP rank runs in the stand-in (m2 0: the whole M) */
+    int dp_run;         /* DP ranks the stand-in runs (0: dp; fewer: dp_scaled's correction) */
+    int recompute;      /* every layer recomputed (the activations would not fit the 80 GB) */
     double pub_tflops;  /* published per-GPU model TFLOP/s (0: none found) */
     double pub_peak;    /* the peak it was measured against, TFLOP/s */
     const char* source;
@@ -481,9 +501,9 @@ typedef struct pubcfg {
 /* GPT-3's shapes (Brown et al. 2020, Table 2.1; 13B with D 5120: 5140 has no
    whole head size), vocab 51,200 and sequence 2,048 as Megatron-LM's runs */
 static const pubcfg PUBS[] = {
-    {"1.3b", {51200, 2048, 2048, 16, 24, 1}, 1, 64, 1, VS_PIPE_1F1B, 512, 4, 2, 0, 0, 0, "none found"},
-    {"13b", {51200, 2048, 5120, 40, 40, 1}, 1, 32, 8, VS_PIPE_1F1B, 1024, 1, 2, 4, 0, 0, "none found"},
-    {"175b", {51200, 2048, 12288, 96, 96, 1}, 8, 4, 4, VS_PIPE_INTERLEAVED, 256, 1, 8, 16, 771, 1979,
+    {"1.3b", {51200, 2048, 2048, 16, 24, 1}, 1, 64, 1, VS_PIPE_1F1B, 512, 4, 2, 0, 0, 0, 0, 0, "none found"},
+    {"13b", {51200, 2048, 5120, 40, 40, 1}, 1, 32, 8, VS_PIPE_1F1B, 1024, 1, 2, 4, 2, 0, 0, 0, "none found"},
+    {"175b", {51200, 2048, 12288, 96, 96, 1}, 8, 4, 4, VS_PIPE_INTERLEAVED, 256, 1, 8, 16, 2, 1, 771, 1979,
      "NVIDIA NeMo 24.12 performance summary: GPT3-175B, 128 H100, GBS 256, MBS 1, TP4 PP8 VP6, FP8"},
 };
 
@@ -504,7 +524,7 @@ static vs_profile spec_profile(const vs_strict_spec* sp, int pp_crosses)
 /* the planner's estimate of (pp, dp, tp, sched, M, ZeRO-0) for cfg: its step, or
    -1 (est: the planner's list, n entries) */
 static double flop_scale = 1; /* the planner's flop_s x this (calibrated: the stand-in's compute) */
-static double planner_step(const gpt_config* cfg, int pp, int dp, int tp, vs_pipe_kind sched, int M, int gbs,
+static double planner_step(const gpt_config* cfg, int pp, int dp, int tp, vs_pipe_kind sched, int M, int gbs, int rc,
                            vs_plan_estimate* out)
 {
     static vs_plan_estimate est[4096];
@@ -515,8 +535,9 @@ static double planner_step(const gpt_config* cfg, int pp, int dp, int tp, vs_pip
     vs_constraints c;
     memset(&c, 0, sizeof c);
     c.world = pp * dp * tp, c.pp = pp, c.dp = dp, c.tp = tp, c.microbatches = M, c.global_batch = gbs;
+    c.recompute = rc ? 1 : -1;
     c.act_bytes_per_row = (int64_t)cfg->seq * cfg->dim * 4;
-    c.node_ranks = sp.gpus_per_node, c.inter_bw_bytes_s = sp.net_bw;
+    c.node_ranks = sp.gpus_per_node, c.inter_bw_bytes_s = sp.net_bw, c.grad_fp32 = 1; /* (as the runs: vs_train_desc.grad_fp32) */
     vs_profile pf = spec_profile(&sp, dp * tp >= sp.gpus_per_node);
     pf.flop_s *= flop_scale;
     vs_plan plan;
@@ -536,11 +557,12 @@ static double planner_step(const gpt_config* cfg, int pp, int dp, int tp, vs_pip
 
 /* the stand-in's step for m microbatches a DP rank: the max over ranks */
 static int standin_step(const char* name, const gpt_config* cfg, int pp, int dp, int tp, vs_pipe_kind sched, int mbs,
-                        int m, row* worst)
+                        int m, int recompute, row* worst)
 {
     run R;
     memset(&R, 0, sizeof R);
     R.name = name, R.cfg = *cfg, R.dt = VS_BF16, R.m.pp = pp, R.m.dp = dp, R.m.tp = tp, R.sched = sched;
+    R.recompute = recompute;
     R.microbatches = m, R.rows = dp * m * mbs;
     int n = pp * dp * tp;
     if (run_one(&R)) return 1;
@@ -567,10 +589,11 @@ static int published(const char* which)
     fflush(stdout);
     double t0 = wall();
     row a, b;
-    if (standin_step(P->name, &P->cfg, P->pp, P->dp, P->tp, P->sched, P->mbs, P->m1, &a)) return 1;
+    int dpr = P->dp_run ? P->dp_run : P->dp;
+    if (standin_step(P->name, &P->cfg, P->pp, dpr, P->tp, P->sched, P->mbs, P->m1, P->recompute, &a)) return 1;
     double step = a.step, comp = a.compute;
     if (P->m2 && P->m2 != P->m1) { /* the step for M from two shorter ones: each microbatch more adds the same */
-        if (standin_step(P->name, &P->cfg, P->pp, P->dp, P->tp, P->sched, P->mbs, P->m2, &b)) return 1;
+        if (standin_step(P->name, &P->cfg, P->pp, dpr, P->tp, P->sched, P->mbs, P->m2, P->recompute, &b)) return 1;
         step = b.step + (b.step - a.step) / (P->m2 - P->m1) * (M - P->m2);
         comp = b.compute + (b.compute - a.compute) / (P->m2 - P->m1) * (M - P->m2);
         printf("  stand-in: M %d step %.4f s, M %d step %.4f s; M %d by the line through them: %.4f s\n", P->m1, a.step,
@@ -579,9 +602,15 @@ static int published(const char* which)
         printf("  stand-in: M %d step %.4f s (compute %.4f, comm %.4f, exposed %.4f, bubble %.4f)\n", P->m1, a.step,
                a.compute, a.comm, a.exposed, a.bubble);
     }
+    if (dpr < P->dp) {
+        double add = dp_scaled(&a, P->dp, dpr, P->tp);
+        printf("  stand-in ran DP %d: its exposed DP communication %.4f s scaled to DP %d across hosts: + %.4f s\n", dpr,
+               a.exposed_tag[TAG_DP], P->dp, add);
+        step += add;
+    }
     printf("  stand-in's host time %.1f s\n", wall() - t0);
     vs_plan_estimate e;
-    double plan = planner_step(&P->cfg, P->pp, P->dp, P->tp, P->sched, M, P->gbs, &e);
+    double plan = planner_step(&P->cfg, P->pp, P->dp, P->tp, P->sched, M, P->gbs, P->recompute, &e);
     double F = model_flops(&P->cfg, P->gbs), peak = sp.flops_bf16 / 1e12;
     double mfu_s = F / n / step / 1e12, mfu_p = plan > 0 ? F / n / plan / 1e12 : 0;
     printf("  planner: step %.4f s (compute %.4f, comm %.4f, bubble %.4f)\n", plan, e.compute_s, e.comm_s, e.bubble_s);
@@ -592,7 +621,7 @@ static int published(const char* which)
     double cal = plan;
     for (int it = 0; it < 3 && cal > 0 && ec.compute_s > 0; it++) {
         flop_scale *= comp / ec.compute_s;
-        cal = planner_step(&P->cfg, P->pp, P->dp, P->tp, P->sched, M, P->gbs, &ec);
+        cal = planner_step(&P->cfg, P->pp, P->dp, P->tp, P->sched, M, P->gbs, P->recompute, &ec);
     }
     printf("  planner, flop_s x %.3f (the stand-in's compute %.4f s): step %.4f s (compute %.4f, comm %.4f, bubble "
            "%.4f): %.2f of the stand-in's\n",
@@ -611,26 +640,117 @@ static int published(const char* which)
     return 0;
 }
 
+/* ---- the planner at scale: 13B on 1,024 GPUs --------------------------------------------- */
+
+/* The planner's K best plans for GPT-3 13B on 1,024 GPUs (global batch 1,024
+   sequences; hosts of 8; f32 gradients; 80 GB a GPU, so recompute is weighed;
+   no ZeRO-3), each modelled in the stand-in.
+   The stand-in runs a plan with DP 2 in place of its dp (the same work a rank:
+   rows and microbatches a DP rank as the plan's), M from two shorter runs, and
+   the DP collectives' exposed time scaled to dp ranks over the network: x
+   ((dp - 1) / dp) / (1 / 2) x (the 2-rank run's bandwidth / the network's). */
+static int plan1024(int K, double fscale)
+{
+    static vs_plan_estimate est[8192];
+    const gpt_config* cfg = &PUBS[1].cfg;
+    const int W = 1024, GBS = 1024;
+    gpt_model_storage st;
+    vs_model_desc m;
+    if (gpt_model(cfg, &st, &m) || gpt_model_dtype(&st, VS_BF16)) return 1;
+    vs_strict_spec sp = vs_strict_clock_spec();
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = W, c.global_batch = GBS, c.node_ranks = sp.gpus_per_node, c.inter_bw_bytes_s = sp.net_bw;
+    c.grad_fp32 = 1, c.zero3 = -1, c.mem_limit_bytes = 80e9; /* (an H100's 80 GB: recompute weighed) */
+    c.act_bytes_per_row = (int64_t)cfg->seq * cfg->dim * 4;
+    vs_profile pf = spec_profile(&sp, 1);
+    pf.flop_s *= fscale;
+    vs_plan plan;
+    int n = 0;
+    if (vs_generate_plan(&m, &c, &pf, &plan, est, 8192, &n)) return fprintf(stderr, "planner: %s\n", vs_last_error()), 1;
+    printf("GPT-3 13B on %d simulated H100s, global batch %d, f32 gradients; planner flop_s = %.3g x 1/peak; %d "
+           "estimates\n\n| rank | plan | planner step | stand-in step (DP 2 run, M from M %s) | stand-in / planner |\n"
+           "|---|---|---|---|---|\n",
+           W, GBS, fscale, n, "1-2 runs");
+    fflush(stdout);
+    double best = 0, first = 0;
+    int got = 0, ibest = -1;
+    WARM = 1;
+    for (int i = 0; i < n && got < K; i++) {
+        const vs_plan_estimate* e = &est[i];
+        if (!e->feasible) continue;
+        const vs_plan* p = &e->plan;
+        int dp = p->dp, M = p->microbatches, mbs = GBS / dp / M, dpr = dp > 1 ? 2 : 1;
+        int m1 = p->pp > 1 ? p->pp : 1, m2 = 2 * m1;
+        if (m1 >= M) m1 = M, m2 = 0;
+        else if (m2 > M) m2 = M;
+        char nm[96];
+        snprintf(nm, sizeof nm, "PP%d x DP%d x TP%d %s M%d ZeRO-%d%s", p->pp, dp, p->tp, vs_pipe_kind_name(p->schedule),
+                 M, (int)p->zero, p->recompute[0] ? " recompute" : "");
+        run R;
+        row a, b;
+        memset(&R, 0, sizeof R);
+        R.name = nm, R.cfg = *cfg, R.dt = VS_BF16, R.m.pp = p->pp, R.m.dp = dpr, R.m.tp = p->tp;
+        R.sched = p->schedule, R.zero = (int)p->zero, R.chunks = p->chunks, R.recompute = p->recompute[0] != 0;
+        R.microbatches = m1, R.rows = dpr * m1 * mbs;
+        int nr = p->pp * dpr * p->tp, bad = run_one(&R);
+        memset(&a, 0, sizeof a), b = a;
+        for (int k = 0; !bad && k < nr; k++)
+            if (R.r[k].step > a.step) a = R.r[k];
+        free(R.r), R.r = NULL;
+        double step = a.step;
+        if (!bad && m2) {
+            R.microbatches = m2, R.rows = dpr * m2 * mbs, R.failed = 0;
+            bad = run_one(&R);
+            for (int k = 0; !bad && k < nr; k++)
+                if (R.r[k].step > b.step) b = R.r[k];
+            free(R.r);
+            step = b.step + (b.step - a.step) / (m2 - m1) * (M - m2);
+        }
+        if (bad) {
+            printf("| %d | %s | %.4f s | FAILED | |\n", got + 1, nm, e->step_s);
+            got++;
+            continue;
+        }
+        step += dp_scaled(&a, dp, dpr, p->tp); /* the DP collectives of dp ranks across hosts, not 2 */
+        printf("| %d | %s | %.4f s | %.4f s | %.3f |\n", got + 1, nm, e->step_s, step, step / e->step_s);
+        fflush(stdout);
+        if (!got) first = step;
+        if (ibest < 0 || step < best) best = step, ibest = got + 1;
+        got++;
+    }
+    printf("\nthe planner's first choice in the stand-in: %.4f s; the best the stand-in found among its %d: #%d, %.4f s: "
+           "first / best = %.3f (target <= 1.05)\n",
+           first, got, ibest, best, first / best);
+    return 0;
+}
+
 int main(int argc, char** argv)
 {
     int per_rank = 0;
     const char *only = NULL, *pub = NULL;
+    int p1024 = 0, top = 5;
+    double fscale = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ranks")) per_rank = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--published") && i + 1 < argc) pub = argv[++i];
+        else if (!strcmp(argv[i], "--plan1024")) p1024 = 1;
+        else if (!strcmp(argv[i], "--top") && i + 1 < argc) top = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--flop-scale") && i + 1 < argc) fscale = atof(argv[++i]);
         else return fprintf(stderr, "gpu_model: unknown argument '%s'\n", argv[i]), 2;
     }
     setenv("VS_STRICT_COST_ONLY", "1", 0); /* before the stand-in's first call */
     for (size_t i = 0; pub && i < sizeof PUBS / sizeof PUBS[0]; i++)
         if (!strcmp(pub, PUBS[i].name)) {
             char nd[16];
-            snprintf(nd, sizeof nd, "%d", PUBS[i].pp * PUBS[i].dp * PUBS[i].tp);
+            snprintf(nd, sizeof nd, "%d", PUBS[i].pp * (PUBS[i].dp_run ? PUBS[i].dp_run : PUBS[i].dp) * PUBS[i].tp);
             setenv("VS_STRICT_DEVICES", nd, 1);
         }
     gpt_strict_register();
     register_costs();
-    int bad = pub ? published(pub) : table(per_rank, only);
+    if (p1024) setenv("VS_STRICT_DEVICES", "1024", 1);
+    int bad = p1024 ? plan1024(top, fscale) : pub ? published(pub) : table(per_rank, only);
     long v = vs_strict_violations();
     if (v) printf("\n%ld stand-in violations, the first: %s\n", v, vs_strict_first_violation());
     return bad || v ? 1 : 0;
