@@ -212,12 +212,14 @@ static void register_costs(void)
 
 /* ---- communication by kind ------------------------------------------------------------ */
 
-enum { TAG_STEP, TAG_TP, TAG_SP, TAG_VOCAB, TAG_DP, TAG_PP, NTAG };
-static const char* const tag_names[NTAG] = {"step", "TP all-reduce", "SP gather/scatter", "vocab", "DP", "PP send/recv"};
+enum { TAG_STEP, TAG_TP, TAG_SP, TAG_VOCAB, TAG_DP, TAG_PP, TAG_DPR, NTAG };
+static const char* const tag_names[NTAG] = {"step", "TP all-reduce", "SP gather/scatter", "vocab", "DP", "PP send/recv",
+                                            "HSDP replicas"};
 enum { THR_NONE, THR_BLOCK, THR_VOCAB }; /* the thread's tag: which layer enqueues */
 
 typedef struct mesh {
     int pp, dp, tp;
+    int dps; /* HSDP's shard group (0: none): a DP collective of other sizes is over the replicas */
 } mesh;
 
 static int tagger(int kind, int n, const int* devs, int thr, void* user)
@@ -231,7 +233,7 @@ static int tagger(int kind, int n, const int* devs, int thr, void* user)
         vary_pp |= a / (m->tp * m->dp) != b / (m->tp * m->dp);
     }
     if (vary_pp && !vary_tp && !vary_dp) return TAG_PP;
-    if (vary_dp && !vary_tp && !vary_pp) return TAG_DP;
+    if (vary_dp && !vary_tp && !vary_pp) return m->dps > 0 && n != m->dps ? TAG_DPR : TAG_DP;
     if (vary_tp && !vary_dp && !vary_pp) {
         if (thr == THR_VOCAB) return TAG_VOCAB;
         if (thr == THR_BLOCK) return kind == VS_STRICT_ALLREDUCE ? TAG_TP : TAG_SP; /* (SP's send/recv too) */
@@ -283,6 +285,7 @@ typedef struct run {
     int sp, microbatches, rows; /* rows: the global batch */
     int zero, chunks;           /* the plan's (0: ZeRO-0, the schedule's chunks) */
     int recompute;              /* 1: every layer's activations recomputed ("*") */
+    int dp_shard;               /* HSDP's shard group (0: none) */
     /* out */
     row* r; /* a row per rank */
     int failed;
@@ -308,6 +311,7 @@ static int rank_fn(vs_world* w, void* arg)
     plan.microbatches = R->microbatches, plan.sequence_parallel = R->sp;
     plan.zero = (vs_zero_stage)R->zero, plan.chunks = R->chunks;
     if (R->recompute) snprintf(plan.recompute, sizeof plan.recompute, "*");
+    plan.dp_shard = R->dp_shard;
     vs_train_desc d;
     memset(&d, 0, sizeof d);
     d.model = &MODEL, d.plan = &plan;
@@ -354,6 +358,7 @@ static int run_one(run* R)
     }
     wrap_layers(&STORE, &MODEL);
     attn_dtype = R->dt == VS_F32 ? VS_STRICT_F32 : VS_STRICT_BF16;
+    R->m.dps = R->dp_shard;
     vs_strict_clock_tagger(tagger, &R->m);
     R->r = (row*)calloc((size_t)n, sizeof(row));
     pthread_barrier_init(&bar, NULL, (unsigned)n);
@@ -411,14 +416,14 @@ static const gpt_config BENCH = {8192, 512, 1024, 16, 8, 1234};
 static int table(int per_rank, const char* only)
 {
     static run runs[] = {
-        {"1 GPU", {0}, VS_BF16, {1, 1, 1}, VS_PIPE_1F1B, 0, 1, 32, 0, 0, 0, NULL, 0},
-        {"DP8", {0}, VS_BF16, {1, 8, 1}, VS_PIPE_1F1B, 0, 1, 32, 0, 0, 0, NULL, 0},
-        {"TP8", {0}, VS_BF16, {1, 1, 8}, VS_PIPE_1F1B, 0, 1, 32, 0, 0, 0, NULL, 0},
-        {"TP8, SP", {0}, VS_BF16, {1, 1, 8}, VS_PIPE_1F1B, 1, 1, 32, 0, 0, 0, NULL, 0},
-        {"PP2 x DP2 x TP2, 1F1B", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_1F1B, 0, 8, 32, 0, 0, 0, NULL, 0},
-        {"PP2 x DP2 x TP2, 1F1B, SP", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_1F1B, 1, 8, 32, 0, 0, 0, NULL, 0},
-        {"PP2 x DP2 x TP2, interleaved", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_INTERLEAVED, 0, 8, 32, 0, 0, 0, NULL, 0},
-        {"PP2 x DP2 x TP2, ZB-V", {0}, VS_BF16, {2, 2, 2}, VS_PIPE_ZBV, 0, 8, 32, 0, 0, 0, NULL, 0},
+        {.name = "1 GPU", .dt = VS_BF16, .m = {1, 1, 1, 0}, .sched = VS_PIPE_1F1B, .sp = 0, .microbatches = 1, .rows = 32},
+        {.name = "DP8", .dt = VS_BF16, .m = {1, 8, 1, 0}, .sched = VS_PIPE_1F1B, .sp = 0, .microbatches = 1, .rows = 32},
+        {.name = "TP8", .dt = VS_BF16, .m = {1, 1, 8, 0}, .sched = VS_PIPE_1F1B, .sp = 0, .microbatches = 1, .rows = 32},
+        {.name = "TP8, SP", .dt = VS_BF16, .m = {1, 1, 8, 0}, .sched = VS_PIPE_1F1B, .sp = 1, .microbatches = 1, .rows = 32},
+        {.name = "PP2 x DP2 x TP2, 1F1B", .dt = VS_BF16, .m = {2, 2, 2, 0}, .sched = VS_PIPE_1F1B, .sp = 0, .microbatches = 8, .rows = 32},
+        {.name = "PP2 x DP2 x TP2, 1F1B, SP", .dt = VS_BF16, .m = {2, 2, 2, 0}, .sched = VS_PIPE_1F1B, .sp = 1, .microbatches = 8, .rows = 32},
+        {.name = "PP2 x DP2 x TP2, interleaved", .dt = VS_BF16, .m = {2, 2, 2, 0}, .sched = VS_PIPE_INTERLEAVED, .sp = 0, .microbatches = 8, .rows = 32},
+        {.name = "PP2 x DP2 x TP2, ZB-V", .dt = VS_BF16, .m = {2, 2, 2, 0}, .sched = VS_PIPE_ZBV, .sp = 0, .microbatches = 8, .rows = 32},
     };
     int nr = (int)(sizeof runs / sizeof runs[0]), bad = 0;
     vs_strict_spec sp = vs_strict_clock_spec();
@@ -649,7 +654,7 @@ static int published(const char* which)
    rows and microbatches a DP rank as the plan's), M from two shorter runs, and
    the DP collectives' exposed time scaled to dp ranks over the network: x
    ((dp - 1) / dp) / (1 / 2) x (the 2-rank run's bandwidth / the network's). */
-static int plan1024(int K, double fscale)
+static int plan1024(int K, double fscale, int skip)
 {
     static vs_plan_estimate est[8192];
     const gpt_config* cfg = &PUBS[1].cfg;
@@ -672,26 +677,37 @@ static int plan1024(int K, double fscale)
            "estimates\n\n| rank | plan | planner step | stand-in step (DP 2 run, M from M %s) | stand-in / planner |\n"
            "|---|---|---|---|---|\n",
            W, GBS, fscale, n, "1-2 runs");
+    for (int i = 0, k = 0; i < n && k < 10; i++)
+        if (est[i].feasible) {
+            char t[1024];
+            vs_plan_print(&est[i].plan, t, sizeof t);
+            for (char* q = t; *q; q++)
+                if (*q == '\n') *q = ' ';
+            printf("# planner's #%d: %s: %.4f s\n", ++k, t, est[i].step_s);
+        }
     fflush(stdout);
     double best = 0, first = 0;
-    int got = 0, ibest = -1;
+    int got = 0, ibest = -1, seen = 0;
     WARM = 1;
     for (int i = 0; i < n && got < K; i++) {
         const vs_plan_estimate* e = &est[i];
-        if (!e->feasible) continue;
+        /* ZeRO-1 and 2 tie in the planner's model (the same traffic): ZeRO-2's run stands for both */
+        if (!e->feasible || e->plan.zero == VS_ZERO_1 || seen++ < skip) continue;
         const vs_plan* p = &e->plan;
-        int dp = p->dp, M = p->microbatches, mbs = GBS / dp / M, dpr = dp > 1 ? 2 : 1;
+        int dp = p->dp, M = p->microbatches, mbs = GBS / dp / M, S = p->dp_shard;
+        int dpr = S > 1 && S < dp ? 2 * S : dp > 1 ? 2 : 1; /* HSDP: its shard group whole, 2 replicas */
         int m1 = p->pp > 1 ? p->pp : 1, m2 = 2 * m1;
         if (m1 >= M) m1 = M, m2 = 0;
         else if (m2 > M) m2 = M;
-        char nm[96];
-        snprintf(nm, sizeof nm, "PP%d x DP%d x TP%d %s M%d ZeRO-%d%s", p->pp, dp, p->tp, vs_pipe_kind_name(p->schedule),
-                 M, (int)p->zero, p->recompute[0] ? " recompute" : "");
+        char nm[128];
+        snprintf(nm, sizeof nm, "PP%d x DP%d x TP%d %s M%d ZeRO-%d%s%s", p->pp, dp, p->tp, vs_pipe_kind_name(p->schedule),
+                 M, (int)p->zero, S > 1 && S < dp ? " HSDP" : "", p->recompute[0] ? " recompute" : "");
         run R;
         row a, b;
         memset(&R, 0, sizeof R);
         R.name = nm, R.cfg = *cfg, R.dt = VS_BF16, R.m.pp = p->pp, R.m.dp = dpr, R.m.tp = p->tp;
         R.sched = p->schedule, R.zero = (int)p->zero, R.chunks = p->chunks, R.recompute = p->recompute[0] != 0;
+        R.dp_shard = S > 1 && S < dp ? S : 0;
         R.microbatches = m1, R.rows = dpr * m1 * mbs;
         int nr = p->pp * dpr * p->tp, bad = run_one(&R);
         memset(&a, 0, sizeof a), b = a;
@@ -708,20 +724,24 @@ static int plan1024(int K, double fscale)
             step = b.step + (b.step - a.step) / (m2 - m1) * (M - m2);
         }
         if (bad) {
-            printf("| %d | %s | %.4f s | FAILED | |\n", got + 1, nm, e->step_s);
+            printf("| %d | %s | %.4f s | FAILED | |\n", seen, nm, e->step_s);
             got++;
             continue;
         }
-        step += dp_scaled(&a, dp, dpr, p->tp); /* the DP collectives of dp ranks across hosts, not 2 */
-        printf("| %d | %s | %.4f s | %.4f s | %.3f |\n", got + 1, nm, e->step_s, step, step / e->step_s);
+        if (R.dp_shard) /* the replicas' all-reduce over dp / S of them, not 2 (both across hosts) */
+            step += a.exposed_tag[TAG_DPR] * ((((double)dp / S - 1) / ((double)dp / S)) / 0.5 - 1);
+        else
+            step += dp_scaled(&a, dp, dpr, p->tp); /* the DP collectives of dp ranks across hosts, not 2 */
+        printf("| %d | %s | %.4f s | %.4f s | %.3f |\n", seen, nm, e->step_s, step, step / e->step_s);
         fflush(stdout);
         if (!got) first = step;
-        if (ibest < 0 || step < best) best = step, ibest = got + 1;
+        if (ibest < 0 || step < best) best = step, ibest = seen;
         got++;
     }
-    printf("\nthe planner's first choice in the stand-in: %.4f s; the best the stand-in found among its %d: #%d, %.4f s: "
-           "first / best = %.3f (target <= 1.05)\n",
-           first, got, ibest, best, first / best);
+    if (!skip)
+        printf("\nthe planner's first choice in the stand-in: %.4f s; the best the stand-in found among its %d: #%d, %.4f "
+               "s: first / best = %.3f (target <= 1.05)\n",
+               first, got, ibest, best, first / best);
     return 0;
 }
 
@@ -729,7 +749,7 @@ int main(int argc, char** argv)
 {
     int per_rank = 0;
     const char *only = NULL, *pub = NULL;
-    int p1024 = 0, top = 5;
+    int p1024 = 0, top = 5, skip = 0;
     double fscale = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ranks")) per_rank = 1;
@@ -737,6 +757,7 @@ int main(int argc, char** argv)
         else if (!strcmp(argv[i], "--published") && i + 1 < argc) pub = argv[++i];
         else if (!strcmp(argv[i], "--plan1024")) p1024 = 1;
         else if (!strcmp(argv[i], "--top") && i + 1 < argc) top = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--flop-scale") && i + 1 < argc) fscale = atof(argv[++i]);
         else return fprintf(stderr, "gpu_model: unknown argument '%s'\n", argv[i]), 2;
     }
@@ -750,7 +771,7 @@ int main(int argc, char** argv)
     gpt_strict_register();
     register_costs();
     if (p1024) setenv("VS_STRICT_DEVICES", "1024", 1);
-    int bad = p1024 ? plan1024(top, fscale) : pub ? published(pub) : table(per_rank, only);
+    int bad = p1024 ? plan1024(top, fscale, skip) : pub ? published(pub) : table(per_rank, only);
     long v = vs_strict_violations();
     if (v) printf("\n%ld stand-in violations, the first: %s\n", v, vs_strict_first_violation());
     return bad || v ? 1 : 0;
