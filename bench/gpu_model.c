@@ -34,7 +34,8 @@
    SP all-gather / reduce-scatter when a transformer block enqueued it,
    vocab-parallel when the embedding or the head did (the bench wraps the
    layers' functions to set the thread's tag), else "step" (the loss, the
-   gradient norm: the step's own collectives over TP or the world).
+   gradient norm: the step's own collectives over TP or the world); under HSDP
+   a DP collective of other than the shard group's size is "HSDP replicas".
 
    Kernel costs (until examples/gpt_kernels.h declares them beside their
    texts): registered here with vs_strict_kernel_cost, per gpt_kernels.h's
