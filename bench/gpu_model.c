@@ -771,7 +771,7 @@ int main(int argc, char** argv)
         }
     gpt_strict_register();
     register_costs();
-    if (p1024) setenv("VS_STRICT_DEVICES", "1024", 1);
+    if (p1024) setenv("VS_STRICT_DEVICES", "64", 0); /* (each device gets 1/n of the 32 TiB: the largest run's ranks) */
     int bad = p1024 ? plan1024(top, fscale, skip) : pub ? published(pub) : table(per_rank, only);
     long v = vs_strict_violations();
     if (v) printf("\n%ld stand-in violations, the first: %s\n", v, vs_strict_first_violation());
