@@ -649,7 +649,7 @@ static int published(const char* which)
 /* ---- the planner at scale: 13B on 1,024 GPUs --------------------------------------------- */
 
 /* The planner's K best plans for GPT-3 13B on 1,024 GPUs (global batch 1,024
-   sequences; hosts of 8; f32 gradients; 80 GB a GPU, so recompute is weighed;
+   sequences; hosts of 8; f32 gradients; 80 GB a GPU; every layer recomputed;
    no ZeRO-3), each modelled in the stand-in.
    The stand-in runs a plan with DP 2 in place of its dp (the same work a rank:
    rows and microbatches a DP rank as the plan's), M from two shorter runs, and
@@ -667,8 +667,14 @@ static int plan1024(int K, double fscale, int skip)
     vs_constraints c;
     memset(&c, 0, sizeof c);
     c.world = W, c.global_batch = GBS, c.node_ranks = sp.gpus_per_node, c.inter_bw_bytes_s = sp.net_bw;
-    c.grad_fp32 = 1, c.zero3 = -1, c.mem_limit_bytes = 80e9; /* (an H100's 80 GB: recompute weighed) */
-    c.act_bytes_per_row = (int64_t)cfg->seq * cfg->dim * 4;
+    /* recompute every layer: the example's f32 attention probabilities (and
+       their gradients' scratch, 1.76 GB an attention unit and microbatch at
+       TP1) do not fit otherwise, in 80 GB or in the stand-in's address space */
+    c.grad_fp32 = 1, c.zero3 = -1, c.mem_limit_bytes = 80e9, c.recompute = 1;
+    /* what a unit of the example keeps a row (an attention unit its f32
+       probabilities, H T^2, and about 16 T D f32 besides, an MLP unit less):
+       the average of the two */
+    c.act_bytes_per_row = ((int64_t)cfg->heads * cfg->seq * cfg->seq * 4 + (int64_t)16 * cfg->seq * cfg->dim * 4) / 2;
     vs_profile pf = spec_profile(&sp, 1);
     pf.flop_s *= fscale;
     vs_plan plan;
