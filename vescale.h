@@ -535,6 +535,10 @@ typedef struct vs_constraints {
        microbatch, whose speed rests on the overlap the model grants it; without
        a limit it is not estimated), 1 always, -1 never. */
     int zero3;
+    /* 1: gradients in f32 (vs_train_desc.grad_fp32): the DP collectives that
+       reduce them, and their memory, count 4 bytes an element, not the
+       parameter's dtype's */
+    int grad_fp32;
 } vs_constraints;
 
 /* One configuration as the planner saw it. Its plan has every default explicit
@@ -2495,9 +2499,10 @@ _VS_HL_PRIVATE vs_result _vs_gp_form(_vs_gp* g, const vs_pipe_plan* pl, int dp, 
            ZeRO-1/2's gather follows the optimizer step, whole; HSDP all-reduces
            the owned shard over the replicas; ZeRO-3's traffic is in the pipeline */
         double b = pi->pbytes[p], ls = pi->last_share[p], x;
-        double xr = _vs_gp_dpcoll(g, R, dp * tp, b / S, 2) * ls;
-        if (zero == 0) x = _vs_gp_dpcoll(g, dp, dp * tp, b, 2) * ls;
-        else if (zero < 3) x = _vs_gp_dpcoll(g, S, S * tp, b, 1) * (ls + 1) + xr;
+        double gb = c->grad_fp32 ? 4 * pi->pnumel[p] : b; // the gradients' bytes
+        double xr = _vs_gp_dpcoll(g, R, dp * tp, gb / S, 2) * ls;
+        if (zero == 0) x = _vs_gp_dpcoll(g, dp, dp * tp, gb, 2) * ls;
+        else if (zero < 3) x = _vs_gp_dpcoll(g, S, S * tp, gb, 1) * ls + _vs_gp_dpcoll(g, S, S * tp, b, 1) + xr;
         else x = xr + pi->once[p];
         double o = pf->opt_s * pi->pnumel[p] / (zero ? S : 1); // the optimizer's step, after the pipeline
         if (x + o > dpx + opx) dpx = x, opx = o;
@@ -2506,7 +2511,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_form(_vs_gp* g, const vs_pipe_plan* pl, int dp, 
            gradients before its reduce-scatter */
         double held = reshard ? (1 + pf1) * pi->gmax[p] : b;
         double mp = zero == 3 ? b / S + (held < b ? held : b) : b;
-        double mg = zero == 3 ? b / S + pi->gmax[p] : zero == 2 ? b / S : b;
+        double mg = zero == 3 ? b / S + pi->gmax[p] : zero == 2 ? gb / S : gb;
         double mo = 8 * pi->pnumel[p] / (zero ? S : 1), ma = pi->act[p];
         if (mp + mg + mo + ma > mem) {
             mem = mp + mg + mo + ma;
@@ -2818,6 +2823,8 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
     if (c->zero3 < -1 || c->zero3 > 1)
         return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: zero3 %d (0: weighed under a memory limit, 1: always, -1: "
                             "never)", c->zero3);
+    if (c->grad_fp32 < 0 || c->grad_fp32 > 1)
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: grad_fp32 %d (0 or 1)", c->grad_fp32);
     if (c->node_ranks < 0 || !(c->inter_bw_bytes_s >= 0 && c->inter_bw_bytes_s < HUGE_VAL))
         return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: node_ranks = %d, inter_bw_bytes_s = %g (>= 0, finite; 0: "
                             "one host, the profile's bw)", c->node_ranks, c->inter_bw_bytes_s);

@@ -72,7 +72,9 @@
 #include "vescale.h"
 #include "gpt_kernels.h"
 
+#ifndef GPT_MAX_LAYERS // (a program may ask for more: bench/gpu_model.c's published shapes)
 #define GPT_MAX_LAYERS 24
+#endif
 #define GPT_MAX_UNITS (2 + 2 * GPT_MAX_LAYERS)
 
 typedef struct gpt_config {

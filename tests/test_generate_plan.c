@@ -271,6 +271,39 @@ static void test_dp_by_hand(void)
     VT_CHECK(seen == 2, "zero 1 and 2 at M=4: %d seen", seen);
 }
 
+/* bf16 parameters with f32 gradients (vs_train_desc.grad_fp32): DP2's
+   all-reduce and the gradients' memory at 4 bytes an element, not 2 (the
+   strict stand-in's clock measured vs_parallelize's all-reduce of f32
+   gradients at twice what the planner said: bench/gpu_model.c --published) */
+static void test_grad_fp32(void)
+{
+    build(&tm, 4, 64, 256, 0);
+    for (int u = 0; u < tm.n; u++)
+        for (int j = 0; j < tm.L[u].nparams; j++) tm.L[u].params[j].dtype = VS_BF16;
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 2, c.pp = 1, c.dp = 2, c.tp = 1, c.global_batch = 32, c.microbatches = 4, c.act_bytes_per_row = 1000;
+    vs_profile pf = prof();
+    vs_plan out;
+    double comm[2], mem[2];
+    for (int f = 0; f < 2; f++) {
+        int n = 0;
+        c.grad_fp32 = f;
+        VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+        comm[f] = mem[f] = -1;
+        for (int i = 0; i < n; i++)
+            if (est[i].feasible && est[i].plan.zero == VS_ZERO_0) comm[f] = est[i].comm_s, mem[f] = est[i].mem_grads;
+    }
+    double P = tm.params;
+    VT_CHECK(near(comm[0], 2 * 0.5 * 2 * P / 1e9 + 1e-5, 1e-12), "bf16 gradients: comm %.17g", comm[0]);
+    VT_CHECK(near(comm[1], 2 * 0.5 * 4 * P / 1e9 + 1e-5, 1e-12), "f32 gradients: comm %.17g, want %.17g", comm[1],
+             2 * 0.5 * 4 * P / 1e9 + 1e-5);
+    VT_CHECK(near(mem[0], 2 * P, 1e-12) && near(mem[1], 4 * P, 1e-12), "gradient memory %.17g, %.17g", mem[0], mem[1]);
+    c.grad_fp32 = 2;
+    int n = 0;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "grad_fp32 2");
+}
+
 /* TP2: sharded layers halve, the loss does not; forward: 1 all-reduce in the
    embedding, 2 per block (their outputs); backward: 2 per block and 1 in the
    head (their inputs' gradients): all [rows, D] here, fully exposed. */
@@ -1536,6 +1569,7 @@ int main(void)
 {
     VT_CASE("generate_plan_one_rank_by_hand", test_one_rank());
     VT_CASE("generate_plan_dp_by_hand", test_dp_by_hand());
+    VT_CASE("generate_plan_grad_fp32: DP traffic and memory of f32 gradients", test_grad_fp32());
     VT_CASE("generate_plan_tp_by_hand", test_tp_by_hand());
     VT_CASE("generate_plan_pp_bubble", test_pp_choice());
     VT_CASE("generate_plan_world8_memory_explain", test_world8_and_memory());

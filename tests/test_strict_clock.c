@@ -438,6 +438,7 @@ static void case_host_factor(void)
 enum { J_PLAIN, J_LATE, J_OVERLAP, J_SERIAL };
 typedef struct job {
     int n, mode, late, devs[16];
+    int tagger; /* a tagger names the all-reduce: tag 5 when it sees this job's kind, ranks and devices */
     size_t count; /* floats */
     double late_s;
     ncclUniqueId id;
@@ -500,7 +501,9 @@ static void* rank_main(void* p)
             start = cend, end = cend + cost;
         }
     }
+    if (j->mode == J_OVERLAP) vs_strict_clock_tag(3); /* the thread's tag: its NCCL operations' */
     VT_CHECK(ncclAllReduce(buf, buf, j->count, ncclFloat32, ncclSum, c, ars) == ncclSuccess, "rank %d: all-reduce", r);
+    vs_strict_clock_tag(0);
     char what[120];
     snprintf(what, sizeof what, "rank %d of %d (device %d): the all-reduce's end", r, n, j->devs[r]);
     CHECK_T(vs_strict_clock_stream(ars), end, what);
@@ -509,6 +512,13 @@ static void* rank_main(void* p)
     CHECK_T(st.comm, cost, what);
     snprintf(what, sizeof what, "rank %d of %d: communication exposed", r, n);
     CHECK_T(st.exposed_comm, exposed, what);
+    int tag = j->mode == J_OVERLAP ? 3 : j->tagger ? 5 : 0; /* by tag: all of it under its own */
+    for (int g = 0; g < VS_STRICT_CLOCK_TAGS; g++) {
+        snprintf(what, sizeof what, "rank %d of %d: communication of tag %d (the all-reduce's: %d)", r, n, g, tag);
+        CHECK_T(st.comm_tag[g], g == tag ? cost : 0, what);
+        snprintf(what, sizeof what, "rank %d of %d: exposed communication of tag %d (the all-reduce's: %d)", r, n, g, tag);
+        CHECK_T(st.exposed_tag[g], g == tag ? exposed : 0, what);
+    }
     cudaStreamSynchronize(ars);
     snprintf(what, sizeof what, "rank %d of %d: the host after its sync", r, n);
     CHECK_T(vs_strict_clock_host(), end, what);
@@ -557,6 +567,34 @@ static void case_allreduce_nodes(void)
     memset(&a, 0, sizeof a), memset(&b, 0, sizeof b);
     a.n = b.n = 2, a.count = b.count = (size_t)1 << 22, /* 16 MiB: bandwidth-bound */ a.devs[1] = 1, b.devs[0] = 7, b.devs[1] = 8;
     VT_CHECK(ar_cost(&b) > 5 * ar_cost(&a), "across nodes %.1f us, on a node %.1f us", ar_cost(&b) * 1e6, ar_cost(&a) * 1e6);
+}
+
+/* the tagger sees the all-reduce's kind, its communicator's devices in rank
+   order and the thread's tag (0) */
+static job* tag_job;
+static int tagger(int kind, int n, const int* devs, int thread_tag, void* user)
+{
+    const job* j = (const job*)user;
+    int ok = j == tag_job && kind == VS_STRICT_ALLREDUCE && n == j->n && thread_tag == 0;
+    for (int r = 0; ok && r < n; r++) ok = devs[r] == j->devs[r];
+    return ok ? 5 : 7;
+}
+static void case_tagger(void)
+{
+    job j;
+    memset(&j, 0, sizeof j);
+    j.n = 3, j.mode = J_PLAIN, j.tagger = 1, j.count = NAR;
+    j.devs[0] = 2, j.devs[1] = 9, j.devs[2] = 4; /* across two nodes, out of order */
+    tag_job = &j;
+    vs_strict_clock_tagger(tagger, &j);
+    ncclGetUniqueId(&j.id);
+    pthread_barrier_init(&j.bar, NULL, 3);
+    pthread_t t[3];
+    rarg a[3];
+    for (int r = 0; r < 3; r++) a[r].j = &j, a[r].rank = r, pthread_create(&t[r], NULL, rank_main, &a[r]);
+    for (int r = 0; r < 3; r++) pthread_join(t[r], NULL);
+    pthread_barrier_destroy(&j.bar);
+    vs_strict_clock_tagger(NULL, NULL);
 }
 
 static void case_late_rank(void)
@@ -625,7 +663,9 @@ int main(void)
     VT_CASE("clock/all-reduce of 2 and 8 ranks on one node (NVLink)", case_allreduce_node());
     VT_CASE("clock/all-reduce of 2 and 16 ranks across two nodes (the network)", case_allreduce_nodes());
     VT_CASE("clock/a collective whose last rank arrives late starts late on all", case_late_rank());
-    VT_CASE("clock/exposed communication: half hidden beside compute, all on the compute stream", case_exposed());
+    VT_CASE("clock/tags: a tagger's tag from the kind and the communicator's devices", case_tagger());
+    VT_CASE("clock/exposed communication: half hidden beside compute, all on the compute stream; by the thread's tag",
+            case_exposed());
     VT_CASE("clock/the same times with a random delay before every stream operation", {
         st_delay_us = 300; /* the stand-in's threads run in another order; virtual time does not change */
         case_event_wait();

@@ -390,6 +390,48 @@ static void case_scale(void)
              resident_pages, checked_pages);
 }
 
+/* Cost-only mode carries small copies' and send/recvs' bytes (a pipeline stage's
+   header, which the receiving host reads back): rank 0 copies 256 bytes to its
+   device and sends them, rank 1 receives and copies them back; 128 KiB (more
+   than the 64 KiB carried) is timed only and leaves the host buffer as it was. */
+static ncclUniqueId carry_id;
+static void* carry_rank(void* p)
+{
+    int r = (int)(intptr_t)p;
+    cudaSetDevice(r);
+    ncclComm_t c;
+    VT_CHECK(ncclCommInitRank(&c, 2, carry_id, r) == ncclSuccess, "rank %d: init", r);
+    size_t sizes[2] = {256, (size_t)128 << 10};
+    for (int k = 0; k < 2; k++) {
+        size_t n = sizes[k];
+        unsigned char *h = (unsigned char*)malloc(n), *d = NULL;
+        cudaMalloc((void**)&d, n);
+        for (size_t i = 0; i < n; i++) h[i] = (unsigned char)(r ? 0xEE : (i * 7 + k) & 0xFF);
+        if (r == 0) {
+            cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);
+            VT_CHECK(ncclSend(d, n, ncclUint8, 1, c, 0) == ncclSuccess, "send");
+        } else {
+            VT_CHECK(ncclRecv(d, n, ncclUint8, 0, c, 0) == ncclSuccess, "recv");
+            cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost);
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++) bad += h[i] != (k ? 0xEE : ((i * 7 + k) & 0xFF));
+            VT_CHECK(!bad, "%zu bytes sent and read back: %zu of them not %s", n, bad, k ? "as the host held them" : "as sent");
+        }
+        cudaDeviceSynchronize();
+        cudaFree(d);
+        free(h);
+    }
+    ncclCommDestroy(c);
+    return NULL;
+}
+static void case_carry(void)
+{
+    ncclGetUniqueId(&carry_id);
+    pthread_t t[2];
+    for (int r = 0; r < 2; r++) pthread_create(&t[r], NULL, carry_rank, (void*)(intptr_t)r);
+    for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
+}
+
 int main(void)
 {
     const char* e = getenv("VS_SCALE_RANKS");
@@ -412,6 +454,8 @@ int main(void)
     VT_CASE(name, case_scale());
     snprintf(name, sizeof name, "scale/%d thread ranks (threads transport): mesh, groups, barrier, all-reduce, ring", N);
     VT_CASE(name, case_threads());
+    VT_CASE("scale/cost-only: small copies and send/recvs carry their bytes (a pipeline's headers), large ones not",
+            case_carry());
     VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
                                              vs_strict_violations(), vs_strict_first_violation()));
     pthread_barrier_destroy(&bar);

@@ -104,7 +104,8 @@
      32 TiB, never backed: a host access still faults), and stream threads get 256 KiB
      stacks. So the library's control code runs on a thousand simulated GPUs
      in one process (tests/test_strict_scale.c); values read back from the
-     device are whatever the host buffer held. vs_strict_counts.device_bytes
+     device are whatever the host buffer held, but for copies and send/recvs
+     of at most 64 KiB, whose bytes are carried (a pipeline stage's header). vs_strict_counts.device_bytes
      is the device memory allocated and not freed, in either mode.
 
    VS_STRICT_BACKTRACE=1 prints the caller's stack after each violation
@@ -1313,10 +1314,69 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 
 /* ---- copies ------------------------------------------------------------------- */
 
+/* Cost-only mode carries the bytes of small copies and send/recvs (at most
+   ST_CARRY: a pipeline stage's header, which the receiving host reads back to
+   check it against its schedule) in host memory keyed by device address, since
+   device memory is address space only; what kernels write stays unknown. */
+#define ST_CARRY 65536
+typedef struct st_carry {
+    const char* a;
+    size_t n;
+    struct st_carry* next;
+    char v[1];
+} st_carry;
+static st_carry* st_carries;
+static pthread_mutex_t st_carry_mu = PTHREAD_MUTEX_INITIALIZER;
+static int st_is_dev(const void* p)
+{
+    const char* c = (const char*)p;
+    return st_dbase && c >= st_dbase && c < st_dbase + st_arena;
+}
+/* device [a, a + n) now holds v (NULL: unknown) */
+static void st_carry_put(const void* a, const void* v, size_t n)
+{
+    const char* c = (const char*)a;
+    pthread_mutex_lock(&st_carry_mu);
+    for (st_carry** pp = &st_carries; *pp;) {
+        st_carry* x = *pp;
+        if (x->a < c + n && c < x->a + x->n) *pp = x->next, free(x);
+        else pp = &x->next;
+    }
+    if (v) {
+        st_carry* x = (st_carry*)malloc(sizeof *x + n);
+        x->a = c, x->n = n, memcpy(x->v, v, n);
+        x->next = st_carries, st_carries = x;
+    }
+    pthread_mutex_unlock(&st_carry_mu);
+}
+/* what device [a, a + n) holds, into out: 0 when unknown */
+static int st_carry_get(const void* a, void* out, size_t n)
+{
+    const char* c = (const char*)a;
+    int got = 0;
+    pthread_mutex_lock(&st_carry_mu);
+    for (st_carry* x = st_carries; x && !got; x = x->next)
+        if (c >= x->a && c + n <= x->a + x->n) memcpy(out, x->v + (c - x->a), n), got = 1;
+    pthread_mutex_unlock(&st_carry_mu);
+    return got;
+}
+/* a small transfer of n bytes from src to dst (program addresses; src's bytes
+   staged when not NULL) in cost-only mode */
+static void st_carry_move(void* dst, const void* src, const char* staged, size_t n)
+{
+    if (n > ST_CARRY) return;
+    char* tmp = (char*)malloc(n + 1);
+    int got = staged ? (memcpy(tmp, staged, n), 1) : st_is_dev(src) ? st_carry_get(src, tmp, n) : (memcpy(tmp, src, n), 1);
+    if (st_is_dev(dst)) st_carry_put(dst, got ? tmp : NULL, n);
+    else if (got) memcpy(dst, tmp, n);
+    free(tmp);
+}
+
 static void st_copy_run(struct CUstream_st* s, st_op* op)
 {
     (void)s;
     if (!st_cost_only) memcpy(st_sh(op->dst), op->staged ? op->staged : st_sh(op->src), op->n);
+    else st_carry_move(op->dst, op->src, op->staged, op->n);
 }
 static void st_set_run(struct CUstream_st* s, st_op* op)
 {
@@ -1372,7 +1432,7 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
     if (ddev && ws == ST_HOST) {
         /* pageable to device: staged now; the DMA lands when the stream gets there
            (cudaMemcpy too returns before it lands) */
-        op->staged = st_cost_only ? NULL : (char*)malloc(n);
+        op->staged = st_cost_only && n > ST_CARRY ? NULL : (char*)malloc(n);
         if (op->staged) memcpy(op->staged, src, n);
         if (!async) {
             long t = s->enq; /* "a stream sync is performed before the copy is initiated" */

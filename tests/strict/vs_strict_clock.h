@@ -63,6 +63,13 @@
    - Host-bound idle per device: the time the device ran nothing while an
      operation waited only for its host's call (host_idle); a step whose
      host-bound idle is at least its busy time is host-bound (host_bound).
+   - Communication by tag: each NCCL operation carries a tag (0 ..
+     VS_STRICT_CLOCK_TAGS - 1): the tag its host thread set last
+     (vs_strict_clock_tag, default 0), or what a program's tagger
+     (vs_strict_clock_tagger) makes of it, the operation's kind and its
+     communicator's devices; comm_tag[t] and exposed_tag[t] are comm and
+     exposed_comm over tag t's operations alone (the tags' busy times may
+     overlap one another, so their sum can exceed comm).
 
    What it does not model: contention (concurrent kernels each get the whole
    GPU, concurrent transfers each the whole link), pageable copies' staging,
@@ -103,6 +110,9 @@ enum { VS_STRICT_H2D, VS_STRICT_D2H, VS_STRICT_D2D, VS_STRICT_PEER, VS_STRICT_ME
 enum { VS_STRICT_ALLREDUCE, VS_STRICT_REDUCE, VS_STRICT_BCAST, VS_STRICT_ALLGATHER, VS_STRICT_REDSCAT,
        VS_STRICT_SEND, VS_STRICT_RECV };
 
+/* NCCL operations' tags (vs_strict_clock_tag) */
+#define VS_STRICT_CLOCK_TAGS 8
+
 /* per device, since its last reset (seconds of virtual time) */
 typedef struct vs_strict_clock_stats {
     double compute, copy, comm; /* busy: the union of the class's operations' intervals */
@@ -115,6 +125,9 @@ typedef struct vs_strict_clock_stats {
        device's busy time (the host's calls, not the GPU, set the step's pace) */
     double host_idle;
     int host_bound;
+    double busy;                                   /* the union of every class's intervals */
+    double comm_tag[VS_STRICT_CLOCK_TAGS];         /* comm of the operations of tag t */
+    double exposed_tag[VS_STRICT_CLOCK_TAGS];      /* ... no compute overlaps */
 } vs_strict_clock_stats;
 
 /* Specs: a built-in by name ("h100", "h200"); a file's text (err: "<where>:<line>:
@@ -135,6 +148,15 @@ ST_C double vs_strict_cost_nccl(const vs_strict_spec* sp, int kind, int nranks, 
 ST_C void vs_strict_kernel_cost(const char* name, vs_strict_cost_fn fn);
 /* the calling thread's host functions from now on cost this (< 0: kernel_default_s) */
 ST_C void vs_strict_clock_host_fn_cost(double seconds);
+
+/* The calling thread's NCCL operations from now on carry tag (0 ..
+   VS_STRICT_CLOCK_TAGS - 1; another value is 0). */
+ST_C void vs_strict_clock_tag(int tag);
+/* A tag for each NCCL operation at its enqueue, from its kind (VS_STRICT_ALLREDUCE
+   ...), its communicator's devices (devs[0..nranks), in rank order) and its
+   thread's tag (fn NULL: the thread's tag). Set before the operations it tags. */
+typedef int (*vs_strict_tag_fn)(int kind, int nranks, const int* devs, int thread_tag, void* user);
+ST_C void vs_strict_clock_tagger(vs_strict_tag_fn fn, void* user);
 
 /* The calling thread's host clock. */
 ST_C double vs_strict_clock_host(void);
@@ -361,6 +383,10 @@ static pthread_mutex_t st_hclk_mu = PTHREAD_MUTEX_INITIALIZER;
 static st_hclk* st_hclks; /* every host thread's (kept: reachable) */
 static __thread st_hclk* st_hclk_me;
 static st_ivls st_busy[ST_MAXDEV][3];
+static st_ivls st_busy_tag[ST_MAXDEV][VS_STRICT_CLOCK_TAGS]; /* comm by tag */
+static __thread int st_tag_me;
+static vs_strict_tag_fn st_tagger;
+static void* st_tagger_user;
 static st_ivls st_hwait[ST_MAXDEV]; /* per device: [ready, enqueued) of operations the host held back */
 static long st_busy_ops[ST_MAXDEV];
 static struct {
@@ -492,6 +518,19 @@ ST_C void vs_strict_kernel_cost(const char* name, vs_strict_cost_fn fn)
 }
 
 ST_C void vs_strict_clock_host_fn_cost(double seconds) { st_hc()->fn_s = seconds; }
+ST_C void vs_strict_clock_tag(int tag) { st_tag_me = tag >= 0 && tag < VS_STRICT_CLOCK_TAGS ? tag : 0; }
+ST_C void vs_strict_clock_tagger(vs_strict_tag_fn fn, void* user)
+{
+    pthread_mutex_lock(&st_mu);
+    st_tagger = fn, st_tagger_user = user;
+    pthread_mutex_unlock(&st_mu);
+}
+/* An NCCL operation's tag at its enqueue (st_mu held): devs, its communicator's. */
+static int st_clock_nccl_tag_locked(int kind, int n, const int* devs)
+{
+    int t = st_tagger ? st_tagger(kind, n, devs, st_tag_me, st_tagger_user) : st_tag_me;
+    return t >= 0 && t < VS_STRICT_CLOCK_TAGS ? t : 0;
+}
 ST_C double vs_strict_clock_host(void) { return st_hc()->t; }
 
 /* ---- the host clock ---------------------------------------------------------------- */
@@ -579,6 +618,14 @@ static void st_clock_op_free_locked(st_op* op)
 }
 
 static void st_ivls_add(st_ivls* l, double a, double b);
+static void st_clock_busy_locked(int dev, long sid, int cls, double a, double b, const char* name);
+
+/* An NCCL operation of tag tag ran [a, b) on device dev: busy, and its tag's. */
+static void st_clock_comm_busy_locked(int dev, long sid, int tag, double a, double b, const char* name)
+{
+    st_clock_busy_locked(dev, sid, ST_CL_COMM, a, b, name);
+    if (b > a && dev >= 0 && dev < ST_MAXDEV) st_ivls_add(&st_busy_tag[dev][tag], a, b);
+}
 
 /* Operation op starts on s (its waits are over). */
 static void st_clock_start_locked(struct CUstream_st* s, st_op* op)
@@ -808,6 +855,12 @@ ST_C vs_strict_clock_stats vs_strict_clock_device(int dev)
     st_ivls_merge(&h), st_ivls_merge(&u);
     r.host_idle = st_ivls_len(&h) - st_ivls_overlap(&h, &u);
     r.host_bound = any && r.host_idle >= st_ivls_len(&u);
+    r.busy = st_ivls_len(&u);
+    for (int t = 0; t < VS_STRICT_CLOCK_TAGS; t++) {
+        st_ivls* x = &st_busy_tag[dev][t];
+        st_ivls_merge(x);
+        r.comm_tag[t] = st_ivls_len(x), r.exposed_tag[t] = r.comm_tag[t] - st_ivls_overlap(x, &l[0]);
+    }
     free(h.v), free(u.v);
     pthread_mutex_unlock(&st_mu);
     return r;
@@ -821,6 +874,7 @@ ST_C void vs_strict_clock_reset(int dev)
         if (dev < 0 || d == dev) {
             if (d < st_ndev) st_clock_idle_locked(d);
             for (int c = 0; c < 3; c++) st_busy[d][c].n = 0;
+            for (int t = 0; t < VS_STRICT_CLOCK_TAGS; t++) st_busy_tag[d][t].n = 0;
             st_hwait[d].n = 0;
             st_busy_ops[d] = 0;
         }

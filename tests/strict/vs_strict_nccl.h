@@ -21,6 +21,7 @@ struct st_nop {
     st_nop *next, *pnext; /* in its fused operation; in the clique's posted p2p list */
     char what[160];
     double t_ready, t0, t1; /* vs_strict_clock.h: when its side could start; a send/recv's start and end */
+    int tag;                /* vs_strict_clock.h: its tag (vs_strict_clock_tag) */
 };
 enum { ST_N_ALLREDUCE, ST_N_REDUCE, ST_N_BCAST, ST_N_ALLGATHER, ST_N_REDSCAT, ST_N_SEND, ST_N_RECV };
 static const char* const st_nnames[] = {"ncclAllReduce", "ncclReduce",   "ncclBroadcast", "ncclAllGather",
@@ -245,6 +246,8 @@ static int st_p2p_try_locked(st_clique* cq, st_nop* me)
             s->failed = r->failed = 1;
         } else if (!st_cost_only) {
             memcpy(st_sh(r->rb), st_sh(s->sb), s->count * st_nsize(s->dt));
+        } else {
+            st_carry_move(r->rb, s->sb, NULL, s->count * st_nsize(s->dt));
         }
         int devs[2] = {s->comm->dev, r->comm->dev};
         s->t0 = r->t0 = s->t_ready > r->t_ready ? s->t_ready : r->t_ready;
@@ -305,7 +308,7 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
         s->blocked = NULL, s->bcomm = NULL;
         if (in->done) st_race_coll_leave_locked(in, op);
         else in->broken = 1, in->part[c->rank] = NULL; /* stopped: the peers that come wait in vain */
-        if (in->done) st_clock_busy_locked(s->dev, s->id, ST_CL_COMM, in->t0, in->t1, st_nnames[q->kind]), t = in->t1;
+        if (in->done) st_clock_comm_busy_locked(s->dev, s->id, q->tag, in->t0, in->t1, st_nnames[q->kind]), t = in->t1;
         if (++in->left == cq->n) { /* the last one out frees it (one that never came leaves it) */
             st_inst** pp = &cq->insts;
             while (*pp != in) pp = &(*pp)->next;
@@ -320,7 +323,7 @@ static void st_nccl_run(struct CUstream_st* s, st_op* op)
             s->blocked = q->what, s->bcomm = q->comm;
             ST_WAIT_ON(&q->comm->cq->cv, q->matched || st_stopped(q->comm), q->what);
             s->blocked = NULL, s->bcomm = NULL;
-            if (q->matched) st_clock_busy_locked(s->dev, s->id, ST_CL_COMM, q->t0, q->t1, st_nnames[q->kind]);
+            if (q->matched) st_clock_comm_busy_locked(s->dev, s->id, q->tag, q->t0, q->t1, st_nnames[q->kind]);
             if (q->matched && q->t1 > tp) tp = q->t1;
             if (!q->matched) { /* stopped: take it off the posted list */
                 for (st_nop** pp = &q->comm->cq->posted; *pp; pp = &(*pp)->pnext)
@@ -910,6 +913,20 @@ static ncclResult_t st_nccl_call(int kind, const void* sb, void* rb, size_t coun
     st_nop* q = (st_nop*)calloc(1, sizeof *q);
     q->kind = kind, q->comm = c, q->sb = sb, q->rb = rb, q->count = count, q->dt = (int)dt, q->op = op, q->peer = peer;
     q->sbytes = sbytes, q->rbytes = rbytes;
+    if (st_tagger) { /* vs_strict_clock.h: the communicator's devices (a send/recv: its two sides) */
+        int* devs = (int*)malloc(sizeof(int) * (n + 2)), nd = 0;
+        if (kind == ST_N_SEND || kind == ST_N_RECV) {
+            struct ncclComm* p = c->cq->ranks[peer];
+            devs[nd++] = kind == ST_N_SEND ? c->dev : p ? p->dev : -1;
+            devs[nd++] = kind == ST_N_SEND ? (p ? p->dev : -1) : c->dev;
+        } else {
+            for (int k = 0; k < c->n; k++) devs[nd++] = c->cq->ranks[k] ? c->cq->ranks[k]->dev : -1;
+        }
+        q->tag = st_clock_nccl_tag_locked(kind, nd, devs);
+        free(devs);
+    } else {
+        q->tag = st_clock_nccl_tag_locked(kind, 0, NULL);
+    }
     q->seq = kind == ST_N_SEND ? c->send_seq[peer]++ : kind == ST_N_RECV ? c->recv_seq[peer]++ : c->coll_seq++;
     snprintf(q->what, sizeof q->what, "%s (rank %d of %d on device %d, %s %d, operation %ld)", fn, c->rank, c->n, c->dev,
              kind == ST_N_SEND || kind == ST_N_RECV ? "peer" : "root", peer, q->seq);

@@ -1,0 +1,785 @@
+/* bench/gpu_model.c - the example GPT's steady step on GPUs that are not there:
+   examples/gpt.h through vs_parallelize and vs_train_step, device buffers over
+   the strict CUDA + NCCL stand-in (tests/strict/) in cost-only mode
+   (VS_STRICT_COST_ONLY=1: kernels, copies and collectives are timed by the
+   stand-in's clock, tests/strict/vs_strict_clock.h, and not run), on the H100
+   spec (VS_STRICT_SPEC to change it). make bench-gpu-model runs it.
+
+     gpu_model                 the table: the bench GPT on one GPU, DP8, TP8,
+                               TP8 with sequence parallelism, PP2 x DP2 x TP2
+                               (1F1B, interleaved, ZB-V; and 1F1B with SP)
+     gpu_model --ranks         ... and every rank's row
+     gpu_model --only NAME     one row of the table (its mesh's name)
+     gpu_model --published N   one published shape (N: 1.7b, 18.4b, 175b) on its
+                               published mesh, the planner's prediction beside it
+     gpu_model --plan1024 [--top K] [--flop-scale X]
+                               the planner's K best plans (5) for GPT-3 13B on 1,024
+                               GPUs (its flop_s x X: the stand-in's compute rate,
+                               from --published 13b) in the stand-in
+
+   Per rank, over one steady step (the 3rd; the clock's busy times are reset
+   after the 2nd), from the clock's outputs (vs_strict_clock_device) and the
+   rank's host clock (vs_strict_clock_host):
+     step      the host's time for vs_train_step (it ends with the host's one
+               wait, the loss and norm: the step as the trainer sees it)
+     compute   busy with kernels, memsets and copies within the device
+     comm      busy with NCCL operations; exposed: of it, what no compute overlaps
+     bubble    step - busy - host idle: the device waits for another rank (a
+               pipeline stage's input, a collective's late peer)
+     host      host-bound idle: the device had work ready but for its host's
+               call (the clock's host_idle)
+   Exposed communication by kind: each NCCL operation is tagged when enqueued
+   (vs_strict_clock_tagger): a send/recv is PP; a collective whose ranks differ
+   only in their DP coordinate is DP; one within a TP group is TP all-reduce or
+   SP all-gather / reduce-scatter when a transformer block enqueued it,
+   vocab-parallel when the embedding or the head did (the bench wraps the
+   layers' functions to set the thread's tag), else "step" (the loss, the
+   gradient norm: the step's own collectives over TP or the world); under HSDP
+   a DP collective of other than the shard group's size is "HSDP replicas".
+
+   Kernel costs (until examples/gpt_kernels.h declares them beside their
+   texts): registered here with vs_strict_kernel_cost, per gpt_kernels.h's
+   argument lists (gpt_kernel_args); es(t) is dtype t's element size:
+     gptk_mm            flops 2 M K N; bytes M K es(A) + K N es(B) + M N es(C)
+                        (x2 when accumulating) + N es(bias); at the bf16 peak
+                        when A or B is bf16/f16 or the model's parameters are
+                        bf16 (the example keeps activations and gradients in
+                        f32; a production mixed-precision model runs all three
+                        GEMMs of a layer in bf16), else f32's
+     gptk_attn_fwd      flops 2 B Hl T^2 hd (QK^T and PV, causal: half of 4);
+                        bytes P's B Hl T^2 x 4 written + q, k, v, y
+     gptk_attn_bwd_rows flops B Hl T^2 hd (dP, causal half); bytes dS written,
+                        P read (2 B Hl T^2 x 4) + dy, v
+     gptk_attn_bwd      flops 3 B Hl T^2 hd (dq, dk, dv); bytes dS and P read
+                        + q, k, dy read and dq, dk, dv read and written
+                        (attention's dtype: bf16 when the model's parameters
+                        are bf16, as a fused production kernel; else f32)
+     gptk_ln_fwd        bytes n D (es(x) + es(y)) + 2 D es(w) + 8 n
+     gptk_ln_bwd        bytes n D (2 es(dx) + es(dy) + es(x)) + D es(w) + 8 n
+     gptk_ln_bwd_w      bytes n D (es(dy) + es(x)) + 4 D es(g) + 8 n
+     gptk_gelu_fwd      bytes n (es(a) + es(z)); gptk_gelu_bwd n (es(a) + es(dz) + 2 es(da))
+     gptk_embed         bytes n D (es(x) + 2 es(w)) + 4 n; gptk_embed_bwd n D (es(dx) + 2 es(g)) + 4 n
+     gptk_add_rows      bytes n D (2 es(y) + es(a)); gptk_sum_rows n D es(a) + 2 min(T, n) D es(g)
+     gptk_ce            bytes n V (es(lg) + 4) + 8 n; gptk_mean 4 n; gptk_scale n (4 + es(y))
+   (elementwise kernels: bytes only). The library's own kernels (DDP's optimizer,
+   casts, norms) keep the stand-in's default, the bytes their pointers touch,
+   but vs_mk_box (a box copy: 2 n esz, its elements read and written; the
+   default counts a strided box's whole envelope). */
+#define VESCALE_IMPLEMENTATION
+#include "vescale.h"
+#define GPT_MAX_LAYERS 96 /* GPT-3 175B's */
+#include "examples/gpt.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tests/strict/vs_strict.h"
+#include "tests/gpt_strict_kernels.h"
+
+/* ---- kernel costs ------------------------------------------------------------------ */
+
+static int attn_dtype = VS_STRICT_F32; /* the run's compute dtype: bf16 for a bf16 model */
+
+#define A_I(i) ((double)*(const int*)a[i])
+#define A_L(i) ((double)*(const long long*)a[i])
+static double es(int t) { return t == GPT_KF32 ? 4 : 2; }
+static int mm_dt(int ta, int tb) { return ta != GPT_KF32 || tb != GPT_KF32 ? VS_STRICT_BF16 : attn_dtype; }
+
+static void c_mm(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* C tc A ta B tb bias tbias M K N trans beta */
+    (void)g, (void)b;
+    double M = A_L(8), K = A_L(9), N = A_L(10), beta = A_I(12);
+    int tc = (int)A_I(1), ta = (int)A_I(3), tb = (int)A_I(5), tbias = (int)A_I(7);
+    k->flops = 2 * M * K * N, k->dtype = mm_dt(ta, tb);
+    k->bytes = M * K * es(ta) + K * N * es(tb) + M * N * es(tc) * (1 + (beta != 0)) +
+               (*(void**)a[6] ? N * es(tbias) : 0);
+}
+static void c_attn_fwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* P y ty q k v tq B T Hl hd */
+    (void)g, (void)b;
+    double B = A_L(7), T = A_L(8), H = A_L(9), hd = A_L(10);
+    k->flops = 2 * B * H * T * T * hd, k->dtype = attn_dtype;
+    k->bytes = B * H * T * T * 4 + B * T * H * hd * (3 * es((int)A_I(6)) + es((int)A_I(2)));
+}
+static void c_attn_bwd_rows(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* dS P dy v ta B T Hl hd */
+    (void)g, (void)b;
+    double B = A_L(5), T = A_L(6), H = A_L(7), hd = A_L(8);
+    k->flops = B * H * T * T * hd, k->dtype = attn_dtype;
+    k->bytes = 2 * B * H * T * T * 4 + 2 * B * T * H * hd * es((int)A_I(4));
+}
+static void c_attn_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* dq dk dv tg dS P q k dy ta B T Hl hd */
+    (void)g, (void)b;
+    double B = A_L(10), T = A_L(11), H = A_L(12), hd = A_L(13);
+    k->flops = 3 * B * H * T * T * hd, k->dtype = attn_dtype;
+    k->bytes = 2 * B * H * T * T * 4 + B * T * H * hd * (3 * es((int)A_I(9)) + 6 * es((int)A_I(3)));
+}
+static void c_ln_fwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* y ty mean rstd x tx g b tw n D */
+    (void)g, (void)b;
+    double n = A_L(9), D = A_L(10);
+    k->bytes = n * D * (es((int)A_I(5)) + es((int)A_I(1))) + 2 * D * es((int)A_I(8)) + 8 * n;
+}
+static void c_ln_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* dx tdx dy tdy x tx g tw mean rstd n D */
+    (void)g, (void)b;
+    double n = A_L(10), D = A_L(11);
+    k->bytes = n * D * (2 * es((int)A_I(1)) + es((int)A_I(3)) + es((int)A_I(5))) + D * es((int)A_I(7)) + 8 * n;
+}
+static void c_ln_bwd_w(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* dg db tg dy tdy x tx mean rstd n D */
+    (void)g, (void)b;
+    double n = A_L(9), D = A_L(10);
+    k->bytes = n * D * (es((int)A_I(4)) + es((int)A_I(6))) + 4 * D * es((int)A_I(2)) + 8 * n;
+}
+static void c_gelu_fwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* z tz a ta n */
+    (void)g, (void)b;
+    k->bytes = A_L(4) * (es((int)A_I(1)) + es((int)A_I(3)));
+}
+static void c_gelu_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* da tda dz tdz a ta n */
+    (void)g, (void)b;
+    k->bytes = A_L(6) * (2 * es((int)A_I(1)) + es((int)A_I(3)) + es((int)A_I(5)));
+}
+static void c_embed(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* x tx wte wpe tw ids n T D v0 Vl */
+    (void)g, (void)b;
+    double n = A_L(6), D = A_L(8);
+    k->bytes = n * D * (es((int)A_I(1)) + 2 * es((int)A_I(4))) + 4 * n;
+}
+static void c_embed_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* gwte tg dx tx ids n D v0 Vl nb */
+    (void)g, (void)b;
+    double n = A_L(5), D = A_L(6);
+    k->bytes = n * D * (es((int)A_I(3)) + 2 * es((int)A_I(1))) + 4 * n;
+}
+static void c_add_rows(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* y ty a ta n T D p0 */
+    (void)g, (void)b;
+    k->bytes = A_L(4) * A_L(6) * (2 * es((int)A_I(1)) + es((int)A_I(3)));
+}
+static void c_sum_rows(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* g tg a ta n T D p0 */
+    (void)g, (void)b;
+    double n = A_L(4), T = A_L(5), D = A_L(6);
+    k->bytes = n * D * es((int)A_I(3)) + 2 * (T < n ? T : n) * D * es((int)A_I(1));
+}
+static void c_ce(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* G loss lg tl tg n V */
+    (void)g, (void)b;
+    k->bytes = A_L(5) * A_L(6) * (es((int)A_I(3)) + 4) + 8 * A_L(5);
+}
+static void c_mean(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* loss tl n */
+    (void)g, (void)b;
+    k->bytes = 4 * A_L(2);
+}
+static void c_scale(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* y ty x num n den */
+    (void)g, (void)b;
+    k->bytes = A_L(4) * (4 + es((int)A_I(1)));
+}
+
+/* the library's box copy (vescale_mesh.h: redistribution, SP's moves): its n
+   elements read and written; the stand-in's default, the box's envelope, counts
+   a strided box's whole span */
+static void c_box(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
+{ /* dst src n geo */
+    (void)g, (void)b;
+    k->bytes = 2 * A_L(2) * (double)(*(const _vs_mk_geo*)a[3]).esz;
+}
+
+static void register_costs(void)
+{
+    vs_strict_kernel_cost("vs_mk_box", c_box);
+    static const struct {
+        int ki;
+        vs_strict_cost_fn fn;
+    } c[] = {{GPT_KI_MM, c_mm},           {GPT_KI_ATTN_FWD, c_attn_fwd}, {GPT_KI_ATTN_BWD_ROWS, c_attn_bwd_rows},
+             {GPT_KI_ATTN_BWD, c_attn_bwd}, {GPT_KI_LN_FWD, c_ln_fwd},   {GPT_KI_LN_BWD, c_ln_bwd},
+             {GPT_KI_LN_BWD_W, c_ln_bwd_w}, {GPT_KI_GELU_FWD, c_gelu_fwd}, {GPT_KI_GELU_BWD, c_gelu_bwd},
+             {GPT_KI_EMBED, c_embed},     {GPT_KI_EMBED_BWD, c_embed_bwd}, {GPT_KI_ADD_ROWS, c_add_rows},
+             {GPT_KI_SUM_ROWS, c_sum_rows}, {GPT_KI_CE, c_ce},           {GPT_KI_MEAN, c_mean},
+             {GPT_KI_SCALE, c_scale}};
+    typedef char all_costed[sizeof c / sizeof c[0] == GPT_KI_N ? 1 : -1];
+    (void)sizeof(all_costed);
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) vs_strict_kernel_cost(gpt_kernel_names[c[i].ki], c[i].fn);
+}
+
+/* ---- communication by kind ------------------------------------------------------------ */
+
+enum { TAG_STEP, TAG_TP, TAG_SP, TAG_VOCAB, TAG_DP, TAG_PP, TAG_DPR, NTAG };
+static const char* const tag_names[NTAG] = {"step", "TP all-reduce", "SP gather/scatter", "vocab", "DP", "PP send/recv",
+                                            "HSDP replicas"};
+enum { THR_NONE, THR_BLOCK, THR_VOCAB }; /* the thread's tag: which layer enqueues */
+
+typedef struct mesh {
+    int pp, dp, tp;
+    int dps; /* HSDP's shard group (0: none): a DP collective of other sizes is over the replicas */
+} mesh;
+
+static int tagger(int kind, int n, const int* devs, int thr, void* user)
+{
+    const mesh* m = (const mesh*)user;
+    int vary_tp = 0, vary_dp = 0, vary_pp = 0;
+    for (int i = 1; i < n; i++) {
+        int a = devs[0], b = devs[i];
+        vary_tp |= a % m->tp != b % m->tp;
+        vary_dp |= a / m->tp % m->dp != b / m->tp % m->dp;
+        vary_pp |= a / (m->tp * m->dp) != b / (m->tp * m->dp);
+    }
+    if (vary_pp && !vary_tp && !vary_dp) return TAG_PP;
+    if (vary_dp && !vary_tp && !vary_pp) return m->dps > 0 && n != m->dps ? TAG_DPR : TAG_DP;
+    if (vary_tp && !vary_dp && !vary_pp) {
+        if (thr == THR_VOCAB) return TAG_VOCAB;
+        if (thr == THR_BLOCK) return kind == VS_STRICT_ALLREDUCE ? TAG_TP : TAG_SP; /* (SP's send/recv too) */
+    }
+    return TAG_STEP;
+}
+
+/* the layers' functions, wrapped to tag what they enqueue (by gpt_unit.kind) */
+static vs_pipe_fn orig_f[4], orig_b[4], orig_bi[4], orig_bw[4];
+static vs_result tagged(vs_pipe_fn* tab, vs_pipe_call* c)
+{
+    const gpt_unit* u = (const gpt_unit*)vs_layer(c)->user;
+    vs_strict_clock_tag(u->kind == GPT_EMBED || u->kind == GPT_HEAD ? THR_VOCAB : THR_BLOCK);
+    vs_result r = tab[u->kind](c);
+    vs_strict_clock_tag(THR_NONE);
+    return r;
+}
+static vs_result w_f(vs_pipe_call* c) { return tagged(orig_f, c); }
+static vs_result w_b(vs_pipe_call* c) { return tagged(orig_b, c); }
+static vs_result w_bi(vs_pipe_call* c) { return tagged(orig_bi, c); }
+static vs_result w_bw(vs_pipe_call* c) { return tagged(orig_bw, c); }
+static void wrap_layers(gpt_model_storage* st, vs_model_desc* m)
+{
+    (void)m;
+    for (int i = 0; i < 2 + 2 * st->cfg.layers; i++) {
+        vs_layer_decl* l = &st->layers[i];
+        int k = st->units[i].kind;
+        orig_f[k] = l->unit.forward, orig_b[k] = l->unit.backward;
+        orig_bi[k] = l->unit.backward_input, orig_bw[k] = l->unit.backward_weight;
+        l->unit.forward = w_f, l->unit.backward = w_b;
+        if (l->unit.backward_input) l->unit.backward_input = w_bi;
+        if (l->unit.backward_weight) l->unit.backward_weight = w_bw;
+    }
+}
+
+/* ---- one configuration's steady step -------------------------------------------------- */
+
+static int WARM = 2; /* steps before the one measured */
+typedef struct row {
+    double step, compute, comm, exposed, bubble, host, comm_tag[NTAG], exposed_tag[NTAG];
+} row;
+
+typedef struct run {
+    const char* name;
+    gpt_config cfg;
+    vs_dtype dt;
+    mesh m;
+    vs_pipe_kind sched;
+    int sp, microbatches, rows; /* rows: the global batch */
+    int zero, chunks;           /* the plan's (0: ZeRO-0, the schedule's chunks) */
+    int recompute;              /* 1: every layer's activations recomputed ("*") */
+    int dp_shard;               /* HSDP's shard group (0: none) */
+    /* out */
+    row* r; /* a row per rank */
+    int failed;
+} run;
+
+static gpt_model_storage STORE;
+static vs_model_desc MODEL;
+static pthread_barrier_t bar;
+
+static int rank_fn(vs_world* w, void* arg)
+{
+    run* R = (run*)arg;
+    int me = vs_world_rank(w), dev = 0;
+    cudaGetDevice(&dev);
+    int32_t *tok = NULL, *tgt = NULL;
+    size_t bytes = sizeof(int32_t) * (size_t)R->rows * (size_t)R->cfg.seq;
+    if (cudaMallocHost((void**)&tok, bytes) != cudaSuccess || cudaMallocHost((void**)&tgt, bytes) != cudaSuccess)
+        return 1;
+    gpt_batch(&R->cfg, 0, R->rows, tok, tgt);
+    vs_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.pp = R->m.pp, plan.dp = R->m.dp, plan.tp = R->m.tp, plan.schedule = R->sched;
+    plan.microbatches = R->microbatches, plan.sequence_parallel = R->sp;
+    plan.zero = (vs_zero_stage)R->zero, plan.chunks = R->chunks;
+    if (R->recompute) snprintf(plan.recompute, sizeof plan.recompute, "*");
+    plan.dp_shard = R->dp_shard;
+    vs_train_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = &MODEL, d.plan = &plan;
+    d.optim.kind = VS_OPTIM_ADAMW, d.optim.weight_decay = 0.01;
+    d.lr.lr = 3e-4, d.clip = 1.0, d.grad_fp32 = R->dt != VS_F32;
+    vs_train* t = NULL;
+    vs_result r = vs_parallelize(w, &d, &t);
+    vs_batch b = gpt_batch_view(R->rows, R->cfg.seq, tok, tgt);
+    double h0 = 0;
+    for (int s = 0; s <= WARM; s++) {
+        if (s == WARM) { /* every rank idle: the busy times start here */
+            pthread_barrier_wait(&bar);
+            if (me == 0) vs_strict_clock_reset(-1);
+            pthread_barrier_wait(&bar);
+            h0 = vs_strict_clock_host();
+        }
+        double l = 0;
+        if (!r) r = vs_train_step(t, &b, &l);
+    }
+    double h1 = vs_strict_clock_host();
+    pthread_barrier_wait(&bar);
+    vs_strict_clock_stats st = vs_strict_clock_device(dev);
+    row* o = &R->r[me];
+    o->step = h1 - h0, o->compute = st.compute, o->comm = st.comm, o->exposed = st.exposed_comm;
+    o->host = st.host_idle, o->bubble = o->step - st.busy - st.host_idle;
+    if (o->bubble < 0) o->bubble = 0;
+    for (int k = 0; k < NTAG; k++) o->comm_tag[k] = st.comm_tag[k], o->exposed_tag[k] = st.exposed_tag[k];
+    if (r) {
+        fprintf(stderr, "%s: rank %d: %s\n", R->name, me, vs_last_error());
+        __atomic_store_n(&R->failed, 1, __ATOMIC_SEQ_CST);
+    }
+    pthread_barrier_wait(&bar);
+    vs_train_free(t);
+    cudaFreeHost(tok), cudaFreeHost(tgt);
+    return r ? 1 : 0;
+}
+
+static int run_one(run* R)
+{
+    int n = R->m.pp * R->m.dp * R->m.tp;
+    if (gpt_model(&R->cfg, &STORE, &MODEL) || gpt_model_dtype(&STORE, R->dt)) {
+        fprintf(stderr, "%s: %s\n", R->name, vs_last_error());
+        return 1;
+    }
+    wrap_layers(&STORE, &MODEL);
+    attn_dtype = R->dt == VS_F32 ? VS_STRICT_F32 : VS_STRICT_BF16;
+    R->m.dps = R->dp_shard;
+    vs_strict_clock_tagger(tagger, &R->m);
+    R->r = (row*)calloc((size_t)n, sizeof(row));
+    pthread_barrier_init(&bar, NULL, (unsigned)n);
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = n, ld.transport = VS_TRANSPORT_NCCL, ld.timeout_s = 600;
+    ld.stack_bytes = (size_t)512 << 10;
+    vs_result r = vs_launch_ex(&ld, rank_fn, R);
+    pthread_barrier_destroy(&bar);
+    vs_strict_clock_tagger(NULL, NULL);
+    return r || R->failed;
+}
+
+static int dcmp(const void* x, const void* y)
+{
+    double a = *(const double*)x, b = *(const double*)y;
+    return a < b ? -1 : a > b;
+}
+/* the median and the max over n ranks of the field at byte offset off */
+static void medmax(const row* r, int n, size_t off, double* med, double* max)
+{
+    double* v = (double*)malloc(sizeof(double) * (size_t)n);
+    for (int i = 0; i < n; i++) v[i] = *(const double*)(const void*)((const char*)&r[i] + off);
+    qsort(v, (size_t)n, sizeof v[0], dcmp);
+    *med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, *max = v[n - 1];
+    free(v);
+}
+
+static void print_row(const char* name, const row* r, int n)
+{
+    double md, mx;
+#define F(f) (medmax(r, n, offsetof(row, f), &md, &mx), printf(" %8.3f / %8.3f |", md * 1e3, mx * 1e3))
+    printf("| %-34s |", name);
+    F(step), F(compute), F(comm), F(exposed), F(bubble), F(host);
+    printf("\n");
+#undef F
+}
+static void print_kinds(const char* name, const row* r, int n)
+{
+    printf("| %-34s |", name);
+    for (int k = 0; k < NTAG; k++) {
+        double e = 0, c = 0; /* the median rank's figures would hide PP's two ends: the mean */
+        for (int i = 0; i < n; i++) e += r[i].exposed_tag[k], c += r[i].comm_tag[k];
+        printf(" %7.3f (%7.3f) |", e / n * 1e3, c / n * 1e3);
+    }
+    printf("\n");
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+/* the bench's GPT: 8 blocks of D 1024, 16 heads, sequence 512, vocab 8,192
+   (~110M parameters), bf16 parameters with f32 gradients, 32 rows a step */
+static const gpt_config BENCH = {8192, 512, 1024, 16, 8, 1234};
+
+static int table(int per_rank, const char* only)
+{
+    static run runs[] = {
+        {.name = "1 GPU", .dt = VS_BF16, .m = {1, 1, 1, 0}, .sched = VS_PIPE_1F1B, .sp = 0, .microbatches = 1, .rows = 32},
+        {.name = "DP8", .dt = VS_BF16, .m = {1, 8, 1, 0}, .sched = VS_PIPE_1F1B, .sp = 0, .microbatches = 1, .rows = 32},
+        {.name = "TP8", .dt = VS_BF16, .m = {1, 1, 8, 0}, .sched = VS_PIPE_1F1B, .sp = 0, .microbatches = 1, .rows = 32},
+        {.name = "TP8, SP", .dt = VS_BF16, .m = {1, 1, 8, 0}, .sched = VS_PIPE_1F1B, .sp = 1, .microbatches = 1, .rows = 32},
+        {.name = "PP2 x DP2 x TP2, 1F1B", .dt = VS_BF16, .m = {2, 2, 2, 0}, .sched = VS_PIPE_1F1B, .sp = 0, .microbatches = 8, .rows = 32},
+        {.name = "PP2 x DP2 x TP2, 1F1B, SP", .dt = VS_BF16, .m = {2, 2, 2, 0}, .sched = VS_PIPE_1F1B, .sp = 1, .microbatches = 8, .rows = 32},
+        {.name = "PP2 x DP2 x TP2, interleaved", .dt = VS_BF16, .m = {2, 2, 2, 0}, .sched = VS_PIPE_INTERLEAVED, .sp = 0, .microbatches = 8, .rows = 32},
+        {.name = "PP2 x DP2 x TP2, ZB-V", .dt = VS_BF16, .m = {2, 2, 2, 0}, .sched = VS_PIPE_ZBV, .sp = 0, .microbatches = 8, .rows = 32},
+    };
+    int nr = (int)(sizeof runs / sizeof runs[0]), bad = 0;
+    vs_strict_spec sp = vs_strict_clock_spec();
+    printf("the example GPT (V %d, T %d, D %d, %d heads, %d blocks; bf16 parameters, f32 gradients, AdamW) through "
+           "vs_train_step, %d rows a step, on the stand-in's %s spec, cost-only; one steady step (after %d)\n\n",
+           BENCH.vocab, BENCH.seq, BENCH.dim, BENCH.heads, BENCH.layers, 32, sp.name, WARM);
+    int k = 0;
+    for (int i = 0; i < nr; i++)
+        if (!only || !strcmp(only, runs[i].name)) runs[k++] = runs[i];
+    nr = k;
+    for (int i = 0; i < nr; i++) {
+        runs[i].cfg = BENCH;
+        if (run_one(&runs[i])) printf("%s: FAILED\n", runs[i].name), bad = 1;
+    }
+    printf("ms, median / max over ranks\n\n| mesh | step | compute | comm | comm exposed | bubble | host-bound idle |\n"
+           "|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nr; i++) {
+        int n = runs[i].m.pp * runs[i].m.dp * runs[i].m.tp;
+        print_row(runs[i].name, runs[i].r, n);
+        if (per_rank)
+            for (int k = 0; k < n; k++) {
+                char nm[48];
+                snprintf(nm, sizeof nm, "  rank %d", k);
+                print_row(nm, &runs[i].r[k], 1);
+            }
+    }
+    printf("\nexposed communication by kind, ms (all of it in parentheses), the mean over ranks\n\n| mesh |");
+    for (int k = 0; k < NTAG; k++) printf(" %s |", tag_names[k]);
+    printf("\n|---|");
+    for (int k = 0; k < NTAG; k++) printf("---|");
+    printf("\n");
+    for (int i = 0; i < nr; i++) print_kinds(runs[i].name, runs[i].r, runs[i].m.pp * runs[i].m.dp * runs[i].m.tp);
+    for (int i = 0; i < nr; i++) free(runs[i].r);
+    return bad;
+}
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- published shapes: the stand-in, the planner, the published figure ----------------- */
+
+/* Model FLOPs of a step (Narayanan et al. 2021, eq. (3) less recompute's
+   forward, as MFU counts them: 72 B s l h^2 (1 + s / 6h + V / 12lh)) */
+static double model_flops(const gpt_config* c, double rows)
+{
+    double s = c->seq, l = c->layers, h = c->dim, V = c->vocab;
+    return 72 * rows * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+}
+
+/* A plan run with dpr DP ranks in place of dp: the DP collectives' exposed
+   time (worst's, tagged DP) scaled to dp ranks across hosts (the flat ring's
+   ((dp - 1) / dp) / ((dpr - 1) / dpr), and the network's bandwidth for the
+   2-rank run's, NVLink when its pair shares a host): what to add to its step. */
+static double dp_scaled(const row* worst, int dp, int dpr, int tp)
+{
+    if (dp <= dpr || dpr < 2) return 0;
+    vs_strict_spec sp = vs_strict_clock_spec();
+    double bwr = dpr * tp > sp.gpus_per_node ? sp.net_bw : sp.nvlink_bw;
+    return worst->exposed_tag[TAG_DP] * (((dp - 1.0) / dp) / ((dpr - 1.0) / dpr) * (bwr / sp.net_bw) - 1);
+}
+
+typedef struct pubcfg {
+    const char* name;
+    gpt_config cfg;
+    int pp, dp, tp;
+    vs_pipe_kind sched;
+    int gbs, mbs;       /* the global batch (sequences) and the microbatch's */
+    int m1, m2;         /* microbatches a DP rank runs in the stand-in (m2 0: the whole M) */
+    int dp_run;         /* DP ranks the stand-in runs (0: dp; fewer: dp_scaled's correction) */
+    int recompute;      /* every layer recomputed (the activations would not fit the 80 GB) */
+    double pub_tflops;  /* published per-GPU model TFLOP/s (0: none found) */
+    double pub_peak;    /* the peak it was measured against, TFLOP/s */
+    const char* source;
+} pubcfg;
+
+/* GPT-3's shapes (Brown et al. 2020, Table 2.1; 13B with D 5120: 5140 has no
+   whole head size), vocab 51,200 and sequence 2,048 as Megatron-LM's runs */
+static const pubcfg PUBS[] = {
+    {"1.3b", {51200, 2048, 2048, 16, 24, 1}, 1, 64, 1, VS_PIPE_1F1B, 512, 4, 2, 0, 0, 0, 0, 0, "none found"},
+    {"13b", {51200, 2048, 5120, 40, 40, 1}, 1, 32, 8, VS_PIPE_1F1B, 1024, 1, 2, 4, 2, 0, 0, 0, "none found"},
+    {"175b", {51200, 2048, 12288, 96, 96, 1}, 8, 4, 4, VS_PIPE_INTERLEAVED, 256, 1, 8, 16, 2, 1, 771, 1979,
+     "NVIDIA NeMo 24.12 performance summary: GPT3-175B, 128 H100, GBS 256, MBS 1, TP4 PP8 VP6, FP8"},
+};
+
+/* the planner's view of the spec: compute at the bf16 peak, NVLink within a
+   node, the network across, AdamW's bytes a parameter */
+static vs_profile spec_profile(const vs_strict_spec* sp, int pp_crosses)
+{
+    vs_profile p;
+    memset(&p, 0, sizeof p);
+    p.flop_s = 1 / sp->flops_bf16;
+    p.bw_bytes_s = sp->nvlink_bw;
+    p.latency_s = sp->nvlink_latency_s;
+    p.p2p_bw_bytes_s = pp_crosses ? sp->net_bw : sp->nvlink_bw;
+    p.opt_s = 32 / sp->mem_bw; /* f32 master, m, v, gradient: read and written */
+    return p;
+}
+
+/* the planner's estimate of (pp, dp, tp, sched, M, ZeRO-0) for cfg: its step, or
+   -1 (est: the planner's list, n entries) */
+static double flop_scale = 1; /* the planner's flop_s x this (calibrated: the stand-in's compute) */
+static double planner_step(const gpt_config* cfg, int pp, int dp, int tp, vs_pipe_kind sched, int M, int gbs, int rc,
+                           vs_plan_estimate* out)
+{
+    static vs_plan_estimate est[4096];
+    gpt_model_storage st;
+    vs_model_desc m;
+    if (gpt_model(cfg, &st, &m) || gpt_model_dtype(&st, VS_BF16)) return -1;
+    vs_strict_spec sp = vs_strict_clock_spec();
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = pp * dp * tp, c.pp = pp, c.dp = dp, c.tp = tp, c.microbatches = M, c.global_batch = gbs;
+    c.recompute = rc ? 1 : -1;
+    c.act_bytes_per_row = (int64_t)cfg->seq * cfg->dim * 4;
+    c.node_ranks = sp.gpus_per_node, c.inter_bw_bytes_s = sp.net_bw, c.grad_fp32 = 1; /* (as the runs: vs_train_desc.grad_fp32) */
+    vs_profile pf = spec_profile(&sp, dp * tp >= sp.gpus_per_node);
+    pf.flop_s *= flop_scale;
+    vs_plan plan;
+    int n = 0;
+    if (vs_generate_plan(&m, &c, &pf, &plan, est, 4096, &n)) {
+        fprintf(stderr, "planner: %s\n", vs_last_error());
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (est[i].feasible && est[i].plan.schedule == sched && est[i].plan.zero == VS_ZERO_0 &&
+            est[i].plan.microbatches == M) {
+            if (out) *out = est[i];
+            return est[i].step_s;
+        }
+    return -1;
+}
+
+/* the stand-in's step for m microbatches a DP rank: the max over ranks */
+static int standin_step(const char* name, const gpt_config* cfg, int pp, int dp, int tp, vs_pipe_kind sched, int mbs,
+                        int m, int recompute, row* worst)
+{
+    run R;
+    memset(&R, 0, sizeof R);
+    R.name = name, R.cfg = *cfg, R.dt = VS_BF16, R.m.pp = pp, R.m.dp = dp, R.m.tp = tp, R.sched = sched;
+    R.recompute = recompute;
+    R.microbatches = m, R.rows = dp * m * mbs;
+    int n = pp * dp * tp;
+    if (run_one(&R)) return 1;
+    memset(worst, 0, sizeof *worst);
+    for (int i = 0; i < n; i++)
+        if (R.r[i].step > worst->step) *worst = R.r[i];
+    free(R.r);
+    return 0;
+}
+
+static int published(const char* which)
+{
+    const pubcfg* P = NULL;
+    for (size_t i = 0; i < sizeof PUBS / sizeof PUBS[0]; i++)
+        if (!strcmp(which, PUBS[i].name)) P = &PUBS[i];
+    if (!P) return fprintf(stderr, "gpu_model: --published %s: 1.3b, 13b or 175b\n", which), 2;
+    vs_strict_spec sp = vs_strict_clock_spec();
+    int n = P->pp * P->dp * P->tp, M = P->gbs / P->dp / P->mbs;
+    WARM = 1;
+    printf("%s: V %d, T %d, D %d, %d heads, %d layers; PP %d x DP %d x TP %d = %d GPUs (%s), %s, global batch %d, "
+           "microbatch %d (M %d a DP rank), bf16; spec %s\n",
+           P->name, P->cfg.vocab, P->cfg.seq, P->cfg.dim, P->cfg.heads, P->cfg.layers, P->pp, P->dp, P->tp, n,
+           "simulated", vs_pipe_kind_name(P->sched), P->gbs, P->mbs, M, sp.name);
+    fflush(stdout);
+    double t0 = wall();
+    row a, b;
+    int dpr = P->dp_run ? P->dp_run : P->dp;
+    if (standin_step(P->name, &P->cfg, P->pp, dpr, P->tp, P->sched, P->mbs, P->m1, P->recompute, &a)) return 1;
+    double step = a.step, comp = a.compute;
+    if (P->m2 && P->m2 != P->m1) { /* the step for M from two shorter ones: each microbatch more adds the same */
+        if (standin_step(P->name, &P->cfg, P->pp, dpr, P->tp, P->sched, P->mbs, P->m2, P->recompute, &b)) return 1;
+        step = b.step + (b.step - a.step) / (P->m2 - P->m1) * (M - P->m2);
+        comp = b.compute + (b.compute - a.compute) / (P->m2 - P->m1) * (M - P->m2);
+        printf("  stand-in: M %d step %.4f s, M %d step %.4f s; M %d by the line through them: %.4f s\n", P->m1, a.step,
+               P->m2, b.step, M, step);
+    } else {
+        printf("  stand-in: M %d step %.4f s (compute %.4f, comm %.4f, exposed %.4f, bubble %.4f)\n", P->m1, a.step,
+               a.compute, a.comm, a.exposed, a.bubble);
+    }
+    if (dpr < P->dp) {
+        double add = dp_scaled(&a, P->dp, dpr, P->tp);
+        printf("  stand-in ran DP %d: its exposed DP communication %.4f s scaled to DP %d across hosts: + %.4f s\n", dpr,
+               a.exposed_tag[TAG_DP], P->dp, add);
+        step += add;
+    }
+    printf("  stand-in's host time %.1f s\n", wall() - t0);
+    vs_plan_estimate e;
+    double plan = planner_step(&P->cfg, P->pp, P->dp, P->tp, P->sched, M, P->gbs, P->recompute, &e);
+    double F = model_flops(&P->cfg, P->gbs), peak = sp.flops_bf16 / 1e12;
+    double mfu_s = F / n / step / 1e12, mfu_p = plan > 0 ? F / n / plan / 1e12 : 0;
+    printf("  planner: step %.4f s (compute %.4f, comm %.4f, bubble %.4f)\n", plan, e.compute_s, e.comm_s, e.bubble_s);
+    /* the planner fed the stand-in's compute instead of the peak (its profile's
+       flop_s as vs_profile_measure would find it: memory-bound kernels
+       included): what is left to disagree on is communication and bubble */
+    vs_plan_estimate ec = e;
+    double cal = plan;
+    for (int it = 0; it < 3 && cal > 0 && ec.compute_s > 0; it++) {
+        flop_scale *= comp / ec.compute_s;
+        cal = planner_step(&P->cfg, P->pp, P->dp, P->tp, P->sched, M, P->gbs, P->recompute, &ec);
+    }
+    printf("  planner, flop_s x %.3f (the stand-in's compute %.4f s): step %.4f s (compute %.4f, comm %.4f, bubble "
+           "%.4f): %.2f of the stand-in's\n",
+           flop_scale, comp, cal, ec.compute_s, ec.comm_s, ec.bubble_s, cal / step);
+    flop_scale = 1;
+    printf("| %s | PP%d x DP%d x TP%d = %d, %s, GBS %d, MBS %d | %.3f s, %.0f TFLOP/s (%.1f%%) | %.3f s, %.0f TFLOP/s "
+           "(%.1f%%) | ",
+           P->name, P->pp, P->dp, P->tp, n, vs_pipe_kind_name(P->sched), P->gbs, P->mbs, step, mfu_s,
+           100 * mfu_s / peak, plan, mfu_p, 100 * mfu_p / peak);
+    if (P->pub_tflops > 0)
+        printf("%.0f TFLOP/s of %.0f (%.1f%%) | %.2f | %.2f | %.2f | %s |\n", P->pub_tflops, P->pub_peak,
+               100 * P->pub_tflops / P->pub_peak, plan / step, cal / step,
+               (mfu_s / peak) / (P->pub_tflops / P->pub_peak), P->source);
+    else
+        printf("— | %.2f | %.2f | — | %s |\n", plan / step, cal / step, P->source);
+    return 0;
+}
+
+/* ---- the planner at scale: 13B on 1,024 GPUs --------------------------------------------- */
+
+/* The planner's K best plans for GPT-3 13B on 1,024 GPUs (global batch 1,024
+   sequences; hosts of 8; f32 gradients; 80 GB a GPU; every layer recomputed;
+   no ZeRO-3), each modelled in the stand-in.
+   The stand-in runs a plan with DP 2 in place of its dp (the same work a rank:
+   rows and microbatches a DP rank as the plan's), M from two shorter runs, and
+   the DP collectives' exposed time scaled to dp ranks over the network: x
+   ((dp - 1) / dp) / (1 / 2) x (the 2-rank run's bandwidth / the network's). */
+static int plan1024(int K, double fscale, int skip)
+{
+    static vs_plan_estimate est[8192];
+    const gpt_config* cfg = &PUBS[1].cfg;
+    const int W = 1024, GBS = 1024;
+    gpt_model_storage st;
+    vs_model_desc m;
+    if (gpt_model(cfg, &st, &m) || gpt_model_dtype(&st, VS_BF16)) return 1;
+    vs_strict_spec sp = vs_strict_clock_spec();
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = W, c.global_batch = GBS, c.node_ranks = sp.gpus_per_node, c.inter_bw_bytes_s = sp.net_bw;
+    /* recompute every layer: the example's f32 attention probabilities (and
+       their gradients' scratch, 1.76 GB an attention unit and microbatch at
+       TP1) do not fit otherwise, in 80 GB or in the stand-in's address space */
+    c.grad_fp32 = 1, c.zero3 = -1, c.mem_limit_bytes = 80e9, c.recompute = 1;
+    /* what a unit of the example keeps a row (an attention unit its f32
+       probabilities, H T^2, and about 16 T D f32 besides, an MLP unit less):
+       the average of the two */
+    c.act_bytes_per_row = ((int64_t)cfg->heads * cfg->seq * cfg->seq * 4 + (int64_t)16 * cfg->seq * cfg->dim * 4) / 2;
+    vs_profile pf = spec_profile(&sp, 1);
+    pf.flop_s *= fscale;
+    vs_plan plan;
+    int n = 0;
+    if (vs_generate_plan(&m, &c, &pf, &plan, est, 8192, &n)) return fprintf(stderr, "planner: %s\n", vs_last_error()), 1;
+    printf("GPT-3 13B on %d simulated H100s, global batch %d, f32 gradients; planner flop_s = %.3g x 1/peak; %d "
+           "estimates\n\n| rank | plan | planner step | stand-in step (DP 2 run, M from M %s) | stand-in / planner |\n"
+           "|---|---|---|---|---|\n",
+           W, GBS, fscale, n, "1-2 runs");
+    for (int i = 0, k = 0; i < n && k < 10; i++)
+        if (est[i].feasible) {
+            char t[1024];
+            vs_plan_print(&est[i].plan, t, sizeof t);
+            for (char* q = t; *q; q++)
+                if (*q == '\n') *q = ' ';
+            printf("# planner's #%d: %s: %.4f s\n", ++k, t, est[i].step_s);
+        }
+    fflush(stdout);
+    double best = 0, first = 0;
+    int got = 0, ibest = -1, seen = 0;
+    WARM = 1;
+    for (int i = 0; i < n && got < K; i++) {
+        const vs_plan_estimate* e = &est[i];
+        /* ZeRO-1 and 2 tie in the planner's model (the same traffic): ZeRO-2's run stands for both */
+        if (!e->feasible || e->plan.zero == VS_ZERO_1 || seen++ < skip) continue;
+        const vs_plan* p = &e->plan;
+        int dp = p->dp, M = p->microbatches, mbs = GBS / dp / M, S = p->dp_shard;
+        int dpr = S > 1 && S < dp ? 2 * S : dp > 1 ? 2 : 1; /* HSDP: its shard group whole, 2 replicas */
+        int m1 = p->pp > 1 ? p->pp : 1, m2 = 2 * m1;
+        if (m1 >= M) m1 = M, m2 = 0;
+        else if (m2 > M) m2 = M;
+        char nm[128];
+        snprintf(nm, sizeof nm, "PP%d x DP%d x TP%d %s M%d ZeRO-%d%s%s", p->pp, dp, p->tp, vs_pipe_kind_name(p->schedule),
+                 M, (int)p->zero, S > 1 && S < dp ? " HSDP" : "", p->recompute[0] ? " recompute" : "");
+        run R;
+        row a, b;
+        memset(&R, 0, sizeof R);
+        R.name = nm, R.cfg = *cfg, R.dt = VS_BF16, R.m.pp = p->pp, R.m.dp = dpr, R.m.tp = p->tp;
+        R.sched = p->schedule, R.zero = (int)p->zero, R.chunks = p->chunks, R.recompute = p->recompute[0] != 0;
+        R.dp_shard = S > 1 && S < dp ? S : 0;
+        R.microbatches = m1, R.rows = dpr * m1 * mbs;
+        int nr = p->pp * dpr * p->tp, bad = run_one(&R);
+        memset(&a, 0, sizeof a), b = a;
+        for (int k = 0; !bad && k < nr; k++)
+            if (R.r[k].step > a.step) a = R.r[k];
+        free(R.r), R.r = NULL;
+        double step = a.step;
+        if (!bad && m2) {
+            R.microbatches = m2, R.rows = dpr * m2 * mbs, R.failed = 0;
+            bad = run_one(&R);
+            for (int k = 0; !bad && k < nr; k++)
+                if (R.r[k].step > b.step) b = R.r[k];
+            free(R.r);
+            step = b.step + (b.step - a.step) / (m2 - m1) * (M - m2);
+        }
+        if (bad) {
+            printf("| %d | %s | %.4f s | FAILED | |\n", seen, nm, e->step_s);
+            got++;
+            continue;
+        }
+        if (R.dp_shard) /* the replicas' all-reduce over dp / S of them, not 2 (both across hosts) */
+            step += a.exposed_tag[TAG_DPR] * ((((double)dp / S - 1) / ((double)dp / S)) / 0.5 - 1);
+        else
+            step += dp_scaled(&a, dp, dpr, p->tp); /* the DP collectives of dp ranks across hosts, not 2 */
+        printf("| %d | %s | %.4f s | %.4f s | %.3f |\n", seen, nm, e->step_s, step, step / e->step_s);
+        fflush(stdout);
+        if (!got) first = step;
+        if (ibest < 0 || step < best) best = step, ibest = seen;
+        got++;
+    }
+    if (!skip)
+        printf("\nthe planner's first choice in the stand-in: %.4f s; the best the stand-in found among its %d: #%d, %.4f "
+               "s: first / best = %.3f (target <= 1.05)\n",
+               first, got, ibest, best, first / best);
+    return 0;
+}
+
+int main(int argc, char** argv)
+{
+    int per_rank = 0;
+    const char *only = NULL, *pub = NULL;
+    int p1024 = 0, top = 5, skip = 0;
+    double fscale = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ranks")) per_rank = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--published") && i + 1 < argc) pub = argv[++i];
+        else if (!strcmp(argv[i], "--plan1024")) p1024 = 1;
+        else if (!strcmp(argv[i], "--top") && i + 1 < argc) top = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--flop-scale") && i + 1 < argc) fscale = atof(argv[++i]);
+        else return fprintf(stderr, "gpu_model: unknown argument '%s'\n", argv[i]), 2;
+    }
+    setenv("VS_STRICT_COST_ONLY", "1", 0); /* before the stand-in's first call */
+    for (size_t i = 0; pub && i < sizeof PUBS / sizeof PUBS[0]; i++)
+        if (!strcmp(pub, PUBS[i].name)) {
+            char nd[16];
+            snprintf(nd, sizeof nd, "%d", PUBS[i].pp * (PUBS[i].dp_run ? PUBS[i].dp_run : PUBS[i].dp) * PUBS[i].tp);
+            setenv("VS_STRICT_DEVICES", nd, 1);
+        }
+    gpt_strict_register();
+    register_costs();
+    if (p1024) setenv("VS_STRICT_DEVICES", "64", 0); /* (each device gets 1/n of the 32 TiB: the largest run's ranks) */
+    int bad = p1024 ? plan1024(top, fscale, skip) : pub ? published(pub) : table(per_rank, only);
+    long v = vs_strict_violations();
+    if (v) printf("\n%ld stand-in violations, the first: %s\n", v, vs_strict_first_violation());
+    return bad || v ? 1 : 0;
+}
