@@ -208,7 +208,7 @@ static void register_costs(void)
              {GPT_KI_SCALE, c_scale}};
     typedef char all_costed[sizeof c / sizeof c[0] == GPT_KI_N ? 1 : -1];
     (void)sizeof(all_costed);
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) vs_strict_kernel_cost(gpt_kernel_names[c[i].ki], c[i].fn);
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) vs_strict_kernel_cost(gpt_kernel_decls[c[i].ki].name, c[i].fn);
 }
 
 /* ---- communication by kind ------------------------------------------------------------ */
