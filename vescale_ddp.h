@@ -1876,6 +1876,15 @@ _VS_DDP_PRIVATE const char* _vs_ddp_dims_str(vs_mesh* m, char* buf, size_t cap)
    resolved desc rd on mesh m, dims[0] the DP dim (HSDP: the shard dim),
    dims[1] the pipeline dim and dims[2] HSDP's replicate dim (-1: none), or
    VS_ERR_INVALID naming the value. */
+/* m has a dim named dim: a probe that sets no error (vs_mesh_dim_index's
+   miss is an error, logged at warn: this one runs on every vs_ddp_init). */
+_VS_DDP_PRIVATE int _vs_ddp_has_dim(const vs_mesh* m, const char* dim)
+{
+    for (int i = 0; i < vs_mesh_ndims(m); i++)
+        if (!strcmp(vs_mesh_dim_name(m, i), dim)) return 1;
+    return 0;
+}
+
 _VS_DDP_PRIVATE vs_result _vs_ddp_dims(vs_mesh* m, const vs_ddp_desc* rd, int dims[3])
 {
     const char *fn = "vs_ddp_init", *rdim = rd->dp_replicate_dim;
@@ -1888,14 +1897,14 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_dims(vs_mesh* m, const vs_ddp_desc* rd, int di
     if (rdim && (dims[2] = vs_mesh_dim_index(m, rdim)) < 0)
         return vs_set_error(VS_ERR_INVALID, "%s: dp_replicate_dim '%s' is not a dim of the mesh %s", fn, rdim, all);
     if ((dims[0] = vs_mesh_dim_index(m, rd->dp_dim)) < 0) {
-        int r = vs_mesh_dim_index(m, "DPR") >= 0, s = vs_mesh_dim_index(m, "DPS") >= 0;
+        int r = _vs_ddp_has_dim(m, "DPR"), s = _vs_ddp_has_dim(m, "DPS");
         return vs_set_error(VS_ERR_INVALID, "%s: dp_dim '%s'%s is not a dim of the mesh %s%s", fn, rd->dp_dim,
                             rdim ? " (HSDP's shard dim)" : "", all,
                             !rdim && r != s ? ": HSDP needs both 'DPR' (replicate) and 'DPS' (shard)" : "");
     }
     /* A mesh naming one of DPR/DPS beside its DP dim ("DPR" x "DP") would be a
        DP over dp_dim alone: the other dim's replicas would train apart, silently. */
-    int has_r = vs_mesh_dim_index(m, "DPR") >= 0, has_s = vs_mesh_dim_index(m, "DPS") >= 0;
+    int has_r = _vs_ddp_has_dim(m, "DPR"), has_s = _vs_ddp_has_dim(m, "DPS");
     if (!rdim && has_r != has_s)
         return vs_set_error(VS_ERR_INVALID, "%s: the mesh %s has '%s' but no '%s': HSDP needs both 'DPR' (replicate) "
                             "and 'DPS' (shard), or set dp_replicate_dim and dp_dim", fn, all, has_r ? "DPR" : "DPS",
