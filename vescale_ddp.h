@@ -309,7 +309,9 @@ typedef struct vs_ddp_desc {
        largest bucket that uses one: ZeRO-2's gradients; trainer-owned buckets
        with `staged` 1 or partial over TP (their gradients, and with `staged`
        their ZeRO-1 all-gathers); the host's all-gathers under
-       VESCALE_DEBUG=params. When all are held, the next bucket waits for one. */
+       VESCALE_DEBUG=params. When all are held, the next bucket waits for one.
+       At most one a bucket is made (below ZeRO-3: a bucket holds one at a time,
+       so more would never be used). */
     int zero2_buffers;
     /* Trainer-owned buckets (vs_ddp_param_desc.storage), not partial: 0
        (default) reduces each parameter's gradient where it lies, in one group
@@ -2870,6 +2872,9 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
     if ((r = _vs_ddp_zpool_reserve(d))) goto fail;
     if (d->pool_bytes) {
         d->npool = d->desc.zero2_buffers;
+        // (one a bucket at most: a bucket holds one at a time; a caller sizing for the worst case,
+        // vs_parallelize's layers x their parameters, would otherwise get that many buffers)
+        if (d->desc.zero != VS_ZERO_3 && d->npool > d->nbuckets) d->npool = d->nbuckets > 0 ? d->nbuckets : 1;
         // ZeRO-3: a group's gradients all at once, and the last group's still reducing; accumulating
         // without sync (vs_ddp_set_sync 0): every bucket's full gradients
         if (d->desc.zero == VS_ZERO_3 && d->npool < 2 * _vs_ddp_group_buckets(d)) d->npool = 2 * _vs_ddp_group_buckets(d);

@@ -866,6 +866,33 @@ static int rank_memory(vs_world* w, void* arg)
         if (V->wide)
             VT_CHECK(mem[2].grads < mem[1].grads, "%s DP=%d: ZeRO-2 grads %zu bytes not below ZeRO-1's %zu", V->label,
                      dp, mem[2].grads, mem[1].grads);
+        { /* zero2_buffers far above the buckets (vs_parallelize asks layers x their parameters): one buffer a
+             bucket is made, no more (a bucket holds one at a time) */
+            vs_ddp_desc dd;
+            memset(&dd, 0, sizeof dd);
+            dd.mesh = mesh, dd.zero = VS_ZERO_2, dd.bucket_bytes = bb, dd.grad_fp32 = V->grad_fp32;
+            dd.optim.kind = V->kind, dd.optim.momentum = V->momentum, dd.zero2_buffers = 1000;
+            vs_ddp* d = NULL;
+            vs_ddp_memory big;
+            memset(&big, 0, sizeof big);
+            VT_OK(vs_ddp_init(&dd, &d));
+            for (int p = 0; d && p < np; p++) {
+                char nm[32];
+                snprintf(nm, sizeof nm, "p%d", p);
+                vs_ddp_param_desc pd;
+                memset(&pd, 0, sizeof pd);
+                pd.name = nm, pd.dtype = V->bf16 ? VS_BF16 : VS_F32, pd.ndim = 1, pd.shape[0] = numel[p];
+                VT_OK(vs_ddp_add_param(d, &pd, NULL));
+            }
+            if (d) VT_OK(vs_ddp_finalize(d));
+            if (d) VT_OK(vs_ddp_memory_usage(d, &big));
+            if (d) VT_OK(vs_ddp_free(d));
+            int nbk = nb; /* the default's 2 buffers, or one a bucket when fewer */
+            size_t one = mem[2].grad_staging / (size_t)(nbk < 2 ? nbk : 2);
+            VT_CHECK(big.grad_staging == (size_t)nbk * one,
+                     "%s DP=%d ZeRO-2 zero2_buffers 1000: staging %zu bytes, want %d buckets x %zu (one a bucket)",
+                     V->label, dp, big.grad_staging, nbk, one);
+        }
     }
     VT_OK(vs_mesh_free(mesh));
     return 0;
