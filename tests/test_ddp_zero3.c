@@ -426,7 +426,7 @@ static int train_rank(vs_world* w, void* arg)
     if (c->acct) c->big_steady[me] = c->acct->big[me] - big0, c->dev_steady[me] = c->acct->dev[me] - dev0;
     VT_OK(vs_ddp_memory_usage(d, &c->mem_end[me]));
     if (c->acct) c->hook_peak[me] = c->acct->peak[me] - c->base[me];
-    c->skipped = vs_ddp_skipped_steps(d);
+    if (me == 0) c->skipped = vs_ddp_skipped_steps(d); // (one writer: the ranks agree)
     // the results: every parameter gathered, and each one's owned range as DDP reports it
     c->owned_ok[me] = 1;
     for (int l = 0; l < L; l++) {
