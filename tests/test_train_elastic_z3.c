@@ -344,6 +344,24 @@ static void rmdir_all(const char* dir)
     VT_CHECK(system(cmd) == 0, "rm");
 }
 
+/* J against its reference, made without reconfigure: mesh s for steps [0, k)
+   and a checkpoint, a new job on `small` loaded from it up to grow (0: to the
+   end), then with grow a checkpoint and s again from it. */
+static void compare_reference(const job* J, shape s, shape small, int k, int grow, const char* what)
+{
+    char dir[128], a[200], b[200];
+    tmpdir(dir, sizeof dir);
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(b, sizeof b, "%s/b", dir);
+    job* R = mk(s);
+    segment(R, s, 0, k, NULL, a);
+    segment(R, small, k, grow ? grow : STEPS, a, grow ? b : NULL);
+    if (grow) segment(R, s, grow, STEPS, b, NULL);
+    compare(J, R, what);
+    rmdir_all(dir);
+    free(R);
+}
+
 /* HSDP on PP x DPR x DPS x TP: world rank `victim` dies at call `at` of step
    k; the survivors shrink by its DPR replica and go on from memory (lost 0,
    the checkpoint path never read); with grow, the replica comes back at that
@@ -372,18 +390,8 @@ static void case_hsdp(int pp, int dpr, int dps, int tp, vs_zero_stage z, int vic
     if (dpr == 2)
         VT_CHECK(J->plain_after == survivors, "%s: %d of %d survivors on a (PP, DP=%d, TP) mesh after the shrink", what,
                  J->plain_after, survivors, dps);
-    char dir[128], a[200], b[200];
-    tmpdir(dir, sizeof dir);
-    snprintf(a, sizeof a, "%s/a", dir);
-    snprintf(b, sizeof b, "%s/b", dir);
-    job* R = mk(s);
-    segment(R, s, 0, k, NULL, a);
-    segment(R, small, k, grow ? grow : STEPS, a, grow ? b : NULL);
-    if (grow) segment(R, s, grow, STEPS, b, NULL);
-    compare(J, R, what);
-    rmdir_all(dir);
+    compare_reference(J, s, small, k, grow, what);
     free(J);
-    free(R);
 }
 
 /* Plain ZeRO-3 over DP: world rank `victim` dies; its parameter shards,
@@ -409,15 +417,7 @@ static void case_zero3(int pp, int dp, int tp, int victim, int k, int at, int ck
     } else {
         VT_CHECK(J->info.lost > 0 && J->info.steps == k, "%s: lost %lld (want > 0: from the checkpoint), steps %lld",
                  what, (long long)J->info.lost, (long long)J->info.steps);
-        char dir[128], a[200];
-        tmpdir(dir, sizeof dir);
-        snprintf(a, sizeof a, "%s/a", dir);
-        job* R = mk(s);
-        segment(R, s, 0, k, NULL, a);
-        segment(R, small, k, STEPS, a, NULL);
-        compare(J, R, what);
-        rmdir_all(dir);
-        free(R);
+        compare_reference(J, s, small, k, 0, what);
     }
     rmdir_all(J->dir);
     free(J);
@@ -440,16 +440,8 @@ static void case_hsdp_dps(int victim, int k, int at)
     launch(4, elastic_fn, J);
     VT_CHECK(J->shrinks == 1 && J->info.lost > 0 && J->info.steps == k, "%s: %d shrinks, lost %lld (want > 0), steps "
              "%lld", what, J->shrinks, (long long)J->info.lost, (long long)J->info.steps);
-    char dir[128], a[200];
-    tmpdir(dir, sizeof dir);
-    snprintf(a, sizeof a, "%s/a", dir);
-    job* R = mk(s);
-    segment(R, s, 0, k, NULL, a);
-    segment(R, small, k, STEPS, a, NULL);
-    compare(J, R, what);
-    rmdir_all(dir);
+    compare_reference(J, s, small, k, 0, what);
     rmdir_all(J->dir);
-    free(R);
     free(J);
 }
 
