@@ -3010,24 +3010,29 @@ _VS_DDP_PRIVATE void _vs_ddp_zpool_free(vs_ddp* d, void* p)
     vs_free(d->world, raw);
 }
 
-/* One more (free) buffer in the gathered pool. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_grow(vs_ddp* d)
+/* The gathered pool grown to n buffers, the new ones free (one on each
+   failure to grow it: those made are kept). */
+_VS_DDP_PRIVATE vs_result _vs_ddp_zpool_grow(vs_ddp* d, int n)
 {
-    int n = d->nzpool + 1;
+    if (n <= d->nzpool) return VS_OK;
     void** np = _VS_DDP_NEW(d->world, void*, n);
     int* no = _VS_DDP_NEW(d->world, int, n);
-    void* nb = np && no ? _vs_ddp_zpool_alloc(d) : NULL;
-    if (!nb) {
+    if (!np || !no) {
         vs_free(d->world, np);
         vs_free(d->world, no);
-        return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory for gathered buffer %d (%zu bytes)", n,
-                            d->zpool_bytes);
+        return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory for the gathered pool's list of %d buffers", n);
     }
     for (int i = 0; i < d->nzpool; i++) np[i] = d->zpool[i], no[i] = d->zpool_owner[i];
-    np[d->nzpool] = nb, no[d->nzpool] = -1;
     vs_free(d->world, d->zpool);
     vs_free(d->world, d->zpool_owner);
-    d->zpool = np, d->zpool_owner = no, d->nzpool = n;
+    d->zpool = np, d->zpool_owner = no;
+    while (d->nzpool < n) {
+        void* nb = _vs_ddp_zpool_alloc(d);
+        if (!nb)
+            return vs_set_error(VS_ERR_NOMEM, "vs_ddp: out of memory for gathered buffer %d (%zu bytes)", d->nzpool + 1,
+                                d->zpool_bytes);
+        np[d->nzpool] = nb, no[d->nzpool++] = -1;
+    }
     return VS_OK;
 }
 
@@ -3040,7 +3045,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_take(vs_ddp* d, int b, void** buf)
             /* (device: cudaMalloc synchronizes the device, so this rank's gathers in flight finish first,
                on the host with a deadline, not inside the allocation while they wait for their peers) */
             vs_result r = d->cu ? vs_ddp_synchronize(d) : VS_OK;
-            if (!r) r = _vs_ddp_zpool_grow(d);
+            if (!r) r = _vs_ddp_zpool_grow(d, d->nzpool + 1);
             if (r) return r;
         }
         if (d->zpool_owner[i] >= 0) continue;
@@ -3127,7 +3132,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_size(vs_ddp* d)
     if (want > d->nbuckets) want = d->nbuckets;
     vs_result r = VS_OK;
     if (want > d->nzpool && d->cu) r = vs_ddp_synchronize(d);
-    while (d->nzpool < want && !r) r = _vs_ddp_zpool_grow(d);
+    if (!r) r = _vs_ddp_zpool_grow(d, want);
     return r ? vs_set_error(r, "vs_ddp_step: the gathered pool (%d buffers of %zu bytes, the first step's most held at "
                             "once): %s", want, d->zpool_bytes, vs_last_error()) : VS_OK;
 }
@@ -3321,9 +3326,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_zpool_reserve(vs_ddp* d)
     for (int b = 0; b < d->nbuckets; b++) kept += !d->buckets[b].reshard;
     int64_t want = (int64_t)kept + (1 + (int64_t)d->desc.prefetch) * per;
     if (want > d->nbuckets) want = d->nbuckets;
-    vs_result r = VS_OK;
-    while (d->nzpool < want && !r) r = _vs_ddp_zpool_grow(d);
-    return r;
+    return _vs_ddp_zpool_grow(d, (int)want);
 }
 
 /* vs_ddp_param under ZeRO-3: the view into the gathered bucket. */
