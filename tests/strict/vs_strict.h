@@ -103,15 +103,13 @@
      device memory is address space only (a PROT_NONE reservation of up to
      32 TiB, never backed: a host access still faults), and stream threads get 256 KiB
      stacks. So the library's control code runs on a thousand simulated GPUs
-     in one process (tests/test_strict_scale.c). Values read back are the
-     same on every rank: the bytes of copies, memsets and send/recvs of at most
-     64 KiB (ST_CARRY) are carried in host memory, and collectives whose ranks
-     each send at most that compute their result from the ranks' carried
-     inputs; every other device byte (what kernels wrote, what large copies
-     and collectives wrote) reads as zero. A read back of more than 64 KiB of
-     which nothing is carried leaves its host buffer as it was (not to back
-     it). vs_strict_counts.device_bytes
-     is the device memory allocated and not freed, in either mode.
+     in one process (tests/test_strict_scale.c). Every rank reads back the
+     same values: the bytes of copies, memsets and send/recvs of at most 64 KiB
+     are carried, collectives whose ranks each send at most that compute from
+     the carried inputs, and all else (what kernels wrote) reads as zero; a
+     larger read of nothing carried leaves its host buffer as it was.
+     vs_strict_counts.device_bytes is the device memory allocated and not
+     freed, in either mode.
 
    VS_STRICT_BACKTRACE=1 prints the caller's stack after each violation
    (addr2line -e <binary> on the +offsets names the lines).
@@ -1327,17 +1325,12 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 
 /* ---- copies ------------------------------------------------------------------- */
 
-/* Cost-only mode: device memory is address space only, so the stand-in carries
-   the bytes of small transfers in host memory, by device and address: what a
-   copy or send/recv of at most ST_CARRY bytes moves (a pipeline stage's header,
-   which the receiving host reads back to check it against its schedule), what
-   a small memset sets, and the result of a collective whose ranks each send at
-   most ST_CARRY bytes, computed from the ranks' carried inputs (a flag, a
-   norm's partial sums, a checkpoint's metadata). Every other device byte reads
-   as zero: what kernels write (a kernel drops what was carried in the ranges
-   it writes), what large copies and collectives write. So every rank reads back
-   the same control values (the ranks' agreement on a checkpoint, a step's skip).
-   A device's entries are sorted by address and disjoint. */
+/* Cost-only mode's device bytes, carried in host memory by device and address
+   (a device's entries sorted and disjoint): what copies, memsets and send/recvs
+   of at most ST_CARRY bytes write, and small collectives' results (st_collective_locked).
+   All else reads as zero: what kernels write (their written ranges drop what
+   was carried), what large transfers write. So the ranks read the same
+   control values (a checkpoint's agreement, a step's norm and skip). */
 #define ST_CARRY 65536
 typedef struct st_carry {
     const char* a;
