@@ -678,6 +678,11 @@ static int plan1024(int K, double fscale, int skip)
        probabilities, H T^2, and about 16 T D f32 besides, an MLP unit less):
        the average of the two */
     c.act_bytes_per_row = ((int64_t)cfg->heads * cfg->seq * cfg->seq * 4 + (int64_t)16 * cfg->seq * cfg->dim * 4) / 2;
+    /* and what crosses a stage's cut (the units' specs leave T free): T x D f32
+       a row. Without it the planner sent act_bytes_per_row (16x more at 13B)
+       between stages, 13 ms a message over the network: PP4's bubble 2x the
+       stand-in's, and PP2 chosen where PP4 was 14% faster */
+    c.msg_bytes_per_row = (int64_t)cfg->seq * cfg->dim * 4;
     vs_profile pf = spec_profile(&sp, 1);
     pf.flop_s *= fscale;
     vs_plan plan;
