@@ -751,9 +751,10 @@ static int plan1024(int K, double fscale, int skip)
         else
             step += dp_scaled(&a, dp, dpr, p->tp); /* the DP collectives of dp ranks across hosts, not 2 */
         printf("| %d | %s | %.4f s | %.4f s | %.3f |\n", seen, nm, e->step_s, step, step / e->step_s);
-        printf("#   stand-in's worst rank: compute %.4f, comm %.4f (exposed %.4f), bubble %.4f, host-bound %.4f s; "
+        const row* w = m2 ? &b : &a; /* (the run of M microbatches, or the longer one) */
+        printf("#   stand-in's worst rank (M %d): compute %.4f, comm %.4f (exposed %.4f), bubble %.4f, host-bound %.4f s; "
                "planner: compute %.4f, comm %.4f, bubble %.4f s\n",
-               a.compute, a.comm, a.exposed, a.bubble, a.host, e->compute_s, e->comm_s, e->bubble_s);
+               m2 ? m2 : m1, w->compute, w->comm, w->exposed, w->bubble, w->host, e->compute_s, e->comm_s, e->bubble_s);
         fflush(stdout);
         if (nrun < 64) ran[nrun] = *p, ran_step[nrun] = step, ran_comp[nrun] = m2 ? b.compute : a.compute,
                        ran_pcomp[nrun++] = e->compute_s;
