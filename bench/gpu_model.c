@@ -12,10 +12,13 @@
      gpu_model --only NAME     one row of the table (its mesh's name)
      gpu_model --published N   one published shape (N: 1.7b, 18.4b, 175b) on its
                                published mesh, the planner's prediction beside it
-     gpu_model --plan1024 [--top K] [--flop-scale X]
-                               the planner's K best plans (5) for GPT-3 13B on 1,024
-                               GPUs (its flop_s x X: the stand-in's compute rate,
-                               from --published 13b) in the stand-in
+     gpu_model --plan1024 [--top K] [--skip J] [--flop-scale X]
+                               the planner's K best plans (5; after its first J) for
+                               GPT-3 13B on 1,024 GPUs (its flop_s x X: the
+                               stand-in's compute rate, from --published 13b) in the
+                               stand-in; then the planner calibrated on the first
+                               plan run's mesh (its compute there), its estimate of
+                               each plan run and its own new first choices
 
    Per rank, over one steady step (the 3rd; the clock's busy times are reset
    after the 2nd), from the clock's outputs (vs_strict_clock_device) and the
@@ -675,6 +678,11 @@ static int plan1024(int K, double fscale, int skip)
        probabilities, H T^2, and about 16 T D f32 besides, an MLP unit less):
        the average of the two */
     c.act_bytes_per_row = ((int64_t)cfg->heads * cfg->seq * cfg->seq * 4 + (int64_t)16 * cfg->seq * cfg->dim * 4) / 2;
+    /* and what crosses a stage's cut (the units' specs leave T free): T x D f32
+       a row. Without it the planner sent act_bytes_per_row (16x more at 13B)
+       between stages, 13 ms a message over the network: PP4's bubble 2x the
+       stand-in's, and PP2 chosen where PP4 was 14% faster */
+    c.msg_bytes_per_row = (int64_t)cfg->seq * cfg->dim * 4;
     vs_profile pf = spec_profile(&sp, 1);
     pf.flop_s *= fscale;
     vs_plan plan;
@@ -695,6 +703,9 @@ static int plan1024(int K, double fscale, int skip)
     fflush(stdout);
     double best = 0, first = 0;
     int got = 0, ibest = -1, seen = 0;
+    vs_plan ran[64]; /* the plans run: the stand-in's step and compute, the planner's compute */
+    double ran_step[64], ran_comp[64], ran_pcomp[64];
+    int nrun = 0;
     WARM = 1;
     for (int i = 0; i < n && got < K; i++) {
         const vs_plan_estimate* e = &est[i];
@@ -740,7 +751,13 @@ static int plan1024(int K, double fscale, int skip)
         else
             step += dp_scaled(&a, dp, dpr, p->tp); /* the DP collectives of dp ranks across hosts, not 2 */
         printf("| %d | %s | %.4f s | %.4f s | %.3f |\n", seen, nm, e->step_s, step, step / e->step_s);
+        const row* w = m2 ? &b : &a; /* (the run of M microbatches, or the longer one) */
+        printf("#   stand-in's worst rank (M %d): compute %.4f, comm %.4f (exposed %.4f), bubble %.4f, host-bound %.4f s; "
+               "planner: compute %.4f, comm %.4f, bubble %.4f s\n",
+               m2 ? m2 : m1, w->compute, w->comm, w->exposed, w->bubble, w->host, e->compute_s, e->comm_s, e->bubble_s);
         fflush(stdout);
+        if (nrun < 64) ran[nrun] = *p, ran_step[nrun] = step, ran_comp[nrun] = m2 ? b.compute : a.compute,
+                       ran_pcomp[nrun++] = e->compute_s;
         if (!got) first = step;
         if (ibest < 0 || step < best) best = step, ibest = seen;
         got++;
@@ -749,6 +766,44 @@ static int plan1024(int K, double fscale, int skip)
         printf("\nthe planner's first choice in the stand-in: %.4f s; the best the stand-in found among its %d: #%d, %.4f "
                "s: first / best = %.3f (target <= 1.05)\n",
                first, got, ibest, best, first / best);
+    /* the planner calibrated on the mesh it chose (what vs_profile_measure
+       there would give it): flop_s x the stand-in's compute / the planner's for
+       the first plan run; each plan run estimated again, and its new rank */
+    if (nrun && ran_pcomp[0] > 0 && ran_comp[0] > 0) {
+        double cal = ran_comp[0] / ran_pcomp[0];
+        pf.flop_s *= cal;
+        if (vs_generate_plan(&m, &c, &pf, &plan, est, 8192, &n))
+            return fprintf(stderr, "planner: %s\n", vs_last_error()), 1;
+        printf("\nthe planner calibrated on the first plan run's mesh: flop_s x %.4f (%.3g x 1/peak)\n\n| plan | "
+               "calibrated planner's rank | its step | stand-in step | stand-in / planner |\n|---|---|---|---|---|\n",
+               cal, fscale * cal);
+        for (int j = 0; j < nrun; j++) {
+            int at = -1, k = 0;
+            for (int i = 0; i < n && at < 0; i++)
+                if (est[i].feasible && est[i].plan.zero != VS_ZERO_1 && (++k, 1) && est[i].plan.pp == ran[j].pp &&
+                    est[i].plan.dp == ran[j].dp && est[i].plan.tp == ran[j].tp &&
+                    est[i].plan.schedule == ran[j].schedule && est[i].plan.chunks == ran[j].chunks &&
+                    est[i].plan.microbatches == ran[j].microbatches && est[i].plan.zero == ran[j].zero &&
+                    est[i].plan.dp_shard == ran[j].dp_shard && !strcmp(est[i].plan.recompute, ran[j].recompute))
+                    at = i;
+            char t[1024];
+            vs_plan_print(&ran[j], t, sizeof t);
+            for (char* q = t; *q; q++)
+                if (*q == '\n') *q = ' ';
+            if (at < 0) printf("| %s | not ranked | | %.4f s | |\n", t, ran_step[j]);
+            else printf("| %s | %d | %.4f s | %.4f s | %.3f |\n", t, k, est[at].step_s, ran_step[j],
+                        ran_step[j] / est[at].step_s);
+        }
+        for (int i = 0, k = 0; i < n && k < 6; i++)
+            if (est[i].feasible && est[i].plan.zero != VS_ZERO_1) {
+                char t[1024];
+                vs_plan_print(&est[i].plan, t, sizeof t);
+                for (char* q = t; *q; q++)
+                    if (*q == '\n') *q = ' ';
+                printf("# calibrated planner's #%d: %s: %.4f s (compute %.4f, comm %.4f, bubble %.4f)\n", ++k, t,
+                       est[i].step_s, est[i].compute_s, est[i].comm_s, est[i].bubble_s);
+            }
+    }
     return 0;
 }
 
