@@ -115,7 +115,7 @@ HAVE_NVRTC := $(if $(wildcard $(CUDA)/include/nvrtc.h),1)
 # with the CUDA toolkit's own headers and NVRTC, and no GPU, libcudart or libnccl.
 HAVE_STRICT := $(if $(HAVE_NVRTC),$(if $(wildcard $(CUDA)/include/nccl.h),1))
 STRICT_H := tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h tests/strict/vs_strict_race.h tests/strict/vs_strict_clock.h
-STRICT_CFLAGS = -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64
+STRICT_CFLAGS = -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include $(if $(filter-out $(CUDA)/include,$(NCCL_INCLUDE)),-isystem $(NCCL_INCLUDE)) -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64
 # The library for NCCL compiled once ($(B)/impl/strict.o, without the stand-in): each
 # program below compiles the stand-in itself (tests/strict/vs_strict.h keeps its state
 # in statics of the program's unit and runs the library's private host kernels), and
@@ -367,8 +367,7 @@ run-gpu: | $(B)
 	@if ! command -v $(NVCC) >/dev/null 2>&1 || [ ! -f "$(NCCL_INCLUDE)/nccl.h" ]; then \
 	    echo "make run-gpu: no CUDA toolchain here ($(NVCC), $(NCCL_INCLUDE)/nccl.h): nothing to run on a GPU"; exit 0; fi; \
 	set -e; \
-	echo "$(NVCC) -O2 -x cu -DVESCALE_NCCL ... -o $(B)/train_gpt_gpu examples/train_gpt.c -lnccl -lnvrtc"; \
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/train_gpt_gpu examples/train_gpt.c -lnccl -lnvrtc -lpthread; \
+	$(MAKE) --no-print-directory $(B)/train_gpt_gpu; \
 	./$(B)/train_gpt_gpu --device cuda --steps 20; \
 	./$(B)/train_gpt_gpu --device cuda --steps 10 --dtype bf16
 
@@ -422,14 +421,21 @@ test-tsan:
 
 # NCCL on a real GPU, one rank per GPU (needs a CUDA device). NCCL_INCLUDE and
 # NCCL_LIB (below) point at an NCCL outside the CUDA toolkit (e.g. pip's nvidia-nccl).
-test-gpu: | $(B)
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_nccl tests/test_nccl.c -lnccl -lnvrtc -lpthread
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_pipe_nccl_gpu tests/test_pipe_nccl.c -lnccl -lnvrtc -lpthread
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_ckpt_nccl_gpu tests/test_ckpt_nccl.c -lnccl -lnvrtc -lpthread
+# (each binary its own target: make -j builds them side by side, as tests/gpu/run.sh does)
+NVCC_NCCL = $(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB)
+GPU_TESTS := $(B)/test_nccl $(B)/test_pipe_nccl_gpu $(B)/test_ckpt_nccl_gpu $(B)/test_gpt_kernels_gpu
+$(B)/test_nccl: tests/test_nccl.c tests/ddp_model.h tests/device_layout_cases.h $(HEADERS) tests/vs_test.h | $(B)
+	$(NVCC_NCCL) -o $@ $< -lnccl -lnvrtc -lpthread
+$(B)/%_nccl_gpu: tests/%_nccl.c $(HEADERS) tests/vs_test.h | $(B)
+	$(NVCC_NCCL) -o $@ $< -lnccl -lnvrtc -lpthread
+$(B)/test_gpt_kernels_gpu: tests/test_gpt_kernels.c examples/gpt.h examples/gpt_kernels.h $(HEADERS) tests/vs_test.h | $(B)
+	$(NVCC_NCCL) -o $@ $< -lnccl -lnvrtc -lpthread
+$(B)/train_gpt_gpu: examples/train_gpt.c examples/gpt.h examples/gpt_kernels.h $(HEADERS) | $(B)
+	$(NVCC_NCCL) -o $@ $< -lnccl -lnvrtc -lpthread
+test-gpu: $(GPU_TESTS)
 	./$(B)/test_nccl
 	./$(B)/test_pipe_nccl_gpu
 	./$(B)/test_ckpt_nccl_gpu
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_gpt_kernels_gpu tests/test_gpt_kernels.c -lnccl -lnvrtc -lpthread
 	./$(B)/test_gpt_kernels_gpu
 
 compile-check:
@@ -492,7 +498,7 @@ bench-gpu-model: $(B)/bench_gpu_model
 $(B)/gpu_calib: bench/gpu_calib.c examples/gpt.h examples/gpt_kernels.h tests/gpt_strict_kernels.h $(STRICT_H) $(HEADERS) | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 $(B)/gpu_calib_gpu: bench/gpu_calib.c examples/gpt.h examples/gpt_kernels.h $(HEADERS) | $(B)
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $@ $< -lnccl -lnvrtc -lpthread
+	$(NVCC_NCCL) -o $@ $< -lnccl -lnvrtc -lpthread
 .PHONY: gpu-calib-model
 gpu-calib-model: $(B)/gpu_calib
 	$(B)/gpu_calib --out $(B)/gpu_calib_model.txt

@@ -551,6 +551,7 @@ static int cal_kernels(const cal_shapes* sh, cal_side* S)
     const vs_kernel_decl* gd = gpt_kernel_decls;
     const int F = GPT_KF32, BF = GPT_KBF16, KB = GPT_KBLOCK;
 #define GB(x) (((x) + KB - 1) / KB)
+#define GC(b) ((b) > 16384 ? 16384 : (b)) /* gpt_kernels.h's launches: at most 16,384 blocks (grid-strided) */
 #define GK(ki) &gd[ki], (const void*)kc.k[ki]
     cal_op o;
     /* GEMM: the layer's (qkv, fc), the head's, a weight gradient (A transposed, accumulated), a square one */
@@ -559,7 +560,7 @@ static int cal_kernels(const cal_shapes* sh, cal_side* S)
     int mmt[] = {GPT_KMM_NN, GPT_KMM_NN, GPT_KMM_NT, GPT_KMM_TN, GPT_KMM_NN}, mmb[] = {0, 0, 0, 1, 0};
     for (int i = 0; i < 5; i++) {
         int tb = i == 3 ? F : BF; /* a weight gradient: two f32 activations */
-        cal_kernel(&o, GK(GPT_KI_MM), (mmM[i] + 31) / 32 * ((mmN[i] + 31) / 32), KB, i == 3 ? W : X1, F, X0, F,
+        cal_kernel(&o, GK(GPT_KI_MM), GC((mmM[i] + 31) / 32 * ((mmN[i] + 31) / 32)), KB, i == 3 ? W : X1, F, X0, F,
                    i == 3 ? X2 : W, tb, i < 2 ? W2 : NP, BF, LL(mmM[i]), LL(mmK[i]), LL(mmN[i]), mmt[i], mmb[i]);
         if (i == 2) o.v[0].p = LG; /* the logits [n, V] */
         cal_measure(&R, S, mmn[i], CL_GEMM, &o);
@@ -568,39 +569,39 @@ static int cal_kernels(const cal_shapes* sh, cal_side* S)
     char* x0 = (char*)X0;
     char* x1 = (char*)X1;
     size_t nd4 = (size_t)(n * D) * 4;
-    cal_kernel(&o, GK(GPT_KI_ATTN_FWD), B * H * T, KB, P, x0 + 3 * nd4, F, x0, x0 + nd4, x0 + 2 * nd4, F, B, T, H, hd);
+    cal_kernel(&o, GK(GPT_KI_ATTN_FWD), GC(B * H * T), KB, P, x0 + 3 * nd4, F, x0, x0 + nd4, x0 + 2 * nd4, F, B, T, H, hd);
     cal_measure(&R, S, "gptk_attn_fwd", CL_ATTN, &o);
-    cal_kernel(&o, GK(GPT_KI_ATTN_BWD_ROWS), B * H * T, KB, dS, P, x0 + 3 * nd4, x0 + 2 * nd4, F, B, T, H, hd);
+    cal_kernel(&o, GK(GPT_KI_ATTN_BWD_ROWS), GC(B * H * T), KB, dS, P, x0 + 3 * nd4, x0 + 2 * nd4, F, B, T, H, hd);
     cal_measure(&R, S, "gptk_attn_bwd_rows", CL_ATTN, &o);
-    cal_kernel(&o, GK(GPT_KI_ATTN_BWD), GB(B * T * H * hd), KB, x1, x1 + nd4, x1 + 2 * nd4, F, dS, P, x0, x0 + nd4,
+    cal_kernel(&o, GK(GPT_KI_ATTN_BWD), GC(GB(B * T * H * hd)), KB, x1, x1 + nd4, x1 + 2 * nd4, F, dS, P, x0, x0 + nd4,
                x0 + 3 * nd4, F, B, T, H, hd);
     cal_measure(&R, S, "gptk_attn_bwd", CL_ATTN, &o);
     /* elementwise */
-    cal_kernel(&o, GK(GPT_KI_EMBED), GB(n * D), KB, X0, F, W, W2, BF, ids, n, T, D, LL(0), V);
+    cal_kernel(&o, GK(GPT_KI_EMBED), GC(GB(n * D)), KB, X0, F, W, W2, BF, ids, n, T, D, LL(0), V);
     cal_measure(&R, S, "gptk_embed", CL_ELEM, &o);
-    cal_kernel(&o, GK(GPT_KI_ADD_ROWS), GB(n * D), KB, X0, F, X1, F, n, n, D, LL(0));
+    cal_kernel(&o, GK(GPT_KI_ADD_ROWS), GC(GB(n * D)), KB, X0, F, X1, F, n, n, D, LL(0));
     cal_measure(&R, S, "gptk_add_rows residual", CL_ELEM, &o);
-    cal_kernel(&o, GK(GPT_KI_GELU_FWD), GB(4 * n * D), KB, X1, F, X0, F, 4 * n * D);
+    cal_kernel(&o, GK(GPT_KI_GELU_FWD), GC(GB(4 * n * D)), KB, X1, F, X0, F, 4 * n * D);
     cal_measure(&R, S, "gptk_gelu_fwd", CL_ELEM, &o);
-    cal_kernel(&o, GK(GPT_KI_GELU_BWD), GB(4 * n * D), KB, X2, F, X1, F, X0, F, 4 * n * D);
+    cal_kernel(&o, GK(GPT_KI_GELU_BWD), GC(GB(4 * n * D)), KB, X2, F, X1, F, X0, F, 4 * n * D);
     cal_measure(&R, S, "gptk_gelu_bwd", CL_ELEM, &o);
-    cal_kernel(&o, GK(GPT_KI_SCALE), GB(lgn), KB, G, F, LG, num, lgn, n);
+    cal_kernel(&o, GK(GPT_KI_SCALE), GC(GB(lgn)), KB, G, F, LG, num, lgn, n);
     cal_measure(&R, S, "gptk_scale logits", CL_ELEM, &o);
     /* row reductions */
-    cal_kernel(&o, GK(GPT_KI_LN_FWD), n, KB, X1, F, mean, rstd, X0, F, W, W2, BF, n, D);
+    cal_kernel(&o, GK(GPT_KI_LN_FWD), GC(n), KB, X1, F, mean, rstd, X0, F, W, W2, BF, n, D);
     cal_measure(&R, S, "gptk_ln_fwd", CL_RED, &o);
-    cal_kernel(&o, GK(GPT_KI_LN_BWD), n, KB, X2, F, X1, F, X0, F, W, BF, mean, rstd, n, D);
+    cal_kernel(&o, GK(GPT_KI_LN_BWD), GC(n), KB, X2, F, X1, F, X0, F, W, BF, mean, rstd, n, D);
     cal_measure(&R, S, "gptk_ln_bwd", CL_RED, &o);
-    cal_kernel(&o, GK(GPT_KI_LN_BWD_W), GB(D), KB, W, W2, F, X1, F, X0, F, mean, rstd, n, D);
+    cal_kernel(&o, GK(GPT_KI_LN_BWD_W), GC(GB(D)), KB, W, W2, F, X1, F, X0, F, mean, rstd, n, D);
     cal_measure(&R, S, "gptk_ln_bwd_w", CL_RED, &o);
-    cal_kernel(&o, GK(GPT_KI_SUM_ROWS), GB(D), KB, W, F, X0, F, n, LL(1), D, LL(0));
+    cal_kernel(&o, GK(GPT_KI_SUM_ROWS), GC(GB(D)), KB, W, F, X0, F, n, LL(1), D, LL(0));
     cal_measure(&R, S, "gptk_sum_rows bias", CL_RED, &o);
     long long nb = 65536 / D > V ? V : 65536 / D < 1 ? 1 : 65536 / D;
-    cal_kernel(&o, GK(GPT_KI_EMBED_BWD), GB(D * nb), KB, W, F, X0, F, ids, n, D, LL(0), V, nb);
+    cal_kernel(&o, GK(GPT_KI_EMBED_BWD), GC(GB(D * nb)), KB, W, F, X0, F, ids, n, D, LL(0), V, nb);
     cal_measure(&R, S, "gptk_embed_bwd", CL_RED, &o);
-    cal_kernel(&o, GK(GPT_KI_CE), n, KB, G, loss, LG, F, ids, n, V);
+    cal_kernel(&o, GK(GPT_KI_CE), GC(n), KB, G, loss, LG, F, ids, n, V);
     cal_measure(&R, S, "gptk_ce", CL_RED, &o);
-    cal_kernel(&o, GK(GPT_KI_MEAN), 1, KB, num, loss, n);
+    cal_kernel(&o, GK(GPT_KI_MEAN), GC(1), KB, num, loss, n);
     cal_measure(&R, S, "gptk_mean", CL_RED, &o);
 #undef GK
     /* the library's kernels: vescale_mesh.h's (one block a row for the row kernels), vescale_ddp.h's */
@@ -652,6 +653,7 @@ static int cal_kernels(const cal_shapes* sh, cal_side* S)
 #undef DK
 #undef MB
 #undef GB
+#undef GC
     /* copies */
     memset(&o, 0, sizeof o);
     o.kind = OP_H2D, o.dst = X0, o.src = hbuf, o.bytes = (size_t)sh->copy;
@@ -768,7 +770,7 @@ CAL_FN int cal_run_all(const cal_shapes* sh, int step, cal_side* S)
 #else
     struct cudaDeviceProp pr;
     snprintf(S->side, sizeof S->side, "measured");
-    if (cudaGetDeviceProperties(&pr, 0) == cudaSuccess) snprintf(S->device, sizeof S->device, "%s", pr.name);
+    if (cudaGetDeviceProperties(&pr, 0) == cudaSuccess) snprintf(S->device, sizeof S->device, "%.63s", pr.name);
 #endif
     int bad = cal_kernels(sh, S);
 #ifdef VS_STRICT
