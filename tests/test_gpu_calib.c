@@ -128,6 +128,7 @@ static void case_fit(void)
         VT_CHECK(strstr(text, want) != NULL, "the table has no '%s'", want);
     }
     VT_CHECK(strstr(text, "| step (the example GPT, 1 GPU) | 0 | - |") != NULL, "the step's line");
+    VT_CHECK(strstr(text, "every row within [0.67, 1.5] of the fitted formulas") != NULL, "the fit explains every row");
     /* GEMM's ratio: the square GEMM at 20 against 67 TFLOP/s, the others memory-bound at 1000 against
        3350 GB/s, each + 5 us against 2 us: the class's sums, independently */
     double mod = 0, mea = 0;
