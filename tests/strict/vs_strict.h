@@ -94,7 +94,8 @@
      the time it would take on a GPU of a spec (VS_STRICT_SPEC=h100|h200|file;
      H100 by default): stream, event and host clocks, collectives that start
      with their latest rank, busy and exposed-communication times per device
-     (vs_strict_clock_*), a Chrome trace (VS_STRICT_TRACE=path). It only
+     (vs_strict_clock_*; cudaEventElapsedTime answers from it), a Chrome trace
+     (VS_STRICT_TRACE=path). It only
      observes: nothing it computes changes what runs or what is checked.
 
    - Cost-only mode (VS_STRICT_COST_ONLY=1, read at the first call): kernels,
