@@ -512,7 +512,7 @@ static double cal_time(cal_run* R, const cal_op* o, int reps)
     return o->kind == OP_HOSTCALL ? (h1 - h0) / reps : ms * 1e-3 / reps;
 }
 
-/* one row: once (a warm-up, and R's size), then R times */
+/* one row: once, once more timed (R's size), then R times */
 static void cal_measure(cal_run* R, cal_side* S, const char* name, int cls, const cal_op* o)
 {
     cal_row* r = cal_add(S, name, cls);
@@ -522,6 +522,13 @@ static void cal_measure(cal_run* R, cal_side* S, const char* name, int cls, cons
         if (vs_kernel_cost_get(o->decl, (void**)o->a, &c) == VS_OK) r->flops = c.flops, r->bytes = c.bytes, r->dtype = (int)c.dtype;
     } else {
         r->bytes = (double)o->bytes;
+    }
+    /* once ungated first: a kernel's first launch may load its module (lazy loading), which
+       must not wait behind the gate */
+    if (cal_issue(R, o) || cudaStreamSynchronize(R->s) != cudaSuccess) {
+        fprintf(stderr, "gpu_calib: %s failed (%s)\n", name, cudaGetErrorString(cudaGetLastError()));
+        R->failed = 1, r->s = -1;
+        return;
     }
     double t1 = cal_time(R, o, 1);
     int reps = o->kind == OP_HOSTCALL ? 100 : t1 > 0 ? (int)ceil(0.02 / t1) : 3;
