@@ -94,7 +94,8 @@
      the time it would take on a GPU of a spec (VS_STRICT_SPEC=h100|h200|file;
      H100 by default): stream, event and host clocks, collectives that start
      with their latest rank, busy and exposed-communication times per device
-     (vs_strict_clock_*), a Chrome trace (VS_STRICT_TRACE=path). It only
+     (vs_strict_clock_*; cudaEventElapsedTime answers from it), a Chrome trace
+     (VS_STRICT_TRACE=path). It only
      observes: nothing it computes changes what runs or what is checked.
 
    - Cost-only mode (VS_STRICT_COST_ONLY=1, read at the first call): kernels,
@@ -313,6 +314,7 @@ struct CUevent_st {
     struct st_vc* vc; /* vs_strict_race.h: the recorded operation's clock */
     struct st_vc* cvc; /* and its completion clock */
     struct st_tcell* tc; /* vs_strict_clock.h: the recorded position's end time */
+    unsigned flags;      /* cudaEventCreateWithFlags' */
     struct CUevent_st* enext; /* every event (kept: a late use is reported) */
 };
 
@@ -1206,10 +1208,9 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
 
 ST_C cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned flags)
 {
-    (void)flags;
     st_init();
     struct CUevent_st* e = (struct CUevent_st*)calloc(1, sizeof *e);
-    e->dev = st_cur_dev;
+    e->dev = st_cur_dev, e->flags = flags;
     pthread_mutex_lock(&st_mu);
     e->enext = st_events, st_events = e;
     st_count.events++;
@@ -1321,6 +1322,25 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     st_seen_comp_locked(cv);
     pthread_mutex_unlock(&st_mu);
     return st_sticky_check();
+}
+
+/* The virtual time between two recorded events (vs_strict_clock.h: an event's
+   time is its recorded position's end), in ms as CUDA gives it: a program's own
+   timing code gets the modelled times (bench/gpu_calib.c). Not a wait: as
+   CUDA, cudaErrorNotReady while either has not completed; an event never
+   recorded or made with cudaEventDisableTiming is an invalid handle. */
+ST_C cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b)
+{
+    if (!ms) return st_err(cudaErrorInvalidValue);
+    pthread_mutex_lock(&st_mu);
+    cudaError_t r = cudaSuccess;
+    if (!a || !b || a->dead || b->dead || !a->tc || !b->tc || ((a->flags | b->flags) & cudaEventDisableTiming))
+        r = cudaErrorInvalidResourceHandle;
+    else if ((a->s && a->s->done < a->target) || (b->s && b->s->done < b->target) || !a->tc->set || !b->tc->set)
+        r = cudaErrorNotReady;
+    else *ms = (float)((b->tc->t - a->tc->t) * 1e3);
+    pthread_mutex_unlock(&st_mu);
+    return r == cudaSuccess ? r : r == cudaErrorNotReady ? r : st_err(r);
 }
 
 /* ---- copies ------------------------------------------------------------------- */
