@@ -492,6 +492,14 @@ bench-pipe:
 bench-ckpt:
 	B=$(B) bash bench/run_ckpt.sh
 
+# a checkpoint's metadata at 64, 256 and 1,024 thread ranks: a save's and a load's
+# host time and memory a rank (issue 35; bench/RESULTS.md)
+.PHONY: bench-ckpt-meta
+bench-ckpt-meta: $(B)/bench_ckpt_meta
+	$(B)/bench_ckpt_meta
+$(B)/bench_ckpt_meta: bench/ckpt_meta.c $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+
 # the data loader (vescale.h >>data) behind a modelled step: its wait per step with and without read-ahead
 .PHONY: bench-data
 bench-data: $(B)/bench_data

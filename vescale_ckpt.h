@@ -114,7 +114,10 @@
      memory one piece at a time, as in every sync save);
    - agrees with the other ranks on the entries and on who writes what,
      creates the temporary directory, and returns; a writer thread writes this
-     rank's shard file;
+     rank's shard file. Rank 0 alone gathers every rank's records and plans;
+     each rank gets back only its own part, and sends its offsets and CRCs to
+     rank 0 alone: a rank's metadata is its own entries', rank 0's every
+     rank's (linear in the world, never all to all);
    - checks this rank's entries first (nothing is copied from a bad one): a
      bad entry, or a path rank 0 cannot create, is the call's error on every
      rank, and nothing is left to wait for.

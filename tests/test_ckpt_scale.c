@@ -89,6 +89,7 @@ static int rank_main(vs_world* w, void* arg)
 {
     const char* path = (const char*)arg;
     const int me = vs_world_rank(w);
+    if (me < 0 || me >= MAXR) return 1;
     tl_acct = &accts[me];
     vs_mesh* m = NULL;
     vs_mesh_desc md;
