@@ -18,6 +18,7 @@
      bench_ckpt_meta [--ranks 64,256,1024] [--reps 3] [--entries 4] [--dir /dev/shm] */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale_ckpt.h"
+#include "rank_bytes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,39 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { MAXR = 4096, MAXREP = 15, MAXE = 64, HDR = 16 };
-
-typedef struct acct {
-    size_t live, peak;
-} acct;
-static acct accts[MAXR], other;
-static __thread acct* tl_acct;
-
-static void* count_alloc(size_t n, void* user)
-{
-    (void)user;
-    acct* a = tl_acct ? tl_acct : &other;
-    char* p = (char*)malloc(n + HDR);
-    if (!p) return NULL;
-    memcpy(p, &n, sizeof n);
-    memcpy(p + sizeof n, &a, sizeof a);
-    size_t now = __atomic_add_fetch(&a->live, n, __ATOMIC_RELAXED), pk = __atomic_load_n(&a->peak, __ATOMIC_RELAXED);
-    while (now > pk && !__atomic_compare_exchange_n(&a->peak, &pk, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-    return p + HDR;
-}
-
-static void count_free(void* p, void* user)
-{
-    (void)user;
-    if (!p) return;
-    size_t n;
-    acct* a;
-    memcpy(&n, (char*)p - HDR, sizeof n);
-    memcpy(&a, (char*)p - HDR + sizeof n, sizeof a);
-    __atomic_sub_fetch(&a->live, n, __ATOMIC_RELAXED);
-    free((char*)p - HDR);
-}
+enum { MAXR = 4096, MAXREP = 15, MAXE = 64 };
+static rb_account accts[MAXR];
 
 static double now_s(void)
 {
@@ -125,7 +95,7 @@ static int rank_main(vs_world* w, void* arg)
     (void)arg;
     const int me = vs_world_rank(w);
     if (me < 0 || me >= MAXR) return 1;
-    tl_acct = &accts[me];
+    rb_acct = &accts[me];
     vs_mesh* m = NULL;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
@@ -147,13 +117,12 @@ static int rank_main(vs_world* w, void* arg)
         for (int call = 0; !r && call < 2; call++) {
             make(m, en, buf, &blob, names, call == 0);
             r = vs_barrier(c, NULL);
-            size_t base = __atomic_load_n(&tl_acct->live, __ATOMIC_RELAXED);
-            __atomic_store_n(&tl_acct->peak, base, __ATOMIC_RELAXED);
+            size_t base = rb_mark();
             if (!r) r = vs_barrier(c, NULL); // (every rank's base taken before any rank's call)
             double t0 = now_s(), c0 = cpu_s();
             if (!r) r = call == 0 ? vs_ckpt_save(ck, path, en, g_entries, NULL) : vs_ckpt_load(ck, path, en, g_entries, NULL);
             if (me == 0) t_wall[call][rep] = now_s() - t0;
-            bytes[call][rep][me] = __atomic_load_n(&tl_acct->peak, __ATOMIC_RELAXED) - base;
+            bytes[call][rep][me] = rb_since(base);
             vs_result rb = vs_barrier(c, NULL);
             if (me == 0) t_cpu[call][rep] = cpu_s() - c0;
             if (!r) r = rb;
@@ -193,7 +162,7 @@ static int run(int n)
     memset(&ld, 0, sizeof ld);
     ld.nranks = n;
     ld.stack_bytes = (size_t)256 << 10;
-    ld.allocator.alloc = count_alloc, ld.allocator.free = count_free;
+    ld.allocator.alloc = rb_alloc, ld.allocator.free = rb_free;
     vs_result r = vs_launch_ex(&ld, rank_main, NULL);
     if (r || g_failed) {
         fprintf(stderr, "bench_ckpt_meta: %d ranks: %s\n", n, r ? vs_last_error() : "a rank failed");

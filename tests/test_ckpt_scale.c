@@ -13,47 +13,14 @@
    The saved checkpoint is then loaded back on every rank and checked. */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale_ckpt.h"
+#include "../bench/rank_bytes.h"
 #include "vs_test.h"
 
 #include <stdlib.h>
 #include <unistd.h>
 
-enum { MAXR = 64, NREP = 4, NSH = 3, NE = NREP + NSH + 1, HDR = 16 };
-
-/* A rank's account: its blocks' live bytes and their peak. The hooks charge a
-   block to the thread that allocated it (the rank's, set on entry; other
-   threads' to `other`) and its free to the same account. */
-typedef struct acct {
-    size_t live, peak;
-} acct;
-static acct accts[MAXR], other;
-static __thread acct* tl_acct;
-
-static void* count_alloc(size_t n, void* user)
-{
-    (void)user;
-    acct* a = tl_acct ? tl_acct : &other;
-    char* p = (char*)malloc(n + HDR);
-    if (!p) return NULL;
-    memcpy(p, &n, sizeof n);
-    memcpy(p + sizeof n, &a, sizeof a);
-    size_t now = __atomic_add_fetch(&a->live, n, __ATOMIC_RELAXED), pk = __atomic_load_n(&a->peak, __ATOMIC_RELAXED);
-    while (now > pk && !__atomic_compare_exchange_n(&a->peak, &pk, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-    return p + HDR;
-}
-
-static void count_free(void* p, void* user)
-{
-    (void)user;
-    if (!p) return;
-    size_t n;
-    acct* a;
-    memcpy(&n, (char*)p - HDR, sizeof n);
-    memcpy(&a, (char*)p - HDR + sizeof n, sizeof a);
-    __atomic_sub_fetch(&a->live, n, __ATOMIC_RELAXED);
-    free((char*)p - HDR);
-}
+enum { MAXR = 64, NREP = 4, NSH = 3, NE = NREP + NSH + 1 };
+static rb_account accts[MAXR];
 
 static char root[256];
 static size_t save_bytes[MAXR]; // each rank's peak over the save, above what it held before
@@ -90,7 +57,7 @@ static int rank_main(vs_world* w, void* arg)
     const char* path = (const char*)arg;
     const int me = vs_world_rank(w);
     if (me < 0 || me >= MAXR) return 1;
-    tl_acct = &accts[me];
+    rb_acct = &accts[me];
     vs_mesh* m = NULL;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
@@ -106,10 +73,9 @@ static int rank_main(vs_world* w, void* arg)
     uint64_t blob;
     make(m, en, buf, &blob, 1);
     VT_OK(vs_barrier(vs_mesh_comm(m), NULL)); // (every rank's setup done: its bytes now are the base)
-    size_t base = __atomic_load_n(&tl_acct->live, __ATOMIC_RELAXED);
-    __atomic_store_n(&tl_acct->peak, base, __ATOMIC_RELAXED);
+    size_t base = rb_mark();
     vs_result r = vs_ckpt_save(ck, path, en, NE, NULL);
-    save_bytes[me] = __atomic_load_n(&tl_acct->peak, __ATOMIC_RELAXED) - base;
+    save_bytes[me] = rb_since(base);
     VT_CHECK(r == VS_OK, "rank %d: save: %s", me, vs_last_error());
     make(m, en, buf, &blob, 0);
     int loaded[NE];
@@ -139,7 +105,7 @@ static void run(int n, size_t* b0, size_t* bmax)
     memset(&ld, 0, sizeof ld);
     ld.nranks = n;
     ld.stack_bytes = (size_t)256 << 10;
-    ld.allocator.alloc = count_alloc, ld.allocator.free = count_free;
+    ld.allocator.alloc = rb_alloc, ld.allocator.free = rb_free;
     VT_OK(vs_launch_ex(&ld, rank_main, path));
     int good = 0;
     *b0 = save_bytes[0], *bmax = 0;
