@@ -2968,57 +2968,52 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_plan(const char* fn, _vs_ckpt_rec* rc, int n
     return VS_OK;
 }
 
+#ifdef _VS_CKPT_CUDA
+/* The device staging buffer, grown to `need` bytes (never shrunk: no cudaFree
+   beside collectives waiting on peers). */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_stage(vs_ckpt* ck, size_t need)
+{
+    if (need <= ck->dstage_bytes) return VS_OK;
+    void* d = vs_device_alloc(ck->w, need);
+    if (!d) return vs_set_error(VS_ERR_NOMEM, "checkpoint: %zu bytes of device memory for metadata", need);
+    if (ck->dstage) vs_device_free(ck->w, ck->dstage);
+    ck->dstage = d, ck->dstage_bytes = need;
+    return VS_OK;
+}
+#endif
+
 /* The checkpointer's metadata collectives, on host buffers. Staged (NCCL): each
    goes through the device buffer, copied in and out on the communicator's
    stream (the blocking collective between them waits with its deadline). */
-enum { _VS_CKPT_BCAST, _VS_CKPT_MAX, _VS_CKPT_GATHER, _VS_CKPT_GATHERV };
+enum { _VS_CKPT_BCAST, _VS_CKPT_MAX };
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_coll(vs_ckpt* ck, int kind, const void* send, void* recv, size_t count, vs_dtype dt,
-                                         int root, const size_t* counts, const size_t* displs)
+                                         int root)
 {
     vs_comm* c = ck->comm;
-    if (!ck->staged) {
-        switch (kind) {
-        case _VS_CKPT_BCAST: return vs_broadcast(c, recv, recv, count, dt, root, NULL);
-        case _VS_CKPT_MAX: return vs_all_reduce(c, send, recv, count, dt, VS_OP_MAX, NULL);
-        case _VS_CKPT_GATHER: return vs_all_gather(c, send, recv, count, dt, NULL);
-        default: return vs_all_gatherv(c, send, recv, counts, displs, dt, NULL);
-        }
-    }
+    if (!ck->staged)
+        return kind == _VS_CKPT_BCAST ? vs_broadcast(c, recv, recv, count, dt, root, NULL)
+                                      : vs_all_reduce(c, send, recv, count, dt, VS_OP_MAX, NULL);
 #ifdef _VS_CKPT_CUDA
-    const size_t es = vs_dtype_size(dt);
-    size_t sb = count * es, rb = sb;
-    if (kind == _VS_CKPT_GATHER) rb = sb * (size_t)ck->size;
-    if (kind == _VS_CKPT_GATHERV) {
-        rb = 0;
-        for (int i = 0; i < ck->size; i++)
-            if ((displs[i] + counts[i]) * es > rb) rb = (displs[i] + counts[i]) * es;
-    }
-    const size_t at = (sb + 255) / 256 * 256, need = at + rb + 1;
-    if (need > ck->dstage_bytes) {
-        void* d = vs_device_alloc(ck->w, need);
-        if (!d) return vs_set_error(VS_ERR_NOMEM, "checkpoint: %zu bytes of device memory for metadata", need);
-        if (ck->dstage) vs_device_free(ck->w, ck->dstage);
-        ck->dstage = d, ck->dstage_bytes = need;
-    }
+    const size_t sb = count * vs_dtype_size(dt), at = (sb + 255) / 256 * 256;
+    vs_result r = _vs_ckpt_stage(ck, at + sb + 1);
+    if (r) return r;
     char *ds = (char*)ck->dstage, *dr = ds + at;
     cudaStream_t st = (cudaStream_t)vs_comm_stream(c);
     cudaError_t e = cudaSuccess;
-    if (sb && kind != _VS_CKPT_BCAST) e = cudaMemcpyAsync(ds, send, sb, cudaMemcpyDefault, st);
-    if (sb && kind == _VS_CKPT_BCAST) e = cudaMemcpyAsync(dr, recv, sb, cudaMemcpyDefault, st);
+    if (sb) e = cudaMemcpyAsync(kind == _VS_CKPT_BCAST ? dr : ds, kind == _VS_CKPT_BCAST ? recv : send, sb,
+                                cudaMemcpyDefault, st);
     if (e != cudaSuccess)
         return vs_set_error(VS_ERR_BACKEND, "checkpoint: staging %zu bytes: %s", sb, cudaGetErrorString(e));
-    vs_result r = kind == _VS_CKPT_BCAST  ? vs_broadcast(c, dr, dr, count, dt, root, NULL)
-                : kind == _VS_CKPT_MAX    ? vs_all_reduce(c, ds, dr, count, dt, VS_OP_MAX, NULL)
-                : kind == _VS_CKPT_GATHER ? vs_all_gather(c, ds, dr, count, dt, NULL)
-                                          : vs_all_gatherv(c, ds, dr, counts, displs, dt, NULL);
+    r = kind == _VS_CKPT_BCAST ? vs_broadcast(c, dr, dr, count, dt, root, NULL)
+                               : vs_all_reduce(c, ds, dr, count, dt, VS_OP_MAX, NULL);
     if (r) return r;
-    if (rb) e = cudaMemcpyAsync(recv, dr, rb, cudaMemcpyDefault, st);
+    if (sb) e = cudaMemcpyAsync(recv, dr, sb, cudaMemcpyDefault, st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(st); // (the collective is done: the copy alone is left)
     return e == cudaSuccess ? VS_OK
-                            : vs_set_error(VS_ERR_BACKEND, "checkpoint: staging %zu bytes back: %s", rb,
+                            : vs_set_error(VS_ERR_BACKEND, "checkpoint: staging %zu bytes back: %s", sb,
                                            cudaGetErrorString(e));
 #else
-    (void)send, (void)recv, (void)count, (void)dt, (void)root, (void)counts, (void)displs;
+    (void)send, (void)recv, (void)count, (void)dt, (void)root;
     return vs_set_error(VS_ERR_UNAVAILABLE, "checkpoint: staging needs a VESCALE_NCCL build");
 #endif
 }
@@ -3051,12 +3046,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_xfer(vs_ckpt* ck, int up, void* one, size_t 
     cudaStream_t st = NULL;
     cudaError_t e = cudaSuccess;
     if (ck->staged) {
-        if (span + 1 > ck->dstage_bytes) {
-            void* d = vs_device_alloc(ck->w, span + 1);
-            if (!d) return vs_set_error(VS_ERR_NOMEM, "checkpoint: %zu bytes of device memory for metadata", span + 1);
-            if (ck->dstage) vs_device_free(ck->w, ck->dstage);
-            ck->dstage = d, ck->dstage_bytes = span + 1;
-        }
+        vs_result rs = _vs_ckpt_stage(ck, span + 1);
+        if (rs) return rs;
         b = (char*)ck->dstage;
         st = (cudaStream_t)vs_comm_stream(c);
         if (span && up != root) e = cudaMemcpyAsync(b, h, span, cudaMemcpyDefault, st); // (the sending side)
@@ -3093,7 +3084,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_agree_flag(vs_ckpt* ck, vs_result mine, int6
 {
     int64_t v[4] = {mine ? 1 : 0, mine ? -(int64_t)mine : 0, mine ? (int64_t)(ck->size - ck->rank) : 0, flag ? *flag : 0};
     int64_t all[4];
-    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_MAX, v, all, 4, VS_I64, 0, NULL, NULL);
+    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_MAX, v, all, 4, VS_I64, 0);
     if (r) return r;
     *who = all[2] ? ck->size - (int)all[2] : -1;
     if (flag) *flag = all[3];
@@ -3116,7 +3107,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_why(vs_ckpt* ck, vs_result mine, vs_result r
     if (who < 0 || who >= ck->size) // (the agreement itself failed)
         return mine ? vs_set_error(mine, "%s", own) : vs_set_error(ra, "%s: %s", fn, vs_last_error());
     if (ck->rank == who) _vs_ckpt_fmt(why, sizeof why, "%s", own);
-    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, why, sizeof why, VS_U8, who, NULL, NULL);
+    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, why, sizeof why, VS_U8, who);
     if (mine) return vs_set_error(mine, "%s", own);
     if (rb) return vs_set_error(ra, "%s: rank %d %s (its error says why)", fn, who, what);
     return vs_set_error(ra, "%s: rank %d %s: %s", fn, who, what, why);
@@ -4286,7 +4277,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _v
             len = st.st_size;
         if (fd >= 0) close(fd);
     }
-    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, &len, 1, VS_I64, 0, NULL, NULL);
+    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, &len, 1, VS_I64, 0);
     if (r) return r;
     if (len < 0) {
         vs_free(ck->w, text);
@@ -4295,7 +4286,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _v
     if (ck->rank != 0 && !(text = (char*)vs_alloc(ck->w, (size_t)len + 1))) r = VS_ERR_NOMEM;
     // (a rank out of memory still takes part in the broadcast, into a scratch byte)
     char one;
-    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, text ? text : &one, text ? (size_t)len : 0, VS_U8, 0, NULL, NULL);
+    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, text ? text : &one, text ? (size_t)len : 0, VS_U8, 0);
     if (r || rb) {
         vs_free(ck->w, text);
         return vs_set_error(r ? r : rb, "reading %s: %s", file, r ? "out of memory" : vs_last_error());
