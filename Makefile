@@ -24,7 +24,7 @@ TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
-MPI_NAMES := collectives mesh errors layout ddp_procs
+MPI_NAMES := collectives mesh errors layout ddp_procs ckpt_scale
 MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
 
 .PHONY: all run run-gpu test test-long test-hosts test-asan test-tsan test-gpu bench bench-redistribute bench-ddp bench-data bench-elastic compile-check clean

@@ -10,7 +10,9 @@
    index), so its bytes grow with the ranks, no faster. Before, every rank
    all-gathered every rank's records (~660 B each) and planned all of them, and
    every rank all-gathered every rank's CRC lists: ~8 x 660 B x n a rank here.
-   The saved checkpoint is then loaded back on every rank and checked. */
+   The saved checkpoint is then loaded back on every rank and checked. Built
+   with -DVESCALE_MPI (tests/run.sh runs it on 4 processes): the same round
+   trip over MPI. */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale_ckpt.h"
 #include "../bench/rank_bytes.h"
@@ -92,6 +94,7 @@ static int rank_main(vs_world* w, void* arg)
     return 0;
 }
 
+#ifndef VESCALE_MPI
 /* One save (and load) on n thread ranks: rank 0's bytes, and the largest of the
    other ranks'. */
 static void run(int n, size_t* b0, size_t* bmax)
@@ -140,3 +143,42 @@ int main(void)
     if (system(cmd)) return 1;
     return vt_summary();
 }
+#else
+/* Ranks as MPI processes (tests/run.sh: np 4): the save's point-to-point
+   transfers and agreements over MPI, a round trip checked on every rank. */
+int main(void)
+{
+    vs_world* w = NULL;
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_MPI;
+    wd.allocator.alloc = rb_alloc, wd.allocator.free = rb_free;
+    if (vs_world_init(&wd, &w)) {
+        fprintf(stderr, "vs_world_init(MPI): %s\n", vs_last_error());
+        return 1;
+    }
+    const int me = vs_world_rank(w);
+    vt_begin("ckpt_scale/mpi");
+    if (me == 0) {
+        snprintf(root, sizeof root, "/tmp/vs_ckpt_scale_XXXXXX");
+        if (!mkdtemp(root)) root[0] = 0;
+    }
+    VT_OK(vs_broadcast(vs_world_comm(w), root, root, sizeof root, VS_U8, 0, NULL));
+    char path[300];
+    snprintf(path, sizeof path, "%s/mpi", root);
+    int rc = root[0] ? rank_main(w, path) : 1;
+    VT_CHECK(rc == 0 && me >= 0 && me < MAXR && loaded_ok[me], "rank %d: the round trip failed", me);
+    int32_t local = __atomic_load_n(&vt_failures, __ATOMIC_SEQ_CST) != vt_case_start, any = 1;
+    VT_OK(vs_all_reduce(vs_world_comm(w), &local, &any, 1, VS_I32, VS_OP_MAX, NULL));
+    if (me == 0) {
+        VT_CHECK(!any || local, "ckpt_scale/mpi failed on another rank");
+        printf("# %d MPI ranks: a save's host bytes on rank 0 %zu\n", vs_world_size(w), save_bytes[0]);
+        vt_end("ckpt_scale/mpi");
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+        if (system(cmd)) any = 1;
+    }
+    VT_OK(vs_world_free(w));
+    return me == 0 ? vt_summary() : any;
+}
+#endif
