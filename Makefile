@@ -24,7 +24,7 @@ TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
-MPI_NAMES := collectives mesh errors layout ddp_procs
+MPI_NAMES := collectives mesh errors layout ddp_procs ckpt_scale
 MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
 
 .PHONY: all run run-gpu test test-long test-hosts test-asan test-tsan test-gpu bench bench-redistribute bench-ddp bench-data bench-elastic compile-check clean
@@ -518,6 +518,15 @@ bench-pipe:
 .PHONY: bench-ckpt
 bench-ckpt:
 	B=$(B) bash bench/run_ckpt.sh
+
+# a checkpoint's metadata at 64, 256 and 1,024 thread ranks: a save's and a load's
+# host time and memory a rank (issue 35; bench/RESULTS.md)
+.PHONY: bench-ckpt-meta
+bench-ckpt-meta: $(B)/bench_ckpt_meta
+	$(B)/bench_ckpt_meta
+$(B)/bench_ckpt_meta: bench/ckpt_meta.c bench/rank_bytes.h $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+$(B)/test_ckpt_scale: bench/rank_bytes.h
 
 # the data loader (vescale.h >>data) behind a modelled step: its wait per step with and without read-ahead
 .PHONY: bench-data
