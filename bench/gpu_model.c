@@ -399,6 +399,13 @@ typedef struct pubcfg {
 static const pubcfg PUBS[] = {
     {"1.3b", {51200, 2048, 2048, 16, 24, 1}, 1, 64, 1, VS_PIPE_1F1B, 512, 4, 2, 0, 0, 0, 0, 0, "none found"},
     {"13b", {51200, 2048, 5120, 40, 40, 1}, 1, 32, 8, VS_PIPE_1F1B, 1024, 1, 2, 4, 2, 0, 0, 0, "none found"},
+    /* NeMo's GPT3 5B and 20B (NeMo-Megatron-Launcher conf/training/gpt3/5b.yaml and
+       20b.yaml: 24 layers of 4,096, 32 heads; 44 of 6,144, 48 heads; sequence 2,048)
+       on the meshes and batches of NeMo 24.12's H100 table */
+    {"5b", {51200, 2048, 4096, 32, 24, 1}, 1, 64, 1, VS_PIPE_1F1B, 2048, 4, 8, 0, 2, 0, 765, 1979,
+     "NVIDIA NeMo 24.12 performance summary: GPT3-5B, 64 H100, GBS 2048, MBS 4, TP1 PP1, FP8"},
+    {"20b", {51200, 2048, 6144, 48, 44, 1}, 1, 32, 2, VS_PIPE_1F1B, 256, 2, 4, 0, 2, 0, 750, 1979,
+     "NVIDIA NeMo 24.12 performance summary: GPT3-20B, 64 H100, GBS 256, MBS 2, TP2 PP1, FP8"},
     {"175b", {51200, 2048, 12288, 96, 96, 1}, 8, 4, 4, VS_PIPE_INTERLEAVED, 256, 1, 8, 16, 2, 1, 771, 1979,
      "NVIDIA NeMo 24.12 performance summary: GPT3-175B, 128 H100, GBS 256, MBS 1, TP4 PP8 VP6, FP8"},
 };
@@ -474,7 +481,7 @@ static int published(const char* which)
     const pubcfg* P = NULL;
     for (size_t i = 0; i < sizeof PUBS / sizeof PUBS[0]; i++)
         if (!strcmp(which, PUBS[i].name)) P = &PUBS[i];
-    if (!P) return fprintf(stderr, "gpu_model: --published %s: 1.3b, 13b or 175b\n", which), 2;
+    if (!P) return fprintf(stderr, "gpu_model: --published %s: 1.3b, 13b, 5b, 20b or 175b\n", which), 2;
     vs_strict_spec sp = vs_strict_clock_spec();
     int n = P->pp * P->dp * P->tp, M = P->gbs / P->dp / P->mbs;
     WARM = 1;
