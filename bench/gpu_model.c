@@ -9,8 +9,9 @@
                                TP8 with sequence parallelism, PP2 x DP2 x TP2
                                (1F1B, interleaved, ZB-V; and 1F1B with SP)
      gpu_model --ranks         ... and every rank's row
-     gpu_model --tensor ...    any of these with GEMMs and attention on tensor
-                               cores (below: "Kernel costs")
+     gpu_model --tensor        the table with GEMMs and attention on tensor cores
+                               (below: "Kernel costs"; --published and --plan1024
+                               always price so: they stand beside production runs)
      gpu_model --only NAME     one row of the table (its mesh's name)
      gpu_model --published N   one published shape (N: 1.3b, 13b, 5b, 20b, 175b) on its
                                published mesh, the planner's prediction beside it
@@ -674,7 +675,8 @@ int main(int argc, char** argv)
             setenv("VS_STRICT_DEVICES", nd, 1);
         }
     gpt_strict_register();
-    if (tensor) register_tensor_costs(), tensor_on = 1;
+    /* the published shapes and the 1,024-GPU plans stand beside production runs: --tensor */
+    if (tensor || pub || p1024) register_tensor_costs(), tensor_on = 1;
     if (p1024) setenv("VS_STRICT_DEVICES", "64", 0); /* (each device gets 1/n of the 32 TiB: the largest run's ranks) */
     int bad = p1024 ? plan1024(top, fscale, skip) : pub ? published(pub) : table(per_rank, only);
     long v = vs_strict_violations();
