@@ -535,12 +535,14 @@ static int published(const char* which)
            "(%.1f%%) | ",
            P->name, P->pp, P->dp, P->tp, n, vs_pipe_kind_name(P->sched), P->gbs, P->mbs, step, mfu_s,
            100 * mfu_s / peak, plan, mfu_p, 100 * mfu_p / peak);
+    /* the published step: the same model flops at its TFLOP/s a GPU */
     if (P->pub_tflops > 0)
-        printf("%.0f TFLOP/s of %.0f (%.1f%%) | %.2f | %.2f | %.2f | %s |\n", P->pub_tflops, P->pub_peak,
-               100 * P->pub_tflops / P->pub_peak, plan / step, cal / step,
-               (mfu_s / peak) / (P->pub_tflops / P->pub_peak), P->source);
+        printf("%.2f s, %.0f TFLOP/s of %.0f (%.1f%%) | %.2f | %.2f | %.2f (%.2f) | %.2f | %s |\n",
+               F / n / (P->pub_tflops * 1e12), P->pub_tflops, P->pub_peak, 100 * P->pub_tflops / P->pub_peak,
+               plan / step, cal / step, mfu_s / P->pub_tflops, (mfu_s / peak) / (P->pub_tflops / P->pub_peak),
+               mfu_p / P->pub_tflops, P->source);
     else
-        printf("— | %.2f | %.2f | — | %s |\n", plan / step, cal / step, P->source);
+        printf("— | %.2f | %.2f | — | — | %s |\n", plan / step, cal / step, P->source);
     return 0;
 }
 
