@@ -105,7 +105,9 @@
      stacks. So the library's control code runs on a thousand simulated GPUs
      in one process (tests/test_strict_scale.c); values read back from the
      device are whatever the host buffer held, but for copies and send/recvs
-     of at most 64 KiB, whose bytes are carried (a pipeline stage's header). vs_strict_counts.device_bytes
+     of at most 64 KiB, whose bytes are carried (a pipeline stage's header),
+     and a read-back of at most 64 KiB that nothing carried (a kernel's
+     output), which reads zeros on every rank. vs_strict_counts.device_bytes
      is the device memory allocated and not freed, in either mode.
 
    VS_STRICT_BACKTRACE=1 prints the caller's stack after each violation
@@ -1361,7 +1363,10 @@ static int st_carry_get(const void* a, void* out, size_t n)
     return got;
 }
 /* a small transfer of n bytes from src to dst (program addresses; src's bytes
-   staged when not NULL) in cost-only mode */
+   staged when not NULL) in cost-only mode. A host destination whose device
+   source nothing carried (a kernel's output: a norm, a loss) gets zeros, so
+   every rank reads the same value (left as it was, ranks read their own stale
+   bytes and disagreed: a NaN norm skipped the optimizer on some ranks only). */
 static void st_carry_move(void* dst, const void* src, const char* staged, size_t n)
 {
     if (n > ST_CARRY) return;
@@ -1369,6 +1374,7 @@ static void st_carry_move(void* dst, const void* src, const char* staged, size_t
     int got = staged ? (memcpy(tmp, staged, n), 1) : st_is_dev(src) ? st_carry_get(src, tmp, n) : (memcpy(tmp, src, n), 1);
     if (st_is_dev(dst)) st_carry_put(dst, got ? tmp : NULL, n);
     else if (got) memcpy(dst, tmp, n);
+    else memset(dst, 0, n);
     free(tmp);
 }
 
