@@ -488,13 +488,15 @@ $(B)/bench_train_counts: bench/train_counts.c examples/gpt.h examples/gpt_kernel
 
 # the example GPT's steady step on simulated H100s (the strict stand-in's clock, cost-only):
 # step, compute, communication (exposed, by kind), bubble and host-bound idle per mesh and
-# schedule; --published / --plan1024: real shapes against the planner (bench/RESULTS.md)
+# schedule, with the kernels' declared costs and (--tensor) GEMMs and attention on tensor cores;
+# --published / --plan1024: real shapes against the planner (bench/RESULTS.md)
 $(B)/bench_gpu_model: bench/gpu_model.c examples/gpt.h examples/gpt_kernels.h tests/gpt_strict_kernels.h $(STRICT_H) $(HEADERS) \
                       $(B)/impl/strict.o $(B)/impl/standin.o $(PRIV_H) tests/vs_private.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 .PHONY: bench-gpu-model
 bench-gpu-model: $(B)/bench_gpu_model
 	$(B)/bench_gpu_model
+	$(B)/bench_gpu_model --tensor
 
 # bench/gpu_calib.c (issue 35.4): the same set of operations timed on the stand-in ($(B)/gpu_calib,
 # modelled) and on a GPU ($(B)/gpu_calib_gpu, nvcc, measured); tests/gpu/run.sh runs both and
