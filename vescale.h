@@ -4192,19 +4192,6 @@ _VS_HL_PRIVATE vs_result _vs_hl_bwd_weight(vs_pipe_call* c)
     return u->backward_weight(c);
 }
 
-/* SYNC of a chunk: its parameters whose last use on this stage it was start
-   their reduction (tied ones wait for on_step). */
-_VS_HL_PRIVATE vs_result _vs_hl_on_sync(void* user, int chunk)
-{
-    vs_train* t = (vs_train*)user;
-    for (int i = 0; i < t->np && t->zero != VS_ZERO_3; i++) { // (ZeRO-3: marked by the unit hook, below)
-        const _vs_hl_param* q = &t->prm[i];
-        if (q->ddp < 0 || q->users > 1 || q->chunk_lo != chunk) continue;
-        _VS_TRY(vs_ddp_grad_ready(t->ddp, q->ddp));
-    }
-    return VS_OK;
-}
-
 _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
 {
     vs_train* t = (vs_train*)user;
@@ -4235,18 +4222,21 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
     return VS_OK;
 }
 
-/* ZeRO-3's unit hook: before a part of layer l, its groups gathered (a shared
-   parameter's is its first user's) and its views bound; after it, released
-   and the views cleared. A recomputed forward keeps them for the backward
-   right after. After the layer's last backward part (grads_final), the
-   parameters it alone uses are marked ready; shared ones wait for on_step. */
+/* The unit hook. After a layer's last backward part of the step's last
+   microbatch (grads_final: W under the zero-bubble kinds, the backward after
+   a recompute), the parameters it alone uses are marked ready, so their
+   buckets reduce under the rest of the backward (a chunk's SYNC comes only
+   after its last layer's); shared ones wait for on_step. ZeRO-3 also: before
+   a part of layer l, its groups gathered (a shared parameter's is its first
+   user's) and its views bound; after it, released and the views cleared. A
+   recomputed forward keeps them for the backward right after. */
 _VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event* e);
 _VS_HL_PRIVATE vs_result _vs_hl_on_unit(void* user, const vs_pipe_hook_event* e)
 {
     vs_train* t = (vs_train*)user;
     double t0 = _vs_now();
     vs_result r = _vs_hl_on_unit_do(t, e);
-    t->z3_time += _vs_now() - t0;
+    if (t->zero == VS_ZERO_3) t->z3_time += _vs_now() - t0;
     return r;
 }
 _VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event* e)
@@ -4260,6 +4250,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event
         const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
         if (q->ddp >= 0 && q->users == 1) _VS_TRY(vs_ddp_grad_ready(d, q->ddp));
     }
+    if (t->zero != VS_ZERO_3) return VS_OK;
     for (int i = 0; i < np; i++) {
         const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
         int seen = q->ddp < 0;
@@ -4556,8 +4547,8 @@ _VS_HL_PRIVATE vs_result _vs_hl_open_ddp(vs_train* t)
     t->zero = t->plan.zero;
     dd.optim = t->desc.optim;
     /* ZeRO-2 stages a bucket's gradient from its first backward until its
-       chunk's SYNC; a pipeline keeps every bucket of a chunk (and, V-shaped,
-       of two) open across microbatches, so room for all of them. */
+       layers' last microbatch's; a pipeline keeps every bucket of a chunk (and,
+       V-shaped, of two) open across microbatches, so room for all of them. */
     dd.zero2_buffers = t->model->nlayers * VS_LAYER_MAX_PARAMS;
     dd.stream = t->stream; // (NULL on the host transports)
     dd.grad_fp32 = t->desc.grad_fp32;
@@ -4697,10 +4688,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_open_pipe(vs_train* t)
     pd.data = _vs_hl_data;
     pd.data_user = t;
     pd.loss = VS_PIPE_LOSS_MEAN;
-    pd.on_sync = _vs_hl_on_sync;
     pd.on_step = _vs_hl_on_step;
     pd.hook_user = t;
-    if (t->zero == VS_ZERO_3) pd.on_unit = _vs_hl_on_unit, pd.unit_user = t;
+    pd.on_unit = _vs_hl_on_unit, pd.unit_user = t; // (gradients ready a layer at a time; ZeRO-3's gathers)
     pd.stream = t->stream; // (NULL on the host transports)
     pd.fixed_shapes = t->dev && !t->desc.variable_shapes;
     pd.defer_loss = t->dev; // (the loss is read with the norm: one host wait a step)
