@@ -35,7 +35,9 @@
    vocab-parallel when the embedding or the head did (the bench wraps the
    layers' functions to set the thread's tag), else "step" (the loss, the
    gradient norm: the step's own collectives over TP or the world); under HSDP
-   a DP collective of other than the shard group's size is "HSDP replicas".
+   a DP collective of other than the shard group's size is "HSDP replicas";
+   a DP all-gather (ZeRO's parameters) is "DP gather", so "DP" is the
+   gradients' reduction.
 
    Kernel costs (until examples/gpt_kernels.h declares them beside their
    texts): registered here with vs_strict_kernel_cost, per gpt_kernels.h's
@@ -213,9 +215,9 @@ static void register_costs(void)
 
 /* ---- communication by kind ------------------------------------------------------------ */
 
-enum { TAG_STEP, TAG_TP, TAG_SP, TAG_VOCAB, TAG_DP, TAG_PP, TAG_DPR, NTAG };
+enum { TAG_STEP, TAG_TP, TAG_SP, TAG_VOCAB, TAG_DP, TAG_PP, TAG_DPR, TAG_DPG, NTAG };
 static const char* const tag_names[NTAG] = {"step", "TP all-reduce", "SP gather/scatter", "vocab", "DP", "PP send/recv",
-                                            "HSDP replicas"};
+                                            "HSDP replicas", "DP gather"};
 enum { THR_NONE, THR_BLOCK, THR_VOCAB }; /* the thread's tag: which layer enqueues */
 
 typedef struct mesh {
@@ -234,7 +236,8 @@ static int tagger(int kind, int n, const int* devs, int thr, void* user)
         vary_pp |= a / (m->tp * m->dp) != b / (m->tp * m->dp);
     }
     if (vary_pp && !vary_tp && !vary_dp) return TAG_PP;
-    if (vary_dp && !vary_tp && !vary_pp) return m->dps > 0 && n != m->dps ? TAG_DPR : TAG_DP;
+    if (vary_dp && !vary_tp && !vary_pp)
+        return m->dps > 0 && n != m->dps ? TAG_DPR : kind == VS_STRICT_ALLGATHER ? TAG_DPG : TAG_DP;
     if (vary_tp && !vary_dp && !vary_pp) {
         if (thr == THR_VOCAB) return TAG_VOCAB;
         if (thr == THR_BLOCK) return kind == VS_STRICT_ALLREDUCE ? TAG_TP : TAG_SP; /* (SP's send/recv too) */
