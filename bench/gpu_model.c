@@ -276,6 +276,10 @@ static void wrap_layers(gpt_model_storage* st, vs_model_desc* m)
 /* ---- one configuration's steady step -------------------------------------------------- */
 
 static int WARM = 2; /* steps before the one measured */
+/* 1: every device idle before the measured step, so its window holds no earlier step's
+   work (tests/test_strict_train.c); 0 (the bench): the step as a loop runs it, the last
+   step's optimizer kernels and ZeRO gathers still running when it starts */
+static int idle_start;
 typedef struct row {
     double step, compute, comm, exposed, bubble, host, comm_tag[NTAG], exposed_tag[NTAG];
 } row;
@@ -327,8 +331,10 @@ static int rank_fn(vs_world* w, void* arg)
     double h0 = 0;
     for (int s = 0; s <= WARM; s++) {
         if (s == WARM) { /* every rank idle: the busy times start here */
-            pthread_barrier_wait(&bar); /* every rank's last step enqueued (its ZeRO gathers too) */
-            cudaDeviceSynchronize();    /* and done: its optimizer's kernels come after its host wait */
+            if (idle_start) {
+                pthread_barrier_wait(&bar); /* every rank's last step enqueued (its ZeRO gathers too) */
+                cudaDeviceSynchronize();    /* and done: its optimizer's kernels come after its host wait */
+            }
             pthread_barrier_wait(&bar);
             if (me == 0) vs_strict_clock_reset(-1);
             pthread_barrier_wait(&bar);
