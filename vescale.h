@@ -2497,13 +2497,11 @@ _VS_HL_PRIVATE int _vs_gp_next_shard(const _vs_gp* g, int dp, int tp, int s)
 }
 
 /* The exposed part of stage p's gradient reduction, T seconds in all (ZeRO
-   0-2; pi: their pipeline). vs_parallelize marks a layer's gradients ready
-   after its last microbatch's backward, so they reduce in the reverse of the
-   layers' order under the backward of the layers before them: of the stage's
-   lowest chunk (whose backward ends the stage's), layer u's reduction and
-   those after it, T x the share of layers <= u, hide behind the backward of
-   the layers before u; the shared (tied) parameters reduce after it all.
-   The stage's other chunks end earlier, under the rest of the pipeline. */
+   0-2; pi: their pipeline). A layer's gradients reduce from its last
+   microbatch's backward on, so of the stage's lowest chunk (its backward ends
+   the stage's) the reductions of layers <= u (T x their share) show only
+   beyond the backward of the layers before u; tied parameters reduce last.
+   The other chunks end earlier, under the rest of the pipeline. */
 _VS_HL_PRIVATE double _vs_gp_dp_exposed(const _vs_gp* g, const vs_pipe_plan* pl, const _vs_gp_pipe* pi, int p, double T)
 {
     const int k = pi->lowk[p];
@@ -4290,7 +4288,7 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event
                        e->point == VS_PIPE_HOOK_WEIGHT_BEFORE;
     if (!before && e->point == VS_PIPE_HOOK_FORWARD_AFTER && e->recompute && !e->forward_only) return VS_OK;
     vs_ddp* d = t->ddp;
-    for (int i = 0; i < np && !before && e->grads_final; i++) {
+    for (int i = np - 1; i >= 0 && !before && e->grads_final; i--) { // (last first: buckets go in reverse registration)
         const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
         if (q->ddp >= 0 && q->users == 1) _VS_TRY(vs_ddp_grad_ready(d, q->ddp));
     }
