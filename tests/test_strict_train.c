@@ -14,10 +14,10 @@
    last backward has made them (vescale.h, _vs_hl_on_unit: grads_final), so
    what is left after the backward is the buckets of the first layers (the
    tied embedding's, reduced at on_step, is ~8% of the bytes) and the tail of
-   the stream of reductions; on these meshes DP communication is 1/10 to 1/5
-   of the backward, so the rest finishes under it. Marking every gradient ready
-   at the chunk's SYNC (after its last backward), as before, exposed 98% of it
-   (DP2 ZeRO-0: 0.54 of 0.55 ms; the bench's DP8: 1.76 of 1.80 ms). */
+   the stream of reductions; on these meshes the reduction is ~1/10 of the
+   backward, so the rest finishes under it (8-10% shows). Marking every gradient ready
+   at the chunk's SYNC (after its last backward), as before, exposed 93-97% of
+   it (DP2 ZeRO-0: 1.03 of 1.07 ms; now 0.09); the bench's DP8: 1.76 of 1.80. */
 #define GM_NO_MAIN
 #include "../bench/gpu_model.c"
 #include "vs_test.h"
