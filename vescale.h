@@ -1977,7 +1977,7 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      (constraints.node_ranks) takes the ring formula at inter_bw_bytes_s.
    - HSDP (shard size S, R = dp / S replicas): the reduce-scatter and the
      all-gather run within S (a host), then the owned 1/S of the gradients is
-     all-reduced over the R replicas, across hosts, exposed as the SYNC share
+     all-reduced over the R replicas, across hosts, exposed as the DP share
      below; the optimizer state and its step are /S.
    - ZeRO-3, in the pipeline: a chunk's n groups (its layers with parameters,
      of b bytes) are all-gathered over S, G = n x half(S, b / n), before the
@@ -1989,11 +1989,15 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      2G/n + max(0, 2G (1 - 1/n) - B). Without prefetch every gather shows.
      Kept gathered: no backward gather, the forward's once a step (not per
      microbatch), exposed after the pipeline.
-   - DP exposed: a chunk's reduction starts at its SYNC, after its last
+   - DP exposed: a layer's reduction starts after its last microbatch's
      backward, so the stage's chunks that finish early are reduced under the
-     rest of its pipeline: only the share of the chunk that finishes last (the
-     stage's lowest chunk; all of it with one chunk per stage) is exposed, and
-     ZeRO's all-gather, which follows the optimizer step, is exposed whole.
+     rest of its pipeline, and the chunk that finishes last (the stage's
+     lowest) under its own last backward: of its layers' reductions, those of
+     layer u and the layers before it show beyond the backward of the layers
+     before u (the largest such excess); tied parameters reduce at the step's
+     end, whole. ZeRO's all-gather, which follows the optimizer step, is
+     exposed whole; ZeRO-3's replicas' all-reduce (HSDP) as the lowest
+     chunk's share.
    - The optimizer step (profile opt_s per element a rank steps: the stage's
      local parameter elements, /S under ZeRO-1/2/3), after the pipeline. The
      step: makespan + the largest exposed DP time + optimizer time of any
@@ -2035,6 +2039,7 @@ typedef struct _vs_gp_unit {
 typedef struct _vs_gp_param {
     const vs_param_decl* decl;
     int unit, twin; // twin: an earlier unit holding the same (tied) parameter, or -1
+    int shared;     // used by two units (tied): reduced only at the step's end (vs_parallelize's on_step)
     int shard_dim;  // -1: replicated under TP
     double numel, bytes;
 } _vs_gp_param;
@@ -2057,6 +2062,8 @@ typedef struct _vs_gp {
     double act_row; // activation bytes a layer keeps per row
     double inter_bw; // a DP collective's bandwidth across hosts (constraints.inter_bw_bytes_s, 0: bw)
     double* ub;      // scratch: each unit's parameter bytes on its rank (_vs_gp_unit_bytes)
+    double* dx;      // scratch of the ZeRO 0-2 pipeline: [2u] unit u's own (not shared) parameter bytes on its
+                     // rank, [2u + 1] its backward's time for a microbatch (_vs_gp_dp_exposed)
     _vs_gp_est* est;
     int nest, capest;
 } _vs_gp;
@@ -2322,6 +2329,8 @@ _VS_HL_PRIVATE int _vs_gp_mesh_check(_vs_gp* g, int pp, int dp, int tp, char* wh
 typedef struct _vs_gp_pipe {
     double makespan, comp, comm, busy; // comp, comm, busy: the busiest stage's
     double pbytes[VS_PIPE_MAX_CHUNKS], pnumel[VS_PIPE_MAX_CHUNKS], last_share[VS_PIPE_MAX_CHUNKS];
+    double shared[VS_PIPE_MAX_CHUNKS]; // the share of pbytes in parameters two units use (reduced at the step's end)
+    int lowk[VS_PIPE_MAX_CHUNKS];      // the stage's lowest chunk (its backward ends the stage's)
     double act[VS_PIPE_MAX_CHUNKS]; // activation bytes per stage
     double gmax[VS_PIPE_MAX_CHUNKS];  // the stage's largest group (a unit's parameters), bytes
     double once[VS_PIPE_MAX_CHUNKS];  // ZeRO-3 kept gathered: the stage's exposed gathers, once a step
@@ -2395,6 +2404,9 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
             cb[k] += (x->split_bw ? f : 2 * f) + tb + pf->call_s;
             if (rc) cb[k] += f + tf + pf->call_s, comp[k] += f + pf->call_s, comm[k] += tf; // its forward again first
             cw[k] += x->split_bw ? f + (zb ? pf->call_s : 0) : 0;
+            if (!z) // the unit's backward for a microbatch (recompute and W included): its gradients after it
+                g->dx[2 * u + 1] = (x->split_bw ? 2 * f + (zb ? pf->call_s : 0) : 2 * f) + tb + pf->call_s +
+                                   (rc ? f + tf + pf->call_s : 0);
             nsplit += x->split_bw;
             comp[k] += 3 * f + (2 + (zb && x->split_bw)) * pf->call_s, comm[k] += tf + tb;
         }
@@ -2440,6 +2452,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
     double low[VS_PIPE_MAX_CHUNKS], keep[VS_PIPE_MAX_CHUNKS];
     int lowest[VS_PIPE_MAX_CHUNKS], maxl[VS_PIPE_MAX_CHUNKS];
     for (int p = 0; p < P; p++) lowest[p] = -1, maxl[p] = 0, low[p] = 0, keep[p] = 0;
+    for (int u = 0; u < g->nu && !z; u++) g->dx[2 * u] = 0;
     for (int k = 0; k < K; k++) {
         int p = pl->chunk_stage[k], nl = pl->first_unit[k + 1] - pl->first_unit[k];
         if (lowest[p] < 0) lowest[p] = k;
@@ -2463,9 +2476,13 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
         out->pbytes[p] += q->bytes / div;
         out->pnumel[p] += q->numel / div;
         if (k == lowest[p]) low[p] += q->bytes / div;
+        if (q->shared) out->shared[p] += q->bytes / div;
+        else if (!z) g->dx[2 * q->unit] += q->bytes / div;
     }
     for (int p = 0; p < P; p++) {
         out->last_share[p] = out->pbytes[p] > 0 ? low[p] / out->pbytes[p] : 0;
+        out->shared[p] = out->pbytes[p] > 0 ? out->shared[p] / out->pbytes[p] : 0;
+        out->lowk[p] = lowest[p];
         double live = rc ? keep[p] * sim.peak_live[p] + g->act_row : g->act_row * maxl[p] * sim.peak_live[p];
         out->act[p] = live * rows / (g->c->sequence_parallel ? tp : 1); // (recompute: one layer's whole, in its backward)
     }
@@ -2485,6 +2502,25 @@ _VS_HL_PRIVATE int _vs_gp_next_shard(const _vs_gp* g, int dp, int tp, int s)
     return -1;
 }
 
+/* The exposed part of stage p's gradient reduction, T seconds in all (ZeRO
+   0-2; pi: their pipeline). A layer's gradients reduce from its last
+   microbatch's backward on, so of the stage's lowest chunk (its backward ends
+   the stage's) the reductions of layers <= u (T x their share) show only
+   beyond the backward of the layers before u; tied parameters reduce last.
+   The other chunks end earlier, under the rest of the pipeline. */
+_VS_HL_PRIVATE double _vs_gp_dp_exposed(const _vs_gp* g, const vs_pipe_plan* pl, const _vs_gp_pipe* pi, int p, double T)
+{
+    const int k = pi->lowk[p];
+    if (!(pi->pbytes[p] > 0) || k < 0) return 0;
+    double s = 0, B = 0, e = 0;
+    for (int u = pl->first_unit[k]; u < pl->first_unit[k + 1]; u++) {
+        s += g->dx[2 * u] / pi->pbytes[p];
+        if (g->dx[2 * u] > 0 && T * s - B > e) e = T * s - B;
+        B += g->dx[2 * u + 1];
+    }
+    return e + T * pi->shared[p];
+}
+
 /* Estimates one DP form (zero, HSDP shard size or 0, ZeRO-3's
    reshard_after_forward) of a configuration whose pipeline is pi. */
 _VS_HL_PRIVATE vs_result _vs_gp_form(_vs_gp* g, const vs_pipe_plan* pl, int dp, int tp, vs_pipe_kind kind, int M, int rc,
@@ -2501,15 +2537,18 @@ _VS_HL_PRIVATE vs_result _vs_gp_form(_vs_gp* g, const vs_pipe_plan* pl, int dp, 
     if (zero == 3) plan->reshard_after_forward = reshard, plan->prefetch = pf1, plan->reshard_after_forward_set = plan->prefetch_set = 1;
     double dpx = 0, opx = 0, mem = -1;
     for (int p = 0; p < P; p++) {
-        /* the reduction starts at the chunk's SYNC: the lowest chunk's share shows;
-           ZeRO-1/2's gather follows the optimizer step, whole; HSDP all-reduces
-           the owned shard over the replicas; ZeRO-3's traffic is in the pipeline */
-        double b = pi->pbytes[p], ls = pi->last_share[p], x;
+        /* the reduction (and HSDP's all-reduce of the owned shard over the
+           replicas) runs under the backward from each layer's last microbatch
+           on (_vs_gp_dp_exposed); ZeRO-1/2's gather follows the optimizer step,
+           whole; ZeRO-3's traffic is in the pipeline, the replicas' share of its
+           lowest chunk shows */
+        double b = pi->pbytes[p], x;
         double gb = c->grad_fp32 ? 4 * pi->pnumel[p] : b; // the gradients' bytes
-        double xr = _vs_gp_dpcoll(g, R, dp * tp, gb / S, 2) * ls;
-        if (zero == 0) x = _vs_gp_dpcoll(g, dp, dp * tp, gb, 2) * ls;
-        else if (zero < 3) x = _vs_gp_dpcoll(g, S, S * tp, gb, 1) * ls + _vs_gp_dpcoll(g, S, S * tp, b, 1) + xr;
-        else x = xr + pi->once[p];
+        double xr = _vs_gp_dpcoll(g, R, dp * tp, gb / S, 2);
+        if (zero == 0) x = _vs_gp_dp_exposed(g, pl, pi, p, _vs_gp_dpcoll(g, dp, dp * tp, gb, 2));
+        else if (zero < 3) x = _vs_gp_dp_exposed(g, pl, pi, p, _vs_gp_dpcoll(g, S, S * tp, gb, 1) + xr) +
+                               _vs_gp_dpcoll(g, S, S * tp, b, 1);
+        else x = xr * pi->last_share[p] + pi->once[p];
         double o = pf->opt_s * pi->pnumel[p] / (zero ? S : 1); // the optimizer's step, after the pipeline
         if (x + o > dpx + opx) dpx = x, opx = o;
         /* ZeRO-3 at peak: the owned shards, the groups gathered at once (the
@@ -2649,7 +2688,9 @@ _VS_HL_PRIVATE vs_result _vs_gp_setup(_vs_gp* g)
     g->gu = (_vs_gp_unit*)vs_alloc(NULL, (size_t)g->nu * sizeof *g->gu);
     g->par = (_vs_gp_param*)vs_alloc(NULL, (size_t)(g->np ? g->np : 1) * sizeof *g->par);
     g->ub = (double*)vs_alloc(NULL, (size_t)g->nu * sizeof *g->ub);
-    if (!g->units || !g->gu || !g->par || !g->ub) return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
+    g->dx = (double*)vs_alloc(NULL, 2 * (size_t)g->nu * sizeof *g->dx);
+    if (!g->units || !g->gu || !g->par || !g->ub || !g->dx)
+        return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
     double maxdim = 0, total_flops = 0;
     for (int u = 0, i = 0; u < g->nu; u++) {
         const vs_layer_decl* L = &m->layers[u];
@@ -2671,7 +2712,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_setup(_vs_gp* g)
             if (d->ndim < 0 || d->ndim > VS_TENSOR_MAX_DIMS || !vs_dtype_size(dt))
                 return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: parameter %s: ndim %d, dtype %d",
                                     d->name ? d->name : "?", d->ndim, (int)d->dtype);
-            q->decl = d, q->unit = u, q->twin = -1;
+            q->decl = d, q->unit = u, q->twin = -1, q->shared = 0;
             q->shard_dim = c->policy == VS_TP_MEGATRON ? _vs_gp_shard_dim(d) : -1;
             q->numel = 1;
             for (int k = 0; k < d->ndim; k++) {
@@ -2686,7 +2727,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_setup(_vs_gp* g)
             if (c->policy == VS_TP_MEGATRON) _vs_gp_tp_calls(d, &x->ar_f, &x->ar_b);
             for (int t = 0, k = 0; d->name && t < u && q->twin < 0; t++)
                 for (int s = 0; s < m->layers[t].nparams; s++, k++)
-                    if (m->layers[t].params[s].name && !strcmp(m->layers[t].params[s].name, d->name)) q->twin = t;
+                    if (m->layers[t].params[s].name && !strcmp(m->layers[t].params[s].name, d->name))
+                        q->twin = t, q->shared = g->par[k].shared = 1;
         }
     }
     if (total_flops <= 0)
@@ -2908,7 +2950,7 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
         for (int i = 0; i < keep_i; i++) est[keep_f + i] = g.est[nfeas + i].e;
         if (n) *n = keep_f + keep_i;
     }
-    vs_free(NULL, g.units), vs_free(NULL, g.gu), vs_free(NULL, g.par), vs_free(NULL, g.ub), vs_free(NULL, g.est);
+    vs_free(NULL, g.units), vs_free(NULL, g.gu), vs_free(NULL, g.par), vs_free(NULL, g.ub), vs_free(NULL, g.dx), vs_free(NULL, g.est);
     return r;
 }
 
@@ -4202,19 +4244,6 @@ _VS_HL_PRIVATE vs_result _vs_hl_bwd_weight(vs_pipe_call* c)
     return u->backward_weight(c);
 }
 
-/* SYNC of a chunk: its parameters whose last use on this stage it was start
-   their reduction (tied ones wait for on_step). */
-_VS_HL_PRIVATE vs_result _vs_hl_on_sync(void* user, int chunk)
-{
-    vs_train* t = (vs_train*)user;
-    for (int i = 0; i < t->np && t->zero != VS_ZERO_3; i++) { // (ZeRO-3: marked by the unit hook, below)
-        const _vs_hl_param* q = &t->prm[i];
-        if (q->ddp < 0 || q->users > 1 || q->chunk_lo != chunk) continue;
-        _VS_TRY(vs_ddp_grad_ready(t->ddp, q->ddp));
-    }
-    return VS_OK;
-}
-
 _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
 {
     vs_train* t = (vs_train*)user;
@@ -4245,18 +4274,21 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_step(void* user)
     return VS_OK;
 }
 
-/* ZeRO-3's unit hook: before a part of layer l, its groups gathered (a shared
-   parameter's is its first user's) and its views bound; after it, released
-   and the views cleared. A recomputed forward keeps them for the backward
-   right after. After the layer's last backward part (grads_final), the
-   parameters it alone uses are marked ready; shared ones wait for on_step. */
+/* The unit hook. After a layer's last backward part of the step's last
+   microbatch (grads_final: W under the zero-bubble kinds, the backward after
+   a recompute), the parameters it alone uses are marked ready, so their
+   buckets reduce under the rest of the backward (a chunk's SYNC comes only
+   after its last layer's); shared ones wait for on_step. ZeRO-3 also: before
+   a part of layer l, its groups gathered (a shared parameter's is its first
+   user's) and its views bound; after it, released and the views cleared. A
+   recomputed forward keeps them for the backward right after. */
 _VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event* e);
 _VS_HL_PRIVATE vs_result _vs_hl_on_unit(void* user, const vs_pipe_hook_event* e)
 {
     vs_train* t = (vs_train*)user;
     double t0 = _vs_now();
     vs_result r = _vs_hl_on_unit_do(t, e);
-    t->z3_time += _vs_now() - t0;
+    if (t->zero == VS_ZERO_3) t->z3_time += _vs_now() - t0;
     return r;
 }
 _VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event* e)
@@ -4266,10 +4298,11 @@ _VS_HL_PRIVATE vs_result _vs_hl_on_unit_do(vs_train* t, const vs_pipe_hook_event
                        e->point == VS_PIPE_HOOK_WEIGHT_BEFORE;
     if (!before && e->point == VS_PIPE_HOOK_FORWARD_AFTER && e->recompute && !e->forward_only) return VS_OK;
     vs_ddp* d = t->ddp;
-    for (int i = 0; i < np && !before && e->grads_final; i++) {
+    for (int i = np - 1; i >= 0 && !before && e->grads_final; i--) { // (last first: buckets go in reverse registration)
         const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
         if (q->ddp >= 0 && q->users == 1) _VS_TRY(vs_ddp_grad_ready(d, q->ddp));
     }
+    if (t->zero != VS_ZERO_3) return VS_OK;
     for (int i = 0; i < np; i++) {
         const _vs_hl_param* q = &t->prm[t->layer_prm[l * VS_LAYER_MAX_PARAMS + i]];
         int seen = q->ddp < 0;
@@ -4566,8 +4599,8 @@ _VS_HL_PRIVATE vs_result _vs_hl_open_ddp(vs_train* t)
     t->zero = t->plan.zero;
     dd.optim = t->desc.optim;
     /* ZeRO-2 stages a bucket's gradient from its first backward until its
-       chunk's SYNC; a pipeline keeps every bucket of a chunk (and, V-shaped,
-       of two) open across microbatches, so room for all of them. */
+       layers' last microbatch's; a pipeline keeps every bucket of a chunk (and,
+       V-shaped, of two) open across microbatches, so room for all of them. */
     dd.zero2_buffers = t->model->nlayers * VS_LAYER_MAX_PARAMS;
     dd.stream = t->stream; // (NULL on the host transports)
     dd.grad_fp32 = t->desc.grad_fp32;
@@ -4707,10 +4740,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_open_pipe(vs_train* t)
     pd.data = _vs_hl_data;
     pd.data_user = t;
     pd.loss = VS_PIPE_LOSS_MEAN;
-    pd.on_sync = _vs_hl_on_sync;
     pd.on_step = _vs_hl_on_step;
     pd.hook_user = t;
-    if (t->zero == VS_ZERO_3) pd.on_unit = _vs_hl_on_unit, pd.unit_user = t;
+    pd.on_unit = _vs_hl_on_unit, pd.unit_user = t; // (gradients ready a layer at a time; ZeRO-3's gathers)
     pd.stream = t->stream; // (NULL on the host transports)
     pd.fixed_shapes = t->dev && !t->desc.variable_shapes;
     pd.defer_loss = t->dev; // (the loss is read with the norm: one host wait a step)

@@ -1057,7 +1057,10 @@ ST_C cudaError_t cudaMallocHost(void** p, size_t n)
         st_pins = (st_pin*)realloc(st_pins, sizeof *st_pins * (size_t)st_cappins);
     }
     st_pin* q = &st_pins[st_npins++];
-    q->p = (char*)malloc(n ? n : 1), q->n = n, q->registered = 0;
+    /* cost-only: zeroed, as a read-back no copy fills (copies are not run) must read
+       the same on every rank (a gradient norm's: ranks that disagree on a skip
+       issue different collectives) */
+    q->p = (char*)(st_cost_only ? calloc(1, n ? n : 1) : malloc(n ? n : 1)), q->n = n, q->registered = 0;
     *p = q->p;
     pthread_mutex_unlock(&st_mu);
     return cudaSuccess;
