@@ -20,11 +20,11 @@ MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
-TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_train_counts.c tests/test_strict_clock.c tests/test_strict_model.c tests/test_strict_scale.c tests/test_strict_shrink.c tests/test_elastic_procs.c tests/test_lighthouse.c tests/test_train_nccl.c tests/test_gpt_nccl.c tests/test_nccl_vendor.c tests/test_elastic_mpi.c,$(wildcard tests/test_*.c)))
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_train_counts.c tests/test_strict_clock.c tests/test_strict_model.c tests/test_strict_scale.c tests/test_strict_costonly.c tests/test_strict_shrink.c tests/test_elastic_procs.c tests/test_lighthouse.c tests/test_train_nccl.c tests/test_gpt_nccl.c tests/test_nccl_vendor.c tests/test_elastic_mpi.c tests/test_gpu_calib.c,$(wildcard tests/test_*.c)))
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
-MPI_NAMES := collectives mesh errors layout ddp_procs
+MPI_NAMES := collectives mesh errors layout ddp_procs ckpt_scale
 MPI_TESTS := $(if $(HAVE_MPI),$(foreach t,$(MPI_NAMES),$(if $(wildcard tests/test_$(t).c),$(B)/test_$(t)_mpi)))
 
 .PHONY: all run run-gpu test test-long test-hosts test-asan test-tsan test-gpu bench bench-redistribute bench-ddp bench-data bench-elastic compile-check clean
@@ -66,7 +66,7 @@ IMPL_OWN    := $(sort $(patsubst tests/%.c,%,\
                $(shell grep -lE '\b(_vs_kc|_vs_ddp_guards|_vs_ddp_guard_mu|_vs_ddp_segv_on|_vs_ddp_guard_full)\b' tests/test_*.c)))
 IMPL_PRIV   := $(filter-out $(IMPL_OWN),$(patsubst tests/%.c,%,$(shell grep -lE '\b_(vs|VS)_[A-Za-z]|\#include "[^"]*strict' tests/test_*.c)) \
                test_badinput test_data test_errors test_faults_mpi test_ddp_ext test_ddp_hsdp test_train_counts) \
-               train_gpt_strict vescale-ckpt $(patsubst tests/strict/neg/%.c,%,$(wildcard tests/strict/neg/*.c))
+               train_gpt_strict vescale-ckpt gpu_calib $(patsubst tests/strict/neg/%.c,%,$(wildcard tests/strict/neg/*.c))
 IMPL_LINKED := $(filter-out $(IMPL_OWN) $(IMPL_PRIV),$(patsubst tests/%.c,%,$(wildcard tests/test_*.c))) \
                mlp_dp_tp pipe_mlp train_gpt flat_trainer vescale-lighthouse
 IMPL_SHARED := $(IMPL_LINKED) $(IMPL_PRIV)
@@ -115,7 +115,7 @@ HAVE_NVRTC := $(if $(wildcard $(CUDA)/include/nvrtc.h),1)
 # with the CUDA toolkit's own headers and NVRTC, and no GPU, libcudart or libnccl.
 HAVE_STRICT := $(if $(HAVE_NVRTC),$(if $(wildcard $(CUDA)/include/nccl.h),1))
 STRICT_H := tests/strict/vs_strict.h tests/strict/vs_strict_nccl.h tests/strict/vs_strict_race.h tests/strict/vs_strict_clock.h
-STRICT_CFLAGS = -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64
+STRICT_CFLAGS = -D_GNU_SOURCE -DVESCALE_NCCL -DVS_STRICT -isystem $(CUDA)/include $(if $(filter-out $(CUDA)/include,$(NCCL_INCLUDE)),-isystem $(NCCL_INCLUDE)) -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64
 # The library for NCCL compiled once ($(B)/impl/strict.o, without the stand-in): each
 # program below compiles the stand-in itself (tests/strict/vs_strict.h keeps its state
 # in statics of the program's unit and runs the library's private host kernels), and
@@ -195,6 +195,12 @@ $(B)/train_gpt_strict: tests/train_gpt_strict.c examples/train_gpt.c tests/gpt_s
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_gpt_kernels_strict)
 $(B)/test_gpt_kernels_strict: tests/test_gpt_kernels.c tests/gpt_strict_kernels.h examples/gpt_kernels.h examples/gpt.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
+# the stand-in's clock against a GPU (issue 35.4): bench/gpu_calib.c's set of kernels, copies, a
+# one-rank all-reduce and the GPT's step, timed by the stand-in (here: the modelled side, small
+# shapes in make test; tests/gpu/run.sh runs the bench shapes on a GPU and on the stand-in)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_gpu_calib)
+$(B)/test_gpu_calib: tests/test_gpu_calib.c bench/gpu_calib.c examples/gpt.h examples/gpt_kernels.h tests/gpt_strict_kernels.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # the steady-state counts bench/strict_counts.c measures, the targets met enforced
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_counts)
 $(B)/test_strict_counts: tests/test_strict_counts.c bench/strict_counts.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
@@ -206,6 +212,10 @@ $(B)/test_train_counts: tests/test_train_counts.c bench/train_counts.c examples/
 # vescale's control code on 64 simulated GPUs in cost-only mode (make test-long: 256 and 1,024)
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_scale)
 $(B)/test_strict_scale: tests/test_strict_scale.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
+# cost-only mode gives every rank the same control values: a flag's all-reduce, a checkpoint's agreement, a step's skip
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_costonly)
+$(B)/test_strict_costonly: tests/test_strict_costonly.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # the stand-in's virtual time (tests/strict/vs_strict_clock.h): hand-worked timelines, formulas, the spec
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_clock)
@@ -231,7 +241,7 @@ $(B)/test_lighthouse: tests/test_lighthouse.c tests/lighthouse_tool.h tests/vt_d
 # every program of the stand-in links the strict object (test_nccl_strict compiles its own: IMPL_OWN)
 STRICT_PROGS := $(B)/test_ddp_ext_strict $(B)/test_ddp_hsdp_strict $(B)/test_ddp_zero3_strict $(B)/test_ddp_zero3_debug_strict $(B)/test_ckpt_nccl $(B)/test_pipe_nccl $(B)/test_nccl_vendor \
                 $(B)/test_train_nccl $(B)/test_gpt_nccl $(B)/train_gpt_strict $(B)/test_gpt_kernels_strict \
-                $(B)/test_strict_counts $(B)/test_train_counts $(B)/test_strict_clock $(B)/test_strict_model $(B)/test_strict_scale $(B)/test_strict_shrink $(B)/test_elastic_procs $(B)/test_lighthouse $(STRICT_NEG)
+                $(B)/test_gpu_calib $(B)/gpu_calib $(B)/test_strict_counts $(B)/test_train_counts $(B)/test_strict_clock $(B)/test_strict_model $(B)/test_strict_scale $(B)/test_strict_costonly $(B)/test_strict_shrink $(B)/test_elastic_procs $(B)/test_lighthouse $(STRICT_NEG)
 $(STRICT_PROGS): $(B)/impl/strict.o $(B)/impl/standin.o $(PRIV_H) tests/vs_private.h
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)
@@ -361,8 +371,7 @@ run-gpu: | $(B)
 	@if ! command -v $(NVCC) >/dev/null 2>&1 || [ ! -f "$(NCCL_INCLUDE)/nccl.h" ]; then \
 	    echo "make run-gpu: no CUDA toolchain here ($(NVCC), $(NCCL_INCLUDE)/nccl.h): nothing to run on a GPU"; exit 0; fi; \
 	set -e; \
-	echo "$(NVCC) -O2 -x cu -DVESCALE_NCCL ... -o $(B)/train_gpt_gpu examples/train_gpt.c -lnccl -lnvrtc"; \
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/train_gpt_gpu examples/train_gpt.c -lnccl -lnvrtc -lpthread; \
+	$(MAKE) --no-print-directory $(B)/train_gpt_gpu; \
 	./$(B)/train_gpt_gpu --device cuda --steps 20; \
 	./$(B)/train_gpt_gpu --device cuda --steps 10 --dtype bf16
 
@@ -416,14 +425,21 @@ test-tsan:
 
 # NCCL on a real GPU, one rank per GPU (needs a CUDA device). NCCL_INCLUDE and
 # NCCL_LIB (below) point at an NCCL outside the CUDA toolkit (e.g. pip's nvidia-nccl).
-test-gpu: | $(B)
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_nccl tests/test_nccl.c -lnccl -lnvrtc -lpthread
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_pipe_nccl_gpu tests/test_pipe_nccl.c -lnccl -lnvrtc -lpthread
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_ckpt_nccl_gpu tests/test_ckpt_nccl.c -lnccl -lnvrtc -lpthread
+# (each binary its own target: make -j builds them side by side, as tests/gpu/run.sh does)
+NVCC_NCCL = $(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB)
+GPU_TESTS := $(B)/test_nccl $(B)/test_pipe_nccl_gpu $(B)/test_ckpt_nccl_gpu $(B)/test_gpt_kernels_gpu
+$(B)/test_nccl: tests/test_nccl.c tests/ddp_model.h tests/device_layout_cases.h $(HEADERS) tests/vs_test.h | $(B)
+	$(NVCC_NCCL) -o $@ $< -lnccl -lnvrtc -lpthread
+$(B)/%_nccl_gpu: tests/%_nccl.c $(HEADERS) tests/vs_test.h | $(B)
+	$(NVCC_NCCL) -o $@ $< -lnccl -lnvrtc -lpthread
+$(B)/test_gpt_kernels_gpu: tests/test_gpt_kernels.c examples/gpt.h examples/gpt_kernels.h $(HEADERS) tests/vs_test.h | $(B)
+	$(NVCC_NCCL) -o $@ $< -lnccl -lnvrtc -lpthread
+$(B)/train_gpt_gpu: examples/train_gpt.c examples/gpt.h examples/gpt_kernels.h $(HEADERS) | $(B)
+	$(NVCC_NCCL) -o $@ $< -lnccl -lnvrtc -lpthread
+test-gpu: $(GPU_TESTS)
 	./$(B)/test_nccl
 	./$(B)/test_pipe_nccl_gpu
 	./$(B)/test_ckpt_nccl_gpu
-	$(NVCC) -O2 -x cu -DVESCALE_NCCL -I. -I$(NCCL_INCLUDE) -L$(NCCL_LIB) -Xlinker -rpath=$(NCCL_LIB) -o $(B)/test_gpt_kernels_gpu tests/test_gpt_kernels.c -lnccl -lnvrtc -lpthread
 	./$(B)/test_gpt_kernels_gpu
 
 compile-check:
@@ -472,13 +488,26 @@ $(B)/bench_train_counts: bench/train_counts.c examples/gpt.h examples/gpt_kernel
 
 # the example GPT's steady step on simulated H100s (the strict stand-in's clock, cost-only):
 # step, compute, communication (exposed, by kind), bubble and host-bound idle per mesh and
-# schedule; --published / --plan1024: real shapes against the planner (bench/RESULTS.md)
+# schedule, with the kernels' declared costs and (--tensor) GEMMs and attention on tensor cores;
+# --published / --plan1024: real shapes against the planner (bench/RESULTS.md)
 $(B)/bench_gpu_model: bench/gpu_model.c examples/gpt.h examples/gpt_kernels.h tests/gpt_strict_kernels.h $(STRICT_H) $(HEADERS) \
                       $(B)/impl/strict.o $(B)/impl/standin.o $(PRIV_H) tests/vs_private.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 .PHONY: bench-gpu-model
 bench-gpu-model: $(B)/bench_gpu_model
 	$(B)/bench_gpu_model
+	$(B)/bench_gpu_model --tensor
+
+# bench/gpu_calib.c (issue 35.4): the same set of operations timed on the stand-in ($(B)/gpu_calib,
+# modelled) and on a GPU ($(B)/gpu_calib_gpu, nvcc, measured); tests/gpu/run.sh runs both and
+# compares them (gpu_calib --compare). make gpu-calib-model prints the stand-in's side here.
+$(B)/gpu_calib: bench/gpu_calib.c examples/gpt.h examples/gpt_kernels.h tests/gpt_strict_kernels.h $(STRICT_H) $(HEADERS) | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
+$(B)/gpu_calib_gpu: bench/gpu_calib.c examples/gpt.h examples/gpt_kernels.h $(HEADERS) | $(B)
+	$(NVCC_NCCL) -o $@ $< -lnccl -lnvrtc -lpthread
+.PHONY: gpu-calib-model
+gpu-calib-model: $(B)/gpu_calib
+	$(B)/gpu_calib --out $(B)/gpu_calib_model.txt
 
 .PHONY: bench-strict
 bench-strict:
@@ -491,6 +520,15 @@ bench-pipe:
 .PHONY: bench-ckpt
 bench-ckpt:
 	B=$(B) bash bench/run_ckpt.sh
+
+# a checkpoint's metadata at 64, 256 and 1,024 thread ranks: a save's and a load's
+# host time and memory a rank (issue 35; bench/RESULTS.md)
+.PHONY: bench-ckpt-meta
+bench-ckpt-meta: $(B)/bench_ckpt_meta
+	$(B)/bench_ckpt_meta
+$(B)/bench_ckpt_meta: bench/ckpt_meta.c bench/rank_bytes.h $(HEADERS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+$(B)/test_ckpt_scale: bench/rank_bytes.h
 
 # the data loader (vescale.h >>data) behind a modelled step: its wait per step with and without read-ahead
 .PHONY: bench-data

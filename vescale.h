@@ -539,6 +539,12 @@ typedef struct vs_constraints {
        reduce them, and their memory, count 4 bytes an element, not the
        parameter's dtype's */
     int grad_fp32;
+    /* Bytes a row of a unit's output whose spec leaves a dim after the first
+       free ("x:f32[*,*,1024]": a sequence of any length): the tensor a stage
+       sends on, a TP all-reduce moves, a recomputed layer keeps (0:
+       act_bytes_per_row, what a layer keeps in all, which is often far more:
+       a GPT's attention probabilities beside its T x D output) */
+    int64_t msg_bytes_per_row;
 } vs_constraints;
 
 /* One configuration as the planner saw it. Its plan has every default explicit
@@ -1953,7 +1959,7 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
    - A TP all-reduce's bytes: a forward one moves the layer's output, a
      backward one its input (the previous layer's output): bytes per row from
      the first output's spec ("h:f32[*,16,64]": 4096) when every dim after the
-     first is fixed, else act_bytes_per_row; times r.
+     first is fixed, else msg_bytes_per_row, else act_bytes_per_row; times r.
    - A TP all-reduce's time over n ranks: the profile's measured time for
      groups of n (ar_s, interpolated in bytes) plus its in-place extra per
      byte (tp_s: what the layers' calls cost beyond the table's); without a
@@ -2657,6 +2663,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_setup(_vs_gp* g)
         total_flops += x->flops;
         x->split_bw = L->unit.backward_input && L->unit.backward_weight;
         x->row_bytes = _vs_gp_spec_row_bytes(L->unit.outputs);
+        if (x->row_bytes <= 0 && L->unit.outputs && c->msg_bytes_per_row > 0) x->row_bytes = (double)c->msg_bytes_per_row;
         for (int j = 0; j < L->nparams; j++, i++) {
             const vs_param_decl* d = &L->params[j];
             _vs_gp_param* q = &g->par[i];
@@ -2812,6 +2819,9 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
     if (c->global_batch < 1)
         return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: global_batch = %lld rows (required, >= 1)",
                             (long long)c->global_batch);
+    if (c->msg_bytes_per_row < 0)
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: msg_bytes_per_row = %lld (>= 0)",
+                            (long long)c->msg_bytes_per_row);
     if (!(c->mem_limit_bytes >= 0 && c->mem_limit_bytes < HUGE_VAL) || c->act_bytes_per_row < 0)
         return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: mem_limit_bytes = %g, act_bytes_per_row = %lld (>= 0)",
                             c->mem_limit_bytes, (long long)c->act_bytes_per_row);

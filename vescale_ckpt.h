@@ -114,7 +114,10 @@
      memory one piece at a time, as in every sync save);
    - agrees with the other ranks on the entries and on who writes what,
      creates the temporary directory, and returns; a writer thread writes this
-     rank's shard file;
+     rank's shard file. Rank 0 alone gathers every rank's records and plans;
+     each rank gets back only its own part, and sends its offsets and CRCs to
+     rank 0 alone: a rank's metadata is its own entries', rank 0's every
+     rank's (linear in the world, never all to all);
    - checks this rank's entries first (nothing is copied from a bad one): a
      bad entry, or a path rank 0 cannot create, is the call's error on every
      rank, and nothing is left to wait for.
@@ -2804,6 +2807,7 @@ typedef struct _vs_ckpt_rec {
     uint32_t blob_crc;  // blobs: every holder must give the same bytes
     char layout[128];
     int entry;          // index into the holder's entries
+    int seq;            // index among the holder's records (rank 0 sends the plan back in this order)
     // decided by every rank alike
     int writer;         // 1: this record's rank writes it
     int dup;            // 1: another record with the same content is written instead
@@ -2964,82 +2968,112 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_plan(const char* fn, _vs_ckpt_rec* rc, int n
     return VS_OK;
 }
 
+#ifdef _VS_CKPT_CUDA
+/* The device staging buffer, grown to `need` bytes (never shrunk: no cudaFree
+   beside collectives waiting on peers). */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_stage(vs_ckpt* ck, size_t need)
+{
+    if (need <= ck->dstage_bytes) return VS_OK;
+    void* d = vs_device_alloc(ck->w, need);
+    if (!d) return vs_set_error(VS_ERR_NOMEM, "checkpoint: %zu bytes of device memory for metadata", need);
+    if (ck->dstage) vs_device_free(ck->w, ck->dstage);
+    ck->dstage = d, ck->dstage_bytes = need;
+    return VS_OK;
+}
+#endif
+
 /* The checkpointer's metadata collectives, on host buffers. Staged (NCCL): each
    goes through the device buffer, copied in and out on the communicator's
    stream (the blocking collective between them waits with its deadline). */
-enum { _VS_CKPT_BCAST, _VS_CKPT_MAX, _VS_CKPT_GATHER, _VS_CKPT_GATHERV };
+enum { _VS_CKPT_BCAST, _VS_CKPT_MAX };
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_coll(vs_ckpt* ck, int kind, const void* send, void* recv, size_t count, vs_dtype dt,
-                                         int root, const size_t* counts, const size_t* displs)
+                                         int root)
 {
     vs_comm* c = ck->comm;
-    if (!ck->staged) {
-        switch (kind) {
-        case _VS_CKPT_BCAST: return vs_broadcast(c, recv, recv, count, dt, root, NULL);
-        case _VS_CKPT_MAX: return vs_all_reduce(c, send, recv, count, dt, VS_OP_MAX, NULL);
-        case _VS_CKPT_GATHER: return vs_all_gather(c, send, recv, count, dt, NULL);
-        default: return vs_all_gatherv(c, send, recv, counts, displs, dt, NULL);
-        }
-    }
+    if (!ck->staged)
+        return kind == _VS_CKPT_BCAST ? vs_broadcast(c, recv, recv, count, dt, root, NULL)
+                                      : vs_all_reduce(c, send, recv, count, dt, VS_OP_MAX, NULL);
 #ifdef _VS_CKPT_CUDA
-    const size_t es = vs_dtype_size(dt);
-    size_t sb = count * es, rb = sb;
-    if (kind == _VS_CKPT_GATHER) rb = sb * (size_t)ck->size;
-    if (kind == _VS_CKPT_GATHERV) {
-        rb = 0;
-        for (int i = 0; i < ck->size; i++)
-            if ((displs[i] + counts[i]) * es > rb) rb = (displs[i] + counts[i]) * es;
-    }
-    const size_t at = (sb + 255) / 256 * 256, need = at + rb + 1;
-    if (need > ck->dstage_bytes) {
-        void* d = vs_device_alloc(ck->w, need);
-        if (!d) return vs_set_error(VS_ERR_NOMEM, "checkpoint: %zu bytes of device memory for metadata", need);
-        if (ck->dstage) vs_device_free(ck->w, ck->dstage);
-        ck->dstage = d, ck->dstage_bytes = need;
-    }
+    const size_t sb = count * vs_dtype_size(dt), at = (sb + 255) / 256 * 256;
+    vs_result r = _vs_ckpt_stage(ck, at + sb + 1);
+    if (r) return r;
     char *ds = (char*)ck->dstage, *dr = ds + at;
     cudaStream_t st = (cudaStream_t)vs_comm_stream(c);
     cudaError_t e = cudaSuccess;
-    if (sb && kind != _VS_CKPT_BCAST) e = cudaMemcpyAsync(ds, send, sb, cudaMemcpyDefault, st);
-    if (sb && kind == _VS_CKPT_BCAST) e = cudaMemcpyAsync(dr, recv, sb, cudaMemcpyDefault, st);
+    if (sb) e = cudaMemcpyAsync(kind == _VS_CKPT_BCAST ? dr : ds, kind == _VS_CKPT_BCAST ? recv : send, sb,
+                                cudaMemcpyDefault, st);
     if (e != cudaSuccess)
         return vs_set_error(VS_ERR_BACKEND, "checkpoint: staging %zu bytes: %s", sb, cudaGetErrorString(e));
-    vs_result r = kind == _VS_CKPT_BCAST  ? vs_broadcast(c, dr, dr, count, dt, root, NULL)
-                : kind == _VS_CKPT_MAX    ? vs_all_reduce(c, ds, dr, count, dt, VS_OP_MAX, NULL)
-                : kind == _VS_CKPT_GATHER ? vs_all_gather(c, ds, dr, count, dt, NULL)
-                                          : vs_all_gatherv(c, ds, dr, counts, displs, dt, NULL);
+    r = kind == _VS_CKPT_BCAST ? vs_broadcast(c, dr, dr, count, dt, root, NULL)
+                               : vs_all_reduce(c, ds, dr, count, dt, VS_OP_MAX, NULL);
     if (r) return r;
-    if (rb) e = cudaMemcpyAsync(recv, dr, rb, cudaMemcpyDefault, st);
+    if (sb) e = cudaMemcpyAsync(recv, dr, sb, cudaMemcpyDefault, st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(st); // (the collective is done: the copy alone is left)
     return e == cudaSuccess ? VS_OK
-                            : vs_set_error(VS_ERR_BACKEND, "checkpoint: staging %zu bytes back: %s", rb,
+                            : vs_set_error(VS_ERR_BACKEND, "checkpoint: staging %zu bytes back: %s", sb,
                                            cudaGetErrorString(e));
 #else
-    (void)send, (void)recv, (void)count, (void)dt, (void)root, (void)counts, (void)displs;
+    (void)send, (void)recv, (void)count, (void)dt, (void)root;
     return vs_set_error(VS_ERR_UNAVAILABLE, "checkpoint: staging needs a VESCALE_NCCL build");
 #endif
 }
 
-/* All ranks' records, as every rank sees them (all-gather of variable size). */
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_gather(vs_ckpt* ck, const void* mine, size_t bytes, void** all, size_t** counts,
-                                           size_t** displs, size_t* total)
+/* Rank k's slot of a transfer between rank 0 and every rank: counts/displs, or
+   `bytes` from every rank at k * bytes (counts NULL). */
+_VS_CKPT_PRIVATE size_t _vs_ckpt_slot(const size_t* counts, const size_t* displs, size_t bytes, int k, size_t* n)
 {
-    const int P = ck->size;
-    *all = NULL;
-    *counts = (size_t*)vs_alloc(ck->w, sizeof(size_t) * (size_t)P);
-    *displs = (size_t*)vs_alloc(ck->w, sizeof(size_t) * (size_t)P);
-    uint64_t* c64 = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * (size_t)P);
-    uint64_t b64 = bytes;
-    vs_result r = !*counts || !*displs || !c64 ? vs_set_error(VS_ERR_NOMEM, "checkpoint: out of memory") : VS_OK;
-    if (!r) r = _vs_ckpt_coll(ck, _VS_CKPT_GATHER, &b64, c64, 1, VS_I64, 0, NULL, NULL);
-    *total = 0;
-    for (int i = 0; !r && i < P; i++) {
-        (*counts)[i] = (size_t)c64[i];
-        (*displs)[i] = *total;
-        *total += (size_t)c64[i];
+    *n = counts ? counts[k] : bytes;
+    return counts ? displs[k] : (size_t)k * bytes;
+}
+
+/* Point to point between rank 0 and each rank, never all to all: the save's
+   metadata stays linear in the world (rank 0 holds every rank's, each rank its
+   own). up: rank 0 receives each rank's `bytes` of `one` into its slot of
+   `all`; down: rank 0 sends each rank its slot, received into `one`. Staged
+   (NCCL): through the device buffer, as _vs_ckpt_coll. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_xfer(vs_ckpt* ck, int up, void* one, size_t bytes, void* all, const size_t* counts,
+                                         const size_t* displs)
+{
+    vs_comm* c = ck->comm;
+    const int root = ck->rank == 0;
+    size_t span = bytes, n = 0;
+    for (int k = 0; root && k < ck->size; k++) {
+        size_t at = _vs_ckpt_slot(counts, displs, bytes, k, &n);
+        if (k == 0 || at + n > span) span = at + n;
     }
-    if (!r && !(*all = vs_alloc(ck->w, *total ? *total : 1))) r = vs_set_error(VS_ERR_NOMEM, "checkpoint: out of memory");
-    if (!r) r = _vs_ckpt_coll(ck, _VS_CKPT_GATHERV, mine, *all, bytes, VS_U8, 0, *counts, *displs);
-    vs_free(ck->w, c64);
+    char *h = root ? (char*)all : (char*)one, *b = h;
+#ifdef _VS_CKPT_CUDA
+    cudaStream_t st = NULL;
+    cudaError_t e = cudaSuccess;
+    if (ck->staged) {
+        vs_result rs = _vs_ckpt_stage(ck, span + 1);
+        if (rs) return rs;
+        b = (char*)ck->dstage;
+        st = (cudaStream_t)vs_comm_stream(c);
+        if (span && up != root) e = cudaMemcpyAsync(b, h, span, cudaMemcpyDefault, st); // (the sending side)
+        if (e != cudaSuccess)
+            return vs_set_error(VS_ERR_BACKEND, "checkpoint: staging %zu bytes: %s", span, cudaGetErrorString(e));
+    }
+#endif
+    vs_result r = vs_group_start(c);
+    if (r) return r;
+    for (int k = 1; root && !r && k < ck->size; k++) {
+        size_t at = _vs_ckpt_slot(counts, displs, bytes, k, &n);
+        if (n) r = up ? vs_recv(c, b + at, n, VS_U8, k, NULL) : vs_send(c, b + at, n, VS_U8, k, NULL);
+    }
+    if (!root && bytes) r = up ? vs_send(c, b, bytes, VS_U8, 0, NULL) : vs_recv(c, b, bytes, VS_U8, 0, NULL);
+    vs_result r2 = vs_group_end(c, NULL); // (a failed post still closes the group)
+    if (!r) r = r2;
+#ifdef _VS_CKPT_CUDA
+    if (!r && ck->staged) {
+        if (span && up == root) e = cudaMemcpyAsync(h, b, span, cudaMemcpyDefault, st);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+        if (e != cudaSuccess)
+            return vs_set_error(VS_ERR_BACKEND, "checkpoint: staging %zu bytes back: %s", span, cudaGetErrorString(e));
+    }
+#endif
+    size_t at0 = _vs_ckpt_slot(counts, displs, bytes, 0, &n);
+    if (!r && root && n) memmove(up ? h + at0 : (char*)one, up ? (const char*)one : h + at0, n);
     return r;
 }
 
@@ -3050,7 +3084,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_agree_flag(vs_ckpt* ck, vs_result mine, int6
 {
     int64_t v[4] = {mine ? 1 : 0, mine ? -(int64_t)mine : 0, mine ? (int64_t)(ck->size - ck->rank) : 0, flag ? *flag : 0};
     int64_t all[4];
-    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_MAX, v, all, 4, VS_I64, 0, NULL, NULL);
+    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_MAX, v, all, 4, VS_I64, 0);
     if (r) return r;
     *who = all[2] ? ck->size - (int)all[2] : -1;
     if (flag) *flag = all[3];
@@ -3073,7 +3107,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_why(vs_ckpt* ck, vs_result mine, vs_result r
     if (who < 0 || who >= ck->size) // (the agreement itself failed)
         return mine ? vs_set_error(mine, "%s", own) : vs_set_error(ra, "%s: %s", fn, vs_last_error());
     if (ck->rank == who) _vs_ckpt_fmt(why, sizeof why, "%s", own);
-    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, why, sizeof why, VS_U8, who, NULL, NULL);
+    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, why, sizeof why, VS_U8, who);
     if (mine) return vs_set_error(mine, "%s", own);
     if (rb) return vs_set_error(ra, "%s: rank %d %s (its error says why)", fn, who, what);
     return vs_set_error(ra, "%s: rank %d %s: %s", fn, who, what, why);
@@ -3340,11 +3374,15 @@ typedef struct _vs_ckpt_saving {
     char path[4096];
     int overwrite;
     const vs_ckpt_entry* entries; // what is written: the caller's, or host copies of them
-    _vs_ckpt_rec* mine;           // this rank's records
+    _vs_ckpt_rec* mine;           // this rank's records, with their plan (writer, key)
     int nm;
-    _vs_ckpt_rec* all; // every rank's, planned
+    char* asg; // this rank's part of the plan as rank 0 sends it: the nonce, then a key a record (-1: not written)
+    // rank 0 alone (the others hold only their own records): every rank's records, planned
+    _vs_ckpt_rec* all;
     int na;
-    size_t *counts, *displs;
+    int *first, *pos;         // rank k's record j is all[pos[first[k] + j]]
+    size_t *counts, *displs;  // a transfer's slots a rank
+    uint64_t* sizes;          // the bytes each rank sends
     char tmp[4096], nonce[32];
     int made_tmp, held;
     // the write (_vs_ckpt_write): the records this rank writes, their CRCs, the file's size
@@ -3363,14 +3401,18 @@ _VS_CKPT_PRIVATE void _vs_ckpt_saving_free(_vs_ckpt_saving* s)
     vs_ckpt* ck = s->ck;
     if (s->made_tmp) _vs_ckpt_path_op(ck->w, s->tmp, 0); // a failed save leaves nothing behind
     if (s->held >= 0) close(s->held);
-    for (int i = 0; s->crcs && i < s->na; i++) vs_free(ck->w, s->crcs[i]);
+    for (int i = 0; s->crcs && i < s->nw; i++) vs_free(ck->w, s->crcs[i]);
     vs_free(ck->w, s->crcs);
     vs_free(ck->w, s->ncrc);
     vs_free(ck->w, s->wr);
     vs_free(ck->w, s->mine);
+    vs_free(ck->w, s->asg);
     vs_free(ck->w, s->all);
+    vs_free(ck->w, s->first);
+    vs_free(ck->w, s->pos);
     vs_free(ck->w, s->counts);
     vs_free(ck->w, s->displs);
+    vs_free(ck->w, s->sizes);
     vs_free(ck->w, s);
 }
 
@@ -3390,13 +3432,23 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_saving_new(vs_ckpt* ck, const char* path, in
     s->held = -1;
     if (strlen(path) > 3000) return vs_set_error(VS_ERR_INVALID, "%s: path is longer than 3000 bytes", fn);
     _vs_ckpt_fmt(s->path, sizeof s->path, "%s", path);
-    s->mine = (_vs_ckpt_rec*)vs_alloc(ck->w, sizeof(_vs_ckpt_rec) * (size_t)(n > 0 ? n : 1));
-    if (!s->mine) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    const size_t m = (size_t)(n > 0 ? n : 1), P = (size_t)ck->size;
+    s->mine = (_vs_ckpt_rec*)vs_alloc(ck->w, sizeof(_vs_ckpt_rec) * m);
+    s->asg = (char*)vs_alloc(ck->w, 32 + sizeof(int32_t) * m);
+    if (ck->rank == 0) { // (here, where a failure is agreed on before any transfer)
+        s->counts = (size_t*)vs_alloc(ck->w, sizeof(size_t) * P);
+        s->displs = (size_t*)vs_alloc(ck->w, sizeof(size_t) * P);
+        s->sizes = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * P);
+        s->first = (int*)vs_alloc(ck->w, sizeof(int) * (P + 1));
+    }
+    if (!s->mine || !s->asg || (ck->rank == 0 && (!s->counts || !s->displs || !s->sizes || !s->first)))
+        return vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     vs_result r = VS_OK;
     for (int i = 0; i < n && !r; i++) {
         if (entries[i].skip) continue;
         _vs_ckpt_rec* rc = &s->mine[s->nm];
         r = _vs_ckpt_entry_rec(fn, &entries[i], i, ck->rank, rc);
+        rc->seq = s->nm;
         for (int j = 0; j < s->nm && !r; j++)
             if (!strcmp(s->mine[j].name, rc->name))
                 r = vs_set_error(VS_ERR_INVALID, "%s: entry \"%s\" is given twice (entries %d and %d)", fn, rc->name,
@@ -3406,9 +3458,75 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_saving_new(vs_ckpt* ck, const char* path, in
     return r;
 }
 
+/* Rank 0 gets every rank's `bytes` of mine, packed in rank order into *all (its
+   slots in s->counts/displs; the other ranks' *all stays NULL). The sizes go
+   first, then an agreement (one all-reduce: nobody sends to a rank 0 that
+   cannot hold it, and a rank that failed so far, r, ends the save on every rank
+   with its origin named), then the bytes. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_gather0(vs_ckpt* ck, _vs_ckpt_saving* s, vs_result r, const void* mine, size_t bytes,
+                                            void** all, size_t* total, const char* fn, const char* what)
+{
+    char keep[512] = "";
+    if (r) _vs_ckpt_fmt(keep, sizeof keep, "%s", vs_last_error());
+    uint64_t b64 = r ? 0 : bytes;
+    *all = NULL, *total = 0;
+    vs_result rx = _vs_ckpt_xfer(ck, 1, &b64, sizeof b64, s->sizes, NULL, NULL);
+    if (r) vs_set_error(r, "%s", keep);
+    else r = rx;
+    for (int k = 0; ck->rank == 0 && !r && k < ck->size; k++) {
+        s->counts[k] = (size_t)s->sizes[k];
+        s->displs[k] = *total;
+        *total += s->counts[k];
+    }
+    if (ck->rank == 0 && !r && !(*all = vs_alloc(ck->w, *total ? *total : 1)))
+        r = vs_set_error(VS_ERR_NOMEM, "%s: %zu bytes of metadata: out of memory", fn, *total);
+    int who = -1;
+    vs_result ra = _vs_ckpt_agree(ck, r, &who);
+    if (ra) return _vs_ckpt_why(ck, r, ra, who, fn, what);
+    return _vs_ckpt_xfer(ck, 1, (void*)mine, bytes, *all, s->counts, s->displs);
+}
+
+/* Rank 0: the plan of every rank's records; each rank's part of it in *down (the
+   nonce, then a key a record, -1 where another rank writes the piece), its
+   slots in s->counts/displs; the temporary directory. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_assign(vs_ckpt* ck, _vs_ckpt_saving* s, const char* fn, char** down)
+{
+    const int P = ck->size;
+    for (int k = 0; k < P; k++) s->first[k] = (int)(s->displs[k] / sizeof(_vs_ckpt_rec));
+    s->first[P] = s->na;
+    vs_result r = _vs_ckpt_plan(fn, s->all, s->na);
+    if (r) return r;
+    s->pos = (int*)vs_alloc(ck->w, sizeof(int) * (size_t)(s->na ? s->na : 1));
+    *down = (char*)vs_alloc(ck->w, 32 * (size_t)P + sizeof(int32_t) * (size_t)s->na);
+    if (!s->pos || !*down) return vs_set_error(VS_ERR_NOMEM, "%s: out of memory for the plan", fn);
+    _vs_ckpt_nonce(ck, s->nonce, sizeof s->nonce);
+    for (int k = 0, at = 0; k < P; k++) {
+        s->counts[k] = 32 + sizeof(int32_t) * (size_t)(s->first[k + 1] - s->first[k]);
+        s->displs[k] = (size_t)at;
+        at += (int)s->counts[k];
+        memcpy(*down + s->displs[k], s->nonce, 32);
+    }
+    for (int i = 0; i < s->na; i++) {
+        const _vs_ckpt_rec* rc = &s->all[i];
+        if (rc->rank < 0 || rc->rank >= P || rc->seq < 0 || rc->seq >= s->first[rc->rank + 1] - s->first[rc->rank])
+            return vs_set_error(VS_ERR_MISMATCH, "%s: record %d: rank %d, index %d", fn, i, rc->rank, rc->seq);
+        s->pos[s->first[rc->rank] + rc->seq] = i;
+        int32_t key = rc->writer ? rc->key : -1;
+        memcpy(*down + s->displs[rc->rank] + 32 + sizeof key * (size_t)rc->seq, &key, sizeof key);
+    }
+    r = _vs_ckpt_exists(ck, s->path, s->overwrite);
+    _vs_ckpt_fmt(s->tmp, sizeof s->tmp, "%s" _VS_CKPT_TMP "%s", s->path, s->nonce);
+    if (!r && mkdir(s->tmp, 0755)) r = vs_set_error(VS_ERR_IO, "%s: cannot create %s: %s", fn, s->tmp, strerror(errno));
+    s->made_tmp = !r;
+    if (s->made_tmp) s->held = _vs_ckpt_hold(s->tmp); // (live: no other save's sweep takes it for debris)
+    return r;
+}
+
 /* Collective. mine: this rank's result so far (every rank fails with the first
    failing rank's); sync: in, 1 where this rank saves synchronously; out, 1 where
-   any rank does (then all do). */
+   any rank does (then all do). Rank 0 alone gathers the records and plans; each
+   rank gets back its own part (linear in the world in all: a rank's memory and
+   time are its records' and O(1) collectives, rank 0's every rank's). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_begin(vs_ckpt* ck, _vs_ckpt_saving* s, vs_result mine, int64_t* sync)
 {
     const char* fn = "vs_ckpt_save";
@@ -3416,48 +3534,48 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_begin(vs_ckpt* ck, _vs_ckpt_saving* s, vs_re
     vs_result ra = _vs_ckpt_agree_flag(ck, mine, sync, &who);
     if (ra) return _vs_ckpt_why(ck, mine, ra, who, fn, "could not start the save");
     size_t total = 0;
-    vs_result r = _vs_ckpt_gather(ck, s->mine, sizeof(_vs_ckpt_rec) * (size_t)s->nm, (void**)&s->all, &s->counts,
-                                  &s->displs, &total);
+    vs_result r = _vs_ckpt_gather0(ck, s, VS_OK, s->mine, sizeof(_vs_ckpt_rec) * (size_t)s->nm, (void**)&s->all,
+                                   &total, fn, "could not start the save");
     s->na = (int)(total / sizeof(_vs_ckpt_rec));
-    if (!r) r = _vs_ckpt_plan(fn, s->all, s->na); // (every rank alike: no agreement needed)
-    if (r) return r;
-    // rank 0 makes the temporary directory; every rank learns its name, or rank 0's reason
-    vs_result r0 = VS_OK;
-    char msg[32 + 512] = ""; // the nonce, then rank 0's error
-    if (ck->rank == 0) {
-        _vs_ckpt_nonce(ck, s->nonce, sizeof s->nonce);
-        r0 = _vs_ckpt_exists(ck, s->path, s->overwrite);
-        _vs_ckpt_fmt(s->tmp, sizeof s->tmp, "%s" _VS_CKPT_TMP "%s", s->path, s->nonce);
-        if (!r0 && mkdir(s->tmp, 0755))
-            r0 = vs_set_error(VS_ERR_IO, "%s: cannot create %s: %s", fn, s->tmp, strerror(errno));
-        s->made_tmp = !r0;
-        if (s->made_tmp) s->held = _vs_ckpt_hold(s->tmp); // (live: no other save's sweep takes it for debris)
-        _vs_ckpt_fmt(msg, 32, "%s", s->nonce);
-        if (r0) _vs_ckpt_fmt(msg + 32, 512, "%s", vs_last_error());
-    }
-    r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, msg, sizeof msg, VS_U8, 0, NULL, NULL);
-    msg[31] = msg[sizeof msg - 1] = 0;
-    _vs_ckpt_fmt(s->nonce, sizeof s->nonce, "%s", msg);
+    char* down = NULL;
+    if (!r && ck->rank == 0) r = _vs_ckpt_assign(ck, s, fn, &down);
+    ra = _vs_ckpt_agree(ck, r, &who);
+    if (!ra) r = _vs_ckpt_xfer(ck, 0, s->asg, 32 + sizeof(int32_t) * (size_t)s->nm, down, s->counts, s->displs);
+    vs_free(ck->w, down);
+    if (ra) return _vs_ckpt_why(ck, r, ra, who, fn, "could not plan the save");
+    memcpy(s->nonce, s->asg, sizeof s->nonce);
+    s->nonce[sizeof s->nonce - 1] = 0;
     _vs_ckpt_fmt(s->tmp, sizeof s->tmp, "%s" _VS_CKPT_TMP "%s", s->path, s->nonce);
-    ra = _vs_ckpt_agree(ck, r ? r : r0, &who);
-    if (!r) r = r0 ? r0 : ra ? vs_set_error(ra, "%s (on rank 0)", msg + 32) : VS_OK;
-    return r;
+    for (int j = 0; j < s->nm; j++) {
+        int32_t key;
+        memcpy(&key, s->asg + 32 + sizeof key * (size_t)j, sizeof key);
+        s->mine[j].writer = key >= 0;
+        s->mine[j].key = key >= 0 ? key : 0;
+    }
+    ra = _vs_ckpt_agree(ck, r, &who);
+    return ra ? _vs_ckpt_why(ck, r, ra, who, fn, "could not start the save") : VS_OK;
+}
+
+static int _vs_ckpt_recp_cmp(const void* x, const void* y)
+{
+    return _vs_ckpt_rec_cmp(*(const _vs_ckpt_rec* const*)x, *(const _vs_ckpt_rec* const*)y);
 }
 
 /* This rank's shard (no communication: an async save's writer thread runs it). */
 _VS_CKPT_PRIVATE void _vs_ckpt_write(vs_ckpt* ck, _vs_ckpt_saving* s)
 {
-    const size_t na = (size_t)(s->na ? s->na : 1);
-    s->wr = (_vs_ckpt_rec**)vs_alloc(ck->w, sizeof(void*) * na);
-    s->crcs = (uint32_t**)vs_alloc(ck->w, sizeof(uint32_t*) * na);
-    s->ncrc = (int*)vs_alloc(ck->w, sizeof(int) * na);
+    const size_t nm = (size_t)(s->nm ? s->nm : 1);
+    s->wr = (_vs_ckpt_rec**)vs_alloc(ck->w, sizeof(void*) * nm);
+    s->crcs = (uint32_t**)vs_alloc(ck->w, sizeof(uint32_t*) * nm);
+    s->ncrc = (int*)vs_alloc(ck->w, sizeof(int) * nm);
     vs_result r = VS_OK;
     if (!s->wr || !s->crcs || !s->ncrc) r = vs_set_error(VS_ERR_NOMEM, "vs_ckpt_save: out of memory");
     else {
-        memset(s->crcs, 0, sizeof(uint32_t*) * na);
-        memset(s->ncrc, 0, sizeof(int) * na);
-        for (int i = 0; i < s->na; i++)
-            if (s->all[i].rank == ck->rank && s->all[i].writer) s->wr[s->nw++] = &s->all[i];
+        memset(s->crcs, 0, sizeof(uint32_t*) * nm);
+        memset(s->ncrc, 0, sizeof(int) * nm);
+        for (int i = 0; i < s->nm; i++)
+            if (s->mine[i].writer) s->wr[s->nw++] = &s->mine[i];
+        qsort(s->wr, (size_t)s->nw, sizeof *s->wr, _vs_ckpt_recp_cmp); // (the shard's pieces in the plan's order)
     }
     if (!r && s->nw) r = _vs_ckpt_write_shard(ck, s->tmp, s->entries, s->wr, s->nw, s->crcs, s->ncrc);
     for (int i = 0; i < s->nw; i++)
@@ -3466,8 +3584,8 @@ _VS_CKPT_PRIVATE void _vs_ckpt_write(vs_ckpt* ck, _vs_ckpt_saving* s)
     if (r) _vs_ckpt_fmt(s->why, sizeof s->why, "%s", vs_last_error());
 }
 
-/* Collective: every rank wrote its shard; rank 0 learns where every piece went,
-   writes the index and commits. */
+/* Collective: every rank wrote its shard; rank 0 learns where every piece went
+   (each rank's offsets and CRCs, to rank 0 alone), writes the index and commits. */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_finish(vs_ckpt* ck, _vs_ckpt_saving* s)
 {
     const char* fn = "vs_ckpt_save";
@@ -3483,7 +3601,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_finish(vs_ckpt* ck, _vs_ckpt_saving* s)
     for (int i = 0; i < nw; i++) mb += sizeof(uint64_t) * 4 + sizeof(uint32_t) * (size_t)s->ncrc[i];
     char* msg = (char*)vs_alloc(ck->w, mb);
     char* got = NULL;
-    size_t *c2 = NULL, *d2 = NULL, t2 = 0;
+    size_t t2 = 0;
     if (!msg) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     if (!r) {
         uint64_t* h = (uint64_t*)msg;
@@ -3491,39 +3609,49 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_finish(vs_ckpt* ck, _vs_ckpt_saving* s)
         h[1] = (uint64_t)nw;
         char* at = msg + sizeof(uint64_t) * 2;
         for (int i = 0; i < nw; i++) {
-            uint64_t v[4] = {(uint64_t)(wr[i] - all), wr[i]->data_begin, wr[i]->data_end, (uint64_t)s->ncrc[i]};
+            uint64_t v[4] = {(uint64_t)wr[i]->seq, wr[i]->data_begin, wr[i]->data_end, (uint64_t)s->ncrc[i]};
             memcpy(at, v, sizeof v);
             at += sizeof v;
             if (s->ncrc[i]) memcpy(at, s->crcs[i], sizeof(uint32_t) * (size_t)s->ncrc[i]);
             at += sizeof(uint32_t) * (size_t)s->ncrc[i];
         }
-        r = _vs_ckpt_gather(ck, msg, mb, (void**)&got, &c2, &d2, &t2);
     }
+    r = _vs_ckpt_gather0(ck, s, r, msg, mb, (void**)&got, &t2, fn, "could not send its shard's offsets");
     vs_result r0 = VS_OK;
     if (!r && ck->rank == 0) {
         uint64_t* fb = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * (size_t)ck->size);
         uint32_t** ac = (uint32_t**)vs_alloc(ck->w, sizeof(uint32_t*) * (size_t)(na ? na : 1));
         int* an = (int*)vs_alloc(ck->w, sizeof(int) * (size_t)(na ? na : 1));
         if (!fb || !ac || !an) r0 = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+        if (an) memset(an, 0, sizeof(int) * (size_t)(na ? na : 1));
+        if (ac) memset(ac, 0, sizeof(uint32_t*) * (size_t)(na ? na : 1));
         for (int k = 0; !r0 && k < ck->size; k++) {
-            const char* at = got + d2[k];
+            const char* at = got + s->displs[k];
             uint64_t h[2]; // (a rank's message starts wherever the last one's CRC list ended: unaligned)
             memcpy(h, at, sizeof h);
             fb[k] = h[0];
             int cnt = (int)h[1];
+            const uint64_t nrec = (uint64_t)(s->first[k + 1] - s->first[k]);
             at += sizeof(uint64_t) * 2;
-            for (int i = 0; i < cnt; i++) {
+            for (int i = 0; !r0 && i < cnt; i++) {
                 uint64_t v[4];
                 memcpy(v, at, sizeof v);
                 at += sizeof v;
-                _vs_ckpt_rec* rc = &all[v[0]];
+                if (v[0] >= nrec) {
+                    r0 = vs_set_error(VS_ERR_MISMATCH, "%s: rank %d wrote record %llu of %llu", fn, k,
+                                      (unsigned long long)v[0], (unsigned long long)nrec);
+                    break;
+                }
+                const int x = s->pos[s->first[k] + (int)v[0]];
+                _vs_ckpt_rec* rc = &all[x];
                 rc->data_begin = v[1];
                 rc->data_end = v[2];
-                an[v[0]] = (int)v[3];
-                ac[v[0]] = (uint32_t*)(uintptr_t)at; // (unaligned reads avoided below)
+                an[x] = (int)v[3];
+                ac[x] = (uint32_t*)(uintptr_t)at; // (unaligned reads avoided below)
                 at += sizeof(uint32_t) * v[3];
             }
         }
+        if (r0 && ac) memset(ac, 0, sizeof(uint32_t*) * (size_t)(na ? na : 1)); // (pointers into got: not ours)
         for (int i = 0; !r0 && i < na; i++) { // aligned copies of the CRC lists
             if (!all[i].writer || !an[i]) {
                 ac[i] = NULL;
@@ -3550,8 +3678,6 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_finish(vs_ckpt* ck, _vs_ckpt_saving* s)
     if (ra) r = _vs_ckpt_why(ck, r ? r : r0, ra, who, fn, "could not commit the checkpoint");
     vs_free(ck->w, msg);
     vs_free(ck->w, got);
-    vs_free(ck->w, c2);
-    vs_free(ck->w, d2);
     if (s->made_tmp && r) _vs_ckpt_path_op(ck->w, s->tmp, 0), s->made_tmp = 0;
     if (s->held >= 0) close(s->held), s->held = -1;
     if (!r && ck->rank == 0 && ck->desc.keep_last > 0) {
@@ -4151,7 +4277,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _v
             len = st.st_size;
         if (fd >= 0) close(fd);
     }
-    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, &len, 1, VS_I64, 0, NULL, NULL);
+    vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, &len, 1, VS_I64, 0);
     if (r) return r;
     if (len < 0) {
         vs_free(ck->w, text);
@@ -4160,7 +4286,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _v
     if (ck->rank != 0 && !(text = (char*)vs_alloc(ck->w, (size_t)len + 1))) r = VS_ERR_NOMEM;
     // (a rank out of memory still takes part in the broadcast, into a scratch byte)
     char one;
-    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, text ? text : &one, text ? (size_t)len : 0, VS_U8, 0, NULL, NULL);
+    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, text ? text : &one, text ? (size_t)len : 0, VS_U8, 0);
     if (r || rb) {
         vs_free(ck->w, text);
         return vs_set_error(r ? r : rb, "reading %s: %s", file, r ? "out of memory" : vs_last_error());

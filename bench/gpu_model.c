@@ -9,13 +9,19 @@
                                TP8 with sequence parallelism, PP2 x DP2 x TP2
                                (1F1B, interleaved, ZB-V; and 1F1B with SP)
      gpu_model --ranks         ... and every rank's row
+     gpu_model --tensor        the table with GEMMs and attention on tensor cores
+                               (below: "Kernel costs"; --published and --plan1024
+                               always price so: they stand beside production runs)
      gpu_model --only NAME     one row of the table (its mesh's name)
-     gpu_model --published N   one published shape (N: 1.7b, 18.4b, 175b) on its
+     gpu_model --published N   one published shape (N: 1.3b, 13b, 5b, 20b, 175b) on its
                                published mesh, the planner's prediction beside it
-     gpu_model --plan1024 [--top K] [--flop-scale X]
-                               the planner's K best plans (5) for GPT-3 13B on 1,024
-                               GPUs (its flop_s x X: the stand-in's compute rate,
-                               from --published 13b) in the stand-in
+     gpu_model --plan1024 [--top K] [--skip J] [--flop-scale X]
+                               the planner's K best plans (5; after its first J) for
+                               GPT-3 13B on 1,024 GPUs (its flop_s x X: the
+                               stand-in's compute rate, from --published 13b) in the
+                               stand-in; then the planner calibrated on the first
+                               plan run's mesh (its compute there), its estimate of
+                               each plan run and its own new first choices
 
    Per rank, over one steady step (the 3rd; the clock's busy times are reset
    after the 2nd), from the clock's outputs (vs_strict_clock_device) and the
@@ -37,34 +43,20 @@
    gradient norm: the step's own collectives over TP or the world); under HSDP
    a DP collective of other than the shard group's size is "HSDP replicas".
 
-   Kernel costs (until examples/gpt_kernels.h declares them beside their
-   texts): registered here with vs_strict_kernel_cost, per gpt_kernels.h's
-   argument lists (gpt_kernel_args); es(t) is dtype t's element size:
-     gptk_mm            flops 2 M K N; bytes M K es(A) + K N es(B) + M N es(C)
-                        (x2 when accumulating) + N es(bias); at the bf16 peak
-                        when A or B is bf16/f16 or the model's parameters are
-                        bf16 (the example keeps activations and gradients in
-                        f32; a production mixed-precision model runs all three
-                        GEMMs of a layer in bf16), else f32's
-     gptk_attn_fwd      flops 2 B Hl T^2 hd (QK^T and PV, causal: half of 4);
-                        bytes P's B Hl T^2 x 4 written + q, k, v, y
-     gptk_attn_bwd_rows flops B Hl T^2 hd (dP, causal half); bytes dS written,
-                        P read (2 B Hl T^2 x 4) + dy, v
-     gptk_attn_bwd      flops 3 B Hl T^2 hd (dq, dk, dv); bytes dS and P read
-                        + q, k, dy read and dq, dk, dv read and written
-                        (attention's dtype: bf16 when the model's parameters
-                        are bf16, as a fused production kernel; else f32)
-     gptk_ln_fwd        bytes n D (es(x) + es(y)) + 2 D es(w) + 8 n
-     gptk_ln_bwd        bytes n D (2 es(dx) + es(dy) + es(x)) + D es(w) + 8 n
-     gptk_ln_bwd_w      bytes n D (es(dy) + es(x)) + 4 D es(g) + 8 n
-     gptk_gelu_fwd      bytes n (es(a) + es(z)); gptk_gelu_bwd n (es(a) + es(dz) + 2 es(da))
-     gptk_embed         bytes n D (es(x) + 2 es(w)) + 4 n; gptk_embed_bwd n D (es(dx) + 2 es(g)) + 4 n
-     gptk_add_rows      bytes n D (2 es(y) + es(a)); gptk_sum_rows n D es(a) + 2 min(T, n) D es(g)
-     gptk_ce            bytes n V (es(lg) + 4) + 8 n; gptk_mean 4 n; gptk_scale n (4 + es(y))
-   (elementwise kernels: bytes only). The library's own kernels (DDP's optimizer,
-   casts, norms) keep the stand-in's default, the bytes their pointers touch,
-   but vs_mk_box (a box copy: 2 n esz, its elements read and written; the
-   default counts a strided box's whole envelope). */
+   Kernel costs: every kernel's as its declaration states it, beside its text
+   (examples/gpt_kernels.h's gpt_kernel_decls, the library's own in its
+   headers): flops and bytes from the launch's arguments, arithmetic at the
+   f32 CUDA-core peak, because the example's kernels are plain tiled loops.
+   --tensor models what a production trainer runs instead, as one stated
+   transformation of those declared costs, not a second formula: the launches
+   of the kernels a real trainer hands to cuBLAS and flash attention (gptk_mm,
+   gptk_attn_fwd, gptk_attn_bwd_rows, gptk_attn_bwd) get their declared flops
+   priced at the tensor-core peak of the model's dtype (bf16 for a bf16 model,
+   tf32 for f32), their declared bytes unchanged (the example's f32
+   activations, its attention's f32 probabilities written and read back: a
+   flash kernel keeps those on chip, so --tensor's attention is still
+   memory-bound where flash attention is not). Every other kernel, and the
+   library's, keeps its declared cost. */
 #define VESCALE_IMPLEMENTATION
 #include "vescale.h"
 #define GPT_MAX_LAYERS 96 /* GPT-3 175B's */
@@ -79,136 +71,36 @@
 #include "tests/strict/vs_strict.h"
 #include "tests/gpt_strict_kernels.h"
 
-/* ---- kernel costs ------------------------------------------------------------------ */
+/* ---- kernel costs: --tensor ---------------------------------------------------------- */
 
-static int attn_dtype = VS_STRICT_F32; /* the run's compute dtype: bf16 for a bf16 model */
+static int tensor_on;                     /* --tensor */
+static int tensor_dtype = VS_STRICT_BF16; /* the run's tensor-core dtype: its parameters' */
 
-#define A_I(i) ((double)*(const int*)a[i])
-#define A_L(i) ((double)*(const long long*)a[i])
-static double es(int t) { return t == GPT_KF32 ? 4 : 2; }
-static int mm_dt(int ta, int tb) { return ta != GPT_KF32 || tb != GPT_KF32 ? VS_STRICT_BF16 : attn_dtype; }
-
-static void c_mm(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* C tc A ta B tb bias tbias M K N trans beta */
-    (void)g, (void)b;
-    double M = A_L(8), K = A_L(9), N = A_L(10), beta = A_I(12);
-    int tc = (int)A_I(1), ta = (int)A_I(3), tb = (int)A_I(5), tbias = (int)A_I(7);
-    k->flops = 2 * M * K * N, k->dtype = mm_dt(ta, tb);
-    k->bytes = M * K * es(ta) + K * N * es(tb) + M * N * es(tc) * (1 + (beta != 0)) +
-               (*(void**)a[6] ? N * es(tbias) : 0);
-}
-static void c_attn_fwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* P y ty q k v tq B T Hl hd */
-    (void)g, (void)b;
-    double B = A_L(7), T = A_L(8), H = A_L(9), hd = A_L(10);
-    k->flops = 2 * B * H * T * T * hd, k->dtype = attn_dtype;
-    k->bytes = B * H * T * T * 4 + B * T * H * hd * (3 * es((int)A_I(6)) + es((int)A_I(2)));
-}
-static void c_attn_bwd_rows(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* dS P dy v ta B T Hl hd */
-    (void)g, (void)b;
-    double B = A_L(5), T = A_L(6), H = A_L(7), hd = A_L(8);
-    k->flops = B * H * T * T * hd, k->dtype = attn_dtype;
-    k->bytes = 2 * B * H * T * T * 4 + 2 * B * T * H * hd * es((int)A_I(4));
-}
-static void c_attn_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* dq dk dv tg dS P q k dy ta B T Hl hd */
-    (void)g, (void)b;
-    double B = A_L(10), T = A_L(11), H = A_L(12), hd = A_L(13);
-    k->flops = 3 * B * H * T * T * hd, k->dtype = attn_dtype;
-    k->bytes = 2 * B * H * T * T * 4 + B * T * H * hd * (3 * es((int)A_I(9)) + 6 * es((int)A_I(3)));
-}
-static void c_ln_fwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* y ty mean rstd x tx g b tw n D */
-    (void)g, (void)b;
-    double n = A_L(9), D = A_L(10);
-    k->bytes = n * D * (es((int)A_I(5)) + es((int)A_I(1))) + 2 * D * es((int)A_I(8)) + 8 * n;
-}
-static void c_ln_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* dx tdx dy tdy x tx g tw mean rstd n D */
-    (void)g, (void)b;
-    double n = A_L(10), D = A_L(11);
-    k->bytes = n * D * (2 * es((int)A_I(1)) + es((int)A_I(3)) + es((int)A_I(5))) + D * es((int)A_I(7)) + 8 * n;
-}
-static void c_ln_bwd_w(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* dg db tg dy tdy x tx mean rstd n D */
-    (void)g, (void)b;
-    double n = A_L(9), D = A_L(10);
-    k->bytes = n * D * (es((int)A_I(4)) + es((int)A_I(6))) + 4 * D * es((int)A_I(2)) + 8 * n;
-}
-static void c_gelu_fwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* z tz a ta n */
-    (void)g, (void)b;
-    k->bytes = A_L(4) * (es((int)A_I(1)) + es((int)A_I(3)));
-}
-static void c_gelu_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* da tda dz tdz a ta n */
-    (void)g, (void)b;
-    k->bytes = A_L(6) * (2 * es((int)A_I(1)) + es((int)A_I(3)) + es((int)A_I(5)));
-}
-static void c_embed(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* x tx wte wpe tw ids n T D v0 Vl */
-    (void)g, (void)b;
-    double n = A_L(6), D = A_L(8);
-    k->bytes = n * D * (es((int)A_I(1)) + 2 * es((int)A_I(4))) + 4 * n;
-}
-static void c_embed_bwd(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* gwte tg dx tx ids n D v0 Vl nb */
-    (void)g, (void)b;
-    double n = A_L(5), D = A_L(6);
-    k->bytes = n * D * (es((int)A_I(3)) + 2 * es((int)A_I(1))) + 4 * n;
-}
-static void c_add_rows(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* y ty a ta n T D p0 */
-    (void)g, (void)b;
-    k->bytes = A_L(4) * A_L(6) * (2 * es((int)A_I(1)) + es((int)A_I(3)));
-}
-static void c_sum_rows(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* g tg a ta n T D p0 */
-    (void)g, (void)b;
-    double n = A_L(4), T = A_L(5), D = A_L(6);
-    k->bytes = n * D * es((int)A_I(3)) + 2 * (T < n ? T : n) * D * es((int)A_I(1));
-}
-static void c_ce(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* G loss lg tl tg n V */
-    (void)g, (void)b;
-    k->bytes = A_L(5) * A_L(6) * (es((int)A_I(3)) + 4) + 8 * A_L(5);
-}
-static void c_mean(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* loss tl n */
-    (void)g, (void)b;
-    k->bytes = 4 * A_L(2);
-}
-static void c_scale(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* y ty x num n den */
-    (void)g, (void)b;
-    k->bytes = A_L(4) * (4 + es((int)A_I(1)));
-}
-
-/* the library's box copy (vescale_mesh.h: redistribution, SP's moves): its n
-   elements read and written; the stand-in's default, the box's envelope, counts
-   a strided box's whole span */
-static void c_box(void** a, dim3 g, dim3 b, vs_strict_kcost* k)
-{ /* dst src n geo */
-    (void)g, (void)b;
-    k->bytes = 2 * A_L(2) * (double)(*(const _vs_mk_geo*)a[3]).esz;
-}
-
-static void register_costs(void)
+/* kernel ki's declared cost, its flops at tensor_dtype's peak (--tensor) */
+static void tensor_cost(int ki, void** a, vs_strict_kcost* k)
 {
-    vs_strict_kernel_cost("vs_mk_box", c_box);
-    static const struct {
-        int ki;
-        vs_strict_cost_fn fn;
-    } c[] = {{GPT_KI_MM, c_mm},           {GPT_KI_ATTN_FWD, c_attn_fwd}, {GPT_KI_ATTN_BWD_ROWS, c_attn_bwd_rows},
-             {GPT_KI_ATTN_BWD, c_attn_bwd}, {GPT_KI_LN_FWD, c_ln_fwd},   {GPT_KI_LN_BWD, c_ln_bwd},
-             {GPT_KI_LN_BWD_W, c_ln_bwd_w}, {GPT_KI_GELU_FWD, c_gelu_fwd}, {GPT_KI_GELU_BWD, c_gelu_bwd},
-             {GPT_KI_EMBED, c_embed},     {GPT_KI_EMBED_BWD, c_embed_bwd}, {GPT_KI_ADD_ROWS, c_add_rows},
-             {GPT_KI_SUM_ROWS, c_sum_rows}, {GPT_KI_CE, c_ce},           {GPT_KI_MEAN, c_mean},
-             {GPT_KI_SCALE, c_scale}};
-    typedef char all_costed[sizeof c / sizeof c[0] == GPT_KI_N ? 1 : -1];
-    (void)sizeof(all_costed);
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) vs_strict_kernel_cost(gpt_kernel_decls[c[i].ki].name, c[i].fn);
+    vs_kernel_cost c;
+    if (vs_kernel_cost_get(&gpt_kernel_decls[ki], a, &c)) return; /* (every gptk_ kernel declares one) */
+    k->flops = c.flops, k->bytes = c.bytes, k->dtype = tensor_dtype;
+}
+#define TENSOR_FN(ki) \
+    static void tc_##ki(void** a, dim3 g, dim3 b, vs_strict_kcost* k) \
+    { \
+        (void)g, (void)b; \
+        tensor_cost(ki, a, k); \
+    }
+TENSOR_FN(GPT_KI_MM)
+TENSOR_FN(GPT_KI_ATTN_FWD)
+TENSOR_FN(GPT_KI_ATTN_BWD_ROWS)
+TENSOR_FN(GPT_KI_ATTN_BWD)
+#undef TENSOR_FN
+
+static void register_tensor_costs(void)
+{
+    vs_strict_kernel_cost(gpt_kernel_decls[GPT_KI_MM].name, tc_GPT_KI_MM);
+    vs_strict_kernel_cost(gpt_kernel_decls[GPT_KI_ATTN_FWD].name, tc_GPT_KI_ATTN_FWD);
+    vs_strict_kernel_cost(gpt_kernel_decls[GPT_KI_ATTN_BWD_ROWS].name, tc_GPT_KI_ATTN_BWD_ROWS);
+    vs_strict_kernel_cost(gpt_kernel_decls[GPT_KI_ATTN_BWD].name, tc_GPT_KI_ATTN_BWD);
 }
 
 /* ---- communication by kind ------------------------------------------------------------ */
@@ -358,7 +250,7 @@ static int run_one(run* R)
         return 1;
     }
     wrap_layers(&STORE, &MODEL);
-    attn_dtype = R->dt == VS_F32 ? VS_STRICT_F32 : VS_STRICT_BF16;
+    tensor_dtype = R->dt == VS_F32 ? VS_STRICT_TF32 : R->dt == VS_F16 ? VS_STRICT_F16 : VS_STRICT_BF16;
     R->m.dps = R->dp_shard;
     vs_strict_clock_tagger(tagger, &R->m);
     R->r = (row*)calloc((size_t)n, sizeof(row));
@@ -429,8 +321,10 @@ static int table(int per_rank, const char* only)
     int nr = (int)(sizeof runs / sizeof runs[0]), bad = 0;
     vs_strict_spec sp = vs_strict_clock_spec();
     printf("the example GPT (V %d, T %d, D %d, %d heads, %d blocks; bf16 parameters, f32 gradients, AdamW) through "
-           "vs_train_step, %d rows a step, on the stand-in's %s spec, cost-only; one steady step (after %d)\n\n",
-           BENCH.vocab, BENCH.seq, BENCH.dim, BENCH.heads, BENCH.layers, 32, sp.name, WARM);
+           "vs_train_step, %d rows a step, on the stand-in's %s spec, cost-only; one steady step (after %d); kernels "
+           "as declared%s\n\n",
+           BENCH.vocab, BENCH.seq, BENCH.dim, BENCH.heads, BENCH.layers, 32, sp.name, WARM,
+           tensor_on ? ", GEMMs and attention at the tensor-core peak (--tensor)" : " (f32 CUDA cores)");
     int k = 0;
     for (int i = 0; i < nr; i++)
         if (!only || !strcmp(only, runs[i].name)) runs[k++] = runs[i];
@@ -509,6 +403,13 @@ typedef struct pubcfg {
 static const pubcfg PUBS[] = {
     {"1.3b", {51200, 2048, 2048, 16, 24, 1}, 1, 64, 1, VS_PIPE_1F1B, 512, 4, 2, 0, 0, 0, 0, 0, "none found"},
     {"13b", {51200, 2048, 5120, 40, 40, 1}, 1, 32, 8, VS_PIPE_1F1B, 1024, 1, 2, 4, 2, 0, 0, 0, "none found"},
+    /* NeMo's GPT3 5B and 20B (NeMo-Megatron-Launcher conf/training/gpt3/5b.yaml and
+       20b.yaml: 24 layers of 4,096, 32 heads; 44 of 6,144, 48 heads; sequence 2,048)
+       on the meshes and batches of NeMo 24.12's H100 table */
+    {"5b", {51200, 2048, 4096, 32, 24, 1}, 1, 64, 1, VS_PIPE_1F1B, 2048, 4, 8, 0, 2, 0, 765, 1979,
+     "NVIDIA NeMo 24.12 performance summary: GPT3-5B, 64 H100, GBS 2048, MBS 4, TP1 PP1, FP8"},
+    {"20b", {51200, 2048, 6144, 48, 44, 1}, 1, 32, 2, VS_PIPE_1F1B, 256, 2, 4, 0, 2, 0, 750, 1979,
+     "NVIDIA NeMo 24.12 performance summary: GPT3-20B, 64 H100, GBS 256, MBS 2, TP2 PP1, FP8"},
     {"175b", {51200, 2048, 12288, 96, 96, 1}, 8, 4, 4, VS_PIPE_INTERLEAVED, 256, 1, 8, 16, 2, 1, 771, 1979,
      "NVIDIA NeMo 24.12 performance summary: GPT3-175B, 128 H100, GBS 256, MBS 1, TP4 PP8 VP6, FP8"},
 };
@@ -584,7 +485,7 @@ static int published(const char* which)
     const pubcfg* P = NULL;
     for (size_t i = 0; i < sizeof PUBS / sizeof PUBS[0]; i++)
         if (!strcmp(which, PUBS[i].name)) P = &PUBS[i];
-    if (!P) return fprintf(stderr, "gpu_model: --published %s: 1.3b, 13b or 175b\n", which), 2;
+    if (!P) return fprintf(stderr, "gpu_model: --published %s: 1.3b, 13b, 5b, 20b or 175b\n", which), 2;
     vs_strict_spec sp = vs_strict_clock_spec();
     int n = P->pp * P->dp * P->tp, M = P->gbs / P->dp / P->mbs;
     WARM = 1;
@@ -637,12 +538,14 @@ static int published(const char* which)
            "(%.1f%%) | ",
            P->name, P->pp, P->dp, P->tp, n, vs_pipe_kind_name(P->sched), P->gbs, P->mbs, step, mfu_s,
            100 * mfu_s / peak, plan, mfu_p, 100 * mfu_p / peak);
+    /* the published step: the same model flops at its TFLOP/s a GPU */
     if (P->pub_tflops > 0)
-        printf("%.0f TFLOP/s of %.0f (%.1f%%) | %.2f | %.2f | %.2f | %s |\n", P->pub_tflops, P->pub_peak,
-               100 * P->pub_tflops / P->pub_peak, plan / step, cal / step,
-               (mfu_s / peak) / (P->pub_tflops / P->pub_peak), P->source);
+        printf("%.2f s, %.0f TFLOP/s of %.0f (%.1f%%) | %.2f | %.2f | %.2f (%.2f) | %.2f | %s |\n",
+               F / n / (P->pub_tflops * 1e12), P->pub_tflops, P->pub_peak, 100 * P->pub_tflops / P->pub_peak,
+               plan / step, cal / step, mfu_s / P->pub_tflops, (mfu_s / peak) / (P->pub_tflops / P->pub_peak),
+               mfu_p / P->pub_tflops, P->source);
     else
-        printf("— | %.2f | %.2f | — | %s |\n", plan / step, cal / step, P->source);
+        printf("— | %.2f | %.2f | — | — | %s |\n", plan / step, cal / step, P->source);
     return 0;
 }
 
@@ -675,6 +578,11 @@ static int plan1024(int K, double fscale, int skip)
        probabilities, H T^2, and about 16 T D f32 besides, an MLP unit less):
        the average of the two */
     c.act_bytes_per_row = ((int64_t)cfg->heads * cfg->seq * cfg->seq * 4 + (int64_t)16 * cfg->seq * cfg->dim * 4) / 2;
+    /* and what crosses a stage's cut (the units' specs leave T free): T x D f32
+       a row. Without it the planner sent act_bytes_per_row (16x more at 13B)
+       between stages, 13 ms a message over the network: PP4's bubble 2x the
+       stand-in's, and PP2 chosen where PP4 was 14% faster */
+    c.msg_bytes_per_row = (int64_t)cfg->seq * cfg->dim * 4;
     vs_profile pf = spec_profile(&sp, 1);
     pf.flop_s *= fscale;
     vs_plan plan;
@@ -695,6 +603,9 @@ static int plan1024(int K, double fscale, int skip)
     fflush(stdout);
     double best = 0, first = 0;
     int got = 0, ibest = -1, seen = 0;
+    vs_plan ran[64]; /* the plans run: the stand-in's step and compute, the planner's compute */
+    double ran_step[64], ran_comp[64], ran_pcomp[64];
+    int nrun = 0;
     WARM = 1;
     for (int i = 0; i < n && got < K; i++) {
         const vs_plan_estimate* e = &est[i];
@@ -740,7 +651,13 @@ static int plan1024(int K, double fscale, int skip)
         else
             step += dp_scaled(&a, dp, dpr, p->tp); /* the DP collectives of dp ranks across hosts, not 2 */
         printf("| %d | %s | %.4f s | %.4f s | %.3f |\n", seen, nm, e->step_s, step, step / e->step_s);
+        const row* w = m2 ? &b : &a; /* (the run of M microbatches, or the longer one) */
+        printf("#   stand-in's worst rank (M %d): compute %.4f, comm %.4f (exposed %.4f), bubble %.4f, host-bound %.4f s; "
+               "planner: compute %.4f, comm %.4f, bubble %.4f s\n",
+               m2 ? m2 : m1, w->compute, w->comm, w->exposed, w->bubble, w->host, e->compute_s, e->comm_s, e->bubble_s);
         fflush(stdout);
+        if (nrun < 64) ran[nrun] = *p, ran_step[nrun] = step, ran_comp[nrun] = m2 ? b.compute : a.compute,
+                       ran_pcomp[nrun++] = e->compute_s;
         if (!got) first = step;
         if (ibest < 0 || step < best) best = step, ibest = seen;
         got++;
@@ -749,6 +666,44 @@ static int plan1024(int K, double fscale, int skip)
         printf("\nthe planner's first choice in the stand-in: %.4f s; the best the stand-in found among its %d: #%d, %.4f "
                "s: first / best = %.3f (target <= 1.05)\n",
                first, got, ibest, best, first / best);
+    /* the planner calibrated on the mesh it chose (what vs_profile_measure
+       there would give it): flop_s x the stand-in's compute / the planner's for
+       the first plan run; each plan run estimated again, and its new rank */
+    if (nrun && ran_pcomp[0] > 0 && ran_comp[0] > 0) {
+        double cal = ran_comp[0] / ran_pcomp[0];
+        pf.flop_s *= cal;
+        if (vs_generate_plan(&m, &c, &pf, &plan, est, 8192, &n))
+            return fprintf(stderr, "planner: %s\n", vs_last_error()), 1;
+        printf("\nthe planner calibrated on the first plan run's mesh: flop_s x %.4f (%.3g x 1/peak)\n\n| plan | "
+               "calibrated planner's rank | its step | stand-in step | stand-in / planner |\n|---|---|---|---|---|\n",
+               cal, fscale * cal);
+        for (int j = 0; j < nrun; j++) {
+            int at = -1, k = 0;
+            for (int i = 0; i < n && at < 0; i++)
+                if (est[i].feasible && est[i].plan.zero != VS_ZERO_1 && (++k, 1) && est[i].plan.pp == ran[j].pp &&
+                    est[i].plan.dp == ran[j].dp && est[i].plan.tp == ran[j].tp &&
+                    est[i].plan.schedule == ran[j].schedule && est[i].plan.chunks == ran[j].chunks &&
+                    est[i].plan.microbatches == ran[j].microbatches && est[i].plan.zero == ran[j].zero &&
+                    est[i].plan.dp_shard == ran[j].dp_shard && !strcmp(est[i].plan.recompute, ran[j].recompute))
+                    at = i;
+            char t[1024];
+            vs_plan_print(&ran[j], t, sizeof t);
+            for (char* q = t; *q; q++)
+                if (*q == '\n') *q = ' ';
+            if (at < 0) printf("| %s | not ranked | | %.4f s | |\n", t, ran_step[j]);
+            else printf("| %s | %d | %.4f s | %.4f s | %.3f |\n", t, k, est[at].step_s, ran_step[j],
+                        ran_step[j] / est[at].step_s);
+        }
+        for (int i = 0, k = 0; i < n && k < 6; i++)
+            if (est[i].feasible && est[i].plan.zero != VS_ZERO_1) {
+                char t[1024];
+                vs_plan_print(&est[i].plan, t, sizeof t);
+                for (char* q = t; *q; q++)
+                    if (*q == '\n') *q = ' ';
+                printf("# calibrated planner's #%d: %s: %.4f s (compute %.4f, comm %.4f, bubble %.4f)\n", ++k, t,
+                       est[i].step_s, est[i].compute_s, est[i].comm_s, est[i].bubble_s);
+            }
+    }
     return 0;
 }
 
@@ -756,10 +711,11 @@ int main(int argc, char** argv)
 {
     int per_rank = 0;
     const char *only = NULL, *pub = NULL;
-    int p1024 = 0, top = 5, skip = 0;
+    int p1024 = 0, top = 5, skip = 0, tensor = 0;
     double fscale = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ranks")) per_rank = 1;
+        else if (!strcmp(argv[i], "--tensor")) tensor = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--published") && i + 1 < argc) pub = argv[++i];
         else if (!strcmp(argv[i], "--plan1024")) p1024 = 1;
@@ -776,7 +732,8 @@ int main(int argc, char** argv)
             setenv("VS_STRICT_DEVICES", nd, 1);
         }
     gpt_strict_register();
-    register_costs();
+    /* the published shapes and the 1,024-GPU plans stand beside production runs: --tensor */
+    if (tensor || pub || p1024) register_tensor_costs(), tensor_on = 1;
     if (p1024) setenv("VS_STRICT_DEVICES", "64", 0); /* (each device gets 1/n of the 32 TiB: the largest run's ranks) */
     int bad = p1024 ? plan1024(top, fscale, skip) : pub ? published(pub) : table(per_rank, only);
     long v = vs_strict_violations();

@@ -226,6 +226,8 @@ if [ -f "$CUDA/include/nccl.h" ] || [ -f /usr/include/nccl.h ]; then
         check "nccl/test_nccl-nvcc-link" nvcc -x cu -DVESCALE_NCCL -I. -Itests -Xcompiler -Wall,-Wextra,-Werror tests/test_nccl.c -o "$T/a.out" -lnccl -lnvrtc -lpthread
         check "nvcc/no-nccl" nvcc -x cu -I. -Xcompiler -Wall,-Wextra,-Werror -c "$T/vescale.impl.c" -o "$T/o.o"
         check "nccl/gpt_kernels-nvcc" nvcc -x cu -DVESCALE_NCCL -I. -Xcompiler -Wall,-Wextra,-Werror -c "$T/gk1.c" -o "$T/o.o"
+        # bench/gpu_calib.c's GPU half (tests/gpu/run.sh builds and runs it on a lent GPU)
+        check "nccl/gpu_calib-nvcc" nvcc -x cu -DVESCALE_NCCL -I. -Xcompiler -Wall,-Wextra,-Werror -c bench/gpu_calib.c -o "$T/o.o"
     else
         say "skip compile/nvcc: nvcc not installed"
     fi

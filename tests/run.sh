@@ -156,6 +156,7 @@ mpi_np() {
         test_collectives_mpi) echo "1 2 3 4" ;;
         test_mesh_mpi | test_layout_mpi) echo "1 2 4 8" ;;
         test_ddp_procs_mpi) echo "2 3 4" ;;
+        test_ckpt_scale_mpi) echo "4" ;;
         test_faults_mpi) echo "" ;; # one mpirun per fault: tests/faults_mpi.sh, above
         *) echo "2" ;;
     esac

@@ -304,6 +304,56 @@ static void test_grad_fp32(void)
     VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "grad_fp32 2");
 }
 
+/* A unit whose output spec leaves a dim after the first free ("x:f32[*,*]"):
+   its TP all-reduces move msg_bytes_per_row a row (0: act_bytes_per_row, as
+   before), here 4 D as the fixed spec of test_tp_by_hand; a stage's message the
+   same (PP2 on the fixed spec and the free one with it give equal steps). Before
+   msg_bytes_per_row, the planner took act_bytes_per_row, a layer's whole
+   activations (a GPT's attention probabilities: 16x its T x D output at 13B's
+   shapes), as the message. */
+static void test_msg_bytes(void)
+{
+    build(&tm, 4, 64, 256, 0);
+    for (int u = 0; u < tm.n; u++) /* the same units, the row's dims free */
+        if (strchr(tm.out[u], '[') && strstr(tm.out[u], "[*,")) snprintf(strstr(tm.out[u], "[*,") + 3, 8, "*]");
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 2, c.tp = 2, c.global_batch = 32, c.act_bytes_per_row = 1000;
+    vs_profile pf = prof();
+    vs_plan out;
+    for (int k = 0; k < 2; k++) {
+        int n = 0, bad = 0;
+        c.msg_bytes_per_row = k ? 4 * tm.D : 0;
+        VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+        for (int i = 0; i < n; i++) {
+            const vs_plan_estimate* e = &est[i];
+            int M = e->plan.microbatches;
+            double rows = 32.0 / M, hid = (k ? 4.0 * (double)tm.D : 1000.0) * rows, arh = 2 * 0.5 * hid / 1e9 + 1e-5;
+            bad += !near(e->comm_s, M * (arh + 4 * 4 * arh + arh), 1e-12);
+        }
+        VT_CHECK(!bad, "msg_bytes_per_row %lld: %d of %d estimates' TP communication is not the formula's (the first: "
+                 "%.17g)", (long long)c.msg_bytes_per_row, bad, n, est[0].comm_s);
+    }
+    /* PP2: the free spec with msg_bytes_per_row plans as the fixed spec */
+    double step[2];
+    for (int f = 0; f < 2; f++) {
+        build(&tm, 4, 64, 256, 0);
+        for (int u = 0; f && u < tm.n; u++)
+            if (strstr(tm.out[u], "[*,")) snprintf(strstr(tm.out[u], "[*,") + 3, 8, "*]");
+        memset(&c, 0, sizeof c);
+        c.world = 2, c.pp = 2, c.global_batch = 32, c.microbatches = 4, c.act_bytes_per_row = 100000;
+        c.msg_bytes_per_row = f ? 4 * tm.D : 0;
+        int n = 0;
+        VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+        step[f] = est[0].step_s;
+    }
+    VT_CHECK(near(step[0], step[1], 1e-12), "PP2: the fixed spec's step %.17g, the free spec's with msg_bytes_per_row "
+             "%.17g", step[0], step[1]);
+    c.msg_bytes_per_row = -1;
+    int n = 0;
+    VT_ERR(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n), VS_ERR_INVALID, "msg_bytes_per_row = -1");
+}
+
 /* TP2: sharded layers halve, the loss does not; forward: 1 all-reduce in the
    embedding, 2 per block (their outputs); backward: 2 per block and 1 in the
    head (their inputs' gradients): all [rows, D] here, fully exposed. */
@@ -1570,6 +1620,7 @@ int main(void)
     VT_CASE("generate_plan_one_rank_by_hand", test_one_rank());
     VT_CASE("generate_plan_dp_by_hand", test_dp_by_hand());
     VT_CASE("generate_plan_grad_fp32: DP traffic and memory of f32 gradients", test_grad_fp32());
+    VT_CASE("generate_plan_msg_bytes: a free dim's message bytes (msg_bytes_per_row) for TP and PP", test_msg_bytes());
     VT_CASE("generate_plan_tp_by_hand", test_tp_by_hand());
     VT_CASE("generate_plan_pp_bubble", test_pp_choice());
     VT_CASE("generate_plan_world8_memory_explain", test_world8_and_memory());

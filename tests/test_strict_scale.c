@@ -612,6 +612,27 @@ static void case_carry(void)
     for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
 }
 
+/* ... and a small read-back of device bytes nothing carried (what a kernel
+   wrote: the step's norm, its loss) reads zeros, so every rank reads the same
+   (it left the host buffer as it was: ranks read their own stale bytes, and
+   a NaN norm skipped the optimizer on some ranks only, bench/gpu_model.c) */
+static void case_uncarried(void)
+{
+    cudaSetDevice(0);
+    size_t sizes[2] = {8, (size_t)64 << 10}; /* (a norm; the largest carried) */
+    for (int k = 0; k < 2; k++) {
+        size_t n = sizes[k], bad = 0;
+        unsigned char *h = (unsigned char*)malloc(n), *d = NULL;
+        VT_CHECK(cudaMalloc((void**)&d, n) == cudaSuccess, "cudaMalloc");
+        memset(h, 0xEE, n);
+        cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < n; i++) bad += h[i] != 0;
+        VT_CHECK(!bad, "%zu bytes read back from device memory nothing carried: %zu of them not 0", n, bad);
+        cudaFree(d);
+        free(h);
+    }
+}
+
 int main(void)
 {
     const char* e = getenv("VS_SCALE_RANKS");
@@ -651,6 +672,8 @@ int main(void)
     }
     VT_CASE("scale/cost-only: small copies and send/recvs carry their bytes (a pipeline's headers), large ones not",
             case_carry());
+    VT_CASE("scale/cost-only: a small read-back of what nothing carried (a kernel's output) reads zeros",
+            case_uncarried());
     VT_CASE("strict/no violations", VT_CHECK(vs_strict_violations() == 0, "%ld violations, the first: %s",
                                              vs_strict_violations(), vs_strict_first_violation()));
     pthread_barrier_destroy(&bar);

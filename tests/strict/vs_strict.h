@@ -94,7 +94,8 @@
      the time it would take on a GPU of a spec (VS_STRICT_SPEC=h100|h200|file;
      H100 by default): stream, event and host clocks, collectives that start
      with their latest rank, busy and exposed-communication times per device
-     (vs_strict_clock_*), a Chrome trace (VS_STRICT_TRACE=path). It only
+     (vs_strict_clock_*; cudaEventElapsedTime answers from it), a Chrome trace
+     (VS_STRICT_TRACE=path). It only
      observes: nothing it computes changes what runs or what is checked.
 
    - Cost-only mode (VS_STRICT_COST_ONLY=1, read at the first call): kernels,
@@ -103,10 +104,13 @@
      device memory is address space only (a PROT_NONE reservation of up to
      32 TiB, never backed: a host access still faults), and stream threads get 256 KiB
      stacks. So the library's control code runs on a thousand simulated GPUs
-     in one process (tests/test_strict_scale.c); values read back from the
-     device are whatever the host buffer held, but for copies and send/recvs
-     of at most 64 KiB, whose bytes are carried (a pipeline stage's header). vs_strict_counts.device_bytes
-     is the device memory allocated and not freed, in either mode.
+     in one process (tests/test_strict_scale.c). Every rank reads back the
+     same values: the bytes of copies, memsets and send/recvs of at most 64 KiB
+     are carried, collectives whose ranks each send at most that compute from
+     the carried inputs, and all else (what kernels wrote) reads as zero; a
+     larger read of nothing carried leaves its host buffer as it was.
+     vs_strict_counts.device_bytes is the device memory allocated and not
+     freed, in either mode.
 
    VS_STRICT_BACKTRACE=1 prints the caller's stack after each violation
    (addr2line -e <binary> on the +offsets names the lines).
@@ -310,6 +314,7 @@ struct CUevent_st {
     struct st_vc* vc; /* vs_strict_race.h: the recorded operation's clock */
     struct st_vc* cvc; /* and its completion clock */
     struct st_tcell* tc; /* vs_strict_clock.h: the recorded position's end time */
+    unsigned flags;      /* cudaEventCreateWithFlags' */
     struct CUevent_st* enext; /* every event (kept: a late use is reported) */
 };
 
@@ -332,6 +337,7 @@ struct st_op {
     void *dst, *src;
     size_t n;
     int val;
+    int ddev, sdev; /* the devices of dst and src (-1: host memory): cost-only mode's carried bytes */
     char* staged;
     /* waits: up to 16 (stream, target) pairs */
     int nwait;
@@ -763,6 +769,8 @@ static st_op* st_op_new(const char* what, void (*fn)(struct CUstream_st*, st_op*
     return op;
 }
 
+static void st_carry_kernel_locked(struct CUstream_st* s, st_op* op);
+static void st_carry_put(int dev, const void* a, const void* v, size_t n);
 static void* st_worker(void* arg)
 {
     struct CUstream_st* s = (struct CUstream_st*)arg;
@@ -781,6 +789,7 @@ static void* st_worker(void* arg)
         s->blocked = NULL;
         st_race_start_locked(s, op);
         st_clock_start_locked(s, op);
+        if (st_cost_only && op->fn == st_kernel_run && !op->bad) st_carry_kernel_locked(s, op);
         pthread_mutex_unlock(&st_mu);
         if (st_delay_us) usleep(st_rand() % (unsigned)(st_delay_us + 1));
         if (op->fn) op->fn(s, op);
@@ -980,6 +989,8 @@ ST_C cudaError_t cudaFree(void* p)
     if (!st_cost_only) {
         mprotect(st_sbase + a->start, a->span, PROT_NONE);
         madvise(st_sbase + a->start, a->span, MADV_REMOVE);
+    } else {
+        st_carry_put(a->dev, st_dbase + a->off, NULL, a->n);
     }
     st_count.device_frees++;
     st_count.device_bytes -= a->n;
@@ -1012,6 +1023,8 @@ static void st_free_async_run(struct CUstream_st* s, st_op* op)
     if (!st_cost_only) {
         mprotect(st_sbase + a->start, a->span, PROT_NONE);
         madvise(st_sbase + a->start, a->span, MADV_REMOVE);
+    } else {
+        st_carry_put(a->dev, st_dbase + a->off, NULL, a->n);
     }
     pthread_mutex_unlock(&st_mu);
 }
@@ -1195,10 +1208,9 @@ ST_C cudaError_t cudaDeviceSynchronize(void)
 
 ST_C cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned flags)
 {
-    (void)flags;
     st_init();
     struct CUevent_st* e = (struct CUevent_st*)calloc(1, sizeof *e);
-    e->dev = st_cur_dev;
+    e->dev = st_cur_dev, e->flags = flags;
     pthread_mutex_lock(&st_mu);
     e->enext = st_events, st_events = e;
     st_count.events++;
@@ -1312,76 +1324,186 @@ ST_C cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     return st_sticky_check();
 }
 
+/* The virtual time between two recorded events (vs_strict_clock.h: an event's
+   time is its recorded position's end), in ms as CUDA gives it: a program's own
+   timing code gets the modelled times (bench/gpu_calib.c). Not a wait: as
+   CUDA, cudaErrorNotReady while either has not completed; an event never
+   recorded or made with cudaEventDisableTiming is an invalid handle. */
+ST_C cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b)
+{
+    if (!ms) return st_err(cudaErrorInvalidValue);
+    pthread_mutex_lock(&st_mu);
+    cudaError_t r = cudaSuccess;
+    if (!a || !b || a->dead || b->dead || !a->tc || !b->tc || ((a->flags | b->flags) & cudaEventDisableTiming))
+        r = cudaErrorInvalidResourceHandle;
+    else if ((a->s && a->s->done < a->target) || (b->s && b->s->done < b->target) || !a->tc->set || !b->tc->set)
+        r = cudaErrorNotReady;
+    else *ms = (float)((b->tc->t - a->tc->t) * 1e3);
+    pthread_mutex_unlock(&st_mu);
+    return r == cudaSuccess ? r : r == cudaErrorNotReady ? r : st_err(r);
+}
+
 /* ---- copies ------------------------------------------------------------------- */
 
-/* Cost-only mode carries the bytes of small copies and send/recvs (at most
-   ST_CARRY: a pipeline stage's header, which the receiving host reads back to
-   check it against its schedule) in host memory keyed by device address, since
-   device memory is address space only; what kernels write stays unknown. */
+/* Cost-only mode's device bytes, carried in host memory by device and address
+   (a device's entries sorted and disjoint): what copies, memsets and send/recvs
+   of at most ST_CARRY bytes write, and small collectives' results (st_collective_locked).
+   All else reads as zero: what kernels write (their written ranges drop what
+   was carried), what large transfers write. So the ranks read the same
+   control values (a checkpoint's agreement, a step's norm and skip). */
 #define ST_CARRY 65536
 typedef struct st_carry {
     const char* a;
     size_t n;
-    struct st_carry* next;
-    char v[1];
+    char* v;
 } st_carry;
-static st_carry* st_carries;
+typedef struct st_carry_set {
+    st_carry* e;
+    int n, cap;
+} st_carry_set;
+static st_carry_set st_carries[ST_MAXDEV];
 static pthread_mutex_t st_carry_mu = PTHREAD_MUTEX_INITIALIZER;
 static int st_is_dev(const void* p)
 {
     const char* c = (const char*)p;
     return st_dbase && c >= st_dbase && c < st_dbase + st_arena;
 }
-/* device [a, a + n) now holds v (NULL: unknown) */
-static void st_carry_put(const void* a, const void* v, size_t n)
+/* the first of s's entries that ends after c (st_carry_mu held) */
+static int st_carry_first(const st_carry_set* s, const char* c)
 {
-    const char* c = (const char*)a;
+    int lo = 0, hi = s->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (s->e[mid].a + s->e[mid].n <= c) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+/* device dev's [a, a + n) now holds v (NULL, or all zero bytes: nothing carried) */
+static void st_carry_put(int dev, const void* a, const void* v, size_t n)
+{
+    const char *c = (const char*)a, *end = c + n;
+    if (!n || dev < 0 || dev >= ST_MAXDEV) return;
+    size_t z = 0;
+    while (v && z < n && !((const char*)v)[z]) z++;
+    char* copy = v && z < n ? (char*)malloc(n) : NULL;
+    if (copy) memcpy(copy, v, n);
     pthread_mutex_lock(&st_carry_mu);
-    for (st_carry** pp = &st_carries; *pp;) {
-        st_carry* x = *pp;
-        if (x->a < c + n && c < x->a + x->n) *pp = x->next, free(x);
-        else pp = &x->next;
+    st_carry_set* s = &st_carries[dev];
+    int i = st_carry_first(s, c), j = i, na = 0;
+    while (j < s->n && s->e[j].a < end) j++;
+    st_carry add[3]; /* what is left of the first and last entries cut, around the new one */
+    int head = i < j && s->e[i].a < c;
+    if (head) add[na].a = s->e[i].a, add[na].n = (size_t)(c - s->e[i].a), add[na++].v = s->e[i].v; /* (a prefix) */
+    if (copy) add[na].a = c, add[na].n = n, add[na++].v = copy;
+    if (i < j && s->e[j - 1].a + s->e[j - 1].n > end) {
+        const st_carry* t = &s->e[j - 1];
+        size_t tn = (size_t)(t->a + t->n - end);
+        add[na].a = end, add[na].n = tn, add[na].v = (char*)malloc(tn);
+        memcpy(add[na++].v, t->v + (end - t->a), tn);
     }
-    if (v) {
-        st_carry* x = (st_carry*)malloc(sizeof *x + n);
-        x->a = c, x->n = n, memcpy(x->v, v, n);
-        x->next = st_carries, st_carries = x;
+    for (int k = i; k < j; k++)
+        if (k != i || !head) free(s->e[k].v);
+    int m = s->n - (j - i) + na;
+    if (m > s->cap) {
+        s->cap = m > 2 * s->cap ? m : 2 * s->cap;
+        s->e = (st_carry*)realloc(s->e, sizeof *s->e * (size_t)s->cap);
     }
+    memmove(s->e + i + na, s->e + j, sizeof *s->e * (size_t)(s->n - j));
+    memcpy(s->e + i, add, sizeof *add * (size_t)na);
+    s->n = m;
     pthread_mutex_unlock(&st_carry_mu);
 }
-/* what device [a, a + n) holds, into out: 0 when unknown */
-static int st_carry_get(const void* a, void* out, size_t n)
+/* what device dev's [a, a + n) holds, into out (zeros where nothing is carried);
+   out NULL: only whether anything is carried there */
+static int st_carry_get(int dev, const void* a, void* out, size_t n)
 {
-    const char* c = (const char*)a;
+    const char *c = (const char*)a, *end = c + n;
     int got = 0;
+    if (out) memset(out, 0, n);
+    if (dev < 0 || dev >= ST_MAXDEV) return 0;
     pthread_mutex_lock(&st_carry_mu);
-    for (st_carry* x = st_carries; x && !got; x = x->next)
-        if (c >= x->a && c + n <= x->a + x->n) memcpy(out, x->v + (c - x->a), n), got = 1;
+    const st_carry_set* s = &st_carries[dev];
+    for (int k = st_carry_first(s, c); k < s->n && s->e[k].a < end; k++) {
+        const st_carry* x = &s->e[k];
+        const char *lo = x->a > c ? x->a : c, *hi = x->a + x->n < end ? x->a + x->n : end;
+        if (out) memcpy((char*)out + (lo - c), x->v + (lo - x->a), (size_t)(hi - lo));
+        got = 1;
+    }
     pthread_mutex_unlock(&st_carry_mu);
     return got;
 }
-/* a small transfer of n bytes from src to dst (program addresses; src's bytes
-   staged when not NULL) in cost-only mode */
-static void st_carry_move(void* dst, const void* src, const char* staged, size_t n)
+/* n bytes at p (device dev's, or host memory) into out; whether any was known */
+static int st_carry_read(int dev, const void* p, void* out, size_t n)
 {
-    if (n > ST_CARRY) return;
+    if (st_is_dev(p)) return st_carry_get(dev, p, out, n);
+    memcpy(out, p, n);
+    return 1;
+}
+/* v (NULL: zeros) into n bytes at p (device dev's, or host memory: pinned, a
+   collective's; zeros not written past ST_CARRY bytes, as st_carry_move) */
+static void st_carry_write(int dev, void* p, const void* v, size_t n)
+{
+    if (st_is_dev(p)) st_carry_put(dev, p, v, n);
+    else if (v) memcpy(p, v, n);
+    else if (n <= ST_CARRY) memset(p, 0, n);
+}
+/* A transfer of n bytes from src (device sdev's or host; its bytes staged when
+   not NULL) to dst (device ddev's or host) in cost-only mode. A large one to the
+   device leaves zeros; to the host, what is carried of its source with zeros
+   between, or, when nothing is, nothing (a large read of what kernels wrote
+   would back its host buffer: data, not a control value). */
+static void st_carry_move(void* dst, int ddev, const void* src, int sdev, const char* staged, size_t n)
+{
+    if (n > ST_CARRY && (st_is_dev(dst) || staged || !st_is_dev(src) || !st_carry_get(sdev, src, NULL, n))) {
+        if (st_is_dev(dst)) st_carry_put(ddev, dst, NULL, n);
+        return;
+    }
     char* tmp = (char*)malloc(n + 1);
-    int got = staged ? (memcpy(tmp, staged, n), 1) : st_is_dev(src) ? st_carry_get(src, tmp, n) : (memcpy(tmp, src, n), 1);
-    if (st_is_dev(dst)) st_carry_put(dst, got ? tmp : NULL, n);
-    else if (got) memcpy(dst, tmp, n);
+    if (staged) memcpy(tmp, staged, n);
+    else st_carry_read(sdev, src, tmp, n);
+    st_carry_write(ddev, dst, tmp, n);
     free(tmp);
+}
+/* A kernel about to run (st_mu held): the ranges it writes are unknown now. */
+static void st_ksig_ranges(const st_ksig* sig, void** a, dim3 grid, size_t* off, size_t* bytes);
+static void st_carry_kernel_locked(struct CUstream_st* s, st_op* op)
+{
+    const st_ksig* sig = op->sig;
+    void* a[16];
+    size_t off[16], bytes[16];
+    int o = 0;
+    for (int i = 0; i < sig->nargs; i++) a[i] = op->args + o, o += (sig->size[i] + 7) & ~7;
+    st_ksig_ranges(sig, a, op->grid, off, bytes);
+    for (int i = 0; i < sig->nargs; i++) {
+        char* p = (sig->wr >> i & 1) ? *(char**)a[i] : NULL;
+        st_alloc* al = p ? st_find_locked(p, 1) : NULL;
+        if (!al || !st_is_dev(p)) continue;
+        size_t from = (size_t)(p - st_dbase) + off[i], to = al->off + al->n;
+        if (bytes[i] != (size_t)-1 && from + bytes[i] < to) to = from + bytes[i];
+        if (from < to) st_carry_put(s->dev, st_dbase + from, NULL, to - from);
+    }
 }
 
 static void st_copy_run(struct CUstream_st* s, st_op* op)
 {
     (void)s;
     if (!st_cost_only) memcpy(st_sh(op->dst), op->staged ? op->staged : st_sh(op->src), op->n);
-    else st_carry_move(op->dst, op->src, op->staged, op->n);
+    else st_carry_move(op->dst, op->ddev, op->src, op->sdev, op->staged, op->n);
 }
 static void st_set_run(struct CUstream_st* s, st_op* op)
 {
     (void)s;
-    if (!st_cost_only) memset(st_sh(op->dst), op->val, op->n);
+    if (!st_cost_only) {
+        memset(st_sh(op->dst), op->val, op->n);
+    } else if (op->n <= ST_CARRY && (op->val & 0xff)) {
+        char* v = (char*)malloc(op->n);
+        memset(v, op->val, op->n);
+        st_carry_put(op->ddev, op->dst, v, op->n);
+        free(v);
+    } else {
+        st_carry_put(op->ddev, op->dst, NULL, op->n); /* zeros (a large non-zero memset: unknown) */
+    }
 }
 
 /* Checks one side of a copy: host memory, or n bytes inside one live device
@@ -1421,6 +1543,7 @@ static cudaError_t st_memcpy(void* dst, const void* src, size_t n, enum cudaMemc
     int ddv = -1, sdv = -1;
     if (ddev) st_where_locked(dst, 1, &ddv);
     if (sdev) st_where_locked(src, 1, &sdv);
+    op->ddev = ddv, op->sdev = sdv;
     st_clock_copy_locked(op, ddev && sdev ? VS_STRICT_D2D : ddev ? VS_STRICT_H2D : VS_STRICT_D2H, ddv, sdv);
     int wait = 0;
     if (!ddev && !sdev) {
@@ -1488,7 +1611,8 @@ static cudaError_t st_memset(void* p, int v, size_t n, cudaStream_t h, const cha
     }
     pthread_mutex_lock(&st_mu);
     st_op* op = st_op_new(fn, st_set_run);
-    op->dst = p, op->n = n, op->val = v;
+    op->dst = p, op->n = n, op->val = v, op->ddev = -1;
+    st_where_locked(p, 1, &op->ddev);
     st_clock_copy_locked(op, VS_STRICT_MEMSET, -1, -1);
     st_push_locked(st_stream_locked(h), op); /* cudaMemset too is asynchronous for device memory */
     pthread_mutex_unlock(&st_mu);

@@ -48,7 +48,9 @@
      them) and ends at start + cost on every rank; a send/recv pair at the
      later of its two sides. A group's collectives run one after another from
      the group's start, its send/recvs beside them.
-   - An event's time is the recorded position's end.
+   - An event's time is the recorded position's end; cudaEventElapsedTime
+     gives the interval between two (a program's own timing code reads the
+     modelled times: bench/gpu_calib.c).
    - Each host thread has a clock: every CUDA/NCCL call that enqueues, waits
      or allocates adds host_call_s (a query that answers cudaErrorNotReady
      adds nothing: the number of polls depends on the host's speed, the time

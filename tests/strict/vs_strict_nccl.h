@@ -205,25 +205,39 @@ static void st_collective_locked(st_clique* cq, st_inst* in)
             return;
         }
     }
-    if (st_cost_only) return; /* timed only */
     int start = (int)(in->seq % n); /* no rank-order promise */
-    const void** x = (const void**)malloc(sizeof(void*) * (size_t)n);
+    const void** x = (const void**)calloc((size_t)n, sizeof(void*));
     size_t total = kind == ST_N_ALLGATHER ? cnt * (size_t)n : kind == ST_N_REDSCAT ? cnt * (size_t)n : cnt;
-    char* tmp = (char*)malloc(total * es + 1);
-    if (kind == ST_N_ALLREDUCE || kind == ST_N_REDUCE || kind == ST_N_REDSCAT) {
+    int rooted = kind == ST_N_BCAST, known = 1;
+    if (st_cost_only) { /* the carried inputs (vs_strict.h), each rank's send buffer at most ST_CARRY bytes */
+        size_t sb = (kind == ST_N_REDSCAT ? total : cnt) * es;
+        known = 0;
+        for (int r = 0; r < n && sb <= ST_CARRY; r++)
+            if (!rooted || r == p0->peer) {
+                x[r] = malloc(sb + 1);
+                known |= st_carry_read(in->part[r]->comm->dev, in->part[r]->sb, (void*)x[r], sb);
+            }
+    } else {
         for (int r = 0; r < n; r++) x[r] = st_sh(in->part[r]->sb);
+    }
+    char* tmp = known ? (char*)malloc(total * es + 1) : NULL;
+    if (!known) {
+    } else if (kind == ST_N_ALLREDUCE || kind == ST_N_REDUCE || kind == ST_N_REDSCAT) {
         for (size_t i = 0; i < total; i++) st_reduce_elem(dt, p0->op, n, x, i, start, tmp, i);
     } else if (kind == ST_N_BCAST) {
-        memcpy(tmp, st_sh(in->part[p0->peer]->sb), cnt * es);
+        memcpy(tmp, x[p0->peer], cnt * es);
     } else { /* all-gather */
-        for (int r = 0; r < n; r++) memcpy(tmp + (size_t)r * cnt * es, st_sh(in->part[r]->sb), cnt * es);
+        for (int r = 0; r < n; r++) memcpy(tmp + (size_t)r * cnt * es, x[r], cnt * es);
     }
     for (int r = 0; r < n; r++) {
-        char* rb = (char*)st_sh(in->part[r]->rb);
+        st_nop* q = in->part[r];
         if (kind == ST_N_REDUCE && r != p0->peer) continue;
-        if (kind == ST_N_REDSCAT) memcpy(rb, tmp + (size_t)r * cnt * es, cnt * es);
-        else memcpy(rb, tmp, total * es);
+        const char* v = !tmp ? NULL : kind == ST_N_REDSCAT ? tmp + (size_t)r * cnt * es : tmp;
+        size_t vn = kind == ST_N_REDSCAT ? cnt * es : total * es;
+        if (!st_cost_only) memcpy(st_sh(q->rb), v, vn);
+        else st_carry_write(q->comm->dev, q->rb, v, vn); /* (nothing known: zeros) */
     }
+    for (int r = 0; r < n && st_cost_only; r++) free((void*)x[r]);
     free(tmp);
     free((void*)x);
 }
@@ -247,7 +261,7 @@ static int st_p2p_try_locked(st_clique* cq, st_nop* me)
         } else if (!st_cost_only) {
             memcpy(st_sh(r->rb), st_sh(s->sb), s->count * st_nsize(s->dt));
         } else {
-            st_carry_move(r->rb, s->sb, NULL, s->count * st_nsize(s->dt));
+            st_carry_move(r->rb, r->comm->dev, s->sb, s->comm->dev, NULL, s->count * st_nsize(s->dt));
         }
         int devs[2] = {s->comm->dev, r->comm->dev};
         s->t0 = r->t0 = s->t_ready > r->t_ready ? s->t_ready : r->t_ready;

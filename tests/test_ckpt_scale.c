@@ -1,0 +1,184 @@
+/* test_ckpt_scale.c - a checkpoint save's metadata does not grow on a rank
+   other than 0 with the world's size (issue 35 §3).
+
+   The library's host bytes during vs_ckpt_save, through the allocator hooks,
+   each block charged to the rank thread that allocated it (its peak over the
+   save, above what it held before): at 16 and 64 thread ranks, with the same
+   entries a rank (replicated tensors, as a DDP's, sharded ones, a blob). A
+   rank other than 0 holds its own records and O(1) more, so its bytes are the
+   same at 64 ranks as at 16; rank 0 gathers every rank's records (it writes the
+   index), so its bytes grow with the ranks, no faster. Before, every rank
+   all-gathered every rank's records (~660 B each) and planned all of them, and
+   every rank all-gathered every rank's CRC lists: ~8 x 660 B x n a rank here.
+   The saved checkpoint is then loaded back on every rank and checked. Built
+   with -DVESCALE_MPI (tests/run.sh runs it on 4 processes): the same round
+   trip over MPI. */
+#define VESCALE_IMPLEMENTATION
+#include "../vescale_ckpt.h"
+#include "../bench/rank_bytes.h"
+#include "vs_test.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+enum { MAXR = 64, NREP = 4, NSH = 3, NE = NREP + NSH + 1 };
+static rb_account accts[MAXR];
+
+static char root[256];
+static size_t save_bytes[MAXR]; // each rank's peak over the save, above what it held before
+static int loaded_ok[MAXR];
+
+static float value(int e, int64_t i) { return (float)(e * 1000 + i) * 0.25f; }
+
+/* This rank's entries: NREP replicated f32[16], NSH f32[4 n] sharded on the
+   ranks, a blob every rank gives alike. */
+static void make(vs_mesh* m, vs_ckpt_entry* en, float (*buf)[16], uint64_t* blob, int fill)
+{
+    const int n = vs_mesh_size(m, vs_mesh_dim_name(m, 0)), me = vs_mesh_rank(m);
+    static const char* names[NE] = {"rep0", "rep1", "rep2", "rep3", "sh0", "sh1", "sh2", "step"};
+    memset(en, 0, sizeof(vs_ckpt_entry) * NE);
+    for (int e = 0; e < NE - 1; e++) {
+        en[e].name = names[e];
+        en[e].t.dtype = VS_F32;
+        en[e].t.ndim = 1;
+        en[e].t.shape[0] = e < NREP ? 16 : 4 * (int64_t)n;
+        VT_OK(vs_layout_parse(m, e < NREP ? "[Replicate]" : "[Shard(0)]", &en[e].t.layout));
+        en[e].t.data = buf[e];
+        int64_t off = e < NREP ? 0 : 4 * (int64_t)me, cnt = e < NREP ? 16 : 4;
+        for (int64_t i = 0; i < cnt; i++) buf[e][i] = fill ? value(e, off + i) : -1.0f;
+    }
+    en[NE - 1].name = names[NE - 1];
+    en[NE - 1].kind = VS_CKPT_BLOB;
+    en[NE - 1].blob = blob;
+    en[NE - 1].blob_bytes = sizeof *blob;
+    *blob = fill ? 0x5ca1eull : 0;
+}
+
+static int rank_main(vs_world* w, void* arg)
+{
+    const char* path = (const char*)arg;
+    const int me = vs_world_rank(w);
+    if (me < 0 || me >= MAXR) return 1;
+    rb_acct = &accts[me];
+    vs_mesh* m = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &m));
+    vs_ckpt* ck = NULL;
+    vs_ckpt_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.mesh = m;
+    VT_OK(vs_ckpt_init(&cd, &ck));
+    vs_ckpt_entry en[NE];
+    float buf[NE][16];
+    uint64_t blob;
+    make(m, en, buf, &blob, 1);
+    VT_OK(vs_barrier(vs_mesh_comm(m), NULL)); // (every rank's setup done: its bytes now are the base)
+    size_t base = rb_mark();
+    vs_result r = vs_ckpt_save(ck, path, en, NE, NULL);
+    save_bytes[me] = rb_since(base);
+    VT_CHECK(r == VS_OK, "rank %d: save: %s", me, vs_last_error());
+    make(m, en, buf, &blob, 0);
+    int loaded[NE];
+    r = vs_ckpt_load(ck, path, en, NE, loaded);
+    VT_CHECK(r == VS_OK, "rank %d: load: %s", me, vs_last_error());
+    int ok = r == VS_OK && blob == 0x5ca1eull;
+    for (int e = 0; e < NE - 1; e++) {
+        int64_t off = e < NREP ? 0 : 4 * (int64_t)me, cnt = e < NREP ? 16 : 4;
+        for (int64_t i = 0; i < cnt; i++) ok &= buf[e][i] == value(e, off + i);
+    }
+    loaded_ok[me] = ok;
+    VT_OK(vs_ckpt_free(ck));
+    VT_OK(vs_mesh_free(m));
+    return 0;
+}
+
+#ifndef VESCALE_MPI
+/* One save (and load) on n thread ranks: rank 0's bytes, and the largest of the
+   other ranks'. */
+static void run(int n, size_t* b0, size_t* bmax)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/n%d", root, n);
+    memset(accts, 0, sizeof accts);
+    memset(save_bytes, 0, sizeof save_bytes);
+    memset(loaded_ok, 0, sizeof loaded_ok);
+    vs_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.nranks = n;
+    ld.stack_bytes = (size_t)256 << 10;
+    ld.allocator.alloc = rb_alloc, ld.allocator.free = rb_free;
+    VT_OK(vs_launch_ex(&ld, rank_main, path));
+    int good = 0;
+    *b0 = save_bytes[0], *bmax = 0;
+    for (int k = 0; k < n; k++) good += loaded_ok[k];
+    for (int k = 1; k < n; k++)
+        if (save_bytes[k] > *bmax) *bmax = save_bytes[k];
+    VT_CHECK(good == n, "%d ranks: %d loaded back what they saved", n, good);
+    printf("# %2d ranks: a save's host bytes on rank 0 %zu, on the other ranks at most %zu\n", n, *b0, *bmax);
+}
+
+static void case_nonroot_flat(void)
+{
+    size_t r16, o16, r64, o64;
+    run(16, &r16, &o16);
+    run(64, &r64, &o64);
+    /* the other ranks: the same entries, the same bytes (a little slack for the
+       transport's per-call scratch) */
+    VT_CHECK(o64 <= o16 + 512, "a rank other than 0 holds %zu bytes during a save at 64 ranks, %zu at 16: it grows "
+             "with the world", o64, o16);
+    /* rank 0: linear (every rank's records, their plan and offsets), never
+       more than 4 x from 16 to 64 ranks (+ its constant part) */
+    VT_CHECK(r64 <= 4 * r16 + 4096, "rank 0 holds %zu bytes during a save at 64 ranks, %zu at 16", r64, r16);
+}
+
+int main(void)
+{
+    snprintf(root, sizeof root, "/tmp/vs_ckpt_scale_XXXXXX");
+    if (!mkdtemp(root)) return 1;
+    VT_CASE("ckpt_scale/nonroot_flat", case_nonroot_flat());
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    if (system(cmd)) return 1;
+    return vt_summary();
+}
+#else
+/* Ranks as MPI processes (tests/run.sh: np 4): the save's point-to-point
+   transfers and agreements over MPI, a round trip checked on every rank. */
+int main(void)
+{
+    vs_world* w = NULL;
+    vs_world_desc wd;
+    memset(&wd, 0, sizeof wd);
+    wd.transport = VS_TRANSPORT_MPI;
+    wd.allocator.alloc = rb_alloc, wd.allocator.free = rb_free;
+    if (vs_world_init(&wd, &w)) {
+        fprintf(stderr, "vs_world_init(MPI): %s\n", vs_last_error());
+        return 1;
+    }
+    const int me = vs_world_rank(w);
+    vt_begin("ckpt_scale/mpi");
+    if (me == 0) {
+        snprintf(root, sizeof root, "/tmp/vs_ckpt_scale_XXXXXX");
+        if (!mkdtemp(root)) root[0] = 0;
+    }
+    VT_OK(vs_broadcast(vs_world_comm(w), root, root, sizeof root, VS_U8, 0, NULL));
+    char path[300];
+    snprintf(path, sizeof path, "%s/mpi", root);
+    int rc = root[0] ? rank_main(w, path) : 1;
+    VT_CHECK(rc == 0 && me >= 0 && me < MAXR && loaded_ok[me], "rank %d: the round trip failed", me);
+    int32_t local = __atomic_load_n(&vt_failures, __ATOMIC_SEQ_CST) != vt_case_start, any = 1;
+    VT_OK(vs_all_reduce(vs_world_comm(w), &local, &any, 1, VS_I32, VS_OP_MAX, NULL));
+    if (me == 0) {
+        VT_CHECK(!any || local, "ckpt_scale/mpi failed on another rank");
+        printf("# %d MPI ranks: a save's host bytes on rank 0 %zu\n", vs_world_size(w), save_bytes[0]);
+        vt_end("ckpt_scale/mpi");
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+        if (system(cmd)) any = 1;
+    }
+    VT_OK(vs_world_free(w));
+    return me == 0 ? vt_summary() : any;
+}
+#endif
