@@ -323,7 +323,8 @@
      wait with the deadline and fault watch (the loss read of a step). Work the
      host did not wait for is watched by one watchdog thread per world (started
      by the first vs_wait_stream; it looks every 20 ms while such work is in
-     flight and sleeps while none is): past the timeout, on NCCL's asynchronous error
+     flight, thread ranks beyond the cores less often, and sleeps while none
+     is): past the timeout, on NCCL's asynchronous error
      or when the job has failed, it aborts the communicator, so no stream waits
      forever, and the communicator's next call reports the fault. DDP completes
      its collectives this way.
@@ -2851,6 +2852,7 @@ struct vs_world {
     pthread_cond_t wdcv;
     int wd_on, wd_stop;
     vs_comm* wd_comms;
+    long wd_timed; // its wake-ups at the end of a period (atomic; a test bounds them by _vs_wd_period)
 #endif
 };
 
@@ -6969,6 +6971,21 @@ _VS_PRIVATE int _vs_wd_check(vs_comm* c)
     return code ? 0 : n;
 }
 
+/* The watchdog's period while work is in flight: 20 ms; thread ranks beyond
+   the cores (simulated GPUs at scale) 20 ms x ranks / cores, at most 1 s and a
+   tenth of the timeout: 1,024 ranks' watchdogs waking every 20 ms were 16% of
+   a cost-only GPT run's samples on 2 cores (futex_wake), all to find
+   deadlines of minutes. */
+_VS_PRIVATE double _vs_wd_period(const vs_world* w)
+{
+    const _vs_tjob* job = w->job;
+    const int cpus = _vs_online_cpus();
+    double p = job && job->desc.nranks > cpus ? 0.02 * job->desc.nranks / cpus : 0.02;
+    if (p > 1) p = 1;
+    if (p > w->timeout / 10) p = w->timeout / 10;
+    return p < 0.02 ? 0.02 : p;
+}
+
 _VS_PRIVATE void* _vs_wd_main(void* arg)
 {
     vs_world* w = (vs_world*)arg;
@@ -6980,8 +6997,9 @@ _VS_PRIVATE void* _vs_wd_main(void* arg)
             pthread_cond_wait(&w->wdcv, &w->wdmu);
             continue;
         }
-        struct timespec ts = _vs_abs_deadline(0.02);
-        pthread_cond_timedwait(&w->wdcv, &w->wdmu, &ts);
+        struct timespec ts = _vs_abs_deadline(_vs_wd_period(w));
+        if (pthread_cond_timedwait(&w->wdcv, &w->wdmu, &ts) == ETIMEDOUT)
+            __atomic_add_fetch(&w->wd_timed, 1, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&w->wdmu);
     return NULL;
