@@ -337,6 +337,9 @@ flat-diff:
 all: $(B)/vescale-ckpt
 test-bins: $(B)/vescale-ckpt
 $(B)/test_ckpt_format: tests/ckpt_handmade.h
+# the DDP tests' shared builders (tests/ddp_common.h), thread and stand-in builds
+DDP_COMMON := test_ddp_zero3 test_ddp_zero3_debug test_ddp_ext test_ddp_step test_ddp_hsdp
+$(DDP_COMMON:%=$(B)/%) $(DDP_COMMON:%=$(B)/%_strict) $(B)/test_ckpt_zero3: tests/ddp_common.h
 $(B)/vescale-ckpt: tools/vescale-ckpt.c $(HEADERS) | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN),plain,$(LDLIBS))
 # tools/vescale-shards: token shards (vs_data_open's format) from any text; make test

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "ddp_common.h"
 
 enum { NP = 4, MAXE = 16 * 24, NSAMPLE = 4, MAXR = 8, S = 2, T = 2 };
 static const char* const pname[NP] = {"a.w", "a.b", "b.w", "b.g"};
@@ -83,54 +84,7 @@ static float sample_grad(int s, int64_t t, int p, int64_t e, float v, float f)
     int k = (int)(x % 15u) - 7;
     return (float)(k + (v > 0 ? 1 : -1) + (f > 0 ? 1 : -1)) / 64.0f;
 }
-static float ld(const void* p, vs_dtype t, int64_t i)
-{
-    return t == VS_F32 ? ((const float*)p)[i] : vs_bf16_to_f32(((const uint16_t*)p)[i]);
-}
-static void st(void* p, vs_dtype t, int64_t i, float v)
-{
-    if (t == VS_F32)
-        ((float*)p)[i] = v;
-    else
-        ((uint16_t*)p)[i] = vs_f32_to_bf16(v);
-}
-/* element i of a local shard: its flat index in the global tensor */
-static int64_t global_of(const vs_ddp_param_info* pi, int64_t i)
-{
-    int64_t g = 0, rest = i, idx[2] = {0, 0};
-    for (int k = pi->ndim - 1; k >= 0; k--) {
-        idx[k] = rest % pi->local_shape[k] + pi->offset[k];
-        rest /= pi->local_shape[k];
-    }
-    for (int k = 0; k < pi->ndim; k++) g = g * pi->shape[k] + idx[k];
-    return g;
-}
-
-static vs_mesh* make_mesh(vs_world* w, mspec s)
-{
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    int k = 0;
-    if (s.pp) md.shape[k] = s.pp, md.dim_names[k++] = "PP";
-    if (s.dpr) md.shape[k] = s.dpr, md.dim_names[k++] = "DPR";
-    md.shape[k] = s.dp, md.dim_names[k++] = s.dpr ? "DPS" : "DP";
-    if (s.tp > 1) md.shape[k] = s.tp, md.dim_names[k++] = "TP";
-    vs_mesh* m = NULL;
-    VT_OK(vs_mesh_init(w, &md, &m));
-    return m;
-}
-
-static vs_result ckpt_io(vs_mesh* mesh, vs_ddp* d, const char* path, int save)
-{
-    vs_ckpt_desc cd;
-    memset(&cd, 0, sizeof cd);
-    cd.mesh = mesh;
-    vs_ckpt* ck = NULL;
-    vs_result r = vs_ckpt_init(&cd, &ck);
-    if (!r) r = save ? vs_ckpt_save_ddp(ck, path, d, "", NULL, 0, NULL) : vs_ckpt_load_ddp(ck, path, d, "", NULL, 0);
-    vs_result rf = vs_ckpt_free(ck);
-    return r ? r : rf;
-}
+static vs_mesh* make_mesh(vs_world* w, mspec s) { return dc_mesh(w, s.pp, s.dpr, s.dp, s.tp); }
 
 typedef struct rank_ctx {
     vs_ddp* d;
@@ -152,7 +106,7 @@ static void train_step(rank_ctx* x, int salt)
         for (int p = 2 * g - 2; p < 2 * g; p++) { // the "activations": the values the forward saw
             const void* v = vs_ddp_param(d, x->loc[p]);
             VT_CHECK(v != NULL, "%s", vs_last_error());
-            for (int64_t i = 0; v && i < x->pi[p].local_numel; i++) x->fwd[p][i] = ld(v, x->pi[p].dtype, i);
+            for (int64_t i = 0; v && i < x->pi[p].local_numel; i++) x->fwd[p][i] = dc_ld(v, x->pi[p].dtype, i);
         }
         VT_OK(vs_ddp_release(d, g));
     }
@@ -167,10 +121,10 @@ static void train_step(rank_ctx* x, int salt)
             VT_CHECK(v && gr, "%s: param %p grad %p: %s", pname[p], v, gr, vs_last_error());
             if (!v || !gr) return;
             for (int64_t i = 0; i < pi->local_numel; i++) {
-                int64_t e = global_of(pi, i);
-                float val = ld(v, pi->dtype, i), sum = 0;
+                int64_t e = dc_global_of(pi, i);
+                float val = dc_ld(v, pi->dtype, i), sum = 0;
                 for (int s = s0; s < s1; s++) sum += sample_grad(s, t, p, e, val, x->fwd[p][i]);
-                st(gr, pi->grad_dtype, i, sum / (float)(s1 - s0));
+                dc_st(gr, pi->grad_dtype, i, sum / (float)(s1 - s0));
             }
         }
         VT_OK(vs_ddp_group_ready(d, g));
@@ -212,14 +166,8 @@ static int rank_fn(vs_world* w, void* arg)
         pd.no_decay = pndim[p] == 1;
         pd.ready_group = pgroup(p);
         if (c->m.tp > 1 && ptp[p] >= 0) pd.placements[vs_mesh_dim_index(mesh, "TP")] = vs_shard(ptp[p]);
-        vs_ddp_param_info q; // the local shard's layout, from a probe
-        vs_ddp* probe = NULL;
-        VT_OK(vs_ddp_init(&dd, &probe));
-        VT_OK(vs_ddp_add_param(probe, &pd, NULL));
-        VT_OK(vs_ddp_query_param_info(probe, 0, &q));
-        VT_OK(vs_ddp_free(probe));
-        void* init = calloc((size_t)q.local_numel + 1, 4);
-        for (int64_t i = 0; i < q.local_numel; i++) st(init, pdt[p], i, init_of(p, global_of(&q, i)));
+        vs_ddp_param_info q;
+        void* init = dc_shard_init(&dd, &pd, init_of, p, &q);
         pd.data = init;
         VT_OK(vs_ddp_add_param(x.d, &pd, &x.loc[p]));
         free(init);
@@ -230,7 +178,7 @@ static int rank_fn(vs_world* w, void* arg)
     for (int s = 0; s < c->pre; s++) train_step(&x, 1);
     if (c->load) {
         if (c->hold) VT_OK(vs_ddp_gather(x.d, c->hold));
-        vs_result r = ckpt_io(mesh, x.d, c->load, 0);
+        vs_result r = dc_ckpt_ddp(mesh, x.d, c->load, 0);
         if (vs_world_rank(w) == 0) {
             c->load_rc = r;
             snprintf(c->load_msg, sizeof c->load_msg, "%s", r ? vs_last_error() : "");
@@ -243,9 +191,9 @@ static int rank_fn(vs_world* w, void* arg)
         VT_CHECK(r == VS_OK || c->hold || c->probe, "load %s: %s", c->load, vs_last_error());
     }
     for (int s = 0; s < c->s1; s++) train_step(&x, 0);
-    if (c->save1) VT_OK(ckpt_io(mesh, x.d, c->save1, 1));
+    if (c->save1) VT_OK(dc_ckpt_ddp(mesh, x.d, c->save1, 1));
     for (int s = 0; s < c->s2; s++) train_step(&x, 0);
-    if (c->save2) VT_OK(ckpt_io(mesh, x.d, c->save2, 1));
+    if (c->save2) VT_OK(dc_ckpt_ddp(mesh, x.d, c->save2, 1));
     VT_OK(vs_ddp_free(x.d));
     VT_OK(vs_mesh_free(mesh));
     return 0;
@@ -514,41 +462,10 @@ static void case_hostile(void)
 
 /* ---- memory: the world's allocator hooks, each rank thread's live bytes and peak ---- */
 enum { BIGN = 1 << 18 }; // one f32 parameter of 1 MiB; 256 KiB a rank at DP4
-typedef struct macct {
-    long live[MAXR], peak[MAXR];
-} macct;
-static __thread int tl_rank = -1;
-static void* acct_alloc(size_t n, void* user)
-{
-    macct* a = (macct*)user;
-    char* p = (char*)malloc(n + 16);
-    if (!p) return NULL;
-    int r = tl_rank;
-    memcpy(p, &n, sizeof n);
-    memcpy(p + 8, &r, sizeof r);
-    if (r >= 0 && r < MAXR) {
-        long v = __atomic_add_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
-        if (v > a->peak[r]) a->peak[r] = v;
-    }
-    return p + 16;
-}
-static void acct_free(void* q, void* user)
-{
-    if (!q) return;
-    macct* a = (macct*)user;
-    char* p = (char*)q - 16;
-    size_t n;
-    int r;
-    memcpy(&n, p, sizeof n);
-    memcpy(&r, p + 8, sizeof r);
-    if (r >= 0 && r < MAXR) __atomic_sub_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
-    free(p);
-}
-
 typedef struct mrun {
     const char* path;
     int save; // 1: train a step and save; 0: load before the first step
-    macct acct;
+    dc_acct acct;
     long extra[MAXR], piece[MAXR], shard[MAXR];
     uint64_t sent[MAXR];
     int rest[MAXR]; // groups at rest after the load
@@ -558,7 +475,7 @@ static int mem_rank(vs_world* w, void* arg)
 {
     mrun* c = (mrun*)arg;
     int me = vs_world_rank(w);
-    tl_rank = me;
+    dc_acct_rank = me;
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
     md.shape[0] = 4, md.dim_names[0] = "DP";
@@ -608,7 +525,7 @@ static int mem_rank(vs_world* w, void* arg)
     long l0 = c->acct.live[me];
     c->acct.peak[me] = l0;
     uint64_t s0 = vs_mesh_comm(dp)->sent;
-    VT_OK(ckpt_io(mesh, d, c->path, c->save));
+    VT_OK(dc_ckpt_ddp(mesh, d, c->path, c->save));
     c->extra[me] = c->acct.peak[me] - l0;
     c->sent[me] = vs_mesh_comm(dp)->sent - s0;
     c->rest[me] = 1;
@@ -633,9 +550,7 @@ static void case_memory(void)
         memset(&ld_, 0, sizeof ld_);
         ld_.nranks = 4;
         ld_.timeout_s = 60;
-        ld_.allocator.alloc = acct_alloc;
-        ld_.allocator.free = acct_free;
-        ld_.allocator.user = &c->acct;
+        ld_.allocator = dc_acct_hooks(&c->acct);
         VT_OK(vs_launch_ex(&ld_, mem_rank, c));
         for (int r = 0; r < 4; r++) {
             VT_CHECK(c->extra[r] <= c->piece[r] + 65536 && c->piece[r] == BIGN,

@@ -38,6 +38,7 @@
 #else
 #define DEV 0
 #endif
+#include "ddp_common.h"
 
 /* The model: L layers of K kinds; kind k of layer l has size[k] elements. */
 #define L 6
@@ -87,47 +88,6 @@ static void st(void* b, int bf16, int64_t i, float v)
         ((float*)b)[i] = v;
 }
 
-/* memory the DDP uses: device memory on the stand-in, page-aligned host memory else */
-static void* mem_alloc(size_t n)
-{
-#if DEV
-    void* p = NULL;
-    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
-#else
-    void* p = NULL;
-    return posix_memalign(&p, 4096, n) == 0 ? p : NULL;
-#endif
-}
-static void mem_free(void* p)
-{
-#if DEV
-    cudaFree(p);
-#else
-    free(p);
-#endif
-}
-static void to_mem(void* dst, const void* src, size_t n)
-{
-#if DEV
-    cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
-#else
-    memcpy(dst, src, n);
-#endif
-}
-static void from_mem(void* dst, const void* src, size_t n)
-{
-#if DEV
-    /* DDP's work on these buffers is in the legacy stream's order (its stream:
-       vs_ddp_wait_params, vs_ddp_param and the gradient sync order it there); a
-       cudaDeviceSynchronize would also wait beside the DP all-reduces still
-       waiting for the peer (the stand-in's device-sync-during-collective) */
-    cudaStreamSynchronize(cudaStreamLegacy);
-    cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost);
-#else
-    memcpy(dst, src, n);
-#endif
-}
-
 /* A 1-D mesh over the world and a DDP on it (ZeRO stage z, SGD). */
 static vs_ddp* ddp_on(vs_mesh* mesh, vs_zero_stage z)
 {
@@ -142,11 +102,7 @@ static vs_ddp* ddp_on(vs_mesh* mesh, vs_zero_stage z)
 }
 static vs_ddp* open_ddp(vs_world* w, vs_zero_stage z, vs_mesh** mesh)
 {
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    *mesh = NULL;
-    VT_OK(vs_mesh_init(w, &md, mesh));
+    *mesh = dc_mesh_1d(w);
     return ddp_on(*mesh, z);
 }
 /* The f32 parameter "w" of n elements (nothing else set). */
@@ -167,12 +123,8 @@ static int train_rank(vs_world* w, void* arg)
     int me = vs_world_rank(w);
     int64_t T = total_elems();
     size_t ez = esz(c->bf16), gz = c->bf16 ? 2 : 4; // (grad_fp32 off: gradients in the parameter dtype)
-    vs_mesh* mesh = NULL;
+    vs_mesh* mesh = dc_mesh_1d(w);
     vs_ckpt* ck = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = c->dp;
-    VT_OK(vs_mesh_init(w, &md, &mesh));
     vs_ddp_desc dd;
     memset(&dd, 0, sizeof dd);
     dd.mesh = mesh;
@@ -188,11 +140,11 @@ static int train_rank(vs_world* w, void* arg)
     void* hp = calloc((size_t)T, ez);
     void* hg = calloc((size_t)T, gz);
     for (int64_t i = 0; i < T; i++) st(hp, c->bf16, i, (float)init_val(i));
-    void* P = c->ext ? mem_alloc((size_t)T * ez) : NULL;
-    void* G = c->ext ? mem_alloc((size_t)T * gz) : NULL;
+    void* P = c->ext ? dc_mem_alloc((size_t)T * ez) : NULL;
+    void* G = c->ext ? dc_mem_alloc((size_t)T * gz) : NULL;
     if (c->ext) {
-        to_mem(P, hp, (size_t)T * ez);
-        to_mem(G, hg, (size_t)T * gz);
+        dc_to_mem(P, hp, (size_t)T * ez);
+        dc_to_mem(G, hg, (size_t)T * gz);
     }
     void* init = malloc((size_t)(kind_size[0] + 16) * ez);
     int idx[L][K];
@@ -257,13 +209,13 @@ static int train_rank(vs_world* w, void* arg)
         // the gradients of this step, from the current parameters
         if (c->ext) {
             VT_OK(vs_ddp_wait_params(d));
-            from_mem(hp, P, (size_t)T * ez);
+            dc_from_mem(hp, P, (size_t)T * ez);
         } else {
             for (int l = 0; l < L; l++)
                 for (int k = 0; k < K; k++) {
                     const void* p = vs_ddp_param(d, idx[l][k]);
                     VT_CHECK(p != NULL, "vs_ddp_param: %s", vs_last_error());
-                    if (p) from_mem((char*)hp + (size_t)flat_off(k, l) * ez, p, (size_t)kind_size[k] * ez);
+                    if (p) dc_from_mem((char*)hp + (size_t)flat_off(k, l) * ez, p, (size_t)kind_size[k] * ez);
                 }
         }
         for (int64_t i = 0; i < T; i++) st(hg, c->bf16, i, grad_val(i, me, t, ld(hp, c->bf16, i)));
@@ -272,7 +224,7 @@ static int train_rank(vs_world* w, void* arg)
                 void* g = vs_ddp_grad(d, idx[l][k]);
                 VT_CHECK(g != NULL, "vs_ddp_grad: %s", vs_last_error());
                 if (c->ext) VT_CHECK(g == (char*)G + (size_t)flat_off(k, l) * gz, "vs_ddp_grad is not the trainer's");
-                if (g) to_mem(g, (char*)hg + (size_t)flat_off(k, l) * gz, (size_t)kind_size[k] * gz);
+                if (g) dc_to_mem(g, (char*)hg + (size_t)flat_off(k, l) * gz, (size_t)kind_size[k] * gz);
             }
             if (c->ext && c->group) // the layer in one call: no table of indices
                 VT_OK(vs_ddp_group_ready(d, l + 1));
@@ -285,7 +237,7 @@ static int train_rank(vs_world* w, void* arg)
                piece lands in DDP's accumulator itself (no copy in and no zeroing of
                it after, which cost a ZeRO-1 step 5-15% against DDP's own buckets) */
             void* now = malloc((size_t)T * gz);
-            from_mem(now, G, (size_t)T * gz);
+            dc_from_mem(now, G, (size_t)T * gz);
             VT_CHECK(!memcmp(now, hg, (size_t)T * gz),
                      "rank %d step %d: the ZeRO-1 reduction wrote into the trainer's gradients (it should land in the "
                      "accumulator)", me, t);
@@ -293,7 +245,7 @@ static int train_rank(vs_world* w, void* arg)
         }
         if (c->ext && c->zero == 0) { // the trainer's gradient holds the average (a formula: no reference run)
             void* avg = malloc((size_t)T * gz);
-            from_mem(avg, G, (size_t)T * gz);
+            dc_from_mem(avg, G, (size_t)T * gz);
             int bad = 0;
             for (int64_t i = 0; i < T && bad < 3; i++) {
                 double want = 0;
@@ -316,15 +268,15 @@ static int train_rank(vs_world* w, void* arg)
         VT_OK(vs_ddp_step(d, 1e-2));
         if (c->own_zero) { // the trainer's own zero_grad
             memset(hg, 0, (size_t)T * gz);
-            to_mem(G, hg, (size_t)T * gz);
+            dc_to_mem(G, hg, (size_t)T * gz);
         }
     }
     if (c->ext && c->read_stale) { // the race of issue 22: an evaluation that reads its own pointers
         double before = 0, after = 0;
-        from_mem(hp, P, (size_t)T * ez);
+        dc_from_mem(hp, P, (size_t)T * ez);
         for (int64_t i = 0; i < T; i++) before += ld(hp, c->bf16, i);
         VT_OK(vs_ddp_wait_params(d));
-        from_mem(hp, P, (size_t)T * ez);
+        dc_from_mem(hp, P, (size_t)T * ez);
         for (int64_t i = 0; i < T; i++) after += ld(hp, c->bf16, i);
         if (me == 0) c->stale_sum[0] = before, c->stale_sum[1] = after;
     }
@@ -333,20 +285,20 @@ static int train_rank(vs_world* w, void* arg)
     if (ck) VT_OK(vs_ckpt_free(ck));
     if (me == 0 && c->out) {
         if (c->ext)
-            from_mem(hp, P, (size_t)T * ez);
+            dc_from_mem(hp, P, (size_t)T * ez);
         else
             for (int l = 0; l < L; l++)
                 for (int k = 0; k < K; k++) {
                     const void* p = vs_ddp_param(d, idx[l][k]);
-                    if (p) from_mem((char*)hp + (size_t)flat_off(k, l) * ez, p, (size_t)kind_size[k] * ez);
+                    if (p) dc_from_mem((char*)hp + (size_t)flat_off(k, l) * ez, p, (size_t)kind_size[k] * ez);
                 }
         for (int64_t i = 0; i < T; i++) c->out[i] = ld(hp, c->bf16, i);
     }
     VT_OK(vs_ddp_free(d));
     VT_OK(vs_mesh_free(mesh));
     if (c->ext) {
-        mem_free(P);
-        mem_free(G);
+        dc_mem_free(P);
+        dc_mem_free(G);
     }
     free(hp);
     free(hg);
@@ -355,15 +307,8 @@ static int train_rank(vs_world* w, void* arg)
 
 static vs_result launch(int n, int (*fn)(vs_world*, void*), void* arg)
 {
-#if DEV
-    vs_launch_desc ld;
-    memset(&ld, 0, sizeof ld);
-    ld.nranks = n;
-    ld.transport = VS_TRANSPORT_NCCL;
+    vs_launch_desc ld = dc_launch_desc(n);
     return vs_launch_ex(&ld, fn, arg);
-#else
-    return vs_launch(n, fn, arg);
-#endif
 }
 
 /* trainer-owned storage equals DDP-owned memory bit for bit (staged: ZeRO-0's
@@ -412,8 +357,8 @@ static int rank_group_bad(vs_world* w, void* arg)
     (void)arg;
     vs_mesh* mesh = NULL;
     vs_ddp* d = open_ddp(w, VS_ZERO_0, &mesh);
-    float* P = (float*)mem_alloc(64 * sizeof(float)); // (device memory on NCCL)
-    float* G = (float*)mem_alloc(64 * sizeof(float));
+    float* P = (float*)dc_mem_alloc(64 * sizeof(float)); // (device memory on NCCL)
+    float* G = (float*)dc_mem_alloc(64 * sizeof(float));
     int idx[4];
     for (int i = 0; i < 4; i++) { // two groups of two: h.0.* in group 1, h.1.* in group 2
         char name[16];
@@ -439,8 +384,8 @@ static int rank_group_bad(vs_world* w, void* arg)
     VT_OK(vs_ddp_finish_grad_sync(d));
     VT_OK(vs_ddp_free(d));
     VT_OK(vs_mesh_free(mesh));
-    mem_free(P);
-    mem_free(G);
+    dc_mem_free(P);
+    dc_mem_free(G);
     return 0;
 }
 
@@ -465,22 +410,22 @@ static int rank_world(vs_world* w, void* arg)
     dd.mesh = NULL, dd.zero = VS_ZERO_1, dd.optim.kind = VS_OPTIM_SGD;
     VT_OK(vs_ddp_init(&dd, &d));
     float h[64];
-    float* P = (float*)mem_alloc((size_t)n * sizeof(float)); // (device memory on NCCL)
-    float* G = (float*)mem_alloc((size_t)n * sizeof(float));
+    float* P = (float*)dc_mem_alloc((size_t)n * sizeof(float)); // (device memory on NCCL)
+    float* G = (float*)dc_mem_alloc((size_t)n * sizeof(float));
     for (int i = 0; i < n; i++) h[i] = 0.01f * (float)i;
-    to_mem(P, h, sizeof h);
+    dc_to_mem(P, h, sizeof h);
     vs_ddp_param_desc pd = w_param(n);
     pd.storage = P, pd.grad_storage = G;
     VT_OK(vs_ddp_add_param(d, &pd, NULL));
     VT_OK(vs_ddp_finalize(d));
     for (int i = 0; i < n; i++) h[i] = 0.25f * (float)(i + me);
-    to_mem(G, h, sizeof h);
+    dc_to_mem(G, h, sizeof h);
     VT_OK(vs_ddp_grad_ready(d, 0));
     VT_OK(vs_ddp_finish_grad_sync(d));
     VT_OK(vs_ddp_step(d, 0.5));
     VT_OK(vs_ddp_wait_params(d));
     VT_OK(vs_ddp_synchronize(d));
-    from_mem(h, P, sizeof h);
+    dc_from_mem(h, P, sizeof h);
     int bad = 0;
     for (int i = 0; i < n; i++) { // the mean of 0.25 (i + r) over r < R: 0.25 (i + (R - 1) / 2)
         double want = 0.01 * i - 0.5 * 0.25 * (i + 0.5 * (R - 1));
@@ -493,8 +438,8 @@ static int rank_world(vs_world* w, void* arg)
     VT_CHECK(q.mesh && !q.world && vs_mesh_ndims(q.mesh) == 1 && vs_mesh_size(q.mesh, vs_mesh_dim_name(q.mesh, 0)) == R,
              "query: mesh %p (%d dims), world %p", (void*)q.mesh, q.mesh ? vs_mesh_ndims(q.mesh) : -1, (void*)q.world);
     VT_OK(vs_ddp_free(d)); // and its mesh
-    mem_free(P);
-    mem_free(G);
+    dc_mem_free(P);
+    dc_mem_free(G);
     return 0;
 }
 
@@ -663,8 +608,8 @@ static int rank_debug(vs_world* w, void* arg)
     vs_mesh* mesh = NULL;
     vs_ddp* d = open_ddp(w, VS_ZERO_1, &mesh);
     enum { N = 8192 }; // 32 KiB: whole pages outside each rank's half
-    float* P = (float*)mem_alloc(N * sizeof(float));
-    float* G = (float*)mem_alloc(N * sizeof(float));
+    float* P = (float*)dc_mem_alloc(N * sizeof(float));
+    float* G = (float*)dc_mem_alloc(N * sizeof(float));
     for (int i = 0; i < N; i++) P[i] = 1.0f, G[i] = 0;
     vs_ddp_param_desc pd;
     memset(&pd, 0, sizeof pd);
@@ -693,8 +638,8 @@ static int rank_debug(vs_world* w, void* arg)
     if (wait) VT_CHECK(s == 0.5f, "rank %d: P[%d] = %g after the wait, want 0.5", me, far, (double)s);
     VT_OK(vs_ddp_free(d));
     VT_OK(vs_mesh_free(mesh));
-    mem_free(P);
-    mem_free(G);
+    dc_mem_free(P);
+    dc_mem_free(G);
     return 0;
 }
 
@@ -855,12 +800,8 @@ static int rank_zero(vs_world* w, void* arg)
     int zero = mode[0], own = mode[1], me = vs_world_rank(w);
     int64_t T = total_elems();
     size_t bytes = ((size_t)T * 4 + 4095) / 4096 * 4096;
-    vs_mesh* mesh = NULL;
+    vs_mesh* mesh = dc_mesh_1d(w);
     vs_ddp* d = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = 2;
-    VT_OK(vs_mesh_init(w, &md, &mesh));
     vs_ddp_desc dd;
     memset(&dd, 0, sizeof dd);
     dd.mesh = mesh;
@@ -868,8 +809,8 @@ static int rank_zero(vs_world* w, void* arg)
     dd.optim.kind = VS_OPTIM_SGD;
     dd.trainer_zero_grad = own;
     VT_OK(vs_ddp_init(&dd, &d));
-    float* P = (float*)mem_alloc(bytes);
-    float* G = (float*)mem_alloc(bytes);
+    float* P = (float*)dc_mem_alloc(bytes);
+    float* G = (float*)dc_mem_alloc(bytes);
     for (int64_t i = 0; i < T; i++) P[i] = (float)init_val(i), G[i] = 0;
     add_flat_params(d, P, G);
     for (int t = 0; t < 3; t++) {
@@ -904,8 +845,8 @@ static int rank_zero(vs_world* w, void* arg)
     }
     VT_OK(vs_ddp_free(d));
     VT_OK(vs_mesh_free(mesh));
-    mem_free(P);
-    mem_free(G);
+    dc_mem_free(P);
+    dc_mem_free(G);
     return 0;
 }
 static void case_zero(int zero, int own)
@@ -926,11 +867,7 @@ static int rank_layers(vs_world* w, void* arg)
 {
     int zero = *(const int*)arg, me = vs_world_rank(w);
     int64_t T = total_elems();
-    vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = 2;
-    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_mesh* mesh = dc_mesh_1d(w);
     vs_ddp* d[2] = {NULL, NULL}; // [0] a view a call, [1] a kind a call
     float *P[2], *G[2];
     for (int v = 0; v < 2; v++) {
@@ -940,7 +877,7 @@ static int rank_layers(vs_world* w, void* arg)
         dd.zero = (vs_zero_stage)zero;
         dd.optim.kind = VS_OPTIM_ADAMW;
         VT_OK(vs_ddp_init(&dd, &d[v]));
-        P[v] = (float*)mem_alloc((size_t)T * 4), G[v] = (float*)mem_alloc((size_t)T * 4);
+        P[v] = (float*)dc_mem_alloc((size_t)T * 4), G[v] = (float*)dc_mem_alloc((size_t)T * 4);
         for (int64_t i = 0; i < T; i++) P[v][i] = (float)init_val(i), G[v][i] = 0;
     }
     add_flat_params(d[0], P[0], G[0]);
@@ -988,7 +925,7 @@ static int rank_layers(vs_world* w, void* arg)
              (long long)T);
     for (int v = 0; v < 2; v++) {
         VT_OK(vs_ddp_free(d[v]));
-        mem_free(P[v]), mem_free(G[v]);
+        dc_mem_free(P[v]), dc_mem_free(G[v]);
     }
     VT_OK(vs_mesh_free(mesh));
     return 0;
@@ -1055,8 +992,8 @@ static int rank_nowait(vs_world* w, void* arg)
     int64_t T = total_elems();
     vs_mesh* mesh = NULL;
     vs_ddp* d = open_ddp(w, VS_ZERO_1, &mesh);
-    float* P = (float*)mem_alloc((size_t)T * 4);
-    float* G = (float*)mem_alloc((size_t)T * 4);
+    float* P = (float*)dc_mem_alloc((size_t)T * 4);
+    float* G = (float*)dc_mem_alloc((size_t)T * 4);
     for (int64_t i = 0; i < T; i++) P[i] = (float)init_val(i), G[i] = grad_val(i, me, 0, P[i]);
     add_flat_params(d, P, G);
     for (int l = L - 1; l >= 0; l--) VT_OK(vs_ddp_group_ready(d, l + 1));
@@ -1073,8 +1010,8 @@ static int rank_nowait(vs_world* w, void* arg)
     VT_OK(vs_ddp_wait_params(d));
     VT_OK(vs_ddp_free(d));
     VT_OK(vs_mesh_free(mesh));
-    mem_free(P);
-    mem_free(G);
+    dc_mem_free(P);
+    dc_mem_free(G);
     return 0;
 }
 static void case_nowait(void)
@@ -1093,8 +1030,8 @@ static int rank_subpage(vs_world* w, void* arg)
     vs_mesh* mesh = NULL;
     vs_ddp* d = open_ddp(w, VS_ZERO_1, &mesh);
     enum { N = 64 }; // 256 bytes
-    float* P = (float*)mem_alloc(4096);
-    float* G = (float*)mem_alloc(4096);
+    float* P = (float*)dc_mem_alloc(4096);
+    float* G = (float*)dc_mem_alloc(4096);
     for (int i = 0; i < N; i++) P[i] = 1.0f, G[i] = 0;
     vs_ddp_param_desc pd = w_param(N);
     pd.name = "h.0.ln_1.weight";
@@ -1126,8 +1063,8 @@ static int rank_subpage(vs_world* w, void* arg)
     for (int i = 0; i < N; i++) VT_CHECK(!wait || isfinite(P[i]), "P[%d] = %g after the wait", i, (double)P[i]);
     VT_OK(vs_ddp_free(d));
     VT_OK(vs_mesh_free(mesh));
-    mem_free(P);
-    mem_free(G);
+    dc_mem_free(P);
+    dc_mem_free(G);
     return 0;
 }
 static void case_subpage(void)
@@ -1145,11 +1082,7 @@ static void case_subpage(void)
 static int rank_dbg_env(vs_world* w, void* arg)
 {
     (void)arg;
-    vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_mesh* mesh = dc_mesh_1d(w);
     vs_ddp_desc dd;
     memset(&dd, 0, sizeof dd);
     dd.mesh = mesh;
@@ -1232,7 +1165,7 @@ static int rank_host_ptr(vs_world* w, void* arg)
     vs_mesh* mesh = NULL;
     vs_ddp* d = open_ddp(w, VS_ZERO_0, &mesh);
     float* host = (float*)malloc(64 * sizeof(float));
-    void* dev = mem_alloc(64 * sizeof(float));
+    void* dev = dc_mem_alloc(64 * sizeof(float));
     vs_ddp_param_desc pd = w_param(64);
     pd.storage = dev, pd.grad_storage = host;
     vs_result r = vs_ddp_add_param(d, &pd, NULL);
@@ -1241,7 +1174,7 @@ static int rank_host_ptr(vs_world* w, void* arg)
     VT_OK(vs_ddp_free(d));
     VT_OK(vs_mesh_free(mesh));
     free(host);
-    mem_free(dev);
+    dc_mem_free(dev);
     return 0;
 }
 #endif

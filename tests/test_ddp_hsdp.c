@@ -54,43 +54,7 @@
 #else
 #define DEV 0
 #endif
-
-/* memory the DDP uses: device memory on the stand-in, host memory else */
-static void* mem_alloc(size_t n)
-{
-#if DEV
-    void* p = NULL;
-    return cudaMalloc(&p, n ? n : 1) == cudaSuccess ? p : NULL;
-#else
-    return calloc(n ? n : 1, 1);
-#endif
-}
-static void mem_free(void* p)
-{
-#if DEV
-    if (p) cudaFree(p);
-#else
-    free(p);
-#endif
-}
-static void to_mem(void* dst, const void* src, size_t n)
-{
-#if DEV
-    VT_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy");
-#else
-    memcpy(dst, src, n);
-#endif
-}
-/* DDP's work is in the legacy stream's order (its stream): synchronized, then copied */
-static void from_mem(void* dst, const void* src, size_t n)
-{
-#if DEV
-    VT_CHECK(cudaStreamSynchronize(cudaStreamLegacy) == cudaSuccess, "cudaStreamSynchronize");
-    VT_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost) == cudaSuccess, "cudaMemcpy");
-#else
-    memcpy(dst, src, n);
-#endif
-}
+#include "ddp_common.h"
 
 enum { NP = 5, MAXE = 240, MAXR = 16, MAXSTEPS = 4, NS = 3 };
 static const char* const pname[NP] = {"in.scale", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
@@ -147,30 +111,6 @@ static float grad_of(const run* c, int r, int t, int st, int p, int64_t e, float
 
 static float init_of(int p, int64_t e) { return p == 0 ? 1.0f + 0.25f * hashf(7, (uint32_t)e, 0) : 0.5f * hashf(9, (uint32_t)p, (uint32_t)e); }
 
-static float ld(const void* a, vs_dtype t, int64_t i)
-{
-    return t == VS_F32 ? ((const float*)a)[i] : vs_bf16_to_f32(((const uint16_t*)a)[i]);
-}
-static void st_(void* a, vs_dtype t, int64_t i, float v)
-{
-    if (t == VS_F32)
-        ((float*)a)[i] = v;
-    else
-        ((uint16_t*)a)[i] = vs_f32_to_bf16(v);
-}
-
-/* The global flat index of local flat index i of a parameter (its info). */
-static int64_t global_of(const vs_ddp_param_info* pi, int64_t i)
-{
-    int64_t g = 0, rest = i, idx[2] = {0, 0};
-    for (int k = pi->ndim - 1; k >= 0; k--) {
-        idx[k] = rest % pi->local_shape[k] + pi->offset[k];
-        rest /= pi->local_shape[k];
-    }
-    for (int k = 0; k < pi->ndim; k++) g = g * pi->shape[k] + idx[k];
-    return g;
-}
-
 static vs_placement tp_place(int p)
 {
     if (p == 1 || p == 2) return vs_shard(0);
@@ -179,19 +119,7 @@ static vs_placement tp_place(int p)
     return vs_replicate();
 }
 
-static vs_mesh* make_mesh(vs_world* w, const run* c)
-{
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    int k = 0;
-    if (c->pp) md.shape[k] = c->pp, md.dim_names[k++] = "PP";
-    if (c->dpr) md.shape[k] = c->dpr, md.dim_names[k++] = "DPR";
-    md.shape[k] = c->vdp ? 1 : c->dps, md.dim_names[k++] = c->dpr ? "DPS" : "DP";
-    if (c->tp > 1) md.shape[k] = c->tp, md.dim_names[k++] = "TP";
-    vs_mesh* m = NULL;
-    VT_OK(vs_mesh_init(w, &md, &m));
-    return m;
-}
+static vs_mesh* make_mesh(vs_world* w, const run* c) { return dc_mesh(w, c->pp, c->dpr, c->vdp ? 1 : c->dps, c->tp); }
 
 static uint64_t sent_over(vs_mesh* m, const char* dims)
 {
@@ -213,20 +141,20 @@ static void backward(vs_ddp* d, const run* c, int r, int t, int st, const vs_ddp
         VT_CHECK(dval && dg, "%s: param %p grad %p (%s)", pname[p], dval, dg, vs_last_error());
         if (!dval || !dg) return;
         size_t gz = vs_dtype_size(pi[p].grad_dtype);
-        from_mem(vbuf, dval, (size_t)pi[p].local_numel * vs_dtype_size(pi[p].dtype));
+        dc_from_mem(vbuf, dval, (size_t)pi[p].local_numel * vs_dtype_size(pi[p].dtype));
         const void* val = vbuf;
         void* g = gbuf;
         for (int64_t i = 0; i < pi[p].local_numel; i++) {
-            int64_t e = global_of(&pi[p], i);
-            float v = ld(val, pi[p].dtype, i);
+            int64_t e = dc_global_of(&pi[p], i);
+            float v = dc_ld(val, pi[p].dtype, i);
             double sum = 0;
             int nr = c->vdp ? c->vdp : 1, nt = c->vdp && p == 0 ? c->vtp : 1;
             for (int rr = 0; rr < nr; rr++) // (the reference: the mean over data ranks, the sum of TP parts)
                 for (int tt = 0; tt < nt; tt++)
                     sum += grad_of(c, c->vdp ? rr : r, c->vdp ? tt : (p == 0 ? t : 0), st, p, e, v);
-            st_(g, pi[p].grad_dtype, i, (float)(sum / nr));
+            dc_st(g, pi[p].grad_dtype, i, (float)(sum / nr));
         }
-        to_mem(dg, g, (size_t)pi[p].local_numel * gz);
+        dc_to_mem(dg, g, (size_t)pi[p].local_numel * gz);
         VT_OK(vs_ddp_grad_ready(d, loc[p]));
         if (c->zero == VS_ZERO_3) VT_OK(vs_ddp_release(d, p + 1));
     }
@@ -242,7 +170,7 @@ static void forward(vs_ddp* d, const run* c, const vs_ddp_param_info* pi, const 
         VT_OK(vs_ddp_gather(d, p + 1));
         const void* dval = vs_ddp_param(d, loc[p]);
         VT_CHECK(dval != NULL, "forward: %s: %s", pname[p], vs_last_error());
-        if (dval) from_mem(vbuf, dval, (size_t)pi[p].local_numel * vs_dtype_size(pi[p].dtype));
+        if (dval) dc_from_mem(vbuf, dval, (size_t)pi[p].local_numel * vs_dtype_size(pi[p].dtype));
         VT_OK(vs_ddp_release(d, p + 1));
     }
 }
@@ -258,11 +186,11 @@ static void collect(vs_ddp* d, run* c, int me, const vs_ddp_param_info* pi, cons
         if (c->zero == VS_ZERO_3) VT_OK(vs_ddp_gather(d, p + 1));
         const void* dval = vs_ddp_param(d, loc[p]);
         const void* val = dval ? vbuf : NULL;
-        if (dval) from_mem(vbuf, dval, (size_t)pi[p].local_numel * vs_dtype_size(pi[p].dtype));
+        if (dval) dc_from_mem(vbuf, dval, (size_t)pi[p].local_numel * vs_dtype_size(pi[p].dtype));
         if (c->zero == VS_ZERO_3) VT_OK(vs_ddp_release(d, p + 1));
         for (int64_t i = 0; val && i < pi[p].local_numel; i++) {
-            int64_t e = global_of(&pi[p], i);
-            c->p[me][p][e] = ld(val, pi[p].dtype, i);
+            int64_t e = dc_global_of(&pi[p], i);
+            c->p[me][p][e] = dc_ld(val, pi[p].dtype, i);
             c->has[me][p][e] = 1;
         }
         for (int s = 0; s < NS; s++) {
@@ -272,26 +200,14 @@ static void collect(vs_ddp* d, run* c, int me, const vs_ddp_param_info* pi, cons
             VT_OK(vs_ddp_optim_state(d, loc[p], sstate[s], &sp));
             VT_CHECK(sp.begin == q.owned_begin && sp.end == q.owned_end, "%s: state range [%lld, %lld) owned [%lld, %lld)",
                      pname[p], (long long)sp.begin, (long long)sp.end, (long long)q.owned_begin, (long long)q.owned_end);
-            if (sp.end > sp.begin) from_mem(sbuf, sp.data, sizeof(float) * (size_t)(sp.end - sp.begin));
+            if (sp.end > sp.begin) dc_from_mem(sbuf, sp.data, sizeof(float) * (size_t)(sp.end - sp.begin));
             for (int64_t i = sp.begin; q.primary && i < sp.end; i++) {
-                int64_t e = global_of(&pi[p], i);
+                int64_t e = dc_global_of(&pi[p], i);
                 c->st[s][p][e] = sbuf[i - sp.begin];
                 __atomic_fetch_add(&c->cover[s][p][e], 1, __ATOMIC_RELAXED);
             }
         }
     }
-}
-
-static vs_result ckpt_io(vs_mesh* mesh, vs_ddp* d, const char* path, int save)
-{
-    vs_ckpt_desc cd;
-    memset(&cd, 0, sizeof cd);
-    cd.mesh = mesh;
-    vs_ckpt* ck = NULL;
-    vs_result r = vs_ckpt_init(&cd, &ck);
-    if (!r) r = save ? vs_ckpt_save_ddp(ck, path, d, "", NULL, 0, NULL) : vs_ckpt_load_ddp(ck, path, d, "", NULL, 0);
-    vs_result rf = vs_ckpt_free(ck);
-    return r ? r : rf;
 }
 
 static int rank_fn(vs_world* w, void* arg)
@@ -333,23 +249,14 @@ static int rank_fn(vs_world* w, void* arg)
         pd.ready_group = c->groups || c->zero == VS_ZERO_3 ? p + 1 : 0;
         if (c->tp > 1) pd.placements[vs_mesh_dim_index(mesh, "TP")] = tp_place(p);
         int idx = -1;
-        // the local shard's initial values: registered without data first to learn the layout
-        vs_ddp_param_info q;
-        {
-            vs_ddp* probe = NULL;
-            VT_OK(vs_ddp_init(&dd, &probe));
-            VT_OK(vs_ddp_add_param(probe, &pd, NULL));
-            VT_OK(vs_ddp_query_param_info(probe, 0, &q));
-            VT_OK(vs_ddp_free(probe));
-        }
+        vs_ddp_param_info q; // the local shard's layout and initial values
+        void* init = dc_shard_init(&dd, &pd, init_of, p, &q);
         size_t ez = vs_dtype_size(dt), gz = vs_dtype_size(c->grad_fp32 ? VS_F32 : dt);
-        void* init = calloc((size_t)q.local_numel + 1, ez);
-        for (int64_t i = 0; i < q.local_numel; i++) st_(init, dt, i, init_of(p, global_of(&q, i)));
         if (c->ext && c->zero != VS_ZERO_3) {
-            own[p] = mem_alloc((size_t)q.local_numel * ez), gown[p] = mem_alloc((size_t)q.local_numel * gz);
-            to_mem(own[p], init, (size_t)q.local_numel * ez);
+            own[p] = dc_mem_alloc((size_t)q.local_numel * ez), gown[p] = dc_mem_alloc((size_t)q.local_numel * gz);
+            dc_to_mem(own[p], init, (size_t)q.local_numel * ez);
             void* zeros = calloc((size_t)q.local_numel + 1, gz);
-            to_mem(gown[p], zeros, (size_t)q.local_numel * gz);
+            dc_to_mem(gown[p], zeros, (size_t)q.local_numel * gz);
             free(zeros);
             pd.storage = own[p], pd.grad_storage = gown[p];
         } else {
@@ -366,10 +273,10 @@ static int rank_fn(vs_world* w, void* arg)
     for (int p = 0; p < NP && c->ext && c->zero == VS_ZERO_3; p++) { // the owned shards in the trainer's buffers
         if (loc[p] < 0) continue;
         VT_OK(vs_ddp_owned_bytes(d, p + 1, &obytes[p]));
-        own[p] = mem_alloc(obytes[p]);
+        own[p] = dc_mem_alloc(obytes[p]);
         VT_OK(vs_ddp_set_owned_storage(d, p + 1, own[p]));
     }
-    if (c->load) VT_OK(ckpt_io(mesh, d, c->load, 0));
+    if (c->load) VT_OK(dc_ckpt_ddp(mesh, d, c->load, 0));
     int64_t first = vs_ddp_step_count(d);
     for (int s = 0; s < c->steps; s++) {
         int st = (int)first + s;
@@ -409,19 +316,16 @@ static int rank_fn(vs_world* w, void* arg)
             bad = 1;
     }
     if (bad) __atomic_fetch_add(&c->owned_bad, 1, __ATOMIC_RELAXED);
-    if (c->save) VT_OK(ckpt_io(mesh, d, c->save, 1));
+    if (c->save) VT_OK(dc_ckpt_ddp(mesh, d, c->save, 1));
     VT_OK(vs_ddp_free(d));
-    for (int p = 0; p < NP; p++) mem_free(own[p]), mem_free(gown[p]);
+    for (int p = 0; p < NP; p++) dc_mem_free(own[p]), dc_mem_free(gown[p]);
     VT_OK(vs_mesh_free(mesh));
     return 0;
 }
 
 static void launch(int n, vs_rank_fn fn, void* arg)
 {
-    vs_launch_desc ld_;
-    memset(&ld_, 0, sizeof ld_);
-    ld_.nranks = n;
-    ld_.transport = DEV ? VS_TRANSPORT_NCCL : VS_TRANSPORT_THREADS;
+    vs_launch_desc ld_ = dc_launch_desc(n);
     ld_.timeout_s = 60;
     VT_OK(vs_launch_ex(&ld_, fn, arg));
 }

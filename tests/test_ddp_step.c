@@ -28,49 +28,11 @@
 #else
 #define DEV 0
 #endif
+#include "ddp_common.h"
 
-/* memory the DDP uses (device memory on the stand-in) and copies in and out of it;
-   reads wait for DDP's work in the legacy stream's order first */
-static void* mem_alloc(size_t n)
-{
-#if DEV
-    void* p = NULL;
-    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
-#else
-    return calloc(1, n);
-#endif
-}
-static void mem_free(void* p)
-{
-#if DEV
-    cudaFree(p);
-#else
-    free(p);
-#endif
-}
-static void to_mem(void* dst, const void* src, size_t n)
-{
-#if DEV
-    cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
-#else
-    memcpy(dst, src, n);
-#endif
-}
-static void from_mem(void* dst, const void* src, size_t n)
-{
-#if DEV
-    cudaStreamSynchronize(cudaStreamLegacy);
-    cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost);
-#else
-    memcpy(dst, src, n);
-#endif
-}
 static vs_result launch(int n, int (*fn)(vs_world*, void*), void* arg)
 {
-    vs_launch_desc ld;
-    memset(&ld, 0, sizeof ld);
-    ld.nranks = n;
-    ld.transport = DEV ? VS_TRANSPORT_NCCL : VS_TRANSPORT_DEFAULT;
+    vs_launch_desc ld = dc_launch_desc(n);
     return vs_launch_ex(&ld, fn, arg);
 }
 
@@ -112,9 +74,9 @@ static int rank_train(vs_world* w, void* arg)
     float* P = (float*)calloc(L * N, sizeof(float)); // host: the initial values, then a layer read back
     float* g = (float*)calloc(N, sizeof(float));     // host: a layer's gradient, copied in
     for (int64_t i = 0; i < L * N; i++) P[i] = init_val(i);
-    float* Pm = c->ext ? (float*)mem_alloc(sizeof(float) * L * N) : NULL; // the trainer's own (device on the stand-in)
-    float* Gm = c->ext ? (float*)mem_alloc(sizeof(float) * L * N) : NULL;
-    if (c->ext) to_mem(Pm, P, sizeof(float) * L * N);
+    float* Pm = c->ext ? (float*)dc_mem_alloc(sizeof(float) * L * N) : NULL; // the trainer's own (device on the stand-in)
+    float* Gm = c->ext ? (float*)dc_mem_alloc(sizeof(float) * L * N) : NULL;
+    if (c->ext) dc_to_mem(Pm, P, sizeof(float) * L * N);
     vs_ddp_param_desc pd;
     memset(&pd, 0, sizeof pd);
     pd.name = "h.%d.w", pd.dtype = VS_F32, pd.ndim = 1, pd.shape[0] = N, pd.layers = L, pd.ready_group = 1;
@@ -133,10 +95,10 @@ static int rank_train(vs_world* w, void* arg)
             const float* pm = c->ext ? Pm + l * N : (const float*)vs_ddp_param(d, l);
             VT_CHECK(gm && pm, "step %d layer %d: no gradient or parameter (%s)", t, l, vs_last_error());
             if (!gm || !pm) break;
-            from_mem(P, pm, sizeof(float) * N);
+            dc_from_mem(P, pm, sizeof(float) * N);
             for (int64_t i = 0; i < N; i++) g[i] = grad_val(l * N + i, me, t, P[i]);
             if (t == c->nan_step && me == 1 && l == 1) g[7] = NAN;
-            to_mem(gm, g, sizeof(float) * N);
+            dc_to_mem(gm, g, sizeof(float) * N);
             VT_OK(vs_ddp_group_ready(d, 1 + l));
         }
         double norm = -2;
@@ -153,10 +115,10 @@ static int rank_train(vs_world* w, void* arg)
     }
     VT_OK(vs_ddp_wait_params(d));
     if (me == 0)
-        for (int l = 0; l < L; l++) from_mem(c->out + l * N, vs_ddp_param(d, l), sizeof(float) * N);
+        for (int l = 0; l < L; l++) dc_from_mem(c->out + l * N, vs_ddp_param(d, l), sizeof(float) * N);
     if (me == 0) c->skipped = vs_ddp_skipped_steps(d);
     VT_OK(vs_ddp_free(d));
-    mem_free(Pm), mem_free(Gm);
+    dc_mem_free(Pm), dc_mem_free(Gm);
     free(P), free(g);
     return 0;
 }

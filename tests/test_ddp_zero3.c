@@ -53,6 +53,7 @@
 #else
 #define DEV 0
 #endif
+#include "ddp_common.h"
 
 /* DDP's memory to the host and back: on the device a copy after DDP's (the
    legacy) stream; else the memory itself. */
@@ -82,13 +83,8 @@ static float read_f32(const void* p, int64_t e)
 }
 static vs_result launch(int n, int (*fn)(vs_world*, void*), void* arg, const vs_allocator* al)
 {
-    vs_launch_desc ld;
-    memset(&ld, 0, sizeof ld);
-    ld.nranks = n;
+    vs_launch_desc ld = dc_launch_desc(n);
     if (al) ld.allocator = *al;
-#if DEV
-    ld.transport = VS_TRANSPORT_NCCL;
-#endif
     return vs_launch_ex(&ld, fn, arg);
 }
 
@@ -119,53 +115,6 @@ static float h_value(int r, int dp, int step, int micro, int64_t x)
    is larger (a bf16 shard of a layer at DP4: 4 KiB), the transport's
    bookkeeping of an operation in flight (~1 KiB) is not. */
 #define BIG 2048
-static __thread int tl_rank = -1;
-typedef struct zacct {
-    long live[MAXR], peak[MAXR], big[MAXR]; // big: allocations so far
-    long dev[MAXR];                         // device allocations so far
-} zacct;
-#if DEV
-static void* acct_dalloc(size_t n, void* user)
-{
-    zacct* a = (zacct*)user;
-    void* p = NULL;
-    if (tl_rank >= 0 && tl_rank < MAXR) __atomic_add_fetch(&a->dev[tl_rank], 1, __ATOMIC_SEQ_CST);
-    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
-}
-static void acct_dfree(void* p, void* user)
-{
-    (void)user;
-    cudaFree(p);
-}
-#endif
-static void* acct_alloc(size_t n, void* user)
-{
-    zacct* a = (zacct*)user;
-    char* p = (char*)malloc(n + 16);
-    if (!p) return NULL;
-    memcpy(p, &n, sizeof n);
-    int r = tl_rank;
-    memcpy(p + 8, &r, sizeof r);
-    if (n < BIG) r = -1;
-    if (r >= 0 && r < MAXR) {
-        long v = __atomic_add_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
-        if (v > a->peak[r]) a->peak[r] = v; // (only this rank's thread writes its peak)
-        a->big[r]++;
-    }
-    return p + 16;
-}
-static void acct_free(void* q, void* user)
-{
-    if (!q) return;
-    zacct* a = (zacct*)user;
-    char* p = (char*)q - 16;
-    size_t n;
-    int r;
-    memcpy(&n, p, sizeof n);
-    memcpy(&r, p + 8, sizeof r);
-    if (r >= 0 && r < MAXR) __atomic_sub_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
-    free(p);
-}
 
 typedef struct cfg {
     int dp;      // DP ranks (ref: the ranks whose average gradient the one rank takes)
@@ -179,7 +128,7 @@ typedef struct cfg {
     int lazy;      // registered with data NULL, each parameter written after finalize (vs_ddp_write_param)
     int eval;      // before each step's training from the second on, an evaluation's forward (gather, read, release)
     int nan_step; // > 0: rank 1 writes a NaN gradient at this step (1-based): skipped everywhere
-    zacct* acct;   // the allocator hooks' counts (measure)
+    dc_acct* acct;   // the allocator hooks' counts (measure)
     int s0, s1;    // the steps to run: [s0, s1) (s1 0: STEPS)
     const char* save; // vs_ckpt_save_ddp after step save_after (1-based)
     int save_after;
@@ -219,36 +168,11 @@ static void addf(void* g, int bf16, int64_t e, float v)
 
 /* Registers the model (kind by kind, every layer in one call) into d; lazy:
    without data (zeros), and write_model writes it after finalize. */
+static float init_at(int l, int k, int64_t e) { return init_value(flat(l, k, e), k); }
 static void add_model_ex(vs_ddp* d, int bf16, int idx[NK][L], int lazy, int write)
 {
-    for (int k = 0; k < NK; k++) {
-        size_t es = bf16 ? 2 : 4;
-        char* data = (char*)malloc((size_t)(ksz[k] * L) * es);
-        for (int l = 0; l < L; l++)
-            for (int64_t e = 0; e < ksz[k]; e++) {
-                float v = init_value(flat(l, k, e), k);
-                if (bf16)
-                    ((uint16_t*)data)[l * ksz[k] + e] = vs_f32_to_bf16(v);
-                else
-                    ((float*)data)[l * ksz[k] + e] = v;
-            }
-        vs_ddp_param_desc pd;
-        memset(&pd, 0, sizeof pd);
-        pd.name = kname[k];
-        pd.dtype = bf16 ? VS_BF16 : VS_F32;
-        pd.ndim = 1;
-        pd.shape[0] = ksz[k];
-        pd.data = data;
-        pd.layers = L;
-        pd.ready_group = 1;
-        pd.no_decay = k == 1;
-        if (lazy) pd.data = NULL;
-        int first = -1;
-        if (!write) VT_OK(vs_ddp_add_param(d, &pd, &first));
-        for (int l = 0; l < L && !write; l++) idx[k][l] = first + l;
-        for (int l = 0; l < L && write; l++) VT_OK(vs_ddp_write_param(d, idx[k][l], data + (size_t)(l * ksz[k]) * es));
-        free(data);
-    }
+    dc_layers m = {L, NK, bf16, ksz, kname, init_at, 1u << 1}; // (b1: no decay)
+    dc_add_layers(d, &m, &idx[0][0], write ? DC_WRITE : lazy ? DC_ADD_LAZY : DC_ADD);
 }
 static void add_model(vs_ddp* d, int bf16, int idx[NK][L]) { add_model_ex(d, bf16, idx, 0, 0); }
 
@@ -297,31 +221,12 @@ static void backward_layer(vs_ddp* d, const cfg* c, int idx[NK][L], int me, int 
     }
 }
 
-/* Saves or loads d's state at path with a checkpointer of its own, freed at once:
-   the save and load synchronize d, so no collective is in flight while the
-   checkpointer's device memory goes (a free beside one would be a device sync). */
-static vs_result ckpt_ddp(vs_mesh* mesh, vs_ddp* d, const char* path, int save)
-{
-    vs_ckpt* ck = NULL;
-    vs_ckpt_desc cd;
-    memset(&cd, 0, sizeof cd);
-    cd.mesh = mesh;
-    vs_result r = vs_ckpt_init(&cd, &ck);
-    if (!r) r = save ? vs_ckpt_save_ddp(ck, path, d, "", NULL, 0, NULL) : vs_ckpt_load_ddp(ck, path, d, "", NULL, 0);
-    vs_result rf = vs_ckpt_free(ck);
-    return r ? r : rf;
-}
-
 static int train_rank(vs_world* w, void* arg)
 {
     cfg* c = (cfg*)arg;
     int me = vs_world_rank(w);
-    tl_rank = me;
-    vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
+    dc_acct_rank = me;
+    vs_mesh* mesh = dc_mesh_1d(w);
     if (!mesh) return 1;
     int idx[NK][L];
     float* tmp = (float*)malloc(2 * sizeof(float) * (size_t)ksz[0]); // host copies (DEV)
@@ -345,7 +250,7 @@ static int train_rank(vs_world* w, void* arg)
     if (c->nosync) VT_OK(vs_ddp_set_sync(d, 0)); // (ZeRO-3: the staging pool for it made here, before the steps)
     if (c->acct) c->reg_peak[me] = c->acct->peak[me] - c->base[me];
     VT_OK(vs_ddp_memory_usage(d, &c->mem_rest[me]));
-    if (c->load) VT_OK(ckpt_ddp(mesh, d, c->load, 0));
+    if (c->load) VT_OK(dc_ckpt_ddp(mesh, d, c->load, 0));
     if (c->acct) { // (from here: registration held a copy of each `data` until finalize)
         c->hook_rest[me] = c->acct->live[me] - c->base[me];
         c->acct->peak[me] = c->acct->live[me];
@@ -421,7 +326,7 @@ static int train_rank(vs_world* w, void* arg)
         if (c->clip != 0) VT_OK(vs_ddp_clip_grad_norm(d, c->clip, &norm));
         if (me == 0) c->norm[s] = norm;
         VT_OK(vs_ddp_step(d, 0.01));
-        if (c->save && s + 1 == c->save_after) VT_OK(ckpt_ddp(mesh, d, c->save, 1));
+        if (c->save && s + 1 == c->save_after) VT_OK(dc_ckpt_ddp(mesh, d, c->save, 1));
     }
     if (c->acct) c->big_steady[me] = c->acct->big[me] - big0, c->dev_steady[me] = c->acct->dev[me] - dev0;
     VT_OK(vs_ddp_memory_usage(d, &c->mem_end[me]));
@@ -466,15 +371,8 @@ static cfg* run(int dp, vs_zero_stage zero, const cfg* tmpl)
     if (tmpl) *c = *tmpl;
     c->dp = dp;
     c->zero = zero;
-    vs_allocator al;
-    memset(&al, 0, sizeof al);
-    al.alloc = acct_alloc;
-    al.free = acct_free;
-#if DEV
-    al.device_alloc = acct_dalloc;
-    al.device_free = acct_dfree;
-#endif
-    al.user = c->acct;
+    if (c->acct) c->acct->min_bytes = BIG;
+    vs_allocator al = dc_acct_hooks(c->acct);
     VT_OK(launch(c->ref ? 1 : dp, train_rank, c, c->acct ? &al : NULL));
     return c;
 }
@@ -635,7 +533,7 @@ static void case_eval(void)
    step allocates nothing. */
 static void case_memory(int dp, int bf16)
 {
-    zacct a;
+    dc_acct a;
     memset(&a, 0, sizeof a);
     cfg t;
     memset(&t, 0, sizeof t);
@@ -690,7 +588,7 @@ static void case_memory(int dp, int bf16)
    steps: none allocates. */
 static void case_nosync(int dp)
 {
-    zacct a;
+    dc_acct a;
     memset(&a, 0, sizeof a);
     cfg t;
     memset(&t, 0, sizeof t);
@@ -727,7 +625,7 @@ static void case_nosync(int dp)
    owned shards (at rest + pools). Both train equal bit for bit. */
 static void case_registration(int dp, int bf16)
 {
-    zacct a;
+    dc_acct a;
     memset(&a, 0, sizeof a);
     cfg t;
     memset(&t, 0, sizeof t);
@@ -762,12 +660,7 @@ static int tp_rank(vs_world* w, void* arg)
 {
     cfg* c = (cfg*)arg;
     int me = vs_world_rank(w);
-    vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = c->dp;
-    md.shape[1] = 2;
-    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_mesh* mesh = dc_mesh(w, 0, 0, c->dp, 2);
     if (!mesh) return 1;
     int dpc = vs_mesh_coord_along(mesh, "DP"), tpc = vs_mesh_coord_along(mesh, "TP");
     vs_ddp* d = NULL;
@@ -943,11 +836,7 @@ static void case_nonfinite(void)
 static int rank_bad(vs_world* w, void* arg)
 {
     (void)arg;
-    vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_mesh* mesh = dc_mesh_1d(w);
     if (!mesh) return 1;
     cfg t;
     memset(&t, 0, sizeof t);
@@ -1119,11 +1008,7 @@ static int rank_bad(vs_world* w, void* arg)
 static int rank_stale(vs_world* w, void* arg)
 {
     int read_after = *(int*)arg;
-    vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_mesh* mesh = dc_mesh_1d(w);
     cfg t;
     memset(&t, 0, sizeof t);
     vs_ddp* d = NULL;
@@ -1190,11 +1075,7 @@ static void case_stale(void)
 static int rank_mismatch(vs_world* w, void* arg)
 {
     (void)arg;
-    vs_mesh* mesh = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &mesh));
+    vs_mesh* mesh = dc_mesh_1d(w);
     if (!mesh) return 1;
     cfg t;
     memset(&t, 0, sizeof t);

@@ -43,6 +43,7 @@
 #else
 #define DEV 0
 #endif
+#include "ddp_common.h"
 
 #define L 4
 #define NK 2
@@ -51,25 +52,6 @@
 static const int64_t ksz[NK] = {1000, 40}; // a layer: w, b
 static const char* kname[NK] = {"h.%d.w", "h.%d.b"};
 #define TOTAL (L * (1000 + 40))
-
-/* DDP's memory to the host and back (device: copies after the legacy stream, DDP's). */
-static void to_host(void* h, const void* p, size_t n)
-{
-#if DEV
-    cudaStreamSynchronize(cudaStreamLegacy);
-    VT_CHECK(cudaMemcpy(h, p, n, cudaMemcpyDeviceToHost) == cudaSuccess, "copy of %zu bytes from %p", n, p);
-#else
-    memcpy(h, p, n);
-#endif
-}
-static void to_dev(void* p, const void* h, size_t n)
-{
-#if DEV
-    VT_CHECK(cudaMemcpy(p, h, n, cudaMemcpyHostToDevice) == cudaSuccess, "copy of %zu bytes to %p", n, p);
-#else
-    memcpy(p, h, n);
-#endif
-}
 
 static float init_value(int l, int k, int64_t e) { return (float)(0.5 * sin(0.37 * (double)e + 0.1 * k + 0.7 * l)); }
 static float h_value(int r, int s, int l, int64_t e) { return (float)(0.01 * cos(0.11 * (double)e + r + 0.3 * s + l)); }
@@ -92,13 +74,8 @@ typedef struct job {
 
 static vs_result launch(int n, int (*fn)(vs_world*, void*), void* arg, const char* debug)
 {
-    vs_launch_desc ld;
-    memset(&ld, 0, sizeof ld);
-    ld.nranks = n;
+    vs_launch_desc ld = dc_launch_desc(n);
     ld.debug = debug;
-#if DEV
-    ld.transport = VS_TRANSPORT_NCCL;
-#endif
     return vs_launch_ex(&ld, fn, arg);
 }
 
@@ -107,34 +84,17 @@ static void read_param(float* dst, const void* p, int64_t n, int bf16)
 {
     static __thread uint16_t h[1000];
     if (!bf16) {
-        to_host(dst, p, sizeof(float) * (size_t)n);
+        dc_from_mem(dst, p, sizeof(float) * (size_t)n);
         return;
     }
-    to_host(h, p, sizeof(uint16_t) * (size_t)n);
+    dc_from_mem(h, p, sizeof(uint16_t) * (size_t)n);
     for (int64_t e = 0; e < n; e++) dst[e] = vs_bf16_to_f32(h[e]);
 }
 
 static void add_model(vs_ddp* d, int idx[NK][L], int bf16)
 {
-    for (int k = 0; k < NK; k++) {
-        float* data = (float*)malloc(sizeof(float) * (size_t)(ksz[k] * L));
-        for (int l = 0; l < L; l++)
-            for (int64_t e = 0; e < ksz[k]; e++) data[l * ksz[k] + e] = init_value(l, k, e);
-        for (int64_t e = 0; e < ksz[k] * L && bf16; e++) ((uint16_t*)data)[e] = vs_f32_to_bf16(data[e]); // (in place)
-        vs_ddp_param_desc pd;
-        memset(&pd, 0, sizeof pd);
-        pd.name = kname[k];
-        pd.dtype = bf16 ? VS_BF16 : VS_F32;
-        pd.ndim = 1;
-        pd.shape[0] = ksz[k];
-        pd.data = data;
-        pd.layers = L;
-        pd.ready_group = 1; // layer l: ready group l + 1
-        int first = -1;
-        VT_OK(vs_ddp_add_param(d, &pd, &first));
-        for (int l = 0; l < L; l++) idx[k][l] = first + l;
-        free(data);
-    }
+    dc_layers m = {L, NK, bf16, ksz, kname, init_value, 0};
+    dc_add_layers(d, &m, &idx[0][0], DC_ADD);
 }
 
 /* A ZeRO-3 DDP of the model over w's ranks (a 1-D mesh), registered, and
@@ -142,10 +102,7 @@ static void add_model(vs_ddp* d, int idx[NK][L], int bf16)
    close_ddp frees both. */
 static vs_ddp* open_ddp(vs_world* w, vs_mesh** mesh, int idx[NK][L], int rsf0, int finalize, int bf16)
 {
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, mesh));
+    *mesh = dc_mesh_1d(w);
     if (!*mesh) return NULL;
     vs_ddp_desc dd;
     memset(&dd, 0, sizeof dd);
@@ -177,9 +134,9 @@ static void grads(vs_ddp* d, int idx[NK][L], int me, int s, int l, const void* c
         VT_CHECK(gd != NULL, "vs_ddp_grad: %s", vs_last_error());
         if (!gd || !p[k]) continue;
         read_param(hp, p[k], ksz[k], bf16);
-        to_host(hg, gd, sizeof(float) * (size_t)ksz[k]);
+        dc_from_mem(hg, gd, sizeof(float) * (size_t)ksz[k]);
         for (int64_t e = 0; e < ksz[k]; e++) hg[e] += 0.1f * hp[e] + h_value(me, s, l, e);
-        to_dev(gd, hg, sizeof(float) * (size_t)ksz[k]);
+        dc_to_mem(gd, hg, sizeof(float) * (size_t)ksz[k]);
     }
 }
 
@@ -223,7 +180,7 @@ static int rank_train(vs_world* w, void* arg)
             VT_OK(vs_ddp_release(d, g));
             if (bug == BUG_WRITE && l == 2) { // writes into a view after its release
                 float junk[4] = {1, 2, 3, 4};
-                to_dev((char*)p[1] + 40, junk, sizeof junk);
+                dc_to_mem((char*)p[1] + 40, junk, sizeof junk);
             }
         }
         VT_OK(vs_ddp_finish_grad_sync(d));
@@ -238,10 +195,10 @@ static int rank_train(vs_world* w, void* arg)
             vs_ddp_span sp;
             VT_OK(vs_ddp_param_owned(d, idx[0][0], &sp));
             size_t nb = sizeof(float) * (size_t)(sp.end - sp.begin);
-            if (sp.data) to_host(before, sp.data, nb);
+            if (sp.data) dc_from_mem(before, sp.data, nb);
             vs_result r = vs_ddp_step(d, 1e-3);
             if (!(r == VS_ERR_STATE && strstr(vs_last_error(), "group 2 is still gathered"))) J->checks_bad[me]++;
-            if (sp.data) to_host(after, sp.data, nb);
+            if (sp.data) dc_from_mem(after, sp.data, nb);
             if (memcmp(before, after, nb) || vs_ddp_step_count(d) != s) J->checks_bad[me]++;
             VT_OK(vs_ddp_release(d, 2));
             r = vs_ddp_release(d, 2); // one release more: not gathered

@@ -227,7 +227,7 @@ static int rank_pool_full(vs_world* w, void* arg)
     VT_OK(vs_ddp_init(&dd, &d));
     int idx[3];
     for (int g = 0; g < 3; g++) {
-        char name[8];
+        char name[16]; // (room for any int: gcc's -Wformat-truncation under -fsanitize=undefined)
         snprintf(name, sizeof name, "p%d", g);
         vs_ddp_param_desc p = {.name = name, .dtype = VS_F32, .ndim = 1, .shape = {64}, .ready_group = g + 1};
         VT_OK(vs_ddp_add_param(d, &p, &idx[g]));
