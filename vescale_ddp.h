@@ -3548,14 +3548,15 @@ _VS_DDP_PRIVATE vs_comm* _vs_ddp_reduce_comm(vs_ddp* d)
 /* HSDP: n elements at buf, this rank's owned range reduced over the shard
    group, averaged over the replicate group (in place; VS_OK at once without
    HSDP). Device: in stream order on the DDP's stream, no host wait. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_replicas_avg(vs_ddp* d, void* buf, int64_t n, vs_dtype dt)
+_VS_DDP_PRIVATE vs_result _vs_ddp_replicas_avg(vs_ddp* d, void* buf, int64_t n, vs_dtype dt, vs_work** later)
 {
     if (!d->dpr || n <= 0) return VS_OK;
     vs_comm* c = vs_mesh_comm(d->dpr);
     vs_work* w = NULL;
     vs_result r = _vs_ddp_fence(d, c);
     if (!r) r = vs_all_reduce(c, buf, buf, (size_t)n, dt, VS_OP_AVG, d->cu ? &w : NULL);
-    if (!r && w) r = _vs_ddp_done(d, w);
+    if (!r && w && later) *later = w;
+    else if (!r && w) r = _vs_ddp_done(d, w);
     return r;
 }
 
@@ -3563,7 +3564,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_replicas_avg(vs_ddp* d, void* buf, int64_t n, 
    the replicate group: where the reduction left it (the accumulator, a
    bucket or staging buffer, or, grouped, the owned pieces of the trainer's
    gradients, one group of calls). ZeRO-0 reduced over both dims already. */
-_VS_DDP_PRIVATE vs_result _vs_ddp_replicas(vs_ddp* d, int b)
+_VS_DDP_PRIVATE vs_result _vs_ddp_replicas(vs_ddp* d, int b, vs_work** later)
 {
     _vs_dbucket* k = &d->buckets[b];
     if (!d->dpr || d->desc.zero == VS_ZERO_0) return VS_OK;
@@ -3571,7 +3572,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_replicas(vs_ddp* d, int b)
     size_t gz = _vs_dsz(k->gdtype);
     if (!k->grouped || k->into_acc) {
         vs_result r = _vs_ddp_replicas_avg(d, k->into_acc ? (void*)k->grad_shard : (char*)k->grad + (size_t)lo * gz,
-                                           k->shard, k->gdtype);
+                                           k->shard, k->gdtype, later);
         k->across = !r;
         return r;
     }
@@ -3587,7 +3588,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_replicas(vs_ddp* d, int b)
         r = vs_all_reduce(c, at, at, (size_t)(e - a), k->gdtype, VS_OP_AVG, NULL);
     }
     vs_result re = vs_group_end(c, r || !d->cu ? NULL : &w);
-    if (!r && !re && w) re = _vs_ddp_done(d, w);
+    if (!r && !re && w && later) *later = w;
+    else if (!r && !re && w) re = _vs_ddp_done(d, w);
     k->across = !r && !re;
     return r ? r : re;
 }
@@ -3603,7 +3605,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_complete(vs_ddp* d, int b)
         r = _vs_ddp_done(d, k->work);
         k->work = NULL;
     }
-    if (!r && k->launched && !k->across) r = _vs_ddp_replicas(d, b);
+    if (!r && k->launched && !k->across) r = _vs_ddp_replicas(d, b, NULL);
     if (r) return r;
     // gradients that are also partial over other dims (sequence-parallel norms)
     int64_t lo, cnt;
@@ -3747,14 +3749,16 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch_ready(vs_ddp* d, int all)
         _vs_dbucket* k = &d->buckets[d->next_launch];
         if (!all && k->nready < k->last - k->first) break;
         vs_result r = _vs_ddp_launch(d, d->next_launch);
-        /* HSDP on a device: the replicate group's all-reduce queued at once in
-           stream order after the reduce-scatter, so it overlaps the rest of the
-           backward as the reduce-scatter does (the host path must wait for the
-           reduce-scatter first: at completion, _vs_ddp_complete) */
+        /* HSDP on a device: the replicate group's all-reduce queued at once,
+           its stream after the reduce-scatter (not the trainer's: that would
+           hold the rest of the backward behind both), its work the bucket's to
+           complete; the host path must wait for the reduce-scatter first: at
+           completion, _vs_ddp_complete */
         if (!r && d->cu && d->dpr && d->desc.zero != VS_ZERO_0) {
-            if (k->work) r = _vs_ddp_done(d, k->work);
+            vs_work* rs = k->work;
             k->work = NULL;
-            if (!r) r = _vs_ddp_replicas(d, d->next_launch);
+            if (rs) r = vs_wait_stream(rs, vs_comm_stream(vs_mesh_comm(d->dpr)));
+            if (!r) r = _vs_ddp_replicas(d, d->next_launch, &k->work);
         }
         if (r) return r;
         d->next_launch++;

@@ -666,6 +666,10 @@ static int plan1024(int K, double fscale, int skip)
         printf("#   stand-in's worst rank (M %d): compute %.4f, comm %.4f (exposed %.4f), bubble %.4f, host-bound %.4f s; "
                "planner: compute %.4f, comm %.4f, bubble %.4f s\n",
                m2 ? m2 : m1, w->compute, w->comm, w->exposed, w->bubble, w->host, e->compute_s, e->comm_s, e->bubble_s);
+        printf("#   stand-in's exposed / busy communication by tag (M %d, before scaling):", m2 ? m2 : m1);
+        for (int k = 0; k < NTAG; k++)
+            if (w->comm_tag[k] > 0) printf(" %s %.4f / %.4f;", tag_names[k], w->exposed_tag[k], w->comm_tag[k]);
+        printf("\n");
         fflush(stdout);
         if (nrun < 64) ran[nrun] = *p, ran_step[nrun] = step, ran_comp[nrun] = m2 ? b.compute : a.compute,
                        ran_pcomp[nrun++] = e->compute_s;
