@@ -29,14 +29,22 @@
 #ifndef VS_STRICT_RACE_H
 #define VS_STRICT_RACE_H
 
+/* A vector clock is kept in chunks of ST_VCW consecutive stream ids, each chunk
+   shared, counted and copied on write: an event's clock, an operation's and its
+   stream's differ in a few chunks and share the rest. Dense clocks of an entry
+   per stream ever made were held by every event (the library's pooled ones,
+   each keeping its last recording's): at 1,024 ranks, ~12,000 stream ids x
+   4 B x ~150,000 clocks, the host memory that grew every step until the run
+   was killed (at 11 GiB). */
+enum { ST_VCW = 64 };
+typedef struct st_vchunk {
+    int refs; /* the clocks that hold it */
+    unsigned c[ST_VCW];
+} st_vchunk;
+
 typedef struct st_vc { /* a vector clock, indexed by stream id; shared, counted */
-    int refs, n;
-    unsigned* c;
-    /* the ids whose entry is not 0: a join and the host's "seen" walk these, not
-       an entry per stream ever made (a clock of a rank's own streams among
-       thousands was a walk over all of them at every host sync) */
-    int nnz, capnz;
-    int* nz;
+    int refs, n;       /* n: chunks (entries n x ST_VCW) */
+    st_vchunk** ch;    /* NULL: all zero */
 } st_vc;
 
 typedef struct st_rrec { /* one access to a range of an allocation */
@@ -68,47 +76,74 @@ static st_vc* st_vc_ref(st_vc* v)
     return v;
 }
 
+static void st_vchunk_unref(st_vchunk* k)
+{
+    if (k && --k->refs == 0) free(k);
+}
+
 static void st_vc_unref(st_vc* v)
 {
     if (v && --v->refs < 0) {
-        free(v->c);
-        free(v->nz);
+        for (int k = 0; k < v->n; k++) st_vchunk_unref(v->ch[k]);
+        free(v->ch);
         free(v);
     }
 }
 
-static unsigned st_vc_get(const st_vc* v, long i) { return v && i < v->n ? v->c[i] : 0; }
+static unsigned st_vc_get(const st_vc* v, long i)
+{
+    long k = i / ST_VCW;
+    return v && k < v->n && v->ch[k] ? v->ch[k]->c[i % ST_VCW] : 0;
+}
 
 static void st_vc_grow(st_vc* v, int n)
 {
     if (n <= v->n) return;
-    int cap = n < 64 ? 64 : n;
-    v->c = (unsigned*)realloc(v->c, sizeof(unsigned) * (size_t)cap);
-    memset(v->c + v->n, 0, sizeof(unsigned) * (size_t)(cap - v->n));
-    v->n = cap;
+    v->ch = (st_vchunk**)realloc(v->ch, sizeof(st_vchunk*) * (size_t)n);
+    memset(v->ch + v->n, 0, sizeof(st_vchunk*) * (size_t)(n - v->n));
+    v->n = n;
+}
+
+/* v's chunk k, its own (copied when another clock holds it too) */
+static st_vchunk* st_vc_own(st_vc* v, int k)
+{
+    st_vchunk* o = v->ch[k];
+    if (o && o->refs == 1) return o;
+    st_vchunk* c = (st_vchunk*)calloc(1, sizeof *c);
+    c->refs = 1;
+    if (o) memcpy(c->c, o->c, sizeof c->c), st_vchunk_unref(o);
+    return v->ch[k] = c;
 }
 
 /* v[i] = x, for x above v[i] */
 static void st_vc_raise(st_vc* v, int i, unsigned x)
 {
-    st_vc_grow(v, i + 1);
-    if (!v->c[i]) {
-        if (v->nnz == v->capnz) {
-            v->capnz = v->capnz ? 2 * v->capnz : 8;
-            v->nz = (int*)realloc(v->nz, sizeof(int) * (size_t)v->capnz);
-        }
-        v->nz[v->nnz++] = i;
-    }
-    v->c[i] = x;
+    st_vc_grow(v, i / ST_VCW + 1);
+    st_vc_own(v, i / ST_VCW)->c[i % ST_VCW] = x;
 }
 
 static void st_vc_join(st_vc* d, const st_vc* s)
 {
     if (!s) return;
     st_vc_grow(d, s->n);
-    for (int k = 0; k < s->nnz; k++) {
-        int i = s->nz[k];
-        if (s->c[i] > d->c[i]) st_vc_raise(d, i, s->c[i]);
+    for (int k = 0; k < s->n; k++) {
+        st_vchunk *sc = s->ch[k], *dc = d->ch[k];
+        if (!sc || sc == dc) continue;
+        int above = 0, below = 0; /* s's entries above d's, below */
+        for (int j = 0; j < ST_VCW; j++) {
+            unsigned a = sc->c[j], b = dc ? dc->c[j] : 0;
+            above |= a > b, below |= a < b;
+        }
+        if (!above) continue;
+        if (!below) { /* s's chunk covers d's: shared */
+            sc->refs++;
+            st_vchunk_unref(dc);
+            d->ch[k] = sc;
+            continue;
+        }
+        dc = st_vc_own(d, k);
+        for (int j = 0; j < ST_VCW; j++)
+            if (sc->c[j] > dc->c[j]) dc->c[j] = sc->c[j];
     }
 }
 
@@ -198,11 +233,12 @@ static void st_comp_wait_event_locked(st_op* op, struct CUevent_st* ev)
 static void st_seen_comp_locked(st_vc* cv)
 {
     if (!cv) return;
-    for (int k = 0; k < cv->nnz; k++) {
-        int i = cv->nz[k];
-        struct CUstream_st* q = i < st_nbyid ? st_byid[i] : NULL;
-        if (q && (long)cv->c[i] > q->known) q->known = (long)cv->c[i];
-    }
+    for (int k = 0; k < cv->n; k++)
+        for (int j = 0; cv->ch[k] && j < ST_VCW; j++) {
+            int i = k * ST_VCW + j;
+            struct CUstream_st* q = i < st_nbyid ? st_byid[i] : NULL;
+            if (q && (long)cv->ch[k]->c[j] > q->known) q->known = (long)cv->ch[k]->c[j];
+        }
     st_vc_unref(cv);
 }
 
