@@ -403,13 +403,15 @@ test:
 # simulated GPUs (ncclCommShrink), 100 on processes (an elastic directory) and 30 over a
 # lighthouse, ten a process (the stand-in's race detector slows down with every thread a
 # process has made: one process of 100 kills crawls after about 60); vescale's control code
-# on 256 and 1,024 simulated GPUs in cost-only mode (tests/test_strict_scale.c)
+# on 256 and 1,024 simulated GPUs in cost-only mode (tests/test_strict_scale.c; the example GPT
+# through vs_parallelize on 1,024 alone: ~14 min on 2 cores, the stand-in's hang limit raised)
 test-long: $(B)/test_elastic_train $(B)/test_train_elastic_z3 $(if $(HAVE_STRICT),$(B)/test_train_nccl $(B)/test_strict_scale) $(B)/test_ckpt_zero3
 	VS_ELASTIC_KILLS=1000 $(B)/test_elastic_train
 	VS_ELASTIC_Z3_KILLS=500 $(B)/test_train_elastic_z3
 	VS_CKPT_ZERO3_ALL=1 $(B)/test_ckpt_zero3
 	$(if $(HAVE_STRICT),VS_SCALE_RANKS=256 $(B)/test_strict_scale)
 	$(if $(HAVE_STRICT),VS_SCALE_RANKS=1024 VS_SCALE_NUMEL=262144 $(B)/test_strict_scale)
+	$(if $(HAVE_STRICT),VS_SCALE_RANKS=1024 VS_SCALE_ONLY=gpt VS_STRICT_HANG_S=900 $(B)/test_strict_scale)
 	$(if $(HAVE_STRICT),for f in 0 10 20 30 40 50 60 70 80 90; do \
 	    VS_ELASTIC_STRICT_ONLY=1 VS_ELASTIC_STRICT_FIRST=$$f VS_ELASTIC_STRICT_KILLS=$$((f + 10)) $(B)/test_train_nccl || exit 1; done)
 	$(if $(HAVE_STRICT),for f in 0 10 20 30 40 50 60 70 80 90; do \
