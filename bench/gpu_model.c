@@ -22,6 +22,11 @@
                                stand-in; then the planner calibrated on the first
                                plan run's mesh (its compute there), its estimate of
                                each plan run and its own new first choices
+       [--tp-cal]              first the planner's profile calibrated on PP1 x TP
+                               1, 2, 4, 8 plans: flop_s from TP1's compute, tp_s
+                               from the rest's (the layers' work TP does not split)
+       [--tp-s 2=S,4=S,8=S]    the planner's tp_s (s a byte of TP all-reduce), as
+                               --tp-cal prints it with its --flop-scale
 
    Per rank, over one steady step (the 3rd; the clock's busy times are reset
    after the 2nd), from the clock's outputs (vs_strict_clock_device) and the
@@ -569,7 +574,133 @@ static int published(const char* which)
    rows and microbatches a DP rank as the plan's), M from two shorter runs, and
    the DP collectives' exposed time scaled to dp ranks over the network: x
    ((dp - 1) / dp) / (1 / 2) x (the 2-rank run's bandwidth / the network's). */
-static int plan1024(int K, double fscale, int skip)
+/* One of the planner's plans at 1,024 GPUs in the stand-in (its HSDP shard group
+   whole and 2 replicas, M as the plan's: 1-2 runs, extrapolated in M), the DP
+   collectives scaled to dp ranks: *step; *w the worst rank's row of the run of
+   M microbatches (or the longer one), *mw its M; nm its name (128). 0 or 1 (failed). */
+static int run_plan(const vs_plan* p, const gpt_config* cfg, int GBS, char* nm, double* stepp, row* w, int* mw)
+{
+    int dp = p->dp, M = p->microbatches, mbs = GBS / dp / M, S = p->dp_shard;
+    int dpr = S > 1 && S < dp ? 2 * S : dp > 1 ? 2 : 1; /* HSDP: its shard group whole, 2 replicas */
+    int m1 = p->pp > 1 ? p->pp : 1, m2 = 2 * m1;
+    if (m1 >= M) m1 = M, m2 = 0;
+    else if (m2 > M) m2 = M;
+    snprintf(nm, 128, "PP%d x DP%d x TP%d %s M%d ZeRO-%d%s%s", p->pp, dp, p->tp, vs_pipe_kind_name(p->schedule), M,
+             (int)p->zero, S > 1 && S < dp ? " HSDP" : "", p->recompute[0] ? " recompute" : "");
+    run R;
+    row a, b;
+    memset(&R, 0, sizeof R);
+    R.name = nm, R.cfg = *cfg, R.dt = VS_BF16, R.m.pp = p->pp, R.m.dp = dpr, R.m.tp = p->tp;
+    R.sched = p->schedule, R.zero = (int)p->zero, R.chunks = p->chunks, R.recompute = p->recompute[0] != 0;
+    R.dp_shard = S > 1 && S < dp ? S : 0;
+    R.microbatches = m1, R.rows = dpr * m1 * mbs;
+    int nr = p->pp * dpr * p->tp, bad = run_one(&R);
+    memset(&a, 0, sizeof a), b = a;
+    for (int k = 0; !bad && k < nr; k++)
+        if (R.r[k].step > a.step) a = R.r[k];
+    free(R.r), R.r = NULL;
+    double step = a.step;
+    if (!bad && m2) {
+        R.microbatches = m2, R.rows = dpr * m2 * mbs, R.failed = 0;
+        bad = run_one(&R);
+        for (int k = 0; !bad && k < nr; k++)
+            if (R.r[k].step > b.step) b = R.r[k];
+        free(R.r);
+        step = b.step + (b.step - a.step) / (m2 - m1) * (M - m2);
+    }
+    if (bad) return 1;
+    if (R.dp_shard) /* the replicas' all-reduce over dp / S of them, not 2 (both across hosts) */
+        step += a.exposed_tag[TAG_DPR] * ((((double)dp / S - 1) / ((double)dp / S)) / 0.5 - 1);
+    else
+        step += dp_scaled(&a, dp, dpr, p->tp); /* the DP collectives of dp ranks across hosts, not 2 */
+    *stepp = step, *w = m2 ? b : a, *mw = m2 ? m2 : m1;
+    return 0;
+}
+
+/* tp_s as vs_profile_measure would find it, from the stand-in (issue 35 §3): the
+   layers' compute at TP g beyond the planner's (flop_s / g on a sharded unit),
+   per byte of the TP all-reduces the planner counts for them
+   (_vs_gp_tp_calls: forward output, backward input, the recomputed forward's
+   again; msg_bytes_per_row a row). It holds the example's layernorms,
+   residual adds and other unsplit work, repeated on every TP rank. Runs the
+   planner's first PP1 x TP g plan, M 1, ZeRO-2 (g rows a rank) for g = 1, 2,
+   4, 8; TP1's compute calibrates flop_s (*fscale), the others tp_s. 0 or 1. */
+static int NTPCAL = 0; /* tp_s for the planner (--tp-s, or calibrated) */
+static int TPCAL_N[VS_PROFILE_AR_GROUPS];
+static double TPCAL_S[VS_PROFILE_AR_GROUPS];
+static int tp_calibrate(const gpt_config* cfg, const vs_model_desc* m, const vs_constraints* c0, double* fscale)
+{
+    static vs_plan_estimate est[1024];
+    static const int G[] = {1, 2, 4, 8};
+    double comp[4] = {0}, pcomp[4] = {0}, bytes[4] = {0};
+    const double row_b = (double)c0->msg_bytes_per_row;
+    int nar = 0;
+    for (int l = 0; l < m->nlayers; l++) /* the TP all-reduces a row, recompute's forward counted again */
+        for (int i = 0; i < m->layers[l].nparams; i++) {
+            int f = 0, b = 0;
+            _vs_gp_tp_calls(&m->layers[l].params[i], &f, &b);
+            nar += 2 * f + b;
+        }
+    vs_strict_spec sp = vs_strict_clock_spec();
+    vs_profile pf = spec_profile(&sp, 1);
+    pf.flop_s *= *fscale;
+    printf("## tp_s calibration: the planner's first PP1 x TP g plan, M 1 (g rows a rank); %d TP all-reduces of %.0f "
+           "B a row a step\n\n| TP | plan | stand-in compute | planner compute (flop_s x %.4f) |\n|---|---|---|---|\n",
+           nar, row_b, *fscale);
+    vs_plan ran[4];
+    WARM = 1;
+    for (int j = 0; j < 4; j++) {
+        vs_constraints c = *c0;
+        c.pp = 1, c.tp = G[j], c.microbatches = 1;
+        vs_plan plan;
+        int n = 0, i = 0;
+        if (vs_generate_plan(m, &c, &pf, &plan, est, 1024, &n)) return fprintf(stderr, "planner: %s\n", vs_last_error()), 1;
+        while (i < n && (!est[i].feasible || est[i].plan.zero != VS_ZERO_2)) i++;
+        if (i == n) return fprintf(stderr, "tp_calibrate: no PP1 x TP%d ZeRO-2 plan\n", G[j]), 1;
+        char nm[128];
+        row w;
+        int mw;
+        double step;
+        if (run_plan(&est[i].plan, cfg, c.global_batch, nm, &step, &w, &mw))
+            return fprintf(stderr, "tp_calibrate: %s failed\n", nm), 1;
+        comp[j] = w.compute, pcomp[j] = est[i].compute_s, ran[j] = est[i].plan;
+        bytes[j] = G[j] > 1 ? (double)nar * row_b * c.global_batch / est[i].plan.dp : 0;
+        printf("| %d | %s | %.4f s | %.4f s |\n", G[j], nm, comp[j], pcomp[j]);
+        fflush(stdout);
+    }
+    /* flop_s x the stand-in's TP1 compute / the planner's (twice: the optimizer's
+       part of compute_s does not scale with flop_s), then each plan's estimate again */
+    for (int it = 0; it < 2; it++) {
+        double cal = comp[0] / pcomp[0];
+        *fscale *= cal, pf.flop_s *= cal;
+        for (int j = 0; j < 4; j++) {
+            vs_constraints c = *c0;
+            c.pp = 1, c.tp = G[j], c.microbatches = 1;
+            vs_plan plan;
+            int n = 0;
+            if (vs_generate_plan(m, &c, &pf, &plan, est, 1024, &n))
+                return fprintf(stderr, "planner: %s\n", vs_last_error()), 1;
+            for (int i = 0; i < n; i++)
+                if (est[i].feasible && est[i].plan.dp == ran[j].dp && est[i].plan.zero == ran[j].zero &&
+                    est[i].plan.dp_shard == ran[j].dp_shard && est[i].plan.schedule == ran[j].schedule) {
+                    pcomp[j] = est[i].compute_s;
+                    break;
+                }
+        }
+    }
+    printf("\nflop_s x %.4f: the planner's compute at TP 1, 2, 4, 8 %.4f, %.4f, %.4f, %.4f s; the layers' extra "
+           "at TP 2, 4, 8: %.4f, %.4f, %.4f s\n",
+           *fscale, pcomp[0], pcomp[1], pcomp[2], pcomp[3], comp[1] - pcomp[1], comp[2] - pcomp[2], comp[3] - pcomp[3]);
+    NTPCAL = 0;
+    for (int j = 1; j < 4; j++, NTPCAL++)
+        TPCAL_N[NTPCAL] = G[j], TPCAL_S[NTPCAL] = (comp[j] - pcomp[j]) / bytes[j];
+    printf("--flop-scale %.6g --tp-s 2=%.6g,4=%.6g,8=%.6g (s a byte of TP all-reduce)\n\n", *fscale, TPCAL_S[0],
+           TPCAL_S[1], TPCAL_S[2]);
+    fflush(stdout);
+    return 0;
+}
+
+static int plan1024(int K, double fscale, int skip, int tpcal)
 {
     static vs_plan_estimate est[8192];
     const gpt_config* cfg = &PUBS[1].cfg;
@@ -594,8 +725,11 @@ static int plan1024(int K, double fscale, int skip)
        between stages, 13 ms a message over the network: PP4's bubble 2x the
        stand-in's, and PP2 chosen where PP4 was 14% faster */
     c.msg_bytes_per_row = (int64_t)cfg->seq * cfg->dim * 4;
+    if (tpcal && tp_calibrate(cfg, &m, &c, &fscale)) return 1;
     vs_profile pf = spec_profile(&sp, 1);
     pf.flop_s *= fscale;
+    for (int g = 0; g < NTPCAL && g < VS_PROFILE_AR_GROUPS; g++) /* no table: the ring formula, plus tp_s */
+        pf.ar_n[g] = TPCAL_N[g], pf.tp_s[g] = TPCAL_S[g];
     vs_plan plan;
     int n = 0;
     if (vs_generate_plan(&m, &c, &pf, &plan, est, 8192, &n)) return fprintf(stderr, "planner: %s\n", vs_last_error()), 1;
@@ -623,55 +757,26 @@ static int plan1024(int K, double fscale, int skip)
         /* ZeRO-1 and 2 tie in the planner's model (the same traffic): ZeRO-2's run stands for both */
         if (!e->feasible || e->plan.zero == VS_ZERO_1 || seen++ < skip) continue;
         const vs_plan* p = &e->plan;
-        int dp = p->dp, M = p->microbatches, mbs = GBS / dp / M, S = p->dp_shard;
-        int dpr = S > 1 && S < dp ? 2 * S : dp > 1 ? 2 : 1; /* HSDP: its shard group whole, 2 replicas */
-        int m1 = p->pp > 1 ? p->pp : 1, m2 = 2 * m1;
-        if (m1 >= M) m1 = M, m2 = 0;
-        else if (m2 > M) m2 = M;
         char nm[128];
-        snprintf(nm, sizeof nm, "PP%d x DP%d x TP%d %s M%d ZeRO-%d%s%s", p->pp, dp, p->tp, vs_pipe_kind_name(p->schedule),
-                 M, (int)p->zero, S > 1 && S < dp ? " HSDP" : "", p->recompute[0] ? " recompute" : "");
-        run R;
-        row a, b;
-        memset(&R, 0, sizeof R);
-        R.name = nm, R.cfg = *cfg, R.dt = VS_BF16, R.m.pp = p->pp, R.m.dp = dpr, R.m.tp = p->tp;
-        R.sched = p->schedule, R.zero = (int)p->zero, R.chunks = p->chunks, R.recompute = p->recompute[0] != 0;
-        R.dp_shard = S > 1 && S < dp ? S : 0;
-        R.microbatches = m1, R.rows = dpr * m1 * mbs;
-        int nr = p->pp * dpr * p->tp, bad = run_one(&R);
-        memset(&a, 0, sizeof a), b = a;
-        for (int k = 0; !bad && k < nr; k++)
-            if (R.r[k].step > a.step) a = R.r[k];
-        free(R.r), R.r = NULL;
-        double step = a.step;
-        if (!bad && m2) {
-            R.microbatches = m2, R.rows = dpr * m2 * mbs, R.failed = 0;
-            bad = run_one(&R);
-            for (int k = 0; !bad && k < nr; k++)
-                if (R.r[k].step > b.step) b = R.r[k];
-            free(R.r);
-            step = b.step + (b.step - a.step) / (m2 - m1) * (M - m2);
-        }
-        if (bad) {
+        row wr;
+        int mw = 0;
+        double step = 0;
+        if (run_plan(p, cfg, GBS, nm, &step, &wr, &mw)) {
             printf("| %d | %s | %.4f s | FAILED | |\n", seen, nm, e->step_s);
             got++;
             continue;
         }
-        if (R.dp_shard) /* the replicas' all-reduce over dp / S of them, not 2 (both across hosts) */
-            step += a.exposed_tag[TAG_DPR] * ((((double)dp / S - 1) / ((double)dp / S)) / 0.5 - 1);
-        else
-            step += dp_scaled(&a, dp, dpr, p->tp); /* the DP collectives of dp ranks across hosts, not 2 */
         printf("| %d | %s | %.4f s | %.4f s | %.3f |\n", seen, nm, e->step_s, step, step / e->step_s);
-        const row* w = m2 ? &b : &a; /* (the run of M microbatches, or the longer one) */
+        const row* w = &wr; /* (the run of M microbatches, or the longer one) */
         printf("#   stand-in's worst rank (M %d): compute %.4f, comm %.4f (exposed %.4f), bubble %.4f, host-bound %.4f s; "
                "planner: compute %.4f, comm %.4f, bubble %.4f s\n",
-               m2 ? m2 : m1, w->compute, w->comm, w->exposed, w->bubble, w->host, e->compute_s, e->comm_s, e->bubble_s);
-        printf("#   stand-in's exposed / busy communication by tag (M %d, before scaling):", m2 ? m2 : m1);
+               mw, w->compute, w->comm, w->exposed, w->bubble, w->host, e->compute_s, e->comm_s, e->bubble_s);
+        printf("#   stand-in's exposed / busy communication by tag (M %d, before scaling):", mw);
         for (int k = 0; k < NTAG; k++)
             if (w->comm_tag[k] > 0) printf(" %s %.4f / %.4f;", tag_names[k], w->exposed_tag[k], w->comm_tag[k]);
         printf("\n");
         fflush(stdout);
-        if (nrun < 64) ran[nrun] = *p, ran_step[nrun] = step, ran_comp[nrun] = m2 ? b.compute : a.compute,
+        if (nrun < 64) ran[nrun] = *p, ran_step[nrun] = step, ran_comp[nrun] = w->compute,
                        ran_pcomp[nrun++] = e->compute_s;
         if (!got) first = step;
         if (ibest < 0 || step < best) best = step, ibest = seen;
@@ -727,7 +832,7 @@ int main(int argc, char** argv)
 {
     int per_rank = 0;
     const char *only = NULL, *pub = NULL;
-    int p1024 = 0, top = 5, skip = 0, tensor = 0;
+    int p1024 = 0, top = 5, skip = 0, tensor = 0, tpcal = 0;
     double fscale = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ranks")) per_rank = 1;
@@ -738,6 +843,15 @@ int main(int argc, char** argv)
         else if (!strcmp(argv[i], "--top") && i + 1 < argc) top = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--flop-scale") && i + 1 < argc) fscale = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--tp-cal")) tpcal = 1;
+        else if (!strcmp(argv[i], "--tp-s") && i + 1 < argc) { /* g=s[,g=s...]: the planner's tp_s */
+            for (char* q = argv[++i]; q && *q && NTPCAL < VS_PROFILE_AR_GROUPS; NTPCAL++) {
+                TPCAL_N[NTPCAL] = (int)strtol(q, &q, 10);
+                if (*q++ != '=') return fprintf(stderr, "gpu_model: --tp-s wants g=s[,g=s]\n"), 2;
+                TPCAL_S[NTPCAL] = strtod(q, &q);
+                if (*q == ',') q++;
+            }
+        }
         else return fprintf(stderr, "gpu_model: unknown argument '%s'\n", argv[i]), 2;
     }
     setenv("VS_STRICT_COST_ONLY", "1", 0); /* before the stand-in's first call */
@@ -751,7 +865,7 @@ int main(int argc, char** argv)
     /* the published shapes and the 1,024-GPU plans stand beside production runs: --tensor */
     if (tensor || pub || p1024) register_tensor_costs(), tensor_on = 1;
     if (p1024) setenv("VS_STRICT_DEVICES", "64", 0); /* (each device gets 1/n of the 32 TiB: the largest run's ranks) */
-    int bad = p1024 ? plan1024(top, fscale, skip) : pub ? published(pub) : table(per_rank, only);
+    int bad = p1024 ? plan1024(top, fscale, skip, tpcal) : pub ? published(pub) : table(per_rank, only);
     long v = vs_strict_violations();
     if (v) printf("\n%ld stand-in violations, the first: %s\n", v, vs_strict_first_violation());
     return bad || v ? 1 : 0;
