@@ -71,7 +71,9 @@
      (vs_strict_clock_tagger) makes of it, the operation's kind and its
      communicator's devices; comm_tag[t] and exposed_tag[t] are comm and
      exposed_comm over tag t's operations alone (the tags' busy times may
-     overlap one another, so their sum can exceed comm).
+     overlap one another, so their sum can exceed comm). vs_strict_clock_tag_as
+     times a tag's collectives as over more ranks, across nodes (a bench's
+     stand-in for a larger DP).
 
    What it does not model: contention (concurrent kernels each get the whole
    GPU, concurrent transfers each the whole link), pageable copies' staging,
