@@ -439,6 +439,7 @@ enum { J_PLAIN, J_LATE, J_OVERLAP, J_SERIAL };
 typedef struct job {
     int n, mode, late, devs[16];
     int tagger; /* a tagger names the all-reduce: tag 5 when it sees this job's kind, ranks and devices */
+    int as_n, as_cross; /* vs_strict_clock_tag_as of the all-reduce's tag (as_n 0: none) */
     size_t count; /* floats */
     double late_s;
     ncclUniqueId id;
@@ -452,10 +453,11 @@ typedef struct rarg {
 
 static double ar_cost(const job* j)
 {
-    int cross = 0;
+    int cross = 0, n = j->as_n ? j->as_n : j->n;
     for (int r = 1; r < j->n; r++) cross |= j->devs[r] / S.gpus_per_node != j->devs[0] / S.gpus_per_node;
+    if (j->as_n) cross = j->as_cross;
     double bw = cross ? S.net_bw : S.nvlink_bw, lat = cross ? S.net_latency_s : S.nvlink_latency_s;
-    return lat + 2.0 * (j->n - 1) / j->n * (double)(j->count * sizeof(float)) / bw;
+    return lat + 2.0 * (n - 1) / n * (double)(j->count * sizeof(float)) / bw;
 }
 
 static void host_nop(void* p) { (void)p; }
@@ -597,6 +599,32 @@ static void case_tagger(void)
     vs_strict_clock_tagger(NULL, NULL);
 }
 
+/* vs_strict_clock_tag_as: 2 ranks on one node, their all-reduce (tag 3, half
+   of it under compute) timed as 32 ranks across nodes: its end, busy and
+   exposed time the larger one's (rank_main checks them against ar_cost) */
+static void case_tag_as(void)
+{
+    job j;
+    memset(&j, 0, sizeof j);
+    j.n = 2, j.mode = J_OVERLAP, j.count = (size_t)1 << 22, j.as_n = 32, j.as_cross = 1;
+    j.devs[0] = 0, j.devs[1] = 1;
+    job on_node = j;
+    on_node.as_n = 0;
+    VT_CHECK(ar_cost(&j) > 10 * ar_cost(&on_node), "as 32 across nodes %.1f us, as run %.1f us", ar_cost(&j) * 1e6,
+             ar_cost(&on_node) * 1e6);
+    vs_strict_clock_tag_as(3, 32, 1);
+    vs_strict_clock_tag_as(5, 4, 0); /* another tag's: no effect on tag 3 */
+    ncclGetUniqueId(&j.id);
+    pthread_barrier_init(&j.bar, NULL, 2);
+    pthread_t t[2];
+    rarg a[2];
+    for (int r = 0; r < 2; r++) a[r].j = &j, a[r].rank = r, pthread_create(&t[r], NULL, rank_main, &a[r]);
+    for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
+    pthread_barrier_destroy(&j.bar);
+    vs_strict_clock_tag_as(3, 0, 0), vs_strict_clock_tag_as(5, 0, 0);
+    run_job(2, NULL, J_OVERLAP, 0, 0, (size_t)1 << 22); /* reset: as run again */
+}
+
 static void case_late_rank(void)
 {
     run_job(4, NULL, J_LATE, 2, 1e-3, NAR); /* rank 2's stream is busy 1 ms first */
@@ -664,6 +692,7 @@ int main(void)
     VT_CASE("clock/all-reduce of 2 and 16 ranks across two nodes (the network)", case_allreduce_nodes());
     VT_CASE("clock/a collective whose last rank arrives late starts late on all", case_late_rank());
     VT_CASE("clock/tags: a tagger's tag from the kind and the communicator's devices", case_tagger());
+    VT_CASE("clock/tag_as: a tag's collectives timed as 32 ranks across nodes", case_tag_as());
     VT_CASE("clock/exposed communication: half hidden beside compute, all on the compute stream; by the thread's tag",
             case_exposed());
     VT_CASE("clock/the same times with a random delay before every stream operation", {

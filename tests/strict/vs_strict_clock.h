@@ -71,7 +71,9 @@
      (vs_strict_clock_tagger) makes of it, the operation's kind and its
      communicator's devices; comm_tag[t] and exposed_tag[t] are comm and
      exposed_comm over tag t's operations alone (the tags' busy times may
-     overlap one another, so their sum can exceed comm).
+     overlap one another, so their sum can exceed comm). vs_strict_clock_tag_as
+     times a tag's collectives as over more ranks, across nodes (a bench's
+     stand-in for a larger DP).
 
    What it does not model: contention (concurrent kernels each get the whole
    GPU, concurrent transfers each the whole link), pageable copies' staging,
@@ -159,6 +161,12 @@ ST_C void vs_strict_clock_tag(int tag);
    thread's tag (fn NULL: the thread's tag). Set before the operations it tags. */
 typedef int (*vs_strict_tag_fn)(int kind, int nranks, const int* devs, int thread_tag, void* user);
 ST_C void vs_strict_clock_tagger(vs_strict_tag_fn fn, void* user);
+/* The collectives of tag t (not send/recv) from now on cost as over nranks ranks,
+   across nodes if cross_node (nranks 0: as they run): a bench that runs 2 DP
+   ranks in place of many times their collectives at the full size where the
+   engine overlaps them, so that their exposed part is the full size's
+   (bench/gpu_model.c --published). Set while no NCCL operation runs. */
+ST_C void vs_strict_clock_tag_as(int tag, int nranks, int cross_node);
 
 /* The calling thread's host clock. */
 ST_C double vs_strict_clock_host(void);
@@ -389,6 +397,7 @@ static st_ivls st_busy_tag[ST_MAXDEV][VS_STRICT_CLOCK_TAGS]; /* comm by tag */
 static __thread int st_tag_me;
 static vs_strict_tag_fn st_tagger;
 static void* st_tagger_user;
+static int st_tag_as[VS_STRICT_CLOCK_TAGS][2]; /* vs_strict_clock_tag_as: nranks (0: none), cross_node */
 static st_ivls st_hwait[ST_MAXDEV]; /* per device: [ready, enqueued) of operations the host held back */
 static long st_busy_ops[ST_MAXDEV];
 static struct {
@@ -525,6 +534,13 @@ ST_C void vs_strict_clock_tagger(vs_strict_tag_fn fn, void* user)
 {
     pthread_mutex_lock(&st_mu);
     st_tagger = fn, st_tagger_user = user;
+    pthread_mutex_unlock(&st_mu);
+}
+ST_C void vs_strict_clock_tag_as(int tag, int nranks, int cross_node)
+{
+    if (tag < 0 || tag >= VS_STRICT_CLOCK_TAGS) return;
+    pthread_mutex_lock(&st_mu);
+    st_tag_as[tag][0] = nranks > 0 ? nranks : 0, st_tag_as[tag][1] = cross_node != 0;
     pthread_mutex_unlock(&st_mu);
 }
 /* An NCCL operation's tag at its enqueue (st_mu held): devs, its communicator's. */
@@ -758,6 +774,14 @@ static double st_clock_nccl_cost_locked(int kind, int n, const int* devs, double
     int cross = 0;
     for (int i = 1; i < n; i++) cross |= st_clock_node(devs[i]) != st_clock_node(devs[0]);
     return vs_strict_cost_nccl(st_spec_get(), kind, n, cross, bytes);
+}
+/* A collective of tag t: as st_clock_nccl_cost_locked, or as vs_strict_clock_tag_as
+   says (per: its bytes a rank, the all-gather's input, the reduce-scatter's output) */
+static double st_clock_coll_cost_locked(int kind, int n, const int* devs, double bytes, double per, int t)
+{
+    int N = t >= 0 && t < VS_STRICT_CLOCK_TAGS ? st_tag_as[t][0] : 0;
+    if (!N) return st_clock_nccl_cost_locked(kind, n, devs, bytes);
+    return vs_strict_cost_nccl(st_spec_get(), kind, N, st_tag_as[t][1], kind == VS_STRICT_ALLGATHER || kind == VS_STRICT_REDSCAT ? per * N : bytes);
 }
 
 /* ---- what the tests read -------------------------------------------------------------- */

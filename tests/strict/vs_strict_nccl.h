@@ -281,9 +281,9 @@ static void st_clock_coll_locked(st_clique* cq, st_inst* in)
     int devs[ST_MAXDEV], n = cq->n;
     st_nop* p0 = in->part[0];
     for (int r = 0; r < n; r++) devs[r] = in->part[r]->comm->dev;
-    double bytes = (double)p0->count * (double)st_nsize(p0->dt) *
-                   (p0->kind == ST_N_ALLGATHER || p0->kind == ST_N_REDSCAT ? n : 1);
-    in->t1 = in->t0 + st_clock_nccl_cost_locked(p0->kind, n, devs, bytes);
+    double per = (double)p0->count * (double)st_nsize(p0->dt);
+    double bytes = per * (p0->kind == ST_N_ALLGATHER || p0->kind == ST_N_REDSCAT ? n : 1);
+    in->t1 = in->t0 + st_clock_coll_cost_locked(p0->kind, n, devs, bytes, per, p0->tag);
 }
 
 /* A fused operation: its collectives one after another from its start, its
