@@ -192,6 +192,7 @@ typedef struct run {
     int recompute;              /* 1: every layer's activations recomputed ("*") */
     int dp_shard;               /* HSDP's shard group (0: none) */
     int dp_as;                  /* the DP collectives (tag DP) timed as over this many ranks across hosts (0: as run) */
+    int dpr_as;                 /* HSDP's replicas' all-reduce (tag HSDP replicas) timed so too */
     /* out */
     row* r; /* a row per rank */
     int failed;
@@ -271,6 +272,7 @@ static int run_one(run* R)
     R->m.dps = R->dp_shard;
     vs_strict_clock_tagger(tagger, &R->m);
     vs_strict_clock_tag_as(TAG_DP, R->dp_as, 1);
+    vs_strict_clock_tag_as(TAG_DPR, R->dpr_as, 1);
     R->r = (row*)calloc((size_t)n, sizeof(row));
     pthread_barrier_init(&bar, NULL, (unsigned)n);
     vs_launch_desc ld;
@@ -281,6 +283,7 @@ static int run_one(run* R)
     pthread_barrier_destroy(&bar);
     vs_strict_clock_tagger(NULL, NULL);
     vs_strict_clock_tag_as(TAG_DP, 0, 0);
+    vs_strict_clock_tag_as(TAG_DPR, 0, 0);
     return r || R->failed;
 }
 
@@ -391,18 +394,6 @@ static double model_flops(const gpt_config* c, double rows)
     return 72 * rows * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
 }
 
-/* A plan run with dpr DP ranks in place of dp: the DP collectives' exposed
-   time (worst's, tagged DP) scaled to dp ranks across hosts (the flat ring's
-   ((dp - 1) / dp) / ((dpr - 1) / dpr), and the network's bandwidth for the
-   2-rank run's, NVLink when its pair shares a host): what to add to its step. */
-static double dp_scaled(const row* worst, int dp, int dpr, int tp)
-{
-    if (dp <= dpr || dpr < 2) return 0;
-    vs_strict_spec sp = vs_strict_clock_spec();
-    double bwr = dpr * tp > sp.gpus_per_node ? sp.net_bw : sp.nvlink_bw;
-    return worst->exposed_tag[TAG_DP] * (((dp - 1.0) / dp) / ((dpr - 1.0) / dpr) * (bwr / sp.net_bw) - 1);
-}
-
 typedef struct pubcfg {
     const char* name;
     gpt_config cfg;
@@ -410,7 +401,7 @@ typedef struct pubcfg {
     vs_pipe_kind sched;
     int gbs, mbs;       /* the global batch (sequences) and the microbatch's */
     int m1, m2;         /* microbatches a DP rank runs in the stand-in (m2 0: the whole M) */
-    int dp_run;         /* DP ranks the stand-in runs (0: dp; fewer: dp_scaled's correction) */
+    int dp_run;         /* DP ranks the stand-in runs (0: dp; fewer: their DP collectives timed as dp's) */
     int recompute;      /* every layer recomputed (the activations would not fit the 80 GB) */
     double pub_tflops;  /* published per-GPU model TFLOP/s (0: none found) */
     double pub_peak;    /* the peak it was measured against, TFLOP/s */
@@ -529,7 +520,7 @@ static int published(const char* which)
                a.compute, a.comm, a.exposed, a.bubble);
     }
     /* The engine reduces gradients under the backward, so the 2-rank run's
-       exposed DP time scaled (dp_scaled) misses what a longer reduction no
+       exposed DP time scaled to dp misses what a longer reduction no
        longer hides: the stand-in times the DP collectives at the full DP size
        across hosts instead (vs_strict_clock_tag_as), and their exposed part is
        in the step as measured. */
@@ -577,11 +568,13 @@ static int published(const char* which)
    no ZeRO-3), each modelled in the stand-in.
    The stand-in runs a plan with DP 2 in place of its dp (the same work a rank:
    rows and microbatches a DP rank as the plan's), M from two shorter runs, and
-   the DP collectives' exposed time scaled to dp ranks over the network: x
-   ((dp - 1) / dp) / (1 / 2) x (the 2-rank run's bandwidth / the network's). */
+   the DP collectives timed as over dp ranks across hosts (vs_strict_clock_tag_as;
+   scaling the 2-rank run's exposed part under-counts once they run under the
+   backward: a longer reduction shows more than in proportion). */
 /* One of the planner's plans at 1,024 GPUs in the stand-in (its HSDP shard group
    whole and 2 replicas, M as the plan's: 1-2 runs, extrapolated in M), the DP
-   collectives scaled to dp ranks: *step; *w the worst rank's row of the run of
+   collectives (plain DP's, or the replicas' all-reduce) timed as over dp or dp / S
+   ranks across hosts: *step; *w the worst rank's row of the run of
    M microbatches (or the longer one), *mw its M; nm its name (128). 0 or 1 (failed). */
 static int run_plan(const vs_plan* p, const gpt_config* cfg, int GBS, char* nm, double* stepp, row* w, int* mw)
 {
@@ -599,6 +592,8 @@ static int run_plan(const vs_plan* p, const gpt_config* cfg, int GBS, char* nm, 
     R.sched = p->schedule, R.zero = (int)p->zero, R.chunks = p->chunks, R.recompute = p->recompute[0] != 0;
     R.dp_shard = S > 1 && S < dp ? S : 0;
     R.microbatches = m1, R.rows = dpr * m1 * mbs;
+    if (R.dp_shard && dp / S > 2) R.dpr_as = dp / S; /* the replicas' all-reduce over dp / S of them, not 2 */
+    else if (!R.dp_shard && dp > dpr) R.dp_as = dp;  /* the DP collectives of dp ranks, not 2 */
     int nr = p->pp * dpr * p->tp, bad = run_one(&R);
     memset(&a, 0, sizeof a), b = a;
     for (int k = 0; !bad && k < nr; k++)
@@ -614,10 +609,6 @@ static int run_plan(const vs_plan* p, const gpt_config* cfg, int GBS, char* nm, 
         step = b.step + (b.step - a.step) / (m2 - m1) * (M - m2);
     }
     if (bad) return 1;
-    if (R.dp_shard) /* the replicas' all-reduce over dp / S of them, not 2 (both across hosts) */
-        step += a.exposed_tag[TAG_DPR] * ((((double)dp / S - 1) / ((double)dp / S)) / 0.5 - 1);
-    else
-        step += dp_scaled(&a, dp, dpr, p->tp); /* the DP collectives of dp ranks across hosts, not 2 */
     *stepp = step, *w = m2 ? b : a, *mw = m2 ? m2 : m1;
     return 0;
 }
@@ -776,7 +767,7 @@ static int plan1024(int K, double fscale, int skip, int tpcal)
         printf("#   stand-in's worst rank (M %d): compute %.4f, comm %.4f (exposed %.4f), bubble %.4f, host-bound %.4f s; "
                "planner: compute %.4f, comm %.4f, bubble %.4f s\n",
                mw, w->compute, w->comm, w->exposed, w->bubble, w->host, e->compute_s, e->comm_s, e->bubble_s);
-        printf("#   stand-in's exposed / busy communication by tag (M %d, before scaling):", mw);
+        printf("#   stand-in's exposed / busy communication by tag (M %d, DP timed at full size):", mw);
         for (int k = 0; k < NTAG; k++)
             if (w->comm_tag[k] > 0) printf(" %s %.4f / %.4f;", tag_names[k], w->exposed_tag[k], w->comm_tag[k]);
         printf("\n");
