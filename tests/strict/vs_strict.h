@@ -365,6 +365,13 @@ struct st_op {
     int cls, ntcw;
     struct st_tcell *tc, **tcw;
 };
+/* a kernel operation's arguments: a[i] points at argument i in op->args
+   (each copied at launch into 8-byte-aligned slots) */
+static void st_op_args(const st_op* op, void** a)
+{
+    int o = 0;
+    for (int i = 0; i < op->sig->nargs; i++) a[i] = (void*)(op->args + o), o += (op->sig->size[i] + 7) & ~7;
+}
 
 typedef struct st_alloc {
     size_t off, n, span; /* user offset in the arena, bytes asked, pages reserved from span start */
@@ -1475,8 +1482,7 @@ static void st_carry_kernel_locked(struct CUstream_st* s, st_op* op)
     const st_ksig* sig = op->sig;
     void* a[16];
     size_t off[16], bytes[16];
-    int o = 0;
-    for (int i = 0; i < sig->nargs; i++) a[i] = op->args + o, o += (sig->size[i] + 7) & ~7;
+    st_op_args(op, a);
     st_ksig_ranges(sig, a, op->grid, off, bytes);
     for (int i = 0; i < sig->nargs; i++) {
         char* p = (sig->wr >> i & 1) ? *(char**)a[i] : NULL;
@@ -1723,8 +1729,7 @@ static void st_kernel_run(struct CUstream_st* s, st_op* op)
         return;
     }
     void* a[16];
-    int off = 0;
-    for (int i = 0; i < op->sig->nargs; i++) a[i] = op->args + off, off += (op->sig->size[i] + 7) & ~7;
+    st_op_args(op, a);
     if (!st_cost_only) st_ksig_run(op->sig, a, op->grid, op->block);
 }
 

@@ -719,8 +719,7 @@ static void st_clock_kernel_locked(st_op* op)
 {
     const st_ksig* sig = op->sig;
     void* a[16];
-    int o = 0;
-    for (int i = 0; i < sig->nargs; i++) a[i] = op->args + o, o += (sig->size[i] + 7) & ~7;
+    st_op_args(op, a);
     vs_strict_kcost k;
     memset(&k, 0, sizeof k);
     k.dtype = VS_STRICT_F32;

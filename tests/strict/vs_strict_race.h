@@ -390,8 +390,7 @@ static void st_race_start_locked(struct CUstream_st* s, st_op* op)
         const st_ksig* sig = op->sig;
         void* a[16];
         size_t off[16], bytes[16];
-        int o = 0;
-        for (int i = 0; i < sig->nargs; i++) a[i] = op->args + o, o += (sig->size[i] + 7) & ~7;
+        st_op_args(op, a);
         st_ksig_ranges(sig, a, op->grid, off, bytes);
         for (int pass = 0; pass < 2; pass++) /* reads, then writes */
             for (int i = 0; i < sig->nargs; i++)
