@@ -880,6 +880,10 @@ typedef struct vs_world_desc {
        NULL: VESCALE_DEBUG; "": none). An unknown one is VS_ERR_INVALID. Read
        back (vs_world_query_desc) as the modes' names, "" for none. */
     const char* debug;
+    /* A lighthouse (elastic_dir "tcp://..."): how long a rank waits for its
+       answer before giving it up, with a warning, and training on without it
+       (0: 5 s; > 0 and finite). No collective waits on it either way. */
+    double lighthouse_wait_s;
 } vs_world_desc;
 
 /* Starts this process's rank of a multi-process job (MPI or NCCL transport). For the
@@ -995,7 +999,7 @@ VS_API double vs_world_timeout(const vs_world* w);
    sg_query_desc): transport, world_size/rank/local_rank (the final ones: MPI's
    when it numbered the ranks), master_addr/port, init_file (NULL: none),
    timeout_s (INFINITY: none), log_level, logger, allocator, debug (the modes'
-   names). Worlds of vs_launch report the launch desc's values the same way
+   names), lighthouse_wait_s. Worlds of vs_launch report the launch desc's values the same way
    (debug: vs_launch_desc.debug's modes, else VESCALE_DEBUG's). master_addr, init_file and debug point into
    the world. */
 VS_API vs_result vs_world_query_desc(const vs_world* w, vs_world_desc* out);
@@ -1295,9 +1299,10 @@ VS_API int vs_world_joining(const vs_world* w);
 
    It can never end a healthy job:
    - ranks never wait on it inside a collective (a watcher thread per rank
-     looks every 50 ms); a request it does not answer within 5 s makes every
-     rank give it up, once, with a warning ("the lighthouse at ... does not
-     answer: this job can no longer survive a failure"), and train on;
+     looks every 50 ms); a request it does not answer within 5 s
+     (vs_world_desc.lighthouse_wait_s) makes every rank give it up, once,
+     with a warning ("the lighthouse at ... does not answer: this job can no
+     longer survive a failure"), and train on;
    - it never blocks on a client: an answer a client does not take waits in
      that connection's buffer, and the connection is closed after stall_s;
    - it caps what clients hold (connections, value size, entries per job,
@@ -2804,6 +2809,8 @@ struct vs_world {
     pthread_mutex_t emu; // one request at a time on efd
     uint64_t egone;    // atomic: the lighthouse's count of ended processes at the last look (0: look again)
     int elost;         // atomic: the lighthouse did not answer in time: given up (said once)
+    double ewait;      // how long a request to it may go unanswered (vs_world_desc.lighthouse_wait_s)
+#define _VS_LH_ANSWER_S 5.0 // (its default: a rank gives the lighthouse up when a request is not answered within this)
     uint64_t eseq;     // requests sent on efd (under emu)
     char etoken[_VS_LH_TOKEN_MAX + 1]; // the job's lighthouse token ("": none, or the lighthouse checks none)
     unsigned char elh_nonce[16];       // the lighthouse's hello on efd: what this connection's requests sign
@@ -9328,7 +9335,10 @@ _VS_PRIVATE vs_result _vs_world_desc_defaults(const vs_world_desc* d, vs_world_d
         return _vs_err(VS_ERR_INVALID, "vs_world_init: device_select %d is not a vs_device_select", (int)d->device_select);
     if (d->device_select == VS_DEVICE_EXPLICIT && d->cuda_device < 0)
         return _vs_err(VS_ERR_INVALID, "vs_world_init: cuda_device %d < 0", d->cuda_device);
+    if (!(d->lighthouse_wait_s >= 0 && d->lighthouse_wait_s < HUGE_VAL))
+        return _vs_err(VS_ERR_INVALID, "vs_world_init: lighthouse_wait_s %g must be > 0 or 0 (5 s)", d->lighthouse_wait_s);
     *out = *d;
+    if (out->lighthouse_wait_s == 0) out->lighthouse_wait_s = _VS_LH_ANSWER_S;
     if (out->transport == VS_TRANSPORT_DEFAULT) _VS_TRY(_vs_transport_from_env(&out->transport));
     _VS_TRY(_vs_resolve_timeout("vs_world_init", d->timeout_s, &out->timeout_s));
     _VS_TRY(_vs_resolve_level(d->log_level, &out->log_level));
@@ -9444,6 +9454,7 @@ _VS_PRIVATE vs_result _vs_nccl_world_init(vs_world* w, const vs_world_desc* d, c
         }
     }
 #endif
+    w->ewait = d->lighthouse_wait_s; // (resolved: > 0)
     if (d->elastic_dir) r = _vs_store_open(w, d->elastic_dir, d->join, d->elastic_token);
     if (!r && d->join) { // a replacement: no rendezvous; it comes in with vs_world_grow
         w->joining = 1;
@@ -10197,7 +10208,6 @@ enum { _VS_LH_PUT = 1, _VS_LH_LINK, _VS_LH_GET, _VS_LH_DEL, _VS_LH_OWN, _VS_LH_G
 #define _VS_LH_REQ 56             /* a request's fixed part */
 #define _VS_LH_HELLO_LEN 24
 #define _VS_LH_KEY_MAX 512u       /* a longer key closes the connection */
-#define _VS_LH_ANSWER_S 5.0       /* a rank gives the lighthouse up when a request is not answered within this */
 
 /* A store's operations (w->store; every path is a name _vs_store_name made). */
 struct _vs_store_ops {
@@ -10344,7 +10354,7 @@ _VS_PRIVATE int _vs_same_bytes(const unsigned char* a, const unsigned char* b, s
    (the watcher and the agreement share it). The answer's status (0; 1: LINK
    found the entry there, GET found none), or -1 with errno: ENOSPC or
    EACCES when the lighthouse refused it (w->ewhy says why), ENOTCONN when
-   it cannot be reached. A request not answered within _VS_LH_ANSWER_S gives
+   it cannot be reached. A request not answered within w->ewait gives
    the lighthouse up for good on this rank: said once in the log, and the
    job trains on without surviving a failure. The connection then stays
    open (closed, the lighthouse would count this process as ended). A GET's
@@ -10367,7 +10377,7 @@ _VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const cha
         err = EACCES;
     } else if (w->efd >= 0 && !__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
         _vs_lh_request_head(h, op, key, klen, val, vlen, ++w->eseq, w->etoken, w->elh_nonce);
-        double until = _vs_now() + _VS_LH_ANSWER_S;
+        double until = _vs_now() + w->ewait;
         const char* what = "lighthouse";
         vs_result r = _vs_io_full_as(w->efd, h, sizeof h, 1, until, what);
         if (!r) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)key, klen, 1, until, what);
@@ -10391,7 +10401,7 @@ _VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const cha
             if (out && cap) out[got < cap ? got : cap - 1] = 0;
         } else {
             if (r == VS_ERR_TIMEOUT)
-                snprintf(msg, sizeof msg, "waited %g s", _VS_LH_ANSWER_S);
+                snprintf(msg, sizeof msg, "waited %g s", w->ewait);
             else
                 _vs_save_error(msg, sizeof msg);
             __atomic_store_n(&w->elost, 1, __ATOMIC_RELEASE);
@@ -10458,7 +10468,7 @@ _VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     unsigned char hello[_VS_LH_HELLO_LEN];
-    double until = _vs_now() + _VS_LH_ANSWER_S;
+    double until = _vs_now() + w->ewait;
     vs_result r = _vs_io_full_as(fd, hello, 12, 0, until, "the lighthouse");
     if (!r && _vs_be_get32(hello) == _VS_LH_ANSWER) { // (turned away: why)
         char why[201] = "";

@@ -4,7 +4,7 @@
 # ranks (test_lighthouse's, thread ranks over the strict stand-in) on the
 # other, and the lighthouse's host is cut off mid-job (its link down: a real
 # black hole, TCP retransmitting into nothing). Every step completes within
-# the job's 3 s timeout and every rank warns once. Root only (skipped, with
+# the job's 6 s timeout and every rank warns once. Root only (skipped, with
 # the reason, otherwise). make test-hosts runs it.
 set -u
 B=${B:-build}

@@ -1388,6 +1388,9 @@ static void sweep_bootstrap(sw_ctx* x)
     }
     if (E(A, "vs_world_init", "device_select 99", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .device_select = (vs_device_select)99), "device_select 99");
     if (E(A, "vs_world_init", "cuda_device -1 (explicit)", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .device_select = VS_DEVICE_EXPLICIT, .cuda_device = -1), "cuda_device -1");
+    if (E(A, "vs_world_init", "lighthouse_wait_s -1", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .lighthouse_wait_s = -1), "lighthouse_wait_s -1");
+    if (E(A, "vs_world_init", "lighthouse_wait_s NaN", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .lighthouse_wait_s = NAN), "lighthouse_wait_s nan");
+    if (E(A, "vs_world_init", "lighthouse_wait_s inf", FX_NONE)) R(WINIT(.transport = VS_TRANSPORT_NCCL, .world_size = 2, .lighthouse_wait_s = INFINITY), "lighthouse_wait_s inf");
     if (E(A, "vs_world_free", "world NULL", FX_NONE)) DOC(vs_world_free(NULL) == VS_OK, "returned VS_OK (documented)");
     if (E(A, "vs_world_rank", "world NULL", FX_NONE)) R(vs_world_rank(NULL), "world is NULL");
     if (E(A, "vs_world_size", "world NULL", FX_NONE)) R(vs_world_size(NULL), "world is NULL");

@@ -182,6 +182,12 @@ static int case_mismatch(vs_world* w)
     return fails;
 }
 
+/* vs_world_free after an abort or a dead rank waits at most 2 s for the others
+   (min(timeout, 2 s)) and returns. The bound tells that from a wait that does
+   not end (the launcher's limit is minutes), with room for a loaded machine:
+   2.9 s was seen at load 50 with 2.5 s allowed. */
+#define FREE_BOUND_S (2.0 + 2.0)
+
 /* (b) vs_comm_abort on world rank 1 wakes every other rank promptly, blocked on
    the world communicator or on a split one, with VS_ERR_ABORTED naming rank 1. */
 static int case_abort(vs_world* w)
@@ -218,12 +224,19 @@ static int case_abort(vs_world* w)
     r = vs_world_free(w);
     double dt = now_s() - t0;
     // the aborter waits up to 2 s for the others in vs_world_free, who cannot finalize
-    fails += !report((r == VS_OK || r == VS_ERR_ABORTED) && dt < 2.5, r, dt, "world_free_returns", r ? vs_last_error() : "finalized");
+    fails += !report((r == VS_OK || r == VS_ERR_ABORTED) && dt < FREE_BOUND_S, r, dt, "world_free_returns",
+                     r ? vs_last_error() : "finalized");
     all_reported(0xfu, t + 4.0); // so the aborter reports before the launcher ends the job
     return fails;
 }
 
-/* (c) world rank 3 stops; the others time out within timeout + 1 s, naming it. */
+/* A survivor's error comes at its timeout plus the probe of the missing rank
+   (0.5 s): it counts as in time up to LATE_S after the timeout (1 s left 0.49 s
+   to a loaded machine's scheduling; a wait that never ends is what it tells
+   apart, and the launcher's limit is minutes). */
+#define LATE_S 2.0
+
+/* (c) world rank 3 stops; the others time out within timeout + LATE_S, naming it. */
 static int case_sigstop(vs_world* w)
 {
     vs_comm* c = vs_world_comm(w);
@@ -247,11 +260,11 @@ static int case_sigstop(vs_world* w)
     const char* m = vs_last_error();
     // its own timeout names rank 3; an earlier peer's timeout notice names it too
     int named = strstr(m, "3 (world 3)") || strstr(m, "missing world rank 3");
-    fails += !report((r == VS_ERR_TIMEOUT || r == VS_ERR_ABORTED) && named && dt > tmo - 0.05 && dt < tmo + 1.0, r, dt,
+    fails += !report((r == VS_ERR_TIMEOUT || r == VS_ERR_ABORTED) && named && dt > tmo - 0.05 && dt < tmo + LATE_S, r, dt,
                      "", m);
-    // each survivor reports within timeout + 1 s (the check above): rank 0 ends
-    // the job once all have, or at the end of that window
-    all_reported(0x7u, t + tmo + 1.5);
+    // each survivor reports within timeout + LATE_S (the check above): rank 0
+    // ends the job once all have, or at the end of that window
+    all_reported(0x7u, t + tmo + LATE_S + 0.5);
     if (me == 0) {
         vs_world_abort(w, VS_ERR_TIMEOUT); // ends the job, the stopped rank too: does not return
         report(0, r, now_s() - t, "world_abort", "vs_world_abort returned");
@@ -282,11 +295,11 @@ static int case_kill(vs_world* w)
     double dt = now_s() - t;
     const char* m = vs_last_error();
     int named = strstr(m, "3 (world 3)") || strstr(m, "missing world rank 3");
-    fails += !report((r == VS_ERR_TIMEOUT || r == VS_ERR_ABORTED) && named && dt < tmo + 1.0, r, dt, "", m);
+    fails += !report((r == VS_ERR_TIMEOUT || r == VS_ERR_ABORTED) && named && dt < tmo + LATE_S, r, dt, "", m);
     double t0 = now_s();
     r = vs_world_free(w);
     dt = now_s() - t0;
-    fails += !report(r == VS_ERR_ABORTED && dt < 2.5, r, dt, "world_free_returns", vs_last_error());
+    fails += !report(r == VS_ERR_ABORTED && dt < FREE_BOUND_S, r, dt, "world_free_returns", vs_last_error());
     return fails;
 }
 
@@ -465,7 +478,7 @@ static int case_pair(vs_world* w)
         double dt = now_s() - t;
         const char* m = vs_last_error();
         fails += !report(r == VS_ERR_TIMEOUT && strstr(m, "rank 1 (world 3), the other rank of this pair, did not arrive within 1 s") &&
-                             dt > 0.95 && dt < 2.0,
+                             dt > 0.95 && dt < 1.0 + LATE_S,
                          r, dt, "", m);
     } else if (me == 3) {
         sleep_until(t + 1.5);
@@ -479,7 +492,7 @@ static int case_pair(vs_world* w)
         double dt = now_s() - t;
         const char* m = vs_last_error();
         fails += !report(r == VS_ERR_ABORTED && strstr(m, origin) && strstr(m, "missing world rank 3") &&
-                             strstr(m, "the other rank of this pair") && dt < 2.0,
+                             strstr(m, "the other rank of this pair") && dt < 1.0 + LATE_S,
                          r, dt, "", m);
     }
     all_reported(0xfu, t + 5.0); // rank 3 reports before the first to exit makes the launcher end the job
