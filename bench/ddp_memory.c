@@ -1,6 +1,6 @@
 /* bench/ddp_memory.c - memory per rank of the example GPT's parameters under ZeRO-1,
    ZeRO-2, ZeRO-3 and HSDP (ZeRO-3 over DPR2 x DPS(DP/2)) at DP 2, 4 and 8, measured
-   through the world's allocator hooks (vs_launch_desc.allocator: each rank thread's
+   through the world's allocator hooks (bench/rank_bytes.h: each rank thread's
    live bytes and peak counted apart) beside vs_ddp_memory_usage (issue 34, section 5:
    "Memory"). Thread ranks, host buffers. Counted, not timed.
 

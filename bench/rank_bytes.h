@@ -1,14 +1,14 @@
 /* bench/rank_bytes.h - the library's allocations counted through its allocator
-   hooks (vs_launch_desc.allocator = rb_hooks(&opts), or alloc = rb_alloc and
-   free = rb_free with user an rb_opts or NULL). Each block is charged to an
-   account: the allocating thread's (rb_acct, set by the rank's function on
-   entry: one account a rank), else opts->other (NULL: rb_other), so one
-   account for all threads is `other` with rb_acct left unset; its free goes to
-   the same account, whichever thread frees it. A block's header keeps its size
-   and its account. Under VS_STRICT (cuda_runtime.h first) rb_hooks counts
-   device blocks too. Include after vescale_mesh.h. Used by bench/ckpt_meta.c,
-   bench/ddp_memory.c, tests/ddp_common.h, tests/test_ckpt_scale.c and
-   tests/test_strict_scale.c. */
+   hooks: vs_launch_desc.allocator = rb_hooks(&opts), or just rb_alloc and rb_free
+   (user an rb_opts or NULL). Include after vescale_mesh.h.
+
+   A block is charged to the allocating thread's account (rb_acct, which a rank's
+   function sets on entry) or, without one, to opts->other (NULL: rb_other): one
+   account for every thread is `other` with rb_acct unset. Its free goes to the
+   same account, whichever thread frees it (a header before the block keeps its
+   size and account). Under VS_STRICT rb_hooks counts device blocks too. Used by
+   bench/ckpt_meta.c, bench/ddp_memory.c, tests/ddp_common.h,
+   tests/test_ckpt_scale.c and tests/test_strict_scale.c. */
 #ifndef VS_RANK_BYTES_H
 #define VS_RANK_BYTES_H
 #include <stdlib.h>

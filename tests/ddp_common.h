@@ -2,8 +2,9 @@
    buffers; VS_STRICT: the strict CUDA + NCCL stand-in with device buffers) each
    wrote for itself: meshes, a launch, DDP memory and copies in and out of it,
    f32/bf16 elements, a parameter's local shard and its initial values, a
-   layered model, allocator hooks that count, a checkpoint of one DDP. (tests/ddp_model.h is one small DDP
-   run, compared between the device and host paths.)
+   layered model, allocator hooks that count (bench/rank_bytes.h's), a
+   checkpoint of one DDP. (tests/ddp_model.h is one small DDP run, compared
+   between the device and host paths.)
 
    Include after vescale_ddp.h and vs_test.h; under VS_STRICT after
    cuda_runtime.h; dc_ckpt_ddp only after vescale_ckpt.h. C and C++ alike. */
@@ -191,8 +192,8 @@ VT_UNUSED static void dc_add_layers(vs_ddp* d, const dc_layers* m, int* idx, int
 
 /* The world's allocator hooks' counts (bench/rank_bytes.h), each rank thread's
    apart: the hooks are dc_acct_hooks(&a); a rank's thread charges its own
-   account with dc_acct_enter(&a, rank) first (other threads' count nowhere
-   that is read); only allocations of a.opts.min_bytes or more count (0: all).
+   account with dc_acct_enter(&a, rank) first (other threads charge rb_other,
+   which no test reads); only allocations of a.opts.min_bytes or more count.
    Under VS_STRICT device allocations are counted too (rank[r].dev). */
 enum { DC_ACCT_MAXR = 8 };
 typedef struct dc_acct {
