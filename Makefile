@@ -215,7 +215,7 @@ $(B)/test_strict_train: tests/test_strict_train.c bench/gpu_model.c examples/gpt
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # vescale's control code on 64 simulated GPUs in cost-only mode (make test-long: 256 and 1,024)
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_scale)
-$(B)/test_strict_scale: tests/test_strict_scale.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+$(B)/test_strict_scale: tests/test_strict_scale.c bench/rank_bytes.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # cost-only mode gives every rank the same control values: a flag's all-reduce, a checkpoint's agreement, a step's skip
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_costonly)
@@ -339,7 +339,7 @@ test-bins: $(B)/vescale-ckpt
 $(B)/test_ckpt_format: tests/ckpt_handmade.h
 # the DDP tests' shared builders (tests/ddp_common.h), thread and stand-in builds
 DDP_COMMON := test_ddp_zero3 test_ddp_zero3_debug test_ddp_ext test_ddp_step test_ddp_hsdp
-$(DDP_COMMON:%=$(B)/%) $(DDP_COMMON:%=$(B)/%_strict) $(B)/test_ckpt_zero3: tests/ddp_common.h
+$(DDP_COMMON:%=$(B)/%) $(DDP_COMMON:%=$(B)/%_strict) $(B)/test_ckpt_zero3: tests/ddp_common.h bench/rank_bytes.h
 $(B)/vescale-ckpt: tools/vescale-ckpt.c $(HEADERS) | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN),plain,$(LDLIBS))
 # tools/vescale-shards: token shards (vs_data_open's format) from any text; make test
@@ -482,10 +482,10 @@ $(B)/bench_ddp_ext: bench/ddp_ext.c $(HEADERS) | $(B)
 # prefetch 1 vs 0; the example GPT's memory a rank under ZeRO-1/2/3 and HSDP
 $(B)/bench_ddp_zero3: bench/ddp_zero3.c bench/bench_util.h $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
-$(B)/bench_ddp_memory: bench/ddp_memory.c $(HEADERS) | $(B)
+$(B)/bench_ddp_memory: bench/ddp_memory.c bench/rank_bytes.h $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
 # (tests/test_ddp_memory.c asserts the bounds on bench/ddp_memory.c's measure)
-$(B)/test_ddp_memory: bench/ddp_memory.c
+$(B)/test_ddp_memory: bench/ddp_memory.c bench/rank_bytes.h
 
 # host syncs, device allocations, copies, libraries, kernels and NCCL operations per
 # steady-state step of the NCCL path, counted over the strict stand-in (no GPU)

@@ -1,6 +1,6 @@
 /* bench/ddp_memory.c - memory per rank of the example GPT's parameters under ZeRO-1,
    ZeRO-2, ZeRO-3 and HSDP (ZeRO-3 over DPR2 x DPS(DP/2)) at DP 2, 4 and 8, measured
-   through the world's allocator hooks (vs_launch_desc.allocator: each rank thread's
+   through the world's allocator hooks (bench/rank_bytes.h: each rank thread's
    live bytes and peak counted apart) beside vs_ddp_memory_usage (issue 34, section 5:
    "Memory"). Thread ranks, host buffers. Counted, not timed.
 
@@ -37,6 +37,7 @@
 #define VESCALE_IMPLEMENTATION
 #include "vescale_mesh.h"
 #include "vescale_ddp.h"
+#include "rank_bytes.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -46,40 +47,7 @@
 #define DM_MAXR 8
 #define DM_STEPS 3
 
-typedef struct dm_acct {
-    long live[DM_MAXR], peak[DM_MAXR], big[DM_MAXR], n[DM_MAXR];
-} dm_acct;
-static __thread int dm_rank = -1;
 #define DM_BIG 4096 /* an allocation this large counts as big (a step makes none) */
-
-static void* dm_alloc(size_t n, void* user)
-{
-    dm_acct* a = (dm_acct*)user;
-    char* p = (char*)malloc(n + 16);
-    if (!p) return NULL;
-    int r = dm_rank;
-    memcpy(p, &n, sizeof n);
-    memcpy(p + 8, &r, sizeof r);
-    if (r >= 0 && r < DM_MAXR) {
-        long v = __atomic_add_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
-        if (v > a->peak[r]) a->peak[r] = v; /* (only this rank's thread writes its peak) */
-        if (n >= DM_BIG) a->big[r]++;
-        a->n[r]++;
-    }
-    return p + 16;
-}
-static void dm_free(void* q, void* user)
-{
-    if (!q) return;
-    dm_acct* a = (dm_acct*)user;
-    char* p = (char*)q - 16;
-    size_t n;
-    int r;
-    memcpy(&n, p, sizeof n);
-    memcpy(&r, p + 8, sizeof r);
-    if (r >= 0 && r < DM_MAXR) __atomic_sub_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
-    free(p);
-}
 
 /* The GPT's sizes: examples/train_gpt.c's (the example) and a larger one of the same
    shape, where the DDP's bookkeeping (its tables, names) is a smaller part. */
@@ -137,7 +105,8 @@ typedef struct dm_row {
 
 typedef struct dm_ctx {
     dm_row* row;
-    dm_acct acct;
+    rb_opts opts; /* the hooks' (bench/rank_bytes.h): blocks of DM_BIG or more counted apart */
+    rb_account acct[DM_MAXR];
     vs_ddp_memory mem[DM_MAXR], mem_end[DM_MAXR]; /* after finalize; after the steps */
     long base[DM_MAXR], hrest[DM_MAXR], peak[DM_MAXR], big0[DM_MAXR], n0[DM_MAXR];
     int failed[DM_MAXR];
@@ -209,7 +178,7 @@ static int dm_rank_fn(vs_world* w, void* arg)
 {
     dm_ctx* c = (dm_ctx*)arg;
     int me = vs_world_rank(w), n = vs_world_size(w);
-    dm_rank = me;
+    rb_acct = &c->acct[me];
     const dm_gpt* gpt = c->row->gpt;
     dm_param ps[DM_MAXP];
     int np = dm_model(gpt, ps);
@@ -226,17 +195,17 @@ static int dm_rank_fn(vs_world* w, void* arg)
     if (!r) r = dm_make(m, gpt, c->row->kind, &d0); /* makes the mesh's groups: not measured */
     if (!r) r = vs_ddp_free(d0);
     if (!r) {
-        c->base[me] = c->acct.live[me];
+        c->base[me] = (long)rb_live();
         r = dm_make(m, gpt, c->row->kind, &d);
     }
     if (!r) r = vs_ddp_memory_usage(d, &c->mem[me]);
-    if (!r) c->hrest[me] = c->acct.live[me] - c->base[me], c->acct.peak[me] = c->acct.live[me];
+    if (!r) c->hrest[me] = (long)rb_mark() - c->base[me];
     for (int s = 0; s < DM_STEPS && !r; s++) {
-        if (s == 1) c->big0[me] = c->acct.big[me], c->n0[me] = c->acct.n[me]; /* (the first records the order) */
+        if (s == 1) c->big0[me] = rb_acct->big, c->n0[me] = rb_acct->n; /* (the first records the order) */
         r = dm_step(d, dm_ngroups(gpt), np, ps, c->row->tied);
     }
-    if (!r) c->peak[me] = c->acct.peak[me] - c->base[me], c->big0[me] = c->acct.big[me] - c->big0[me];
-    if (!r) c->n0[me] = c->acct.n[me] - c->n0[me];
+    if (!r) c->peak[me] = (long)rb_since((size_t)c->base[me]), c->big0[me] = rb_acct->big - c->big0[me];
+    if (!r) c->n0[me] = rb_acct->n - c->n0[me];
     if (!r) r = vs_ddp_memory_usage(d, &c->mem_end[me]);
     if (r && me == 0) snprintf(c->row->err, sizeof c->row->err, "%.190s", vs_last_error());
     if (r) c->failed[me] = 1, vs_comm_abort(vs_world_comm(w));
@@ -265,7 +234,8 @@ static void dm_measure_ex(const dm_gpt* gpt, int kind, int dp, int tied, dm_row*
     memset(&ld, 0, sizeof ld);
     ld.nranks = dp;
     ld.timeout_s = 60;
-    ld.allocator.alloc = dm_alloc, ld.allocator.free = dm_free, ld.allocator.user = &c.acct;
+    c.opts.big_bytes = DM_BIG;
+    ld.allocator = rb_hooks(&c.opts);
     vs_result r = vs_launch_ex(&ld, dm_rank_fn, &c);
     if (r) {
         if (!row->err[0]) snprintf(row->err, sizeof row->err, "%.190s", vs_last_error());

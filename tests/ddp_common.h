@@ -2,8 +2,9 @@
    buffers; VS_STRICT: the strict CUDA + NCCL stand-in with device buffers) each
    wrote for itself: meshes, a launch, DDP memory and copies in and out of it,
    f32/bf16 elements, a parameter's local shard and its initial values, a
-   layered model, allocator hooks that count, a checkpoint of one DDP. (tests/ddp_model.h is one small DDP
-   run, compared between the device and host paths.)
+   layered model, allocator hooks that count (bench/rank_bytes.h's), a
+   checkpoint of one DDP. (tests/ddp_model.h is one small DDP run, compared
+   between the device and host paths.)
 
    Include after vescale_ddp.h and vs_test.h; under VS_STRICT after
    cuda_runtime.h; dc_ckpt_ddp only after vescale_ckpt.h. C and C++ alike. */
@@ -12,6 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../bench/rank_bytes.h"
 
 /* A 1-D mesh over all of w's ranks (its dim unnamed); NULL (checked) on failure. */
 VT_UNUSED static vs_mesh* dc_mesh_1d(vs_world* w)
@@ -187,73 +190,21 @@ VT_UNUSED static void dc_add_layers(vs_ddp* d, const dc_layers* m, int* idx, int
     }
 }
 
-/* The world's allocator hooks (vs_launch_desc.allocator = dc_acct_hooks(&a)),
-   counting each rank thread's host bytes apart: live, the peak (only the rank's
-   own thread writes it), and allocations so far; only allocations of min_bytes
-   or more count (0: all). Under VS_STRICT device allocations are counted too. A
-   rank's thread sets dc_acct_rank to its rank first; other threads count nowhere. */
+/* The world's allocator hooks' counts (bench/rank_bytes.h), each rank thread's
+   apart: the hooks are dc_acct_hooks(&a); a rank's thread charges its own
+   account with dc_acct_enter(&a, rank) first (other threads charge rb_other,
+   which no test reads); only allocations of a.opts.min_bytes or more count.
+   Under VS_STRICT device allocations are counted too (rank[r].dev). */
 enum { DC_ACCT_MAXR = 8 };
 typedef struct dc_acct {
-    size_t min_bytes;
-    long live[DC_ACCT_MAXR], peak[DC_ACCT_MAXR], big[DC_ACCT_MAXR]; // big: host allocations counted
-    long dev[DC_ACCT_MAXR];                                         // device allocations
+    rb_opts opts;
+    rb_account rank[DC_ACCT_MAXR];
 } dc_acct;
-VT_UNUSED static __thread int dc_acct_rank = -1;
-VT_UNUSED static void* dc_acct_alloc(size_t n, void* user)
+VT_UNUSED static void dc_acct_enter(dc_acct* a, int rank)
 {
-    dc_acct* a = (dc_acct*)user;
-    char* p = (char*)malloc(n + 16); // the size and the rank before the block: the free counts it back
-    if (!p) return NULL;
-    int r = n >= a->min_bytes ? dc_acct_rank : -1;
-    memcpy(p, &n, sizeof n);
-    memcpy(p + 8, &r, sizeof r);
-    if (r >= 0 && r < DC_ACCT_MAXR) {
-        long v = __atomic_add_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
-        if (v > a->peak[r]) a->peak[r] = v;
-        a->big[r]++;
-    }
-    return p + 16;
+    rb_acct = a && rank >= 0 && rank < DC_ACCT_MAXR ? &a->rank[rank] : NULL;
 }
-VT_UNUSED static void dc_acct_free(void* q, void* user)
-{
-    if (!q) return;
-    dc_acct* a = (dc_acct*)user;
-    char* p = (char*)q - 16;
-    size_t n;
-    int r;
-    memcpy(&n, p, sizeof n);
-    memcpy(&r, p + 8, sizeof r);
-    if (r >= 0 && r < DC_ACCT_MAXR) __atomic_sub_fetch(&a->live[r], (long)n, __ATOMIC_SEQ_CST);
-    free(p);
-}
-#ifdef VS_STRICT
-VT_UNUSED static void* dc_acct_dalloc(size_t n, void* user)
-{
-    dc_acct* a = (dc_acct*)user;
-    void* p = NULL;
-    int r = dc_acct_rank;
-    if (r >= 0 && r < DC_ACCT_MAXR) __atomic_add_fetch(&a->dev[r], 1, __ATOMIC_SEQ_CST);
-    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
-}
-VT_UNUSED static void dc_acct_dfree(void* p, void* user)
-{
-    (void)user;
-    cudaFree(p);
-}
-#endif
-VT_UNUSED static vs_allocator dc_acct_hooks(dc_acct* a)
-{
-    vs_allocator al;
-    memset(&al, 0, sizeof al);
-    al.alloc = dc_acct_alloc;
-    al.free = dc_acct_free;
-#ifdef VS_STRICT
-    al.device_alloc = dc_acct_dalloc;
-    al.device_free = dc_acct_dfree;
-#endif
-    al.user = a;
-    return al;
-}
+VT_UNUSED static vs_allocator dc_acct_hooks(dc_acct* a) { return rb_hooks(a ? &a->opts : NULL); }
 
 #ifdef VESCALE_CKPT_INCLUDED
 /* Saves (save 1) or loads d's state at path with a checkpointer of its own, freed

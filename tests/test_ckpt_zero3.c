@@ -475,7 +475,7 @@ static int mem_rank(vs_world* w, void* arg)
 {
     mrun* c = (mrun*)arg;
     int me = vs_world_rank(w);
-    dc_acct_rank = me;
+    dc_acct_enter(&c->acct, me);
     vs_mesh_desc md;
     memset(&md, 0, sizeof md);
     md.shape[0] = 4, md.dim_names[0] = "DP";
@@ -522,11 +522,10 @@ static int mem_rank(vs_world* w, void* arg)
         VT_OK(vs_ddp_synchronize(d));
     }
     VT_OK(vs_barrier(vs_mesh_comm(mesh), NULL));
-    long l0 = c->acct.live[me];
-    c->acct.peak[me] = l0;
+    size_t l0 = rb_mark();
     uint64_t s0 = vs_mesh_comm(dp)->sent;
     VT_OK(dc_ckpt_ddp(mesh, d, c->path, c->save));
-    c->extra[me] = c->acct.peak[me] - l0;
+    c->extra[me] = (long)rb_since(l0);
     c->sent[me] = vs_mesh_comm(dp)->sent - s0;
     c->rest[me] = 1;
     for (int b = 0; b < d->nbuckets; b++) c->rest[me] &= d->buckets[b].zstate == _VS_Z3_REST;

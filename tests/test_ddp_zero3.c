@@ -225,7 +225,7 @@ static int train_rank(vs_world* w, void* arg)
 {
     cfg* c = (cfg*)arg;
     int me = vs_world_rank(w);
-    dc_acct_rank = me;
+    dc_acct_enter(c->acct, me);
     vs_mesh* mesh = dc_mesh_1d(w);
     if (!mesh) return 1;
     int idx[NK][L];
@@ -237,8 +237,7 @@ static int train_rank(vs_world* w, void* arg)
         add_model(d0, c->bf16, idx);
         VT_OK(vs_ddp_finalize(d0));
         VT_OK(vs_ddp_free(d0));
-        c->base[me] = c->acct->live[me];
-        c->acct->peak[me] = c->acct->live[me];
+        c->base[me] = (long)rb_mark();
     }
     vs_ddp* d = NULL;
     vs_ddp_desc dd = make_desc(mesh, c, c->zero);
@@ -248,16 +247,15 @@ static int train_rank(vs_world* w, void* arg)
     VT_OK(vs_ddp_finalize(d));
     if (c->lazy) add_model_ex(d, c->bf16, idx, 1, 1);
     if (c->nosync) VT_OK(vs_ddp_set_sync(d, 0)); // (ZeRO-3: the staging pool for it made here, before the steps)
-    if (c->acct) c->reg_peak[me] = c->acct->peak[me] - c->base[me];
+    if (c->acct) c->reg_peak[me] = (long)rb_since((size_t)c->base[me]);
     VT_OK(vs_ddp_memory_usage(d, &c->mem_rest[me]));
     if (c->load) VT_OK(dc_ckpt_ddp(mesh, d, c->load, 0));
     if (c->acct) { // (from here: registration held a copy of each `data` until finalize)
-        c->hook_rest[me] = c->acct->live[me] - c->base[me];
-        c->acct->peak[me] = c->acct->live[me];
+        c->hook_rest[me] = (long)rb_mark() - c->base[me];
     }
     long big0 = 0, dev0 = 0;
     for (int s = c->s0; s < (c->s1 ? c->s1 : STEPS); s++) {
-        if (s == 0 && c->acct) big0 = c->acct->big[me], dev0 = c->acct->dev[me]; // (none in any step)
+        if (s == 0 && c->acct) big0 = rb_acct->n, dev0 = rb_acct->dev; // (none in any step)
         int p0 = c->prefetch_set && c->prefetch == 0, kept = c->rsf_set && c->rsf == 0;
         for (int l = 0; c->eval && s >= 1 && l < L; l++) { // an evaluation's forward, off the recorded order's end
             VT_OK(vs_ddp_gather(d, l + 1));
@@ -328,9 +326,9 @@ static int train_rank(vs_world* w, void* arg)
         VT_OK(vs_ddp_step(d, 0.01));
         if (c->save && s + 1 == c->save_after) VT_OK(dc_ckpt_ddp(mesh, d, c->save, 1));
     }
-    if (c->acct) c->big_steady[me] = c->acct->big[me] - big0, c->dev_steady[me] = c->acct->dev[me] - dev0;
+    if (c->acct) c->big_steady[me] = rb_acct->n - big0, c->dev_steady[me] = rb_acct->dev - dev0;
     VT_OK(vs_ddp_memory_usage(d, &c->mem_end[me]));
-    if (c->acct) c->hook_peak[me] = c->acct->peak[me] - c->base[me];
+    if (c->acct) c->hook_peak[me] = (long)rb_since((size_t)c->base[me]);
     if (me == 0) c->skipped = vs_ddp_skipped_steps(d); // (one writer: the ranks agree)
     // the results: every parameter gathered, and each one's owned range as DDP reports it
     c->owned_ok[me] = 1;
@@ -371,7 +369,7 @@ static cfg* run(int dp, vs_zero_stage zero, const cfg* tmpl)
     if (tmpl) *c = *tmpl;
     c->dp = dp;
     c->zero = zero;
-    if (c->acct) c->acct->min_bytes = BIG;
+    if (c->acct) c->acct->opts.min_bytes = BIG;
     vs_allocator al = dc_acct_hooks(c->acct);
     VT_OK(launch(c->ref ? 1 : dp, train_rank, c, c->acct ? &al : NULL));
     return c;

@@ -44,6 +44,7 @@
 
 #include "strict/vs_strict.h"
 #include "gpt_strict_kernels.h"
+#include "../bench/rank_bytes.h"
 
 enum { TP = 8, NP = 4 };
 /* each parameter: NUMEL f32 (VS_SCALE_NUMEL, default 1 Mi), a bucket each. The DDP
@@ -279,33 +280,11 @@ static int threads_main(vs_world* w, void* arg)
     return 0;
 }
 
-/* the library's largest host allocation, and its bytes live now and at most
-   (its allocator hook; a header before each block keeps its size) */
-static size_t max_alloc, live_bytes, peak_bytes;
-enum { HDR = 16 };
-static void* count_alloc(size_t n, void* user)
-{
-    (void)user;
-    size_t m = __atomic_load_n(&max_alloc, __ATOMIC_RELAXED);
-    while (n > m && !__atomic_compare_exchange_n(&max_alloc, &m, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-    char* p = (char*)malloc(n + HDR);
-    if (!p) return NULL;
-    memcpy(p, &n, sizeof n);
-    size_t now = __atomic_add_fetch(&live_bytes, n, __ATOMIC_RELAXED), pk = __atomic_load_n(&peak_bytes, __ATOMIC_RELAXED);
-    while (now > pk && !__atomic_compare_exchange_n(&peak_bytes, &pk, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-    return p + HDR;
-}
-static void count_free(void* p, void* user)
-{
-    (void)user;
-    if (!p) return;
-    size_t n;
-    memcpy(&n, (char*)p - HDR, sizeof n);
-    __atomic_sub_fetch(&live_bytes, n, __ATOMIC_RELAXED);
-    free((char*)p - HDR);
-}
+/* the library's host allocations, every thread's in one account (its allocator
+   hook, bench/rank_bytes.h: no rank sets rb_acct): the largest, the bytes live now
+   and at most */
+static rb_account host_bytes;
+static rb_opts host_opts = {0, 0, &host_bytes};
 
 static size_t threads_run(int n, const char* label, size_t* peak)
 {
@@ -313,8 +292,8 @@ static size_t threads_run(int n, const char* label, size_t* peak)
     memset(&ld, 0, sizeof ld);
     ld.nranks = n;
     ld.stack_bytes = (size_t)256 << 10;
-    ld.allocator.alloc = count_alloc, ld.allocator.free = count_free;
-    max_alloc = 0, live_bytes = 0, peak_bytes = 0;
+    ld.allocator.alloc = rb_alloc, ld.allocator.free = rb_free, ld.allocator.user = &host_opts;
+    memset(&host_bytes, 0, sizeof host_bytes);
     int n0 = N, dp0 = DP;
     N = n, DP = n / TP / PP; /* (the job's shape: DP scales) */
     pthread_barrier_destroy(&bar);
@@ -329,8 +308,8 @@ static size_t threads_run(int n, const char* label, size_t* peak)
     N = n0, DP = dp0;
     pthread_barrier_destroy(&bar);
     pthread_barrier_init(&bar, NULL, (unsigned)N);
-    *peak = peak_bytes;
-    return max_alloc;
+    *peak = host_bytes.peak;
+    return host_bytes.max;
 }
 
 /* The same at N and N / 2 ranks: the largest allocation grows no faster than
@@ -500,8 +479,8 @@ static size_t gpt_run(int n, int zero, int print)
     ld.nranks = n;
     ld.transport = VS_TRANSPORT_NCCL;
     ld.stack_bytes = (size_t)256 << 10;
-    ld.allocator.alloc = count_alloc, ld.allocator.free = count_free;
-    max_alloc = 0, live_bytes = 0, peak_bytes = 0;
+    ld.allocator.alloc = rb_alloc, ld.allocator.free = rb_free, ld.allocator.user = &host_opts;
+    memset(&host_bytes, 0, sizeof host_bytes);
     int n0 = N;
     N = n, g_zero = zero;
     pthread_barrier_destroy(&bar);
@@ -510,7 +489,7 @@ static size_t gpt_run(int n, int zero, int print)
     snap pre = take();
     VT_OK(vs_launch_ex(&ld, gpt_main, NULL));
     snap post = take();
-    size_t peak = peak_bytes / (size_t)n;
+    size_t peak = host_bytes.peak / (size_t)n;
     if (print && !__atomic_load_n(&failed, __ATOMIC_SEQ_CST)) {
         report("GPT: launch", &pre, &g_start);
         report("GPT: vs_parallelize", &g_start, &g_par);
