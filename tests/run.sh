@@ -34,8 +34,13 @@ report() { # label, log, status, seconds, cpu: prints a run and counts its lines
     local p f s
     p=$(grep -c '^ok ' "$log"); f=$(grep -c '^not ok ' "$log"); s=$(grep -c '^skip ' "$log")
     pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+    # the failures again at the end, with the lines before each (a CI that keeps
+    # only the log's tail still shows what failed and why)
+    [ "$f" -gt 0 ] && grep -B3 '^not ok ' "$log" | sed "s|^|[$label] |" | cut -c1-600 >>"$tmp/failures"
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "not ok $label: exited with status $rc"
+        echo "[$label] not ok: exited with status $rc" >>"$tmp/failures"
+        tail -5 "$log" | sed "s|^|[$label]     |" | cut -c1-600 >>"$tmp/failures"
         fail=$((fail + 1))
     fi
 }
@@ -255,5 +260,9 @@ if has vescale-lighthouse && has test_elastic_procs; then
 fi
 drain
 
+if [ -s "$tmp/failures" ]; then
+    echo "== the failures, again"
+    cat "$tmp/failures"
+fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
