@@ -2063,9 +2063,8 @@ typedef struct _vs_gp {
     double inter_bw; // a DP collective's bandwidth across hosts (constraints.inter_bw_bytes_s, 0: bw)
     double* ub;      // scratch: each unit's parameter bytes on its rank (_vs_gp_unit_bytes)
     double* dx;      // scratch of the ZeRO 0-2 pipeline, 4 a unit: [4u], [4u + 1] unit u's B and W parts' time for
-                     // a microbatch, [4u + 2] its gradients' ready time, [4u + 3] its own (not shared) parameter
-                     // bytes on its rank (_vs_gp_pipeline); g->dxq: the reductions' queue (_vs_gp_dp_exposed)
-    double* dxq;
+                     // a microbatch, [4u + 2] its gradients' ready time in the step, [4u + 3] its own (not shared)
+                     // parameter bytes on its rank (_vs_gp_pipeline, _vs_gp_dp_exposed)
     _vs_gp_est* est;
     int nest, capest;
 } _vs_gp;
@@ -2332,7 +2331,6 @@ typedef struct _vs_gp_pipe {
     double makespan, comp, comm, busy; // comp, comm, busy: the busiest stage's
     double pbytes[VS_PIPE_MAX_CHUNKS], pnumel[VS_PIPE_MAX_CHUNKS], last_share[VS_PIPE_MAX_CHUNKS];
     double shared[VS_PIPE_MAX_CHUNKS]; // the share of pbytes in parameters two units use (reduced at the step's end)
-    int qoff[VS_PIPE_MAX_CHUNKS + 1];  // stage p's reductions: g->dxq[2 qoff[p] ..] (ZeRO 0-2, _vs_gp_dp_exposed)
     double act[VS_PIPE_MAX_CHUNKS]; // activation bytes per stage
     double gmax[VS_PIPE_MAX_CHUNKS];  // the stage's largest group (a unit's parameters), bytes
     double once[VS_PIPE_MAX_CHUNKS];  // ZeRO-3 kept gathered: the stage's exposed gathers, once a step
@@ -2403,32 +2401,6 @@ _VS_HL_PRIVATE void _vs_gp_ready(_vs_gp* g, const vs_pipe_plan* pl, const vs_pip
                 t -= (op != VS_PIPE_W ? g->dx[4 * u] : 0) + (op != VS_PIPE_B ? g->dx[4 * u + 1] : 0);
             }
         }
-}
-
-_VS_HL_PRIVATE int _vs_gp_cmp2(const void* a, const void* b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Each stage's gradient reductions as the library queues them, for
-   _vs_gp_dp_exposed: into g->dxq from 2 pi->qoff[p] on, pairs (ready time,
-   the pbytes share of this and every later-ready reduction), in ready order.
-   On one stream a queue of reductions, each T x its share, ends at the largest
-   (ready + T x the share from it on), whatever their order. */
-_VS_HL_PRIVATE void _vs_gp_queue(_vs_gp* g, const vs_pipe_plan* pl, _vs_gp_pipe* pi)
-{
-    int n = 0;
-    for (int p = 0; p < pl->stages; p++) {
-        pi->qoff[p] = n;
-        for (int k = 0; k < pl->nchunks; k++)
-            for (int u = pl->first_unit[k]; u < pl->first_unit[k + 1] && pl->chunk_stage[k] == p; u++)
-                if (g->dx[4 * u + 3] > 0) g->dxq[2 * n] = g->dx[4 * u + 2], g->dxq[2 * n++ + 1] = g->dx[4 * u + 3];
-        qsort(g->dxq + 2 * pi->qoff[p], (size_t)(n - pi->qoff[p]), 2 * sizeof *g->dxq, _vs_gp_cmp2);
-        for (int j = n - 1; j >= pi->qoff[p]; j--)
-            g->dxq[2 * j + 1] = g->dxq[2 * j + 1] / pi->pbytes[p] + (j + 1 < n ? g->dxq[2 * j + 3] : 0);
-    }
-    pi->qoff[pl->stages] = n;
 }
 
 _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int tp, vs_pipe_kind kind, int M,
@@ -2534,7 +2506,6 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
         if (q->shared) out->shared[p] += q->bytes / div;
         else if (!z) g->dx[4 * q->unit + 3] += q->bytes / div;
     }
-    if (!z) _vs_gp_queue(g, pl, out);
     for (int p = 0; p < P; p++) {
         out->last_share[p] = out->pbytes[p] > 0 ? low[p] / out->pbytes[p] : 0;
         out->shared[p] = out->pbytes[p] > 0 ? out->shared[p] / out->pbytes[p] : 0;
@@ -2557,22 +2528,28 @@ _VS_HL_PRIVATE int _vs_gp_next_shard(const _vs_gp* g, int dp, int tp, int s)
     return -1;
 }
 
-/* The exposed part of stage p's gradient reduction, T seconds in all (ZeRO
-   0-2; pi: their pipeline). A layer's gradients reduce from its last
-   microbatch's backward on (_vs_gp_ready), one layer after another on DP's
-   stream (T x its share), every chunk's: with few microbatches each chunk's
-   last backward comes near the step's end, and their reductions queue up. What
-   runs past the pipeline's end shows (the step ends with its slowest stage);
-   tied parameters reduce last, after it. */
-_VS_HL_PRIVATE double _vs_gp_dp_exposed(const _vs_gp* g, const _vs_gp_pipe* pi, int p, double T)
+/* The exposed part of stage p's gradient reduction (ZeRO 0-2; pi: their
+   pipeline): T1 seconds in all on DP's stream, then (HSDP, ZeRO-1/2) T2 of the
+   replicas' all-reduce on theirs. A layer's gradients reduce from its last
+   microbatch's last gradient part on (_vs_gp_ready), each layer's T x its
+   share, launched in bucket order (the stage's last layer first, every
+   chunk's) as each is ready and the one before launched. With few
+   microbatches every chunk's last backward comes near the step's end and the
+   reductions queue up. What runs past the pipeline's end shows (the step ends
+   with its slowest stage); tied parameters reduce last, after it. */
+_VS_HL_PRIVATE double _vs_gp_dp_exposed(const _vs_gp* g, const vs_pipe_plan* pl, const _vs_gp_pipe* pi, int p, double T1,
+                                        double T2)
 {
     if (!(pi->pbytes[p] > 0)) return 0;
-    double e = 0;
-    for (int j = pi->qoff[p]; j < pi->qoff[p + 1]; j++) {
-        double past = g->dxq[2 * j] + T * g->dxq[2 * j + 1] - pi->makespan;
-        if (past > e) e = past;
-    }
-    return e + T * pi->shared[p];
+    double a = 0, b = 0; // where the two streams' queues end
+    for (int k = pl->nchunks - 1; k >= 0; k--)
+        for (int u = pl->first_unit[k + 1] - 1; u >= pl->first_unit[k] && pl->chunk_stage[k] == p; u--) {
+            double sh = g->dx[4 * u + 3] / pi->pbytes[p];
+            if (!(sh > 0)) continue;
+            a = (a > g->dx[4 * u + 2] ? a : g->dx[4 * u + 2]) + T1 * sh;
+            b = (b > a ? b : a) + T2 * sh;
+        }
+    return (b > pi->makespan ? b - pi->makespan : 0) + (T1 + T2) * pi->shared[p];
 }
 
 /* Estimates one DP form (zero, HSDP shard size or 0, ZeRO-3's
@@ -2599,8 +2576,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_form(_vs_gp* g, const vs_pipe_plan* pl, int dp, 
         double b = pi->pbytes[p], x;
         double gb = c->grad_fp32 ? 4 * pi->pnumel[p] : b; // the gradients' bytes
         double xr = _vs_gp_dpcoll(g, R, dp * tp, gb / S, 2);
-        if (zero == 0) x = _vs_gp_dp_exposed(g, pi, p, _vs_gp_dpcoll(g, dp, dp * tp, gb, 2));
-        else if (zero < 3) x = _vs_gp_dp_exposed(g, pi, p, _vs_gp_dpcoll(g, S, S * tp, gb, 1) + xr) +
+        if (zero == 0) x = _vs_gp_dp_exposed(g, pl, pi, p, _vs_gp_dpcoll(g, dp, dp * tp, gb, 2), 0);
+        else if (zero < 3) x = _vs_gp_dp_exposed(g, pl, pi, p, _vs_gp_dpcoll(g, S, S * tp, gb, 1), xr) +
                                _vs_gp_dpcoll(g, S, S * tp, b, 1);
         else x = xr * pi->last_share[p] + pi->once[p];
         double o = pf->opt_s * pi->pnumel[p] / (zero ? S : 1); // the optimizer's step, after the pipeline
@@ -2742,8 +2719,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_setup(_vs_gp* g)
     g->gu = (_vs_gp_unit*)vs_alloc(NULL, (size_t)g->nu * sizeof *g->gu);
     g->par = (_vs_gp_param*)vs_alloc(NULL, (size_t)(g->np ? g->np : 1) * sizeof *g->par);
     g->ub = (double*)vs_alloc(NULL, (size_t)g->nu * sizeof *g->ub);
-    g->dx = (double*)vs_alloc(NULL, 6 * (size_t)g->nu * sizeof *g->dx);
-    g->dxq = g->dx ? g->dx + 4 * (size_t)g->nu : NULL;
+    g->dx = (double*)vs_alloc(NULL, 4 * (size_t)g->nu * sizeof *g->dx);
     if (!g->units || !g->gu || !g->par || !g->ub || !g->dx)
         return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
     double maxdim = 0, total_flops = 0;

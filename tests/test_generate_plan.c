@@ -351,6 +351,31 @@ static void test_dp_queue_by_hand(void)
                  13 * u + 4 * d + want);
     }
     VT_CHECK(seen == 1, "%d ZB-V ZeRO-0 estimates", seen);
+    /* HSDP, ZeRO-2 (DP4 as 2 replicas of shard 2, hosts of 2 ranks): each
+       unit's reduce-scatter (R = 1.01 u in all, 0.505 a unit) on DP's stream,
+       then its replicas' all-reduce (A = 4.01 u, 2.005 a unit) on theirs, in
+       bucket order (the stage's last unit first). Stage 1: the RS end at
+       12+3d + R/2 and 13+3d + R (later than the first), the all-reduces at
+       12+3d + R/2 + A/2 and, after both, 12+3d + R/2 + A: 16.515+3d, 3.515 u - d
+       past the makespan; stage 0 at 11+4d + R/2 + A, 2.515 u. Then ZeRO-2's
+       all-gather, R, whole. (One stream for both, R + A in all: 4.02 u - d; the
+       lowest chunk's share: (R + A) / 2 = 2.51 u.) */
+    c.world = 8, c.dp = 4, c.global_batch = 16, c.node_ranks = 2, c.inter_bw_bytes_s = 4.096e6;
+    pf.bw_bytes_s = 16.384e6; // reduce-scatter 16384 B / bw + 1e-5; all-reduce of 16384 B: 16384 / inter_bw + 1e-5
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    const double R = 16384 / 16.384e6 + 1e-5, A = 16384 / 4.096e6 + 1e-5;
+    const double a1 = 12 * u + 3 * d + R / 2, b1 = a1 + A / 2, a2 = fmax(a1, 13 * u + 3 * d) + R / 2;
+    const double s1 = fmax(b1, a2) + A / 2 - (13 * u + 4 * d), s0 = 11 * u + 4 * d + R / 2 + A - (13 * u + 4 * d);
+    const double want2 = fmax(s0, s1) + R;
+    seen = 0;
+    for (int i = 0; i < n; i++) {
+        const vs_plan_estimate* e = &est[i];
+        if (!e->feasible || e->plan.schedule != VS_PIPE_ZBV || e->plan.zero != VS_ZERO_2 || e->plan.dp_shard != 2) continue;
+        seen++;
+        VT_CHECK(near(e->comm_s, want2, 1e-9), "ZB-V HSDP ZeRO-2 exposed DP %.17g, want %.17g (one stream: %.17g)",
+                 e->comm_s, want2, 12 * u + 3 * d + R + A - (13 * u + 4 * d) + R);
+    }
+    VT_CHECK(seen == 1, "%d ZB-V HSDP ZeRO-2 estimates", seen);
 }
 
 /* bf16 parameters with f32 gradients (vs_train_desc.grad_fp32): DP2's
