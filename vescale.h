@@ -1989,13 +1989,12 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      2G/n + max(0, 2G (1 - 1/n) - B). Without prefetch every gather shows.
      Kept gathered: no backward gather, the forward's once a step (not per
      microbatch), exposed after the pipeline.
-   - DP exposed: a layer's reduction starts after its last microbatch's
-     backward, so the stage's chunks that finish early are reduced under the
-     rest of its pipeline, and the chunk that finishes last (the stage's
-     lowest) under its own last backward: of its layers' reductions, those of
-     layer u and the layers before it show beyond the backward of the layers
-     before u (the largest such excess); tied parameters reduce at the step's
-     end, whole. ZeRO's all-gather, which follows the optimizer step, is
+   - DP exposed: a layer's reduction starts after its last microbatch's last
+     gradient part (B, W or BW, within the simulated instruction), the
+     stage's layers in bucket order (last first, every chunk's) on one
+     stream; HSDP's replicas' all-reduce follows each reduce-scatter on its
+     own. What runs past the makespan shows; tied parameters reduce at the
+     step's end. ZeRO's all-gather, which follows the optimizer step, is
      exposed whole; ZeRO-3's replicas' all-reduce (HSDP) as the lowest
      chunk's share.
    - The optimizer step (profile opt_s per element a rank steps: the stage's
@@ -2530,13 +2529,11 @@ _VS_HL_PRIVATE int _vs_gp_next_shard(const _vs_gp* g, int dp, int tp, int s)
 
 /* The exposed part of stage p's gradient reduction (ZeRO 0-2; pi: their
    pipeline): T1 seconds in all on DP's stream, then (HSDP, ZeRO-1/2) T2 of the
-   replicas' all-reduce on theirs. A layer's gradients reduce from its last
-   microbatch's last gradient part on (_vs_gp_ready), each layer's T x its
-   share, launched in bucket order (the stage's last layer first, every
-   chunk's) as each is ready and the one before launched. With few
-   microbatches every chunk's last backward comes near the step's end and the
-   reductions queue up. What runs past the pipeline's end shows (the step ends
-   with its slowest stage); tied parameters reduce last, after it. */
+   replicas' all-reduce on theirs. Each layer's share launches in bucket order
+   (the stage's last layer first, every chunk's) once it is ready
+   (_vs_gp_ready) and the one before has launched: with few microbatches every
+   chunk's last backward comes near the step's end, and they queue up. What
+   runs past the pipeline's end shows; tied parameters reduce after it. */
 _VS_HL_PRIVATE double _vs_gp_dp_exposed(const _vs_gp* g, const vs_pipe_plan* pl, const _vs_gp_pipe* pi, int p, double T1,
                                         double T2)
 {
