@@ -1989,13 +1989,12 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
      2G/n + max(0, 2G (1 - 1/n) - B). Without prefetch every gather shows.
      Kept gathered: no backward gather, the forward's once a step (not per
      microbatch), exposed after the pipeline.
-   - DP exposed: a layer's reduction starts after its last microbatch's
-     backward, so the stage's chunks that finish early are reduced under the
-     rest of its pipeline, and the chunk that finishes last (the stage's
-     lowest) under its own last backward: of its layers' reductions, those of
-     layer u and the layers before it show beyond the backward of the layers
-     before u (the largest such excess); tied parameters reduce at the step's
-     end, whole. ZeRO's all-gather, which follows the optimizer step, is
+   - DP exposed: a layer's reduction starts after its last microbatch's last
+     gradient part (B, W or BW, within the simulated instruction), the
+     stage's layers in bucket order (last first, every chunk's) on one
+     stream; HSDP's replicas' all-reduce follows each reduce-scatter on its
+     own. What runs past the makespan shows; tied parameters reduce at the
+     step's end. ZeRO's all-gather, which follows the optimizer step, is
      exposed whole; ZeRO-3's replicas' all-reduce (HSDP) as the lowest
      chunk's share.
    - The optimizer step (profile opt_s per element a rank steps: the stage's
@@ -2062,8 +2061,9 @@ typedef struct _vs_gp {
     double act_row; // activation bytes a layer keeps per row
     double inter_bw; // a DP collective's bandwidth across hosts (constraints.inter_bw_bytes_s, 0: bw)
     double* ub;      // scratch: each unit's parameter bytes on its rank (_vs_gp_unit_bytes)
-    double* dx;      // scratch of the ZeRO 0-2 pipeline: [2u] unit u's own (not shared) parameter bytes on its
-                     // rank, [2u + 1] its backward's time for a microbatch (_vs_gp_dp_exposed)
+    double* dx;      // scratch of the ZeRO 0-2 pipeline, 4 a unit: [4u], [4u + 1] unit u's B and W parts' time for
+                     // a microbatch, [4u + 2] its gradients' ready time in the step, [4u + 3] its own (not shared)
+                     // parameter bytes on its rank (_vs_gp_pipeline, _vs_gp_dp_exposed)
     _vs_gp_est* est;
     int nest, capest;
 } _vs_gp;
@@ -2330,7 +2330,6 @@ typedef struct _vs_gp_pipe {
     double makespan, comp, comm, busy; // comp, comm, busy: the busiest stage's
     double pbytes[VS_PIPE_MAX_CHUNKS], pnumel[VS_PIPE_MAX_CHUNKS], last_share[VS_PIPE_MAX_CHUNKS];
     double shared[VS_PIPE_MAX_CHUNKS]; // the share of pbytes in parameters two units use (reduced at the step's end)
-    int lowk[VS_PIPE_MAX_CHUNKS];      // the stage's lowest chunk (its backward ends the stage's)
     double act[VS_PIPE_MAX_CHUNKS]; // activation bytes per stage
     double gmax[VS_PIPE_MAX_CHUNKS];  // the stage's largest group (a unit's parameters), bytes
     double once[VS_PIPE_MAX_CHUNKS];  // ZeRO-3 kept gathered: the stage's exposed gathers, once a step
@@ -2379,6 +2378,30 @@ _VS_HL_PRIVATE void _vs_gp_unit_bytes(_vs_gp* g, const vs_pipe_plan* pl, int tp)
     }
 }
 
+/* Each unit's gradients' ready time in the simulated step (t0: its
+   instructions' starts, then ends) into g->dx[4u + 2]: the end of its last
+   gradient part of the last microbatch, where the library's unit hook marks
+   them (grads_final): W of a split unit, B of the others, or BW. Within an
+   instruction the units run last to first, each for its part's time, counted
+   back from the instruction's end (its overhead at the start). */
+_VS_HL_PRIVATE void _vs_gp_ready(_vs_gp* g, const vs_pipe_plan* pl, const vs_pipe_sched* s, const double* t0, int M)
+{
+    size_t n = 0, o = 0;
+    for (int p = 0; p < s->stages; p++) n += (size_t)s->len[p];
+    for (int u = 0; u < g->nu; u++) g->dx[4 * u + 2] = 0;
+    for (int p = 0; p < s->stages; o += (size_t)s->len[p], p++)
+        for (int i = 0; i < s->len[p]; i++) {
+            const int op = s->ins[p][i].op, k = s->ins[p][i].chunk;
+            if (s->ins[p][i].mb != M - 1 || !(op == VS_PIPE_B || op == VS_PIPE_W || op == VS_PIPE_BW)) continue;
+            double t = t0[n + o + (size_t)i];
+            for (int u = pl->first_unit[k]; u < pl->first_unit[k + 1]; u++) {
+                const int split = g->gu[u].split_bw;
+                if (op == VS_PIPE_BW || (op == VS_PIPE_W) == split) g->dx[4 * u + 2] = t;
+                t -= (op != VS_PIPE_W ? g->dx[4 * u] : 0) + (op != VS_PIPE_B ? g->dx[4 * u + 1] : 0);
+            }
+        }
+}
+
 _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int tp, vs_pipe_kind kind, int M,
                                          double rows, int rc, const _vs_gp_z3* z, _vs_gp_pipe* out)
 {
@@ -2404,9 +2427,9 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
             cb[k] += (x->split_bw ? f : 2 * f) + tb + pf->call_s;
             if (rc) cb[k] += f + tf + pf->call_s, comp[k] += f + pf->call_s, comm[k] += tf; // its forward again first
             cw[k] += x->split_bw ? f + (zb ? pf->call_s : 0) : 0;
-            if (!z) // the unit's backward for a microbatch (recompute and W included): its gradients after it
-                g->dx[2 * u + 1] = (x->split_bw ? 2 * f + (zb ? pf->call_s : 0) : 2 * f) + tb + pf->call_s +
-                                   (rc ? f + tf + pf->call_s : 0);
+            if (!z) // the unit's B part (its recomputed forward first) and W part, as the engine runs them
+                g->dx[4 * u] = (x->split_bw ? f : 2 * f) + tb + pf->call_s + (rc ? f + tf + pf->call_s : 0),
+                g->dx[4 * u + 1] = x->split_bw ? f + (zb ? pf->call_s : 0) : 0;
             nsplit += x->split_bw;
             comp[k] += 3 * f + (2 + (zb && x->split_bw)) * pf->call_s, comm[k] += tf + tb;
         }
@@ -2434,10 +2457,13 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
     vs_pipe_sched* s = NULL;
     vs_pipe_sim sim;
     vs_pipe_costs costs;
+    double* t0 = NULL;
     memset(&costs, 0, sizeof costs);
     costs.p2p = p2p, costs.chunk_f = cf, costs.chunk_b = cb, costs.chunk_w = cw;
     vs_result r = vs_pipe_generate(NULL, kind, P, pl->chunks, M, &s);
-    if (r == VS_OK) r = vs_pipe_simulate(s, &costs, &sim);
+    if (r == VS_OK) r = z ? vs_pipe_simulate(s, &costs, &sim) : _vs_pipe_sim_times(s, &costs, &sim, &t0);
+    if (r == VS_OK && !z) _vs_gp_ready(g, pl, s, t0, M);
+    vs_free(NULL, t0);
     vs_pipe_sched_free(s);
     if (r != VS_OK) return r;
     out->makespan = sim.makespan;
@@ -2452,7 +2478,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
     double low[VS_PIPE_MAX_CHUNKS], keep[VS_PIPE_MAX_CHUNKS];
     int lowest[VS_PIPE_MAX_CHUNKS], maxl[VS_PIPE_MAX_CHUNKS];
     for (int p = 0; p < P; p++) lowest[p] = -1, maxl[p] = 0, low[p] = 0, keep[p] = 0;
-    for (int u = 0; u < g->nu && !z; u++) g->dx[2 * u] = 0;
+    for (int u = 0; u < g->nu && !z; u++) g->dx[4 * u + 3] = 0;
     for (int k = 0; k < K; k++) {
         int p = pl->chunk_stage[k], nl = pl->first_unit[k + 1] - pl->first_unit[k];
         if (lowest[p] < 0) lowest[p] = k;
@@ -2477,12 +2503,11 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
         out->pnumel[p] += q->numel / div;
         if (k == lowest[p]) low[p] += q->bytes / div;
         if (q->shared) out->shared[p] += q->bytes / div;
-        else if (!z) g->dx[2 * q->unit] += q->bytes / div;
+        else if (!z) g->dx[4 * q->unit + 3] += q->bytes / div;
     }
     for (int p = 0; p < P; p++) {
         out->last_share[p] = out->pbytes[p] > 0 ? low[p] / out->pbytes[p] : 0;
         out->shared[p] = out->pbytes[p] > 0 ? out->shared[p] / out->pbytes[p] : 0;
-        out->lowk[p] = lowest[p];
         double live = rc ? keep[p] * sim.peak_live[p] + g->act_row : g->act_row * maxl[p] * sim.peak_live[p];
         out->act[p] = live * rows / (g->c->sequence_parallel ? tp : 1); // (recompute: one layer's whole, in its backward)
     }
@@ -2502,23 +2527,26 @@ _VS_HL_PRIVATE int _vs_gp_next_shard(const _vs_gp* g, int dp, int tp, int s)
     return -1;
 }
 
-/* The exposed part of stage p's gradient reduction, T seconds in all (ZeRO
-   0-2; pi: their pipeline). A layer's gradients reduce from its last
-   microbatch's backward on, so of the stage's lowest chunk (its backward ends
-   the stage's) the reductions of layers <= u (T x their share) show only
-   beyond the backward of the layers before u; tied parameters reduce last.
-   The other chunks end earlier, under the rest of the pipeline. */
-_VS_HL_PRIVATE double _vs_gp_dp_exposed(const _vs_gp* g, const vs_pipe_plan* pl, const _vs_gp_pipe* pi, int p, double T)
+/* The exposed part of stage p's gradient reduction (ZeRO 0-2; pi: their
+   pipeline): T1 seconds in all on DP's stream, then (HSDP, ZeRO-1/2) T2 of the
+   replicas' all-reduce on theirs. Each layer's share launches in bucket order
+   (the stage's last layer first, every chunk's) once it is ready
+   (_vs_gp_ready) and the one before has launched: with few microbatches every
+   chunk's last backward comes near the step's end, and they queue up. What
+   runs past the pipeline's end shows; tied parameters reduce after it. */
+_VS_HL_PRIVATE double _vs_gp_dp_exposed(const _vs_gp* g, const vs_pipe_plan* pl, const _vs_gp_pipe* pi, int p, double T1,
+                                        double T2)
 {
-    const int k = pi->lowk[p];
-    if (!(pi->pbytes[p] > 0) || k < 0) return 0;
-    double s = 0, B = 0, e = 0;
-    for (int u = pl->first_unit[k]; u < pl->first_unit[k + 1]; u++) {
-        s += g->dx[2 * u] / pi->pbytes[p];
-        if (g->dx[2 * u] > 0 && T * s - B > e) e = T * s - B;
-        B += g->dx[2 * u + 1];
-    }
-    return e + T * pi->shared[p];
+    if (!(pi->pbytes[p] > 0)) return 0;
+    double a = 0, b = 0; // where the two streams' queues end
+    for (int k = pl->nchunks - 1; k >= 0; k--)
+        for (int u = pl->first_unit[k + 1] - 1; u >= pl->first_unit[k] && pl->chunk_stage[k] == p; u--) {
+            double sh = g->dx[4 * u + 3] / pi->pbytes[p];
+            if (!(sh > 0)) continue;
+            a = (a > g->dx[4 * u + 2] ? a : g->dx[4 * u + 2]) + T1 * sh;
+            b = (b > a ? b : a) + T2 * sh;
+        }
+    return (b > pi->makespan ? b - pi->makespan : 0) + (T1 + T2) * pi->shared[p];
 }
 
 /* Estimates one DP form (zero, HSDP shard size or 0, ZeRO-3's
@@ -2545,8 +2573,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_form(_vs_gp* g, const vs_pipe_plan* pl, int dp, 
         double b = pi->pbytes[p], x;
         double gb = c->grad_fp32 ? 4 * pi->pnumel[p] : b; // the gradients' bytes
         double xr = _vs_gp_dpcoll(g, R, dp * tp, gb / S, 2);
-        if (zero == 0) x = _vs_gp_dp_exposed(g, pl, pi, p, _vs_gp_dpcoll(g, dp, dp * tp, gb, 2));
-        else if (zero < 3) x = _vs_gp_dp_exposed(g, pl, pi, p, _vs_gp_dpcoll(g, S, S * tp, gb, 1) + xr) +
+        if (zero == 0) x = _vs_gp_dp_exposed(g, pl, pi, p, _vs_gp_dpcoll(g, dp, dp * tp, gb, 2), 0);
+        else if (zero < 3) x = _vs_gp_dp_exposed(g, pl, pi, p, _vs_gp_dpcoll(g, S, S * tp, gb, 1), xr) +
                                _vs_gp_dpcoll(g, S, S * tp, b, 1);
         else x = xr * pi->last_share[p] + pi->once[p];
         double o = pf->opt_s * pi->pnumel[p] / (zero ? S : 1); // the optimizer's step, after the pipeline
@@ -2688,7 +2716,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_setup(_vs_gp* g)
     g->gu = (_vs_gp_unit*)vs_alloc(NULL, (size_t)g->nu * sizeof *g->gu);
     g->par = (_vs_gp_param*)vs_alloc(NULL, (size_t)(g->np ? g->np : 1) * sizeof *g->par);
     g->ub = (double*)vs_alloc(NULL, (size_t)g->nu * sizeof *g->ub);
-    g->dx = (double*)vs_alloc(NULL, 2 * (size_t)g->nu * sizeof *g->dx);
+    g->dx = (double*)vs_alloc(NULL, 4 * (size_t)g->nu * sizeof *g->dx);
     if (!g->units || !g->gu || !g->par || !g->ub || !g->dx)
         return vs_set_error(VS_ERR_NOMEM, "vs_generate_plan: out of memory");
     double maxdim = 0, total_flops = 0;

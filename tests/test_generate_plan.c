@@ -300,6 +300,116 @@ static void test_dp_by_hand(void)
     VT_CHECK(seen == 2, "zero 1 and 2 at M=4: %d seen", seen);
 }
 
+/* A 4-unit chain, one D x D parameter and 5e5 flops a unit. */
+static void build_chain(tmodel* t, int split_bw)
+{
+    memset(t, 0, sizeof *t);
+    const int64_t D = 64;
+    const char* io[4][2] = {{"tokens", "x1:f32[*,64]"}, {"x1", "x2:f32[*,64]"}, {"x2", "x3:f32[*,64]"},
+                            {"x3,targets", "loss:f32[]"}};
+    for (int u = 0; u < 4; u++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "u%d", u);
+        vs_layer_decl* L = add_layer(t, nm, io[u][0], io[u][1], 5e5, split_bw); // 5e5 flops x 2 rows x 1e-9 s: 1 ms
+        snprintf(nm, sizeof nm, "u%d.w", u), add_param(t, L, u, nm, VS_ROLE_COLUMN, 2, D, D);
+    }
+    t->D = D, t->m.layers = t->L, t->m.nlayers = t->n;
+}
+
+/* Every chunk's reductions queue on DP's stream (issue 35 §3): PP2 x DP2, ZB-V,
+   2 chunks a stage, 2 microbatches, 4 equal units (one a chunk; chunks 0 and 3
+   on stage 0, 1 and 2 on stage 1), split backward; each F, B and W takes
+   u = 1 ms, a stage's message d = 512 B / 2e9 + 1e-5 s. Simulated (as
+   vs_pipe_draw shows it; every start the later of its stage's free time and
+   its input, + d across stages):
+     stage 0: F0.0 0, F0.1 1, F3.0 3+2d, B3.0 4+2d, F3.1 5+2d, B3.1 6+2d, B0.0 7+4d,
+              W3.0 8+4d, B0.1 9+4d, W3.1 10+4d, W0.0 11+4d, W0.1 12+4d (ends 13+4d)
+     stage 1: F1.0 1+d, F2.0 2+d, F1.1 3+d, F2.1 4+d, B2.0 5+3d, B1.0 6+3d, B2.1 7+3d,
+              B1.1 8+3d, W2.0 9+3d, W1.0 10+3d, W2.1 11+3d, W1.1 12+3d (ends 13+3d)
+   (starts, in u; d in u too). A unit's gradients are ready at its W of
+   microbatch 1: stage 0's at 11+4d (chunk 3) and 13+4d (chunk 0), stage 1's at
+   12+3d and 13+3d. Each stage's all-reduce takes T (T/2 a unit), one after
+   another, so stage 0's queue ends at max(11+4d + T, 13+4d + T/2) and stage 1's
+   at max(12+3d + T, 13+3d + T/2). Beyond the makespan, 13+4d: stage 0 shows
+   max(T - 2, T/2), stage 1 max(T - 1 - d, T/2 - d); T = 4.01 u here: 3.01 u - d.
+   (The planner let only each stage's lowest chunk show before: T/2, 2.005 u.) */
+static void test_dp_queue_by_hand(void)
+{
+    build_chain(&tm, 1);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 4, c.pp = 2, c.dp = 2, c.tp = 1, c.microbatches = 2, c.global_batch = 8, c.act_bytes_per_row = 256;
+    vs_profile pf = prof();
+    pf.bw_bytes_s = 8.192e6; // a stage's 2 x 64 x 64 f32 gradients: T = 32768 B / bw + 1e-5 s = 4.01 ms
+    vs_plan out;
+    int n = 0, seen = 0;
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    const double u = 1e-3, d = 512 / 2e9 + 1e-5, T = 32768 / 8.192e6 + 1e-5;
+    const double x0 = fmax(T - 2 * u, T / 2), x1 = fmax(T - u - d, T / 2 - d), want = fmax(x0, x1);
+    VT_CHECK(want > T / 2 + 0.9 * u, "the case shows more than the lowest chunk's share: %g against %g", want, T / 2);
+    for (int i = 0; i < n; i++) {
+        const vs_plan_estimate* e = &est[i];
+        if (!e->feasible || e->plan.schedule != VS_PIPE_ZBV || e->plan.zero != VS_ZERO_0) continue;
+        seen++;
+        VT_CHECK(near(e->comm_s, want, 1e-9), "ZB-V exposed DP %.17g, want %.17g (the old model's T/2: %.17g)", e->comm_s,
+                 want, T / 2);
+        VT_CHECK(near(e->step_s, 13 * u + 4 * d + want, 1e-9), "ZB-V step %.17g, want %.17g", e->step_s,
+                 13 * u + 4 * d + want);
+    }
+    VT_CHECK(seen == 1, "%d ZB-V ZeRO-0 estimates", seen);
+    /* HSDP, ZeRO-2 (DP4 as 2 replicas of shard 2, hosts of 2 ranks): each
+       unit's reduce-scatter (R = 1.01 u in all, 0.505 a unit) on DP's stream,
+       then its replicas' all-reduce (A = 4.01 u, 2.005 a unit) on theirs, in
+       bucket order (the stage's last unit first). Stage 1: the RS end at
+       12+3d + R/2 and 13+3d + R (later than the first), the all-reduces at
+       12+3d + R/2 + A/2 and, after both, 12+3d + R/2 + A: 16.515+3d, 3.515 u - d
+       past the makespan; stage 0 at 11+4d + R/2 + A, 2.515 u. Then ZeRO-2's
+       all-gather, R, whole. (One stream for both, R + A in all: 4.02 u - d; the
+       lowest chunk's share: (R + A) / 2 = 2.51 u.) */
+    c.world = 8, c.dp = 4, c.global_batch = 16, c.node_ranks = 2, c.inter_bw_bytes_s = 4.096e6;
+    pf.bw_bytes_s = 16.384e6; // reduce-scatter 16384 B / bw + 1e-5; all-reduce of 16384 B: 16384 / inter_bw + 1e-5
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    const double R = 16384 / 16.384e6 + 1e-5, A = 16384 / 4.096e6 + 1e-5;
+    const double a1 = 12 * u + 3 * d + R / 2, b1 = a1 + A / 2, a2 = fmax(a1, 13 * u + 3 * d) + R / 2;
+    const double s1 = fmax(b1, a2) + A / 2 - (13 * u + 4 * d), s0 = 11 * u + 4 * d + R / 2 + A - (13 * u + 4 * d);
+    const double want2 = fmax(s0, s1) + R;
+    seen = 0;
+    for (int i = 0; i < n; i++) {
+        const vs_plan_estimate* e = &est[i];
+        if (!e->feasible || e->plan.schedule != VS_PIPE_ZBV || e->plan.zero != VS_ZERO_2 || e->plan.dp_shard != 2) continue;
+        seen++;
+        VT_CHECK(near(e->comm_s, want2, 1e-9), "ZB-V HSDP ZeRO-2 exposed DP %.17g, want %.17g (one stream: %.17g)",
+                 e->comm_s, want2, 12 * u + 3 * d + R + A - (13 * u + 4 * d) + R);
+    }
+    VT_CHECK(seen == 1, "%d ZB-V HSDP ZeRO-2 estimates", seen);
+    /* Interleaved, units without split backward (BW: 2 u; chunks 0 and 2 on
+       stage 0, 1 and 3 on stage 1), DP2, ZeRO-0:
+         stage 0: F0.0 0, F0.1 1, F2.0 2+2d, F2.1 3+2d, BW2.0 6+4d, BW2.1 9+4d, BW0.0 11+4d,
+                  BW0.1 13+6d (ends 15+6d, the makespan)
+         stage 1: F1.0 1+d, F1.1 2+d, F3.0 3+3d, BW3.0 4+3d, F3.1 6+3d, BW3.1 7+3d, BW1.0 9+3d,
+                  BW1.1 11+5d (ends 13+5d)
+       Ready: stage 0's at 11+4d (unit 2) and 15+6d (unit 0), stage 1's at 9+3d
+       and 13+5d. T = 10.01 u: stage 0 shows max(T - 4 - 2d, T/2) = 6.01 u - 2d,
+       stage 1 max(T - 6 - 3d, T/2 - 2 - d), less. (Before: T/2, 5.005 u.) */
+    build_chain(&tm, 0);
+    c.world = 4, c.dp = 2, c.global_batch = 8, c.node_ranks = 0, c.inter_bw_bytes_s = 0;
+    pf.bw_bytes_s = 3.2768e6; // T = 32768 B / bw + 1e-5 s = 10.01 ms
+    VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+    const double T3 = 32768 / 3.2768e6 + 1e-5;
+    const double want3 = fmax(fmax(T3 - 4 * u - 2 * d, T3 / 2), fmax(T3 - 6 * u - 3 * d, T3 / 2 - 2 * u - d));
+    seen = 0;
+    for (int i = 0; i < n; i++) {
+        const vs_plan_estimate* e = &est[i];
+        if (!e->feasible || e->plan.schedule != VS_PIPE_INTERLEAVED || e->plan.zero != VS_ZERO_0) continue;
+        seen++;
+        VT_CHECK(near(e->comm_s, want3, 1e-9), "interleaved exposed DP %.17g, want %.17g (the old model's T/2: %.17g)",
+                 e->comm_s, want3, T3 / 2);
+        VT_CHECK(near(e->step_s, 15 * u + 6 * d + want3, 1e-9), "interleaved step %.17g, want %.17g", e->step_s,
+                 15 * u + 6 * d + want3);
+    }
+    VT_CHECK(seen == 1, "%d interleaved ZeRO-0 estimates", seen);
+}
+
 /* bf16 parameters with f32 gradients (vs_train_desc.grad_fp32): DP2's
    all-reduce and the gradients' memory at 4 bytes an element, not 2 (the
    strict stand-in's clock measured vs_parallelize's all-reduce of f32
@@ -1649,6 +1759,7 @@ int main(void)
 {
     VT_CASE("generate_plan_one_rank_by_hand", test_one_rank());
     VT_CASE("generate_plan_dp_by_hand", test_dp_by_hand());
+    VT_CASE("generate_plan_dp_queue_by_hand: every chunk's reductions queue (PP2, ZB-V and interleaved, M 2)", test_dp_queue_by_hand());
     VT_CASE("generate_plan_grad_fp32: DP traffic and memory of f32 gradients", test_grad_fp32());
     VT_CASE("generate_plan_msg_bytes: a free dim's message bytes (msg_bytes_per_row) for TP and PP", test_msg_bytes());
     VT_CASE("generate_plan_tp_by_hand", test_tp_by_hand());
