@@ -1267,8 +1267,10 @@ static vs_result p_data(vs_pipe_call* c)
    two collectives (forward, backward: what the planner counts for a
    row-parallel weight) is followed by a sleep of P_EXTRA seconds, as a layer
    whose TP calls cost more than the table's all-reduce does: the profile's
-   tp_s must find it. */
-#define P_EXTRA 2e-3
+   tp_s must find it. 20 ms, so that the machine's noise in what the profile
+   subtracts (its compute and all-reduce times, measured apart) stays small
+   beside it: with 2 ms, a loaded machine found 0.15 of it (1 run in 3). */
+#define P_EXTRA 20e-3
 static void p_sleep(double s)
 {
     struct timespec ts;
@@ -1397,8 +1399,24 @@ static void test_profile_measure(void)
        collectives, per byte they move: l1's output [PR, PD] forward, its input
        (l0's output, [PR, PD / 2] on TP2) backward (the layers' compute is ~30 us) */
     double want = 2 * P_EXTRA / (4.0 * PR * PD + 4.0 * PR * PD / 2);
-    VT_CHECK(p->ar_n[0] == 2 && p->tp_s[0] > 0.7 * want && p->tp_s[0] < 5 * want, "ar_n[0] %d tp_s[0] %g (want ~%g)",
-             p->ar_n[0], p->tp_s[0], want);
+    /* tp_s is what the TP2 layers took beyond the compute and all-reduce times
+       the profile measured apart: a load spike in either shifts it (one
+       measurement under 3 busy loops came out at -2.8x). The median of three
+       measurements is checked; a profile that does not find the sleeps misses
+       all three. */
+    double tps[3] = {p->tp_s[0], 0, 0};
+    int arn = p->ar_n[0];
+    for (int k = 1; k < 3; k++) {
+        memset(got, 0, sizeof got);
+        VT_OK(vs_launch(2, measure_rank, NULL));
+        tps[k] = got[0].tp_s[0];
+        arn = got[0].ar_n[0] == 2 ? arn : got[0].ar_n[0];
+    }
+    for (int i = 0; i < 3; i++)
+        for (int k = i + 1; k < 3; k++)
+            if (tps[k] < tps[i]) { double t = tps[i]; tps[i] = tps[k]; tps[k] = t; }
+    VT_CHECK(arn == 2 && tps[1] > 0.7 * want && tps[1] < 5 * want, "ar_n[0] %d tp_s[0] median %g of %g %g %g (want ~%g)",
+             arn, tps[1], tps[0], tps[1], tps[2], want);
     if (getenv("VT_VERBOSE")) {
         char buf[256];
         vs_profile_print(p, buf, sizeof buf);
