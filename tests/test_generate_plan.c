@@ -716,11 +716,11 @@ static void test_large(void)
     pf.flop_s = 1e-14, pf.bw_bytes_s = 50e9, pf.p2p_bw_bytes_s = 25e9;
     vs_plan out;
     int n = 0;
-    double t0 = _vs_now();
+    clock_t t0 = clock(); // (CPU time: the planner is one thread, and a loaded machine's wall time is not its own)
     VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
-    double t = _vs_now() - t0;
+    double t = (double)(clock() - t0) / CLOCKS_PER_SEC;
     check_choice(&tm, &c, &out, n, "64 ranks");
-    VT_CHECK(t < 3, "planning took %.2f s", t);
+    VT_CHECK(t < 3, "planning took %.2f s of CPU", t);
     vs_plan_explain(est, n, text, sizeof text);
     /* each group holds its own reason (a recomputing plan over the limit was
        grouped as "more compute": its name's ", recompute" matched) */
