@@ -1,18 +1,21 @@
-/* test_ckpt_scale.c - a checkpoint save's metadata does not grow on a rank
-   other than 0 with the world's size (issue 35 §3).
+/* test_ckpt_scale.c - a checkpoint save's and load's metadata does not grow
+   on a rank other than 0 with the world's size (issue 35 §3).
 
-   The library's host bytes during vs_ckpt_save, through the allocator hooks,
-   each block charged to the rank thread that allocated it (its peak over the
-   save, above what it held before): at 16 and 64 thread ranks, with the same
-   entries a rank (replicated tensors, as a DDP's, sharded ones, a blob). A
-   rank other than 0 holds its own records and O(1) more, so its bytes are the
-   same at 64 ranks as at 16; rank 0 gathers every rank's records (it writes the
-   index), so its bytes grow with the ranks, no faster. Before, every rank
-   all-gathered every rank's records (~660 B each) and planned all of them, and
-   every rank all-gathered every rank's CRC lists: ~8 x 660 B x n a rank here.
-   The saved checkpoint is then loaded back on every rank and checked. Built
-   with -DVESCALE_MPI (tests/run.sh runs it on 4 processes): the same round
-   trip over MPI. */
+   The library's host bytes during vs_ckpt_save and vs_ckpt_load, through the
+   allocator hooks, each block charged to the rank thread that allocated it
+   (its peak over the call, above what it held before): at 16 and 64 thread
+   ranks, with the same entries a rank (replicated tensors, as a DDP's, sharded
+   ones, a blob). A rank other than 0 holds its own records (save) or its part
+   of the index (load: its entries, the pieces it reads, their files) and O(1)
+   more, so its bytes are the same at 64 ranks as at 16; rank 0 gathers every
+   rank's records (it writes the index) and reads the whole index back, so its
+   bytes grow with the ranks, no faster. Before, every rank all-gathered every
+   rank's records (~660 B each) and planned all of them, and every rank
+   all-gathered every rank's CRC lists: ~8 x 660 B x n a rank here; and every
+   rank parsed the whole index on a load (~1.7 KB and a file a rank saving).
+   The saved checkpoint is loaded back on every rank and checked. Built with
+   -DVESCALE_MPI (tests/run.sh runs it on 4 processes): the same round trip
+   over MPI. */
 #define VESCALE_IMPLEMENTATION
 #include "../vescale_ckpt.h"
 #include "../bench/rank_bytes.h"
@@ -25,7 +28,7 @@ enum { MAXR = 64, NREP = 4, NSH = 3, NE = NREP + NSH + 1 };
 static rb_account accts[MAXR];
 
 static char root[256];
-static size_t save_bytes[MAXR]; // each rank's peak over the save, above what it held before
+static size_t save_bytes[MAXR], load_bytes[MAXR]; // each rank's peak over the call, above what it held before
 static int loaded_ok[MAXR];
 
 static float value(int e, int64_t i) { return (float)(e * 1000 + i) * 0.25f; }
@@ -81,7 +84,10 @@ static int rank_main(vs_world* w, void* arg)
     VT_CHECK(r == VS_OK, "rank %d: save: %s", me, vs_last_error());
     make(m, en, buf, &blob, 0);
     int loaded[NE];
+    VT_OK(vs_barrier(vs_mesh_comm(m), NULL));
+    base = rb_mark();
     r = vs_ckpt_load(ck, path, en, NE, loaded);
+    load_bytes[me] = rb_since(base);
     VT_CHECK(r == VS_OK, "rank %d: load: %s", me, vs_last_error());
     int ok = r == VS_OK && blob == 0x5ca1eull;
     for (int e = 0; e < NE - 1; e++) {
@@ -95,14 +101,15 @@ static int rank_main(vs_world* w, void* arg)
 }
 
 #ifndef VESCALE_MPI
-/* One save (and load) on n thread ranks: rank 0's bytes, and the largest of the
-   other ranks'. */
+/* One save and load on n thread ranks: rank 0's bytes, and the largest of the
+   other ranks', for each (0 save, 1 load). */
 static void run(int n, size_t* b0, size_t* bmax)
 {
     char path[300];
     snprintf(path, sizeof path, "%s/n%d", root, n);
     memset(accts, 0, sizeof accts);
     memset(save_bytes, 0, sizeof save_bytes);
+    memset(load_bytes, 0, sizeof load_bytes);
     memset(loaded_ok, 0, sizeof loaded_ok);
     vs_launch_desc ld;
     memset(&ld, 0, sizeof ld);
@@ -111,26 +118,36 @@ static void run(int n, size_t* b0, size_t* bmax)
     ld.allocator.alloc = rb_alloc, ld.allocator.free = rb_free;
     VT_OK(vs_launch_ex(&ld, rank_main, path));
     int good = 0;
-    *b0 = save_bytes[0], *bmax = 0;
     for (int k = 0; k < n; k++) good += loaded_ok[k];
-    for (int k = 1; k < n; k++)
-        if (save_bytes[k] > *bmax) *bmax = save_bytes[k];
     VT_CHECK(good == n, "%d ranks: %d loaded back what they saved", n, good);
-    printf("# %2d ranks: a save's host bytes on rank 0 %zu, on the other ranks at most %zu\n", n, *b0, *bmax);
+    const size_t* by[2] = {save_bytes, load_bytes};
+    for (int c = 0; c < 2; c++) {
+        b0[c] = by[c][0], bmax[c] = 0;
+        for (int k = 1; k < n; k++)
+            if (by[c][k] > bmax[c]) bmax[c] = by[c][k];
+        printf("# %2d ranks: a %s's host bytes on rank 0 %zu, on the other ranks at most %zu\n", n,
+               c ? "load" : "save", b0[c], bmax[c]);
+    }
 }
 
 static void case_nonroot_flat(void)
 {
-    size_t r16, o16, r64, o64;
-    run(16, &r16, &o16);
-    run(64, &r64, &o64);
-    /* the other ranks: the same entries, the same bytes (a little slack for the
-       transport's per-call scratch) */
-    VT_CHECK(o64 <= o16 + 512, "a rank other than 0 holds %zu bytes during a save at 64 ranks, %zu at 16: it grows "
-             "with the world", o64, o16);
-    /* rank 0: linear (every rank's records, their plan and offsets), never
-       more than 4 x from 16 to 64 ranks (+ its constant part) */
-    VT_CHECK(r64 <= 4 * r16 + 4096, "rank 0 holds %zu bytes during a save at 64 ranks, %zu at 16", r64, r16);
+    size_t r16[2], o16[2], r64[2], o64[2];
+    run(16, r16, o16);
+    run(64, r64, o64);
+    for (int c = 0; c < 2; c++) {
+        const char* what = c ? "load" : "save";
+        /* the other ranks: the same entries, the same bytes (a little slack for
+           the transport's per-call scratch) */
+        VT_CHECK(o64[c] <= o16[c] + 512,
+                 "a rank other than 0 holds %zu bytes during a %s at 64 ranks, %zu at 16: it grows with the world",
+                 o64[c], what, o16[c]);
+        /* rank 0: linear (every rank's records, their plan and offsets; the
+           whole index and every rank's part of it), never more than 4 x from 16
+           to 64 ranks (+ its constant part) */
+        VT_CHECK(r64[c] <= 4 * r16[c] + 4096, "rank 0 holds %zu bytes during a %s at 64 ranks, %zu at 16", r64[c],
+                 what, r16[c]);
+    }
 }
 
 int main(void)
@@ -172,7 +189,8 @@ int main(void)
     VT_OK(vs_all_reduce(vs_world_comm(w), &local, &any, 1, VS_I32, VS_OP_MAX, NULL));
     if (me == 0) {
         VT_CHECK(!any || local, "ckpt_scale/mpi failed on another rank");
-        printf("# %d MPI ranks: a save's host bytes on rank 0 %zu\n", vs_world_size(w), save_bytes[0]);
+        printf("# %d MPI ranks: host bytes on rank 0: a save's %zu, a load's %zu\n", vs_world_size(w), save_bytes[0],
+               load_bytes[0]);
         vt_end("ckpt_scale/mpi");
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf %s", root);
