@@ -65,6 +65,12 @@
    pread where mapping fails), verifying each block right before its bytes
    are copied out, so a buffer only ever receives verified bytes and the data
    crosses memory once.
+   - Rank 0 alone reads and checks index.json. Each rank sends it what it asks
+     for (names, and its boxes and ranges) and gets back the part of the index
+     that meets it (those entries, the pieces it reads, their files): a rank's
+     metadata is its own entries', rank 0's the whole index (linear in the
+     world, never all to all). A bad index fails every rank with rank 0's
+     message.
    - Every entry's dtype and global shape must match the checkpoint's.
    - `loaded` flags say exactly which entries arrived. After an error the
      entry that failed may be partly written in a host buffer (with verified
