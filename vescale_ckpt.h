@@ -4397,20 +4397,63 @@ _VS_CKPT_PRIVATE int _vs_ckpt_part_meets(const _vs_ckpt_ientry* e, int k, const 
 }
 
 /* Rank 0's view of the whole index while it writes the parts: entries by name,
-   and marks (the rank's number + 1: never cleared) of what a part holds. */
+   each one's pieces sorted along a dim, and marks (the rank's number + 1: never
+   cleared) of what a part holds. */
 typedef struct _vs_ckpt_parts {
     const _vs_ckpt_index* ix;
     const _vs_ckpt_ientry** order; // entries sorted by name (a name is an entry's first member)
-    int *pbase, *pmark;            // entry i's pieces' marks at pmark[pbase[i]...]
-    int *emark, *src;              // an entry's mark; the part's entries (their index in ix)
+    int *pbase, *pmark;            // entry i's pieces (their marks, their order) from pbase[i]
+    _vs_ckpt_sortp* sorted;        // entry i's pieces by where their slabs start along dim sdim[i]
+    int* sdim;
+    int64_t* ext;                  // the longest slab along it
+    int *emark, *epos, *src;       // an entry's mark, its number in the part; the part's entries
     int *fmark, *fmap, *fsrc;      // a file's mark, its number in the part; the part's files
+    _vs_ckpt_sortp* sel;           // the part's pieces: (its entry, the piece)
+    int nsel, capsel;
 } _vs_ckpt_parts;
 
 _VS_CKPT_PRIVATE void _vs_ckpt_parts_free(const vs_world* w, _vs_ckpt_parts* P)
 {
-    void* v[] = {(void*)P->order, P->pbase, P->pmark, P->emark, P->src, P->fmark, P->fmap, P->fsrc};
+    void* v[] = {(void*)P->order, P->pbase, P->pmark, P->sorted, P->sdim, P->ext, P->emark,
+                 P->epos, P->src, P->fmark, P->fmap, P->fsrc, P->sel};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) vs_free(w, v[i]);
     memset(P, 0, sizeof *P);
+}
+
+/* Entry e's pieces sorted by where their slabs start along the dim they cover
+   least of (the one they are cut along): a request finds those it may meet by
+   a binary search, not a walk over all of them (rank 0 would walk n pieces for
+   each of n ranks: quadratic). */
+_VS_CKPT_PRIVATE void _vs_ckpt_parts_sort(const _vs_ckpt_ientry* e, _vs_ckpt_sortp* sp, int* sd, int64_t* ext)
+{
+    const int D = e->kind == VS_CKPT_BLOB ? 0 : e->ndim;
+    int64_t lo[_VS_CKPT_MAXD], hi[_VS_CKPT_MAXD];
+    double best = -1;
+    *sd = 0, *ext = 0;
+    for (int d = 0; d < D; d++) {
+        double cover = 0;
+        for (int k = 0; k < e->npieces; k++) {
+            _vs_ckpt_pgeom g;
+            _vs_ckpt_piece_geom(e, k, &g);
+            _vs_ckpt_slab(D, g.off, g.box, g.rb, g.re, lo, hi);
+            cover += e->shape[d] ? (double)(hi[d] - lo[d]) / (double)e->shape[d] : 0;
+        }
+        if (best < 0 || cover < best) best = cover, *sd = d;
+    }
+    for (int k = 0; k < e->npieces; k++) {
+        _vs_ckpt_pgeom g;
+        _vs_ckpt_piece_geom(e, k, &g);
+        sp[k].i = k, sp[k].lo = 0, sp[k].hi = 1;
+        if (!D) continue;
+        if (g.re <= g.rb) { // (holds nothing: never met)
+            sp[k].lo = sp[k].hi = INT64_MAX;
+            continue;
+        }
+        _vs_ckpt_slab(D, g.off, g.box, g.rb, g.re, lo, hi);
+        sp[k].lo = lo[*sd], sp[k].hi = hi[*sd];
+        if (sp[k].hi - sp[k].lo > *ext) *ext = sp[k].hi - sp[k].lo;
+    }
+    qsort(sp, (size_t)e->npieces, sizeof *sp, _vs_ckpt_cmp_sortp);
 }
 
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_parts_init(const vs_world* w, const _vs_ckpt_index* ix, _vs_ckpt_parts* P)
@@ -4423,16 +4466,24 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_parts_init(const vs_world* w, const _vs_ckpt
     P->order = (const _vs_ckpt_ientry**)_vs_ckpt_zalloc(w, ne, sizeof *P->order);
     P->pbase = (int*)_vs_ckpt_zalloc(w, ne, sizeof(int));
     P->pmark = (int*)_vs_ckpt_zalloc(w, np, sizeof(int));
+    P->sorted = (_vs_ckpt_sortp*)_vs_ckpt_zalloc(w, np, sizeof *P->sorted);
+    P->sdim = (int*)_vs_ckpt_zalloc(w, ne, sizeof(int));
+    P->ext = (int64_t*)_vs_ckpt_zalloc(w, ne, sizeof(int64_t));
     P->emark = (int*)_vs_ckpt_zalloc(w, ne, sizeof(int));
+    P->epos = (int*)_vs_ckpt_zalloc(w, ne, sizeof(int));
     P->src = (int*)_vs_ckpt_zalloc(w, ne, sizeof(int));
     P->fmark = (int*)_vs_ckpt_zalloc(w, nf, sizeof(int));
     P->fmap = (int*)_vs_ckpt_zalloc(w, nf, sizeof(int));
     P->fsrc = (int*)_vs_ckpt_zalloc(w, nf, sizeof(int));
-    if (!P->order || !P->pbase || !P->pmark || !P->emark || !P->src || !P->fmark || !P->fmap || !P->fsrc) {
+    if (!P->order || !P->pbase || !P->pmark || !P->sorted || !P->sdim || !P->ext || !P->emark || !P->epos || !P->src ||
+        !P->fmark || !P->fmap || !P->fsrc) {
         _vs_ckpt_parts_free(w, P);
         return vs_set_error(VS_ERR_NOMEM, "vs_ckpt_load: out of memory for the index of %d entries", ix->ne);
     }
-    for (int i = 0, at = 0; i < ix->ne; at += ix->e[i].npieces, i++) P->order[i] = &ix->e[i], P->pbase[i] = at;
+    for (int i = 0, at = 0; i < ix->ne; at += ix->e[i].npieces, i++) {
+        P->order[i] = &ix->e[i], P->pbase[i] = at;
+        _vs_ckpt_parts_sort(&ix->e[i], P->sorted + at, &P->sdim[i], &P->ext[i]);
+    }
     qsort((void*)P->order, (size_t)ix->ne, sizeof *P->order, _vs_ckpt_cmp_name);
     return VS_OK;
 }
@@ -4450,6 +4501,56 @@ _VS_CKPT_PRIVATE int _vs_ckpt_parts_find(const _vs_ckpt_parts* P, const char* na
     return -1;
 }
 
+/* The first of entry i's sorted pieces whose slab starts after `at` (n: none). */
+_VS_CKPT_PRIVATE int _vs_ckpt_parts_after(const _vs_ckpt_parts* P, int i, int64_t at)
+{
+    const _vs_ckpt_sortp* sp = P->sorted + P->pbase[i];
+    int lo = 0, hi = P->ix->e[i].npieces;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (sp[mid].lo > at) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Marks entry i's pieces that request q may meet, each once, into P->sel as
+   (pos, piece). Only those whose slabs start within the longest slab before
+   the request's and before its end are looked at. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_parts_mark(const vs_world* w, _vs_ckpt_parts* P, int i, int pos,
+                                               const _vs_ckpt_req* q, int mark)
+{
+    const _vs_ckpt_ientry* e = &P->ix->e[i];
+    const _vs_ckpt_sortp* sp = P->sorted + P->pbase[i];
+    int s0 = 0, s1 = e->npieces; // (a blob's: all)
+    if (e->kind != VS_CKPT_BLOB) {
+        if (q->what != _VS_CKPT_REQ_PART || q->nd.ndim != e->ndim || q->nd.re <= q->nd.rb) return VS_OK;
+        if (e->ndim) {
+            int64_t a0[_VS_CKPT_MAXD], a1[_VS_CKPT_MAXD];
+            _vs_ckpt_slab(e->ndim, q->nd.off, q->nd.box, q->nd.rb, q->nd.re, a0, a1);
+            const int d = P->sdim[i];
+            s0 = _vs_ckpt_parts_after(P, i, a0[d] - P->ext[i]);
+            s1 = _vs_ckpt_parts_after(P, i, a1[d] - 1);
+        }
+    }
+    for (int s = s0; s < s1; s++) {
+        const int k = sp[s].i;
+        if (P->pmark[P->pbase[i] + k] == mark || !_vs_ckpt_part_meets(e, k, q)) continue;
+        if (P->nsel == P->capsel) {
+            int cap = P->capsel ? 2 * P->capsel : 64;
+            _vs_ckpt_sortp* v = (_vs_ckpt_sortp*)vs_alloc(w, sizeof *v * (size_t)cap);
+            if (!v) return VS_ERR_NOMEM;
+            if (P->nsel) memcpy(v, P->sel, sizeof *v * (size_t)P->nsel);
+            vs_free(w, P->sel);
+            P->sel = v, P->capsel = cap;
+        }
+        P->pmark[P->pbase[i] + k] = mark;
+        P->sel[P->nsel].lo = pos, P->sel[P->nsel].hi = 0, P->sel[P->nsel].i = k;
+        P->nsel++;
+    }
+    return VS_OK;
+}
+
 /* Rank 0: the part of the index that meets requests rq[nrq] of the rank
    marked `mark`, appended to out as index text (the whole index's format: the
    rank parses it with the same checks). Its pieces and names are the index's
@@ -4464,33 +4565,33 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_part_write(const vs_world* w, _vs_ckpt_parts
     memcpy(sub.mesh_shape, ix->mesh_shape, sizeof sub.mesh_shape);
     memcpy(sub.mesh_dims, ix->mesh_dims, sizeof sub.mesh_dims);
     sub.block = ix->block;
-    for (int j = 0; j < nrq; j++) { // the entries, and their pieces that meet a request
+    vs_result r = VS_OK;
+    P->nsel = 0;
+    for (int j = 0; !r && j < nrq; j++) { // the entries, and their pieces that meet a request
         int i = _vs_ckpt_parts_find(P, rq[j].name);
         if (i < 0) continue; // (the rank reports it missing)
-        if (P->emark[i] != mark) P->emark[i] = mark, P->src[sub.ne++] = i;
-        for (int k = 0; k < ix->e[i].npieces; k++)
-            if (_vs_ckpt_part_meets(&ix->e[i], k, &rq[j])) P->pmark[P->pbase[i] + k] = mark;
+        if (P->emark[i] != mark) P->emark[i] = mark, P->epos[i] = sub.ne, P->src[sub.ne++] = i;
+        r = _vs_ckpt_parts_mark(w, P, i, P->epos[i], &rq[j], mark);
     }
-    vs_result r = VS_OK;
+    qsort(P->sel, (size_t)P->nsel, sizeof *P->sel, _vs_ckpt_cmp_sortp); // (by entry, then the index's order)
     sub.e = (_vs_ckpt_ientry*)_vs_ckpt_zalloc(w, (size_t)sub.ne + 1, sizeof *sub.e);
     if (!sub.e) r = VS_ERR_NOMEM;
-    for (int j = 0; !r && j < sub.ne; j++) {
+    for (int j = 0, s = 0; !r && j < sub.ne; j++) {
         const _vs_ckpt_ientry* e = &ix->e[P->src[j]];
-        const int* pm = P->pmark + P->pbase[P->src[j]];
         _vs_ckpt_ientry* x = &sub.e[j];
         *x = *e;
         x->npieces = 0;
-        for (int k = 0; k < e->npieces; k++) x->npieces += pm[k] == mark;
+        while (s + x->npieces < P->nsel && P->sel[s + x->npieces].lo == j) x->npieces++;
         if (!(x->pieces = (_vs_ckpt_piece*)_vs_ckpt_zalloc(w, (size_t)x->npieces + 1, sizeof *x->pieces))) {
             r = VS_ERR_NOMEM;
             break;
         }
-        for (int k = 0, c = 0; k < e->npieces; k++) {
-            if (pm[k] != mark) continue;
-            int f = e->pieces[k].file;
-            if (P->fmark[f] != mark) P->fmark[f] = mark, P->fmap[f] = sub.nfiles, P->fsrc[sub.nfiles++] = f;
-            x->pieces[c] = e->pieces[k];
-            x->pieces[c++].file = P->fmap[f];
+        for (int c = 0; c < x->npieces; c++, s++) {
+            const _vs_ckpt_piece* p = &e->pieces[P->sel[s].i];
+            if (P->fmark[p->file] != mark)
+                P->fmark[p->file] = mark, P->fmap[p->file] = sub.nfiles, P->fsrc[sub.nfiles++] = p->file;
+            x->pieces[c] = *p;
+            x->pieces[c].file = P->fmap[p->file];
         }
     }
     sub.files = (char**)_vs_ckpt_zalloc(w, (size_t)sub.nfiles + 1, sizeof *sub.files);

@@ -13,7 +13,9 @@
    rank's records (~660 B each) and planned all of them, and every rank
    all-gathered every rank's CRC lists: ~8 x 660 B x n a rank here; and every
    rank parsed the whole index on a load (~1.7 KB and a file a rank saving).
-   The saved checkpoint is loaded back on every rank and checked. Built with
+   The saved checkpoint is loaded back on every rank and checked; a bad index
+   (a file's size made wrong, the index removed) then fails the load on every
+   rank with rank 0's message word for word. Built with
    -DVESCALE_MPI (tests/run.sh runs it on 4 processes): the same round trip
    over MPI. */
 #define VESCALE_IMPLEMENTATION
@@ -150,11 +152,76 @@ static void case_nonroot_flat(void)
     }
 }
 
+/* A bad index reaches every rank: rank 0 alone reads it, and every rank returns
+   its error word for word (before, the other ranks said only "rank 0's error
+   says why" when the file was missing). */
+enum { NBAD = 8 };
+static vs_result bad_rc[NBAD];
+static char bad_msg[NBAD][1024];
+
+static int bad_rank(vs_world* w, void* arg)
+{
+    const int me = vs_world_rank(w);
+    vs_mesh* m = NULL;
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &m));
+    vs_ckpt* ck = NULL;
+    vs_ckpt_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.mesh = m;
+    VT_OK(vs_ckpt_init(&cd, &ck));
+    vs_ckpt_entry en[NE];
+    float buf[NE][16];
+    uint64_t blob;
+    make(m, en, buf, &blob, 0);
+    bad_rc[me] = vs_ckpt_load(ck, (const char*)arg, en, NE, NULL);
+    snprintf(bad_msg[me], sizeof bad_msg[me], "%s", vs_last_error());
+    VT_OK(vs_ckpt_free(ck));
+    VT_OK(vs_mesh_free(m));
+    return 0;
+}
+
+static void bad_case(const char* path, vs_result want, const char* frag)
+{
+    memset(bad_rc, 0, sizeof bad_rc);
+    VT_OK(vs_launch(NBAD, bad_rank, (void*)path));
+    int same = 0;
+    for (int k = 0; k < NBAD; k++) same += bad_rc[k] == want && !strcmp(bad_msg[k], bad_msg[0]);
+    VT_CHECK(same == NBAD && strstr(bad_msg[0], "index.json") && strstr(bad_msg[0], frag),
+             "%d of %d ranks return %d with rank 0's message \"%s\" (rank %d: %d \"%s\")", same, NBAD, (int)want,
+             bad_msg[0], NBAD - 1, (int)bad_rc[NBAD - 1], bad_msg[NBAD - 1]);
+}
+
+static void case_bad_index(void)
+{
+    char path[300], file[340], text[1 << 16];
+    snprintf(path, sizeof path, "%s/n%d", root, 16); // (case_nonroot_flat's)
+    snprintf(file, sizeof file, "%s/index.json", path);
+    FILE* f = fopen(file, "rb");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = 0;
+    char* b = strstr(text, "\"bytes\": "); // the first file's size, now 1 byte: its pieces lie past its end
+    VT_CHECK(b != NULL, "%s: no file size", file);
+    if (!b) return;
+    b += strlen("\"bytes\": ");
+    size_t digits = strspn(b, "0123456789");
+    f = fopen(file, "wb");
+    VT_CHECK(f && fprintf(f, "%.*s1%s", (int)(b - text), text, b + digits) > 0, "rewrite %s", file);
+    if (f) fclose(f);
+    bad_case(path, VS_ERR_INVALID, "past the end");
+    VT_CHECK(remove(file) == 0, "remove %s", file);
+    bad_case(path, VS_ERR_IO, "not a complete checkpoint");
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/vs_ckpt_scale_XXXXXX");
     if (!mkdtemp(root)) return 1;
     VT_CASE("ckpt_scale/nonroot_flat", case_nonroot_flat());
+    VT_CASE("ckpt_scale/bad_index_every_rank", case_bad_index());
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd)) return 1;
