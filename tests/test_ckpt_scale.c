@@ -59,46 +59,62 @@ static void make(vs_mesh* m, vs_ckpt_entry* en, float (*buf)[16], uint64_t* blob
     *blob = fill ? 0x5ca1eull : 0;
 }
 
+/* A rank's checkpointer over a 1-D mesh of the world, and its entries. */
+typedef struct rank_ck {
+    vs_mesh* m;
+    vs_ckpt* ck;
+    vs_ckpt_entry en[NE];
+    float buf[NE][16];
+    uint64_t blob;
+} rank_ck;
+
+static void open_ck(vs_world* w, rank_ck* x, int fill)
+{
+    memset(x, 0, sizeof *x);
+    vs_mesh_desc md;
+    memset(&md, 0, sizeof md);
+    md.shape[0] = vs_world_size(w);
+    VT_OK(vs_mesh_init(w, &md, &x->m));
+    vs_ckpt_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.mesh = x->m;
+    VT_OK(vs_ckpt_init(&cd, &x->ck));
+    make(x->m, x->en, x->buf, &x->blob, fill);
+}
+
+static void close_ck(rank_ck* x)
+{
+    VT_OK(vs_ckpt_free(x->ck));
+    VT_OK(vs_mesh_free(x->m));
+}
+
 static int rank_main(vs_world* w, void* arg)
 {
     const char* path = (const char*)arg;
     const int me = vs_world_rank(w);
     if (me < 0 || me >= MAXR) return 1;
     rb_acct = &accts[me];
-    vs_mesh* m = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &m));
-    vs_ckpt* ck = NULL;
-    vs_ckpt_desc cd;
-    memset(&cd, 0, sizeof cd);
-    cd.mesh = m;
-    VT_OK(vs_ckpt_init(&cd, &ck));
-    vs_ckpt_entry en[NE];
-    float buf[NE][16];
-    uint64_t blob;
-    make(m, en, buf, &blob, 1);
-    VT_OK(vs_barrier(vs_mesh_comm(m), NULL)); // (every rank's setup done: its bytes now are the base)
+    rank_ck x;
+    open_ck(w, &x, 1);
+    VT_OK(vs_barrier(vs_mesh_comm(x.m), NULL)); // (every rank's setup done: its bytes now are the base)
     size_t base = rb_mark();
-    vs_result r = vs_ckpt_save(ck, path, en, NE, NULL);
+    vs_result r = vs_ckpt_save(x.ck, path, x.en, NE, NULL);
     save_bytes[me] = rb_since(base);
     VT_CHECK(r == VS_OK, "rank %d: save: %s", me, vs_last_error());
-    make(m, en, buf, &blob, 0);
+    make(x.m, x.en, x.buf, &x.blob, 0);
     int loaded[NE];
-    VT_OK(vs_barrier(vs_mesh_comm(m), NULL));
+    VT_OK(vs_barrier(vs_mesh_comm(x.m), NULL));
     base = rb_mark();
-    r = vs_ckpt_load(ck, path, en, NE, loaded);
+    r = vs_ckpt_load(x.ck, path, x.en, NE, loaded);
     load_bytes[me] = rb_since(base);
     VT_CHECK(r == VS_OK, "rank %d: load: %s", me, vs_last_error());
-    int ok = r == VS_OK && blob == 0x5ca1eull;
+    int ok = r == VS_OK && x.blob == 0x5ca1eull;
     for (int e = 0; e < NE - 1; e++) {
         int64_t off = e < NREP ? 0 : 4 * (int64_t)me, cnt = e < NREP ? 16 : 4;
-        for (int64_t i = 0; i < cnt; i++) ok &= buf[e][i] == value(e, off + i);
+        for (int64_t i = 0; i < cnt; i++) ok &= x.buf[e][i] == value(e, off + i);
     }
     loaded_ok[me] = ok;
-    VT_OK(vs_ckpt_free(ck));
-    VT_OK(vs_mesh_free(m));
+    close_ck(&x);
     return 0;
 }
 
@@ -162,24 +178,11 @@ static char bad_msg[NBAD][1024];
 static int bad_rank(vs_world* w, void* arg)
 {
     const int me = vs_world_rank(w);
-    vs_mesh* m = NULL;
-    vs_mesh_desc md;
-    memset(&md, 0, sizeof md);
-    md.shape[0] = vs_world_size(w);
-    VT_OK(vs_mesh_init(w, &md, &m));
-    vs_ckpt* ck = NULL;
-    vs_ckpt_desc cd;
-    memset(&cd, 0, sizeof cd);
-    cd.mesh = m;
-    VT_OK(vs_ckpt_init(&cd, &ck));
-    vs_ckpt_entry en[NE];
-    float buf[NE][16];
-    uint64_t blob;
-    make(m, en, buf, &blob, 0);
-    bad_rc[me] = vs_ckpt_load(ck, (const char*)arg, en, NE, NULL);
+    rank_ck x;
+    open_ck(w, &x, 0);
+    bad_rc[me] = vs_ckpt_load(x.ck, (const char*)arg, x.en, NE, NULL);
     snprintf(bad_msg[me], sizeof bad_msg[me], "%s", vs_last_error());
-    VT_OK(vs_ckpt_free(ck));
-    VT_OK(vs_mesh_free(m));
+    close_ck(&x);
     return 0;
 }
 
