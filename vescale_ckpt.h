@@ -4335,7 +4335,7 @@ _VS_CKPT_PRIVATE int _vs_ckpt_req_set(_vs_ckpt_req* x, const char* name, int wha
     if (len >= VS_CKPT_NAME_MAX) return 0;
     memcpy(x->name, name, len + 1);
     x->what = what;
-    if (nd) x->nd = *nd;
+    if (nd) memcpy(&x->nd, nd, sizeof *nd);
     return 1;
 }
 
@@ -4453,7 +4453,7 @@ _VS_CKPT_PRIVATE void _vs_ckpt_parts_sort(const _vs_ckpt_ientry* e, _vs_ckpt_sor
         sp[k].lo = lo[*sd], sp[k].hi = hi[*sd];
         if (sp[k].hi - sp[k].lo > *ext) *ext = sp[k].hi - sp[k].lo;
     }
-    qsort(sp, (size_t)e->npieces, sizeof *sp, _vs_ckpt_cmp_sortp);
+    if (e->npieces > 1) qsort(sp, (size_t)e->npieces, sizeof *sp, _vs_ckpt_cmp_sortp);
 }
 
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_parts_init(const vs_world* w, const _vs_ckpt_index* ix, _vs_ckpt_parts* P)
@@ -4484,7 +4484,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_parts_init(const vs_world* w, const _vs_ckpt
         P->order[i] = &ix->e[i], P->pbase[i] = at;
         _vs_ckpt_parts_sort(&ix->e[i], P->sorted + at, &P->sdim[i], &P->ext[i]);
     }
-    qsort((void*)P->order, (size_t)ix->ne, sizeof *P->order, _vs_ckpt_cmp_name);
+    if (ix->ne > 1) qsort((void*)P->order, (size_t)ix->ne, sizeof *P->order, _vs_ckpt_cmp_name);
     return VS_OK;
 }
 
@@ -4573,7 +4573,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_part_write(const vs_world* w, _vs_ckpt_parts
         if (P->emark[i] != mark) P->emark[i] = mark, P->epos[i] = sub.ne, P->src[sub.ne++] = i;
         r = _vs_ckpt_parts_mark(w, P, i, P->epos[i], &rq[j], mark);
     }
-    qsort(P->sel, (size_t)P->nsel, sizeof *P->sel, _vs_ckpt_cmp_sortp); // (by entry, then the index's order)
+    if (P->nsel > 1) // (by entry, then the index's order)
+        qsort(P->sel, (size_t)P->nsel, sizeof *P->sel, _vs_ckpt_cmp_sortp);
     sub.e = (_vs_ckpt_ientry*)_vs_ckpt_zalloc(w, (size_t)sub.ne + 1, sizeof *sub.e);
     if (!sub.e) r = VS_ERR_NOMEM;
     for (int j = 0, s = 0; !r && j < sub.ne; j++) {
@@ -4676,7 +4677,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_part(vs_ckpt* ck, const char* path, vs_
     _vs_ckpt_index_free(ck->w, &all);
     ra = _vs_ckpt_agree(ck, r, &who);
     if (!ra) r = _vs_ckpt_xfer(ck, 0, &len, sizeof len, sizes, NULL, NULL);
-    if (!ra && !r && !(one = (char*)vs_alloc(ck->w, (size_t)len + 1))) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    if (!ra && !r && !(one = (char*)vs_alloc(ck->w, (size_t)len + 1)))
+        r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
     if (!ra) ra = _vs_ckpt_agree(ck, r, &who);
     if (ra) {
         r = _vs_ckpt_why(ck, r, ra, who, fn, "could not get its part of the index");
@@ -5250,8 +5252,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_dtype_plan(vs_ckpt* ck, const char* path, vs
         if (other[0]) m += _vs_ckpt_req_set(&rq[m], other, _VS_CKPT_REQ_META, NULL);
     }
     _vs_ckpt_index ix;
-    vs_result r = _vs_ckpt_read_part(ck, path, rq ? VS_OK : vs_set_error(VS_ERR_NOMEM, "vs_ckpt_load_ddp: out of memory"),
-                                     rq, m, &ix);
+    vs_result r = rq ? VS_OK : vs_set_error(VS_ERR_NOMEM, "vs_ckpt_load_ddp: out of memory");
+    r = _vs_ckpt_read_part(ck, path, r, rq, m, &ix);
     vs_free(ck->w, rq);
     if (r) return r;
     *nconv = 0;
