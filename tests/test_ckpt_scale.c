@@ -11,7 +11,7 @@
    rank's records (it writes the index) and reads the whole index back, so its
    bytes grow with the ranks, no faster. Before, every rank all-gathered every
    rank's records (~660 B each) and planned all of them, and every rank
-   all-gathered every rank's CRC lists: ~8 x 660 B x n a rank here; and every
+   all-gathered every rank's CRC lists: ~10 x 660 B x n a rank here; and every
    rank parsed the whole index on a load (~1.7 KB and a file a rank saving).
    The saved checkpoint is loaded back on every rank and checked; a bad index
    (a file's size made wrong, the index removed) then fails the load on every
@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-enum { MAXR = 64, NREP = 4, NSH = 3, NE = NREP + NSH + 1 };
+enum { MAXR = 64, NREP = 4, NSH = 3, NZ = NREP + NSH, N2 = NZ + 1, NE = N2 + 2 };
 static rb_account accts[MAXR];
 
 static char root[256];
@@ -35,22 +35,36 @@ static int loaded_ok[MAXR];
 
 static float value(int e, int64_t i) { return (float)(e * 1000 + i) * 0.25f; }
 
+/* Entry e's 16 or 4 elements on rank `me` of n: their global flat indices. */
+static int64_t global_of(int e, int n, int me, int64_t j)
+{
+    if (e < NREP) return j;
+    if (e == N2) return j / 4 * 4 * n + 4 * me + j % 4; // f32[4, 4 n], Shard(1): a 4 x 4 box
+    return 4 * (int64_t)me + j;                         // Shard(0), or the range of a replicated box
+}
+
 /* This rank's entries: NREP replicated f32[16], NSH f32[4 n] sharded on the
-   ranks, a blob every rank gives alike. */
+   ranks, a ZeRO-style range (a replicated f32[4 n] whose ranks hold 4
+   elements each), an f32[4, 4 n] sharded on its columns, and a blob every rank
+   gives alike. */
 static void make(vs_mesh* m, vs_ckpt_entry* en, float (*buf)[16], uint64_t* blob, int fill)
 {
     const int n = vs_mesh_size(m, vs_mesh_dim_name(m, 0)), me = vs_mesh_rank(m);
-    static const char* names[NE] = {"rep0", "rep1", "rep2", "rep3", "sh0", "sh1", "sh2", "step"};
+    static const char* names[NE] = {"rep0", "rep1", "rep2", "rep3", "sh0", "sh1", "sh2", "zr", "cols", "step"};
     memset(en, 0, sizeof(vs_ckpt_entry) * NE);
     for (int e = 0; e < NE - 1; e++) {
         en[e].name = names[e];
         en[e].t.dtype = VS_F32;
-        en[e].t.ndim = 1;
-        en[e].t.shape[0] = e < NREP ? 16 : 4 * (int64_t)n;
-        VT_OK(vs_layout_parse(m, e < NREP ? "[Replicate]" : "[Shard(0)]", &en[e].t.layout));
+        en[e].t.ndim = e == N2 ? 2 : 1;
+        en[e].t.shape[0] = e < NREP ? 16 : e == N2 ? 4 : 4 * (int64_t)n;
+        en[e].t.shape[1] = 4 * (int64_t)n;
+        const char* lt = e < NREP || e == NZ ? "[Replicate]" : e == N2 ? "[Shard(1)]" : "[Shard(0)]";
+        VT_OK(vs_layout_parse(m, lt, &en[e].t.layout));
         en[e].t.data = buf[e];
-        int64_t off = e < NREP ? 0 : 4 * (int64_t)me, cnt = e < NREP ? 16 : 4;
-        for (int64_t i = 0; i < cnt; i++) buf[e][i] = fill ? value(e, off + i) : -1.0f;
+        if (e == NZ) // (its ranks' ranges cover the box once: nothing replicated is written twice)
+            en[e].kind = VS_CKPT_RANGE, en[e].range_begin = 4 * (int64_t)me, en[e].range_end = 4 * (int64_t)me + 4;
+        const int64_t cnt = e < NREP || e == N2 ? 16 : 4;
+        for (int64_t i = 0; i < cnt; i++) buf[e][i] = fill ? value(e, global_of(e, n, me, i)) : -1.0f;
     }
     en[NE - 1].name = names[NE - 1];
     en[NE - 1].kind = VS_CKPT_BLOB;
@@ -109,10 +123,10 @@ static int rank_main(vs_world* w, void* arg)
     load_bytes[me] = rb_since(base);
     VT_CHECK(r == VS_OK, "rank %d: load: %s", me, vs_last_error());
     int ok = r == VS_OK && x.blob == 0x5ca1eull;
-    for (int e = 0; e < NE - 1; e++) {
-        int64_t off = e < NREP ? 0 : 4 * (int64_t)me, cnt = e < NREP ? 16 : 4;
-        for (int64_t i = 0; i < cnt; i++) ok &= x.buf[e][i] == value(e, off + i);
-    }
+    const int n = vs_world_size(w);
+    for (int e = 0; e < NE - 1; e++)
+        for (int64_t i = 0; i < (e < NREP || e == N2 ? 16 : 4); i++)
+            ok &= x.buf[e][i] == value(e, global_of(e, n, me, i));
     loaded_ok[me] = ok;
     close_ck(&x);
     return 0;
