@@ -65,6 +65,12 @@
    pread where mapping fails), verifying each block right before its bytes
    are copied out, so a buffer only ever receives verified bytes and the data
    crosses memory once.
+   - Rank 0 alone reads and checks index.json. Each rank sends it what it asks
+     for (names, and its boxes and ranges) and gets back the part of the index
+     that meets it (those entries, the pieces it reads, their files): a rank's
+     metadata is its own entries', rank 0's the whole index (linear in the
+     world, never all to all). A bad index fails every rank with rank 0's
+     message.
    - Every entry's dtype and global shape must match the checkpoint's.
    - `loaded` flags say exactly which entries arrived. After an error the
      entry that failed may be partly written in a host buffer (with verified
@@ -3459,31 +3465,33 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_saving_new(vs_ckpt* ck, const char* path, in
 }
 
 /* Rank 0 gets every rank's `bytes` of mine, packed in rank order into *all (its
-   slots in s->counts/displs; the other ranks' *all stays NULL). The sizes go
-   first, then an agreement (one all-reduce: nobody sends to a rank 0 that
-   cannot hold it, and a rank that failed so far, r, ends the save on every rank
-   with its origin named), then the bytes. */
-_VS_CKPT_PRIVATE vs_result _vs_ckpt_gather0(vs_ckpt* ck, _vs_ckpt_saving* s, vs_result r, const void* mine, size_t bytes,
-                                            void** all, size_t* total, const char* fn, const char* what)
+   slots in counts/displs, the sizes in sizes: rank 0's arrays of a slot a rank;
+   the other ranks' *all stays NULL). The sizes go first, then an agreement (one
+   all-reduce: nobody sends to a rank 0 that cannot hold it, and a rank that
+   failed so far, r, ends the call on every rank with its origin named), then
+   the bytes. A save's, and a load's requests. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_gather0(vs_ckpt* ck, size_t* counts, size_t* displs, uint64_t* sizes, vs_result r,
+                                            const void* mine, size_t bytes, void** all, size_t* total, const char* fn,
+                                            const char* what)
 {
     char keep[512] = "";
     if (r) _vs_ckpt_fmt(keep, sizeof keep, "%s", vs_last_error());
     uint64_t b64 = r ? 0 : bytes;
     *all = NULL, *total = 0;
-    vs_result rx = _vs_ckpt_xfer(ck, 1, &b64, sizeof b64, s->sizes, NULL, NULL);
+    vs_result rx = _vs_ckpt_xfer(ck, 1, &b64, sizeof b64, sizes, NULL, NULL);
     if (r) vs_set_error(r, "%s", keep);
     else r = rx;
     for (int k = 0; ck->rank == 0 && !r && k < ck->size; k++) {
-        s->counts[k] = (size_t)s->sizes[k];
-        s->displs[k] = *total;
-        *total += s->counts[k];
+        counts[k] = (size_t)sizes[k];
+        displs[k] = *total;
+        *total += counts[k];
     }
     if (ck->rank == 0 && !r && !(*all = vs_alloc(ck->w, *total ? *total : 1)))
         r = vs_set_error(VS_ERR_NOMEM, "%s: %zu bytes of metadata: out of memory", fn, *total);
     int who = -1;
     vs_result ra = _vs_ckpt_agree(ck, r, &who);
     if (ra) return _vs_ckpt_why(ck, r, ra, who, fn, what);
-    return _vs_ckpt_xfer(ck, 1, (void*)mine, bytes, *all, s->counts, s->displs);
+    return _vs_ckpt_xfer(ck, 1, (void*)mine, bytes, *all, counts, displs);
 }
 
 /* Rank 0: the plan of every rank's records; each rank's part of it in *down (the
@@ -3534,8 +3542,9 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_begin(vs_ckpt* ck, _vs_ckpt_saving* s, vs_re
     vs_result ra = _vs_ckpt_agree_flag(ck, mine, sync, &who);
     if (ra) return _vs_ckpt_why(ck, mine, ra, who, fn, "could not start the save");
     size_t total = 0;
-    vs_result r = _vs_ckpt_gather0(ck, s, VS_OK, s->mine, sizeof(_vs_ckpt_rec) * (size_t)s->nm, (void**)&s->all,
-                                   &total, fn, "could not start the save");
+    vs_result r = _vs_ckpt_gather0(ck, s->counts, s->displs, s->sizes, VS_OK, s->mine,
+                                   sizeof(_vs_ckpt_rec) * (size_t)s->nm, (void**)&s->all, &total, fn,
+                                   "could not start the save");
     s->na = (int)(total / sizeof(_vs_ckpt_rec));
     char* down = NULL;
     if (!r && ck->rank == 0) r = _vs_ckpt_assign(ck, s, fn, &down);
@@ -3616,7 +3625,8 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_finish(vs_ckpt* ck, _vs_ckpt_saving* s)
             at += sizeof(uint32_t) * (size_t)s->ncrc[i];
         }
     }
-    r = _vs_ckpt_gather0(ck, s, r, msg, mb, (void**)&got, &t2, fn, "could not send its shard's offsets");
+    r = _vs_ckpt_gather0(ck, s->counts, s->displs, s->sizes, r, msg, mb, (void**)&got, &t2, fn,
+                         "could not send its shard's offsets");
     vs_result r0 = VS_OK;
     if (!r && ck->rank == 0) {
         uint64_t* fb = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * (size_t)ck->size);
@@ -4253,36 +4263,44 @@ _VS_CKPT_PRIVATE const _vs_ckpt_ientry* _vs_ckpt_find(const _vs_ckpt_index* ix, 
     return NULL;
 }
 
-/* Rank 0 reads the index; every rank gets its text. */
+/* index.json's text, read by one rank: *text (from the hooks, *len bytes). */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_index_text(vs_ckpt* ck, const char* file, char** text, int64_t* len)
+{
+    int fd;
+    struct stat st;
+    vs_result r = _vs_ckpt_open_file(file, &fd, &st);
+    *text = NULL, *len = -1;
+    if (r) {
+        char why[600];
+        _vs_ckpt_fmt(why, sizeof why, "%s", vs_last_error());
+        return vs_set_error(r, "%s (not a complete checkpoint?)", why);
+    }
+    if (st.st_size > ((int64_t)1 << 31)) r = vs_set_error(VS_ERR_IO, "%s: cannot stat, or larger than 2 GiB", file);
+    else if (!(*text = (char*)vs_alloc(ck->w, (size_t)st.st_size + 1)))
+        r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", file);
+    else if ((r = _vs_ckpt_pread(fd, file, *text, (size_t)st.st_size, 0)) == VS_OK)
+        *len = st.st_size;
+    close(fd);
+    if (r) vs_free(ck->w, *text), *text = NULL;
+    return r;
+}
+
+/* The whole index on every rank: rank 0 reads it, every rank gets its text and
+   parses it (a rank's bytes linear in the world: vs_ckpt_load reads its part
+   alone, _vs_ckpt_read_part; vs_train_load and the fuzz harness use this). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _vs_ckpt_index* ix)
 {
     char file[4096];
     _vs_ckpt_fmt(file, sizeof file, "%s/" _VS_CKPT_INDEX, path);
     int64_t len = -1;
     char* text = NULL;
-    vs_result r0 = VS_OK;
-    if (ck->rank == 0) {
-        int fd;
-        struct stat st;
-        if ((r0 = _vs_ckpt_open_file(file, &fd, &st)) != VS_OK) {
-            char why[600];
-            _vs_ckpt_fmt(why, sizeof why, "%s", vs_last_error());
-            r0 = vs_set_error(r0, "%s (not a complete checkpoint?)", why);
-        }
-        else if (st.st_size > ((int64_t)1 << 31))
-            r0 = vs_set_error(VS_ERR_IO, "%s: cannot stat, or larger than 2 GiB", file);
-        else if (!(text = (char*)vs_alloc(ck->w, (size_t)st.st_size + 1)))
-            r0 = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", file);
-        else if ((r0 = _vs_ckpt_pread(fd, file, text, (size_t)st.st_size, 0)) == VS_OK)
-            len = st.st_size;
-        if (fd >= 0) close(fd);
-    }
+    vs_result r0 = ck->rank == 0 ? _vs_ckpt_index_text(ck, file, &text, &len) : VS_OK;
     vs_result r = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, &len, 1, VS_I64, 0);
-    if (r) return r;
-    if (len < 0) {
+    if (r) {
         vs_free(ck->w, text);
-        return ck->rank == 0 ? r0 : vs_set_error(VS_ERR_IO, "cannot read %s (rank 0's error says why)", file);
+        return r;
     }
+    if (len < 0) return ck->rank == 0 ? r0 : vs_set_error(VS_ERR_IO, "cannot read %s (rank 0's error says why)", file);
     if (ck->rank != 0 && !(text = (char*)vs_alloc(ck->w, (size_t)len + 1))) r = VS_ERR_NOMEM;
     // (a rank out of memory still takes part in the broadcast, into a scratch byte)
     char one;
@@ -4293,6 +4311,393 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _v
     }
     r = _vs_ckpt_index_parse(ck->w, file, text, (size_t)len, ix);
     vs_free(ck->w, text);
+    return r;
+}
+
+/* The load's metadata, linear in the world in all (the save's shape in
+   reverse): each rank sends rank 0 its requests (a name and what of the entry
+   it needs); rank 0 alone reads and parses the whole index and sends each rank
+   the part that meets them (those entries, the pieces it may read, the files
+   they name) as index text, which the rank parses and loads from. A rank holds
+   its own entries' metadata, rank 0 the whole index. */
+enum { _VS_CKPT_REQ_META = 0, _VS_CKPT_REQ_BLOB, _VS_CKPT_REQ_PART };
+typedef struct _vs_ckpt_req {
+    char name[VS_CKPT_NAME_MAX];
+    int32_t what; // _VS_CKPT_REQ_*: the entry's description alone; all of a blob; nd of a tensor
+    _vs_ckpt_need nd;
+} _vs_ckpt_req;
+
+/* A request for entry name (1 if it fits, 0 if no entry can have the name). */
+_VS_CKPT_PRIVATE int _vs_ckpt_req_set(_vs_ckpt_req* x, const char* name, int what, const _vs_ckpt_need* nd)
+{
+    memset(x, 0, sizeof *x); // (whole: the struct's padding travels too)
+    size_t len = strlen(name);
+    if (len >= VS_CKPT_NAME_MAX) return 0;
+    memcpy(x->name, name, len + 1);
+    x->what = what;
+    if (nd) memcpy(&x->nd, nd, sizeof *nd);
+    return 1;
+}
+
+/* This rank's requests for entries[n], up to the first one vs_ckpt_load
+   refuses before reading (it stops there). Into rq[n]; returns their count. */
+_VS_CKPT_PRIVATE int _vs_ckpt_requests(vs_ckpt* ck, const vs_ckpt_entry* entries, int n, _vs_ckpt_req* rq)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const vs_ckpt_entry* q = &entries[i];
+        if (q->skip) continue;
+        if (!q->name || !q->name[0]) break;
+        _vs_ckpt_need nd;
+        int what = _VS_CKPT_REQ_BLOB;
+        if (q->kind != VS_CKPT_BLOB) {
+            _vs_ckpt_rec rc;
+            if (_vs_ckpt_entry_rec("vs_ckpt_load", q, i, ck->rank, &rc) != VS_OK) break;
+            _vs_ckpt_need_of(&rc, 0, &nd);
+            what = _VS_CKPT_REQ_PART;
+        }
+        m += _vs_ckpt_req_set(&rq[m], q->name, what, what == _VS_CKPT_REQ_PART ? &nd : NULL);
+    }
+    vs_clear_error();
+    return m;
+}
+
+/* The elements [rb, re) of a box, flattened row-major, lie in a slab of its
+   dim 0: the box narrowed to it (a bound: the exact test walks every row). */
+_VS_CKPT_PRIVATE void _vs_ckpt_slab(int ndim, const int64_t* off, const int64_t* box, int64_t rb, int64_t re,
+                                    int64_t* lo, int64_t* hi)
+{
+    for (int d = 0; d < ndim; d++) lo[d] = off[d], hi[d] = off[d] + box[d];
+    if (ndim < 1 || re <= rb) return;
+    int64_t row = _vs_ckpt_numel(ndim - 1, box + 1);
+    if (row <= 0) return;
+    lo[0] = off[0] + rb / row, hi[0] = off[0] + (re - 1) / row + 1;
+}
+
+/* Piece k of e may hold elements request q needs (1): blobs always (read
+   whole); a tensor's when their boxes' slabs meet, or, for one box, when their
+   ranges do. A superset: the loader skips a piece it needs nothing of. */
+_VS_CKPT_PRIVATE int _vs_ckpt_part_meets(const _vs_ckpt_ientry* e, int k, const _vs_ckpt_req* q)
+{
+    if (e->kind == VS_CKPT_BLOB) return 1;
+    const _vs_ckpt_need* nd = &q->nd;
+    if (q->what != _VS_CKPT_REQ_PART || nd->ndim != e->ndim || nd->re <= nd->rb) return 0;
+    _vs_ckpt_pgeom g;
+    _vs_ckpt_piece_geom(e, k, &g);
+    if (g.re <= g.rb) return 0;
+    int same = 1;
+    for (int d = 0; d < e->ndim; d++) same &= g.off[d] == nd->off[d] && g.box[d] == nd->box[d];
+    if (same) return g.rb < nd->re && nd->rb < g.re;
+    int64_t a0[_VS_CKPT_MAXD], a1[_VS_CKPT_MAXD], b0[_VS_CKPT_MAXD], b1[_VS_CKPT_MAXD];
+    _vs_ckpt_slab(e->ndim, nd->off, nd->box, nd->rb, nd->re, a0, a1);
+    _vs_ckpt_slab(e->ndim, g.off, g.box, g.rb, g.re, b0, b1);
+    for (int d = 0; d < e->ndim; d++)
+        if (a0[d] >= b1[d] || b0[d] >= a1[d]) return 0;
+    return 1;
+}
+
+/* Rank 0's view of the whole index while it writes the parts: entries by name,
+   each one's pieces sorted along a dim, and marks (the rank's number + 1: never
+   cleared) of what a part holds. */
+typedef struct _vs_ckpt_parts {
+    const _vs_ckpt_index* ix;
+    const _vs_ckpt_ientry** order; // entries sorted by name (a name is an entry's first member)
+    int *pbase, *pmark;            // entry i's pieces (their marks, their order) from pbase[i]
+    _vs_ckpt_sortp* sorted;        // entry i's pieces by where their slabs start along dim sdim[i]
+    int* sdim;
+    int64_t* ext;                  // the longest slab along it
+    int *emark, *epos, *src;       // an entry's mark, its number in the part; the part's entries
+    int *fmark, *fmap, *fsrc;      // a file's mark, its number in the part; the part's files
+    _vs_ckpt_sortp* sel;           // the part's pieces: (its entry, the piece)
+    int nsel, capsel;
+} _vs_ckpt_parts;
+
+_VS_CKPT_PRIVATE void _vs_ckpt_parts_free(const vs_world* w, _vs_ckpt_parts* P)
+{
+    void* v[] = {(void*)P->order, P->pbase, P->pmark, P->sorted, P->sdim, P->ext, P->emark,
+                 P->epos, P->src, P->fmark, P->fmap, P->fsrc, P->sel};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) vs_free(w, v[i]);
+    memset(P, 0, sizeof *P);
+}
+
+/* Entry e's pieces sorted by where their slabs start along the dim they cover
+   least of (the one they are cut along): a request finds those it may meet by
+   a binary search, not a walk over all of them (rank 0 would walk n pieces for
+   each of n ranks: quadratic). */
+_VS_CKPT_PRIVATE void _vs_ckpt_parts_sort(const _vs_ckpt_ientry* e, _vs_ckpt_sortp* sp, int* sd, int64_t* ext)
+{
+    const int D = e->kind == VS_CKPT_BLOB ? 0 : e->ndim;
+    int64_t lo[_VS_CKPT_MAXD], hi[_VS_CKPT_MAXD];
+    double best = -1;
+    *sd = 0, *ext = 0;
+    for (int d = 0; d < D; d++) {
+        double cover = 0;
+        for (int k = 0; k < e->npieces; k++) {
+            _vs_ckpt_pgeom g;
+            _vs_ckpt_piece_geom(e, k, &g);
+            _vs_ckpt_slab(D, g.off, g.box, g.rb, g.re, lo, hi);
+            cover += e->shape[d] ? (double)(hi[d] - lo[d]) / (double)e->shape[d] : 0;
+        }
+        if (best < 0 || cover < best) best = cover, *sd = d;
+    }
+    for (int k = 0; k < e->npieces; k++) {
+        _vs_ckpt_pgeom g;
+        _vs_ckpt_piece_geom(e, k, &g);
+        sp[k].i = k, sp[k].lo = 0, sp[k].hi = 1;
+        if (!D) continue;
+        if (g.re <= g.rb) { // (holds nothing: never met)
+            sp[k].lo = sp[k].hi = INT64_MAX;
+            continue;
+        }
+        _vs_ckpt_slab(D, g.off, g.box, g.rb, g.re, lo, hi);
+        sp[k].lo = lo[*sd], sp[k].hi = hi[*sd];
+        if (sp[k].hi - sp[k].lo > *ext) *ext = sp[k].hi - sp[k].lo;
+    }
+    if (e->npieces > 1) qsort(sp, (size_t)e->npieces, sizeof *sp, _vs_ckpt_cmp_sortp);
+}
+
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_parts_init(const vs_world* w, const _vs_ckpt_index* ix, _vs_ckpt_parts* P)
+{
+    memset(P, 0, sizeof *P);
+    P->ix = ix;
+    const size_t ne = (size_t)ix->ne + 1, nf = (size_t)ix->nfiles + 1;
+    size_t np = 1;
+    for (int i = 0; i < ix->ne; i++) np += (size_t)ix->e[i].npieces;
+    P->order = (const _vs_ckpt_ientry**)_vs_ckpt_zalloc(w, ne, sizeof *P->order);
+    P->pbase = (int*)_vs_ckpt_zalloc(w, ne, sizeof(int));
+    P->pmark = (int*)_vs_ckpt_zalloc(w, np, sizeof(int));
+    P->sorted = (_vs_ckpt_sortp*)_vs_ckpt_zalloc(w, np, sizeof *P->sorted);
+    P->sdim = (int*)_vs_ckpt_zalloc(w, ne, sizeof(int));
+    P->ext = (int64_t*)_vs_ckpt_zalloc(w, ne, sizeof(int64_t));
+    P->emark = (int*)_vs_ckpt_zalloc(w, ne, sizeof(int));
+    P->epos = (int*)_vs_ckpt_zalloc(w, ne, sizeof(int));
+    P->src = (int*)_vs_ckpt_zalloc(w, ne, sizeof(int));
+    P->fmark = (int*)_vs_ckpt_zalloc(w, nf, sizeof(int));
+    P->fmap = (int*)_vs_ckpt_zalloc(w, nf, sizeof(int));
+    P->fsrc = (int*)_vs_ckpt_zalloc(w, nf, sizeof(int));
+    if (!P->order || !P->pbase || !P->pmark || !P->sorted || !P->sdim || !P->ext || !P->emark || !P->epos || !P->src ||
+        !P->fmark || !P->fmap || !P->fsrc) {
+        _vs_ckpt_parts_free(w, P);
+        return vs_set_error(VS_ERR_NOMEM, "vs_ckpt_load: out of memory for the index of %d entries", ix->ne);
+    }
+    for (int i = 0, at = 0; i < ix->ne; at += ix->e[i].npieces, i++) {
+        P->order[i] = &ix->e[i], P->pbase[i] = at;
+        _vs_ckpt_parts_sort(&ix->e[i], P->sorted + at, &P->sdim[i], &P->ext[i]);
+    }
+    if (ix->ne > 1) qsort((void*)P->order, (size_t)ix->ne, sizeof *P->order, _vs_ckpt_cmp_name);
+    return VS_OK;
+}
+
+/* The index's entry named name, or -1 (a binary search of P->order). */
+_VS_CKPT_PRIVATE int _vs_ckpt_parts_find(const _vs_ckpt_parts* P, const char* name)
+{
+    int lo = 0, hi = P->ix->ne - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(name, P->order[mid]->name);
+        if (!c) return (int)(P->order[mid] - P->ix->e);
+        if (c < 0) hi = mid - 1;
+        else lo = mid + 1;
+    }
+    return -1;
+}
+
+/* The first of entry i's sorted pieces whose slab starts after `at` (n: none). */
+_VS_CKPT_PRIVATE int _vs_ckpt_parts_after(const _vs_ckpt_parts* P, int i, int64_t at)
+{
+    const _vs_ckpt_sortp* sp = P->sorted + P->pbase[i];
+    int lo = 0, hi = P->ix->e[i].npieces;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (sp[mid].lo > at) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Marks entry i's pieces that request q may meet, each once, into P->sel as
+   (pos, piece). Only those whose slabs start within the longest slab before
+   the request's and before its end are looked at. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_parts_mark(const vs_world* w, _vs_ckpt_parts* P, int i, int pos,
+                                               const _vs_ckpt_req* q, int mark)
+{
+    const _vs_ckpt_ientry* e = &P->ix->e[i];
+    const _vs_ckpt_sortp* sp = P->sorted + P->pbase[i];
+    int s0 = 0, s1 = e->npieces; // (a blob's: all)
+    if (e->kind != VS_CKPT_BLOB) {
+        if (q->what != _VS_CKPT_REQ_PART || q->nd.ndim != e->ndim || q->nd.re <= q->nd.rb) return VS_OK;
+        if (e->ndim) {
+            int64_t a0[_VS_CKPT_MAXD], a1[_VS_CKPT_MAXD];
+            _vs_ckpt_slab(e->ndim, q->nd.off, q->nd.box, q->nd.rb, q->nd.re, a0, a1);
+            const int d = P->sdim[i];
+            s0 = _vs_ckpt_parts_after(P, i, a0[d] - P->ext[i]);
+            s1 = _vs_ckpt_parts_after(P, i, a1[d] - 1);
+        }
+    }
+    for (int s = s0; s < s1; s++) {
+        const int k = sp[s].i;
+        if (P->pmark[P->pbase[i] + k] == mark || !_vs_ckpt_part_meets(e, k, q)) continue;
+        if (P->nsel == P->capsel) {
+            int cap = P->capsel ? 2 * P->capsel : 64;
+            _vs_ckpt_sortp* v = (_vs_ckpt_sortp*)vs_alloc(w, sizeof *v * (size_t)cap);
+            if (!v) return VS_ERR_NOMEM;
+            if (P->nsel) memcpy(v, P->sel, sizeof *v * (size_t)P->nsel);
+            vs_free(w, P->sel);
+            P->sel = v, P->capsel = cap;
+        }
+        P->pmark[P->pbase[i] + k] = mark;
+        P->sel[P->nsel].lo = pos, P->sel[P->nsel].hi = 0, P->sel[P->nsel].i = k;
+        P->nsel++;
+    }
+    return VS_OK;
+}
+
+/* Rank 0: the part of the index that meets requests rq[nrq] of the rank
+   marked `mark`, appended to out as index text (the whole index's format: the
+   rank parses it with the same checks). Its pieces and names are the index's
+   (shallow copies); only the part's arrays are its own. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_part_write(const vs_world* w, _vs_ckpt_parts* P, const _vs_ckpt_req* rq, int nrq,
+                                               int mark, _vs_sbuf* out)
+{
+    const _vs_ckpt_index* ix = P->ix;
+    _vs_ckpt_index sub;
+    memset(&sub, 0, sizeof sub);
+    sub.mesh_ndims = ix->mesh_ndims;
+    memcpy(sub.mesh_shape, ix->mesh_shape, sizeof sub.mesh_shape);
+    memcpy(sub.mesh_dims, ix->mesh_dims, sizeof sub.mesh_dims);
+    sub.block = ix->block;
+    vs_result r = VS_OK;
+    P->nsel = 0;
+    for (int j = 0; !r && j < nrq; j++) { // the entries, and their pieces that meet a request
+        int i = _vs_ckpt_parts_find(P, rq[j].name);
+        if (i < 0) continue; // (the rank reports it missing)
+        if (P->emark[i] != mark) P->emark[i] = mark, P->epos[i] = sub.ne, P->src[sub.ne++] = i;
+        r = _vs_ckpt_parts_mark(w, P, i, P->epos[i], &rq[j], mark);
+    }
+    if (P->nsel > 1) // (by entry, then the index's order)
+        qsort(P->sel, (size_t)P->nsel, sizeof *P->sel, _vs_ckpt_cmp_sortp);
+    sub.e = (_vs_ckpt_ientry*)_vs_ckpt_zalloc(w, (size_t)sub.ne + 1, sizeof *sub.e);
+    if (!sub.e) r = VS_ERR_NOMEM;
+    for (int j = 0, s = 0; !r && j < sub.ne; j++) {
+        const _vs_ckpt_ientry* e = &ix->e[P->src[j]];
+        _vs_ckpt_ientry* x = &sub.e[j];
+        *x = *e;
+        x->npieces = 0;
+        while (s + x->npieces < P->nsel && P->sel[s + x->npieces].lo == j) x->npieces++;
+        if (!(x->pieces = (_vs_ckpt_piece*)_vs_ckpt_zalloc(w, (size_t)x->npieces + 1, sizeof *x->pieces))) {
+            r = VS_ERR_NOMEM;
+            break;
+        }
+        for (int c = 0; c < x->npieces; c++, s++) {
+            const _vs_ckpt_piece* p = &e->pieces[P->sel[s].i];
+            if (P->fmark[p->file] != mark)
+                P->fmark[p->file] = mark, P->fmap[p->file] = sub.nfiles, P->fsrc[sub.nfiles++] = p->file;
+            x->pieces[c] = *p;
+            x->pieces[c].file = P->fmap[p->file];
+        }
+    }
+    sub.files = (char**)_vs_ckpt_zalloc(w, (size_t)sub.nfiles + 1, sizeof *sub.files);
+    sub.file_bytes = (uint64_t*)_vs_ckpt_zalloc(w, (size_t)sub.nfiles + 1, sizeof *sub.file_bytes);
+    if (!r && (!sub.files || !sub.file_bytes)) r = VS_ERR_NOMEM;
+    for (int f = 0; !r && f < sub.nfiles; f++)
+        sub.files[f] = ix->files[P->fsrc[f]], sub.file_bytes[f] = ix->file_bytes[P->fsrc[f]];
+    if (!r) r = _vs_ckpt_index_write(&sub, out);
+    else vs_set_error(r, "vs_ckpt_load: out of memory for a rank's part of the index");
+    for (int j = 0; sub.e && j < sub.ne; j++) vs_free(w, sub.e[j].pieces);
+    vs_free(w, sub.e);
+    vs_free(w, sub.files);
+    vs_free(w, sub.file_bytes);
+    return r;
+}
+
+/* After an agreement found rank `who` failing: every rank's error is that
+   rank's, word for word (a bad index names the same value on every rank). */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_same_error(vs_ckpt* ck, vs_result mine, vs_result ra, int who)
+{
+    char why[1024] = "";
+    if (mine) _vs_ckpt_fmt(why, sizeof why, "%s", vs_last_error());
+    if (who < 0 || who >= ck->size) // (the agreement itself failed)
+        return mine ? vs_set_error(mine, "%s", why) : vs_set_error(ra, "vs_ckpt_load: %s", vs_last_error());
+    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, why, sizeof why, VS_U8, who);
+    why[sizeof why - 1] = 0;
+    if (mine) return vs_set_error(mine, "%s", why);
+    if (rb) return vs_set_error(ra, "vs_ckpt_load: rank %d could not read the index (its error says why)", who);
+    return vs_set_error(ra, "%s", why);
+}
+
+/* Collective: this rank's part of the index at path, for its requests rq[nrq]
+   (_vs_ckpt_parts), into *ix (free with _vs_ckpt_index_free). mine: this
+   rank's result so far. Every rank returns the same result: an index rank 0
+   cannot read or parse fails every rank with rank 0's message. */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_read_part(vs_ckpt* ck, const char* path, vs_result mine, const _vs_ckpt_req* rq,
+                                              int nrq, _vs_ckpt_index* ix)
+{
+    const char* fn = "vs_ckpt_load";
+    const int root = ck->rank == 0;
+    const size_t P = (size_t)ck->size;
+    char file[4096];
+    _vs_ckpt_fmt(file, sizeof file, "%s/" _VS_CKPT_INDEX, path);
+    memset(ix, 0, sizeof *ix);
+    _vs_ckpt_index all;
+    _vs_ckpt_parts parts;
+    memset(&all, 0, sizeof all);
+    memset(&parts, 0, sizeof parts);
+    size_t *counts = NULL, *displs = NULL, total = 0;
+    uint64_t *sizes = NULL, len = 0;
+    void* got = NULL;
+    char* one = NULL;
+    _vs_sbuf down = {ck->w, NULL, 0, 0, 0};
+    vs_result r = mine;
+    if (root && !r) { // rank 0 alone reads and checks the whole index
+        char* text = NULL;
+        int64_t n = -1;
+        r = _vs_ckpt_index_text(ck, file, &text, &n);
+        if (!r) r = _vs_ckpt_index_parse(ck->w, file, text, (size_t)n, &all);
+        vs_free(ck->w, text);
+        if (!r) r = _vs_ckpt_parts_init(ck->w, &all, &parts);
+        counts = (size_t*)vs_alloc(ck->w, sizeof(size_t) * P);
+        displs = (size_t*)vs_alloc(ck->w, sizeof(size_t) * P);
+        sizes = (uint64_t*)vs_alloc(ck->w, sizeof(uint64_t) * P);
+        if (!r && (!counts || !displs || !sizes)) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    int who = -1;
+    vs_result ra = _vs_ckpt_agree(ck, r, &who);
+    if (ra) {
+        r = _vs_ckpt_same_error(ck, r, ra, who);
+        goto done;
+    }
+    r = _vs_ckpt_gather0(ck, counts, displs, sizes, VS_OK, rq, sizeof *rq * (size_t)nrq, &got, &total, fn,
+                         "could not send its requests");
+    for (size_t k = 0; root && !r && k < P; k++) { // each rank's part, into its slot of `down`
+        const _vs_ckpt_req* q = (const _vs_ckpt_req*)((const char*)got + displs[k]);
+        size_t at = down.len;
+        r = _vs_ckpt_part_write(ck->w, &parts, q, (int)(counts[k] / sizeof *q), (int)k + 1, &down);
+        displs[k] = at, counts[k] = down.len - at, sizes[k] = counts[k];
+    }
+    _vs_ckpt_parts_free(ck->w, &parts); // (rank 0 holds the ranks' parts alone from here)
+    _vs_ckpt_index_free(ck->w, &all);
+    ra = _vs_ckpt_agree(ck, r, &who);
+    if (!ra) r = _vs_ckpt_xfer(ck, 0, &len, sizeof len, sizes, NULL, NULL);
+    if (!ra && !r && !(one = (char*)vs_alloc(ck->w, (size_t)len + 1)))
+        r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
+    if (!ra) ra = _vs_ckpt_agree(ck, r, &who);
+    if (ra) {
+        r = _vs_ckpt_why(ck, r, ra, who, fn, "could not get its part of the index");
+        goto done;
+    }
+    r = _vs_ckpt_xfer(ck, 0, one, (size_t)len, down.p, counts, displs);
+    if (!r) r = _vs_ckpt_index_parse(ck->w, file, one, (size_t)len, ix);
+    ra = _vs_ckpt_agree(ck, r, &who);
+    if (ra) r = _vs_ckpt_why(ck, r, ra, who, fn, "could not read its part of the index");
+done:
+    if (r) _vs_ckpt_index_free(ck->w, ix);
+    _vs_ckpt_parts_free(ck->w, &parts);
+    _vs_ckpt_index_free(ck->w, &all);
+    _vs_sb_free(&down);
+    vs_free(ck->w, one);
+    vs_free(ck->w, got);
+    vs_free(ck->w, counts);
+    vs_free(ck->w, displs);
+    vs_free(ck->w, sizes);
     return r;
 }
 
@@ -4352,9 +4757,13 @@ VS_API vs_result vs_ckpt_load(vs_ckpt* ck, const char* path, vs_ckpt_entry* entr
     int who = -1;
     vs_result agreed = _vs_ckpt_agree(ck, r, &who);
     if (agreed) return _vs_ckpt_why(ck, r, agreed, who, fn, "cannot load");
+    // this rank's part of the index: the entries it asks for, the pieces it may read
+    _vs_ckpt_req* rq = (_vs_ckpt_req*)vs_alloc(ck->w, sizeof *rq * (size_t)(n > 0 ? n : 1));
+    int nrq = rq ? _vs_ckpt_requests(ck, entries, n, rq) : 0;
     _vs_ckpt_index ix;
-    memset(&ix, 0, sizeof ix);
-    _VS_TRY(_vs_ckpt_read_index(ck, path, &ix));
+    r = _vs_ckpt_read_part(ck, path, rq ? VS_OK : vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn), rq, nrq, &ix);
+    vs_free(ck->w, rq);
+    if (r) return r;
     _vs_ckpt_files f = {path, &ix, (int*)vs_alloc(ck->w, sizeof(int) * (size_t)(ix.nfiles ? ix.nfiles : 1)), ck->w,
                         (_vs_ckpt_hdr*)vs_alloc(ck->w, sizeof(_vs_ckpt_hdr) * (size_t)(ix.nfiles ? ix.nfiles : 1)), NULL};
     if (!f.fd || !f.hdr) r = vs_set_error(VS_ERR_NOMEM, "%s: out of memory", fn);
@@ -4827,9 +5236,26 @@ _VS_CKPT_PRIVATE float _vs_ckpt_ld(const void* p, vs_dtype t, int64_t i)
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_dtype_plan(vs_ckpt* ck, const char* path, vs_ckpt_entry* e, int n,
                                                _vs_ckpt_conv* conv, int* nconv)
 {
+    // the index's descriptions of the entries, and of their masters or parameters (no pieces)
+    _vs_ckpt_req* rq = (_vs_ckpt_req*)vs_alloc(ck->w, sizeof *rq * (size_t)(2 * n + 1));
+    int m = 0;
+    for (int j = 0; rq && j < n; j++) {
+        const vs_ckpt_entry* x = &e[j];
+        if (x->kind == VS_CKPT_BLOB || !x->name) continue;
+        char other[VS_CKPT_NAME_MAX + 8];
+        size_t nl = strlen(x->name);
+        m += _vs_ckpt_req_set(&rq[m], x->name, _VS_CKPT_REQ_META, NULL);
+        other[0] = 0;
+        if (x->kind == VS_CKPT_RANGE && nl > 7 && !strcmp(x->name + nl - 7, ".master"))
+            _vs_ckpt_fmt(other, sizeof other, "%.*s", (int)(nl - 7), x->name); // its parameter
+        if (x->kind == VS_CKPT_TENSOR) _vs_ckpt_fmt(other, sizeof other, "%s.master", x->name);
+        if (other[0]) m += _vs_ckpt_req_set(&rq[m], other, _VS_CKPT_REQ_META, NULL);
+    }
     _vs_ckpt_index ix;
-    memset(&ix, 0, sizeof ix);
-    vs_result r = _vs_ckpt_read_index(ck, path, &ix);
+    vs_result r = rq ? VS_OK : vs_set_error(VS_ERR_NOMEM, "vs_ckpt_load_ddp: out of memory");
+    r = _vs_ckpt_read_part(ck, path, r, rq, m, &ix);
+    vs_free(ck->w, rq);
+    if (r) return r;
     *nconv = 0;
     for (int j = 0; !r && j < n; j++) {
         vs_ckpt_entry* x = &e[j];
@@ -4866,7 +5292,9 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_dtype_plan(vs_ckpt* ck, const char* path, vs
         x->t.dtype = from, x->t.data = tmp, x->device = 0;
     }
     _vs_ckpt_index_free(ck->w, &ix);
-    return r;
+    int who = -1; // (a rank that failed here must not leave the others in vs_ckpt_load)
+    vs_result ra = _vs_ckpt_agree(ck, r, &who);
+    return ra ? _vs_ckpt_why(ck, r, ra, who, "vs_ckpt_load_ddp", "could not plan the load") : VS_OK;
 }
 
 /* After the load: each converted parameter rounded into its shard. */
