@@ -538,6 +538,7 @@ bench-ckpt-meta: $(B)/bench_ckpt_meta
 $(B)/bench_ckpt_meta: bench/ckpt_meta.c bench/rank_bytes.h $(HEADERS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
 $(B)/test_ckpt_scale: bench/rank_bytes.h
+$(B)/test_train_scale: bench/rank_bytes.h examples/gpt.h
 
 # the data loader (vescale.h >>data) behind a modelled step: its wait per step with and without read-ahead
 .PHONY: bench-data

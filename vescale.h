@@ -844,7 +844,10 @@ VS_API vs_result vs_train_get_param(vs_train* t, const char* name, void* out, si
    - vs_train_load: a parameter the checkpoint lacks, and a tensor of the
      checkpoint the model lacks (unless desc.load_partial), is an error naming
      it; a checkpoint without the skipped count (saved before it was kept)
-     loads with 0 */
+     loads with 0
+   - vs_train_load's metadata is linear in the world: rank 0 alone reads the
+     index and checks it against the model; every rank returns its error in
+     rank 0's words */
 VS_API vs_result vs_train_save(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra, int async);
 VS_API vs_result vs_train_wait(vs_train* t);
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra);
@@ -5383,6 +5386,54 @@ _VS_HL_PRIVATE vs_result _vs_hl_unexpected(const vs_train* t, const char* path, 
                         n == 1 ? "" : "s", list, n > 8 ? ", ..." : "");
 }
 
+/* What vs_train_load needs of the index at path: which of the training state's
+   blobs it holds (_VS_HL_HAS_*, into *has), and whether it holds tensors this
+   model lacks. Collective. Rank 0 alone reads and checks the whole index (with
+   its extra entries) and broadcasts a fixed-size answer, so a rank other than
+   0 holds the same bytes whatever the world (before, every rank parsed the
+   whole index); a bad index or a tensor the model lacks fails every rank with
+   rank 0's message. */
+enum { _VS_HL_HAS_SKIPPED = 1, _VS_HL_HAS_SCALE = 2, _VS_HL_HAS_DATA = 4 };
+typedef struct _vs_hl_ixinfo {
+    int32_t r, has;
+    char why[_VS_ERR_MSG];
+} _vs_hl_ixinfo;
+
+_VS_HL_PRIVATE vs_result _vs_hl_index_info(vs_train* t, const char* path, const vs_ckpt_entry* extra, int nextra,
+                                           int* has)
+{
+    vs_ckpt* ck = t->ck;
+    _vs_hl_ixinfo in;
+    memset(&in, 0, sizeof in);
+    if (ck->rank == 0) {
+        char file[4096];
+        _vs_ckpt_fmt(file, sizeof file, "%s/" _VS_CKPT_INDEX, path);
+        char* text = NULL;
+        int64_t len = -1;
+        _vs_ckpt_index ix;
+        memset(&ix, 0, sizeof ix);
+        vs_result r = _vs_ckpt_index_text(ck, file, &text, &len);
+        if (!r) r = _vs_ckpt_index_parse(ck->w, file, text, (size_t)len, &ix);
+        vs_free(ck->w, text);
+        if (r) r = vs_set_error(r, "vs_train_load: %s", vs_last_error());
+        if (!r && _vs_ckpt_find(&ix, _VS_HL_SKIPPED_ENTRY)) {
+            in.has |= _VS_HL_HAS_SKIPPED;
+            if (_vs_ckpt_find(&ix, _VS_HL_SCALE_ENTRY)) in.has |= _VS_HL_HAS_SCALE; // (older checkpoints lack it)
+        }
+        if (!r && _vs_ckpt_find(&ix, _VS_DATA_ENTRY)) in.has |= _VS_HL_HAS_DATA; // (a data loader's position: >>data)
+        if (!r && !t->desc.load_partial) r = _vs_hl_unexpected(t, path, &ix, extra, nextra);
+        _vs_ckpt_index_free(ck->w, &ix);
+        in.r = (int32_t)r;
+        if (r) _vs_save_error(in.why, sizeof in.why);
+    }
+    vs_result rb = _vs_ckpt_coll(ck, _VS_CKPT_BCAST, NULL, &in, sizeof in, VS_U8, 0);
+    if (rb) return vs_set_error(rb, "vs_train_load: %s: rank 0's answer about its index: %s", path, vs_last_error());
+    in.why[sizeof in.why - 1] = 0;
+    if (in.r) return vs_set_error((vs_result)in.r, "%s", in.why);
+    *has = in.has;
+    return VS_OK;
+}
+
 VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* extra, int nextra)
 {
     _VS_TRY(_VS_HL_GONE("vs_train_load", t));
@@ -5391,18 +5442,11 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
         return vs_set_error(VS_ERR_INVALID, "vs_train_load: %d extra entries", nextra);
     t->acc_n = 0; // (a step's calls taken before: their gradients are dropped, the next call starts a step)
     _VS_TRY(_vs_hl_ck(t));
-    /* the skipped count, where the checkpoint has it (the index, read by one
-       rank and shared: every rank asks for the same entries) */
-    _vs_ckpt_index ix;
-    memset(&ix, 0, sizeof ix);
-    vs_result r = _vs_ckpt_read_index(t->ck, path, &ix);
-    if (r) return vs_set_error(r, "vs_train_load: %s", vs_last_error());
-    int has_skipped = _vs_ckpt_find(&ix, _VS_HL_SKIPPED_ENTRY) != NULL;
-    int has_scale = has_skipped && _vs_ckpt_find(&ix, _VS_HL_SCALE_ENTRY) != NULL; // (older checkpoints lack it)
-    int has_data = _vs_ckpt_find(&ix, _VS_DATA_ENTRY) != NULL; // (a data loader's position: >>data)
-    if (!t->desc.load_partial) r = _vs_hl_unexpected(t, path, &ix, extra, nextra);
-    _vs_ckpt_index_free(t->ck->w, &ix);
-    if (r) return r;
+    // the skipped count, scale and data position, where the checkpoint has them (every rank asks for the same)
+    int has = 0;
+    _VS_TRY(_vs_hl_index_info(t, path, extra, nextra, &has));
+    const int has_skipped = !!(has & _VS_HL_HAS_SKIPPED), has_scale = !!(has & _VS_HL_HAS_SCALE);
+    const int has_data = !!(has & _VS_HL_HAS_DATA);
     vs_ckpt_entry e[63];
     memset(e, 0, sizeof e);
     for (int i = 0; i < nextra; i++) e[i] = extra[i];
@@ -5422,7 +5466,7 @@ VS_API vs_result vs_train_load(vs_train* t, const char* path, vs_ckpt_entry* ext
     vs_ckpt_entry* de = &e[nextra + has_skipped + has_scale];
     if (has_data) de->name = _VS_DATA_ENTRY, de->kind = VS_CKPT_BLOB, de->blob = pos, de->blob_bytes = sizeof pos;
     // (ZeRO-3: vs_ckpt_load_ddp drops the gathers the last step prefetched from the old shards)
-    r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", e, nextra + has_skipped + has_scale + has_data);
+    vs_result r = vs_ckpt_load_ddp(t->ck, path, t->ddp, "", e, nextra + has_skipped + has_scale + has_data);
     if (r) {
         // a parameter the checkpoint lacks or holds with another shape: the model does not match
         return vs_set_error(r, "vs_train_load: %s (does the checkpoint hold this model?)", vs_last_error());
