@@ -4287,7 +4287,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_index_text(vs_ckpt* ck, const char* file, ch
 
 /* The whole index on every rank: rank 0 reads it, every rank gets its text and
    parses it (a rank's bytes linear in the world: vs_ckpt_load reads its part
-   alone, _vs_ckpt_read_part; vs_train_load and the fuzz harness use this). */
+   alone, _vs_ckpt_read_part, and vs_train_load rank 0 alone; the fuzz harness uses this). */
 _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_index(vs_ckpt* ck, const char* path, _vs_ckpt_index* ix)
 {
     char file[4096];
