@@ -93,6 +93,9 @@
      placements means its value is replicated along that mesh dim but its gradient
      is a partial sum there (sequence-parallel norms over TP): DDP sums it over
      that dim too.
+   - DP 1 (one GPU, or a DP-1 slice of a TP/PP mesh; HSDP: and one replica):
+     the average is the gradient itself, so no reduction call is made on any
+     transport; ZeRO's copy or cast into the f32 accumulator is all there is.
    - ZeRO-0: all-reduce; every rank steps every element. ZeRO-1: reduce-scatter;
      optimizer state and fp32 master weights only for the owned 1/DP range; the
      updated parameters are all-gathered bucket by bucket in the background
