@@ -20,7 +20,7 @@ MPIRUN  ?= mpirun --allow-run-as-root --oversubscribe
 export OMPI_MCA_rmaps_base_oversubscribe = 1
 HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 
-TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_train_counts.c tests/test_strict_clock.c tests/test_strict_model.c tests/test_strict_train.c tests/test_strict_scale.c tests/test_strict_costonly.c tests/test_strict_shrink.c tests/test_elastic_procs.c tests/test_lighthouse.c tests/test_train_nccl.c tests/test_gpt_nccl.c tests/test_nccl_vendor.c tests/test_elastic_mpi.c tests/test_gpu_calib.c,$(wildcard tests/test_*.c)))
+TESTS   := $(patsubst tests/%.c,$(B)/%,$(filter-out tests/test_nccl.c tests/test_ckpt_nccl.c tests/test_pipe_nccl.c tests/test_strict_counts.c tests/test_train_counts.c tests/test_strict_clock.c tests/test_strict_model.c tests/test_strict_train.c tests/test_ddp_solo.c tests/test_strict_scale.c tests/test_strict_costonly.c tests/test_strict_shrink.c tests/test_elastic_procs.c tests/test_lighthouse.c tests/test_train_nccl.c tests/test_gpt_nccl.c tests/test_nccl_vendor.c tests/test_elastic_mpi.c tests/test_gpu_calib.c,$(wildcard tests/test_*.c)))
 # collectives and layouts again with every copy streamed (non-temporal path)
 TESTS   += $(B)/test_collectives_nt $(B)/test_layout_nt
 # tests that also run with ranks as MPI processes
@@ -213,6 +213,10 @@ $(B)/test_train_counts: tests/test_train_counts.c bench/train_counts.c examples/
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_train)
 $(B)/test_strict_train: tests/test_strict_train.c bench/gpu_model.c examples/gpt.h examples/gpt_kernels.h tests/gpt_strict_kernels.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
 	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
+# DDP at DP 1: no reduction call, the same parameters (tests/test_ddp_solo.c over the stand-in)
+TESTS   += $(if $(HAVE_STRICT),$(B)/test_ddp_solo)
+$(B)/test_ddp_solo: tests/test_ddp_solo.c $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
+	$(call BUILD,$(CC) $(CFLAGS) $(SAN) $(STRICT_CFLAGS),strict,-lnvrtc $(LDLIBS))
 # vescale's control code on 64 simulated GPUs in cost-only mode (make test-long: 256 and 1,024)
 TESTS   += $(if $(HAVE_STRICT),$(B)/test_strict_scale)
 $(B)/test_strict_scale: tests/test_strict_scale.c bench/rank_bytes.h $(STRICT_H) $(HEADERS) tests/vs_test.h | $(B)
@@ -245,7 +249,7 @@ $(B)/test_lighthouse: tests/test_lighthouse.c tests/lighthouse_tool.h tests/vt_d
 # every program of the stand-in links the strict object (test_nccl_strict compiles its own: IMPL_OWN)
 STRICT_PROGS := $(B)/test_ddp_ext_strict $(B)/test_ddp_hsdp_strict $(B)/test_ddp_zero3_strict $(B)/test_ddp_zero3_debug_strict $(B)/test_ckpt_nccl $(B)/test_pipe_nccl $(B)/test_nccl_vendor \
                 $(B)/test_train_nccl $(B)/test_gpt_nccl $(B)/train_gpt_strict $(B)/test_gpt_kernels_strict \
-                $(B)/test_gpu_calib $(B)/gpu_calib $(B)/test_strict_counts $(B)/test_train_counts $(B)/test_strict_clock $(B)/test_strict_model $(B)/test_strict_train $(B)/test_strict_scale $(B)/test_strict_costonly $(B)/test_strict_shrink $(B)/test_elastic_procs $(B)/test_lighthouse $(STRICT_NEG)
+                $(B)/test_gpu_calib $(B)/gpu_calib $(B)/test_strict_counts $(B)/test_train_counts $(B)/test_strict_clock $(B)/test_strict_model $(B)/test_strict_train $(B)/test_ddp_solo $(B)/test_strict_scale $(B)/test_strict_costonly $(B)/test_strict_shrink $(B)/test_elastic_procs $(B)/test_lighthouse $(STRICT_NEG)
 $(STRICT_PROGS): $(B)/impl/strict.o $(B)/impl/standin.o $(PRIV_H) tests/vs_private.h
 $(B)/test_ddp_kernels: tests/test_ddp_kernels.c $(HEADERS) tests/vs_test.h | $(B)
 	$(CC) $(CFLAGS) $(SAN) $(if $(HAVE_NVRTC),-DVESCALE_NVRTC -isystem $(CUDA)/include -L$(CUDA)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA)/lib64) -o $@ $< $(if $(HAVE_NVRTC),-lnvrtc) $(LDLIBS)

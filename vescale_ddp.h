@@ -93,6 +93,9 @@
      placements means its value is replicated along that mesh dim but its gradient
      is a partial sum there (sequence-parallel norms over TP): DDP sums it over
      that dim too.
+   - DP 1 (one GPU, or a DP-1 slice of a TP/PP mesh; HSDP: and one replica):
+     the average is the gradient itself, so no reduction call is made on any
+     transport; ZeRO's copy or cast into the f32 accumulator is all there is.
    - ZeRO-0: all-reduce; every rank steps every element. ZeRO-1: reduce-scatter;
      optimizer state and fp32 master weights only for the owned 1/DP range; the
      updated parameters are all-gathered bucket by bucket in the background
@@ -1049,6 +1052,7 @@ struct vs_ddp {
     int dpr_index;       // HSDP: the replicate dim (-1: none); dp_index is then the shard dim
     vs_mesh* dpr;        // HSDP: the replicate group (after finalize)
     vs_mesh* dp_both;    // HSDP: replicate x shard, ZeRO-0's all-reduce
+    int solo;            // one DP rank and one replica: the reduction is the identity, no call (_vs_ddp_launch)
     int nparams, cap;
     _vs_dparam* params;
     vs_world* world; // allocator hooks
@@ -2774,6 +2778,7 @@ VS_API vs_result vs_ddp_finalize(vs_ddp* d)
     if (d->nparams == 0) return vs_set_error(VS_ERR_STATE, "%s: no parameters registered", fn);
     d->dp_size = vs_mesh_nranks(d->dp);
     d->dp_rank = vs_mesh_rank(d->dp);
+    d->solo = d->dp_size == 1 && (!d->dpr || vs_mesh_nranks(d->dpr) == 1);
     int n = d->nparams;
     d->order = _VS_DDP_NEW(d->world, int, n);
     d->buckets = _VS_DDP_NEW(d->world, _vs_dbucket, n);
@@ -3567,7 +3572,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_replicas_avg(vs_ddp* d, void* buf, int64_t n, 
 _VS_DDP_PRIVATE vs_result _vs_ddp_replicas(vs_ddp* d, int b, vs_work** later)
 {
     _vs_dbucket* k = &d->buckets[b];
-    if (!d->dpr || d->desc.zero == VS_ZERO_0) return VS_OK;
+    if (!d->dpr || d->desc.zero == VS_ZERO_0 || d->solo) return VS_OK;
     int64_t lo = k->shard * d->dp_rank;
     size_t gz = _vs_dsz(k->gdtype);
     if (!k->grouped || k->into_acc) {
@@ -3691,9 +3696,16 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
     }
     /* the step's first reduction of a trainer's f32 gradients (ZeRO-2/3: of
        any, after vs_ddp_zero_grad) lands in the accumulator itself: no
-       zeroing, no copy after (_vs_ddp_complete) */
-    k->into_acc = k->fresh && k->gdtype == VS_F32 && !k->partial_mask;
+       zeroing, no copy after (_vs_ddp_complete). One rank (solo): no
+       reduction, so no call; _vs_ddp_complete's copy or cast into the
+       accumulator, on the trainer's stream, is all there is to do, ordered
+       after the backward by that stream alone */
+    k->into_acc = k->fresh && k->gdtype == VS_F32 && !k->partial_mask && !d->solo;
     float* acc = k->into_acc ? k->grad_shard : NULL; // (the owned range's, from element shard x dp_rank)
+    if (k->grouped && d->solo) {
+        k->launched = 1;
+        return VS_OK;
+    }
     if (k->grouped) { // each of the trainer's gradients in place, one group
         vs_result r = _vs_ddp_fence(d, c);
         if (r || (r = vs_group_start(c))) return r;
@@ -3731,6 +3743,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_launch(vs_ddp* d, int b)
         k->staged = 1;
     }
     k->launched = 1;
+    if (d->solo) return VS_OK;
     vs_result r = _vs_ddp_fence(d, c); // backward's writes to the bucket come first
     if (r) return r;
     if (d->desc.zero == VS_ZERO_0)
