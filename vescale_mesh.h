@@ -2775,6 +2775,7 @@ typedef struct _vs_tjob _vs_tjob;
 
 #define _VS_LH_TOKEN_MAX 256 /* a lighthouse token's bytes, at most */
 
+#define _VS_LH_ANSWER_S 5.0 // a rank gives the lighthouse up when a request is not answered within this (the default)
 struct vs_world {
     vs_transport tr;
     int rank, size, local_rank;
@@ -2809,8 +2810,7 @@ struct vs_world {
     pthread_mutex_t emu; // one request at a time on efd
     uint64_t egone;    // atomic: the lighthouse's count of ended processes at the last look (0: look again)
     int elost;         // atomic: the lighthouse did not answer in time: given up (said once)
-    double ewait;      // how long a request to it may go unanswered (vs_world_desc.lighthouse_wait_s; 0: the default)
-#define _VS_LH_ANSWER_S 5.0 // (its default: a rank gives the lighthouse up when a request is not answered within this)
+    double ewait;      // how long a request to it may go unanswered (vs_world_desc.lighthouse_wait_s; 0: _vs_lh_wait's default)
     uint64_t eseq;     // requests sent on efd (under emu)
     char etoken[_VS_LH_TOKEN_MAX + 1]; // the job's lighthouse token ("": none, or the lighthouse checks none)
     unsigned char elh_nonce[16];       // the lighthouse's hello on efd: what this connection's requests sign
@@ -10350,11 +10350,16 @@ _VS_PRIVATE int _vs_same_bytes(const unsigned char* a, const unsigned char* b, s
     return d == 0;
 }
 
+/* How long a request to the lighthouse may go unanswered: the world's
+   lighthouse_wait_s (resolved by vs_world_init), else (a world made another
+   way, a test's by hand) the default. */
+_VS_PRIVATE double _vs_lh_wait(const vs_world* w) { return w->ewait > 0 ? w->ewait : _VS_LH_ANSWER_S; }
+
 /* The world's side of the lighthouse: one connection, one request at a time
    (the watcher and the agreement share it). The answer's status (0; 1: LINK
    found the entry there, GET found none), or -1 with errno: ENOSPC or
    EACCES when the lighthouse refused it (w->ewhy says why), ENOTCONN when
-   it cannot be reached. A request not answered within w->ewait (0: 5 s) gives
+   it cannot be reached. A request not answered within _vs_lh_wait gives
    the lighthouse up for good on this rank: said once in the log, and the
    job trains on without surviving a failure. The connection then stays
    open (closed, the lighthouse would count this process as ended). A GET's
@@ -10377,7 +10382,7 @@ _VS_PRIVATE int _vs_lh_call(vs_world* w, uint32_t op, const char* key, const cha
         err = EACCES;
     } else if (w->efd >= 0 && !__atomic_load_n(&w->elost, __ATOMIC_ACQUIRE)) {
         _vs_lh_request_head(h, op, key, klen, val, vlen, ++w->eseq, w->etoken, w->elh_nonce);
-        const double give_up = w->ewait > 0 ? w->ewait : _VS_LH_ANSWER_S, until = _vs_now() + give_up;
+        const double give_up = _vs_lh_wait(w), until = _vs_now() + give_up;
         const char* what = "lighthouse";
         vs_result r = _vs_io_full_as(w->efd, h, sizeof h, 1, until, what);
         if (!r) r = _vs_io_full_as(w->efd, (void*)(uintptr_t)key, klen, 1, until, what);
@@ -10468,7 +10473,7 @@ _VS_PRIVATE vs_result _vs_lh_open(vs_world* w, const char* token)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     unsigned char hello[_VS_LH_HELLO_LEN];
-    double until = _vs_now() + (w->ewait > 0 ? w->ewait : _VS_LH_ANSWER_S);
+    double until = _vs_now() + _vs_lh_wait(w);
     vs_result r = _vs_io_full_as(fd, hello, 12, 0, until, "the lighthouse");
     if (!r && _vs_be_get32(hello) == _VS_LH_ANSWER) { // (turned away: why)
         char why[201] = "";
