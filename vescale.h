@@ -5408,13 +5408,9 @@ _VS_HL_PRIVATE vs_result _vs_hl_index_info(vs_train* t, const char* path, const 
     if (ck->rank == 0) {
         char file[4096];
         _vs_ckpt_fmt(file, sizeof file, "%s/" _VS_CKPT_INDEX, path);
-        char* text = NULL;
-        int64_t len = -1;
         _vs_ckpt_index ix;
         memset(&ix, 0, sizeof ix);
-        vs_result r = _vs_ckpt_index_text(ck, file, &text, &len);
-        if (!r) r = _vs_ckpt_index_parse(ck->w, file, text, (size_t)len, &ix);
-        vs_free(ck->w, text);
+        vs_result r = _vs_ckpt_index_read_one(ck, file, &ix);
         if (r) r = vs_set_error(r, "vs_train_load: %s", vs_last_error());
         if (!r && _vs_ckpt_find(&ix, _VS_HL_SKIPPED_ENTRY)) {
             in.has |= _VS_HL_HAS_SKIPPED;

@@ -4285,6 +4285,18 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_index_text(vs_ckpt* ck, const char* file, ch
     return r;
 }
 
+/* index.json read and parsed by one rank into *ix (rank 0's part of a load,
+   vs_train_load's look at it). */
+_VS_CKPT_PRIVATE vs_result _vs_ckpt_index_read_one(vs_ckpt* ck, const char* file, _vs_ckpt_index* ix)
+{
+    char* text = NULL;
+    int64_t len = -1;
+    vs_result r = _vs_ckpt_index_text(ck, file, &text, &len);
+    if (!r) r = _vs_ckpt_index_parse(ck->w, file, text, (size_t)len, ix);
+    vs_free(ck->w, text);
+    return r;
+}
+
 /* The whole index on every rank: rank 0 reads it, every rank gets its text and
    parses it (a rank's bytes linear in the world: vs_ckpt_load reads its part
    alone, _vs_ckpt_read_part, and vs_train_load rank 0 alone; the fuzz harness uses this). */
@@ -4648,11 +4660,7 @@ _VS_CKPT_PRIVATE vs_result _vs_ckpt_read_part(vs_ckpt* ck, const char* path, vs_
     _vs_sbuf down = {ck->w, NULL, 0, 0, 0};
     vs_result r = mine;
     if (root && !r) { // rank 0 alone reads and checks the whole index
-        char* text = NULL;
-        int64_t n = -1;
-        r = _vs_ckpt_index_text(ck, file, &text, &n);
-        if (!r) r = _vs_ckpt_index_parse(ck->w, file, text, (size_t)n, &all);
-        vs_free(ck->w, text);
+        r = _vs_ckpt_index_read_one(ck, file, &all);
         if (!r) r = _vs_ckpt_parts_init(ck->w, &all, &parts);
         counts = (size_t*)vs_alloc(ck->w, sizeof(size_t) * P);
         displs = (size_t*)vs_alloc(ck->w, sizeof(size_t) * P);
