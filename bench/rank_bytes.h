@@ -8,7 +8,8 @@
    same account, whichever thread frees it (a header before the block keeps its
    size and account). Under VS_STRICT rb_hooks counts device blocks too. Used by
    bench/ckpt_meta.c, bench/ddp_memory.c, tests/ddp_common.h,
-   tests/test_ckpt_scale.c and tests/test_strict_scale.c. */
+   tests/test_ckpt_scale.c, tests/test_strict_scale.c and
+   tests/test_train_scale.c. */
 #ifndef VS_RANK_BYTES_H
 #define VS_RANK_BYTES_H
 #include <stdlib.h>
