@@ -34,9 +34,16 @@ report() { # label, log, status, seconds, cpu: prints a run and counts its lines
     local p f s
     p=$(grep -c '^ok ' "$log"); f=$(grep -c '^not ok ' "$log"); s=$(grep -c '^skip ' "$log")
     pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
-    # the failures again at the end, with the lines before each (a CI that keeps
-    # only the log's tail still shows what failed and why)
-    [ "$f" -gt 0 ] && grep -B3 '^not ok ' "$log" | sed "s|^|[$label] |" | cut -c1-600 >>"$tmp/failures"
+    # the failures again at the end, each with the 3 lines before it and the
+    # indented lines after it (up to 24: a script's case prints its output's
+    # tail there, tests/ulfm.sh), so a CI that keeps only the log's tail still
+    # shows what failed and why
+    [ "$f" -gt 0 ] && awk -v L="[$label] " '
+        { b[NR % 4] = $0 }
+        /^not ok / { for (i = NR - 3; i < NR; i++) if (i > 0 && !(i in seen)) { print L b[i % 4]; seen[i] = 1 }
+                     print L $0; seen[NR] = 1; after = 24; next }
+        after > 0 && /^[ \t]/ { print L $0; seen[NR] = 1; after--; next }
+        { after = 0 }' "$log" | cut -c1-600 >>"$tmp/failures"
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "not ok $label: exited with status $rc"
         echo "[$label] not ok: exited with status $rc" >>"$tmp/failures"

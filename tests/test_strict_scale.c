@@ -554,6 +554,11 @@ static void case_gpt(int zero)
    device and sends them, rank 1 receives and copies them back; 128 KiB (more
    than the 64 KiB carried) is timed only and leaves the host buffer as it was. */
 static ncclUniqueId carry_id;
+/* Both sides are enqueued before either synchronises its device: a
+   cudaDeviceSynchronize while the peer has not enqueued its side is NCCL's
+   deadlock (the stand-in's device-sync-during-collective; CI saw it once when
+   rank 0 got there before rank 1 posted its receive) */
+static pthread_barrier_t carry_bar;
 static void* carry_rank(void* p)
 {
     int r = (int)(intptr_t)p;
@@ -569,8 +574,10 @@ static void* carry_rank(void* p)
         if (r == 0) {
             cudaMemcpy(d, h, n, cudaMemcpyHostToDevice);
             VT_CHECK(ncclSend(d, n, ncclUint8, 1, c, 0) == ncclSuccess, "send");
+            pthread_barrier_wait(&carry_bar);
         } else {
             VT_CHECK(ncclRecv(d, n, ncclUint8, 0, c, 0) == ncclSuccess, "recv");
+            pthread_barrier_wait(&carry_bar);
             cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost);
             size_t bad = 0;
             for (size_t i = 0; i < n; i++) bad += h[i] != (k ? 0xEE : ((i * 7 + k) & 0xFF));
@@ -586,9 +593,11 @@ static void* carry_rank(void* p)
 static void case_carry(void)
 {
     ncclGetUniqueId(&carry_id);
+    pthread_barrier_init(&carry_bar, NULL, 2);
     pthread_t t[2];
     for (int r = 0; r < 2; r++) pthread_create(&t[r], NULL, carry_rank, (void*)(intptr_t)r);
     for (int r = 0; r < 2; r++) pthread_join(t[r], NULL);
+    pthread_barrier_destroy(&carry_bar);
 }
 
 /* ... and a small read-back of device bytes nothing carried (what a kernel
