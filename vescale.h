@@ -481,11 +481,20 @@ typedef struct vs_profile {
        arriving from their own work, the layer's work that does not shrink
        with TP. Negative when the layers run faster. */
     double tp_s[VS_PROFILE_AR_GROUPS];
+    /* Measured (0: not measured): the share of a split layer's backward
+       (backward_input B and backward_weight W, timed apart) that W takes,
+       over the model's split layers. The planner gives a split layer's
+       backward 2 x its forward, (1 - w_share) of it to B and w_share to W;
+       0 is half each (B = W = forward). In [0, 1). It matters to zero-bubble
+       schedules, which fill their bubbles with W and whose layers' gradients
+       are ready at the end of their W. */
+    double w_share;
 } vs_profile;
 
 /* Measures a profile: the model's layers' forward and backward times (one
    microbatch from the data callback `data`, every rank at once, as a job runs
-   them), the optimizer's step, and the world's all-reduce (per group size and
+   them; a layer with both split backward parts runs them, timed apart:
+   w_share), the optimizer's step, and the world's all-reduce (per group size and
    message size) and p2p times, and the layers once more TP-sharded for each
    group size (tp_s). data is required (the layers' data inputs), the model
    is checked (vs_model_check). Collective over the world; every rank gets the
@@ -1920,9 +1929,10 @@ VS_API vs_result vs_plan_resolve(const vs_plan* p, vs_plan* out)
    What a layer declares. unit.flops is the layer's FORWARD flops per row of a
    microbatch (a row: one sample of the global batch, e.g. one sequence of T
    tokens). Its backward costs twice its forward: a layer with split backward
-   parts (backward_input and backward_weight) has B = W = forward, one with a
-   full backward B = 2 x forward and W = 0 (the engine runs it whole at B). A
-   time is flops x rows x profile.flop_s.
+   parts (backward_input and backward_weight) has B = 2 (1 - w) x forward and
+   W = 2 w x forward, w the profile's w_share (measured; 0: 1/2, B = W =
+   forward), one with a full backward B = 2 x forward and W = 0 (the engine
+   runs it whole at B). A time is flops x rows x profile.flop_s.
 
    What is enumerated:
    - meshes: every (pp, dp, tp) with pp x dp x tp = world that keeps the fixed
@@ -2415,6 +2425,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
     double cf[VS_PIPE_MAX_CHUNKS], cb[VS_PIPE_MAX_CHUNKS], cw[VS_PIPE_MAX_CHUNKS];
     double comp[VS_PIPE_MAX_CHUNKS], comm[VS_PIPE_MAX_CHUNKS];
     double p2p = 0;
+    const double ws = pf->w_share > 0 ? pf->w_share : 0.5; // a split unit's backward: B 2(1 - ws) f, W 2 ws f
     const int zb = kind == VS_PIPE_ZBH1 || kind == VS_PIPE_ZBV; // B and W run apart
     for (int k = 0; k < K; k++) {
         int nsplit = 0;
@@ -2427,12 +2438,13 @@ _VS_HL_PRIVATE vs_result _vs_gp_pipeline(_vs_gp* g, const vs_pipe_plan* pl, int 
             double tf = tp > 1 ? x->ar_f * _vs_gp_tp_ar(pf, tp, ob) : 0;
             double tb = tp > 1 ? x->ar_b * _vs_gp_tp_ar(pf, tp, ib) : 0;
             cf[k] += f + tf + pf->call_s;
-            cb[k] += (x->split_bw ? f : 2 * f) + tb + pf->call_s;
+            const double fb = x->split_bw ? 2 * (1 - ws) * f : 2 * f, fw = x->split_bw ? 2 * ws * f : 0;
+            cb[k] += fb + tb + pf->call_s;
             if (rc) cb[k] += f + tf + pf->call_s, comp[k] += f + pf->call_s, comm[k] += tf; // its forward again first
-            cw[k] += x->split_bw ? f + (zb ? pf->call_s : 0) : 0;
+            cw[k] += x->split_bw ? fw + (zb ? pf->call_s : 0) : 0;
             if (!z) // the unit's B part (its recomputed forward first) and W part, as the engine runs them
-                g->dx[4 * u] = (x->split_bw ? f : 2 * f) + tb + pf->call_s + (rc ? f + tf + pf->call_s : 0),
-                g->dx[4 * u + 1] = x->split_bw ? f + (zb ? pf->call_s : 0) : 0;
+                g->dx[4 * u] = fb + tb + pf->call_s + (rc ? f + tf + pf->call_s : 0),
+                g->dx[4 * u + 1] = x->split_bw ? fw + (zb ? pf->call_s : 0) : 0;
             nsplit += x->split_bw;
             comp[k] += 3 * f + (2 + (zb && x->split_bw)) * pf->call_s, comm[k] += tf + tb;
         }
@@ -2937,6 +2949,9 @@ VS_API vs_result vs_generate_plan(const vs_model_desc* m, const vs_constraints* 
         if (!(fabs(g.prof.tp_s[i]) < HUGE_VAL))
             return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: profile tp_s[%d] = %g (finite)", i, g.prof.tp_s[i]);
     }
+    if (!(g.prof.w_share >= 0 && g.prof.w_share < 1))
+        return vs_set_error(VS_ERR_INVALID, "vs_generate_plan: profile w_share = %g (in [0, 1); 0: not measured, half)",
+                            g.prof.w_share);
     if (g.prof.flop_s == 0) g.prof.flop_s = 1e-10;
     if (g.prof.bw_bytes_s == 0) g.prof.bw_bytes_s = 1e9;
     if (g.prof.latency_s == 0) g.prof.latency_s = 2e-5;
@@ -3273,6 +3288,7 @@ typedef struct _vs_gp_prof_unit {
     vs_pipe_fn f, b, bi, bw;
     vs_layer_ctx ctx;
     double t;   // seconds in its callbacks, this run
+    double tbw[2]; // of which in backward_input and in backward_weight (w_share)
     int calls;  // callback calls, this run
     double out_bytes; // its first output's bytes
     int ar_f, ar_b;   // TP > 1: its TP all-reduces (_vs_gp_tp_calls)
@@ -3292,23 +3308,25 @@ _VS_HL_PRIVATE double _vs_gp_tensor_bytes(const vs_pipe_tensor* t)
     return b;
 }
 
-#define _VS_GP_WRAP(name, field, fwd)                                     \
+#define _VS_GP_WRAP(name, field, fwd, part)                               \
     _VS_HL_PRIVATE vs_result name(vs_pipe_call* c)                        \
     {                                                                     \
         _vs_gp_prof_unit* u = (_vs_gp_prof_unit*)c->user;                 \
         c->user = &u->ctx;                                                \
         double t0 = _vs_now();                                            \
         vs_result r = u->field(c);                                        \
-        u->t += _vs_now() - t0;                                           \
+        double dt = _vs_now() - t0;                                       \
+        u->t += dt;                                                       \
+        if (part >= 0) u->tbw[part] += dt;                                \
         u->calls++;                                                       \
         if (fwd && c->n_out > 0) u->out_bytes = _vs_gp_tensor_bytes(c->out); \
         c->user = u;                                                      \
         return r;                                                         \
     }
-_VS_GP_WRAP(_vs_gp_prof_f, f, 1)
-_VS_GP_WRAP(_vs_gp_prof_b, b, 0)
-_VS_GP_WRAP(_vs_gp_prof_bi, bi, 0)
-_VS_GP_WRAP(_vs_gp_prof_bw, bw, 0)
+_VS_GP_WRAP(_vs_gp_prof_f, f, 1, -1)
+_VS_GP_WRAP(_vs_gp_prof_b, b, 0, -1)
+_VS_GP_WRAP(_vs_gp_prof_bi, bi, 0, 0)
+_VS_GP_WRAP(_vs_gp_prof_bw, bw, 0, 1)
 #undef _VS_GP_WRAP
 
 _VS_HL_PRIVATE vs_result _vs_gp_prof_data_fn(vs_pipe_call* c)
@@ -3387,7 +3405,9 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_units(vs_world* w, const vs_model_desc* m, 
         units[u].user = x;
         x->f = L->unit.forward, x->b = L->unit.backward, x->bi = L->unit.backward_input, x->bw = L->unit.backward_weight;
         units[u].forward = x->f ? _vs_gp_prof_f : NULL;
-        units[u].backward = x->b ? _vs_gp_prof_b : NULL;
+        /* at TP 1 a unit with both split parts runs them (the engine's BW calls
+           B then W when there is no full backward), timed apart: w_share */
+        units[u].backward = x->b && !(tp == 1 && x->bi && x->bw) ? _vs_gp_prof_b : NULL;
         units[u].backward_input = x->bi ? _vs_gp_prof_bi : NULL;
         units[u].backward_weight = x->bw ? _vs_gp_prof_bw : NULL;
         x->ctx.user = L->user;
@@ -3454,6 +3474,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_time(vs_world* w, const vs_model_desc* m, v
     vs_pipe_sched* sched = NULL;
     vs_result r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 1, &sched);
     double wall = 0, xs[8] = {0, 0, 0, 0, 0, 0, 0, 0}; // xs: tp > 1, each run's figure
+    double sbw[2] = {0, 0}; // tp 1: the split units' B and W time, over the timed runs of 1 microbatch
     double *ft = fit, *fc = fit + nu, *fx = fit + 2 * nu; // fit's parts, per unit: time, calls, flop-seconds' work
     memset(fit, 0, (size_t)nu * 3 * sizeof *fit);
     double rest[2][4];
@@ -3464,12 +3485,12 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_time(vs_world* w, const vs_model_desc* m, v
             if ((r = vs_pipe_generate(w, VS_PIPE_1F1B, 1, 1, 3, &sched)) != VS_OK) break;
         }
         for (int it = 0; it < (tp == 1 ? 5 : 9) && r == VS_OK; it++) {
-            for (int u = 0; u < nu; u++) pu[u].t = 0, pu[u].calls = 0;
+            for (int u = 0; u < nu; u++) pu[u].t = pu[u].tbw[0] = pu[u].tbw[1] = 0, pu[u].calls = 0;
             double t0 = _vs_now();
             r = vs_pipe_run(pipe, sched, NULL);
             double t1 = _vs_now() - t0;
             for (int u = 0; it > 0 && u < nu; u++) {
-                if (pass == 0) ft[u] += pu[u].t, fc[u] += pu[u].calls;
+                if (pass == 0) ft[u] += pu[u].t, fc[u] += pu[u].calls, sbw[0] += pu[u].tbw[0], sbw[1] += pu[u].tbw[1];
                 t1 -= pu[u].t;
             }
             if (it > 0 && tp == 1) rest[pass][it - 1] = t1;
@@ -3489,6 +3510,7 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_time(vs_world* w, const vs_model_desc* m, v
     if (r == VS_OK && tp == 1) {
         _vs_gp_fit(ft, fc, fx, nu, &out[1], &out[0]);
         out[2] = wall;
+        out[3] = sbw[0] + sbw[1] > 0 ? sbw[1] / (sbw[0] + sbw[1]) : 0;
     } else if (r == VS_OK) {
         qsort(xs, 8, sizeof(double), _vs_gp_dcmp);
         out[0] = (xs[3] + xs[4]) / 2; // the median run
@@ -3499,7 +3521,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_prof_time(vs_world* w, const vs_model_desc* m, v
 /* This rank's layer times.
    - tp 1: on a 1-rank mesh over `comm` (the rank's own), fitted as time per
      forward flop of one row (out[0]), per callback call (out[1]) and the
-     engine's per compute instruction (out[2])
+     engine's per compute instruction (out[2]); out[3]: the split units' W
+     time over their B + W (0: none split)
    - tp > 1: on a PP1 x DP x TP mesh over `comm` (the world's), the parameters
      sharded by the megatron policy, the TP groups all running at once; out[0]
      = the layers' time beyond what pf's compute (flop_s / tp on sharded
@@ -3671,14 +3694,14 @@ VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe
     vs_profile p;
     memset(&p, 0, sizeof p);
     vs_result r = vs_comm_split(wc, rank, 0, &solo);
-    double v[6] = {0, 0, 0, 0, 0, 0}; // flop_s, call_s, instr_s, opt_s; the first failed rank + 1; p2p
+    double v[6] = {0, 0, 0, 0, 0, 0}; // flop_s, call_s, instr_s, opt_s, w_share; p2p
     char msg0[256] = "";
     if (r != VS_OK) return r;
     {
-        double l3[3] = {0, 0, 0}, o = 0;
+        double l3[4] = {0, 0, 0, 0}, o = 0;
         vs_result rl = _vs_gp_prof_layers(w, solo, m, data, data_user, 1, NULL, l3);
         if (rl == VS_OK) rl = _vs_gp_prof_opt(w, solo, &o);
-        v[0] = l3[0], v[1] = l3[1], v[2] = l3[2], v[3] = o;
+        v[0] = l3[0], v[1] = l3[1], v[2] = l3[2], v[3] = o, v[4] = l3[3];
         if (rl != VS_OK) _vs_gp_fmt(msg0, sizeof msg0, "%s", vs_last_error());
         double f = rl != VS_OK ? (double)(rank + 1) : (double)(size + 1), first = 0;
         vs_comm_free(solo);
@@ -3691,8 +3714,9 @@ VS_API vs_result vs_profile_measure(vs_world* w, const vs_model_desc* m, vs_pipe
         }
     }
     // the mean over the ranks: each ran its own layers alongside the others
-    if ((r = vs_all_reduce(wc, v, v, 4, VS_F64, VS_OP_SUM, NULL)) != VS_OK) return r;
+    if ((r = vs_all_reduce(wc, v, v, 5, VS_F64, VS_OP_SUM, NULL)) != VS_OK) return r;
     p.flop_s = v[0] / size, p.call_s = v[1] / size, p.instr_s = v[2] / size, p.opt_s = v[3] / size;
+    p.w_share = v[4] / size < 1 ? v[4] / size : 0; // (a W that took all of it: not a share the planner can use)
     const size_t N = (size_t)1 << 20; // 4 MiB of f32
     float* buf = (float*)vs_alloc(w, N * sizeof(float));
     int ok = buf != NULL, all = 0;
@@ -3790,6 +3814,8 @@ _VS_HL_PRIVATE vs_result _vs_gp_profile_ok(const vs_profile* p, const char* fn)
         if (!(fabs(p->tp_s[g]) < HUGE_VAL))
             return vs_set_error(VS_ERR_INVALID, "%s: tp_s[%d] = %g (finite)", fn, g, p->tp_s[g]);
     }
+    if (!(p->w_share >= 0 && p->w_share < 1))
+        return vs_set_error(VS_ERR_INVALID, "%s: w_share = %g (in [0, 1); 0: not measured)", fn, p->w_share);
     return VS_OK;
 }
 
@@ -3809,6 +3835,7 @@ VS_API int vs_profile_print(const vs_profile* p, char* buf, size_t cap)
                        p->ar_s[g][2], p->ar_s[g][3]);
     for (int g = 0; g < VS_PROFILE_AR_GROUPS; g++)
         if (p->ar_n[g] > 0 && p->tp_s[g] != 0) _vs_gp_cat(buf, cap, &len, " tp%d=%.17g", p->ar_n[g], p->tp_s[g]);
+    if (p->w_share > 0) _vs_gp_cat(buf, cap, &len, " w_share=%.17g", p->w_share);
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
@@ -3859,6 +3886,8 @@ VS_API int vs_profile_describe(const vs_profile* p, char* buf, size_t cap)
                    p->tp_s[g] > 0 ? "+" : "", _vs_gp_fmt_si(p->tp_s[g], "s", a, sizeof a), p->ar_n[g]);
     }
     if (any) _vs_gp_cat(buf, cap, &len, "\n");
+    if (p->w_share > 0)
+        _vs_gp_cat(buf, cap, &len, "split layers' backward: W %.0f%%, B %.0f%%\n", 100 * p->w_share, 100 * (1 - p->w_share));
     return len > (size_t)INT_MAX ? INT_MAX : (int)len;
 }
 
@@ -3931,19 +3960,23 @@ VS_API vs_result vs_profile_parse(const char* text, vs_profile* out)
             s = v;
             continue;
         }
-        static const char* const keys[7] = {"flop_s", "bw", "latency", "p2p_bw", "call", "instr", "opt"};
-        double* const dsts[7] = {&p.flop_s, &p.bw_bytes_s, &p.latency_s, &p.p2p_bw_bytes_s, &p.call_s, &p.instr_s, &p.opt_s};
+        static const char* const keys[8] = {"flop_s", "bw", "latency", "p2p_bw", "call", "instr", "opt", "w_share"};
+        double* const dsts[8] = {&p.flop_s, &p.bw_bytes_s, &p.latency_s, &p.p2p_bw_bytes_s, &p.call_s, &p.instr_s, &p.opt_s,
+                                 &p.w_share};
         int k = 0;
-        while (k < 7 && (strlen(keys[k]) != kl || strncmp(s, keys[k], kl))) k++;
-        if (k == 7)
+        while (k < 8 && (strlen(keys[k]) != kl || strncmp(s, keys[k], kl))) k++;
+        if (k == 8)
             return vs_set_error(VS_ERR_INVALID,
-                                "vs_profile_parse: unknown key '%.*s' (flop_s, bw, latency, p2p_bw, call, instr, opt, arN, tpN)",
-                                (int)(kl < 40 ? kl : 40), s);
+                                "vs_profile_parse: unknown key '%.*s' (flop_s, bw, latency, p2p_bw, call, instr, opt, "
+                                "w_share, arN, tpN)", (int)(kl < 40 ? kl : 40), s);
         if (seen & (1u << k)) return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: '%.*s' twice", (int)kl, s);
         seen |= 1u << k;
         double* dst = dsts[k];
         const char* e;
         if ((r = _vs_gp_parse_num(s, kl, eq + 1, eq + 1, 0, 0, dst, &e)) != VS_OK) return r;
+        if (dst == &p.w_share && !(p.w_share < 1))
+            return vs_set_error(VS_ERR_INVALID, "vs_profile_parse: w_share = '%.*s' (a share of the backward, in [0, 1))",
+                                (int)strcspn(eq + 1, " \t\n"), eq + 1);
         s = e;
     }
     *out = p;

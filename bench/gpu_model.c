@@ -27,6 +27,10 @@
                                from the rest's (the layers' work TP does not split)
        [--tp-s 2=S,4=S,8=S]    the planner's tp_s (s a byte of TP all-reduce), as
                                --tp-cal prints it with its --flop-scale
+       [--w-share W]           the planner's w_share (a split layer's W part of
+                               its backward; vs_profile_measure's figure)
+       [--list N]              list the planner's first N plans (10); with
+                               --top 0 nothing runs (the planner alone)
 
    Per rank, over one steady step (the 3rd; the clock's busy times are reset
    after the 2nd), from the clock's outputs (vs_strict_clock_device) and the
@@ -441,6 +445,8 @@ static vs_profile spec_profile(const vs_strict_spec* sp, int pp_crosses)
 /* the planner's estimate of (pp, dp, tp, sched, M, ZeRO-0) for cfg: its step, or
    -1 (est: the planner's list, n entries) */
 static double flop_scale = 1; /* the planner's flop_s x this (calibrated: the stand-in's compute) */
+static double W_SHARE = 0;     /* --w-share: the planner's profile.w_share (0: not measured, 1/2) */
+static int LIST = 10;          /* --list: the planner's plans listed */
 static double planner_step(const gpt_config* cfg, int pp, int dp, int tp, vs_pipe_kind sched, int M, int gbs, int rc,
                            vs_plan_estimate* out)
 {
@@ -724,17 +730,18 @@ static int plan1024(int K, double fscale, int skip, int tpcal)
     if (tpcal && tp_calibrate(cfg, &m, &c, &fscale)) return 1;
     vs_profile pf = spec_profile(&sp, 1);
     pf.flop_s *= fscale;
+    pf.w_share = W_SHARE;
     for (int g = 0; g < NTPCAL && g < VS_PROFILE_AR_GROUPS; g++) /* no table: the ring formula, plus tp_s */
         pf.ar_n[g] = TPCAL_N[g], pf.tp_s[g] = TPCAL_S[g];
     vs_plan plan;
     int n = 0;
     if (vs_generate_plan(&m, &c, &pf, &plan, est, 8192, &n)) return fprintf(stderr, "planner: %s\n", vs_last_error()), 1;
-    printf("GPT-3 13B on %d simulated H100s, global batch %d, f32 gradients; planner flop_s = %.3g x 1/peak; %d "
-           "estimates\n\n| rank | plan | planner step | stand-in step (DP 2 run, M from M %s) | stand-in / planner |\n"
-           "|---|---|---|---|---|\n",
-           W, GBS, fscale, n, "1-2 runs");
-    for (int i = 0, k = 0; i < n && k < 10; i++)
-        if (est[i].feasible) {
+    printf("GPT-3 13B on %d simulated H100s, global batch %d, f32 gradients; planner flop_s = %.3g x 1/peak, w_share "
+           "%g; %d estimates\n\n| rank | plan | planner step | stand-in step (DP 2 run, M from M %s) | stand-in / planner "
+           "|\n|---|---|---|---|---|\n",
+           W, GBS, fscale, W_SHARE, n, "1-2 runs");
+    for (int i = 0, k = 0; i < n && k < LIST; i++)
+        if (est[i].feasible && est[i].plan.zero != VS_ZERO_1) { /* (ZeRO-1 ties with 2: 2's run stands for both) */
             char t[1024];
             vs_plan_print(&est[i].plan, t, sizeof t);
             for (char* q = t; *q; q++)
@@ -840,6 +847,8 @@ int main(int argc, char** argv)
         else if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--flop-scale") && i + 1 < argc) fscale = atof(argv[++i]);
         else if (!strcmp(argv[i], "--tp-cal")) tpcal = 1;
+        else if (!strcmp(argv[i], "--w-share") && i + 1 < argc) W_SHARE = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--list") && i + 1 < argc) LIST = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tp-s") && i + 1 < argc) { /* g=s[,g=s...]: the planner's tp_s */
             for (char* q = argv[++i]; q && *q && NTPCAL < VS_PROFILE_AR_GROUPS; NTPCAL++) {
                 TPCAL_N[NTPCAL] = (int)strtol(q, &q, 10);

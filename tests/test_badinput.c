@@ -3200,6 +3200,14 @@ static void sweep_generate(sw_ctx* x)
         pf.ar_n[2] = -1;
         R(GEN(), "ar_n[2] = -1");
     }
+    if (E(A, "vs_generate_plan", "profile w_share 1", FX_NONE)) {
+        pf.w_share = 1;
+        R(GEN(), "profile w_share = 1 (in [0, 1)");
+    }
+    if (E(A, "vs_generate_plan", "profile w_share NaN", FX_NONE)) {
+        pf.w_share = NAN;
+        R(GEN(), "w_share = nan|w_share = -nan");
+    }
     if (E(A, "vs_generate_plan", "profile latency 1e308", FX_NONE)) {
         pf.latency_s = 1e308;
         R(GEN(), "1e+308");

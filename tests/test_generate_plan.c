@@ -410,6 +410,44 @@ static void test_dp_queue_by_hand(void)
     VT_CHECK(seen == 1, "%d interleaved ZeRO-0 estimates", seen);
 }
 
+/* The profile's w_share splits a split unit's backward (2 u) into B 2 (1 - w) u
+   and W 2 w u. The chain above on PP2 x DP1, ZB-V, M 2, w = 1/4 (B 1.5 u, W
+   0.5 u), in the same instruction order (starts in u):
+     stage 0: F0.0 0, F0.1 1, F3.0 3+2d, B3.0 4+2d, F3.1 5.5+2d, B3.1 6.5+2d,
+              B0.0 8.5+4d, W3.0 10+4d, B0.1 11.5+4d, W3.1 13+4d, W0.0 13.5+4d,
+              W0.1 14+4d (ends 14.5+4d)
+     stage 1: F1.0 1+d, F2.0 2+d, F1.1 3+d, F2.1 4+d, B2.0 5.5+3d, B1.0 7+3d,
+              B2.1 8.5+3d, B1.1 10+3d, W2.0 11.5+3d, ... (ends 13.5+3d)
+   Stage 0 waits for stage 1's longer Bs, and its Ws are too short to fill the
+   wait: 14.5 u + 4d, where w = 1/2 (or 0, not measured) gives 13 u + 4d. */
+static void test_w_share_by_hand(void)
+{
+    build_chain(&tm, 1);
+    vs_constraints c;
+    memset(&c, 0, sizeof c);
+    c.world = 2, c.pp = 2, c.dp = 1, c.tp = 1, c.microbatches = 2, c.global_batch = 4, c.act_bytes_per_row = 256;
+    const double u = 1e-3, d = 512 / 2e9 + 1e-5;
+    const double ws[3] = {0, 0.5, 0.25}, want[3] = {13 * u + 4 * d, 13 * u + 4 * d, 14.5 * u + 4 * d};
+    double step[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        vs_profile pf = prof();
+        pf.w_share = ws[k];
+        vs_plan out;
+        int n = 0, seen = 0;
+        VT_OK(vs_generate_plan(&tm.m, &c, &pf, &out, est, CAP, &n));
+        for (int i = 0; i < n; i++) {
+            const vs_plan_estimate* e = &est[i];
+            if (!e->feasible || e->plan.schedule != VS_PIPE_ZBV || e->plan.zero != VS_ZERO_0) continue;
+            seen++;
+            step[k] = e->step_s;
+            VT_CHECK(near(e->step_s, want[k], 1e-9) && e->comm_s == 0, "w_share %g: ZB-V step %.17g (comm %g), want %.17g",
+                     ws[k], e->step_s, e->comm_s, want[k]);
+        }
+        VT_CHECK(seen == 1, "w_share %g: %d ZB-V ZeRO-0 estimates", ws[k], seen);
+    }
+    VT_CHECK(step[0] == step[1], "w_share 0 (not measured) is 1/2: %.17g against %.17g", step[0], step[1]);
+}
+
 /* bf16 parameters with f32 gradients (vs_train_desc.grad_fp32): DP2's
    all-reduce and the gradients' memory at 4 bytes an element, not 2 (the
    strict stand-in's clock measured vs_parallelize's all-reduce of f32
@@ -739,6 +777,7 @@ static void test_profile_text(void)
     memset(&p, 0, sizeof p);
     p.flop_s = 1.2345678901234567e-11, p.bw_bytes_s = 3.3e9, p.latency_s = 1.7e-5, p.p2p_bw_bytes_s = 2.25e10;
     p.call_s = 6.1e-5, p.instr_s = 1.0000000000000002e-4, p.opt_s = 3.0000000000000001e-9;
+    p.w_share = 0.34300000000000003;
     for (int g = 0; g < VS_PROFILE_AR_GROUPS; g++) {
         p.ar_n[g] = 2 << g;
         for (int k = 0; k < VS_PROFILE_AR_SIZES; k++) p.ar_s[g][k] = 1e-5 * (g + 1) * (k + 1) + 1e-17 * k;
@@ -751,7 +790,7 @@ static void test_profile_text(void)
              "tpN: %s", buf);
     VT_CHECK(strstr(buf, "flop_s=") && strstr(buf, " bw=") && strstr(buf, " latency=") && strstr(buf, " p2p_bw=") &&
                  strstr(buf, " call=") && strstr(buf, " instr=") && strstr(buf, " opt=") && strstr(buf, " ar2=") &&
-                 strstr(buf, " ar64="),
+                 strstr(buf, " ar64=") && strstr(buf, " w_share=0.343"),
              "%s", buf);
     VT_OK(vs_profile_parse(buf, &q));
     VT_CHECK(!memcmp(&p, &q, sizeof p), "round trip: '%s'", buf);
@@ -796,6 +835,16 @@ static void test_profile_text(void)
     VT_ERR(vs_profile_parse("ar2=1,1,1,1 ar3=1,1,1,1 ar4=1,1,1,1 ar5=1,1,1,1 ar6=1,1,1,1 ar7=1,1,1,1 ar8=1,1,1,1", &q),
            VS_ERR_INVALID, "more than 6 group sizes");
     VT_ERR(vs_profile_parse(NULL, &q), VS_ERR_NULL, "text");
+    // w_share: a share of the backward, [0, 1)
+    VT_OK(vs_profile_parse("w_share=0.25", &q));
+    VT_CHECK(q.w_share == 0.25, "w_share %g", q.w_share);
+    VT_ERR(vs_profile_parse("w_share=1", &q), VS_ERR_INVALID, "w_share = '1' (a share of the backward, in [0, 1))");
+    VT_ERR(vs_profile_parse("w_share=-0.5", &q), VS_ERR_INVALID, "w_share = '-0.5'");
+    VT_ERR(vs_profile_parse("w_share=0.1 w_share=0.2", &q), VS_ERR_INVALID, "'w_share' twice");
+    memset(&q, 0, sizeof q);
+    q.w_share = 1.5;
+    VT_CHECK(vs_profile_print(&q, buf, sizeof buf) == -1 && strstr(vs_last_error(), "w_share = 1.5 (in [0, 1)"),
+             "print of w_share 1.5: %s", vs_last_error());
 }
 
 /* A measured all-reduce table and optimizer time, by hand: TP2's all-reduces of
@@ -1321,6 +1370,36 @@ static vs_result p_bwd(vs_pipe_call* c)
     return VS_OK;
 }
 
+/* The same backward split in two (B: the input's gradient, W: the weight's),
+   each after a sleep, B's 3 x W's: the profile's w_share must find W's 1/4 */
+#define P_BI_S 6e-3
+#define P_BW_S 2e-3
+static vs_result p_bi(vs_pipe_call* c)
+{
+    const vs_layer_ctx* L = vs_layer(c);
+    const float *w = (const float*)L->param[0], *gy = (const float*)c->out[0].grad;
+    float* gx = (float*)c->in[0].grad;
+    int64_t I = L->local_shape[0][0], O = L->local_shape[0][1];
+    for (int i = 0; gx && i < PR; i++)
+        for (int j = 0; j < O; j++)
+            for (int k = 0; k < I; k++) gx[i * I + k] += gy[i * O + j] * w[k * O + j];
+    p_sleep(P_BI_S);
+    return VS_OK;
+}
+
+static vs_result p_bw(vs_pipe_call* c)
+{
+    const vs_layer_ctx* L = vs_layer(c);
+    const float *x = (const float*)c->in[0].data, *gy = (const float*)c->out[0].grad;
+    float* gw = (float*)L->grad[0];
+    int64_t I = L->local_shape[0][0], O = L->local_shape[0][1];
+    for (int i = 0; i < PR; i++)
+        for (int j = 0; j < O; j++)
+            for (int k = 0; k < I; k++) gw[k * O + j] += gy[i * O + j] * x[i * I + k];
+    p_sleep(P_BW_S);
+    return VS_OK;
+}
+
 static vs_result p_loss(vs_pipe_call* c)
 {
     const float* y = (const float*)c->in[0].data;
@@ -1422,6 +1501,20 @@ static void test_profile_measure(void)
         vs_profile_print(p, buf, sizeof buf);
         printf("measured: %s\n", buf);
     }
+    VT_CHECK(got[0].w_share == 0, "no layer has split backward parts, yet w_share = %g", got[0].w_share);
+    /* w_share: l0 and l1 given split parts as well (B sleeps 3 x what W does);
+       at TP 1 the profile runs them (not the full backward) and times them
+       apart: W's share ~1/4 (their compute, ~30 us, and a loaded machine's
+       late wake-ups move it toward 1/2; a profile that does not time them
+       apart says 0, one that swaps them 3/4) */
+    plm[0].unit.backward_input = plm[1].unit.backward_input = p_bi;
+    plm[0].unit.backward_weight = plm[1].unit.backward_weight = p_bw;
+    memset(got, 0, sizeof got);
+    VT_OK(vs_launch(2, measure_rank, NULL));
+    VT_CHECK(got[0].w_share > 0.18 && got[0].w_share < 0.40 && got[0].w_share == got[1].w_share,
+             "w_share %g and %g (want ~%g)", got[0].w_share, got[1].w_share, P_BW_S / (P_BI_S + P_BW_S));
+    plm[0].unit.backward_input = plm[1].unit.backward_input = NULL;
+    plm[0].unit.backward_weight = plm[1].unit.backward_weight = NULL;
     // rank 0's error reaches every rank
     plm[0].unit.flops = plm[1].unit.flops = plm[2].unit.flops = 0;
     VT_OK(vs_launch(2, measure_rank_err, NULL));
@@ -1778,6 +1871,7 @@ int main(void)
     VT_CASE("generate_plan_one_rank_by_hand", test_one_rank());
     VT_CASE("generate_plan_dp_by_hand", test_dp_by_hand());
     VT_CASE("generate_plan_dp_queue_by_hand: every chunk's reductions queue (PP2, ZB-V and interleaved, M 2)", test_dp_queue_by_hand());
+    VT_CASE("generate_plan_w_share_by_hand: the profile's W share of a split backward (PP2, ZB-V, M 2)", test_w_share_by_hand());
     VT_CASE("generate_plan_grad_fp32: DP traffic and memory of f32 gradients", test_grad_fp32());
     VT_CASE("generate_plan_msg_bytes: a free dim's message bytes (msg_bytes_per_row) for TP and PP", test_msg_bytes());
     VT_CASE("generate_plan_tp_by_hand", test_tp_by_hand());
