@@ -29,6 +29,8 @@
                                --tp-cal prints it with its --flop-scale
        [--w-share W]           the planner's w_share (a split layer's W part of
                                its backward; vs_profile_measure's figure)
+       [--w-cal]               first w_share from the stand-in: the PP1 x TP1
+                               plan with B and W timed apart on the stream clock
        [--list N]              list the planner's first N plans (10); with
                                --top 0 nothing runs (the planner alone)
 
@@ -156,10 +158,29 @@ static vs_result tagged(vs_pipe_fn* tab, vs_pipe_call* c)
     vs_strict_clock_tag(THR_NONE);
     return r;
 }
+/* --w-cal (WCAL 1): a split layer's B and W parts timed on its compute
+   stream's clock (the stream's end after the call less before it: the call's
+   kernels), summed by unit kind; the layers' full backward left out, so that
+   the engine's BW runs B then W, as vs_profile_measure times them */
+static int WCAL;
+static double wcal_t[4][2];
+static pthread_mutex_t wcal_mu = PTHREAD_MUTEX_INITIALIZER;
+static vs_result timed_part(vs_pipe_fn* tab, vs_pipe_call* c, int part)
+{
+    double t0 = WCAL ? vs_strict_clock_stream((cudaStream_t)c->stream) : 0;
+    vs_result r = tagged(tab, c);
+    if (WCAL) {
+        double dt = vs_strict_clock_stream((cudaStream_t)c->stream) - t0;
+        pthread_mutex_lock(&wcal_mu);
+        wcal_t[((const gpt_unit*)vs_layer(c)->user)->kind][part] += dt;
+        pthread_mutex_unlock(&wcal_mu);
+    }
+    return r;
+}
 static vs_result w_f(vs_pipe_call* c) { return tagged(orig_f, c); }
 static vs_result w_b(vs_pipe_call* c) { return tagged(orig_b, c); }
-static vs_result w_bi(vs_pipe_call* c) { return tagged(orig_bi, c); }
-static vs_result w_bw(vs_pipe_call* c) { return tagged(orig_bw, c); }
+static vs_result w_bi(vs_pipe_call* c) { return timed_part(orig_bi, c, 0); }
+static vs_result w_bw(vs_pipe_call* c) { return timed_part(orig_bw, c, 1); }
 static void wrap_layers(gpt_model_storage* st, vs_model_desc* m)
 {
     (void)m;
@@ -168,7 +189,7 @@ static void wrap_layers(gpt_model_storage* st, vs_model_desc* m)
         int k = st->units[i].kind;
         orig_f[k] = l->unit.forward, orig_b[k] = l->unit.backward;
         orig_bi[k] = l->unit.backward_input, orig_bw[k] = l->unit.backward_weight;
-        l->unit.forward = w_f, l->unit.backward = w_b;
+        l->unit.forward = w_f, l->unit.backward = WCAL && l->unit.backward_input && l->unit.backward_weight ? NULL : w_b;
         if (l->unit.backward_input) l->unit.backward_input = w_bi;
         if (l->unit.backward_weight) l->unit.backward_weight = w_bw;
     }
@@ -702,7 +723,44 @@ static int tp_calibrate(const gpt_config* cfg, const vs_model_desc* m, const vs_
     return 0;
 }
 
-static int plan1024(int K, double fscale, int skip, int tpcal)
+/* w_share as vs_profile_measure would find it, from the stand-in: the planner's
+   first PP1 x TP1 ZeRO-2 plan, M 1, run with its split layers' B and W timed
+   apart on the stream clock (WCAL); W's share of their sum. 0 or 1. */
+static int w_calibrate(const gpt_config* cfg, const vs_model_desc* m, const vs_constraints* c0, double fscale)
+{
+    static vs_plan_estimate est[1024];
+    vs_strict_spec sp = vs_strict_clock_spec();
+    vs_profile pf = spec_profile(&sp, 1);
+    pf.flop_s *= fscale;
+    vs_constraints c = *c0;
+    c.pp = 1, c.tp = 1, c.microbatches = 1;
+    vs_plan plan;
+    int n = 0, i = 0;
+    if (vs_generate_plan(m, &c, &pf, &plan, est, 1024, &n)) return fprintf(stderr, "planner: %s\n", vs_last_error()), 1;
+    while (i < n && (!est[i].feasible || est[i].plan.zero != VS_ZERO_2)) i++;
+    if (i == n) return fprintf(stderr, "w_calibrate: no PP1 x TP1 ZeRO-2 plan\n"), 1;
+    char nm[128];
+    row w;
+    int mw;
+    double step;
+    memset(wcal_t, 0, sizeof wcal_t);
+    WCAL = 1, WARM = 1;
+    int bad = run_plan(&est[i].plan, cfg, c.global_batch, nm, &step, &w, &mw);
+    WCAL = 0;
+    if (bad) return fprintf(stderr, "w_calibrate: %s failed\n", nm), 1;
+    double b = wcal_t[GPT_ATTN][0] + wcal_t[GPT_MLP][0], x = wcal_t[GPT_ATTN][1] + wcal_t[GPT_MLP][1];
+    W_SHARE = b + x > 0 ? x / (b + x) : 0;
+    printf("## w_share calibration: %s, the split layers' B and W on the stream clock (every rank, every step run)\n\n"
+           "attention: B %.4f s, W %.4f s (W %.3f); MLP: B %.4f s, W %.4f s (W %.3f); step %.4f s, compute %.4f s\n"
+           "--w-share %.4g\n\n",
+           nm, wcal_t[GPT_ATTN][0], wcal_t[GPT_ATTN][1], wcal_t[GPT_ATTN][1] / (wcal_t[GPT_ATTN][0] + wcal_t[GPT_ATTN][1]),
+           wcal_t[GPT_MLP][0], wcal_t[GPT_MLP][1], wcal_t[GPT_MLP][1] / (wcal_t[GPT_MLP][0] + wcal_t[GPT_MLP][1]), step,
+           w.compute, W_SHARE);
+    fflush(stdout);
+    return 0;
+}
+
+static int plan1024(int K, double fscale, int skip, int tpcal, int wcal)
 {
     static vs_plan_estimate est[8192];
     const gpt_config* cfg = &PUBS[1].cfg;
@@ -728,6 +786,7 @@ static int plan1024(int K, double fscale, int skip, int tpcal)
        stand-in's, and PP2 chosen where PP4 was 14% faster */
     c.msg_bytes_per_row = (int64_t)cfg->seq * cfg->dim * 4;
     if (tpcal && tp_calibrate(cfg, &m, &c, &fscale)) return 1;
+    if (wcal && w_calibrate(cfg, &m, &c, fscale)) return 1;
     vs_profile pf = spec_profile(&sp, 1);
     pf.flop_s *= fscale;
     pf.w_share = W_SHARE;
@@ -785,7 +844,7 @@ static int plan1024(int K, double fscale, int skip, int tpcal)
         if (ibest < 0 || step < best) best = step, ibest = seen;
         got++;
     }
-    if (!skip)
+    if (!skip && got)
         printf("\nthe planner's first choice in the stand-in: %.4f s; the best the stand-in found among its %d: #%d, %.4f "
                "s: first / best = %.3f (target <= 1.05)\n",
                first, got, ibest, best, first / best);
@@ -835,7 +894,7 @@ int main(int argc, char** argv)
 {
     int per_rank = 0;
     const char *only = NULL, *pub = NULL;
-    int p1024 = 0, top = 5, skip = 0, tensor = 0, tpcal = 0;
+    int p1024 = 0, top = 5, skip = 0, tensor = 0, tpcal = 0, wcal = 0;
     double fscale = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ranks")) per_rank = 1;
@@ -847,6 +906,7 @@ int main(int argc, char** argv)
         else if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--flop-scale") && i + 1 < argc) fscale = atof(argv[++i]);
         else if (!strcmp(argv[i], "--tp-cal")) tpcal = 1;
+        else if (!strcmp(argv[i], "--w-cal")) wcal = 1;
         else if (!strcmp(argv[i], "--w-share") && i + 1 < argc) W_SHARE = atof(argv[++i]);
         else if (!strcmp(argv[i], "--list") && i + 1 < argc) LIST = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tp-s") && i + 1 < argc) { /* g=s[,g=s...]: the planner's tp_s */
@@ -870,7 +930,7 @@ int main(int argc, char** argv)
     /* the published shapes and the 1,024-GPU plans stand beside production runs: --tensor */
     if (tensor || pub || p1024) register_tensor_costs(), tensor_on = 1;
     if (p1024) setenv("VS_STRICT_DEVICES", "64", 0); /* (each device gets 1/n of the 32 TiB: the largest run's ranks) */
-    int bad = p1024 ? plan1024(top, fscale, skip, tpcal) : pub ? published(pub) : table(per_rank, only);
+    int bad = p1024 ? plan1024(top, fscale, skip, tpcal, wcal) : pub ? published(pub) : table(per_rank, only);
     long v = vs_strict_violations();
     if (v) printf("\n%ld stand-in violations, the first: %s\n", v, vs_strict_first_violation());
     return bad || v ? 1 : 0;
