@@ -632,6 +632,11 @@ int main(void)
     }
     PP = N >= 256 ? N / 128 : 2;
     DP = N / TP / PP;
+    if ((N / 2) % (TP * PP)) { /* (16 ran DP 0 at its half: a mesh that failed, its memory less than a job's) */
+        fprintf(stderr, "VS_SCALE_RANKS=%d: want N / 2 a multiple of TP x PP = %d (the threads case runs N / 2 ranks "
+                "too): 32, 64, ... \n", N, TP * PP);
+        return 2;
+    }
     char nd[16];
     snprintf(nd, sizeof nd, "%d", N);
     setenv("VS_STRICT_DEVICES", nd, 1); /* before the stand-in's first call */
