@@ -1052,7 +1052,8 @@ struct vs_ddp {
     int dpr_index;       // HSDP: the replicate dim (-1: none); dp_index is then the shard dim
     vs_mesh* dpr;        // HSDP: the replicate group (after finalize)
     vs_mesh* dp_both;    // HSDP: replicate x shard, ZeRO-0's all-reduce
-    int solo;            // one DP rank and one replica: the reduction is the identity, no call (_vs_ddp_launch)
+    int solo;            // one DP rank and one replica: the reduction and ZeRO's gathers are the identity, no call
+                         // (_vs_ddp_launch, vs_ddp_step)
     int nparams, cap;
     _vs_dparam* params;
     vs_world* world; // allocator hooks
@@ -4584,14 +4585,19 @@ VS_API vs_result vs_ddp_step(vs_ddp* d, double lr)
                 r = _vs_ddp_from_f32(d, _vs_ddp_pat(k, q, a), k->pdtype, k->master + (a - lo), e - a);
         }
     }
-    if (!r && d->desc.zero != VS_ZERO_0) r = _vs_ddp_fence(d, vs_mesh_comm(d->dp)); // the update before the gathers
+    /* one DP rank and one replica (solo): a rank's range is the whole bucket,
+       which the update just wrote in place, so every gather below is the
+       identity (a staged one packs the parameters and writes them back
+       unchanged): none is made */
+    const int gather = d->desc.zero != VS_ZERO_0 && d->desc.zero != VS_ZERO_3 && !d->solo;
+    if (!r && gather) r = _vs_ddp_fence(d, vs_mesh_comm(d->dp)); // the update before the gathers
     if (r) return r;
     // ZeRO: every rank gets the updated ranges of the others (in place), the
     // first layers' buckets first, as the next forward reads them; nothing
     // waits here: vs_ddp_param waits for its bucket and vs_ddp_wait_params
     // for all, so the gathers overlap whatever the trainer does meanwhile
     if (d->desc.zero == VS_ZERO_3) r = _vs_ddp_z3_step_end(d); // (no gathers: the groups' prefetch instead)
-    if (d->desc.zero != VS_ZERO_0 && d->desc.zero != VS_ZERO_3)
+    if (gather)
         for (int b = d->nbuckets - 1; b >= 0 && !r; b--) {
             _vs_dbucket* k = &d->buckets[b];
             size_t pz = _vs_dsz(k->pdtype);
