@@ -4146,7 +4146,8 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc,
             r = _vs_ddp_copy(d, d->cu->part + 2 * _VS_KPARTS, clip->carry, sizeof(double) * (size_t)nc);
         if (!r && d->cu->drec) r = _vs_ddp_copy(d, d->cu->part + _VS_KPART_DBG, d->cu->drec, sizeof(double));
         if (!r) r = _vs_ddp_fence(d, c);
-        if (!r) r = vs_all_reduce(c, d->cu->part, d->cu->part, _VS_KPART_ALL, VS_F64, VS_OP_SUM, ordered ? &w : NULL);
+        if (!r && vs_comm_size(c) > 1) // (a mesh of one rank: the sum is its own, no call)
+            r = vs_all_reduce(c, d->cu->part, d->cu->part, _VS_KPART_ALL, VS_F64, VS_OP_SUM, ordered ? &w : NULL);
         if (!r && ordered) {
             cudaError_t e = cudaMemcpyAsync(d->cu->hpart, d->cu->part, sizeof part, cudaMemcpyDefault,
                                             (cudaStream_t)vs_comm_stream(c));
@@ -4177,7 +4178,7 @@ _VS_DDP_PRIVATE vs_result _vs_ddp_sumsq_total(vs_ddp* d, double* ss, double ssc,
     double v[1 + VS_CLIP_CARRY_MAX] = {0};
     v[0] = *ss + 0.0 * ssc;
     for (int i = 0; i < nc && clip->carry; i++) v[1 + i] = clip->carry[i];
-    vs_result r = vs_all_reduce(c, v, v, 1 + VS_CLIP_CARRY_MAX, VS_F64, VS_OP_SUM, NULL);
+    vs_result r = vs_comm_size(c) > 1 ? vs_all_reduce(c, v, v, 1 + VS_CLIP_CARRY_MAX, VS_F64, VS_OP_SUM, NULL) : VS_OK;
     *ss = v[0];
     for (int i = 0; i < nc && !r; i++) clip->carry_out[i] = v[1 + i];
     return r;

@@ -8,13 +8,13 @@
    in place and staged; HSDP DPR1 x DPS1; clipped or not), one rank runs 3
    steps twice: as the library runs it, and with the solo path turned off (the
    struct's flag: the old code's calls over a communicator of one). Checked:
-   - the NCCL collective calls of steps 2 and 3: none for ZeRO-0, 1 and 2
-     unclipped; for every run, the reductions' and ZeRO-1/2's gathers' calls
+   - the NCCL collective calls of steps 2 and 3: none for ZeRO-0, 1 and 2,
+     clipped or not (the norm's sum over a mesh of one rank: no call either);
+     for every run, the reductions' and ZeRO-1/2's gathers' calls
      fewer than the old path's by exactly their number (a reduction a bucket, a
      piece in place, HSDP's replicate all-reduce as well; a gather a bucket,
      staged or not, none for a bucket gathered in place piece by piece, an
-     empty group at DP 1): what remains is ZeRO-3's gathers and the clip's
-     norm;
+     empty group at DP 1): what remains is ZeRO-3's gathers;
    - the parameters after the 3 steps bit-equal between the two (the average
      over one rank is exact, so the copy or cast that replaces it gives the
      same bits), and different from their initial values;
@@ -256,7 +256,7 @@ static void check(const solo_cfg* c)
              2 * off.reductions);
     VT_CHECK(on.colls == want, "%ld NCCL collective calls in 2 steps, want %ld (the old path's %ld less its %ld reductions)",
              on.colls, want, off.colls, 2 * off.reductions);
-    if (c->zero != VS_ZERO_3 && c->clip == 0)
+    if (c->zero != VS_ZERO_3) /* (clipped too: the norm's sum over a mesh of one rank is its own) */
         VT_CHECK(on.colls == 0 && on.ops == 0, "ZeRO-%d: %ld NCCL collective calls, %ld operations in 2 steps, want 0",
                  (int)c->zero, on.colls, on.ops);
     VT_CHECK(on.nout == off.nout && memcmp(on.out, off.out, on.nout) == 0,
