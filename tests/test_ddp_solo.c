@@ -46,7 +46,7 @@ typedef struct solo_run {
     const solo_cfg* cfg;
     int off;            /* the solo path turned off */
     long colls, ops;    /* NCCL collective calls and stream operations, steps 2 and 3 */
-    long reductions;    /* the reduction (and ZeRO-1/2 gather) calls the old path makes a step */
+    long saved;         /* the calls the solo path saves a step: reductions, ZeRO-1/2's gathers */
     unsigned char* out; /* the parameters after the steps, concatenated */
     size_t nout;
     char err[256];
@@ -154,14 +154,14 @@ static int solo_rank(vs_world* w, void* arg)
         for (int s = 0; s < STEPS; s++)
             if (!(gsrc[s][p] = to_device(w, vs_ddp_grad_dtype(d, p), p, s))) SK(VS_ERR_NOMEM);
     if (o->off) d->solo = 0;
-    o->reductions = 0;
+    o->saved = 0;
     for (int b = 0; b < d->nbuckets; b++) {
         const _vs_dbucket* k = &d->buckets[b];
         long calls = k->grouped ? k->last - k->first : 1; /* (in place: a call a piece; one piece each at DP 1) */
-        o->reductions += calls * (c->hsdp && c->zero != VS_ZERO_0 ? 2 : 1);
+        o->saved += calls * (c->hsdp && c->zero != VS_ZERO_0 ? 2 : 1);
         /* ZeRO-1/2's gather after the update: a call a bucket, none for one in
            place piece by piece (point-to-point: no peer at DP 1) */
-        if ((c->zero == VS_ZERO_1 || c->zero == VS_ZERO_2) && (!k->ext || _vs_ddp_staged_gather(d, k))) o->reductions++;
+        if ((c->zero == VS_ZERO_1 || c->zero == VS_ZERO_2) && (!k->ext || _vs_ddp_staged_gather(d, k))) o->saved++;
     }
     cudaDeviceSynchronize();
     vs_strict_counts c0 = vs_strict_get_counts(), c1 = c0;
@@ -251,11 +251,12 @@ static void check(const solo_cfg* c)
     VT_CHECK(vs_strict_violations() == v0, "%ld stand-in violations, the first: %s", vs_strict_violations() - v0,
              vs_strict_first_violation());
     if (!ok || !ok2) goto out;
-    long want = off.colls - 2 * off.reductions; /* (2 steps counted) */
-    VT_CHECK(want >= 0, "the old path made %ld collective calls in 2 steps, fewer than its %ld reductions", off.colls,
-             2 * off.reductions);
-    VT_CHECK(on.colls == want, "%ld NCCL collective calls in 2 steps, want %ld (the old path's %ld less its %ld reductions)",
-             on.colls, want, off.colls, 2 * off.reductions);
+    long want = off.colls - 2 * off.saved; /* (2 steps counted) */
+    VT_CHECK(want >= 0, "the old path made %ld collective calls in 2 steps, fewer than its %ld reductions and gathers",
+             off.colls, 2 * off.saved);
+    VT_CHECK(on.colls == want,
+             "%ld NCCL collective calls in 2 steps, want %ld (the old path's %ld less its %ld reductions and gathers)",
+             on.colls, want, off.colls, 2 * off.saved);
     if (c->zero != VS_ZERO_3) /* (clipped too: the norm's sum over a mesh of one rank is its own) */
         VT_CHECK(on.colls == 0 && on.ops == 0, "ZeRO-%d: %ld NCCL collective calls, %ld operations in 2 steps, want 0",
                  (int)c->zero, on.colls, on.ops);

@@ -1354,19 +1354,35 @@ static vs_result p_fwd(vs_pipe_call* c)
     return VS_OK;
 }
 
-static vs_result p_bwd(vs_pipe_call* c)
+/* the layer's input gradient (B's part; none for data) and weight gradient (W's) */
+static void p_grad_in(vs_pipe_call* c)
 {
     const vs_layer_ctx* L = vs_layer(c);
-    const float *x = (const float*)c->in[0].data, *w = (const float*)L->param[0], *gy = (const float*)c->out[0].grad;
-    float *gx = (float*)c->in[0].grad, *gw = (float*)L->grad[0];
+    const float *w = (const float*)L->param[0], *gy = (const float*)c->out[0].grad;
+    float* gx = (float*)c->in[0].grad;
+    int64_t I = L->local_shape[0][0], O = L->local_shape[0][1];
+    for (int i = 0; gx && i < PR; i++)
+        for (int j = 0; j < O; j++)
+            for (int k = 0; k < I; k++) gx[i * I + k] += gy[i * O + j] * w[k * O + j];
+}
+
+static void p_grad_w(vs_pipe_call* c)
+{
+    const vs_layer_ctx* L = vs_layer(c);
+    const float *x = (const float*)c->in[0].data, *gy = (const float*)c->out[0].grad;
+    float* gw = (float*)L->grad[0];
     int64_t I = L->local_shape[0][0], O = L->local_shape[0][1];
     for (int i = 0; i < PR; i++)
         for (int j = 0; j < O; j++)
-            for (int k = 0; k < I; k++) {
-                if (gx) gx[i * I + k] += gy[i * O + j] * w[k * O + j];
-                gw[k * O + j] += gy[i * O + j] * x[i * I + k];
-            }
-    if (I < PD && L->tp_size > 1) p_sleep(P_EXTRA); // (its input's gradient needs no sum here: l0's input is data)
+            for (int k = 0; k < I; k++) gw[k * O + j] += gy[i * O + j] * x[i * I + k];
+}
+
+static vs_result p_bwd(vs_pipe_call* c)
+{
+    const vs_layer_ctx* L = vs_layer(c);
+    p_grad_in(c);
+    p_grad_w(c);
+    if (L->local_shape[0][0] < PD && L->tp_size > 1) p_sleep(P_EXTRA); // (its input's gradient needs no sum here: l0's input is data)
     return VS_OK;
 }
 
@@ -1376,26 +1392,14 @@ static vs_result p_bwd(vs_pipe_call* c)
 #define P_BW_S 2e-3
 static vs_result p_bi(vs_pipe_call* c)
 {
-    const vs_layer_ctx* L = vs_layer(c);
-    const float *w = (const float*)L->param[0], *gy = (const float*)c->out[0].grad;
-    float* gx = (float*)c->in[0].grad;
-    int64_t I = L->local_shape[0][0], O = L->local_shape[0][1];
-    for (int i = 0; gx && i < PR; i++)
-        for (int j = 0; j < O; j++)
-            for (int k = 0; k < I; k++) gx[i * I + k] += gy[i * O + j] * w[k * O + j];
+    p_grad_in(c);
     p_sleep(P_BI_S);
     return VS_OK;
 }
 
 static vs_result p_bw(vs_pipe_call* c)
 {
-    const vs_layer_ctx* L = vs_layer(c);
-    const float *x = (const float*)c->in[0].data, *gy = (const float*)c->out[0].grad;
-    float* gw = (float*)L->grad[0];
-    int64_t I = L->local_shape[0][0], O = L->local_shape[0][1];
-    for (int i = 0; i < PR; i++)
-        for (int j = 0; j < O; j++)
-            for (int k = 0; k < I; k++) gw[k * O + j] += gy[i * O + j] * x[i * I + k];
+    p_grad_w(c);
     p_sleep(P_BW_S);
     return VS_OK;
 }
