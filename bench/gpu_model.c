@@ -648,6 +648,22 @@ static int run_plan(const vs_plan* p, const gpt_config* cfg, int GBS, char* nm, 
    residual adds and other unsplit work, repeated on every TP rank. Runs the
    planner's first PP1 x TP g plan, M 1, ZeRO-2 (g rows a rank) for g = 1, 2,
    4, 8; TP1's compute calibrates flop_s (*fscale), the others tp_s. 0 or 1. */
+/* the planner's first PP1 x TP tp ZeRO-2 plan, M 1, under pf (NULL, said on
+   stderr, when there is none); what both calibrations run */
+static const vs_plan_estimate* pp1_plan(const vs_model_desc* m, const vs_constraints* c0, const vs_profile* pf, int tp,
+                                        const char* who)
+{
+    static vs_plan_estimate est[1024];
+    vs_constraints c = *c0;
+    c.pp = 1, c.tp = tp, c.microbatches = 1;
+    vs_plan plan;
+    int n = 0, i = 0;
+    if (vs_generate_plan(m, &c, pf, &plan, est, 1024, &n)) return fprintf(stderr, "planner: %s\n", vs_last_error()), NULL;
+    while (i < n && (!est[i].feasible || est[i].plan.zero != VS_ZERO_2)) i++;
+    if (i == n) return fprintf(stderr, "%s: no PP1 x TP%d ZeRO-2 plan\n", who, tp), NULL;
+    return &est[i];
+}
+
 static int NTPCAL = 0; /* tp_s for the planner (--tp-s, or calibrated) */
 static int TPCAL_N[VS_PROFILE_AR_GROUPS];
 static double TPCAL_S[VS_PROFILE_AR_GROUPS];
@@ -673,21 +689,16 @@ static int tp_calibrate(const gpt_config* cfg, const vs_model_desc* m, const vs_
     vs_plan ran[4];
     WARM = 1;
     for (int j = 0; j < 4; j++) {
-        vs_constraints c = *c0;
-        c.pp = 1, c.tp = G[j], c.microbatches = 1;
-        vs_plan plan;
-        int n = 0, i = 0;
-        if (vs_generate_plan(m, &c, &pf, &plan, est, 1024, &n)) return fprintf(stderr, "planner: %s\n", vs_last_error()), 1;
-        while (i < n && (!est[i].feasible || est[i].plan.zero != VS_ZERO_2)) i++;
-        if (i == n) return fprintf(stderr, "tp_calibrate: no PP1 x TP%d ZeRO-2 plan\n", G[j]), 1;
+        const vs_plan_estimate* e = pp1_plan(m, c0, &pf, G[j], "tp_calibrate");
+        if (!e) return 1;
         char nm[128];
         row w;
         int mw;
         double step;
-        if (run_plan(&est[i].plan, cfg, c.global_batch, nm, &step, &w, &mw))
+        if (run_plan(&e->plan, cfg, c0->global_batch, nm, &step, &w, &mw))
             return fprintf(stderr, "tp_calibrate: %s failed\n", nm), 1;
-        comp[j] = w.compute, pcomp[j] = est[i].compute_s, ran[j] = est[i].plan;
-        bytes[j] = G[j] > 1 ? (double)nar * row_b * c.global_batch / est[i].plan.dp : 0;
+        comp[j] = w.compute, pcomp[j] = e->compute_s, ran[j] = e->plan;
+        bytes[j] = G[j] > 1 ? (double)nar * row_b * c0->global_batch / e->plan.dp : 0;
         printf("| %d | %s | %.4f s | %.4f s |\n", G[j], nm, comp[j], pcomp[j]);
         fflush(stdout);
     }
@@ -728,24 +739,18 @@ static int tp_calibrate(const gpt_config* cfg, const vs_model_desc* m, const vs_
    apart on the stream clock (WCAL); W's share of their sum. 0 or 1. */
 static int w_calibrate(const gpt_config* cfg, const vs_model_desc* m, const vs_constraints* c0, double fscale)
 {
-    static vs_plan_estimate est[1024];
     vs_strict_spec sp = vs_strict_clock_spec();
     vs_profile pf = spec_profile(&sp, 1);
     pf.flop_s *= fscale;
-    vs_constraints c = *c0;
-    c.pp = 1, c.tp = 1, c.microbatches = 1;
-    vs_plan plan;
-    int n = 0, i = 0;
-    if (vs_generate_plan(m, &c, &pf, &plan, est, 1024, &n)) return fprintf(stderr, "planner: %s\n", vs_last_error()), 1;
-    while (i < n && (!est[i].feasible || est[i].plan.zero != VS_ZERO_2)) i++;
-    if (i == n) return fprintf(stderr, "w_calibrate: no PP1 x TP1 ZeRO-2 plan\n"), 1;
+    const vs_plan_estimate* e = pp1_plan(m, c0, &pf, 1, "w_calibrate");
+    if (!e) return 1;
     char nm[128];
     row w;
     int mw;
     double step;
     memset(wcal_t, 0, sizeof wcal_t);
     WCAL = 1, WARM = 1;
-    int bad = run_plan(&est[i].plan, cfg, c.global_batch, nm, &step, &w, &mw);
+    int bad = run_plan(&e->plan, cfg, c0->global_batch, nm, &step, &w, &mw);
     WCAL = 0;
     if (bad) return fprintf(stderr, "w_calibrate: %s failed\n", nm), 1;
     double b = wcal_t[GPT_ATTN][0] + wcal_t[GPT_MLP][0], x = wcal_t[GPT_ATTN][1] + wcal_t[GPT_MLP][1];
